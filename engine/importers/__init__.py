@@ -1,0 +1,146 @@
+"""Importers: real agent trajectories in, one neutral typed session model out.
+
+    from engine.importers import load
+    session = load("run.traj.json")              # format sniffed from the content
+    session = load("log.jsonl", "proxy-jsonl", model="claude-sonnet-4-5", provider="anthropic")
+
+Every format module turns its source into `ImportedSession` (see `model.py`): one `CallRec` per model
+call, the prompt as sent, the response, the tools, and provider usage where the source has it.
+A file that does not fit raises `ImportFormatError` naming the format and the first misfit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.importers import mini_swe_agent, openhands, proxy_jsonl, swe_agent, swe_smith
+from engine.importers._common import Ctx, parse_json, read_text
+from engine.importers.model import (
+    CallRec,
+    ImportedSession,
+    ImportFormatError,
+    Interner,
+    MessageRec,
+    ToolCallRec,
+    ToolSchemaRec,
+    UsageRec,
+    validate_pairing,
+)
+
+__all__ = [
+    "FORMATS",
+    "CallRec",
+    "ImportFormatError",
+    "ImportedSession",
+    "Interner",
+    "MessageRec",
+    "ToolCallRec",
+    "ToolSchemaRec",
+    "UsageRec",
+    "load",
+    "sniff",
+    "validate_pairing",
+]
+
+
+class _Format:
+    """Registry entry: how to recognise a format and how to parse it from the file's text."""
+
+    def __init__(
+        self,
+        name: str,
+        parse_text: Callable[[str, str], ImportedSession],
+        sniff_text: Callable[[str, Any], bool],
+        suffixes: tuple[str, ...],
+    ) -> None:
+        self.name = name
+        self.parse_text = parse_text
+        self.sniff_text = sniff_text  # (text, parsed JSON or _NOT_JSON) -> bool
+        self.suffixes = suffixes
+
+    def __repr__(self) -> str:
+        return f"<format {self.name}>"
+
+
+_NOT_JSON = object()
+
+
+def _json_format(name: str, mod: Any, suffixes: tuple[str, ...]) -> _Format:
+    def parse_text(text: str, path: str) -> ImportedSession:
+        session: ImportedSession = mod.parse(parse_json(text, Ctx(name, path)), path)
+        return session
+
+    def sniff_text(text: str, data: Any) -> bool:
+        return data is not _NOT_JSON and bool(mod.sniff(data))
+
+    return _Format(name, parse_text, sniff_text, suffixes)
+
+
+def _sniff_jsonl(text: str, data: Any) -> bool:
+    # A one-line JSONL file is also valid JSON; either way the first object must be a request/response pair.
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    try:
+        return proxy_jsonl.sniff_line(json.loads(first))
+    except json.JSONDecodeError:
+        return False
+
+
+# Order matters for sniffing: the most specific markers first (mini-swe-agent's trajectory_format,
+# SWE-agent's history+trajectory), then OpenAI tool-call lists, then text-embedded calls.
+FORMATS: dict[str, _Format] = {
+    "mini-swe-agent": _json_format("mini-swe-agent", mini_swe_agent, (".traj.json",)),
+    "swe-agent": _json_format("swe-agent", swe_agent, (".traj",)),
+    "openhands": _json_format("openhands", openhands, ()),
+    "swe-smith": _json_format("swe-smith", swe_smith, ()),
+    "proxy-jsonl": _Format("proxy-jsonl", proxy_jsonl.parse_lines, _sniff_jsonl, (".jsonl",)),
+}
+
+
+def sniff(path: str | Path, text: str | None = None) -> str:
+    """Name of the format of `path`, or ImportFormatError saying why none fits."""
+    p = str(path)
+    if text is None:
+        text = read_text(p, "any known")
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as e:
+        data = _NOT_JSON
+        err = e
+    for name, fmt in FORMATS.items():
+        if fmt.sniff_text(text, data):
+            return name
+    # Nothing matched: name the format the file name promises, so the error is about the right thing.
+    by_suffix = next((n for n, f in FORMATS.items() if any(p.endswith(s) for s in f.suffixes)), None)
+    if data is _NOT_JSON:
+        fmt_name = by_suffix or "any known"
+        raise ImportFormatError(
+            fmt_name, p, "", f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+        )
+    if by_suffix is not None:
+        # Let that format's parser report the first thing that does not fit (or accept the file).
+        FORMATS[by_suffix].parse_text(text, p)
+        return by_suffix
+    known = ", ".join(FORMATS)
+    shape = f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict) else type(data).__name__
+    raise ImportFormatError("any known", p, "", f"top level is {shape}; none of {known} matches")
+
+
+def load(
+    path: str | Path, format: str | None = None, *, model: str | None = None, provider: str | None = None
+) -> ImportedSession:
+    """Import one trajectory file. `format` None sniffs it; `model`/`provider` override what the file says
+    (many sources do not name the model at all)."""
+    p = str(path)
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown import format {format!r}; choose one of {', '.join(FORMATS)}")
+    text = read_text(p, format or "any known")
+    name = format or sniff(p, text)
+    session = FORMATS[name].parse_text(text, p)
+    if model is not None:
+        session.model = model
+    if provider is not None:
+        session.provider = provider
+    return session

@@ -1,0 +1,290 @@
+"""Shared helpers for the format modules: reading JSON with usable errors, typed field access."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any, NoReturn
+
+from engine.importers.model import ROLES, ImportFormatError, MessageRec, ToolCallRec, ToolSchemaRec
+
+
+class Ctx:
+    """Carries the format name and source path so every helper can raise a precise error."""
+
+    def __init__(self, fmt: str, path: str) -> None:
+        self.fmt = fmt
+        self.path = path
+
+    def fail(self, where: str, detail: str) -> NoReturn:
+        raise ImportFormatError(self.fmt, self.path, where, detail)
+
+    def obj(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(where, f"is {_kind(value)} (expected an object)")
+        return value
+
+    def lst(self, value: Any, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(where, f"is {_kind(value)} (expected a list)")
+        return value
+
+    def key(self, parent: dict[str, Any], name: str, where: str) -> Any:
+        if name not in parent:
+            self.fail(join(where, name), "is missing")
+        return parent[name]
+
+    def text(self, value: Any, where: str, *, allow_none: bool = True) -> str:
+        """Message text: None becomes "" (assistant turns with only tool calls)."""
+        if value is None and allow_none:
+            return ""
+        if not isinstance(value, str):
+            self.fail(where, f"is {_kind(value)} (expected a string)")
+        return value
+
+    def opt_str(self, value: Any, where: str) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        self.fail(where, f"is {_kind(value)} (expected a string or null)")
+
+    def int_(self, value: Any, where: str) -> int:
+        # bool is an int subclass; a usage count of `true` is a broken file, not 1 token
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(where, f"is {_kind(value)} (expected an integer)")
+        return value
+
+    def opt_int(self, value: Any, where: str) -> int | None:
+        return None if value is None else self.int_(value, where)
+
+
+def join(where: str, key: str | int) -> str:
+    """Build a readable JSON path: `messages[3].role`."""
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else key
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def read_text(path: str, fmt: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise ImportFormatError(fmt, path, "", f"is not UTF-8 text (byte {e.start})") from e
+
+
+def parse_json(text: str, ctx: Ctx, where: str = "") -> Any:
+    """json.loads with the position of the first bad character in the error (truncated files)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        loc = f"{where}: " if where else ""
+        ctx.fail("", f"{loc}invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}")
+
+
+def parse_listish(value: Any, ctx: Ctx, where: str) -> list[Any]:
+    """A list that some writers store as text: JSON, or a Python repr (`str(list_of_dicts)`).
+
+    mini-swe-agent and litellm objects have been seen serialized with `str()`; ast.literal_eval
+    reads that without executing anything.
+    """
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        s = value.strip()
+        if not s:
+            return []
+        try:
+            parsed = json.loads(s)
+        except json.JSONDecodeError:
+            try:
+                parsed = ast.literal_eval(s)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                ctx.fail(where, "is a string that is neither JSON nor a Python literal list")
+        if isinstance(parsed, tuple):
+            parsed = list(parsed)
+        if not isinstance(parsed, list):
+            ctx.fail(where, f"is a string holding {_kind(parsed)} (expected a list)")
+        return parsed
+    ctx.fail(where, f"is {_kind(value)} (expected a list)")
+
+
+def parse_dictish(value: Any, ctx: Ctx, where: str) -> dict[str, Any]:
+    """Like parse_listish, for objects (mini-swe-agent `extra` may be a repr string)."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            try:
+                parsed = ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                ctx.fail(where, "is a string that is neither JSON nor a Python literal dict")
+        if not isinstance(parsed, dict):
+            ctx.fail(where, f"is a string holding {_kind(parsed)} (expected an object)")
+        return parsed
+    ctx.fail(where, f"is {_kind(value)} (expected an object)")
+
+
+def arguments_text(value: Any, ctx: Ctx, where: str) -> str:
+    """Tool-call arguments as JSON text. Kept verbatim when the source has text; objects are dumped."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "{}"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    ctx.fail(where, f"is {_kind(value)} (expected JSON text or an object)")
+
+
+def content_text(value: Any, ctx: Ctx, where: str) -> str:
+    """OpenAI content: a string, null, or a list of parts. Text parts are joined with newlines;
+    non-text parts (images) become a short placeholder so their presence is not lost."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, list):
+        out: list[str] = []
+        for i, part in enumerate(value):
+            pw = join(where, i)
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            part = ctx.obj(part, pw)
+            ptype = part.get("type")
+            if ptype in ("text", "input_text", "output_text") or (ptype is None and "text" in part):
+                out.append(ctx.text(part.get("text"), join(pw, "text"), allow_none=False))
+            elif ptype in ("image_url", "image", "input_image"):
+                out.append("[image]")
+            else:
+                ctx.fail(join(pw, "type"), f"is {_kind(ptype)} (expected text or image_url)")
+        return "\n".join(out)
+    ctx.fail(where, f"is {_kind(value)} (expected a string, null or a list of parts)")
+
+
+def guess_provider(model: str | None) -> str:
+    """Provider from a model name, for sources that do not name it. 'unknown' rather than a guess."""
+    if not model:
+        return "unknown"
+    m = model.lower()
+    if "/" in m:
+        head = m.split("/", 1)[0]
+        if head in ("deepseek", "openai", "anthropic", "bedrock", "azure", "gemini", "openrouter"):
+            return head
+    if "deepseek" in m:
+        return "deepseek"
+    if "claude" in m:
+        return "anthropic"
+    if m.startswith(("gpt", "o1", "o3", "o4", "chatgpt")):
+        return "openai"
+    return "unknown"
+
+
+def strip_provider_prefix(model: str) -> str:
+    """litellm-style `deepseek/deepseek-chat` -> `deepseek-chat`."""
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+def openai_tool_calls(value: Any, ctx: Ctx, where: str) -> tuple[ToolCallRec, ...]:
+    """OpenAI `tool_calls` (list, or a list stored as text) -> ToolCallRecs, in order."""
+    out: list[ToolCallRec] = []
+    for i, tc in enumerate(parse_listish(value, ctx, where)):
+        tw = join(where, i)
+        tc = ctx.obj(tc, tw)
+        fn = ctx.obj(ctx.key(tc, "function", tw), join(tw, "function"))
+        fw = join(tw, "function")
+        out.append(
+            ToolCallRec(
+                id=ctx.text(ctx.key(tc, "id", tw), join(tw, "id"), allow_none=False),
+                name=ctx.text(ctx.key(fn, "name", fw), join(fw, "name"), allow_none=False),
+                arguments=arguments_text(fn.get("arguments"), ctx, join(fw, "arguments")),
+            )
+        )
+    return tuple(out)
+
+
+def openai_message(
+    m: Any, ctx: Ctx, where: str, *, extra_roles: tuple[str, ...] = (), role_map: dict[str, str] | None = None
+) -> MessageRec:
+    """One OpenAI chat message -> MessageRec. Roles outside system/user/assistant/tool are refused
+    (callers that allow more, like mini-swe-agent's `exit`, handle those before calling)."""
+    m = ctx.obj(m, where)
+    role = ctx.key(m, "role", where)
+    role = (role_map or {}).get(role, role) if isinstance(role, str) else role
+    if role not in ROLES:
+        expected = "/".join(ROLES + extra_roles)
+        ctx.fail(join(where, "role"), f"is {_kind(role)} (expected {expected})")
+    content = content_text(m.get("content"), ctx, join(where, "content"))
+    thinking = m.get("reasoning_content")
+    if thinking is not None and not isinstance(thinking, str):
+        ctx.fail(join(where, "reasoning_content"), f"is {_kind(thinking)} (expected a string)")
+    tool_calls = openai_tool_calls(m.get("tool_calls"), ctx, join(where, "tool_calls"))
+    tool_call_id: str | None = None
+    if role == "tool":
+        tool_call_id = ctx.opt_str(m.get("tool_call_id"), join(where, "tool_call_id"))
+    return MessageRec(
+        role=role,
+        content=content,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        name=ctx.opt_str(m.get("name"), join(where, "name")),
+        thinking=thinking or None,
+    )
+
+
+def openai_tools(value: Any, ctx: Ctx, where: str) -> tuple[ToolSchemaRec, ...]:
+    """OpenAI `tools` ([{type: function, function: {name, description, parameters}}]) or bare
+    function objects -> ToolSchemaRecs."""
+    out: list[ToolSchemaRec] = []
+    for i, t in enumerate(ctx.lst(value, where) if value is not None else []):
+        tw = join(where, i)
+        t = ctx.obj(t, tw)
+        fn = t.get("function", t) if t.get("type", "function") == "function" else t
+        fw = join(tw, "function") if "function" in t else tw
+        fn = ctx.obj(fn, fw)
+        params = fn.get("parameters")
+        out.append(
+            ToolSchemaRec(
+                name=ctx.text(ctx.key(fn, "name", fw), join(fw, "name"), allow_none=False),
+                description=ctx.text(fn.get("description"), join(fw, "description")),
+                parameters=ctx.obj(params, join(fw, "parameters")) if params is not None else {},
+            )
+        )
+    return tuple(out)
+
+
+def sub(parent: Any, key: str) -> dict[str, Any]:
+    """parent[key] if both are objects, else {}: for optional metadata that must never fail an import."""
+    if isinstance(parent, dict):
+        value = parent.get(key)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def sublist(parent: Any, key: str) -> list[Any]:
+    if isinstance(parent, dict):
+        value = parent.get(key)
+        if isinstance(value, list):
+            return value
+    return []

@@ -1,0 +1,140 @@
+"""The neutral session model every importer produces.
+
+One `CallRec` is one model call: the prompt exactly as the agent sent it, what came back, the tool
+schemas offered, and the provider's own usage figures where the source recorded them. Downstream code
+(journal, cache simulator, what-if) only ever sees this model, never a source format.
+
+Objects are frozen so that consecutive calls can share the same `MessageRec` instances: a 90-call
+session whose prompt grows by two messages per call then costs O(messages) memory, not O(calls^2),
+and identity (`is`) tells the engine which messages were unchanged between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True)
+class ToolCallRec:
+    id: str
+    name: str
+    arguments: str  # JSON text as sent (kept as text: re-serializing would change the bytes)
+
+
+@dataclass(frozen=True)
+class MessageRec:
+    role: str  # "system" | "user" | "assistant" | "tool"
+    content: str  # text ("" when none)
+    tool_calls: tuple[ToolCallRec, ...] = ()
+    tool_call_id: str | None = None  # for role "tool"
+    name: str | None = None
+    thinking: str | None = None  # reasoning_content, Anthropic thinking blocks, ...
+
+
+@dataclass(frozen=True)
+class ToolSchemaRec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema; a dict, so this record (unlike MessageRec) is unhashable
+
+
+@dataclass(frozen=True)
+class UsageRec:
+    """Provider-reported usage for one call.
+
+    `input_tokens` is always the whole prompt, cached parts included (DeepSeek/OpenAI `prompt_tokens`;
+    for Anthropic `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`), so the
+    figures are comparable across providers. Cache fields are None when the provider did not say.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+
+
+@dataclass(frozen=True)
+class CallRec:
+    """One model call = one turn."""
+
+    messages: tuple[MessageRec, ...]  # the prompt exactly as the agent sent it
+    response: MessageRec | None  # what the model returned (None if the call failed)
+    tools: tuple[ToolSchemaRec, ...]
+    usage: UsageRec | None  # real provider usage when the source has it
+    timestamp: float | None
+    model: str | None
+    error: str | None = None
+
+
+@dataclass
+class ImportedSession:
+    format: str
+    source: str
+    model: str
+    provider: str
+    calls: list[CallRec]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ImportFormatError(ValueError):
+    """A file is not (or not entirely) in the format expected.
+
+    The message names the format, the file, and the first thing that did not fit, as a JSON path
+    (`messages[3].role`) or a line/column, so a user can open the file at that spot.
+    """
+
+    def __init__(self, fmt: str, path: str, where: str, detail: str) -> None:
+        self.format = fmt
+        self.path = path
+        self.where = where
+        self.detail = detail
+        loc = f"{where} " if where else ""
+        super().__init__(f"{path}: not a {fmt} trajectory: {loc}{detail}")
+
+
+class Interner:
+    """Returns one shared `MessageRec` per distinct value.
+
+    Sources that restate the whole prompt per call (proxy logs, SWE-agent's per-step `messages`) would
+    otherwise produce a fresh copy of every old message each turn.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[MessageRec, MessageRec] = {}
+
+    def __call__(self, msg: MessageRec) -> MessageRec:
+        return self._seen.setdefault(msg, msg)
+
+
+def validate_pairing(call: CallRec) -> list[str]:
+    """List the tool calls in `call.messages` without a result, and results without a call.
+
+    Only the prompt is checked: the response's own tool calls are answered by the *next* call.
+    Importers record pairing as the source has it; this is how the engine finds out what is broken.
+    """
+    problems: list[str] = []
+    open_calls: dict[str, int] = {}  # call id -> index of the assistant message that made it
+    answered: set[str] = set()
+    for i, msg in enumerate(call.messages):
+        if msg.role == "assistant":
+            for tc in msg.tool_calls:
+                if tc.id in open_calls or tc.id in answered:
+                    problems.append(f"messages[{i}]: tool call id {tc.id!r} is used twice")
+                open_calls[tc.id] = i
+        elif msg.role == "tool":
+            tid = msg.tool_call_id
+            if tid is None:
+                problems.append(f"messages[{i}]: tool result without tool_call_id")
+            elif tid in open_calls:
+                del open_calls[tid]
+                answered.add(tid)
+            elif tid in answered:
+                problems.append(f"messages[{i}]: second result for tool call {tid!r}")
+            else:
+                problems.append(f"messages[{i}]: tool result for unknown tool call {tid!r}")
+    for tid, i in sorted(open_calls.items(), key=lambda kv: kv[1]):
+        problems.append(f"messages[{i}]: tool call {tid!r} has no result")
+    return problems

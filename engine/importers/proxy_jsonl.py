@@ -1,0 +1,332 @@
+"""JSONL written by request-logging proxies: one model call per line.
+
+Each line: `{"request": <raw request body>, "response": <raw response body or null>, "timestamp": ...,
+"provider": optional, "error": optional}`. The request is either an Anthropic Messages body or an OpenAI
+chat-completions body; `provider` decides when present, otherwise the shape does (Anthropic: top-level
+`system`, content blocks `tool_use`/`tool_result`, `input_schema` tools, response `type: "message"`;
+OpenAI: `messages` with role system/tool, response `choices`). Lines may mix providers.
+
+Anthropic -> neutral: the `system` string/blocks become one system message; a user turn's
+`tool_result` blocks become `tool` messages (in order, before the turn's text, as Anthropic requires);
+assistant `thinking` blocks go to `thinking`, `tool_use` blocks to tool calls (`input` dumped as JSON).
+Usage: Anthropic `input_tokens` excludes cached parts, so input = input + cache_read + cache_creation;
+OpenAI `prompt_tokens` already includes `prompt_tokens_details.cached_tokens`; DeepSeek's
+`prompt_cache_hit_tokens` wins when present.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from engine.importers._common import (
+    Ctx,
+    _kind,
+    arguments_text,
+    guess_provider,
+    join,
+    openai_message,
+    openai_tools,
+    sub,
+    sublist,
+)
+from engine.importers.model import (
+    CallRec,
+    ImportedSession,
+    Interner,
+    MessageRec,
+    ToolCallRec,
+    ToolSchemaRec,
+    UsageRec,
+)
+
+NAME = "proxy-jsonl"
+_OPENAI_LIKE = ("openai", "deepseek", "azure", "openrouter")
+
+
+def sniff_line(obj: Any) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("request"), dict) and "response" in obj
+
+
+def detect_provider(line: dict[str, Any]) -> str:
+    """'anthropic' or 'openai' (the wire format; a named provider like deepseek maps to its format)."""
+    named = line.get("provider")
+    if isinstance(named, str):
+        n = named.lower()
+        if n in ("anthropic", "bedrock-anthropic", "claude"):
+            return "anthropic"
+        if n in _OPENAI_LIKE:
+            return "openai"
+    req = sub(line, "request")
+    resp = sub(line, "response")
+    if "system" in req or resp.get("type") == "message" or "choices" not in resp and "content" in resp:
+        return "anthropic"
+    for m in sublist(req, "messages"):
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in ("system", "tool", "developer") or "tool_calls" in m:
+            return "openai"
+        c = m.get("content")
+        if isinstance(c, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result", "thinking") for b in c
+        ):
+            return "anthropic"
+    if any(isinstance(t, dict) and "input_schema" in t for t in sublist(req, "tools")):
+        return "anthropic"
+    return "openai"
+
+
+# ---------------------------------------------------------------- Anthropic
+
+
+def _block_text(content: Any, ctx: Ctx, where: str) -> str:
+    """tool_result content: a string or a list of text (and image) blocks."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    out = []
+    for j, b in enumerate(ctx.lst(content, where)):
+        bw = join(where, j)
+        b = ctx.obj(b, bw)
+        if b.get("type") == "text":
+            out.append(ctx.text(b.get("text"), join(bw, "text"), allow_none=False))
+        elif b.get("type") == "image":
+            out.append("[image]")
+        else:
+            ctx.fail(join(bw, "type"), f"is {_kind(b.get('type'))} (expected text or image)")
+    return "\n".join(out)
+
+
+def _anthropic_message(m: Any, ctx: Ctx, where: str) -> list[MessageRec]:
+    m = ctx.obj(m, where)
+    role = ctx.key(m, "role", where)
+    if role not in ("user", "assistant"):
+        ctx.fail(join(where, "role"), f"is {_kind(role)} (expected user/assistant)")
+    content = m.get("content")
+    cw = join(where, "content")
+    if isinstance(content, str):
+        return [MessageRec(role=role, content=content)]
+    blocks = ctx.lst(content, cw)
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCallRec] = []
+    results: list[MessageRec] = []
+    for j, b in enumerate(blocks):
+        bw = join(cw, j)
+        b = ctx.obj(b, bw)
+        btype = b.get("type")
+        if btype == "text":
+            texts.append(ctx.text(b.get("text"), join(bw, "text"), allow_none=False))
+        elif btype == "thinking" and role == "assistant":
+            thinking.append(ctx.text(b.get("thinking"), join(bw, "thinking")))
+        elif btype == "redacted_thinking" and role == "assistant":
+            thinking.append("[redacted thinking]")
+        elif btype == "tool_use" and role == "assistant":
+            calls.append(
+                ToolCallRec(
+                    id=ctx.text(ctx.key(b, "id", bw), join(bw, "id"), allow_none=False),
+                    name=ctx.text(ctx.key(b, "name", bw), join(bw, "name"), allow_none=False),
+                    arguments=arguments_text(b.get("input"), ctx, join(bw, "input")),
+                )
+            )
+        elif btype == "tool_result" and role == "user":
+            results.append(
+                MessageRec(
+                    role="tool",
+                    content=_block_text(b.get("content"), ctx, join(bw, "content")),
+                    tool_call_id=ctx.text(
+                        ctx.key(b, "tool_use_id", bw), join(bw, "tool_use_id"), allow_none=False
+                    ),
+                )
+            )
+        elif btype == "image":
+            texts.append("[image]")
+        else:
+            allowed = "text/thinking/tool_use" if role == "assistant" else "text/tool_result/image"
+            ctx.fail(join(bw, "type"), f"is {_kind(btype)} in a {role} message (expected {allowed})")
+    out = list(results)
+    if role == "assistant" or texts or not results:
+        out.append(
+            MessageRec(
+                role=role,
+                content="\n".join(texts),
+                tool_calls=tuple(calls),
+                thinking="\n".join(thinking) if thinking else None,
+            )
+        )
+    return out
+
+
+def _anthropic_request(
+    req: dict[str, Any], ctx: Ctx, where: str
+) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...]]:
+    msgs: list[MessageRec] = []
+    system = req.get("system")
+    if system is not None:
+        msgs.append(MessageRec(role="system", content=_block_text(system, ctx, join(where, "system"))))
+    raw = ctx.lst(ctx.key(req, "messages", where), join(where, "messages"))
+    for i, m in enumerate(raw):
+        msgs.extend(_anthropic_message(m, ctx, join(join(where, "messages"), i)))
+    tools: list[ToolSchemaRec] = []
+    tw = join(where, "tools")
+    for i, t in enumerate(ctx.lst(req["tools"], tw) if req.get("tools") is not None else []):
+        t = ctx.obj(t, join(tw, i))
+        if "input_schema" not in t:
+            continue  # server tools (web_search, bash_2024...) have no schema to record
+        tools.append(
+            ToolSchemaRec(
+                name=ctx.text(ctx.key(t, "name", join(tw, i)), join(join(tw, i), "name"), allow_none=False),
+                description=ctx.text(t.get("description"), join(join(tw, i), "description")),
+                parameters=ctx.obj(t["input_schema"], join(join(tw, i), "input_schema")),
+            )
+        )
+    return msgs, tuple(tools)
+
+
+def _anthropic_response(
+    resp: dict[str, Any], ctx: Ctx, where: str
+) -> tuple[MessageRec | None, UsageRec | None, str | None]:
+    if resp.get("type") == "error" or "error" in resp and "content" not in resp:
+        err = resp.get("error")
+        return None, None, json.dumps(err) if not isinstance(err, str) else err
+    msg = _anthropic_message({"role": "assistant", "content": ctx.key(resp, "content", where)}, ctx, where)[
+        -1
+    ]
+    usage = None
+    if resp.get("usage") is not None:
+        uw = join(where, "usage")
+        u = ctx.obj(resp["usage"], uw)
+        inp = ctx.int_(ctx.key(u, "input_tokens", uw), join(uw, "input_tokens"))
+        cr = ctx.opt_int(u.get("cache_read_input_tokens"), join(uw, "cache_read_input_tokens"))
+        cw = ctx.opt_int(u.get("cache_creation_input_tokens"), join(uw, "cache_creation_input_tokens"))
+        usage = UsageRec(
+            input_tokens=inp + (cr or 0) + (cw or 0),
+            output_tokens=ctx.int_(ctx.key(u, "output_tokens", uw), join(uw, "output_tokens")),
+            cache_read_tokens=cr,
+            cache_write_tokens=cw,
+        )
+    return msg, usage, None
+
+
+# ---------------------------------------------------------------- OpenAI
+
+
+def _openai_request(
+    req: dict[str, Any], ctx: Ctx, where: str
+) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...]]:
+    raw = ctx.lst(ctx.key(req, "messages", where), join(where, "messages"))
+    msgs = [
+        openai_message(m, ctx, join(join(where, "messages"), i), role_map={"developer": "system"})
+        for i, m in enumerate(raw)
+    ]
+    return msgs, openai_tools(req.get("tools"), ctx, join(where, "tools"))
+
+
+def _openai_response(
+    resp: dict[str, Any], ctx: Ctx, where: str
+) -> tuple[MessageRec | None, UsageRec | None, str | None]:
+    if "error" in resp and "choices" not in resp:
+        err = resp["error"]
+        return None, None, err if isinstance(err, str) else json.dumps(err)
+    choices = ctx.lst(ctx.key(resp, "choices", where), join(where, "choices"))
+    if not choices:
+        ctx.fail(join(where, "choices"), "is empty (expected one choice)")
+    c0 = ctx.obj(choices[0], join(join(where, "choices"), 0))
+    msg = openai_message(
+        ctx.key(c0, "message", join(where, "choices[0]")), ctx, join(where, "choices[0].message")
+    )
+    usage = None
+    if resp.get("usage") is not None:
+        uw = join(where, "usage")
+        u = ctx.obj(resp["usage"], uw)
+        details = sub(u, "prompt_tokens_details")
+        cr = ctx.opt_int(u.get("prompt_cache_hit_tokens"), join(uw, "prompt_cache_hit_tokens"))
+        if cr is None:
+            cr = ctx.opt_int(details.get("cached_tokens"), join(uw, "prompt_tokens_details.cached_tokens"))
+        usage = UsageRec(
+            input_tokens=ctx.int_(ctx.key(u, "prompt_tokens", uw), join(uw, "prompt_tokens")),
+            output_tokens=ctx.int_(ctx.key(u, "completion_tokens", uw), join(uw, "completion_tokens")),
+            cache_read_tokens=cr,
+            cache_write_tokens=None,
+        )
+    return msg, usage, None
+
+
+# ---------------------------------------------------------------- file
+
+
+def _timestamp(value: Any, ctx: Ctx, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    ctx.fail(where, f"is {_kind(value)} (expected epoch seconds or an ISO 8601 time)")
+
+
+def parse_lines(text: str, path: str) -> ImportedSession:
+    ctx = Ctx(NAME, path)
+    intern = Interner()
+    calls: list[CallRec] = []
+    providers: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}:"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            ctx.fail(where, f"invalid JSON at column {e.colno}: {e.msg}")
+        if not isinstance(obj, dict):
+            ctx.fail(where, f"is {_kind(obj)} (expected an object with request and response)")
+        req = ctx.obj(ctx.key(obj, "request", where), f"{where} request")
+        wire = detect_provider(obj)
+        if wire == "anthropic":
+            msgs, tools = _anthropic_request(req, ctx, f"{where} request")
+        else:
+            msgs, tools = _openai_request(req, ctx, f"{where} request")
+        resp_raw = obj.get("response")
+        response: MessageRec | None = None
+        usage: UsageRec | None = None
+        error: str | None = obj.get("error") if isinstance(obj.get("error"), str) else None
+        if resp_raw is not None:
+            resp = ctx.obj(resp_raw, f"{where} response")
+            if wire == "anthropic":
+                response, usage, err = _anthropic_response(resp, ctx, f"{where} response")
+            else:
+                response, usage, err = _openai_response(resp, ctx, f"{where} response")
+            error = error or err
+        elif error is None:
+            error = "no response recorded"
+        if response is not None:
+            response = intern(response)
+        model = req.get("model") if isinstance(req.get("model"), str) else None
+        if isinstance(resp_raw, dict) and isinstance(resp_raw.get("model"), str):
+            model = resp_raw["model"]  # the served model (a dated snapshot) is more precise
+        named = obj.get("provider")
+        providers.append(
+            named if isinstance(named, str) else (guess_provider(model) if wire == "openai" else wire)
+        )
+        calls.append(
+            CallRec(
+                messages=tuple(intern(m) for m in msgs),
+                response=response,
+                tools=tools,
+                usage=usage,
+                timestamp=_timestamp(obj.get("timestamp"), ctx, f"{where} timestamp"),
+                model=model,
+                error=error,
+            )
+        )
+    if not calls:
+        ctx.fail("", "file has no JSON lines")
+    model = next((c.model for c in calls if c.model), None) or "unknown"
+    known = [p for p in providers if p != "unknown"]
+    # sorted() first so that a tie resolves the same way on every run (set order is hash-seeded)
+    provider = max(sorted(set(known)), key=known.count) if known else "unknown"
+    meta: dict[str, Any] = {"providers_per_call": providers}
+    return ImportedSession(format=NAME, source=path, model=model, provider=provider, calls=calls, meta=meta)
