@@ -1,0 +1,382 @@
+"""Client side of the live probe: attach to an agent by pid, and discover agents for `cp-inspect ps`.
+
+    with ProbeClient.connect(pid) as client:
+        client.hello                      # protocol, pid, argv, model, provider, engine_version, snapshot, turns
+        for event in client.events():     # the journal so far, then live events; ends when the agent exits
+            ...                           # {"k": "dropped", "count": n} means n events were lost: reconnect
+                                          # for a fresh snapshot if they matter
+
+Every failure a person can act on is a typed `ProbeError` whose message says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.frames import (
+    HEADER_SIZE,
+    MAX_FRAME_BYTES,
+    FrameError,
+    decode_header,
+    decode_payload,
+    encode_frame,
+)
+from engine.probe import PROTOCOL_VERSION
+from engine.runtime_dir import (
+    SOCKET_SUFFIX,
+    NoSuchProcess,
+    NotServing,
+    PermissionDenied,
+    ProbeError,
+    ProbeTimeout,
+    ProtocolMismatch,
+    pid_alive,
+    resolve_runtime_dir,
+    socket_path,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AgentInfo",
+    "NoSuchProcess",
+    "NotServing",
+    "PermissionDenied",
+    "ProbeClient",
+    "ProbeError",
+    "ProbeTimeout",
+    "ProtocolMismatch",
+    "list_agents",
+]
+
+_RECV_CHUNK = 256 * 1024
+
+
+class _FrameReader:
+    """Incremental frame decoder over a byte stream (no re-copying of the unread tail per frame)."""
+
+    def __init__(self, limit: int = MAX_FRAME_BYTES) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._limit = limit
+        self.offset = 0  # stream position of _buf[0], for error messages
+
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos * 2 >= len(self._buf):
+            del self._buf[: self._pos]
+            self.offset += self._pos
+            self._pos = 0
+        self._buf += data
+
+    def next(self) -> dict[str, Any] | None:
+        avail = len(self._buf) - self._pos
+        if avail < HEADER_SIZE:
+            return None
+        at = self.offset + self._pos
+        length, crc = decode_header(bytes(self._buf[self._pos : self._pos + HEADER_SIZE]), at, self._limit)
+        end = self._pos + HEADER_SIZE + length
+        if end > len(self._buf):
+            return None
+        frame = decode_payload(bytes(self._buf[self._pos + HEADER_SIZE : end]), crc, at)
+        self._pos = end
+        return frame
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buf) - self._pos
+
+
+def _error_from_frame(frame: dict[str, Any], pid: int) -> ProbeError:
+    code = frame.get("code")
+    message = str(frame.get("message", "unspecified error"))
+    if code == "protocol_mismatch":
+        theirs = frame.get("protocol")
+        return ProtocolMismatch(PROTOCOL_VERSION, theirs if isinstance(theirs, int) else None)
+    if code == "permission_denied":
+        return PermissionDenied(f"process {pid} refused the connection: {message}")
+    return ProbeError(f"process {pid} closed the probe connection: {message}")
+
+
+class ProbeClient:
+    """One read-only connection to an agent's probe. Not thread-safe: use it from one thread."""
+
+    def __init__(self, sock: socket.socket, pid: int, path: Path) -> None:
+        self._sock = sock
+        self.pid = pid
+        self.socket_path = path
+        self._reader = _FrameReader()
+        self.hello: dict[str, Any] = {}
+        self.disconnected = False
+        self.dropped = 0  # total events the agent told us we lost
+
+    # ---------------------------------------------------------------- connecting
+
+    @classmethod
+    def connect(cls, pid: int, timeout: float = 3.0, runtime_dir: Path | None = None) -> ProbeClient:
+        """Attach to agent `pid`. Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
+        ProbeTimeout (all ProbeError)."""
+        alive = pid_alive(pid)
+        if alive is False:
+            raise NoSuchProcess(pid)
+        d = resolve_runtime_dir(runtime_dir)  # PermissionDenied if the directory is not safely ours
+        if alive is None:
+            raise PermissionDenied(
+                f"process {pid} belongs to another user; its probe can only be read by that user"
+            )
+        if d is None:
+            raise NotServing(pid)
+        path = socket_path(pid, d)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise NotServing(pid, path) from None
+        if st.st_uid != os.getuid():
+            raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
+        if not stat.S_ISSOCK(st.st_mode):
+            raise NotServing(pid, path, "that path is not a socket")
+        return cls.connect_path(path, pid, timeout)
+
+    @classmethod
+    def connect_path(
+        cls, path: Path, pid: int, timeout: float = 3.0, *, protocol: int = PROTOCOL_VERSION
+    ) -> ProbeClient:
+        """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
+
+        `protocol` is what this client announces; only tests pass anything but the current version.
+        """
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(os.fsdecode(path))
+        except ConnectionRefusedError:
+            sock.close()
+            raise NotServing(pid, path, "the socket is stale (nothing is listening on it)") from None
+        except FileNotFoundError:
+            sock.close()
+            raise NotServing(pid, path) from None
+        except PermissionError:
+            sock.close()
+            raise PermissionDenied(f"no permission to connect to {path}") from None
+        except TimeoutError:
+            sock.close()
+            raise ProbeTimeout(pid, timeout, "accept the connection") from None
+        except OSError:
+            sock.close()
+            raise
+        client = cls(sock, pid, path)
+        try:
+            # Announce our version first, so an agent with another version can say so by name.
+            sock.sendall(encode_frame({"k": "hello", "protocol": protocol}))
+        except OSError:
+            pass  # the agent may have closed already; its hello or error is still readable
+        try:
+            frame = client._next_frame(timeout)
+            if frame is None:
+                if client.disconnected:
+                    raise NotServing(pid, path, "the agent closed the connection before its hello")
+                raise ProbeTimeout(pid, timeout, "send its hello")
+            if frame.get("k") == "error":
+                raise _error_from_frame(frame, pid)
+            if frame.get("k") != "hello":
+                raise ProbeError(f"process {pid} sent {frame.get('k')!r} where a hello was expected")
+            theirs = frame.get("protocol")
+            if theirs != protocol:
+                raise ProtocolMismatch(protocol, theirs if isinstance(theirs, int) else None)
+        except BaseException:
+            client.close()
+            raise
+        client.hello = frame
+        return client
+
+    # ---------------------------------------------------------------- reading
+
+    def _next_frame(self, timeout: float | None) -> dict[str, Any] | None:
+        """Next raw frame; None on timeout or disconnect. Raises ProbeError on a corrupt stream."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                frame = self._reader.next()
+            except FrameError as exc:
+                self._mark_disconnected()
+                raise ProbeError(f"corrupt data from process {self.pid}: {exc}") from None
+            if frame is not None:
+                return frame
+            if self.disconnected:
+                return None
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if remaining is not None and remaining <= 0:
+                return None
+            try:
+                ready, _, _ = select.select([self._sock], [], [], remaining)
+            except (OSError, ValueError):
+                self._mark_disconnected()
+                return None
+            if not ready:
+                return None
+            try:
+                data = self._sock.recv(_RECV_CHUNK)
+            except (BlockingIOError, InterruptedError, TimeoutError):
+                continue
+            except OSError:
+                data = b""  # ECONNRESET and friends: the agent is gone, same as EOF
+            if not data:
+                self._mark_disconnected()
+                continue  # decode whatever complete frames are still buffered
+            self._reader.feed(data)
+
+    def _mark_disconnected(self) -> None:
+        self.disconnected = True
+
+    def recv(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The next event, or None when `timeout` passes or the agent disconnected (see .disconnected).
+
+        `{"k": "dropped", "count": n}` is returned like any event (and added to `.dropped`); an error
+        frame from the agent raises the matching ProbeError and ends the connection.
+        """
+        frame = self._next_frame(timeout)
+        if frame is None:
+            return None
+        kind = frame.get("k")
+        if kind == "error":
+            self._mark_disconnected()
+            self._close_socket()
+            raise _error_from_frame(frame, self.pid)
+        if kind == "dropped":
+            count = frame.get("count")
+            self.dropped += count if isinstance(count, int) else 0
+        return frame
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Blocking iterator over events; ends cleanly when the agent disconnects (`.disconnected`)."""
+        while True:
+            frame = self.recv(None)
+            if frame is None:
+                return
+            yield frame
+
+    def ping(self) -> None:
+        """Ask for a `{"k": "pong"}` (it arrives in order with the events). For liveness checks."""
+        try:
+            self._sock.sendall(encode_frame({"k": "ping"}))
+        except OSError:
+            self._mark_disconnected()
+
+    def fileno(self) -> int:
+        """For select()-style integration: readable means recv() will make progress."""
+        return self._sock.fileno()
+
+    def _close_socket(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._close_socket()
+        self.disconnected = True
+
+    def __enter__(self) -> ProbeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -------------------------------------------------------------------- discovery (`cp-inspect ps`)
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    pid: int
+    command: str
+    model: str | None
+    provider: str | None
+    turns: int | None
+    socket_path: Path
+    engine_version: str | None = None
+    error: str | None = None  # set when the agent is alive but did not answer (busy, stopped)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["socket_path"] = str(self.socket_path)
+        return d
+
+
+def _proc_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            parts = [p.decode("utf-8", "replace") for p in f.read().split(b"\0") if p]
+        return shlex.join(parts)
+    except OSError:
+        return ""
+
+
+def _remove_stale(path: Path) -> None:
+    """Unlink a dead agent's socket, but only a socket of ours (the directory check already passed)."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid():
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[AgentInfo]:
+    """Live agents serving a probe for this user, by pid. Removes stale sockets as it goes.
+
+    A socket is stale when its pid is dead or nothing listens on it (the server renames its socket
+    into place only once listening, so a refused connection cannot be a server that is starting).
+    Raises PermissionDenied if the runtime directory is not safely ours.
+    """
+    d = resolve_runtime_dir(runtime_dir)
+    if d is None:
+        return []
+    out: list[AgentInfo] = []
+    for entry in sorted(d.iterdir(), key=lambda p: p.name):
+        name = entry.name
+        if not name.endswith(SOCKET_SUFFIX) or not name[: -len(SOCKET_SUFFIX)].isdigit():
+            continue
+        pid = int(name[: -len(SOCKET_SUFFIX)])
+        if pid_alive(pid) is False:
+            _remove_stale(entry)
+            continue
+        try:
+            client = ProbeClient.connect_path(entry, pid, timeout)
+        except NotServing:
+            _remove_stale(entry)
+            continue
+        except ProbeError as exc:
+            out.append(AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc)))
+            continue
+        except OSError as exc:
+            out.append(AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc)))
+            continue
+        with client:
+            h = client.hello
+        argv = h.get("argv")
+        command = shlex.join(str(a) for a in argv) if isinstance(argv, list) else _proc_cmdline(pid)
+        turns = h.get("turns")
+        out.append(
+            AgentInfo(
+                pid=pid,
+                command=command,
+                model=_opt_str(h.get("model")),
+                provider=_opt_str(h.get("provider")),
+                turns=turns if isinstance(turns, int) else None,
+                socket_path=entry,
+                engine_version=_opt_str(h.get("engine_version")),
+            )
+        )
+    return out
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)

@@ -1,0 +1,147 @@
+"""The per-user directory that holds probe sockets, and the probe's error types.
+
+    $XDG_RUNTIME_DIR/contextpipe/      when XDG_RUNTIME_DIR names an existing directory
+    /tmp/contextpipe-<uid>/            otherwise
+
+The directory is the access boundary: it is created 0700 and refused when it is owned by someone
+else or readable/writable by group or other, because a socket in a directory another user controls
+could be replaced by theirs (and we would stream our prompts to them). Each socket is `<pid>.sock`.
+
+The error types live here, not in `probe_client`, because this is the lowest module that both the
+server (`probe`) and the client import; `probe_client` re-exports them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from engine.errors import ContextPipeError
+
+SUBDIR = "contextpipe"
+SOCKET_SUFFIX = ".sock"
+# sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
+MAX_SOCKET_PATH = 107
+SERVE_ENV = "CONTEXTPIPE_SERVE"
+
+
+class ProbeError(ContextPipeError):
+    """Base class for everything the probe (server or client) raises on purpose."""
+
+
+class NoSuchProcess(ProbeError):
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        super().__init__(f"no process with pid {pid} (it may have exited); `cp-inspect ps` lists live agents")
+
+
+class NotServing(ProbeError):
+    def __init__(self, pid: int, socket_path: Path | None = None, detail: str = "") -> None:
+        self.pid = pid
+        self.socket_path = socket_path
+        where = f" (no live socket at {socket_path})" if socket_path is not None else ""
+        extra = f"; {detail}" if detail else ""
+        super().__init__(
+            f"process {pid} is not serving the probe{where}{extra}. Start the agent with serve=True "
+            f"or with the environment variable {SERVE_ENV}=1"
+        )
+
+
+class PermissionDenied(ProbeError, PermissionError):
+    """A socket or runtime directory owned by another user, or a peer the server refused."""
+
+
+class ProtocolMismatch(ProbeError):
+    def __init__(self, ours: int, theirs: int | None, side: str = "agent") -> None:
+        self.ours = ours
+        self.theirs = theirs
+        super().__init__(
+            f"probe protocol mismatch: this side speaks version {ours}, the {side} speaks version {theirs}; "
+            "use a cp-inspect and engine of matching versions"
+        )
+
+
+class ProbeTimeout(ProbeError, TimeoutError):
+    def __init__(self, pid: int, seconds: float, what: str = "answer") -> None:
+        self.pid = pid
+        self.seconds = seconds
+        super().__init__(f"process {pid} did not {what} within {seconds:g} s (is it stopped or busy?)")
+
+
+def default_runtime_dir() -> Path:
+    """Where sockets live for this user (not created, not checked)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    # An XDG_RUNTIME_DIR that does not exist (say, inherited over sudo or into a container) is
+    # treated as unset rather than failing: /tmp/contextpipe-<uid> is still private to us.
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / SUBDIR
+    return Path("/tmp") / f"contextpipe-{os.getuid()}"
+
+
+def check_runtime_dir(path: Path) -> None:
+    """Raise PermissionDenied unless `path` is a real directory we own with no group/other bits."""
+    st = os.lstat(path)  # lstat: a symlink planted by someone else must not be followed
+    if not stat.S_ISDIR(st.st_mode):
+        raise PermissionDenied(f"probe runtime path {path} is not a directory (a symlink or file is refused)")
+    uid = os.getuid()
+    if st.st_uid != uid:
+        raise PermissionDenied(
+            f"probe runtime directory {path} is owned by uid {st.st_uid}, not by you (uid {uid}); "
+            "refusing to use it. Remove it or set XDG_RUNTIME_DIR to a directory of your own"
+        )
+    if st.st_mode & 0o077:
+        raise PermissionDenied(
+            f"probe runtime directory {path} has mode {stat.S_IMODE(st.st_mode):04o}; it must be 0700 "
+            f"(fix with: chmod 700 {path})"
+        )
+
+
+def ensure_runtime_dir(path: Path | None = None) -> Path:
+    """Create (0700) or validate the runtime directory and return it. Server side."""
+    d = path if path is not None else default_runtime_dir()
+    try:
+        # mode is filtered by the umask; 0700 minus any umask bits is never wider than 0700.
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        # The parent is missing (only possible for a caller-supplied path): create parents, each private.
+        os.makedirs(d, 0o700, exist_ok=True)
+    check_runtime_dir(d)
+    return d
+
+
+def resolve_runtime_dir(path: Path | None = None) -> Path | None:
+    """The runtime directory if it exists (validated), else None. Client side: never creates it."""
+    d = path if path is not None else default_runtime_dir()
+    try:
+        check_runtime_dir(d)
+    except FileNotFoundError:
+        return None
+    return d
+
+
+def socket_path(pid: int, runtime_dir: Path) -> Path:
+    return runtime_dir / f"{pid}{SOCKET_SUFFIX}"
+
+
+def pid_alive(pid: int) -> bool | None:
+    """True if a process `pid` exists, False if not, None if it exists but belongs to another user."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return None
+    # A zombie (exited, not yet reaped by its parent) still answers kill(0) but serves nothing.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[-1].split()
+        if fields and fields[0] == b"Z":
+            return False
+    except OSError:
+        pass  # no /proc (or a race with exit): trust kill(0)
+    return True
