@@ -19,6 +19,7 @@ from typing import Any
 from engine.importers import mini_swe_agent, openhands, proxy_jsonl, swe_agent, swe_smith
 from engine.importers._common import Ctx, parse_json, read_text
 from engine.importers.model import (
+    ANY_FORMAT,
     CallRec,
     ImportedSession,
     ImportFormatError,
@@ -103,7 +104,7 @@ def sniff(path: str | Path, text: str | None = None) -> str:
     """Name of the format of `path`, or ImportFormatError saying why none fits."""
     p = str(path)
     if text is None:
-        text = read_text(p, "any known")
+        text = read_text(p, ANY_FORMAT)
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError as e:
@@ -115,7 +116,7 @@ def sniff(path: str | Path, text: str | None = None) -> str:
     # Nothing matched: name the format the file name promises, so the error is about the right thing.
     by_suffix = next((n for n, f in FORMATS.items() if any(p.endswith(s) for s in f.suffixes)), None)
     if data is _NOT_JSON:
-        fmt_name = by_suffix or "any known"
+        fmt_name = by_suffix or ANY_FORMAT
         raise ImportFormatError(
             fmt_name, p, "", f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
         )
@@ -125,7 +126,7 @@ def sniff(path: str | Path, text: str | None = None) -> str:
         return by_suffix
     known = ", ".join(FORMATS)
     shape = f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict) else type(data).__name__
-    raise ImportFormatError("any known", p, "", f"top level is {shape}; none of {known} matches")
+    raise ImportFormatError(ANY_FORMAT, p, "", f"top level is {shape}; tried {known}")
 
 
 def load(
@@ -136,7 +137,7 @@ def load(
     p = str(path)
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown import format {format!r}; choose one of {', '.join(FORMATS)}")
-    text = read_text(p, format or "any known")
+    text = read_text(p, format or ANY_FORMAT)
     name = format or sniff(p, text)
     session = FORMATS[name].parse_text(text, p)
     if model is not None:

@@ -73,7 +73,7 @@ def _kind(value: Any) -> str:
         return f"a number ({value})"
     if isinstance(value, str):
         shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"a string ({shown!r})"
+        return repr(shown)
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = ("system", "user", "assistant", "tool")
+ANY_FORMAT = "any known"  # ImportFormatError's format when sniffing found nothing
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,11 @@ class ImportFormatError(ValueError):
         self.where = where
         self.detail = detail
         loc = f"{where} " if where else ""
-        super().__init__(f"{path}: not a {fmt} trajectory: {loc}{detail}")
+        if fmt == ANY_FORMAT:
+            what = "not a trajectory in any known format"
+        else:
+            what = f"not {'an' if fmt[:1] in 'aeiou' else 'a'} {fmt} trajectory"
+        super().__init__(f"{path}: {what}: {loc}{detail}")
 
 
 class Interner:
