@@ -1,0 +1,92 @@
+"""What the store holds: items (originals, never rewritten), their kinds and the links between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """An item's kind decides the chat role it is sent under and how its header reads."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL_RESULT = "tool_result"
+    FILE_READ = "file_read"
+    SUMMARY = "summary"
+    MEMORY = "memory"
+
+    @property
+    def role(self) -> str:
+        # Tool results are sent as user turns: a bare {"role": "tool"} message needs a paired
+        # assistant tool call, which a window that may stub or drop the call cannot promise.
+        if self in (Kind.SYSTEM, Kind.USER, Kind.ASSISTANT):
+            return self.value
+        return "user"
+
+    @property
+    def is_message(self) -> bool:
+        """Messages are sent verbatim; other kinds carry a one-line header naming the item."""
+        return self in (Kind.SYSTEM, Kind.USER, Kind.ASSISTANT)
+
+    @classmethod
+    def parse(cls, value: str) -> Kind:
+        try:
+            return cls(value.strip().lower().replace("-", "_"))
+        except ValueError:
+            names = ", ".join(k.value for k in cls)
+            raise ValueError(f"unknown item kind {value!r}: use one of {names}") from None
+
+
+class LinkKind(StrEnum):
+    SUMMARIZES = "summarizes"  # summary item -> each original it stands for
+    DERIVED_FROM = "derived_from"  # item computed from another (e.g. an edited copy)
+    REPLIES_TO = "replies_to"  # tool result -> the assistant call that asked for it
+    CITES = "cites"  # item mentions something another item introduced
+    SUPERSEDES = "supersedes"  # rolled-forward summary -> the summary it replaces
+
+    @classmethod
+    def parse(cls, value: str) -> LinkKind:
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            names = ", ".join(k.value for k in cls)
+            raise ValueError(f"unknown link kind {value!r}: use one of {names}") from None
+
+
+# Links that count as "someone depends on this item" when scoring inbound references.
+REFERENCE_LINKS = (LinkKind.CITES, LinkKind.REPLIES_TO, LinkKind.DERIVED_FROM)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One original as stored. `turn` is the store's turn counter when the item was added."""
+
+    id: int
+    kind: Kind
+    body: str
+    hash: str
+    turn: int
+    timestamp: float | None
+    source: str | None
+    file_hash: str | None
+    pinned: bool
+    importance: float
+
+
+@dataclass
+class ItemMeta:
+    """The body-less row kept in memory for scoring and selection (5,000 of these must solve in ms)."""
+
+    id: int
+    kind: Kind
+    hash: str
+    turn: int
+    source: str | None
+    file_hash: str | None
+    pinned: bool
+    importance: float
+    inbound: int = 0
+    covered_by: int | None = None  # newest summary item standing for this one
+    superseded: bool = False  # a summary replaced by a rolled-forward one

@@ -1,0 +1,162 @@
+"""SQLite layout, connection settings (WAL, busy timeout) and schema versioning.
+
+Two tables hold the originals (`items`, `links`) plus an FTS5 index over bodies. Everything else
+(`token_counts`, `derived`, `file_state`, `windows`, `meta`) is a cache or a log that can be rebuilt.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .errors import StoreCorruptError, StoreError, StoreLockedError
+
+SCHEMA_VERSION = 1
+
+_DDL_V1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    ts REAL,
+    source TEXT,
+    file_hash TEXT,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    importance REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS items_hash ON items(hash);
+CREATE INDEX IF NOT EXISTS items_source ON items(source);
+CREATE TABLE IF NOT EXISTS links (
+    src INTEGER NOT NULL REFERENCES items(id),
+    dst INTEGER NOT NULL REFERENCES items(id),
+    kind TEXT NOT NULL,
+    PRIMARY KEY (src, dst, kind)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS links_dst ON links(dst, kind);
+-- External-content FTS5: the text lives once, in items.body; bodies are never updated, so an
+-- insert trigger is all the synchronisation needed.
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, content='items', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS items_ai AFTER INSERT ON items BEGIN
+    INSERT INTO items_fts(rowid, body) VALUES (new.id, new.body);
+END;
+CREATE TABLE IF NOT EXISTS token_counts (
+    hash TEXT NOT NULL,
+    tokenizer TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (hash, tokenizer)
+) WITHOUT ROWID;
+-- Summaries and other derived text, keyed by a hash of (originals' hashes, producer, version).
+CREATE TABLE IF NOT EXISTS derived (key TEXT PRIMARY KEY, producer TEXT NOT NULL, text TEXT NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS file_state (path TEXT PRIMARY KEY, hash TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS windows (
+    id INTEGER PRIMARY KEY,
+    turn INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    budget INTEGER NOT NULL,
+    used INTEGER NOT NULL,
+    text_hash TEXT NOT NULL,
+    manifest TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS windows_turn ON windows(turn);
+CREATE INDEX IF NOT EXISTS windows_lane ON windows(lane, id);
+"""
+
+# Migrations from version N to N+1, applied in order. Empty today; the slot is here so a v2
+# never has to guess what a v1 file looks like.
+_MIGRATIONS: dict[int, str] = {}
+
+_CORRUPT_MARKERS = ("file is not a database", "malformed", "file is encrypted", "disk image")
+
+
+def translate(exc: sqlite3.Error, path: str, timeout_s: float) -> StoreError:
+    """Turn a raw sqlite3 error into one a person can act on."""
+    msg = str(exc).lower()
+    if any(m in msg for m in _CORRUPT_MARKERS):
+        return StoreCorruptError(path, str(exc))
+    if "locked" in msg or "busy" in msg:
+        return StoreLockedError(path, timeout_s)
+    return StoreError(f"{path}: sqlite error: {exc}")
+
+
+def connect(path: str | Path, timeout_s: float = 5.0) -> sqlite3.Connection:
+    """Open (creating if needed) a store file with WAL, a busy timeout and the current schema."""
+    p = str(path)
+    if p != ":memory:":
+        parent = Path(p).resolve().parent
+        if not parent.is_dir():
+            raise StoreError(f"cannot create {p}: directory {parent} does not exist")
+    try:
+        conn = sqlite3.connect(p, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise translate(exc, p, timeout_s) from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        # Reading the schema is the first thing that touches page 1: a corrupt file fails here.
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if p != ":memory:":
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise StoreError(f"{p}: could not switch to WAL journal mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoints, fast commits
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate(exc, p, timeout_s) from exc
+    except StoreError:
+        conn.close()
+        raise
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        version = 0
+        if has_meta:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store schema version {version} is newer than this cp-inspect understands "
+                f"({SCHEMA_VERSION}); upgrade cp-inspect"
+            )
+        if version == 0:
+            for stmt in _split(_DDL_V1):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('turn', '0')")
+        else:
+            for v in range(version, SCHEMA_VERSION):
+                for stmt in _split(_MIGRATIONS[v]):
+                    conn.execute(stmt)
+            conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _split(script: str) -> list[str]:
+    """Split DDL into statements (executescript would commit our transaction). Triggers keep their body."""
+    out: list[str] = []
+    buf: list[str] = []
+    for line in script.splitlines():
+        if line.strip().startswith("--") or not line.strip():
+            continue
+        buf.append(line)
+        joined = "\n".join(buf).strip()
+        if joined.endswith(";") and sqlite3.complete_statement(joined):
+            out.append(joined)
+            buf = []
+    if buf:
+        out.append("\n".join(buf))
+    return out

@@ -1,0 +1,942 @@
+"""The `ContextStore` facade: add originals, link them, and serve explained, budgeted windows."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from ..errors import ConfigError
+from ..hashing import content_hash, sha256_hex
+from ..tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    REPLY_PRIMING_TOKENS,
+    Budget,
+    CharTokenizer,
+    Tokenizer,
+    default_tokenizer,
+)
+from . import recorder
+from .compaction import (
+    RULES_VERSION,
+    Summarizer,
+    duplicate_text,
+    json_shape,
+    render_full,
+    rule_summary,
+    stub_text,
+    subtask_body,
+    summary_key,
+)
+from .config import StoreConfig
+from .errors import StoreError, UnknownItemError
+from .items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
+from .schema import connect, translate
+from .scoring import Score, bm25_relevance, query_terms, score_items
+from .staleness import StaleWatcher, file_sha, normalise
+from .window import Candidate, Dropped, Entry, Option, Window, solve
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MAX_BUDGET = 100_000_000
+
+
+def _translating(fn: Callable[P, R]) -> Callable[P, R]:
+    """Public methods surface sqlite errors as StoreCorruptError / StoreLockedError with the file name."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except sqlite3.Error as exc:
+            self = args[0]
+            assert isinstance(self, ContextStore)
+            raise translate(exc, self.path, self.timeout_s) from exc
+
+    return wrapper
+
+
+def tokenizer_for(model: str | Tokenizer | None) -> Tokenizer:
+    """The tokenizer used to count a window for `model`.
+
+    Every chat model is counted with cl100k_base (offline) unless the caller passes its own
+    Tokenizer; "chars" selects the 4-characters-per-token estimate. Counts are cached per tokenizer
+    name, so two tokenizers never share a cached count.
+    """
+    if model is None or isinstance(model, str):
+        if model is not None and model.lower() in ("chars", "chars/4"):
+            return _CHARS
+        return default_tokenizer()
+    return model
+
+
+_CHARS = CharTokenizer()
+
+
+def parse_budget(budget: int | Budget) -> Budget:
+    if isinstance(budget, Budget):
+        b = budget
+    else:
+        if isinstance(budget, bool) or not isinstance(budget, int):
+            raise ConfigError(f"budget must be a whole number of tokens, got {budget!r}")
+        if budget <= 0:
+            raise ConfigError(f"budget must be a positive number of tokens, got {budget}")
+        if budget > MAX_BUDGET:
+            raise ConfigError(f"budget {budget} is absurd: no model has a window above {MAX_BUDGET:,} tokens")
+        b = Budget(budget)
+    if b.limit <= 0:
+        raise ConfigError(f"budget must be a positive number of tokens, got {b.limit}")
+    if b.usable <= REPLY_PRIMING_TOKENS + MESSAGE_OVERHEAD_TOKENS:
+        raise ConfigError(f"budget {b.limit} is too small to hold even one message")
+    return b
+
+
+class ContextStore:
+    """One SQLite file per run. Originals are never rewritten; windows, stubs and summaries are views.
+
+    Not thread-safe: use one ContextStore per thread (several processes may share the file; SQLite's
+    WAL mode and the busy timeout arbitrate).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        config: StoreConfig | None = None,
+        summarizer: Summarizer | None = None,
+        summary_prompt_version: str = "v1",
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.timeout_s = timeout_s
+        self.config = config or StoreConfig()
+        self.summarizer = summarizer
+        self.summary_prompt_version = summary_prompt_version
+        self._conn = connect(self.path, timeout_s)
+        self._metas: list[ItemMeta] = []
+        self._by_id: dict[int, ItemMeta] = {}
+        self._stale: frozenset[int] = frozenset()
+        self._covering: frozenset[int] = frozenset()  # summary items that currently stand for others
+        self._turn = 0
+        self._dirty = True
+        self._data_version = -1
+        self._items: dict[int, Item] = {}  # originals are immutable, so this cache never goes stale
+        self._counts: dict[str, dict[str, int]] = {}  # tokenizer -> text hash -> tokens
+        self._counts_new: list[tuple[str, str, int]] = []
+        self._memo: dict[tuple[Any, ...], int] = {}  # (tokenizer, id, form, variant) -> tokens
+        self._last: dict[str, dict[str, Any]] = {}  # lane -> last manifest (sticky state)
+        self._watcher: StaleWatcher | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        self._conn.close()
+
+    def __enter__(self) -> ContextStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing ----------------------------------------------------------------------------
+
+    @_translating
+    def add(
+        self,
+        body: str,
+        kind: Kind | str = Kind.USER,
+        *,
+        pin: bool = False,
+        importance: float = 0.0,
+        source: str | None = None,
+        file_hash: str | None = None,
+        timestamp: float | None = None,
+        links: Iterable[tuple[LinkKind | str, int]] = (),
+    ) -> int:
+        """Store an original and return its id. `links` are (kind, target id) from the new item."""
+        k = kind if isinstance(kind, Kind) else Kind.parse(kind)
+        if not isinstance(body, str):
+            raise TypeError(f"item body must be str, got {type(body).__name__}")
+        if not 0.0 <= float(importance) <= 1.0:
+            raise ConfigError(f"importance must be between 0 and 1, got {importance}")
+        if k is Kind.FILE_READ and source:
+            source = normalise(source)
+            if file_hash is None:
+                file_hash = file_sha(source)
+        link_list = [(lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), int(dst)) for lk, dst in links]
+        self._refresh()
+        self._begin()
+        try:
+            cur = self._conn.execute(
+                "INSERT INTO items(kind, body, hash, turn, ts, source, file_hash, pinned, importance) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    k.value,
+                    body,
+                    sha256_hex(body),
+                    self._read_turn(),
+                    timestamp,
+                    source,
+                    file_hash,
+                    int(pin),
+                    float(importance),
+                ),
+            )
+            new_id = int(cur.lastrowid or 0)
+            if k is Kind.FILE_READ and source and file_hash:
+                self._conn.execute(
+                    "INSERT INTO file_state(path, hash) VALUES (?, ?) ON CONFLICT(path) DO NOTHING",
+                    (source, file_hash),
+                )
+            for lk, dst in link_list:
+                self._insert_link(new_id, dst, lk)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self._dirty = True
+        return new_id
+
+    def add_file_read(self, path: str | Path, body: str | None = None, **kw: Any) -> int:
+        """Record that the agent read `path` (its current bytes are hashed for staleness checks)."""
+        p = normalise(path)
+        if body is None:
+            try:
+                body = Path(p).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise StoreError(f"cannot read {p}: {exc.strerror}") from exc
+        return self.add(body, Kind.FILE_READ, source=p, file_hash=file_sha(p), **kw)
+
+    @_translating
+    def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
+        lk = kind if isinstance(kind, LinkKind) else LinkKind.parse(kind)
+        self._begin()
+        try:
+            self._insert_link(src, dst, lk)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self._dirty = True
+
+    @_translating
+    def pin(self, item_id: int, pinned: bool = True) -> None:
+        self._update_meta(item_id, "pinned", int(pinned))
+
+    @_translating
+    def set_importance(self, item_id: int, importance: float) -> None:
+        if not 0.0 <= importance <= 1.0:
+            raise ConfigError(f"importance must be between 0 and 1, got {importance}")
+        self._update_meta(item_id, "importance", float(importance))
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    @_translating
+    def get(self, item_id: int) -> Item:
+        return self._item(item_id)
+
+    @_translating
+    def expand(self, item_id: int) -> str:
+        """The original behind a stub or summary. For a summary item: the originals it stands for."""
+        item = self._item(item_id)
+        if item.kind is Kind.SUMMARY:
+            originals = self._originals(item_id)
+            if originals:
+                return "\n\n".join(render_full(self._item(i)) for i in originals)
+        return item.body
+
+    @staticmethod
+    def expand_tool_schema() -> dict[str, Any]:
+        """The JSON tool definition (OpenAI function style) that lets an agent call `expand`."""
+        return {
+            "type": "function",
+            "function": {
+                "name": "expand",
+                "description": (
+                    "Return the full original text of a context item that is shown only as a stub or "
+                    "summary. Stubs and summaries start with [#ID kind ...]; pass that ID."
+                ),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "integer", "description": "the number after # in the stub"}
+                    },
+                    "required": ["id"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    @property
+    def turn(self) -> int:
+        self._refresh()
+        return self._turn
+
+    def __len__(self) -> int:
+        self._refresh()
+        return len(self._metas)
+
+    @_translating
+    def windows(self, turn: int) -> list[dict[str, Any]]:
+        """Manifests of every window served at `turn` (flight recorder)."""
+        return recorder.for_turn(self._conn, turn)
+
+    @_translating
+    def recorded_turns(self) -> list[int]:
+        return recorder.turns(self._conn)
+
+    # ---- compaction -------------------------------------------------------------------------
+
+    @_translating
+    def summarize(self, ids: Sequence[int], *, roll_from: int | None = None) -> int:
+        """Summarise items through the application's callback into a new summary item.
+
+        With `roll_from`, the new summary covers that summary's originals plus `ids`, and is produced
+        from those originals, never from the previous summary's text (errors do not compound).
+        The text is cached by the hash of the originals plus the prompt version.
+        """
+        if self.summarizer is None:
+            raise StoreError("no summarizer configured: pass summarizer=callable to ContextStore")
+        originals: set[int] = set()
+        for i in ids:
+            originals |= set(self._originals(i)) if self._item(i).kind is Kind.SUMMARY else {i}
+        if roll_from is not None:
+            if self._item(roll_from).kind is not Kind.SUMMARY:
+                raise StoreError(f"#{roll_from} is not a summary item; roll_from needs one")
+            originals |= set(self._originals(roll_from))
+        if not originals:
+            raise StoreError("nothing to summarise: give at least one item id")
+        ordered = sorted(originals)
+        items = [self._item(i) for i in ordered]
+        producer = f"callback:{self.summary_prompt_version}"
+        key = summary_key([it.hash for it in items], producer)
+        row = self._conn.execute("SELECT text FROM derived WHERE key=?", (key,)).fetchone()
+        if row is not None:
+            text = str(row[0])
+        else:
+            text = self.summarizer([render_full(it) for it in items])
+            self._conn.execute(
+                "INSERT OR IGNORE INTO derived(key, producer, text) VALUES (?,?,?)", (key, producer, text)
+            )
+        links: list[tuple[LinkKind | str, int]] = [(LinkKind.SUMMARIZES, i) for i in ordered]
+        if roll_from is not None:
+            links.append((LinkKind.SUPERSEDES, roll_from))
+        return self.add(text, Kind.SUMMARY, source=f"summary of {len(ordered)} items", links=links)
+
+    @_translating
+    def collapse_subtask(self, step_ids: Sequence[int], result_id: int) -> int:
+        """A finished subtask becomes one item: its result plus a link to its steps (no model needed)."""
+        if not step_ids:
+            raise StoreError("collapse_subtask needs the ids of the subtask's steps")
+        result = self._item(result_id)
+        for s in step_ids:
+            self._item(s)  # raises UnknownItemError early, before anything is written
+        covered = sorted(set(step_ids) | {result_id})
+        body = subtask_body(sorted(set(step_ids)), result)
+        return self.add(
+            body, Kind.SUMMARY, source="subtask", links=[(LinkKind.SUMMARIZES, i) for i in covered]
+        )
+
+    # ---- staleness --------------------------------------------------------------------------
+
+    @_translating
+    def check_stale(self, paths: Iterable[str] | None = None) -> list[int]:
+        """Re-hash tracked files (or just `paths`); return ids of file reads whose content is now old."""
+        if paths is None:
+            todo = [
+                str(r[0])
+                for r in self._conn.execute(
+                    "SELECT DISTINCT source FROM items WHERE kind=? AND source IS NOT NULL ORDER BY source",
+                    (Kind.FILE_READ.value,),
+                )
+            ]
+        else:
+            todo = sorted({normalise(p) for p in paths})
+        if todo:
+            self._begin()
+            try:
+                for p in todo:
+                    self._conn.execute(
+                        "INSERT INTO file_state(path, hash) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET hash=excluded.hash",
+                        (p, file_sha(p)),
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+            self._dirty = True
+        self._refresh()
+        return sorted(self._stale)
+
+    def watch(self) -> StaleWatcher:
+        """Start a watchfiles thread over the directories of every file read so far."""
+        if self._watcher is not None:
+            self._watcher.stop()
+        paths = [
+            str(r[0])
+            for r in self._conn.execute(
+                "SELECT DISTINCT source FROM items WHERE kind=? AND source IS NOT NULL ORDER BY source",
+                (Kind.FILE_READ.value,),
+            )
+        ]
+        self._watcher = StaleWatcher(paths).start()
+        return self._watcher
+
+    def stale_ids(self) -> list[int]:
+        self._drain_watcher()
+        self._refresh()
+        return sorted(self._stale)
+
+    # ---- windows ----------------------------------------------------------------------------
+
+    @_translating
+    def context_get(
+        self,
+        budget: int | Budget,
+        model: str | Tokenizer | None = None,
+        query: str | None = None,
+        *,
+        sticky: bool = True,
+        advance_turn: bool = True,
+    ) -> Window:
+        """Serve a window that fits `budget`: pins first (id order), then history in time order.
+
+        sticky=True (default): reuse the previous window of this (tokenizer, budget) lane plus the
+        items added since, and re-solve only when that would overflow; a re-solve fills to
+        `resolve_fill` of the budget so the next turns can append again (the provider's prefix cache
+        breaks once per compaction, not once per turn). sticky=False solves from scratch.
+        Each served window is recorded; with advance_turn the store's turn counter moves on.
+        """
+        b = parse_budget(budget)
+        tok = tokenizer_for(model)
+        lane = f"{tok.name}:{b.limit}:{b.margin}"
+        self._drain_watcher()
+        self._refresh()
+        terms = query_terms(query)
+        scores = score_items(
+            self._metas,
+            self._turn,
+            bm25_relevance(self._conn, terms) if terms else {},
+            self._stale,
+            self.config,
+        )
+        window: Window | None = None
+        notes: list[str] = []
+        mode = "fresh"
+        if sticky:
+            prev = self._last.get(lane)
+            if prev is None:
+                prev = recorder.last_for_lane(self._conn, lane)
+            if prev is not None:
+                window, why = self._sticky(prev, b, tok, lane, query, scores)
+                if window is None:
+                    mode = "resolved"
+                    notes.append(why)
+        if window is None:
+            window = self._solve(b, tok, lane, query, terms, scores, mode, sticky, notes)
+        self._begin()
+        try:
+            recorder.record(self._conn, window)
+            self._flush_counts()
+            if advance_turn:
+                self._conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(self._turn + 1),))
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        if advance_turn:
+            self._turn += 1
+        self._last[lane] = window.manifest(max_dropped=0)
+        self._data_version = self._current_data_version()
+        return window
+
+    # ---- internals: solving -----------------------------------------------------------------
+
+    def _solve(
+        self,
+        b: Budget,
+        tok: Tokenizer,
+        lane: str,
+        query: str | None,
+        terms: tuple[str, ...],
+        scores: dict[int, Score],
+        mode: str,
+        sticky: bool,
+        notes: list[str],
+    ) -> Window:
+        cfg = self.config
+        pins = [m for m in self._metas if m.pinned]
+        pin_cost = [(m.id, self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS) for m in pins]
+        pinned_tokens = sum(t for _, t in pin_cost)
+        if pinned_tokens + REPLY_PRIMING_TOKENS > b.usable:
+            from .errors import PinsExceedBudgetError
+
+            raise PinsExceedBudgetError(pinned_tokens + REPLY_PRIMING_TOKENS, b.usable, b.limit, pin_cost)
+
+        dropped: list[Dropped] = []
+        pinned_hashes = {m.hash: m.id for m in pins}
+        # Dedup: the newest copy of each content hash represents the group (it sits where the agent
+        # last saw it); older copies cost nothing. A copy of a pinned item is represented by the pin.
+        rep_for_hash: dict[str, int] = {}
+        group_best: dict[str, float] = {}
+        live: list[ItemMeta] = []
+        for m in self._metas:
+            if m.pinned:
+                continue
+            if m.superseded:
+                dropped.append(self._dropped(tok, m, scores, "superseded by a rolled-forward summary"))
+                continue
+            if m.covered_by is not None:
+                dropped.append(self._dropped(tok, m, scores, f"covered by summary #{m.covered_by}"))
+                continue
+            live.append(m)
+            rep_for_hash[m.hash] = m.id  # metas are in id order: the last write wins = newest
+            group_best[m.hash] = max(group_best.get(m.hash, 0.0), scores[m.id].total)
+        candidates: list[Candidate] = []
+        full_cost: dict[int, int] = {}
+        for m in live:
+            if m.hash in pinned_hashes:
+                dropped.append(self._dropped(tok, m, scores, f"duplicate of pinned #{pinned_hashes[m.hash]}"))
+                continue
+            rep = rep_for_hash[m.hash]
+            if rep != m.id:
+                dropped.append(self._dropped(tok, m, scores, f"duplicate of #{rep}"))
+                continue
+            s = group_best[m.hash]
+            ft = self._full_tokens(tok, m.id)
+            full = ft + MESSAGE_OVERHEAD_TOKENS
+            full_cost[m.id] = full
+            size = max(1, ft) ** cfg.size_exponent
+            opts = [Option("full", full, s * size)]
+            stale = m.id in self._stale
+            opts.append(
+                Option(
+                    "stub",
+                    self._stub_tokens(tok, m.id, ft, stale) + MESSAGE_OVERHEAD_TOKENS,
+                    s * size * cfg.stub_value,
+                )
+            )
+            if ft > cfg.summary_min_tokens:
+                st = self._summary_tokens(tok, m.id, terms)
+                if st <= ft * (1.0 - cfg.summary_min_saving):
+                    opts.append(Option("summary", st + MESSAGE_OVERHEAD_TOKENS, s * size * cfg.summary_value))
+            candidates.append(Candidate(m.id, tuple(opts)))
+
+        room = b.usable - REPLY_PRIMING_TOKENS - pinned_tokens
+        everything = sum(full_cost.values())
+        if everything <= room:
+            chosen = {c.id: c.options[0] for c in candidates}  # all fit in full: nothing to decide
+        else:
+            if sticky:
+                # Leave headroom so the next turns append without another cache-breaking re-solve.
+                room = max(0, int(b.usable * cfg.resolve_fill) - REPLY_PRIMING_TOKENS - pinned_tokens)
+                notes.append(
+                    f"compacted: history needs {everything} tokens, {room} left after pins "
+                    f"(re-solved to {cfg.resolve_fill:.0%} of usable for headroom)"
+                )
+            chosen = solve(candidates, room)
+
+        entries: list[Entry] = []
+        for m in pins:
+            entries.append(self._entry(tok, m, "full", scores[m.id], ("pinned",), terms))
+        for c in candidates:
+            opt = chosen.get(c.id)
+            m = self._by_id[c.id]
+            if opt is None:
+                dropped.append(
+                    Dropped(
+                        m.id,
+                        m.kind.value,
+                        scores[m.id].total,
+                        full_cost[m.id],
+                        "did not fit: lower value per token than what was kept",
+                    )
+                )
+                continue
+            entries.append(self._entry(tok, m, opt.form, scores[m.id], self._reasons(m, scores[m.id]), terms))
+        return self._finish(b, tok, lane, query, mode, entries, dropped, notes)
+
+    def _sticky(
+        self,
+        prev: dict[str, Any],
+        b: Budget,
+        tok: Tokenizer,
+        lane: str,
+        query: str | None,
+        scores: dict[int, Score],
+    ) -> tuple[Window | None, str]:
+        """Previous window + items added since, if it still fits and nothing it relied on changed."""
+        prev_items: list[dict[str, Any]] = prev["items"]
+        prev_pins = [int(e["id"]) for e in prev_items if e["pinned"]]
+        pins = [m.id for m in self._metas if m.pinned]
+        if prev_pins != pins:
+            return None, "re-solved: the set of pinned items changed"
+        prev_terms = query_terms(prev.get("query"))
+        max_id = int(prev["max_item_id"])
+        entries: list[Entry] = []
+        in_window_hash: dict[str, int] = {}
+        for e in prev_items:
+            m = self._by_id.get(int(e["id"]))
+            if m is None:
+                return None, f"re-solved: item #{e['id']} of the previous window is unknown"
+            if not m.pinned and (m.covered_by is not None or m.superseded):
+                return None, f"re-solved: #{m.id} is now covered by summary #{m.covered_by}"
+            dup = e.get("duplicate_of")
+            reasons = ("pinned",) if m.pinned else ("kept from previous window (sticky)",)
+            entries.append(
+                self._entry(
+                    tok,
+                    m,
+                    str(e["form"]),
+                    scores[m.id],
+                    reasons,
+                    prev_terms,
+                    stale=bool(e["stale"]),
+                    duplicate_of=int(dup) if dup is not None else None,
+                )
+            )
+            if e["form"] in ("full", "summary"):
+                in_window_hash.setdefault(m.hash, m.id)
+        for m in self._metas:
+            if m.id <= max_id or m.superseded:
+                continue
+            if m.kind is Kind.SUMMARY and m.id in self._covering:
+                return None, f"re-solved: new summary #{m.id} replaces items"
+            if m.covered_by is not None:
+                continue
+            if m.hash in in_window_hash:
+                entries.append(
+                    self._entry(
+                        tok,
+                        m,
+                        "stub",
+                        scores[m.id],
+                        ("appended; duplicate content",),
+                        (),
+                        duplicate_of=in_window_hash[m.hash],
+                    )
+                )
+            else:
+                entries.append(
+                    self._entry(tok, m, "full", scores[m.id], ("appended since previous window",), ())
+                )
+                in_window_hash.setdefault(m.hash, m.id)
+        used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
+        if used > b.usable:
+            return None, f"re-solved: previous window plus new items needs {used} tokens > {b.usable} usable"
+        included = {e.id for e in entries}
+        dropped = [
+            self._dropped(tok, m, scores, "left out at the last re-solve (sticky window)")
+            for m in self._metas
+            if m.id not in included
+        ]
+        return self._finish(b, tok, lane, query, "sticky", entries, dropped, []), ""
+
+    def _finish(
+        self,
+        b: Budget,
+        tok: Tokenizer,
+        lane: str,
+        query: str | None,
+        mode: str,
+        entries: list[Entry],
+        dropped: list[Dropped],
+        notes: list[str],
+    ) -> Window:
+        used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
+        if used > b.usable:  # the solver guarantees this; fail loudly rather than overrun a provider
+            raise StoreError(f"internal error: window of {used} tokens exceeds usable budget {b.usable}")
+        messages = [{"role": e.role, "content": e.text} for e in entries]
+        return Window(
+            budget=b.limit,
+            usable=b.usable,
+            used=used,
+            mode=mode,
+            turn=self._turn,
+            lane=lane,
+            tokenizer=tok.name,
+            query=query,
+            entries=tuple(entries),
+            dropped=tuple(sorted(dropped, key=lambda d: d.id)),
+            text_hash=content_hash(messages),
+            max_item_id=self._metas[-1].id if self._metas else 0,
+            notes=tuple(notes),
+        )
+
+    def _entry(
+        self,
+        tok: Tokenizer,
+        m: ItemMeta,
+        form: str,
+        score: Score,
+        reasons: tuple[str, ...],
+        terms: tuple[str, ...],
+        *,
+        stale: bool | None = None,
+        duplicate_of: int | None = None,
+    ) -> Entry:
+        item = self._item(m.id)
+        is_stale = (m.id in self._stale) if stale is None else stale
+        ft = self._full_tokens(tok, m.id)
+        if form == "full":
+            text = render_full(item)
+            tokens = ft
+        elif form == "summary":
+            text = self._summary_text(item, terms)
+            tokens = self._count(tok, text)
+        elif duplicate_of is not None:
+            text = duplicate_text(item, duplicate_of)
+            tokens = self._count(tok, text)
+        else:
+            text = stub_text(item, ft, is_stale)
+            tokens = self._count(tok, text)
+        if is_stale:
+            reasons = (*reasons, "stale: the file changed on disk after this read")
+        return Entry(
+            m.id,
+            m.kind.value,
+            m.kind.role,
+            form,
+            text,
+            tokens + MESSAGE_OVERHEAD_TOKENS,
+            score.total,
+            reasons,
+            m.pinned,
+            is_stale,
+            duplicate_of,
+        )
+
+    def _reasons(self, m: ItemMeta, s: Score) -> tuple[str, ...]:
+        out: list[str] = []
+        age = self._turn - m.turn
+        if s.recency >= 0.5:
+            out.append(f"recent ({age} turns ago)")
+        if s.relevance > 0:
+            out.append(f"relevant to query (bm25 {s.relevance:.2f})")
+        if m.inbound:
+            out.append(f"referenced by {m.inbound} item(s)")
+        if s.importance > 0:
+            out.append(f"importance {s.importance:g}")
+        if not out:
+            out.append(f"best value per token among the rest (score {s.total:.3f})")
+        return tuple(out)
+
+    def _dropped(self, tok: Tokenizer, m: ItemMeta, scores: dict[int, Score], reason: str) -> Dropped:
+        return Dropped(
+            m.id,
+            m.kind.value,
+            scores[m.id].total,
+            self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS,
+            reason,
+        )
+
+    # ---- internals: token counts and forms ----------------------------------------------------
+
+    def _count(self, tok: Tokenizer, text: str) -> int:
+        if not text:
+            return 0
+        table = self._counts.get(tok.name)
+        if table is None:
+            table = {
+                str(h): int(n)
+                for h, n in self._conn.execute(
+                    "SELECT hash, tokens FROM token_counts WHERE tokenizer=?", (tok.name,)
+                )
+            }
+            self._counts[tok.name] = table
+        h = sha256_hex(text)
+        n = table.get(h)
+        if n is None:
+            n = tok.count(text)
+            table[h] = n
+            self._counts_new.append((h, tok.name, n))
+        return n
+
+    def _flush_counts(self) -> None:
+        if self._counts_new:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO token_counts(hash, tokenizer, tokens) VALUES (?,?,?)", self._counts_new
+            )
+            self._counts_new = []
+
+    def _full_tokens(self, tok: Tokenizer, item_id: int) -> int:
+        key = (tok.name, item_id, "full")
+        n = self._memo.get(key)
+        if n is None:
+            n = self._count(tok, render_full(self._item(item_id)))
+            self._memo[key] = n
+        return n
+
+    def _stub_tokens(self, tok: Tokenizer, item_id: int, full_tokens: int, stale: bool) -> int:
+        key = (tok.name, item_id, "stub", stale)
+        n = self._memo.get(key)
+        if n is None:
+            n = self._count(tok, stub_text(self._item(item_id), full_tokens, stale))
+            self._memo[key] = n
+        return n
+
+    def _summary_text(self, item: Item, terms: tuple[str, ...]) -> str:
+        return rule_summary(item, self.config.summary_target_tokens, terms)
+
+    def _summary_tokens(self, tok: Tokenizer, item_id: int, terms: tuple[str, ...]) -> int:
+        item = self._item(item_id)
+        # Only JSON shapes depend on the query; keep the memo key small for everything else.
+        variant = terms if item.body.lstrip()[:1] in ("{", "[") and json_shape(item.body) is not None else ()
+        key = (tok.name, item_id, "summary", RULES_VERSION, self.config.summary_target_tokens, variant)
+        n = self._memo.get(key)
+        if n is None:
+            n = self._count(tok, self._summary_text(item, terms))
+            self._memo[key] = n
+        return n
+
+    # ---- internals: rows ----------------------------------------------------------------------
+
+    def _item(self, item_id: int) -> Item:
+        it = self._items.get(item_id)
+        if it is not None:
+            return it
+        row = self._conn.execute(
+            "SELECT id, kind, body, hash, turn, ts, source, file_hash, pinned, importance FROM items WHERE id=?",
+            (int(item_id),),
+        ).fetchone()
+        if row is None:
+            raise UnknownItemError(int(item_id), self.path)
+        it = self._row_item(row)
+        self._items[it.id] = it
+        return it
+
+    def _load_bodies(self) -> None:
+        missing = [m.id for m in self._metas if m.id not in self._items]
+        if not missing:
+            return
+        lo = min(missing)
+        for row in self._conn.execute(
+            "SELECT id, kind, body, hash, turn, ts, source, file_hash, pinned, importance FROM items WHERE id>=? "
+            "ORDER BY id",
+            (lo,),
+        ):
+            it = self._row_item(row)
+            self._items.setdefault(it.id, it)
+
+    @staticmethod
+    def _row_item(row: Sequence[Any]) -> Item:
+        return Item(
+            int(row[0]),
+            Kind(row[1]),
+            str(row[2]),
+            str(row[3]),
+            int(row[4]),
+            None if row[5] is None else float(row[5]),
+            row[6],
+            row[7],
+            bool(row[8]),
+            float(row[9]),
+        )
+
+    def _originals(self, summary_id: int) -> list[int]:
+        return [
+            int(r[0])
+            for r in self._conn.execute(
+                "SELECT dst FROM links WHERE src=? AND kind=? ORDER BY dst",
+                (summary_id, LinkKind.SUMMARIZES.value),
+            )
+        ]
+
+    def _insert_link(self, src: int, dst: int, kind: LinkKind) -> None:
+        if src == dst:
+            raise StoreError(f"an item cannot link to itself (#{src})")
+        for i in (src, dst):
+            if self._conn.execute("SELECT 1 FROM items WHERE id=?", (i,)).fetchone() is None:
+                raise UnknownItemError(i, self.path)
+        self._conn.execute(
+            "INSERT OR IGNORE INTO links(src, dst, kind) VALUES (?,?,?)", (src, dst, kind.value)
+        )
+
+    def _update_meta(self, item_id: int, column: str, value: float | int) -> None:
+        self._item(item_id)
+        self._begin()
+        try:
+            self._conn.execute(f"UPDATE items SET {column}=? WHERE id=?", (value, item_id))
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self._items.pop(item_id, None)
+        self._dirty = True
+
+    def _begin(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # no transaction was open (BEGIN itself failed): nothing to undo
+
+    def _read_turn(self) -> int:
+        row = self._conn.execute("SELECT value FROM meta WHERE key='turn'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _current_data_version(self) -> int:
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _drain_watcher(self) -> None:
+        if self._watcher is not None:
+            changed = self._watcher.drain()
+            if changed:
+                self.check_stale(changed)
+
+    def _refresh(self) -> None:
+        """Reload body-less metadata if this process wrote, or another process committed, since last time."""
+        dv = self._current_data_version()
+        if not self._dirty and dv == self._data_version:
+            return
+        self._turn = self._read_turn()
+        metas = [
+            ItemMeta(int(r[0]), Kind(r[1]), str(r[2]), int(r[3]), r[4], r[5], bool(r[6]), float(r[7]))
+            for r in self._conn.execute(
+                "SELECT id, kind, hash, turn, source, file_hash, pinned, importance FROM items ORDER BY id"
+            )
+        ]
+        by_id = {m.id: m for m in metas}
+        refs = tuple(k.value for k in REFERENCE_LINKS)
+        superseded = {
+            int(r[0])
+            for r in self._conn.execute("SELECT dst FROM links WHERE kind=?", (LinkKind.SUPERSEDES.value,))
+        }
+        covering: set[int] = set()
+        for src, dst, kind in self._conn.execute("SELECT src, dst, kind FROM links ORDER BY src, dst, kind"):
+            target = by_id.get(int(dst))
+            if target is None:
+                continue
+            if kind in refs:
+                target.inbound += 1
+            elif kind == LinkKind.SUMMARIZES.value and int(src) not in superseded:
+                covering.add(int(src))
+                target.covered_by = max(target.covered_by or 0, int(src))
+        for i in superseded:
+            if i in by_id:
+                by_id[i].superseded = True
+        stale = {
+            int(r[0])
+            for r in self._conn.execute(
+                "SELECT i.id FROM items i JOIN file_state f ON f.path = i.source "
+                "WHERE i.kind=? AND i.file_hash IS NOT NULL AND i.file_hash != f.hash",
+                (Kind.FILE_READ.value,),
+            )
+        }
+        if self._stale != frozenset(stale):
+            self._last.clear()  # stale flags alter stub text; let the sticky path re-read the record
+        self._metas, self._by_id = metas, by_id
+        self._covering = frozenset(covering)
+        self._stale = frozenset(stale)
+        self._load_bodies()
+        self._dirty = False
+        self._data_version = dv
