@@ -1,0 +1,552 @@
+"""Provider prefix-cache simulator: per call, how many input tokens each provider would bill as
+cache reads, cache writes and plain (uncached) input.
+
+Input is provider-neutral: a call is a sequence of `Block`s in prefix order (tool schemas, system
+blocks, messages), each identified by a content hash. Prefix identity is the chain of hashes up to a
+block boundary, so two calls share a cached prefix exactly when they share their leading blocks.
+Matching is at block granularity: a block that differs only in its tail counts as a full miss, which is
+slightly pessimistic next to providers that match tokens inside a block (OpenAI, DeepSeek).
+
+One `CacheSimulator` models one provider's cache for one account/session; it is stateful, so feeding it
+several sessions in time order models cross-session sharing. Everything is deterministic: time comes in
+as call timestamps, never from a clock, and probabilistic behaviour is computed as an expectation, never
+sampled.
+
+Rules per provider (sources: the providers' public docs; see each class):
+- anthropic: `cache_control` breakpoints (max 4), cumulative prefix order tools -> system -> messages,
+  ~20-block lookback before each breakpoint, per-model minimum cacheable length, 5m / 1h TTL refreshed
+  on every hit, 1h entries must precede 5m ones.
+- openai: automatic, prompts >= 1024 tokens, hits are the longest previously seen prefix rounded down to
+  1024 + 128k tokens, entries evicted after ~5-10 min idle (default 5 min).
+- deepseek: disk cache of "prefix units" written at the end of each request's input and at the end of its
+  output (plus detected common prefixes); a request hits a unit only if it contains the whole unit, the
+  hit is counted in 64-token multiples, and a unit is usable only after the request that wrote it has
+  completed. Calibrated against real usage, see `benchmarks/bench_cachesim_accuracy.py`.
+- bedrock: `cachePoint` markers, Anthropic semantics, minimum counted per checkpoint segment.
+- none: nothing is cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ContextPipeError
+
+PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
+SEGMENT_ORDER = {"tools": 0, "system": 1, "messages": 2}
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+class CacheSimError(ContextPipeError, ValueError):
+    """The calls cannot be simulated as given (the provider would reject the request, or bad input)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One cacheable unit in prefix order (a tool schema, a system block, a message or content block)."""
+
+    sha: str  # content hash; prefix identity is the sequence of shas up to here
+    tokens: int
+    breakpoint: bool = False  # Anthropic cache_control / Bedrock cachePoint after this block
+    ttl: str = "5m"  # "5m" | "1h" for breakpoints
+    segment: str = "messages"  # "tools" | "system" | "messages" (Anthropic prefix order)
+
+
+@dataclass(frozen=True)
+class Call:
+    blocks: tuple[Block, ...]
+    timestamp: float  # when the request was sent (seconds)
+    model: str = ""
+    output_tokens: int = 0
+    # Identity of the reply as later prompts carry it (normally the sha of the assistant block that
+    # the agent appends). DeepSeek caches the generated output too, so a later prompt that starts with
+    # this call's prompt + this reply hits it. None: the reply is never matched (e.g. reasoning tokens
+    # that are generated but not sent back).
+    output_sha: str | None = None
+    # When the response finished. DeepSeek units become usable only then; None means "before the next
+    # call in the sequence" (an agent loop waits for each reply).
+    completed_at: float | None = None
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(b.tokens for b in self.blocks)
+
+
+@dataclass(frozen=True)
+class CallCache:
+    """Billing split of one call's input. input_tokens == cache_read + cache_write + uncached.
+
+    cache_write counts only tokens billed at a cache-write rate (Anthropic, Bedrock); providers that
+    charge no write premium (OpenAI, DeepSeek) report 0 there and bill misses as uncached input.
+    cache_write_1h is the part of cache_write billed at the 1-hour rate.
+    """
+
+    input_tokens: int
+    cache_read: int
+    cache_write: int
+    uncached: int
+    cache_write_1h: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cache_read / self.input_tokens if self.input_tokens else 0.0
+
+    def __add__(self, other: CallCache) -> CallCache:
+        return CallCache(
+            self.input_tokens + other.input_tokens,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+            self.uncached + other.uncached,
+            self.cache_write_1h + other.cache_write_1h,
+        )
+
+
+ZERO = CallCache(0, 0, 0, 0, 0)
+
+
+def totals(results: Iterable[CallCache]) -> CallCache:
+    out = ZERO
+    for r in results:
+        out = out + r
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _prefix_keys(blocks: Sequence[Block]) -> list[bytes]:
+    """keys[j] identifies the prefix made of blocks[:j] (keys[0] is the empty prefix).
+
+    A chained BLAKE2b rather than Python's hash(): stable across processes (PYTHONHASHSEED) and with no
+    practical collision risk, at ~1 us per block.
+    """
+    keys = [b""]
+    h = b""
+    for b in blocks:
+        h = hashlib.blake2b(h + b.sha.encode(), digest_size=16).digest()
+        keys.append(h)
+    return keys
+
+
+def _chain(key: bytes, sha: str) -> bytes:
+    return hashlib.blake2b(key + sha.encode(), digest_size=16).digest()
+
+
+def _cumulative(blocks: Sequence[Block]) -> list[int]:
+    cum = [0]
+    for b in blocks:
+        if b.tokens < 0:
+            raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        cum.append(cum[-1] + b.tokens)
+    return cum
+
+
+def _check_order(blocks: Sequence[Block]) -> None:
+    last = 0
+    for i, b in enumerate(blocks):
+        rank = SEGMENT_ORDER.get(b.segment)
+        if rank is None:
+            raise CacheSimError(
+                f"block {i} has segment {b.segment!r}; expected one of {', '.join(SEGMENT_ORDER)}"
+            )
+        if rank < last:
+            raise CacheSimError(
+                f"block {i} ({b.segment}) comes after a later segment: the prompt prefix order is "
+                "tools -> system -> messages"
+            )
+        last = rank
+
+
+def _visible(available_at: float, now: float) -> bool:
+    # Strictly earlier: a request cannot read what it (or a concurrent request sent at the same
+    # instant) is writing.
+    return available_at < now
+
+
+# ---------------------------------------------------------------------------------------------- policies
+
+
+class _Policy:
+    name = "none"
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        self.model = model
+        self.options = options
+
+    def step(self, call: Call) -> CallCache:
+        n = call.input_tokens
+        return CallCache(n, 0, 0, n)
+
+
+# Minimum cacheable prefix per Anthropic model family (prompt-caching docs). Checked in order; the first
+# substring found in the model name wins, so the more specific names come first.
+ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("opus-4-5", 4096),
+    ("opus-4-6", 4096),
+    ("haiku-4-5", 4096),
+    ("haiku-3-5", 2048),
+    ("3-5-haiku", 2048),
+    ("haiku-3", 2048),
+    ("3-haiku", 2048),
+    ("haiku", 2048),
+)
+ANTHROPIC_DEFAULT_MIN = 1024  # Sonnet 3.7/4/4.5, Opus 4/4.1
+
+# Bedrock: minimum tokens per cache checkpoint (Bedrock prompt-caching user guide).
+BEDROCK_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("nova", 1000),
+    ("opus-4-5", 4096),
+    ("opus-4-6", 4096),
+    ("haiku-4-5", 4096),
+    ("3-5-haiku", 2048),
+    ("haiku-3-5", 2048),
+)
+
+
+def _lookup_min(model: str, table: tuple[tuple[str, int], ...], default: int) -> int:
+    m = model.lower()
+    for needle, n in table:
+        if needle in m:
+            return n
+    return default
+
+
+@dataclass
+class _Entry:
+    tokens: int
+    ttl: float
+    expires_at: float
+    available_at: float
+
+
+class _AnthropicPolicy(_Policy):
+    """cache_control breakpoints.
+
+    A breakpoint after block i asks the server to cache the prefix blocks[:i+1]. On read, the server
+    looks for an entry at the breakpoint and at up to `lookback` (20) block boundaries before it and
+    takes the longest one found; the hit is billed as cache_read. Tokens from the hit up to the last
+    cacheable breakpoint are written (cache_write, priced by TTL); the rest is plain input. Entries live
+    `ttl` after their last use (a hit refreshes them). Prefixes under the model's minimum are neither read
+    nor written.
+    """
+
+    name = "anthropic"
+    max_breakpoints = 4
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        super().__init__(model, options)
+        self.lookback: int = int(options.get("lookback", 20))
+        self.min_tokens: int = int(options.get("min_cacheable_tokens", self._default_min(model)))
+        self.entries: dict[bytes, _Entry] = {}
+
+    def _default_min(self, model: str) -> int:
+        return _lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+
+    def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
+        """Breakpoint boundaries (prefix lengths in blocks) that meet the minimum length."""
+        return [j for j in bps if cum[j] >= self.min_tokens]
+
+    def step(self, call: Call) -> CallCache:
+        blocks = call.blocks
+        _check_order(blocks)
+        cum = _cumulative(blocks)
+        total = cum[-1]
+        now = call.timestamp
+        bps = [i + 1 for i, b in enumerate(blocks) if b.breakpoint]
+        if len(bps) > self.max_breakpoints:
+            raise CacheSimError(
+                f"{len(bps)} cache breakpoints in one request; {self.name} allows at most "
+                f"{self.max_breakpoints} (the API rejects the request)"
+            )
+        seen_5m = False
+        for j in bps:
+            ttl = blocks[j - 1].ttl
+            if ttl not in TTL_SECONDS:
+                raise CacheSimError(f"breakpoint ttl {ttl!r} is not one of {', '.join(TTL_SECONDS)}")
+            if ttl == "5m":
+                seen_5m = True
+            elif seen_5m:
+                raise CacheSimError("a 1h breakpoint follows a 5m one: longer TTLs must come first")
+
+        # Expired entries go first, so neither reads nor the 20-block search can see them.
+        for k in [k for k, e in self.entries.items() if e.expires_at <= now]:
+            del self.entries[k]
+
+        keys = _prefix_keys(blocks)
+        live = self._cacheable(bps, cum)
+        read = 0
+        hit_keys: list[bytes] = []
+        for j in live:
+            for jj in range(j, max(0, j - self.lookback) - 1, -1):
+                if jj == 0:
+                    break
+                e = self.entries.get(keys[jj])
+                if e is not None and _visible(e.available_at, now):
+                    hit_keys.append(keys[jj])
+                    read = max(read, cum[jj])
+                    break
+        for k in hit_keys:  # a hit refreshes the entry's lifetime at no cost
+            e = self.entries[k]
+            e.expires_at = now + e.ttl
+
+        write = write_1h = 0
+        if live:
+            last = cum[live[-1]]
+            write = max(0, last - read)
+            last_1h = max((cum[j] for j in live if blocks[j - 1].ttl == "1h"), default=0)
+            write_1h = max(0, min(last_1h, last) - read)
+            for j in live:
+                life = TTL_SECONDS[blocks[j - 1].ttl]
+                e = self.entries.get(keys[j])
+                if e is not None:
+                    e.ttl = max(e.ttl, life)
+                    e.expires_at = max(e.expires_at, now + life)
+                else:
+                    self.entries[keys[j]] = _Entry(cum[j], life, now + life, now)
+        uncached = total - read - write
+        return CallCache(total, read, write, uncached, write_1h)
+
+
+class _BedrockPolicy(_AnthropicPolicy):
+    """cachePoint markers: Anthropic semantics, but the minimum applies per checkpoint segment (the
+    second checkpoint needs `min` more tokens after the first), and Nova models have no automatic
+    lookback (Bedrock's ~20-block "simplified" checking is for Claude)."""
+
+    name = "bedrock"
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        if "nova" in model.lower():
+            options = {"lookback": 0, **options}
+        super().__init__(model, options)
+
+    def _default_min(self, model: str) -> int:
+        return _lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+
+    def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
+        out: list[int] = []
+        prev = 0
+        for j in bps:
+            if cum[j] - prev >= self.min_tokens:
+                out.append(j)
+                prev = cum[j]
+        return out
+
+
+class _OpenAIPolicy(_Policy):
+    """Automatic prefix caching: no markers, no write premium. Every request leaves its prefixes in the
+    cache; a later request of >= 1024 tokens reads the longest previously seen prefix, counted as
+    1024 + 128k tokens. Idle entries are evicted after `ttl_seconds` (docs: 5-10 minutes, up to an hour
+    off-peak; `prompt_cache_retention="24h"` keeps them a day)."""
+
+    name = "openai"
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        super().__init__(model, options)
+        self.min_tokens: int = int(options.get("min_cacheable_tokens", 1024))
+        self.step_tokens: int = int(options.get("increment", 128))
+        retention = options.get("prompt_cache_retention")
+        default_ttl = 86400.0 if retention == "24h" else 300.0
+        self.ttl: float = float(options.get("ttl_seconds", default_ttl))
+        self.seen: dict[bytes, tuple[float, float]] = {}  # prefix key -> (last used, available at)
+
+    def step(self, call: Call) -> CallCache:
+        cum = _cumulative(call.blocks)
+        total = cum[-1]
+        now = call.timestamp
+        keys = _prefix_keys(call.blocks)
+        for k in [k for k, (used, _) in self.seen.items() if now - used > self.ttl]:
+            del self.seen[k]
+        read = 0
+        if total >= self.min_tokens:
+            for j in range(len(keys) - 1, 0, -1):
+                hit = self.seen.get(keys[j])
+                if hit is not None and _visible(hit[1], now):
+                    lcp = cum[j]
+                    if lcp >= self.min_tokens:
+                        read = (
+                            self.min_tokens + (lcp - self.min_tokens) // self.step_tokens * self.step_tokens
+                        )
+                    break
+        for j in range(1, len(keys)):
+            prev = self.seen.get(keys[j])
+            self.seen[keys[j]] = (now, prev[1] if prev is not None and prev[1] < now else now)
+        return CallCache(total, read, 0, total - read)
+
+
+@dataclass
+class _Unit:
+    tokens: int
+    prob: float  # probability that the unit was actually persisted (1.0 on current DeepSeek builds)
+    group: int  # the request that wrote it: units of one request persist or fail together
+    available_at: float
+    last_used: float
+
+
+# Persistence rate per DeepSeek build (response `system_fingerprint`), measured on the mini-swe-agent
+# trajectories in ../shared/trajectories: on the build before 2026-04-10 only about half of the requests
+# left usable prefix units (330 request pairs, 50.6 % persisted, no dependence on size, timing or the
+# previous request's outcome); on the `_20260410` build every request did (161 of 161 pairs, bar the
+# documented best-effort exceptions). Unknown builds get the current behaviour (1.0).
+DEEPSEEK_PERSIST_BY_FINGERPRINT: dict[str, float] = {
+    "fp_eaab8d114b_prod0820_fp8_kvcache_new_kvcache": 0.5,
+    "fp_eaab8d114b_prod0820_fp8_kvcache_new_kvcache_20260410": 1.0,
+}
+
+
+def deepseek_persist_probability(system_fingerprint: str | None) -> float:
+    return DEEPSEEK_PERSIST_BY_FINGERPRINT.get(system_fingerprint or "", 1.0)
+
+
+class _DeepSeekPolicy(_Policy):
+    """Context caching on disk.
+
+    Each request persists two prefix units: its whole input, and its input + generated output (so the
+    next turn of a chat, which starts with that prompt and that reply, hits both). A request that shares
+    a prefix with an earlier one that no unit covers also persists that common prefix ("common prefix
+    detection"); optional fixed-interval units cover long inputs. A later request hits a unit only if its
+    prompt contains the unit entirely; the billed hit is the longest such unit rounded down to a multiple
+    of 64 tokens. Units are written when the request completes and kept for hours when unused
+    (default 4 h: the docs say "a few hours to a few days").
+
+    `persist_probability` < 1 models builds where persistence is best-effort: each request's units exist
+    with that probability, and the reported hit is the expectation (rounded), not a random draw.
+    """
+
+    name = "deepseek"
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        super().__init__(model, options)
+        self.unit_tokens: int = int(options.get("unit_tokens", 64))
+        self.ttl: float = float(options.get("ttl_seconds", 4 * 3600.0))
+        self.persist: float = float(options.get("persist_probability", 1.0))
+        if not 0.0 <= self.persist <= 1.0:
+            raise CacheSimError(f"persist_probability {self.persist} must be within [0, 1]")
+        iv = options.get("interval_tokens")
+        self.interval: int | None = int(iv) if iv else None
+        self.common_prefix: bool = bool(options.get("common_prefix_units", True))
+        self.units: dict[bytes, _Unit] = {}
+        self.seen: dict[bytes, float] = {}  # every prefix any request has sent -> last time
+        self.requests = 0
+
+    def _floor(self, n: int) -> int:
+        return n - n % self.unit_tokens
+
+    def _add(self, key: bytes, tokens: int, group: int, available_at: float, now: float) -> None:
+        if tokens < self.unit_tokens:
+            return
+        u = self.units.get(key)
+        if u is None:
+            self.units[key] = _Unit(tokens, self.persist, group, available_at, now)
+        else:
+            # Written again: it now exists unless both writes failed.
+            u.prob = 1.0 - (1.0 - u.prob) * (1.0 - self.persist)
+            u.last_used = max(u.last_used, now)
+
+    def step(self, call: Call) -> CallCache:
+        blocks = call.blocks
+        cum = _cumulative(blocks)
+        total = cum[-1]
+        now = call.timestamp
+        keys = _prefix_keys(blocks)
+        for k in [k for k, u in self.units.items() if now - u.last_used > self.ttl]:
+            del self.units[k]
+        for k in [k for k, t in self.seen.items() if now - t > self.ttl]:
+            del self.seen[k]
+
+        # Units this prompt contains entirely, best (longest) per writing request.
+        best: dict[int, tuple[int, float, bytes]] = {}
+        for j in range(1, len(keys)):
+            u = self.units.get(keys[j])
+            if u is None or not _visible(u.available_at, now):
+                continue
+            t = min(u.tokens, total)
+            cur = best.get(u.group)
+            if cur is None or t > cur[0]:
+                best[u.group] = (t, u.prob, keys[j])
+        # Expected hit under independent per-request persistence: the longest unit that exists wins.
+        expected = 0.0
+        none_longer = 1.0
+        for t, p, k in sorted(best.values(), key=lambda x: -x[0]):
+            expected += none_longer * p * self._floor(t)
+            none_longer *= 1.0 - p
+            self.units[k].last_used = now
+            if none_longer <= 0.0:
+                break
+        read = min(total, int(round(expected)))
+
+        # Persist this request's units, usable once it has completed.
+        group = self.requests
+        self.requests += 1
+        done = call.completed_at if call.completed_at is not None else now
+        self._add(keys[-1], total, group, done, now)
+        if call.output_sha is not None:
+            self._add(_chain(keys[-1], call.output_sha), total + call.output_tokens, group, done, now)
+        if self.common_prefix:
+            longest_unit = max((t for t, _, _ in best.values()), default=0)
+            for j in range(len(keys) - 2, 0, -1):
+                if keys[j] in self.seen:
+                    if cum[j] > longest_unit:
+                        self._add(keys[j], cum[j], group, done, now)
+                    break
+        if self.interval:
+            m = self.interval
+            j = 1
+            while m <= total:
+                while j < len(cum) - 1 and cum[j + 1] <= m:
+                    j += 1
+                if cum[j] <= m:
+                    self._add(keys[j], cum[j], group, done, now)
+                m += self.interval
+        for k in keys[1:]:
+            self.seen[k] = now
+        return CallCache(total, read, 0, total - read)
+
+
+_POLICIES: dict[str, type[_Policy]] = {
+    "anthropic": _AnthropicPolicy,
+    "openai": _OpenAIPolicy,
+    "deepseek": _DeepSeekPolicy,
+    "bedrock": _BedrockPolicy,
+    "none": _Policy,
+}
+
+
+class CacheSimulator:
+    """One provider's cache, stateful across the calls of a session (or of several, in time order).
+
+    Options (all optional): anthropic/bedrock `lookback`, `min_cacheable_tokens`; openai
+    `min_cacheable_tokens`, `increment`, `ttl_seconds`, `prompt_cache_retention`; deepseek `unit_tokens`,
+    `ttl_seconds`, `persist_probability`, `interval_tokens`, `common_prefix_units`.
+    """
+
+    def __init__(self, provider: str, model: str = "", **options: Any) -> None:
+        p = provider.lower()
+        if p not in _POLICIES:
+            raise CacheSimError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
+        self.provider = p
+        self.model = model
+        self.options: dict[str, Any] = dict(options)
+        self._policy = _POLICIES[p](model, dict(options))
+
+    def simulate(self, calls: Sequence[Call]) -> list[CallCache]:
+        return [self._policy.step(c) for c in calls]
+
+    def step(self, call: Call) -> CallCache:
+        return self._policy.step(call)
+
+
+def simulate_session(
+    provider: str, calls: Sequence[Call], model: str = "", **options: Any
+) -> list[CallCache]:
+    """Simulate one session from a cold cache."""
+    if not model and calls:
+        model = calls[0].model
+    return CacheSimulator(provider, model, **options).simulate(calls)
+
+
+def hit_rate(results: Iterable[CallCache]) -> float:
+    t = totals(results)
+    return t.hit_rate

@@ -1,0 +1,171 @@
+"""Prices as data: a JSON table of USD per million tokens per model, with the date and source of each row.
+
+The bundled table is `engine/data/prices.json`. A user points to their own (same shape) with the
+`CONTEXTPIPE_PRICES` environment variable or by passing a path, so a price change never needs a code
+change. `cost()` bills a cachesim `CallCache` (or totals of several) plus output tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cachesim import CallCache
+from .errors import ConfigError
+
+ENV_VAR = "CONTEXTPIPE_PRICES"
+BUNDLED = Path(__file__).resolve().parent / "data" / "prices.json"
+_REQUIRED = ("provider", "input", "output", "cache_read", "cache_write", "as_of", "source")
+
+
+class UnknownModelError(ConfigError):
+    """The price table has no row for a model."""
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    model: str
+    provider: str
+    input: float  # USD per million uncached input tokens
+    output: float
+    cache_read: float
+    cache_write: float  # 5-minute write (or plain input where writes carry no premium)
+    cache_write_1h: float | None
+    as_of: str
+    source: str
+
+
+class PriceTable:
+    def __init__(self, rows: Mapping[str, ModelPrice], aliases: Mapping[str, str], origin: str) -> None:
+        self.rows = dict(rows)
+        self.aliases = dict(aliases)
+        self.origin = origin
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> PriceTable:
+        """Read a table: `path`, else $CONTEXTPIPE_PRICES, else the bundled one."""
+        chosen = Path(path) if path is not None else Path(os.environ.get(ENV_VAR) or BUNDLED)
+        try:
+            data = json.loads(chosen.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"price table {chosen} does not exist (set {ENV_VAR} to a valid file)") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"price table {chosen} is not valid JSON: {exc}") from exc
+        return cls.from_dict(data, str(chosen))
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "<dict>") -> PriceTable:
+        models = data.get("models") if isinstance(data, dict) else None
+        if not isinstance(models, dict) or not models:
+            raise ConfigError(f"price table {origin}: expected an object with a non-empty 'models' map")
+        rows: dict[str, ModelPrice] = {}
+        aliases: dict[str, str] = {}
+        for name, row in models.items():
+            if not isinstance(row, dict):
+                raise ConfigError(f"price table {origin}: row {name!r} is not an object")
+            missing = [k for k in _REQUIRED if k not in row]
+            if missing:
+                raise ConfigError(f"price table {origin}: row {name!r} lacks {', '.join(missing)}")
+            try:
+                nums = {k: float(row[k]) for k in ("input", "output", "cache_read", "cache_write")}
+                w1h = float(row["cache_write_1h"]) if row.get("cache_write_1h") is not None else None
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"price table {origin}: row {name!r} has a non-numeric price") from exc
+            if any(v < 0 for v in nums.values()) or (w1h is not None and w1h < 0):
+                raise ConfigError(f"price table {origin}: row {name!r} has a negative price")
+            key = name.lower()
+            rows[key] = ModelPrice(
+                model=name,
+                provider=str(row["provider"]),
+                input=nums["input"],
+                output=nums["output"],
+                cache_read=nums["cache_read"],
+                cache_write=nums["cache_write"],
+                cache_write_1h=w1h,
+                as_of=str(row["as_of"]),
+                source=str(row["source"]),
+            )
+            for a in row.get("aliases") or []:
+                aliases[str(a).lower()] = key
+        return cls(rows, aliases, origin)
+
+    def known(self) -> list[str]:
+        return sorted(p.model for p in self.rows.values())
+
+    def get(self, model: str) -> ModelPrice:
+        """Row for `model`. Accepts dated snapshots and provider prefixes: "claude-sonnet-4-20250514",
+        "anthropic/claude-sonnet-4", "us.anthropic.claude-3-5-haiku-20241022-v1:0", "gpt-4o-2024-08-06"."""
+        name = model.strip().lower()
+        name = name.rsplit("/", 1)[-1]
+        if "anthropic." in name:  # Bedrock model ids
+            name = name.split("anthropic.", 1)[1]
+        for cand in (name, name.split(":", 1)[0]):
+            if cand in self.rows:
+                return self.rows[cand]
+            if cand in self.aliases:
+                return self.rows[self.aliases[cand]]
+        # Longest known name that prefixes the given one at a '-' boundary (dated snapshots, -v1 suffixes).
+        names = list(self.rows) + list(self.aliases)
+        best = ""
+        for k in names:
+            if name.startswith(k + "-") and len(k) > len(best):
+                best = k
+        if best:
+            return self.rows[self.aliases.get(best, best)]
+        raise UnknownModelError(
+            f"no price for model {model!r} in {self.origin}; known models: {', '.join(self.known())}. "
+            f"Add a row to your own table and point {ENV_VAR} at it."
+        )
+
+
+_DEFAULT: PriceTable | None = None
+
+
+def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
+    """The table at `path`, or the default one (cached per process unless $CONTEXTPIPE_PRICES changes)."""
+    global _DEFAULT
+    if path is not None:
+        return PriceTable.load(path)
+    origin = os.environ.get(ENV_VAR) or str(BUNDLED)
+    if _DEFAULT is None or _DEFAULT.origin != origin:
+        _DEFAULT = PriceTable.load()
+    return _DEFAULT
+
+
+def _field(usage: CallCache | Mapping[str, int], name: str) -> int:
+    if isinstance(usage, Mapping):
+        return int(usage.get(name, 0))
+    return int(getattr(usage, name))
+
+
+def cost(
+    model: str,
+    usage: CallCache | Mapping[str, int],
+    output_tokens: int = 0,
+    *,
+    prices: PriceTable | str | os.PathLike[str] | None = None,
+) -> float:
+    """USD for one call (or totals): uncached input, cache reads, cache writes (5m and 1h) and output.
+
+    `usage` is a CallCache or a mapping with keys uncached, cache_read, cache_write, cache_write_1h.
+    """
+    table = prices if isinstance(prices, PriceTable) else load_prices(prices)
+    p = table.get(model)
+    uncached = _field(usage, "uncached")
+    read = _field(usage, "cache_read")
+    write = _field(usage, "cache_write")
+    write_1h = min(_field(usage, "cache_write_1h"), write)
+    if write_1h and p.cache_write_1h is None:
+        raise ConfigError(f"{p.model} has no 1-hour cache-write price in {table.origin}")
+    usd = (
+        uncached * p.input
+        + read * p.cache_read
+        + (write - write_1h) * p.cache_write
+        + write_1h * (p.cache_write_1h or 0.0)
+        + output_tokens * p.output
+    )
+    return usd / 1_000_000
