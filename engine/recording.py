@@ -42,13 +42,7 @@ from typing import Any
 import msgpack
 
 from engine.errors import ContextPipeError
-from engine.frames import (
-    HEADER_SIZE,
-    FrameError,
-    decode_header,
-    decode_payload,
-    encode_frame,
-)
+from engine.frames import HEADER_SIZE, FrameError, decode_header, decode_payload, encode_frame
 
 FORMAT_NAME = "cpsession"
 FORMAT_VERSION = 1
@@ -151,20 +145,13 @@ class RecordingWriter:
         with RecordingReader.open(path) as r:
             r._load_blobs()
             assert r._blobs is not None
-            blobs, nums, offs, end, header = (
-                dict(r._blobs),
-                list(r._turn_nums),
-                list(r._turn_offs),
-                r._end,
-                r.header,
-            )
-        fd = os.open(path, os.O_WRONLY)
-        os.ftruncate(fd, end)
-        os.lseek(fd, end, os.SEEK_SET)
-        self = cls.__new__(cls)
-        self.path = Path(path)
-        self._setup(fd, end, blobs, nums[-1] if nums else None)
-        self._turns, self._turn_offsets, self.header = nums, offs, header
+            fd = os.open(path, os.O_WRONLY)
+            os.ftruncate(fd, r._end)
+            os.lseek(fd, r._end, os.SEEK_SET)
+            self = cls.__new__(cls)
+            self.path, self.header = Path(path), r.header
+            self._setup(fd, r._end, dict(r._blobs), r._turn_nums[-1] if r._turn_nums else None)
+            self._turns, self._turn_offsets = list(r._turn_nums), list(r._turn_offs)
         return self
 
     def _write(self, data: bytes) -> None:
@@ -252,9 +239,8 @@ class RecordingReader:
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
         self._fd = fd
-        self.bytes_read = (
-            0  # every read goes through _pread: tests and benchmarks check how much open() reads
-        )
+        # Every read goes through _pread and is counted: tests and benchmarks check how much open() reads.
+        self.bytes_read = 0
         self.header: dict[str, Any] = {}
         self.damage: Damage | None = None
         self.finished = False  # True when the file has a valid index footer (the writer closed it)
@@ -393,7 +379,7 @@ class RecordingReader:
                     peek = (kind, obj.get("turn" if kind == "turn" else "h"))
                 if peek[0].startswith("@"):
                     # A footer the trailer check rejected: the writer was killed while closing.
-                    msg = f"index footer at offset {pos} is incomplete (killed while closing); no events lost"
+                    msg = f"index footer at offset {pos} is incomplete or damaged; no events lost, index rebuilt"
                     self.damage = Damage(pos, size - pos, msg)
                     return None
                 self._index(pos, *peek)
@@ -536,10 +522,8 @@ class RecordingReader:
         elif self._blobs is None:
             self._blobs = {}
         new: list[dict[str, Any]] = []
-        self.finished, self.damage = (
-            False,
-            None,
-        )  # a resumed writer cuts the footer off; re-found below if there
+        # A resumed writer cuts the footer off, so both are re-established from what is found below.
+        self.finished, self.damage = False, None
         for pos, end, obj in self._frames(self._end, size, tail_ok=True):
             kind = obj.get("k")
             if isinstance(kind, str) and kind.startswith("@"):
