@@ -1,0 +1,357 @@
+"""Provider cache simulator and pricing: each provider's rules on small hand-built sessions, plus the
+accuracy bound against real DeepSeek usage."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from engine.cachesim import (
+    Block,
+    CacheSimError,
+    CacheSimulator,
+    Call,
+    CallCache,
+    deepseek_persist_probability,
+    simulate_session,
+    totals,
+)
+from engine.errors import ConfigError
+from engine.pricing import PriceTable, UnknownModelError, cost, load_prices
+
+
+def blk(name: str, tokens: int, **kw: object) -> Block:
+    return Block(sha=name, tokens=tokens, **kw)  # type: ignore[arg-type]
+
+
+def call(blocks: list[Block], t: float, **kw: object) -> Call:
+    return Call(blocks=tuple(blocks), timestamp=t, **kw)  # type: ignore[arg-type]
+
+
+def check_invariant(results: list[CallCache]) -> None:
+    for r in results:
+        assert r.input_tokens == r.cache_read + r.cache_write + r.uncached
+        assert min(r.cache_read, r.cache_write, r.uncached, r.cache_write_1h) >= 0
+        assert r.cache_write_1h <= r.cache_write
+
+
+# ------------------------------------------------------------------------------------------- anthropic
+
+SYS = [blk("tools", 500, segment="tools"), blk("sys", 1000, segment="system", breakpoint=True)]
+
+
+def test_anthropic_write_then_read_then_uncached_tail() -> None:
+    c1 = call([*SYS, blk("u1", 200, breakpoint=True)], 0)
+    c2 = call([*SYS, blk("u1", 200), blk("a1", 100), blk("u2", 300, breakpoint=True)], 10)
+    r1, r2 = simulate_session("anthropic", [c1, c2], "claude-sonnet-4")
+    assert (r1.cache_read, r1.cache_write, r1.uncached) == (0, 1700, 0)
+    # The second breakpoint's lookback finds the entry written at u1 (1700 tokens).
+    assert (r2.cache_read, r2.cache_write, r2.uncached) == (1700, 400, 0)
+    check_invariant([r1, r2])
+
+
+def test_anthropic_tail_after_last_breakpoint_is_uncached() -> None:
+    c = call([*SYS, blk("u1", 200)], 0)
+    (r,) = simulate_session("anthropic", [c], "claude-sonnet-4")
+    assert (r.cache_read, r.cache_write, r.uncached) == (0, 1500, 200)
+
+
+def test_anthropic_at_most_four_breakpoints() -> None:
+    blocks = [blk(f"b{i}", 600, breakpoint=True) for i in range(5)]
+    with pytest.raises(CacheSimError, match="at most 4"):
+        simulate_session("anthropic", [call(blocks, 0)])
+    # Four is fine.
+    simulate_session("anthropic", [call(blocks[:4], 0)])
+
+
+def test_anthropic_prefix_order_and_ttl_order_are_enforced() -> None:
+    with pytest.raises(CacheSimError, match="tools -> system -> messages"):
+        simulate_session("anthropic", [call([blk("m", 10), blk("t", 10, segment="tools")], 0)])
+    bad = [blk("a", 1200, breakpoint=True, ttl="5m"), blk("b", 1200, breakpoint=True, ttl="1h")]
+    with pytest.raises(CacheSimError, match="longer TTLs must come first"):
+        simulate_session("anthropic", [call(bad, 0)])
+
+
+def test_anthropic_minimum_cacheable_length_per_model() -> None:
+    small = [blk("s", 1500, breakpoint=True)]
+    (sonnet,) = simulate_session("anthropic", [call(small, 0)], "claude-sonnet-4-20250514")
+    (haiku,) = simulate_session("anthropic", [call(small, 0)], "claude-3-5-haiku-20241022")
+    assert sonnet.cache_write == 1500
+    assert haiku.cache_write == 0 and haiku.uncached == 1500  # Haiku 3.5 needs 2048
+    tiny = [blk("s", 1000, breakpoint=True)]
+    r = simulate_session("anthropic", [call(tiny, 0), call(tiny, 5)], "claude-opus-4")
+    assert [x.cache_read for x in r] == [0, 0] and [x.cache_write for x in r] == [0, 0]
+
+
+def test_anthropic_ttl_expiry_and_refresh_on_hit() -> None:
+    p = [blk("doc", 5000, breakpoint=True)]
+    # Expired: 301 s after the write, the entry is gone and is written again.
+    r = simulate_session("anthropic", [call(p, 0), call(p, 301)])
+    assert r[1].cache_read == 0 and r[1].cache_write == 5000
+    # Refreshed: a hit at 200 s keeps it alive until 500 s, so 450 s still hits.
+    r = simulate_session("anthropic", [call(p, 0), call(p, 200), call(p, 450)])
+    assert [x.cache_read for x in r] == [0, 5000, 5000]
+    # Without the refresh, 450 s would miss.
+    r = simulate_session("anthropic", [call(p, 0), call(p, 450)])
+    assert r[1].cache_read == 0
+
+
+def test_anthropic_one_hour_ttl_and_its_write_split() -> None:
+    blocks = [blk("sys", 2000, segment="system", breakpoint=True, ttl="1h"), blk("m", 1000, breakpoint=True)]
+    r = simulate_session("anthropic", [call(blocks, 0), call(blocks, 3000)])
+    assert (r[0].cache_write, r[0].cache_write_1h) == (3000, 2000)
+    # At 3000 s the 5m entry is gone but the 1h one is not.
+    assert (r[1].cache_read, r[1].cache_write, r[1].cache_write_1h) == (2000, 1000, 0)
+    check_invariant(r)
+
+
+def test_anthropic_lookback_is_limited_to_20_blocks() -> None:
+    base = [blk("sys", 2000, segment="system", breakpoint=True)]
+    hist = [blk(f"m{i}", 50) for i in range(30)]
+    first = call([*base, *hist[:5]] + [blk("end0", 10, breakpoint=True)], 0)
+    # Same prefix through m4/end0 ... but the new breakpoint is 25 blocks later: too far to look back.
+    far = call([*base, *hist[:5], blk("end0", 10), *hist[5:29], blk("end1", 10, breakpoint=True)], 10)
+    near = call([*base, *hist[:5], blk("end0", 10), *hist[5:20], blk("end1", 10, breakpoint=True)], 10)
+    r_far = simulate_session("anthropic", [first, far])[1]
+    r_near = simulate_session("anthropic", [first, near])[1]
+    prefix_end0 = 2000 + 5 * 50 + 10
+    assert r_near.cache_read == prefix_end0
+    # Far: only the system breakpoint's own entry is found.
+    assert r_far.cache_read == 2000
+    assert CacheSimulator("anthropic", lookback=30).simulate([first, far])[1].cache_read == prefix_end0
+
+
+def test_anthropic_same_instant_requests_do_not_share() -> None:
+    p = [blk("doc", 5000, breakpoint=True)]
+    r = simulate_session("anthropic", [call(p, 100), call(p, 100)])
+    assert [x.cache_read for x in r] == [0, 0]
+
+
+def test_bedrock_minimum_is_per_checkpoint_and_nova_has_no_lookback() -> None:
+    blocks = [blk("a", 1100, segment="system", breakpoint=True), blk("b", 400, breakpoint=True)]
+    (r,) = simulate_session("bedrock", [call(blocks, 0)], "anthropic.claude-sonnet-4-20250514-v1:0")
+    assert (r.cache_write, r.uncached) == (1100, 400)  # second segment is under 1024
+    (ra,) = simulate_session("anthropic", [call(blocks, 0)], "claude-sonnet-4")
+    assert ra.cache_write == 1500  # Anthropic counts the cumulative prefix
+    grown = [blk("a", 1100, segment="system"), blk("b", 1200, breakpoint=True)]
+    # The next request moves its only checkpoint two blocks further on.
+    grown2 = [grown[0], blk("b", 1200), blk("c", 50), blk("d", 1100, breakpoint=True)]
+    claude = simulate_session("bedrock", [call(grown, 0), call(grown2, 5)], "claude-sonnet-4")
+    nova = simulate_session("bedrock", [call(grown, 0), call(grown2, 5)], "amazon.nova-pro-v1:0")
+    assert claude[1].cache_read == 2300 and nova[1].cache_read == 0
+
+
+# ------------------------------------------------------------------------------------------- openai
+
+
+def test_openai_minimum_1024_and_128_token_steps() -> None:
+    short = [blk("s", 1000)]
+    r = simulate_session("openai", [call(short, 0), call(short, 1)])
+    assert [x.cache_read for x in r] == [0, 0]
+    p1 = [blk("sys", 3000)]
+    p2 = [blk("sys", 3000), blk("u", 500)]
+    r = simulate_session("openai", [call(p1, 0), call(p2, 5)])
+    assert r[1].cache_read == 1024 + 128 * ((3000 - 1024) // 128) == 2944
+    assert r[1].cache_write == 0 and r[1].uncached == 3500 - 2944
+    check_invariant(r)
+
+
+def test_openai_idle_eviction_and_extended_retention() -> None:
+    p1 = [blk("sys", 3000)]
+    p2 = [blk("sys", 3000), blk("u", 500)]
+    assert simulate_session("openai", [call(p1, 0), call(p2, 301)])[1].cache_read == 0
+    assert simulate_session("openai", [call(p1, 0), call(p2, 299)])[1].cache_read == 2944
+    kept = simulate_session("openai", [call(p1, 0), call(p2, 7200)], prompt_cache_retention="24h")
+    assert kept[1].cache_read == 2944
+
+
+# ------------------------------------------------------------------------------------------- deepseek
+
+
+def test_deepseek_hits_in_64_token_multiples_and_only_after_completion() -> None:
+    p1 = [blk("sys", 100), blk("u", 900)]
+    p2 = [*p1, blk("a", 50), blk("t", 300)]
+    r = simulate_session("deepseek", [call(p1, 0), call(p2, 10)])
+    assert r[0].cache_read == 0  # nothing before the first request, and not from itself
+    assert r[1].cache_read == 960  # 1000 rounded down to 64
+    # Sent before the first one completed: its units are not there yet.
+    r = simulate_session("deepseek", [call(p1, 0, completed_at=12.0), call(p2, 10)])
+    assert r[1].cache_read == 0
+    check_invariant(r)
+
+
+def test_deepseek_output_unit_counts_when_the_reply_is_sent_back() -> None:
+    p1 = [blk("sys", 100), blk("u", 900)]
+    p2 = [*p1, blk("reply", 80), blk("tool", 300)]
+    chat = simulate_session("deepseek", [call(p1, 0, output_sha="reply", output_tokens=80), call(p2, 10)])
+    assert chat[1].cache_read == 1024  # 1000 + 80 -> 1080 -> 1024
+    # A reasoner reply (chain of thought generated but not sent back) does not match: input unit only.
+    reasoner = simulate_session(
+        "deepseek", [call(p1, 0, output_sha="cot+reply", output_tokens=500), call(p2, 10)]
+    )
+    assert reasoner[1].cache_read == 960
+
+
+def test_deepseek_unit_must_be_fully_matched_and_common_prefix_is_detected() -> None:
+    a, b, c, d = blk("A", 640), blk("B", 300), blk("C", 300), blk("D", 300)
+    r = simulate_session("deepseek", [call([a, b], 0), call([a, c], 10), call([a, d], 20)])
+    # A+C cannot use the A+B unit; the shared A is persisted as its own unit and A+D hits it.
+    assert [x.cache_read for x in r] == [0, 0, 640]
+    off = simulate_session(
+        "deepseek", [call([a, b], 0), call([a, c], 10), call([a, d], 20)], common_prefix_units=False
+    )
+    assert off[2].cache_read == 0
+
+
+def test_deepseek_best_effort_persistence_is_an_expectation() -> None:
+    p1 = [blk("sys", 1280)]
+    p2 = [*p1, blk("u", 200)]
+    r = simulate_session("deepseek", [call(p1, 0), call(p2, 10)], persist_probability=0.5)
+    assert r[1].cache_read == 640
+    # Two earlier writers: the longer one exists with p, else the shorter with p.
+    p3 = [*p2, blk("v", 200)]
+    r = simulate_session("deepseek", [call(p1, 0), call(p2, 10), call(p3, 20)], persist_probability=0.5)
+    # longest unit p2 (1480 -> 1472) with 0.5, else p1 (1280) with 0.25
+    assert r[2].cache_read == round(0.5 * 1472 + 0.25 * 1280)
+    assert deepseek_persist_probability("fp_eaab8d114b_prod0820_fp8_kvcache_new_kvcache") == 0.5
+    assert deepseek_persist_probability("something-new") == 1.0
+
+
+def test_deepseek_units_expire_after_ttl() -> None:
+    p1 = [blk("sys", 1280)]
+    p2 = [*p1, blk("u", 200)]
+    assert simulate_session("deepseek", [call(p1, 0), call(p2, 5 * 3600)])[1].cache_read == 0
+    assert simulate_session("deepseek", [call(p1, 0), call(p2, 3 * 3600)])[1].cache_read == 1280
+
+
+def test_none_and_unknown_provider() -> None:
+    p = [blk("x", 5000, breakpoint=True)]
+    r = simulate_session("none", [call(p, 0), call(p, 1)])
+    assert all(x.cache_read == 0 and x.uncached == 5000 for x in r)
+    with pytest.raises(CacheSimError, match="unknown provider"):
+        CacheSimulator("gemini")
+
+
+def test_invariant_holds_on_random_sessions() -> None:
+    rng = random.Random(7)
+    for provider in ("anthropic", "openai", "deepseek", "bedrock", "none"):
+        history: list[Block] = [blk("sys", 1500, segment="system", breakpoint=True)]
+        calls = []
+        t = 0.0
+        for k in range(30):
+            history = [Block(b.sha, b.tokens, segment=b.segment, breakpoint=False) for b in history]
+            history[0] = blk("sys", 1500, segment="system", breakpoint=True)
+            if rng.random() < 0.2 and len(history) > 3:
+                history = history[: rng.randrange(1, len(history))]  # a compaction cuts the tail
+            history.append(blk(f"m{k}", rng.randrange(1, 2000), breakpoint=True))
+            t += rng.choice([1.0, 30.0, 400.0])
+            calls.append(Call(tuple(history), t, output_tokens=50, output_sha=f"m{k + 1}"))
+        res = simulate_session(provider, calls, "claude-sonnet-4")
+        check_invariant(res)
+        assert totals(res).input_tokens == sum(c.input_tokens for c in calls)
+        # Deterministic: same input, same output.
+        assert res == simulate_session(provider, calls, "claude-sonnet-4")
+
+
+# ------------------------------------------------------------------------------------------- pricing
+
+
+def test_cost_uses_each_price_and_matches_a_recorded_deepseek_call() -> None:
+    # A real deepseek-chat call from the mini-swe-agent trajectories: recorded cost 9.4668e-05 USD.
+    usd = cost("deepseek-chat", CallCache(1893, 1856, 0, 37), 77)
+    assert usd == pytest.approx(9.4668e-05, rel=1e-9)
+    u = CallCache(10_000, 4000, 3000, 3000, cache_write_1h=1000)
+    expected = (3000 * 3.0 + 4000 * 0.3 + 2000 * 3.75 + 1000 * 6.0 + 500 * 15.0) / 1e6
+    assert cost("claude-sonnet-4-20250514", u, 500) == pytest.approx(expected)
+    as_map = {"uncached": 3000, "cache_read": 4000, "cache_write": 3000, "cache_write_1h": 1000}
+    assert cost("claude-sonnet-4", as_map, 500) == pytest.approx(expected)
+
+
+def test_price_rows_carry_date_and_source_and_required_models() -> None:
+    table = load_prices()
+    for m in (
+        "claude-sonnet-4",
+        "claude-opus-4",
+        "claude-3-5-haiku",
+        "gpt-4o",
+        "gpt-4.1",
+        "deepseek-chat",
+        "deepseek-reasoner",
+    ):
+        row = table.get(m)
+        assert row.as_of and row.source.startswith("http")
+    assert table.get("claude-sonnet-4").cache_write_1h == 6.0
+
+
+def test_unknown_model_lists_known_ones() -> None:
+    with pytest.raises(UnknownModelError) as exc:
+        cost("llama-3-70b", CallCache(1, 0, 0, 1))
+    assert "claude-sonnet-4" in str(exc.value) and "deepseek-chat" in str(exc.value)
+
+
+def test_user_price_table_from_env_and_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    own = {
+        "models": {
+            "my-model": {
+                "provider": "openai",
+                "input": 1.0,
+                "output": 2.0,
+                "cache_read": 0.5,
+                "cache_write": 1.0,
+                "as_of": "2026-01-01",
+                "source": "internal contract",
+            }
+        }
+    }
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps(own))
+    assert cost("my-model", CallCache(1000, 0, 0, 1000), 0, prices=f) == pytest.approx(0.001)
+    monkeypatch.setenv("CONTEXTPIPE_PRICES", str(f))
+    assert cost("my-model", CallCache(1000, 1000, 0, 0)) == pytest.approx(0.0005)
+    with pytest.raises(UnknownModelError):
+        cost("gpt-4o", CallCache(1, 0, 0, 1))
+    monkeypatch.setenv("CONTEXTPIPE_PRICES", str(tmp_path / "missing.json"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_prices()
+    with pytest.raises(ConfigError, match="lacks"):
+        PriceTable.from_dict({"models": {"x": {"input": 1}}})
+
+
+# ------------------------------------------------------------------------------------------- real usage
+
+
+def _trajectory_root() -> Path:
+    env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "trajectories"
+
+
+def _bench() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cachesim_accuracy.py"
+    spec = importlib.util.spec_from_file_location("bench_cachesim_accuracy", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_deepseek_hit_rate_within_two_points_on_every_real_trajectory() -> None:
+    root = _trajectory_root()
+    bench = _bench()
+    paths = bench.deepseek_trajectories(root)
+    if not paths:
+        pytest.skip(f"no DeepSeek trajectories at {root}/mini-swe-agent-pr816 (set CONTEXTPIPE_TRAJECTORIES)")
+    rows = [bench.evaluate(bench.load_trajectory(p)) for p in paths]
+    errors = {r.name: r.err_build for r in rows}
+    assert all(abs(e) <= 2.0 for e in errors.values()), errors
+    assert sum(abs(e) for e in errors.values()) / len(errors) <= 1.0, errors
+    # On the current build (every request persists) the documented rules alone are within half a point.
+    current = [r for r in rows if r.persist == 1.0]
+    assert current and all(abs(r.err_default) <= 0.5 for r in current)
