@@ -456,9 +456,10 @@ class ProbeServer:
         return max(0.0, min(deadlines) - time.monotonic())
 
     def _drain_wake(self) -> None:
-        # Clear the flag before draining: a publish racing with us then sends another byte (a spare
-        # wake-up) rather than being missed.
-        self._wake_pending = False
+        # Drain first, then clear the flag, then (in the caller) read the ring. A publish that lands after
+        # our ring read either sees the flag clear and sends a byte, or sees it set by a publish that came
+        # after the clear and therefore sent a byte we have not drained: either way we wake again.
+        # (Clearing before draining could swallow the byte of a publish whose event we then miss.)
         r = self._wake_r
         assert r is not None
         try:
@@ -466,6 +467,7 @@ class ProbeServer:
                 pass
         except (BlockingIOError, InterruptedError):
             pass
+        self._wake_pending = False
 
     def _accept(self) -> None:
         listener = self._listener

@@ -33,7 +33,9 @@ class TiktokenTokenizer:
 
     def __init__(self) -> None:
         # Belt and braces: even if something asks for a remote encoding, never reach the network.
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "cp-tiktoken"))
+        os.environ.setdefault(
+            "TIKTOKEN_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "cp-tiktoken")
+        )
         import tiktoken
 
         try:
@@ -111,7 +113,9 @@ class Budget:
                 "(between 1 and 100,000,000)"
             )
         if not 0.0 <= self.margin < 0.5:
-            raise ConfigError(f"budget margin {self.margin} must be in [0, 0.5): it is a fraction of the limit")
+            raise ConfigError(
+                f"budget margin {self.margin} must be in [0, 0.5): it is a fraction of the limit"
+            )
 
     @property
     def usable(self) -> int:

@@ -1,0 +1,164 @@
+"""Typed artifacts: the units the engine assembles. Never plain strings.
+
+Keeping structure (who called which tool, which result answers which call) until serialization is
+what lets later phases keep provider invariants: a tool result is never separated from its call,
+a spilled section is still a typed reference, and every unit carries a content hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .hashing import canonical_json, content_hash, sha256_hex
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(self, "sha", sha256_hex("text\x00" + self.text))
+
+
+@dataclass(frozen=True)
+class Thinking:
+    text: str
+    signature: str = ""
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(self, "sha", sha256_hex("thinking\x00" + self.text + "\x00" + self.signature))
+
+
+@dataclass(frozen=True)
+class Media:
+    """An attachment placeholder (image, PDF): the engine tracks it by reference, never by bytes."""
+
+    media_type: str
+    ref: str
+    size: int
+    tokens: int = 0
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(self, "sha", content_hash(["media", self.media_type, self.ref, self.size]))
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text exactly as the model produced it
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(self, "sha", content_hash(["call", self.id, self.name, self.arguments]))
+
+    def arguments_obj(self) -> Any:
+        import json
+
+        try:
+            return json.loads(self.arguments) if self.arguments else {}
+        except ValueError:
+            # Providers require an object; keep malformed model output visible instead of dropping it.
+            return {"_raw": self.arguments}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    content: str
+    is_error: bool = False
+    # How the result reached the request: full, cleared (placeholder) or spilled (reference).
+    form: Literal["full", "cleared", "spilled"] = "full"
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(
+                self, "sha", content_hash(["result", self.call_id, self.content, self.is_error, self.form])
+            )
+
+
+@dataclass(frozen=True)
+class SpillReference:
+    """What stays in the prompt when content moved to the spill backend."""
+
+    key: str  # content hash of the original
+    uri: str
+    tokens: int  # size of the original
+    preview: str
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(
+                self, "sha", content_hash(["spill", self.key, self.uri, self.tokens, self.preview])
+            )
+
+    def render(self) -> str:
+        return (
+            f"[spilled {self.tokens} tokens to {self.uri} (sha256 {self.key[:12]}); preview:]\n{self.preview}"
+        )
+
+
+Part = Text | Thinking | Media | ToolCall | ToolResult
+
+
+@dataclass(frozen=True)
+class Message:
+    """One conversation message. Tool results live in a user message, as in Anthropic's shape;
+    OpenAI-style serializers split them into `tool` messages."""
+
+    role: Literal["user", "assistant"]
+    parts: tuple[Part, ...]
+    sha: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(
+                self, "sha", sha256_hex(self.role + "\x00" + "\x00".join(p.sha for p in self.parts))
+            )
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolResult))
+
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.parts if isinstance(p, Text))
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    name: str
+    description: str
+    parameters_json: str  # canonical JSON of the JSON-Schema object
+    sha: str = field(default="", compare=False)
+
+    @classmethod
+    def create(cls, name: str, description: str, parameters: dict[str, Any]) -> ToolSchema:
+        return cls(name, description, canonical_json(parameters).decode("utf-8"))
+
+    def __post_init__(self) -> None:
+        if not self.sha:
+            object.__setattr__(
+                self, "sha", content_hash(["tool", self.name, self.description, self.parameters_json])
+            )
+
+    def parameters(self) -> Any:
+        import json
+
+        return json.loads(self.parameters_json)
+
+
+SectionItem = Text | SpillReference | Media | ToolSchema | Message

@@ -1,0 +1,126 @@
+"""The in-flight assembly that Optimize rules transform: ordered sections of typed items.
+
+Sections are immutable; a rule returns a new assembly. `Measure` counts tokens of items with
+caching by content hash, and includes the per-message overhead a chat API adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from .artifacts import (
+    Media,
+    Message,
+    SectionItem,
+    SpillReference,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+)
+from .tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
+from .types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    name: str
+    kind: SectionKind
+    scope: CacheScope
+    priority: Priority
+    items: tuple[SectionItem, ...]
+    form: Form = Form.FULL
+    omitted: int = 0  # tokens removed by trimming/clearing/dropping in this turn
+    note: str = ""  # why the form is what it is (degraded binder, spill key, ...)
+
+    @property
+    def is_anchor(self) -> bool:
+        return self.kind in ANCHOR_KINDS
+
+    def with_items(
+        self, items: tuple[SectionItem, ...], form: Form | None = None, omitted: int = 0
+    ) -> Section:
+        new_form = form if form is not None else self.form
+        return replace(self, items=items, form=new_form, omitted=self.omitted + omitted)
+
+
+Assembly = tuple[Section, ...]
+
+
+class Measure:
+    """Token counts for items and sections. Message totals are cached by message hash."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._msg: dict[str, int] = {}
+
+    def part(self, p: object) -> int:
+        c = self.counter
+        if isinstance(p, Text):
+            return c.count(p.text, p.sha)
+        if isinstance(p, ToolResult):
+            return c.count(p.content, p.sha) + 4
+        if isinstance(p, ToolCall):
+            return c.count(p.name + " " + p.arguments, p.sha) + 4
+        if isinstance(p, Thinking):
+            return c.count(p.text, p.sha)
+        if isinstance(p, Media):
+            return p.tokens
+        if isinstance(p, SpillReference):
+            return c.count(p.render(), p.sha)
+        if isinstance(p, ToolSchema):
+            return c.count(p.name + "\n" + p.description + "\n" + p.parameters_json, p.sha) + 4
+        raise TypeError(f"unknown artifact {type(p).__name__}")
+
+    def item(self, it: SectionItem) -> int:
+        if isinstance(it, Message):
+            n = self._msg.get(it.sha)
+            if n is None:
+                n = MESSAGE_OVERHEAD_TOKENS + sum(self.part(p) for p in it.parts)
+                self._msg[it.sha] = n
+            return n
+        if isinstance(it, ToolSchema):
+            return self.part(it)
+        # A system text block is one message-like unit in every provider's accounting.
+        return MESSAGE_OVERHEAD_TOKENS + self.part(it)
+
+    def section(self, s: Section) -> int:
+        return sum(self.item(i) for i in s.items)
+
+    def items(self, items: Iterable[SectionItem]) -> int:
+        return sum(self.item(i) for i in items)
+
+    def total(self, asm: Assembly) -> int:
+        return sum(self.section(s) for s in asm) + REPLY_PRIMING_TOKENS
+
+
+def history_rounds(items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
+    """Split history into rounds as (start, end) index ranges.
+
+    A round starts at an assistant message and runs until the next one, so an assistant's tool calls
+    and the user message carrying their results always land in the same round: dropping or keeping
+    whole rounds can never separate a call from its result. Messages before the first assistant
+    message (the task) form round 0.
+    """
+    starts = [i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"]
+    bounds: list[tuple[int, int]] = []
+    if not starts or starts[0] > 0:
+        bounds.append((0, starts[0] if starts else len(items)))
+    for k, s in enumerate(starts):
+        bounds.append((s, starts[k + 1] if k + 1 < len(starts) else len(items)))
+    return bounds
+
+
+def omission_marker(tokens: int, what: str = "") -> str:
+    suffix = f" ({what})" if what else ""
+    return f"[...{tokens} tokens omitted{suffix}...]"
+
+
+def wire_order(asm: Assembly) -> Assembly:
+    """Provider prefix order: tool schemas first (Anthropic and Bedrock put them before the system
+    prompt; for OpenAI they are part of the cached prefix too), then sections in assembly order."""
+    tools = tuple(s for s in asm if s.kind == SectionKind.TOOLS)
+    return tools + tuple(s for s in asm if s.kind != SectionKind.TOOLS)

@@ -1,0 +1,72 @@
+"""Bind: run every per-turn source's binder concurrently, each with its timeout and budget.
+
+A failing or slow binder degrades its own section (traced) instead of aborting the turn, unless
+the section is Never-priority: then the turn cannot be assembled honestly and BindError is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import BindError
+from .types import Priority
+
+
+@dataclass(frozen=True)
+class BindJob:
+    source_id: str
+    binder: Callable[..., Any]
+    timeout_s: float
+    budget: int
+    priority: Priority
+
+
+@dataclass(frozen=True)
+class BindResult:
+    source_id: str
+    text: str | None
+    error: str | None
+    elapsed_ms: float
+
+
+def _wants_budget(fn: Callable[..., Any]) -> bool:
+    try:
+        return len(inspect.signature(fn).parameters) >= 1
+    except (TypeError, ValueError):
+        return False
+
+
+async def _run(job: BindJob) -> BindResult:
+    t0 = time.perf_counter()
+    try:
+        args = (job.budget,) if _wants_budget(job.binder) else ()
+        if inspect.iscoroutinefunction(job.binder):
+            value = await asyncio.wait_for(job.binder(*args), job.timeout_s)
+        else:
+            value = await asyncio.wait_for(asyncio.to_thread(job.binder, *args), job.timeout_s)
+        if not isinstance(value, str):
+            raise TypeError(f"binder returned {type(value).__name__}, expected str")
+        return BindResult(job.source_id, value, None, (time.perf_counter() - t0) * 1000)
+    except TimeoutError:
+        err = f"timed out after {job.timeout_s:g}s"
+    except Exception as exc:  # any binder failure is contained to its section
+        err = f"{type(exc).__name__}: {exc}"
+    return BindResult(job.source_id, None, err, (time.perf_counter() - t0) * 1000)
+
+
+async def bind_all(jobs: list[BindJob]) -> dict[str, BindResult]:
+    results = await asyncio.gather(*(_run(j) for j in jobs))
+    out = {r.source_id: r for r in results}
+    for j in jobs:
+        r = out[j.source_id]
+        if r.error is not None and j.priority == Priority.NEVER:
+            raise BindError(
+                f"source {j.source_id!r} is Never-priority and its binder failed ({r.error}); "
+                "fix the binder or lower the source's priority so the turn can degrade instead"
+            )
+    return out

@@ -1,0 +1,92 @@
+"""Pipeline settings in one immutable value, so a what-if is just `replace(config, ...)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import ConfigError
+from .optimize.context import OptimizeLimits
+from .plan import Thresholds
+from .providers import canonical_provider
+from .tokens import Budget
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    model: str
+    provider: str = "anthropic"
+    window: int = 200_000
+    margin: float = 0.02
+    max_output_tokens: int = 4096
+    default_response_reserve: int = 1024
+    thinking_reserve: int = 0
+    schema_reserve: int = 0
+    query_source: str = "main"
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    limits: OptimizeLimits = field(default_factory=OptimizeLimits)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "provider", canonical_provider(self.provider))
+        if not self.model:
+            raise ConfigError("model must be a non-empty string, e.g. 'claude-sonnet-4' or 'gpt-4o'")
+        Budget(self.window, self.margin)  # validates window and margin
+        if self.window == 0:
+            raise ConfigError("window is 0 tokens: give the model's context window (e.g. 200000)")
+        for name in ("max_output_tokens", "default_response_reserve", "thinking_reserve", "schema_reserve"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 0 or v > 10_000_000:
+                raise ConfigError(f"{name}={v!r} must be an integer between 0 and 10,000,000")
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.window, self.margin)
+
+    def to_event(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "provider": self.provider,
+            "window": self.window,
+            "margin": self.margin,
+            "max_output_tokens": self.max_output_tokens,
+            "default_response_reserve": self.default_response_reserve,
+            "thinking_reserve": self.thinking_reserve,
+            "schema_reserve": self.schema_reserve,
+            "query_source": self.query_source,
+            "thresholds": self.thresholds.to_dict(),
+            "limits": self.limits.to_dict(),
+        }
+
+    @classmethod
+    def from_event(cls, ev: dict[str, Any]) -> PipelineConfig:
+        return cls(
+            model=ev["model"],
+            provider=ev["provider"],
+            window=ev["window"],
+            margin=ev["margin"],
+            max_output_tokens=ev["max_output_tokens"],
+            default_response_reserve=ev["default_response_reserve"],
+            thinking_reserve=ev["thinking_reserve"],
+            schema_reserve=ev["schema_reserve"],
+            query_source=ev["query_source"],
+            thresholds=Thresholds(**ev["thresholds"]),
+            limits=OptimizeLimits(**ev["limits"]),
+        )
+
+    def with_overrides(
+        self,
+        window: int | None = None,
+        thresholds: dict[str, float] | None = None,
+        gates: dict[str, bool] | None = None,
+        provider: str | None = None,
+    ) -> PipelineConfig:
+        cfg = self
+        if window is not None:
+            cfg = replace(cfg, window=window)
+        if thresholds:
+            cfg = replace(cfg, thresholds=Thresholds(**{**cfg.thresholds.to_dict(), **thresholds}))
+        if gates:
+            cfg = replace(cfg, limits=cfg.limits.with_gates(gates))
+        if provider:
+            cfg = replace(cfg, provider=provider)
+        return cfg

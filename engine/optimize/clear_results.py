@@ -1,0 +1,73 @@
+"""CompactHistory: clear the oldest tool results, each replaced by a provider-shaped placeholder.
+
+The result block stays (same call id, so pairing holds); only its content becomes a one-line note.
+The most recent `keep_recent_results` stay intact, and a circuit breaker caps tokens cleared per turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..artifacts import Message, ToolResult
+from ..assembly import Assembly
+from ..types import Form, SectionKind
+from .context import OptimizeContext, RuleOutcome
+
+NAME = "clear_tool_results"
+CLEAR_BATCH = 4
+MIN_WORTH_CLEARING = 64  # tokens: a placeholder costs ~20, clearing tiny results only churns the cache
+
+
+def placeholder(r: ToolResult, tokens: int) -> ToolResult:
+    note = f"[tool result cleared to save context: {tokens} tokens, call {r.call_id}]"
+    return ToolResult(r.call_id, note, r.is_error, "cleared")
+
+
+def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    m = ctx.measure
+    idx = next((i for i, s in enumerate(asm) if s.kind == SectionKind.HISTORY), None)
+    if idx is None:
+        return RuleOutcome(asm, False, "no history section")
+    hist = asm[idx]
+    positions = [
+        (i, j)
+        for i, it in enumerate(hist.items)
+        if isinstance(it, Message)
+        for j, p in enumerate(it.parts)
+        if isinstance(p, ToolResult) and p.form == "full"
+    ]
+    keep_n = ctx.limits.keep_recent_results
+    # Clear in batches: the boundary moves CLEAR_BATCH results at a time, so the cache breaks once
+    # per batch instead of every turn as the oldest kept result slides forward.
+    n = max(0, len(positions) - keep_n)
+    candidates = positions[: n - n % CLEAR_BATCH]
+    items = list(hist.items)
+    saved = 0
+    cleared = 0
+    tripped = False
+    for i, j in candidates:  # oldest first
+        msg = items[i]
+        assert isinstance(msg, Message)
+        part = msg.parts[j]
+        assert isinstance(part, ToolResult)
+        before = m.part(part)
+        if before < MIN_WORTH_CLEARING:
+            continue
+        new_part = placeholder(part, before)
+        gain = before - m.part(new_part)
+        if saved + gain > ctx.limits.max_clear_tokens:
+            tripped = True
+            break
+        parts = list(msg.parts)
+        parts[j] = new_part
+        items[i] = replace(msg, parts=tuple(parts), sha="")
+        saved += gain
+        cleared += 1
+    if cleared == 0:
+        reason = f"circuit breaker: max_clear_tokens={ctx.limits.max_clear_tokens}" if tripped else ""
+        return RuleOutcome(asm, False, "nothing old enough to clear", reason_not_applied=reason)
+    new_hist = hist.with_items(tuple(items), Form.CLEARED if hist.form == Form.FULL else hist.form, saved)
+    detail = f"cleared {cleared} oldest tool results"
+    if tripped:
+        detail += f" (circuit breaker stopped at max_clear_tokens={ctx.limits.max_clear_tokens})"
+    return RuleOutcome(asm[:idx] + (new_hist,) + asm[idx + 1 :], True, detail, saved)

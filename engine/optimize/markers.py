@@ -1,0 +1,54 @@
+"""Cache markers at scope boundaries, per the provider's policy.
+
+Candidates, in wire order (tools first for marker providers, then system sections, then messages):
+the end of the tools, each scope boundary inside the system prompt, the end of the system prompt and
+the newest message. Prefix-only providers get none. In a turn where a latch flipped, the None-scope
+(conversation tail) marker is suppressed: the prefix it would write is about to change anyway.
+"""
+
+from __future__ import annotations
+
+from ..assembly import Assembly, wire_order
+from ..types import CacheScope, SectionKind
+from .context import Marker, OptimizeContext, RuleOutcome
+
+NAME = "place_markers"
+
+
+def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    pol = ctx.policy
+    if not pol.supports_markers or pol.max_markers <= 0:
+        return RuleOutcome(asm, False, f"{pol.name} caches prefixes automatically: no markers")
+    m = ctx.measure
+    wire = [s for s in wire_order(asm) if s.items]
+    # (rank, marker): lower rank is kept first when there are more candidates than the policy allows.
+    cands: list[tuple[int, int, Marker]] = []
+    cum = 0
+    suppressed = ""
+    for k, s in enumerate(wire):
+        cum += m.section(s)
+        nxt = wire[k + 1] if k + 1 < len(wire) else None
+        last = len(s.items) - 1
+        if s.kind == SectionKind.HISTORY:
+            if ctx.latch_flipped:
+                suppressed = "conversation-tail marker suppressed: a latch flipped this turn"
+                continue
+            cands.append((0, cum, Marker(s.id, last, s.scope.label, "conversation tail")))
+            continue
+        if s.kind == SectionKind.TOOLS:
+            cands.append((2, cum, Marker(s.id, last, s.scope.label, "end of tools")))
+            continue
+        if nxt is None or nxt.kind == SectionKind.HISTORY:
+            cands.append((1, cum, Marker(s.id, last, s.scope.label, "end of system prompt")))
+        elif nxt.scope != s.scope:
+            if s.scope == CacheScope.GLOBAL and not pol.global_scope:
+                continue
+            cands.append((3, cum, Marker(s.id, last, s.scope.label, f"{s.scope.label} scope boundary")))
+    cands = [c for c in cands if c[1] >= pol.min_cacheable_tokens]
+    kept = sorted(cands, key=lambda c: (c[0], c[1]))[: pol.max_markers]
+    kept.sort(key=lambda c: c[1])
+    markers = tuple(c[2] for c in kept)
+    detail = f"{len(markers)} markers" + (f"; {suppressed}" if suppressed else "")
+    if not markers:
+        return RuleOutcome(asm, False, detail + f" (no prefix reaches {pol.min_cacheable_tokens} tokens)")
+    return RuleOutcome(asm, True, detail, markers=markers)

@@ -1,0 +1,43 @@
+"""TrimSchemas: drop tool schemas the turn is unlikely to use (never called in the kept history)."""
+
+from __future__ import annotations
+
+from ..artifacts import Message, ToolSchema
+from ..assembly import Assembly
+from ..types import Form, SectionKind
+from .context import OptimizeContext, RuleOutcome
+
+NAME = "trim_schemas"
+
+
+def used_tool_names(asm: Assembly) -> set[str]:
+    names: set[str] = set()
+    for s in asm:
+        if s.kind == SectionKind.HISTORY:
+            for it in s.items:
+                if isinstance(it, Message):
+                    names.update(c.name for c in it.tool_calls)
+    return names
+
+
+def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    used = used_tool_names(asm)
+    out = []
+    dropped: list[str] = []
+    saved = 0
+    for s in asm:
+        if s.kind != SectionKind.TOOLS:
+            out.append(s)
+            continue
+        keep = tuple(i for i in s.items if not isinstance(i, ToolSchema) or i.name in used)
+        # With no history yet every tool is equally likely: keep them all rather than none.
+        if not used or len(keep) == len(s.items):
+            out.append(s)
+            continue
+        gone = [i for i in s.items if i not in keep]
+        saved += ctx.measure.items(gone)
+        dropped += [i.name for i in gone if isinstance(i, ToolSchema)]
+        out.append(s.with_items(keep, Form.TRIMMED, ctx.measure.items(gone)))
+    if not dropped:
+        return RuleOutcome(asm, False, "every schema is in use")
+    return RuleOutcome(tuple(out), True, f"dropped unused schemas: {', '.join(sorted(dropped))}", saved)

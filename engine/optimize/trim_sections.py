@@ -1,0 +1,152 @@
+"""In-section trimming: a section over its budget is cut inside itself, leaving a visible marker.
+
+Text sections keep their head and tail around `[...N tokens omitted...]`; the tools section loses its
+last schemas; history loses whole oldest rounds first, then the middle of its largest tool results.
+Identity, Constraints, the goal and Never-priority sections are never trimmed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..artifacts import Message, Text, ToolResult
+from ..assembly import Assembly, Measure, Section, history_rounds, omission_marker
+from ..types import PROTECTED_KINDS, Form, Priority, SectionKind
+from .context import OptimizeContext, RuleOutcome
+from .drop_rounds import drop_oldest
+
+NAME = "trim_sections"
+
+
+def protected(s: Section) -> bool:
+    return s.kind in PROTECTED_KINDS or s.priority == Priority.NEVER
+
+
+def trim_text(text: str, target: int, m: Measure) -> tuple[str, int]:
+    """Head + marker + tail of `text` within `target` tokens. Returns (text, tokens omitted)."""
+    full = m.counter.count(text)
+    if full <= target:
+        return text, 0
+    ratio = max(0.0, (target - 12) / full)
+    keep = int(len(text) * ratio)
+    while True:
+        head, tail = text[: keep * 3 // 5], text[len(text) - keep * 2 // 5 :] if keep >= 5 else ""
+        omitted = full - m.counter.count(head) - m.counter.count(tail)
+        out = f"{head}\n{omission_marker(omitted)}\n{tail}" if keep else omission_marker(full)
+        if m.counter.count(out) <= target or keep == 0:
+            return out, omitted if keep else full
+        keep = int(keep * 0.8)
+
+
+def _trim_text_section(s: Section, budget: int, m: Measure) -> Section:
+    texts = [i.text for i in s.items if isinstance(i, Text)]
+    if len(texts) != len(s.items):
+        return s  # spilled/media sections are already small or cannot be cut
+    overhead = m.section(s) - m.counter.count("\n".join(texts))
+    new, omitted = trim_text("\n".join(texts), max(0, budget - overhead), m)
+    return s.with_items((Text(new),), Form.TRIMMED, omitted)
+
+
+def _trim_tools(s: Section, budget: int, m: Measure) -> Section:
+    items = list(s.items)
+    removed = 0
+    while items and m.items(items) > budget:
+        removed += m.item(items.pop())
+    return s.with_items(tuple(items), Form.TRIMMED, removed)
+
+
+def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) -> Assembly:
+    m = ctx.measure
+    hist = asm[idx]
+    size = m.section(hist)
+    rounds = history_rounds(hist.items)
+    droppable = rounds[1:-1]
+    # Choose how many oldest rounds must go in one pass, then drop them together (one marker).
+    need = size - budget
+    count = 0
+    acc = 0
+    for start, end in droppable:
+        if acc >= need:
+            break
+        acc += m.items(hist.items[start:end])
+        count += 1
+    if count:
+        asm, _ = drop_oldest(asm, idx, count, ctx)
+        hist = asm[idx]
+    # Still over (a huge result in the newest round): cut the middle of the largest tool results.
+    while m.section(hist) > budget:
+        over = m.section(hist) - budget
+        best = None
+        for i, it in enumerate(hist.items):
+            if isinstance(it, Message):
+                for j, p in enumerate(it.parts):
+                    if isinstance(p, ToolResult | Text) and (best is None or m.part(p) > best[2]):
+                        if i == 0 and isinstance(p, Text):
+                            continue  # the task text is an instruction: never evicted
+                        best = (i, j, m.part(p))
+        if best is None or best[2] <= 16:
+            break
+        i, j, size_p = best
+        msg = hist.items[i]
+        assert isinstance(msg, Message)
+        part = msg.parts[j]
+        target = max(8, size_p - over - 16)
+        if isinstance(part, ToolResult):
+            new_text, omitted = trim_text(part.content, target, m)
+            new_part: ToolResult | Text = ToolResult(part.call_id, new_text, part.is_error, part.form)
+        else:
+            new_text, omitted = trim_text(part.text, target, m)
+            new_part = Text(new_text)
+        parts = list(msg.parts)
+        parts[j] = new_part
+        items = list(hist.items)
+        items[i] = replace(msg, parts=tuple(parts), sha="")
+        hist = hist.with_items(tuple(items), Form.TRIMMED, omitted)
+        if omitted == 0:
+            break
+    return asm[:idx] + (hist,) + asm[idx + 1 :]
+
+
+def _fit(asm: Assembly, s_idx: int, budget: int, ctx: OptimizeContext) -> Assembly:
+    s = asm[s_idx]
+    m = ctx.measure
+    if s.kind == SectionKind.HISTORY:
+        return _trim_history(asm, s_idx, budget, ctx)
+    if s.kind == SectionKind.TOOLS:
+        new = _trim_tools(s, budget, m)
+    else:
+        new = _trim_text_section(s, budget, m)
+    if budget <= 0 or m.section(new) > budget:
+        new = s.with_items((), Form.DROPPED, m.section(s))
+    return asm[:s_idx] + (new,) + asm[s_idx + 1 :]
+
+
+def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    m = ctx.measure
+    before = m.total(asm)
+    trimmed: list[str] = []
+    for k in range(len(asm)):
+        s = asm[k]
+        budget = ctx.plan.budgets.get(s.id)
+        if budget is None or protected(s) or m.section(s) <= budget:
+            continue
+        asm = _fit(asm, k, budget, ctx)
+        trimmed.append(s.id)
+    # Budgets were set before compaction; if the whole is still over the ceiling, squeeze the largest
+    # unprotected sections (compression priority order) until it fits.
+    ceiling = ctx.plan.ceiling
+    for prio in (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT):
+        for k in sorted(range(len(asm)), key=lambda k: (-m.section(asm[k]), asm[k].id)):
+            over = m.total(asm) - ceiling
+            if over <= 0:
+                break
+            s = asm[k]
+            if s.priority != prio or protected(s) or not s.items:
+                continue
+            asm = _fit(asm, k, max(0, m.section(s) - over), ctx)
+            if s.id not in trimmed:
+                trimmed.append(s.id)
+    if not trimmed:
+        return RuleOutcome(asm, False, "every section within budget")
+    saved = before - m.total(asm)
+    return RuleOutcome(asm, True, f"trimmed inside {', '.join(trimmed)}", saved)

@@ -1,0 +1,753 @@
+"""The public API: a Pipeline an agent feeds events to and asks for its next request.
+
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000)
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run a shell command", {"type": "object", ...})
+    pipe.user("Fix the failing test in tests/test_io.py")
+    req = pipe.next_request()          # Plan -> Bind -> Optimize -> Execute (serialize)
+    resp = client.messages.create(**req.body)
+    pipe.record_usage(resp.usage)      # Feedback
+    pipe.assistant(text, tool_calls=[...]); pipe.tool_result(call_id, output)
+
+Every mutating call becomes a journal event and is applied by `_apply`, the same fold `replay` uses,
+so the live state and a replayed state cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import alerts as alert_rules
+from .artifacts import Media, Message, Part, SectionItem, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from .assembly import Assembly, Measure, Section, wire_order
+from .bind import BindJob, bind_all
+from .catalog import Binder, EmergentQueue, LatchTable, SourceSpec, sort_key
+from .config import PipelineConfig
+from .errors import ConfigError, UnpairedToolResultError
+from .feedback import Usage, attribute_cache_break, normalize_usage
+from .hashing import content_hash
+from .journal import Event, Journal
+from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
+from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
+from .providers import POLICIES, SerializedRequest, Serializer, make_serializer
+from .providers.base import Block
+from .spill import FileSpill, MemorySpill, SpillBackend
+from .stats import Statistics
+from .tokens import TokenCounter, Tokenizer
+from .types import CacheScope, Form, Lifecycle, Priority, SectionKind
+
+ENGINE_VERSION = "0.1.0"
+ENV_RECORD = "CONTEXTPIPE_RECORD"
+ENV_SERVE = "CONTEXTPIPE_SERVE"
+
+
+@dataclass
+class Request:
+    """What Execute hands back: the provider body, its canonical bytes, and the turn's trace."""
+
+    turn: int
+    body: dict[str, Any]
+    serialized: SerializedRequest
+    trace: dict[str, Any]
+
+    @property
+    def bytes(self) -> bytes:
+        return self.serialized.body
+
+
+@dataclass
+class Built:
+    """Everything one Plan+Bind+Optimize+Execute pass produced (also what a what-if re-plan returns)."""
+
+    plan: Plan
+    asm: Assembly
+    serialized: SerializedRequest
+    trace: dict[str, Any]
+
+
+class Pipeline:
+    def __init__(
+        self,
+        model: str,
+        provider: str = "anthropic",
+        window: int = 200_000,
+        *,
+        margin: float = 0.02,
+        thresholds: Thresholds | None = None,
+        limits: OptimizeLimits | None = None,
+        max_output_tokens: int = 4096,
+        default_response_reserve: int = 1024,
+        thinking_reserve: int = 0,
+        schema_reserve: int = 0,
+        query_source: str = "main",
+        tokenizer: Tokenizer | None = None,
+        counter: TokenCounter | None = None,
+        spill_dir: str | Path | None = None,
+        spill: SpillBackend | None = None,
+        summarizer: Summarizer | None = None,
+        record: str | Path | None = None,
+        serve: bool | None = None,
+        redact: bool = False,
+        clock: Callable[[], float] = time.time,
+        _replay: bool = False,
+    ) -> None:
+        cfg = PipelineConfig(
+            model=model,
+            provider=provider,
+            window=window,
+            margin=margin,
+            max_output_tokens=max_output_tokens,
+            default_response_reserve=default_response_reserve,
+            thinking_reserve=thinking_reserve,
+            schema_reserve=schema_reserve,
+            query_source=query_source,
+            thresholds=thresholds or Thresholds(),
+            limits=limits or OptimizeLimits(),
+        )
+        self.counter = counter or TokenCounter(tokenizer)
+        self.measure = Measure(self.counter)
+        self.clock = clock
+        self.journal = Journal()
+        self.summarizer = summarizer
+        if spill is not None:
+            self.spill: SpillBackend | None = spill
+        elif spill_dir is not None:
+            self.spill = FileSpill(spill_dir)
+        else:
+            self.spill = MemorySpill()
+        # State (a fold over the journal)
+        self.config = cfg
+        self.specs: list[SourceSpec] = []
+        self.content: dict[str, str] = {}  # static / last bound text per source
+        self.binders: dict[str, Binder] = {}
+        self.tools: list[ToolSchema] = []
+        self.history: list[Message] = []
+        self.pending: list[Part] = []  # tool results / user text not yet closed into a message
+        self.latches = LatchTable()
+        self.emergent = EmergentQueue()
+        self.stats = Statistics()
+        self.turn = 0
+        self.flipped: list[str] = []  # latches that flipped since the last request
+        self.summaries: dict[str, str] = {}
+        self.traces: list[dict[str, Any]] = []
+        self._serializers: dict[str, Serializer] = {}
+        self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
+        self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
+        self._replay = _replay
+        self.recorder: Any = None
+        self.probe: Any = None
+        self._emit(
+            {"k": "session", "config": cfg.to_event(), "engine_version": ENGINE_VERSION, "time": clock()}
+        )
+        if not _replay:
+            self._open_sinks(record, serve, redact)
+
+    # ----------------------------------------------------------------- sinks
+    def _open_sinks(self, record: str | Path | None, serve: bool | None, redact: bool) -> None:
+        record = record or os.environ.get(ENV_RECORD) or None
+        if serve is None:
+            serve = os.environ.get(ENV_SERVE, "") not in ("", "0", "false", "no")
+        header = {
+            "model": self.config.model,
+            "provider": self.config.provider,
+            "engine_version": ENGINE_VERSION,
+            "start_time": self.clock(),
+        }
+        if record:
+            from .recording import RecordingWriter
+
+            self.recorder = RecordingWriter(record, header)
+            for ev in self.journal.events:
+                self.recorder.append(ev)
+            self.journal.subscribe(self.recorder.append)
+        if serve:
+            from .probe import ProbeServer
+
+            self.probe = ProbeServer(header, self.journal.snapshot, redact=redact)
+            self.probe.start()
+            self.journal.subscribe(self.probe.publish)
+
+    def close(self) -> None:
+        self._close_open_turn()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.probe is not None:
+            self.probe.close()
+            self.probe = None
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- events
+    def _emit(self, ev: Event) -> None:
+        self._apply(ev)
+        self.journal.append(ev)
+
+    def _blob(self, text: str) -> str:
+        return self.journal.blob(text)
+
+    def _text(self, h: str) -> str:
+        return self.journal.blobs[h]
+
+    def _apply(self, ev: Event) -> None:
+        k = ev["k"]
+        if k == "blob":
+            self.journal.blobs[ev["h"]] = ev["data"] if isinstance(ev["data"], str) else ev["data"].decode()
+        elif k == "session":
+            self.config = PipelineConfig.from_event(ev["config"])
+        elif k == "config":
+            self.config = PipelineConfig.from_event(ev["config"])
+        elif k == "source":
+            spec = SourceSpec.from_event(ev["spec"])
+            self.specs = [s for s in self.specs if s.id != spec.id] + [spec]
+            if ev.get("h"):
+                self.content[spec.id] = self._text(ev["h"])
+        elif k == "content":
+            self.content[ev["id"]] = self._text(ev["h"])
+        elif k == "tool":
+            t = ToolSchema(ev["name"], ev["description"], self._text(ev["h"]))
+            self.tools = [x for x in self.tools if x.name != t.name] + [t]
+        elif k == "untool":
+            self.tools = [x for x in self.tools if x.name != ev["name"]]
+        elif k == "msg":
+            self._close_pending()
+            self.history.append(Message(ev["role"], tuple(self._part(p) for p in ev["parts"])))
+        elif k == "part":
+            self.pending.append(self._part(ev["part"]))
+        elif k == "latch":
+            if self.latches.set(ev["name"], self._text(ev["h"])):
+                self.flipped.append(ev["name"])
+        elif k == "emergent":
+            self.emergent.push(ev["list"], self._text(ev["h"]), ev["turn"])
+        elif k == "summary":
+            self.summaries[ev["in"]] = self._text(ev["h"])
+        elif k == "usage":
+            u = Usage(**ev["usage"])
+            self.stats.record_completion(self.config.model, self.config.query_source, u.output_tokens)
+            if ev.get("estimated"):
+                self.stats.record_calibration(self.config.model, ev["estimated"], u.input_tokens)
+            self.stats.turn_succeeded()
+        elif k == "error":
+            if ev.get("kind") == "prompt_too_long":
+                self.stats.enter_recovery()
+        elif k == "request":
+            self._close_pending()
+            self.emergent.expire(ev["turn"] - 1)
+            self.turn = ev["turn"] + 1
+            self.flipped = []
+
+    def _part(self, p: dict[str, Any]) -> Part:
+        t = p["t"]
+        if t == "text":
+            return Text(self._text(p["h"]))
+        if t == "call":
+            return ToolCall(p["id"], p["name"], self._text(p["h"]))
+        if t == "result":
+            return ToolResult(p["id"], self._text(p["h"]), bool(p.get("err")))
+        if t == "thinking":
+            return Thinking(self._text(p["h"]), p.get("sig", ""))
+        if t == "media":
+            return Media(p["media_type"], p["ref"], p["size"], p.get("tokens", 0))
+        raise ValueError(f"unknown part type {t!r} in journal")
+
+    def _close_pending(self) -> None:
+        if self.pending:
+            self.history.append(Message("user", tuple(self.pending)))
+            self.pending = []
+
+    # ----------------------------------------------------------------- registration
+    def add_source(
+        self,
+        id: str,
+        kind: SectionKind | str = SectionKind.CONTEXT,
+        *,
+        text: str | None = None,
+        binder: Binder | None = None,
+        scope: CacheScope = CacheScope.SESSION,
+        priority: Priority = Priority.NORMAL,
+        lifecycle: Lifecycle | None = None,
+        estimate: int = 0,
+        max_tokens: int | None = None,
+        timeout_s: float = 2.0,
+        name: str = "",
+    ) -> None:
+        kind = SectionKind(kind)
+        if kind == SectionKind.HISTORY:
+            raise ConfigError("history is built from user()/assistant()/tool_result(); register other kinds")
+        if lifecycle is None:
+            lifecycle = Lifecycle.PER_TURN if binder is not None else Lifecycle.STATIC
+        spec = SourceSpec(id, kind, lifecycle, scope, priority, estimate, max_tokens, timeout_s, name)
+        if binder is not None:
+            self.binders[id] = binder
+        ev: Event = {"k": "source", "spec": spec.to_event()}
+        if text is not None:
+            ev["h"] = self._blob(text)
+        self._emit(ev)
+
+    def identity(self, text: str) -> None:
+        self.add_source(
+            "identity", SectionKind.IDENTITY, text=text, scope=CacheScope.GLOBAL, priority=Priority.NEVER
+        )
+
+    def constraints(self, text: str) -> None:
+        self.add_source(
+            "constraints",
+            SectionKind.CONSTRAINTS,
+            text=text,
+            scope=CacheScope.GLOBAL,
+            priority=Priority.NEVER,
+        )
+
+    def goal(self, text: str) -> None:
+        self.add_source(
+            "goal", SectionKind.GOAL, text=text, scope=CacheScope.SESSION, priority=Priority.NEVER
+        )
+
+    def memory(self, text: str, *, working: bool = False) -> None:
+        sid = "working_memory" if working else "memory"
+        kind = SectionKind.WORKING_MEMORY if working else SectionKind.MEMORY
+        self.add_source(sid, kind, text=text, scope=CacheScope.NONE if working else CacheScope.SESSION)
+
+    def set_content(self, id: str, text: str) -> None:
+        if id not in {s.id for s in self.specs}:
+            raise ConfigError(f"no source {id!r}; register it with add_source() first")
+        self._emit({"k": "content", "id": id, "h": self._blob(text)})
+
+    def add_tool(self, name: str, description: str, parameters: dict[str, Any]) -> None:
+        schema = ToolSchema.create(name, description, parameters)
+        self._emit(
+            {"k": "tool", "name": name, "description": description, "h": self._blob(schema.parameters_json)}
+        )
+
+    def remove_tool(self, name: str) -> None:
+        self._emit({"k": "untool", "name": name})
+
+    def latch(self, name: str, value: str) -> bool:
+        """Set a session latch. Returns True when the value changed (a flip: the cache will break)."""
+        cur = self.latches.latches.get(name)
+        self._emit({"k": "latch", "name": name, "h": self._blob(value)})
+        return cur is not None and cur.value != value
+
+    def emerge(self, list_name: str, text: str) -> bool:
+        """Queue an item discovered mid-turn for the next turn only. False if a duplicate or over the cap."""
+        before = len(self.emergent.items)
+        self._emit({"k": "emergent", "list": list_name, "h": self._blob(text), "turn": self.turn})
+        return len(self.emergent.items) > before
+
+    def set_window(self, window: int) -> None:
+        from dataclasses import replace
+
+        cfg = replace(self.config, window=window)
+        self._emit({"k": "config", "config": cfg.to_event()})
+
+    # ----------------------------------------------------------------- conversation
+    def user(self, text: str) -> None:
+        self._emit({"k": "part", "part": {"t": "text", "h": self._blob(text)}})
+
+    def assistant(
+        self,
+        text: str = "",
+        tool_calls: Sequence[ToolCall | dict[str, Any]] = (),
+        thinking: str | None = None,
+    ) -> list[ToolCall]:
+        parts: list[dict[str, Any]] = []
+        if thinking:
+            parts.append({"t": "thinking", "h": self._blob(thinking)})
+        if text:
+            parts.append({"t": "text", "h": self._blob(text)})
+        calls = [c if isinstance(c, ToolCall) else ToolCall(c["id"], c["name"], _args(c)) for c in tool_calls]
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
+        for c in calls:
+            parts.append({"t": "call", "id": c.id, "name": c.name, "h": self._blob(c.arguments)})
+        self._emit({"k": "msg", "role": "assistant", "parts": parts})
+        return calls
+
+    def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
+        last = next((m for m in reversed(self.history) if m.role == "assistant"), None)
+        calls = {c.id for c in last.tool_calls} if last else set()
+        answered = {p.call_id for p in self.pending if isinstance(p, ToolResult)}
+        if call_id not in calls:
+            raise UnpairedToolResultError(
+                call_id,
+                f"the last assistant message made calls {sorted(calls) or 'none'}; record the assistant's "
+                "tool call with assistant(tool_calls=[...]) before its result",
+            )
+        if call_id in answered:
+            raise UnpairedToolResultError(call_id, "this call already has a result")
+        self._emit(
+            {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": is_error}}
+        )
+
+    # ----------------------------------------------------------------- turns
+    def _serializer(self, provider: str) -> Serializer:
+        s = self._serializers.get(provider)
+        if s is None:
+            s = self._serializers[provider] = make_serializer(provider)
+        return s
+
+    def _static_sections(self, bound: dict[str, dict[str, Any]]) -> list[Section]:
+        """The non-history sections in catalog order, from static content and this turn's binds."""
+        out: list[Section] = []
+        indexed = sorted(enumerate(self.specs), key=lambda e: sort_key(e[1], e[0]))
+        for _, spec in indexed:
+            b = bound.get(spec.id)
+            form, note = Form.FULL, ""
+            if b is not None and b.get("error"):
+                text = self.content.get(spec.id, "")
+                form, note = Form.DEGRADED, b["error"]
+                items: tuple[SectionItem, ...] = (Text(f"[{spec.label} unavailable: {b['error']}]"),)
+                if text:
+                    items = (Text(text),)  # the last good value beats a placeholder
+            else:
+                text = self._text(b["h"]) if b is not None else self.content.get(spec.id, "")
+                items = (Text(text),) if text else ()
+            out.append(
+                Section(spec.id, spec.label, spec.kind, spec.scope, spec.priority, items, form, 0, note)
+            )
+        if self.tools:
+            out.append(
+                Section(
+                    "tools",
+                    "Tools",
+                    SectionKind.TOOLS,
+                    CacheScope.GLOBAL,
+                    Priority.LAST_RESORT,
+                    tuple(self.tools),
+                )
+            )
+        if self.latches.latches:
+            out.append(
+                Section(
+                    "latches",
+                    "Latches",
+                    SectionKind.LATCH,
+                    CacheScope.SESSION,
+                    Priority.NEVER,
+                    (Text(self.latches.render()),),
+                )
+            )
+        due = self.emergent.due(self.turn)
+        if due:
+            text = "\n".join(f"- [{i.list_name}] {i.text}" for i in due)
+            out.append(
+                Section(
+                    "emergent",
+                    "Emergent",
+                    SectionKind.EMERGENT,
+                    CacheScope.NONE,
+                    Priority.FIRST,
+                    (Text(text),),
+                )
+            )
+        order = {k: i for i, k in enumerate(_KIND_ORDER)}
+        out.sort(key=lambda s: order[s.kind])  # stable: registration order within a kind
+        return out
+
+    def _assemble(self, bound: dict[str, dict[str, Any]]) -> Assembly:
+        sections = self._static_sections(bound)
+        hist = tuple(self.history) + ((Message("user", tuple(self.pending)),) if self.pending else ())
+        sections.append(
+            Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, hist)
+        )
+        return tuple(sections)
+
+    def _summarize(self, texts: list[str]) -> str:
+        key = content_hash(texts)
+        if key in self.summaries:
+            return self.summaries[key]
+        if self.summarizer is None or self._replay:
+            return "[summary unavailable in replay]"
+        out = self.summarizer(texts)
+        self._emit({"k": "summary", "in": key, "h": self._blob(out)})
+        return out
+
+    def build(self, bound: dict[str, dict[str, Any]], config: PipelineConfig | None = None) -> Built:
+        """Plan + Optimize + serialize from the current state. Pure given state, bound values and config."""
+        cfg = config or self.config
+        asm = self._assemble(bound)
+        m = self.measure
+        reserve, pct = self.stats.response_reserve(cfg.model, cfg.query_source, cfg.default_response_reserve)
+        reserves = Reserves(
+            min(reserve, cfg.max_output_tokens), cfg.thinking_reserve, cfg.schema_reserve, pct
+        )
+        estimates = tuple(
+            SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in asm
+        )
+        budget = cfg.budget
+        the_plan = plan(
+            PlanInput(
+                budget.limit,
+                budget.usable,
+                cfg.thresholds,
+                reserves,
+                estimates,
+                recovering=self.stats.recovery_turns_left > 0,
+            )
+        )
+        policy = POLICIES[cfg.provider]
+        spill = self.spill
+        ctx = OptimizeContext(
+            plan=the_plan,
+            limits=cfg.limits,
+            policy=policy,
+            measure=m,
+            spill=spill,
+            summarizer=self._summarize if (self.summarizer is not None or self.summaries) else None,
+            latch_flipped=bool(self.flipped),
+        )
+        res = optimize(asm, ctx)
+        ser = self._serializer(cfg.provider).serialize(
+            res.asm, res.markers, cfg.model, cfg.max_output_tokens, m
+        )
+        trace = self._trace(cfg, the_plan, reserves, asm, res, ser, ctx.spill_failures)
+        return Built(the_plan, res.asm, ser, trace)
+
+    def _trace(
+        self,
+        cfg: PipelineConfig,
+        p: Plan,
+        reserves: Reserves,
+        before: Assembly,
+        res: Any,
+        ser: SerializedRequest,
+        spill_failures: list[str],
+    ) -> dict[str, Any]:
+        m = self.measure
+        planned = {s.id: m.section(s) for s in before}
+        prev_sections = {s["id"]: s["sha256"] for s in self.traces[-1]["sections"]} if self.traces else {}
+        sections = []
+        sec_sha: dict[str, str] = {}
+        for b in ser.blocks:
+            sec_sha[b.section] = sec_sha.get(b.section, "") + b.sha
+        from .hashing import sha256_hex
+
+        for s in wire_order(res.asm):
+            sha = sha256_hex(sec_sha.get(s.id, ""))
+            sections.append(
+                {
+                    "id": s.id,
+                    "name": s.name,
+                    "kind": s.kind.value,
+                    "scope": s.scope.label,
+                    "priority": s.priority.label,
+                    "budget": p.budgets.get(s.id, 0),
+                    "planned": planned.get(s.id, 0),
+                    "tokens": m.section(s),
+                    "form": s.form.value if s.items or s.form != Form.FULL else "dropped",
+                    "omitted": s.omitted,
+                    "sha256": sha,
+                    "changed": prev_sections.get(s.id) not in (None, sha),
+                    "items": len(s.items),
+                    "note": s.note,
+                }
+            )
+        markers = []
+        cum = 0
+        for b in ser.blocks:
+            cum += b.tokens
+            if b.marker:
+                sec = next(s for s in sections if s["id"] == b.section)
+                markers.append(
+                    {
+                        "index": [s["id"] for s in sections].index(b.section),
+                        "section": b.section,
+                        "scope": sec["scope"],
+                        "offset_tokens": cum,
+                    }
+                )
+        return {
+            "turn": self.turn,
+            "model": cfg.model,
+            "provider": cfg.provider,
+            "limit": cfg.window,
+            "usable": cfg.budget.usable,
+            "pressure": {"raw": round(p.raw_pressure, 4), "predictive": round(p.predictive_pressure, 4)},
+            "reserves": {
+                "response": reserves.response,
+                "thinking": reserves.thinking,
+                "schema": reserves.schema,
+                "percentile": reserves.percentile,
+            },
+            "thresholds": cfg.thresholds.to_dict(),
+            "tier": p.tier.label,
+            "tier_reason": p.tier_reason(),
+            "estimated_tokens": p.estimated_tokens,
+            "final_tokens": m.total(res.asm),
+            "ceiling": p.ceiling,
+            "sections": sections,
+            "steps": res.steps,
+            "actions": res.actions,
+            "skipped": res.skipped,
+            "markers": markers,
+            "cacheable_prefix_tokens": ser.cacheable_prefix_tokens,
+            "request_sha256": ser.request_sha256,
+            "prefix_sha256": ser.prefix_sha256,
+            "usage": None,
+            "cache_break": None,
+            "alerts": [],
+            "latch_flips": list(self.flipped),
+            "spill_failures": list(spill_failures),
+            "error": None,
+            "limits": cfg.limits.to_dict(),
+        }
+
+    def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
+        return [
+            BindJob(s.id, self.binders[s.id], s.timeout_s, budgets.get(s.id, s.estimate), s.priority)
+            for s in self.specs
+            if s.id in self.binders
+        ]
+
+    async def anext_request(self, explain_only: bool = False) -> Request:
+        """Plan -> Bind (concurrent) -> Optimize -> Execute. With explain_only, nothing is journaled."""
+        jobs = self._bind_jobs({})
+        results = await bind_all(jobs) if jobs else {}
+        bound: dict[str, dict[str, Any]] = {}
+        for sid, r in sorted(results.items()):
+            bound[sid] = {"error": r.error} if r.error is not None else {"h": self._blob(r.text or "")}
+        return self._finish(bound, explain_only)
+
+    def next_request(self, explain_only: bool = False) -> Request:
+        if self.binders:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(self.anext_request(explain_only))
+            raise RuntimeError("next_request() called inside an event loop: use `await pipe.anext_request()`")
+        return self._finish({}, explain_only)
+
+    def explain(self) -> dict[str, Any]:
+        """EXPLAIN only: the trace of what the next request would be. No journal, no side effects."""
+        return self.next_request(explain_only=True).trace
+
+    def _finish(self, bound: dict[str, dict[str, Any]], explain_only: bool) -> Request:
+        if explain_only:
+            saved_spill, self.spill = self.spill, MemorySpill()
+            try:
+                built = self.build(bound)
+            finally:
+                self.spill = saved_spill
+            self._attribute(built.trace, built.serialized, built.plan)
+            return Request(self.turn, built.serialized.json(), built.serialized, built.trace)
+        self._close_open_turn()
+        built = self.build(bound)
+        self._attribute(built.trace, built.serialized, built.plan)
+        built.trace["alerts"] = alert_rules.evaluate(built.trace, self.traces)
+        self._emit(
+            {
+                "k": "request",
+                "turn": self.turn,
+                "bound": bound,
+                "sha": built.serialized.request_sha256,
+                "spill_failures": built.trace["spill_failures"],
+                "time": self.clock(),
+                "sections": {sec["id"]: sec["sha256"] for sec in built.trace["sections"]},
+            }
+        )
+        self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)
+        self._open = built.trace
+        self.traces.append(built.trace)
+        self._last_request = built
+        return Request(built.trace["turn"], built.serialized.json(), built.serialized, built.trace)
+
+    def _attribute(self, trace: dict[str, Any], ser: SerializedRequest, p: Plan) -> None:
+        prev = self._prev
+        trace["cache_break"] = attribute_cache_break(
+            prev[0] if prev else None,
+            ser.blocks,
+            prev[1] if prev else 0,
+            model_changed=bool(prev and prev[2] != self.config.model),
+            flipped_latches=trace["latch_flips"],
+            actions=trace["actions"],
+        )
+
+    def _close_open_turn(self) -> None:
+        if self._open is not None:
+            self.journal.append({"k": "turn", "turn": self._open["turn"], "trace": self._open})
+            self._open = None
+
+    # ----------------------------------------------------------------- feedback
+    def record_usage(self, usage: Any) -> Usage:
+        """Feedback after a successful call: statistics learn, the turn's trace gets real usage."""
+        u = normalize_usage(usage)
+        est = self._open["final_tokens"] if self._open else 0
+        self._emit({"k": "usage", "turn": self.turn - 1, "usage": u.to_dict(), "estimated": est})
+        if self._open is not None:
+            self._open["usage"] = u.to_dict()
+            self._open["alerts"] = alert_rules.evaluate(self._open, self.traces[:-1])
+            self._close_open_turn()
+        return u
+
+    def record_error(self, kind: str, message: str = "") -> None:
+        """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
+        self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
+        if self._open is not None:
+            self._open["error"] = f"{kind}: {message}"[:500]
+            self._open["alerts"] = alert_rules.evaluate(self._open, self.traces[:-1])
+            self._close_open_turn()
+
+    def send(
+        self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """Execute: build the next request, hand it to `send_fn`, feed usage or the error back."""
+        req = self.next_request()
+        try:
+            resp = send_fn(req.body)
+        except Exception as exc:
+            kind = (
+                "prompt_too_long"
+                if "prompt is too long" in str(exc) or "context_length" in str(exc)
+                else "error"
+            )
+            self.record_error(kind, str(exc))
+            raise
+        usage = (
+            usage_of(resp)
+            if usage_of
+            else getattr(resp, "usage", None) or (resp.get("usage") if isinstance(resp, dict) else None)
+        )
+        if usage is not None:
+            self.record_usage(usage)
+        return resp
+
+
+_KIND_ORDER = (
+    SectionKind.IDENTITY,
+    SectionKind.CONSTRAINTS,
+    SectionKind.TOOLS,
+    SectionKind.LATCH,
+    SectionKind.MEMORY,
+    SectionKind.WORKING_MEMORY,
+    SectionKind.CONTEXT,
+    SectionKind.GOAL,
+    SectionKind.EMERGENT,
+    SectionKind.HISTORY,
+)
+
+
+def _prefix_blocks(ser: SerializedRequest) -> int:
+    marks = [i for i, b in enumerate(ser.blocks) if b.marker]
+    if marks:
+        return marks[-1] + 1
+    return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0
+
+
+def _args(c: dict[str, Any]) -> str:
+    a = c.get("arguments", c.get("input", {}))
+    if isinstance(a, str):
+        return a
+    from .hashing import canonical_json
+
+    return canonical_json(a).decode()

@@ -1,0 +1,169 @@
+"""Plan: pressure, compaction tier and per-section budgets. Pure: no clock, no I/O, no randomness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .types import CacheScope, Priority, SectionKind, Tier
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    trim_schemas: float = 0.60
+    compact_history: float = 0.80
+    aggressive_prune: float = 0.90
+
+    def __post_init__(self) -> None:
+        vals = (self.trim_schemas, self.compact_history, self.aggressive_prune)
+        if not all(0.0 < v <= 10.0 for v in vals) or not (vals[0] <= vals[1] <= vals[2]):
+            raise ConfigError(
+                f"tier thresholds must be positive and ordered trim_schemas <= compact_history <= "
+                f"aggressive_prune, got {vals}"
+            )
+
+    def tier_for(self, pressure: float) -> Tier:
+        if pressure >= self.aggressive_prune:
+            return Tier.AGGRESSIVE_PRUNE
+        if pressure >= self.compact_history:
+            return Tier.COMPACT_HISTORY
+        if pressure > self.trim_schemas:
+            return Tier.TRIM_SCHEMAS
+        return Tier.NORMAL
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "trim_schemas": self.trim_schemas,
+            "compact_history": self.compact_history,
+            "aggressive_prune": self.aggressive_prune,
+        }
+
+
+@dataclass(frozen=True)
+class SectionEstimate:
+    """What the planner knows about a section before this turn's optimize."""
+
+    id: str
+    name: str
+    kind: SectionKind
+    scope: CacheScope
+    priority: Priority
+    tokens: int
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Reserves:
+    response: int
+    thinking: int
+    schema: int
+    percentile: int = 75
+
+    @property
+    def total(self) -> int:
+        return self.response + self.thinking + self.schema
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    limit: int
+    usable: int  # limit minus the margin
+    thresholds: Thresholds
+    reserves: Reserves
+    sections: tuple[SectionEstimate, ...]
+    recovering: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    raw_pressure: float
+    predictive_pressure: float
+    tier: Tier
+    raw_tier: Tier
+    predictive_tier: Tier
+    recovery_escalated: bool
+    reason: str
+    ceiling: int  # the most tokens the final request may hold
+    estimated_tokens: int
+    budgets: dict[str, int] = field(default_factory=dict)
+
+    def tier_reason(self) -> dict[str, Any]:
+        return {
+            "raw": self.raw_tier.label,
+            "predictive": self.predictive_tier.label,
+            "recovery": self.recovery_escalated,
+            "text": self.reason,
+        }
+
+
+def pressures(total: int, limit: int, reserve: int) -> tuple[float, float]:
+    """(raw T/L, predictive T/(L-R)); a zero or invalid limit saturates to 1.0."""
+    if limit <= 0:
+        return 1.0, 1.0
+    raw = total / limit
+    room = limit - reserve
+    predictive = 1.0 if room <= 0 else max(raw, total / room)
+    return raw, predictive
+
+
+def ceiling_for(usable: int, reserve: int) -> int:
+    # The response reserve comes off the window, but never more than half of it: an absurd observed
+    # completion length must not starve the prompt to nothing.
+    return max(0, usable - min(reserve, usable // 2))
+
+
+def allocate(sections: tuple[SectionEstimate, ...], ceiling: int) -> dict[str, int]:
+    """Per-section budgets: everyone gets what they need if it fits; otherwise sections give up tokens
+    in compression-priority order (First, then Normal, then LastResort), proportionally within a group.
+    Never sections keep their size."""
+    budgets = {s.id: s.tokens if s.max_tokens is None else min(s.tokens, s.max_tokens) for s in sections}
+    excess = sum(budgets.values()) - ceiling
+    for prio in (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT):
+        if excess <= 0:
+            break
+        group = [s for s in sections if s.priority == prio and s.kind not in (SectionKind.GOAL,)]
+        total = sum(budgets[s.id] for s in group)
+        if total <= 0:
+            continue
+        cut = min(excess, total)
+        remaining = cut
+        # Largest-first keeps the arithmetic deterministic and gives rounding leftovers to the biggest.
+        for s in sorted(group, key=lambda s: (-budgets[s.id], s.id)):
+            share = min(budgets[s.id], -(-cut * budgets[s.id] // total))
+            share = min(share, remaining)
+            budgets[s.id] -= share
+            remaining -= share
+        excess -= cut - remaining
+    return budgets
+
+
+def plan(inp: PlanInput) -> Plan:
+    total = sum(s.tokens for s in inp.sections)
+    raw, pred = pressures(total, inp.limit, inp.reserves.total)
+    raw_tier = inp.thresholds.tier_for(raw)
+    pred_tier = inp.thresholds.tier_for(pred)
+    tier = max(raw_tier, pred_tier)  # prediction only escalates
+    reason = (
+        f"predictive pressure {pred:.2f} -> {pred_tier.label}"
+        if pred_tier > raw_tier
+        else f"raw pressure {raw:.2f} -> {raw_tier.label}"
+    )
+    escalated = False
+    if inp.recovering and tier < Tier.AGGRESSIVE_PRUNE:
+        tier = Tier(tier + 1)
+        escalated = True
+        reason += f"; escalated to {tier.label} after a prompt_too_long"
+    ceiling = ceiling_for(inp.usable, inp.reserves.total)
+    return Plan(
+        raw_pressure=raw,
+        predictive_pressure=pred,
+        tier=tier,
+        raw_tier=raw_tier,
+        predictive_tier=pred_tier,
+        recovery_escalated=escalated,
+        reason=reason,
+        ceiling=ceiling,
+        estimated_tokens=total,
+        budgets=allocate(inp.sections, ceiling),
+    )

@@ -1,0 +1,79 @@
+"""OpenAI-compatible chat completions: automatic prefix caching, no markers.
+
+Also used for DeepSeek and other OpenAI-compatible endpoints, and (with the generic prefix policy)
+for any provider that caches prefixes without explicit breakpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..artifacts import Media, Message, Text, ToolCall, ToolResult, ToolSchema
+from ..hashing import canonical_json
+from .base import Serializer
+from .policy import OPENAI, PREFIX, ProviderCachePolicy
+
+
+def system_block(text: str, marked: bool) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+def tool_block(t: ToolSchema, marked: bool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": t.name, "description": t.description, "parameters": t.parameters()},
+    }
+
+
+def _text(parts: list[object]) -> str:
+    out = []
+    for p in parts:
+        if isinstance(p, Text):
+            out.append(p.text)
+        elif isinstance(p, Media):
+            out.append(f"[attachment {p.media_type} {p.ref} ({p.size} bytes)]")
+    return "\n".join(out)
+
+
+def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
+    if m.role == "assistant":
+        calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.parts
+            if isinstance(c, ToolCall)
+        ]
+        msg: dict[str, Any] = {"role": "assistant", "content": _text(list(m.parts)) or None}
+        if calls:
+            msg["tool_calls"] = calls
+        return [msg]
+    # A user message carrying tool results becomes one `tool` message per result, then any text.
+    out: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+        for r in m.parts
+        if isinstance(r, ToolResult)
+    ]
+    rest = [p for p in m.parts if not isinstance(p, ToolResult)]
+    if rest or not out:
+        out.append({"role": "user", "content": _text(rest)})
+    return out
+
+
+def envelope(
+    model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
+) -> bytes:
+    out = b'{"max_completion_tokens":%d,"messages":[%s],"model":%s' % (
+        max_tokens,
+        b",".join(system + msgs),
+        canonical_json(model),
+    )
+    if tools:
+        out += b',"tools":[' + b",".join(tools) + b"]"
+    return out + b"}"
+
+
+def serializer(policy: ProviderCachePolicy = OPENAI) -> Serializer:
+    return Serializer(policy, system_block, tool_block, message_blocks, envelope)
+
+
+def prefix_serializer() -> Serializer:
+    return serializer(PREFIX)

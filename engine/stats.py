@@ -1,0 +1,74 @@
+"""Statistics the planner reads: completion-length percentiles per bucket, and estimate calibration.
+
+Read-only during a turn; only Feedback writes, and only after a successful call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_SAMPLES = 256  # per bucket; old samples fall off so the reserve tracks recent behaviour
+RECOVERY_TURNS = 3  # successful turns after a prompt_too_long before the planner relaxes again
+
+
+def percentile(values: list[int], pct: float) -> int:
+    """Nearest-rank percentile (deterministic, no interpolation)."""
+    if not values:
+        return 0
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * pct // 100))  # ceil
+    return ordered[int(rank) - 1]
+
+
+@dataclass
+class Statistics:
+    completions: dict[str, list[int]] = field(default_factory=dict)  # "model|source" -> output token counts
+    calibration: dict[str, float] = field(default_factory=dict)  # model -> actual/estimated input ratio
+    calibration_samples: dict[str, int] = field(default_factory=dict)
+    recovery_turns_left: int = 0
+    recoveries: int = 0
+
+    @staticmethod
+    def bucket(model: str, source: str) -> str:
+        return f"{model}|{source}"
+
+    def response_reserve(self, model: str, source: str, default: int) -> tuple[int, int]:
+        """(reserve tokens, percentile used): p75 in steady state, p95 while recovering."""
+        pct = 95 if self.recovery_turns_left > 0 else 75
+        samples = self.completions.get(self.bucket(model, source))
+        if not samples:
+            return default, pct
+        return percentile(samples, pct), pct
+
+    def record_completion(self, model: str, source: str, output_tokens: int) -> None:
+        samples = self.completions.setdefault(self.bucket(model, source), [])
+        samples.append(max(0, int(output_tokens)))
+        if len(samples) > MAX_SAMPLES:
+            del samples[0]
+
+    def record_calibration(self, model: str, estimated: int, actual: int) -> None:
+        if estimated <= 0 or actual <= 0:
+            return
+        ratio = actual / estimated
+        n = self.calibration_samples.get(model, 0)
+        prev = self.calibration.get(model, ratio)
+        # An exponential average: quick to learn a tokenizer mismatch, slow to be moved by one odd call.
+        alpha = 1.0 / (n + 1) if n < 10 else 0.1
+        self.calibration[model] = prev + alpha * (ratio - prev)
+        self.calibration_samples[model] = n + 1
+
+    def enter_recovery(self) -> None:
+        self.recovery_turns_left = RECOVERY_TURNS
+        self.recoveries += 1
+
+    def turn_succeeded(self) -> None:
+        if self.recovery_turns_left > 0:
+            self.recovery_turns_left -= 1
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "completions": {k: list(v) for k, v in sorted(self.completions.items())},
+            "calibration": dict(sorted(self.calibration.items())),
+            "recovery_turns_left": self.recovery_turns_left,
+        }
