@@ -252,12 +252,12 @@ def main(argv: list[str]) -> int:
     print("DeepSeek cache-hit rate, real vs simulated (hits / prompt tokens over the whole trajectory)")
     print("  'current' = documented current behaviour (every request persists its prefix units);")
     print("  'build'   = persistence rate of the DeepSeek build named in system_fingerprint.\n")
-    hdr = f"| {'trajectory':<46} | calls | real % | current % | err pts | persist | build % | err pts |"
+    hdr = f"| {'trajectory':<57} | calls | real % | current % | err pts | persist | build % | err pts |"
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for r in rows:
         print(
-            f"| {r.name:<46} | {r.calls:>5} | {100 * r.real:>6.2f} | {100 * r.sim_default:>9.2f} | "
+            f"| {r.name:<57} | {r.calls:>5} | {100 * r.real:>6.2f} | {100 * r.sim_default:>9.2f} | "
             f"{r.err_default:>+7.2f} | {r.persist:>7.2f} | {100 * r.sim_build:>7.2f} | {r.err_build:>+7.2f} |"
         )
     mae_d = sum(abs(r.err_default) for r in rows) / len(rows)
