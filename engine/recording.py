@@ -30,6 +30,7 @@ msgpack map)::
 from __future__ import annotations
 
 import bisect
+import fcntl
 import os
 import struct
 import threading
@@ -117,7 +118,8 @@ class RecordingWriter:
         head.update({"engine_version": _engine_version(), "model": None, "provider": None})
         head["start_time"] = time.time()
         head.update({k: v for k, v in header.items() if k not in ("k", "format", "version")})
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+        frame = encode_frame(head)  # before creating the file: an unpackable header leaves nothing behind
+        flags = os.O_WRONLY | os.O_CREAT | (0 if overwrite else os.O_EXCL)
         try:
             # 0600: recordings hold prompts and tool output, which may hold secrets.
             fd = os.open(self.path, flags, 0o600)
@@ -127,10 +129,20 @@ class RecordingWriter:
                 "pass overwrite=True, or choose another path"
             ) from None
         self._setup(fd, 0, {}, None)
+        os.ftruncate(fd, 0)  # overwrite=True: only once we hold the lock
         self.header = head
-        self._write(encode_frame(head))
+        self._write(frame)
 
     def _setup(self, fd: int, pos: int, blobs: dict[str, int], last_turn: int | None) -> None:
+        try:
+            # Two writers would interleave frames and corrupt the file. flock dies with the process,
+            # so a killed agent's file can be resumed at once.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RecordingError(
+                f"{self.path} is being written by another writer; record to another path"
+            ) from None
         self._fd: int | None = fd
         self._pos = pos
         self._blobs = blobs
@@ -142,16 +154,25 @@ class RecordingWriter:
     @classmethod
     def resume(cls, path: str | Path) -> RecordingWriter:
         """Reopen a recording to append: the footer (or a cut-off tail) is truncated and rewritten at close."""
-        with RecordingReader.open(path) as r:
-            r._load_blobs()
-            assert r._blobs is not None
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        try:
             fd = os.open(path, os.O_WRONLY)
-            os.ftruncate(fd, r._end)
-            os.lseek(fd, r._end, os.SEEK_SET)
-            self = cls.__new__(cls)
-            self.path, self.header = Path(path), r.header
-            self._setup(fd, r._end, dict(r._blobs), r._turn_nums[-1] if r._turn_nums else None)
-            self._turns, self._turn_offsets = list(r._turn_nums), list(r._turn_offs)
+        except OSError as exc:
+            raise RecordingError(f"cannot resume recording {path}: {exc.strerror}") from None
+        self._setup(fd, 0, {}, None)  # lock first: the index read below must not race another writer
+        try:
+            with RecordingReader.open(path) as r:
+                r._load_blobs()
+                assert r._blobs is not None
+                os.ftruncate(fd, r._end)
+                os.lseek(fd, r._end, os.SEEK_SET)
+                self._pos, self._blobs, self.header = r._end, dict(r._blobs), r.header
+                self._turns, self._turn_offsets = list(r._turn_nums), list(r._turn_offs)
+                self._last_turn = r._turn_nums[-1] if r._turn_nums else None
+        except BaseException:
+            os.close(fd)
+            raise
         return self
 
     def _write(self, data: bytes) -> None:

@@ -152,6 +152,16 @@ def test_resume_appends_and_keeps_dedup(tmp_path: Path) -> None:
     r = RecordingReader.open(p)
     assert r.finished and r.turn_count == 4 and list(r.events()) == unique(events)
     assert r.header["model"] == HEADER["model"]
+    w = RecordingWriter.resume(p)
+    with pytest.raises(RecordingError, match="another writer"):
+        RecordingWriter.resume(p)  # two writers would interleave frames
+    with pytest.raises(RecordingError, match="another writer"):
+        RecordingWriter(p, HEADER, overwrite=True)
+    w.close()
+    assert RecordingReader.open(p).turn_count == 4
+    with RecordingWriter(p, HEADER, overwrite=True):
+        pass
+    assert RecordingReader.open(p).turn_count == 0
 
 
 @pytest.mark.parametrize("closed", [True, False])
@@ -191,6 +201,47 @@ def test_truncation_at_every_offset(tmp_path: Path, closed: bool) -> None:
                     r.damage.offset == min(start, data_end) and r.damage.offset + r.damage.lost_bytes == cut
                 )
                 assert f"offset {r.damage.offset}" in r.damage.message
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=20) | st.binary(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+raw_events = st.lists(
+    st.tuples(
+        st.sampled_from(["blob", "turn", "message", "usage"]), st.sampled_from(["a", "b", "c"]), values
+    ),
+    max_size=12,
+)
+
+
+@given(raw=raw_events, where=st.floats(0, 1))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_session_cut_anywhere_opens_with_a_prefix(tmp_path: Path, raw: list[Any], where: float) -> None:
+    events: list[dict[str, Any]] = []
+    for kind, text, value in raw:
+        if kind == "blob":
+            events.append(blob(text * 30))  # few distinct contents: exercises dedup
+        elif kind == "turn":
+            events.append({"k": "turn", "turn": sum(e["k"] == "turn" for e in events), "trace": {"v": value}})
+        else:
+            events.append({"k": kind, "v": value})
+    p = tmp_path / "h.cpsession"
+    p.unlink(missing_ok=True)
+    record(p, events)
+    data = p.read_bytes()
+    header_end = frame_spans(data)[0][1]
+    cut = header_end + int(where * (len(data) - header_end))
+    p.write_bytes(data[:cut])
+    with RecordingReader.open(p) as r:
+        got = list(r.events())
+        assert got == unique(events)[: len(got)]
+        assert r.turn_count == sum(e["k"] == "turn" for e in got)
+        assert (r.damage is None) == (cut == len(data) or any(e == cut for _, e in frame_spans(data)[:-3]))
+        for e in got:
+            if e["k"] == "blob":
+                assert r.blob(e["h"]) == e["data"]
 
 
 def _corrupt_everywhere_is_reported(data: bytes, path: Path) -> None:
