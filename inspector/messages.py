@@ -1,0 +1,56 @@
+"""Messages posted by workers and panels; handlers in the app turn them into reactive updates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from inspector.source import Overrides
+
+
+@dataclass
+class TurnsReceived(Message):
+    """New traces from the source (live probe or a growing file)."""
+
+    traces: list[dict]
+
+
+@dataclass
+class SourceDisconnected(Message):
+    reason: str
+
+
+@dataclass
+class EventsDropped(Message):
+    count: int
+
+
+@dataclass
+class JumpToTurn(Message):
+    """A panel asks to show the turn at this timeline position (alert selected, strip clicked)."""
+
+    index: int
+
+
+@dataclass
+class SectionSelected(Message):
+    section_id: str
+
+
+@dataclass
+class ReplanRequested(Message):
+    overrides: Overrides
+
+
+@dataclass
+class ReplanFinished(Message):
+    index: int
+    overrides: Overrides
+    trace: dict
+
+
+@dataclass
+class ContentLoaded(Message):
+    title: str
+    text: str

@@ -1,0 +1,41 @@
+"""`g`: a small modal asking for a turn number; dismisses with the turn or None."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+
+class GoToTurnScreen(ModalScreen[int | None]):
+    DEFAULT_CSS = """
+    GoToTurnScreen { align: center middle; }
+    GoToTurnScreen > Vertical { width: 44; height: auto; border: round $primary; background: $surface;
+                                padding: 0 1; }
+    GoToTurnScreen Label { color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, first: int, last: int) -> None:
+        super().__init__()
+        self.first, self.last = first, last
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Go to turn ({self.first}–{self.last}), Enter to jump, Esc to cancel")
+            yield Input(placeholder=str(self.last), type="integer", id="turn-input")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        try:
+            turn = int(event.value)
+        except ValueError:
+            self.notify("type a turn number", severity="warning")
+            return
+        if not self.first <= turn <= self.last:
+            self.notify(f"turn {turn} is outside {self.first}–{self.last}", severity="warning")
+            return
+        self.dismiss(turn)

@@ -1,0 +1,47 @@
+"""`?`: what each key does and what the panels show. Built from the app's bindings, so the
+footer, this screen and the command palette never disagree."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+PANELS = """
+## Panels
+- **Pressure**: raw (█) and predictive (▒) pressure against the tier thresholds (T, C, A), the reserves
+  that make up the difference, and the history of predictive pressure.
+- **Tier**: the compaction tier and why (raw, predictive, recovery after an error).
+- **Cache layout**: the request as blocks proportional to tokens, coloured by cache scope; ▲ markers,
+  ─ cacheable prefix, ━ what the provider served from cache, ✖ where the cache broke and why.
+- **Timeline**: tokens sent per turn (coloured by tier), cache-hit shading, ✖ cache breaks, c compactions,
+  ! errors. Click a column to jump there.
+- **Sections**: the manifest in send order. Enter or cursor shows the section in **Content**.
+- **What-if**: sliders (arrows, shift+arrows, mouse), gate switches and provider; every change re-plans
+  this turn and shows it beside the actual plan.
+- **Skipped / Alerts**: gated-off steps and what they would have saved; every alert (Enter jumps).
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: 90%; border: round $primary;
+                                  background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss(None)", "Close")]
+
+    def __init__(self, bindings: list[Binding]) -> None:
+        super().__init__()
+        self.bindings_list = bindings
+
+    def compose(self) -> ComposeResult:
+        rows = ["# ContextPipe Inspector", "", "## Keys", "", "| key | action |", "|---|---|"]
+        for b in self.bindings_list:
+            keys = ", ".join(f"`{k.strip()}`" for k in b.key.split(","))
+            rows.append(f"| {keys} | {b.tooltip or b.description} |")
+        rows.append("| `ctrl+p` | command palette: every action above, themes, screenshots |")
+        with VerticalScroll():
+            yield Markdown("\n".join(rows) + "\n" + PANELS)

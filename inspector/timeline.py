@@ -1,0 +1,79 @@
+"""Timeline: the traces received so far, where the person is, and which turns are interesting.
+
+Pure state with no Textual imports, so stepping rules are unit-testable and the app only mirrors
+`current` into a reactive. Turns are addressed by position in `traces` (a recording may not start
+at turn 0; panels show `trace["turn"]`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+
+def interesting_reasons(trace: dict, previous: dict | None) -> list[str]:
+    """Why a turn deserves a stop when jumping: tier change, cache break, alert, error."""
+    reasons = []
+    if previous is not None and previous.get("tier") != trace.get("tier"):
+        reasons.append(f"tier {previous.get('tier')} -> {trace.get('tier')}")
+    if trace.get("cache_break"):
+        reasons.append("cache break")
+    if trace.get("alerts"):
+        reasons.append(f"{len(trace['alerts'])} alert(s)")
+    if trace.get("error"):
+        reasons.append("error")
+    return reasons
+
+
+@dataclass
+class Timeline:
+    traces: list[dict] = field(default_factory=list)
+    current: int = 0
+    # Follow the newest turn until the person steps back; End (or stepping onto the last turn) resumes.
+    follow: bool = True
+    interesting: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        loaded, self.traces = self.traces, []
+        self.extend(loaded)
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    @property
+    def last(self) -> int:
+        return max(0, len(self.traces) - 1)
+
+    def trace(self, index: int | None = None) -> dict | None:
+        i = self.current if index is None else index
+        return self.traces[i] if 0 <= i < len(self.traces) else None
+
+    def extend(self, traces: list[dict]) -> None:
+        for trace in traces:
+            previous = self.traces[-1] if self.traces else None
+            self.traces.append(trace)
+            if interesting_reasons(trace, previous):
+                self.interesting.append(len(self.traces) - 1)
+        if self.follow:
+            self.current = self.last
+
+    def go(self, index: int) -> int:
+        self.current = min(max(0, index), self.last)
+        self.follow = self.current == self.last
+        return self.current
+
+    def step(self, delta: int) -> int:
+        return self.go(self.current + delta)
+
+    def next_interesting(self) -> int | None:
+        i = bisect.bisect_right(self.interesting, self.current)
+        return self.go(self.interesting[i]) if i < len(self.interesting) else None
+
+    def prev_interesting(self) -> int | None:
+        i = bisect.bisect_left(self.interesting, self.current)
+        return self.go(self.interesting[i - 1]) if i > 0 else None
+
+    def index_of_turn(self, turn: int) -> int | None:
+        """Position of the trace whose `turn` field is `turn` (turn numbers are sorted)."""
+        lo = bisect.bisect_left(self.traces, turn, key=lambda t: t["turn"])
+        return lo if lo < len(self.traces) and self.traces[lo]["turn"] == turn else None

@@ -1,0 +1,73 @@
+"""Cache-marker layout: the request as a strip of blocks proportional to tokens, coloured by cache
+scope, with marker positions, the cacheable prefix, what the provider served from cache, and the
+block where this turn's cache broke (with its cause)."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.markup import escape
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from panels.fmt import scope_style, tok
+
+
+def _columns(tokens: list[int], width: int) -> list[int]:
+    """Cells per section: proportional, at least one for any non-empty section, summing to width."""
+    total = sum(tokens) or 1
+    cells = [max(1, round(n / total * width)) if n else 0 for n in tokens]
+    while sum(cells) > width and max(cells) > 1:
+        cells[cells.index(max(cells))] -= 1
+    if cells and sum(cells) < width:
+        cells[cells.index(max(cells))] += width - sum(cells)
+    return cells
+
+
+class CacheLayoutPanel(Widget):
+    DEFAULT_CSS = "CacheLayoutPanel { height: auto; }"
+    trace: reactive[dict | None] = reactive(None)
+
+    def on_mount(self) -> None:
+        self.border_title = "Cache layout"
+
+    def render(self) -> Content:
+        t = self.trace
+        if t is None:
+            return Content("")
+        width = max(10, self.size.width)
+        sections = [s for s in t["sections"] if s["tokens"] > 0]
+        total = sum(s["tokens"] for s in sections) or 1
+        cells = _columns([s["tokens"] for s in sections], width)
+        broke = (t.get("cache_break") or {}).get("section")
+        strip: list[tuple[str, str]] = []
+        for s, n in zip(sections, cells, strict=True):
+            name = s["name"] if s["id"] != broke else "✖ " + s["name"]
+            label = (name[: n - 1] + " ").ljust(n) if n >= 4 else " " * n
+            style = "bold $text on $cache-break" if s["id"] == broke else f"$text on {scope_style(s['scope'])}"
+            strip.append((label, style))
+
+        def col(offset: int) -> int:
+            return min(width - 1, round(offset / total * width))
+
+        marks = [" "] * width
+        for m in t.get("markers") or []:
+            marks[max(0, col(m["offset_tokens"]) - 1)] = "▲"
+        prefix = col(t.get("cacheable_prefix_tokens") or 0)
+        usage = t.get("usage") or {}
+        served = col(usage.get("cache_read_tokens") or 0)
+        # One line for the cache: ━ served by the provider, ─ rest of the cacheable prefix, ▲ markers.
+        cache_line = [("▲", "bold $accent") if marks[i] == "▲" else ("━", "$cache-served") if i < served
+                      else ("─", "$primary") if i < prefix else (" ", "") for i in range(width)]
+        read = usage.get("cache_read_tokens") or 0
+        hit = f"{read / (usage.get('input_tokens') or 1):.0%}" if usage else "n/a"
+        cause = (f"  [bold $cache-break]✖ broke at {escape(broke)}: {escape(t['cache_break'].get('cause', ''))}[/]"
+                 if broke else "")
+        summary = Content.from_markup(
+            f"[$accent]▲[/] {len(t.get('markers') or [])} marker(s)  [$primary]─[/] prefix "
+            f"{tok(t.get('cacheable_prefix_tokens'))}  [$cache-served]━[/] served {tok(read)} ({hit}){cause}"
+        )
+        legend = Content.from_markup(
+            "[$text on $scope-global] global [/] [$text on $scope-session] session [/] "
+            "[$text on $scope-none] none [/] [$text-muted]blocks ∝ tokens, in send order[/]"
+        )
+        return Content("\n").join([Content.assemble(*strip), Content.assemble(*cache_line), summary, legend])

@@ -1,0 +1,61 @@
+"""Syntax highlighting for the content viewer: pygments via rich, plus the optimizer's own marks
+(`[...N tokens omitted...]`, spill references) so a person sees at once what was cut and where it went."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pygments.lexer import Lexer
+from pygments.lexers import JsonLexer, MarkdownLexer, PythonLexer, TextLexer
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Span, Text
+
+OMISSION = re.compile(r"\[\.\.\.\d[\d,]* tokens omitted\.\.\.\]")
+SPILL = re.compile(r"spill://[\w./-]+|\[(?:spilled|tool result cleared)[^\]]*\]")
+MAX_CHARS = 200_000  # beyond this the viewer shows a prefix; highlighting megabytes would stall a frame
+
+
+def guess_language(text: str) -> str:
+    """JSON if it parses, Python for tracebacks/code, Markdown for prose. Cheap and predictable,
+    unlike pygments' guess_lexer, which is slow and often wrong on short snippets."""
+    stripped = text.lstrip()
+    if stripped[:1] in "{[" and not stripped.startswith("[..."):
+        try:
+            json.loads(text)
+            return "json"
+        except ValueError:
+            pass
+    if re.search(r"^(Traceback|\s*def |\s*class |import |from \w+ import)", text, re.M):
+        return "python"
+    if re.search(r"^(#{1,6} |[-*] |\*\*)", text, re.M):
+        return "markdown"
+    return "text"
+
+
+_LEXERS: dict[str, type[Lexer]] = {"json": JsonLexer, "python": PythonLexer, "markdown": MarkdownLexer,
+                                   "text": TextLexer}
+
+
+def _fg_only(style: str | Style) -> str | Style:
+    if isinstance(style, Style) and style.bgcolor is not None:
+        return Style(color=style.color, bold=style.bold, italic=style.italic, underline=style.underline)
+    return style
+
+
+def highlight(text: str, language: str | None = None, dark: bool = True) -> Text:
+    truncated = len(text) > MAX_CHARS
+    text = text[:MAX_CHARS]
+    language = language or guess_language(text)
+    theme = "monokai" if dark else "friendly"
+    syntax = Syntax(text, _LEXERS.get(language, TextLexer)(), theme=theme, background_color="default")
+    out = syntax.highlight(text)
+    out.rstrip()
+    # Drop the pygments theme's background so the viewer sits on the app theme's surface.
+    out.spans = [Span(sp.start, sp.end, _fg_only(sp.style)) for sp in out.spans]
+    out.highlight_regex(OMISSION, "bold black on yellow")
+    out.highlight_regex(SPILL, "bold underline magenta")
+    if truncated:
+        out.append(f"\n… showing the first {MAX_CHARS:,} characters", style="italic")
+    return out

@@ -1,0 +1,81 @@
+"""Section manifest: the request's sections in send order with budget, planned and sent tokens,
+form, a short content hash and whether the section changed since the previous turn."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from inspector.messages import SectionSelected
+from panels.fmt import tok
+from panels.keys import TURN_KEYS
+
+COLUMNS = ("section", "kind", "scope", "prio", "budget", "plan", "sent", "form", "Δ", "hash")
+# Narrow terminals drop the columns a person can live without, so 80 columns need no scrolling.
+COMPACT_COLUMNS = ("section", "scope", "prio", "budget", "plan", "sent", "form", "Δ")
+FORM_STYLE = {"full": "", "trimmed": "yellow", "cleared": "cyan", "spilled": "magenta",
+              "dropped": "red strike", "degraded": "bold red"}
+
+
+def form_text(section: dict) -> Text:
+    form = section["form"]
+    label = f"trimmed −{tok(section['omitted'])}" if form == "trimmed" and section.get("omitted") else form
+    return Text(label, style=FORM_STYLE.get(form, ""))
+
+
+class ManifestPanel(DataTable):
+    """A DataTable whose Left/Right/Home/End step turns, as everywhere else in the app."""
+
+    BINDINGS = TURN_KEYS
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._trace: dict | None = None
+        self.compact = False
+
+    def on_mount(self) -> None:
+        self.border_title = "Sections (send order)"
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for label in COMPACT_COLUMNS if self.compact else COLUMNS:
+            self.add_column(label, key=label)
+
+    def set_compact(self, compact: bool) -> None:
+        if compact != self.compact:
+            self.compact = compact
+            self.clear(columns=True)
+            self._add_columns()
+            self.show(self._trace)
+
+    def show(self, trace: dict | None) -> None:
+        """Rebuild the rows for a turn (a few dozen rows), keeping the cursor on the same section."""
+        selected = self.selected_section()
+        self._trace = trace
+        self.clear()
+        if trace is None:
+            return
+        for s in trace["sections"]:
+            over = s["tokens"] > s["budget"]
+            cells = {
+                "section": s["name"][:16], "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
+                "budget": Text(tok(s["budget"]), justify="right"),
+                "plan": Text(tok(s["planned"]), justify="right"),
+                "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),
+                "form": form_text(s), "Δ": "●" if s["changed"] else "", "hash": s["sha256"][:7],
+            }
+            self.add_row(*(cells[c] for c in (COMPACT_COLUMNS if self.compact else COLUMNS)), key=s["id"])
+        ids = [s["id"] for s in trace["sections"]]
+        if selected in ids:
+            self.move_cursor(row=ids.index(selected), animate=False)
+
+    def selected_section(self) -> str | None:
+        if self._trace is None or not self.row_count:
+            return None
+        row = min(self.cursor_row, len(self._trace["sections"]) - 1)
+        return self._trace["sections"][row]["id"] if row >= 0 else None
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(SectionSelected(event.row_key.value))

@@ -1,0 +1,64 @@
+"""Pressure gauge: raw and predictive pressure against the tier thresholds, the reserves that make
+up the difference, and a sparkline of predictive pressure over the turns leading here."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from panels.fmt import block, tier_style, tok
+
+SCALE = 1.1  # predictive pressure can exceed 1.0; keep the overflow visible
+TICKS = (("trim_schemas", "T"), ("compact_history", "C"), ("aggressive_prune", "A"))
+
+
+class PressurePanel(Widget):
+    DEFAULT_CSS = "PressurePanel { height: auto; }"
+    trace: reactive[dict | None] = reactive(None)
+    # (predictive pressure, tier) of the turns up to the current one, newest last.
+    recent: reactive[list[tuple[float, str]]] = reactive(list)
+
+    def on_mount(self) -> None:
+        self.border_title = "Pressure"
+
+    def render(self) -> Content:
+        t = self.trace
+        if t is None:
+            return Content("waiting for the first turn…")
+        width = max(10, self.size.width)
+        raw, pred = t["pressure"]["raw"], t["pressure"]["predictive"]
+        style = tier_style(t["tier"])
+        col = [(i + 0.5) / width * SCALE for i in range(width)]
+        ticks = {min(width - 1, int(t["thresholds"][k] / SCALE * width)): mark for k, mark in TICKS}
+        one = min(width - 1, int(1.0 / SCALE * width))
+        bar, labels = [], [" "] * width
+        for i, frac in enumerate(col):
+            if i in ticks:
+                bar.append(("┃", "bold $foreground"))
+                labels[i] = ticks[i]
+            elif frac <= raw:
+                bar.append(("█", style))
+            elif frac <= pred:
+                bar.append(("▒", style))
+            else:
+                bar.append(("─", "$gauge-empty"))
+        if labels[one] == " ":
+            labels[one] = "|"
+        res = t["reserves"]
+        window = f"  [$text-muted]of {tok(t['usable'])} usable / {tok(t['limit'])}[/]" if width >= 50 else ""
+        head = Content.from_markup(f"raw [bold]{raw:.2f}[/]  predictive [bold {style}]{pred:.2f}[/]{window}")
+        reserves = Content.from_markup(
+            f"[$text-muted]reserves[/] response {tok(res.get('response', 0))} · thinking "
+            f"{tok(res.get('thinking', 0))} · schema {tok(res.get('schema', 0))}  "
+            f"[$text-muted](+{pred - raw:.2f})[/]"
+        )
+        spark = [(block(p, SCALE), tier_style(tier)) for p, tier in self.recent[-(width - 8):]]
+        lines = [
+            head,
+            Content.assemble(*bar),
+            Content.from_markup("[$text-muted]" + "".join(labels).replace("[", r"\[") + "[/]"),
+            reserves,
+            Content.assemble(("history ", "$text-muted"), *spark),
+        ]
+        return Content("\n").join(lines)

@@ -1,0 +1,40 @@
+"""Skipped optimizations (each gated-off step, why, and what it would have saved), with the
+steps that did apply underneath for contrast."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.markup import escape
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from panels.fmt import tok
+
+
+class SkippedPanel(Widget):
+    DEFAULT_CSS = "SkippedPanel { height: auto; }"
+    trace: reactive[dict | None] = reactive(None)
+
+    def on_mount(self) -> None:
+        self.border_title = "Skipped optimizations"
+
+    def render(self) -> Content:
+        t = self.trace
+        if t is None:
+            return Content("")
+        lines = []
+        skipped = t.get("skipped") or []
+        if not skipped:
+            lines.append("[$success]✓ no optimization was skipped on this turn[/]")
+        for s in skipped:
+            lines.append(f"[bold $warning]✗ {escape(s['step'])}[/]  {escape(s.get('reason', ''))}  "
+                         f"[$text-muted]would save[/] [bold]{tok(s.get('tokens_saved'))}[/]")
+        would = sum(s.get("tokens_saved") or 0 for s in skipped)
+        if would:
+            lines.append(f"[$text-muted]total left on the table:[/] [bold]{tok(would)}[/] tokens")
+        lines.append("")
+        lines.append("[$text-muted]applied:[/]" if t.get("actions") else "[$text-muted]applied: nothing[/]")
+        for a in t.get("actions") or []:
+            lines.append(f"  [$success]✓[/] {escape(a['step'])}  {escape(a.get('detail', ''))}  "
+                         f"[$text-muted]saved[/] {tok(a.get('tokens_saved'))}")
+        return Content.from_markup("\n".join(lines))

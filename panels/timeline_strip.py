@@ -1,0 +1,93 @@
+"""Timeline strip: the whole session in a few lines (tokens sent coloured by tier, cache-hit rate,
+compaction and cache-break markers), so a person sees where it went wrong. Click to jump.
+
+It summarises instead of drawing one widget per turn: 10,000 turns cost one pass per render."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from inspector.messages import JumpToTurn
+from panels.fmt import block, tier_style, tok
+
+TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrune": 3}
+COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "spill"}
+HIT_SHADES = " ░▒▓█"
+
+
+class TimelineStrip(Widget):
+    DEFAULT_CSS = "TimelineStrip { height: auto; }"
+    count: reactive[int] = reactive(0)  # number of traces; the list itself is shared, not copied
+    current: reactive[int] = reactive(0)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.traces: list[dict] = []
+
+    def on_mount(self) -> None:
+        self.border_title = "Timeline"
+
+    def _cell(self, width: int) -> int:
+        """Columns per turn when the session is shorter than the strip: stretch, up to 4."""
+        return max(1, min(4, width // max(1, self.count)))
+
+    def _bucket(self, column: int, width: int) -> range:
+        """The turns drawn in one column (several when the session is longer than the strip)."""
+        n = self.count
+        if n <= width:
+            i = column // self._cell(width)
+            return range(i, i + 1) if i < n else range(0)
+        return range(int(column * n / width), min(n, int((column + 1) * n / width)))
+
+    def _column(self, index: int, width: int) -> int:
+        n = self.count
+        return int(index * width / n) if n > width else index * self._cell(width)
+
+    def on_click(self, event: events.Click) -> None:
+        width = max(10, self.size.width)
+        rng = self._bucket(event.x, width)
+        if len(rng):
+            self.post_message(JumpToTurn(rng.start))
+
+    def render(self) -> Content:
+        n, width = self.count, max(10, self.size.width)
+        if n == 0:
+            return Content("no turns yet")
+        columns = min(n * self._cell(width), width)
+        top = max(t["final_tokens"] for t in self.traces[:n]) or 1
+        cur = self._column(self.current, width)
+        sent, hits, events_ = [], [], []
+        for c in range(columns):
+            rng = self._bucket(c, width)
+            group = [self.traces[i] for i in rng]
+            if not group:
+                break
+            tier = max((t["tier"] for t in group), key=lambda x: TIER_RANK.get(x, 0))
+            here = " reverse" if self.current in rng else ""
+            sent.append((block(max(t["final_tokens"] for t in group), top), tier_style(tier) + here))
+            rates = [(t["usage"] or {}).get("cache_read_tokens", 0) / max(1, t["final_tokens"])
+                     for t in group if t.get("usage")]
+            rate = min(rates) if rates else 0.0
+            hits.append((HIT_SHADES[round(min(rate, 1.0) * (len(HIT_SHADES) - 1))], "$cache-served" + here))
+            if any(t.get("cache_break") for t in group):
+                events_.append(("✖", "bold $cache-break"))
+            elif any(t.get("error") for t in group):
+                events_.append(("!", "bold $error"))
+            elif any(a["step"] in COMPACTING for t in group for a in t.get("actions") or []):
+                events_.append(("c", "$tier-compact"))
+            else:
+                events_.append(("·" if self.current in rng else " ", "$text-muted"))
+        trace = self.traces[self.current]
+        pointer = " " * cur + "▲"
+        axis = (f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}  "
+                f"peak {tok(top)}")
+        return Content("\n").join([
+            Content.assemble(*sent), Content.assemble(*events_), Content.assemble(*hits),
+            Content.assemble((pointer, "bold $accent"), "  ", (axis, "$text-muted"))
+            if cur + len(axis) + 3 < width else Content.assemble(((axis + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent")),
+            Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  "
+                                "c compaction  ! error[/]"),
+        ])

@@ -1,0 +1,110 @@
+"""What-if: budget and threshold sliders, a switch per OptimizeLimits gate, a provider selector,
+and the re-planned turn beside the actual one.
+
+The panel only collects settings and posts `ReplanRequested`; the app runs the re-plan in an
+exclusive thread worker (a newer request cancels an older one) and hands back both traces."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Button, Label, Select, Static, Switch
+
+from inspector.messages import ReplanRequested
+from inspector.source import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
+from panels.fmt import tok
+from panels.slider import Slider
+from panels.whatif_compare import compare
+
+SHORT = {"trim_schemas": "trim", "compact_history": "compact", "aggressive_prune": "prune"}
+
+
+class WhatIfPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    WhatIfPanel { height: 1fr; }
+    WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-gutter: 0 1; }
+    WhatIfPanel .gate { height: 3; width: 1fr; }
+    WhatIfPanel .gate Label { padding: 1 0 0 1; width: 1fr; }
+    WhatIfPanel #whatif-row { height: auto; }
+    WhatIfPanel #provider { width: 1fr; }
+    WhatIfPanel #whatif-result { padding: 1 0 0 0; height: auto; }
+    """
+    # (actual, what-if) traces for the current turn; None until the first re-plan.
+    result: reactive[tuple[dict, dict] | None] = reactive(None)
+    trace: reactive[dict | None] = reactive(None)
+
+    def compose(self) -> ComposeResult:
+        yield Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")
+        for key in THRESHOLD_KEYS:
+            yield Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
+        with Horizontal(id="gates"):
+            for gate in GATE_KEYS:
+                with Horizontal(classes="gate"):
+                    yield Switch(value=True, id=f"gate-{gate}", animate=False)
+                    yield Label(gate)
+        with Horizontal(id="whatif-row"):
+            yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider")
+            yield Button("Reset", id="reset", variant="default")
+        yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
+
+    def overrides(self) -> Overrides:
+        """Only what the person touched; everything else stays as recorded."""
+        t = self.trace or {}
+        budget = self.query_one("#budget", Slider)
+        thresholds = {k: round(s.value, 2) for k in THRESHOLD_KEYS
+                      if (s := self.query_one(f"#th-{k}", Slider)).touched}
+        gates = {g: sw.value for g in GATE_KEYS
+                 if (sw := self.query_one(f"#gate-{g}", Switch)).value != self._recorded_gate(g)}
+        provider = self.query_one("#provider", Select).value
+        chosen = provider if isinstance(provider, str) and provider != t.get("provider") else None
+        return Overrides(budget=int(budget.value) if budget.touched else None,
+                         thresholds=thresholds or None, gates=gates or None, provider=chosen)
+
+    def _recorded_gate(self, gate: str) -> bool:
+        """A gate is on in the recording unless the trace lists it as skipped because it was off."""
+        t = self.trace or {}
+        return not any(s["step"] == gate and "off" in s.get("reason", "") for s in t.get("skipped") or [])
+
+    def watch_trace(self, trace: dict | None) -> None:
+        """New turn: untouched controls follow the recorded settings, without triggering a re-plan."""
+        if trace is None:
+            return
+        budget = self.query_one("#budget", Slider)
+        if not budget.touched:
+            budget.set_quietly(trace["limit"])
+        for k in THRESHOLD_KEYS:
+            s = self.query_one(f"#th-{k}", Slider)
+            if not s.touched:
+                s.set_quietly(trace["thresholds"][k])
+        if self.overrides().is_empty():
+            self._sync_gates()
+            self.result = None
+
+    def _sync_gates(self) -> None:
+        for g in GATE_KEYS:
+            sw = self.query_one(f"#gate-{g}", Switch)
+            with sw.prevent(Switch.Changed):
+                sw.value = self._recorded_gate(g)
+
+    def watch_result(self, result: tuple[dict, dict] | None) -> None:
+        text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
+        self.query_one("#whatif-result", Static).update(text)
+
+    @on(Slider.Changed)
+    @on(Switch.Changed)
+    @on(Select.Changed)
+    def _settings_changed(self) -> None:
+        self.post_message(ReplanRequested(self.overrides()))
+
+    @on(Button.Pressed, "#reset")
+    def reset(self) -> None:
+        for s in self.query(Slider):
+            s.touched = False
+        with self.query_one("#provider", Select).prevent(Select.Changed):
+            self.query_one("#provider", Select).clear()
+        self._sync_gates()
+        self.watch_trace(self.trace)
+        for s in self.query(Slider):
+            s.refresh()

@@ -1,0 +1,46 @@
+"""The actual-vs-what-if comparison text (pure: two traces in, Content out)."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.markup import escape
+
+from panels.fmt import signed, tier_markup, tok
+
+
+def _saved(t: dict) -> int:
+    return t["estimated_tokens"] - t["final_tokens"]
+
+
+def compare(actual: dict, whatif: dict) -> Content:
+    rows = [f"[$text-muted]{'':<18}{'actual':>16}  {'what-if':>16}[/]"]
+
+    def row(label: str, a: str, b: str, note: str = "") -> None:
+        rows.append(f"{escape(label):<18}{a:>16}  {b:>16}  {note}")
+
+    rows.append(f"{'tier':<18}{'':>{16 - len(actual['tier'])}}{tier_markup(actual['tier'])}  "
+                f"{'':>{16 - len(whatif['tier'])}}{tier_markup(whatif['tier'])}")
+    row("window", tok(actual["limit"]), tok(whatif["limit"]))
+    row("pressure (pred.)", f"{actual['pressure']['predictive']:.2f}", f"{whatif['pressure']['predictive']:.2f}")
+    diff = whatif["final_tokens"] - actual["final_tokens"]
+    row("tokens sent", tok(actual["final_tokens"]), tok(whatif["final_tokens"]), f"[bold]{signed(diff)}[/]")
+    row("tokens saved", tok(_saved(actual)), tok(_saved(whatif)), f"{signed(_saved(whatif) - _saved(actual))}")
+    row("cacheable prefix", tok(actual["cacheable_prefix_tokens"]), tok(whatif["cacheable_prefix_tokens"]))
+    am = [m["section"] for m in actual.get("markers") or []]
+    wm = [m["section"] for m in whatif.get("markers") or []]
+    moved = "same" if am == wm else f"[$warning]moved: {escape(', '.join(wm) or 'none')}[/]"
+    row("markers", str(len(am)), str(len(wm)), moved)
+    rows.append("")
+    rows.append(f"[$text-muted]{'section':<18}{'actual':>16}  {'what-if':>16}  form[/]")
+    wsec = {s["id"]: s for s in whatif["sections"]}
+    for s in actual["sections"]:
+        w = wsec.get(s["id"])
+        if w is None:
+            row(s["name"], tok(s["tokens"]), "-", "[$error]absent[/]")
+            continue
+        form = s["form"] if s["form"] == w["form"] else f"[$warning]{s['form']} → {w['form']}[/]"
+        changed = "" if s["tokens"] == w["tokens"] else f" ({signed(w['tokens'] - s['tokens'])})"
+        row(s["name"][:17], tok(s["tokens"]), tok(w["tokens"]) + changed, form)
+    skipped = ", ".join(escape(s["step"]) for s in whatif.get("skipped") or []) or "none"
+    rows.append(f"\n[$text-muted]what-if skipped:[/] {skipped}")
+    return Content.from_markup("\n".join(rows))
