@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import fcntl
+import importlib.metadata
 import os
 import struct
 import threading
@@ -80,10 +81,8 @@ class Damage:
 
 def _engine_version() -> str:
     try:
-        from importlib.metadata import version
-
-        return version("contextpipe-inspector")
-    except Exception:  # not installed as a distribution (running from a checkout)
+        return importlib.metadata.version("contextpipe-inspector")
+    except importlib.metadata.PackageNotFoundError:  # running from a checkout, not installed
         return "unknown"
 
 
@@ -141,7 +140,7 @@ class RecordingWriter:
         except OSError:
             os.close(fd)
             raise RecordingError(
-                f"{self.path} is being written by another writer; record to another path"
+                f"{self.path} is being written by another writer; use another path"
             ) from None
         self._fd: int | None = fd
         self._pos = pos
@@ -192,32 +191,35 @@ class RecordingWriter:
 
     def append(self, event: dict[str, Any]) -> None:
         kind = event.get("k")
+        key: Any = event.get("h" if kind == "blob" else "turn")
         if not isinstance(kind, str) or kind.startswith("@"):
             raise ValueError(f"event kind must be a str not starting with '@', got {kind!r}")
         with self._lock:
             if self._fd is None:
                 raise RecordingError(f"{self.path}: append after close()")
             if kind == "blob":
-                h = event.get("h")
-                if not isinstance(h, str):
-                    raise ValueError(f"blob event needs a str hash 'h', got {h!r}")
-                if h in self._blobs:
+                if not isinstance(key, str):
+                    raise ValueError(f"blob event needs a str hash 'h', got {key!r}")
+                if key in self._blobs:
                     return  # stored once per file: the file grows with new content only
-                ordered = {"k": kind, "h": h, **event}
-                self._blobs[h] = self._pos
+                ordered = {"k": kind, "h": key, **event}
             elif kind == "turn":
-                n = event.get("turn")
-                if not isinstance(n, int) or (self._last_turn is not None and n <= self._last_turn):
+                if not isinstance(key, int) or (self._last_turn is not None and key <= self._last_turn):
                     raise ValueError(
-                        f"turn numbers must be ints that increase; got {n!r} after {self._last_turn}"
+                        f"turn numbers must be increasing ints; got {key!r} after {self._last_turn}"
                     )
-                ordered = {"k": kind, "turn": n, **event}
-                self._turns.append(n)
-                self._turn_offsets.append(self._pos)
-                self._last_turn = n
+                ordered = {"k": kind, "turn": key, **event}
             else:
                 ordered = {"k": kind, **event}
+            pos = self._pos
             self._write(encode_frame(ordered))
+            # Indexed only once written: a failed encode or write leaves no entry for a missing frame.
+            if kind == "blob":
+                self._blobs[key] = pos
+            elif kind == "turn":
+                self._turns.append(key)
+                self._turn_offsets.append(pos)
+                self._last_turn = key
 
     def flush(self) -> None:
         """fsync. Not needed against a killed process (every frame is already in the OS), only power loss."""

@@ -115,7 +115,7 @@ def test_header_defaults_and_writer_refusals(tmp_path: Path) -> None:
             with pytest.raises(ValueError):
                 w.append(bad)
         w.append({"k": "turn", "turn": 3})
-        with pytest.raises(ValueError, match="increase"):
+        with pytest.raises(ValueError, match="increasing"):
             w.append({"k": "turn", "turn": 3})
     with pytest.raises(RecordingError, match="append after close"):
         w.append({"k": "x"})
