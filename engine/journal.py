@@ -42,3 +42,128 @@ class Journal:
 
     def snapshot(self) -> list[Event]:
         return list(self.events)
+
+
+# A preset zlib dictionary for turn traces. Traces are small (1-3 KB) and repeat the same keys and
+# enum values every turn, which plain zlib cannot exploit within one frame; priming it with a template
+# trace makes each one ~4x smaller. Format v1 depends on these exact bytes: never edit, add a v2.
+_STEP_NAMES = (
+    "reorder",
+    "trim_schemas",
+    "clear_tool_results",
+    "spill",
+    "llm_summary",
+    "drop_rounds",
+    "trim_sections",
+    "place_markers",
+)
+_TEMPLATE_V1: dict[str, Any] = {
+    "turn": 0,
+    "model": "",
+    "provider": "anthropic",
+    "limit": 0,
+    "usable": 0,
+    "pressure": {"raw": 0.0, "predictive": 0.0},
+    "reserves": {"response": 0, "thinking": 0, "schema": 0, "percentile": 75},
+    "thresholds": {"trim_schemas": 0.6, "compact_history": 0.8, "aggressive_prune": 0.9},
+    "tier": "Normal",
+    "tier_reason": {
+        "raw": "Normal",
+        "predictive": "Normal",
+        "recovery": False,
+        "text": "raw pressure 0.15 -> Normal",
+    },
+    "estimated_tokens": 0,
+    "final_tokens": 0,
+    "ceiling": 0,
+    "sections": [
+        {
+            "id": sid,
+            "name": sid.title(),
+            "kind": sid,
+            "scope": scope,
+            "priority": prio,
+            "budget": 0,
+            "planned": 0,
+            "tokens": 0,
+            "form": "full",
+            "omitted": 0,
+            "sha256": "",
+            "changed": False,
+            "items": 1,
+            "note": "",
+        }
+        for sid, scope, prio in (
+            ("tools", "global", "last_resort"),
+            ("identity", "global", "never"),
+            ("constraints", "global", "never"),
+            ("latches", "session", "never"),
+            ("goal", "session", "never"),
+            ("history", "none", "normal"),
+        )
+    ],
+    "steps": [
+        {"step": n, "status": "not_needed", "reason": "tier Normal < CompactHistory"} for n in _STEP_NAMES
+    ]
+    + [
+        {"step": "reorder", "status": "not_needed", "reason": "already cache-aligned"},
+        {"step": "spill", "status": "not_needed", "reason": "nothing over 10000 tokens"},
+        {"step": "trim_sections", "status": "not_needed", "reason": "every section within budget"},
+        {"step": "place_markers", "status": "applied", "detail": "caches prefixes automatically: no markers"},
+    ],
+    "actions": [{"step": "clear_tool_results", "detail": "cleared 4 oldest tool results", "tokens_saved": 0}],
+    "skipped": [{"step": "spill", "reason": "gate spill is off", "tokens_saved": 0}],
+    "markers": [{"index": 0, "section": "history", "scope": "none", "offset_tokens": 0}],
+    "cacheable_prefix_tokens": 0,
+    "request_sha256": "",
+    "prefix_sha256": "",
+    "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0},
+    "cache_break": {"section": "history", "cause": "history rewritten by clear_tool_results"},
+    "alerts": [{"rule": "cache_break", "severity": "warning", "message": "cache broke at", "turn": 0}],
+    "latch_flips": [],
+    "spill_failures": [],
+    "error": None,
+}
+_ZDICT: dict[int, bytes] = {}
+
+
+def _zdict(version: int) -> bytes:
+    import msgpack
+
+    if version != 1:
+        raise ValueError(f"unknown trace dictionary version {version}")
+    if 1 not in _ZDICT:
+        _ZDICT[1] = msgpack.packb(_TEMPLATE_V1)
+    return _ZDICT[1]
+
+
+def pack_turn(event: Event) -> Event:
+    """On disk a turn's trace is stored zlib-compressed with a preset dictionary (see above)."""
+    if event.get("k") != "turn" or "trace" not in event:
+        return event
+    import zlib
+
+    import msgpack
+
+    c = zlib.compressobj(6, zdict=_zdict(1))
+    data = c.compress(msgpack.packb(event["trace"])) + c.flush()
+    return {"k": "turn", "turn": event["turn"], "tz": data, "zd": 1}
+
+
+def trace_of(event: Event) -> dict[str, Any]:
+    """The trace of a `turn` event, whether stored plain or packed."""
+    if "trace" in event:
+        return event["trace"]  # type: ignore[no-any-return]
+    import zlib
+
+    import msgpack
+
+    d = zlib.decompressobj(zdict=_zdict(event.get("zd", 1)))
+    raw = d.decompress(event["tz"]) + d.flush()
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)  # type: ignore[no-any-return]
+
+
+def unpack_turn(event: Event) -> Event:
+    if event.get("k") == "turn" and "tz" in event:
+        return {"k": "turn", "turn": event["turn"], "trace": trace_of(event)}
+    return event

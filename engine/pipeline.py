@@ -32,7 +32,7 @@ from .config import PipelineConfig
 from .errors import ConfigError, UnpairedToolResultError
 from .feedback import Usage, attribute_cache_break, normalize_usage
 from .hashing import content_hash
-from .journal import Event, Journal
+from .journal import Event, Journal, pack_turn
 from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
 from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
 from .providers import POLICIES, SerializedRequest, Serializer, make_serializer
@@ -163,9 +163,10 @@ class Pipeline:
             from .recording import RecordingWriter
 
             self.recorder = RecordingWriter(record, header)
+            rec = self.recorder
             for ev in self.journal.events:
-                self.recorder.append(ev)
-            self.journal.subscribe(self.recorder.append)
+                rec.append(pack_turn(ev))
+            self.journal.subscribe(lambda ev: rec.append(pack_turn(ev)))
         if serve:
             from .probe import ProbeServer
 
@@ -600,7 +601,6 @@ class Pipeline:
             "latch_flips": list(self.flipped),
             "spill_failures": list(spill_failures),
             "error": None,
-            "limits": cfg.limits.to_dict(),
         }
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
@@ -653,7 +653,7 @@ class Pipeline:
                 "sha": built.serialized.request_sha256,
                 "spill_failures": built.trace["spill_failures"],
                 "time": self.clock(),
-                "sections": {sec["id"]: sec["sha256"] for sec in built.trace["sections"]},
+                "sections": {sec["id"]: sec["sha256"][:16] for sec in built.trace["sections"]},
             }
         )
         self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .assembly import Measure
-from .journal import Event
+from .journal import Event, trace_of
 from .pipeline import Built, Pipeline
 from .spill import MemorySpill
 from .tokens import TokenCounter
@@ -75,7 +75,7 @@ class Replayer:
             for f in e.get("spill_failures", ())
         )
         self.request_index = {e["turn"]: i for i, e in enumerate(self.events) if e.get("k") == "request"}
-        self.recorded_traces = {e["turn"]: e["trace"] for e in self.events if e.get("k") == "turn"}
+        self.recorded_traces = {e["turn"]: trace_of(e) for e in self.events if e.get("k") == "turn"}
 
     @property
     def turns(self) -> int:
@@ -100,7 +100,7 @@ class Replayer:
         if ev.get("k") == "blob":
             return
         if ev.get("k") == "turn":
-            pipe.traces.append(ev["trace"])
+            pipe.traces.append(trace_of(ev))
 
     def state_before(self, turn: int) -> tuple[Pipeline, Event]:
         """The pipeline folded up to (not including) turn `turn`'s request, and that request event."""
@@ -140,7 +140,7 @@ class Replayer:
                 pipe._close_pending()
                 built = pipe.build(ev.get("bound", {}))
                 if built.serialized.request_sha256 != ev["sha"]:
-                    got = {s["id"]: s["sha256"] for s in built.trace["sections"]}
+                    got = {s["id"]: s["sha256"][:16] for s in built.trace["sections"]}
                     want: dict[str, Any] = ev.get("sections", {})
                     diff = [k for k in list(want) + list(got) if want.get(k) != got.get(k)]
                     mismatches.append(

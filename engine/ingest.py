@@ -1,0 +1,196 @@
+"""Turn an imported session (engine.importers) into an engine journal and a `.cpsession` recording.
+
+Each model call becomes one engine turn. The engine assembles its own request from the same
+originals (a shadow of what ContextPipe would have sent); what the agent actually sent is kept too,
+as `actual` events holding message hashes (each message stored once as a blob, delta-encoded
+against the previous call), and the provider's real usage is fed back as usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .hashing import canonical_json
+from .importers.model import CallRec, ImportedSession, MessageRec
+from .pipeline import Pipeline
+from .providers import canonical_provider
+from .tokens import TokenCounter
+
+DEFAULT_WINDOW = 128_000
+NO_RESULT = "[no result recorded in the source for this call]"
+
+
+@dataclass
+class IngestReport:
+    turns: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def message_dict(m: MessageRec, blob: Any = None) -> dict[str, Any]:
+    """The message as sent. With `blob`, text is stored by content hash (`*_h` keys) so the actual
+    request costs a few hashes per message on disk, not a second copy of its content."""
+    if blob is None:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+    else:
+        d = {"role": m.role, "content_h": blob(m.content)}
+    if m.tool_calls:
+        d["tool_calls"] = [
+            {
+                "id": c.id,
+                "name": c.name,
+                **({"arguments": c.arguments} if blob is None else {"arguments_h": blob(c.arguments)}),
+            }
+            for c in m.tool_calls
+        ]
+    if m.tool_call_id is not None:
+        d["tool_call_id"] = m.tool_call_id
+    return d
+
+
+class _Feeder:
+    """Feeds source messages into a pipeline, repairing what the provider would reject."""
+
+    def __init__(self, pipe: Pipeline, report: IngestReport) -> None:
+        self.pipe = pipe
+        self.report = report
+        self.open_calls: list[str] = []
+        self.answered: set[str] = set()
+        self.seen_system = False
+
+    def _close_calls(self) -> None:
+        for cid in self.open_calls:
+            if cid not in self.answered:
+                self.pipe.tool_result(cid, NO_RESULT)
+                self.report.notes.append(
+                    f"turn {self.pipe.turn}: call {cid} had no result; placeholder added"
+                )
+        self.open_calls, self.answered = [], set()
+
+    def feed(self, m: MessageRec) -> None:
+        p = self.pipe
+        if m.role == "system":
+            if not self.seen_system:
+                p.identity(m.content)
+                self.seen_system = True
+            else:
+                p.user(m.content)
+            return
+        if m.role == "assistant":
+            self._close_calls()
+            calls = []
+            used: set[str] = set()
+            for c in m.tool_calls:
+                cid = c.id if c.id not in used else f"{c.id}~{len(used)}"
+                used.add(cid)
+                calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
+            p.assistant(m.content, calls, thinking=None)
+            self.open_calls = [c["id"] for c in calls]
+            return
+        if m.role == "tool":
+            cid = m.tool_call_id or ""
+            if cid in self.open_calls and cid not in self.answered:
+                p.tool_result(cid, m.content)
+                self.answered.add(cid)
+            else:
+                p.user(f"[tool result for call {cid or '?'} with no matching call]\n{m.content}")
+                self.report.notes.append(f"turn {p.turn}: unpaired tool result {cid!r} kept as user text")
+            return
+        self._close_calls()
+        p.user(m.content)
+
+
+def ingest(
+    imp: ImportedSession,
+    record: str | Path | None = None,
+    *,
+    window: int | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    counter: TokenCounter | None = None,
+) -> tuple[Pipeline, IngestReport]:
+    if not imp.calls:
+        raise ConfigError(f"{imp.source}: the session has no model calls to import")
+    now = [imp.calls[0].timestamp or 0.0]
+    peak = max((c.usage.input_tokens for c in imp.calls if c.usage), default=0)
+    win = window or max(DEFAULT_WINDOW, int(peak * 1.25))
+    prov = provider or imp.provider or "openai"
+    try:
+        canonical_provider(prov)
+    except ConfigError:
+        prov = "openai"  # the source did not say; its messages are OpenAI-shaped
+    pipe = Pipeline(
+        model or imp.model or "unknown",
+        prov,
+        win,
+        record=record,
+        serve=False,
+        counter=counter,
+        clock=lambda: now[0],
+    )
+    report = IngestReport()
+    feeder = _Feeder(pipe, report)
+    for t in imp.calls[0].tools:
+        pipe.add_tool(t.name, t.description, t.parameters)
+    fed = 0
+    prev_hashes: list[str] = []
+    for k, call in enumerate(imp.calls):
+        now[0] = call.timestamp if call.timestamp is not None else now[0]
+        for m in call.messages[fed:]:
+            feeder.feed(m)
+        fed = len(call.messages)
+        _record_actual(pipe, k, call, prev_hashes)
+        pipe.next_request()
+        if call.error or call.response is None:
+            kind = "prompt_too_long" if call.error and "too long" in call.error.lower() else "error"
+            pipe.record_error(kind, call.error or "no response")
+            continue
+        if call.usage is not None:
+            pipe.record_usage(
+                {
+                    "input_tokens": call.usage.input_tokens,
+                    "output_tokens": call.usage.output_tokens,
+                    "cache_read_tokens": call.usage.cache_read_tokens or 0,
+                    "cache_write_tokens": call.usage.cache_write_tokens or 0,
+                }
+            )
+        feeder.feed(call.response)
+        fed += 1
+        report.turns += 1
+    pipe._close_open_turn()
+    return pipe, report
+
+
+def _record_actual(pipe: Pipeline, turn: int, call: CallRec, prev: list[str]) -> None:
+    blob = pipe.journal.blob
+    hashes = [blob(canonical_json(message_dict(m, blob)).decode()) for m in call.messages]
+    base = len(prev) if hashes[: len(prev)] == prev else 0
+    ev: dict[str, Any] = {"k": "actual", "turn": turn, "base": base, "add": hashes[base:]}
+    if turn == 0 or base == 0:
+        ev["tools"] = [pipe.journal.blob(canonical_json(t.parameters).decode()) for t in call.tools]
+        ev["tool_names"] = [t.name for t in call.tools]
+    if call.usage is not None:
+        ev["usage"] = {
+            "input_tokens": call.usage.input_tokens,
+            "output_tokens": call.usage.output_tokens,
+            "cache_read_tokens": call.usage.cache_read_tokens,
+            "cache_write_tokens": call.usage.cache_write_tokens,
+        }
+    if call.timestamp is not None:
+        ev["time"] = call.timestamp
+    pipe.journal.append(ev)
+    prev[:] = hashes
+
+
+def actual_requests(events: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """turn -> message blob hashes of the request the agent actually sent."""
+    out: dict[int, list[str]] = {}
+    prev: list[str] = []
+    for ev in events:
+        if ev.get("k") == "actual":
+            cur = prev[: ev["base"]] + list(ev["add"])
+            out[ev["turn"]] = cur
+            prev = cur
+    return out
