@@ -25,6 +25,8 @@ msgpack map)::
   events. CRCs are checked whenever a frame is decoded (turn(), blob(), events(), refresh()); the
   index rebuild trusts the prefix of frames it skips, so a flipped byte in a payload surfaces when
   that frame is read.
+* One writer per file, enforced with flock (released when the process dies, so `resume()` works
+  right after a SIGKILL). A reader is for one thread; open one per thread.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from typing import Any
 
 import msgpack
 
-from engine.errors import ContextPipeError
-from engine.frames import HEADER_SIZE, FrameError, decode_header, decode_payload, encode_frame
+from .errors import ContextPipeError
+from .frames import HEADER_SIZE, FrameError, decode_header, decode_payload, encode_frame
 
 FORMAT_NAME = "cpsession"
 FORMAT_VERSION = 1
@@ -530,7 +532,10 @@ class RecordingReader:
         stop = self._end
         if upto_turn is not None:
             pos = self._turn_offs[self._turn_slot(upto_turn)]
-            stop = pos + HEADER_SIZE + decode_header(self._pread(pos, HEADER_SIZE), pos)[0]
+            try:
+                stop = pos + HEADER_SIZE + decode_header(self._pread(pos, HEADER_SIZE), pos)[0]
+            except FrameError as exc:
+                raise self._error(f"turn {upto_turn} unreadable ({exc})", pos) from None
         for _, _, obj in self._frames(self._start, stop):
             yield obj
 
