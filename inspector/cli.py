@@ -1,0 +1,334 @@
+"""`cp-inspect`: the command line. Headless commands print; `attach`, `replay` and `demo` open the TUI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from engine.errors import ContextPipeError
+from engine.journal import trace_of, unpack_turn
+from engine.recording import RecordingError, RecordingReader
+
+app = typer.Typer(
+    name="cp-inspect",
+    help="Inspect how an LLM agent assembles its context: live, from recordings, or as what-ifs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def fail(message: str, code: int = 1) -> None:
+    typer.secho(f"cp-inspect: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in values or []:
+        if "=" not in v:
+            fail(f"--{what} expects NAME=VALUE, got {v!r}", 2)
+        k, raw = v.split("=", 1)
+        try:
+            out[k.strip()] = conv(raw.strip())
+        except ValueError as exc:
+            fail(f"--{what} {v!r}: {exc}", 2)
+    return out
+
+
+def on_off(v: str) -> bool:
+    if v.lower() in ("on", "true", "1", "yes"):
+        return True
+    if v.lower() in ("off", "false", "0", "no"):
+        return False
+    raise ValueError("use on or off")
+
+
+def open_recording(path: Path) -> RecordingReader:
+    if not path.exists():
+        fail(f"no such file: {path}")
+    try:
+        r = RecordingReader.open(path)
+    except RecordingError as exc:
+        fail(str(exc))
+    except PermissionError:
+        fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
+    if r.damage is not None:
+        typer.secho(f"warning: {r.damage.message}", fg=typer.colors.YELLOW, err=True)
+    return r
+
+
+def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Journal events from a recording path or a live pid."""
+    if target.isdigit() and not Path(target).exists():
+        from .sources import LiveSource
+
+        try:
+            src = LiveSource(int(target))
+        except ContextPipeError as exc:
+            fail(str(exc))
+        src.client.close()
+        return src.events, src.header
+    r = open_recording(Path(target))
+    events = [unpack_turn(e) for e in r.events()]
+    return events, r.header
+
+
+# ------------------------------------------------------------------ ps / explain / verify
+
+
+@app.command()
+def ps(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per agent.")] = False) -> None:
+    """List live agents serving a probe socket (stale sockets are cleaned up)."""
+    from engine.probe_client import list_agents
+
+    agents = list_agents()
+    if as_json:
+        typer.echo(json.dumps([a.to_json() for a in agents], indent=2))
+        return
+    if not agents:
+        typer.echo("no live agents (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1)")
+        return
+    typer.echo(f"{'PID':>7}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
+    for a in agents:
+        typer.echo(f"{a.pid:>7}  {str(a.model):<22}{str(a.provider):<11}{str(a.turns):>6}  {a.command[:60]}")
+
+
+@app.command()
+def explain(
+    target: Annotated[str, typer.Argument(help="A .cpsession recording or the pid of a live agent.")],
+    turn: Annotated[int | None, typer.Option(help="Turn to explain (default: the last).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Re-plan with this window (tokens).")] = None,
+    gate: Annotated[
+        list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")
+    ] = None,
+    threshold: Annotated[
+        list[str] | None, typer.Option(help="NAME=VALUE tier threshold (repeatable).")
+    ] = None,
+    provider: Annotated[str | None, typer.Option(help="Re-plan for another provider policy.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+) -> None:
+    """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
+    from engine.replay import Overrides, Replayer, ReplayError
+
+    from .explain import to_json, to_text
+
+    if fmt not in ("text", "json"):
+        fail("--format must be text or json", 2)
+    events, _ = load_events(target)
+    traces = {e["turn"]: trace_of(e) for e in events if e.get("k") == "turn"}
+    if not traces:
+        fail(f"{target} has no completed turns yet")
+    n = max(traces) if turn is None else (turn if turn >= 0 else max(traces) + 1 + turn)
+    if n not in traces:
+        fail(f"turn {n} is not in {target} (it has turns 0..{max(traces)})")
+    ov = Overrides(
+        budget,
+        parse_pairs(threshold, "threshold", float) or None,
+        parse_pairs(gate, "gate", on_off) or None,
+        provider,
+    )
+    actual = traces[n]
+    trace, base = actual, None
+    if ov.any():
+        try:
+            trace = Replayer(events).replan(n, ov).trace
+        except (ReplayError, ContextPipeError) as exc:
+            fail(str(exc), 2)
+        base = actual
+    if fmt == "json":
+        typer.echo(json.dumps(to_json(trace, base), indent=2))
+    else:
+        typer.echo(to_text(trace, base))
+
+
+@app.command()
+def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]) -> None:
+    """Replay a recording and check every turn's request hash (exit 0 when all match)."""
+    from engine.replay import Replayer, ReplayError
+
+    r = open_recording(file)
+    events = [unpack_turn(e) for e in r.events()]
+    t0 = time.perf_counter()
+    try:
+        report = Replayer(events).verify()
+    except ReplayError as exc:
+        fail(str(exc))
+    ms = (time.perf_counter() - t0) * 1000
+    if report.ok:
+        typer.echo(f"ok: {report.turns} turns replayed, every request hash matches ({ms:.0f} ms)")
+        return
+    typer.echo(
+        f"FAILED: {len(report.mismatches)} of {report.turns} turns differ; first: {report.mismatches[0]}"
+    )
+    raise typer.Exit(1)
+
+
+@app.command("import")
+def import_(
+    fmt: Annotated[
+        str, typer.Argument(help="mini-swe-agent | swe-agent | openhands | swe-smith | proxy-jsonl | auto")
+    ],
+    src: Annotated[Path, typer.Argument(help="The trajectory or log file.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The .cpsession file to write.")],
+    model: Annotated[str | None, typer.Option(help="Model name, when the source lacks one.")] = None,
+    provider: Annotated[
+        str | None, typer.Option(help="Provider policy for the engine's shadow plan.")
+    ] = None,
+    window: Annotated[int | None, typer.Option(help="Context window (tokens) for the engine's plan.")] = None,
+) -> None:
+    """Import a real agent trajectory as a recording: each model call becomes a turn."""
+    from engine.importers import load
+    from engine.importers.model import ImportFormatError
+    from engine.ingest import ingest
+
+    if not src.exists():
+        fail(f"no such file: {src}")
+    try:
+        imp = load(src, None if fmt == "auto" else fmt, model=model, provider=provider)
+    except ImportFormatError as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if out.exists():
+        out.unlink()
+    try:
+        pipe, report = ingest(imp, out, window=window, provider=provider, model=model)
+    except ContextPipeError as exc:
+        out.unlink(missing_ok=True)
+        fail(str(exc))
+    pipe.close()
+    typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
+    for note in report.notes[:5]:
+        typer.echo(f"  note: {note}")
+
+
+# ------------------------------------------------------------------ TUI entry points
+
+
+def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
+    from .app import InspectorApp
+
+    InspectorApp(source, theme=theme, start_turn=start_turn).run()
+
+
+@app.command()
+def replay(
+    file: Annotated[Path, typer.Argument(help="A .cpsession recording.")],
+    turn: Annotated[int | None, typer.Option(help="Open at this turn.")] = None,
+    follow: Annotated[bool, typer.Option(help="Tail a file another process is still writing.")] = False,
+    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+) -> None:
+    """Step through a recorded session turn by turn."""
+    from .sources import FileSource
+
+    open_recording(file)
+    _run_app(FileSource(file, follow=follow), theme, turn)
+
+
+@app.command()
+def attach(
+    pid: Annotated[int, typer.Argument(help="The agent's process id (see `cp-inspect ps`).")],
+    record: Annotated[
+        Path | None, typer.Option(help="Also save everything received to this file on exit.")
+    ] = None,
+    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+) -> None:
+    """Attach to a running agent's probe socket and watch it live."""
+    from .sources import LiveSource
+
+    try:
+        src = LiveSource(pid)
+    except ContextPipeError as exc:
+        fail(str(exc))
+    try:
+        _run_app(src, theme)
+    finally:
+        if record is not None:
+            src.save(record)
+            typer.echo(f"saved {len(src.events)} events to {record}")
+
+
+@app.command()
+def demo(
+    no_tui: Annotated[
+        bool, typer.Option("--no-tui", help="Run the demo agent headless and print each turn.")
+    ] = False,
+    turns: Annotated[int, typer.Option(help="Stop the demo agent after this many turns.")] = 40,
+    record: Annotated[Path | None, typer.Option(help="Keep the recording here.")] = None,
+    delay: Annotated[float, typer.Option(help="Seconds between the agent's turns.")] = 1.5,
+    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+) -> None:
+    """Start the scripted demo agent (probe + recording on) and attach the inspector to it."""
+    import subprocess
+    import tempfile
+
+    rec = record or Path(tempfile.mkdtemp(prefix="cp-demo-")) / "demo.cpsession"
+    cmd = [
+        sys.executable,
+        "-m",
+        "inspector.demo_agent",
+        "--turns",
+        str(turns),
+        "--record",
+        str(rec),
+        "--delay",
+        str(0 if no_tui else delay),
+    ]
+    if no_tui:
+        raise typer.Exit(subprocess.call(cmd + ["--print"]))
+    env = {**os.environ, "CONTEXTPIPE_SERVE": "1"}
+    child = subprocess.Popen(cmd + ["--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    from .sources import LiveSource
+
+    src = None
+    deadline = time.monotonic() + 15
+    while src is None:
+        try:
+            src = LiveSource(child.pid, timeout=1.0)
+        except ContextPipeError as exc:
+            if child.poll() is not None:
+                err = child.stderr.read().decode() if child.stderr else ""
+                fail(f"the demo agent exited with code {child.returncode}: {err[-400:]}")
+            if time.monotonic() > deadline:
+                child.kill()
+                fail(f"the demo agent did not start serving within 15 s: {exc}")
+            time.sleep(0.1)
+    try:
+        _run_app(src, theme)
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            child.wait(5)
+    typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
+
+
+def _mount_optional() -> None:
+    # The context store's commands live in their own module; mount them when present.
+    try:
+        from .ctx_cli import ctx_app, eval_command
+    except ImportError:
+        return
+    app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, get windows, expand.")
+    app.command("eval")(eval_command)
+
+
+def _mount_simulate() -> None:
+    try:
+        from .simulate_cli import simulate
+    except ImportError:
+        return
+    app.command()(simulate)
+
+
+_mount_optional()
+_mount_simulate()
+
+if __name__ == "__main__":
+    app()

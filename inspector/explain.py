@@ -1,0 +1,125 @@
+"""EXPLAIN output: a turn's trace as text (reads like EXPLAIN ANALYZE) or JSON, with a diff against
+what actually happened when the turn was re-planned under overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JSON_KEYS = (
+    "turn",
+    "pressure",
+    "tier",
+    "tier_reason",
+    "reserves",
+    "estimated_tokens",
+    "final_tokens",
+    "sections",
+    "markers",
+    "actions",
+    "skipped",
+    "alerts",
+    "request_sha256",
+    "prefix_sha256",
+    "usage",
+    "cache_break",
+)
+
+
+def to_json(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {k: trace.get(k) for k in JSON_KEYS}
+    out["sections"] = [
+        {
+            k: s.get(k)
+            for k in (
+                "id",
+                "name",
+                "kind",
+                "scope",
+                "priority",
+                "budget",
+                "planned",
+                "tokens",
+                "form",
+                "omitted",
+                "sha256",
+                "changed",
+            )
+        }
+        for s in trace["sections"]
+    ]
+    if actual is not None:
+        out["diff"] = diff(actual, trace)
+    return out
+
+
+def diff(actual: dict[str, Any], whatif: dict[str, Any]) -> dict[str, Any]:
+    a = {s["id"]: s for s in actual["sections"]}
+    w = {s["id"]: s for s in whatif["sections"]}
+    sections = {}
+    for sid in list(a) + [k for k in w if k not in a]:
+        sa, sw = a.get(sid), w.get(sid)
+        ta, tw = (sa or {}).get("tokens", 0), (sw or {}).get("tokens", 0)
+        fa, fw = (sa or {}).get("form", "absent"), (sw or {}).get("form", "absent")
+        if ta != tw or fa != fw:
+            sections[sid] = {"tokens": [ta, tw], "form": [fa, fw]}
+    return {
+        "tier": [actual["tier"], whatif["tier"]],
+        "final_tokens": [actual["final_tokens"], whatif["final_tokens"]],
+        "tokens_saved": actual["final_tokens"] - whatif["final_tokens"],
+        "sections": sections,
+        "markers": [[m["section"] for m in actual["markers"]], [m["section"] for m in whatif["markers"]]],
+        "request_changed": actual["request_sha256"] != whatif["request_sha256"],
+    }
+
+
+def to_text(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> str:
+    t = trace
+    p = t["pressure"]
+    r = t["reserves"]
+    lines = [
+        f"EXPLAIN turn {t['turn']}  model={t['model']} provider={t['provider']} window={t['limit']}",
+        f"  pressure: raw {p['raw']:.3f}  predictive {p['predictive']:.3f}   (reserves: response {r['response']}"
+        f" p{r.get('percentile', 75)}, thinking {r['thinking']}, schema {r['schema']})",
+        f"  tier: {t['tier']}  -- {t['tier_reason']['text']}",
+        f"  tokens: estimated {t['estimated_tokens']} -> sent {t['final_tokens']} (ceiling {t.get('ceiling', '?')})",
+        "",
+        f"  {'section':<16}{'scope':<9}{'priority':<13}{'budget':>8}{'planned':>9}{'tokens':>8}  form",
+    ]
+    for s in t["sections"]:
+        form = s["form"] + (f" (-{s['omitted']})" if s.get("omitted") else "")
+        lines.append(
+            f"  {s['id']:<16}{s['scope']:<9}{s['priority']:<13}{s['budget']:>8}{s['planned']:>9}{s['tokens']:>8}  {form}"
+        )
+    lines.append("")
+    mk = ", ".join(f"{m['section']}@{m['offset_tokens']}" for m in t["markers"]) or "none"
+    lines.append(f"  cache markers: {mk}; cacheable prefix {t['cacheable_prefix_tokens']} tokens")
+    for a in t["actions"]:
+        lines.append(f"  -> {a['step']}: {a.get('detail', '')} (saved {a.get('tokens_saved', 0)})")
+    for s in t["skipped"]:
+        lines.append(f"  -- skipped {s['step']}: {s['reason']} (would save {s.get('tokens_saved', 0)})")
+    if t.get("cache_break"):
+        lines.append(f"  cache break: {t['cache_break']['section']}: {t['cache_break']['cause']}")
+    u = t.get("usage")
+    if u:
+        lines.append(
+            f"  actual usage: input {u['input_tokens']} (cache read {u['cache_read_tokens']}, write "
+            f"{u['cache_write_tokens']}), output {u['output_tokens']}"
+        )
+    for al in t.get("alerts", []):
+        lines.append(f"  ! {al['severity']}: {al['rule']}: {al['message']}")
+    lines.append(f"  request sha256 {t['request_sha256']}")
+    if actual is not None:
+        d = diff(actual, trace)
+        lines += [
+            "",
+            "  what-if vs actual:",
+            f"    tier {d['tier'][0]} -> {d['tier'][1]}; tokens {d['final_tokens'][0]} -> {d['final_tokens'][1]}"
+            f" (saved {d['tokens_saved']})",
+        ]
+        for sid, ch in d["sections"].items():
+            lines.append(
+                f"    {sid}: {ch['tokens'][0]} -> {ch['tokens'][1]} tokens, {ch['form'][0]} -> {ch['form'][1]}"
+            )
+        if d["markers"][0] != d["markers"][1]:
+            lines.append(f"    markers {d['markers'][0]} -> {d['markers'][1]}")
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""The two real sources behind the app: a recording file and a live agent's probe socket.
+
+Both keep the journal events they have seen and embed the engine (a Replayer) for what-if re-plans
+and for showing section content; panels only ever see traces (dicts).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from engine.assembly import Section
+from engine.journal import trace_of, unpack_turn
+from engine.pipeline import Built
+from engine.probe_client import ProbeClient
+from engine.recording import RecordingReader, RecordingWriter
+from engine.replay import Overrides as EngineOverrides
+from engine.replay import Replayer
+from engine.tokens import TokenCounter
+
+from .source import Disconnected, Dropped, NewTurn, Overrides, SourceEvent
+
+_COUNTER: TokenCounter | None = None
+
+
+def shared_counter() -> TokenCounter:
+    """One token-count cache for every replay in this process: re-plans only tokenize new content."""
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = TokenCounter()
+    return _COUNTER
+
+
+def to_engine(o: Overrides) -> EngineOverrides:
+    return EngineOverrides(window=o.budget, thresholds=o.thresholds, gates=o.gates, provider=o.provider)
+
+
+def section_text(section: Section) -> str:
+    from engine.artifacts import Message, SpillReference, Text, ToolResult, ToolSchema
+
+    out: list[str] = []
+    for it in section.items:
+        if isinstance(it, Text):
+            out.append(it.text)
+        elif isinstance(it, SpillReference):
+            out.append(it.render())
+        elif isinstance(it, ToolSchema):
+            out.append(
+                json.dumps(
+                    {"name": it.name, "description": it.description, "parameters": it.parameters()}, indent=2
+                )
+            )
+        elif isinstance(it, Message):
+            out.append(f"## {it.role}")
+            for p in it.parts:
+                if isinstance(p, ToolResult):
+                    out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
+                elif hasattr(p, "arguments"):
+                    out.append(f"[tool call {p.id} {p.name}] {p.arguments}")  # type: ignore[attr-defined]
+                elif hasattr(p, "text"):
+                    out.append(p.text)  # type: ignore[attr-defined]
+    return "\n\n".join(out)
+
+
+class _ReplaySource:
+    """Shared behaviour: events in memory, a lazily built Replayer, a one-entry Built cache."""
+
+    kind = "replay"
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] = {}
+        self.events: list[dict[str, Any]] = []
+        self._replayer: Replayer | None = None
+        self._replayer_len = -1
+        self._cache: tuple[int, Built] | None = None
+        self._lock = threading.Lock()
+
+    def _load_events(self) -> None:  # FileSource reads the file lazily
+        return None
+
+    def replayer(self) -> Replayer:
+        with self._lock:
+            self._load_events()
+            if self._replayer is None or self._replayer_len != len(self.events):
+                self._replayer = Replayer(self.events, shared_counter())
+                self._replayer_len = len(self.events)
+                self._cache = None
+            return self._replayer
+
+    def _built(self, turn: int) -> Built:
+        if self._cache is not None and self._cache[0] == turn:
+            return self._cache[1]
+        built = self.replayer().replan(turn)
+        self._cache = (turn, built)
+        return built
+
+    def section_content(self, turn: int, section_id: str) -> str:
+        built = self._built(turn)
+        for s in built.asm:
+            if s.id == section_id:
+                return section_text(s)
+        return f"(section {section_id} is not in turn {turn})"
+
+    def request_body(self, turn: int) -> str:
+        return json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
+
+    def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]:
+        return self.replayer().replan(turn, to_engine(overrides)).trace
+
+    def save(self, path: str | Path) -> None:
+        self._load_events()
+        with RecordingWriter(
+            path, {k: self.header.get(k) for k in ("model", "provider", "engine_version")}
+        ) as w:
+            for ev in self.events:
+                w.append(ev)
+
+
+class FileSource(_ReplaySource):
+    """A `.cpsession` recording; with follow=True it tails a file another process is still writing."""
+
+    def __init__(self, path: str | Path, follow: bool = False) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.reader = RecordingReader.open(self.path)
+        self.header = {**self.reader.header, "path": str(self.path)}
+        if self.reader.damage is not None:
+            self.header["damage"] = self.reader.damage.message
+        self.follow_file = follow
+        self._events_loaded = False
+
+    def _load_events(self) -> None:
+        if not self._events_loaded:
+            self.events = [unpack_turn(e) for e in self.reader.events()]
+            self._events_loaded = True
+
+    def load_initial(self) -> list[dict[str, Any]]:
+        # Random access through the index: opening a long recording does not replay it.
+        return [trace_of(self.reader.turn(n)) for n in self.reader.turn_numbers()]
+
+    def follow(self) -> Iterator[SourceEvent]:
+        if not self.follow_file:
+            return
+        from watchfiles import watch
+
+        for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
+            for ev in self.reader.refresh():
+                ev = unpack_turn(ev)
+                if self._events_loaded:
+                    self.events.append(ev)
+                if ev.get("k") == "turn":
+                    yield NewTurn(ev["trace"])
+
+
+class LiveSource(_ReplaySource):
+    """A running agent's probe socket. Keeps every event received, so it can be saved after the agent exits."""
+
+    kind = "live"
+
+    def __init__(self, pid: int, timeout: float = 3.0, quiet_s: float = 0.15) -> None:
+        super().__init__()
+        self.client = ProbeClient.connect(pid, timeout=timeout)
+        self.header = dict(self.client.hello)
+        self.header.setdefault("pid", pid)
+        self._initial: list[dict[str, Any]] = []
+        # The snapshot arrives as a burst right after hello; read until the line goes quiet.
+        while True:
+            ev = self.client.recv(timeout=quiet_s)
+            if ev is None:
+                break
+            self._take(ev)
+
+    def _take(self, ev: dict[str, Any]) -> dict[str, Any] | None:
+        ev = unpack_turn(ev)
+        if ev.get("k") in ("hello", "pong", "dropped", "error"):
+            return None
+        self.events.append(ev)
+        if ev.get("k") == "turn":
+            self._initial.append(ev["trace"])
+            return ev["trace"]  # type: ignore[no-any-return]
+        return None
+
+    def load_initial(self) -> list[dict[str, Any]]:
+        out, self._initial = self._initial, []
+        return out
+
+    def follow(self) -> Iterator[SourceEvent]:
+        while True:
+            try:
+                ev = self.client.recv(timeout=0.5)
+            except Exception as exc:  # a broken socket ends the stream, never the app
+                yield Disconnected(f"connection lost: {exc}")
+                return
+            if ev is None:
+                if self.client.disconnected:
+                    yield Disconnected(f"agent pid {self.header.get('pid')} disconnected")
+                    return
+                continue
+            if ev.get("k") == "dropped":
+                yield Dropped(int(ev.get("count", 0)))
+                continue
+            if ev.get("k") == "error":
+                yield Disconnected(f"probe error: {ev.get('message')}")
+                return
+            trace = self._take(ev)
+            if trace is not None:
+                self._initial.clear()
+                yield NewTurn(trace)
