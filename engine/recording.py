@@ -463,7 +463,6 @@ class RecordingReader:
     def turn_count(self) -> int:
         return len(self._turn_nums)
 
-    @property
     def turn_numbers(self) -> list[int]:
         return list(self._turn_nums)
 

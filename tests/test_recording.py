@@ -365,7 +365,7 @@ def test_refresh_follows_a_growing_file(tmp_path: Path) -> None:
     assert r.refresh() == [{"k": "turn", "turn": 5}] and not r.finished
     w.close()
     assert r.refresh() == [] and r.finished
-    assert RecordingReader.open(live).turn_numbers == [0, 1, 2, 3, 4, 5]
+    assert RecordingReader.open(live).turn_numbers() == [0, 1, 2, 3, 4, 5]
 
 
 WRITER = textwrap.dedent(
@@ -402,7 +402,7 @@ def test_sigkilled_writer_leaves_an_openable_file(tmp_path: Path) -> None:
     r = RecordingReader.open(p)
     assert not r.finished
     assert r.turn_count >= last + 1  # every turn the writer reported complete is there
-    assert r.turn_numbers == list(range(r.turn_count))
+    assert r.turn_numbers() == list(range(r.turn_count))
     assert r.turn(-1)["trace"] == {"turn": r.turn_count - 1}
     if r.damage is not None:
         assert r.damage.offset + r.damage.lost_bytes == p.stat().st_size
