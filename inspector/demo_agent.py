@@ -1,0 +1,283 @@
+"""The demo agent: a scripted coding agent that embeds the engine and works on a real directory.
+
+Real tool calls (list, grep, read, run a small command) on the project's own source, scripted
+assistant turns, and the provider cache simulator standing in for the provider's usage. Its window
+is small, so within a minute it climbs through every tier, spills one huge tool output, flips a
+latch (breaking the cache), has a binder time out, and fires alerts.
+
+    python -m inspector.demo_agent --turns 40 --record demo.cpsession --serve
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from engine.cachesim import Block, CacheSimulator, Call
+from engine.optimize import OptimizeLimits
+from engine.pipeline import Pipeline
+from engine.types import CacheScope, Priority, SectionKind
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "claude-sonnet-4"
+
+TOOLS = {
+    "list_files": (
+        "List files under a directory of the repository.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    "grep": (
+        "Search the repository for a regular expression; prints path:line: text.",
+        {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}},
+            "required": ["pattern"],
+        },
+    ),
+    "read_file": (
+        "Read a file of the repository.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    "run": (
+        "Run a small Python snippet in the repository and return its output.",
+        {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+    ),
+    "edit_file": (
+        "Replace text in a file (needs write permission).",
+        {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+            "required": ["path", "old", "new"],
+        },
+    ),
+    "web_search": ("Search the web.", {"type": "object", "properties": {"q": {"type": "string"}}}),
+}
+
+# (thought, tool, arguments). The script reads the engine the way a person new to it would.
+SCRIPT: list[tuple[str, str, dict[str, str]]] = [
+    ("Let me look at the repository layout first.", "list_files", {"path": "."}),
+    ("The engine lives in engine/. What is in it?", "list_files", {"path": "engine"}),
+    ("Where is the pipeline's public API?", "grep", {"pattern": r"^class \w+", "path": "engine/pipeline.py"}),
+    ("Let me read the planner.", "read_file", {"path": "engine/plan.py"}),
+    ("How are tiers chosen?", "grep", {"pattern": "tier_for|Tier\\.", "path": "engine"}),
+    ("Read the optimize fold.", "read_file", {"path": "engine/optimize/__init__.py"}),
+    ("Which rules exist?", "list_files", {"path": "engine/optimize"}),
+    ("Check the Python version the tests run on.", "run", {"code": "import sys; print(sys.version)"}),
+    ("Read the cache-alignment rule.", "read_file", {"path": "engine/optimize/align.py"}),
+    ("Read the tool-result clearing rule.", "read_file", {"path": "engine/optimize/clear_results.py"}),
+    ("How are markers placed?", "read_file", {"path": "engine/optimize/markers.py"}),
+    (
+        "Count lines per engine module.",
+        "run",
+        {
+            "code": "import pathlib\nfor p in sorted(pathlib.Path('engine').glob('*.py')): print(len(p.read_text().splitlines()), p)"
+        },
+    ),
+    ("Read the feedback module.", "read_file", {"path": "engine/feedback.py"}),
+    (
+        "Now I need write access to fix the docstring.",
+        "edit_file",
+        {"path": "engine/plan.py", "old": "x", "new": "y"},
+    ),
+    (
+        "Where is cache-break attribution used?",
+        "grep",
+        {"pattern": "attribute_cache_break", "path": "engine"},
+    ),
+    ("Read the alert rules.", "read_file", {"path": "engine/alerts.py"}),
+    ("Read the spill backends.", "read_file", {"path": "engine/spill.py"}),
+    (
+        "Grep every 'def ' in the engine to map it (this output is large).",
+        "grep",
+        {"pattern": r"def \w+", "path": "."},
+    ),
+    ("Read the trim rule.", "read_file", {"path": "engine/optimize/trim_sections.py"}),
+    ("Read the providers.", "read_file", {"path": "engine/providers/base.py"}),
+    ("Read the Anthropic serializer.", "read_file", {"path": "engine/providers/anthropic.py"}),
+    ("Read the catalog.", "read_file", {"path": "engine/catalog.py"}),
+    ("Read the statistics.", "read_file", {"path": "engine/stats.py"}),
+    ("Read the replay module.", "read_file", {"path": "engine/replay.py"}),
+    ("Read the journal.", "read_file", {"path": "engine/journal.py"}),
+    (
+        "Count the tests.",
+        "run",
+        {"code": "import pathlib; print(len(list(pathlib.Path('tests').rglob('test_*.py'))))"},
+    ),
+]
+
+FLIP_TURN = 15  # the turn whose request carries the flipped permissions latch
+HUGE_TURN = 19
+BIND_FAIL_TURN = 12
+
+
+def run_tool(name: str, args: dict[str, str], writable: bool) -> str:
+    root = ROOT
+    try:
+        if name == "list_files":
+            p = (root / args.get("path", ".")).resolve()
+            items = sorted(
+                x.name + ("/" if x.is_dir() else "") for x in p.iterdir() if not x.name.startswith(".")
+            )
+            return "\n".join(items)
+        if name == "grep":
+            rx = re.compile(args["pattern"])
+            base = (root / args.get("path", ".")).resolve()
+            files = [base] if base.is_file() else sorted(base.rglob("*.py"))
+            out = []
+            for f in files:
+                if ".venv" in f.parts or "site-packages" in f.parts:
+                    continue
+                for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+                    if rx.search(line):
+                        out.append(f"{f.relative_to(root)}:{i}: {line.strip()}")
+            return "\n".join(out) or "(no matches)"
+        if name == "read_file":
+            return (root / args["path"]).read_text(errors="replace")
+        if name == "run":
+            r = subprocess.run(
+                [sys.executable, "-c", args["code"]], cwd=root, capture_output=True, text=True, timeout=20
+            )
+            return (r.stdout + r.stderr).strip()
+        if name == "edit_file":
+            if not writable:
+                return "error: permission denied: the session is read-only"
+            return "ok (demo: no file was changed)"
+    except Exception as exc:  # tool errors go back to the model as results, like a real agent loop
+        return f"error: {type(exc).__name__}: {exc}"
+    return f"error: unknown tool {name}"
+
+
+def build_pipeline(args: argparse.Namespace, clock: object) -> Pipeline:
+    limits = OptimizeLimits(spill_threshold=2500, max_clear_tokens=8000)
+    pipe = Pipeline(
+        MODEL,
+        args.provider,
+        args.window,
+        record=args.record,
+        serve=args.serve,
+        limits=limits,
+        max_output_tokens=1024,
+        default_response_reserve=600,
+        clock=clock,
+    )  # type: ignore[arg-type]
+    pipe.identity(
+        "You are Scout, a careful coding agent. You read before you change anything, "
+        "and you explain what you found in plain words."
+    )
+    pipe.constraints(
+        "Never modify files outside the repository. Never run network commands. "
+        "Ask before editing when the session is read-only."
+    )
+    pipe.goal(
+        "Find out how the ContextPipe engine chooses its compaction tier and write a short summary "
+        "of the rules, citing the modules."
+    )
+    for name, (desc, params) in TOOLS.items():
+        pipe.add_tool(name, desc, params)
+    pipe.latch("permissions", "read-only")
+    pipe.memory("Project notes: the engine is pure Python; tests run with pytest.")
+    state = {"turn": 0}
+
+    async def environment() -> str:
+        if state["turn"] == BIND_FAIL_TURN:
+            await asyncio.sleep(1.0)  # a slow environment probe: the binder times out, the section degrades
+        files = sorted(p.name for p in (ROOT / "engine").glob("*.py"))
+        return f"cwd: {ROOT.name}\nengine modules: {len(files)}"
+
+    pipe.add_source(
+        "environment",
+        SectionKind.CONTEXT,
+        binder=environment,
+        scope=CacheScope.NONE,
+        priority=Priority.FIRST,
+        timeout_s=0.5,
+        name="Environment",
+    )
+    pipe._demo_state = state  # type: ignore[attr-defined]
+    return pipe
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m inspector.demo_agent", description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=40)
+    ap.add_argument("--record", default=None)
+    ap.add_argument("--serve", action="store_true")
+    ap.add_argument("--delay", type=float, default=1.5)
+    ap.add_argument("--window", type=int, default=9600)
+    ap.add_argument("--provider", default="anthropic")
+    ap.add_argument("--print", action="store_true", help="print one line per turn")
+    ap.add_argument("--deterministic", action="store_true", help="fixed clock (for committed demo sessions)")
+    args = ap.parse_args(argv)
+    fake = [1_767_225_600.0]
+    clock = (lambda: fake[0]) if args.deterministic else time.time
+    pipe = build_pipeline(args, clock)
+    sim = CacheSimulator("anthropic" if args.provider == "anthropic" else "openai", MODEL)
+    writable = False
+    try:
+        for t in range(args.turns):
+            pipe._demo_state["turn"] = t  # type: ignore[attr-defined]
+            thought, tool, targs = SCRIPT[t % len(SCRIPT)]
+            if t == FLIP_TURN:
+                writable = True
+                pipe.latch("permissions", "read-write")
+            if t == HUGE_TURN + 1:
+                pipe.emerge(
+                    "findings", "A very large grep output was spilled; re-run a narrower search if needed."
+                )
+            if t >= len(SCRIPT):
+                targs = dict(targs)
+            req = pipe.next_request()
+            ser = req.serialized
+            call = Call(
+                tuple(Block(b.sha, b.tokens, b.marker, "5m", b.segment) for b in ser.blocks),
+                clock(),
+                MODEL,
+                output_tokens=60 + 7 * (t % 9),
+            )
+            cc = sim.step(call)
+            # The provider's tokenizer is not cl100k: report ~6% more input than estimated.
+            extra = int(cc.input_tokens * 0.06)
+            pipe.record_usage(
+                {
+                    "input_tokens": cc.input_tokens + extra,
+                    "output_tokens": call.output_tokens,
+                    "cache_read_tokens": cc.cache_read,
+                    "cache_write_tokens": cc.cache_write,
+                }
+            )
+            trace = req.trace
+            if args.print:
+                acts = ",".join(a["step"] for a in trace["actions"] if a["step"] != "place_markers") or "-"
+                alerts = ",".join(a["rule"] for a in trace["alerts"]) or "-"
+                print(
+                    f"turn {t:3d} tier={trace['tier']:<16} p={trace['pressure']['predictive']:.2f} "
+                    f"tokens={trace['final_tokens']:>6} cache_read={cc.cache_read:>6} actions={acts} alerts={alerts}",
+                    flush=True,
+                )
+            calls = pipe.assistant(
+                thought, [{"id": f"call_{t:03d}", "name": tool, "arguments": json.dumps(targs)}]
+            )
+            out = run_tool(tool, targs, writable)
+            if t == HUGE_TURN:
+                out = out + "\n" + out  # make the map of every def big enough to spill
+            pipe.tool_result(calls[0].id, out, is_error=out.startswith("error:"))
+            fake[0] += 20.0
+            if args.delay:
+                time.sleep(args.delay)
+        if args.serve and args.delay:
+            time.sleep(
+                args.delay * 2
+            )  # let an attached inspector read the last turn before the socket closes
+    finally:
+        pipe.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
