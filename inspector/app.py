@@ -171,6 +171,9 @@ class InspectorApp(App[None]):
         self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; press s to save.",
                     severity="warning", timeout=8)
 
+    def watch_disconnected(self) -> None:
+        self._update_status()
+
     @on(EventsDropped)
     def _events_dropped(self, message: EventsDropped) -> None:
         self.dropped += message.count
@@ -361,7 +364,7 @@ class InspectorApp(App[None]):
             if binding.action in ("quit",) or not binding.tooltip:
                 continue
             title = binding.tooltip[0].upper() + binding.tooltip[1:]
-            yield SystemCommand(title, f"key: {binding.key}", lambda a=binding.action: self.run_action(a))
+            yield SystemCommand(title, f"key: {binding.key}", lambda a=binding.action: self.call_later(self.run_action, a))
 
     # ---- layout -------------------------------------------------------------------------------
 

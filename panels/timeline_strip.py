@@ -47,8 +47,11 @@ class TimelineStrip(Widget):
         return int(index * width / n) if n > width else index * self._cell(width)
 
     def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)  # clicks on the border or padding do nothing
+        if offset is None:
+            return
         width = max(10, self.size.width)
-        rng = self._bucket(event.x, width)
+        rng = self._bucket(offset.x, width)
         if len(rng):
             self.post_message(JumpToTurn(rng.start))
 

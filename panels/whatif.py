@@ -25,15 +25,23 @@ class WhatIfPanel(VerticalScroll):
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
     WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-gutter: 0 1; }
-    WhatIfPanel .gate { height: 3; width: 1fr; }
-    WhatIfPanel .gate Label { padding: 1 0 0 1; width: 1fr; }
-    WhatIfPanel #whatif-row { height: auto; }
+    WhatIfPanel .gate { height: 1; width: 1fr; }
+    /* One-line switches: the default tall ones would take 6 rows of an 80x24 screen. */
+    WhatIfPanel .gate Switch { border: none; height: 1; width: 5; padding: 0; }
+    WhatIfPanel .gate Label { padding: 0 0 0 1; width: 1fr; }
+    WhatIfPanel #whatif-row { height: auto; margin-top: 1; }
     WhatIfPanel #provider { width: 1fr; }
+    WhatIfPanel #reset { min-width: 9; height: 1; border: none; margin-left: 1; }
     WhatIfPanel #whatif-result { padding: 1 0 0 0; height: auto; }
     """
     # (actual, what-if) traces for the current turn; None until the first re-plan.
     result: reactive[tuple[dict, dict] | None] = reactive(None)
     trace: reactive[dict | None] = reactive(None)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._touched_gates: set[str] = set()
+        self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
 
     def compose(self) -> ComposeResult:
         yield Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")
@@ -45,7 +53,8 @@ class WhatIfPanel(VerticalScroll):
                     yield Switch(value=True, id=f"gate-{gate}", animate=False)
                     yield Label(gate)
         with Horizontal(id="whatif-row"):
-            yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider")
+            yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider",
+                         compact=True)
             yield Button("Reset", id="reset", variant="default")
         yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
 
@@ -55,7 +64,7 @@ class WhatIfPanel(VerticalScroll):
         budget = self.query_one("#budget", Slider)
         thresholds = {k: round(s.value, 2) for k in THRESHOLD_KEYS
                       if (s := self.query_one(f"#th-{k}", Slider)).touched}
-        gates = {g: sw.value for g in GATE_KEYS
+        gates = {g: sw.value for g in sorted(self._touched_gates)
                  if (sw := self.query_one(f"#gate-{g}", Switch)).value != self._recorded_gate(g)}
         provider = self.query_one("#provider", Select).value
         chosen = provider if isinstance(provider, str) and provider != t.get("provider") else None
@@ -78,12 +87,14 @@ class WhatIfPanel(VerticalScroll):
             s = self.query_one(f"#th-{k}", Slider)
             if not s.touched:
                 s.set_quietly(trace["thresholds"][k])
+        self._sync_gates()
         if self.overrides().is_empty():
-            self._sync_gates()
             self.result = None
 
     def _sync_gates(self) -> None:
         for g in GATE_KEYS:
+            if g in self._touched_gates:
+                continue
             sw = self.query_one(f"#gate-{g}", Switch)
             with sw.prevent(Switch.Changed):
                 sw.value = self._recorded_gate(g)
@@ -92,19 +103,27 @@ class WhatIfPanel(VerticalScroll):
         text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
         self.query_one("#whatif-result", Static).update(text)
 
-    @on(Slider.Changed)
     @on(Switch.Changed)
+    def _gate_changed(self, event: Switch.Changed) -> None:
+        self._touched_gates.add((event.switch.id or "").removeprefix("gate-"))
+        self._settings_changed()
+
+    @on(Slider.Changed)
     @on(Select.Changed)
     def _settings_changed(self) -> None:
-        self.post_message(ReplanRequested(self.overrides()))
+        overrides = self.overrides()
+        if overrides != self._last:
+            self._last = overrides
+            self.post_message(ReplanRequested(overrides))
 
     @on(Button.Pressed, "#reset")
     def reset(self) -> None:
         for s in self.query(Slider):
             s.touched = False
+        self._touched_gates.clear()
         with self.query_one("#provider", Select).prevent(Select.Changed):
             self.query_one("#provider", Select).clear()
-        self._sync_gates()
         self.watch_trace(self.trace)
         for s in self.query(Slider):
             s.refresh()
+        self._settings_changed()

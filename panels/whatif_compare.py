@@ -13,13 +13,13 @@ def _saved(t: dict) -> int:
 
 
 def compare(actual: dict, whatif: dict) -> Content:
-    rows = [f"[$text-muted]{'':<18}{'actual':>16}  {'what-if':>16}[/]"]
+    rows = [f"[$text-muted]{'':<17}{'actual':>9}  {'what-if':>9}[/]"]
 
     def row(label: str, a: str, b: str, note: str = "") -> None:
-        rows.append(f"{escape(label):<18}{a:>16}  {b:>16}  {note}")
+        rows.append(f"{escape(label):<17}{a:>9}  {b:>9}  {note}")
 
-    rows.append(f"{'tier':<18}{'':>{16 - len(actual['tier'])}}{tier_markup(actual['tier'])}  "
-                f"{'':>{16 - len(whatif['tier'])}}{tier_markup(whatif['tier'])}")
+    # Tier names are wider than the number columns: one line, actual → what-if.
+    rows.append(f"{'tier':<17}{tier_markup(actual['tier'])} → {tier_markup(whatif['tier'])}")
     row("window", tok(actual["limit"]), tok(whatif["limit"]))
     row("pressure (pred.)", f"{actual['pressure']['predictive']:.2f}", f"{whatif['pressure']['predictive']:.2f}")
     diff = whatif["final_tokens"] - actual["final_tokens"]
@@ -31,7 +31,7 @@ def compare(actual: dict, whatif: dict) -> Content:
     moved = "same" if am == wm else f"[$warning]moved: {escape(', '.join(wm) or 'none')}[/]"
     row("markers", str(len(am)), str(len(wm)), moved)
     rows.append("")
-    rows.append(f"[$text-muted]{'section':<18}{'actual':>16}  {'what-if':>16}  form[/]")
+    rows.append(f"[$text-muted]{'section':<17}{'actual':>9}  {'what-if':>9}  form[/]")
     wsec = {s["id"]: s for s in whatif["sections"]}
     for s in actual["sections"]:
         w = wsec.get(s["id"])
@@ -40,7 +40,7 @@ def compare(actual: dict, whatif: dict) -> Content:
             continue
         form = s["form"] if s["form"] == w["form"] else f"[$warning]{s['form']} → {w['form']}[/]"
         changed = "" if s["tokens"] == w["tokens"] else f" ({signed(w['tokens'] - s['tokens'])})"
-        row(s["name"][:17], tok(s["tokens"]), tok(w["tokens"]) + changed, form)
+        row(s["name"][:16], tok(s["tokens"]), tok(w["tokens"]) + changed, form)
     skipped = ", ".join(escape(s["step"]) for s in whatif.get("skipped") or []) or "none"
     rows.append(f"\n[$text-muted]what-if skipped:[/] {skipped}")
     return Content.from_markup("\n".join(rows))

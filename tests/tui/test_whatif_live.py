@@ -1,0 +1,146 @@
+"""Pilot tests: what-if controls re-plan in a worker; live follow, step-back, disconnect and save."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from textual.widgets import Input, Select, Static, Switch
+
+from inspector.app import InspectorApp
+from inspector.screens import SaveScreen
+from inspector.source import Disconnected, NewTurn, Overrides, SourceEvent
+from inspector.synthetic import SyntheticSource
+from panels.slider import Slider
+from panels.whatif import WhatIfPanel
+from tests.tui.conftest import settle
+
+
+async def test_budget_slider_replans_and_shows_result(replay_source: SyntheticSource) -> None:
+    app = InspectorApp(replay_source, start_turn=30)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        whatif = app.query_one("#whatif", WhatIfPanel)
+        assert whatif.result is None
+        app.query_one("#budget", Slider).focus()
+        await pilot.press("right")  # +1000 tokens
+        await settle(pilot)
+        assert whatif.result is not None
+        actual, replanned = whatif.result
+        assert actual is app.timeline.traces[30]
+        assert replanned == replay_source.replan(30, Overrides(budget=33000))
+        shown = str(app.query_one("#whatif-result", Static).render())
+        assert "tier" in shown and "tokens sent" in shown
+
+
+async def test_newer_slider_value_wins(replay_source: SyntheticSource) -> None:
+    app = InspectorApp(replay_source, start_turn=30)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        app.query_one("#budget", Slider).focus()
+        await pilot.press("shift+right", "shift+right", "shift+right")  # +30k in three quick steps
+        await settle(pilot)
+        _, replanned = app.query_one("#whatif", WhatIfPanel).result
+        assert replanned["limit"] == 62000
+        assert replanned["tier"] != app.timeline.traces[30]["tier"]  # a doubled window relieves pressure
+
+
+async def test_gate_and_provider_and_reset(replay_source: SyntheticSource) -> None:
+    app = InspectorApp(replay_source, start_turn=31)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        whatif = app.query_one("#whatif", WhatIfPanel)
+        app.query_one("#gate-spill", Switch).value = False
+        await settle(pilot)
+        assert whatif.overrides() == Overrides(gates={"spill": False})
+        assert any(s["step"] == "spill" for s in whatif.result[1]["skipped"])
+        app.query_one("#provider", Select).value = "openai"
+        await settle(pilot)
+        assert whatif.result[1]["provider"] == "openai" and whatif.result[1]["markers"] == []
+        # Stepping keeps the what-if settings and re-plans the new turn.
+        app.query_one("#manifest").focus()
+        await pilot.press("left")
+        await settle(pilot)
+        assert whatif.result[0]["turn"] == 30 and whatif.result[1]["turn"] == 30
+        await pilot.click("#reset")
+        await settle(pilot)
+        assert whatif.overrides().is_empty() and whatif.result is None
+
+
+async def test_threshold_slider_by_mouse(replay_source: SyntheticSource) -> None:
+    app = InspectorApp(replay_source, start_turn=20)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await pilot.click("#th-trim_schemas", offset=(10, 0))  # the first cell of the track
+        await settle(pilot)
+        overrides = app.query_one("#whatif", WhatIfPanel).overrides()
+        assert overrides.thresholds == {"trim_schemas": 0.30}
+
+
+async def test_live_follows_then_disconnects(live_source: SyntheticSource) -> None:
+    app = InspectorApp(live_source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert len(app.timeline) == 30 and app.index == 29
+        assert app.disconnected == "agent pid 4242 exited"
+        assert "Agent disconnected — 30 turns kept; press s to save" in str(app.query_one("#status", Static).render())
+
+
+class GatedSource(SyntheticSource):
+    """Live source whose next turn arrives only when the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__(12, live=True, initial=10)
+        self.release = threading.Event()
+
+    def follow(self) -> Iterator[SourceEvent]:
+        for t in (10, 11):
+            self.release.wait(5)
+            self.release.clear()
+            yield NewTurn(self.trace(t))
+        yield Disconnected("agent pid 4242 exited")
+
+
+async def test_live_stepping_back_stops_following() -> None:
+    source = GatedSource()
+    app = InspectorApp(source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.1)
+        assert app.index == 9
+        source.release.set()
+        await pilot.pause(0.2)
+        assert app.index == 10  # following the newest
+        await pilot.press("left")
+        assert "stepped back" in str(app.query_one("#status", Static).render())
+        source.release.set()
+        await settle(pilot)
+        assert len(app.timeline) == 12 and app.index == 9  # stayed where the person is
+        await pilot.press("end")
+        assert app.index == 11 and app.timeline.follow
+
+
+async def test_save_after_disconnect(tmp_path: Path, live_source: SyntheticSource) -> None:
+    app = InspectorApp(live_source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        assert isinstance(app.screen, SaveScreen)
+        target = tmp_path / "kept.json"
+        app.screen.query_one(Input).value = str(target)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert len(json.loads(target.read_text())["turns"]) == 30
+
+
+async def test_save_is_disabled_in_replay(replay_source: SyntheticSource) -> None:
+    app = InspectorApp(replay_source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        assert not isinstance(app.screen, SaveScreen)
