@@ -28,8 +28,10 @@ def header(item_id: int, kind: Kind, source: str | None) -> str:
 
 
 def render_full(item: Item) -> str:
-    # Messages go out verbatim, so a window that keeps a message keeps its exact bytes (cache hits).
-    if item.kind.is_message:
+    # Messages and tool results go out verbatim, so a window that keeps them keeps their exact bytes
+    # (cache hits) and costs what the agent's own prompt would. File reads, memories and summaries
+    # carry a header because the id and path are what make them usable out of their original place.
+    if item.kind.is_message or item.kind is Kind.TOOL_RESULT:
         return item.body
     return header(item.id, item.kind, item.source) + "\n" + item.body
 
@@ -40,11 +42,12 @@ def stub_text(item: Item, full_tokens: int, stale: bool = False) -> str:
         if line.strip():
             first = line.strip()
             break
-    if len(first) > 80:
-        first = first[:77] + "..."
-    mark = " STALE (file changed since)" if stale else ""
-    src = f" {item.source}" if item.source else ""
-    return f"[#{item.id} {item.kind.value}{src}, {full_tokens} tokens{mark}: {first!s}] (expand({item.id}) for the full text)"
+    if len(first) > 60:
+        first = first[:57] + "..."
+    mark = " STALE" if stale else ""
+    # Only file paths are worth their tokens in a stub; tool-call ids are long random strings.
+    src = f" {item.source}" if item.source and item.kind is Kind.FILE_READ else ""
+    return f"[#{item.id} {item.kind.value}{src} {full_tokens}t{mark}: {first}; expand({item.id})]"
 
 
 def duplicate_text(item: Item, of_id: int) -> str:

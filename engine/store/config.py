@@ -18,15 +18,15 @@ class StoreConfig:
     # Defaults were tuned once on the real trajectories (`cp-inspect eval`), the same for all of them.
     w_recency: float = 1.0
     w_refs: float = 0.35
-    w_relevance: float = 0.6
+    w_relevance: float = 1.0
     w_importance: float = 1.0
     base: float = 0.05  # every item is worth something, so leftover budget is never wasted
-    half_life_turns: float = 6.0  # recency halves every this many turns
+    half_life_turns: float = 3.0  # recency halves every this many turns
     stale_factor: float = 0.3  # a read of a file that changed since is worth this fraction
 
     # Value of the cheaper forms relative to the full body (their cost is their own token count).
     summary_value: float = 0.55
-    stub_value: float = 0.06
+    stub_value: float = 0.02
     # Bigger bodies carry more information: value scales with tokens**size_exponent (0 = flat).
     size_exponent: float = 0.35
     # A summary form is only offered when it saves at least this fraction of the full body.
@@ -35,9 +35,14 @@ class StoreConfig:
     summary_min_tokens: int = 160
     summary_target_tokens: int = 120  # head+tail excerpt size for the rule-based summary
 
+    # The last this-many turns go in at full size before the knapsack runs (newest first, while they
+    # fit): the agent is almost always about to act on what it just saw, and a verbatim tail is also
+    # what keeps a sticky window's appended region byte-stable.
+    keep_recent_turns: int = 2
+
     # Sticky windows: after an overflow, re-solve to this fraction of the usable budget so that
     # the next few turns can append without breaking the provider's prefix cache again.
-    resolve_fill: float = 0.8
+    resolve_fill: float = 0.9
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -274,6 +274,20 @@ class ContextStore:
             },
         }
 
+    @_translating
+    def advance_turn(self) -> int:
+        """Move the turn counter on without serving a window (importers replaying a past run)."""
+        self._begin()
+        try:
+            t = self._read_turn() + 1
+            self._conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(t),))
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self._dirty = True
+        return t
+
     @property
     def turn(self) -> int:
         self._refresh()
@@ -541,7 +555,16 @@ class ContextStore:
                     f"compacted: history needs {everything} tokens, {room} left after pins "
                     f"(re-solved to {cfg.resolve_fill:.0%} of usable for headroom)"
                 )
-            chosen = solve(candidates, room)
+            chosen = {}
+            if cfg.keep_recent_turns > 0:
+                for c in reversed(candidates):  # newest first
+                    m = self._by_id[c.id]
+                    if self._turn - m.turn >= cfg.keep_recent_turns:
+                        break
+                    if c.options[0].tokens <= room:
+                        chosen[c.id] = c.options[0]
+                        room -= c.options[0].tokens
+            chosen.update(solve([c for c in candidates if c.id not in chosen], room))
 
         entries: list[Entry] = []
         for m in pins:

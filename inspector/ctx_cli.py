@@ -1,0 +1,252 @@
+"""`cp-inspect ctx ...` (the context store) and `cp-inspect eval` (store vs last-N on real trajectories).
+
+The lead mounts `ctx_app` as the `ctx` group and `eval_command` as `eval` in inspector/cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from engine.errors import ContextPipeError
+from engine.store import ContextStore, Kind, Window
+from engine.store.store import MAX_BUDGET
+
+ctx_app = typer.Typer(
+    name="ctx",
+    help="The SQLite context store: add items, serve budgeted windows, expand stubs, import trajectories.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (created if missing).")]
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.secho(f"cp-inspect: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _open(db: Path) -> ContextStore:
+    try:
+        return ContextStore(db)
+    except ContextPipeError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail raises; keeps type checkers happy
+
+
+@ctx_app.command("add")
+def add_cmd(
+    db: DbOpt,
+    text: Annotated[str | None, typer.Argument(help="The item's text, or - to read it from stdin.")] = None,
+    kind: Annotated[
+        str, typer.Option("--kind", help=f"One of: {', '.join(k.value for k in Kind)}.")
+    ] = "user",
+    pin: Annotated[bool, typer.Option("--pin", help="Always include this item in full.")] = False,
+    importance: Annotated[float, typer.Option("--importance", help="Application importance, 0..1.")] = 0.0,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Tool call id, or for --kind file_read the file's path.")
+    ] = None,
+) -> None:
+    """Store an item and print its id."""
+    try:
+        k = Kind.parse(kind)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+        return
+    if text is None or text == "-":
+        body = sys.stdin.read()
+    else:
+        body = text
+    store = _open(db)
+    try:
+        if k is Kind.FILE_READ and source and text is None:
+            new_id = store.add_file_read(source, pin=pin, importance=importance)
+        else:
+            new_id = store.add(body, k, pin=pin, importance=importance, source=source)
+    except (ContextPipeError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    finally:
+        store.close()
+    typer.echo(str(new_id))
+
+
+def _explain(window: Window) -> str:
+    m = window.manifest()
+    lines = [
+        f"window: {window.used} of {window.budget} tokens used ({window.usable} usable after margin), "
+        f"mode {window.mode}, turn {window.turn}, tokenizer {window.tokenizer}",
+    ]
+    for note in window.notes:
+        lines.append(f"  note: {note}")
+
+    def section(title: str, rows: list[dict[str, Any]]) -> None:
+        lines.append(f"{title} ({len(rows)}, {sum(int(r['tokens']) for r in rows)} tokens)")
+        for r in rows:
+            lines.append(
+                f"  #{r['id']:<6} {r['kind']:<11} {r['form']:<8} {r['tokens']:>6}t  score {r['score']:.3f}  "
+                + "; ".join(r["reasons"])
+            )
+
+    items = m["items"]
+    section("pinned", [r for r in items if r["pinned"]])
+    unpinned = [r for r in items if not r["pinned"]]
+    section(
+        "recent",
+        [
+            r
+            for r in unpinned
+            if r["form"] == "full" and any(x.startswith(("recent", "appended", "kept")) for x in r["reasons"])
+        ],
+    )
+    section("relevant", [r for r in unpinned if any(x.startswith("relevant") for x in r["reasons"])])
+    section("summaries", [r for r in unpinned if r["form"] == "summary"])
+    section("stubs", [r for r in unpinned if r["form"] == "stub"])
+    dropped = m["dropped"]
+    lines.append(f"dropped ({len(dropped)})")
+    for d in dropped:
+        lines.append(
+            f"  #{d['id']:<6} {d['kind']:<11} {d['tokens']:>6}t  score {d['score']:.3f}  {d['reason']}"
+        )
+    return "\n".join(lines)
+
+
+@ctx_app.command("get")
+def get_cmd(
+    db: DbOpt,
+    budget: Annotated[int, typer.Option("--budget", help="Window ceiling in tokens (a 2% margin is kept).")],
+    query: Annotated[str | None, typer.Option("--query", help="Free text to rank items by (BM25).")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name (token counting); 'chars' = estimate.")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show what went in, in which form, and why.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Solve from scratch instead of the sticky window.")
+    ] = False,
+) -> None:
+    """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest)."""
+    if budget <= 0 or budget > MAX_BUDGET:
+        _fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
+    store = _open(db)
+    try:
+        window = store.context_get(budget, model=model, query=query, sticky=not fresh)
+    except (ContextPipeError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    finally:
+        store.close()
+    if as_json:
+        m = window.manifest()
+        m["messages"] = [{"role": e.role, "content": e.text} for e in window.entries]
+        typer.echo(json.dumps(m, indent=2, ensure_ascii=False, sort_keys=True))
+    elif explain:
+        typer.echo(_explain(window))
+    else:
+        for e in window.entries:
+            typer.echo(f"--- {e.role} #{e.id} ({e.kind}, {e.form}, {e.tokens} tokens)")
+            typer.echo(e.text)
+
+
+@ctx_app.command("expand")
+def expand_cmd(
+    db: DbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
+) -> None:
+    """Print the original text behind a stub or summary."""
+    store = _open(db)
+    try:
+        text = store.expand(item_id)
+    except (ContextPipeError, KeyError) as exc:
+        _fail(str(exc))
+        return
+    finally:
+        store.close()
+    typer.echo(text)
+
+
+@ctx_app.command("import")
+def import_cmd(
+    db: DbOpt,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="A trajectory file (mini-swe-agent, SWE-agent, OpenHands, SWE-smith, proxy JSONL)."
+        ),
+    ],
+    format: Annotated[
+        str | None, typer.Option("--format", help="Force a format instead of sniffing.")
+    ] = None,
+) -> None:
+    """Load a trajectory into the store (system prompt and task pinned); prints how many items were added."""
+    from engine.importers import ImportFormatError, load
+    from engine.store.ingest import ingest_session
+
+    if not file.is_file():
+        _fail(f"{file}: no such file", 2)
+    try:
+        session = load(file, format)
+    except (ImportFormatError, ValueError, OSError) as exc:
+        _fail(str(exc))
+        return
+    store = _open(db)
+    try:
+        ids = ingest_session(store, session)
+    except ContextPipeError as exc:
+        _fail(str(exc))
+        return
+    finally:
+        store.close()
+    first = ids[0] if ids else 0
+    last = ids[-1] if ids else 0
+    typer.echo(
+        f"imported {len(ids)} items (#{first}..#{last}) from {file} ({session.format}, {len(session.calls)} calls)"
+    )
+
+
+def eval_command(
+    trajectories: Annotated[
+        Path | None,
+        typer.Option(
+            "--trajectories",
+            help="Folder of trajectories (default: ../shared/trajectories or $CONTEXTPIPE_TRAJECTORIES).",
+        ),
+    ] = None,
+    per_trajectory: Annotated[
+        bool, typer.Option("--per-trajectory", help="Also print one line per trajectory.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the totals as JSON.")] = False,
+) -> None:
+    """Replay real trajectories through the store at full, half and quarter of each one's peak context,
+    against the keep-the-last-N-messages baseline, and report how often what the agent used next was in
+    the window."""
+    from engine.store.evaluate import BUDGET_FRACTIONS, POLICIES, default_root, format_report, run_eval
+
+    root = trajectories or default_root()
+    if not root.is_dir():
+        typer.echo(f"skipped: no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)")
+        return
+    report = run_eval(root, progress=None if as_json else (lambda s: typer.echo(s, err=True)))
+    if as_json:
+        tot = report.totals()
+        out = {
+            f"{lb}/{pol}": {
+                "uses": tot[(lb, pol)].uses,
+                "served": tot[(lb, pol)].served,
+                "recall": round(tot[(lb, pol)].recall, 4),
+                "macro_recall": round(report.macro(lb, pol), 4),
+                "task_present": round(tot[(lb, pol)].task_rate, 4),
+            }
+            for lb, _ in BUDGET_FRACTIONS
+            for pol in POLICIES
+        }
+        typer.echo(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        typer.echo(format_report(report, per_trajectory=per_trajectory))
