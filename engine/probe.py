@@ -465,8 +465,7 @@ class ProbeServer:
                         if mask & selectors.EVENT_READ:
                             self._on_readable(c)
                         if mask & selectors.EVENT_WRITE and self._clients.get(c.fd) is c:
-                            c.want_write = False
-                            self._pump(c)
+                            self._pump(c)  # leaves WRITE interest registered only if still blocked
                 # New events may be waiting for clients that were not blocked: pump them all.
                 for c in list(self._clients.values()):
                     if not c.want_write:

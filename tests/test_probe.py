@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import selectors
 import shutil
 import signal
 import socket
@@ -18,8 +19,9 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,12 +144,26 @@ class Raw:
 
 def live(client: ProbeClient, n: int) -> list[dict[str, Any]]:
     """Read the snapshot (its length is in the hello), then n live events."""
-    out = []
+    out: list[dict[str, Any]] = []
     for _ in range(client.hello["snapshot"] + n):
         ev = client.recv(T)
         assert ev is not None, f"timed out or disconnected after {len(out)} events"
         out.append(ev)
     return out[client.hello["snapshot"] :]
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = T) -> None:
+    """For state that only the server thread changes (no frame to wait on)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def _interest(server: ProbeServer) -> list[int]:
+    sel = server._sel
+    assert sel is not None
+    return [k.events for k in list(sel.get_map().values()) if not isinstance(k.data, str)]
 
 
 def assert_serving(agent: Agent, client: ProbeClient, tag: str) -> None:
@@ -392,6 +408,9 @@ def test_slow_client_is_told_how_many_events_it_lost(rtdir: Path) -> None:
             assert dropped_frames, "a client that fell behind must be told"
             assert len(received) + sum(dropped_frames) == n
             assert c.dropped == sum(dropped_frames)
+            # Having caught up, the client must be back to read-only interest: a socket left registered
+            # for writability would make the I/O thread spin (a bug this once had).
+            wait_until(lambda: _interest(agent.server) == [selectors.EVENT_READ])
             assert received == sorted(received)
             # Reconnecting re-syncs: the fresh snapshot holds everything.
             with ProbeClient.connect(os.getpid(), runtime_dir=rtdir) as c2:
