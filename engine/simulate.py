@@ -1,0 +1,690 @@
+"""Session-wide what-if and cost: a whole recorded session re-run through the engine and priced.
+
+One pass over the journal (the same fold `Replayer.verify` does) builds every turn's request twice:
+under the requested settings (`pipeline`) and with every optimizer gate closed (`gates_closed`; the
+trim to the window still happens, it is the budget guarantee, not an optimization). Each sequence of
+requests goes through the provider cache simulator (`cachesim`) with the recorded request times and is
+priced from the price table (`pricing`). Two more columns anchor the what-if to reality:
+
+- `as_sent`: the simulator on exactly the requests the agent sent (the `actual` events an import writes:
+  message blob hashes, counted with the engine's tokenizer). A recording with no `actual` events (one an
+  agent made with the engine) was sent as the engine built it, so `as_sent` is the engine's requests
+  under the recorded settings.
+- `actual`: the provider's real usage (`usage` events, else the usage inside `actual` events), summed.
+  `None` when the recording has none.
+
+All simulated policies use one tokenizer (the engine's), so they compare like with like; `actual` is in
+the provider's own tokens, so its prompt total differs from the others by the tokenizer mismatch.
+
+Provider mapping. The engine has serializer policies (anthropic, openai, bedrock, prefix; "deepseek" is an
+alias of openai because DeepSeek speaks the OpenAI wire format), the simulator has cache rules
+(anthropic, openai, deepseek, bedrock, none). The engine policy decides the wire layout and the cache
+markers; the cache rules follow the provider that would serve the model: anthropic -> anthropic,
+bedrock -> bedrock, and an OpenAI-shaped policy ("openai" or "prefix") -> DeepSeek's disk-cache rules
+when the provider was given as "deepseek", or the model is a DeepSeek one (by name or by the price
+table's provider column), else OpenAI's automatic prefix caching.
+
+No clocks, no randomness: the same recording and settings give the same figures (the elapsed time in
+the report is the only exception and is not part of the figures).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import cachesim
+from .cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
+from .config import PipelineConfig
+from .errors import ConfigError, ContextPipeError
+from .feedback import attribute_cache_break
+from .ingest import actual_requests
+from .journal import Event, unpack_turn
+from .optimize.context import OptimizeLimits
+from .plan import Thresholds
+from .pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices
+from .providers import canonical_provider
+from .providers.base import Block
+from .replay import Replayer
+from .tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
+
+POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
+COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary"})
+# Strictly increasing request times: the simulator lets a call read only what was written strictly
+# before it, and an agent loop sends call k+1 only after reply k arrived. Sources without timestamps
+# (all zeros) or with whole-second ones would otherwise hide every write from the next call.
+MIN_STEP_S = 1e-3
+
+
+class SimulateError(ContextPipeError, ValueError):
+    """The session cannot be simulated as asked (unknown model or setting, empty recording)."""
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """What-if settings. None means "as recorded"."""
+
+    provider: str | None = None  # engine provider policy; "deepseek" also selects DeepSeek cache rules
+    model: str | None = None  # model for pricing and the simulator's per-model rules
+    window: int | None = None
+    gates: Mapping[str, bool] | None = None
+    thresholds: Mapping[str, float] | None = None
+    prices: PriceTable | str | Path | None = None
+    sim_options: Mapping[str, Any] | None = None  # passed to CacheSimulator (e.g. persist_probability)
+
+
+@dataclass(frozen=True)
+class TurnFigures:
+    turn: int
+    prompt_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    uncached_tokens: int
+    output_tokens: int
+    cost_usd: float
+    compaction: bool
+    cache_break: str | None  # the cause, when the request broke the previous request's cached prefix
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "prompt_tokens": self.prompt_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "uncached_tokens": self.uncached_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 8),
+            "compaction": self.compaction,
+            "cache_break": self.cache_break,
+        }
+
+
+@dataclass
+class PolicyFigures:
+    name: str
+    model: str  # the model whose prices bill this column
+    cache_rules: str  # cachesim provider, or "provider" for the real usage
+    totals: CallCache
+    output_tokens: int
+    cost_usd: float
+    compactions: int | None  # None: not knowable for this column
+    cache_break_causes: dict[str, int] | None
+    turns: list[TurnFigures] = field(default_factory=list)
+
+    @property
+    def cache_breaks(self) -> int | None:
+        return None if self.cache_break_causes is None else sum(self.cache_break_causes.values())
+
+    @property
+    def cache_hit_rate(self) -> float:
+        return self.totals.hit_rate
+
+    def to_json(self, per_turn: bool = False) -> dict[str, Any]:
+        t = self.totals
+        out: dict[str, Any] = {
+            "prompt_tokens": t.input_tokens,
+            "uncached_tokens": t.uncached,
+            "cache_read_tokens": t.cache_read,
+            "cache_write_tokens": t.cache_write,
+            "cache_write_1h_tokens": t.cache_write_1h,
+            "cache_hit_rate": round(t.hit_rate, 6),
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 8),
+            "compactions": self.compactions,
+            "cache_breaks": self.cache_breaks,
+            "cache_break_causes": self.cache_break_causes,
+            "model": self.model,
+            "cache_rules": self.cache_rules,
+            "calls": len(self.turns) if self.turns else None,
+        }
+        if per_turn:
+            out["per_turn"] = [x.to_json() for x in self.turns]
+        return out
+
+
+@dataclass
+class SimulationReport:
+    source: str
+    recorded: dict[str, Any]  # model, provider, window as recorded
+    model: str
+    engine_provider: str
+    cache_rules: str
+    window: int
+    turns: int
+    simulated_turns: int
+    policies: dict[str, PolicyFigures | None]
+    break_even_cached_price_ratio: float | None
+    notes: list[str]
+    elapsed_s: float
+
+    def to_json(self, per_turn: bool = False) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "recorded": self.recorded,
+            "model": self.model,
+            "engine_provider": self.engine_provider,
+            "cache_rules": self.cache_rules,
+            "window": self.window,
+            "turns": self.turns,
+            "simulated_turns": self.simulated_turns,
+            "policies": {
+                k: (v.to_json(per_turn) if v is not None else None) for k, v in self.policies.items()
+            },
+            "break_even_cached_price_ratio": (
+                None
+                if self.break_even_cached_price_ratio is None
+                else round(self.break_even_cached_price_ratio, 6)
+            ),
+            "notes": self.notes,
+            "elapsed_s": round(self.elapsed_s, 4),
+        }
+
+
+# ------------------------------------------------------------------------------------------ settings
+
+
+def cache_rules_for(engine_provider: str, model: str, requested: str | None, price: ModelPrice | None) -> str:
+    """Which cachesim rules serve requests built under `engine_provider` for `model` (see module doc)."""
+    if requested is not None and requested.strip().lower() == "deepseek":
+        return "deepseek"
+    canon = canonical_provider(engine_provider)
+    if canon in ("anthropic", "bedrock"):
+        return canon
+    if "deepseek" in model.lower() or (price is not None and price.provider.lower() == "deepseek"):
+        return "deepseek"
+    return "openai"
+
+
+def _price_row(table: PriceTable, model: str) -> ModelPrice:
+    try:
+        return table.get(model)
+    except UnknownModelError as exc:
+        raise SimulateError(
+            f"cannot price model {model!r}: it is not in {table.origin}. Known models: "
+            f"{', '.join(table.known())}. Choose one with --model (or add a row with --prices FILE)."
+        ) from exc
+
+
+def _check_thresholds(th: Mapping[str, float] | None) -> dict[str, float] | None:
+    if not th:
+        return None
+    known = tuple(Thresholds().to_dict())
+    unknown = sorted(set(th) - set(known))
+    if unknown:
+        raise SimulateError(f"unknown threshold(s) {unknown}; known thresholds: {', '.join(known)}")
+    try:
+        Thresholds(**{**Thresholds().to_dict(), **th})
+    except (TypeError, ValueError) as exc:
+        raise SimulateError(f"invalid thresholds {dict(th)}: {exc}") from exc
+    return dict(th)
+
+
+# ------------------------------------------------------------------------------------------ break-even
+
+
+def break_even_cached_price_ratio(
+    pipeline: CallCache,
+    gates_closed: CallCache,
+    price: ModelPrice,
+    output_delta: int = 0,
+) -> float | None:
+    """The cached-token price, as a fraction r of the input price, at which both policies cost the same.
+
+    With input price p, cache-write prices w (5 min) and w1 (1 h), output price o, and each policy's
+    uncached U, cache-read R, 5-minute write W, 1-hour write W1 tokens, a policy costs
+
+        U*p + R*(r*p) + W*w + W1*w1 + O*o
+
+    Setting cost(pipeline) = cost(gates_closed) and solving the linear equation for r:
+
+        r = -(dU*p + dW*w + dW1*w1 + dO*o) / (dR*p),    d = pipeline - gates_closed
+
+    Write prices stay as in the table (a write premium is priced independently of the read discount).
+    Returns None when there is no single crossing: dR == 0 (the cached price does not move the
+    difference), p == 0, or r outside [0, 1] (a cached price below zero or above the input price is not
+    a price any provider charges). Above r the policy with fewer cache reads (normally the pipeline,
+    which rewrites history) is the cheaper one; below r the other one is.
+    """
+    p = price.input
+    d_read = pipeline.cache_read - gates_closed.cache_read
+    if d_read == 0 or p <= 0:
+        return None
+    d_unc = pipeline.uncached - gates_closed.uncached
+    d_w1 = pipeline.cache_write_1h - gates_closed.cache_write_1h
+    d_w5 = (pipeline.cache_write - pipeline.cache_write_1h) - (
+        gates_closed.cache_write - gates_closed.cache_write_1h
+    )
+    rest = (
+        d_unc * p
+        + d_w5 * price.cache_write
+        + d_w1 * (price.cache_write_1h or 0.0)
+        + output_delta * price.output
+    )
+    r = -rest / (d_read * p)
+    if not 0.0 <= r <= 1.0:
+        return None
+    return r
+
+
+# ------------------------------------------------------------------------------------------ one pass
+
+
+@dataclass
+class _Req:
+    """One built request as the simulator and the attribution need it."""
+
+    turn: int
+    time: float
+    blocks: list[Block]
+    actions: list[str]
+    latch_flips: list[str]
+
+
+def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
+    # Mirrors pipeline._prefix_blocks: the cached prefix ends at the last marker; with automatic
+    # prefix caching (no markers) everything but the newest block is the prefix the next call reuses.
+    marks = [i for i, b in enumerate(blocks) if b.marker]
+    if marks:
+        return marks[-1] + 1
+    return max(0, len(blocks) - 1) if automatic else 0
+
+
+def _build_pass(
+    events: list[Event],
+    replayer: Replayer,
+    pipe_overrides: dict[str, Any],
+    need_recorded: bool,
+) -> tuple[list[_Req], list[_Req], list[_Req] | None]:
+    """Fold the journal once; at every request build it under the what-if, gates-closed and (when
+    needed) recorded settings. Mirrors Replayer.verify so the fold cannot drift from replay."""
+    pipe = replayer._fresh()
+    closed = OptimizeLimits.all_closed()
+    out_p: list[_Req] = []
+    out_c: list[_Req] = []
+    out_r: list[_Req] | None = [] if need_recorded else None
+    for ev in events:
+        if ev.get("k") == "request":
+            pipe._close_pending()
+            bound = ev.get("bound", {})
+            base: PipelineConfig = pipe.config
+            pcfg = base.with_overrides(**pipe_overrides)
+            ccfg = replace(pcfg, limits=closed)
+            t = float(ev.get("time") or 0.0)
+            bp = pipe.build(bound, pcfg)
+            bc = pipe.build(bound, ccfg)
+            out_p.append(_req(ev["turn"], t, bp.trace, bp.serialized.blocks))
+            out_c.append(_req(ev["turn"], t, bc.trace, bc.serialized.blocks))
+            if out_r is not None:
+                br = bp if base == pcfg else pipe.build(bound, base)
+                out_r.append(_req(ev["turn"], t, br.trace, br.serialized.blocks))
+        replayer._fold(pipe, ev)
+    return out_p, out_c, out_r
+
+
+def _req(turn: int, t: float, trace: dict[str, Any], blocks: list[Block]) -> _Req:
+    return _Req(
+        turn,
+        t,
+        list(blocks),
+        [str(a["step"]) for a in trace.get("actions", ())],
+        list(trace.get("latch_flips", ())),
+    )
+
+
+def _as_sent(
+    events: list[Event], blobs: Mapping[str, str], counter: TokenCounter, anthropic_style: bool
+) -> list[_Req]:
+    """The requests exactly as the agent sent them, from `actual` events, as engine Blocks."""
+    msgs = actual_requests(events)
+    tools: list[tuple[str, str]] = []
+    times: dict[int, float] = {}
+    tool_by_turn: dict[int, list[tuple[str, str]]] = {}
+    for ev in events:
+        if ev.get("k") != "actual":
+            continue
+        if "tools" in ev:
+            tools = list(zip(ev.get("tool_names", [""] * len(ev["tools"])), ev["tools"], strict=False))
+        tool_by_turn[ev["turn"]] = tools
+        if ev.get("time") is not None:
+            times[ev["turn"]] = float(ev["time"])
+    sized: dict[str, tuple[int, str]] = {}
+
+    def message(h: str) -> tuple[int, str]:
+        got = sized.get(h)
+        if got is None:
+            d = json.loads(blobs[h])
+            role = str(d.get("role", "user"))
+            n = MESSAGE_OVERHEAD_TOKENS + counter.count(
+                blobs.get(d.get("content_h", ""), ""), d.get("content_h")
+            )
+            if role == "tool":
+                n += 4  # as Measure counts a tool result
+            for c in d.get("tool_calls") or ():
+                args = blobs.get(c.get("arguments_h", ""), "")
+                n += counter.count(f"{c.get('name', '')} {args}") + 4
+            got = sized[h] = (n, role)
+        return got
+
+    out: list[_Req] = []
+    for turn in sorted(msgs):
+        blocks: list[Block] = []
+        for name, th in tool_by_turn.get(turn, []):
+            blocks.append(
+                Block("tools", "tools", th, counter.count(f"{name}\n{blobs.get(th, '')}") + 4, False)
+            )
+        leading_system = True
+        for h in msgs[turn]:
+            n, role = message(h)
+            leading_system = leading_system and role == "system"
+            seg = "system" if leading_system else "messages"
+            blocks.append(Block("identity" if seg == "system" else "history", seg, h, n, False))
+        if anthropic_style and blocks:
+            # What a harness sending to Anthropic does (mini-swe-agent, SWE-agent, Claude Code): one
+            # rolling cache_control breakpoint on the newest message. Without it nothing is cached.
+            blocks[-1] = replace(blocks[-1], marker=True)
+        out.append(_Req(turn, times.get(turn, 0.0), blocks, [], []))
+    return out
+
+
+def _simulate(
+    name: str,
+    reqs: Sequence[_Req],
+    *,
+    rules: str,
+    model: str,
+    table: PriceTable,
+    outputs: Mapping[int, int],
+    options: Mapping[str, Any],
+    link_outputs: bool,
+    automatic_prefix: bool,
+    as_sent: bool = False,
+) -> PolicyFigures:
+    calls: list[Call] = []
+    last = float("-inf")
+    for k, r in enumerate(reqs):
+        ts = max(r.time, last + MIN_STEP_S)
+        last = ts
+        out_sha: str | None = None
+        if link_outputs and k + 1 < len(reqs):
+            # The reply's identity as later prompts carry it: the block the next request appends
+            # right after this one's prompt. If the next request does not extend this one, the
+            # prompt+reply unit can never be matched anyway, so any value is harmless.
+            nxt = reqs[k + 1].blocks
+            if len(nxt) > len(r.blocks):
+                out_sha = nxt[len(r.blocks)].sha
+        calls.append(
+            Call(
+                tuple(
+                    cachesim.Block(b.sha, b.tokens, breakpoint=b.marker, segment=b.segment) for b in r.blocks
+                ),
+                ts,
+                model,
+                outputs.get(r.turn, 0),
+                out_sha,
+            )
+        )
+    sim = CacheSimulator(rules, model, **dict(options))
+    results = sim.simulate(calls)
+    causes: Counter[str] = Counter()
+    per_turn: list[TurnFigures] = []
+    compactions = 0
+    prev: _Req | None = None
+    for r, c in zip(reqs, results, strict=True):
+        brk = None
+        if prev is not None:
+            b = attribute_cache_break(
+                prev.blocks,
+                r.blocks,
+                _prefix_count(prev.blocks, automatic_prefix),
+                model_changed=False,
+                flipped_latches=r.latch_flips,
+                actions=[{"step": s} for s in r.actions],
+            )
+            brk = b["cause"] if b else None
+        if brk:
+            causes[brk] += 1
+        if as_sent:
+            # The agent's own compaction: its request no longer starts with everything it sent before.
+            comp = prev is not None and [b.sha for b in r.blocks[: len(prev.blocks)]] != [
+                b.sha for b in prev.blocks
+            ]
+        else:
+            comp = any(s in COMPACTION_STEPS for s in r.actions)
+        compactions += comp
+        out_t = outputs.get(r.turn, 0)
+        per_turn.append(
+            TurnFigures(
+                r.turn,
+                c.input_tokens,
+                c.cache_read,
+                c.cache_write,
+                c.uncached,
+                out_t,
+                cost(model, c, out_t, prices=table),
+                comp,
+                brk,
+            )
+        )
+        prev = r
+    tot = cachesim.totals(results)
+    out_total = sum(outputs.get(r.turn, 0) for r in reqs)
+    return PolicyFigures(
+        name,
+        model,
+        rules,
+        tot,
+        out_total,
+        cost(model, tot, out_total, prices=table),
+        compactions,
+        dict(sorted(causes.items())),
+        per_turn,
+    )
+
+
+def _actual(
+    usages: Mapping[int, Mapping[str, Any]], model: str, table: PriceTable, turns: Iterable[int]
+) -> PolicyFigures | None:
+    if not usages:
+        return None
+    per: list[TurnFigures] = []
+    tot = cachesim.ZERO
+    out_total = 0
+    for t in sorted(turns):
+        u = usages.get(t)
+        if u is None:
+            continue
+        inp = int(u.get("input_tokens") or 0)
+        read = int(u.get("cache_read_tokens") or 0)
+        write = int(u.get("cache_write_tokens") or 0)
+        c = CallCache(inp, read, write, max(0, inp - read - write))
+        o = int(u.get("output_tokens") or 0)
+        tot = tot + c
+        out_total += o
+        per.append(
+            TurnFigures(t, inp, read, write, c.uncached, o, cost(model, c, o, prices=table), False, None)
+        )
+    return PolicyFigures(
+        "actual",
+        model,
+        "provider",
+        tot,
+        out_total,
+        cost(model, tot, out_total, prices=table),
+        None,
+        None,
+        per,
+    )
+
+
+# ------------------------------------------------------------------------------------------ entry points
+
+
+def simulate_events(
+    events: list[Event],
+    settings: SimSettings | None = None,
+    *,
+    source: str = "<journal>",
+    counter: TokenCounter | None = None,
+) -> SimulationReport:
+    """Simulate a whole session (see module doc). `events` are unpacked journal events."""
+    t0 = time.perf_counter()
+    s = settings or SimSettings()
+    replayer = Replayer(events, counter)
+    if replayer.turns == 0:
+        raise SimulateError(f"{source} has no requests: nothing to simulate")
+    session = next(e for e in events if e.get("k") == "session")
+    rec_cfg = session["config"]
+    table = s.prices if isinstance(s.prices, PriceTable) else load_prices(s.prices)
+    model = s.model or str(rec_cfg["model"])
+    price = _price_row(table, model)
+    try:
+        engine_provider = (
+            canonical_provider(s.provider) if s.provider else canonical_provider(rec_cfg["provider"])
+        )
+        if s.window is not None and s.window <= 0:
+            raise SimulateError(f"--window must be a positive number of tokens, got {s.window}")
+        gates = dict(s.gates) if s.gates else None
+        if gates:
+            OptimizeLimits().with_gates(gates)  # unknown gate names fail here, with the known ones
+        thresholds = _check_thresholds(s.thresholds)
+    except ConfigError as exc:
+        raise SimulateError(str(exc)) from exc
+    rules = cache_rules_for(engine_provider, model, s.provider, price)
+    notes: list[str] = []
+
+    options: dict[str, Any] = dict(s.sim_options or {})
+    if rules == "deepseek" and "persist_probability" not in options:
+        fps = [
+            str(e["system_fingerprint"])
+            for e in events
+            if e.get("k") == "actual" and e.get("system_fingerprint")
+        ]
+        if fps:
+            options["persist_probability"] = deepseek_persist_probability(fps[-1])
+            notes.append(f"DeepSeek build {fps[-1]}: persist probability {options['persist_probability']}")
+
+    has_actual = any(e.get("k") == "actual" for e in events)
+    overrides = {
+        "window": s.window,
+        "thresholds": thresholds,
+        "gates": gates,
+        "provider": engine_provider if s.provider else None,
+    }
+    try:
+        reqs_p, reqs_c, reqs_r = _build_pass(events, replayer, overrides, need_recorded=not has_actual)
+    except ConfigError as exc:
+        raise SimulateError(str(exc)) from exc
+
+    failed = {int(e["turn"]) for e in events if e.get("k") == "error"}
+    if failed:
+        # A failed call (server error, prompt too long) is not billed and leaves nothing in the cache.
+        notes.append(f"{len(failed)} failed call(s) left out of every column: turns {sorted(failed)}")
+    outputs: dict[int, int] = {}
+    usages: dict[int, dict[str, Any]] = {}
+    for e in events:
+        if e.get("k") == "actual" and e.get("usage"):
+            usages[int(e["turn"])] = dict(e["usage"])
+    for e in events:
+        if e.get("k") == "usage":
+            usages[int(e["turn"])] = dict(e["usage"])  # the engine's own feedback record wins
+    for t, u in usages.items():
+        outputs[t] = int(u.get("output_tokens") or 0)
+
+    def ok(reqs: list[_Req]) -> list[_Req]:
+        return [r for r in reqs if r.turn not in failed]
+
+    link = (
+        rules == "deepseek"
+        and "reasoner" not in model.lower()
+        and "reasoner" not in str(rec_cfg["model"]).lower()
+    )
+    if rules == "deepseek" and not link:
+        # A reasoner's reply includes reasoning tokens that are generated (and cached) but never sent
+        # back, so no later prompt can contain the prompt+reply unit.
+        notes.append("reasoning model: replies are not matched as cached prefixes")
+    automatic = rules in ("openai", "deepseek")
+
+    def run(name: str, reqs: list[_Req], as_sent: bool = False) -> PolicyFigures:
+        return _simulate(
+            name,
+            ok(reqs),
+            rules=rules,
+            model=model,
+            table=table,
+            outputs=outputs,
+            options=options,
+            link_outputs=link,
+            automatic_prefix=automatic,
+            as_sent=as_sent,
+        )
+
+    try:
+        pol_p = run("pipeline", reqs_p)
+        pol_c = run("gates_closed", reqs_c)
+        if reqs_r is not None:
+            notes.append("no `actual` events: as_sent is the engine's requests under the recorded settings")
+            pol_s = run("as_sent", reqs_r)
+        else:
+            sent = _as_sent(
+                events, replayer_blobs(events), replayer.counter, rules in ("anthropic", "bedrock")
+            )
+            pol_s = run("as_sent", sent, as_sent=True)
+    except cachesim.CacheSimError as exc:
+        raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
+
+    real_model = str(rec_cfg["model"])
+    try:
+        actual_table_model = table.get(real_model).model
+        actual_model = real_model
+    except UnknownModelError:
+        actual_model = model
+        actual_table_model = price.model
+    if usages and actual_table_model != price.model:
+        notes.append(f"actual is billed at {real_model} prices (what the provider really charged)")
+    pol_a = _actual({t: u for t, u in usages.items() if t not in failed}, actual_model, table, usages)
+
+    be = break_even_cached_price_ratio(
+        pol_p.totals, pol_c.totals, price, pol_p.output_tokens - pol_c.output_tokens
+    )
+    return SimulationReport(
+        source=source,
+        recorded={"model": rec_cfg["model"], "provider": rec_cfg["provider"], "window": rec_cfg["window"]},
+        model=model,
+        engine_provider=engine_provider,
+        cache_rules=rules,
+        window=s.window or int(rec_cfg["window"]),
+        turns=replayer.turns,
+        simulated_turns=len(ok(reqs_p)),
+        policies={"pipeline": pol_p, "gates_closed": pol_c, "as_sent": pol_s, "actual": pol_a},
+        break_even_cached_price_ratio=be,
+        notes=notes,
+        elapsed_s=time.perf_counter() - t0,
+    )
+
+
+def replayer_blobs(events: Iterable[Event]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for e in events:
+        if e.get("k") == "blob":
+            d = e["data"]
+            out[e["h"]] = d if isinstance(d, str) else d.decode()
+    return out
+
+
+def load_recording_events(path: str | Path) -> tuple[list[Event], dict[str, Any]]:
+    from .recording import RecordingReader
+
+    r = RecordingReader.open(path)
+    return [unpack_turn(e) for e in r.events()], dict(r.header)
+
+
+def simulate_file(
+    path: str | Path, settings: SimSettings | None = None, *, counter: TokenCounter | None = None
+) -> SimulationReport:
+    events, _ = load_recording_events(path)
+    return simulate_events(events, settings, source=str(path), counter=counter)
