@@ -1,25 +1,33 @@
 """The live probe: a read-only Unix-socket stream of the journal, embedded in the agent.
 
 The agent calls `publish(event)` for every journal event. Nothing the probe does may slow or break the
-agent, so the design is lopsided on purpose:
+agent, so the work is split lopsidedly:
 
-* `publish` only stores a reference in a fixed-size ring under an uncontended lock and, at most once
-  per I/O-thread wake-up, writes one byte to a socketpair. No encoding, no socket I/O, no allocation
-  proportional to the number of clients, and no exception ever escapes it. With no client attached it
-  returns after one attribute read: a client that connects later gets those events from `snapshot()`.
-* One daemon thread does all socket work with `selectors`: accept (checking the peer's uid with
-  SO_PEERCRED), encoding (and redaction), sending, and reading the few frames a client may send.
-* The ring is shared by every client; each client keeps a cursor into it. A client whose cursor has
-  fallen more than `queue_limit` events behind has lost the oldest ones: its cursor jumps forward and it
-  gets `{"k": "dropped", "count": n}` before the next event, so it can reconnect for a fresh snapshot.
-  This is the "bounded per-client queue" of the design, with one append per publish instead of one per
-  client, and the memory bound (`queue_limit` references plus `HIGH_WATER` encoded bytes per client)
-  does not depend on how slow a client is.
+* `publish` appends a reference to a bounded deque (atomic under the GIL: no lock, so the agent can
+  never wait on the probe thread) and, only when the probe thread is asleep, writes one wake-up byte
+  to a socketpair. No encoding, no client socket I/O, nothing proportional to the number of clients,
+  and no exception escapes it. With no client attached it returns after one attribute read: a client
+  that connects later gets those events from `snapshot()`.
+* One daemon thread does all the rest with `selectors`: accept (checking the peer's uid with
+  SO_PEERCRED), move events from the deque into a ring, encode (and redact), send, and read the few
+  frames a client may send. While events flow it wakes every BUSY_TICK and sends what accumulated in
+  one go, instead of once per event.
+* The ring is shared by all clients; each client keeps a cursor into it. A client more than
+  `queue_limit` events behind has lost the oldest: its cursor jumps forward and it gets
+  `{"k": "dropped", "count": n}` before its next event, so it can reconnect for a fresh snapshot.
+  This is the design's "bounded per-client queue" with one append per publish instead of one per
+  client; memory stays at `queue_limit` references plus about HIGH_WATER encoded bytes per client, no
+  matter how slow a client is (the kernel socket buffer holds the rest).
 
-Wire protocol (see `docs` in the final report and `ProbeClient`): frames from `engine.frames`. On connect
-the server sends `hello`, then the snapshot events, then live events. A client may send
-`{"k": "hello", "protocol": N}` and `{"k": "ping"}`; anything else, or a malformed, corrupt or oversized
-frame, gets `{"k": "error", "code": ..., "message": ...}` and that connection is closed.
+Protocol (version PROTOCOL_VERSION), frames from `engine.frames` (u32 length, u32 crc32, msgpack map
+with a kind "k"). Server to client: `hello` (protocol, pid, argv, snapshot = number of snapshot events
+that follow, turns, redacted, queue_limit, plus the agent's model/provider/engine_version/...), then
+the snapshot events, then live events, with `dropped` and `pong` frames interleaved, and `error`
+(code, message) just before the server closes a connection. Client to server, optional:
+`{"k": "hello", "protocol": N}` and `{"k": "ping"}`. Any other kind ("unknown_kind": the stream is
+read-only), a corrupt frame ("bad_frame"), a frame above CLIENT_FRAME_LIMIT ("frame_too_large") or a
+different protocol version ("protocol_mismatch", naming both) gets an error frame and that connection
+is closed; the agent and other clients carry on. A peer with another uid gets "permission_denied".
 """
 
 from __future__ import annotations
@@ -238,6 +246,11 @@ class ProbeServer:
         # Reused by the I/O thread only. msgpack.packb builds a Packer per call, which costs more than
         # packing a typical 1 KB event; the bytes are identical to engine.frames.encode_frame.
         self._packer = msgpack.Packer(use_bin_type=True)
+        try:
+            # Fail here, in the agent's startup, rather than on every connect if hello can't be sent.
+            encode_frame(self._hello_frame(0, 0))
+        except Exception as exc:
+            raise ValueError(f"probe hello is not msgpack-encodable: {exc}") from exc
 
     # ---------------------------------------------------------------- agent-facing API
 
@@ -611,7 +624,10 @@ class ProbeServer:
                 "k": "hello",
                 "protocol": PROTOCOL_VERSION,
                 "pid": self.pid,
-                "argv": list(sys.orig_argv),
+                # Arguments that are not valid UTF-8 (surrogate-escaped by Python) would fail to encode.
+                "argv": [
+                    a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.orig_argv
+                ],
                 "snapshot": snapshot_len,
                 "turns": turns,
                 "redacted": self.redact,

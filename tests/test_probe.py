@@ -46,6 +46,7 @@ from engine.probe_client import (
     PermissionDenied,
     ProbeClient,
     ProbeError,
+    ProbeTimeout,
     ProtocolMismatch,
     _FrameReader,
     list_agents,
@@ -689,3 +690,77 @@ def test_serve_requested() -> None:
     assert serve_requested(None, {"CONTEXTPIPE_SERVE": "yes"})
     assert not serve_requested(None, {"CONTEXTPIPE_SERVE": "0"})
     assert not serve_requested(None, {})
+
+
+# ------------------------------------------------------------------------------------------ misc API
+
+
+def test_preencoded_frames_are_sent_as_is(agent: Agent) -> None:
+    with ProbeClient.connect(os.getpid(), runtime_dir=agent.server.path.parent) as c:
+        live(c, 0)
+        ev = {"k": "msg", "content": "recorded"}
+        agent.journal.append(ev)
+        agent.server.publish(ev, encode_frame(ev))
+        assert c.recv(T) == ev
+
+
+def test_preencoded_frame_is_ignored_when_redacting(rtdir: Path) -> None:
+    agent = Agent(rtdir, redact=True)
+    with agent.server, ProbeClient.connect(os.getpid(), runtime_dir=rtdir) as c:
+        live(c, 0)
+        ev = {"k": "msg", "content": "secret"}
+        agent.server.publish(ev, encode_frame(ev))
+        got = c.recv(T)
+        assert got is not None and got["content"]["size"] == 6
+
+
+def test_hello_must_be_encodable(rtdir: Path) -> None:
+    with pytest.raises(ValueError, match="hello is not msgpack-encodable"):
+        ProbeServer({"model": object()}, list, runtime_dir=rtdir)
+
+
+def _silent_listener(path: Path) -> socket.socket:
+    """A socket that accepts connections (kernel backlog) but never answers: a stopped agent."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.listen(4)
+    return s
+
+
+def test_unresponsive_agent_times_out_and_is_listed_with_an_error(rtdir: Path) -> None:
+    ensure_runtime_dir(rtdir)
+    path = socket_path(os.getpid(), rtdir)
+    listener = _silent_listener(path)
+    try:
+        with pytest.raises(ProbeTimeout) as exc:
+            ProbeClient.connect(os.getpid(), timeout=0.2, runtime_dir=rtdir)
+        assert str(os.getpid()) in str(exc.value) and "0.2 s" in str(exc.value)
+        [info] = list_agents(rtdir, timeout=0.2)
+        assert info.pid == os.getpid() and info.model is None and info.error and "0.2 s" in info.error
+        assert info.command  # from /proc, since the agent never said hello
+        assert path.exists(), "a live but busy agent's socket is not stale"
+    finally:
+        listener.close()
+
+
+def test_list_agents_json_and_missing_dir(rtdir: Path, agent: Agent) -> None:
+    [info] = list_agents(agent.server.path.parent)
+    d = info.to_json()
+    assert d["pid"] == os.getpid() and d["socket_path"] == str(agent.server.path) and d["turns"] == 1
+    assert d["engine_version"] == "0.1.0" and d["error"] is None
+    assert list_agents(rtdir.parent / "nope") == []
+
+
+def test_stats_and_client_churn(agent: Agent) -> None:
+    d = agent.server.path.parent
+    with ProbeClient.connect(os.getpid(), runtime_dir=d) as keep:
+        live(keep, 0)
+        for i in range(20):
+            with ProbeClient.connect(os.getpid(), runtime_dir=d) as c:
+                assert c.hello["snapshot"] == len(agent.journal)
+            agent.emit({"k": "msg", "i": i})
+        got = [e["i"] for e in (keep.recv(T) for _ in range(20)) if e is not None]
+        assert got == list(range(20))
+        wait_until(lambda: agent.server.client_count == 1)
+        [s] = agent.server.stats()
+        assert s.uid == os.getuid() and s.dropped == 0 and s.queued == 0 and not s.closing
