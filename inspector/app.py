@@ -73,6 +73,7 @@ class InspectorApp(App[None]):
         Binding("a", "tab('tab-alerts')", "Alerts", show=False, tooltip="show the Alerts tab"),
         Binding("b", "request_body", "Request", show=False, tooltip="show the serialized request body"),
         Binding("s", "save", "Save", tooltip="save the received turns (live)"),
+        Binding("escape", "focus_manifest", "Sections", show=False, tooltip="focus the section manifest"),
         Binding("question_mark", "help", "Help", tooltip="this help"),
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
@@ -326,6 +327,11 @@ class InspectorApp(App[None]):
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#details", TabbedContent).active = tab
+        if tab == "tab-whatif":
+            self.query_one("#budget").focus()  # arrows now move the slider; Esc goes back to stepping
+
+    def action_focus_manifest(self) -> None:
+        self.query_one("#manifest").focus()
 
     def action_request_body(self) -> None:
         self._show_request = True

@@ -26,6 +26,8 @@ class TimelineStrip(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.traces: list[dict] = []
+        self._cache_key: tuple[int, int] | None = None
+        self._cache: tuple[list[tuple[range, str, str, str, str, str]], int] = ([], 1)
 
     def on_mount(self) -> None:
         self.border_title = "Timeline"
@@ -55,42 +57,73 @@ class TimelineStrip(Widget):
         if len(rng):
             self.post_message(JumpToTurn(rng.start))
 
-    def render(self) -> Content:
-        n, width = self.count, max(10, self.size.width)
-        if n == 0:
-            return Content("no turns yet")
-        columns = min(n * self._cell(width), width)
+    def _summary(self, width: int) -> tuple[list[tuple[range, str, str, str, str, str]], int]:
+        """Per-column summary, cached until a turn arrives or the width changes: stepping through a
+        10,000-turn session must not re-scan every trace for each frame."""
+        key = (self.count, width)
+        if self._cache_key == key:
+            return self._cache
+        n = self.count
         top = max(t["final_tokens"] for t in self.traces[:n]) or 1
-        cur = self._column(self.current, width)
-        sent, hits, events_ = [], [], []
-        for c in range(columns):
+        cols = []
+        for c in range(min(n * self._cell(width), width)):
             rng = self._bucket(c, width)
             group = [self.traces[i] for i in rng]
             if not group:
                 break
             tier = max((t["tier"] for t in group), key=lambda x: TIER_RANK.get(x, 0))
-            here = " reverse" if self.current in rng else ""
-            sent.append((block(max(t["final_tokens"] for t in group), top), tier_style(tier) + here))
             rates = [(t["usage"] or {}).get("cache_read_tokens", 0) / max(1, t["final_tokens"])
                      for t in group if t.get("usage")]
-            rate = min(rates) if rates else 0.0
-            hits.append((HIT_SHADES[round(min(rate, 1.0) * (len(HIT_SHADES) - 1))], "$cache-served" + here))
+            hit = HIT_SHADES[round(min(min(rates) if rates else 0.0, 1.0) * (len(HIT_SHADES) - 1))]
             if any(t.get("cache_break") for t in group):
-                events_.append(("✖", "bold $cache-break"))
+                ev, ev_style = "✖", "bold $cache-break"
             elif any(t.get("error") for t in group):
-                events_.append(("!", "bold $error"))
+                ev, ev_style = "!", "bold $error"
             elif any(a["step"] in COMPACTING for t in group for a in t.get("actions") or []):
-                events_.append(("c", "$tier-compact"))
+                ev, ev_style = "c", "$tier-compact"
             else:
-                events_.append(("·" if self.current in rng else " ", "$text-muted"))
+                ev, ev_style = " ", "$text-muted"
+            cols.append((rng, block(max(t["final_tokens"] for t in group), top), tier_style(tier), hit, ev, ev_style))
+        self._cache_key, self._cache = key, (cols, top)
+        return self._cache
+
+    def render(self) -> Content:
+        n, width = self.count, max(10, self.size.width)
+        if n == 0:
+            return Content("no turns yet")
+        cols, top = self._summary(width)
+        cur = self._column(self.current, width)
+        sent, hits, events_ = _Runs(), _Runs(), _Runs()
+        for rng, char, style, hit, ev, ev_style in cols:
+            here = self.current in rng
+            sent.add(char, style + (" reverse" if here else ""))
+            hits.add(hit, "$cache-served" + (" reverse" if here else ""))
+            events_.add("·" if here and ev == " " else ev, ev_style)
         trace = self.traces[self.current]
         pointer = " " * cur + "▲"
         axis = (f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}  "
                 f"peak {tok(top)}")
         return Content("\n").join([
-            Content.assemble(*sent), Content.assemble(*events_), Content.assemble(*hits),
+            sent.content(), events_.content(), hits.content(),
             Content.assemble((pointer, "bold $accent"), "  ", (axis, "$text-muted"))
             if cur + len(axis) + 3 < width else Content.assemble(((axis + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent")),
             Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  "
                                 "c compaction  ! error[/]"),
         ])
+
+
+class _Runs:
+    """Collects (char, style) cells, merging neighbours with the same style: one span per run
+    instead of one per column keeps rendering cheap."""
+
+    def __init__(self) -> None:
+        self.parts: list[list[str]] = []
+
+    def add(self, char: str, style: str) -> None:
+        if self.parts and self.parts[-1][1] == style:
+            self.parts[-1][0] += char
+        else:
+            self.parts.append([char, style])
+
+    def content(self) -> Content:
+        return Content.assemble(*((text, style) for text, style in self.parts))

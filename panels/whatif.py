@@ -24,7 +24,7 @@ SHORT = {"trim_schemas": "trim", "compact_history": "compact", "aggressive_prune
 class WhatIfPanel(VerticalScroll):
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
-    WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-gutter: 0 1; }
+    WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-rows: 1; grid-gutter: 0 1; }
     WhatIfPanel .gate { height: 1; width: 1fr; }
     /* One-line switches: the default tall ones would take 6 rows of an 80x24 screen. */
     WhatIfPanel .gate Switch { border: none; height: 1; width: 5; padding: 0; }
@@ -51,7 +51,7 @@ class WhatIfPanel(VerticalScroll):
             for gate in GATE_KEYS:
                 with Horizontal(classes="gate"):
                     yield Switch(value=True, id=f"gate-{gate}", animate=False)
-                    yield Label(gate)
+                    yield Label(gate, id=f"gate-label-{gate}")
         with Horizontal(id="whatif-row"):
             yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider",
                          compact=True)
@@ -91,13 +91,22 @@ class WhatIfPanel(VerticalScroll):
         if self.overrides().is_empty():
             self.result = None
 
+    def _label_gates(self) -> None:
+        """Spell the state out: a switch's on/off is colour only, which not everyone can see."""
+        for g in GATE_KEYS:
+            on = self.query_one(f"#gate-{g}", Switch).value
+            mark = "*" if g in self._touched_gates else ""
+            self.query_one(f"#gate-label-{g}", Label).update(f"{g}{mark} [b]{'on' if on else 'off'}[/b]")
+
     def _sync_gates(self) -> None:
+        self._label_gates()
         for g in GATE_KEYS:
             if g in self._touched_gates:
                 continue
             sw = self.query_one(f"#gate-{g}", Switch)
             with sw.prevent(Switch.Changed):
                 sw.value = self._recorded_gate(g)
+        self._label_gates()
 
     def watch_result(self, result: tuple[dict, dict] | None) -> None:
         text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
@@ -106,6 +115,7 @@ class WhatIfPanel(VerticalScroll):
     @on(Switch.Changed)
     def _gate_changed(self, event: Switch.Changed) -> None:
         self._touched_gates.add((event.switch.id or "").removeprefix("gate-"))
+        self._label_gates()
         self._settings_changed()
 
     @on(Slider.Changed)

@@ -13,10 +13,10 @@ def _saved(t: dict) -> int:
 
 
 def compare(actual: dict, whatif: dict) -> Content:
-    rows = [f"[$text-muted]{'':<17}{'actual':>9}  {'what-if':>9}[/]"]
+    rows = [f"[$text-muted]{'':<17}{'actual':>7} {'what-if':>7}[/]"]
 
     def row(label: str, a: str, b: str, note: str = "") -> None:
-        rows.append(f"{escape(label):<17}{a:>9}  {b:>9}  {note}")
+        rows.append(f"{escape(label):<17}{a:>7} {b:>7}  {note}")
 
     # Tier names are wider than the number columns: one line, actual → what-if.
     rows.append(f"{'tier':<17}{tier_markup(actual['tier'])} → {tier_markup(whatif['tier'])}")
@@ -31,16 +31,16 @@ def compare(actual: dict, whatif: dict) -> Content:
     moved = "same" if am == wm else f"[$warning]moved: {escape(', '.join(wm) or 'none')}[/]"
     row("markers", str(len(am)), str(len(wm)), moved)
     rows.append("")
-    rows.append(f"[$text-muted]{'section':<17}{'actual':>9}  {'what-if':>9}  form[/]")
+    rows.append(f"[$text-muted]{'section':<17}{'actual':>7} {'what-if':>7}  change[/]")
     wsec = {s["id"]: s for s in whatif["sections"]}
     for s in actual["sections"]:
         w = wsec.get(s["id"])
         if w is None:
             row(s["name"], tok(s["tokens"]), "-", "[$error]absent[/]")
             continue
-        form = s["form"] if s["form"] == w["form"] else f"[$warning]{s['form']} → {w['form']}[/]"
-        changed = "" if s["tokens"] == w["tokens"] else f" ({signed(w['tokens'] - s['tokens'])})"
-        row(s["name"][:16], tok(s["tokens"]), tok(w["tokens"]) + changed, form)
+        delta = "" if s["tokens"] == w["tokens"] else f"{signed(w['tokens'] - s['tokens'])} "
+        form = "" if s["form"] == w["form"] else f"[$warning]{s['form']}→{w['form']}[/]"
+        row(s["name"][:16], tok(s["tokens"]), tok(w["tokens"]), delta + form)
     skipped = ", ".join(escape(s["step"]) for s in whatif.get("skipped") or []) or "none"
     rows.append(f"\n[$text-muted]what-if skipped:[/] {skipped}")
     return Content.from_markup("\n".join(rows))
