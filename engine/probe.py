@@ -306,7 +306,7 @@ class ProbeServer:
         on. Ignored when redacting (the redacted form has to be encoded anyway).
         """
         try:
-            # Race note: a client registers (cursor := head) *before* its snapshot() is taken, and the
+            # Race note: a client is counted in _nclients *before* its snapshot() is taken, and the
             # agent journals an event before publishing it. So if we read 0 here while a client is
             # registering, the event is already in the journal that the snapshot will copy.
             if not self._nclients:

@@ -211,9 +211,8 @@ class ProbeClient:
                 return frame
             if self.disconnected:
                 return None
+            # No early return at a zero budget: recv(0) is a non-blocking poll and must still read.
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if remaining is not None and remaining <= 0:
-                return None
             try:
                 ready, _, _ = select.select([self._sock], [], [], remaining)
             except (OSError, ValueError):

@@ -764,3 +764,21 @@ def test_stats_and_client_churn(agent: Agent) -> None:
         wait_until(lambda: agent.server.client_count == 1)
         [s] = agent.server.stats()
         assert s.uid == os.getuid() and s.dropped == 0 and s.queued == 0 and not s.closing
+
+
+def test_recv_zero_timeout_is_a_poll(agent: Agent) -> None:
+    with ProbeClient.connect(os.getpid(), runtime_dir=agent.server.path.parent) as c:
+        live(c, 0)
+        assert c.recv(0) is None
+        ev = {"k": "msg", "i": 1}
+        agent.emit(ev)
+        seen: list[dict[str, Any]] = []
+
+        def poll() -> bool:
+            got = c.recv(0)
+            if got is not None:
+                seen.append(got)
+            return bool(seen)
+
+        wait_until(poll)
+        assert seen == [ev]
