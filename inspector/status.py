@@ -32,4 +32,6 @@ def status_markup(app: InspectorApp) -> str:
     else:
         state = ""
     dropped = f"  [$warning]{app.dropped} events dropped[/]" if app.dropped else ""
+    if app.disconnected is not None:  # the banner goes first so 80 columns never cut it off
+        return f"{origin} {state}  {turn}  {mode}{dropped}  {model}"
     return f"{origin}  {turn}  {mode}  {state}{dropped}  {model}"
