@@ -93,6 +93,7 @@ CLOSE_GRACE = 2.0
 FLUSH_ON_CLOSE = 0.25
 REDACT_KEYS = frozenset({"content", "text"})
 _MISSING: Any = object()
+_PONG = encode_frame({"k": "pong"})
 _UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
@@ -672,7 +673,9 @@ class ProbeServer:
                     )
                     return
             elif kind == "ping":
-                c.outbuf += encode_frame({"k": "pong"})
+                # Best effort: a client that pings without reading must not grow our buffer.
+                if len(c.outbuf) < HIGH_WATER:
+                    c.outbuf += _PONG
             else:
                 self._fail(c, "unknown_kind", f"unknown frame kind {kind!r}: the probe stream is read-only")
                 return

@@ -782,3 +782,16 @@ def test_recv_zero_timeout_is_a_poll(agent: Agent) -> None:
 
         wait_until(poll)
         assert seen == [ev]
+
+
+def test_ping_flood_without_reading_stays_bounded(agent: Agent) -> None:
+    raw = Raw(agent.server.path)
+    burst = encode_frame({"k": "ping"}) * 5000
+    for _ in range(40):  # 200k pings, never reading a pong
+        raw.sock.sendall(burst)
+    raw.sock.sendall(encode_frame({"k": "hello", "protocol": 0}))  # then make the server answer and close
+    wait_until(lambda: all(s.closing for s in agent.server.stats()) or agent.server.client_count == 0)
+    assert all(s.buffered_bytes <= HIGH_WATER + 1024 for s in agent.server.stats())  # + the error frame
+    frames = raw.rest()
+    assert frames[0]["k"] == "hello" and frames[-1]["code"] == "protocol_mismatch"
+    raw.close()
