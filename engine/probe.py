@@ -44,6 +44,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -298,6 +299,7 @@ class ProbeServer:
         self._thread = threading.Thread(target=self._run, name=f"contextpipe-probe-{self.pid}", daemon=True)
         self._thread.start()
         atexit.register(self.close)
+        _LIVE_SERVERS.add(self)
 
     def publish(self, event: dict[str, Any], frame: bytes | None = None) -> None:
         """Hand one journal event to attached clients. O(1), never blocks on a client, never raises.
@@ -410,6 +412,15 @@ class ProbeServer:
         raise ProbeError(
             f"a probe is already serving at {path} (is a second ProbeServer running in pid {self.pid}?)"
         )
+
+    def _disown_after_fork(self) -> None:
+        """In a forked child: the I/O thread did not survive the fork, and the socket is the parent's.
+        Make publish() a no-op and close() leave the parent's socket alone."""
+        self._nclients = 0
+        self._closed = True
+        self._wake_w = None
+        self._pending = deque(maxlen=1)
+        self._clients = {}
 
     def _wake(self) -> None:
         w = self._wake_w
@@ -840,6 +851,18 @@ class ProbeServer:
             # Nobody reads: release the event references the ring and the queue hold.
             self._pending.clear()
             self._ring = [None] * self._cap
+
+
+_LIVE_SERVERS: weakref.WeakSet[ProbeServer] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for server in list(_LIVE_SERVERS):
+        server._disown_after_fork()
+    _LIVE_SERVERS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _close_quietly(sock: socket.socket) -> None:

@@ -795,3 +795,23 @@ def test_ping_flood_without_reading_stays_bounded(agent: Agent) -> None:
     frames = raw.rest()
     assert frames[0]["k"] == "hello" and frames[-1]["code"] == "protocol_mismatch"
     raw.close()
+
+
+def test_forked_child_neither_publishes_nor_removes_the_parents_socket(agent: Agent) -> None:
+    with ProbeClient.connect(os.getpid(), runtime_dir=agent.server.path.parent) as c:
+        live(c, 0)
+        pid = os.fork()
+        if pid == 0:  # child: must not touch the parent's stream or socket; exit without cleanup
+            code = 0
+            try:
+                agent.server.publish({"k": "from-child"})
+                agent.server.close()
+                code = 0 if agent.server.client_count == 0 else 3
+            except BaseException:
+                code = 4
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert agent.server.path.exists()
+        assert_serving(agent, c, "after-fork")
+        assert c.recv(0.05) is None
