@@ -233,6 +233,11 @@ def main() -> None:
         print(f"  {label}: {m * 1e6:8.1f} us  {a * 1e6:8.1f} us  {c * 1e6:8.1f} us per turn")
     (mn, an, cn), (ma, aa, ca) = row["none"], row["attached"]
     print(f"  ratio        : {ma / mn:8.3f}     {aa / an:8.3f}     {ca / cn:8.3f}")
+    extra = ca - cn
+    print(
+        f"probe CPU: {extra * 1e6:.1f} us per turn = {extra / args.publishes * 1e6:.2f} us per event; a turn of "
+        f"at least {extra / 0.02 * 1e3:.1f} ms of CPU keeps the ratio at or below 1.02"
+    )
     print("  (process CPU counts the probe's I/O thread and is not inflated by other processes on a shared")
     print("   machine; the wall mean is. The reader runs in its own process and is not counted.)")
     print(f"publish() alone: {pub_none * 1e9:.0f} ns with no client, {pub_att * 1e9:.0f} ns with one reader")
