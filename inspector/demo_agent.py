@@ -182,6 +182,7 @@ def build_pipeline(args: argparse.Namespace, clock: object) -> Pipeline:
         pipe.add_tool(name, desc, params)
     pipe.latch("permissions", "read-only")
     pipe.memory("Project notes: the engine is pure Python; tests run with pytest.")
+    pipe.user("Please explain how the compaction tier is chosen, with references to the code.")
     state = {"turn": 0}
 
     async def environment() -> str:

@@ -1,0 +1,106 @@
+"""The real sources behind the app: a recording (FileSource) and a live demo agent (LiveSource)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.errors import ContextPipeError
+from inspector.cli import app
+from inspector.source import NewTurn, Overrides
+from inspector.sources import FileSource, LiveSource
+
+DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def test_file_source_replan_matches_explain_budget() -> None:
+    src = FileSource(DEMO)
+    traces = src.load_initial()
+    assert len(traces) == 40 and traces[17]["turn"] == 17
+    whatif = src.replan(17, Overrides(budget=20000))
+    out = CliRunner().invoke(
+        app, ["explain", str(DEMO), "--turn", "17", "--budget", "20000", "--format", "json"]
+    )
+    assert out.exit_code == 0, out.output
+    explained = json.loads(out.output)
+    assert explained["tier"] == whatif["tier"]
+    assert explained["request_sha256"] == whatif["request_sha256"]
+    assert [s["tokens"] for s in explained["sections"]] == [s["tokens"] for s in whatif["sections"]]
+    # A bigger window relaxes the tier the recorded run was in.
+    assert explained["diff"]["tier"][0] != explained["diff"]["tier"][1]
+
+
+def test_file_source_content_and_body() -> None:
+    src = FileSource(DEMO)
+    assert "Scout" in src.section_content(5, "identity")
+    body = json.loads(src.request_body(5))
+    assert body["model"] == "claude-sonnet-4" and body["messages"][0]["role"] == "user"
+
+
+def test_verify_demo_sessions() -> None:
+    for f in sorted(DEMO.parent.glob("*.cpsession")):
+        out = CliRunner().invoke(app, ["verify", str(f)])
+        assert out.exit_code == 0 and out.output.startswith("ok:"), out.output
+
+
+def test_live_source_attach_and_disconnect(tmp_path: Path) -> None:
+    rec = tmp_path / "live.cpsession"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "inspector.demo_agent",
+            "--turns",
+            "6",
+            "--delay",
+            "0.3",
+            "--serve",
+            "--record",
+            str(rec),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        src = None
+        deadline = time.monotonic() + 30
+        while src is None:
+            try:
+                src = LiveSource(child.pid, timeout=1.0)
+            except ContextPipeError:
+                assert time.monotonic() < deadline, "demo agent never started serving"
+                time.sleep(0.1)
+        seen = [t["turn"] for t in src.load_initial()]
+        events = list(src.follow())
+        seen += [e.trace["turn"] for e in events if isinstance(e, NewTurn)]
+        assert seen == list(range(6))
+        assert type(events[-1]).__name__ == "Disconnected"
+        saved = tmp_path / "saved.cpsession"
+        src.save(saved)
+        out = CliRunner().invoke(app, ["verify", str(saved)])
+        assert out.exit_code == 0, out.output
+    finally:
+        child.wait(30)
+
+
+def test_explain_errors_are_actionable(tmp_path: Path) -> None:
+    r = CliRunner()
+    out = r.invoke(app, ["explain", str(tmp_path / "missing.cpsession")])
+    assert out.exit_code == 1 and "no such file" in out.output
+    bad = tmp_path / "bad.cpsession"
+    bad.write_bytes(b"not a recording at all")
+    out = r.invoke(app, ["verify", str(bad)])
+    assert out.exit_code == 1 and "cp-inspect:" in out.output
+    out = r.invoke(app, ["explain", str(DEMO), "--gate", "nonsense=off", "--budget", "1000"])
+    assert out.exit_code == 2 and "unknown optimizer gate" in out.output
+
+
+@pytest.mark.parametrize("pid", ["999999"])
+def test_attach_unknown_pid(pid: str) -> None:
+    out = CliRunner().invoke(app, ["explain", pid])
+    assert out.exit_code == 1 and pid in out.output
