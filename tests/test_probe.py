@@ -815,3 +815,19 @@ def test_forked_child_neither_publishes_nor_removes_the_parents_socket(agent: Ag
         assert agent.server.path.exists()
         assert_serving(agent, c, "after-fork")
         assert c.recv(0.05) is None
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to create a socket owned by another uid")
+def test_socket_owned_by_another_uid_is_refused(rtdir: Path) -> None:
+    ensure_runtime_dir(rtdir)
+    path = socket_path(os.getpid(), rtdir)
+    listener = _silent_listener(path)
+    try:
+        os.chown(path, 65534, 65534)
+        with pytest.raises(PermissionDenied, match="owned by uid 65534"):
+            ProbeClient.connect(os.getpid(), runtime_dir=rtdir)
+        with pytest.raises(PermissionDenied, match="owned by uid 65534"):
+            ProbeServer(HELLO, list, runtime_dir=rtdir).start()
+        assert path.exists()
+    finally:
+        listener.close()
