@@ -526,8 +526,8 @@ class ProbeServer:
         start = head
         overflow = self._overflow
         if overflow != self._overflow_seen:
-            # Every client missed those: advance the sequence past them so each client's drop
-            # accounting (cursor < head - cap, or a gap) sees them. Counted into clients directly.
+            # Those never reached the ring, so every attached client missed them: add them to each
+            # client's next `dropped` notice.
             lost = overflow - self._overflow_seen
             self._overflow_seen = overflow
             for c in self._clients.values():
