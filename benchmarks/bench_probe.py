@@ -2,11 +2,13 @@
 
     .venv/bin/python benchmarks/bench_probe.py [--turns 300] [--rounds 15] [--work-kb 30] [--publishes 20]
                                                [--recording]
+    .venv/bin/python benchmarks/bench_probe.py --engine --turns 40 --rounds 16 --warmup 100 [--window 16000]
 
 A simulated agent turn is fixed CPU work (json.dumps of a ~30 KB request, as a serializer would do)
 plus ~20 journal events handed to `ProbeServer.publish` (18 content blobs of ~1 KB, the request
 record and a 12-section turn trace). Both configurations run in this one process, interleaved in
-rounds (none, attached, none, attached, ...) so that drift in machine load hits both alike.
+rounds (none, attached, attached, none, ...) so that drift in machine load, or turns that slow down as
+the history grows, hit both alike.
 
 "attached" means one real client in a separate process (as `cp-inspect attach` would be) that reads
 and decodes every frame. The server runs in this process, as it does in an agent, so its I/O thread
@@ -18,7 +20,9 @@ thread ran; inflated by any other load on a shared machine), and this process's 
 With --recording the agent is also writing a recording, so it encodes each event anyway (in both
 configurations) and passes the frame to publish(), which then only copies bytes.
 
-The lead re-runs this with the real engine turn in place of `simulated_turn`.
+With --engine the turn is a real `engine.pipeline.Pipeline` turn (next_request, usage, an assistant
+tool call and a ~3 KB result) with the Pipeline's own probe (serve=True); the snapshot a reader gets
+on attaching is drained before its block starts, since it is a one-off and not a per-turn cost.
 """
 
 from __future__ import annotations
@@ -115,27 +119,74 @@ def simulated_turn(
     publish({"k": "turn", "turn": turn, "trace": make_trace(turn)})
 
 
-def run_block(
-    server: ProbeServer,
-    request: dict[str, Any],
-    start: int,
-    turns: int,
-    publishes: int,
-    recording: bool = False,
-) -> tuple[list[float], float]:
+def run_block(step: Callable[[int], None], start: int, turns: int) -> tuple[list[float], float]:
     """Wall time of each turn, and this process's CPU time per turn (agent thread + probe I/O thread)."""
-
-    def publish(ev: dict[str, Any]) -> None:
-        # A recording agent encodes each event for its file anyway and can hand the frame on.
-        server.publish(ev, encode_frame(ev) if recording else None)
-
     times = []
     c0 = time.process_time()
     for t in range(start, start + turns):
         t0 = time.perf_counter()
-        simulated_turn(t, request, publish, publishes)
+        step(t)
         times.append(time.perf_counter() - t0)
     return times, (time.process_time() - c0) / turns
+
+
+Agent = tuple[ProbeServer, Callable[[int], None], str, Callable[[], int]]
+
+
+def simulated_agent(args: argparse.Namespace, rt: Path) -> Agent:
+    request = make_request(args.work_kb)
+    journal: list[dict[str, Any]] = [{"k": "blob", "h": "0" * 64, "data": "system prompt"}]
+    server = ProbeServer(
+        {"model": "bench", "provider": "none", "engine_version": "bench"},
+        lambda: list(journal),
+        runtime_dir=rt,
+    )
+    server.start()
+
+    def publish(ev: dict[str, Any]) -> None:
+        journal.append(ev)
+        # A recording agent encodes each event for its file anyway and can hand the frame on.
+        server.publish(ev, encode_frame(ev) if args.recording else None)
+
+    def step(t: int) -> None:
+        simulated_turn(t, request, publish, args.publishes)
+        del journal[1:]  # keep the snapshot small: only the per-turn cost is being measured
+
+    rec = " (recording agent: events pre-encoded)" if args.recording else ""
+    title = f"simulated turn: json.dumps of a {args.work_kb} KB request + {args.publishes} publishes{rec}"
+    return server, step, title, lambda: 0
+
+
+def engine_agent(args: argparse.Namespace, rt: Path) -> Agent:
+    """A real Pipeline turn: plan, bind, optimize, serialize, usage, an assistant tool call and its result."""
+    from engine.pipeline import Pipeline
+
+    # The Pipeline opens its probe in the default runtime directory; point that at our temporary one.
+    os.environ["XDG_RUNTIME_DIR"] = str(rt.parent)
+    pipe = Pipeline("claude-sonnet-4", "anthropic", args.window, serve=True, max_output_tokens=1024)
+    assert pipe.probe is not None
+    pipe.identity("You are a careful coding agent. You read before you change anything.")
+    pipe.constraints("Never modify files outside the repository. Never run network commands.")
+    pipe.goal("Find out how the engine chooses its compaction tier and summarize the rules.")
+    params = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    for name in ("read_file", "list_dir", "grep"):
+        pipe.add_tool(name, f"{name} in the repository", params)
+    pipe.user("Please explain how the compaction tier is chosen, with references to the code.")
+    sources = sorted((REPO / "engine").glob("*.py"))
+    texts = [p.read_text()[:3000] for p in sources] or ["x" * 3000]
+
+    def step(t: int) -> None:
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": int(req.trace["final_tokens"]), "output_tokens": 80})
+        path = str(sources[t % len(sources)].relative_to(REPO)) if sources else "x"
+        calls = pipe.assistant(
+            f"Reading {path}.",
+            [{"id": f"c{t}", "name": "read_file", "arguments": json.dumps({"path": path})}],
+        )
+        pipe.tool_result(calls[0].id, f"turn {t}\n" + texts[t % len(texts)])
+
+    title = f"real engine turn (Pipeline, window {args.window}, ~3 KB tool result per turn)"
+    return pipe.probe, step, title, lambda: len(pipe.journal.events)
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -162,6 +213,8 @@ def attach_reader(server: ProbeServer, rt: Path) -> subprocess.Popen[str]:
     assert reader.stdout is not None
     assert reader.stdout.readline().strip() == "ATTACHED"
     wait_for(lambda: server.client_count == 1)
+    # The snapshot (the journal so far) is a one-off at attach time, not a per-turn cost: let it drain.
+    wait_for(lambda: all(s.snapshot_pending == 0 and s.buffered_bytes == 0 for s in server.stats()), 120)
     return reader
 
 
@@ -176,27 +229,27 @@ def main() -> None:
         action="store_true",
         help="the agent also records: it encodes each event (in both configurations) and passes the frame",
     )
+    ap.add_argument("--engine", action="store_true", help="time a real engine Pipeline turn instead")
+    ap.add_argument("--window", type=int, default=16_000, help="--engine: context window (tokens)")
+    ap.add_argument("--warmup", type=int, default=None, help="turns before measuring (default: one block)")
     args = ap.parse_args()
 
-    request = make_request(args.work_kb)
-    journal: list[dict[str, Any]] = [{"k": "blob", "h": "0" * 64, "data": "system prompt"}]
-    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "rt"
-    server = ProbeServer(
-        {"model": "bench", "provider": "none", "engine_version": "bench"},
-        lambda: list(journal),
-        runtime_dir=rt,
-    )
-    server.start()
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / ("contextpipe" if args.engine else "rt")
+    server, step, title, journal_len = (engine_agent if args.engine else simulated_agent)(args, rt)
+    rt = server.path.parent
 
     wall: dict[str, list[float]] = {"none": [], "attached": []}
     cpu: dict[str, list[float]] = {"none": [], "attached": []}
     received = dropped = 0
-    turn = 0
-    run_block(server, request, 0, args.turns, args.publishes, args.recording)  # warm-up
-    for _round in range(args.rounds):
-        for mode in ("none", "attached"):
+    turn = args.turns if args.warmup is None else args.warmup
+    run_block(step, 0, turn)  # warm-up (for the engine: history grows until compaction holds it steady)
+    n0 = journal_len()
+    for rnd in range(args.rounds):
+        # ABBA order: an agent whose turns slow down as its history grows (the engine's do) would
+        # otherwise always run "attached" later, on slower turns, than "none".
+        for mode in ("none", "attached") if rnd % 2 == 0 else ("attached", "none"):
             reader = attach_reader(server, rt) if mode == "attached" else None
-            times, per_turn_cpu = run_block(server, request, turn, args.turns, args.publishes, args.recording)
+            times, per_turn_cpu = run_block(step, turn, args.turns)
             wall[mode] += times
             cpu[mode].append(per_turn_cpu)
             turn += args.turns
@@ -207,15 +260,18 @@ def main() -> None:
                 n, lost = (int(x) for x in reader.stdout.readline().split())
                 received += n
                 dropped += lost
-                reader.wait(20)
+                reader.wait(60)
                 wait_for(lambda: server.client_count == 0)
+    events_per_turn = args.publishes
+    if args.engine:
+        events_per_turn = max(1, round((journal_len() - n0) / (2 * args.rounds * args.turns)))
 
     # publish() alone, after the turn blocks: its bursts overrun the queue on purpose.
     pub_none = publish_cost(server)
     reader = attach_reader(server, rt)
     pub_att = publish_cost(server)
     server.close()
-    reader.wait(20)
+    reader.wait(60)
 
     row = {}
     for mode in ("none", "attached"):
@@ -224,8 +280,7 @@ def main() -> None:
             statistics.fmean(wall[mode]),
             statistics.median(cpu[mode]),
         )
-    rec = " (recording agent: events pre-encoded)" if args.recording else ""
-    print(f"simulated turn: json.dumps of a {args.work_kb} KB request + {args.publishes} publishes{rec}")
+    print(title)
     print(f"turns per configuration: {len(wall['none'])} ({args.rounds} interleaved rounds of {args.turns})")
     print("                 wall median   wall mean   process CPU (median over blocks)")
     for label, mode in (("no client    ", "none"), ("one reader   ", "attached")):
@@ -235,8 +290,9 @@ def main() -> None:
     print(f"  ratio        : {ma / mn:8.3f}     {aa / an:8.3f}     {ca / cn:8.3f}")
     extra = ca - cn
     print(
-        f"probe CPU: {extra * 1e6:.1f} us per turn = {extra / args.publishes * 1e6:.2f} us per event; a turn of "
-        f"at least {extra / 0.02 * 1e3:.1f} ms of CPU keeps the ratio at or below 1.02"
+        f"probe CPU: {extra * 1e6:.1f} us per turn = {extra / events_per_turn * 1e6:.2f} us per event "
+        f"(~{events_per_turn} events/turn); a turn of at least {extra / 0.02 * 1e3:.1f} ms of CPU keeps the "
+        "ratio at or below 1.02"
     )
     print("  (process CPU counts the probe's I/O thread and is not inflated by other processes on a shared")
     print("   machine; the wall mean is. The reader runs in its own process and is not counted.)")
