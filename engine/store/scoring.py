@@ -5,17 +5,25 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .config import StoreConfig
 from .items import ItemMeta
 
 _TERM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 MAX_QUERY_TERMS = 48
+# Words so common that BM25 gives them almost no weight, yet matching them makes FTS5 score nearly
+# every row: dropping them keeps a query over 5,000 items cheap without changing the ranking much.
+STOPWORDS = frozenset(
+    "the and for are but not you all any can had her was one our out has him his how its may new now "
+    "see two who did get let say she too use that this with from have they will your what when which "
+    "there their then than them these those into some such only also just been were would could should "
+    "about after before while where here very more most other over same each does done".split()
+)
+_new = tuple.__new__
 
 
-@dataclass(frozen=True)
-class Score:
+class Score(NamedTuple):
     total: float
     recency: float
     refs: float
@@ -45,7 +53,7 @@ def query_terms(query: str | None) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for m in _TERM.finditer(query):
         t = m.group(0).lower()
-        if t not in seen:
+        if t not in seen and t not in STOPWORDS:
             seen[t] = None
             if len(seen) >= MAX_QUERY_TERMS:
                 break
@@ -78,22 +86,29 @@ def score_items(
     stale_ids: frozenset[int],
     cfg: StoreConfig,
 ) -> dict[int, Score]:
+    # Hot loop (5,000 items per call inside a 20 ms budget): locals only, no per-term attribute lookups.
     decay = 0.5 ** (1.0 / cfg.half_life_turns)
+    base, wr, wf, wl, wi, sf = (
+        cfg.base,
+        cfg.w_recency,
+        cfg.w_refs,
+        cfg.w_relevance,
+        cfg.w_importance,
+        cfg.stale_factor,
+    )
+    rel_get = relevance.get
     out: dict[int, Score] = {}
     for m in metas:
-        rec = decay ** max(0, now_turn - m.turn)
-        refs = 1.0 - 1.0 / (1.0 + m.inbound)  # saturating: the 1st citation matters most
-        rel = relevance.get(m.id, 0.0)
-        imp = min(1.0, max(0.0, m.importance))
-        total = (
-            cfg.base
-            + cfg.w_recency * rec
-            + cfg.w_refs * refs
-            + cfg.w_relevance * rel
-            + cfg.w_importance * imp
-        )
+        age = now_turn - m.turn
+        rec = decay**age if age > 0 else 1.0
+        inbound = m.inbound
+        refs = 1.0 - 1.0 / (1.0 + inbound) if inbound else 0.0  # saturating: the 1st citation matters most
+        rel = rel_get(m.id, 0.0)
+        imp = m.importance if m.importance < 1.0 else 1.0
+        total = base + wr * rec + wf * refs + wl * rel + wi * imp
         stale = m.id in stale_ids
         if stale:
-            total *= cfg.stale_factor
-        out[m.id] = Score(total, rec, refs, rel, imp, stale)
+            total *= sf
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (5,000 of these per call).
+        out[m.id] = _new(Score, (total, rec, refs, rel, imp, stale))
     return out

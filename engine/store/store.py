@@ -7,7 +7,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from ..errors import ConfigError
 from ..hashing import content_hash, sha256_hex
@@ -32,17 +32,29 @@ from .compaction import (
     summary_key,
 )
 from .config import StoreConfig
-from .errors import StoreError, UnknownItemError
+from .errors import PinsExceedBudgetError, StoreError, UnknownItemError
 from .items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
 from .schema import connect, translate
 from .scoring import Score, bm25_relevance, query_terms, score_items
 from .staleness import StaleWatcher, file_sha, normalise
-from .window import Candidate, Dropped, Entry, Option, Window, solve
+from .window import Candidate, Dropped, Entry, Option, Shape, Window, make_shape, solve_scaled
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 MAX_BUDGET = 100_000_000
+
+
+_NO_FIT = "did not fit: lower value per token than what was kept"
+
+
+class _Plan(NamedTuple):
+    pins: list[ItemMeta]
+    pin_cost: list[tuple[int, int]]
+    excluded: list[tuple[ItemMeta, int, str]]  # (item, full cost, reason) never offered to the solver
+    groups: list[tuple[int, tuple[int, ...], Shape]]  # (representative id, all copies' ids, shape)
+    candidates: list[Candidate]
+    full_cost: dict[int, int]
 
 
 def _translating(fn: Callable[P, R]) -> Callable[P, R]:
@@ -128,7 +140,12 @@ class ContextStore:
         self._counts: dict[str, dict[str, int]] = {}  # tokenizer -> text hash -> tokens
         self._counts_new: list[tuple[str, str, int]] = []
         self._memo: dict[tuple[Any, ...], int] = {}  # (tokenizer, id, form, variant) -> tokens
-        self._last: dict[str, dict[str, Any]] = {}  # lane -> last manifest (sticky state)
+        self._last: dict[str, Window] = {}  # lane -> last window served (sticky state)
+        self._is_json: dict[int, bool] = {}
+        self._shapes: dict[tuple[Any, ...], Shape] = {}
+        self._gen = 0  # bumped whenever the in-memory item metadata changes
+        self._has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
+        self._plan_cache: tuple[tuple[Any, ...], _Plan] | None = None
         self._watcher: StaleWatcher | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -171,23 +188,17 @@ class ContextStore:
             if file_hash is None:
                 file_hash = file_sha(source)
         link_list = [(lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), int(dst)) for lk, dst in links]
-        self._refresh()
+        # Was the in-memory metadata current before this write? Then patch it instead of reloading
+        # (a reload per add would make building a 5,000-item store quadratic).
+        fresh = not self._dirty and self._current_data_version() == self._data_version
+        digest = sha256_hex(body)
         self._begin()
         try:
+            turn = self._read_turn()
             cur = self._conn.execute(
                 "INSERT INTO items(kind, body, hash, turn, ts, source, file_hash, pinned, importance) "
                 "VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    k.value,
-                    body,
-                    sha256_hex(body),
-                    self._read_turn(),
-                    timestamp,
-                    source,
-                    file_hash,
-                    int(pin),
-                    float(importance),
-                ),
+                (k.value, body, digest, turn, timestamp, source, file_hash, int(pin), float(importance)),
             )
             new_id = int(cur.lastrowid or 0)
             if k is Kind.FILE_READ and source and file_hash:
@@ -201,7 +212,21 @@ class ContextStore:
         except BaseException:
             self._rollback()
             raise
-        self._dirty = True
+        self._items[new_id] = Item(
+            new_id, k, body, digest, turn, timestamp, source, file_hash, pin, float(importance)
+        )
+        simple = k is not Kind.SUMMARY and all(lk in REFERENCE_LINKS for lk, _ in link_list)
+        if fresh and simple and (not self._metas or self._metas[-1].id < new_id):
+            m = ItemMeta(new_id, k, digest, turn, source, file_hash, pin, float(importance))
+            self._metas.append(m)
+            self._by_id[new_id] = m
+            self._gen += 1
+            self._has_json = self._has_json or self._json_item(new_id)
+            for _, dst in link_list:
+                if dst in self._by_id:
+                    self._by_id[dst].inbound += 1
+        else:
+            self._dirty = True
         return new_id
 
     def add_file_read(self, path: str | Path, body: str | None = None, **kw: Any) -> int:
@@ -217,14 +242,23 @@ class ContextStore:
     @_translating
     def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
         lk = kind if isinstance(kind, LinkKind) else LinkKind.parse(kind)
+        fresh = not self._dirty and self._current_data_version() == self._data_version
         self._begin()
         try:
+            existed = self._conn.execute(
+                "SELECT 1 FROM links WHERE src=? AND dst=? AND kind=?", (src, dst, lk.value)
+            ).fetchone()
             self._insert_link(src, dst, lk)
             self._conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
-        self._dirty = True
+        if fresh and lk in REFERENCE_LINKS and dst in self._by_id:
+            if not existed:
+                self._by_id[dst].inbound += 1
+                self._gen += 1
+        else:
+            self._dirty = True
 
     @_translating
     def pin(self, item_id: int, pinned: bool = True) -> None:
@@ -434,26 +468,26 @@ class ContextStore:
         self._drain_watcher()
         self._refresh()
         terms = query_terms(query)
-        scores = score_items(
-            self._metas,
-            self._turn,
-            bm25_relevance(self._conn, terms) if terms else {},
-            self._stale,
-            self.config,
-        )
         window: Window | None = None
         notes: list[str] = []
         mode = "fresh"
         if sticky:
-            prev = self._last.get(lane)
+            prev: Window | dict[str, Any] | None = self._last.get(lane)
             if prev is None:
                 prev = recorder.last_for_lane(self._conn, lane)
             if prev is not None:
-                window, why = self._sticky(prev, b, tok, lane, query, scores)
+                window, why = self._sticky(prev, b, tok, lane, query)
                 if window is None:
                     mode = "resolved"
                     notes.append(why)
         if window is None:
+            scores = score_items(
+                self._metas,
+                self._turn,
+                bm25_relevance(self._conn, terms) if terms else {},
+                self._stale,
+                self.config,
+            )
             window = self._solve(b, tok, lane, query, terms, scores, mode, sticky, notes)
         self._begin()
         try:
@@ -467,7 +501,7 @@ class ContextStore:
             raise
         if advance_turn:
             self._turn += 1
-        self._last[lane] = window.manifest(max_dropped=0)
+        self._last[lane] = window
         self._data_version = self._current_data_version()
         return window
 
@@ -486,62 +520,22 @@ class ContextStore:
         notes: list[str],
     ) -> Window:
         cfg = self.config
-        pins = [m for m in self._metas if m.pinned]
-        pin_cost = [(m.id, self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS) for m in pins]
+        plan = self._plan(tok, terms)
+        pins, pin_cost = plan.pins, plan.pin_cost
         pinned_tokens = sum(t for _, t in pin_cost)
         if pinned_tokens + REPLY_PRIMING_TOKENS > b.usable:
-            from .errors import PinsExceedBudgetError
-
             raise PinsExceedBudgetError(pinned_tokens + REPLY_PRIMING_TOKENS, b.usable, b.limit, pin_cost)
-
-        dropped: list[Dropped] = []
-        pinned_hashes = {m.hash: m.id for m in pins}
-        # Dedup: the newest copy of each content hash represents the group (it sits where the agent
-        # last saw it); older copies cost nothing. A copy of a pinned item is represented by the pin.
-        rep_for_hash: dict[str, int] = {}
-        group_best: dict[str, float] = {}
-        live: list[ItemMeta] = []
-        for m in self._metas:
-            if m.pinned:
-                continue
-            if m.superseded:
-                dropped.append(self._dropped(tok, m, scores, "superseded by a rolled-forward summary"))
-                continue
-            if m.covered_by is not None:
-                dropped.append(self._dropped(tok, m, scores, f"covered by summary #{m.covered_by}"))
-                continue
-            live.append(m)
-            rep_for_hash[m.hash] = m.id  # metas are in id order: the last write wins = newest
-            group_best[m.hash] = max(group_best.get(m.hash, 0.0), scores[m.id].total)
-        candidates: list[Candidate] = []
-        full_cost: dict[int, int] = {}
-        for m in live:
-            if m.hash in pinned_hashes:
-                dropped.append(self._dropped(tok, m, scores, f"duplicate of pinned #{pinned_hashes[m.hash]}"))
-                continue
-            rep = rep_for_hash[m.hash]
-            if rep != m.id:
-                dropped.append(self._dropped(tok, m, scores, f"duplicate of #{rep}"))
-                continue
-            s = group_best[m.hash]
-            ft = self._full_tokens(tok, m.id)
-            full = ft + MESSAGE_OVERHEAD_TOKENS
-            full_cost[m.id] = full
-            size = max(1, ft) ** cfg.size_exponent
-            opts = [Option("full", full, s * size)]
-            stale = m.id in self._stale
-            opts.append(
-                Option(
-                    "stub",
-                    self._stub_tokens(tok, m.id, ft, stale) + MESSAGE_OVERHEAD_TOKENS,
-                    s * size * cfg.stub_value,
-                )
-            )
-            if ft > cfg.summary_min_tokens:
-                st = self._summary_tokens(tok, m.id, terms)
-                if st <= ft * (1.0 - cfg.summary_min_saving):
-                    opts.append(Option("summary", st + MESSAGE_OVERHEAD_TOKENS, s * size * cfg.summary_value))
-            candidates.append(Candidate(m.id, tuple(opts)))
+        dropped: list[Dropped] = [
+            Dropped(m.id, m.kind.value, scores[m.id].total, cost, reason) for m, cost, reason in plan.excluded
+        ]
+        candidates = plan.candidates
+        full_cost = plan.full_cost
+        shaped: list[tuple[int, float, Shape]] = []
+        for cid, members, shape in plan.groups:
+            # Value = score x size factor x form factor; the shape holds the factors and its hull, so
+            # only this multiplication is per call. A duplicate group is worth its best member.
+            best = scores[cid].total if len(members) == 1 else max(scores[i].total for i in members)
+            shaped.append((cid, best * shape.size, shape))
 
         room = b.usable - REPLY_PRIMING_TOKENS - pinned_tokens
         everything = sum(full_cost.values())
@@ -564,103 +558,126 @@ class ContextStore:
                     if c.options[0].tokens <= room:
                         chosen[c.id] = c.options[0]
                         room -= c.options[0].tokens
-            chosen.update(solve([c for c in candidates if c.id not in chosen], room))
+            chosen.update(solve_scaled([x for x in shaped if x[0] not in chosen], room))
 
         entries: list[Entry] = []
         for m in pins:
-            entries.append(self._entry(tok, m, "full", scores[m.id], ("pinned",), terms))
+            entries.append(self._entry(tok, m, "full", scores[m.id].total, ("pinned",), terms))
+        by_id = self._by_id
+        new = tuple.__new__  # C-level NamedTuple construction: thousands of dropped items per call
         for c in candidates:
             opt = chosen.get(c.id)
-            m = self._by_id[c.id]
+            m = by_id[c.id]
             if opt is None:
-                dropped.append(
-                    Dropped(
-                        m.id,
-                        m.kind.value,
-                        scores[m.id].total,
-                        full_cost[m.id],
-                        "did not fit: lower value per token than what was kept",
-                    )
-                )
+                dropped.append(new(Dropped, (m.id, m.kind, scores[m.id].total, full_cost[m.id], _NO_FIT)))
                 continue
-            entries.append(self._entry(tok, m, opt.form, scores[m.id], self._reasons(m, scores[m.id]), terms))
+            entries.append(
+                self._entry(tok, m, opt.form, scores[m.id].total, self._reasons(m, scores[m.id]), terms)
+            )
         return self._finish(b, tok, lane, query, mode, entries, dropped, notes)
 
     def _sticky(
         self,
-        prev: dict[str, Any],
+        prev: Window | dict[str, Any],
         b: Budget,
         tok: Tokenizer,
         lane: str,
         query: str | None,
-        scores: dict[int, Score],
     ) -> tuple[Window | None, str]:
-        """Previous window + items added since, if it still fits and nothing it relied on changed."""
-        prev_items: list[dict[str, Any]] = prev["items"]
-        prev_pins = [int(e["id"]) for e in prev_items if e["pinned"]]
+        """Previous window + items added since, if it still fits and nothing it relied on changed.
+
+        Retained entries keep their text, form and score from the window that chose them: their bytes
+        must not move (that is the point), and re-scoring them would only churn the manifest.
+        """
+        prev_dropped: list[Dropped] | None
+        if isinstance(prev, Window):
+            prev_entries = list(prev.entries)
+            max_id = prev.max_item_id
+            prev_dropped = list(prev.dropped)
+        else:  # from the flight recorder (another process served it): re-render from ids and forms
+            prev_entries = []
+            prev_terms = query_terms(prev.get("query"))
+            for e in prev["items"]:
+                m0 = self._by_id.get(int(e["id"]))
+                if m0 is None:
+                    return None, f"re-solved: item #{e['id']} of the previous window is unknown"
+                dup = e.get("duplicate_of")
+                prev_entries.append(
+                    self._entry(
+                        tok,
+                        m0,
+                        str(e["form"]),
+                        float(e["score"]),
+                        tuple(e["reasons"]),
+                        prev_terms,
+                        stale=bool(e["stale"]),
+                        duplicate_of=int(dup) if dup is not None else None,
+                    )
+                )
+            max_id = int(prev["max_item_id"])
+            prev_dropped = None
         pins = [m.id for m in self._metas if m.pinned]
-        if prev_pins != pins:
+        if [e.id for e in prev_entries if e.pinned] != pins:
             return None, "re-solved: the set of pinned items changed"
-        prev_terms = query_terms(prev.get("query"))
-        max_id = int(prev["max_item_id"])
-        entries: list[Entry] = []
         in_window_hash: dict[str, int] = {}
-        for e in prev_items:
-            m = self._by_id.get(int(e["id"]))
+        for e in prev_entries:
+            m = self._by_id.get(e.id)
             if m is None:
-                return None, f"re-solved: item #{e['id']} of the previous window is unknown"
+                return None, f"re-solved: item #{e.id} of the previous window is unknown"
             if not m.pinned and (m.covered_by is not None or m.superseded):
                 return None, f"re-solved: #{m.id} is now covered by summary #{m.covered_by}"
-            dup = e.get("duplicate_of")
-            reasons = ("pinned",) if m.pinned else ("kept from previous window (sticky)",)
-            entries.append(
-                self._entry(
-                    tok,
-                    m,
-                    str(e["form"]),
-                    scores[m.id],
-                    reasons,
-                    prev_terms,
-                    stale=bool(e["stale"]),
-                    duplicate_of=int(dup) if dup is not None else None,
-                )
-            )
-            if e["form"] in ("full", "summary"):
+            if e.form in ("full", "summary"):
                 in_window_hash.setdefault(m.hash, m.id)
-        for m in self._metas:
-            if m.id <= max_id or m.superseded:
+        new_metas: list[ItemMeta] = []
+        for m in reversed(self._metas):  # only the tail is new: stop at the first old id
+            if m.id <= max_id:
+                break
+            new_metas.append(m)
+        new_metas.reverse()
+        scores = score_items(new_metas, self._turn, {}, self._stale, self.config)
+        entries = list(prev_entries)
+        used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
+        for m in new_metas:
+            if m.superseded:
                 continue
             if m.kind is Kind.SUMMARY and m.id in self._covering:
                 return None, f"re-solved: new summary #{m.id} replaces items"
             if m.covered_by is not None:
                 continue
             if m.hash in in_window_hash:
-                entries.append(
-                    self._entry(
-                        tok,
-                        m,
-                        "stub",
-                        scores[m.id],
-                        ("appended; duplicate content",),
-                        (),
-                        duplicate_of=in_window_hash[m.hash],
-                    )
+                e = self._entry(
+                    tok,
+                    m,
+                    "stub",
+                    scores[m.id].total,
+                    ("appended; duplicate content",),
+                    (),
+                    duplicate_of=in_window_hash[m.hash],
                 )
             else:
-                entries.append(
-                    self._entry(tok, m, "full", scores[m.id], ("appended since previous window",), ())
-                )
+                e = self._entry(tok, m, "full", scores[m.id].total, ("appended since previous window",), ())
                 in_window_hash.setdefault(m.hash, m.id)
-        used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
-        if used > b.usable:
-            return None, f"re-solved: previous window plus new items needs {used} tokens > {b.usable} usable"
-        included = {e.id for e in entries}
-        dropped = [
-            self._dropped(tok, m, scores, "left out at the last re-solve (sticky window)")
-            for m in self._metas
-            if m.id not in included
-        ]
-        return self._finish(b, tok, lane, query, "sticky", entries, dropped, []), ""
+            entries.append(e)
+            used += e.tokens
+            if used > b.usable:
+                return (
+                    None,
+                    f"re-solved: previous window plus new items needs more than {b.usable} usable tokens",
+                )
+        if prev_dropped is None:
+            included = {e.id for e in entries}
+            prev_dropped = [
+                Dropped(
+                    m.id,
+                    m.kind.value,
+                    0.0,
+                    self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS,
+                    "left out at the last re-solve (sticky window)",
+                )
+                for m in self._metas
+                if m.id not in included
+            ]
+        return self._finish(b, tok, lane, query, "sticky", entries, prev_dropped, [], presorted=True), ""
 
     def _finish(
         self,
@@ -672,6 +689,7 @@ class ContextStore:
         entries: list[Entry],
         dropped: list[Dropped],
         notes: list[str],
+        presorted: bool = False,
     ) -> Window:
         used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
         if used > b.usable:  # the solver guarantees this; fail loudly rather than overrun a provider
@@ -687,7 +705,7 @@ class ContextStore:
             tokenizer=tok.name,
             query=query,
             entries=tuple(entries),
-            dropped=tuple(sorted(dropped, key=lambda d: d.id)),
+            dropped=tuple(dropped if presorted else sorted(dropped, key=lambda d: d.id)),
             text_hash=content_hash(messages),
             max_item_id=self._metas[-1].id if self._metas else 0,
             notes=tuple(notes),
@@ -698,7 +716,7 @@ class ContextStore:
         tok: Tokenizer,
         m: ItemMeta,
         form: str,
-        score: Score,
+        score: float,
         reasons: tuple[str, ...],
         terms: tuple[str, ...],
         *,
@@ -713,13 +731,13 @@ class ContextStore:
             tokens = ft
         elif form == "summary":
             text = self._summary_text(item, terms)
-            tokens = self._count(tok, text)
+            tokens = self._summary_tokens(tok, m.id, terms)
         elif duplicate_of is not None:
             text = duplicate_text(item, duplicate_of)
             tokens = self._count(tok, text)
         else:
             text = stub_text(item, ft, is_stale)
-            tokens = self._count(tok, text)
+            tokens = self._stub_tokens(tok, m.id, ft, is_stale)
         if is_stale:
             reasons = (*reasons, "stale: the file changed on disk after this read")
         return Entry(
@@ -729,7 +747,7 @@ class ContextStore:
             form,
             text,
             tokens + MESSAGE_OVERHEAD_TOKENS,
-            score.total,
+            score,
             reasons,
             m.pinned,
             is_stale,
@@ -761,6 +779,89 @@ class ContextStore:
         )
 
     # ---- internals: token counts and forms ----------------------------------------------------
+
+    def _plan(self, tok: Tokenizer, terms: tuple[str, ...]) -> _Plan:
+        """Everything about a solve that does not depend on scores, cached until the items change.
+
+        Exclusions (superseded, covered by a summary, duplicates), the dedup groups and each item's
+        shape are recomputed only after a write; per call only scoring and the knapsack run.
+        """
+        key = (tok.name, self._gen, terms if self._has_json else ())
+        if self._plan_cache is not None and self._plan_cache[0] == key:
+            return self._plan_cache[1]
+        pins = [m for m in self._metas if m.pinned]
+        pin_cost = [(m.id, self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS) for m in pins]
+        excluded: list[tuple[ItemMeta, int, str]] = []
+        pinned_hashes = {m.hash: m.id for m in pins}
+        # Dedup: the newest copy of each content hash represents the group (it sits where the agent
+        # last saw it); older copies cost nothing. A copy of a pinned item is represented by the pin.
+        members: dict[str, list[int]] = {}
+        live: list[ItemMeta] = []
+        for m in self._metas:
+            if m.pinned:
+                continue
+            cost = self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS
+            if m.superseded:
+                excluded.append((m, cost, "superseded by a rolled-forward summary"))
+            elif m.covered_by is not None:
+                excluded.append((m, cost, f"covered by summary #{m.covered_by}"))
+            elif m.hash in pinned_hashes:
+                excluded.append((m, cost, f"duplicate of pinned #{pinned_hashes[m.hash]}"))
+            else:
+                live.append(m)
+                members.setdefault(m.hash, []).append(m.id)
+        groups: list[tuple[int, tuple[int, ...], Shape]] = []
+        candidates: list[Candidate] = []
+        full_cost: dict[int, int] = {}
+        for m in live:
+            group = members[m.hash]
+            rep = group[-1]  # metas are in id order: the last is the newest copy
+            if rep != m.id:
+                excluded.append(
+                    (m, self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS, f"duplicate of #{rep}")
+                )
+                continue
+            shape = self._shape(tok, m.id, m.id in self._stale, terms)
+            full_cost[m.id] = shape.options[0].tokens
+            groups.append((m.id, tuple(group), shape))
+            candidates.append(Candidate(m.id, shape.options))
+        plan = _Plan(pins, pin_cost, excluded, groups, candidates, full_cost)
+        self._plan_cache = (key, plan)
+        return plan
+
+    def _shape(self, tok: Tokenizer, item_id: int, stale: bool, terms: tuple[str, ...]) -> Shape:
+        """An item's forms with their costs and value factors (full first), memoised per item."""
+        cfg = self.config
+        ft = self._full_tokens(tok, item_id)
+        summary_variant: tuple[str, ...] = ()
+        if ft > cfg.summary_min_tokens and self._json_item(item_id):
+            summary_variant = terms
+        key = (tok.name, item_id, stale, summary_variant)
+        shape = self._shapes.get(key)
+        if shape is None:
+            opts = [
+                Option("full", ft + MESSAGE_OVERHEAD_TOKENS, 1.0),
+                Option(
+                    "stub",
+                    self._stub_tokens(tok, item_id, ft, stale) + MESSAGE_OVERHEAD_TOKENS,
+                    cfg.stub_value,
+                ),
+            ]
+            if ft > cfg.summary_min_tokens:
+                st = self._summary_tokens(tok, item_id, terms)
+                if st <= ft * (1.0 - cfg.summary_min_saving):
+                    opts.append(Option("summary", st + MESSAGE_OVERHEAD_TOKENS, cfg.summary_value))
+            shape = make_shape(opts, max(1, ft) ** cfg.size_exponent)
+            self._shapes[key] = shape
+        return shape
+
+    def _json_item(self, item_id: int) -> bool:
+        is_json = self._is_json.get(item_id)
+        if is_json is None:
+            body = self._item(item_id).body
+            is_json = body.lstrip()[:1] in ("{", "[") and json_shape(body) is not None
+            self._is_json[item_id] = is_json
+        return is_json
 
     def _count(self, tok: Tokenizer, text: str) -> int:
         if not text:
@@ -811,7 +912,7 @@ class ContextStore:
     def _summary_tokens(self, tok: Tokenizer, item_id: int, terms: tuple[str, ...]) -> int:
         item = self._item(item_id)
         # Only JSON shapes depend on the query; keep the memo key small for everything else.
-        variant = terms if item.body.lstrip()[:1] in ("{", "[") and json_shape(item.body) is not None else ()
+        variant = terms if self._json_item(item_id) else ()
         key = (tok.name, item_id, "summary", RULES_VERSION, self.config.summary_target_tokens, variant)
         n = self._memo.get(key)
         if n is None:
@@ -963,3 +1064,7 @@ class ContextStore:
         self._load_bodies()
         self._dirty = False
         self._data_version = dv
+        self._gen += 1
+        self._has_json = any(
+            self._json_item(m.id) for m in metas if self._items[m.id].body.lstrip()[:1] in "{["
+        )

@@ -12,20 +12,18 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 FORMS = ("nothing", "stub", "summary", "full")
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     form: str  # "stub" | "summary" | "full"
     tokens: int  # what this form costs in the window, including per-message overhead
     value: float
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     id: int
     options: tuple[Option, ...]
 
@@ -50,54 +48,90 @@ def _hull(options: Sequence[Option]) -> list[Option]:
     return hull
 
 
+class Shape(NamedTuple):
+    """An item's forms (full first) with value *factors*, its hull, and its size factor.
+
+    Every form's value is score x size x factor, so the hull (which forms are worth upgrading
+    through, in which order) does not depend on the score and can be cached per item.
+    """
+
+    options: tuple[Option, ...]
+    hull: tuple[Option, ...]
+    size: float
+    by_value: tuple[Option, ...]  # options, most valuable first (the "does not fit" fallback order)
+
+
+def make_shape(options: Sequence[Option], size: float) -> Shape:
+    by_value = tuple(sorted(options, key=lambda o: (-o.value, o.tokens, o.form)))
+    return Shape(tuple(options), tuple(_hull(options)), size, by_value)
+
+
+# After this many consecutive upgrades that do not fit, the budget is within a stub of full: stop
+# rather than pop every remaining item (a deterministic cut, it only ever leaves a few tokens unused).
+MAX_CONSECUTIVE_MISSES = 64
+
+
 def solve(candidates: Sequence[Candidate], capacity: int) -> dict[int, Option]:
     """Greedy multiple-choice knapsack. Returns the chosen option per item (absent = nothing)."""
-    hulls: dict[int, list[Option]] = {}
-    all_opts: dict[int, tuple[Option, ...]] = {}
+    return solve_scaled([(c.id, 1.0, make_shape(c.options, 1.0)) for c in candidates], capacity)
+
+
+def solve_scaled(items: Sequence[tuple[int, float, Shape]], capacity: int) -> dict[int, Option]:
+    """The knapsack over (id, weight, shape): an option's value is weight x its factor.
+
+    Returned options carry the real value (weight x factor).
+    """
+    shapes: dict[int, tuple[float, Shape]] = {}
     heap: list[tuple[float, int, int]] = []
-    for c in candidates:
-        h = _hull(c.options)
-        if not h:
+    for cid, w, shape in items:
+        h = shape.hull
+        if not h or w <= 0:
             continue
-        hulls[c.id] = h
-        all_opts[c.id] = c.options
+        shapes[cid] = (w, shape)
         first = h[0]
-        eff = first.value / first.tokens if first.tokens > 0 else float("inf")
-        heap.append((-eff, c.id, 0))
+        heap.append((-(w * first.value / first.tokens) if first.tokens > 0 else -float("inf"), cid, 0))
     heapq.heapify(heap)
-    chosen: dict[int, Option] = {}
+    level_of: dict[int, int] = {}
     remaining = capacity
-    while heap and remaining > 0:
-        _, cid, level = heapq.heappop(heap)
-        h = hulls[cid]
-        cur = chosen.get(cid)
+    misses = 0
+    pop, push = heapq.heappop, heapq.heappush
+    while heap and remaining > 0 and misses < MAX_CONSECUTIVE_MISSES:
+        _, cid, level = pop(heap)
+        w, shape = shapes[cid]
+        h = shape.hull
+        cur_level = level_of.get(cid)
+        cur_t = h[cur_level].tokens if cur_level is not None else 0
+        cur_f = h[cur_level].value if cur_level is not None else 0.0
         step = h[level]
-        extra = step.tokens - (cur.tokens if cur is not None else 0)
+        extra = step.tokens - cur_t
         if extra > remaining:
             # The next hull step does not fit; a cheaper off-hull form of this item still might
             # (e.g. its summary when the full body is too big). Take the most valuable that fits.
-            best: Option | None = None
-            base_t = cur.tokens if cur is not None else 0
-            base_v = cur.value if cur is not None else 0.0
-            for o in sorted(all_opts[cid], key=lambda o: (-o.value, o.tokens, o.form)):
-                if o.value > base_v and o.tokens - base_t <= remaining:
-                    best = o
+            misses += 1
+            for o in shape.by_value:
+                if o.value <= cur_f:
                     break
-            if best is not None:
-                remaining -= best.tokens - base_t
-                chosen[cid] = best
+                if o.tokens - cur_t <= remaining:
+                    remaining -= o.tokens - cur_t
+                    level_of[cid] = -1 - shape.options.index(o)  # negative = an off-hull option
+                    misses = 0
+                    break
             continue
+        misses = 0
         remaining -= extra
-        chosen[cid] = step
+        level_of[cid] = level
         if level + 1 < len(h):
             nxt = h[level + 1]
-            eff = (nxt.value - step.value) / max(1, nxt.tokens - step.tokens)
-            heapq.heappush(heap, (-eff, cid, level + 1))
+            push(heap, (-(w * (nxt.value - step.value) / max(1, nxt.tokens - step.tokens)), cid, level + 1))
+    chosen: dict[int, Option] = {}
+    for cid, lv in level_of.items():
+        w, shape = shapes[cid]
+        o = shape.hull[lv] if lv >= 0 else shape.options[-1 - lv]
+        chosen[cid] = Option(o.form, o.tokens, w * o.value)
     return chosen
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One item as it appears in a window, in send order."""
 
     id: int
@@ -129,8 +163,7 @@ class Entry:
         return d
 
 
-@dataclass(frozen=True)
-class Dropped:
+class Dropped(NamedTuple):
     id: int
     kind: str
     score: float

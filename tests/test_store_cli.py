@@ -1,0 +1,114 @@
+"""`cp-inspect ctx ...` and `cp-inspect eval` through typer's CliRunner (against ctx_app directly)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from inspector.ctx_cli import ctx_app, eval_command
+
+runner = CliRunner()
+
+
+def _run(*args: str, input: str | None = None):
+    return runner.invoke(ctx_app, list(args), input=input)
+
+
+def test_add_get_expand(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    r = _run("add", "--db", db, "--kind", "system", "--pin", "You are careful.")
+    assert r.exit_code == 0, r.output
+    sys_id = int(r.output.strip())
+    big = "row with needle_value\n" * 400
+    r = _run("add", "--db", db, "--kind", "tool_result", "--source", "call_7", "-", input=big)
+    assert r.exit_code == 0, r.output
+    big_id = int(r.output.strip())
+    for i in range(5):
+        assert _run("add", "--db", db, "--importance", "0.5", f"message number {i}").exit_code == 0
+
+    r = _run("get", "--db", db, "--budget", "400", "--json", "--fresh")
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.output)
+    assert m["budget"] == 400 and m["used"] <= 400
+    assert m["items"][0]["id"] == sys_id
+    assert {"id", "kind", "form", "tokens"} <= set(m["items"][0])
+    assert isinstance(m["dropped"], list)
+    forms = {i["id"]: i["form"] for i in m["items"]}
+    assert forms.get(big_id) in ("stub", "summary", None)
+
+    r = _run("get", "--db", db, "--budget", "400", "--explain", "--query", "needle_value")
+    assert r.exit_code == 0, r.output
+    for section in ("pinned", "recent", "relevant", "summaries", "stubs", "dropped", "of 400 tokens used"):
+        assert section in r.output
+
+    r = _run("expand", "--db", db, str(big_id))
+    assert r.exit_code == 0 and r.output.rstrip("\n") == big.rstrip("\n")
+
+
+def test_cli_errors_are_clear(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    r = _run("get", "--db", str(db), "--budget", "0")
+    assert r.exit_code == 2 and "--budget must be between 1" in r.output
+    r = _run("add", "--db", str(db), "--kind", "nonsense", "x")
+    assert r.exit_code == 2 and "unknown item kind" in r.output
+    r = _run("expand", "--db", str(db), "42")
+    assert r.exit_code == 1 and "no item #42" in r.output
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 500)
+    r = _run("get", "--db", str(bad), "--budget", "100")
+    assert r.exit_code == 1 and str(bad) in r.output and "ctx import" in r.output
+    r = _run("add", "--db", str(db), "--pin", "word " * 3000)
+    r = _run("get", "--db", str(db), "--budget", "200")
+    assert r.exit_code == 1 and "pinned items alone need" in r.output
+
+
+def _traj_root() -> Path:
+    env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "trajectories"
+
+
+def test_import_trajectory(tmp_path: Path) -> None:
+    f = _traj_root() / "mini-swe-agent-pr816" / "deepseek_reasoner_dev__pvlib__pvlib-python-1072.traj.json"
+    if not f.is_file():
+        pytest.skip(f"real trajectories not present at {f.parent}")
+    db = str(tmp_path / "imp.db")
+    r = _run("import", "--db", db, str(f))
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("imported ") and "mini-swe-agent" in r.output
+    r = _run("get", "--db", db, "--budget", "3000", "--json")
+    m = json.loads(r.output)
+    assert m["used"] <= 3000 and m["items"][0]["kind"] == "system" and m["items"][1]["pinned"]
+
+
+def test_import_bad_file(tmp_path: Path) -> None:
+    f = tmp_path / "x.json"
+    f.write_text('{"nothing": 1}')
+    r = _run("import", "--db", str(tmp_path / "i.db"), str(f))
+    assert r.exit_code == 1 and "x.json" in r.output
+
+
+def test_eval_command_skips_without_trajectories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = typer.Typer()
+    app.command()(eval_command)
+    monkeypatch.setenv("CONTEXTPIPE_TRAJECTORIES", str(tmp_path / "absent"))
+    r = runner.invoke(app, [])
+    assert r.exit_code == 0 and "skipped: no trajectories" in r.output
+
+
+def test_eval_command_on_one_trajectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _traj_root() / "swe-agent" / "marshmallow-1867_function_calling.traj"
+    if not src.is_file():
+        pytest.skip(f"real trajectories not present at {src.parent}")
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / src.name).write_bytes(src.read_bytes())  # a private copy in tmp, not in the project tree
+    app = typer.Typer()
+    app.command()(eval_command)
+    r = runner.invoke(app, ["--trajectories", str(root)])
+    assert r.exit_code == 0, r.output
+    assert "quarter  store-sticky" in r.output and "baseline" in r.output
