@@ -45,10 +45,15 @@ async def _run(job: BindJob) -> BindResult:
     t0 = time.perf_counter()
     try:
         args = (job.budget,) if _wants_budget(job.binder) else ()
-        if inspect.iscoroutinefunction(job.binder):
-            value = await asyncio.wait_for(job.binder(*args), job.timeout_s)
-        else:
-            value = await asyncio.wait_for(asyncio.to_thread(job.binder, *args), job.timeout_s)
+
+        async def call() -> Any:
+            if inspect.iscoroutinefunction(job.binder):
+                return await job.binder(*args)
+            v = await asyncio.to_thread(job.binder, *args)
+            # A plain callable may return an awaitable (a lambda or partial around an async function).
+            return await v if inspect.isawaitable(v) else v
+
+        value = await asyncio.wait_for(call(), job.timeout_s)
         if not isinstance(value, str):
             raise TypeError(f"binder returned {type(value).__name__}, expected str")
         return BindResult(job.source_id, value, None, (time.perf_counter() - t0) * 1000)

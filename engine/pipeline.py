@@ -29,9 +29,9 @@ from .assembly import Assembly, Measure, Section, wire_order
 from .bind import BindJob, bind_all
 from .catalog import Binder, EmergentQueue, LatchTable, SourceSpec, sort_key
 from .config import PipelineConfig
-from .errors import ConfigError, UnpairedToolResultError
+from .errors import BudgetExceededError, ConfigError, UnpairedToolResultError
 from .feedback import Usage, attribute_cache_break, normalize_usage
-from .hashing import content_hash
+from .hashing import content_hash, sha256_hex
 from .journal import Event, Journal, pack_turn
 from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
 from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
@@ -110,7 +110,7 @@ class Pipeline:
             thresholds=thresholds or Thresholds(),
             limits=limits or OptimizeLimits(),
         )
-        self.counter = counter or TokenCounter(tokenizer)
+        self.counter = counter if counter is not None else TokenCounter(tokenizer)  # empty is falsy
         self.measure = Measure(self.counter)
         self.clock = clock
         self.journal = Journal()
@@ -140,6 +140,7 @@ class Pipeline:
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
         self._replay = _replay
+        self._explaining = False  # EXPLAIN only: no journal writes, no summarizer calls
         self.recorder: Any = None
         self.probe: Any = None
         self._emit(
@@ -342,7 +343,9 @@ class Pipeline:
     def emerge(self, list_name: str, text: str) -> bool:
         """Queue an item discovered mid-turn for the next turn only. False if a duplicate or over the cap."""
         before = len(self.emergent.items)
-        self._emit({"k": "emergent", "list": list_name, "h": self._blob(text), "turn": self.turn})
+        # Found while turn `self.turn - 1` is in progress (its response being handled), so it is due in
+        # turn `self.turn`: the very next request. The event names the turn in progress.
+        self._emit({"k": "emergent", "list": list_name, "h": self._blob(text), "turn": self.turn - 1})
         return len(self.emergent.items) > before
 
     def set_window(self, window: int) -> None:
@@ -470,6 +473,8 @@ class Pipeline:
             return self.summaries[key]
         if self.summarizer is None or self._replay:
             return "[summary unavailable in replay]"
+        if self._explaining:  # EXPLAIN must not call the application's model
+            return "[summary not computed in EXPLAIN]"
         out = self.summarizer(texts)
         self._emit({"k": "summary", "in": key, "h": self._blob(out)})
         return out
@@ -615,9 +620,23 @@ class Pipeline:
         jobs = self._bind_jobs({})
         results = await bind_all(jobs) if jobs else {}
         bound: dict[str, dict[str, Any]] = {}
+        scratch: list[str] = []  # EXPLAIN: bound text is readable for this build only, never journaled
         for sid, r in sorted(results.items()):
-            bound[sid] = {"error": r.error} if r.error is not None else {"h": self._blob(r.text or "")}
-        return self._finish(bound, explain_only)
+            if r.error is not None:
+                bound[sid] = {"error": r.error}
+            elif explain_only:
+                h = sha256_hex(r.text or "")
+                if h not in self.journal.blobs:
+                    self.journal.blobs[h] = r.text or ""
+                    scratch.append(h)
+                bound[sid] = {"h": h}
+            else:
+                bound[sid] = {"h": self._blob(r.text or "")}
+        try:
+            return self._finish(bound, explain_only)
+        finally:
+            for h in scratch:
+                self.journal.blobs.pop(h, None)
 
     def next_request(self, explain_only: bool = False) -> Request:
         if self.binders:
@@ -635,14 +654,18 @@ class Pipeline:
     def _finish(self, bound: dict[str, dict[str, Any]], explain_only: bool) -> Request:
         if explain_only:
             saved_spill, self.spill = self.spill, MemorySpill()
+            self._explaining = True
             try:
                 built = self.build(bound)
             finally:
                 self.spill = saved_spill
+                self._explaining = False
+            _check_budget(built.trace)
             self._attribute(built.trace, built.serialized, built.plan)
             return Request(self.turn, built.serialized.json(), built.serialized, built.trace)
         self._close_open_turn()
         built = self.build(bound)
+        _check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
         built.trace["alerts"] = alert_rules.evaluate(built.trace, self.traces)
         self._emit(
@@ -735,6 +758,24 @@ _KIND_ORDER = (
     SectionKind.EMERGENT,
     SectionKind.HISTORY,
 )
+
+
+def _check_budget(trace: dict[str, Any]) -> None:
+    """The budget contract: a request never exceeds its ceiling. When even the content the engine may
+    not evict (anchors, goal, Never sections, the task and the newest round) does not fit, fail loudly."""
+    if trace["final_tokens"] <= trace["ceiling"]:
+        return
+    kept = ", ".join(
+        f"{s['id']} {s['tokens']}"
+        for s in trace["sections"]
+        if s["priority"] == "never" or s["kind"] in ("identity", "constraints", "goal", "history")
+    )
+    raise BudgetExceededError(
+        f"turn {trace['turn']}: the request still needs {trace['final_tokens']} tokens after every optimization, "
+        f"over its ceiling of {trace['ceiling']} (window {trace['limit']} minus margin and a "
+        f"{trace['reserves']['response']}-token response reserve); content that is never evicted: {kept}. "
+        "Give a larger window or shorten the protected sections."
+    )
 
 
 def _prefix_blocks(ser: SerializedRequest) -> int:

@@ -66,7 +66,7 @@ class Replayer:
                 raise ReplayError(
                     "the journal has no session event: it was not written by the ContextPipe engine"
                 )
-        self.counter = counter or TokenCounter()
+        self.counter = counter if counter is not None else TokenCounter()  # an empty counter is falsy
         self.measure = Measure(self.counter)
         self.fail_keys = frozenset(
             f.split(":", 1)[0]
