@@ -171,13 +171,7 @@ def _record_actual(pipe: Pipeline, turn: int, call: CallRec, prev: list[str]) ->
     if turn == 0 or base == 0:
         ev["tools"] = [pipe.journal.blob(canonical_json(t.parameters).decode()) for t in call.tools]
         ev["tool_names"] = [t.name for t in call.tools]
-    if call.usage is not None:
-        ev["usage"] = {
-            "input_tokens": call.usage.input_tokens,
-            "output_tokens": call.usage.output_tokens,
-            "cache_read_tokens": call.usage.cache_read_tokens,
-            "cache_write_tokens": call.usage.cache_write_tokens,
-        }
+    # Real usage is not repeated here: record_usage() journals it as the turn's `usage` event.
     if call.timestamp is not None:
         ev["time"] = call.timestamp
     pipe.journal.append(ev)

@@ -137,17 +137,27 @@ def _zdict(version: int) -> bytes:
     return _ZDICT[1]
 
 
-def pack_turn(event: Event) -> Event:
-    """On disk a turn's trace is stored zlib-compressed with a preset dictionary (see above)."""
-    if event.get("k") != "turn" or "trace" not in event:
-        return event
+BLOB_COMPRESS_MIN = 128  # bytes; smaller blobs do not shrink enough to pay for the zlib header
+
+
+def pack_event(event: Event) -> Event:
+    """The on-disk form of an event: turn traces are zlib-compressed with the preset dictionary above,
+    and text blobs of at least BLOB_COMPRESS_MIN bytes are zlib-compressed when that saves a fifth."""
     import zlib
 
     import msgpack
 
-    c = zlib.compressobj(6, zdict=_zdict(1))
-    data = c.compress(msgpack.packb(event["trace"])) + c.flush()
-    return {"k": "turn", "turn": event["turn"], "tz": data, "zd": 1}
+    k = event.get("k")
+    if k == "turn" and "trace" in event:
+        c = zlib.compressobj(9, zdict=_zdict(1))
+        data = c.compress(msgpack.packb(event["trace"])) + c.flush()
+        return {"k": "turn", "turn": event["turn"], "tz": data, "zd": 1}
+    if k == "blob" and isinstance(event.get("data"), str) and len(event["data"]) >= BLOB_COMPRESS_MIN:
+        raw = event["data"].encode("utf-8")
+        z = zlib.compress(raw, 9)
+        if len(z) < len(raw) * 0.8:
+            return {"k": "blob", "h": event["h"], "z": z}
+    return event
 
 
 def trace_of(event: Event) -> dict[str, Any]:
@@ -163,7 +173,13 @@ def trace_of(event: Event) -> dict[str, Any]:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)  # type: ignore[no-any-return]
 
 
-def unpack_turn(event: Event) -> Event:
-    if event.get("k") == "turn" and "tz" in event:
+def unpack_event(event: Event) -> Event:
+    """The in-memory form of an event read from disk (inverse of pack_event)."""
+    k = event.get("k")
+    if k == "turn" and "tz" in event:
         return {"k": "turn", "turn": event["turn"], "trace": trace_of(event)}
+    if k == "blob" and "z" in event:
+        import zlib
+
+        return {"k": "blob", "h": event["h"], "data": zlib.decompress(event["z"]).decode("utf-8")}
     return event

@@ -32,7 +32,7 @@ from .config import PipelineConfig
 from .errors import BudgetExceededError, ConfigError, UnpairedToolResultError
 from .feedback import Usage, attribute_cache_break, normalize_usage
 from .hashing import content_hash, sha256_hex
-from .journal import Event, Journal, pack_turn
+from .journal import Event, Journal, pack_event
 from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
 from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
 from .providers import POLICIES, SerializedRequest, Serializer, make_serializer
@@ -166,8 +166,8 @@ class Pipeline:
             self.recorder = RecordingWriter(record, header)
             rec = self.recorder
             for ev in self.journal.events:
-                rec.append(pack_turn(ev))
-            self.journal.subscribe(lambda ev: rec.append(pack_turn(ev)))
+                rec.append(pack_event(ev))
+            self.journal.subscribe(lambda ev: rec.append(pack_event(ev)))
         if serve:
             from .probe import ProbeServer
 

@@ -44,7 +44,7 @@ from .config import PipelineConfig
 from .errors import ConfigError, ContextPipeError
 from .feedback import attribute_cache_break
 from .ingest import actual_requests
-from .journal import Event, unpack_turn
+from .journal import Event, unpack_event
 from .optimize.context import OptimizeLimits
 from .plan import Thresholds
 from .pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices
@@ -680,7 +680,7 @@ def load_recording_events(path: str | Path) -> tuple[list[Event], dict[str, Any]
     from .recording import RecordingReader
 
     r = RecordingReader.open(path)
-    return [unpack_turn(e) for e in r.events()], dict(r.header)
+    return [unpack_event(e) for e in r.events()], dict(r.header)
 
 
 def simulate_file(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from engine.errors import ContextPipeError
-from engine.journal import trace_of, unpack_turn
+from engine.journal import trace_of, unpack_event
 from engine.recording import RecordingError, RecordingReader
 
 app = typer.Typer(
@@ -76,7 +76,7 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         src.client.close()
         return src.events, src.header
     r = open_recording(Path(target))
-    events = [unpack_turn(e) for e in r.events()]
+    events = [unpack_event(e) for e in r.events()]
     return events, r.header
 
 
@@ -154,7 +154,7 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     from engine.replay import Replayer, ReplayError
 
     r = open_recording(file)
-    events = [unpack_turn(e) for e in r.events()]
+    events = [unpack_event(e) for e in r.events()]
     t0 = time.perf_counter()
     try:
         report = Replayer(events).verify()

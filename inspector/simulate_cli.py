@@ -60,9 +60,9 @@ def simulate(
     )
     reader = open_recording(file)
     try:
-        from engine.journal import unpack_turn
+        from engine.journal import unpack_event
 
-        events = [unpack_turn(e) for e in reader.events()]
+        events = [unpack_event(e) for e in reader.events()]
         report = simulate_events(events, settings, source=str(file))
     except (ReplayError, RecordingError) as exc:
         fail(str(exc))

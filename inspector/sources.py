@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.assembly import Section
-from engine.journal import trace_of, unpack_turn
+from engine.journal import trace_of, unpack_event
 from engine.pipeline import Built
 from engine.probe_client import ProbeClient
 from engine.recording import RecordingReader, RecordingWriter
@@ -134,7 +134,7 @@ class FileSource(_ReplaySource):
 
     def _load_events(self) -> None:
         if not self._events_loaded:
-            self.events = [unpack_turn(e) for e in self.reader.events()]
+            self.events = [unpack_event(e) for e in self.reader.events()]
             self._events_loaded = True
 
     def load_initial(self) -> list[dict[str, Any]]:
@@ -148,7 +148,7 @@ class FileSource(_ReplaySource):
 
         for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
             for ev in self.reader.refresh():
-                ev = unpack_turn(ev)
+                ev = unpack_event(ev)
                 if self._events_loaded:
                     self.events.append(ev)
                 if ev.get("k") == "turn":
@@ -174,7 +174,7 @@ class LiveSource(_ReplaySource):
             self._take(ev)
 
     def _take(self, ev: dict[str, Any]) -> dict[str, Any] | None:
-        ev = unpack_turn(ev)
+        ev = unpack_event(ev)
         if ev.get("k") in ("hello", "pong", "dropped", "error"):
             return None
         self.events.append(ev)
