@@ -56,6 +56,10 @@ class Measure:
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
         self._msg: dict[str, int] = {}
+        # Section totals by object identity. Sections are immutable and an unchanged one is passed from
+        # rule to rule, so a turn sums each section once instead of once per rule. The entry holds the
+        # section itself, so its id cannot be reused while cached.
+        self._sec: dict[int, tuple[Section, int]] = {}
 
     def part(self, p: object) -> int:
         c = self.counter
@@ -88,7 +92,14 @@ class Measure:
         return MESSAGE_OVERHEAD_TOKENS + self.part(it)
 
     def section(self, s: Section) -> int:
-        return sum(self.item(i) for i in s.items)
+        hit = self._sec.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        n = sum(self.item(i) for i in s.items)
+        if len(self._sec) >= 1024:  # a few turns' worth; older sections are garbage anyway
+            self._sec.clear()
+        self._sec[id(s)] = (s, n)
+        return n
 
     def items(self, items: Iterable[SectionItem]) -> int:
         return sum(self.item(i) for i in items)

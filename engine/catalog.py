@@ -15,8 +15,11 @@ from .errors import ConfigError
 from .hashing import sha256_hex
 from .types import CacheScope, Lifecycle, Priority, SectionKind
 
-# A binder produces a section's text for this turn. It may be async (I/O) or a plain function.
-Binder = Callable[[], str] | Callable[[], Awaitable[str]]
+# A binder produces a section's text for this turn. It may be async (I/O) or a plain function; one that
+# takes an argument receives the section's token budget for the turn.
+Binder = (
+    Callable[[], str] | Callable[[], Awaitable[str]] | Callable[[int], str] | Callable[[int], Awaitable[str]]
+)
 
 # Send order of section kinds; within a kind, registration order. Anchors always lead.
 KIND_ORDER: tuple[SectionKind, ...] = (

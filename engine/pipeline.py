@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,14 @@ class Request:
     """What Execute hands back: the provider body, its canonical bytes, and the turn's trace."""
 
     turn: int
-    body: dict[str, Any]
     serialized: SerializedRequest
     trace: dict[str, Any]
+
+    @cached_property
+    def body(self) -> dict[str, Any]:
+        """The body as a dict for `client.create(**req.body)`, parsed from `bytes` on first use (an agent
+        that sends the canonical bytes itself never pays for it)."""
+        return self.serialized.json()  # type: ignore[no-any-return]
 
     @property
     def bytes(self) -> bytes:
@@ -662,7 +668,7 @@ class Pipeline:
                 self._explaining = False
             _check_budget(built.trace)
             self._attribute(built.trace, built.serialized, built.plan)
-            return Request(self.turn, built.serialized.json(), built.serialized, built.trace)
+            return Request(self.turn, built.serialized, built.trace)
         self._close_open_turn()
         built = self.build(bound)
         _check_budget(built.trace)
@@ -683,7 +689,7 @@ class Pipeline:
         self._open = built.trace
         self.traces.append(built.trace)
         self._last_request = built
-        return Request(built.trace["turn"], built.serialized.json(), built.serialized, built.trace)
+        return Request(built.trace["turn"], built.serialized, built.trace)
 
     def _attribute(self, trace: dict[str, Any], ser: SerializedRequest, p: Plan) -> None:
         prev = self._prev

@@ -65,6 +65,10 @@ def usage(pipe: Pipeline, req: Request, output: int = 0, **kw: int) -> None:
     pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": output, **kw})
 
 
+def divide_by_zero() -> str:
+    return str(1 / 0)
+
+
 def verify(pipe: Pipeline) -> None:
     rep = Replayer(pipe.journal.events, counter=pipe.counter).verify()
     assert rep.ok, [str(m) for m in rep.mismatches]
@@ -459,7 +463,7 @@ def test_degraded_binder_keeps_its_last_good_value() -> None:
 def test_never_binder_failure_raises_bind_error() -> None:
     pipe = make()
     pipe.identity("You are a test agent.")
-    pipe.add_source("policy", "context", binder=lambda: 1 / 0, priority=Priority.NEVER)
+    pipe.add_source("policy", "context", binder=divide_by_zero, priority=Priority.NEVER)
     pipe.user("task")
     with pytest.raises(BindError, match="'policy' is Never-priority.*ZeroDivisionError"):
         pipe.next_request()
@@ -590,7 +594,7 @@ def _high_pressure() -> list[dict[str, Any]]:
 def _bind_degraded() -> list[dict[str, Any]]:
     pipe = make()
     pipe.identity("x")
-    pipe.add_source("s", binder=lambda: 1 / 0)
+    pipe.add_source("s", binder=divide_by_zero)
     pipe.user("task")
     pipe.next_request()
     return pipe.traces
@@ -651,3 +655,44 @@ def test_quiet_session_raises_no_alerts() -> None:
         usage(pipe, req, cache_read_tokens=req.trace["cacheable_prefix_tokens"])
         step(pipe, k, 50)
     assert alert_rules(pipe.traces) == set()
+
+
+# ----------------------------------------------------------------------------- emergent, counters
+def test_emergent_items_reach_the_next_request_only() -> None:
+    pipe = make()
+    pipe.identity("You are a test agent.")
+    pipe.user("task")
+    usage(pipe, pipe.next_request())
+    step(pipe, 0)
+    assert pipe.emerge("todo", "re-run the flaky test") is True
+    assert pipe.emerge("todo", "re-run the flaky test") is False  # same content: deduplicated
+    for k in range(10):
+        pipe.emerge("files", f"file {k}")
+    nxt = pipe.next_request()
+    lines = "\n".join(b["text"] for b in nxt.body["system"]).split("\n")
+    assert "- [todo] re-run the flaky test" in lines
+    assert sum(line.startswith("- [files]") for line in lines) == 8  # capped per list
+    usage(pipe, nxt)
+    step(pipe, 1)
+    later = pipe.next_request()
+    assert b"re-run the flaky test" not in later.bytes
+    assert pipe.emerge("todo", "re-run the flaky test") is False  # a replay cannot inject it twice
+    verify(pipe)
+
+
+def test_an_empty_token_counter_is_used_not_replaced() -> None:
+    c = TokenCounter(CharTokenizer())
+    assert len(c) == 0
+    pipe = make(counter=c)
+    assert pipe.counter is c
+    assert Replayer(pipe.journal.events, counter=c).counter is c
+
+
+def test_request_body_is_parsed_from_the_canonical_bytes() -> None:
+    pipe = make()
+    pipe.identity("You are a test agent.")
+    pipe.user("ünïcode task ✓")
+    req = pipe.next_request()
+    assert req.body == json.loads(req.bytes)
+    assert req.body is req.body  # parsed once
+    assert "ünïcode task ✓".encode() in req.bytes

@@ -223,7 +223,7 @@ def play(s: Session, pipe: Pipeline) -> Iterator[Turn]:
         emerged: list[str] = []
         if r is not None:
             names = [f"tool_{k % max(1, len(s.tools))}" for k in range(len(r.calls))]
-            calls = []
+            calls: list[dict[str, Any]] = []
             for k, name in enumerate(names):
                 call_seq += 1
                 calls.append({"id": f"call_{call_seq}", "name": name, "arguments": {"arg": make_text(k, 3)}})

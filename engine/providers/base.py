@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import Media, Message, SectionItem, SpillReference, Text, ToolResult, ToolSchema
+from ..artifacts import Media, Message, SectionItem, SpillReference, Text, ToolCall, ToolResult, ToolSchema
 from ..assembly import Assembly, Measure, Section, wire_order
 from ..errors import UnpairedToolResultError
 from ..hashing import canonical_json
@@ -73,10 +73,11 @@ def check_pairing(history: tuple[SectionItem, ...]) -> None:
             if pending:
                 cid = sorted(pending)[0]
                 raise UnpairedToolResultError(cid, "the call has no result before the next assistant message")
-            prev_calls = {c.id for c in it.tool_calls}
+            prev_calls = {p.id for p in it.parts if isinstance(p, ToolCall)}
             pending = set(prev_calls)
         else:
-            for r in it.tool_results:
+            results = [p for p in it.parts if isinstance(p, ToolResult)]
+            for r in results:
                 if r.call_id not in prev_calls:
                     raise UnpairedToolResultError(
                         r.call_id,
@@ -84,8 +85,8 @@ def check_pairing(history: tuple[SectionItem, ...]) -> None:
                         "add the assistant's tool call first, or drop the result",
                     )
                 pending.discard(r.call_id)
-            if it.tool_results or it.parts:
-                if pending and it.tool_results:
+            if results or it.parts:
+                if pending and results:
                     cid = sorted(pending)[0]
                     raise UnpairedToolResultError(cid, "the call has no result in the following user message")
                 prev_calls, pending = set(), set()
@@ -111,6 +112,9 @@ class Serializer:
         self._message_blocks = message_blocks
         self._envelope = envelope
         self._cache: dict[tuple[str, bool], bytes] = {}
+        # (tokenizer, section, item hash, marked) -> (fragment, segment, block): an unchanged item costs
+        # one lookup per turn. Token counts are a pure function of (tokenizer, content), hence the key.
+        self._items: dict[tuple[str, str, str, bool], tuple[bytes, str, Block]] = {}
 
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
@@ -135,12 +139,24 @@ class Serializer:
         msgs: list[bytes] = []
         blocks: list[Block] = []
         tool_shas: dict[str, str] = {}
+        cache = self._items
+        tok = measure.counter.tokenizer.name
         for s in wire_order(asm):
             if s.kind == SectionKind.HISTORY:
                 check_pairing(s.items)
             for i, it in enumerate(s.items):
                 mk = (s.id, i) in marked
-                frag, segment = self._item_fragment(s, it, mk)
+                key = (tok, s.id, it.sha, mk)
+                hit = cache.get(key)
+                if hit is None:
+                    frag, segment = self._item_fragment(s, it, mk)
+                    # Block identity is the artifact's content hash, not its wire bytes: a moved cache
+                    # marker changes the bytes but not what the provider has cached.
+                    hit = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
+                    if len(cache) > 50_000:  # bound memory in very long sessions
+                        cache.clear()
+                    cache[key] = hit
+                frag, segment, block = hit
                 if segment == "tools":
                     tools.append(frag)
                     assert isinstance(it, ToolSchema)
@@ -149,9 +165,7 @@ class Serializer:
                     system.append(frag)
                 else:
                     msgs.append(frag)
-                # Block identity is the artifact's content hash, not its wire bytes: a moved cache marker
-                # changes the bytes but not what the provider has cached.
-                blocks.append(Block(s.id, segment, it.sha, measure.item(it), mk))
+                blocks.append(block)
         body = self._envelope(model, max_tokens, system, tools, msgs)
         last_marker = max((k for k, b in enumerate(blocks) if b.marker), default=-1)
         if not self.policy.supports_markers:

@@ -1,0 +1,38 @@
+"""Shared fixtures. Real trajectories are read from ../shared/trajectories (or $CONTEXTPIPE_TRAJECTORIES),
+never copied into the repository; tests that need them skip, saying where they looked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+TRAJECTORIES = Path(
+    os.environ.get("CONTEXTPIPE_TRAJECTORIES")
+    or Path(__file__).resolve().parents[2] / "shared" / "trajectories"
+)
+TRAJECTORY_SUFFIXES = (".json", ".traj")
+
+
+def trajectory_files() -> list[Path]:
+    """Every trajectory file under TRAJECTORIES (one folder per agent format); [] when absent."""
+    if not TRAJECTORIES.is_dir():
+        return []
+    return sorted(
+        p
+        for d in sorted(TRAJECTORIES.iterdir())
+        if d.is_dir()
+        for p in d.iterdir()
+        if p.is_file() and p.suffix in TRAJECTORY_SUFFIXES
+    )
+
+
+@pytest.fixture(scope="session")
+def trajectories_dir() -> Path:
+    if not trajectory_files():
+        pytest.skip(
+            f"real trajectories not found at {TRAJECTORIES}: put the shared trajectories folder next to the "
+            "repository or set CONTEXTPIPE_TRAJECTORIES"
+        )
+    return TRAJECTORIES
