@@ -35,10 +35,17 @@ class BindResult:
 
 
 def _wants_budget(fn: Callable[..., Any]) -> bool:
+    """A binder gets its token budget when it has a required positional parameter. Parameters with
+    defaults are left alone, so the usual `lambda k=k: ...` closure keeps its bound value."""
     try:
-        return len(inspect.signature(fn).parameters) >= 1
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
+    return any(
+        p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for p in params
+    )
 
 
 async def _run(job: BindJob) -> BindResult:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 
 
 class CacheScope(IntEnum):
@@ -33,7 +33,7 @@ class Priority(IntEnum):
         return self.name.lower()
 
 
-class Lifecycle(str, Enum):
+class Lifecycle(StrEnum):
     STATIC = "static"
     SESSION_LATCH = "session_latch"
     PER_TURN = "per_turn"
@@ -53,7 +53,7 @@ class Tier(IntEnum):
         return {0: "Normal", 1: "TrimSchemas", 2: "CompactHistory", 3: "AggressivePrune"}[int(self)]
 
 
-class SectionKind(str, Enum):
+class SectionKind(StrEnum):
     IDENTITY = "identity"
     CONSTRAINTS = "constraints"
     TOOLS = "tools"
@@ -66,7 +66,7 @@ class SectionKind(str, Enum):
     HISTORY = "history"
 
 
-class Form(str, Enum):
+class Form(StrEnum):
     """The form in which a section (or item) reached the request."""
 
     FULL = "full"

@@ -95,6 +95,7 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
             new_text, omitted = trim_text(part.content, target, m)
             new_part: ToolResult | Text = ToolResult(part.call_id, new_text, part.is_error, part.form)
         else:
+            assert isinstance(part, Text)  # the search above only picks tool results and text
             new_text, omitted = trim_text(part.text, target, m)
             new_part = Text(new_text)
         parts = list(msg.parts)

@@ -6,6 +6,7 @@ for any provider that caches prefixes without explicit breakpoints.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..artifacts import Media, Message, Text, ToolCall, ToolResult, ToolSchema
@@ -25,7 +26,7 @@ def tool_block(t: ToolSchema, marked: bool) -> dict[str, Any]:
     }
 
 
-def _text(parts: list[object]) -> str:
+def _text(parts: Sequence[object]) -> str:
     out = []
     for p in parts:
         if isinstance(p, Text):
