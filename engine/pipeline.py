@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from . import alerts as alert_rules
-from .artifacts import Media, Message, Part, SectionItem, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from .assembly import Assembly, Measure, Section, wire_order
+from .artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from .assembly import Assembly, Measure
 from .bind import BindJob, bind_all
-from .catalog import Binder, EmergentQueue, LatchTable, SourceSpec, sort_key
+from .catalog import Binder, EmergentQueue, LatchTable, SourceSpec
 from .config import PipelineConfig
-from .errors import BudgetExceededError, ConfigError, UnpairedToolResultError
+from .errors import ConfigError, UnpairedToolResultError
 from .feedback import Usage, attribute_cache_break, normalize_usage
 from .hashing import content_hash, sha256_hex
 from .journal import Event, Journal, pack_event
@@ -38,10 +38,12 @@ from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
 from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
 from .providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from .providers.base import Block
+from .sections import assemble
 from .spill import FileSpill, MemorySpill, SpillBackend
 from .stats import Statistics
 from .tokens import TokenCounter, Tokenizer
-from .types import CacheScope, Form, Lifecycle, Priority, SectionKind
+from .trace import build_trace, check_budget
+from .types import CacheScope, Lifecycle, Priority, SectionKind
 
 ENGINE_VERSION = "0.1.0"
 ENV_RECORD = "CONTEXTPIPE_RECORD"
@@ -407,71 +409,18 @@ class Pipeline:
             s = self._serializers[provider] = make_serializer(provider)
         return s
 
-    def _static_sections(self, bound: dict[str, dict[str, Any]]) -> list[Section]:
-        """The non-history sections in catalog order, from static content and this turn's binds."""
-        out: list[Section] = []
-        indexed = sorted(enumerate(self.specs), key=lambda e: sort_key(e[1], e[0]))
-        for _, spec in indexed:
-            b = bound.get(spec.id)
-            form, note = Form.FULL, ""
-            if b is not None and b.get("error"):
-                text = self.content.get(spec.id, "")
-                form, note = Form.DEGRADED, b["error"]
-                items: tuple[SectionItem, ...] = (Text(f"[{spec.label} unavailable: {b['error']}]"),)
-                if text:
-                    items = (Text(text),)  # the last good value beats a placeholder
-            else:
-                text = self._text(b["h"]) if b is not None else self.content.get(spec.id, "")
-                items = (Text(text),) if text else ()
-            out.append(
-                Section(spec.id, spec.label, spec.kind, spec.scope, spec.priority, items, form, 0, note)
-            )
-        if self.tools:
-            out.append(
-                Section(
-                    "tools",
-                    "Tools",
-                    SectionKind.TOOLS,
-                    CacheScope.GLOBAL,
-                    Priority.LAST_RESORT,
-                    tuple(self.tools),
-                )
-            )
-        if self.latches.latches:
-            out.append(
-                Section(
-                    "latches",
-                    "Latches",
-                    SectionKind.LATCH,
-                    CacheScope.SESSION,
-                    Priority.NEVER,
-                    (Text(self.latches.render()),),
-                )
-            )
-        due = self.emergent.due(self.turn)
-        if due:
-            text = "\n".join(f"- [{i.list_name}] {i.text}" for i in due)
-            out.append(
-                Section(
-                    "emergent",
-                    "Emergent",
-                    SectionKind.EMERGENT,
-                    CacheScope.NONE,
-                    Priority.FIRST,
-                    (Text(text),),
-                )
-            )
-        order = {k: i for i, k in enumerate(_KIND_ORDER)}
-        out.sort(key=lambda s: order[s.kind])  # stable: registration order within a kind
-        return out
-
     def _assemble(self, bound: dict[str, dict[str, Any]]) -> Assembly:
-        sections = self._static_sections(bound)
-        hist = tuple(self.history) + ((Message("user", tuple(self.pending)),) if self.pending else ())
-        sections.append(
-            Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, hist)
+        return assemble(
+            self.specs,
+            self.content,
+            self.journal.blobs,
+            bound,
+            self.tools,
+            self.latches,
+            self.emergent.due(self.turn),
+            self.history,
+            self.pending,
         )
-        return tuple(sections)
 
     def _summarize(self, texts: list[str]) -> str:
         key = content_hash(texts)
@@ -523,96 +472,20 @@ class Pipeline:
         ser = self._serializer(cfg.provider).serialize(
             res.asm, res.markers, cfg.model, cfg.max_output_tokens, m
         )
-        trace = self._trace(cfg, the_plan, reserves, asm, res, ser, ctx.spill_failures)
+        trace = build_trace(
+            self.turn,
+            cfg,
+            the_plan,
+            reserves,
+            asm,
+            res,
+            ser,
+            m,
+            self.traces[-1] if self.traces else None,
+            self.flipped,
+            ctx.spill_failures,
+        )
         return Built(the_plan, res.asm, ser, trace)
-
-    def _trace(
-        self,
-        cfg: PipelineConfig,
-        p: Plan,
-        reserves: Reserves,
-        before: Assembly,
-        res: Any,
-        ser: SerializedRequest,
-        spill_failures: list[str],
-    ) -> dict[str, Any]:
-        m = self.measure
-        planned = {s.id: m.section(s) for s in before}
-        prev_sections = {s["id"]: s["sha256"] for s in self.traces[-1]["sections"]} if self.traces else {}
-        sections = []
-        sec_sha: dict[str, str] = {}
-        for b in ser.blocks:
-            sec_sha[b.section] = sec_sha.get(b.section, "") + b.sha
-        from .hashing import sha256_hex
-
-        for s in wire_order(res.asm):
-            sha = sha256_hex(sec_sha.get(s.id, ""))
-            sections.append(
-                {
-                    "id": s.id,
-                    "name": s.name,
-                    "kind": s.kind.value,
-                    "scope": s.scope.label,
-                    "priority": s.priority.label,
-                    "budget": p.budgets.get(s.id, 0),
-                    "planned": planned.get(s.id, 0),
-                    "tokens": m.section(s),
-                    "form": s.form.value if s.items or s.form != Form.FULL else "dropped",
-                    "omitted": s.omitted,
-                    "sha256": sha,
-                    "changed": prev_sections.get(s.id) not in (None, sha),
-                    "items": len(s.items),
-                    "note": s.note,
-                }
-            )
-        markers = []
-        cum = 0
-        for b in ser.blocks:
-            cum += b.tokens
-            if b.marker:
-                sec = next(s for s in sections if s["id"] == b.section)
-                markers.append(
-                    {
-                        "index": [s["id"] for s in sections].index(b.section),
-                        "section": b.section,
-                        "scope": sec["scope"],
-                        "offset_tokens": cum,
-                    }
-                )
-        return {
-            "turn": self.turn,
-            "model": cfg.model,
-            "provider": cfg.provider,
-            "limit": cfg.window,
-            "usable": cfg.budget.usable,
-            "pressure": {"raw": round(p.raw_pressure, 4), "predictive": round(p.predictive_pressure, 4)},
-            "reserves": {
-                "response": reserves.response,
-                "thinking": reserves.thinking,
-                "schema": reserves.schema,
-                "percentile": reserves.percentile,
-            },
-            "thresholds": cfg.thresholds.to_dict(),
-            "tier": p.tier.label,
-            "tier_reason": p.tier_reason(),
-            "estimated_tokens": p.estimated_tokens,
-            "final_tokens": m.total(res.asm),
-            "ceiling": p.ceiling,
-            "sections": sections,
-            "steps": res.steps,
-            "actions": res.actions,
-            "skipped": res.skipped,
-            "markers": markers,
-            "cacheable_prefix_tokens": ser.cacheable_prefix_tokens,
-            "request_sha256": ser.request_sha256,
-            "prefix_sha256": ser.prefix_sha256,
-            "usage": None,
-            "cache_break": None,
-            "alerts": [],
-            "latch_flips": list(self.flipped),
-            "spill_failures": list(spill_failures),
-            "error": None,
-        }
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         return [
@@ -666,12 +539,12 @@ class Pipeline:
             finally:
                 self.spill = saved_spill
                 self._explaining = False
-            _check_budget(built.trace)
+            check_budget(built.trace)
             self._attribute(built.trace, built.serialized, built.plan)
             return Request(self.turn, built.serialized, built.trace)
         self._close_open_turn()
         built = self.build(bound)
-        _check_budget(built.trace)
+        check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
         built.trace["alerts"] = alert_rules.evaluate(built.trace, self.traces)
         self._emit(
@@ -750,38 +623,6 @@ class Pipeline:
         if usage is not None:
             self.record_usage(usage)
         return resp
-
-
-_KIND_ORDER = (
-    SectionKind.IDENTITY,
-    SectionKind.CONSTRAINTS,
-    SectionKind.TOOLS,
-    SectionKind.LATCH,
-    SectionKind.MEMORY,
-    SectionKind.WORKING_MEMORY,
-    SectionKind.CONTEXT,
-    SectionKind.GOAL,
-    SectionKind.EMERGENT,
-    SectionKind.HISTORY,
-)
-
-
-def _check_budget(trace: dict[str, Any]) -> None:
-    """The budget contract: a request never exceeds its ceiling. When even the content the engine may
-    not evict (anchors, goal, Never sections, the task and the newest round) does not fit, fail loudly."""
-    if trace["final_tokens"] <= trace["ceiling"]:
-        return
-    kept = ", ".join(
-        f"{s['id']} {s['tokens']}"
-        for s in trace["sections"]
-        if s["priority"] == "never" or s["kind"] in ("identity", "constraints", "goal", "history")
-    )
-    raise BudgetExceededError(
-        f"turn {trace['turn']}: the request still needs {trace['final_tokens']} tokens after every optimization, "
-        f"over its ceiling of {trace['ceiling']} (window {trace['limit']} minus margin and a "
-        f"{trace['reserves']['response']}-token response reserve); content that is never evicted: {kept}. "
-        "Give a larger window or shorten the protected sections."
-    )
 
 
 def _prefix_blocks(ser: SerializedRequest) -> int:

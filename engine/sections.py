@@ -1,0 +1,82 @@
+"""Section assembly: turn the catalog, this turn's bind results and the conversation into the ordered
+sections Optimize works on. A pure function of its inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .artifacts import Message, Part, SectionItem, Text, ToolSchema
+from .assembly import Assembly, Section
+from .catalog import KIND_ORDER, EmergentItem, LatchTable, SourceSpec, sort_key
+from .types import CacheScope, Form, Priority, SectionKind
+
+_ORDER = {k: i for i, k in enumerate(KIND_ORDER)}
+
+
+def _source_section(
+    spec: SourceSpec, bound: dict[str, Any] | None, last: str, blobs: Mapping[str, str]
+) -> Section:
+    if bound is not None and bound.get("error"):
+        # The last good value beats a placeholder; with none, the placeholder says what failed.
+        text = last or f"[{spec.label} unavailable: {bound['error']}]"
+        return Section(
+            spec.id,
+            spec.label,
+            spec.kind,
+            spec.scope,
+            spec.priority,
+            (Text(text),),
+            Form.DEGRADED,
+            0,
+            bound["error"],
+        )
+    text = blobs[bound["h"]] if bound is not None else last
+    items: tuple[SectionItem, ...] = (Text(text),) if text else ()
+    return Section(spec.id, spec.label, spec.kind, spec.scope, spec.priority, items)
+
+
+def assemble(
+    specs: Sequence[SourceSpec],
+    content: Mapping[str, str],
+    blobs: Mapping[str, str],
+    bound: Mapping[str, dict[str, Any]],
+    tools: Sequence[ToolSchema],
+    latches: LatchTable,
+    emergent_due: Sequence[EmergentItem],
+    history: Sequence[Message],
+    pending: Sequence[Part],
+) -> Assembly:
+    """Sections in catalog order (kinds in KIND_ORDER, registration order within a kind), history last."""
+    out = [
+        _source_section(spec, bound.get(spec.id), content.get(spec.id, ""), blobs)
+        for _, spec in sorted(enumerate(specs), key=lambda e: sort_key(e[1], e[0]))
+    ]
+    if tools:
+        out.append(
+            Section(
+                "tools", "Tools", SectionKind.TOOLS, CacheScope.GLOBAL, Priority.LAST_RESORT, tuple(tools)
+            )
+        )
+    if latches.latches:
+        out.append(
+            Section(
+                "latches",
+                "Latches",
+                SectionKind.LATCH,
+                CacheScope.SESSION,
+                Priority.NEVER,
+                (Text(latches.render()),),
+            )
+        )
+    if emergent_due:
+        text = "\n".join(f"- [{i.list_name}] {i.text}" for i in emergent_due)
+        out.append(
+            Section(
+                "emergent", "Emergent", SectionKind.EMERGENT, CacheScope.NONE, Priority.FIRST, (Text(text),)
+            )
+        )
+    out.sort(key=lambda s: _ORDER[s.kind])  # stable: registration order within a kind
+    hist = tuple(history) + ((Message("user", tuple(pending)),) if pending else ())
+    out.append(Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, hist))
+    return tuple(out)

@@ -1,0 +1,125 @@
+"""The EXPLAIN ANALYZE record of a turn (see docs/TRACE_SCHEMA.md), and the budget contract check."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .assembly import Assembly, Measure, wire_order
+from .errors import BudgetExceededError
+from .hashing import sha256_hex
+from .plan import Plan, Reserves
+from .providers import SerializedRequest
+from .types import Form
+
+if TYPE_CHECKING:
+    from .config import PipelineConfig
+    from .optimize import OptimizeResult
+
+
+def build_trace(
+    turn: int,
+    cfg: PipelineConfig,
+    p: Plan,
+    reserves: Reserves,
+    before: Assembly,
+    res: OptimizeResult,
+    ser: SerializedRequest,
+    m: Measure,
+    prev: dict[str, Any] | None,
+    latch_flips: list[str],
+    spill_failures: list[str],
+) -> dict[str, Any]:
+    """Sections in wire order with planned vs sent tokens and a content hash (changed since `prev`),
+    markers with their token offsets, every optimize step, and the request hashes."""
+    planned = {s.id: m.section(s) for s in before}
+    prev_sections = {s["id"]: s["sha256"] for s in prev["sections"]} if prev else {}
+    sec_sha: dict[str, str] = {}
+    for b in ser.blocks:
+        sec_sha[b.section] = sec_sha.get(b.section, "") + b.sha
+    sections = []
+    for s in wire_order(res.asm):
+        sha = sha256_hex(sec_sha.get(s.id, ""))
+        sections.append(
+            {
+                "id": s.id,
+                "name": s.name,
+                "kind": s.kind.value,
+                "scope": s.scope.label,
+                "priority": s.priority.label,
+                "budget": p.budgets.get(s.id, 0),
+                "planned": planned.get(s.id, 0),
+                "tokens": m.section(s),
+                "form": s.form.value if s.items or s.form != Form.FULL else "dropped",
+                "omitted": s.omitted,
+                "sha256": sha,
+                "changed": prev_sections.get(s.id) not in (None, sha),
+                "items": len(s.items),
+                "note": s.note,
+            }
+        )
+    position = {sec["id"]: i for i, sec in enumerate(sections)}
+    markers = []
+    cum = 0
+    for b in ser.blocks:
+        cum += b.tokens
+        if b.marker:
+            markers.append(
+                {
+                    "index": position[b.section],
+                    "section": b.section,
+                    "scope": sections[position[b.section]]["scope"],
+                    "offset_tokens": cum,
+                }
+            )
+    return {
+        "turn": turn,
+        "model": cfg.model,
+        "provider": cfg.provider,
+        "limit": cfg.window,
+        "usable": cfg.budget.usable,
+        "pressure": {"raw": round(p.raw_pressure, 4), "predictive": round(p.predictive_pressure, 4)},
+        "reserves": {
+            "response": reserves.response,
+            "thinking": reserves.thinking,
+            "schema": reserves.schema,
+            "percentile": reserves.percentile,
+        },
+        "thresholds": cfg.thresholds.to_dict(),
+        "tier": p.tier.label,
+        "tier_reason": p.tier_reason(),
+        "estimated_tokens": p.estimated_tokens,
+        "final_tokens": m.total(res.asm),
+        "ceiling": p.ceiling,
+        "sections": sections,
+        "steps": res.steps,
+        "actions": res.actions,
+        "skipped": res.skipped,
+        "markers": markers,
+        "cacheable_prefix_tokens": ser.cacheable_prefix_tokens,
+        "request_sha256": ser.request_sha256,
+        "prefix_sha256": ser.prefix_sha256,
+        "usage": None,
+        "cache_break": None,
+        "alerts": [],
+        "latch_flips": list(latch_flips),
+        "spill_failures": list(spill_failures),
+        "error": None,
+    }
+
+
+def check_budget(trace: dict[str, Any]) -> None:
+    """The budget contract: a request never exceeds its ceiling. When even the content the engine may
+    not evict (anchors, goal, Never sections, the task and the newest round) does not fit, fail loudly."""
+    if trace["final_tokens"] <= trace["ceiling"]:
+        return
+    kept = ", ".join(
+        f"{s['id']} {s['tokens']}"
+        for s in trace["sections"]
+        if s["priority"] == "never" or s["kind"] in ("identity", "constraints", "goal", "history")
+    )
+    raise BudgetExceededError(
+        f"turn {trace['turn']}: the request still needs {trace['final_tokens']} tokens after every optimization, "
+        f"over its ceiling of {trace['ceiling']} (window {trace['limit']} minus margin and a "
+        f"{trace['reserves']['response']}-token response reserve); content that is never evicted: {kept}. "
+        "Give a larger window or shorten the protected sections."
+    )
