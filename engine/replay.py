@@ -7,8 +7,11 @@ overrides)` folds up to turn t's request and re-plans it under other settings: n
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .assembly import Measure
@@ -20,6 +23,33 @@ from .tokens import TokenCounter
 
 class ReplayError(Exception):
     pass
+
+
+# Folding a long journal from the start for every re-plan is O(turns). The Replayer keeps one private
+# "cursor" pipeline folded up to the last turn asked for (stepping forward folds only the new events)
+# and a snapshot every CHECKPOINT_EVERY turns (stepping back starts from the nearest one).
+CHECKPOINT_EVERY = 128
+# Pipeline attributes that are not folded state: shared by a snapshot and its original. The journal's
+# blob dict only ever gains content-addressed entries, so sharing it is safe.
+_SHARED = frozenset({"journal", "counter", "measure", "spill", "_serializers", "summarizer", "clock",
+                     "binders", "recorder", "probe", "config"})
+_IMMUTABLE = (int, float, str, bool, bytes, tuple, frozenset, type(None))
+
+
+def _snapshot(pipe: Pipeline) -> Pipeline:
+    """A copy of a pipeline's folded state that folding or building on either side cannot disturb.
+    Lists and dicts hold frozen artifacts, so a shallow copy is enough; anything else is deep-copied."""
+    c = copy.copy(pipe)
+    for k, v in vars(pipe).items():
+        if k in _SHARED or isinstance(v, _IMMUTABLE):
+            continue
+        if type(v) is list:
+            setattr(c, k, list(v))
+        elif type(v) is dict:
+            setattr(c, k, dict(v))
+        else:
+            setattr(c, k, copy.deepcopy(v))
+    return c
 
 
 @dataclass(frozen=True)
@@ -75,7 +105,14 @@ class Replayer:
             for f in e.get("spill_failures", ())
         )
         self.request_index = {e["turn"]: i for i, e in enumerate(self.events) if e.get("k") == "request"}
-        self.recorded_traces = {e["turn"]: trace_of(e) for e in self.events if e.get("k") == "turn"}
+        self._lock = threading.Lock()
+        self._cursor: tuple[int, Pipeline] | None = None  # (events folded, pipeline), private
+        self._checkpoints: dict[int, Pipeline] = {}  # events folded -> snapshot (at a request)
+
+    @cached_property
+    def recorded_traces(self) -> dict[int, dict[str, Any]]:
+        # Lazy: decoding every trace of a long recording is only worth it when someone asks.
+        return {e["turn"]: trace_of(e) for e in self.events if e.get("k") == "turn"}
 
     @property
     def turns(self) -> int:
@@ -108,13 +145,29 @@ class Replayer:
             turn += self.turns
         if turn not in self.request_index:
             raise ReplayError(f"turn {turn} is not in this journal (it has turns 0..{self.turns - 1})")
-        pipe = self._fresh()
         stop = self.request_index[turn]
-        for ev in self.events[:stop]:
-            self._fold(pipe, ev)
-        pipe._close_pending()
-        pipe.turn = turn
-        return pipe, self.events[stop]
+        with self._lock:
+            at, pipe = self._start_near(stop)
+            for i in range(at, stop):
+                ev = self.events[i]
+                if ev.get("k") == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
+                    self._checkpoints[i] = _snapshot(pipe)
+                self._fold(pipe, ev)
+            self._cursor = (stop, pipe)
+            # Closing pending parts and setting the turn is what folding the request event does first,
+            # so the cursor stays a plain fold; the caller gets its own copy to build on.
+            pipe._close_pending()
+            pipe.turn = turn
+            return _snapshot(pipe), self.events[stop]
+
+    def _start_near(self, stop: int) -> tuple[int, Pipeline]:
+        """The furthest folded state at or before event `stop`: the cursor, else a checkpoint copy."""
+        if self._cursor is not None and self._cursor[0] <= stop:
+            return self._cursor
+        best = max((i for i in self._checkpoints if i <= stop), default=None)
+        if best is None:
+            return 0, self._fresh()
+        return best, _snapshot(self._checkpoints[best])
 
     def replan(self, turn: int, overrides: Overrides | None = None) -> Built:
         """Plan + Optimize + serialize turn `turn` again, optionally under other settings."""

@@ -9,6 +9,7 @@ UI thread, and only the current turn is ever drawn, so a 10,000-turn recording o
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 
 from textual import on, work
@@ -28,11 +29,12 @@ from inspector.messages import (
     ReplanFinished,
     ReplanRequested,
     SectionSelected,
+    SimulationFinished,
     SourceDisconnected,
     TurnsReceived,
 )
 from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
-from inspector.source import Disconnected, Dropped, NewTurn, Overrides, Source
+from inspector.source import Disconnected, Dropped, NewTurn, Overrides, SimulationCancelled, Source
 from inspector.status import status_markup
 from inspector.timeline import Timeline
 from panels.alerts import AlertsPanel
@@ -49,6 +51,7 @@ from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # turns per second
 NARROW_BELOW = 100  # columns; below this the layout re-stacks (80x24 must stay usable)
 SPARK_TURNS = 240  # pressure sparkline history; more than any terminal is wide
+CONTENT_DEBOUNCE_S = 0.08  # steps closer together than this are a held key: fetch content once it stops
 
 
 class InspectorApp(App[None]):
@@ -92,6 +95,10 @@ class InspectorApp(App[None]):
         self._loaded = False
         self._show_request = False
         self._play_timer = None
+        self._status_markup = ""
+        self._last_step = 0.0
+        self._loading = False  # the initial chunks of a long recording are still arriving
+        self._content_deferred = False
         self._theme_warning: str | None = None
         for t in THEMES:
             self.register_theme(t)
@@ -141,7 +148,16 @@ class InspectorApp(App[None]):
     @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def read_source(self) -> None:
         worker = get_current_worker()
-        self.post_message(TurnsReceived(self.source.load_initial()))
+        # A long recording arrives in chunks, so the first frame does not wait for the last turn.
+        chunks = getattr(self.source, "load_chunks", None)
+        pending = iter(chunks() if chunks is not None else [self.source.load_initial()])
+        traces = next(pending, [])
+        for following in pending:
+            if worker.is_cancelled:
+                return
+            self.post_message(TurnsReceived(traces, more=True))
+            traces = following
+        self.post_message(TurnsReceived(traces))
         for event in self.source.follow():
             if worker.is_cancelled:
                 return
@@ -159,10 +175,14 @@ class InspectorApp(App[None]):
         self.query_one("#alerts", AlertsPanel).add_traces(message.traces, first)
         self.query_one("#strip", TimelineStrip).count = len(self.timeline)
         if not self._loaded and len(self.timeline):
-            self._loaded = True
-            if self.start_turn is not None:
-                found = self.timeline.index_of_turn(self.start_turn)
-                self.timeline.go(found if found is not None else self.timeline.last)
+            found = None if self.start_turn is None else self.timeline.index_of_turn(self.start_turn)
+            if found is not None or not message.more:  # the start turn may be in a later chunk
+                self._loaded = True
+                if self.start_turn is not None:
+                    self.timeline.go(found if found is not None else self.timeline.last)
+        self._loading = message.more
+        if self.index == self.timeline.current and not message.more and self._content_deferred:
+            self.watch_index(self.index)  # the initial load is complete: now fetch the content
         self.index = self.timeline.current
         self._update_status()
 
@@ -195,14 +215,21 @@ class InspectorApp(App[None]):
         self.query_one("#strip", TimelineStrip).current = index
         manifest = self.query_one("#manifest", ManifestPanel)
         manifest.show(trace)
-        self._load_content(manifest.selected_section())
-        overrides = self.query_one("#whatif", WhatIfPanel).overrides()
-        if not overrides.is_empty():
+        # While a long recording is still loading, the source is busy decoding: content comes after.
+        self._content_deferred = self._loading
+        if not self._loading:
+            self._load_content(manifest.selected_section(), stepping=True)
+        whatif = self.query_one("#whatif", WhatIfPanel)
+        overrides = whatif.overrides()
+        if not overrides.is_empty() and not whatif.session:  # session-wide results do not depend on the turn
             self.run_replan(index, overrides)
         self._update_status()
 
     def _update_status(self) -> None:
-        self.query_one("#status", Static).update(status_markup(self))
+        markup = status_markup(self)
+        if markup != self._status_markup:  # one line of fixed height: no layout pass needed
+            self._status_markup = markup
+            self.query_one("#status", Static).update(markup, layout=False)
 
     def _go(self, index: int | None) -> None:
         if index is not None:
@@ -211,19 +238,29 @@ class InspectorApp(App[None]):
 
     # ---- content ------------------------------------------------------------------------------
 
-    def _load_content(self, section_id: str | None) -> None:
+    def _load_content(self, section_id: str | None, stepping: bool = False) -> None:
         trace = self.timeline.trace(self.index)
         if trace is None:
             return
+        # Held-down arrow keys step many turns a second: the content of a turn the person has
+        # already left is never fetched (the worker waits a moment and a newer step cancels it).
+        now = time.monotonic()
+        wait = CONTENT_DEBOUNCE_S if stepping and now - self._last_step < CONTENT_DEBOUNCE_S else 0.0
+        if stepping:
+            self._last_step = now
         if self._show_request:
-            self.fetch_content(trace["turn"], None, f"request body · turn {trace['turn']}")
+            self.fetch_content(trace["turn"], None, f"request body · turn {trace['turn']}", wait)
         elif section_id is not None:
             form = next((s["form"] for s in trace["sections"] if s["id"] == section_id), "")
-            self.fetch_content(trace["turn"], section_id, f"{section_id} · turn {trace['turn']} · {form}")
+            self.fetch_content(trace["turn"], section_id, f"{section_id} · turn {trace['turn']} · {form}", wait)
 
     @work(thread=True, exclusive=True, group="content", exit_on_error=False)
-    def fetch_content(self, turn: int, section_id: str | None, title: str) -> None:
+    def fetch_content(self, turn: int, section_id: str | None, title: str, wait: float = 0.0) -> None:
         worker = get_current_worker()
+        if wait:
+            time.sleep(wait)
+            if worker.is_cancelled:
+                return
         text = (self.source.request_body(turn) if section_id is None
                 else self.source.section_content(turn, section_id))
         if not worker.is_cancelled:
@@ -243,7 +280,11 @@ class InspectorApp(App[None]):
     @on(ReplanRequested)
     def _replan_requested(self, message: ReplanRequested) -> None:
         whatif = self.query_one("#whatif", WhatIfPanel)
-        if message.overrides.is_empty():
+        if message.session:
+            self.workers.cancel_group(self, "replan")
+            self.run_simulation(message.overrides)
+        elif message.overrides.is_empty():
+            self.workers.cancel_group(self, "simulate")
             self.workers.cancel_group(self, "replan")
             whatif.result = None
         elif self.index >= 0:
@@ -256,6 +297,32 @@ class InspectorApp(App[None]):
         trace = self.source.replan(self.timeline.traces[index]["turn"], overrides)
         if not worker.is_cancelled:
             self.post_message(ReplanFinished(index, overrides, trace))
+
+    @work(thread=True, exclusive=True, group="simulate", exit_on_error=False)
+    def run_simulation(self, overrides: Overrides) -> None:
+        """Session-wide what-if. Newest settings win: exclusive=True cancels the previous run, which
+        stops at its next check (the source polls `cancelled`) and never posts."""
+        worker = get_current_worker()
+        try:
+            report = self.source.simulate(overrides, cancelled=lambda: worker.is_cancelled)
+        except SimulationCancelled:
+            return
+        except Exception as exc:  # an unknown model or setting is a message in the panel, not a crash
+            if not worker.is_cancelled:
+                self.post_message(SimulationFinished(overrides, None, f"{type(exc).__name__}: {exc}"))
+            return
+        if not worker.is_cancelled:
+            self.post_message(SimulationFinished(overrides, report))
+
+    @on(SimulationFinished)
+    def _simulation_finished(self, message: SimulationFinished) -> None:
+        whatif = self.query_one("#whatif", WhatIfPanel)
+        if not whatif.session or message.overrides != whatif.overrides():
+            return
+        if message.error is not None:
+            whatif.show_session_error(f"session-wide what-if failed: {message.error}")
+        else:
+            whatif.session_result = message.report
 
     @on(ReplanFinished)
     def _replan_finished(self, message: ReplanFinished) -> None:

@@ -11,9 +11,11 @@ from inspector.source import Overrides
 
 @dataclass
 class TurnsReceived(Message):
-    """New traces from the source (live probe or a growing file)."""
+    """New traces from the source (live probe or a growing file). `more`: the initial load of a long
+    recording is still arriving in chunks."""
 
     traces: list[dict]
+    more: bool = False
 
 
 @dataclass
@@ -41,6 +43,14 @@ class SectionSelected(Message):
 @dataclass
 class ReplanRequested(Message):
     overrides: Overrides
+    session: bool = False  # session-wide what-if: re-run the whole session, not the selected turn
+
+
+@dataclass
+class SimulationFinished(Message):
+    overrides: Overrides
+    report: dict | None
+    error: str | None = None
 
 
 @dataclass

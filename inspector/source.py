@@ -1,13 +1,15 @@
 """The one data-source interface the inspector app is written against.
 
 LiveSource (probe socket), FileSource (recording) and SyntheticSource (tests, development)
-all implement `Source`. The app only ever calls `follow()`, `replan()`, `request_body()`,
-`section_content()` and `save()` from worker threads, so an implementation may block.
+all implement `Source`. The app only ever calls `follow()`, `replan()`, `simulate()`, `request_body()`,
+`section_content()` and `save()` from worker threads, so an implementation may block. A source may
+also offer `load_chunks()` (an iterator of trace lists) so a long recording is drawn before it is
+fully decoded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -66,3 +68,13 @@ class Source(Protocol):
     def replan(self, turn: int, overrides: Overrides) -> dict: ...
 
     def save(self, path: str | Path) -> None: ...
+
+    def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict:
+        """Session-wide what-if: the whole session under `overrides`, priced, as `cp-inspect simulate
+        --json` prints it with per-turn figures (policies pipeline, gates_closed, as_sent, actual).
+        `cancelled` is polled while it runs; when it returns True the call raises SimulationCancelled."""
+        ...
+
+
+class SimulationCancelled(Exception):
+    """A newer session-wide what-if replaced this one."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from engine.replay import Overrides as EngineOverrides
 from engine.replay import Replayer
 from engine.tokens import TokenCounter
 
-from .source import Disconnected, Dropped, NewTurn, Overrides, SourceEvent
+from .source import Disconnected, Dropped, NewTurn, Overrides, SimulationCancelled, SourceEvent
 
 _COUNTER: TokenCounter | None = None
 
@@ -63,6 +63,21 @@ def section_text(section: Section) -> str:
                 elif hasattr(p, "text"):
                     out.append(p.text)  # type: ignore[attr-defined]
     return "\n\n".join(out)
+
+
+class _Cancellable(list):  # type: ignore[type-arg]
+    """The event list engine.simulate walks (several times); every walk checks whether a newer
+    what-if has replaced this one, so a cancelled simulation stops within one pass."""
+
+    def __init__(self, events: list[dict[str, Any]], cancelled: Callable[[], bool]) -> None:
+        super().__init__(events)
+        self._cancelled = cancelled
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i, ev in enumerate(super().__iter__()):
+            if i % 64 == 0 and self._cancelled():
+                raise SimulationCancelled()
+            yield ev
 
 
 class _ReplaySource:
@@ -110,6 +125,19 @@ class _ReplaySource:
     def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]:
         return self.replayer().replan(turn, to_engine(overrides)).trace
 
+    def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Session-wide what-if through engine.simulate on the events seen so far."""
+        from engine.simulate import SimSettings, simulate_events
+
+        with self._lock:
+            self._load_events()
+            events = _Cancellable(self.events, cancelled) if cancelled is not None else list(self.events)
+        settings = SimSettings(provider=overrides.provider, window=overrides.budget,
+                               gates=overrides.gates, thresholds=overrides.thresholds)
+        report = simulate_events(events, settings, source=str(self.header.get("path", "live")),
+                                 counter=shared_counter())
+        return report.to_json(per_turn=True)
+
     def save(self, path: str | Path) -> None:
         self._load_events()
         with RecordingWriter(
@@ -131,15 +159,36 @@ class FileSource(_ReplaySource):
             self.header["damage"] = self.reader.damage.message
         self.follow_file = follow
         self._events_loaded = False
+        self._traces: dict[int, dict[str, Any]] = {}  # decoded once, shared with the replayer's events
 
     def _load_events(self) -> None:
         if not self._events_loaded:
-            self.events = [unpack_event(e) for e in self.reader.events()]
+            self.events = [self._unpack(e) for e in self.reader.events()]
             self._events_loaded = True
 
+    def _unpack(self, ev: dict[str, Any]) -> dict[str, Any]:
+        if ev.get("k") == "turn" and ev.get("turn") in self._traces:
+            return {"k": "turn", "turn": ev["turn"], "trace": self._traces[ev["turn"]]}
+        return unpack_event(ev)
+
     def load_initial(self) -> list[dict[str, Any]]:
-        # Random access through the index: opening a long recording does not replay it.
-        return [trace_of(self.reader.turn(n)) for n in self.reader.turn_numbers()]
+        return [t for chunk in self.load_chunks() for t in chunk]
+
+    def load_chunks(self, first: int = 200, size: int = 2000) -> Iterator[list[dict[str, Any]]]:
+        """Every turn's trace through the index (opening a long recording does not replay it), a small
+        chunk first so the app can draw while the rest decodes."""
+        numbers = self.reader.turn_numbers()
+        at, n = 0, first
+        while at < len(numbers):
+            chunk = [self._trace(t) for t in numbers[at : at + n]]
+            at, n = at + n, size
+            yield chunk
+
+    def _trace(self, turn: int) -> dict[str, Any]:
+        trace = self._traces.get(turn)
+        if trace is None:
+            trace = self._traces[turn] = trace_of(self.reader.turn(turn))
+        return trace
 
     def follow(self) -> Iterator[SourceEvent]:
         if not self.follow_file:
@@ -149,6 +198,8 @@ class FileSource(_ReplaySource):
         for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
             for ev in self.reader.refresh():
                 ev = unpack_event(ev)
+                if ev.get("k") == "turn":
+                    self._traces[ev["turn"]] = ev["trace"]
                 if self._events_loaded:
                     self.events.append(ev)
                 if ev.get("k") == "turn":

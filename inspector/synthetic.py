@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from inspector.source import Disconnected, NewTurn, Overrides, SourceEvent
@@ -252,6 +252,7 @@ class SyntheticSource:
             self.header |= {"path": "demo_sessions/synthetic.cpsession"}
         self.received: list[dict] = []
         self.replans = 0  # tests check how many re-plans actually ran
+        self.simulations = 0
 
     def trace(self, turn: int) -> dict:
         return make_trace(turn, self.n, self.seed)
@@ -282,5 +283,59 @@ class SyntheticSource:
         self.replans += 1
         return make_trace(turn, self.n, self.seed, overrides)
 
+    def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict:
+        self.simulations += 1
+        return synthetic_simulation(self.n, self.seed, overrides, len(self.received) or self.n)
+
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({"header": self.header, "turns": self.received}))
+
+
+# ---- session-wide what-if ------------------------------------------------------------------------
+# Deterministic, engine-free figures shaped like `cp-inspect simulate --json --per-turn`: the prompt is
+# the trace's final tokens, the cache serves what the trace's usage says, prices are Sonnet-like.
+PRICE = {"input": 3.0, "cache_read": 0.30, "cache_write": 3.75, "output": 15.0}  # USD per million
+
+
+def _policy(traces: list[dict], compactions_known: bool = True) -> dict:
+    per_turn, causes = [], {}
+    for t in traces:
+        u = t["usage"]
+        prompt, read = t["final_tokens"], min(u["cache_read_tokens"], t["final_tokens"])
+        write = min(u["cache_write_tokens"], prompt - read)
+        uncached = prompt - read - write
+        cost = (uncached * PRICE["input"] + read * PRICE["cache_read"] + write * PRICE["cache_write"]
+                + u["output_tokens"] * PRICE["output"]) / 1e6
+        comp = any(a["step"] in ("clear_tool_results", "llm_summary", "drop_rounds") for a in t["actions"])
+        if t["cache_break"]:
+            causes[t["cache_break"]["cause"]] = causes.get(t["cache_break"]["cause"], 0) + 1
+        per_turn.append({"turn": t["turn"], "prompt_tokens": prompt, "cache_read_tokens": read,
+                         "cache_write_tokens": write, "uncached_tokens": uncached,
+                         "output_tokens": u["output_tokens"], "cost_usd": round(cost, 8),
+                         "compaction": comp, "cache_break": (t["cache_break"] or {}).get("cause")})
+    tot = {k: sum(p[k] for p in per_turn) for k in ("prompt_tokens", "cache_read_tokens", "cache_write_tokens",
+                                                     "uncached_tokens", "output_tokens", "cost_usd")}
+    return {**tot, "cost_usd": round(tot["cost_usd"], 8),
+            "cache_hit_rate": round(tot["cache_read_tokens"] / max(1, tot["prompt_tokens"]), 6),
+            "compactions": sum(p["compaction"] for p in per_turn) if compactions_known else None,
+            "cache_breaks": sum(causes.values()), "cache_break_causes": dict(sorted(causes.items())),
+            "model": "claude-sonnet-4", "calls": len(per_turn), "per_turn": per_turn}
+
+
+def synthetic_simulation(n: int, seed: int, overrides: Overrides, turns: int | None = None) -> dict:
+    upto = n if turns is None else turns
+    pipeline = _policy([make_trace(t, n, seed, overrides) for t in range(upto)])
+    closed = Overrides(budget=overrides.budget, thresholds=overrides.thresholds, provider=overrides.provider,
+                       gates={g: False for g in BASE_GATES})
+    gates_closed = _policy([make_trace(t, n, seed, closed) for t in range(upto)])
+    as_sent = _policy([make_trace(t, n, seed) for t in range(upto)])
+    actual = {**as_sent, "compactions": None}
+    d_read = pipeline["cache_read_tokens"] - gates_closed["cache_read_tokens"]
+    rest = ((pipeline["uncached_tokens"] - gates_closed["uncached_tokens"]) * PRICE["input"]
+            + (pipeline["cache_write_tokens"] - gates_closed["cache_write_tokens"]) * PRICE["cache_write"])
+    ratio = -rest / (d_read * PRICE["input"]) if d_read else None
+    return {"source": "synthetic", "model": "claude-sonnet-4", "window": overrides.budget or LIMIT,
+            "turns": upto, "simulated_turns": upto,
+            "policies": {"pipeline": pipeline, "gates_closed": gates_closed, "as_sent": as_sent, "actual": actual},
+            "break_even_cached_price_ratio": round(ratio, 6) if ratio is not None and 0 <= ratio <= 1 else None,
+            "notes": ["synthetic session: figures are made up, deterministically"]}

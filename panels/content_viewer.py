@@ -23,13 +23,17 @@ class ContentViewer(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._text, self._title = "", ""
+        self._theme_dark: bool | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("select a section (Enter) or press b for the request body", id="content-title")
         yield Static("", id="content-body")
 
     def show(self, title: str, text: str) -> None:
+        if (title, text) == (self._title, self._text) and self._theme_dark == self.app.current_theme.dark:
+            return  # the same section of the same turn: nothing to redraw
         self._title, self._text = title, text
+        self._theme_dark = self.app.current_theme.dark
         language = guess_language(text)
         self.query_one("#content-title", Static).update(f"{title}  ·  {language}  ·  {len(text):,} chars")
         dark = self.app.current_theme.dark

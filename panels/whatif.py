@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
+from textual.markup import escape
 from textual.containers import Horizontal, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Label, Select, Static, Switch
@@ -17,6 +18,7 @@ from inspector.source import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
 from panels.fmt import tok
 from panels.slider import Slider
 from panels.whatif_compare import compare
+from panels.whatif_session import session_view
 
 SHORT = {"trim_schemas": "trim", "compact_history": "compact", "aggressive_prune": "prune"}
 
@@ -33,15 +35,22 @@ class WhatIfPanel(VerticalScroll):
     WhatIfPanel #provider { width: 1fr; }
     WhatIfPanel #reset { min-width: 9; height: 1; border: none; margin-left: 1; }
     WhatIfPanel #whatif-result { padding: 1 0 0 0; height: auto; }
+    WhatIfPanel #session-row { height: 1; }
+    WhatIfPanel #session { border: none; height: 1; width: 5; padding: 0; }
+    WhatIfPanel #session-label { padding: 0 0 0 1; width: 1fr; }
     """
     # (actual, what-if) traces for the current turn; None until the first re-plan.
     result: reactive[tuple[dict, dict] | None] = reactive(None)
+    # Session-wide mode: the simulation report (None while running), and whether the mode is on.
+    session: reactive[bool] = reactive(False, init=False)
+    session_result: reactive[dict | None] = reactive(None, init=False)
     trace: reactive[dict | None] = reactive(None)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._touched_gates: set[str] = set()
         self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
+        self._gate_labels: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         yield Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")
@@ -56,6 +65,9 @@ class WhatIfPanel(VerticalScroll):
             yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider",
                          compact=True)
             yield Button("Reset", id="reset", variant="default")
+        with Horizontal(id="session-row"):
+            yield Switch(value=False, id="session", animate=False)
+            yield Label("session-wide: re-run the whole session and price it", id="session-label")
         yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
 
     def overrides(self) -> Overrides:
@@ -96,7 +108,10 @@ class WhatIfPanel(VerticalScroll):
         for g in GATE_KEYS:
             on = self.query_one(f"#gate-{g}", Switch).value
             mark = "*" if g in self._touched_gates else ""
-            self.query_one(f"#gate-label-{g}", Label).update(f"{g}{mark} [b]{'on' if on else 'off'}[/b]")
+            text = f"{g}{mark} [b]{'on' if on else 'off'}[/b]"
+            if self._gate_labels.get(g) != text:  # stepping turns rarely changes a gate: skip the redraw
+                self._gate_labels[g] = text
+                self.query_one(f"#gate-label-{g}", Label).update(text, layout=False)
 
     def _sync_gates(self) -> None:
         self._label_gates()
@@ -109,11 +124,45 @@ class WhatIfPanel(VerticalScroll):
         self._label_gates()
 
     def watch_result(self, result: tuple[dict, dict] | None) -> None:
+        if self.session:
+            return
         text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
         self.query_one("#whatif-result", Static).update(text)
 
+    def watch_session(self, session: bool) -> None:
+        # The comparison goes first in session mode, so a short terminal shows it without scrolling.
+        result = self.query_one("#whatif-result", Static)
+        if session:
+            self.move_child(result, before=0)
+            self.session_result = None
+            self.watch_session_result(None)
+        else:
+            self.move_child(result, after=self.query_one("#session-row"))
+            self.watch_result(self.result)
+        self.scroll_home(animate=False)
+
+    def watch_session_result(self, report: dict | None) -> None:
+        if not self.session:
+            return
+        static = self.query_one("#whatif-result", Static)
+        if report is None:
+            static.update("[$text-muted]simulating the whole session under these settings…[/]")
+        else:
+            static.update(session_view(report, self.scrollable_content_region.width or 60))
+
+    def show_session_error(self, message: str) -> None:
+        self.query_one("#whatif-result", Static).update(f"[$error]{escape(message)}[/]")
+
+    def _session_changed(self, value: bool) -> None:
+        self.session = value
+        self._last = self.overrides()
+        self.post_message(ReplanRequested(self._last, session=self.session))
+
     @on(Switch.Changed)
     def _gate_changed(self, event: Switch.Changed) -> None:
+        if event.switch.id == "session":
+            self._session_changed(event.value)
+            return
         self._touched_gates.add((event.switch.id or "").removeprefix("gate-"))
         self._label_gates()
         self._settings_changed()
@@ -124,7 +173,9 @@ class WhatIfPanel(VerticalScroll):
         overrides = self.overrides()
         if overrides != self._last:
             self._last = overrides
-            self.post_message(ReplanRequested(overrides))
+            if self.session:
+                self.session_result = None  # "simulating…" until the newest settings come back
+            self.post_message(ReplanRequested(overrides, session=self.session))
 
     @on(Button.Pressed, "#reset")
     def reset(self) -> None:

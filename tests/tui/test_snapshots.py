@@ -47,3 +47,18 @@ def test_whatif_tab_after_replan(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+
+
+def test_whatif_session_wide_narrow(snap_compare) -> None:
+    """Session-wide what-if at 80x24: the comparison table comes first in the panel."""
+    app = InspectorApp(SyntheticSource(40), theme="cp-dark", start_turn=31)
+
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("w")
+        pilot.app.query_one("#session").toggle()
+        await settle(pilot)
+        pilot.app.query_one("#manifest").focus()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

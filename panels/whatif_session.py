@@ -1,0 +1,75 @@
+"""Session-wide what-if: the whole session re-run under the panel's settings, beside every optimizer
+gate closed, the requests as the agent sent them, and the provider's real figures (pure: a report
+dict in, Content out). The report is `cp-inspect simulate --json` with per-turn figures."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.markup import escape
+
+from panels.fmt import BLOCKS, tok
+
+POLICIES = (("pipeline", "what-if"), ("gates_closed", "closed"), ("as_sent", "as sent"), ("actual", "actual"))
+LABEL = 14
+COL = 9
+
+
+def _money(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"${v:.2f}" if v >= 10 else f"${v:.3f}" if v >= 0.1 else f"${v:.4f}"
+
+
+def _bars(costs: list[float], width: int, top: float) -> str:
+    """Per-turn cost as bars, several turns per column when the session is longer than the chart."""
+    n = len(costs)
+    if n == 0 or width <= 0:
+        return ""
+    cols = min(width, n)
+    out = []
+    for c in range(cols):
+        chunk = costs[int(c * n / cols): max(int(c * n / cols) + 1, int((c + 1) * n / cols))]
+        v = sum(chunk) / len(chunk)
+        i = round(min(v / top, 1.0) * (len(BLOCKS) - 1)) if top > 0 else 0
+        out.append(BLOCKS[max(1, i)] if v > 0 else BLOCKS[0])
+    return "".join(out)
+
+
+def session_view(report: dict, width: int = 60) -> Content:
+    pol = report["policies"]
+    rows = ["[$text-muted]" + " " * LABEL + "".join(f"{h:>{COL}}" for _, h in POLICIES) + "[/]"]
+
+    def row(label: str, fmt, key: str) -> None:  # type: ignore[no-untyped-def]
+        cells = []
+        for name, _ in POLICIES:
+            p = pol.get(name)
+            cells.append(f"{'-' if p is None or p.get(key) is None else fmt(p[key]):>{COL}}")
+        rows.append(f"{escape(label):<{LABEL}}" + "".join(cells))
+
+    row("prompt tokens", tok, "prompt_tokens")
+    row("uncached", tok, "uncached_tokens")
+    row("cache hit", lambda v: f"{v:.1%}", "cache_hit_rate")
+    row("cost", _money, "cost_usd")
+    row("compactions", str, "compactions")
+    row("cache breaks", str, "cache_breaks")
+    p, c = pol["pipeline"], pol["gates_closed"]
+    diff = p["cost_usd"] - c["cost_usd"]
+    verdict = ("[$success]cheaper[/]" if diff < 0 else "[$error]dearer[/]" if diff > 0 else "same")
+    be = report.get("break_even_cached_price_ratio")
+    rows.append("")
+    rows.append(f"what-if vs closed: {verdict} by {_money(abs(diff))} "
+                f"({abs(diff) / max(1e-12, c['cost_usd']):.1%})")
+    rows.append("break-even cached price: " + (f"[bold]{be:.1%}[/] of input" if be is not None
+                                              else "[$text-muted]none (no single crossing)[/]"))
+    # Per-turn cost, both policies on one scale so the bars compare.
+    chart = max(10, width - 10)
+    series = {name: [t["cost_usd"] for t in (pol[name] or {}).get("per_turn") or []]
+              for name in ("pipeline", "gates_closed")}
+    top = max((max(v) for v in series.values() if v), default=0.0)
+    rows.append("")
+    rows.append(f"[$text-muted]cost per turn (peak {_money(top)}), {report.get('simulated_turns', 0)} turns[/]")
+    rows.append(f"{'what-if':<9} [$accent]{_bars(series['pipeline'], chart, top)}[/]")
+    rows.append(f"{'closed':<9} [$warning]{_bars(series['gates_closed'], chart, top)}[/]")
+    for note in report.get("notes") or []:
+        rows.append(f"[$text-muted]{escape(note)}[/]")
+    return Content.from_markup("\n".join(rows))

@@ -1,0 +1,65 @@
+"""Session-wide what-if: the toggle re-runs the whole session (in a worker, newest settings win) and the
+panel shows pipeline vs gates-closed vs as-sent vs actual with a per-turn cost chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static, Switch
+
+from engine.journal import unpack_event
+from engine.recording import RecordingReader
+from engine.simulate import SimSettings, simulate_events
+from inspector.app import InspectorApp
+from inspector.source import Overrides, SimulationCancelled
+from inspector.sources import FileSource
+from inspector.synthetic import SyntheticSource, synthetic_simulation
+from panels.slider import Slider
+from panels.whatif import WhatIfPanel
+from tests.tui.conftest import settle
+
+DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+async def test_session_toggle_shows_all_policies_and_newest_settings_win() -> None:
+    source = SyntheticSource(40)
+    app = InspectorApp(source, theme="cp-dark")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        app.query_one("#session", Switch).toggle()
+        await settle(pilot)
+        whatif = app.query_one("#whatif", WhatIfPanel)
+        assert whatif.session and source.simulations == 1
+        assert whatif.session_result == synthetic_simulation(40, 7, Overrides())
+        text = str(app.query_one("#whatif-result", Static).render())
+        for wanted in ("what-if", "closed", "as sent", "actual", "cache hit", "break-even", "cost per turn"):
+            assert wanted in text
+        budget = app.query_one("#budget", Slider)
+        budget.focus()
+        await pilot.press("shift+left", "shift+left", "shift+left")
+        await settle(pilot)
+        expected = synthetic_simulation(40, 7, Overrides(budget=int(budget.value)))
+        assert whatif.session_result == expected
+        assert source.replans == 0  # session mode never re-plans the single turn
+        steps = source.simulations
+        await pilot.press("escape", "left")  # stepping turns does not re-run the session
+        await settle(pilot)
+        assert source.simulations == steps
+        app.query_one("#session", Switch).toggle()  # back to the single-turn comparison
+        await settle(pilot)
+        assert not whatif.session and source.replans == 1
+        assert "what-if skipped" in str(app.query_one("#whatif-result", Static).render())
+
+
+def test_file_source_simulate_matches_the_engine_and_cancels() -> None:
+    source = FileSource(DEMO)
+    got = source.simulate(Overrides(budget=8000, gates={"spill": False}))
+    events = [unpack_event(e) for e in RecordingReader.open(DEMO).events()]
+    want = simulate_events(events, SimSettings(window=8000, gates={"spill": False})).to_json(per_turn=True)
+    for name in ("pipeline", "gates_closed", "as_sent"):
+        assert got["policies"][name] == want["policies"][name]
+    assert got["break_even_cached_price_ratio"] == want["break_even_cached_price_ratio"]
+    with pytest.raises(SimulationCancelled):
+        source.simulate(Overrides(), cancelled=lambda: True)
