@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -205,13 +206,30 @@ def publish_cost(server: ProbeServer, n: int = 20_000) -> float:
     return (time.perf_counter() - t0) / n
 
 
+def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float = 60.0) -> str:
+    """A line from the reader, or a diagnosable failure instead of a silent hang."""
+    assert reader.stdout is not None
+    ready, _, _ = select.select([reader.stdout], [], [], timeout)
+    if not ready:
+        state = [
+            (c.cursor, len(c.outbuf), c.want_write, c.skip_until, c.dropped_pending, c.snapshot is None)
+            for c in server._clients.values()
+        ]
+        reader.kill()
+        raise TimeoutError(
+            f"reader silent for {timeout} s; server head={server._head} pending={len(server._pending)} "
+            f"wake_pending={server._wake_pending} running={server.running} clients={state}"
+        )
+    return reader.stdout.readline().strip()
+
+
 def attach_reader(server: ProbeServer, rt: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen(
         [sys.executable, "-c", READER, str(os.getpid()), str(rt)], stdout=subprocess.PIPE, text=True, env=env
     )
     assert reader.stdout is not None
-    assert reader.stdout.readline().strip() == "ATTACHED"
+    assert read_line(reader, server) == "ATTACHED"
     wait_for(lambda: server.client_count == 1)
     # The snapshot (the journal so far) is a one-off at attach time, not a per-turn cost: let it drain.
     wait_for(lambda: all(s.snapshot_pending == 0 and s.buffered_bytes == 0 for s in server.stats()), 120)
@@ -257,7 +275,7 @@ def main() -> None:
                 # Detach: the reader stops at a sentinel, so it has read (or been told it lost) everything.
                 assert reader.stdout is not None
                 server.publish({"k": "bench_end"})
-                n, lost = (int(x) for x in reader.stdout.readline().split())
+                n, lost = (int(x) for x in read_line(reader, server).split())
                 received += n
                 dropped += lost
                 reader.wait(60)
