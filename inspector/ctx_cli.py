@@ -178,19 +178,26 @@ def import_cmd(
     file: Annotated[
         Path,
         typer.Argument(
-            help="A trajectory file (mini-swe-agent, SWE-agent, OpenHands, SWE-smith, proxy JSONL)."
+            help="A .cpsession recording, or a trajectory file (mini-swe-agent, SWE-agent, OpenHands, "
+            "SWE-smith, proxy JSONL)."
         ),
     ],
     format: Annotated[
-        str | None, typer.Option("--format", help="Force a format instead of sniffing.")
+        str | None,
+        typer.Option("--format", help="Force a format instead of sniffing ('cpsession' for a recording)."),
     ] = None,
 ) -> None:
-    """Load a trajectory into the store (system prompt and task pinned); prints how many items were added."""
-    from engine.importers import ImportFormatError, load
+    """Load a recording or trajectory into the store (system prompt and task pinned); prints how many items
+    were added."""
     from engine.store.ingest import ingest_session
 
     if not file.is_file():
         _fail(f"{file}: no such file", 2)
+    if format == "cpsession" or (format is None and _is_recording(file)):
+        _import_recording(db, file)
+        return
+    from engine.importers import ImportFormatError, load
+
     try:
         session = load(file, format)
     except (ImportFormatError, ValueError, OSError) as exc:
@@ -209,6 +216,34 @@ def import_cmd(
     typer.echo(
         f"imported {len(ids)} items (#{first}..#{last}) from {file} ({session.format}, {len(session.calls)} calls)"
     )
+
+
+def _is_recording(file: Path) -> bool:
+    if file.suffix == ".cpsession":
+        return True
+    try:
+        with file.open("rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    return b"@header" in head and b"cpsession" in head
+
+
+def _import_recording(db: Path, file: Path) -> None:
+    from engine.recording import RecordingError
+    from engine.store.ingest import ingest_recording
+
+    store = _open(db)
+    try:
+        ids, requests = ingest_recording(store, file)
+    except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:
+        _fail(f"{file}: {exc}")
+        return
+    finally:
+        store.close()
+    first = ids[0] if ids else 0
+    last = ids[-1] if ids else 0
+    typer.echo(f"imported {len(ids)} items (#{first}..#{last}) from {file} (cpsession, {requests} requests)")
 
 
 def eval_command(
@@ -243,6 +278,7 @@ def eval_command(
                 "recall": round(tot[(lb, pol)].recall, 4),
                 "macro_recall": round(report.macro(lb, pol), 4),
                 "task_present": round(tot[(lb, pol)].task_rate, 4),
+                "resolves": tot[(lb, pol)].resolves,
             }
             for lb, _ in BUDGET_FRACTIONS
             for pol in POLICIES

@@ -341,3 +341,25 @@ def test_config_round_trip_and_validation() -> None:
         StoreConfig.from_dict({"bogus": 1})
     with pytest.raises(ConfigError, match="must not be negative"):
         StoreConfig(w_refs=-1)
+
+
+def test_v1_store_migrates_fts_to_identifier_tokens(tmp_path: Path) -> None:
+    """A schema-v1 file (FTS split identifiers on `_`, no bindings table) is upgraded in place."""
+    path = tmp_path / "old.db"
+    with ContextStore(path) as s:
+        hit = s.add("the bug is in load_file_cache when the path changes", Kind.TOOL_RESULT)
+        s.add("unrelated words about loading files", Kind.TOOL_RESULT)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        "DROP TABLE bindings; DROP TABLE items_vocab; DROP TRIGGER items_ai; DROP TABLE items_fts;"
+        "CREATE VIRTUAL TABLE items_fts USING fts5(body, content='items', content_rowid='id');"
+        "INSERT INTO items_fts(items_fts) VALUES ('rebuild');"
+        "UPDATE meta SET value='1' WHERE key='schema_version';"
+    )
+    conn.close()
+    with ContextStore(path) as s:
+        w = s.context_get(1000, query="load_file_cache", sticky=False)
+        e = w.entry(hit)
+        assert e is not None and any(r.startswith("relevant") for r in e.reasons)
+        s.record_binding("memory", 7)
+        assert s.bound_window("memory", 7)["window_id"] == s.last_window_id  # type: ignore[index]

@@ -38,11 +38,15 @@ class StoreConfig:
     # The last this-many turns go in at full size before the knapsack runs (newest first, while they
     # fit): the agent is almost always about to act on what it just saw, and a verbatim tail is also
     # what keeps a sticky window's appended region byte-stable.
-    keep_recent_turns: int = 2
+    keep_recent_turns: int = 4
 
     # Sticky windows: after an overflow, re-solve to this fraction of the usable budget so that
     # the next few turns can append without breaking the provider's prefix cache again.
-    resolve_fill: float = 0.9
+    resolve_fill: float = 0.9  # at most 1 - resolve_fill of the budget is kept as headroom
+    # Adaptive headroom: the average tokens added per turn over the last growth_window_turns, times
+    # headroom_turns (capped as above; none at all when the cap cannot hold one turn's growth).
+    headroom_turns: float = 2.0
+    growth_window_turns: int = 4
 
     def __post_init__(self) -> None:
         for f in fields(self):

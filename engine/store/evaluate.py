@@ -146,8 +146,10 @@ class Cell:
     calls: int = 0
     task_present: int = 0
     tokens_used: int = 0
+    resolves: int = 0  # windows that were not a sticky append (each one breaks the prefix cache)
 
     def add(self, other: Cell) -> None:
+        self.resolves += other.resolves
         self.uses += other.uses
         self.served += other.served
         self.calls += other.calls
@@ -269,7 +271,7 @@ class _Replayer:
             for p in paths:
                 self.path_owner[p] = new_id
 
-    def window(self, query: str) -> tuple[str, bool, int]:
+    def window(self, query: str) -> tuple[str, bool, int, bool]:
         for _ in range(3):
             try:
                 w = self.store.context_get(self.budget, query=query, sticky=self.sticky)
@@ -292,7 +294,7 @@ class _Replayer:
         task_in = self.task_id is not None and any(
             e.id == self.task_id and e.form == "full" for e in w.entries
         )
-        return text, task_in, w.used
+        return text, task_in, w.used, w.mode != "sticky"
 
     def close(self) -> None:
         self.store.close()
@@ -349,8 +351,9 @@ def evaluate_steps(
                     used,
                 )
                 for pol in ("store-sticky", "store-fresh"):
-                    text, task_in, used = replayers[(lb, pol)].window(query)
+                    text, task_in, used, resolved = replayers[(lb, pol)].window(query)
                     _tally(cells[(lb, pol)], uses, text, task_in, used)
+                    cells[(lb, pol)].resolves += int(resolved)
                 _ = task_text
     finally:
         for rep in replayers.values():
@@ -419,7 +422,7 @@ def format_report(report: EvalReport, per_trajectory: bool = False) -> str:
     lines = [
         f"{len(report.results)} trajectories, {sum(r.calls for r in report.results)} model calls",
         "",
-        "budget   policy         uses  served  recall  macro   task-present  avg-used",
+        "budget   policy         uses  served  recall  macro   task-present  avg-used  re-solves",
     ]
     for lb, _ in BUDGET_FRACTIONS:
         for pol in POLICIES:
@@ -427,7 +430,7 @@ def format_report(report: EvalReport, per_trajectory: bool = False) -> str:
             avg = c.tokens_used / c.calls if c.calls else 0
             lines.append(
                 f"{lb:<8} {pol:<13} {c.uses:>5}  {c.served:>6}  {c.recall:>6.1%}  {report.macro(lb, pol):>6.1%}"
-                f"  {c.task_rate:>12.1%}  {avg:>8.0f}"
+                f"  {c.task_rate:>12.1%}  {avg:>8.0f}  {c.resolves if pol != 'baseline' else '-':>9}"
             )
         b, e, w = report.wins(lb)
         lines.append(f"{'':<8} store-sticky vs baseline per trajectory: {b} better, {e} equal, {w} worse")

@@ -1,9 +1,12 @@
-"""Load an imported trajectory (engine.importers.ImportedSession) into a store, message by message."""
+"""Load an imported trajectory, engine messages or a `.cpsession` recording into a store, message by message."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from .errors import StoreError
 from .items import Kind, LinkKind
 from .store import ContextStore
 
@@ -55,3 +58,140 @@ def _add(store: ContextStore, m: Any, idx: int, owner: dict[str, int], pin_task:
     for c in getattr(m, "tool_calls", ()) or ():
         owner[c.id] = new_id
     return new_id
+
+
+# ---- engine messages (Pipeline history, .cpsession journals) ---------------------------------------
+
+
+class MessageFolder:
+    """Adds engine `Message`s (engine.artifacts) to a store, one item per message or tool result.
+
+    Assistant text plus its tool calls (``name(arguments)``) is one ASSISTANT item; every tool result
+    is its own TOOL_RESULT item linked `replies_to` the assistant item that made the call; user text
+    is a USER item. The first user text is the task: pinned when `pin_task`. Thinking and media parts
+    are not context the agent re-reads and are skipped. Keeps its position, so `fold(history)` can be
+    called every turn with the growing history and adds only what is new.
+    """
+
+    def __init__(self, store: ContextStore, *, pin_task: bool = True) -> None:
+        self.store = store
+        self.pin_task = pin_task
+        self.owner: dict[str, int] = {}
+        self.task_seen = False
+        self.done = 0  # messages of the history already folded
+        self.pending_done = 0  # parts of the not-yet-closed user message already folded
+        self.ids: list[int] = []
+
+    def fold(self, history: Sequence[Any], pending: Sequence[Any] = ()) -> list[int]:
+        """Add the messages of `history` not folded yet, then `pending` parts (a Pipeline's tool results
+        and user text not yet closed into a message). Pending parts added now are skipped when they
+        reappear as the head of the next history message, so nothing is stored twice."""
+        from ..artifacts import Message
+
+        new: list[int] = []
+        for msg in history[self.done :]:
+            skip, self.pending_done = self.pending_done, 0
+            new.extend(self.add_message(msg, skip_parts=skip))
+        self.done = max(self.done, len(history))
+        rest = tuple(pending[self.pending_done :])
+        if rest:
+            new.extend(self.add_message(Message("user", rest)))
+            self.pending_done = len(pending)
+        return new
+
+    def add_message(self, msg: Any, skip_parts: int = 0) -> list[int]:
+        from ..artifacts import Text, ToolCall, ToolResult
+
+        out: list[int] = []
+        if msg.role == "assistant":
+            texts = [p.text for p in msg.parts if isinstance(p, Text)]
+            calls = [p for p in msg.parts if isinstance(p, ToolCall)]
+            body = "\n".join([*texts, *(f"{c.name}({c.arguments})" for c in calls)])
+            if body:
+                new_id = self.store.add(body, Kind.ASSISTANT)
+                for c in calls:
+                    self.owner[c.id] = new_id
+                out.append(new_id)
+        else:
+            texts = []
+            for p in msg.parts[skip_parts:]:
+                if isinstance(p, ToolResult):
+                    links: list[tuple[LinkKind | str, int]] = []
+                    if p.call_id in self.owner:
+                        links.append((LinkKind.REPLIES_TO, self.owner[p.call_id]))
+                    out.append(self.store.add(p.content, Kind.TOOL_RESULT, source=p.call_id, links=links))
+                elif isinstance(p, Text):
+                    texts.append(p.text)
+            if texts:
+                pin = self.pin_task and not self.task_seen
+                self.task_seen = True
+                out.append(
+                    self.store.add("\n".join(texts), Kind.USER, pin=pin, importance=1.0 if pin else 0.0)
+                )
+        self.ids.extend(out)
+        return out
+
+
+def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], int]:
+    """Fold a `.cpsession` recording's journal into the store; returns (item ids, requests seen).
+
+    The fold mirrors Pipeline._apply for what the store needs: blobs by hash, `msg` events (a whole
+    message), `part` events (tool results / user text pending until the next message or request,
+    then closed into one user message), `source` events with static text for the identity,
+    constraints and goal sections (pinned, as the system prompt is), and each `request` advancing
+    the store's turn so recency matches the original run.
+    """
+    from ..artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult
+    from ..journal import unpack_event
+    from ..recording import RecordingReader
+
+    blobs: dict[str, str] = {}
+    folder = MessageFolder(store)
+    pending: list[Part] = []
+    requests = 0
+    pinned_kinds = ("identity", "constraints", "goal")
+
+    def text(h: str) -> str:
+        if h in blobs:
+            return blobs[h]
+        raise StoreError(f"{path}: event refers to blob {h[:12]} that the recording does not hold")
+
+    def part(p: dict[str, Any]) -> Part:
+        t = p.get("t")
+        if t == "text":
+            return Text(text(p["h"]))
+        if t == "call":
+            return ToolCall(p["id"], p["name"], text(p["h"]))
+        if t == "result":
+            return ToolResult(p["id"], text(p["h"]), bool(p.get("err")))
+        if t == "thinking":
+            return Thinking(text(p["h"]), p.get("sig", ""))
+        return Media(str(p.get("media_type", "")), str(p.get("ref", "")), int(p.get("size", 0)))
+
+    def close_pending() -> None:
+        if pending:
+            folder.add_message(Message("user", tuple(pending)))
+            pending.clear()
+
+    with RecordingReader.open(path) as reader:
+        for raw in reader.events():
+            ev = unpack_event(raw)
+            k = ev.get("k")
+            if k == "blob":
+                data = ev["data"]
+                blobs[ev["h"]] = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+            elif k == "source" and ev.get("h") and ev.get("spec", {}).get("kind") in pinned_kinds:
+                folder.ids.append(
+                    store.add(text(ev["h"]), Kind.SYSTEM, pin=True, source=str(ev["spec"]["id"]))
+                )
+            elif k == "msg":
+                close_pending()
+                folder.add_message(Message(ev["role"], tuple(part(p) for p in ev["parts"])))
+            elif k == "part":
+                pending.append(part(ev["part"]))
+            elif k == "request":
+                close_pending()
+                requests += 1
+                store.advance_turn()
+        close_pending()
+    return folder.ids, requests

@@ -11,9 +11,35 @@ from pathlib import Path
 
 from .errors import StoreCorruptError, StoreError, StoreLockedError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_DDL_V1 = """
+# External-content FTS5: the text lives once, in items.body; bodies are never updated, so an insert
+# trigger is all the synchronisation needed. `_` is a token character, so a code identifier such as
+# load_file is one term (a rare, cheap, precise match) rather than a phrase over the common words
+# "load" and "file". The fts5vocab table gives each term's document frequency in one lookup.
+_FTS = """
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
+    body, content='items', content_rowid='id', tokenize="unicode61 tokenchars '_'"
+);
+CREATE TRIGGER IF NOT EXISTS items_ai AFTER INSERT ON items BEGIN
+    INSERT INTO items_fts(rowid, body) VALUES (new.id, new.body);
+END;
+CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row');
+"""
+
+# Windows served to a Pipeline section (engine.store.bind_source), keyed by the pipeline's turn, so
+# the inspector can go from a turn's trace to the manifest of the store window bound into it.
+_BINDINGS = """
+CREATE TABLE IF NOT EXISTS bindings (
+    source TEXT NOT NULL,
+    pipe_turn INTEGER NOT NULL,
+    window_id INTEGER NOT NULL REFERENCES windows(id),
+    PRIMARY KEY (source, pipe_turn)
+) WITHOUT ROWID;
+"""
+
+_DDL = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (
     id INTEGER PRIMARY KEY,
@@ -36,12 +62,6 @@ CREATE TABLE IF NOT EXISTS links (
     PRIMARY KEY (src, dst, kind)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS links_dst ON links(dst, kind);
--- External-content FTS5: the text lives once, in items.body; bodies are never updated, so an
--- insert trigger is all the synchronisation needed.
-CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(body, content='items', content_rowid='id');
-CREATE TRIGGER IF NOT EXISTS items_ai AFTER INSERT ON items BEGIN
-    INSERT INTO items_fts(rowid, body) VALUES (new.id, new.body);
-END;
 CREATE TABLE IF NOT EXISTS token_counts (
     hash TEXT NOT NULL,
     tokenizer TEXT NOT NULL,
@@ -65,10 +85,24 @@ CREATE TABLE IF NOT EXISTS windows (
 CREATE INDEX IF NOT EXISTS windows_turn ON windows(turn);
 CREATE INDEX IF NOT EXISTS windows_lane ON windows(lane, id);
 """
+    + _FTS
+    + _BINDINGS
+)
 
-# Migrations from version N to N+1, applied in order. Empty today; the slot is here so a v2
-# never has to guess what a v1 file looks like.
-_MIGRATIONS: dict[int, str] = {}
+
+# Migrations from version N to N+1, applied in order.
+_MIGRATIONS: dict[int, str] = {
+    # v1 -> v2: the FTS index tokenizes identifiers whole; rebuilt from items.body (the originals).
+    1: """
+DROP TRIGGER IF EXISTS items_ai;
+DROP TABLE IF EXISTS items_fts;
+"""
+    + _FTS
+    + """
+INSERT INTO items_fts(items_fts) VALUES ('rebuild');
+"""
+    + _BINDINGS,
+}
 
 _CORRUPT_MARKERS = ("file is not a database", "malformed", "file is encrypted", "disk image")
 
@@ -128,7 +162,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 f"({SCHEMA_VERSION}); upgrade cp-inspect"
             )
         if version == 0:
-            for stmt in _split(_DDL_V1):
+            for stmt in _split(_DDL):
                 conn.execute(stmt)
             conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)

@@ -60,20 +60,52 @@ def query_terms(query: str | None) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def bm25_relevance(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[int, float]:
-    """Relevance in [0, 1] per matching item: FTS5 bm25() normalised by the best match.
+# Only the best this-many BM25 matches get a relevance score (computed and sorted inside SQLite, no
+# Python object per match); the rest of the matches score 0, as they would a fraction of a percent.
+RELEVANCE_TOP_K = 256
+
+
+def informative_terms(conn: sqlite3.Connection, terms: Sequence[str], n_items: int) -> list[str]:
+    """The terms worth matching: present in some item and, when any term is rarer than that, in
+    fewer than half of them.
+
+    FTS5's BM25 clamps the idf of a term found in half the items or more to 1e-6, so next to a rarer
+    term it cannot change the ranking; it only makes nearly every row a match and costs time. If
+    every term is that common they are all kept (relevance is normalised by the best match, so
+    their small scores still rank). One indexed fts5vocab lookup per term (an IN list would scan
+    the whole vocabulary).
+    """
+    present: list[tuple[str, int]] = []
+    for t in terms:
+        row = conn.execute("SELECT doc FROM items_vocab WHERE term=?", (t,)).fetchone()
+        if row is not None and int(row[0]) > 0:
+            present.append((t, int(row[0])))
+    rare = [t for t, df in present if 2 * df < n_items]
+    return rare if rare else [t for t, _ in present]
+
+
+def bm25_relevance(
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    n_items: int = 0,
+    top_k: int = RELEVANCE_TOP_K,
+) -> dict[int, float]:
+    """Relevance in (0, 1] for the top_k matching items: FTS5 bm25() normalised by the best match.
 
     bm25() is negative (more negative = better), so dividing by the minimum maps the best hit to 1.
+    Ties at the cut are broken by id, so the result is deterministic.
     """
-    if not terms:
+    useful = informative_terms(conn, terms, n_items)
+    if not useful:
         return {}
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in useful)
     rows = conn.execute(
-        "SELECT rowid, bm25(items_fts) FROM items_fts WHERE items_fts MATCH ?", (match,)
+        "SELECT rowid, bm25(items_fts) AS s FROM items_fts WHERE items_fts MATCH ? ORDER BY s, rowid LIMIT ?",
+        (match, int(top_k)),
     ).fetchall()
     if not rows:
         return {}
-    best = min(r[1] for r in rows)
+    best = float(rows[0][1])
     if best >= 0:
         return {int(r[0]): 1.0 for r in rows}
     return {int(r[0]): float(r[1]) / best for r in rows}

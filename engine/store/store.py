@@ -6,6 +6,7 @@ import functools
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
 from pathlib import Path
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
@@ -35,9 +36,9 @@ from .config import StoreConfig
 from .errors import PinsExceedBudgetError, StoreError, UnknownItemError
 from .items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
 from .schema import connect, translate
-from .scoring import Score, bm25_relevance, query_terms, score_items
+from .scoring import bm25_relevance, query_terms, score_items
 from .staleness import StaleWatcher, file_sha, normalise
-from .window import Candidate, Dropped, Entry, Option, Shape, Window, make_shape, solve_scaled
+from .window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Shape, Window, make_shape
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,16 +46,44 @@ R = TypeVar("R")
 MAX_BUDGET = 100_000_000
 
 
+_new = tuple.__new__  # C-level NamedTuple construction (hundreds of entries per window)
+
 _NO_FIT = "did not fit: lower value per token than what was kept"
 
 
 class _Plan(NamedTuple):
+    """Everything about a fresh solve that does not depend on the turn or the query's BM25 scores.
+
+    Built once per change of the items (and per query only when JSON summaries depend on it), as flat
+    parallel lists so a solve is a few list comprehensions, one sort and a short walk.
+    """
+
     pins: list[ItemMeta]
     pin_cost: list[tuple[int, int]]
     excluded: list[tuple[ItemMeta, int, str]]  # (item, full cost, reason) never offered to the solver
-    groups: list[tuple[int, tuple[int, ...], Shape]]  # (representative id, all copies' ids, shape)
-    candidates: list[Candidate]
-    full_cost: dict[int, int]
+    # Candidates (one per dedup group, the newest copy), in id order:
+    cand: list[ItemMeta]
+    cand_ids: list[int]
+    cand_midx: list[int]  # index into the store's metas (and the per-call score list)
+    shapes: list[Shape]
+    full_cost: list[int]
+    dup: list[tuple[int, tuple[int, ...]]]  # (candidate position, member meta indices) for groups > 1
+    # Hull steps of every candidate, ordered by (candidate, level): cost of the step and value per token
+    # of the step per unit of the candidate's weight (score x size).
+    step_cand: list[int]
+    step_level: list[int]
+    step_dt: list[int]
+    step_ratio: list[float]
+    # Score parts that change only when the items do: base + refs + importance, the turn, staleness.
+    static: list[float]
+    turns: list[int]
+    distinct_turns: frozenset[int]
+    stale_idx: list[int]
+    midx: dict[int, int]  # item id -> meta index
+    pos_of: dict[int, int]  # meta index -> candidate position
+
+
+_INF_RATIO = 1e300  # a free step (0 extra tokens) comes first, like an infinite value per token
 
 
 def _translating(fn: Callable[P, R]) -> Callable[P, R]:
@@ -143,10 +172,14 @@ class ContextStore:
         self._last: dict[str, Window] = {}  # lane -> last window served (sticky state)
         self._is_json: dict[int, bool] = {}
         self._shapes: dict[tuple[Any, ...], Shape] = {}
+        # (tokenizer, id, form, stale, query variant, duplicate_of) -> (text, tokens, kind, role):
+        # an item's text in a form never changes, so a window is assembled from cached strings.
+        self._forms: dict[tuple[Any, ...], tuple[str, int, str, str]] = {}
         self._gen = 0  # bumped whenever the in-memory item metadata changes
         self._has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
         self._plan_cache: tuple[tuple[Any, ...], _Plan] | None = None
         self._watcher: StaleWatcher | None = None
+        self.last_window_id = 0  # flight-recorder row of the last window served
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -340,6 +373,29 @@ class ContextStore:
     def recorded_turns(self) -> list[int]:
         return recorder.turns(self._conn)
 
+    @_translating
+    def record_binding(self, source: str, pipe_turn: int, window_id: int | None = None) -> None:
+        """Key a served window (default: the last one) by a Pipeline section and the pipeline's turn."""
+        wid = self.last_window_id if window_id is None else int(window_id)
+        if wid <= 0:
+            raise StoreError("no window has been served yet: call context_get before record_binding")
+        self._begin()
+        try:
+            recorder.bind(self._conn, source, pipe_turn, wid)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    @_translating
+    def bound_window(self, source: str, pipe_turn: int) -> dict[str, Any] | None:
+        """The manifest of the window bound into pipeline section `source` at `pipe_turn`, if any."""
+        return recorder.bound(self._conn, source, pipe_turn)
+
+    @_translating
+    def bound_turns(self, source: str) -> list[int]:
+        return recorder.bound_turns(self._conn, source)
+
     # ---- compaction -------------------------------------------------------------------------
 
     @_translating
@@ -481,17 +537,11 @@ class ContextStore:
                     mode = "resolved"
                     notes.append(why)
         if window is None:
-            scores = score_items(
-                self._metas,
-                self._turn,
-                bm25_relevance(self._conn, terms) if terms else {},
-                self._stale,
-                self.config,
-            )
-            window = self._solve(b, tok, lane, query, terms, scores, mode, sticky, notes)
+            relevance = bm25_relevance(self._conn, terms, len(self._metas)) if terms else {}
+            window = self._solve(b, tok, lane, query, terms, relevance, mode, sticky, notes)
         self._begin()
         try:
-            recorder.record(self._conn, window)
+            self.last_window_id = recorder.record(self._conn, window)
             self._flush_counts()
             if advance_turn:
                 self._conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(self._turn + 1),))
@@ -514,7 +564,7 @@ class ContextStore:
         lane: str,
         query: str | None,
         terms: tuple[str, ...],
-        scores: dict[int, Score],
+        relevance: dict[int, float],
         mode: str,
         sticky: bool,
         notes: list[str],
@@ -525,56 +575,169 @@ class ContextStore:
         pinned_tokens = sum(t for _, t in pin_cost)
         if pinned_tokens + REPLY_PRIMING_TOKENS > b.usable:
             raise PinsExceedBudgetError(pinned_tokens + REPLY_PRIMING_TOKENS, b.usable, b.limit, pin_cost)
-        dropped: list[Dropped] = [
-            Dropped(m.id, m.kind.value, scores[m.id].total, cost, reason) for m, cost, reason in plan.excluded
-        ]
-        candidates = plan.candidates
-        full_cost = plan.full_cost
-        shaped: list[tuple[int, float, Shape]] = []
-        for cid, members, shape in plan.groups:
-            # Value = score x size factor x form factor; the shape holds the factors and its hull, so
-            # only this multiplication is per call. A duplicate group is worth its best member.
-            best = scores[cid].total if len(members) == 1 else max(scores[i].total for i in members)
-            shaped.append((cid, best * shape.size, shape))
 
+        # ---- scores: one float per item, from the cached static part, the turn and the query
+        now = self._turn
+        decay = 0.5 ** (1.0 / cfg.half_life_turns)
+        pw = {t: (decay ** (now - t) if now > t else 1.0) for t in plan.distinct_turns}
+        wr = cfg.w_recency
+        rec_w = {t: wr * v for t, v in pw.items()}
+        totals = [st + rec_w[t] for st, t in zip(plan.static, plan.turns, strict=True)]
+        if relevance:
+            wl = cfg.w_relevance
+            midx = plan.midx
+            for item_id, rel in relevance.items():
+                i = midx.get(item_id)
+                if i is not None:
+                    totals[i] += wl * rel
+        if plan.stale_idx:
+            sf = cfg.stale_factor
+            for i in plan.stale_idx:
+                totals[i] *= sf
+
+        cand, cand_midx, shapes, full_cost = plan.cand, plan.cand_midx, plan.shapes, plan.full_cost
+        n = len(cand)
         room = b.usable - REPLY_PRIMING_TOKENS - pinned_tokens
-        everything = sum(full_cost.values())
+        everything = sum(full_cost)
+        chosen: dict[int, Option] = {}  # candidate position -> form
         if everything <= room:
-            chosen = {c.id: c.options[0] for c in candidates}  # all fit in full: nothing to decide
+            chosen = {p: shapes[p].options[0] for p in range(n)}  # all fit in full: nothing to decide
         else:
             if sticky:
                 # Leave headroom so the next turns append without another cache-breaking re-solve.
-                room = max(0, int(b.usable * cfg.resolve_fill) - REPLY_PRIMING_TOKENS - pinned_tokens)
+                headroom = self._headroom(plan, b.usable)
+                room = max(0, room - headroom)
                 notes.append(
                     f"compacted: history needs {everything} tokens, {room} left after pins "
-                    f"(re-solved to {cfg.resolve_fill:.0%} of usable for headroom)"
+                    f"({headroom} tokens of headroom kept for the next turns' appends)"
                 )
-            chosen = {}
             if cfg.keep_recent_turns > 0:
-                for c in reversed(candidates):  # newest first
-                    m = self._by_id[c.id]
-                    if self._turn - m.turn >= cfg.keep_recent_turns:
+                for p in range(n - 1, -1, -1):  # newest first
+                    if now - cand[p].turn >= cfg.keep_recent_turns:
                         break
-                    if c.options[0].tokens <= room:
-                        chosen[c.id] = c.options[0]
-                        room -= c.options[0].tokens
-            chosen.update(solve_scaled([x for x in shaped if x[0] not in chosen], room))
+                    full = shapes[p].options[0]
+                    if full.tokens <= room:
+                        chosen[p] = full
+                        room -= full.tokens
+            self._knapsack(plan, totals, chosen, room)
 
+        # ---- the window: pins, then chosen candidates in id order
         entries: list[Entry] = []
+        imp_cap = 1.0
         for m in pins:
-            entries.append(self._entry(tok, m, "full", scores[m.id].total, ("pinned",), terms))
-        by_id = self._by_id
-        new = tuple.__new__  # C-level NamedTuple construction: thousands of dropped items per call
-        for c in candidates:
-            opt = chosen.get(c.id)
-            m = by_id[c.id]
-            if opt is None:
-                dropped.append(new(Dropped, (m.id, m.kind, scores[m.id].total, full_cost[m.id], _NO_FIT)))
-                continue
-            entries.append(
-                self._entry(tok, m, opt.form, scores[m.id].total, self._reasons(m, scores[m.id]), terms)
+            entries.append(self._entry(tok, m, "full", totals[plan.midx[m.id]], ("pinned",), terms))
+        for p in sorted(chosen):
+            m = cand[p]
+            total = totals[cand_midx[p]]
+            reasons = self._reasons_for(
+                m, pw[m.turn], relevance.get(m.id, 0.0), min(m.importance, imp_cap), total
             )
-        return self._finish(b, tok, lane, query, mode, entries, dropped, notes)
+            entries.append(self._entry(tok, m, chosen[p].form, total, reasons, terms))
+
+        explicit = [
+            Dropped(m.id, m.kind.value, totals[plan.midx[m.id]], cost, reason)
+            for m, cost, reason in plan.excluded
+        ]
+        if len(chosen) == n:
+            nofit_ids: list[int] = []
+            nofit_scores: list[float] = []
+        else:
+            keep = bytearray(b"\x01") * n  # C-level filtering: thousands of items are left out
+            for p in chosen:
+                keep[p] = 0
+            nofit_ids = list(compress(plan.cand_ids, keep))
+            nofit_scores = list(compress(map(totals.__getitem__, cand_midx), keep))
+        by_id = self._by_id
+        midx = plan.midx
+
+        def lookup(item_id: int) -> tuple[str, int, str]:
+            return by_id[item_id].kind.value, full_cost[plan.pos_of[midx[item_id]]], _NO_FIT
+
+        dropped = DroppedList(explicit, nofit_ids, nofit_scores, lookup)
+        return self._finish(b, tok, lane, query, mode, entries, dropped, notes, presorted=True)
+
+    def _headroom(self, plan: _Plan, usable: int) -> int:
+        """Tokens a sticky re-solve leaves free so the next turns can append without re-solving.
+
+        Adaptive: the recent growth per turn (full cost of the items added over the last
+        `growth_window_turns` turns) times `headroom_turns`, capped at (1 - resolve_fill) of the
+        budget. When even that cap cannot hold one turn's growth, the next turn re-solves anyway, so
+        no headroom is kept and the whole budget holds context instead.
+        """
+        cfg = self.config
+        cap = int(usable * (1.0 - cfg.resolve_fill))
+        if cap <= 0:
+            return 0
+        span = max(1, int(cfg.growth_window_turns))
+        since = self._turn - span
+        recent = 0
+        for p in range(len(plan.cand) - 1, -1, -1):
+            if plan.cand[p].turn < since:
+                break
+            recent += plan.full_cost[p]
+        growth = recent / span
+        if growth <= 0:
+            return cap
+        if growth > cap:
+            return 0
+        return min(cap, int(growth * cfg.headroom_turns))
+
+    def _knapsack(self, plan: _Plan, totals: list[float], chosen: dict[int, Option], capacity: int) -> None:
+        """Greedy multiple-choice knapsack over the plan's hull steps; adds to `chosen` in place.
+
+        Each candidate's hull steps have strictly decreasing value per token, so sorting every step
+        by (value per token desc, candidate, level) is exactly the order in which a heap over each
+        candidate's next step would pop them (the sort is stable and steps are pre-ordered by
+        candidate and level). A step that does not fit ends that candidate's upgrades; its most
+        valuable cheaper off-hull form is taken if it fits. After MAX_CONSECUTIVE_MISSES misses in a
+        row the budget is within a stub of full and the walk stops.
+        """
+        if capacity <= 0:
+            return
+        size = [s.size for s in plan.shapes]
+        w = [totals[mi] * sz for mi, sz in zip(plan.cand_midx, size, strict=True)]
+        for p, members in plan.dup:  # a duplicate group is worth its best member
+            w[p] = max(totals[i] for i in members) * size[p]
+        effs = [w[c] * r for c, r in zip(plan.step_cand, plan.step_ratio, strict=True)]
+        order = sorted(range(len(effs)), key=effs.__getitem__, reverse=True)
+        done: set[int] = set(chosen)
+        if min(w, default=1.0) <= 0:
+            done.update(p for p, x in enumerate(w) if x <= 0)
+        level_of: dict[int, int] = {}
+        shapes, step_cand, step_level, step_dt = plan.shapes, plan.step_cand, plan.step_level, plan.step_dt
+        remaining = capacity
+        misses = 0
+        for j in order:
+            c = step_cand[j]
+            if c in done:
+                continue
+            dt = step_dt[j]
+            if dt > remaining:
+                misses += 1
+                done.add(c)
+                shape = shapes[c]
+                lv = level_of.get(c)
+                cur_t = shape.hull[lv].tokens if lv is not None else 0
+                cur_f = shape.hull[lv].value if lv is not None else 0.0
+                for o in shape.by_value:
+                    if o.value <= cur_f:
+                        break
+                    if o.tokens - cur_t <= remaining:
+                        remaining -= o.tokens - cur_t
+                        level_of[c] = -1 - shape.options.index(o)  # negative = an off-hull option
+                        misses = 0
+                        break
+                if misses >= MAX_CONSECUTIVE_MISSES or remaining <= 0:
+                    break
+                continue
+            misses = 0
+            remaining -= dt
+            level_of[c] = step_level[j]
+            if remaining <= 0:
+                break
+        for c, lv in level_of.items():
+            shape = shapes[c]
+            chosen[c] = shape.hull[lv] if lv >= 0 else shape.options[-1 - lv]
 
     def _sticky(
         self,
@@ -589,11 +752,11 @@ class ContextStore:
         Retained entries keep their text, form and score from the window that chose them: their bytes
         must not move (that is the point), and re-scoring them would only churn the manifest.
         """
-        prev_dropped: list[Dropped] | None
+        prev_dropped: Sequence[Dropped] | None
         if isinstance(prev, Window):
             prev_entries = list(prev.entries)
             max_id = prev.max_item_id
-            prev_dropped = list(prev.dropped)
+            prev_dropped = prev.dropped  # immutable: shared, never copied
         else:  # from the flight recorder (another process served it): re-render from ids and forms
             prev_entries = []
             prev_terms = query_terms(prev.get("query"))
@@ -687,7 +850,7 @@ class ContextStore:
         query: str | None,
         mode: str,
         entries: list[Entry],
-        dropped: list[Dropped],
+        dropped: Sequence[Dropped],
         notes: list[str],
         presorted: bool = False,
     ) -> Window:
@@ -705,7 +868,7 @@ class ContextStore:
             tokenizer=tok.name,
             query=query,
             entries=tuple(entries),
-            dropped=tuple(dropped if presorted else sorted(dropped, key=lambda d: d.id)),
+            dropped=dropped if presorted else tuple(sorted(dropped, key=lambda d: d.id)),
             text_hash=content_hash(messages),
             max_item_id=self._metas[-1].id if self._metas else 0,
             notes=tuple(notes),
@@ -723,73 +886,66 @@ class ContextStore:
         stale: bool | None = None,
         duplicate_of: int | None = None,
     ) -> Entry:
-        item = self._item(m.id)
         is_stale = (m.id in self._stale) if stale is None else stale
-        ft = self._full_tokens(tok, m.id)
-        if form == "full":
-            text = render_full(item)
-            tokens = ft
-        elif form == "summary":
-            text = self._summary_text(item, terms)
-            tokens = self._summary_tokens(tok, m.id, terms)
-        elif duplicate_of is not None:
-            text = duplicate_text(item, duplicate_of)
-            tokens = self._count(tok, text)
-        else:
-            text = stub_text(item, ft, is_stale)
-            tokens = self._stub_tokens(tok, m.id, ft, is_stale)
+        variant = terms if form == "summary" and self._json_item(m.id) else ()
+        key = (tok.name, m.id, form, is_stale, variant, duplicate_of)
+        cached = self._forms.get(key)
+        if cached is None:
+            item = self._item(m.id)
+            ft = self._full_tokens(tok, m.id)
+            if form == "full":
+                text = render_full(item)
+                tokens = ft
+            elif form == "summary":
+                text = self._summary_text(item, terms)
+                tokens = self._summary_tokens(tok, m.id, terms)
+            elif duplicate_of is not None:
+                text = duplicate_text(item, duplicate_of)
+                tokens = self._count(tok, text)
+            else:
+                text = stub_text(item, ft, is_stale)
+                tokens = self._stub_tokens(tok, m.id, ft, is_stale)
+            cached = (text, tokens + MESSAGE_OVERHEAD_TOKENS, m.kind.value, m.kind.role)
+            self._forms[key] = cached
+        text, tokens, kind, role = cached
         if is_stale:
             reasons = (*reasons, "stale: the file changed on disk after this read")
-        return Entry(
-            m.id,
-            m.kind.value,
-            m.kind.role,
-            form,
-            text,
-            tokens + MESSAGE_OVERHEAD_TOKENS,
-            score,
-            reasons,
-            m.pinned,
-            is_stale,
-            duplicate_of,
+        return _new(
+            Entry, (m.id, kind, role, form, text, tokens, score, reasons, m.pinned, is_stale, duplicate_of)
         )
 
-    def _reasons(self, m: ItemMeta, s: Score) -> tuple[str, ...]:
+    def _reasons_for(
+        self, m: ItemMeta, recency: float, relevance: float, importance: float, total: float
+    ) -> tuple[str, ...]:
         out: list[str] = []
-        age = self._turn - m.turn
-        if s.recency >= 0.5:
-            out.append(f"recent ({age} turns ago)")
-        if s.relevance > 0:
-            out.append(f"relevant to query (bm25 {s.relevance:.2f})")
+        if recency >= 0.5:
+            out.append(f"recent ({self._turn - m.turn} turns ago)")
+        if relevance > 0:
+            out.append(f"relevant to query (bm25 {relevance:.2f})")
         if m.inbound:
             out.append(f"referenced by {m.inbound} item(s)")
-        if s.importance > 0:
-            out.append(f"importance {s.importance:g}")
+        if importance > 0:
+            out.append(f"importance {importance:g}")
         if not out:
-            out.append(f"best value per token among the rest (score {s.total:.3f})")
+            out.append(f"best value per token among the rest (score {total:.3f})")
         return tuple(out)
-
-    def _dropped(self, tok: Tokenizer, m: ItemMeta, scores: dict[int, Score], reason: str) -> Dropped:
-        return Dropped(
-            m.id,
-            m.kind.value,
-            scores[m.id].total,
-            self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS,
-            reason,
-        )
 
     # ---- internals: token counts and forms ----------------------------------------------------
 
     def _plan(self, tok: Tokenizer, terms: tuple[str, ...]) -> _Plan:
         """Everything about a solve that does not depend on scores, cached until the items change.
 
-        Exclusions (superseded, covered by a summary, duplicates), the dedup groups and each item's
-        shape are recomputed only after a write; per call only scoring and the knapsack run.
+        Exclusions (superseded, covered by a summary, duplicates), the dedup groups, each item's
+        shape, its hull steps and the static part of its score are recomputed only after a write;
+        per call only the turn-dependent recency, the query's BM25 and the knapsack walk run.
         """
         key = (tok.name, self._gen, terms if self._has_json else ())
         if self._plan_cache is not None and self._plan_cache[0] == key:
             return self._plan_cache[1]
-        pins = [m for m in self._metas if m.pinned]
+        cfg = self.config
+        metas = self._metas
+        midx = {m.id: i for i, m in enumerate(metas)}
+        pins = [m for m in metas if m.pinned]
         pin_cost = [(m.id, self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS) for m in pins]
         excluded: list[tuple[ItemMeta, int, str]] = []
         pinned_hashes = {m.hash: m.id for m in pins}
@@ -797,37 +953,88 @@ class ContextStore:
         # last saw it); older copies cost nothing. A copy of a pinned item is represented by the pin.
         members: dict[str, list[int]] = {}
         live: list[ItemMeta] = []
-        for m in self._metas:
+        for m in metas:
             if m.pinned:
                 continue
-            cost = self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS
             if m.superseded:
-                excluded.append((m, cost, "superseded by a rolled-forward summary"))
+                excluded.append((m, self._cost(tok, m.id), "superseded by a rolled-forward summary"))
             elif m.covered_by is not None:
-                excluded.append((m, cost, f"covered by summary #{m.covered_by}"))
+                excluded.append((m, self._cost(tok, m.id), f"covered by summary #{m.covered_by}"))
             elif m.hash in pinned_hashes:
-                excluded.append((m, cost, f"duplicate of pinned #{pinned_hashes[m.hash]}"))
+                excluded.append((m, self._cost(tok, m.id), f"duplicate of pinned #{pinned_hashes[m.hash]}"))
             else:
                 live.append(m)
                 members.setdefault(m.hash, []).append(m.id)
-        groups: list[tuple[int, tuple[int, ...], Shape]] = []
-        candidates: list[Candidate] = []
-        full_cost: dict[int, int] = {}
+        cand: list[ItemMeta] = []
+        cand_midx: list[int] = []
+        shapes: list[Shape] = []
+        full_cost: list[int] = []
+        dup: list[tuple[int, tuple[int, ...]]] = []
+        step_cand: list[int] = []
+        step_level: list[int] = []
+        step_dt: list[int] = []
+        step_ratio: list[float] = []
         for m in live:
             group = members[m.hash]
             rep = group[-1]  # metas are in id order: the last is the newest copy
             if rep != m.id:
-                excluded.append(
-                    (m, self._full_tokens(tok, m.id) + MESSAGE_OVERHEAD_TOKENS, f"duplicate of #{rep}")
-                )
+                excluded.append((m, self._cost(tok, m.id), f"duplicate of #{rep}"))
                 continue
+            pos = len(cand)
             shape = self._shape(tok, m.id, m.id in self._stale, terms)
-            full_cost[m.id] = shape.options[0].tokens
-            groups.append((m.id, tuple(group), shape))
-            candidates.append(Candidate(m.id, shape.options))
-        plan = _Plan(pins, pin_cost, excluded, groups, candidates, full_cost)
+            cand.append(m)
+            cand_midx.append(midx[m.id])
+            shapes.append(shape)
+            full_cost.append(shape.options[0].tokens)
+            if len(group) > 1:
+                dup.append((pos, tuple(midx[i] for i in group)))
+            prev_t, prev_v = 0, 0.0
+            for lv, o in enumerate(shape.hull):
+                dt = o.tokens - prev_t
+                step_cand.append(pos)
+                step_level.append(lv)
+                step_dt.append(dt)
+                step_ratio.append(
+                    (o.value - prev_v) / (dt if lv == 0 else max(1, dt)) if dt > 0 else _INF_RATIO
+                )
+                prev_t, prev_v = o.tokens, o.value
+        base, wf, wi = cfg.base, cfg.w_refs, cfg.w_importance
+        static = [
+            base
+            + (
+                wf * (1.0 - 1.0 / (1.0 + m.inbound)) if m.inbound else 0.0
+            )  # saturating: 1st citation counts most
+            + wi * (m.importance if m.importance < 1.0 else 1.0)
+            for m in metas
+        ]
+        turns = [m.turn for m in metas]
+        stale_idx = [midx[i] for i in sorted(self._stale) if i in midx]
+        plan = _Plan(
+            pins,
+            pin_cost,
+            excluded,
+            cand,
+            [m.id for m in cand],
+            cand_midx,
+            shapes,
+            full_cost,
+            dup,
+            step_cand,
+            step_level,
+            step_dt,
+            step_ratio,
+            static,
+            turns,
+            frozenset(turns),
+            stale_idx,
+            midx,
+            {mi: p for p, mi in enumerate(cand_midx)},
+        )
         self._plan_cache = (key, plan)
         return plan
+
+    def _cost(self, tok: Tokenizer, item_id: int) -> int:
+        return self._full_tokens(tok, item_id) + MESSAGE_OVERHEAD_TOKENS
 
     def _shape(self, tok: Tokenizer, item_id: int, stale: bool, terms: tuple[str, ...]) -> Shape:
         """An item's forms with their costs and value factors (full first), memoised per item."""

@@ -10,9 +10,9 @@ exact. Ties break on item id, so the result never depends on dict or set order.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 FORMS = ("nothing", "stub", "summary", "full")
 
@@ -180,6 +180,86 @@ class Dropped(NamedTuple):
         }
 
 
+class DroppedList(Sequence[Dropped]):
+    """The items a window left out, in id order, materialised only when someone reads them.
+
+    A fresh solve over 5,000 items leaves thousands out; building a Dropped per item per call is most
+    of a millisecond budget, and the flight recorder only needs the best few (`top`). `explicit`
+    entries are given whole; the implicit ones are (id, score) pairs whose kind, cost and reason
+    `lookup(id)` returns when the list is first read.
+    """
+
+    __slots__ = ("_explicit", "_ids", "_scores", "_lookup", "_all")
+
+    def __init__(
+        self,
+        explicit: Sequence[Dropped] = (),
+        ids: Sequence[int] = (),
+        scores: Sequence[float] = (),
+        lookup: Callable[[int], tuple[str, int, str]] | None = None,
+    ) -> None:
+        if len(ids) != len(scores) or (ids and lookup is None):
+            raise ValueError("DroppedList needs one score per id and a lookup for implicit ids")
+        self._explicit = tuple(explicit)
+        self._ids = ids
+        self._scores = scores
+        self._lookup = lookup
+        self._all: tuple[Dropped, ...] | None = None
+
+    def _materialise(self) -> tuple[Dropped, ...]:
+        if self._all is None:
+            out = list(self._explicit)
+            look = self._lookup
+            if self._ids and look is not None:
+                for i, sc in zip(self._ids, self._scores, strict=True):
+                    kind, tokens, reason = look(i)
+                    out.append(Dropped(i, kind, sc, tokens, reason))
+            out.sort(key=lambda d: d.id)
+            self._all = tuple(out)
+        return self._all
+
+    def __len__(self) -> int:
+        return len(self._explicit) + len(self._ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Dropped: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Dropped]: ...
+    def __getitem__(self, i: int | slice) -> Dropped | Sequence[Dropped]:
+        return self._materialise()[i]
+
+    def __iter__(self) -> Iterator[Dropped]:
+        return iter(self._materialise())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def top(self, n: int | None) -> list[Dropped]:
+        """The n best-scored dropped items, best first (ties by id), without materialising the rest."""
+        if n is None or n >= len(self):
+            return sorted(self, key=lambda d: (-d.score, d.id))
+        best_implicit = heapq.nsmallest(n, zip([-x for x in self._scores], self._ids, strict=True))
+        pool = [(-d.score, d.id, d) for d in self._explicit]
+        look = self._lookup
+        for neg, i in best_implicit:
+            assert look is not None
+            kind, tokens, reason = look(i)
+            pool.append((neg, i, Dropped(i, kind, -neg, tokens, reason)))
+        pool.sort(key=lambda t: (t[0], t[1]))
+        return [t[2] for t in pool[:n]]
+
+
+def top_dropped(dropped: Sequence[Dropped], n: int | None) -> list[Dropped]:
+    if isinstance(dropped, DroppedList):
+        return dropped.top(n)
+    ordered = sorted(dropped, key=lambda d: (-d.score, d.id))
+    return ordered if n is None else ordered[:n]
+
+
 @dataclass(frozen=True)
 class Window:
     """A served window: entries in send order plus everything needed to explain it."""
@@ -193,7 +273,7 @@ class Window:
     tokenizer: str
     query: str | None
     entries: tuple[Entry, ...]
-    dropped: tuple[Dropped, ...]
+    dropped: Sequence[Dropped]  # in id order (a DroppedList when the solver produced it)
     text_hash: str
     max_item_id: int
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -209,8 +289,7 @@ class Window:
         return None
 
     def manifest(self, max_dropped: int | None = None) -> dict[str, Any]:
-        dropped = sorted(self.dropped, key=lambda d: (-d.score, d.id))
-        shown = dropped if max_dropped is None else dropped[:max_dropped]
+        shown = top_dropped(self.dropped, max_dropped)
         return {
             "budget": self.budget,
             "usable": self.usable,
