@@ -502,11 +502,15 @@ class ProbeServer:
                     if not busy:
                         busy = True
                         self._wake_pending = True
-                elif busy:
+                else:
+                    # About to sleep with no timeout, so the next publish must find the flag clear.
+                    # Done on every quiet pass, not only when leaving busy mode: a publisher can set the
+                    # flag (and send its byte) long after its event was taken, if it lost the GIL in
+                    # between, and a flag left set then would swallow every later wake-up.
+                    # Order: drain, clear, re-check. A publish after the re-check sees the flag clear
+                    # and wakes us; one before it is caught by the re-check.
                     busy = False
                     self._drain_wake()
-                    # Drain, clear, re-check (in that order): a publish after the re-check sees the flag
-                    # clear and wakes us; one before it is caught by the re-check.
                     self._wake_pending = False
                     if self._pending:
                         busy = True

@@ -831,3 +831,18 @@ def test_socket_owned_by_another_uid_is_refused(rtdir: Path) -> None:
         assert path.exists()
     finally:
         listener.close()
+
+
+def test_a_late_wake_up_does_not_leave_the_flag_set(agent: Agent) -> None:
+    # A publisher that loses the GIL between "flag := set" and sending its wake-up byte can deliver
+    # that byte after its event was already sent. Simulate that stray wake-up: the I/O thread must
+    # clear the flag again, or every later publish would skip the wake-up and the stream would stall.
+    with ProbeClient.connect(os.getpid(), runtime_dir=agent.server.path.parent) as c:
+        live(c, 0)
+        assert_serving(agent, c, "before")
+        wait_until(lambda: not agent.server._wake_pending)
+        agent.server._wake_pending = True
+        assert agent.server._wake_w is not None
+        agent.server._wake_w.send(b"\0")
+        wait_until(lambda: not agent.server._wake_pending)
+        assert_serving(agent, c, "after")
