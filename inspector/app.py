@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Static, Switch, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from inspector.messages import (
@@ -72,6 +72,8 @@ class InspectorApp(App[None]):
                 tooltip="previous interesting turn"),
         Binding("c", "tab('tab-content')", "Content", show=False, tooltip="show the Content tab"),
         Binding("w", "tab('tab-whatif')", "What-if", tooltip="show the What-if tab"),
+        Binding("W", "session_whatif", "Session what-if", show=False,
+                tooltip="session-wide what-if: re-run and price the whole session (toggle)"),
         Binding("k", "tab('tab-skipped')", "Skipped", show=False, tooltip="show the Skipped tab"),
         Binding("a", "tab('tab-alerts')", "Alerts", show=False, tooltip="show the Alerts tab"),
         Binding("b", "request_body", "Request", show=False, tooltip="show the serialized request body"),
@@ -396,6 +398,10 @@ class InspectorApp(App[None]):
         self.query_one("#details", TabbedContent).active = tab
         if tab == "tab-whatif":
             self.query_one("#budget").focus()  # arrows now move the slider; Esc goes back to stepping
+
+    def action_session_whatif(self) -> None:
+        self.query_one("#details", TabbedContent).active = "tab-whatif"
+        self.query_one("#session", Switch).toggle()
 
     def action_focus_manifest(self) -> None:
         self.query_one("#manifest").focus()

@@ -85,7 +85,9 @@ async def test_play_pause_and_speed(replay_source: SyntheticSource) -> None:
             await pilot.press("plus")
         assert app.speed == 6  # clamps at the fastest speed
         await pilot.press("space")
-        assert app.playing
+        # Pilot's press waits for the screen to settle; on a loaded machine playback (32 turns/s) may
+        # have run to the last turn and stopped before it returns.
+        assert app.playing or app.index == app.timeline.last
         await pilot.pause(0.3)
         # On a loaded machine playback may already have reached the last turn and stopped by itself.
         if app.playing:
