@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -20,6 +20,7 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Static, Switch, TabbedContent, TabPane
+from textual.timer import Timer
 from textual.worker import get_current_worker
 
 from inspector.messages import (
@@ -96,7 +97,7 @@ class InspectorApp(App[None]):
         self.dropped = 0
         self._loaded = False
         self._show_request = False
-        self._play_timer = None
+        self._play_timer: Timer | None = None
         self._status_markup = ""
         self._last_step = 0.0
         self._loading = False  # the initial chunks of a long recording are still arriving
@@ -152,7 +153,7 @@ class InspectorApp(App[None]):
         worker = get_current_worker()
         # A long recording arrives in chunks, so the first frame does not wait for the last turn.
         chunks = getattr(self.source, "load_chunks", None)
-        pending = iter(chunks() if chunks is not None else [self.source.load_initial()])
+        pending: Iterator[list[dict]] = iter(chunks() if chunks is not None else [self.source.load_initial()])
         traces = next(pending, [])
         for following in pending:
             if worker.is_cancelled:
