@@ -28,6 +28,7 @@ on attaching is drained before its block starts, since it is a one-off and not a
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import select
@@ -206,6 +207,14 @@ def publish_cost(server: ProbeServer, n: int = 20_000) -> float:
     return (time.perf_counter() - t0) / n
 
 
+def thread_cpu(server: ProbeServer) -> float:
+    """CPU seconds used so far by the probe's I/O thread (its POSIX per-thread CPU clock)."""
+    t = server._thread
+    if t is None or t.ident is None or not t.is_alive():
+        return 0.0
+    return time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+
+
 def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float = 60.0) -> str:
     """A line from the reader, or a diagnosable failure instead of a silent hang."""
     assert reader.stdout is not None
@@ -258,6 +267,7 @@ def main() -> None:
 
     wall: dict[str, list[float]] = {"none": [], "attached": []}
     cpu: dict[str, list[float]] = {"none": [], "attached": []}
+    io_cpu = {"none": 0.0, "attached": 0.0}
     received = dropped = 0
     turn = args.turns if args.warmup is None else args.warmup
     run_block(step, 0, turn)  # warm-up (for the engine: history grows until compaction holds it steady)
@@ -267,7 +277,13 @@ def main() -> None:
         # otherwise always run "attached" later, on slower turns, than "none".
         for mode in ("none", "attached") if rnd % 2 == 0 else ("attached", "none"):
             reader = attach_reader(server, rt) if mode == "attached" else None
+            # Start every block from the same garbage-collector state: a full collection over the
+            # engine's large heap costs tens of ms, and whichever block it happened to land in would
+            # otherwise carry it.
+            gc.collect()
+            io0 = thread_cpu(server)
             times, per_turn_cpu = run_block(step, turn, args.turns)
+            io_cpu[mode] += thread_cpu(server) - io0
             wall[mode] += times
             cpu[mode].append(per_turn_cpu)
             turn += args.turns
@@ -307,6 +323,11 @@ def main() -> None:
     (mn, an, cn), (ma, aa, ca) = row["none"], row["attached"]
     print(f"  ratio        : {ma / mn:8.3f}     {aa / an:8.3f}     {ca / cn:8.3f}")
     extra = ca - cn
+    io_turn = io_cpu["attached"] / len(wall["attached"])
+    print(
+        f"probe thread's own CPU while attached: {io_turn * 1e6:.1f} us per turn "
+        f"({io_turn / cn * 100:.1f}% of a turn; measured directly, so the least noisy figure)"
+    )
     print(
         f"probe CPU: {extra * 1e6:.1f} us per turn = {extra / events_per_turn * 1e6:.2f} us per event "
         f"(~{events_per_turn} events/turn); a turn of at least {extra / 0.02 * 1e3:.1f} ms of CPU keeps the "
