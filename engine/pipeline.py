@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,6 +47,7 @@ from .trace import build_trace, check_budget
 from .types import CacheScope, Lifecycle, Priority, SectionKind
 
 ENGINE_VERSION = "0.1.0"
+TRACE_HISTORY = 32
 ENV_RECORD = "CONTEXTPIPE_RECORD"
 ENV_SERVE = "CONTEXTPIPE_SERVE"
 
@@ -143,7 +145,9 @@ class Pipeline:
         self.turn = 0
         self.flipped: list[str] = []  # latches that flipped since the last request
         self.summaries: dict[str, str] = {}
-        self.traces: list[dict[str, Any]] = []
+        # Recent traces only: alert rules look back ten turns and the trace compares with the last one.
+        # The full history lives in the journal; keeping every trace here would grow without bound.
+        self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
@@ -546,22 +550,24 @@ class Pipeline:
         built = self.build(bound)
         check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
-        built.trace["alerts"] = alert_rules.evaluate(built.trace, self.traces)
+        built.trace["alerts"] = alert_rules.evaluate(built.trace, list(self.traces))
         self._emit(
             {
                 "k": "request",
                 "turn": self.turn,
-                "bound": bound,
                 "sha": built.serialized.request_sha256,
-                "spill_failures": built.trace["spill_failures"],
                 "time": self.clock(),
                 "sections": {sec["id"]: sec["sha256"][:16] for sec in built.trace["sections"]},
+                # Bind outputs and spill failures are what replay cannot recompute; omitted when empty.
+                **({"bound": bound} if bound else {}),
+                **(
+                    {"spill_failures": built.trace["spill_failures"]} if built.trace["spill_failures"] else {}
+                ),
             }
         )
         self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)
         self._open = built.trace
         self.traces.append(built.trace)
-        self._last_request = built
         return Request(built.trace["turn"], built.serialized, built.trace)
 
     def _attribute(self, trace: dict[str, Any], ser: SerializedRequest, p: Plan) -> None:
@@ -588,7 +594,7 @@ class Pipeline:
         self._emit({"k": "usage", "turn": self.turn - 1, "usage": u.to_dict(), "estimated": est})
         if self._open is not None:
             self._open["usage"] = u.to_dict()
-            self._open["alerts"] = alert_rules.evaluate(self._open, self.traces[:-1])
+            self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
             self._close_open_turn()
         return u
 
@@ -597,7 +603,7 @@ class Pipeline:
         self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
         if self._open is not None:
             self._open["error"] = f"{kind}: {message}"[:500]
-            self._open["alerts"] = alert_rules.evaluate(self._open, self.traces[:-1])
+            self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
             self._close_open_turn()
 
     def send(

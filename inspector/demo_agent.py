@@ -153,7 +153,7 @@ def run_tool(name: str, args: dict[str, str], writable: bool) -> str:
     return f"error: unknown tool {name}"
 
 
-def build_pipeline(args: argparse.Namespace, clock: object) -> Pipeline:
+def build_pipeline(args: argparse.Namespace, clock: object) -> tuple[Pipeline, dict[str, int]]:
     limits = OptimizeLimits(spill_threshold=2500, max_clear_tokens=8000)
     pipe = Pipeline(
         MODEL,
@@ -200,8 +200,7 @@ def build_pipeline(args: argparse.Namespace, clock: object) -> Pipeline:
         timeout_s=0.5,
         name="Environment",
     )
-    pipe._demo_state = state  # type: ignore[attr-defined]
-    return pipe
+    return pipe, state
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,12 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     fake = [1_767_225_600.0]
     clock = (lambda: fake[0]) if args.deterministic else time.time
-    pipe = build_pipeline(args, clock)
+    pipe, state = build_pipeline(args, clock)
     sim = CacheSimulator("anthropic" if args.provider == "anthropic" else "openai", MODEL)
     writable = False
     try:
         for t in range(args.turns):
-            pipe._demo_state["turn"] = t  # type: ignore[attr-defined]
+            state["turn"] = t  # the environment binder's clock: it times out on BIND_FAIL_TURN
             thought, tool, targs = SCRIPT[t % len(SCRIPT)]
             if t == FLIP_TURN:
                 writable = True

@@ -161,7 +161,7 @@ def test_prompt_too_long_escalates_and_uses_p95() -> None:
     pipe.record_error("prompt_too_long", "prompt is too long: 41000 tokens > 40000 maximum")
     assert (pipe.stats.completions, pipe.stats.calibration) == stats_before
     assert pipe.traces[-1]["error"].startswith("prompt_too_long")
-    assert "prompt_too_long" in alert_rules(pipe.traces[-1:])
+    assert "prompt_too_long" in alert_rules([pipe.traces[-1]])
     tiers = []
     for k in range(4):
         req = pipe.next_request()
