@@ -33,6 +33,7 @@ from .catalog import Binder, EmergentQueue, LatchTable, SourceSpec
 from .config import PipelineConfig
 from .errors import ConfigError, UnpairedToolResultError
 from .feedback import Usage, attribute_cache_break, normalize_usage
+from .frames import encode_frame
 from .hashing import content_hash, sha256_hex
 from .journal import Event, Journal, pack_event
 from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
@@ -176,16 +177,34 @@ class Pipeline:
             from .recording import RecordingWriter
 
             self.recorder = RecordingWriter(record, header)
-            rec = self.recorder
             for ev in self.journal.events:
-                rec.append(pack_event(ev))
-            self.journal.subscribe(lambda ev: rec.append(pack_event(ev)))
+                self.recorder.append(pack_event(ev))
         if serve:
             from .probe import ProbeServer
 
             self.probe = ProbeServer(header, self.journal.snapshot, redact=redact)
             self.probe.start()
-            self.journal.subscribe(self.probe.publish)
+        if self.recorder is not None or self.probe is not None:
+            self.journal.subscribe(self._publish)
+
+    def _publish(self, ev: Event) -> None:
+        """Hand one journal event to the recorder and the probe, encoding it once for both: the
+        recorder stores the packed form (compressed traces and blobs), and a probe client receives
+        the same bytes (clients unpack with journal.unpack_event). A redacting probe gets the plain
+        event, since redaction must see blob text."""
+        rec, probe = self.recorder, self.probe
+        if rec is None:
+            if probe is not None:
+                probe.publish(ev)
+            return
+        packed = pack_event(ev)
+        frame = encode_frame(packed)
+        rec.append(packed, frame)
+        if probe is not None:
+            if probe.redact:
+                probe.publish(ev)
+            else:
+                probe.publish(packed, frame)
 
     def close(self) -> None:
         self._close_open_turn()

@@ -191,7 +191,10 @@ class RecordingWriter:
             ) from exc
         self._pos += len(data)
 
-    def append(self, event: dict[str, Any]) -> None:
+    def append(self, event: dict[str, Any], frame: bytes | None = None) -> None:
+        """Append one event. `frame`, if given, is `encode_frame(event)` already computed by the caller
+        (the agent shares one encoding between this file and the probe); `event` must then start with
+        "k" followed by "h" (blob) or "turn" (turn), which is the order written here anyway."""
         kind = event.get("k")
         key: Any = event.get("h" if kind == "blob" else "turn")
         if not isinstance(kind, str) or kind.startswith("@"):
@@ -214,7 +217,7 @@ class RecordingWriter:
             else:
                 ordered = {"k": kind, **event}
             pos = self._pos
-            self._write(encode_frame(ordered))
+            self._write(frame if frame is not None else encode_frame(ordered))
             # Indexed only once written: a failed encode or write leaves no entry for a missing frame.
             if kind == "blob":
                 self._blobs[key] = pos
