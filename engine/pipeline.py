@@ -470,10 +470,13 @@ class Pipeline:
             SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in asm
         )
         budget = cfg.budget
+        # The window is in the provider's tokens, the estimates in ours: plan against the window as our
+        # tokenizer sees it, using the ratio Feedback learned for this model.
+        ratio = self.stats.calibration_for(cfg.model)
         the_plan = plan(
             PlanInput(
-                budget.limit,
-                budget.usable,
+                int(budget.limit / ratio),
+                int(budget.usable / ratio),
                 cfg.thresholds,
                 reserves,
                 estimates,
@@ -508,6 +511,7 @@ class Pipeline:
             self.flipped,
             ctx.spill_failures,
         )
+        trace["calibration"] = round(ratio, 4)
         return Built(the_plan, res.asm, ser, trace)
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_SAMPLES = 256  # per bucket; old samples fall off so the reserve tracks recent behaviour
-RECOVERY_TURNS = 3  # successful turns after a prompt_too_long before the planner relaxes again
+RECOVERY_TURNS = 3
+MIN_CALIBRATION_SAMPLES = 3  # successful turns after a prompt_too_long before the planner relaxes again
 
 
 def percentile(values: list[int], pct: float) -> int:
@@ -57,6 +58,13 @@ class Statistics:
         alpha = 1.0 / (n + 1) if n < 10 else 0.1
         self.calibration[model] = prev + alpha * (ratio - prev)
         self.calibration_samples[model] = n + 1
+
+    def calibration_for(self, model: str) -> float:
+        """Provider tokens per estimated token for `model`, once three calls have been seen (1.0 before).
+        Clamped to [0.5, 2.0]: a ratio outside that means a wrong tokenizer, not something to plan by."""
+        if self.calibration_samples.get(model, 0) < MIN_CALIBRATION_SAMPLES:
+            return 1.0
+        return min(2.0, max(0.5, self.calibration[model]))
 
     def enter_recovery(self) -> None:
         self.recovery_turns_left = RECOVERY_TURNS

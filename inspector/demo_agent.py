@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", default=None)
     ap.add_argument("--serve", action="store_true")
     ap.add_argument("--delay", type=float, default=1.5)
-    ap.add_argument("--window", type=int, default=9600)
+    ap.add_argument("--window", type=int, default=10200)
     ap.add_argument("--provider", default="anthropic")
     ap.add_argument("--print", action="store_true", help="print one line per turn")
     ap.add_argument("--deterministic", action="store_true", help="fixed clock (for committed demo sessions)")

@@ -81,7 +81,8 @@ def to_text(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> str:
         f"  pressure: raw {p['raw']:.3f}  predictive {p['predictive']:.3f}   (reserves: response {r['response']}"
         f" p{r.get('percentile', 75)}, thinking {r['thinking']}, schema {r['schema']})",
         f"  tier: {t['tier']}  -- {t['tier_reason']['text']}",
-        f"  tokens: estimated {t['estimated_tokens']} -> sent {t['final_tokens']} (ceiling {t.get('ceiling', '?')})",
+        f"  tokens: estimated {t['estimated_tokens']} -> sent {t['final_tokens']} (ceiling {t.get('ceiling', '?')};"
+        f" provider/estimate calibration {t.get('calibration', 1.0):.3f})",
         "",
         f"  {'section':<16}{'scope':<9}{'priority':<13}{'budget':>8}{'planned':>9}{'tokens':>8}  form",
     ]
