@@ -167,6 +167,13 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     typer.echo(
         f"FAILED: {len(report.mismatches)} of {report.turns} turns differ; first: {report.mismatches[0]}"
     )
+    from engine.pipeline import ENGINE_VERSION
+
+    recorded = r.header.get("engine_version")
+    if recorded and recorded != ENGINE_VERSION:
+        typer.echo(
+            f"note: recorded by engine {recorded}, replayed by {ENGINE_VERSION}: a newer engine may plan differently"
+        )
     raise typer.Exit(1)
 
 
