@@ -1,0 +1,50 @@
+"""`cp-inspect import` on every real trajectory: the recording verifies, explains and opens for replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from inspector.cli import app
+from inspector.sources import FileSource
+
+from .conftest import TRAJECTORIES, trajectory_files
+
+files = pytest.mark.parametrize(
+    "real",
+    trajectory_files()
+    or [pytest.param(None, marks=pytest.mark.skip(reason=f"no trajectories at {TRAJECTORIES}"))],
+    ids=lambda p: p.name[:48] if p else "absent",
+)
+
+
+@files
+def test_import_verify_explain_replay(real: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.cpsession"
+    r = CliRunner()
+    res = r.invoke(app, ["import", "auto", str(real), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(app, ["verify", str(out)])
+    assert res.exit_code == 0 and res.output.startswith("ok:"), res.output
+    res = r.invoke(app, ["explain", str(out), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    for key in ("turn", "pressure", "tier", "sections", "markers", "skipped", "alerts", "request_sha256"):
+        assert key in data
+    src = FileSource(out)
+    traces = src.load_initial()
+    assert traces and traces[-1]["turn"] == data["turn"]
+    assert json.loads(src.request_body(data["turn"]))["messages"]
+
+
+def test_import_rejects_wrong_format(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text(
+        '{"messages": [{"role": "robot", "content": "hi"}], "trajectory_format": "mini-swe-agent-1.1"}'
+    )
+    res = CliRunner().invoke(app, ["import", "mini-swe-agent", str(bad), "-o", str(tmp_path / "o.cpsession")])
+    assert res.exit_code == 1
+    assert "robot" in res.output and not (tmp_path / "o.cpsession").exists()
