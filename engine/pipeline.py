@@ -274,6 +274,9 @@ class Pipeline:
             if ev.get("kind") == "prompt_too_long":
                 self.stats.enter_recovery()
         elif k == "request":
+            for sid, b in ev.get("bound", {}).items():
+                if "h" in b:  # the last good value: what a later failing binder falls back to
+                    self.content[sid] = self._text(b["h"])
             self._close_pending()
             self.emergent.expire(ev["turn"] - 1)
             self.turn = ev["turn"] + 1
@@ -457,10 +460,8 @@ class Pipeline:
         self._emit({"k": "summary", "in": key, "h": self._blob(out)})
         return out
 
-    def build(self, bound: dict[str, dict[str, Any]], config: PipelineConfig | None = None) -> Built:
-        """Plan + Optimize + serialize from the current state. Pure given state, bound values and config."""
-        cfg = config or self.config
-        asm = self._assemble(bound)
+    def _plan(self, cfg: PipelineConfig, asm: Assembly) -> tuple[Plan, Reserves, float]:
+        """Plan (pure): pressure, tier and section budgets for `asm` under `cfg` and the statistics."""
         m = self.measure
         reserve, pct = self.stats.response_reserve(cfg.model, cfg.query_source, cfg.default_response_reserve)
         reserves = Reserves(
@@ -483,6 +484,14 @@ class Pipeline:
                 recovering=self.stats.recovery_turns_left > 0,
             )
         )
+        return the_plan, reserves, ratio
+
+    def build(self, bound: dict[str, dict[str, Any]], config: PipelineConfig | None = None) -> Built:
+        """Plan + Optimize + serialize from the current state. Pure given state, bound values and config."""
+        cfg = config or self.config
+        asm = self._assemble(bound)
+        m = self.measure
+        the_plan, reserves, ratio = self._plan(cfg, asm)
         policy = POLICIES[cfg.provider]
         spill = self.spill
         ctx = OptimizeContext(
@@ -515,15 +524,23 @@ class Pipeline:
         return Built(the_plan, res.asm, ser, trace)
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
-        return [
-            BindJob(s.id, self.binders[s.id], s.timeout_s, budgets.get(s.id, s.estimate), s.priority)
-            for s in self.specs
-            if s.id in self.binders
-        ]
+        """One job per bound source. Its budget is what the plan gave the section at its last known
+        size; before a first successful bind there is no size yet, so the source's own estimate."""
+        jobs = []
+        for s in self.specs:
+            if s.id not in self.binders:
+                continue
+            budget = budgets.get(s.id, s.estimate) if self.content.get(s.id) else s.estimate
+            if s.max_tokens is not None:
+                budget = min(budget, s.max_tokens)
+            jobs.append(BindJob(s.id, self.binders[s.id], s.timeout_s, budget, s.priority))
+        return jobs
 
     async def anext_request(self, explain_only: bool = False) -> Request:
         """Plan -> Bind (concurrent) -> Optimize -> Execute. With explain_only, nothing is journaled."""
-        jobs = self._bind_jobs({})
+        # Plan first (with each bound source at its last known size) so every binder gets its budget.
+        budgets = self._plan(self.config, self._assemble({}))[0].budgets if self.binders else {}
+        jobs = self._bind_jobs(budgets)
         results = await bind_all(jobs) if jobs else {}
         bound: dict[str, dict[str, Any]] = {}
         scratch: list[str] = []  # EXPLAIN: bound text is readable for this build only, never journaled

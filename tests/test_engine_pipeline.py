@@ -456,7 +456,7 @@ def test_degraded_binder_keeps_its_last_good_value() -> None:
     second = pipe.next_request()
     sec = next(s for s in second.trace["sections"] if s["id"] == "status")
     assert sec["form"] == "degraded" and "service down" in sec["note"]
-    assert "initial status" in [b["text"] for b in second.body["system"]]
+    assert "fresh status" in [b["text"] for b in second.body["system"]]
     verify(pipe)
 
 
@@ -696,3 +696,25 @@ def test_request_body_is_parsed_from_the_canonical_bytes() -> None:
     assert req.body == json.loads(req.bytes)
     assert req.body is req.body  # parsed once
     assert "ünïcode task ✓".encode() in req.bytes
+
+
+def test_binders_get_the_plans_budget() -> None:
+    """Plan runs before Bind: a binder with a budget parameter gets its section's planned budget, which
+    shrinks when the window is under pressure (its first call, with no known size, gets the estimate)."""
+    seen: list[int] = []
+
+    def notes(budget: int) -> str:
+        seen.append(budget)
+        return tokens(min(budget, 1_500), "n")
+
+    pipe = make(window=6_000)
+    pipe.identity("You are a test agent.")
+    pipe.add_source("notes", "context", binder=notes, estimate=1_500, priority=Priority.FIRST)
+    pipe.user("task")
+    for k in range(12):
+        req = pipe.next_request()
+        usage(pipe, req)
+        step(pipe, k, result_tokens=600)
+    assert seen[0] == 1_500
+    assert seen[-1] < seen[1]  # the history grew, so the FIRST-priority notes were given less
+    verify(pipe)
