@@ -135,13 +135,13 @@ def ingest(
     for t in imp.calls[0].tools:
         pipe.add_tool(t.name, t.description, t.parameters)
     fed = 0
-    prev_hashes: list[str] = []
+    actual = ActualRecorder(pipe)
     for k, call in enumerate(imp.calls):
         now[0] = call.timestamp if call.timestamp is not None else now[0]
         for m in call.messages[fed:]:
             feeder.feed(m)
         fed = len(call.messages)
-        _record_actual(pipe, k, call, prev_hashes)
+        actual.record(k, call)
         pipe.next_request()
         if call.error or call.response is None:
             kind = "prompt_too_long" if call.error and "too long" in call.error.lower() else "error"
@@ -163,19 +163,30 @@ def ingest(
     return pipe, report
 
 
-def _record_actual(pipe: Pipeline, turn: int, call: CallRec, prev: list[str]) -> None:
-    blob = pipe.journal.blob
-    hashes = [blob(canonical_json(message_dict(m, blob)).decode()) for m in call.messages]
-    base = len(prev) if hashes[: len(prev)] == prev else 0
-    ev: dict[str, Any] = {"k": "actual", "turn": turn, "base": base, "add": hashes[base:]}
-    if turn == 0 or base == 0:
-        ev["tools"] = [pipe.journal.blob(canonical_json(t.parameters).decode()) for t in call.tools]
-        ev["tool_names"] = [t.name for t in call.tools]
-    # Real usage is not repeated here: record_usage() journals it as the turn's `usage` event.
-    if call.timestamp is not None:
-        ev["time"] = call.timestamp
-    pipe.journal.append(ev)
-    prev[:] = hashes
+class ActualRecorder:
+    """Journals what the agent actually sent, one `actual` event per call: message hashes delta-encoded
+    against the previous call, tool schemas when they change, the serving build when it changes."""
+
+    def __init__(self, pipe: Pipeline) -> None:
+        self.pipe = pipe
+        self.prev: list[str] = []
+        self.fingerprint: str | None = None
+
+    def record(self, turn: int, call: CallRec) -> None:
+        blob = self.pipe.journal.blob
+        hashes = [blob(canonical_json(message_dict(m, blob)).decode()) for m in call.messages]
+        base = len(self.prev) if hashes[: len(self.prev)] == self.prev else 0
+        ev: dict[str, Any] = {"k": "actual", "turn": turn, "base": base, "add": hashes[base:]}
+        if turn == 0 or base == 0:
+            ev["tools"] = [blob(canonical_json(t.parameters).decode()) for t in call.tools]
+            ev["tool_names"] = [t.name for t in call.tools]
+        # Real usage is not repeated here: record_usage() journals it as the turn's `usage` event.
+        if call.timestamp is not None:
+            ev["time"] = call.timestamp
+        if call.fingerprint and call.fingerprint != self.fingerprint:
+            ev["system_fingerprint"] = self.fingerprint = call.fingerprint
+        self.pipe.journal.append(ev)
+        self.prev = hashes
 
 
 def actual_requests(events: list[dict[str, Any]]) -> dict[int, list[str]]:

@@ -20,7 +20,7 @@ from typing import Any
 from .importers._common import Ctx
 from .importers.model import CallRec, MessageRec, ToolSchemaRec
 from .importers.proxy_jsonl import _anthropic_request, _anthropic_response, _openai_request, _openai_response
-from .ingest import DEFAULT_WINDOW, IngestReport, _Feeder, _record_actual
+from .ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
 from .pipeline import Pipeline
 
 
@@ -41,7 +41,7 @@ class Tap:
         self.pipe: Pipeline | None = None
         self.feeder: _Feeder | None = None
         self.fed: list[MessageRec] = []
-        self.prev_hashes: list[str] = []
+        self.actual: ActualRecorder | None = None
         self.tools_seen: tuple[ToolSchemaRec, ...] = ()
         self.turns = 0
         self.tap_errors = 0
@@ -62,6 +62,7 @@ class Tap:
                 model, provider, self.window, record=self.record, serve=self.serve, clock=self.clock
             )
             self.feeder = _Feeder(self.pipe, IngestReport())
+            self.actual = ActualRecorder(self.pipe)
         assert self.feeder is not None
         if tools != self.tools_seen:
             for t in tools:
@@ -73,7 +74,8 @@ class Tap:
             self.feeder.feed(m)
         self.fed = list(msgs)
         call = CallRec(tuple(msgs), None, tools, None, self.clock(), model)
-        _record_actual(self.pipe, self.turns, call, self.prev_hashes)
+        assert self.actual is not None
+        self.actual.record(self.turns, call)
         self.pipe.next_request()
 
     def after(self, response: Any) -> None:

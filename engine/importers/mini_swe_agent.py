@@ -123,6 +123,7 @@ def parse(data: Any, path: str) -> ImportedSession:
                     if isinstance(ts, (int, float)) and not isinstance(ts, bool)
                     else None,
                     model=model or (strip_provider_prefix(cfg_model) if cfg_model else None),
+                    fingerprint=fp if isinstance(fp := resp.get("system_fingerprint"), str) else None,
                 )
             )
         history.append(msg)

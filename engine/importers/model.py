@@ -68,6 +68,9 @@ class CallRec:
     timestamp: float | None
     model: str | None
     error: str | None = None
+    # The serving build the provider named (OpenAI/DeepSeek `system_fingerprint`): cache behaviour differs by
+    # build, so the cache simulator wants it.
+    fingerprint: str | None = None
 
 
 @dataclass
