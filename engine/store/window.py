@@ -1,10 +1,10 @@
-"""Windows: the greedy multiple-choice knapsack, the Window value, its manifest and its messages.
+"""Windows: item shapes (forms, hull) for the knapsack, the Window value, its manifest and its messages.
 
-Each candidate item may enter as nothing, a stub, a summary or its full body. The solver takes the
-upper convex hull of each item's (tokens, value) options, then repeatedly applies the upgrade with
-the best value per extra token across all items, while it fits. Per item, hull upgrades have
-decreasing efficiency, so pushing only an item's next upgrade onto the heap keeps the global order
-exact. Ties break on item id, so the result never depends on dict or set order.
+Each candidate item may enter as nothing, a stub, a summary or its full body. The solver (see
+`solve`) works on the upper convex hull of each item's (tokens, value) options: per item, hull
+upgrades have decreasing efficiency, so taking upgrades in order of value per extra token across
+all items is exact for the hull. Ties break on item id, so the result never depends on dict or set
+order.
 """
 
 from __future__ import annotations
@@ -21,11 +21,6 @@ class Option(NamedTuple):
     form: str  # "stub" | "summary" | "full"
     tokens: int  # what this form costs in the window, including per-message overhead
     value: float
-
-
-class Candidate(NamedTuple):
-    id: int
-    options: tuple[Option, ...]
 
 
 def _hull(options: Sequence[Option]) -> list[Option]:
@@ -69,66 +64,6 @@ def make_shape(options: Sequence[Option], size: float) -> Shape:
 # After this many consecutive upgrades that do not fit, the budget is within a stub of full: stop
 # rather than pop every remaining item (a deterministic cut, it only ever leaves a few tokens unused).
 MAX_CONSECUTIVE_MISSES = 64
-
-
-def solve(candidates: Sequence[Candidate], capacity: int) -> dict[int, Option]:
-    """Greedy multiple-choice knapsack. Returns the chosen option per item (absent = nothing)."""
-    return solve_scaled([(c.id, 1.0, make_shape(c.options, 1.0)) for c in candidates], capacity)
-
-
-def solve_scaled(items: Sequence[tuple[int, float, Shape]], capacity: int) -> dict[int, Option]:
-    """The knapsack over (id, weight, shape): an option's value is weight x its factor.
-
-    Returned options carry the real value (weight x factor).
-    """
-    shapes: dict[int, tuple[float, Shape]] = {}
-    heap: list[tuple[float, int, int]] = []
-    for cid, w, shape in items:
-        h = shape.hull
-        if not h or w <= 0:
-            continue
-        shapes[cid] = (w, shape)
-        first = h[0]
-        heap.append((-(w * first.value / first.tokens) if first.tokens > 0 else -float("inf"), cid, 0))
-    heapq.heapify(heap)
-    level_of: dict[int, int] = {}
-    remaining = capacity
-    misses = 0
-    pop, push = heapq.heappop, heapq.heappush
-    while heap and remaining > 0 and misses < MAX_CONSECUTIVE_MISSES:
-        _, cid, level = pop(heap)
-        w, shape = shapes[cid]
-        h = shape.hull
-        cur_level = level_of.get(cid)
-        cur_t = h[cur_level].tokens if cur_level is not None else 0
-        cur_f = h[cur_level].value if cur_level is not None else 0.0
-        step = h[level]
-        extra = step.tokens - cur_t
-        if extra > remaining:
-            # The next hull step does not fit; a cheaper off-hull form of this item still might
-            # (e.g. its summary when the full body is too big). Take the most valuable that fits.
-            misses += 1
-            for o in shape.by_value:
-                if o.value <= cur_f:
-                    break
-                if o.tokens - cur_t <= remaining:
-                    remaining -= o.tokens - cur_t
-                    level_of[cid] = -1 - shape.options.index(o)  # negative = an off-hull option
-                    misses = 0
-                    break
-            continue
-        misses = 0
-        remaining -= extra
-        level_of[cid] = level
-        if level + 1 < len(h):
-            nxt = h[level + 1]
-            push(heap, (-(w * (nxt.value - step.value) / max(1, nxt.tokens - step.tokens)), cid, level + 1))
-    chosen: dict[int, Option] = {}
-    for cid, lv in level_of.items():
-        w, shape = shapes[cid]
-        o = shape.hull[lv] if lv >= 0 else shape.options[-1 - lv]
-        chosen[cid] = Option(o.form, o.tokens, w * o.value)
-    return chosen
 
 
 class Entry(NamedTuple):

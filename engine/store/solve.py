@@ -1,0 +1,219 @@
+"""The fresh solve: score every item, keep the recent turns, then fill the budget by value per token.
+
+Used for the first window of a lane, with sticky=False, and whenever the sticky path gives up (see
+`sticky`). Scores are the plan's static part plus recency and the query's BM25; the knapsack walks
+the plan's hull steps.
+"""
+
+from __future__ import annotations
+
+from itertools import compress
+
+from ..tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
+from .errors import PinsExceedBudgetError
+from .items import ItemMeta
+from .plan import Plan, SolvePlans
+from .window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
+
+_NO_FIT = "did not fit: lower value per token than what was kept"
+
+
+class FreshSolve(SolvePlans):
+    def _solve(
+        self,
+        b: Budget,
+        tok: Tokenizer,
+        lane: str,
+        query: str | None,
+        terms: tuple[str, ...],
+        relevance: dict[int, float],
+        mode: str,
+        sticky: bool,
+        notes: list[str],
+    ) -> Window:
+        cfg = self.config
+        plan = self._plan(tok, terms)
+        pins, pin_cost = plan.pins, plan.pin_cost
+        pinned_tokens = sum(t for _, t in pin_cost)
+        if pinned_tokens + REPLY_PRIMING_TOKENS > b.usable:
+            raise PinsExceedBudgetError(pinned_tokens + REPLY_PRIMING_TOKENS, b.usable, b.limit, pin_cost)
+
+        # ---- scores: one float per item, from the cached static part, the turn and the query
+        now = self._turn
+        decay = 0.5 ** (1.0 / cfg.half_life_turns)
+        pw = {t: (decay ** (now - t) if now > t else 1.0) for t in plan.distinct_turns}
+        wr = cfg.w_recency
+        rec_w = {t: wr * v for t, v in pw.items()}
+        totals = [st + rec_w[t] for st, t in zip(plan.static, plan.turns, strict=True)]
+        if relevance:
+            wl = cfg.w_relevance
+            midx = plan.midx
+            for item_id, rel in relevance.items():
+                i = midx.get(item_id)
+                if i is not None:
+                    totals[i] += wl * rel
+        if plan.stale_idx:
+            sf = cfg.stale_factor
+            for i in plan.stale_idx:
+                totals[i] *= sf
+
+        cand, cand_midx, shapes, full_cost = plan.cand, plan.cand_midx, plan.shapes, plan.full_cost
+        n = len(cand)
+        room = b.usable - REPLY_PRIMING_TOKENS - pinned_tokens
+        everything = sum(full_cost)
+        chosen: dict[int, Option] = {}  # candidate position -> form
+        if everything <= room:
+            chosen = {p: shapes[p].options[0] for p in range(n)}  # all fit in full: nothing to decide
+        else:
+            if sticky:
+                # Leave headroom so the next turns append without another cache-breaking re-solve.
+                headroom = self._headroom(plan, b.usable)
+                room = max(0, room - headroom)
+                notes.append(
+                    f"compacted: history needs {everything} tokens, {room} left after pins "
+                    f"({headroom} tokens of headroom kept for the next turns' appends)"
+                )
+            if cfg.keep_recent_turns > 0:
+                for p in range(n - 1, -1, -1):  # newest first
+                    if now - cand[p].turn >= cfg.keep_recent_turns:
+                        break
+                    full = shapes[p].options[0]
+                    if full.tokens <= room:
+                        chosen[p] = full
+                        room -= full.tokens
+            knapsack(plan, totals, chosen, room)
+
+        # ---- the window: pins, then chosen candidates in id order
+        entries: list[Entry] = []
+        imp_cap = 1.0
+        for m in pins:
+            entries.append(self._entry(tok, m, "full", totals[plan.midx[m.id]], ("pinned",), terms))
+        for p in sorted(chosen):
+            m = cand[p]
+            total = totals[cand_midx[p]]
+            reasons = self._reasons_for(
+                m, pw[m.turn], relevance.get(m.id, 0.0), min(m.importance, imp_cap), total
+            )
+            entries.append(self._entry(tok, m, chosen[p].form, total, reasons, terms))
+
+        explicit = [
+            Dropped(m.id, m.kind.value, totals[plan.midx[m.id]], cost, reason)
+            for m, cost, reason in plan.excluded
+        ]
+        if len(chosen) == n:
+            nofit_ids: list[int] = []
+            nofit_scores: list[float] = []
+        else:
+            keep = bytearray(b"\x01") * n  # C-level filtering: thousands of items are left out
+            for p in chosen:
+                keep[p] = 0
+            nofit_ids = list(compress(plan.cand_ids, keep))
+            nofit_scores = list(compress(map(totals.__getitem__, cand_midx), keep))
+        by_id = self._by_id
+        midx = plan.midx
+
+        def lookup(item_id: int) -> tuple[str, int, str]:
+            return by_id[item_id].kind.value, full_cost[plan.pos_of[midx[item_id]]], _NO_FIT
+
+        dropped = DroppedList(explicit, nofit_ids, nofit_scores, lookup)
+        return self._finish(b, tok, lane, query, mode, entries, dropped, notes)
+
+    def _headroom(self, plan: Plan, usable: int) -> int:
+        """Tokens a sticky re-solve leaves free so the next turns can append without re-solving.
+
+        Adaptive: the recent growth per turn (full cost of the items added over the last
+        `growth_window_turns` turns) times `headroom_turns`, capped at (1 - resolve_fill) of the
+        budget. When even that cap cannot hold one turn's growth, the next turn re-solves anyway, so
+        no headroom is kept and the whole budget holds context instead.
+        """
+        cfg = self.config
+        cap = int(usable * (1.0 - cfg.resolve_fill))
+        if cap <= 0:
+            return 0
+        span = max(1, int(cfg.growth_window_turns))
+        since = self._turn - span
+        recent = 0
+        for p in range(len(plan.cand) - 1, -1, -1):
+            if plan.cand[p].turn < since:
+                break
+            recent += plan.full_cost[p]
+        growth = recent / span
+        if growth <= 0:
+            return cap
+        if growth > cap:
+            return 0
+        return min(cap, int(growth * cfg.headroom_turns))
+
+    def _reasons_for(
+        self, m: ItemMeta, recency: float, relevance: float, importance: float, total: float
+    ) -> tuple[str, ...]:
+        out: list[str] = []
+        if recency >= 0.5:
+            out.append(f"recent ({self._turn - m.turn} turns ago)")
+        if relevance > 0:
+            out.append(f"relevant to query (bm25 {relevance:.2f})")
+        if m.inbound:
+            out.append(f"referenced by {m.inbound} item(s)")
+        if importance > 0:
+            out.append(f"importance {importance:g}")
+        if not out:
+            out.append(f"best value per token among the rest (score {total:.3f})")
+        return tuple(out)
+
+
+def knapsack(plan: Plan, totals: list[float], chosen: dict[int, Option], capacity: int) -> None:
+    """Greedy multiple-choice knapsack over the plan's hull steps; adds to `chosen` in place.
+
+    Each candidate's hull steps have strictly decreasing value per token, so sorting every step
+    by (value per token desc, candidate, level) is exactly the order in which a heap over each
+    candidate's next step would pop them (the sort is stable and steps are pre-ordered by
+    candidate and level). A step that does not fit ends that candidate's upgrades; its most
+    valuable cheaper off-hull form is taken if it fits. After MAX_CONSECUTIVE_MISSES misses in a
+    row the budget is within a stub of full and the walk stops.
+    """
+    if capacity <= 0:
+        return
+    size = [s.size for s in plan.shapes]
+    w = [totals[mi] * sz for mi, sz in zip(plan.cand_midx, size, strict=True)]
+    for p, members in plan.dup:  # a duplicate group is worth its best member
+        w[p] = max(totals[i] for i in members) * size[p]
+    effs = [w[c] * r for c, r in zip(plan.step_cand, plan.step_ratio, strict=True)]
+    order = sorted(range(len(effs)), key=effs.__getitem__, reverse=True)
+    done: set[int] = set(chosen)
+    if min(w, default=1.0) <= 0:
+        done.update(p for p, x in enumerate(w) if x <= 0)
+    level_of: dict[int, int] = {}
+    shapes, step_cand, step_level, step_dt = plan.shapes, plan.step_cand, plan.step_level, plan.step_dt
+    remaining = capacity
+    misses = 0
+    for j in order:
+        c = step_cand[j]
+        if c in done:
+            continue
+        dt = step_dt[j]
+        if dt > remaining:
+            misses += 1
+            done.add(c)
+            shape = shapes[c]
+            lv = level_of.get(c)
+            cur_t = shape.hull[lv].tokens if lv is not None else 0
+            cur_f = shape.hull[lv].value if lv is not None else 0.0
+            for o in shape.by_value:
+                if o.value <= cur_f:
+                    break
+                if o.tokens - cur_t <= remaining:
+                    remaining -= o.tokens - cur_t
+                    level_of[c] = -1 - shape.options.index(o)  # negative = an off-hull option
+                    misses = 0
+                    break
+            if misses >= MAX_CONSECUTIVE_MISSES or remaining <= 0:
+                break
+            continue
+        misses = 0
+        remaining -= dt
+        level_of[c] = step_level[j]
+        if remaining <= 0:
+            break
+    for c, lv in level_of.items():
+        shape = shapes[c]
+        chosen[c] = shape.hull[lv] if lv >= 0 else shape.options[-1 - lv]

@@ -1,0 +1,67 @@
+"""Summary items: model-written summaries through the application's callback, and collapsed subtasks.
+
+The rule-based stub and summary text used inside windows lives in `compaction`; this module writes
+new SUMMARY items that stand for their originals (linked with SUMMARIZES, SUPERSEDES when rolled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .compaction import render_full, subtask_body, summary_key
+from .errors import StoreError
+from .items import Kind, LinkKind
+from .state import translating
+from .writes import ItemWrites
+
+
+class Summaries(ItemWrites):
+    @translating
+    def summarize(self, ids: Sequence[int], *, roll_from: int | None = None) -> int:
+        """Summarise items through the application's callback into a new summary item.
+
+        With `roll_from`, the new summary covers that summary's originals plus `ids`, and is produced
+        from those originals, never from the previous summary's text (errors do not compound).
+        The text is cached by the hash of the originals plus the prompt version.
+        """
+        if self.summarizer is None:
+            raise StoreError("no summarizer configured: pass summarizer=callable to ContextStore")
+        originals: set[int] = set()
+        for i in ids:
+            originals |= set(self._originals(i)) if self._item(i).kind is Kind.SUMMARY else {i}
+        if roll_from is not None:
+            if self._item(roll_from).kind is not Kind.SUMMARY:
+                raise StoreError(f"#{roll_from} is not a summary item; roll_from needs one")
+            originals |= set(self._originals(roll_from))
+        if not originals:
+            raise StoreError("nothing to summarise: give at least one item id")
+        ordered = sorted(originals)
+        items = [self._item(i) for i in ordered]
+        producer = f"callback:{self.summary_prompt_version}"
+        key = summary_key([it.hash for it in items], producer)
+        row = self._conn.execute("SELECT text FROM derived WHERE key=?", (key,)).fetchone()
+        if row is not None:
+            text = str(row[0])
+        else:
+            text = self.summarizer([render_full(it) for it in items])
+            self._conn.execute(
+                "INSERT OR IGNORE INTO derived(key, producer, text) VALUES (?,?,?)", (key, producer, text)
+            )
+        links: list[tuple[LinkKind | str, int]] = [(LinkKind.SUMMARIZES, i) for i in ordered]
+        if roll_from is not None:
+            links.append((LinkKind.SUPERSEDES, roll_from))
+        return self.add(text, Kind.SUMMARY, source=f"summary of {len(ordered)} items", links=links)
+
+    @translating
+    def collapse_subtask(self, step_ids: Sequence[int], result_id: int) -> int:
+        """A finished subtask becomes one item: its result plus a link to its steps (no model needed)."""
+        if not step_ids:
+            raise StoreError("collapse_subtask needs the ids of the subtask's steps")
+        result = self._item(result_id)
+        for s in step_ids:
+            self._item(s)  # raises UnknownItemError early, before anything is written
+        covered = sorted(set(step_ids) | {result_id})
+        body = subtask_body(sorted(set(step_ids)), result)
+        return self.add(
+            body, Kind.SUMMARY, source="subtask", links=[(LinkKind.SUMMARIZES, i) for i in covered]
+        )

@@ -1,0 +1,131 @@
+"""Writing originals: add items (file reads included), link them, pin them, set their importance.
+
+Writes patch the in-memory metadata when it was current before the write (a reload per add would
+make building a 5,000-item store quadratic); anything else marks it dirty for the next refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..hashing import sha256_hex
+from .errors import StoreError, UnknownItemError
+from .items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
+from .staleness import file_sha, normalise
+from .state import StoreState, translating
+
+
+class ItemWrites(StoreState):
+    @translating
+    def add(
+        self,
+        body: str,
+        kind: Kind | str = Kind.USER,
+        *,
+        pin: bool = False,
+        importance: float = 0.0,
+        source: str | None = None,
+        file_hash: str | None = None,
+        timestamp: float | None = None,
+        links: Iterable[tuple[LinkKind | str, int]] = (),
+    ) -> int:
+        """Store an original and return its id. `links` are (kind, target id) from the new item."""
+        k = kind if isinstance(kind, Kind) else Kind.parse(kind)
+        if not isinstance(body, str):
+            raise TypeError(f"item body must be str, got {type(body).__name__}")
+        if not 0.0 <= float(importance) <= 1.0:
+            raise ConfigError(f"importance must be between 0 and 1, got {importance}")
+        if k is Kind.FILE_READ and source:
+            source = normalise(source)
+            if file_hash is None:
+                file_hash = file_sha(source)
+        link_list = [(lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), int(dst)) for lk, dst in links]
+        fresh = self._mirror_current()
+        digest = sha256_hex(body)
+        with self._transaction() as conn:
+            turn = self._read_turn()
+            cur = conn.execute(
+                "INSERT INTO items(kind, body, hash, turn, ts, source, file_hash, pinned, importance) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
+                (k.value, body, digest, turn, timestamp, source, file_hash, int(pin), float(importance)),
+            )
+            new_id = int(cur.lastrowid or 0)
+            if k is Kind.FILE_READ and source and file_hash:
+                conn.execute(
+                    "INSERT INTO file_state(path, hash) VALUES (?, ?) ON CONFLICT(path) DO NOTHING",
+                    (source, file_hash),
+                )
+            for lk, dst in link_list:
+                self._insert_link(new_id, dst, lk)
+        self._items[new_id] = Item(
+            new_id, k, body, digest, turn, timestamp, source, file_hash, pin, float(importance)
+        )
+        simple = k is not Kind.SUMMARY and all(lk in REFERENCE_LINKS for lk, _ in link_list)
+        if fresh and simple and (not self._metas or self._metas[-1].id < new_id):
+            m = ItemMeta(new_id, k, digest, turn, source, file_hash, pin, float(importance))
+            self._metas.append(m)
+            self._by_id[new_id] = m
+            self._gen += 1
+            self._has_json = self._has_json or self._json_item(new_id)
+            for _, dst in link_list:
+                if dst in self._by_id:
+                    self._by_id[dst].inbound += 1
+        else:
+            self._dirty = True
+        return new_id
+
+    def add_file_read(self, path: str | Path, body: str | None = None, **kw: Any) -> int:
+        """Record that the agent read `path` (its current bytes are hashed for staleness checks)."""
+        p = normalise(path)
+        if body is None:
+            try:
+                body = Path(p).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise StoreError(f"cannot read {p}: {exc.strerror}") from exc
+        return self.add(body, Kind.FILE_READ, source=p, file_hash=file_sha(p), **kw)
+
+    @translating
+    def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
+        lk = kind if isinstance(kind, LinkKind) else LinkKind.parse(kind)
+        fresh = self._mirror_current()
+        with self._transaction() as conn:
+            existed = conn.execute(
+                "SELECT 1 FROM links WHERE src=? AND dst=? AND kind=?", (src, dst, lk.value)
+            ).fetchone()
+            self._insert_link(src, dst, lk)
+        if fresh and lk in REFERENCE_LINKS and dst in self._by_id:
+            if not existed:
+                self._by_id[dst].inbound += 1
+                self._gen += 1
+        else:
+            self._dirty = True
+
+    @translating
+    def pin(self, item_id: int, pinned: bool = True) -> None:
+        self._update_meta(item_id, "pinned", int(pinned))
+
+    @translating
+    def set_importance(self, item_id: int, importance: float) -> None:
+        if not 0.0 <= importance <= 1.0:
+            raise ConfigError(f"importance must be between 0 and 1, got {importance}")
+        self._update_meta(item_id, "importance", float(importance))
+
+    def _insert_link(self, src: int, dst: int, kind: LinkKind) -> None:
+        if src == dst:
+            raise StoreError(f"an item cannot link to itself (#{src})")
+        for i in (src, dst):
+            if self._conn.execute("SELECT 1 FROM items WHERE id=?", (i,)).fetchone() is None:
+                raise UnknownItemError(i, self.path)
+        self._conn.execute(
+            "INSERT OR IGNORE INTO links(src, dst, kind) VALUES (?,?,?)", (src, dst, kind.value)
+        )
+
+    def _update_meta(self, item_id: int, column: str, value: float | int) -> None:
+        self._item(item_id)
+        with self._transaction() as conn:
+            conn.execute(f"UPDATE items SET {column}=? WHERE id=?", (value, item_id))
+        self._items.pop(item_id, None)
+        self._dirty = True
