@@ -6,13 +6,18 @@
       the current turn drawn), with app.run_test();
   (c) peak RSS and tracemalloc peak of the inspector process for that recording;
   (d) per-step UI time: main-thread CPU of one Right key press until the screen is idle, minus the
-      same for an unbound key (Pilot's own cost), at 120x40.
+      same for an unbound key (Pilot's own cost), at 120x40;
+  (e) (b) for a recording whose writer was killed (no index footer: opening rebuilds the index by
+      scanning frame headers), /tmp/tui/g10k.cpsession by default.
 
 The 10,000-turn recording is made once by driving engine.Pipeline with a synthetic agent loop
-(record=...) and cached in the temp dir (it takes minutes: the engine's per-turn cost grows with
-history). Run (b)-(d) in a fresh process each: `--only` picks one.
+(record=...) and cached in the temp dir. From scratch that takes ~20 minutes (the engine plans over
+the whole history each turn); a killed run, or `--seed` (a shorter recording of the same generator),
+is resumed from its last turn, and the result is identical to an uninterrupted run. Each part runs
+in a fresh process: `--only` picks one.
 
-    .venv/bin/python benchmarks/bench_tui.py [--turns 10000] [--recording PATH] [--only a|b|c|d]
+    .venv/bin/python benchmarks/bench_tui.py [--turns 10000] [--recording PATH] [--seed PATH]
+                                             [--footerless PATH] [--only a|b|c|d|e]
 """
 
 from __future__ import annotations
@@ -28,57 +33,118 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PYDICOM = Path("/work/shared/trajectories/mini-swe-agent-pr816/deepseek_chat_dev__pydicom__pydicom-1413.traj.json")
-GEN_VERSION = 1
+GEN_VERSION = 2  # 2: the engine plans against calibrated estimates (7c45c7c): v1 files no longer verify
 
 
-def make_long_recording(path: Path, turns: int) -> None:
-    """A synthetic coding-agent loop through the real engine, recorded: one tool call per turn, tool
-    outputs of varying size, usage from the provider cache simulator."""
+def _agent_turn(pipe: Any, sim: Any, fake: list[float], t: int) -> None:
+    """One turn of the synthetic coding agent: request, priced usage, one tool call and its output."""
+    from engine.cachesim import Block, Call
+
+    ser = pipe.next_request().serialized
+    blocks = tuple(Block(b.sha, b.tokens, b.marker, "5m", b.segment) for b in ser.blocks)
+    cc = sim.step(Call(blocks, fake[0], "claude-sonnet-4", output_tokens=50))
+    pipe.record_usage({"input_tokens": cc.input_tokens, "output_tokens": 50,
+                       "cache_read_tokens": cc.cache_read, "cache_write_tokens": cc.cache_write})
+    calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "read",
+                                          "arguments": json.dumps({"path": f"f{t % 50}.py"})}])
+    body = f"contents of f{t % 50}.py at turn {t}\n" + (f"line {t}\n" * (20 + t % 30))
+    pipe.tool_result(calls[0].id, body)
+    fake[0] += 5
+
+
+def _resume_pipeline(tmp: Path, fake: list[float]) -> tuple[Any, Any, int]:
+    """A Pipeline whose state is the fold of the partial recording `tmp`, appending to it from here on.
+
+    The killed generator's file ends between turns (after a tool result) or mid-frame (cut off by
+    RecordingWriter.resume). Folding it is the Replayer's fold (no re-planning); the previous request is
+    rebuilt once so the next turn's cache-break attribution compares against it, and the cache
+    simulator is warmed with it, as if the process had never stopped."""
     from engine.cachesim import Block, CacheSimulator, Call
+    from engine.journal import pack_event, unpack_event
+    from engine.pipeline import _prefix_blocks
+    from engine.recording import RecordingReader, RecordingWriter
+    from engine.replay import Replayer
+
+    with RecordingReader.open(tmp) as reader:
+        events = [unpack_event(e) for e in reader.events()]
+    requests = [i for i, e in enumerate(events) if e.get("k") == "request"]
+    if not requests or not any(e.get("k") == "turn" and e["turn"] == events[requests[-1]]["turn"]
+                               for e in events[requests[-1]:]):
+        raise RuntimeError(f"{tmp}: cannot resume (no complete turn at the end)")
+    replayer = Replayer(events)
+    pipe = replayer._fresh()
+    last = requests[-1]
+    for ev in events[:last]:
+        replayer._fold(pipe, ev)
+    pipe._close_pending()
+    pipe.turn = events[last]["turn"]
+    built = pipe.build(events[last].get("bound", {}))
+    pipe._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), pipe.config.model)
+    for ev in events[last:]:
+        replayer._fold(pipe, ev)
+    for ev in events:
+        if ev.get("k") == "blob":
+            pipe.journal.blobs[ev["h"]] = ev["data"]
+    pipe._replay = False
+    fake[0] = float(events[last]["time"]) + 5
+    pipe.clock = lambda: fake[0]
+    sim = CacheSimulator("anthropic", "claude-sonnet-4")
+    blocks = tuple(Block(b.sha, b.tokens, b.marker, "5m", b.segment) for b in built.serialized.blocks)
+    sim.step(Call(blocks, fake[0] - 5, "claude-sonnet-4", output_tokens=50))
+    rec = RecordingWriter.resume(tmp)
+    pipe.recorder = rec
+    pipe.journal.subscribe(lambda ev: rec.append(pack_event(ev)))
+    return pipe, sim, pipe.turn
+
+
+def make_long_recording(path: Path, turns: int, seed: Path | None = None) -> None:
+    """A synthetic coding-agent loop through the real engine, recorded: one tool call per turn, tool
+    outputs of varying size, usage from the provider cache simulator.
+
+    The engine keeps the whole history (each turn plans over all of it), so a turn costs O(history)
+    and 10,000 turns take ~20 minutes from scratch. The work is never thrown away: the file is written
+    as `<path>.partial`, and a partial left by a killed run (or `seed`, a shorter recording of this
+    generator, copied) is resumed with RecordingWriter.resume from its last complete turn."""
+    import shutil
+
+    from engine.cachesim import CacheSimulator
     from engine.pipeline import Pipeline
 
     fake = [1_767_225_600.0]
-
-    def clock() -> float:
-        return fake[0]
-
     tmp = path.with_suffix(".partial")
-    tmp.unlink(missing_ok=True)
-    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, record=tmp, clock=clock)
-    pipe.identity("You are a synthetic benchmark agent.")
-    pipe.goal("Walk a long session.")
-    pipe.add_tool("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
-    pipe.user("Start.")
-    sim = CacheSimulator("anthropic", "claude-sonnet-4")
-    for t in range(turns):
-        ser = pipe.next_request().serialized
-        blocks = tuple(Block(b.sha, b.tokens, b.marker, "5m", b.segment) for b in ser.blocks)
-        cc = sim.step(Call(blocks, clock(), "claude-sonnet-4", output_tokens=50))
-        pipe.record_usage({"input_tokens": cc.input_tokens, "output_tokens": 50,
-                           "cache_read_tokens": cc.cache_read, "cache_write_tokens": cc.cache_write})
-        calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "read",
-                                              "arguments": json.dumps({"path": f"f{t % 50}.py"})}])
-        body = f"contents of f{t % 50}.py at turn {t}\n" + (f"line {t}\n" * (20 + t % 30))
-        pipe.tool_result(calls[0].id, body)
-        fake[0] += 5
-        if t % 1000 == 0:
+    if seed is not None and not tmp.exists():
+        shutil.copyfile(seed, tmp)
+    if tmp.exists():
+        pipe, sim, start = _resume_pipeline(tmp, fake)
+        print(f"  resuming {tmp} at turn {start}", file=sys.stderr, flush=True)
+    else:
+        pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, record=tmp, clock=lambda: fake[0])
+        pipe.identity("You are a synthetic benchmark agent.")
+        pipe.goal("Walk a long session.")
+        pipe.add_tool("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
+        pipe.user("Start.")
+        sim, start = CacheSimulator("anthropic", "claude-sonnet-4"), 0
+    for t in range(start, turns):
+        _agent_turn(pipe, sim, fake, t)
+        if t % 500 == 0:
             print(f"  generating: turn {t}/{turns}", file=sys.stderr, flush=True)
     pipe.close()
     tmp.rename(path)
 
 
-def long_recording(turns: int, given: str | None) -> Path:
+def long_recording(turns: int, given: str | None, seed: str | None = None) -> Path:
     if given:
         return Path(given)
     path = Path(tempfile.gettempdir()) / f"cp-bench-tui-{turns}-v{GEN_VERSION}.cpsession"
     if not path.exists():
         print(f"making {path} ({turns} turns, once)…", file=sys.stderr)
-        make_long_recording(path, turns)
+        make_long_recording(path, turns, Path(seed) if seed else None)
     return path
 
 
@@ -125,7 +191,8 @@ async def _app_run(path: Path, steps: int) -> dict[str, float]:
     from inspector.sources import FileSource
 
     t0 = time.perf_counter()
-    src = FileSource(path)
+    src = FileSource(path)  # a footer-less file (killed writer) rebuilds its index here
+    opened = time.perf_counter() - t0
     app = InspectorApp(src)
     first: dict[str, float] = {}
 
@@ -133,7 +200,7 @@ async def _app_run(path: Path, steps: int) -> dict[str, float]:
         if isinstance(message, TurnsReceived) and "received" not in first:
             first["received"] = time.perf_counter() - t0
 
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"open_s": opened, "footer": float(src.reader.finished)}
     async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
         while app.index < 0:
             await asyncio.sleep(0.001)
@@ -175,15 +242,17 @@ def bench_app(path: Path, steps: int, trace_memory: bool) -> dict[str, float]:
         tracemalloc.start()
     out = asyncio.run(_app_run(path, steps))
     if trace_memory:
-        out["tracemalloc_peak_mb"] = tracemalloc.get_traced_memory()[1] / 1e6
+        current, peak = tracemalloc.get_traced_memory()
+        out["tracemalloc_peak_mb"], out["tracemalloc_end_mb"] = peak / 1e6, current / 1e6
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
-def run_child(part: str, args: argparse.Namespace) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--only", part, "--turns", str(args.turns), "--json"]
-    if args.recording:
-        cmd += ["--recording", args.recording]
+def run_child(part: str, args: argparse.Namespace, recording: str | None = None) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--only", part, "--turns", str(args.turns), "--json",
+           "--steps", str(args.steps)]
+    if recording or args.recording:
+        cmd += ["--recording", recording or args.recording]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -192,7 +261,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--recording", default=None, help="use this recording instead of the generated one")
-    ap.add_argument("--only", choices=["a", "b", "c", "d"], default=None)
+    ap.add_argument("--only", choices=["a", "b", "c", "d", "e"], default=None)
+    ap.add_argument("--seed", default=None,
+                    help="a shorter (or killed) recording of this generator to resume from when making the long one")
+    ap.add_argument("--footerless", default="/tmp/tui/g10k.cpsession",
+                    help="(e): a recording whose writer was killed (no index footer); skipped if missing")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -200,13 +273,14 @@ def main() -> None:
         if args.only == "a":
             res = bench_replan()
         else:
-            path = long_recording(args.turns, args.recording)
+            path = long_recording(args.turns, args.recording, args.seed)
             res = bench_app(path, args.steps if args.only == "d" else 0, trace_memory=args.only == "c")
         print(json.dumps(res))
         return
-    path = long_recording(args.turns, args.recording)  # made here, so no child pays for it
+    path = long_recording(args.turns, args.recording, args.seed)  # made here, so no child pays for it
     args.recording = str(path)
     a, b, c, d = (run_child(p, args) for p in "abcd")
+    e = run_child("b", args, args.footerless) if Path(args.footerless).exists() else None
     rows = [
         ("(a) what-if re-plan, pydicom-1413 last turn, p95", f"{a['replan_p95_ms']:.2f} ms", "< 50 ms",
          f"p50 {a['replan_p50_ms']:.2f} ms; json.dumps of the request p95 {a['dumps_p95_ms']:.2f} ms "
@@ -220,6 +294,10 @@ def main() -> None:
         ("    content of the last turn (worker)", f"{b['content_last_turn_s'] * 1e3:.0f} ms", "",
          "first open: read the journal, fold it, build the turn"),
     ]
+    if e is not None:
+        rows.append((f"(e) open a footer-less {e['turns']:,}-turn recording", f"{e['first_frame_s']:.3f} s",
+                     "< 1 s", f"index rebuilt by scanning in {e['open_s'] * 1e3:.0f} ms; all turns in "
+                     f"{e['all_turns_s']:.3f} s; peak RSS {e['peak_rss_mb']:.0f} MB"))
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     print(f"{'benchmark':<{w[0]}}  {'result':>{w[1]}}  {'target':<{w[2]}}  notes")
     for r in rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -45,6 +46,8 @@ def _snapshot(pipe: Pipeline) -> Pipeline:
             continue
         if type(v) is list:
             setattr(c, k, list(v))
+        elif type(v) is deque:  # recent traces: decoded dicts nobody mutates, shared like list items
+            setattr(c, k, deque(v, maxlen=v.maxlen))
         elif type(v) is dict:
             setattr(c, k, dict(v))
         else:
@@ -98,16 +101,33 @@ class Replayer:
                 )
         self.counter = counter if counter is not None else TokenCounter()  # an empty counter is falsy
         self.measure = Measure(self.counter)
-        self.fail_keys = frozenset(
-            f.split(":", 1)[0]
-            for e in self.events
-            if e.get("k") == "request"
-            for f in e.get("spill_failures", ())
-        )
-        self.request_index = {e["turn"]: i for i, e in enumerate(self.events) if e.get("k") == "request"}
+        self.fail_keys: frozenset[str] = frozenset()
+        self.request_index: dict[int, int] = {}
         self._lock = threading.Lock()
         self._cursor: tuple[int, Pipeline] | None = None  # (events folded, pipeline), private
         self._checkpoints: dict[int, Pipeline] = {}  # events folded -> snapshot (at a request)
+        self._index_from(0)
+
+    def _index_from(self, start: int) -> None:
+        for i in range(start, len(self.events)):
+            e = self.events[i]
+            if e.get("k") == "request":
+                self.request_index[e["turn"]] = i
+                fails = frozenset(f.split(":", 1)[0] for f in e.get("spill_failures", ()))
+                if fails - self.fail_keys:
+                    self.fail_keys |= fails
+                    # Replay fails these spill writes from the first turn on: folded state is stale.
+                    self._cursor = None
+                    self._checkpoints.clear()
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """Append the journal's next events (a recording read lazily, a live session). The fold cache
+        stays valid: only the new events are folded when a later turn is asked for."""
+        with self._lock:
+            start = len(self.events)
+            self.events.extend(events)
+            self._index_from(start)
+            self.__dict__.pop("recorded_traces", None)
 
     @cached_property
     def recorded_traces(self) -> dict[int, dict[str, Any]]:
@@ -139,6 +159,12 @@ class Replayer:
         if ev.get("k") == "turn":
             pipe.traces.append(trace_of(ev))
 
+    @staticmethod
+    def _take_trace(pipe: Pipeline, ev: Event | None) -> None:
+        if ev is not None:
+            pipe._apply(ev)
+            pipe.traces.append(trace_of(ev))
+
     def state_before(self, turn: int) -> tuple[Pipeline, Event]:
         """The pipeline folded up to (not including) turn `turn`'s request, and that request event."""
         if turn < 0:
@@ -148,11 +174,21 @@ class Replayer:
         stop = self.request_index[turn]
         with self._lock:
             at, pipe = self._start_near(stop)
+            # Building a turn reads only the previous turn's trace, so a turn event is decoded only when
+            # it is the last one before a snapshot or the stop: a long fold decodes a few, not thousands.
+            last_turn: Event | None = None
             for i in range(at, stop):
                 ev = self.events[i]
-                if ev.get("k") == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
+                k = ev.get("k")
+                if k == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
+                    self._take_trace(pipe, last_turn)
+                    last_turn = None
                     self._checkpoints[i] = _snapshot(pipe)
-                self._fold(pipe, ev)
+                if k == "turn":
+                    last_turn = ev
+                else:
+                    pipe._apply(ev)
+            self._take_trace(pipe, last_turn)
             self._cursor = (stop, pipe)
             # Closing pending parts and setting the turn is what folding the request event does first,
             # so the cursor stays a plain fold; the caller gets its own copy to build on.

@@ -6,13 +6,16 @@ and for showing section content; panels only ever see traces (dicts).
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from engine.assembly import Section
+from engine.frames import HEADER_SIZE, decode_header
 from engine.journal import trace_of, unpack_event
 from engine.pipeline import Built
 from engine.probe_client import ProbeClient
@@ -22,6 +25,7 @@ from engine.replay import Replayer
 from engine.tokens import TokenCounter
 
 from .source import Disconnected, Dropped, NewTurn, Overrides, SimulationCancelled, SourceEvent
+from .timeline import summarize
 
 _COUNTER: TokenCounter | None = None
 
@@ -39,7 +43,7 @@ def to_engine(o: Overrides) -> EngineOverrides:
 
 
 def section_text(section: Section) -> str:
-    from engine.artifacts import Message, SpillReference, Text, ToolResult, ToolSchema
+    from engine.artifacts import Message, SpillReference, Text, Thinking, ToolCall, ToolResult, ToolSchema
 
     out: list[str] = []
     for it in section.items:
@@ -58,10 +62,10 @@ def section_text(section: Section) -> str:
             for p in it.parts:
                 if isinstance(p, ToolResult):
                     out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
-                elif hasattr(p, "arguments"):
-                    out.append(f"[tool call {p.id} {p.name}] {p.arguments}")  # type: ignore[attr-defined]
-                elif hasattr(p, "text"):
-                    out.append(p.text)  # type: ignore[attr-defined]
+                elif isinstance(p, ToolCall):
+                    out.append(f"[tool call {p.id} {p.name}] {p.arguments}")
+                elif isinstance(p, (Text, Thinking)):
+                    out.append(p.text)
     return "\n\n".join(out)
 
 
@@ -81,7 +85,8 @@ class _Cancellable(list):  # type: ignore[type-arg]
 
 
 class _ReplaySource:
-    """Shared behaviour: events in memory, a lazily built Replayer, a one-entry Built cache."""
+    """Shared behaviour: journal events in memory, an embedded Replayer extended as events arrive, and a
+    one-entry Built cache (content and request body of the turn on screen)."""
 
     kind = "replay"
 
@@ -89,26 +94,31 @@ class _ReplaySource:
         self.header: dict[str, Any] = {}
         self.events: list[dict[str, Any]] = []
         self._replayer: Replayer | None = None
-        self._replayer_len = -1
+        self._replayer_len = 0
         self._cache: tuple[int, Built] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
-    def _load_events(self) -> None:  # FileSource reads the file lazily
+    def _load_events(self, upto_turn: int | None = None) -> None:
+        """Make sure `events` holds the journal through turn `upto_turn` (None: all of it). A live
+        source already has every event; FileSource reads its file lazily."""
         return None
 
-    def replayer(self) -> Replayer:
+    def replayer(self, upto_turn: int | None = None) -> Replayer:
         with self._lock:
-            self._load_events()
-            if self._replayer is None or self._replayer_len != len(self.events):
+            self._load_events(upto_turn)
+            if self._replayer is None:
                 self._replayer = Replayer(self.events, shared_counter())
-                self._replayer_len = len(self.events)
-                self._cache = None
+            elif self._replayer_len != len(self.events):
+                # Only the new events are added: the fold cursor and checkpoints stay valid.
+                self._replayer.extend(self.events[self._replayer_len:])
+            self._replayer_len = len(self.events)
             return self._replayer
 
     def _built(self, turn: int) -> Built:
-        if self._cache is not None and self._cache[0] == turn:
-            return self._cache[1]
-        built = self.replayer().replan(turn)
+        cached = self._cache
+        if cached is not None and cached[0] == turn:
+            return cached[1]
+        built = self.replayer(turn).replan(turn)
         self._cache = (turn, built)
         return built
 
@@ -123,7 +133,7 @@ class _ReplaySource:
         return json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
 
     def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]:
-        return self.replayer().replan(turn, to_engine(overrides)).trace
+        return self.replayer(turn).replan(turn, to_engine(overrides)).trace
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Session-wide what-if through engine.simulate on the events seen so far."""
@@ -139,16 +149,33 @@ class _ReplaySource:
         return report.to_json(per_turn=True)
 
     def save(self, path: str | Path) -> None:
-        self._load_events()
+        with self._lock:
+            self._load_events()
+            events = list(self.events)
         with RecordingWriter(
             path, {k: self.header.get(k) for k in ("model", "provider", "engine_version")}
         ) as w:
-            for ev in self.events:
+            for ev in events:
                 w.append(ev)
 
 
+def _light(ev: dict[str, Any]) -> dict[str, Any]:
+    """The in-memory form of a recorded event for the replayer: text blobs decompressed (folding reads
+    them), turn traces left packed (1-3 KB instead of ~13 KB decoded; the fold decodes only the few it
+    needs)."""
+    return ev if ev.get("k") == "turn" else unpack_event(ev)
+
+
 class FileSource(_ReplaySource):
-    """A `.cpsession` recording; with follow=True it tails a file another process is still writing."""
+    """A `.cpsession` recording; with follow=True it tails a file another process is still writing.
+
+    Memory stays small for a long recording: the app's timeline gets a compact summary per turn
+    (`load_chunks`), the full trace of a turn is decoded from the recording's index when it is shown
+    (`full_trace`, a small LRU), and the journal is read only as far as the latest turn whose content
+    or re-plan was asked for (plus READ_AHEAD turns, so stepping forward does not read per step)."""
+
+    TRACE_CACHE = 64
+    READ_AHEAD = 256
 
     def __init__(self, path: str | Path, follow: bool = False) -> None:
         super().__init__()
@@ -158,37 +185,53 @@ class FileSource(_ReplaySource):
         if self.reader.damage is not None:
             self.header["damage"] = self.reader.damage.message
         self.follow_file = follow
-        self._events_loaded = False
-        self._traces: dict[int, dict[str, Any]] = {}  # decoded once, shared with the replayer's events
+        self._read_pos = self.reader._start  # file offset up to which `events` holds the journal
+        self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
 
-    def _load_events(self) -> None:
-        if not self._events_loaded:
-            self.events = [self._unpack(e) for e in self.reader.events()]
-            self._events_loaded = True
+    def _load_events(self, upto_turn: int | None = None) -> None:
+        with self._lock:
+            reader = self.reader
+            stop = reader._end
+            if upto_turn is not None and reader._turn_nums:
+                slot = bisect.bisect_left(reader._turn_nums, upto_turn)
+                slot = min(len(reader._turn_nums) - 1, slot + self.READ_AHEAD)
+                pos = reader._turn_offs[slot]
+                if pos < self._read_pos:
+                    return
+                stop = min(stop, pos + HEADER_SIZE + decode_header(reader._pread(pos, HEADER_SIZE), pos)[0])
+            if stop > self._read_pos:
+                self.events.extend(_light(ev) for _, _, ev in reader._frames(self._read_pos, stop))
+                self._read_pos = stop
 
-    def _unpack(self, ev: dict[str, Any]) -> dict[str, Any]:
-        if ev.get("k") == "turn" and ev.get("turn") in self._traces:
-            return {"k": "turn", "turn": ev["turn"], "trace": self._traces[ev["turn"]]}
-        return unpack_event(ev)
+    def full_trace(self, turn: int) -> dict[str, Any]:
+        """The whole trace of turn `turn`, decoded from the recording (cached for the last few turns)."""
+        with self._lock:
+            trace = self._traces.get(turn)
+            if trace is not None:
+                self._traces.move_to_end(turn)
+                return trace
+            return self._remember(turn, trace_of(self.reader.turn(turn)))
+
+    def _remember(self, turn: int, trace: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._traces[turn] = trace
+            if len(self._traces) > self.TRACE_CACHE:
+                self._traces.popitem(last=False)
+        return trace
 
     def load_initial(self) -> list[dict[str, Any]]:
-        return [t for chunk in self.load_chunks() for t in chunk]
+        """Every turn's full trace (tests, tools; the app uses load_chunks)."""
+        return [trace_of(self.reader.turn(t)) for t in self.reader.turn_numbers()]
 
     def load_chunks(self, first: int = 200, size: int = 2000) -> Iterator[list[dict[str, Any]]]:
-        """Every turn's trace through the index (opening a long recording does not replay it), a small
+        """Every turn's summary through the index (opening a long recording does not replay it), a small
         chunk first so the app can draw while the rest decodes."""
         numbers = self.reader.turn_numbers()
         at, n = 0, first
         while at < len(numbers):
-            chunk = [self._trace(t) for t in numbers[at : at + n]]
+            chunk = [summarize(trace_of(self.reader.turn(t))) for t in numbers[at : at + n]]
             at, n = at + n, size
             yield chunk
-
-    def _trace(self, turn: int) -> dict[str, Any]:
-        trace = self._traces.get(turn)
-        if trace is None:
-            trace = self._traces[turn] = trace_of(self.reader.turn(turn))
-        return trace
 
     def follow(self) -> Iterator[SourceEvent]:
         if not self.follow_file:
@@ -196,14 +239,15 @@ class FileSource(_ReplaySource):
         from watchfiles import watch
 
         for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
-            for ev in self.reader.refresh():
-                ev = unpack_event(ev)
+            with self._lock:
+                caught_up = self._read_pos >= self.reader._end
+                new = self.reader.refresh()
+                if caught_up:  # otherwise the lazy reader gets to them when it is asked
+                    self.events.extend(_light(ev) for ev in new)
+                    self._read_pos = self.reader._end
+            for ev in new:
                 if ev.get("k") == "turn":
-                    self._traces[ev["turn"]] = ev["trace"]
-                if self._events_loaded:
-                    self.events.append(ev)
-                if ev.get("k") == "turn":
-                    yield NewTurn(ev["trace"])
+                    yield NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))
 
 
 class LiveSource(_ReplaySource):

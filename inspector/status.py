@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from textual.markup import escape
 
 if TYPE_CHECKING:
-    from inspector.app import InspectorApp
+    from inspector.app_state import AppState
 
 
-def status_markup(app: InspectorApp) -> str:
-    from inspector.app import SPEEDS
+def status_markup(app: AppState) -> str:
+    from inspector.app_state import SPEEDS
 
     h, tl = app.source.header, app.timeline
     if app.source.kind == "live":

@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from inspector.source import Disconnected, NewTurn, Overrides, SourceEvent
 from inspector.synthetic_content import request_body, section_text
@@ -186,7 +187,7 @@ def make_trace(turn: int, n: int, seed: int = 7, overrides: Overrides | None = N
         read = prefix if turn else 0
     usage = {"input_tokens": final, "output_tokens": 180 + int(400 * _jitter(seed, turn, "o")),
              "cache_read_tokens": read, "cache_write_tokens": max(0, prefix - read)}
-    alerts = []
+    alerts: list[dict[str, Any]] = []
     if cache_break:
         alerts.append({"rule": "cache_break", "severity": "warning",
                        "message": f"cache broke at {cache_break['section']}: {cache_break['cause']}"})
@@ -245,7 +246,7 @@ class SyntheticSource:
         self.kind = "live" if live else "replay"
         self.n, self.seed, self.delay, self.disconnect = n_turns, seed, delay, disconnect
         self.initial = n_turns if initial is None else initial
-        self.header = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
+        self.header: dict[str, Any] = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
         if live:
             self.header |= {"pid": 4242, "command": "python agent.py --task refactor"}
         else:
@@ -298,7 +299,8 @@ PRICE = {"input": 3.0, "cache_read": 0.30, "cache_write": 3.75, "output": 15.0} 
 
 
 def _policy(traces: list[dict], compactions_known: bool = True) -> dict:
-    per_turn, causes = [], {}
+    per_turn: list[dict[str, Any]] = []
+    causes: dict[str, int] = {}
     for t in traces:
         u = t["usage"]
         prompt, read = t["final_tokens"], min(u["cache_read_tokens"], t["final_tokens"])

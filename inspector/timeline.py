@@ -2,13 +2,35 @@
 
 Pure state with no Textual imports, so stepping rules are unit-testable and the app only mirrors
 `current` into a reactive. Turns are addressed by position in `traces` (a recording may not start
-at turn 0; panels show `trace["turn"]`).
+at turn 0; panels show `trace["turn"]`). For a long recording `traces` holds `summarize()`d turns
+(what the strip, alerts, sparkline and stepping read); the source decodes a whole trace when a turn
+is shown.
 """
 
 from __future__ import annotations
 
 import bisect
+import sys
 from dataclasses import dataclass, field
+
+
+def summarize(trace: dict) -> dict:
+    """A turn's trace reduced to what the timeline strip, sparkline, alerts and stepping read (~0.5 KB
+    instead of ~13 KB decoded): same keys and shapes, so every session-wide view accepts either.
+    Repeated words (tiers, rules, steps) are interned: 10,000 turns share one copy of each."""
+    out = {k: trace.get(k) for k in ("turn", "final_tokens", "error")}
+    out["tier"] = sys.intern(str(trace.get("tier")))
+    out["cache_break"] = bool(trace.get("cache_break"))
+    out["alerts"] = [
+        {"rule": sys.intern(str(a.get("rule", ""))), "severity": sys.intern(str(a.get("severity", "info"))),
+         "message": a.get("message", "")}
+        for a in trace.get("alerts") or ()
+    ]
+    out["pressure"] = {"predictive": trace["pressure"]["predictive"]}
+    usage = trace.get("usage")
+    out["usage"] = {"cache_read_tokens": usage.get("cache_read_tokens", 0)} if usage else None
+    out["actions"] = [{"step": sys.intern(step)} for step in sorted({a["step"] for a in trace.get("actions") or ()})]
+    return out
 
 
 def interesting_reasons(trace: dict, previous: dict | None) -> list[str]:

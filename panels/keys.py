@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
-TURN_KEYS = [
+TURN_KEYS: list[BindingType] = [
     Binding("left", "app.step(-1)", "Prev turn", show=False),
     Binding("right", "app.step(1)", "Next turn", show=False),
     Binding("home", "app.first", "First", show=False),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
-from textual.markup import escape
 from textual.containers import Horizontal, VerticalScroll
+from textual.markup import escape
 from textual.reactive import reactive
 from textual.widgets import Button, Label, Select, Static, Switch
 
