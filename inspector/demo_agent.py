@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.cachesim import Block, CacheSimulator, Call
@@ -153,7 +154,7 @@ def run_tool(name: str, args: dict[str, str], writable: bool) -> str:
     return f"error: unknown tool {name}"
 
 
-def build_pipeline(args: argparse.Namespace, clock: object) -> tuple[Pipeline, dict[str, int]]:
+def build_pipeline(args: argparse.Namespace, clock: Callable[[], float]) -> tuple[Pipeline, dict[str, int]]:
     limits = OptimizeLimits(spill_threshold=2500, max_clear_tokens=8000)
     pipe = Pipeline(
         MODEL,
@@ -165,7 +166,7 @@ def build_pipeline(args: argparse.Namespace, clock: object) -> tuple[Pipeline, d
         max_output_tokens=1024,
         default_response_reserve=600,
         clock=clock,
-    )  # type: ignore[arg-type]
+    )
     pipe.identity(
         "You are Scout, a careful coding agent. You read before you change anything, "
         "and you explain what you found in plain words."
