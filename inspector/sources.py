@@ -110,7 +110,7 @@ class _ReplaySource:
                 self._replayer = Replayer(self.events, shared_counter())
             elif self._replayer_len != len(self.events):
                 # Only the new events are added: the fold cursor and checkpoints stay valid.
-                self._replayer.extend(self.events[self._replayer_len:])
+                self._replayer.extend(self.events[self._replayer_len :])
             self._replayer_len = len(self.events)
             return self._replayer
 
@@ -142,10 +142,15 @@ class _ReplaySource:
         with self._lock:
             self._load_events()
             events = _Cancellable(self.events, cancelled) if cancelled is not None else list(self.events)
-        settings = SimSettings(provider=overrides.provider, window=overrides.budget,
-                               gates=overrides.gates, thresholds=overrides.thresholds)
-        report = simulate_events(events, settings, source=str(self.header.get("path", "live")),
-                                 counter=shared_counter())
+        settings = SimSettings(
+            provider=overrides.provider,
+            window=overrides.budget,
+            gates=overrides.gates,
+            thresholds=overrides.thresholds,
+        )
+        report = simulate_events(
+            events, settings, source=str(self.header.get("path", "live")), counter=shared_counter()
+        )
         return report.to_json(per_turn=True)
 
     def save(self, path: str | Path) -> None:
@@ -255,17 +260,23 @@ class LiveSource(_ReplaySource):
 
     kind = "live"
 
-    def __init__(self, pid: int, timeout: float = 3.0, quiet_s: float = 0.15) -> None:
+    def __init__(self, pid: int, timeout: float = 3.0) -> None:
         super().__init__()
-        self.client = ProbeClient.connect(pid, timeout=timeout)
-        self.header = dict(self.client.hello)
-        self.header.setdefault("pid", pid)
+        self.pid, self.timeout = pid, timeout
         self._initial: list[dict[str, Any]] = []
-        # The snapshot arrives as a burst right after hello; read until the line goes quiet.
-        while True:
-            ev = self.client.recv(timeout=quiet_s)
+        self._seen_turns = -1  # the newest turn handed to the app, so a re-sync only adds newer ones
+        self._connect()
+
+    def _connect(self) -> None:
+        """Connect and read the journal so far: the hello says how many snapshot events follow."""
+        self.client = ProbeClient.connect(self.pid, timeout=self.timeout)
+        self.header = {**dict(self.client.hello), "pid": self.pid}
+        self.events = []
+        self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
+        for _ in range(int(self.client.hello.get("snapshot", 0))):
+            ev = self.client.recv(timeout=self.timeout)
             if ev is None:
-                break
+                break  # the agent exited mid-snapshot: keep what arrived; follow() reports the disconnect
             self._take(ev)
 
     def _take(self, ev: dict[str, Any]) -> dict[str, Any] | None:
@@ -273,7 +284,8 @@ class LiveSource(_ReplaySource):
         if ev.get("k") in ("hello", "pong", "dropped", "error"):
             return None
         self.events.append(ev)
-        if ev.get("k") == "turn":
+        if ev.get("k") == "turn" and ev["turn"] > self._seen_turns:
+            self._seen_turns = ev["turn"]
             self._initial.append(ev["trace"])
             return ev["trace"]  # type: ignore[no-any-return]
         return None
@@ -286,20 +298,27 @@ class LiveSource(_ReplaySource):
         while True:
             try:
                 ev = self.client.recv(timeout=0.5)
-            except Exception as exc:  # a broken socket ends the stream, never the app
+            except Exception as exc:  # an error frame or a broken socket ends the stream, never the app
                 yield Disconnected(f"connection lost: {exc}")
                 return
             if ev is None:
                 if self.client.disconnected:
-                    yield Disconnected(f"agent pid {self.header.get('pid')} disconnected")
+                    yield Disconnected(f"agent pid {self.pid} disconnected")
                     return
                 continue
             if ev.get("k") == "dropped":
+                # We were too slow and lost events: re-sync from a fresh snapshot so the journal we
+                # replay from stays whole, then hand on the turns that arrived meanwhile.
                 yield Dropped(int(ev.get("count", 0)))
+                self.client.close()
+                try:
+                    self._connect()
+                except Exception as exc:
+                    yield Disconnected(f"re-sync failed: {exc}")
+                    return
+                for missed in self.load_initial():
+                    yield NewTurn(missed)
                 continue
-            if ev.get("k") == "error":
-                yield Disconnected(f"probe error: {ev.get('message')}")
-                return
             trace = self._take(ev)
             if trace is not None:
                 self._initial.clear()

@@ -104,3 +104,44 @@ def test_explain_errors_are_actionable(tmp_path: Path) -> None:
 def test_attach_unknown_pid(pid: str) -> None:
     out = CliRunner().invoke(app, ["explain", pid])
     assert out.exit_code == 1 and pid in out.output
+
+
+def test_live_source_resyncs_after_dropped_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client too slow for the agent loses events; it is told how many and re-syncs from a fresh
+    snapshot, so its journal stays whole (what-if re-plans need every event) and no turn is lost."""
+    import os
+
+    from engine.journal import unpack_event
+    from engine.probe import ProbeServer
+    from engine.recording import RecordingReader
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    journal = [unpack_event(e) for e in RecordingReader.open(DEMO).events()]
+    cut = next(i for i, e in enumerate(journal) if e["k"] == "turn" and e["turn"] == 5) + 1
+    live: list[dict] = list(journal[:cut])
+    server = ProbeServer(
+        {"model": "m", "provider": "anthropic"}, lambda: list(live), queue_limit=20, pid=os.getpid()
+    )
+    server.start()
+    try:
+        src = LiveSource(os.getpid())
+        assert [t["turn"] for t in src.load_initial()] == list(range(6))
+        for ev in journal[cut:]:  # the agent runs on while the inspector is not reading
+            live.append(ev)
+            server.publish(ev)
+        turns: list[int] = []
+        dropped = 0
+        for item in src.follow():
+            if isinstance(item, NewTurn):
+                turns.append(item.trace["turn"])
+            elif type(item).__name__ == "Dropped":
+                dropped += item.count  # type: ignore[attr-defined]
+            if turns and turns[-1] == 39:
+                break
+        assert dropped > 0
+        assert turns == list(range(6, 40))
+        assert len(src.events) == len(journal)
+        recorded = next(e["trace"] for e in journal if e["k"] == "turn" and e["turn"] == 39)
+        assert src.replan(39, Overrides())["request_sha256"] == recorded["request_sha256"]
+    finally:
+        server.close()
