@@ -156,6 +156,10 @@ def run_tool(name: str, args: dict[str, str], writable: bool) -> str:
 
 def build_pipeline(args: argparse.Namespace, clock: Callable[[], float]) -> tuple[Pipeline, dict[str, int]]:
     limits = OptimizeLimits(spill_threshold=2500, max_clear_tokens=8000)
+    if args.gates_closed:
+        # The "no optimizer" scenario: every gate shut, so each turn lists what the closed gates would
+        # have saved and only the budget guarantee (in-section trimming) keeps the request in the window.
+        limits = limits.with_gates({g: False for g in OptimizeLimits.GATES})
     pipe = Pipeline(
         MODEL,
         args.provider,
@@ -213,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=10200)
     ap.add_argument("--provider", default="anthropic")
     ap.add_argument("--print", action="store_true", help="print one line per turn")
+    ap.add_argument("--gates-closed", action="store_true", help="run with every optimizer gate closed")
     ap.add_argument("--deterministic", action="store_true", help="fixed clock (for committed demo sessions)")
     args = ap.parse_args(argv)
     fake = [1_767_225_600.0]
