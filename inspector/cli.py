@@ -294,19 +294,13 @@ def demo(
     child = subprocess.Popen(cmd + ["--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     from .sources import LiveSource
 
-    src = None
-    deadline = time.monotonic() + 15
-    while src is None:
-        try:
-            src = LiveSource(child.pid, timeout=1.0)
-        except ContextPipeError as exc:
-            if child.poll() is not None:
-                err = child.stderr.read().decode() if child.stderr else ""
-                fail(f"the demo agent exited with code {child.returncode}: {err[-400:]}")
-            if time.monotonic() > deadline:
-                child.kill()
-                fail(f"the demo agent did not start serving within 15 s: {exc}")
-            time.sleep(0.1)
+    try:
+        src = LiveSource.when_serving(child)
+    except ContextPipeError as exc:
+        if child.poll() is None:
+            child.kill()
+        err = child.stderr.read().decode() if child.stderr else ""
+        fail(f"{exc}\n{err[-400:]}")
     try:
         _run_app(src, theme)
     finally:

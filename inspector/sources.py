@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import bisect
 import json
+import subprocess
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from engine.assembly import Section
 from engine.frames import HEADER_SIZE, decode_header
 from engine.journal import trace_of, unpack_event
 from engine.pipeline import Built
-from engine.probe_client import ProbeClient
+from engine.probe_client import ProbeClient, ProbeError
 from engine.recording import RecordingReader, RecordingWriter
 from engine.replay import Overrides as EngineOverrides
 from engine.replay import Replayer
@@ -266,6 +268,25 @@ class LiveSource(_ReplaySource):
         self._initial: list[dict[str, Any]] = []
         self._seen_turns = -1  # the newest turn handed to the app, so a re-sync only adds newer ones
         self._connect()
+
+    @classmethod
+    def when_serving(cls, child: subprocess.Popen[bytes], wait_s: float = 15.0) -> LiveSource:
+        """Attach to an agent process we just started, retrying until its probe socket is up.
+        Raises ProbeError if the agent exits first or does not serve within `wait_s` seconds."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return cls(child.pid, timeout=1.0)
+            except ProbeError as exc:
+                if child.poll() is not None:
+                    raise ProbeError(
+                        f"the agent (pid {child.pid}) exited with code {child.returncode}"
+                    ) from exc
+                if time.monotonic() > deadline:
+                    raise ProbeError(
+                        f"the agent (pid {child.pid}) did not start serving within {wait_s:g} s: {exc}"
+                    ) from exc
+                time.sleep(0.1)
 
     def _connect(self) -> None:
         """Connect and read the journal so far: the hello says how many snapshot events follow."""

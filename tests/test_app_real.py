@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from typer.testing import CliRunner
 
-from engine.errors import ContextPipeError
 from inspector.app import InspectorApp
 from inspector.cli import app as cli
 from inspector.sources import FileSource, LiveSource
@@ -66,14 +64,7 @@ async def test_app_attached_to_a_live_agent_until_it_disconnects(tmp_path: Path)
         cwd=ROOT,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                source = LiveSource(child.pid, timeout=1.0)
-                break
-            except ContextPipeError:
-                assert time.monotonic() < deadline, "the demo agent never started serving"
-                time.sleep(0.1)
+        source = LiveSource.when_serving(child, wait_s=30)
         app = InspectorApp(source)
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(200):

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from engine.errors import ContextPipeError
 from inspector.cli import app
 from inspector.source import NewTurn, Overrides
 from inspector.sources import FileSource, LiveSource
@@ -67,14 +65,7 @@ def test_live_source_attach_and_disconnect(tmp_path: Path) -> None:
         cwd=Path(__file__).resolve().parents[1],
     )
     try:
-        src = None
-        deadline = time.monotonic() + 30
-        while src is None:
-            try:
-                src = LiveSource(child.pid, timeout=1.0)
-            except ContextPipeError:
-                assert time.monotonic() < deadline, "demo agent never started serving"
-                time.sleep(0.1)
+        src = LiveSource.when_serving(child, wait_s=30)
         seen = [t["turn"] for t in src.load_initial()]
         events = list(src.follow())
         seen += [e.trace["turn"] for e in events if isinstance(e, NewTurn)]
