@@ -15,6 +15,9 @@ from engine.errors import ContextPipeError
 from engine.journal import trace_of, unpack_event
 from engine.recording import RecordingError, RecordingReader
 
+from .ctx_cli import ctx_app, eval_command
+from .simulate_cli import simulate
+
 app = typer.Typer(
     name="cp-inspect",
     help="Inspect how an LLM agent assembles its context: live, from recordings, or as what-ifs.",
@@ -291,7 +294,11 @@ def demo(
     if no_tui:
         raise typer.Exit(subprocess.call(cmd + ["--print"]))
     env = {**os.environ, "CONTEXTPIPE_SERVE": "1"}
-    child = subprocess.Popen(cmd + ["--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The agent's stderr goes to a file, not a pipe: a pipe nobody reads while the TUI runs would fill
+    # up and block the agent.
+    log = rec.with_suffix(".log")
+    with log.open("wb") as err_file:
+        child = subprocess.Popen(cmd + ["--serve"], env=env, stdout=subprocess.DEVNULL, stderr=err_file)
     from .sources import LiveSource
 
     try:
@@ -299,7 +306,7 @@ def demo(
     except ContextPipeError as exc:
         if child.poll() is None:
             child.kill()
-        err = child.stderr.read().decode() if child.stderr else ""
+        err = log.read_text(errors="replace") if log.exists() else ""
         fail(f"{exc}\n{err[-400:]}")
     try:
         _run_app(src, theme)
@@ -310,26 +317,10 @@ def demo(
     typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
 
 
-def _mount_optional() -> None:
-    # The context store's commands live in their own module; mount them when present.
-    try:
-        from .ctx_cli import ctx_app, eval_command
-    except ImportError:
-        return
-    app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, get windows, expand.")
-    app.command("eval")(eval_command)
-
-
-def _mount_simulate() -> None:
-    try:
-        from .simulate_cli import simulate
-    except ImportError:
-        return
-    app.command()(simulate)
-
-
-_mount_optional()
-_mount_simulate()
+# Command groups that live in their own modules: the context store's `ctx` and `eval`, and `simulate`.
+app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, get windows, expand.")
+app.command("eval")(eval_command)
+app.command()(simulate)
 
 if __name__ == "__main__":
     app()
