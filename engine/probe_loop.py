@@ -20,9 +20,10 @@ log = logging.getLogger("contextpipe.probe")
 
 # While events flow, the I/O thread wakes this often to send what accumulated (instead of once per
 # publish): the agent pays no syscall per event, and each wake-up costs the agent thread a GIL
-# hand-off, so fewer is cheaper; 10 ms is still below one 60 Hz frame of inspector latency.
-BUSY_TICK = 0.01
-# Quiet ticks before going back to sleep until a publish wakes us (10 x 10 ms).
+# hand-off, so fewer is cheaper. 50 ms halves the probe's CPU against 10 ms (measured with
+# benchmarks/bench_probe.py --engine) and is still far below what a person watching turns notices.
+BUSY_TICK = 0.05
+# Quiet ticks before going back to sleep until a publish wakes us (10 x 50 ms).
 QUIET_TICKS = 10
 # How long close() keeps sending already-published events to clients that are reading.
 FLUSH_ON_CLOSE = 0.25
