@@ -38,6 +38,7 @@ from .hashing import content_hash, sha256_hex
 from .journal import Event, Journal, pack_event
 from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
 from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
+from .probe_optin import redact_requested, serve_requested
 from .providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from .providers.base import Block
 from .sections import assemble
@@ -50,7 +51,6 @@ from .types import CacheScope, Lifecycle, Priority, SectionKind
 ENGINE_VERSION = "0.1.0"
 TRACE_HISTORY = 32
 ENV_RECORD = "CONTEXTPIPE_RECORD"
-ENV_SERVE = "CONTEXTPIPE_SERVE"
 
 
 @dataclass
@@ -104,7 +104,7 @@ class Pipeline:
         summarizer: Summarizer | None = None,
         record: str | Path | None = None,
         serve: bool | None = None,
-        redact: bool = False,
+        redact: bool | None = None,
         clock: Callable[[], float] = time.time,
         _replay: bool = False,
     ) -> None:
@@ -163,10 +163,10 @@ class Pipeline:
             self._open_sinks(record, serve, redact)
 
     # ----------------------------------------------------------------- sinks
-    def _open_sinks(self, record: str | Path | None, serve: bool | None, redact: bool) -> None:
+    def _open_sinks(self, record: str | Path | None, serve: bool | None, redact: bool | None) -> None:
         record = record or os.environ.get(ENV_RECORD) or None
-        if serve is None:
-            serve = os.environ.get(ENV_SERVE, "") not in ("", "0", "false", "no")
+        serve = serve_requested(serve)  # an explicit argument wins, else CONTEXTPIPE_SERVE=1
+        redact = redact_requested(redact)  # likewise CONTEXTPIPE_REDACT=1
         header = {
             "model": self.config.model,
             "provider": self.config.provider,
