@@ -41,10 +41,8 @@ def test_import_verify_explain_replay(real: Path, tmp_path: Path) -> None:
 
 
 def test_import_rejects_wrong_format(tmp_path: Path) -> None:
-    bad = tmp_path / "x.json"
-    bad.write_text(
-        '{"messages": [{"role": "robot", "content": "hi"}], "trajectory_format": "mini-swe-agent-1.1"}'
-    )
-    res = CliRunner().invoke(app, ["import", "mini-swe-agent", str(bad), "-o", str(tmp_path / "o.cpsession")])
+    bad = Path(__file__).parent / "fixtures" / "synthetic" / "mini_bad_role.traj.json"
+    out = tmp_path / "o.cpsession"
+    res = CliRunner().invoke(app, ["import", "mini-swe-agent", str(bad), "-o", str(out)])
     assert res.exit_code == 1
-    assert "robot" in res.output and not (tmp_path / "o.cpsession").exists()
+    assert "robot" in res.output and not out.exists()
