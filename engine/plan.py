@@ -113,28 +113,52 @@ def ceiling_for(usable: int, reserve: int) -> int:
     return max(0, usable - min(reserve, usable // 2))
 
 
+def _water_fill(sizes: list[int], cut: int) -> list[int]:
+    """Lower a common cap until `cut` tokens are freed: the largest sections give first, and a small
+    section is only touched once the big ones are down to its size (max-min fair). Deterministic:
+    leftovers from integer rounding go to the earliest largest sections."""
+    total = sum(sizes)
+    target = max(0, total - cut)
+    if target >= total:
+        return list(sizes)
+    ordered = sorted(sizes)
+    level, remaining, n = 0, target, len(ordered)
+    for i, size in enumerate(ordered):
+        share = remaining // (n - i)
+        if size <= share:
+            remaining -= size
+            continue
+        level = share
+        break
+    else:
+        return list(sizes)
+    capped = [min(size, level) for size in sizes]
+    spare = target - sum(capped)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        if spare <= 0:
+            break
+        if sizes[i] > capped[i]:
+            capped[i] += 1
+            spare -= 1
+    return capped
+
+
 def allocate(sections: tuple[SectionEstimate, ...], ceiling: int) -> dict[str, int]:
     """Per-section budgets: everyone gets what they need if it fits; otherwise sections give up tokens
-    in compression-priority order (First, then Normal, then LastResort), proportionally within a group.
-    Never sections keep their size."""
+    in compression-priority order (First, then Normal, then LastResort), and within a priority the
+    largest give first (water-filling), so a large history shrinks before a small memory section is
+    touched. Never sections and the goal keep their size."""
     budgets = {s.id: s.tokens if s.max_tokens is None else min(s.tokens, s.max_tokens) for s in sections}
     excess = sum(budgets.values()) - ceiling
     for prio in (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT):
         if excess <= 0:
             break
-        group = [s for s in sections if s.priority == prio and s.kind not in (SectionKind.GOAL,)]
-        total = sum(budgets[s.id] for s in group)
-        if total <= 0:
-            continue
-        cut = min(excess, total)
-        remaining = cut
-        # Largest-first keeps the arithmetic deterministic and gives rounding leftovers to the biggest.
-        for s in sorted(group, key=lambda s: (-budgets[s.id], s.id)):
-            share = min(budgets[s.id], -(-cut * budgets[s.id] // total))
-            share = min(share, remaining)
-            budgets[s.id] -= share
-            remaining -= share
-        excess -= cut - remaining
+        group = [s.id for s in sections if s.priority == prio and s.kind != SectionKind.GOAL]
+        sizes = [budgets[sid] for sid in group]
+        cut = min(excess, sum(sizes))
+        for sid, new in zip(group, _water_fill(sizes, cut), strict=True):
+            budgets[sid] = new
+        excess -= cut
     return budgets
 
 

@@ -354,8 +354,10 @@ def test_explain_only_has_no_side_effects(tmp_path: Path) -> None:
     bound: list[int] = []
 
     def binder() -> str:
+        # Counts its calls (EXPLAIN does bind) but answers the same within a turn, so two EXPLAINs of
+        # one turn must produce the same request.
         bound.append(1)
-        return f"bound value {len(bound)}"
+        return "bound value"
 
     pipe = make(6_000, spill_dir=tmp_path / "spill", summarizer=summarize)
     pipe.identity("You are a test agent.")
@@ -379,6 +381,7 @@ def test_explain_only_has_no_side_effects(tmp_path: Path) -> None:
     assert not (tmp_path / "spill").exists(), "EXPLAIN wrote to the spill backend"
     assert summaries == [], "EXPLAIN called the application's summarizer"
     assert tr["request_sha256"] == tr2["request_sha256"]
+    assert len(bound) == 2
     assert {"spill", "llm_summary"} <= {a["step"] for a in tr["actions"]}
     # The real request then does what EXPLAIN said, and journals it.
     req = pipe.next_request()
