@@ -13,8 +13,8 @@ import typer
 
 from engine.errors import ContextPipeError
 from engine.journal import trace_of, unpack_event
-from engine.recording import RecordingError, RecordingReader
 
+from .cli_common import fail, on_off, open_recording, parse_pairs
 from .ctx_cli import ctx_app, eval_command
 from .simulate_cli import simulate
 
@@ -25,46 +25,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def fail(message: str, code: int = 1) -> None:
-    typer.secho(f"cp-inspect: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
-
-
-def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for v in values or []:
-        if "=" not in v:
-            fail(f"--{what} expects NAME=VALUE, got {v!r}", 2)
-        k, raw = v.split("=", 1)
-        try:
-            out[k.strip()] = conv(raw.strip())
-        except ValueError as exc:
-            fail(f"--{what} {v!r}: {exc}", 2)
-    return out
-
-
-def on_off(v: str) -> bool:
-    if v.lower() in ("on", "true", "1", "yes"):
-        return True
-    if v.lower() in ("off", "false", "0", "no"):
-        return False
-    raise ValueError("use on or off")
-
-
-def open_recording(path: Path) -> RecordingReader:
-    if not path.exists():
-        fail(f"no such file: {path}")
-    try:
-        r = RecordingReader.open(path)
-    except RecordingError as exc:
-        fail(str(exc))
-    except PermissionError:
-        fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
-    if r.damage is not None:
-        typer.secho(f"warning: {r.damage.message}", fg=typer.colors.YELLOW, err=True)
-    return r
 
 
 def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -15,6 +15,7 @@ import typer
 from engine.errors import ContextPipeError
 from engine.store import ContextStore, Kind, Window
 from engine.store.store import MAX_BUDGET
+from inspector.cli_common import fail
 
 ctx_app = typer.Typer(
     name="ctx",
@@ -27,17 +28,11 @@ ctx_app = typer.Typer(
 DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (created if missing).")]
 
 
-def _fail(message: str, code: int = 1) -> None:
-    typer.secho(f"cp-inspect: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
-
-
 def _open(db: Path) -> ContextStore:
     try:
         return ContextStore(db)
     except ContextPipeError as exc:
-        _fail(str(exc))
-        raise  # unreachable: _fail raises; keeps type checkers happy
+        fail(str(exc))
 
 
 @ctx_app.command("add")
@@ -57,7 +52,7 @@ def add_cmd(
     try:
         k = Kind.parse(kind)
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
         return
     if text is None or text == "-":
         body = sys.stdin.read()
@@ -70,7 +65,7 @@ def add_cmd(
         else:
             new_id = store.add(body, k, pin=pin, importance=importance, source=source)
     except (ContextPipeError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     finally:
         store.close()
@@ -135,12 +130,12 @@ def get_cmd(
 ) -> None:
     """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest)."""
     if budget <= 0 or budget > MAX_BUDGET:
-        _fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
+        fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
     store = _open(db)
     try:
         window = store.context_get(budget, model=model, query=query, sticky=not fresh)
     except (ContextPipeError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     finally:
         store.close()
@@ -165,7 +160,7 @@ def expand_cmd(
     try:
         text = store.expand(item_id)
     except (ContextPipeError, KeyError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     finally:
         store.close()
@@ -192,7 +187,7 @@ def import_cmd(
     from engine.store.ingest import ingest_session
 
     if not file.is_file():
-        _fail(f"{file}: no such file", 2)
+        fail(f"{file}: no such file", 2)
     if format == "cpsession" or (format is None and _is_recording(file)):
         _import_recording(db, file)
         return
@@ -201,13 +196,13 @@ def import_cmd(
     try:
         session = load(file, format)
     except (ImportFormatError, ValueError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     store = _open(db)
     try:
         ids = ingest_session(store, session)
     except ContextPipeError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     finally:
         store.close()
@@ -237,7 +232,7 @@ def _import_recording(db: Path, file: Path) -> None:
     try:
         ids, requests = ingest_recording(store, file)
     except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:
-        _fail(f"{file}: {exc}")
+        fail(f"{file}: {exc}")
         return
     finally:
         store.close()

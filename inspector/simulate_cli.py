@@ -14,6 +14,8 @@ import typer
 
 from engine.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport
 
+from .cli_common import fail, on_off, open_recording, parse_pairs
+
 
 def simulate(
     file: Annotated[Path, typer.Argument(help="A .cpsession recording (imported or recorded by an agent).")],
@@ -45,8 +47,6 @@ def simulate(
     from engine.recording import RecordingError
     from engine.replay import ReplayError
     from engine.simulate import simulate_events
-
-    from .cli import fail, on_off, open_recording, parse_pairs
 
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
