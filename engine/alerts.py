@@ -123,7 +123,12 @@ def low_cache_hit(t: Trace, prev: list[Trace]) -> Alert | None:
     u = t.get("usage")
     if not u or not prev or not u.get("input_tokens"):
         return None
-    expected = t.get("cacheable_prefix_tokens", 0) / max(1, t["final_tokens"])
+    # Only what the previous request could have written can be read now: a prefix that first became
+    # cacheable this turn (or right after a latch flip suppressed the marker) is a write, not a miss.
+    readable = min(t.get("cacheable_prefix_tokens", 0), prev[-1].get("cacheable_prefix_tokens", 0))
+    if prev[-1].get("latch_flips"):
+        readable = 0
+    expected = readable / max(1, t["final_tokens"])
     actual = u.get("cache_read_tokens", 0) / u["input_tokens"]
     if expected >= 0.5 and actual < expected / 2 and not t.get("cache_break"):
         return _alert(

@@ -115,7 +115,7 @@ def to_text(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> str:
             "",
             "  what-if vs actual:",
             f"    tier {d['tier'][0]} -> {d['tier'][1]}; tokens {d['final_tokens'][0]} -> {d['final_tokens'][1]}"
-            f" (saved {d['tokens_saved']})",
+            f" ({_delta(d['tokens_saved'])})",
         ]
         for sid, ch in d["sections"].items():
             lines.append(
@@ -124,3 +124,7 @@ def to_text(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> str:
         if d["markers"][0] != d["markers"][1]:
             lines.append(f"    markers {d['markers'][0]} -> {d['markers'][1]}")
     return "\n".join(lines)
+
+
+def _delta(saved: int) -> str:
+    return f"saves {saved}" if saved >= 0 else f"sends {-saved} more"
