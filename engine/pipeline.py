@@ -176,6 +176,10 @@ class Pipeline:
         if record:
             from .recording import RecordingWriter
 
+            if Path(record).exists():
+                raise ConfigError(
+                    f"{record} already exists: a recording is never overwritten; delete it or record to a new path"
+                )
             self.recorder = RecordingWriter(record, header)
             for ev in self.journal.events:
                 self.recorder.append(pack_event(ev))
