@@ -14,7 +14,7 @@ import typer
 from engine.errors import ContextPipeError
 from engine.journal import trace_of, unpack_event
 
-from .cli_common import fail, on_off, open_recording, parse_pairs
+from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 from .ctx_cli import ctx_app, eval_command
 from .simulate_cli import simulate
 
@@ -68,12 +68,8 @@ def explain(
     target: Annotated[str, typer.Argument(help="A .cpsession recording or the pid of a live agent.")],
     turn: Annotated[int | None, typer.Option(help="Turn to explain (default: the last).")] = None,
     budget: Annotated[int | None, typer.Option(help="Re-plan with this window (tokens).")] = None,
-    gate: Annotated[
-        list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")
-    ] = None,
-    threshold: Annotated[
-        list[str] | None, typer.Option(help="NAME=VALUE tier threshold (repeatable).")
-    ] = None,
+    gate: GateOpt = None,
+    threshold: ThresholdOpt = None,
     provider: Annotated[str | None, typer.Option(help="Re-plan for another provider policy.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:

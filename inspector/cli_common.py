@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from engine.recording import RecordingError, RecordingReader
+
+# What-if options shared by `explain` and `simulate` (parsed with parse_pairs).
+GateOpt = Annotated[list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")]
+ThresholdOpt = Annotated[list[str] | None, typer.Option(help="NAME=VALUE tier threshold (repeatable).")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

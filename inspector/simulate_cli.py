@@ -14,7 +14,7 @@ import typer
 
 from engine.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport
 
-from .cli_common import fail, on_off, open_recording, parse_pairs
+from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 
 
 def simulate(
@@ -29,12 +29,8 @@ def simulate(
         str | None, typer.Option(help="Model to price and simulate (default: the recording's).")
     ] = None,
     window: Annotated[int | None, typer.Option(help="Context window in tokens (default: recorded).")] = None,
-    gate: Annotated[
-        list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")
-    ] = None,
-    threshold: Annotated[
-        list[str] | None, typer.Option(help="NAME=VALUE tier threshold (repeatable).")
-    ] = None,
+    gate: GateOpt = None,
+    threshold: ThresholdOpt = None,
     prices: Annotated[
         Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
     ] = None,

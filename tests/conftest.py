@@ -4,6 +4,10 @@ never copied into the repository; tests that need them skip, saying where they l
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,3 +40,27 @@ def trajectories_dir() -> Path:
             "repository or set CONTEXTPIPE_TRAJECTORIES"
         )
     return TRAJECTORIES
+
+
+@contextmanager
+def demo_agent(tmp_path: Path, turns: int, delay: float) -> Iterator[subprocess.Popen[bytes]]:
+    """A real demo agent process serving its probe (and recording into tmp_path); waited for on exit."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "inspector.demo_agent",
+            "--turns",
+            str(turns),
+            "--delay",
+            str(delay),
+            "--serve",
+            "--record",
+            str(tmp_path / "live.cpsession"),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        yield child
+    finally:
+        child.wait(30)

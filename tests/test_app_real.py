@@ -4,8 +4,6 @@ the app attached to a real demo agent's probe socket follows it to the end and s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -15,6 +13,7 @@ from inspector.cli import app as cli
 from inspector.sources import FileSource, LiveSource
 from panels.slider import Slider
 from panels.whatif import WhatIfPanel
+from tests.conftest import demo_agent
 from tests.tui.conftest import settle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,22 +47,7 @@ async def test_budget_slider_matches_explain_budget() -> None:
 
 
 async def test_app_attached_to_a_live_agent_until_it_disconnects(tmp_path: Path) -> None:
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "inspector.demo_agent",
-            "--turns",
-            "6",
-            "--delay",
-            "0.4",
-            "--serve",
-            "--record",
-            str(tmp_path / "live.cpsession"),
-        ],
-        cwd=ROOT,
-    )
-    try:
+    with demo_agent(tmp_path, turns=6, delay=0.4) as child:
         source = LiveSource.when_serving(child, wait_s=30)
         app = InspectorApp(source)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -74,5 +58,3 @@ async def test_app_attached_to_a_live_agent_until_it_disconnects(tmp_path: Path)
             assert app.disconnected, "the app never noticed the agent leaving"
             assert len(app.timeline) == 6
             assert app.timeline.current == 5  # it followed the newest turn
-    finally:
-        child.wait(30)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ from typer.testing import CliRunner
 from inspector.cli import app
 from inspector.source import NewTurn, Overrides
 from inspector.sources import FileSource, LiveSource
+
+from .conftest import demo_agent
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
 
@@ -48,23 +48,7 @@ def test_verify_demo_sessions() -> None:
 
 
 def test_live_source_attach_and_disconnect(tmp_path: Path) -> None:
-    rec = tmp_path / "live.cpsession"
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "inspector.demo_agent",
-            "--turns",
-            "6",
-            "--delay",
-            "0.3",
-            "--serve",
-            "--record",
-            str(rec),
-        ],
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    try:
+    with demo_agent(tmp_path, turns=6, delay=0.3) as child:
         src = LiveSource.when_serving(child, wait_s=30)
         seen = [t["turn"] for t in src.load_initial()]
         events = list(src.follow())
@@ -75,8 +59,6 @@ def test_live_source_attach_and_disconnect(tmp_path: Path) -> None:
         src.save(saved)
         out = CliRunner().invoke(app, ["verify", str(saved)])
         assert out.exit_code == 0, out.output
-    finally:
-        child.wait(30)
 
 
 def test_explain_errors_are_actionable(tmp_path: Path) -> None:

@@ -6,7 +6,15 @@ import ast
 import json
 from typing import Any, NoReturn
 
-from engine.importers.model import ROLES, ImportFormatError, MessageRec, ToolCallRec, ToolSchemaRec
+from engine.importers.model import (
+    ROLES,
+    CallRec,
+    ImportedSession,
+    ImportFormatError,
+    MessageRec,
+    ToolCallRec,
+    ToolSchemaRec,
+)
 
 
 class Ctx:
@@ -98,6 +106,17 @@ def parse_json(text: str, ctx: Ctx, where: str = "") -> Any:
         ctx.fail("", f"{loc}invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}")
 
 
+def _json_or_literal(text: str, ctx: Ctx, where: str, what: str) -> Any:
+    """JSON, else a Python literal (some agents log repr() strings); never eval."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            ctx.fail(where, f"is a string that is neither JSON nor a Python literal {what}")
+
+
 def parse_listish(value: Any, ctx: Ctx, where: str) -> list[Any]:
     """A list that some writers store as text: JSON, or a Python repr (`str(list_of_dicts)`).
 
@@ -112,13 +131,7 @@ def parse_listish(value: Any, ctx: Ctx, where: str) -> list[Any]:
         s = value.strip()
         if not s:
             return []
-        try:
-            parsed = json.loads(s)
-        except json.JSONDecodeError:
-            try:
-                parsed = ast.literal_eval(s)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                ctx.fail(where, "is a string that is neither JSON nor a Python literal list")
+        parsed = _json_or_literal(s, ctx, where, "list")
         if isinstance(parsed, tuple):
             parsed = list(parsed)
         if not isinstance(parsed, list):
@@ -134,13 +147,7 @@ def parse_dictish(value: Any, ctx: Ctx, where: str) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            try:
-                parsed = ast.literal_eval(value)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                ctx.fail(where, "is a string that is neither JSON nor a Python literal dict")
+        parsed = _json_or_literal(value, ctx, where, "dict")
         if not isinstance(parsed, dict):
             ctx.fail(where, f"is a string holding {_kind(parsed)} (expected an object)")
         return parsed
@@ -288,3 +295,17 @@ def sublist(parent: Any, key: str) -> list[Any]:
         if isinstance(value, list):
             return value
     return []
+
+
+def session_from_model(
+    fmt: str, path: str, model: str | None, calls: list[CallRec], meta: dict[str, Any]
+) -> ImportedSession:
+    """The session of a format that names no provider: the provider is guessed from the model name."""
+    return ImportedSession(
+        format=fmt,
+        source=path,
+        model=model or "unknown",
+        provider=guess_provider(model),
+        calls=calls,
+        meta=meta,
+    )

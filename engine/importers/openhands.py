@@ -15,7 +15,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.importers._common import Ctx, guess_provider, join, openai_message, openai_tools
+from engine.importers._common import (
+    Ctx,
+    join,
+    openai_message,
+    openai_tools,
+    session_from_model,
+)
 from engine.importers.model import CallRec, ImportedSession, Interner, MessageRec
 
 NAME = "openhands"
@@ -81,11 +87,4 @@ def parse(data: Any, path: str) -> ImportedSession:
         "resolved": top.get("resolved"),
         "model_source": "model" if isinstance(top.get("model"), str) else ("run_id" if model else "none"),
     }
-    return ImportedSession(
-        format=NAME,
-        source=path,
-        model=model or "unknown",
-        provider=guess_provider(model),
-        calls=calls,
-        meta=meta,
-    )
+    return session_from_model(NAME, path, model, calls, meta)

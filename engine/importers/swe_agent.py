@@ -24,7 +24,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.importers._common import Ctx, guess_provider, join, openai_tool_calls, parse_listish, sub
+from engine.importers._common import (
+    Ctx,
+    join,
+    openai_tool_calls,
+    parse_listish,
+    session_from_model,
+    sub,
+)
 from engine.importers.model import ROLES, CallRec, ImportedSession, Interner, MessageRec
 
 NAME = "swe-agent"
@@ -132,11 +139,4 @@ def parse(data: Any, path: str) -> ImportedSession:
         "demo_messages": sum(1 for m in hist_raw if isinstance(m, dict) and m.get("is_demo")),
         "function_calling": any(m.tool_calls for m in history),
     }
-    return ImportedSession(
-        format=NAME,
-        source=path,
-        model=model or "unknown",
-        provider=guess_provider(model),
-        calls=calls,
-        meta=meta,
-    )
+    return session_from_model(NAME, path, model, calls, meta)

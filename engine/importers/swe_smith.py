@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any
 
-from engine.importers._common import Ctx, guess_provider, join
+from engine.importers._common import Ctx, join, session_from_model
 from engine.importers.model import CallRec, ImportedSession, Interner, MessageRec, ToolCallRec
 
 NAME = "swe-smith"
@@ -147,11 +147,4 @@ def parse(data: Any, path: str) -> ImportedSession:
         "observations_without_prefix": no_prefix,
         "tool_call_ids": "synthetic: call_<turn>_<n>",
     }
-    return ImportedSession(
-        format=NAME,
-        source=path,
-        model=model or "unknown",
-        provider=guess_provider(model),
-        calls=calls,
-        meta=meta,
-    )
+    return session_from_model(NAME, path, model, calls, meta)
