@@ -29,14 +29,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from engine.cachesim import (  # noqa: E402
+from engine.hashing import content_hash  # noqa: E402
+from engine.sim.cachesim import (  # noqa: E402
     Block,
     Call,
     CallCache,
     deepseek_persist_probability,
     simulate_session,
 )
-from engine.hashing import content_hash  # noqa: E402
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter  # noqa: E402
 
 # mini-swe-agent's bash tool schema: not stored in the trajectory but sent with every request, so it is

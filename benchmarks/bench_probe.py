@@ -44,13 +44,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.frames import encode_frame  # noqa: E402
-from engine.probe import ProbeServer  # noqa: E402
+from engine.probe.server import ProbeServer  # noqa: E402
+from engine.recording.frames import encode_frame  # noqa: E402
 
 READER = """
 import sys
 from pathlib import Path
-from engine.probe_client import ProbeClient
+from engine.probe.client import ProbeClient
 c = ProbeClient.connect(int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]))
 print("ATTACHED", flush=True)
 n = 0

@@ -1,4 +1,4 @@
-"""Benchmark for `.cpsession` recordings (engine/recording.py).
+"""Benchmark for `.cpsession` recordings (engine/recording/cpsession.py).
 
 Builds a 10,000-turn synthetic recording in a temp dir and measures, in this process:
   * open + jump to the last turn (with the index footer, and without it as after a SIGKILL),
@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.hashing import sha256_hex  # noqa: E402
-from engine.recording import TRAILER_SIZE, RecordingReader, RecordingWriter  # noqa: E402
+from engine.recording.cpsession import TRAILER_SIZE, RecordingReader, RecordingWriter  # noqa: E402
 
 SECTIONS = ["identity", "constraints", "goal", "tools", "memory", "history", "scratch", "task"]
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from engine.importers import load
-from engine.ingest import ingest, message_dict
+from engine.importers.ingest import ingest, message_dict
 
 ROOT = Path(os.environ.get("CONTEXTPIPE_TRAJECTORIES", Path(__file__).resolve().parents[2] / "shared" / "trajectories"))
 DEFAULT = ROOT / "mini-swe-agent-pr816" / "deepseek_chat_dev__pydicom__pydicom-1413.traj.json"

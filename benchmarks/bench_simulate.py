@@ -29,9 +29,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engine.importers import load  # noqa: E402
-from engine.ingest import ingest  # noqa: E402
-from engine.replay import Replayer  # noqa: E402
-from engine.simulate import SimSettings, SimulationReport, load_recording_events, simulate_events  # noqa: E402
+from engine.importers.ingest import ingest  # noqa: E402
+from engine.recording.replay import Replayer  # noqa: E402
+from engine.sim.simulate import SimSettings, SimulationReport, load_recording_events, simulate_events  # noqa: E402
 from engine.tokens import TokenCounter  # noqa: E402
 
 MIN_CALLS = 30

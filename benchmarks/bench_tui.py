@@ -44,7 +44,7 @@ GEN_VERSION = 2  # 2: the engine plans against calibrated estimates (7c45c7c): v
 
 def _agent_turn(pipe: Any, sim: Any, fake: list[float], t: int) -> None:
     """One turn of the synthetic coding agent: request, priced usage, one tool call and its output."""
-    from engine.cachesim import Block, Call
+    from engine.sim.cachesim import Block, Call
 
     ser = pipe.next_request().serialized
     blocks = tuple(Block(b.sha, b.tokens, b.marker, "5m", b.segment) for b in ser.blocks)
@@ -65,11 +65,11 @@ def _resume_pipeline(tmp: Path, fake: list[float]) -> tuple[Any, Any, int]:
     RecordingWriter.resume). Folding it is the Replayer's fold (no re-planning); the previous request is
     rebuilt once so the next turn's cache-break attribution compares against it, and the cache
     simulator is warmed with it, as if the process had never stopped."""
-    from engine.cachesim import Block, CacheSimulator, Call
-    from engine.journal import pack_event, unpack_event
     from engine.pipeline import _prefix_blocks
-    from engine.recording import RecordingReader, RecordingWriter
-    from engine.replay import Replayer
+    from engine.recording.cpsession import RecordingReader, RecordingWriter
+    from engine.recording.journal import pack_event, unpack_event
+    from engine.recording.replay import Replayer
+    from engine.sim.cachesim import Block, CacheSimulator, Call
 
     with RecordingReader.open(tmp) as reader:
         events = [unpack_event(e) for e in reader.events()]
@@ -113,8 +113,8 @@ def make_long_recording(path: Path, turns: int, seed: Path | None = None) -> Non
     generator, copied) is resumed with RecordingWriter.resume from its last complete turn."""
     import shutil
 
-    from engine.cachesim import CacheSimulator
     from engine.pipeline import Pipeline
+    from engine.sim.cachesim import CacheSimulator
 
     fake = [1_767_225_600.0]
     tmp = path.with_suffix(".partial")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .hashing import canonical_json, content_hash, sha256_hex
+from engine.hashing import canonical_json, content_hash, sha256_hex
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from .artifacts import (
+from engine.artifacts import (
     Media,
     Message,
     SectionItem,
@@ -20,8 +20,8 @@ from .artifacts import (
     ToolResult,
     ToolSchema,
 )
-from .tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
-from .types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
+from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BindError
-from .types import Priority
+from engine.errors import BindError
+from engine.types import Priority
 
 
 @dataclass(frozen=True)

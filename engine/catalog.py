@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
-from .hashing import sha256_hex
-from .types import CacheScope, Lifecycle, Priority, SectionKind
+from engine.errors import ConfigError
+from engine.hashing import sha256_hex
+from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 
 # A binder produces a section's text for this turn. It may be async (I/O) or a plain function; one that
 # takes an argument receives the section's token budget for the turn.

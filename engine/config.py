@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ConfigError
-from .optimize.context import OptimizeLimits
-from .plan import Thresholds
-from .providers import canonical_provider
-from .tokens import Budget
+from engine.errors import ConfigError
+from engine.optimize.context import OptimizeLimits
+from engine.plan import Thresholds
+from engine.providers import canonical_provider
+from engine.tokens import Budget
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .providers.base import Block
+from engine.providers.base import Block
 
 
 @dataclass(frozen=True)

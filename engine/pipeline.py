@@ -25,28 +25,28 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from . import alerts as alert_rules
-from .artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from .assembly import Assembly, Measure
-from .bind import BindJob, bind_all
-from .catalog import Binder, EmergentQueue, LatchTable, SourceSpec
-from .config import PipelineConfig
-from .errors import ConfigError, UnpairedToolResultError
-from .feedback import Usage, attribute_cache_break, normalize_usage
-from .frames import encode_frame
-from .hashing import content_hash, sha256_hex
-from .journal import Event, Journal, pack_event
-from .optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
-from .plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
-from .probe_optin import redact_requested, serve_requested
-from .providers import POLICIES, SerializedRequest, Serializer, make_serializer
-from .providers.base import Block
-from .sections import assemble
-from .spill import FileSpill, MemorySpill, SpillBackend
-from .stats import Statistics
-from .tokens import TokenCounter, Tokenizer
-from .trace import build_trace, check_budget
-from .types import CacheScope, Lifecycle, Priority, SectionKind
+from engine import alerts as alert_rules
+from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.assembly import Assembly, Measure
+from engine.bind import BindJob, bind_all
+from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
+from engine.config import PipelineConfig
+from engine.errors import ConfigError, UnpairedToolResultError
+from engine.feedback import Usage, attribute_cache_break, normalize_usage
+from engine.hashing import content_hash, sha256_hex
+from engine.optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
+from engine.plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
+from engine.probe.optin import redact_requested, serve_requested
+from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
+from engine.providers.base import Block
+from engine.recording.frames import encode_frame
+from engine.recording.journal import Event, Journal, pack_event
+from engine.sections import assemble
+from engine.spill import FileSpill, MemorySpill, SpillBackend
+from engine.stats import Statistics
+from engine.tokens import TokenCounter, Tokenizer
+from engine.trace import build_trace, check_budget
+from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 
 ENGINE_VERSION = "0.1.0"
 TRACE_HISTORY = 32
@@ -174,7 +174,7 @@ class Pipeline:
             "start_time": self.clock(),
         }
         if record:
-            from .recording import RecordingWriter
+            from engine.recording.cpsession import RecordingWriter
 
             if Path(record).exists():
                 raise ConfigError(
@@ -184,7 +184,7 @@ class Pipeline:
             for ev in self.journal.events:
                 self.recorder.append(pack_event(ev))
         if serve:
-            from .probe import ProbeServer
+            from engine.probe.server import ProbeServer
 
             self.probe = ProbeServer(header, self.journal.snapshot, redact=redact)
             self.probe.start()
@@ -686,6 +686,6 @@ def _args(c: dict[str, Any]) -> str:
     a = c.get("arguments", c.get("input", {}))
     if isinstance(a, str):
         return a
-    from .hashing import canonical_json
+    from engine.hashing import canonical_json
 
     return canonical_json(a).decode()

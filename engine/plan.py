@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
-from .types import CacheScope, Priority, SectionKind, Tier
+from engine.errors import ConfigError
+from engine.types import CacheScope, Priority, SectionKind, Tier
 
 
 @dataclass(frozen=True)

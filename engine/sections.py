@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .artifacts import Message, Part, SectionItem, Text, ToolSchema
-from .assembly import Assembly, Section
-from .catalog import KIND_ORDER, EmergentItem, LatchTable, SourceSpec, sort_key
-from .types import CacheScope, Form, Priority, SectionKind
+from engine.artifacts import Message, Part, SectionItem, Text, ToolSchema
+from engine.assembly import Assembly, Section
+from engine.catalog import KIND_ORDER, EmergentItem, LatchTable, SourceSpec, sort_key
+from engine.types import CacheScope, Form, Priority, SectionKind
 
 _ORDER = {k: i for i, k in enumerate(KIND_ORDER)}
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from .errors import ConfigError
-from .hashing import sha256_hex
+from engine.errors import ConfigError
+from engine.hashing import sha256_hex
 
 # Tokens a chat API adds around each message (role markers, separators). OpenAI documents 3 per
 # message plus 3 to prime the reply for cl100k-era chat models; Anthropic's overhead is similar.

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .assembly import Assembly, Measure, wire_order
-from .errors import BudgetExceededError
-from .hashing import sha256_hex
-from .plan import Plan, Reserves
-from .providers import SerializedRequest
-from .types import Form
+from engine.assembly import Assembly, Measure, wire_order
+from engine.errors import BudgetExceededError
+from engine.hashing import sha256_hex
+from engine.plan import Plan, Reserves
+from engine.providers import SerializedRequest
+from engine.types import Form
 
 if TYPE_CHECKING:
-    from .config import PipelineConfig
-    from .optimize import OptimizeResult
+    from engine.config import PipelineConfig
+    from engine.optimize import OptimizeResult
 
 
 def build_trace(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from engine.errors import ContextPipeError
-from engine.journal import trace_of, unpack_event
+from engine.recording.journal import trace_of, unpack_event
 
 from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 from .ctx_cli import ctx_app, eval_command
@@ -49,7 +49,7 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 @app.command()
 def ps(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per agent.")] = False) -> None:
     """List live agents serving a probe socket (stale sockets are cleaned up)."""
-    from engine.probe_client import list_agents
+    from engine.probe.client import list_agents
 
     agents = list_agents()
     if as_json:
@@ -74,7 +74,7 @@ def explain(
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:
     """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
-    from engine.replay import Overrides, Replayer, ReplayError
+    from engine.recording.replay import Overrides, Replayer, ReplayError
 
     from .explain import to_json, to_text
 
@@ -110,7 +110,7 @@ def explain(
 @app.command()
 def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]) -> None:
     """Replay a recording and check every turn's request hash (exit 0 when all match)."""
-    from engine.replay import Replayer, ReplayError
+    from engine.recording.replay import Replayer, ReplayError
 
     r = open_recording(file)
     events = [unpack_event(e) for e in r.events()]
@@ -151,8 +151,8 @@ def import_(
 ) -> None:
     """Import a real agent trajectory as a recording: each model call becomes a turn."""
     from engine.importers import load
+    from engine.importers.ingest import ingest
     from engine.importers.model import ImportFormatError
-    from engine.ingest import ingest
 
     if not src.exists():
         fail(f"no such file: {src}")

@@ -7,7 +7,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from engine.recording import RecordingError, RecordingReader
+from engine.recording.cpsession import RecordingError, RecordingReader
 
 # What-if options shared by `explain` and `simulate` (parsed with parse_pairs).
 GateOpt = Annotated[list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")]

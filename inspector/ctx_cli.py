@@ -225,7 +225,7 @@ def _is_recording(file: Path) -> bool:
 
 
 def _import_recording(db: Path, file: Path) -> None:
-    from engine.recording import RecordingError
+    from engine.recording.cpsession import RecordingError
     from engine.store.ingest import ingest_recording
 
     store = _open(db)

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.cachesim import Block, CacheSimulator, Call
 from engine.optimize import OptimizeLimits
 from engine.pipeline import Pipeline
+from engine.sim.cachesim import Block, CacheSimulator, Call
 from engine.types import CacheScope, Priority, SectionKind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,8 +103,8 @@ SCRIPT: list[tuple[str, str, dict[str, str]]] = [
     ("Read the Anthropic serializer.", "read_file", {"path": "engine/providers/anthropic.py"}),
     ("Read the catalog.", "read_file", {"path": "engine/catalog.py"}),
     ("Read the statistics.", "read_file", {"path": "engine/stats.py"}),
-    ("Read the replay module.", "read_file", {"path": "engine/replay.py"}),
-    ("Read the journal.", "read_file", {"path": "engine/journal.py"}),
+    ("Read the replay module.", "read_file", {"path": "engine/recording/replay.py"}),
+    ("Read the journal.", "read_file", {"path": "engine/recording/journal.py"}),
     (
         "Count the tests.",
         "run",

@@ -1,6 +1,6 @@
 """`cp-inspect simulate`: a whole session re-run through the engine and the cache simulator, priced.
 
-Mounted by inspector/cli.py when this module exists. The logic lives in engine/simulate.py; this file
+Mounted by inspector/cli.py when this module exists. The logic lives in engine/sim/simulate.py; this file
 only parses options and prints.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport
+from engine.sim.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport
 
 from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 
@@ -40,9 +40,9 @@ def simulate(
     """Re-run a whole session under what-if settings vs every optimizer gate closed, and price both."""
     # Imported here, not at module top: cli.py imports this module while it is still loading.
     from engine.errors import ContextPipeError
-    from engine.recording import RecordingError
-    from engine.replay import ReplayError
-    from engine.simulate import simulate_events
+    from engine.recording.cpsession import RecordingError
+    from engine.recording.replay import ReplayError
+    from engine.sim.simulate import simulate_events
 
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
@@ -56,7 +56,7 @@ def simulate(
     )
     reader = open_recording(file)
     try:
-        from engine.journal import unpack_event
+        from engine.recording.journal import unpack_event
 
         events = [unpack_event(e) for e in reader.events()]
         report = simulate_events(events, settings, source=str(file))

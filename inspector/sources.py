@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.assembly import Section
-from engine.frames import HEADER_SIZE, decode_header
-from engine.journal import trace_of, unpack_event
 from engine.pipeline import Built
-from engine.probe_client import ProbeClient, ProbeError
-from engine.recording import RecordingReader, RecordingWriter
-from engine.replay import Overrides as EngineOverrides
-from engine.replay import Replayer
+from engine.probe.client import ProbeClient, ProbeError
+from engine.recording.cpsession import RecordingReader, RecordingWriter
+from engine.recording.frames import HEADER_SIZE, decode_header
+from engine.recording.journal import trace_of, unpack_event
+from engine.recording.replay import Overrides as EngineOverrides
+from engine.recording.replay import Replayer
 from engine.tokens import TokenCounter
 
 from .source import Disconnected, Dropped, NewTurn, Overrides, SimulationCancelled, SourceEvent
@@ -72,7 +72,7 @@ def section_text(section: Section) -> str:
 
 
 class _Cancellable(list):  # type: ignore[type-arg]
-    """The event list engine.simulate walks (several times); every walk checks whether a newer
+    """The event list engine.sim.simulate walks (several times); every walk checks whether a newer
     what-if has replaced this one, so a cancelled simulation stops within one pass."""
 
     def __init__(self, events: list[dict[str, Any]], cancelled: Callable[[], bool]) -> None:
@@ -138,8 +138,8 @@ class _ReplaySource:
         return self.replayer(turn).replan(turn, to_engine(overrides)).trace
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
-        """Session-wide what-if through engine.simulate on the events seen so far."""
-        from engine.simulate import SimSettings, simulate_events
+        """Session-wide what-if through engine.sim.simulate on the events seen so far."""
+        from engine.sim.simulate import SimSettings, simulate_events
 
         with self._lock:
             self._load_events()

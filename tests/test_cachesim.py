@@ -13,7 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from engine.cachesim import (
+from engine.errors import ConfigError
+from engine.sim.cachesim import (
     Block,
     CacheSimError,
     CacheSimulator,
@@ -23,8 +24,7 @@ from engine.cachesim import (
     simulate_session,
     totals,
 )
-from engine.errors import ConfigError
-from engine.pricing import PriceTable, UnknownModelError, cost, load_prices
+from engine.sim.pricing import PriceTable, UnknownModelError, cost, load_prices
 
 
 def blk(name: str, tokens: int, **kw: object) -> Block:

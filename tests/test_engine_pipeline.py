@@ -25,7 +25,7 @@ from engine.hashing import sha256_hex
 from engine.optimize import OptimizeLimits
 from engine.pipeline import Pipeline, Request
 from engine.plan import Thresholds
-from engine.replay import Replayer
+from engine.recording.replay import Replayer
 from engine.spill import FileSpill
 from engine.stats import percentile
 from engine.tokens import CharTokenizer, TokenCounter

@@ -35,7 +35,7 @@ from engine.errors import BindError, BudgetExceededError, ConfigError, UnpairedT
 from engine.optimize import RULES, OptimizeLimits
 from engine.pipeline import Pipeline, Request
 from engine.plan import Thresholds
-from engine.replay import Replayer
+from engine.recording.replay import Replayer
 from engine.spill import MemorySpill
 from engine.tokens import CharTokenizer, TokenCounter
 from engine.types import CacheScope, Priority, Tier

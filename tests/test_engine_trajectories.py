@@ -1,7 +1,7 @@
 """Real agent trajectories through the engine: every invariant, on real content.
 
 Each file in ../shared/trajectories (or $CONTEXTPIPE_TRAJECTORIES) is imported (engine.importers.load)
-and ingested (engine.ingest) once at its real window and once at a tight 16,000-token window, with
+and ingested (engine.importers.ingest) once at its real window and once at a tight 16,000-token window, with
 cl100k_base token counts. Every request the engine built is checked: within the ceiling, identity
 first and verbatim, the task never evicted, tool calls and results paired, cache markers within the
 provider's policy, every optimizer rule in the trace; the tight run is deterministic (a second
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-import engine.ingest as ingest_mod
+import engine.importers.ingest as ingest_mod
 from engine.importers import ImportedSession, load
 from engine.optimize import OptimizeLimits
 from engine.pipeline import Pipeline, Request
-from engine.replay import Replayer
+from engine.recording.replay import Replayer
 from engine.tokens import TokenCounter
 
 from .conftest import TRAJECTORIES, trajectory_files

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.frames import HEADER_SIZE, MAX_FRAME_BYTES, FrameError, decode_frames, encode_frame
+from engine.recording.frames import HEADER_SIZE, MAX_FRAME_BYTES, FrameError, decode_frames, encode_frame
 
 scalars = st.one_of(
     st.none(),

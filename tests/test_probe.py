@@ -30,16 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.frames import HEADER, encode_frame
-from engine.probe import (
-    CLIENT_FRAME_LIMIT,
-    HIGH_WATER,
-    PROTOCOL_VERSION,
-    ProbeServer,
-    redact_event,
-    serve_requested,
-)
-from engine.probe_client import (
+from engine.probe.client import (
     AgentInfo,
     NoSuchProcess,
     NotServing,
@@ -51,7 +42,16 @@ from engine.probe_client import (
     _FrameReader,
     list_agents,
 )
-from engine.runtime_dir import default_runtime_dir, ensure_runtime_dir, socket_path
+from engine.probe.runtime_dir import default_runtime_dir, ensure_runtime_dir, socket_path
+from engine.probe.server import (
+    CLIENT_FRAME_LIMIT,
+    HIGH_WATER,
+    PROTOCOL_VERSION,
+    ProbeServer,
+    redact_event,
+    serve_requested,
+)
+from engine.recording.frames import HEADER, encode_frame
 
 REPO = Path(__file__).resolve().parents[1]
 T = 10.0  # generous per-step timeout; only ever reached when something is broken
@@ -470,7 +470,7 @@ AGENT_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from engine.probe import ProbeServer, serve_requested
+    from engine.probe.server import ProbeServer, serve_requested
     assert serve_requested()  # opted in by CONTEXTPIPE_SERVE=1
     journal = [{"k": "blob", "h": "h0", "data": "system prompt"}]
     server = ProbeServer({"model": "m", "provider": "p", "engine_version": "0"}, lambda: list(journal),

@@ -1,4 +1,4 @@
-"""Tests for engine/recording.py: the `.cpsession` format (writer, reader, crash safety, index)."""
+"""Tests for engine/recording/cpsession.py: the `.cpsession` format (writer, reader, crash safety, index)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.frames import HEADER_SIZE, decode_header, encode_frame
 from engine.hashing import sha256_hex
-from engine.recording import (
+from engine.recording.cpsession import (
     FORMAT_NAME,
     FORMAT_VERSION,
     TRAILER_SIZE,
@@ -26,6 +25,7 @@ from engine.recording import (
     RecordingReader,
     RecordingWriter,
 )
+from engine.recording.frames import HEADER_SIZE, decode_header, encode_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0", "start_time": 1.5}
@@ -373,7 +373,7 @@ WRITER = textwrap.dedent(
     import sys
     sys.path.insert(0, sys.argv[2])
     from engine.hashing import sha256_hex
-    from engine.recording import RecordingWriter
+    from engine.recording.cpsession import RecordingWriter
     w = RecordingWriter(sys.argv[1], {"model": "m", "provider": "p"})
     t = 0
     while True:

@@ -1,4 +1,4 @@
-"""Session-wide what-if (engine/simulate.py, `cp-inspect simulate`).
+"""Session-wide what-if (engine/sim/simulate.py, `cp-inspect simulate`).
 
 Synthetic tests build a small session with engine.Pipeline directly, so they run everywhere. Real-data
 tests import a DeepSeek trajectory from ../shared/trajectories (or $CONTEXTPIPE_TRAJECTORIES) into
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from engine.cachesim import CallCache
 from engine.pipeline import Pipeline
-from engine.pricing import PriceTable, cost, load_prices
-from engine.simulate import (
+from engine.sim.cachesim import CallCache
+from engine.sim.pricing import PriceTable, cost, load_prices
+from engine.sim.simulate import (
     POLICY_NAMES,
     SimSettings,
     SimulateError,
@@ -278,7 +278,7 @@ def deepseek_rec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not DEEPSEEK_FILE.exists():
         pytest.skip(f"real trajectories not found at {TRAJ} (set CONTEXTPIPE_TRAJECTORIES)")
     from engine.importers import load
-    from engine.ingest import ingest
+    from engine.importers.ingest import ingest
 
     rec = tmp_path_factory.mktemp("sim") / "pyvista.cpsession"
     pipe, _ = ingest(load(DEEPSEEK_FILE), rec, counter=COUNTER)

@@ -84,9 +84,9 @@ def test_live_source_resyncs_after_dropped_events(tmp_path: Path, monkeypatch: p
     snapshot, so its journal stays whole (what-if re-plans need every event) and no turn is lost."""
     import os
 
-    from engine.journal import unpack_event
-    from engine.probe import ProbeServer
-    from engine.recording import RecordingReader
+    from engine.probe.server import ProbeServer
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     journal = [unpack_event(e) for e in RecordingReader.open(DEMO).events()]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from engine.errors import ConfigError
 from engine.pipeline import Pipeline
-from engine.replay import Replayer
+from engine.recording.replay import Replayer
 from engine.store import ContextStore, Kind
 from engine.store.bind_source import attach_store
 from engine.store.ingest import ingest_recording

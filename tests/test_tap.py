@@ -13,10 +13,10 @@ import anthropic
 import openai
 import pytest
 
-from engine.journal import unpack_event
-from engine.recording import RecordingReader
-from engine.replay import Replayer
-from engine.tap import tap
+from engine.capture.tap import tap
+from engine.recording.cpsession import RecordingReader
+from engine.recording.journal import unpack_event
+from engine.recording.replay import Replayer
 
 ANTHROPIC_REPLY = {
     "id": "msg_1",

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import ContextPipeError
+
 ROLES = ("system", "user", "assistant", "tool")
 ANY_FORMAT = "any known"  # ImportFormatError's format when sniffing found nothing
 
@@ -83,7 +85,7 @@ class ImportedSession:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-class ImportFormatError(ValueError):
+class ImportFormatError(ContextPipeError, ValueError):
     """A file is not (or not entirely) in the format expected.
 
     The message names the format, the file, and the first thing that did not fit, as a JSON path

@@ -9,10 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..assembly import Assembly
-from ..types import Tier
-from . import align, clear_results, drop_rounds, markers, spill_large, summarize, trim_schemas, trim_sections
-from .context import Marker, OptimizeContext, OptimizeLimits, RuleOutcome, Summarizer
+from engine.assembly import Assembly
+from engine.optimize import (
+    align,
+    clear_results,
+    drop_rounds,
+    markers,
+    spill_large,
+    summarize,
+    trim_schemas,
+    trim_sections,
+)
+from engine.optimize.context import Marker, OptimizeContext, OptimizeLimits, RuleOutcome, Summarizer
+from engine.types import Tier
 
 __all__ = ["OptimizeContext", "OptimizeLimits", "Marker", "Summarizer", "RULES", "optimize", "OptimizeResult"]
 

@@ -6,8 +6,8 @@ Stable sort Global < Session < None, ties by section id. Anchors stay first and 
 
 from __future__ import annotations
 
-from ..types import SectionKind
-from .context import OptimizeContext, RuleOutcome
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.types import SectionKind
 
 NAME = "reorder"
 

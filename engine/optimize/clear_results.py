@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..artifacts import Message, ToolResult
-from ..assembly import Assembly
-from ..types import Form, SectionKind
-from .context import OptimizeContext, RuleOutcome
+from engine.artifacts import Message, ToolResult
+from engine.assembly import Assembly
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.types import Form, SectionKind
 
 NAME = "clear_tool_results"
 CLEAR_BATCH = 4

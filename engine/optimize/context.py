@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..assembly import Assembly, Measure
-from ..errors import ConfigError
-from ..plan import Plan
-from ..providers.policy import ProviderCachePolicy
-from ..spill import SpillBackend
-from ..types import Tier
+from engine.assembly import Assembly, Measure
+from engine.errors import ConfigError
+from engine.plan import Plan
+from engine.providers.policy import ProviderCachePolicy
+from engine.spill import SpillBackend
+from engine.types import Tier
 
 # A summary callback: (texts of the rounds to summarize) -> summary text. The application owns the model.
 Summarizer = Callable[[list[str]], str]

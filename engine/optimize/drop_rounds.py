@@ -6,10 +6,10 @@ droppable, and a round is dropped whole, so tool calls and their results leave t
 
 from __future__ import annotations
 
-from ..artifacts import Message, Text
-from ..assembly import Assembly, history_rounds, omission_marker
-from ..types import Form, SectionKind
-from .context import OptimizeContext, RuleOutcome
+from engine.artifacts import Message, Text
+from engine.assembly import Assembly, history_rounds, omission_marker
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.types import Form, SectionKind
 
 NAME = "drop_rounds"
 MIN_DROPPABLE = 4

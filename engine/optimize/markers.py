@@ -8,9 +8,9 @@ the newest message. Prefix-only providers get none. In a turn where a latch flip
 
 from __future__ import annotations
 
-from ..assembly import Assembly, wire_order
-from ..types import CacheScope, SectionKind
-from .context import Marker, OptimizeContext, RuleOutcome
+from engine.assembly import Assembly, wire_order
+from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
+from engine.types import CacheScope, SectionKind
 
 NAME = "place_markers"
 

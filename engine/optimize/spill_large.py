@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..artifacts import Message, SpillReference, Text, ToolResult
-from ..assembly import Assembly, Section
-from ..hashing import sha256_hex
-from ..types import ANCHOR_KINDS, Form, SectionKind
-from .context import OptimizeContext, RuleOutcome
+from engine.artifacts import Message, SpillReference, Text, ToolResult
+from engine.assembly import Assembly, Section
+from engine.hashing import sha256_hex
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.types import ANCHOR_KINDS, Form, SectionKind
 
 NAME = "spill"
 NEVER_SPILL = ANCHOR_KINDS | {SectionKind.WORKING_MEMORY, SectionKind.GOAL, SectionKind.TOOLS}

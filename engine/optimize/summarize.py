@@ -7,10 +7,10 @@ conversation still starts with a user turn and no call/result pair is split.
 
 from __future__ import annotations
 
-from ..artifacts import Message, Text
-from ..assembly import Assembly, history_rounds
-from ..types import Form, SectionKind
-from .context import OptimizeContext, RuleOutcome
+from engine.artifacts import Message, Text
+from engine.assembly import Assembly, history_rounds
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.types import Form, SectionKind
 
 NAME = "llm_summary"
 MIN_ROUNDS = 6  # summarizing fewer rounds saves too little to pay for a cache break

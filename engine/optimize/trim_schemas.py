@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..artifacts import Message, ToolSchema
-from ..assembly import Assembly
-from ..types import Form, SectionKind
-from .context import OptimizeContext, RuleOutcome
+from engine.artifacts import Message, ToolSchema
+from engine.assembly import Assembly
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.types import Form, SectionKind
 
 NAME = "trim_schemas"
 

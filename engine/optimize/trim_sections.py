@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..artifacts import Message, Text, ToolResult
-from ..assembly import Assembly, Measure, Section, history_rounds, omission_marker
-from ..types import PROTECTED_KINDS, Form, Priority, SectionKind
-from .context import OptimizeContext, RuleOutcome
-from .drop_rounds import drop_oldest
+from engine.artifacts import Message, Text, ToolResult
+from engine.assembly import Assembly, Measure, Section, history_rounds, omission_marker
+from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.optimize.drop_rounds import drop_oldest
+from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
 
 NAME = "trim_sections"
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from . import anthropic, bedrock, openai
-from .base import Block, SerializedRequest, Serializer
-from .policy import POLICIES, ProviderCachePolicy
+from engine.errors import ConfigError
+from engine.providers import anthropic, bedrock, openai
+from engine.providers.base import Block, SerializedRequest, Serializer
+from engine.providers.policy import POLICIES, ProviderCachePolicy
 
 PROVIDERS = ("anthropic", "openai", "bedrock", "prefix")
 ALIASES = {"deepseek": "openai", "openai-compatible": "openai", "generic": "prefix"}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from .base import Serializer
-from .policy import ANTHROPIC
+from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.providers.base import Serializer
+from engine.providers.policy import ANTHROPIC
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -65,7 +65,7 @@ def envelope(
 
 
 def _js(s: str) -> bytes:
-    from ..hashing import canonical_json
+    from engine.hashing import canonical_json
 
     return canonical_json(s)
 

@@ -12,15 +12,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import Media, Message, SectionItem, SpillReference, Text, ToolCall, ToolResult, ToolSchema
-from ..assembly import Assembly, Measure, Section, wire_order
-from ..errors import UnpairedToolResultError
-from ..hashing import canonical_json
-from ..types import SectionKind
-from .policy import ProviderCachePolicy
+from engine.artifacts import (
+    Media,
+    Message,
+    SectionItem,
+    SpillReference,
+    Text,
+    ToolCall,
+    ToolResult,
+    ToolSchema,
+)
+from engine.assembly import Assembly, Measure, Section, wire_order
+from engine.errors import UnpairedToolResultError
+from engine.hashing import canonical_json
+from engine.providers.policy import ProviderCachePolicy
+from engine.types import SectionKind
 
 if TYPE_CHECKING:
-    from ..optimize.context import Marker
+    from engine.optimize.context import Marker
 
 
 @dataclass(frozen=True)

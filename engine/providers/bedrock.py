@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from ..hashing import canonical_json
-from .base import Serializer
-from .policy import BEDROCK
+from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.hashing import canonical_json
+from engine.providers.base import Serializer
+from engine.providers.policy import BEDROCK
 
 CACHE_POINT = {"cachePoint": {"type": "default"}}
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..artifacts import Media, Message, Text, ToolCall, ToolResult, ToolSchema
-from ..hashing import canonical_json
-from .base import Serializer
-from .policy import OPENAI, PREFIX, ProviderCachePolicy
+from engine.artifacts import Media, Message, Text, ToolCall, ToolResult, ToolSchema
+from engine.hashing import canonical_json
+from engine.providers.base import Serializer
+from engine.providers.policy import OPENAI, PREFIX, ProviderCachePolicy
 
 
 def system_block(text: str, marked: bool) -> dict[str, Any]:

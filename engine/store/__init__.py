@@ -12,12 +12,18 @@ Never imports textual, typer or anything from inspector/panels/themes.
 
 from __future__ import annotations
 
-from .compaction import Summarizer
-from .config import StoreConfig
-from .errors import PinsExceedBudgetError, StoreCorruptError, StoreError, StoreLockedError, UnknownItemError
-from .items import Item, Kind, LinkKind
-from .store import ContextStore, parse_budget, tokenizer_for
-from .window import Dropped, Entry, Window, window_as_messages, window_manifest
+from engine.store.compaction import Summarizer
+from engine.store.config import StoreConfig
+from engine.store.errors import (
+    PinsExceedBudgetError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    UnknownItemError,
+)
+from engine.store.items import Item, Kind, LinkKind
+from engine.store.store import ContextStore, parse_budget, tokenizer_for
+from engine.store.window import Dropped, Entry, Window, window_as_messages, window_manifest
 
 __all__ = [
     "ContextStore",

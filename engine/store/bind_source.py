@@ -30,12 +30,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
-from ..tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget
-from ..types import Priority, SectionKind
-from .ingest import MessageFolder
-from .store import ContextStore
-from .window import Entry, Window
+from engine.errors import ConfigError
+from engine.store.ingest import MessageFolder
+from engine.store.store import ContextStore
+from engine.store.window import Entry, Window
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget
+from engine.types import Priority, SectionKind
 
 QueryFn = Callable[[Any], "str | None"]
 
@@ -57,7 +57,7 @@ def render_window(window: Window) -> str:
 def default_query(pipe: Any) -> str | None:
     """The text of the last two messages of the pipeline's history plus anything pending: what the
     agent is working on now, which is what BM25 should rank the store's items against."""
-    from ..artifacts import Text, ToolCall, ToolResult
+    from engine.artifacts import Text, ToolCall, ToolResult
 
     parts: list[Any] = []
     for msg in list(pipe.history)[-2:]:

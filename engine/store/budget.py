@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from ..tokens import (
+from engine.errors import ConfigError
+from engine.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS,
     Budget,

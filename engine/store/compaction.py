@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..hashing import content_hash
-from .items import Item, Kind
+from engine.hashing import content_hash
+from engine.store.items import Item, Kind
 
 # Bump when the rule-based summary text changes, so cached derived text is not reused across versions.
 RULES_VERSION = "rules-v1"

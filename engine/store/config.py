@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..errors import ConfigError
+from engine.errors import ConfigError
 
 
 @dataclass(frozen=True)

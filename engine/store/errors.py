@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import BudgetExceededError, ContextPipeError
+from engine.errors import BudgetExceededError, ContextPipeError
 
 
 class StoreError(ContextPipeError):

@@ -43,12 +43,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, TokenCounter
-from .config import StoreConfig
-from .errors import PinsExceedBudgetError
-from .eval_steps import Msg, Step, anchors, path_anchors, steps_from_session
-from .items import Kind, LinkKind
-from .store import ContextStore
+from engine.store.config import StoreConfig
+from engine.store.errors import PinsExceedBudgetError
+from engine.store.eval_steps import Msg, Step, anchors, path_anchors, steps_from_session
+from engine.store.items import Kind, LinkKind
+from engine.store.store import ContextStore
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, TokenCounter
 
 BUDGET_FRACTIONS: tuple[tuple[str, float], ...] = (("full", 1.0), ("half", 0.5), ("quarter", 0.25))
 PIN_TASK_SHARE = 0.25
@@ -310,7 +310,7 @@ def run_eval(
     limit: int | None = None,
 ) -> EvalReport:
     """Replay every trajectory under `root`; raises FileNotFoundError if the folder is absent."""
-    from ..importers import load
+    from engine.importers import load
 
     base = root if root is not None else default_root()
     if not base.is_dir():

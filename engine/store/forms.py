@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..hashing import content_hash, sha256_hex
-from ..tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, Tokenizer
-from .compaction import RULES_VERSION, duplicate_text, render_full, rule_summary, stub_text
-from .errors import StoreError
-from .items import Item, ItemMeta
-from .state import StoreState
-from .window import Dropped, Entry, Option, Shape, Window, make_shape
+from engine.hashing import content_hash, sha256_hex
+from engine.store.compaction import RULES_VERSION, duplicate_text, render_full, rule_summary, stub_text
+from engine.store.errors import StoreError
+from engine.store.items import Item, ItemMeta
+from engine.store.state import StoreState
+from engine.store.window import Dropped, Entry, Option, Shape, Window, make_shape
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
 _new = tuple.__new__  # C-level NamedTuple construction (hundreds of entries per window)
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreError
-from .items import Kind, LinkKind
-from .store import ContextStore
+from engine.store.errors import StoreError
+from engine.store.items import Kind, LinkKind
+from engine.store.store import ContextStore
 
 _KIND = {"system": Kind.SYSTEM, "user": Kind.USER, "assistant": Kind.ASSISTANT, "tool": Kind.TOOL_RESULT}
 
@@ -86,7 +86,7 @@ class MessageFolder:
         """Add the messages of `history` not folded yet, then `pending` parts (a Pipeline's tool results
         and user text not yet closed into a message). Pending parts added now are skipped when they
         reappear as the head of the next history message, so nothing is stored twice."""
-        from ..artifacts import Message
+        from engine.artifacts import Message
 
         new: list[int] = []
         for msg in history[self.done :]:
@@ -100,7 +100,7 @@ class MessageFolder:
         return new
 
     def add_message(self, msg: Any, skip_parts: int = 0) -> list[int]:
-        from ..artifacts import Text, ToolCall, ToolResult
+        from engine.artifacts import Text, ToolCall, ToolResult
 
         out: list[int] = []
         if msg.role == "assistant":
@@ -141,9 +141,9 @@ def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], 
     constraints and goal sections (pinned, as the system prompt is), and each `request` advancing
     the store's turn so recency matches the original run.
     """
-    from ..artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult
-    from ..journal import unpack_event
-    from ..recording import RecordingReader
+    from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
 
     blobs: dict[str, str] = {}
     folder = MessageFolder(store)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..tokens import Tokenizer
-from .forms import ItemForms
-from .items import ItemMeta
-from .window import Shape
+from engine.store.forms import ItemForms
+from engine.store.items import ItemMeta
+from engine.store.window import Shape
+from engine.tokens import Tokenizer
 
 _INF_RATIO = 1e300  # a free step (0 extra tokens) comes first, like an infinite value per token
 

@@ -11,7 +11,7 @@ import sqlite3
 import zlib
 from typing import Any
 
-from .window import Window
+from engine.store.window import Window
 
 MAX_DROPPED_RECORDED = 50  # the rest are derivable (every item not in the window); keep rows small
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .errors import StoreCorruptError, StoreError, StoreLockedError
+from engine.store.errors import StoreCorruptError, StoreError, StoreLockedError
 
 SCHEMA_VERSION = 2
 

@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .config import StoreConfig
-from .items import ItemMeta
+from engine.store.config import StoreConfig
+from engine.store.items import ItemMeta
 
 _TERM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 MAX_QUERY_TERMS = 48

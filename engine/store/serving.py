@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tokens import Budget, Tokenizer
-from . import recorder
-from .budget import parse_budget, tokenizer_for
-from .scoring import bm25_relevance, query_terms
-from .solve import FreshSolve
-from .stale_checks import StaleChecks
-from .state import translating
-from .sticky import StickyWindows
-from .window import Window
+from engine.store import recorder
+from engine.store.budget import parse_budget, tokenizer_for
+from engine.store.scoring import bm25_relevance, query_terms
+from engine.store.solve import FreshSolve
+from engine.store.stale_checks import StaleChecks
+from engine.store.state import translating
+from engine.store.sticky import StickyWindows
+from engine.store.window import Window
+from engine.tokens import Budget, Tokenizer
 
 
 class WindowServing(FreshSolve, StickyWindows, StaleChecks):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from itertools import compress
 
-from ..tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
-from .errors import PinsExceedBudgetError
-from .items import ItemMeta
-from .plan import Plan, SolvePlans
-from .window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
+from engine.store.errors import PinsExceedBudgetError
+from engine.store.items import ItemMeta
+from engine.store.plan import Plan, SolvePlans
+from engine.store.window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
+from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
 _NO_FIT = "did not fit: lower value per token than what was kept"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .staleness import StaleWatcher, file_sha, normalise
-from .state import StoreState, translating
+from engine.store.staleness import StaleWatcher, file_sha, normalise
+from engine.store.state import StoreState, translating
 
 
 class StaleChecks(StoreState):

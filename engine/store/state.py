@@ -15,16 +15,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from .compaction import Summarizer, json_shape
-from .config import StoreConfig
-from .errors import UnknownItemError
-from .items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
-from .schema import connect, translate
-from .staleness import StaleWatcher
-from .window import Shape, Window
+from engine.store.compaction import Summarizer, json_shape
+from engine.store.config import StoreConfig
+from engine.store.errors import UnknownItemError
+from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
+from engine.store.schema import connect, translate
+from engine.store.staleness import StaleWatcher
+from engine.store.window import Shape, Window
 
 if TYPE_CHECKING:
-    from .plan import Plan
+    from engine.store.plan import Plan
 
 P = ParamSpec("P")
 R = TypeVar("R")

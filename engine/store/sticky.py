@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
-from .forms import ItemForms
-from .items import ItemMeta, Kind
-from .scoring import query_terms, score_items
-from .window import Dropped, Entry, Window
+from engine.store.forms import ItemForms
+from engine.store.items import ItemMeta, Kind
+from engine.store.scoring import query_terms, score_items
+from engine.store.window import Dropped, Entry, Window
+from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
 
 class StickyWindows(ItemForms):

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import recorder
-from .budget import MAX_BUDGET, parse_budget, tokenizer_for
-from .compaction import render_full
-from .errors import StoreError
-from .items import Item, Kind
-from .serving import WindowServing
-from .state import translating
-from .summaries import Summaries
+from engine.store import recorder
+from engine.store.budget import MAX_BUDGET, parse_budget, tokenizer_for
+from engine.store.compaction import render_full
+from engine.store.errors import StoreError
+from engine.store.items import Item, Kind
+from engine.store.serving import WindowServing
+from engine.store.state import translating
+from engine.store.summaries import Summaries
 
 __all__ = ["MAX_BUDGET", "ContextStore", "parse_budget", "tokenizer_for"]
 

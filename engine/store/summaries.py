@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .compaction import render_full, subtask_body, summary_key
-from .errors import StoreError
-from .items import Kind, LinkKind
-from .state import translating
-from .writes import ItemWrites
+from engine.store.compaction import render_full, subtask_body, summary_key
+from engine.store.errors import StoreError
+from engine.store.items import Kind, LinkKind
+from engine.store.state import translating
+from engine.store.writes import ItemWrites
 
 
 class Summaries(ItemWrites):

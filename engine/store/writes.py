@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..hashing import sha256_hex
-from .errors import StoreError, UnknownItemError
-from .items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
-from .staleness import file_sha, normalise
-from .state import StoreState, translating
+from engine.errors import ConfigError
+from engine.hashing import sha256_hex
+from engine.store.errors import StoreError, UnknownItemError
+from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
+from engine.store.staleness import file_sha, normalise
+from engine.store.state import StoreState, translating
 
 
 class ItemWrites(StoreState):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import engine.replay as replay
-from engine.journal import unpack_event
-from engine.recording import RecordingReader
-from engine.replay import Overrides, Replayer
+import engine.recording.replay as replay
+from engine.recording.cpsession import RecordingReader
+from engine.recording.journal import unpack_event
+from engine.recording.replay import Overrides, Replayer
 
 DEMOS = sorted((Path(__file__).resolve().parents[2] / "demo_sessions").glob("*.cpsession"))
 

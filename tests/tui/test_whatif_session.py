@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static, Switch
 
-from engine.journal import unpack_event
-from engine.recording import RecordingReader
-from engine.simulate import SimSettings, simulate_events
+from engine.recording.cpsession import RecordingReader
+from engine.recording.journal import unpack_event
+from engine.sim.simulate import SimSettings, simulate_events
 from inspector.app import InspectorApp
 from inspector.source import Overrides, SimulationCancelled
 from inspector.sources import FileSource

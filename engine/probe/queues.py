@@ -18,9 +18,9 @@ from typing import Any
 
 import msgpack
 
-from engine.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame
-from engine.probe_redact import redact_event
-from engine.probe_socket import close_quietly
+from engine.probe.endpoint import close_quietly
+from engine.probe.redact import redact_event
+from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame
 
 log = logging.getLogger("contextpipe.probe")
 
@@ -111,7 +111,7 @@ class ClientQueues:
         self._sel: selectors.BaseSelector | None = None
         self._enc_cache: dict[int, bytes | None] = {}
         # Reused by the I/O thread only. msgpack.packb builds a Packer per call, which costs more than
-        # packing a typical 1 KB event; the bytes are identical to engine.frames.encode_frame.
+        # packing a typical 1 KB event; the bytes are identical to engine.recording.frames.encode_frame.
         self._packer = msgpack.Packer(use_bin_type=True)
 
     def stats(self) -> list[ClientStats]:

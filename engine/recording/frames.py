@@ -16,6 +16,8 @@ from typing import Any
 
 import msgpack
 
+from engine.errors import ContextPipeError
+
 HEADER = struct.Struct(">II")
 HEADER_SIZE = HEADER.size
 # Frames above this are refused before any allocation: a corrupt or hostile length prefix
@@ -23,7 +25,7 @@ HEADER_SIZE = HEADER.size
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
-class FrameError(ValueError):
+class FrameError(ContextPipeError, ValueError):
     """A frame could not be decoded. `offset` is where the bad frame starts (file offset or stream position)."""
 
     def __init__(self, message: str, offset: int | None = None) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ContextPipeError
+from engine.errors import ContextPipeError
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 SEGMENT_ORDER = {"tools": 0, "system": 1, "messages": 2}

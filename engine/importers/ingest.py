@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .hashing import canonical_json
-from .importers.model import CallRec, ImportedSession, MessageRec
-from .pipeline import Pipeline
-from .providers import canonical_provider
-from .tokens import TokenCounter
+from engine.errors import ConfigError
+from engine.hashing import canonical_json
+from engine.importers.model import CallRec, ImportedSession, MessageRec
+from engine.pipeline import Pipeline
+from engine.providers import canonical_provider
+from engine.tokens import TokenCounter
 
 DEFAULT_WINDOW = 128_000
 NO_RESULT = "[no result recorded in the source for this call]"

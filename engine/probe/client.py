@@ -22,16 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.frames import (
-    HEADER_SIZE,
-    MAX_FRAME_BYTES,
-    FrameError,
-    decode_header,
-    decode_payload,
-    encode_frame,
-)
-from engine.probe import PROTOCOL_VERSION
-from engine.runtime_dir import (
+from engine.probe.runtime_dir import (
     SOCKET_SUFFIX,
     NoSuchProcess,
     NotServing,
@@ -42,6 +33,15 @@ from engine.runtime_dir import (
     pid_alive,
     resolve_runtime_dir,
     socket_path,
+)
+from engine.probe.server import PROTOCOL_VERSION
+from engine.recording.frames import (
+    HEADER_SIZE,
+    MAX_FRAME_BYTES,
+    FrameError,
+    decode_header,
+    decode_payload,
+    encode_frame,
 )
 
 __all__ = [

@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .assembly import Measure
-from .journal import Event, trace_of
-from .pipeline import Built, Pipeline
-from .spill import MemorySpill
-from .tokens import TokenCounter
+from engine.assembly import Measure
+from engine.errors import ContextPipeError
+from engine.pipeline import Built, Pipeline
+from engine.recording.journal import Event, trace_of
+from engine.spill import MemorySpill
+from engine.tokens import TokenCounter
 
 
-class ReplayError(Exception):
+class ReplayError(ContextPipeError):
     pass
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from engine.runtime_dir import SERVE_ENV
+from engine.probe.runtime_dir import SERVE_ENV
 
 REDACT_ENV = "CONTEXTPIPE_REDACT"
 _TRUE = frozenset({"1", "true", "yes", "on"})

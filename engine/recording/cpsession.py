@@ -1,6 +1,6 @@
 """`.cpsession` recordings: the journal on disk, crash-safe, with an index for random access.
 
-On-disk layout (every byte of a file belongs to a frame of `engine.frames`: u32 length, u32 crc32,
+On-disk layout (every byte of a file belongs to a frame of `engine.recording.frames`: u32 length, u32 crc32,
 msgpack map)::
 
     @header | event | event | ... | @blobs | @index | @end
@@ -45,8 +45,8 @@ from typing import Any
 
 import msgpack
 
-from .errors import ContextPipeError
-from .frames import HEADER_SIZE, FrameError, decode_header, decode_payload, encode_frame
+from engine.errors import ContextPipeError
+from engine.recording.frames import HEADER_SIZE, FrameError, decode_header, decode_payload, encode_frame
 
 FORMAT_NAME = "cpsession"
 FORMAT_VERSION = 1

@@ -13,8 +13,8 @@ import selectors
 import socket
 import time
 
-from engine.probe_handshake import Handshake
-from engine.probe_queues import Client
+from engine.probe.handshake import Handshake
+from engine.probe.queues import Client
 
 log = logging.getLogger("contextpipe.probe")
 

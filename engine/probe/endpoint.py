@@ -13,7 +13,13 @@ import stat
 import struct
 from pathlib import Path
 
-from engine.runtime_dir import MAX_SOCKET_PATH, PermissionDenied, ProbeError, ensure_runtime_dir, socket_path
+from engine.probe.runtime_dir import (
+    MAX_SOCKET_PATH,
+    PermissionDenied,
+    ProbeError,
+    ensure_runtime_dir,
+    socket_path,
+)
 
 log = logging.getLogger("contextpipe.probe")
 

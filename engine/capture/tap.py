@@ -17,11 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .importers._common import Ctx
-from .importers.model import CallRec, MessageRec, ToolSchemaRec
-from .importers.proxy_jsonl import _anthropic_request, _anthropic_response, _openai_request, _openai_response
-from .ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
-from .pipeline import Pipeline
+from engine.importers._common import Ctx
+from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
+from engine.importers.model import CallRec, MessageRec, ToolSchemaRec
+from engine.importers.proxy_jsonl import (
+    _anthropic_request,
+    _anthropic_response,
+    _openai_request,
+    _openai_response,
+)
+from engine.pipeline import Pipeline
 
 
 class Tap:

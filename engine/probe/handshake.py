@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.frames import FrameError, decode_frames, encode_frame
-from engine.probe_queues import HIGH_WATER, Client, ClientQueues
-from engine.probe_socket import close_quietly, peer_uid
+from engine.probe.endpoint import close_quietly, peer_uid
+from engine.probe.queues import HIGH_WATER, Client, ClientQueues
+from engine.recording.frames import FrameError, decode_frames, encode_frame
 
 log = logging.getLogger("contextpipe.probe")
 

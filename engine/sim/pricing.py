@@ -1,6 +1,6 @@
 """Prices as data: a JSON table of USD per million tokens per model, with the date and source of each row.
 
-The bundled table is `engine/data/prices.json`. A user points to their own (same shape) with the
+The bundled table is `engine/sim/data/prices.json`. A user points to their own (same shape) with the
 `CONTEXTPIPE_PRICES` environment variable or by passing a path, so a price change never needs a code
 change. `cost()` bills a cachesim `CallCache` (or totals of several) plus output tokens.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cachesim import CallCache
-from .errors import ConfigError
+from engine.errors import ConfigError
+from engine.sim.cachesim import CallCache
 
 ENV_VAR = "CONTEXTPIPE_PRICES"
 BUNDLED = Path(__file__).resolve().parent / "data" / "prices.json"

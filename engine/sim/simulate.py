@@ -38,20 +38,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import cachesim
-from .cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
-from .config import PipelineConfig
-from .errors import ConfigError, ContextPipeError
-from .feedback import attribute_cache_break
-from .ingest import actual_requests
-from .journal import Event, unpack_event
-from .optimize.context import OptimizeLimits
-from .plan import Thresholds
-from .pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices
-from .providers import canonical_provider
-from .providers.base import Block
-from .replay import Replayer
-from .tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
+from engine.config import PipelineConfig
+from engine.errors import ConfigError, ContextPipeError
+from engine.feedback import attribute_cache_break
+from engine.importers.ingest import actual_requests
+from engine.optimize.context import OptimizeLimits
+from engine.plan import Thresholds
+from engine.providers import canonical_provider
+from engine.providers.base import Block
+from engine.recording.journal import Event, unpack_event
+from engine.recording.replay import Replayer
+from engine.sim import cachesim
+from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
+from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices
+from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
 COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary"})
@@ -677,7 +677,7 @@ def replayer_blobs(events: Iterable[Event]) -> dict[str, str]:
 
 
 def load_recording_events(path: str | Path) -> tuple[list[Event], dict[str, Any]]:
-    from .recording import RecordingReader
+    from engine.recording.cpsession import RecordingReader
 
     r = RecordingReader.open(path)
     return [unpack_event(e) for e in r.events()], dict(r.header)

@@ -19,7 +19,7 @@ agent, so the work is split lopsidedly:
   client; memory stays at `queue_limit` references plus about HIGH_WATER encoded bytes per client, no
   matter how slow a client is (the kernel socket buffer holds the rest).
 
-Protocol (version PROTOCOL_VERSION), frames from `engine.frames` (u32 length, u32 crc32, msgpack map
+Protocol (version PROTOCOL_VERSION), frames from `engine.recording.frames` (u32 length, u32 crc32, msgpack map
 with a kind "k"). Server to client: `hello` (protocol, pid, argv, snapshot = number of snapshot events
 that follow, turns, redacted, queue_limit, plus the agent's model/provider/engine_version/...), then
 the snapshot events, then live events, with `dropped` and `pong` frames interleaved, and `error`
@@ -48,14 +48,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.frames import encode_frame
-from engine.probe_handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
-from engine.probe_loop import FLUSH_ON_CLOSE, IOLoop
-from engine.probe_optin import REDACT_ENV, redact_requested, serve_requested
-from engine.probe_queues import HIGH_WATER, ClientStats
-from engine.probe_redact import redact_event
-from engine.probe_socket import bind_listener, unlink_if_ours
-from engine.runtime_dir import SERVE_ENV
+from engine.probe.endpoint import bind_listener, unlink_if_ours
+from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
+from engine.probe.loop import FLUSH_ON_CLOSE, IOLoop
+from engine.probe.optin import REDACT_ENV, redact_requested, serve_requested
+from engine.probe.queues import HIGH_WATER, ClientStats
+from engine.probe.redact import redact_event
+from engine.probe.runtime_dir import SERVE_ENV
+from engine.recording.frames import encode_frame
 
 __all__ = [
     "CLIENT_FRAME_LIMIT",
@@ -131,7 +131,7 @@ class ProbeServer(IOLoop):
     def publish(self, event: dict[str, Any], frame: bytes | None = None) -> None:
         """Hand one journal event to attached clients. O(1), never blocks on a client, never raises.
 
-        `frame`, if given, must be `engine.frames.encode_frame(event)`: an agent that records already
+        `frame`, if given, must be `engine.recording.frames.encode_frame(event)`: an agent that records already
         encodes every event, and msgpack encoding is most of the probe's cost, so it can pass the bytes
         on. Ignored when redacting (the redacted form has to be encoded anyway).
         """

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .hashing import sha256_hex
+from engine.hashing import sha256_hex
 
 Event = dict[str, Any]
 Sink = Callable[[Event], None]
