@@ -6,7 +6,7 @@ the trace: applied, not needed, or skipped (a closed gate, with the tokens it wo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine.assembly import Assembly
@@ -23,7 +23,16 @@ from engine.optimize import (
 from engine.optimize.context import Marker, OptimizeContext, OptimizeLimits, RuleOutcome, Summarizer
 from engine.types import Tier
 
-__all__ = ["OptimizeContext", "OptimizeLimits", "Marker", "Summarizer", "RULES", "optimize", "OptimizeResult"]
+__all__ = [
+    "OptimizeContext",
+    "OptimizeLimits",
+    "Marker",
+    "Summarizer",
+    "Rule",
+    "RULES",
+    "optimize",
+    "OptimizeResult",
+]
 
 
 @dataclass(frozen=True)
@@ -55,9 +64,13 @@ class OptimizeResult:
     markers: tuple[Marker, ...] = ()
 
 
-def optimize(asm: Assembly, ctx: OptimizeContext) -> OptimizeResult:
+def optimize(asm: Assembly, ctx: OptimizeContext, rules: Sequence[Rule] = RULES) -> OptimizeResult:
+    """Fold `rules` (default RULES) over the assembly, in order, each behind its gate and min tier.
+
+    A caller (a what-if, a peer policy, a test) passes its own list the way sqlglot's
+    `optimize(expression, rules=RULES)` does; the rules do not know about each other."""
     res = OptimizeResult(asm)
-    for rule in RULES:
+    for rule in rules:
         if ctx.tier < rule.min_tier:
             res.steps.append(
                 {

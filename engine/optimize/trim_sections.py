@@ -12,7 +12,7 @@ from dataclasses import replace
 from engine.artifacts import Message, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, history_rounds, omission_marker
 from engine.optimize.context import OptimizeContext, RuleOutcome
-from engine.optimize.drop_rounds import drop_oldest
+from engine.optimize.history_ops import drop_oldest
 from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
 
 NAME = "trim_sections"
@@ -71,7 +71,7 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
         acc += m.items(hist.items[start:end])
         count += 1
     if count:
-        asm, _ = drop_oldest(asm, idx, count, ctx)
+        asm, _ = drop_oldest(asm, idx, count, m)
         hist = asm[idx]
     # Still over (a huge result in the newest round): cut the middle of the largest tool results.
     while m.section(hist) > budget:
