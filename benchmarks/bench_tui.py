@@ -157,8 +157,8 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def bench_replan(n: int = 50) -> dict[str, float]:
-    from inspector.source import Overrides
-    from inspector.sources import FileSource
+    from engine.whatif import Overrides
+    from inspector.sources.file import FileSource
 
     rec = Path(tempfile.gettempdir()) / "cp-bench-tui-pydicom-1413.cpsession"
     subprocess.run([sys.executable, "-m", "inspector.cli", "import", "auto", str(PYDICOM), "-o", str(rec)],
@@ -166,12 +166,12 @@ def bench_replan(n: int = 50) -> dict[str, float]:
     src = FileSource(rec)
     traces = src.load_initial()
     turn = traces[-1]["turn"]
-    src.replan(turn, Overrides(budget=64000))  # warm: events loaded, tokenizer cache filled
+    src.replan(turn, Overrides(window=64000))  # warm: events loaded, tokenizer cache filled
     replan, dumps = [], []
     for i in range(n):
         budget = 16000 + i * 2000
         t0 = time.perf_counter()
-        src.replan(turn, Overrides(budget=budget))
+        src.replan(turn, Overrides(window=budget))
         replan.append(time.perf_counter() - t0)
         body = src._built(turn).serialized.json()
         t0 = time.perf_counter()
@@ -188,7 +188,7 @@ def bench_replan(n: int = 50) -> dict[str, float]:
 async def _app_run(path: Path, steps: int) -> dict[str, float]:
     from inspector.app import InspectorApp
     from inspector.messages import TurnsReceived
-    from inspector.sources import FileSource
+    from inspector.sources.file import FileSource
 
     t0 = time.perf_counter()
     src = FileSource(path)  # a footer-less file (killed writer) rebuilds its index here

@@ -23,7 +23,7 @@ from inspector.app_actions import ActionsMixin
 from inspector.app_source import SourceMixin
 from inspector.app_state import NARROW_BELOW, SPARK_TURNS, SPEEDS
 from inspector.app_whatif import WhatIfMixin
-from inspector.source import Source
+from inspector.sources import Source
 from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
 from panels.content_viewer import ContentViewer
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     """Development entry: `python -m inspector.app --synthetic [--live] [--turns N] [--theme NAME]`."""
     import argparse
 
-    from inspector.synthetic import SyntheticSource
+    from inspector.sources.synthetic import SyntheticSource
 
     parser = argparse.ArgumentParser(prog="python -m inspector.app")
     parser.add_argument("--synthetic", action="store_true", help="synthetic session (the only source here)")

@@ -11,8 +11,8 @@ from textual.screen import Screen
 from textual.widgets import Switch, TabbedContent
 
 from inspector.app_state import SPEEDS, AppState
-from inspector.messages import JumpToTurn
 from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
+from panels.navigation import JumpToTurn
 
 
 class ActionsMixin(AppState):

@@ -18,13 +18,13 @@ from inspector.app_state import CONTENT_DEBOUNCE_S, AppState
 from inspector.messages import (
     ContentLoaded,
     EventsDropped,
-    SectionSelected,
     SourceDisconnected,
     TurnsReceived,
 )
-from inspector.source import Disconnected, Dropped, NewTurn
+from inspector.sources import Disconnected, EventsLost, NewTurn
 from panels.alerts import AlertsPanel
 from panels.content_viewer import ContentViewer
+from panels.manifest import SectionSelected
 from panels.timeline_strip import TimelineStrip
 
 
@@ -35,8 +35,7 @@ class SourceMixin(AppState):
     def read_source(self) -> None:
         worker = get_current_worker()
         # A long recording arrives in chunks, so the first frame does not wait for the last turn.
-        chunks = getattr(self.source, "load_chunks", None)
-        pending: Iterator[list[dict]] = iter(chunks() if chunks is not None else [self.source.load_initial()])
+        pending: Iterator[list[dict]] = iter(self.source.load_chunks())
         traces = next(pending, [])
         for following in pending:
             if worker.is_cancelled:
@@ -51,7 +50,7 @@ class SourceMixin(AppState):
                 self.post_message(TurnsReceived([event.trace]))
             elif isinstance(event, Disconnected):
                 self.post_message(SourceDisconnected(event.reason))
-            elif isinstance(event, Dropped):
+            elif isinstance(event, EventsLost):
                 self.post_message(EventsDropped(event.count))
 
     @on(TurnsReceived)

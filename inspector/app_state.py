@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
-from inspector.source import Source
+from inspector.sources import Source
 from inspector.status import status_markup
 from inspector.timeline import Timeline
 
@@ -64,8 +64,7 @@ class AppState(App[None]):
         summary = self.timeline.trace(index)
         if summary is None:
             return None
-        decode = getattr(self.source, "full_trace", None)
-        return decode(summary["turn"]) if decode is not None else summary
+        return self.source.full_trace(summary["turn"])
 
     def _update_status(self) -> None:
         markup = status_markup(self)

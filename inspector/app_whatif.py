@@ -6,10 +6,11 @@ from __future__ import annotations
 from textual import on, work
 from textual.worker import get_current_worker
 
+from engine.whatif import Overrides
 from inspector.app_state import AppState
-from inspector.messages import ReplanFinished, ReplanRequested, SimulationFinished
-from inspector.source import Overrides, SimulationCancelled
-from panels.whatif import WhatIfPanel
+from inspector.messages import ReplanFinished, SimulationFinished
+from inspector.sources import SimulationCancelled
+from panels.whatif import ReplanRequested, WhatIfPanel
 
 
 class WhatIfMixin(AppState):

@@ -30,7 +30,7 @@ app = typer.Typer(
 def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Journal events from a recording path or a live pid."""
     if target.isdigit() and not Path(target).exists():
-        from .sources import LiveSource
+        from inspector.sources.live import LiveSource
 
         try:
             src = LiveSource(int(target))
@@ -95,7 +95,7 @@ def explain(
     )
     actual = traces[n]
     trace, base = actual, None
-    if ov.any():
+    if not ov.is_empty():
         try:
             trace = Replayer(events).replan(n, ov).trace
         except (ReplayError, ContextPipeError) as exc:
@@ -192,7 +192,7 @@ def replay(
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Step through a recorded session turn by turn."""
-    from .sources import FileSource
+    from inspector.sources.file import FileSource
 
     open_recording(file)
     _run_app(FileSource(file, follow=follow), theme, turn)
@@ -207,7 +207,7 @@ def attach(
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Attach to a running agent's probe socket and watch it live."""
-    from .sources import LiveSource
+    from inspector.sources.live import LiveSource
 
     try:
         src = LiveSource(pid)
@@ -255,7 +255,7 @@ def demo(
     log = rec.with_suffix(".log")
     with log.open("wb") as err_file:
         child = subprocess.Popen(cmd + ["--serve"], env=env, stdout=subprocess.DEVNULL, stderr=err_file)
-    from .sources import LiveSource
+    from inspector.sources.live import LiveSource
 
     try:
         src = LiveSource.when_serving(child)

@@ -1,4 +1,7 @@
-"""Messages posted by workers and panels; handlers in the app turn them into reactive updates."""
+"""Messages the app's own workers post; handlers in the app turn them into reactive updates.
+
+Messages a panel posts live with the panel (`panels.navigation.JumpToTurn`,
+`panels.manifest.SectionSelected`, `panels.whatif.ReplanRequested`)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from inspector.source import Overrides
+from engine.whatif import Overrides
 
 
 @dataclass
@@ -26,24 +29,6 @@ class SourceDisconnected(Message):
 @dataclass
 class EventsDropped(Message):
     count: int
-
-
-@dataclass
-class JumpToTurn(Message):
-    """A panel asks to show the turn at this timeline position (alert selected, strip clicked)."""
-
-    index: int
-
-
-@dataclass
-class SectionSelected(Message):
-    section_id: str
-
-
-@dataclass
-class ReplanRequested(Message):
-    overrides: Overrides
-    session: bool = False  # session-wide what-if: re-run the whole session, not the selected turn
 
 
 @dataclass

@@ -16,8 +16,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from inspector.messages import JumpToTurn
 from panels.keys import TURN_KEYS
+from panels.navigation import JumpToTurn
 
 SEVERITY_STYLE = {"critical": "bold red", "error": "bold red", "warning": "yellow", "info": "cyan"}
 COLUMNS = (("turn", 6), ("severity", 9), ("rule", 15))  # then the message, to the right edge

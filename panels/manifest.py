@@ -3,10 +3,12 @@ form, a short content hash and whether the section changed since the previous tu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import DataTable
 
-from inspector.messages import SectionSelected
 from panels.fmt import tok
 from panels.keys import TURN_KEYS
 
@@ -21,6 +23,11 @@ def form_text(section: dict) -> Text:
     form = section["form"]
     label = f"trimmed −{tok(section['omitted'])}" if form == "trimmed" and section.get("omitted") else form
     return Text(label, style=FORM_STYLE.get(form, ""))
+
+
+@dataclass
+class SectionSelected(Message):
+    section_id: str
 
 
 class ManifestPanel(DataTable):

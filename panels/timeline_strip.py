@@ -10,8 +10,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from inspector.messages import JumpToTurn
 from panels.fmt import block, tier_style, tok
+from panels.navigation import JumpToTurn
 
 TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrune": 3}
 COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "spill"}

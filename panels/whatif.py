@@ -6,21 +6,29 @@ exclusive thread worker (a newer request cancels an older one) and hands back bo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, Label, Select, Static, Switch
 
-from inspector.messages import ReplanRequested
-from inspector.source import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
+from engine.whatif import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
 from panels.fmt import tok
 from panels.slider import Slider
 from panels.whatif_compare import compare
 from panels.whatif_session import session_view
 
 SHORT = {"trim_schemas": "trim", "compact_history": "compact", "aggressive_prune": "prune"}
+
+
+@dataclass
+class ReplanRequested(Message):
+    overrides: Overrides
+    session: bool = False  # session-wide what-if: re-run the whole session, not the selected turn
 
 
 class WhatIfPanel(VerticalScroll):
@@ -80,7 +88,7 @@ class WhatIfPanel(VerticalScroll):
                  if (sw := self.query_one(f"#gate-{g}", Switch)).value != self._recorded_gate(g)}
         provider = self.query_one("#provider", Select).value
         chosen = provider if isinstance(provider, str) and provider != t.get("provider") else None
-        return Overrides(budget=int(budget.value) if budget.touched else None,
+        return Overrides(window=int(budget.value) if budget.touched else None,
                          thresholds=thresholds or None, gates=gates or None, provider=chosen)
 
     def _recorded_gate(self, gate: str) -> bool:

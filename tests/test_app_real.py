@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from inspector.app import InspectorApp
 from inspector.cli import app as cli
-from inspector.sources import FileSource, LiveSource
+from inspector.sources.file import FileSource
+from inspector.sources.live import LiveSource
 from panels.slider import Slider
 from panels.whatif import WhatIfPanel
 from tests.conftest import demo_agent

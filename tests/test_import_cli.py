@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from inspector.cli import app
-from inspector.sources import FileSource
+from inspector.sources.file import FileSource
 
 from .conftest import TRAJECTORIES, trajectory_files
 

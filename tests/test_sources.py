@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from engine.whatif import Overrides
 from inspector.cli import app
-from inspector.source import NewTurn, Overrides
-from inspector.sources import FileSource, LiveSource
+from inspector.sources import NewTurn
+from inspector.sources.file import FileSource
+from inspector.sources.live import LiveSource
 
 from .conftest import demo_agent
 
@@ -21,7 +23,7 @@ def test_file_source_replan_matches_explain_budget() -> None:
     src = FileSource(DEMO)
     traces = src.load_initial()
     assert len(traces) == 40 and traces[17]["turn"] == 17
-    whatif = src.replan(17, Overrides(budget=20000))
+    whatif = src.replan(17, Overrides(window=20000))
     out = CliRunner().invoke(
         app, ["explain", str(DEMO), "--turn", "17", "--budget", "20000", "--format", "json"]
     )
@@ -107,7 +109,7 @@ def test_live_source_resyncs_after_dropped_events(tmp_path: Path, monkeypatch: p
         for item in src.follow():
             if isinstance(item, NewTurn):
                 turns.append(item.trace["turn"])
-            elif type(item).__name__ == "Dropped":
+            elif type(item).__name__ == "EventsLost":
                 dropped += item.count  # type: ignore[attr-defined]
             if turns and turns[-1] == 39:
                 break

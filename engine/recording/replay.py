@@ -21,6 +21,7 @@ from engine.pipeline import Built, Pipeline
 from engine.recording.journal import Event, trace_of
 from engine.spill import MemorySpill
 from engine.tokens import TokenCounter
+from engine.whatif import Overrides
 
 
 class ReplayError(ContextPipeError):
@@ -55,16 +56,6 @@ def _snapshot(pipe: Pipeline) -> Pipeline:
             setattr(c, k, copy.deepcopy(v))
     return c
 
-
-@dataclass(frozen=True)
-class Overrides:
-    window: int | None = None
-    thresholds: dict[str, float] | None = None
-    gates: dict[str, bool] | None = None
-    provider: str | None = None
-
-    def any(self) -> bool:
-        return any(v is not None for v in (self.window, self.thresholds, self.gates, self.provider))
 
 
 @dataclass(frozen=True)
@@ -210,7 +201,7 @@ class Replayer:
         """Plan + Optimize + serialize turn `turn` again, optionally under other settings."""
         pipe, req = self.state_before(turn)
         cfg = pipe.config
-        if overrides is not None and overrides.any():
+        if overrides is not None and not overrides.is_empty():
             cfg = cfg.with_overrides(
                 overrides.window, overrides.thresholds, overrides.gates, overrides.provider
             )

@@ -6,7 +6,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.worker import WorkerCancelled, WorkerState
 
-from inspector.synthetic import SyntheticSource
+from inspector.sources.synthetic import SyntheticSource
 
 
 async def settle(pilot: Pilot) -> None:

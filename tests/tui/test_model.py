@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from inspector.source import Overrides, Source
-from inspector.synthetic import TIERS, SyntheticSource, make_trace
+from engine.whatif import Overrides
+from inspector.sources import Source
+from inspector.sources.synthetic import TIERS, SyntheticSource, make_trace
 from inspector.timeline import Timeline
 
 
@@ -38,7 +39,7 @@ def test_synthetic_is_deterministic_and_replan_reproduces() -> None:
     assert isinstance(src, Source)
     assert src.load_initial() == SyntheticSource(40).load_initial()
     assert src.replan(17, Overrides()) == src.trace(17)
-    bigger = src.replan(30, Overrides(budget=64000))
+    bigger = src.replan(30, Overrides(window=64000))
     assert bigger["limit"] == 64000 and TIERS.index(bigger["tier"]) < TIERS.index(src.trace(30)["tier"])
     assert make_trace(31, 40, overrides=Overrides(gates={"spill": False}))["skipped"][0]["step"] in ("spill", "llm_summary")
     forms = {s["form"] for t in src.load_initial() for s in t["sections"]}

@@ -35,8 +35,7 @@ def test_cached_replan_matches_a_fresh_fold(path: Path, monkeypatch: pytest.Monk
 def test_lazily_read_journal_matches_a_full_fold(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """FileSource reads the journal only as far as the turn asked for and extends its Replayer: content
     and re-plans must be what a Replayer over the whole journal gives, in any order."""
-    from inspector.source import Overrides as UiOverrides
-    from inspector.sources import FileSource
+    from inspector.sources.file import FileSource
 
     monkeypatch.setattr(replay, "CHECKPOINT_EVERY", 4)
     monkeypatch.setattr(FileSource, "READ_AHEAD", 2)
@@ -45,13 +44,13 @@ def test_lazily_read_journal_matches_a_full_fold(path: Path, monkeypatch: pytest
     turns = list(range(full.turns))
     for t in random.Random(5).sample(turns, len(turns)) + turns[::-1]:
         assert src._built(t).serialized.request_sha256 == full.replan(t).serialized.request_sha256
-        assert src.replan(t, UiOverrides(budget=6000))["sections"] == full.replan(t, Overrides(window=6000)).trace["sections"]
+        assert src.replan(t, Overrides(window=6000))["sections"] == full.replan(t, Overrides(window=6000)).trace["sections"]
     src._load_events()  # everything, as a session-wide what-if asks for
     assert len(src.events) == len(full.events)
 
 
 def test_file_source_summaries_and_full_traces() -> None:
-    from inspector.sources import FileSource
+    from inspector.sources.file import FileSource
     from inspector.timeline import summarize
 
     src = FileSource(DEMOS[0])

@@ -9,7 +9,7 @@ import pytest
 from textual.pilot import Pilot
 
 from inspector.app import InspectorApp
-from inspector.synthetic import SyntheticSource
+from inspector.sources.synthetic import SyntheticSource
 from tests.tui.conftest import settle
 
 SIZES = {"narrow": (80, 24), "wide": (160, 48)}

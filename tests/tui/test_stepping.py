@@ -6,7 +6,7 @@ from textual.widgets import Input, Static
 
 from inspector.app import InspectorApp
 from inspector.screens import GoToTurnScreen, HelpScreen
-from inspector.synthetic import SyntheticSource
+from inspector.sources.synthetic import SyntheticSource
 from panels.alerts import AlertsPanel
 from panels.manifest import ManifestPanel
 from panels.tier import TierPanel

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from textual.widgets import Input, Select, Static, Switch
 
+from engine.whatif import Overrides
 from inspector.app import InspectorApp
 from inspector.screens import SaveScreen
-from inspector.source import Disconnected, NewTurn, Overrides, SourceEvent
-from inspector.synthetic import SyntheticSource
+from inspector.sources import Disconnected, NewTurn, SourceEvent
+from inspector.sources.synthetic import SyntheticSource
 from panels.slider import Slider
 from panels.whatif import WhatIfPanel
 from tests.tui.conftest import settle
@@ -31,7 +32,7 @@ async def test_budget_slider_replans_and_shows_result(replay_source: SyntheticSo
         assert whatif.result is not None
         actual, replanned = whatif.result
         assert actual is app.timeline.traces[30]
-        assert replanned == replay_source.replan(30, Overrides(budget=33000))
+        assert replanned == replay_source.replan(30, Overrides(window=33000))
         shown = str(app.query_one("#whatif-result", Static).render())
         assert "tier" in shown and "tokens sent" in shown
 

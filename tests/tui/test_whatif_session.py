@@ -11,10 +11,11 @@ from textual.widgets import Static, Switch
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import unpack_event
 from engine.sim.simulate import SimSettings, simulate_events
+from engine.whatif import Overrides
 from inspector.app import InspectorApp
-from inspector.source import Overrides, SimulationCancelled
-from inspector.sources import FileSource
-from inspector.synthetic import SyntheticSource, synthetic_simulation
+from inspector.sources import SimulationCancelled
+from inspector.sources.file import FileSource
+from inspector.sources.synthetic import SyntheticSource, synthetic_simulation
 from panels.slider import Slider
 from panels.whatif import WhatIfPanel
 from tests.tui.conftest import settle
@@ -40,7 +41,7 @@ async def test_session_toggle_shows_all_policies_and_newest_settings_win() -> No
         budget.focus()
         await pilot.press("shift+left", "shift+left", "shift+left")
         await settle(pilot)
-        expected = synthetic_simulation(40, 7, Overrides(budget=int(budget.value)))
+        expected = synthetic_simulation(40, 7, Overrides(window=int(budget.value)))
         assert whatif.session_result == expected
         assert source.replans == 0  # session mode never re-plans the single turn
         steps = source.simulations
@@ -55,7 +56,7 @@ async def test_session_toggle_shows_all_policies_and_newest_settings_win() -> No
 
 def test_file_source_simulate_matches_the_engine_and_cancels() -> None:
     source = FileSource(DEMO)
-    got = source.simulate(Overrides(budget=8000, gates={"spill": False}))
+    got = source.simulate(Overrides(window=8000, gates={"spill": False}))
     events = [unpack_event(e) for e in RecordingReader.open(DEMO).events()]
     want = simulate_events(events, SimSettings(window=8000, gates={"spill": False})).to_json(per_turn=True)
     for name in ("pipeline", "gates_closed", "as_sent"):

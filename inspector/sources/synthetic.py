@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from inspector.source import Disconnected, NewTurn, Overrides, SourceEvent
-from inspector.synthetic_content import request_body, section_text
+from engine.whatif import Overrides
+from inspector.sources import Disconnected, NewTurn, SourceEvent
+from inspector.sources.synthetic_content import request_body, section_text
 
 LIMIT = 32000
 MARGIN = 640
@@ -81,7 +82,7 @@ def _tier_of(pressure: float, thresholds: dict[str, float]) -> str:
 
 def _tier_info(turn: int, n: int, seed: int, ov: Overrides) -> dict:
     """Pressure and tier of a turn, without building the trace (tier-change alerts need the previous one)."""
-    limit = ov.budget or LIMIT
+    limit = ov.window or LIMIT
     usable = limit - MARGIN * limit // LIMIT
     thresholds = {**BASE_THRESHOLDS, **(ov.thresholds or {})}
     raw = _raw_tokens(turn, n, seed)
@@ -103,7 +104,7 @@ def _tier_info(turn: int, n: int, seed: int, ov: Overrides) -> dict:
 
 @functools.lru_cache(maxsize=64)
 def _first_turn_at(level: int, n: int, seed: int, budget: int | None, th: tuple) -> int:
-    ov = Overrides(budget=budget, thresholds=dict(th))
+    ov = Overrides(window=budget, thresholds=dict(th))
     return next((t for t in range(n) if TIERS.index(_tier_info(t, n, seed, ov)["tier"]) >= level), -1)
 
 
@@ -171,8 +172,8 @@ def make_trace(turn: int, n: int, seed: int = 7, overrides: Overrides | None = N
     markers, offset = _markers(sections, provider, gates["reorder"])
     break_turn = int(0.45 * (n - 1))
     th_key = tuple(sorted(thresholds.items()))
-    first_trim = _first_turn_at(1, n, seed, ov.budget, th_key)
-    first_prune = _first_turn_at(3, n, seed, ov.budget, th_key)
+    first_trim = _first_turn_at(1, n, seed, ov.window, th_key)
+    first_prune = _first_turn_at(3, n, seed, ov.window, th_key)
     cache_break = None
     if turn == break_turn and turn > 0:
         cache_break = {"section": "latch:model_config", "cause": "latch flipped: model_config"}
@@ -252,15 +253,25 @@ class SyntheticSource:
         else:
             self.header |= {"path": "demo_sessions/synthetic.cpsession"}
         self.received: list[dict] = []
+        self._made: dict[int, dict] = {}
         self.replans = 0  # tests check how many re-plans actually ran
         self.simulations = 0
 
     def trace(self, turn: int) -> dict:
-        return make_trace(turn, self.n, self.seed)
+        made = self._made.get(turn)
+        if made is None:  # a trace is a pure function of the turn: make each once, hand out the same object
+            made = self._made[turn] = make_trace(turn, self.n, self.seed)
+        return made
+
+    def full_trace(self, turn: int) -> dict:
+        return self.trace(turn)
 
     def load_initial(self) -> list[dict]:
         self.received = [self.trace(t) for t in range(self.initial)]
         return list(self.received)
+
+    def load_chunks(self) -> Iterator[list[dict]]:
+        yield self.load_initial()
 
     def follow(self) -> Iterator[SourceEvent]:
         if self.kind == "replay":
@@ -327,7 +338,7 @@ def _policy(traces: list[dict], compactions_known: bool = True) -> dict:
 def synthetic_simulation(n: int, seed: int, overrides: Overrides, turns: int | None = None) -> dict:
     upto = n if turns is None else turns
     pipeline = _policy([make_trace(t, n, seed, overrides) for t in range(upto)])
-    closed = Overrides(budget=overrides.budget, thresholds=overrides.thresholds, provider=overrides.provider,
+    closed = Overrides(window=overrides.window, thresholds=overrides.thresholds, provider=overrides.provider,
                        gates={g: False for g in BASE_GATES})
     gates_closed = _policy([make_trace(t, n, seed, closed) for t in range(upto)])
     as_sent = _policy([make_trace(t, n, seed) for t in range(upto)])
@@ -336,7 +347,7 @@ def synthetic_simulation(n: int, seed: int, overrides: Overrides, turns: int | N
     rest = ((pipeline["uncached_tokens"] - gates_closed["uncached_tokens"]) * PRICE["input"]
             + (pipeline["cache_write_tokens"] - gates_closed["cache_write_tokens"]) * PRICE["cache_write"])
     ratio = -rest / (d_read * PRICE["input"]) if d_read else None
-    return {"source": "synthetic", "model": "claude-sonnet-4", "window": overrides.budget or LIMIT,
+    return {"source": "synthetic", "model": "claude-sonnet-4", "window": overrides.window or LIMIT,
             "turns": upto, "simulated_turns": upto,
             "policies": {"pipeline": pipeline, "gates_closed": gates_closed, "as_sent": as_sent, "actual": actual},
             "break_even_cached_price_ratio": round(ratio, 6) if ratio is not None and 0 <= ratio <= 1 else None,

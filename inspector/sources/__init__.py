@@ -1,0 +1,73 @@
+"""The one data-source interface the inspector app is written against, and the events a source yields.
+
+Implementations: `file.FileSource` (a `.cpsession` recording, optionally followed as it grows),
+`live.LiveSource` (a running agent's probe socket) and `synthetic.SyntheticSource` (tests,
+development). The app calls these methods from worker threads only, so an implementation may block.
+What-if settings are `engine.whatif.Overrides`: the panels and the engine share that one value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from engine.whatif import Overrides
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    trace: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Disconnected:
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventsLost:
+    """The probe dropped `count` events because this client was too slow."""
+
+    count: int
+
+
+SourceEvent = NewTurn | Disconnected | EventsLost
+
+
+@runtime_checkable
+class Source(Protocol):
+    kind: str  # "live" | "replay"
+    header: dict[str, Any]  # model, provider, pid/command (live) or path (replay), engine_version
+
+    def load_chunks(self) -> Iterator[list[dict[str, Any]]]:
+        """Every turn known so far, as traces (or per-turn summaries for a long recording), in chunks:
+        a small one first, so the app draws before the rest is decoded."""
+        ...
+
+    def full_trace(self, turn: int) -> dict[str, Any]:
+        """The whole trace of `turn` (the timeline may hold only summaries)."""
+        ...
+
+    def follow(self) -> Iterator[SourceEvent]:
+        """Blocks; yields new turns (live, or a growing file) until the source ends."""
+        ...
+
+    def section_content(self, turn: int, section_id: str) -> str: ...
+
+    def request_body(self, turn: int) -> str: ...
+
+    def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+    def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Session-wide what-if: the whole session under `overrides`, priced, as `cp-inspect simulate
+        --json` prints it with per-turn figures (policies pipeline, gates_closed, as_sent, actual).
+        `cancelled` is polled while it runs; when it returns True the call raises SimulationCancelled."""
+        ...
+
+
+class SimulationCancelled(Exception):
+    """A newer session-wide what-if replaced this one."""

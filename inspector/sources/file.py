@@ -1,0 +1,113 @@
+"""The two real sources behind the app: a recording file and a live agent's probe socket.
+
+Both keep the journal events they have seen and embed the engine (a Replayer) for what-if re-plans
+and for showing section content; panels only ever see traces (dicts).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from engine.recording.cpsession import RecordingReader
+from engine.recording.frames import HEADER_SIZE, decode_header
+from engine.recording.journal import trace_of, unpack_event
+from inspector.sources import NewTurn, SourceEvent
+from inspector.sources.replaying import ReplayingSource
+from inspector.timeline import summarize
+
+
+def _light(ev: dict[str, Any]) -> dict[str, Any]:
+    """The in-memory form of a recorded event for the replayer: text blobs decompressed (folding reads
+    them), turn traces left packed (1-3 KB instead of ~13 KB decoded; the fold decodes only the few it
+    needs)."""
+    return ev if ev.get("k") == "turn" else unpack_event(ev)
+
+
+class FileSource(ReplayingSource):
+    """A `.cpsession` recording; with follow=True it tails a file another process is still writing.
+
+    Memory stays small for a long recording: the app's timeline gets a compact summary per turn
+    (`load_chunks`), the full trace of a turn is decoded from the recording's index when it is shown
+    (`full_trace`, a small LRU), and the journal is read only as far as the latest turn whose content
+    or re-plan was asked for (plus READ_AHEAD turns, so stepping forward does not read per step)."""
+
+    TRACE_CACHE = 64
+    READ_AHEAD = 256
+
+    def __init__(self, path: str | Path, follow: bool = False) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.reader = RecordingReader.open(self.path)
+        self.header = {**self.reader.header, "path": str(self.path)}
+        if self.reader.damage is not None:
+            self.header["damage"] = self.reader.damage.message
+        self.follow_file = follow
+        self._read_pos = self.reader._start  # file offset up to which `events` holds the journal
+        self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
+
+    def _load_events(self, upto_turn: int | None = None) -> None:
+        with self._lock:
+            reader = self.reader
+            stop = reader._end
+            if upto_turn is not None and reader._turn_nums:
+                slot = bisect.bisect_left(reader._turn_nums, upto_turn)
+                slot = min(len(reader._turn_nums) - 1, slot + self.READ_AHEAD)
+                pos = reader._turn_offs[slot]
+                if pos < self._read_pos:
+                    return
+                stop = min(stop, pos + HEADER_SIZE + decode_header(reader._pread(pos, HEADER_SIZE), pos)[0])
+            if stop > self._read_pos:
+                self.events.extend(_light(ev) for _, _, ev in reader._frames(self._read_pos, stop))
+                self._read_pos = stop
+
+    def full_trace(self, turn: int) -> dict[str, Any]:
+        """The whole trace of turn `turn`, decoded from the recording (cached for the last few turns)."""
+        with self._lock:
+            trace = self._traces.get(turn)
+            if trace is not None:
+                self._traces.move_to_end(turn)
+                return trace
+            return self._remember(turn, trace_of(self.reader.turn(turn)))
+
+    def _remember(self, turn: int, trace: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._traces[turn] = trace
+            if len(self._traces) > self.TRACE_CACHE:
+                self._traces.popitem(last=False)
+        return trace
+
+    def load_initial(self) -> list[dict[str, Any]]:
+        """Every turn's full trace (tests, tools; the app uses load_chunks)."""
+        return [trace_of(self.reader.turn(t)) for t in self.reader.turn_numbers()]
+
+    def load_chunks(self, first: int = 200, size: int = 2000) -> Iterator[list[dict[str, Any]]]:
+        """Every turn's summary through the index (opening a long recording does not replay it), a small
+        chunk first so the app can draw while the rest decodes."""
+        numbers = self.reader.turn_numbers()
+        at, n = 0, first
+        while at < len(numbers):
+            chunk = [summarize(trace_of(self.reader.turn(t))) for t in numbers[at : at + n]]
+            at, n = at + n, size
+            yield chunk
+
+    def follow(self) -> Iterator[SourceEvent]:
+        if not self.follow_file:
+            return
+        from watchfiles import watch
+
+        for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
+            with self._lock:
+                caught_up = self._read_pos >= self.reader._end
+                new = self.reader.refresh()
+                if caught_up:  # otherwise the lazy reader gets to them when it is asked
+                    self.events.extend(_light(ev) for ev in new)
+                    self._read_pos = self.reader._end
+            for ev in new:
+                if ev.get("k") == "turn":
+                    yield NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))
+
+

@@ -1,0 +1,155 @@
+"""The two real sources behind the app: a recording file and a live agent's probe socket.
+
+Both keep the journal events they have seen and embed the engine (a Replayer) for what-if re-plans
+and for showing section content; panels only ever see traces (dicts).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from engine.assembly import Section
+from engine.pipeline import Built
+from engine.recording.cpsession import RecordingWriter
+from engine.recording.replay import Replayer
+from engine.tokens import TokenCounter
+from engine.whatif import Overrides
+from inspector.sources import SimulationCancelled
+
+_COUNTER: TokenCounter | None = None
+
+
+def shared_counter() -> TokenCounter:
+    """One token-count cache for every replay in this process: re-plans only tokenize new content."""
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = TokenCounter()
+    return _COUNTER
+
+
+def section_text(section: Section) -> str:
+    from engine.artifacts import Message, SpillReference, Text, Thinking, ToolCall, ToolResult, ToolSchema
+
+    out: list[str] = []
+    for it in section.items:
+        if isinstance(it, Text):
+            out.append(it.text)
+        elif isinstance(it, SpillReference):
+            out.append(it.render())
+        elif isinstance(it, ToolSchema):
+            out.append(
+                json.dumps(
+                    {"name": it.name, "description": it.description, "parameters": it.parameters()}, indent=2
+                )
+            )
+        elif isinstance(it, Message):
+            out.append(f"## {it.role}")
+            for p in it.parts:
+                if isinstance(p, ToolResult):
+                    out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
+                elif isinstance(p, ToolCall):
+                    out.append(f"[tool call {p.id} {p.name}] {p.arguments}")
+                elif isinstance(p, (Text, Thinking)):
+                    out.append(p.text)
+    return "\n\n".join(out)
+
+
+class _Cancellable(list):  # type: ignore[type-arg]
+    """The event list engine.sim.simulate walks (several times); every walk checks whether a newer
+    what-if has replaced this one, so a cancelled simulation stops within one pass."""
+
+    def __init__(self, events: list[dict[str, Any]], cancelled: Callable[[], bool]) -> None:
+        super().__init__(events)
+        self._cancelled = cancelled
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i, ev in enumerate(super().__iter__()):
+            if i % 64 == 0 and self._cancelled():
+                raise SimulationCancelled()
+            yield ev
+
+
+class ReplayingSource:
+    """Shared behaviour: journal events in memory, an embedded Replayer extended as events arrive, and a
+    one-entry Built cache (content and request body of the turn on screen)."""
+
+    kind = "replay"
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] = {}
+        self.events: list[dict[str, Any]] = []
+        self._replayer: Replayer | None = None
+        self._replayer_len = 0
+        self._cache: tuple[int, Built] | None = None
+        self._lock = threading.RLock()
+
+    def _load_events(self, upto_turn: int | None = None) -> None:
+        """Make sure `events` holds the journal through turn `upto_turn` (None: all of it). A live
+        source already has every event; FileSource reads its file lazily."""
+        return None
+
+    def replayer(self, upto_turn: int | None = None) -> Replayer:
+        with self._lock:
+            self._load_events(upto_turn)
+            if self._replayer is None:
+                self._replayer = Replayer(self.events, shared_counter())
+            elif self._replayer_len != len(self.events):
+                # Only the new events are added: the fold cursor and checkpoints stay valid.
+                self._replayer.extend(self.events[self._replayer_len :])
+            self._replayer_len = len(self.events)
+            return self._replayer
+
+    def _built(self, turn: int) -> Built:
+        cached = self._cache
+        if cached is not None and cached[0] == turn:
+            return cached[1]
+        built = self.replayer(turn).replan(turn)
+        self._cache = (turn, built)
+        return built
+
+    def section_content(self, turn: int, section_id: str) -> str:
+        built = self._built(turn)
+        for s in built.asm:
+            if s.id == section_id:
+                return section_text(s)
+        return f"(section {section_id} is not in turn {turn})"
+
+    def request_body(self, turn: int) -> str:
+        return json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
+
+    def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]:
+        return self.replayer(turn).replan(turn, overrides).trace
+
+    def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Session-wide what-if through engine.sim.simulate on the events seen so far."""
+        from engine.sim.simulate import SimSettings, simulate_events
+
+        with self._lock:
+            self._load_events()
+            events = _Cancellable(self.events, cancelled) if cancelled is not None else list(self.events)
+        settings = SimSettings(
+            provider=overrides.provider,
+            window=overrides.window,
+            gates=overrides.gates,
+            thresholds=overrides.thresholds,
+        )
+        report = simulate_events(
+            events, settings, source=str(self.header.get("path", "live")), counter=shared_counter()
+        )
+        return report.to_json(per_turn=True)
+
+    def save(self, path: str | Path) -> None:
+        with self._lock:
+            self._load_events()
+            events = list(self.events)
+        with RecordingWriter(
+            path, {k: self.header.get(k) for k in ("model", "provider", "engine_version")}
+        ) as w:
+            for ev in events:
+                w.append(ev)
+
+
