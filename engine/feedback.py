@@ -2,71 +2,218 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.errors import ContextPipeError
 from engine.providers.base import Block
+
+# Cache diagnostics a provider (or the agent's request) may carry, kept verbatim in the usage event:
+# Anthropic's `diagnostics.cache_miss_reason` (beta), the tokens it says were missed, OpenAI's
+# `prompt_cache_key` (a request parameter that routes requests to the same cache).
+DIAGNOSTIC_KEYS = ("cache_miss_reason", "cache_missed_input_tokens", "prompt_cache_key")
+
+
+class UsageFormatError(ContextPipeError, ValueError):
+    """A usage object whose fields are not what any provider sends (names the field)."""
 
 
 @dataclass(frozen=True)
 class Usage:
+    """One call's usage, the same on every path (engine, tap, proxy, importers, litellm).
+
+    `input_tokens` is the whole prompt, cached parts included; `cache_write_tokens` are the tokens billed
+    at a cache-write rate, of which `cache_write_1h_tokens` at the 1-hour rate (Anthropic's extended TTL).
+    `extra` holds cache diagnostics (DIAGNOSTIC_KEYS) when the response or request had them.
+    """
+
     input_tokens: int  # all prompt tokens, cached or not
     output_tokens: int
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    extra: tuple[tuple[str, Any], ...] = ()
 
-    def to_dict(self) -> dict[str, int]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
         }
+        # Only when present, so recordings without 1-hour writes or diagnostics keep their old shape.
+        if self.cache_write_1h_tokens:
+            d["cache_write_1h_tokens"] = self.cache_write_1h_tokens
+        d.update(self.extra)
+        return d
+
+    def with_extra(self, **kw: Any) -> Usage:
+        """A copy with diagnostics added (None values are dropped)."""
+        merged = dict(self.extra)
+        merged.update({k: v for k, v in kw.items() if v is not None})
+        return replace(self, extra=tuple(sorted(merged.items())))
 
 
 def _get(obj: Any, name: str) -> Any:
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
 
 
+def _int(obj: Any, name: str) -> int | None:
+    """A token count, None when absent. Floats that are whole numbers are accepted (some proxies send
+    1200.0); anything else names the field."""
+    v = _get(obj, name)
+    if v is None:
+        return None
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or (isinstance(v, float) and not v.is_integer())
+    ):
+        raise UsageFormatError(f"usage field {name} is {v!r} (expected a whole number of tokens)")
+    if v < 0:
+        raise UsageFormatError(f"usage field {name} is {v!r} (expected a non-negative count)")
+    return int(v)
+
+
+def _first(obj: Any, *names: str) -> int | None:
+    for n in names:
+        v = _int(obj, n)
+        if v is not None:
+            return v
+    return None
+
+
+def _writes_1h(*holders: Any) -> tuple[int | None, int | None]:
+    """(5m, 1h) cache-write split from Anthropic's `cache_creation` object (or litellm's
+    `cache_creation_token_details`), None when no holder has it."""
+    for h in holders:
+        if h is None:
+            continue
+        m5, h1 = _int(h, "ephemeral_5m_input_tokens"), _int(h, "ephemeral_1h_input_tokens")
+        if m5 is not None or h1 is not None:
+            return m5 or 0, h1 or 0
+    return None, None
+
+
+def _diagnostics(u: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in DIAGNOSTIC_KEYS:
+        v = _get(u, k)
+        if isinstance(v, (str, int)) and not isinstance(v, bool):
+            out[k] = v
+    return out
+
+
 def normalize_usage(u: Any) -> Usage:
-    """Accepts Anthropic (input_tokens + cache_read_input_tokens + cache_creation_input_tokens),
-    OpenAI (prompt_tokens, prompt_tokens_details.cached_tokens), DeepSeek (prompt_cache_hit_tokens),
-    Bedrock Converse (inputTokens, cacheReadInputTokens, cacheWriteInputTokens), as dicts or SDK objects,
-    or our own Usage."""
+    """The one usage normaliser every path uses. Accepts, as dicts or SDK objects:
+
+    - Anthropic Messages: `input_tokens` (uncached part only) + `cache_read_input_tokens` +
+      `cache_creation_input_tokens`, with `cache_creation: {ephemeral_5m_input_tokens,
+      ephemeral_1h_input_tokens}` splitting the writes by TTL;
+    - OpenAI Chat Completions: `prompt_tokens` (cached included), `prompt_tokens_details.cached_tokens`
+      (and `cache_write_tokens` where the model reports them);
+    - OpenAI Responses: `input_tokens` (cached included), `input_tokens_details.cached_tokens` /
+      `cache_write_tokens`;
+    - DeepSeek: `prompt_tokens` + `prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`;
+    - litellm's Usage (OpenAI-shaped, plus `cache_creation_input_tokens`/`cache_read_input_tokens` for
+      Anthropic models and `prompt_tokens_details.cache_creation_tokens`);
+    - Bedrock Converse (inputTokens, cacheReadInputTokens, cacheWriteInputTokens);
+    - our own dict (`to_dict()`), or a Usage.
+    """
     if isinstance(u, Usage):
         return u
     if u is None:
-        raise ValueError("usage is None: pass the provider response's usage object")
-    if _get(u, "prompt_tokens") is not None:  # OpenAI / DeepSeek: prompt_tokens includes cached tokens
+        raise UsageFormatError("usage is None: pass the provider response's usage object")
+    if not isinstance(u, Mapping) and hasattr(u, "model_dump"):
+        try:
+            u = u.model_dump()
+        except Exception:  # an SDK object that cannot dump itself: read its attributes instead
+            pass
+    extra = tuple(sorted(_diagnostics(u).items()))
+    if _get(u, "prompt_tokens") is not None:  # OpenAI / DeepSeek / litellm: prompt_tokens includes cached
         details = _get(u, "prompt_tokens_details")
-        cached = _get(u, "prompt_cache_hit_tokens")
-        if cached is None and details is not None:
-            cached = _get(details, "cached_tokens")
-        return Usage(
-            int(_get(u, "prompt_tokens")), int(_get(u, "completion_tokens") or 0), int(cached or 0), 0
+        total = _int(u, "prompt_tokens") or 0
+        read = _first(u, "prompt_cache_hit_tokens", "cache_read_input_tokens")
+        if read is None and details is not None:
+            read = _int(details, "cached_tokens")
+        write = _int(u, "cache_creation_input_tokens")
+        if write is None and details is not None:
+            # litellm's cache_creation_tokens; OpenAI's own cache_write_tokens (newer models report them)
+            write = _first(details, "cache_creation_tokens", "cache_write_tokens")
+        m5, h1 = _writes_1h(
+            _get(u, "cache_creation"), _get(details, "cache_creation_token_details") if details else None
         )
+        if write is None and m5 is not None:
+            write = m5 + (h1 or 0)
+        read, write = read or 0, write or 0
+        if total < read + write:
+            # Older litellm versions left Anthropic cache writes out of prompt_tokens: add them back.
+            total += write
+        return Usage(total, _int(u, "completion_tokens") or 0, read, write, min(h1 or 0, write), extra)
     if _get(u, "inputTokens") is not None:  # Bedrock: inputTokens excludes cache reads and writes
-        read = int(_get(u, "cacheReadInputTokens") or 0)
-        write = int(_get(u, "cacheWriteInputTokens") or 0)
-        return Usage(
-            int(_get(u, "inputTokens")) + read + write, int(_get(u, "outputTokens") or 0), read, write
-        )
+        read = _int(u, "cacheReadInputTokens") or 0
+        write = _int(u, "cacheWriteInputTokens") or 0
+        total = (_int(u, "inputTokens") or 0) + read + write
+        return Usage(total, _int(u, "outputTokens") or 0, read, write, 0, extra)
     if _get(u, "input_tokens") is not None:
-        read = int(_get(u, "cache_read_input_tokens") or _get(u, "cache_read_tokens") or 0)
-        write = int(_get(u, "cache_creation_input_tokens") or _get(u, "cache_write_tokens") or 0)
-        # Anthropic's input_tokens counts only the uncached part; our own dicts already hold the total.
-        total = int(_get(u, "input_tokens"))
-        if (
-            _get(u, "cache_read_input_tokens") is not None
-            or _get(u, "cache_creation_input_tokens") is not None
-        ):
-            total += read + write
-        return Usage(total, int(_get(u, "output_tokens") or 0), read, write)
-    raise ValueError(
-        f"unrecognised usage object {type(u).__name__}: expected Anthropic, OpenAI, DeepSeek or Bedrock usage fields"
+        total = _int(u, "input_tokens") or 0
+        out = _int(u, "output_tokens") or 0
+        details = _get(u, "input_tokens_details")
+        if details is not None and _get(u, "cache_read_input_tokens") is None:
+            # OpenAI Responses: input_tokens already includes the cached part
+            read = _int(details, "cached_tokens") or 0
+            write = _int(details, "cache_write_tokens") or 0
+            return Usage(total, out, read, write, 0, extra)
+        a_read = _int(u, "cache_read_input_tokens")
+        a_write = _int(u, "cache_creation_input_tokens")
+        m5, h1 = _writes_1h(_get(u, "cache_creation"))
+        if a_write is None and m5 is not None:
+            a_write = m5 + (h1 or 0)
+        if a_read is not None or a_write is not None:
+            # Anthropic: input_tokens counts only the uncached part
+            read, write = a_read or 0, a_write or 0
+            return Usage(total + read + write, out, read, write, min(h1 or 0, write), extra)
+        # our own dict: the total already includes cached parts
+        write = _int(u, "cache_write_tokens") or 0
+        return Usage(
+            total,
+            out,
+            _int(u, "cache_read_tokens") or 0,
+            write,
+            min(_int(u, "cache_write_1h_tokens") or 0, write),
+            extra,
+        )
+    raise UsageFormatError(
+        f"unrecognised usage object {type(u).__name__}: expected Anthropic, OpenAI, DeepSeek, litellm or "
+        "Bedrock usage fields"
     )
+
+
+def cache_diagnostics(response: Any) -> dict[str, Any]:
+    """Anthropic's cache diagnostics from a response (dict or SDK object): `diagnostics.cache_miss_reason`
+    is an object whose `type` names what changed (model_changed, system_changed, tools_changed,
+    messages_changed, ...); the missed-token count may sit in it or beside it. {} when absent."""
+    diag = _get(response, "diagnostics")
+    if diag is None:
+        return {}
+    reason = _get(diag, "cache_miss_reason")
+    out: dict[str, Any] = {}
+    if isinstance(reason, str):
+        out["cache_miss_reason"] = reason
+    elif reason is not None:
+        t = _get(reason, "type")
+        if isinstance(t, str):
+            out["cache_miss_reason"] = t
+        missed = _get(reason, "cache_missed_input_tokens")
+        if isinstance(missed, int) and not isinstance(missed, bool):
+            out["cache_missed_input_tokens"] = missed
+    missed = _get(diag, "cache_missed_input_tokens")
+    if isinstance(missed, int) and not isinstance(missed, bool):
+        out.setdefault("cache_missed_input_tokens", missed)
+    return out
 
 
 HISTORY_STEPS = ("clear_tool_results", "spill", "llm_summary", "drop_rounds", "trim_sections")

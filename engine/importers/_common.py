@@ -6,6 +6,7 @@ import ast
 import json
 from typing import Any, NoReturn
 
+from engine.feedback import UsageFormatError, normalize_usage
 from engine.importers.model import (
     ROLES,
     CallRec,
@@ -14,6 +15,7 @@ from engine.importers.model import (
     MessageRec,
     ToolCallRec,
     ToolSchemaRec,
+    UsageRec,
 )
 
 
@@ -308,4 +310,25 @@ def session_from_model(
         provider=guess_provider(model),
         calls=calls,
         meta=meta,
+    )
+
+
+def usage_rec(value: Any, ctx: Ctx, where: str, **extra: Any) -> UsageRec:
+    """A provider usage object -> UsageRec through the one normaliser every path uses
+    (engine.feedback.normalize_usage): Anthropic cache writes incl. the 1-hour part, OpenAI/Responses
+    cached tokens, DeepSeek hit/miss, litellm's fields. `extra` adds diagnostics (prompt_cache_key)."""
+    u = ctx.obj(value, where)
+    try:
+        n = normalize_usage(u)
+    except UsageFormatError as e:
+        ctx.fail(where, str(e))
+    if extra:
+        n = n.with_extra(**extra)
+    return UsageRec(
+        input_tokens=n.input_tokens,
+        output_tokens=n.output_tokens,
+        cache_read_tokens=n.cache_read_tokens,
+        cache_write_tokens=n.cache_write_tokens,
+        cache_write_1h_tokens=n.cache_write_1h_tokens,
+        extra=n.extra,
     )

@@ -47,6 +47,13 @@ def message_dict(m: MessageRec, blob: Any = None) -> dict[str, Any]:
         ]
     if m.tool_call_id is not None:
         d["tool_call_id"] = m.tool_call_id
+    if m.thinking:
+        # DeepSeek reasoner's `reasoning_content` (and kept thinking blocks) go back to the provider with
+        # the history: they are prompt tokens of every later call, so the actual request keeps them.
+        if blob is None:
+            d["thinking"] = m.thinking
+        else:
+            d["thinking_h"] = blob(m.thinking)
     return d
 
 
@@ -86,7 +93,7 @@ class _Feeder:
                 cid = c.id if c.id not in used else f"{c.id}~{len(used)}"
                 used.add(cid)
                 calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
-            p.assistant(m.content, calls, thinking=None)
+            p.assistant(m.content, calls, thinking=m.thinking)
             self.open_calls = [c["id"] for c in calls]
             return
         if m.role == "tool":
@@ -148,14 +155,7 @@ def ingest(
             pipe.record_error(kind, call.error or "no response")
             continue
         if call.usage is not None:
-            pipe.record_usage(
-                {
-                    "input_tokens": call.usage.input_tokens,
-                    "output_tokens": call.usage.output_tokens,
-                    "cache_read_tokens": call.usage.cache_read_tokens or 0,
-                    "cache_write_tokens": call.usage.cache_write_tokens or 0,
-                }
-            )
+            pipe.record_usage(call.usage.to_dict())
         feeder.feed(call.response)
         fed += 1
         report.turns += 1

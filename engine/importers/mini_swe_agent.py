@@ -27,6 +27,7 @@ from engine.importers._common import (
     parse_dictish,
     strip_provider_prefix,
     sub,
+    usage_rec,
 )
 from engine.importers.model import CallRec, ImportedSession, Interner, MessageRec, ToolSchemaRec, UsageRec
 
@@ -57,23 +58,13 @@ def sniff(data: Any) -> bool:
 
 
 def _usage(resp: dict[str, Any], ctx: Ctx, where: str) -> UsageRec | None:
+    """litellm's usage as mini-swe-agent saved it: DeepSeek hit/miss tokens, OpenAI-style cached tokens,
+    or, for Anthropic models, `cache_creation_input_tokens` / `cache_read_input_tokens` (cache writes are
+    billed at 1.25x or 2x input: dropping them prices an Anthropic run low)."""
     u = resp.get("usage")
     if u is None:
         return None
-    uw = join(where, "usage")
-    u = ctx.obj(u, uw)
-    cache_read = ctx.opt_int(u.get("prompt_cache_hit_tokens"), join(uw, "prompt_cache_hit_tokens"))
-    if cache_read is None and isinstance(u.get("prompt_tokens_details"), dict):
-        # non-DeepSeek providers behind litellm report OpenAI-style cached tokens instead
-        cache_read = ctx.opt_int(
-            u["prompt_tokens_details"].get("cached_tokens"), join(uw, "prompt_tokens_details.cached_tokens")
-        )
-    return UsageRec(
-        input_tokens=ctx.int_(ctx.key(u, "prompt_tokens", uw), join(uw, "prompt_tokens")),
-        output_tokens=ctx.int_(ctx.key(u, "completion_tokens", uw), join(uw, "completion_tokens")),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=None,  # DeepSeek does not bill cache writes separately
-    )
+    return usage_rec(u, ctx, join(where, "usage"))
 
 
 def parse(data: Any, path: str) -> ImportedSession:

@@ -11,7 +11,7 @@ and identity (`is`) tells the engine which messages were unchanged between calls
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.errors import ContextPipeError
@@ -46,17 +46,38 @@ class ToolSchemaRec:
 
 @dataclass(frozen=True)
 class UsageRec:
-    """Provider-reported usage for one call.
+    """Provider-reported usage for one call, as `engine.feedback.normalize_usage` reads it.
 
     `input_tokens` is always the whole prompt, cached parts included (DeepSeek/OpenAI `prompt_tokens`;
     for Anthropic `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`), so the
-    figures are comparable across providers. Cache fields are None when the provider did not say.
+    figures are comparable across providers. `cache_write_1h_tokens` is the part of the writes billed at
+    the 1-hour rate; `extra` holds cache diagnostics (cache_miss_reason, prompt_cache_key, ...).
     """
 
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int | None
     cache_write_tokens: int | None
+    cache_write_1h_tokens: int = 0
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The usage event's dict (what `Pipeline.record_usage` journals)."""
+        d: dict[str, Any] = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens or 0,
+            "cache_write_tokens": self.cache_write_tokens or 0,
+        }
+        if self.cache_write_1h_tokens:
+            d["cache_write_1h_tokens"] = self.cache_write_1h_tokens
+        d.update(self.extra)
+        return d
+
+    def with_extra(self, **kw: Any) -> UsageRec:
+        merged = dict(self.extra)
+        merged.update({k: v for k, v in kw.items() if v is not None})
+        return replace(self, extra=tuple(sorted(merged.items())))
 
 
 @dataclass(frozen=True)

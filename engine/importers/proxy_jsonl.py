@@ -20,6 +20,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from engine.feedback import cache_diagnostics
 from engine.importers._common import (
     Ctx,
     _kind,
@@ -30,6 +31,7 @@ from engine.importers._common import (
     openai_tools,
     sub,
     sublist,
+    usage_rec,
 )
 from engine.importers.model import (
     CallRec,
@@ -194,17 +196,7 @@ def _anthropic_response(
     ]
     usage = None
     if resp.get("usage") is not None:
-        uw = join(where, "usage")
-        u = ctx.obj(resp["usage"], uw)
-        inp = ctx.int_(ctx.key(u, "input_tokens", uw), join(uw, "input_tokens"))
-        cr = ctx.opt_int(u.get("cache_read_input_tokens"), join(uw, "cache_read_input_tokens"))
-        cw = ctx.opt_int(u.get("cache_creation_input_tokens"), join(uw, "cache_creation_input_tokens"))
-        usage = UsageRec(
-            input_tokens=inp + (cr or 0) + (cw or 0),
-            output_tokens=ctx.int_(ctx.key(u, "output_tokens", uw), join(uw, "output_tokens")),
-            cache_read_tokens=cr,
-            cache_write_tokens=cw,
-        )
+        usage = usage_rec(resp["usage"], ctx, join(where, "usage"), **cache_diagnostics(resp))
     return msg, usage, None
 
 
@@ -237,18 +229,7 @@ def _openai_response(
     )
     usage = None
     if resp.get("usage") is not None:
-        uw = join(where, "usage")
-        u = ctx.obj(resp["usage"], uw)
-        details = sub(u, "prompt_tokens_details")
-        cr = ctx.opt_int(u.get("prompt_cache_hit_tokens"), join(uw, "prompt_cache_hit_tokens"))
-        if cr is None:
-            cr = ctx.opt_int(details.get("cached_tokens"), join(uw, "prompt_tokens_details.cached_tokens"))
-        usage = UsageRec(
-            input_tokens=ctx.int_(ctx.key(u, "prompt_tokens", uw), join(uw, "prompt_tokens")),
-            output_tokens=ctx.int_(ctx.key(u, "completion_tokens", uw), join(uw, "completion_tokens")),
-            cache_read_tokens=cr,
-            cache_write_tokens=None,
-        )
+        usage = usage_rec(resp["usage"], ctx, join(where, "usage"))
     return msg, usage, None
 
 
@@ -304,6 +285,8 @@ def parse_lines(text: str, path: str) -> ImportedSession:
             error = "no response recorded"
         if response is not None:
             response = intern(response)
+        if usage is not None and isinstance(req.get("prompt_cache_key"), str):
+            usage = usage.with_extra(prompt_cache_key=req["prompt_cache_key"])
         model = req.get("model") if isinstance(req.get("model"), str) else None
         if isinstance(resp_raw, dict) and isinstance(resp_raw.get("model"), str):
             model = resp_raw["model"]  # the served model (a dated snapshot) is more precise

@@ -159,13 +159,14 @@ def cost(
     read = _field(usage, "cache_read")
     write = _field(usage, "cache_write")
     write_1h = min(_field(usage, "cache_write_1h"), write)
-    if write_1h and p.cache_write_1h is None:
-        raise ConfigError(f"{p.model} has no 1-hour cache-write price in {table.origin}")
+    # A table without a 1-hour price (a user's own, or a provider with one TTL) bills those writes at
+    # its only write price rather than refusing the whole session.
+    rate_1h = p.cache_write if p.cache_write_1h is None else p.cache_write_1h
     usd = (
         uncached * p.input
         + read * p.cache_read
         + (write - write_1h) * p.cache_write
-        + write_1h * (p.cache_write_1h or 0.0)
+        + write_1h * rate_1h
         + output_tokens * p.output
     )
     return usd / 1_000_000

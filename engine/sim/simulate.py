@@ -362,6 +362,8 @@ def _as_sent(
             n = MESSAGE_OVERHEAD_TOKENS + counter.count(
                 blobs.get(d.get("content_h", ""), ""), d.get("content_h")
             )
+            if d.get("thinking_h"):  # reasoning sent back with the history (DeepSeek reasoner)
+                n += counter.count(blobs.get(d["thinking_h"], ""), d["thinking_h"])
             if role == "tool":
                 n += 4  # as Measure counts a tool result
             for c in d.get("tool_calls") or ():
@@ -501,7 +503,9 @@ def _actual(
         inp = int(u.get("input_tokens") or 0)
         read = int(u.get("cache_read_tokens") or 0)
         write = int(u.get("cache_write_tokens") or 0)
-        c = CallCache(inp, read, write, max(0, inp - read - write))
+        # 1-hour writes are billed at their own rate (Anthropic: 2x input against 1.25x for 5 minutes)
+        w1h = min(int(u.get("cache_write_1h_tokens") or 0), write)
+        c = CallCache(inp, read, write, max(0, inp - read - write), w1h)
         o = int(u.get("output_tokens") or 0)
         tot = tot + c
         out_total += o
