@@ -5,40 +5,61 @@ posts small messages; handlers update the Timeline and the `index` reactive; the
 current trace to each panel's reactives. Nothing that may block (socket, file, re-plan) runs on the
 UI thread, and only the current turn is ever drawn, so a 10,000-turn recording opens quickly.
 
-The app is assembled from one mixin per concern: app_source (reading the source, content),
-app_whatif (re-plans), app_actions (bindings and commands), on the shared state in app_state.
+The app holds a few named collaborators instead of a mixin chain: `view` (SessionView: source,
+timeline, loading state), `reader` (SourceReader: the source's worker), `content` (ContentLoader:
+section text and request bodies) and `whatif` (WhatIfRunner: re-plans and session-wide what-ifs).
+The app itself keeps the bindings, the reactives and the message handlers that tie them together.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterable
+from typing import Any
 
-from textual.app import ComposeResult
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Static, Switch, TabbedContent, TabPane
 
-from inspector.app_actions import ActionsMixin
-from inspector.app_source import SourceMixin
-from inspector.app_state import NARROW_BELOW, SPARK_TURNS, SPEEDS
-from inspector.app_whatif import WhatIfMixin
+from inspector.content_loader import ContentLoader
+from inspector.messages import (
+    ContentLoaded,
+    EventsDropped,
+    ReplanFinished,
+    SimulationFinished,
+    SourceDisconnected,
+    TurnsReceived,
+)
+from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
+from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
+from inspector.source_reader import SourceReader
 from inspector.sources import Source
+from inspector.status import status_markup
+from inspector.timeline import Timeline
+from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
 from panels.content_viewer import ContentViewer
-from panels.manifest import ManifestPanel
+from panels.manifest import ManifestPanel, SectionSelected
+from panels.navigation import JumpToTurn
 from panels.pressure import PressurePanel
 from panels.skipped import SkippedPanel
 from panels.tier import TierPanel
 from panels.timeline_strip import TimelineStrip
-from panels.whatif import WhatIfPanel
+from panels.whatif import ReplanRequested, WhatIfPanel
 from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
 
 __all__ = ["InspectorApp", "SPEEDS", "main"]
 
 
-class InspectorApp(ActionsMixin, WhatIfMixin, SourceMixin):
+class InspectorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "ContextPipe Inspector"
     BINDINGS = [
@@ -67,9 +88,21 @@ class InspectorApp(ActionsMixin, WhatIfMixin, SourceMixin):
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
 
+    index: reactive[int] = reactive(-1, init=False)  # position in the timeline, -1 before data
+    playing: reactive[bool] = reactive(False, init=False)
+    speed: reactive[int] = reactive(1, init=False)  # index into SPEEDS
+    disconnected: reactive[str | None] = reactive(None, init=False)
+
     def __init__(self, source: Source, theme: str | None = None, start_turn: int | None = None) -> None:
         super().__init__()
-        self._init_state(source, start_turn)
+        self.view = SessionView(source, start_turn)
+        self.reader = SourceReader(self, source)
+        self.content = ContentLoader(self, source)
+        self.whatif = WhatIfRunner(self, source)
+        self._play_timer: Timer | None = None
+        self._status_markup = ""
+        self._content_deferred = False  # a step arrived while the initial load was still decoding
+        self._frozen_fold = False
         self._theme_warning: str | None = None
         for t in THEMES:
             self.register_theme(t)
@@ -112,7 +145,18 @@ class InspectorApp(ActionsMixin, WhatIfMixin, SourceMixin):
         if self._theme_warning:
             self.notify(self._theme_warning, severity="warning")
         self.query_one("#manifest").focus()
-        self.read_source()
+        self.reader.start()
+
+    @property
+    def source(self) -> Source:
+        return self.view.source
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.view.timeline
+
+    def full_trace(self, index: int) -> dict[str, Any] | None:
+        return self.view.full_trace(index)
 
     # ---- current turn -------------------------------------------------------------------------
 
@@ -133,13 +177,235 @@ class InspectorApp(ActionsMixin, WhatIfMixin, SourceMixin):
         manifest = self.query_one("#manifest", ManifestPanel)
         manifest.show(trace)
         # While a long recording is still loading, the source is busy decoding: content comes after.
-        self._content_deferred = self._loading
-        if not self._loading:
+        self._content_deferred = self.view.loading
+        if not self.view.loading:
             self._load_content(manifest.selected_section(), stepping=True)
         overrides = whatif.overrides()
         if not overrides.is_empty() and not whatif.session:  # session-wide results do not depend on the turn
-            self.run_replan(index, overrides)
+            self.whatif.replan(index, trace["turn"], overrides)
         self._update_status()
+
+    def _update_status(self) -> None:
+        markup = status_markup(self.view, self.index, self.playing, self.speed, self.disconnected)
+        if markup != self._status_markup:  # one line of fixed height: no layout pass needed
+            self._status_markup = markup
+            self.query_one("#status", Static).update(markup, layout=False)
+
+    def _go(self, index: int | None) -> None:
+        if index is not None:
+            self.index = index
+            self._update_status()
+
+    # ---- the source ---------------------------------------------------------------------------
+
+    @on(TurnsReceived)
+    def _turns_received(self, message: TurnsReceived) -> None:
+        view, timeline = self.view, self.view.timeline
+        first = len(timeline)
+        timeline.extend(message.traces)
+        self.query_one("#alerts", AlertsPanel).add_traces(message.traces, first)
+        self.query_one("#strip", TimelineStrip).count = len(timeline)
+        if not view.loaded and len(timeline):
+            found = None if view.start_turn is None else timeline.index_of_turn(view.start_turn)
+            if found is not None or not message.more:  # the start turn may be in a later chunk
+                view.loaded = True
+                if view.start_turn is not None:
+                    timeline.go(found if found is not None else timeline.last)
+        view.loading = message.more
+        if not message.more:
+            # A long recording leaves ~10^6 long-lived objects (summaries, alerts): move them out of the
+            # cyclic GC's reach, or each full collection rescans them all mid-step (100+ ms pauses).
+            gc.freeze()
+        if self.index == timeline.current and not message.more and self._content_deferred:
+            self.watch_index(self.index)  # the initial load is complete: now fetch the content
+        self.index = timeline.current
+        self._update_status()
+
+    @on(SourceDisconnected)
+    def _source_disconnected(self, message: SourceDisconnected) -> None:
+        self.disconnected = message.reason
+        self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; press s to save.",
+                    severity="warning", timeout=8)
+
+    def watch_disconnected(self) -> None:
+        self._update_status()
+
+    @on(EventsDropped)
+    def _events_dropped(self, message: EventsDropped) -> None:
+        self.view.dropped += message.count
+        self._update_status()
+
+    # ---- content ------------------------------------------------------------------------------
+
+    def _load_content(self, section_id: str | None, stepping: bool = False) -> None:
+        trace = self.full_trace(self.index)
+        if trace is not None:
+            self.content.load(trace, section_id, stepping)
+
+    @on(ContentLoaded)
+    def _content_loaded(self, message: ContentLoaded) -> None:
+        if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
+            self._frozen_fold = True
+            gc.freeze()
+        self.query_one("#content", ContentViewer).show(message.title, message.text)
+
+    @on(SectionSelected)
+    def _section_selected(self, message: SectionSelected) -> None:
+        self.content.show_request = False
+        self._load_content(message.section_id)
+
+    # ---- what-if ------------------------------------------------------------------------------
+
+    @on(ReplanRequested)
+    def _replan_requested(self, message: ReplanRequested) -> None:
+        whatif = self.query_one("#whatif", WhatIfPanel)
+        if message.session:
+            self.whatif.cancel(session=False)
+            self.whatif.simulate(message.overrides)
+        elif message.overrides.is_empty():
+            self.whatif.cancel()
+            whatif.result = None
+        elif self.index >= 0:
+            self.whatif.replan(self.index, self.timeline.traces[self.index]["turn"], message.overrides)
+
+    @on(SimulationFinished)
+    def _simulation_finished(self, message: SimulationFinished) -> None:
+        whatif = self.query_one("#whatif", WhatIfPanel)
+        if not whatif.session or message.overrides != whatif.overrides():
+            return
+        if message.error is not None:
+            whatif.show_session_error(f"session-wide what-if failed: {message.error}")
+        else:
+            whatif.session_result = message.report
+
+    @on(ReplanFinished)
+    def _replan_finished(self, message: ReplanFinished) -> None:
+        whatif = self.query_one("#whatif", WhatIfPanel)
+        actual = self.full_trace(message.index)
+        if message.index == self.index and message.overrides == whatif.overrides() and actual is not None:
+            whatif.result = (actual, message.trace)
+
+    # ---- stepping -----------------------------------------------------------------------------
+
+    def action_step(self, delta: int) -> None:
+        self._go(self.timeline.step(delta))
+
+    def action_first(self) -> None:
+        self._go(self.timeline.go(0))
+
+    def action_last(self) -> None:
+        self._go(self.timeline.go(self.timeline.last))
+
+    def action_next_interesting(self) -> None:
+        if self.timeline.next_interesting() is None:
+            self.notify("no later interesting turn", timeout=2)
+        self._go(self.timeline.current)
+
+    def action_prev_interesting(self) -> None:
+        if self.timeline.prev_interesting() is None:
+            self.notify("no earlier interesting turn", timeout=2)
+        self._go(self.timeline.current)
+
+    @on(JumpToTurn)
+    def _jump(self, message: JumpToTurn) -> None:
+        self._go(self.timeline.go(message.index))
+
+    def action_goto(self) -> None:
+        if not len(self.timeline):
+            return
+        first, last = self.timeline.traces[0]["turn"], self.timeline.traces[-1]["turn"]
+
+        def done(turn: int | None) -> None:
+            if turn is not None:
+                self._go(self.timeline.go(self.timeline.index_of_turn(turn) or 0))
+
+        self.push_screen(GoToTurnScreen(first, last), done)
+
+    # ---- play ---------------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        self.playing = not self.playing
+
+    def watch_playing(self, playing: bool) -> None:
+        if self._play_timer is not None:
+            self._play_timer.stop()
+            self._play_timer = None
+        if playing:
+            if self.timeline.current >= self.timeline.last:
+                self.timeline.go(0)  # play from the start, as a media player does at the end
+                self.index = 0
+            self._play_timer = self.set_interval(1 / SPEEDS[self.speed], self._tick)
+        self._update_status()
+
+    def _tick(self) -> None:
+        if self.timeline.current >= self.timeline.last:
+            self.playing = False
+        else:
+            self.action_step(1)
+
+    def action_speed(self, delta: int) -> None:
+        self.speed = min(max(0, self.speed + delta), len(SPEEDS) - 1)
+        if self.playing:
+            self.watch_playing(True)
+        self._update_status()
+
+    # ---- tabs and views -----------------------------------------------------------------------
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#details", TabbedContent).active = tab
+        if tab == "tab-whatif":
+            self.query_one("#budget").focus()  # arrows now move the slider; Esc goes back to stepping
+
+    def action_session_whatif(self) -> None:
+        self.query_one("#details", TabbedContent).active = "tab-whatif"
+        self.query_one("#session", Switch).toggle()
+
+    def action_focus_manifest(self) -> None:
+        self.query_one("#manifest").focus()
+
+    def action_request_body(self) -> None:
+        self.content.show_request = True
+        self.action_tab("tab-content")
+        self._load_content(None)
+
+    # ---- save, help, palette ------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "save":
+            return self.source.kind == "live"
+        return True
+
+    def action_save(self) -> None:
+        pid = self.source.header.get("pid", "session")
+        self.push_screen(SaveScreen(f"cp-{pid}.cpsession", len(self.timeline)), self._save_to)
+
+    def _save_to(self, path: str | None) -> None:
+        if path:
+            self.save_worker(path)
+
+    def save_worker(self, path: str) -> None:
+        def work() -> None:
+            try:
+                self.source.save(path)
+            except OSError as exc:
+                self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error")
+                return
+            self.call_from_thread(self.notify, f"saved {len(self.timeline)} turns to {path}")
+
+        self.run_worker(work, thread=True, group="save", exit_on_error=False)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            if binding.action in ("quit",) or not binding.tooltip:
+                continue
+            title = binding.tooltip[0].upper() + binding.tooltip[1:]
+            yield SystemCommand(title, f"key: {binding.key}",
+                                lambda a=binding.action: self.call_later(self.run_action, a))
 
     # ---- layout -------------------------------------------------------------------------------
 

@@ -1,0 +1,48 @@
+"""Section content and request bodies, built by the source's embedded engine in a worker that a newer
+step cancels, so held-down arrow keys never queue up work for turns the person has already left."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual.app import App
+from textual.worker import get_current_worker
+
+from inspector.messages import ContentLoaded
+from inspector.sources import Source
+
+CONTENT_DEBOUNCE_S = 0.08  # steps closer together than this are a held key: fetch content once it stops
+
+
+class ContentLoader:
+    def __init__(self, app: App[None], source: Source) -> None:
+        self.app, self.source = app, source
+        self.show_request = False  # the Content tab shows the request body instead of a section
+        self._last_step = 0.0
+
+    def load(self, trace: dict[str, Any], section_id: str | None, stepping: bool = False) -> None:
+        now = time.monotonic()
+        wait = CONTENT_DEBOUNCE_S if stepping and now - self._last_step < CONTENT_DEBOUNCE_S else 0.0
+        if stepping:
+            self._last_step = now
+        turn = trace["turn"]
+        if self.show_request:
+            self._fetch(turn, None, f"request body · turn {turn}", wait)
+        elif section_id is not None:
+            form = next((s["form"] for s in trace["sections"] if s["id"] == section_id), "")
+            self._fetch(turn, section_id, f"{section_id} · turn {turn} · {form}", wait)
+
+    def _fetch(self, turn: int, section_id: str | None, title: str, wait: float) -> None:
+        def work() -> None:
+            worker = get_current_worker()
+            if wait:
+                time.sleep(wait)
+                if worker.is_cancelled:
+                    return
+            text = (self.source.request_body(turn) if section_id is None
+                    else self.source.section_content(turn, section_id))
+            if not worker.is_cancelled:
+                self.app.post_message(ContentLoaded(title, text))
+
+        self.app.run_worker(work, thread=True, exclusive=True, group="content", exit_on_error=False)

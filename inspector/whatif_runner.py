@@ -1,0 +1,49 @@
+"""What-if work off the UI thread: a re-plan of one turn, or the whole session re-simulated and priced.
+
+A newer setting cancels the older run (exclusive workers); a cancelled run finishes but never posts,
+and the app drops a result that no longer matches the panel's settings."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.worker import get_current_worker
+
+from engine.whatif import Overrides
+from inspector.messages import ReplanFinished, SimulationFinished
+from inspector.sources import SimulationCancelled, Source
+
+
+class WhatIfRunner:
+    def __init__(self, app: App[None], source: Source) -> None:
+        self.app, self.source = app, source
+
+    def cancel(self, session: bool = True) -> None:
+        self.app.workers.cancel_group(self.app, "replan")
+        if session:
+            self.app.workers.cancel_group(self.app, "simulate")
+
+    def replan(self, index: int, turn: int, overrides: Overrides) -> None:
+        def work() -> None:
+            worker = get_current_worker()
+            trace = self.source.replan(turn, overrides)
+            if not worker.is_cancelled:
+                self.app.post_message(ReplanFinished(index, overrides, trace))
+
+        self.app.run_worker(work, thread=True, exclusive=True, group="replan", exit_on_error=False)
+
+    def simulate(self, overrides: Overrides) -> None:
+        """Session-wide what-if. The source polls `cancelled`, so a superseded run stops early."""
+        def work() -> None:
+            worker = get_current_worker()
+            try:
+                report = self.source.simulate(overrides, cancelled=lambda: worker.is_cancelled)
+            except SimulationCancelled:
+                return
+            except Exception as exc:  # an unknown model or setting is a message in the panel, not a crash
+                if not worker.is_cancelled:
+                    self.app.post_message(SimulationFinished(overrides, None, f"{type(exc).__name__}: {exc}"))
+                return
+            if not worker.is_cancelled:
+                self.app.post_message(SimulationFinished(overrides, report))
+
+        self.app.run_worker(work, thread=True, exclusive=True, group="simulate", exit_on_error=False)
