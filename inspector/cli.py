@@ -28,12 +28,15 @@ app = typer.Typer(
 
 
 def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Journal events from a recording path or a live pid."""
-    if target.isdigit() and not Path(target).exists():
+    """Journal events from a recording path or a live pid (`PID` or `PID.SESSION`)."""
+    from engine.probe.runtime_dir import parse_target
+
+    live = parse_target(target)
+    if live is not None and not Path(target).exists():
         from inspector.sources.live import LiveSource
 
         try:
-            src = LiveSource(int(target))
+            src = LiveSource(live[0], session=live[1])
         except ContextPipeError as exc:
             fail(str(exc))
         src.client.close()
@@ -58,9 +61,9 @@ def ps(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per
     if not agents:
         typer.echo("no live agents (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1)")
         return
-    typer.echo(f"{'PID':>7}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
+    typer.echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
     for a in agents:
-        typer.echo(f"{a.pid:>7}  {str(a.model):<22}{str(a.provider):<11}{str(a.turns):>6}  {a.command[:60]}")
+        typer.echo(f"{a.target:>9}  {str(a.model):<22}{str(a.provider):<11}{str(a.turns):>6}  {a.command[:60]}")
 
 
 @app.command()
@@ -200,17 +203,24 @@ def replay(
 
 @app.command()
 def attach(
-    pid: Annotated[int, typer.Argument(help="The agent's process id (see `cp-inspect ps`).")],
+    pid: Annotated[
+        str, typer.Argument(help="The agent's process id, or PID.SESSION for a proxy's session (see `cp-inspect ps`).")
+    ],
     record: Annotated[
         Path | None, typer.Option(help="Also save everything received to this file on exit.")
     ] = None,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Attach to a running agent's probe socket and watch it live."""
+    from engine.probe.runtime_dir import parse_target
+
     from inspector.sources.live import LiveSource
 
+    target = parse_target(pid)
+    if target is None:
+        fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
     try:
-        src = LiveSource(pid)
+        src = LiveSource(target[0], session=target[1])
     except ContextPipeError as exc:
         fail(str(exc))
     try:

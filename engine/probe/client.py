@@ -30,9 +30,11 @@ from engine.probe.runtime_dir import (
     ProbeError,
     ProbeTimeout,
     ProtocolMismatch,
+    parse_target,
     pid_alive,
     resolve_runtime_dir,
     socket_path,
+    target_name,
 )
 from engine.probe.server import PROTOCOL_VERSION
 from engine.recording.frames import (
@@ -120,8 +122,10 @@ class ProbeClient:
     # ---------------------------------------------------------------- connecting
 
     @classmethod
-    def connect(cls, pid: int, timeout: float = 3.0, runtime_dir: Path | None = None) -> ProbeClient:
-        """Attach to agent `pid`. Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
+    def connect(
+        cls, pid: int, timeout: float = 3.0, runtime_dir: Path | None = None, session: int | None = None
+    ) -> ProbeClient:
+        """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
         alive = pid_alive(pid)
         if alive is False:
@@ -133,7 +137,7 @@ class ProbeClient:
             )
         if d is None:
             raise NotServing(pid)
-        path = socket_path(pid, d)
+        path = socket_path(pid, d, session)
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -302,10 +306,17 @@ class AgentInfo:
     socket_path: Path
     engine_version: str | None = None
     error: str | None = None  # set when the agent is alive but did not answer (busy, stopped)
+    session: int | None = None  # one of several sessions one process serves (the proxy's conversations)
+
+    @property
+    def target(self) -> str:
+        """What `cp-inspect attach` takes: `PID`, or `PID.SESSION`."""
+        return target_name(self.pid, self.session)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["socket_path"] = str(self.socket_path)
+        d["target"] = self.target
         return d
 
 
@@ -341,9 +352,10 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
     out: list[AgentInfo] = []
     for entry in sorted(d.iterdir(), key=lambda p: p.name):
         name = entry.name
-        if not name.endswith(SOCKET_SUFFIX) or not name[: -len(SOCKET_SUFFIX)].isdigit():
+        parsed = parse_target(name[: -len(SOCKET_SUFFIX)]) if name.endswith(SOCKET_SUFFIX) else None
+        if parsed is None:
             continue
-        pid = int(name[: -len(SOCKET_SUFFIX)])
+        pid, session = parsed
         if pid_alive(pid) is False:
             _remove_stale(entry)
             continue
@@ -353,10 +365,14 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
             _remove_stale(entry)
             continue
         except ProbeError as exc:
-            out.append(AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc)))
+            out.append(
+                AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc), session=session)
+            )
             continue
         except OSError as exc:
-            out.append(AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc)))
+            out.append(
+                AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc), session=session)
+            )
             continue
         with client:
             h = client.hello
@@ -372,6 +388,7 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
                 turns=turns if isinstance(turns, int) else None,
                 socket_path=entry,
                 engine_version=_opt_str(h.get("engine_version")),
+                session=session,
             )
         )
     return out

@@ -26,10 +26,13 @@ log = logging.getLogger("contextpipe.probe")
 _UCRED = struct.Struct("3i")  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
 
 
-def bind_listener(pid: int, runtime_dir: Path | None) -> tuple[socket.socket, Path, tuple[int, int]]:
-    """A listening socket at `<pid>.sock`, with its path and (st_dev, st_ino). Raises ProbeError/PermissionDenied."""
+def bind_listener(
+    pid: int, runtime_dir: Path | None, session: int | None = None
+) -> tuple[socket.socket, Path, tuple[int, int]]:
+    """A listening socket at `<pid>.sock` (or `<pid>.<session>.sock`), with its path and (st_dev, st_ino).
+    Raises ProbeError/PermissionDenied."""
     d = ensure_runtime_dir(runtime_dir)
-    path = socket_path(pid, d)
+    path = socket_path(pid, d, session)
     tmp = d / f".{pid}.{secrets.token_hex(3)}"
     for p in (path, tmp):
         if len(os.fsencode(p)) > MAX_SOCKET_PATH:

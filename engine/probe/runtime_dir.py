@@ -122,8 +122,23 @@ def resolve_runtime_dir(path: Path | None = None) -> Path | None:
     return d
 
 
-def socket_path(pid: int, runtime_dir: Path) -> Path:
-    return runtime_dir / f"{pid}{SOCKET_SUFFIX}"
+def socket_path(pid: int, runtime_dir: Path, session: int | None = None) -> Path:
+    """`<pid>.sock`, or `<pid>.<session>.sock` for one of several sessions served by one process (the
+    proxy serves each conversation it sees on its own socket)."""
+    name = str(pid) if session is None else f"{pid}.{session}"
+    return runtime_dir / f"{name}{SOCKET_SUFFIX}"
+
+
+def parse_target(text: str) -> tuple[int, int | None] | None:
+    """`PID` or `PID.SESSION` (as `cp-inspect ps` prints them) -> (pid, session); None if neither."""
+    head, dot, tail = text.partition(".")
+    if not head.isdigit() or (dot and not tail.isdigit()):
+        return None
+    return int(head), int(tail) if dot else None
+
+
+def target_name(pid: int, session: int | None) -> str:
+    return str(pid) if session is None else f"{pid}.{session}"
 
 
 def pid_alive(pid: int) -> bool | None:

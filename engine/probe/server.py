@@ -83,6 +83,7 @@ class ProbeServer(IOLoop):
         queue_limit: int = 10_000,
         redact: bool = False,
         pid: int | None = None,
+        session: int | None = None,
     ) -> None:
         if queue_limit < 1:
             raise ValueError(f"queue_limit must be at least 1, got {queue_limit}")
@@ -91,6 +92,8 @@ class ProbeServer(IOLoop):
         self._snapshot = snapshot
         self._runtime_dir = runtime_dir
         self.pid = os.getpid() if pid is None else pid
+        # One process may serve several sessions (the proxy: one per conversation), each on its own socket.
+        self.session = session
         self.path: Path = Path()  # set by start()
         # Only peers with this uid are served; an attribute so tests can simulate a foreign peer.
         self._allowed_uid = os.getuid()
@@ -115,7 +118,7 @@ class ProbeServer(IOLoop):
         """Create the socket and start the I/O thread. Raises ProbeError/PermissionDenied on failure."""
         if self._thread is not None:
             return
-        listener, self.path, self._inode = bind_listener(self.pid, self._runtime_dir)
+        listener, self.path, self._inode = bind_listener(self.pid, self._runtime_dir, self.session)
         self._listener = listener
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -123,7 +126,8 @@ class ProbeServer(IOLoop):
         self._sel = selectors.DefaultSelector()
         self._sel.register(listener, selectors.EVENT_READ, "listen")
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self._thread = threading.Thread(target=self._run, name=f"contextpipe-probe-{self.pid}", daemon=True)
+        name = f"contextpipe-probe-{self.pid}" + ("" if self.session is None else f".{self.session}")
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         atexit.register(self.close)
         _LIVE_SERVERS.add(self)

@@ -22,9 +22,10 @@ class LiveSource(ReplayingSource):
 
     kind = "live"
 
-    def __init__(self, pid: int, timeout: float = 3.0) -> None:
+    def __init__(self, pid: int, timeout: float = 3.0, session: int | None = None) -> None:
         super().__init__()
         self.pid, self.timeout = pid, timeout
+        self.session = session  # one of the conversations a proxy serves (`PID.SESSION` in `ps`)
         self._initial: list[dict[str, Any]] = []
         self._by_turn: dict[int, dict[str, Any]] = {}  # every trace received, for full_trace()
         self._seen_turns = -1  # the newest turn handed to the app, so a re-sync only adds newer ones
@@ -51,7 +52,7 @@ class LiveSource(ReplayingSource):
 
     def _connect(self) -> None:
         """Connect and read the journal so far: the hello says how many snapshot events follow."""
-        self.client = ProbeClient.connect(self.pid, timeout=self.timeout)
+        self.client = ProbeClient.connect(self.pid, timeout=self.timeout, session=self.session)
         self.header = {**dict(self.client.hello), "pid": self.pid}
         self.events = []
         self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch

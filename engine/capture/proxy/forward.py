@@ -1,0 +1,147 @@
+"""The forwarding core: an aiohttp handler that relays a request to its upstream and the response back.
+
+Thin on purpose (recording is a hook that gets the finished `Exchange`): the body is read whole (it is
+needed for the recording, and agents send bodies of kilobytes to a few megabytes), headers pass
+through untouched except hop-by-hop ones and `X-ContextPipe-Session`, so API keys go to the upstream
+and nowhere else. The response streams back chunk by chunk as it arrives (`iter_any`: whatever bytes
+the socket has, no line or event buffering), still compressed if the upstream compressed it, so the
+agent receives byte for byte what the upstream sent, with no added wait for the first token.
+
+When the upstream cannot be reached the agent gets a 502 in its API's own error shape, naming the
+upstream and what to check. When the agent goes away mid-stream the upstream response is closed (as
+it would be without the proxy) and the exchange is recorded as incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from engine.capture.proxy.exchange import Exchange
+from engine.capture.proxy.routes import HOP_BY_HOP, SESSION_HEADER, Route, match, upstream_url
+
+Hook = Callable[[Exchange], None]
+UPSTREAMS_KEY: web.AppKey[dict[str, str]] = web.AppKey("upstreams", dict)
+HOOK_KEY: web.AppKey[Any] = web.AppKey("hook", object)
+CLIENT_KEY: web.AppKey[aiohttp.ClientSession] = web.AppKey("client", aiohttp.ClientSession)
+MAX_BODY = 512 * 1024 * 1024  # the proxy's own ceiling on a request body; upstreams enforce theirs
+
+
+def error_body(route: Route, status: int, message: str) -> bytes:
+    """An error in the shape the agent's SDK parses, so its message reaches the user."""
+    if route.wire == "anthropic" or route.provider == "anthropic":
+        obj: dict[str, Any] = {"type": "error", "error": {"type": "api_error", "message": message}}
+    else:
+        obj = {"error": {"message": message, "type": "proxy_error", "code": f"proxy_{status}"}}
+    return json.dumps(obj).encode()
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    upstreams = app[UPSTREAMS_KEY]
+    hook: Hook | None = app[HOOK_KEY]
+    started = time.time()
+    headers_lc = {k.lower(): v for k, v in request.headers.items()}
+    route = match(request.path, request.query_string, headers_lc, upstreams)
+    body = await request.read()
+    # Only the recorded endpoints keep the response; everything else just passes.
+    ex = Exchange(route, body, started, headers_lc.get(SESSION_HEADER.lower())) if route.wire else None
+    out_headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
+    url = upstream_url(route, upstreams)
+    client = app[CLIENT_KEY]
+    try:
+        try:
+            up_cm = client.request(request.method, url, data=body, headers=out_headers, allow_redirects=False)
+            up = await up_cm.__aenter__()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            msg = (
+                f"cp-inspect proxy: could not reach the upstream {url} ({type(exc).__name__}: {exc}); "
+                "check --upstream and your network"
+            )
+            if ex is not None:
+                ex.error = msg
+            return web.Response(status=502, body=error_body(route, 502, msg), content_type="application/json")
+        try:
+            return await _relay(request, up, ex)
+        finally:
+            await up_cm.__aexit__(None, None, None)
+    finally:
+        if ex is not None and hook is not None:
+            hook(ex)
+
+
+async def _relay(request: web.Request, up: aiohttp.ClientResponse, ex: Exchange | None) -> web.StreamResponse:
+    resp = web.StreamResponse(status=up.status, reason=up.reason)
+    for k, v in up.headers.items():
+        if k.lower() not in HOP_BY_HOP:
+            resp.headers.add(k, v)
+    if up.headers.get("Content-Length") and "Transfer-Encoding" not in up.headers:
+        resp.content_length = int(up.headers["Content-Length"])
+    if ex is not None:
+        ex.status = up.status
+        ex.content_type = up.headers.get("Content-Type", "")
+        ex.content_encoding = up.headers.get("Content-Encoding", "")
+    keep = ex.response if ex is not None else None
+    try:
+        await resp.prepare(request)
+    except (ConnectionError, RuntimeError):
+        if ex is not None:
+            ex.client_gone = True
+        return resp
+    try:
+        async for chunk in up.content.iter_any():
+            try:
+                await resp.write(chunk)
+            except (ConnectionError, RuntimeError):
+                if ex is not None:
+                    ex.client_gone = True
+                    ex.error = "the agent disconnected before the response ended"
+                    keep.append(chunk)  # type: ignore[union-attr]
+                up.close()  # stop the upstream, as the agent's own disconnect would have
+                return resp
+            if keep is not None:
+                keep.append(chunk)
+    except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+        # The upstream ended early: end the agent's connection the same way (no clean terminator),
+        # so the agent sees the truncation it would have seen directly.
+        if ex is not None:
+            ex.upstream_cut = True
+            ex.error = f"the upstream ended the response early ({type(exc).__name__})"
+        if request.transport is not None:
+            request.transport.abort()
+        return resp
+    try:
+        await resp.write_eof()
+    except (ConnectionError, RuntimeError):
+        if ex is not None:
+            ex.client_gone = True
+    return resp
+
+
+def make_app(upstreams: dict[str, str], hook: Hook | None, max_body: int = MAX_BODY) -> web.Application:
+    app = web.Application(client_max_size=max_body)
+    app[UPSTREAMS_KEY] = upstreams
+    app[HOOK_KEY] = hook
+
+    async def client_ctx(app: web.Application) -> Any:
+        # No read timeout: a model may think for minutes; the agent's own client enforces its limits.
+        # auto_decompress off: the agent gets the upstream's bytes exactly, compressed or not.
+        # skip_auto_headers: the upstream sees the agent's headers, not aiohttp's defaults.
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, force_close=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+        )
+        app[CLIENT_KEY] = session
+        yield
+        await session.close()
+
+    app.cleanup_ctx.append(client_ctx)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app

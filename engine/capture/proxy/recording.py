@@ -1,0 +1,263 @@
+"""The recording hook: every finished exchange is journaled into its session, off the forwarding path.
+
+`Recorder.__call__` runs on the proxy's event loop and only puts the exchange on a queue; one worker
+thread parses, reassembles streams and journals, so recording never delays a response. Each session
+is a `ProxyTap` (the tap's journaling path, `engine.capture.tap.Tap`: the agent's request as the
+turn's actual assembly, the response's usage, the engine's shadow plan), recorded to its own
+`.cpsession` in the record directory and served on its own probe socket `<pid>.<n>.sock`, so
+`cp-inspect ps` lists it as `PID.N` and `cp-inspect attach PID.N` shows it live.
+
+Only the request and response bodies are recorded. Headers (and with them API keys) never reach the
+recorder: the Exchange does not carry them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.capture.proxy import responses_api
+from engine.capture.proxy.exchange import Exchange
+from engine.capture.proxy.routes import session_key
+from engine.capture.proxy.sse import REASSEMBLERS
+from engine.capture.tap import Tap
+from engine.errors import ContextPipeError
+from engine.importers._common import guess_provider
+from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
+from engine.pipeline import ENGINE_VERSION, Pipeline
+
+log = logging.getLogger("contextpipe.proxy")
+
+# Requests above this are forwarded but not recorded: tokenizing tens of megabytes would hold the
+# recorder for minutes, and no context window holds that much text.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+class ProxyCallError(ContextPipeError):
+    """An upstream error or a cut stream, as the tap's `failed` step takes it."""
+
+
+@dataclass
+class SessionInfo:
+    number: int
+    key: str
+    wire: str
+    model: str
+    provider: str
+    path: Path
+    target: str  # what `cp-inspect attach` takes
+    calls: int = 0
+    errors: int = 0  # upstream errors and incomplete streams, journaled as errors
+    tap_errors: int = 0  # requests the journal could not take (a format the tap does not parse)
+    notes: list[str] = field(default_factory=list)
+
+
+class ProxyTap(Tap):
+    """The tap's journaling with the proxy's sinks: a recording per session and a probe socket per session."""
+
+    def __init__(self, wire: str, info: SessionInfo, serve: bool, window: int, hello: dict[str, Any]) -> None:
+        super().__init__(wire, record=info.path, serve=False, window=window)
+        self.info, self.serve_probe, self.hello = info, serve, hello
+
+    def before(self, body: dict[str, Any]) -> None:
+        if self.pipe is None:
+            self._open(str(body.get("model", "unknown")))
+        super().before(body)
+
+    def _open(self, model: str) -> None:
+        pipe = Pipeline(
+            model, self.info.provider, self.window, record=self.record, serve=False, clock=self.clock
+        )
+        self.pipe = pipe
+        self.feeder = _Feeder(pipe, IngestReport())
+        self.actual = ActualRecorder(pipe)
+        if self.serve_probe:
+            from engine.probe.server import ProbeServer
+
+            header = {
+                "model": model,
+                "provider": self.info.provider,
+                "engine_version": ENGINE_VERSION,
+                "start_time": self.clock(),
+                "session": self.info.number,
+                "record": str(self.info.path),
+                **self.hello,
+            }
+            probe = ProbeServer(header, pipe.journal.snapshot, session=self.info.number)
+            probe.start()
+            # The pipeline publishes every journal event to `pipe.probe` (it already subscribed for the
+            # recording); setting it here serves this session on its own socket, not the process's.
+            pipe.probe = probe
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:40] or "model"
+
+
+class Recorder:
+    """The proxy's recording hook. `on_session(info)` is called (from the worker) when a session starts."""
+
+    def __init__(
+        self,
+        record_dir: Path,
+        *,
+        serve: bool = True,
+        window: int = DEFAULT_WINDOW,
+        on_session: Callable[[SessionInfo], None] | None = None,
+        hello: dict[str, Any] | None = None,
+        max_record_bytes: int = MAX_RECORD_BYTES,
+    ) -> None:
+        self.record_dir = record_dir
+        self.serve, self.window, self.on_session = serve, window, on_session
+        self.hello = hello or {}
+        self.max_record_bytes = max_record_bytes
+        self.sessions: dict[str, tuple[SessionInfo, ProxyTap]] = {}
+        self.skipped: list[str] = []  # exchanges not recorded, with why
+        self._q: queue.Queue[Exchange | None] = queue.Queue()
+        self._stamp = time.strftime("%Y%m%d-%H%M%S")
+        self._idle = threading.Event()
+        self._idle.set()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="contextpipe-proxy-recorder", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- event-loop side
+
+    def __call__(self, ex: Exchange) -> None:
+        with self._lock:
+            self._pending += 1
+            self._idle.clear()
+        self._q.put(ex)
+
+    # ---------------------------------------------------------------- worker side
+
+    def _run(self) -> None:
+        while True:
+            ex = self._q.get()
+            if ex is None:
+                return
+            try:
+                self._record(ex)
+            except Exception as exc:  # the recorder must outlive any one bad exchange
+                self.skipped.append(f"{type(exc).__name__}: {exc}")
+                log.warning("proxy recorder: %s: %s", type(exc).__name__, exc)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._idle.set()
+
+    def _record(self, ex: Exchange) -> None:
+        wire = ex.route.wire
+        assert wire is not None
+        if len(ex.request) > self.max_record_bytes:
+            self.skipped.append(
+                f"a {len(ex.request) / 2**20:.0f} MiB request was forwarded but not recorded "
+                f"(above {self.max_record_bytes / 2**20:.0f} MiB)"
+            )
+            return
+        try:
+            body = json.loads(ex.request)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self.skipped.append(f"a {wire} request body that is not JSON ({len(ex.request)} bytes)")
+            return
+        if not isinstance(body, dict):
+            self.skipped.append(f"a {wire} request body that is not a JSON object")
+            return
+        key = session_key(wire, body, ex.session_header)
+        info, tap = self._session(key, wire, body)
+        chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
+        before_errors = tap.tap_errors
+        tap.guard(tap.before, chat_body)
+        if tap.tap_errors != before_errors:
+            info.tap_errors += 1
+            info.notes.append(f"request not journaled: {tap.last_error}")
+            return
+        info.calls += 1
+        response, problem = self._response(ex, wire)
+        if response is not None and problem is None:
+            tap.guard(tap.after, response)
+        else:
+            info.errors += 1
+            tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+
+    def _response(self, ex: Exchange, wire: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(the response body in the non-streamed chat/messages shape, what went wrong or None)."""
+        if ex.status is None:
+            return None, ex.error or "the upstream was not reached"
+        try:
+            raw = ex.body()
+        except (ValueError, OSError, EOFError) as exc:
+            return None, f"response not decodable: {exc}"
+        if ex.status >= 400:
+            return None, f"HTTP {ex.status}: {raw[:2000].decode('utf-8', 'replace')}"
+        if ex.streamed:
+            r = REASSEMBLERS[wire](raw)
+            if r.body is None or not r.complete:
+                why = r.reason or "incomplete"
+                if ex.error:
+                    why = f"{ex.error}; {why}"
+                return None, f"incomplete_stream: {why} ({r.events} events)"
+            resp = r.body
+        else:
+            if ex.error:
+                return None, ex.error
+            try:
+                resp = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return None, f"response is not JSON ({len(raw)} bytes)"
+            if not isinstance(resp, dict):
+                return None, "response is not a JSON object"
+        if wire == "openai-responses":
+            resp = responses_api.response_to_chat(resp)
+        return resp, None
+
+    def _session(self, key: str, wire: str, body: dict[str, Any]) -> tuple[SessionInfo, ProxyTap]:
+        found = self.sessions.get(key)
+        if found is not None:
+            return found
+        n = len(self.sessions) + 1
+        model = str(body.get("model") or "unknown")
+        provider = "anthropic" if wire == "anthropic" else guess_provider(model)
+        if provider not in ("anthropic", "openai", "deepseek", "bedrock"):
+            provider = "openai"  # an OpenAI-compatible endpoint: prefix caching is the safe policy guess
+        self.record_dir.mkdir(parents=True, exist_ok=True)
+        path = self.record_dir / f"{self._stamp}-{os.getpid()}-s{n}-{_slug(model)}.cpsession"
+        info = SessionInfo(n, key, wire, model, provider, path, f"{os.getpid()}.{n}")
+        tap = ProxyTap(
+            "anthropic" if wire == "anthropic" else "openai", info, self.serve, self.window, self.hello
+        )
+        self.sessions[key] = (info, tap)
+        if self.on_session is not None:
+            try:
+                self.on_session(info)
+            except Exception:
+                pass
+        return info, tap
+
+    # ---------------------------------------------------------------- shutdown
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every exchange handed over so far is journaled. False on timeout."""
+        return self._idle.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Journal what is queued, then finish every recording (readable and verifiable after this)."""
+        self.flush(timeout)
+        self._q.put(None)
+        self._thread.join(timeout)
+        for _info, tap in self.sessions.values():
+            try:
+                tap.close()
+            except Exception as exc:
+                log.warning("proxy recorder: closing a session failed: %s", exc)

@@ -1,0 +1,162 @@
+"""Which API a request is for, where it goes, and which conversation (session) it belongs to.
+
+Paths: the proxy accepts each SDK's own paths under its base URL, so pointing an SDK's base URL at the
+proxy is all an agent needs:
+
+    /v1/messages                     Anthropic Messages        -> the anthropic upstream
+    /v1/chat/completions             OpenAI Chat Completions   -> the openai upstream
+    /v1/responses                    OpenAI Responses          -> the openai upstream
+    /<provider>/...                  the same, sent to that provider (e.g. /deepseek/chat/completions)
+
+Anything else (model lists, token counting, files) is forwarded unrecorded: to the anthropic upstream
+when the request carries Anthropic's headers, else to the openai one.
+
+Sessions: a request names its session with the `X-ContextPipe-Session` header (stripped before
+forwarding), or else the session is the hash of what stays fixed across an agent's conversation: the
+API, the system prompt (instructions), the tool schemas and the first non-system message (the task).
+Two agents with different tasks behind one proxy are two sessions; an agent's sub-agents (another
+system prompt) are sessions of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+SESSION_HEADER = "X-ContextPipe-Session"
+
+# Public base URLs; `--upstream` overrides them.
+DEFAULT_UPSTREAMS: dict[str, str] = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+    "deepseek": "https://api.deepseek.com",
+}
+
+# The wire format of each recorded endpoint, by the path's ending.
+_ENDPOINTS = (
+    ("/messages", "anthropic"),
+    ("/chat/completions", "openai-chat"),
+    ("/responses", "openai-responses"),
+)
+
+# Headers that describe one hop, not the message (RFC 9110 7.6.1), and those the HTTP client recomputes.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        SESSION_HEADER.lower(),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    provider: str  # the upstream's name: anthropic, openai, deepseek, ...
+    wire: str | None  # anthropic | openai-chat | openai-responses; None = forwarded, not recorded
+    upstream_path: str  # the path (and query) to request from the upstream base URL
+
+
+def match(path: str, query: str, headers: dict[str, str], upstreams: dict[str, str]) -> Route:
+    """The route for a request path. `headers` lower-cased names."""
+    rest = path
+    provider = None
+    first, _, tail = path.lstrip("/").partition("/")
+    if first in upstreams and first not in ("v1",):
+        provider, rest = first, "/" + tail
+    wire = None
+    for suffix, w in _ENDPOINTS:
+        if rest.rstrip("/").endswith(suffix):
+            wire = w
+            break
+    if provider is None:
+        if wire == "anthropic" or (
+            wire is None and ("anthropic-version" in headers or "x-api-key" in headers)
+        ):
+            provider = "anthropic"
+        else:
+            provider = "openai"
+    return Route(provider, wire, rest + (f"?{query}" if query else ""))
+
+
+def upstream_url(route: Route, upstreams: dict[str, str]) -> str:
+    return upstreams[route.provider].rstrip("/") + route.upstream_path
+
+
+def parse_upstreams(values: list[str]) -> dict[str, str]:
+    """`--upstream` values: `URL` (every provider goes there, e.g. a local stand-in or a gateway) or
+    `NAME=URL` for one provider. Raises ValueError with what to write instead."""
+    out = dict(DEFAULT_UPSTREAMS)
+    for v in values:
+        name, eq, url = v.partition("=")
+        if not eq:
+            name, url = "", v
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"--upstream {v!r}: expected URL or NAME=URL with an http(s) URL")
+        if name:
+            out[name.strip().lower()] = url
+        else:
+            for k in out:
+                out[k] = url
+    return out
+
+
+# ------------------------------------------------------------------ sessions
+
+
+def _text_of(content: Any) -> Any:
+    """A message's or system prompt's text, whatever its shape: a string, or parts with `text` (cache
+    markers and other per-call decorations dropped, since agents move them from call to call)."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return content
+
+
+def _strip_markers(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_markers(v) for k, v in obj.items() if k != "cache_control"}
+    if isinstance(obj, list):
+        return [_strip_markers(v) for v in obj]
+    return obj
+
+
+def _first_turn(wire: str, body: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(system, tools, first non-system message) of a request body, normalized."""
+    if wire == "openai-responses":
+        from engine.capture.proxy.responses_api import request_to_chat
+
+        body = request_to_chat(body)
+    if wire == "anthropic":
+        msgs = body.get("messages") or []
+        m0: dict[str, Any] = msgs[0] if isinstance(msgs, list) and msgs and isinstance(msgs[0], dict) else {}
+        return _text_of(body.get("system")), body.get("tools"), (m0.get("role"), _text_of(m0.get("content")))
+    msgs = body.get("messages") or []
+    system = []
+    first: Any = None
+    for m in msgs if isinstance(msgs, list) else []:
+        if isinstance(m, dict) and m.get("role") in ("system", "developer"):
+            system.append(_text_of(m.get("content")))
+        elif isinstance(m, dict):
+            first = (m.get("role"), _text_of(m.get("content")))
+            break
+    return system, body.get("tools"), first
+
+
+def session_key(wire: str, body: dict[str, Any], header: str | None) -> str:
+    """A stable id for the conversation this request belongs to. See the module docstring."""
+    if header:
+        return "h:" + header.strip()[:200]
+    system, tools, first = _first_turn(wire, body)
+    canon = json.dumps(
+        [wire, system, _strip_markers(tools), first], sort_keys=True, separators=(",", ":"), default=str
+    )
+    return "p:" + hashlib.sha256(canon.encode()).hexdigest()[:16]

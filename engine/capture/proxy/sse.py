@@ -1,0 +1,318 @@
+"""Server-sent events: a tolerant parser, and reassembly of each API's stream into its non-streamed shape.
+
+The proxy passes the stream through untouched; this runs afterwards, off the forwarding path, on the
+bytes it kept. What it rebuilds is what the API would have returned without `stream: true`: the
+Anthropic message (content blocks, stop reason, usage with cache reads, writes and the 5m/1h write
+breakdown), the OpenAI chat completion (with the `include_usage` final chunk's usage, cached tokens,
+DeepSeek's hit/miss tokens and `reasoning_content`), the Responses API's final response object.
+
+A stream that ends early (the upstream or the client went away, or the bytes are not SSE at all) is
+reassembled from the events that were complete and reported with `complete=False` and a reason, so the
+recording keeps what arrived and says that it is partial.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SSEEvent:
+    event: str  # the `event:` field, "message" when absent (the SSE default)
+    data: str
+
+
+def parse_sse(raw: bytes) -> tuple[list[SSEEvent], bool]:
+    """All events whose blank-line terminator arrived, and whether the bytes ended on an event boundary.
+
+    Lines end in LF, CRLF or CR; `data:` lines of one event are joined with LF; comment lines (`:`)
+    and unknown fields are ignored, as the SSE spec says.
+    """
+    text = raw.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    events: list[SSEEvent] = []
+    data: list[str] = []
+    name, have = "", False
+    lines = text.split("\n")
+    tail = lines.pop()  # text after the last newline: an unterminated line
+    for line in lines:
+        if line == "":
+            if have:
+                events.append(SSEEvent(name or "message", "\n".join(data)))
+            name, data, have = "", [], False
+            continue
+        if line.startswith(":"):
+            continue
+        fname, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if fname == "event":
+            name, have = value, True
+        elif fname == "data":
+            data.append(value)
+            have = True
+    return events, not have and tail == ""
+
+
+@dataclass
+class Reassembled:
+    """A stream rebuilt into the API's non-streamed response body."""
+
+    body: dict[str, Any] | None
+    complete: bool
+    reason: str = ""  # why not complete
+    events: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _json(ev: SSEEvent, notes: list[str]) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(ev.data)
+    except json.JSONDecodeError:
+        notes.append(f"event {ev.event!r} carries data that is not JSON: {ev.data[:60]!r}")
+        return None
+    if not isinstance(obj, dict):
+        notes.append(f"event {ev.event!r} carries {type(obj).__name__}, not an object")
+        return None
+    return obj
+
+
+# ------------------------------------------------------------------ Anthropic Messages
+
+
+def reassemble_anthropic(raw: bytes) -> Reassembled:
+    events, _ = parse_sse(raw)
+    notes: list[str] = []
+    msg: dict[str, Any] | None = None
+    partial_json: dict[int, list[str]] = {}
+    stopped = False
+    error: dict[str, Any] | None = None
+    for ev in events:
+        obj = _json(ev, notes)
+        if obj is None:
+            continue
+        kind = obj.get("type", ev.event)
+        if kind == "message_start" and isinstance(obj.get("message"), dict):
+            msg = copy.deepcopy(obj["message"])
+            msg.setdefault("content", [])
+            msg["content"] = list(msg["content"] or [])
+        elif msg is None:
+            if kind == "error":
+                error = obj
+            elif kind != "ping":
+                notes.append(f"{kind!r} before message_start")
+        elif kind == "content_block_start":
+            i, block = obj.get("index"), obj.get("content_block")
+            if isinstance(i, int) and isinstance(block, dict):
+                content = msg["content"]
+                while len(content) <= i:
+                    content.append(None)
+                content[i] = copy.deepcopy(block)
+        elif kind == "content_block_delta":
+            i, delta = obj.get("index"), obj.get("delta")
+            content = msg["content"]
+            if not (isinstance(i, int) and 0 <= i < len(content) and isinstance(delta, dict)):
+                notes.append(f"content_block_delta for unknown block {i!r}")
+                continue
+            block = content[i]
+            if not isinstance(block, dict):
+                continue
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = block.get("text", "") + str(delta.get("text", ""))
+            elif dtype == "input_json_delta":
+                partial_json.setdefault(i, []).append(str(delta.get("partial_json", "")))
+            elif dtype == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+            elif dtype == "signature_delta":
+                block["signature"] = block.get("signature", "") + str(delta.get("signature", ""))
+            elif dtype == "citations_delta":
+                block.setdefault("citations", []).append(delta.get("citation"))
+        elif kind == "content_block_stop":
+            i = obj.get("index")
+            if isinstance(i, int) and i in partial_json:
+                _finish_tool_input(msg["content"], i, partial_json.pop(i), notes)
+        elif kind == "message_delta":
+            delta = obj.get("delta") or {}
+            if isinstance(delta, dict):
+                for key in ("stop_reason", "stop_sequence", "container"):
+                    if key in delta:
+                        msg[key] = delta[key]
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                # message_delta's usage is cumulative: output_tokens always, the input-side figures when the
+                # API restates them (server tools may change them mid-stream). Present keys win.
+                mu = msg.setdefault("usage", {})
+                for key, value in usage.items():
+                    if value is not None:
+                        mu[key] = copy.deepcopy(value)
+        elif kind == "message_stop":
+            stopped = True
+        elif kind == "error":
+            error = obj
+    for i, parts in partial_json.items():  # blocks whose stop never came: keep what parsed
+        _finish_tool_input(msg["content"] if msg else [], i, parts, notes)
+    if msg is not None:
+        msg["content"] = [b for b in msg["content"] if b is not None]
+    if error is not None:
+        return Reassembled(
+            msg if msg is not None else error, False, "the stream carried an error event", len(events), notes
+        )
+    if msg is None:
+        return Reassembled(
+            None, False, "no message_start event (not an Anthropic stream?)", len(events), notes
+        )
+    if not stopped:
+        return Reassembled(msg, False, "the stream ended before message_stop", len(events), notes)
+    return Reassembled(msg, True, "", len(events), notes)
+
+
+def _finish_tool_input(content: list[Any], i: int, parts: list[str], notes: list[str]) -> None:
+    if not (0 <= i < len(content)) or not isinstance(content[i], dict):
+        return
+    text = "".join(parts)
+    try:
+        content[i]["input"] = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        notes.append(f"tool_use block {i}: input JSON incomplete ({len(text)} chars)")
+        content[i]["input"] = {}
+
+
+# ------------------------------------------------------------------ OpenAI Chat Completions (and DeepSeek)
+
+
+def reassemble_openai_chat(raw: bytes) -> Reassembled:
+    events, _ = parse_sse(raw)
+    notes: list[str] = []
+    out: dict[str, Any] | None = None
+    choices: dict[int, dict[str, Any]] = {}
+    done = False
+    error: dict[str, Any] | None = None
+    for ev in events:
+        if ev.data.strip() == "[DONE]":
+            done = True
+            continue
+        obj = _json(ev, notes)
+        if obj is None:
+            continue
+        if "error" in obj and "choices" not in obj:
+            error = obj
+            continue
+        if out is None:
+            out = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
+            out["object"] = "chat.completion"
+        for key in ("model", "system_fingerprint", "service_tier"):
+            if obj.get(key) is not None:
+                out[key] = obj[key]
+        if isinstance(obj.get("usage"), dict):
+            out["usage"] = copy.deepcopy(obj["usage"])  # the include_usage chunk (choices: [])
+        for ch in obj.get("choices") or []:
+            if not isinstance(ch, dict):
+                continue
+            idx = ch.get("index", 0)
+            idx = idx if isinstance(idx, int) else 0
+            c = choices.setdefault(
+                idx, {"index": idx, "message": {"role": "assistant"}, "finish_reason": None}
+            )
+            if ch.get("finish_reason") is not None:
+                c["finish_reason"] = ch["finish_reason"]
+            if ch.get("logprobs") is not None:
+                c["logprobs"] = ch["logprobs"]
+            delta = ch.get("delta")
+            if isinstance(delta, dict):
+                _merge_chat_delta(c["message"], delta)
+    if out is None:
+        if error is not None:
+            return Reassembled(error, False, "the stream carried an error", len(events), notes)
+        return Reassembled(
+            None, False, "no chat.completion.chunk events (not an OpenAI stream?)", len(events), notes
+        )
+    msgs = [choices[i] for i in sorted(choices)]
+    for c in msgs:
+        m = c["message"]
+        m.setdefault("content", None)
+        if "tool_calls" in m:
+            m["tool_calls"] = [m["tool_calls"][k] for k in sorted(m["tool_calls"])]
+    out["choices"] = msgs
+    out.setdefault("usage", None)
+    if error is not None:
+        return Reassembled(out, False, "the stream carried an error", len(events), notes)
+    if not done:
+        return Reassembled(out, False, "the stream ended before [DONE]", len(events), notes)
+    return Reassembled(out, True, "", len(events), notes)
+
+
+def _merge_chat_delta(m: dict[str, Any], delta: dict[str, Any]) -> None:
+    for key, value in delta.items():
+        if value is None:
+            continue
+        if key == "role":
+            m["role"] = value
+        elif key in ("content", "reasoning_content", "refusal") and isinstance(value, str):
+            m[key] = (m.get(key) or "") + value
+        elif key == "tool_calls" and isinstance(value, list):
+            calls: dict[int, dict[str, Any]] = m.setdefault("tool_calls", {})
+            for tc in value:
+                if not isinstance(tc, dict):
+                    continue
+                k = tc.get("index", len(calls))
+                slot = calls.setdefault(
+                    k, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                if tc.get("id"):
+                    slot["id"] = tc["id"]
+                if tc.get("type"):
+                    slot["type"] = tc["type"]
+                fn = tc.get("function") or {}
+                if isinstance(fn, dict):
+                    if fn.get("name"):
+                        slot["function"]["name"] += fn["name"]
+                    if fn.get("arguments"):
+                        slot["function"]["arguments"] += fn["arguments"]
+        else:
+            m[key] = value
+
+
+# ------------------------------------------------------------------ OpenAI Responses
+
+
+_FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def reassemble_responses(raw: bytes) -> Reassembled:
+    """The Responses API's stream ends with `response.completed` carrying the whole response; a cut
+    stream is rebuilt from `response.created` and the `response.output_item.done` items seen."""
+    events, _ = parse_sse(raw)
+    notes: list[str] = []
+    base: dict[str, Any] | None = None
+    items: dict[int, Any] = {}
+    for ev in events:
+        obj = _json(ev, notes)
+        if obj is None:
+            continue
+        kind = obj.get("type", ev.event)
+        if kind in _FINAL and isinstance(obj.get("response"), dict):
+            complete = kind == "response.completed"
+            reason = "" if complete else f"the response ended as {kind}"
+            return Reassembled(copy.deepcopy(obj["response"]), complete, reason, len(events), notes)
+        if kind in ("response.created", "response.in_progress") and isinstance(obj.get("response"), dict):
+            base = copy.deepcopy(obj["response"])
+        elif kind == "response.output_item.done" and isinstance(obj.get("item"), dict):
+            idx = obj.get("output_index", len(items))
+            items[idx if isinstance(idx, int) else len(items)] = copy.deepcopy(obj["item"])
+        elif kind == "error":
+            return Reassembled(base or obj, False, "the stream carried an error event", len(events), notes)
+    if base is None:
+        return Reassembled(
+            None, False, "no response.created event (not a Responses stream?)", len(events), notes
+        )
+    base["output"] = [items[i] for i in sorted(items)]
+    return Reassembled(base, False, "the stream ended before response.completed", len(events), notes)
+
+
+REASSEMBLERS = {
+    "anthropic": reassemble_anthropic,
+    "openai-chat": reassemble_openai_chat,
+    "openai-responses": reassemble_responses,
+}

@@ -1,0 +1,79 @@
+"""Fixtures for the proxy tests: the stand-in upstream, a proxy with its recorder, recording readers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("aiohttp", reason="the proxy needs aiohttp (installed by the project's dependencies)")
+
+from engine.capture.proxy.recording import Recorder  # noqa: E402
+from engine.capture.proxy.server import ProxyServer  # noqa: E402
+from engine.recording.cpsession import RecordingReader  # noqa: E402
+from engine.recording.journal import unpack_event  # noqa: E402
+from engine.recording.replay import Replayer  # noqa: E402
+from tests.capture.standin import StandIn  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[StandIn]:
+    s = StandIn().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def rtdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Probe sockets go to a private runtime dir per test (short path: Unix socket paths are limited).
+    d = tmp_path_factory.mktemp("rt")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    return d
+
+
+class Proxied:
+    def __init__(self, server: ProxyServer, recorder: Recorder, record_dir: Path) -> None:
+        self.server, self.recorder, self.record_dir = server, recorder, record_dir
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def finish(self) -> list[Path]:
+        """Stop the proxy, finish the recordings; the .cpsession files, in session order."""
+        self.server.stop()
+        self.recorder.close()
+        return [info.path for info, _ in self.recorder.sessions.values()]
+
+
+@pytest.fixture
+def proxied(standin: StandIn, tmp_path: Path, rtdir: Path) -> Iterator[Proxied]:
+    rec = Recorder(tmp_path / "rec", serve=True)
+    server = ProxyServer(
+        {"anthropic": standin.url, "openai": standin.url, "deepseek": standin.url}, rec
+    ).start()
+    p = Proxied(server, rec, tmp_path / "rec")
+    yield p
+    server.stop()
+    rec.close()
+
+
+def events_of(path: Path) -> list[dict[str, Any]]:
+    r = RecordingReader.open(path)
+    return [unpack_event(e) for e in r.events()]
+
+
+def usages(path: Path) -> list[dict[str, Any]]:
+    return [e["usage"] for e in events_of(path) if e.get("k") == "usage"]
+
+
+def errors(path: Path) -> list[dict[str, Any]]:
+    return [e for e in events_of(path) if e.get("k") == "error"]
+
+
+def verify_ok(path: Path) -> int:
+    report = Replayer(events_of(path)).verify()
+    assert report.ok, report.mismatches[:1]
+    return report.turns

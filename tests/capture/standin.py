@@ -1,0 +1,434 @@
+"""A local stand-in for the Anthropic, OpenAI (Chat Completions, Responses) and DeepSeek APIs.
+
+It speaks each API's wire format, non-streamed and streamed (the real SSE event sequences, with the
+usage fields each provider sends: Anthropic cache reads/writes and the 5m/1h write breakdown, OpenAI's
+`include_usage` final chunk with `cached_tokens`, DeepSeek's hit/miss tokens and `reasoning_content`).
+Replies are deterministic (fixed ids, no timestamps) so a response fetched twice is byte-identical.
+
+Behaviour by model name, for the bad-input tests:
+    *-error429 / *-error500   that status with the API's error body
+    *-malformed               a stream with a non-JSON event and no terminator
+    *-slow                    the stream's events 0.2 s apart (for client disconnects)
+    *-cut                     the stream stops mid-way and the connection is dropped
+Scripted replies: `StandIn.script` is a list of assistant texts served in order (then the default).
+Every request's headers and raw body are kept in `requests` (tests check keys arrive untouched).
+
+Run it alone: `python -m tests.capture.standin --port 8765`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+USAGE_ANTHROPIC = {
+    "input_tokens": 21,
+    "cache_creation_input_tokens": 1200,
+    "cache_read_input_tokens": 3400,
+    "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 200},
+    "output_tokens": 17,
+    "service_tier": "standard",
+}
+USAGE_OPENAI = {
+    "prompt_tokens": 2048,
+    "completion_tokens": 12,
+    "total_tokens": 2060,
+    "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+}
+USAGE_DEEPSEEK = {
+    "prompt_tokens": 900,
+    "completion_tokens": 30,
+    "total_tokens": 930,
+    "prompt_tokens_details": {"cached_tokens": 640},
+    "prompt_cache_hit_tokens": 640,
+    "prompt_cache_miss_tokens": 260,
+    "completion_tokens_details": {"reasoning_tokens": 20},
+}
+USAGE_RESPONSES = {
+    "input_tokens": 1500,
+    "input_tokens_details": {"cached_tokens": 1024},
+    "output_tokens": 9,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 1509,
+}
+
+
+def sse(event: str | None, data: Any) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return f"{head}data: {payload}\n\n".encode()
+
+
+@dataclass
+class StandIn:
+    host: str = "127.0.0.1"
+    port: int = 0
+    script: list[str] = field(default_factory=list)
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    sent: list[bytes] = field(default_factory=list)  # every response body, as sent
+    chunk_delay: float = 0.0
+
+    # ------------------------------------------------------------------ replies
+
+    def _text(self) -> str:
+        return self.script.pop(0) if self.script else "Hello from the stand-in."
+
+    def anthropic_message(self, model: str, text: str) -> dict[str, Any]:
+        return {
+            "id": "msg_standin_1",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [
+                {"type": "text", "text": text},
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "ls -la"}},
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": USAGE_ANTHROPIC,
+        }
+
+    def anthropic_stream(self, model: str, text: str) -> list[bytes]:
+        start_usage = {**USAGE_ANTHROPIC, "output_tokens": 1}
+        msg = {
+            **self.anthropic_message(model, text),
+            "content": [],
+            "stop_reason": None,
+            "usage": start_usage,
+        }
+        words = [w + " " for w in text.split(" ")]
+        out = [sse("message_start", {"type": "message_start", "message": msg})]
+        out.append(
+            sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            )
+        )
+        out.append(sse("ping", {"type": "ping"}))
+        for w in words:
+            out.append(
+                sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}},
+                )
+            )
+        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        out.append(
+            sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 1,
+                    "content_block": {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}},
+                },
+            )
+        )
+        for part in ('{"cmd"', ': "ls', ' -la"}'):
+            out.append(
+                sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 1,
+                        "delta": {"type": "input_json_delta", "partial_json": part},
+                    },
+                )
+            )
+        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": 1}))
+        out.append(
+            sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": USAGE_ANTHROPIC["output_tokens"]},
+                },
+            )
+        )
+        out.append(sse("message_stop", {"type": "message_stop"}))
+        return out
+
+    def chat_completion(self, model: str, text: str) -> dict[str, Any]:
+        deepseek = model.startswith("deepseek")
+        msg: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if deepseek:
+            msg = {"role": "assistant", "content": text, "reasoning_content": "Think first."}
+        return {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": model,
+            "system_fingerprint": "fp_standin",
+            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "stop"}],
+            "usage": USAGE_DEEPSEEK if deepseek else USAGE_OPENAI,
+        }
+
+    def chat_stream(self, model: str, text: str, include_usage: bool) -> list[bytes]:
+        deepseek = model.startswith("deepseek")
+        base = {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": model,
+            "system_fingerprint": "fp_standin",
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            c: dict[str, Any] = {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
+            if include_usage:
+                c["usage"] = None
+            return sse(None, c)
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        if deepseek:
+            out.append(chunk({"reasoning_content": "Think first."}))
+        for w in [w + " " for w in text.split(" ")][:-1] + [text.split(" ")[-1]]:
+            out.append(chunk({"content": w}))
+        out.append(chunk({}, "stop"))
+        if include_usage:
+            out.append(
+                sse(None, {**base, "choices": [], "usage": USAGE_DEEPSEEK if deepseek else USAGE_OPENAI})
+            )
+        out.append(b"data: [DONE]\n\n")
+        return out
+
+    def response_obj(self, model: str, text: str, status: str = "completed") -> dict[str, Any]:
+        return {
+            "id": "resp_standin",
+            "object": "response",
+            "created_at": 1700000000,
+            "status": status,
+            "model": model,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_r1",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ]
+            if status == "completed"
+            else [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": USAGE_RESPONSES if status == "completed" else None,
+        }
+
+    def responses_stream(self, model: str, text: str) -> list[bytes]:
+        created = self.response_obj(model, text, "in_progress")
+        item = {
+            "type": "message",
+            "id": "msg_r1",
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        }
+        out = [
+            sse("response.created", {"type": "response.created", "sequence_number": 0, "response": created})
+        ]
+        out.append(
+            sse(
+                "response.output_item.added",
+                {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item},
+            )
+        )
+        out.append(
+            sse(
+                "response.content_part.added",
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": 2,
+                    "item_id": "msg_r1",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                },
+            )
+        )
+        seq = 3
+        for w in text.split(" "):
+            out.append(
+                sse(
+                    "response.output_text.delta",
+                    {
+                        "type": "response.output_text.delta",
+                        "sequence_number": seq,
+                        "item_id": "msg_r1",
+                        "output_index": 0,
+                        "content_index": 0,
+                        "delta": w + " ",
+                        "logprobs": [],
+                    },
+                )
+            )
+            seq += 1
+        done_item = {
+            **item,
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        out.append(
+            sse(
+                "response.output_item.done",
+                {
+                    "type": "response.output_item.done",
+                    "sequence_number": seq,
+                    "output_index": 0,
+                    "item": done_item,
+                },
+            )
+        )
+        out.append(
+            sse(
+                "response.completed",
+                {
+                    "type": "response.completed",
+                    "sequence_number": seq + 1,
+                    "response": self.response_obj(model, text),
+                },
+            )
+        )
+        return out
+
+    # ------------------------------------------------------------------ HTTP
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        self.requests.append((request.path, {k.lower(): v for k, v in request.headers.items()}, raw))
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return web.json_response({"error": {"message": f"not JSON ({len(raw)} bytes)"}}, status=400)
+        model = str(body.get("model", "m"))
+        path = request.path
+        anthropic = path.endswith("/messages")
+        for code in (429, 500):
+            if model.endswith(f"-error{code}"):
+                err = (
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "rate_limit_error" if code == 429 else "api_error",
+                            "message": f"stand-in says {code}",
+                        },
+                    }
+                    if anthropic
+                    else {"error": {"message": f"stand-in says {code}", "type": "x", "code": None}}
+                )
+                data = json.dumps(err).encode()
+                self.sent.append(data)
+                return web.Response(
+                    status=code,
+                    body=data,
+                    content_type="application/json",
+                    headers={"x-request-id": "req_err"},
+                )
+        text = self._text()
+        if not body.get("stream"):
+            if anthropic:
+                obj = self.anthropic_message(model, text)
+            elif path.endswith("/responses"):
+                obj = self.response_obj(model, text)
+            else:
+                obj = self.chat_completion(model, text)
+            data = json.dumps(obj).encode()
+            self.sent.append(data)
+            return web.Response(body=data, content_type="application/json", headers={"x-request-id": "req_1"})
+        if anthropic:
+            events = self.anthropic_stream(model, text)
+        elif path.endswith("/responses"):
+            events = self.responses_stream(model, text)
+        else:
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = self.chat_stream(model, text, include)
+        if model.endswith("-malformed"):
+            events = events[:2] + [b"data: {this is not json\n\n", b"event: oops\ndata: [1, 2"]
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        sent = bytearray()
+        delay = 0.2 if model.endswith("-slow") else self.chunk_delay
+        for i, ev in enumerate(events):
+            if model.endswith("-cut") and i == len(events) // 2:
+                self.sent.append(bytes(sent))
+                assert request.transport is not None
+                request.transport.abort()
+                return resp
+            try:
+                await resp.write(ev)
+            except (ConnectionError, RuntimeError):
+                break
+            sent += ev
+            if delay:
+                await asyncio.sleep(delay)
+        self.sent.append(bytes(sent))
+        try:
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the client went away mid-stream
+        return resp
+
+    # ------------------------------------------------------------------ running
+
+    def start(self) -> StandIn:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            app = web.Application(client_max_size=256 * 1024 * 1024)
+            app.router.add_route("*", "/{tail:.*}", self.handle)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            server: Any = site._server
+            self.port = server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, daemon=True, name="standin")
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--delay", type=float, default=0.0, help="seconds between streamed events")
+    args = ap.parse_args()
+    s = StandIn(port=args.port, chunk_delay=args.delay).start()
+    print(f"stand-in upstream on {s.url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        s.stop()
+
+
+if __name__ == "__main__":
+    main()

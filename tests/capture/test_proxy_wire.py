@@ -1,0 +1,186 @@
+"""The proxy at the byte level: identical pass-through, errors passed unchanged, and bad input.
+
+A raw HTTP client (httpx) asks the stand-in directly and through the proxy; the bodies must be equal
+byte for byte, streamed or not. Then: the upstream down (the agent gets a 502 naming it), upstream
+4xx/5xx (status, body and headers passed through), malformed SSE (passed through, recorded as
+incomplete), an agent that disconnects mid-stream, an upstream that cuts the stream, a 50 MB body.
+Through all of it the proxy keeps serving and the recordings stay verifiable.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from engine.capture.proxy.recording import Recorder
+from engine.capture.proxy.server import ProxyServer
+from tests.capture.conftest import Proxied, errors, usages, verify_ok
+from tests.capture.standin import StandIn
+
+BODIES = {
+    "/v1/messages": {
+        "model": "claude-sonnet-4",
+        "max_tokens": 64,
+        "system": "S",
+        "messages": [{"role": "user", "content": "hi"}],
+    },
+    "/v1/chat/completions": {
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
+        "stream_options": {"include_usage": True},
+    },
+    "/v1/responses": {"model": "gpt-4.1", "instructions": "S", "input": "hi"},
+}
+
+
+def _post(base: str, path: str, body: dict[str, object], stream: bool) -> httpx.Response:
+    payload = {**body, "stream": stream}
+    if not stream:
+        payload.pop("stream_options", None)
+    with httpx.Client(timeout=60) as c:
+        return c.post(base + path, json=payload, headers={"x-api-key": "k", "authorization": "Bearer k"})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("path", list(BODIES))
+def test_byte_identical_pass_through(proxied: Proxied, standin: StandIn, path: str, stream: bool) -> None:
+    direct = _post(standin.url, path, BODIES[path], stream)
+    sent_direct = standin.sent[-1]
+    via = _post(proxied.url, path, BODIES[path], stream)
+    sent_via = standin.sent[-1]
+    assert direct.status_code == via.status_code == 200
+    assert direct.content == sent_direct and via.content == sent_via == sent_direct
+    assert via.headers["content-type"] == direct.headers["content-type"]
+    if not stream:
+        assert via.headers["x-request-id"] == "req_1"
+    paths = proxied.finish()
+    assert len(paths) == 1 and len(usages(paths[0])) == 1 and not errors(paths[0])
+    verify_ok(paths[0])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_upstream_down_gives_clear_502(tmp_path: Path, rtdir: Path) -> None:
+    dead = f"http://127.0.0.1:{_free_port()}"
+    rec = Recorder(tmp_path / "rec", serve=False)
+    with ProxyServer({"anthropic": dead, "openai": dead}, rec) as px:
+        client = anthropic.Anthropic(base_url=px.url, api_key="k", max_retries=0)
+        with pytest.raises(anthropic.APIStatusError) as exc:
+            client.messages.create(
+                model="claude-sonnet-4", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+            )
+        assert exc.value.status_code == 502
+        assert "could not reach the upstream" in str(exc.value) and dead in str(exc.value)
+        oc = openai.OpenAI(base_url=px.url + "/v1", api_key="k", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as oexc:
+            oc.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+        assert oexc.value.status_code == 502 and "--upstream" in str(oexc.value)
+    rec.close()
+    paths = [i.path for i, _ in rec.sessions.values()]
+    assert len(paths) == 2
+    for p in paths:
+        assert [e["kind"] for e in errors(p)] == ["error"] and "could not reach" in errors(p)[0]["message"]
+        verify_ok(p)
+
+
+@pytest.mark.parametrize("code", [429, 500])
+def test_upstream_errors_pass_through_unchanged(proxied: Proxied, standin: StandIn, code: int) -> None:
+    body = {**BODIES["/v1/messages"], "model": f"claude-x-error{code}"}
+    direct = _post(standin.url, "/v1/messages", body, False)
+    via = _post(proxied.url, "/v1/messages", body, False)
+    assert via.status_code == direct.status_code == code
+    assert via.content == direct.content == standin.sent[-1]
+    assert via.headers["x-request-id"] == "req_err"
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
+    err = anthropic.RateLimitError if code == 429 else anthropic.InternalServerError
+    with pytest.raises(err):
+        client.messages.create(**body)  # type: ignore[arg-type]
+    paths = proxied.finish()
+    assert len(errors(paths[0])) == 2 and f"HTTP {code}" in errors(paths[0])[0]["message"]
+    verify_ok(paths[0])
+
+
+def test_malformed_sse_passes_through_and_is_recorded_incomplete(proxied: Proxied, standin: StandIn) -> None:
+    body = {**BODIES["/v1/messages"], "model": "claude-x-malformed"}
+    via = _post(proxied.url, "/v1/messages", body, True)
+    assert via.content == standin.sent[-1]  # garbage and all, untouched
+    ok = _post(proxied.url, "/v1/messages", BODIES["/v1/messages"], True)  # the proxy carries on
+    assert ok.status_code == 200
+    paths = proxied.finish()
+    errs = [e for p in paths for e in errors(p)]
+    assert len(errs) == 1 and "incomplete_stream" in errs[0]["message"]
+    assert sum(len(usages(p)) for p in paths) == 1
+    for p in paths:
+        verify_ok(p)
+
+
+def test_client_disconnect_mid_stream(proxied: Proxied, standin: StandIn) -> None:
+    body = {**BODIES["/v1/chat/completions"], "model": "gpt-x-slow", "stream": True}
+    with (
+        httpx.Client(timeout=60) as c,
+        c.stream("POST", proxied.url + "/v1/chat/completions", json=body) as r,
+    ):
+        first = next(r.iter_raw())
+        assert first.startswith(b"data: ")
+    # The agent is gone; the proxy stays up and the next call works.
+    after = _post(proxied.url, "/v1/chat/completions", BODIES["/v1/chat/completions"], True)
+    assert after.status_code == 200 and after.content.endswith(b"data: [DONE]\n\n")
+    assert proxied.recorder.flush(60)
+    paths = proxied.finish()
+    errs = [e for p in paths for e in errors(p)]
+    assert len(errs) == 1 and "disconnected" in errs[0]["message"]
+    for p in paths:
+        verify_ok(p)
+
+
+def test_upstream_cuts_the_stream(proxied: Proxied, standin: StandIn) -> None:
+    body = {**BODIES["/v1/messages"], "model": "claude-x-cut"}
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
+    # The SDK's transport error (its HTTP library varies by version): what it would raise without the proxy.
+    with pytest.raises(Exception, match="incomplete|peer closed|closed connection"):
+        with client.messages.stream(**body) as s:  # type: ignore[arg-type]
+            s.get_final_message()
+    paths = proxied.finish()
+    errs = errors(paths[0])
+    assert len(errs) == 1 and "incomplete_stream" in errs[0]["message"]
+    verify_ok(paths[0])
+
+
+def test_50_mb_request_body(proxied: Proxied, standin: StandIn) -> None:
+    big = "x" * (50 * 1024 * 1024)
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": big}]}
+    raw = json.dumps(body).encode()
+    with httpx.Client(timeout=120) as c:
+        r = c.post(
+            proxied.url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"}
+        )
+    assert r.status_code == 200
+    assert standin.requests[-1][2] == raw  # the upstream got every byte
+    ok = _post(proxied.url, "/v1/chat/completions", BODIES["/v1/chat/completions"], False)
+    assert ok.status_code == 200
+    paths = proxied.finish()
+    assert any("not recorded" in s for s in proxied.recorder.skipped)
+    assert len(paths) == 1 and len(usages(paths[0])) == 1
+    verify_ok(paths[0])
+
+
+def test_unrecorded_paths_pass_through(proxied: Proxied, standin: StandIn) -> None:
+    with httpx.Client(timeout=60) as c:
+        r = c.post(
+            proxied.url + "/v1/messages/count_tokens?beta=true",
+            json={"model": "m"},
+            headers={"anthropic-version": "2023-06-01"},
+        )
+    assert standin.requests[-1][0] == "/v1/messages/count_tokens"
+    assert r.status_code == 200
+    assert proxied.finish() == []
