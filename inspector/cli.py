@@ -213,7 +213,6 @@ def attach(
 ) -> None:
     """Attach to a running agent's probe socket and watch it live."""
     from engine.probe.runtime_dir import parse_target
-
     from inspector.sources.live import LiveSource
 
     target = parse_target(pid)
