@@ -13,7 +13,19 @@ from engine.plan import Thresholds
 from engine.types import CacheScope, Lifecycle, Priority, SectionKind, Tier
 
 __all__ = [
-    "Pipeline", "Request", "OptimizeLimits", "Thresholds", "CacheScope", "Priority", "Lifecycle", "SectionKind",
-    "Tier", "ContextPipeError", "ConfigError", "UnpairedToolResultError", "BudgetExceededError", "BindError",
+    "Pipeline",
+    "Request",
+    "OptimizeLimits",
+    "Thresholds",
+    "CacheScope",
+    "Priority",
+    "Lifecycle",
+    "SectionKind",
+    "Tier",
+    "ContextPipeError",
+    "ConfigError",
+    "UnpairedToolResultError",
+    "BudgetExceededError",
+    "BindError",
     "ENGINE_VERSION",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 from engine.errors import ConfigError
 from engine.optimize.context import OptimizeLimits
 from engine.plan import Thresholds
+from engine.policy.settings import PolicySettings
 from engine.providers import canonical_provider
 from engine.tokens import Budget
 
@@ -25,6 +26,7 @@ class PipelineConfig:
     query_source: str = "main"
     thresholds: Thresholds = field(default_factory=Thresholds)
     limits: OptimizeLimits = field(default_factory=OptimizeLimits)
+    policy: PolicySettings = field(default_factory=PolicySettings)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "provider", canonical_provider(self.provider))
@@ -55,6 +57,7 @@ class PipelineConfig:
             "query_source": self.query_source,
             "thresholds": self.thresholds.to_dict(),
             "limits": self.limits.to_dict(),
+            "policy": self.policy.to_dict(),
         }
 
     @classmethod
@@ -71,6 +74,8 @@ class PipelineConfig:
             query_source=ev["query_source"],
             thresholds=Thresholds(**ev["thresholds"]),
             limits=OptimizeLimits(**ev["limits"]),
+            # A recording made before policies existed ran the wave-1 planner; it replays with it.
+            policy=PolicySettings.from_dict(ev.get("policy")),
         )
 
     def with_overrides(
@@ -79,6 +84,7 @@ class PipelineConfig:
         thresholds: dict[str, float] | None = None,
         gates: dict[str, bool] | None = None,
         provider: str | None = None,
+        policy: PolicySettings | str | None = None,
     ) -> PipelineConfig:
         cfg = self
         if window is not None:
@@ -89,4 +95,6 @@ class PipelineConfig:
             cfg = replace(cfg, limits=cfg.limits.with_gates(gates))
         if provider:
             cfg = replace(cfg, provider=provider)
+        if policy:
+            cfg = replace(cfg, policy=PolicySettings.parse(policy) if isinstance(policy, str) else policy)
         return cfg

@@ -216,7 +216,14 @@ def cache_diagnostics(response: Any) -> dict[str, Any]:
     return out
 
 
-HISTORY_STEPS = ("clear_tool_results", "spill", "llm_summary", "drop_rounds", "trim_sections")
+HISTORY_STEPS = (
+    "clear_tool_results",
+    "spill",
+    "llm_summary",
+    "drop_rounds",
+    "compact_history",
+    "trim_sections",
+)
 
 
 def attribute_cache_break(

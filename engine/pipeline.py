@@ -36,6 +36,10 @@ from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
 from engine.plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
+from engine.policy import cost_aware
+from engine.policy.cachecost import CacheRules, for_model
+from engine.policy.settings import WAVE1, PolicySettings
+from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from engine.providers.base import Block
@@ -80,6 +84,7 @@ class Built:
     asm: Assembly
     serialized: SerializedRequest
     trace: dict[str, Any]
+    state: CompactionState | None = None  # the compaction state after this request (cost_aware policy)
 
 
 class Pipeline:
@@ -102,6 +107,7 @@ class Pipeline:
         spill_dir: str | Path | None = None,
         spill: SpillBackend | None = None,
         summarizer: Summarizer | None = None,
+        policy: PolicySettings | str | None = None,
         record: str | Path | None = None,
         serve: bool | None = None,
         redact: bool | None = None,
@@ -120,6 +126,7 @@ class Pipeline:
             query_source=query_source,
             thresholds=thresholds or Thresholds(),
             limits=limits or OptimizeLimits(),
+            policy=PolicySettings.parse(policy) if isinstance(policy, str) else (policy or PolicySettings()),
         )
         self.counter = counter if counter is not None else TokenCounter(tokenizer)  # empty is falsy
         self.measure = Measure(self.counter)
@@ -146,6 +153,8 @@ class Pipeline:
         self.turn = 0
         self.flipped: list[str] = []  # latches that flipped since the last request
         self.summaries: dict[str, str] = {}
+        self.compaction = CompactionState()  # the compacted history (cost_aware policy), folded
+        self._cache_rules: dict[tuple[str, str], CacheRules] = {}
         # Recent traces only: alert rules look back ten turns and the trace compares with the last one.
         # The full history lives in the journal; keeping every trace here would grow without bound.
         self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
@@ -282,6 +291,8 @@ class Pipeline:
                 if "h" in b:  # the last good value: what a later failing binder falls back to
                     self.content[sid] = self._text(b["h"])
             self._close_pending()
+            if "compaction" in ev:
+                self.compaction = CompactionState.from_event(ev["compaction"])
             self.emergent.expire(ev["turn"] - 1)
             self.turn = ev["turn"] + 1
             self.flipped = []
@@ -490,24 +501,61 @@ class Pipeline:
         )
         return the_plan, reserves, ratio
 
-    def build(self, bound: dict[str, dict[str, Any]], config: PipelineConfig | None = None) -> Built:
-        """Plan + Optimize + serialize from the current state. Pure given state, bound values and config."""
+    def cache_rules(self, cfg: PipelineConfig) -> CacheRules:
+        """The provider's cache rules and price ratios the cost_aware policy weighs a compaction by."""
+        key = (cfg.provider, cfg.model)
+        got = self._cache_rules.get(key)
+        if got is None:
+            got = self._cache_rules[key] = for_model(cfg.provider, cfg.model)
+        return got
+
+    def build(
+        self,
+        bound: dict[str, dict[str, Any]],
+        config: PipelineConfig | None = None,
+        state: CompactionState | None = None,
+    ) -> Built:
+        """Plan + Optimize + serialize from the current state. Pure given state, bound values and config.
+        `state` replaces the folded compaction state (a what-if that runs its own chain of states)."""
         cfg = config or self.config
         asm = self._assemble(bound)
         m = self.measure
-        the_plan, reserves, ratio = self._plan(cfg, asm)
-        policy = POLICIES[cfg.provider]
-        spill = self.spill
-        ctx = OptimizeContext(
-            plan=the_plan,
-            limits=cfg.limits,
-            policy=policy,
-            measure=m,
-            spill=spill,
-            summarizer=self._summarize if (self.summarizer is not None or self.summaries) else None,
-            latch_flipped=bool(self.flipped),
-        )
-        res = optimize(asm, ctx)
+        summarizer = self._summarize if (self.summarizer is not None or self.summaries) else None
+
+        def make_ctx(p: Plan) -> OptimizeContext:
+            return OptimizeContext(
+                plan=p,
+                limits=cfg.limits,
+                policy=POLICIES[cfg.provider],
+                measure=m,
+                spill=self.spill,
+                summarizer=summarizer,
+                latch_flipped=bool(self.flipped),
+            )
+
+        new_state: CompactionState | None = None
+        decision: dict[str, Any] | None = None
+        if cfg.policy.name == WAVE1:
+            the_plan, reserves, ratio = self._plan(cfg, asm)
+            ctx = make_ctx(the_plan)
+            res = optimize(asm, ctx)
+            before, failures = asm, ctx.spill_failures
+        else:
+            out = cost_aware.run(
+                asm,
+                self.compaction if state is None else state,
+                settings=cfg.policy,
+                limits=cfg.limits,
+                cache=self.cache_rules(cfg),
+                measure=m,
+                plan_fn=lambda a: self._plan(cfg, a),
+                make_ctx=make_ctx,
+                turn=self.turn,
+                summary_text=self.summaries.get,
+                summarize=summarizer,
+            )
+            the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
+            before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision
         ser = self._serializer(cfg.provider).serialize(
             res.asm, res.markers, cfg.model, cfg.max_output_tokens, m
         )
@@ -516,16 +564,20 @@ class Pipeline:
             cfg,
             the_plan,
             reserves,
-            asm,
+            before,
             res,
             ser,
             m,
             self.traces[-1] if self.traces else None,
             self.flipped,
-            ctx.spill_failures,
+            failures,
         )
         trace["calibration"] = round(ratio, 4)
-        return Built(the_plan, res.asm, ser, trace)
+        if decision is not None:
+            # Pressure over what is sent (the compacted state); the raw history's figure beside it.
+            trace["pressure"]["raw_history"] = round(decision["raw_tokens"] / max(1, cfg.window), 4)
+            trace["compaction"] = decision
+        return Built(the_plan, res.asm, ser, trace, new_state)
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         """One job per bound source. Its budget is what the plan gave the section at its last known
@@ -604,6 +656,12 @@ class Pipeline:
                 "sections": {sec["id"]: sec["sha256"][:16] for sec in built.trace["sections"]},
                 # Bind outputs and spill failures are what replay cannot recompute; omitted when empty.
                 **({"bound": bound} if bound else {}),
+                # The compaction state changes only at a compaction; replay folds it from here.
+                **(
+                    {"compaction": built.state.to_event()}
+                    if built.state is not None and built.state != self.compaction
+                    else {}
+                ),
                 **(
                     {"spill_failures": built.trace["spill_failures"]} if built.trace["spill_failures"] else {}
                 ),

@@ -80,7 +80,7 @@ def alert_rules(traces: list[dict[str, Any]]) -> set[str]:
 
 # ----------------------------------------------------------------------------- tiers
 def test_tiers_escalate_with_pressure_in_order() -> None:
-    pipe = make(20_000, default_response_reserve=0)
+    pipe = make(20_000, default_response_reserve=0, policy="wave1")  # the tiered planner
     pipe.identity("You are a test agent.")
     pipe.add_tool("bash", "Run a command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
     pipe.add_tool("edit", "Edit a file", {"type": "object", "properties": {"path": {"type": "string"}}})
@@ -106,7 +106,7 @@ def test_tiers_escalate_with_pressure_in_order() -> None:
 
 def test_tier_actions_follow_the_tier() -> None:
     """TrimSchemas drops unused schemas; CompactHistory clears old results; AggressivePrune drops rounds."""
-    pipe = make(20_000, default_response_reserve=0)
+    pipe = make(20_000, default_response_reserve=0, policy="wave1")  # the tiered planner
     pipe.identity("You are a test agent.")
     pipe.add_tool("bash", "Run a command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
     pipe.add_tool("unused", tokens(300), {"type": "object"})
@@ -359,7 +359,7 @@ def test_explain_only_has_no_side_effects(tmp_path: Path) -> None:
         bound.append(1)
         return "bound value"
 
-    pipe = make(6_000, spill_dir=tmp_path / "spill", summarizer=summarize)
+    pipe = make(6_000, spill_dir=tmp_path / "spill", summarizer=summarize, policy="wave1")
     pipe.identity("You are a test agent.")
     pipe.add_source("clock", "context", binder=binder, scope=CacheScope.NONE)
     pipe.user("task")
@@ -549,7 +549,7 @@ def _pressure_session(window: int, **kw: Any) -> Pipeline:
 
 
 def _compaction_cascade() -> list[dict[str, Any]]:
-    return _pressure_session(8_000).traces
+    return _pressure_session(8_000, policy="wave1").traces  # wave 1 re-plans (and cascades) every turn
 
 
 def _prompt_too_long() -> list[dict[str, Any]]:
@@ -604,7 +604,7 @@ def _bind_degraded() -> list[dict[str, Any]]:
 
 
 def _circuit_breaker() -> list[dict[str, Any]]:
-    return _pressure_session(8_000, limits=OptimizeLimits(max_clear_tokens=10)).traces
+    return _pressure_session(8_000, limits=OptimizeLimits(max_clear_tokens=10), policy="wave1").traces
 
 
 def _cache_miss_unexplained() -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from engine.errors import BindError, BudgetExceededError, ConfigError, UnpairedT
 from engine.optimize import RULES, OptimizeLimits
 from engine.pipeline import Pipeline, Request
 from engine.plan import Thresholds
+from engine.policy import cost_aware
 from engine.recording.replay import Replayer
 from engine.spill import MemorySpill
 from engine.tokens import CharTokenizer, TokenCounter
@@ -95,6 +96,7 @@ class Session:
     default_response_reserve: int = 1024
     context_scopes: list[int] = field(default_factory=list)
     tiktoken: bool = False
+    policy: str = "cost_aware"
 
     def limits(self) -> OptimizeLimits:
         return OptimizeLimits(
@@ -162,6 +164,7 @@ sessions_st = st.builds(
     default_response_reserve=st.sampled_from([0, 256, 1024, 8192]),
     context_scopes=st.lists(st.sampled_from([0, 1, 2]), min_size=2, max_size=2),
     tiktoken=st.booleans(),
+    policy=st.sampled_from(["cost_aware", "wave1", "cost_aware:target=0.3,trigger=0.8,early=off"]),
 )
 
 
@@ -194,6 +197,7 @@ def new_pipeline(s: Session, counter: TokenCounter | None = None, **kw: Any) -> 
         counter=counter or (TIKTOKEN_COUNTER if s.tiktoken else CHAR_COUNTER),
         serve=False,
         clock=lambda: 1_700_000_000.0,
+        policy=s.policy,
         **kw,
     )
 
@@ -369,14 +373,19 @@ def check_markers(body: dict[str, Any], raw: bytes, provider: str) -> None:
 
 def check_audit(trace: dict[str, Any], limits: OptimizeLimits) -> None:
     steps = [s["step"] for s in trace["steps"]]
-    assert steps == [r.name for r in RULES], f"trace steps {steps} differ from RULES"
+    rules = RULES
+    if "compaction" in trace:  # the cost_aware policy: stable rules, the compaction step, the guarantee
+        rules = cost_aware.STABLE_RULES + cost_aware.GUARANTEE_RULES
+        assert steps == list(cost_aware.STEP_NAMES), f"trace steps {steps} differ from the cost_aware steps"
+    else:
+        assert steps == [r.name for r in RULES], f"trace steps {steps} differ from RULES"
     for s in trace["steps"]:
         assert s["status"] in ("applied", "skipped", "not_needed")
         if s["status"] != "applied":
             assert s.get("reason"), f"{s['step']} {s['status']} without a reason"
     tier = Tier(TIERS.index(trace["tier"]))
     skipped = {s["step"]: s for s in trace["skipped"]}
-    for rule in RULES:
+    for rule in rules:
         if rule.gate is not None and not getattr(limits, rule.gate) and tier >= rule.min_tier:
             rec = skipped.get(rule.name)
             assert rec is not None, f"closed gate {rule.gate} missing from trace['skipped']"

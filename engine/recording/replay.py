@@ -34,8 +34,21 @@ class ReplayError(ContextPipeError):
 CHECKPOINT_EVERY = 128
 # Pipeline attributes that are not folded state: shared by a snapshot and its original. The journal's
 # blob dict only ever gains content-addressed entries, so sharing it is safe.
-_SHARED = frozenset({"journal", "counter", "measure", "spill", "_serializers", "summarizer", "clock",
-                     "binders", "recorder", "probe", "config"})
+_SHARED = frozenset(
+    {
+        "journal",
+        "counter",
+        "measure",
+        "spill",
+        "_serializers",
+        "summarizer",
+        "clock",
+        "binders",
+        "recorder",
+        "probe",
+        "config",
+    }
+)
 _IMMUTABLE = (int, float, str, bool, bytes, tuple, frozenset, type(None))
 
 

@@ -44,6 +44,7 @@ from engine.feedback import attribute_cache_break
 from engine.importers.ingest import actual_requests
 from engine.optimize.context import OptimizeLimits
 from engine.plan import Thresholds
+from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
 from engine.providers.base import Block
 from engine.recording.journal import Event, unpack_event
@@ -54,7 +55,7 @@ from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, 
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
-COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary"})
+COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary", "compact_history"})
 # Strictly increasing request times: the simulator lets a call read only what was written strictly
 # before it, and an agent loop sends call k+1 only after reply k arrived. Sources without timestamps
 # (all zeros) or with whole-second ones would otherwise hide every write from the next call.
@@ -76,6 +77,7 @@ class SimSettings:
     thresholds: Mapping[str, float] | None = None
     prices: PriceTable | str | Path | None = None
     sim_options: Mapping[str, Any] | None = None  # passed to CacheSimulator (e.g. persist_probability)
+    policy: str | None = None  # engine compaction policy for the `pipeline` column ("cost_aware", "wave1")
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,7 @@ def _build_pass(
     out_p: list[_Req] = []
     out_c: list[_Req] = []
     out_r: list[_Req] | None = [] if need_recorded else None
+    st_p = st_c = st_r = CompactionState()
     for ev in events:
         if ev.get("k") == "request":
             pipe._close_pending()
@@ -315,12 +318,16 @@ def _build_pass(
             pcfg = base.with_overrides(**pipe_overrides)
             ccfg = replace(pcfg, limits=closed)
             t = float(ev.get("time") or 0.0)
-            bp = pipe.build(bound, pcfg)
-            bc = pipe.build(bound, ccfg)
+            # Each column runs its own chain of compaction states: the folded (recorded) state belongs
+            # to the recorded settings, not to a what-if window.
+            bp = pipe.build(bound, pcfg, st_p)
+            bc = pipe.build(bound, ccfg, st_c)
+            st_p, st_c = bp.state or st_p, bc.state or st_c
             out_p.append(_req(ev["turn"], t, bp.trace, bp.serialized.blocks))
             out_c.append(_req(ev["turn"], t, bc.trace, bc.serialized.blocks))
             if out_r is not None:
-                br = bp if base == pcfg else pipe.build(bound, base)
+                br = bp if base == pcfg else pipe.build(bound, base, st_r)
+                st_r = br.state or st_r
                 out_r.append(_req(ev["turn"], t, br.trace, br.serialized.blocks))
         replayer._fold(pipe, ev)
     return out_p, out_c, out_r
@@ -578,6 +585,7 @@ def simulate_events(
         "thresholds": thresholds,
         "gates": gates,
         "provider": engine_provider if s.provider else None,
+        "policy": s.policy,
     }
     try:
         reqs_p, reqs_c, reqs_r = _build_pass(events, replayer, overrides, need_recorded=not has_actual)

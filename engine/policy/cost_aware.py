@@ -1,0 +1,289 @@
+"""The default compaction policy: stateful, with hysteresis, and only when it pays.
+
+Each turn the history is sent as the folded `CompactionState` leaves it (the cut part replaced by one
+note, everything after the cut appended as it came), so between compactions each request extends the
+previous one and the provider's prefix cache serves all of it. Then:
+
+1. Stable rules first: cache alignment, and spilling of large tool outputs (decided by content alone,
+   so an output is spilled the same way from the turn it first appears: no later rewrite).
+2. The compaction decision, over what will be sent (not the raw history):
+   - forced: the request exceeds `trigger` x ceiling. Cut whole oldest rounds (never the task, never
+     the newest round) until the request is at most `target` x ceiling: one deep cut buys many turns.
+   - early (optional): below the trigger, compact anyway when the expected saving over the expected
+     remaining turns pays for the cache rewrite at the provider's prices and cache rules.
+   - otherwise hold; the trace says why, with the pay-back a compaction would have had.
+3. The budget guarantee (trim_sections) and the cache markers, as in every policy. Tool schemas and
+   global/session sections are only ever touched by that guarantee (forced), never by compaction.
+
+Everything here is a pure function of its inputs: the same state and assembly give the same request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.artifacts import Message, Text
+from engine.assembly import Assembly, Measure, history_rounds, omission_marker
+from engine.hashing import content_hash
+from engine.optimize import (
+    OptimizeContext,
+    OptimizeLimits,
+    OptimizeResult,
+    Rule,
+    align,
+    markers,
+    optimize,
+    spill_large,
+    trim_sections,
+)
+from engine.optimize.history_ops import history_index
+from engine.plan import Plan, Reserves
+from engine.policy.cachecost import CacheRules, Payback, payback
+from engine.policy.settings import PolicySettings
+from engine.policy.state import CompactionState
+from engine.types import Form
+
+STEP = "compact_history"
+GATE = "drop_rounds"  # compaction drops whole rounds: the same gate as wave 1's drop_rounds
+SUMMARY_GATE = "llm_summary"
+NOTE_ALLOWANCE = 48  # tokens the note on the task message may add
+# An early candidate is only worth writing down when it would save this share of the ceiling.
+REPORT_SHARE = 0.05
+# Expected remaining turns = this share of the turns so far. Chosen on the in-sample half of the shared
+# trajectories (benchmarks/bench_policies.py): a session's remaining length is uncertain, and a
+# compaction that does not pay back before the session ends only costs, so the estimate is cautious.
+HORIZON_FACTOR = 0.25
+
+STABLE_RULES: tuple[Rule, ...] = (
+    Rule(align.NAME, align.apply, "reorder"),
+    Rule(spill_large.NAME, spill_large.apply, "spill"),
+)
+GUARANTEE_RULES: tuple[Rule, ...] = (
+    Rule(trim_sections.NAME, trim_sections.apply, None),
+    Rule(markers.NAME, markers.apply, None),
+)
+STEP_NAMES = tuple(r.name for r in STABLE_RULES) + (STEP,) + tuple(r.name for r in GUARANTEE_RULES)
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    reserves: Reserves
+    ratio: float
+    before: Assembly  # the state-applied assembly the plan measured ("planned" in the trace)
+    res: OptimizeResult
+    state: CompactionState
+    decision: dict[str, Any]
+    spill_failures: list[str] = field(default_factory=list)
+
+
+def task_end(items: tuple[Any, ...]) -> int:
+    """End of round 0 (the task): the first assistant message, or the whole history."""
+    return next(
+        (i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"), len(items)
+    )
+
+
+def note_text(st: CompactionState, summary_text: Callable[[str], str | None]) -> str:
+    text = summary_text(st.summary) if st.summary else None
+    if text is not None:
+        return f"[summary of {st.dropped_rounds} earlier rounds, {st.dropped_tokens} tokens]\n{text}"
+    return omission_marker(st.dropped_tokens, f"{st.dropped_rounds} earlier rounds dropped")
+
+
+def apply_state(asm: Assembly, st: CompactionState, summary_text: Callable[[str], str | None]) -> Assembly:
+    """The assembly with the history as the state leaves it (the cut part replaced by its note)."""
+    idx = history_index(asm)
+    if idx is None or st.cut <= 0:
+        return asm
+    hist = asm[idx]
+    items = hist.items
+    te = task_end(items)
+    cut = min(st.cut, len(items))
+    if cut <= te:
+        return asm
+    first = items[0]
+    if isinstance(first, Message) and first.role == "user":
+        # The note rides on the task message, so the conversation still starts with a user turn.
+        new_first = Message("user", first.parts + (Text(note_text(st, summary_text)),))
+        new_items = (new_first,) + items[1:te] + items[cut:]
+    else:
+        new_items = items[:te] + items[cut:]
+    return asm[:idx] + (hist.with_items(new_items, Form.TRIMMED, st.dropped_tokens),) + asm[idx + 1 :]
+
+
+@dataclass(frozen=True)
+class _Cut:
+    cut: int  # new full-history index of the first kept item
+    dropped_items: int  # applied-history items newly dropped
+    dropped_tokens: int
+    dropped_rounds: int
+    after: int  # estimated request tokens after the cut
+
+
+def _choose_cut(asm: Assembly, st: CompactionState, target: int, m: Measure, full_len: int) -> _Cut | None:
+    """The shallowest cut at a round boundary that brings the request to `target` tokens or below
+    (the deepest possible one if none does). None when nothing can be dropped."""
+    idx = history_index(asm)
+    if idx is None:
+        return None
+    items = asm[idx].items
+    te = task_end(items)
+    # Applied positions p >= te map to full-history index base + (p - te).
+    base = st.cut if st.cut > te else te
+    starts = [s for s, _ in history_rounds(items)[1:-1] if s >= te]  # droppable rounds: not the newest
+    ends = [e for s, e in history_rounds(items)[1:-1] if s >= te]
+    if not starts:
+        return None
+    total = m.total(asm)
+    acc = 0
+    chosen = None
+    for k, (s, e) in enumerate(zip(starts, ends, strict=True)):
+        acc += m.items(items[s:e])
+        chosen = (k, e, acc)
+        if total - acc + NOTE_ALLOWANCE <= target:
+            break
+    assert chosen is not None
+    k, e, acc = chosen
+    new_cut = base + (e - te)
+    if new_cut > full_len:
+        return None
+    return _Cut(new_cut, e - te, acc, k + 1, total - acc + NOTE_ALLOWANCE)
+
+
+def run(
+    asm_full: Assembly,
+    st: CompactionState,
+    *,
+    settings: PolicySettings,
+    limits: OptimizeLimits,
+    cache: CacheRules,
+    measure: Measure,
+    plan_fn: Callable[[Assembly], tuple[Plan, Reserves, float]],
+    make_ctx: Callable[[Plan], OptimizeContext],
+    turn: int,
+    summary_text: Callable[[str], str | None],
+    summarize: Callable[[list[str]], str] | None = None,
+) -> Outcome:
+    m = measure
+    hidx = history_index(asm_full)
+    full_len = len(asm_full[hidx].items) if hidx is not None else 0
+    raw_total = m.total(asm_full)
+
+    def stage1(s: CompactionState) -> tuple[Assembly, Assembly, Plan, OptimizeResult, list[str]]:
+        applied = apply_state(asm_full, s, summary_text)
+        p, _, _ = plan_fn(applied)
+        ctx = make_ctx(p)
+        r = optimize(applied, ctx, STABLE_RULES)
+        return applied, r.asm, p, r, list(ctx.spill_failures)
+
+    applied, asm1, _, res1, failures = stage1(st)
+    plan1, _, _ = plan_fn(asm1)
+    ceiling = plan1.ceiling
+    t1 = m.total(asm1)
+    trigger_tokens = int(settings.trigger * ceiling)
+    target_tokens = int(settings.target * ceiling)
+    h1 = history_index(asm1)
+    hist_tokens = m.section(asm1[h1]) if h1 is not None else 0
+    stable_prefix = t1 - hist_tokens
+    # How long would a saving last? A cautious share of the turns so far (see HORIZON_FACTOR), and at
+    # most until the trigger forces a cut anyway.
+    expected_left = float(max(1, turn)) * HORIZON_FACTOR
+    growth = (m.section(asm_full[hidx]) if hidx is not None else 0) / max(1, turn)
+    to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
+    horizon = min(expected_left, to_trigger)
+    forced = t1 > trigger_tokens
+    decision: dict[str, Any] = {
+        "policy": settings.name,
+        "tokens": t1,
+        "raw_tokens": raw_total,
+        "trigger_tokens": trigger_tokens,
+        "target_tokens": target_tokens,
+        "forced": forced,
+        "cut": st.cut,
+        "cache_rules": cache.rules,
+    }
+    step: dict[str, Any]
+    new_st = st
+    cand = _choose_cut(asm1, st, target_tokens, m, full_len) if (forced or t1 > target_tokens) else None
+    pb: Payback | None = None
+    if cand is not None:
+        pb = payback(cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced)
+        decision.update(pb.to_dict())
+    gate_open = bool(getattr(limits, GATE))
+    if cand is None:
+        why = (
+            "request within the trigger"
+            if not forced
+            else "nothing droppable (only the task and newest round)"
+        )
+        decision.update(decision="held", reason=why)
+        step = {"step": STEP, "status": "not_needed", "reason": why}
+    elif not gate_open:
+        assert pb is not None
+        why = f"gate {GATE} is off ({pb.text()})"
+        decision.update(decision="skipped", reason=why)
+        step = {"step": STEP, "status": "skipped", "reason": why, "tokens_saved": pb.saves_per_turn}
+    elif forced or (settings.early and pb is not None and pb.worth):
+        assert pb is not None
+        summary_key = ""
+        if summarize is not None and getattr(limits, SUMMARY_GATE):
+            idx = history_index(applied)
+            assert idx is not None
+            full_hist = asm_full[hidx].items if hidx is not None else ()
+            old = full_hist[task_end(full_hist) : cand.cut]
+            texts = [i.text() for i in old if isinstance(i, Message)]
+            summary_key = content_hash(texts)
+            summarize(texts)
+        new_st = CompactionState(
+            cut=cand.cut,
+            dropped_tokens=st.dropped_tokens + cand.dropped_tokens,
+            dropped_rounds=st.dropped_rounds + cand.dropped_rounds,
+            compactions=st.compactions + 1,
+            turn=turn,
+            summary=summary_key,
+        )
+        why = (
+            f"request {t1} > trigger {trigger_tokens}: cut {cand.dropped_rounds} rounds to about {target_tokens}"
+            if forced
+            else f"pays back within the {horizon:.0f} turns it is expected to last"
+        )
+        decision.update(decision="compacted", reason=why, cut=new_st.cut)
+        step = {
+            "step": STEP,
+            "status": "applied",
+            "detail": f"{why}; {pb.text()}",
+            "tokens_saved": pb.saves_per_turn,
+            "payback": pb.text(),
+        }
+        applied, asm1, _, res1, failures = stage1(new_st)
+        plan1, _, _ = plan_fn(asm1)
+    else:
+        assert pb is not None
+        why = f"not worth it: {pb.text()}, expected to last {horizon:.0f} turns"
+        decision.update(decision="held", reason=why)
+        # Written down as a skipped optimization only when the saving would be substantial.
+        if pb.saves_per_turn >= REPORT_SHARE * ceiling:
+            step = {"step": STEP, "status": "skipped", "reason": why, "tokens_saved": pb.saves_per_turn}
+        else:
+            step = {"step": STEP, "status": "not_needed", "reason": why}
+    the_plan, reserves, ratio = plan_fn(asm1)
+    ctx2 = make_ctx(the_plan)
+    res2 = optimize(asm1, ctx2, GUARANTEE_RULES)
+    res = OptimizeResult(res2.asm, markers=res2.markers)
+    res.steps = res1.steps + [step] + res2.steps
+    res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
+    res.skipped = (
+        res1.skipped
+        + ([{k: v for k, v in step.items() if k != "status"}] if step["status"] == "skipped" else [])
+        + res2.skipped
+    )
+    decision["sent_tokens"] = m.total(res.asm)
+    return Outcome(the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures)
+
+
+def _action(step: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in step.items() if k != "status"}
