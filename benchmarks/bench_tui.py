@@ -65,7 +65,6 @@ def _resume_pipeline(tmp: Path, fake: list[float]) -> tuple[Any, Any, int]:
     RecordingWriter.resume). Folding it is the Replayer's fold (no re-planning); the previous request is
     rebuilt once so the next turn's cache-break attribution compares against it, and the cache
     simulator is warmed with it, as if the process had never stopped."""
-    from engine.pipeline import _prefix_blocks
     from engine.recording.cpsession import RecordingReader, RecordingWriter
     from engine.recording.journal import pack_event, unpack_event
     from engine.recording.replay import Replayer
@@ -78,20 +77,18 @@ def _resume_pipeline(tmp: Path, fake: list[float]) -> tuple[Any, Any, int]:
                                for e in events[requests[-1]:]):
         raise RuntimeError(f"{tmp}: cannot resume (no complete turn at the end)")
     replayer = Replayer(events)
-    pipe = replayer._fresh()
+    pipe = replayer.new_pipeline()
     last = requests[-1]
     for ev in events[:last]:
-        replayer._fold(pipe, ev)
-    pipe._close_pending()
-    pipe.turn = events[last]["turn"]
+        pipe.fold(ev)
+    pipe.begin_request(events[last]["turn"])
     built = pipe.build(events[last].get("bound", {}))
-    pipe._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), pipe.config.model)
     for ev in events[last:]:
-        replayer._fold(pipe, ev)
+        pipe.fold(ev)
     for ev in events:
         if ev.get("k") == "blob":
             pipe.journal.blobs[ev["h"]] = ev["data"]
-    pipe._replay = False
+    pipe.go_live(built)
     fake[0] = float(events[last]["time"]) + 5
     pipe.clock = lambda: fake[0]
     sim = CacheSimulator("anthropic", "claude-sonnet-4")

@@ -9,8 +9,16 @@
     pipe.record_usage(resp.usage)      # Feedback
     pipe.assistant(text, tool_calls=[...]); pipe.tool_result(call_id, output)
 
-Every mutating call becomes a journal event and is applied by `_apply`, the same fold `replay` uses,
-so the live state and a replayed state cannot drift apart.
+Every mutating call becomes a journal event and is applied by `fold`, the same public fold replay,
+simulate, ingest and the tap use, so the live state and a replayed state cannot drift apart. Rebuilding
+a recorded request from a journal is:
+
+    pipe = Pipeline(model, provider, window, replay=True)   # or Replayer.new_pipeline()
+    for ev in events:
+        if ev["k"] == "request":
+            pipe.begin_request(ev["turn"])          # what folding the request does first
+            built = pipe.build(ev.get("bound", {}))  # the same bytes the live pipeline sent
+        pipe.fold(ev)
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from engine.providers.base import Block
 from engine.recording.frames import encode_frame
-from engine.recording.journal import Event, Journal, pack_event
+from engine.recording.journal import Event, Journal, pack_event, trace_of
 from engine.sections import assemble
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
@@ -112,8 +120,10 @@ class Pipeline:
         serve: bool | None = None,
         redact: bool | None = None,
         clock: Callable[[], float] = time.time,
-        _replay: bool = False,
+        replay: bool = False,
     ) -> None:
+        """`replay=True` makes a state to fold a recorded journal into: no recorder or probe, and
+        summaries come from the journal instead of the summarizer."""
         cfg = PipelineConfig(
             model=model,
             provider=provider,
@@ -161,14 +171,14 @@ class Pipeline:
         self._serializers: dict[str, Serializer] = {}
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
-        self._replay = _replay
+        self._replay = replay
         self._explaining = False  # EXPLAIN only: no journal writes, no summarizer calls
         self.recorder: Any = None
         self.probe: Any = None
         self._emit(
             {"k": "session", "config": cfg.to_event(), "engine_version": ENGINE_VERSION, "time": clock()}
         )
-        if not _replay:
+        if not replay:
             self._open_sinks(record, serve, redact)
 
     # ----------------------------------------------------------------- sinks
@@ -220,7 +230,7 @@ class Pipeline:
                 probe.publish(packed, frame)
 
     def close(self) -> None:
-        self._close_open_turn()
+        self.close_turn()
         if self.recorder is not None:
             self.recorder.close()
             self.recorder = None
@@ -236,7 +246,7 @@ class Pipeline:
 
     # ----------------------------------------------------------------- events
     def _emit(self, ev: Event) -> None:
-        self._apply(ev)
+        self.fold(ev)
         self.journal.append(ev)
 
     def _blob(self, text: str) -> str:
@@ -245,7 +255,11 @@ class Pipeline:
     def _text(self, h: str) -> str:
         return self.journal.blobs[h]
 
-    def _apply(self, ev: Event) -> None:
+    def fold(self, ev: Event) -> None:
+        """Apply one journal event to the state, without journaling it: the engine's state is a fold
+        over its journal. Live calls (user(), add_tool(), next_request(), ...) journal an event and
+        fold it; replay, simulate and the importers fold recorded events the same way. A `turn` event
+        adds its recorded trace to the recent traces (the next build compares with the last one)."""
         k = ev["k"]
         if k == "blob":
             self.journal.blobs[ev["h"]] = ev["data"] if isinstance(ev["data"], str) else ev["data"].decode()
@@ -296,6 +310,8 @@ class Pipeline:
             self.emergent.expire(ev["turn"] - 1)
             self.turn = ev["turn"] + 1
             self.flipped = []
+        elif k == "turn":
+            self.traces.append(trace_of(ev))
 
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]
@@ -315,6 +331,21 @@ class Pipeline:
         if self.pending:
             self.history.append(Message("user", tuple(self.pending)))
             self.pending = []
+
+    def begin_request(self, turn: int) -> None:
+        """Bring a folded state to the moment turn `turn`'s request was built: pending tool results and
+        user text close into a user message and the turn is numbered, which is what folding the request
+        event does first. Call it before `build()` to rebuild a recorded request from a journal."""
+        self._close_pending()
+        self.turn = turn
+
+    def go_live(self, last: Built | None = None) -> None:
+        """Continue live from a folded (replayed) state: the next request's cache-break attribution
+        compares with `last` (the rebuilt previous request), and summaries call the summarizer again."""
+        self._replay = False
+        self._prev = (
+            (last.serialized.blocks, _prefix_blocks(last.serialized), self.config.model) if last else None
+        )
 
     # ----------------------------------------------------------------- registration
     def add_source(
@@ -642,7 +673,7 @@ class Pipeline:
             check_budget(built.trace)
             self._attribute(built.trace, built.serialized, built.plan)
             return Request(self.turn, built.serialized, built.trace)
-        self._close_open_turn()
+        self.close_turn()
         built = self.build(bound)
         check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
@@ -683,7 +714,9 @@ class Pipeline:
             actions=trace["actions"],
         )
 
-    def _close_open_turn(self) -> None:
+    def close_turn(self) -> None:
+        """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
+        close() all do this; call it when a session stops without them and the journal is read as is."""
         if self._open is not None:
             self.journal.append({"k": "turn", "turn": self._open["turn"], "trace": self._open})
             self._open = None
@@ -697,7 +730,7 @@ class Pipeline:
         if self._open is not None:
             self._open["usage"] = u.to_dict()
             self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
-            self._close_open_turn()
+            self.close_turn()
         return u
 
     def record_error(self, kind: str, message: str = "") -> None:
@@ -706,7 +739,7 @@ class Pipeline:
         if self._open is not None:
             self._open["error"] = f"{kind}: {message}"[:500]
             self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
-            self._close_open_turn()
+            self.close_turn()
 
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None

@@ -159,7 +159,7 @@ def ingest(
         feeder.feed(call.response)
         fed += 1
         report.turns += 1
-    pipe._close_open_turn()
+    pipe.close_turn()
     return pipe, report
 
 

@@ -143,7 +143,9 @@ class Replayer:
     def turns(self) -> int:
         return len(self.request_index)
 
-    def _fresh(self) -> Pipeline:
+    def new_pipeline(self) -> Pipeline:
+        """A pipeline in replay mode for this journal's session, folded up to nothing: fold events into
+        it with `Pipeline.fold` (binder outputs, summaries and spill failures come from the journal)."""
         session = next(e for e in self.events if e.get("k") == "session")
         cfg = session["config"]
         pipe = Pipeline(
@@ -152,23 +154,15 @@ class Replayer:
             cfg["window"],
             counter=self.counter,
             spill=MemorySpill(self.fail_keys),
-            _replay=True,
+            replay=True,
         )
         pipe.measure = self.measure
         return pipe
 
-    def _fold(self, pipe: Pipeline, ev: Event) -> None:
-        pipe._apply(ev)
-        if ev.get("k") == "blob":
-            return
-        if ev.get("k") == "turn":
-            pipe.traces.append(trace_of(ev))
-
     @staticmethod
     def _take_trace(pipe: Pipeline, ev: Event | None) -> None:
         if ev is not None:
-            pipe._apply(ev)
-            pipe.traces.append(trace_of(ev))
+            pipe.fold(ev)
 
     def state_before(self, turn: int) -> tuple[Pipeline, Event]:
         """The pipeline folded up to (not including) turn `turn`'s request, and that request event."""
@@ -192,13 +186,12 @@ class Replayer:
                 if k == "turn":
                     last_turn = ev
                 else:
-                    pipe._apply(ev)
+                    pipe.fold(ev)
             self._take_trace(pipe, last_turn)
             self._cursor = (stop, pipe)
             # Closing pending parts and setting the turn is what folding the request event does first,
             # so the cursor stays a plain fold; the caller gets its own copy to build on.
-            pipe._close_pending()
-            pipe.turn = turn
+            pipe.begin_request(turn)
             return _snapshot(pipe), self.events[stop]
 
     def _start_near(self, stop: int) -> tuple[int, Pipeline]:
@@ -207,7 +200,7 @@ class Replayer:
             return self._cursor
         best = max((i for i in self._checkpoints if i <= stop), default=None)
         if best is None:
-            return 0, self._fresh()
+            return 0, self.new_pipeline()
         return best, _snapshot(self._checkpoints[best])
 
     def replan(self, turn: int, overrides: Overrides | None = None) -> Built:
@@ -219,7 +212,6 @@ class Replayer:
                 overrides.window, overrides.thresholds, overrides.gates, overrides.provider
             )
         built = pipe.build(req.get("bound", {}), cfg)
-        pipe._prev = None
         if pipe.traces:
             prev = pipe.traces[-1]
             built.trace["usage_prev"] = prev.get("usage")
@@ -227,11 +219,11 @@ class Replayer:
 
     def verify(self) -> VerifyReport:
         """Rebuild every request in one pass and compare with the recorded hashes."""
-        pipe = self._fresh()
+        pipe = self.new_pipeline()
         mismatches: list[Mismatch] = []
         for ev in self.events:
             if ev.get("k") == "request":
-                pipe._close_pending()
+                pipe.begin_request(ev["turn"])
                 built = pipe.build(ev.get("bound", {}))
                 if built.serialized.request_sha256 != ev["sha"]:
                     got = {s["id"]: s["sha256"][:16] for s in built.trace["sections"]}
@@ -246,5 +238,5 @@ class Replayer:
                         )
                     )
                 pipe.traces.append(built.trace)
-            self._fold(pipe, ev)
+            pipe.fold(ev)
         return VerifyReport(self.turns, mismatches)

@@ -304,7 +304,7 @@ def _build_pass(
 ) -> tuple[list[_Req], list[_Req], list[_Req] | None]:
     """Fold the journal once; at every request build it under the what-if, gates-closed and (when
     needed) recorded settings. Mirrors Replayer.verify so the fold cannot drift from replay."""
-    pipe = replayer._fresh()
+    pipe = replayer.new_pipeline()
     closed = OptimizeLimits.all_closed()
     out_p: list[_Req] = []
     out_c: list[_Req] = []
@@ -312,7 +312,7 @@ def _build_pass(
     st_p = st_c = st_r = CompactionState()
     for ev in events:
         if ev.get("k") == "request":
-            pipe._close_pending()
+            pipe.begin_request(ev["turn"])
             bound = ev.get("bound", {})
             base: PipelineConfig = pipe.config
             pcfg = base.with_overrides(**pipe_overrides)
@@ -329,7 +329,7 @@ def _build_pass(
                 br = bp if base == pcfg else pipe.build(bound, base, st_r)
                 st_r = br.state or st_r
                 out_r.append(_req(ev["turn"], t, br.trace, br.serialized.blocks))
-        replayer._fold(pipe, ev)
+        pipe.fold(ev)
     return out_p, out_c, out_r
 
 

@@ -135,7 +135,7 @@ class MessageFolder:
 def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], int]:
     """Fold a `.cpsession` recording's journal into the store; returns (item ids, requests seen).
 
-    The fold mirrors Pipeline._apply for what the store needs: blobs by hash, `msg` events (a whole
+    The fold mirrors Pipeline.fold for what the store needs: blobs by hash, `msg` events (a whole
     message), `part` events (tool results / user text pending until the next message or request,
     then closed into one user message), `source` events with static text for the identity,
     constraints and goal sections (pinned, as the system prompt is), and each `request` advancing
