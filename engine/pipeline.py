@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
@@ -608,7 +608,8 @@ class Pipeline:
             # Pressure over what is sent (the compacted state); the raw history's figure beside it.
             trace["pressure"]["raw_history"] = round(decision["raw_tokens"] / max(1, cfg.window), 4)
             trace["compaction"] = decision
-        return Built(the_plan, res.asm, ser, trace, new_state)
+        # Built from the typed definition; downstream (journal, msgpack, replay) it travels as a plain dict.
+        return Built(the_plan, res.asm, ser, cast(dict[str, Any], trace), new_state)
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         """One job per bound source. Its budget is what the plan gave the section at its last known

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.errors import ConfigError
+from engine.trace_schema import TierReason
 from engine.types import CacheScope, Priority, SectionKind, Tier
 
 
@@ -88,7 +88,7 @@ class Plan:
     estimated_tokens: int
     budgets: dict[str, int] = field(default_factory=dict)
 
-    def tier_reason(self) -> dict[str, Any]:
+    def tier_reason(self) -> TierReason:
         return {
             "raw": self.raw_tier.label,
             "predictive": self.predictive_tier.label,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.assembly import Assembly, Measure, wire_order
 from engine.errors import BudgetExceededError
 from engine.hashing import sha256_hex
 from engine.plan import Plan, Reserves
 from engine.providers import SerializedRequest
+from engine.trace_schema import Marker, Step, Trace, TraceSection
 from engine.types import Form
 
 if TYPE_CHECKING:
@@ -28,7 +30,7 @@ def build_trace(
     prev: dict[str, Any] | None,
     latch_flips: list[str],
     spill_failures: list[str],
-) -> dict[str, Any]:
+) -> Trace:
     """Sections in wire order with planned vs sent tokens and a content hash (changed since `prev`),
     markers with their token offsets, every optimize step, and the request hashes."""
     planned = {s.id: m.section(s) for s in before}
@@ -36,7 +38,7 @@ def build_trace(
     sec_sha: dict[str, str] = {}
     for b in ser.blocks:
         sec_sha[b.section] = sec_sha.get(b.section, "") + b.sha
-    sections = []
+    sections: list[TraceSection] = []
     for s in wire_order(res.asm):
         sha = sha256_hex(sec_sha.get(s.id, ""))
         sections.append(
@@ -58,7 +60,7 @@ def build_trace(
             }
         )
     position = {sec["id"]: i for i, sec in enumerate(sections)}
-    markers = []
+    markers: list[Marker] = []
     cum = 0
     for b in ser.blocks:
         cum += b.tokens
@@ -91,9 +93,10 @@ def build_trace(
         "final_tokens": m.total(res.asm),
         "ceiling": p.ceiling,
         "sections": sections,
-        "steps": res.steps,
-        "actions": res.actions,
-        "skipped": res.skipped,
+        # Optimize rules emit their audit records as plain dicts; their keys are the Step keys.
+        "steps": cast(list[Step], res.steps),
+        "actions": cast(list[Step], res.actions),
+        "skipped": cast(list[Step], res.skipped),
         "markers": markers,
         "cacheable_prefix_tokens": ser.cacheable_prefix_tokens,
         "request_sha256": ser.request_sha256,
@@ -107,7 +110,7 @@ def build_trace(
     }
 
 
-def check_budget(trace: dict[str, Any]) -> None:
+def check_budget(trace: Mapping[str, Any]) -> None:
     """The budget contract: a request never exceeds its ceiling. When even the content the engine may
     not evict (anchors, goal, Never sections, the task and the newest round) does not fit, fail loudly."""
     if trace["final_tokens"] <= trace["ceiling"]:

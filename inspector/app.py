@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterable
-from typing import Any
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
@@ -28,6 +27,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static, Switch, TabbedContent, TabPane
 
+from engine.trace_schema import Trace
 from inspector.content_loader import ContentLoader
 from inspector.messages import (
     ContentLoaded,
@@ -155,7 +155,7 @@ class InspectorApp(App[None]):
     def timeline(self) -> Timeline:
         return self.view.timeline
 
-    def full_trace(self, index: int) -> dict[str, Any] | None:
+    def full_trace(self, index: int) -> Trace | None:
         return self.view.full_trace(index)
 
     # ---- current turn -------------------------------------------------------------------------

@@ -4,11 +4,11 @@ step cancels, so held-down arrow keys never queue up work for turns the person h
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from textual.app import App
 from textual.worker import get_current_worker
 
+from engine.trace_schema import Trace
 from inspector.messages import ContentLoaded
 from inspector.sources import Source
 
@@ -21,7 +21,7 @@ class ContentLoader:
         self.show_request = False  # the Content tab shows the request body instead of a section
         self._last_step = 0.0
 
-    def load(self, trace: dict[str, Any], section_id: str | None, stepping: bool = False) -> None:
+    def load(self, trace: Trace, section_id: str | None, stepping: bool = False) -> None:
         now = time.monotonic()
         wait = CONTENT_DEBOUNCE_S if stepping and now - self._last_step < CONTENT_DEBOUNCE_S else 0.0
         if stepping:

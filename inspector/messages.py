@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from engine.trace_schema import Trace
 from engine.whatif import Overrides
 
 
@@ -42,7 +43,7 @@ class SimulationFinished(Message):
 class ReplanFinished(Message):
     index: int
     overrides: Overrides
-    trace: dict
+    trace: Trace
 
 
 @dataclass

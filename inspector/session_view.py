@@ -6,8 +6,8 @@ hold a reference to it instead of reaching into each other's attributes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from engine.trace_schema import Trace
 from inspector.sources import Source
 from inspector.timeline import Timeline
 
@@ -25,7 +25,7 @@ class SessionView:
     loaded: bool = False  # the start turn has been shown
     loading: bool = False  # the initial chunks of a long recording are still arriving
 
-    def full_trace(self, index: int) -> dict[str, Any] | None:
+    def full_trace(self, index: int) -> Trace | None:
         """The whole trace at timeline position `index`. A long recording's timeline holds summaries;
         its source decodes the full trace on demand (a small LRU keeps stepping cheap)."""
         summary = self.timeline.trace(index)

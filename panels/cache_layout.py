@@ -9,6 +9,7 @@ from textual.markup import escape
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from engine.trace_schema import Trace
 from panels.fmt import scope_style, tok
 
 
@@ -25,7 +26,7 @@ def _columns(tokens: list[int], width: int) -> list[int]:
 
 class CacheLayoutPanel(Widget):
     DEFAULT_CSS = "CacheLayoutPanel { height: auto; }"
-    trace: reactive[dict | None] = reactive(None)
+    trace: reactive[Trace | None] = reactive(None)
 
     def on_mount(self) -> None:
         self.border_title = "Cache layout"
@@ -60,7 +61,7 @@ class CacheLayoutPanel(Widget):
                       else ("─", "$primary") if i < prefix else (" ", "") for i in range(width)]
         read = usage.get("cache_read_tokens") or 0
         hit = f"{read / (usage.get('input_tokens') or 1):.0%}" if usage else "n/a"
-        cause = (f"  [bold $cache-break]✖ broke at {escape(broke)}: {escape(t['cache_break'].get('cause', ''))}[/]"
+        cause = (f"  [bold $cache-break]✖ broke at {escape(broke)}: {escape((t['cache_break'] or {}).get('cause', ''))}[/]"
                  if broke else "")
         summary = Content.from_markup(
             f"[$accent]▲[/] {len(t.get('markers') or [])} marker(s)  [$primary]─[/] prefix "

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
+from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
 from panels.keys import TURN_KEYS
 
@@ -19,7 +20,7 @@ FORM_STYLE = {"full": "", "trimmed": "yellow", "cleared": "cyan", "spilled": "ma
               "dropped": "red strike", "degraded": "bold red"}
 
 
-def form_text(section: dict) -> Text:
+def form_text(section: TraceSection) -> Text:
     form = section["form"]
     label = f"trimmed −{tok(section['omitted'])}" if form == "trimmed" and section.get("omitted") else form
     return Text(label, style=FORM_STYLE.get(form, ""))
@@ -37,7 +38,7 @@ class ManifestPanel(DataTable):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self._trace: dict | None = None
+        self._trace: Trace | None = None
         self.compact = False
 
     def on_mount(self) -> None:
@@ -55,7 +56,7 @@ class ManifestPanel(DataTable):
             self._add_columns()
             self.show(self._trace)
 
-    def show(self, trace: dict | None) -> None:
+    def show(self, trace: Trace | None) -> None:
         """Rebuild the rows for a turn (a few dozen rows), keeping the cursor on the same section."""
         selected = self.selected_section()
         self._trace = trace

@@ -7,6 +7,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from engine.trace_schema import Trace
 from panels.fmt import block, tier_style, tok
 
 SCALE = 1.1  # predictive pressure can exceed 1.0; keep the overflow visible
@@ -15,7 +16,7 @@ TICKS = (("trim_schemas", "T"), ("compact_history", "C"), ("aggressive_prune", "
 
 class PressurePanel(Widget):
     DEFAULT_CSS = "PressurePanel { height: auto; }"
-    trace: reactive[dict | None] = reactive(None)
+    trace: reactive[Trace | None] = reactive(None)
     # (predictive pressure, tier) of the turns up to the current one, newest last.
     recent: reactive[list[tuple[float, str]]] = reactive(list)
 

@@ -8,12 +8,13 @@ from textual.markup import escape
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from engine.trace_schema import Trace
 from panels.fmt import tok
 
 
 class SkippedPanel(Widget):
     DEFAULT_CSS = "SkippedPanel { height: auto; }"
-    trace: reactive[dict | None] = reactive(None)
+    trace: reactive[Trace | None] = reactive(None)
 
     def on_mount(self) -> None:
         self.border_title = "Skipped optimizations"

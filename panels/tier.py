@@ -7,12 +7,13 @@ from textual.markup import escape
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from engine.trace_schema import Trace
 from panels.fmt import signed, tier_markup, tok
 
 
 class TierPanel(Widget):
     DEFAULT_CSS = "TierPanel { height: auto; }"
-    trace: reactive[dict | None] = reactive(None)
+    trace: reactive[Trace | None] = reactive(None)
 
     def on_mount(self) -> None:
         self.border_title = "Tier"
@@ -24,7 +25,7 @@ class TierPanel(Widget):
         why = t["tier_reason"]
         recovery = "[bold $error]yes[/]" if why.get("recovery") else "no"
         saved = t["final_tokens"] - t["estimated_tokens"]
-        error = f"\n[bold $error]error[/] {escape(t['error'])}" if t.get("error") else ""
+        error = f"\n[bold $error]error[/] {escape(t['error'] or '')}" if t.get("error") else ""
         alerts = len(t.get("alerts") or [])
         alert_txt = f"  [$warning]{alerts} alert(s)[/]" if alerts else ""
         return Content.from_markup(

@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, Label, Select, Static, Switch
 
+from engine.trace_schema import Trace
 from engine.whatif import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
 from panels.fmt import tok
 from panels.slider import Slider
@@ -48,11 +49,11 @@ class WhatIfPanel(VerticalScroll):
     WhatIfPanel #session-label { padding: 0 0 0 1; width: 1fr; }
     """
     # (actual, what-if) traces for the current turn; None until the first re-plan.
-    result: reactive[tuple[dict, dict] | None] = reactive(None)
+    result: reactive[tuple[Trace, Trace] | None] = reactive(None)
     # Session-wide mode: the simulation report (None while running), and whether the mode is on.
     session: reactive[bool] = reactive(False, init=False)
     session_result: reactive[dict | None] = reactive(None, init=False)
-    trace: reactive[dict | None] = reactive(None)
+    trace: reactive[Trace | None] = reactive(None)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -80,23 +81,23 @@ class WhatIfPanel(VerticalScroll):
 
     def overrides(self) -> Overrides:
         """Only what the person touched; everything else stays as recorded."""
-        t = self.trace or {}
+        recorded = self.trace["provider"] if self.trace is not None else None
         budget = self.query_one("#budget", Slider)
         thresholds = {k: round(s.value, 2) for k in THRESHOLD_KEYS
                       if (s := self.query_one(f"#th-{k}", Slider)).touched}
         gates = {g: sw.value for g in sorted(self._touched_gates)
                  if (sw := self.query_one(f"#gate-{g}", Switch)).value != self._recorded_gate(g)}
         provider = self.query_one("#provider", Select).value
-        chosen = provider if isinstance(provider, str) and provider != t.get("provider") else None
+        chosen = provider if isinstance(provider, str) and provider != recorded else None
         return Overrides(window=int(budget.value) if budget.touched else None,
                          thresholds=thresholds or None, gates=gates or None, provider=chosen)
 
     def _recorded_gate(self, gate: str) -> bool:
         """A gate is on in the recording unless the trace lists it as skipped because it was off."""
-        t = self.trace or {}
-        return not any(s["step"] == gate and "off" in s.get("reason", "") for s in t.get("skipped") or [])
+        skipped = self.trace["skipped"] if self.trace is not None else []
+        return not any(s.get("step") == gate and "off" in s.get("reason", "") for s in skipped)
 
-    def watch_trace(self, trace: dict | None) -> None:
+    def watch_trace(self, trace: Trace | None) -> None:
         """New turn: untouched controls follow the recorded settings, without triggering a re-plan."""
         if trace is None:
             return
@@ -131,7 +132,7 @@ class WhatIfPanel(VerticalScroll):
                 sw.value = self._recorded_gate(g)
         self._label_gates()
 
-    def watch_result(self, result: tuple[dict, dict] | None) -> None:
+    def watch_result(self, result: tuple[Trace, Trace] | None) -> None:
         if self.session:
             return
         text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"

@@ -5,14 +5,15 @@ from __future__ import annotations
 from textual.content import Content
 from textual.markup import escape
 
+from engine.trace_schema import Trace
 from panels.fmt import signed, tier_markup, tok
 
 
-def _saved(t: dict) -> int:
+def _saved(t: Trace) -> int:
     return t["estimated_tokens"] - t["final_tokens"]
 
 
-def compare(actual: dict, whatif: dict) -> Content:
+def compare(actual: Trace, whatif: Trace) -> Content:
     rows = [f"[$text-muted]{'':<17}{'actual':>7} {'what-if':>7}[/]"]
 
     def row(label: str, a: str, b: str, note: str = "") -> None:

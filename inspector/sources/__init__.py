@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from engine.trace_schema import Trace
 from engine.whatif import Overrides
 
 
@@ -46,7 +47,7 @@ class Source(Protocol):
         a small one first, so the app draws before the rest is decoded."""
         ...
 
-    def full_trace(self, turn: int) -> dict[str, Any]:
+    def full_trace(self, turn: int) -> Trace:
         """The whole trace of `turn` (the timeline may hold only summaries)."""
         ...
 
@@ -58,7 +59,7 @@ class Source(Protocol):
 
     def request_body(self, turn: int) -> str: ...
 
-    def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]: ...
+    def replan(self, turn: int, overrides: Overrides) -> Trace: ...
 
     def save(self, path: str | Path) -> None: ...
 

@@ -10,11 +10,12 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.recording.cpsession import RecordingReader
 from engine.recording.frames import HEADER_SIZE, decode_header
 from engine.recording.journal import trace_of, unpack_event
+from engine.trace_schema import Trace
 from inspector.sources import NewTurn, SourceEvent
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
@@ -64,14 +65,15 @@ class FileSource(ReplayingSource):
                 self.events.extend(_light(ev) for _, _, ev in reader._frames(self._read_pos, stop))
                 self._read_pos = stop
 
-    def full_trace(self, turn: int) -> dict[str, Any]:
+    def full_trace(self, turn: int) -> Trace:
         """The whole trace of turn `turn`, decoded from the recording (cached for the last few turns)."""
         with self._lock:
             trace = self._traces.get(turn)
-            if trace is not None:
+            if trace is None:
+                trace = self._remember(turn, trace_of(self.reader.turn(turn)))
+            else:
                 self._traces.move_to_end(turn)
-                return trace
-            return self._remember(turn, trace_of(self.reader.turn(turn)))
+            return cast(Trace, trace)  # decoded from the recording: the shape engine.trace built
 
     def _remember(self, turn: int, trace: dict[str, Any]) -> dict[str, Any]:
         with self._lock:

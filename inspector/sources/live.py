@@ -9,10 +9,11 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from engine.probe.client import ProbeClient, ProbeError
 from engine.recording.journal import unpack_event
+from engine.trace_schema import Trace
 from inspector.sources import Disconnected, EventsLost, NewTurn, SourceEvent
 from inspector.sources.replaying import ReplayingSource
 
@@ -81,9 +82,9 @@ class LiveSource(ReplayingSource):
     def load_chunks(self) -> Iterator[list[dict[str, Any]]]:
         yield self.load_initial()
 
-    def full_trace(self, turn: int) -> dict[str, Any]:
+    def full_trace(self, turn: int) -> Trace:
         """A live timeline holds whole traces already; this serves callers that ask by turn."""
-        return self._by_turn[turn]
+        return cast(Trace, self._by_turn[turn])  # decoded from the probe: the shape engine.trace built
 
     def follow(self) -> Iterator[SourceEvent]:
         while True:

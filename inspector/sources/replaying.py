@@ -10,13 +10,14 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.assembly import Section
 from engine.pipeline import Built
 from engine.recording.cpsession import RecordingWriter
 from engine.recording.replay import Replayer
 from engine.tokens import TokenCounter
+from engine.trace_schema import Trace
 from engine.whatif import Overrides
 from inspector.sources import SimulationCancelled
 
@@ -121,8 +122,8 @@ class ReplayingSource:
     def request_body(self, turn: int) -> str:
         return json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
 
-    def replan(self, turn: int, overrides: Overrides) -> dict[str, Any]:
-        return self.replayer(turn).replan(turn, overrides).trace
+    def replan(self, turn: int, overrides: Overrides) -> Trace:
+        return cast(Trace, self.replayer(turn).replan(turn, overrides).trace)
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Session-wide what-if through engine.sim.simulate on the events seen so far."""

@@ -15,8 +15,9 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from engine.trace_schema import Trace
 from engine.whatif import Overrides
 from inspector.sources import Disconnected, NewTurn, SourceEvent
 from inspector.sources.synthetic_content import request_body, section_text
@@ -263,8 +264,8 @@ class SyntheticSource:
             made = self._made[turn] = make_trace(turn, self.n, self.seed)
         return made
 
-    def full_trace(self, turn: int) -> dict:
-        return self.trace(turn)
+    def full_trace(self, turn: int) -> Trace:
+        return cast(Trace, self.trace(turn))
 
     def load_initial(self) -> list[dict]:
         self.received = [self.trace(t) for t in range(self.initial)]
@@ -291,9 +292,9 @@ class SyntheticSource:
     def request_body(self, turn: int) -> str:
         return request_body(self.trace(turn))
 
-    def replan(self, turn: int, overrides: Overrides) -> dict:
+    def replan(self, turn: int, overrides: Overrides) -> Trace:
         self.replans += 1
-        return make_trace(turn, self.n, self.seed, overrides)
+        return cast(Trace, make_trace(turn, self.n, self.seed, overrides))
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict:
         self.simulations += 1
