@@ -78,6 +78,7 @@ def explain(
 ) -> None:
     """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
     from engine.recording.replay import Overrides, Replayer, ReplayError
+    from engine.recording.why import why_missed
 
     from .explain import to_json, to_text
 
@@ -98,16 +99,18 @@ def explain(
     )
     actual = traces[n]
     trace, base = actual, None
-    if not ov.is_empty():
-        try:
-            trace = Replayer(events).replan(n, ov).trace
-        except (ReplayError, ContextPipeError) as exc:
-            fail(str(exc), 2)
-        base = actual
+    try:
+        replayer = Replayer(events)
+        if not ov.is_empty():
+            trace = replayer.replan(n, ov).trace
+            base = actual
+        why = why_missed(events, n, None if ov.is_empty() else ov, replayer=replayer)
+    except (ReplayError, ContextPipeError) as exc:
+        fail(str(exc), 2)
     if fmt == "json":
-        typer.echo(json.dumps(to_json(trace, base), indent=2))
+        typer.echo(json.dumps(to_json(trace, base, why), indent=2))
     else:
-        typer.echo(to_text(trace, base))
+        typer.echo(to_text(trace, base, why))
 
 
 @app.command()

@@ -25,8 +25,12 @@ JSON_KEYS = (
 )
 
 
-def to_json(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> dict[str, Any]:
+def to_json(
+    trace: dict[str, Any], actual: dict[str, Any] | None = None, why: dict[str, Any] | None = None
+) -> dict[str, Any]:
     out = {k: trace.get(k) for k in JSON_KEYS}
+    if why is not None:
+        out["why_cache_missed"] = why
     out["sections"] = [
         {
             k: s.get(k)
@@ -72,7 +76,9 @@ def diff(actual: dict[str, Any], whatif: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def to_text(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> str:
+def to_text(
+    trace: dict[str, Any], actual: dict[str, Any] | None = None, why: dict[str, Any] | None = None
+) -> str:
     t = trace
     p = t["pressure"]
     r = t["reserves"]
@@ -109,6 +115,11 @@ def to_text(trace: dict[str, Any], actual: dict[str, Any] | None = None) -> str:
     for al in t.get("alerts", []):
         lines.append(f"  ! {al['severity']}: {al['rule']}: {al['message']}")
     lines.append(f"  request sha256 {t['request_sha256']}")
+    if why is not None:
+        from engine.recording.why import describe
+
+        lines += ["", "  why the cache missed (this request against the previous one):"]
+        lines += [f"    {x}" for x in describe(why)]
     if actual is not None:
         d = diff(actual, trace)
         lines += [

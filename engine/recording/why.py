@@ -1,0 +1,160 @@
+"""Why the cache missed: each turn's request against the previous one, at the first point they differ.
+
+Two views of one recorded turn, both through `engine.request_diff`:
+
+- `engine`: the request the engine built (rebuilt by replay, optionally under what-if overrides), which is
+  what was sent when the agent embeds the engine;
+- `as_sent`: the request the agent really sent, when the recording holds it (`actual` events written by
+  the tap, the proxy and the importers: message and tool-schema blobs, rebuilt here as an OpenAI-shaped
+  body; the shape does not matter to the diff, only the order and bytes of the units).
+
+Plus the provider's own diagnostics when the usage event carries them (Anthropic's `cache_miss_reason`
+and `cache_missed_input_tokens`, OpenAI's `prompt_cache_key`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.errors import ContextPipeError
+from engine.feedback import HISTORY_STEPS
+from engine.recording.journal import Event
+from engine.recording.replay import Replayer
+from engine.request_diff import RequestDiff, diff_requests
+from engine.whatif import Overrides
+
+DIAGNOSTIC_KEYS = ("cache_miss_reason", "cache_missed_input_tokens", "prompt_cache_key")
+
+
+def actual_bodies(events: Sequence[Event]) -> dict[int, dict[str, Any]]:
+    """turn -> the request the agent actually sent, rebuilt from `actual` events (empty when none)."""
+    blobs: dict[str, str] = {}
+    out: dict[int, dict[str, Any]] = {}
+    prev: list[str] = []
+    tools: list[dict[str, Any]] = []
+    for ev in events:
+        k = ev.get("k")
+        if k == "blob":
+            d = ev["data"]
+            blobs[ev["h"]] = d if isinstance(d, str) else d.decode()
+        elif k == "actual":
+            cur = prev[: ev["base"]] + list(ev["add"])
+            prev = cur
+            if "tools" in ev:
+                names = ev.get("tool_names") or [""] * len(ev["tools"])
+                tools = [
+                    {"type": "function", "function": {"name": n, "parameters": _json(blobs.get(h, "null"))}}
+                    for n, h in zip(names, ev["tools"], strict=False)
+                ]
+            out[int(ev["turn"])] = {
+                "model": str(ev.get("model", "")),
+                "tools": tools,
+                "messages": [_message(blobs, h) for h in cur],
+            }
+    return out
+
+
+def _json(s: str) -> Any:
+    try:
+        return json.loads(s)
+    except ValueError:
+        return s
+
+
+def _message(blobs: Mapping[str, str], h: str) -> dict[str, Any]:
+    d = _json(blobs.get(h, "{}"))
+    if not isinstance(d, dict):
+        return {"role": "user", "content": str(d)}
+    m: dict[str, Any] = {"role": d.get("role", "user"), "content": blobs.get(d.get("content_h", ""), d.get("content", ""))}
+    if d.get("tool_calls"):
+        m["tool_calls"] = [
+            {"id": c.get("id"), "name": c.get("name"), "arguments": blobs.get(c.get("arguments_h", ""), "")}
+            for c in d["tool_calls"]
+        ]
+    if d.get("tool_call_id") is not None:
+        m["tool_call_id"] = d["tool_call_id"]
+    return m
+
+
+def diagnostics(events: Sequence[Event], turn: int) -> dict[str, Any]:
+    """The provider's cache diagnostics recorded with turn `turn`'s usage (empty when none)."""
+    out: dict[str, Any] = {}
+    for ev in events:
+        if ev.get("k") == "usage" and ev.get("turn") == turn:
+            for src in (ev.get("usage") or {}, ev.get("diagnostics") or {}, ev):
+                for key in DIAGNOSTIC_KEYS:
+                    if key in src and src[key] is not None:
+                        out[key] = src[key]
+    return out
+
+
+def why_missed(
+    events: Sequence[Event],
+    turn: int,
+    overrides: Overrides | None = None,
+    *,
+    replayer: Replayer | None = None,
+    actual: Mapping[int, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Turn `turn` against turn `turn - 1`: {"turn", "previous", "engine", "as_sent", "diagnostics"},
+    each diff as RequestDiff.to_json() plus a one-line "summary" (None when there is no previous turn
+    or the request cannot be rebuilt; "error" says why)."""
+    out: dict[str, Any] = {"turn": turn, "previous": turn - 1 if turn > 0 else None}
+    out["diagnostics"] = diagnostics(events, turn)
+    out["engine"] = out["as_sent"] = None
+    if turn <= 0:
+        return out
+    try:
+        rp = replayer or Replayer(events)
+        a = rp.replan(turn - 1, overrides).serialized
+        built = rp.replan(turn, overrides)
+        d = _pack(diff_requests(a, built.serialized))
+        steps = [x["step"] for x in built.trace.get("actions", ()) if x["step"] in HISTORY_STEPS]
+        if d["segment"] == "messages" and d["breaks_cache"] and steps:
+            # The engine itself rewrote the history this turn: that is the cause, whatever the bytes say.
+            d["cause"] = "history_compacted"
+            d["detail"] = f"history rewritten by {', '.join(steps)} ({d['label']} changed first)"
+            d["summary"] = f"history_compacted: {d['label']} at byte {d['offset']}: {d['detail']}"
+        out["engine"] = d
+    except ContextPipeError as exc:
+        out["error"] = str(exc)
+    sent = actual if actual is not None else actual_bodies(events)
+    if turn in sent and turn - 1 in sent:
+        out["as_sent"] = _pack(diff_requests(sent[turn - 1], sent[turn]))
+    return out
+
+
+def _pack(d: RequestDiff) -> dict[str, Any]:
+    j = d.to_json()
+    j["summary"] = d.summary()
+    return j
+
+
+def describe(why: Mapping[str, Any]) -> list[str]:
+    """Text lines for `explain` and the TUI."""
+    lines: list[str] = []
+    if why.get("previous") is None:
+        return ["first turn: nothing cached yet"]
+    for key, name in (("as_sent", "as sent"), ("engine", "engine")):
+        d = why.get(key)
+        if d is None:
+            continue
+        verdict = "cache prefix broken" if d["breaks_cache"] else "prefix kept"
+        lines.append(f"vs turn {why['previous']} ({name}): {verdict}: {d['summary']}")
+        if d["breaks_cache"] and d.get("before") and d["cause"] not in ("model_changed", "truncated"):
+            lines.append(f"    was: {d['before']!r}")
+            lines.append(f"    now: {d['after']!r}")
+    if why.get("error"):
+        lines.append(f"vs turn {why['previous']}: not rebuilt ({why['error']})")
+    diag = why.get("diagnostics") or {}
+    if "cache_miss_reason" in diag or "cache_missed_input_tokens" in diag:
+        missed = diag.get("cache_missed_input_tokens")
+        lines.append(
+            f"provider says: {diag.get('cache_miss_reason', 'cache miss')}"
+            + (f" ({missed} input tokens missed the cache)" if missed is not None else "")
+        )
+    if "prompt_cache_key" in diag:
+        lines.append(f"prompt_cache_key: {diag['prompt_cache_key']}")
+    return lines
