@@ -36,6 +36,7 @@ from inspector.messages import (
     SimulationFinished,
     SourceDisconnected,
     TurnsReceived,
+    WhyMissed,
 )
 from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
@@ -54,6 +55,7 @@ from panels.skipped import SkippedPanel
 from panels.tier import TierPanel
 from panels.timeline_strip import TimelineStrip
 from panels.whatif import ReplanRequested, WhatIfPanel
+from panels.why_miss import WhyMissPanel
 from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
 
 __all__ = ["InspectorApp", "SPEEDS", "main"]
@@ -81,6 +83,8 @@ class InspectorApp(App[None]):
                 tooltip="session-wide what-if: re-run and price the whole session (toggle)"),
         Binding("k", "tab('tab-skipped')", "Skipped", show=False, tooltip="show the Skipped tab"),
         Binding("a", "tab('tab-alerts')", "Alerts", show=False, tooltip="show the Alerts tab"),
+        Binding("m", "tab('tab-why')", "Why miss", show=False,
+                tooltip="why the cache missed: this request against the previous one"),
         Binding("b", "request_body", "Request", show=False, tooltip="show the serialized request body"),
         Binding("s", "save", "Save", tooltip="save the received turns (live)"),
         Binding("escape", "focus_manifest", "Sections", show=False, tooltip="focus the section manifest"),
@@ -136,6 +140,8 @@ class InspectorApp(App[None]):
                         yield SkippedPanel(id="skipped")
                     with TabPane("Alerts", id="tab-alerts"):
                         yield AlertsPanel(id="alerts")
+                    with TabPane("Why miss", id="tab-why"):
+                        yield WhyMissPanel(id="why")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -180,6 +186,7 @@ class InspectorApp(App[None]):
         self._content_deferred = self.view.loading
         if not self.view.loading:
             self._load_content(manifest.selected_section(), stepping=True)
+        self._refresh_why()
         overrides = whatif.overrides()
         if not overrides.is_empty() and not whatif.session:  # session-wide results do not depend on the turn
             self.whatif.replan(index, trace["turn"], overrides)
@@ -284,6 +291,24 @@ class InspectorApp(App[None]):
         actual = self.full_trace(message.index)
         if message.index == self.index and message.overrides == whatif.overrides() and actual is not None:
             whatif.result = (actual, message.trace)
+
+    # ---- why the cache missed (two re-plans per turn: only while its tab is showing) ---------------
+
+    def _refresh_why(self) -> None:
+        if self.index < 0 or self.query_one("#details", TabbedContent).active != "tab-why":
+            return
+        self.query_one("#why", WhyMissPanel).why = None
+        self.whatif.why_missed(self.index, self.timeline.traces[self.index]["turn"])
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "tab-why":
+            self._refresh_why()
+
+    @on(WhyMissed)
+    def _why_missed(self, message: WhyMissed) -> None:
+        if message.index == self.index:
+            self.query_one("#why", WhyMissPanel).why = message.why
 
     # ---- stepping -----------------------------------------------------------------------------
 

@@ -50,3 +50,9 @@ class ReplanFinished(Message):
 class ContentLoaded(Message):
     title: str
     text: str
+
+
+@dataclass
+class WhyMissed(Message):
+    index: int
+    why: dict

@@ -9,7 +9,7 @@ from textual.app import App
 from textual.worker import get_current_worker
 
 from engine.whatif import Overrides
-from inspector.messages import ReplanFinished, SimulationFinished
+from inspector.messages import ReplanFinished, SimulationFinished, WhyMissed
 from inspector.sources import SimulationCancelled, Source
 
 
@@ -47,3 +47,17 @@ class WhatIfRunner:
                 self.app.post_message(SimulationFinished(overrides, report))
 
         self.app.run_worker(work, thread=True, exclusive=True, group="simulate", exit_on_error=False)
+
+    def why_missed(self, index: int, turn: int) -> None:
+        """Turn `turn`'s request against the previous one (two re-plans), for the Why miss tab."""
+        def work() -> None:
+            worker = get_current_worker()
+            try:
+                why = self.source.why_missed(turn)
+            except Exception as exc:  # a turn that cannot be rebuilt is a line in the panel, not a crash
+                why = {"turn": turn, "previous": turn - 1, "engine": None, "as_sent": None, "diagnostics": {},
+                       "error": f"{type(exc).__name__}: {exc}"}
+            if not worker.is_cancelled:
+                self.app.post_message(WhyMissed(index, why))
+
+        self.app.run_worker(work, thread=True, exclusive=True, group="why", exit_on_error=False)

@@ -25,6 +25,10 @@ from engine.recording.replay import Replayer
 from engine.request_diff import RequestDiff, diff_requests
 from engine.whatif import Overrides
 
+# Causes where the old and new text around the difference say more than the label does.
+TEXT_CAUSES = frozenset(
+    {"volatile", "system_edited", "message_rewritten", "history_compacted", "tool_description", "tool_schema"}
+)
 DIAGNOSTIC_KEYS = ("cache_miss_reason", "cache_missed_input_tokens", "prompt_cache_key")
 
 
@@ -67,7 +71,10 @@ def _message(blobs: Mapping[str, str], h: str) -> dict[str, Any]:
     d = _json(blobs.get(h, "{}"))
     if not isinstance(d, dict):
         return {"role": "user", "content": str(d)}
-    m: dict[str, Any] = {"role": d.get("role", "user"), "content": blobs.get(d.get("content_h", ""), d.get("content", ""))}
+    m: dict[str, Any] = {
+        "role": d.get("role", "user"),
+        "content": blobs.get(d.get("content_h", ""), d.get("content", "")),
+    }
     if d.get("tool_calls"):
         m["tool_calls"] = [
             {"id": c.get("id"), "name": c.get("name"), "arguments": blobs.get(c.get("arguments_h", ""), "")}
@@ -143,7 +150,7 @@ def describe(why: Mapping[str, Any]) -> list[str]:
             continue
         verdict = "cache prefix broken" if d["breaks_cache"] else "prefix kept"
         lines.append(f"vs turn {why['previous']} ({name}): {verdict}: {d['summary']}")
-        if d["breaks_cache"] and d.get("before") and d["cause"] not in ("model_changed", "truncated"):
+        if d["breaks_cache"] and d.get("before") and d["cause"] in TEXT_CAUSES:
             lines.append(f"    was: {d['before']!r}")
             lines.append(f"    now: {d['after']!r}")
     if why.get("error"):

@@ -61,6 +61,10 @@ class Source(Protocol):
 
     def replan(self, turn: int, overrides: Overrides) -> Trace: ...
 
+    def why_missed(self, turn: int) -> dict[str, Any]:
+        """Turn `turn`'s request against the previous one (engine.recording.why.why_missed's dict)."""
+        ...
+
     def save(self, path: str | Path) -> None: ...
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:

@@ -125,6 +125,14 @@ class ReplayingSource:
     def replan(self, turn: int, overrides: Overrides) -> Trace:
         return cast(Trace, self.replayer(turn).replan(turn, overrides).trace)
 
+    def why_missed(self, turn: int) -> dict[str, Any]:
+        from engine.recording.why import why_missed
+
+        replayer = self.replayer(turn)
+        with self._lock:
+            events = list(self.events)
+        return why_missed(events, turn, replayer=replayer)
+
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Session-wide what-if through engine.sim.simulate on the events seen so far."""
         from engine.sim.simulate import SimSettings, simulate_events

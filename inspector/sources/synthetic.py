@@ -296,6 +296,16 @@ class SyntheticSource:
         self.replans += 1
         return cast(Trace, make_trace(turn, self.n, self.seed, overrides))
 
+    def why_missed(self, turn: int) -> dict:
+        brk = self.trace(turn).get("cache_break")
+        engine = None
+        if turn > 0:
+            cause = brk["cause"] if brk else "appended"
+            engine = {"breaks_cache": bool(brk), "cause": cause, "before": "", "after": "",
+                      "summary": f"{cause}: section {brk['section']}" if brk else "appended: history grew"}
+        return {"turn": turn, "previous": turn - 1 if turn > 0 else None, "engine": engine, "as_sent": None,
+                "diagnostics": {}}
+
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict:
         self.simulations += 1
         return synthetic_simulation(self.n, self.seed, overrides, len(self.received) or self.n)

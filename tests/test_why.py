@@ -1,0 +1,63 @@
+"""engine.recording.why on real recordings: the demo agent's (engine requests rebuilt by replay) and an
+imported proxy log (the agent's own requests, from `actual` events); provider diagnostics shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.importers import load as load_import
+from engine.importers.ingest import ingest
+from engine.recording.why import actual_bodies, describe, why_missed
+from engine.sim.simulate import load_recording_events
+from engine.whatif import Overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def test_engine_recording_names_each_break() -> None:
+    events, _ = load_recording_events(DEMO)
+    assert why_missed(events, 0)["engine"] is None
+    assert describe(why_missed(events, 0)) == ["first turn: nothing cached yet"]
+    kept = why_missed(events, 3)["engine"]
+    assert kept["cause"] == "appended" and not kept["breaks_cache"]
+    latch = why_missed(events, 15)["engine"]
+    assert latch["cause"] == "latch_changed" and latch["section"] == "latches"
+    tools = why_missed(events, 12)["engine"]
+    assert tools["cause"] == "tool_removed" and tools["segment"] == "tools"
+    # Under a what-if the diff is between the re-planned requests.
+    ov = why_missed(events, 15, Overrides(gates={"trim_schemas": False}))["engine"]
+    assert ov["cause"] == "latch_changed"
+
+
+def test_as_sent_requests_and_provider_diagnostics(tmp_path: Path) -> None:
+    imp = load_import(ROOT / "tests" / "fixtures" / "synthetic" / "proxy_openai.jsonl")
+    pipe, _ = ingest(imp, tmp_path / "p.cpsession")
+    pipe.close()
+    events, _ = load_recording_events(tmp_path / "p.cpsession")
+    bodies = actual_bodies(events)
+    assert len(bodies) >= 2
+    w = why_missed(events, 1)
+    assert w["as_sent"] is not None and w["as_sent"]["cause"] in (
+        "appended",
+        "message_rewritten",
+        "identical",
+    )
+    lines = describe(w)
+    assert any("(as sent)" in x for x in lines)
+    # The tap/proxy keep Anthropic's cache diagnostics in the usage event; explain shows them.
+    events.append(
+        {
+            "k": "usage",
+            "turn": 1,
+            "usage": {
+                "input_tokens": 5,
+                "output_tokens": 1,
+                "cache_miss_reason": "tools_changed",
+                "cache_missed_input_tokens": 1200,
+            },
+        }
+    )
+    w = why_missed(events, 1)
+    assert w["diagnostics"] == {"cache_miss_reason": "tools_changed", "cache_missed_input_tokens": 1200}
+    assert any("provider says: tools_changed (1200 input tokens missed" in x for x in describe(w))
