@@ -292,7 +292,7 @@ class Pipeline:
         elif k == "summary":
             self.summaries[ev["in"]] = self._text(ev["h"])
         elif k == "usage":
-            u = Usage(**ev["usage"])
+            u = normalize_usage(ev["usage"])  # also reads diagnostics keys and 1h writes
             self.stats.record_completion(self.config.model, self.config.query_source, u.output_tokens)
             if ev.get("estimated"):
                 self.stats.record_calibration(self.config.model, ev["estimated"], u.input_tokens)

@@ -1,0 +1,122 @@
+"""The OpenAI Responses API in Chat Completions terms, so the tap journals both through one path.
+
+Request: `instructions` -> a system message; `input` (a string, or a list of items) -> messages:
+`message` items by role (text parts joined; `developer` is a system message), `function_call` items ->
+an assistant message's tool calls (consecutive calls merged, as Chat Completions has them),
+`function_call_output` -> tool messages, `reasoning` summaries -> the next assistant message's
+reasoning. Tools: the flat `{"type": "function", "name", "parameters"}` form -> Chat's nested one;
+built-in tools (web search, file search) carry no schema and are skipped.
+Response: `output` items -> one assistant message. Usage is left as the API sent it: the one
+normaliser (engine.feedback.normalize_usage) reads `input_tokens_details` directly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    out = []
+    for part in content or []:
+        if isinstance(part, dict):
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+            elif part.get("type") in ("input_image", "input_file"):
+                out.append(f"[{str(part['type'])[6:]}]")
+    return "\n".join(out)
+
+
+def _call(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(item.get("call_id") or item.get("id") or ""),
+        "type": "function",
+        "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))},
+    }
+
+
+def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
+    msgs: list[dict[str, Any]] = []
+    if isinstance(body.get("instructions"), str):
+        msgs.append({"role": "system", "content": body["instructions"]})
+    inp = body.get("input")
+    items = [{"type": "message", "role": "user", "content": inp}] if isinstance(inp, str) else (inp or [])
+    reasoning: list[str] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role", "user")
+            m: dict[str, Any] = {
+                "role": "system" if role == "developer" else role,
+                "content": _text(item.get("content")),
+            }
+            if role == "assistant" and reasoning:
+                m["reasoning_content"], reasoning = "\n".join(reasoning), []
+            msgs.append(m)
+        elif kind == "function_call":
+            last = msgs[-1] if msgs else None
+            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(_call(item))
+            else:
+                m = {"role": "assistant", "content": None, "tool_calls": [_call(item)]}
+                if reasoning:
+                    m["reasoning_content"], reasoning = "\n".join(reasoning), []
+                msgs.append(m)
+        elif kind == "function_call_output":
+            out = item.get("output")
+            msgs.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(item.get("call_id", "")),
+                    "content": out if isinstance(out, str) else json.dumps(out),
+                }
+            )
+        elif kind == "reasoning":
+            reasoning.extend(_text(item.get("summary")).splitlines())
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": t.get("name", ""),
+                "description": t.get("description") or "",
+                "parameters": t.get("parameters") or {},
+            },
+        }
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and t.get("type") == "function"
+    ]
+    out_body: dict[str, Any] = {"model": body.get("model"), "messages": msgs}
+    if tools:
+        out_body["tools"] = tools
+    if isinstance(body.get("prompt_cache_key"), str):
+        out_body["prompt_cache_key"] = body["prompt_cache_key"]
+    return out_body
+
+
+def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
+    if resp.get("error") and not resp.get("output"):
+        return {"error": resp["error"]}
+    texts, calls, reasoning = [], [], []
+    for item in resp.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            texts.append(_text(item.get("content")))
+        elif kind == "function_call":
+            calls.append(_call(item))
+        elif kind == "reasoning":
+            reasoning.append(_text(item.get("summary")))
+    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+    if calls:
+        msg["tool_calls"] = calls
+    if any(reasoning):
+        msg["reasoning_content"] = "\n".join(reasoning)
+    out: dict[str, Any] = {"model": resp.get("model"), "choices": [{"index": 0, "message": msg}]}
+    if resp.get("usage") is not None:
+        out["usage"] = resp["usage"]
+    return out

@@ -1,0 +1,305 @@
+"""The tap over real client patterns: sync and async clients of both SDKs, streams (`stream=True` and the
+stream helpers), `with_raw_response`, the Responses API, SDK objects in the history, and arguments the
+tap must never trip on. The real anthropic/openai SDKs talk HTTP to the stand-in upstream (real wire
+formats, SSE, usage fields) on loopback; every recording must verify and carry the right usage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from engine.capture.tap import tap
+from engine.importers.ingest import actual_requests
+from engine.recording.cpsession import RecordingReader
+from engine.recording.journal import unpack_event
+from engine.recording.replay import Replayer
+from engine.sim.pricing import cost
+from engine.sim.simulate import simulate_file
+from tests.capture.standin import USAGE_ANTHROPIC, USAGE_OPENAI, USAGE_RESPONSES, StandIn
+
+TOOLS_A = [{"name": "bash", "description": "Run a shell command", "input_schema": {"type": "object"}}]
+TOOLS_O = [
+    {
+        "type": "function",
+        "function": {"name": "bash", "description": "Run a shell command", "parameters": {"type": "object"}},
+    }
+]
+# The stand-in's Anthropic usage: 21 uncached + 3400 read + 1200 written (1000 for 5 minutes, 200 for 1 hour)
+A_USAGE = {
+    "input_tokens": 21 + 3400 + 1200,
+    "output_tokens": 17,
+    "cache_read_tokens": 3400,
+    "cache_write_tokens": 1200,
+    "cache_write_1h_tokens": 200,
+}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[StandIn]:
+    s = StandIn().start()
+    yield s
+    s.stop()
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [unpack_event(e) for e in RecordingReader.open(path).events()]
+
+
+def _check(path: Path, turns: int) -> list[dict[str, Any]]:
+    """Every call its own turn, the recording verifies; returns the events."""
+    ev = _events(path)
+    assert [e["turn"] for e in ev if e["k"] == "actual"] == list(range(turns))
+    report = Replayer(ev).verify()
+    assert report.ok, report.mismatches[:1]
+    return ev
+
+
+def _sent(ev: list[dict[str, Any]], turn: int) -> list[dict[str, Any]]:
+    """The messages the agent actually sent at `turn`, from the recording (blobs resolved)."""
+    blobs = {
+        e["h"]: e["data"] if isinstance(e["data"], str) else e["data"].decode()
+        for e in ev
+        if e["k"] == "blob"
+    }
+    out = []
+    for h in actual_requests(ev)[turn]:
+        d = json.loads(blobs[h])
+        d["content"] = blobs[d.pop("content_h")]
+        for c in d.get("tool_calls", []):
+            c["arguments"] = blobs[c.pop("arguments_h")]
+        out.append(d)
+    return out
+
+
+def _usages(ev: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {e["turn"]: e["usage"] for e in ev if e["k"] == "usage"}
+
+
+def _anthropic_history(resp_content: Any) -> list[dict[str, Any]]:
+    # The SDK's own content blocks go back into the history, as Anthropic's docs show
+    return [
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": resp_content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py"}]},
+    ]
+
+
+# ------------------------------------------------------------------------------------------ Anthropic
+
+
+def test_anthropic_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "a.cpsession"
+    client = tap(anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    kw: dict[str, Any] = {
+        "model": "claude-sonnet-4",
+        "max_tokens": 100,
+        "system": "Be terse.",
+        "tools": TOOLS_A,
+    }
+    r0 = client.messages.create(messages=[{"role": "user", "content": "List the files."}], **kw)
+    assert isinstance(r0, anthropic.types.Message)  # the agent gets the SDK's own object back
+    msgs = _anthropic_history(r0.content)
+    # stream=True: every event reaches the agent unchanged; the tap reassembles the message
+    with client.messages.create(messages=msgs, stream=True, **kw) as stream:
+        kinds = [e.type for e in stream]
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    # the .stream() helper
+    with client.messages.stream(messages=msgs, **kw) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == "tool_use"
+    # with_raw_response: the agent's parse() still works
+    raw = client.messages.with_raw_response.create(messages=msgs, **kw)
+    assert raw.parse().content[0].type == "text"
+    # arguments the tap must not trip on (bytes keys in extra_query / extra_headers)
+    client.messages.create(messages=msgs, extra_query={"q": "1"}, extra_headers={"x-agent": "t"}, **kw)
+    stats = client.contextpipe_stats
+    assert stats.errors == 0, stats.last_error
+    client.contextpipe_tap.close()
+    ev = _check(rec, 5)
+    u = _usages(ev)
+    assert [u[t] for t in range(5)] == [A_USAGE] * 5  # streamed calls too: usage from the final events
+    sim = simulate_file(rec)
+    actual = sim.policies["actual"]
+    assert actual is not None
+    one = (21 * 3.0 + 3400 * 0.3 + 1000 * 3.75 + 200 * 6.0 + 17 * 15.0) / 1e6  # 1h writes at 2x input
+    assert actual.cost_usd == pytest.approx(5 * one)
+    assert cost("claude-sonnet-4", actual.totals, actual.output_tokens) == pytest.approx(5 * one)
+
+
+def test_tap_never_raises_into_the_agent(upstream: StandIn, tmp_path: Path) -> None:
+    plain = anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0)
+    client = tap(
+        anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0),
+        record=tmp_path / "e.cpsession",
+    )
+    kw: dict[str, Any] = {"model": "claude-sonnet-4", "max_tokens": 10}
+
+    def outcome(c: Any, **extra: Any) -> str:
+        try:
+            c.messages.create(messages=[{"role": "user", "content": "hi"}], **kw, **extra)
+            return "ok"
+        except Exception as exc:
+            return type(exc).__name__
+
+    # Whatever the SDK itself does with bytes keys, the tapped client does the same (issue 10 item 10)
+    for extra in ({"extra_query": {b"q": "1"}}, {"extra_headers": {b"x-b": "1"}}, {"extra_body": {b"k": 1}}):
+        assert outcome(client, **extra) == outcome(plain, **extra), extra
+    # A history the tap cannot read (a one-shot generator): the call still goes through, unread by the tap
+    gen = (m for m in [{"role": "user", "content": "hi"}])
+    out = client.messages.create(messages=gen, **kw)
+    assert out.content[0].type == "text"
+    assert client.contextpipe_stats.errors >= 1 and "one-shot" in (client.contextpipe_stats.last_error or "")
+    # A provider error reaches the agent as the SDK's own exception, and is journaled
+    with pytest.raises(anthropic.RateLimitError):
+        client.messages.create(
+            messages=[{"role": "user", "content": "hi"}], model="claude-sonnet-4-error429", max_tokens=5
+        )
+    client.contextpipe_tap.close()
+    ev = _events(tmp_path / "e.cpsession")
+    diags = [e for e in ev if e["k"] == "diag"]
+    assert (
+        diags and diags[-1]["kind"] == "tap_error" and diags[-1]["count"] == client.contextpipe_stats.errors
+    )
+    assert any(e["k"] == "error" for e in ev)
+    assert Replayer(ev).verify().ok
+
+
+async def test_anthropic_async_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "aa.cpsession"
+    client = tap(anthropic.AsyncAnthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    kw: dict[str, Any] = {
+        "model": "claude-sonnet-4",
+        "max_tokens": 100,
+        "system": "Be terse.",
+        "tools": TOOLS_A,
+    }
+    r0 = await client.messages.create(messages=[{"role": "user", "content": "List the files."}], **kw)
+    msgs = _anthropic_history(r0.content)
+    stream = await client.messages.create(messages=msgs, stream=True, **kw)
+    n = 0
+    async for _ in stream:
+        n += 1
+    assert n > 5
+    async with client.messages.stream(messages=msgs, **kw) as s:
+        text = [t async for t in s.text_stream]
+    assert "".join(text).strip() == "Hello from the stand-in."
+    raw = await client.messages.with_raw_response.create(messages=msgs, **kw)
+    assert (await raw.parse()).stop_reason == "tool_use"
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    client.contextpipe_tap.close()
+    u = _usages(_check(rec, 4))
+    assert [u[t] for t in range(4)] == [A_USAGE] * 4
+
+
+# ------------------------------------------------------------------------------------------ OpenAI
+
+O_USAGE = {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920, "cache_write_tokens": 0}
+
+
+def test_openai_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "o.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    msgs: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    r0 = client.chat.completions.create(
+        model="gpt-4o", messages=msgs, tools=TOOLS_O, prompt_cache_key="agent-7"
+    )
+    msgs.append(r0.choices[0].message)  # the idiom from OpenAI's docs: the SDK object in the history
+    # tool calls in the OpenAI wire format, then their results
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"cmd":"ls"}'},
+                }
+            ],
+        }
+    )
+    msgs.append({"role": "tool", "tool_call_id": "call_1", "content": "a.py"})
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4o", messages=msgs, tools=TOOLS_O, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].usage is not None
+    # a stream without include_usage: the tap does not ask for usage behind the agent's back
+    no_usage = list(client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS_O, stream=True))
+    assert all(c.usage is None for c in no_usage)
+    with client.chat.completions.stream(
+        model="gpt-4o", messages=msgs, tools=TOOLS_O, stream_options={"include_usage": True}
+    ) as s:
+        for _ in s:
+            pass
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=msgs, tools=TOOLS_O)
+    assert raw.parse().choices[0].message.content
+    r = client.responses.create(
+        model="gpt-4o", instructions="Be brief.", input="hi", prompt_cache_key="agent-7"
+    )
+    assert r.output_text
+    rs = list(client.responses.create(model="gpt-4o", instructions="Be brief.", input="hi", stream=True))
+    assert rs[-1].type == "response.completed"
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    assert client.contextpipe_stats.streams_without_usage == 1
+    client.contextpipe_tap.close()
+    ev = _check(rec, 7)
+    u = _usages(ev)
+    assert u[0] == {**O_USAGE, "prompt_cache_key": "agent-7"}
+    assert u[1] == O_USAGE and u[3] == O_USAGE and u[4] == O_USAGE
+    assert 2 not in u  # no usage was sent for that stream, and none is invented
+    r_usage = {"input_tokens": 1500, "output_tokens": 9, "cache_read_tokens": 1024, "cache_write_tokens": 0}
+    assert u[5] == {**r_usage, "prompt_cache_key": "agent-7"} and u[6] == r_usage
+    assert USAGE_RESPONSES["input_tokens"] == 1500 and USAGE_OPENAI["prompt_tokens"] == 2048
+    # the SDK message object was recorded as the assistant turn it is, not as its str()
+    sent = _sent(ev, 1)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "assistant", "tool"]
+    assert sent[2]["content"] == "Hello from the stand-in." and "tool_calls" not in sent[2]
+    assert sent[3]["tool_calls"][0]["arguments"] == '{"cmd":"ls"}' and sent[4]["content"] == "a.py"
+
+
+async def test_openai_async_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "oa.cpsession"
+    client = tap(openai.AsyncOpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    msgs: list[Any] = [{"role": "user", "content": "hi"}]
+    r0 = await client.chat.completions.create(model="gpt-4o", messages=msgs)
+    msgs.append(r0.choices[0].message)
+    msgs.append({"role": "user", "content": "more"})
+    stream = await client.chat.completions.create(
+        model="gpt-4o", messages=msgs, stream=True, stream_options={"include_usage": True}
+    )
+    async with stream:
+        async for _ in stream:
+            pass
+    r = await client.responses.create(model="gpt-4o", input="hi")
+    assert r.output_text
+    raw = await client.chat.completions.with_raw_response.create(model="gpt-4o", messages=msgs)
+    assert raw.parse().choices  # openai's async raw response parses synchronously
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    client.contextpipe_tap.close()
+    u = _usages(_check(rec, 4))
+    assert u[0] == O_USAGE and u[1] == O_USAGE and u[3] == O_USAGE
+    assert u[2]["cache_read_tokens"] == 1024
+
+
+def test_abandoned_stream_is_its_own_turn_and_journaled_incomplete(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "ab.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    s = client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    next(iter(s))
+    s.close()  # the agent stops reading
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "again"}])
+    client.contextpipe_tap.close()
+    ev = _check(rec, 2)
+    errs = [e for e in ev if e["k"] == "error"]
+    assert errs and errs[0]["kind"] == "incomplete_stream" and errs[0]["turn"] == 0
+    assert _usages(ev)[1] == O_USAGE
