@@ -722,6 +722,12 @@ class Pipeline:
             self.journal.append({"k": "turn", "turn": self._open["turn"], "trace": self._open})
             self._open = None
 
+    def annotate(self, key: str, value: Any) -> None:
+        """Attach a value to the open turn's trace (journaled with it). Capture layers use it for what
+        only they know, such as a tapped client's running count of journaling failures (`tap_errors`)."""
+        if self._open is not None:
+            self._open[key] = value
+
     # ----------------------------------------------------------------- feedback
     def record_usage(self, usage: Any) -> Usage:
         """Feedback after a successful call: statistics learn, the turn's trace gets real usage."""

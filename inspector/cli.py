@@ -63,7 +63,10 @@ def ps(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per
         return
     typer.echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
     for a in agents:
-        typer.echo(f"{a.target:>9}  {str(a.model):<22}{str(a.provider):<11}{str(a.turns):>6}  {a.command[:60]}")
+        errs = f"  [{a.tap_errors} tap errors]" if a.tap_errors else ""
+        typer.echo(
+            f"{a.target:>9}  {str(a.model):<22}{str(a.provider):<11}{str(a.turns):>6}  {a.command[:60]}{errs}"
+        )
 
 
 @app.command()

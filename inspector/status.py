@@ -27,6 +27,10 @@ def status_markup(view: SessionView, index: int, playing: bool, speed: int, disc
     else:
         state = ""
     dropped = f"  [$warning]{view.dropped} events dropped[/]" if view.dropped else ""
+    # A tapped client's journaling failures so far (the tap never raised them into the agent)
+    n_err = trace.get("tap_errors") or 0
+    if n_err:
+        dropped += f"  [$warning]{n_err} tap error{'s' if n_err != 1 else ''}[/]"
     if disconnected is not None:  # the banner goes first so 80 columns never cut it off
         return f"{origin} {state}  {turn}  {mode}{dropped}  {model}"
     return f"{origin}  {turn}  {mode}  {state}{dropped}  {model}"

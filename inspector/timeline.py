@@ -19,6 +19,8 @@ def summarize(trace: dict) -> dict:
     instead of ~13 KB decoded): same keys and shapes, so every session-wide view accepts either.
     Repeated words (tiers, rules, steps) are interned: 10,000 turns share one copy of each."""
     out = {k: trace.get(k) for k in ("turn", "final_tokens", "error")}
+    if trace.get("tap_errors"):  # a tapped client's journaling failures so far (the status line shows it)
+        out["tap_errors"] = trace["tap_errors"]
     out["tier"] = sys.intern(str(trace.get("tier")))
     out["cache_break"] = bool(trace.get("cache_break"))
     out["alerts"] = [

@@ -303,3 +303,88 @@ def test_abandoned_stream_is_its_own_turn_and_journaled_incomplete(upstream: Sta
     errs = [e for e in ev if e["k"] == "error"]
     assert errs and errs[0]["kind"] == "incomplete_stream" and errs[0]["turn"] == 0
     assert _usages(ev)[1] == O_USAGE
+
+
+def test_tap_errors_reach_ps_and_the_trace(
+    upstream: StandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from engine.probe.client import list_agents
+    from inspector.cli import app
+
+    rt = tmp_path / "rt"
+    rt.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    rec = tmp_path / "ps.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec, serve=True)
+    try:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        # history the tap cannot read: counted, journaled, the call goes through
+        client.chat.completions.create(model="gpt-4o", messages=iter([{"role": "user", "content": "x"}]))
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "again"}])
+        agents = [a for a in list_agents() if a.pid == __import__("os").getpid()]
+        assert agents and agents[0].tap_errors == 1
+        out = CliRunner().invoke(app, ["ps"])
+        assert "[1 tap errors]" in out.output
+    finally:
+        client.contextpipe_tap.close()
+    traces = [e for e in _events(rec) if e["k"] == "turn"]
+    from engine.recording.journal import trace_of
+
+    assert [trace_of(t).get("tap_errors") for t in traces] == [None, 1]
+
+
+def test_chat_stream_tool_calls_and_reasoning_reassembled() -> None:
+    from engine.capture.tap_streams import ChatAccumulator
+
+    acc = ChatAccumulator()
+    chunks: list[dict[str, Any]] = [
+        {"id": "c", "model": "deepseek-reasoner", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "Look "}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "first."}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "call_a", "function": {"name": "bash", "arguments": '{"cm'}}
+                        ]
+                    },
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 1, "id": "call_b", "function": {"name": "read", "arguments": "{}"}}
+                        ]
+                    },
+                }
+            ]
+        },
+        {
+            "choices": [
+                {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": 'd": "ls"}'}}]}}
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {
+            "choices": [],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 30, "prompt_cache_hit_tokens": 640},
+        },
+    ]
+    for c in chunks:
+        acc.feed(c)
+    r = acc.result()
+    msg = r["choices"][0]["message"]
+    assert acc.complete and msg["reasoning_content"] == "Look first."
+    assert [(t["id"], t["function"]["name"], t["function"]["arguments"]) for t in msg["tool_calls"]] == [
+        ("call_a", "bash", '{"cmd": "ls"}'),
+        ("call_b", "read", "{}"),
+    ]
+    assert r["usage"]["prompt_cache_hit_tokens"] == 640

@@ -144,7 +144,7 @@ class Tap:
 
     def _parse_request(self, body: dict[str, Any]) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...]]:
         if self.wire != "anthropic" and "messages" not in body and "input" in body:
-            from engine.capture.responses_wire import request_to_chat
+            from engine.capture.proxy.responses_api import request_to_chat
 
             body = request_to_chat(body)
         ctx = Ctx(f"{self.wire} request", "<tap>")
@@ -182,6 +182,8 @@ class Tap:
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
         self.pipe.next_request()
+        if self.stats.errors:
+            self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
 
     def after(self, response: Any) -> None:
@@ -191,7 +193,7 @@ class Tap:
             raise TapError(f"response is {type(data).__name__}, not an object")
         raw_usage = data.get("usage")
         if self.wire != "anthropic" and "output" in data and "choices" not in data:
-            from engine.capture.responses_wire import response_to_chat
+            from engine.capture.proxy.responses_api import response_to_chat
 
             data = response_to_chat(data)
         ctx = Ctx(f"{self.wire} response", "<tap>")
@@ -243,6 +245,7 @@ class Tap:
             self.stats.last_error = text[:500]
             if self.pipe is not None:
                 with self.lock:
+                    self.pipe.annotate("tap_errors", self.stats.errors)
                     self.pipe.journal.append(
                         {
                             "k": "diag",

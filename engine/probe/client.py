@@ -307,6 +307,7 @@ class AgentInfo:
     engine_version: str | None = None
     error: str | None = None  # set when the agent is alive but did not answer (busy, stopped)
     session: int | None = None  # one of several sessions one process serves (the proxy's conversations)
+    tap_errors: int = 0  # journaling failures of a tapped client (never raised into the agent)
 
     @property
     def target(self) -> str:
@@ -388,6 +389,7 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
                 turns=turns if isinstance(turns, int) else None,
                 socket_path=entry,
                 engine_version=_opt_str(h.get("engine_version")),
+                tap_errors=te if isinstance(te := h.get("tap_errors"), int) else 0,
                 session=session,
             )
         )

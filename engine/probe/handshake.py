@@ -98,11 +98,15 @@ class Handshake(ClientQueues):
             c.skip_until = end
             c.skip_hold = snap
         turns = sum(1 for e in snap if isinstance(e, dict) and e.get("k") == "turn")
-        c.outbuf += encode_frame(self._hello_frame(len(snap), turns))
+        # A tapped client's journaling failures (`diag` events carry the running count) for `ps`
+        tap_errors = max(
+            (int(e.get("count", 0)) for e in snap if isinstance(e, dict) and e.get("k") == "diag"), default=0
+        )
+        c.outbuf += encode_frame(self._hello_frame(len(snap), turns, tap_errors))
         c.snapshot = snap
         self._pump(c)
 
-    def _hello_frame(self, snapshot_len: int, turns: int) -> dict[str, Any]:
+    def _hello_frame(self, snapshot_len: int, turns: int, tap_errors: int = 0) -> dict[str, Any]:
         frame = dict(self._hello)
         frame.update(
             {
@@ -115,6 +119,7 @@ class Handshake(ClientQueues):
                 ],
                 "snapshot": snapshot_len,
                 "turns": turns,
+                "tap_errors": tap_errors,
                 "redacted": self.redact,
                 "queue_limit": self._cap,
             }

@@ -107,6 +107,7 @@ def test_anthropic_sdk_sync_async_stream(proxied: Proxied, standin: StandIn) -> 
             "output_tokens": 17,
             "cache_read_tokens": 3400,
             "cache_write_tokens": 1200,
+            "cache_write_1h_tokens": 200,  # the stand-in's 5m/1h split, priced at their own rates
         }
     assert verify_ok(paths[0]) == 4
     actual = [e for e in events_of(paths[0]) if e.get("k") == "actual"]
