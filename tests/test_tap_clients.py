@@ -21,7 +21,7 @@ from engine.recording.journal import unpack_event
 from engine.recording.replay import Replayer
 from engine.sim.pricing import cost
 from engine.sim.simulate import simulate_file
-from tests.capture.standin import USAGE_ANTHROPIC, USAGE_OPENAI, USAGE_RESPONSES, StandIn
+from tests.capture.standin import USAGE_OPENAI, USAGE_RESPONSES, StandIn
 
 TOOLS_A = [{"name": "bash", "description": "Run a shell command", "input_schema": {"type": "object"}}]
 TOOLS_O = [
