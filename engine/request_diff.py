@@ -321,6 +321,8 @@ _VOLATILE_RE = re.compile(r"^[0-9a-fA-F:\-./TZ+_ ]{2,64}$")
 
 def _volatile(span_a: str, span_b: str) -> bool:
     """Both changed spans look like a timestamp, a counter or an id: digits and separators."""
+    if span_a.startswith("...") or span_b.startswith("..."):
+        return False  # the engine's own "[...N tokens omitted...]" trim marker, not a clock
     for s in (span_a.strip(), span_b.strip()):
         if not _VOLATILE_RE.match(s) or sum(c.isdigit() for c in s) < 2:
             return False
@@ -452,11 +454,27 @@ def _classify(
     if x.segment == "tools" or y.segment == "tools":
         na, nb = pa.tool_names(), pb.tool_names()
         u = y if y.segment == "tools" else x
-        if x.segment == "tools" and y.segment == "tools" and x.name == y.name:
-            da, db = (_tool_fields(json.loads(v.content)) for v in (x, y))
+        # An edited tool first (an agent that re-registers a tool to edit it may also move it).
+        ta = {v.name: v for v in pa.units if v.segment == "tools"}
+        tb = {v.name: v for v in pb.units if v.segment == "tools"}
+        edited = [n for n in na if n in tb and ta[n].content != tb[n].content]
+        if edited:
+            n = edited[0]
+            da, db = (_tool_fields(json.loads(v.content)) for v in (ta[n], tb[n]))
+            moved = (
+                ""
+                if [k for k in na if k in tb] == [k for k in nb if k in ta]
+                else "; the tool order changed too"
+            )
             if da[1] != db[1]:
-                return "tool_description", f"description of tool {x.name!r} edited", "tools", "tools", u.label
-            return "tool_schema", f"input schema of tool {x.name!r} edited", "tools", "tools", u.label
+                return (
+                    "tool_description",
+                    f"description of tool {n!r} edited{moved}",
+                    "tools",
+                    "tools",
+                    u.label,
+                )
+            return "tool_schema", f"input schema of tool {n!r} edited{moved}", "tools", "tools", u.label
         if sorted(na) == sorted(nb):
             return "tool_order", f"tool order changed: {na} -> {nb}", "tools", "tools", u.label
         added = [n for n in nb if n not in na]
@@ -513,6 +531,23 @@ def _line_at(a: bytes, b: bytes) -> tuple[str, str]:
         ends = [e for e in (t.find("\\n", p), t.find('"', p)) if e >= 0]
         out.append(t[start : min(ends) if ends else len(t)])
     return out[0], out[1]
+
+
+def with_engine_steps(d: RequestDiff, steps: Sequence[str]) -> RequestDiff:
+    """When the engine itself rewrote the history this turn (compaction steps in its trace), that is
+    the cause of a change in the messages, whatever the bytes look like."""
+    from dataclasses import replace
+
+    from engine.feedback import HISTORY_STEPS
+
+    hist = [s for s in steps if s in HISTORY_STEPS]
+    if d.segment != "messages" or not d.breaks_cache or not hist:
+        return d
+    return replace(
+        d,
+        cause="history_compacted",
+        detail=f"history rewritten by {', '.join(hist)} ({d.label} changed first)",
+    )
 
 
 def first_difference(a: bytes, b: bytes) -> int | None:

@@ -16,6 +16,7 @@ from engine.recording.journal import trace_of, unpack_event
 
 from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 from .ctx_cli import ctx_app, eval_command
+from .diff_cli import diff
 from .simulate_cli import simulate
 
 app = typer.Typer(
@@ -292,6 +293,7 @@ def demo(
 app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, get windows, expand.")
 app.command("eval")(eval_command)
 app.command()(simulate)
+app.command()(diff)
 
 if __name__ == "__main__":
     app()

@@ -19,10 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.errors import ContextPipeError
-from engine.feedback import HISTORY_STEPS
 from engine.recording.journal import Event
 from engine.recording.replay import Replayer
-from engine.request_diff import RequestDiff, diff_requests
+from engine.request_diff import RequestDiff, diff_requests, with_engine_steps
 from engine.whatif import Overrides
 
 # Causes where the old and new text around the difference say more than the label does.
@@ -117,13 +116,8 @@ def why_missed(
         rp = replayer or Replayer(events)
         a = rp.replan(turn - 1, overrides).serialized
         built = rp.replan(turn, overrides)
-        d = _pack(diff_requests(a, built.serialized))
-        steps = [x["step"] for x in built.trace.get("actions", ()) if x["step"] in HISTORY_STEPS]
-        if d["segment"] == "messages" and d["breaks_cache"] and steps:
-            # The engine itself rewrote the history this turn: that is the cause, whatever the bytes say.
-            d["cause"] = "history_compacted"
-            d["detail"] = f"history rewritten by {', '.join(steps)} ({d['label']} changed first)"
-            d["summary"] = f"history_compacted: {d['label']} at byte {d['offset']}: {d['detail']}"
+        steps = [str(x["step"]) for x in built.trace.get("actions", ())]
+        d = _pack(with_engine_steps(diff_requests(a, built.serialized), steps))
         out["engine"] = d
     except ContextPipeError as exc:
         out["error"] = str(exc)

@@ -1,0 +1,601 @@
+"""Diff two engine configurations over recorded sessions: what each would send, turn by turn, and what it
+costs. The check a pull request that changes prompts, tools or policy runs before it ships.
+
+A *side* is a configuration: the recorded settings, recorded settings under what-if overrides (window,
+gates, thresholds, provider; from a TOML/JSON file or inline `key=value` pairs), or another recording
+of the same session (say, made by the candidate engine version or prompt). Each side is a replay of its
+journal under its settings (the public fold, `Pipeline.build` with its own chain of compaction states,
+as `simulate` does), so nothing here folds events on its own.
+
+Per turn: the first point the two requests differ (`engine.request_diff`: section, unit, byte offset,
+cause), each side's tool-schema hash, cache marker positions, tokens, and its cache reads, writes and
+cost from the provider cache simulator and the price table. A *cache break* on a side is a turn whose
+request does not keep the previous request's cached prefix (the simulator's attribution); a *new*
+cache break is one the candidate has and the baseline does not, named by the candidate's own
+request diff against its previous turn (tool_order, volatile, latch_changed, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError, ContextPipeError
+from engine.hashing import content_hash
+from engine.pipeline import Built
+from engine.policy.state import CompactionState
+from engine.providers import canonical_provider
+from engine.recording.journal import Event
+from engine.recording.replay import Replayer
+from engine.request_diff import RequestDiff, diff_requests, parse_request, with_engine_steps
+from engine.sim.pricing import PriceTable, load_prices
+from engine.sim.simulate import (
+    PolicyFigures,
+    SimulateError,
+    _price_row,
+    _Req,
+    _simulate,
+    cache_rules_for,
+    load_recording_events,
+)
+from engine.tokens import TokenCounter
+from engine.whatif import GATE_KEYS, THRESHOLD_KEYS, Overrides
+
+
+class DiffError(ContextPipeError, ValueError):
+    """A side or a gate could not be understood (says which and what is accepted)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One configuration: `overrides` on the recorded settings, or another `recording` of the session."""
+
+    label: str
+    overrides: Overrides = field(default_factory=Overrides)
+    recording: Path | None = None
+
+
+# ------------------------------------------------------------------------------------------ sides
+
+
+def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
+    known = {"window", "provider", "gates", "thresholds"}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise DiffError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+    gates = dict(d.get("gates") or {})
+    bad = sorted(set(gates) - set(GATE_KEYS))
+    if bad:
+        raise DiffError(f"{where}: unknown gate(s) {bad}; known gates: {', '.join(GATE_KEYS)}")
+    thresholds = {k: float(v) for k, v in dict(d.get("thresholds") or {}).items()}
+    bad = sorted(set(thresholds) - set(THRESHOLD_KEYS))
+    if bad:
+        raise DiffError(f"{where}: unknown threshold(s) {bad}; known: {', '.join(THRESHOLD_KEYS)}")
+    provider = d.get("provider")
+    if provider is not None:
+        try:
+            canonical_provider(str(provider))
+        except ConfigError as exc:
+            raise DiffError(f"{where}: {exc}") from exc
+    window = d.get("window")
+    if window is not None and (not isinstance(window, int) or window <= 0):
+        raise DiffError(f"{where}: window must be a positive number of tokens, got {window!r}")
+    return Overrides(
+        window, thresholds or None, {k: bool(v) for k, v in gates.items()} or None, provider or None
+    )
+
+
+_ON = {
+    "on": True,
+    "true": True,
+    "1": True,
+    "yes": True,
+    "off": False,
+    "false": False,
+    "0": False,
+    "no": False,
+}
+
+
+def parse_side(spec: str) -> Side:
+    """A side from the command line: `recorded`; a .cpsession recording; a .toml/.json config file;
+    or inline `key=value` pairs joined by commas: window=64000, provider=openai, gate.NAME=on|off,
+    threshold.NAME=0.7."""
+    s = spec.strip()
+    if s in ("", "recorded", "-"):
+        return Side("recorded")
+    p = Path(s)
+    if p.suffix == ".cpsession":
+        if not p.is_file():
+            raise DiffError(f"{s}: no such recording")
+        return Side(p.name, recording=p)
+    if p.suffix in (".toml", ".json"):
+        if not p.is_file():
+            raise DiffError(f"{s}: no such config file")
+        try:
+            raw = p.read_text()
+            data = tomllib.loads(raw) if p.suffix == ".toml" else json.loads(raw)
+        except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
+            raise DiffError(f"{s}: cannot read the config ({exc})") from exc
+        if not isinstance(data, dict):
+            raise DiffError(f"{s}: a config file holds a table/object of settings")
+        return Side(p.name, _overrides_from(data, s))
+    d: dict[str, Any] = {}
+    for pair in s.split(","):
+        if "=" not in pair:
+            raise DiffError(
+                f"{spec!r} is not a recording, a .toml/.json config or key=value pairs "
+                "(window=N, provider=P, gate.NAME=on|off, threshold.NAME=X)"
+            )
+        k, v = (x.strip() for x in pair.split("=", 1))
+        if k == "window":
+            if not v.isdigit():
+                raise DiffError(f"{spec!r}: window must be a whole number of tokens, got {v!r}")
+            d["window"] = int(v)
+        elif k == "provider":
+            d["provider"] = v
+        elif k.split(".", 1)[0] in ("gate", "gates") and "." in k:
+            if v.lower() not in _ON:
+                raise DiffError(f"{spec!r}: gate value must be on or off, got {v!r}")
+            d.setdefault("gates", {})[k.split(".", 1)[1]] = _ON[v.lower()]
+        elif k.split(".", 1)[0] in ("threshold", "thresholds") and "." in k:
+            try:
+                d.setdefault("thresholds", {})[k.split(".", 1)[1]] = float(v)
+            except ValueError as exc:
+                raise DiffError(f"{spec!r}: threshold value must be a number, got {v!r}") from exc
+        else:
+            raise DiffError(f"{spec!r}: unknown key {k!r} (window, provider, gate.NAME, threshold.NAME)")
+    return Side(s, _overrides_from(d, spec))
+
+
+# ------------------------------------------------------------------------------------------ building
+
+
+def side_builds(
+    events: Sequence[Event], overrides: Overrides | None, counter: TokenCounter
+) -> Iterator[tuple[int, float, Built]]:
+    """Every recorded turn rebuilt under `overrides` (None: as recorded), in order: (turn, time, built)."""
+    replayer = Replayer(events, counter)
+    pipe = replayer.new_pipeline()
+    state = CompactionState()
+    ov = overrides if overrides is not None and not overrides.is_empty() else None
+    for ev in events:
+        if ev.get("k") == "request":
+            pipe.begin_request(ev["turn"])
+            cfg = pipe.config
+            if ov is not None:
+                cfg = cfg.with_overrides(ov.window, ov.thresholds, ov.gates, ov.provider)
+            built = pipe.build(ev.get("bound", {}), cfg, state)
+            state = built.state or state
+            yield int(ev["turn"]), float(ev.get("time") or 0.0), built
+        pipe.fold(ev)
+
+
+def _schema_hash(built: Built) -> str:
+    # In wire order: a reordered tool list is a different prefix to the cache.
+    return content_hash(list(built.serialized.tool_shas.items()))[:12]
+
+
+def _markers(built: Built) -> list[str]:
+    return [f"{m['section']}@{m['offset_tokens']}" for m in built.trace.get("markers", ())]
+
+
+# ------------------------------------------------------------------------------------------ the diff
+
+
+@dataclass
+class TurnDiff:
+    turn: int
+    first_difference: dict[str, Any] | None  # request_diff between the two sides (None: identical)
+    sides: list[dict[str, Any]]  # per side: tokens, schema hash, markers, cache read/write, cost, break
+    new_cache_break: str | None = None  # the candidate broke its cache here and the baseline did not
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "first_difference": self.first_difference,
+            "baseline": self.sides[0],
+            "candidate": self.sides[1],
+            "new_cache_break": self.new_cache_break,
+        }
+
+
+@dataclass
+class SessionDiff:
+    source: str
+    turns: list[TurnDiff]
+    totals: list[dict[str, Any]]  # per side
+    new_breaks: dict[str, int]
+    notes: list[str]
+
+    @property
+    def differing_turns(self) -> int:
+        return sum(1 for t in self.turns if t.first_difference is not None)
+
+    def to_json(self, per_turn: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source,
+            "turns": len(self.turns),
+            "differing_turns": self.differing_turns,
+            "baseline": self.totals[0],
+            "candidate": self.totals[1],
+            "new_cache_breaks": self.new_breaks,
+            "notes": self.notes,
+        }
+        if per_turn:
+            out["per_turn"] = [t.to_json() for t in self.turns]
+        return out
+
+
+def _summary(d: RequestDiff) -> dict[str, Any]:
+    return {
+        "cause": d.cause,
+        "breaks_cache": d.breaks_cache,
+        "segment": d.segment,
+        "section": d.section,
+        "label": d.label,
+        "block": d.block,
+        "offset": d.offset,
+        "detail": d.detail,
+    }
+
+
+def diff_session(
+    base_events: Sequence[Event],
+    cand_events: Sequence[Event],
+    base: Side,
+    cand: Side,
+    *,
+    source: str = "<journal>",
+    prices: PriceTable | str | Path | None = None,
+    counter: TokenCounter | None = None,
+) -> SessionDiff:
+    counter = counter if counter is not None else TokenCounter()
+    table = prices if isinstance(prices, PriceTable) else load_prices(prices)
+    notes: list[str] = []
+    sides = [(base, base_events), (cand, cand_events)]
+    reqs: list[list[_Req]] = [[], []]
+    rows: dict[int, dict[Any, Any]] = {}
+    prev: list[Any] = [None, None]
+    gens = [side_builds(ev, s.overrides, counter) for s, ev in sides]
+    try:
+        # Both sides advance in lockstep by turn: only the current and previous requests are held.
+        cur = [next(g, None) for g in gens]
+        while cur[0] is not None or cur[1] is not None:
+            turns_now = [c[0] for c in cur if c is not None]
+            t = min(turns_now)
+            parsed: list[Any] = [None, None]
+            for side in (0, 1):
+                c = cur[side]
+                if c is not None and c[0] == t:
+                    parsed[side] = _take(c, side, prev, rows)
+                    cur[side] = next(gens[side], None)
+            if parsed[0] is not None and parsed[1] is not None:
+                d = diff_requests(parsed[0], parsed[1])
+                rows[t]["cross"] = None if d.identical else _summary(d)
+    except ConfigError as exc:
+        raise DiffError(str(exc)) from exc
+    # Times and blocks for the simulator.
+    for side in (0, 1):
+        for t in sorted(rows):
+            r = rows[t].get(side)
+            if r is not None:
+                reqs[side].append(r["_req"])
+    sessions = [_session_of(ev) for _, ev in sides]
+    figures: list[PolicyFigures] = []
+    for side in (0, 1):
+        cfg = sessions[side]
+        ov = sides[side][0].overrides
+        model = str(cfg["model"])
+        provider = canonical_provider(ov.provider or cfg["provider"])
+        try:
+            price = _price_row(table, model)
+        except SimulateError as exc:
+            raise DiffError(str(exc)) from exc
+        rules = cache_rules_for(provider, model, ov.provider, price)
+        outputs = _outputs(sides[side][1])
+        failed = {int(e["turn"]) for e in sides[side][1] if e.get("k") == "error"}
+        figures.append(
+            _simulate(
+                sides[side][0].label,
+                [r for r in reqs[side] if r.turn not in failed],
+                rules=rules,
+                model=model,
+                table=table,
+                outputs=outputs,
+                options={},
+                link_outputs=False,
+                automatic_prefix=rules in ("openai", "deepseek"),
+            )
+        )
+    per = [{f.turn: f for f in fig.turns} for fig in figures]
+    turns: list[TurnDiff] = []
+    new_breaks: Counter[str] = Counter()
+    for t in sorted(rows):
+        row = rows[t]
+        if 0 not in row or 1 not in row:
+            notes.append(f"turn {t} is only in the {'baseline' if 1 not in row else 'candidate'}")
+            continue
+        sides_out = []
+        for side in (0, 1):
+            r = row[side]
+            f = per[side].get(t)
+            sides_out.append(
+                {
+                    "tokens": r["tokens"],
+                    "schema_hash": r["schema"],
+                    "markers": r["markers"],
+                    "request_sha256": r["sha"][:16],
+                    "cache_read_tokens": f.cache_read_tokens if f else 0,
+                    "cache_write_tokens": f.cache_write_tokens if f else 0,
+                    "cost_usd": round(f.cost_usd, 8) if f else 0.0,
+                    "cache_break": f.cache_break if f else None,
+                    "own_diff": r["own"],
+                }
+            )
+        new = None
+        if sides_out[1]["cache_break"] and not sides_out[0]["cache_break"]:
+            own = sides_out[1]["own_diff"]
+            new = own["cause"] if own and own["breaks_cache"] else str(sides_out[1]["cache_break"])
+            new_breaks[new] += 1
+        turns.append(TurnDiff(t, row["cross"], sides_out, new))
+    totals = []
+    for side, fig in enumerate(figures):
+        tot = fig.totals
+        totals.append(
+            {
+                "label": sides[side][0].label,
+                "prompt_tokens": tot.input_tokens,
+                "cache_read_tokens": tot.cache_read,
+                "cache_write_tokens": tot.cache_write,
+                "cache_hit_rate": round(tot.hit_rate, 6),
+                "cost_usd": round(fig.cost_usd, 8),
+                "cache_breaks": fig.cache_breaks,
+                "cache_break_causes": fig.cache_break_causes,
+                "model": fig.model,
+                "cache_rules": fig.cache_rules,
+            }
+        )
+    return SessionDiff(source, turns, totals, dict(sorted(new_breaks.items())), notes)
+
+
+def _take(item: tuple[int, float, Built], side: int, prev: list[Any], rows: dict[int, dict[Any, Any]]) -> Any:
+    """One side's rebuilt turn: its figures and its own diff against its previous request go into
+    `rows[turn][side]`; returns the parsed request for the cross diff."""
+    turn, tm, built = item
+    parsed = parse_request(built.serialized)
+    own = None
+    if prev[side] is not None:
+        steps = [str(a["step"]) for a in built.trace.get("actions", ())]
+        own = _summary(with_engine_steps(diff_requests(prev[side], parsed), steps))
+    prev[side] = parsed
+    trace = built.trace
+    rows.setdefault(turn, {"cross": None})[side] = {
+        "tokens": trace["final_tokens"],
+        "schema": _schema_hash(built),
+        "markers": _markers(built),
+        "sha": built.serialized.request_sha256,
+        "own": own,
+        "_req": _Req(
+            turn,
+            tm,
+            list(built.serialized.blocks),
+            [str(a["step"]) for a in trace.get("actions", ())],
+            list(trace.get("latch_flips", ())),
+        ),
+    }
+    return parsed
+
+
+def _session_of(events: Sequence[Event]) -> dict[str, Any]:
+    s = next((e for e in events if e.get("k") == "session"), None)
+    if s is None:
+        raise DiffError("the journal has no session event: it was not written by the ContextPipe engine")
+    return dict(s["config"])
+
+
+def _outputs(events: Sequence[Event]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for e in events:
+        if e.get("k") in ("usage", "actual") and e.get("usage"):
+            out[int(e["turn"])] = int(e["usage"].get("output_tokens") or 0)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ many sessions
+
+
+@dataclass
+class DiffReport:
+    baseline: str
+    candidate: str
+    sessions: list[SessionDiff]
+
+    def totals(self) -> dict[str, Any]:
+        cost = [sum(s.totals[i]["cost_usd"] for s in self.sessions) for i in (0, 1)]
+        breaks: Counter[str] = Counter()
+        for s in self.sessions:
+            breaks.update(s.new_breaks)
+        read = [sum(s.totals[i]["cache_read_tokens"] for s in self.sessions) for i in (0, 1)]
+        prompt = [sum(s.totals[i]["prompt_tokens"] for s in self.sessions) for i in (0, 1)]
+        return {
+            "sessions": len(self.sessions),
+            "turns": sum(len(s.turns) for s in self.sessions),
+            "differing_turns": sum(s.differing_turns for s in self.sessions),
+            "cost_usd": [round(c, 8) for c in cost],
+            "cost_change_pct": (round(100.0 * (cost[1] - cost[0]) / cost[0], 4) if cost[0] else None),
+            "cache_hit_rate": [round(r / p, 6) if p else 0.0 for r, p in zip(read, prompt, strict=True)],
+            "new_cache_breaks": dict(sorted(breaks.items())),
+        }
+
+    def to_json(self, per_turn: bool = True) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "totals": self.totals(),
+            "sessions": [s.to_json(per_turn) for s in self.sessions],
+        }
+
+    def failures(self, gates: Sequence[str]) -> list[str]:
+        """Which --fail-on gates fail: `cache-break` (any new cache break), `cost:+N%` (the candidate costs
+        more than N% above the baseline), `tokens:+N%` (likewise, prompt tokens)."""
+        tot = self.totals()
+        out: list[str] = []
+        for g in gates:
+            kind, _, arg = g.partition(":")
+            if kind == "cache-break":
+                n = sum(tot["new_cache_breaks"].values())
+                if n:
+                    causes = ", ".join(f"{k} x{v}" for k, v in tot["new_cache_breaks"].items())
+                    out.append(f"cache-break: {n} new cache break(s) in the candidate ({causes})")
+            elif kind in ("cost", "tokens"):
+                pct = _pct(arg, g)
+                if kind == "cost":
+                    a, b = tot["cost_usd"]
+                else:
+                    a = sum(s.totals[0]["prompt_tokens"] for s in self.sessions)
+                    b = sum(s.totals[1]["prompt_tokens"] for s in self.sessions)
+                if b > a * (1 + pct / 100.0) + 1e-12:
+                    change = f"{100.0 * (b - a) / a:+.2f}%" if a else "from zero"
+                    out.append(f"{g}: candidate {kind} {b:.6g} vs baseline {a:.6g} ({change})")
+            else:
+                raise DiffError(f"--fail-on {g!r}: use cache-break, cost:+N% or tokens:+N%")
+        return out
+
+
+def _pct(arg: str, gate: str) -> float:
+    s = arg.strip().rstrip("%").lstrip("+")
+    try:
+        return float(s)
+    except ValueError as exc:
+        raise DiffError(f"--fail-on {gate!r}: expected a percentage such as cost:+2%") from exc
+
+
+def diff_recordings(
+    base: Side,
+    cand: Side,
+    recordings: Sequence[str | Path],
+    *,
+    prices: PriceTable | str | Path | None = None,
+) -> DiffReport:
+    """The diff over each recording (a side that is itself a recording replaces it on that side)."""
+    counter = TokenCounter()
+    table = prices if isinstance(prices, PriceTable) else load_prices(prices)
+    paths: list[str | Path] = list(recordings)
+    if not paths:
+        paths.extend([p for p in (base.recording, cand.recording) if p is not None][:1])
+    if not paths:
+        raise DiffError("give at least one recording to diff the two configurations on")
+    cache: dict[Path, list[Event]] = {}
+
+    def events(p: Path) -> list[Event]:
+        if p not in cache:
+            try:
+                cache[p] = load_recording_events(p)[0]
+            except (OSError, ContextPipeError) as exc:
+                raise DiffError(f"{p}: {exc}") from exc
+        return cache[p]
+
+    out = []
+    for p in paths:
+        p = Path(p)
+        ev_a = events(base.recording) if base.recording else events(p)
+        ev_b = events(cand.recording) if cand.recording else events(p)
+        out.append(diff_session(ev_a, ev_b, base, cand, source=str(p), prices=table, counter=counter))
+    return DiffReport(base.label, cand.label, out)
+
+
+# ------------------------------------------------------------------------------------------ reports
+
+
+def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> str:
+    tot = report.totals()
+    lines = [
+        f"diff {report.baseline} -> {report.candidate}: {tot['sessions']} session(s), {tot['turns']} turns"
+    ]
+    for s in report.sessions:
+        lines.append("")
+        lines.append(f"{s.source}: {s.differing_turns} of {len(s.turns)} turns send different requests")
+        shown = 0
+        for t in s.turns:
+            if not all_turns and t.first_difference is None and t.new_cache_break is None:
+                continue
+            if shown >= limit:
+                lines.append("  ... (more turns: --all / --json)")
+                break
+            shown += 1
+            a, b = t.sides
+            fd = t.first_difference
+            where = (
+                f"{fd['cause']} at {fd['label'] or fd['section']} byte {fd['offset']}" if fd else "identical"
+            )
+            lines.append(
+                f"  turn {t.turn:>4}: {where}; tokens {a['tokens']} -> {b['tokens']}; read "
+                f"{a['cache_read_tokens']} -> {b['cache_read_tokens']}; write {a['cache_write_tokens']} -> "
+                f"{b['cache_write_tokens']}; ${a['cost_usd']:.5f} -> ${b['cost_usd']:.5f}"
+                + (f"; NEW CACHE BREAK ({t.new_cache_break})" if t.new_cache_break else "")
+            )
+            if fd and fd["detail"]:
+                lines.append(f"           {fd['detail']}")
+            if a["schema_hash"] != b["schema_hash"]:
+                lines.append(f"           tool schemas {a['schema_hash']} -> {b['schema_hash']}")
+            if a["markers"] != b["markers"]:
+                lines.append(f"           markers {a['markers']} -> {b['markers']}")
+        for n in s.notes:
+            lines.append(f"  note: {n}")
+    lines.append("")
+    lines += summary_lines(report)
+    return "\n".join(lines)
+
+
+def summary_lines(report: DiffReport) -> list[str]:
+    tot = report.totals()
+    c = tot["cost_usd"]
+    pct = tot["cost_change_pct"]
+    hr = tot["cache_hit_rate"]
+    breaks = tot["new_cache_breaks"]
+    return [
+        f"cost ${c[0]:.4f} -> ${c[1]:.4f}" + (f" ({pct:+.2f}%)" if pct is not None else ""),
+        f"cache hit rate {hr[0]:.1%} -> {hr[1]:.1%}",
+        "new cache breaks: " + (", ".join(f"{k} x{v}" for k, v in breaks.items()) if breaks else "none"),
+    ]
+
+
+def to_markdown(report: DiffReport, failures: Sequence[str] = ()) -> str:
+    """A short report for a CI comment."""
+    tot = report.totals()
+    c, hr = tot["cost_usd"], tot["cache_hit_rate"]
+    pct = tot["cost_change_pct"]
+    head = "❌" if failures else "✅"
+    lines = [
+        f"### {head} ContextPipe diff: `{report.baseline}` → `{report.candidate}`",
+        "",
+        f"{tot['sessions']} session(s), {tot['turns']} turns, {tot['differing_turns']} send different requests.",
+        "",
+        "| | baseline | candidate |",
+        "| --- | ---: | ---: |",
+        f"| cost | ${c[0]:.4f} | ${c[1]:.4f}" + (f" ({pct:+.2f}%)" if pct is not None else "") + " |",
+        f"| cache hit rate | {hr[0]:.1%} | {hr[1]:.1%} |",
+    ]
+    breaks = tot["new_cache_breaks"]
+    lines.append("")
+    if breaks:
+        lines.append("**New cache breaks:** " + ", ".join(f"`{k}` ×{v}" for k, v in breaks.items()))
+        firsts = [(s.source, t) for s in report.sessions for t in s.turns if t.new_cache_break is not None][
+            :5
+        ]
+        for src, t in firsts:
+            own = t.sides[1]["own_diff"] or {}
+            lines.append(
+                f"- `{Path(src).name}` turn {t.turn}: {own.get('label', '')}: {own.get('detail', '')}"
+            )
+    else:
+        lines.append("No new cache breaks.")
+    for f in failures:
+        lines.append(f"- **failed** {f}")
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""`cp-inspect diff`: recordings of one session that differ by each common accident (tool order, a
+timestamp in the system prompt, an edited tool description, a changed latch) are told apart by cause
+and section; identical configurations report no difference; --fail-on gates set the exit status."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from engine import Pipeline
+from inspector.cli import app
+
+DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+PARAMS = {"type": "object", "properties": {"cmd": {"type": "string"}}}
+ACCIDENT_TURN = 3
+
+
+def record(path: Path, accident: str | None = None, turns: int = 7) -> Path:
+    """A small agent session (enough text for Anthropic's 1024-token cache minimum); `accident`
+    happens before turn ACCIDENT_TURN's request (the timestamp one on every turn)."""
+    clock = iter(range(1000, 2000, 7))
+    p = Pipeline(
+        "claude-sonnet-4", provider="anthropic", window=200_000, record=path, clock=lambda: next(clock)
+    )
+    p.identity("You are a careful coding agent. Read before you edit; run the tests after. " * 90)
+    p.constraints("Never push to main. Ask before deleting files.")
+    p.add_tool("bash", "Run a shell command", PARAMS)
+    p.add_tool("read_file", "Read a file", PARAMS)
+    p.add_tool("grep", "Search files", PARAMS)
+    p.latch("permissions", "read-only")
+    p.goal("Make tests/test_io.py pass.")
+    p.user("The test fails with a KeyError, please fix it.")
+    for t in range(turns):
+        if accident == "timestamp":
+            p.identity(
+                "You are a careful coding agent. Read before you edit; run the tests after. " * 90
+                + f"Current time: 2026-12-01T05:{10 + t:02d}:00Z."
+            )
+        if t == ACCIDENT_TURN:
+            if accident == "tool_order":
+                p.remove_tool("bash")
+                p.add_tool("bash", "Run a shell command", PARAMS)  # same tool, now last
+            elif accident == "tool_description":
+                p.add_tool("read_file", "Read a file (UTF-8, up to 1 MB)", PARAMS)
+            elif accident == "latch":
+                p.latch("permissions", "read-write")
+        req = p.next_request()
+        p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 50})
+        calls = p.assistant(
+            f"Step {t}: looking.", tool_calls=[{"id": f"c{t}", "name": "bash", "arguments": '{"cmd": "ls"}'}]
+        )
+        p.tool_result(calls[0].id, f"README.md\nengine\ntests\n(listing {t})\n" * 5)
+    p.close()
+    return path
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["diff", *args])
+
+
+@pytest.mark.parametrize(
+    ("accident", "cause", "section"),
+    [
+        ("tool_order", "tool_order", "tools"),
+        ("tool_description", "tool_description", "tools"),
+        ("latch", "latch_changed", "latches"),
+        ("timestamp", "volatile", "identity"),
+    ],
+)
+def test_each_accident_is_a_new_cache_break_named_by_cause_and_section(
+    tmp_path: Path, accident: str, cause: str, section: str
+) -> None:
+    base = record(tmp_path / "base.cpsession")
+    cand = record(tmp_path / "cand.cpsession", accident)
+    res = run(str(base), str(cand), "--json", "--fail-on", "cache-break")
+    assert res.exit_code == 1, res.output
+    out = json.loads(res.stdout)
+    assert out["failures"] and out["failures"][0].startswith("cache-break")
+    assert cause in out["totals"]["new_cache_breaks"]
+    turns = out["sessions"][0]["per_turn"]
+    first = next(t for t in turns if t["first_difference"] is not None)
+    assert first["first_difference"]["section"] == section
+    broken = [t for t in turns if t["new_cache_break"]]
+    assert broken and broken[0]["new_cache_break"] == cause
+    own = broken[0]["candidate"]["own_diff"]
+    assert own["cause"] == cause and own["section"] == section
+    if accident != "timestamp":
+        assert first["turn"] == ACCIDENT_TURN and broken[0]["turn"] == ACCIDENT_TURN
+    if accident.startswith("tool"):
+        assert first["baseline"]["schema_hash"] != first["candidate"]["schema_hash"]
+    # The text report and the markdown report say the same.
+    res = run(str(base), str(cand))
+    assert res.exit_code == 0 and f"NEW CACHE BREAK ({cause})" in res.stdout
+    md = run(str(base), str(cand), "--markdown", "--fail-on", "cache-break")
+    assert md.exit_code == 1 and f"`{cause}`" in md.stdout and "**failed** cache-break" in md.stdout
+
+
+def test_identical_configurations_report_no_difference(tmp_path: Path) -> None:
+    base = record(tmp_path / "base.cpsession")
+    twin = tmp_path / "twin.cpsession"
+    shutil.copy(base, twin)
+    res = run(str(base), str(twin), "--json", "--fail-on", "cache-break", "--fail-on", "cost:+0%")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["totals"]["differing_turns"] == 0 and out["totals"]["new_cache_breaks"] == {}
+    assert out["totals"]["cost_usd"][0] == out["totals"]["cost_usd"][1] > 0
+    res = run("recorded", "recorded", str(DEMO), "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["totals"]["differing_turns"] == 0
+
+
+def test_config_sides_and_the_cost_gate(tmp_path: Path) -> None:
+    # On the demo session, dropping old rounds makes requests smaller: the recorded policy costs more than
+    # a candidate with drop_rounds off only by the amount the JSON reports.
+    res = run("gate.drop_rounds=off", "recorded", str(DEMO), "--json")
+    assert res.exit_code == 0, res.output
+    tot = json.loads(res.stdout)["totals"]
+    change = tot["cost_change_pct"]
+    assert change is not None and tot["differing_turns"] > 0
+    above, below = f"cost:+{change + 1:.2f}%", f"cost:+{max(change - 1, 0):.2f}%"
+    assert run("gate.drop_rounds=off", "recorded", str(DEMO), "--fail-on", above).exit_code == 0
+    failed = run("gate.drop_rounds=off", "recorded", str(DEMO), "--fail-on", below)
+    assert failed.exit_code == (1 if change > 0 else 0)
+    # A TOML config file is a side too.
+    cfg = tmp_path / "candidate.toml"
+    cfg.write_text("window = 8000\n[gates]\ndrop_rounds = false\n")
+    res = run("recorded", str(cfg), str(DEMO), "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["candidate"] == "candidate.toml"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recorded", "nonsense", str(DEMO)],
+        ["recorded", "gate.nope=off", str(DEMO)],
+        ["recorded", "recorded"],
+        ["recorded", "recorded", "missing.cpsession"],
+        ["recorded", "recorded", str(DEMO), "--fail-on", "speed:+1%"],
+        ["recorded", "recorded", str(DEMO), "--fail-on", "cost:lots"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
+    res = run(*args)
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and "cp-inspect:" in res.output
