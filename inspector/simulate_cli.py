@@ -12,13 +12,17 @@ from typing import Annotated, Any
 
 import typer
 
-from engine.sim.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport
+from engine.sim.cachesim import ZERO, CallCache
+from engine.sim.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport, policy_doc
 
 from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 
 
 def simulate(
-    file: Annotated[Path, typer.Argument(help="A .cpsession recording (imported or recorded by an agent).")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="One or more .cpsession recordings (imported or recorded by an agent)."),
+    ],
     provider: Annotated[
         str | None,
         typer.Option(
@@ -34,10 +38,28 @@ def simulate(
     prices: Annotated[
         Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
     ] = None,
+    policies: Annotated[
+        str | None,
+        typer.Option(
+            help="Compare context policies side by side: 'all' or a comma list of paper, sliding_window, "
+            "clear_tool_uses, server_compaction, threshold_compaction, wave1, cost_aware."
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine policy for the pipeline column: cost_aware (default), wave1, or "
+            "'cost_aware:target=0.25,trigger=1.0,horizon=0.15,early=on'."
+        ),
+    ] = None,
+    no_calibrate: Annotated[
+        bool, typer.Option("--no-calibrate", help="Do not scale token counts by the recorded usage ratio.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     per_turn: Annotated[bool, typer.Option("--per-turn", help="With --json: add per-turn figures.")] = False,
 ) -> None:
-    """Re-run a whole session under what-if settings vs every optimizer gate closed, and price both."""
+    """Re-run whole sessions under what-if settings vs every optimizer gate closed (or vs peer policies
+    with --policies), and price them; says which prices and cache rules it applied."""
     # Imported here, not at module top: cli.py imports this module while it is still loading.
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError
@@ -53,21 +75,39 @@ def simulate(
         gates=parse_pairs(gate, "gate", on_off) or None,
         thresholds=parse_pairs(threshold, "threshold", float) or None,
         prices=prices,
+        policy=policy,
+        policies=[policies] if policies else None,
+        calibrate=not no_calibrate,
     )
-    reader = open_recording(file)
-    try:
-        from engine.recording.journal import unpack_event
+    reports: list[SimulationReport] = []
+    for file in files:
+        reader = open_recording(file)
+        try:
+            from engine.recording.journal import unpack_event
 
-        events = [unpack_event(e) for e in reader.events()]
-        report = simulate_events(events, settings, source=str(file))
-    except (ReplayError, RecordingError) as exc:
-        fail(str(exc))
-    except ContextPipeError as exc:
-        fail(str(exc), 2)
+            events = [unpack_event(e) for e in reader.events()]
+            reports.append(simulate_events(events, settings, source=str(file)))
+        except (ReplayError, RecordingError) as exc:
+            fail(f"{file}: {exc}")
+        except ContextPipeError as exc:
+            fail(f"{file}: {exc}", 2)
     if as_json:
-        typer.echo(json.dumps(report.to_json(per_turn), indent=2))
+        docs = {n: policy_doc(n) for n in reports[0].policies if policy_doc(n)}
+        if len(reports) == 1:
+            out = reports[0].to_json(per_turn)
+            if policies:
+                out["policy_docs"] = docs
+        else:
+            out = {"reports": [r.to_json(per_turn) for r in reports], "policy_docs": docs}
+            if policies:
+                out["total"] = {name: _fig_json(*totals) for name, totals in policy_totals(reports).items()}
+        typer.echo(json.dumps(out, indent=2))
         return
-    typer.echo(render_text(report))
+    if policies:
+        typer.echo(render_policies(reports))
+        return
+    for r in reports:
+        typer.echo(render_text(r))
 
 
 def _fmt_int(v: int | None) -> str:
@@ -98,6 +138,7 @@ def render_text(r: SimulationReport) -> str:
         f"  {r.simulated_turns} of {r.turns} turns; model {r.model}; engine policy {r.engine_provider}; "
         f"cache rules {r.cache_rules}; window {r.window:,} (recorded {rec['window']:,}, "
         f"{rec['model']} via {rec['provider']})",
+        f"  {r.prices_line()}",
         "",
     ]
     label_w = max(len(label) for label, _ in ROWS) + 2
@@ -133,4 +174,91 @@ def render_text(r: SimulationReport) -> str:
     for n in r.notes:
         lines.append(f"note: {n}")
     lines.append(f"({1000 * r.elapsed_s:.0f} ms)")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- --policies
+BASE_COLUMNS = ("pipeline", "gates_closed", "as_sent", "actual")
+
+
+def policy_totals(reports: list[SimulationReport]) -> dict[str, tuple[CallCache, float, int, int, int]]:
+    """Per policy column over every report: (cache totals, cost, compactions, breaks, output tokens)."""
+    out: dict[str, tuple[CallCache, float, int, int, int]] = {}
+    for r in reports:
+        for name, f in r.policies.items():
+            if name in BASE_COLUMNS or f is None:
+                continue
+            t, c, k, b, o = out.get(name, (ZERO, 0.0, 0, 0, 0))
+            out[name] = (
+                t + f.totals,
+                c + f.cost_usd,
+                k + (f.compactions or 0),
+                b + (f.cache_breaks or 0),
+                o + f.output_tokens,
+            )
+    return out
+
+
+def _fig_json(t: CallCache, cost: float, comps: int, breaks: int, out: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": t.input_tokens,
+        "billed_new_tokens": t.uncached + t.cache_write,
+        "cache_hit_rate": round(t.hit_rate, 6),
+        "output_tokens": out,
+        "cost_usd": round(cost, 8),
+        "compactions": comps,
+        "cache_breaks": breaks,
+    }
+
+
+def render_policies(reports: list[SimulationReport]) -> str:
+    """One table: a row per policy, summed over every recording given."""
+    r0 = reports[0]
+    tot = policy_totals(reports)
+    base = tot.get("paper")
+    head = f"SIMULATE --policies: {len(reports)} recording(s), window {r0.window:,}"
+    lines = [head, f"  {r0.prices_line()}"]
+    if r0.calibration != 1.0:
+        lines.append(f"  token counts calibrated to the provider's (x{r0.calibration:.3f} on {r0.source})")
+    lines.append("")
+    cols = (
+        "policy",
+        "prompt tokens",
+        "billed new",
+        "hit rate",
+        "cost (USD)",
+        "vs paper",
+        "compactions",
+        "breaks",
+    )
+    rows = []
+    for name, (t, cost, comps, breaks, _o) in tot.items():
+        rel = f"{cost / base[1]:.3f}x" if base and base[1] > 0 else "-"
+        rows.append(
+            (
+                name,
+                f"{t.input_tokens:,}",
+                f"{t.uncached + t.cache_write:,}",
+                f"{100 * t.hit_rate:.1f}%",
+                f"${cost:.4f}",
+                rel,
+                str(comps),
+                str(breaks),
+            )
+        )
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cols)))
+    for row in rows:
+        lines.append(
+            "  ".join(v.ljust(widths[0]) if i == 0 else v.rjust(widths[i]) for i, v in enumerate(row))
+        )
+    lines.append("")
+    for name in tot:
+        lines.append(f"{name}: {policy_doc(name)}")
+    seen: set[str] = set()
+    for r in reports:
+        for n in r.notes:
+            if n not in seen:
+                seen.add(n)
+                lines.append(f"note: {n}" + (f" ({r.source})" if len(reports) > 1 else ""))
     return "\n".join(lines)

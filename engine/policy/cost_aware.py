@@ -52,10 +52,6 @@ SUMMARY_GATE = "llm_summary"
 NOTE_ALLOWANCE = 48  # tokens the note on the task message may add
 # An early candidate is only worth writing down when it would save this share of the ceiling.
 REPORT_SHARE = 0.05
-# Expected remaining turns = this share of the turns so far. Chosen on the in-sample half of the shared
-# trajectories (benchmarks/bench_policies.py): a session's remaining length is uncertain, and a
-# compaction that does not pay back before the session ends only costs, so the estimate is cautious.
-HORIZON_FACTOR = 0.25
 
 STABLE_RULES: tuple[Rule, ...] = (
     Rule(align.NAME, align.apply, "reorder"),
@@ -189,9 +185,10 @@ def run(
     h1 = history_index(asm1)
     hist_tokens = m.section(asm1[h1]) if h1 is not None else 0
     stable_prefix = t1 - hist_tokens
-    # How long would a saving last? A cautious share of the turns so far (see HORIZON_FACTOR), and at
-    # most until the trigger forces a cut anyway.
-    expected_left = float(max(1, turn)) * HORIZON_FACTOR
+    # How long would a saving last? A cautious share of the turns so far (settings.horizon: a session's
+    # remaining length is uncertain, and a compaction that does not pay back before it ends only costs),
+    # and at most until the trigger forces a cut anyway.
+    expected_left = float(max(1, turn)) * settings.horizon
     growth = (m.section(asm_full[hidx]) if hidx is not None else 0) / max(1, turn)
     to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
     horizon = min(expected_left, to_trigger)

@@ -22,12 +22,17 @@ class PolicySettings:
 
     name: str = COST_AWARE
     trigger: float = 1.0
-    target: float = 0.35
+    target: float = 0.25
     early: bool = True
+    horizon: float = 0.15  # expected remaining turns, as a share of the turns so far (early compaction)
 
     def __post_init__(self) -> None:
         if self.name not in POLICY_NAMES:
             raise ConfigError(f"unknown policy {self.name!r}; known policies: {', '.join(POLICY_NAMES)}")
+        if not 0.0 < self.horizon <= 10.0:
+            raise ConfigError(
+                f"policy horizon must be in (0, 10] (a share of the turns so far), got {self.horizon}"
+            )
         if not 0.05 <= self.target < self.trigger <= 1.0:
             raise ConfigError(
                 f"policy levels must satisfy 0.05 <= target < trigger <= 1.0 (fractions of the ceiling), "
@@ -35,7 +40,13 @@ class PolicySettings:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "trigger": self.trigger, "target": self.target, "early": self.early}
+        return {
+            "name": self.name,
+            "trigger": self.trigger,
+            "target": self.target,
+            "early": self.early,
+            "horizon": self.horizon,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> PolicySettings:
@@ -49,13 +60,15 @@ class PolicySettings:
 
     @classmethod
     def parse(cls, text: str) -> PolicySettings:
-        """'cost_aware', 'wave1', or 'cost_aware:target=0.4,trigger=0.9,early=off' (CLI form)."""
+        """'cost_aware', 'wave1', or 'cost_aware:target=0.4,trigger=0.9,horizon=0.5,early=off' (CLI form)."""
         name, _, rest = text.strip().partition(":")
         kw: dict[str, Any] = {}
         for item in filter(None, (x.strip() for x in rest.split(","))):
             key, eq, val = item.partition("=")
-            if not eq or key not in ("trigger", "target", "early"):
-                raise ConfigError(f"policy option {item!r}: use trigger=F, target=F or early=on|off")
+            if not eq or key not in ("trigger", "target", "early", "horizon"):
+                raise ConfigError(
+                    f"policy option {item!r}: use trigger=F, target=F, horizon=F or early=on|off"
+                )
             if key == "early":
                 kw[key] = val.lower() in ("1", "on", "true", "yes")
             else:

@@ -70,7 +70,6 @@ def _snapshot(pipe: Pipeline) -> Pipeline:
     return c
 
 
-
 @dataclass(frozen=True)
 class Mismatch:
     turn: int

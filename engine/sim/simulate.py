@@ -38,12 +38,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engine.artifacts import Message
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
 from engine.feedback import attribute_cache_break
 from engine.importers.ingest import actual_requests
 from engine.optimize.context import OptimizeLimits
 from engine.plan import Thresholds
+from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
 from engine.providers.base import Block
@@ -51,8 +53,12 @@ from engine.recording.journal import Event, unpack_event
 from engine.recording.replay import Replayer
 from engine.sim import cachesim
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
+from engine.sim.policies import ALL as ALL_POLICIES
+from engine.sim.policies import DOCS as POLICY_DOCS
+from engine.sim.policies import ENGINE_POLICIES, PEERS, TurnView
 from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
+from engine.types import SectionKind
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
 COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary", "compact_history"})
@@ -60,6 +66,15 @@ COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary"
 # before it, and an agent loop sends call k+1 only after reply k arrived. Sources without timestamps
 # (all zeros) or with whole-second ones would otherwise hide every write from the next call.
 MIN_STEP_S = 1e-3
+UNBOUNDED = 100_000_000  # a window nothing outgrows: the uncompacted view the peers start from
+WAVE1_SETTINGS = PolicySettings(name=WAVE1)
+CACHE_RULE_DOCS = {
+    "deepseek": "deepseek (disk cache, 64-token units, hits ~0.1x, no write premium)",
+    "openai": "openai (automatic prefix cache from 1,024 tokens in 128-token steps)",
+    "anthropic": "anthropic (cache_control breakpoints, >=1,024 tokens, 5-minute TTL, writes 1.25x, reads 0.1x)",
+    "bedrock": "bedrock (cachePoint breakpoints, Anthropic's rules)",
+    "none": "none (no prompt cache)",
+}
 
 
 class SimulateError(ContextPipeError, ValueError):
@@ -78,6 +93,9 @@ class SimSettings:
     prices: PriceTable | str | Path | None = None
     sim_options: Mapping[str, Any] | None = None  # passed to CacheSimulator (e.g. persist_probability)
     policy: str | None = None  # engine compaction policy for the `pipeline` column ("cost_aware", "wave1")
+    # Extra columns: peer policies and engine policies by name (engine.sim.policies.ALL), or ("all",).
+    policies: Sequence[str] | None = None
+    calibrate: bool = True  # scale simulated token counts by the ratio learned from recorded usage
 
 
 @dataclass(frozen=True)
@@ -163,10 +181,25 @@ class SimulationReport:
     break_even_cached_price_ratio: float | None
     notes: list[str]
     elapsed_s: float
+    prices: dict[str, Any] = field(default_factory=dict)  # the price row applied, with its date and source
+    calibration: float = 1.0  # provider tokens per engine token applied to the simulated columns
+
+    def prices_line(self) -> str:
+        """Which prices and cache rules were applied, in one line."""
+        p = self.prices
+        if not p:
+            return f"cache rules: {self.cache_rules}"
+        return (
+            f"prices: {p['model']} ({p['provider']}) ${p['input']}/M input, ${p['cache_read']}/M cached, "
+            f"${p['cache_write']}/M cache write, ${p['output']}/M output (as of {p['as_of']}); "
+            f"cache rules: {CACHE_RULE_DOCS.get(self.cache_rules, self.cache_rules)}"
+        )
 
     def to_json(self, per_turn: bool = False) -> dict[str, Any]:
         return {
             "source": self.source,
+            "prices": self.prices,
+            "calibration": round(self.calibration, 4),
             "recorded": self.recorded,
             "model": self.model,
             "engine_provider": self.engine_provider,
@@ -296,19 +329,36 @@ def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
     return max(0, len(blocks) - 1) if automatic else 0
 
 
+@dataclass
+class _Pass:
+    pipeline: list[_Req]
+    gates_closed: list[_Req]
+    recorded: list[_Req] | None
+    engine: dict[str, list[_Req]]  # engine policy columns by name
+    views: list[TurnView]  # the uncompacted conversation per turn, for the peers
+    calibration: float  # provider tokens per engine token, learned from the recorded usage
+
+
 def _build_pass(
     events: list[Event],
     replayer: Replayer,
     pipe_overrides: dict[str, Any],
     need_recorded: bool,
-) -> tuple[list[_Req], list[_Req], list[_Req] | None]:
+    engine_policies: Sequence[str] = (),
+    peers: bool = False,
+    markers: bool = False,
+) -> _Pass:
     """Fold the journal once; at every request build it under the what-if, gates-closed and (when
-    needed) recorded settings. Mirrors Replayer.verify so the fold cannot drift from replay."""
+    needed) recorded settings, each engine policy asked for, and the uncompacted view the peers
+    start from. Mirrors Replayer.verify so the fold cannot drift from replay."""
     pipe = replayer.new_pipeline()
     closed = OptimizeLimits.all_closed()
     out_p: list[_Req] = []
     out_c: list[_Req] = []
     out_r: list[_Req] | None = [] if need_recorded else None
+    out_e: dict[str, list[_Req]] = {n: [] for n in engine_policies}
+    st_e: dict[str, CompactionState] = {n: CompactionState() for n in engine_policies}
+    views: list[TurnView] = []
     st_p = st_c = st_r = CompactionState()
     for ev in events:
         if ev.get("k") == "request":
@@ -329,8 +379,26 @@ def _build_pass(
                 br = bp if base == pcfg else pipe.build(bound, base, st_r)
                 st_r = br.state or st_r
                 out_r.append(_req(ev["turn"], t, br.trace, br.serialized.blocks))
+            for name in engine_policies:
+                b = pipe.build(bound, pcfg.with_overrides(policy=name), st_e[name])
+                st_e[name] = b.state or st_e[name]
+                out_e[name].append(_req(ev["turn"], t, b.trace, b.serialized.blocks))
+            if peers:
+                # The whole conversation, never compacted, laid out as the engine would send it.
+                full = pipe.build(
+                    bound, replace(pcfg, window=UNBOUNDED, limits=closed, policy=WAVE1_SETTINGS)
+                )
+                hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
+                msgs = tuple(i for i in (hist.items if hist is not None else ()) if isinstance(i, Message))
+                system = tuple(b for b in full.serialized.blocks if b.section != "history")
+                views.append(
+                    TurnView(
+                        ev["turn"], system, msgs, pcfg.window, bp.trace["ceiling"], markers, pipe.measure
+                    )
+                )
         pipe.fold(ev)
-    return out_p, out_c, out_r
+    ratio = pipe.stats.calibration_for(pipe.config.model)
+    return _Pass(out_p, out_c, out_r, out_e, views, ratio)
 
 
 def _req(turn: int, t: float, trace: dict[str, Any], blocks: list[Block]) -> _Req:
@@ -412,6 +480,7 @@ def _simulate(
     link_outputs: bool,
     automatic_prefix: bool,
     as_sent: bool = False,
+    scale: float = 1.0,
 ) -> PolicyFigures:
     calls: list[Call] = []
     last = float("-inf")
@@ -429,7 +498,8 @@ def _simulate(
         calls.append(
             Call(
                 tuple(
-                    cachesim.Block(b.sha, b.tokens, breakpoint=b.marker, segment=b.segment) for b in r.blocks
+                    cachesim.Block(b.sha, round(b.tokens * scale), breakpoint=b.marker, segment=b.segment)
+                    for b in r.blocks
                 ),
                 ts,
                 model,
@@ -567,6 +637,13 @@ def simulate_events(
         raise SimulateError(str(exc)) from exc
     rules = cache_rules_for(engine_provider, model, s.provider, price)
     notes: list[str] = []
+    row_rules = "deepseek" if price.provider.lower() == "deepseek" else price.provider.lower()
+    if row_rules in CACHE_RULE_DOCS and row_rules != rules and {row_rules, rules} != {"anthropic", "bedrock"}:
+        # Say it, never do it silently: e.g. --provider anthropic on a DeepSeek recording.
+        notes.append(
+            f"{rules} cache rules applied at {price.model} prices ({price.provider}); name a model with "
+            f"--model to price it as that provider"
+        )
 
     options: dict[str, Any] = dict(s.sim_options or {})
     if rules == "deepseek" and "persist_probability" not in options:
@@ -587,10 +664,28 @@ def simulate_events(
         "provider": engine_provider if s.provider else None,
         "policy": s.policy,
     }
+    wanted = _policy_list(s.policies)
+    engine_cols = [n for n in wanted if n in ENGINE_POLICIES]
+    peer_cols = [n for n in wanted if n in PEERS and not (n == "paper" and has_actual)]
     try:
-        reqs_p, reqs_c, reqs_r = _build_pass(events, replayer, overrides, need_recorded=not has_actual)
+        bp = _build_pass(
+            events,
+            replayer,
+            overrides,
+            need_recorded=not has_actual,
+            engine_policies=engine_cols,
+            peers=bool(peer_cols),
+            markers=rules in ("anthropic", "bedrock"),
+        )
     except ConfigError as exc:
         raise SimulateError(str(exc)) from exc
+    reqs_p, reqs_c, reqs_r = bp.pipeline, bp.gates_closed, bp.recorded
+    scale = bp.calibration if s.calibrate else 1.0
+    if scale != 1.0:
+        notes.append(
+            f"token counts scaled by {scale:.3f}: {rec_cfg['model']}'s own tokens per engine token, "
+            "learned from the recorded usage"
+        )
 
     failed = {int(e["turn"]) for e in events if e.get("k") == "error"}
     if failed:
@@ -621,18 +716,21 @@ def simulate_events(
         notes.append("reasoning model: replies are not matched as cached prefixes")
     automatic = rules in ("openai", "deepseek")
 
-    def run(name: str, reqs: list[_Req], as_sent: bool = False) -> PolicyFigures:
+    def run(
+        name: str, reqs: list[_Req], as_sent: bool = False, outs: Mapping[int, int] | None = None
+    ) -> PolicyFigures:
         return _simulate(
             name,
             ok(reqs),
             rules=rules,
             model=model,
             table=table,
-            outputs=outputs,
+            outputs=outputs if outs is None else outs,
             options=options,
             link_outputs=link,
             automatic_prefix=automatic,
             as_sent=as_sent,
+            scale=scale,
         )
 
     try:
@@ -648,6 +746,33 @@ def simulate_events(
             pol_s = run("as_sent", sent, as_sent=True)
     except cachesim.CacheSimError as exc:
         raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
+
+    extra: dict[str, PolicyFigures | None] = {}
+    try:
+        for name in wanted:
+            if name in engine_cols:
+                extra[name] = run(name, bp.engine[name])
+            elif name == "paper" and has_actual:
+                extra[name] = replace(pol_s, name="paper")
+            elif name in peer_cols:
+                peer = PEERS[name]()
+                peer.reset()
+                preqs: list[_Req] = []
+                outs = dict(outputs)
+                for v, r in zip(bp.views, reqs_p, strict=True):
+                    pr = peer.request(v)
+                    preqs.append(_Req(v.turn, r.time, pr.blocks, pr.actions, []))
+                    if pr.extra_output:
+                        outs[v.turn] = outs.get(v.turn, 0) + pr.extra_output
+                extra[name] = run(name, preqs, as_sent=True, outs=outs)
+    except cachesim.CacheSimError as exc:
+        raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
+    if "paper" in extra and not has_actual:
+        notes.append("paper: the recording has no `actual` events; rebuilt from the uncompacted conversation")
+    if "paper" in extra and s.window is not None:
+        notes.append(
+            f"paper is at the recorded window ({rec_cfg['window']:,}), every other column at {s.window:,}"
+        )
 
     real_model = str(rec_cfg["model"])
     try:
@@ -672,11 +797,48 @@ def simulate_events(
         window=s.window or int(rec_cfg["window"]),
         turns=replayer.turns,
         simulated_turns=len(ok(reqs_p)),
-        policies={"pipeline": pol_p, "gates_closed": pol_c, "as_sent": pol_s, "actual": pol_a},
+        policies={"pipeline": pol_p, "gates_closed": pol_c, "as_sent": pol_s, "actual": pol_a, **extra},
         break_even_cached_price_ratio=be,
         notes=notes,
         elapsed_s=time.perf_counter() - t0,
+        prices={
+            "model": price.model,
+            "provider": price.provider,
+            "input": price.input,
+            "cache_read": price.cache_read,
+            "cache_write": price.cache_write,
+            "output": price.output,
+            "as_of": price.as_of,
+            "source": price.source,
+        },
+        calibration=scale,
     )
+
+
+def _policy_list(names: Sequence[str] | None) -> list[str]:
+    if not names:
+        return []
+    out: list[str] = []
+    for n in names:
+        for part in str(n).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part == "all":
+                out.extend(x for x in ALL_POLICIES if x not in out)
+            elif part in ALL_POLICIES:
+                if part not in out:
+                    out.append(part)
+            else:
+                raise SimulateError(
+                    f"unknown policy {part!r}; known policies: all, {', '.join(ALL_POLICIES)}"
+                )
+    return out
+
+
+def policy_doc(name: str) -> str:
+    """One line saying what a policy column is."""
+    return POLICY_DOCS.get(name, "")
 
 
 def replayer_blobs(events: Iterable[Event]) -> dict[str, str]:

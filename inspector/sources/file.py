@@ -111,5 +111,3 @@ class FileSource(ReplayingSource):
             for ev in new:
                 if ev.get("k") == "turn":
                     yield NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))
-
-

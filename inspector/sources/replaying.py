@@ -160,5 +160,3 @@ class ReplayingSource:
         ) as w:
             for ev in events:
                 w.append(ev)
-
-

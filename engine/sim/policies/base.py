@@ -1,0 +1,97 @@
+"""What a peer policy sees each turn and what it returns, plus helpers every peer uses.
+
+A peer is a context policy people run today (LangChain's trim_messages, Anthropic's context editing
+and compaction, a Claude Code-style threshold compaction), re-implemented from its documentation so it
+can be replayed over the same recordings as the engine, through the same cache simulator and prices.
+
+Each turn a peer receives the full, uncompacted request as the engine would lay it out (tools and
+system blocks as serialized, the conversation as messages) and returns the blocks it would send. Peers
+keep their own state between turns (a compaction summary, for instance); `reset()` starts a session.
+The simulator compares blocks by content hash and token count only, so a peer's blocks need not be a
+valid provider body: a placeholder or a summary is a block with its own hash and size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.artifacts import Message, Text, ToolResult
+from engine.assembly import Measure, history_rounds
+from engine.hashing import sha256_hex
+from engine.providers.base import Block
+
+# A compaction summary's size when the peer's own model would write it: the simulator has no model,
+# so it stands in with a block of this many tokens (never more than a tenth of what it replaces).
+SUMMARY_TOKENS = 2_000
+
+
+@dataclass(frozen=True)
+class TurnView:
+    turn: int
+    system: tuple[Block, ...]  # tools and system prompt blocks, in wire order, with their markers
+    messages: tuple[Message, ...]  # the whole conversation so far, uncompacted
+    window: int  # the context window of the what-if
+    ceiling: int  # the most tokens a request may hold (window minus margin and response reserve)
+    markers: bool  # the provider caches at explicit breakpoints (Anthropic, Bedrock)
+    measure: Measure
+
+
+@dataclass
+class PeerRequest:
+    blocks: list[Block]
+    actions: list[str] = field(default_factory=list)  # names of what the peer did this turn
+    compaction: bool = False  # the peer rewrote the conversation this turn
+    extra_output: int = 0  # output tokens of a side call (a summary) billed with this turn
+
+
+def message_block(m: Message, measure: Measure, marker: bool = False) -> Block:
+    return Block("history", "messages", m.sha, measure.item(m), marker)
+
+
+def text_block(key: str, tokens: int, marker: bool = False) -> Block:
+    """A synthetic message (a summary, a placeholder) identified by `key`: same key, same bytes."""
+    return Block("history", "messages", sha256_hex(key), tokens, marker)
+
+
+def with_tail_marker(blocks: list[Block], on: bool) -> list[Block]:
+    """A harness that caches with explicit breakpoints puts a rolling one on the newest message."""
+    if on and blocks and blocks[-1].segment == "messages":
+        last = blocks[-1]
+        blocks[-1] = Block(last.section, last.segment, last.sha, last.tokens, True)
+    return blocks
+
+
+def system_tokens(v: TurnView) -> int:
+    return sum(b.tokens for b in v.system)
+
+
+def total(blocks: list[Block]) -> int:
+    return sum(b.tokens for b in blocks)
+
+
+def round_starts(messages: tuple[Message, ...]) -> list[int]:
+    """Indices where a whole round starts (an assistant message with the results that follow it)."""
+    return [s for s, _ in history_rounds(messages)[1:]]
+
+
+def last_fitting_window(v: TurnView, messages: tuple[Message, ...], budget: int) -> tuple[Message, ...]:
+    """The longest tail of whole rounds within `budget` tokens (at least the newest round): what every
+    policy falls back to when its own rule leaves the request over the window."""
+    m = v.measure
+    sizes = [m.item(x) for x in messages]
+    acc = 0
+    start = len(messages)
+    for s in reversed(round_starts(messages) or [0]):
+        if acc + sum(sizes[s:start]) > budget and start < len(messages):
+            break
+        acc += sum(sizes[s:start])
+        start = s
+    return messages[start:]
+
+
+def tool_result_tokens(r: ToolResult, measure: Measure) -> int:
+    return measure.part(r)
+
+
+def placeholder_text(call_id: str) -> Text:
+    return Text(f"[tool result cleared: {call_id}]")

@@ -1,0 +1,43 @@
+"""A sliding window: LangChain's `trim_messages(strategy="last")`, run before every call.
+
+As documented: keep the most recent messages whose total fits `max_tokens`, whole messages only
+(`allow_partial=False`), keeping the system message (`include_system=True`). Here `max_tokens` is
+what the window leaves for the conversation (the ceiling minus tools and system prompt).
+
+`start_on`: the documentation recommends `start_on="human"` so the kept history starts on a human
+turn. In a single-task agent loop the only human message is the task, so once it scrolls out that
+would keep nothing but the system prompt; the window instead starts at a whole round (an AI message
+with its tool results), which is what keeps every tool result paired with its call.
+
+Trimming is recomputed from the full history every call, so once the conversation outgrows the window
+the first kept message moves on almost every turn and the cached prefix ends at the system prompt.
+"""
+
+from __future__ import annotations
+
+from engine.sim.policies.base import (
+    PeerRequest,
+    TurnView,
+    last_fitting_window,
+    message_block,
+    system_tokens,
+    with_tail_marker,
+)
+
+NAME = "sliding_window"
+DOC = 'LangChain trim_messages(strategy="last", include_system=True, allow_partial=False)'
+
+
+class SlidingWindow:
+    name = NAME
+
+    def reset(self) -> None:
+        pass
+
+    def request(self, v: TurnView) -> PeerRequest:
+        budget = v.ceiling - system_tokens(v)
+        full = sum(v.measure.item(m) for m in v.messages)
+        kept = v.messages if full <= budget else last_fitting_window(v, v.messages, budget)
+        blocks = list(v.system) + [message_block(m, v.measure) for m in kept]
+        trimmed = len(kept) < len(v.messages)
+        return PeerRequest(with_tail_marker(blocks, v.markers), ["trim_messages"] if trimmed else [], trimmed)
