@@ -24,7 +24,7 @@ from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import unpack_event
 from engine.sim.cachesim import CallCache
 from engine.sim.pricing import PriceTable, cost
-from engine.sim.simulate import simulate_file
+from engine.sim.simulate import SimSettings, simulate_file
 from engine.tokens import TokenCounter
 from tests.conftest import TRAJECTORIES
 
@@ -335,7 +335,8 @@ def test_reasoner_prompt_tokens_include_reasoning_content(path: Path, tmp_path: 
         rec = tmp_path / f"{name}.cpsession"
         pipe, _ = ingest(sess, rec, counter=counter)
         pipe.close()
-        r = simulate_file(rec, counter=counter)
+        # Raw engine tokens: the calibration simulate applies would hide the mismatch measured here.
+        r = simulate_file(rec, SimSettings(calibrate=False), counter=counter)
         sent, actual = r.policies["as_sent"], r.policies["actual"]
         assert sent is not None and actual is not None
         ok_turns = {t.turn for t in actual.turns}
