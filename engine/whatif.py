@@ -8,14 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 THRESHOLD_KEYS: tuple[str, ...] = ("trim_schemas", "compact_history", "aggressive_prune")
-GATE_KEYS: tuple[str, ...] = (
-    "reorder",
-    "trim_schemas",
-    "clear_tool_results",
-    "spill",
-    "llm_summary",
-    "drop_rounds",
-)
+GATE_KEYS: tuple[str, ...] = ("reorder", "trim_schemas", "clear_tool_results", "spill", "llm_summary", "drop_rounds")
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "bedrock", "prefix")
 
 

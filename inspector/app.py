@@ -73,28 +73,14 @@ class InspectorApp(App[None]):
         Binding("space", "play", "Play", tooltip="play / pause"),
         Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="play faster"),
         Binding("minus", "speed(-1)", "Slower", show=False, tooltip="play slower"),
-        Binding(
-            "n,right_square_bracket",
-            "next_interesting",
-            "Next ★",
-            tooltip="next interesting turn (tier change, cache break, alert)",
-        ),
-        Binding(
-            "N,left_square_bracket",
-            "prev_interesting",
-            "Prev ★",
-            show=False,
-            tooltip="previous interesting turn",
-        ),
+        Binding("n,right_square_bracket", "next_interesting", "Next ★",
+                tooltip="next interesting turn (tier change, cache break, alert)"),
+        Binding("N,left_square_bracket", "prev_interesting", "Prev ★", show=False,
+                tooltip="previous interesting turn"),
         Binding("c", "tab('tab-content')", "Content", show=False, tooltip="show the Content tab"),
         Binding("w", "tab('tab-whatif')", "What-if", tooltip="show the What-if tab"),
-        Binding(
-            "W",
-            "session_whatif",
-            "Session what-if",
-            show=False,
-            tooltip="session-wide what-if: re-run and price the whole session (toggle)",
-        ),
+        Binding("W", "session_whatif", "Session what-if", show=False,
+                tooltip="session-wide what-if: re-run and price the whole session (toggle)"),
         Binding("k", "tab('tab-skipped')", "Skipped", show=False, tooltip="show the Skipped tab"),
         Binding("a", "tab('tab-alerts')", "Alerts", show=False, tooltip="show the Alerts tab"),
         Binding("m", "tab('tab-why')", "Why miss", show=False,
@@ -184,7 +170,7 @@ class InspectorApp(App[None]):
         trace = self.full_trace(index)
         if trace is None:
             return
-        recent = self.timeline.traces[max(0, index - SPARK_TURNS) : index + 1]
+        recent = self.timeline.traces[max(0, index - SPARK_TURNS): index + 1]
         pressure = self.query_one("#pressure", PressurePanel)
         pressure.recent = [(t["pressure"]["predictive"], t["tier"]) for t in recent]
         pressure.trace = trace
@@ -245,11 +231,8 @@ class InspectorApp(App[None]):
     @on(SourceDisconnected)
     def _source_disconnected(self, message: SourceDisconnected) -> None:
         self.disconnected = message.reason
-        self.notify(
-            f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; press s to save.",
-            severity="warning",
-            timeout=8,
-        )
+        self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; press s to save.",
+                    severity="warning", timeout=8)
 
     def watch_disconnected(self) -> None:
         self._update_status()
@@ -446,9 +429,8 @@ class InspectorApp(App[None]):
             if binding.action in ("quit",) or not binding.tooltip:
                 continue
             title = binding.tooltip[0].upper() + binding.tooltip[1:]
-            yield SystemCommand(
-                title, f"key: {binding.key}", lambda a=binding.action: self.call_later(self.run_action, a)
-            )
+            yield SystemCommand(title, f"key: {binding.key}",
+                                lambda a=binding.action: self.call_later(self.run_action, a))
 
     # ---- layout -------------------------------------------------------------------------------
 

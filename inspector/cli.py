@@ -211,10 +211,7 @@ def replay(
 @app.command()
 def attach(
     pid: Annotated[
-        str,
-        typer.Argument(
-            help="The agent's process id, or PID.SESSION for a proxy's session (see `cp-inspect ps`)."
-        ),
+        str, typer.Argument(help="The agent's process id, or PID.SESSION for a proxy's session (see `cp-inspect ps`).")
     ],
     record: Annotated[
         Path | None, typer.Option(help="Also save everything received to this file on exit.")

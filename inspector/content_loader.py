@@ -40,11 +40,8 @@ class ContentLoader:
                 time.sleep(wait)
                 if worker.is_cancelled:
                     return
-            text = (
-                self.source.request_body(turn)
-                if section_id is None
-                else self.source.section_content(turn, section_id)
-            )
+            text = (self.source.request_body(turn) if section_id is None
+                    else self.source.section_content(turn, section_id))
             if not worker.is_cancelled:
                 self.app.post_message(ContentLoaded(title, text))
 

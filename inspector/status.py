@@ -21,7 +21,7 @@ def status_markup(view: SessionView, index: int, playing: bool, speed: int, disc
     rate = f"{SPEEDS[speed]:g}×"
     mode = f"[bold $accent]▶ playing {rate}[/]" if playing else f"[$text-muted]⏸ {rate}[/]"
     if disconnected is not None:
-        state = f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; press s to save [/]"
+        state = (f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; press s to save [/]")
     elif view.source.kind == "live":
         state = "[$success]following newest[/]" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:

@@ -24,19 +24,14 @@ def summarize(trace: dict) -> dict:
     out["tier"] = sys.intern(str(trace.get("tier")))
     out["cache_break"] = bool(trace.get("cache_break"))
     out["alerts"] = [
-        {
-            "rule": sys.intern(str(a.get("rule", ""))),
-            "severity": sys.intern(str(a.get("severity", "info"))),
-            "message": a.get("message", ""),
-        }
+        {"rule": sys.intern(str(a.get("rule", ""))), "severity": sys.intern(str(a.get("severity", "info"))),
+         "message": a.get("message", "")}
         for a in trace.get("alerts") or ()
     ]
     out["pressure"] = {"predictive": trace["pressure"]["predictive"]}
     usage = trace.get("usage")
     out["usage"] = {"cache_read_tokens": usage.get("cache_read_tokens", 0)} if usage else None
-    out["actions"] = [
-        {"step": sys.intern(step)} for step in sorted({a["step"] for a in trace.get("actions") or ()})
-    ]
+    out["actions"] = [{"step": sys.intern(step)} for step in sorted({a["step"] for a in trace.get("actions") or ()})]
     return out
 
 

@@ -33,7 +33,6 @@ class WhatIfRunner:
 
     def simulate(self, overrides: Overrides) -> None:
         """Session-wide what-if. The source polls `cancelled`, so a superseded run stops early."""
-
         def work() -> None:
             worker = get_current_worker()
             try:

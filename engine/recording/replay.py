@@ -70,6 +70,7 @@ def _snapshot(pipe: Pipeline) -> Pipeline:
     return c
 
 
+
 @dataclass(frozen=True)
 class Mismatch:
     turn: int

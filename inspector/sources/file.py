@@ -111,3 +111,5 @@ class FileSource(ReplayingSource):
             for ev in new:
                 if ev.get("k") == "turn":
                     yield NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))
+
+

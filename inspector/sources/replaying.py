@@ -160,3 +160,5 @@ class ReplayingSource:
         ) as w:
             for ev in events:
                 w.append(ev)
+
+

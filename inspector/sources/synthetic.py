@@ -27,14 +27,8 @@ MARGIN = 640
 BASE_THRESHOLDS = {"trim_schemas": 0.60, "compact_history": 0.80, "aggressive_prune": 0.90}
 # llm_summary is off by default, as in a real config where summarising costs a model call,
 # so the Skipped panel has something to show from the first compaction on.
-BASE_GATES = {
-    "reorder": True,
-    "trim_schemas": True,
-    "clear_tool_results": True,
-    "spill": True,
-    "llm_summary": False,
-    "drop_rounds": True,
-}
+BASE_GATES = {"reorder": True, "trim_schemas": True, "clear_tool_results": True,
+              "spill": True, "llm_summary": False, "drop_rounds": True}
 TIERS = ("Normal", "TrimSchemas", "CompactHistory", "AggressivePrune")
 RESERVES = {"response": 1200, "thinking": 0, "schema": 310}
 
@@ -68,11 +62,8 @@ def _raw_tokens(turn: int, n: int, seed: int) -> dict[str, int]:
     # Pressure climbs from ~0.30 to ~0.99 of the recorded window, with a little noise.
     target = int((LIMIT - MARGIN) * (0.30 + 0.69 * frac + 0.03 * (_jitter(seed, turn, "p") - 0.5)))
     raw = {
-        "identity": 850,
-        "tools": 3100,
-        "instructions": 1200,
-        "memory": 400 + 40 * (turn // 5),
-        "latch:model_config": 60,
+        "identity": 850, "tools": 3100, "instructions": 1200,
+        "memory": 400 + 40 * (turn // 5), "latch:model_config": 60,
         "tool_results": 500 + 300 * (turn % 4),
         "retrieved": 1500 if turn % 3 == 1 else 0,
         "user": 80 + 20 * (turn % 5),
@@ -83,11 +74,8 @@ def _raw_tokens(turn: int, n: int, seed: int) -> dict[str, int]:
 
 def _tier_of(pressure: float, thresholds: dict[str, float]) -> str:
     tier = "Normal"
-    for name, key in (
-        ("TrimSchemas", "trim_schemas"),
-        ("CompactHistory", "compact_history"),
-        ("AggressivePrune", "aggressive_prune"),
-    ):
+    for name, key in (("TrimSchemas", "trim_schemas"), ("CompactHistory", "compact_history"),
+                      ("AggressivePrune", "aggressive_prune")):
         if pressure >= thresholds[key]:
             tier = name
     return tier
@@ -110,20 +98,9 @@ def _tier_info(turn: int, n: int, seed: int, ov: Overrides) -> dict:
     recovery = turn == error_turn + 1 and tier != TIERS[-1]
     if recovery:  # the previous call failed with prompt_too_long: escalate one tier
         tier = TIERS[TIERS.index(tier) + 1]
-    return {
-        "limit": limit,
-        "usable": usable,
-        "thresholds": thresholds,
-        "raw": raw,
-        "estimated": estimated,
-        "p_raw": p_raw,
-        "p_pred": p_pred,
-        "tier_raw": tier_raw,
-        "tier_pred": tier_pred,
-        "tier": tier,
-        "recovery": recovery,
-        "error_turn": error_turn,
-    }
+    return {"limit": limit, "usable": usable, "thresholds": thresholds, "raw": raw, "estimated": estimated,
+            "p_raw": p_raw, "p_pred": p_pred, "tier_raw": tier_raw, "tier_pred": tier_pred, "tier": tier,
+            "recovery": recovery, "error_turn": error_turn}
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,36 +109,20 @@ def _first_turn_at(level: int, n: int, seed: int, budget: int | None, th: tuple)
     return next((t for t in range(n) if TIERS.index(_tier_info(t, n, seed, ov)["tier"]) >= level), -1)
 
 
-def make_trace(
-    turn: int,
-    n: int,
-    seed: int = 7,
-    overrides: Overrides | None = None,
-    model: str = "claude-sonnet-4",
-    provider: str = "anthropic",
-) -> dict:
+def make_trace(turn: int, n: int, seed: int = 7, overrides: Overrides | None = None,
+               model: str = "claude-sonnet-4", provider: str = "anthropic") -> dict:
     ov = overrides or Overrides()
     info = _tier_info(turn, n, seed, ov)
     limit, usable, thresholds, raw = info["limit"], info["usable"], info["thresholds"], info["raw"]
     p_raw, p_pred, tier, recovery = info["p_raw"], info["p_pred"], info["tier"], info["recovery"]
-    tier_raw, tier_pred, error_turn, estimated = (
-        info["tier_raw"],
-        info["tier_pred"],
-        info["error_turn"],
-        info["estimated"],
-    )
+    tier_raw, tier_pred, error_turn, estimated = info["tier_raw"], info["tier_pred"], info["error_turn"], info["estimated"]
     gates = {**BASE_GATES, **(ov.gates or {})}
     provider = ov.provider or provider
     level = TIERS.index(tier)
-    text = (
-        f"recovery after prompt_too_long on turn {error_turn}"
-        if recovery
-        else f"predictive pressure {p_pred:.2f} >= {thresholds[_key(tier)]:.2f}"
-        if tier_pred == tier and level
-        else f"raw pressure {p_raw:.2f} >= {thresholds[_key(tier)]:.2f}"
-        if level
-        else f"predictive pressure {p_pred:.2f} below {thresholds['trim_schemas']:.2f}"
-    )
+    text = (f"recovery after prompt_too_long on turn {error_turn}" if recovery
+            else f"predictive pressure {p_pred:.2f} >= {thresholds[_key(tier)]:.2f}" if tier_pred == tier and level
+            else f"raw pressure {p_raw:.2f} >= {thresholds[_key(tier)]:.2f}" if level
+            else f"predictive pressure {p_pred:.2f} below {thresholds['trim_schemas']:.2f}")
 
     tokens = dict(raw)
     forms = {k: "full" for k in raw}
@@ -198,32 +159,16 @@ def make_trace(
     for sid, name, kind, scope, prio, budget in _SECTIONS:
         if raw[sid] == 0:
             continue
-        version = (
-            turn
-            if scope == "none" or sid in ("history", "memory")
-            else int(turn >= int(0.45 * (n - 1)))
-            if sid == "latch:model_config"
-            else 0
-        )
+        version = (turn if scope == "none" or sid in ("history", "memory") else
+                   int(turn >= int(0.45 * (n - 1))) if sid == "latch:model_config" else 0)
         sha = _sha(sid, version, forms[sid], tokens[sid])
-        prev_version = turn - 1 if scope == "none" or sid in ("history", "memory") else version
-        sections.append(
-            {
-                "id": sid,
-                "name": name,
-                "kind": kind,
-                "scope": scope,
-                "priority": prio,
-                "budget": budget,
-                "planned": raw[sid],
-                "tokens": tokens[sid],
-                "form": forms[sid],
-                "omitted": omitted[sid],
-                "sha256": sha,
-                "changed": turn > 0 and prev_version != version or forms[sid] != "full",
-                "items": 1 + (turn if sid == "history" else 0),
-            }
-        )
+        prev_version = (turn - 1 if scope == "none" or sid in ("history", "memory") else version)
+        sections.append({
+            "id": sid, "name": name, "kind": kind, "scope": scope, "priority": prio, "budget": budget,
+            "planned": raw[sid], "tokens": tokens[sid], "form": forms[sid],
+            "omitted": omitted[sid], "sha256": sha, "changed": turn > 0 and prev_version != version
+            or forms[sid] != "full", "items": 1 + (turn if sid == "history" else 0),
+        })
 
     markers, offset = _markers(sections, provider, gates["reorder"])
     break_turn = int(0.45 * (n - 1))
@@ -242,38 +187,19 @@ def make_trace(
         read = sum(s["tokens"] for s in sections[: [s["id"] for s in sections].index(cache_break["section"])])
     else:
         read = prefix if turn else 0
-    usage = {
-        "input_tokens": final,
-        "output_tokens": 180 + int(400 * _jitter(seed, turn, "o")),
-        "cache_read_tokens": read,
-        "cache_write_tokens": max(0, prefix - read),
-    }
+    usage = {"input_tokens": final, "output_tokens": 180 + int(400 * _jitter(seed, turn, "o")),
+             "cache_read_tokens": read, "cache_write_tokens": max(0, prefix - read)}
     alerts: list[dict[str, Any]] = []
     if cache_break:
-        alerts.append(
-            {
-                "rule": "cache_break",
-                "severity": "warning",
-                "message": f"cache broke at {cache_break['section']}: {cache_break['cause']}",
-            }
-        )
+        alerts.append({"rule": "cache_break", "severity": "warning",
+                       "message": f"cache broke at {cache_break['section']}: {cache_break['cause']}"})
     if p_pred >= 0.95:
-        alerts.append(
-            {
-                "rule": "pressure_high",
-                "severity": "critical",
-                "message": f"predictive pressure {p_pred:.2f} >= 0.95",
-            }
-        )
+        alerts.append({"rule": "pressure_high", "severity": "critical",
+                       "message": f"predictive pressure {p_pred:.2f} >= 0.95"})
     over = [s["id"] for s in sections if s["tokens"] > s["budget"]]
     if over:
-        alerts.append(
-            {
-                "rule": "over_budget",
-                "severity": "warning",
-                "message": f"{', '.join(over)} over section budget",
-            }
-        )
+        alerts.append({"rule": "over_budget", "severity": "warning",
+                       "message": f"{', '.join(over)} over section budget"})
     if turn == error_turn:
         alerts.append({"rule": "request_error", "severity": "critical", "message": "prompt_too_long"})
     if turn > 0 and tier != _tier_info(turn - 1, n, seed, ov)["tier"]:
@@ -281,28 +207,14 @@ def make_trace(
     for a in alerts:
         a["turn"] = turn
     return {
-        "turn": turn,
-        "model": model,
-        "provider": provider,
-        "limit": limit,
-        "usable": usable,
-        "pressure": {"raw": p_raw, "predictive": p_pred},
-        "reserves": dict(RESERVES),
-        "thresholds": thresholds,
-        "tier": tier,
+        "turn": turn, "model": model, "provider": provider, "limit": limit, "usable": usable,
+        "pressure": {"raw": p_raw, "predictive": p_pred}, "reserves": dict(RESERVES),
+        "thresholds": thresholds, "tier": tier,
         "tier_reason": {"raw": tier_raw, "predictive": tier_pred, "recovery": recovery, "text": text},
-        "estimated_tokens": estimated,
-        "final_tokens": final,
-        "sections": sections,
-        "actions": actions,
-        "skipped": skipped,
-        "markers": markers,
-        "cacheable_prefix_tokens": prefix,
-        "request_sha256": _sha("req", turn, final),
-        "prefix_sha256": _sha("prefix", prefix, break_turn <= turn),
-        "usage": usage,
-        "cache_break": cache_break,
-        "alerts": alerts,
+        "estimated_tokens": estimated, "final_tokens": final, "sections": sections,
+        "actions": actions, "skipped": skipped, "markers": markers, "cacheable_prefix_tokens": prefix,
+        "request_sha256": _sha("req", turn, final), "prefix_sha256": _sha("prefix", prefix, break_turn <= turn),
+        "usage": usage, "cache_break": cache_break, "alerts": alerts,
         "latch_flips": ["model_config"] if turn == break_turn else [],
         "error": "prompt_too_long: 33012 > 32000" if turn == error_turn else None,
     }
@@ -331,24 +243,12 @@ def _markers(sections: list[dict], provider: str, reorder: bool) -> tuple[list[d
 class SyntheticSource:
     """`n_turns` synthetic turns; in live mode `follow()` delivers the ones after `initial`, then disconnects."""
 
-    def __init__(
-        self,
-        n_turns: int = 40,
-        *,
-        live: bool = False,
-        initial: int | None = None,
-        delay: float = 0.0,
-        disconnect: bool = True,
-        seed: int = 7,
-    ) -> None:
+    def __init__(self, n_turns: int = 40, *, live: bool = False, initial: int | None = None,
+                 delay: float = 0.0, disconnect: bool = True, seed: int = 7) -> None:
         self.kind = "live" if live else "replay"
         self.n, self.seed, self.delay, self.disconnect = n_turns, seed, delay, disconnect
         self.initial = n_turns if initial is None else initial
-        self.header: dict[str, Any] = {
-            "model": "claude-sonnet-4",
-            "provider": "anthropic",
-            "engine_version": "0.1.0",
-        }
+        self.header: dict[str, Any] = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
         if live:
             self.header |= {"pid": 4242, "command": "python agent.py --task refactor"}
         else:
@@ -428,81 +328,38 @@ def _policy(traces: list[dict], compactions_known: bool = True) -> dict:
         prompt, read = t["final_tokens"], min(u["cache_read_tokens"], t["final_tokens"])
         write = min(u["cache_write_tokens"], prompt - read)
         uncached = prompt - read - write
-        cost = (
-            uncached * PRICE["input"]
-            + read * PRICE["cache_read"]
-            + write * PRICE["cache_write"]
-            + u["output_tokens"] * PRICE["output"]
-        ) / 1e6
+        cost = (uncached * PRICE["input"] + read * PRICE["cache_read"] + write * PRICE["cache_write"]
+                + u["output_tokens"] * PRICE["output"]) / 1e6
         comp = any(a["step"] in ("clear_tool_results", "llm_summary", "drop_rounds") for a in t["actions"])
         if t["cache_break"]:
             causes[t["cache_break"]["cause"]] = causes.get(t["cache_break"]["cause"], 0) + 1
-        per_turn.append(
-            {
-                "turn": t["turn"],
-                "prompt_tokens": prompt,
-                "cache_read_tokens": read,
-                "cache_write_tokens": write,
-                "uncached_tokens": uncached,
-                "output_tokens": u["output_tokens"],
-                "cost_usd": round(cost, 8),
-                "compaction": comp,
-                "cache_break": (t["cache_break"] or {}).get("cause"),
-            }
-        )
-    tot = {
-        k: sum(p[k] for p in per_turn)
-        for k in (
-            "prompt_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "uncached_tokens",
-            "output_tokens",
-            "cost_usd",
-        )
-    }
-    return {
-        **tot,
-        "cost_usd": round(tot["cost_usd"], 8),
-        "cache_hit_rate": round(tot["cache_read_tokens"] / max(1, tot["prompt_tokens"]), 6),
-        "compactions": sum(p["compaction"] for p in per_turn) if compactions_known else None,
-        "cache_breaks": sum(causes.values()),
-        "cache_break_causes": dict(sorted(causes.items())),
-        "model": "claude-sonnet-4",
-        "calls": len(per_turn),
-        "per_turn": per_turn,
-    }
+        per_turn.append({"turn": t["turn"], "prompt_tokens": prompt, "cache_read_tokens": read,
+                         "cache_write_tokens": write, "uncached_tokens": uncached,
+                         "output_tokens": u["output_tokens"], "cost_usd": round(cost, 8),
+                         "compaction": comp, "cache_break": (t["cache_break"] or {}).get("cause")})
+    tot = {k: sum(p[k] for p in per_turn) for k in ("prompt_tokens", "cache_read_tokens", "cache_write_tokens",
+                                                     "uncached_tokens", "output_tokens", "cost_usd")}
+    return {**tot, "cost_usd": round(tot["cost_usd"], 8),
+            "cache_hit_rate": round(tot["cache_read_tokens"] / max(1, tot["prompt_tokens"]), 6),
+            "compactions": sum(p["compaction"] for p in per_turn) if compactions_known else None,
+            "cache_breaks": sum(causes.values()), "cache_break_causes": dict(sorted(causes.items())),
+            "model": "claude-sonnet-4", "calls": len(per_turn), "per_turn": per_turn}
 
 
 def synthetic_simulation(n: int, seed: int, overrides: Overrides, turns: int | None = None) -> dict:
     upto = n if turns is None else turns
     pipeline = _policy([make_trace(t, n, seed, overrides) for t in range(upto)])
-    closed = Overrides(
-        window=overrides.window,
-        thresholds=overrides.thresholds,
-        provider=overrides.provider,
-        gates={g: False for g in BASE_GATES},
-    )
+    closed = Overrides(window=overrides.window, thresholds=overrides.thresholds, provider=overrides.provider,
+                       gates={g: False for g in BASE_GATES})
     gates_closed = _policy([make_trace(t, n, seed, closed) for t in range(upto)])
     as_sent = _policy([make_trace(t, n, seed) for t in range(upto)])
     actual = {**as_sent, "compactions": None}
     d_read = pipeline["cache_read_tokens"] - gates_closed["cache_read_tokens"]
-    rest = (pipeline["uncached_tokens"] - gates_closed["uncached_tokens"]) * PRICE["input"] + (
-        pipeline["cache_write_tokens"] - gates_closed["cache_write_tokens"]
-    ) * PRICE["cache_write"]
+    rest = ((pipeline["uncached_tokens"] - gates_closed["uncached_tokens"]) * PRICE["input"]
+            + (pipeline["cache_write_tokens"] - gates_closed["cache_write_tokens"]) * PRICE["cache_write"])
     ratio = -rest / (d_read * PRICE["input"]) if d_read else None
-    return {
-        "source": "synthetic",
-        "model": "claude-sonnet-4",
-        "window": overrides.window or LIMIT,
-        "turns": upto,
-        "simulated_turns": upto,
-        "policies": {
-            "pipeline": pipeline,
-            "gates_closed": gates_closed,
-            "as_sent": as_sent,
-            "actual": actual,
-        },
-        "break_even_cached_price_ratio": round(ratio, 6) if ratio is not None and 0 <= ratio <= 1 else None,
-        "notes": ["synthetic session: figures are made up, deterministically"],
-    }
+    return {"source": "synthetic", "model": "claude-sonnet-4", "window": overrides.window or LIMIT,
+            "turns": upto, "simulated_turns": upto,
+            "policies": {"pipeline": pipeline, "gates_closed": gates_closed, "as_sent": as_sent, "actual": actual},
+            "break_even_cached_price_ratio": round(ratio, 6) if ratio is not None and 0 <= ratio <= 1 else None,
+            "notes": ["synthetic session: figures are made up, deterministically"]}
