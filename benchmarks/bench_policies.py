@@ -1,0 +1,174 @@
+"""Context policies side by side on the shared trajectories: the engine's cost_aware default against
+the paper baseline and every peer (engine/sim/policies), at 32k and 16k windows, priced at DeepSeek
+(deepseek-chat, DeepSeek disk-cache rules) and at Anthropic (claude-sonnet-4, cache_control rules).
+
+Every trajectory in $CONTEXTPIPE_TRAJECTORIES (default ../shared/trajectories) is imported into a temp
+dir, then simulated once per (window, prices) with `SimSettings(policies=["all"])`: the same cache
+simulator, the same prices, token counts calibrated to the provider's by the recorded usage. The paper
+baseline is the agent's own requests at the recorded window (no compaction).
+
+In-sample / out-of-sample: the cost_aware defaults (target 0.25, horizon 0.15) were chosen on the
+trajectories at even positions of the sorted list of names (folder/file), and on nothing else; the odd
+positions are out-of-sample. Both halves are reported separately, with the whole set.
+
+Prints markdown tables for benchmarks/BENCHMARKS.md: per trajectory (cost vs paper per policy), then
+aggregates (prompt tokens vs paper, cache-hit rate, cost vs paper), then the goal checks.
+
+    .venv/bin/python benchmarks/bench_policies.py [TRAJECTORY_DIR] [--windows 32000,16000] [--per-trajectory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from engine.importers import load  # noqa: E402
+from engine.importers.ingest import ingest  # noqa: E402
+from engine.sim.policies import ALL  # noqa: E402
+from engine.sim.simulate import PolicyFigures, SimSettings, load_recording_events, simulate_events  # noqa: E402
+from engine.tokens import TokenCounter  # noqa: E402
+
+PRICINGS = {
+    "DeepSeek": {"provider": "deepseek", "model": "deepseek-chat"},
+    "Anthropic": {"provider": "anthropic", "model": "claude-sonnet-4"},
+}
+PEERS = [p for p in ALL if p not in ("paper", "cost_aware")]
+SUFFIXES = (".json", ".traj")
+
+
+def default_root() -> Path:
+    env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
+    return Path(env) if env else REPO.parent / "shared" / "trajectories"
+
+
+def trajectories(root: Path) -> list[Path]:
+    return sorted(
+        p for d in sorted(root.iterdir()) if d.is_dir() for p in d.iterdir() if p.suffix in SUFFIXES
+    )
+
+
+@dataclass
+class Agg:
+    tokens: int = 0
+    reads: int = 0
+    cost: float = 0.0
+    compactions: int = 0
+
+    def add(self, f: PolicyFigures) -> None:
+        self.tokens += f.totals.input_tokens
+        self.reads += f.totals.cache_read
+        self.cost += f.cost_usd
+        self.compactions += f.compactions or 0
+
+
+@dataclass
+class Cell:
+    """One (window, prices) run: per trajectory cost by policy, and aggregates by sample."""
+
+    per: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> policy -> cost
+    agg: dict[tuple[str, str], Agg] = field(default_factory=dict)  # (sample, policy) -> totals
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("root", nargs="?", type=Path, default=default_root())
+    ap.add_argument("--windows", default="32000,16000")
+    ap.add_argument("--per-trajectory", action="store_true", help="print the per-trajectory tables")
+    args = ap.parse_args()
+    if not args.root.is_dir():
+        print(f"skipped: no trajectories at {args.root} (set CONTEXTPIPE_TRAJECTORIES)")
+        return 0
+    windows = [int(w) for w in args.windows.split(",")]
+    files = trajectories(args.root)
+    counter = TokenCounter()
+    w0, c0 = time.perf_counter(), time.process_time()
+    names: list[str] = []
+    events: dict[str, list] = {}  # type: ignore[type-arg]
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            name = f"{f.parent.name}/{f.name}"
+            rec = Path(tmp) / f"{len(names)}.cpsession"
+            pipe, _ = ingest(load(f), rec, counter=counter)
+            pipe.close()
+            events[name] = load_recording_events(rec)[0]
+            names.append(name)
+    in_sample = {n for i, n in enumerate(sorted(names)) if i % 2 == 0}
+    cells: dict[tuple[int, str], Cell] = {}
+    for window in windows:
+        for label, pricing in PRICINGS.items():
+            cell = cells[(window, label)] = Cell()
+            for name in names:
+                r = simulate_events(
+                    events[name], SimSettings(window=window, policies=["all"], **pricing), counter=counter
+                )
+                sample = "in" if name in in_sample else "out"
+                cell.per[name] = {}
+                for pol in ALL:
+                    fig = r.policies[pol]
+                    assert fig is not None
+                    cell.per[name][pol] = fig.cost_usd
+                    for s in (sample, "all"):
+                        cell.agg.setdefault((s, pol), Agg()).add(fig)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    print(
+        f"{len(names)} trajectories from {args.root}; in-sample (defaults chosen on): {len(in_sample)} "
+        f"(even positions of the sorted names); {wall:.1f} s wall, {cpu:.1f} s CPU\n"
+    )
+    if args.per_trajectory:
+        for (window, label), cell in cells.items():
+            print(f"### Cost vs paper per trajectory, {window // 1000}k window, {label} prices\n")
+            print("| trajectory | sample | " + " | ".join(p for p in ALL if p != "paper") + " |")
+            print("|---|---|" + "---|" * (len(ALL) - 1))
+            for name in sorted(names):
+                costs = cell.per[name]
+                base = costs["paper"] or 1e-12
+                row = [f"{costs[p] / base:.2f}" for p in ALL if p != "paper"]
+                print(f"| {name} | {'in' if name in in_sample else 'out'} | " + " | ".join(row) + " |")
+            print()
+    for (window, label), cell in cells.items():
+        print(f"### Aggregate, {window // 1000}k window, {label} prices\n")
+        print("| policy | sample | prompt tokens vs paper | cache hit | cost vs paper | compactions |")
+        print("|---|---|---|---|---|---|")
+        for pol in ALL:
+            for s in ("in", "out", "all"):
+                a, b = cell.agg[(s, pol)], cell.agg[(s, "paper")]
+                print(
+                    f"| {pol} | {s} | {a.tokens / b.tokens:.3f}x | {100 * a.reads / max(1, a.tokens):.1f}% | "
+                    f"{a.cost / b.cost:.3f}x | {a.compactions} |"
+                )
+        print()
+    print("### Goal checks (cost_aware)\n")
+    for (window, label), cell in cells.items():
+        for s in ("in", "out", "all"):
+            me, paper = cell.agg[(s, "cost_aware")], cell.agg[(s, "paper")]
+            peers_cost = {p: cell.agg[(s, p)].cost for p in PEERS}
+            best_peer = min(peers_cost, key=lambda p: peers_cost[p])
+            rel_best = me.cost / peers_cost[best_peer]
+            group = [n for n in names if s == "all" or (n in in_sample) == (s == "in")]
+            dearer = []
+            for n in sorted(group):
+                c = cell.per[n]
+                best = min(c[p] for p in PEERS)
+                if c["cost_aware"] > best * 1.02:
+                    dearer.append(f"{n.split('/')[-1][:28]} {c['cost_aware'] / best:.2f}x")
+            print(
+                f"- {window // 1000}k {label} {s}: tokens {me.tokens / paper.tokens:.3f}x paper, hit "
+                f"{100 * me.reads / max(1, me.tokens):.1f}%, cost {me.cost / paper.cost:.3f}x paper; "
+                f"vs best peer in aggregate ({best_peer}) {rel_best:.3f}x; "
+                f"{len(dearer)}/{len(group)} trajectories > 2% dearer than their best peer"
+                + (f": {'; '.join(dearer)}" if dearer else "")
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
