@@ -101,6 +101,13 @@ class Measure:
         self._sec[id(s)] = (s, n)
         return n
 
+    def prime(self, s: Section, total: int) -> None:
+        """Record a section's total computed elsewhere (the pipeline keeps a running sum of its
+        history), so measuring it does not walk every item. `total` must equal what section() sums."""
+        if len(self._sec) >= 1024:
+            self._sec.clear()
+        self._sec[id(s)] = (s, total)
+
     def items(self, items: Iterable[SectionItem]) -> int:
         return sum(self.item(i) for i in items)
 

@@ -157,6 +157,12 @@ class Pipeline:
         self.tools: list[ToolSchema] = []
         self.history: list[Message] = []
         self.pending: list[Part] = []  # tool results / user text not yet closed into a message
+        # A running token total of `history` (history only grows): a turn measures only the messages
+        # appended since the last one, not the whole session. Counts are a pure function of the
+        # tokenizer and the content, so the total is keyed by the tokenizer's name.
+        self._hist_counted = 0  # messages of `history` in `_hist_tokens`
+        self._hist_tokens = 0
+        self._hist_tokenizer = ""
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
         self.stats = Statistics()
@@ -482,7 +488,7 @@ class Pipeline:
         return s
 
     def _assemble(self, bound: dict[str, dict[str, Any]]) -> Assembly:
-        return assemble(
+        asm = assemble(
             self.specs,
             self.content,
             self.journal.blobs,
@@ -493,6 +499,28 @@ class Pipeline:
             self.history,
             self.pending,
         )
+        # The history section's total from the running sum, so measuring the whole conversation (the
+        # raw pressure beside the sent one) costs O(new messages), not O(session length).
+        hist = asm[-1] if asm and asm[-1].kind == SectionKind.HISTORY else None
+        if hist is not None:
+            n = self.history_tokens()
+            if len(hist.items) > len(self.history):  # the pending parts, as assemble() closed them
+                n += self.measure.item(hist.items[-1])
+            self.measure.prime(hist, n)
+        return asm
+
+    def history_tokens(self) -> int:
+        """Tokens of the closed conversation messages (as Measure counts them), kept incrementally."""
+        m = self.measure
+        name = m.counter.tokenizer.name
+        if name != self._hist_tokenizer:
+            self._hist_tokenizer, self._hist_counted, self._hist_tokens = name, 0, 0
+        hist = self.history
+        if self._hist_counted < len(hist):
+            item = m.item
+            self._hist_tokens += sum(item(msg) for msg in hist[self._hist_counted :])
+            self._hist_counted = len(hist)
+        return self._hist_tokens
 
     def _summarize(self, texts: list[str]) -> str:
         key = content_hash(texts)
