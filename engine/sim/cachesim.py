@@ -29,7 +29,8 @@ Rules per provider (sources: the providers' public docs; see each class):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +159,21 @@ def _check_order(blocks: Sequence[Block]) -> None:
                 "tools -> system -> messages"
             )
         last = rank
+
+
+def _expire_ordered(d: dict[bytes, Any], expired: Callable[[Any], bool], ordered: bool) -> None:
+    """Delete the entries `expired` says are past their time. Policies keep their dicts in order of
+    last use (a touched key is re-inserted at the end), so with calls in time order the expired ones
+    are a prefix: the scan stops at the first live entry and a turn costs what expires, not what is
+    stored (a full scan per call made a long session quadratic). Out-of-order calls scan everything."""
+    dead = []
+    for k, v in d.items():
+        if expired(v):
+            dead.append(k)
+        elif ordered:
+            break
+    for k in dead:
+        del d[k]
 
 
 def _visible(available_at: float, now: float) -> bool:
@@ -350,15 +366,21 @@ class _OpenAIPolicy(_Policy):
         retention = options.get("prompt_cache_retention")
         default_ttl = 86400.0 if retention == "24h" else 300.0
         self.ttl: float = float(options.get("ttl_seconds", default_ttl))
-        self.seen: dict[bytes, tuple[float, float]] = {}  # prefix key -> (last used, available at)
+        # prefix key -> (last used, available at), in order of last use (see _expire_ordered)
+        self.seen: dict[bytes, tuple[float, float]] = {}
+        self.last_now = -math.inf
+        self.ordered = True  # calls arrived in time order so far
 
     def step(self, call: Call) -> CallCache:
         cum = _cumulative(call.blocks)
         total = cum[-1]
         now = call.timestamp
+        if now < self.last_now:
+            self.ordered = False
+        self.last_now = max(self.last_now, now)
         keys = _prefix_keys(call.blocks)
-        for k in [k for k, (used, _) in self.seen.items() if now - used > self.ttl]:
-            del self.seen[k]
+        ttl = self.ttl
+        _expire_ordered(self.seen, lambda v: now - v[0] > ttl, self.ordered)
         read = 0
         if total >= self.min_tokens:
             for j in range(len(keys) - 1, 0, -1):
@@ -370,9 +392,10 @@ class _OpenAIPolicy(_Policy):
                             self.min_tokens + (lcp - self.min_tokens) // self.step_tokens * self.step_tokens
                         )
                     break
+        seen = self.seen
         for j in range(1, len(keys)):
-            prev = self.seen.get(keys[j])
-            self.seen[keys[j]] = (now, prev[1] if prev is not None and prev[1] < now else now)
+            prev = seen.pop(keys[j], None)  # re-inserted at the end: most recently used
+            seen[keys[j]] = (now, prev[1] if prev is not None and prev[1] < now else now)
         return CallCache(total, read, 0, total - read)
 
 
@@ -427,9 +450,12 @@ class _DeepSeekPolicy(_Policy):
         iv = options.get("interval_tokens")
         self.interval: int | None = int(iv) if iv else None
         self.common_prefix: bool = bool(options.get("common_prefix_units", True))
+        # Both in order of last use (see _expire_ordered): a touched key is re-inserted at the end.
         self.units: dict[bytes, _Unit] = {}
         self.seen: dict[bytes, float] = {}  # every prefix any request has sent -> last time
         self.requests = 0
+        self.last_now = -math.inf
+        self.ordered = True  # calls arrived in time order so far
 
     def _floor(self, n: int) -> int:
         return n - n % self.unit_tokens
@@ -437,13 +463,14 @@ class _DeepSeekPolicy(_Policy):
     def _add(self, key: bytes, tokens: int, group: int, available_at: float, now: float) -> None:
         if tokens < self.unit_tokens:
             return
-        u = self.units.get(key)
+        u = self.units.pop(key, None)
         if u is None:
             self.units[key] = _Unit(tokens, self.persist, group, available_at, now)
         else:
             # Written again: it now exists unless both writes failed.
             u.prob = 1.0 - (1.0 - u.prob) * (1.0 - self.persist)
             u.last_used = max(u.last_used, now)
+            self.units[key] = u
 
     def step(self, call: Call) -> CallCache:
         blocks = call.blocks
@@ -451,10 +478,12 @@ class _DeepSeekPolicy(_Policy):
         total = cum[-1]
         now = call.timestamp
         keys = _prefix_keys(blocks)
-        for k in [k for k, u in self.units.items() if now - u.last_used > self.ttl]:
-            del self.units[k]
-        for k in [k for k, t in self.seen.items() if now - t > self.ttl]:
-            del self.seen[k]
+        if now < self.last_now:
+            self.ordered = False
+        self.last_now = max(self.last_now, now)
+        ttl = self.ttl
+        _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
+        _expire_ordered(self.seen, lambda t: now - t > ttl, self.ordered)
 
         # Units this prompt contains entirely, best (longest) per writing request.
         best: dict[int, tuple[int, float, bytes]] = {}
@@ -472,7 +501,9 @@ class _DeepSeekPolicy(_Policy):
         for t, p, k in sorted(best.values(), key=lambda x: -x[0]):
             expected += none_longer * p * self._floor(t)
             none_longer *= 1.0 - p
-            self.units[k].last_used = now
+            u = self.units.pop(k)
+            u.last_used = now
+            self.units[k] = u
             if none_longer <= 0.0:
                 break
         read = min(total, int(round(expected)))
@@ -500,8 +531,10 @@ class _DeepSeekPolicy(_Policy):
                 if cum[j] <= m:
                     self._add(keys[j], cum[j], group, done, now)
                 m += self.interval
+        seen = self.seen
         for k in keys[1:]:
-            self.seen[k] = now
+            seen.pop(k, None)
+            seen[k] = now
         return CallCache(total, read, 0, total - read)
 
 
