@@ -119,6 +119,7 @@ class Pipeline:
         record: str | Path | None = None,
         serve: bool | None = None,
         redact: bool | None = None,
+        otel: bool | None = None,
         clock: Callable[[], float] = time.time,
         replay: bool = False,
     ) -> None:
@@ -181,11 +182,13 @@ class Pipeline:
         self._explaining = False  # EXPLAIN only: no journal writes, no summarizer calls
         self.recorder: Any = None
         self.probe: Any = None
+        self.otel: Any = None  # an engine.export.otel.OtelSink when exporting
         self._emit(
             {"k": "session", "config": cfg.to_event(), "engine_version": ENGINE_VERSION, "time": clock()}
         )
         if not replay:
             self._open_sinks(record, serve, redact)
+            self._open_otel(otel, redact_requested(redact))
 
     # ----------------------------------------------------------------- sinks
     def _open_sinks(self, record: str | Path | None, serve: bool | None, redact: bool | None) -> None:
@@ -216,6 +219,31 @@ class Pipeline:
         if self.recorder is not None or self.probe is not None:
             self.journal.subscribe(self._publish)
 
+    def _open_otel(self, otel: bool | None, redact: bool) -> None:
+        """OpenTelemetry export, opt-in: `otel=True` or the standard OTEL_EXPORTER_OTLP_* variables. A
+        missing SDK or endpoint asked for explicitly is an error; one implied by the environment only
+        warns, so a variable set for other programs never stops the agent."""
+        from engine.export.otel import otel_requested
+
+        if not otel_requested(otel):
+            return
+        from engine.export.otel import OtelSink
+
+        header = {"model": self.config.model, "provider": self.config.provider}
+        try:
+            sink = OtelSink(header, redact=redact)
+        except ConfigError as exc:
+            if otel:
+                raise
+            import warnings
+
+            warnings.warn(f"OpenTelemetry export is off: {exc}", RuntimeWarning, stacklevel=3)
+            return
+        for ev in self.journal.events:
+            sink(ev)
+        self.journal.subscribe(sink)
+        self.otel = sink
+
     def _publish(self, ev: Event) -> None:
         """Hand one journal event to the recorder and the probe, encoding it once for both: the
         recorder stores the packed form (compressed traces and blobs), and a probe client receives
@@ -243,6 +271,9 @@ class Pipeline:
         if self.probe is not None:
             self.probe.close()
             self.probe = None
+        if self.otel is not None:
+            self.otel.close()
+            self.otel = None
 
     def __enter__(self) -> Pipeline:
         return self

@@ -61,10 +61,16 @@ class Marker(TypedDict):
 
 
 class Usage(TypedDict, total=False):
+    """engine.feedback.Usage.to_dict(): `input_tokens` is the whole prompt, cached parts included."""
+
     input_tokens: int
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    cache_write_1h_tokens: int  # of cache_write_tokens, billed at the 1-hour rate
+    cache_miss_reason: str  # cache diagnostics, when the response or request carried them
+    cache_missed_input_tokens: int
+    prompt_cache_key: str
 
 
 class CacheBreak(TypedDict, total=False):

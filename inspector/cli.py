@@ -14,6 +14,7 @@ import typer
 from engine.errors import ContextPipeError
 from engine.recording.journal import trace_of, unpack_event
 
+from . import fleet_cli
 from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff
@@ -294,6 +295,9 @@ app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, ge
 app.command("eval")(eval_command)
 app.command()(simulate)
 app.command()(diff)
+app.command()(fleet_cli.export)
+app.command()(fleet_cli.report)
 
 if __name__ == "__main__":
     app()
+

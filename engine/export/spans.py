@@ -1,0 +1,185 @@
+"""One model call as an OpenTelemetry span: the GenAI semantic-convention attributes plus the engine's own
+under `contextpipe.*`. Pure functions of a turn's journal events, with no OpenTelemetry import, so the
+same figures come out live, from a recording, and in tests.
+
+Names follow the GenAI semantic conventions (gen_ai.operation.name, gen_ai.provider.name,
+gen_ai.request.model, gen_ai.usage.input_tokens / output_tokens / cache_read.input_tokens /
+cache_creation.input_tokens, gen_ai.response.finish_reasons, gen_ai.conversation.id). `input_tokens`
+is the whole prompt, cached parts included, as the conventions ask.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.hashing import canonical_json, sha256_hex
+
+NAMESPACE = "contextpipe"
+CONTENT_CAP = 64 * 1024  # characters of prompt text per span when content export is asked for
+
+# gen_ai.provider.name values from the conventions' list; anything else passes through as named.
+_PROVIDER_NAMES = {"anthropic": "anthropic", "openai": "openai", "bedrock": "aws.bedrock",
+                   "deepseek": "deepseek", "prefix": "openai"}
+
+AttrValue = str | bool | int | float | list[str] | list[int] | list[float]
+
+
+@dataclass
+class SpanData:
+    """Everything an exporter needs for one span; times in nanoseconds since the epoch."""
+
+    name: str
+    trace_id: int
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttrValue]
+    events: list[tuple[str, int, dict[str, AttrValue]]] = field(default_factory=list)
+    error: str | None = None
+
+
+def session_trace_id(session_event: Mapping[str, Any]) -> int:
+    """A session's trace id: derived from its first journal event (config and start time), so a live
+    export and a later export of the recording land in the same trace."""
+    digest = sha256_hex(canonical_json({k: v for k, v in session_event.items() if k != "k"}))
+    value = int(digest[:32], 16)
+    return value or 1  # an all-zero trace id is invalid in OpenTelemetry
+
+
+def usage_cost(model: str, usage: Mapping[str, Any], prices: Any = None) -> float | None:
+    """USD for one call's normalised usage at the bundled (or given) prices; None for an unknown model.
+    The same arithmetic `cp-inspect simulate` uses for its `actual` column."""
+    from engine.errors import ConfigError
+    from engine.sim.cachesim import CallCache
+    from engine.sim.pricing import cost
+
+    inp = int(usage.get("input_tokens") or 0)
+    read = int(usage.get("cache_read_tokens") or 0)
+    write = int(usage.get("cache_write_tokens") or 0)
+    w1h = min(int(usage.get("cache_write_1h_tokens") or 0), write)
+    call = CallCache(inp, read, write, max(0, inp - read - write), w1h)
+    try:
+        return cost(model, call, int(usage.get("output_tokens") or 0), prices=prices)
+    except ConfigError:
+        return None
+
+
+def turn_span(
+    trace: Mapping[str, Any],
+    trace_id: int,
+    *,
+    start_s: float | None,
+    end_s: float | None = None,
+    usage: Mapping[str, Any] | None = None,
+    provider: str | None = None,
+    content: str | None = None,
+    prices: Any = None,
+) -> SpanData:
+    """The span of one turn from its trace (and the usage event, which wins over the trace's copy)."""
+    model = str(trace.get("model") or "")
+    prov = str(provider or trace.get("provider") or "")
+    usage = usage if usage is not None else (trace.get("usage") or None)
+    a: dict[str, AttrValue] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": _PROVIDER_NAMES.get(prov, prov),
+        "gen_ai.request.model": model,
+        "gen_ai.conversation.id": f"{trace_id:032x}",
+    }
+    ns = NAMESPACE
+    a[f"{ns}.turn"] = int(trace.get("turn", 0))
+    a[f"{ns}.tier"] = str(trace.get("tier", ""))
+    pressure = trace.get("pressure") or {}
+    for key in ("raw", "predictive", "raw_history"):
+        if key in pressure:
+            a[f"{ns}.pressure.{key}"] = float(pressure[key])
+    for key, name in (("limit", "window"), ("estimated_tokens", "tokens.planned"), ("final_tokens", "tokens.sent"),
+                      ("cacheable_prefix_tokens", "tokens.cacheable_prefix")):
+        if trace.get(key) is not None:
+            a[f"{ns}.{name}"] = int(trace[key])
+    for s in trace.get("sections") or []:
+        a[f"{ns}.section.{s['id']}.tokens"] = int(s.get("tokens", 0))
+        if s.get("form") not in (None, "full"):
+            a[f"{ns}.section.{s['id']}.form"] = str(s["form"])
+    brk = trace.get("cache_break")
+    a[f"{ns}.cache_break"] = bool(brk)
+    if brk:
+        a[f"{ns}.cache_break.section"] = str(brk.get("section", ""))
+        a[f"{ns}.cache_break.cause"] = str(brk.get("cause", ""))
+    skipped = trace.get("skipped") or []
+    if skipped:
+        a[f"{ns}.skipped"] = [str(s.get("step", "")) for s in skipped]
+        a[f"{ns}.skipped.tokens_saved"] = sum(int(s.get("tokens_saved") or 0) for s in skipped)
+    actions = trace.get("actions") or []
+    if actions:
+        a[f"{ns}.actions"] = [str(s.get("step", "")) for s in actions]
+    compaction = trace.get("compaction")
+    if isinstance(compaction, Mapping):
+        for key, value in sorted(compaction.items()):
+            if isinstance(value, bool | int | float | str):
+                a[f"{ns}.compaction.{key}"] = value
+    if usage:
+        inp = int(usage.get("input_tokens") or 0)
+        a["gen_ai.usage.input_tokens"] = inp
+        a["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens") or 0)
+        a["gen_ai.usage.cache_read.input_tokens"] = int(usage.get("cache_read_tokens") or 0)
+        a["gen_ai.usage.cache_creation.input_tokens"] = int(usage.get("cache_write_tokens") or 0)
+        if usage.get("cache_write_1h_tokens"):
+            a[f"{ns}.usage.cache_creation_1h.input_tokens"] = int(usage["cache_write_1h_tokens"])
+        a[f"{ns}.cache_hit_rate"] = round(int(usage.get("cache_read_tokens") or 0) / inp, 4) if inp else 0.0
+        reason = usage.get("finish_reason") or usage.get("stop_reason")
+        if reason:
+            a["gen_ai.response.finish_reasons"] = [str(reason)]
+        for key in ("cache_miss_reason", "prompt_cache_key"):
+            if usage.get(key):
+                a[f"{ns}.usage.{key}"] = str(usage[key])
+        usd = usage_cost(model, usage, prices)
+        if usd is not None:
+            a[f"{ns}.cost.usd"] = round(usd, 8)
+    if content is not None:
+        a["gen_ai.input.messages"] = content[:CONTENT_CAP]
+    start_ns = int((start_s or 0.0) * 1e9)
+    end_ns = max(start_ns, int((end_s if end_s is not None else (start_s or 0.0)) * 1e9))
+    events: list[tuple[str, int, dict[str, AttrValue]]] = [
+        (f"{ns}.alert", end_ns, {"rule": str(al.get("rule", "")), "severity": str(al.get("severity", "")),
+                                 "message": str(al.get("message", ""))})
+        for al in trace.get("alerts") or []
+    ]
+    error = trace.get("error")
+    return SpanData(f"chat {model}", trace_id, start_ns, end_ns, a, events, str(error) if error else None)
+
+
+def messages_content(events: list[Mapping[str, Any]], blobs: Mapping[str, str]) -> str:
+    """The session's inputs so far as GenAI `input.messages`-style JSON: context sources as system
+    parts, the user's text and tool results as user turns, the assistant's replies. Text only."""
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # user-side parts until the assistant answers
+
+    def text(h: Any) -> str | None:
+        return blobs.get(h) if isinstance(h, str) else None
+
+    for ev in events:
+        k = ev.get("k")
+        if k in ("source", "content") and text(ev.get("h")) is not None:
+            name = ev.get("id") or (ev.get("spec") or {}).get("id", "")
+            out.append({"role": "system", "name": str(name), "parts": [{"type": "text", "content": text(ev["h"])}]})
+        elif k == "part":
+            part = ev.get("part") or {}
+            body = text(part.get("h"))
+            if body is None:
+                continue
+            if part.get("t") == "result":
+                pending.append({"type": "tool_call_response", "id": str(part.get("id", "")), "response": body})
+            else:
+                pending.append({"type": "text", "content": body})
+        elif k == "msg":
+            if pending:
+                out.append({"role": "user", "parts": pending})
+                pending = []
+            parts = [{"type": "text", "content": body} for part in ev.get("parts") or []
+                     if isinstance(part, Mapping) and (body := text(part.get("h"))) is not None]
+            out.append({"role": str(ev.get("role", "assistant")), "parts": parts})
+    if pending:
+        out.append({"role": "user", "parts": pending})
+    return json.dumps(out, ensure_ascii=False)

@@ -1,0 +1,98 @@
+"""Rows and rendering for `cp-inspect report`: one row per session from its simulation report."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from engine.sim.simulate import SimulationReport
+
+
+def session_row(path: Path, rep: SimulationReport) -> dict[str, Any]:
+    """What was paid (the provider's usage when recorded, else the requests as sent, simulated) and what
+    the engine's policy would have paid for the same session."""
+    pol = rep.policies
+    paid = pol.get("actual") or pol.get("as_sent")
+    sent = pol.get("as_sent")
+    engine = pol.get("pipeline")
+    assert paid is not None and engine is not None
+    causes = dict((sent.cache_break_causes if sent is not None else None) or {})
+    return {
+        "session": str(path),
+        "model": rep.model,
+        "calls": rep.turns,
+        "basis": paid.name,  # "actual": the provider's own usage; "as_sent": simulated from the requests
+        "prompt_tokens": paid.totals.input_tokens,
+        "cache_read_tokens": paid.totals.cache_read,
+        "cache_write_tokens": paid.totals.cache_write,
+        "output_tokens": paid.output_tokens,
+        "cache_hit_rate": round(paid.totals.hit_rate, 4),
+        "cost_usd": round(paid.cost_usd, 6),
+        "cache_breaks": sum(causes.values()),
+        "cache_break_causes": causes,
+        "engine_cost_usd": round(engine.cost_usd, 6),
+        "engine_saving_usd": round(paid.cost_usd - engine.cost_usd, 6),
+    }
+
+
+def totals_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in (
+        "calls", "prompt_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "cache_breaks")}
+    for k in ("cost_usd", "engine_cost_usd", "engine_saving_usd"):
+        total[k] = round(sum(r[k] for r in rows), 6)
+    total["cache_hit_rate"] = round(total["cache_read_tokens"] / total["prompt_tokens"], 4) if total["prompt_tokens"] else 0.0
+    causes: dict[str, int] = {}
+    for r in rows:
+        for cause, n in r["cache_break_causes"].items():
+            causes[cause] = causes.get(cause, 0) + n
+    total["cache_break_causes"] = dict(sorted(causes.items(), key=lambda kv: -kv[1]))
+    total["sessions"] = len(rows)
+    return total
+
+
+def _tok(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
+
+
+def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
+    head = f"{'SESSION':<34}{'CALLS':>6}{'PROMPT':>9}{'HIT':>7}{'BREAKS':>7}{'COST $':>10}{'ENGINE $':>10}{'SAVES':>8}"
+    lines = [head]
+    for r in rows:
+        name = Path(r["session"]).name
+        name = name if len(name) <= 33 else name[:30] + "..."
+        saves = r["engine_saving_usd"] / r["cost_usd"] if r["cost_usd"] else 0.0
+        basis = "" if r["basis"] == "actual" else "*"
+        lines.append(f"{name:<34}{r['calls']:>6}{_tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
+                     f"{r['cache_breaks']:>7}{r['cost_usd']:>9.4f}{basis:1}{r['engine_cost_usd']:>10.4f}{saves:>8.1%}")
+    saves = total["engine_saving_usd"] / total["cost_usd"] if total["cost_usd"] else 0.0
+    lines.append(f"{'TOTAL (' + str(total['sessions']) + ' sessions)':<34}{total['calls']:>6}"
+                 f"{_tok(total['prompt_tokens']):>9}{total['cache_hit_rate']:>7.1%}{total['cache_breaks']:>7}"
+                 f"{total['cost_usd']:>9.4f} {total['engine_cost_usd']:>10.4f}{saves:>8.1%}")
+    if total["cache_break_causes"]:
+        lines.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
+    if any(r["basis"] != "actual" for r in rows):
+        lines.append("* no provider usage recorded: cost simulated from the requests as sent")
+    return "\n".join(lines)
+
+
+def render_svg(rows: list[dict[str, Any]]) -> str:
+    """A plain bar chart: cost per session (what was paid) beside the engine policy's cost."""
+    width, bar_h, gap, left = 720, 14, 10, 220
+    top = 30
+    height = top + len(rows) * (2 * bar_h + gap) + 20
+    peak = max([r["cost_usd"] for r in rows] + [r["engine_cost_usd"] for r in rows] + [1e-9])
+    scale = (width - left - 90) / peak
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="11">',
+             '<text x="10" y="18">cost per session (USD): paid (blue) vs the engine policy (green)</text>']
+    y = top
+    for r in rows:
+        name = escape(Path(r["session"]).name[:32])
+        parts.append(f'<text x="10" y="{y + bar_h}">{name}</text>')
+        for value, colour, dy in ((r["cost_usd"], "#4a7bd0", 0), (r["engine_cost_usd"], "#3fa34d", bar_h)):
+            w = max(1.0, value * scale)
+            parts.append(f'<rect x="{left}" y="{y + dy}" width="{w:.1f}" height="{bar_h - 2}" fill="{colour}"/>')
+            parts.append(f'<text x="{left + w + 4:.1f}" y="{y + dy + bar_h - 3}">{value:.4f}</text>')
+        y += 2 * bar_h + gap
+    parts.append("</svg>")
+    return "\n".join(parts)

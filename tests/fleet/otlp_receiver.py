@@ -1,0 +1,69 @@
+"""A minimal OTLP/HTTP trace receiver for tests: accepts the real exporter's protobuf posts on
+/v1/traces and keeps every span as a flat dict (name, trace id, attributes, events)."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+
+def _value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    return getattr(v, kind) if kind else None
+
+
+class OtlpReceiver:
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                req = ExportTraceServiceRequest()
+                req.ParseFromString(body)
+                with receiver.lock:
+                    for rs in req.resource_spans:
+                        resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                receiver.spans.append({
+                                    "name": span.name,
+                                    "trace_id": span.trace_id.hex(),
+                                    "attributes": {kv.key: _value(kv.value) for kv in span.attributes},
+                                    "events": [(e.name, {kv.key: _value(kv.value) for kv in e.attributes})
+                                               for e in span.events],
+                                    "resource": resource,
+                                    "scope": ss.scope.name,
+                                })
+                out = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> OtlpReceiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

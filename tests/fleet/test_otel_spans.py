@@ -1,0 +1,157 @@
+"""OpenTelemetry export: one span per model call with the GenAI attributes and the engine's own, through
+the real SDK (its in-memory exporter), from a live Pipeline and from a recording, with equal figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed: pip install -e '.[otel]'")
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from engine import Pipeline  # noqa: E402
+from engine.export.otel import OtelSink, SpanEmitter, export_events, otel_requested, traces_url  # noqa: E402
+from engine.export.spans import usage_cost  # noqa: E402
+from engine.recording.cpsession import RecordingReader  # noqa: E402
+from engine.recording.journal import unpack_event  # noqa: E402
+from engine.sim.simulate import SimSettings, simulate_events  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+SECRET = "PLANTED-SECRET-7731"
+
+
+def _session(pipe: Pipeline, turns: int = 4) -> None:
+    pipe.identity(f"You are careful. {SECRET}")
+    pipe.goal("Fix the bug.")
+    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.user(f"It fails. {SECRET}")
+    for i in range(turns):
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"] // 2, "cache_read_input_tokens": 100 * i,
+                           "cache_creation_input_tokens": 50, "output_tokens": 30, "stop_reason": "tool_use"})
+        calls = pipe.assistant("Looking.", tool_calls=[{"id": f"c{i}", "name": "bash", "arguments": '{"cmd":"ls"}'}])
+        pipe.tool_result(calls[0].id, f"file{i}.py\n" * 40)
+
+
+def _live_spans(content: bool = False, redact: bool = False) -> tuple[list[Any], Pipeline]:
+    exporter = InMemorySpanExporter()
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=6000)
+    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, batch=False, content=content, redact=redact)
+    for ev in pipe.journal.events:
+        sink(ev)
+    pipe.journal.subscribe(sink)
+    _session(pipe)
+    pipe.close()
+    sink.close()
+    assert sink.errors == 0
+    return list(exporter.get_finished_spans()), pipe
+
+
+def test_one_span_per_model_call_with_genai_and_engine_attributes() -> None:
+    spans, pipe = _live_spans()
+    assert [s.attributes["contextpipe.turn"] for s in spans] == [0, 1, 2, 3]
+    assert len({s.context.trace_id for s in spans}) == 1, "a session is one trace"
+    first = spans[1].attributes
+    assert spans[1].name == "chat claude-sonnet-4"
+    assert first["gen_ai.operation.name"] == "chat"
+    assert first["gen_ai.provider.name"] == "anthropic"
+    assert first["gen_ai.request.model"] == "claude-sonnet-4"
+    # Anthropic's input_tokens is the uncached part; the convention's input_tokens is the whole prompt.
+    assert first["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert first["gen_ai.usage.cache_creation.input_tokens"] == 50
+    assert first["gen_ai.usage.input_tokens"] == spans[1].attributes["contextpipe.tokens.sent"] // 2 + 150
+    assert first["gen_ai.usage.output_tokens"] == 30
+    assert first["contextpipe.tier"] in ("Normal", "TrimSchemas", "CompactHistory", "AggressivePrune")
+    assert 0 < first["contextpipe.pressure.raw"] < 5
+    assert first["contextpipe.section.identity.tokens"] > 0
+    assert first["contextpipe.cost.usd"] > 0
+    assert "gen_ai.input.messages" not in first, "prompt text is exported only when asked"
+
+
+def test_cost_attribute_equals_simulate_actual_for_a_recording() -> None:
+    reader = RecordingReader.open(DEMO)
+    events = [unpack_event(ev) for _, _, ev in reader._frames(reader._start, reader._end)]
+    exporter = InMemorySpanExporter()
+    emitter = SpanEmitter(exporter, batch=False)
+    n = export_events(events, reader.header, emitter)
+    emitter.close()
+    spans = exporter.get_finished_spans()
+    assert n == len(spans) == len(reader.turn_numbers())
+    report = simulate_events(events, SimSettings())
+    actual = {f.turn: f for f in report.policies["actual"].turns}
+    checked = 0
+    for s in spans:
+        turn = s.attributes["contextpipe.turn"]
+        if turn in actual:
+            assert s.attributes["contextpipe.cost.usd"] == pytest.approx(actual[turn].cost_usd, abs=1e-9)
+            assert s.attributes["gen_ai.usage.cache_read.input_tokens"] == actual[turn].cache_read_tokens
+            checked += 1
+    assert checked >= 10
+    alerts = [e for s in spans for e in s.events if e.name == "contextpipe.alert"]
+    assert alerts, "the demo session raises alerts; they travel as span events"
+
+
+def test_live_and_recorded_exports_of_one_session_share_the_trace_id(tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    path = tmp_path / "s.cpsession"
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=6000, record=path, clock=lambda: 1000.0)
+    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, batch=False)
+    for ev in pipe.journal.events:
+        sink(ev)
+    pipe.journal.subscribe(sink)
+    _session(pipe, turns=2)
+    pipe.close()
+    sink.close()
+    live = exporter.get_finished_spans()
+    reader = RecordingReader.open(path)
+    again = InMemorySpanExporter()
+    emitter = SpanEmitter(again, batch=False)
+    export_events((unpack_event(e) for _, _, e in reader._frames(reader._start, reader._end)), reader.header, emitter)
+    emitter.close()
+    assert {s.context.trace_id for s in live} == {s.context.trace_id for s in again.get_finished_spans()}
+    assert [dict(s.attributes) for s in live] == [dict(s.attributes) for s in again.get_finished_spans()]
+
+
+def test_content_only_when_asked_and_never_under_redaction() -> None:
+    spans, _ = _live_spans(content=True)
+    assert SECRET in spans[-1].attributes["gen_ai.input.messages"]
+    redacted, _ = _live_spans(content=True, redact=True)
+    for s in redacted:
+        for value in s.attributes.values():
+            assert SECRET not in str(value)
+        for e in s.events:
+            assert "message" not in e.attributes
+
+
+def test_a_failing_exporter_never_reaches_the_agent() -> None:
+    class Broken(InMemorySpanExporter):
+        def export(self, spans: Any) -> Any:
+            raise RuntimeError("collector exploded")
+
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=6000)
+    sink = OtelSink({"provider": "anthropic"}, exporter=Broken(), batch=False)
+    pipe.journal.subscribe(sink)
+    _session(pipe, turns=2)  # would raise if the sink let the error through
+    pipe.close()
+    sink.close()
+
+
+def test_opt_in_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert otel_requested(None) is False
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    assert otel_requested(None) is True
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert otel_requested(None) is False
+    assert otel_requested(True) is True
+    assert traces_url("http://h:4318/") == "http://h:4318/v1/traces"
+    assert traces_url("http://h:4318/v1/traces") == "http://h:4318/v1/traces"
+
+
+def test_usage_cost_unknown_model_is_none() -> None:
+    assert usage_cost("no-such-model-xyz", {"input_tokens": 10, "output_tokens": 1}) is None

@@ -1,0 +1,103 @@
+"""The export against a real OTLP receiver: Arize Phoenix, started by the test, spans read back through its
+REST API and checked attribute by attribute against the recording's own figures. Needs the `fleet` extra."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("phoenix", reason="Arize Phoenix is not installed: pip install -e '.[fleet]'")
+
+from engine.recording.cpsession import RecordingReader  # noqa: E402
+from engine.recording.journal import trace_of, unpack_event  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@pytest.fixture
+def phoenix(tmp_path: Path) -> Any:
+    port, grpc = _free_port(), _free_port()
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(tmp_path), "PHOENIX_PORT": str(port),
+           "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_HOST": "127.0.0.1", "PHOENIX_TELEMETRY_ENABLED": "false"}
+    log = open(tmp_path / "phoenix.log", "wb")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen([sys.executable, "-m", "phoenix.server.main", "serve"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 240
+    while True:
+        try:
+            urllib.request.urlopen(base + "/healthz", timeout=2).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                log.close()
+                pytest.fail("Phoenix did not start:\n" + (tmp_path / "phoenix.log").read_text()[-2000:])
+            time.sleep(1)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.mark.slow
+def test_spans_in_phoenix_equal_the_recording(phoenix: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "inspector.cli", "export", str(DEMO), "--otlp", phoenix],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    reader = RecordingReader.open(DEMO)
+    traces = {e["turn"]: trace_of(e) for e in (unpack_event(x) for x in reader.events()) if e.get("k") == "turn"}
+    spans: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while len(spans) < len(traces) and time.monotonic() < deadline:
+        time.sleep(1)  # Phoenix ingests asynchronously
+        spans = _get(f"{phoenix}/v1/projects/default/spans?limit=1000")["data"]
+    assert len(spans) == len(traces)
+    for span in spans:
+        a = _flat(span["attributes"])
+        t = traces[int(a["contextpipe.turn"])]
+        u = t["usage"]
+        assert a["gen_ai.request.model"] == t["model"]
+        assert a["gen_ai.provider.name"] == "anthropic"
+        assert a["gen_ai.usage.input_tokens"] == u["input_tokens"]
+        assert a["gen_ai.usage.output_tokens"] == u["output_tokens"]
+        assert a["gen_ai.usage.cache_read.input_tokens"] == u["cache_read_tokens"]
+        assert a["gen_ai.usage.cache_creation.input_tokens"] == u["cache_write_tokens"]
+        assert a["contextpipe.tier"] == t["tier"]
+        assert a["contextpipe.pressure.predictive"] == pytest.approx(t["pressure"]["predictive"])
+        assert a["contextpipe.cache_break"] == bool(t["cache_break"])
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
