@@ -114,8 +114,11 @@ class Tap:
         serve: bool | None = None,
         window: int = DEFAULT_WINDOW,
         clock: Callable[[], float] = time.time,
+        provider: str | None = None,
     ) -> None:
         self.wire = wire  # "anthropic" | "openai" (chat completions; Responses bodies are converted)
+        # The engine policy of the shadow plan; by default the wire's (litellm passes the model's own).
+        self.provider = provider or ("anthropic" if wire == "anthropic" else "openai")
         self.record, self.serve, self.window, self.clock = record, serve, window, clock
         self.pipe: Pipeline | None = None
         self.feeder: _Feeder | None = None
@@ -153,9 +156,8 @@ class Tap:
         return _openai_request(body, ctx, "request")
 
     def _open(self, model: str) -> None:
-        provider = "anthropic" if self.wire == "anthropic" else "openai"
         self.pipe = Pipeline(
-            model, provider, self.window, record=self.record, serve=self.serve, clock=self.clock
+            model, self.provider, self.window, record=self.record, serve=self.serve, clock=self.clock
         )
         self.feeder = _Feeder(self.pipe, IngestReport())
         self.actual = ActualRecorder(self.pipe)

@@ -1,0 +1,150 @@
+"""litellm-based agents tapped with one line: real litellm calls (sync, async, streamed; OpenAI, Anthropic
+and DeepSeek routes) against the stand-in upstream on loopback. No network: litellm's cost map is the
+local copy (LITELLM_LOCAL_MODEL_COST_MAP)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+litellm = pytest.importorskip("litellm")
+
+from engine.capture.litellm import ContextPipeLogger, install, uninstall  # noqa: E402
+from engine.recording.cpsession import RecordingReader  # noqa: E402
+from engine.recording.journal import unpack_event  # noqa: E402
+from engine.recording.replay import Replayer  # noqa: E402
+from tests.capture.standin import StandIn  # noqa: E402
+
+TOOLS = [
+    {"type": "function", "function": {"name": "bash", "description": "Run", "parameters": {"type": "object"}}}
+]
+A_USAGE = {
+    "input_tokens": 4621,
+    "output_tokens": 17,
+    "cache_read_tokens": 3400,
+    "cache_write_tokens": 1200,
+    "cache_write_1h_tokens": 200,
+}
+O_USAGE = {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920, "cache_write_tokens": 0}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[StandIn]:
+    s = StandIn().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def logger(tmp_path: Path) -> Iterator[ContextPipeLogger]:
+    lg = ContextPipeLogger(record=tmp_path / "lite.cpsession")
+    litellm.callbacks.append(lg)
+    yield lg
+    uninstall(lg)
+    lg.close()
+
+
+def _wait_for(lg: ContextPipeLogger, calls: int) -> None:
+    """litellm runs success callbacks off the caller's thread: wait (generously) until they ran."""
+    deadline = time.monotonic() + 60
+    while lg.stats.calls < calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lg.stats.calls >= calls, lg.stats
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [unpack_event(e) for e in RecordingReader.open(path).events()]
+
+
+def _finish(lg: ContextPipeLogger, path: Path, turns: int) -> list[dict[str, Any]]:
+    lg.close()
+    ev = _events(path)
+    assert sorted(e["turn"] for e in ev if e["k"] == "actual") == list(range(turns))
+    report = Replayer(ev).verify()
+    assert report.ok, report.mismatches[:1]
+    return ev
+
+
+def test_litellm_openai_sync_and_stream(upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path) -> None:
+    kw: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": upstream.url + "/v1", "api_key": "k"}
+    msgs: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    r = litellm.completion(messages=msgs, tools=TOOLS, **kw)
+    _wait_for(logger, 1)
+    msgs.append(r.choices[0].message)  # litellm's Message object in the history
+    msgs.append({"role": "user", "content": "and now?"})
+    chunks = list(
+        litellm.completion(
+            messages=msgs, tools=TOOLS, stream=True, stream_options={"include_usage": True}, **kw
+        )
+    )
+    assert chunks
+    _wait_for(logger, 2)
+    assert logger.stats.errors == 0, logger.stats.last_error
+    ev = _finish(logger, tmp_path / "lite.cpsession", 2)
+    assert [e["usage"] for e in ev if e["k"] == "usage"] == [O_USAGE, O_USAGE]
+    # the second request is the first plus the reply and the new user message (delta-encoded)
+    actual = [e for e in ev if e["k"] == "actual"]
+    assert actual[1]["base"] == 2 and len(actual[1]["add"]) == 2
+
+
+def test_litellm_anthropic_cache_writes_and_streams(
+    upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path
+) -> None:
+    kw: dict[str, Any] = {
+        "model": "anthropic/claude-sonnet-4",
+        "api_base": upstream.url,
+        "api_key": "k",
+        "max_tokens": 50,
+    }
+    litellm.completion(messages=[{"role": "user", "content": "hi"}], **kw)
+    list(litellm.completion(messages=[{"role": "user", "content": "hi"}], stream=True, **kw))
+    _wait_for(logger, 2)
+    assert logger.stats.errors == 0, logger.stats.last_error
+    ev = _finish(logger, tmp_path / "lite.cpsession", 2)
+    assert [e["usage"] for e in ev if e["k"] == "usage"] == [A_USAGE, A_USAGE]
+    assert logger.tap is not None and logger.tap.provider == "anthropic"  # the shadow plans for Anthropic
+
+
+def test_litellm_async_deepseek(upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path) -> None:
+    async def run() -> None:
+        await litellm.acompletion(
+            model="deepseek/deepseek-chat",
+            api_base=upstream.url + "/v1",
+            api_key="k",
+            messages=[{"role": "user", "content": "hi"}],
+        )
+        deadline = time.monotonic() + 60  # async callbacks are tasks on this loop: keep it running
+        while logger.stats.calls < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    assert logger.stats.errors == 0, logger.stats.last_error
+    ev = _finish(logger, tmp_path / "lite.cpsession", 1)
+    (u,) = [e["usage"] for e in ev if e["k"] == "usage"]
+    assert u == {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": 640, "cache_write_tokens": 0}
+
+
+def test_litellm_failure_is_journaled_and_install_is_idempotent(upstream: StandIn, tmp_path: Path) -> None:
+    lg = install(record=tmp_path / "inst.cpsession")
+    try:
+        assert install() is lg and sum(isinstance(c, ContextPipeLogger) for c in litellm.callbacks) == 1
+        with pytest.raises(litellm.exceptions.RateLimitError):
+            litellm.completion(
+                model="openai/gpt-4o-error429",
+                api_base=upstream.url + "/v1",
+                api_key="k",
+                num_retries=0,
+                messages=[{"role": "user", "content": "hi"}],
+            )
+        _wait_for(lg, 1)
+        ev = _finish(lg, tmp_path / "inst.cpsession", 1)
+        assert [e["kind"] for e in ev if e["k"] == "error"] == ["error"]
+    finally:
+        uninstall(lg)
