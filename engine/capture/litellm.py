@@ -31,7 +31,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 try:  # litellm is an optional dependency (the `test` extra, or the agent's own)
     from litellm.integrations.custom_logger import CustomLogger as _Base
 except ImportError:  # pragma: no cover - exercised only without litellm
-    _Base = object
+    _Base = object  # type: ignore[misc,assignment]
 
 from engine.capture.tap import Tap, TapStats, request_body
 from engine.importers._common import guess_provider
