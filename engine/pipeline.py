@@ -54,6 +54,7 @@ from engine.providers.base import Block
 from engine.recording.frames import encode_frame
 from engine.recording.journal import Event, Journal, pack_event, trace_of
 from engine.sections import assemble
+from engine.shadow import CandidateConfig, Shadow
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
 from engine.tokens import TokenCounter, Tokenizer
@@ -122,6 +123,7 @@ class Pipeline:
         otel: bool | None = None,
         clock: Callable[[], float] = time.time,
         replay: bool = False,
+        shadow: CandidateConfig | None = None,
     ) -> None:
         """`replay=True` makes a state to fold a recorded journal into: no recorder or probe, and
         summaries come from the journal instead of the summarizer."""
@@ -186,6 +188,10 @@ class Pipeline:
         self._emit(
             {"k": "session", "config": cfg.to_event(), "engine_version": ENGINE_VERSION, "time": clock()}
         )
+        # Shadow rollout (engine/shadow.py): a candidate configuration planned beside this one every turn.
+        self._shadow = Shadow.create(shadow) if shadow is not None and not replay else None
+        if self._shadow is not None:
+            self.journal.append(self._shadow.config_event(cfg))
         if not replay:
             self._open_sinks(record, serve, redact)
             self._open_otel(otel, redact_requested(redact))
@@ -738,6 +744,7 @@ class Pipeline:
         check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
         built.trace["alerts"] = alert_rules.evaluate(built.trace, list(self.traces))
+        shadow_ev = self._plan_shadow(bound, built) if self._shadow is not None else None
         self._emit(
             {
                 "k": "request",
@@ -758,10 +765,33 @@ class Pipeline:
                 ),
             }
         )
+        if shadow_ev is not None:
+            self.journal.append(shadow_ev)  # after the request it shadows; fold ignores the kind
         self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)
         self._open = built.trace
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
+
+    def _plan_shadow(self, bound: dict[str, dict[str, Any]], live: Built) -> dict[str, Any]:
+        """The candidate's plan of this turn, as a `shadow` event. Built before the request event folds
+        (the state must be the one this turn was planned from); a failure is recorded, never raised."""
+        assert self._shadow is not None
+        try:
+            return self._shadow.plan(self, bound, live)
+        except Exception as exc:  # the shadow must never break the agent's turn
+            return {"k": "shadow", "turn": self.turn, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+    def shadow_build(
+        self, bound: dict[str, dict[str, Any]], config: PipelineConfig, state: CompactionState
+    ) -> Built:
+        """Build under another configuration with no side effects: a scratch spill, no summarizer call
+        (what EXPLAIN does), so a candidate never costs the agent a model call or a file."""
+        saved_spill, self.spill = self.spill, MemorySpill()
+        saved_explaining, self._explaining = self._explaining, True
+        try:
+            return self.build(bound, config, state)
+        finally:
+            self.spill, self._explaining = saved_spill, saved_explaining
 
     def _attribute(self, trace: dict[str, Any], ser: SerializedRequest, p: Plan) -> None:
         prev = self._prev

@@ -33,6 +33,7 @@ from inspector.messages import (
     ContentLoaded,
     EventsDropped,
     ReplanFinished,
+    ShadowLoaded,
     SimulationFinished,
     SourceDisconnected,
     TurnsReceived,
@@ -51,6 +52,7 @@ from panels.content_viewer import ContentViewer
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.navigation import JumpToTurn
 from panels.pressure import PressurePanel
+from panels.shadow import ShadowPanel
 from panels.skipped import SkippedPanel
 from panels.tier import TierPanel
 from panels.timeline_strip import TimelineStrip
@@ -83,6 +85,8 @@ class InspectorApp(App[None]):
                 tooltip="session-wide what-if: re-run and price the whole session (toggle)"),
         Binding("k", "tab('tab-skipped')", "Skipped", show=False, tooltip="show the Skipped tab"),
         Binding("a", "tab('tab-alerts')", "Alerts", show=False, tooltip="show the Alerts tab"),
+        Binding("r", "tab('tab-shadow')", "Shadow", show=False,
+                tooltip="shadow rollout: the candidate configuration beside the live one (when recorded)"),
         Binding("m", "tab('tab-why')", "Why miss", show=False,
                 tooltip="why the cache missed: this request against the previous one"),
         Binding("b", "request_body", "Request", show=False, tooltip="show the serialized request body"),
@@ -108,6 +112,7 @@ class InspectorApp(App[None]):
         self._content_deferred = False  # a step arrived while the initial load was still decoding
         self._frozen_fold = False
         self._theme_warning: str | None = None
+        self._shadow_tab = False  # the Shadow tab is added once the source shows a shadow rollout
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -187,6 +192,8 @@ class InspectorApp(App[None]):
         if not self.view.loading:
             self._load_content(manifest.selected_section(), stepping=True)
         self._refresh_why()
+        if self._shadow_tab:
+            self.query_one("#shadow", ShadowPanel).turn = trace["turn"]
         overrides = whatif.overrides()
         if not overrides.is_empty() and not whatif.session:  # session-wide results do not depend on the turn
             self.whatif.replan(index, trace["turn"], overrides)
@@ -223,6 +230,8 @@ class InspectorApp(App[None]):
             # A long recording leaves ~10^6 long-lived objects (summaries, alerts): move them out of the
             # cyclic GC's reach, or each full collection rescans them all mid-step (100+ ms pauses).
             gc.freeze()
+        if not message.more:
+            self.whatif.shadow()  # cached by the source per journal length: cheap when nothing changed
         if self.index == timeline.current and not message.more and self._content_deferred:
             self.watch_index(self.index)  # the initial load is complete: now fetch the content
         self.index = timeline.current
@@ -305,6 +314,20 @@ class InspectorApp(App[None]):
         if event.pane.id == "tab-why":
             self._refresh_why()
 
+    @on(ShadowLoaded)
+    async def _shadow_loaded(self, message: ShadowLoaded) -> None:
+        if message.summary is None:
+            return
+        if not self._shadow_tab:
+            await self.query_one("#details", TabbedContent).add_pane(
+                TabPane("Shadow", ShadowPanel(id="shadow"), id="tab-shadow")
+            )
+            self._shadow_tab = True
+        panel = self.query_one("#shadow", ShadowPanel)
+        panel.summary = message.summary
+        if self.index >= 0:
+            panel.turn = self.timeline.traces[self.index]["turn"]
+
     @on(WhyMissed)
     def _why_missed(self, message: WhyMissed) -> None:
         if message.index == self.index:
@@ -377,6 +400,9 @@ class InspectorApp(App[None]):
     # ---- tabs and views -----------------------------------------------------------------------
 
     def action_tab(self, tab: str) -> None:
+        if tab == "tab-shadow" and not self._shadow_tab:
+            self.notify("this session has no shadow rollout (Pipeline(..., shadow=...))", timeout=3)
+            return
         self.query_one("#details", TabbedContent).active = tab
         if tab == "tab-whatif":
             self.query_one("#budget").focus()  # arrows now move the slider; Esc goes back to stepping

@@ -56,3 +56,8 @@ class ContentLoaded(Message):
 class WhyMissed(Message):
     index: int
     why: dict
+
+
+@dataclass
+class ShadowLoaded(Message):
+    summary: dict | None

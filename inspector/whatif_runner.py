@@ -9,7 +9,7 @@ from textual.app import App
 from textual.worker import get_current_worker
 
 from engine.whatif import Overrides
-from inspector.messages import ReplanFinished, SimulationFinished, WhyMissed
+from inspector.messages import ReplanFinished, ShadowLoaded, SimulationFinished, WhyMissed
 from inspector.sources import SimulationCancelled, Source
 
 
@@ -61,3 +61,14 @@ class WhatIfRunner:
                 self.app.post_message(WhyMissed(index, why))
 
         self.app.run_worker(work, thread=True, exclusive=True, group="why", exit_on_error=False)
+
+    def shadow(self) -> None:
+        """The session's shadow rollout summary (None: no shadow), for the Shadow tab."""
+        def work() -> None:
+            try:
+                summary = self.source.shadow_summary()
+            except Exception:  # a damaged shadow record must not take the app down: no tab
+                summary = None
+            self.app.post_message(ShadowLoaded(summary))
+
+        self.app.run_worker(work, thread=True, exclusive=True, group="shadow", exit_on_error=False)

@@ -61,6 +61,10 @@ class Source(Protocol):
 
     def replan(self, turn: int, overrides: Overrides) -> Trace: ...
 
+    def shadow_summary(self) -> dict[str, Any] | None:
+        """The session's shadow rollout (engine.shadow.shadow_summary), None when it has none."""
+        ...
+
     def why_missed(self, turn: int) -> dict[str, Any]:
         """Turn `turn`'s request against the previous one (engine.recording.why.why_missed's dict)."""
         ...

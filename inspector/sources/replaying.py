@@ -87,6 +87,7 @@ class ReplayingSource:
         self._replayer_len = 0
         self._cache: tuple[int, Built] | None = None
         self._lock = threading.RLock()
+        self._shadow: tuple[int, dict[str, Any] | None] | None = None  # (events seen, summary)
 
     def _load_events(self, upto_turn: int | None = None) -> None:
         """Make sure `events` holds the journal through turn `upto_turn` (None: all of it). A live
@@ -124,6 +125,19 @@ class ReplayingSource:
 
     def replan(self, turn: int, overrides: Overrides) -> Trace:
         return cast(Trace, self.replayer(turn).replan(turn, overrides).trace)
+
+    def shadow_summary(self) -> dict[str, Any] | None:
+        from engine.recording.journal import unpack_event
+        from engine.shadow import shadow_summary
+
+        with self._lock:
+            self._load_events()
+            if self._shadow is not None and self._shadow[0] == len(self.events):
+                return self._shadow[1]
+            # Turn events may be held packed (FileSource); shadow_summary reads their traces.
+            summary = shadow_summary([unpack_event(e) if e.get("k") != "blob" else e for e in self.events])
+            self._shadow = (len(self.events), summary)
+            return summary
 
     def why_missed(self, turn: int) -> dict[str, Any]:
         from engine.recording.why import why_missed

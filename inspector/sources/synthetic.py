@@ -296,6 +296,9 @@ class SyntheticSource:
         self.replans += 1
         return cast(Trace, make_trace(turn, self.n, self.seed, overrides))
 
+    def shadow_summary(self) -> dict | None:
+        return None
+
     def why_missed(self, turn: int) -> dict:
         brk = self.trace(turn).get("cache_break")
         engine = None

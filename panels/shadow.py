@@ -1,0 +1,92 @@
+"""Shadow rollout: the live configuration and the candidate planned beside it, side by side for the
+current turn, with the running cost and cache-hit-rate delta up to that turn. Drawn from
+`engine.shadow.shadow_summary` (the journal's `shadow` events); the app adds this tab only for a
+session that has a shadow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+
+def running(rows: list[dict[str, Any]], upto_turn: int) -> dict[str, float]:
+    """Cost and hit-rate totals of both sides over the turns up to `upto_turn`."""
+    acc = {
+        "live_cost": 0.0,
+        "shadow_cost": 0.0,
+        "live_tokens": 0,
+        "shadow_tokens": 0,
+        "live_read": 0,
+        "shadow_read": 0,
+    }
+    for r in rows:
+        if r["turn"] > upto_turn or "live" not in r:
+            continue
+        for side in ("live", "shadow"):
+            acc[f"{side}_cost"] += r[side]["cost_usd"]
+            acc[f"{side}_tokens"] += r[side]["tokens"]
+            acc[f"{side}_read"] += r[side]["read"]
+    return acc
+
+
+class ShadowPanel(Static):
+    DEFAULT_CSS = """
+    ShadowPanel { height: auto; padding: 0 1; }
+    """
+    summary: reactive[dict[str, Any] | None] = reactive(None, always_update=True)
+    turn: reactive[int] = reactive(-1, always_update=True)
+
+    def on_mount(self) -> None:
+        self.border_title = "Shadow rollout"
+
+    def watch_summary(self) -> None:
+        self._draw()
+
+    def watch_turn(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        s = self.summary
+        if s is None:
+            self.update("(no shadow in this session: Pipeline(..., shadow=Overrides(...)))")
+            return
+        rows = s["turns"]
+        row = next((r for r in rows if r["turn"] == self.turn), None)
+        acc = running(rows, self.turn)
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        table.add_column("")
+        table.add_column("live", justify="right")
+        table.add_column("candidate", justify="right")
+        if row is not None and "live" in row:
+            lv, sh = row["live"], row["shadow"]
+            table.add_row("tokens", f"{lv['tokens']:,}", f"{sh['tokens']:,}")
+            table.add_row("est. cache read", f"{lv['read']:,}", f"{sh['read']:,}")
+            table.add_row("est. cache write", f"{lv['write']:,}", f"{sh['write']:,}")
+            table.add_row("est. cost", f"${lv['cost_usd']:.5f}", f"${sh['cost_usd']:.5f}")
+        hr = [
+            acc[f"{x}_read"] / acc[f"{x}_tokens"] if acc[f"{x}_tokens"] else 0.0 for x in ("live", "shadow")
+        ]
+        table.add_row("cost so far", f"${acc['live_cost']:.4f}", f"${acc['shadow_cost']:.4f}")
+        table.add_row("hit rate so far", f"{hr[0]:.1%}", f"{hr[1]:.1%}")
+        delta = acc["shadow_cost"] - acc["live_cost"]
+        pct = f" ({100 * delta / acc['live_cost']:+.1f}%)" if acc["live_cost"] else ""
+        head = Text(f"candidate: {s['config']}\n", style="dim")
+        head.append(
+            f"running delta: cost {delta:+.4f} USD{pct}, hit rate {100 * (hr[1] - hr[0]):+.1f} pts\n",
+            style="bold red" if delta > 0 else "bold green",
+        )
+        tail = Text()
+        if row is not None:
+            fd = row.get("first_diff")
+            tail.append(
+                "\nfirst difference: " + (f"{fd['section']} ({fd['cause']})" if fd else "identical request")
+            )
+            if row.get("cache_break"):
+                tail.append(f"\ncandidate cache break: {row['cache_break']['cause']}", style="yellow")
+        from rich.console import Group
+
+        self.update(Group(head, table, tail))

@@ -1,0 +1,118 @@
+"""Shadow rollout: Pipeline(shadow=...) plans every turn under a candidate configuration too, journals it
+as `shadow` events that replay ignores, never writes the candidate's spills, and the inspector shows the
+two side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from engine import Pipeline
+from engine.config import PipelineConfig
+from engine.recording.replay import Replayer
+from engine.shadow import shadow_summary
+from engine.sim.session_diff import side_builds
+from engine.sim.simulate import load_recording_events
+from engine.tokens import TokenCounter
+from engine.whatif import Overrides
+from inspector.app import InspectorApp
+from inspector.cli import app as cli
+from inspector.sources.file import FileSource
+from panels.shadow import ShadowPanel
+from tests.tui.conftest import settle
+
+PARAMS = {"type": "object", "properties": {"cmd": {"type": "string"}}}
+CANDIDATE = Overrides(gates={"drop_rounds": False, "clear_tool_results": False})
+
+
+def agent(path: Path | None, shadow: object, turns: int = 20, **kw: object) -> Pipeline:
+    clock = iter(range(10_000))
+    p = Pipeline("claude-sonnet-4", window=6000, record=path, shadow=shadow, clock=lambda: next(clock), **kw)  # type: ignore[arg-type]
+    p.identity("You are a careful coding agent. " * 200)
+    p.add_tool("bash", "Run a shell command", PARAMS)
+    p.user("Fix the failing test.")
+    for t in range(turns):
+        req = p.next_request()
+        p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 30})
+        calls = p.assistant(f"step {t}", tool_calls=[{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+        p.tool_result(calls[0].id, f"output line {t}\n" * 60)
+    p.close()
+    return p
+
+
+def test_shadow_is_journaled_verifiable_and_rebuildable(tmp_path: Path) -> None:
+    path = tmp_path / "s.cpsession"
+    agent(path, CANDIDATE)
+    events, _ = load_recording_events(path)
+    shadows = [e for e in events if e.get("k") == "shadow"]
+    assert len(shadows) == 20 and not any("error" in e for e in shadows)
+    assert sum(1 for e in events if e.get("k") == "shadow_config") == 1
+    # Old readers ignore the new kinds: replay verifies, and `cp-inspect verify` agrees.
+    assert Replayer(events).verify().ok
+    res = CliRunner().invoke(cli, ["verify", str(path)])
+    assert res.exit_code == 0 and res.stdout.startswith("ok:")
+    # The candidate's requests are exactly what replaying the journal under its configuration builds.
+    rebuilt = {t: b.serialized.request_sha256 for t, _, b in side_builds(events, CANDIDATE, TokenCounter())}
+    assert {e["turn"]: e["sha"] for e in shadows} == rebuilt
+    # This candidate keeps every round on a small window: it differs, sends more, and says where.
+    s = shadow_summary(events)
+    assert s is not None and s["tokens"][1] > s["tokens"][0]
+    assert any(r["first_diff"] and r["first_diff"]["section"] == "history" for r in s["turns"])
+    assert s["cost_usd"][1] > 0 and s["priced"]
+
+
+def test_the_candidate_never_writes_the_agents_spills(tmp_path: Path) -> None:
+    spill = tmp_path / "spill"
+    live = Overrides(gates={"spill": False})
+    p = Pipeline(
+        "claude-sonnet-4",
+        window=60_000,
+        spill_dir=spill,
+        limits=PipelineConfig("m").limits.with_gates({"spill": False}),
+        shadow=Overrides(gates={"spill": True}),
+    )
+    p.identity("You are careful.")
+    p.add_tool("bash", "Run", PARAMS)
+    p.user("go")
+    p.next_request()
+    p.record_usage({"input_tokens": 10, "output_tokens": 1})
+    c = p.assistant("", tool_calls=[{"id": "c0", "name": "bash", "arguments": "{}"}])
+    p.tool_result(c[0].id, "a large log line that goes on\n" * 3000)
+    p.next_request()
+    ev = [e for e in p.journal.events if e.get("k") == "shadow"]
+    assert ev[-1]["tokens"] < p.traces[-1]["final_tokens"]  # the candidate spilled the big result...
+    assert not spill.exists() or not any(spill.iterdir())  # ...to a scratch store, not the agent's dir
+    assert live.gates == {"spill": False}
+
+
+def test_shadow_rejects_a_wrong_type() -> None:
+    import pytest
+
+    from engine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="shadow= takes"):
+        Pipeline("claude-sonnet-4", shadow={"window": 1000})
+
+
+async def test_inspector_shows_the_shadow_side_by_side(tmp_path: Path) -> None:
+    path = tmp_path / "s.cpsession"
+    agent(path, CANDIDATE)
+    app = InspectorApp(FileSource(path), start_turn=15)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        panel = app.query_one("#shadow", ShadowPanel)
+        assert panel.summary is not None and panel.turn == 15
+        svg = app.export_screenshot().replace("&#160;", " ")
+        assert "running delta" in svg and "candidate" in svg and "hit rate so far" in svg
+
+
+def test_shadow_summary_is_none_without_a_shadow(tmp_path: Path) -> None:
+    path = tmp_path / "n.cpsession"
+    agent(path, None, turns=3)
+    events, _ = load_recording_events(path)
+    assert shadow_summary(events) is None
+    assert json.dumps(shadow_summary(events)) == "null"
