@@ -32,6 +32,9 @@ def summarize(trace: dict) -> dict:
     usage = trace.get("usage")
     out["usage"] = {"cache_read_tokens": usage.get("cache_read_tokens", 0)} if usage else None
     out["actions"] = [{"step": sys.intern(step)} for step in sorted({a["step"] for a in trace.get("actions") or ()})]
+    comp = trace.get("compaction")
+    if comp and comp.get("decision") == "compacted":  # the cost_aware policy's pay-back, for the strip
+        out["compaction"] = {"decision": "compacted", "text": comp.get("text", "")}
     return out
 
 

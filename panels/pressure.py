@@ -48,7 +48,12 @@ class PressurePanel(Widget):
             labels[one] = "|"
         res = t["reserves"]
         window = f"  [$text-muted]of {tok(t['usable'])} usable / {tok(t['limit'])}[/]" if width >= 50 else ""
-        head = Content.from_markup(f"raw [bold]{raw:.2f}[/]  predictive [bold {style}]{pred:.2f}[/]{window}")
+        # Pressure is over what will be sent (the compacted history); the uncompacted figure beside it.
+        whole = t["pressure"].get("raw_history")
+        beside = f"  [$text-muted]uncompacted {whole:.2f}[/]" if whole is not None and whole > raw + 0.005 else ""
+        head = Content.from_markup(
+            f"raw [bold]{raw:.2f}[/]  predictive [bold {style}]{pred:.2f}[/]{beside}{window}"
+        )
         reserves = Content.from_markup(
             f"[$text-muted]reserves[/] response {tok(res.get('response', 0))} · thinking "
             f"{tok(res.get('thinking', 0))} · schema {tok(res.get('schema', 0))}  "

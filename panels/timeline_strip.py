@@ -14,7 +14,7 @@ from panels.fmt import block, tier_style, tok
 from panels.navigation import JumpToTurn
 
 TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrune": 3}
-COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "spill"}
+COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "spill", "compact_history"}
 HIT_SHADES = " ░▒▓█"
 
 
@@ -103,6 +103,10 @@ class TimelineStrip(Widget):
         pointer = " " * cur + "▲"
         axis = (f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}  "
                 f"peak {tok(top)}")
+        comp = trace.get("compaction")
+        if comp and comp.get("decision") == "compacted" and comp.get("text"):
+            # The compaction's pay-back: what it saves per turn against what it re-sends uncached once.
+            axis += f"  compaction: {comp['text']}"
         return Content("\n").join([
             sent.content(), events_.content(), hits.content(),
             Content.assemble((pointer, "bold $accent"), "  ", (axis, "$text-muted"))

@@ -70,6 +70,30 @@ def session_view(report: dict, width: int = 60) -> Content:
     rows.append(f"[$text-muted]cost per turn (peak {_money(top)}), {report.get('simulated_turns', 0)} turns[/]")
     rows.append(f"{'what-if':<9} [$accent]{_bars(series['pipeline'], chart, top)}[/]")
     rows.append(f"{'closed':<9} [$warning]{_bars(series['gates_closed'], chart, top)}[/]")
+    rows.extend(policy_rows(report))
     for note in report.get("notes") or []:
         rows.append(f"[$text-muted]{escape(note)}[/]")
     return Content.from_markup("\n".join(rows))
+
+
+PEER_ORDER = ("paper", "sliding_window", "clear_tool_uses", "server_compaction", "threshold_compaction", "wave1",
+              "cost_aware")
+
+
+def policy_rows(report: dict) -> list[str]:
+    """The policy table `cp-inspect simulate --policies all` prints, for this session: one row per
+    context policy (peers and engine policies), cost relative to the paper baseline."""
+    pol = report["policies"]
+    names = [n for n in PEER_ORDER if pol.get(n)]
+    if not names:
+        return []
+    paper = (pol.get("paper") or {}).get("cost_usd") or 0.0
+    out = ["", f"[$text-muted]{'policy':<21}{'tokens':>8}{'hit':>7}{'cost':>9}{'vs paper':>9}{'compact':>8}[/]"]
+    best = min(pol[n]["cost_usd"] for n in names)
+    for n in names:
+        p = pol[n]
+        rel = f"{p['cost_usd'] / paper:.2f}x" if paper > 0 else "-"
+        mark = "[$success]" if p["cost_usd"] == best else ""
+        out.append(f"{mark}{escape(n):<21}{tok(p['prompt_tokens']):>8}{p['cache_hit_rate']:>7.1%}"
+                   f"{_money(p['cost_usd']):>9}{rel:>9}{p.get('compactions') or 0:>8}" + ("[/]" if mark else ""))
+    return out

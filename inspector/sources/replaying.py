@@ -159,6 +159,7 @@ class ReplayingSource:
             window=overrides.window,
             gates=overrides.gates,
             thresholds=overrides.thresholds,
+            policies=["all"],  # the panel compares every context policy on this session
         )
         report = simulate_events(
             events, settings, source=str(self.header.get("path", "live")), counter=shared_counter()

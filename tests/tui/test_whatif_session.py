@@ -61,6 +61,13 @@ def test_file_source_simulate_matches_the_engine_and_cancels() -> None:
     want = simulate_events(events, SimSettings(window=8000, gates={"spill": False})).to_json(per_turn=True)
     for name in ("pipeline", "gates_closed", "as_sent"):
         assert got["policies"][name] == want["policies"][name]
+    # The session-wide what-if compares every context policy, as `simulate --policies all` does.
+    from engine.sim.policies import ALL
+    from panels.whatif_session import policy_rows
+
+    assert set(ALL) <= set(got["policies"])
+    rows = policy_rows(got)
+    assert len(rows) == 2 + len(ALL) and all(any(n in r for r in rows) for n in ALL)
     assert got["break_even_cached_price_ratio"] == want["break_even_cached_price_ratio"]
     with pytest.raises(SimulationCancelled):
         source.simulate(Overrides(), cancelled=lambda: True)
