@@ -37,3 +37,17 @@ def test_tier_below_min_is_not_needed() -> None:
     rules = (Rule(trim_schemas_rule.NAME, trim_schemas_rule.apply, "trim_schemas", Tier.TRIM_SCHEMAS),)
     res = optimize(asm, ctx(asm, Tier.NORMAL), rules=rules)
     assert res.steps[0]["status"] == "not_needed" and res.asm is asm
+
+
+def test_no_rule_imports_another_rule() -> None:
+    """Rules are independent: shared code lives in helper modules (history_ops, context), never in a rule."""
+    import ast
+    import importlib
+    import inspect
+
+    rule_modules = {r.fn.__module__ for r in RULES}
+    for mod_name in rule_modules:
+        tree = ast.parse(inspect.getsource(importlib.import_module(mod_name)))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not (imported & (rule_modules - {mod_name})), (mod_name, imported & rule_modules)
