@@ -51,8 +51,7 @@ from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from engine.providers.base import Block
-from engine.recording.frames import encode_frame
-from engine.recording.journal import Event, Journal, pack_event, trace_of
+from engine.recording.journal import Event, Journal, trace_of
 from engine.sections import assemble
 from engine.shadow import CandidateConfig, Shadow
 from engine.spill import FileSpill, MemorySpill, SpillBackend
@@ -216,7 +215,7 @@ class Pipeline:
                 )
             self.recorder = RecordingWriter(record, header)
             for ev in self.journal.events:
-                self.recorder.append(pack_event(ev))
+                self.recorder.append(ev)
         if serve:
             from engine.probe.server import ProbeServer
 
@@ -251,23 +250,12 @@ class Pipeline:
         self.otel = sink
 
     def _publish(self, ev: Event) -> None:
-        """Hand one journal event to the recorder and the probe, encoding it once for both: the
-        recorder stores the packed form (compressed traces and blobs), and a probe client receives
-        the same bytes (clients unpack with journal.unpack_event). A redacting probe gets the plain
-        event, since redaction must see blob text."""
-        rec, probe = self.recorder, self.probe
-        if rec is None:
-            if probe is not None:
-                probe.publish(ev)
-            return
-        packed = pack_event(ev)
-        frame = encode_frame(packed)
-        rec.append(packed, frame)
-        if probe is not None:
-            if probe.redact:
-                probe.publish(ev)
-            else:
-                probe.publish(packed, frame)
+        """Hand one journal event to the recorder and the probe. The recording compresses whole turns
+        (format version 2), so both take the plain event; the probe encodes it for its clients."""
+        if self.recorder is not None:
+            self.recorder.append(ev)
+        if self.probe is not None:
+            self.probe.publish(ev)
 
     def close(self) -> None:
         self.close_turn()

@@ -15,7 +15,16 @@ from engine.errors import ContextPipeError
 from engine.recording.journal import trace_of, unpack_event
 
 from . import fleet_cli
-from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
+from .cli_common import (
+    GateOpt,
+    ThresholdOpt,
+    event_offset,
+    fail,
+    on_off,
+    open_recording,
+    parse_pairs,
+    read_events,
+)
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff
 from .simulate_cli import simulate
@@ -29,8 +38,9 @@ app = typer.Typer(
 )
 
 
-def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Journal events from a recording path or a live pid (`PID` or `PID.SESSION`)."""
+def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list[int]]:
+    """Journal events from a recording path or a live pid (`PID` or `PID.SESSION`), with each event's file
+    offset (recordings)."""
     from engine.probe.runtime_dir import parse_target
 
     live = parse_target(target)
@@ -42,10 +52,10 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         except ContextPipeError as exc:
             fail(str(exc))
         src.client.close()
-        return src.events, src.header
+        return [unpack_event(e) for e in src.events], src.header, []
     r = open_recording(Path(target))
-    events = [unpack_event(e) for e in r.events()]
-    return events, r.header
+    events, offsets = read_events(r)
+    return events, r.header, offsets
 
 
 # ------------------------------------------------------------------ ps / explain / verify
@@ -89,8 +99,17 @@ def explain(
 
     if fmt not in ("text", "json"):
         fail("--format must be text or json", 2)
-    events, _ = load_events(target)
-    traces = {e["turn"]: trace_of(e) for e in events if e.get("k") == "turn"}
+    events, _, offsets = load_events(target)
+    traces: dict[int, dict[str, Any]] = {}
+    for i, e in enumerate(events):
+        if e.get("k") == "turn":
+            try:
+                trace = trace_of(e)
+                if type(e.get("turn")) is not int or not isinstance(trace, dict):
+                    raise ValueError("turn event without an int turn number and a trace map")
+            except (ContextPipeError, ValueError, KeyError, TypeError) as exc:
+                fail(f"{target}: turn event {i} is malformed ({exc}){event_offset(offsets, i)}; {_DAMAGED}")
+            traces[e["turn"]] = trace
     if not traces:
         fail(f"{target} has no completed turns yet")
     n = max(traces) if turn is None else (turn if turn >= 0 else max(traces) + 1 + turn)
@@ -103,6 +122,7 @@ def explain(
         provider,
     )
     actual = traces[n]
+    actual_ev = next(e for e in events if e.get("k") == "turn" and e.get("turn") == n)
     trace, base = actual, None
     try:
         replayer = Replayer(events)
@@ -110,12 +130,18 @@ def explain(
             trace = replayer.replan(n, ov).trace
             base = actual
         why = why_missed(events, n, None if ov.is_empty() else ov, replayer=replayer)
-    except (ReplayError, ContextPipeError) as exc:
+    except ReplayError as exc:
+        fail(f"{target}: {exc}{event_offset(offsets, exc.event_index)}; {_DAMAGED}")
+    except ContextPipeError as exc:
         fail(str(exc), 2)
-    if fmt == "json":
-        typer.echo(json.dumps(to_json(trace, base, why), indent=2))
-    else:
-        typer.echo(to_text(trace, base, why))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # hostile event contents
+        fail(f"{target}: the events before turn {n} are malformed ({type(exc).__name__}: {exc}); {_DAMAGED}")
+    try:
+        out = json.dumps(to_json(trace, base, why), indent=2) if fmt == "json" else to_text(trace, base, why)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        where = f" (turn {n} at offset {offsets[events.index(actual_ev)]})" if offsets else ""
+        fail(f"{target}: turn {n}'s trace is malformed ({type(exc).__name__}: {exc}){where}; {_DAMAGED}")
+    typer.echo(out)
 
 
 @app.command()
@@ -124,12 +150,12 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     from engine.recording.replay import Replayer, ReplayError
 
     r = open_recording(file)
-    events = [unpack_event(e) for e in r.events()]
+    events, offsets = read_events(r)
     t0 = time.perf_counter()
     try:
         report = Replayer(events).verify()
     except ReplayError as exc:
-        fail(str(exc))
+        fail(f"{file}: {exc}{event_offset(offsets, exc.event_index)}; {_DAMAGED}")
     ms = (time.perf_counter() - t0) * 1000
     if report.ok:
         typer.echo(f"ok: {report.turns} turns replayed, every request hash matches ({ms:.0f} ms)")
@@ -145,6 +171,49 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
             f"note: recorded by engine {recorded}, replayed by {ENGINE_VERSION}: a newer engine may plan differently"
         )
     raise typer.Exit(1)
+
+
+_DAMAGED = "check the file came from an engine recording; `cp-inspect salvage FILE -o OUT` keeps what precedes damage"
+
+
+@app.command()
+def salvage(
+    file: Annotated[Path, typer.Argument(help="A damaged .cpsession recording.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Where to write the intact part.")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite OUT if it exists.")] = False,
+) -> None:
+    """Copy every intact event before the first damage into a new recording (also migrates old formats)."""
+    from engine.recording.cpsession import RecordingError, RecordingWriter
+
+    if out.exists() and not force:
+        fail(f"{out} already exists: choose another path or pass --force")
+    if out.resolve() == file.resolve():
+        fail("the salvaged copy must go to another path than the damaged file")
+    r = open_recording(file, salvage=True)
+    kept: list[dict[str, Any]] = []
+    lost = r.damage.message if r.damage is not None else None
+    try:
+        for _, _, ev in r._frames(r._start, r._end):
+            if not (isinstance(ev.get("k"), str) and ev["k"].startswith("@")):
+                kept.append(ev)
+    except RecordingError as exc:
+        lost = str(exc).split(". Frames before it", 1)[0]
+    while lost and kept and kept[-1].get("k") != "turn":
+        kept.pop()  # damage cut the last turn short: its events are dropped with it
+    header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
+    try:
+        with RecordingWriter(out, header, overwrite=force) as w:
+            for ev in kept:
+                w.append(ev)
+    except (RecordingError, ValueError) as exc:
+        out.unlink(missing_ok=True)
+        fail(f"cannot write {out}: {exc}")
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    turns = sum(1 for e in kept if e.get("k") == "turn")
+    typer.echo(f"wrote {out}: {turns} complete turns, {len(kept)} events")
+    if lost:
+        typer.echo(f"  dropped: {lost}")
 
 
 @app.command("import")

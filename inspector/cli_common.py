@@ -41,15 +41,44 @@ def on_off(v: str) -> bool:
     raise ValueError("use on or off")
 
 
-def open_recording(path: Path) -> RecordingReader:
+def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     if not path.exists():
         fail(f"no such file: {path}")
+    if path.is_dir():
+        fail(f"{path} is a directory: give the path of a .cpsession recording file")
     try:
-        r = RecordingReader.open(path)
+        r = RecordingReader.open(path, salvage=salvage)
     except RecordingError as exc:
         fail(str(exc))
     except PermissionError:
         fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror or exc}")
     if r.damage is not None:
         typer.secho(f"warning: {r.damage.message}", fg=typer.colors.YELLOW, err=True)
     return r
+
+
+def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
+    """Every event of a recording with the file offset of the frame holding it. Events are read lazily
+    by the reader, so the read happens here, inside the error handling: damage is one line, not a
+    traceback."""
+    events: list[dict[str, Any]] = []
+    offsets: list[int] = []
+    try:
+        for pos, _, ev in r._frames(r._start, r._end):
+            if isinstance(ev.get("k"), str) and ev["k"].startswith("@"):
+                continue
+            events.append(ev)
+            offsets.append(pos)
+    except RecordingError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {r.path}: {exc.strerror or exc}")
+    return events, offsets
+
+
+def event_offset(offsets: list[int], index: int | None) -> str:
+    if index is None or not 0 <= index < len(offsets):
+        return ""
+    return f" (the frame at offset {offsets[index]})"

@@ -1,4 +1,6 @@
-"""Tests for engine/recording/cpsession.py: the `.cpsession` format (writer, reader, crash safety, index)."""
+"""Tests for engine/recording/cpsession.py: the `.cpsession` format version 1 (one frame per event), which
+the reader still reads and a resumed v1 file still writes (writer, reader, crash safety, index).
+Version 2 (compressed chunks) is tested in test_recording_v2.py."""
 
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def unique(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def record(path: Path, events: list[dict[str, Any]], close: bool = True) -> RecordingWriter:
-    w = RecordingWriter(path, HEADER)
+    w = RecordingWriter(path, HEADER, version=1)
     for e in events:
         w.append(e)
     if close:
@@ -91,7 +93,7 @@ def test_round_trip(tmp_path: Path) -> None:
     p = tmp_path / "s.cpsession"
     record(p, events)
     with RecordingReader.open(p) as r:
-        assert r.header["format"] == FORMAT_NAME and r.header["version"] == FORMAT_VERSION
+        assert r.header["format"] == FORMAT_NAME and r.header["version"] == 1
         assert {k: r.header[k] for k in HEADER} == HEADER
         assert r.finished and r.damage is None and r.turn_count == 6
         assert list(r.events()) == unique(events)
@@ -131,7 +133,7 @@ def test_blobs_are_stored_once(tmp_path: Path) -> None:
     big = "tool schema " * 1000  # 12 kB re-sent by the engine every turn
     p1, p2 = tmp_path / "a.cpsession", tmp_path / "b.cpsession"
     for path, turns in ((p1, 10), (p2, 200)):
-        with RecordingWriter(path, HEADER) as w:
+        with RecordingWriter(path, HEADER, version=1) as w:
             for t in range(turns):
                 w.append(blob(big))
                 w.append({"k": "turn", "turn": t, "trace": trace(t)})
@@ -318,7 +320,7 @@ def test_versions_and_foreign_files(tmp_path: Path) -> None:
     for version in (FORMAT_VERSION + 1, 0):
         p = tmp_path / f"v{version}.cpsession"
         p.write_bytes(encode_frame({"k": "@header", "format": FORMAT_NAME, "version": version}))
-        with pytest.raises(RecordingError, match=f"version {version}.*version {FORMAT_VERSION}"):
+        with pytest.raises(RecordingError, match=f"version {version}.*versions 1, {FORMAT_VERSION}"):
             RecordingReader.open(p)
         with pytest.raises(RecordingError, match=f"version {version}"):
             RecordingWriter.resume(p)
@@ -374,7 +376,7 @@ WRITER = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     from engine.hashing import sha256_hex
     from engine.recording.cpsession import RecordingWriter
-    w = RecordingWriter(sys.argv[1], {"model": "m", "provider": "p"})
+    w = RecordingWriter(sys.argv[1], {"model": "m", "provider": "p"}, version=1)
     t = 0
     while True:
         data = (str(t) * 50_000)[:200_000]  # large frames, so the kill often lands mid-write
@@ -415,7 +417,7 @@ def test_sigkilled_writer_leaves_an_openable_file(tmp_path: Path) -> None:
 def test_open_10k_turns_reads_a_small_part_of_the_file(tmp_path: Path) -> None:
     p = tmp_path / "big.cpsession"
     filler = "y" * 1500
-    with RecordingWriter(p, HEADER) as w:
+    with RecordingWriter(p, HEADER, version=1) as w:
         for t in range(10_000):
             w.append({"k": "blob", "h": f"{t:064x}", "data": filler})
             w.append({"k": "turn", "turn": t, "trace": trace(t)})

@@ -25,6 +25,20 @@ msgpack map)::
   events. CRCs are checked whenever a frame is decoded (turn(), blob(), events(), refresh()); the
   index rebuild trusts the prefix of frames it skips, so a flipped byte in a payload surfaces when
   that frame is read.
+* Format version 2 (written since then) keeps this framing but compresses: the events of each turn are
+  buffered and written as one `@z` chunk frame when the turn event arrives (or the buffer passes
+  CHUNK_FLUSH_RAW, or on flush()/close()). A chunk's payload is the events' own frames (as version 1
+  would write them, each with its crc) compressed by a zstd stream that continues across chunks, so a
+  turn costs only what is new relative to the turns before it; the stream restarts every
+  STREAM_RESET_RAW raw bytes, which bounds what random access must decompress before a chunk. The index
+  maps turns (and blobs) to their chunk's offset and lists where streams restart. A killed agent
+  loses the events of the turn in progress and keeps every complete turn. Version 1 files (one
+  uncompressed frame per event, traces and blobs zlib-compressed inside) are read as before and events
+  are handed out in their plain form either way, so callers never see the difference.
+* Every decompression is bounded: a chunk declares its raw size (refused over MAX_CHUNK_RAW, and it
+  must inflate to exactly that), a version-1 blob or trace may not inflate past MAX_INFLATE, and a
+  reader inflates at most INFLATE_BUDGET_FIXED + INFLATE_BUDGET_RATIO x file size in total. A bomb is
+  refused with an error naming its offset before it is allocated.
 * One writer per file, enforced with flock (released when the process dies, so `resume()` works
   right after a SIGKILL). A reader is for one thread; open one per thread.
 """
@@ -44,14 +58,32 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import zstandard
 
 from engine.errors import ContextPipeError
-from engine.recording.frames import HEADER_SIZE, FrameError, decode_header, decode_payload, encode_frame
+from engine.recording.frames import (
+    HEADER_SIZE,
+    MAX_FRAME_BYTES,
+    FrameError,
+    decode_frames,
+    decode_header,
+    decode_payload,
+    encode_frame,
+)
+from engine.recording.journal import InflateError, unpack_event
 
 FORMAT_NAME = "cpsession"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # what the writer writes; READ_VERSIONS are read
+READ_VERSIONS = (1, 2)
 
-K_HEADER, K_BLOBS, K_INDEX, K_END = "@header", "@blobs", "@index", "@end"
+K_HEADER, K_BLOBS, K_INDEX, K_END, K_CHUNK = "@header", "@blobs", "@index", "@end", "@z"
+CHUNK_FLUSH_RAW = 1 << 20  # a chunk is written before its buffered events pass this many bytes
+STREAM_RESET_RAW = 256 << 10  # a new zstd stream after this many raw bytes: bounds a random access
+MAX_CHUNK_RAW = MAX_FRAME_BYTES + CHUNK_FLUSH_RAW  # one event up to a frame's limit, plus the buffer
+ZSTD_LEVEL = 9  # 19 is ~3% smaller and 10x slower to write; level 9 costs ~0.1 ms per turn
+MAX_WINDOW = 1 << 24  # zstd window a reader accepts (level 9 writes 4 MiB): a hostile frame asks more
+INFLATE_BUDGET_FIXED = 64 << 20
+INFLATE_BUDGET_RATIO = 64  # honest recordings inflate ~6x; a bomb inflates ~1000x
 _PEEK = 128  # payload bytes read per frame while rebuilding an index: k + kind + turn/hash fit in ~80
 _CHUNK = 1 << 20  # sequential read size for events()/refresh()
 
@@ -79,6 +111,26 @@ class Damage:
     offset: int
     lost_bytes: int
     message: str
+
+
+class _Feed:
+    """The compressed side of a zstd stream reader, handed one chunk at a time (the reader pulls)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def read(self, n: int = -1) -> bytes:
+        return self.parts.pop(0) if self.parts else b""
+
+
+@dataclass
+class _Stream:
+    """Decompression state of one zstd stream: where it started and the next chunk it will decode."""
+
+    start: int
+    next_pos: int
+    feed: _Feed
+    reader: Any
 
 
 def _engine_version() -> str:
@@ -113,9 +165,13 @@ def _peek(prefix: bytes) -> tuple[str, Any] | None:
 class RecordingWriter:
     """Appends events to a `.cpsession` file. Thread-safe; one writer per file."""
 
-    def __init__(self, path: str | Path, header: dict[str, Any], *, overwrite: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, header: dict[str, Any], *, overwrite: bool = False, version: int = FORMAT_VERSION
+    ) -> None:
         self.path = Path(path)
-        head: dict[str, Any] = {"k": K_HEADER, "format": FORMAT_NAME, "version": FORMAT_VERSION}
+        if version not in READ_VERSIONS:
+            raise ValueError(f"cannot write {FORMAT_NAME} version {version}; versions {READ_VERSIONS} exist")
+        head: dict[str, Any] = {"k": K_HEADER, "format": FORMAT_NAME, "version": version}
         head.update({"engine_version": _engine_version(), "model": None, "provider": None})
         head["start_time"] = time.time()
         head.update({k: v for k, v in header.items() if k not in ("k", "format", "version")})
@@ -132,6 +188,7 @@ class RecordingWriter:
         self._setup(fd, 0, {}, None)
         os.ftruncate(fd, 0)  # overwrite=True: only once we hold the lock
         self.header = head
+        self._chunked = version >= 2
         self._write(frame)
 
     def _setup(self, fd: int, pos: int, blobs: dict[str, int], last_turn: int | None) -> None:
@@ -151,6 +208,16 @@ class RecordingWriter:
         self._turn_offsets: list[int] = []
         self._last_turn = last_turn
         self._lock = threading.Lock()
+        self._chunked = False
+        # Version 2: the events buffered for the next chunk, and the zstd stream they continue.
+        self._buf: list[bytes] = []
+        self._buf_len = 0
+        self._buf_turns: list[int] = []
+        self._buf_blobs: list[str] = []
+        self._pending_blobs: set[str] = set()
+        self._zc: Any = None  # zstd compressobj of the current stream; None: the next chunk starts one
+        self._stream_raw = 0
+        self._streams: list[int] = []
 
     @classmethod
     def resume(cls, path: str | Path) -> RecordingWriter:
@@ -170,6 +237,8 @@ class RecordingWriter:
                 os.lseek(fd, r._end, os.SEEK_SET)
                 self._pos, self._blobs, self.header = r._end, dict(r._blobs), r.header
                 self._turns, self._turn_offsets = list(r._turn_nums), list(r._turn_offs)
+                self._chunked = r.version >= 2
+                self._streams = list(r._streams)
                 self._last_turn = r._turn_nums[-1] if r._turn_nums else None
         except BaseException:
             os.close(fd)
@@ -216,6 +285,22 @@ class RecordingWriter:
                 ordered = {"k": kind, "turn": key, **event}
             else:
                 ordered = {"k": kind, **event}
+            if self._chunked:
+                if kind == "blob" and key in self._pending_blobs:
+                    return
+                data = frame if frame is not None else encode_frame(ordered)
+                if self._buf and self._buf_len + len(data) > CHUNK_FLUSH_RAW:
+                    self._flush_chunk()
+                self._buf.append(data)
+                self._buf_len += len(data)
+                if kind == "blob":
+                    self._buf_blobs.append(key)
+                    self._pending_blobs.add(key)
+                elif kind == "turn":
+                    self._buf_turns.append(key)
+                    self._last_turn = key
+                    self._flush_chunk()  # a turn is complete: make it durable and visible to followers
+                return
             pos = self._pos
             self._write(frame if frame is not None else encode_frame(ordered))
             # Indexed only once written: a failed encode or write leaves no entry for a missing frame.
@@ -226,10 +311,39 @@ class RecordingWriter:
                 self._turn_offsets.append(pos)
                 self._last_turn = key
 
+    def _flush_chunk(self) -> None:
+        """Compress the buffered events into one chunk frame (caller holds the lock)."""
+        if not self._buf:
+            return
+        raw = b"".join(self._buf)
+        start = self._zc is None or self._stream_raw >= STREAM_RESET_RAW
+        if start:
+            self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
+            self._stream_raw = 0
+        z = self._zc.compress(raw) + self._zc.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        self._stream_raw += len(raw)
+        turns, blobs = self._buf_turns, self._buf_blobs
+        self._buf, self._buf_len, self._buf_turns, self._buf_blobs = [], 0, [], []
+        self._pending_blobs.clear()
+        pos = self._pos
+        try:
+            self._write(encode_frame({"k": K_CHUNK, "s": int(start), "n": len(raw), "t": turns, "z": z}))
+        except (RecordingError, FrameError):
+            self._zc = None  # the stream's state includes the lost chunk: the next chunk starts afresh
+            raise
+        if start:
+            self._streams.append(pos)
+        for h in blobs:
+            self._blobs[h] = pos
+        for t in turns:
+            self._turns.append(t)
+            self._turn_offsets.append(pos)
+
     def flush(self) -> None:
         """fsync. Not needed against a killed process (every frame is already in the OS), only power loss."""
         with self._lock:
             if self._fd is not None:
+                self._flush_chunk()
                 os.fsync(self._fd)
 
     def close(self) -> None:
@@ -237,8 +351,10 @@ class RecordingWriter:
         with self._lock:
             if self._fd is None:
                 return
+            self._flush_chunk()
             data_end = self._pos
-            blobs = encode_frame({"k": K_BLOBS, "blobs": self._blobs})
+            # Version 2 leaves the blob map out (hashes do not compress; a reader rebuilds it when asked).
+            blobs = encode_frame({"k": K_BLOBS, "blobs": {} if self._chunked else self._blobs})
             index_at = data_end + len(blobs)
             index = encode_frame(
                 {
@@ -247,6 +363,7 @@ class RecordingWriter:
                     "blobs_at": data_end,
                     "turns": self._turns,
                     "offsets": self._turn_offsets,
+                    **({"streams": self._streams} if self._chunked else {}),
                 }
             )
             self._write(blobs + index + _trailer(index_at))
@@ -262,7 +379,12 @@ class RecordingWriter:
 
 
 class RecordingReader:
-    """Random access to a `.cpsession` file; also follows a file that another process is still writing."""
+    """Random access to a `.cpsession` file; also follows a file that another process is still writing.
+
+    Events are handed out in their plain in-memory form whatever the version (version 1's compressed
+    blobs and traces are inflated here, bounded, so a bomb is reported with its offset)."""
+
+    CHUNK_CACHE = 4  # decoded chunks kept: stepping back and forth over a few turns decodes nothing
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
@@ -270,12 +392,18 @@ class RecordingReader:
         # Every read goes through _pread and is counted: tests and benchmarks check how much open() reads.
         self.bytes_read = 0
         self.header: dict[str, Any] = {}
+        self.version = 1
         self.damage: Damage | None = None
         self.finished = False  # True when the file has a valid index footer (the writer closed it)
         self._turn_nums: list[int] = []
         self._turn_offs: list[int] = []
         self._blobs: dict[str, int] | None = None
         self._blobs_at: int | None = None
+        self._streams: list[int] = []  # version 2: offsets of the chunks that start a zstd stream
+        self._stream: _Stream | None = None
+        self._chunks: dict[int, list[dict[str, Any]]] = {}  # chunk offset -> its events (small LRU)
+        self._inflated = 0
+        self._budget = INFLATE_BUDGET_FIXED
         self._start = 0  # first byte after the header frame
         self._end = 0  # end of the last complete event frame read so far
         self._seen_size = -1  # file size at the last refresh(), to make polling an unchanged file free
@@ -284,16 +412,19 @@ class RecordingReader:
     def open(cls, path: str | Path, *, salvage: bool = False) -> RecordingReader:
         """Open via the footer when present, else rebuild the index. salvage=True keeps what precedes corruption."""
         p = Path(path)
+        if p.is_dir():
+            raise RecordingError(f"{p} is a directory: give the path of a .cpsession recording file")
         try:
             fd = os.open(p, os.O_RDONLY)
         except OSError as exc:
             raise RecordingError(f"cannot open recording {p}: {exc.strerror}") from None
         self = cls(p, fd)
         try:
-            self._read_header()
             size = os.fstat(fd).st_size
+            self._budget = INFLATE_BUDGET_FIXED + INFLATE_BUDGET_RATIO * size
+            self._read_header()
             if not self._load_footer(size):
-                self._blobs = {}
+                self._blobs = {} if self.version == 1 else None
                 self._scan(self._start, size, salvage)
         except BaseException:
             os.close(fd)
@@ -316,8 +447,9 @@ class RecordingReader:
 
     def _error(self, what: str, offset: int) -> RecordingError:
         return RecordingError(
-            f"{self.path}: {what} at offset {offset}. Frames before it are intact: "
-            "open with salvage=True (cp-inspect: --salvage) to read them",
+            f"{self.path}: {what} at offset {offset}. Frames before it are intact: keep them with "
+            f"`cp-inspect salvage {self.path} -o FIXED.cpsession` (in Python: RecordingReader.open(..., "
+            "salvage=True))",
             offset,
         )
 
@@ -340,14 +472,15 @@ class RecordingReader:
                 f"{self.path} is not a {FORMAT_NAME} recording (its first frame is not a header)", 0
             )
         version = head.get("version")
-        if version != FORMAT_VERSION:
+        if version not in READ_VERSIONS or isinstance(version, bool):
             newer = isinstance(version, int) and version > FORMAT_VERSION
             hint = "upgrade contextpipe-inspector to read it" if newer else "re-record it with this version"
             raise RecordingError(
-                f"{self.path} is {FORMAT_NAME} format version {version}; this reader reads version "
-                f"{FORMAT_VERSION} only: {hint}",
+                f"{self.path} is {FORMAT_NAME} format version {version}; this reader reads versions "
+                f"{', '.join(map(str, READ_VERSIONS))}: {hint}",
                 0,
             )
+        self.version = int(version)
         self.header = {k: v for k, v in head.items() if k != "k"}
         self._end = self._start
 
@@ -358,38 +491,171 @@ class RecordingReader:
         try:
             trailer, _ = self._frame(size - TRAILER_SIZE)
             (index_at,) = struct.unpack(">Q", trailer["index_at"])
+            if trailer["k"] != K_END or not self._start <= index_at < size:
+                return False
             index, index_end = self._frame(index_at)
             nums, offs = index["turns"], index["offsets"]
-            ok = trailer["k"] == K_END and index["k"] == K_INDEX and index_end == size - TRAILER_SIZE
-            if not ok or len(nums) != len(offs):
-                return False
-            self._turn_nums, self._turn_offs = nums, offs
-            self._end, self._blobs_at = index["data_end"], index["blobs_at"]
-        except (ValueError, KeyError, TypeError, OverflowError, struct.error):
+            data_end, blobs_at = index["data_end"], index["blobs_at"]
+            streams = index.get("streams", [])
+            ints = all(type(v) is int for v in (data_end, blobs_at, *nums, *offs, *streams))
+            ok = (
+                index["k"] == K_INDEX
+                and index_end == size - TRAILER_SIZE
+                and isinstance(nums, list)
+                and isinstance(offs, list)
+                and isinstance(streams, list)
+                and ints
+                and len(nums) == len(offs)
+                and self._start <= data_end <= blobs_at < index_at
+                and all(a < b for a, b in zip(nums, nums[1:], strict=False))
+                and all(self._start <= o < data_end for o in (*offs, *streams))
+                and (self.version == 1 or not offs or (bool(streams) and streams[0] <= offs[0]))
+            )
+            if not ok:
+                return False  # an index that contradicts itself: rebuild it from the frames instead
+            if self.version >= 2:
+                blobs, blobs_end = self._frame(blobs_at)  # unused by v2, but a damaged footer is damage
+                if blobs.get("k") != K_BLOBS or blobs_end != index_at:
+                    return False
+            self._turn_nums, self._turn_offs, self._streams = nums, offs, sorted(streams)
+            self._end, self._blobs_at = data_end, blobs_at
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, struct.error):
             return False  # no usable footer: the caller rebuilds the index by scanning
         self.finished = True
         return True
 
     def _load_blobs(self) -> None:
-        if self._blobs is None:
-            assert self._blobs_at is not None
-            try:
-                self._blobs = self._frame(self._blobs_at)[0]["blobs"]
-            except FrameError as exc:
-                raise self._error(f"blob index unreadable ({exc})", self._blobs_at) from None
+        if self._blobs is not None:
+            return
+        if self.version >= 2:
+            # Version 2 keeps no blob map on disk: find each blob's chunk by reading the events once.
+            blobs: dict[str, int] = {}
+            for pos, _, ev in self._frames(self._start, self._end):
+                if ev.get("k") == "blob" and isinstance(ev.get("h"), str):
+                    blobs.setdefault(ev["h"], pos)
+            self._blobs = blobs
+            return
+        assert self._blobs_at is not None
+        try:
+            blobs = self._frame(self._blobs_at)[0]["blobs"]
+        except (FrameError, KeyError) as exc:
+            raise self._error(f"blob index unreadable ({exc})", self._blobs_at) from None
+        if not isinstance(blobs, dict) or not all(type(o) is int for o in blobs.values()):
+            raise self._error("blob index unreadable (not a map of offsets)", self._blobs_at)
+        self._blobs = blobs
 
     def _index(self, pos: int, kind: str, key: Any) -> None:
         if kind == "turn":
-            if not isinstance(key, int) or (self._turn_nums and key <= self._turn_nums[-1]):
+            if type(key) is not int or (self._turn_nums and key <= self._turn_nums[-1]):
                 raise self._error(f"turn number {key!r} does not follow turn {self._turn_nums[-1:]}", pos)
+            if self._turn_offs and self._turn_offs[-1] == pos and self.version >= 2:
+                pass  # several turns in one chunk share its offset
             self._turn_nums.append(key)
             self._turn_offs.append(pos)
-        elif kind == "blob" and self._blobs is not None:
+        elif kind == "blob" and self._blobs is not None and isinstance(key, str):
             self._blobs.setdefault(key, pos)
+
+    # -- version 2 chunks ------------------------------------------------------------------------------
+    def _chunk_fields(self, obj: dict[str, Any], pos: int) -> tuple[bool, int, list[int], bytes]:
+        s, n, t, z = obj.get("s"), obj.get("n"), obj.get("t"), obj.get("z")
+        if type(n) is not int or not isinstance(z, bytes) or not isinstance(t, list) or s not in (0, 1):
+            raise FrameError("chunk frame has missing or mistyped fields", pos)
+        if not 0 <= n <= MAX_CHUNK_RAW:
+            raise FrameError(
+                f"chunk declares {n} bytes, over the {MAX_CHUNK_RAW}-byte limit (a decompression bomb?)", pos
+            )
+        if not all(type(x) is int for x in t):
+            raise FrameError("chunk frame lists a turn number that is not an int", pos)
+        return bool(s), n, t, z
+
+    def _inflate_chunk(self, pos: int, obj: dict[str, Any], end: int) -> list[dict[str, Any]]:
+        """The events of the chunk at `pos` (frame map `obj`), decompressing its stream from its start."""
+        cached = self._chunks.get(pos)
+        if cached is not None:
+            return cached
+        starts, n, _, z = self._chunk_fields(obj, pos)
+        st = self._stream
+        if starts:
+            st = None
+        elif st is None or st.next_pos != pos:
+            # Random access: decode the stream from the chunk that started it up to this one.
+            i = bisect.bisect_right(self._streams, pos) - 1
+            if i < 0:
+                raise FrameError("compressed chunk with no stream start before it", pos)
+            at = self._streams[i]
+            st = _Stream(at, at, _Feed(), None)
+            while st.next_pos < pos:
+                prev, prev_end = self._frame(st.next_pos)
+                if prev.get("k") != K_CHUNK:
+                    raise FrameError("a stream's chunks are interrupted by another frame", st.next_pos)
+                self._feed(st, st.next_pos, prev, prev_end)
+            self._stream = st
+        if st is None:
+            st = _Stream(pos, pos, _Feed(), None)
+            if not self._streams or self._streams[-1] < pos:
+                self._streams.append(pos)
+            self._stream = st
+        raw = self._feed(st, pos, obj, end)
+        try:
+            events, used = decode_frames(raw)
+        except FrameError as exc:
+            raise FrameError(f"chunk holds a corrupt event ({_why(exc)})", pos) from None
+        if used != len(raw):
+            raise FrameError("chunk ends inside an event", pos)
+        events = [self._plain(ev, pos) for ev in events]
+        self._chunks[pos] = events
+        if len(self._chunks) > self.CHUNK_CACHE:
+            del self._chunks[next(iter(self._chunks))]
+        return events
+
+    def _feed(self, st: _Stream, pos: int, obj: dict[str, Any], end: int) -> bytes:
+        """Decompress the next chunk of stream `st`: exactly the bytes it declares, never more."""
+        starts, n, _, z = self._chunk_fields(obj, pos)
+        if starts != (pos == st.start):
+            raise FrameError("chunk's stream-start flag disagrees with the index", pos)
+        if st.reader is None:
+            dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+            st.reader = dctx.stream_reader(st.feed, read_size=1 << 16)
+        if pos not in self._chunks:
+            self._inflated += n
+            if self._inflated > self._budget:
+                raise FrameError(
+                    f"the recording inflates past {self._budget} bytes, {INFLATE_BUDGET_RATIO}x its size "
+                    "(a decompression bomb?)",
+                    pos,
+                )
+        st.feed.parts.append(z)
+        out: list[bytes] = []
+        got = 0
+        try:
+            while got < n:
+                piece = st.reader.read(n - got)
+                if not piece:
+                    break
+                out.append(piece)
+                got += len(piece)
+        except zstandard.ZstdError as exc:
+            self._stream = None
+            raise FrameError(f"compressed chunk is corrupt ({exc})", pos) from None
+        if got != n or st.feed.parts:
+            self._stream = None
+            raise FrameError(f"compressed chunk inflates to {got} bytes, not the {n} it declares", pos)
+        st.next_pos = end
+        return b"".join(out)
+
+    def _plain(self, ev: dict[str, Any], pos: int) -> dict[str, Any]:
+        """An event in its in-memory form (version 1 stores compressed blobs and traces inside events)."""
+        if not isinstance(ev.get("k"), str):
+            raise FrameError("event has no kind", pos)
+        try:
+            return unpack_event(ev)
+        except InflateError as exc:
+            raise FrameError(f"{ev['k']} event: {exc}", pos) from None
 
     # -- index rebuild -------------------------------------------------------------------------------
     def _scan(self, pos: int, size: int, salvage: bool) -> None:
-        """Rebuild the index from `pos`: read each frame header plus a short payload prefix, seek past the rest."""
+        """Rebuild the index from `pos`: read each frame header plus a short payload prefix, seek past the rest
+        (version 2: each chunk frame is decoded, not decompressed; it lists its turn numbers)."""
         prev: int | None = None
         self.damage = None
         while pos < size:
@@ -398,25 +664,37 @@ class RecordingReader:
                 length = decode_header(head[:HEADER_SIZE], pos)[0] if len(head) >= HEADER_SIZE else -1
                 if length < 0 or pos + HEADER_SIZE + length > size:
                     return self._tail(pos, size)
-                peek = _peek(head[HEADER_SIZE : HEADER_SIZE + length])
+                peek = _peek(head[HEADER_SIZE : HEADER_SIZE + length]) if self.version == 1 else None
+                obj: dict[str, Any] | None = None
                 if peek is None:  # prefix inconclusive: decode the whole frame (checks the crc too)
                     obj = self._frame(pos)[0]
                     kind = obj.get("k")
                     if not isinstance(kind, str):
                         raise FrameError("frame has no kind", pos)
                     peek = (kind, obj.get("turn" if kind == "turn" else "h"))
-                if peek[0].startswith("@"):
+                if peek[0] == K_CHUNK and self.version >= 2 and obj is not None:
+                    starts, _, turns, _ = self._chunk_fields(obj, pos)
+                    if starts:
+                        self._streams.append(pos)
+                    elif not self._streams:
+                        raise FrameError("compressed chunk with no stream start before it", pos)
+                    for t in turns:
+                        self._index(pos, "turn", t)
+                elif peek[0].startswith("@"):
                     # A footer the trailer check rejected: the writer was killed while closing.
                     msg = f"index footer at offset {pos} is incomplete or damaged; no events lost, index rebuilt"
                     self.damage = Damage(pos, size - pos, msg)
                     return None
-                self._index(pos, *peek)
+                elif self.version >= 2:
+                    raise FrameError(f"a version-2 recording holds an uncompressed {peek[0]!r} frame", pos)
+                else:
+                    self._index(pos, *peek)
             except (FrameError, RecordingError) as exc:
                 bad = prev if prev is not None and not self._crc_ok(prev) else pos
                 if not salvage:
-                    raise self._error(f"corrupt frame ({exc})", bad) from None
+                    raise self._error(f"corrupt frame ({_why(exc)})", bad) from None
                 self._truncate_index(bad)
-                msg = f"corrupt frame at offset {bad} ({exc}); the {size - bad} bytes from there on were skipped"
+                msg = f"corrupt frame at offset {bad} ({_why(exc)}); the {size - bad} bytes from there on were skipped"
                 self.damage = Damage(bad, size - bad, msg)
                 return None
             prev, pos = pos, pos + HEADER_SIZE + length
@@ -435,6 +713,7 @@ class RecordingReader:
         del self._turn_nums[cut:], self._turn_offs[cut:]
         if self._blobs is not None:
             self._blobs = {h: o for h, o in self._blobs.items() if o < offset}
+        self._streams = [s for s in self._streams if s < offset]
         self._end = min(self._end, offset)
 
     def _tail(self, pos: int, size: int) -> None:
@@ -456,7 +735,8 @@ class RecordingReader:
                 raise FrameError("length prefix longer than its payload", pos)
         msg = (
             f"last frame at offset {pos} is incomplete ({size - pos} bytes): the writer was killed "
-            "mid-write (or is still writing); every frame before it was recovered"
+            f"mid-write (or is still writing); every frame before it was recovered: {self.turn_count} "
+            "complete turns kept"
         )
         self.damage = Damage(pos, size - pos, msg)
         self._end = pos
@@ -481,30 +761,53 @@ class RecordingReader:
             )
         return i
 
+    def _events_at(self, pos: int) -> list[dict[str, Any]]:
+        """The event(s) stored in the frame at `pos`: one (version 1) or a chunk's (version 2)."""
+        obj, end = self._frame(pos)
+        if self.version >= 2:
+            if obj.get("k") != K_CHUNK:
+                raise FrameError("index points at a frame that is not a chunk", pos)
+            return self._inflate_chunk(pos, obj, end)
+        return [self._plain(obj, pos)]
+
     def turn(self, n: int) -> dict[str, Any]:
         """The `turn` event of turn number n (negative n counts from the last turn)."""
-        pos = self._turn_offs[self._turn_slot(n)]
+        slot = self._turn_slot(n)
+        pos, num = self._turn_offs[slot], self._turn_nums[slot]
         try:
-            return self._frame(pos)[0]
+            for ev in self._events_at(pos):
+                if ev.get("k") == "turn" and ev.get("turn") == num:
+                    if not isinstance(ev.get("trace"), dict):
+                        raise FrameError("turn event has no trace", pos)
+                    return ev
+            raise FrameError(f"the frame the index names holds no turn {num}", pos)
         except FrameError as exc:
-            raise self._error(f"turn {n} unreadable ({exc})", pos) from None
+            raise self._error(f"turn {n} unreadable ({_why(exc)})", pos) from None
 
     def blob(self, h: str) -> str | bytes:
         self._load_blobs()
         assert self._blobs is not None
         if h not in self._blobs:
             raise KeyError(f"blob {h} is not in {self.path}")
+        pos = self._blobs[h]
         try:
-            data: str | bytes = self._frame(self._blobs[h])[0]["data"]
+            for ev in self._events_at(pos):
+                if ev.get("k") == "blob" and ev.get("h") == h:
+                    data = ev.get("data")
+                    if not isinstance(data, str | bytes):
+                        raise FrameError("blob event has no data", pos)
+                    return data
+            raise FrameError(f"the frame the index names holds no blob {h[:12]}", pos)
         except FrameError as exc:
-            raise self._error(f"blob {h[:12]} unreadable ({exc})", self._blobs[h]) from None
-        return data
+            raise self._error(f"blob {h[:12]} unreadable ({_why(exc)})", pos) from None
 
     def _frames(
         self, pos: int, stop: int, tail_ok: bool = False
     ) -> Iterator[tuple[int, int, dict[str, Any]]]:
-        """(offset, end, map) of each complete frame in [pos, stop), read in chunks. A partial frame before
-        `stop` is corruption unless `tail_ok` (following a file that is still being written)."""
+        """(offset, end, event) of each event in the frames in [pos, stop), read in chunks of the file. A
+        version-2 chunk yields each of its events with the chunk's offset and end. A partial frame before
+        `stop` is corruption unless `tail_ok` (following a file that is still being written). Format
+        frames other than chunks are yielded as they are (refresh() stops at the footer)."""
         want = _CHUNK
         while pos < stop:
             buf = self._pread(pos, min(stop - pos, want))
@@ -516,10 +819,20 @@ class RecordingReader:
                     if end > len(buf):
                         need = HEADER_SIZE + length
                         break
-                    yield pos + at, pos + end, decode_payload(buf[at + HEADER_SIZE : end], crc, pos + at)
+                    obj = decode_payload(buf[at + HEADER_SIZE : end], crc, pos + at)
+                    kind = obj.get("k")
+                    if kind == K_CHUNK and self.version >= 2:
+                        for ev in self._inflate_chunk(pos + at, obj, pos + end):
+                            yield pos + at, pos + end, ev
+                    elif isinstance(kind, str) and kind.startswith("@"):
+                        yield pos + at, pos + end, obj
+                    elif self.version >= 2:
+                        raise FrameError(f"a version-2 recording holds an uncompressed {kind!r} frame", pos + at)
+                    else:
+                        yield pos + at, pos + end, self._plain(obj, pos + at)
                     at = end
             except FrameError as exc:
-                raise self._error(f"corrupt frame ({exc})", exc.offset or pos + at) from None
+                raise self._error(f"corrupt frame ({_why(exc)})", exc.offset or pos + at) from None
             if at == 0:
                 if need <= len(buf) or need > stop - pos:
                     if tail_ok:
@@ -532,14 +845,20 @@ class RecordingReader:
     def events(self, upto_turn: int | None = None) -> Iterator[dict[str, Any]]:
         """Every event in order (blobs included, format frames not), stopping after turn `upto_turn`."""
         stop = self._end
+        last: int | None = None
         if upto_turn is not None:
-            pos = self._turn_offs[self._turn_slot(upto_turn)]
+            slot = self._turn_slot(upto_turn)
+            pos, last = self._turn_offs[slot], self._turn_nums[slot]
             try:
                 stop = pos + HEADER_SIZE + decode_header(self._pread(pos, HEADER_SIZE), pos)[0]
             except FrameError as exc:
                 raise self._error(f"turn {upto_turn} unreadable ({exc})", pos) from None
         for _, _, obj in self._frames(self._start, stop):
+            if isinstance(obj.get("k"), str) and obj["k"].startswith("@"):
+                raise self._error(f"format frame {obj['k']!r} among the events", self._start)
             yield obj
+            if last is not None and obj.get("k") == "turn" and obj.get("turn") == last:
+                return
 
     def refresh(self) -> list[dict[str, Any]]:
         """Complete event frames appended since the last read (follow a file another process writes)."""
@@ -547,10 +866,12 @@ class RecordingReader:
         if size == self._seen_size:
             return []
         self._seen_size = size
-        if self._blobs_at is not None:
-            self._load_blobs()
-        elif self._blobs is None:
-            self._blobs = {}
+        self._budget = max(self._budget, INFLATE_BUDGET_FIXED + INFLATE_BUDGET_RATIO * size)
+        if self.version == 1:
+            if self._blobs_at is not None:
+                self._load_blobs()
+            elif self._blobs is None:
+                self._blobs = {}
         new: list[dict[str, Any]] = []
         # A resumed writer cuts the footer off, so both are re-established from what is found below.
         self.finished, self.damage = False, None
@@ -563,7 +884,13 @@ class RecordingReader:
                     self.damage = Damage(pos, size - pos, msg)
                 return new
             if kind in ("turn", "blob"):
-                self._index(pos, kind, obj.get("turn" if kind == "turn" else "h"))
+                try:
+                    self._index(pos, kind, obj.get("turn" if kind == "turn" else "h"))
+                except RecordingError:
+                    if kind == "turn" and self._turn_offs and self._turn_offs[-1] == pos:
+                        pass  # re-reading a chunk already indexed by turn number: nothing new
+                    else:
+                        raise
             new.append(obj)
             self._end = end
         if self._end < size:
@@ -583,3 +910,11 @@ class RecordingReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _why(exc: Exception) -> str:
+    """A FrameError's message without its own ' at offset N' suffix (the caller names the offset)."""
+    text = str(exc)
+    offset = getattr(exc, "offset", None)
+    suffix = f" at offset {offset}"
+    return text[: -len(suffix)] if offset is not None and text.endswith(suffix) else text

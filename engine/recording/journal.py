@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
 
 Event = dict[str, Any]
@@ -137,6 +138,33 @@ def _zdict(version: int) -> bytes:
     return _ZDICT[1]
 
 
+class InflateError(ContextPipeError, ValueError):
+    """A compressed blob or trace is corrupt or inflates past MAX_INFLATE (a decompression bomb)."""
+
+
+# No honest blob or trace inflates past a frame's size limit (the writer never compresses a larger one).
+MAX_INFLATE = 64 * 1024 * 1024
+
+
+def inflate(data: Any, zdict: bytes | None = None, limit: int = MAX_INFLATE) -> bytes:
+    """zlib-decompress at most `limit` bytes; refuse more before allocating it (bombs) or corrupt input."""
+    import zlib
+
+    if not isinstance(data, bytes):
+        raise InflateError(f"compressed data is a {type(data).__name__}, not bytes")
+    d = zlib.decompressobj(zdict=zdict) if zdict is not None else zlib.decompressobj()
+    try:
+        out = d.decompress(data, limit)
+        if d.unconsumed_tail:
+            raise InflateError(f"compressed data inflates past {limit} bytes (a decompression bomb?)")
+        out += d.flush()
+    except zlib.error as exc:
+        raise InflateError(f"compressed data is corrupt ({exc})") from None
+    if not d.eof:
+        raise InflateError("compressed data is cut off")
+    return out
+
+
 BLOB_COMPRESS_MIN = 128  # bytes; smaller blobs do not shrink enough to pay for the zlib header
 
 
@@ -154,6 +182,8 @@ def pack_event(event: Event) -> Event:
         return {"k": "turn", "turn": event["turn"], "tz": data, "zd": 1}
     if k == "blob" and isinstance(event.get("data"), str) and len(event["data"]) >= BLOB_COMPRESS_MIN:
         raw = event["data"].encode("utf-8")
+        if len(raw) > MAX_INFLATE:
+            return event  # a reader would refuse to inflate it; the frame limit then applies
         z = zlib.compress(raw, 9)
         if len(z) < len(raw) * 0.8:
             return {"k": "blob", "h": event["h"], "z": z}
@@ -164,22 +194,30 @@ def trace_of(event: Event) -> dict[str, Any]:
     """The trace of a `turn` event, whether stored plain or packed."""
     if "trace" in event:
         return event["trace"]  # type: ignore[no-any-return]
-    import zlib
-
     import msgpack
 
-    d = zlib.decompressobj(zdict=_zdict(event.get("zd", 1)))
-    raw = d.decompress(event["tz"]) + d.flush()
-    return msgpack.unpackb(raw, raw=False, strict_map_key=False)  # type: ignore[no-any-return]
+    zd = event.get("zd", 1)
+    if zd != 1:
+        raise InflateError(f"turn trace uses unknown dictionary {zd!r}")
+    raw = inflate(event.get("tz"), _zdict(1))
+    try:
+        trace = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise InflateError(f"turn trace is not valid msgpack ({type(exc).__name__})") from None
+    if not isinstance(trace, dict):
+        raise InflateError(f"turn trace is a {type(trace).__name__}, expected a map")
+    return trace
 
 
 def unpack_event(event: Event) -> Event:
     """The in-memory form of an event read from disk (inverse of pack_event)."""
     k = event.get("k")
     if k == "turn" and "tz" in event:
-        return {"k": "turn", "turn": event["turn"], "trace": trace_of(event)}
+        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event)}
     if k == "blob" and "z" in event:
-        import zlib
-
-        return {"k": "blob", "h": event["h"], "data": zlib.decompress(event["z"]).decode("utf-8")}
+        try:
+            text = inflate(event["z"]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InflateError("compressed blob is not UTF-8 text") from None
+        return {"k": "blob", "h": event.get("h"), "data": text}
     return event

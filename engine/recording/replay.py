@@ -25,7 +25,20 @@ from engine.whatif import Overrides
 
 
 class ReplayError(ContextPipeError):
-    pass
+    """The journal cannot be replayed. `event_index` names the event that could not be folded, if one."""
+
+    def __init__(self, message: str, event_index: int | None = None) -> None:
+        self.event_index = event_index
+        super().__init__(message)
+
+
+def _malformed(i: int, ev: Any, exc: Exception) -> ReplayError:
+    kind = ev.get("k") if isinstance(ev, dict) else None
+    return ReplayError(
+        f"event {i} ({kind!r}) is not what the engine writes ({type(exc).__name__}: {exc}); "
+        "the recording is damaged or was not written by the ContextPipe engine",
+        i,
+    )
 
 
 # Folding a long journal from the start for every re-plan is O(turns). The Replayer keeps one private
@@ -116,9 +129,14 @@ class Replayer:
     def _index_from(self, start: int) -> None:
         for i in range(start, len(self.events)):
             e = self.events[i]
+            if not isinstance(e, dict):
+                raise ReplayError(f"event {i} is a {type(e).__name__}, not a map", i)
             if e.get("k") == "request":
-                self.request_index[e["turn"]] = i
-                fails = frozenset(f.split(":", 1)[0] for f in e.get("spill_failures", ()))
+                turn, failures = e.get("turn"), e.get("spill_failures", ())
+                if type(turn) is not int or not isinstance(failures, list | tuple):
+                    raise ReplayError(f"event {i} (request) has no int turn or a malformed spill list", i)
+                self.request_index[turn] = i
+                fails = frozenset(str(f).split(":", 1)[0] for f in failures)
                 if fails - self.fail_keys:
                     self.fail_keys |= fails
                     # Replay fails these spill writes from the first turn on: folded state is stale.
@@ -176,18 +194,26 @@ class Replayer:
             # Building a turn reads only the previous turn's trace, so a turn event is decoded only when
             # it is the last one before a snapshot or the stop: a long fold decodes a few, not thousands.
             last_turn: Event | None = None
-            for i in range(at, stop):
-                ev = self.events[i]
-                k = ev.get("k")
-                if k == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
-                    self._take_trace(pipe, last_turn)
-                    last_turn = None
-                    self._checkpoints[i] = _snapshot(pipe)
-                if k == "turn":
-                    last_turn = ev
-                else:
-                    pipe.fold(ev)
-            self._take_trace(pipe, last_turn)
+            i = at
+            try:
+                for i in range(at, stop):
+                    ev = self.events[i]
+                    k = ev.get("k")
+                    if k == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
+                        self._take_trace(pipe, last_turn)
+                        last_turn = None
+                        self._checkpoints[i] = _snapshot(pipe)
+                    if k == "turn":
+                        last_turn = ev
+                    else:
+                        pipe.fold(ev)
+                self._take_trace(pipe, last_turn)
+            except Exception as exc:  # a damaged or hostile event: the folded state is unusable
+                self._cursor = None
+                self._checkpoints.clear()
+                if isinstance(exc, ReplayError):
+                    raise
+                raise _malformed(i, self.events[i], exc) from None
             self._cursor = (stop, pipe)
             # Closing pending parts and setting the turn is what folding the request event does first,
             # so the cursor stays a plain fold; the caller gets its own copy to build on.
@@ -221,22 +247,32 @@ class Replayer:
         """Rebuild every request in one pass and compare with the recorded hashes."""
         pipe = self.new_pipeline()
         mismatches: list[Mismatch] = []
-        for ev in self.events:
-            if ev.get("k") == "request":
-                pipe.begin_request(ev["turn"])
-                built = pipe.build(ev.get("bound", {}))
-                if built.serialized.request_sha256 != ev["sha"]:
-                    got = {s["id"]: s["sha256"][:16] for s in built.trace["sections"]}
-                    want: dict[str, Any] = ev.get("sections", {})
-                    diff = [k for k in list(want) + list(got) if want.get(k) != got.get(k)]
-                    mismatches.append(
-                        Mismatch(
-                            ev["turn"],
-                            ev["sha"],
-                            built.serialized.request_sha256,
-                            diff[0] if diff else "(envelope)",
-                        )
-                    )
-                pipe.traces.append(built.trace)
-            pipe.fold(ev)
+        for i, ev in enumerate(self.events):
+            try:
+                self._verify_one(pipe, ev, mismatches)
+            except ContextPipeError as exc:
+                if isinstance(exc, ReplayError):
+                    raise
+                raise ReplayError(f"event {i} ({ev.get('k')!r}): {exc}", i) from None
+            except Exception as exc:  # a hostile or damaged event: any type error is the file's fault
+                raise _malformed(i, ev, exc) from None
         return VerifyReport(self.turns, mismatches)
+
+    def _verify_one(self, pipe: Pipeline, ev: Event, mismatches: list[Mismatch]) -> None:
+        if ev.get("k") == "request":
+            pipe.begin_request(ev["turn"])
+            built = pipe.build(ev.get("bound", {}))
+            if built.serialized.request_sha256 != ev["sha"]:
+                got = {s["id"]: s["sha256"][:16] for s in built.trace["sections"]}
+                want: dict[str, Any] = ev.get("sections", {})
+                diff = [k for k in list(want) + list(got) if want.get(k) != got.get(k)]
+                mismatches.append(
+                    Mismatch(
+                        ev["turn"],
+                        ev["sha"],
+                        built.serialized.request_sha256,
+                        diff[0] if diff else "(envelope)",
+                    )
+                )
+            pipe.traces.append(built.trace)
+        pipe.fold(ev)
