@@ -7,11 +7,9 @@ Baseline: the same commands on an honest demo recording, interleaved.
 
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

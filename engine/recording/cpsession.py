@@ -615,7 +615,7 @@ class RecordingReader:
             raise FrameError("chunk's stream-start flag disagrees with the index", pos)
         if st.reader is None:
             dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-            st.reader = dctx.stream_reader(st.feed, read_size=1 << 16)
+            st.reader = dctx.stream_reader(st.feed, read_size=1 << 16)  # type: ignore[arg-type]  # any .read()
         if pos not in self._chunks:
             self._inflated += n
             if self._inflated > self._budget:
