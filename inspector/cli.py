@@ -27,6 +27,7 @@ from .cli_common import (
 )
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff
+from .proxy_cli import proxy, run
 from .simulate_cli import simulate
 
 app = typer.Typer(
@@ -366,6 +367,9 @@ app.command()(simulate)
 app.command()(diff)
 app.command()(fleet_cli.export)
 app.command()(fleet_cli.report)
+# The proxy and `run` (proxy_cli imports only the standard library and typer; aiohttp loads on use).
+app.command()(proxy)
+app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run)
 
 if __name__ == "__main__":
     app()

@@ -97,6 +97,10 @@ class LiveSource(ReplayingSource):
                 if self.client.disconnected:
                     yield Disconnected(f"agent pid {self.pid} disconnected")
                     return
+                if _reader_cancelled():
+                    # The app quit while the agent is idle: end here, since the reader only looks at its
+                    # cancel flag between events and the process would wait for this thread at exit.
+                    return
                 continue
             if ev.get("k") == "dropped":
                 # We were too slow and lost events: re-sync from a fresh snapshot so the journal we
@@ -115,3 +119,13 @@ class LiveSource(ReplayingSource):
             if trace is not None:
                 self._initial.clear()
                 yield NewTurn(trace)
+
+
+def _reader_cancelled() -> bool:
+    """True when this runs in a Textual worker that has been cancelled (the app is quitting)."""
+    try:
+        from textual.worker import get_current_worker
+
+        return get_current_worker().is_cancelled
+    except Exception:  # not inside a worker (a test, `explain PID`): nobody to cancel us
+        return False

@@ -1,0 +1,353 @@
+"""`cp-inspect proxy` and `cp-inspect run -- CMD`: inspect any agent through a local recording proxy.
+
+    cp-inspect proxy [--port 8080] [--upstream URL | NAME=URL]... [--record-dir cpsessions]
+    cp-inspect run [--no-tui] -- your-agent --its --args
+
+`proxy` runs in the foreground until Ctrl-C. `run` starts the proxy as a child process (so the TUI's
+rendering never delays a forwarded byte), starts CMD with the base-URL variables SDKs and litellm
+read pointing at it, opens the inspector on CMD's first conversation, and exits with CMD's exit code.
+The engine side (forwarding, recording) is `engine.capture.proxy`; aiohttp is imported only there.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .cli_common import fail
+
+UpstreamOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--upstream",
+        help="Where calls go: URL (every provider) or NAME=URL (anthropic, openai, deepseek). "
+        "Default: each provider's public API.",
+    ),
+]
+RecordDirOpt = Annotated[
+    Path, typer.Option("--record-dir", help="One .cpsession per conversation is written here.")
+]
+DEFAULT_RECORD_DIR = Path("cpsessions")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def agent_env(url: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that points SDKs, litellm and common agents at the proxy at `url`."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": url,  # anthropic SDK (Python, TypeScript), Claude Code, litellm
+            "ANTHROPIC_API_BASE": url,  # litellm's older name
+            "OPENAI_BASE_URL": f"{url}/v1",  # openai SDK (Python, TypeScript), Codex CLI, litellm
+            "OPENAI_API_BASE": f"{url}/v1",  # litellm, LangChain's older name
+            "DEEPSEEK_API_BASE": f"{url}/deepseek",  # litellm's deepseek provider
+            "DEEPSEEK_BASE_URL": f"{url}/deepseek",
+            # litellm fetches a model price map from the network at import unless told not to.
+            "LITELLM_LOCAL_MODEL_COST_MAP": env.get("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+        }
+    )
+    return env
+
+
+def upstreams_from_env(values: list[str], env: dict[str, str]) -> list[str]:
+    """`run`: a base URL the user already set (a gateway, a local model server) stays the upstream."""
+    given = {v.partition("=")[0].lower() for v in values if "=" in v}
+    if any("=" not in v for v in values):
+        return values
+    out = list(values)
+    a = env.get("ANTHROPIC_BASE_URL") or env.get("ANTHROPIC_API_BASE")
+    if a and "anthropic" not in given:
+        out.append(f"anthropic={a.rstrip('/')}")
+    o = env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE")
+    if o and "openai" not in given:
+        out.append(f"openai={o.rstrip('/').removesuffix('/v1')}")
+    return out
+
+
+# ------------------------------------------------------------------ cp-inspect proxy
+
+
+def proxy(
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one (printed).")] = 8080,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (loopback unless --allow-remote).")
+    ] = "127.0.0.1",
+    upstream: UpstreamOpt = None,
+    record_dir: RecordDirOpt = DEFAULT_RECORD_DIR,
+    serve: Annotated[bool, typer.Option(help="Serve each session to `cp-inspect ps`/`attach`.")] = True,
+    allow_remote: Annotated[
+        bool, typer.Option(help="Listen on a non-loopback address (others could then use your API keys).")
+    ] = False,
+    state_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """A local recording proxy for the Anthropic, OpenAI and DeepSeek APIs: point your agent's base URL at it."""
+    from engine.capture.proxy.recording import Recorder, SessionInfo
+    from engine.capture.proxy.routes import parse_upstreams
+    from engine.capture.proxy.server import ProxyError, ProxyServer
+
+    if not _is_loopback(host) and not allow_remote:
+        fail(
+            f"--host {host} is not a loopback address; add --allow-remote if you mean to share this proxy", 2
+        )
+    try:
+        ups = parse_upstreams(upstream or [])
+    except ValueError as exc:
+        fail(str(exc), 2)
+
+    def on_session(info: SessionInfo) -> None:
+        typer.echo(
+            f"session {info.number}: {info.model} ({info.provider}) -> {info.path}"
+            + (f"   watch: cp-inspect attach {info.target}" if serve else ""),
+        )
+
+    try:
+        record_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create the record directory {record_dir}: {exc.strerror}")
+    rec = Recorder(record_dir, serve=serve, on_session=on_session, hello={"proxy": True})
+    server = ProxyServer(ups, rec, host=host, port=port)
+    try:
+        server.start()
+    except ProxyError as exc:
+        rec.close()
+        fail(f"{exc} (try another --port, or --port 0 for a free one)")
+    url = server.url
+    typer.echo(f"cp-inspect proxy listening on {url} (pid {os.getpid()}); recording to {record_dir}/")
+    typer.echo(f"  Anthropic SDK / Claude Code:  ANTHROPIC_BASE_URL={url}")
+    typer.echo(f"  OpenAI SDK / litellm:         OPENAI_BASE_URL={url}/v1")
+    typer.echo(f"  DeepSeek (OpenAI-compatible): base URL {url}/deepseek")
+    typer.echo("  (or `cp-inspect run -- your-agent ...` sets these for you)  Ctrl-C stops.")
+    if state_file is not None:
+        _write_state(state_file, {"url": url, "pid": os.getpid(), "record_dir": str(record_dir)})
+    stop = _wait_for_signal()
+    server.stop()
+    rec.close()
+    summary = [
+        {
+            "number": i.number,
+            "model": i.model,
+            "provider": i.provider,
+            "path": str(i.path),
+            "calls": i.calls,
+            "errors": i.errors,
+            "tap_errors": i.tap_errors,
+            "target": i.target,
+        }
+        for i, _ in rec.sessions.values()
+    ]
+    if state_file is not None:
+        _write_state(
+            state_file, {"url": url, "pid": os.getpid(), "sessions": summary, "skipped": rec.skipped}
+        )
+    typer.echo(f"proxy stopped ({stop}); {len(summary)} session(s)")
+    for s in summary:
+        typer.echo(f"  {s['path']}: {s['calls']} calls, {s['errors']} errors")
+    for note in rec.skipped[:5]:
+        typer.echo(f"  not recorded: {note}")
+
+
+def _write_state(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)  # the reader never sees half a file
+
+
+def _wait_for_signal() -> str:
+    got: list[str] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        got.append(signal.Signals(signum).name)
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, handler)
+    while not got:
+        signal.pause() if hasattr(signal, "pause") else time.sleep(0.5)
+    return got[0]
+
+
+# ------------------------------------------------------------------ cp-inspect run
+
+
+def run(
+    ctx: typer.Context,
+    no_tui: Annotated[bool, typer.Option("--no-tui", help="Only record: no inspector.")] = False,
+    upstream: UpstreamOpt = None,
+    record_dir: RecordDirOpt = DEFAULT_RECORD_DIR,
+    port: Annotated[int, typer.Option(help="The proxy's port (0: a free one).")] = 0,
+    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+) -> None:
+    """Run CMD with its model calls going through the recording proxy, and watch it live: `cp-inspect run -- CMD ...`."""
+    cmd = list(ctx.args)
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if not cmd:
+        fail(
+            "nothing to run: give the agent's command after `--`, e.g. cp-inspect run -- mini -t 'fix the bug'",
+            2,
+        )
+    ups = upstreams_from_env(upstream or [], dict(os.environ))
+    record_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cp-run-"))
+    state = work / "proxy.json"
+    proxy_log = record_dir / f"proxy-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    args = [
+        sys.executable,
+        "-m",
+        "inspector.cli",
+        "proxy",
+        "--port",
+        str(port),
+        "--record-dir",
+        str(record_dir),
+        "--state-file",
+        str(state),
+    ]
+    for u in ups:
+        args += ["--upstream", u]
+    # The proxy is its own process group: the terminal's Ctrl-C goes to the agent, and the proxy is
+    # stopped by us once the agent has ended, so its last calls are recorded whole.
+    with proxy_log.open("wb") as log:
+        px = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    info = _wait_ready(px, state, proxy_log)
+    url = str(info["url"])
+    typer.echo(f"cp-inspect: proxy on {url}, recording to {record_dir}/ (proxy log: {proxy_log})", err=True)
+    env = agent_env(url)
+    agent_log = record_dir / f"agent-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    try:
+        if no_tui:
+            child = subprocess.Popen(cmd, env=env)
+        else:
+            # The TUI owns the terminal: the agent's output goes to a file (a pipe nobody reads would
+            # fill up and block it) and it reads no terminal input.
+            with agent_log.open("wb") as out:
+                child = subprocess.Popen(
+                    cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
+    except OSError as exc:
+        _stop_proxy(px)
+        fail(f"cannot start {cmd[0]!r}: {exc.strerror or exc}")
+    code = _supervise(child, px, no_tui, theme, agent_log)
+    _stop_proxy(px)
+    _summary(state, agent_log if not no_tui else None)
+    raise typer.Exit(code)
+
+
+def _wait_ready(px: subprocess.Popen[bytes], state: Path, log: Path, wait_s: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if state.exists():
+            return json.loads(state.read_text())  # type: ignore[no-any-return]
+        if px.poll() is not None:
+            fail(f"the proxy exited with code {px.returncode}: {log.read_text(errors='replace')[-600:]}")
+        time.sleep(0.05)
+    _stop_proxy(px)
+    fail(f"the proxy did not start within {wait_s:g} s (see {log})")
+
+
+def _supervise(
+    child: subprocess.Popen[bytes],
+    px: subprocess.Popen[bytes],
+    no_tui: bool,
+    theme: str | None,
+    agent_log: Path,
+) -> int:
+    """Wait for the agent, forwarding SIGTERM/SIGHUP to it; with the TUI, show its first session meanwhile."""
+
+    def forward(signum: int, _frame: Any) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, forward)
+    # Ctrl-C reaches the agent from the terminal (same process group); we wait for it to act on it.
+    signal.signal(signal.SIGINT, forward if not no_tui else lambda *_: None)
+    if not no_tui:
+        _tui(child, px, theme, agent_log)
+        if child.poll() is None:
+            typer.echo(
+                f"the agent (pid {child.pid}) is still running; waiting for it (Ctrl-C stops it)", err=True
+            )
+            signal.signal(signal.SIGINT, forward)
+    while True:
+        try:
+            rc = child.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    return rc if rc >= 0 else 128 - rc
+
+
+def _tui(
+    child: subprocess.Popen[bytes], px: subprocess.Popen[bytes], theme: str | None, agent_log: Path
+) -> None:
+    from engine.errors import ContextPipeError
+    from inspector.sources.live import LiveSource
+
+    typer.echo(f"waiting for the agent's first model call (agent output: {agent_log}) ...", err=True)
+    src = None
+    while src is None:
+        if child.poll() is not None:
+            typer.echo("the agent ended before the inspector could attach", err=True)
+            return
+        try:
+            src = LiveSource(px.pid, timeout=2.0, session=1)
+        except ContextPipeError:
+            time.sleep(0.1)
+    from inspector.app import InspectorApp
+
+    InspectorApp(src, theme=theme).run()
+
+
+def _stop_proxy(px: subprocess.Popen[bytes]) -> None:
+    if px.poll() is None:
+        px.send_signal(signal.SIGTERM)
+        try:
+            px.wait(60)
+        except subprocess.TimeoutExpired:
+            px.kill()
+            px.wait()
+
+
+def _summary(state: Path, agent_log: Path | None) -> None:
+    try:
+        info = json.loads(state.read_text())
+    except (OSError, json.JSONDecodeError):
+        typer.echo("cp-inspect: the proxy left no summary (it may have been killed)", err=True)
+        return
+    sessions = info.get("sessions") or []
+    if not sessions:
+        typer.echo(
+            "cp-inspect: no model calls went through the proxy (does the agent read "
+            "OPENAI_BASE_URL / ANTHROPIC_BASE_URL?)",
+            err=True,
+        )
+    for s in sessions:
+        typer.echo(
+            f"cp-inspect: session {s['number']} ({s['model']}): {s['calls']} calls, {s['errors']} errors "
+            f"-> {s['path']}  (cp-inspect replay {s['path']})",
+            err=True,
+        )
+    for note in (info.get("skipped") or [])[:5]:
+        typer.echo(f"cp-inspect: not recorded: {note}", err=True)
+    if agent_log is not None:
+        typer.echo(f"cp-inspect: the agent's output is in {agent_log}", err=True)

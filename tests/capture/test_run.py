@@ -1,0 +1,160 @@
+"""`cp-inspect run -- CMD`: a real child agent (openai SDK, configured only by its environment) through
+the proxy to the stand-in; its exit code comes back; every call is recorded and verifies.
+Also `cp-inspect proxy` as a process: a free port printed, SIGTERM finishes the recordings."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.capture.conftest import errors, usages, verify_ok
+from tests.capture.standin import StandIn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(rtdir: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(rtdir)}
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
+        env.pop(k, None)
+    return env
+
+
+def test_run_no_tui_records_child_and_returns_its_exit_code(
+    standin: StandIn, tmp_path: Path, rtdir: Path
+) -> None:
+    rec = tmp_path / "rec"
+    cmd = [
+        sys.executable,
+        "-m",
+        "inspector.cli",
+        "run",
+        "--no-tui",
+        "--record-dir",
+        str(rec),
+        "--upstream",
+        standin.url,
+        "--",
+        sys.executable,
+        "-m",
+        "tests.capture.script_agent",
+        "--turns",
+        "4",
+        "--stream",
+        "--exit",
+        "3",
+    ]
+    p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 3, p.stderr
+    assert "turn 3: Hello from the stand-in." in p.stdout  # the agent's output reaches the terminal
+    assert "session 1 (gpt-4o): 4 calls, 0 errors" in p.stderr
+    files = sorted(rec.glob("*.cpsession"))
+    assert len(files) == 1
+    assert [u["cache_read_tokens"] for u in usages(files[0])] == [1920] * 4
+    assert not errors(files[0])
+    assert verify_ok(files[0]) == 4
+    assert list(rtdir.glob("contextpipe/*.sock")) == []  # the proxy cleaned up its probe sockets
+
+
+def test_run_without_command_says_what_to_do(tmp_path: Path, rtdir: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "inspector.cli", "run", "--no-tui"],
+        env=_env(rtdir),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "give the agent's command after `--`" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_run_missing_command(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "inspector.cli",
+            "run",
+            "--no-tui",
+            "--record-dir",
+            str(tmp_path),
+            "--upstream",
+            standin.url,
+            "--",
+            "no-such-agent-binary-xyz",
+        ],
+        env=_env(rtdir),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 1 and "cannot start 'no-such-agent-binary-xyz'" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_proxy_command_free_port_and_sigterm(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
+    import openai
+
+    rec = tmp_path / "rec"
+    px = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "inspector.cli",
+            "proxy",
+            "--port",
+            "0",
+            "--record-dir",
+            str(rec),
+            "--upstream",
+            standin.url,
+        ],
+        env=_env(rtdir),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert px.stdout is not None
+        line = px.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line, line
+        url = line.split("listening on ")[1].split()[0]
+        client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        deadline = time.monotonic() + 60
+        while not list(rec.glob("*.cpsession")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        out = subprocess.run(
+            [sys.executable, "-m", "inspector.cli", "ps"],
+            env=_env(rtdir),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        assert f"{px.pid}.1" in out and "gpt-4o" in out
+    finally:
+        px.send_signal(signal.SIGTERM)
+        rest = px.communicate(timeout=60)[0]
+    assert px.returncode == 0 and "1 session(s)" in rest
+    files = list(rec.glob("*.cpsession"))
+    assert len(files) == 1 and verify_ok(files[0]) == 1
+
+
+def test_proxy_refuses_remote_host_without_flag(tmp_path: Path, rtdir: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "inspector.cli", "proxy", "--host", "0.0.0.0", "--record-dir", str(tmp_path)],
+        env=_env(rtdir),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "--allow-remote" in p.stderr and "Traceback" not in p.stderr
