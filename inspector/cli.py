@@ -220,7 +220,7 @@ def salvage(
 @app.command("import")
 def import_(
     fmt: Annotated[
-        str, typer.Argument(help="mini-swe-agent | swe-agent | openhands | swe-smith | proxy-jsonl | auto")
+        str, typer.Argument(help="mini-swe-agent | swe-agent | openhands | swe-smith | claude-trace | proxy-jsonl | auto")
     ],
     src: Annotated[Path, typer.Argument(help="The trajectory or log file.")],
     out: Annotated[Path, typer.Option("-o", "--out", help="The .cpsession file to write.")],
@@ -252,7 +252,7 @@ def import_(
         fail(str(exc))
     pipe.close()
     typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
-    for note in report.notes[:5]:
+    for note in [*imp.meta.get("notes", []), *report.notes][:5]:
         typer.echo(f"  note: {note}")
 
 

@@ -373,7 +373,7 @@ def test_sniffing_synthetic() -> None:
     assert sniff(SYNTH / "proxy_anthropic.jsonl") == "proxy-jsonl"
     assert sniff(SYNTH / "mini_repr_strings.traj.json") == "mini-swe-agent"
     assert sniff(SYNTH / "swe_smith_unclosed.json") == "swe-smith"
-    assert set(FORMATS) == {"mini-swe-agent", "swe-agent", "openhands", "swe-smith", "proxy-jsonl"}
+    assert set(FORMATS) == {"mini-swe-agent", "swe-agent", "openhands", "swe-smith", "claude-trace", "proxy-jsonl"}
 
 
 def test_validate_pairing_reports_both_directions() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.importers import mini_swe_agent, openhands, proxy_jsonl, swe_agent, swe_smith
+from engine.importers import claude_trace, mini_swe_agent, openhands, proxy_jsonl, swe_agent, swe_smith
 from engine.importers._common import Ctx, parse_json, read_text
 from engine.importers.model import (
     ANY_FORMAT,
@@ -80,13 +80,16 @@ def _json_format(name: str, mod: Any, suffixes: tuple[str, ...]) -> _Format:
     return _Format(name, parse_text, sniff_text, suffixes)
 
 
-def _sniff_jsonl(text: str, data: Any) -> bool:
-    # A one-line JSONL file is also valid JSON; either way the first object must be a request/response pair.
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    try:
-        return proxy_jsonl.sniff_line(json.loads(first))
-    except json.JSONDecodeError:
-        return False
+def _jsonl_sniffer(sniff_line: Callable[[Any], bool]) -> Callable[[str, Any], bool]:
+    def sniff_text(text: str, data: Any) -> bool:
+        # A one-line JSONL file is also valid JSON; either way the first object must be a request/response pair.
+        first = next((ln for ln in text.splitlines() if ln.strip()), "")
+        try:
+            return sniff_line(json.loads(first))
+        except json.JSONDecodeError:
+            return False
+
+    return sniff_text
 
 
 # Order matters for sniffing: the most specific markers first (mini-swe-agent's trajectory_format,
@@ -96,7 +99,8 @@ FORMATS: dict[str, _Format] = {
     "swe-agent": _json_format("swe-agent", swe_agent, (".traj",)),
     "openhands": _json_format("openhands", openhands, ()),
     "swe-smith": _json_format("swe-smith", swe_smith, ()),
-    "proxy-jsonl": _Format("proxy-jsonl", proxy_jsonl.parse_lines, _sniff_jsonl, (".jsonl",)),
+    "claude-trace": _Format("claude-trace", claude_trace.parse_lines, _jsonl_sniffer(claude_trace.sniff_line), ()),
+    "proxy-jsonl": _Format("proxy-jsonl", proxy_jsonl.parse_lines, _jsonl_sniffer(proxy_jsonl.sniff_line), (".jsonl",)),
 }
 
 

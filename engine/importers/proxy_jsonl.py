@@ -1,8 +1,11 @@
 """JSONL written by request-logging proxies: one model call per line.
 
 Each line: `{"request": <raw request body>, "response": <raw response body or null>, "timestamp": ...,
-"provider": optional, "error": optional}`. The request is either an Anthropic Messages body or an OpenAI
-chat-completions body; `provider` decides when present, otherwise the shape does (Anthropic: top-level
+"provider": optional, "error": optional}`. The request is an Anthropic Messages body, an OpenAI
+chat-completions body or an OpenAI Responses body (`input` instead of `messages`). The response is the
+parsed body, or the body as text: JSON, or a streamed (SSE) response, which is reassembled into the
+body the API returns unstreamed (a stream that did not finish is recorded as the call's error).
+`provider` decides when present, otherwise the shape does (Anthropic: top-level
 `system`, content blocks `tool_use`/`tool_result`, `input_schema` tools, response `type: "message"`;
 OpenAI: `messages` with role system/tool, response `choices`). Lines may mix providers.
 
@@ -29,6 +32,7 @@ from engine.importers._common import (
     join,
     openai_message,
     openai_tools,
+    parse_json,
     sub,
     sublist,
     usage_rec,
@@ -48,7 +52,10 @@ _OPENAI_LIKE = ("openai", "deepseek", "azure", "openrouter")
 
 
 def sniff_line(obj: Any) -> bool:
-    return isinstance(obj, dict) and isinstance(obj.get("request"), dict) and "response" in obj
+    if not (isinstance(obj, dict) and isinstance(obj.get("request"), dict) and "response" in obj):
+        return False
+    # claude-trace's pairs hold the HTTP exchange (url, headers, body); ours hold the bodies.
+    return not ("url" in obj["request"] and "body" in obj["request"])
 
 
 def detect_provider(line: dict[str, Any]) -> str:
@@ -249,6 +256,96 @@ def _timestamp(value: Any, ctx: Ctx, where: str) -> float | None:
     ctx.fail(where, f"is {_kind(value)} (expected epoch seconds or an ISO 8601 time)")
 
 
+def _streamed(raw: str, wire: str, ctx: Ctx, where: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A response logged as text: JSON, or a server-sent-event stream reassembled into the body the API
+    would have returned unstreamed. (body, None), or (None, why) for a stream that did not finish."""
+    from engine.capture.proxy.sse import REASSEMBLERS
+
+    stripped = raw.lstrip()
+    if stripped.startswith("{"):
+        obj = parse_json(raw, ctx, where)
+        return ctx.obj(obj, where), None
+    if not stripped:
+        return None, "empty response body"
+    r = REASSEMBLERS[wire](raw.encode("utf-8", "surrogatepass"))
+    if r.body is None:
+        ctx.fail(where, f"is text that is neither JSON nor a {wire} event stream ({r.reason})")
+    if not r.complete:
+        return None, f"incomplete stream: {r.reason} ({r.events} events)"
+    return r.body, None
+
+
+def _wire(obj: dict[str, Any], req: dict[str, Any]) -> str:
+    """anthropic | openai-chat | openai-responses."""
+    if "messages" not in req and "input" in req:
+        return "openai-responses"
+    return "anthropic" if detect_provider(obj) == "anthropic" else "openai-chat"
+
+
+def parse_line(
+    obj: dict[str, Any], ctx: Ctx, where: str, intern: Interner
+) -> tuple[CallRec, str]:
+    """One logged call -> (CallRec, provider name). `response` may be the parsed body, or the raw body as
+    text (JSON or an SSE stream), or null with `error`."""
+    from engine.capture.proxy import responses_api
+
+    req = ctx.obj(ctx.key(obj, "request", where), f"{where} request")
+    wire = _wire(obj, req)
+    if wire == "anthropic":
+        msgs, tools = _anthropic_request(req, ctx, f"{where} request")
+    else:
+        chat_req = responses_api.request_to_chat(req) if wire == "openai-responses" else req
+        msgs, tools = _openai_request(chat_req, ctx, f"{where} request")
+    resp_raw = obj.get("response")
+    response: MessageRec | None = None
+    usage: UsageRec | None = None
+    error: str | None = obj.get("error") if isinstance(obj.get("error"), str) else None
+    if isinstance(resp_raw, str):
+        resp_raw, stream_error = _streamed(resp_raw, wire, ctx, f"{where} response")
+        error = error or stream_error
+    if resp_raw is not None:
+        resp = ctx.obj(resp_raw, f"{where} response")
+        if wire == "anthropic":
+            response, usage, err = _anthropic_response(resp, ctx, f"{where} response")
+        else:
+            if wire == "openai-responses":
+                resp = responses_api.response_to_chat(resp)
+            response, usage, err = _openai_response(resp, ctx, f"{where} response")
+        error = error or err
+    elif error is None:
+        error = "no response recorded"
+    if response is not None:
+        response = intern(response)
+    if usage is not None and isinstance(req.get("prompt_cache_key"), str):
+        usage = usage.with_extra(prompt_cache_key=req["prompt_cache_key"])
+    model = req.get("model") if isinstance(req.get("model"), str) else None
+    if isinstance(resp_raw, dict) and isinstance(resp_raw.get("model"), str):
+        model = resp_raw["model"]  # the served model (a dated snapshot) is more precise
+    named = obj.get("provider")
+    provider = named if isinstance(named, str) else (guess_provider(model) if wire != "anthropic" else wire)
+    call = CallRec(
+        messages=tuple(intern(m) for m in msgs),
+        response=response,
+        tools=tools,
+        usage=usage,
+        timestamp=_timestamp(obj.get("timestamp"), ctx, f"{where} timestamp"),
+        model=model,
+        error=error,
+    )
+    return call, provider
+
+
+def session_of(fmt: str, path: str, calls: list[CallRec], providers: list[str], ctx: Ctx) -> ImportedSession:
+    if not calls:
+        ctx.fail("", "file has no model calls")
+    model = next((c.model for c in calls if c.model), None) or "unknown"
+    known = [p for p in providers if p != "unknown"]
+    # sorted() first so that a tie resolves the same way on every run (set order is hash-seeded)
+    provider = max(sorted(set(known)), key=known.count) if known else "unknown"
+    meta: dict[str, Any] = {"providers_per_call": providers}
+    return ImportedSession(format=fmt, source=path, model=model, provider=provider, calls=calls, meta=meta)
+
+
 def parse_lines(text: str, path: str) -> ImportedSession:
     ctx = Ctx(NAME, path)
     intern = Interner()
@@ -264,52 +361,9 @@ def parse_lines(text: str, path: str) -> ImportedSession:
             ctx.fail(where, f"invalid JSON at column {e.colno}: {e.msg}")
         if not isinstance(obj, dict):
             ctx.fail(where, f"is {_kind(obj)} (expected an object with request and response)")
-        req = ctx.obj(ctx.key(obj, "request", where), f"{where} request")
-        wire = detect_provider(obj)
-        if wire == "anthropic":
-            msgs, tools = _anthropic_request(req, ctx, f"{where} request")
-        else:
-            msgs, tools = _openai_request(req, ctx, f"{where} request")
-        resp_raw = obj.get("response")
-        response: MessageRec | None = None
-        usage: UsageRec | None = None
-        error: str | None = obj.get("error") if isinstance(obj.get("error"), str) else None
-        if resp_raw is not None:
-            resp = ctx.obj(resp_raw, f"{where} response")
-            if wire == "anthropic":
-                response, usage, err = _anthropic_response(resp, ctx, f"{where} response")
-            else:
-                response, usage, err = _openai_response(resp, ctx, f"{where} response")
-            error = error or err
-        elif error is None:
-            error = "no response recorded"
-        if response is not None:
-            response = intern(response)
-        if usage is not None and isinstance(req.get("prompt_cache_key"), str):
-            usage = usage.with_extra(prompt_cache_key=req["prompt_cache_key"])
-        model = req.get("model") if isinstance(req.get("model"), str) else None
-        if isinstance(resp_raw, dict) and isinstance(resp_raw.get("model"), str):
-            model = resp_raw["model"]  # the served model (a dated snapshot) is more precise
-        named = obj.get("provider")
-        providers.append(
-            named if isinstance(named, str) else (guess_provider(model) if wire == "openai" else wire)
-        )
-        calls.append(
-            CallRec(
-                messages=tuple(intern(m) for m in msgs),
-                response=response,
-                tools=tools,
-                usage=usage,
-                timestamp=_timestamp(obj.get("timestamp"), ctx, f"{where} timestamp"),
-                model=model,
-                error=error,
-            )
-        )
+        call, provider = parse_line(obj, ctx, where, intern)
+        calls.append(call)
+        providers.append(provider)
     if not calls:
         ctx.fail("", "file has no JSON lines")
-    model = next((c.model for c in calls if c.model), None) or "unknown"
-    known = [p for p in providers if p != "unknown"]
-    # sorted() first so that a tie resolves the same way on every run (set order is hash-seeded)
-    provider = max(sorted(set(known)), key=known.count) if known else "unknown"
-    meta: dict[str, Any] = {"providers_per_call": providers}
-    return ImportedSession(format=NAME, source=path, model=model, provider=provider, calls=calls, meta=meta)
+    return session_of(NAME, path, calls, providers, ctx)
