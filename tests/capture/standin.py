@@ -10,7 +10,9 @@ Behaviour by model name, for the bad-input tests:
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
-Scripted replies: `StandIn.script` is a list of assistant texts served in order (then the default).
+Scripted replies: `StandIn.script` is a list served in order (then the default): a string is the
+assistant's text; `{"bash": CMD}` is a reply that calls the `bash` tool with `{"command": CMD}` (as
+mini-swe-agent's tool-calling config expects), with a fresh call id each time.
 Every request's headers and raw body are kept in `requests` (tests check keys arrive untouched).
 
 Run it alone: `python -m tests.capture.standin --port 8765`.
@@ -70,15 +72,41 @@ def sse(event: str | None, data: Any) -> bytes:
 class StandIn:
     host: str = "127.0.0.1"
     port: int = 0
-    script: list[str] = field(default_factory=list)
+    script: list[str | dict[str, str]] = field(default_factory=list)
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     sent: list[bytes] = field(default_factory=list)  # every response body, as sent
     chunk_delay: float = 0.0
 
     # ------------------------------------------------------------------ replies
 
-    def _text(self) -> str:
+    scripted_calls: int = 0
+
+    def _text(self) -> str | dict[str, str]:
         return self.script.pop(0) if self.script else "Hello from the stand-in."
+
+    def _call(self, item: dict[str, str]) -> tuple[str, str, dict[str, str]]:
+        self.scripted_calls += 1
+        return f"call_{self.scripted_calls}", "I will run a command.", {"command": item["bash"]}
+
+    def reply(self, path: str, model: str, item: str | dict[str, str]) -> dict[str, Any]:
+        """A non-streamed reply body for a scripted item."""
+        if isinstance(item, str):
+            if path.endswith("/messages"):
+                return self.anthropic_message(model, item)
+            if path.endswith("/responses"):
+                return self.response_obj(model, item)
+            return self.chat_completion(model, item)
+        cid, text, args = self._call(item)
+        if path.endswith("/messages"):
+            msg = self.anthropic_message(model, text)
+            msg["content"][1] = {"type": "tool_use", "id": "toolu_" + cid, "name": "bash", "input": args}
+            return msg
+        body = self.chat_completion(model, text)
+        body["choices"][0]["message"]["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": "bash", "arguments": json.dumps(args)}}
+        ]
+        body["choices"][0]["finish_reason"] = "tool_calls"
+        return body
 
     def anthropic_message(self, model: str, text: str) -> dict[str, Any]:
         return {
@@ -338,17 +366,12 @@ class StandIn:
                     content_type="application/json",
                     headers={"x-request-id": "req_err"},
                 )
-        text = self._text()
-        if not body.get("stream"):
-            if anthropic:
-                obj = self.anthropic_message(model, text)
-            elif path.endswith("/responses"):
-                obj = self.response_obj(model, text)
-            else:
-                obj = self.chat_completion(model, text)
-            data = json.dumps(obj).encode()
+        item = self._text()
+        if not body.get("stream") or not isinstance(item, str):
+            data = json.dumps(self.reply(path, model, item)).encode()
             self.sent.append(data)
             return web.Response(body=data, content_type="application/json", headers={"x-request-id": "req_1"})
+        text = item
         if anthropic:
             events = self.anthropic_stream(model, text)
         elif path.endswith("/responses"):

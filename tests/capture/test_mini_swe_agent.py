@@ -1,0 +1,116 @@
+"""A real third-party agent, unchanged: mini-swe-agent (models through litellm) under `cp-inspect run`.
+
+The stand-in upstream scripts two replies that call mini's `bash` tool: one harmless command, then
+mini's own end-of-task convention (`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` as the first output
+line makes its environment raise Submitted). mini finds the proxy only through the environment
+`cp-inspect run` sets (OPENAI_BASE_URL / ANTHROPIC_BASE_URL, read by litellm). No network: litellm's
+price map is read locally (LITELLM_LOCAL_MODEL_COST_MAP, set by `run`).
+Checked: mini succeeds, every call is recorded with the provider's usage (Anthropic cache writes
+included, through litellm's Anthropic path), the recording verifies, and mini's own trajectory,
+imported, reports the same usage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.importers import load
+from tests.capture.conftest import errors, usages, verify_ok
+from tests.capture.standin import StandIn
+
+pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra: pip install -e '.[test]'")
+ROOT = Path(__file__).resolve().parents[2]
+MINI = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
+
+
+@pytest.mark.parametrize(
+    ("model", "expect"),
+    [
+        ("openai/gpt-4o", {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920}),
+        (
+            "anthropic/claude-sonnet-4-5",
+            {
+                "input_tokens": 21 + 3400 + 1200,
+                "output_tokens": 17,
+                "cache_read_tokens": 3400,
+                "cache_write_tokens": 1200,
+            },
+        ),
+    ],
+)
+def test_mini_swe_agent_through_run(tmp_path: Path, model: str, expect: dict[str, int]) -> None:
+    assert MINI is not None, "the `mini` executable is missing although minisweagent imports"
+    standin = StandIn(
+        script=[{"bash": "echo step-one"}, {"bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]
+    ).start()
+    try:
+        rec, traj = tmp_path / "rec", tmp_path / "mini.traj.json"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "XDG_RUNTIME_DIR": str(tmp_path),
+            "OPENAI_API_KEY": "sk-test-mini",
+            "ANTHROPIC_API_KEY": "sk-ant-test-mini",
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_SILENT_STARTUP": "1",
+            "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config"),
+            "MSWEA_COST_TRACKING": "ignore_errors",
+        }
+        for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
+            env.pop(k, None)
+        cmd = [
+            sys.executable,
+            "-m",
+            "inspector.cli",
+            "run",
+            "--no-tui",
+            "--record-dir",
+            str(rec),
+            "--upstream",
+            standin.url,
+            "--",
+            MINI,
+            "-y",
+            "--exit-immediately",
+            "-m",
+            model,
+            "-t",
+            "Print step-one, then finish.",
+            "-l",
+            "1",
+            "-o",
+            str(traj),
+        ]
+        work = tmp_path / "work"
+        work.mkdir()
+        p = subprocess.run(
+            cmd, env=env, cwd=work, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        assert "step-one" in p.stdout
+        assert len(standin.requests) == 2  # both of mini's calls went through the proxy
+        files = sorted(rec.glob("*.cpsession"))
+        assert len(files) == 1, p.stderr
+        us = usages(files[0])
+        assert len(us) == 2 and not errors(files[0])
+        for u in us:
+            assert {k: u[k] for k in expect} == expect
+        assert verify_ok(files[0]) == 2
+        # mini's own record of the run agrees with the proxy's.
+        assert json.loads(traj.read_text())["info"]["exit_status"] == "Submitted"
+        imp = load(traj)
+        assert [c.usage.input_tokens if c.usage else None for c in imp.calls] == [
+            u["input_tokens"] for u in us
+        ]
+        assert (
+            b"sk-test-mini" not in files[0].read_bytes() and b"sk-ant-test-mini" not in files[0].read_bytes()
+        )
+    finally:
+        standin.stop()
