@@ -10,7 +10,10 @@ the stream would add about (events x delay) to the first byte; one that does not
 
 CPU: the proxy process's user+system time per call (from /proc), beside the client's wall time.
 
-Run:  .venv/bin/python benchmarks/bench_proxy.py [--rounds 200] [--delay 0.002] [--history-kb 200]
+`--gap` pauses between rounds as an agent does while it runs a tool; with no gap the proxy's recorder
+(journaling the previous call in its own thread) competes with the next call for the interpreter.
+
+Run:  .venv/bin/python benchmarks/bench_proxy.py [--rounds 200] [--delay 0.002] [--history-kb 200] [--gap 0.02]
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ def _body(stream: bool, history_kb: int, round_no: int) -> bytes:
     return json.dumps(body).encode()
 
 
-def run(rounds: int, delay: float, history_kb: int) -> None:
+def run(rounds: int, delay: float, history_kb: int, gap: float) -> None:
     standin, sport = _start_standin(delay)
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     proxy, pport = _start_proxy(f"http://127.0.0.1:{sport}", work)
@@ -165,6 +168,8 @@ def run(rounds: int, delay: float, history_kb: int) -> None:
             add_total: list[float] = []
             cpu0 = _cpu(proxy.pid)
             for r in range(rounds):
+                if gap:
+                    time.sleep(gap)
                 body = _body(stream, history_kb, r + (0 if stream else 100_000))
                 if r % 2 == 0:
                     d = _call(direct, body)
@@ -207,8 +212,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--delay", type=float, default=0.002, help="seconds between the stand-in's SSE events")
     ap.add_argument("--history-kb", type=int, default=0, help="extra history per request, in KB")
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds between rounds (an agent's tool time)")
     args = ap.parse_args()
-    run(args.rounds, args.delay, args.history_kb)
+    run(args.rounds, args.delay, args.history_kb, args.gap)
 
 
 if __name__ == "__main__":
