@@ -123,6 +123,7 @@ class Pipeline:
         clock: Callable[[], float] = time.time,
         replay: bool = False,
         shadow: CandidateConfig | None = None,
+        links: dict[str, Any] | None = None,
     ) -> None:
         """`replay=True` makes a state to fold a recorded journal into: no recorder or probe, and
         summaries come from the journal instead of the summarizer."""
@@ -187,6 +188,13 @@ class Pipeline:
         self._emit(
             {"k": "session", "config": cfg.to_event(), "engine_version": ENGINE_VERSION, "time": clock()}
         )
+        # Sessions linked to this one (a fork's parent, see engine/fork.py): in the header and one `link`
+        # event; replay ignores the kind. A session gets an id when it forks or is forked.
+        self.session_id: str | None = None
+        self.links = dict(links or {})
+        if links:
+            self.session_id = str(links.get("session_id") or "") or None
+            self.journal.append({"k": "link", **links})
         # Shadow rollout (engine/shadow.py): a candidate configuration planned beside this one every turn.
         self._shadow = Shadow.create(shadow) if shadow is not None and not replay else None
         if self._shadow is not None:
@@ -205,6 +213,7 @@ class Pipeline:
             "provider": self.config.provider,
             "engine_version": ENGINE_VERSION,
             "start_time": self.clock(),
+            **self.links,
         }
         if record:
             from engine.recording.cpsession import RecordingWriter
@@ -759,6 +768,21 @@ class Pipeline:
         self._open = built.trace
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
+
+    def fork(
+        self,
+        task: str | None = None,
+        *,
+        scope: str = "session",
+        record: str | Path | None = None,
+        serve: bool | None = None,
+    ) -> Pipeline:
+        """A sub-agent pipeline whose request shares this one's prefix up to `scope` ("global" or
+        "session"): same model and settings, tools, global (and session) sections and latches; its own
+        conversation starts with `task`. See engine/fork.py; check it with engine.fork.validate_spawn."""
+        from engine.fork import fork_pipeline
+
+        return fork_pipeline(self, task, scope=scope, record=record, serve=serve)
 
     def _plan_shadow(self, bound: dict[str, dict[str, Any]], live: Built) -> dict[str, Any]:
         """The candidate's plan of this turn, as a `shadow` event. Built before the request event folds

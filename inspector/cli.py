@@ -26,7 +26,7 @@ from .cli_common import (
     read_events,
 )
 from .ctx_cli import ctx_app, eval_command
-from .diff_cli import diff
+from .diff_cli import diff, forks
 from .proxy_cli import proxy, run
 from .simulate_cli import simulate
 
@@ -365,6 +365,7 @@ app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, ge
 app.command("eval")(eval_command)
 app.command()(simulate)
 app.command()(diff)
+app.command()(forks)
 app.command()(fleet_cli.export)
 app.command()(fleet_cli.report)
 # The proxy and `run` (proxy_cli imports only the standard library and typer; aiohttp loads on use).

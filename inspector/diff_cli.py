@@ -75,3 +75,52 @@ def diff(
             typer.secho(f"FAILED {f}", fg=typer.colors.RED, err=True)
     if failures:
         raise typer.Exit(1)
+
+
+def forks(
+    parent: Annotated[Path, typer.Argument(help="The parent session's .cpsession recording.")],
+    children: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Child recordings (default: the paths the parent's fork events name)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    prices: Annotated[
+        Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
+    ] = None,
+) -> None:
+    """The fork tree: a parent, its sub-agents, what each reads from the shared prefix, and the forked run
+    priced against independent sub-agents on the same work."""
+    from engine.errors import ContextPipeError
+    from engine.sim.forks import fork_children, price_forks, tree_text
+    from engine.sim.simulate import load_recording_events
+
+    def load(p: Path) -> list[dict]:
+        if not p.exists():
+            fail(f"no such recording: {p}", 2)
+        try:
+            return load_recording_events(p)[0]
+        except ContextPipeError as exc:
+            fail(f"{p}: {exc}", 2)
+
+    pev = load(parent)
+    kids = list(children or [])
+    if not kids:
+        for f in fork_children(pev):
+            rec = f.get("record")
+            if not rec:
+                continue
+            cand = [Path(rec), parent.parent / Path(rec).name]
+            found = next((c for c in cand if c.exists()), None)
+            if found is None:
+                typer.secho(f"warning: child recording {rec} not found", fg=typer.colors.YELLOW, err=True)
+            else:
+                kids.append(found)
+    if not kids:
+        fail(
+            f"{parent} has no recorded forks (fork with pipe.fork(..., record=PATH), or name the children)", 2
+        )
+    try:
+        report = price_forks((parent.name, pev), [(k.name, load(k)) for k in kids], prices=prices)
+    except ContextPipeError as exc:
+        fail(str(exc), 2)
+    typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
