@@ -81,6 +81,8 @@ def _message(blobs: Mapping[str, str], h: str) -> dict[str, Any]:
         ]
     if d.get("tool_call_id") is not None:
         m["tool_call_id"] = d["tool_call_id"]
+    if d.get("thinking_h"):  # reasoning sent back with the history (DeepSeek reasoner): part of the prompt
+        m["reasoning_content"] = blobs.get(d["thinking_h"], "")
     return m
 
 

@@ -121,7 +121,36 @@ class ReplayingSource:
         return f"(section {section_id} is not in turn {turn})"
 
     def request_body(self, turn: int) -> str:
-        return json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
+        """For a captured session (tap, proxy, litellm, import): what the agent actually sent, sectioned
+        with tokens, usage, cost and the cache break, then the engine's plan labelled as a what-if. For
+        an agent that embeds the engine, what it built is what was sent: the engine's request alone."""
+        engine_body = json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
+        from engine.recording.sent import sent_view
+        from engine.recording.why import actual_bodies, why_missed
+
+        with self._lock:
+            self._load_events(turn)
+            events = list(self.events)
+        bodies = actual_bodies(events)
+        if turn not in bodies:
+            return engine_body
+        cache_break = None
+        try:
+            why = why_missed(events, turn, replayer=self.replayer(turn), actual=bodies)
+            sent_diff = why.get("as_sent") or {}
+            cache_break = sent_diff.get("summary")
+        except Exception:  # the diff is a help, not a condition for showing the request
+            cache_break = None
+        sent = sent_view(
+            events, turn, shared_counter(), model=str(self.header.get("model", "")), bodies=bodies,
+            cache_break=cache_break,
+        )
+        trace = self._built(turn).trace
+        return (
+            f"{sent}\n\n"
+            f"ENGINE WOULD SEND: ContextPipe's plan for the same turn (a what-if, never sent)\n"
+            f"  {trace.get('final_tokens', 0):,} tokens · tier {trace.get('tier')}\n\n{engine_body}"
+        )
 
     def replan(self, turn: int, overrides: Overrides) -> Trace:
         return cast(Trace, self.replayer(turn).replan(turn, overrides).trace)
