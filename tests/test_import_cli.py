@@ -37,7 +37,10 @@ def test_import_verify_explain_replay(real: Path, tmp_path: Path) -> None:
     src = FileSource(out)
     traces = src.load_initial()
     assert traces and traces[-1]["turn"] == data["turn"]
-    assert json.loads(src.request_body(data["turn"]))["messages"]
+    # an imported session: what the agent sent first, then the engine's plan (a what-if) as JSON
+    sent, _, engine = src.request_body(data["turn"]).partition("ENGINE WOULD SEND")
+    assert sent.startswith(f"SENT: the request the agent actually sent at turn {data['turn']}")
+    assert json.loads(engine[engine.index("{") :])["messages"]
 
 
 def test_import_rejects_wrong_format(tmp_path: Path) -> None:
