@@ -43,3 +43,8 @@ class ContentViewer(VerticalScroll):
     @property
     def title(self) -> str:
         return self._title
+
+    @property
+    def text(self) -> str:
+        """The text shown (before highlighting)."""
+        return self._text

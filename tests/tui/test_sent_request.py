@@ -80,7 +80,7 @@ async def test_pilot_b_shows_the_sent_request_and_tap_errors(recording: Path) ->
         await pilot.press("b")
         await settle(pilot)
         viewer = app.query_one(ContentViewer)
-        assert viewer._text.startswith("SENT: the request the agent actually sent at turn 2")
+        assert viewer.text.startswith("SENT: the request the agent actually sent at turn 2")
         status = str(app.query_one("#status").render())
         assert "1 tap error" in status
 
