@@ -1,5 +1,7 @@
 """Items in their window forms (full, stub, summary): text, token counts, shapes, entries, windows.
 
+`Forms` is the store's collaborator for everything derived from an item's text; it owns those caches
+(an original never changes, so none of them goes stale) and reads items through `StoreState`.
 Token counts are cached per tokenizer by text hash (in memory and in `token_counts`), and per item
 and form in a memo, so a solve over thousands of items never re-tokenises a body it has seen.
 """
@@ -7,6 +9,7 @@ and form in a memo, so a solve over thousands of items never re-tokenises a body
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from engine.hashing import content_hash, sha256_hex
 from engine.store.compaction import RULES_VERSION, duplicate_text, render_full, rule_summary, stub_text
@@ -19,17 +22,27 @@ from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget,
 _new = tuple.__new__  # C-level NamedTuple construction (hundreds of entries per window)
 
 
-class ItemForms(StoreState):
+class Forms:
+    def __init__(self, state: StoreState) -> None:
+        self.state = state
+        self._counts: dict[str, dict[str, int]] = {}  # tokenizer -> text hash -> tokens
+        self._counts_new: list[tuple[str, str, int]] = []
+        self._memo: dict[tuple[Any, ...], int] = {}  # (tokenizer, id, form, variant) -> tokens
+        self._shapes: dict[tuple[Any, ...], Shape] = {}
+        # (tokenizer, id, form, stale, query variant, duplicate_of) -> (text, tokens, kind, role):
+        # an item's text in a form never changes, so a window is assembled from cached strings.
+        self._forms: dict[tuple[Any, ...], tuple[str, int, str, str]] = {}
+
     # ---- token counts -------------------------------------------------------------------------
 
-    def _count(self, tok: Tokenizer, text: str) -> int:
+    def count(self, tok: Tokenizer, text: str) -> int:
         if not text:
             return 0
         table = self._counts.get(tok.name)
         if table is None:
             table = {
                 str(h): int(n)
-                for h, n in self._conn.execute(
+                for h, n in self.state.conn.execute(
                     "SELECT hash, tokens FROM token_counts WHERE tokenizer=?", (tok.name,)
                 )
             }
@@ -42,54 +55,54 @@ class ItemForms(StoreState):
             self._counts_new.append((h, tok.name, n))
         return n
 
-    def _flush_counts(self) -> None:
+    def flush_counts(self) -> None:
         if self._counts_new:
-            self._conn.executemany(
+            self.state.conn.executemany(
                 "INSERT OR IGNORE INTO token_counts(hash, tokenizer, tokens) VALUES (?,?,?)", self._counts_new
             )
             self._counts_new = []
 
-    def _full_tokens(self, tok: Tokenizer, item_id: int) -> int:
+    def full_tokens(self, tok: Tokenizer, item_id: int) -> int:
         key = (tok.name, item_id, "full")
         n = self._memo.get(key)
         if n is None:
-            n = self._count(tok, render_full(self._item(item_id)))
+            n = self.count(tok, render_full(self.state.item(item_id)))
             self._memo[key] = n
         return n
 
-    def _cost(self, tok: Tokenizer, item_id: int) -> int:
-        return self._full_tokens(tok, item_id) + MESSAGE_OVERHEAD_TOKENS
+    def cost(self, tok: Tokenizer, item_id: int) -> int:
+        return self.full_tokens(tok, item_id) + MESSAGE_OVERHEAD_TOKENS
 
-    def _stub_tokens(self, tok: Tokenizer, item_id: int, full_tokens: int, stale: bool) -> int:
+    def stub_tokens(self, tok: Tokenizer, item_id: int, full_tokens: int, stale: bool) -> int:
         key = (tok.name, item_id, "stub", stale)
         n = self._memo.get(key)
         if n is None:
-            n = self._count(tok, stub_text(self._item(item_id), full_tokens, stale))
+            n = self.count(tok, stub_text(self.state.item(item_id), full_tokens, stale))
             self._memo[key] = n
         return n
 
-    def _summary_text(self, item: Item, terms: tuple[str, ...]) -> str:
-        return rule_summary(item, self.config.summary_target_tokens, terms)
+    def summary_text(self, item: Item, terms: tuple[str, ...]) -> str:
+        return rule_summary(item, self.state.config.summary_target_tokens, terms)
 
-    def _summary_tokens(self, tok: Tokenizer, item_id: int, terms: tuple[str, ...]) -> int:
-        item = self._item(item_id)
+    def summary_tokens(self, tok: Tokenizer, item_id: int, terms: tuple[str, ...]) -> int:
+        item = self.state.item(item_id)
         # Only JSON shapes depend on the query; keep the memo key small for everything else.
-        variant = terms if self._json_item(item_id) else ()
-        key = (tok.name, item_id, "summary", RULES_VERSION, self.config.summary_target_tokens, variant)
+        variant = terms if self.state.json_item(item_id) else ()
+        key = (tok.name, item_id, "summary", RULES_VERSION, self.state.config.summary_target_tokens, variant)
         n = self._memo.get(key)
         if n is None:
-            n = self._count(tok, self._summary_text(item, terms))
+            n = self.count(tok, self.summary_text(item, terms))
             self._memo[key] = n
         return n
 
     # ---- shapes, entries and windows ----------------------------------------------------------
 
-    def _shape(self, tok: Tokenizer, item_id: int, stale: bool, terms: tuple[str, ...]) -> Shape:
+    def shape(self, tok: Tokenizer, item_id: int, stale: bool, terms: tuple[str, ...]) -> Shape:
         """An item's forms with their costs and value factors (full first), memoised per item."""
-        cfg = self.config
-        ft = self._full_tokens(tok, item_id)
+        cfg = self.state.config
+        ft = self.full_tokens(tok, item_id)
         summary_variant: tuple[str, ...] = ()
-        if ft > cfg.summary_min_tokens and self._json_item(item_id):
+        if ft > cfg.summary_min_tokens and self.state.json_item(item_id):
             summary_variant = terms
         key = (tok.name, item_id, stale, summary_variant)
         shape = self._shapes.get(key)
@@ -98,19 +111,19 @@ class ItemForms(StoreState):
                 Option("full", ft + MESSAGE_OVERHEAD_TOKENS, 1.0),
                 Option(
                     "stub",
-                    self._stub_tokens(tok, item_id, ft, stale) + MESSAGE_OVERHEAD_TOKENS,
+                    self.stub_tokens(tok, item_id, ft, stale) + MESSAGE_OVERHEAD_TOKENS,
                     cfg.stub_value,
                 ),
             ]
             if ft > cfg.summary_min_tokens:
-                st = self._summary_tokens(tok, item_id, terms)
+                st = self.summary_tokens(tok, item_id, terms)
                 if st <= ft * (1.0 - cfg.summary_min_saving):
                     opts.append(Option("summary", st + MESSAGE_OVERHEAD_TOKENS, cfg.summary_value))
             shape = make_shape(opts, max(1, ft) ** cfg.size_exponent)
             self._shapes[key] = shape
         return shape
 
-    def _entry(
+    def entry(
         self,
         tok: Tokenizer,
         m: ItemMeta,
@@ -122,25 +135,25 @@ class ItemForms(StoreState):
         stale: bool | None = None,
         duplicate_of: int | None = None,
     ) -> Entry:
-        is_stale = (m.id in self._stale) if stale is None else stale
-        variant = terms if form == "summary" and self._json_item(m.id) else ()
+        is_stale = (m.id in self.state.stale) if stale is None else stale
+        variant = terms if form == "summary" and self.state.json_item(m.id) else ()
         key = (tok.name, m.id, form, is_stale, variant, duplicate_of)
         cached = self._forms.get(key)
         if cached is None:
-            item = self._item(m.id)
-            ft = self._full_tokens(tok, m.id)
+            item = self.state.item(m.id)
+            ft = self.full_tokens(tok, m.id)
             if form == "full":
                 text = render_full(item)
                 tokens = ft
             elif form == "summary":
-                text = self._summary_text(item, terms)
-                tokens = self._summary_tokens(tok, m.id, terms)
+                text = self.summary_text(item, terms)
+                tokens = self.summary_tokens(tok, m.id, terms)
             elif duplicate_of is not None:
                 text = duplicate_text(item, duplicate_of)
-                tokens = self._count(tok, text)
+                tokens = self.count(tok, text)
             else:
                 text = stub_text(item, ft, is_stale)
-                tokens = self._stub_tokens(tok, m.id, ft, is_stale)
+                tokens = self.stub_tokens(tok, m.id, ft, is_stale)
             cached = (text, tokens + MESSAGE_OVERHEAD_TOKENS, m.kind.value, m.kind.role)
             self._forms[key] = cached
         text, tokens, kind, role = cached
@@ -150,7 +163,7 @@ class ItemForms(StoreState):
             Entry, (m.id, kind, role, form, text, tokens, score, reasons, m.pinned, is_stale, duplicate_of)
         )
 
-    def _finish(
+    def window(
         self,
         b: Budget,
         tok: Tokenizer,
@@ -171,13 +184,13 @@ class ItemForms(StoreState):
             usable=b.usable,
             used=used,
             mode=mode,
-            turn=self._turn,
+            turn=self.state.turn,
             lane=lane,
             tokenizer=tok.name,
             query=query,
             entries=tuple(entries),
             dropped=dropped,
             text_hash=content_hash(messages),
-            max_item_id=self._metas[-1].id if self._metas else 0,
+            max_item_id=self.state.metas[-1].id if self.state.metas else 0,
             notes=tuple(notes),
         )

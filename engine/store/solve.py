@@ -10,16 +10,25 @@ from __future__ import annotations
 from itertools import compress
 
 from engine.store.errors import PinsExceedBudgetError
+from engine.store.forms import Forms
 from engine.store.items import ItemMeta
-from engine.store.plan import Plan, SolvePlans
+from engine.store.solve_plan import Planner, SolvePlan
+from engine.store.state import StoreState
 from engine.store.window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
 from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
 _NO_FIT = "did not fit: lower value per token than what was kept"
 
 
-class FreshSolve(SolvePlans):
-    def _solve(
+class Solver:
+    """The fresh solve over a cached `SolvePlan`; the window text comes from `Forms`."""
+
+    def __init__(self, state: StoreState, forms: Forms, planner: Planner) -> None:
+        self.state = state
+        self.forms = forms
+        self.planner = planner
+
+    def solve(
         self,
         b: Budget,
         tok: Tokenizer,
@@ -31,15 +40,15 @@ class FreshSolve(SolvePlans):
         sticky: bool,
         notes: list[str],
     ) -> Window:
-        cfg = self.config
-        plan = self._plan(tok, terms)
+        cfg = self.state.config
+        plan = self.planner.plan(tok, terms)
         pins, pin_cost = plan.pins, plan.pin_cost
         pinned_tokens = sum(t for _, t in pin_cost)
         if pinned_tokens + REPLY_PRIMING_TOKENS > b.usable:
             raise PinsExceedBudgetError(pinned_tokens + REPLY_PRIMING_TOKENS, b.usable, b.limit, pin_cost)
 
         # ---- scores: one float per item, from the cached static part, the turn and the query
-        now = self._turn
+        now = self.state.turn
         decay = 0.5 ** (1.0 / cfg.half_life_turns)
         pw = {t: (decay ** (now - t) if now > t else 1.0) for t in plan.distinct_turns}
         wr = cfg.w_recency
@@ -87,14 +96,14 @@ class FreshSolve(SolvePlans):
         entries: list[Entry] = []
         imp_cap = 1.0
         for m in pins:
-            entries.append(self._entry(tok, m, "full", totals[plan.midx[m.id]], ("pinned",), terms))
+            entries.append(self.forms.entry(tok, m, "full", totals[plan.midx[m.id]], ("pinned",), terms))
         for p in sorted(chosen):
             m = cand[p]
             total = totals[cand_midx[p]]
             reasons = self._reasons_for(
                 m, pw[m.turn], relevance.get(m.id, 0.0), min(m.importance, imp_cap), total
             )
-            entries.append(self._entry(tok, m, chosen[p].form, total, reasons, terms))
+            entries.append(self.forms.entry(tok, m, chosen[p].form, total, reasons, terms))
 
         explicit = [
             Dropped(m.id, m.kind.value, totals[plan.midx[m.id]], cost, reason)
@@ -109,16 +118,16 @@ class FreshSolve(SolvePlans):
                 keep[p] = 0
             nofit_ids = list(compress(plan.cand_ids, keep))
             nofit_scores = list(compress(map(totals.__getitem__, cand_midx), keep))
-        by_id = self._by_id
+        by_id = self.state.by_id
         midx = plan.midx
 
         def lookup(item_id: int) -> tuple[str, int, str]:
             return by_id[item_id].kind.value, full_cost[plan.pos_of[midx[item_id]]], _NO_FIT
 
         dropped = DroppedList(explicit, nofit_ids, nofit_scores, lookup)
-        return self._finish(b, tok, lane, query, mode, entries, dropped, notes)
+        return self.forms.window(b, tok, lane, query, mode, entries, dropped, notes)
 
-    def _headroom(self, plan: Plan, usable: int) -> int:
+    def _headroom(self, plan: SolvePlan, usable: int) -> int:
         """Tokens a sticky re-solve leaves free so the next turns can append without re-solving.
 
         Adaptive: the recent growth per turn (full cost of the items added over the last
@@ -126,12 +135,12 @@ class FreshSolve(SolvePlans):
         budget. When even that cap cannot hold one turn's growth, the next turn re-solves anyway, so
         no headroom is kept and the whole budget holds context instead.
         """
-        cfg = self.config
+        cfg = self.state.config
         cap = int(usable * (1.0 - cfg.resolve_fill))
         if cap <= 0:
             return 0
         span = max(1, int(cfg.growth_window_turns))
-        since = self._turn - span
+        since = self.state.turn - span
         recent = 0
         for p in range(len(plan.cand) - 1, -1, -1):
             if plan.cand[p].turn < since:
@@ -149,7 +158,7 @@ class FreshSolve(SolvePlans):
     ) -> tuple[str, ...]:
         out: list[str] = []
         if recency >= 0.5:
-            out.append(f"recent ({self._turn - m.turn} turns ago)")
+            out.append(f"recent ({self.state.turn - m.turn} turns ago)")
         if relevance > 0:
             out.append(f"relevant to query (bm25 {relevance:.2f})")
         if m.inbound:
@@ -161,7 +170,7 @@ class FreshSolve(SolvePlans):
         return tuple(out)
 
 
-def knapsack(plan: Plan, totals: list[float], chosen: dict[int, Option], capacity: int) -> None:
+def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], capacity: int) -> None:
     """Greedy multiple-choice knapsack over the plan's hull steps; adds to `chosen` in place.
 
     Each candidate's hull steps have strictly decreasing value per token, so sorting every step

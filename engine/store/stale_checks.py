@@ -9,39 +9,49 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from engine.store.staleness import StaleWatcher, file_sha, normalise
-from engine.store.state import StoreState, translating
+from engine.store.state import StoreState
 
 
-class StaleChecks(StoreState):
-    @translating
+class StaleChecks:
+    """File staleness for the store; holds the optional watcher thread."""
+
+    def __init__(self, state: StoreState) -> None:
+        self.state = state
+        self.watcher: StaleWatcher | None = None
+
     def check_stale(self, paths: Iterable[str] | None = None) -> list[int]:
         """Re-hash tracked files (or just `paths`); return ids of file reads whose content is now old."""
-        todo = self._file_read_paths() if paths is None else sorted({normalise(p) for p in paths})
+        todo = self.state.file_read_paths() if paths is None else sorted({normalise(p) for p in paths})
         if todo:
-            with self._transaction() as conn:
+            with self.state.transaction() as conn:
                 for p in todo:
                     conn.execute(
                         "INSERT INTO file_state(path, hash) VALUES (?, ?) ON CONFLICT(path) DO UPDATE SET hash=excluded.hash",
                         (p, file_sha(p)),
                     )
-            self._dirty = True
-        self._refresh()
-        return sorted(self._stale)
+            self.state.dirty = True
+        self.state.refresh()
+        return sorted(self.state.stale)
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
 
     def watch(self) -> StaleWatcher:
         """Start a watchfiles thread over the directories of every file read so far."""
-        if self._watcher is not None:
-            self._watcher.stop()
-        self._watcher = StaleWatcher(self._file_read_paths()).start()
-        return self._watcher
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.watcher = StaleWatcher(self.state.file_read_paths()).start()
+        return self.watcher
 
     def stale_ids(self) -> list[int]:
-        self._drain_watcher()
-        self._refresh()
-        return sorted(self._stale)
+        self.drain_watcher()
+        self.state.refresh()
+        return sorted(self.state.stale)
 
-    def _drain_watcher(self) -> None:
-        if self._watcher is not None:
-            changed = self._watcher.drain()
+    def drain_watcher(self) -> None:
+        if self.watcher is not None:
+            changed = self.watcher.drain()
             if changed:
                 self.check_stale(changed)

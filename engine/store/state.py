@@ -1,8 +1,9 @@
-"""The store's in-memory mirror of its SQLite file: caches, row loading, metadata refresh, transactions.
+"""The store's in-memory mirror of its SQLite file: item metadata, row loading, refresh, transactions.
 
-`StoreState` is the base every part of `ContextStore` builds on. It owns the connection and every
-cache, and knows when the mirror is current (this process wrote, or `PRAGMA data_version` says
-another process committed). The public behaviour lives in the mixins layered on top of it.
+`StoreState` is the collaborator every other part of `ContextStore` holds (see `store`). It owns the
+connection and the item mirror, and knows when the mirror is current (this process wrote, or
+`PRAGMA data_version` says another process committed). It is plain shared data plus the operations
+that keep it true; the forms, solver, sticky path, writer and server each hold a reference to it.
 """
 
 from __future__ import annotations
@@ -13,18 +14,14 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from engine.store.compaction import Summarizer, json_shape
+from engine.store.compaction import json_shape
 from engine.store.config import StoreConfig
 from engine.store.errors import UnknownItemError
 from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
 from engine.store.schema import connect, translate
-from engine.store.staleness import StaleWatcher
-from engine.store.window import Shape, Window
-
-if TYPE_CHECKING:
-    from engine.store.plan import Plan
+from engine.store.window import Window
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,116 +29,116 @@ R = TypeVar("R")
 _ITEM_COLUMNS = "id, kind, body, hash, turn, ts, source, file_hash, pinned, importance"
 
 
+class HasState(Protocol):
+    @property
+    def state(self) -> StoreState: ...
+
+
 def translating(fn: Callable[P, R]) -> Callable[P, R]:
-    """Public methods surface sqlite errors as StoreCorruptError / StoreLockedError with the file name."""
+    """Public methods surface sqlite errors as StoreCorruptError / StoreLockedError with the file name.
+
+    Decorates methods of objects that hold a `state` (the facade and its collaborators).
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except sqlite3.Error as exc:
-            self = args[0]
-            assert isinstance(self, StoreState)
-            raise translate(exc, self.path, self.timeout_s) from exc
+            st = cast(HasState, args[0]).state
+            raise translate(exc, st.path, st.timeout_s) from exc
 
     return wrapper
 
 
 class StoreState:
-    """Connection, caches and the body-less item metadata that selection runs on."""
+    """Connection and the body-less item metadata that selection runs on.
+
+    Attributes are public to the store's collaborators (not to applications, which use the facade).
+    """
 
     def __init__(
-        self,
-        path: str | Path,
-        *,
-        config: StoreConfig | None = None,
-        summarizer: Summarizer | None = None,
-        summary_prompt_version: str = "v1",
-        timeout_s: float = 5.0,
+        self, path: str | Path, *, config: StoreConfig | None = None, timeout_s: float = 5.0
     ) -> None:
         self.path = os.fspath(path)
         self.timeout_s = timeout_s
         self.config = config or StoreConfig()
-        self.summarizer = summarizer
-        self.summary_prompt_version = summary_prompt_version
-        self._conn = connect(self.path, timeout_s)
-        self._metas: list[ItemMeta] = []
-        self._by_id: dict[int, ItemMeta] = {}
-        self._stale: frozenset[int] = frozenset()
-        self._covering: frozenset[int] = frozenset()  # summary items that currently stand for others
-        self._turn = 0
-        self._dirty = True
-        self._data_version = -1
-        self._items: dict[int, Item] = {}  # originals are immutable, so this cache never goes stale
-        self._counts: dict[str, dict[str, int]] = {}  # tokenizer -> text hash -> tokens
-        self._counts_new: list[tuple[str, str, int]] = []
-        self._memo: dict[tuple[Any, ...], int] = {}  # (tokenizer, id, form, variant) -> tokens
-        self._last: dict[str, Window] = {}  # lane -> last window served (sticky state)
-        self._is_json: dict[int, bool] = {}
-        self._shapes: dict[tuple[Any, ...], Shape] = {}
-        # (tokenizer, id, form, stale, query variant, duplicate_of) -> (text, tokens, kind, role):
-        # an item's text in a form never changes, so a window is assembled from cached strings.
-        self._forms: dict[tuple[Any, ...], tuple[str, int, str, str]] = {}
-        self._gen = 0  # bumped whenever the in-memory item metadata changes
-        self._has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
-        self._plan_cache: tuple[tuple[Any, ...], Plan] | None = None
-        self._watcher: StaleWatcher | None = None
+        self.conn = connect(self.path, timeout_s)
+        self.metas: list[ItemMeta] = []
+        self.by_id: dict[int, ItemMeta] = {}
+        self.stale: frozenset[int] = frozenset()
+        self.covering: frozenset[int] = frozenset()  # summary items that currently stand for others
+        self.turn = 0
+        self.dirty = True
+        self.data_version = -1
+        self.items: dict[int, Item] = {}  # originals are immutable, so this cache never goes stale
+        self.is_json: dict[int, bool] = {}
+        self.last: dict[str, Window] = {}  # lane -> last window served (sticky state)
+        self.gen = 0  # bumped whenever the in-memory item metadata changes
+        # Bumped only when metadata changes other than appending new items (a reload, a pin, a link):
+        # solve plans extend themselves over appended items while this stays the same.
+        self.layout_gen = 0
+        self.has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
         self.last_window_id = 0  # flight-recorder row of the last window served
+
+    @property
+    def state(self) -> StoreState:
+        return self
 
     # ---- transactions -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (BEGIN itself failing opens nothing)."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("BEGIN IMMEDIATE")
         try:
-            yield self._conn
-            self._conn.execute("COMMIT")
+            yield self.conn
+            self.conn.execute("COMMIT")
         except BaseException:
-            self._rollback()
+            self.rollback()
             raise
 
-    def _rollback(self) -> None:
+    def rollback(self) -> None:
         try:
-            self._conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass  # no transaction was open (BEGIN itself failed): nothing to undo
 
-    def _read_turn(self) -> int:
-        row = self._conn.execute("SELECT value FROM meta WHERE key='turn'").fetchone()
+    def read_turn(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key='turn'").fetchone()
         return int(row[0]) if row else 0
 
-    def _current_data_version(self) -> int:
-        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+    def current_data_version(self) -> int:
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def _mirror_current(self) -> bool:
+    def mirror_current(self) -> bool:
         """Is the in-memory metadata current? Then a write may patch it instead of forcing a reload."""
-        return not self._dirty and self._current_data_version() == self._data_version
+        return not self.dirty and self.current_data_version() == self.data_version
 
     # ---- rows ---------------------------------------------------------------------------------
 
-    def _item(self, item_id: int) -> Item:
-        it = self._items.get(item_id)
+    def item(self, item_id: int) -> Item:
+        it = self.items.get(item_id)
         if it is not None:
             return it
-        row = self._conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id=?", (int(item_id),)).fetchone()
+        row = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id=?", (int(item_id),)).fetchone()
         if row is None:
             raise UnknownItemError(int(item_id), self.path)
-        it = self._row_item(row)
-        self._items[it.id] = it
+        it = self.row_item(row)
+        self.items[it.id] = it
         return it
 
-    def _load_bodies(self) -> None:
-        missing = [m.id for m in self._metas if m.id not in self._items]
+    def load_bodies(self) -> None:
+        missing = [m.id for m in self.metas if m.id not in self.items]
         if not missing:
             return
         lo = min(missing)
-        for row in self._conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id>=? ORDER BY id", (lo,)):
-            it = self._row_item(row)
-            self._items.setdefault(it.id, it)
+        for row in self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id>=? ORDER BY id", (lo,)):
+            it = self.row_item(row)
+            self.items.setdefault(it.id, it)
 
     @staticmethod
-    def _row_item(row: Sequence[Any]) -> Item:
+    def row_item(row: Sequence[Any]) -> Item:
         return Item(
             int(row[0]),
             Kind(row[1]),
@@ -155,44 +152,44 @@ class StoreState:
             float(row[9]),
         )
 
-    def _originals(self, summary_id: int) -> list[int]:
+    def originals(self, summary_id: int) -> list[int]:
         return [
             int(r[0])
-            for r in self._conn.execute(
+            for r in self.conn.execute(
                 "SELECT dst FROM links WHERE src=? AND kind=? ORDER BY dst",
                 (summary_id, LinkKind.SUMMARIZES.value),
             )
         ]
 
-    def _file_read_paths(self) -> list[str]:
+    def file_read_paths(self) -> list[str]:
         """Every path the agent has read, sorted (the files staleness tracks)."""
         return [
             str(r[0])
-            for r in self._conn.execute(
+            for r in self.conn.execute(
                 "SELECT DISTINCT source FROM items WHERE kind=? AND source IS NOT NULL ORDER BY source",
                 (Kind.FILE_READ.value,),
             )
         ]
 
-    def _json_item(self, item_id: int) -> bool:
-        is_json = self._is_json.get(item_id)
+    def json_item(self, item_id: int) -> bool:
+        is_json = self.is_json.get(item_id)
         if is_json is None:
-            body = self._item(item_id).body
+            body = self.item(item_id).body
             is_json = body.lstrip()[:1] in ("{", "[") and json_shape(body) is not None
-            self._is_json[item_id] = is_json
+            self.is_json[item_id] = is_json
         return is_json
 
     # ---- metadata refresh -----------------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """Reload body-less metadata if this process wrote, or another process committed, since last time."""
-        dv = self._current_data_version()
-        if not self._dirty and dv == self._data_version:
+        dv = self.current_data_version()
+        if not self.dirty and dv == self.data_version:
             return
-        self._turn = self._read_turn()
+        self.turn = self.read_turn()
         metas = [
             ItemMeta(int(r[0]), Kind(r[1]), str(r[2]), int(r[3]), r[4], r[5], bool(r[6]), float(r[7]))
-            for r in self._conn.execute(
+            for r in self.conn.execute(
                 "SELECT id, kind, hash, turn, source, file_hash, pinned, importance FROM items ORDER BY id"
             )
         ]
@@ -200,10 +197,10 @@ class StoreState:
         refs = tuple(k.value for k in REFERENCE_LINKS)
         superseded = {
             int(r[0])
-            for r in self._conn.execute("SELECT dst FROM links WHERE kind=?", (LinkKind.SUPERSEDES.value,))
+            for r in self.conn.execute("SELECT dst FROM links WHERE kind=?", (LinkKind.SUPERSEDES.value,))
         }
         covering: set[int] = set()
-        for src, dst, kind in self._conn.execute("SELECT src, dst, kind FROM links ORDER BY src, dst, kind"):
+        for src, dst, kind in self.conn.execute("SELECT src, dst, kind FROM links ORDER BY src, dst, kind"):
             target = by_id.get(int(dst))
             if target is None:
                 continue
@@ -217,21 +214,20 @@ class StoreState:
                 by_id[i].superseded = True
         stale = {
             int(r[0])
-            for r in self._conn.execute(
+            for r in self.conn.execute(
                 "SELECT i.id FROM items i JOIN file_state f ON f.path = i.source "
                 "WHERE i.kind=? AND i.file_hash IS NOT NULL AND i.file_hash != f.hash",
                 (Kind.FILE_READ.value,),
             )
         }
-        if self._stale != frozenset(stale):
-            self._last.clear()  # stale flags alter stub text; let the sticky path re-read the record
-        self._metas, self._by_id = metas, by_id
-        self._covering = frozenset(covering)
-        self._stale = frozenset(stale)
-        self._load_bodies()
-        self._dirty = False
-        self._data_version = dv
-        self._gen += 1
-        self._has_json = any(
-            self._json_item(m.id) for m in metas if self._items[m.id].body.lstrip()[:1] in "{["
-        )
+        if self.stale != frozenset(stale):
+            self.last.clear()  # stale flags alter stub text; let the sticky path re-read the record
+        self.metas, self.by_id = metas, by_id
+        self.covering = frozenset(covering)
+        self.stale = frozenset(stale)
+        self.load_bodies()
+        self.dirty = False
+        self.data_version = dv
+        self.gen += 1
+        self.layout_gen += 1
+        self.has_json = any(self.json_item(m.id) for m in metas if self.items[m.id].body.lstrip()[:1] in "{[")

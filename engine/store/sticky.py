@@ -10,15 +10,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.store.forms import ItemForms
+from engine.store.forms import Forms
 from engine.store.items import ItemMeta, Kind
 from engine.store.scoring import query_terms, score_items
+from engine.store.state import StoreState
 from engine.store.window import Dropped, Entry, Window
 from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
 
-class StickyWindows(ItemForms):
-    def _sticky(
+class Sticky:
+    """Continues a lane's previous window; gives up (returns None and why) when it must be re-solved."""
+
+    def __init__(self, state: StoreState, forms: Forms) -> None:
+        self.state = state
+        self.forms = forms
+
+    def extend(
         self,
         prev: Window | dict[str, Any],
         b: Budget,
@@ -41,12 +48,12 @@ class StickyWindows(ItemForms):
             prev_entries = []
             prev_terms = query_terms(prev.get("query"))
             for e in prev["items"]:
-                m0 = self._by_id.get(int(e["id"]))
+                m0 = self.state.by_id.get(int(e["id"]))
                 if m0 is None:
                     return None, f"re-solved: item #{e['id']} of the previous window is unknown"
                 dup = e.get("duplicate_of")
                 prev_entries.append(
-                    self._entry(
+                    self.forms.entry(
                         tok,
                         m0,
                         str(e["form"]),
@@ -59,12 +66,12 @@ class StickyWindows(ItemForms):
                 )
             max_id = int(prev["max_item_id"])
             prev_dropped = None
-        pins = [m.id for m in self._metas if m.pinned]
+        pins = [m.id for m in self.state.metas if m.pinned]
         if [e.id for e in prev_entries if e.pinned] != pins:
             return None, "re-solved: the set of pinned items changed"
         in_window_hash: dict[str, int] = {}
         for e in prev_entries:
-            m = self._by_id.get(e.id)
+            m = self.state.by_id.get(e.id)
             if m is None:
                 return None, f"re-solved: item #{e.id} of the previous window is unknown"
             if not m.pinned and (m.covered_by is not None or m.superseded):
@@ -72,23 +79,23 @@ class StickyWindows(ItemForms):
             if e.form in ("full", "summary"):
                 in_window_hash.setdefault(m.hash, m.id)
         new_metas: list[ItemMeta] = []
-        for m in reversed(self._metas):  # only the tail is new: stop at the first old id
+        for m in reversed(self.state.metas):  # only the tail is new: stop at the first old id
             if m.id <= max_id:
                 break
             new_metas.append(m)
         new_metas.reverse()
-        scores = score_items(new_metas, self._turn, {}, self._stale, self.config)
+        scores = score_items(new_metas, self.state.turn, {}, self.state.stale, self.state.config)
         entries: list[Entry] = list(prev_entries)
         used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
         for m in new_metas:
             if m.superseded:
                 continue
-            if m.kind is Kind.SUMMARY and m.id in self._covering:
+            if m.kind is Kind.SUMMARY and m.id in self.state.covering:
                 return None, f"re-solved: new summary #{m.id} replaces items"
             if m.covered_by is not None:
                 continue
             if m.hash in in_window_hash:
-                e = self._entry(
+                e = self.forms.entry(
                     tok,
                     m,
                     "stub",
@@ -98,7 +105,9 @@ class StickyWindows(ItemForms):
                     duplicate_of=in_window_hash[m.hash],
                 )
             else:
-                e = self._entry(tok, m, "full", scores[m.id].total, ("appended since previous window",), ())
+                e = self.forms.entry(
+                    tok, m, "full", scores[m.id].total, ("appended since previous window",), ()
+                )
                 in_window_hash.setdefault(m.hash, m.id)
             entries.append(e)
             used += e.tokens
@@ -114,10 +123,10 @@ class StickyWindows(ItemForms):
                     m.id,
                     m.kind.value,
                     0.0,
-                    self._cost(tok, m.id),
+                    self.forms.cost(tok, m.id),
                     "left out at the last re-solve (sticky window)",
                 )
-                for m in self._metas
+                for m in self.state.metas
                 if m.id not in included
             ]
-        return self._finish(b, tok, lane, query, "sticky", entries, prev_dropped, []), ""
+        return self.forms.window(b, tok, lane, query, "sticky", entries, prev_dropped, []), ""

@@ -1,49 +1,103 @@
 """The `ContextStore` facade: add originals, link them, and serve explained, budgeted windows.
 
-The class is assembled from one mixin per concern, each in the module named for it:
+The facade holds a few named collaborators, each in the module named for it, and delegates to them:
 
-    state         connection, caches, row loading, metadata refresh, transactions (the base)
-    writes        add, add_file_read, link, pin, set_importance
-    summaries     summarize, collapse_subtask
-    stale_checks  check_stale, watch, stale_ids
-    forms         token counts and each item's text per form; window entries
-    plan          the cached solve plan;  solve: the fresh solve;  sticky: the sticky path
-    serving       context_get
-    budget        parse_budget, tokenizer_for (re-exported here)
+    state      (state)         connection, item metadata mirror, row loading, refresh, transactions
+    forms      (forms)         token counts and each item's text per form; window entries and windows
+    planner    (solve_plan)    the cached `SolvePlan` a fresh solve runs on
+    solver     (solve)         the fresh solve (scores + knapsack)
+    sticky     (sticky)        continuing a lane's previous window
+    staleness  (stale_checks)  check_stale, watch, stale_ids
+    writer     (writes)        add, add_file_read, link, pin, set_importance
+    summaries  (summaries)     summarize, collapse_subtask
+    server     (serving)       context_get: sticky or fresh, recorded, turn moved on
 
-Reading items and the flight recorder's queries are here.
+Every collaborator shares the one `StoreState`; none inherits from another. Reading items and the
+flight recorder's queries are here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from engine.store import recorder
 from engine.store.budget import MAX_BUDGET, parse_budget, tokenizer_for
-from engine.store.compaction import render_full
+from engine.store.compaction import Summarizer, render_full
+from engine.store.config import StoreConfig
 from engine.store.errors import StoreError
-from engine.store.items import Item, Kind
-from engine.store.serving import WindowServing
-from engine.store.state import translating
+from engine.store.forms import Forms
+from engine.store.items import Item, Kind, LinkKind
+from engine.store.serving import Server
+from engine.store.solve import Solver
+from engine.store.solve_plan import Planner
+from engine.store.stale_checks import StaleChecks
+from engine.store.staleness import StaleWatcher
+from engine.store.state import StoreState, translating
+from engine.store.sticky import Sticky
 from engine.store.summaries import Summaries
+from engine.store.window import Window
+from engine.store.writes import Writer
+from engine.tokens import Budget, Tokenizer
 
 __all__ = ["MAX_BUDGET", "ContextStore", "parse_budget", "tokenizer_for"]
 
 
-class ContextStore(WindowServing, Summaries):
+class ContextStore:
     """One SQLite file per run. Originals are never rewritten; windows, stubs and summaries are views.
 
     Not thread-safe: use one ContextStore per thread (several processes may share the file; SQLite's
     WAL mode and the busy timeout arbitrate).
     """
 
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        config: StoreConfig | None = None,
+        summarizer: Summarizer | None = None,
+        summary_prompt_version: str = "v1",
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.state = StoreState(path, config=config, timeout_s=timeout_s)
+        self.forms = Forms(self.state)
+        self.planner = Planner(self.state, self.forms)
+        self.solver = Solver(self.state, self.forms, self.planner)
+        self.sticky = Sticky(self.state, self.forms)
+        self.staleness = StaleChecks(self.state)
+        self.writer = Writer(self.state)
+        self.summaries = Summaries(self.state, self.writer, summarizer, summary_prompt_version)
+        self.server = Server(self.state, self.forms, self.solver, self.sticky, self.staleness)
+
+    # ---- configuration ------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self.state.path
+
+    @property
+    def timeout_s(self) -> float:
+        return self.state.timeout_s
+
+    @property
+    def config(self) -> StoreConfig:
+        return self.state.config
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        return self.summaries.summarizer
+
+    @property
+    def last_window_id(self) -> int:
+        """Flight-recorder row of the last window served (0 before the first)."""
+        return self.state.last_window_id
+
     # ---- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
-        self._conn.close()
+        self.staleness.stop()
+        self.state.conn.close()
 
     def __enter__(self) -> ContextStore:
         return self
@@ -51,20 +105,112 @@ class ContextStore(WindowServing, Summaries):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ---- writing ------------------------------------------------------------------------------
+
+    @translating
+    def add(
+        self,
+        body: str,
+        kind: Kind | str = Kind.USER,
+        *,
+        pin: bool = False,
+        importance: float = 0.0,
+        source: str | None = None,
+        file_hash: str | None = None,
+        timestamp: float | None = None,
+        links: Iterable[tuple[LinkKind | str, int]] = (),
+    ) -> int:
+        """Store an original and return its id. `links` are (kind, target id) from the new item."""
+        return self.writer.add(
+            body,
+            kind,
+            pin=pin,
+            importance=importance,
+            source=source,
+            file_hash=file_hash,
+            timestamp=timestamp,
+            links=links,
+        )
+
+    @translating
+    def add_file_read(self, path: str | Path, body: str | None = None, **kw: Any) -> int:
+        """Record that the agent read `path` (its current bytes are hashed for staleness checks)."""
+        return self.writer.add_file_read(path, body, **kw)
+
+    @translating
+    def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
+        self.writer.link(src, dst, kind)
+
+    @translating
+    def pin(self, item_id: int, pinned: bool = True) -> None:
+        self.writer.pin(item_id, pinned)
+
+    @translating
+    def set_importance(self, item_id: int, importance: float) -> None:
+        self.writer.set_importance(item_id, importance)
+
+    @translating
+    def summarize(self, ids: Sequence[int], *, roll_from: int | None = None) -> int:
+        """Summarise items through the application's callback into a new summary item (see `summaries`)."""
+        return self.summaries.summarize(ids, roll_from=roll_from)
+
+    @translating
+    def collapse_subtask(self, step_ids: Sequence[int], result_id: int) -> int:
+        """A finished subtask becomes one item: its result plus a link to its steps (no model needed)."""
+        return self.summaries.collapse_subtask(step_ids, result_id)
+
+    # ---- staleness ------------------------------------------------------------------------------
+
+    @translating
+    def check_stale(self, paths: Iterable[str] | None = None) -> list[int]:
+        """Re-hash tracked files (or just `paths`); return ids of file reads whose content is now old."""
+        return self.staleness.check_stale(paths)
+
+    @translating
+    def watch(self) -> StaleWatcher:
+        """Start a watchfiles thread over the directories of every file read so far."""
+        return self.staleness.watch()
+
+    @translating
+    def stale_ids(self) -> list[int]:
+        return self.staleness.stale_ids()
+
+    # ---- serving ------------------------------------------------------------------------------
+
+    @translating
+    def context_get(
+        self,
+        budget: int | Budget,
+        model: str | Tokenizer | None = None,
+        query: str | None = None,
+        *,
+        sticky: bool = True,
+        advance_turn: bool = True,
+    ) -> Window:
+        """Serve a window that fits `budget`: pins first (id order), then history in time order.
+
+        sticky=True (default): reuse the previous window of this (tokenizer, budget) lane plus the
+        items added since, and re-solve only when that would overflow; a re-solve fills to
+        `resolve_fill` of the budget so the next turns can append again (the provider's prefix cache
+        breaks once per compaction, not once per turn). sticky=False solves from scratch.
+        Each served window is recorded; with advance_turn the store's turn counter moves on.
+        """
+        return self.server.context_get(budget, model, query, sticky=sticky, advance_turn=advance_turn)
+
     # ---- reading ----------------------------------------------------------------------------
 
     @translating
     def get(self, item_id: int) -> Item:
-        return self._item(item_id)
+        return self.state.item(item_id)
 
     @translating
     def expand(self, item_id: int) -> str:
         """The original behind a stub or summary. For a summary item: the originals it stands for."""
-        item = self._item(item_id)
+        item = self.state.item(item_id)
         if item.kind is Kind.SUMMARY:
-            originals = self._originals(item_id)
+            originals = self.state.originals(item_id)
             if originals:
-                return "\n\n".join(render_full(self._item(i)) for i in originals)
+                return "\n\n".join(render_full(self.state.item(i)) for i in originals)
         return item.body
 
     @staticmethod
@@ -92,31 +238,32 @@ class ContextStore(WindowServing, Summaries):
     @translating
     def advance_turn(self) -> int:
         """Move the turn counter on without serving a window (importers replaying a past run)."""
-        with self._transaction() as conn:
-            t = self._read_turn() + 1
+        st = self.state
+        with st.transaction() as conn:
+            t = st.read_turn() + 1
             conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(t),))
-        self._dirty = True
+        st.dirty = True
         return t
 
     @property
     def turn(self) -> int:
-        self._refresh()
-        return self._turn
+        self.state.refresh()
+        return self.state.turn
 
     def __len__(self) -> int:
-        self._refresh()
-        return len(self._metas)
+        self.state.refresh()
+        return len(self.state.metas)
 
     # ---- flight recorder --------------------------------------------------------------------
 
     @translating
     def windows(self, turn: int) -> list[dict[str, Any]]:
         """Manifests of every window served at `turn` (flight recorder)."""
-        return recorder.for_turn(self._conn, turn)
+        return recorder.for_turn(self.state.conn, turn)
 
     @translating
     def recorded_turns(self) -> list[int]:
-        return recorder.turns(self._conn)
+        return recorder.turns(self.state.conn)
 
     @translating
     def record_binding(self, source: str, pipe_turn: int, window_id: int | None = None) -> None:
@@ -124,14 +271,14 @@ class ContextStore(WindowServing, Summaries):
         wid = self.last_window_id if window_id is None else int(window_id)
         if wid <= 0:
             raise StoreError("no window has been served yet: call context_get before record_binding")
-        with self._transaction() as conn:
+        with self.state.transaction() as conn:
             recorder.bind(conn, source, pipe_turn, wid)
 
     @translating
     def bound_window(self, source: str, pipe_turn: int) -> dict[str, Any] | None:
         """The manifest of the window bound into pipeline section `source` at `pipe_turn`, if any."""
-        return recorder.bound(self._conn, source, pipe_turn)
+        return recorder.bound(self.state.conn, source, pipe_turn)
 
     @translating
     def bound_turns(self, source: str) -> list[int]:
-        return recorder.bound_turns(self._conn, source)
+        return recorder.bound_turns(self.state.conn, source)

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.store.compaction import render_full, subtask_body, summary_key
+from engine.store.compaction import Summarizer, render_full, subtask_body, summary_key
 from engine.store.errors import StoreError
 from engine.store.items import Kind, LinkKind
-from engine.store.state import translating
-from engine.store.writes import ItemWrites
+from engine.store.state import StoreState
+from engine.store.writes import Writer
 
 
-class Summaries(ItemWrites):
-    @translating
+class Summaries:
+    """Writes summary items through the writer; model summaries come from the application's callback."""
+
+    def __init__(
+        self, state: StoreState, writer: Writer, summarizer: Summarizer | None, prompt_version: str
+    ) -> None:
+        self.state = state
+        self.writer = writer
+        self.summarizer = summarizer
+        self.summary_prompt_version = prompt_version
+
     def summarize(self, ids: Sequence[int], *, roll_from: int | None = None) -> int:
         """Summarise items through the application's callback into a new summary item.
 
@@ -28,40 +37,39 @@ class Summaries(ItemWrites):
             raise StoreError("no summarizer configured: pass summarizer=callable to ContextStore")
         originals: set[int] = set()
         for i in ids:
-            originals |= set(self._originals(i)) if self._item(i).kind is Kind.SUMMARY else {i}
+            originals |= set(self.state.originals(i)) if self.state.item(i).kind is Kind.SUMMARY else {i}
         if roll_from is not None:
-            if self._item(roll_from).kind is not Kind.SUMMARY:
+            if self.state.item(roll_from).kind is not Kind.SUMMARY:
                 raise StoreError(f"#{roll_from} is not a summary item; roll_from needs one")
-            originals |= set(self._originals(roll_from))
+            originals |= set(self.state.originals(roll_from))
         if not originals:
             raise StoreError("nothing to summarise: give at least one item id")
         ordered = sorted(originals)
-        items = [self._item(i) for i in ordered]
+        items = [self.state.item(i) for i in ordered]
         producer = f"callback:{self.summary_prompt_version}"
         key = summary_key([it.hash for it in items], producer)
-        row = self._conn.execute("SELECT text FROM derived WHERE key=?", (key,)).fetchone()
+        row = self.state.conn.execute("SELECT text FROM derived WHERE key=?", (key,)).fetchone()
         if row is not None:
             text = str(row[0])
         else:
             text = self.summarizer([render_full(it) for it in items])
-            self._conn.execute(
+            self.state.conn.execute(
                 "INSERT OR IGNORE INTO derived(key, producer, text) VALUES (?,?,?)", (key, producer, text)
             )
         links: list[tuple[LinkKind | str, int]] = [(LinkKind.SUMMARIZES, i) for i in ordered]
         if roll_from is not None:
             links.append((LinkKind.SUPERSEDES, roll_from))
-        return self.add(text, Kind.SUMMARY, source=f"summary of {len(ordered)} items", links=links)
+        return self.writer.add(text, Kind.SUMMARY, source=f"summary of {len(ordered)} items", links=links)
 
-    @translating
     def collapse_subtask(self, step_ids: Sequence[int], result_id: int) -> int:
         """A finished subtask becomes one item: its result plus a link to its steps (no model needed)."""
         if not step_ids:
             raise StoreError("collapse_subtask needs the ids of the subtask's steps")
-        result = self._item(result_id)
+        result = self.state.item(result_id)
         for s in step_ids:
-            self._item(s)  # raises UnknownItemError early, before anything is written
+            self.state.item(s)  # raises UnknownItemError early, before anything is written
         covered = sorted(set(step_ids) | {result_id})
         body = subtask_body(sorted(set(step_ids)), result)
-        return self.add(
+        return self.writer.add(
             body, Kind.SUMMARY, source="subtask", links=[(LinkKind.SUMMARIZES, i) for i in covered]
         )

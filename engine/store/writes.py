@@ -15,11 +15,15 @@ from engine.hashing import sha256_hex
 from engine.store.errors import StoreError, UnknownItemError
 from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
 from engine.store.staleness import file_sha, normalise
-from engine.store.state import StoreState, translating
+from engine.store.state import StoreState
 
 
-class ItemWrites(StoreState):
-    @translating
+class Writer:
+    """Adds originals and changes their links, pins and importance, keeping the mirror in `state` true."""
+
+    def __init__(self, state: StoreState) -> None:
+        self.state = state
+
     def add(
         self,
         body: str,
@@ -43,10 +47,10 @@ class ItemWrites(StoreState):
             if file_hash is None:
                 file_hash = file_sha(source)
         link_list = [(lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), int(dst)) for lk, dst in links]
-        fresh = self._mirror_current()
+        fresh = self.state.mirror_current()
         digest = sha256_hex(body)
-        with self._transaction() as conn:
-            turn = self._read_turn()
+        with self.state.transaction() as conn:
+            turn = self.state.read_turn()
             cur = conn.execute(
                 "INSERT INTO items(kind, body, hash, turn, ts, source, file_hash, pinned, importance) "
                 "VALUES (?,?,?,?,?,?,?,?,?)",
@@ -60,21 +64,24 @@ class ItemWrites(StoreState):
                 )
             for lk, dst in link_list:
                 self._insert_link(new_id, dst, lk)
-        self._items[new_id] = Item(
+        self.state.items[new_id] = Item(
             new_id, k, body, digest, turn, timestamp, source, file_hash, pin, float(importance)
         )
         simple = k is not Kind.SUMMARY and all(lk in REFERENCE_LINKS for lk, _ in link_list)
-        if fresh and simple and (not self._metas or self._metas[-1].id < new_id):
+        if fresh and simple and (not self.state.metas or self.state.metas[-1].id < new_id):
             m = ItemMeta(new_id, k, digest, turn, source, file_hash, pin, float(importance))
-            self._metas.append(m)
-            self._by_id[new_id] = m
-            self._gen += 1
-            self._has_json = self._has_json or self._json_item(new_id)
+            self.state.metas.append(m)
+            self.state.by_id[new_id] = m
+            self.state.gen += 1
+            if pin:
+                self.state.layout_gen += 1  # the pins changed: plans rebuild
+            self.state.has_json = self.state.has_json or self.state.json_item(new_id)
             for _, dst in link_list:
-                if dst in self._by_id:
-                    self._by_id[dst].inbound += 1
+                if dst in self.state.by_id:
+                    self.state.by_id[dst].inbound += 1
+                    self.state.layout_gen += 1  # an old item's score changed: plans rebuild
         else:
-            self._dirty = True
+            self.state.dirty = True
         return new_id
 
     def add_file_read(self, path: str | Path, body: str | None = None, **kw: Any) -> int:
@@ -87,27 +94,25 @@ class ItemWrites(StoreState):
                 raise StoreError(f"cannot read {p}: {exc.strerror}") from exc
         return self.add(body, Kind.FILE_READ, source=p, file_hash=file_sha(p), **kw)
 
-    @translating
     def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
         lk = kind if isinstance(kind, LinkKind) else LinkKind.parse(kind)
-        fresh = self._mirror_current()
-        with self._transaction() as conn:
+        fresh = self.state.mirror_current()
+        with self.state.transaction() as conn:
             existed = conn.execute(
                 "SELECT 1 FROM links WHERE src=? AND dst=? AND kind=?", (src, dst, lk.value)
             ).fetchone()
             self._insert_link(src, dst, lk)
-        if fresh and lk in REFERENCE_LINKS and dst in self._by_id:
+        if fresh and lk in REFERENCE_LINKS and dst in self.state.by_id:
             if not existed:
-                self._by_id[dst].inbound += 1
-                self._gen += 1
+                self.state.by_id[dst].inbound += 1
+                self.state.gen += 1
+                self.state.layout_gen += 1  # an old item's score changed: plans rebuild
         else:
-            self._dirty = True
+            self.state.dirty = True
 
-    @translating
     def pin(self, item_id: int, pinned: bool = True) -> None:
         self._update_meta(item_id, "pinned", int(pinned))
 
-    @translating
     def set_importance(self, item_id: int, importance: float) -> None:
         if not 0.0 <= importance <= 1.0:
             raise ConfigError(f"importance must be between 0 and 1, got {importance}")
@@ -117,15 +122,15 @@ class ItemWrites(StoreState):
         if src == dst:
             raise StoreError(f"an item cannot link to itself (#{src})")
         for i in (src, dst):
-            if self._conn.execute("SELECT 1 FROM items WHERE id=?", (i,)).fetchone() is None:
-                raise UnknownItemError(i, self.path)
-        self._conn.execute(
+            if self.state.conn.execute("SELECT 1 FROM items WHERE id=?", (i,)).fetchone() is None:
+                raise UnknownItemError(i, self.state.path)
+        self.state.conn.execute(
             "INSERT OR IGNORE INTO links(src, dst, kind) VALUES (?,?,?)", (src, dst, kind.value)
         )
 
     def _update_meta(self, item_id: int, column: str, value: float | int) -> None:
-        self._item(item_id)
-        with self._transaction() as conn:
+        self.state.item(item_id)
+        with self.state.transaction() as conn:
             conn.execute(f"UPDATE items SET {column}=? WHERE id=?", (value, item_id))
-        self._items.pop(item_id, None)
-        self._dirty = True
+        self.state.items.pop(item_id, None)
+        self.state.dirty = True

@@ -7,17 +7,18 @@ turn-dependent recency, the query's BM25 and the knapsack walk run (see `solve`)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from engine.store.forms import ItemForms
+from engine.store.forms import Forms
 from engine.store.items import ItemMeta
+from engine.store.state import StoreState
 from engine.store.window import Shape
 from engine.tokens import Tokenizer
 
 _INF_RATIO = 1e300  # a free step (0 extra tokens) comes first, like an infinite value per token
 
 
-class Plan(NamedTuple):
+class SolvePlan(NamedTuple):
     """Built once per change of the items (and per query only when JSON summaries depend on it), as flat
     parallel lists so a solve is a few list comprehensions, one sort and a short walk.
     """
@@ -47,18 +48,25 @@ class Plan(NamedTuple):
     pos_of: dict[int, int]  # meta index -> candidate position
 
 
-class SolvePlans(ItemForms):
-    def _plan(self, tok: Tokenizer, terms: tuple[str, ...]) -> Plan:
+class Planner:
+    """Builds and caches the solve plan (one per tokenizer, and per query when JSON summaries need it)."""
+
+    def __init__(self, state: StoreState, forms: Forms) -> None:
+        self.state = state
+        self.forms = forms
+        self._cache: tuple[tuple[Any, ...], SolvePlan] | None = None
+
+    def plan(self, tok: Tokenizer, terms: tuple[str, ...]) -> SolvePlan:
         """The plan for this tokenizer (and query, when JSON summaries depend on it), cached until the
         items change."""
-        key = (tok.name, self._gen, terms if self._has_json else ())
-        if self._plan_cache is not None and self._plan_cache[0] == key:
-            return self._plan_cache[1]
-        cfg = self.config
-        metas = self._metas
+        key = (tok.name, self.state.gen, terms if self.state.has_json else ())
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        cfg = self.state.config
+        metas = self.state.metas
         midx = {m.id: i for i, m in enumerate(metas)}
         pins = [m for m in metas if m.pinned]
-        pin_cost = [(m.id, self._cost(tok, m.id)) for m in pins]
+        pin_cost = [(m.id, self.forms.cost(tok, m.id)) for m in pins]
         excluded: list[tuple[ItemMeta, int, str]] = []
         pinned_hashes = {m.hash: m.id for m in pins}
         # Dedup: the newest copy of each content hash represents the group (it sits where the agent
@@ -69,11 +77,13 @@ class SolvePlans(ItemForms):
             if m.pinned:
                 continue
             if m.superseded:
-                excluded.append((m, self._cost(tok, m.id), "superseded by a rolled-forward summary"))
+                excluded.append((m, self.forms.cost(tok, m.id), "superseded by a rolled-forward summary"))
             elif m.covered_by is not None:
-                excluded.append((m, self._cost(tok, m.id), f"covered by summary #{m.covered_by}"))
+                excluded.append((m, self.forms.cost(tok, m.id), f"covered by summary #{m.covered_by}"))
             elif m.hash in pinned_hashes:
-                excluded.append((m, self._cost(tok, m.id), f"duplicate of pinned #{pinned_hashes[m.hash]}"))
+                excluded.append(
+                    (m, self.forms.cost(tok, m.id), f"duplicate of pinned #{pinned_hashes[m.hash]}")
+                )
             else:
                 live.append(m)
                 members.setdefault(m.hash, []).append(m.id)
@@ -90,10 +100,10 @@ class SolvePlans(ItemForms):
             group = members[m.hash]
             rep = group[-1]  # metas are in id order: the last is the newest copy
             if rep != m.id:
-                excluded.append((m, self._cost(tok, m.id), f"duplicate of #{rep}"))
+                excluded.append((m, self.forms.cost(tok, m.id), f"duplicate of #{rep}"))
                 continue
             pos = len(cand)
-            shape = self._shape(tok, m.id, m.id in self._stale, terms)
+            shape = self.forms.shape(tok, m.id, m.id in self.state.stale, terms)
             cand.append(m)
             cand_midx.append(midx[m.id])
             shapes.append(shape)
@@ -120,8 +130,8 @@ class SolvePlans(ItemForms):
             for m in metas
         ]
         turns = [m.turn for m in metas]
-        stale_idx = [midx[i] for i in sorted(self._stale) if i in midx]
-        plan = Plan(
+        stale_idx = [midx[i] for i in sorted(self.state.stale) if i in midx]
+        plan = SolvePlan(
             pins,
             pin_cost,
             excluded,
@@ -142,5 +152,5 @@ class SolvePlans(ItemForms):
             midx,
             {mi: p for p, mi in enumerate(cand_midx)},
         )
-        self._plan_cache = (key, plan)
+        self._cache = (key, plan)
         return plan
