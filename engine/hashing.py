@@ -10,10 +10,14 @@ import hashlib
 import json
 from typing import Any
 
+# One encoder built once: json.dumps with non-default options builds a JSONEncoder per call, which
+# costs more than encoding a small value (and the engine and store hash thousands per turn).
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
 
 def canonical_json(value: Any) -> bytes:
     """Stable JSON bytes: sorted keys, compact separators, UTF-8 (non-ASCII kept as is)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _encode(value).encode("utf-8")
 
 
 def sha256_hex(data: bytes | str) -> str:

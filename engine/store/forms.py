@@ -8,10 +8,12 @@ and form in a memo, so a solve over thousands of items never re-tokenises a body
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine.hashing import content_hash, sha256_hex
+from engine.hashing import canonical_json, sha256_hex
 from engine.store.compaction import RULES_VERSION, duplicate_text, render_full, rule_summary, stub_text
 from engine.store.errors import StoreError
 from engine.store.items import Item, ItemMeta
@@ -19,7 +21,8 @@ from engine.store.state import StoreState
 from engine.store.window import Dropped, Entry, Option, Shape, Window, make_shape
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
-_new = tuple.__new__  # C-level NamedTuple construction (hundreds of entries per window)
+_new = tuple.__new__
+_MESSAGE_CACHE_MAX = 200_000  # C-level NamedTuple construction (hundreds of entries per window)
 
 
 class Forms:
@@ -32,12 +35,11 @@ class Forms:
         # (tokenizer, id, form, stale, query variant, duplicate_of) -> (text, tokens, kind, role):
         # an item's text in a form never changes, so a window is assembled from cached strings.
         self._forms: dict[tuple[Any, ...], tuple[str, int, str, str]] = {}
+        self._hash_state: dict[str, tuple[tuple[Entry, ...], Any]] = {}  # lane -> (entries, sha256 state)
 
     # ---- token counts -------------------------------------------------------------------------
 
-    def count(self, tok: Tokenizer, text: str) -> int:
-        if not text:
-            return 0
+    def _table(self, tok: Tokenizer) -> dict[str, int]:
         table = self._counts.get(tok.name)
         if table is None:
             table = {
@@ -47,12 +49,35 @@ class Forms:
                 )
             }
             self._counts[tok.name] = table
+        return table
+
+    def count(self, tok: Tokenizer, text: str) -> int:
+        if not text:
+            return 0
+        table = self._table(tok)
         h = sha256_hex(text)
         n = table.get(h)
         if n is None:
             n = tok.count(text)
             table[h] = n
             self._counts_new.append((h, tok.name, n))
+        return n
+
+    def _form_count(self, tok: Tokenizer, key: tuple[Any, ...], text: Callable[[], str]) -> int:
+        """Tokens of one item's form, from the memo, else `token_counts` under the form's key, else
+        counted. An original never changes, so (item id, form, variant, rules version) names its text:
+        a new process reopening the store finds every count without rendering or hashing any text
+        (that was most of the first solve of `cp-inspect ctx get`)."""
+        n = self._memo.get(key)
+        if n is None:
+            table = self._table(tok)
+            pk = "form:" + ":".join(map(str, key[1:]))
+            n = table.get(pk)
+            if n is None:
+                n = self.count(tok, text())
+                table[pk] = n
+                self._counts_new.append((pk, tok.name, n))
+            self._memo[key] = n
         return n
 
     def flush_counts(self) -> None:
@@ -63,22 +88,20 @@ class Forms:
             self._counts_new = []
 
     def full_tokens(self, tok: Tokenizer, item_id: int) -> int:
-        key = (tok.name, item_id, "full")
+        key = (tok.name, item_id, "full", RULES_VERSION)
         n = self._memo.get(key)
         if n is None:
-            n = self.count(tok, render_full(self.state.item(item_id)))
-            self._memo[key] = n
+            n = self._form_count(tok, key, lambda: render_full(self.state.item(item_id)))
         return n
 
     def cost(self, tok: Tokenizer, item_id: int) -> int:
         return self.full_tokens(tok, item_id) + MESSAGE_OVERHEAD_TOKENS
 
     def stub_tokens(self, tok: Tokenizer, item_id: int, full_tokens: int, stale: bool) -> int:
-        key = (tok.name, item_id, "stub", stale)
+        key = (tok.name, item_id, "stub", stale, RULES_VERSION)
         n = self._memo.get(key)
         if n is None:
-            n = self.count(tok, stub_text(self.state.item(item_id), full_tokens, stale))
-            self._memo[key] = n
+            n = self._form_count(tok, key, lambda: stub_text(self.state.item(item_id), full_tokens, stale))
         return n
 
     def summary_text(self, item: Item, terms: tuple[str, ...]) -> str:
@@ -91,8 +114,7 @@ class Forms:
         key = (tok.name, item_id, "summary", RULES_VERSION, self.state.config.summary_target_tokens, variant)
         n = self._memo.get(key)
         if n is None:
-            n = self.count(tok, self.summary_text(item, terms))
-            self._memo[key] = n
+            n = self._form_count(tok, key, lambda: self.summary_text(item, terms))
         return n
 
     # ---- shapes, entries and windows ----------------------------------------------------------
@@ -163,6 +185,33 @@ class Forms:
             Entry, (m.id, kind, role, form, text, tokens, score, reasons, m.pinned, is_stale, duplicate_of)
         )
 
+    def _text_hash(self, lane: str, entries: Sequence[Entry]) -> str:
+        """content_hash of the window's messages, continuing the lane's previous hash when the window
+        starts with the previous window's entries (a sticky window: the same objects plus appends).
+
+        Canonical JSON of a list is "[", the items' canonical JSON joined by ",", then "]": the hash
+        state after the previous window's items is copied and fed only the appended messages.
+        """
+        prev = self._hash_state.get(lane)
+        h: Any = None
+        start = 0
+        if prev is not None:
+            old, state = prev
+            k = len(old)
+            if 0 < k <= len(entries) and all(map(operator.is_, old, entries[:k])):
+                h, start = state.copy(), k
+        if h is None:  # one encoder call over every message, then the state before the closing "]"
+            whole = canonical_json([{"role": e.role, "content": e.text} for e in entries])
+            h, start = hashlib.sha256(whole[:-1]), len(entries)
+        for i in range(start, len(entries)):
+            e = entries[i]
+            if i:
+                h.update(b",")
+            h.update(canonical_json({"role": e.role, "content": e.text}))
+        self._hash_state[lane] = (tuple(entries), h.copy())
+        h.update(b"]")
+        return str(h.hexdigest())
+
     def window(
         self,
         b: Budget,
@@ -178,7 +227,7 @@ class Forms:
         used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
         if used > b.usable:  # the solver guarantees this; fail loudly rather than overrun a provider
             raise StoreError(f"internal error: window of {used} tokens exceeds usable budget {b.usable}")
-        messages = [{"role": e.role, "content": e.text} for e in entries]
+        text_hash = self._text_hash(lane, entries)
         return Window(
             budget=b.limit,
             usable=b.usable,
@@ -190,7 +239,7 @@ class Forms:
             query=query,
             entries=tuple(entries),
             dropped=dropped,
-            text_hash=content_hash(messages),
+            text_hash=text_hash,
             max_item_id=self.state.metas[-1].id if self.state.metas else 0,
             notes=tuple(notes),
         )

@@ -7,11 +7,12 @@ inspector can show any turn's manifest, and a sticky window can be continued by 
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 import zlib
 from typing import Any
 
-from engine.store.window import Window
+from engine.store.window import Entry, Window
 
 MAX_DROPPED_RECORDED = 50  # the rest are derivable (every item not in the window); keep rows small
 
@@ -34,8 +35,51 @@ def decode_manifest(stored: str | bytes) -> dict[str, Any]:
     return out
 
 
-def record(conn: sqlite3.Connection, window: Window) -> int:
-    manifest = window.manifest(max_dropped=MAX_DROPPED_RECORDED)
+_ITEMS_SLOT = "\x00items\x00"  # stands in for the items list while the rest of the manifest is encoded
+
+
+class ManifestEncoder:
+    """`encode_manifest` that re-uses the previous window's encoded entries: byte-identical output.
+
+    A sticky window is the lane's previous window plus a few appended entries (the same objects), so
+    its items list is the previous list's JSON with the new entries' JSON added; any other window is
+    encoded in one call over all its entries (one call per entry costs several times more).
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[tuple[Entry, ...], str]] = {}  # lane -> (entries, items JSON)
+
+    def encode(self, window: Window) -> bytes:
+        manifest = window.manifest(max_dropped=MAX_DROPPED_RECORDED, with_items=False)
+        manifest["items"] = _ITEMS_SLOT
+        entries = window.entries
+        prev = self._last.get(window.lane)
+        items: str | None = None
+        if prev is not None:
+            old, old_json = prev
+            k = len(old)
+            if 0 < k <= len(entries) and all(map(operator.is_, old, entries[:k])):
+                if k == len(entries):
+                    items = old_json
+                else:
+                    more = _dumps([e.as_dict() for e in entries[k:]])
+                    items = old_json[:-1] + "," + more[1:]
+        if items is None:
+            items = _dumps([e.as_dict() for e in entries])
+        self._last[window.lane] = (entries, items)
+        raw = _dumps(manifest).replace(_dumps(_ITEMS_SLOT), items, 1)
+        return zlib.compress(raw.encode("utf-8"), _ZLEVEL)
+
+
+# Built once (json.dumps with these options builds an encoder per call); same bytes as encode_manifest.
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+def record(conn: sqlite3.Connection, window: Window, encoder: ManifestEncoder | None = None) -> int:
+    if encoder is not None:
+        blob = encoder.encode(window)
+    else:
+        blob = encode_manifest(window.manifest(max_dropped=MAX_DROPPED_RECORDED))
     cur = conn.execute(
         "INSERT INTO windows(turn, lane, mode, budget, used, text_hash, manifest) VALUES (?,?,?,?,?,?,?)",
         (
@@ -45,7 +89,7 @@ def record(conn: sqlite3.Connection, window: Window) -> int:
             window.budget,
             window.used,
             window.text_hash,
-            encode_manifest(manifest),
+            blob,
         ),
     )
     return int(cur.lastrowid or 0)

@@ -27,6 +27,7 @@ class Server:
         self.solver = solver
         self.sticky = sticky
         self.staleness = staleness
+        self._encoder = recorder.ManifestEncoder()
 
     def context_get(
         self,
@@ -60,7 +61,7 @@ class Server:
             relevance = bm25_relevance(st.conn, terms, len(st.metas)) if terms else {}
             window = self.solver.solve(b, tok, lane, query, terms, relevance, mode, sticky, notes)
         with st.transaction() as conn:
-            st.last_window_id = recorder.record(conn, window)
+            st.last_window_id = recorder.record(conn, window, self._encoder)
             self.forms.flush_counts()
             if advance_turn:
                 conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(st.turn + 1),))

@@ -55,13 +55,82 @@ class Planner:
         self.state = state
         self.forms = forms
         self._cache: tuple[tuple[Any, ...], SolvePlan] | None = None
+        # What the cached plan was built over, to extend it when items were only appended since:
+        # (tokenizer, layout generation, query variant, the metas list it read, how many it read).
+        self._built: tuple[str, int, tuple[str, ...], list[ItemMeta], int] | None = None
+        self._live_hashes: set[str] = set()  # content hashes of the cached plan's candidates
+        self._pinned_hashes: set[str] = set()
 
     def plan(self, tok: Tokenizer, terms: tuple[str, ...]) -> SolvePlan:
         """The plan for this tokenizer (and query, when JSON summaries depend on it), cached until the
-        items change."""
-        key = (tok.name, self.state.gen, terms if self.state.has_json else ())
+        items change, and extended in place when the only change is items appended since.
+
+        Appends are what an agent does every turn; rebuilding the plan over every item for them made
+        each re-solve cost a pass over the whole store (about 45 ms at 5,000 items).
+        """
+        st = self.state
+        variant = terms if st.has_json else ()
+        key = (tok.name, st.gen, variant)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        extended = self._extend(tok, terms, variant)
+        if extended is not None:
+            self._cache = (key, extended)
+            return extended
+        plan = self._build(tok, terms)
+        self._cache = (key, plan)
+        self._built = (tok.name, st.layout_gen, variant, st.metas, len(st.metas))
+        self._live_hashes = {m.hash for m in plan.cand}
+        self._pinned_hashes = {m.hash for m in plan.pins}
+        return plan
+
+    def _extend(self, tok: Tokenizer, terms: tuple[str, ...], variant: tuple[str, ...]) -> SolvePlan | None:
+        """The cached plan plus the items appended since it was built, or None when it must be rebuilt.
+
+        Exact only for plain appends: no pin, no link to an older item, no summary, no reload (each of
+        those bumps `layout_gen` or replaces the metas list), and no new copy of a known body (a copy
+        takes over its group from an older candidate, which moves candidate positions).
+        """
+        st = self.state
+        if self._cache is None or self._built is None:
+            return None
+        name, layout, built_variant, metas_ref, n_built = self._built
+        metas = st.metas
+        if (name, layout, built_variant) != (tok.name, st.layout_gen, variant) or metas_ref is not metas:
+            return None
+        new = metas[n_built:]
+        seen = self._live_hashes
+        fresh_hashes: set[str] = set()
+        for m in new:
+            if m.pinned or m.superseded or m.covered_by is not None or m.id in st.stale:
+                return None
+            if m.hash in seen or m.hash in self._pinned_hashes or m.hash in fresh_hashes:
+                return None
+            fresh_hashes.add(m.hash)
+        plan = self._cache[1]
+        cfg = st.config
+        base, wf, wi = cfg.base, cfg.w_refs, cfg.w_importance
+        for mi in range(n_built, len(metas)):
+            m = metas[mi]
+            plan.midx[m.id] = mi
+            plan.static.append(_static_score(m, base, wf, wi))
+            plan.turns.append(m.turn)
+            pos = len(plan.cand)
+            shape = self.forms.shape(tok, m.id, False, terms)
+            plan.cand.append(m)
+            plan.cand_ids.append(m.id)
+            plan.cand_midx.append(mi)
+            plan.pos_of[mi] = pos
+            plan.shapes.append(shape)
+            plan.full_cost.append(shape.options[0].tokens)
+            _add_steps(plan.step_cand, plan.step_level, plan.step_dt, plan.step_ratio, pos, shape)
+        seen |= fresh_hashes
+        self._built = (name, layout, variant, metas, len(metas))
+        return plan._replace(
+            distinct_turns=plan.distinct_turns | {metas[i].turn for i in range(n_built, len(metas))}
+        )
+
+    def _build(self, tok: Tokenizer, terms: tuple[str, ...]) -> SolvePlan:
         cfg = self.state.config
         metas = self.state.metas
         midx = {m.id: i for i, m in enumerate(metas)}
@@ -110,25 +179,9 @@ class Planner:
             full_cost.append(shape.options[0].tokens)
             if len(group) > 1:
                 dup.append((pos, tuple(midx[i] for i in group)))
-            prev_t, prev_v = 0, 0.0
-            for lv, o in enumerate(shape.hull):
-                dt = o.tokens - prev_t
-                step_cand.append(pos)
-                step_level.append(lv)
-                step_dt.append(dt)
-                step_ratio.append(
-                    (o.value - prev_v) / (dt if lv == 0 else max(1, dt)) if dt > 0 else _INF_RATIO
-                )
-                prev_t, prev_v = o.tokens, o.value
+            _add_steps(step_cand, step_level, step_dt, step_ratio, pos, shape)
         base, wf, wi = cfg.base, cfg.w_refs, cfg.w_importance
-        static = [
-            base
-            + (
-                wf * (1.0 - 1.0 / (1.0 + m.inbound)) if m.inbound else 0.0
-            )  # saturating: 1st citation counts most
-            + wi * (m.importance if m.importance < 1.0 else 1.0)
-            for m in metas
-        ]
+        static = [_static_score(m, base, wf, wi) for m in metas]
         turns = [m.turn for m in metas]
         stale_idx = [midx[i] for i in sorted(self.state.stale) if i in midx]
         plan = SolvePlan(
@@ -152,5 +205,29 @@ class Planner:
             midx,
             {mi: p for p, mi in enumerate(cand_midx)},
         )
-        self._cache = (key, plan)
         return plan
+
+
+def _static_score(m: ItemMeta, base: float, wf: float, wi: float) -> float:
+    """The part of an item's score that changes only when the item does (refs saturate: the first
+    citation counts most)."""
+    refs = wf * (1.0 - 1.0 / (1.0 + m.inbound)) if m.inbound else 0.0
+    return base + refs + wi * (m.importance if m.importance < 1.0 else 1.0)
+
+
+def _add_steps(
+    step_cand: list[int],
+    step_level: list[int],
+    step_dt: list[int],
+    step_ratio: list[float],
+    pos: int,
+    shape: Shape,
+) -> None:
+    prev_t, prev_v = 0, 0.0
+    for lv, o in enumerate(shape.hull):
+        dt = o.tokens - prev_t
+        step_cand.append(pos)
+        step_level.append(lv)
+        step_dt.append(dt)
+        step_ratio.append((o.value - prev_v) / (dt if lv == 0 else max(1, dt)) if dt > 0 else _INF_RATIO)
+        prev_t, prev_v = o.tokens, o.value

@@ -124,7 +124,7 @@ class DroppedList(Sequence[Dropped]):
     `lookup(id)` returns when the list is first read.
     """
 
-    __slots__ = ("_explicit", "_ids", "_scores", "_lookup", "_all")
+    __slots__ = ("_explicit", "_ids", "_scores", "_lookup", "_all", "_top")
 
     def __init__(
         self,
@@ -140,6 +140,7 @@ class DroppedList(Sequence[Dropped]):
         self._scores = scores
         self._lookup = lookup
         self._all: tuple[Dropped, ...] | None = None
+        self._top: dict[int | None, list[Dropped]] = {}  # a sticky window re-serves the same list
 
     def _materialise(self) -> tuple[Dropped, ...]:
         if self._all is None:
@@ -175,6 +176,12 @@ class DroppedList(Sequence[Dropped]):
 
     def top(self, n: int | None) -> list[Dropped]:
         """The n best-scored dropped items, best first (ties by id), without materialising the rest."""
+        cached = self._top.get(n)
+        if cached is None:
+            cached = self._top[n] = self._compute_top(n)
+        return list(cached)
+
+    def _compute_top(self, n: int | None) -> list[Dropped]:
         if n is None or n >= len(self):
             return sorted(self, key=lambda d: (-d.score, d.id))
         best_implicit = heapq.nsmallest(n, zip([-x for x in self._scores], self._ids, strict=True))
@@ -223,9 +230,9 @@ class Window:
                 return e
         return None
 
-    def manifest(self, max_dropped: int | None = None) -> dict[str, Any]:
+    def manifest(self, max_dropped: int | None = None, *, with_items: bool = True) -> dict[str, Any]:
         shown = top_dropped(self.dropped, max_dropped)
-        return {
+        out = {
             "budget": self.budget,
             "usable": self.usable,
             "used": self.used,
@@ -237,11 +244,13 @@ class Window:
             "query": self.query,
             "text_hash": self.text_hash,
             "max_item_id": self.max_item_id,
-            "items": [e.as_dict() for e in self.entries],
             "dropped": [d.as_dict() for d in shown],
             "dropped_total": len(self.dropped),
             "notes": list(self.notes),
         }
+        if with_items:  # the recorder encodes the items itself, from cached fragments
+            out["items"] = [e.as_dict() for e in self.entries]
+        return out
 
 
 def window_as_messages(window: Window) -> list[dict[str, str]]:
