@@ -1,4 +1,14 @@
-"""ContextPipe engine: deterministic, audited context assembly for LLM agents."""
+"""ContextPipe engine: deterministic, audited context assembly for LLM agents.
+
+The public names below are imported on first use (PEP 562 module `__getattr__`): importing any
+engine submodule runs this file first, and eagerly importing the pipeline here made every
+`cp-inspect` command, `--help` included, pay for the whole engine before doing anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import (
     BindError,
@@ -7,10 +17,35 @@ from engine.errors import (
     ContextPipeError,
     UnpairedToolResultError,
 )
-from engine.optimize import OptimizeLimits
-from engine.pipeline import ENGINE_VERSION, Pipeline, Request
-from engine.plan import Thresholds
-from engine.types import CacheScope, Lifecycle, Priority, SectionKind, Tier
+
+if TYPE_CHECKING:
+    from engine.optimize import OptimizeLimits
+    from engine.pipeline import ENGINE_VERSION, Pipeline, Request
+    from engine.plan import Thresholds
+    from engine.types import CacheScope, Lifecycle, Priority, SectionKind, Tier
+
+_LAZY = {
+    "OptimizeLimits": "engine.optimize",
+    "ENGINE_VERSION": "engine.pipeline",
+    "Pipeline": "engine.pipeline",
+    "Request": "engine.pipeline",
+    "Thresholds": "engine.plan",
+    "CacheScope": "engine.types",
+    "Lifecycle": "engine.types",
+    "Priority": "engine.types",
+    "SectionKind": "engine.types",
+    "Tier": "engine.types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Pipeline",

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 
 from engine.errors import ContextPipeError
-from engine.recording.journal import trace_of, unpack_event
 
 from . import fleet_cli
 from .cli_common import (
@@ -53,6 +52,8 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list
         except ContextPipeError as exc:
             fail(str(exc))
         src.client.close()
+        from engine.recording.journal import unpack_event
+
         return [unpack_event(e) for e in src.events], src.header, []
     r = open_recording(Path(target))
     events, offsets = read_events(r)
@@ -93,6 +94,7 @@ def explain(
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:
     """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
+    from engine.recording.journal import trace_of
     from engine.recording.replay import Overrides, Replayer, ReplayError
     from engine.recording.why import why_missed
 

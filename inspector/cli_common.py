@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from engine.recording.cpsession import RecordingError, RecordingReader
+if TYPE_CHECKING:
+    from engine.recording.cpsession import RecordingReader
 
 # What-if options shared by `explain` and `simulate` (parsed with parse_pairs).
 GateOpt = Annotated[list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")]
@@ -42,6 +43,9 @@ def on_off(v: str) -> bool:
 
 
 def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
+    # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
+    from engine.recording.cpsession import RecordingError, RecordingReader
+
     if not path.exists():
         fail(f"no such file: {path}")
     if path.is_dir():
@@ -63,6 +67,8 @@ def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
     """Every event of a recording with the file offset of the frame holding it. Events are read lazily
     by the reader, so the read happens here, inside the error handling: damage is one line, not a
     traceback."""
+    from engine.recording.cpsession import RecordingError
+
     events: list[dict[str, Any]] = []
     offsets: list[int] = []
     try:

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engine.errors import ContextPipeError
-from engine.store import ContextStore, Kind, Window
-from engine.store.store import MAX_BUDGET
+from engine.store.items import Kind
 from inspector.cli_common import fail
+
+if TYPE_CHECKING:
+    from engine.store import ContextStore, Window
 
 ctx_app = typer.Typer(
     name="ctx",
@@ -29,6 +31,9 @@ DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (crea
 
 
 def _open(db: Path) -> ContextStore:
+    # The store (SQLite, scoring, tokenizer) is imported when a command opens one, not for --help.
+    from engine.store import ContextStore
+
     try:
         return ContextStore(db)
     except ContextPipeError as exc:
@@ -129,6 +134,8 @@ def get_cmd(
     ] = False,
 ) -> None:
     """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest)."""
+    from engine.store.budget import MAX_BUDGET
+
     if budget <= 0 or budget > MAX_BUDGET:
         fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
     store = _open(db)

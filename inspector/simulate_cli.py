@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from engine.sim.cachesim import ZERO, CallCache
-from engine.sim.simulate import POLICY_NAMES, PolicyFigures, SimSettings, SimulationReport, policy_doc
-
 from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
+
+if TYPE_CHECKING:
+    from engine.sim.cachesim import CallCache
+    from engine.sim.simulate import PolicyFigures, SimulationReport
 
 
 def simulate(
@@ -64,7 +65,7 @@ def simulate(
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError
     from engine.recording.replay import ReplayError
-    from engine.sim.simulate import simulate_events
+    from engine.sim.simulate import SimSettings, policy_doc, simulate_events
 
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
@@ -130,6 +131,8 @@ ROWS: tuple[tuple[str, Any], ...] = (
 
 
 def render_text(r: SimulationReport) -> str:
+    from engine.sim.simulate import POLICY_NAMES
+
     cols = [n for n in POLICY_NAMES]
     pol: dict[str, PolicyFigures | None] = r.policies
     rec = r.recorded
@@ -183,6 +186,8 @@ BASE_COLUMNS = ("pipeline", "gates_closed", "as_sent", "actual")
 
 def policy_totals(reports: list[SimulationReport]) -> dict[str, tuple[CallCache, float, int, int, int]]:
     """Per policy column over every report: (cache totals, cost, compactions, breaks, output tokens)."""
+    from engine.sim.cachesim import ZERO
+
     out: dict[str, tuple[CallCache, float, int, int, int]] = {}
     for r in reports:
         for name, f in r.policies.items():
@@ -213,6 +218,8 @@ def _fig_json(t: CallCache, cost: float, comps: int, breaks: int, out: int) -> d
 
 def render_policies(reports: list[SimulationReport]) -> str:
     """One table: a row per policy, summed over every recording given."""
+    from engine.sim.simulate import policy_doc
+
     r0 = reports[0]
     tot = policy_totals(reports)
     base = tot.get("paper")
