@@ -113,6 +113,7 @@ class InspectorApp(App[None]):
         self._frozen_fold = False
         self._theme_warning: str | None = None
         self._shadow_tab = False  # the Shadow tab is added once the source shows a shadow rollout
+        self._viewer: ContentViewer | None = None  # the main screen's content viewer, from mount
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -150,6 +151,7 @@ class InspectorApp(App[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self._viewer = self.query_one("#content", ContentViewer)
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self._apply_size(self.size.width)
         self._update_status()
@@ -260,10 +262,17 @@ class InspectorApp(App[None]):
 
     @on(ContentLoaded)
     def _content_loaded(self, message: ContentLoaded) -> None:
+        # Content comes from a worker and may land at any moment: under a modal screen (help, go to,
+        # palette) or while the app is closing. The viewer is held from mount rather than looked up
+        # here (a lookup resolved against whatever screen is current raised NoMatches: issue 15.8),
+        # and a message that outlives the main screen is dropped.
+        viewer = self._viewer
+        if viewer is None or not viewer.is_attached:
+            return
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
-        self.query_one("#content", ContentViewer).show(message.title, message.text)
+        viewer.show(message.title, message.text)
 
     @on(SectionSelected)
     def _section_selected(self, message: SectionSelected) -> None:
