@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -38,7 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PYDICOM = Path("/work/shared/trajectories/mini-swe-agent-pr816/deepseek_chat_dev__pydicom__pydicom-1413.traj.json")
+# The same place the tests read trajectories from (tests/conftest.py).
+TRAJECTORIES = Path(os.environ.get("CONTEXTPIPE_TRAJECTORIES") or ROOT.parent / "shared" / "trajectories")
+PYDICOM = TRAJECTORIES / "mini-swe-agent-pr816" / "deepseek_chat_dev__pydicom__pydicom-1413.traj.json"
 GEN_VERSION = 2  # 2: the engine plans against calibrated estimates (7c45c7c): v1 files no longer verify
 
 
@@ -153,14 +156,21 @@ def pct(xs: list[float], p: float) -> float:
 # ------------------------------------------------------------------------------------------ (a)
 
 
+def pydicom_recording() -> Path:
+    """pydicom-1413 (93 model calls) imported from the shared trajectories, as a person would."""
+    if not PYDICOM.exists():
+        raise SystemExit(f"trajectory not found: {PYDICOM} (set CONTEXTPIPE_TRAJECTORIES)")
+    rec = Path(tempfile.gettempdir()) / "cp-bench-tui-pydicom-1413.cpsession"
+    subprocess.run([sys.executable, "-m", "inspector.cli", "import", "auto", str(PYDICOM), "-o", str(rec)],
+                   check=True, capture_output=True, cwd=ROOT)
+    return rec
+
+
 def bench_replan(n: int = 50) -> dict[str, float]:
     from engine.whatif import Overrides
     from inspector.sources.file import FileSource
 
-    rec = Path(tempfile.gettempdir()) / "cp-bench-tui-pydicom-1413.cpsession"
-    subprocess.run([sys.executable, "-m", "inspector.cli", "import", "auto", str(PYDICOM), "-o", str(rec)],
-                   check=True, capture_output=True, cwd=ROOT)
-    src = FileSource(rec)
+    src = FileSource(pydicom_recording())
     traces = src.load_initial()
     turn = traces[-1]["turn"]
     src.replan(turn, Overrides(window=64000))  # warm: events loaded, tokenizer cache filled
@@ -233,6 +243,75 @@ async def _app_run(path: Path, steps: int) -> dict[str, float]:
     return out
 
 
+async def _step_run(path: Path, size: tuple[int, int], steps: int) -> dict[str, float]:
+    """(f) A step as a person meets it, on a real recording: Right, until the new turn's content is
+    shown and the screen is idle. UI time = main-thread CPU (thread_time) over that span, minus the
+    same span for an unbound key with the same number of Pilot polls (Pilot's own cost), interleaved
+    step by step. Wall time is press -> first idle frame (before the debounced content arrives)."""
+    from inspector.app import InspectorApp
+    from inspector.sources.file import FileSource
+    from panels.content_viewer import ContentViewer
+
+    app = InspectorApp(FileSource(path))
+    async with app.run_test(size=size) as pilot:
+        while app.index < 0 or app.view.loading:
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        app.action_first()
+        await pilot.pause(0.3)
+        viewer = app.query_one("#content", ContentViewer)
+        ui: list[float] = []
+        base: list[float] = []
+        frame_wall: list[float] = []
+
+        async def step() -> int:
+            c, w = time.thread_time(), time.perf_counter()
+            await pilot.press("right")
+            await pilot.pause()
+            frame_wall.append(time.perf_counter() - w)
+            turn = app.timeline.traces[app.index]["turn"]
+            polls = 0
+            while f"turn {turn} " not in viewer.title + " " and polls < 2000:
+                await pilot.pause(0.005)
+                polls += 1
+            await pilot.pause()
+            ui.append(time.thread_time() - c)
+            return polls
+
+        async def unbound(polls: int) -> None:
+            c = time.thread_time()
+            await pilot.press("x")
+            await pilot.pause()
+            for _ in range(polls):
+                await pilot.pause(0.005)
+            await pilot.pause()
+            base.append(time.thread_time() - c)
+
+        for i in range(steps):
+            if app.index >= app.timeline.last:
+                app.action_first()
+                await pilot.pause(0.3)
+            polls = await step()
+            await unbound(polls)
+            await pilot.pause(0.1)  # a person's pace: the debounce does not merge these steps
+        pilot_cost = statistics.median(base)
+        net = [u - pilot_cost for u in ui]
+        return {"turns": len(app.timeline), "w": size[0], "h": size[1],
+                "ui_p50_ms": pct(net, 50) * 1e3, "ui_p95_ms": pct(net, 95) * 1e3,
+                "pilot_ms": pilot_cost * 1e3, "frame_wall_p50_ms": pct(frame_wall, 50) * 1e3,
+                "frame_wall_p95_ms": pct(frame_wall, 95) * 1e3}
+
+
+def bench_steps(steps: int) -> dict[str, float]:
+    rec = pydicom_recording()
+    out: dict[str, float] = {}
+    for size in ((120, 40), (200, 60)):
+        r = asyncio.run(_step_run(rec, size, steps))
+        for k, v in r.items():
+            out[f"{size[0]}x{size[1]}_{k}"] = v
+    return out
+
+
 def bench_app(path: Path, steps: int, trace_memory: bool) -> dict[str, float]:
     """RSS is only meaningful without tracemalloc (it adds its own bookkeeping): part (b) reports it."""
     if trace_memory:
@@ -258,7 +337,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--recording", default=None, help="use this recording instead of the generated one")
-    ap.add_argument("--only", choices=["a", "b", "c", "d", "e"], default=None)
+    ap.add_argument("--only", choices=["a", "b", "c", "d", "e", "f"], default=None)
     ap.add_argument("--seed", default=None,
                     help="a shorter (or killed) recording of this generator to resume from when making the long one")
     ap.add_argument("--footerless", default="/tmp/tui/g10k.cpsession",
@@ -269,6 +348,8 @@ def main() -> None:
     if args.only:
         if args.only == "a":
             res = bench_replan()
+        elif args.only == "f":
+            res = bench_steps(args.steps)
         else:
             path = long_recording(args.turns, args.recording, args.seed)
             res = bench_app(path, args.steps if args.only == "d" else 0, trace_memory=args.only == "c")

@@ -96,10 +96,13 @@ class InspectorApp(App[None]):
         Binding("q", "quit", "Quit", tooltip="quit"),
     ]
 
-    index: reactive[int] = reactive(-1, init=False)  # position in the timeline, -1 before data
-    playing: reactive[bool] = reactive(False, init=False)
-    speed: reactive[int] = reactive(1, init=False)  # index into SPEEDS
-    disconnected: reactive[str | None] = reactive(None, init=False)
+    # The app draws nothing itself: its watchers hand values to the panels, which refresh what they
+    # show. A repainting reactive here would repaint the whole screen on every step (a full update
+    # of every widget, most of a step's time), so none of these repaints.
+    index: reactive[int] = reactive(-1, init=False, repaint=False)  # position in the timeline, -1 before data
+    playing: reactive[bool] = reactive(False, init=False, repaint=False)
+    speed: reactive[int] = reactive(1, init=False, repaint=False)  # index into SPEEDS
+    disconnected: reactive[str | None] = reactive(None, init=False, repaint=False)
 
     def __init__(self, source: Source, theme: str | None = None, start_turn: int | None = None) -> None:
         super().__init__()

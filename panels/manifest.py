@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
@@ -39,6 +40,7 @@ class ManifestPanel(DataTable):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._trace: Trace | None = None
+        self._cells: dict[str, dict[str, str | Text]] = {}  # section id -> column -> cell, as shown
         self.compact = False
 
     def on_mount(self) -> None:
@@ -54,28 +56,56 @@ class ManifestPanel(DataTable):
             self.compact = compact
             self.clear(columns=True)
             self._add_columns()
-            self.show(self._trace)
+            trace, self._trace, self._cells = self._trace, None, {}
+            self.show(trace)
 
     def show(self, trace: Trace | None) -> None:
-        """Rebuild the rows for a turn (a few dozen rows), keeping the cursor on the same section."""
+        """Show a turn's sections, keeping the cursor on the same section.
+
+        Consecutive turns usually have the same sections in the same order: then only the cells that
+        differ are updated in place. Clearing and re-adding every row moved the cursor, which posted
+        a second SectionSelected (a second content fetch) per step.
+        """
         selected = self.selected_section()
+        prev_ids = [s["id"] for s in self._trace["sections"]] if self._trace is not None else None
         self._trace = trace
-        self.clear()
         if trace is None:
+            self._cells = {}
+            self.clear()
             return
-        for s in trace["sections"]:
-            over = s["tokens"] > s["budget"]
-            cells = {
-                "section": s["name"][:16], "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
-                "budget": Text(tok(s["budget"]), justify="right"),
-                "plan": Text(tok(s["planned"]), justify="right"),
-                "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),
-                "form": form_text(s), "Δ": "●" if s["changed"] else "", "hash": s["sha256"][:7],
-            }
-            self.add_row(*(cells[c] for c in (COMPACT_COLUMNS if self.compact else COLUMNS)), key=s["id"])
+        columns = COMPACT_COLUMNS if self.compact else COLUMNS
         ids = [s["id"] for s in trace["sections"]]
+        rows = {s["id"]: self._row_cells(s) for s in trace["sections"]}
+        if ids == prev_ids and self.row_count == len(ids) and self._cells:
+            for sid, cells in rows.items():
+                old = self._cells.get(sid, {})
+                for c in columns:
+                    if old.get(c) != cells[c]:
+                        self.update_cell(sid, c, cells[c], update_width=self._wider(c, cells[c]))
+            self._cells = rows
+            return
+        self._cells = rows
+        self.clear()
+        for sid in ids:
+            self.add_row(*(rows[sid][c] for c in columns), key=sid)
         if selected in ids:
             self.move_cursor(row=ids.index(selected), animate=False)
+
+    @staticmethod
+    def _row_cells(s: TraceSection) -> dict[str, str | Text]:
+        over = s["tokens"] > s["budget"]
+        return {
+            "section": s["name"][:16], "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
+            "budget": Text(tok(s["budget"]), justify="right"),
+            "plan": Text(tok(s["planned"]), justify="right"),
+            "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),
+            "form": form_text(s), "Δ": "●" if s["changed"] else "", "hash": s["sha256"][:7],
+        }
+
+    def _wider(self, column: str, value: str | Text) -> bool:
+        """Does `value` need a wider column? (Measuring every cell on every step would re-lay the table.)"""
+        width = value.cell_len if isinstance(value, Text) else len(value)
+        return width > self.columns[ColumnKey(column)].content_width
 
     def selected_section(self) -> str | None:
         if self._trace is None or not self.row_count:
