@@ -287,7 +287,7 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int) -> dict[str, 
             await pilot.pause()
             base.append(time.thread_time() - c)
 
-        for i in range(steps):
+        for _ in range(steps):
             if app.index >= app.timeline.last:
                 app.action_first()
                 await pilot.pause(0.3)
