@@ -142,3 +142,34 @@ def report(
     typer.echo(render_table(rows, total))
     if svg is not None:
         typer.echo(f"chart written to {svg}")
+
+
+def top(
+    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+) -> None:
+    """A live table of every agent on this machine (and every proxy session): Enter attaches, q comes back."""
+    from engine.errors import ContextPipeError
+    from engine.probe.runtime_dir import parse_target
+    from engine.probe.watch import FleetWatcher
+
+    from .app import InspectorApp
+    from .sources.live import LiveSource
+    from .top_app import TopApp
+
+    watcher = FleetWatcher().start()
+    try:
+        while True:
+            target = TopApp(watcher, theme=theme).run()
+            if not target:
+                return
+            parsed = parse_target(target)
+            if parsed is None:
+                continue
+            try:
+                source = LiveSource(parsed[0], session=parsed[1])
+            except ContextPipeError as exc:  # it ended between the table and the key press
+                typer.secho(f"cannot attach to {target}: {exc}", fg=typer.colors.YELLOW, err=True)
+                continue
+            InspectorApp(source, theme=theme).run()
+    finally:
+        watcher.stop()

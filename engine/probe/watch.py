@@ -1,0 +1,150 @@
+"""Watching every agent on this machine at once (`cp-inspect top`): the runtime directory is watched for
+sockets appearing and leaving (watchfiles, with a slow rescan as a fallback), and each agent's probe
+stream is read on its own daemon thread and folded into an `engine.fleet.AgentStats`.
+
+A watcher is read-only like every probe client, and costs each agent one client slot."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.fleet import AgentRow, AgentStats
+from engine.probe.client import AgentInfo, ProbeClient, list_agents
+from engine.probe.runtime_dir import resolve_runtime_dir
+from engine.recording.journal import trace_of, unpack_event
+
+RESCAN_S = 2.0  # fallback rescan when no file event arrives (a filesystem without inotify)
+KEEP_EXITED_S = 30.0  # an agent that ended stays on screen this long, marked exited
+
+
+class FleetWatcher:
+    def __init__(self, runtime_dir: Path | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.runtime_dir = runtime_dir
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._agents: dict[str, AgentStats] = {}
+        self._ended: dict[str, float] = {}
+        self._stop = threading.Event()
+        self.version = 0  # bumped on every change, so a view redraws only when something moved
+        self.error: str | None = None  # e.g. the runtime directory is not safely ours
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> FleetWatcher:
+        threading.Thread(target=self._discover, name="contextpipe-top-discover", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def snapshot(self) -> list[AgentRow]:
+        """Every agent's figures now, as immutable rows (the reader threads keep folding meanwhile)."""
+        now = self.clock()
+        with self._lock:
+            for target, ended in list(self._ended.items()):
+                if now - ended > KEEP_EXITED_S:
+                    self._agents.pop(target, None)
+                    del self._ended[target]
+                    self.version += 1
+            return [a.row(now) for a in self._agents.values()]
+
+    # ---------------------------------------------------------------- discovery
+
+    def _discover(self) -> None:
+        try:
+            directory = resolve_runtime_dir(self.runtime_dir)
+        except Exception as exc:  # a planted or foreign directory: say so in the view
+            self.error = str(exc)
+            return
+        self.scan()
+        if directory is None:
+            directory = self._wait_for_dir()
+            if directory is None:
+                return
+        from watchfiles import watch
+
+        while not self._stop.is_set():
+            try:
+                for _ in watch(directory, stop_event=self._stop, rust_timeout=int(RESCAN_S * 1000),
+                               yield_on_timeout=True, debounce=50, step=50):
+                    self.scan()
+            except Exception:  # the directory vanished or inotify is unavailable: poll instead
+                self._stop.wait(RESCAN_S)
+                self.scan()
+
+    def _wait_for_dir(self) -> Path | None:
+        while not self._stop.is_set():
+            try:
+                found = resolve_runtime_dir(self.runtime_dir)
+            except Exception as exc:
+                self.error = str(exc)
+                return None
+            if found is not None:
+                self.scan()
+                return found
+            self._stop.wait(RESCAN_S)
+        return None
+
+    def scan(self) -> None:
+        try:
+            infos = list_agents(self.runtime_dir, timeout=1.0)
+        except Exception as exc:
+            self.error = str(exc)
+            return
+        with self._lock:
+            known = set(self._agents)
+        for info in infos:
+            if info.target not in known:
+                self._follow(info)
+
+    def _follow(self, info: AgentInfo) -> None:
+        stats = AgentStats(info.target, info.pid, info.session, info.command, info.model or "",
+                           info.provider or "", tap_errors=info.tap_errors)
+        if info.error:
+            stats.state, stats.detail = "error", info.error
+        with self._lock:
+            self._agents[info.target] = stats
+            self.version += 1
+        if not info.error:
+            threading.Thread(target=self._read, args=(info, stats), name=f"contextpipe-top-{info.target}",
+                             daemon=True).start()
+
+    # ---------------------------------------------------------------- one agent
+
+    def _read(self, info: AgentInfo, stats: AgentStats) -> None:
+        try:
+            client = ProbeClient.connect_path(info.socket_path, info.pid, timeout=3.0)
+        except Exception as exc:
+            self._end(stats, "error", str(exc))
+            return
+        sent_at: dict[int, float] = {}  # request time by turn: tokens/min follows the agent's own clock
+        with client:
+            while not self._stop.is_set():
+                try:
+                    ev = client.recv(timeout=0.5)
+                except Exception as exc:
+                    self._end(stats, "exited", f"connection lost: {exc}")
+                    return
+                if ev is None:
+                    if client.disconnected:
+                        self._end(stats, "exited", "agent exited")
+                        return
+                    continue
+                kind = ev.get("k")
+                if kind == "request" and isinstance(ev.get("time"), int | float):
+                    sent_at[int(ev.get("turn", -1))] = float(ev["time"])
+                elif kind == "turn":
+                    trace = trace_of(unpack_event(ev))
+                    when = sent_at.pop(int(trace.get("turn", -1)), None) or self.clock()
+                    with self._lock:
+                        stats.take_trace(trace, when)
+                        self.version += 1
+
+    def _end(self, stats: AgentStats, state: str, detail: str) -> None:
+        with self._lock:
+            stats.state, stats.detail = state, detail
+            self._ended[stats.target] = self.clock()
+            self.version += 1

@@ -1,0 +1,123 @@
+"""`cp-inspect top`: every agent on this machine that serves the probe (and every proxy session) in one
+live table, like htop or k9s. Sort with `s` / `S`, filter with `/`, Enter attaches the inspector to the
+highlighted agent; quitting the inspector comes back here.
+
+The figures come from a FleetWatcher (engine/probe/watch.py) that reads every agent's stream on its own
+threads; the app only copies a snapshot into the table twice a second, and only when it changed."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Input, Static
+
+from engine.fleet import AgentRow
+from engine.probe.watch import FleetWatcher
+from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
+from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
+
+REFRESH_S = 0.5
+
+
+class TopApp(App[str | None]):
+    TITLE = "ContextPipe top"
+    CSS = """
+    #summary { height: 1; padding: 0 1; background: $panel; }
+    #filter { display: none; height: 3; }
+    #filter.shown { display: block; }
+    FleetTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("s", "sort(1)", "Sort", tooltip="sort by the next column"),
+        Binding("S", "sort(-1)", "Sort back", show=False, tooltip="sort by the previous column"),
+        Binding("r", "reverse", "Reverse", tooltip="reverse the sort order"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="filter rows by text"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, watcher: FleetWatcher, theme: str | None = None, refresh_s: float = REFRESH_S) -> None:
+        super().__init__()
+        self.watcher = watcher
+        self.refresh_s = refresh_s
+        self._summary = ""
+        self.refreshes = 0  # how many times the table was brought up to date (tests, benchmarks)
+        for t in THEMES:
+            self.register_theme(t)
+        self.theme = ALIASES.get(theme or DEFAULT_THEME, theme or DEFAULT_THEME)
+        if self.theme not in self.available_themes:
+            self.theme = DEFAULT_THEME
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return {**super().get_theme_variable_defaults(), **DEFAULT_VARIABLES}
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="summary")
+        yield Input(placeholder="filter: pid, model, tier, command…  (Enter to apply, Esc to clear)", id="filter")
+        yield FleetTable(id="fleet")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(FleetTable).focus()
+        self.refresh_table()
+        self.set_interval(self.refresh_s, self.refresh_table)
+
+    def refresh_table(self, force: bool = False) -> None:
+        """Copy the watcher's figures into the table; tokens/min ages even when no turn arrived."""
+        agents = self.watcher.snapshot()
+        self.query_one(FleetTable).show(agents)
+        self.refreshes += 1
+        self._update_summary(agents)
+
+    def _update_summary(self, agents: list[AgentRow]) -> None:
+        table = self.query_one(FleetTable)
+        live = sum(a.state == "live" for a in agents)
+        cost = sum(a.cost_usd for a in agents)
+        sort = dict(COLUMNS)[table.sort_key] + (" ↓" if table.reverse else " ↑")
+        text = (f"[b]{live}[/b] live agent(s), {len(agents) - live} ended · total ${cost:.4f} · "
+                f"sort {sort}" + (f" · filter [b]{table.filter}[/b]" if table.filter else ""))
+        if self.watcher.error:
+            text = f"[b $error]{self.watcher.error}[/]"
+        elif not agents:
+            text = ("no agents yet: an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
+                    "or run one with `cp-inspect run -- CMD`")
+        if text != self._summary:
+            self._summary = text
+            self.query_one("#summary", Static).update(text)
+
+    def action_sort(self, step: int) -> None:
+        table = self.query_one(FleetTable)
+        table.sort_key = SORT_KEYS[(SORT_KEYS.index(table.sort_key) + step) % len(SORT_KEYS)]
+        self.refresh_table(force=True)
+
+    def action_reverse(self) -> None:
+        table = self.query_one(FleetTable)
+        table.reverse = not table.reverse
+        self.refresh_table(force=True)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.query_one(FleetTable).filter = ""
+        self.query_one(FleetTable).focus()
+        self.refresh_table(force=True)
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.query_one(FleetTable).filter = event.value.strip()
+        self.refresh_table(force=True)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(FleetTable).focus()
+
+    @on(FleetTable.AttachRequested)
+    def _attach_requested(self, message: FleetTable.AttachRequested) -> None:
+        self.exit(message.target)

@@ -1,0 +1,113 @@
+"""`cp-inspect top` driven the way a person uses it (Pilot), on 20 real demo agents serving their probes
+in a private runtime directory: rows appear live, sort and filter work, an agent that ends is marked,
+Enter picks the agent to attach to."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.fleet import AgentStats
+from engine.probe.watch import FleetWatcher
+from inspector.top_app import TopApp
+from panels.fleet_table import FleetTable
+
+AGENTS = 20
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[tuple[Path, list[subprocess.Popen[bytes]]]]:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    children = [
+        subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "400", "--delay",
+                          str(0.6 + 0.05 * i), "--serve"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        for i in range(AGENTS)
+    ]
+    try:
+        yield runtime / "contextpipe", children
+    finally:
+        for c in children:
+            c.kill()
+        for c in children:
+            c.wait(10)
+
+
+def _column(table: FleetTable, key: str, conv: type) -> list:  # type: ignore[type-arg]
+    """A column's values in display order (the table is refreshed in one go, so it is consistent)."""
+    index = [k.value for k in table.columns].index(key)
+    return [conv(str(table.get_row_at(i)[index]).rstrip("+")) for i in range(table.row_count)]
+
+
+async def _until(pilot: object, check: object, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out waiting for the table"
+        await asyncio.sleep(0.25)
+
+
+async def test_top_follows_twenty_live_agents(fleet: tuple[Path, list[subprocess.Popen[bytes]]]) -> None:
+    runtime, children = fleet
+    watcher = FleetWatcher(runtime).start()
+    app = TopApp(watcher, refresh_s=0.2)
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            table = app.query_one(FleetTable)
+            await _until(pilot, lambda: table.row_count == AGENTS and all(
+                a.turns >= 2 for a in watcher.snapshot()))
+            await pilot.pause()
+            # sorted by cost, most expensive first (read from the cells, as the person sees them)
+            costs = _column(table, "cost", float)
+            assert costs == sorted(costs, reverse=True)
+            assert set(_column(table, "model", str)) == {"claude-sonnet-4"}
+            # `s` moves the sort to the next column (alerts), `r` reverses it
+            await pilot.press("s")
+            assert table.sort_key == "alerts"
+            await pilot.press("r")
+            alerts = _column(table, "alerts", int)
+            assert alerts == sorted(alerts)
+            # filter by one pid
+            target = str(children[3].pid)
+            await pilot.press("slash", *target, "enter")
+            await _until(pilot, lambda: table.row_count == 1)
+            assert table.selected_target() == target
+            await pilot.press("escape")
+            await _until(pilot, lambda: table.row_count == AGENTS)
+            # an agent that ends stays on screen, marked
+            children[5].kill()
+            gone = str(children[5].pid)
+            await _until(pilot, lambda: any(a.target == gone and a.state == "exited" for a in watcher.snapshot()))
+            # Enter picks the highlighted agent
+            await pilot.press("slash", *target, "enter")
+            await _until(pilot, lambda: table.row_count == 1)
+            await pilot.press("enter")
+            await pilot.pause()
+        assert app.return_value == target
+    finally:
+        watcher.stop()
+
+
+def test_agent_stats_fold() -> None:
+    a = AgentStats("1", 1)
+    trace = {"turn": 0, "model": "claude-sonnet-4", "provider": "anthropic", "tier": "Normal",
+             "pressure": {"predictive": 0.5}, "alerts": [{"rule": "x"}], "cache_break": None,
+             "usage": {"input_tokens": 1000, "cache_read_tokens": 600, "output_tokens": 100}}
+    a.take_trace(trace, now=100.0)
+    a.take_trace({**trace, "turn": 1, "cache_break": {"section": "tools"},
+                  "usage": {"input_tokens": 2000, "cache_read_tokens": 0, "output_tokens": 50}}, now=130.0)
+    assert (a.turns, a.last_turn, a.alerts, a.cache_breaks) == (2, 1, 2, 1)
+    assert a.hit_rate == pytest.approx(600 / 3000)
+    assert a.tokens_per_min(130.0) == pytest.approx(3150.0)
+    assert a.tokens_per_min(175.0) == pytest.approx(2050.0), "the first call left the one-minute window"
+    assert a.cost_usd > 0 and a.priced
+    a.take_trace({**trace, "model": "no-such-model", "turn": 2}, now=140.0)
+    assert not a.priced
