@@ -6,8 +6,10 @@ caching by content hash, and includes the per-message overhead a chat API adds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import compress
+from operator import attrgetter
 
 from engine.artifacts import (
     Media,
@@ -60,6 +62,7 @@ class Measure:
         # rule to rule, so a turn sums each section once instead of once per rule. The entry holds the
         # section itself, so its id cannot be reused while cached.
         self._sec: dict[int, tuple[Section, int]] = {}
+        self._big: dict[str, int] = {}  # message hash -> tokens of its largest full tool result
 
     def part(self, p: object) -> int:
         c = self.counter
@@ -101,6 +104,18 @@ class Measure:
         self._sec[id(s)] = (s, n)
         return n
 
+    def largest_result(self, msg: Message) -> int:
+        """Tokens of the largest not-yet-cleared/spilled tool result in `msg` (0 when none), cached by
+        message hash: a rule looking for big results skips every other message with one lookup."""
+        n = self._big.get(msg.sha)
+        if n is None:
+            n = max(
+                (self.part(p) for p in msg.parts if isinstance(p, ToolResult) and p.form == "full"),
+                default=0,
+            )
+            self._big[msg.sha] = n
+        return n
+
     def prime(self, s: Section, total: int) -> None:
         """Record a section's total computed elsewhere (the pipeline keeps a running sum of its
         history), so measuring it does not walk every item. `total` must equal what section() sums."""
@@ -123,13 +138,27 @@ def history_rounds(items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
     whole rounds can never separate a call from its result. Messages before the first assistant
     message (the task) form round 0.
     """
-    starts = [i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"]
+    starts = assistant_positions(items)
+    n = len(items)
     bounds: list[tuple[int, int]] = []
     if not starts or starts[0] > 0:
-        bounds.append((0, starts[0] if starts else len(items)))
-    for k, s in enumerate(starts):
-        bounds.append((s, starts[k + 1] if k + 1 < len(starts) else len(items)))
+        bounds.append((0, starts[0] if starts else n))
+    # zip/compress keep the per-message work in C: a long session's history is split every turn.
+    if starts:
+        bounds.extend(zip(starts, starts[1:] + [n], strict=True))
     return bounds
+
+
+_ROLE = attrgetter("role")
+
+
+def assistant_positions(items: Sequence[SectionItem]) -> list[int]:
+    """Indices of the assistant messages in `items`."""
+    try:
+        roles = list(map(_ROLE, items))
+    except AttributeError:  # not all messages (never in a history section, but stay correct)
+        return [i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"]
+    return list(compress(range(len(roles)), map("assistant".__eq__, roles)))
 
 
 def omission_marker(tokens: int, what: str = "") -> str:

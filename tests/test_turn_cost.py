@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import json
 
-from engine.artifacts import SectionItem
-from engine.assembly import Measure
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.artifacts import Message, SectionItem, Text, ToolCall, ToolResult
+from engine.assembly import Measure, history_rounds
+from engine.optimize.context import OptimizeLimits
+from engine.optimize.history_ops import oldest_to_drop
 from engine.pipeline import Pipeline
 from engine.tokens import CharTokenizer, TokenCounter
 
@@ -30,21 +36,23 @@ def _round(pipe: Pipeline, t: int) -> None:
     pipe.tool_result(calls[0].id, f"output of step {t}\n" * (3 + t % 7))
 
 
-def _items_measured_per_turn(history_rounds: int) -> tuple[int, int]:
+def _items_measured_per_turn(rounds: int, limits: OptimizeLimits | None = None) -> tuple[int, int]:
     counter = TokenCounter(CharTokenizer())
-    pipe = Pipeline("deepseek-chat", "openai", 6_000, counter=counter, serve=False, clock=lambda: 0.0)
+    pipe = Pipeline(
+        "deepseek-chat", "openai", 3_000, counter=counter, serve=False, clock=lambda: 0.0, limits=limits
+    )
     m = CountingMeasure(counter)
     pipe.measure = m
     pipe.identity("You are a careful coding agent.")
     pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
     pipe.user("Fix the bug.")
-    for t in range(history_rounds):
+    for t in range(rounds):
         _round(pipe, t)
         if t % 50 == 49:
             pipe.next_request()
             pipe.record_usage({"input_tokens": 1000, "output_tokens": 10})
     per_turn = []
-    for t in range(history_rounds, history_rounds + 12):
+    for t in range(rounds, rounds + 12):
         _round(pipe, t)
         before = m.calls
         pipe.next_request()
@@ -53,10 +61,47 @@ def _items_measured_per_turn(history_rounds: int) -> tuple[int, int]:
     return max(per_turn[4:]), len(pipe.history)
 
 
-def test_turn_work_does_not_grow_with_session_length() -> None:
-    short, short_len = _items_measured_per_turn(200)
-    long, long_len = _items_measured_per_turn(2_000)
+@pytest.mark.parametrize("limits", [None, OptimizeLimits.all_closed()], ids=["default", "gates_closed"])
+def test_turn_work_does_not_grow_with_session_length(limits: OptimizeLimits | None) -> None:
+    # With every gate closed nothing is compacted: the budget guarantee trims the whole (growing)
+    # history every turn, and must still only walk the rounds it keeps.
+    short, short_len = _items_measured_per_turn(300, limits)
+    long, long_len = _items_measured_per_turn(3_000, limits)
     assert long_len > 9 * short_len  # the long session really is ~10x longer
     # Same window, so about the same request: the work per turn must not follow the history.
     assert long <= 2 * short + 50, (short, long)
     assert long < long_len // 4, (long, long_len)
+
+
+def _forward(sizes: list[int], need: int, at_least_one: bool) -> tuple[int, int]:
+    """The obvious oldest-first walk oldest_to_drop must agree with."""
+    if not sizes or (need <= 0 and not at_least_one):
+        return 0, 0
+    acc = 0
+    for c, t in enumerate(sizes, 1):
+        acc += t
+        if acc >= need:
+            return c, acc
+    return len(sizes), acc
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), min_size=0, max_size=12),
+    st.integers(-50, 600),
+    st.booleans(),
+    st.booleans(),
+)
+def test_oldest_to_drop_matches_the_forward_walk(
+    lens: list[int], need: int, at_least_one: bool, task_first: bool
+) -> None:
+    m = Measure(TokenCounter(CharTokenizer()))
+    items: list[SectionItem] = [Message("user", (Text("the task"),))] if task_first else []
+    for k, n in enumerate(lens):
+        items.append(Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)))
+        items.append(Message("user", (ToolResult(f"c{k}", "x" * (4 * n)),)))
+    tup = tuple(items)
+    droppable = history_rounds(tup)[1:-1]
+    sizes = [m.items(tup[s:e]) for s, e in droppable]
+    got = oldest_to_drop(tup, droppable, m.items(tup), need, m, at_least_one)
+    assert got == _forward(sizes, need, at_least_one)

@@ -6,7 +6,7 @@ imports these helpers, never another rule's module.
 
 from __future__ import annotations
 
-from engine.artifacts import Message, Text
+from engine.artifacts import Message, SectionItem, Text
 from engine.assembly import Assembly, Measure, history_rounds, omission_marker
 from engine.types import Form, SectionKind
 
@@ -23,16 +23,55 @@ def drop_oldest(asm: Assembly, idx: int, count: int, m: Measure) -> tuple[Assemb
     tool call and its result leave together. One omission marker rides on the task message (replacing
     an earlier marker), so the conversation still starts with a user turn and alternates."""
     hist = asm[idx]
-    rounds = history_rounds(hist.items)
-    droppable = rounds[1:-1]
+    droppable = history_rounds(hist.items)[1:-1]
     if count <= 0 or not droppable:
         return asm, 0
     gone = droppable[:count]
     start, end = gone[0][0], gone[-1][1]
-    removed = hist.items[start:end]
-    saved = m.items(removed)
+    return drop_range(asm, idx, start, end, len(gone), m.items(hist.items[start:end]), m)
+
+
+def oldest_to_drop(
+    items: tuple[SectionItem, ...],
+    droppable: list[tuple[int, int]],
+    hist_tokens: int,
+    need: int,
+    m: Measure,
+    at_least_one: bool = False,
+) -> tuple[int, int]:
+    """(count, tokens) of the fewest oldest `droppable` rounds whose tokens reach `need` (all of them
+    when none do; none when need <= 0, or one with `at_least_one`).
+
+    Computed from the newest end: the dropped tokens are the droppable total minus what is kept, and
+    the droppable total comes from `hist_tokens` (the section's measured total, which the pipeline
+    keeps as a running sum), so a turn costs the rounds it keeps, not the whole history."""
+    n = len(droppable)
+    if n == 0 or (need <= 0 and not at_least_one):
+        return 0, 0
+    total_droppable = hist_tokens - m.items(items[: droppable[0][0]]) - m.items(items[droppable[-1][1] :])
+    room = total_droppable - need  # what may stay of the droppable rounds
+    kept = 0
+    j = 0
+    cap = n - 1 if at_least_one else n
+    for s, e in reversed(droppable):
+        if j >= cap:
+            break
+        t = m.items(items[s:e])
+        if kept + t > room:
+            break
+        kept += t
+        j += 1
+    return n - j, total_droppable - kept
+
+
+def drop_range(
+    asm: Assembly, idx: int, start: int, end: int, rounds: int, saved: int, m: Measure
+) -> tuple[Assembly, int]:
+    """Drop history items [start, end) (`rounds` whole rounds holding `saved` tokens) behind one
+    omission marker on the task message; returns (asm, tokens saved net of the marker)."""
+    hist = asm[idx]
     first = hist.items[0]
-    marker = Text(omission_marker(saved, f"{len(gone)} earlier rounds dropped"))
+    marker = Text(omission_marker(saved, f"{rounds} earlier rounds dropped"))
     if isinstance(first, Message) and first.role == "user":
         parts = tuple(p for p in first.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
         prior = sum(m.part(p) for p in first.parts if isinstance(p, Text) and p.text.startswith("[..."))

@@ -64,8 +64,8 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
         items = list(s.items)
         changed = False
         for i, it in enumerate(items):
-            if not isinstance(it, Message):
-                continue
+            if not isinstance(it, Message) or m.largest_result(it) <= limit:
+                continue  # nothing here to spill (one cached lookup per message)
             parts = list(it.parts)
             for j, p in enumerate(parts):
                 if isinstance(p, ToolResult) and p.form == "full" and m.part(p) > limit:

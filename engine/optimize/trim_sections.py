@@ -12,7 +12,7 @@ from dataclasses import replace
 from engine.artifacts import Message, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, history_rounds, omission_marker
 from engine.optimize.context import OptimizeContext, RuleOutcome
-from engine.optimize.history_ops import drop_oldest
+from engine.optimize.history_ops import drop_range, oldest_to_drop
 from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
 
 NAME = "trim_sections"
@@ -59,19 +59,12 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
     m = ctx.measure
     hist = asm[idx]
     size = m.section(hist)
-    rounds = history_rounds(hist.items)
-    droppable = rounds[1:-1]
+    droppable = history_rounds(hist.items)[1:-1]
     # Choose how many oldest rounds must go in one pass, then drop them together (one marker).
-    need = size - budget
-    count = 0
-    acc = 0
-    for start, end in droppable:
-        if acc >= need:
-            break
-        acc += m.items(hist.items[start:end])
-        count += 1
+    count, acc = oldest_to_drop(hist.items, droppable, size, size - budget, m)
     if count:
-        asm, _ = drop_oldest(asm, idx, count, m)
+        start, end = droppable[0][0], droppable[count - 1][1]
+        asm, _ = drop_range(asm, idx, start, end, count, acc, m)
         hist = asm[idx]
     # Still over (a huge result in the newest round): cut the middle of the largest tool results.
     while m.section(hist) > budget:

@@ -39,7 +39,7 @@ from engine.optimize import (
     spill_large,
     trim_sections,
 )
-from engine.optimize.history_ops import history_index
+from engine.optimize.history_ops import history_index, oldest_to_drop
 from engine.plan import Plan, Reserves
 from engine.policy.cachecost import CacheRules, Payback, payback
 from engine.policy.settings import PolicySettings
@@ -130,24 +130,20 @@ def _choose_cut(asm: Assembly, st: CompactionState, target: int, m: Measure, ful
     te = task_end(items)
     # Applied positions p >= te map to full-history index base + (p - te).
     base = st.cut if st.cut > te else te
-    starts = [s for s, _ in history_rounds(items)[1:-1] if s >= te]  # droppable rounds: not the newest
-    ends = [e for s, e in history_rounds(items)[1:-1] if s >= te]
-    if not starts:
+    droppable = history_rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
+    if not droppable:
         return None
     total = m.total(asm)
-    acc = 0
-    chosen = None
-    for k, (s, e) in enumerate(zip(starts, ends, strict=True)):
-        acc += m.items(items[s:e])
-        chosen = (k, e, acc)
-        if total - acc + NOTE_ALLOWANCE <= target:
-            break
-    assert chosen is not None
-    k, e, acc = chosen
+    # The fewest oldest rounds (at least one) that bring the request to the target, found from the
+    # newest end so a long uncompacted history (gates closed) costs what is kept, not all of it.
+    k, acc = oldest_to_drop(
+        items, droppable, m.section(asm[idx]), total + NOTE_ALLOWANCE - target, m, at_least_one=True
+    )
+    e = droppable[k - 1][1]
     new_cut = base + (e - te)
     if new_cut > full_len:
         return None
-    return _Cut(new_cut, e - te, acc, k + 1, total - acc + NOTE_ALLOWANCE)
+    return _Cut(new_cut, e - te, acc, k, total - acc + NOTE_ALLOWANCE)
 
 
 def run(
