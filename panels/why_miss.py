@@ -11,8 +11,6 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from engine.recording.why import describe
-
 
 class WhyMissPanel(Static):
     DEFAULT_CSS = """
@@ -28,6 +26,8 @@ class WhyMissPanel(Static):
         if why is None:
             self.update("(computing...)")
             return
+        from engine.recording.why import describe  # the replay engine: not needed for a first frame
+
         out = Text()
         for k, line in enumerate(describe(why)):
             style = "bold red" if "prefix broken" in line or line.startswith("provider says") else ""

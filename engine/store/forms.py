@@ -22,6 +22,11 @@ from engine.store.window import Dropped, Entry, Option, Shape, Window, make_shap
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
 _new = tuple.__new__
+_MESSAGE_CACHE_MAX = 100_000
+
+
+def _message_json(e: Entry) -> bytes:
+    return canonical_json({"role": e.role, "content": e.text})
 _MESSAGE_CACHE_MAX = 200_000  # C-level NamedTuple construction (hundreds of entries per window)
 
 
@@ -35,6 +40,7 @@ class Forms:
         # (tokenizer, id, form, stale, query variant, duplicate_of) -> (text, tokens, kind, role):
         # an item's text in a form never changes, so a window is assembled from cached strings.
         self._forms: dict[tuple[Any, ...], tuple[str, int, str, str]] = {}
+        self._message_json: dict[int, tuple[str, str, bytes]] = {}  # id(text) -> (text, role, JSON)
         self._hash_state: dict[str, tuple[tuple[Entry, ...], Any]] = {}  # lane -> (entries, sha256 state)
 
     # ---- token counts -------------------------------------------------------------------------
@@ -200,14 +206,25 @@ class Forms:
             k = len(old)
             if 0 < k <= len(entries) and all(map(operator.is_, old, entries[:k])):
                 h, start = state.copy(), k
-        if h is None:  # one encoder call over every message, then the state before the closing "]"
-            whole = canonical_json([{"role": e.role, "content": e.text} for e in entries])
-            h, start = hashlib.sha256(whole[:-1]), len(entries)
+        if h is None:
+            # A re-solve: new entries, but mostly texts served before (the form cache hands back the
+            # same str objects), so each message's JSON is cached by its text's identity (the text is
+            # kept beside it, so a recycled id never matches).
+            frags = self._message_json
+            if len(frags) > _MESSAGE_CACHE_MAX:
+                frags.clear()
+            parts = []
+            for e in entries:
+                hit = frags.get(id(e.text))
+                if hit is None or hit[0] is not e.text or hit[1] != e.role:
+                    hit = frags[id(e.text)] = (e.text, e.role, _message_json(e))
+                parts.append(hit[2])
+            h, start = hashlib.sha256(b"[" + b",".join(parts)), len(entries)
         for i in range(start, len(entries)):
             e = entries[i]
             if i:
                 h.update(b",")
-            h.update(canonical_json({"role": e.role, "content": e.text}))
+            h.update(_message_json(e))
         self._hash_state[lane] = (tuple(entries), h.copy())
         h.update(b"]")
         return str(h.hexdigest())

@@ -7,7 +7,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Markdown
 
 PANELS = """
 ## Panels
@@ -38,6 +37,8 @@ class HelpScreen(ModalScreen[None]):
         self.bindings_list = bindings
 
     def compose(self) -> ComposeResult:
+        from textual.widgets import Markdown  # markdown-it and friends: only when help is opened
+
         rows = ["# ContextPipe Inspector", "", "## Keys", "", "| key | action |", "|---|---|"]
         for b in self.bindings_list:
             keys = ", ".join(f"`{k.strip()}`" for k in b.key.split(","))

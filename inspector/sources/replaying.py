@@ -10,16 +10,19 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from engine.assembly import Section
-from engine.pipeline import Built
-from engine.recording.cpsession import RecordingWriter
-from engine.recording.replay import Replayer
 from engine.tokens import TokenCounter
 from engine.trace_schema import Trace
 from engine.whatif import Overrides
 from inspector.sources import SimulationCancelled
+
+if TYPE_CHECKING:
+    # The replaying engine (pipeline, replayer) is imported by the first fold, in a worker: opening a
+    # recording and drawing its first frame needs only the recording reader.
+    from engine.assembly import Section
+    from engine.pipeline import Built
+    from engine.recording.replay import Replayer
 
 _COUNTER: TokenCounter | None = None
 
@@ -98,6 +101,8 @@ class ReplayingSource:
         with self._lock:
             self._load_events(upto_turn)
             if self._replayer is None:
+                from engine.recording.replay import Replayer
+
                 self._replayer = Replayer(self.events, shared_counter())
             elif self._replayer_len != len(self.events):
                 # Only the new events are added: the fold cursor and checkpoints stay valid.
@@ -196,6 +201,8 @@ class ReplayingSource:
         return report.to_json(per_turn=True)
 
     def save(self, path: str | Path) -> None:
+        from engine.recording.cpsession import RecordingWriter
+
         with self._lock:
             self._load_events()
             events = list(self.events)
