@@ -91,7 +91,7 @@ def export(
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
     exporter = Checked(endpoint=traces_url(url), timeout=timeout)
     try:
-        emitter = SpanEmitter(exporter, batch=False)
+        emitter = SpanEmitter(exporter, batch=True)
     except ConfigError as exc:
         fail(str(exc))
     redact = redact_requested(None)

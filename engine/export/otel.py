@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,15 +53,17 @@ def _sdk() -> Any:
 
 
 class SpanEmitter:
-    """A TracerProvider of our own (never the global one, so an agent's own tracing is untouched) whose
-    trace ids come from the session, so every call of a session lands in one trace."""
+    """Turns SpanData into the SDK's ReadableSpans and hands them to an SDK exporter (OTLP/HTTP by
+    default) in batches. Trace ids come from the session, so every call of a session is one trace; the
+    agent's own tracing (the global TracerProvider) is never touched. Not thread-safe: one caller."""
+
+    MAX_BATCH = 512
 
     def __init__(self, exporter: Any = None, *, endpoint: str | None = None, batch: bool = True,
                  service_name: str = "contextpipe") -> None:
-        sdk_trace = _sdk()
+        _sdk()
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-        from opentelemetry.sdk.trace.id_generator import IdGenerator
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
         if exporter is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -67,40 +72,52 @@ class SpanEmitter:
             if not url:
                 raise ConfigError(f"no OTLP endpoint: pass one, or set {ENV_ENDPOINT} (e.g. http://localhost:4318)")
             exporter = OTLPSpanExporter(endpoint=traces_url(url))
-
-        emitter = self
-
-        class SessionIds(IdGenerator):  # type: ignore[misc]
-            def generate_span_id(self) -> int:
-                return random.getrandbits(64) or 1
-
-            def generate_trace_id(self) -> int:
-                return emitter.trace_id
-
-        self.trace_id = 1
-        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-        self.provider = sdk_trace.TracerProvider(
-            resource=Resource.create({"service.name": service_name}), id_generator=SessionIds()
-        )
-        self.provider.add_span_processor(processor)
-        self.tracer = self.provider.get_tracer(SCOPE)
+        self.exporter = exporter
+        self.batch = batch
+        self.resource = Resource.create({"service.name": service_name})
+        self.scope = InstrumentationScope(SCOPE)
+        self._pending: list[Any] = []
+        self.exported = 0
+        self.failed = 0
 
     def emit(self, data: SpanData) -> None:
-        from opentelemetry.trace import SpanKind, Status, StatusCode
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-        self.trace_id = data.trace_id
-        span = self.tracer.start_span(data.name, kind=SpanKind.CLIENT, attributes=data.attributes,
-                                      start_time=data.start_ns)
-        for name, when, attrs in data.events:
-            span.add_event(name, attrs, timestamp=when)
+        attributes = dict(data.attributes)
+        status = Status(StatusCode.UNSET)
         if data.error:
-            span.set_status(Status(StatusCode.ERROR, data.error))
-            span.set_attribute("error.type", data.error.split(":", 1)[0])
-        span.end(end_time=data.end_ns)
+            status = Status(StatusCode.ERROR, data.error)
+            attributes["error.type"] = data.error.split(":", 1)[0]
+        context = SpanContext(data.trace_id, random.getrandbits(64) or 1, is_remote=False,
+                              trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        span = ReadableSpan(
+            data.name, context=context, resource=self.resource, attributes=attributes,
+            events=[Event(name, attrs, when) for name, when, attrs in data.events], kind=SpanKind.CLIENT,
+            status=status, start_time=data.start_ns, end_time=data.end_ns, instrumentation_scope=self.scope,
+        )
+        self._pending.append(span)
+        if not self.batch or len(self._pending) >= self.MAX_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        try:
+            ok = self.exporter.export(batch) == SpanExportResult.SUCCESS
+        except Exception:
+            ok = False
+        if ok:
+            self.exported += len(batch)
+        else:
+            self.failed += len(batch)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        self.provider.force_flush(int(timeout_s * 1000))
-        self.provider.shutdown()
+        self.flush()
+        self.exporter.shutdown()
 
 
 class SessionFold:
@@ -159,17 +176,50 @@ def _redact(data: SpanData) -> None:
 
 
 class OtelSink:
-    """A journal sink for a live session (Pipeline(otel=True), the tap, the proxy). Never raises into
-    the journal: an exporter failure is counted in `errors`."""
+    """A journal sink for a live session (Pipeline(otel=True), the tap, the proxy).
+
+    On the agent's thread it only appends the event to a queue; its own daemon thread folds events into
+    spans and exports them in batches, sleeping while there is nothing to send. A full queue drops
+    events (counted in `dropped`) rather than growing or waiting; nothing here ever raises into the agent.
+    """
+
+    RELEVANT = frozenset({"session", "request", "usage", "turn"})
+    CONTENT = frozenset({"blob", "msg", "part", "source", "content"})
+    GATHER_S = 0.5  # after a wake-up, wait this long so one export carries several turns
+    MAX_QUEUE = 50_000
 
     def __init__(self, header: Mapping[str, Any], *, endpoint: str | None = None, exporter: Any = None,
                  content: bool = False, redact: bool = False, batch: bool = True) -> None:
-        self.emitter = SpanEmitter(exporter, endpoint=endpoint, batch=batch)
+        self.emitter = SpanEmitter(exporter, endpoint=endpoint, batch=True)
         self.fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact)
+        self.kinds = self.RELEVANT | (self.CONTENT if self.fold.content else frozenset())
+        self.threaded = batch
         self.spans = 0
         self.errors = 0
+        self.dropped = 0
+        self._queue: deque[Mapping[str, Any]] = deque()
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
 
     def __call__(self, ev: Mapping[str, Any]) -> None:
+        if ev.get("k") not in self.kinds:
+            return
+        if not self.threaded:
+            self._take(ev)
+            self.emitter.flush()
+            return
+        if len(self._queue) >= self.MAX_QUEUE:
+            self.dropped += 1
+            return
+        self._queue.append(ev)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="contextpipe-otel", daemon=True)
+            self._thread.start()
+        if len(self._queue) == 1:
+            self._wake.set()
+
+    def _take(self, ev: Mapping[str, Any]) -> None:
         try:
             data = self.fold.take(ev)
             if data is not None:
@@ -178,8 +228,26 @@ class OtelSink:
         except Exception:  # the agent must never notice the exporter
             self.errors += 1
 
+    def _drain(self) -> None:
+        while self._queue:
+            self._take(self._queue.popleft())
+        self.emitter.flush()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            if not self._closed:
+                time.sleep(self.GATHER_S)
+            self._drain()
+
     def close(self, timeout_s: float = 5.0) -> None:
+        self._closed = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
         try:
+            self._drain()
             self.emitter.close(timeout_s)
         except Exception:
             self.errors += 1

@@ -15,7 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import ConfigError
 from engine.hashing import canonical_json, sha256_hex
+from engine.sim.cachesim import CallCache
+from engine.sim.pricing import cost
 
 NAMESPACE = "contextpipe"
 CONTENT_CAP = 64 * 1024  # characters of prompt text per span when content export is asked for
@@ -51,10 +54,6 @@ def session_trace_id(session_event: Mapping[str, Any]) -> int:
 def usage_cost(model: str, usage: Mapping[str, Any], prices: Any = None) -> float | None:
     """USD for one call's normalised usage at the bundled (or given) prices; None for an unknown model.
     The same arithmetic `cp-inspect simulate` uses for its `actual` column."""
-    from engine.errors import ConfigError
-    from engine.sim.cachesim import CallCache
-    from engine.sim.pricing import cost
-
     inp = int(usage.get("input_tokens") or 0)
     read = int(usage.get("cache_read_tokens") or 0)
     write = int(usage.get("cache_write_tokens") or 0)
