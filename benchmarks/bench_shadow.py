@@ -63,7 +63,7 @@ def generated(n: int = 80) -> ImportedSession:
                 tuple(msgs),
                 MessageRec("assistant", f"step {k}"),
                 (),
-                UsageRec(1000, 50),
+                UsageRec(1000, 50, 0, 0),
                 None,
                 "deepseek-chat",
             )

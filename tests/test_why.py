@@ -61,3 +61,33 @@ def test_as_sent_requests_and_provider_diagnostics(tmp_path: Path) -> None:
     w = why_missed(events, 1)
     assert w["diagnostics"] == {"cache_miss_reason": "tools_changed", "cache_missed_input_tokens": 1200}
     assert any("provider says: tools_changed (1200 input tokens missed" in x for x in describe(w))
+
+
+def test_as_sent_tool_changes_mid_session_are_named(tmp_path: Path) -> None:
+    """An agent (seen through the tap, the proxy or an importer) that edits a tool description at call 2
+    and adds a tool at call 3 while its history grows: the as-sent diff names both."""
+    from engine.importers.model import CallRec, ImportedSession, MessageRec, ToolSchemaRec, UsageRec
+
+    params = {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    bash = ToolSchemaRec("bash", "Run a shell command", params)
+    bash2 = ToolSchemaRec("bash", "Run a shell command (30 s timeout)", params)
+    grep = ToolSchemaRec("grep", "Search files", params)
+    toolsets = [(bash,), (bash,), (bash2,), (bash2, grep), (bash2, grep)]
+    msgs = [MessageRec("system", "You are careful."), MessageRec("user", "fix it")]
+    calls = []
+    for k, tools in enumerate(toolsets):
+        calls.append(
+            CallRec(
+                tuple(msgs), MessageRec("assistant", f"step {k}"), tools, UsageRec(100, 5, 0, 0), float(k), "gpt-4o"
+            )
+        )
+        msgs += [MessageRec("assistant", f"step {k}"), MessageRec("user", f"next {k}")]
+    pipe, _ = ingest(ImportedSession("test", "test", "gpt-4o", "openai", calls), tmp_path / "t.cpsession")
+    pipe.close()
+    events, _ = load_recording_events(tmp_path / "t.cpsession")
+    assert why_missed(events, 1)["as_sent"]["cause"] == "appended"
+    edited = why_missed(events, 2)["as_sent"]
+    assert edited["cause"] == "tool_description" and edited["section"] == "tools"
+    added = why_missed(events, 3)["as_sent"]
+    assert added["cause"] == "tool_added" and "grep" in added["detail"]
+    assert why_missed(events, 4)["as_sent"]["cause"] == "appended"

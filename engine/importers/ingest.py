@@ -171,15 +171,22 @@ class ActualRecorder:
         self.pipe = pipe
         self.prev: list[str] = []
         self.fingerprint: str | None = None
+        self.tools_key: tuple[tuple[str, str, str], ...] | None = None
 
     def record(self, turn: int, call: CallRec) -> None:
         blob = self.pipe.journal.blob
         hashes = [blob(canonical_json(message_dict(m, blob)).decode()) for m in call.messages]
         base = len(self.prev) if hashes[: len(self.prev)] == self.prev else 0
         ev: dict[str, Any] = {"k": "actual", "turn": turn, "base": base, "add": hashes[base:]}
-        if turn == 0 or base == 0:
-            ev["tools"] = [blob(canonical_json(t.parameters).decode()) for t in call.tools]
+        params = [blob(canonical_json(t.parameters).decode()) for t in call.tools]
+        key = tuple((t.name, t.description, h) for t, h in zip(call.tools, params, strict=True))
+        # Tools whenever they change (a new MCP server, an edited description, a reorder: the commonest
+        # ways an agent breaks its own cache), and with every full (non-delta) request.
+        if turn == 0 or base == 0 or key != self.tools_key:
+            ev["tools"] = params
             ev["tool_names"] = [t.name for t in call.tools]
+            ev["tool_descriptions"] = [blob(t.description) for t in call.tools]
+        self.tools_key = key
         # Real usage is not repeated here: record_usage() journals it as the turn's `usage` event.
         if call.timestamp is not None:
             ev["time"] = call.timestamp

@@ -47,10 +47,13 @@ def actual_bodies(events: Sequence[Event]) -> dict[int, dict[str, Any]]:
             prev = cur
             if "tools" in ev:
                 names = ev.get("tool_names") or [""] * len(ev["tools"])
-                tools = [
-                    {"type": "function", "function": {"name": n, "parameters": _json(blobs.get(h, "null"))}}
-                    for n, h in zip(names, ev["tools"], strict=False)
-                ]
+                descs = ev.get("tool_descriptions") or [None] * len(ev["tools"])
+                tools = []
+                for n, h, dh in zip(names, ev["tools"], descs, strict=False):
+                    fn: dict[str, Any] = {"name": n, "parameters": _json(blobs.get(h, "null"))}
+                    if dh is not None:  # recorded since the as-sent tools carry their descriptions
+                        fn["description"] = blobs.get(dh, "")
+                    tools.append({"type": "function", "function": fn})
             out[int(ev["turn"])] = {
                 "model": str(ev.get("model", "")),
                 "tools": tools,
@@ -81,8 +84,8 @@ def _message(blobs: Mapping[str, str], h: str) -> dict[str, Any]:
         ]
     if d.get("tool_call_id") is not None:
         m["tool_call_id"] = d["tool_call_id"]
-    if d.get("thinking_h"):  # reasoning sent back with the history (DeepSeek reasoner): part of the prompt
-        m["reasoning_content"] = blobs.get(d["thinking_h"], "")
+    if d.get("thinking_h") or d.get("thinking"):
+        m["reasoning_content"] = blobs.get(d.get("thinking_h", ""), d.get("thinking", ""))
     return m
 
 
