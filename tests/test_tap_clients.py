@@ -388,3 +388,17 @@ def test_chat_stream_tool_calls_and_reasoning_reassembled() -> None:
         ("call_b", "read", "{}"),
     ]
     assert r["usage"]["prompt_cache_hit_tokens"] == 640
+
+
+def test_openai_responses_stream_helper(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "rs.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    with client.responses.stream(model="gpt-4o", input="hi") as s:
+        for _ in s:
+            pass
+        final = s.get_final_response()
+    assert final.output_text
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    client.contextpipe_tap.close()
+    u = _usages(_check(rec, 1))
+    assert u[0] == {"input_tokens": 1500, "output_tokens": 9, "cache_read_tokens": 1024, "cache_write_tokens": 0}

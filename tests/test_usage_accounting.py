@@ -357,3 +357,31 @@ def test_reasoner_prompt_tokens_include_reasoning_content(path: Path, tmp_path: 
     assert before < 0.75  # the under-count the issue measured (27-40% low)
     assert 0.80 < after < 1.0
     assert after - before > 0.12
+
+
+def test_responses_api_cache_writes_survive_the_chat_conversion(tmp_path: Path) -> None:
+    """Proxy JSONL (and the proxy) convert Responses bodies to chat terms; the usage keeps its writes."""
+    line = {
+        "request": {"model": "gpt-4.1", "input": "hi"},
+        "response": {
+            "object": "response",
+            "model": "gpt-4.1",
+            "output": [
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+            ],
+            "usage": {
+                "input_tokens": 3000,
+                "input_tokens_details": {"cached_tokens": 2048, "cache_write_tokens": 900},
+                "output_tokens": 7,
+            },
+        },
+    }
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(line))
+    (call,) = load(src).calls
+    assert call.usage is not None
+    assert (call.usage.input_tokens, call.usage.cache_read_tokens, call.usage.cache_write_tokens) == (
+        3000,
+        2048,
+        900,
+    )

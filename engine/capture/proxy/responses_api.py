@@ -6,8 +6,8 @@ calls (consecutive calls merged into one message, as Chat Completions has them),
 -> tool messages, `reasoning` summaries -> the next assistant message's reasoning. Tools: the flat
 `{"type": "function", "name", "parameters"}` form -> Chat's nested one; built-in tools (web search,
 file search) carry no schema and are skipped.
-Response: `output` items -> one assistant message; usage `input_tokens` (cached included, like
-`prompt_tokens`) with `input_tokens_details.cached_tokens`.
+Response: `output` items -> one assistant message; usage as sent (`input_tokens`, cached included,
+with `input_tokens_details.cached_tokens` / `cache_write_tokens`), read by engine.feedback.normalize_usage.
 """
 
 from __future__ import annotations
@@ -124,10 +124,7 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"model": resp.get("model"), "choices": [{"index": 0, "message": msg}]}
     u = resp.get("usage")
     if isinstance(u, dict):
-        details = u.get("input_tokens_details") or {}
-        out["usage"] = {
-            "prompt_tokens": u.get("input_tokens", 0),
-            "completion_tokens": u.get("output_tokens", 0),
-            "prompt_tokens_details": {"cached_tokens": details.get("cached_tokens", 0)},
-        }
+        # Kept as the API sent it: the one normaliser (engine.feedback.normalize_usage) reads the Responses
+        # shape (input_tokens with input_tokens_details.cached_tokens and cache_write_tokens) directly.
+        out["usage"] = u
     return out
