@@ -13,7 +13,10 @@ CPU: the proxy process's user+system time per call (from /proc), beside the clie
 `--gap` pauses between rounds as an agent does while it runs a tool; with no gap the proxy's recorder
 (journaling the previous call in its own thread) competes with the next call for the interpreter.
 
+`--forward-only` runs the proxy without its recorder, to tell forwarding cost from recording cost.
+
 Run:  .venv/bin/python benchmarks/bench_proxy.py [--rounds 200] [--delay 0.002] [--history-kb 200] [--gap 0.02]
+      [--forward-only]
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ def _wait_port(port: int) -> None:
     raise SystemExit(f"nothing listens on port {port}")
 
 
-def _start_proxy(upstream: str, work: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _start_proxy(upstream: str, work: Path, forward_only: bool) -> tuple[subprocess.Popen[bytes], int]:
     state = work / "proxy.json"
+    extra = ["--forward-only"] if forward_only else []
     p = subprocess.Popen(
         [
             sys.executable,
@@ -81,6 +85,7 @@ def _start_proxy(upstream: str, work: Path) -> tuple[subprocess.Popen[bytes], in
             str(work / "rec"),
             "--state-file",
             str(state),
+            *extra,
         ],
         env={**ENV, "XDG_RUNTIME_DIR": str(work)},
         cwd=REPO,
@@ -143,16 +148,17 @@ def _body(stream: bool, history_kb: int, round_no: int) -> bytes:
     return json.dumps(body).encode()
 
 
-def run(rounds: int, delay: float, history_kb: int, gap: float) -> None:
+def run(rounds: int, delay: float, history_kb: int, gap: float, forward_only: bool) -> None:
     standin, sport = _start_standin(delay)
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
-    proxy, pport = _start_proxy(f"http://127.0.0.1:{sport}", work)
+    proxy, pport = _start_proxy(f"http://127.0.0.1:{sport}", work, forward_only)
     try:
         direct = http.client.HTTPConnection("127.0.0.1", sport, timeout=60)
         via = http.client.HTTPConnection("127.0.0.1", pport, timeout=60)
         print(
             f"rounds {rounds} per mode, stand-in event delay {delay * 1000:g} ms, "
-            f"history {history_kb} KB per request; proxy pid {proxy.pid} (recording + serving)"
+            f"history {history_kb} KB per request; proxy pid {proxy.pid} "
+            f"({'forwarding only' if forward_only else 'recording + serving'})"
         )
         print(
             f"{'mode':<12}{'TTFB direct p50/p95':>22}{'via proxy p50/p95':>20}{'added p50/p95':>18}"
@@ -213,8 +219,9 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.002, help="seconds between the stand-in's SSE events")
     ap.add_argument("--history-kb", type=int, default=0, help="extra history per request, in KB")
     ap.add_argument("--gap", type=float, default=0.0, help="seconds between rounds (an agent's tool time)")
+    ap.add_argument("--forward-only", action="store_true", help="the proxy records nothing (its baseline)")
     args = ap.parse_args()
-    run(args.rounds, args.delay, args.history_kb, args.gap)
+    run(args.rounds, args.delay, args.history_kb, args.gap, args.forward_only)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,10 @@ def proxy(
         bool, typer.Option(help="Listen on a non-loopback address (others could then use your API keys).")
     ] = False,
     state_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
+    forward_only: Annotated[
+        bool,
+        typer.Option("--forward-only", help="Record nothing: only forward (to measure the recorder's cost)."),
+    ] = False,
 ) -> None:
     """A local recording proxy for the Anthropic, OpenAI and DeepSeek APIs: point your agent's base URL at it."""
     from engine.capture.proxy.recording import Recorder, SessionInfo
@@ -123,7 +127,7 @@ def proxy(
     except OSError as exc:
         fail(f"cannot create the record directory {record_dir}: {exc.strerror}")
     rec = Recorder(record_dir, serve=serve, on_session=on_session, hello={"proxy": True})
-    server = ProxyServer(ups, rec, host=host, port=port)
+    server = ProxyServer(ups, None if forward_only else rec, host=host, port=port)
     try:
         server.start()
     except ProxyError as exc:
