@@ -401,4 +401,22 @@ def test_openai_responses_stream_helper(upstream: StandIn, tmp_path: Path) -> No
     assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
     client.contextpipe_tap.close()
     u = _usages(_check(rec, 1))
-    assert u[0] == {"input_tokens": 1500, "output_tokens": 9, "cache_read_tokens": 1024, "cache_write_tokens": 0}
+    assert u[0] == {
+        "input_tokens": 1500,
+        "output_tokens": 9,
+        "cache_read_tokens": 1024,
+        "cache_write_tokens": 0,
+    }
+
+
+def test_with_streaming_response_is_journaled_unobserved(upstream: StandIn, tmp_path: Path) -> None:
+    rec = tmp_path / "sr.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    with client.chat.completions.with_streaming_response.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+    ) as r:
+        assert r.parse().choices[0].message.content  # the agent reads its own body, untouched by the tap
+    assert client.contextpipe_stats.unobserved == 1 and client.contextpipe_stats.errors == 0
+    client.contextpipe_tap.close()
+    ev = _check(rec, 1)
+    assert [e["kind"] for e in ev if e["k"] == "error"] == ["unobserved"]

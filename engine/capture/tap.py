@@ -227,6 +227,8 @@ class Tap:
             if "too long" in low or "context_length" in low
             else "incomplete_stream"
             if text.startswith("incomplete_stream")
+            else "unobserved"  # a call that went through but whose response the tap could not see
+            if text.startswith("unobserved")
             else "error"
         )
         self.pipe.record_error(kind, text)
@@ -329,12 +331,14 @@ class _CallSite:
             )
             if mode == "stream":  # with_streaming_response: the body is the agent's to read, lazily
                 t.stats.unobserved += 1
-                t.guard(t.failed, "error: response not observed (with_streaming_response)")
+                t.guard(
+                    t.failed, "unobserved: the agent reads this response itself (with_streaming_response)"
+                )
                 return resp
             if mode is not None:  # with_raw_response: parse() is cached, the agent gets the same object
                 if streaming:
                     t.stats.unobserved += 1
-                    t.guard(t.failed, "error: response not observed (raw streamed response)")
+                    t.guard(t.failed, "unobserved: the agent reads this raw stream itself")
                     return resp
                 t.guard(t.after, resp.parse())
                 return resp
