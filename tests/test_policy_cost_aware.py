@@ -244,3 +244,13 @@ def test_policy_invariants(d: dict[str, Any]) -> None:
         assert state.cut >= prev_cut
         prev_cut = state.cut
     assert Replayer(pipe.journal.events, COUNTER).verify().ok
+
+
+def test_a_cut_below_the_minimum_cacheable_size_does_not_pay() -> None:
+    # 4,500 cached tokens cost 450 a turn at Anthropic; cut to 500 (under the 1,024-token minimum) they
+    # would cost 500 a turn at the full input price: no saving, so no early compaction.
+    an = CacheRules("anthropic", 0.1, 1.25)
+    pb = payback(an, 4_000, 500, 0, horizon=1_000)
+    assert not pb.worth and "never pays back" in pb.text()
+    ds = CacheRules("deepseek", 0.1, 1.0)  # DeepSeek caches from 64 tokens: the same cut pays
+    assert payback(ds, 4_000, 500, 0, horizon=1_000).worth

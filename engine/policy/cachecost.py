@@ -51,6 +51,12 @@ class CacheRules:
             return n if n >= 1024 else 0
         return 0
 
+    def turn_cost(self, tokens: int) -> float:
+        """A steady-state request of `tokens` in input-price units: the cached part at the read ratio,
+        the rest at the full input price."""
+        cached = self.cached(tokens)
+        return cached * self.read_ratio + (tokens - cached)
+
     def describe(self) -> str:
         return (
             f"{self.rules} cache rules, cached read {self.read_ratio:.2f}x and write {self.write_ratio:.2f}x "
@@ -128,11 +134,19 @@ def payback(
     """The pay-back of cutting `saves` tokens when `kept_total` tokens remain, of which the first
     `stable_prefix` (tools and system prompt) are unchanged and stay cached.
 
-    Per later turn the saving is `saves` cached reads (read ratio r); once, the rewritten part is
-    billed at the write ratio w instead of r. Pay-back turns = resend x (w - r) / (saves x r).
+    Per later turn the saving is what `saves` tokens cost in a steady-state request (cached reads at
+    the read ratio r, as far as the provider caches); once, the rewritten part is billed at the write
+    ratio w instead of r. Pay-back turns = resend x (w - r) / saving per turn.
     """
     resend = max(0, kept_total - rules.cached(stable_prefix))
     extra = resend * max(0.0, rules.write_ratio - rules.read_ratio)
-    per_turn = saves * rules.read_ratio
-    turns = 0.0 if extra <= 0 else (extra / per_turn if per_turn > 0 else math.inf)
+    # A request in steady state is read from the cache as far as the provider's rules cache it, the
+    # rest billed as input: a cut that leaves the request below a provider's minimum cacheable size
+    # (1,024 tokens at Anthropic and OpenAI) turns cheap cached reads into full-price input.
+    per_turn = rules.turn_cost(kept_total + saves) - rules.turn_cost(kept_total)
+    turns = (
+        (0.0 if per_turn > 0 else math.inf)
+        if extra <= 0
+        else (extra / per_turn if per_turn > 0 else math.inf)
+    )
     return Payback(saves, resend, turns, horizon, forced)
