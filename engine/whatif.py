@@ -10,6 +10,24 @@ from dataclasses import dataclass
 THRESHOLD_KEYS: tuple[str, ...] = ("trim_schemas", "compact_history", "aggressive_prune")
 GATE_KEYS: tuple[str, ...] = ("reorder", "trim_schemas", "clear_tool_results", "spill", "llm_summary", "drop_rounds")
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "bedrock", "prefix")
+# The inspector's sliders are labelled trim/compact/prune, so people type those: accepted everywhere.
+THRESHOLD_ALIASES: dict[str, str] = {"trim": "trim_schemas", "compact": "compact_history", "prune": "aggressive_prune"}
+
+
+def threshold_key(name: str) -> str:
+    """The threshold a user's name means (full or short slider name); ValueError naming the valid ones."""
+    key = THRESHOLD_ALIASES.get(name, name)
+    if key not in THRESHOLD_KEYS:
+        short = ", ".join(f"{a} ({k})" for a, k in THRESHOLD_ALIASES.items())
+        raise ValueError(f"unknown threshold {name!r}: use one of {short}")
+    return key
+
+
+def gate_key(name: str) -> str:
+    """A gate's name as given, checked; ValueError naming the valid ones."""
+    if name not in GATE_KEYS:
+        raise ValueError(f"unknown gate {name!r}: use one of {', '.join(GATE_KEYS)}")
+    return name
 
 
 @dataclass(frozen=True)

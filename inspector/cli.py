@@ -19,9 +19,9 @@ from .cli_common import (
     ThresholdOpt,
     event_offset,
     fail,
-    on_off,
     open_recording,
-    parse_pairs,
+    parse_gates,
+    parse_thresholds,
     read_events,
 )
 from .ctx_cli import ctx_app, eval_command
@@ -35,6 +35,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: rich mode prints a type tag on every flag ("--json <bool>"), which reads as if
+    # the flag took a value.
+    rich_markup_mode=None,
 )
 
 
@@ -64,7 +67,9 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list
 
 
 @app.command()
-def ps(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per agent.")] = False) -> None:
+def ps(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array, one object per agent.")] = False,
+) -> None:
     """List live agents serving a probe socket (stale sockets are cleaned up)."""
     from engine.probe.client import list_agents
 
@@ -120,8 +125,8 @@ def explain(
         fail(f"turn {n} is not in {target} (it has turns 0..{max(traces)})")
     ov = Overrides(
         budget,
-        parse_pairs(threshold, "threshold", float) or None,
-        parse_pairs(gate, "gate", on_off) or None,
+        parse_thresholds(threshold) or None,
+        parse_gates(gate) or None,
         provider,
     )
     actual = traces[n]
@@ -231,6 +236,7 @@ def import_(
         str | None, typer.Option(help="Provider policy for the engine's shadow plan.")
     ] = None,
     window: Annotated[int | None, typer.Option(help="Context window (tokens) for the engine's plan.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
 ) -> None:
     """Import a real agent trajectory as a recording: each model call becomes a turn."""
     from engine.importers import load
@@ -239,12 +245,22 @@ def import_(
 
     if not src.exists():
         fail(f"no such file: {src}")
+    if src.is_dir():
+        fail(f"{src} is a directory: give the trajectory or log file inside it")
+    if out.is_dir():
+        fail(f"-o {out} is a directory: give a file path, e.g. {out / 'run.cpsession'}", 2)
+    if out.exists() and not force:
+        fail(f"-o {out} already exists: choose another path, or pass --force to replace it", 2)
+    if not out.resolve().parent.is_dir():
+        fail(f"-o {out}: directory {out.resolve().parent} does not exist", 2)
     try:
         imp = load(src, None if fmt == "auto" else fmt, model=model, provider=provider)
     except ImportFormatError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc), 2)
+    except OSError as exc:
+        fail(f"cannot read {src}: {exc.strerror or exc}")
     if out.exists():
         out.unlink()
     try:
@@ -277,7 +293,16 @@ def replay(
     """Step through a recorded session turn by turn."""
     from inspector.sources.file import FileSource
 
-    open_recording(file)
+    r = open_recording(file)
+    if turn is not None:
+        numbers = r.turn_numbers()
+        if not numbers:
+            fail(f"{file} has no completed turns yet", 2)
+        n = turn if turn >= 0 else numbers[-1] + 1 + turn
+        if n not in numbers:
+            fail(f"turn {turn} is not in {file} (it has turns {numbers[0]}..{numbers[-1]})", 2)
+        turn = n
+    r.close()
     _run_app(FileSource(file, follow=follow), theme, turn)
 
 
@@ -313,10 +338,13 @@ def attach(
 @app.command()
 def demo(
     no_tui: Annotated[
-        bool, typer.Option("--no-tui", help="Run the demo agent headless and print each turn.")
+        bool,
+        typer.Option(
+            "--no-tui", help="Run the demo agent headless (printing each turn), attachable with ps/attach."
+        ),
     ] = False,
     turns: Annotated[int, typer.Option(help="Stop the demo agent after this many turns.")] = 40,
-    record: Annotated[Path | None, typer.Option(help="Keep the recording here.")] = None,
+    record: Annotated[Path | None, typer.Option(help="Keep the recording here (a new file).")] = None,
     delay: Annotated[float, typer.Option(help="Seconds between the agent's turns.")] = 1.5,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
@@ -324,26 +352,41 @@ def demo(
     import subprocess
     import tempfile
 
+    if turns < 1:
+        fail(f"--turns must be at least 1 (got {turns})", 2)
+    if delay < 0:
+        fail(f"--delay must be 0 or more seconds (got {delay:g})", 2)
+    if record is not None:
+        if record.is_dir():
+            fail(f"--record {record} is a directory: give a new file path, e.g. {record / 'demo.cpsession'}", 2)
+        if record.exists():
+            fail(f"--record {record} already exists: a recording is never overwritten; choose a new path", 2)
+        if not record.resolve().parent.is_dir():
+            fail(f"--record {record}: directory {record.resolve().parent} does not exist", 2)
     rec = record or Path(tempfile.mkdtemp(prefix="cp-demo-")) / "demo.cpsession"
     cmd = [
-        sys.executable,
-        "-m",
-        "inspector.demo_agent",
-        "--turns",
-        str(turns),
-        "--record",
-        str(rec),
-        "--delay",
-        str(0 if no_tui else delay),
+        sys.executable, "-m", "inspector.demo_agent", "--turns", str(turns), "--record", str(rec),
+        "--delay", str(delay), "--serve", "--parent-pid", str(os.getpid()),
     ]
-    if no_tui:
-        raise typer.Exit(subprocess.call(cmd + ["--print"]))
     env = {**os.environ, "CONTEXTPIPE_SERVE": "1"}
+    if no_tui:
+        child = subprocess.Popen(cmd + ["--print"], env=env)
+        typer.echo(
+            f"demo agent pid {child.pid}, recording to {rec}\n"
+            f"  watch it from another terminal: cp-inspect attach {child.pid}   (or cp-inspect ps)"
+        )
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            child.terminate()
+            code = child.wait(10)
+        typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
+        raise typer.Exit(code)
     # The agent's stderr goes to a file, not a pipe: a pipe nobody reads while the TUI runs would fill
     # up and block the agent.
     log = rec.with_suffix(".log")
     with log.open("wb") as err_file:
-        child = subprocess.Popen(cmd + ["--serve"], env=env, stdout=subprocess.DEVNULL, stderr=err_file)
+        child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
     from inspector.sources.live import LiveSource
 
     try:
@@ -353,6 +396,7 @@ def demo(
             child.kill()
         err = log.read_text(errors="replace") if log.exists() else ""
         fail(f"{exc}\n{err[-400:]}")
+    src.header["recording"] = str(rec)
     try:
         _run_app(src, theme)
     finally:

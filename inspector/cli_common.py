@@ -10,9 +10,21 @@ import typer
 if TYPE_CHECKING:
     from engine.recording.cpsession import RecordingReader
 
-# What-if options shared by `explain` and `simulate` (parsed with parse_pairs).
-GateOpt = Annotated[list[str] | None, typer.Option(help="NAME=on|off for an optimizer gate (repeatable).")]
-ThresholdOpt = Annotated[list[str] | None, typer.Option(help="NAME=VALUE tier threshold (repeatable).")]
+# What-if options shared by `explain` and `simulate` (parsed with parse_gates / parse_thresholds).
+GateOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="NAME=on|off for an optimizer gate (repeatable): reorder, trim_schemas, clear_tool_results, "
+        "spill, llm_summary, drop_rounds."
+    ),
+]
+ThresholdOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="NAME=VALUE tier threshold as a fraction of the window (repeatable): trim, compact, prune "
+        "(or trim_schemas, compact_history, aggressive_prune)."
+    ),
+]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -31,6 +43,32 @@ def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any
             out[k.strip()] = conv(raw.strip())
         except ValueError as exc:
             fail(f"--{what} {v!r}: {exc}", 2)
+    return out
+
+
+def parse_thresholds(values: list[str] | None) -> dict[str, float]:
+    from engine.whatif import threshold_key
+
+    out: dict[str, float] = {}
+    for k, v in parse_pairs(values, "threshold", float).items():
+        try:
+            out[threshold_key(k)] = v
+        except ValueError as exc:
+            fail(f"--threshold: {exc}", 2)
+        if not 0.0 < v <= 10.0:
+            fail(f"--threshold {k}={v:g}: a threshold is a fraction of the window, e.g. {k}=0.7", 2)
+    return out
+
+
+def parse_gates(values: list[str] | None) -> dict[str, bool]:
+    from engine.whatif import gate_key
+
+    out: dict[str, bool] = {}
+    for k, v in parse_pairs(values, "gate", on_off).items():
+        try:
+            out[gate_key(k)] = v
+        except ValueError as exc:
+            fail(f"--gate: {exc}", 2)
     return out
 
 

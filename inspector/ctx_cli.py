@@ -25,6 +25,9 @@ ctx_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: rich mode prints a type tag on every flag ("--json <bool>"), which reads as if
+    # the flag took a value.
+    rich_markup_mode=None,
 )
 
 DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (created if missing).")]
@@ -63,6 +66,8 @@ def add_cmd(
         body = sys.stdin.read()
     else:
         body = text
+    if not (k is Kind.FILE_READ and source and text is None) and not body.strip():
+        fail("nothing to add: the item's text is empty (give TEXT, or - with the text on stdin)", 2)
     store = _open(db)
     try:
         if k is Kind.FILE_READ and source and text is None:
@@ -163,6 +168,8 @@ def expand_cmd(
     db: DbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
 ) -> None:
     """Print the original text behind a stub or summary."""
+    if not db.exists():
+        fail(f"no such store: {db} (a store is created by `ctx add` or `ctx import`)")
     store = _open(db)
     try:
         text = store.expand(item_id)

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -208,6 +212,30 @@ def build_pipeline(args: argparse.Namespace, clock: Callable[[], float]) -> tupl
     return pipe, state
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """End this agent when the process that started it ends (cp-inspect demo killed by SIGKILL or SIGTERM):
+    the kernel sends SIGTERM on the parent's death (Linux prctl), and a watchdog thread checks the parent
+    pid twice a second where prctl is unavailable or the parent died before it was set."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watchdog below still applies
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inspector.demo_agent", description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=40)
@@ -219,7 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--print", action="store_true", help="print one line per turn")
     ap.add_argument("--gates-closed", action="store_true", help="run with every optimizer gate closed")
     ap.add_argument("--deterministic", action="store_true", help="fixed clock (for committed demo sessions)")
+    ap.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
     args = ap.parse_args(argv)
+    # SIGTERM ends the run through the finally below, so the recording is closed with its index.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
     fake = [1_767_225_600.0]
     clock = (lambda: fake[0]) if args.deterministic else time.time
     pipe, state = build_pipeline(args, clock)

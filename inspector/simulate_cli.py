@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .cli_common import GateOpt, ThresholdOpt, fail, on_off, open_recording, parse_pairs
+from .cli_common import GateOpt, ThresholdOpt, fail, open_recording, parse_gates, parse_thresholds
 
 if TYPE_CHECKING:
     from engine.sim.cachesim import CallCache
@@ -73,8 +73,8 @@ def simulate(
         provider=provider,
         model=model,
         window=window,
-        gates=parse_pairs(gate, "gate", on_off) or None,
-        thresholds=parse_pairs(threshold, "threshold", float) or None,
+        gates=parse_gates(gate) or None,
+        thresholds=parse_thresholds(threshold) or None,
         prices=prices,
         policy=policy,
         policies=[policies] if policies else None,

@@ -6,12 +6,17 @@ Two tables hold the originals (`items`, `links`) plus an FTS5 index over bodies.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 from engine.store.errors import StoreCorruptError, StoreError, StoreLockedError
 
 SCHEMA_VERSION = 2
+# PRAGMA application_id of a context store ("CPST"): another program's SQLite file is refused, never
+# given our tables. user_version mirrors the schema version (readable without knowing our tables).
+APPLICATION_ID = 0x43505354
 
 # External-content FTS5: the text lives once, in items.body; bodies are never updated, so an insert
 # trigger is all the synchronisation needed. `_` is a token character, so a code identifier such as
@@ -117,13 +122,111 @@ def translate(exc: sqlite3.Error, path: str, timeout_s: float) -> StoreError:
     return StoreError(f"{path}: sqlite error: {exc}")
 
 
-def connect(path: str | Path, timeout_s: float = 5.0) -> sqlite3.Connection:
-    """Open (creating if needed) a store file with WAL, a busy timeout and the current schema."""
+def is_read_only(path: str | Path) -> bool:
+    """An existing store this process may not write: the file's mode, or its directory's (SQLite's WAL
+    needs to create files beside it)."""
     p = str(path)
+    if p == ":memory:" or not os.path.exists(p):
+        return False
+    parent = os.path.dirname(os.path.abspath(p))
+    return not os.access(p, os.W_OK) or not os.access(parent, os.W_OK)
+
+
+def _check_identity(conn: sqlite3.Connection, p: str) -> None:
+    """Refuse a SQLite file that is not a context store before anything is written to it."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id == APPLICATION_ID:
+        return
+    what = "give --db a new file name or an existing context store; nothing was changed"
+    if app_id != 0:
+        raise StoreError(f"{p} is not a context store: it is another program's SQLite file (application id {app_id:#x}); {what}")
+    tables = [
+        r[0]
+        for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")
+    ]
+    if not tables:
+        return  # an empty database becomes a store
+    if "meta" in tables and "items" in tables:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is not None:
+            return  # a store made before the application id existed: _migrate stamps it
+    shown = ", ".join(tables[:4]) + (", ..." if len(tables) > 4 else "")
+    raise StoreError(f"{p} is not a context store: it is a SQLite database with other tables ({shown}); {what}")
+
+
+def _connect_read_only(p: str, timeout_s: float) -> sqlite3.Connection:
+    """A private in-memory copy of a store this process cannot write: reads (get, expand) work unchanged,
+    and what they log (served windows, token counts) is kept for this process only."""
+    uri = "file:" + quote(os.path.abspath(p))
+    src = None
+    for flags in ("?mode=ro", "?mode=ro&immutable=1"):  # immutable: a WAL store in a read-only directory
+        try:
+            src = sqlite3.connect(uri + flags, uri=True, timeout=timeout_s, check_same_thread=False)
+            src.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            break
+        except sqlite3.Error as exc:
+            if src is not None:
+                src.close()
+            src = None
+            last = exc
+    if src is None:
+        raise translate(last, p, timeout_s)
+    try:
+        _check_identity(src, p)
+        mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        src.backup(mem)
+    except sqlite3.Error as exc:
+        raise translate(exc, p, timeout_s) from exc
+    finally:
+        src.close()
+    try:
+        mem.execute("PRAGMA foreign_keys = ON")
+        _migrate(mem)
+    except sqlite3.Error as exc:
+        mem.close()
+        raise translate(exc, p, timeout_s) from exc
+    return mem
+
+
+def connect(path: str | Path, timeout_s: float = 5.0) -> sqlite3.Connection:
+    """Open (creating if needed) a store file with WAL, a busy timeout and the current schema. A store the
+    process may not write is opened as a private in-memory copy (see is_read_only)."""
+    return connect_store(path, timeout_s)[0]
+
+
+_READ_ONLY_MARKERS = ("readonly database", "read-only", "unable to open database file")
+
+
+def connect_store(path: str | Path, timeout_s: float = 5.0) -> tuple[sqlite3.Connection, bool]:
+    """connect(), also saying whether the store was opened read-only (a private in-memory copy): by its
+    mode or its directory's, or because SQLite found it could not write it (an immutable file, a
+    read-only mount, root ignoring modes until the write itself fails)."""
+    p = str(path)
+    try:
+        return _connect(p, timeout_s), is_read_only(p)
+    except StoreError as exc:
+        cause = exc.__cause__
+        if (
+            p != ":memory:"
+            and os.path.isfile(p)
+            and isinstance(cause, sqlite3.Error)
+            and any(m in str(cause).lower() for m in _READ_ONLY_MARKERS)
+        ):
+            return _connect_read_only(p, timeout_s), True
+        raise
+
+
+def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
     if p != ":memory:":
+        if os.path.isdir(p):
+            raise StoreError(f"{p} is a directory: give --db the path of a store file")
         parent = Path(p).resolve().parent
         if not parent.is_dir():
             raise StoreError(f"cannot create {p}: directory {parent} does not exist")
+        if is_read_only(p):
+            if not os.access(p, os.R_OK):
+                raise StoreError(f"cannot read {p}: permission denied (check the file's owner and mode)")
+            return _connect_read_only(p, timeout_s)
     try:
         conn = sqlite3.connect(p, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as exc:
@@ -132,6 +235,7 @@ def connect(path: str | Path, timeout_s: float = 5.0) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         # Reading the schema is the first thing that touches page 1: a corrupt file fails here.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        _check_identity(conn, p)
         if p != ":memory:":
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
@@ -173,6 +277,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 for stmt in _split(_MIGRATIONS[v]):
                     conn.execute(stmt)
             conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

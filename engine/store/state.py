@@ -18,9 +18,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from engine.store.compaction import json_shape
 from engine.store.config import StoreConfig
-from engine.store.errors import UnknownItemError
+from engine.store.errors import StoreError, UnknownItemError
 from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
-from engine.store.schema import connect, translate
+from engine.store.schema import connect_store, translate
 from engine.store.window import Window
 
 P = ParamSpec("P")
@@ -63,7 +63,8 @@ class StoreState:
         self.path = os.fspath(path)
         self.timeout_s = timeout_s
         self.config = config or StoreConfig()
-        self.conn = connect(self.path, timeout_s)
+        # A store this process may not write is served from a private copy: get/expand work, adds refuse.
+        self.conn, self.read_only = connect_store(self.path, timeout_s)
         self.metas: list[ItemMeta] = []
         self.by_id: dict[int, ItemMeta] = {}
         self.stale: frozenset[int] = frozenset()
@@ -97,6 +98,13 @@ class StoreState:
         except BaseException:
             self.rollback()
             raise
+
+    def require_writable(self, what: str) -> None:
+        if self.read_only:
+            raise StoreError(
+                f"{self.path} is read-only (its mode or its directory's): {what} needs write access; "
+                "reading it (ctx get, ctx expand) works as it is"
+            )
 
     def rollback(self) -> None:
         try:

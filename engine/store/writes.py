@@ -37,6 +37,7 @@ class Writer:
         links: Iterable[tuple[LinkKind | str, int]] = (),
     ) -> int:
         """Store an original and return its id. `links` are (kind, target id) from the new item."""
+        self.state.require_writable("adding an item")
         k = kind if isinstance(kind, Kind) else Kind.parse(kind)
         if not isinstance(body, str):
             raise TypeError(f"item body must be str, got {type(body).__name__}")
@@ -95,6 +96,7 @@ class Writer:
         return self.add(body, Kind.FILE_READ, source=p, file_hash=file_sha(p), **kw)
 
     def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
+        self.state.require_writable("linking items")
         lk = kind if isinstance(kind, LinkKind) else LinkKind.parse(kind)
         fresh = self.state.mirror_current()
         with self.state.transaction() as conn:
@@ -111,9 +113,11 @@ class Writer:
             self.state.dirty = True
 
     def pin(self, item_id: int, pinned: bool = True) -> None:
+        self.state.require_writable("pinning an item")
         self._update_meta(item_id, "pinned", int(pinned))
 
     def set_importance(self, item_id: int, importance: float) -> None:
+        self.state.require_writable("setting an item's importance")
         if not 0.0 <= importance <= 1.0:
             raise ConfigError(f"importance must be between 0 and 1, got {importance}")
         self._update_meta(item_id, "importance", float(importance))
