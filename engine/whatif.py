@@ -26,7 +26,7 @@ def threshold_key(name: str) -> str:
 def gate_key(name: str) -> str:
     """A gate's name as given, checked; ValueError naming the valid ones."""
     if name not in GATE_KEYS:
-        raise ValueError(f"unknown gate {name!r}: use one of {', '.join(GATE_KEYS)}")
+        raise ValueError(f"unknown optimizer gate {name!r}: use one of {', '.join(GATE_KEYS)}")
     return name
 
 
