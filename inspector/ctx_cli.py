@@ -168,8 +168,6 @@ def expand_cmd(
     db: DbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
 ) -> None:
     """Print the original text behind a stub or summary."""
-    if not db.exists():
-        fail(f"no such store: {db} (a store is created by `ctx add` or `ctx import`)")
     store = _open(db)
     try:
         text = store.expand(item_id)

@@ -84,7 +84,7 @@ def _cases(b: dict[str, Path]) -> list[list[str]]:
         ["ctx", "get", "--db", str(b["text"]), "--budget", "1000"],
         ["ctx", "add", "--db", str(b["dir"] / "s.sqlite"), ""],
         ["ctx", "add", "--db", str(b["dir"] / "s.sqlite"), "   "],
-        ["ctx", "expand", "--db", str(b["dir"] / "s.sqlite"), "99999"],
+        ["ctx", "expand", "--db", str(b["dir"] / "e.sqlite"), "99999"],
         ["attach", "999999999"],
         ["explain", "999999999"],
     ]
