@@ -91,3 +91,18 @@ def test_as_sent_tool_changes_mid_session_are_named(tmp_path: Path) -> None:
     added = why_missed(events, 3)["as_sent"]
     assert added["cause"] == "tool_added" and "grep" in added["detail"]
     assert why_missed(events, 4)["as_sent"]["cause"] == "appended"
+
+
+def test_explain_prints_why_the_cache_missed() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    res = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "15", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    why = json.loads(res.stdout)["why_cache_missed"]
+    assert why["previous"] == 14 and why["engine"]["cause"] == "latch_changed"
+    res = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "12"])
+    assert "why the cache missed" in res.stdout and "tool_removed" in res.stdout
