@@ -24,6 +24,7 @@ a recorded request from a journal is:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections import deque
@@ -39,7 +40,7 @@ from engine.assembly import Assembly, Measure
 from engine.bind import BindJob, bind_all
 from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
 from engine.config import PipelineConfig
-from engine.errors import ConfigError, UnpairedToolResultError
+from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
 from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
@@ -226,10 +227,7 @@ class Pipeline:
             for ev in self.journal.events:
                 self.recorder.append(ev)
         if serve:
-            from engine.probe.server import ProbeServer
-
-            self.probe = ProbeServer(header, self.journal.snapshot, redact=redact)
-            self.probe.start()
+            self.probe = _start_probe(header, self.journal, redact)
         if self.recorder is not None or self.probe is not None:
             self.journal.subscribe(self._publish)
 
@@ -888,3 +886,22 @@ def _args(c: dict[str, Any]) -> str:
     from engine.hashing import canonical_json
 
     return canonical_json(a).decode()
+
+
+def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
+    """The live probe, or None with one warning saying why not and how to fix it. A probe that cannot
+    start (a runtime directory planted by another user or with the wrong mode, a socket path too long,
+    no descriptors left) must never stop the agent: the agent runs on without it."""
+    from engine.probe.server import ProbeServer
+
+    events = journal.events  # append-only: clients read it by index, nothing is copied per client
+    server = ProbeServer(header, lambda: events, redact=redact)
+    try:
+        server.start()
+    except (ContextPipeError, OSError) as exc:
+        server.close()
+        logging.getLogger("contextpipe.probe").warning(
+            "contextpipe: the live probe is disabled, the agent runs on without it: %s", exc
+        )
+        return None
+    return server

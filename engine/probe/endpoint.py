@@ -109,12 +109,12 @@ def peer_uid(sock: socket.socket) -> int:
     return int(uid)
 
 
-def close_quietly(sock: socket.socket) -> None:
+def close_quietly(sock: socket.socket, reads: int = 4) -> None:
     # Read what the peer already sent first: closing a Unix socket with unread input makes the peer's
     # next read fail with ECONNRESET, which could hide the error frame we just sent it.
     try:
         sock.setblocking(False)
-        for _ in range(16):  # bounded: a client that keeps sending is cut off anyway
+        for _ in range(reads):  # bounded: a client that keeps sending is cut off anyway
             if not sock.recv(65536):
                 break
     except OSError:

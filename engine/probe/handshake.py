@@ -3,20 +3,31 @@
 A client gets `hello` then the snapshot then live events. It may send `hello` (to check the protocol
 version) and `ping`; anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
+
+Admission never costs the agent its descriptors or its CPU: at most `max_clients` clients (default
+32, CONTEXTPIPE_PROBE_MAX_CLIENTS), none on a descriptor within FD_RESERVE of the open-file limit
+(those are left to the agent), and accepts are budgeted (ACCEPT_BURST, then ACCEPT_RATE per second;
+the rest wait in the kernel's backlog). A client refused for any of these gets an error frame naming
+the reason ("too_many_clients", "too_many_open_files") and is closed.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import resource
 import selectors
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.probe.endpoint import close_quietly, peer_uid
-from engine.probe.queues import HIGH_WATER, Client, ClientQueues
+from engine.probe.optin import MAX_CLIENTS_ENV
+from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, ClientQueues
+from engine.probe.redact import redact_event
 from engine.recording.frames import FrameError, decode_frames, encode_frame
 
 log = logging.getLogger("contextpipe.probe")
@@ -25,49 +36,172 @@ PROTOCOL_VERSION = 1
 # Clients only ever send tiny control frames; anything bigger is garbage or hostile.
 CLIENT_FRAME_LIMIT = 64 * 1024
 _PONG = encode_frame({"k": "pong"})
+# Accepts: a burst, then a steady rate; ACCEPT_PER_PASS per loop pass at most.
+ACCEPT_BURST = 32.0
+ACCEPT_RATE = 20.0
+ACCEPT_PER_PASS = 8
+# After accept() fails (out of descriptors, say), the listener rests this long instead of spinning.
+ACCEPT_BACKOFF = 0.5
+# Descriptors at the top of the open-file limit that the probe never takes for a client.
+FD_RESERVE_MIN = 16
+
+
+def fd_ceiling() -> int:
+    """The lowest descriptor number a client may not have: the soft limit minus a reserve for the agent
+    (an eighth of the limit, at least FD_RESERVE_MIN). Descriptors are allocated lowest-first, so a
+    client socket numbered above this means the process is close to running out."""
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return 1 << 30
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 1 << 30
+    return max(0, soft - max(FD_RESERVE_MIN, soft // 8))
+
+
+def _open_reserve() -> int | None:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _refuse(sock: socket.socket, code: str, message: str) -> None:
+    """Tell a connection why it is not served, and close it (a fresh socket: the small frame fits)."""
+    try:
+        sock.send(encode_frame({"k": "error", "code": code, "message": message}))
+    except OSError:
+        pass
+    close_quietly(sock, reads=1)
 
 
 class Handshake(ClientQueues):
     # Set by ProbeServer.__init__ / start().
     pid: int
+    max_clients: int
     _hello: dict[str, Any]
-    _snapshot: Callable[[], list[dict[str, Any]]]
+    _snapshot: Callable[[], Sequence[dict[str, Any]]]
     _allowed_uid: int
     _listener: socket.socket | None
+
+    def _init_admission(self) -> None:
+        self._accept_tokens = ACCEPT_BURST
+        self._accept_at = time.monotonic()
+        self._listen_paused_until: float | None = None
+        self._turns_src: Sequence[Any] | None = None
+        self._turns_upto = 0
+        self._turns = 0
+        self._tap_errors = 0
+        # Clients are refused before they could take the descriptors the agent itself needs.
+        self._fd_ceiling = fd_ceiling()
+        # One descriptor held in reserve: when accept() fails for want of descriptors it is closed, the
+        # waiting connection accepted, told why and closed, and the reserve taken again; otherwise the
+        # listener would stay readable and the loop spin on it.
+        self._reserve_fd = _open_reserve()
 
     def _accept(self) -> None:
         listener = self._listener
         assert listener is not None
-        for _ in range(64):
+        now = time.monotonic()
+        self._accept_tokens = min(ACCEPT_BURST, self._accept_tokens + (now - self._accept_at) * ACCEPT_RATE)
+        self._accept_at = now
+        for _ in range(ACCEPT_PER_PASS):
+            if self._accept_tokens < 1.0:
+                # Out of budget (connect/close churn): leave the rest in the kernel's backlog for now.
+                self._pause_listener((1.0 - self._accept_tokens) / ACCEPT_RATE)
+                return
             try:
                 sock, _addr = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                # EMFILE and friends: log and back off instead of spinning on a readable listener.
-                log.warning("probe accept failed: %s", exc)
-                time.sleep(0.05)
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self._shed_with_reserve(listener)
+                else:
+                    log.warning("probe accept failed: %s", exc)
+                self._pause_listener(ACCEPT_BACKOFF)
                 return
+            self._accept_tokens -= 1.0
             sock.setblocking(False)
             uid = peer_uid(sock)
             if uid != self._allowed_uid:
-                self._refuse(sock, uid)
+                _refuse(
+                    sock,
+                    "permission_denied",
+                    f"uid {uid} may not read this agent's probe (it serves uid {self._allowed_uid} only)",
+                )
+                continue
+            if len(self._clients) >= self.max_clients:
+                _refuse(
+                    sock,
+                    "too_many_clients",
+                    f"this agent already serves {len(self._clients)} probe clients (the limit, "
+                    f"{MAX_CLIENTS_ENV}={self.max_clients}); close one and retry",
+                )
+                continue
+            if sock.fileno() >= self._fd_ceiling:
+                _refuse(
+                    sock,
+                    "too_many_open_files",
+                    "the agent is close to its open-file limit and keeps the rest for its own work; "
+                    "close other probe clients or raise the agent's limit (ulimit -n)",
+                )
                 continue
             self._register(sock, uid)
 
-    def _refuse(self, sock: socket.socket, uid: int) -> None:
-        frame = encode_frame(
-            {
-                "k": "error",
-                "code": "permission_denied",
-                "message": f"uid {uid} may not read this agent's probe (it serves uid {self._allowed_uid} only)",
-            }
-        )
+    def _shed_with_reserve(self, listener: socket.socket) -> None:
+        if self._reserve_fd is None:
+            return
+        os.close(self._reserve_fd)
+        self._reserve_fd = None
         try:
-            sock.send(frame)  # fresh socket, empty buffer: a small frame always fits
+            sock, _addr = listener.accept()
         except OSError:
             pass
-        close_quietly(sock)
+        else:
+            _refuse(
+                sock,
+                "too_many_open_files",
+                "the agent is out of file descriptors; close other probe clients or raise its limit (ulimit -n)",
+            )
+        self._reserve_fd = _open_reserve()
+
+    def _pause_listener(self, seconds: float) -> None:
+        if self._listen_paused_until is None and self._sel is not None and self._listener is not None:
+            try:
+                self._sel.unregister(self._listener)
+            except (KeyError, ValueError):
+                pass
+        self._listen_paused_until = time.monotonic() + max(seconds, 0.001)
+
+    def _resume_listener(self) -> None:
+        until = self._listen_paused_until
+        if until is None or time.monotonic() < until:
+            return
+        self._listen_paused_until = None
+        if self._sel is not None and self._listener is not None:
+            self._sel.register(self._listener, selectors.EVENT_READ, "listen")
+
+    def _count_turns(self, src: Sequence[Any], n: int) -> tuple[int, int]:
+        """Turns in src[:n], and a tapped client's journaling failures (`diag` events carry the running
+        count; `ps` shows it), counted incrementally: the journal is append-only, so each attach only
+        looks at what was added since the last one (not the whole session again)."""
+        if src is not self._turns_src or n < self._turns_upto:
+            self._turns_src, self._turns_upto, self._turns, self._tap_errors = src, 0, 0, 0
+        turns, tap_errors = self._turns, self._tap_errors
+        for i in range(self._turns_upto, n):
+            e = src[i]
+            if isinstance(e, dict):
+                kind = e.get("k")
+                if kind == "turn":
+                    turns += 1
+                elif kind == "diag":
+                    try:
+                        tap_errors = max(tap_errors, int(e.get("count", 0)))
+                    except (TypeError, ValueError):
+                        pass
+        self._turns_upto, self._turns, self._tap_errors = n, turns, tap_errors
+        return turns, tap_errors
 
     def _register(self, sock: socket.socket, uid: int) -> None:
         c = Client(sock, uid)
@@ -80,7 +214,9 @@ class Handshake(ClientQueues):
         assert self._sel is not None
         self._sel.register(sock, selectors.EVENT_READ, c)
         try:
-            snap = list(self._snapshot())
+            src = self._snapshot()
+            n = len(src)
+            turns, tap_errors = self._count_turns(src, n)
         except Exception as exc:
             log.exception("probe snapshot() failed")
             c.outbuf += encode_frame(self._hello_frame(0, 0))
@@ -89,34 +225,34 @@ class Handshake(ClientQueues):
             )
             return
         self._absorb()
-        end = self._head
-        if end > c.cursor:
-            # Events published between registration and the copy may be in both; the engine publishes
-            # the very object it journals, so identity finds the duplicates (anything else is
-            # delivered twice, which is harmless: blobs are keyed by hash, turns by number).
-            c.skip_ids = frozenset(id(e) for e in snap)
-            c.skip_until = end
-            c.skip_hold = snap
-        turns = sum(1 for e in snap if isinstance(e, dict) and e.get("k") == "turn")
-        # A tapped client's journaling failures (`diag` events carry the running count) for `ps`
-        tap_errors = max(
-            (int(e.get("count", 0)) for e in snap if isinstance(e, dict) and e.get("k") == "diag"), default=0
-        )
-        c.outbuf += encode_frame(self._hello_frame(len(snap), turns, tap_errors))
-        c.snapshot = snap
+        k = self._head - c.cursor
+        if k > 0:
+            # Events published between registration and reading the length may be in both; they are
+            # the snapshot's last k at most. The engine publishes the very object it journals, so
+            # identity finds them (anything else is delivered twice, which is harmless: blobs are keyed
+            # by hash, turns by number).
+            tail = [src[i] for i in range(max(0, n - k), n)]
+            c.skip_ids = frozenset(id(e) for e in tail)
+            c.skip_until = self._head
+            c.skip_hold = tail
+        c.outbuf += encode_frame(self._hello_frame(n, turns, tap_errors))
+        c.snap_src = src
+        c.snap_end = n
         self._pump(c)
 
     def _hello_frame(self, snapshot_len: int, turns: int, tap_errors: int = 0) -> dict[str, Any]:
-        frame = dict(self._hello)
+        # Redacting: the agent's own header goes through the same allow-list as events, and its argv
+        # (which may carry prompts, paths, keys) is not sent at all.
+        frame = redact_event(self._hello) if self.redact else dict(self._hello)
         frame.update(
             {
                 "k": "hello",
                 "protocol": PROTOCOL_VERSION,
                 "pid": self.pid,
                 # Arguments that are not valid UTF-8 (surrogate-escaped by Python) would fail to encode.
-                "argv": [
-                    a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.orig_argv
-                ],
+                "argv": None
+                if self.redact
+                else [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.orig_argv],
                 "snapshot": snapshot_len,
                 "turns": turns,
                 "tap_errors": tap_errors,
@@ -139,6 +275,8 @@ class Handshake(ClientQueues):
             return
         if c.closing_deadline is not None:
             return  # already failed: discard whatever else it sends
+        if not self._charge(c, 1.0):
+            return
         c.inbuf += data
         try:
             frames, used = decode_frames(bytes(c.inbuf), limit=CLIENT_FRAME_LIMIT)
@@ -147,6 +285,8 @@ class Handshake(ClientQueues):
             self._fail(c, code, f"malformed frame from client: {exc}")
             return
         del c.inbuf[:used]
+        if frames and not self._charge(c, float(len(frames))):
+            return
         for f in frames:
             kind = f.get("k")
             if kind == "hello":
@@ -169,3 +309,18 @@ class Handshake(ClientQueues):
                 self._fail(c, "unknown_kind", f"unknown frame kind {kind!r}: the probe stream is read-only")
                 return
         self._pump(c)
+
+    def _charge(self, c: Client, cost: float) -> bool:
+        """Take `cost` input tokens from the client; False (and the client failed) when it has run dry."""
+        now = time.monotonic()
+        c.in_tokens = min(INPUT_BURST, c.in_tokens + (now - c.in_at) * INPUT_RATE) - cost
+        c.in_at = now
+        if c.in_tokens >= 0:
+            return True
+        self._fail(
+            c,
+            "rate_limited",
+            "the client sent more than the probe reads (a hello and a few pings); the stream is "
+            "read-only: connect, optionally send hello, then read",
+        )
+        return False

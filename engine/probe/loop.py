@@ -1,14 +1,26 @@
 """The probe's I/O thread: one `selectors` loop that accepts, reads, moves events and sends.
 
-Two modes keep the agent's cost per publish at a deque append. Idle: sleep until a publish writes the
-one wake-up byte. Busy (events flowing): the wake flag stays set, so publishes write nothing, and the
-loop polls every BUSY_TICK, sending whatever accumulated in one go. QUIET_TICKS quiet ticks return it
-to idle.
+It sleeps (select with no timeout) whenever there is nothing to send: no timer wakes it. A publish
+that finds it asleep writes one wake-up byte; the loop then waits COALESCE for the rest of the
+agent's burst (publishes meanwhile write nothing: the flag is set), sends everything in one go, and
+goes back to sleep. So an agent pays at most one wake-up per COALESCE, and none while no client is
+attached or between turns.
+
+Whatever clients do, the thread's CPU is capped at CPU_SHARE of one core (a token bucket over its own
+thread CPU clock): past that it rests, which costs only the clients' latency. That is the backstop
+behind the per-client limits (input budget, accept budget, client cap): the agent shares the GIL
+with this thread, so every microsecond spent here is one the agent's thread may wait.
+
+Shutdown: close() asks the thread to stop and waits at most FLUSH_ON_CLOSE + JOIN_SLACK. The thread
+flushes for at most FLUSH_ON_CLOSE to clients that are reading, then tears everything down itself:
+no other thread ever touches the selector or the client sockets, so there is no moment at which a
+close can race the loop.
 """
 
 from __future__ import annotations
 
 import logging
+import select
 import selectors
 import socket
 import time
@@ -18,15 +30,19 @@ from engine.probe.queues import Client
 
 log = logging.getLogger("contextpipe.probe")
 
-# While events flow, the I/O thread wakes this often to send what accumulated (instead of once per
-# publish): the agent pays no syscall per event, and each wake-up costs the agent thread a GIL
-# hand-off, so fewer is cheaper. 50 ms halves the probe's CPU against 10 ms (measured with
-# benchmarks/bench_probe.py --engine) and is still far below what a person watching turns notices.
-BUSY_TICK = 0.05
-# Quiet ticks before going back to sleep until a publish wakes us (10 x 50 ms).
-QUIET_TICKS = 10
+# After a wake-up, how long the rest of a burst may accumulate before it is sent. An agent's events
+# come in bursts a few milliseconds apart within a turn: one send per burst, not per event.
+COALESCE = 0.05
 # How long close() keeps sending already-published events to clients that are reading.
 FLUSH_ON_CLOSE = 0.25
+# How much longer close() waits for the thread to finish; if the thread is held up (a slow snapshot
+# callable, a starved machine) close() returns anyway and the thread tears down when it gets there.
+JOIN_SLACK = 0.5
+# The thread's CPU budget: CPU_SHARE of one core on average, bursts of up to CPU_BURST seconds.
+CPU_SHARE = 0.04
+CPU_BURST = 0.05
+# The longest single rest the CPU budget imposes (close() interrupts it anyway).
+MAX_REST = 0.5
 
 
 class IOLoop(Handshake):
@@ -34,27 +50,42 @@ class IOLoop(Handshake):
     _stopping: bool
     _wake_r: socket.socket | None
 
+    def _teardown(self) -> None:  # ProbeServer's: closes the clients and the sockets
+        raise NotImplementedError
+
+    def _init_loop(self) -> None:
+        self._cpu_tokens = CPU_BURST
+        self._cpu_at = time.monotonic()
+        self._cpu_mark = 0.0
+        self.rested = 0.0  # seconds the CPU budget made the thread rest (diagnostics, benchmarks)
+        self.wakeups = 0  # passes of the loop (diagnostics, benchmarks)
+
     def _run(self) -> None:
+        try:
+            self._cpu_mark = time.thread_time()
+            self._loop()
+            self._flush_on_close()
+        except Exception:
+            log.exception("probe I/O thread error")
+        finally:
+            self._teardown()
+
+    def _loop(self) -> None:
         sel = self._sel
         assert sel is not None
-        busy = False
-        quiet = 0
-        seen = self._head
         while not self._stopping:
             try:
-                timeout = self._next_deadline()
-                if busy:
-                    timeout = BUSY_TICK if timeout is None else min(timeout, BUSY_TICK)
-                ready = sel.select(timeout)
-                self._enc_cache.clear()
-                self._absorb()
+                ready = sel.select(self._timeout())
+                self.wakeups += 1
+                woke = False
                 for key, mask in ready:
-                    if key.data == "listen":
+                    data = key.data
+                    if data == "wake":
+                        woke = True
+                    elif data == "listen":
                         self._accept()
-                    elif key.data == "wake":
-                        self._drain_wake()
                     else:
-                        c: Client = key.data
+                        c: Client = data
                         # Identity, not fd: a client dropped earlier in this batch may have had its fd
                         # reused by one accepted since.
                         if self._clients.get(c.fd) is not c:
@@ -63,55 +94,102 @@ class IOLoop(Handshake):
                             self._on_readable(c)
                         if mask & selectors.EVENT_WRITE and self._clients.get(c.fd) is c:
                             self._pump(c)  # leaves WRITE interest registered only if still blocked
-                # New events may be waiting for clients that were not blocked: pump them all.
-                for c in list(self._clients.values()):
-                    if not c.want_write:
-                        self._pump(c)
-                self._expire_closing()
-                # Activity is any ring growth (here or in _register) or anything still queued.
-                if self._head != seen or self._pending:
-                    seen = self._head
-                    quiet = 0
-                    if not busy:
-                        busy = True
-                        self._wake_pending = True
-                elif busy and quiet < QUIET_TICKS:
-                    # An agent's events come in bursts a few milliseconds apart within a turn: keep
-                    # ticking a while rather than pay a wake-up (a syscall and a thread switch) per burst.
-                    quiet += 1
-                else:
-                    # About to sleep with no timeout, so the next publish must find the flag clear.
-                    # Done on every quiet pass, not only when leaving busy mode: a publisher can set the
-                    # flag (and send its byte) long after its event was taken, if it lost the GIL in
-                    # between, and a flag left set then would swallow every later wake-up.
-                    # Order: drain, clear, re-check. A publish after the re-check sees the flag clear
-                    # and wakes us; one before it is caught by the re-check.
-                    busy = False
-                    quiet = 0
-                    self._drain_wake()
-                    self._wake_pending = False
-                    if self._pending:
-                        busy = True
-                        self._wake_pending = True
+                if self._stopping:
+                    return
+                if woke:
+                    # A publish woke us: let the rest of the agent's burst arrive, then send it all.
+                    self._rest(COALESCE)
+                self._service()
+                self._settle()
+                self._budget()
             except Exception:
                 # A bug here must not kill the probe thread silently and leave clients hanging forever.
                 log.exception("probe I/O loop error")
-                time.sleep(0.01)
-        self._flush_on_close()
+                self._rest(0.05)
 
-    def _next_deadline(self) -> float | None:
-        deadlines = [c.closing_deadline for c in self._clients.values() if c.closing_deadline is not None]
-        if not deadlines:
+    def _timeout(self) -> float | None:
+        """How long select() may block: forever unless something is due."""
+        if self._pending or self._more:
+            return 0.0
+        due = self._listen_paused_until
+        for c in self._clients.values():
+            d = c.closing_deadline
+            if d is not None and (due is None or d < due):
+                due = d
+        if due is None:
             return None
-        return max(0.0, min(deadlines) - time.monotonic())
+        return max(0.0, due - time.monotonic())
+
+    def _service(self) -> None:
+        """Move published events into the ring and send what every unblocked client may have next."""
+        self._enc_cache.clear()
+        self._absorb()
+        self._more = False
+        for c in list(self._clients.values()):
+            if not c.want_write:
+                self._pump(c)
+        self._enc_cache.clear()
+        self._expire_closing()
+        self._resume_listener()
+
+    def _settle(self) -> None:
+        """About to block: the next publish must find the flag clear, so it wakes us.
+
+        Order: drain, clear, re-check. A publish after the re-check sees the flag clear and writes its
+        byte; one before it is caught by the re-check. Done on every pass, not only after a wake-up: a
+        publisher can set the flag (and send its byte) long after its event was taken, if it lost the
+        GIL in between, and a flag left set would swallow every later wake-up.
+        """
+        if self._pending:
+            return  # still flowing: the flag stays set and the next pass does not block
+        self._drain_wake()
+        self._wake_pending = False
+        if self._pending:
+            self._wake_pending = True
+
+    def _budget(self) -> None:
+        """Charge this pass's CPU to the bucket; rest when it is empty."""
+        now_cpu = time.thread_time()
+        used = now_cpu - self._cpu_mark
+        self._cpu_mark = now_cpu
+        now = time.monotonic()
+        tokens = min(CPU_BURST, self._cpu_tokens + (now - self._cpu_at) * CPU_SHARE) - used
+        self._cpu_at = now
+        self._cpu_tokens = tokens
+        if tokens < 0:
+            pause = min(MAX_REST, -tokens / CPU_SHARE)
+            self.rested += pause
+            self._rest(pause)
+
+    def _rest(self, seconds: float) -> None:
+        """Sleep without holding the GIL, waking early only to stop. Clients are not served meanwhile."""
+        r = self._wake_r
+        deadline = time.monotonic() + seconds
+        while not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if r is None:
+                time.sleep(left)
+                return
+            try:
+                ready, _, _ = select.select([r], [], [], left)
+            except (OSError, ValueError):
+                return
+            if ready:
+                # A publish's wake-up byte (the flag is set; _settle re-checks) or close()'s.
+                self._drain_wake()
 
     def _drain_wake(self) -> None:
         r = self._wake_r
-        assert r is not None
+        if r is None:
+            return
         try:
             while r.recv(4096):
                 pass
         except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
             pass
 
     def _flush_on_close(self) -> None:
@@ -129,15 +207,20 @@ class IOLoop(Handshake):
                     pass
         while time.monotonic() < deadline:
             self._absorb()
+            self._more = False
             pending = False
             for c in list(self._clients.values()):
                 if c.closing_deadline is None:
                     self._pump(c)
                     if self._clients.get(c.fd) is c and c.outbuf:
                         pending = True
-            if not pending:
+            if not pending and not self._more:
                 return
             try:
-                sel.select(max(0.0, deadline - time.monotonic()))
+                ready = sel.select(0 if self._more else max(0.0, deadline - time.monotonic()))
             except OSError:
                 return
+            for key, mask in ready:
+                c = key.data
+                if isinstance(c, Client) and mask & selectors.EVENT_READ and self._clients.get(c.fd) is c:
+                    self._on_readable(c)  # a client that closes its end is dropped, not waited for

@@ -1,8 +1,19 @@
-"""Per-client state and queues: the shared ring, each client's cursor into it, encoding and sending.
+"""Per-client state and queues: the shared ring, the shared snapshot chunks, each client's cursors.
 
-`publish` (in `probe`) appends to `_pending`; the I/O thread moves events into the ring, and each
+`publish` (in `server`) appends to `_pending`; the I/O thread moves events into the ring, and each
 client reads the ring from its own cursor into a bounded output buffer. A client more than
 `queue_limit` events behind loses the oldest and is told so with a `dropped` frame.
+
+Memory per client is bounded by HIGH_WATER, whatever the length of the session:
+
+* The snapshot (the journal so far) is not copied per client. The snapshot callable returns the
+  journal's own append-only list; a client keeps a reference to it and the length it had, and reads
+  it by index. Events are encoded in shared chunks of about SNAP_CHUNK_BYTES, cached while any client
+  uses them (and the last few kept for clients that attach next), so a hundred clients attaching at
+  once encode the journal once, and each holds at most its output buffer.
+* Events published while a client's snapshot was being taken may be in both; only those (at most
+  `queue_limit`) are remembered to skip, not the ids of the whole journal.
+* A closed client is dropped at once: its socket, buffers and references go with it.
 """
 
 from __future__ import annotations
@@ -11,8 +22,12 @@ import logging
 import selectors
 import socket
 import time
+import weakref
 import zlib
+from array import array
+from bisect import bisect_right
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +42,24 @@ log = logging.getLogger("contextpipe.probe")
 # Encoded bytes kept ready per client beyond what the kernel socket buffer holds. Bounds memory for a
 # client that stops reading; large enough that a reading client is never starved between wake-ups.
 HIGH_WATER = 256 * 1024
+# Bytes one client may be sent in one pass of the I/O loop, so one fast reader of a long snapshot
+# cannot hold the loop (and close()) for seconds; the loop comes straight back for the rest.
+PUMP_BUDGET = 1024 * 1024
+# The snapshot is encoded in chunks of about this many bytes (or SNAP_CHUNK_EVENTS events), shared
+# by every client reading that part of it.
+SNAP_CHUNK_BYTES = 128 * 1024
+SNAP_CHUNK_EVENTS = 1024
+# Chunks kept after their last reader moved on: the start of the journal, for the next client.
+SNAP_CACHE_CHUNKS = 4
 # How long an error frame may take to reach a client before its connection is cut anyway.
 CLOSE_GRACE = 2.0
+# A client may send a hello and a few pings: every recv() and every frame costs a token from a bucket
+# of INPUT_BURST refilled at INPUT_RATE per second. One that runs dry (a ping flood, a byte-at-a-time
+# trickle) is sent "rate_limited" and closed, so no client can make the I/O thread busy.
+INPUT_BURST = 64.0
+INPUT_RATE = 16.0
 _MISSING: Any = object()
+_DROPPED_ONE = encode_frame({"k": "dropped", "count": 1})
 
 
 @dataclass(frozen=True)
@@ -39,11 +69,23 @@ class ClientStats:
     fd: int
     uid: int
     queued: int  # live events published but not yet encoded for this client (<= queue_limit)
-    buffered_bytes: int  # encoded, waiting for the socket (<= HIGH_WATER + one batch)
+    buffered_bytes: int  # encoded, waiting for the socket (<= HIGH_WATER + one frame)
     dropped: int  # events this client lost because it fell behind
     sent_events: int
     snapshot_pending: int
     closing: bool
+
+
+class SnapChunk:
+    """Encoded frames of snapshot events [start, end): `offsets[i - start]` is where event i begins."""
+
+    __slots__ = ("start", "end", "data", "offsets", "__weakref__")
+
+    def __init__(self, start: int, end: int, data: bytes, offsets: array[int]) -> None:
+        self.start = start
+        self.end = end
+        self.data = data
+        self.offsets = offsets
 
 
 class Client:
@@ -52,8 +94,10 @@ class Client:
         "fd",
         "uid",
         "cursor",
-        "snapshot",
+        "snap_src",
         "snap_index",
+        "snap_end",
+        "chunk",
         "skip_ids",
         "skip_until",
         "skip_hold",
@@ -64,6 +108,8 @@ class Client:
         "sent_events",
         "want_write",
         "closing_deadline",
+        "in_tokens",
+        "in_at",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -71,12 +117,14 @@ class Client:
         self.fd = sock.fileno()
         self.uid = uid
         self.cursor = 0  # next ring sequence number to send
-        self.snapshot: list[Any] | None = None
+        self.snap_src: Sequence[Any] | None = None  # the journal list, read by index up to snap_end
         self.snap_index = 0
-        # Events published while snapshot() ran may be in both; skip those by identity (see probe_handshake).
+        self.snap_end = 0
+        self.chunk: SnapChunk | None = None
+        # Live events that may also be in the snapshot (published while it was taken), by identity.
         self.skip_ids: frozenset[int] = frozenset()
         self.skip_until = 0
-        # Keeps the snapshot's objects alive while skip_ids is in use, so their ids cannot be reused.
+        # Keeps those objects alive while skip_ids is in use, so their ids cannot be reused.
         self.skip_hold: list[Any] | None = None
         self.outbuf = bytearray()
         self.inbuf = bytearray()
@@ -85,6 +133,8 @@ class Client:
         self.sent_events = 0
         self.want_write = False
         self.closing_deadline: float | None = None
+        self.in_tokens = INPUT_BURST
+        self.in_at = time.monotonic()
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -110,6 +160,11 @@ class ClientQueues:
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
         self._enc_cache: dict[int, bytes | None] = {}
+        self._more = False  # a client hit PUMP_BUDGET with more to send: the loop must not sleep
+        # Shared snapshot chunks, by start index, for one snapshot source (the journal list).
+        self._chunk_src: Sequence[Any] | None = None
+        self._chunks: weakref.WeakValueDictionary[int, SnapChunk] = weakref.WeakValueDictionary()
+        self._chunk_keep: deque[SnapChunk] = deque(maxlen=SNAP_CACHE_CHUNKS)
         # Reused by the I/O thread only. msgpack.packb builds a Packer per call, which costs more than
         # packing a typical 1 KB event; the bytes are identical to engine.recording.frames.encode_frame.
         self._packer = msgpack.Packer(use_bin_type=True)
@@ -119,7 +174,6 @@ class ClientQueues:
         backlog = len(self._pending)
         out = []
         for c in list(self._clients.values()):
-            snap = c.snapshot
             out.append(
                 ClientStats(
                     fd=c.fd,
@@ -128,7 +182,7 @@ class ClientQueues:
                     buffered_bytes=len(c.outbuf),
                     dropped=c.dropped_total + max(0, head - self._cap - c.cursor),
                     sent_events=c.sent_events,
-                    snapshot_pending=0 if snap is None else len(snap) - c.snap_index,
+                    snapshot_pending=0 if c.snap_src is None else c.snap_end - c.snap_index,
                     closing=c.closing_deadline is not None,
                 )
             )
@@ -157,12 +211,16 @@ class ClientQueues:
         self._head = head
 
     def _pump(self, c: Client) -> None:
-        """Encode what this client may have next and send as much as the socket takes."""
+        """Encode what this client may have next and send as much as the socket takes (up to PUMP_BUDGET)."""
+        sent = 0
         while True:
             if c.closing_deadline is None:
                 self._fill(c)
             if not c.outbuf:
                 break
+            if sent >= PUMP_BUDGET:
+                self._more = True  # come back next pass, after the other clients and the listener
+                return
             try:
                 n = c.sock.send(c.outbuf)
             except (BlockingIOError, InterruptedError):
@@ -172,19 +230,31 @@ class ClientQueues:
                 return
             if n:
                 del c.outbuf[:n]
+                sent += n
             if c.outbuf:
                 # The kernel buffer is full: wait for writability instead of spinning.
-                if not c.want_write:
-                    c.want_write = True
-                    assert self._sel is not None
-                    self._sel.modify(c.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, c)
+                self._want_write(c, True)
                 return
-        if c.want_write:
-            c.want_write = False
-            assert self._sel is not None
-            self._sel.modify(c.sock, selectors.EVENT_READ, c)
         if c.closing_deadline is not None:
             self._drop(c)  # error frame delivered
+        elif c.want_write:
+            self._want_write(c, False)
+
+    def _want_write(self, c: Client, on: bool) -> None:
+        if c.want_write == on:
+            return
+        c.want_write = on
+        sel = self._sel
+        if sel is None:
+            return
+        # A closing client is no longer read (see _fail): only its error frame is still being sent.
+        events = selectors.EVENT_WRITE if c.closing_deadline is not None else selectors.EVENT_READ
+        if on:
+            events |= selectors.EVENT_WRITE
+        try:
+            sel.modify(c.sock, events, c)
+        except (KeyError, ValueError, OSError):
+            self._drop(c)
 
     def _encode_event(self, ev: Any) -> bytes | None:
         if type(ev) is bytes:
@@ -199,6 +269,7 @@ class ClientQueues:
         except Exception as exc:
             # An event the engine could not have meant to publish (not msgpack-able, or above the frame
             # limit). Count it as dropped for the client rather than kill the stream.
+            self._packer.reset()
             log.warning("probe could not encode a %r event: %s", ev.get("k"), exc)
             return None
 
@@ -213,16 +284,67 @@ class ClientQueues:
         c.outbuf += frame
         c.sent_events += 1
 
+    # ---------------------------------------------------------------- the snapshot, in shared chunks
+
+    def _chunk_at(self, src: Sequence[Any], start: int) -> SnapChunk:
+        if self._chunk_src is not src:
+            self._chunk_src = src
+            self._chunks = weakref.WeakValueDictionary()
+            self._chunk_keep.clear()
+        ch = self._chunks.get(start)
+        if ch is not None:
+            return ch
+        data = bytearray()
+        offsets = array("Q", [0])
+        stop = min(len(src), start + SNAP_CHUNK_EVENTS)
+        i = start
+        while i < stop and len(data) < SNAP_CHUNK_BYTES:
+            frame = self._encode_event(src[i])
+            # An event that cannot be encoded is announced in its place, so offsets stay one per event.
+            data += _DROPPED_ONE if frame is None else frame
+            offsets.append(len(data))
+            i += 1
+        ch = SnapChunk(start, i, bytes(data), offsets)
+        self._chunks[start] = ch
+        self._chunk_keep.append(ch)
+        return ch
+
+    def _fill_snapshot(self, c: Client) -> bool:
+        """Copy snapshot frames into the client's buffer up to HIGH_WATER. True once it is all sent."""
+        src = c.snap_src
+        assert src is not None
+        outbuf = c.outbuf
+        while c.snap_index < c.snap_end and len(outbuf) < HIGH_WATER:
+            ch = c.chunk
+            if ch is None or not ch.start <= c.snap_index < ch.end:
+                try:
+                    ch = c.chunk = self._chunk_at(src, c.snap_index)
+                except IndexError:
+                    # The journal list shrank (it is meant to be append-only): end the snapshot here.
+                    c.snap_end = c.snap_index
+                    break
+                if ch.end == ch.start:
+                    c.snap_end = c.snap_index
+                    break
+            base = ch.start
+            offs = ch.offsets
+            lo = offs[c.snap_index - base]
+            last = min(ch.end, c.snap_end) - base
+            # As many whole frames as fit below HIGH_WATER, and at least one.
+            j = bisect_right(offs, lo + HIGH_WATER - len(outbuf), c.snap_index - base + 1, last + 1) - 1
+            j = max(j, c.snap_index - base + 1)
+            outbuf += memoryview(ch.data)[lo : offs[j]]
+            c.sent_events += j + base - c.snap_index
+            c.snap_index = j + base
+        if c.snap_index < c.snap_end:
+            return False
+        c.snap_src = None
+        c.chunk = None
+        return True
+
     def _fill(self, c: Client) -> None:
-        snap = c.snapshot
-        if snap is not None:
-            while len(c.outbuf) < HIGH_WATER and c.snap_index < len(snap):
-                ev = snap[c.snap_index]
-                c.snap_index += 1
-                self._append(c, self._encode_event(ev))
-            if c.snap_index < len(snap):
-                return
-            c.snapshot = None
+        if c.snap_src is not None and not self._fill_snapshot(c):
+            return
         cap = self._cap
         ring = self._ring
         head = self._head
@@ -253,13 +375,23 @@ class ClientQueues:
             c.skip_hold = None
 
     def _fail(self, c: Client, code: str, message: str, **extra: Any) -> None:
-        """Queue an error frame, stop streaming, and close once it is sent (or CLOSE_GRACE passes)."""
+        """Queue an error frame, stop streaming and reading, close once it is sent (or CLOSE_GRACE passes)."""
         if c.closing_deadline is not None:
             return
-        c.snapshot = None
+        c.snap_src = None
+        c.chunk = None
         c.outbuf += encode_frame({"k": "error", "code": code, "message": message, **extra})
         c.closing_deadline = time.monotonic() + CLOSE_GRACE
-        c.inbuf.clear()
+        c.inbuf = bytearray()
+        # Stop reading it: whatever else it sends is ignored, and must not wake the loop.
+        sel = self._sel
+        if sel is not None:
+            c.want_write = True
+            try:
+                sel.modify(c.sock, selectors.EVENT_WRITE, c)
+            except (KeyError, ValueError, OSError):
+                self._drop(c)
+                return
         self._pump(c)
 
     def _expire_closing(self) -> None:
@@ -277,10 +409,17 @@ class ClientQueues:
             except (KeyError, ValueError, OSError):
                 pass
         close_quietly(c.sock)
-        c.snapshot = None
+        # Free everything at once (a closed client must not pin the journal or its buffers).
+        c.snap_src = None
+        c.chunk = None
+        c.skip_hold = None
+        c.skip_ids = frozenset()
         c.outbuf = bytearray()
+        c.inbuf = bytearray()
         self._nclients -= 1
         if self._nclients == 0:
             # Nobody reads: release the event references the ring and the queue hold.
             self._pending.clear()
             self._ring = [None] * self._cap
+            self._enc_cache.clear()
+            self._chunk_keep.clear()

@@ -50,8 +50,14 @@ from typing import Any
 
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
-from engine.probe.loop import FLUSH_ON_CLOSE, IOLoop
-from engine.probe.optin import REDACT_ENV, redact_requested, serve_requested
+from engine.probe.loop import FLUSH_ON_CLOSE, JOIN_SLACK, IOLoop
+from engine.probe.optin import (
+    MAX_CLIENTS_ENV,
+    REDACT_ENV,
+    max_clients_setting,
+    redact_requested,
+    serve_requested,
+)
 from engine.probe.queues import HIGH_WATER, ClientStats
 from engine.probe.redact import redact_event
 from engine.probe.runtime_dir import SERVE_ENV
@@ -60,6 +66,7 @@ from engine.recording.frames import encode_frame
 __all__ = [
     "CLIENT_FRAME_LIMIT",
     "HIGH_WATER",
+    "MAX_CLIENTS_ENV",
     "PROTOCOL_VERSION",
     "REDACT_ENV",
     "SERVE_ENV",
@@ -84,10 +91,14 @@ class ProbeServer(IOLoop):
         redact: bool = False,
         pid: int | None = None,
         session: int | None = None,
+        max_clients: int | None = None,
     ) -> None:
         if queue_limit < 1:
             raise ValueError(f"queue_limit must be at least 1, got {queue_limit}")
         super().__init__(queue_limit, redact)
+        self.max_clients = max_clients_setting(max_clients)
+        self._init_admission()
+        self._init_loop()
         self._hello = dict(hello)
         self._snapshot = snapshot
         self._runtime_dir = runtime_dir
@@ -101,9 +112,11 @@ class ProbeServer(IOLoop):
         self._listener: socket.socket | None = None
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
+        self._wake_w_sock: socket.socket | None = None  # closed by teardown even after _wake_w is cleared
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._closed = False
+        self._close_lock = threading.Lock()
         self._owner_pid = os.getpid()
         self._inode: tuple[int, int] | None = None
         try:
@@ -121,6 +134,7 @@ class ProbeServer(IOLoop):
         listener, self.path, self._inode = bind_listener(self.pid, self._runtime_dir, self.session)
         self._listener = listener
         self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_w_sock = self._wake_w
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel = selectors.DefaultSelector()
@@ -158,20 +172,28 @@ class ProbeServer(IOLoop):
             self.publish_errors += 1
 
     def close(self) -> None:
-        """Stop serving: flush briefly to readers, disconnect clients, remove the socket. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Stop serving: flush briefly to readers, disconnect clients, remove the socket. Idempotent,
+        safe from any thread and at any moment; returns within FLUSH_ON_CLOSE + JOIN_SLACK."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         try:
             atexit.unregister(self.close)
         except Exception:
             pass
         self._stopping = True
-        self._wake()
         t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join(timeout=FLUSH_ON_CLOSE + 2.0)
-        self._teardown()
+        if t is None:
+            self._teardown()  # never started: nothing runs that could race us
+            return
+        self._wake()
+        if t is not threading.current_thread():
+            t.join(timeout=FLUSH_ON_CLOSE + JOIN_SLACK)
+        if t.is_alive():
+            # Held up (in a slow snapshot callable, or starved of CPU): it tears everything down itself
+            # when it gets there. Remove the socket file now, so no new client finds it meanwhile.
+            self._unlink()
 
     def __enter__(self) -> ProbeServer:
         self.start()
@@ -203,31 +225,47 @@ class ProbeServer(IOLoop):
         Make publish() a no-op and close() leave the parent's socket alone."""
         self._nclients = 0
         self._closed = True
+        self._close_lock = threading.Lock()  # may have been held by a thread that did not survive the fork
         self._wake_w = None
         self._pending = deque(maxlen=1)
         self._clients = {}
 
-    def _teardown(self) -> None:
-        for c in list(self._clients.values()):
-            self._drop(c)
-        # Unlink before closing the listener, so nobody sees a refusing socket at our path, and only if
-        # the file is still the one we created, in the process that created it (a forked child inherits
-        # this object and its atexit hook but must not remove its parent's socket).
+    def _unlink(self) -> None:
+        # Only if the file is still the one we created, in the process that created it (a forked child
+        # inherits this object and its atexit hook but must not remove its parent's socket).
         if self._inode is not None and os.getpid() == self._owner_pid:
             unlink_if_ours(self.path, self._inode)
-        for s in (self._listener, self._wake_r, self._wake_w):
+
+    def _teardown(self) -> None:
+        """Close every client and the sockets. Runs on the I/O thread (or in close() if it never ran)."""
+        for c in list(self._clients.values()):
+            self._drop(c)
+        self._nclients = 0
+        # Unlink before closing the listener, so nobody sees a refusing socket at our path.
+        self._unlink()
+        self._wake_w = None  # publish() and close() stop writing wake-ups before the socket closes
+        for s in (self._listener, self._wake_r, self._wake_w_sock):
             if s is not None:
                 try:
                     s.close()
                 except OSError:
                     pass
         self._listener = None
-        if self._sel is not None:
+        self._wake_r = None
+        if self._reserve_fd is not None:
             try:
-                self._sel.close()
+                os.close(self._reserve_fd)
+            except OSError:
+                pass
+            self._reserve_fd = None
+        sel, self._sel = self._sel, None
+        if sel is not None:
+            try:
+                sel.close()
             except Exception:
                 pass
-            self._sel = None
+        self._pending.clear()
+        self._chunk_keep.clear()
 
 
 _LIVE_SERVERS: weakref.WeakSet[ProbeServer] = weakref.WeakSet()
