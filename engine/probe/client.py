@@ -172,6 +172,12 @@ class ProbeClient:
         except TimeoutError:
             sock.close()
             raise ProbeTimeout(pid, timeout, "accept the connection") from None
+        except BlockingIOError:
+            # A Unix socket's backlog is full: clients are connecting faster than the agent admits them.
+            sock.close()
+            raise ProbeError(
+                f"process {pid} is not admitting probe clients right now (too many are connecting); retry shortly"
+            ) from None
         except OSError:
             sock.close()
             raise
