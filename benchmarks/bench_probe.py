@@ -23,6 +23,20 @@ configurations) and passes the frame to publish(), which then only copies bytes.
 With --engine the turn is a real `engine.pipeline.Pipeline` turn (next_request, usage, an assistant
 tool call and a ~3 KB result) with the Pipeline's own probe (serve=True); the snapshot a reader gets
 on attaching is drained before its block starts, since it is a one-off and not a per-turn cost.
+
+Paired mode (issue 15 item 4 and issue 10 item 3), a realistic 1-2 ms engine turn:
+
+    .venv/bin/python benchmarks/bench_probe.py --paired reader --rounds 12 --turns 40 [--recording]
+    .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 60
+
+Every round builds a fresh Pipeline (200k window, so no compaction: a 1-2 ms turn while the history
+is 20-150 turns long), warms it up --warmup turns, then runs one block without and one block with the
+subject (order alternating by round), so each ratio compares neighbouring turns of the same history
+length. The subject is one reading inspector (`reader`), or hostile same-uid clients from
+benchmarks/attack_probe.py in their own process (ping flood, one-byte trickle, connect/close churn,
+200 readers, all at once), started before the block and stopped after it. Figures: the median over
+rounds of the per-round ratios (process CPU per turn, and wall per turn), and the probe thread's own
+CPU per turn (its POSIX thread clock) as a share of the turn.
 """
 
 from __future__ import annotations
@@ -165,7 +179,10 @@ def engine_agent(args: argparse.Namespace, rt: Path) -> Agent:
 
     # The Pipeline opens its probe in the default runtime directory; point that at our temporary one.
     os.environ["XDG_RUNTIME_DIR"] = str(rt.parent)
-    pipe = Pipeline("claude-sonnet-4", "anthropic", args.window, serve=True, max_output_tokens=1024)
+    record = str(rt.parent / "bench.cpsession") if args.recording else None
+    pipe = Pipeline(
+        "claude-sonnet-4", "anthropic", args.window, serve=True, max_output_tokens=1024, record=record
+    )
     assert pipe.probe is not None
     pipe.identity("You are a careful coding agent. You read before you change anything.")
     pipe.constraints("Never modify files outside the repository. Never run network commands.")
@@ -187,7 +204,8 @@ def engine_agent(args: argparse.Namespace, rt: Path) -> Agent:
         )
         pipe.tool_result(calls[0].id, f"turn {t}\n" + texts[t % len(texts)])
 
-    title = f"real engine turn (Pipeline, window {args.window}, ~3 KB tool result per turn)"
+    rec = ", recording: events encoded once for the file and the probe" if args.recording else ""
+    title = f"real engine turn (Pipeline, window {args.window}, ~3 KB tool result per turn{rec})"
     return pipe.probe, step, title, lambda: len(pipe.journal.events)
 
 
@@ -221,7 +239,7 @@ def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float
     ready, _, _ = select.select([reader.stdout], [], [], timeout)
     if not ready:
         state = [
-            (c.cursor, len(c.outbuf), c.want_write, c.skip_until, c.dropped_pending, c.snapshot is None)
+            (c.cursor, len(c.outbuf), c.want_write, c.skip_until, c.dropped_pending, c.snap_src is None)
             for c in server._clients.values()
         ]
         reader.kill()
@@ -245,6 +263,106 @@ def attach_reader(server: ProbeServer, rt: Path) -> subprocess.Popen[str]:
     return reader
 
 
+def fresh_pipeline(
+    args: argparse.Namespace, rt: Path, rnd: int
+) -> tuple[ProbeServer, Callable[[int], None], Any]:
+    """A new Pipeline for one round (a 1-2 ms turn while its history is short)."""
+    from engine.pipeline import Pipeline
+
+    os.environ["XDG_RUNTIME_DIR"] = str(rt.parent)
+    record = str(rt.parent / f"bench-{rnd}.cpsession") if args.recording else None
+    pipe = Pipeline(
+        "claude-sonnet-4", "anthropic", args.window, serve=True, max_output_tokens=1024, record=record
+    )
+    assert pipe.probe is not None, "the probe did not start"
+    pipe.identity("You are a careful coding agent. You read before you change anything.")
+    pipe.constraints("Never modify files outside the repository. Never run network commands.")
+    pipe.goal("Find out how the engine chooses its compaction tier and summarize the rules.")
+    params = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    for name in ("read_file", "list_dir", "grep"):
+        pipe.add_tool(name, f"{name} in the repository", params)
+    pipe.user("Please explain how the compaction tier is chosen, with references to the code.")
+    sources = sorted((REPO / "engine").glob("*.py"))
+    texts = [p.read_text()[:3000] for p in sources] or ["x" * 3000]
+
+    def step(t: int) -> None:
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": int(req.trace["final_tokens"]), "output_tokens": 80})
+        path = str(sources[t % len(sources)].relative_to(REPO)) if sources else "x"
+        calls = pipe.assistant(
+            f"Reading {path}.",
+            [{"id": f"c{t}", "name": "read_file", "arguments": json.dumps({"path": path})}],
+        )
+        pipe.tool_result(calls[0].id, f"turn {t}\n" + texts[t % len(texts)])
+
+    return pipe.probe, step, pipe
+
+
+def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str]:
+    if subject == "reader":
+        return attach_reader(server, rt)
+    attacker = subprocess.Popen(
+        [sys.executable, str(REPO / "benchmarks" / "attack_probe.py"), str(server.path), "--mode", subject],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert read_line(attacker, server) == "READY"
+    time.sleep(0.2)  # let the attack reach its steady state before the block starts
+    return attacker
+
+
+def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer) -> None:
+    if subject == "reader":
+        server.publish({"k": "bench_end"})
+        read_line(proc, server)
+        proc.wait(60)
+    else:
+        proc.terminate()
+        proc.wait(60)
+    wait_for(lambda: server.client_count == 0, 60)
+
+
+def paired(args: argparse.Namespace, subject: str) -> None:
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    cpu_ratio: list[float] = []
+    wall_ratio: list[float] = []
+    io_share: list[float] = []
+    turn_cpu: list[float] = []
+    rested = 0.0
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        res: dict[str, tuple[float, float, float]] = {}
+        for mode in ("base", "subject") if rnd % 2 == 0 else ("subject", "base"):
+            proc = start_subject(subject, server, rt) if mode == "subject" else None
+            gc.collect()
+            io0, r0 = thread_cpu(server), server.rested
+            times, per_turn_cpu = run_block(step, turn, args.turns)
+            io = (thread_cpu(server) - io0) / args.turns
+            if mode == "subject":
+                rested += server.rested - r0
+            turn += args.turns
+            if proc is not None:
+                stop_subject(subject, proc, server)
+            res[mode] = (statistics.fmean(times), per_turn_cpu, io)
+        pipe.close()
+        (bw, bc, _), (sw, sc, sio) = res["base"], res["subject"]
+        cpu_ratio.append(sc / bc)
+        wall_ratio.append(sw / bw)
+        io_share.append(sio / bc)
+        turn_cpu.append(bc)
+    rec = " (recording)" if args.recording else ""
+    print(
+        f"{subject:8s}{rec}: turn {statistics.median(turn_cpu) * 1e3:.2f} ms CPU | CPU ratio median "
+        f"{statistics.median(cpu_ratio):.3f} (mean {statistics.fmean(cpu_ratio):.3f}) | wall ratio median "
+        f"{statistics.median(wall_ratio):.3f} (mean {statistics.fmean(wall_ratio):.3f}) | probe thread "
+        f"{statistics.median(io_share) * 100:.2f}% of a turn | rested {rested:.2f} s | "
+        f"{args.rounds} rounds x {args.turns} turns"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=300, help="turns per block")
@@ -259,7 +377,20 @@ def main() -> None:
     ap.add_argument("--engine", action="store_true", help="time a real engine Pipeline turn instead")
     ap.add_argument("--window", type=int, default=16_000, help="--engine: context window (tokens)")
     ap.add_argument("--warmup", type=int, default=None, help="turns before measuring (default: one block)")
+    ap.add_argument(
+        "--paired",
+        default=None,
+        help="comma-separated subjects: reader, or attack modes (ping, trickle, churn, readers, mix)",
+    )
     args = ap.parse_args()
+    if args.paired:
+        if args.window == 16_000:
+            args.window = 200_000
+        if args.warmup is None:
+            args.warmup = 20
+        for subject in args.paired.split(","):
+            paired(args, subject)
+        return
 
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / ("contextpipe" if args.engine else "rt")
     server, step, title, journal_len = (engine_agent if args.engine else simulated_agent)(args, rt)

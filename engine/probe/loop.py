@@ -31,8 +31,14 @@ from engine.probe.queues import Client
 log = logging.getLogger("contextpipe.probe")
 
 # After a wake-up, how long the rest of a burst may accumulate before it is sent. An agent's events
-# come in bursts a few milliseconds apart within a turn: one send per burst, not per event.
-COALESCE = 0.05
+# come in bursts a few milliseconds apart within a turn: one send per burst (or per several turns),
+# not per event. A tenth of a second is still below what a person watching the inspector notices.
+COALESCE = 0.1
+# While the agent is busy, a pass waits for this much of its CPU time (at most MAX_LATENCY); it counts
+# as busy while it uses at least BUSY_SHARE of the wall-clock time since the wake-up.
+COALESCE_CPU = 0.1
+MAX_LATENCY = 0.5
+BUSY_SHARE = 0.2
 # How long close() keeps sending already-published events to clients that are reading.
 FLUSH_ON_CLOSE = 0.25
 # How much longer close() waits for the thread to finish; if the thread is held up (a slow snapshot
@@ -57,6 +63,7 @@ class IOLoop(Handshake):
         self._cpu_tokens = CPU_BURST
         self._cpu_at = time.monotonic()
         self._cpu_mark = 0.0
+        self._cpu_rate = 0.0  # share of a core the process used during the last coalescing wait
         self.rested = 0.0  # seconds the CPU budget made the thread rest (diagnostics, benchmarks)
         self.wakeups = 0  # passes of the loop (diagnostics, benchmarks)
 
@@ -96,9 +103,14 @@ class IOLoop(Handshake):
                             self._pump(c)  # leaves WRITE interest registered only if still blocked
                 if self._stopping:
                     return
-                if woke:
-                    # A publish woke us: let the rest of the agent's burst arrive, then send it all.
-                    self._rest(COALESCE)
+                if woke or self._pending:
+                    # Events are flowing: let the rest of the agent's burst arrive, then send it all in
+                    # one go. Every blocking call here hands the GIL back and forth with the agent's
+                    # thread (the costly part of a pass, more than the sending), so a pass makes few:
+                    # one read of the wake-up byte, one sleep, one send per client, one select.
+                    if woke:
+                        self._drain_wake()
+                    self._coalesce()
                 self._service()
                 self._settle()
                 self._budget()
@@ -135,14 +147,15 @@ class IOLoop(Handshake):
     def _settle(self) -> None:
         """About to block: the next publish must find the flag clear, so it wakes us.
 
-        Order: drain, clear, re-check. A publish after the re-check sees the flag clear and writes its
-        byte; one before it is caught by the re-check. Done on every pass, not only after a wake-up: a
+        Order: clear, re-check. A publish after the re-check sees the flag clear and writes its byte;
+        one before it is caught by the re-check. Done on every pass, not only after a wake-up: a
         publisher can set the flag (and send its byte) long after its event was taken, if it lost the
-        GIL in between, and a flag left set would swallow every later wake-up.
+        GIL in between, and a flag left set would swallow every later wake-up. Such a late byte is not
+        drained here (that would cost a system call, and a GIL hand-off, on every pass): it only makes
+        the next select() return once, for a pass that finds nothing to do.
         """
         if self._pending:
             return  # still flowing: the flag stays set and the next pass does not block
-        self._drain_wake()
         self._wake_pending = False
         if self._pending:
             self._wake_pending = True
@@ -160,6 +173,26 @@ class IOLoop(Handshake):
             pause = min(MAX_REST, -tokens / CPU_SHARE)
             self.rested += pause
             self._rest(pause)
+
+    def _coalesce(self) -> None:
+        """Wait for the rest of the burst: COALESCE, or, while the agent is busy (turns back to back),
+        until it has used about COALESCE_CPU of CPU, at most MAX_LATENCY.
+
+        Each pass costs the same whatever it sends (on a shared VM every sleep-and-wake of a thread
+        costs tens of microseconds of CPU), so passes are spaced by the agent's own CPU time: on a
+        loaded machine, where the agent gets a fraction of a core, wall-clock spacing would charge each
+        of its turns more. One sleep per pass: its length comes from the share of a core the process
+        used during the previous one. An agent waiting on its model is not busy: its events go out
+        after COALESCE.
+        """
+        rate = self._cpu_rate
+        wait = COALESCE if rate < BUSY_SHARE else min(MAX_LATENCY, max(COALESCE, COALESCE_CPU / rate))
+        wall0 = time.monotonic()
+        cpu0 = time.process_time()  # the whole process: the agent's threads (and this one, a little)
+        self._rest(wait)
+        wall = time.monotonic() - wall0
+        if wall > 0:
+            self._cpu_rate = (time.process_time() - cpu0) / wall
 
     def _rest(self, seconds: float) -> None:
         """Sleep without holding the GIL, waking early only to stop. Clients are not served meanwhile."""
@@ -185,11 +218,10 @@ class IOLoop(Handshake):
         if r is None:
             return
         try:
-            while r.recv(4096):
+            # One read almost always empties it (one byte per wake-up); only a full read asks again.
+            while len(r.recv(4096)) == 4096:
                 pass
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError:
+        except OSError:  # EAGAIN: already empty
             pass
 
     def _flush_on_close(self) -> None:
