@@ -26,13 +26,14 @@ on attaching is drained before its block starts, since it is a one-off and not a
 
 Paired mode (issue 15 item 4 and issue 10 item 3), a realistic 1-2 ms engine turn:
 
-    .venv/bin/python benchmarks/bench_probe.py --paired reader --rounds 12 --turns 40 [--recording]
-    .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 60
+    .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 10 --turns 40 [--recording]
+    .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 40
 
-Every round builds a fresh Pipeline (200k window, so no compaction: a 1-2 ms turn while the history
-is 20-150 turns long), warms it up --warmup turns, then runs one block without and one block with the
-subject (order alternating by round), so each ratio compares neighbouring turns of the same history
-length. The subject is one reading inspector (`reader`), or hostile same-uid clients from
+Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
+turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
+--turns without the subject, 2 x --turns with it (one attachment) and --turns without: a symmetric
+order, which cancels the drift of turns that slow down as the history grows. A reader's block is charged with the probe's sending of that block's events, which
+may happen up to a few hundred ms after them (the agent is idle meanwhile: only the probe's CPU counts). The subject is one reading inspector (`reader`), or hostile same-uid clients from
 benchmarks/attack_probe.py in their own process (ping flood, one-byte trickle, connect/close churn,
 200 readers, all at once), started before the block and stopped after it. Figures: the median over
 rounds of the per-round ratios (process CPU per turn, and wall per turn), and the probe thread's own
@@ -283,7 +284,8 @@ def fresh_pipeline(
         pipe.add_tool(name, f"{name} in the repository", params)
     pipe.user("Please explain how the compaction tier is chosen, with references to the code.")
     sources = sorted((REPO / "engine").glob("*.py"))
-    texts = [p.read_text()[:3000] for p in sources] or ["x" * 3000]
+    size = args.result_kb * 1024
+    texts = [p.read_text()[:size] for p in sources] or ["x" * size]
 
     def step(t: int) -> None:
         req = pipe.next_request()
@@ -298,7 +300,9 @@ def fresh_pipeline(
     return pipe.probe, step, pipe
 
 
-def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str]:
+def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str] | None:
+    if subject == "none":
+        return None  # an A/A run: the noise floor of the ratios
     if subject == "reader":
         return attach_reader(server, rt)
     attacker = subprocess.Popen(
@@ -314,6 +318,7 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
 
 def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer) -> None:
     if subject == "reader":
+        # Detach: the reader stops at a sentinel, so it has read (or been told it lost) everything.
         server.publish({"k": "bench_end"})
         read_line(proc, server)
         proc.wait(60)
@@ -324,6 +329,8 @@ def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer)
 
 
 def paired(args: argparse.Namespace, subject: str) -> None:
+    """Rounds of four blocks on a fresh Pipeline, base/subject/subject/base (or the mirror): turns get
+    slower as the history grows, and this order cancels that (linear) drift within each round."""
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
     cpu_ratio: list[float] = []
     wall_ratio: list[float] = []
@@ -334,33 +341,43 @@ def paired(args: argparse.Namespace, subject: str) -> None:
         server, step, pipe = fresh_pipeline(args, rt, rnd)
         run_block(step, 0, args.warmup)
         turn = args.warmup
-        res: dict[str, tuple[float, float, float]] = {}
-        for mode in ("base", "subject") if rnd % 2 == 0 else ("subject", "base"):
+        sums = {"base": [0.0, 0.0, 0.0], "subject": [0.0, 0.0, 0.0]}  # wall, CPU, probe thread CPU
+        # base, subject (two blocks' worth, one attachment), base: symmetric, so linear drift cancels.
+        for mode, n in (("base", args.turns), ("subject", 2 * args.turns), ("base", args.turns)):
             proc = start_subject(subject, server, rt) if mode == "subject" else None
             gc.collect()
-            io0, r0 = thread_cpu(server), server.rested
-            times, per_turn_cpu = run_block(step, turn, args.turns)
-            io = (thread_cpu(server) - io0) / args.turns
+            io0, r0, c0 = thread_cpu(server), server.rested, time.process_time()
+            times, _ = run_block(step, turn, n)
+            if proc is not None:
+                # The probe sends a burst up to a few hundred ms after it is published: wait until the
+                # reader has it all, so the block is charged with all of its own sending (the agent is
+                # idle meanwhile, so only the probe's CPU is added).
+                stop_subject(subject, proc, server)
+            cpu = time.process_time() - c0
+            io = thread_cpu(server) - io0
             if mode == "subject":
                 rested += server.rested - r0
-            turn += args.turns
-            if proc is not None:
-                stop_subject(subject, proc, server)
-            res[mode] = (statistics.fmean(times), per_turn_cpu, io)
+            turn += n
+            acc = sums[mode]
+            acc[0] += sum(times)
+            acc[1] += cpu
+            acc[2] += io
         pipe.close()
-        (bw, bc, _), (sw, sc, sio) = res["base"], res["subject"]
+        (bw, bc, _), (sw, sc, sio) = sums["base"], sums["subject"]
         cpu_ratio.append(sc / bc)
         wall_ratio.append(sw / bw)
         io_share.append(sio / bc)
-        turn_cpu.append(bc)
+        turn_cpu.append(bc / (2 * args.turns))
     rec = " (recording)" if args.recording else ""
+    gmean = statistics.geometric_mean
     print(
         f"{subject:8s}{rec}: turn {statistics.median(turn_cpu) * 1e3:.2f} ms CPU | CPU ratio median "
-        f"{statistics.median(cpu_ratio):.3f} (mean {statistics.fmean(cpu_ratio):.3f}) | wall ratio median "
-        f"{statistics.median(wall_ratio):.3f} (mean {statistics.fmean(wall_ratio):.3f}) | probe thread "
+        f"{statistics.median(cpu_ratio):.3f} (geo. mean {gmean(cpu_ratio):.3f}) | wall ratio median "
+        f"{statistics.median(wall_ratio):.3f} (geo. mean {gmean(wall_ratio):.3f}) | probe thread "
         f"{statistics.median(io_share) * 100:.2f}% of a turn | rested {rested:.2f} s | "
-        f"{args.rounds} rounds x {args.turns} turns"
+        f"{args.rounds} rounds of {args.turns}+{2 * args.turns}+{args.turns} turns"
     )
+    print("  CPU ratios by round:", " ".join(f"{r:.3f}" for r in cpu_ratio))
 
 
 def main() -> None:
@@ -377,17 +394,19 @@ def main() -> None:
     ap.add_argument("--engine", action="store_true", help="time a real engine Pipeline turn instead")
     ap.add_argument("--window", type=int, default=16_000, help="--engine: context window (tokens)")
     ap.add_argument("--warmup", type=int, default=None, help="turns before measuring (default: one block)")
+    ap.add_argument("--result-kb", type=int, default=1, help="--paired: tool result size per turn (KB)")
     ap.add_argument(
         "--paired",
         default=None,
-        help="comma-separated subjects: reader, or attack modes (ping, trickle, churn, readers, mix)",
+        help="comma-separated subjects: reader, none (A/A: the noise floor), or attack modes "
+        "(ping, trickle, churn, readers, mix)",
     )
     args = ap.parse_args()
     if args.paired:
         if args.window == 16_000:
             args.window = 200_000
         if args.warmup is None:
-            args.warmup = 20
+            args.warmup = 70
         for subject in args.paired.split(","):
             paired(args, subject)
         return

@@ -10,14 +10,24 @@ agent, so the work is split lopsidedly:
   that connects later gets those events from `snapshot()`.
 * One daemon thread does all the rest with `selectors`: accept (checking the peer's uid with
   SO_PEERCRED), move events from the deque into a ring, encode (and redact), send, and read the few
-  frames a client may send. While events flow it wakes every BUSY_TICK and sends what accumulated in
-  one go, instead of once per event.
+  frames a client may send. It sleeps with no timeout while there is nothing to send; woken by a
+  publish, it lets the burst accumulate (see `loop`) and sends it in one go. Its CPU is capped, and
+  clients are admitted and heard within budgets (client cap, descriptor reserve, accept and input
+  rates: see `handshake`), so no mix of clients can slow the agent's thread much.
 * The ring is shared by all clients; each client keeps a cursor into it. A client more than
   `queue_limit` events behind has lost the oldest: its cursor jumps forward and it gets
   `{"k": "dropped", "count": n}` before its next event, so it can reconnect for a fresh snapshot.
   This is the design's "bounded per-client queue" with one append per publish instead of one per
   client; memory stays at `queue_limit` references plus about HIGH_WATER encoded bytes per client, no
-  matter how slow a client is (the kernel socket buffer holds the rest).
+  matter how slow a client is or how long the session (the kernel socket buffer holds the rest; the
+  snapshot is read from the journal list itself, encoded in chunks shared by all clients).
+
+`snapshot` returns the journal's own append-only list (or any sequence that is only ever appended
+to): the server reads it by index up to the length it had when the client attached, never copying it.
+A callable that returns a fresh list each time also works (each client then holds its copy).
+
+If the probe cannot start (`start()` raises ProbeError), an agent built on `Pipeline` carries on
+without it and logs one warning saying why and how to fix it.
 
 Protocol (version PROTOCOL_VERSION), frames from `engine.recording.frames` (u32 length, u32 crc32, msgpack map
 with a kind "k"). Server to client: `hello` (protocol, pid, argv, snapshot = number of snapshot events
@@ -29,9 +39,9 @@ read-only), a corrupt frame ("bad_frame"), a frame above CLIENT_FRAME_LIMIT ("fr
 different protocol version ("protocol_mismatch", naming both) gets an error frame and that connection
 is closed; the agent and other clients carry on. A peer with another uid gets "permission_denied".
 
-Where the parts live: `probe_queues` (per-client state, the ring and the queues), `probe_handshake`
-(peer uid check, hello and snapshot, client frames), `probe_loop` (the I/O thread), `probe_socket`
-(the socket file), `probe_redact` (redaction), `probe_optin` (the serve/redact opt-in rules). This
+Where the parts live: `queues` (per-client state, the ring, the shared snapshot chunks), `handshake`
+(admission, peer uid check, hello and snapshot, client frames), `loop` (the I/O thread), `endpoint`
+(the socket file), `redact` (the allow-list), `optin` (the serve/redact/client-cap settings). This
 module is the agent-facing `ProbeServer` and the public names.
 """
 
@@ -44,7 +54,7 @@ import socket
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +94,7 @@ class ProbeServer(IOLoop):
     def __init__(
         self,
         hello: dict[str, Any],
-        snapshot: Callable[[], list[dict[str, Any]]],
+        snapshot: Callable[[], Sequence[dict[str, Any]]],
         *,
         runtime_dir: Path | None = None,
         queue_limit: int = 10_000,
