@@ -6,8 +6,9 @@ agent's burst (publishes meanwhile write nothing: the flag is set), sends everyt
 goes back to sleep. So an agent pays at most one wake-up per COALESCE, and none while no client is
 attached or between turns.
 
-Whatever clients do, the thread's CPU is capped at CPU_SHARE of one core (a token bucket over its own
-thread CPU clock): past that it rests, which costs only the clients' latency. That is the backstop
+Whatever clients do, the thread's CPU is capped at CPU_SHARE of the agent's own CPU time while the
+agent is busy (a token bucket over the thread's CPU clock, see _budget): past that it rests, which
+costs only the clients' latency. That is the backstop
 behind the per-client limits (input budget, accept budget, client cap): the agent shares the GIL
 with this thread, so every microsecond spent here is one the agent's thread may wait.
 
@@ -44,9 +45,14 @@ FLUSH_ON_CLOSE = 0.25
 # How much longer close() waits for the thread to finish; if the thread is held up (a slow snapshot
 # callable, a starved machine) close() returns anyway and the thread tears down when it gets there.
 JOIN_SLACK = 0.5
-# The thread's CPU budget: CPU_SHARE of one core on average, bursts of up to CPU_BURST seconds.
-CPU_SHARE = 0.04
-CPU_BURST = 0.05
+# The thread's CPU budget (see IOLoop._budget): CPU_SHARE of the agent's own CPU time while it is busy
+# (bursts of CPU_BURST seconds), IDLE_SHARE of wall time while it uses less than IDLE_RATE of a core.
+CPU_SHARE = 0.03
+CPU_BURST = 0.002
+IDLE_SHARE = 0.2
+IDLE_BURST = 0.02
+IDLE_RATE = 0.1
+RATE_WINDOW = 0.5
 # The longest single rest the CPU budget imposes (close() interrupts it anyway).
 MAX_REST = 0.5
 
@@ -63,6 +69,8 @@ class IOLoop(Handshake):
         self._cpu_tokens = CPU_BURST
         self._cpu_at = time.monotonic()
         self._cpu_mark = 0.0
+        self._proc_mark = time.process_time()
+        self._agent_rate = 1.0  # the agent's smoothed share of a core (busy until shown otherwise)
         self._cpu_rate = 0.0  # share of a core the process used during the last coalescing wait
         self.rested = 0.0  # seconds the CPU budget made the thread rest (diagnostics, benchmarks)
         self.wakeups = 0  # passes of the loop (diagnostics, benchmarks)
@@ -70,6 +78,7 @@ class IOLoop(Handshake):
     def _run(self) -> None:
         try:
             self._cpu_mark = time.thread_time()
+            self._proc_mark = time.process_time()
             self._loop()
             self._flush_on_close()
         except Exception:
@@ -161,16 +170,39 @@ class IOLoop(Handshake):
             self._wake_pending = True
 
     def _budget(self) -> None:
-        """Charge this pass's CPU to the bucket; rest when it is empty."""
+        """Charge this pass's CPU to the bucket; rest when it is empty.
+
+        While the agent is busy the bucket fills at CPU_SHARE of the CPU the agent's own threads used
+        (not of wall time: on a loaded machine the agent gets a fraction of a core, and a wall-clock
+        share would weigh that much more on each of its turns), holding at most CPU_BURST. While the
+        agent is idle (waiting on its model, say), the probe cannot slow it, and the bucket fills at
+        IDLE_SHARE of wall time (so an inspector attaching to a long session still gets its snapshot
+        promptly), holding at most IDLE_BURST; the burst cap drops back as soon as the agent is busy.
+        """
         now_cpu = time.thread_time()
         used = now_cpu - self._cpu_mark
         self._cpu_mark = now_cpu
+        proc = time.process_time()
+        others = max(0.0, proc - self._proc_mark - used)  # the agent's threads since the last pass
+        self._proc_mark = proc
         now = time.monotonic()
-        tokens = min(CPU_BURST, self._cpu_tokens + (now - self._cpu_at) * CPU_SHARE) - used
+        wall = now - self._cpu_at
         self._cpu_at = now
+        # The agent's share of a core, smoothed over about RATE_WINDOW: over a single pass it would read
+        # as idle whenever this thread had just held the GIL, which is when it matters most.
+        if wall > 0:
+            a = min(1.0, wall / RATE_WINDOW)
+            self._agent_rate += a * (others / wall - self._agent_rate)
+        idle = self._agent_rate < IDLE_RATE
+        if idle:
+            tokens = min(IDLE_BURST, self._cpu_tokens + IDLE_SHARE * wall) - used
+            rate = IDLE_SHARE
+        else:
+            tokens = min(CPU_BURST, self._cpu_tokens + CPU_SHARE * others) - used
+            rate = CPU_SHARE * self._agent_rate
         self._cpu_tokens = tokens
         if tokens < 0:
-            pause = min(MAX_REST, -tokens / CPU_SHARE)
+            pause = min(MAX_REST, -tokens / rate)
             self.rested += pause
             self._rest(pause)
 

@@ -422,4 +422,5 @@ class ClientQueues:
             self._pending.clear()
             self._ring = [None] * self._cap
             self._enc_cache.clear()
-            self._chunk_keep.clear()
+            # The last few snapshot chunks stay (a bounded cache, not per-client state): the next
+            # client, or a connect/close churn, would otherwise encode the start of the journal again.
