@@ -10,6 +10,8 @@ Modes (each runs as fast as it can, reconnecting whenever the agent cuts it off)
   readers  N connections (default 200) that read and discard everything
   hold     N connections (default 300) that connect and then do nothing (descriptor exhaustion)
   mix      all of the above at once, one process each
+  spin     no connection at all, one process burning CPU: the control for what any busy process
+           beside the agent costs it on this machine
 
 Prints READY once the first connections are made, then runs until --seconds pass (default: until
 killed), then prints a summary line. Used by benchmarks/bench_probe.py --attack and tests/test_probe_hardening.py.
@@ -33,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from engine.recording.frames import encode_frame  # noqa: E402
 
 PING = encode_frame({"k": "ping"})
-DEFAULTS = {"ping": 4, "trickle": 50, "churn": 8, "readers": 200, "hold": 300}
+DEFAULTS = {"ping": 4, "trickle": 50, "churn": 8, "readers": 200, "hold": 300, "spin": 0}
 
 
 def connect(path: str, blocking: bool = False) -> socket.socket | None:
@@ -82,6 +84,13 @@ def run(path: str, mode: str, n: int, seconds: float | None) -> Stats:
         except (KeyError, ValueError):
             pass
         s.close()
+
+    if mode == "spin":
+        print("READY", flush=True)
+        end = None if seconds is None else time.monotonic() + seconds
+        while end is None or time.monotonic() < end:
+            sum(i * i for i in range(10_000))
+        return st
 
     if mode == "churn":
         print("READY", flush=True)
@@ -166,7 +175,7 @@ def main() -> None:
                 text=True,
             )
             for m in DEFAULTS
-            if m != "hold"
+            if m not in ("hold", "spin")
         ]
         try:
             for p in procs:

@@ -36,9 +36,10 @@ PROTOCOL_VERSION = 1
 # Clients only ever send tiny control frames; anything bigger is garbage or hostile.
 CLIENT_FRAME_LIMIT = 64 * 1024
 _PONG = encode_frame({"k": "pong"})
+INPUT_READ = 2048
 # Accepts: a burst, then a steady rate; ACCEPT_PER_PASS per loop pass at most.
 ACCEPT_BURST = 32.0
-ACCEPT_RATE = 20.0
+ACCEPT_RATE = 5.0
 ACCEPT_PER_PASS = 8
 # After accept() fails (out of descriptors, say), the listener rests this long instead of spinning.
 ACCEPT_BACKOFF = 0.5
@@ -264,7 +265,9 @@ class Handshake(ClientQueues):
 
     def _on_readable(self, c: Client) -> None:
         try:
-            data = c.sock.recv(65536)
+            # Small reads: a client sends a hello and a few pings, and every read is charged before its
+            # frames are decoded, so a flood costs one small decode before it is cut off.
+            data = c.sock.recv(INPUT_READ)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:

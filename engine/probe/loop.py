@@ -46,12 +46,13 @@ FLUSH_ON_CLOSE = 0.25
 # callable, a starved machine) close() returns anyway and the thread tears down when it gets there.
 JOIN_SLACK = 0.5
 # The thread's CPU budget (see IOLoop._budget): CPU_SHARE of the agent's own CPU time while it is busy
-# (bursts of CPU_BURST seconds), IDLE_SHARE of wall time while it uses less than IDLE_RATE of a core.
+# (bursts of CPU_BURST seconds), IDLE_SHARE of wall time while it uses less than IDLE_RATE of a core
+# (waiting on its model, say; an agent that is merely starved by a loaded machine still counts as busy).
 CPU_SHARE = 0.03
 CPU_BURST = 0.002
 IDLE_SHARE = 0.2
-IDLE_BURST = 0.02
-IDLE_RATE = 0.1
+IDLE_BURST = 0.005
+IDLE_RATE = 0.02
 RATE_WINDOW = 0.5
 # The longest single rest the CPU budget imposes (close() interrupts it anyway).
 MAX_REST = 0.5
@@ -188,11 +189,15 @@ class IOLoop(Handshake):
         now = time.monotonic()
         wall = now - self._cpu_at
         self._cpu_at = now
-        # The agent's share of a core, smoothed over about RATE_WINDOW: over a single pass it would read
-        # as idle whenever this thread had just held the GIL, which is when it matters most.
+        # The agent's share of a core: it rises at once (the first pass in which the agent ran ends any
+        # idle allowance) and decays over about RATE_WINDOW (over a single pass the agent reads as idle
+        # whenever this thread had just held the GIL, which is when the budget matters most).
         if wall > 0:
-            a = min(1.0, wall / RATE_WINDOW)
-            self._agent_rate += a * (others / wall - self._agent_rate)
+            inst = others / wall
+            if inst >= self._agent_rate:
+                self._agent_rate = inst
+            else:
+                self._agent_rate += min(1.0, wall / RATE_WINDOW) * (inst - self._agent_rate)
         idle = self._agent_rate < IDLE_RATE
         if idle:
             tokens = min(IDLE_BURST, self._cpu_tokens + IDLE_SHARE * wall) - used
