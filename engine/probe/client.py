@@ -156,31 +156,38 @@ class ProbeClient:
 
         `protocol` is what this client announces; only tests pass anything but the current version.
         """
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(os.fsdecode(path))
-        except ConnectionRefusedError:
-            sock.close()
-            raise NotServing(pid, path, "the socket is stale (nothing is listening on it)") from None
-        except FileNotFoundError:
-            sock.close()
-            raise NotServing(pid, path) from None
-        except PermissionError:
-            sock.close()
-            raise PermissionDenied(f"no permission to connect to {path}") from None
-        except TimeoutError:
-            sock.close()
-            raise ProbeTimeout(pid, timeout, "accept the connection") from None
-        except BlockingIOError:
-            # A Unix socket's backlog is full: clients are connecting faster than the agent admits them.
-            sock.close()
-            raise ProbeError(
-                f"process {pid} is not admitting probe clients right now (too many are connecting); retry shortly"
-            ) from None
-        except OSError:
-            sock.close()
-            raise
+        deadline = time.monotonic() + timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(os.fsdecode(path))
+                break
+            except BlockingIOError:
+                # The socket's backlog is full: clients are connecting faster than the agent admits
+                # them (it admits a few per second under a connection storm). Retry until the timeout.
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise ProbeError(
+                        f"process {pid} is not admitting probe clients right now (too many are "
+                        f"connecting); retried for {timeout:g} s, try again shortly"
+                    ) from None
+                time.sleep(0.05)
+            except ConnectionRefusedError:
+                sock.close()
+                raise NotServing(pid, path, "the socket is stale (nothing is listening on it)") from None
+            except FileNotFoundError:
+                sock.close()
+                raise NotServing(pid, path) from None
+            except PermissionError:
+                sock.close()
+                raise PermissionDenied(f"no permission to connect to {path}") from None
+            except TimeoutError:
+                sock.close()
+                raise ProbeTimeout(pid, timeout, "accept the connection") from None
+            except OSError:
+                sock.close()
+                raise
         client = cls(sock, pid, path)
         try:
             # Announce our version first, so an agent with another version can say so by name.
