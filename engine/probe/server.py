@@ -98,14 +98,16 @@ class ProbeServer(IOLoop):
         *,
         runtime_dir: Path | None = None,
         queue_limit: int = 10_000,
-        redact: bool = False,
+        redact: bool | None = None,
         pid: int | None = None,
         session: int | None = None,
         max_clients: int | None = None,
     ) -> None:
         if queue_limit < 1:
             raise ValueError(f"queue_limit must be at least 1, got {queue_limit}")
-        super().__init__(queue_limit, redact)
+        # None: CONTEXTPIPE_REDACT decides, so every server in the process (the proxy's per-session
+        # ones too) honours it, not only those a Pipeline opens.
+        super().__init__(queue_limit, redact_requested(redact))
         self.max_clients = max_clients_setting(max_clients)
         self._init_admission()
         self._init_loop()
