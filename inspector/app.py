@@ -275,7 +275,7 @@ class InspectorApp(App[None]):
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
-        viewer.show(message.title, message.text)
+        viewer.show(message.title, message.text, message.highlighted, message.dark)
 
     @on(SectionSelected)
     def _section_selected(self, message: SectionSelected) -> None:

@@ -11,6 +11,7 @@ from textual.worker import get_current_worker
 from engine.trace_schema import Trace
 from inspector.messages import ContentLoaded
 from inspector.sources import Source
+from panels.highlight import guess_language, highlight
 
 CONTENT_DEBOUNCE_S = 0.08  # steps closer together than this are a held key: fetch content once it stops
 
@@ -34,6 +35,8 @@ class ContentLoader:
             self._fetch(turn, section_id, f"{section_id} · turn {turn} · {form}", wait)
 
     def _fetch(self, turn: int, section_id: str | None, title: str, wait: float) -> None:
+        dark = self.app.current_theme.dark  # read on the UI thread
+
         def work() -> None:
             worker = get_current_worker()
             if wait:
@@ -42,7 +45,10 @@ class ContentLoader:
                     return
             text = (self.source.request_body(turn) if section_id is None
                     else self.source.section_content(turn, section_id))
+            if worker.is_cancelled:
+                return
+            highlighted = highlight(text, guess_language(text), dark)
             if not worker.is_cancelled:
-                self.app.post_message(ContentLoaded(title, text))
+                self.app.post_message(ContentLoaded(title, text, highlighted, dark))
 
         self.app.run_worker(work, thread=True, exclusive=True, group="content", exit_on_error=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.message import Message
 
 from engine.trace_schema import Trace
@@ -50,6 +51,10 @@ class ReplanFinished(Message):
 class ContentLoaded(Message):
     title: str
     text: str
+    # The text already highlighted in the worker for a dark (True) or light theme: pygments over a long
+    # history is hundreds of milliseconds that must not run on the UI thread. None: highlight on show.
+    highlighted: Text | None = None
+    dark: bool | None = None
 
 
 @dataclass
