@@ -47,6 +47,7 @@ import gc
 import json
 import os
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -378,6 +379,7 @@ def paired(args: argparse.Namespace, subject: str) -> None:
         f"{args.rounds} rounds of {args.turns}+{2 * args.turns}+{args.turns} turns"
     )
     print("  CPU ratios by round:", " ".join(f"{r:.3f}" for r in cpu_ratio))
+    shutil.rmtree(rt.parent, ignore_errors=True)  # its sockets are gone; the recordings are not kept
 
 
 def main() -> None:

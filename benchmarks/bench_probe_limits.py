@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import selectors
+import shutil
 import socket
 import subprocess
 import sys
@@ -160,6 +161,7 @@ def descriptors(nofile: int, connections: int) -> None:
     p.wait(60)
     for s in held:
         s.close()
+    shutil.rmtree(rt, ignore_errors=True)
     print(
         f"descriptors: ulimit -n {nofile}, {connections} connection attempts ({len(held)} connected, "
         f"{not_connected} found the backlog full): agent turns ok {turns_ok}, failed {turns_failed}; "
@@ -195,6 +197,7 @@ def memory(events: int, clients: int) -> None:
     p.stdin.flush()
     _, freed, left = p.stdout.readline().split()
     p.wait(60)
+    shutil.rmtree(rt, ignore_errors=True)
     print(
         f"memory: journal of {events} events, {clients} idle clients: RSS {int(rss0) / 2**20:.0f} MB -> "
         f"{int(rss1) / 2**20:.0f} MB; traced per client {int(traced) / clients / 1024:.0f} KiB "
