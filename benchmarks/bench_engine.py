@@ -20,7 +20,7 @@ the 50 turns before each point), RSS as it grows, and trim+memo sampled every 50
 every turn on 20k messages would take hours).
 
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
-        [--long-turns 10000] [--long-window 128000] [--skip-long] [--profile]
+        [--long-turns 10000] [--long-window 128000] [--long-policy P] [--skip-long | --only-long] [--profile]
 """
 
 from __future__ import annotations
@@ -342,7 +342,9 @@ def rss_mb() -> float:
 
 def part2(args: argparse.Namespace) -> None:
     # Pass A: the engine alone (so RSS is the engine's), with the floor of each turn's request.
-    pipe = Pipeline("deepseek-chat", "openai", args.long_window, serve=False, clock=lambda: 0.0)
+    pipe = Pipeline(
+        "deepseek-chat", "openai", args.long_window, serve=False, clock=lambda: 0.0, policy=args.long_policy
+    )
     system, task = "You are a careful coding agent.", "Fix the failing test in tests/test_io.py."
     pipe.identity(system)
     pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
@@ -385,7 +387,8 @@ def part2(args: argparse.Namespace) -> None:
             samples.append((t + 1, len(lc), tm.stop()[1]))
     ms = 1000.0
     print(f"part 2: synthetic session, {args.long_turns} turns ({rows[-1][0]} messages), window "
-          f"{args.long_window}; one run, each point the median of the 50 turns before it")  # fmt: skip
+          f"{args.long_window}, policy {args.long_policy or 'default'}; one run, each point the median of "
+          f"the 50 turns before it")  # fmt: skip
     print(f"{'messages':>9} {'KiB sent':>8} {'engine ms':>10} {'floor ms':>9} {'eng/floor':>9} "
           f"{'CPU eng/floor':>13}")  # fmt: skip
     for target in (1_000, 5_000, 20_000):
@@ -436,6 +439,8 @@ def main() -> int:
     ap.add_argument("--long-turns", type=int, default=10_000)
     ap.add_argument("--long-window", type=int, default=128_000)
     ap.add_argument("--skip-long", action="store_true", help="part 1 only")
+    ap.add_argument("--only-long", action="store_true", help="part 2 only")
+    ap.add_argument("--long-policy", default=None, help="compaction policy for part 2, e.g. cost_aware:early=off")
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
     args = ap.parse_args()
     if not args.file.is_file():
@@ -450,7 +455,8 @@ def main() -> int:
         prof.disable()
         pstats.Stats(prof).sort_stats(os.environ.get("SORT", "tottime")).print_stats(int(os.environ.get("TOP", "25")))
         return 0
-    part1(args)
+    if not args.only_long:
+        part1(args)
     if not args.skip_long:
         part2(args)
     return 0
