@@ -227,7 +227,9 @@ class Pipeline:
             for ev in self.journal.events:
                 self.recorder.append(ev)
         if serve:
-            self.probe = _start_probe(header, self.journal, redact)
+            # An inspector that sees the agent exit can then say where the session is kept.
+            hello = {**header, "recording": os.path.abspath(record)} if record else header
+            self.probe = _start_probe(hello, self.journal, redact)
         if self.recorder is not None or self.probe is not None:
             self.journal.subscribe(self._publish)
 

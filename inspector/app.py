@@ -36,6 +36,7 @@ from inspector.messages import (
     ShadowLoaded,
     SimulationFinished,
     SourceDisconnected,
+    SourceFailed,
     TurnsReceived,
     WhyMissed,
 )
@@ -103,6 +104,8 @@ class InspectorApp(App[None]):
     playing: reactive[bool] = reactive(False, init=False, repaint=False)
     speed: reactive[int] = reactive(1, init=False, repaint=False)  # index into SPEEDS
     disconnected: reactive[str | None] = reactive(None, init=False, repaint=False)
+    failed: reactive[str | None] = reactive(None, init=False, repaint=False)  # the source could not be read
+    saved_to: reactive[str | None] = reactive(None, init=False, repaint=False)  # where `s` last saved it
 
     def __init__(self, source: Source, theme: str | None = None, start_turn: int | None = None) -> None:
         super().__init__()
@@ -160,6 +163,9 @@ class InspectorApp(App[None]):
         self._update_status()
         if self._theme_warning:
             self.notify(self._theme_warning, severity="warning")
+        damage = self.source.header.get("damage")
+        if damage:  # a recovered tail or a rebuilt index: said on screen, not only after quitting
+            self.notify(f"recording damaged: {damage}", severity="warning", timeout=12)
         self.query_one("#manifest").focus()
         self.reader.start()
 
@@ -205,7 +211,9 @@ class InspectorApp(App[None]):
         self._update_status()
 
     def _update_status(self) -> None:
-        markup = status_markup(self.view, self.index, self.playing, self.speed, self.disconnected)
+        markup = status_markup(
+            self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to
+        )
         if markup != self._status_markup:  # one line of fixed height: no layout pass needed
             self._status_markup = markup
             self.query_one("#status", Static).update(markup, layout=False)
@@ -245,10 +253,24 @@ class InspectorApp(App[None]):
     @on(SourceDisconnected)
     def _source_disconnected(self, message: SourceDisconnected) -> None:
         self.disconnected = message.reason
-        self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; press s to save.",
+        kept = self.source.header.get("recording")
+        where = f"the agent's recording is kept at {kept}" if kept else "press s to save them"
+        self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; {where}.",
                     severity="warning", timeout=8)
 
+    @on(SourceFailed)
+    def _source_failed(self, message: SourceFailed) -> None:
+        self.view.loading = False
+        self.failed = message.error
+        self.notify(message.error, title="cannot read the source", severity="error", timeout=30)
+
     def watch_disconnected(self) -> None:
+        self._update_status()
+
+    def watch_failed(self) -> None:
+        self._update_status()
+
+    def watch_saved_to(self) -> None:
         self._update_status()
 
     @on(EventsDropped)
@@ -415,9 +437,9 @@ class InspectorApp(App[None]):
         if tab == "tab-shadow" and not self._shadow_tab:
             self.notify("this session has no shadow rollout (Pipeline(..., shadow=...))", timeout=3)
             return
+        # Showing a tab never moves focus: ←/→/Home/End keep stepping turns. A slider takes the arrows
+        # only once focused (Tab or a click), and the footer then says so and how to leave (Esc).
         self.query_one("#details", TabbedContent).active = tab
-        if tab == "tab-whatif":
-            self.query_one("#budget").focus()  # arrows now move the slider; Esc goes back to stepping
 
     def action_session_whatif(self) -> None:
         self.query_one("#details", TabbedContent).active = "tab-whatif"
@@ -454,6 +476,7 @@ class InspectorApp(App[None]):
                 self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error")
                 return
             self.call_from_thread(self.notify, f"saved {len(self.timeline)} turns to {path}")
+            self.call_from_thread(setattr, self, "saved_to", path)
 
         self.run_worker(work, thread=True, group="save", exit_on_error=False)
 

@@ -29,6 +29,13 @@ class SourceDisconnected(Message):
 
 
 @dataclass
+class SourceFailed(Message):
+    """The source could not be read (a damaged recording, a lost socket): shown, never swallowed."""
+
+    error: str
+
+
+@dataclass
 class EventsDropped(Message):
     count: int
 

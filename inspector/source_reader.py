@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.app import App
 from textual.worker import get_current_worker
 
-from inspector.messages import EventsDropped, SourceDisconnected, TurnsReceived
+from inspector.messages import EventsDropped, SourceDisconnected, SourceFailed, TurnsReceived
 from inspector.sources import Disconnected, EventsLost, NewTurn, Source
 
 
@@ -18,6 +18,12 @@ class SourceReader:
         self.app.run_worker(self._read, thread=True, exclusive=True, group="source", exit_on_error=False)
 
     def _read(self) -> None:
+        try:
+            self._read_source()
+        except Exception as exc:  # a damaged file or a broken socket: the app shows it (no silent wait)
+            self.app.post_message(SourceFailed(str(exc) or type(exc).__name__))
+
+    def _read_source(self) -> None:
         worker = get_current_worker()
         post = self.app.post_message
         # A long recording arrives in chunks, so the first frame does not wait for the last turn.

@@ -7,26 +7,47 @@ from textual.markup import escape
 from inspector.session_view import SPEEDS, SessionView
 
 
-def status_markup(view: SessionView, index: int, playing: bool, speed: int, disconnected: str | None) -> str:
+def status_markup(
+    view: SessionView,
+    index: int,
+    playing: bool,
+    speed: int,
+    disconnected: str | None,
+    failed: str | None = None,
+    saved_to: str | None = None,
+) -> str:
     h, tl = view.source.header, view.timeline
     if view.source.kind == "live":
         origin = f"[bold $success]● LIVE[/] pid {h.get('pid', '?')}"
     else:
         origin = f"[bold $primary]REPLAY[/] {escape(str(h.get('path', '')).rsplit('/', 1)[-1])}"
     model = f"[$text-muted]{escape(str(h.get('model', '')))} · {escape(str(h.get('provider', '')))}[/]"
+    if failed is not None:
+        return f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]"
+    damage = f"  [$warning]⚠ {escape(str(h['damage']))}[/]" if h.get("damage") else ""
     if not len(tl):
-        return f"{origin}  {model}  [$text-muted]loading…[/]"
+        return f"{origin}  {model}  [$text-muted]loading…[/]{damage}"
     trace = tl.trace(index) or tl.traces[-1]
     turn = f"turn [bold]{trace['turn']}[/] [$text-muted]({index + 1}/{len(tl)})[/]"
     rate = f"{SPEEDS[speed]:g}×"
     mode = f"[bold $accent]▶ playing {rate}[/]" if playing else f"[$text-muted]⏸ {rate}[/]"
     if disconnected is not None:
-        state = (f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; press s to save [/]")
+        kept = h.get("recording")
+        if saved_to:
+            where = f"saved to {escape(saved_to)}"
+        elif kept:
+            where = f"recording kept at {escape(str(kept))}"
+        else:
+            where = "press s to save"
+        state = f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; {where} [/]"
+    elif saved_to:
+        state = f"[$success]saved to {escape(saved_to)}[/]"
     elif view.source.kind == "live":
         state = "[$success]following newest[/]" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:
         state = ""
     dropped = f"  [$warning]{view.dropped} events dropped[/]" if view.dropped else ""
+    dropped += damage
     # A tapped client's journaling failures so far (the tap never raised them into the agent)
     n_err = trace.get("tap_errors") or 0
     if n_err:

@@ -20,9 +20,11 @@ class Slider(Widget, can_focus=True):
     Slider { height: 1; width: 1fr; }
     Slider:focus { background: $boost; }
     """
+    # Shown in the footer while a slider has focus: the arrows adjust it, Esc hands them back to stepping.
     BINDINGS = [
-        Binding("left", "nudge(-1)", "Less", show=False),
-        Binding("right", "nudge(1)", "More", show=False),
+        Binding("escape", "app.focus_manifest", "Done (arrows step turns)", key_display="esc"),
+        Binding("left", "nudge(-1)", "Less", key_display="←"),
+        Binding("right", "nudge(1)", "More", key_display="→"),
         Binding("shift+left,pagedown", "nudge(-10)", "Less ×10", show=False),
         Binding("shift+right,pageup", "nudge(10)", "More ×10", show=False),
         Binding("home", "extreme(0)", "Min", show=False),

@@ -32,6 +32,11 @@ class ReplanRequested(Message):
     session: bool = False  # session-wide what-if: re-run the whole session, not the selected turn
 
 
+# Gate labels short enough for a third of the What-if pane at 80 columns (the full name is the tooltip).
+GATE_SHORT = {"reorder": "reorder", "trim_schemas": "trim", "clear_tool_results": "clear", "spill": "spill",
+              "llm_summary": "summary", "drop_rounds": "drop"}
+
+
 class WhatIfPanel(VerticalScroll):
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
@@ -43,7 +48,7 @@ class WhatIfPanel(VerticalScroll):
     WhatIfPanel #whatif-row { height: auto; margin-top: 1; }
     WhatIfPanel #provider { width: 1fr; }
     WhatIfPanel #reset { min-width: 9; height: 1; border: none; margin-left: 1; }
-    WhatIfPanel #whatif-result { padding: 1 0 0 0; height: auto; }
+    WhatIfPanel #whatif-result { padding: 0 0 1 0; height: auto; }
     WhatIfPanel #session-row { height: 1; }
     WhatIfPanel #session { border: none; height: 1; width: 5; padding: 0; }
     WhatIfPanel #session-label { padding: 0 0 0 1; width: 1fr; }
@@ -65,11 +70,14 @@ class WhatIfPanel(VerticalScroll):
         yield Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")
         for key in THRESHOLD_KEYS:
             yield Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
+        # The answer sits right under the sliders that produce it (gates and provider follow), and is
+        # scrolled into view when it changes: at 80x24 this pane has ~6 rows.
+        yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
         with Horizontal(id="gates"):
             for gate in GATE_KEYS:
                 with Horizontal(classes="gate"):
-                    yield Switch(value=True, id=f"gate-{gate}", animate=False)
-                    yield Label(gate, id=f"gate-label-{gate}")
+                    yield Switch(value=True, id=f"gate-{gate}", animate=False, tooltip=f"gate {gate}")
+                    yield Label(GATE_SHORT[gate], id=f"gate-label-{gate}")
         with Horizontal(id="whatif-row"):
             yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider",
                          compact=True)
@@ -77,7 +85,6 @@ class WhatIfPanel(VerticalScroll):
         with Horizontal(id="session-row"):
             yield Switch(value=False, id="session", animate=False)
             yield Label("session-wide: re-run the whole session and price it", id="session-label")
-        yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
 
     def overrides(self) -> Overrides:
         """Only what the person touched; everything else stays as recorded."""
@@ -117,7 +124,8 @@ class WhatIfPanel(VerticalScroll):
         for g in GATE_KEYS:
             on = self.query_one(f"#gate-{g}", Switch).value
             mark = "*" if g in self._touched_gates else ""
-            text = f"{g}{mark} [b]{'on' if on else 'off'}[/b]"
+            # State first, then a short name: in a narrow column a cut keeps what matters.
+            text = f"[b]{'on ' if on else 'off'}[/b] {GATE_SHORT[g]}{mark}"
             if self._gate_labels.get(g) != text:  # stepping turns rarely changes a gate: skip the redraw
                 self._gate_labels[g] = text
                 self.query_one(f"#gate-label-{g}", Label).update(text, layout=False)
@@ -136,7 +144,18 @@ class WhatIfPanel(VerticalScroll):
         if self.session:
             return
         text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
-        self.query_one("#whatif-result", Static).update(text)
+        shown = self.query_one("#whatif-result", Static)
+        shown.update(text)
+        if result:
+            self.call_after_refresh(self._reveal_result)
+
+    def _reveal_result(self) -> None:
+        """Scroll the answer into view only when too little of it shows (a short pane): with room to spare
+        the sliders stay where the person is adjusting them."""
+        shown = self.query_one("#whatif-result", Static)
+        visible = self.region.intersection(shown.region).height
+        if visible < min(shown.region.height, 8):
+            self.scroll_to_widget(shown, animate=False, top=True)
 
     def watch_session(self, session: bool) -> None:
         # The comparison goes first in session mode, so a short terminal shows it without scrolling.

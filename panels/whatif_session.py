@@ -37,14 +37,18 @@ def _bars(costs: list[float], width: int, top: float) -> str:
 
 def session_view(report: dict, width: int = 60) -> Content:
     pol = report["policies"]
-    rows = ["[$text-muted]" + " " * LABEL + "".join(f"{h:>{COL}}" for _, h in POLICIES) + "[/]"]
+    # Columns narrow to the pane (a wrapped table is unreadable): 13 + 4 x 8 fits the 48 columns the
+    # pane has at 120x40; the widest cell ("$0.0123", "100.0%") is 7.
+    col = max(8, min(COL, (width - LABEL + 1) // len(POLICIES)))
+    label = max(13, min(LABEL, width - col * len(POLICIES)))
+    rows = ["[$text-muted]" + " " * label + "".join(f"{h:>{col}}" for _, h in POLICIES) + "[/]"]
 
-    def row(label: str, fmt, key: str) -> None:  # type: ignore[no-untyped-def]
+    def row(name: str, fmt, key: str) -> None:  # type: ignore[no-untyped-def]
         cells = []
-        for name, _ in POLICIES:
-            p = pol.get(name)
-            cells.append(f"{'-' if p is None or p.get(key) is None else fmt(p[key]):>{COL}}")
-        rows.append(f"{escape(label):<{LABEL}}" + "".join(cells))
+        for pname, _ in POLICIES:
+            p = pol.get(pname)
+            cells.append(f"{'-' if p is None or p.get(key) is None else fmt(p[key]):>{col}}")
+        rows.append(f"{escape(name):<{label}}" + "".join(cells))
 
     row("prompt tokens", tok, "prompt_tokens")
     row("uncached", tok, "uncached_tokens")
@@ -62,7 +66,7 @@ def session_view(report: dict, width: int = 60) -> Content:
     rows.append("break-even cached price: " + (f"[bold]{be:.1%}[/] of input" if be is not None
                                               else "[$text-muted]none (no single crossing)[/]"))
     # Per-turn cost, both policies on one scale so the bars compare.
-    chart = max(10, width - 10)
+    chart = max(10, width - 12)  # label (9) + space, and a column spare for a scrollbar
     series = {name: [t["cost_usd"] for t in (pol[name] or {}).get("per_turn") or []]
               for name in ("pipeline", "gates_closed")}
     top = max((max(v) for v in series.values() if v), default=0.0)
@@ -70,7 +74,7 @@ def session_view(report: dict, width: int = 60) -> Content:
     rows.append(f"[$text-muted]cost per turn (peak {_money(top)}), {report.get('simulated_turns', 0)} turns[/]")
     rows.append(f"{'what-if':<9} [$accent]{_bars(series['pipeline'], chart, top)}[/]")
     rows.append(f"{'closed':<9} [$warning]{_bars(series['gates_closed'], chart, top)}[/]")
-    rows.extend(policy_rows(report))
+    rows.extend(policy_rows(report, width))
     for note in report.get("notes") or []:
         rows.append(f"[$text-muted]{escape(note)}[/]")
     return Content.from_markup("\n".join(rows))
@@ -80,20 +84,29 @@ PEER_ORDER = ("paper", "sliding_window", "clear_tool_uses", "server_compaction",
               "cost_aware")
 
 
-def policy_rows(report: dict) -> list[str]:
+def policy_rows(report: dict, width: int = 62) -> list[str]:
     """The policy table `cp-inspect simulate --policies all` prints, for this session: one row per
-    context policy (peers and engine policies), cost relative to the paper baseline."""
+    context policy (peers and engine policies), cost relative to the paper baseline. Narrow panes get
+    a shorter name column (names cut with …) and drop the compactions column before anything wraps."""
     pol = report["policies"]
     names = [n for n in PEER_ORDER if pol.get(n)]
     if not names:
         return []
     paper = (pol.get("paper") or {}).get("cost_usd") or 0.0
-    out = ["", f"[$text-muted]{'policy':<21}{'tokens':>8}{'hit':>7}{'cost':>9}{'vs paper':>9}{'compact':>8}[/]"]
+    compact = width >= 56
+    name_w = max(10, min(21, width - (42 if compact else 34)))  # a column spare for a scrollbar
+
+    def cut(n: str) -> str:
+        return n if len(n) <= name_w - 1 else n[: name_w - 2] + "…"
+
+    head = f"{'policy':<{name_w}}{'tokens':>7}{'hit':>7}{'cost':>9}{'vs paper':>9}" + (f"{'compact':>8}" if compact else "")
+    out = ["", f"[$text-muted]{head}[/]"]
     best = min(pol[n]["cost_usd"] for n in names)
     for n in names:
         p = pol[n]
         rel = f"{p['cost_usd'] / paper:.2f}x" if paper > 0 else "-"
         mark = "[$success]" if p["cost_usd"] == best else ""
-        out.append(f"{mark}{escape(n):<21}{tok(p['prompt_tokens']):>8}{p['cache_hit_rate']:>7.1%}"
-                   f"{_money(p['cost_usd']):>9}{rel:>9}{p.get('compactions') or 0:>8}" + ("[/]" if mark else ""))
+        tail = f"{p.get('compactions') or 0:>8}" if compact else ""
+        out.append(f"{mark}{escape(cut(n)):<{name_w}}{tok(p['prompt_tokens']):>7}{p['cache_hit_rate']:>7.1%}"
+                   f"{_money(p['cost_usd']):>9}{rel:>9}{tail}" + ("[/]" if mark else ""))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.keys import format_key
 from textual.screen import ModalScreen
 
 PANELS = """
@@ -39,10 +40,15 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         from textual.widgets import Markdown  # markdown-it and friends: only when help is opened
 
+        with VerticalScroll():
+            yield Markdown("\n".join(self.compose_rows()) + "\n" + PANELS)
+
+    def compose_rows(self) -> list[str]:
+        """The keys table as Markdown lines."""
         rows = ["# ContextPipe Inspector", "", "## Keys", "", "| key | action |", "|---|---|"]
         for b in self.bindings_list:
-            keys = ", ".join(f"`{k.strip()}`" for k in b.key.split(","))
+            # As a person types them: `+`, `]`, `?`, `←`, not plus / right_square_bracket / question_mark.
+            keys = ", ".join(f"`{format_key(k.strip())}`" for k in b.key.split(","))
             rows.append(f"| {keys} | {b.tooltip or b.description} |")
         rows.append("| `ctrl+p` | command palette: every action above, themes, screenshots |")
-        with VerticalScroll():
-            yield Markdown("\n".join(rows) + "\n" + PANELS)
+        return rows

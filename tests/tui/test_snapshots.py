@@ -5,10 +5,13 @@ Update with `pytest tests/tui --snapshot-update` after an intended visual change
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.pilot import Pilot
 
 from inspector.app import InspectorApp
+from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
 from tests.tui.conftest import settle
 
@@ -62,3 +65,28 @@ def test_whatif_session_wide_narrow(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+# A real engine recording (the committed demo session), not only the synthetic source: 80x24 and 120x40.
+DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
+REAL_SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
+
+
+@pytest.mark.parametrize("size", list(REAL_SIZES))
+def test_real_recording_main_screen(snap_compare, size: str) -> None:
+    app = InspectorApp(FileSource(DEMO), theme="cp-dark", start_turn=25)
+    assert snap_compare(app, terminal_size=REAL_SIZES[size], run_before=settle)
+
+
+@pytest.mark.parametrize("size", list(REAL_SIZES))
+def test_real_recording_whatif_after_replan(snap_compare, size: str) -> None:
+    app = InspectorApp(FileSource(DEMO), theme="cp-dark", start_turn=25)
+
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("w")
+        pilot.app.query_one("#budget").focus()
+        await pilot.press("shift+right")
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=REAL_SIZES[size], run_before=run_before)
