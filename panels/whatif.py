@@ -48,7 +48,7 @@ class WhatIfPanel(VerticalScroll):
     WhatIfPanel #whatif-row { height: auto; margin-top: 1; }
     WhatIfPanel #provider { width: 1fr; }
     WhatIfPanel #reset { min-width: 9; height: 1; border: none; margin-left: 1; }
-    WhatIfPanel #whatif-result { padding: 0 0 1 0; height: auto; }
+    WhatIfPanel #whatif-result { padding: 1 0 0 0; height: auto; }
     WhatIfPanel #session-row { height: 1; }
     WhatIfPanel #session { border: none; height: 1; width: 5; padding: 0; }
     WhatIfPanel #session-label { padding: 0 0 0 1; width: 1fr; }
@@ -70,9 +70,6 @@ class WhatIfPanel(VerticalScroll):
         yield Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")
         for key in THRESHOLD_KEYS:
             yield Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
-        # The answer sits right under the sliders that produce it (gates and provider follow), and is
-        # scrolled into view when it changes: at 80x24 this pane has ~6 rows.
-        yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
         with Horizontal(id="gates"):
             for gate in GATE_KEYS:
                 with Horizontal(classes="gate"):
@@ -85,6 +82,9 @@ class WhatIfPanel(VerticalScroll):
         with Horizontal(id="session-row"):
             yield Switch(value=False, id="session", animate=False)
             yield Label("session-wide: re-run the whole session and price it", id="session-label")
+        # The answer is scrolled into view when it changes and too little of it shows (at 80x24 this
+        # pane has ~6 rows): see _reveal_result.
+        yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
 
     def overrides(self) -> Overrides:
         """Only what the person touched; everything else stays as recorded."""

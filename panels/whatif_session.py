@@ -84,7 +84,7 @@ PEER_ORDER = ("paper", "sliding_window", "clear_tool_uses", "server_compaction",
               "cost_aware")
 
 
-def policy_rows(report: dict, width: int = 62) -> list[str]:
+def policy_rows(report: dict, width: int = 80) -> list[str]:
     """The policy table `cp-inspect simulate --policies all` prints, for this session: one row per
     context policy (peers and engine policies), cost relative to the paper baseline. Narrow panes get
     a shorter name column (names cut with …) and drop the compactions column before anything wraps."""
