@@ -54,39 +54,31 @@ class FleetWatcher:
     # ---------------------------------------------------------------- discovery
 
     def _discover(self) -> None:
-        try:
-            directory = resolve_runtime_dir(self.runtime_dir)
-        except Exception as exc:  # a planted or foreign directory: say so in the view
-            self.error = str(exc)
-            return
-        self.scan()
-        if directory is None:
-            directory = self._wait_for_dir()
-            if directory is None:
-                return
+        """Find the runtime directory (it may not exist yet, or be mid-creation), then follow it.
+        Every failure is shown in the view and retried: a watcher never gives up while it runs."""
+        while not self._stop.is_set():
+            try:
+                directory = resolve_runtime_dir(self.runtime_dir)
+            except Exception as exc:  # a planted or foreign directory, or one being created: say so, retry
+                self.error = str(exc)
+                directory = None
+            if directory is not None:
+                self.scan()
+                self._watch(directory)
+            else:
+                self._stop.wait(RESCAN_S)
+
+    def _watch(self, directory: Path) -> None:
         from watchfiles import watch
 
-        while not self._stop.is_set():
-            try:
-                for _ in watch(directory, stop_event=self._stop, rust_timeout=int(RESCAN_S * 1000),
-                               yield_on_timeout=True, debounce=50, step=50):
-                    self.scan()
-            except Exception:  # the directory vanished or inotify is unavailable: poll instead
-                self._stop.wait(RESCAN_S)
+        try:
+            # rust_timeout + yield_on_timeout: a rescan at least every RESCAN_S even without file events,
+            # which also retries agents that did not answer the last time.
+            for _ in watch(directory, stop_event=self._stop, rust_timeout=int(RESCAN_S * 1000),
+                           yield_on_timeout=True, debounce=50, step=50):
                 self.scan()
-
-    def _wait_for_dir(self) -> Path | None:
-        while not self._stop.is_set():
-            try:
-                found = resolve_runtime_dir(self.runtime_dir)
-            except Exception as exc:
-                self.error = str(exc)
-                return None
-            if found is not None:
-                self.scan()
-                return found
+        except Exception:  # the directory vanished or inotify is unavailable: poll instead
             self._stop.wait(RESCAN_S)
-        return None
 
     def scan(self) -> None:
         try:
@@ -94,8 +86,10 @@ class FleetWatcher:
         except Exception as exc:
             self.error = str(exc)
             return
+        self.error = None
         with self._lock:
-            known = set(self._agents)
+            # An agent that did not answer (busy starting, a lost connection) is tried again.
+            known = {t for t, a in self._agents.items() if a.state != "error"}
         for info in infos:
             if info.target not in known:
                 self._follow(info)
@@ -107,6 +101,7 @@ class FleetWatcher:
             stats.state, stats.detail = "error", info.error
         with self._lock:
             self._agents[info.target] = stats
+            self._ended.pop(info.target, None)  # a retried agent is not an ended one
             self.version += 1
         if not info.error:
             threading.Thread(target=self._read, args=(info, stats), name=f"contextpipe-top-{info.target}",

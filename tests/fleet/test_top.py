@@ -111,3 +111,35 @@ def test_agent_stats_fold() -> None:
     assert a.cost_usd > 0 and a.priced
     a.take_trace({**trace, "model": "no-such-model", "turn": 2}, now=140.0)
     assert not a.priced
+
+
+def test_watcher_waits_for_the_directory_and_retries_an_agent_that_did_not_answer(tmp_path: Path) -> None:
+    """The runtime directory may not exist yet, and an agent may be too busy to answer the first hello:
+    the watcher keeps looking and picks both up."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    watcher = FleetWatcher(runtime / "contextpipe").start()
+    try:
+        time.sleep(0.5)
+        assert watcher.snapshot() == []
+        env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+        child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
+                                  "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not any(a.turns >= 1 and a.state == "live" for a in watcher.snapshot()):
+                assert time.monotonic() < deadline, f"never followed: {watcher.snapshot()} {watcher.error}"
+                time.sleep(0.2)
+            # simulate a failed first contact: mark the row as an error, as a hello timeout does
+            with watcher._lock:
+                row = watcher._agents[str(child.pid)]
+                row.state, row.detail = "error", "probe timeout"
+            deadline = time.monotonic() + 60
+            while not any(a.state == "live" for a in watcher.snapshot()):
+                assert time.monotonic() < deadline, "the agent was never retried"
+                time.sleep(0.2)
+        finally:
+            child.kill()
+            child.wait(10)
+    finally:
+        watcher.stop()
