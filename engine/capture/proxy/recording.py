@@ -92,8 +92,16 @@ class ProxyTap(Tap):
                 "record": str(self.info.path),
                 **self.hello,
             }
-            probe = ProbeServer(header, pipe.journal.snapshot, session=self.info.number)
-            probe.start()
+            events = pipe.journal.events  # append-only: clients read it by index, no copy per client
+            probe = ProbeServer(header, lambda: events, session=self.info.number)
+            try:
+                probe.start()
+            except (ContextPipeError, OSError) as exc:  # the session is still recorded, only not served
+                probe.close()
+                logging.getLogger("contextpipe.probe").warning(
+                    "contextpipe: session %s is recorded but not served live: %s", self.info.number, exc
+                )
+                return
             # The pipeline publishes every journal event to `pipe.probe` (it already subscribed for the
             # recording); setting it here serves this session on its own socket, not the process's.
             pipe.probe = probe
