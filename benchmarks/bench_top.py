@@ -43,9 +43,9 @@ async def drive(runtime: Path, agents: int, seconds: float) -> dict[str, list[fl
     refresh_wall: list[float] = []
     original = app.refresh_table
 
-    def timed(force: bool = False) -> None:
+    def timed() -> None:
         c0, w0 = time.thread_time(), time.perf_counter()
-        original(force)
+        original()
         refresh_cpu.append((time.thread_time() - c0) * 1000)
         refresh_wall.append((time.perf_counter() - w0) * 1000)
 

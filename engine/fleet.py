@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.export.spans import usage_cost
+from engine.sim.pricing import usage_cost
 
 RECENT_TURNS = 10  # the "last N turns" hit rate
 RATE_WINDOW_S = 60.0  # tokens per minute over the last minute of arrivals

@@ -237,7 +237,7 @@ class Pipeline:
         """OpenTelemetry export, opt-in: `otel=True` or the standard OTEL_EXPORTER_OTLP_* variables. A
         missing SDK or endpoint asked for explicitly is an error; one implied by the environment only
         warns, so a variable set for other programs never stops the agent."""
-        from engine.export.otel import otel_requested
+        from engine.export.optin import otel_requested
 
         if not otel_requested(otel):
             return

@@ -280,7 +280,9 @@ def parse_request(req: Any, sections: Sequence[str] | None = None) -> ParsedRequ
 # ------------------------------------------------------------------------------------------ diffing
 
 
-def _common(a: bytes, b: bytes) -> int:
+def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the common prefix of two sequences (bytes, lists of block hashes): a binary search on
+    slice equality, which runs in C, instead of a Python loop over every element."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n
@@ -420,7 +422,7 @@ def diff_parsed(pa: ParsedRequest, pb: ParsedRequest) -> RequestDiff:
             **common,  # type: ignore[arg-type]
         )
     x, y = ua[first], ub[first]
-    at = _common(x.content, y.content)
+    at = common_prefix_len(x.content, y.content)
     offset += at
     before, after, span_a, span_b = _excerpts(x.content, y.content, at)
     block = None
@@ -522,7 +524,7 @@ def _classify(
 
 def _line_at(a: bytes, b: bytes) -> tuple[str, str]:
     """The line (of the JSON string holding it) where two units first differ, on both sides."""
-    at = _common(a, b)
+    at = common_prefix_len(a, b)
     out = []
     for raw in (a, b):
         t = raw.decode("utf-8", "replace")
@@ -554,4 +556,4 @@ def first_difference(a: bytes, b: bytes) -> int | None:
     """Raw byte offset of the first difference between two byte strings, None when equal."""
     if a == b:
         return None
-    return _common(a, b)
+    return common_prefix_len(a, b)

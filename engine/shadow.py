@@ -36,6 +36,7 @@ from engine.hashing import content_hash
 from engine.policy.state import CompactionState
 from engine.providers import POLICIES, SerializedRequest
 from engine.providers.base import Block
+from engine.request_diff import common_prefix_len
 from engine.spill import MemorySpill
 from engine.whatif import Overrides
 
@@ -52,22 +53,6 @@ def prefix_count(ser: SerializedRequest) -> int:
     if marks:
         return marks[-1] + 1
     return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0
-
-
-def _common_len(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the common prefix of two hash lists: a binary search on slice equality, which runs in
-    C, instead of a Python loop over every block of every turn."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _shas(ser: SerializedRequest) -> list[str]:
@@ -88,7 +73,7 @@ def estimate_cache(
         pb = prev.blocks
         sa, sb = shas if shas is not None else (_shas(prev), _shas(cur))
         n = min(prefix_count(prev), len(pb), len(blocks))
-        k = _common_len(sa[:n], sb[:n])
+        k = common_prefix_len(sa[:n], sb[:n])
         if policy.supports_markers:
             # Served only up to a breakpoint the previous request wrote, wholly inside the match.
             k = max((i + 1 for i in range(k) if pb[i].marker), default=0)
@@ -108,7 +93,7 @@ def first_block_diff(a: SerializedRequest, b: SerializedRequest) -> dict[str, An
     """Where the candidate's request first differs from the live one, at block level (cheap: hashes)."""
     if a.request_sha256 == b.request_sha256:
         return None
-    start = _common_len(_shas(a), _shas(b))
+    start = common_prefix_len(_shas(a), _shas(b))
     for i, (x, y) in enumerate(zip(a.blocks[start:], b.blocks[start:], strict=False), start):
         if x.sha != y.sha:
             cause = "tools differ" if "tools" in (x.segment, y.segment) else f"section {y.section} differs"

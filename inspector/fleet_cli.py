@@ -32,8 +32,10 @@ def expand_paths(patterns: list[str]) -> list[Path]:
                 fail(f"no such file: {p}")
             else:
                 out.append(p)
-    seen: set[Path] = set()
-    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]  # type: ignore[func-returns-value]
+    unique: dict[Path, Path] = {}
+    for p in out:
+        unique.setdefault(p.resolve(), p)
+    return list(unique.values())
 
 
 def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:

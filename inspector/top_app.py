@@ -42,7 +42,6 @@ class TopApp(App[str | None]):
         self.watcher = watcher
         self.refresh_s = refresh_s
         self._summary = ""
-        self.refreshes = 0  # how many times the table was brought up to date (tests, benchmarks)
         for t in THEMES:
             self.register_theme(t)
         self.theme = ALIASES.get(theme or DEFAULT_THEME, theme or DEFAULT_THEME)
@@ -63,11 +62,10 @@ class TopApp(App[str | None]):
         self.refresh_table()
         self.set_interval(self.refresh_s, self.refresh_table)
 
-    def refresh_table(self, force: bool = False) -> None:
+    def refresh_table(self) -> None:
         """Copy the watcher's figures into the table; tokens/min ages even when no turn arrived."""
         agents = self.watcher.snapshot()
         self.query_one(FleetTable).show(agents)
-        self.refreshes += 1
         self._update_summary(agents)
 
     def _update_summary(self, agents: list[AgentRow]) -> None:
@@ -89,12 +87,12 @@ class TopApp(App[str | None]):
     def action_sort(self, step: int) -> None:
         table = self.query_one(FleetTable)
         table.sort_key = SORT_KEYS[(SORT_KEYS.index(table.sort_key) + step) % len(SORT_KEYS)]
-        self.refresh_table(force=True)
+        self.refresh_table()
 
     def action_reverse(self) -> None:
         table = self.query_one(FleetTable)
         table.reverse = not table.reverse
-        self.refresh_table(force=True)
+        self.refresh_table()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -107,12 +105,12 @@ class TopApp(App[str | None]):
         box.remove_class("shown")
         self.query_one(FleetTable).filter = ""
         self.query_one(FleetTable).focus()
-        self.refresh_table(force=True)
+        self.refresh_table()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         self.query_one(FleetTable).filter = event.value.strip()
-        self.refresh_table(force=True)
+        self.refresh_table()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:

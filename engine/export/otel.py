@@ -19,20 +19,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.export.optin import ENV_ENDPOINT, ENV_TRACES_ENDPOINT
 from engine.export.spans import SpanData, messages_content, session_trace_id, turn_span
 
-ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
-ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 SCOPE = "contextpipe"
-
-
-def otel_requested(flag: bool | None) -> bool:
-    """An explicit argument wins; otherwise the standard variables opt in (and OTEL_SDK_DISABLED out)."""
-    if flag is not None:
-        return flag
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    return bool(os.environ.get(ENV_TRACES_ENDPOINT) or os.environ.get(ENV_ENDPOINT))
 
 
 def traces_url(endpoint: str) -> str:
@@ -189,11 +179,12 @@ class OtelSink:
     MAX_QUEUE = 50_000
 
     def __init__(self, header: Mapping[str, Any], *, endpoint: str | None = None, exporter: Any = None,
-                 content: bool = False, redact: bool = False, batch: bool = True) -> None:
+                 content: bool = False, redact: bool = False, threaded: bool = True) -> None:
+        """`threaded=False` exports each span as its turn ends, on the caller's thread (tests)."""
         self.emitter = SpanEmitter(exporter, endpoint=endpoint, batch=True)
         self.fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact)
         self.kinds = self.RELEVANT | (self.CONTENT if self.fold.content else frozenset())
-        self.threaded = batch
+        self.threaded = threaded
         self.spans = 0
         self.errors = 0
         self.dropped = 0

@@ -15,10 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import ConfigError
 from engine.hashing import canonical_json, sha256_hex
-from engine.sim.cachesim import CallCache
-from engine.sim.pricing import cost
+from engine.sim.pricing import PriceTable, usage_cost
 
 NAMESPACE = "contextpipe"
 CONTENT_CAP = 64 * 1024  # characters of prompt text per span when content export is asked for
@@ -51,20 +49,6 @@ def session_trace_id(session_event: Mapping[str, Any]) -> int:
     return value or 1  # an all-zero trace id is invalid in OpenTelemetry
 
 
-def usage_cost(model: str, usage: Mapping[str, Any], prices: Any = None) -> float | None:
-    """USD for one call's normalised usage at the bundled (or given) prices; None for an unknown model.
-    The same arithmetic `cp-inspect simulate` uses for its `actual` column."""
-    inp = int(usage.get("input_tokens") or 0)
-    read = int(usage.get("cache_read_tokens") or 0)
-    write = int(usage.get("cache_write_tokens") or 0)
-    w1h = min(int(usage.get("cache_write_1h_tokens") or 0), write)
-    call = CallCache(inp, read, write, max(0, inp - read - write), w1h)
-    try:
-        return cost(model, call, int(usage.get("output_tokens") or 0), prices=prices)
-    except ConfigError:
-        return None
-
-
 def turn_span(
     trace: Mapping[str, Any],
     trace_id: int,
@@ -74,7 +58,7 @@ def turn_span(
     usage: Mapping[str, Any] | None = None,
     provider: str | None = None,
     content: str | None = None,
-    prices: Any = None,
+    prices: PriceTable | None = None,
 ) -> SpanData:
     """The span of one turn from its trace (and the usage event, which wins over the trace's copy)."""
     model = str(trace.get("model") or "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from engine.feedback import UsageFormatError, normalize_usage
@@ -280,6 +281,19 @@ def openai_tools(value: Any, ctx: Ctx, where: str) -> tuple[ToolSchemaRec, ...]:
             )
         )
     return tuple(out)
+
+
+def json_lines(text: str, ctx: Ctx) -> Iterator[tuple[str, Any]]:
+    """(where, value) for every non-blank line of a JSON-lines file; a line that is not JSON fails the
+    import naming its line and column."""
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}:"
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as e:
+            ctx.fail(where, f"invalid JSON at column {e.colno}: {e.msg}")
 
 
 def sub(parent: Any, key: str) -> dict[str, Any]:

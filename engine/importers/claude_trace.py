@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from engine.capture.proxy.routes import session_key
-from engine.importers._common import Ctx, _kind
+from engine.importers._common import Ctx, _kind, json_lines
 from engine.importers.model import CallRec, ImportedSession, Interner
 from engine.importers.proxy_jsonl import parse_line, session_of
 
@@ -56,14 +56,7 @@ def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
     intern = Interner()
     groups: dict[str, list[tuple[CallRec, str]]] = {}
     skipped: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {lineno}:"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            ctx.fail(where, f"invalid JSON at column {e.colno}: {e.msg}")
+    for where, obj in json_lines(text, ctx):
         if not sniff_line(obj):
             ctx.fail(where, f"is {_kind(obj)} without request.url/body (expected a claude-trace pair)")
         req = obj["request"]

@@ -30,6 +30,7 @@ from engine.importers._common import (
     arguments_text,
     guess_provider,
     join,
+    json_lines,
     openai_message,
     openai_tools,
     parse_json,
@@ -351,14 +352,7 @@ def parse_lines(text: str, path: str) -> ImportedSession:
     intern = Interner()
     calls: list[CallRec] = []
     providers: list[str] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {lineno}:"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            ctx.fail(where, f"invalid JSON at column {e.colno}: {e.msg}")
+    for where, obj in json_lines(text, ctx):
         if not isinstance(obj, dict):
             ctx.fail(where, f"is {_kind(obj)} (expected an object with request and response)")
         call, provider = parse_line(obj, ctx, where, intern)

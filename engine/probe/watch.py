@@ -28,7 +28,6 @@ class FleetWatcher:
         self._agents: dict[str, AgentStats] = {}
         self._ended: dict[str, float] = {}
         self._stop = threading.Event()
-        self.version = 0  # bumped on every change, so a view redraws only when something moved
         self.error: str | None = None  # e.g. the runtime directory is not safely ours
 
     # ---------------------------------------------------------------- lifecycle
@@ -48,7 +47,6 @@ class FleetWatcher:
                 if now - ended > KEEP_EXITED_S:
                     self._agents.pop(target, None)
                     del self._ended[target]
-                    self.version += 1
             return [a.row(now) for a in self._agents.values()]
 
     # ---------------------------------------------------------------- discovery
@@ -102,7 +100,6 @@ class FleetWatcher:
         with self._lock:
             self._agents[info.target] = stats
             self._ended.pop(info.target, None)  # a retried agent is not an ended one
-            self.version += 1
         if not info.error:
             threading.Thread(target=self._read, args=(info, stats), name=f"contextpipe-top-{info.target}",
                              daemon=True).start()
@@ -136,10 +133,8 @@ class FleetWatcher:
                     when = sent_at.pop(int(trace.get("turn", -1)), None) or self.clock()
                     with self._lock:
                         stats.take_trace(trace, when)
-                        self.version += 1
 
     def _end(self, stats: AgentStats, state: str, detail: str) -> None:
         with self._lock:
             stats.state, stats.detail = state, detail
             self._ended[stats.target] = self.clock()
-            self.version += 1

@@ -142,6 +142,24 @@ def _field(usage: CallCache | Mapping[str, int], name: str) -> int:
     return int(getattr(usage, name))
 
 
+def usage_call(usage: Mapping[str, Any]) -> CallCache:
+    """A normalised usage event (engine.feedback.Usage.to_dict()) as a billing split: `input_tokens` is
+    the whole prompt, so what is neither read nor written is uncached; 1-hour writes are a part of writes."""
+    inp = int(usage.get("input_tokens") or 0)
+    read = int(usage.get("cache_read_tokens") or 0)
+    write = int(usage.get("cache_write_tokens") or 0)
+    w1h = min(int(usage.get("cache_write_1h_tokens") or 0), write)
+    return CallCache(inp, read, write, max(0, inp - read - write), w1h)
+
+
+def usage_cost(model: str, usage: Mapping[str, Any], prices: PriceTable | None = None) -> float | None:
+    """USD for one call's normalised usage (output included); None for a model the table does not price."""
+    try:
+        return cost(model, usage_call(usage), int(usage.get("output_tokens") or 0), prices=prices)
+    except ConfigError:
+        return None
+
+
 def cost(
     model: str,
     usage: CallCache | Mapping[str, int],

@@ -56,7 +56,7 @@ from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persis
 from engine.sim.policies import ALL as ALL_POLICIES
 from engine.sim.policies import DOCS as POLICY_DOCS
 from engine.sim.policies import ENGINE_POLICIES, PEERS, TurnView
-from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices
+from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices, usage_call
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
 
@@ -577,18 +577,13 @@ def _actual(
         u = usages.get(t)
         if u is None:
             continue
-        inp = int(u.get("input_tokens") or 0)
-        read = int(u.get("cache_read_tokens") or 0)
-        write = int(u.get("cache_write_tokens") or 0)
         # 1-hour writes are billed at their own rate (Anthropic: 2x input against 1.25x for 5 minutes)
-        w1h = min(int(u.get("cache_write_1h_tokens") or 0), write)
-        c = CallCache(inp, read, write, max(0, inp - read - write), w1h)
+        c = usage_call(u)
         o = int(u.get("output_tokens") or 0)
         tot = tot + c
         out_total += o
-        per.append(
-            TurnFigures(t, inp, read, write, c.uncached, o, cost(model, c, o, prices=table), False, None)
-        )
+        per.append(TurnFigures(t, c.input_tokens, c.cache_read, c.cache_write, c.uncached, o,
+                               cost(model, c, o, prices=table), False, None))
     return PolicyFigures(
         "actual",
         model,

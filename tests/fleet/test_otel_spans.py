@@ -13,10 +13,11 @@ pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from engine import Pipeline  # noqa: E402
-from engine.export.otel import OtelSink, SpanEmitter, export_events, otel_requested, traces_url  # noqa: E402
-from engine.export.spans import usage_cost  # noqa: E402
+from engine.export.optin import otel_requested  # noqa: E402
+from engine.export.otel import OtelSink, SpanEmitter, export_events, traces_url  # noqa: E402
 from engine.recording.cpsession import RecordingReader  # noqa: E402
 from engine.recording.journal import unpack_event  # noqa: E402
+from engine.sim.pricing import usage_cost  # noqa: E402
 from engine.sim.simulate import SimSettings, simulate_events  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def _session(pipe: Pipeline, turns: int = 4) -> None:
 def _live_spans(content: bool = False, redact: bool = False) -> tuple[list[Any], Pipeline]:
     exporter = InMemorySpanExporter()
     pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=6000)
-    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, batch=False, content=content, redact=redact)
+    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, threaded=False, content=content, redact=redact)
     for ev in pipe.journal.events:
         sink(ev)
     pipe.journal.subscribe(sink)
@@ -99,7 +100,7 @@ def test_live_and_recorded_exports_of_one_session_share_the_trace_id(tmp_path: P
     exporter = InMemorySpanExporter()
     path = tmp_path / "s.cpsession"
     pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=6000, record=path, clock=lambda: 1000.0)
-    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, batch=False)
+    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, threaded=False)
     for ev in pipe.journal.events:
         sink(ev)
     pipe.journal.subscribe(sink)
@@ -133,7 +134,7 @@ def test_a_failing_exporter_never_reaches_the_agent() -> None:
             raise RuntimeError("collector exploded")
 
     pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=6000)
-    sink = OtelSink({"provider": "anthropic"}, exporter=Broken(), batch=False)
+    sink = OtelSink({"provider": "anthropic"}, exporter=Broken(), threaded=False)
     pipe.journal.subscribe(sink)
     _session(pipe, turns=2)  # would raise if the sink let the error through
     pipe.close()
