@@ -607,9 +607,12 @@ class Pipeline:
         bound: dict[str, dict[str, Any]],
         config: PipelineConfig | None = None,
         state: CompactionState | None = None,
+        cache: CacheRules | None = None,
     ) -> Built:
         """Plan + Optimize + serialize from the current state. Pure given state, bound values and config.
-        `state` replaces the folded compaction state (a what-if that runs its own chain of states)."""
+        `state` replaces the folded compaction state (a what-if that runs its own chain of states);
+        `cache` the cache rules and prices compactions are weighed by (a what-if priced as another model
+        or provider than the recorded one), else those of the config's provider and model."""
         cfg = config or self.config
         asm = self._assemble(bound)
         m = self.measure
@@ -639,7 +642,7 @@ class Pipeline:
                 self.compaction if state is None else state,
                 settings=cfg.policy,
                 limits=cfg.limits,
-                cache=self.cache_rules(cfg),
+                cache=cache or self.cache_rules(cfg),
                 measure=m,
                 plan_fn=lambda a: self._plan(cfg, a),
                 make_ctx=make_ctx,

@@ -183,3 +183,31 @@ def test_real_calibration_is_applied_and_reported(tmp_path: Path) -> None:
     assert abs(pon.totals.input_tokens / actual.totals.input_tokens - 1) < abs(
         poff.totals.input_tokens / actual.totals.input_tokens - 1
     )
+
+
+def test_engine_policies_weigh_compactions_at_the_simulated_rules_and_named_prices(
+    synth: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An Anthropic recording simulated at DeepSeek: the engine's compaction decisions must weigh the
+    # cache rules and prices the column is billed by, not the recorded model's (issue 12, item 4).
+    from engine.policy import cost_aware
+
+    seen: list[tuple[str, float, float]] = []
+    real = cost_aware.run
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        c = kw["cache"]
+        seen.append((c.rules, round(c.read_ratio, 3), round(c.write_ratio, 3)))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(cost_aware, "run", spy)
+    r = simulate_events(
+        synth,
+        SimSettings(window=5_000, provider="deepseek", model="deepseek-chat", policies=["cost_aware"]),
+        counter=COUNTER,
+    )
+    assert seen and set(seen) >= {("deepseek", 0.1, 1.0)}
+    # Only the recorded column (none here: the recording was made by the engine, so as_sent is the
+    # engine under the recorded settings) may weigh by the recorded model's rules.
+    assert sum(1 for s in seen if s != ("deepseek", 0.1, 1.0)) <= r.turns
+    assert any("weigh compactions by deepseek cache rules" in n and "deepseek-chat" in n for n in r.notes)

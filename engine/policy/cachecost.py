@@ -86,12 +86,20 @@ def for_model(provider: str, model: str) -> CacheRules:
     except (UnknownModelError, OSError, ValueError):
         row = None
     name = rules_name(provider, model, row.provider if row else None)
-    if row is not None and row.input > 0:
-        return CacheRules(
-            name, row.cache_read / row.input, row.cache_write / row.input, row.model, "price table"
-        )
+    if row is not None:
+        return from_price(name, row.model, row.input, row.cache_read, row.cache_write)
     r, w = DEFAULTS[name]
     return CacheRules(name, r, w)
+
+
+def from_price(rules: str, model: str, input_price: float, read_price: float, write_price: float) -> CacheRules:
+    """`rules` at one price row's ratios: what a what-if priced as a named model weighs compactions by
+    (the recorded model's prices would weigh an Anthropic what-if of a DeepSeek recording with no write
+    premium). A row with no input price falls back to the rules' documented ratios."""
+    if input_price <= 0:
+        r, w = DEFAULTS.get(rules, DEFAULTS["none"])
+        return CacheRules(rules, r, w)
+    return CacheRules(rules, read_price / input_price, write_price / input_price, model, "price table")
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from engine.feedback import attribute_cache_break
 from engine.importers.ingest import actual_requests
 from engine.optimize.context import OptimizeLimits
 from engine.plan import Thresholds
+from engine.policy.cachecost import CacheRules, from_price
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
@@ -347,6 +348,7 @@ def _build_pass(
     engine_policies: Sequence[str] = (),
     peers: bool = False,
     markers: bool = False,
+    cache: CacheRules | None = None,
 ) -> _Pass:
     """Fold the journal once; at every request build it under the what-if, gates-closed and (when
     needed) recorded settings, each engine policy asked for, and the uncompacted view the peers
@@ -370,8 +372,10 @@ def _build_pass(
             t = float(ev.get("time") or 0.0)
             # Each column runs its own chain of compaction states: the folded (recorded) state belongs
             # to the recorded settings, not to a what-if window.
-            bp = pipe.build(bound, pcfg, st_p)
-            bc = pipe.build(bound, ccfg, st_c)
+            # What-if columns weigh compactions by the simulated cache rules and the named model's
+            # prices; the recorded column keeps the recorded ones (it is what the engine did).
+            bp = pipe.build(bound, pcfg, st_p, cache)
+            bc = pipe.build(bound, ccfg, st_c, cache)
             st_p, st_c = bp.state or st_p, bc.state or st_c
             out_p.append(_req(ev["turn"], t, bp.trace, bp.serialized.blocks))
             out_c.append(_req(ev["turn"], t, bc.trace, bc.serialized.blocks))
@@ -380,7 +384,7 @@ def _build_pass(
                 st_r = br.state or st_r
                 out_r.append(_req(ev["turn"], t, br.trace, br.serialized.blocks))
             for name in engine_policies:
-                b = pipe.build(bound, pcfg.with_overrides(policy=name), st_e[name])
+                b = pipe.build(bound, pcfg.with_overrides(policy=name), st_e[name], cache)
                 st_e[name] = b.state or st_e[name]
                 out_e[name].append(_req(ev["turn"], t, b.trace, b.serialized.blocks))
             if peers:
@@ -651,6 +655,11 @@ def simulate_events(
             options["persist_probability"] = deepseek_persist_probability(fps[-1])
             notes.append(f"DeepSeek build {fps[-1]}: persist probability {options['persist_probability']}")
 
+    # The engine's cost-aware policy weighs each compaction at the prices and cache rules this what-if
+    # bills by (the named model's), not at the recorded model's.
+    policy_cache = from_price(rules, price.model, price.input, price.cache_read, price.cache_write)
+    notes.append(f"engine policies weigh compactions by {policy_cache.describe()}")
+
     has_actual = any(e.get("k") == "actual" for e in events)
     overrides = {
         "window": s.window,
@@ -671,6 +680,7 @@ def simulate_events(
             engine_policies=engine_cols,
             peers=bool(peer_cols),
             markers=rules in ("anthropic", "bedrock"),
+            cache=policy_cache,
         )
     except ConfigError as exc:
         raise SimulateError(str(exc)) from exc
