@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import ConfigError
 from engine.sim.cachesim import (
@@ -20,6 +22,9 @@ from engine.sim.cachesim import (
     CacheSimulator,
     Call,
     CallCache,
+    _common_prefix,
+    _KeyChain,
+    _prefix_keys,
     deepseek_persist_probability,
     simulate_session,
     totals,
@@ -355,3 +360,48 @@ def test_deepseek_hit_rate_within_two_points_on_every_real_trajectory() -> None:
     # On the current build (every request persists) the documented rules alone are within half a point.
     current = [r for r in rows if r.persist == 1.0]
     assert current and all(abs(r.err_default) <= 0.5 for r in current)
+
+
+# ------------------------------------------------------------------ prefix keys carried from call to call
+
+# Sessions over a small alphabet so consecutive calls share prefixes, extend, diverge and shrink.
+_names = st.lists(st.sampled_from("abcde"), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_names, min_size=1, max_size=8))
+def test_key_chain_gives_the_keys_of_a_fresh_chain(seqs: list[list[str]]) -> None:
+    chain = _KeyChain()
+    for names in seqs:
+        blocks = [blk(n, 10) for n in names]
+        assert chain.keys_for(blocks) == _prefix_keys(blocks)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.sampled_from("ab"), max_size=10), max_size=3), st.lists(st.sampled_from("ab")))
+def test_common_prefix_is_the_first_difference(prefixes: list[list[str]], tail: list[str]) -> None:
+    for p in prefixes:
+        a, b = p + tail, p + ["x"] + tail
+        n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        assert _common_prefix(a, b) == n == _common_prefix(b, a)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "deepseek", "bedrock"])
+@settings(max_examples=60, deadline=None)
+@given(seqs=st.lists(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=14), min_size=1, max_size=10))
+def test_carrying_prefix_keys_between_calls_changes_no_result(provider: str, seqs: list[list[str]]) -> None:
+    """The simulator reuses the previous call's prefix keys; results must equal those of a simulator
+    that hashes every call's prefixes from scratch."""
+    calls = []
+    for k, names in enumerate(seqs):
+        # A breakpoint on the newest block (what a harness sends to Anthropic); at most one per call.
+        blocks = [blk(n, 400 + 100 * i, breakpoint=(i == len(names) - 1)) for i, n in enumerate(names)]
+        calls.append(call(blocks, 10.0 * (k + 1), output_tokens=50, output_sha=f"out{k}"))
+    carried = CacheSimulator(provider, "claude-sonnet-4", min_cacheable_tokens=500).simulate(calls)
+    fresh_sim = CacheSimulator(provider, "claude-sonnet-4", min_cacheable_tokens=500)
+    fresh = []
+    for c in calls:
+        fresh_sim._policy._chain = _KeyChain()  # nothing carried over from the previous call
+        fresh.append(fresh_sim.step(c))
+    assert carried == fresh
+    check_invariant(carried)

@@ -348,3 +348,72 @@ def test_real_anthropic_pricing(deepseek_rec: Path) -> None:
     assert p.totals.cache_write > 0 and p.totals.cache_read > 0
     a = r.policies["actual"]
     assert a is not None and a.model == "deepseek-chat"  # the real bill stays at the real model's prices
+
+
+# ------------------------------------------------------------------ per-turn figures against a plain walk
+
+
+def _naive(reqs: list[Any], rules: str, automatic: bool, as_sent: bool) -> list[tuple[Any, ...]]:
+    """Per turn (cache split, compaction, cache-break cause) the slow, obvious way: every call's blocks
+    converted afresh, every pair of requests walked block by block."""
+    from engine.feedback import attribute_cache_break
+    from engine.sim.cachesim import Block as CBlock
+    from engine.sim.cachesim import CacheSimulator, Call
+    from engine.sim.simulate import COMPACTION_STEPS, _prefix_count
+
+    calls = [
+        Call(tuple(CBlock(b.sha, b.tokens, breakpoint=b.marker, segment=b.segment) for b in r.blocks),
+             1.0 + k, "claude-sonnet-4")
+        for k, r in enumerate(reqs)
+    ]  # fmt: skip
+    results = CacheSimulator(rules, "claude-sonnet-4", min_cacheable_tokens=100).simulate(calls)
+    out = []
+    for k, (r, c) in enumerate(zip(reqs, results, strict=True)):
+        prev = reqs[k - 1] if k else None
+        brk = None
+        if prev is not None:
+            b = attribute_cache_break(prev.blocks, r.blocks, _prefix_count(prev.blocks, automatic),
+                                      model_changed=False, flipped_latches=r.latch_flips,
+                                      actions=[{"step": s} for s in r.actions])  # fmt: skip
+            brk = b["cause"] if b else None
+        if as_sent:
+            comp = prev is not None and [b.sha for b in r.blocks[: len(prev.blocks)]] != [
+                b.sha for b in prev.blocks
+            ]
+        else:
+            comp = any(s in COMPACTION_STEPS for s in r.actions)
+        out.append((c.cache_read, c.cache_write, c.uncached, comp, brk))
+    return out
+
+
+@pytest.mark.parametrize("rules", ["anthropic", "openai", "deepseek"])
+@pytest.mark.parametrize("as_sent", [False, True])
+def test_per_turn_breaks_and_compactions_match_a_block_by_block_walk(rules: str, as_sent: bool) -> None:
+    from engine.providers.base import Block
+    from engine.sim.simulate import _Req, _simulate
+
+    def b(sha: str, section: str = "history", marker: bool = False, tokens: int = 300) -> Block:
+        seg = {"tools": "tools", "identity": "system"}.get(section, "messages")
+        return Block(section, seg, sha, tokens, marker)
+
+    tools, ident = b("T", "tools"), b("I", "identity")
+    seqs = [
+        ([tools, ident, b("u"), b("a1", marker=True)], []),
+        ([tools, ident, b("u"), b("a1"), b("r1"), b("a2", marker=True)], []),  # extends
+        ([tools, ident, b("u"), b("a1"), b("r1"), b("a2"), b("r2", marker=True)], []),
+        ([tools, ident, b("u"), b("s1"), b("r2", marker=True)], ["clear_tool_results"]),  # history rewritten
+        ([tools, ident, b("u"), b("s1"), b("r2"), b("a3", marker=True)], []),
+        ([tools, ident, b("u"), b("s1"), b("r2"), b("a3", marker=True)], []),  # the same request again
+        ([tools, ident, b("u", tokens=301), b("a4", marker=True)], ["drop_rounds"]),  # same sha, other size
+        ([b("T2", "tools"), ident, b("u"), b("a4", marker=True)], []),  # tools changed
+        ([b("T2", "tools"), ident], []),  # shorter than the cached prefix
+    ]
+    reqs = [_Req(k, 1.0 + k, blocks, actions, []) for k, (blocks, actions) in enumerate(seqs)]
+    automatic = rules != "anthropic"
+    fig = _simulate("x", reqs, rules=rules, model="claude-sonnet-4", table=load_prices(), outputs={},
+                    options={"min_cacheable_tokens": 100}, link_outputs=False, automatic_prefix=automatic,
+                    as_sent=as_sent)  # fmt: skip
+    got = [(t.cache_read_tokens, t.cache_write_tokens, t.uncached_tokens, t.compaction, t.cache_break)
+           for t in fig.turns]  # fmt: skip
+    assert got == _naive(reqs, rules, automatic, as_sent)
+    assert fig.cache_breaks and fig.compactions  # the case exercises both

@@ -32,6 +32,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from engine.errors import ContextPipeError
@@ -124,12 +125,49 @@ def _prefix_keys(blocks: Sequence[Block]) -> list[bytes]:
     A chained BLAKE2b rather than Python's hash(): stable across processes (PYTHONHASHSEED) and with no
     practical collision risk, at ~1 us per block.
     """
-    keys = [b""]
-    h = b""
-    for b in blocks:
-        h = hashlib.blake2b(h + b.sha.encode(), digest_size=16).digest()
+    return _extend_keys([b""], [b.sha for b in blocks])
+
+
+def _extend_keys(keys: list[bytes], shas: Sequence[str]) -> list[bytes]:
+    h = keys[-1]
+    blake = hashlib.blake2b
+    for sha in shas:
+        h = blake(h + sha.encode(), digest_size=16).digest()
         keys.append(h)
     return keys
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    """Length of the longest common prefix of a and b (list compares run in C; a binary search over
+    them beats a Python loop on the long, mostly shared requests of an agent session)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class _KeyChain:
+    """Prefix keys (see `_prefix_keys`) of one call after another: a call shares most of its prefix
+    with the previous one, so only the blocks after the shared part are hashed. Same keys as
+    `_prefix_keys`, at a cost that follows what changed rather than the request's length."""
+
+    def __init__(self) -> None:
+        self.shas: list[str] = []
+        self.keys: list[bytes] = [b""]
+
+    def keys_for(self, blocks: Sequence[Block]) -> list[bytes]:
+        shas = [b.sha for b in blocks]
+        common = _common_prefix(self.shas, shas)
+        keys = _extend_keys(self.keys[: common + 1], shas[common:])
+        self.shas, self.keys = shas, keys
+        return keys
 
 
 def _chain(key: bytes, sha: str) -> bytes:
@@ -137,12 +175,11 @@ def _chain(key: bytes, sha: str) -> bytes:
 
 
 def _cumulative(blocks: Sequence[Block]) -> list[int]:
-    cum = [0]
-    for b in blocks:
-        if b.tokens < 0:
-            raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
-        cum.append(cum[-1] + b.tokens)
-    return cum
+    tokens = [b.tokens for b in blocks]
+    if tokens and min(tokens) < 0:
+        b = next(b for b in blocks if b.tokens < 0)
+        raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+    return list(accumulate(tokens, initial=0))
 
 
 def _check_order(blocks: Sequence[Block]) -> None:
@@ -191,6 +228,7 @@ class _Policy:
     def __init__(self, model: str, options: dict[str, Any]) -> None:
         self.model = model
         self.options = options
+        self._chain = _KeyChain()
 
     def step(self, call: Call) -> CallCache:
         n = call.input_tokens
@@ -291,7 +329,7 @@ class _AnthropicPolicy(_Policy):
         for k in [k for k, e in self.entries.items() if e.expires_at <= now]:
             del self.entries[k]
 
-        keys = _prefix_keys(blocks)
+        keys = self._chain.keys_for(blocks)
         live = self._cacheable(bps, cum)
         read = 0
         hit_keys: list[bytes] = []
@@ -378,7 +416,7 @@ class _OpenAIPolicy(_Policy):
         if now < self.last_now:
             self.ordered = False
         self.last_now = max(self.last_now, now)
-        keys = _prefix_keys(call.blocks)
+        keys = self._chain.keys_for(call.blocks)
         ttl = self.ttl
         _expire_ordered(self.seen, lambda v: now - v[0] > ttl, self.ordered)
         read = 0
@@ -477,7 +515,7 @@ class _DeepSeekPolicy(_Policy):
         cum = _cumulative(blocks)
         total = cum[-1]
         now = call.timestamp
-        keys = _prefix_keys(blocks)
+        keys = self._chain.keys_for(blocks)
         if now < self.last_now:
             self.ordered = False
         self.last_now = max(self.last_now, now)

@@ -488,6 +488,10 @@ def _simulate(
 ) -> PolicyFigures:
     calls: list[Call] = []
     last = float("-inf")
+    # A long session sends the same blocks again and again (every request repeats the history), so each
+    # distinct block is converted once; building a frozen dataclass per block per call was most of the
+    # cost of this function on a long session.
+    conv: dict[tuple[str, int, bool, str], cachesim.Block] = {}
     for k, r in enumerate(reqs):
         ts = max(r.time, last + MIN_STEP_S)
         last = ts
@@ -499,43 +503,46 @@ def _simulate(
             nxt = reqs[k + 1].blocks
             if len(nxt) > len(r.blocks):
                 out_sha = nxt[len(r.blocks)].sha
-        calls.append(
-            Call(
-                tuple(
-                    cachesim.Block(b.sha, round(b.tokens * scale), breakpoint=b.marker, segment=b.segment)
-                    for b in r.blocks
-                ),
-                ts,
-                model,
-                outputs.get(r.turn, 0),
-                out_sha,
-            )
-        )
+        cblocks: list[cachesim.Block] = []
+        for b in r.blocks:
+            key = (b.sha, b.tokens, b.marker, b.segment)
+            cb = conv.get(key)
+            if cb is None:
+                cb = conv[key] = cachesim.Block(
+                    b.sha, round(b.tokens * scale), breakpoint=b.marker, segment=b.segment
+                )
+            cblocks.append(cb)
+        calls.append(Call(tuple(cblocks), ts, model, outputs.get(r.turn, 0), out_sha))
     sim = CacheSimulator(rules, model, **dict(options))
     results = sim.simulate(calls)
     causes: Counter[str] = Counter()
     per_turn: list[TurnFigures] = []
     compactions = 0
     prev: _Req | None = None
+    prev_shas: list[str] = []
     for r, c in zip(reqs, results, strict=True):
         brk = None
+        shas = [b.sha for b in r.blocks]
         if prev is not None:
-            b = attribute_cache_break(
-                prev.blocks,
-                r.blocks,
-                _prefix_count(prev.blocks, automatic_prefix),
-                model_changed=False,
-                flipped_latches=r.latch_flips,
-                actions=[{"step": s} for s in r.actions],
-            )
-            brk = b["cause"] if b else None
+            n = _prefix_count(prev.blocks, automatic_prefix)
+            m = min(n, len(prev_shas))
+            # The common case (the request keeps the previous one's cached prefix) is settled by one
+            # list compare; attribute_cache_break walks the prefix block by block to name the cause.
+            if shas[:m] != prev_shas[:m]:
+                why = attribute_cache_break(
+                    prev.blocks,
+                    r.blocks,
+                    n,
+                    model_changed=False,
+                    flipped_latches=r.latch_flips,
+                    actions=[{"step": s} for s in r.actions],
+                )
+                brk = why["cause"] if why else None
         if brk:
             causes[brk] += 1
         if as_sent:
             # The agent's own compaction: its request no longer starts with everything it sent before.
-            comp = prev is not None and [b.sha for b in r.blocks[: len(prev.blocks)]] != [
-                b.sha for b in prev.blocks
-            ]
+            comp = prev is not None and shas[: len(prev_shas)] != prev_shas
         else:
             comp = any(s in COMPACTION_STEPS for s in r.actions)
         compactions += comp
@@ -553,7 +560,7 @@ def _simulate(
                 brk,
             )
         )
-        prev = r
+        prev, prev_shas = r, shas
     tot = cachesim.totals(results)
     out_total = sum(outputs.get(r.turn, 0) for r in reqs)
     return PolicyFigures(
