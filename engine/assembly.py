@@ -25,6 +25,8 @@ from engine.artifacts import (
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
+RECENT_RUNS = 3  # remembered item runs per section id (the full, the sent and a trimmed history)
+
 
 @dataclass(frozen=True)
 class Section:
@@ -63,6 +65,12 @@ class Measure:
         # section itself, so its id cannot be reused while cached.
         self._sec: dict[int, tuple[Section, int]] = {}
         self._big: dict[str, int] = {}  # message hash -> tokens of its largest full tool result
+        # Recent sums by section id: (items, total). A history section is the previous one plus what
+        # was appended (between compactions), so its total is the previous total plus the new items:
+        # a turn sums what is new, not everything it sends. The prefix is compared in C.
+        self._runs: dict[str, list[tuple[tuple[SectionItem, ...], int]]] = {}
+        # Recent "first message with a tool result over a limit" scans: (limit, items, index or -1).
+        self._over: list[tuple[int, tuple[SectionItem, ...], int]] = []
 
     def part(self, p: object) -> int:
         c = self.counter
@@ -98,11 +106,48 @@ class Measure:
         hit = self._sec.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        n = sum(self.item(i) for i in s.items)
+        items = s.items
+        n = -1
+        runs = self._runs.get(s.id)
+        if runs is None:
+            runs = self._runs[s.id] = []
+        for prev, total in runs:
+            k = len(prev)
+            if k <= len(items) and items[:k] == prev:
+                item = self.item
+                n = total + sum(item(i) for i in items[k:])
+                break
+        if n < 0:
+            n = sum(self.item(i) for i in items)
+        runs.insert(0, (items, n))
+        del runs[RECENT_RUNS:]
         if len(self._sec) >= 1024:  # a few turns' worth; older sections are garbage anyway
             self._sec.clear()
         self._sec[id(s)] = (s, n)
         return n
+
+    def first_over(self, items: tuple[SectionItem, ...], limit: int) -> int:
+        """Index of the first message in `items` holding a full tool result over `limit` tokens, or
+        len(items) when none does. Remembered like section totals: a history that only grew since
+        the last scan is scanned from where that one ended."""
+        start = 0
+        for lim, prev, found in self._over:
+            k = len(prev)
+            if lim == limit and k <= len(items) and items[:k] == prev:
+                if found < k:
+                    return found
+                start = k
+                break
+        found = len(items)
+        big = self.largest_result
+        for i in range(start, len(items)):
+            it = items[i]
+            if isinstance(it, Message) and big(it) > limit:
+                found = i
+                break
+        self._over.insert(0, (limit, items, found))
+        del self._over[RECENT_RUNS:]
+        return found
 
     def largest_result(self, msg: Message) -> int:
         """Tokens of the largest not-yet-cleared/spilled tool result in `msg` (0 when none), cached by

@@ -179,6 +179,7 @@ class Pipeline:
         # The full history lives in the journal; keeping every trace here would grow without bound.
         self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
+        self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
         self._replay = replay
@@ -532,6 +533,7 @@ class Pipeline:
             self.emergent.due(self.turn),
             self.history,
             self.pending,
+            self._sections,
         )
         # The history section's total from the running sum, so measuring the whole conversation (the
         # raw pressure beside the sent one) costs O(new messages), not O(session length).
@@ -568,13 +570,35 @@ class Pipeline:
         self._emit({"k": "summary", "in": key, "h": self._blob(out)})
         return out
 
-    def _plan(self, cfg: PipelineConfig, asm: Assembly) -> tuple[Plan, Reserves, float]:
+    def _reserves(self, cfg: PipelineConfig) -> Reserves:
+        reserve, pct = self.stats.response_reserve(cfg.model, cfg.query_source, cfg.default_response_reserve)
+        return Reserves(min(reserve, cfg.max_output_tokens), cfg.thinking_reserve, cfg.schema_reserve, pct)
+
+    def _planner(self, cfg: PipelineConfig) -> Callable[[Assembly], tuple[Plan, Reserves, float]]:
+        """`_plan` for one build, remembering its answers: the statistics do not change during a build
+        and a policy asks again for an assembly its rules left unchanged (the same tuple), so a turn
+        plans once per distinct assembly instead of once per question (and sorts the completion
+        samples for the reserve once)."""
+        reserves = self._reserves(cfg)
+        memo: dict[int, tuple[Assembly, tuple[Plan, Reserves, float]]] = {}
+
+        def plan_fn(a: Assembly) -> tuple[Plan, Reserves, float]:
+            hit = memo.get(id(a))
+            if hit is not None and hit[0] is a:
+                return hit[1]
+            out = self._plan(cfg, a, reserves)
+            memo[id(a)] = (a, out)  # holds `a`, so its id cannot be reused during the build
+            return out
+
+        return plan_fn
+
+    def _plan(
+        self, cfg: PipelineConfig, asm: Assembly, reserves: Reserves | None = None
+    ) -> tuple[Plan, Reserves, float]:
         """Plan (pure): pressure, tier and section budgets for `asm` under `cfg` and the statistics."""
         m = self.measure
-        reserve, pct = self.stats.response_reserve(cfg.model, cfg.query_source, cfg.default_response_reserve)
-        reserves = Reserves(
-            min(reserve, cfg.max_output_tokens), cfg.thinking_reserve, cfg.schema_reserve, pct
-        )
+        if reserves is None:
+            reserves = self._reserves(cfg)
         estimates = tuple(
             SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in asm
         )
@@ -631,8 +655,9 @@ class Pipeline:
 
         new_state: CompactionState | None = None
         decision: dict[str, Any] | None = None
+        plan_fn = self._planner(cfg)
         if cfg.policy.name == WAVE1:
-            the_plan, reserves, ratio = self._plan(cfg, asm)
+            the_plan, reserves, ratio = plan_fn(asm)
             ctx = make_ctx(the_plan)
             res = optimize(asm, ctx)
             before, failures = asm, ctx.spill_failures
@@ -644,7 +669,7 @@ class Pipeline:
                 limits=cfg.limits,
                 cache=cache or self.cache_rules(cfg),
                 measure=m,
-                plan_fn=lambda a: self._plan(cfg, a),
+                plan_fn=plan_fn,
                 make_ctx=make_ctx,
                 turn=self.turn,
                 summary_text=self.summaries.get,

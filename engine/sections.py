@@ -12,6 +12,7 @@ from engine.catalog import KIND_ORDER, EmergentItem, LatchTable, SourceSpec, sor
 from engine.types import CacheScope, Form, Priority, SectionKind
 
 _ORDER = {k: i for i, k in enumerate(KIND_ORDER)}
+SECTION_CACHE_MAX = 256
 
 
 def _source_section(
@@ -46,29 +47,43 @@ def assemble(
     emergent_due: Sequence[EmergentItem],
     history: Sequence[Message],
     pending: Sequence[Part],
+    cache: dict[Any, Section] | None = None,
 ) -> Assembly:
-    """Sections in catalog order (kinds in KIND_ORDER, registration order within a kind), history last."""
-    out = [
-        _source_section(spec, bound.get(spec.id), content.get(spec.id, ""), blobs)
-        for _, spec in sorted(enumerate(specs), key=lambda e: sort_key(e[1], e[0]))
-    ]
+    """Sections in catalog order (kinds in KIND_ORDER, registration order within a kind), history last.
+
+    `cache` (one dict kept by the caller across turns) hands back the same Section object for a
+    source, tool list or latch table that did not change, so its text is not hashed again and every
+    per-section memo downstream (token totals, plans, fragments) hits. Sections are immutable values:
+    the result is the same with or without it."""
+    memo: dict[Any, Section] = {} if cache is None else cache
+    if len(memo) > SECTION_CACHE_MAX:  # a source whose text changes every turn leaves stale entries
+        memo.clear()
+    out = []
+    for _, spec in sorted(enumerate(specs), key=lambda e: sort_key(e[1], e[0])):
+        b = bound.get(spec.id)
+        last = content.get(spec.id, "")
+        key: Any = (spec, None if b is None else tuple(sorted(b.items())), last)
+        sec = memo.get(key)
+        if sec is None:
+            sec = memo[key] = _source_section(spec, b, last, blobs)
+        out.append(sec)
     if tools:
-        out.append(
-            Section(
+        key = ("tools", tuple(tools))
+        sec = memo.get(key)
+        if sec is None:
+            sec = memo[key] = Section(
                 "tools", "Tools", SectionKind.TOOLS, CacheScope.GLOBAL, Priority.LAST_RESORT, tuple(tools)
             )
-        )
+        out.append(sec)
     if latches.latches:
-        out.append(
-            Section(
-                "latches",
-                "Latches",
-                SectionKind.LATCH,
-                CacheScope.SESSION,
-                Priority.NEVER,
-                (Text(latches.render()),),
+        text = latches.render()
+        key = ("latches", text)
+        sec = memo.get(key)
+        if sec is None:
+            sec = memo[key] = Section(
+                "latches", "Latches", SectionKind.LATCH, CacheScope.SESSION, Priority.NEVER, (Text(text),)
             )
-        )
+        out.append(sec)
     if emergent_due:
         text = "\n".join(f"- [{i.list_name}] {i.text}" for i in emergent_due)
         out.append(

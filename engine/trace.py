@@ -35,12 +35,16 @@ def build_trace(
     markers with their token offsets, every optimize step, and the request hashes."""
     planned = {s.id: m.section(s) for s in before}
     prev_sections = {s["id"]: s["sha256"] for s in prev["sections"]} if prev else {}
-    sec_sha: dict[str, str] = {}
-    for b in ser.blocks:
-        sec_sha[b.section] = sec_sha.get(b.section, "") + b.sha
+    section_shas = ser.section_shas
+    if not section_shas:  # a request serialized elsewhere: hash the blocks of each section here
+        joined: dict[str, str] = {}
+        for b in ser.blocks:
+            joined[b.section] = joined.get(b.section, "") + b.sha
+        section_shas = {sid: sha256_hex(v) for sid, v in joined.items()}
+    empty = sha256_hex("")
     sections: list[TraceSection] = []
     for s in wire_order(res.asm):
-        sha = sha256_hex(sec_sha.get(s.id, ""))
+        sha = section_shas.get(s.id, empty)
         sections.append(
             {
                 "id": s.id,
@@ -62,7 +66,7 @@ def build_trace(
     position = {sec["id"]: i for i, sec in enumerate(sections)}
     markers: list[Marker] = []
     cum = 0
-    for b in ser.blocks:
+    for b in ser.blocks if res.markers else ():  # no markers placed: no block is marked
         cum += b.tokens
         if b.marker:
             markers.append(

@@ -61,9 +61,16 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
                     continue
             out.append(s)
             continue
+        # Messages before the first one holding an over-limit result have nothing to spill: skip them
+        # with one (remembered, incremental) scan instead of looking at the whole history every turn.
+        first = m.first_over(s.items, limit)
+        if first >= len(s.items):
+            out.append(s)
+            continue
         items = list(s.items)
         changed = False
-        for i, it in enumerate(items):
+        for i in range(first, len(items)):
+            it = items[i]
             if not isinstance(it, Message) or m.largest_result(it) <= limit:
                 continue  # nothing here to spill (one cached lookup per message)
             parts = list(it.parts)

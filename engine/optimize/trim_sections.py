@@ -129,7 +129,8 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     # Budgets were set before compaction; if the whole is still over the ceiling, squeeze the largest
     # unprotected sections (compression priority order) until it fits.
     ceiling = ctx.plan.ceiling
-    for prio in (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT):
+    # Already within the ceiling (the usual turn): nothing to squeeze, so no ordering to compute.
+    for prio in (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT) if m.total(asm) > ceiling else ():
         for k in sorted(range(len(asm)), key=lambda k: (-m.section(asm[k]), asm[k].id)):
             over = m.total(asm) - ceiling
             if over <= 0:

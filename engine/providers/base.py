@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from engine.artifacts import (
@@ -24,7 +25,7 @@ from engine.artifacts import (
 )
 from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.errors import UnpairedToolResultError
-from engine.hashing import canonical_json
+from engine.hashing import canonical_json, sha256_hex
 from engine.providers.policy import ProviderCachePolicy
 from engine.types import SectionKind
 
@@ -53,6 +54,8 @@ class SerializedRequest:
     prefix_sha256: str
     cacheable_prefix_tokens: int
     tool_shas: dict[str, str] = field(default_factory=dict)
+    # sha256 of each section's block hashes joined in order (the trace's section sha256)
+    section_shas: dict[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         import json
@@ -70,12 +73,40 @@ def text_of(item: SectionItem) -> str:
     raise TypeError(f"{type(item).__name__} cannot appear in a system section")
 
 
-def check_pairing(history: tuple[SectionItem, ...]) -> None:
-    """Every tool result answers a call made in the assistant message right before it, and every
-    call (except in the newest message) has its result in the user message right after it."""
-    prev_calls: set[str] = set()
-    pending: set[str] = set()
-    for it in history:
+Fragment = bytes
+_SHA = attrgetter("sha")
+_TOKENS = attrgetter("tokens")
+# The per-item caches hold fragments of what recent requests sent. Once they hold this many times the
+# items of the current request (and at least CACHE_FLOOR), everything the current request did not use
+# is dropped: memory follows the live window, not the session.
+CACHE_SLACK = 4
+CACHE_FLOOR = 2048
+
+
+@dataclass
+class _SectionRun:
+    """What the previous serialization produced for one section: its item hashes, which of its items
+    carried a marker, and per item the fragment, segment, block and cache key. A history section grows
+    by appending between compactions, so the next request reuses the common prefix of these lists and
+    serializes only the items after it."""
+
+    tok: str
+    shas: list[str]
+    marks: frozenset[int]
+    frags: list[bytes]
+    segments: list[str]
+    blocks: list[Block]
+    keys: list[tuple[str, str, str, bool]]
+    pairing: tuple[set[str], set[str]] | None = None  # check_pairing's state after the items (history)
+    items: tuple[SectionItem, ...] = ()
+    sha: str = ""  # sha256 of the joined item hashes (the trace's section sha256)
+
+
+def _pairing_step(
+    items: Any, prev_calls: set[str], pending: set[str]
+) -> tuple[set[str], set[str]]:
+    """check_pairing's scan from a given state (what it holds after the items before `items`)."""
+    for it in items:
         if not isinstance(it, Message):
             continue
         if it.role == "assistant":
@@ -99,9 +130,45 @@ def check_pairing(history: tuple[SectionItem, ...]) -> None:
                     cid = sorted(pending)[0]
                     raise UnpairedToolResultError(cid, "the call has no result in the following user message")
                 prev_calls, pending = set(), set()
+    return prev_calls, pending
 
 
-Fragment = bytes
+def check_pairing(history: tuple[SectionItem, ...]) -> None:
+    """Every tool result answers a call made in the assistant message right before it, and every
+    call (except in the newest message) has its result in the user message right after it."""
+    _pairing_step(history, set(), set())
+
+
+class _PrefixHasher:
+    """sha256 of successive request bodies that mostly extend each other (between compactions a body
+    is the previous one plus new messages, with the same few bytes around them). It keeps the hash state
+    at every CHECKPOINT bytes of the last body, resumes from the furthest one inside the part this body
+    shares with it (a memcmp), and hashes only the rest: the same digest as hashing the whole body."""
+
+    CHECKPOINT = 4096
+
+    def __init__(self) -> None:
+        self._body = b""
+        self._states: list[Any] = []  # _states[i]: hash of self._body[: (i + 1) * CHECKPOINT]
+
+    def hexdigest(self, body: bytes) -> str:
+        step = self.CHECKPOINT
+        prev, states = self._body, self._states
+        n = min(len(states), len(body) // step)
+        # The furthest checkpoint whose bytes this body repeats (usually the first one tried).
+        while n and body[: n * step] != prev[: n * step]:
+            n = n - 1 if n < 4 else n // 2
+        states = states[:n]
+        h = states[-1].copy() if n else hashlib.sha256()
+        view = memoryview(body)
+        pos = n * step
+        while pos + step <= len(body):
+            h.update(view[pos : pos + step])
+            pos += step
+            states.append(h.copy())
+        h.update(view[pos:])
+        self._body, self._states = body, states
+        return h.hexdigest()
 
 
 class Serializer:
@@ -124,6 +191,8 @@ class Serializer:
         # (tokenizer, section, item hash, marked) -> (fragment, segment, block): an unchanged item costs
         # one lookup per turn. Token counts are a pure function of (tokenizer, content), hence the key.
         self._items: dict[tuple[str, str, str, bool], tuple[bytes, str, Block]] = {}
+        self._runs: dict[str, _SectionRun] = {}  # section id -> its previous serialization
+        self._body_hash = _PrefixHasher()
 
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
@@ -134,64 +203,118 @@ class Serializer:
             else:
                 b = canonical_json(v)
             self._cache[key] = b
-            if len(self._cache) > 50_000:  # bound memory in very long sessions
-                self._cache.clear()
-                self._cache[key] = b
         return b
+
+    def _section(self, s: Section, marks: frozenset[int], tok: str, measure: Measure) -> _SectionRun:
+        """The fragments and blocks of one section: the longest prefix whose item hashes and markers
+        match the previous serialization of this section is reused as is; the rest is looked up (or
+        built) item by item. The result is the same as building every item afresh: a fragment and a
+        block are pure functions of (tokenizer, section, item hash, marked)."""
+        items = s.items
+        prev = self._runs.get(s.id)
+        if prev is not None and prev.items is items and prev.marks == marks and prev.tok == tok:
+            return prev  # the very same items (an unchanged system section, the tools): nothing to do
+        shas = list(map(_SHA, items))
+        common = 0  # items whose hashes match the previous run's, from the start
+        if prev is not None and prev.tok == tok:
+            n = min(len(prev.shas), len(shas))
+            if prev.shas[:n] == shas[:n]:  # compared in C; the usual case between compactions
+                common = n
+            else:
+                common = next(i for i in range(n) if prev.shas[i] != shas[i])
+        k = common
+        if prev is not None and k and marks != prev.marks:
+            k = min(k, min(marks ^ prev.marks))  # a moved marker changes that item's bytes
+        if s.kind == SectionKind.HISTORY:
+            # Pairing is a left-to-right scan: resume from the state after the previous run's items
+            # when they are all still here, else scan from the start.
+            if prev is not None and prev.pairing is not None and common == len(prev.shas) and common:
+                pairing = _pairing_step(items[common:], set(prev.pairing[0]), set(prev.pairing[1]))
+            else:
+                pairing = _pairing_step(items, set(), set())
+        else:
+            pairing = None
+        if prev is not None and k > 0:
+            frags, segments, blocks, keys = prev.frags[:k], prev.segments[:k], prev.blocks[:k], prev.keys[:k]
+        else:
+            frags, segments, blocks, keys = [], [], [], []
+        cache = self._items
+        for i in range(k, len(items)):
+            it = items[i]
+            mk = i in marks
+            key = (tok, s.id, shas[i], mk)
+            hit = cache.get(key)
+            if hit is None:
+                frag, segment = self._item_fragment(s, it, mk)
+                # Block identity is the artifact's content hash, not its wire bytes: a moved cache
+                # marker changes the bytes but not what the provider has cached.
+                hit = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
+                cache[key] = hit
+            frags.append(hit[0])
+            segments.append(hit[1])
+            blocks.append(hit[2])
+            keys.append(key)
+        run = _SectionRun(
+            tok, shas, marks, frags, segments, blocks, keys, pairing, items, sha256_hex("".join(shas))
+        )
+        self._runs[s.id] = run
+        return run
 
     def serialize(
         self, asm: Assembly, markers: tuple[Marker, ...], model: str, max_tokens: int, measure: Measure
     ) -> SerializedRequest:
-        marked = {(mk.section, mk.item) for mk in markers}
-        system: list[bytes] = []
-        tools: list[bytes] = []
-        msgs: list[bytes] = []
+        marked: dict[str, set[int]] = {}
+        for mk in markers:
+            marked.setdefault(mk.section, set()).add(mk.item)
+        out: dict[str, list[bytes]] = {"system": [], "tools": [], "messages": []}
         blocks: list[Block] = []
         tool_shas: dict[str, str] = {}
-        cache = self._items
+        section_shas: dict[str, str] = {}
         tok = measure.counter.tokenizer.name
+        last_marker = -1
+        live = 0
         for s in wire_order(asm):
-            if s.kind == SectionKind.HISTORY:
-                check_pairing(s.items)
-            for i, it in enumerate(s.items):
-                mk = (s.id, i) in marked
-                key = (tok, s.id, it.sha, mk)
-                hit = cache.get(key)
-                if hit is None:
-                    frag, segment = self._item_fragment(s, it, mk)
-                    # Block identity is the artifact's content hash, not its wire bytes: a moved cache
-                    # marker changes the bytes but not what the provider has cached.
-                    hit = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
-                    if len(cache) > 50_000:  # bound memory in very long sessions
-                        cache.clear()
-                    cache[key] = hit
-                frag, segment, block = hit
-                if segment == "tools":
-                    tools.append(frag)
-                    assert isinstance(it, ToolSchema)
-                    tool_shas[it.name] = it.sha
-                elif segment == "system":
-                    system.append(frag)
-                else:
-                    msgs.append(frag)
-                blocks.append(block)
-        body = self._envelope(model, max_tokens, system, tools, msgs)
-        last_marker = max((k for k, b in enumerate(blocks) if b.marker), default=-1)
+            marks = frozenset(i for i in marked.get(s.id, ()) if 0 <= i < len(s.items))
+            run = self._section(s, marks, tok, measure)
+            if run.marks:
+                last_marker = len(blocks) + max(run.marks)
+            segs = set(run.segments)
+            if len(segs) == 1:
+                out[run.segments[0]].extend(run.frags)
+            else:
+                for frag, seg in zip(run.frags, run.segments, strict=True):
+                    out[seg].append(frag)
+            if "tools" in segs:
+                for it in s.items:
+                    if isinstance(it, ToolSchema):
+                        tool_shas[it.name] = it.sha
+            blocks.extend(run.blocks)
+            live += len(run.keys)
+            section_shas[s.id] = run.sha
+        body = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
         if not self.policy.supports_markers:
             # Automatic prefix caching: everything but the newest message can be served from cache.
             last_marker = len(blocks) - 2
-        h = hashlib.sha256()
-        for b in blocks[: last_marker + 1]:
-            h.update(bytes.fromhex(b.sha))
+        prefix = blocks[: last_marker + 1]
+        self._prune(live)
         return SerializedRequest(
             provider=self.policy.name,
             body=body,
             blocks=blocks,
-            request_sha256=hashlib.sha256(body).hexdigest(),
-            prefix_sha256=h.hexdigest(),
-            cacheable_prefix_tokens=sum(b.tokens for b in blocks[: last_marker + 1]),
+            request_sha256=self._body_hash.hexdigest(body),
+            prefix_sha256=hashlib.sha256(bytes.fromhex("".join(map(_SHA, prefix)))).hexdigest(),
+            cacheable_prefix_tokens=sum(map(_TOKENS, prefix)),
             tool_shas=tool_shas,
+            section_shas=section_shas,
         )
+
+    def _prune(self, live: int) -> None:
+        """Keep the per-item caches near the size of what recent requests send (see CACHE_SLACK)."""
+        if len(self._items) <= max(CACHE_FLOOR, CACHE_SLACK * live):
+            return
+        keep = {key for run in self._runs.values() for key in run.keys}
+        self._items = {key: hit for key, hit in self._items.items() if key in keep}
+        self._cache.clear()  # fragments by content: rebuilt on the next miss
 
     def _item_fragment(self, s: Section, it: SectionItem, mk: bool) -> tuple[bytes, str]:
         if isinstance(it, ToolSchema):
