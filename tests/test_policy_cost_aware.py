@@ -10,6 +10,7 @@ with the wave-1 planner.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -177,6 +178,7 @@ session_st = st.fixed_dictionaries(
         "target": st.sampled_from([0.2, 0.35, 0.5]),
         "trigger": st.sampled_from([0.8, 1.0]),
         "early": st.booleans(),
+        "revision": st.sampled_from([1, 2]),
         "results": st.lists(st.one_of(st.integers(1, 400), st.integers(400, 6_000)), min_size=1, max_size=40),
         "calls": st.lists(st.integers(1, 3), min_size=40, max_size=40),
     }
@@ -184,7 +186,10 @@ session_st = st.fixed_dictionaries(
 
 
 def _play(d: dict[str, Any]) -> tuple[Pipeline, list[tuple[bytes, dict[str, Any], CompactionState]]]:
-    pol = f"cost_aware:target={d['target']},trigger={d['trigger']},early={'on' if d['early'] else 'off'}"
+    pol = (
+        f"cost_aware:target={d['target']},trigger={d['trigger']},early={'on' if d['early'] else 'off'},"
+        f"revision={d['revision']}"
+    )
     pipe = make(d["window"], pol, d["provider"])
     out = []
     for k, size in enumerate(d["results"]):
@@ -254,3 +259,133 @@ def test_a_cut_below_the_minimum_cacheable_size_does_not_pay() -> None:
     assert not pb.worth and "never pays back" in pb.text()
     ds = CacheRules("deepseek", 0.1, 1.0)  # DeepSeek caches from 64 tokens: the same cut pays
     assert payback(ds, 4_000, 500, 0, horizon=1_000).worth
+
+
+# ----------------------------------------------------------------------------- revision 2 decision rules
+def test_economic_saving_is_the_cut_size_that_minimises_the_cost_rate() -> None:
+    from engine.policy.cachecost import economic_saving
+
+    ds = CacheRules("deepseek", 0.1, 1.0)
+    pb = payback(ds, 5_000, 8_000, 1_000, horizon=100)
+    growth = 500.0
+    d_star = economic_saving(pb, growth)
+    rate = pb.per_turn / pb.saves_per_turn
+    assert d_star == pytest.approx(math.sqrt(2 * pb.one_off * growth / rate))
+
+    def cost_rate(d: float) -> float:  # rewrite spread over the d/growth turns of a cycle + reads of d/2
+        return pb.one_off * growth / d + rate * d / 2
+
+    for other in (0.25, 0.5, 0.9, 1.1, 2.0, 4.0):
+        assert cost_rate(d_star) < cost_rate(d_star * other)
+    # Nothing to weigh: no growth, or a cut that saves nothing.
+    assert economic_saving(pb, 0.0) == 0.0
+    assert economic_saving(payback(ds, 0, 8_000, 1_000, horizon=100), growth) == 0.0
+
+
+def test_remaining_turns_scale_free_prior() -> None:
+    from engine.policy.cachecost import remaining_turns
+
+    # Two turns in, a saving cannot be expected to last long, whatever the cap.
+    short, reach_short = remaining_turns(2, 1.0, 1_000.0)
+    assert short < 2 * math.log(501) + 1e-9 and reach_short < 0.01
+    # It grows with the turns so far, never exceeds the cap, and P(reach) falls as the cap grows.
+    e10, _ = remaining_turns(10, 1.0, 20.0)
+    e40, _ = remaining_turns(40, 1.0, 20.0)
+    assert e10 < e40 < 20.0
+    assert remaining_turns(40, 1.0, 5.0)[1] > remaining_turns(40, 1.0, 50.0)[1]
+    assert remaining_turns(40, 1.0, 0.0) == (0.0, 1.0)
+    # A smaller scale is more cautious.
+    assert remaining_turns(40, 0.2, 20.0)[0] < e40
+
+
+def test_deepseek_first_rewrite_serves_no_prefix() -> None:
+    from engine.policy.cachecost import prefix_served_on_rewrite
+
+    ds = CacheRules("deepseek", 0.1, 1.0)
+    assert not prefix_served_on_rewrite(ds, 0) and prefix_served_on_rewrite(ds, 1)
+    assert prefix_served_on_rewrite(CacheRules("anthropic", 0.1, 1.25), 0)
+    first = payback(ds, 5_000, 8_000, 2_000, horizon=100, prefix_served=False)
+    later = payback(ds, 5_000, 8_000, 2_000, horizon=100)
+    assert first.resend_uncached == 8_000 and later.resend_uncached == 6_016  # 2,000 -> 1,984 cached
+    assert first.payback_turns > later.payback_turns
+
+
+def _session(
+    policy: str, provider: str = "anthropic", turns: int = 70, result: int = 400
+) -> list[dict[str, Any]]:
+    pipe = make(12_000, policy, provider)
+    return [turn(pipe, k, result) for k in range(turns)]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_early_compaction_waits_for_the_economic_cut_and_a_session_long_enough(provider: str) -> None:
+    traces = _session("cost_aware", provider)
+    decisions = [t["compaction"] for t in traces]
+    early = [d for d in decisions if d["decision"] == "compacted" and not d["forced"]]
+    assert early, "the session is long enough for an early compaction to pay"
+    for d in early:
+        assert d["saves_per_turn"] >= d["economic_saving"] > 0
+        assert d["payback_turns"] * (1 - d["forced_cut_chance"]) <= d["horizon_turns"]
+    # Held for the economic size: said in the trace, with the numbers.
+    assert any(
+        d["reason"].startswith("not yet:") and "costs more than waiting" in d["reason"] for d in decisions
+    )
+    # The first turns never compact early: a saving there is not expected to last.
+    assert all(d["decision"] != "compacted" for d in decisions[:5])
+
+
+def _no_marks(msg: dict[str, Any]) -> dict[str, Any]:
+    return {**msg, "content": [{k: v for k, v in c.items() if k != "cache_control"} for c in msg["content"]]}
+
+
+def test_revision_2_keeps_the_task_message_and_marks_it() -> None:
+    # A task long enough that the prefix through it reaches Anthropic's 1,024-token minimum, while the
+    # tools and system prompt alone do not: only a breakpoint on the task can keep it cached.
+    pipe = Pipeline(
+        "test-model",
+        "anthropic",
+        12_000,
+        counter=COUNTER,
+        serve=False,
+        clock=lambda: 1_700_000_000.0,
+        default_response_reserve=0,
+    )
+    pipe.identity("IDENTITY: you are a careful agent.")
+    pipe.add_tool("bash", "Run a command", SCHEMA)
+    pipe.user("TASK: fix the failing test. " + "Context about the repository. " * 150)
+    first_task: dict[str, Any] | None = None
+    compacted_at = []
+    for k in range(70):
+        req = pipe.next_request()
+        body = json.loads(req.bytes)
+        task = body["messages"][0]
+        first_task = first_task or _no_marks(task)
+        assert _no_marks(task) == first_task, k  # the task is never rewritten
+        if pipe.compaction.cut > 0:
+            note = body["messages"][1]
+            assert note["role"] == "user" and "earlier rounds" in json.dumps(note)
+        if req.trace["compaction"]["decision"] == "compacted":
+            compacted_at.append(k)
+        if k > 0:
+            # A breakpoint on the task (end of the stable prefix) besides the conversation tail.
+            assert "cache_control" in json.dumps(task) and len(req.trace["markers"]) == 2, k
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 50})
+        calls = pipe.assistant(f"step {k}", tool_calls=[{"id": f"c{k}", "name": "bash", "arguments": "{}"}])
+        pipe.tool_result(calls[0].id, f"r{k} " + "y" * 400)
+    assert compacted_at
+    assert Replayer(pipe.journal.events, COUNTER).verify().ok
+
+
+def test_revision_1_is_kept_for_recordings_made_with_it() -> None:
+    # A config written before revisions existed ran revision 1, and replays with it.
+    old = {"name": "cost_aware", "trigger": 1.0, "target": 0.25, "early": True, "horizon": 0.15}
+    assert PolicySettings.from_dict(old).revision == 1
+    assert PolicySettings().revision == 2 and PolicySettings.parse("cost_aware:revision=1").revision == 1
+    with pytest.raises(ConfigError):
+        PolicySettings.parse("cost_aware:revision=9")
+    pipe = make(8_000, "cost_aware:revision=1")
+    traces = [turn(pipe, k, 800) for k in range(50)]
+    assert any(t["compaction"]["decision"] == "compacted" for t in traces)
+    body = json.loads(pipe.next_request().bytes)
+    assert "earlier rounds" in json.dumps(body["messages"][0])  # revision 1: the note rides on the task
+    assert Replayer(pipe.journal.events, COUNTER).verify().ok

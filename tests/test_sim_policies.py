@@ -211,3 +211,20 @@ def test_engine_policies_weigh_compactions_at_the_simulated_rules_and_named_pric
     # engine under the recorded settings) may weigh by the recorded model's rules.
     assert sum(1 for s in seen if s != ("deepseek", 0.1, 1.0)) <= r.turns
     assert any("weigh compactions by deepseek cache rules" in n and "deepseek-chat" in n for n in r.notes)
+
+
+def test_calibration_note_says_where_it_applies_and_whose_tokens(tmp_path: Path) -> None:
+    if not DEEPSEEK_FILE.exists():
+        pytest.skip(f"real trajectories not found at {TRAJ} (set CONTEXTPIPE_TRAJECTORIES)")
+    from engine.importers import load
+    from engine.importers.ingest import ingest
+
+    pipe, _ = ingest(load(DEEPSEEK_FILE), tmp_path / "r.cpsession", counter=COUNTER)
+    events = list(pipe.journal.events)
+    pipe.close()
+    same = simulate_events(events, SimSettings(), counter=COUNTER)
+    note = next(n for n in same.notes if n.startswith("token counts scaled"))
+    assert "as_sent included" in note and "no recorded usage" not in note
+    other = simulate_events(events, SimSettings(provider="anthropic", model="claude-sonnet-4"), counter=COUNTER)
+    note = next(n for n in other.notes if n.startswith("token counts scaled"))
+    assert "claude-sonnet-4 has no recorded usage here" in note

@@ -92,7 +92,9 @@ def for_model(provider: str, model: str) -> CacheRules:
     return CacheRules(name, r, w)
 
 
-def from_price(rules: str, model: str, input_price: float, read_price: float, write_price: float) -> CacheRules:
+def from_price(
+    rules: str, model: str, input_price: float, read_price: float, write_price: float
+) -> CacheRules:
     """`rules` at one price row's ratios: what a what-if priced as a named model weighs compactions by
     (the recorded model's prices would weigh an Anthropic what-if of a DeepSeek recording with no write
     premium). A row with no input price falls back to the rules' documented ratios."""
@@ -109,10 +111,15 @@ class Payback:
     payback_turns: float  # turns until the saving has paid for the rewrite (inf: never)
     horizon: float  # turns the saving is expected to last
     forced: bool = False
+    one_off: float = 0.0  # the rewrite's extra cost, once, in input-price units
+    per_turn: float = 0.0  # the saving on every later turn, in input-price units
+    # Chance the session reaches the trigger anyway, where a forced cut would pay about the same rewrite:
+    # that share of the one-off is not an extra cost of cutting now (0: count all of it).
+    credit: float = 0.0
 
     @property
     def worth(self) -> bool:
-        return self.saves_per_turn > 0 and self.payback_turns <= self.horizon
+        return self.saves_per_turn > 0 and self.payback_turns * (1.0 - self.credit) <= self.horizon
 
     def text(self) -> str:
         pb = (
@@ -128,6 +135,7 @@ class Payback:
             "resend_uncached": self.resend_uncached,
             "payback_turns": None if math.isinf(self.payback_turns) else round(self.payback_turns, 2),
             "horizon_turns": None if math.isinf(self.horizon) else round(self.horizon, 2),
+            "forced_cut_chance": round(self.credit, 3),
             "text": self.text(),
         }
 
@@ -137,16 +145,25 @@ def _k(n: int) -> str:
 
 
 def payback(
-    rules: CacheRules, saves: int, kept_total: int, stable_prefix: int, horizon: float, forced: bool = False
+    rules: CacheRules,
+    saves: int,
+    kept_total: int,
+    stable_prefix: int,
+    horizon: float,
+    forced: bool = False,
+    prefix_served: bool = True,
+    credit: float = 0.0,
 ) -> Payback:
     """The pay-back of cutting `saves` tokens when `kept_total` tokens remain, of which the first
-    `stable_prefix` (tools and system prompt) are unchanged and stay cached.
+    `stable_prefix` (tools and system prompt) are unchanged and stay cached (unless `prefix_served` is
+    False: DeepSeek serves a prefix only from a unit that ends exactly there, and the first rewrite of a
+    session finds none, see `prefix_served_on_rewrite`).
 
     Per later turn the saving is what `saves` tokens cost in a steady-state request (cached reads at
     the read ratio r, as far as the provider caches); once, the rewritten part is billed at the write
     ratio w instead of r. Pay-back turns = resend x (w - r) / saving per turn.
     """
-    resend = max(0, kept_total - rules.cached(stable_prefix))
+    resend = max(0, kept_total - (rules.cached(stable_prefix) if prefix_served else 0))
     extra = resend * max(0.0, rules.write_ratio - rules.read_ratio)
     # A request in steady state is read from the cache as far as the provider's rules cache it, the
     # rest billed as input: a cut that leaves the request below a provider's minimum cacheable size
@@ -157,4 +174,48 @@ def payback(
         if extra <= 0
         else (extra / per_turn if per_turn > 0 else math.inf)
     )
-    return Payback(saves, resend, turns, horizon, forced)
+    return Payback(saves, resend, turns, horizon, forced, extra, per_turn, credit)
+
+
+def remaining_turns(turns_so_far: int, scale: float, cap: float) -> tuple[float, float]:
+    """How long a saving made now is expected to last, and the chance the session outlives `cap` turns.
+
+    A session's remaining length L is unknown; the only statistic it offers is how long it has run (n
+    turns). With no other knowledge the scale-free (Copernican) prior fits: the share of the session
+    already run is uniform, so P(L >= l) = s n / (s n + l) (s = `scale`; 1: the median remaining length
+    is the length so far; smaller is more cautious). A saving lasts until the session ends or until the
+    request would reach the trigger without this cut (`cap` turns), so its expected length is
+    E[min(L, cap)] = s n ln(1 + cap / (s n)), and P(L > cap) = s n / (s n + cap). Early in a session
+    both are small: a short run is never compacted on the hope that it goes on."""
+    sn = max(1, turns_so_far) * scale
+    if math.isinf(cap):
+        return math.inf, 0.0
+    cap = max(0.0, cap)
+    return sn * math.log1p(cap / sn), sn / (sn + cap)
+
+
+def prefix_served_on_rewrite(rules: CacheRules, earlier_rewrites: int) -> bool:
+    """Whether a request that rewrites the history still reads its unchanged prefix from the cache.
+
+    DeepSeek (docs, "Cache Persistence and Hit Rules"): a request hits only a cache prefix unit it fully
+    contains; units are persisted at the end of each request's input and output, and for a common prefix
+    once a request diverges from an earlier one. Requests that only append never leave a unit that ends
+    where the history starts, so the first rewrite of a session reads nothing (the common prefix unit it
+    leaves serves every later rewrite). Providers that match the longest cached prefix (OpenAI) or read at
+    a breakpoint before the history (Anthropic) serve it every time."""
+    return rules.rules != "deepseek" or earlier_rewrites > 0
+
+
+def economic_saving(pb: Payback, growth: float) -> float:
+    """The smallest saving per turn (tokens) at which compacting now beats waiting, for a session whose
+    request grows `growth` tokens a turn.
+
+    Compacting every time the request has grown by D over its compacted size costs, per turn, the
+    rewrite (`one_off`) spread over the D/growth turns of the cycle plus the growing request's reads
+    (rate x D/2 on average, rate = `per_turn`/saves per token). Minimised at D* = sqrt(2 x one_off x
+    growth / rate): the economic order quantity. Cutting sooner pays the rewrite too often; later keeps
+    paying for tokens a cut would have dropped."""
+    if pb.saves_per_turn <= 0 or pb.per_turn <= 0 or growth <= 0:
+        return 0.0
+    rate = pb.per_turn / pb.saves_per_turn
+    return math.sqrt(2.0 * pb.one_off * growth / rate)

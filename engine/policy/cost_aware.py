@@ -9,11 +9,21 @@ previous one and the provider's prefix cache serves all of it. Then:
 2. The compaction decision, over what will be sent (not the raw history):
    - forced: the request exceeds `trigger` x ceiling. Cut whole oldest rounds (never the task, never
      the newest round) until the request is at most `target` x ceiling: one deep cut buys many turns.
-   - early (optional): below the trigger, compact anyway when the expected saving over the expected
-     remaining turns pays for the cache rewrite at the provider's prices and cache rules.
+   - early (optional): below the trigger, compact anyway when it pays. Revision 2 (the default) asks
+     two things of a cut: (a) its expected saving over the turns it is expected to last (a scale-free
+     prior on the session's remaining length, capped where the trigger would force a cut anyway)
+     exceeds the cache rewrite at the provider's prices and rules, less the share a forced cut would
+     pay anyway; (b) it saves at least the economic cut size sqrt(2 x rewrite x growth / read price),
+     below which cutting again and again costs more than waiting (cachecost.economic_saving). A short
+     run is never cut early (a saving is not expected to last), a long one is cut about once per
+     economic cycle. Revision 1 (recordings made before) compares the pay-back with a fixed share of
+     the turns so far.
    - otherwise hold; the trace says why, with the pay-back a compaction would have had.
 3. The budget guarantee (trim_sections) and the cache markers, as in every policy. Tool schemas and
    global/session sections are only ever touched by that guarantee (forced), never by compaction.
+   Revision 2 leaves the task message as it was (the note is its own message after it) and, at
+   providers with breakpoints, keeps one on the task when one is free, so after a compaction the
+   prefix through the task is still read from the cache.
 
 Everything here is a pure function of its inputs: the same state and assembly give the same request.
 """
@@ -26,9 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.artifacts import Message, Text
-from engine.assembly import Assembly, Measure, history_rounds, omission_marker
+from engine.assembly import Assembly, Measure, history_rounds, omission_marker, wire_order
 from engine.hashing import content_hash
 from engine.optimize import (
+    Marker,
     OptimizeContext,
     OptimizeLimits,
     OptimizeResult,
@@ -41,10 +52,17 @@ from engine.optimize import (
 )
 from engine.optimize.history_ops import history_index, oldest_to_drop
 from engine.plan import Plan, Reserves
-from engine.policy.cachecost import CacheRules, Payback, payback
+from engine.policy.cachecost import (
+    CacheRules,
+    Payback,
+    economic_saving,
+    payback,
+    prefix_served_on_rewrite,
+    remaining_turns,
+)
 from engine.policy.settings import PolicySettings
 from engine.policy.state import CompactionState
-from engine.types import Form
+from engine.types import Form, SectionKind
 
 STEP = "compact_history"
 GATE = "drop_rounds"  # compaction drops whole rounds: the same gate as wave 1's drop_rounds
@@ -90,8 +108,14 @@ def note_text(st: CompactionState, summary_text: Callable[[str], str | None]) ->
     return omission_marker(st.dropped_tokens, f"{st.dropped_rounds} earlier rounds dropped")
 
 
-def apply_state(asm: Assembly, st: CompactionState, summary_text: Callable[[str], str | None]) -> Assembly:
-    """The assembly with the history as the state leaves it (the cut part replaced by its note)."""
+def apply_state(
+    asm: Assembly, st: CompactionState, summary_text: Callable[[str], str | None], revision: int = 1
+) -> Assembly:
+    """The assembly with the history as the state leaves it (the cut part replaced by its note).
+
+    Revision 1 appends the note to the task message; revision 2 sends it as its own message right after
+    the task, so the task stays byte-identical and the prefix through it (tools, system, task) is still
+    the cached prefix of every request after a compaction."""
     idx = history_index(asm)
     if idx is None or st.cut <= 0:
         return asm
@@ -102,7 +126,10 @@ def apply_state(asm: Assembly, st: CompactionState, summary_text: Callable[[str]
     if cut <= te:
         return asm
     first = items[0]
-    if isinstance(first, Message) and first.role == "user":
+    if revision >= 2 and isinstance(first, Message) and first.role == "user":
+        note = Message("user", (Text(note_text(st, summary_text)),))
+        new_items = items[:te] + (note,) + items[cut:]
+    elif isinstance(first, Message) and first.role == "user":
         # The note rides on the task message, so the conversation still starts with a user turn.
         new_first = Message("user", first.parts + (Text(note_text(st, summary_text)),))
         new_items = (new_first,) + items[1:te] + items[cut:]
@@ -166,7 +193,7 @@ def run(
     raw_total = m.total(asm_full)
 
     def stage1(s: CompactionState) -> tuple[Assembly, Assembly, Plan, OptimizeResult, list[str]]:
-        applied = apply_state(asm_full, s, summary_text)
+        applied = apply_state(asm_full, s, summary_text, settings.revision)
         p, _, _ = plan_fn(applied)
         ctx = make_ctx(p)
         r = optimize(applied, ctx, STABLE_RULES)
@@ -181,13 +208,16 @@ def run(
     h1 = history_index(asm1)
     hist_tokens = m.section(asm1[h1]) if h1 is not None else 0
     stable_prefix = t1 - hist_tokens
-    # How long would a saving last? A cautious share of the turns so far (settings.horizon: a session's
-    # remaining length is uncertain, and a compaction that does not pay back before it ends only costs),
-    # and at most until the trigger forces a cut anyway.
-    expected_left = float(max(1, turn)) * settings.horizon
+    rev2 = settings.revision >= 2
     growth = (m.section(asm_full[hidx]) if hidx is not None else 0) / max(1, turn)
     to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
-    horizon = min(expected_left, to_trigger)
+    if rev2:
+        # The expected turns a saving lasts under a scale-free prior on the session's remaining length,
+        # and the chance the session reaches the trigger, where a forced cut would rewrite anyway.
+        horizon, reach = remaining_turns(turn, settings.horizon_scale, to_trigger)
+    else:
+        # Revision 1: a cautious share of the turns so far, at most until the trigger forces a cut.
+        horizon, reach = min(float(max(1, turn)) * settings.horizon_scale, to_trigger), 0.0
     forced = t1 > trigger_tokens
     decision: dict[str, Any] = {
         "policy": settings.name,
@@ -203,9 +233,16 @@ def run(
     new_st = st
     cand = _choose_cut(asm1, st, target_tokens, m, full_len) if (forced or t1 > target_tokens) else None
     pb: Payback | None = None
+    economic = 0.0
     if cand is not None:
-        pb = payback(cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced)
+        served = prefix_served_on_rewrite(cache, st.compactions) if rev2 else True
+        pb = payback(cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced, served, reach)
         decision.update(pb.to_dict())
+        if rev2:
+            # Paying back within the horizon is not enough: a cut smaller than the economic size would
+            # be repeated so often that waiting for a deeper one costs less (see economic_saving).
+            economic = economic_saving(pb, growth)
+            decision["economic_saving"] = round(economic)
     gate_open = bool(getattr(limits, GATE))
     if cand is None:
         why = (
@@ -220,7 +257,7 @@ def run(
         why = f"gate {GATE} is off ({pb.text()})"
         decision.update(decision="skipped", reason=why)
         step = {"step": STEP, "status": "skipped", "reason": why, "tokens_saved": pb.saves_per_turn}
-    elif forced or (settings.early and pb is not None and pb.worth):
+    elif forced or (settings.early and pb is not None and pb.worth and pb.saves_per_turn >= economic):
         assert pb is not None
         summary_key = ""
         if summarize is not None and getattr(limits, SUMMARY_GATE):
@@ -257,6 +294,11 @@ def run(
     else:
         assert pb is not None
         why = f"not worth it: {pb.text()}, expected to last {horizon:.0f} turns"
+        if pb.worth and settings.early and rev2:
+            why = (
+                f"not yet: {pb.text()}, but a cut saving under {economic / 1000:.1f}k/turn costs more "
+                "than waiting for a deeper one"
+            )
         decision.update(decision="held", reason=why)
         # Written down as a skipped optimization only when the saving would be substantial.
         if pb.saves_per_turn >= REPORT_SHARE * ceiling:
@@ -266,7 +308,13 @@ def run(
     the_plan, reserves, ratio = plan_fn(asm1)
     ctx2 = make_ctx(the_plan)
     res2 = optimize(asm1, ctx2, GUARANTEE_RULES)
-    res = OptimizeResult(res2.asm, markers=res2.markers)
+    marks = res2.markers
+    if rev2:
+        # apply_state put a note after the task (only when the history starts with the user's task).
+        full_items = asm_full[hidx].items if hidx is not None else ()
+        noted = applied is not asm_full and bool(full_items) and getattr(full_items[0], "role", "") == "user"
+        marks = _with_task_marker(res2.asm, marks, ctx2, m, noted)
+    res = OptimizeResult(res2.asm, markers=marks)
     res.steps = res1.steps + [step] + res2.steps
     res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
     res.skipped = (
@@ -276,6 +324,37 @@ def run(
     )
     decision["sent_tokens"] = m.total(res.asm)
     return Outcome(the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures)
+
+
+def _with_task_marker(
+    asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext, m: Measure, noted: bool
+) -> tuple[Marker, ...]:
+    """At providers with explicit breakpoints, one more on the task message when a breakpoint is free.
+
+    After a compaction the request diverges right after the task (revision 2 leaves the task as it
+    was), and a provider with breakpoints reads only entries written at a breakpoint: without one on
+    the task, everything from the system prompt on is written again. The entry costs nothing (its
+    tokens are written by the tail breakpoint anyway) and every turn's read refreshes its lifetime.
+    `noted`: the history carries a compaction note, the last message of round 0 (after the task)."""
+    pol = ctx.policy
+    # A flipped latch suppresses the history's breakpoints (see markers): this one too.
+    if not pol.supports_markers or len(marks) >= pol.max_markers or ctx.latch_flipped:
+        return marks
+    cum = 0
+    for s in wire_order(asm):
+        if s.kind != SectionKind.HISTORY:
+            cum += m.section(s)
+            continue
+        te = task_end(s.items) - (1 if noted else 0)
+        if te <= 0 or te >= len(s.items):  # no task, or the task is the tail (its marker is there)
+            return marks
+        cum += sum(m.item(i) for i in s.items[:te])
+        if cum < pol.min_cacheable_tokens or any(k.section == s.id for k in marks if k.item < te):
+            return marks
+        pos = {x.id: n for n, x in enumerate(wire_order(asm))}
+        task = Marker(s.id, te - 1, s.scope.label, "end of task")
+        return tuple(sorted((*marks, task), key=lambda k: (pos.get(k.section, -1), k.item)))
+    return marks
 
 
 def _action(step: dict[str, Any]) -> dict[str, Any]:

@@ -694,9 +694,19 @@ def simulate_events(
     reqs_p, reqs_c, reqs_r = bp.pipeline, bp.gates_closed, bp.recorded
     scale = bp.calibration if s.calibrate else 1.0
     if scale != 1.0:
+        try:
+            same_model = table.get(str(rec_cfg["model"])).model == price.model
+        except UnknownModelError:
+            same_model = False
         notes.append(
             f"token counts scaled by {scale:.3f}: {rec_cfg['model']}'s own tokens per engine token, "
-            "learned from the recorded usage"
+            "learned from the recorded usage (applied to every simulated column, as_sent included; the "
+            "engine planned each turn against the window with the ratio known by then)"
+            + (
+                f"; {model} has no recorded usage here, so its own tokenizer may count differently"
+                if not same_model
+                else ""
+            )
         )
 
     failed = {int(e["turn"]) for e in events if e.get("k") == "error"}
