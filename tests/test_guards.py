@@ -56,8 +56,11 @@ def _pipe(window: int) -> Pipeline:
 
 @pytest.mark.parametrize("window", [4_000, 10_000, 20_000])
 def test_tier_of_a_real_turn_matches_the_literal_table(window: int) -> None:
-    """The pipeline's own trace: tier read from a literal table by the pressure it reports."""
-    pipe = _pipe(window)
+    """The pipeline's own trace: tier read from a literal table by the pressure it reports.
+    Early compaction off: it would keep the request below the bands this test walks through."""
+    pipe = Pipeline(
+        "m", "anthropic", window, counter=TokenCounter(CharTokenizer()), serve=False, policy="cost_aware:early=off"
+    )
     pipe.identity("You are a test agent.")
     pipe.user("go")
     seen = set()
