@@ -90,14 +90,17 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
             model = str(kwargs.get("model") or "unknown")
             t = self._tap_for(model)
             body = _request(kwargs)
-            if not t.guard(t.before, body):
-                return
-            if ok:
-                resp = kwargs.get("complete_streaming_response") or response_obj
-                t.guard(t.after, resp)
-            else:
-                exc = kwargs.get("exception") or response_obj or "litellm call failed"
-                t.guard(t.failed, exc)
+            # litellm hands over request and response together, from several threads (its pool) or
+            # tasks at once: both steps under the tap's lock, so another call cannot take this turn.
+            with t.lock:
+                if not t.guard(t.before, body):
+                    return
+                if ok:
+                    resp = kwargs.get("complete_streaming_response") or response_obj
+                    t.guard(t.after, resp)
+                else:
+                    exc = kwargs.get("exception") or response_obj or "litellm call failed"
+                    t.guard(t.failed, exc)
         except Exception as exc:  # nothing may reach litellm or the agent
             self.stats.errors += 1
             self.stats.last_error = f"litellm callback: {type(exc).__name__}: {exc}"

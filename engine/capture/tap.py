@@ -7,11 +7,19 @@ Every request the agent sends is journaled as the turn's *actual* assembly, and 
 is fed back. A shadow engine ingests the same messages, so the inspector shows what ContextPipe would
 have sent next to what was sent (the engine's plan is a what-if, the request is the truth).
 
-What is wrapped (sync and async clients of both SDKs): `messages.create` and `messages.stream()`
-(Anthropic), `chat.completions.create` (and the `.stream()` helper, which calls it) and
+What is wrapped (sync and async clients of both SDKs): `messages.create`, `.parse` and `.stream()`
+(Anthropic), the same three on `beta.messages` (what agents using betas call: context editing,
+compaction, the beta tool runner), `chat.completions.create` (and the `.stream()` helper, which calls it) and
 `responses.create` / `.stream()` (OpenAI); `with_raw_response` goes through the same wrappers.
 Streams (`stream=True`) are handed to the agent event by event, unchanged, while the tap reassembles the
 message and takes the usage from the final events.
+
+Concurrent calls (threads, `asyncio.gather`) each carry their own `TapCall`: a call's request and its
+response are journaled as one turn, in the order the calls started, whatever order they finish in.
+While one call's turn is open in the journal, calls started by *other* threads or tasks wait (held in
+memory, the agent is not delayed); a caller that starts a new call while its own earlier one is
+unfinished has abandoned (or interleaves) that stream, so the earlier turn is closed and its outcome,
+if it ever comes, is journaled under its own turn number as a late `usage`/`error` event.
 
 The tap never breaks the agent: every tap step runs guarded; a failure is counted in `TapStats`
 (`client.contextpipe_stats`, also `tap_errors`), journaled as a `diag` event (so `cp-inspect ps` and
@@ -20,10 +28,12 @@ the inspector's header show the count), and the agent's call goes through untouc
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import inspect
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +77,21 @@ _REQUEST_KEYS = (
 # Both SDKs mark with_raw_response ("raw") and with_streaming_response ("stream") calls with this header.
 RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
 DIAG_KIND = "tap_error"
+# Finished calls held behind an open one before the open one is given up on (closed without its
+# outcome, journaled late if it comes): an agent thread that leaves a stream open and unread must not
+# hold every other thread's turns out of the live view for long.
+MAX_HELD = 8
+
+
+def _error_kind(text: str) -> str:
+    low = text.lower()
+    if "too long" in low or "context_length" in low:
+        return "prompt_too_long"
+    if text.startswith("incomplete_stream"):
+        return "incomplete_stream"
+    if text.startswith("unobserved"):  # a call that went through but whose response the tap could not see
+        return "unobserved"
+    return "error"
 
 
 class TapError(ContextPipeError):
@@ -84,6 +109,29 @@ class TapStats:
     streams_without_usage: int = 0  # streams that ended without usage (chat without include_usage)
     unobserved: int = 0  # responses the tap could not see (with_streaming_response, raw streams)
     notes: list[str] = field(default_factory=list)
+
+
+def _caller() -> object:
+    """Who made a call: the asyncio task (the calls of one `gather` are separate tasks), else the thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop: a sync client
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
+@dataclass(eq=False)
+class TapCall:
+    """One agent call as the tap follows it: its request body (read when the call started, so later
+    edits of the agent's message list do not leak in), its turn once journaled, its outcome once known."""
+
+    body: dict[str, Any]
+    caller: object
+    turn: int | None = None
+    outcome: tuple[str, Any] | None = None  # ("after", response) or ("failed", problem)
+    # waiting -> open -> done; superseded: its turn was closed before its outcome came (journaled late);
+    # dropped: its request could not be journaled (the tap error is counted), so neither is its outcome
+    state: str = "waiting"
 
 
 def request_body(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +177,8 @@ class Tap:
         self.prompt_cache_key: str | None = None
         # Steps of concurrent calls (threads, asyncio tasks) must not interleave inside the journal.
         self.lock = threading.RLock()
+        self._open_call: TapCall | None = None  # the call whose turn is open in the journal
+        self._waiting: deque[TapCall] = deque()  # started calls not journaled yet, in start order
 
     # Compatibility names (the proxy's recorder reads them)
     @property
@@ -218,20 +268,103 @@ class Tap:
             self.feeder.feed(msg)
             self.fed.append(msg)
 
+    # ------------------------------------------------------------ per-call sequencing
+
+    def begin(self, body_of: Callable[[], dict[str, Any]]) -> TapCall | None:
+        """A call starts: read its request (None if the tap cannot: counted, the call goes on untapped)
+        and journal it now, or as soon as the call whose turn is open has its outcome."""
+        try:
+            call = TapCall(body_of(), _caller())
+        except Exception as exc:
+            self.note_error(f"before: {type(exc).__name__}: {exc}")
+            return None
+        try:
+            with self.lock:
+                cur = self._open_call
+                if cur is not None and cur.caller == call.caller:
+                    # The same thread/task calls again while its own call is unfinished: that stream
+                    # was abandoned (or is read interleaved); waiting for it would stall the journal.
+                    cur.state = "superseded"
+                    self._open_call = None
+                self._waiting.append(call)
+                self._drain()
+        except Exception as exc:
+            self.note_error(f"begin: {type(exc).__name__}: {exc}")
+        return call
+
+    def end(self, call: TapCall | None, response: Any = None, problem: Any = None) -> None:
+        """A call's outcome: its response, or `problem` (an exception or text) when it failed."""
+        if call is None:
+            return
+        try:
+            with self.lock:
+                if call.outcome is not None or call.state in ("done", "dropped"):
+                    return
+                call.outcome = ("after", response) if problem is None else ("failed", problem)
+                if call.state == "open":
+                    self._settle(call)
+                    self._open_call = None
+                    self._drain()
+                elif call.state == "superseded":
+                    call.state = "done"
+                    self.guard(self.late, call)
+                else:  # waiting behind the open call: journaled in turn by _drain
+                    held = sum(1 for c in self._waiting if c.outcome is not None)
+                    if held >= MAX_HELD and self._open_call is not None:
+                        self._open_call.state = "superseded"
+                        self._open_call = None
+                        self._drain()
+        except Exception as exc:
+            self.note_error(f"end: {type(exc).__name__}: {exc}")
+
+    def _drain(self) -> None:
+        """Journal waiting calls in start order until one is still in flight (its turn stays open)."""
+        while self._open_call is None and self._waiting:
+            c = self._waiting.popleft()
+            if not self.guard(self.before, c.body) or self.pipe is None:
+                c.state = "dropped"
+                continue
+            c.turn, c.state = self.pipe.turn - 1, "open"
+            self._open_call = c
+            if c.outcome is not None:
+                self._settle(c)
+                self._open_call = None
+
+    def _settle(self, c: TapCall) -> None:
+        assert c.outcome is not None
+        kind, payload = c.outcome
+        c.state = "done"
+        self.guard(self.after if kind == "after" else self.failed, payload)
+
+    def late(self, call: TapCall) -> None:
+        """The outcome of a call whose turn is already closed: a `usage` (or `error`) event under the
+        call's own turn number, folded like the pipeline's own. The reply is not fed to the shadow
+        history (later requests of that conversation carry it anyway)."""
+        assert self.pipe is not None and call.outcome is not None and call.turn is not None
+        kind, payload = call.outcome
+        ev: dict[str, Any]
+        if kind == "failed":
+            text = str(payload)
+            ev = {"k": "error", "turn": call.turn, "kind": _error_kind(text), "message": text[:2000]}
+        else:
+            data = plain(payload) if not isinstance(payload, dict) else payload
+            if not isinstance(data, dict):
+                raise TapError(f"response is {type(data).__name__}, not an object")
+            if data.get("usage") is None:
+                self.stats.streams_without_usage += 1
+                return
+            key = call.body.get("prompt_cache_key")
+            u = normalize_usage(data["usage"]).with_extra(
+                prompt_cache_key=key if isinstance(key, str) else None, **cache_diagnostics(data)
+            )
+            ev = {"k": "usage", "turn": call.turn, "usage": u.to_dict(), "estimated": 0}
+        self.pipe.fold(ev)
+        self.pipe.journal.append(ev)
+
     def failed(self, exc: BaseException | str) -> None:
         assert self.pipe is not None
         text = str(exc)
-        low = text.lower()
-        kind = (
-            "prompt_too_long"
-            if "too long" in low or "context_length" in low
-            else "incomplete_stream"
-            if text.startswith("incomplete_stream")
-            else "unobserved"  # a call that went through but whose response the tap could not see
-            if text.startswith("unobserved")
-            else "error"
-        )
-        self.pipe.record_error(kind, text)
+        self.pipe.record_error(_error_kind(text), text)
 
     def guard(self, step: Callable[..., None], *args: Any) -> bool:
         """Run one tap step; a failure is counted and journaled, never raised. True if it worked."""
@@ -262,7 +395,7 @@ class Tap:
         except Exception:  # the diagnostic itself must not fail the agent either
             pass
 
-    def finish_stream(self, acc: Accumulator, problem: str | None) -> None:
+    def finish_stream(self, call: TapCall | None, acc: Accumulator, problem: str | None) -> None:
         """A streamed call ended (or was abandoned): journal its message and usage, or why not."""
         if problem is None and not acc.complete:
             problem = f"incomplete_stream: the agent stopped reading after {acc.events} events"
@@ -270,14 +403,22 @@ class Tap:
             problem = f"incomplete_stream: {problem}"
         result = acc.result()
         if problem is None and result is not None:
-            self.guard(self.after, result)
+            self.end(call, result)
         else:
-            self.guard(self.failed, problem or "incomplete_stream: no message")
+            self.end(call, problem=problem or "incomplete_stream: no message")
 
     def close(self) -> None:
-        """Finish the recording (idempotent; also run at interpreter exit)."""
+        """Finish the recording (idempotent; also run at interpreter exit). Calls still in flight are
+        journaled as such: the recording says what it does not know."""
         try:
             with self.lock:
+                unfinished = "unobserved: still in flight when the recording was closed"
+                for c in self._waiting:
+                    if c.outcome is None:
+                        c.outcome = ("failed", unfinished)
+                if self._open_call is not None:
+                    self.end(self._open_call, problem=unfinished)
+                self._drain()
                 if self.pipe is not None:
                     self.pipe.close()
         except Exception as exc:
@@ -303,25 +444,20 @@ def _raw_mode(kwargs: dict[str, Any]) -> str | None:
 
 
 class _CallSite:
-    """One wrapped SDK method: request journaled before the call, response (or error) after."""
+    """One wrapped SDK method: each call gets its TapCall when it starts; its response (or error) is
+    that call's outcome, so concurrent calls cannot trade responses."""
 
     def __init__(self, t: Tap, is_async: bool, stream_wire: str) -> None:
         self.t, self.is_async, self.stream_wire = t, is_async, stream_wire
 
-    def start(self, kwargs: dict[str, Any]) -> bool:
-        t = self.t
-        t.stats.calls += 1
+    def start(self, kwargs: dict[str, Any]) -> TapCall | None:
+        self.t.stats.calls += 1
+        return self.t.begin(lambda: request_body(kwargs))
 
-        def before() -> None:
-            t.before(request_body(kwargs))
-
-        before.__name__ = "before"
-        return t.guard(before)
-
-    def observe(self, resp: Any, kwargs: dict[str, Any], journaled: bool) -> Any:
+    def observe(self, resp: Any, kwargs: dict[str, Any], call: TapCall | None) -> Any:
         """The agent's return value, wrapped if it is a stream; the response journaled otherwise."""
         t = self.t
-        if not journaled:
+        if call is None:
             return resp
         try:
             mode = _raw_mode(kwargs)
@@ -331,29 +467,30 @@ class _CallSite:
             )
             if mode == "stream":  # with_streaming_response: the body is the agent's to read, lazily
                 t.stats.unobserved += 1
-                t.guard(
-                    t.failed, "unobserved: the agent reads this response itself (with_streaming_response)"
+                t.end(
+                    call, problem="unobserved: the agent reads this response itself (with_streaming_response)"
                 )
                 return resp
             if mode is not None:  # with_raw_response: parse() is cached, the agent gets the same object
                 if streaming:
                     t.stats.unobserved += 1
-                    t.guard(t.failed, "unobserved: the agent reads this raw stream itself")
+                    t.end(call, problem="unobserved: the agent reads this raw stream itself")
                     return resp
-                t.guard(t.after, resp.parse())
+                t.end(call, resp.parse())
                 return resp
             if streaming:
                 acc = ACCUMULATORS[self.stream_wire]()
                 cls = AsyncTappedStream if self.is_async else TappedStream
-                return cls(resp, acc, lambda a, p: t.finish_stream(a, p))
-            t.guard(t.after, resp)
+                return cls(resp, acc, lambda a, p: t.finish_stream(call, a, p))
+            t.end(call, resp)
         except Exception as exc:
             t.note_error(f"observe: {type(exc).__name__}: {exc}")
+            t.end(call, problem=f"unobserved: the tap could not read the response ({type(exc).__name__})")
         return resp
 
-    async def aobserve(self, resp: Any, kwargs: dict[str, Any], journaled: bool) -> Any:
+    async def aobserve(self, resp: Any, kwargs: dict[str, Any], call: TapCall | None) -> Any:
         """observe() for async clients: an async raw response's parse() is a coroutine (cached too)."""
-        if journaled and _raw_mode(kwargs) == "raw" and not kwargs.get("stream"):
+        if call is not None and _raw_mode(kwargs) == "raw" and not kwargs.get("stream"):
             t = self.t
             try:
                 parsed = resp.parse()  # openai's legacy raw response parses synchronously
@@ -361,59 +498,61 @@ class _CallSite:
                     parsed = await parsed
             except Exception as exc:
                 t.note_error(f"observe: {type(exc).__name__}: {exc}")
+                t.end(call, problem=f"unobserved: the tap could not read the response ({type(exc).__name__})")
                 return resp
-            t.guard(t.after, parsed)
+            t.end(call, parsed)
             return resp
-        return self.observe(resp, kwargs, journaled)
+        return self.observe(resp, kwargs, call)
 
-    def error(self, exc: BaseException, journaled: bool) -> None:
-        if journaled:
-            self.t.guard(self.t.failed, exc)
+    def error(self, exc: BaseException, call: TapCall | None) -> None:
+        self.t.end(call, problem=exc)
 
 
-def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str) -> None:
-    original = resource.create
+def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: str = "create") -> None:
+    original = getattr(resource, name, None)
+    if original is None:  # an SDK version without this method
+        return
     site = _CallSite(t, is_async, stream_wire)
     if is_async:
 
         async def acreate(*args: Any, **kwargs: Any) -> Any:
-            journaled = site.start(kwargs)
+            call = site.start(kwargs)
             try:
                 resp = await original(*args, **kwargs)
             except Exception as exc:
-                site.error(exc, journaled)
+                site.error(exc, call)
                 raise
-            return await site.aobserve(resp, kwargs, journaled)
+            return await site.aobserve(resp, kwargs, call)
 
-        resource.create = acreate
+        setattr(resource, name, acreate)
     else:
 
         def create(*args: Any, **kwargs: Any) -> Any:
-            journaled = site.start(kwargs)
+            call = site.start(kwargs)
             try:
                 resp = original(*args, **kwargs)
             except Exception as exc:
-                site.error(exc, journaled)
+                site.error(exc, call)
                 raise
-            return site.observe(resp, kwargs, journaled)
+            return site.observe(resp, kwargs, call)
 
-        resource.create = create
+        setattr(resource, name, create)
     # with_raw_response / with_streaming_response wrap `create` when first used (cached properties):
     # drop any cached copy so they are rebuilt around the tapped method.
-    for name in ("with_raw_response", "with_streaming_response"):
-        resource.__dict__.pop(name, None)
+    for cached in ("with_raw_response", "with_streaming_response"):
+        resource.__dict__.pop(cached, None)
 
 
 class _TappedStreamManager:
     """Anthropic's `messages.stream()` helper (it posts without calling create): the request is
     journaled when the stream is opened, the final message snapshot when the `with` block ends."""
 
-    def __init__(self, inner: Any, t: Tap, journaled: bool) -> None:
-        self._inner, self._t, self._journaled = inner, t, journaled
+    def __init__(self, inner: Any, t: Tap, call: TapCall | None) -> None:
+        self._inner, self._t, self._call = inner, t, call
         self._stream: Any = None
 
     def _finish(self) -> None:
-        if not self._journaled:
+        if self._call is None:
             return
         t = self._t
         snap = None
@@ -422,16 +561,15 @@ class _TappedStreamManager:
         except Exception:
             snap = None
         if snap is not None and getattr(snap, "stop_reason", None) is not None:
-            t.guard(t.after, snap)
+            t.end(self._call, snap)
         else:
-            t.guard(t.failed, "incomplete_stream: the stream was closed before its final message")
+            t.end(self._call, problem="incomplete_stream: the stream was closed before its final message")
 
     def __enter__(self) -> Any:
         try:
             self._stream = self._inner.__enter__()
         except Exception as exc:
-            if self._journaled:
-                self._t.guard(self._t.failed, exc)
+            self._t.end(self._call, problem=exc)
             raise
         return self._stream
 
@@ -445,8 +583,7 @@ class _TappedStreamManager:
         try:
             self._stream = await self._inner.__aenter__()
         except Exception as exc:
-            if self._journaled:
-                self._t.guard(self._t.failed, exc)
+            self._t.end(self._call, problem=exc)
             raise
         return self._stream
 
@@ -467,10 +604,23 @@ def _wrap_anthropic_stream(resource: Any, t: Tap, is_async: bool) -> None:
     site = _CallSite(t, is_async, "anthropic")
 
     def stream(*args: Any, **kwargs: Any) -> Any:
-        journaled = site.start(kwargs)
-        return _TappedStreamManager(original(*args, **kwargs), t, journaled)
+        call = site.start(kwargs)
+        return _TappedStreamManager(original(*args, **kwargs), t, call)
 
     resource.stream = stream
+
+
+def _anthropic_resources(client: Any) -> list[Any]:
+    """`client.messages` and, when the SDK has it, `client.beta.messages` (the betas' endpoint: same
+    wire format, with `?beta=true` and the `anthropic-beta` header; the beta tool runner calls it)."""
+    found = [client.messages]
+    try:
+        beta = getattr(getattr(client, "beta", None), "messages", None)
+    except Exception:  # an SDK whose beta namespace cannot be built: tap what there is
+        beta = None
+    if beta is not None and beta is not client.messages:
+        found.append(beta)
+    return found
 
 
 def _is_async(client: Any) -> bool:
@@ -488,8 +638,11 @@ def tap(
     is_async = _is_async(client)
     if module.startswith("anthropic") and hasattr(client, "messages"):
         t = Tap("anthropic", record=record, serve=serve, window=window)
-        _wrap_create(client.messages, t, is_async, "anthropic")
-        _wrap_anthropic_stream(client.messages, t, is_async)
+        for resource in _anthropic_resources(client):
+            # parse(): structured outputs, and the beta tool runner's non-streamed calls
+            for name in ("create", "parse"):
+                _wrap_create(resource, t, is_async, "anthropic", name)
+            _wrap_anthropic_stream(resource, t, is_async)
     elif hasattr(client, "chat") and hasattr(client.chat, "completions"):
         t = Tap("openai", record=record, serve=serve, window=window)
         _wrap_create(client.chat.completions, t, is_async, "openai")

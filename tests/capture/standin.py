@@ -10,6 +10,10 @@ Behaviour by model name, for the bad-input tests:
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
+Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
+of its own (N output tokens, 1000+N uncached input tokens; for OpenAI N completion tokens, 2000+N
+prompt tokens) and is answered S seconds late (a stream pauses S seconds half-way), so concurrent
+calls finish in an order of the test's choosing and each response is recognisable by its usage.
 Scripted replies: `StandIn.script` is a list served in order (then the default): a string is the
 assistant's text; `{"bash": CMD}` is a reply that calls the `bash` tool with `{"command": CMD}` (as
 mini-swe-agent's tool-calling config expects), with a fresh call id each time.
@@ -23,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import threading
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +66,24 @@ USAGE_RESPONSES = {
     "output_tokens_details": {"reasoning_tokens": 0},
     "total_tokens": 1509,
 }
+
+
+_DIRECTIVE = re.compile(rb"\[standin tokens=(\d+)(?: delay=([0-9.]+))?\]")
+# Set per request (aiohttp serves each request in its own task, so concurrent requests keep theirs).
+_TOKENS: ContextVar[int | None] = ContextVar("standin_tokens", default=None)
+
+
+def usage_anthropic() -> dict[str, Any]:
+    n = _TOKENS.get()
+    return USAGE_ANTHROPIC if n is None else {**USAGE_ANTHROPIC, "input_tokens": 1000 + n, "output_tokens": n}
+
+
+def usage_openai(deepseek: bool = False) -> dict[str, Any]:
+    base = USAGE_DEEPSEEK if deepseek else USAGE_OPENAI
+    n = _TOKENS.get()
+    if n is None:
+        return base
+    return {**base, "prompt_tokens": 2000 + n, "completion_tokens": n, "total_tokens": 2000 + 2 * n}
 
 
 def sse(event: str | None, data: Any) -> bytes:
@@ -120,11 +144,11 @@ class StandIn:
             ],
             "stop_reason": "tool_use",
             "stop_sequence": None,
-            "usage": USAGE_ANTHROPIC,
+            "usage": usage_anthropic(),
         }
 
     def anthropic_stream(self, model: str, text: str) -> list[bytes]:
-        start_usage = {**USAGE_ANTHROPIC, "output_tokens": 1}
+        start_usage = {**usage_anthropic(), "output_tokens": 1}
         msg = {
             **self.anthropic_message(model, text),
             "content": [],
@@ -176,7 +200,7 @@ class StandIn:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                    "usage": {"output_tokens": USAGE_ANTHROPIC["output_tokens"]},
+                    "usage": {"output_tokens": usage_anthropic()["output_tokens"]},
                 },
             )
         )
@@ -195,7 +219,7 @@ class StandIn:
             "model": model,
             "system_fingerprint": "fp_standin",
             "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "stop"}],
-            "usage": USAGE_DEEPSEEK if deepseek else USAGE_OPENAI,
+            "usage": usage_openai(deepseek),
         }
 
     def chat_stream(self, model: str, text: str, include_usage: bool) -> list[bytes]:
@@ -224,9 +248,7 @@ class StandIn:
             out.append(chunk({"content": w}))
         out.append(chunk({}, "stop"))
         if include_usage:
-            out.append(
-                sse(None, {**base, "choices": [], "usage": USAGE_DEEPSEEK if deepseek else USAGE_OPENAI})
-            )
+            out.append(sse(None, {**base, "choices": [], "usage": usage_openai(deepseek)}))
         out.append(b"data: [DONE]\n\n")
         return out
 
@@ -344,6 +366,11 @@ class StandIn:
             return web.json_response({"error": {"message": f"not JSON ({len(raw)} bytes)"}}, status=400)
         model = str(body.get("model", "m"))
         path = request.path
+        directive = _DIRECTIVE.search(raw)
+        late = 0.0
+        if directive is not None:
+            _TOKENS.set(int(directive.group(1)))
+            late = float(directive.group(2) or 0)
         anthropic = path.endswith("/messages")
         for code in (429, 500):
             if model.endswith(f"-error{code}"):
@@ -368,6 +395,8 @@ class StandIn:
                 )
         item = self._text()
         if not body.get("stream") or not isinstance(item, str):
+            if late:
+                await asyncio.sleep(late)
             data = json.dumps(self.reply(path, model, item)).encode()
             self.sent.append(data)
             return web.Response(body=data, content_type="application/json", headers={"x-request-id": "req_1"})
@@ -391,6 +420,8 @@ class StandIn:
                 assert request.transport is not None
                 request.transport.abort()
                 return resp
+            if late and i == len(events) // 2:
+                await asyncio.sleep(late)
             try:
                 await resp.write(ev)
             except (ConnectionError, RuntimeError):
