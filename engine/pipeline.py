@@ -260,12 +260,11 @@ class Pipeline:
         self.otel = sink
 
     def _publish(self, ev: Event) -> None:
-        """Hand one journal event to the recorder and the probe. The recording compresses whole turns
-        (format version 2), so both take the plain event; the probe encodes it for its clients."""
-        if self.recorder is not None:
-            self.recorder.append(ev)
+        """Hand one journal event to the recorder and the probe. The recorder encodes every event it
+        writes; the probe gets those bytes too, so its thread does not encode the event a second time."""
+        frame = self.recorder.append(ev) if self.recorder is not None else None
         if self.probe is not None:
-            self.probe.publish(ev)
+            self.probe.publish(ev, frame)
 
     def close(self) -> None:
         self.close_turn()

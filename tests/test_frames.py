@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import struct
+import uuid
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.recording.frames import HEADER_SIZE, MAX_FRAME_BYTES, FrameError, decode_frames, encode_frame
+from engine.recording.frames import (
+    HEADER_SIZE,
+    MAX_FRAME_BYTES,
+    FrameError,
+    decode_frames,
+    encode_frame,
+    ormsgpack,
+    pack_payload,
+    pack_payload_fast,
+)
 
 scalars = st.one_of(
     st.none(),
@@ -76,3 +89,51 @@ def test_huge_length_prefix_is_refused_before_reading() -> None:
     with pytest.raises(FrameError, match="exceeds the limit") as err:
         decode_frames(hostile)
     assert err.value.offset == 0 and 2**31 > MAX_FRAME_BYTES
+
+
+# ------------------------------------------------------------------ the probe's fast encoder
+
+wide_values = st.recursive(
+    scalars | st.tuples(st.integers(-(2**63), 2**64 - 1), st.text(max_size=4)),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=8) | st.integers(0, 9), inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), wide_values, max_size=6))
+@settings(max_examples=400)
+def test_fast_payload_decodes_to_what_msgpack_gives(ev: dict[str, object]) -> None:
+    """Whatever pack_payload_fast encodes decodes exactly as pack_payload's encoding does (tuples as
+    arrays, bytes as bin, key order kept); what it does not take (int map keys) it leaves to msgpack."""
+    fast = pack_payload_fast(ev)
+    slow = pack_payload(ev)
+    if fast is None:
+        assert ormsgpack is None or _has_int_key(ev)
+        return
+    assert unpack(fast) == unpack(slow)
+    assert list(unpack(fast)) == list(ev)
+
+
+def _has_int_key(v: object) -> bool:
+    if isinstance(v, dict):
+        return any(not isinstance(k, str) or _has_int_key(x) for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return any(_has_int_key(x) for x in v)
+    return False
+
+
+def unpack(b: bytes) -> object:
+    return msgpack.unpackb(b, raw=False, strict_map_key=False)
+
+
+@pytest.mark.skipif(ormsgpack is None, reason="ormsgpack is not installed: the probe encodes with msgpack")
+def test_fast_payload_refuses_what_msgpack_refuses() -> None:
+    @dataclasses.dataclass
+    class D:
+        x: int
+
+    for bad in (D(1), datetime.datetime(2026, 1, 1), uuid.UUID(int=1), object(), 2**64):
+        assert pack_payload_fast({"k": "x", "v": bad}) is None
+        with pytest.raises((TypeError, OverflowError, ValueError)):
+            pack_payload({"k": "x", "v": bad})

