@@ -22,7 +22,6 @@ from engine.sim.cachesim import (
     CacheSimulator,
     Call,
     CallCache,
-    _common_prefix,
     _KeyChain,
     _prefix_keys,
     deepseek_persist_probability,
@@ -375,15 +374,6 @@ def test_key_chain_gives_the_keys_of_a_fresh_chain(seqs: list[list[str]]) -> Non
     for names in seqs:
         blocks = [blk(n, 10) for n in names]
         assert chain.keys_for(blocks) == _prefix_keys(blocks)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.sampled_from("ab"), max_size=10), max_size=3), st.lists(st.sampled_from("ab")))
-def test_common_prefix_is_the_first_difference(prefixes: list[list[str]], tail: list[str]) -> None:
-    for p in prefixes:
-        a, b = p + tail, p + ["x"] + tail
-        n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-        assert _common_prefix(a, b) == n == _common_prefix(b, a)
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "deepseek", "bedrock"])

@@ -36,6 +36,7 @@ from itertools import accumulate
 from typing import Any
 
 from engine.errors import ContextPipeError
+from engine.request_diff import common_prefix_len
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 SEGMENT_ORDER = {"tools": 0, "system": 1, "messages": 2}
@@ -137,22 +138,6 @@ def _extend_keys(keys: list[bytes], shas: Sequence[str]) -> list[bytes]:
     return keys
 
 
-def _common_prefix(a: list[str], b: list[str]) -> int:
-    """Length of the longest common prefix of a and b (list compares run in C; a binary search over
-    them beats a Python loop on the long, mostly shared requests of an agent session)."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 class _KeyChain:
     """Prefix keys (see `_prefix_keys`) of one call after another: a call shares most of its prefix
     with the previous one, so only the blocks after the shared part are hashed. Same keys as
@@ -164,7 +149,7 @@ class _KeyChain:
 
     def keys_for(self, blocks: Sequence[Block]) -> list[bytes]:
         shas = [b.sha for b in blocks]
-        common = _common_prefix(self.shas, shas)
+        common = common_prefix_len(self.shas, shas)
         keys = _extend_keys(self.keys[: common + 1], shas[common:])
         self.shas, self.keys = shas, keys
         return keys

@@ -52,6 +52,7 @@ from engine.providers import canonical_provider
 from engine.providers.base import Block
 from engine.recording.journal import Event, unpack_event
 from engine.recording.replay import Replayer
+from engine.request_diff import common_prefix_len
 from engine.sim import cachesim
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
 from engine.sim.policies import ALL as ALL_POLICIES
@@ -492,6 +493,8 @@ def _simulate(
     # distinct block is converted once; building a frozen dataclass per block per call was most of the
     # cost of this function on a long session.
     conv: dict[tuple[str, int, bool, str], cachesim.Block] = {}
+    prev_blocks: list[Block] = []
+    prev_cblocks: list[cachesim.Block] = []
     for k, r in enumerate(reqs):
         ts = max(r.time, last + MIN_STEP_S)
         last = ts
@@ -503,8 +506,11 @@ def _simulate(
             nxt = reqs[k + 1].blocks
             if len(nxt) > len(r.blocks):
                 out_sha = nxt[len(r.blocks)].sha
-        cblocks: list[cachesim.Block] = []
-        for b in r.blocks:
+        # The engine hands consecutive requests the same Block objects for what did not change, so
+        # the converted prefix of the previous call is reused (list compares check identity first).
+        common = common_prefix_len(prev_blocks, r.blocks)
+        cblocks = prev_cblocks[:common]
+        for b in r.blocks[common:]:
             key = (b.sha, b.tokens, b.marker, b.segment)
             cb = conv.get(key)
             if cb is None:
@@ -512,6 +518,7 @@ def _simulate(
                     b.sha, round(b.tokens * scale), breakpoint=b.marker, segment=b.segment
                 )
             cblocks.append(cb)
+        prev_blocks, prev_cblocks = r.blocks, cblocks
         calls.append(Call(tuple(cblocks), ts, model, outputs.get(r.turn, 0), out_sha))
     sim = CacheSimulator(rules, model, **dict(options))
     results = sim.simulate(calls)
