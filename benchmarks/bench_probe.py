@@ -36,8 +36,8 @@ order, which cancels the drift of turns that slow down as the history grows. A r
 may happen up to a few hundred ms after them (the agent is idle meanwhile: only the probe's CPU counts). The subject is one reading inspector (`reader`), or hostile same-uid clients from
 benchmarks/attack_probe.py in their own process (ping flood, one-byte trickle, connect/close churn,
 200 readers, all at once), started before the block and stopped after it. Figures: the median over
-rounds of the per-round ratios (process CPU per turn, and wall per turn), and the probe thread's own
-CPU per turn (its POSIX thread clock) as a share of the turn.
+rounds of the per-round ratios (process CPU per turn, the agent thread's own CPU per turn, and wall per
+turn), and the probe thread's own CPU per turn (its POSIX thread clock) as a share of the turn.
 """
 
 from __future__ import annotations
@@ -336,19 +336,22 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     cpu_ratio: list[float] = []
     wall_ratio: list[float] = []
     io_share: list[float] = []
+    agent_ratio: list[float] = []
     turn_cpu: list[float] = []
     rested = 0.0
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
         run_block(step, 0, args.warmup)
         turn = args.warmup
-        sums = {"base": [0.0, 0.0, 0.0], "subject": [0.0, 0.0, 0.0]}  # wall, CPU, probe thread CPU
+        # wall, process CPU, probe thread CPU, agent (this) thread CPU
+        sums = {"base": [0.0, 0.0, 0.0, 0.0], "subject": [0.0, 0.0, 0.0, 0.0]}
         # base, subject (two blocks' worth, one attachment), base: symmetric, so linear drift cancels.
         for mode, n in (("base", args.turns), ("subject", 2 * args.turns), ("base", args.turns)):
             proc = start_subject(subject, server, rt) if mode == "subject" else None
             gc.collect()
-            io0, r0, c0 = thread_cpu(server), server.rested, time.process_time()
+            io0, r0, c0, a0 = thread_cpu(server), server.rested, time.process_time(), time.thread_time()
             times, _ = run_block(step, turn, n)
+            agent = time.thread_time() - a0  # the agent's own turns (stopping the reader is not one)
             if proc is not None:
                 # The probe sends a burst up to a few hundred ms after it is published: wait until the
                 # reader has it all, so the block is charged with all of its own sending (the agent is
@@ -363,8 +366,10 @@ def paired(args: argparse.Namespace, subject: str) -> None:
             acc[0] += sum(times)
             acc[1] += cpu
             acc[2] += io
+            acc[3] += agent
         pipe.close()
-        (bw, bc, _), (sw, sc, sio) = sums["base"], sums["subject"]
+        (bw, bc, _, ba), (sw, sc, sio, sa) = sums["base"], sums["subject"]
+        agent_ratio.append(sa / ba)
         cpu_ratio.append(sc / bc)
         wall_ratio.append(sw / bw)
         io_share.append(sio / bc)
@@ -375,7 +380,8 @@ def paired(args: argparse.Namespace, subject: str) -> None:
         f"{subject:8s}{rec}: turn {statistics.median(turn_cpu) * 1e3:.2f} ms CPU | CPU ratio median "
         f"{statistics.median(cpu_ratio):.3f} (geo. mean {gmean(cpu_ratio):.3f}) | wall ratio median "
         f"{statistics.median(wall_ratio):.3f} (geo. mean {gmean(wall_ratio):.3f}) | probe thread "
-        f"{statistics.median(io_share) * 100:.2f}% of a turn | rested {rested:.2f} s | "
+        f"{statistics.median(io_share) * 100:.2f}% of a turn | agent thread CPU ratio median "
+        f"{statistics.median(agent_ratio):.3f} | rested {rested:.2f} s | "
         f"{args.rounds} rounds of {args.turns}+{2 * args.turns}+{args.turns} turns"
     )
     print("  CPU ratios by round:", " ".join(f"{r:.3f}" for r in cpu_ratio))
