@@ -161,8 +161,12 @@ def pydicom_recording() -> Path:
     if not PYDICOM.exists():
         raise SystemExit(f"trajectory not found: {PYDICOM} (set CONTEXTPIPE_TRAJECTORIES)")
     rec = Path(tempfile.gettempdir()) / "cp-bench-tui-pydicom-1413.cpsession"
-    subprocess.run([sys.executable, "-m", "inspector.cli", "import", "auto", str(PYDICOM), "-o", str(rec)],
+    # Imported afresh each time (the importer may have changed), into a private name then renamed:
+    # `import` refuses an existing -o, and another benchmark process may be reading `rec` right now.
+    part = rec.with_name(f"{rec.stem}.{os.getpid()}.partial")
+    subprocess.run([sys.executable, "-m", "inspector.cli", "import", "auto", str(PYDICOM), "-o", str(part)],
                    check=True, capture_output=True, cwd=ROOT)
+    os.replace(part, rec)
     return rec
 
 

@@ -49,7 +49,7 @@ from inspector.timeline import Timeline
 from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
-from panels.content_viewer import ContentViewer
+from panels.content_viewer import DEFAULT_WIDTH, ContentViewer
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.navigation import JumpToTurn
 from panels.pressure import PressurePanel
@@ -111,7 +111,7 @@ class InspectorApp(App[None]):
         super().__init__()
         self.view = SessionView(source, start_turn)
         self.reader = SourceReader(self, source)
-        self.content = ContentLoader(self, source)
+        self.content = ContentLoader(self, source, self._content_width)
         self.whatif = WhatIfRunner(self, source)
         self._play_timer: Timer | None = None
         self._status_markup = ""
@@ -297,7 +297,10 @@ class InspectorApp(App[None]):
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
-        viewer.show(message.title, message.text, message.highlighted, message.dark)
+        viewer.show(message.title, message.text, message.document, message.dark)
+
+    def _content_width(self) -> int:
+        return self._viewer.wrap_width if self._viewer is not None else DEFAULT_WIDTH
 
     @on(SectionSelected)
     def _section_selected(self, message: SectionSelected) -> None:

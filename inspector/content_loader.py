@@ -4,6 +4,7 @@ step cancels, so held-down arrow keys never queue up work for turns the person h
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from textual.app import App
 from textual.worker import get_current_worker
@@ -11,16 +12,18 @@ from textual.worker import get_current_worker
 from engine.trace_schema import Trace
 from inspector.messages import ContentLoaded
 from inspector.sources import Source
-from panels.highlight import guess_language, highlight
+from panels.text_document import TextDocument, prepare
 
 CONTENT_DEBOUNCE_S = 0.08  # steps closer together than this are a held key: fetch content once it stops
 
 
 class ContentLoader:
-    def __init__(self, app: App[None], source: Source) -> None:
+    def __init__(self, app: App[None], source: Source, width: Callable[[], int]) -> None:
         self.app, self.source = app, source
+        self.width = width  # the content view's wrap width, read on the UI thread
         self.show_request = False  # the Content tab shows the request body instead of a section
         self._last_step = 0.0
+        self._last: TextDocument | None = None  # the last document prepared (by a worker)
 
     def load(self, trace: Trace, section_id: str | None, stepping: bool = False) -> None:
         now = time.monotonic()
@@ -35,7 +38,7 @@ class ContentLoader:
             self._fetch(turn, section_id, f"{section_id} · turn {turn} · {form}", wait)
 
     def _fetch(self, turn: int, section_id: str | None, title: str, wait: float) -> None:
-        dark = self.app.current_theme.dark  # read on the UI thread
+        dark, width = self.app.current_theme.dark, self.width()  # read on the UI thread
 
         def work() -> None:
             worker = get_current_worker()
@@ -47,8 +50,12 @@ class ContentLoader:
                     else self.source.section_content(turn, section_id))
             if worker.is_cancelled:
                 return
-            highlighted = highlight(text, guess_language(text), dark)
+            last = self._last  # stepping past a section whose text did not change (tools): reuse it
+            if last is not None and (last.text, last.dark, last.width) == (text, dark, width):
+                document = last
+            else:
+                document = self._last = prepare(text, dark, width)
             if not worker.is_cancelled:
-                self.app.post_message(ContentLoaded(title, text, highlighted, dark))
+                self.app.post_message(ContentLoaded(title, text, document, dark))
 
         self.app.run_worker(work, thread=True, exclusive=True, group="content", exit_on_error=False)

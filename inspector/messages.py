@@ -12,6 +12,7 @@ from textual.message import Message
 
 from engine.trace_schema import Trace
 from engine.whatif import Overrides
+from panels.text_document import TextDocument
 
 
 @dataclass
@@ -58,9 +59,10 @@ class ReplanFinished(Message):
 class ContentLoaded(Message):
     title: str
     text: str
-    # The text already highlighted in the worker for a dark (True) or light theme: pygments over a long
-    # history is hundreds of milliseconds that must not run on the UI thread. None: highlight on show.
-    highlighted: Text | None = None
+    # The text already highlighted, split and wrapped in the worker for a dark (True) or light theme and
+    # the viewer's width: pygments over a long history is hundreds of milliseconds, and wrapping it tens,
+    # that must not run on the UI thread. None: prepared on show.
+    document: TextDocument | Text | None = None
     dark: bool | None = None
 
 

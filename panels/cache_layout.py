@@ -7,10 +7,16 @@ from __future__ import annotations
 from textual.content import Content
 from textual.markup import escape
 from textual.reactive import reactive
-from textual.widget import Widget
 
 from engine.trace_schema import Trace
 from panels.fmt import scope_style, tok
+from panels.line_panel import LinePanel, merge_runs
+
+# The same every turn: parsed once (theme variables are resolved when drawn, so a theme change is fine).
+LEGEND = Content.from_markup(
+    "[$text on $scope-global] global [/] [$text on $scope-session] session [/] "
+    "[$text on $scope-none] none [/] [$text-muted]blocks ∝ tokens, in send order[/]"
+)
 
 
 def _columns(tokens: list[int], width: int) -> list[int]:
@@ -24,18 +30,20 @@ def _columns(tokens: list[int], width: int) -> list[int]:
     return cells
 
 
-class CacheLayoutPanel(Widget):
+class CacheLayoutPanel(LinePanel):
     DEFAULT_CSS = "CacheLayoutPanel { height: auto; }"
-    trace: reactive[Trace | None] = reactive(None)
+    trace: reactive[Trace | None] = reactive(None, repaint=False)
 
     def on_mount(self) -> None:
         self.border_title = "Cache layout"
 
-    def render(self) -> Content:
+    def watch_trace(self) -> None:
+        self.redraw()
+
+    def lines(self, width: int) -> list[Content]:
         t = self.trace
         if t is None:
-            return Content("")
-        width = max(10, self.size.width)
+            return [Content("")]
         sections = [s for s in t["sections"] if s["tokens"] > 0]
         total = sum(s["tokens"] for s in sections) or 1
         cells = _columns([s["tokens"] for s in sections], width)
@@ -67,8 +75,4 @@ class CacheLayoutPanel(Widget):
             f"[$accent]▲[/] {len(t.get('markers') or [])} marker(s)  [$primary]─[/] prefix "
             f"{tok(t.get('cacheable_prefix_tokens'))}  [$cache-served]━[/] served {tok(read)} ({hit}){cause}"
         )
-        legend = Content.from_markup(
-            "[$text on $scope-global] global [/] [$text on $scope-session] session [/] "
-            "[$text on $scope-none] none [/] [$text-muted]blocks ∝ tokens, in send order[/]"
-        )
-        return Content("\n").join([Content.assemble(*strip), Content.assemble(*cache_line), summary, legend])
+        return [Content.assemble(*strip), Content.assemble(*merge_runs(cache_line)), summary, LEGEND]

@@ -1,59 +1,171 @@
 """Content viewer: one section's content, or the whole serialized request, highlighted.
 
-The app fetches text from the source in a worker and calls `show()`; the viewer never reads files."""
+The app fetches text from the source in a worker, which also highlights, splits and wraps it
+(`panels.text_document.prepare`), and calls `show()`; the viewer never reads files.
+
+The body is a Line-API view over those prepared rows: a frame renders only the rows on screen (cached
+as Strips), and new content changes only its virtual height, never the screen's layout. A Static that
+held a 120,000-character history formatted and wrapped all of it on the UI thread at every step
+(~0.3 s) and changed height, which laid out the whole screen again."""
 
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.cache import LRUCache
+from textual.containers import Vertical
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
-from panels.highlight import guess_language, highlight
 from panels.keys import TURN_KEYS
+from panels.text_document import TextDocument, prepare, rewrap
+
+DEFAULT_WIDTH = 80  # wrap width before the view has been laid out
 
 
-class ContentViewer(VerticalScroll):
+class ContentBody(ScrollView, can_focus=True):
+    """The prepared rows of a TextDocument. Scrolls with Up/Down/PageUp/PageDown, mouse and scrollbar;
+    Left/Right/Home/End step turns. Text selection (mouse) and copy give the source text, not the wrap."""
+
+    ALLOW_SELECT = True
+    DEFAULT_CSS = """
+    ContentBody { height: 1fr; overflow-y: scroll; overflow-x: hidden; }
+    """
+    BINDINGS = TURN_KEYS
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.document: TextDocument | None = None
+        self._strips: LRUCache[int, Strip] = LRUCache(1024)
+
+    @property
+    def allow_select(self) -> bool:
+        return True
+
+    @property
+    def wrap_width(self) -> int:
+        """The width rows are wrapped to (the vertical scrollbar is always there, so it never changes
+        with the content)."""
+        width = self.scrollable_content_region.width
+        return width if width > 0 else DEFAULT_WIDTH
+
+    def set_document(self, document: TextDocument | None, *, scroll_home: bool = True) -> None:
+        if document is not None and document.width != self.wrap_width and self.size.width:
+            document = rewrap(document, self.wrap_width)  # prepared for another width (resized meanwhile)
+        self.document = document
+        self._strips.clear()
+        size = Size(self.wrap_width, len(document.rows) if document else 0)
+        if size != self.virtual_size:
+            # The body's own size does not depend on its content (height 1fr, scrollbar always shown):
+            # update the scrollable size and the scrollbar without laying out the screen.
+            self.set_reactive(Widget.virtual_size, size)
+            self._scroll_update(size)
+        if scroll_home:
+            self.scroll_to(0, 0, animate=False, immediate=True)
+        self.refresh()
+
+    def on_resize(self) -> None:
+        doc = self.document
+        if doc is not None and doc.width != self.wrap_width:
+            self.set_document(rewrap(doc, self.wrap_width), scroll_home=False)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self._strips.clear()
+        self.refresh()
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The selected source text. Offsets in the rows' strips are (character in the source line,
+        source line), so a selection across wrapped rows copies the line as it was, without breaks."""
+        if self.document is None:
+            return None
+        return selection.extract("\n".join(self.document.plain_lines)), "\n"
+
+    def render_line(self, y: int) -> Strip:
+        index = y + int(self.scroll_y)
+        doc = self.document
+        width = self.scrollable_content_region.width
+        if doc is None or index >= len(doc.rows):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips.get(index)
+        if strip is None:
+            strip = self._strips[index] = self._render_row(index, width)
+        return strip
+
+    def _render_row(self, index: int, width: int) -> Strip:
+        assert self.document is not None
+        line_no, start, text = self.document.rows[index]
+        base = self.rich_style
+        selection = self.text_selection
+        if selection is not None and (span := selection.get_span(line_no)) is not None:
+            lo, hi = span
+            end = start + len(text.plain)
+            lo, hi = max(lo, start), end if hi == -1 else min(hi, end)
+            if lo < hi:
+                text = text.copy()
+                text.stylize(self.screen.get_component_rich_style("screen--selection"), lo - start, hi - start)
+        segments = Segment.apply_style(text.render(self.app.console), base)
+        strip = Strip(segments, cell_len(text.plain)).crop_extend(0, width, base)
+        return strip.apply_offsets(start, line_no)
+
+
+class ContentViewer(Vertical):
     DEFAULT_CSS = """
     ContentViewer { height: 1fr; }
-    ContentViewer #content-title { color: $text-muted; text-style: bold; }
+    ContentViewer #content-title {
+        color: $text-muted; text-style: bold; height: 1; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     """
-    # Left/Right/Home/End step turns here too; scrolling stays on Up/Down/PageUp/PageDown.
-    BINDINGS = TURN_KEYS
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._text, self._title = "", ""
         self._theme_dark: bool | None = None
-        self._title_fits = False  # the title shown fits on one line
 
     def compose(self) -> ComposeResult:
         yield Static("select a section (Enter) or press b for the request body", id="content-title")
-        yield Static("", id="content-body")
+        yield ContentBody(id="content-body")
 
-    def show(self, title: str, text: str, highlighted: Text | None = None, dark: bool | None = None) -> None:
-        """Show `text` under `title`. `highlighted` is the text already highlighted (off the UI thread)
-        for the `dark` or light theme; it is used when that is still the current theme."""
-        if (title, text) == (self._title, self._text) and self._theme_dark == self.app.current_theme.dark:
-            return  # the same section of the same turn: nothing to redraw
-        same_body = text == self._text and self._theme_dark == self.app.current_theme.dark
-        self._title, self._text = title, text
-        self._theme_dark = self.app.current_theme.dark
-        language = guess_language(text)
-        heading = f"{title}  ·  {language}  ·  {len(text):,} chars"
-        title_widget = self.query_one("#content-title", Static)
-        # A one-line title replaced by another one-line title keeps its height: no layout pass needed.
-        width = title_widget.size.width
-        fits = 0 < width and cell_len(heading) <= width
-        title_widget.update(heading, layout=not (fits and self._title_fits))
-        self._title_fits = fits
-        if same_body:
-            return  # stepping past a section that did not change (tools, identity): nothing else to redraw
+    @property
+    def body(self) -> ContentBody:
+        return self.query_one("#content-body", ContentBody)
+
+    @property
+    def wrap_width(self) -> int:
+        return self.body.wrap_width
+
+    def show(self, title: str, text: str, document: TextDocument | Text | None = None,
+             dark: bool | None = None) -> None:
+        """Show `text` under `title`. `document` is the text already prepared (off the UI thread) for
+        the `dark` or light theme (a TextDocument, or a highlighted Text); it is used when that is
+        still the current theme, else the text is prepared here."""
         current = self.app.current_theme.dark
-        body = highlighted if highlighted is not None and dark == current else highlight(text, language, current)
-        self.query_one("#content-body", Static).update(body)
-        self.scroll_home(animate=False)
+        if (title, text) == (self._title, self._text) and self._theme_dark == current:
+            return  # the same section of the same turn: nothing to redraw
+        same_body = text == self._text and self._theme_dark == current
+        self._title, self._text, self._theme_dark = title, text, current
+        body = self.body
+        if not same_body:
+            if isinstance(document, TextDocument) and document.dark == current:
+                doc = document
+            else:
+                highlighted = document if isinstance(document, Text) and dark == current else None
+                doc = prepare(text, current, body.wrap_width, highlighted)
+            body.set_document(doc)
+        language = body.document.language if body.document is not None else "text"
+        # One line of fixed height: a new title never lays the screen out again.
+        self.query_one("#content-title", Static).update(
+            f"{title}  ·  {language}  ·  {len(text):,} chars", layout=False
+        )
 
     @property
     def title(self) -> str:

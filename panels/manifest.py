@@ -1,14 +1,26 @@
 """Section manifest: the request's sections in send order with budget, planned and sent tokens,
-form, a short content hash and whether the section changed since the previous turn."""
+form, a short content hash and whether the section changed since the previous turn.
+
+A Line-API table, not a DataTable: a DataTable re-renders every cell (one Rich render each) whenever
+any cell changes, two or three times a step, which alone took ~11 ms of a 16 ms frame. Here each row
+is one rendered Strip, cached until that row's cells, the cursor on it, the column widths or the
+styles change; a step re-renders only the rows whose figures moved, and a frame draws only the rows
+on screen. It keeps DataTable's look (header, zebra stripes, row cursor, cell padding 1)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size, Spacing
 from textual.message import Message
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
@@ -19,6 +31,9 @@ COLUMNS = ("section", "kind", "scope", "prio", "budget", "plan", "sent", "form",
 COMPACT_COLUMNS = ("section", "scope", "prio", "budget", "plan", "sent", "form", "Δ")
 FORM_STYLE = {"full": "", "trimmed": "yellow", "cleared": "cyan", "spilled": "magenta",
               "dropped": "red strike", "degraded": "bold red"}
+PAD = 1  # cells of padding either side of a cell, as DataTable's cell_padding
+
+Cell = str | Text
 
 
 def form_text(section: TraceSection) -> Text:
@@ -32,67 +47,117 @@ class SectionSelected(Message):
     section_id: str
 
 
-class ManifestPanel(DataTable):
-    """A DataTable whose Left/Right/Home/End step turns, as everywhere else in the app."""
+def _width(cell: Cell) -> int:
+    return cell.cell_len if isinstance(cell, Text) else Text(cell).cell_len
 
-    BINDINGS = TURN_KEYS
+
+class ManifestPanel(ScrollView, can_focus=True):
+    """The manifest table. Up/Down/PageUp/PageDown move the row cursor (the shown section);
+    Left/Right/Home/End step turns, as everywhere else in the app."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *TURN_KEYS,
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("enter", "select", "Show section", show=False),
+    ]
+    COMPONENT_CLASSES = {"manifest--header", "manifest--cursor", "manifest--even-row"}
+    # DataTable's own rules, under this widget's names.
+    DEFAULT_CSS = """
+    ManifestPanel {
+        background: $surface;
+        color: $foreground;
+        &:focus {
+            background-tint: $foreground 5%;
+            & > .manifest--cursor {
+                background: $block-cursor-background;
+                color: $block-cursor-foreground;
+                text-style: $block-cursor-text-style;
+            }
+            & > .manifest--header { background-tint: $foreground 5%; }
+        }
+        &:dark > .manifest--even-row { background: $surface-darken-1 40%; }
+        & > .manifest--header { text-style: bold; background: $panel; color: $foreground; }
+        &:ansi > .manifest--header { background: ansi_bright_blue; color: ansi_default; }
+        & > .manifest--even-row { background: $surface-lighten-1 50%; }
+        & > .manifest--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+    }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        super().__init__(id=id)
         self._trace: Trace | None = None
-        self._cells: dict[str, dict[str, str | Text]] = {}  # section id -> column -> cell, as shown
+        self._ids: list[str] = []
+        self._rows: list[dict[str, Cell]] = []  # per row: column -> cell, as shown
+        self._widths: dict[str, int] = {}  # content width per column; only grows (no re-layout on steps)
+        # row index (-1: header) -> the full row rendered; (row, scroll_x, width) -> the part shown
+        self._strips: dict[int | tuple[int, int, int], Strip] = {}
+        self.cursor_row = 0
         self.compact = False
+
+    # ---- data ---------------------------------------------------------------------------------
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return COMPACT_COLUMNS if self.compact else COLUMNS
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
 
     def on_mount(self) -> None:
         self.border_title = "Sections (send order)"
-        self._add_columns()
-
-    def _add_columns(self) -> None:
-        for label in COMPACT_COLUMNS if self.compact else COLUMNS:
-            self.add_column(label, key=label)
 
     def set_compact(self, compact: bool) -> None:
         if compact != self.compact:
             self.compact = compact
-            self.clear(columns=True)
-            self._add_columns()
-            trace, self._trace, self._cells = self._trace, None, {}
+            self._widths = {}
+            trace, self._trace, self._rows, self._ids = self._trace, None, [], []
             self.show(trace)
 
-    def show(self, trace: Trace | None) -> None:
-        """Show a turn's sections, keeping the cursor on the same section.
+    def clear(self) -> None:
+        self.show(None)
 
-        Consecutive turns usually have the same sections in the same order: then only the cells that
-        differ are updated in place. Clearing and re-adding every row moved the cursor, which posted
-        a second SectionSelected (a second content fetch) per step.
-        """
+    def show(self, trace: Trace | None) -> None:
+        """Show a turn's sections, keeping the cursor on the same section (or row, if it is gone).
+
+        Only rows whose cells differ from what is shown are re-rendered, and the table is laid out
+        again only when a column must widen or the number of rows changes."""
         selected = self.selected_section()
-        prev_ids = [s["id"] for s in self._trace["sections"]] if self._trace is not None else None
         self._trace = trace
-        if trace is None:
-            self._cells = {}
-            self.clear()
-            return
-        columns = COMPACT_COLUMNS if self.compact else COLUMNS
-        ids = [s["id"] for s in trace["sections"]]
-        rows = {s["id"]: self._row_cells(s) for s in trace["sections"]}
-        if ids == prev_ids and self.row_count == len(ids) and self._cells:
-            for sid, cells in rows.items():
-                old = self._cells.get(sid, {})
-                for c in columns:
-                    if old.get(c) != cells[c]:
-                        self.update_cell(sid, c, cells[c], update_width=self._wider(c, cells[c]))
-            self._cells = rows
-            return
-        self._cells = rows
-        self.clear()
-        for sid in ids:
-            self.add_row(*(rows[sid][c] for c in columns), key=sid)
-        if selected in ids:
-            self.move_cursor(row=ids.index(selected), animate=False)
+        sections = trace["sections"] if trace is not None else []
+        ids = [s["id"] for s in sections]
+        rows = [self._row_cells(s) for s in sections]
+        changed: list[int] | None = None  # rows to redraw; None: all of them
+        if ids != self._ids:
+            if selected in ids:
+                self.cursor_row = ids.index(selected)
+        else:
+            changed = [i for i, (old, new) in enumerate(zip(self._rows, rows, strict=True)) if old != new]
+        self._ids, self._rows = ids, rows
+        self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
+        widths = {c: max([_width(c), self._widths.get(c, 0), *(_width(r[c]) for r in rows)]) for c in self.columns}
+        if widths != self._widths:
+            self._widths = widths
+            changed = None
+        size = Size(sum(w + 2 * PAD for w in widths.values()), len(rows) + 1)
+        if size != self.virtual_size:
+            self.virtual_size = size  # a layout pass: only when rows are added or removed, or a column widens
+        if changed is None:
+            self._strips.clear()
+            self.refresh()
+        else:
+            for row in changed:
+                self._refresh_row(row)
 
     @staticmethod
-    def _row_cells(s: TraceSection) -> dict[str, str | Text]:
+    def _row_cells(s: TraceSection) -> dict[str, Cell]:
         over = s["tokens"] > s["budget"]
         return {
             "section": s["name"][:16], "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
@@ -102,18 +167,114 @@ class ManifestPanel(DataTable):
             "form": form_text(s), "Δ": "●" if s["changed"] else "", "hash": s["sha256"][:7],
         }
 
-    def _wider(self, column: str, value: str | Text) -> bool:
-        """Does `value` need a wider column? (Measuring every cell on every step would re-lay the table.)"""
-        width = value.cell_len if isinstance(value, Text) else len(value)
-        return width > self.columns[ColumnKey(column)].content_width
-
     def selected_section(self) -> str | None:
-        if self._trace is None or not self.row_count:
+        if not self._ids:
             return None
-        row = min(self.cursor_row, len(self._trace["sections"]) - 1)
-        return self._trace["sections"][row]["id"] if row >= 0 else None
+        return self._ids[min(self.cursor_row, len(self._ids) - 1)]
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        event.stop()
-        if event.row_key.value is not None:
-            self.post_message(SectionSelected(event.row_key.value))
+    # ---- cursor -------------------------------------------------------------------------------
+
+    def move_cursor(self, *, row: int, animate: bool = False) -> None:
+        """Put the cursor on `row` (clamped), scroll it into view, and say which section is shown."""
+        if not self._rows:
+            return
+        row = max(0, min(row, len(self._rows) - 1))
+        if row != self.cursor_row:
+            previous, self.cursor_row = self.cursor_row, row
+            self._refresh_row(previous)
+            self._refresh_row(row)
+            self.post_message(SectionSelected(self._ids[row]))
+        self._scroll_cursor_into_view(animate)
+
+    def _refresh_row(self, row: int) -> None:
+        """Forget one row's rendering and repaint only its line (the rest of the table stays cached)."""
+        for key in [k for k in self._strips if k == row or (isinstance(k, tuple) and k[0] == row)]:
+            del self._strips[key]
+        y = row + 1 - int(self.scroll_y)
+        if 0 < y < self.scrollable_content_region.height:
+            self.refresh(Region(0, y, self.scrollable_content_region.width, 1))
+
+    def _scroll_cursor_into_view(self, animate: bool = False) -> None:
+        # Row r is virtual line r + 1 (the header is line 0 and stays on screen: one line of spacing).
+        region = Region(int(self.scroll_x), self.cursor_row + 1, 1, 1)
+        self.scroll_to_region(region, animate=animate, spacing=Spacing(1, 0, 0, 0), force=True, immediate=True)
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_cursor(row=self.cursor_row + delta)
+
+    def action_page(self, delta: int) -> None:
+        self.move_cursor(row=self.cursor_row + delta * max(1, self.scrollable_content_region.height - 1))
+
+    def action_select(self) -> None:
+        if self._ids:
+            self.post_message(SectionSelected(self._ids[self.cursor_row]))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:
+            return  # the border or the header
+        row = offset.y - 1 + int(self.scroll_y)
+        if row < len(self._rows):
+            event.stop()
+            if row == self.cursor_row:
+                self.action_select()
+            else:
+                self.move_cursor(row=row)
+
+    def on_focus(self) -> None:
+        self._strips.clear()  # the cursor and header styles differ with focus
+
+    def on_blur(self) -> None:
+        self._strips.clear()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    # ---- rendering ----------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        row = -1 if y == 0 else y - 1 + int(self.scroll_y)
+        if row >= len(self._rows):
+            return Strip.blank(width, base)
+        scroll_x = int(self.scroll_x)
+        key = (row, scroll_x, width)
+        shown = self._strips.get(key)
+        if shown is None:
+            strip = self._strips.get(row)
+            if strip is None:
+                strip = self._strips[row] = self._render_row(row, base)
+            shown = self._strips[key] = strip.crop_extend(scroll_x, scroll_x + width, base)
+        return shown
+
+    def _render_row(self, row: int, base: Style) -> Strip:
+        cells: dict[str, Cell] = dict(zip(self.columns, self.columns, strict=True)) if row < 0 else self._rows[row]
+        line = Text(no_wrap=True, end="")
+        for column in self.columns:
+            cell = cells[column]
+            text = cell if isinstance(cell, Text) else Text(cell)
+            width = self._widths.get(column, len(column))
+            if text.cell_len > width:
+                text = text.copy()
+                text.truncate(width)
+            room = width - text.cell_len
+            left = room if text.justify == "right" else room // 2 if text.justify == "center" else 0
+            line.append(" " * (PAD + left))
+            line.append_text(text)
+            line.append(" " * (PAD + room - left))
+        if row < 0:
+            pre, post = self.get_component_rich_style("manifest--header"), None
+        elif row == self.cursor_row:
+            # DataTable's defaults: the cursor's colour wins over a cell's, a cell's background over the cursor's.
+            pre = self.get_component_rich_style("manifest--cursor")
+            post = Style(color=pre.color) if pre.color is not None else None
+        elif row % 2 == 0:
+            pre, post = self.get_component_rich_style("manifest--even-row"), None
+        else:
+            pre, post = base, None
+        segments = list(line.render(self.app.console))
+        if post is not None:
+            segments = [Segment(t, (s + post) if s else post, c) for t, s, c in segments]
+        return Strip(Segment.apply_style(segments, pre), line.cell_len).simplify()

@@ -5,29 +5,35 @@ from __future__ import annotations
 
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widget import Widget
 
 from engine.trace_schema import Trace
 from panels.fmt import block, tier_style, tok
+from panels.line_panel import LinePanel, merge_runs
 
 SCALE = 1.1  # predictive pressure can exceed 1.0; keep the overflow visible
 TICKS = (("trim_schemas", "T"), ("compact_history", "C"), ("aggressive_prune", "A"))
 
 
-class PressurePanel(Widget):
+class PressurePanel(LinePanel):
     DEFAULT_CSS = "PressurePanel { height: auto; }"
-    trace: reactive[Trace | None] = reactive(None)
-    # (predictive pressure, tier) of the turns up to the current one, newest last.
-    recent: reactive[list[tuple[float, str]]] = reactive(list)
+    trace: reactive[Trace | None] = reactive(None, repaint=False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        # (predictive pressure, tier) of the turns up to the current one, newest last. A plain
+        # attribute, set before `trace`: the panel redraws once per step, when the trace is set.
+        self.recent: list[tuple[float, str]] = []
 
     def on_mount(self) -> None:
         self.border_title = "Pressure"
 
-    def render(self) -> Content:
+    def watch_trace(self) -> None:
+        self.redraw()
+
+    def lines(self, width: int) -> list[Content]:
         t = self.trace
         if t is None:
-            return Content("waiting for the first turn…")
-        width = max(10, self.size.width)
+            return [Content("waiting for the first turn…")]
         raw, pred = t["pressure"]["raw"], t["pressure"]["predictive"]
         style = tier_style(t["tier"])
         col = [(i + 0.5) / width * SCALE for i in range(width)]
@@ -59,12 +65,11 @@ class PressurePanel(Widget):
             f"{tok(res.get('thinking', 0))} · schema {tok(res.get('schema', 0))}  "
             f"[$text-muted](+{pred - raw:.2f})[/]"
         )
-        spark = [(block(p, SCALE), tier_style(tier)) for p, tier in self.recent[-(width - 8):]]
-        lines = [
+        spark = merge_runs([(block(p, SCALE), tier_style(tier)) for p, tier in self.recent[-(width - 8):]])
+        return [
             head,
-            Content.assemble(*bar),
+            Content.assemble(*merge_runs(bar)),
             Content.from_markup("[$text-muted]" + "".join(labels).replace("[", r"\[") + "[/]"),
             reserves,
             Content.assemble(("history ", "$text-muted"), *spark),
         ]
-        return Content("\n").join(lines)

@@ -14,10 +14,27 @@ from panels.fmt import tok
 
 class SkippedPanel(Widget):
     DEFAULT_CSS = "SkippedPanel { height: auto; }"
-    trace: reactive[Trace | None] = reactive(None)
+    # Not a repainting reactive: the panel sits behind another tab most of the time, and repainting a
+    # widget that is not on screen makes the compositor map the whole screen again (~1 ms a step).
+    trace: reactive[Trace | None] = reactive(None, repaint=False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._stale = False
 
     def on_mount(self) -> None:
         self.border_title = "Skipped optimizations"
+
+    def watch_trace(self) -> None:
+        if self.region:  # on screen (a hidden tab's widgets have no region)
+            self.refresh(layout=True)  # height: auto
+        else:
+            self._stale = True
+
+    def on_show(self) -> None:
+        if self._stale:
+            self._stale = False
+            self.refresh(layout=True)
 
     def render(self) -> Content:
         t = self.trace

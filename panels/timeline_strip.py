@@ -8,20 +8,21 @@ from __future__ import annotations
 from textual import events
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widget import Widget
 
 from panels.fmt import block, tier_style, tok
+from panels.line_panel import LinePanel
 from panels.navigation import JumpToTurn
 
 TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrune": 3}
 COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "spill", "compact_history"}
 HIT_SHADES = " ░▒▓█"
+LEGEND = Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
 
 
-class TimelineStrip(Widget):
+class TimelineStrip(LinePanel):
     DEFAULT_CSS = "TimelineStrip { height: auto; }"
-    count: reactive[int] = reactive(0)  # number of traces; the list itself is shared, not copied
-    current: reactive[int] = reactive(0)
+    count: reactive[int] = reactive(0, repaint=False)  # number of traces; the list itself is shared, not copied
+    current: reactive[int] = reactive(0, repaint=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -31,6 +32,12 @@ class TimelineStrip(Widget):
 
     def on_mount(self) -> None:
         self.border_title = "Timeline"
+
+    def watch_count(self) -> None:
+        self.redraw()
+
+    def watch_current(self) -> None:
+        self.redraw()
 
     def _cell(self, width: int) -> int:
         """Columns per turn when the session is shorter than the strip: stretch, up to 4."""
@@ -87,10 +94,10 @@ class TimelineStrip(Widget):
         self._cache_key, self._cache = key, (cols, top)
         return self._cache
 
-    def render(self) -> Content:
-        n, width = self.count, max(10, self.size.width)
+    def lines(self, width: int) -> list[Content]:
+        n = self.count
         if n == 0:
-            return Content("no turns yet")
+            return [Content("no turns yet")]
         cols, top = self._summary(width)
         cur = self._column(self.current, width)
         sent, hits, events_ = _Runs(), _Runs(), _Runs()
@@ -107,13 +114,12 @@ class TimelineStrip(Widget):
         if comp and comp.get("decision") == "compacted" and comp.get("text"):
             # The compaction's pay-back: what it saves per turn against what it re-sends uncached once.
             axis += f"  compaction: {comp['text']}"
-        return Content("\n").join([
+        return [
             sent.content(), events_.content(), hits.content(),
             Content.assemble((pointer, "bold $accent"), "  ", (axis, "$text-muted"))
             if cur + len(axis) + 3 < width else Content.assemble(((axis + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent")),
-            Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  "
-                                "c compaction  ! error[/]"),
-        ])
+            LEGEND,
+        ]
 
 
 class _Runs:

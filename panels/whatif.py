@@ -58,7 +58,9 @@ class WhatIfPanel(VerticalScroll):
     # Session-wide mode: the simulation report (None while running), and whether the mode is on.
     session: reactive[bool] = reactive(False, init=False)
     session_result: reactive[dict | None] = reactive(None, init=False)
-    trace: reactive[Trace | None] = reactive(None)
+    # The panel draws nothing itself (its controls do): a repaint of it behind another tab would only
+    # make the compositor map the whole screen again on every step.
+    trace: reactive[Trace | None] = reactive(None, repaint=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
