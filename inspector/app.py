@@ -17,6 +17,7 @@ import gc
 import os
 from collections.abc import Iterable
 
+from rich.style import Style
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -111,7 +112,7 @@ class InspectorApp(App[None]):
         super().__init__()
         self.view = SessionView(source, start_turn)
         self.reader = SourceReader(self, source)
-        self.content = ContentLoader(self, source, self._content_width)
+        self.content = ContentLoader(self, source, self._content_width, self._content_screen)
         self.whatif = WhatIfRunner(self, source)
         self._play_timer: Timer | None = None
         self._status_markup = ""
@@ -301,6 +302,9 @@ class InspectorApp(App[None]):
 
     def _content_width(self) -> int:
         return self._viewer.wrap_width if self._viewer is not None else DEFAULT_WIDTH
+
+    def _content_screen(self) -> tuple[int, Style] | None:
+        return self._viewer.first_screen() if self._viewer is not None and self._viewer.is_mounted else None
 
     @on(SectionSelected)
     def _section_selected(self, message: SectionSelected) -> None:

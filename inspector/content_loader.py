@@ -6,21 +6,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from rich.style import Style
 from textual.app import App
 from textual.worker import get_current_worker
 
 from engine.trace_schema import Trace
 from inspector.messages import ContentLoaded
 from inspector.sources import Source
+from panels.content_viewer import prerender
 from panels.text_document import TextDocument, prepare
 
 CONTENT_DEBOUNCE_S = 0.08  # steps closer together than this are a held key: fetch content once it stops
 
 
 class ContentLoader:
-    def __init__(self, app: App[None], source: Source, width: Callable[[], int]) -> None:
+    def __init__(self, app: App[None], source: Source, width: Callable[[], int],
+                 screen: Callable[[], tuple[int, Style] | None]) -> None:
         self.app, self.source = app, source
         self.width = width  # the content view's wrap width, read on the UI thread
+        self.screen = screen  # (rows shown, base style) of the content view, or None
         self.show_request = False  # the Content tab shows the request body instead of a section
         self._last_step = 0.0
         self._last: TextDocument | None = None  # the last document prepared (by a worker)
@@ -38,7 +42,8 @@ class ContentLoader:
             self._fetch(turn, section_id, f"{section_id} · turn {turn} · {form}", wait)
 
     def _fetch(self, turn: int, section_id: str | None, title: str, wait: float) -> None:
-        dark, width = self.app.current_theme.dark, self.width()  # read on the UI thread
+        # read on the UI thread
+        dark, width, screen, console = self.app.current_theme.dark, self.width(), self.screen(), self.app.console
 
         def work() -> None:
             worker = get_current_worker()
@@ -55,6 +60,8 @@ class ContentLoader:
                 document = last
             else:
                 document = self._last = prepare(text, dark, width)
+                if screen is not None and not worker.is_cancelled:
+                    prerender(document, screen[0], screen[1], console)
             if not worker.is_cancelled:
                 self.app.post_message(ContentLoaded(title, text, document, dark))
 

@@ -11,7 +11,9 @@ held a 120,000-character history formatted and wrapped all of it on the UI threa
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.console import Console
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.cache import LRUCache
@@ -24,7 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from panels.keys import TURN_KEYS
-from panels.text_document import TextDocument, prepare, rewrap
+from panels.text_document import TextDocument, prepare, rewrap, row_text
 
 DEFAULT_WIDTH = 80  # wrap width before the view has been laid out
 
@@ -103,19 +105,38 @@ class ContentBody(ScrollView, can_focus=True):
 
     def _render_row(self, index: int, width: int) -> Strip:
         assert self.document is not None
-        line_no, start, text = self.document.rows[index]
-        base = self.rich_style
-        selection = self.text_selection
+        doc, base, selection = self.document, self.rich_style, self.text_selection
+        if selection is None and doc.first_rows_style == base and width == doc.width:
+            strip = doc.first_rows.get(index)  # drawn by the content worker
+            if strip is not None:
+                return strip
+        selected: tuple[int, int, Style] | None = None
+        line_no, start, end = doc.rows[index]
         if selection is not None and (span := selection.get_span(line_no)) is not None:
             lo, hi = span
-            end = start + len(text.plain)
             lo, hi = max(lo, start), end if hi == -1 else min(hi, end)
             if lo < hi:
-                text = text.copy()
-                text.stylize(self.screen.get_component_rich_style("screen--selection"), lo - start, hi - start)
-        segments = Segment.apply_style(text.render(self.app.console), base)
-        strip = Strip(segments, cell_len(text.plain)).crop_extend(0, width, base)
-        return strip.apply_offsets(start, line_no)
+                selected = (lo - start, hi - start, self.screen.get_component_rich_style("screen--selection"))
+        return render_row(doc, index, width, base, self.app.console, selected)
+
+
+def render_row(doc: TextDocument, index: int, width: int, base: Style, console: Console,
+               selected: tuple[int, int, Style] | None = None) -> Strip:
+    """Display row `index` of `doc` as a Strip `width` cells wide on `base`, with the (character,
+    source line) offsets text selection reads. Pure: the content worker draws the first screenful."""
+    line_no, start, text = row_text(doc, index)
+    if selected is not None:
+        text = text.copy()
+        text.stylize(selected[2], selected[0], selected[1])
+    segments = Segment.apply_style(text.render(console), base)
+    strip = Strip(segments, cell_len(text.plain)).crop_extend(0, width, base)
+    return strip.apply_offsets(start, line_no)
+
+
+def prerender(doc: TextDocument, count: int, base: Style, console: Console) -> None:
+    """Draw the first `count` rows of `doc` (in the content worker, so the UI thread does not)."""
+    doc.first_rows = {i: render_row(doc, i, doc.width, base, console) for i in range(min(count, len(doc.rows)))}
+    doc.first_rows_style = base
 
 
 class ContentViewer(Vertical):
@@ -142,6 +163,11 @@ class ContentViewer(Vertical):
     @property
     def wrap_width(self) -> int:
         return self.body.wrap_width
+
+    def first_screen(self) -> tuple[int, Style]:
+        """(rows on screen, the body's base style): what the content worker needs to draw them."""
+        body = self.body
+        return max(body.size.height, 1), body.rich_style
 
     def show(self, title: str, text: str, document: TextDocument | Text | None = None,
              dark: bool | None = None) -> None:

@@ -6,28 +6,33 @@ UI thread only ever draws the lines on screen: a 120,000-character history costs
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
+from textual.strip import Strip
 
 from panels.highlight import guess_language, highlight
 
 _WORD = re.compile(r"\S+\s*|\s+")
 
 
-@dataclass(frozen=True)
+@dataclass
 class TextDocument:
     """`lines`: the highlighted text's source lines (one Text each, no newline). `rows`: the wrapped
-    display rows as (source line, first character of the row in that line, the row's Text).
-    `dark`: the theme the highlighting is for; `width`: the width the rows are wrapped to."""
+    display rows as (source line, first and end character of the row in that line).
+    `dark`: the theme the highlighting is for; `width`: the width the rows are wrapped to.
+    `first_rows`: the first screenful of rows already drawn (by the worker) on `first_rows_style`."""
 
     text: str
     language: str
     dark: bool
     width: int
     lines: list[Text]
-    rows: list[tuple[int, int, Text]]
+    rows: list[tuple[int, int, int]]
+    first_rows: dict[int, Strip] = field(default_factory=dict)
+    first_rows_style: Style | None = None
 
     @property
     def plain_lines(self) -> list[str]:
@@ -57,23 +62,28 @@ def _breaks(plain: str, width: int) -> list[int]:
     return cuts
 
 
-def wrap_rows(lines: list[Text], width: int) -> list[tuple[int, int, Text]]:
-    """The display rows of `lines` wrapped to `width` cells (at least 1)."""
+def wrap_rows(lines: list[Text], width: int) -> list[tuple[int, int, int]]:
+    """The display rows of `lines` wrapped to `width` cells (at least 1), as (source line, first
+    character, end character): plain ints, not Text pieces, so a long text adds few objects for the
+    garbage collector to scan (the view slices the few rows it draws)."""
     width = max(1, width)
-    rows: list[tuple[int, int, Text]] = []
+    rows: list[tuple[int, int, int]] = []
     for i, line in enumerate(lines):
         plain = line.plain
-        if len(plain) <= width and cell_len(plain) <= width:
-            rows.append((i, 0, line))
+        end = len(plain)
+        if end <= width and cell_len(plain) <= width:
+            rows.append((i, 0, end))
             continue
-        cuts = _breaks(plain, width)
-        if not cuts:
-            rows.append((i, 0, line))
-            continue
-        starts = [0, *cuts]
-        for start, piece in zip(starts, line.divide(cuts), strict=True):
-            rows.append((i, start, piece))
+        starts = [0, *_breaks(plain, width)]
+        rows.extend((i, a, b) for a, b in zip(starts, [*starts[1:], end], strict=True))
     return rows
+
+
+def row_text(doc: TextDocument, index: int) -> tuple[int, int, Text]:
+    """(source line, first character, the row's highlighted Text) of display row `index`."""
+    line_no, start, end = doc.rows[index]
+    line = doc.lines[line_no]
+    return line_no, start, line if start == 0 and end == len(line.plain) else line[start:end]
 
 
 def split_lines(highlighted: Text) -> list[Text]:

@@ -16,7 +16,7 @@ from panels.content_viewer import ContentBody, ContentViewer
 from panels.line_panel import LinePanel
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.pressure import PressurePanel
-from panels.text_document import prepare, wrap_rows
+from panels.text_document import prepare, row_text, wrap_rows
 from panels.tier import TierPanel
 from panels.timeline_strip import TimelineStrip
 from tests.tui.conftest import settle
@@ -30,8 +30,9 @@ class LongContent(SyntheticSource):
 
 
 def test_wrap_rows_break_between_words_and_fold_long_words() -> None:
-    rows = wrap_rows([Text("alpha beta gamma delta"), Text("x" * 25), Text("")], 10)
-    assert [(line, start, t.plain) for line, start, t in rows] == [
+    lines = [Text("alpha beta gamma delta"), Text("x" * 25), Text("")]
+    rows = wrap_rows(lines, 10)
+    assert [(line, start, lines[line].plain[start:end]) for line, start, end in rows] == [
         (0, 0, "alpha beta "), (0, 11, "gamma "), (0, 17, "delta"),
         (1, 0, "x" * 10), (1, 10, "x" * 10), (1, 20, "x" * 5), (2, 0, ""),
     ]
@@ -79,6 +80,7 @@ async def test_content_body_draws_only_visible_rows_and_copies_source_text() -> 
         assert text == doc.lines[long_line].plain and "\n" not in text
         # The rows' strips carry (character in the source line, source line) offsets for selection.
         second_row = next(i for i, (line, start, _) in enumerate(doc.rows) if line == long_line and start > 0)
+        assert row_text(doc, second_row)[2].spans, "a wrapped row keeps its highlighting"
         strip = body._render_row(second_row, body.wrap_width)
         first = next(seg for seg in strip if seg.style and seg.style.meta.get("offset"))
         assert first.style is not None and first.style.meta["offset"] == (doc.rows[second_row][1], long_line)
