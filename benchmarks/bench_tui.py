@@ -253,9 +253,11 @@ async def _app_run(path: Path, steps: int) -> dict[str, float]:
 
 async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int = 0) -> dict[str, float]:
     """(f) A step as a person meets it, on a real recording: Right, until the new turn's content is
-    shown and the screen is idle. UI time = main-thread CPU (thread_time) over that span, minus the
+    shown, the content worker has finished and its message is handled, and the screen is idle. UI time = main-thread CPU (thread_time) over that span, minus the
     same span for an unbound key with the same number of Pilot polls (Pilot's own cost), interleaved
     step by step. Wall time is press -> first idle frame (before the debounced content arrives)."""
+    from textual.worker import WorkerState
+
     from inspector.app import InspectorApp
     from inspector.sources.file import FileSource
     from panels.content_viewer import ContentViewer
@@ -286,6 +288,12 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
             turn = app.timeline.traces[app.index]["turn"]
             polls = 0
             while f"turn {turn} " not in viewer.title + " " and polls < 2000:
+                await pilot.pause(0.005)
+                polls += 1
+            # A section whose text did not change is titled in the step's own frame; the content
+            # worker still runs and its message is handled: that is part of the step too.
+            while polls < 2000 and any(w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+                                       for w in app.workers):
                 await pilot.pause(0.005)
                 polls += 1
             await pilot.pause()

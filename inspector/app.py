@@ -202,7 +202,11 @@ class InspectorApp(App[None]):
         # While a long recording is still loading, the source is busy decoding: content comes after.
         self._content_deferred = self.view.loading
         if not self.view.loading:
-            self._load_content(manifest.selected_section(), stepping=True)
+            section = manifest.selected_section()
+            if section is not None and not self.content.show_request and self._viewer is not None:
+                # The same text as shown (tools, identity: same content hash): retitled in this frame.
+                self._viewer.retitle(*self.content.section_title(trace, section))
+            self._load_content(section, stepping=True)
         self._refresh_why()
         if self._shadow_tab:
             self.query_one("#shadow", ShadowPanel).turn = trace["turn"]
@@ -298,7 +302,7 @@ class InspectorApp(App[None]):
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
-        viewer.show(message.title, message.text, message.document, message.dark)
+        viewer.show(message.title, message.text, message.document, message.dark, message.key)
 
     def _content_width(self) -> int:
         return self._viewer.wrap_width if self._viewer is not None else DEFAULT_WIDTH

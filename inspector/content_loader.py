@@ -36,12 +36,21 @@ class ContentLoader:
             self._last_step = now
         turn = trace["turn"]
         if self.show_request:
-            self._fetch(turn, None, f"request body · turn {turn}", wait)
+            self._fetch(turn, None, f"request body · turn {turn}", wait, None)
         elif section_id is not None:
-            form = next((s["form"] for s in trace["sections"] if s["id"] == section_id), "")
-            self._fetch(turn, section_id, f"{section_id} · turn {turn} · {form}", wait)
+            title, key = self.section_title(trace, section_id)
+            self._fetch(turn, section_id, title, wait, key)
 
-    def _fetch(self, turn: int, section_id: str | None, title: str, wait: float) -> None:
+    @staticmethod
+    def section_title(trace: Trace, section_id: str) -> tuple[str, tuple[str, str]]:
+        """The viewer's title for a section of this turn, and the key of its text: (id, content hash).
+        Two turns whose section has the same key show the same text."""
+        section = next((s for s in trace["sections"] if s["id"] == section_id), None)
+        form, sha = (section["form"], section["sha256"]) if section is not None else ("", "")
+        return f"{section_id} · turn {trace['turn']} · {form}", (section_id, sha)
+
+    def _fetch(self, turn: int, section_id: str | None, title: str, wait: float,
+               key: tuple[str, str] | None) -> None:
         # read on the UI thread
         dark, width, screen, console = self.app.current_theme.dark, self.width(), self.screen(), self.app.console
 
@@ -63,6 +72,6 @@ class ContentLoader:
                 if screen is not None and not worker.is_cancelled:
                     prerender(document, screen[0], screen[1], console)
             if not worker.is_cancelled:
-                self.app.post_message(ContentLoaded(title, text, document, dark))
+                self.app.post_message(ContentLoaded(title, text, document, dark, key))
 
         self.app.run_worker(work, thread=True, exclusive=True, group="content", exit_on_error=False)

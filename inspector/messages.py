@@ -64,6 +64,7 @@ class ContentLoaded(Message):
     # that must not run on the UI thread. None: prepared on show.
     document: TextDocument | Text | None = None
     dark: bool | None = None
+    key: tuple[str, str] | None = None  # (section id, content hash); None for the request body
 
 
 @dataclass

@@ -151,6 +151,7 @@ class ContentViewer(Vertical):
         super().__init__(id=id)
         self._text, self._title = "", ""
         self._theme_dark: bool | None = None
+        self.key: tuple[str, str] | None = None  # (section id, content hash) of the text shown
 
     def compose(self) -> ComposeResult:
         yield Static("select a section (Enter) or press b for the request body", id="content-title")
@@ -170,11 +171,13 @@ class ContentViewer(Vertical):
         return max(body.size.height, 1), body.rich_style
 
     def show(self, title: str, text: str, document: TextDocument | Text | None = None,
-             dark: bool | None = None) -> None:
+             dark: bool | None = None, key: tuple[str, str] | None = None) -> None:
         """Show `text` under `title`. `document` is the text already prepared (off the UI thread) for
         the `dark` or light theme (a TextDocument, or a highlighted Text); it is used when that is
-        still the current theme, else the text is prepared here."""
+        still the current theme, else the text is prepared here. `key` names the text (section id,
+        content hash) so that a later turn with the same key can be titled at once (`retitle`)."""
         current = self.app.current_theme.dark
+        self.key = key
         if (title, text) == (self._title, self._text) and self._theme_dark == current:
             return  # the same section of the same turn: nothing to redraw
         same_body = text == self._text and self._theme_dark == current
@@ -187,10 +190,24 @@ class ContentViewer(Vertical):
                 highlighted = document if isinstance(document, Text) and dark == current else None
                 doc = prepare(text, current, body.wrap_width, highlighted)
             body.set_document(doc)
+        self._set_title(title)
+
+    def retitle(self, title: str, key: tuple[str, str]) -> bool:
+        """A step to a turn whose section text has the same key as the text shown: only the title
+        changes, in the step's own frame (the content worker's copy, when it comes, changes nothing)."""
+        if key != self.key or self._theme_dark != self.app.current_theme.dark:
+            return False
+        if title != self._title:
+            self._title = title
+            self._set_title(title)
+        return True
+
+    def _set_title(self, title: str) -> None:
+        body = self.body
         language = body.document.language if body.document is not None else "text"
         # One line of fixed height: a new title never lays the screen out again.
         self.query_one("#content-title", Static).update(
-            f"{title}  ·  {language}  ·  {len(text):,} chars", layout=False
+            f"{title}  ·  {language}  ·  {len(self._text):,} chars", layout=False
         )
 
     @property

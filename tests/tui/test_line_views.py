@@ -4,6 +4,8 @@ panels repaint only changed lines, and what they cache is what a fresh render wo
 
 from __future__ import annotations
 
+import threading
+
 from rich.text import Text
 from textual.geometry import Offset
 from textual.selection import Selection
@@ -143,3 +145,47 @@ async def test_line_panels_cache_what_a_fresh_render_draws() -> None:
                 for y, (a, b) in enumerate(zip(shown, fresh, strict=True)):
                     assert a.text == b.text, (cls.__name__, y)
                     assert [s.style for s in a.simplify()] == [s.style for s in b.simplify()], (cls.__name__, y)
+
+
+class Gated(SyntheticSource):
+    """Section content held until the test releases it: shows what the step's own frame draws."""
+
+    def __init__(self, n_turns: int) -> None:
+        super().__init__(n_turns)
+        self.release = threading.Event()
+        self.release.set()
+
+    def section_content(self, turn: int, section_id: str) -> str:
+        self.release.wait(timeout=30)
+        return super().section_content(turn, section_id)
+
+
+async def test_a_step_to_the_same_text_is_titled_in_its_own_frame() -> None:
+    source = Gated(40)
+    shas = [{s["id"]: s["sha256"] for s in source.trace(t)["sections"]} for t in range(40)]
+    turn, same, other = next((t, sid, o) for t in range(39) for sid in shas[t] for o in shas[t]
+                             if shas[t + 1].get(sid) == shas[t][sid] and shas[t + 1].get(o) not in (None, shas[t][o]))
+    app = InspectorApp(source, start_turn=turn)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        manifest = app.query_one("#manifest", ManifestPanel)
+        viewer = app.query_one("#content", ContentViewer)
+        manifest.move_cursor(row=manifest._ids.index(same))
+        await settle(pilot)
+        source.release.clear()  # content for the next turn is held back
+        await pilot.press("right")
+        await pilot.pause()
+        assert f"{same} · turn {turn + 1} · " in viewer.title  # unchanged text: titled at once
+        source.release.set()
+        await settle(pilot)
+        await pilot.press("left")
+        await settle(pilot)
+        manifest.move_cursor(row=manifest._ids.index(other))
+        await settle(pilot)
+        source.release.clear()
+        await pilot.press("right")
+        await pilot.pause()
+        assert f"{other} · turn {turn} · " in viewer.title  # changed text: the old title until it comes
+        source.release.set()
+        await settle(pilot)
+        assert f"{other} · turn {turn + 1} · " in viewer.title
