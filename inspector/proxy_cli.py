@@ -5,7 +5,9 @@
 
 `proxy` runs in the foreground until Ctrl-C. `run` starts the proxy as a child process (so the TUI's
 rendering never delays a forwarded byte), starts CMD with the base-URL variables SDKs and litellm
-read pointing at it, opens the inspector on CMD's first conversation, and exits with CMD's exit code.
+read pointing at it, opens the inspector on CMD's first conversation (its later conversations and
+sub-agents are announced there and listed with `o`: see inspector/run_tui.py), and exits with CMD's
+exit code.
 The engine side (forwarding, recording) is `engine.capture.proxy`; aiohttp is imported only there.
 """
 
@@ -275,7 +277,7 @@ def _supervise(
     theme: str | None,
     agent_log: Path,
 ) -> int:
-    """Wait for the agent, forwarding SIGTERM/SIGHUP to it; with the TUI, show its first session meanwhile."""
+    """Wait for the agent, forwarding SIGTERM/SIGHUP to it; with the TUI, show its sessions meanwhile."""
 
     def forward(signum: int, _frame: Any) -> None:
         if child.poll() is None:
@@ -317,9 +319,11 @@ def _tui(
             src = LiveSource(px.pid, timeout=2.0, session=1)
         except ContextPipeError:
             time.sleep(0.1)
-    from inspector.app import InspectorApp
+    from inspector.run_tui import follow_run
 
-    InspectorApp(src, theme=theme).run()
+    # The first session first; the run's later sessions (sub-agents, other conversations) are
+    # announced in the inspector and listed with `o` (or on quitting it).
+    follow_run(px.pid, src, theme=theme)
 
 
 def _stop_proxy(px: subprocess.Popen[bytes]) -> None:

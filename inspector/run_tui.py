@@ -1,0 +1,112 @@
+"""The inspector of `cp-inspect run`: the run's first conversation, and every other one the agent opens.
+
+An agent run through the proxy may open several sessions: sub-agents (Claude Code's Task tool), a
+second conversation, a small side call on another model (a title, a quota check). The inspector opens
+on the first session, as it always did; each further session of this run is announced when it appears,
+and `o` lists them all. The list is `cp-inspect top` narrowed to this run's proxy: Enter opens a session,
+q in the inspector comes back to the list (once the run has more than one session), q in the list
+leaves the TUI. Following the newest session automatically was the other choice, rejected: side calls
+and short sub-agents would pull the view away from the conversation the user is reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from textual.binding import Binding
+
+from engine.errors import ContextPipeError
+from engine.probe.client import AgentInfo
+from engine.probe.runtime_dir import parse_target
+from engine.probe.watch import FleetWatcher
+
+from .app import InspectorApp
+from .sources import Source
+from .sources.live import LiveSource
+from .top_app import TopApp
+
+ANNOUNCE_S = 1.0  # how often the inspector looks for new sessions of the run (a snapshot copy: cheap)
+
+
+class RunWatcher(FleetWatcher):
+    """The fleet watcher narrowed to one proxy process: its sessions `PID.N`, nobody else's."""
+
+    def __init__(self, pid: int, runtime_dir: Path | None = None) -> None:
+        super().__init__(runtime_dir)
+        self.pid = pid
+
+    def _follow(self, info: AgentInfo) -> None:
+        if info.pid == self.pid:  # other agents on the machine are not this run's: never connected to
+            super()._follow(info)
+
+
+class RunInspectorApp(InspectorApp):
+    """The inspector on one session of the run, announcing the run's other sessions as they start."""
+
+    BINDINGS = [
+        Binding(
+            "o", "run_sessions", "Sessions", tooltip="this run's sessions (sub-agents, other conversations)"
+        )
+    ]
+
+    def __init__(self, source: Source, watcher: FleetWatcher, target: str, theme: str | None = None) -> None:
+        super().__init__(source, theme=theme)
+        self.watcher, self.target = watcher, target
+        self.show_sessions = False  # the user asked for the list (`o`), rather than quitting
+        self._announced = {target}
+
+    def on_mount(self) -> None:  # Textual also runs InspectorApp's own on_mount
+        self.set_interval(ANNOUNCE_S, self.announce_sessions)
+
+    def announce_sessions(self) -> None:
+        for row in self.watcher.snapshot():
+            if row.target in self._announced:
+                continue
+            self._announced.add(row.target)
+            model = f" ({row.model})" if row.model else ""
+            self.notify(
+                f"session {row.target}{model} started: press o to list this run's sessions",
+                title="new session",
+                timeout=10,
+            )
+
+    def action_run_sessions(self) -> None:
+        self.show_sessions = True
+        self.exit()
+
+
+def follow_run(pid: int, first: Source, theme: str | None = None) -> None:
+    """Show the run of proxy `pid`, starting on its first session (`first`), until the user leaves."""
+    watcher = RunWatcher(pid).start()
+    try:
+        source, target = first, f"{pid}.1"
+        while True:
+            app = RunInspectorApp(source, watcher, target, theme=theme)
+            app.run()
+            if not app.show_sessions and len(watcher.snapshot()) <= 1:
+                return  # one conversation: q leaves, as it always did
+            picked = pick_session(watcher, pid, theme, lambda p: LiveSource(pid, session=p))
+            if picked is None:
+                return
+            source, target = picked
+    finally:
+        watcher.stop()
+
+
+def pick_session(
+    watcher: FleetWatcher, pid: int, theme: str | None, open_session: Callable[[int], Source]
+) -> tuple[Source, str] | None:
+    """The run's session list until the user opens one (its source and target) or leaves it (None)."""
+    while True:
+        choice = TopApp(watcher, theme=theme).run()
+        if not choice:
+            return None
+        parsed = parse_target(choice)
+        if parsed is None or parsed[0] != pid or parsed[1] is None:
+            continue
+        try:
+            return open_session(parsed[1]), choice
+        except ContextPipeError as exc:  # the session's socket went away between the list and the key
+            typer.secho(f"cannot open session {choice}: {exc}", fg=typer.colors.YELLOW, err=True)

@@ -1,0 +1,118 @@
+"""`cp-inspect run`'s TUI when the agent opens more than one conversation, driven as a person would
+(Pilot): a real proxy (in this process, serving each session on its own probe socket) in front of the
+stand-in, the real openai SDK holding two conversations. The inspector opens on the first session,
+announces the second when it starts, `o` lists this run's sessions (and only them), Enter opens the
+one picked, and it shows that session's own turns."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from inspector.run_tui import RunInspectorApp, RunWatcher, pick_session
+from inspector.sources.live import LiveSource
+from inspector.top_app import TopApp
+from panels.fleet_table import FleetTable
+from tests.capture.conftest import Proxied
+
+
+def _converse(url: str, system: str, turns: int) -> None:
+    client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+    messages: list[Any] = [{"role": "system", "content": system}, {"role": "user", "content": "Count files."}]
+    for t in range(turns):
+        r = client.chat.completions.create(model="gpt-4o", messages=messages)
+        messages += [r.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": f"{t}"}]
+
+
+async def _until(check: Any, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+async def test_run_tui_announces_and_opens_the_runs_other_sessions(proxied: Proxied, rtdir: Path) -> None:
+    pid = os.getpid()
+    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", 2)
+    assert proxied.recorder.flush(60)
+    watcher = RunWatcher(pid).start()
+    try:
+        app = RunInspectorApp(LiveSource(pid, session=1), watcher, f"{pid}.1")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(lambda: len(app.timeline) == 2)
+            await pilot.pause(1.5)  # a few announcement ticks: nothing to announce yet
+            assert not [n for n in app._notifications if n.title == "new session"]
+            # the agent starts a sub-agent: a second conversation, so a second proxy session
+            await asyncio.to_thread(_converse, proxied.url, "You are a sub-agent.", 3)
+            await _until(lambda: [n for n in app._notifications if n.title == "new session"])
+            (note,) = [n for n in app._notifications if n.title == "new session"]
+            assert f"session {pid}.2 (gpt-4o) started" in note.message and "press o" in note.message
+            await pilot.press("o")
+            await pilot.pause()
+        assert app.show_sessions  # `o` asked for the list, rather than quitting
+        top = TopApp(watcher, refresh_s=0.2)
+        async with top.run_test(size=(140, 30)) as pilot:
+            table = top.query_one(FleetTable)
+            await _until(lambda: table.row_count == 2)
+            await _until(
+                lambda: {r.target: r.turns for r in watcher.snapshot()} == {f"{pid}.1": 2, f"{pid}.2": 3}
+            )
+            while table.selected_target() != f"{pid}.2":
+                await pilot.press("down")
+            await pilot.press("enter")
+            await pilot.pause()
+        assert top.return_value == f"{pid}.2"
+        # what follow_run does with the pick: that session's own turns, live
+        second = LiveSource(pid, session=2)
+        app2 = RunInspectorApp(second, watcher, f"{pid}.2")
+        async with app2.run_test(size=(120, 40)) as pilot:
+            await _until(lambda: len(app2.timeline) == 3)
+            await pilot.pause(1.5)  # the first session is known to the watcher, but not new: announced once
+            assert [n.message for n in app2._notifications if n.title == "new session"] == [
+                f"session {pid}.1 (gpt-4o) started: press o to list this run's sessions"
+            ]
+            await pilot.press("q")
+        assert not app2.show_sessions
+    finally:
+        watcher.stop()
+
+
+def test_run_watcher_follows_only_its_own_proxy(proxied: Proxied, rtdir: Path) -> None:
+    _converse(proxied.url, "You are the main agent.", 1)
+    assert proxied.recorder.flush(60)
+    mine, other = RunWatcher(os.getpid()), RunWatcher(os.getpid() + 1_000_000)
+    try:
+        deadline = time.monotonic() + 60
+        while not mine.snapshot():  # the probe socket is put in place by the server's own thread
+            assert time.monotonic() < deadline
+            mine.scan()
+            time.sleep(0.05)
+        other.scan()
+        assert [r.target for r in mine.snapshot()] == [f"{os.getpid()}.1"]
+        assert other.snapshot() == []
+    finally:
+        mine.stop()
+        other.stop()
+
+
+def test_pick_session_skips_a_session_that_went_away(monkeypatch: Any) -> None:
+    """A session that cannot be opened (its socket gone) is said and the list comes back."""
+    from engine.errors import ContextPipeError
+
+    picks = iter(["7.1", "8.2", "7.2", None])
+    monkeypatch.setattr(TopApp, "run", lambda self: next(picks))
+    opened: list[int] = []
+
+    def open_session(n: int) -> Any:
+        opened.append(n)
+        if n == 1:
+            raise ContextPipeError("gone")
+        return f"source {n}"
+
+    got = pick_session(RunWatcher(7), 7, None, open_session)
+    assert got == ("source 2", "7.2") and opened == [1, 2]  # 8.2 is another process: ignored

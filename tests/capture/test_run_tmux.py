@@ -1,0 +1,82 @@
+"""`cp-inspect run` with the TUI, in a real terminal (tmux), used as a person would: an agent that holds
+two conversations (a main one, then a sub-agent's) through the proxy to the stand-in. The inspector
+opens on the first session, announces the second, `o` lists both, Enter opens the sub-agent's, q comes
+back to the list, q leaves; the agent's exit code comes back and both sessions are recorded."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.capture.conftest import verify_ok
+from tests.capture.standin import StandIn
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux to drive a real terminal")
+
+
+def _pane(name: str) -> str:
+    return subprocess.run(
+        ["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=30
+    ).stdout
+
+
+def _rows(screen: str) -> list[str]:
+    """The session list's rows (`PID.N  model ...`), as on screen."""
+    return [line for line in screen.splitlines() if re.match(r"\s*\d+\.\d+\s", line)]
+
+
+def _wait_for(name: str, text: str, timeout: float = 180.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = _pane(name)
+        if text in screen:
+            return screen
+        assert time.monotonic() < deadline, f"{text!r} never appeared; the screen:\n{screen}"
+        time.sleep(0.3)
+
+
+def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
+    name = f"cprun-{uuid.uuid4().hex[:8]}"
+    rec = tmp_path / "rec"
+    agent = f"{sys.executable} -m tests.capture.script_agent --turns 5 --delay 1.0 --conversations 2 --exit 3"
+    shell = (
+        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
+        f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
+        f"--record-dir {rec} --upstream {standin.url} -- {agent}; echo EXIT=$?; sleep 300"
+    )
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    try:
+        screen = _wait_for(name, "You are a script agent.")  # the first session, in the inspector
+        assert "o Session" in screen  # the key is in the footer
+        screen = _wait_for(name, "press o to list")  # the sub-agent's session, announced
+        subprocess.run(["tmux", "send-keys", "-t", name, "o"], check=True)
+        _wait_for(name, "PID        MODEL")  # the run's session list
+        deadline = time.monotonic() + 60
+        while len(rows := _rows(_pane(name))) < 2:
+            assert time.monotonic() < deadline, _pane(name)
+            time.sleep(0.3)
+        assert sorted(r.split()[0].split(".")[1] for r in rows) == ["1", "2"], rows
+        # the highlighted row first: go down until the cursor is on session 2, then open it
+        target = next(r.split()[0] for r in rows if r.split()[0].endswith(".2"))
+        if not rows[0].split()[0].endswith(".2"):
+            subprocess.run(["tmux", "send-keys", "-t", name, "Down"], check=True)
+            time.sleep(0.5)
+        subprocess.run(["tmux", "send-keys", "-t", name, "Enter"], check=True)
+        _wait_for(name, "You are sub-agent 1.")
+        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
+        _wait_for(name, target)  # back on the list
+        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
+        screen = _wait_for(name, "EXIT=", timeout=240)
+        assert "EXIT=3" in screen, screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    files = sorted(rec.glob("*.cpsession"))
+    assert len(files) == 2 and [verify_ok(f) for f in files] == [5, 5]
