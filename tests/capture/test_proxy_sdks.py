@@ -9,11 +9,14 @@ in the recording or on the probe.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from pathlib import Path
 
 import anthropic
 import openai
 
+from engine.importers.ingest import actual_requests
 from engine.probe.client import ProbeClient, list_agents
 from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import USAGE_ANTHROPIC, USAGE_DEEPSEEK, USAGE_OPENAI, USAGE_RESPONSES, StandIn
@@ -232,3 +235,49 @@ def test_session_header_and_tasks_split_sessions(proxied: Proxied) -> None:
     for p in paths:
         verify_ok(p)
     assert not any(errors(p) for p in paths)
+
+
+def test_anthropic_beta_endpoint_and_concurrent_calls(proxied: Proxied, standin: StandIn) -> None:
+    """`client.beta.messages` posts to /v1/messages?beta=true with the anthropic-beta header: forwarded
+    with its query and header, recorded like /v1/messages. Concurrent calls of one conversation's
+    session each keep their own usage (the stand-in answers `[standin tokens=N delay=S]` with N output
+    tokens, S seconds late: the first started finishes last)."""
+    seen = len(standin.requests)
+    common = {"model": "claude-sonnet-4", "max_tokens": 256, "system": SYSTEM, "tools": TOOLS}
+
+    async def run() -> list[int]:
+        ac = anthropic.AsyncAnthropic(base_url=proxied.url, api_key=KEY_A, max_retries=0)
+
+        async def one(k: int) -> int:
+            msgs = _anthropic_messages(0) + [
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": f"part {k} [standin tokens={10 + k} delay={0.1 * (4 - k):.1f}]"},
+            ]
+            r = await ac.beta.messages.create(
+                messages=msgs, betas=["context-management-2025-06-27"], **common
+            )  # type: ignore[arg-type]
+            return r.usage.output_tokens
+
+        return await asyncio.gather(*(one(k) for k in range(4)))
+
+    assert asyncio.run(run()) == [10, 11, 12, 13]
+    sent = standin.requests[seen:]
+    assert (
+        all(h.get("anthropic-beta") == "context-management-2025-06-27" for _, h, _ in sent) and len(sent) == 4
+    )
+    (path,) = proxied.finish()
+    outs = [u["output_tokens"] for u in usages(path)]
+    assert sorted(outs) == [10, 11, 12, 13]
+    assert verify_ok(path) == 4
+    # each turn's usage is its own request's: the request's text names the tokens it asked for
+    ev = events_of(path)
+    blobs = {
+        e["h"]: e["data"] if isinstance(e["data"], str) else e["data"].decode()
+        for e in ev
+        if e["k"] == "blob"
+    }
+    per_turn = {e["turn"]: e["usage"]["output_tokens"] for e in ev if e["k"] == "usage"}
+    for turn, hashes in actual_requests(ev).items():
+        last = json.loads(blobs[hashes[-1]])
+        asked = re.search(r"tokens=(\d+)", blobs[last["content_h"]])
+        assert asked is not None and per_turn[turn] == int(asked.group(1))
