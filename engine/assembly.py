@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from itertools import compress
+from itertools import accumulate, compress
 from operator import attrgetter
 
 from engine.artifacts import (
@@ -26,6 +26,10 @@ from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCo
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
 RECENT_RUNS = 3  # remembered item runs per section id (the full, the sent and a trimmed history)
+# Section totals remembered by identity: a turn makes a dozen or so sections. Each entry pins its
+# section, and a history section pins a tuple of the whole conversation, so this stays a few turns'
+# worth: a thousand entries held hundreds of full-history tuples in a long session.
+SECTION_MEMO = 64
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,13 @@ class Measure:
         # section itself, so its id cannot be reused while cached.
         self._sec: dict[int, tuple[Section, int]] = {}
         self._big: dict[str, int] = {}  # message hash -> tokens of its largest full tool result
+        self._primed: tuple[Section | None, int] = (None, 0)
         # Recent sums by section id: (items, total). A history section is the previous one plus what
         # was appended (between compactions), so its total is the previous total plus the new items:
         # a turn sums what is new, not everything it sends. The prefix is compared in C.
         self._runs: dict[str, list[tuple[tuple[SectionItem, ...], int]]] = {}
+        # Recent running sums of item tokens, (items, sums) with sums[i] = tokens of items[:i].
+        self._cums: list[tuple[tuple[SectionItem, ...], list[int]]] = []
         # Recent "first message with a tool result over a limit" scans: (limit, items, index or -1).
         self._over: list[tuple[int, tuple[SectionItem, ...], int]] = []
 
@@ -106,6 +113,8 @@ class Measure:
         hit = self._sec.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
+        if self._primed[0] is s:
+            return self._primed[1]
         items = s.items
         n = -1
         runs = self._runs.get(s.id)
@@ -121,10 +130,27 @@ class Measure:
             n = sum(self.item(i) for i in items)
         runs.insert(0, (items, n))
         del runs[RECENT_RUNS:]
-        if len(self._sec) >= 1024:  # a few turns' worth; older sections are garbage anyway
+        if len(self._sec) >= SECTION_MEMO:  # a few turns' worth; older sections are garbage anyway
             self._sec.clear()
         self._sec[id(s)] = (s, n)
         return n
+
+    def cumulative(self, items: tuple[SectionItem, ...]) -> list[int]:
+        """Running token sums: result[i] is the tokens of items[:i] (len(items) + 1 entries), so the
+        tokens of any slice are one subtraction. Extended from a recent run when `items` starts with
+        it (a history that grew), so a turn adds only the new items. Do not modify the list."""
+        for prev, sums in self._cums:
+            k = len(prev)
+            if k <= len(items) and items[:k] == prev:
+                if k == len(items):
+                    return sums
+                out = sums + list(accumulate(map(self.item, items[k:]), initial=sums[-1]))[1:]
+                break
+        else:
+            out = list(accumulate(map(self.item, items), initial=0))
+        self._cums.insert(0, (items, out))
+        del self._cums[RECENT_RUNS:]
+        return out
 
     def first_over(self, items: tuple[SectionItem, ...], limit: int) -> int:
         """Index of the first message in `items` holding a full tool result over `limit` tokens, or
@@ -163,10 +189,9 @@ class Measure:
 
     def prime(self, s: Section, total: int) -> None:
         """Record a section's total computed elsewhere (the pipeline keeps a running sum of its
-        history), so measuring it does not walk every item. `total` must equal what section() sums."""
-        if len(self._sec) >= 1024:
-            self._sec.clear()
-        self._sec[id(s)] = (s, total)
+        history), so measuring it does not walk every item. `total` must equal what section() sums.
+        One slot: a primed section holds the whole conversation, and only this turn's is needed."""
+        self._primed = (s, total)
 
     def items(self, items: Iterable[SectionItem]) -> int:
         return sum(self.item(i) for i in items)

@@ -179,6 +179,7 @@ class Pipeline:
         # The full history lives in the journal; keeping every trace here would grow without bound.
         self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
+        self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
@@ -332,7 +333,9 @@ class Pipeline:
         elif k == "summary":
             self.summaries[ev["in"]] = self._text(ev["h"])
         elif k == "usage":
-            u = normalize_usage(ev["usage"])  # also reads diagnostics keys and 1h writes
+            # record_usage() normalized this very dict a moment ago: reuse it (a replayed one is new).
+            hint = self._usage_hint
+            u = hint[1] if hint is not None and hint[0] is ev["usage"] else normalize_usage(ev["usage"])
             self.stats.record_completion(self.config.model, self.config.query_source, u.output_tokens)
             if ev.get("estimated"):
                 self.stats.record_calibration(self.config.model, ev["estimated"], u.input_tokens)
@@ -861,7 +864,12 @@ class Pipeline:
         """Feedback after a successful call: statistics learn, the turn's trace gets real usage."""
         u = normalize_usage(usage)
         est = self._open["final_tokens"] if self._open else 0
-        self._emit({"k": "usage", "turn": self.turn - 1, "usage": u.to_dict(), "estimated": est})
+        d = u.to_dict()
+        self._usage_hint = (d, u)
+        try:
+            self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est})
+        finally:
+            self._usage_hint = None
         if self._open is not None:
             self._open["usage"] = u.to_dict()
             self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])

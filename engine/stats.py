@@ -29,6 +29,10 @@ class Statistics:
     calibration_samples: dict[str, int] = field(default_factory=dict)
     recovery_turns_left: int = 0
     recoveries: int = 0
+    # Percentiles already computed, by (bucket, pct, samples seen): the planner asks every turn (and a
+    # what-if many times per turn) while the samples change once per call. Not part of the state.
+    _pct: dict[tuple[str, int, int], int] = field(default_factory=dict, repr=False, compare=False)
+    _seen: int = field(default=0, repr=False, compare=False)
 
     @staticmethod
     def bucket(model: str, source: str) -> str:
@@ -37,14 +41,22 @@ class Statistics:
     def response_reserve(self, model: str, source: str, default: int) -> tuple[int, int]:
         """(reserve tokens, percentile used): p75 in steady state, p95 while recovering."""
         pct = 95 if self.recovery_turns_left > 0 else 75
-        samples = self.completions.get(self.bucket(model, source))
+        bucket = self.bucket(model, source)
+        samples = self.completions.get(bucket)
         if not samples:
             return default, pct
-        return percentile(samples, pct), pct
+        key = (bucket, pct, self._seen)
+        got = self._pct.get(key)
+        if got is None:
+            if len(self._pct) > 64:
+                self._pct.clear()
+            got = self._pct[key] = percentile(samples, pct)
+        return got, pct
 
     def record_completion(self, model: str, source: str, output_tokens: int) -> None:
         samples = self.completions.setdefault(self.bucket(model, source), [])
         samples.append(max(0, int(output_tokens)))
+        self._seen += 1
         if len(samples) > MAX_SAMPLES:
             del samples[0]
 

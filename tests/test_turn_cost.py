@@ -105,3 +105,41 @@ def test_oldest_to_drop_matches_the_forward_walk(
     sizes = [m.items(tup[s:e]) for s, e in droppable]
     got = oldest_to_drop(tup, droppable, m.items(tup), need, m, at_least_one)
     assert got == _forward(sizes, need, at_least_one)
+
+
+def _cache_sizes(pipe: Pipeline) -> dict[str, int]:
+    """Entries in every per-turn cache the engine keeps (not the journal or the history)."""
+    m = pipe.measure
+    ser = pipe._serializers["openai"]
+    pinned = {id(t): len(t) for t in [s.items for s, _ in m._sec.values()] + [i for i, _ in m._cums]}
+    return {
+        "section memo": len(m._sec),
+        "items in tuples pinned by the measure": sum(pinned.values()),
+        "serializer items": len(ser._items),
+        "serializer fragments": len(ser._cache),
+        "source sections": len(pipe._sections),
+        "traces": len(pipe.traces),
+    }
+
+
+def test_per_turn_caches_do_not_grow_with_the_session() -> None:
+    # Memory the engine keeps for speed must follow the live window, not the session: a memo that
+    # pinned every turn's full-history tuple (1,024 of them) once grew RSS by megabytes per 100 turns.
+    counter = TokenCounter(CharTokenizer())
+    pipe = Pipeline("deepseek-chat", "openai", 3_000, counter=counter, serve=False, clock=lambda: 0.0)
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    pipe.user("Fix the bug.")
+    sizes = []
+    for t in range(2_400):
+        _round(pipe, t)
+        pipe.next_request()
+        pipe.record_usage({"input_tokens": 1000, "output_tokens": 10})
+        if t in (599, 2_399):
+            sizes.append(_cache_sizes(pipe))
+    early, late = sizes
+    assert len(pipe.history) > 4_000
+    for name, n in late.items():
+        # A few turns' worth of what is sent: no more than at turn 600 (give or take a prune), and
+        # far less than the 4,800-message history.
+        assert n <= max(2 * early[name], 64) and n < 1_000, (name, early[name], n)

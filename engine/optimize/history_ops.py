@@ -6,6 +6,9 @@ imports these helpers, never another rule's module.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from operator import itemgetter
+
 from engine.artifacts import Message, SectionItem, Text
 from engine.assembly import Assembly, Measure, history_rounds, omission_marker
 from engine.types import Form, SectionKind
@@ -48,20 +51,17 @@ def oldest_to_drop(
     n = len(droppable)
     if n == 0 or (need <= 0 and not at_least_one):
         return 0, 0
-    total_droppable = hist_tokens - m.items(items[: droppable[0][0]]) - m.items(items[droppable[-1][1] :])
+    # Running sums make every round's size one subtraction; sums of the newest rounds grow with their
+    # count (sizes are never negative), so the most that fit in `room` is found by bisection.
+    cum = m.cumulative(items)
+    first, last = droppable[0][0], droppable[-1][1]
+    total_droppable = hist_tokens - cum[first] - (cum[len(items)] - cum[last])
     room = total_droppable - need  # what may stay of the droppable rounds
-    kept = 0
-    j = 0
     cap = n - 1 if at_least_one else n
-    for s, e in reversed(droppable):
-        if j >= cap:
-            break
-        t = m.items(items[s:e])
-        if kept + t > room:
-            break
-        kept += t
-        j += 1
-    return n - j, total_droppable - kept
+    starts = list(map(cum.__getitem__, map(itemgetter(0), droppable)))
+    i = bisect_left(starts, cum[last] - room, n - cap)  # oldest round that can stay
+    kept = cum[last] - starts[i] if i < n else 0
+    return i, total_droppable - kept
 
 
 def drop_range(

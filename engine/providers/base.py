@@ -80,7 +80,7 @@ _TOKENS = attrgetter("tokens")
 # items of the current request (and at least CACHE_FLOOR), everything the current request did not use
 # is dropped: memory follows the live window, not the session.
 CACHE_SLACK = 4
-CACHE_FLOOR = 2048
+CACHE_FLOOR = 512
 
 
 @dataclass
