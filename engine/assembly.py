@@ -7,7 +7,7 @@ caching by content hash, and includes the per-message overhead a chat API adds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import accumulate, compress
 from operator import attrgetter
 
@@ -52,7 +52,19 @@ class Section:
         self, items: tuple[SectionItem, ...], form: Form | None = None, omitted: int = 0
     ) -> Section:
         new_form = form if form is not None else self.form
-        return replace(self, items=items, form=new_form, omitted=self.omitted + omitted)
+        # The constructor directly: dataclasses.replace() re-reads every field by name, and rules call
+        # this several times a turn.
+        return Section(
+            self.id,
+            self.name,
+            self.kind,
+            self.scope,
+            self.priority,
+            items,
+            new_form,
+            self.omitted + omitted,
+            self.note,
+        )
 
 
 Assembly = tuple[Section, ...]
@@ -70,6 +82,7 @@ class Measure:
         self._sec: dict[int, tuple[Section, int]] = {}
         self._big: dict[str, int] = {}  # message hash -> tokens of its largest full tool result
         self._primed: tuple[Section | None, int] = (None, 0)
+        self._tot: dict[int, tuple[Assembly, int]] = {}  # totals of recent assemblies, by identity
         # Recent sums by section id: (items, total). A history section is the previous one plus what
         # was appended (between compactions), so its total is the previous total plus the new items:
         # a turn sums what is new, not everything it sends. The prefix is compared in C.
@@ -197,7 +210,14 @@ class Measure:
         return sum(self.item(i) for i in items)
 
     def total(self, asm: Assembly) -> int:
-        return sum(self.section(s) for s in asm) + REPLY_PRIMING_TOKENS
+        hit = self._tot.get(id(asm))
+        if hit is not None and hit[0] is asm:
+            return hit[1]
+        n = sum(self.section(s) for s in asm) + REPLY_PRIMING_TOKENS
+        if len(self._tot) >= 16:  # a policy asks about a handful of assemblies per turn
+            self._tot.clear()
+        self._tot[id(asm)] = (asm, n)
+        return n
 
 
 def history_rounds(items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:

@@ -180,7 +180,8 @@ class Pipeline:
         self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
-        self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
+        self._sections: dict[Any, Any] = {}
+        self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate  # unchanged source sections across turns (sections.assemble)
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
         self._replay = replay
@@ -598,12 +599,9 @@ class Pipeline:
         self, cfg: PipelineConfig, asm: Assembly, reserves: Reserves | None = None
     ) -> tuple[Plan, Reserves, float]:
         """Plan (pure): pressure, tier and section budgets for `asm` under `cfg` and the statistics."""
-        m = self.measure
         if reserves is None:
             reserves = self._reserves(cfg)
-        estimates = tuple(
-            SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in asm
-        )
+        estimates = tuple(map(self._estimate, asm))
         budget = cfg.budget
         # The window is in the provider's tokens, the estimates in ours: plan against the window as our
         # tokenizer sees it, using the ratio Feedback learned for this model.
@@ -619,6 +617,19 @@ class Pipeline:
             )
         )
         return the_plan, reserves, ratio
+
+    def _estimate(self, s: Any) -> SectionEstimate:
+        """The planner's view of a section, remembered per section object (most sections are the same
+        objects turn after turn, and a frozen dataclass costs a few microseconds to build)."""
+        m = self.measure
+        hit = self._estimates.get(id(s))
+        if hit is not None and hit[0] is s and hit[1] is m:
+            return hit[2]
+        est = SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s))
+        if len(self._estimates) >= 64:
+            self._estimates.clear()
+        self._estimates[id(s)] = (s, m, est)
+        return est
 
     def cache_rules(self, cfg: PipelineConfig) -> CacheRules:
         """The provider's cache rules and price ratios the cost_aware policy weighs a compaction by."""

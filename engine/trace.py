@@ -11,11 +11,14 @@ from engine.hashing import sha256_hex
 from engine.plan import Plan, Reserves
 from engine.providers import SerializedRequest
 from engine.trace_schema import Marker, Step, Trace, TraceSection
-from engine.types import Form
+from engine.types import Form, SectionKind
 
 if TYPE_CHECKING:
     from engine.config import PipelineConfig
     from engine.optimize import OptimizeResult
+
+
+_KIND_VALUES = {k: k.value for k in SectionKind}  # plain strings; an enum's .value is a slow descriptor
 
 
 def build_trace(
@@ -49,7 +52,7 @@ def build_trace(
             {
                 "id": s.id,
                 "name": s.name,
-                "kind": s.kind.value,
+                "kind": _KIND_VALUES[s.kind],
                 "scope": s.scope.label,
                 "priority": s.priority.label,
                 "budget": p.budgets.get(s.id, 0),

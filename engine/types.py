@@ -17,7 +17,7 @@ class CacheScope(IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower()
+        return _SCOPE_LABELS[self]
 
 
 class Priority(IntEnum):
@@ -30,7 +30,7 @@ class Priority(IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower()
+        return _PRIORITY_LABELS[self]
 
 
 class Lifecycle(StrEnum):
@@ -50,7 +50,7 @@ class Tier(IntEnum):
 
     @property
     def label(self) -> str:
-        return {0: "Normal", 1: "TrimSchemas", 2: "CompactHistory", 3: "AggressivePrune"}[int(self)]
+        return _TIER_LABELS[int(self)]
 
 
 class SectionKind(StrEnum):
@@ -76,6 +76,12 @@ class Form(StrEnum):
     DROPPED = "dropped"
     DEGRADED = "degraded"
 
+
+# Labels looked up, not computed: an enum's `name` is a slow descriptor, and traces ask every turn.
+# CacheScope and Priority members compare equal to their ints (and to each other), so one table each.
+_TIER_LABELS = ("Normal", "TrimSchemas", "CompactHistory", "AggressivePrune")
+_SCOPE_LABELS = {m: m.name.lower() for m in CacheScope}
+_PRIORITY_LABELS = {m: m.name.lower() for m in Priority}
 
 # Sections whose content is never evicted, spilled or trimmed.
 ANCHOR_KINDS = frozenset({SectionKind.IDENTITY, SectionKind.CONSTRAINTS})

@@ -16,7 +16,10 @@ from engine.types import Form, SectionKind
 
 def history_index(asm: Assembly) -> int | None:
     """Position of the history section in the assembly, or None when there is none."""
-    return next((i for i, s in enumerate(asm) if s.kind == SectionKind.HISTORY), None)
+    for i, s in enumerate(asm):  # a plain loop: called several times a turn, a generator costs more
+        if s.kind is SectionKind.HISTORY:
+            return i
+    return None
 
 
 def drop_oldest(asm: Assembly, idx: int, count: int, m: Measure) -> tuple[Assembly, int]:
