@@ -13,10 +13,12 @@ things run interleaved on the same growing history, each timed in wall and threa
 
 Both trims get max_tokens = the engine's own ceiling that turn (window minus margin and reserves), so
 all three fit the same budget. Each turn's time is the minimum over repeats (noise only adds time).
+The engine's tokenizer is timed too (thread CPU of counting new content, which both the engine and
+trim+memo must do), and the engine turn is also reported without it.
 
 Part 2, a synthetic 10,000-turn session (20,000+ messages) through the public API at --long-window
 (default 128k): engine turn vs the floor at 1,000, 5,000 and 20,000 messages of history (median of
-the 50 turns before each point), RSS as it grows, and trim+memo sampled every 500 turns (running it
+the 50 turns before each point; the tool output is made before the timed region, as the agent's work), RSS as it grows, and trim+memo sampled every 500 turns (running it
 every turn on 20k messages would take hours).
 
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
@@ -59,11 +61,12 @@ class EngineRun:
     """Feeds one call's new messages into a Pipeline, as an agent loop would."""
 
     def __init__(self, imp: ImportedSession, window: int) -> None:
+        self.tokenizer = TimedTokenizer()
         self.pipe = Pipeline(
             imp.model or "deepseek-chat",
             "openai",
             window,
-            counter=TokenCounter(),
+            counter=TokenCounter(self.tokenizer),
             serve=False,
             clock=lambda: 0.0,
         )
@@ -144,6 +147,24 @@ def tiktoken_counter() -> Callable[[list[Any]], int]:
 
 
 # ----------------------------------------------------------------------------- counters
+class TimedTokenizer:
+    """The engine's default tokenizer, with the thread-CPU time it spends counting (new content only:
+    the engine caches counts by content hash). Same name, so the same cache keys and counts."""
+
+    def __init__(self) -> None:
+        from engine.tokens import default_tokenizer
+
+        self.inner = default_tokenizer()
+        self.name = self.inner.name
+        self.cpu = 0.0
+
+    def count(self, text: str) -> int:
+        t = time.thread_time()
+        n = self.inner.count(text)
+        self.cpu += time.thread_time() - t
+        return n
+
+
 def memo_counter(count_one: Callable[[Any], int]) -> Callable[[list[Any]], int]:
     """trim_messages calls its counter on many prefixes of the history per turn; a careful user
     counts each message once (keyed by the message object, which the agent keeps across turns)."""
@@ -181,6 +202,7 @@ class Timer:
 
 # ----------------------------------------------------------------------------- part 1
 KINDS = ("engine", "floor", "trim", "memo")
+TIMED = KINDS + ("tokenize",)  # tokenize: the part of the engine turn spent tokenizing new content (CPU)
 
 
 def one_repeat(
@@ -196,10 +218,11 @@ def one_repeat(
     pipe = run.pipe
     memo = memo_counter(count_one)  # fresh per repeat: its first turns pay for counting, as in real use
     fed = 0
-    out: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in TIMED}
     sizes: list[int] = []
     for k, call in enumerate(imp.calls):
         new = call.messages[fed:]
+        tok0 = run.tokenizer.cpu
         t = Timer()
         for m in new:
             run.feed(m)
@@ -215,6 +238,7 @@ def one_repeat(
         else:
             pipe.record_error("error", call.error or "no response")
         out["engine"].append(t.stop())
+        out["tokenize"].append((0.0, run.tokenizer.cpu - tok0))
         body = req.body  # parsed from the canonical bytes outside the timed regions
         t = Timer()
         json.dumps(body)
@@ -282,12 +306,12 @@ def part1(args: argparse.Namespace) -> None:
     TokenCounter().count("warm up the tokenizer")
     naive(lc_history[0])
     n = len(imp.calls)
-    best: dict[str, list[list[float]]] = {k: [[math.inf] * n, [math.inf] * n] for k in KINDS}
+    best: dict[str, list[list[float]]] = {k: [[math.inf] * n, [math.inf] * n] for k in TIMED}
     sizes: list[int] = []
     gc.collect()
     for _ in range(args.repeats):
         out, sizes = one_repeat(imp, args.window, lc_history, naive, count_one)
-        for kind in KINDS:
+        for kind in TIMED:
             for i, (w, c) in enumerate(out[kind]):
                 best[kind][0][i] = min(best[kind][0][i], w)
                 best[kind][1][i] = min(best[kind][1][i], c)
@@ -315,6 +339,14 @@ def part1(args: argparse.Namespace) -> None:
               f"engine / naive trim {sum(e) / sum(t):.3f}x")  # fmt: skip
         print(f"[{label}]   steady-state engine turn / floor (median, turns >= {warm}): {steady:.2f}x "
               f"(goal <= 2x); median turn {statistics.median(e[warm:]) * ms:.3f} ms")  # fmt: skip
+    # Tokenizing new content is O(new) work both the engine and trim+memo do (the minimum over repeats,
+    # taken per turn like the rest). The rest of the engine turn is its own overhead.
+    e, f, tk = best["engine"][1], best["floor"][1], best["tokenize"][1]
+    rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
+    steady_rest = statistics.median(a / b for a, b in zip(rest[warm:], f[warm:], strict=True))
+    print(f"[CPU] of which tokenizing new content {sum(tk) * ms:.1f} ms; engine without it "
+          f"{sum(rest) * ms:.1f} ms = {sum(rest) / sum(f):.2f}x the floor; steady-state turn without it / "
+          f"floor {steady_rest:.2f}x (median {statistics.median(rest[warm:]) * ms:.3f} ms)")  # fmt: skip
     print()
 
 
@@ -326,10 +358,12 @@ def synthetic_output(t: int) -> str:
     return "".join(f"line {t}.{i}: {rnd.random():.6f} value = compute(x_{i}, y_{t})\n" for i in range(n))
 
 
-def synthetic_round(pipe: Pipeline, t: int) -> None:
+def synthetic_round(pipe: Pipeline, t: int, output: str | None = None) -> None:
+    """One round as the agent feeds it; `output` is the tool output (made before the timed region by
+    part 2: producing it is the agent's work, not the engine's)."""
     args = json.dumps({"cmd": f"sed -n 1,200p src/module_{t % 97}.py"})
     calls = pipe.assistant(f"Step {t}: read the next module.", [{"id": f"c{t}", "name": "bash", "arguments": args}])
-    pipe.tool_result(calls[0].id, synthetic_output(t))
+    pipe.tool_result(calls[0].id, synthetic_output(t) if output is None else output)
 
 
 def rss_mb() -> float:
@@ -342,21 +376,31 @@ def rss_mb() -> float:
 
 def part2(args: argparse.Namespace) -> None:
     # Pass A: the engine alone (so RSS is the engine's), with the floor of each turn's request.
+    tokenizer = TimedTokenizer()
     pipe = Pipeline(
-        "deepseek-chat", "openai", args.long_window, serve=False, clock=lambda: 0.0, policy=args.long_policy
+        "deepseek-chat",
+        "openai",
+        args.long_window,
+        serve=False,
+        clock=lambda: 0.0,
+        policy=args.long_policy,
+        counter=TokenCounter(tokenizer),
     )
     system, task = "You are a careful coding agent.", "Fix the failing test in tests/test_io.py."
     pipe.identity(system)
     pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
     pipe.user(task)
-    rows: list[tuple[int, float, float, float, float, int]] = []  # messages, engine w/c, floor w/c, bytes
+    # messages, engine wall/CPU, floor wall/CPU, bytes sent, CPU tokenizing new content
+    rows: list[tuple[int, float, float, float, float, int, float]] = []
     ceilings: list[int] = []
     rss: list[tuple[int, int, float]] = []
     gc.collect()
     rss0 = rss_mb()
     for t in range(args.long_turns):
+        output = synthetic_output(t)
+        tok0 = tokenizer.cpu
         tm = Timer()
-        synthetic_round(pipe, t)
+        synthetic_round(pipe, t, output)
         req = pipe.next_request()
         pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
         ew, ec = tm.stop()
@@ -364,7 +408,7 @@ def part2(args: argparse.Namespace) -> None:
         tm = Timer()
         json.dumps(body)
         fw, fc = tm.stop()
-        rows.append((len(pipe.history) + 1, ew, ec, fw, fc, len(req.bytes)))
+        rows.append((len(pipe.history) + 1, ew, ec, fw, fc, len(req.bytes), tokenizer.cpu - tok0))
         ceilings.append(int(req.trace["ceiling"]))
         if (t + 1) % 1000 == 0:
             rss.append((t + 1, len(pipe.history) + 1, rss_mb() - rss0))
@@ -390,7 +434,7 @@ def part2(args: argparse.Namespace) -> None:
           f"{args.long_window}, policy {args.long_policy or 'default'}; one run, each point the median of "
           f"the 50 turns before it")  # fmt: skip
     print(f"{'messages':>9} {'KiB sent':>8} {'engine ms':>10} {'floor ms':>9} {'eng/floor':>9} "
-          f"{'CPU eng/floor':>13}")  # fmt: skip
+          f"{'CPU eng/floor':>13} {'CPU w/o tokenizing':>18}")  # fmt: skip
     for target in (1_000, 5_000, 20_000):
         idx = next((i for i, r in enumerate(rows) if r[0] >= target), None)
         if idx is None or idx < 50:
@@ -402,11 +446,16 @@ def part2(args: argparse.Namespace) -> None:
         fc = statistics.median(r[4] for r in win)
         ratio_w = statistics.median(r[1] / r[3] for r in win)
         ratio_c = statistics.median(r[2] / r[4] for r in win)
+        ratio_r = statistics.median(max(0.0, r[2] - r[6]) / r[4] for r in win)
+        tk = statistics.median(r[6] for r in win)
         print(f"{target:>9} {win[-1][5] / 1024:>8.0f} {ew * ms:>10.3f} {fw * ms:>9.3f} {ratio_w:>8.2f}x "
-              f"{ratio_c:>12.2f}x   (CPU {ec * ms:.3f} / {fc * ms:.3f} ms)")  # fmt: skip
+              f"{ratio_c:>12.2f}x {ratio_r:>17.2f}x   (CPU {ec * ms:.3f} / {fc * ms:.3f} ms; "
+              f"tokenizing {tk * ms:.3f} ms)")  # fmt: skip
     tot_e = sum(r[2] for r in rows)
     tot_f = sum(r[4] for r in rows)
-    print(f"whole session CPU: engine {tot_e:.2f} s, json.dumps floor {tot_f:.2f} s ({tot_e / tot_f:.2f}x)")
+    tot_t = sum(r[6] for r in rows)
+    print(f"whole session CPU: engine {tot_e:.2f} s (tokenizing new content {tot_t:.2f} s), json.dumps floor "
+          f"{tot_f:.2f} s ({tot_e / tot_f:.2f}x; {(tot_e - tot_t) / tot_f:.2f}x without tokenizing)")  # fmt: skip
     print("engine RSS growth (MB, pass A): " + ", ".join(f"turn {t} ({n} msgs) +{m:.1f}" for t, n, m in rss))
     print(f"{'turn':>6} {'messages':>9} {'trim+memo ms':>12} {'/floor':>7}  (CPU, pass B, sampled)")
     for turn, nmsg, mc in samples[:: max(1, len(samples) // 6)] + samples[-1:]:

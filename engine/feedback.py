@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from engine.errors import ContextPipeError
@@ -216,6 +217,8 @@ def cache_diagnostics(response: Any) -> dict[str, Any]:
     return out
 
 
+_SHA = attrgetter("sha")
+
 HISTORY_STEPS = (
     "clear_tool_results",
     "spill",
@@ -242,6 +245,8 @@ def attribute_cache_break(
     if model_changed:
         return {"section": "(model)", "cause": "model changed: caches are per model"}
     n = min(prev_prefix_blocks, len(prev))
+    if n <= len(cur) and list(map(_SHA, prev[:n])) == list(map(_SHA, cur[:n])):
+        return None  # the usual turn: the whole cached prefix is still there (compared in C)
     for i in range(n):
         if i >= len(cur) or cur[i].sha != prev[i].sha:
             if i >= len(cur):

@@ -92,6 +92,17 @@ def assemble(
             )
         )
     out.sort(key=lambda s: _ORDER[s.kind])  # stable: registration order within a kind
-    hist = tuple(history) + ((Message("user", tuple(pending)),) if pending else ())
+    if not pending:
+        hist = tuple(history)
+    elif isinstance(history, list):
+        # One copy of a long history instead of two (tuple(history) + (msg,) builds the tuple twice, and
+        # each copy of a 20,000-message tuple is a fresh 160 KB block): append, copy, restore.
+        history.append(Message("user", tuple(pending)))
+        try:
+            hist = tuple(history)
+        finally:
+            history.pop()
+    else:
+        hist = (*history, Message("user", tuple(pending)))
     out.append(Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, hist))
     return tuple(out)

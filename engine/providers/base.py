@@ -155,8 +155,10 @@ class _PrefixHasher:
         step = self.CHECKPOINT
         prev, states = self._body, self._states
         n = min(len(states), len(body) // step)
-        # The furthest checkpoint whose bytes this body repeats (usually the first one tried).
-        while n and body[: n * step] != prev[: n * step]:
+        # The furthest checkpoint whose bytes this body repeats (usually the first one tried); compared
+        # through a memoryview, which is a memcmp (slicing bytes would copy both sides first).
+        old = memoryview(prev)
+        while n and not body.startswith(old[: n * step]):
             n = n - 1 if n < 4 else n // 2
         states = states[:n]
         h = states[-1].copy() if n else hashlib.sha256()
