@@ -31,6 +31,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -920,8 +922,11 @@ class Pipeline:
         return resp
 
 
+_MARKER = attrgetter("marker")
+
+
 def _prefix_blocks(ser: SerializedRequest) -> int:
-    marks = [i for i, b in enumerate(ser.blocks) if b.marker]
+    marks = list(compress(range(len(ser.blocks)), map(_MARKER, ser.blocks)))  # in C: once a turn, every block
     if marks:
         return marks[-1] + 1
     return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import accumulate, compress
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from engine.assembly import Assembly, Measure, wire_order
@@ -18,7 +20,9 @@ if TYPE_CHECKING:
     from engine.optimize import OptimizeResult
 
 
-_KIND_VALUES = {k: k.value for k in SectionKind}  # plain strings; an enum's .value is a slow descriptor
+_KIND_VALUES = {k: k.value for k in SectionKind}
+_TOKENS = attrgetter("tokens")
+_MARKER = attrgetter("marker")  # plain strings; an enum's .value is a slow descriptor
 
 
 def build_trace(
@@ -68,16 +72,18 @@ def build_trace(
         )
     position = {sec["id"]: i for i, sec in enumerate(sections)}
     markers: list[Marker] = []
-    cum = 0
-    for b in ser.blocks if res.markers else ():  # no markers placed: no block is marked
-        cum += b.tokens
-        if b.marker:
+    if res.markers:  # no markers placed: no block is marked
+        blocks = ser.blocks
+        # Running token offsets and the marked blocks found in C: a request has hundreds of blocks.
+        cum = list(accumulate(map(_TOKENS, blocks)))
+        for i in compress(range(len(blocks)), map(_MARKER, blocks)):
+            b = blocks[i]
             markers.append(
                 {
                     "index": position[b.section],
                     "section": b.section,
                     "scope": sections[position[b.section]]["scope"],
-                    "offset_tokens": cum,
+                    "offset_tokens": cum[i],
                 }
             )
     return {
