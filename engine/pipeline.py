@@ -182,6 +182,7 @@ class Pipeline:
         self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
+        self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
         self._sections: dict[Any, Any] = {}
         self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate  # unchanged source sections across turns (sections.assemble)
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
@@ -364,7 +365,9 @@ class Pipeline:
         if t == "text":
             return Text(self._text(p["h"]))
         if t == "call":
-            return ToolCall(p["id"], p["name"], self._text(p["h"]))
+            # assistant() built this very call a moment ago (hashing it costs a JSON encoding): reuse it.
+            hit = self._call_hint.get((p["id"], p["name"], p["h"]))
+            return hit if hit is not None else ToolCall(p["id"], p["name"], self._text(p["h"]))
         if t == "result":
             return ToolResult(p["id"], self._text(p["h"]), bool(p.get("err")))
         if t == "thinking":
@@ -499,9 +502,17 @@ class Pipeline:
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
-        for c in calls:
-            parts.append({"t": "call", "id": c.id, "name": c.name, "h": self._blob(c.arguments)})
-        self._emit({"k": "msg", "role": "assistant", "parts": parts})
+        hint: dict[tuple[str, str, str], ToolCall] = {}
+        for c, given in zip(calls, tool_calls, strict=True):
+            h = self._blob(c.arguments)
+            parts.append({"t": "call", "id": c.id, "name": c.name, "h": h})
+            if not isinstance(given, ToolCall):  # built here from its content: fold may reuse it
+                hint[(c.id, c.name, h)] = c
+        self._call_hint = hint
+        try:
+            self._emit({"k": "msg", "role": "assistant", "parts": parts})
+        finally:
+            self._call_hint = {}
         return calls
 
     def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
