@@ -148,6 +148,16 @@ class Measure:
         self._sec[id(s)] = (s, n)
         return n
 
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries in the per-turn memos, and how many history items the tuples they hold add up to."""
+        held = {id(t): len(t) for t in [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]}
+        held.update({id(t): len(t) for runs in self._runs.values() for t, _ in runs})
+        return {
+            "section totals": len(self._sec),
+            "assembly totals": len(self._tot),
+            "items held by memos": sum(held.values()),
+        }
+
     def cumulative(self, items: tuple[SectionItem, ...]) -> list[int]:
         """Running token sums: result[i] is the tokens of items[:i] (len(items) + 1 entries), so the
         tokens of any slice are one subtraction. Extended from a recent run when `items` starts with

@@ -631,6 +631,28 @@ class Pipeline:
         )
         return the_plan, reserves, ratio
 
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries in the caches a pipeline carries from turn to turn to go faster. They follow what
+        recent requests sent, not the length of the session (tests/test_turn_cost.py holds that)."""
+        out = {f"measure {k}": v for k, v in self.measure.cache_sizes().items()}
+        for provider, ser in sorted(self._serializers.items()):
+            out.update({f"serializer {provider} {k}": v for k, v in ser.cache_sizes().items()})
+        out["source sections"] = len(self._sections)
+        out["planner estimates"] = len(self._estimates)
+        out["recent traces"] = len(self.traces)
+        return out
+
+    def drop_caches(self) -> None:
+        """Forget everything carried from turn to turn only for speed (serializer fragments and previous
+        runs, section totals, planner estimates, unchanged source sections, the running history total).
+        The next request is the same, byte for byte; it just does more work. Token counts stay in the
+        TokenCounter, which callers may share between sessions."""
+        self._serializers.clear()
+        self._sections.clear()
+        self._estimates.clear()
+        self.measure = Measure(self.counter)
+        self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
+
     def _estimate(self, s: Any) -> SectionEstimate:
         """The planner's view of a section, remembered per section object (most sections are the same
         objects turn after turn, and a frozen dataclass costs a few microseconds to build)."""

@@ -107,21 +107,6 @@ def test_oldest_to_drop_matches_the_forward_walk(
     assert got == _forward(sizes, need, at_least_one)
 
 
-def _cache_sizes(pipe: Pipeline) -> dict[str, int]:
-    """Entries in every per-turn cache the engine keeps (not the journal or the history)."""
-    m = pipe.measure
-    ser = pipe._serializers["openai"]
-    pinned = {id(t): len(t) for t in [s.items for s, _ in m._sec.values()] + [i for i, _ in m._cums]}
-    return {
-        "section memo": len(m._sec),
-        "items in tuples pinned by the measure": sum(pinned.values()),
-        "serializer items": len(ser._items),
-        "serializer fragments": len(ser._cache),
-        "source sections": len(pipe._sections),
-        "traces": len(pipe.traces),
-    }
-
-
 def test_per_turn_caches_do_not_grow_with_the_session() -> None:
     # Memory the engine keeps for speed must follow the live window, not the session: a memo that
     # pinned every turn's full-history tuple (1,024 of them) once grew RSS by megabytes per 100 turns.
@@ -136,7 +121,7 @@ def test_per_turn_caches_do_not_grow_with_the_session() -> None:
         pipe.next_request()
         pipe.record_usage({"input_tokens": 1000, "output_tokens": 10})
         if t in (599, 2_399):
-            sizes.append(_cache_sizes(pipe))
+            sizes.append(pipe.cache_sizes())
     early, late = sizes
     assert len(pipe.history) > 4_000
     for name, n in late.items():

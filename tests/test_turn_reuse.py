@@ -15,18 +15,8 @@ import random
 
 import pytest
 
-from engine.assembly import Measure
 from engine.pipeline import Pipeline
 from engine.tokens import CharTokenizer, TokenCounter
-
-
-def _forget(pipe: Pipeline) -> None:
-    """Drop every cache the engine carries between turns (the folded state stays)."""
-    pipe._serializers.clear()
-    pipe._sections.clear()
-    pipe._estimates.clear()
-    pipe.measure = Measure(TokenCounter(CharTokenizer()))
-    pipe._hist_tokenizer = ""  # the running history total is recounted from scratch
 
 
 def _session(provider: str, seed: int, forget: bool) -> list[tuple[bytes, str]]:
@@ -55,7 +45,7 @@ def _session(provider: str, seed: int, forget: bool) -> list[tuple[bytes, str]]:
         size = rnd.choice((1, 5, 40, 200)) if rnd.random() > 0.03 else 12_000  # now and then one to spill
         pipe.tool_result(calls[0].id, "".join(f"line {t}.{i}: {rnd.random():.4f}\n" for i in range(size)))
         if forget:
-            _forget(pipe)
+            pipe.drop_caches()
         req = pipe.next_request()
         pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 20})
         out.append((req.bytes, json.dumps(req.trace, sort_keys=True)))

@@ -310,6 +310,13 @@ class Serializer:
             section_shas=section_shas,
         )
 
+    def cache_sizes(self) -> dict[str, int]:
+        return {
+            "items": len(self._items),
+            "fragments": len(self._cache),
+            "items in previous runs": sum(len(r.keys) for r in self._runs.values()),
+        }
+
     def _prune(self, live: int) -> None:
         """Keep the per-item caches near the size of what recent requests send (see CACHE_SLACK)."""
         if len(self._items) <= max(CACHE_FLOOR, CACHE_SLACK * live):
