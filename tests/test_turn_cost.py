@@ -2,7 +2,9 @@
 
 No timing here (timing is benchmarks/bench_engine.py's job): the test counts how many items the
 engine measures in one steady-state turn, after a short and after a ten times longer history, at the
-same window. A turn that walked the whole history would measure every message every turn.
+same window. A turn that walked the whole history would measure every message every turn. Likewise
+for memory: the caches a pipeline carries between turns (Pipeline.cache_sizes()) stay bounded by what
+recent requests sent, however long the session.
 """
 
 from __future__ import annotations
