@@ -149,13 +149,14 @@ class Measure:
         return n
 
     def cache_sizes(self) -> dict[str, int]:
-        """Entries in the per-turn memos, and how many history items the tuples they hold add up to."""
-        held = {id(t): len(t) for t in [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]}
-        held.update({id(t): len(t) for runs in self._runs.values() for t, _ in runs})
+        """Entries in the per-turn memos, and the longest item tuple they hold (a memo that held the whole
+        conversation would pin every message of it, once per entry)."""
+        held = [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]
+        held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
-            "items held by memos": sum(held.values()),
+            "longest item tuple held": max(map(len, held), default=0),
         }
 
     def cumulative(self, items: tuple[SectionItem, ...]) -> list[int]:

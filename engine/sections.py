@@ -3,7 +3,7 @@ sections Optimize works on. A pure function of its inputs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engine.artifacts import Message, Part, SectionItem, Text, ToolSchema
@@ -12,7 +12,6 @@ from engine.catalog import KIND_ORDER, EmergentItem, LatchTable, SourceSpec, sor
 from engine.types import CacheScope, Form, Priority, SectionKind
 
 _ORDER = {k: i for i, k in enumerate(KIND_ORDER)}
-SECTION_CACHE_MAX = 256
 
 
 def _source_section(
@@ -47,7 +46,7 @@ def assemble(
     emergent_due: Sequence[EmergentItem],
     history: Sequence[Message],
     pending: Sequence[Part],
-    cache: dict[Any, Section] | None = None,
+    cache: dict[str, tuple[Any, Section]] | None = None,
 ) -> Assembly:
     """Sections in catalog order (kinds in KIND_ORDER, registration order within a kind), history last.
 
@@ -55,35 +54,46 @@ def assemble(
     source, tool list or latch table that did not change, so its text is not hashed again and every
     per-section memo downstream (token totals, plans, fragments) hits. Sections are immutable values:
     the result is the same with or without it."""
-    memo: dict[Any, Section] = {} if cache is None else cache
-    if len(memo) > SECTION_CACHE_MAX:  # a source whose text changes every turn leaves stale entries
-        memo.clear()
+    memo: dict[str, tuple[Any, Section]] = {} if cache is None else cache
+
+    def reuse(slot: str, key: Any, make: Callable[[], Section]) -> Section:
+        # One entry per slot (source id, "tools", "latches"): a source whose text changes every turn
+        # replaces its entry instead of piling up old texts.
+        hit = memo.get(slot)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        sec = make()
+        memo[slot] = (key, sec)
+        return sec
+
     out = []
     for _, spec in sorted(enumerate(specs), key=lambda e: sort_key(e[1], e[0])):
         b = bound.get(spec.id)
         last = content.get(spec.id, "")
-        key: Any = (spec, None if b is None else tuple(sorted(b.items())), last)
-        sec = memo.get(key)
-        if sec is None:
-            sec = memo[key] = _source_section(spec, b, last, blobs)
-        out.append(sec)
+        key = (spec, None if b is None else tuple(sorted(b.items())), last)
+        out.append(reuse("source " + spec.id, key, lambda: _source_section(spec, b, last, blobs)))  # noqa: B023
     if tools:
-        key = ("tools", tuple(tools))
-        sec = memo.get(key)
-        if sec is None:
-            sec = memo[key] = Section(
-                "tools", "Tools", SectionKind.TOOLS, CacheScope.GLOBAL, Priority.LAST_RESORT, tuple(tools)
+        tup = tuple(tools)
+        out.append(
+            reuse(
+                "tools",
+                tup,
+                lambda: Section(
+                    "tools", "Tools", SectionKind.TOOLS, CacheScope.GLOBAL, Priority.LAST_RESORT, tup
+                ),
             )
-        out.append(sec)
+        )
     if latches.latches:
         text = latches.render()
-        key = ("latches", text)
-        sec = memo.get(key)
-        if sec is None:
-            sec = memo[key] = Section(
-                "latches", "Latches", SectionKind.LATCH, CacheScope.SESSION, Priority.NEVER, (Text(text),)
+        out.append(
+            reuse(
+                "latches",
+                text,
+                lambda: Section(
+                    "latches", "Latches", SectionKind.LATCH, CacheScope.SESSION, Priority.NEVER, (Text(text),)
+                ),
             )
-        out.append(sec)
+        )
     if emergent_due:
         text = "\n".join(f"- [{i.list_name}] {i.text}" for i in emergent_due)
         out.append(
