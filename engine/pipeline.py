@@ -183,8 +183,8 @@ class Pipeline:
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
         self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
-        self._sections: dict[Any, Any] = {}
-        self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate  # unchanged source sections across turns (sections.assemble)
+        self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
+        self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
         self._replay = replay
@@ -959,7 +959,8 @@ _MARKER = attrgetter("marker")
 
 
 def _prefix_blocks(ser: SerializedRequest) -> int:
-    marks = list(compress(range(len(ser.blocks)), map(_MARKER, ser.blocks)))  # in C: once a turn, every block
+    # Found in C: this runs once a turn over every block of the request.
+    marks = list(compress(range(len(ser.blocks)), map(_MARKER, ser.blocks)))
     if marks:
         return marks[-1] + 1
     return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0

@@ -4,6 +4,7 @@ sections Optimize works on. A pure function of its inputs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from engine.artifacts import Message, Part, SectionItem, Text, ToolSchema
@@ -71,7 +72,7 @@ def assemble(
         b = bound.get(spec.id)
         last = content.get(spec.id, "")
         key = (spec, None if b is None else tuple(sorted(b.items())), last)
-        out.append(reuse("source " + spec.id, key, lambda: _source_section(spec, b, last, blobs)))  # noqa: B023
+        out.append(reuse("source " + spec.id, key, partial(_source_section, spec, b, last, blobs)))
     if tools:
         tup = tuple(tools)
         out.append(

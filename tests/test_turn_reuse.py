@@ -30,7 +30,8 @@ def _session(provider: str, seed: int, forget: bool) -> list[tuple[bytes, str]]:
         clock=lambda: 0.0,
     )
     pipe.identity("You are a careful coding agent.")
-    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    schema = {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    pipe.add_tool("bash", "Run a shell command", schema)
     pipe.user("Fix the failing test.")
     out = []
     for t in range(70):
@@ -41,7 +42,8 @@ def _session(provider: str, seed: int, forget: bool) -> list[tuple[bytes, str]]:
             pipe.add_tool(f"tool{t}", "Another tool", {"type": "object"})
         elif roll < 0.11:
             pipe.memory(f"notes as of step {t}")
-        calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"n": t})}])
+        call = {"id": f"c{t}", "name": "bash", "arguments": json.dumps({"n": t})}
+        calls = pipe.assistant(f"step {t}", [call])
         size = rnd.choice((1, 5, 40, 200)) if rnd.random() > 0.03 else 12_000  # now and then one to spill
         pipe.tool_result(calls[0].id, "".join(f"line {t}.{i}: {rnd.random():.4f}\n" for i in range(size)))
         if forget:
