@@ -1,7 +1,8 @@
 """Content viewer: one section's content, or the whole serialized request, highlighted.
 
-The app fetches text from the source in a worker, which also highlights, splits and wraps it
-(`panels.text_document.prepare`), and calls `show()`; the viewer never reads files.
+The app fetches text from the source in a worker, which also splits and wraps it
+(`panels.text_document.prepare`) and draws the first screenful, and calls `show()`; the viewer never
+reads files. Rows are highlighted when they are drawn (`TextDocument.line`).
 
 The body is a Line-API view over those prepared rows: a frame renders only the rows on screen (cached
 as Strips), and new content changes only its virtual height, never the screen's layout. A Static that
@@ -173,8 +174,8 @@ class ContentViewer(Vertical):
     def show(self, title: str, text: str, document: TextDocument | Text | None = None,
              dark: bool | None = None, key: tuple[str, str] | None = None) -> None:
         """Show `text` under `title`. `document` is the text already prepared (off the UI thread) for
-        the `dark` or light theme (a TextDocument, or a highlighted Text); it is used when that is
-        still the current theme, else the text is prepared here. `key` names the text (section id,
+        the `dark` or light theme (a TextDocument); it is used when that is still the current theme,
+        else the text is prepared here. `key` names the text (section id,
         content hash) so that a later turn with the same key can be titled at once (`retitle`)."""
         current = self.app.current_theme.dark
         self.key = key
@@ -186,9 +187,8 @@ class ContentViewer(Vertical):
         if not same_body:
             if isinstance(document, TextDocument) and document.dark == current:
                 doc = document
-            else:
-                highlighted = document if isinstance(document, Text) and dark == current else None
-                doc = prepare(text, current, body.wrap_width, highlighted)
+            else:  # splitting and wrapping is cheap; highlighting waits until rows are drawn
+                doc = prepare(text, current, body.wrap_width)
             body.set_document(doc)
         self._set_title(title)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 
-from rich.text import Text
 from textual.geometry import Offset
 from textual.selection import Selection
 from textual.visual import Visual
@@ -32,15 +31,15 @@ class LongContent(SyntheticSource):
 
 
 def test_wrap_rows_break_between_words_and_fold_long_words() -> None:
-    lines = [Text("alpha beta gamma delta"), Text("x" * 25), Text("")]
+    lines = ["alpha beta gamma delta", "x" * 25, ""]
     rows = wrap_rows(lines, 10)
-    assert [(line, start, lines[line].plain[start:end]) for line, start, end in rows] == [
+    assert [(line, start, lines[line][start:end]) for line, start, end in rows] == [
         (0, 0, "alpha beta "), (0, 11, "gamma "), (0, 17, "delta"),
         (1, 0, "x" * 10), (1, 10, "x" * 10), (1, 20, "x" * 5), (2, 0, ""),
     ]
     doc = prepare('{"a": [1, 2]}', dark=True, width=40)
     assert doc.language == "json" and len(doc.rows) == 1
-    assert doc.lines[0].spans, "the text is highlighted"
+    assert doc.line(0).spans, "the text is highlighted"
 
 
 async def test_content_body_draws_only_visible_rows_and_copies_source_text() -> None:
@@ -76,10 +75,10 @@ async def test_content_body_draws_only_visible_rows_and_copies_source_text() -> 
         # Selection across a wrapped line copies the source line, without the wrap's breaks.
         doc = body.document
         assert doc is not None
-        long_line = next(i for i, line in enumerate(doc.lines) if line.cell_len > body.wrap_width)
-        selection = Selection(Offset(0, long_line), Offset(len(doc.lines[long_line].plain), long_line))
+        long_line = next(i for i, line in enumerate(doc.plain) if len(line) > body.wrap_width)
+        selection = Selection(Offset(0, long_line), Offset(len(doc.plain[long_line]), long_line))
         text, _ = body.get_selection(selection) or ("", "")
-        assert text == doc.lines[long_line].plain and "\n" not in text
+        assert text == doc.plain[long_line] and "\n" not in text
         # The rows' strips carry (character in the source line, source line) offsets for selection.
         second_row = next(i for i, (line, start, _) in enumerate(doc.rows) if line == long_line and start > 0)
         assert row_text(doc, second_row)[2].spans, "a wrapped row keeps its highlighting"
