@@ -330,6 +330,8 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
     under a new budget through the app's what-if runner, as the slider does. The first re-plan of each
     opened turn is timed apart from the later ones. Time = process CPU (the worker does the work) and
     wall, from the request to the ReplanFinished message being handled on the UI thread."""
+    from textual.worker import WorkerState
+
     from engine.whatif import Overrides
     from inspector.app import InspectorApp
     from inspector.messages import ReplanFinished
@@ -337,10 +339,12 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
     from panels.content_viewer import ContentViewer
 
     done: list[float] = []
+    finished = asyncio.Event()
 
     def hook(message: object) -> None:
         if isinstance(message, ReplanFinished):
             done.append(time.perf_counter())
+            finished.set()
 
     app = InspectorApp(FileSource(path))
     first_cpu: list[float] = []
@@ -357,15 +361,21 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
             app.timeline.go(min(app.timeline.last, 1 + k * stride))
             app.index = app.timeline.current
             turn = app.timeline.traces[app.index]["turn"]
-            while f"turn {turn} " not in viewer.title + " ":
+            # The title alone no longer says the content worker is done (a section whose text did not
+            # change is retitled at once): wait for the worker too, or its fold of the turn runs into
+            # the re-plans timed below (process CPU) instead of before them.
+            while f"turn {turn} " not in viewer.title + " " or any(
+                    w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+                    for w in app.workers):
                 await pilot.pause(0.01)
             await pilot.pause(0.2)
             for r in range(repeats + 1):
-                n = len(done)
+                finished.clear()
                 c, w = time.process_time(), time.perf_counter()
                 app.whatif.replan(app.index, turn, Overrides(window=12_000 + 1_000 * (r + k)))
-                while len(done) == n:
-                    await pilot.pause(0.001)
+                # Wait on the message, not by polling: Pilot's 1 ms polls cost UI CPU in proportion
+                # to the wall time, so under load they inflated the process CPU timed here.
+                await asyncio.wait_for(finished.wait(), 60)
                 cpu, wall = time.process_time() - c, done[-1] - w
                 (first_cpu if r == 0 else later_cpu).append(cpu)
                 (first_wall if r == 0 else later_wall).append(wall)
