@@ -29,6 +29,13 @@ Paired mode (issue 15 item 4 and issue 10 item 3), a realistic 1-2 ms engine tur
     .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 10 --turns 40 [--recording]
     .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 40
 
+Where a live event is encoded while a reader is attached and the agent does not record: on the probe's
+I/O thread (io, what a Pipeline does) or on the agent's thread at publish (agent; discard: encoded there
+and thrown away, the encoding's own cost), in one process, blocks interleaved A B B A / B A A B:
+
+    .venv/bin/python benchmarks/bench_probe.py --encode-ab io,agent --rounds 12 --turns 60
+    .venv/bin/python benchmarks/bench_probe.py --encode-ab io,io --rounds 12 --turns 60   # the A/A
+
 Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
 turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
 --turns without the subject, 2 x --turns with it (one attachment) and --turns without: a symmetric
@@ -388,6 +395,103 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)  # its sockets are gone; the recordings are not kept
 
 
+def drain(server: ProbeServer) -> None:
+    """Until every published event has been sent to every client (the I/O thread's work for them is done)."""
+    wait_for(lambda: not server._pending and all(s.queued == 0 and s.buffered_bytes == 0 for s in server.stats()), 60)
+
+
+def encode_ab(args: argparse.Namespace, modes: list[str]) -> None:
+    """Where a live event is encoded while a reader is attached (issue 15 item 4): `io`, the probe's I/O
+    thread, up to ~100 ms after the event was built (what a non-recording Pipeline does); `agent`, the
+    agent's thread at publish, handing the frame to publish() as a recorder does; `discard`, encoded at
+    publish and thrown away (the agent's cost of encoding alone, the I/O thread still encodes). One
+    reader stays attached through rounds of four blocks A B B A (mirrored every other round: the middle
+    blocks of a round cost more, so only a mirrored pair of rounds is fair) on a fresh Pipeline; after
+    each block the benchmark waits until the probe has sent everything, so the block carries all of its
+    own encoding and sending. Figures per turn from the thread clocks: the agent's thread (its turns
+    only), the probe thread, and their sum. `io,io` is the A/A."""
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    per: dict[int, list[list[float]]] = {0: [], 1: []}  # per round: agent, probe, encoding (s per turn)
+    encodes: list[tuple[str, int]] = []  # (kind, ns) of each encoding at publish
+
+    def clock_pair() -> float:
+        pairs = []
+        for _ in range(200):
+            t0 = time.thread_time_ns()
+            pairs.append(time.thread_time_ns() - t0)
+        return statistics.median(pairs)
+
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        where = {"mode": "io"}
+        publish = server.publish
+
+        # Every mode goes through this wrapper, so it costs them alike.
+        def routed(
+            ev: dict[str, Any], frame: bytes | None = None, _p=publish, _w=where, _s=server
+        ) -> None:
+            if _w["mode"] != "io" and frame is None and _s.client_count:
+                # The thread's CPU clock (a loaded machine's preemptions do not count); reading it is
+                # a syscall of 1-3 us on this VM, so the median of an empty pair is subtracted below.
+                t0 = time.thread_time_ns()
+                f = encode_frame(ev)
+                encodes.append((ev.get("k", "?"), time.thread_time_ns() - t0))
+                if _w["mode"] == "agent":
+                    frame = f
+            _p(ev, frame)
+
+        server.publish = routed  # type: ignore[method-assign]
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        reader = attach_reader(server, rt)
+        sums = {0: [0.0, 0.0, 0.0], 1: [0.0, 0.0, 0.0]}
+        for idx in (0, 1, 1, 0) if rnd % 2 == 0 else (1, 0, 0, 1):
+            where["mode"] = modes[idx]
+            drain(server)
+            gc.collect()
+            io0, a0 = thread_cpu(server), time.thread_time()
+            run_block(step, turn, args.turns)
+            agent = time.thread_time() - a0
+            # Encoding at publish, per turn: each event kind's median (robust to the preemptions of a
+            # loaded machine) times its count.
+            by_kind: dict[str, list[int]] = {}
+            for kind, ns in encodes:
+                by_kind.setdefault(kind, []).append(ns)
+            del encodes[:]
+            empty = clock_pair()
+            enc = sum(max(0.0, statistics.median(v) - empty) * len(v) for v in by_kind.values()) / 1e9
+            drain(server)
+            sums[idx][0] += agent
+            sums[idx][1] += thread_cpu(server) - io0
+            sums[idx][2] += enc
+            turn += args.turns
+        stop_subject("reader", reader, server)
+        pipe.close()
+        for idx in (0, 1):
+            per[idx].append([x / (2 * args.turns) for x in sums[idx]])
+    med = statistics.median
+    us = {idx: [med(r[k] for r in per[idx]) * 1e6 for k in (0, 1, 2)] for idx in (0, 1)}
+    total = [(b[0] + b[1]) / (a[0] + a[1]) for a, b in zip(per[0], per[1], strict=True)]
+    # Each even round with the odd round after it: a mirrored pair, so the position effect cancels.
+    pairs = [(total[i] * total[i + 1]) ** 0.5 for i in range(0, len(total) - 1, 2)]
+    agent_pairs = [
+        ((per[1][i][0] / per[0][i][0]) * (per[1][i + 1][0] / per[0][i + 1][0])) ** 0.5
+        for i in range(0, len(total) - 1, 2)
+    ]
+    rec = " (recording)" if args.recording else ""
+    print(
+        f"encode {modes[0]} -> {modes[1]}{rec}, per turn (median over {args.rounds} rounds of "
+        f"{args.turns}x4 turns): agent thread {us[0][0]:.1f} -> {us[1][0]:.1f} us (of which encoding at "
+        f"publish {us[0][2]:.1f} -> {us[1][2]:.1f} us), probe thread {us[0][1]:.1f} -> {us[1][1]:.1f} us"
+    )
+    print(
+        f"  agent+probe CPU ratio, median of mirrored round pairs: {med(pairs):.3f} "
+        f"({' '.join(f'{x:.3f}' for x in pairs)}); agent thread alone: {med(agent_pairs):.3f}"
+    )
+    print("  agent+probe ratio by round:", " ".join(f"{x:.3f}" for x in total))
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=300, help="turns per block")
@@ -409,7 +513,17 @@ def main() -> None:
         help="comma-separated subjects: reader, none (A/A: the noise floor), or attack modes "
         "(ping, trickle, churn, readers, mix)",
     )
+    ap.add_argument(
+        "--encode-ab",
+        default=None,
+        help="io,agent or io,discard: where live events are encoded with a reader attached (io,io: the A/A)",
+    )
     args = ap.parse_args()
+    if args.encode_ab:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        encode_ab(args, args.encode_ab.split(","))
+        return
     if args.paired:
         if args.window == 16_000:
             args.window = 200_000

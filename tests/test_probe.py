@@ -797,6 +797,96 @@ def test_a_recording_agent_hands_its_frames_to_the_probe(monkeypatch: pytest.Mon
         assert [e for e in r.events() if e["k"] != "session"][-len(got) :] == got
 
 
+def _raw_frames(sock: socket.socket, n: int, buf: bytearray) -> list[bytes]:
+    """The next n frames off a socket as the bytes that were sent (header included)."""
+    out: list[bytes] = []
+    while len(out) < n:
+        if len(buf) >= HEADER.size:
+            length, _crc = HEADER.unpack(buf[: HEADER.size])
+            end = HEADER.size + length
+            if len(buf) >= end:
+                out.append(bytes(buf[:end]))
+                del buf[:end]
+                continue
+        data = sock.recv(1 << 20)
+        assert data, f"EOF after {len(out)} of {n} frames"
+        buf += data
+    return out
+
+
+def _agent_turns(pipe: Any, turns: range) -> None:
+    for t in turns:
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
+        calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+        pipe.tool_result(calls[0].id, f"output of step {t}")
+
+
+def test_a_client_of_an_agent_that_does_not_record_gets_the_frames_a_recorder_writes(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """Pipeline(serve=True), no recording: the I/O thread encodes each live event into exactly the bytes
+    `encode_frame` (the recorder's encoder) gives, so a reader cannot tell where an event was encoded."""
+    from engine.pipeline import Pipeline
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, serve=True)
+    probe = pipe.probe
+    try:
+        assert probe is not None and pipe.recorder is None
+        pipe.identity("You are a careful coding agent.")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(T)
+        sock.connect(str(probe.path))
+        buf = bytearray()
+        (hello,) = _raw_frames(sock, 1, buf)
+        n0 = msgpack.unpackb(hello[HEADER.size :])["snapshot"]
+        _raw_frames(sock, n0, buf)
+        _agent_turns(pipe, range(4))
+        journal = list(pipe.journal.events[n0:])
+        got = _raw_frames(sock, len(journal), buf)
+        sock.close()
+    finally:
+        pipe.close()
+    assert any(ev["k"] == "turn" for ev in journal)
+    assert got == [encode_frame(ev) for ev in journal]
+
+
+@pytest.mark.parametrize("attempt", range(2))
+def test_a_client_attaching_while_the_agent_runs_turns_gets_the_journal_exactly(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, attempt: int
+) -> None:
+    """A real Pipeline running turns on its own thread and a client attaching at an arbitrary moment:
+    snapshot + live is the journal, each event once, in order."""
+    from engine.pipeline import Pipeline
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, serve=True)
+    try:
+        assert pipe.probe is not None
+        pipe.identity("You are a careful coding agent.")
+        started = threading.Event()
+
+        def agent_loop() -> None:
+            for t in range(40):
+                _agent_turns(pipe, range(t, t + 1))
+                if t == 2 + attempt:
+                    started.set()
+
+        th = threading.Thread(target=agent_loop)
+        th.start()
+        assert started.wait(T)
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent) as c:
+            th.join(T * 6)
+            assert not th.is_alive()
+            journal = list(pipe.journal.events)
+            got = [c.recv(T) for _ in range(len(journal))]
+            assert got == journal
+            assert c.recv(0.1) is None
+    finally:
+        pipe.close()
+
+
 def test_hello_must_be_encodable(rtdir: Path) -> None:
     with pytest.raises(ValueError, match="hello is not msgpack-encodable"):
         ProbeServer({"model": object()}, list, runtime_dir=rtdir)

@@ -31,7 +31,7 @@ from engine.probe.client import ProbeClient, _FrameReader
 from engine.probe.loop import FLUSH_ON_CLOSE, JOIN_SLACK
 from engine.probe.queues import HIGH_WATER
 from engine.probe.server import ProbeServer
-from engine.recording.frames import encode_frame
+from engine.recording.frames import decode_frames, encode_frame
 
 REPO = Path(__file__).resolve().parents[1]
 T = 30.0  # generous: only reached when something is broken
@@ -674,6 +674,17 @@ def _capture(sock: socket.socket, out: bytearray, stop: threading.Event) -> None
         out += data
 
 
+def _wait_for_snapshot(buf: bytearray, timeout: float) -> None:
+    """Until `buf` (filled by a _capture thread) holds the hello and every snapshot event it announces."""
+    deadline = time.monotonic() + timeout
+    while True:
+        frames, _ = decode_frames(bytes(buf))  # bytes(): one copy, taken under the GIL
+        if frames and frames[0].get("k") == "hello" and len(frames) >= 1 + int(frames[0]["snapshot"]):
+            return
+        assert time.monotonic() < deadline, f"snapshot incomplete after {timeout} s: {len(frames)} frames"
+        time.sleep(0.01)
+
+
 def _stream_of_agent(xdg: Path, redact: bool, record: bool) -> bytes:
     env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_RUNTIME_DIR": str(xdg)}
     env.pop("CONTEXTPIPE_SERVE", None)
@@ -707,7 +718,9 @@ def _stream_of_agent(xdg: Path, redact: bool, record: bool) -> bytes:
         b.connect(ready[1])
         tb = threading.Thread(target=_capture, args=(b, snap, stop))
         tb.start()
-        time.sleep(0.5)
+        # The second client's snapshot must have arrived in full before the agent closes (a fixed
+        # sleep was not always enough on a loaded machine): poll for it with a generous deadline.
+        _wait_for_snapshot(snap, T)
         p.stdin.write("close\n")
         p.stdin.flush()
         assert p.wait(T) == 0
