@@ -252,10 +252,28 @@ def run(
     except OSError as exc:
         _stop_proxy(px)
         fail(f"cannot start {cmd[0]!r}: {exc.strerror or exc}")
-    code = _supervise(child, px, no_tui, theme, agent_log)
+    try:
+        code = _supervise(child, px, no_tui, theme, agent_log)
+    except _Hangup:
+        # Nobody is left to read a summary; give the agent (which got the SIGHUP) a moment to end
+        # so its last calls still go through the proxy and are recorded, then stop.
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        _stop_proxy(px)
+        raise typer.Exit(128 + signal.SIGHUP) from None
+    except BaseException:
+        _stop_proxy(px)  # the proxy has its own session: never leave it behind
+        raise
     _stop_proxy(px)
     _summary(state, agent_log if not no_tui else None)
     raise typer.Exit(code)
+
+
+class _Hangup(BaseException):  # BaseException: asyncio and Textual let it out of the event loop
+    """The terminal went away (SIGHUP) while the inspector had it: nothing is left to draw on, and an
+    app whose terminal is gone would otherwise keep running (and spin) with no one to quit it."""
 
 
 def _wait_ready(px: subprocess.Popen[bytes], state: Path, log: Path, wait_s: float = 30.0) -> dict[str, Any]:
@@ -282,6 +300,8 @@ def _supervise(
     def forward(signum: int, _frame: Any) -> None:
         if child.poll() is None:
             child.send_signal(signum)
+        if signum == signal.SIGHUP and not no_tui:
+            raise _Hangup
 
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, forward)

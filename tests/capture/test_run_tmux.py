@@ -80,3 +80,49 @@ def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, r
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
     files = sorted(rec.glob("*.cpsession"))
     assert len(files) == 2 and [verify_ok(f) for f in files] == [5, 5]
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line holds `marker`."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next(ln for ln in (proc / "status").read_text().splitlines() if ln.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if marker in cmd and "python" in cmd and " Z " not in f" {state.split(':')[1].strip()} ":
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_run_leaves_nothing_behind_when_its_terminal_goes_away(
+    standin: StandIn, tmp_path: Path, rtdir: Path
+) -> None:
+    """Closing the terminal (SIGHUP) while the inspector is open stops the agent, the TUI and the proxy:
+    nothing is left running (an app on a dead terminal used to spin a core forever), and what was
+    recorded so far verifies."""
+    name = f"cphup-{uuid.uuid4().hex[:8]}"
+    rec = tmp_path / "rec"
+    agent = f"{sys.executable} -m tests.capture.script_agent --turns 60 --delay 1.0"
+    shell = (
+        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
+        f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
+        f"--record-dir {rec} --upstream {standin.url} -- {agent}; sleep 300"
+    )
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    try:
+        _wait_for(name, "You are a script agent.")
+        assert _processes_with(str(rec)), "run and proxy should be running while the inspector shows"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    deadline = time.monotonic() + 60
+    while (left := _processes_with(str(rec))) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    for pid in left:  # do not leave them spinning on this machine either way
+        subprocess.run(["kill", "-9", str(pid)], capture_output=True)
+    assert not left, f"still running after the terminal closed: pids {left}"
+    files = sorted(rec.glob("*.cpsession"))
+    assert len(files) == 1 and verify_ok(files[0]) >= 1
