@@ -16,7 +16,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from panels.keys import TURN_KEYS
+from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.navigation import JumpToTurn
 
 SEVERITY_STYLE = {"critical": "bold red", "error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -26,10 +26,7 @@ COLUMNS = (("turn", 6), ("severity", 9), ("rule", 15))  # then the message, to t
 class AlertsPanel(ScrollView, can_focus=True):
     BINDINGS = [
         *TURN_KEYS,
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
+        *ROW_CURSOR_KEYS,
         Binding("enter", "select", "Jump to turn", show=False),
     ]
     COMPONENT_CLASSES = {"alerts--header", "alerts--cursor", "alerts--zebra"}

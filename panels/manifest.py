@@ -24,7 +24,7 @@ from textual.strip import Strip
 
 from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
-from panels.keys import TURN_KEYS
+from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 
 COLUMNS = ("section", "kind", "scope", "prio", "budget", "plan", "sent", "form", "Δ", "hash")
 # Narrow terminals drop the columns a person can live without, so 80 columns need no scrolling.
@@ -57,10 +57,7 @@ class ManifestPanel(ScrollView, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *TURN_KEYS,
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
+        *ROW_CURSOR_KEYS,
         Binding("enter", "select", "Show section", show=False),
     ]
     COMPONENT_CLASSES = {"manifest--header", "manifest--cursor", "manifest--even-row"}

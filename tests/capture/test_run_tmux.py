@@ -43,16 +43,21 @@ def _wait_for(name: str, text: str, timeout: float = 180.0) -> str:
         time.sleep(0.3)
 
 
+def _start_run(name: str, rec: Path, rtdir: Path, standin: StandIn, agent: str, then: str) -> None:
+    """`cp-inspect run -- AGENT` in a new 120x40 tmux session, `then` run in its shell afterwards."""
+    shell = (
+        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
+        f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
+        f"--record-dir {rec} --upstream {standin.url} -- {agent}; {then}"
+    )
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+
+
 def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
     name = f"cprun-{uuid.uuid4().hex[:8]}"
     rec = tmp_path / "rec"
     agent = f"{sys.executable} -m tests.capture.script_agent --turns 5 --delay 1.0 --conversations 2 --exit 3"
-    shell = (
-        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
-        f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
-        f"--record-dir {rec} --upstream {standin.url} -- {agent}; echo EXIT=$?; sleep 300"
-    )
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    _start_run(name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
     try:
         screen = _wait_for(name, "You are a script agent.")  # the first session, in the inspector
         assert "o Session" in screen  # the key is in the footer
@@ -107,12 +112,7 @@ def test_run_leaves_nothing_behind_when_its_terminal_goes_away(
     name = f"cphup-{uuid.uuid4().hex[:8]}"
     rec = tmp_path / "rec"
     agent = f"{sys.executable} -m tests.capture.script_agent --turns 60 --delay 1.0"
-    shell = (
-        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
-        f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
-        f"--record-dir {rec} --upstream {standin.url} -- {agent}; sleep 300"
-    )
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    _start_run(name, rec, rtdir, standin, agent, "sleep 300")
     try:
         _wait_for(name, "You are a script agent.")
         assert _processes_with(str(rec)), "run and proxy should be running while the inspector shows"
