@@ -8,7 +8,12 @@
   (d) per-step UI time: main-thread CPU of one Right key press until the screen is idle, minus the
       same for an unbound key (Pilot's own cost), at 120x40;
   (e) (b) for a recording whose writer was killed (no index footer: opening rebuilds the index by
-      scanning frame headers), /tmp/tui/g10k.cpsession by default.
+      scanning frame headers), /tmp/tui/g10k.cpsession by default;
+  (f) one step as a person meets it on pydicom-1413 (Right until the Content tab shows the new turn's
+      text and the content worker's message is handled), UI-thread CPU, at 120x40 and 200x60, with the
+      Tools section shown and with History shown; a step that does not show its content within
+      STEP_DEADLINE_S, or whose content worker fails, stops the run saying what was on screen;
+  (g) the first what-if re-plan after opening a turn in the app, and the later ones.
 
 The 10,000-turn recording is made once by driving engine.Pipeline with a synthetic agent loop
 (record=...) and cached in the temp dir. From scratch that took 21 s of CPU on 2026-12-01 (engine at
@@ -17,7 +22,7 @@ The 10,000-turn recording is made once by driving engine.Pipeline with a synthet
 identical to an uninterrupted run. Each part runs in a fresh process: `--only` picks one.
 
     .venv/bin/python benchmarks/bench_tui.py [--turns 10000] [--recording PATH] [--seed PATH]
-                                             [--footerless PATH] [--only a|b|c|d|e]
+                                             [--footerless PATH] [--only a|b|c|d|e|f|g]
 """
 
 from __future__ import annotations
@@ -251,31 +256,88 @@ async def _app_run(path: Path, steps: int) -> dict[str, float]:
     return out
 
 
-async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int = 0) -> dict[str, float]:
-    """(f) A step as a person meets it, on a real recording: Right, until the new turn's content is
-    shown, the content worker has finished and its message is handled, and the screen is idle. UI time = main-thread CPU (thread_time) over that span, minus the
-    same span for an unbound key with the same number of Pilot polls (Pilot's own cost), interleaved
-    step by step. Wall time is press -> first idle frame (before the debounced content arrives)."""
-    from textual.worker import WorkerState
+STEP_DEADLINE_S = 60.0  # wall time a step may take to show its content before the run fails (a loaded machine: ~1 s)
 
+
+class ContentNotShown(RuntimeError):
+    """The content view did not show what a step or an opened turn should show, by the deadline, or
+    its worker failed: the benchmark stops and says what was on screen instead of waiting forever."""
+
+
+class ContentWatch:
+    """What the Content tab shows, against what it should show after a step: the selected section
+    of the current turn under its title, with the text of that turn (the viewer's key is the section's
+    content hash, set when the worker's document is shown), and no content worker still to come."""
+
+    def __init__(self, app: Any) -> None:
+        from panels.content_viewer import ContentViewer
+
+        self.app = app
+        self.viewer = app.query_one("#content", ContentViewer)
+        self.errors: list[str] = []  # content workers that failed (they end silently otherwise)
+
+    def hook(self, message: object) -> None:
+        """A message_hook: records failed content workers (a failed worker leaves app.workers)."""
+        from textual.worker import Worker, WorkerState
+
+        if (isinstance(message, Worker.StateChanged) and message.worker.group == "content"
+                and message.state == WorkerState.ERROR):
+            self.errors.append(f"{type(message.worker.error).__name__}: {message.worker.error}")
+
+    def expected(self) -> tuple[str, tuple[str, str]]:
+        from panels.manifest import ManifestPanel
+
+        trace = self.app.full_trace(self.app.index)
+        section = self.app.query_one("#manifest", ManifestPanel).selected_section()
+        return self.app.content.section_title(trace, section)  # type: ignore[no-any-return]
+
+    def shown(self, want: tuple[str, tuple[str, str]]) -> bool:
+        from textual.worker import WorkerState
+
+        if self.errors:
+            raise ContentNotShown(f"the content worker failed: {self.errors[-1]}")
+        return (self.viewer.title, self.viewer.key) == want and not any(
+            w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.app.workers)
+
+    def timeout(self, want: tuple[str, tuple[str, str]], waited: float) -> ContentNotShown:
+        workers = [(w.group, w.state.name) for w in self.app.workers]
+        return ContentNotShown(f"after {waited:.1f} s the content view shows {self.viewer.title!r} "
+                               f"(key {self.viewer.key}), not {want[0]!r} (key {want[1]}); workers {workers}")
+
+
+async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int = 0) -> dict[str, float]:
+    """(f) A step as a person meets it, on a real recording: Right, until the Content tab shows the new
+    turn's text (the selected section of that turn under its title: its content hash is the viewer's
+    key), no content worker is left to run and its message has been handled, then one idle frame.
+    UI time = main-thread CPU (thread_time) over that span, minus the same span for an unbound key
+    with the same number of Pilot polls (Pilot's own cost), interleaved step by step. Wall time is
+    press -> first idle frame (before the debounced content arrives). A step that does not show its
+    content within STEP_DEADLINE_S, or whose content worker fails, stops the run with what was shown."""
     from inspector.app import InspectorApp
     from inspector.sources.file import FileSource
-    from panels.content_viewer import ContentViewer
     from panels.manifest import ManifestPanel
 
     app = InspectorApp(FileSource(path))
-    async with app.run_test(size=size) as pilot:
+    hooks: list[Any] = []
+
+    def hook(message: object) -> None:
+        for h in hooks:
+            h(message)
+
+    async with app.run_test(size=size, message_hook=hook) as pilot:
         while app.index < 0 or app.view.loading:
             await pilot.pause(0.05)
         await pilot.pause(0.5)
         app.action_first()
         await pilot.pause(0.3)
+        watch = ContentWatch(app)
+        hooks.append(watch.hook)
         # The section shown: row 0 is the first the app selects (tools: the same text every turn);
         # the history's text changes on every step, so its content is re-highlighted and re-laid out.
         manifest = app.query_one("#manifest", ManifestPanel)
         manifest.move_cursor(row=section if section >= 0 else manifest.row_count + section)
         await pilot.pause(0.5)
-        viewer = app.query_one("#content", ContentViewer)
+        shown_section = manifest.selected_section()
         ui: list[float] = []
         base: list[float] = []
         frame_wall: list[float] = []
@@ -285,19 +347,19 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
             await pilot.press("right")
             await pilot.pause()
             frame_wall.append(time.perf_counter() - w)
-            turn = app.timeline.traces[app.index]["turn"]
+            want = watch.expected()
             polls = 0
-            while f"turn {turn} " not in viewer.title + " " and polls < 2000:
+            while not watch.shown(want):
+                if time.perf_counter() - w > STEP_DEADLINE_S:
+                    raise watch.timeout(want, time.perf_counter() - w)
                 await pilot.pause(0.005)
                 polls += 1
-            # A section whose text did not change is titled in the step's own frame; the content
-            # worker still runs and its message is handled: that is part of the step too.
-            while polls < 2000 and any(w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
-                                       for w in app.workers):
-                await pilot.pause(0.005)
-                polls += 1
+            # The worker posted its message before it finished; this pause returns once every message
+            # queued so far (that one too) has been handled, and the screen is idle.
             await pilot.pause()
             ui.append(time.thread_time() - c)
+            if not watch.shown(want):  # the worker's message changed nothing it should not have
+                raise watch.timeout(want, time.perf_counter() - w)
             return polls
 
         async def unbound(polls: int) -> None:
@@ -309,15 +371,19 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
             await pilot.pause()
             base.append(time.thread_time() - c)
 
+        polls_made: list[int] = []
         for _ in range(steps):
             if app.index >= app.timeline.last:
                 app.action_first()
                 await pilot.pause(0.3)
             polls = await step()
+            polls_made.append(polls)
             await unbound(polls)
             await pilot.pause(0.1)  # a person's pace: the debounce does not merge these steps
         pilot_cost = statistics.median(base)
         net = [u - pilot_cost for u in ui]
+        print(f"  (f) {size[0]}x{size[1]} {shown_section}: {len(ui)} steps, polls p50 {statistics.median(polls_made)}",
+              file=sys.stderr, flush=True)
         return {"turns": len(app.timeline), "w": size[0], "h": size[1],
                 "ui_p50_ms": pct(net, 50) * 1e3, "ui_p95_ms": pct(net, 95) * 1e3,
                 "pilot_ms": pilot_cost * 1e3, "frame_wall_p50_ms": pct(frame_wall, 50) * 1e3,
@@ -330,21 +396,22 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
     under a new budget through the app's what-if runner, as the slider does. The first re-plan of each
     opened turn is timed apart from the later ones. Time = process CPU (the worker does the work) and
     wall, from the request to the ReplanFinished message being handled on the UI thread."""
-    from textual.worker import WorkerState
-
     from engine.whatif import Overrides
     from inspector.app import InspectorApp
     from inspector.messages import ReplanFinished
     from inspector.sources.file import FileSource
-    from panels.content_viewer import ContentViewer
 
     done: list[float] = []
     finished = asyncio.Event()
+
+    watch: ContentWatch | None = None
 
     def hook(message: object) -> None:
         if isinstance(message, ReplanFinished):
             done.append(time.perf_counter())
             finished.set()
+        if watch is not None:
+            watch.hook(message)
 
     app = InspectorApp(FileSource(path))
     first_cpu: list[float] = []
@@ -355,18 +422,19 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
         while app.index < 0 or app.view.loading:
             await pilot.pause(0.05)
         await pilot.pause(0.5)
-        viewer = app.query_one("#content", ContentViewer)
+        watch = ContentWatch(app)
         stride = max(1, len(app.timeline) // (turns + 1))
         for k in range(turns):
             app.timeline.go(min(app.timeline.last, 1 + k * stride))
             app.index = app.timeline.current
             turn = app.timeline.traces[app.index]["turn"]
-            # The title alone no longer says the content worker is done (a section whose text did not
-            # change is retitled at once): wait for the worker too, or its fold of the turn runs into
-            # the re-plans timed below (process CPU) instead of before them.
-            while f"turn {turn} " not in viewer.title + " " or any(
-                    w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
-                    for w in app.workers):
+            # The title alone does not say the content worker is done (a section whose text did not
+            # change is retitled at once): wait for the turn's text and the worker too, or its fold of
+            # the turn runs into the re-plans timed below (process CPU) instead of before them.
+            want, opened = watch.expected(), time.perf_counter()
+            while not watch.shown(want):
+                if time.perf_counter() - opened > STEP_DEADLINE_S:
+                    raise watch.timeout(want, time.perf_counter() - opened)
                 await pilot.pause(0.01)
             await pilot.pause(0.2)
             for r in range(repeats + 1):
@@ -417,7 +485,10 @@ def run_child(part: str, args: argparse.Namespace, recording: str | None = None)
            "--steps", str(args.steps)]
     if recording or args.recording:
         cmd += ["--recording", recording or args.recording]
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    sys.stderr.write(done.stderr)  # progress, and why a part failed
+    if done.returncode:
+        raise SystemExit(f"part ({part}) failed (exit {done.returncode})")
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

@@ -27,6 +27,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static, Switch, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
 
 from engine.trace_schema import Trace
 from inspector.content_loader import ContentLoader
@@ -121,6 +122,7 @@ class InspectorApp(App[None]):
         self._theme_warning: str | None = None
         self._shadow_tab = False  # the Shadow tab is added once the source shows a shadow rollout
         self._viewer: ContentViewer | None = None  # the main screen's content viewer, from mount
+        self._content_error: str | None = None  # the last content failure notified (said once, not per step)
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -303,6 +305,20 @@ class InspectorApp(App[None]):
             self._frozen_fold = True
             gc.freeze()
         viewer.show(message.title, message.text, message.document, message.dark, message.key)
+
+    @on(Worker.StateChanged)
+    def _worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # The content worker does not stop the app when it fails (exit_on_error=False), so a failure
+        # would leave the previous turn's text on screen under its own title with no word of why.
+        if event.worker.group != "content":
+            return
+        if event.state == WorkerState.ERROR:
+            error = f"{type(event.worker.error).__name__}: {event.worker.error}"
+            if error != self._content_error:
+                self._content_error = error
+                self.notify(error, title="cannot show this content", severity="error", timeout=10)
+        elif event.state == WorkerState.SUCCESS:
+            self._content_error = None
 
     def _content_width(self) -> int:
         return self._viewer.wrap_width if self._viewer is not None else DEFAULT_WIDTH

@@ -59,9 +59,9 @@ class ReplanFinished(Message):
 class ContentLoaded(Message):
     title: str
     text: str
-    # The text already highlighted, split and wrapped in the worker for a dark (True) or light theme and
-    # the viewer's width: pygments over a long history is hundreds of milliseconds, and wrapping it tens,
-    # that must not run on the UI thread. None: prepared on show.
+    # The text already split and wrapped in the worker for a dark (True) or light theme and the viewer's
+    # width, its first screenful drawn (highlighting runs for the rows drawn): wrapping a long history
+    # is milliseconds that need not run on the UI thread. None: prepared on show.
     document: TextDocument | Text | None = None
     dark: bool | None = None
     key: tuple[str, str] | None = None  # (section id, content hash); None for the request body

@@ -17,6 +17,7 @@ from itertools import accumulate
 
 from pygments.token import Token, _TokenType
 from rich.cells import cell_len
+from rich.control import strip_control_codes
 from rich.style import Style
 from rich.syntax import PygmentsSyntaxTheme, Syntax
 from rich.text import Span, Text
@@ -192,7 +193,12 @@ def row_text(doc: TextDocument, index: int) -> tuple[int, int, Text]:
 def prepare(text: str, dark: bool, width: int) -> TextDocument:
     """Split and wrap `text` for the `dark` or light theme; highlighting is left for when rows are drawn."""
     truncated = len(text) > MAX_CHARS
-    shown = text[:MAX_CHARS].expandtabs(8).rstrip()
+    # Rich's Text drops these control codes (carriage return, backspace, bell, vertical tab, form
+    # feed) from whatever it is given, so a highlighted line of "a\r\n" text would be shorter than
+    # the row cut from it and slicing the row past its end raised (the worker died and the view
+    # kept the previous turn: a CRLF pasted issue in pydicom-1413's history). Rows, offsets and the
+    # highlighter all count characters of the text as drawn.
+    shown = strip_control_codes(text[:MAX_CHARS]).expandtabs(8).rstrip()
     language = guess_language(text)  # the whole text: a cut-off JSON document does not parse
     plain = shown.split("\n")
     starts = list(accumulate((len(line) + 1 for line in plain[:-1]), initial=0))
