@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from engine.probe.client import ProbeClient, _FrameReader
-from engine.probe.loop import FLUSH_ON_CLOSE, JOIN_SLACK
+from engine.probe.loop import COALESCE, CPU_BURST, FLUSH_ON_CLOSE, IDLE_BURST, JOIN_SLACK
 from engine.probe.queues import HIGH_WATER
 from engine.probe.server import ProbeServer
 from engine.recording.frames import decode_frames, encode_frame
@@ -350,6 +350,15 @@ def test_hostile_clients_cannot_take_more_than_the_probes_cpu_budget(
     xdg: Path, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     agent = InProcessAgent(xdg / "rt")
+    # Each pass's CPU, as the budget charges it (the thread's clock since the previous charge).
+    passes: list[float] = []
+    charge = agent.server._budget
+
+    def budget() -> None:
+        passes.append(time.thread_time() - agent.server._cpu_mark)
+        charge()
+
+    agent.server._budget = budget  # type: ignore[method-assign]
     agent.server.start()
     # The good client attaches first: under attack the slots and the backlog may well be full, which
     # costs new clients their turn, not the agent anything.
@@ -387,6 +396,13 @@ def test_hostile_clients_cannot_take_more_than_the_probes_cpu_budget(
             assert cpu <= 0.08 * agent_cpu + 0.03, (
                 f"probe thread used {cpu:.3f} s CPU against the agent's {agent_cpu:.3f} s under {mode}"
             )
+            # No single pass overdraws the bucket by much: a pass stops once it has spent its tokens
+            # (at most IDLE_BURST) and one CPU_BURST more, so what is left is one client's share of
+            # work (its snapshot send, say). Before that, one pass serving 200 readers' snapshots ran
+            # 30-105 ms, long after the bucket was empty, and the agent waited for the GIL meanwhile.
+            assert max(passes) <= IDLE_BURST + CPU_BURST + 0.02, (
+                f"a pass of the probe thread took {max(passes) * 1e3:.1f} ms CPU under {mode}"
+            )
             # The attacked agent still serves a good client everything (or says what it lost).
             got = 0
             while got < sent:
@@ -400,6 +416,37 @@ def test_hostile_clients_cannot_take_more_than_the_probes_cpu_budget(
         attacker.terminate()
         attacker.wait(T)
         agent.server.close()
+
+
+def test_turns_back_to_back_cost_one_wake_up_byte(xdg: Path) -> None:
+    # While events keep coming the I/O thread stays in its burst, with the flag set: the agent writes
+    # no wake-up byte after the first, and the thread reads none (each would be a system call on the
+    # agent's thread and a GIL hand-off on the probe's). Before, every pass ended by clearing the
+    # flag, so each wait (COALESCE) of a long run of turns cost one byte and one more wake-up.
+    agent = InProcessAgent(xdg / "rt", events=10)
+    with agent.server, ProbeClient.connect(os.getpid(), timeout=T, runtime_dir=xdg / "rt") as c:
+        for _ in range(c.hello["snapshot"]):
+            assert c.recv(T) is not None
+        wakes = 0
+        wake = agent.server._wake
+
+        def counted() -> None:
+            nonlocal wakes
+            wakes += 1
+            wake()
+
+        agent.server._wake = counted  # type: ignore[method-assign]
+        sent = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 8 * COALESCE:  # several sends' worth of turns, back to back
+            for _ in range(5):
+                agent.emit({"k": "msg", "i": sent})
+                sent += 1
+            time.sleep(0.002)
+        for i in range(sent):
+            ev = c.recv(T)
+            assert ev is not None and ev == {"k": "msg", "i": i}
+        assert wakes == 1, f"{wakes} wake-up bytes for one run of {sent} events"
 
 
 def _voluntary_switches(tid: int) -> int:

@@ -77,6 +77,9 @@ def _refuse(sock: socket.socket, code: str, message: str) -> None:
 
 
 class Handshake(ClientQueues):
+    def _spent(self) -> bool:  # IOLoop's: this pass has used its CPU budget
+        raise NotImplementedError
+
     # Set by ProbeServer.__init__ / start().
     pid: int
     max_clients: int
@@ -149,6 +152,8 @@ class Handshake(ClientQueues):
                 )
                 continue
             self._register(sock, uid)
+            if self._spent():
+                return  # the rest stay in the backlog: the listener is still readable next pass
 
     def _shed_with_reserve(self, listener: socket.socket) -> None:
         if self._reserve_fd is None:

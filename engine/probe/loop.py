@@ -3,12 +3,15 @@
 It sleeps (select with no timeout) whenever there is nothing to send: no timer wakes it. A publish
 that finds it asleep writes one wake-up byte; the loop then waits COALESCE for the rest of the
 agent's burst (publishes meanwhile write nothing: the flag is set), sends everything in one go, and
-goes back to sleep. So an agent pays at most one wake-up per COALESCE, and none while no client is
-attached or between turns.
+waits again while events keep coming, with the flag still set: while an agent runs turns back to back
+it writes no wake-up byte at all, and a pass is one timed select() and one send per client. A wait
+that brings nothing ends the burst: the flag is cleared and the loop sleeps until the next publish.
+So an agent pays at most one wake-up per burst, and none while no client is attached.
 
 Whatever clients do, the thread's CPU is capped at CPU_SHARE of the agent's own CPU time while the
 agent is busy (a token bucket over the thread's CPU clock, see _budget): past that it rests, which
-costs only the clients' latency. That is the backstop
+costs only the clients' latency. A pass that has spent its tokens stops early (see _spent), so no
+mix of clients makes one pass overdraw the bucket by more than about CPU_BURST. That is the backstop
 behind the per-client limits (input budget, accept budget, client cap): the agent shares the GIL
 with this thread, so every microsecond spent here is one the agent's thread may wait.
 
@@ -73,6 +76,11 @@ class IOLoop(Handshake):
         self._proc_mark = time.process_time()
         self._agent_rate = 1.0  # the agent's smoothed share of a core (busy until shown otherwise)
         self._cpu_rate = 0.0  # share of a core the process used during the last coalescing wait
+        self._pass_allow = 0.0  # thread CPU clock at which this pass has spent its budget, see _loop
+        self._next_client = 0  # where _service starts serving when a pass ran out of budget
+        self._due: float | None = None  # when the burst being coalesced is sent (None: not in a burst)
+        self._wait_at = 0.0
+        self._wait_cpu = 0.0
         self.rested = 0.0  # seconds the CPU budget made the thread rest (diagnostics, benchmarks)
         self.wakeups = 0  # passes of the loop (diagnostics, benchmarks)
 
@@ -94,13 +102,20 @@ class IOLoop(Handshake):
             try:
                 ready = sel.select(self._timeout())
                 self.wakeups += 1
-                woke = False
+                # The CPU budget is charged after a pass (_budget), but one pass can do a lot: a
+                # snapshot for each of many clients, say. So a pass stops once it has spent its tokens
+                # and one burst more: what it left is still ready at the next select(), after the rest
+                # that repays it (the selector returns the clients it left first, then the others).
+                self._pass_allow = self._cpu_mark + max(self._cpu_tokens, 0.0) + CPU_BURST
+                woke = accepted = spent = False
                 for key, mask in ready:
                     data = key.data
                     if data == "wake":
                         woke = True
-                    elif data == "listen":
+                        continue
+                    if data == "listen":
                         self._accept()
+                        accepted = True
                     else:
                         c: Client = data
                         # Identity, not fd: a client dropped earlier in this batch may have had its fd
@@ -111,18 +126,34 @@ class IOLoop(Handshake):
                             self._on_readable(c)
                         if mask & selectors.EVENT_WRITE and self._clients.get(c.fd) is c:
                             self._pump(c)  # leaves WRITE interest registered only if still blocked
+                    if self._spent():
+                        spent = True
+                        break
                 if self._stopping:
                     return
-                if woke or self._pending:
-                    # Events are flowing: let the rest of the agent's burst arrive, then send it all in
-                    # one go. Every blocking call here hands the GIL back and forth with the agent's
-                    # thread (the costly part of a pass, more than the sending), so a pass makes few:
-                    # one read of the wake-up byte, one sleep, one send per client, one select.
-                    if woke:
-                        self._drain_wake()
-                    self._coalesce()
-                self._service()
-                self._settle()
+                if spent:
+                    self._budget()
+                    continue
+                if woke:
+                    # The first event of a burst (or a late byte from a publisher that had lost the
+                    # GIL): let the rest of the burst arrive before sending. Publishes meanwhile write
+                    # nothing (the flag is set), so this is the burst's only wake-up byte.
+                    self._drain_wake()
+                    if self._due is None:
+                        self._start_wait()
+                if self._due is not None:
+                    if time.monotonic() < self._due and not accepted and not self._more:
+                        continue  # a client's ping or writability: the burst is not due yet
+                    self._end_wait()
+                moved = self._service()
+                if self._more:
+                    pass  # a client has more to send: the next select() does not block
+                elif moved or self._settle():
+                    # Events are flowing: stay in the burst. The flag stays set, so the agent writes no
+                    # wake-up byte and this thread reads none: while turns run back to back a pass is
+                    # one timed select() and one send per client. Each blocking call is a GIL hand-off
+                    # with the agent's thread, what a pass costs most (more than the sending).
+                    self._start_wait()
                 self._budget()
             except Exception:
                 # A bug here must not kill the probe thread silently and leave clients hanging forever.
@@ -131,44 +162,67 @@ class IOLoop(Handshake):
 
     def _timeout(self) -> float | None:
         """How long select() may block: forever unless something is due."""
-        if self._pending or self._more:
+        if self._more or (self._pending and self._due is None):
             return 0.0
-        due = self._listen_paused_until
-        for c in self._clients.values():
-            d = c.closing_deadline
+        due = self._due
+        for d in [self._listen_paused_until] + [c.closing_deadline for c in self._clients.values()]:
             if d is not None and (due is None or d < due):
                 due = d
         if due is None:
             return None
         return max(0.0, due - time.monotonic())
 
-    def _service(self) -> None:
-        """Move published events into the ring and send what every unblocked client may have next."""
+    def _service(self) -> int:
+        """Move published events into the ring and send what every unblocked client may have next.
+        Returns how many events were published since the last pass."""
         self._enc_cache.clear()
-        self._absorb()
+        moved = self._absorb()
         self._more = False
-        for c in list(self._clients.values()):
-            if not c.want_write:
-                self._pump(c)
+        clients = list(self._clients.values())
+        n = len(clients)
+        if n > 1:
+            # Many clients can cost far more than the CPU budget in one pass (see _spent): they are
+            # served in turn, from where the last pass stopped, and the rest wait for the next pass.
+            start = self._next_client % n
+            clients = clients[start:] + clients[:start]
+            for i, c in enumerate(clients):
+                if not c.want_write:
+                    self._pump(c)
+                if i + 1 < n and self._spent():
+                    self._next_client = start + i + 1
+                    self._more = True
+                    break
+            else:
+                self._next_client = start
+        elif n:
+            if not clients[0].want_write:
+                self._pump(clients[0])
         self._enc_cache.clear()
         self._expire_closing()
         self._resume_listener()
+        return moved
 
-    def _settle(self) -> None:
-        """About to block: the next publish must find the flag clear, so it wakes us.
+    def _spent(self) -> bool:
+        """This pass has used its CPU tokens and one burst more (set at the top of each pass)."""
+        return time.thread_time() > self._pass_allow
+
+    def _settle(self) -> bool:
+        """A burst has ended (a pass found nothing new): the next publish must find the flag clear, so it
+        wakes us. True if events arrived meanwhile (the flag stays set and the burst goes on).
 
         Order: clear, re-check. A publish after the re-check sees the flag clear and writes its byte;
-        one before it is caught by the re-check. Done on every pass, not only after a wake-up: a
-        publisher can set the flag (and send its byte) long after its event was taken, if it lost the
-        GIL in between, and a flag left set would swallow every later wake-up. Such a late byte is not
-        drained here (that would cost a system call, and a GIL hand-off, on every pass): it only makes
-        the next select() return once, for a pass that finds nothing to do.
+        one before it is caught by the re-check. A publisher can also set the flag (and send its byte)
+        long after its event was taken, if it lost the GIL in between: the byte then wakes the loop for
+        one empty burst, which ends here and clears the flag again (a flag left set would swallow every
+        later wake-up).
         """
         if self._pending:
-            return  # still flowing: the flag stays set and the next pass does not block
+            return True
         self._wake_pending = False
         if self._pending:
             self._wake_pending = True
+            return True
+        return False
 
     def _budget(self) -> None:
         """Charge this pass's CPU to the bucket; rest when it is empty.
@@ -211,25 +265,29 @@ class IOLoop(Handshake):
             self.rested += pause
             self._rest(pause)
 
-    def _coalesce(self) -> None:
-        """Wait for the rest of the burst: COALESCE, or, while the agent is busy (turns back to back),
-        until it has used about COALESCE_CPU of CPU, at most MAX_LATENCY.
+    def _start_wait(self) -> None:
+        """Let the burst accumulate before the next send: COALESCE, or, while the agent is busy (turns
+        back to back), until it has used about COALESCE_CPU of CPU, at most MAX_LATENCY.
 
         Each pass costs the same whatever it sends (on a shared VM every sleep-and-wake of a thread
         costs tens of microseconds of CPU), so passes are spaced by the agent's own CPU time: on a
         loaded machine, where the agent gets a fraction of a core, wall-clock spacing would charge each
-        of its turns more. One sleep per pass: its length comes from the share of a core the process
-        used during the previous one. An agent waiting on its model is not busy: its events go out
-        after COALESCE.
+        of its turns more. The wait's length comes from the share of a core the process used during the
+        previous one. An agent waiting on its model is not busy: its events go out after COALESCE.
+        The wait is the loop's own select() (clients are still heard), see _end_wait.
         """
         rate = self._cpu_rate
         wait = COALESCE if rate < BUSY_SHARE else min(MAX_LATENCY, max(COALESCE, COALESCE_CPU / rate))
-        wall0 = time.monotonic()
-        cpu0 = time.process_time()  # the whole process: the agent's threads (and this one, a little)
-        self._rest(wait)
-        wall = time.monotonic() - wall0
+        now = time.monotonic()
+        self._due = now + wait
+        self._wait_at = now
+        self._wait_cpu = time.process_time()  # the whole process: the agent's threads (and this one)
+
+    def _end_wait(self) -> None:
+        wall = time.monotonic() - self._wait_at
         if wall > 0:
-            self._cpu_rate = (time.process_time() - cpu0) / wall
+            self._cpu_rate = (time.process_time() - self._wait_cpu) / wall
+        self._due = None
 
     def _rest(self, seconds: float) -> None:
         """Sleep without holding the GIL, waking early only to stop. Clients are not served meanwhile."""

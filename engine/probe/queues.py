@@ -188,8 +188,8 @@ class ClientQueues:
             )
         return out
 
-    def _absorb(self) -> None:
-        """Move published events from _pending into the ring."""
+    def _absorb(self) -> int:
+        """Move published events from _pending into the ring; returns how many."""
         pending = self._pending
         ring = self._ring
         cap = self._cap
@@ -208,7 +208,9 @@ class ClientQueues:
                 head += 1
         except IndexError:
             pass
+        moved = head - self._head
         self._head = head
+        return moved
 
     def _pump(self, c: Client) -> None:
         """Encode what this client may have next and send as much as the socket takes (up to PUMP_BUDGET)."""
