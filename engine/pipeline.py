@@ -54,6 +54,7 @@ from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from engine.providers.base import Block
+from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.journal import Event, Journal, trace_of
 from engine.sections import assemble
 from engine.shadow import CandidateConfig, Shadow
@@ -127,9 +128,11 @@ class Pipeline:
         replay: bool = False,
         shadow: CandidateConfig | None = None,
         links: dict[str, Any] | None = None,
+        journal_keep: int | None = KEEP_DEFAULT,
     ) -> None:
         """`replay=True` makes a state to fold a recorded journal into: no recorder or probe, and
-        summaries come from the journal instead of the summarizer."""
+        summaries come from the journal instead of the summarizer. `journal_keep`: journal events held
+        in memory; older ones go to a private temporary file and read back on demand (None: keep all)."""
         cfg = PipelineConfig(
             model=model,
             provider=provider,
@@ -147,7 +150,7 @@ class Pipeline:
         self.counter = counter if counter is not None else TokenCounter(tokenizer)  # empty is falsy
         self.measure = Measure(self.counter)
         self.clock = clock
-        self.journal = Journal()
+        self.journal = Journal(journal_keep)
         self.summarizer = summarizer
         if spill is not None:
             self.spill: SpillBackend | None = spill

@@ -1,7 +1,8 @@
 """The append-only journal: every input and decision as an event; sinks (recorder, probe) subscribe.
 
 Content is stored once by hash (`blob` events); other events refer to blobs by hash, so a session's
-journal grows with new content, not with turns x context size.
+journal grows with new content, not with turns x context size. Its older events live on disk
+(`event_log.EventLog`), so a long session's journal does not grow its memory.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from typing import Any
 
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
+from engine.recording.event_log import KEEP_DEFAULT, EventLog
 
 Event = dict[str, Any]
 Sink = Callable[[Event], None]
 
 
 class Journal:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
+    def __init__(self, keep: int | None = KEEP_DEFAULT) -> None:
+        """`keep`: events held in memory; older ones are written to a private temporary file and read
+        back on demand (see event_log). None keeps every event in memory."""
+        self.events = EventLog(keep)
         self.blobs: dict[str, str] = {}
         self._sinks: list[Sink] = []
         self.sink_errors = 0

@@ -1,0 +1,166 @@
+"""The journal's event list, with its older events on disk so a long session's memory stays bounded.
+
+A session journals every input and decision, so its journal grows with the session: on a 10,000-turn
+run the events (mostly turn traces) were two thirds of the engine's memory growth. Nothing in a live
+session reads old events on its hot path (the recorder and the probe get each event as it is journaled;
+a probe client attaching late, a replay or a test read the whole list once), so `EventLog` keeps the
+newest `keep` events in memory and pickles older ones, a chunk at a time, to an anonymous temporary
+file (unlinked at creation: nothing is left behind, even after a crash). What stays in memory for a
+spilled event is its offset in the file (8 bytes).
+
+It is a read-only Sequence with `append`: indexing, slicing, iterating and `==` with a list work as on
+the plain list it replaces, and a spilled event reads back equal to what was journaled (pickle keeps
+every type, key order and value; the file is private to this process, so nothing untrusted is ever
+unpickled). Reads are positional (`os.pread`), so the probe's I/O thread can read by index while the
+agent's thread appends and spills.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import threading
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+Event = dict[str, Any]
+
+# Events kept in memory. A turn journals about six events, so this is some 700 turns of a session, far
+# more than anything looks back on (alert rules: ten turns; recent traces: 32), and a few MB of RAM.
+KEEP_DEFAULT = 4096
+# Events written per spill: the agent's thread pickles this many at once, so a spill costs a few ms
+# once every SPILL_CHUNK events instead of a 4096-event pause.
+SPILL_CHUNK = 256
+
+
+class EventLog(Sequence[Event]):
+    def __init__(self, keep: int | None = KEEP_DEFAULT, chunk: int = SPILL_CHUNK) -> None:
+        """`keep`: events held in memory (None: all of them, nothing is ever written to disk)."""
+        if keep is not None and keep < 0:
+            raise ValueError(f"keep must be >= 0 or None, got {keep}")
+        self.keep = keep
+        # A small `keep` spills in small chunks, so memory holds at most about twice `keep` events.
+        self.chunk = max(1, min(chunk, keep) if keep is not None else chunk)
+        # (number of spilled events, the in-memory tail): swapped as one tuple, so a reader on another
+        # thread never sees a new count with the old tail or the reverse.
+        self._state: tuple[int, list[Event]] = (0, [])
+        self._offsets = array("q", [0])  # offsets[i]: start of spilled event i in the file; [-1]: end
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- writing
+    def append(self, event: Event) -> None:
+        with self._lock:
+            base, mem = self._state
+            mem.append(event)
+            if self.keep is not None and len(mem) >= self.keep + self.chunk:
+                self._spill(base, mem)
+
+    def _spill(self, base: int, mem: list[Event]) -> None:
+        """Write the oldest `chunk` in-memory events to the file, then drop them from memory. Pickled
+        now, not when journaled, so an event's final form is what is kept (a trace is completed before
+        its turn event is journaled, and nothing edits one a chunk later)."""
+        n = len(mem) - self.keep if self.keep is not None else 0
+        n = max(self.chunk, n)
+        out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
+        if self._fd is None:
+            fh = tempfile.TemporaryFile(prefix="contextpipe-journal-")
+            self._fd = os.dup(fh.fileno())  # our own descriptor; the file object may go
+            fh.close()
+        end = self._offsets[-1]
+        data = b"".join(out)
+        view = memoryview(data)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(self._fd, view[written:], end + written)
+        offs = self._offsets
+        for blob in out:
+            end += len(blob)
+            offs.append(end)
+        self._state = (base + n, mem[n:])
+
+    # ---------------------------------------------------------------- reading
+    def _read(self, i: int) -> Event:
+        fd = self._fd
+        assert fd is not None
+        start, stop = self._offsets[i], self._offsets[i + 1]
+        data = os.pread(fd, stop - start, start)
+        while len(data) < stop - start:  # a short read (a signal): read the rest
+            more = os.pread(fd, stop - start - len(data), start + len(data))
+            if not more:
+                raise OSError(f"journal spill file is shorter than its index (event {i})")
+            data += more
+        return pickle.loads(data)  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        base, mem = self._state
+        return base + len(mem)
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Event]: ...
+
+    def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        base, mem = self._state
+        n = base + len(mem)
+        if isinstance(i, slice):
+            return [self._at(k, base, mem) for k in range(*i.indices(n))]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("journal event index out of range")
+        return self._at(i, base, mem)
+
+    def _at(self, i: int, base: int, mem: list[Event]) -> Event:
+        return mem[i - base] if i >= base else self._read(i)
+
+    def __iter__(self) -> Iterator[Event]:
+        base, mem = self._state
+        for i in range(base):
+            yield self._read(i)
+        # The tail as it is now and what is appended while iterating (a list iterator sees appends),
+        # unless a spill replaced the tail meanwhile: then continue by index.
+        k = base
+        for ev in mem:
+            yield ev
+            k += 1
+        while k < len(self):
+            yield self[k]
+            k += 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it replaces
+
+    def __repr__(self) -> str:
+        base, mem = self._state
+        return f"EventLog({base + len(mem)} events, {base} on disk)"
+
+    def in_memory(self) -> int:
+        """Events held in memory (the rest are on disk)."""
+        return len(self._state[1])
+
+    def spilled_bytes(self) -> int:
+        return self._offsets[-1]
+
+    def close(self) -> None:
+        """Release the spill file. Spilled events cannot be read after this."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

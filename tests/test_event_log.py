@@ -1,0 +1,117 @@
+"""The journal keeps its older events on disk (engine/recording/event_log.py): a spilled journal reads
+back exactly as it was journaled, a session's in-memory events stay bounded however long it runs, and
+another thread can read by index while the agent appends and spills."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.pipeline import Pipeline
+from engine.recording.event_log import EventLog
+from engine.recording.replay import Replayer
+from engine.tokens import CharTokenizer, TokenCounter
+
+COUNTER = TokenCounter(CharTokenizer())
+
+# Event-like values: what a journal holds (and a few types JSON would not keep: tuples, bytes).
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+events = st.lists(st.dictionaries(st.text(max_size=4), values, max_size=5), max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, st.integers(0, 9), st.integers(1, 7))
+def test_spilled_events_read_back_identically(evs: list[dict], keep: int, chunk: int) -> None:
+    log = EventLog(keep, chunk)
+    for e in evs:
+        log.append(e)
+    assert len(log) == len(evs)
+    assert log.in_memory() <= keep + chunk
+    assert log == evs and list(log) == evs
+    # Types survive (a tuple stays a tuple, bytes stay bytes), and key order with them.
+    assert [repr(e) for e in log] == [repr(e) for e in evs]
+    assert [log[i] for i in range(-len(evs), 0)] == evs
+    assert log[2:-1:2] == evs[2:-1:2]
+    with pytest.raises(IndexError):
+        log[len(evs)]
+
+
+def _session(keep: int | None, rounds: int) -> Pipeline:
+    pipe = Pipeline(
+        "deepseek-chat", "openai", 4_000, counter=COUNTER, serve=False, clock=lambda: 0.0, journal_keep=keep
+    )
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    pipe.user("Fix the bug.")
+    for t in range(rounds):
+        calls = pipe.assistant(
+            f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"n": t})}]
+        )
+        pipe.tool_result(calls[0].id, f"output of step {t}\n" * (3 + t % 11))
+        pipe.next_request()
+        pipe.record_usage({"input_tokens": 900, "output_tokens": 10})
+    return pipe
+
+
+def test_a_spilled_session_journal_is_the_same_journal() -> None:
+    """A session that spilled most of its journal to disk journals exactly what one that kept it all
+    in memory does, and replays to the same requests."""
+    spilled, kept = _session(16, 120), _session(None, 120)
+    assert len(spilled.journal.events) > 20 * 16
+    assert spilled.journal.events.in_memory() <= 32
+    assert kept.journal.events.in_memory() == len(kept.journal.events)
+    assert spilled.journal.events == kept.journal.events
+    assert [json.dumps(e, sort_keys=False, default=repr) for e in spilled.journal.events] == [
+        json.dumps(e, sort_keys=False, default=repr) for e in kept.journal.events
+    ]
+    assert Replayer(spilled.journal.events, COUNTER).verify().ok
+
+
+def test_journal_memory_is_bounded_over_a_long_session() -> None:
+    pipe = _session(256, 400)  # ~2,400 events, a tenth kept
+    n = len(pipe.journal.events)
+    assert n > 2_000
+    assert pipe.journal.events.in_memory() <= 2 * 256
+    assert pipe.journal.events.spilled_bytes() > 0
+    # Recent traces in memory are what the alert rules and the next trace look back on, no more.
+    assert len(pipe.traces) <= 32
+
+
+def test_reading_by_index_while_appending_and_spilling() -> None:
+    """The probe's I/O thread reads the journal by index while the agent's thread appends (and the
+    log spills): every read sees the event that was appended at that index."""
+    log = EventLog(8, 3)
+    total = 3_000
+    errors: list[str] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        seen = 0
+        while not done.is_set() or seen < len(log):
+            n = len(log)
+            for i in range(seen, n):
+                if log[i] != {"i": i, "pad": "x" * (i % 50)}:
+                    errors.append(f"event {i} read back as {log[i]!r}")
+                    return
+            seen = n
+
+    th = threading.Thread(target=reader)
+    th.start()
+    for i in range(total):
+        log.append({"i": i, "pad": "x" * (i % 50)})
+    done.set()
+    th.join(30)
+    assert not errors, errors[:3]
+    assert [e["i"] for e in log] == list(range(total))
