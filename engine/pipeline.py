@@ -232,7 +232,8 @@ class Pipeline:
                 raise ConfigError(
                     f"{record} already exists: a recording is never overwritten; delete it or record to a new path"
                 )
-            self.recorder = RecordingWriter(record, header)
+            # The counter rides along so close() stores its counts: a reader need not tokenize again.
+            self.recorder = RecordingWriter(record, header, counter=self.counter)
             for ev in self.journal.events:
                 self.recorder.append(ev)
         if serve:

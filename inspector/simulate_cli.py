@@ -65,7 +65,7 @@ def simulate(
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError
     from engine.recording.replay import ReplayError
-    from engine.sim.simulate import SimSettings, policy_doc, simulate_events
+    from engine.sim.simulate import SimSettings, policy_doc, read_counts, simulate_events
 
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
@@ -87,7 +87,12 @@ def simulate(
             from engine.recording.journal import unpack_event
 
             events = [unpack_event(e) for e in reader.events()]
-            reports.append(simulate_events(events, settings, source=str(file)))
+            # The agent's own token counts, when the recording carries them: nothing is tokenized again.
+            counts, why = read_counts(reader)
+            report = simulate_events(events, settings, source=str(file), counts=counts)
+            if why:
+                report.notes.append(why)
+            reports.append(report)
         except (ReplayError, RecordingError) as exc:
             fail(f"{file}: {exc}")
         except ContextPipeError as exc:

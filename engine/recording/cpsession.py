@@ -3,8 +3,8 @@
 On-disk layout (every byte of a file belongs to a frame of `engine.recording.frames`: u32 length, u32 crc32,
 msgpack map)::
 
-    @header | event | event | ... | @blobs | @index | @end
-    └ format, version, model, ...   └──── footer, written by close() ────┘
+    @header | event | event | ... | [@counts] | @blobs | @index | @end
+    └ format, version, model, ...   └────── footer, written by close() ──────┘
 
 * Every map is written with its kind `"k"` first, and for `turn` / `blob` events the turn number /
   blob hash second. A reader can therefore learn a frame's kind, turn number and hash from the
@@ -15,6 +15,10 @@ msgpack map)::
   where the data ends (`data_end`) and where `@blobs` is; `@end` is a fixed-size trailer frame
   (`TRAILER_SIZE` bytes) holding the offset of `@index` as 8 raw bytes. Open reads the trailer, the
   index, and nothing else; the blob index is loaded on the first `blob()` call.
+* `@counts` (optional, since the table was added; engine/recording/counts.py): the token counts the
+  agent made, so a reader re-running the session need not tokenize it again. It sits between the
+  events and `@blobs`; `@index` names it (`counts_at`). Readers that predate it never read that
+  range, so they open such files as before; files without it read as "no table".
 * Crash safety: each frame is handed to the OS with one write() and no user-space buffer, so a killed
   agent leaves every complete frame plus at most one partial one. The reader tells a cut-off tail
   (reported in `damage`) from corruption: the tail's bytes must be a strict prefix of one msgpack map,
@@ -61,6 +65,14 @@ import msgpack
 import zstandard
 
 from engine.errors import ContextPipeError
+from engine.recording.counts import (
+    K_COUNTS,
+    CountTable,
+    CountTableError,
+    counter_mark,
+    decode_table,
+    encode_table,
+)
 from engine.recording.frames import (
     HEADER_SIZE,
     MAX_FRAME_BYTES,
@@ -71,6 +83,7 @@ from engine.recording.frames import (
     encode_frame,
 )
 from engine.recording.journal import InflateError, unpack_event
+from engine.tokens import TokenCounter
 
 FORMAT_NAME = "cpsession"
 FORMAT_VERSION = 2  # what the writer writes; READ_VERSIONS are read
@@ -166,8 +179,16 @@ class RecordingWriter:
     """Appends events to a `.cpsession` file. Thread-safe; one writer per file."""
 
     def __init__(
-        self, path: str | Path, header: dict[str, Any], *, overwrite: bool = False, version: int = FORMAT_VERSION
+        self,
+        path: str | Path,
+        header: dict[str, Any],
+        *,
+        overwrite: bool = False,
+        version: int = FORMAT_VERSION,
+        counter: TokenCounter | None = None,
     ) -> None:
+        """`counter`: the agent's token counter; close() stores the counts it made from now on in a
+        `@counts` footer frame (engine/recording/counts.py), so a reader need not tokenize again."""
         self.path = Path(path)
         if version not in READ_VERSIONS:
             raise ValueError(f"cannot write {FORMAT_NAME} version {version}; versions {READ_VERSIONS} exist")
@@ -187,6 +208,8 @@ class RecordingWriter:
             ) from None
         self._setup(fd, 0, {}, None)
         os.ftruncate(fd, 0)  # overwrite=True: only once we hold the lock
+        self._counter = counter
+        self._counter_mark = counter_mark(counter) if counter is not None else 0
         self.header = head
         self._chunked = version >= 2
         self._write(frame)
@@ -224,6 +247,8 @@ class RecordingWriter:
         """Reopen a recording to append: the footer (or a cut-off tail) is truncated and rewritten at close."""
         self = cls.__new__(cls)
         self.path = Path(path)
+        # The counts of the part written before are cut off with the footer; a resumed file has none.
+        self._counter, self._counter_mark = None, 0
         try:
             fd = os.open(path, os.O_WRONLY)
         except OSError as exc:
@@ -356,23 +381,39 @@ class RecordingWriter:
                 return
             self._flush_chunk()
             data_end = self._pos
+            # The token counts sit between the events and the blob map: a reader that predates them
+            # never reads [data_end, blobs_at), so older readers open these files as before.
+            counts = self._counts_frame()
+            blobs_at = data_end + len(counts)
             # Version 2 leaves the blob map out (hashes do not compress; a reader rebuilds it when asked).
             blobs = encode_frame({"k": K_BLOBS, "blobs": {} if self._chunked else self._blobs})
-            index_at = data_end + len(blobs)
+            index_at = blobs_at + len(blobs)
             index = encode_frame(
                 {
                     "k": K_INDEX,
                     "data_end": data_end,
-                    "blobs_at": data_end,
+                    "blobs_at": blobs_at,
                     "turns": self._turns,
                     "offsets": self._turn_offsets,
                     **({"streams": self._streams} if self._chunked else {}),
+                    **({"counts_at": data_end} if counts else {}),
                 }
             )
-            self._write(blobs + index + _trailer(index_at))
+            self._write(counts + blobs + index + _trailer(index_at))
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
+
+    def _counts_frame(self) -> bytes:
+        """The `@counts` frame, or b"" when there is no counter or nothing to carry. Never fails a close:
+        a table that cannot be written only means a reader counts again."""
+        if self._counter is None:
+            return b""
+        try:
+            table = encode_table(self._counter, self._counter_mark)
+            return encode_frame(table) if table is not None else b""
+        except (FrameError, RuntimeError, ValueError, TypeError):  # too large, or counted into meanwhile
+            return b""
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -402,6 +443,7 @@ class RecordingReader:
         self._turn_offs: list[int] = []
         self._blobs: dict[str, int] | None = None
         self._blobs_at: int | None = None
+        self._counts_at: int | None = None  # the @counts footer frame, when the writer stored one
         self._streams: list[int] = []  # version 2: offsets of the chunks that start a zstd stream
         self._stream: _Stream | None = None
         self._chunks: dict[int, list[dict[str, Any]]] = {}  # chunk offset -> its events (small LRU)
@@ -500,7 +542,8 @@ class RecordingReader:
             nums, offs = index["turns"], index["offsets"]
             data_end, blobs_at = index["data_end"], index["blobs_at"]
             streams = index.get("streams", [])
-            ints = all(type(v) is int for v in (data_end, blobs_at, *nums, *offs, *streams))
+            counts_at = index.get("counts_at", data_end)  # files written before the table: no counts
+            ints = all(type(v) is int for v in (data_end, blobs_at, counts_at, *nums, *offs, *streams))
             ok = (
                 index["k"] == K_INDEX
                 and index_end == size - TRAILER_SIZE
@@ -510,6 +553,7 @@ class RecordingReader:
                 and ints
                 and len(nums) == len(offs)
                 and self._start <= data_end <= blobs_at < index_at
+                and data_end <= counts_at <= blobs_at
                 and all(a < b for a, b in zip(nums, nums[1:], strict=False))
                 and all(self._start <= o < data_end for o in (*offs, *streams))
                 and (self.version == 1 or not offs or (bool(streams) and streams[0] <= offs[0]))
@@ -522,6 +566,7 @@ class RecordingReader:
                     return False
             self._turn_nums, self._turn_offs, self._streams = nums, offs, sorted(streams)
             self._end, self._blobs_at = data_end, blobs_at
+            self._counts_at = counts_at if "counts_at" in index else None
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, struct.error):
             return False  # no usable footer: the caller rebuilds the index by scanning
         self.finished = True
@@ -786,6 +831,20 @@ class RecordingReader:
             raise FrameError(f"the frame the index names holds no turn {num}", pos)
         except FrameError as exc:
             raise self._error(f"turn {n} unreadable ({_why(exc)})", pos) from None
+
+    def token_counts(self) -> CountTable | None:
+        """The token counts the agent made, stored at close (engine/recording/counts.py), or None: a
+        file written before the table existed, by a writer given no counter, resumed, or never closed.
+        Raises CountTableError when a table is there but unreadable (a reader then counts again)."""
+        if self._counts_at is None or not self.finished:
+            return None
+        try:
+            obj, end = self._frame(self._counts_at)
+        except FrameError as exc:
+            raise CountTableError(f"{self.path}: token-count table unreadable ({_why(exc)})") from None
+        if obj.get("k") != K_COUNTS or self._blobs_at is None or end != self._blobs_at:
+            raise CountTableError(f"{self.path}: the footer's token-count frame is not a @counts table")
+        return decode_table(obj)
 
     def blob(self, h: str) -> str | bytes:
         self._load_blobs()

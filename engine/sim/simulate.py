@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.artifacts import Message
+from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
 from engine.feedback import attribute_cache_break
@@ -50,6 +50,7 @@ from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
 from engine.providers.base import Block
+from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.journal import Event, unpack_event
 from engine.recording.replay import Replayer
 from engine.request_diff import common_prefix_len
@@ -63,6 +64,9 @@ from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
+# Turns checked with an extra recorded-settings build when carried counts are in use and no column
+# runs the recorded settings (an import simulated under a what-if): about this many, evenly spread.
+CHECK_SAMPLE = 16
 COMPACTION_STEPS = frozenset({"clear_tool_results", "drop_rounds", "llm_summary", "compact_history"})
 # Strictly increasing request times: the simulator lets a call read only what was written strictly
 # before it, and an agent loop sends call k+1 only after reply k arrived. Sources without timestamps
@@ -339,6 +343,7 @@ class _Pass:
     engine: dict[str, list[_Req]]  # engine policy columns by name
     views: list[TurnView]  # the uncompacted conversation per turn, for the peers
     calibration: float  # provider tokens per engine token, learned from the recorded usage
+    recorded_is_pipeline: bool = False  # every turn's recorded-settings request is the pipeline one
 
 
 def _build_pass(
@@ -350,11 +355,20 @@ def _build_pass(
     peers: bool = False,
     markers: bool = False,
     cache: CacheRules | None = None,
+    check: Mapping[int, Mapping[str, tuple[str, int]]] | None = None,
 ) -> _Pass:
     """Fold the journal once; at every request build it under the what-if, gates-closed and (when
     needed) recorded settings, each engine policy asked for, and the uncompacted view the peers
-    start from. Mirrors Replayer.verify so the fold cannot drift from replay."""
+    start from. Mirrors Replayer.verify so the fold cannot drift from replay.
+
+    `check` (recorded section content hash and tokens by turn and section id): when the token counts
+    come from the recording's table, every build is held against the recorded traces (see
+    `_check_counts`); turns where no column runs the recorded settings get a recorded-settings build
+    for the check on a sample of turns."""
     pipe = replayer.new_pipeline()
+    every = max(1, replayer.turns // CHECK_SAMPLE) if check is not None else 0
+    last_turn = max(replayer.request_index, default=0)
+    same = True
     closed = OptimizeLimits.all_closed()
     out_p: list[_Req] = []
     out_c: list[_Req] = []
@@ -378,12 +392,23 @@ def _build_pass(
             bp = pipe.build(bound, pcfg, st_p, cache)
             bc = pipe.build(bound, ccfg, st_c, cache)
             st_p, st_c = bp.state or st_p, bc.state or st_c
-            out_p.append(_req(ev["turn"], t, bp.trace, bp.serialized.blocks))
+            rp = _req(ev["turn"], t, bp.trace, bp.serialized.blocks)
+            out_p.append(rp)
             out_c.append(_req(ev["turn"], t, bc.trace, bc.serialized.blocks))
+            same = same and base == pcfg
             if out_r is not None:
                 br = bp if base == pcfg else pipe.build(bound, base, st_r)
                 st_r = br.state or st_r
-                out_r.append(_req(ev["turn"], t, br.trace, br.serialized.blocks))
+                # The recorded-settings request is the pipeline's own when the settings are the same.
+                out_r.append(rp if br is bp else _req(ev["turn"], t, br.trace, br.serialized.blocks))
+            if check is not None:
+                recorded = check.get(ev["turn"], {})
+                _check_counts(ev["turn"], recorded, bp.trace)
+                _check_counts(ev["turn"], recorded, bc.trace)
+                if out_r is not None:
+                    _check_counts(ev["turn"], recorded, br.trace)
+                elif base != pcfg and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
+                    _check_counts(ev["turn"], recorded, pipe.build(bound, base).trace)
             for name in engine_policies:
                 b = pipe.build(bound, pcfg.with_overrides(policy=name), st_e[name], cache)
                 st_e[name] = b.state or st_e[name]
@@ -403,7 +428,32 @@ def _build_pass(
                 )
         pipe.fold(ev)
     ratio = pipe.stats.calibration_for(pipe.config.model)
-    return _Pass(out_p, out_c, out_r, out_e, views, ratio)
+    return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None)
+
+
+class _CountsDisagree(ContextPipeError):
+    """A build under carried token counts disagrees with the recording's own trace."""
+
+
+def _recorded_sections(replayer: Replayer) -> dict[int, dict[str, tuple[str, int]]]:
+    """(content hash, tokens) of every recorded section, by turn and section id."""
+    out: dict[int, dict[str, tuple[str, int]]] = {}
+    for turn, trace in replayer.recorded_traces.items():
+        out[turn] = {str(s["id"]): (str(s["sha256"]), int(s["tokens"])) for s in trace.get("sections", ())}
+    return out
+
+
+def _check_counts(turn: int, recorded: Mapping[str, tuple[str, int]], trace: Mapping[str, Any]) -> None:
+    # A section with the recorded content must have the recorded token total, whatever else the
+    # what-if changed: counts are a function of the content alone. A carried count that is wrong for
+    # any text the recorded requests sent shows up here.
+    for sec in trace["sections"]:
+        rec = recorded.get(sec["id"])
+        if rec is not None and rec[0] == sec["sha256"] and rec[1] != sec["tokens"]:
+            raise _CountsDisagree(
+                f"turn {turn}, section {sec['id']}: {sec['tokens']} tokens from the recording's count "
+                f"table, {rec[1]} in its trace"
+            )
 
 
 def _req(turn: int, t: float, trace: dict[str, Any], blocks: list[Block]) -> _Req:
@@ -439,16 +489,23 @@ def _as_sent(
         if got is None:
             d = json.loads(blobs[h])
             role = str(d.get("role", "user"))
-            n = MESSAGE_OVERHEAD_TOKENS + counter.count(
-                blobs.get(d.get("content_h", ""), ""), d.get("content_h")
+            # Counts are keyed as the engine keys the same text (the part's hash, which is a function
+            # of the text), so a text the engine already counted is not tokenized a second time.
+            content = blobs.get(d.get("content_h", ""), "")
+            cid = d.get("tool_call_id")
+            part: Text | ToolResult = (
+                ToolResult(str(cid), content) if role == "tool" and cid is not None else Text(content)
             )
+            n = MESSAGE_OVERHEAD_TOKENS + counter.count(content, part.sha)
             if d.get("thinking_h"):  # reasoning sent back with the history (DeepSeek reasoner)
-                n += counter.count(blobs.get(d["thinking_h"], ""), d["thinking_h"])
+                thinking = blobs.get(d["thinking_h"], "")
+                n += counter.count(thinking, Thinking(thinking).sha)
             if role == "tool":
                 n += 4  # as Measure counts a tool result
             for c in d.get("tool_calls") or ():
                 args = blobs.get(c.get("arguments_h", ""), "")
-                n += counter.count(f"{c.get('name', '')} {args}") + 4
+                name = str(c.get("name", ""))
+                n += counter.count(f"{name} {args}", ToolCall(str(c.get("id", "")), name, args).sha) + 4
             got = sized[h] = (n, role)
         return got
 
@@ -624,9 +681,42 @@ def simulate_events(
     *,
     source: str = "<journal>",
     counter: TokenCounter | None = None,
+    counts: CountTable | None = None,
 ) -> SimulationReport:
-    """Simulate a whole session (see module doc). `events` are unpacked journal events."""
+    """Simulate a whole session (see module doc). `events` are unpacked journal events.
+
+    `counts`: the recording's token-count table (`RecordingReader.token_counts()`), used when no
+    `counter` is given: texts the agent counted are not tokenized again. The table is held against the
+    recording's traces as the pass runs; if it disagrees, or does not fit this reader's tokenizer, the
+    session is counted afresh and a note says so. The figures are the same either way."""
     t0 = time.perf_counter()
+    if counts is None or counter is not None:
+        return _simulate_events(events, settings, source, counter, None, t0)
+    try:
+        carried = CarriedCounter(counts)
+    except CountTableError as exc:
+        report = _simulate_events(events, settings, source, None, None, t0)
+        report.notes.append(f"token counts: {exc}; counted afresh")
+        return report
+    try:
+        return _simulate_events(events, settings, source, carried, carried, t0)
+    except _CountsDisagree as exc:
+        report = _simulate_events(events, settings, source, None, None, t0)
+        report.notes.append(
+            f"the recording's token-count table disagrees with its own traces ({exc}): not used, "
+            "every text counted afresh"
+        )
+        return report
+
+
+def _simulate_events(
+    events: list[Event],
+    settings: SimSettings | None,
+    source: str,
+    counter: TokenCounter | None,
+    carried: CarriedCounter | None,
+    t0: float,
+) -> SimulationReport:
     s = settings or SimSettings()
     replayer = Replayer(events, counter)
     if replayer.turns == 0:
@@ -695,6 +785,7 @@ def simulate_events(
             peers=bool(peer_cols),
             markers=rules in ("anthropic", "bedrock"),
             cache=policy_cache,
+            check=_recorded_sections(replayer) if carried is not None else None,
         )
     except ConfigError as exc:
         raise SimulateError(str(exc)) from exc
@@ -767,7 +858,12 @@ def simulate_events(
         pol_c = run("gates_closed", reqs_c)
         if reqs_r is not None:
             notes.append("no `actual` events: as_sent is the engine's requests under the recorded settings")
-            pol_s = run("as_sent", reqs_r)
+            # Under the recorded settings the pipeline column already simulated these very requests.
+            pol_s = (
+                replace(pol_p, name="as_sent", turns=list(pol_p.turns))
+                if bp.recorded_is_pipeline
+                else run("as_sent", reqs_r)
+            )
         else:
             sent = _as_sent(
                 events, replayer_blobs(events), replayer.counter, rules in ("anthropic", "bedrock")
@@ -886,8 +982,23 @@ def load_recording_events(path: str | Path) -> tuple[list[Event], dict[str, Any]
     return [unpack_event(e) for e in r.events()], dict(r.header)
 
 
+def read_counts(reader: Any) -> tuple[CountTable | None, str | None]:
+    """A RecordingReader's token-count table, or (None, why) when it has one that cannot be used."""
+    try:
+        return reader.token_counts(), None
+    except CountTableError as exc:
+        return None, f"token counts: {exc}; counted afresh"
+
+
 def simulate_file(
     path: str | Path, settings: SimSettings | None = None, *, counter: TokenCounter | None = None
 ) -> SimulationReport:
-    events, _ = load_recording_events(path)
-    return simulate_events(events, settings, source=str(path), counter=counter)
+    from engine.recording.cpsession import RecordingReader
+
+    with RecordingReader.open(path) as r:
+        events = [unpack_event(e) for e in r.events()]
+        counts, why = read_counts(r) if counter is None else (None, None)
+    report = simulate_events(events, settings, source=str(path), counter=counter, counts=counts)
+    if why:
+        report.notes.append(why)
+    return report
