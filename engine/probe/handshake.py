@@ -77,9 +77,6 @@ def _refuse(sock: socket.socket, code: str, message: str) -> None:
 
 
 class Handshake(ClientQueues):
-    def _spent(self) -> bool:  # IOLoop's: this pass has used its CPU budget
-        raise NotImplementedError
-
     # Set by ProbeServer.__init__ / start().
     pid: int
     max_clients: int

@@ -169,6 +169,9 @@ class ClientQueues:
         # packing a typical 1 KB event; the bytes are identical to engine.recording.frames.encode_frame.
         self._packer = msgpack.Packer(use_bin_type=True)
 
+    def _spent(self) -> bool:  # IOLoop's: this pass of the I/O loop has used its CPU budget
+        raise NotImplementedError
+
     def stats(self) -> list[ClientStats]:
         head = self._head
         backlog = len(self._pending)
@@ -323,6 +326,11 @@ class ClientQueues:
         while c.snap_index < c.snap_end and len(outbuf) < HIGH_WATER:
             ch = c.chunk
             if ch is None or not ch.start <= c.snap_index < ch.end:
+                if ch is not None and self._spent():
+                    # Encoding the next chunk may cost milliseconds: not in a pass that has spent its
+                    # CPU budget. The loop comes straight back (after the budget's rest).
+                    self._more = True
+                    return False
                 try:
                     ch = c.chunk = self._chunk_at(src, c.snap_index)
                 except IndexError:
