@@ -17,7 +17,6 @@ import gc
 import os
 from collections.abc import Iterable
 
-from rich.style import Style
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -51,7 +50,7 @@ from inspector.timeline import Timeline
 from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
-from panels.content_viewer import DEFAULT_WIDTH, ContentViewer
+from panels.content_viewer import DEFAULT_WIDTH, ContentViewer, Screenful
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.navigation import JumpToTurn
 from panels.pressure import PressurePanel
@@ -122,6 +121,8 @@ class InspectorApp(App[None]):
         self._theme_warning: str | None = None
         self._shadow_tab = False  # the Shadow tab is added once the source shows a shadow rollout
         self._viewer: ContentViewer | None = None  # the main screen's content viewer, from mount
+        self._last_index = -1  # the turn shown before, and the way the person steps (+1 or -1): the
+        self._direction = 1  # content worker prepares the next turn that way while they look
         self._content_error: str | None = None  # the last content failure notified (said once, not per step)
         for t in THEMES:
             self.register_theme(t)
@@ -203,12 +204,15 @@ class InspectorApp(App[None]):
         manifest.show(trace)
         # While a long recording is still loading, the source is busy decoding: content comes after.
         self._content_deferred = self.view.loading
+        if index != self._last_index:
+            self._direction = -1 if index < self._last_index else 1
+            self._last_index = index
         if not self.view.loading:
             section = manifest.selected_section()
+            shown = False
             if section is not None and not self.content.show_request and self._viewer is not None:
-                # The same text as shown (tools, identity: same content hash): retitled in this frame.
-                self._viewer.retitle(*self.content.section_title(trace, section))
-            self._load_content(section, stepping=True)
+                shown = self._show_prepared(trace, section)
+            self._load_content(section, stepping=True, shown=shown)
         self._refresh_why()
         if self._shadow_tab:
             self.query_one("#shadow", ShadowPanel).turn = trace["turn"]
@@ -287,10 +291,28 @@ class InspectorApp(App[None]):
 
     # ---- content ------------------------------------------------------------------------------
 
-    def _load_content(self, section_id: str | None, stepping: bool = False) -> None:
+    def _show_prepared(self, trace: Trace, section: str) -> bool:
+        """Show this turn's section in the step's own frame if it can be. A document the content worker
+        prepared for this turn while the person looked at the previous one is shown, and then True:
+        the worker need not fetch it. Else the same text as shown (tools, identity: same content hash)
+        is retitled, and still fetched: the hash is the trace's word for the text, the worker's copy
+        is the text, and it changes nothing when they agree."""
+        assert self._viewer is not None
+        title, key = self.content.section_title(trace, section)
+        prepared = self.content.prepared(trace["turn"], section)
+        if prepared is None:
+            self._viewer.retitle(title, key)
+            return False
+        text, document = prepared
+        self._viewer.show(title, text, document, document.dark, key)
+        return True
+
+    def _load_content(self, section_id: str | None, stepping: bool = False, shown: bool = False) -> None:
         trace = self.full_trace(self.index)
         if trace is not None:
-            self.content.load(trace, section_id, stepping)
+            ahead = self.index + self._direction  # the turn the person would step to next
+            ahead_turn = self.timeline.traces[ahead]["turn"] if 0 <= ahead < len(self.timeline) else None
+            self.content.load(trace, section_id, stepping, ahead_turn, shown)
 
     @on(ContentLoaded)
     def _content_loaded(self, message: ContentLoaded) -> None:
@@ -300,6 +322,10 @@ class InspectorApp(App[None]):
         # and a message that outlives the main screen is dropped.
         viewer = self._viewer
         if viewer is None or not viewer.is_attached:
+            return
+        if message.title != self.content.wanted:
+            # A worker that a step replaced had already posted: the step may have shown its own
+            # turn at once (no later message would put it back), so an older turn is dropped.
             return
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
@@ -323,7 +349,7 @@ class InspectorApp(App[None]):
     def _content_width(self) -> int:
         return self._viewer.wrap_width if self._viewer is not None else DEFAULT_WIDTH
 
-    def _content_screen(self) -> tuple[int, Style] | None:
+    def _content_screen(self) -> Screenful | None:
         return self._viewer.first_screen() if self._viewer is not None and self._viewer.is_mounted else None
 
     @on(SectionSelected)

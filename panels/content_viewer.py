@@ -11,6 +11,9 @@ held a 120,000-character history formatted and wrapped all of it on the UI threa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import ceil
+
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
@@ -18,11 +21,15 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.cache import LRUCache
+from textual.color import Color
 from textual.containers import Vertical
-from textual.geometry import Size
+from textual.filter import LineFilter
+from textual.geometry import Region, Size, Spacing
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.selection import Selection
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -30,6 +37,41 @@ from panels.keys import TURN_KEYS
 from panels.text_document import TextDocument, prepare, rewrap, row_text
 
 DEFAULT_WIDTH = 80  # wrap width before the view has been laid out
+
+
+def thumb(height: int, virtual: float, window: float, position: float) -> tuple[int, int] | None:
+    """Where a vertical scrollbar `height` cells high draws its thumb, in eighths of a cell (start,
+    end), as textual's ScrollBarRender computes it; None: no thumb (the content fits)."""
+    window = ceil(window) if window < virtual else 0
+    virtual = ceil(virtual)
+    if not (window and height and virtual and height != virtual):
+        return None
+    size = max(1, window / (virtual / height))
+    start = int((height - size) * (position / (virtual - window)) * len(ScrollBarRender.VERTICAL_BARS))
+    return start, start + ceil(size * len(ScrollBarRender.VERTICAL_BARS))
+
+
+@dataclass(frozen=True)
+class Screenful:
+    """What drawing the first rows of a document as the frame will draw them needs from the view
+    (read on the UI thread, used by the content worker): the rows on screen, the body's base style,
+    the width a row is padded to (under the scrollbar) and the padding's style, and the app's line
+    filters with the background they are applied on."""
+
+    rows: int
+    base: Style
+    width: int
+    pad: Style
+    filters: tuple[LineFilter, ...]
+    background: Color
+
+    def finish(self, strip: Strip) -> Strip:
+        """`strip` padded and filtered as ContentBody.render_lines does; the results are cached on
+        the strips (Strip's own caches), so a frame that draws this row again finds them done."""
+        strip = strip.adjust_cell_length(self.width, self.pad)
+        for line_filter in self.filters:
+            strip = strip.apply_filter(line_filter, self.background)
+        return strip
 
 
 class ContentBody(ScrollView, can_focus=True):
@@ -46,6 +88,7 @@ class ContentBody(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.document: TextDocument | None = None
         self._strips: LRUCache[int, Strip] = LRUCache(1024)
+        self._frame: tuple[Style, int] | None = None  # (base style, width) while a frame is drawn
 
     @property
     def allow_select(self) -> bool:
@@ -67,8 +110,19 @@ class ContentBody(ScrollView, can_focus=True):
         if size != self.virtual_size:
             # The body's own size does not depend on its content (height 1fr, scrollbar always shown):
             # update the scrollable size and the scrollbar without laying out the screen.
+            bar = self.vertical_scrollbar
+            position = 0 if scroll_home else bar.position
+            same_bar = bar.window_size > 0 and (
+                thumb(bar.size.height, bar.window_virtual_size, bar.window_size, bar.position)
+                == thumb(bar.size.height, size.height, bar.window_size, position))
             self.set_reactive(Widget.virtual_size, size)
-            self._scroll_update(size)
+            if same_bar:
+                # A history grown by a turn rarely moves the thumb by a cell: the bar would be drawn
+                # the same (a repaint of it was a tenth of a step's UI time), so only its numbers change.
+                bar.set_reactive(ScrollBar.window_virtual_size, size.height)
+                self.scroll_y = self.validate_scroll_y(self.scroll_y)
+            else:
+                self._scroll_update(size)
         if scroll_home:
             self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
@@ -93,20 +147,55 @@ class ContentBody(ScrollView, can_focus=True):
             return None
         return selection.extract("\n".join(self.document.plain_lines)), "\n"
 
+    def screenful(self) -> Screenful:
+        base_background, background = self.background_colors
+        return Screenful(max(self.size.height, 1), self.rich_style, self.content_region.width,
+                         VisualStyle(background=base_background + background).rich_style,
+                         tuple(self.get_line_filters()), background)
+
+    def _plain(self) -> bool:
+        """No border, outline, padding, tint, opacity or hatch: a row on screen is the row's strip
+        padded to the content width and filtered, nothing more."""
+        styles = self.styles
+        return (not any(edge for edge, _ in styles.border) and not any(edge for edge, _ in styles.outline)
+                and styles.padding == Spacing(0, 0, 0, 0) and not styles.tint.a and self.opacity == 1
+                and styles.text_opacity == 1 and not styles.has_rule("hatch")
+                and self._border_title is None and self._border_subtitle is None)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The rows of one frame share the base style and width. rich_style walks the ancestors'
+        # backgrounds: asked once a row it was the largest part of drawing a new screenful.
+        self._frame = (self.rich_style, self.scrollable_content_region.width)
+        try:
+            if not self._plain():
+                return super().render_lines(crop)
+            # Textual's general path wraps every changed row in a new Strip (borders, tint, opacity)
+            # before the app's line filters, so a new screenful was filtered segment by segment on
+            # every step even when the content worker had drawn it. Here a row's padded and filtered
+            # strips are cached on the row (and warmed by the worker for the first screenful).
+            self._styles_cache.clear()  # nothing of its is used here; never stale if styles change
+            screenful = self.screenful()
+            strips = [screenful.finish(self.render_line(y)) for y in crop.line_range]
+            if crop.column_span != (0, screenful.width):
+                strips = [strip.crop(*crop.column_span) for strip in strips]
+            return strips
+        finally:
+            self._frame = None
+
     def render_line(self, y: int) -> Strip:
         index = y + int(self.scroll_y)
         doc = self.document
-        width = self.scrollable_content_region.width
+        base, width = self._frame or (self.rich_style, self.scrollable_content_region.width)
         if doc is None or index >= len(doc.rows):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
         strip = self._strips.get(index)
         if strip is None:
-            strip = self._strips[index] = self._render_row(index, width)
+            strip = self._strips[index] = self._render_row(index, width, base)
         return strip
 
-    def _render_row(self, index: int, width: int) -> Strip:
+    def _render_row(self, index: int, width: int, base: Style) -> Strip:
         assert self.document is not None
-        doc, base, selection = self.document, self.rich_style, self.text_selection
+        doc, selection = self.document, self.text_selection
         if selection is None and doc.first_rows_style == base and width == doc.width:
             strip = doc.first_rows.get(index)  # drawn by the content worker
             if strip is not None:
@@ -134,10 +223,14 @@ def render_row(doc: TextDocument, index: int, width: int, base: Style, console: 
     return strip.apply_offsets(start, line_no)
 
 
-def prerender(doc: TextDocument, count: int, base: Style, console: Console) -> None:
-    """Draw the first `count` rows of `doc` (in the content worker, so the UI thread does not)."""
-    doc.first_rows = {i: render_row(doc, i, doc.width, base, console) for i in range(min(count, len(doc.rows)))}
-    doc.first_rows_style = base
+def prerender(doc: TextDocument, screen: Screenful, console: Console) -> None:
+    """Draw the first screenful of rows of `doc` as a frame will (in the content worker, so the UI
+    thread does not)."""
+    rows = {i: render_row(doc, i, doc.width, screen.base, console) for i in range(min(screen.rows, len(doc.rows)))}
+    for strip in rows.values():
+        screen.finish(strip)
+    doc.first_rows = rows
+    doc.first_rows_style = screen.base
 
 
 class ContentViewer(Vertical):
@@ -166,10 +259,9 @@ class ContentViewer(Vertical):
     def wrap_width(self) -> int:
         return self.body.wrap_width
 
-    def first_screen(self) -> tuple[int, Style]:
-        """(rows on screen, the body's base style): what the content worker needs to draw them."""
-        body = self.body
-        return max(body.size.height, 1), body.rich_style
+    def first_screen(self) -> Screenful:
+        """What the content worker needs to draw the first rows as the frame will."""
+        return self.body.screenful()
 
     def show(self, title: str, text: str, document: TextDocument | Text | None = None,
              dark: bool | None = None, key: tuple[str, str] | None = None) -> None:

@@ -45,6 +45,10 @@ def _malformed(i: int, ev: Any, exc: Exception) -> ReplayError:
 # "cursor" pipeline folded up to the last turn asked for (stepping forward folds only the new events)
 # and a snapshot every CHECKPOINT_EVERY turns (stepping back starts from the nearest one).
 CHECKPOINT_EVERY = 128
+# The states before the last few turns asked for are kept too (shallow snapshots): the inspector
+# prepares the next turn's content while a person looks at one, which moves the cursor past the turn
+# on screen; a what-if of that turn then starts from its own state instead of the last checkpoint.
+RECENT_STATES = 4
 # Pipeline attributes that are not folded state: shared by a snapshot and its original. The journal's
 # blob dict only ever gains content-addressed entries, so sharing it is safe.
 _SHARED = frozenset(
@@ -124,6 +128,7 @@ class Replayer:
         self._lock = threading.Lock()
         self._cursor: tuple[int, Pipeline] | None = None  # (events folded, pipeline), private
         self._checkpoints: dict[int, Pipeline] = {}  # events folded -> snapshot (at a request)
+        self._recent: dict[int, Pipeline] = {}  # the same for the last RECENT_STATES stops asked for
         self._index_from(0)
 
     def _index_from(self, start: int) -> None:
@@ -142,6 +147,7 @@ class Replayer:
                     # Replay fails these spill writes from the first turn on: folded state is stale.
                     self._cursor = None
                     self._checkpoints.clear()
+                    self._recent.clear()
 
     def extend(self, events: Iterable[Event]) -> None:
         """Append the journal's next events (a recording read lazily, a live session). The fold cache
@@ -211,6 +217,7 @@ class Replayer:
             except Exception as exc:  # a damaged or hostile event: the folded state is unusable
                 self._cursor = None
                 self._checkpoints.clear()
+                self._recent.clear()
                 if isinstance(exc, ReplayError):
                     raise
                 raise _malformed(i, self.events[i], exc) from None
@@ -218,16 +225,23 @@ class Replayer:
             # Closing pending parts and setting the turn is what folding the request event does first,
             # so the cursor stays a plain fold; the caller gets its own copy to build on.
             pipe.begin_request(turn)
+            # Least recently asked for first: a snapshot is taken once per stop and moved on re-use.
+            kept = self._recent.pop(stop, None)
+            self._recent[stop] = kept if kept is not None else _snapshot(pipe)
+            while len(self._recent) > RECENT_STATES:
+                del self._recent[next(iter(self._recent))]
             return _snapshot(pipe), self.events[stop]
 
     def _start_near(self, stop: int) -> tuple[int, Pipeline]:
-        """The furthest folded state at or before event `stop`: the cursor, else a checkpoint copy."""
-        if self._cursor is not None and self._cursor[0] <= stop:
+        """The furthest folded state at or before event `stop`: the cursor, else a copy of a checkpoint
+        or of a recent state."""
+        cursor = self._cursor[0] if self._cursor is not None and self._cursor[0] <= stop else -1
+        saved = max((i for i in (*self._checkpoints, *self._recent) if i <= stop), default=-1)
+        if self._cursor is not None and cursor >= 0 and cursor >= saved:
             return self._cursor
-        best = max((i for i in self._checkpoints if i <= stop), default=None)
-        if best is None:
+        if saved < 0:
             return 0, self.new_pipeline()
-        return best, _snapshot(self._checkpoints[best])
+        return saved, _snapshot(self._checkpoints.get(saved) or self._recent[saved])
 
     def replan(self, turn: int, overrides: Overrides | None = None) -> Built:
         """Plan + Optimize + serialize turn `turn` again, optionally under other settings."""
