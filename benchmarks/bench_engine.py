@@ -412,7 +412,12 @@ def part2(args: argparse.Namespace) -> None:
         ceilings.append(int(req.trace["ceiling"]))
         if (t + 1) % 1000 == 0:
             rss.append((t + 1, len(pipe.history) + 1, rss_mb() - rss0))
-    del pipe, req, body
+    log = pipe.journal.events
+    # A journal kept as a plain list (engines before the event log) holds every event in memory.
+    journal = (len(log), len(log), 0)
+    if hasattr(log, "in_memory"):
+        journal = (len(log), log.in_memory(), log.spilled_bytes())
+    del pipe, req, body, log
     # Pass B: LangChain alone, the same messages, trim+memo every 500 turns at the engine's ceiling.
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
@@ -457,6 +462,10 @@ def part2(args: argparse.Namespace) -> None:
     print(f"whole session CPU: engine {tot_e:.2f} s (tokenizing new content {tot_t:.2f} s), json.dumps floor "
           f"{tot_f:.2f} s ({tot_e / tot_f:.2f}x; {(tot_e - tot_t) / tot_f:.2f}x without tokenizing)")  # fmt: skip
     print("engine RSS growth (MB, pass A): " + ", ".join(f"turn {t} ({n} msgs) +{m:.1f}" for t, n, m in rss))
+    if len(rss) >= 2:
+        (t0, _, m0), (t1, _, m1) = rss[0], rss[-1]
+        print(f"  {(m1 - m0) * 1000 / (t1 - t0):.1f} MB per 1,000 turns after turn {t0}")
+    print(f"journal: {journal[0]} events, {journal[1]} in memory, {journal[2] / 1e6:.1f} MB on disk")
     print(f"{'turn':>6} {'messages':>9} {'trim+memo ms':>12} {'/floor':>7}  (CPU, pass B, sampled)")
     for turn, nmsg, mc in samples[:: max(1, len(samples) // 6)] + samples[-1:]:
         fc = statistics.median(r[4] for r in rows[max(0, turn - 50) : turn])

@@ -66,6 +66,10 @@ from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 
 ENGINE_VERSION = "0.1.0"
 TRACE_HISTORY = 32
+# A compacted session's turn is assembled from the task and the conversation after the cut, not from
+# every message (see Pipeline._assemble_from). The output is the same either way; tests switch this off
+# to compare the two.
+ASSEMBLE_FROM_CUT = True
 ENV_RECORD = "CONTEXTPIPE_RECORD"
 
 
@@ -172,6 +176,7 @@ class Pipeline:
         self._hist_counted = 0  # messages of `history` in `_hist_tokens`
         self._hist_tokens = 0
         self._hist_tokenizer = ""
+        self._first_assistant: int | None = None  # see _task_end
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
         self.stats = Statistics()
@@ -543,6 +548,23 @@ class Pipeline:
         return s
 
     def _assemble(self, bound: dict[str, dict[str, Any]]) -> Assembly:
+        return self._assemble_from(bound, 0)[0]
+
+    def _assemble_from(self, bound: dict[str, dict[str, Any]], cut: int) -> tuple[Assembly, int]:
+        """The assembly, its history section holding the task and the conversation from `cut` on (a
+        compaction state's cut: what it may send), and how many messages were left out after the task.
+
+        A long session's turn then copies what it may send, not the whole conversation: a tuple of
+        20,000 messages touches 20,000 scattered objects to build and again to free (a quarter of a
+        2.5 ms turn at 20,000 messages, as much as the request's json.dumps). Only at a round boundary
+        (an assistant message at `cut`, where every cut the policy makes lies), so the task ends where
+        it ends in the whole history."""
+        history: list[Message] = self.history
+        elided = 0
+        te = self._task_end()
+        if ASSEMBLE_FROM_CUT and te < cut < len(history) and history[cut].role == "assistant":
+            history = history[:te] + history[cut:]
+            elided = cut - te
         asm = assemble(
             self.specs,
             self.content,
@@ -551,19 +573,32 @@ class Pipeline:
             self.tools,
             self.latches,
             self.emergent.due(self.turn),
-            self.history,
+            history,
             self.pending,
             self._sections,
         )
         # The history section's total from the running sum, so measuring the whole conversation (the
-        # raw pressure beside the sent one) costs O(new messages), not O(session length).
+        # raw pressure beside the sent one) costs O(new messages), not O(session length). With messages
+        # left out it is still the whole conversation's total: the raw figure the policy weighs.
         hist = asm[-1] if asm and asm[-1].kind == SectionKind.HISTORY else None
         if hist is not None:
             n = self.history_tokens()
-            if len(hist.items) > len(self.history):  # the pending parts, as assemble() closed them
+            if self.pending:  # the pending parts, as assemble() closed them into the last message
                 n += self.measure.item(hist.items[-1])
             self.measure.prime(hist, n)
-        return asm
+        return asm, elided
+
+    def _task_end(self) -> int:
+        """Index of the first assistant message in the history (its length while there is none).
+        Remembered once found: the history is append-only."""
+        te = self._first_assistant
+        if te is None:
+            hist = self.history
+            te = next((i for i, msg in enumerate(hist) if msg.role == "assistant"), None)
+            if te is None:
+                return len(hist)
+            self._first_assistant = te
+        return te
 
     def history_tokens(self) -> int:
         """Tokens of the closed conversation messages (as Measure counts them), kept incrementally."""
@@ -690,7 +725,10 @@ class Pipeline:
         `cache` the cache rules and prices compactions are weighed by (a what-if priced as another model
         or provider than the recorded one), else those of the config's provider and model."""
         cfg = config or self.config
-        asm = self._assemble(bound)
+        st = self.compaction if state is None else state
+        # The wave-1 policy decides from the whole history every turn; cost_aware sends the task and
+        # what follows its state's cut, so it is handed only that (see _assemble_from).
+        asm, elided = self._assemble_from(bound, 0 if cfg.policy.name == WAVE1 else st.cut)
         m = self.measure
         summarizer = self._summarize if (self.summarizer is not None or self.summaries) else None
 
@@ -716,7 +754,7 @@ class Pipeline:
         else:
             out = cost_aware.run(
                 asm,
-                self.compaction if state is None else state,
+                st,
                 settings=cfg.policy,
                 limits=cfg.limits,
                 cache=cache or self.cache_rules(cfg),
@@ -726,6 +764,8 @@ class Pipeline:
                 turn=self.turn,
                 summary_text=self.summaries.get,
                 summarize=summarizer,
+                elided=elided,
+                full_history=self.history,
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision

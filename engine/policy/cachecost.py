@@ -122,12 +122,18 @@ class Payback:
         return self.saves_per_turn > 0 and self.payback_turns * (1.0 - self.credit) <= self.horizon
 
     def text(self) -> str:
+        # Remembered: a turn's decision, its step and its detail each quote it.
+        got = self.__dict__.get("_text")
+        if got is not None:
+            return got  # type: ignore[no-any-return]
         pb = (
             "never pays back"
             if math.isinf(self.payback_turns)
             else (f"pays back after {max(0, math.ceil(round(self.payback_turns, 6)))} turns")
         )
-        return f"saves {_k(self.saves_per_turn)}/turn, re-sends {_k(self.resend_uncached)} uncached, {pb}"
+        got = f"saves {_k(self.saves_per_turn)}/turn, re-sends {_k(self.resend_uncached)} uncached, {pb}"
+        self.__dict__["_text"] = got  # a frozen dataclass: bypass its __setattr__ for the memo only
+        return got
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -31,8 +31,9 @@ Everything here is a pure function of its inputs: the same state and assembly gi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from engine.artifacts import Message, Text
@@ -94,7 +95,7 @@ class Outcome:
     spill_failures: list[str] = field(default_factory=list)
 
 
-def task_end(items: tuple[Any, ...]) -> int:
+def task_end(items: Sequence[Any]) -> int:
     """End of round 0 (the task): the first assistant message, or the whole history."""
     return next(
         (i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"), len(items)
@@ -109,33 +110,49 @@ def note_text(st: CompactionState, summary_text: Callable[[str], str | None]) ->
 
 
 def apply_state(
-    asm: Assembly, st: CompactionState, summary_text: Callable[[str], str | None], revision: int = 1
+    asm: Assembly,
+    st: CompactionState,
+    summary_text: Callable[[str], str | None],
+    revision: int = 1,
+    elided: int = 0,
 ) -> Assembly:
     """The assembly with the history as the state leaves it (the cut part replaced by its note).
 
     Revision 1 appends the note to the task message; revision 2 sends it as its own message right after
     the task, so the task stays byte-identical and the prefix through it (tools, system, task) is still
-    the cached prefix of every request after a compaction."""
+    the cached prefix of every request after a compaction.
+
+    `elided`: the history section already lacks that many items right after the task (the pipeline
+    assembles a compacted session's history from the cut on, so a turn never copies the whole
+    conversation); `st.cut` is still an index into the whole history and must not be shallower."""
     idx = history_index(asm)
     if idx is None or st.cut <= 0:
         return asm
     hist = asm[idx]
     items = hist.items
     te = task_end(items)
-    cut = min(st.cut, len(items))
+    cut = min(st.cut, len(items) + elided)
     if cut <= te:
         return asm
     first = items[0]
+    kept = items[cut - elided :]
     if revision >= 2 and isinstance(first, Message) and first.role == "user":
-        note = Message("user", (Text(note_text(st, summary_text)),))
-        new_items = items[:te] + (note,) + items[cut:]
+        note = _note_message(note_text(st, summary_text))
+        new_items = items[:te] + (note,) + kept
     elif isinstance(first, Message) and first.role == "user":
         # The note rides on the task message, so the conversation still starts with a user turn.
         new_first = Message("user", first.parts + (Text(note_text(st, summary_text)),))
-        new_items = (new_first,) + items[1:te] + items[cut:]
+        new_items = (new_first,) + items[1:te] + kept
     else:
-        new_items = items[:te] + items[cut:]
+        new_items = items[:te] + kept
     return asm[:idx] + (hist.with_items(new_items, Form.TRIMMED, st.dropped_tokens),) + asm[idx + 1 :]
+
+
+@lru_cache(maxsize=8)
+def _note_message(text: str) -> Message:
+    """The note as a message, the same object every turn the state holds (a message is immutable and
+    hashes its parts when made): identity-keyed memos downstream then hit instead of comparing it."""
+    return Message("user", (Text(text),))
 
 
 @dataclass(frozen=True)
@@ -186,14 +203,20 @@ def run(
     turn: int,
     summary_text: Callable[[str], str | None],
     summarize: Callable[[list[str]], str] | None = None,
+    elided: int = 0,
+    full_history: Sequence[Any] | None = None,
 ) -> Outcome:
+    """One turn's decision and request. `asm_full` holds the raw history, or with `elided` > 0 the raw
+    history without that many items after the task (those `st` already cut; see apply_state), its
+    section total still the raw one; `full_history` is then the whole conversation, which only a
+    summary of a new cut reads."""
     m = measure
     hidx = history_index(asm_full)
-    full_len = len(asm_full[hidx].items) if hidx is not None else 0
+    full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
     raw_total = m.total(asm_full)
 
     def stage1(s: CompactionState) -> tuple[Assembly, Assembly, Plan, OptimizeResult, list[str]]:
-        applied = apply_state(asm_full, s, summary_text, settings.revision)
+        applied = apply_state(asm_full, s, summary_text, settings.revision, elided)
         p, _, _ = plan_fn(applied)
         ctx = make_ctx(p)
         r = optimize(applied, ctx, STABLE_RULES)
@@ -263,7 +286,11 @@ def run(
         if summarize is not None and getattr(limits, SUMMARY_GATE):
             idx = history_index(applied)
             assert idx is not None
-            full_hist = asm_full[hidx].items if hidx is not None else ()
+            full_hist: Sequence[Any] = (
+                full_history
+                if full_history is not None
+                else (asm_full[hidx].items if hidx is not None else ())
+            )
             old = full_hist[task_end(full_hist) : cand.cut]
             texts = [i.text() for i in old if isinstance(i, Message)]
             summary_key = content_hash(texts)
