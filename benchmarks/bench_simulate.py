@@ -9,14 +9,17 @@ with its cache_control markers). Prints a markdown table for benchmarks/BENCHMAR
 Timing (issue 15 item 6: simulate linear in the session, under 1 s CPU end to end): the longest shared
 trajectory (imported) and synthetic sessions recorded by the real engine at 1x, 2x and 10x its length
 (a coding-agent loop with tool outputs of 5-150 lines, recorded window). For each, interleaved over
---repeats rounds: in process (open the recording, fold, build every turn twice, simulate and price
-every column; a fresh token counter, so every text is tokenized as a first run would), thread-CPU and
-wall; and end to end, `cp-inspect simulate FILE` as its own process (child CPU from getrusage, and
-wall), beside `cp-inspect --help` (the start-up every command pays) and `Replayer.verify()` (one build
-per turn). Medians; CPU is the figure that holds on a loaded machine.
+--repeats rounds: in process (open the recording, read its events and token-count table as the CLI
+does, fold, build every turn, simulate and price every column; no counter is shared between runs, so
+what the table does not hold is tokenized as a first run would), thread-CPU and wall; and end to end,
+`cp-inspect simulate FILE` as its own process (child CPU from getrusage, and wall), on the recording
+and on a copy written without the token-count table (as every recording before it), beside
+`cp-inspect --help` (the start-up every command pays) and `Replayer.verify()` (one build per turn).
+With --baseline DIR (e.g. a `git archive` of an older commit), the older code's `cp-inspect simulate`
+on the same file, interleaved. Medians; CPU is the figure that holds on a loaded machine.
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
-        [--timing-only]
+        [--timing-only] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -125,21 +128,38 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _process(cmd: list[str]) -> tuple[float, float]:
-    """(CPU, wall) of one command run as its own process."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def _process(cmd: list[str], code: Path = REPO) -> tuple[float, float]:
+    """(CPU, wall) of one command run as its own process, importing the code under `code`."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
     c0, w0 = _child_cpu(), time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return _child_cpu() - c0, time.perf_counter() - w0
 
 
-def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int) -> None:
+def without_counts(src: Path, dst: Path) -> None:
+    """The same recording written as before the token-count table existed (no counter given)."""
+    from engine.recording.cpsession import RecordingReader, RecordingWriter
+
+    with RecordingReader.open(src) as r, RecordingWriter(dst, dict(r.header)) as w:
+        for ev in r.events():
+            w.append(ev)
+
+
+def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int, baseline: Path | None = None) -> None:
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+    from engine.sim.simulate import read_counts
+
     name, rec, turns = max(recs, key=lambda x: x[2])
     sessions: list[tuple[str, Path, int]] = [(f"{name} (shared, longest)", rec, turns)]
     for mult in (1, 2, 10):
         path = tmp / f"synthetic-{mult}x.cpsession"
         make_synthetic(path, turns * mult)
         sessions.append((f"synthetic {mult}x", path, turns * mult))
+    plain: dict[str, Path] = {}
+    for label, path, _n in sessions:
+        plain[label] = path.with_suffix(".nocounts.cpsession")
+        without_counts(path, plain[label])
     cli = [sys.executable, "-m", "inspector.cli"]
     rows: dict[str, dict[str, list[float]]] = {s[0]: {} for s in sessions}
     help_cpu: list[float] = []
@@ -150,9 +170,12 @@ def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int) -> None:
         help_wall.append(w)
         for label, path, _n in sessions:
             r = rows[label]
+            # In process, as the CLI does it: open, read the events and the recording's token counts.
             c0, w0 = time.thread_time(), time.perf_counter()
-            events, _ = load_recording_events(path)
-            simulate_events(events, SimSettings(), counter=TokenCounter())
+            with RecordingReader.open(path) as reader:
+                events = [unpack_event(e) for e in reader.events()]
+                counts, _why = read_counts(reader)
+            simulate_events(events, SimSettings(), counts=counts)
             r.setdefault("cpu", []).append(time.thread_time() - c0)
             r.setdefault("wall", []).append(time.perf_counter() - w0)
             c0 = time.thread_time()
@@ -163,21 +186,35 @@ def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int) -> None:
             c, w = _process(cli + ["simulate", str(path)])
             r.setdefault("e2e_cpu", []).append(c)
             r.setdefault("e2e_wall", []).append(w)
+            c, w = _process(cli + ["simulate", str(plain[label])])
+            r.setdefault("plain_cpu", []).append(c)
+            r.setdefault("plain_wall", []).append(w)
+            if baseline is not None:  # the older code on the same file (it skips the table)
+                c, w = _process(cli + ["simulate", str(path)], baseline)
+                r.setdefault("base_cpu", []).append(c)
+                r.setdefault("base_wall", []).append(w)
     med = statistics.median
     base = rows["synthetic 1x"]
     print(f"\nsimulate timing, {repeats} interleaved rounds, medians (CPU = thread CPU in process, "
           f"child CPU end to end)")  # fmt: skip
     print(f"`cp-inspect --help` process: {1000 * med(help_cpu):.0f} ms CPU, {1000 * med(help_wall):.0f} ms wall\n")
-    print("| session | calls | in process CPU | wall | per call CPU | x of 1x per call | verify CPU "
-          "| `cp-inspect simulate` CPU | wall |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    head = ("| session | calls | in process CPU | wall | per call CPU | x of 1x per call | verify CPU "
+            "| `cp-inspect simulate` CPU | wall | same, recording without counts: CPU | wall |")  # fmt: skip
+    if baseline is not None:
+        head += f" baseline ({baseline}) CPU | wall |"
+    print(head)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if baseline else ""))
     for label, _path, n in sessions:
         r = rows[label]
         per_call = med(r["cpu"]) / n
         scale = per_call / (med(base["cpu"]) / turns)
-        print(f"| {label} | {n} | {1000 * med(r['cpu']):.0f} ms | {1000 * med(r['wall']):.0f} ms "
-              f"| {1000 * per_call:.2f} ms | {scale:.2f}x | {1000 * med(r['verify']):.0f} ms "
-              f"| {1000 * med(r['e2e_cpu']):.0f} ms | {1000 * med(r['e2e_wall']):.0f} ms |")  # fmt: skip
+        line = (f"| {label} | {n} | {1000 * med(r['cpu']):.0f} ms | {1000 * med(r['wall']):.0f} ms "
+                f"| {1000 * per_call:.2f} ms | {scale:.2f}x | {1000 * med(r['verify']):.0f} ms "
+                f"| {1000 * med(r['e2e_cpu']):.0f} ms | {1000 * med(r['e2e_wall']):.0f} ms "
+                f"| {1000 * med(r['plain_cpu']):.0f} ms | {1000 * med(r['plain_wall']):.0f} ms |")  # fmt: skip
+        if baseline is not None:
+            line += f" {1000 * med(r['base_cpu']):.0f} ms | {1000 * med(r['base_wall']):.0f} ms |"
+        print(line)
     print("\ngoal: the longest shared and the 10x synthetic session under 1,000 ms CPU end to end")
 
 
@@ -187,6 +224,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tight", default="32000,16000", help="comma-separated tighter windows")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--timing-only", action="store_true", help="skip the policy table")
+    ap.add_argument(
+        "--baseline", type=Path, help="a checkout of older code: also time its `cp-inspect simulate`"
+    )
     args = ap.parse_args(argv[1:])
     tights = [int(x) for x in str(args.tight).split(",") if x.strip()]
     if not (args.root / "mini-swe-agent-pr816").is_dir():
@@ -196,7 +236,7 @@ def main(argv: list[str]) -> int:
         recs = import_long(args.root, Path(tmp))
         print(f"{len(recs)} long trajectories (>= {MIN_CALLS} calls) imported\n")
         if args.timing_only:
-            timing(recs, Path(tmp), args.repeats)
+            timing(recs, Path(tmp), args.repeats, args.baseline)
             return 0
         print(
             "Pipeline / gates-closed. 'billed-new' = uncached + cache-write tokens (what is not read from "
@@ -218,7 +258,7 @@ def main(argv: list[str]) -> int:
                     wlabel = f"{r.window // 1000}k" if window is None else wname
                     print(row(name, turns, wlabel, pname, r))
 
-        timing(recs, Path(tmp), args.repeats)
+        timing(recs, Path(tmp), args.repeats, args.baseline)
     return 0
 
 

@@ -247,3 +247,44 @@ def test_resumed_recording_has_no_table(rec: tuple[Path, TokenCounter], tmp_path
     with RecordingReader.open(copy) as r:
         assert r.finished and r.token_counts() is None
         assert list(r.events())[-1]["k"] == "note"
+
+
+def test_a_session_with_every_gate_closed_is_built_once_per_turn(tmp_path: Path) -> None:
+    # Its pipeline column is its gates-closed column: the same build of the same inputs, so simulate
+    # builds it once per turn, and both columns show the same figures.
+    from engine.optimize.context import OptimizeLimits
+
+    now = [1000.0]
+    pipe = Pipeline(
+        "deepseek-chat", "deepseek", 6_000, limits=OptimizeLimits.all_closed(), counter=TokenCounter(),
+        clock=lambda: now[0],
+    )
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("Fix the failing test.")
+    for t in range(10):
+        pipe.next_request()
+        now[0] += 5
+        pipe.assistant(f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": {"cmd": f"cat {t}"}}])
+        pipe.tool_result(f"c{t}", "".join(f"line {t}.{i}: x = f({i})\n" for i in range(80)))
+    events = list(pipe.journal.events)
+    builds = [0]
+    real = Pipeline.build
+
+    def counting(self: Pipeline, *a: Any, **k: Any) -> Any:
+        builds[0] += 1
+        return real(self, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Pipeline, "build", counting)
+        report = simulate_events(events, SimSettings(), counter=TokenCounter())
+        assert builds[0] == report.turns
+        builds[0] = 0
+        opened = simulate_events(events, SimSettings(gates={"drop_rounds": True}), counter=TokenCounter())
+        # The what-if differs from gates closed and from the recorded settings: built three times.
+        assert builds[0] == 3 * report.turns
+    p, c = report.policies["pipeline"], report.policies["gates_closed"]
+    assert p is not None and c is not None
+    assert p.to_json(per_turn=True) == c.to_json(per_turn=True)
+    assert (p.compactions or 0) == 0 and (c.cache_breaks or 0) > 0  # the budget trim ran in both
+    oc = opened.policies["gates_closed"]
+    assert oc is not None and oc.to_json(per_turn=True) == c.to_json(per_turn=True)

@@ -42,7 +42,6 @@ from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
 from engine.feedback import attribute_cache_break
-from engine.importers.ingest import actual_requests
 from engine.optimize.context import OptimizeLimits
 from engine.plan import Thresholds
 from engine.policy.cachecost import CacheRules, from_price
@@ -344,6 +343,7 @@ class _Pass:
     views: list[TurnView]  # the uncompacted conversation per turn, for the peers
     calibration: float  # provider tokens per engine token, learned from the recorded usage
     recorded_is_pipeline: bool = False  # every turn's recorded-settings request is the pipeline one
+    closed_is_pipeline: bool = False  # likewise the gates-closed request
 
 
 def _build_pass(
@@ -368,7 +368,7 @@ def _build_pass(
     pipe = replayer.new_pipeline()
     every = max(1, replayer.turns // CHECK_SAMPLE) if check is not None else 0
     last_turn = max(replayer.request_index, default=0)
-    same = True
+    same = closed_same = True
     closed = OptimizeLimits.all_closed()
     out_p: list[_Req] = []
     out_c: list[_Req] = []
@@ -390,11 +390,16 @@ def _build_pass(
             # What-if columns weigh compactions by the simulated cache rules and the named model's
             # prices; the recorded column keeps the recorded ones (it is what the engine did).
             bp = pipe.build(bound, pcfg, st_p, cache)
-            bc = pipe.build(bound, ccfg, st_c, cache)
+            # A what-if with every gate closed already (or a recording made so) is its own gates-closed
+            # column: the same build of the same inputs, so it is not built twice. The two state chains
+            # start equal and stay equal for as long as this holds.
+            closed_is_pipeline = ccfg == pcfg and st_c == st_p
+            closed_same = closed_same and closed_is_pipeline
+            bc = bp if closed_is_pipeline else pipe.build(bound, ccfg, st_c, cache)
             st_p, st_c = bp.state or st_p, bc.state or st_c
             rp = _req(ev["turn"], t, bp.trace, bp.serialized.blocks)
             out_p.append(rp)
-            out_c.append(_req(ev["turn"], t, bc.trace, bc.serialized.blocks))
+            out_c.append(rp if closed_is_pipeline else _req(ev["turn"], t, bc.trace, bc.serialized.blocks))
             same = same and base == pcfg
             if out_r is not None:
                 br = bp if base == pcfg else pipe.build(bound, base, st_r)
@@ -428,7 +433,7 @@ def _build_pass(
                 )
         pipe.fold(ev)
     ratio = pipe.stats.calibration_for(pipe.config.model)
-    return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None)
+    return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None, closed_same)
 
 
 class _CountsDisagree(ContextPipeError):
@@ -470,6 +475,9 @@ def _as_sent(
     events: list[Event], blobs: Mapping[str, str], counter: TokenCounter, anthropic_style: bool
 ) -> list[_Req]:
     """The requests exactly as the agent sent them, from `actual` events, as engine Blocks."""
+    # Imported here: only imports have `actual` events, and the importers package is not small.
+    from engine.importers.ingest import actual_requests
+
     msgs = actual_requests(events)
     tools: list[tuple[str, str]] = []
     times: dict[int, float] = {}
@@ -855,7 +863,12 @@ def _simulate_events(
 
     try:
         pol_p = run("pipeline", reqs_p)
-        pol_c = run("gates_closed", reqs_c)
+        # The same requests give the same figures: simulated once.
+        pol_c = (
+            replace(pol_p, name="gates_closed", turns=list(pol_p.turns))
+            if bp.closed_is_pipeline
+            else run("gates_closed", reqs_c)
+        )
         if reqs_r is not None:
             notes.append("no `actual` events: as_sent is the engine's requests under the recorded settings")
             # Under the recorded settings the pipeline column already simulated these very requests.
