@@ -272,7 +272,10 @@ MEMORY_AGENT = textwrap.dedent(
     while pipe.probe.client_count and time.monotonic() < deadline:
         time.sleep(0.01)
     gc.collect()
-    after = tracemalloc.get_traced_memory()[0] - base
+    # What the probe's own code allocated and still holds (the journal's growth meanwhile, e.g. the
+    # index of events it moved to disk, is not the probe's).
+    probe_only = [tracemalloc.Filter(True, "*/engine/probe/*")]
+    after = sum(t.size for t in tracemalloc.take_snapshot().filter_traces(probe_only).traces)
     print("CLOSED", pipe.probe.client_count, after, flush=True)
     pipe.close()
     """
@@ -314,7 +317,9 @@ def test_memory_per_client_is_bounded_by_the_high_water_mark(xdg: Path) -> None:
         p.stdin.flush()
         closed = p.stdout.readline().split()
         assert closed[0] == "CLOSED" and closed[1] == "0", closed
-        assert int(closed[2]) <= 2 * 1024 * 1024, f"{int(closed[2]) / 1024:.0f} KiB still held after close"
+        # Left: the shared snapshot-chunk cache (SNAP_CACHE_CHUNKS of ~128 KiB) and the ring (~0.5 MiB
+        # here); 30 leaked client buffers would be several MiB.
+        assert int(closed[2]) <= 1024 * 1024, f"{int(closed[2]) / 1024:.0f} KiB still held after close"
         assert p.wait(T) == 0
     finally:
         for s in socks:
