@@ -97,9 +97,12 @@ class ContentLoader:
             last = self._last  # stepping past a section whose text did not change (tools): reuse it
             if last is not None and (last.text, last.dark, last.width) == (text, dark, width):
                 return last
-            document = self._last = prepare(text, dark, width)
+            document = prepare(text, dark, width)
             if screen is not None:
                 prerender(document, screen, console)
+            # Offered for reuse only once drawn: its highlighter is not thread-safe, and a newer worker
+            # (a step onto the turn being prepared) would hand it to the UI while this one still lexes.
+            self._last = document
             return document
 
         def work() -> None:

@@ -108,3 +108,22 @@ async def test_the_scrollbar_is_repainted_only_when_its_drawing_changes() -> Non
         body.set_document(short)
         await pilot.pause()
         assert repaints and bar.window_virtual_size == 100
+
+
+async def test_a_document_is_offered_for_reuse_only_after_its_first_rows_are_drawn(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from inspector import content_loader
+
+    app = InspectorApp(Growing(20))
+    seen: list[bool] = []
+    original = content_loader.prerender
+
+    def checking(doc, screen, console):  # type: ignore[no-untyped-def]
+        seen.append(app.content._last is doc)  # another worker could take it from _last right now
+        original(doc, screen, console)
+
+    monkeypatch.setattr(content_loader, "prerender", checking)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("left", "left")
+        await settle(pilot)
+        assert seen and not any(seen)
