@@ -36,6 +36,14 @@ and thrown away, the encoding's own cost), in one process, blocks interleaved A 
     .venv/bin/python benchmarks/bench_probe.py --encode-ab io,agent --rounds 12 --turns 60
     .venv/bin/python benchmarks/bench_probe.py --encode-ab io,io --rounds 12 --turns 60   # the A/A
 
+Where the probe thread's time goes on that turn (issue 15 item 4): the thread's own clock around
+each part of its passes (select, reading the wake-up byte, sleeping, filling buffers, sending, the
+CPU budget), and, in alternate blocks with the same reader (A B B A), the whole thread with events
+encoded as usual against a stand-in encoder that returns each kind's bytes from a table (what is left
+is moving and sending them: the floor below the encoding):
+
+    .venv/bin/python benchmarks/bench_probe.py --profile --rounds 6 --turns 60
+
 Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
 turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
 --turns without the subject, 2 x --turns with it (one attachment) and --turns without: a symmetric
@@ -492,6 +500,113 @@ def encode_ab(args: argparse.Namespace, modes: list[str]) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def profile(args: argparse.Namespace) -> None:
+    """The probe thread on a realistic turn, part by part (see the module docstring)."""
+    import engine.probe.queues as queues
+
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    clock = time.thread_time_ns
+    pair = statistics.median(
+        [-(clock() - clock()) for _ in range(500)]  # one clock read, as the wrappers below make two
+    )
+    parts: dict[str, list[int]] = {}  # part -> [ns, calls] while encoding as usual
+    real = queues.pack_payload_fast
+    table: dict[str, bytes | None] = {}
+
+    def stand_in(ev: dict[str, Any]) -> bytes | None:
+        # The same bytes per kind as the real encoder (from its first event of that kind), no encoding.
+        k = ev.get("k", "")
+        if k not in table:
+            table[k] = real(ev)
+        return table[k]
+
+    def timed(obj: Any, name: str, key: str) -> None:
+        f = getattr(obj, name)
+
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            t0 = clock()
+            try:
+                return f(*a, **kw)
+            finally:
+                acc = parts.setdefault(key, [0, 0])
+                acc[0] += clock() - t0 - pair
+                acc[1] += 1
+
+        setattr(obj, name, wrapper)
+
+    per: dict[str, list[tuple[float, float]]] = {"encoding": [], "stand-in": []}
+    turns_counted = 0
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        reader = attach_reader(server, rt)
+        for name in ("_drain_wake", "_service", "_fill", "_budget", "_rest", "_accept", "_on_readable"):
+            timed(server, name, name)
+        assert server._sel is not None
+        timed(server._sel, "select", "select (sleeping, waking)")
+        for c in server._clients.values():
+            sock = c.sock
+
+            class Timed:  # the client's socket, its send() timed
+                def __init__(self, inner: Any) -> None:
+                    self._inner = inner
+
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(self._inner, name)
+
+            c.sock = Timed(sock)  # type: ignore[assignment]
+            timed(c.sock, "send", "send")
+        turn = args.warmup
+        sums = {"encoding": [0.0, 0.0], "stand-in": [0.0, 0.0]}
+        a, b = ("encoding", "stand-in") if rnd % 2 == 0 else ("stand-in", "encoding")
+        for mode in (a, b, b, a):
+            queues.pack_payload_fast = real if mode == "encoding" else stand_in  # type: ignore[assignment]
+            drain(server)
+            gc.collect()
+            saved = {k: list(v) for k, v in parts.items()}
+            io0, a0 = thread_cpu(server), time.thread_time()
+            run_block(step, turn, args.turns)
+            agent = time.thread_time() - a0
+            drain(server)
+            sums[mode][0] += thread_cpu(server) - io0
+            sums[mode][1] += agent
+            if mode != "encoding":  # the part-by-part profile is of the real thing only
+                parts.clear()
+                parts.update(saved)
+            else:
+                turns_counted += args.turns
+            turn += args.turns
+        queues.pack_payload_fast = real
+        stop_subject("reader", reader, server)
+        pipe.close()
+        for mode in sums:
+            per[mode].append((sums[mode][0] / (2 * args.turns), sums[mode][1] / (2 * args.turns)))
+    med = statistics.median
+    enc = [x[0] for x in per["encoding"]]
+    floor = [x[0] for x in per["stand-in"]]
+    agent_turn = med(x[1] for x in per["encoding"])
+    print(
+        f"probe thread per turn (its clock; median of {args.rounds} rounds, {args.turns}x4 turns each, "
+        f"agent thread {agent_turn * 1e6:.0f} us a turn):"
+    )
+    print(
+        f"  encoding as usual {med(enc) * 1e6:.1f} us ({med(enc) / agent_turn * 100:.2f}% of a turn) "
+        f"[{' '.join(f'{x * 1e6:.0f}' for x in enc)}]"
+    )
+    print(
+        f"  stand-in encoder  {med(floor) * 1e6:.1f} us ({med(floor) / agent_turn * 100:.2f}%) "
+        f"[{' '.join(f'{x * 1e6:.0f}' for x in floor)}]: the rest is msgpack-encoding"
+    )
+    print(f"parts, encoding as usual (each wrapped call's ~{pair / 1e3:.1f} us of clock reads subtracted):")
+    for name, (ns, calls) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
+        print(
+            f"  {name:28s} {ns / turns_counted / 1e3:6.2f} us/turn  {calls / turns_counted:6.3f} calls/turn  "
+            f"{ns / max(calls, 1) / 1e3:8.1f} us/call"
+        )
+    print("  (_fill includes encoding; _service includes _fill and send; a pass is one _budget call)")
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=300, help="turns per block")
@@ -518,7 +633,13 @@ def main() -> None:
         default=None,
         help="io,agent or io,discard: where live events are encoded with a reader attached (io,io: the A/A)",
     )
+    ap.add_argument("--profile", action="store_true", help="where the probe thread's time goes (see above)")
     args = ap.parse_args()
+    if args.profile:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        profile(args)
+        return
     if args.encode_ab:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup
