@@ -5,6 +5,7 @@ another thread can read by index while the agent appends and spills."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
@@ -115,3 +116,26 @@ def test_reading_by_index_while_appending_and_spilling() -> None:
     th.join(30)
     assert not errors, errors[:3]
     assert [e["i"] for e in log] == list(range(total))
+
+
+def test_a_forked_child_spills_to_its_own_file() -> None:
+    """A child process inherits the spill file's descriptor: if it wrote at the offsets its parent
+    writes at, each would overwrite the other's events. The child copies the file before its first write."""
+    log = EventLog(4, 2)
+    for i in range(20):
+        log.append({"i": i, "who": "both"})
+    pid = os.fork()
+    if pid == 0:  # the child: journal on, then check everything reads back
+        code = 1
+        try:
+            for i in range(20, 60):
+                log.append({"i": i, "who": "child"})
+            ok = list(log) == [{"i": i, "who": "both" if i < 20 else "child"} for i in range(60)]
+            code = 0 if ok else 3
+        finally:
+            os._exit(code)
+    for i in range(20, 60):
+        log.append({"i": i, "who": "parent"})
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child read back other events than it journaled"
+    assert list(log) == [{"i": i, "who": "both" if i < 20 else "parent"} for i in range(60)]

@@ -12,7 +12,8 @@ It is a read-only Sequence with `append`: indexing, slicing, iterating and `==` 
 the plain list it replaces, and a spilled event reads back equal to what was journaled (pickle keeps
 every type, key order and value; the file is private to this process, so nothing untrusted is ever
 unpickled). Reads are positional (`os.pread`), so the probe's I/O thread can read by index while the
-agent's thread appends and spills.
+agent's thread appends and spills. A forked child that journals on copies the file first (it would
+otherwise write into its parent's).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class EventLog(Sequence[Event]):
         self._state: tuple[int, list[Event]] = (0, [])
         self._offsets = array("q", [0])  # offsets[i]: start of spilled event i in the file; [-1]: end
         self._fd: int | None = None
+        self._pid = 0  # the process that owns the file (see _own_file)
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- writing
@@ -65,21 +67,39 @@ class EventLog(Sequence[Event]):
         n = len(mem) - self.keep if self.keep is not None else 0
         n = max(self.chunk, n)
         out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
-        if self._fd is None:
-            fh = tempfile.TemporaryFile(prefix="contextpipe-journal-")
-            self._fd = os.dup(fh.fileno())  # our own descriptor; the file object may go
-            fh.close()
+        fd = self._own_file()
         end = self._offsets[-1]
         data = b"".join(out)
         view = memoryview(data)
         written = 0
         while written < len(data):
-            written += os.pwrite(self._fd, view[written:], end + written)
+            written += os.pwrite(fd, view[written:], end + written)
         offs = self._offsets
         for blob in out:
             end += len(blob)
             offs.append(end)
         self._state = (base + n, mem[n:])
+
+    def _own_file(self) -> int:
+        """The spill file this process may write. A forked child inherits the descriptor, so it shares
+        the very file (and the offsets it would write at) with its parent: before its first write the
+        child copies what is spilled so far into a file of its own, so neither overwrites the other."""
+        pid = os.getpid()
+        if self._fd is not None and self._pid == pid:
+            return self._fd
+        fh = tempfile.TemporaryFile(prefix="contextpipe-journal-")
+        fd = os.dup(fh.fileno())  # our own descriptor; the file object may go
+        fh.close()
+        if self._fd is not None:  # inherited across fork: copy the spilled events
+            size, pos = self._offsets[-1], 0
+            while pos < size:
+                data = os.pread(self._fd, min(1 << 20, size - pos), pos)
+                if not data:
+                    raise OSError("journal spill file is shorter than its index")
+                pos += os.pwrite(fd, data, pos)
+            os.close(self._fd)
+        self._fd, self._pid = fd, pid
+        return fd
 
     # ---------------------------------------------------------------- reading
     def _read(self, i: int) -> Event:
