@@ -92,12 +92,15 @@ class TokenCounter:
         key = (self.tokenizer.name, sha if sha is not None else sha256_hex(text))
         n = self._cache.get(key)
         if n is None:
-            self.misses += 1
-            n = self.tokenizer.count(text)
-            self._cache[key] = n
+            n = self._cache[key] = self._compute(text, key[1])
         else:
             self.hits += 1
         return n
+
+    def _compute(self, text: str, sha: str) -> int:
+        """A count the cache does not hold (a subclass may find it elsewhere before tokenizing)."""
+        self.misses += 1
+        return self.tokenizer.count(text)
 
     def __len__(self) -> int:
         return len(self._cache)

@@ -30,7 +30,6 @@ from itertools import islice
 from typing import Any
 
 from engine.errors import ContextPipeError
-from engine.hashing import sha256_hex
 from engine.tokens import TokenCounter, Tokenizer
 
 K_COUNTS = "@counts"
@@ -120,21 +119,10 @@ class CarriedCounter(TokenCounter):
         self.table = table
         self.carried = 0
 
-    def count(self, text: str, sha: str | None = None) -> int:
-        if not text:
-            return 0
-        h = sha if sha is not None else sha256_hex(text)
-        key = (self.tokenizer.name, h)
-        n = self._cache.get(key)
-        if n is not None:
-            self.hits += 1
-            return n
-        k = _key(h)
+    def _compute(self, text: str, sha: str) -> int:
+        k = _key(sha)
         n = self.table.counts.get(k) if k is not None else None
         if n is None:
-            self.misses += 1
-            n = self.tokenizer.count(text)
-        else:
-            self.carried += 1
-        self._cache[key] = n
+            return super()._compute(text, sha)  # tokenized (and counted as a miss)
+        self.carried += 1
         return n

@@ -70,8 +70,8 @@ class EventLog(Sequence[Event]):
         """Write the oldest `chunk` in-memory events to the file, then drop them from memory. Pickled
         now, not when journaled, so an event's final form is what is kept (a trace is completed before
         its turn event is journaled, and nothing edits one a chunk later)."""
-        n = len(mem) - self.keep if self.keep is not None else 0
-        n = max(self.chunk, n)
+        assert self.keep is not None  # only append() spills, and only with a bound
+        n = max(self.chunk, len(mem) - self.keep)
         out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
         fd = self._own_file()
         end = self._end
