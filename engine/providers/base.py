@@ -27,6 +27,7 @@ from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json, sha256_hex
 from engine.providers.policy import ProviderCachePolicy
+from engine.request_diff import common_prefix_len
 from engine.types import SectionKind
 
 if TYPE_CHECKING:
@@ -97,39 +98,61 @@ class _SectionRun:
     segments: list[str]
     blocks: list[Block]
     keys: list[tuple[str, str, str, bool]]
-    pairing: tuple[set[str], set[str]] | None = None  # check_pairing's state after the items (history)
+    # check_pairing's state after the items (history sections only)
+    pairing: tuple[set[str] | frozenset[str], set[str]] | None = None
     items: tuple[SectionItem, ...] = ()
     sha: str = ""  # sha256 of the joined item hashes (the trace's section sha256)
 
 
+# What the pairing scan needs from one message, a pure function of its content (keyed by its hash):
+# (is assistant, its call ids, its result call ids, has parts).
+_PairInfo = tuple[bool, frozenset[str], tuple[str, ...], bool]
+
+
+def _pair_info(m: Message) -> _PairInfo:
+    if m.role == "assistant":
+        return True, frozenset(p.id for p in m.parts if isinstance(p, ToolCall)), (), bool(m.parts)
+    results = tuple(p.call_id for p in m.parts if isinstance(p, ToolResult))
+    return False, frozenset(), results, bool(m.parts)
+
+
 def _pairing_step(
-    items: Any, prev_calls: set[str], pending: set[str]
-) -> tuple[set[str], set[str]]:
-    """check_pairing's scan from a given state (what it holds after the items before `items`)."""
+    items: Any,
+    prev_calls: set[str] | frozenset[str],
+    pending: set[str],
+    infos: dict[str, _PairInfo] | None = None,
+) -> tuple[set[str] | frozenset[str], set[str]]:
+    """check_pairing's scan from a given state (what it holds after the items before `items`).
+    `infos` memoizes each message's call and result ids by its content hash, so a message seen in an
+    earlier request is not walked part by part again (a history is scanned once per request)."""
+    memo: dict[str, _PairInfo] = {} if infos is None else infos
     for it in items:
         if not isinstance(it, Message):
             continue
-        if it.role == "assistant":
+        info = memo.get(it.sha)
+        if info is None:
+            info = memo[it.sha] = _pair_info(it)
+        assistant, calls, results, has_parts = info
+        if assistant:
             if pending:
                 cid = sorted(pending)[0]
                 raise UnpairedToolResultError(cid, "the call has no result before the next assistant message")
-            prev_calls = {p.id for p in it.parts if isinstance(p, ToolCall)}
-            pending = set(prev_calls)
+            prev_calls = calls
+            pending = set(calls)
         else:
-            results = [p for p in it.parts if isinstance(p, ToolResult)]
-            for r in results:
-                if r.call_id not in prev_calls:
+            for cid in results:
+                if cid not in prev_calls:
                     raise UnpairedToolResultError(
-                        r.call_id,
+                        cid,
                         "result without a matching call in the preceding assistant message; "
                         "add the assistant's tool call first, or drop the result",
                     )
-                pending.discard(r.call_id)
-            if results or it.parts:
+                pending.discard(cid)
+            if results or has_parts:
                 if pending and results:
                     cid = sorted(pending)[0]
                     raise UnpairedToolResultError(cid, "the call has no result in the following user message")
-                prev_calls, pending = set(), set()
+                prev_calls, pending = frozenset(), set()
     return prev_calls, pending
 
 
@@ -140,27 +163,48 @@ def check_pairing(history: tuple[SectionItem, ...]) -> None:
 
 
 class _PrefixHasher:
-    """sha256 of successive request bodies that mostly extend each other (between compactions a body
-    is the previous one plus new messages, with the same few bytes around them). It keeps the hash state
-    at every CHECKPOINT bytes of the last body, resumes from the furthest one inside the part this body
-    shares with it (a memcmp), and hashes only the rest: the same digest as hashing the whole body."""
+    """sha256 of successive request bodies that mostly extend earlier ones (between compactions a body
+    is an earlier one plus new messages, with the same few bytes around them). For each of the last
+    STREAMS bodies it keeps the hash state at every CHECKPOINT bytes; a new body resumes from the
+    furthest checkpoint inside the part it shares with any of them (memcmps) and hashes only the rest:
+    the same digest as hashing the whole body.
+
+    Several bodies, not one: the same serializer builds interleaved sequences of requests (simulate
+    builds each turn under the what-if, with every gate closed, and per engine policy), and each
+    sequence extends its own previous body, not the one built just before it."""
 
     CHECKPOINT = 4096
+    STREAMS = 8
 
     def __init__(self) -> None:
-        self._body = b""
-        self._states: list[Any] = []  # _states[i]: hash of self._body[: (i + 1) * CHECKPOINT]
+        # (body, states), most recently used first; states[i]: hash of body[: (i + 1) * CHECKPOINT]
+        self._streams: list[tuple[bytes, list[Any]]] = []
+
+    def _shared(self, prev: bytes, states: list[Any], body: bytes) -> int:
+        """How many of `prev`'s checkpoints `body` repeats: the furthest n with body[: n * CHECKPOINT]
+        equal to prev's (a memcmp through a memoryview; slicing bytes would copy both sides first)."""
+        step = self.CHECKPOINT
+        n = min(len(states), len(body) // step)
+        old = memoryview(prev)
+        if not n or body.startswith(old[: n * step]):
+            return n
+        lo, hi = 0, n - 1  # binary search for the furthest shared checkpoint
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if body.startswith(old[: mid * step]):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def hexdigest(self, body: bytes) -> str:
         step = self.CHECKPOINT
-        prev, states = self._body, self._states
-        n = min(len(states), len(body) // step)
-        # The furthest checkpoint whose bytes this body repeats (usually the first one tried); compared
-        # through a memoryview, which is a memcmp (slicing bytes would copy both sides first).
-        old = memoryview(prev)
-        while n and not body.startswith(old[: n * step]):
-            n = n - 1 if n < 4 else n // 2
-        states = states[:n]
+        best, n = -1, 0
+        for i, (prev, states) in enumerate(self._streams):
+            k = self._shared(prev, states, body)
+            if k > n:
+                best, n = i, k
+        states = self._streams[best][1][:n] if best >= 0 else []
         h = states[-1].copy() if n else hashlib.sha256()
         view = memoryview(body)
         pos = n * step
@@ -169,12 +213,17 @@ class _PrefixHasher:
             pos += step
             states.append(h.copy())
         h.update(view[pos:])
-        self._body, self._states = body, states
+        if best >= 0 and n == len(self._streams[best][1]):
+            del self._streams[best]  # the new body holds every checkpoint of the one it extends
+        self._streams.insert(0, (body, states))
+        del self._streams[self.STREAMS :]
         return h.hexdigest()
 
 
 class Serializer:
     """Provider-independent driver; a provider supplies the four hooks."""
+
+    RUNS = _PrefixHasher.STREAMS  # serializations kept per section (one per interleaved sequence)
 
     def __init__(
         self,
@@ -193,8 +242,12 @@ class Serializer:
         # (tokenizer, section, item hash, marked) -> (fragment, segment, block): an unchanged item costs
         # one lookup per turn. Token counts are a pure function of (tokenizer, content), hence the key.
         self._items: dict[tuple[str, str, str, bool], tuple[bytes, str, Block]] = {}
-        self._runs: dict[str, _SectionRun] = {}  # section id -> its previous serialization
+        # section id -> its last RUNS serializations, most recently used first (one per interleaved
+        # sequence of requests; see _PrefixHasher)
+        self._runs: dict[str, list[_SectionRun]] = {}
         self._body_hash = _PrefixHasher()
+        self._pairs: dict[str, _PairInfo] = {}  # message hash -> what check_pairing needs from it
+        self._kept = 0  # item cache entries left by the last prune
 
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
@@ -208,32 +261,39 @@ class Serializer:
         return b
 
     def _section(self, s: Section, marks: frozenset[int], tok: str, measure: Measure) -> _SectionRun:
-        """The fragments and blocks of one section: the longest prefix whose item hashes and markers
-        match the previous serialization of this section is reused as is; the rest is looked up (or
-        built) item by item. The result is the same as building every item afresh: a fragment and a
-        block are pure functions of (tokenizer, section, item hash, marked)."""
+        """The fragments and blocks of one section: the longest prefix whose item hashes match one of
+        this section's recent serializations (markers permitting) is reused as is; the rest is looked
+        up (or built) item by item. The result is the same as building every item afresh: a fragment
+        and a block are pure functions of (tokenizer, section, item hash, marked)."""
         items = s.items
-        prev = self._runs.get(s.id)
-        if prev is not None and prev.items is items and prev.marks == marks and prev.tok == tok:
-            return prev  # the very same items (an unchanged system section, the tools): nothing to do
+        runs = self._runs.setdefault(s.id, [])
+        for j, r in enumerate(runs):
+            if r.items is items and r.marks == marks and r.tok == tok:
+                # The very same items (an unchanged system section, the tools): nothing to do.
+                if j:
+                    runs.insert(0, runs.pop(j))
+                return r
         shas = list(map(_SHA, items))
-        common = 0  # items whose hashes match the previous run's, from the start
-        if prev is not None and prev.tok == tok:
-            n = min(len(prev.shas), len(shas))
-            if prev.shas[:n] == shas[:n]:  # compared in C; the usual case between compactions
-                common = n
-            else:
-                common = next(i for i in range(n) if prev.shas[i] != shas[i])
+        prev: _SectionRun | None = None
+        common = 0  # items whose hashes match prev's, from the start
+        for r in runs:
+            if r.tok != tok:
+                continue
+            c = common_prefix_len(r.shas, shas)  # compared in C
+            if prev is None or c > common:
+                prev, common = r, c
         k = common
         if prev is not None and k and marks != prev.marks:
             k = min(k, min(marks ^ prev.marks))  # a moved marker changes that item's bytes
         if s.kind == SectionKind.HISTORY:
-            # Pairing is a left-to-right scan: resume from the state after the previous run's items
-            # when they are all still here, else scan from the start.
+            # Pairing is a left-to-right scan: resume from the state after prev's items when they are
+            # all still here, else scan from the start.
             if prev is not None and prev.pairing is not None and common == len(prev.shas) and common:
-                pairing = _pairing_step(items[common:], set(prev.pairing[0]), set(prev.pairing[1]))
+                pairing = _pairing_step(
+                    items[common:], prev.pairing[0], set(prev.pairing[1]), self._pairs
+                )
             else:
-                pairing = _pairing_step(items, set(), set())
+                pairing = _pairing_step(items, set(), set(), self._pairs)
         else:
             pairing = None
         if prev is not None and k > 0:
@@ -241,16 +301,17 @@ class Serializer:
         else:
             frags, segments, blocks, keys = [], [], [], []
         cache = self._items
+        sid = s.id
         for i in range(k, len(items)):
             it = items[i]
             mk = i in marks
-            key = (tok, s.id, shas[i], mk)
+            key = (tok, sid, shas[i], mk)
             hit = cache.get(key)
             if hit is None:
                 frag, segment = self._item_fragment(s, it, mk)
                 # Block identity is the artifact's content hash, not its wire bytes: a moved cache
                 # marker changes the bytes but not what the provider has cached.
-                hit = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
+                hit = (frag, segment, Block(sid, segment, it.sha, measure.item(it), mk))
                 cache[key] = hit
             frags.append(hit[0])
             segments.append(hit[1])
@@ -259,7 +320,10 @@ class Serializer:
         run = _SectionRun(
             tok, shas, marks, frags, segments, blocks, keys, pairing, items, sha256_hex("".join(shas))
         )
-        self._runs[s.id] = run
+        if prev is not None and common == len(prev.shas) and k == common:
+            runs.remove(prev)  # the new run extends prev and holds everything it did
+        runs.insert(0, run)
+        del runs[self.RUNS :]
         return run
 
     def serialize(
@@ -314,16 +378,22 @@ class Serializer:
         return {
             "items": len(self._items),
             "fragments": len(self._cache),
-            "items in previous runs": sum(len(r.keys) for r in self._runs.values()),
+            "items in previous runs": sum(len(r.keys) for runs in self._runs.values() for r in runs),
+            "pairing": len(self._pairs),
         }
 
     def _prune(self, live: int) -> None:
         """Keep the per-item caches near the size of what recent requests send (see CACHE_SLACK)."""
-        if len(self._items) <= max(CACHE_FLOOR, CACHE_SLACK * live):
+        # Never less than twice what the last prune kept: the recent runs of every interleaved sequence
+        # can need more than CACHE_SLACK requests' worth, and a prune that keeps almost everything
+        # would otherwise run (and walk the whole cache) on every request.
+        if len(self._items) <= max(CACHE_FLOOR, CACHE_SLACK * live, 2 * self._kept):
             return
-        keep = {key for run in self._runs.values() for key in run.keys}
+        keep = {key for runs in self._runs.values() for run in runs for key in run.keys}
         self._items = {key: hit for key, hit in self._items.items() if key in keep}
+        self._kept = len(self._items)
         self._cache.clear()  # fragments by content: rebuilt on the next miss
+        self._pairs.clear()  # likewise
 
     def _item_fragment(self, s: Section, it: SectionItem, mk: bool) -> tuple[bytes, str]:
         if isinstance(it, ToolSchema):
