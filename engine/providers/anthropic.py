@@ -56,12 +56,14 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
 def envelope(
     model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
 ) -> bytes:
-    out = b'{"max_tokens":%d,"messages":[%s],"model":%s' % (max_tokens, b",".join(msgs), _js(model))
+    # One list joined once (see openai.envelope).
+    out = [b'{"max_tokens":%d,"messages":[' % max_tokens, b",".join(msgs), b'],"model":' + _js(model)]
     if system:
-        out += b',"system":[' + b",".join(system) + b"]"
+        out += (b',"system":[', b",".join(system), b"]")
     if tools:
-        out += b',"tools":[' + b",".join(tools) + b"]"
-    return out + b"}"
+        out += (b',"tools":[', b",".join(tools), b"]")
+    out.append(b"}")
+    return b"".join(out)
 
 
 def _js(s: str) -> bytes:

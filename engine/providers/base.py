@@ -98,68 +98,115 @@ class _SectionRun:
     segments: list[str]
     blocks: list[Block]
     keys: list[tuple[str, str, str, bool]]
-    # check_pairing's state after the items (history sections only)
-    pairing: tuple[set[str] | frozenset[str], set[str]] | None = None
     items: tuple[SectionItem, ...] = ()
     sha: str = ""  # sha256 of the joined item hashes (the trace's section sha256)
+    where: dict[str, int] | None = None  # item hash -> a position of it (see _index)
 
 
-# What the pairing scan needs from one message, a pure function of its content (keyed by its hash):
-# (is assistant, its call ids, its result call ids, has parts).
+# Tool-call pairing. The scan's state (the calls of the last assistant message, and those of them still
+# waiting for a result) is set by every assistant message and reset by every user message with parts;
+# a user message without parts leaves it as it is. So each state-setting message is checked against
+# the one state-setting message before it, and nothing else: a stretch of items that was checked in an
+# earlier request is checked again only at its first state-setting message.
+_PairState = tuple[frozenset[str], frozenset[str]]  # (calls of the last assistant message, pending)
+_EMPTY: frozenset[str] = frozenset()
+_START: _PairState = (_EMPTY, _EMPTY)
+# What the scan needs from one message, a pure function of its content (memoized by its hash):
+# (is assistant, its call ids, its result call ids, sets the state).
 _PairInfo = tuple[bool, frozenset[str], tuple[str, ...], bool]
 
 
 def _pair_info(m: Message) -> _PairInfo:
     if m.role == "assistant":
-        return True, frozenset(p.id for p in m.parts if isinstance(p, ToolCall)), (), bool(m.parts)
+        return True, frozenset(p.id for p in m.parts if isinstance(p, ToolCall)), (), True
     results = tuple(p.call_id for p in m.parts if isinstance(p, ToolResult))
-    return False, frozenset(), results, bool(m.parts)
+    return False, _EMPTY, results, bool(m.parts)
+
+
+def _info(it: Message, memo: dict[str, _PairInfo]) -> _PairInfo:
+    info = memo.get(it.sha)
+    if info is None:
+        info = memo[it.sha] = _pair_info(it)
+    return info
+
+
+def _pair_one(info: _PairInfo, state: _PairState) -> _PairState:
+    """The state after one message, given the state before it; raises if the message breaks pairing."""
+    assistant, calls, results, sets = info
+    prev_calls, pending = state
+    if assistant:
+        if pending:
+            cid = sorted(pending)[0]
+            raise UnpairedToolResultError(cid, "the call has no result before the next assistant message")
+        return calls, calls
+    if results:
+        for cid in results:
+            if cid not in prev_calls:
+                raise UnpairedToolResultError(
+                    cid,
+                    "result without a matching call in the preceding assistant message; "
+                    "add the assistant's tool call first, or drop the result",
+                )
+        left = pending.difference(results)
+        if left:
+            cid = sorted(left)[0]
+            raise UnpairedToolResultError(cid, "the call has no result in the following user message")
+    return _START if sets else state
+
+
+def _pair_state(items: tuple[SectionItem, ...], end: int, memo: dict[str, _PairInfo]) -> _PairState:
+    """The scan's state after items[:end] when they are known to pass: set by the last state-setting
+    message among them (usually items[end - 1])."""
+    for x in range(end - 1, -1, -1):
+        it = items[x]
+        if isinstance(it, Message):
+            assistant, calls, _results, sets = _info(it, memo)
+            if sets:
+                return (calls, calls) if assistant else _START
+    return _START
+
+
+def _pair_checked(
+    items: tuple[SectionItem, ...], i: int, end: int, state: _PairState, memo: dict[str, _PairInfo]
+) -> _PairState:
+    """The state after items[i:end], a stretch that passed in an earlier request: only its first
+    state-setting message meets a state it has not met before."""
+    for x in range(i, end):
+        it = items[x]
+        if isinstance(it, Message):
+            info = _info(it, memo)
+            if info[3]:
+                _pair_one(info, state)
+                return _pair_state(items, end, memo)
+    return state
 
 
 def _pairing_step(
-    items: Any,
-    prev_calls: set[str] | frozenset[str],
-    pending: set[str],
-    infos: dict[str, _PairInfo] | None = None,
-) -> tuple[set[str] | frozenset[str], set[str]]:
-    """check_pairing's scan from a given state (what it holds after the items before `items`).
-    `infos` memoizes each message's call and result ids by its content hash, so a message seen in an
-    earlier request is not walked part by part again (a history is scanned once per request)."""
-    memo: dict[str, _PairInfo] = {} if infos is None else infos
+    items: Any, state: _PairState = _START, memo: dict[str, _PairInfo] | None = None
+) -> _PairState:
+    """check_pairing's scan of `items` from a given state."""
+    infos: dict[str, _PairInfo] = {} if memo is None else memo
     for it in items:
-        if not isinstance(it, Message):
-            continue
-        info = memo.get(it.sha)
-        if info is None:
-            info = memo[it.sha] = _pair_info(it)
-        assistant, calls, results, has_parts = info
-        if assistant:
-            if pending:
-                cid = sorted(pending)[0]
-                raise UnpairedToolResultError(cid, "the call has no result before the next assistant message")
-            prev_calls = calls
-            pending = set(calls)
-        else:
-            for cid in results:
-                if cid not in prev_calls:
-                    raise UnpairedToolResultError(
-                        cid,
-                        "result without a matching call in the preceding assistant message; "
-                        "add the assistant's tool call first, or drop the result",
-                    )
-                pending.discard(cid)
-            if results or has_parts:
-                if pending and results:
-                    cid = sorted(pending)[0]
-                    raise UnpairedToolResultError(cid, "the call has no result in the following user message")
-                prev_calls, pending = frozenset(), set()
-    return prev_calls, pending
+        if isinstance(it, Message):
+            state = _pair_one(_info(it, infos), state)
+    return state
 
 
 def check_pairing(history: tuple[SectionItem, ...]) -> None:
     """Every tool result answers a call made in the assistant message right before it, and every
     call (except in the newest message) has its result in the user message right after it."""
-    _pairing_step(history, set(), set())
+    _pairing_step(history)
+
+
+# Items left after the reused prefix above which the rest is looked for in the previous run as slices.
+SLICE_MIN = 8
+
+
+def _index(run: _SectionRun) -> dict[str, int]:
+    """Item hash -> a position of it in the run (built once per run, on first need)."""
+    if run.where is None:
+        run.where = {sha: j for j, sha in enumerate(run.shas)}
+    return run.where
 
 
 class _PrefixHasher:
@@ -179,6 +226,7 @@ class _PrefixHasher:
     def __init__(self) -> None:
         # (body, states), most recently used first; states[i]: hash of body[: (i + 1) * CHECKPOINT]
         self._streams: list[tuple[bytes, list[Any]]] = []
+        self.hashed = 0  # bytes hashed so far (what the checkpoints saved is the rest)
 
     def _shared(self, prev: bytes, states: list[Any], body: bytes) -> int:
         """How many of `prev`'s checkpoints `body` repeats: the furthest n with body[: n * CHECKPOINT]
@@ -201,9 +249,15 @@ class _PrefixHasher:
         step = self.CHECKPOINT
         best, n = -1, 0
         for i, (prev, states) in enumerate(self._streams):
-            k = self._shared(prev, states, body)
-            if k > n:
-                best, n = i, k
+            # Searched only when it can beat the best so far (one memcmp says so).
+            if (
+                len(states) > n
+                and len(body) >= (n + 1) * step
+                and body.startswith(memoryview(prev)[: (n + 1) * step])
+            ):
+                k = self._shared(prev, states, body)
+                if k > n:
+                    best, n = i, k
         states = self._streams[best][1][:n] if best >= 0 else []
         h = states[-1].copy() if n else hashlib.sha256()
         view = memoryview(body)
@@ -213,6 +267,7 @@ class _PrefixHasher:
             pos += step
             states.append(h.copy())
         h.update(view[pos:])
+        self.hashed += len(body) - n * step
         if best >= 0 and n == len(self._streams[best][1]):
             del self._streams[best]  # the new body holds every checkpoint of the one it extends
         self._streams.insert(0, (body, states))
@@ -285,25 +340,53 @@ class Serializer:
         k = common
         if prev is not None and k and marks != prev.marks:
             k = min(k, min(marks ^ prev.marks))  # a moved marker changes that item's bytes
-        if s.kind == SectionKind.HISTORY:
-            # Pairing is a left-to-right scan: resume from the state after prev's items when they are
-            # all still here, else scan from the start.
-            if prev is not None and prev.pairing is not None and common == len(prev.shas) and common:
-                pairing = _pairing_step(
-                    items[common:], prev.pairing[0], set(prev.pairing[1]), self._pairs
-                )
-            else:
-                pairing = _pairing_step(items, set(), set(), self._pairs)
-        else:
-            pairing = None
+        # Tool-call pairing is checked as the items are laid out (history sections only): what is reused
+        # from prev passed there, so only the joins with anything new are checked (see _pair_checked).
+        hist = s.kind == SectionKind.HISTORY
+        memo = self._pairs
+        pairing = _pair_state(items, k, memo) if hist else _START
         if prev is not None and k > 0:
             frags, segments, blocks, keys = prev.frags[:k], prev.segments[:k], prev.blocks[:k], prev.keys[:k]
         else:
             frags, segments, blocks, keys = [], [], [], []
         cache = self._items
         sid = s.id
-        for i in range(k, len(items)):
+        n = len(items)
+        i = k
+        # What is left is usually new items (an append) or, after a compaction or in a sliding window,
+        # stretches that recent runs of this section also sent, further along: reused as slices, found
+        # through each run's hash index (prev's first).
+        olds = [prev] + [r for r in runs if r is not prev and r.tok == tok] if prev is not None else []
+        if n - i <= SLICE_MIN:
+            olds = []
+        while i < n:
+            m = 0
+            for old in olds:
+                j = _index(old).get(shas[i])
+                if j is None:
+                    continue
+                m = common_prefix_len(old.shas[j:], shas[i:])
+                # A marker changes an item's bytes: the slice stops before any marked item on either side.
+                for x in marks:
+                    if i <= x < i + m:
+                        m = x - i
+                for x in old.marks:
+                    if j <= x < j + m:
+                        m = x - j
+                if m > 0:
+                    if hist:
+                        pairing = _pair_checked(items, i, i + m, pairing, memo)
+                    frags += old.frags[j : j + m]
+                    segments += old.segments[j : j + m]
+                    blocks += old.blocks[j : j + m]
+                    keys += old.keys[j : j + m]
+                    i += m
+                    break
+            if m > 0:
+                continue
             it = items[i]
+            if hist and isinstance(it, Message):
+                pairing = _pair_one(_info(it, memo), pairing)
             mk = i in marks
             key = (tok, sid, shas[i], mk)
             hit = cache.get(key)
@@ -317,9 +400,8 @@ class Serializer:
             segments.append(hit[1])
             blocks.append(hit[2])
             keys.append(key)
-        run = _SectionRun(
-            tok, shas, marks, frags, segments, blocks, keys, pairing, items, sha256_hex("".join(shas))
-        )
+            i += 1
+        run = _SectionRun(tok, shas, marks, frags, segments, blocks, keys, items, sha256_hex("".join(shas)))
         if prev is not None and common == len(prev.shas) and k == common:
             runs.remove(prev)  # the new run extends prev and holds everything it did
         runs.insert(0, run)

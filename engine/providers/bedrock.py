@@ -50,16 +50,18 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
 def envelope(
     model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
 ) -> bytes:
-    out = b'{"inferenceConfig":{"maxTokens":%d},"messages":[%s],"modelId":%s' % (
-        max_tokens,
+    # One list joined once (see openai.envelope).
+    out = [
+        b'{"inferenceConfig":{"maxTokens":%d},"messages":[' % max_tokens,
         b",".join(msgs),
-        canonical_json(model),
-    )
+        b'],"modelId":' + canonical_json(model),
+    ]
     if system:
-        out += b',"system":[' + b",".join(system) + b"]"
+        out += (b',"system":[', b",".join(system), b"]")
     if tools:
-        out += b',"toolConfig":{"tools":[' + b",".join(tools) + b"]}"
-    return out + b"}"
+        out += (b',"toolConfig":{"tools":[', b",".join(tools), b"]}")
+    out.append(b"}")
+    return b"".join(out)
 
 
 def serializer() -> Serializer:

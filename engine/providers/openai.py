@@ -62,14 +62,14 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
 def envelope(
     model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
 ) -> bytes:
-    out = b'{"max_completion_tokens":%d,"messages":[%s],"model":%s' % (
-        max_tokens,
-        b",".join(system + msgs),
-        canonical_json(model),
-    )
+    # One list joined once: the messages are most of the body (hundreds of KB on a long session), and
+    # each `%` or `+` on the body would copy all of it again.
+    out = [b'{"max_completion_tokens":%d,"messages":[' % max_tokens, b",".join(system + msgs)]
+    out.append(b'],"model":' + canonical_json(model))
     if tools:
-        out += b',"tools":[' + b",".join(tools) + b"]"
-    return out + b"}"
+        out += (b',"tools":[', b",".join(tools), b"]")
+    out.append(b"}")
+    return b"".join(out)
 
 
 def serializer(policy: ProviderCachePolicy = OPENAI) -> Serializer:
