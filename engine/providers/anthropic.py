@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from engine.providers.base import Serializer
+from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import ANTHROPIC
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -56,12 +56,13 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
 def envelope(
     model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
 ) -> bytes:
-    # One list joined once (see openai.envelope).
-    out = [b'{"max_tokens":%d,"messages":[' % max_tokens, b",".join(msgs), b'],"model":' + _js(model)]
+    # One list joined once (see comma_joined).
+    out = comma_joined(b'{"max_tokens":%d,"messages":[' % max_tokens, msgs, b"]")
+    out.append(b',"model":' + _js(model))
     if system:
-        out += (b',"system":[', b",".join(system), b"]")
+        out += comma_joined(b',"system":[', system, b"]")
     if tools:
-        out += (b',"tools":[', b",".join(tools), b"]")
+        out += comma_joined(b',"tools":[', tools, b"]")
     out.append(b"}")
     return b"".join(out)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json
-from engine.providers.base import Serializer
+from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
 CACHE_POINT = {"cachePoint": {"type": "default"}}
@@ -50,16 +50,13 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
 def envelope(
     model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
 ) -> bytes:
-    # One list joined once (see openai.envelope).
-    out = [
-        b'{"inferenceConfig":{"maxTokens":%d},"messages":[' % max_tokens,
-        b",".join(msgs),
-        b'],"modelId":' + canonical_json(model),
-    ]
+    # One list joined once (see comma_joined).
+    out = comma_joined(b'{"inferenceConfig":{"maxTokens":%d},"messages":[' % max_tokens, msgs, b"]")
+    out.append(b',"modelId":' + canonical_json(model))
     if system:
-        out += (b',"system":[', b",".join(system), b"]")
+        out += comma_joined(b',"system":[', system, b"]")
     if tools:
-        out += (b',"toolConfig":{"tools":[', b",".join(tools), b"]}")
+        out += comma_joined(b',"toolConfig":{"tools":[', tools, b"]}")
     out.append(b"}")
     return b"".join(out)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from engine.artifacts import Media, Message, Text, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json
-from engine.providers.base import Serializer
+from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import OPENAI, PREFIX, ProviderCachePolicy
 
 
@@ -62,12 +62,11 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
 def envelope(
     model: str, max_tokens: int, system: list[bytes], tools: list[bytes], msgs: list[bytes]
 ) -> bytes:
-    # One list joined once: the messages are most of the body (hundreds of KB on a long session), and
-    # each `%` or `+` on the body would copy all of it again.
-    out = [b'{"max_completion_tokens":%d,"messages":[' % max_tokens, b",".join(system + msgs)]
-    out.append(b'],"model":' + canonical_json(model))
+    # One list joined once (see comma_joined): the messages are most of the body.
+    out = comma_joined(b'{"max_completion_tokens":%d,"messages":[' % max_tokens, system + msgs, b"]")
+    out.append(b',"model":' + canonical_json(model))
     if tools:
-        out += (b',"tools":[', b",".join(tools), b"]")
+        out += comma_joined(b',"tools":[', tools, b"]")
     out.append(b"}")
     return b"".join(out)
 

@@ -35,6 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,8 @@ from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
+_SHA = attrgetter("sha")
+_MARKER = attrgetter("marker")
 # Turns checked with an extra recorded-settings build when carried counts are in use and no column
 # runs the recorded settings (an import simulated under a what-if): about this many, evenly spread.
 CHECK_SAMPLE = 16
@@ -328,9 +331,9 @@ class _Req:
 def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
     # Mirrors pipeline._prefix_blocks: the cached prefix ends at the last marker; with automatic
     # prefix caching (no markers) everything but the newest block is the prefix the next call reuses.
-    marks = [i for i, b in enumerate(blocks) if b.marker]
-    if marks:
-        return marks[-1] + 1
+    flags = list(map(_MARKER, blocks))  # in C: a long request has hundreds of blocks and few markers
+    if True in flags:
+        return len(flags) - flags[::-1].index(True)
     return max(0, len(blocks) - 1) if automatic else 0
 
 
@@ -594,7 +597,7 @@ def _simulate(
     prev_shas: list[str] = []
     for r, c in zip(reqs, results, strict=True):
         brk = None
-        shas = [b.sha for b in r.blocks]
+        shas = list(map(_SHA, r.blocks))
         if prev is not None:
             n = _prefix_count(prev.blocks, automatic_prefix)
             m = min(n, len(prev_shas))
