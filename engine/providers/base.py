@@ -392,24 +392,24 @@ class Serializer:
         while i < n:
             m = 0
             for old in olds:
-                j = _index(old).get(shas[i])
-                if j is None:
+                at = _index(old).get(shas[i])
+                if at is None:
                     continue
-                m = common_prefix_len(old.shas[j:], shas[i:])
+                m = common_prefix_len(old.shas[at:], shas[i:])
                 # A marker changes an item's bytes: the slice stops before any marked item on either side.
                 for x in marks:
                     if i <= x < i + m:
                         m = x - i
                 for x in old.marks:
-                    if j <= x < j + m:
-                        m = x - j
+                    if at <= x < at + m:
+                        m = x - at
                 if m > 0:
                     if hist:
                         pairing = _pair_checked(items, i, i + m, pairing, memo)
-                    frags += old.frags[j : j + m]
-                    segments += old.segments[j : j + m]
-                    blocks += old.blocks[j : j + m]
-                    keys += old.keys[j : j + m]
+                    frags += old.frags[at : at + m]
+                    segments += old.segments[at : at + m]
+                    blocks += old.blocks[at : at + m]
+                    keys += old.keys[at : at + m]
                     i += m
                     break
             if m > 0:
