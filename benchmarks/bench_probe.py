@@ -29,6 +29,12 @@ Paired mode (issue 15 item 4 and issue 10 item 3), a realistic 1-2 ms engine tur
     .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 10 --turns 40 [--recording]
     .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 40
 
+`reader` asks for the lean stream, as the inspector's live source does (engine.probe.lean: a turn other
+than the newest of each send comes as its summary; it fetches nothing, like an inspector following the
+newest turn); `fullreader` gets every turn whole (the stream before the lean one, for before/after):
+
+    .venv/bin/python benchmarks/bench_probe.py --paired fullreader,reader --rounds 10 --turns 40
+
 Where a live event is encoded while a reader is attached and the agent does not record: on the probe's
 I/O thread (io, what a Pipeline does) or on the agent's thread at publish (agent; discard: encoded there
 and thrown away, the encoding's own cost), in one process, blocks interleaved A B B A / B A A B:
@@ -82,7 +88,7 @@ READER = """
 import sys
 from pathlib import Path
 from engine.probe.client import ProbeClient
-c = ProbeClient.connect(int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]))
+c = ProbeClient.connect(int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=sys.argv[3] == "lean")
 print("ATTACHED", flush=True)
 n = 0
 for ev in c.events():
@@ -267,10 +273,16 @@ def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float
     return reader.stdout.readline().strip()
 
 
-def attach_reader(server: ProbeServer, rt: Path) -> subprocess.Popen[str]:
+def attach_reader(server: ProbeServer, rt: Path, lean: bool = True) -> subprocess.Popen[str]:
+    """A reading client in its own process. `lean`: it asks for the lean stream, as the inspector's live
+    source does (turns summarized but the newest of each send; it fetches nothing, like an inspector
+    following the newest turn); otherwise every turn whole, the stream before the lean one."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(rt)], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", READER, str(os.getpid()), str(rt), "lean" if lean else "full"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert reader.stdout is not None
     assert read_line(reader, server) == "ATTACHED"
@@ -319,8 +331,8 @@ def fresh_pipeline(
 def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str] | None:
     if subject == "none":
         return None  # an A/A run: the noise floor of the ratios
-    if subject == "reader":
-        return attach_reader(server, rt)
+    if subject in ("reader", "fullreader"):
+        return attach_reader(server, rt, lean=subject == "reader")
     attacker = subprocess.Popen(
         [sys.executable, str(REPO / "benchmarks" / "attack_probe.py"), str(server.path), "--mode", subject],
         stdout=subprocess.PIPE,
@@ -333,7 +345,7 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
 
 
 def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer) -> None:
-    if subject == "reader":
+    if subject in ("reader", "fullreader"):
         # Detach: the reader stops at a sentinel, so it has read (or been told it lost) everything.
         server.publish({"k": "bench_end"})
         read_line(proc, server)
@@ -625,7 +637,8 @@ def main() -> None:
     ap.add_argument(
         "--paired",
         default=None,
-        help="comma-separated subjects: reader, none (A/A: the noise floor), or attack modes "
+        help="comma-separated subjects: reader (lean, as the inspector reads), fullreader (every turn "
+        "whole, the stream before the lean one), none (A/A: the noise floor), or attack modes "
         "(ping, trickle, churn, readers, mix)",
     )
     ap.add_argument(

@@ -123,7 +123,13 @@ class ProbeClient:
 
     @classmethod
     def connect(
-        cls, pid: int, timeout: float = 3.0, runtime_dir: Path | None = None, session: int | None = None
+        cls,
+        pid: int,
+        timeout: float = 3.0,
+        runtime_dir: Path | None = None,
+        session: int | None = None,
+        *,
+        lean: bool = False,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -146,15 +152,17 @@ class ProbeClient:
             raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
         if not stat.S_ISSOCK(st.st_mode):
             raise NotServing(pid, path, "that path is not a socket")
-        return cls.connect_path(path, pid, timeout)
+        return cls.connect_path(path, pid, timeout, lean=lean)
 
     @classmethod
     def connect_path(
-        cls, path: Path, pid: int, timeout: float = 3.0, *, protocol: int = PROTOCOL_VERSION
+        cls, path: Path, pid: int, timeout: float = 3.0, *, protocol: int = PROTOCOL_VERSION, lean: bool = False
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
         `protocol` is what this client announces; only tests pass anything but the current version.
+        `lean`: ask for the lean stream (engine.probe.lean: turns other than the newest of each send come
+        as `turn_summary`, whole traces by `fetch`). An agent from before it sends every turn whole.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -191,7 +199,10 @@ class ProbeClient:
         client = cls(sock, pid, path)
         try:
             # Announce our version first, so an agent with another version can say so by name.
-            sock.sendall(encode_frame({"k": "hello", "protocol": protocol}))
+            hello: dict[str, Any] = {"k": "hello", "protocol": protocol}
+            if lean:
+                hello["lean"] = True
+            sock.sendall(encode_frame(hello))
         except OSError:
             pass  # the agent may have closed already; its hello or error is still readable
         try:
@@ -282,6 +293,16 @@ class ProbeClient:
         """Ask for a `{"k": "pong"}` (it arrives in order with the events). For liveness checks."""
         try:
             self._sock.sendall(encode_frame({"k": "ping"}))
+        except OSError:
+            self._mark_disconnected()
+
+    def fetch(self, turns: list[int]) -> None:
+        """Ask for the whole traces of `turns` (a lean stream's summarized ones): each is answered, in
+        order with the events, by `{"k": "trace", "turn": N, "trace": {...} or None}`. At most
+        engine.probe.lean.FETCH_MAX turns a call count; the agent answers within its CPU budget.
+        Safe to call from another thread than the one reading (it only sends)."""
+        try:
+            self._sock.sendall(encode_frame({"k": "fetch", "turns": list(turns)}))
         except OSError:
             self._mark_disconnected()
 

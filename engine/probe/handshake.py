@@ -1,7 +1,8 @@
 """Admitting clients: the peer uid check, the hello frame and snapshot, and the frames a client may send.
 
 A client gets `hello` then the snapshot then live events. It may send `hello` (to check the protocol
-version) and `ping`; anything else, a corrupt or oversized frame, or another protocol version gets an
+version; with `"lean": true` it asks for the lean stream, see `lean`), `ping` and `fetch` (whole traces
+of turns, see `lean`); anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
 Admission never costs the agent its descriptors or its CPU: at most `max_clients` clients (default
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.probe.endpoint import close_quietly, peer_uid
+from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.probe.optin import MAX_CLIENTS_ENV
 from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, ClientQueues
 from engine.probe.redact import redact_event
@@ -295,6 +297,7 @@ class Handshake(ClientQueues):
         for f in frames:
             kind = f.get("k")
             if kind == "hello":
+                c.lean = f.get("lean") is True
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(
@@ -306,6 +309,8 @@ class Handshake(ClientQueues):
                         client_protocol=theirs,
                     )
                     return
+            elif kind == "fetch":
+                self._queue_fetch(c, f.get("turns"))
             elif kind == "ping":
                 # Best effort: a client that pings without reading must not grow our buffer.
                 if len(c.outbuf) < HIGH_WATER:
@@ -314,6 +319,20 @@ class Handshake(ClientQueues):
                 self._fail(c, "unknown_kind", f"unknown frame kind {kind!r}: the probe stream is read-only")
                 return
         self._pump(c)
+
+    def _queue_fetch(self, c: Client, turns: Any) -> None:
+        """Queue whole traces for the client (see lean); answered by _fill within the CPU budget. A
+        malformed or excess request is answered at once with "trace": None for each turn it names."""
+        if not isinstance(turns, list):
+            turns = []
+        for t in turns[:FETCH_MAX]:
+            if type(t) is int and len(c.fetch) < FETCH_QUEUE:
+                c.fetch.append(t)
+            elif len(c.outbuf) < HIGH_WATER:
+                c.outbuf += encode_frame({"k": "trace", "turn": t if type(t) is int else None, "trace": None})
+
+    def _journal(self) -> Sequence[Any]:
+        return self._snapshot()
 
     def _charge(self, c: Client, cost: float) -> bool:
         """Take `cost` input tokens from the client; False (and the client failed) when it has run dry."""

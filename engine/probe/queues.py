@@ -34,6 +34,7 @@ from typing import Any
 import msgpack
 
 from engine.probe.endpoint import close_quietly
+from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, turn_summary
 from engine.probe.redact import redact_event
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame, pack_payload_fast
 
@@ -110,6 +111,8 @@ class Client:
         "closing_deadline",
         "in_tokens",
         "in_at",
+        "lean",
+        "fetch",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -135,6 +138,10 @@ class Client:
         self.closing_deadline: float | None = None
         self.in_tokens = INPUT_BURST
         self.in_at = time.monotonic()
+        # Asked for the lean stream (see lean): turns summarized but the newest of a pass, and whole
+        # traces on request (`fetch`: the turn numbers waiting to be answered, at most FETCH_QUEUE).
+        self.lean = False
+        self.fetch: deque[int] = deque()
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -359,6 +366,8 @@ class ClientQueues:
     def _fill(self, c: Client) -> None:
         if c.snap_src is not None and not self._fill_snapshot(c):
             return
+        if c.fetch and not self._fill_fetch(c):
+            return
         cap = self._cap
         ring = self._ring
         head = self._head
@@ -366,11 +375,14 @@ class ClientQueues:
         if c.cursor < base:
             c.lose(base - c.cursor)
             c.cursor = base
-        # With several clients each event is encoded once per I/O-loop pass (keyed by sequence number).
+        # With several clients each event is encoded once per I/O-loop pass (keyed by sequence number;
+        # a turn's summary by its negative).
         share = len(self._clients) > 1
         cache = self._enc_cache
         outbuf = c.outbuf
         seq = c.cursor
+        # A lean client gets the newest turn of what is sent now whole, the others summarized.
+        newest = self._newest_turn(c.cursor, head) if c.lean else -1
         while seq < head and len(outbuf) < HIGH_WATER:
             ev = ring[seq % cap]
             seq += 1
@@ -385,6 +397,15 @@ class ClientQueues:
                 continue
             if seq <= c.skip_until and id(ev) in c.skip_ids:
                 continue
+            if seq <= newest and is_turn(ev):  # seq is one past this event's: an older turn than newest
+                if share:
+                    frame = cache.get(-seq, _MISSING)
+                    if frame is _MISSING:
+                        frame = cache[-seq] = self._encode_summary(ev)
+                else:
+                    frame = self._encode_summary(ev)
+                self._append(c, frame)
+                continue
             if share:
                 frame = cache.get(seq, _MISSING)
                 if frame is _MISSING:
@@ -396,6 +417,69 @@ class ClientQueues:
         if seq >= c.skip_until and c.skip_hold is not None:
             c.skip_ids = frozenset()
             c.skip_hold = None
+
+    def _newest_turn(self, start: int, head: int) -> int:
+        """Sequence number of the newest `turn` event in ring[start:head] (looking back at most
+        LAST_TURN_SCAN events), or -1."""
+        ring = self._ring
+        cap = self._cap
+        for seq in range(head - 1, max(start, head - LAST_TURN_SCAN) - 1, -1):
+            ev = ring[seq % cap]
+            if is_turn(ev) or (type(ev) is tuple and is_turn(ev[0])):
+                return seq
+        return -1
+
+    def _encode_summary(self, ev: dict[str, Any]) -> bytes | None:
+        try:
+            obj = redact_event(ev) if self.redact else ev
+            summary = turn_summary(obj["trace"])
+        except Exception as exc:  # not a trace the engine built: send the event as it is
+            log.warning("probe could not summarize a turn event: %s", exc)
+            return self._encode_event(ev)
+        return self._encode_event({"k": "turn_summary", "turn": ev.get("turn"), "summary": summary})
+
+    def _fill_fetch(self, c: Client) -> bool:
+        """Answer the client's fetches (whole traces of turns it was sent summaries of), up to HIGH_WATER
+        and within the pass's CPU budget (each is a journal lookup and an encode). True once all are."""
+        while c.fetch and len(c.outbuf) < HIGH_WATER:
+            turn = c.fetch.popleft()
+            ev = self._turn_event(turn)
+            if ev is not None and self.redact:
+                ev = redact_event(ev)
+            trace = ev.get("trace") if ev is not None else None
+            frame = self._encode_event({"k": "trace", "turn": turn, "trace": trace})
+            if frame is None:  # not encodable: say so rather than leave the client waiting
+                frame = encode_frame({"k": "trace", "turn": turn, "trace": None})
+            c.outbuf += frame
+            if c.fetch and self._spent():
+                self._more = True
+                return False
+        return not c.fetch
+
+    def _turn_event(self, turn: int) -> dict[str, Any] | None:
+        """Turn `turn`'s event: from the ring if it is still there, else from the journal."""
+        ring = self._ring
+        cap = self._cap
+        head = self._head
+        # Recent turns are in the ring, one every few events: look back from the newest.
+        for seq in range(head - 1, max(0, head - cap, head - LAST_TURN_SCAN * 4) - 1, -1):
+            ev = ring[seq % cap]
+            if type(ev) is tuple:
+                ev = ev[0]
+            if is_turn(ev):
+                t = ev.get("turn")
+                if t == turn:
+                    return ev  # type: ignore[no-any-return]
+                if type(t) is int and t < turn:
+                    break
+        try:
+            return find_turn(self._journal(), turn)
+        except Exception:
+            log.exception("probe could not look up turn %s in the journal", turn)
+            return None
+
+    def _journal(self) -> Sequence[Any]:  # Handshake's: the agent's journal (the snapshot source)
+        raise NotImplementedError
 
     def _fail(self, c: Client, code: str, message: str, **extra: Any) -> None:
         """Queue an error frame, stop streaming and reading, close once it is sent (or CLOSE_GRACE passes)."""

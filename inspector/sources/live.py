@@ -6,30 +6,77 @@ and for showing section content; panels only ever see traces (dicts).
 
 from __future__ import annotations
 
+import select
+import socket
 import subprocess
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import Any, cast
 
 from engine.probe.client import ProbeClient, ProbeError
+from engine.probe.lean import FETCH_MAX
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
 from inspector.sources import Disconnected, EventsLost, NewTurn, SourceEvent
 from inspector.sources.replaying import ReplayingSource
+from inspector.timeline import summarize
+
+# Turns the replayer's fold reads the trace of, besides the one before each checkpoint: the few before
+# the turn asked for (a re-plan reads the previous turn's trace; why-missed re-plans the one before).
+_FOLD_BEHIND = 4
+# After this long without an event, the traces the lean stream summarized are fetched in the
+# background (FETCH_MAX a request), so they are here when asked for and after the agent exits.
+BACKFILL_IDLE = 1.0
 
 
 class LiveSource(ReplayingSource):
-    """A running agent's probe socket. Keeps every event received, so it can be saved after the agent exits."""
+    """A running agent's probe socket. Keeps every event received, so it can be saved after the agent exits.
+
+    It asks for the lean stream (engine.probe.lean): while turns come faster than the agent's probe
+    sends them, only the newest of each send arrives whole and the others as summaries, which is all the
+    timeline reads. A summarized turn is held as a placeholder event (`{"k": "turn", "turn": N,
+    "summary": {...}}`) whose trace is fetched from the agent when something needs it: the turn shown
+    (`full_trace`), the traces a re-plan folds from (`_load_events`), a save or a session-wide view (all
+    of them), and, in the background, whenever the agent has been quiet for BACKFILL_IDLE. A fetched
+    trace goes into the placeholder itself, which becomes the event the agent journaled.
+
+    The socket is read by `follow()` (the app's reader thread) and, while it waits for a fetch, by the
+    thread that asked: one at a time (`_io`); frames a fetcher reads that are not its answer are queued
+    for follow()."""
 
     kind = "live"
 
-    def __init__(self, pid: int, timeout: float = 3.0, session: int | None = None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        timeout: float = 3.0,
+        session: int | None = None,
+        *,
+        lean: bool = True,
+        backfill_idle: float | None = BACKFILL_IDLE,
+    ) -> None:
+        """`lean=False` asks for every turn whole (the stream before the lean one); `backfill_idle=None`
+        fetches summarized traces only when they are needed."""
         super().__init__()
         self.pid, self.timeout = pid, timeout
+        self.backfill_idle = backfill_idle
         self.session = session  # one of the conversations a proxy serves (`PID.SESSION` in `ps`)
+        self.lean = lean
         self._initial: list[dict[str, Any]] = []
-        self._by_turn: dict[int, dict[str, Any]] = {}  # every trace received, for full_trace()
+        self._by_turn: dict[int, dict[str, Any]] = {}  # every whole trace received, for full_trace()
         self._seen_turns = -1  # the newest turn handed to the app, so a re-sync only adds newer ones
+        self._io = threading.Lock()  # held while reading the socket
+        self._inbox: deque[dict[str, Any]] = deque()  # frames a fetcher read for follow()
+        self._wake_r, self._wake_w = socket.socketpair()  # a fetcher's wake-up for follow()'s wait
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._missing: dict[int, dict[str, Any]] = {}  # summarized turn -> its placeholder event
+        self._summaries: dict[int, dict[str, Any]] = {}  # and its summary (also once fetched)
+        self._asked: set[int] = set()  # fetched, not answered yet
+        self._unavailable: set[int] = set()  # the agent answered that it has no such turn
+        self.fetched = 0  # traces fetched (diagnostics, tests)
         self._connect()
 
     @classmethod
@@ -53,27 +100,143 @@ class LiveSource(ReplayingSource):
 
     def _connect(self) -> None:
         """Connect and read the journal so far: the hello says how many snapshot events follow."""
-        self.client = ProbeClient.connect(self.pid, timeout=self.timeout, session=self.session)
-        self.header = {**dict(self.client.hello), "pid": self.pid}
-        self.events = []
-        self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
-        for _ in range(int(self.client.hello.get("snapshot", 0))):
-            ev = self.client.recv(timeout=self.timeout)
-            if ev is None:
-                break  # the agent exited mid-snapshot: keep what arrived; follow() reports the disconnect
-            self._take(ev)
+        with self._io:
+            self.client = ProbeClient.connect(
+                self.pid, timeout=self.timeout, session=self.session, lean=self.lean
+            )
+            self.header = {**dict(self.client.hello), "pid": self.pid}
+            self.events = []
+            self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
+            self._inbox.clear()
+            self._missing, self._asked, self._unavailable = {}, set(), set()
+            for _ in range(int(self.client.hello.get("snapshot", 0))):
+                ev = self.client.recv(timeout=self.timeout)
+                if ev is None:
+                    break  # the agent exited mid-snapshot: keep what arrived; follow() reports the disconnect
+                self._take(ev)
 
     def _take(self, ev: dict[str, Any]) -> dict[str, Any] | None:
+        """Keep one frame of the stream; the timeline's form of a new turn, if it is one."""
+        kind = ev.get("k")
+        if kind == "trace":
+            self._answer(ev)
+            return None
+        if kind == "turn_summary":
+            turn, summary = ev.get("turn"), ev.get("summary")
+            if type(turn) is not int or not isinstance(summary, dict) or turn <= self._seen_turns:
+                return None
+            self._seen_turns = turn
+            placeholder: dict[str, Any] = {"k": "turn", "turn": turn, "summary": summary}
+            self.events.append(placeholder)
+            self._missing[turn] = placeholder
+            self._summaries[turn] = summary
+            out = summarize(summary)
+            self._initial.append(out)
+            return out
         ev = unpack_event(ev)
-        if ev.get("k") in ("hello", "pong", "dropped", "error"):
+        if kind in ("hello", "pong", "dropped", "error"):
             return None
         self.events.append(ev)
-        if ev.get("k") == "turn" and ev["turn"] > self._seen_turns:
+        if kind == "turn" and ev["turn"] > self._seen_turns:
             self._seen_turns = ev["turn"]
             self._by_turn[ev["turn"]] = ev["trace"]
             self._initial.append(ev["trace"])
             return ev["trace"]  # type: ignore[no-any-return]
         return None
+
+    def _answer(self, ev: dict[str, Any]) -> None:
+        """A fetched trace: it goes into its placeholder, which is then the event the agent journaled."""
+        turn, trace = ev.get("turn"), ev.get("trace")
+        if type(turn) is not int:
+            return
+        self._asked.discard(turn)
+        placeholder = self._missing.pop(turn, None)
+        if placeholder is None:
+            return
+        if not isinstance(trace, dict):
+            self._unavailable.add(turn)
+            return
+        placeholder["trace"] = trace
+        del placeholder["summary"]  # now {"k", "turn", "trace"}: the journal's event, key for key
+        self._by_turn[turn] = trace
+        self.fetched += 1
+
+    # ---------------------------------------------------------------- reading the socket
+
+    def _read(self, timeout: float) -> dict[str, Any] | None:
+        """The next frame from the socket (a `trace` answer is taken here), waiting at most `timeout`
+        without holding `_io` (a fetcher may read meanwhile). Raises what ProbeClient.recv raises."""
+        with self._io:
+            ev = self.client.recv(0)
+        if ev is None and not self.client.disconnected and not self._inbox:
+            try:
+                select.select([self.client.fileno(), self._wake_r.fileno()], [], [], timeout)
+            except (OSError, ValueError):
+                pass  # the socket closed meanwhile: recv below says so
+            self._drain_wake()
+            with self._io:
+                ev = self.client.recv(0)
+        return ev
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _fetch(self, turns: list[int], wait: bool = True) -> None:
+        """Ask the agent for the traces of those of `turns` still summarized, and (wait=True) take the
+        answers, reading the socket while follow() is not, until they are all in or `timeout` passes."""
+        want = [t for t in turns if t in self._missing]  # (dict reads: follow() may be adding turns)
+        ask = [t for t in want if t not in self._asked]
+        if not want or self.client.disconnected:
+            return
+        for i in range(0, len(ask), FETCH_MAX):
+            self.client.fetch(ask[i : i + FETCH_MAX])
+        self._asked.update(ask)
+        if not wait:
+            return
+        deadline = time.monotonic() + self.timeout
+        while any(t in self._missing for t in want) and not self.client.disconnected:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not self._io.acquire(timeout=min(left, 0.05)):
+                continue  # follow() is reading: it takes the answers itself
+            try:
+                ev = self.client.recv(min(left, 0.05))
+            except Exception:
+                ev = None  # follow() sees the broken stream and reports it
+            finally:
+                self._io.release()
+            if ev is not None and ev.get("k") != "trace":
+                self._inbox.append(ev)  # the stream's next event: follow() takes it, in order
+                try:
+                    self._wake_w.send(b"\0")
+                except OSError:
+                    pass
+            elif ev is not None:
+                self._answer(ev)
+
+    def _placeholder_trace(self, turn: int) -> Trace:
+        """What is shown of a summarized turn whose trace cannot be had (the agent exited first)."""
+        s = self._summaries[turn]
+        trace: dict[str, Any] = {
+            "turn": turn, "model": self.header.get("model", ""), "provider": self.header.get("provider", ""),
+            "limit": 0, "usable": 0, "reserves": {}, "thresholds": {}, "tier_reason": {"text": ""},
+            "estimated_tokens": s.get("final_tokens") or 0, "ceiling": 0, "sections": [], "steps": [],
+            "skipped": [], "markers": [], "cacheable_prefix_tokens": 0, "request_sha256": "",
+            "prefix_sha256": "", "latch_flips": [], "spill_failures": [], **s,
+        }
+        trace["cache_break"] = None
+        trace["error"] = s.get("error") or (
+            f"turn {turn}'s trace was not received (only its summary: the agent sent turns faster than "
+            "the inspector asked for them, and is gone now)"
+        )
+        return cast(Trace, trace)
+
+    # ---------------------------------------------------------------- the Source interface
 
     def load_initial(self) -> list[dict[str, Any]]:
         out, self._initial = self._initial, []
@@ -83,13 +246,48 @@ class LiveSource(ReplayingSource):
         yield self.load_initial()
 
     def full_trace(self, turn: int) -> Trace:
-        """A live timeline holds whole traces already; this serves callers that ask by turn."""
-        return cast(Trace, self._by_turn[turn])  # decoded from the probe: the shape engine.trace built
+        """The turn's whole trace: received, or fetched now from the agent (with the summarized turns
+        before it, FETCH_MAX in all, so stepping back does not ask once a step)."""
+        trace = self._by_turn.get(turn)
+        if trace is None and turn in self._missing:
+            older = [t for t in list(self._missing) if t < turn][-(FETCH_MAX - 1) :]
+            self._fetch([turn, *reversed(older)])
+            trace = self._by_turn.get(turn)
+        if trace is None and turn in self._summaries:
+            return self._placeholder_trace(turn)
+        if trace is None:
+            raise KeyError(f"turn {turn} has not been received from the agent")
+        return cast(Trace, trace)  # decoded from the probe: the shape engine.trace built
+
+    def _load_events(self, upto_turn: int | None = None) -> None:
+        """Every event is here already; what a lean stream summarized is fetched before it is read: the
+        traces a fold up to `upto_turn` takes (the turns just before it and before each checkpoint), or
+        all of them (None: a save, a session-wide what-if or shadow summary)."""
+        if not self._missing:
+            return
+        if upto_turn is None:
+            self._fetch(list(self._missing))
+            missing = list(self._missing)
+            if missing:
+                raise ProbeError(
+                    f"{len(missing)} turns' traces were not received from the agent (e.g. turn "
+                    f"{missing[0]}): it sent their summaries while busy and exited before they were fetched"
+                )
+            return
+        from engine.recording.replay import CHECKPOINT_EVERY
+
+        need = [
+            t
+            for t in list(self._missing)
+            if upto_turn - _FOLD_BEHIND <= t < upto_turn or (t < upto_turn and (t + 1) % CHECKPOINT_EVERY == 0)
+        ]
+        self._fetch(need)
 
     def follow(self) -> Iterator[SourceEvent]:
+        quiet_since = time.monotonic()
         while True:
             try:
-                ev = self.client.recv(timeout=0.5)
+                ev = self._inbox.popleft() if self._inbox else self._read(0.5)
             except Exception as exc:  # an error frame or a broken socket ends the stream, never the app
                 yield Disconnected(f"connection lost: {exc}")
                 return
@@ -101,7 +299,12 @@ class LiveSource(ReplayingSource):
                     # The app quit while the agent is idle: end here, since the reader only looks at its
                     # cancel flag between events and the process would wait for this thread at exit.
                     return
+                idle = self.backfill_idle
+                if idle is not None and self._missing and not self._asked and time.monotonic() - quiet_since >= idle:
+                    # The agent is quiet: fetch what the lean stream summarized while it was busy.
+                    self._fetch(list(self._missing)[:FETCH_MAX], wait=False)
                 continue
+            quiet_since = time.monotonic()
             if ev.get("k") == "dropped":
                 # We were too slow and lost events: re-sync from a fresh snapshot so the journal we
                 # replay from stays whole, then hand on the turns that arrived meanwhile.

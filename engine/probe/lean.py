@@ -1,0 +1,103 @@
+"""The lean stream: what a client that asks for it (`{"k": "hello", "lean": true}`) gets for a turn.
+
+A turn's trace is ~300 objects (~2.6 KB encoded): msgpack-encoding it on the I/O thread, cold, was
+half of the probe's cost on a 1-2 ms turn. An inspector needs every turn's summary (the timeline
+strip, sparkline, alerts, stepping) but a whole trace only for the turn the person looks at, the one
+a re-plan folds from, or a save. So, for a lean client, within what one pass sends:
+
+* the newest `turn` event goes out whole (follow mode shows it at once, no round trip);
+* every other `turn` event goes out as `{"k": "turn_summary", "turn": N, "summary": {...}}`: the
+  fields `inspector.timeline.summarize` reads, ~15 objects;
+* the client may ask for whole traces: `{"k": "fetch", "turns": [N, ...]}` (at most FETCH_MAX a
+  frame, FETCH_QUEUE queued per client); each is answered, in order and within the CPU budget, with
+  `{"k": "trace", "turn": N, "trace": {...}}`, or `"trace": None` when the journal has no such turn.
+
+Everything else in the stream is unchanged, the snapshot included (it is a one-off on attach, and a
+client reconnecting after `dropped` needs whole traces of what it missed). A turn the agent has
+already encoded (a recording agent hands its frame to `publish`) is sent whole: copying it is cheaper
+than summarizing it. Recordings are untouched: this is only the wire.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any
+
+# Turns one fetch frame may ask for, and turns a client may have waiting (a fetch beyond that is
+# answered "trace": None at once, so a client asking too much learns it instead of waiting).
+FETCH_MAX = 64
+FETCH_QUEUE = 256
+# How far back from the newest published event the newest turn is looked for (a burst of ordinary
+# turns has one every ~6 events; past this the turns in it are all summarized).
+LAST_TURN_SCAN = 256
+# Events scanned forward from a bisection point for one that carries a turn number.
+_SCAN = 64
+
+
+def turn_summary(trace: dict[str, Any]) -> dict[str, Any]:
+    """What the inspector's timeline reads of a trace (`inspector.timeline.summarize` of this is the
+    same as of the trace: tests hold them together). Values are the trace's own objects, not copies."""
+    out: dict[str, Any] = {
+        "turn": trace.get("turn"),
+        "final_tokens": trace.get("final_tokens"),
+        "error": trace.get("error"),
+        "tier": trace.get("tier"),
+        "cache_break": bool(trace.get("cache_break")),
+        "alerts": [
+            {"rule": a.get("rule", ""), "severity": a.get("severity", "info"), "message": a.get("message", "")}
+            for a in trace.get("alerts") or ()
+        ],
+        "pressure": {"predictive": (trace.get("pressure") or {}).get("predictive")},
+    }
+    usage = trace.get("usage")
+    out["usage"] = {"cache_read_tokens": usage.get("cache_read_tokens", 0)} if usage else None
+    actions = trace.get("actions")
+    out["actions"] = [{"step": s} for s in sorted({a["step"] for a in actions})] if actions else []
+    if trace.get("tap_errors"):
+        out["tap_errors"] = trace["tap_errors"]
+    comp = trace.get("compaction")
+    if comp and comp.get("decision") == "compacted":
+        out["compaction"] = {"decision": "compacted", "text": comp.get("text", "")}
+    return out
+
+
+def is_turn(ev: Any) -> bool:
+    return type(ev) is dict and ev.get("k") == "turn"
+
+
+def _turn_at(src: Sequence[Any], i: int, n: int) -> int | None:
+    """The turn number of the first event at or after i (within _SCAN events) that carries one."""
+    for j in range(i, min(n, i + _SCAN)):
+        ev = src[j]
+        if type(ev) is dict:
+            t = ev.get("turn")
+            if type(t) is int:
+                return t
+    return None
+
+
+def find_turn(src: Sequence[Any], turn: int) -> dict[str, Any] | None:
+    """Turn `turn`'s `turn` event in a journal, or None. Events carrying a turn number (request, turn,
+    usage, ...) come in turn order, so this bisects (a few reads, even of a journal on disk) and then
+    looks at the events from the first of that turn on."""
+    n = len(src)
+
+    class _Turns:  # bisect over event positions, keyed by the turn number found there
+        def __len__(self) -> int:
+            return n
+
+        def __getitem__(self, i: int) -> float:
+            t = _turn_at(src, i, n)
+            return float("inf") if t is None else t
+
+    lo = bisect_left(_Turns(), turn)  # type: ignore[arg-type]
+    for j in range(lo, min(n, lo + 4 * _SCAN)):
+        ev = src[j]
+        if type(ev) is dict:
+            t = ev.get("turn")
+            if ev.get("k") == "turn" and t == turn:
+                return ev
+            if type(t) is int and t > turn:
+                break
+    return None

@@ -1,0 +1,372 @@
+"""The lean probe stream (engine.probe.lean) and the inspector's live source that reads it.
+
+A lean client gets turns it is not looking at as summaries and fetches whole traces when it needs them.
+These tests hold that nothing the inspector shows or saves changes: every turn reaches it, its summary
+reads as the trace's, a fetched trace is the journal's, re-plans and saves from a lean live session are
+those from the whole journal, and a client that asks for too much or nonsense cannot hurt the agent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.probe.client import ProbeClient
+from engine.probe.lean import FETCH_MAX, find_turn, turn_summary
+from engine.probe.server import ProbeServer
+from engine.recording.frames import encode_frame
+from inspector.sources import NewTurn
+from inspector.timeline import summarize
+
+T = 10.0
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpl-", dir="/tmp"))
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _pipeline(monkeypatch: pytest.MonkeyPatch, rtdir: Path, **kw: Any) -> Any:
+    from engine.pipeline import Pipeline
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, serve=True, **kw)
+    assert pipe.probe is not None
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("Fix the failing test.")
+    return pipe
+
+
+def _turns(pipe: Any, turns: range) -> None:
+    for t in turns:
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10, "cache_read_tokens": t})
+        calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+        pipe.tool_result(calls[0].id, f"output of step {t}\n" + "line of output\n" * (t % 7))
+
+
+def _burst(pipe: Any, turns: range) -> None:
+    """Run turns with the probe's publishes held back, then hand them all over at once: the probe
+    sees them as one burst, as it does when turns come back to back (deterministic on a loaded box)."""
+    probe = pipe.probe
+    held: list[tuple[Any, ...]] = []
+    real = probe.publish
+    probe.publish = lambda ev, frame=None: held.append((ev, frame))
+    try:
+        _turns(pipe, turns)
+    finally:
+        probe.publish = real
+    for ev, frame in held:
+        real(ev, frame)
+
+
+def _journal_turns(pipe: Any) -> dict[int, dict[str, Any]]:
+    return {e["turn"]: e for e in pipe.journal.events if e.get("k") == "turn"}
+
+
+def _read_until(c: ProbeClient, pred: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        ev = c.recv(T)
+        assert ev is not None, f"stream ended or timed out after {[e.get('k') for e in out]}"
+        out.append(ev)
+        if pred(ev):
+            return out
+
+
+# ------------------------------------------------------------------------------------------ the wire
+
+
+def test_summary_reads_as_the_trace_for_the_timeline(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """What the timeline makes of a summary is what it makes of the whole trace (real engine traces and
+    the synthetic ones with alerts, cache breaks, compactions and errors)."""
+    from inspector.sources.synthetic import SyntheticSource
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(6))
+        traces = [e["trace"] for e in _journal_turns(pipe).values()]
+    finally:
+        pipe.close()
+    traces += SyntheticSource().load_initial()
+    assert any(t.get("alerts") for t in traces) and any(t.get("cache_break") for t in traces)
+    for trace in traces:
+        assert summarize(turn_summary(trace)) == summarize(trace)
+        assert len(encode_frame(turn_summary(trace))) < len(encode_frame(trace)) / 3
+
+
+def test_a_burst_reaches_a_lean_client_as_summaries_and_the_newest_whole(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
+            for _ in range(c.hello["snapshot"]):
+                assert c.recv(T) is not None
+            n0 = len(pipe.journal.events)
+            _burst(pipe, range(12))
+            journal = list(pipe.journal.events[n0:])
+            got = [c.recv(T) for _ in journal]
+            assert c.recv(0.2) is None  # nothing more: each event once
+    finally:
+        pipe.close()
+    # Every event in order; every turn but the newest as its summary; nothing else changed.
+    want = [
+        {"k": "turn_summary", "turn": e["turn"], "summary": turn_summary(e["trace"])}
+        if e["k"] == "turn" and e["turn"] != 11
+        else e
+        for e in journal
+    ]
+    assert got == want
+    assert sum(e["k"] == "turn_summary" for e in got) == 11
+
+
+def test_a_client_that_does_not_ask_gets_every_turn_whole(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent) as full, ProbeClient.connect(
+            os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True
+        ) as lean:
+            for c in (full, lean):
+                for _ in range(c.hello["snapshot"]):
+                    assert c.recv(T) is not None
+            n0 = len(pipe.journal.events)
+            _burst(pipe, range(5))
+            journal = list(pipe.journal.events[n0:])
+            got_full = [full.recv(T) for _ in journal]
+            got_lean = _read_until(lean, lambda ev: ev.get("k") == "turn" and ev["turn"] == 4)
+    finally:
+        pipe.close()
+    assert got_full == journal
+    assert [e["k"] for e in got_lean].count("turn_summary") == 4
+
+
+def test_fetch_returns_the_journaled_trace_from_the_ring_and_from_the_journal(rtdir: Path) -> None:
+    """A fetched trace is the journal's, for a turn still in the probe's ring and for one long gone from
+    it (looked up in the journal); a turn that does not exist and a malformed fetch are answered None."""
+    journal: list[dict[str, Any]] = []
+    server = ProbeServer({"model": "m"}, lambda: journal, runtime_dir=rtdir, queue_limit=8)
+    server.start()
+
+    def turn_events(t: int) -> list[dict[str, Any]]:
+        trace = {"turn": t, "tier": "Normal", "final_tokens": 100 + t, "pressure": {"predictive": 0.1}, "sections": [{"id": "s", "n": t}]}
+        return [
+            {"k": "request", "turn": t, "sha": f"{t:064x}"},
+            {"k": "blob", "h": f"{t:064x}", "data": "x" * t},
+            {"k": "turn", "turn": t, "trace": trace},
+            {"k": "usage", "turn": t, "usage": {"input_tokens": 1}},
+        ]
+
+    try:
+        with ProbeClient.connect_path(server.path, os.getpid(), T, lean=True) as c:
+            for t in range(40):
+                for ev in turn_events(t):
+                    journal.append(ev)
+                    server.publish(ev)
+            _read_until(c, lambda ev: ev.get("turn") == 39 and ev["k"] == "usage")
+            c.fetch([38, 3, 0, 39, 99])
+            answers = [c.recv(T) for _ in range(5)]
+            c.fetch(["x", None])  # type: ignore[list-item]
+            bad = [c.recv(T) for _ in range(2)]
+            assert c.recv(0.1) is None and not c.disconnected  # and the client is still served
+    finally:
+        server.close()
+    by_turn = {e["turn"]: e["trace"] for e in journal if e["k"] == "turn"}
+    assert [a["k"] for a in answers] == ["trace"] * 5
+    assert [(a["turn"], a["trace"]) for a in answers] == [
+        (38, by_turn[38]),
+        (3, by_turn[3]),  # 37 turns (148 events) back: not in an 8-event ring
+        (0, by_turn[0]),
+        (39, by_turn[39]),
+        (99, None),
+    ]
+    assert [(b["k"], b["trace"]) for b in bad] == [("trace", None), ("trace", None)]
+
+
+def test_find_turn_in_a_journal_on_disk(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """The journal lookup bisects a real journal whose older events were moved to disk."""
+    pipe = _pipeline(monkeypatch, rtdir, journal_keep=64)
+    try:
+        _turns(pipe, range(60))
+        events = pipe.journal.events
+        assert events.in_memory() < len(events)  # most of it is on disk
+        turns = _journal_turns(pipe)
+        for t in (0, 1, 17, 30, 58, 59):
+            assert find_turn(events, t) == turns[t]
+        assert find_turn(events, 60) is None
+        assert find_turn(events, -1) is None
+        assert find_turn([], 0) is None
+    finally:
+        pipe.close()
+
+
+def test_a_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """Fetches are input like pings: a client that floods them is rate-limited and closed; the agent
+    and another client carry on, and the flooder never held more than FETCH_QUEUE turns."""
+    from engine.probe.client import ProbeError
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(3))
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as good:
+            for _ in range(good.hello["snapshot"]):
+                assert good.recv(T) is not None
+            bad = ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True)
+            for _ in range(200):
+                bad.fetch(list(range(FETCH_MAX)))
+                if bad.disconnected:
+                    break
+            try:  # cut off: an error frame ("rate_limited"), or closed while it was not reading
+                while bad.recv(T) is not None:
+                    pass
+            except ProbeError as exc:
+                assert "sent more" in str(exc)
+            assert bad.disconnected
+            bad.close()
+            assert max((len(c.fetch) for c in pipe.probe._clients.values()), default=0) <= 256
+            _burst(pipe, range(3, 5))
+            got = _read_until(good, lambda ev: ev.get("k") == "turn" and ev["turn"] == 4)
+            assert [e["k"] for e in got].count("turn_summary") == 1
+    finally:
+        pipe.close()
+
+
+# ------------------------------------------------------------------------------------------ the inspector
+
+
+def _live(pipe: Any, backfill: bool = False) -> Any:
+    """The inspector's source on this process's agent (XDG_RUNTIME_DIR already points at its probe).
+    Without backfill, unless asked: a loaded machine's pause could otherwise fetch traces mid-test."""
+    from inspector.sources.live import BACKFILL_IDLE, LiveSource
+
+    return LiveSource(os.getpid(), timeout=T, backfill_idle=BACKFILL_IDLE if backfill else None)
+
+
+def _follow_all(src: Any) -> threading.Thread:
+    """Follow in the background, until the agent closes."""
+    th = threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True)
+    th.start()
+    return th
+
+
+def _caught_up(src: Any, pipe: Any) -> None:
+    import time
+
+    deadline = time.monotonic() + T
+    while len(src.events) < len(pipe.journal.events):
+        assert time.monotonic() < deadline, "the live source did not catch up"
+        time.sleep(0.02)
+
+
+def _follow(src: Any, until_turn: int, out: list[dict[str, Any]]) -> threading.Thread:
+    def run() -> None:
+        for ev in src.follow():
+            if isinstance(ev, NewTurn):
+                out.append(ev.trace)
+                if ev.trace["turn"] == until_turn:
+                    return
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_demand(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(2))
+        src = _live(pipe)
+        got: list[dict[str, Any]] = []
+        th = _follow(src, 13, got)
+        _burst(pipe, range(2, 14))
+        th.join(T)
+        assert not th.is_alive()
+        journal_turns = _journal_turns(pipe)
+        # Every turn reached the timeline, in order, reading as its whole trace would.
+        assert [t["turn"] for t in got] == list(range(2, 14))
+        assert [summarize(t) for t in got] == [summarize(journal_turns[n]["trace"]) for n in range(2, 14)]
+        assert len(src._missing) == 11 and src.fetched == 0  # the newest came whole
+        # The person steps back: one fetch brings that turn and the summarized ones before it.
+        assert src.full_trace(7) == journal_turns[7]["trace"]
+        assert src.fetched == 6  # turns 2..7
+        assert all(src.full_trace(n) == journal_turns[n]["trace"] for n in range(0, 14))
+        # Re-plans fold from the traces they need (fetched as needed) and equal a whole journal's.
+        src3_got: list[dict[str, Any]] = []
+        src3 = _live(pipe)
+        th = _follow(src3, 25, src3_got)
+        _burst(pipe, range(14, 26))
+        th.join(T)
+        assert len(src3._missing) == 11
+        for n in (25, 20, 15):
+            assert src3.replayer(n).replan(n).trace == whole_replan(pipe, n)
+        assert len(src3._missing) < 11  # only what the folds needed was fetched
+    finally:
+        pipe.close()
+
+
+def whole_replan(pipe: Any, n: int) -> dict[str, Any]:
+    from engine.recording.replay import Replayer
+    from inspector.sources.replaying import shared_counter
+
+    return Replayer(list(pipe.journal.events), shared_counter()).replan(n).trace
+
+
+def test_a_lean_live_session_saves_the_recording_of_the_whole_journal(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path
+) -> None:
+    from engine.recording.cpsession import RecordingReader
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(2))
+        src = _live(pipe)
+        _follow_all(src)
+        _burst(pipe, range(2, 12))
+        _caught_up(src, pipe)
+        assert len(src._missing) == 9
+        src.save(tmp_path / "lean.cpsession")
+        assert not src._missing
+        journal = list(pipe.journal.events)
+    finally:
+        pipe.close()
+    # The saved journal is the agent's, event for event (turn events decoded back from their packed form).
+    from engine.recording.journal import unpack_event
+
+    saved = [unpack_event(e) for e in RecordingReader.open(tmp_path / "lean.cpsession").events()]
+    assert saved == journal
+
+
+def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """After a burst, an idle agent's summarized traces arrive without being asked for, so they are
+    there after the agent exits."""
+    import time
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        src = _live(pipe, backfill=True)
+        th = _follow_all(src)
+        _burst(pipe, range(10))
+        deadline = time.monotonic() + T
+        while (not src._by_turn or src._missing or 9 not in src._by_turn) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert src.fetched == 9 and not src._missing
+        turns = _journal_turns(pipe)
+        assert all(src.full_trace(n) == turns[n]["trace"] for n in range(10))
+    finally:
+        pipe.close()
+    th.join(T)
