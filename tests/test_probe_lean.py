@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,62 @@ def test_a_burst_reaches_a_lean_client_as_summaries_and_the_newest_whole(
     ]
     assert got == want
     assert sum(e["k"] == "turn_summary" for e in got) == 11
+
+
+def test_a_lean_burst_goes_out_in_batch_frames(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """On the wire a burst is a few `batch` frames (not a frame per event), and ProbeClient hands out
+    their events one by one, in order."""
+    import socket
+
+    import msgpack
+
+    from engine.recording.frames import HEADER
+    from engine.recording.frames import encode_frame as enc
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(T)
+        sock.connect(str(pipe.probe.path))
+        sock.sendall(enc({"k": "hello", "protocol": 1, "lean": True}))
+        frames: list[dict[str, Any]] = []
+        buf = bytearray()
+
+        def read(n: int) -> None:
+            nonlocal buf
+            while len(frames) < n:
+                if len(buf) >= HEADER.size:
+                    length, _ = HEADER.unpack(buf[: HEADER.size])
+                    if len(buf) >= HEADER.size + length:
+                        frames.append(msgpack.unpackb(bytes(buf[HEADER.size : HEADER.size + length])))
+                        del buf[: HEADER.size + length]
+                        continue
+                data = sock.recv(1 << 20)
+                assert data, "EOF"
+                buf += data
+
+        read(1)
+        read(1 + frames[0]["snapshot"])
+        deadline = time.monotonic() + T
+        while not pipe.probe._nlean:  # its hello is read once the socket is readable
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        n0 = len(pipe.journal.events)
+        _burst(pipe, range(10))
+        journal = list(pipe.journal.events[n0:])
+        live: list[dict[str, Any]] = []
+        while len(live) < len(journal):
+            read(len(frames) + 1)
+            f = frames[-1]
+            live += f["events"] if f["k"] == "batch" else [f]
+        sock.close()
+    finally:
+        pipe.close()
+    batches = [f for f in frames if f["k"] == "batch"]
+    assert batches and len(frames) - 1 - frames[0]["snapshot"] <= 3  # 60 events in at most 3 frames
+    assert [e["k"] for e in live] == [
+        "turn_summary" if e["k"] == "turn" and e["turn"] != 9 else e["k"] for e in journal
+    ]
 
 
 def test_a_client_that_does_not_ask_gets_every_turn_whole(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
@@ -261,8 +318,6 @@ def _follow_all(src: Any) -> threading.Thread:
 
 
 def _caught_up(src: Any, pipe: Any) -> None:
-    import time
-
     deadline = time.monotonic() + T
     while len(src.events) < len(pipe.journal.events):
         assert time.monotonic() < deadline, "the live source did not catch up"
@@ -353,9 +408,7 @@ def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
     """After a burst, an idle agent's summarized traces arrive without being asked for, so they are
-    there after the agent exits."""
-    import time
-
+    there after the agent exits; then the probe's thread sleeps (no pass while nothing is sent)."""
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         src = _live(pipe, backfill=True)
@@ -367,6 +420,29 @@ def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
         assert src.fetched == 9 and not src._missing
         turns = _journal_turns(pipe)
         assert all(src.full_trace(n) == turns[n]["trace"] for n in range(10))
+        passes = pipe.probe.wakeups
+        time.sleep(1.5)
+        assert pipe.probe.wakeups == passes  # the inspector asks nothing more, the agent sends nothing
     finally:
         pipe.close()
     th.join(T)
+
+
+def test_a_lean_client_of_a_recording_agent_gets_its_frames_as_they_are(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path
+) -> None:
+    """A recording agent hands the probe each event's frame: copying it is cheaper than summarizing,
+    so a lean client gets the journal as it is, turns whole."""
+    pipe = _pipeline(monkeypatch, rtdir, record=str(tmp_path / "r.cpsession"))
+    try:
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
+            for _ in range(c.hello["snapshot"]):
+                assert c.recv(T) is not None
+            n0 = len(pipe.journal.events)
+            _burst(pipe, range(6))
+            journal = list(pipe.journal.events[n0:])
+            got = [c.recv(T) for _ in journal]
+            assert c.recv(0.2) is None
+    finally:
+        pipe.close()
+    assert got == journal

@@ -17,6 +17,7 @@ import shlex
 import socket
 import stat
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -118,6 +119,7 @@ class ProbeClient:
         self.hello: dict[str, Any] = {}
         self.disconnected = False
         self.dropped = 0  # total events the agent told us we lost
+        self._batch: deque[dict[str, Any]] = deque()  # the rest of a lean stream's `batch` frame
 
     # ---------------------------------------------------------------- connecting
 
@@ -268,10 +270,18 @@ class ProbeClient:
         `{"k": "dropped", "count": n}` is returned like any event (and added to `.dropped`); an error
         frame from the agent raises the matching ProbeError and ends the connection.
         """
+        if self._batch:
+            return self._batch.popleft()
         frame = self._next_frame(timeout)
         if frame is None:
             return None
         kind = frame.get("k")
+        if kind == "batch":
+            # A lean stream's run of events in one frame: handed out one at a time, as if framed each.
+            events = frame.get("events")
+            if isinstance(events, list):
+                self._batch.extend(e for e in events if isinstance(e, dict))
+            return self._batch.popleft() if self._batch else self.recv(0)
         if kind == "error":
             self._mark_disconnected()
             self._close_socket()

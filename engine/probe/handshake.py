@@ -297,7 +297,9 @@ class Handshake(ClientQueues):
         for f in frames:
             kind = f.get("k")
             if kind == "hello":
-                c.lean = f.get("lean") is True
+                if f.get("lean") is True and not c.lean:
+                    c.lean = True
+                    self._nlean += 1
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(
