@@ -76,6 +76,15 @@ def _journal_turns(pipe: Any) -> dict[int, dict[str, Any]]:
     return {e["turn"]: e for e in pipe.journal.events if e.get("k") == "turn"}
 
 
+def _lean_clients(server: Any, n: int) -> None:
+    """Until the probe has read n clients' hellos asking for the lean stream (it reads a client's hello
+    when its socket turns readable, maybe after sending it the snapshot: events before that go whole)."""
+    deadline = time.monotonic() + T
+    while server._nlean < n:
+        assert time.monotonic() < deadline, "the probe did not read the lean hello"
+        time.sleep(0.01)
+
+
 def _read_until(c: ProbeClient, pred: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     while True:
@@ -115,6 +124,7 @@ def test_a_burst_reaches_a_lean_client_as_summaries_and_the_newest_whole(
         with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
             for _ in range(c.hello["snapshot"]):
                 assert c.recv(T) is not None
+            _lean_clients(pipe.probe, 1)
             n0 = len(pipe.journal.events)
             _burst(pipe, range(12))
             journal = list(pipe.journal.events[n0:])
@@ -167,10 +177,7 @@ def test_a_lean_burst_goes_out_in_batch_frames(monkeypatch: pytest.MonkeyPatch, 
 
         read(1)
         read(1 + frames[0]["snapshot"])
-        deadline = time.monotonic() + T
-        while not pipe.probe._nlean:  # its hello is read once the socket is readable
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        _lean_clients(pipe.probe, 1)
         n0 = len(pipe.journal.events)
         _burst(pipe, range(10))
         journal = list(pipe.journal.events[n0:])
@@ -198,6 +205,7 @@ def test_a_client_that_does_not_ask_gets_every_turn_whole(monkeypatch: pytest.Mo
             for c in (full, lean):
                 for _ in range(c.hello["snapshot"]):
                     assert c.recv(T) is not None
+            _lean_clients(pipe.probe, 1)
             n0 = len(pipe.journal.events)
             _burst(pipe, range(5))
             journal = list(pipe.journal.events[n0:])
@@ -227,6 +235,7 @@ def test_fetch_returns_the_journaled_trace_from_the_ring_and_from_the_journal(rt
 
     try:
         with ProbeClient.connect_path(server.path, os.getpid(), T, lean=True) as c:
+            _lean_clients(server, 1)
             for t in range(40):
                 for ev in turn_events(t):
                     journal.append(ev)
@@ -292,6 +301,7 @@ def test_a_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: pytest.M
             assert bad.disconnected
             bad.close()
             assert max((len(c.fetch) for c in pipe.probe._clients.values()), default=0) <= 256
+            _lean_clients(pipe.probe, 1)
             _burst(pipe, range(3, 5))
             got = _read_until(good, lambda ev: ev.get("k") == "turn" and ev["turn"] == 4)
             assert [e["k"] for e in got].count("turn_summary") == 1
@@ -307,7 +317,10 @@ def _live(pipe: Any, backfill: bool = False) -> Any:
     Without backfill, unless asked: a loaded machine's pause could otherwise fetch traces mid-test."""
     from inspector.sources.live import BACKFILL_IDLE, LiveSource
 
-    return LiveSource(os.getpid(), timeout=T, backfill_idle=BACKFILL_IDLE if backfill else None)
+    before = pipe.probe._nlean
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=BACKFILL_IDLE if backfill else None)
+    _lean_clients(pipe.probe, before + 1)
+    return src
 
 
 def _follow_all(src: Any) -> threading.Thread:
@@ -446,3 +459,29 @@ def test_a_lean_client_of_a_recording_agent_gets_its_frames_as_they_are(
     finally:
         pipe.close()
     assert got == journal
+
+
+def test_a_trace_that_cannot_be_had_is_shown_in_the_shape_of_its_neighbours(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """After the agent exits, a summarized turn never fetched is shown with its summary over the
+    nearest whole trace's shape (every key the panels read) and an error saying why, not a crash."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        src = _live(pipe)
+        _follow_all(src)
+        _burst(pipe, range(6))
+        _caught_up(src, pipe)
+        whole = _journal_turns(pipe)
+    finally:
+        pipe.close()
+    deadline = time.monotonic() + T
+    while not src.client.disconnected:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert 2 in src._missing
+    shown = src.full_trace(2)
+    assert set(whole[2]["trace"]) <= set(shown)
+    assert shown["turn"] == 2 and shown["sections"] == [] and "not received" in shown["error"]
+    assert shown["thresholds"] == whole[5]["trace"]["thresholds"]
+    assert summarize(shown) == {**summarize(whole[2]["trace"]), "error": shown["error"]}

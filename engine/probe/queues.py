@@ -487,21 +487,24 @@ class ClientQueues:
         return -1
 
     def _fill_fetch(self, c: Client) -> bool:
-        """Answer the client's fetches (whole traces of turns it was sent summaries of), up to HIGH_WATER
-        and within the pass's CPU budget (each is a journal lookup and an encode). True once all are."""
-        while c.fetch and len(c.outbuf) < HIGH_WATER:
+        """Answer the client's fetches (whole traces of turns it was sent summaries of), in one batch
+        frame, up to HIGH_WATER and within the pass's CPU budget (each is a lookup, from the journal on
+        disk for an old turn, and an encode). True once all are answered."""
+        run: list[dict[str, Any]] = []
+        size = len(c.outbuf)
+        while c.fetch and size < HIGH_WATER:
             turn = c.fetch.popleft()
             ev = self._turn_event(turn)
             if ev is not None and self.redact:
                 ev = redact_event(ev)
             trace = ev.get("trace") if ev is not None else None
-            frame = self._encode_event({"k": "trace", "turn": turn, "trace": trace})
-            if frame is None:  # not encodable: say so rather than leave the client waiting
-                frame = encode_frame({"k": "trace", "turn": turn, "trace": None})
-            c.outbuf += frame
+            run.append({"k": "trace", "turn": turn, "trace": trace})
+            size += 4096  # about a trace: HIGH_WATER bounds the buffer, not this exactly
             if c.fetch and self._spent():
                 self._more = True
-                return False
+                break
+        if run:
+            self._append_run(c, run)
         return not c.fetch
 
     def _turn_event(self, turn: int) -> dict[str, Any] | None:

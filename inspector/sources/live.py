@@ -26,6 +26,8 @@ from inspector.timeline import summarize
 # Turns the replayer's fold reads the trace of, besides the one before each checkpoint: the few before
 # the turn asked for (a re-plan reads the previous turn's trace; why-missed re-plans the one before).
 _FOLD_BEHIND = 4
+# Summarized turns fetched along with the one asked for (the person stepping back comes to them next).
+FETCH_BEHIND = 8
 # After this long without an event, the traces the lean stream summarized are fetched in the
 # background (FETCH_MAX a request), so they are here when asked for and after the agent exits.
 BACKFILL_IDLE = 1.0
@@ -220,19 +222,31 @@ class LiveSource(ReplayingSource):
                 self._answer(ev)
 
     def _placeholder_trace(self, turn: int) -> Trace:
-        """What is shown of a summarized turn whose trace cannot be had (the agent exited first)."""
-        s = self._summaries[turn]
-        trace: dict[str, Any] = {
-            "turn": turn, "model": self.header.get("model", ""), "provider": self.header.get("provider", ""),
-            "limit": 0, "usable": 0, "reserves": {}, "thresholds": {}, "tier_reason": {"text": ""},
-            "estimated_tokens": s.get("final_tokens") or 0, "ceiling": 0, "sections": [], "steps": [],
-            "skipped": [], "markers": [], "cacheable_prefix_tokens": 0, "request_sha256": "",
-            "prefix_sha256": "", "latch_flips": [], "spill_failures": [], **s,
-        }
-        trace["cache_break"] = None
-        trace["error"] = s.get("error") or (
-            f"turn {turn}'s trace was not received (only its summary: the agent sent turns faster than "
-            "the inspector asked for them, and is gone now)"
+        """What is shown of a summarized turn whose trace could not be had (the agent exited first, or
+        did not answer within `timeout`): the nearest whole trace's shape (window, thresholds,
+        reserves: what the panels draw against) with this turn's summary over it, no sections or
+        steps, and an error saying so."""
+        near = min(self._by_turn, key=lambda t: abs(t - turn), default=None)
+        trace: dict[str, Any] = dict(self._by_turn[near]) if near is not None else {}
+        trace.update(self._summaries[turn])
+        trace.update(
+            {
+                "turn": turn,
+                "sections": [],
+                "steps": [],
+                "skipped": [],
+                "markers": [],
+                "latch_flips": [],
+                "spill_failures": [],
+                "cacheable_prefix_tokens": 0,
+                "request_sha256": "",
+                "prefix_sha256": "",
+                "error": self._summaries[turn].get("error")
+                or (
+                    f"turn {turn}'s trace was not received from the agent (only its summary: it was sent "
+                    "while turns came back to back, and the agent did not answer when it was asked for)"
+                ),
+            }
         )
         return cast(Trace, trace)
 
@@ -246,11 +260,11 @@ class LiveSource(ReplayingSource):
         yield self.load_initial()
 
     def full_trace(self, turn: int) -> Trace:
-        """The turn's whole trace: received, or fetched now from the agent (with the summarized turns
-        before it, FETCH_MAX in all, so stepping back does not ask once a step)."""
+        """The turn's whole trace: received, or fetched now from the agent (with the FETCH_BEHIND
+        summarized turns before it, so stepping back does not ask at every step)."""
         trace = self._by_turn.get(turn)
         if trace is None and turn in self._missing:
-            older = [t for t in list(self._missing) if t < turn][-(FETCH_MAX - 1) :]
+            older = [t for t in list(self._missing) if t < turn][-FETCH_BEHIND:]
             self._fetch([turn, *reversed(older)])
             trace = self._by_turn.get(turn)
         if trace is None and turn in self._summaries:
