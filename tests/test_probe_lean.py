@@ -380,6 +380,13 @@ def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_dem
         assert len(src3._missing) == 11
         for n in (25, 20, 15):
             assert src3.replayer(n).replan(n).trace == whole_replan(pipe, n)
+        # Why the cache missed (re-plans of the turn and the one before) reads the same as well.
+        from engine.recording.replay import Replayer
+        from engine.recording.why import why_missed
+        from inspector.sources.replaying import shared_counter
+
+        events = list(pipe.journal.events)
+        assert src3.why_missed(22) == why_missed(events, 22, replayer=Replayer(events, shared_counter()))
         assert len(src3._missing) < 11  # only what the folds needed was fetched
     finally:
         pipe.close()

@@ -25,7 +25,7 @@ from inspector.timeline import summarize
 
 # Turns the replayer's fold reads the trace of, besides the one before each checkpoint: the few before
 # the turn asked for (a re-plan reads the previous turn's trace; why-missed re-plans the one before).
-_FOLD_BEHIND = 4
+_FOLD_BEHIND = 2
 # Summarized turns fetched along with the one asked for (the person stepping back comes to them next).
 FETCH_BEHIND = 8
 # After this long without an event, the traces the lean stream summarized are fetched in the
