@@ -492,3 +492,31 @@ def test_a_trace_that_cannot_be_had_is_shown_in_the_shape_of_its_neighbours(
     assert shown["turn"] == 2 and shown["sections"] == [] and "not received" in shown["error"]
     assert shown["thresholds"] == whole[5]["trace"]["thresholds"]
     assert summarize(shown) == {**summarize(whole[2]["trace"]), "error": shown["error"]}
+
+
+def test_lean_clients_reading_together_share_one_encoding(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    import engine.probe.queues as queues
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        clients = [ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) for _ in range(3)]
+        for c in clients:
+            for _ in range(c.hello["snapshot"]):
+                assert c.recv(T) is not None
+        _lean_clients(pipe.probe, 3)
+        batches: list[int] = []
+        real = queues.pack_payload_fast
+        monkeypatch.setattr(
+            queues, "pack_payload_fast", lambda obj: (batches.append(1) if obj.get("k") == "batch" else None) or real(obj)
+        )
+        n0 = len(pipe.journal.events)
+        _burst(pipe, range(8))
+        journal = list(pipe.journal.events[n0:])
+        got = [[c.recv(T) for _ in journal] for c in clients]
+        for c in clients:
+            c.close()
+    finally:
+        pipe.close()
+    assert got[0] == got[1] == got[2]
+    assert [e["k"] for e in got[0]].count("turn_summary") == 7
+    assert 1 <= len(batches) <= 2  # one run (two if the burst was split across passes), not one per client

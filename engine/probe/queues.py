@@ -170,7 +170,9 @@ class ClientQueues:
         self._nlean = 0  # attached lean clients (diagnostics, tests)
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
-        self._enc_cache: dict[int, bytes | None] = {}
+        # This pass's encodings, shared by clients: an event's frame by sequence number; a lean run's
+        # (frame, next sequence number, events) by (first, head, newest turn).
+        self._enc_cache: dict[Any, Any] = {}
         self._more = False  # a client hit PUMP_BUDGET with more to send: the loop must not sleep
         # Shared snapshot chunks, by start index, for one snapshot source (the journal list).
         self._chunk_src: Sequence[Any] | None = None
@@ -427,8 +429,21 @@ class ClientQueues:
         outbuf = c.outbuf
         seq = c.cursor
         newest = self._newest_turn(seq, head)
+        # Lean clients reading from the same place get the same runs: encoded once per pass, kept by
+        # (first event, head, newest turn), which fix a run (not for a client in its attach window,
+        # whose runs leave out what its snapshot had).
+        cache = self._enc_cache if self._nlean > 1 and c.skip_hold is None else None
         run: list[Any] = []
+        start = seq
         while seq < head and len(outbuf) < HIGH_WATER:
+            if not run:
+                start = seq
+                if cache is not None:
+                    hit = cache.get((start, head, newest))
+                    if hit is not None:
+                        frame, seq, n = hit
+                        self._emit(c, frame, n)
+                        continue
             ev = ring[seq % cap]
             seq += 1
             if type(ev) is tuple:  # (event, its frame): sent as it is
@@ -448,18 +463,27 @@ class ClientQueues:
                     pass  # not a trace the engine built: sent as it is
             run.append(ev)
             if len(run) >= BATCH_EVENTS:
-                self._append_run(c, run)
+                self._append_run(c, run, cache, (start, head, newest), seq)
                 run = []
         if run:
-            self._append_run(c, run)
+            self._append_run(c, run, cache, (start, head, newest), seq)
         c.cursor = seq
         if seq >= c.skip_until and c.skip_hold is not None:
             c.skip_ids = frozenset()
             c.skip_hold = None
 
-    def _append_run(self, c: Client, run: list[Any]) -> None:
-        """One `batch` frame for these events, or, if they cannot be encoded together (one is not
-        msgpack-able, or they exceed the frame limit), a frame each (an unencodable one is lost)."""
+    def _append_run(
+        self,
+        c: Client,
+        run: list[Any],
+        cache: dict[Any, Any] | None = None,
+        key: tuple[int, int, int] | None = None,
+        end: int = 0,
+    ) -> None:
+        """One `batch` frame for these events (kept in `cache` under `key`, with the sequence number
+        after the run, for the next lean client at the same place), or, if they cannot be encoded
+        together (one is not msgpack-able, or they exceed the frame limit), a frame each (an
+        unencodable one is lost)."""
         frame = None
         if not self.redact and len(run) > 1:
             payload = pack_payload_fast({"k": "batch", "events": run})
@@ -469,11 +493,16 @@ class ClientQueues:
             for ev in run:
                 self._append(c, self._encode_event(ev))
             return
+        if cache is not None:
+            cache[key] = (frame, end, len(run))
+        self._emit(c, frame, len(run))
+
+    def _emit(self, c: Client, frame: bytes, events: int) -> None:
         if c.dropped_pending:
             c.outbuf += encode_frame({"k": "dropped", "count": c.dropped_pending})
             c.dropped_pending = 0
         c.outbuf += frame
-        c.sent_events += len(run)
+        c.sent_events += events
 
     def _newest_turn(self, start: int, head: int) -> int:
         """Sequence number of the newest `turn` event in ring[start:head] (looking back at most
