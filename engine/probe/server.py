@@ -34,12 +34,16 @@ with a kind "k"). Server to client: `hello` (protocol, pid, argv, snapshot = num
 that follow, turns, redacted, queue_limit, plus the agent's model/provider/engine_version/...), then
 the snapshot events, then live events, with `dropped` and `pong` frames interleaved, and `error`
 (code, message) just before the server closes a connection. Client to server, optional:
-`{"k": "hello", "protocol": N}` and `{"k": "ping"}`. Any other kind ("unknown_kind": the stream is
+`{"k": "hello", "protocol": N}` and `{"k": "ping"}`. A client whose hello says `"lean": true` gets the
+lean stream (see `lean`): live events in `batch` frames (`{"k": "batch", "events": [...]}`), turns but
+the newest of each send as `turn_summary`, and it may send `{"k": "fetch", "turns": [...]}`, answered by
+`trace` events. Any other kind ("unknown_kind": the stream is
 read-only), a corrupt frame ("bad_frame"), a frame above CLIENT_FRAME_LIMIT ("frame_too_large") or a
 different protocol version ("protocol_mismatch", naming both) gets an error frame and that connection
 is closed; the agent and other clients carry on. A peer with another uid gets "permission_denied".
 
-Where the parts live: `queues` (per-client state, the ring, the shared snapshot chunks), `handshake`
+Where the parts live: `queues` (per-client state, the ring, the shared snapshot chunks), `lean` (the
+lean stream's summaries and journal look-up), `handshake`
 (admission, peer uid check, hello and snapshot, client frames), `loop` (the I/O thread), `endpoint`
 (the socket file), `redact` (the allow-list), `optin` (the serve/redact/client-cap settings). This
 module is the agent-facing `ProbeServer` and the public names.
