@@ -35,6 +35,10 @@ newest turn); `fullreader` gets every turn whole (the stream before the lean one
 
     .venv/bin/python benchmarks/bench_probe.py --paired fullreader,reader --rounds 10 --turns 40
 
+and head to head on the thread clocks, one Pipeline per round, blocks A B B A (A: fullreader, B: reader):
+
+    .venv/bin/python benchmarks/bench_probe.py --lean-ab --rounds 8 --turns 60
+
 Where a live event is encoded while a reader is attached and the agent does not record: on the probe's
 I/O thread (io, what a Pipeline does) or on the agent's thread at publish (agent; discard: encoded there
 and thrown away, the encoding's own cost), in one process, blocks interleaved A B B A / B A A B:
@@ -512,6 +516,52 @@ def encode_ab(args: argparse.Namespace, modes: list[str]) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def lean_ab(args: argparse.Namespace) -> None:
+    """The lean stream against every turn whole (issue 15 item 4), head to head on the thread clocks: one
+    Pipeline per round, blocks A B B A (mirrored every other round), A with a reader of the whole
+    stream attached (`fullreader`), B with a lean reader (`reader`, as the inspector's live source
+    reads); each block attaches its reader, drains its snapshot, runs --turns turns, waits until the
+    probe has sent everything, and detaches. Per turn: the probe thread, the agent's thread (its turns
+    only), and their sum (a summary is made on the probe's thread; nothing moves to the agent's)."""
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    per: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        sums = {False: [0.0, 0.0], True: [0.0, 0.0]}
+        for lean in (False, True, True, False) if rnd % 2 == 0 else (True, False, False, True):
+            reader = attach_reader(server, rt, lean=lean)
+            drain(server)
+            gc.collect()
+            io0, a0 = thread_cpu(server), time.thread_time()
+            run_block(step, turn, args.turns)
+            agent = time.thread_time() - a0
+            drain(server)
+            sums[lean][0] += thread_cpu(server) - io0
+            sums[lean][1] += agent
+            stop_subject("reader", reader, server)
+            turn += args.turns
+        pipe.close()
+        for lean in (False, True):
+            per[lean].append((sums[lean][0] / (2 * args.turns), sums[lean][1] / (2 * args.turns)))
+    med = statistics.median
+    full, lean_ = per[False], per[True]
+    total = [(b[0] + b[1]) / (a[0] + a[1]) for a, b in zip(full, lean_, strict=True)]
+    for name, rows in (("whole (fullreader)", full), ("lean (reader)", lean_)):
+        probe = [r[0] for r in rows]
+        agent = med(r[1] for r in rows)
+        print(
+            f"{name:19s}: probe thread {med(probe) * 1e6:5.1f} us a turn ({med(probe) / agent * 100:.2f}% of the "
+            f"agent's {agent * 1e6:.0f} us) [{' '.join(f'{x * 1e6:.0f}' for x in probe)}]"
+        )
+    print(
+        f"agent+probe CPU, lean / whole, by round: median {med(total):.3f} "
+        f"[{' '.join(f'{x:.3f}' for x in total)}] ({args.rounds} rounds of 4 x {args.turns} turns)"
+    )
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def profile(args: argparse.Namespace) -> None:
     """The probe thread on a realistic turn, part by part (see the module docstring)."""
     import engine.probe.queues as queues
@@ -650,7 +700,13 @@ def main() -> None:
         help="io,agent or io,discard: where live events are encoded with a reader attached (io,io: the A/A)",
     )
     ap.add_argument("--profile", action="store_true", help="where the probe thread's time goes (see above)")
+    ap.add_argument("--lean-ab", action="store_true", help="lean stream against every turn whole (see above)")
     args = ap.parse_args()
+    if args.lean_ab:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        lean_ab(args)
+        return
     if args.profile:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup
