@@ -520,3 +520,28 @@ def test_lean_clients_reading_together_share_one_encoding(monkeypatch: pytest.Mo
     assert got[0] == got[1] == got[2]
     assert [e["k"] for e in got[0]].count("turn_summary") == 7
     assert 1 <= len(batches) <= 2  # one run (two if the burst was split across passes), not one per client
+
+
+def test_a_redacting_probe_redacts_summaries_and_fetched_traces(rtdir: Path) -> None:
+    journal: list[dict[str, Any]] = []
+    server = ProbeServer({"model": "m"}, lambda: journal, runtime_dir=rtdir, redact=True)
+    server.start()
+    try:
+        with ProbeClient.connect_path(server.path, os.getpid(), T, lean=True) as c:
+            _lean_clients(server, 1)
+            for t in range(3):
+                trace = {
+                    "turn": t, "tier": "Normal", "final_tokens": 1, "pressure": {"predictive": 0.1}, "usage": None,
+                    "actions": [], "alerts": [{"rule": "r", "severity": "warn", "message": "SECRET alert"}],
+                    "compaction": {"decision": "compacted", "text": "SECRET pay-back"},
+                }
+                ev = {"k": "turn", "turn": t, "trace": trace}
+                journal.append(ev)
+                server.publish(ev)
+            got = [c.recv(T) for _ in range(3)]
+            c.fetch([0])
+            got.append(c.recv(T))
+    finally:
+        server.close()
+    assert [e["k"] for e in got] == ["turn_summary", "turn_summary", "turn", "trace"]
+    assert "SECRET" not in repr(got)

@@ -274,13 +274,14 @@ class ClientQueues:
         except (KeyError, ValueError, OSError):
             self._drop(c)
 
-    def _encode_event(self, ev: Any) -> bytes | None:
+    def _encode_event(self, ev: Any, redacted: bool = False) -> bytes | None:
+        """`ev`'s frame (redacted first when the server redacts, unless `redacted` says it already is)."""
         if type(ev) is bytes:
             return ev  # a frame published as it is
         if not isinstance(ev, dict):
             return None
         try:
-            obj = redact_event(ev) if self.redact else ev
+            obj = redact_event(ev) if self.redact and not redacted else ev
             # Encoding is most of this thread's work on a turn (a trace is ~300 objects).
             payload = pack_payload_fast(obj)
             if payload is None:
@@ -456,6 +457,10 @@ class ClientQueues:
                 continue
             if seq <= c.skip_until and id(ev) in c.skip_ids:
                 continue
+            if self.redact and type(ev) is dict:
+                # Redacted before it is summarized or wrapped: the lean stream's own kinds (batch,
+                # turn_summary, trace) are not the allow-list's, and must stay readable.
+                ev = redact_event(ev)
             if seq <= newest and is_turn(ev):  # seq is one past this event's: an older turn than the newest
                 try:
                     ev = {"k": "turn_summary", "turn": ev["turn"], "summary": turn_summary(ev["trace"])}
@@ -480,18 +485,19 @@ class ClientQueues:
         key: tuple[int, int, int] | None = None,
         end: int = 0,
     ) -> None:
-        """One `batch` frame for these events (kept in `cache` under `key`, with the sequence number
-        after the run, for the next lean client at the same place), or, if they cannot be encoded
+        """One `batch` frame for these events, already redacted if the server redacts (kept in `cache`
+        under `key`, with the sequence number after the run, for the next lean client at the same
+        place), or, if they cannot be encoded
         together (one is not msgpack-able, or they exceed the frame limit), a frame each (an
         unencodable one is lost)."""
         frame = None
-        if not self.redact and len(run) > 1:
+        if len(run) > 1:
             payload = pack_payload_fast({"k": "batch", "events": run})
             if payload is not None and len(payload) <= MAX_FRAME_BYTES:
                 frame = HEADER.pack(len(payload), zlib.crc32(payload)) + payload
         if frame is None:
-            for ev in run:
-                self._append(c, self._encode_event(ev))
+            for ev in run:  # (already redacted, when the server redacts)
+                self._append(c, self._encode_event(ev, redacted=True))
             return
         if cache is not None:
             cache[key] = (frame, end, len(run))
