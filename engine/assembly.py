@@ -30,6 +30,10 @@ RECENT_RUNS = 3  # remembered item runs per section id (the full, the sent and a
 # section, and a history section pins a tuple of the whole conversation, so this stays a few turns'
 # worth: a thousand entries held hundreds of full-history tuples in a long session.
 SECTION_MEMO = 64
+# Remembered history splits (Measure.rounds). A build splits the history it sends and, after a trim, the
+# trimmed one; a what-if (simulate) builds two to five columns a turn from one Measure, each its own
+# lineage of histories that only grow between compactions. Each entry pins one item tuple.
+RECENT_ROUNDS = 6
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class Measure:
         self._cums: list[tuple[tuple[SectionItem, ...], list[int]]] = []
         # Recent "first message with a tool result over a limit" scans: (limit, items, index or -1).
         self._over: list[tuple[int, tuple[SectionItem, ...], int]] = []
+        # Recent history splits into rounds, newest first: (items, history_rounds(items)).
+        self._rounds: list[tuple[tuple[SectionItem, ...], list[tuple[int, int]]]] = []
 
     def part(self, p: object) -> int:
         c = self.counter
@@ -153,6 +159,7 @@ class Measure:
         conversation would pin every message of it, once per entry)."""
         held = [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]
         held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
+        held += [t for t, _ in self._rounds]
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
@@ -198,6 +205,38 @@ class Measure:
         self._over.insert(0, (limit, items, found))
         del self._over[RECENT_RUNS:]
         return found
+
+    def rounds(self, items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
+        """history_rounds(items), remembered: the same tuple again is one lookup, and a history that
+        only grew since a recent split (appended messages, the usual turn between compactions) is
+        split from where that one ended, so a turn pays for its new messages, not for the whole
+        history. Anything else (an edit, a compaction, another column's history) is split afresh.
+        The result is shared: do not modify it."""
+        n = len(items)
+        memo = self._rounds
+        for j, (prev, bounds) in enumerate(memo):
+            k = len(prev)
+            # Two single-item checks before the O(k) comparison: a history from another lineage (another
+            # column's, a trimmed one) nearly always differs at its first or last shared item. By value,
+            # not identity: the message closed from pending parts at a build is a new object when it
+            # enters the history, and a revision-1 note rides on a new task message every turn.
+            if k == 0 or k > n or items[k - 1] != prev[k - 1] or items[0] != prev[0]:
+                continue
+            if k == n:
+                if items is prev or items == prev:
+                    if j:
+                        memo.insert(0, memo.pop(j))
+                    return bounds
+                continue
+            if items[:k] != prev:
+                continue
+            out = _extend_rounds(bounds, items, k)
+            break
+        else:
+            out = history_rounds(items)
+        memo.insert(0, (items, out))
+        del memo[RECENT_ROUNDS:]
+        return out
 
     def largest_result(self, msg: Message) -> int:
         """Tokens of the largest not-yet-cleared/spilled tool result in `msg` (0 when none), cached by
@@ -248,6 +287,20 @@ def history_rounds(items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
     if starts:
         bounds.extend(zip(starts, starts[1:] + [n], strict=True))
     return bounds
+
+
+def _extend_rounds(bounds: list[tuple[int, int]], items: tuple[SectionItem, ...], k: int) -> list[tuple[int, int]]:
+    """history_rounds(items) from `bounds` = history_rounds(items[:k]) (0 < k < len(items)).
+
+    Only the last round of the prefix changes (it ran to k, and now runs to the first new assistant
+    message or the end); every earlier round is the same. The new messages' rounds follow."""
+    n = len(items)
+    new = [k + i for i in assistant_positions(items[k:])]
+    out = bounds[:-1]
+    out.append((bounds[-1][0], new[0] if new else n))
+    if new:
+        out.extend(zip(new, new[1:] + [n], strict=True))
+    return out
 
 
 _ROLE = attrgetter("role")

@@ -6,7 +6,7 @@ droppable, and a round is dropped whole, so tool calls and their results leave t
 
 from __future__ import annotations
 
-from engine.assembly import Assembly, history_rounds
+from engine.assembly import Assembly
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_oldest, history_index
 
@@ -19,7 +19,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     idx = history_index(asm)
     if idx is None:
         return RuleOutcome(asm, False, "no history section")
-    droppable = len(history_rounds(asm[idx].items)) - 2
+    droppable = len(ctx.measure.rounds(asm[idx].items)) - 2
     if droppable < MIN_DROPPABLE:
         return RuleOutcome(asm, False, f"only {max(0, droppable)} droppable rounds (< {MIN_DROPPABLE})")
     # Pressure 0.90 -> drop 25%, rising linearly to 75% at pressure 1.5 and above.

@@ -7,10 +7,9 @@ imports these helpers, never another rule's module.
 from __future__ import annotations
 
 from bisect import bisect_left
-from operator import itemgetter
 
 from engine.artifacts import Message, SectionItem, Text
-from engine.assembly import Assembly, Measure, history_rounds, omission_marker
+from engine.assembly import Assembly, Measure, omission_marker
 from engine.types import Form, SectionKind
 
 
@@ -29,7 +28,7 @@ def drop_oldest(asm: Assembly, idx: int, count: int, m: Measure) -> tuple[Assemb
     tool call and its result leave together. One omission marker rides on the task message (replacing
     an earlier marker), so the conversation still starts with a user turn and alternates."""
     hist = asm[idx]
-    droppable = history_rounds(hist.items)[1:-1]
+    droppable = m.rounds(hist.items)[1:-1]
     if count <= 0 or not droppable:
         return asm, 0
     gone = droppable[:count]
@@ -55,15 +54,15 @@ def oldest_to_drop(
     if n == 0 or (need <= 0 and not at_least_one):
         return 0, 0
     # Running sums make every round's size one subtraction; sums of the newest rounds grow with their
-    # count (sizes are never negative), so the most that fit in `room` is found by bisection.
+    # count (sizes are never negative), so the most that fit in `room` is found by bisection over the
+    # rounds' starting sums, read through a key (log n lookups, not a list of every round's start).
     cum = m.cumulative(items)
     first, last = droppable[0][0], droppable[-1][1]
     total_droppable = hist_tokens - cum[first] - (cum[len(items)] - cum[last])
     room = total_droppable - need  # what may stay of the droppable rounds
     cap = n - 1 if at_least_one else n
-    starts = list(map(cum.__getitem__, map(itemgetter(0), droppable)))
-    i = bisect_left(starts, cum[last] - room, n - cap)  # oldest round that can stay
-    kept = cum[last] - starts[i] if i < n else 0
+    i = bisect_left(droppable, cum[last] - room, n - cap, key=lambda r: cum[r[0]])  # oldest that can stay
+    kept = cum[last] - cum[droppable[i][0]] if i < n else 0
     return i, total_droppable - kept
 
 

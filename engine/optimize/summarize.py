@@ -8,7 +8,7 @@ conversation still starts with a user turn and no call/result pair is split.
 from __future__ import annotations
 
 from engine.artifacts import Message, Text
-from engine.assembly import Assembly, history_rounds
+from engine.assembly import Assembly
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.types import Form, SectionKind
 
@@ -23,7 +23,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     if idx is None:
         return RuleOutcome(asm, False, "no history section")
     hist = asm[idx]
-    rounds = history_rounds(hist.items)
+    rounds = ctx.measure.rounds(hist.items)
     # Keep the task (round 0) and the newest half; summarize the old middle.
     middle = rounds[1 : len(rounds) // 2]
     if len(middle) < MIN_ROUNDS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.artifacts import Message, Text, ToolResult
-from engine.assembly import Assembly, Measure, Section, history_rounds, omission_marker
+from engine.assembly import Assembly, Measure, Section, omission_marker
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_range, oldest_to_drop
 from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
@@ -59,7 +59,7 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
     m = ctx.measure
     hist = asm[idx]
     size = m.section(hist)
-    droppable = history_rounds(hist.items)[1:-1]
+    droppable = m.rounds(hist.items)[1:-1]
     # Choose how many oldest rounds must go in one pass, then drop them together (one marker).
     count, acc = oldest_to_drop(hist.items, droppable, size, size - budget, m)
     if count:

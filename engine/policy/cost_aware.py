@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.artifacts import Message, Text
-from engine.assembly import Assembly, Measure, history_rounds, omission_marker, wire_order
+from engine.assembly import Assembly, Measure, omission_marker, wire_order
 from engine.hashing import content_hash
 from engine.optimize import (
     Marker,
@@ -174,7 +174,7 @@ def _choose_cut(asm: Assembly, st: CompactionState, target: int, m: Measure, ful
     te = task_end(items)
     # Applied positions p >= te map to full-history index base + (p - te).
     base = st.cut if st.cut > te else te
-    droppable = history_rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
+    droppable = m.rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
     if not droppable:
         return None
     total = m.total(asm)
