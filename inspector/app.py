@@ -41,6 +41,7 @@ from inspector.messages import (
     TurnsReceived,
     WhyMissed,
 )
+from inspector.partial_compositor import MainScreen
 from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
@@ -133,6 +134,11 @@ class InspectorApp(App[None]):
             self._theme_warning = f"unknown theme {wanted!r}; using {DEFAULT_THEME}"
             wanted = DEFAULT_THEME
         self.theme = wanted
+
+    def get_default_screen(self) -> Screen:
+        # A step changes rows at the top and the bottom of the screen: MainScreen's compositor renders
+        # only the widgets and rows that changed, not everything in between (partial_compositor.py).
+        return MainScreen(id="_default")
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {**super().get_theme_variable_defaults(), **DEFAULT_VARIABLES}

@@ -1,0 +1,81 @@
+"""The main screen's compositor: a partial update renders only the widgets and rows that changed.
+
+Textual's partial update (Compositor.render_partial_update, Textual 8.2) crops to the bounding box
+of every dirty region and asks each widget inside that box for all of its rows, then cuts every
+row that holds a dirty span. A step dirties the status line at the top and the manifest or content
+at the bottom, so the box is the whole screen: every widget (footer, tabs, containers, scrollbars)
+was rendered and every changed row cut across all of them, about half of a step's UI time.
+
+Here the update is the same ChopsUpdate (same spans, so the same bytes reach the terminal), but a
+widget is rendered only for the rows where one of its visible cells lies in a dirty span, and only
+those rows are cut. That is exact: ChopsUpdate writes only the spans, and on a span's row the
+frontmost widget covering each of its cells overlaps that span, so it is rendered; a widget that
+overlaps no span on a row could only have given chops outside the spans. A full update (layout,
+resize, a dirty screen) is Textual's own. tests/tui/test_partial_compositor.py replays every
+partial update onto the previous frame and compares it with a full render of the screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import cast
+
+from textual._compositor import ChopsUpdate, Compositor
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.strip import Strip
+
+
+class DirtyRowsCompositor(Compositor):
+    def render_partial_update(self) -> ChopsUpdate | None:
+        update_regions = self._dirty_regions.copy()
+        self._dirty_regions.clear()
+        if not update_regions:
+            return None
+        screen = self.size.region
+        spans = [span for span in self._regions_to_spans(update_regions) if 0 <= span[0] < screen.height]
+        if not spans:
+            return None
+        chops = self._render_dirty_rows(spans)
+        chop_ends = [cut_set[1:] for cut_set in self.cuts]
+        return ChopsUpdate(chops, spans, chop_ends)
+
+    def _render_dirty_rows(self, spans: list[tuple[int, int, int]]) -> Sequence[dict[int, Strip | None]]:
+        cuts = self.cuts
+        fromkeys = cast("Callable[[list[int]], dict[int, Strip | None]]", dict.fromkeys)
+        chops = [fromkeys(cut_set[:-1]) for cut_set in cuts]
+        by_row: dict[int, list[tuple[int, int]]] = {}
+        for y, x1, x2 in spans:
+            by_row.setdefault(y, []).append((x1, x2))
+        intersection = Region.intersection
+        # Front to back (visible_widgets is in render order): the first strip for a cut wins.
+        for widget, (region, clip) in self.visible_widgets.items():
+            shown = intersection(region, clip)
+            left, right = shown.column_span
+            top, bottom = shown.line_span
+            rows = [y for y in range(top, bottom) if y in by_row
+                    and any(x1 < right and x2 > left for x1, x2 in by_row[y])]
+            if not rows:
+                continue
+            first, last = rows[0], rows[-1]
+            # One call for the band of rows (a widget renders only the rows of its crop).
+            strips = widget.render_lines(
+                Region(left - region.x, first - region.y, right - left, last - first + 1)
+            )
+            for y in rows:
+                strip = strips[y - first]
+                chops_line = chops[y]
+                final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
+                for cut, part in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]]),
+                                     strict=False):
+                    if chops_line.get(cut) is None:
+                        chops_line[cut] = part
+        return chops
+
+
+class MainScreen(Screen[None]):
+    """The app's default screen, with the compositor above (modal screens keep Textual's own)."""
+
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._compositor = DirtyRowsCompositor()
