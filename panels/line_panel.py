@@ -64,9 +64,9 @@ class LinePanel(Widget):
             self.refresh()
             return
         width = self.size.width
-        for y, (a, b) in enumerate(zip(old, new, strict=True)):
-            if a is not b:
-                self.refresh(Region(0, y, width, 1))
+        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, new, strict=True)) if a is not b]
+        if changed:  # one refresh for all of them: each call clears caches and wakes the screen
+            self.refresh(*changed)
 
     def _build(self) -> list[Strip]:
         width = self.size.width
