@@ -5,7 +5,6 @@ block where this turn's cache broke (with its cause)."""
 from __future__ import annotations
 
 from textual.content import Content
-from textual.markup import escape
 from textual.reactive import reactive
 
 from engine.trace_schema import Trace
@@ -69,10 +68,11 @@ class CacheLayoutPanel(LinePanel):
                       else ("─", "$primary") if i < prefix else (" ", "") for i in range(width)]
         read = usage.get("cache_read_tokens") or 0
         hit = f"{read / (usage.get('input_tokens') or 1):.0%}" if usage else "n/a"
-        cause = (f"  [bold $cache-break]✖ broke at {escape(broke)}: {escape((t['cache_break'] or {}).get('cause', ''))}[/]"
-                 if broke else "")
-        summary = Content.from_markup(
-            f"[$accent]▲[/] {len(t.get('markers') or [])} marker(s)  [$primary]─[/] prefix "
-            f"{tok(t.get('cacheable_prefix_tokens'))}  [$cache-served]━[/] served {tok(read)} ({hit}){cause}"
+        # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
+        cause = ("  ", (f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}", "bold $cache-break"))
+        summary = Content.assemble(
+            ("▲", "$accent"), f" {len(t.get('markers') or [])} marker(s)  ", ("─", "$primary"), " prefix "
+            f"{tok(t.get('cacheable_prefix_tokens'))}  ", ("━", "$cache-served"), f" served {tok(read)} ({hit})",
+            *(cause if broke else ()),
         )
         return [Content.assemble(*strip), Content.assemble(*merge_runs(cache_line)), summary, LEGEND]

@@ -51,6 +51,15 @@ def thumb(height: int, virtual: float, window: float, position: float) -> tuple[
     return start, start + ceil(size * len(ScrollBarRender.VERTICAL_BARS))
 
 
+def bar_cells(bar: ScrollBar, virtual: int, position: float) -> list[tuple[str, Style | None]]:
+    """Each row of a vertical scrollbar as its renderer draws it for `virtual` rows (default colours:
+    a row differs between two sizes exactly when it differs in the app's colours)."""
+    window = bar.window_size if bar.window_size < virtual else 0
+    drawn = bar.renderer.render_bar(size=bar.size.height, virtual_size=ceil(virtual), window_size=ceil(window),
+                                    position=position, thickness=bar.thickness, vertical=True)
+    return [(segment.text, segment.style) for segment in drawn.segments]
+
+
 @dataclass(frozen=True)
 class Screenful:
     """What drawing the first rows of a document as the frame will draw them needs from the view
@@ -112,16 +121,19 @@ class ContentBody(ScrollView, can_focus=True):
             # update the scrollable size and the scrollbar without laying out the screen.
             bar = self.vertical_scrollbar
             position = 0 if scroll_home else bar.position
-            same_bar = bar.window_size > 0 and (
-                thumb(bar.size.height, bar.window_virtual_size, bar.window_size, bar.position)
-                == thumb(bar.size.height, size.height, bar.window_size, position))
-            self.set_reactive(Widget.virtual_size, size)
-            if same_bar:
-                # A history grown by a turn rarely moves the thumb by a cell: the bar would be drawn
-                # the same (a repaint of it was a tenth of a step's UI time), so only its numbers change.
+            if bar.window_size > 0 and bar.size.height and position == bar.position:
+                # A history grown by a turn moves the thumb's ends by a cell or two, if at all: only
+                # those rows are repainted (repainting the whole bar was a tenth of a step's UI time).
+                before = bar_cells(bar, bar.window_virtual_size, position)
+                after = bar_cells(bar, size.height, position)
+                self.set_reactive(Widget.virtual_size, size)
                 bar.set_reactive(ScrollBar.window_virtual_size, size.height)
                 self.scroll_y = self.validate_scroll_y(self.scroll_y)
+                changed = [y for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+                if changed:
+                    bar.refresh(*(Region(0, y, bar.size.width, 1) for y in changed))
             else:
+                self.set_reactive(Widget.virtual_size, size)
                 self._scroll_update(size)
         if scroll_home:
             self.scroll_to(0, 0, animate=False, immediate=True)

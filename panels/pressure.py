@@ -53,23 +53,23 @@ class PressurePanel(LinePanel):
         if labels[one] == " ":
             labels[one] = "|"
         res = t["reserves"]
-        window = f"  [$text-muted]of {tok(t['usable'])} usable / {tok(t['limit'])}[/]" if width >= 50 else ""
+        muted = "$text-muted"
+        # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
+        window = (("  ", (f"of {tok(t['usable'])} usable / {tok(t['limit'])}", muted)) if width >= 50 else ())
         # Pressure is over what will be sent (the compacted history); the uncompacted figure beside it.
         whole = t["pressure"].get("raw_history")
-        beside = f"  [$text-muted]uncompacted {whole:.2f}[/]" if whole is not None and whole > raw + 0.005 else ""
-        head = Content.from_markup(
-            f"raw [bold]{raw:.2f}[/]  predictive [bold {style}]{pred:.2f}[/]{beside}{window}"
-        )
-        reserves = Content.from_markup(
-            f"[$text-muted]reserves[/] response {tok(res.get('response', 0))} · thinking "
-            f"{tok(res.get('thinking', 0))} · schema {tok(res.get('schema', 0))}  "
-            f"[$text-muted](+{pred - raw:.2f})[/]"
+        beside = (("  ", (f"uncompacted {whole:.2f}", muted)) if whole is not None and whole > raw + 0.005 else ())
+        head = Content.assemble("raw ", (f"{raw:.2f}", "bold"), "  predictive ", (f"{pred:.2f}", f"bold {style}"),
+                                *beside, *window)
+        reserves = Content.assemble(
+            ("reserves", muted), f" response {tok(res.get('response', 0))} · thinking "
+            f"{tok(res.get('thinking', 0))} · schema {tok(res.get('schema', 0))}  ", (f"(+{pred - raw:.2f})", muted)
         )
         spark = merge_runs([(block(p, SCALE), tier_style(tier)) for p, tier in self.recent[-(width - 8):]])
         return [
             head,
             Content.assemble(*merge_runs(bar)),
-            Content.from_markup("[$text-muted]" + "".join(labels).replace("[", r"\[") + "[/]"),
+            Content.assemble(("".join(labels), muted)),
             reserves,
             Content.assemble(("history ", "$text-muted"), *spark),
         ]

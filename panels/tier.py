@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.markup import escape
 from textual.reactive import reactive
 
 from engine.trace_schema import Trace
-from panels.fmt import signed, tier_markup, tok
+from panels.fmt import signed, tier_style, tok
 from panels.line_panel import LinePanel
 
 
@@ -22,21 +21,26 @@ class TierPanel(LinePanel):
         self.redraw()
 
     def lines(self, width: int) -> list[Content]:
+        # Assembled from (text, style) parts, not markup: parsing markup was most of a step's work
+        # in this panel, and the texts (reasons, errors) need no escaping this way.
         t = self.trace
         if t is None:
             return [Content("")]
         why = t["tier_reason"]
-        recovery = "[bold $error]yes[/]" if why.get("recovery") else "no"
+        muted = "$text-muted"
+        recovery = ("yes", "bold $error") if why.get("recovery") else "no"
         saved = t["final_tokens"] - t["estimated_tokens"]
-        error = f"\n[bold $error]error[/] {escape(t['error'] or '')}" if t.get("error") else ""
         alerts = len(t.get("alerts") or [])
-        alert_txt = f"  [$warning]{alerts} alert(s)[/]" if alerts else ""
-        return [Content.from_markup(
-            f"{tier_markup(t['tier'])}  [$text-muted]turn[/] {t['turn']}{alert_txt}\n"
-            f"[$text-muted]why[/] {escape(why.get('text', ''))}\n"
-            f"[$text-muted]raw[/] {escape(why.get('raw', '-'))} [$text-muted]· pred[/] "
-            f"{escape(why.get('predictive', '-'))} [$text-muted]· recovery[/] {recovery}\n"
-            f"[$text-muted]planned[/] {tok(t['estimated_tokens'])} [$text-muted]→ sent[/] "
-            f"[bold]{tok(t['final_tokens'])}[/] ({signed(saved)}), {len(t.get('actions') or [])} action(s)"
-            f"{error}"
-        )]
+        lines = [
+            Content.assemble((t["tier"], f"bold {tier_style(t['tier'])}"), "  ", ("turn", muted), f" {t['turn']}",
+                             *(("  ", (f"{alerts} alert(s)", "$warning")) if alerts else ())),
+            Content.assemble(("why", muted), f" {why.get('text', '')}"),
+            Content.assemble(("raw", muted), f" {why.get('raw', '-')} ", ("· pred", muted),
+                             f" {why.get('predictive', '-')} ", ("· recovery", muted), " ", recovery),
+            Content.assemble(("planned", muted), f" {tok(t['estimated_tokens'])} ", ("→ sent", muted), " ",
+                             (tok(t["final_tokens"]), "bold"),
+                             f" ({signed(saved)}), {len(t.get('actions') or [])} action(s)"),
+        ]
+        if t.get("error"):
+            lines.append(Content.assemble(("error", "bold $error"), f" {t['error'] or ''}"))
+        return lines

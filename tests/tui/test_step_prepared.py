@@ -127,3 +127,39 @@ async def test_a_document_is_offered_for_reuse_only_after_its_first_rows_are_dra
         await pilot.press("left", "left")
         await settle(pilot)
         assert seen and not any(seen)
+
+
+async def test_a_moved_thumb_repaints_only_the_rows_that_change() -> None:
+    """A document a few rows longer moves the thumb's ends: only those rows of the bar are repainted
+    (not the whole bar), and the bar then shows what a repaint of all of it shows."""
+    from textual.geometry import Region
+
+    source = Growing(20)
+    app = InspectorApp(source)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        body = app.query_one("#content", ContentViewer).query_one(ContentBody)
+        bar = body.vertical_scrollbar
+        dark, width = app.current_theme.dark, body.wrap_width
+        body.set_document(prepare("\n".join(["x"] * 100), dark, width))
+        await pilot.pause()
+        before = [strip.text for strip in bar.render_lines(bar.size.region)]
+        regions: list[tuple[Region, ...]] = []
+        original = bar.refresh
+
+        def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+            regions.append(args)
+            return original(*args, **kwargs)
+
+        bar.refresh = recording  # type: ignore[method-assign]
+        body.set_document(prepare("\n".join(["x"] * 112), dark, width))
+        await pilot.pause()
+        assert len(regions) == 1 and regions[0], "one refresh, of some rows only"
+        rows = sorted(region.y for region in regions[0])
+        assert 0 < len(rows) < bar.size.height // 2
+        drawn = [strip.text for strip in bar.render_lines(bar.size.region)]
+        assert drawn != before
+        assert [y for y in range(len(drawn)) if drawn[y] != before[y]] == [y for y in rows if drawn[y] != before[y]]
+        bar._styles_cache.clear()
+        bar._render_content()
+        assert [strip.text for strip in bar.render_lines(bar.size.region)] == drawn, "drawn as a repaint would"
