@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any
 
 from engine.errors import ContextPipeError
@@ -510,14 +511,16 @@ class _DeepSeekPolicy(_Policy):
 
         # Units this prompt contains entirely, best (longest) per writing request.
         best: dict[int, tuple[int, float, bytes]] = {}
-        for j in range(1, len(keys)):
-            u = self.units.get(keys[j])
-            if u is None or not _visible(u.available_at, now):
+        units = self.units
+        # Most of a request's prefixes hold no unit: the ones that do are picked out in C, in order.
+        for key in filter(units.__contains__, keys[1:]):
+            u = units[key]
+            if not _visible(u.available_at, now):
                 continue
             t = min(u.tokens, total)
             cur = best.get(u.group)
             if cur is None or t > cur[0]:
-                best[u.group] = (t, u.prob, keys[j])
+                best[u.group] = (t, u.prob, key)
         # Expected hit under independent per-request persistence: the longest unit that exists wins.
         expected = 0.0
         none_longer = 1.0
@@ -540,11 +543,12 @@ class _DeepSeekPolicy(_Policy):
             self._add(_chain(keys[-1], call.output_sha), total + call.output_tokens, group, done, now)
         if self.common_prefix:
             longest_unit = max((t for t, _, _ in best.values()), default=0)
-            for j in range(len(keys) - 2, 0, -1):
-                if keys[j] in self.seen:
-                    if cum[j] > longest_unit:
-                        self._add(keys[j], cum[j], group, done, now)
-                    break
+            # The longest proper prefix an earlier request also sent (searched in C, from the longest).
+            key = next(filter(self.seen.__contains__, reversed(keys[1:-1])), None)
+            if key is not None:
+                j = keys.index(key)
+                if cum[j] > longest_unit:
+                    self._add(key, cum[j], group, done, now)
         if self.interval:
             m = self.interval
             j = 1
@@ -554,10 +558,12 @@ class _DeepSeekPolicy(_Policy):
                 if cum[j] <= m:
                     self._add(keys[j], cum[j], group, done, now)
                 m += self.interval
+        # Every prefix of this request moves to the end of `seen` (order of last use), stamped now: the
+        # same as popping and re-inserting each in turn, done in C.
         seen = self.seen
-        for k in keys[1:]:
-            seen.pop(k, None)
-            seen[k] = now
+        fresh = keys[1:]
+        deque(map(seen.pop, fresh, repeat(None)), maxlen=0)
+        seen.update(dict.fromkeys(fresh, now))
         return CallCache(total, read, 0, total - read)
 
 
