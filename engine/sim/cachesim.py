@@ -544,11 +544,11 @@ class _DeepSeekPolicy(_Policy):
         if self.common_prefix:
             longest_unit = max((t for t, _, _ in best.values()), default=0)
             # The longest proper prefix an earlier request also sent (searched in C, from the longest).
-            key = next(filter(self.seen.__contains__, reversed(keys[1:-1])), None)
-            if key is not None:
-                j = keys.index(key)
+            seen_key = next(filter(self.seen.__contains__, reversed(keys[1:-1])), None)
+            if seen_key is not None:
+                j = keys.index(seen_key)
                 if cum[j] > longest_unit:
-                    self._add(key, cum[j], group, done, now)
+                    self._add(seen_key, cum[j], group, done, now)
         if self.interval:
             m = self.interval
             j = 1

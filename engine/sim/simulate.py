@@ -380,13 +380,16 @@ def _build_pass(
     st_e: dict[str, CompactionState] = {n: CompactionState() for n in engine_policies}
     views: list[TurnView] = []
     st_p = st_c = st_r = CompactionState()
+    cfgs: _Configs | None = None
     for ev in events:
         if ev.get("k") == "request":
             pipe.begin_request(ev["turn"])
             bound = ev.get("bound", {})
             base: PipelineConfig = pipe.config
-            pcfg = base.with_overrides(**pipe_overrides)
-            ccfg = replace(pcfg, limits=closed)
+            if cfgs is None or cfgs.base is not base:
+                # Derived once per recorded config (configs are frozen; a fold replaces, never edits).
+                cfgs = _Configs(base, pipe_overrides, closed, engine_policies)
+            pcfg, ccfg = cfgs.pcfg, cfgs.ccfg
             t = float(ev.get("time") or 0.0)
             # Each column runs its own chain of compaction states: the folded (recorded) state belongs
             # to the recorded settings, not to a what-if window.
@@ -396,16 +399,16 @@ def _build_pass(
             # A what-if with every gate closed already (or a recording made so) is its own gates-closed
             # column: the same build of the same inputs, so it is not built twice. The two state chains
             # start equal and stay equal for as long as this holds.
-            closed_is_pipeline = ccfg == pcfg and st_c == st_p
+            closed_is_pipeline = cfgs.closed_is_pipeline and st_c == st_p
             closed_same = closed_same and closed_is_pipeline
             bc = bp if closed_is_pipeline else pipe.build(bound, ccfg, st_c, cache)
             st_p, st_c = bp.state or st_p, bc.state or st_c
             rp = _req(ev["turn"], t, bp.trace, bp.serialized.blocks)
             out_p.append(rp)
             out_c.append(rp if closed_is_pipeline else _req(ev["turn"], t, bc.trace, bc.serialized.blocks))
-            same = same and base == pcfg
+            same = same and cfgs.recorded_is_pipeline
             if out_r is not None:
-                br = bp if base == pcfg else pipe.build(bound, base, st_r)
+                br = bp if cfgs.recorded_is_pipeline else pipe.build(bound, base, st_r)
                 st_r = br.state or st_r
                 # The recorded-settings request is the pipeline's own when the settings are the same.
                 out_r.append(rp if br is bp else _req(ev["turn"], t, br.trace, br.serialized.blocks))
@@ -415,17 +418,15 @@ def _build_pass(
                 _check_counts(ev["turn"], recorded, bc.trace)
                 if out_r is not None:
                     _check_counts(ev["turn"], recorded, br.trace)
-                elif base != pcfg and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
+                elif not cfgs.recorded_is_pipeline and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
                     _check_counts(ev["turn"], recorded, pipe.build(bound, base).trace)
             for name in engine_policies:
-                b = pipe.build(bound, pcfg.with_overrides(policy=name), st_e[name], cache)
+                b = pipe.build(bound, cfgs.engine[name], st_e[name], cache)
                 st_e[name] = b.state or st_e[name]
                 out_e[name].append(_req(ev["turn"], t, b.trace, b.serialized.blocks))
             if peers:
                 # The whole conversation, never compacted, laid out as the engine would send it.
-                full = pipe.build(
-                    bound, replace(pcfg, window=UNBOUNDED, limits=closed, policy=WAVE1_SETTINGS)
-                )
+                full = pipe.build(bound, cfgs.full)
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 msgs = tuple(i for i in (hist.items if hist is not None else ()) if isinstance(i, Message))
                 system = tuple(b for b in full.serialized.blocks if b.section != "history")
@@ -437,6 +438,26 @@ def _build_pass(
         pipe.fold(ev)
     ratio = pipe.stats.calibration_for(pipe.config.model)
     return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None, closed_same)
+
+
+class _Configs:
+    """The configs one recorded config gives every column, and how they compare."""
+
+    def __init__(
+        self,
+        base: PipelineConfig,
+        overrides: dict[str, Any],
+        closed: OptimizeLimits,
+        engine_policies: Sequence[str],
+    ) -> None:
+        self.base = base
+        self.pcfg = base.with_overrides(**overrides)
+        self.ccfg = replace(self.pcfg, limits=closed)
+        self.closed_is_pipeline = self.ccfg == self.pcfg
+        self.recorded_is_pipeline = base == self.pcfg
+        self.engine = {n: self.pcfg.with_overrides(policy=n) for n in engine_policies}
+        # The whole conversation, never compacted, laid out as the engine would send it (the peers' view).
+        self.full = replace(self.pcfg, window=UNBOUNDED, limits=closed, policy=WAVE1_SETTINGS)
 
 
 class _CountsDisagree(ContextPipeError):
