@@ -22,7 +22,8 @@ the 50 turns before each point; the tool output is made before the timed region,
 every turn on 20k messages would take hours).
 
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
-        [--long-turns 10000] [--long-window 128000] [--long-policy P] [--skip-long | --only-long] [--profile]
+        [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
+        [--skip-long | --only-long] [--profile] [--identity OUT.json [--compare EARLIER.json]]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
 (traces included) of many runs, hashed per run: real trajectories x providers x windows x policies
@@ -53,6 +54,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from engine.importers import ImportedSession, MessageRec, load  # noqa: E402
+from engine.optimize import OptimizeLimits  # noqa: E402
 from engine.pipeline import Pipeline  # noqa: E402
 from engine.tokens import TokenCounter  # noqa: E402
 
@@ -393,6 +395,7 @@ def part2(args: argparse.Namespace) -> None:
         clock=lambda: 0.0,
         policy=args.long_policy,
         counter=TokenCounter(tokenizer),
+        limits=OptimizeLimits.all_closed() if args.long_gates_closed else None,
     )
     system, task = "You are a careful coding agent.", "Fix the failing test in tests/test_io.py."
     pipe.identity(system)
@@ -444,7 +447,8 @@ def part2(args: argparse.Namespace) -> None:
             samples.append((t + 1, len(lc), tm.stop()[1]))
     ms = 1000.0
     print(f"part 2: synthetic session, {args.long_turns} turns ({rows[-1][0]} messages), window "
-          f"{args.long_window}, policy {args.long_policy or 'default'}; one run, each point the median of "
+          f"{args.long_window}, policy {args.long_policy or 'default'}"
+          f"{', every gate closed' if args.long_gates_closed else ''}; one run, each point the median of "
           f"the 50 turns before it")  # fmt: skip
     print(f"{'messages':>9} {'KiB sent':>8} {'engine ms':>10} {'floor ms':>9} {'eng/floor':>9} "
           f"{'CPU eng/floor':>13} {'CPU w/o tokenizing':>18}")  # fmt: skip
@@ -531,8 +535,6 @@ _SHARED_COUNTER: list[TokenCounter] = []
 def _identity_pipe(model: str, provider: str, window: int, policy: str, summarize: bool) -> Pipeline:
     """One run's pipeline. The token counter is shared by all runs (counts are a pure function of the
     text; sharing one only saves tokenizing the same content again)."""
-    from engine.optimize import OptimizeLimits
-
     if not _SHARED_COUNTER:
         _SHARED_COUNTER.append(TokenCounter())
 
@@ -626,6 +628,12 @@ def main() -> int:
     ap.add_argument("--skip-long", action="store_true", help="part 1 only")
     ap.add_argument("--only-long", action="store_true", help="part 2 only")
     ap.add_argument("--long-policy", default=None, help="compaction policy for part 2, e.g. cost_aware:early=off")
+    ap.add_argument(
+        "--long-gates-closed",
+        action="store_true",
+        help="part 2 with every optimizer gate closed: nothing is compacted, the budget guarantee trims the "
+        "whole growing history every turn (simulate's gates-closed column)",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
     ap.add_argument("--identity", type=Path, help="write per-run hashes of requests and journal here")
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
