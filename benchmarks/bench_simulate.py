@@ -18,8 +18,14 @@ and on a copy written without the token-count table (as every recording before i
 With --baseline DIR (e.g. a `git archive` of an older commit), the older code's `cp-inspect simulate`
 on the same file, interleaved. Medians; CPU is the figure that holds on a loaded machine.
 
+With --ab DIR --pairs N, only the A/B that holds on a loaded machine: `cp-inspect simulate FILE` as its own
+process, the code under DIR and this checkout alternating (the order flips every pair), on the longest shared
+trajectory and the 10x synthetic session (recorded by this checkout's engine); per session the median and
+minimum child CPU of each side and the median of the per-pair ratios (this / DIR). Neighbouring runs share
+the machine's state, so a pair's ratio holds where medians of rounds minutes apart do not.
+
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
-        [--timing-only] [--baseline DIR]
+        [--timing-only] [--baseline DIR] [--ab DIR --pairs 5]
 """
 
 from __future__ import annotations
@@ -132,7 +138,9 @@ def _process(cmd: list[str], code: Path = REPO) -> tuple[float, float]:
     """(CPU, wall) of one command run as its own process, importing the code under `code`."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     c0, w0 = _child_cpu(), time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    # cwd too: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH, so a child
+    # started from this checkout would import this checkout's code whatever PYTHONPATH says.
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, cwd=code)
     return _child_cpu() - c0, time.perf_counter() - w0
 
 
@@ -218,6 +226,36 @@ def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int, baseline:
     print("\ngoal: the longest shared and the 10x synthetic session under 1,000 ms CPU end to end")
 
 
+def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) -> None:
+    name, rec, turns = max(recs, key=lambda x: x[2])
+    synthetic = tmp / "synthetic-10x.cpsession"
+    make_synthetic(synthetic, turns * 10)
+    sessions = [(f"{name} (shared, longest; in-sample)", rec, turns), ("synthetic 10x", synthetic, turns * 10)]
+    cli = [sys.executable, "-m", "inspector.cli", "simulate"]
+    print(f"\n`cp-inspect simulate` A/B, {pairs} pairs per session, order flipped every pair; child CPU (wall)")
+    print(f"B = {other}, A = {REPO}\n")
+    print("| session | calls | B CPU median (min) | A CPU median (min) | median pair ratio A/B | A wall median |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, path, n in sessions:
+        _process(cli + [str(path)])  # warm the OS file cache and the .pyc files of both, untimed
+        _process(cli + [str(path)], other)
+        a: list[float] = []
+        b: list[float] = []
+        a_wall: list[float] = []
+        for i in range(pairs):
+            order = [(REPO, a), (other, b)] if i % 2 == 0 else [(other, b), (REPO, a)]
+            for code, out in order:
+                c, w = _process(cli + [str(path)], code)
+                out.append(c)
+                if out is a:
+                    a_wall.append(w)
+        med = statistics.median
+        ratio = med([x / y for x, y in zip(a, b, strict=True)])
+        print(f"| {label} | {n} | {1000 * med(b):,.0f} ms ({1000 * min(b):,.0f}) "
+              f"| {1000 * med(a):,.0f} ms ({1000 * min(a):,.0f}) | {ratio:.2f} | {1000 * med(a_wall):,.0f} ms |")  # fmt: skip
+    print("\ngoal: the longest shared and the 10x synthetic session under 1,000 ms CPU end to end (column A)")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("root", nargs="?", type=Path, default=default_root())
@@ -227,6 +265,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--baseline", type=Path, help="a checkout of older code: also time its `cp-inspect simulate`"
     )
+    ap.add_argument("--ab", type=Path, help="a checkout of other code: only the alternating A/B of simulate")
+    ap.add_argument("--pairs", type=int, default=5, help="A/B pairs per session (with --ab)")
     args = ap.parse_args(argv[1:])
     tights = [int(x) for x in str(args.tight).split(",") if x.strip()]
     if not (args.root / "mini-swe-agent-pr816").is_dir():
@@ -235,6 +275,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="cp-bench-sim-") as tmp:
         recs = import_long(args.root, Path(tmp))
         print(f"{len(recs)} long trajectories (>= {MIN_CALLS} calls) imported\n")
+        if args.ab is not None:
+            ab(recs, Path(tmp), args.ab, args.pairs)
+            return 0
         if args.timing_only:
             timing(recs, Path(tmp), args.repeats, args.baseline)
             return 0
