@@ -27,8 +27,24 @@ from textual.strip import Strip
 
 
 class DirtyRowsCompositor(Compositor):
+    # This leans on Textual internals (8.2): if a Textual without them is installed, or the override
+    # fails once, the screen falls back to Textual's own partial update for good: slower, never wrong.
+    _usable = all(hasattr(Compositor, name) for name in ("_regions_to_spans", "cuts", "visible_widgets"))
+
     def render_partial_update(self) -> ChopsUpdate | None:
-        update_regions = self._dirty_regions.copy()
+        if not self._usable:
+            return super().render_partial_update()
+        update_regions: set[Region] = set()
+        try:
+            update_regions = self._dirty_regions.copy()
+            return self._render_partial(update_regions)
+        except Exception:
+            self._usable = False
+            if update_regions:  # what the failed pass took, so Textual's own pass draws it
+                self._dirty_regions.update(update_regions)
+            return super().render_partial_update()
+
+    def _render_partial(self, update_regions: set[Region]) -> ChopsUpdate | None:
         self._dirty_regions.clear()
         if not update_regions:
             return None

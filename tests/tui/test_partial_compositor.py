@@ -141,3 +141,29 @@ async def test_a_step_renders_only_the_widgets_that_changed() -> None:
         assert rendered["TierPanel"] and rendered["Static"]  # the turn's figures and the status line
         for unchanged in (Footer.__name__, Tabs.__name__, "ContentTab", "Underline"):
             assert not rendered[unchanged], f"{unchanged} rendered on a step: {dict(rendered)}"
+
+
+async def test_a_failing_partial_update_falls_back_to_textuals_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The override leans on Textual internals: if it ever raises (another Textual), the screen
+    draws with Textual's own partial update from then on, and nothing is left stale or lost."""
+    app = InspectorApp(SyntheticSource(40))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        compositor = app.screen._compositor
+        assert isinstance(compositor, DirtyRowsCompositor)
+        term = watch_terminal(app)
+        app.screen.refresh()
+        await pilot.pause()
+        calls = Counter[str]()
+
+        def broken(self: DirtyRowsCompositor, regions: object) -> None:
+            calls["override"] += 1
+            raise AttributeError("a Textual without the internals this override reads")
+
+        monkeypatch.setattr(DirtyRowsCompositor, "_render_partial", broken)
+        for keys in [("right",), ("right",), ("down",), ("left",)]:
+            await pilot.press(*keys)
+            await settle(pilot)
+            assert not stale_rows(term, app), f"stale rows after {keys}"
+        assert calls["override"] == 1  # tried once, then Textual's own for good
+        assert compositor._usable is False and term.partial >= 3
