@@ -324,7 +324,9 @@ def attach(
     if target is None:
         fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
     try:
-        src = LiveSource(target[0], session=target[1])
+        # A recording needs every turn whole: the lean stream's summarized turns are fetched later,
+        # and an agent that exits before that would leave the saved recording short.
+        src = LiveSource(target[0], session=target[1], lean=record is None)
     except ContextPipeError as exc:
         fail(str(exc))
     try:

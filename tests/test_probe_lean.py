@@ -545,3 +545,45 @@ def test_a_redacting_probe_redacts_summaries_and_fetched_traces(rtdir: Path) -> 
         server.close()
     assert [e["k"] for e in got] == ["turn_summary", "turn_summary", "turn", "trace"]
     assert "SECRET" not in repr(got)
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_attach_with_record_keeps_every_turn_of_an_agent_that_exits_during_a_burst(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path, record: bool
+) -> None:
+    """`cp-inspect attach PID --record FILE` saves on exit. Under the lean stream a burst's turns arrive as
+    summaries fetched later; an agent that exits right after the burst would leave them unfetched and
+    the save short, so with --record the inspector asks for every turn whole (and without it, lean)."""
+    from typer.testing import CliRunner
+
+    import inspector.cli as cli
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+    from inspector.sources import Disconnected
+    from inspector.sources.live import LiveSource
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    journal: list[dict[str, Any]] = []
+    seen: list[LiveSource] = []
+
+    def headless(src: LiveSource, theme: str | None) -> None:  # the app's reader, without a terminal
+        seen.append(src)
+        src.load_initial()
+        _burst(pipe, range(12))
+        journal.extend(pipe.journal.events)
+        pipe.close()  # the agent exits before anything summarized could be fetched
+        for ev in src.follow():
+            if isinstance(ev, Disconnected):
+                return
+
+    monkeypatch.setattr(cli, "_run_app", headless)
+    out = tmp_path / "attached.cpsession"
+    try:
+        res = CliRunner().invoke(cli.app, ["attach", str(os.getpid())] + (["--record", str(out)] if record else []))
+    finally:
+        pipe.close()
+    assert res.exit_code == 0, res.output
+    assert seen and seen[0].lean is (not record)
+    if record:
+        saved = [unpack_event(e) for e in RecordingReader.open(out).events()]
+        assert saved == journal  # every turn whole, as the agent journaled it
