@@ -46,7 +46,7 @@ from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
 from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
-from engine.plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, plan
+from engine.plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, budget_of, plan
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules, for_model
 from engine.policy.settings import WAVE1, PolicySettings
@@ -654,7 +654,7 @@ class Pipeline:
         if reserves is None:
             reserves = self._reserves(cfg)
         estimates = tuple(map(self._estimate, asm))
-        budget = cfg.budget
+        budget = budget_of(cfg.window, cfg.margin)  # cfg.budget, built once per window and margin
         # The window is in the provider's tokens, the estimates in ours: plan against the window as our
         # tokenizer sees it, using the ratio Feedback learned for this model.
         ratio = self.stats.calibration_for(cfg.model)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from engine.errors import ConfigError
+from engine.tokens import Budget
 from engine.trace_schema import TierReason
 from engine.types import CacheScope, Priority, SectionKind, Tier
 
@@ -95,6 +97,15 @@ class Plan:
             "recovery": self.recovery_escalated,
             "text": self.reason,
         }
+
+
+@lru_cache(maxsize=32, typed=True)
+def budget_of(window: int, margin: float) -> Budget:
+    """The Budget of a config's window and margin. `PipelineConfig.budget` builds and validates a new
+    one on every read, and the planner and the trace read it every turn of a session whose window and
+    margin rarely change; a Budget is immutable and a pure function of the two (typed: 0 and 0.0 are
+    kept apart, so a memo never answers with another type's figures)."""
+    return Budget(window, margin)
 
 
 def pressures(total: int, limit: int, reserve: int) -> tuple[float, float]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from engine.assembly import Assembly, Measure, wire_order
 from engine.errors import BudgetExceededError
 from engine.hashing import sha256_hex
-from engine.plan import Plan, Reserves
+from engine.plan import Plan, Reserves, budget_of
 from engine.providers import SerializedRequest
 from engine.trace_schema import Marker, Step, Trace, TraceSection
 from engine.types import Form, SectionKind
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 _KIND_VALUES = {k: k.value for k in SectionKind}
 _TOKENS = attrgetter("tokens")
 _MARKER = attrgetter("marker")  # plain strings; an enum's .value is a slow descriptor
+_EMPTY_SHA = sha256_hex("")  # a section with no blocks (hashed once, not every turn)
 
 
 def build_trace(
@@ -48,7 +49,7 @@ def build_trace(
         for b in ser.blocks:
             joined[b.section] = joined.get(b.section, "") + b.sha
         section_shas = {sid: sha256_hex(v) for sid, v in joined.items()}
-    empty = sha256_hex("")
+    empty = _EMPTY_SHA
     sections: list[TraceSection] = []
     for s in wire_order(res.asm):
         sha = section_shas.get(s.id, empty)
@@ -91,7 +92,7 @@ def build_trace(
         "model": cfg.model,
         "provider": cfg.provider,
         "limit": cfg.window,
-        "usable": cfg.budget.usable,
+        "usable": budget_of(cfg.window, cfg.margin).usable,
         "pressure": {"raw": round(p.raw_pressure, 4), "predictive": round(p.predictive_pressure, 4)},
         "reserves": {
             "response": reserves.response,
