@@ -118,6 +118,7 @@ class InspectorApp(App[None]):
         self._play_timer: Timer | None = None
         self._status_markup = ""
         self._content_deferred = False  # a step arrived while the initial load was still decoding
+        self._newest_pending = False  # live turns are arriving: the newest is drawn once they are in
         self._frozen_fold = False
         self._theme_warning: str | None = None
         self._shadow_tab = False  # the Shadow tab is added once the source shows a shadow rollout
@@ -264,7 +265,22 @@ class InspectorApp(App[None]):
             self.whatif.shadow()  # cached by the source per journal length: cheap when nothing changed
         if self.index == timeline.current and not message.more and self._content_deferred:
             self.watch_index(self.index)  # the initial load is complete: now fetch the content
+        if view.loaded and not message.more and timeline.follow and 0 <= self.index < timeline.current:
+            # Live turns that arrive back to back are drawn once, at the newest: the callback runs after
+            # the turns already queued, so a burst is one frame, and the turns in between (which a lean
+            # probe stream sends as summaries) are not fetched from the agent just to be drawn over.
+            if not self._newest_pending:
+                self._newest_pending = True
+                self.call_later(self._show_newest)
+            self._update_status()
+            return
         self.index = timeline.current
+        self._update_status()
+
+    def _show_newest(self) -> None:
+        self._newest_pending = False
+        if self.timeline.follow:  # the person may have stepped back meanwhile: then stay there
+            self.index = self.timeline.current
         self._update_status()
 
     @on(SourceDisconnected)
