@@ -267,8 +267,8 @@ class InspectorApp(App[None]):
             self.watch_index(self.index)  # the initial load is complete: now fetch the content
         if view.loaded and not message.more and timeline.follow and 0 <= self.index < timeline.current:
             # Live turns that arrive back to back are drawn once, at the newest: the callback runs after
-            # the turns already queued, so a burst is one frame, and the turns in between (which a lean
-            # probe stream sends as summaries) are not fetched from the agent just to be drawn over.
+            # the turns already queued, so a burst is one frame and the view does not fall behind a fast
+            # agent drawing a frame for every turn in between.
             if not self._newest_pending:
                 self._newest_pending = True
                 self.call_later(self._show_newest)

@@ -1,6 +1,5 @@
-"""Live turns that arrive back to back are drawn once at the newest, not one frame per turn: drawing each
-would cost a frame apiece and, under the lean probe stream, fetch every summarized turn from the agent
-just to draw over it."""
+"""Live turns that arrive back to back are drawn once at the newest, not one frame per turn: otherwise a
+fast agent's turns queue up behind a frame each and the live view falls behind the agent."""
 
 from __future__ import annotations
 
