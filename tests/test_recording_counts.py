@@ -30,7 +30,8 @@ from engine.sim.simulate import SimSettings, simulate_events, simulate_file
 from engine.tokens import TokenCounter
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "synthetic"
-DEMO = Path(__file__).resolve().parents[1] / "demo_sessions"
+# Recordings made before the count table existed (the first engine's demo sessions).
+V1 = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "v1_recordings"
 
 
 def _record(path: Path, counter: TokenCounter, turns: int = 12) -> None:
@@ -126,7 +127,7 @@ def test_old_recording_without_counts_simulates_identically(
         a, b = simulate_file(old, settings), simulate_file(path, settings)
         assert _figures(a) == _figures(b)
         assert a.notes == b.notes  # a table in use adds no note: the output is the same
-    for demo in sorted(DEMO.glob("*.cpsession")):  # recordings made before the table existed
+    for demo in sorted(V1.glob("*.cpsession")):
         with RecordingReader.open(demo) as r:
             assert r.token_counts() is None
 

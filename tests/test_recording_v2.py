@@ -25,7 +25,8 @@ from . import attacks
 from .test_recording import HEADER, _corrupt_everywhere_is_reported, session_events, unique
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = sorted((ROOT / "demo_sessions").glob("*.cpsession"))
+# Recordings made by the first engine (format version 1), kept as they were committed.
+V1 = sorted((ROOT / "tests" / "fixtures" / "v1_recordings").glob("*.cpsession"))
 
 
 def write(path: Path, events: list[dict[str, Any]], close: bool = True) -> RecordingWriter:
@@ -107,8 +108,8 @@ def test_refresh_follows_a_chunked_writer(tmp_path: Path) -> None:
 
 
 def test_old_recordings_still_open_and_salvage_migrates_them(tmp_path: Path) -> None:
-    assert DEMO, "demo_sessions/ holds version-1 recordings"
-    for path in DEMO:
+    assert V1, "tests/fixtures/v1_recordings/ holds version-1 recordings"
+    for path in V1:
         with RecordingReader.open(path) as r:
             assert r.version == 1 and r.turn_count > 0
             assert isinstance(r.turn(-1)["trace"], dict)  # the v1 compressed trace, inflated on read

@@ -22,10 +22,11 @@ DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.
 def test_file_source_replan_matches_explain_budget() -> None:
     src = FileSource(DEMO)
     traces = src.load_initial()
-    assert len(traces) == 40 and traces[17]["turn"] == 17
-    whatif = src.replan(17, Overrides(window=20000))
+    assert len(traces) == 40 and traces[26]["turn"] == 26
+    assert traces[26]["tier"] == "AggressivePrune"
+    whatif = src.replan(26, Overrides(window=20000))
     out = CliRunner().invoke(
-        app, ["explain", str(DEMO), "--turn", "17", "--budget", "20000", "--format", "json"]
+        app, ["explain", str(DEMO), "--turn", "26", "--budget", "20000", "--format", "json"]
     )
     assert out.exit_code == 0, out.output
     explained = json.loads(out.output)

@@ -13,6 +13,9 @@ from engine.whatif import Overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+# The first engine's recording of the same scenario: its planner trimmed tool schemas mid-session (turn 12),
+# which the current engine never does, so the tool_removed diagnosis is checked there.
+V1 = ROOT / "tests" / "fixtures" / "v1_recordings" / "scout-anthropic.cpsession"
 
 
 def test_engine_recording_names_each_break() -> None:
@@ -23,7 +26,11 @@ def test_engine_recording_names_each_break() -> None:
     assert kept["cause"] == "appended" and not kept["breaks_cache"]
     latch = why_missed(events, 15)["engine"]
     assert latch["cause"] == "latch_changed" and latch["section"] == "latches"
-    tools = why_missed(events, 12)["engine"]
+    compacted = why_missed(events, 17)["engine"]
+    assert compacted["cause"] == "history_compacted" and compacted["breaks_cache"]
+    assert why_missed(events, 21)["engine"]["section"] == "environment"
+    v1_events, _ = load_recording_events(V1)
+    tools = why_missed(v1_events, 12)["engine"]
     assert tools["cause"] == "tool_removed" and tools["segment"] == "tools"
     # Under a what-if the diff is between the re-planned requests.
     ov = why_missed(events, 15, Overrides(gates={"trim_schemas": False}))["engine"]
@@ -104,5 +111,7 @@ def test_explain_prints_why_the_cache_missed() -> None:
     assert res.exit_code == 0, res.output
     why = json.loads(res.stdout)["why_cache_missed"]
     assert why["previous"] == 14 and why["engine"]["cause"] == "latch_changed"
-    res = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "12"])
+    res = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "17"])
+    assert "why the cache missed" in res.stdout and "history_compacted" in res.stdout
+    res = CliRunner().invoke(app, ["explain", str(V1), "--turn", "12"])
     assert "why the cache missed" in res.stdout and "tool_removed" in res.stdout

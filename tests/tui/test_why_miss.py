@@ -25,4 +25,8 @@ async def test_why_tab_names_the_latch_flip_and_follows_stepping() -> None:
         await pilot.press("right")
         await settle(pilot)
         assert panel.why is not None and panel.why["turn"] == 16
-        assert "history_compacted: message 4" in str(panel.render())
+        assert "prefix kept: appended" in str(panel.render())
+        await pilot.press("right")
+        await settle(pilot)
+        assert panel.why is not None and panel.why["turn"] == 17
+        assert "history_compacted: message 1 (user)" in str(panel.render())
