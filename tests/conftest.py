@@ -11,6 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check behaviour, not speed: on a shared 2-core machine input generation and examples run
+# several times slower under load, and Hypothesis' timing checks (the per-example deadline, the "input
+# generation is slow" health check) then fail tests whose behaviour is fine. Tests that set their own
+# `@settings` keep every field they name and inherit these two.
+settings.register_profile("contextpipe", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("contextpipe")
 
 TRAJECTORIES = Path(
     os.environ.get("CONTEXTPIPE_TRAJECTORIES")
