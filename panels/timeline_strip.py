@@ -14,7 +14,10 @@ from panels.line_panel import LinePanel
 from panels.navigation import JumpToTurn
 
 TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrune": 3}
-COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "spill", "compact_history"}
+# Steps that rewrite history already sent. Not "spill": a large tool output is spilled when it first
+# appears (new content, nothing cached is touched) and stays spilled, so the step is listed on every turn
+# after it; marking it drew a "c" on nearly every turn of a session that compacted twice.
+COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "compact_history"}
 HIT_SHADES = " ░▒▓█"
 LEGEND = Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
 
@@ -108,18 +111,26 @@ class TimelineStrip(LinePanel):
             events_.add("·" if here and ev == " " else ev, ev_style)
         trace = self.traces[self.current]
         pointer = " " * cur + "▲"
-        axis = (f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}  "
-                f"peak {tok(top)}")
+        axis = f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}"
         comp = trace.get("compaction")
         if comp and comp.get("decision") == "compacted" and comp.get("text"):
-            # The compaction's pay-back: what it saves per turn against what it re-sends uncached once.
+            # The compaction's pay-back (what it saves per turn against what it re-sends uncached once)
+            # takes the place of the session's peak, which the bars above show anyway.
             axis += f"  compaction: {comp['text']}"
-        return [
-            sent.content(), events_.content(), hits.content(),
-            Content.assemble((pointer, "bold $accent"), "  ", (axis, "$text-muted"))
-            if cur + len(axis) + 3 < width else Content.assemble(((axis + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent")),
-            LEGEND,
-        ]
+        else:
+            axis += f"  peak {tok(top)}"
+        right, left = width - cur - 3, cur - 1  # room for the label beside the pointer, on each side
+        if len(axis) <= right or right >= left:
+            # A label longer than the room (a compaction's pay-back on a narrow strip) is cut, never
+            # wrapped: a wrapped line would push the pointer off its turn.
+            label = Content.assemble((pointer, "bold $accent"), "  ", (_fit(axis, right), "$text-muted"))
+        else:
+            label = Content.assemble(((_fit(axis, left) + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent"))
+        return [sent.content(), events_.content(), hits.content(), label, LEGEND]
+
+
+def _fit(text: str, room: int) -> str:
+    return text if len(text) <= room else text[: max(0, room - 1)] + "…"
 
 
 class _Runs:

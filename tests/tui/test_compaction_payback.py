@@ -67,3 +67,48 @@ async def test_strip_and_gauge_show_payback_and_uncompacted_pressure() -> None:
         assert f"compaction: {traces[k]['compaction']['text']}" in str(strip.render())
         head = str(gauge.render()).splitlines()[0]
         assert "uncompacted" in head and traces[-1]["pressure"]["raw"] <= 1.0
+
+
+def test_strip_marks_compactions_not_every_turn_with_a_spilled_result() -> None:
+    """On the demo recording (two compactions in 40 turns, a large tool output spilled from turn 13 on)
+    the strip's event row marks the compaction turns, and no turn whose only rewrite is a spill."""
+    from pathlib import Path
+
+    from inspector.sources.file import FileSource
+    from panels.timeline_strip import TimelineStrip
+
+    demo = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
+    traces = FileSource(demo).load_initial()
+    compacted = {t["turn"] for t in traces if (t.get("compaction") or {}).get("decision") == "compacted"}
+    spilled_only = {
+        t["turn"] for t in traces
+        if {a["step"] for a in t.get("actions") or []} & {"spill"} and not t.get("cache_break")
+        and t["turn"] not in compacted
+    }
+    assert compacted and len(spilled_only) > 10
+    strip = TimelineStrip()
+    strip.traces = traces
+    strip.set_reactive(TimelineStrip.count, len(traces))
+    cols, _ = strip._summary(len(traces))  # one column per turn
+    events = {rng.start: ev for rng, _b, _t, _h, ev, _s in cols}
+    for turn in compacted:  # a compaction breaks the cache: the break mark wins over "c"
+        assert events[turn] in ("c", "✖")
+    assert all(events[turn] == " " for turn in spilled_only)
+
+
+def test_a_long_payback_label_is_cut_and_the_pointer_stays_on_its_turn() -> None:
+    from panels.timeline_strip import TimelineStrip
+
+    traces = [summarize(t) for t in _traces()]
+    strip = TimelineStrip()
+    strip.traces = traces
+    strip.set_reactive(TimelineStrip.count, len(traces))
+    k = next(i for i, t in enumerate(traces) if "compaction" in t)
+    for width in (40, 60, 90, 200):
+        for current in (0, k, len(traces) - 1):
+            strip.set_reactive(TimelineStrip.current, current)
+            axis = str(strip.lines(width)[3])
+            assert len(axis) <= width, (width, current, axis)
+            assert axis.index("▲") == strip._column(current, width)
+            if current == k and width >= 90:
+                assert "compaction: saves " in axis
