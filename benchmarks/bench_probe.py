@@ -562,6 +562,61 @@ def lean_ab(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def pace_ab(args: argparse.Namespace) -> None:
+    """An agent that waits on its model between turns (issue 15 item 4): each turn is followed by
+    --pace seconds of sleep, so every turn is a burst of its own and the probe's per-burst costs
+    (wake-ups, a pass, a send) fall on every turn. One lean reader stays attached to one Pipeline per
+    round; blocks A B B A (mirrored every other round) alternate how a burst ends: A, as before
+    (the loop waits COALESCE more after a pass that sent something, and ends the burst at the
+    pass that finds nothing), B, as now (a burst ends at the pass after which nothing was published in
+    the second half of its wait). Per turn, from the thread clocks: the probe thread, its passes, and the
+    agent's thread (its turns only: the sleeps are not counted)."""
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    per: dict[str, list[tuple[float, float, float]]] = {"before": [], "now": []}
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        reader = attach_reader(server, rt)
+        flowing = server._flowing
+        sums = {"before": [0.0, 0.0, 0.0], "now": [0.0, 0.0, 0.0]}
+        order = ("before", "now", "now", "before") if rnd % 2 == 0 else ("now", "before", "before", "now")
+        for mode in order:
+            server._flowing = (lambda: True) if mode == "before" else flowing  # type: ignore[method-assign]
+            drain(server)
+            time.sleep(0.5)  # let the last burst end, so the block starts with the loop asleep
+            gc.collect()
+            io0, w0, agent = thread_cpu(server), server.wakeups, 0.0
+            for t in range(turn, turn + args.turns):
+                a0 = time.thread_time()
+                step(t)
+                agent += time.thread_time() - a0
+                time.sleep(args.pace)
+            drain(server)
+            time.sleep(0.5)  # the burst's end (its last wait) belongs to this block
+            sums[mode][0] += thread_cpu(server) - io0
+            sums[mode][1] += server.wakeups - w0
+            sums[mode][2] += agent
+            turn += args.turns
+        server._flowing = flowing  # type: ignore[method-assign]
+        stop_subject("reader", reader, server)
+        pipe.close()
+        for mode in sums:
+            per[mode].append(tuple(x / (2 * args.turns) for x in sums[mode]))  # type: ignore[arg-type]
+    med = statistics.median
+    for mode in ("before", "now"):
+        rows = per[mode]
+        probe = [r[0] for r in rows]
+        agent = med(r[2] for r in rows)
+        print(
+            f"burst end {mode:6s}: probe thread {med(probe) * 1e6:6.1f} us a turn ({med(probe) / agent * 100:.2f}% of "
+            f"the agent's {agent * 1e6:.0f} us), {med(r[1] for r in rows):.2f} passes a turn "
+            f"[{' '.join(f'{x * 1e6:.0f}' for x in probe)}]"
+        )
+    print(f"  ({args.rounds} rounds of 4 x {args.turns} turns, each followed by {args.pace:g} s of sleep)")
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def profile(args: argparse.Namespace) -> None:
     """The probe thread on a realistic turn, part by part (see the module docstring)."""
     import engine.probe.queues as queues
@@ -599,6 +654,16 @@ def profile(args: argparse.Namespace) -> None:
 
         setattr(obj, name, wrapper)
 
+    # Per-turn steps that are module functions: the summaries and the encoder (the latter only while
+    # encoding as usual; the stand-in's table look-ups are not timed).
+    summary_fn = queues.summary_event
+    timed(queues, "summary_event", "  summary_event")
+
+    class _Enc:
+        pack = staticmethod(real)
+
+    timed(_Enc, "pack", "  encoder (pack_payload_fast)")
+    encoder = _Enc.pack
     per: dict[str, list[tuple[float, float]]] = {"encoding": [], "stand-in": []}
     turns_counted = 0
     for rnd in range(args.rounds):
@@ -607,6 +672,9 @@ def profile(args: argparse.Namespace) -> None:
         reader = attach_reader(server, rt)
         for name in ("_drain_wake", "_service", "_fill", "_budget", "_rest", "_accept", "_on_readable"):
             timed(server, name, name)
+        # The lean stream's steps inside _fill (each also inside _fill's figure).
+        for name in ("_absorb", "_newest_turn", "_append_run", "_fill_fetch"):
+            timed(server, name, f"  {name}")
         assert server._sel is not None
         timed(server._sel, "select", "select (sleeping, waking)")
         for c in server._clients.values():
@@ -625,14 +693,20 @@ def profile(args: argparse.Namespace) -> None:
         sums = {"encoding": [0.0, 0.0], "stand-in": [0.0, 0.0]}
         a, b = ("encoding", "stand-in") if rnd % 2 == 0 else ("stand-in", "encoding")
         for mode in (a, b, b, a):
-            queues.pack_payload_fast = real if mode == "encoding" else stand_in  # type: ignore[assignment]
+            queues.pack_payload_fast = encoder if mode == "encoding" else stand_in  # type: ignore[assignment]
             drain(server)
             gc.collect()
             saved = {k: list(v) for k, v in parts.items()}
-            io0, a0 = thread_cpu(server), time.thread_time()
-            run_block(step, turn, args.turns)
-            agent = time.thread_time() - a0
+            io0, agent = thread_cpu(server), 0.0
+            for t in range(turn, turn + args.turns):
+                a0 = time.thread_time()
+                step(t)
+                agent += time.thread_time() - a0
+                if args.pace:
+                    time.sleep(args.pace)  # the agent waits on its model (--pace)
             drain(server)
+            if args.pace:
+                time.sleep(0.5)  # the burst's end (its last wait) belongs to this block
             sums[mode][0] += thread_cpu(server) - io0
             sums[mode][1] += agent
             if mode != "encoding":  # the part-by-part profile is of the real thing only
@@ -646,6 +720,7 @@ def profile(args: argparse.Namespace) -> None:
         pipe.close()
         for mode in sums:
             per[mode].append((sums[mode][0] / (2 * args.turns), sums[mode][1] / (2 * args.turns)))
+    queues.summary_event = summary_fn  # type: ignore[assignment]
     med = statistics.median
     enc = [x[0] for x in per["encoding"]]
     floor = [x[0] for x in per["stand-in"]]
@@ -700,8 +775,22 @@ def main() -> None:
         help="io,agent or io,discard: where live events are encoded with a reader attached (io,io: the A/A)",
     )
     ap.add_argument("--profile", action="store_true", help="where the probe thread's time goes (see above)")
+    ap.add_argument("--pace", type=float, default=0.0, help="--profile: sleep after each turn (a model call)")
     ap.add_argument("--lean-ab", action="store_true", help="lean stream against every turn whole (see above)")
+    ap.add_argument(
+        "--pace-ab",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="turns each followed by this much sleep (a model call): how a burst ended before against now",
+    )
     args = ap.parse_args()
+    if args.pace_ab is not None:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        args.pace = args.pace_ab
+        pace_ab(args)
+        return
     if args.lean_ab:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup

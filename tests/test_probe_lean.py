@@ -392,6 +392,58 @@ def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_dem
         pipe.close()
 
 
+def test_following_the_live_tail_fetches_only_the_turns_shown(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """A view that follows the tail asks for ever newer turns: each is fetched alone, none of the
+    summarized turns before it (nobody is looking at them). Stepping back brings the ones behind."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(2))
+        src = _live(pipe)
+        got: list[dict[str, Any]] = []
+        th = _follow(src, 21, got)
+        _burst(pipe, range(2, 22))
+        th.join(T)
+        assert not th.is_alive()
+        journal_turns = _journal_turns(pipe)
+        assert len(src._missing) == 19 and src.fetched == 0
+        assert src.full_trace(1) == journal_turns[1]["trace"]  # shown on attach (whole, in the snapshot)
+        for n in (6, 11, 15):  # drawn while following: each newer than the last
+            assert src.full_trace(n) == journal_turns[n]["trace"]
+        assert src.fetched == 3
+        # The person steps back from 15: 14 and the FETCH_BEHIND summarized turns before it.
+        from inspector.sources.live import FETCH_BEHIND
+
+        assert src.full_trace(14) == journal_turns[14]["trace"]
+        assert src.fetched == 3 + 1 + FETCH_BEHIND  # the 8 still summarized before it: 4..13 but 6 and 11
+        assert all(src.full_trace(n) == journal_turns[n]["trace"] for n in range(5, 15))
+    finally:
+        pipe.close()
+
+
+def test_the_shadow_summary_of_a_lean_session_fetches_nothing(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """The TUI asks for the session-wide shadow totals as turns arrive. They read a turn's final_tokens
+    only, which its summary has: nothing is fetched, and they equal the whole journal's."""
+    from engine.shadow import shadow_summary
+    from engine.whatif import Overrides
+
+    pipe = _pipeline(monkeypatch, rtdir, shadow=Overrides(gates={"drop_rounds": False}))
+    try:
+        _turns(pipe, range(2))
+        src = _live(pipe)
+        got: list[dict[str, Any]] = []
+        th = _follow(src, 13, got)
+        _burst(pipe, range(2, 14))
+        th.join(T)
+        assert not th.is_alive()
+        assert len(src._missing) == 11
+        whole = shadow_summary(list(pipe.journal.events))
+        assert whole is not None and len(whole["turns"]) == 14
+        assert src.shadow_summary() == whole
+        assert src.fetched == 0 and len(src._missing) == 11
+    finally:
+        pipe.close()
+
+
 def whole_replan(pipe: Any, n: int) -> dict[str, Any]:
     from engine.recording.replay import Replayer
     from inspector.sources.replaying import shared_counter

@@ -60,6 +60,14 @@ def turn_summary(trace: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def summary_event(ev: dict[str, Any]) -> dict[str, Any]:
+    """A `turn` event's `turn_summary` event, or the event itself if it is not a trace the engine built."""
+    try:
+        return {"k": "turn_summary", "turn": ev["turn"], "summary": turn_summary(ev["trace"])}
+    except Exception:
+        return ev
+
+
 def is_turn(ev: Any) -> bool:
     return type(ev) is dict and ev.get("k") == "turn"
 

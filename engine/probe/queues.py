@@ -34,7 +34,7 @@ from typing import Any
 import msgpack
 
 from engine.probe.endpoint import close_quietly
-from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, turn_summary
+from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame, pack_payload_fast
 
@@ -167,6 +167,8 @@ class ClientQueues:
         self._head = 0  # ring sequence number of the next event
         self._nclients = 0  # written by the I/O thread only; read by publish(): see the race note there
         self._wake_pending = False
+        # When publish() last took an event (monotonic): tells the I/O thread whether a burst goes on.
+        self._published_at = 0.0
         self._nlean = 0  # attached lean clients (diagnostics, tests)
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
@@ -253,6 +255,8 @@ class ClientQueues:
                 # The kernel buffer is full: wait for writability instead of spinning.
                 self._want_write(c, True)
                 return
+            if c.cursor >= self._head and not c.fetch and c.snap_src is None:
+                break  # all sent and nothing left to fill: no second (empty) fill, as every pass made
         if c.closing_deadline is not None:
             self._drop(c)  # error frame delivered
         elif c.want_write:
@@ -434,10 +438,20 @@ class ClientQueues:
         # (first event, head, newest turn), which fix a run (not for a client in its attach window,
         # whose runs leave out what its snapshot had).
         cache = self._enc_cache if self._nlean > 1 and c.skip_hold is None else None
+        # This loop runs for every event of every turn, and its first look at an event built up to
+        # ~100 ms ago on the agent's core is a cache miss: it does no more than that look (its type, and
+        # "k" for a turn to summarize) unless the client is in its attach window (it skips what its
+        # snapshot had) or the server redacts (first, so the lean stream's own kinds stay readable).
+        window = c.skip_hold is not None
+        skip_until = c.skip_until
+        skip_ids = c.skip_ids
+        redact = self.redact
         run: list[Any] = []
         start = seq
-        while seq < head and len(outbuf) < HIGH_WATER:
+        while seq < head:
             if not run:
+                if len(outbuf) >= HIGH_WATER:  # it grows only here, between runs
+                    break
                 start = seq
                 if cache is not None:
                     hit = cache.get((start, head, newest))
@@ -447,25 +461,24 @@ class ClientQueues:
                         continue
             ev = ring[seq % cap]
             seq += 1
-            if type(ev) is tuple:  # (event, its frame): sent as it is
-                if seq <= c.skip_until and id(ev[0]) in c.skip_ids:
+            kind = type(ev)
+            if kind is dict:
+                if window and seq <= skip_until and id(ev) in skip_ids:
+                    continue
+                if redact:
+                    ev = redact_event(ev)
+                if seq <= newest and ev.get("k") == "turn":  # seq is one past this event's: an older turn
+                    ev = summary_event(ev)
+            elif kind is tuple:  # (event, its frame): sent as it is
+                if window and seq <= skip_until and id(ev[0]) in skip_ids:
                     continue
                 if run:
                     self._append_run(c, run)
                     run = []
                 self._append(c, ev[1])
                 continue
-            if seq <= c.skip_until and id(ev) in c.skip_ids:
+            elif window and seq <= skip_until and id(ev) in skip_ids:
                 continue
-            if self.redact and type(ev) is dict:
-                # Redacted before it is summarized or wrapped: the lean stream's own kinds (batch,
-                # turn_summary, trace) are not the allow-list's, and must stay readable.
-                ev = redact_event(ev)
-            if seq <= newest and is_turn(ev):  # seq is one past this event's: an older turn than the newest
-                try:
-                    ev = {"k": "turn_summary", "turn": ev["turn"], "summary": turn_summary(ev["trace"])}
-                except Exception:
-                    pass  # not a trace the engine built: sent as it is
             run.append(ev)
             if len(run) >= BATCH_EVENTS:
                 self._append_run(c, run, cache, (start, head, newest), seq)
@@ -515,6 +528,8 @@ class ClientQueues:
         LAST_TURN_SCAN events), or -1."""
         ring = self._ring
         cap = self._cap
+        if start >= head:
+            return -1
         for seq in range(head - 1, max(start, head - LAST_TURN_SCAN) - 1, -1):
             ev = ring[seq % cap]
             if is_turn(ev) or (type(ev) is tuple and is_turn(ev[0])):

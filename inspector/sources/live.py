@@ -26,7 +26,9 @@ from inspector.timeline import summarize
 # Turns the replayer's fold reads the trace of, besides the one before each checkpoint: the few before
 # the turn asked for (a re-plan reads the previous turn's trace; why-missed re-plans the one before).
 _FOLD_BEHIND = 2
-# Summarized turns fetched along with the one asked for (the person stepping back comes to them next).
+# Summarized turns fetched along with the one asked for when the person steps back (they come to them
+# next). Not while the view follows the live tail: it asks for ever newer turns and would never show
+# those (fetching them was most of the traces a following inspector had the agent send).
 FETCH_BEHIND = 8
 # After this long without an event, the traces the lean stream summarized are fetched in the
 # background (FETCH_MAX a request), so they are here when asked for and after the agent exits.
@@ -79,6 +81,7 @@ class LiveSource(ReplayingSource):
         self._asked: set[int] = set()  # fetched, not answered yet
         self._unavailable: set[int] = set()  # the agent answered that it has no such turn
         self.fetched = 0  # traces fetched (diagnostics, tests)
+        self._shown: int | None = None  # the turn full_trace was last asked for (None: not yet)
         self._connect()
 
     @classmethod
@@ -260,11 +263,15 @@ class LiveSource(ReplayingSource):
         yield self.load_initial()
 
     def full_trace(self, turn: int) -> Trace:
-        """The turn's whole trace: received, or fetched now from the agent (with the FETCH_BEHIND
-        summarized turns before it, so stepping back does not ask at every step)."""
+        """The turn's whole trace: received, or fetched now from the agent. Stepping back (a turn older
+        than the one asked for before, or than the newest received if none was), the FETCH_BEHIND
+        summarized turns before it come along, so the next steps do not ask one by one; following the
+        live tail (each turn newer than the last), only the turn itself is fetched."""
         trace = self._by_turn.get(turn)
+        shown, self._shown = self._shown, turn
         if trace is None and turn in self._missing:
-            older = [t for t in list(self._missing) if t < turn][-FETCH_BEHIND:]
+            back = turn < (self._seen_turns if shown is None else shown)
+            older = [t for t in list(self._missing) if t < turn][-FETCH_BEHIND:] if back else []
             self._fetch([turn, *reversed(older)])
             trace = self._by_turn.get(turn)
         if trace is None and turn in self._summaries:
@@ -272,6 +279,23 @@ class LiveSource(ReplayingSource):
         if trace is None:
             raise KeyError(f"turn {turn} has not been received from the agent")
         return cast(Trace, trace)  # decoded from the probe: the shape engine.trace built
+
+    def shadow_summary(self) -> dict[str, Any] | None:
+        """The session-wide shadow totals without fetching anything: of a turn they read only its
+        `final_tokens`, which a summary holds. (The TUI asks for them as turns arrive; fetching every
+        summarized trace for them was nearly all the traces a following inspector had the agent send.)"""
+        from engine.shadow import shadow_summary
+
+        with self._lock:
+            if self._shadow is not None and self._shadow[0] == len(self.events):
+                return self._shadow[1]
+            events = []
+            for e in self.events:
+                summary = e.get("summary") if e.get("k") == "turn" else None  # a placeholder, not fetched
+                events.append(e if summary is None else {"k": "turn", "turn": e["turn"], "trace": summary})
+            result = shadow_summary(events)
+            self._shadow = (len(events), result)
+            return result
 
     def _load_events(self, upto_turn: int | None = None) -> None:
         """Every event is here already; what a lean stream summarized is fetched before it is read: the
