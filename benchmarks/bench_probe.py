@@ -52,7 +52,14 @@ CPU budget), and, in alternate blocks with the same reader (A B B A), the whole 
 encoded as usual against a stand-in encoder that returns each kind's bytes from a table (what is left
 is moving and sending them: the floor below the encoding):
 
-    .venv/bin/python benchmarks/bench_probe.py --profile --rounds 6 --turns 60
+    .venv/bin/python benchmarks/bench_probe.py --profile --rounds 6 --turns 60 [--pace 0.5]
+
+(the lean steps inside a pass are timed too: the batch encoder, framing, summaries, finding the newest
+turn, moving events into the ring). An agent that waits on its model between turns (--pace seconds of
+sleep after each turn, so every turn is a burst of its own), with how a burst ended before (one more
+wait after a pass that sent something) against now, alternated in one process:
+
+    .venv/bin/python benchmarks/bench_probe.py --pace-ab 0.5 --rounds 4 --turns 8
 
 Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
 turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
