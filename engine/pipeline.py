@@ -193,6 +193,9 @@ class Pipeline:
         self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
         self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate
+        # Outcomes a build carries to the next one when their inputs did not change (cost_aware.run);
+        # None: every build computes them afresh (tests compare the two).
+        self._carry: dict[str, Any] | None = {}
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
         self._replay = replay
@@ -689,6 +692,8 @@ class Pipeline:
         self._serializers.clear()
         self._sections.clear()
         self._estimates.clear()
+        if self._carry is not None:
+            self._carry.clear()
         self.measure = Measure(self.counter)
         self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
 
@@ -766,6 +771,7 @@ class Pipeline:
                 summarize=summarizer,
                 elided=elided,
                 full_history=self.history,
+                carry=self._carry,
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision

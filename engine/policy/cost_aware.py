@@ -205,11 +205,13 @@ def run(
     summarize: Callable[[list[str]], str] | None = None,
     elided: int = 0,
     full_history: Sequence[Any] | None = None,
+    carry: dict[str, Any] | None = None,
 ) -> Outcome:
     """One turn's decision and request. `asm_full` holds the raw history, or with `elided` > 0 the raw
     history without that many items after the task (those `st` already cut; see apply_state), its
     section total still the raw one; `full_history` is then the whole conversation, which only a
-    summary of a new cut reads."""
+    summary of a new cut reads. `carry`: a dict the caller keeps from build to build, where the stable
+    rules' outcome is carried to the next turn (see _stable_key); None computes everything afresh."""
     m = measure
     hidx = history_index(asm_full)
     full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
@@ -219,7 +221,15 @@ def run(
         applied = apply_state(asm_full, s, summary_text, settings.revision, elided)
         p, _, _ = plan_fn(applied)
         ctx = make_ctx(p)
+        key = _stable_key(applied, ctx) if carry is not None else None
+        if carry is not None and key is not None:
+            carried = _carried_stable(carry, key, applied)
+            if carried is not None:
+                return applied, applied, p, carried, []
         r = optimize(applied, ctx, STABLE_RULES)
+        if carry is not None and key is not None and r.asm is applied and not ctx.spill_failures:
+            # Nothing changed: the outcome holds for the next build with an equal key.
+            carry[STABLE_CARRY] = (key, r.steps, r.skipped)
         return applied, r.asm, p, r, list(ctx.spill_failures)
 
     applied, asm1, _, res1, failures = stage1(st)
@@ -351,6 +361,49 @@ def run(
     )
     decision["sent_tokens"] = m.total(res.asm)
     return Outcome(the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures)
+
+
+STABLE_CARRY = "stable rules"
+
+
+def _stable_key(applied: Assembly, ctx: OptimizeContext) -> tuple[Any, ...] | None:
+    """What the stable rules' outcome depends on, when it can be carried from an earlier build; None
+    when it cannot (the history holds a tool result over the spill threshold: spilling it is new work).
+
+    Reorder reads each section's id, kind and scope and their order; spill reads the non-history
+    sections (their text and size), the gates and threshold, whether a backend is configured (or a dry
+    run), and in the history only the messages holding a full tool result over the threshold: with none
+    (one remembered, incremental scan), the history's items do not matter to either rule. The tier is
+    never below the rules' minimum (NORMAL). So an append-only turn whose history grew only by messages
+    under the threshold gets the same outcome as the turn before: nothing changed, the same steps."""
+    m = ctx.measure
+    limits = ctx.limits
+    hidx = history_index(applied)
+    if hidx is not None:
+        hist = applied[hidx]
+        if m.first_over(hist.items, limits.spill_threshold) < len(hist.items):
+            return None
+        head: tuple[Any, ...] = (hidx, hist.id, hist.kind, hist.scope)
+        others = applied[:hidx] + applied[hidx + 1 :]
+    else:
+        head, others = (), applied
+    return (others, head, limits, ctx.spill is None, ctx.dry_run, m)
+
+
+def _carried_stable(carry: dict[str, Any], key: tuple[Any, ...], applied: Assembly) -> OptimizeResult | None:
+    """The stable rules' outcome remembered under an equal key: the assembly unchanged and the same
+    steps (copied: a trace's steps are its own). Sections compare by identity first (the same objects
+    turn after turn), by value otherwise; the Measure by identity (its counts)."""
+    got = carry.get(STABLE_CARRY)
+    if got is None:
+        return None
+    prev, steps, skipped = got
+    if prev[5] is not key[5] or prev[1:5] != key[1:5] or prev[0] != key[0]:
+        return None
+    res = OptimizeResult(applied)
+    res.steps = [dict(d) for d in steps]
+    res.skipped = [dict(d) for d in skipped]
+    return res
 
 
 def _with_task_marker(
