@@ -170,6 +170,7 @@ class Pipeline:
         self.tools: list[ToolSchema] = []
         self.history: list[Message] = []
         self.pending: list[Part] = []  # tool results / user text not yet closed into a message
+        self._pending_msg: Message | None = None  # see _close_pending
         # A running token total of `history` (history only grows): a turn measures only the messages
         # appended since the last one, not the whole session. Counts are a pure function of the
         # tokenizer and the content, so the total is keyed by the tokenizer's name.
@@ -193,9 +194,11 @@ class Pipeline:
         self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
         self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate
-        # Outcomes a build carries to the next one when their inputs did not change (cost_aware.run);
-        # None: every build computes them afresh (tests compare the two).
-        self._carry: dict[str, Any] | None = {}
+        # Outcomes a build carries to the next one when their inputs did not change (cost_aware.run).
+        self._carry: dict[str, Any] = {}
+        # False: every build computes everything afresh, carrying nothing from the build before and
+        # taking no shortcut (the same bytes, more work; tests compare the two).
+        self.fast_path = True
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
         self._replay = replay
@@ -390,8 +393,14 @@ class Pipeline:
 
     def _close_pending(self) -> None:
         if self.pending:
-            self.history.append(Message("user", tuple(self.pending)))
+            parts = tuple(self.pending)
+            # The message the last build closed these very parts into (see _assemble_from), else a new
+            # one: equal either way, and the same object lets every prefix memo downstream match the
+            # history a turn sent by identity instead of comparing its newest message field by field.
+            hint = self._pending_msg
+            self.history.append(hint if hint is not None and hint.parts == parts else Message("user", parts))
             self.pending = []
+        self._pending_msg = None
 
     def begin_request(self, turn: int) -> None:
         """Bring a folded state to the moment turn `turn`'s request was built: pending tool results and
@@ -587,7 +596,10 @@ class Pipeline:
         if hist is not None:
             n = self.history_tokens()
             if self.pending:  # the pending parts, as assemble() closed them into the last message
-                n += self.measure.item(hist.items[-1])
+                last = hist.items[-1]
+                n += self.measure.item(last)
+                if isinstance(last, Message):
+                    self._pending_msg = last
             self.measure.prime(hist, n)
         return asm, elided
 
@@ -692,8 +704,7 @@ class Pipeline:
         self._serializers.clear()
         self._sections.clear()
         self._estimates.clear()
-        if self._carry is not None:
-            self._carry.clear()
+        self._carry.clear()
         self.measure = Measure(self.counter)
         self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
 
@@ -771,7 +782,7 @@ class Pipeline:
                 summarize=summarizer,
                 elided=elided,
                 full_history=self.history,
-                carry=self._carry,
+                carry=self._carry if self.fast_path else None,
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision
@@ -967,7 +978,7 @@ class Pipeline:
         finally:
             self._usage_hint = None
         if self._open is not None:
-            self._open["usage"] = u.to_dict()
+            self._open["usage"] = dict(d)  # what u.to_dict() gives, as its own dict
             self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
             self.close_turn()
         return u

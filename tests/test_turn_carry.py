@@ -1,12 +1,14 @@
 """A build that carries outcomes from the build before (the append-only fast path) changes no byte.
 
-`Pipeline._carry` lets cost_aware.run reuse the stable rules' outcome (reorder, spill) of an earlier
-build when nothing it depends on changed (see cost_aware._stable_key). A pipeline using it must give the
-same requests, traces, compaction states and journal as one forced down the slow path (`_carry = None`)
-over sessions that compact, spill (tool results and whole sections), change their window and margin
-mid-session, learn a calibration from usage, add and change sources, and interleave what-if builds
-(other windows, limits and policies, and earlier states) as simulate does. A guard that leaves out one
-of the things the outcome depends on fails these checks (the last tests break it on purpose).
+`Pipeline.fast_path` (on by default) lets cost_aware.run reuse the stable rules' outcome (reorder, spill) of an earlier
+build when nothing it depends on changed (see cost_aware._stable_key), and skip the budget guarantee's
+walk when the planned request fits (cost_aware._fits). A pipeline using them must give the same
+requests, traces, compaction states and journal as one forced down the slow path (`fast_path = False`)
+over sessions that compact, spill (tool results and whole sections), trim a message over the window,
+change their window and margin mid-session, learn a calibration from usage, add and change sources, and
+interleave what-if builds (other windows, limits and policies, and earlier states) as simulate does. A
+guard that leaves out one of the things the outcome depends on fails these checks (the last tests break
+each on purpose).
 """
 
 from __future__ import annotations
@@ -44,19 +46,21 @@ def _pipe(window: int, policy: str, summarize: bool, carry: bool) -> Pipeline:
         limits=replace(limits, spill_threshold=SPILL_AT),
         summarizer=(lambda texts: f"summary of {len(texts)} messages") if summarize else None,
     )
-    if not carry:
-        pipe._carry = None
+    pipe.fast_path = carry
     return pipe
 
 
 def _feed(pipe: Pipeline, op: str, r: int, t: int) -> None:
     if op == "user":
         pipe.user(f"also look at {r}")
+    elif op == "huge":  # a user message over the window: the budget guarantee must cut into it
+        pipe.user(f"paste {r}: " + "w " * (2 * pipe.config.window))
     elif op == "window":
         pipe.set_window(pipe.config.window + (r % 5 - 2) * 150)
     elif op == "margin":
-        cfg = replace(pipe.config, margin=(r % 4) * 0.03)
-        pipe._emit({"k": "config", "config": cfg.to_event()})
+        ev = {"k": "config", "config": replace(pipe.config, margin=(r % 4) * 0.03).to_event()}
+        pipe.fold(ev)
+        pipe.journal.append(ev)
     elif op == "source":
         # A new or changed section: another scope (reorder moves it) and now and then over the
         # spill threshold (spilled whole).
@@ -159,7 +163,8 @@ session_st = st.lists(
         # A result over the spill threshold turns the fast path off until a compaction cuts it away,
         # so they come rarely enough for most sessions to take the fast path many times.
         st.sampled_from(
-            ("round",) * 12 + ("user", "user", "big", "whatif", "whatif", "window", "margin", "source")
+            ("round",) * 12
+            + ("user", "user", "big", "whatif", "whatif", "window", "margin", "source", "huge")
         ),
         st.integers(0, 1_000),
     ),
@@ -193,6 +198,7 @@ FIXED = (
     + [("whatif", 1), ("round", 7), ("source", 1), ("round", 9), ("source", 3), ("round", 10)]
     + [("source", 5), ("round", 11), ("round", 12), ("whatif", 2), ("round", 13), ("big", 3)]
     + [("round", 14 + i) for i in range(12)]
+    + [("huge", 1), ("round", 30), ("round", 31)]
 )
 
 
@@ -226,9 +232,12 @@ def _broken(drop: str) -> Any:
     return key
 
 
-@pytest.mark.parametrize("drop", ["over-threshold check", "sections", "limits"])
+@pytest.mark.parametrize("drop", ["over-threshold check", "sections", "limits", "the ceiling"])
 def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, drop: str) -> None:
-    """The checks above can fail: leave one input out of the guard and the fixed session differs."""
-    monkeypatch.setattr(cost_aware, "_stable_key", _broken(drop))
+    """The checks above can fail: leave one input out of a guard and the fixed session differs."""
+    if drop == "the ceiling":  # the guarantee's shortcut taken whether or not the request fits
+        monkeypatch.setattr(cost_aware, "_fits", lambda p, asm: True)
+    else:
+        monkeypatch.setattr(cost_aware, "_stable_key", _broken(drop))
     with pytest.raises(AssertionError):
         compare(FIXED, 6_000, "cost_aware", False)

@@ -16,6 +16,7 @@ from engine.optimize.history_ops import drop_range, oldest_to_drop
 from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
 
 NAME = "trim_sections"
+FITS = "every section within budget"  # its outcome when nothing is over (cost_aware.run skips the walk)
 
 
 def protected(s: Section) -> bool:
@@ -142,6 +143,6 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
             if s.id not in trimmed:
                 trimmed.append(s.id)
     if not trimmed:
-        return RuleOutcome(asm, False, "every section within budget")
+        return RuleOutcome(asm, False, FITS)
     saved = before - m.total(asm)
     return RuleOutcome(asm, True, f"trimmed inside {', '.join(trimmed)}", saved)
