@@ -735,11 +735,13 @@ class Pipeline:
         config: PipelineConfig | None = None,
         state: CompactionState | None = None,
         cache: CacheRules | None = None,
+        body: bool = True,
     ) -> Built:
         """Plan + Optimize + serialize from the current state. Pure given state, bound values and config.
         `state` replaces the folded compaction state (a what-if that runs its own chain of states);
         `cache` the cache rules and prices compactions are weighed by (a what-if priced as another model
-        or provider than the recorded one), else those of the config's provider and model."""
+        or provider than the recorded one), else those of the config's provider and model. body=False:
+        no request body and no request or prefix hash (see Serializer.serialize; simulate's builds)."""
         cfg = config or self.config
         st = self.compaction if state is None else state
         # The wave-1 policy decides from the whole history every turn; cost_aware sends the task and
@@ -787,7 +789,7 @@ class Pipeline:
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision
         ser = self._serializer(cfg.provider).serialize(
-            res.asm, res.markers, cfg.model, cfg.max_output_tokens, m
+            res.asm, res.markers, cfg.model, cfg.max_output_tokens, m, body
         )
         trace = build_trace(
             self.turn,

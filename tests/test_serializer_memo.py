@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -84,9 +85,16 @@ CHAR = TokenCounter(CharTokenizer())
 
 
 def _check(ser: Serializer, provider: str, asm: Assembly, markers: tuple[Marker, ...] = (),
-           counter: TokenCounter = CHAR) -> SerializedRequest:  # fmt: skip
-    got = ser.serialize(asm, markers, "m", 100, Measure(counter))
-    _same(got, _fresh(provider, asm, markers, counter))
+           counter: TokenCounter = CHAR, body: bool = True) -> SerializedRequest:  # fmt: skip
+    got = ser.serialize(asm, markers, "m", 100, Measure(counter), body)
+    want = _fresh(provider, asm, markers, counter)
+    if body:
+        _same(got, want)
+    else:
+        # What simulate reads is all there; the body and the hashes of it are not made.
+        assert (got.body, got.request_sha256, got.prefix_sha256) == (b"", "", "")
+        _same(replace(got, body=want.body, request_sha256=want.request_sha256,
+                      prefix_sha256=want.prefix_sha256), want)  # fmt: skip
     return got
 
 
@@ -164,20 +172,25 @@ def test_interleaved_sequences_each_resume_their_own_body_hash() -> None:
 
 
 @st.composite
-def _programs(draw: st.DrawFn) -> list[tuple[int, str, int]]:
+def _programs(draw: st.DrawFn) -> list[tuple[int, str, int, bool]]:
     n = draw(st.integers(3, 25))
     ops = st.sampled_from(["append", "append", "append", "compact", "slide", "edit", "mark", "system"])
-    return [(draw(st.integers(0, 2)), draw(ops), draw(st.integers(0, 10_000))) for _ in range(n)]
+    return [(draw(st.integers(0, 2)), draw(ops), draw(st.integers(0, 10_000)), draw(st.booleans()))
+            for _ in range(n)]  # fmt: skip
 
 
 @settings(max_examples=60, deadline=None)
 @given(provider=st.sampled_from(PROVIDERS), program=_programs())
-def test_memoized_serializer_equals_a_fresh_one(provider: str, program: list[tuple[int, str, int]]) -> None:
+def test_memoized_serializer_equals_a_fresh_one(
+    provider: str, program: list[tuple[int, str, int, bool]]
+) -> None:
     """Three interleaved request sequences through one serializer, each a random walk of appends,
-    compactions, sliding windows, in-place edits, marker moves and system prompt changes."""
+    compactions, sliding windows, in-place edits, marker moves and system prompt changes; any request
+    may be built without its body (as simulate builds them), and the requests after it, with or
+    without, are still what a fresh serializer makes."""
     ser = make_serializer(provider)
     streams: list[dict[str, object]] = [{"rounds": [_round(s * 1000 + t) for t in range(3)], "sys": "A", "marks": ()} for s in range(3)]  # fmt: skip
-    for which, op, arg in program:
+    for which, op, arg, body in program:
         st_ = streams[which]
         rounds: list[tuple[Message, Message]] = st_["rounds"]  # type: ignore[assignment]
         if op == "append":
@@ -195,7 +208,7 @@ def test_memoized_serializer_equals_a_fresh_one(provider: str, program: list[tup
         elif op == "system":
             st_["sys"] = "B" if st_["sys"] == "A" else "A"
         asm = _asm(_hist(rounds), str(st_["sys"]))
-        _check(ser, provider, asm, _markers(asm, st_["marks"]))  # type: ignore[arg-type]
+        _check(ser, provider, asm, _markers(asm, st_["marks"]), body=body)  # type: ignore[arg-type]
 
 
 def _reference_pairing(history: tuple[Message, ...]) -> None:
@@ -251,3 +264,16 @@ def test_pairing_memoized_agrees_with_a_plain_scan(seqs: list[list[Message]], sl
             assert got == want, (hist, got, want)
         if _outcome(_reference_pairing, (TASK, *good, *seq)) is None:
             good = [*good, *seq]
+
+
+def test_a_body_less_request_is_not_hashed_and_leaves_the_next_full_one_resumable() -> None:
+    """A body-less build hashes nothing; the full request after it still resumes the hash of the
+    full request before it (its memos are the same as if the body-less one was never built)."""
+    ser = make_serializer("openai")
+    rounds = [_round(t, 600) for t in range(12)]
+    _check(ser, "openai", _asm(_hist(rounds[:10])))
+    before = ser._body_hash.hashed
+    _check(ser, "openai", _asm(_hist(rounds[1:11])), body=False)  # a sliding window, as gates-closed
+    assert ser._body_hash.hashed == before
+    grown = _check(ser, "openai", _asm(_hist(rounds[:11])))
+    assert ser._body_hash.hashed - before < len(grown.body) // 4

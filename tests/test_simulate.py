@@ -417,3 +417,36 @@ def test_per_turn_breaks_and_compactions_match_a_block_by_block_walk(rules: str,
            for t in fig.turns]  # fmt: skip
     assert got == _naive(reqs, rules, automatic, as_sent)
     assert fig.cache_breaks and fig.compactions  # the case exercises both
+
+
+def test_body_less_builds_give_simulate_the_same_blocks_and_traces(
+    synth_events: list[dict[str, Any]],
+) -> None:
+    """simulate builds without the request body (Pipeline.build(body=False)): every turn, under the
+    recorded settings, a tight window and every gate closed, the blocks and the trace are those of the
+    full build, bar the request and prefix hashes (left empty)."""
+    from dataclasses import replace
+
+    from engine.optimize.context import OptimizeLimits
+    from engine.recording.replay import Replayer
+
+    replayer = Replayer(synth_events, COUNTER)
+    pipe = replayer.new_pipeline()
+    checked = 0
+    for ev in synth_events:
+        if ev.get("k") == "request":
+            pipe.begin_request(ev["turn"])
+            base = pipe.config
+            tight = base.with_overrides(window=6000)
+            for cfg in (base, tight, replace(tight, limits=OptimizeLimits.all_closed())):
+                full = pipe.build(ev.get("bound", {}), cfg)
+                bare = pipe.build(ev.get("bound", {}), cfg, body=False)
+                assert bare.serialized.body == b"" and full.serialized.body
+                assert bare.serialized.blocks == full.serialized.blocks
+                assert bare.trace["request_sha256"] == bare.trace["prefix_sha256"] == ""
+                assert {**bare.trace, "request_sha256": "", "prefix_sha256": ""} == {
+                    **full.trace, "request_sha256": "", "prefix_sha256": ""
+                }
+                checked += 1
+        pipe.fold(ev)
+    assert checked >= 3 * 14
