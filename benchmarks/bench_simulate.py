@@ -25,7 +25,9 @@ minimum child CPU of each side and the median of the per-pair ratios (this / DIR
 the machine's state, so a pair's ratio holds where medians of rounds minutes apart do not.
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
-        [--timing-only] [--baseline DIR] [--ab DIR --pairs 5]
+        [--timing-only] [--baseline DIR] [--ab DIR --pairs 5] [--serialize-ab --repeats 5]
+
+With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -256,6 +259,46 @@ def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) ->
     print("\ngoal: the longest shared and the 10x synthetic session under 1,000 ms CPU end to end (column A)")
 
 
+def serialize_ab(tmp: Path, turns: int, rounds: int) -> None:
+    """simulate's serialization with and without the request body, in one process: the serialize calls
+    of one simulate of the 10x synthetic session (the same assemblies, in the same order, warm token
+    counts), replayed into a fresh serializer per round, body=True and body=False alternating."""
+    from engine.providers import make_serializer
+    from engine.providers.base import Serializer
+
+    path = tmp / "synthetic-10x.cpsession"
+    if not path.exists():
+        make_synthetic(path, turns * 10)
+    calls: list[tuple[str, Any]] = []
+    orig = Serializer.serialize
+
+    def capture(self: Serializer, *args: Any, **kw: Any) -> Any:
+        calls.append((self.policy.name, args))
+        return orig(self, *args, **kw)
+
+    Serializer.serialize = capture  # type: ignore[method-assign]
+    try:
+        events, _ = load_recording_events(path)
+        simulate_events(events, SimSettings())
+    finally:
+        Serializer.serialize = orig  # type: ignore[method-assign]
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(rounds):
+        for body in (True, False) if i % 2 == 0 else (False, True):
+            ser = make_serializer(calls[0][0])
+            c0 = time.thread_time()
+            for _name, args in calls:
+                ser.serialize(*args[:5], body=body)  # asm, markers, model, max tokens, measure
+            cpu[body].append(time.thread_time() - c0)
+    med = statistics.median
+    print(f"\nserialize calls of one simulate of {path.name}: {len(calls)}, {rounds} rounds, thread CPU")
+    for body in (True, False):
+        xs = cpu[body]
+        print(f"body={body}: median {1000 * med(xs):,.0f} ms (min {1000 * min(xs):,.0f})")
+    ratios = [a / b for a, b in zip(cpu[False], cpu[True], strict=True)]
+    print(f"median ratio body=False / body=True: {med(ratios):.2f}")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("root", nargs="?", type=Path, default=default_root())
@@ -267,6 +310,9 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--ab", type=Path, help="a checkout of other code: only the alternating A/B of simulate")
     ap.add_argument("--pairs", type=int, default=5, help="A/B pairs per session (with --ab)")
+    ap.add_argument(
+        "--serialize-ab", action="store_true", help="only simulate's serialization, with vs without bodies"
+    )
     args = ap.parse_args(argv[1:])
     tights = [int(x) for x in str(args.tight).split(",") if x.strip()]
     if not (args.root / "mini-swe-agent-pr816").is_dir():
@@ -275,6 +321,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="cp-bench-sim-") as tmp:
         recs = import_long(args.root, Path(tmp))
         print(f"{len(recs)} long trajectories (>= {MIN_CALLS} calls) imported\n")
+        if args.serialize_ab:
+            serialize_ab(Path(tmp), max(r[2] for r in recs), args.repeats)
+            return 0
         if args.ab is not None:
             ab(recs, Path(tmp), args.ab, args.pairs)
             return 0
