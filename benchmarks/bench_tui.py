@@ -9,11 +9,14 @@
       same for an unbound key (Pilot's own cost), at 120x40;
   (e) (b) for a recording whose writer was killed (no index footer: opening rebuilds the index by
       scanning frame headers), /tmp/tui/g10k.cpsession by default;
-  (f) one step as a person meets it on pydicom-1413 (Right until the Content tab shows the new turn's
-      text and the content worker's message is handled), UI-thread CPU, at 120x40 and 200x60, with the
-      Tools section shown and with History shown; a step that does not show its content within
-      STEP_DEADLINE_S, or whose content worker fails, stops the run saying what was on screen;
-  (g) the first what-if re-plan after opening a turn in the app, and the later ones.
+  (f) one step as a person meets it on pydicom-1413 (Right until the frame showing the new turn's
+      content has been written), UI-thread CPU as the app records it itself (CONTEXTPIPE_STEP_TIMING,
+      inspector/step_timing.py), at 120x40 and 200x60, with the Tools section shown and with History
+      shown; a step that does not show its content within STEP_DEADLINE_S, or whose content worker
+      fails, stops the run saying what was on screen;
+  (g) the first what-if re-plan after opening a turn in the app, and the later ones;
+  (h) (f) from the real program: `cp-inspect replay` in a detached tmux session of each size, driven by
+      `tmux send-keys Right`, read from the same records (not part of the default run: needs tmux).
 
 The 10,000-turn recording is made once by driving engine.Pipeline with a synthetic agent loop
 (record=...) and cached in the temp dir. From scratch that took 21 s of CPU on 2026-12-01 (engine at
@@ -22,7 +25,7 @@ The 10,000-turn recording is made once by driving engine.Pipeline with a synthet
 identical to an uninterrupted run. Each part runs in a fresh process: `--only` picks one.
 
     .venv/bin/python benchmarks/bench_tui.py [--turns 10000] [--recording PATH] [--seed PATH]
-                                             [--footerless PATH] [--only a|b|c|d|e|f|g]
+                                             [--footerless PATH] [--only a|b|c|d|e|f|g|h]
 """
 
 from __future__ import annotations
@@ -308,32 +311,71 @@ class ContentWatch:
         return (self.viewer.title, self.viewer.key) == want and not any(
             w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.app.workers)
 
+    def on_screen(self, want: tuple[str, tuple[str, str]]) -> bool:
+        """The view shows it (the worker may still be preparing the next turn)."""
+        if self.errors:
+            raise ContentNotShown(f"the content worker failed: {self.errors[-1]}")
+        return (self.viewer.title, self.viewer.key) == want
+
     def timeout(self, want: tuple[str, tuple[str, str]], waited: float) -> ContentNotShown:
         workers = [(w.group, w.state.name) for w in self.app.workers]
         return ContentNotShown(f"after {waited:.1f} s the content view shows {self.viewer.title!r} "
                                f"(key {self.viewer.key}), not {want[0]!r} (key {want[1]}); workers {workers}")
 
 
+def _step_summary(records: list[dict[str, Any]]) -> dict[str, float]:
+    """p50/p95 of the app's own per-step records (inspector/step_timing.py): UI-thread CPU and wall from
+    the key to the frame showing the step's content, the step's first frame alone, and the frames' share."""
+    steps = [r for r in records if r["key"] == "right" and r["index"] >= 0]
+    settled = [r for r in steps if r["ended"] in ("frame", "content")]
+    out: dict[str, float] = {"steps": float(len(steps)), "settled": float(len(settled)),
+                             "prepared": float(sum(r["prepared"] for r in settled))}
+    for name in ("cpu", "wall", "frame_cpu", "frame_wall", "render_cpu"):
+        xs = [float(r[name]) for r in settled]
+        out[f"{name}_p50_ms"], out[f"{name}_p95_ms"] = pct(xs, 50), pct(xs, 95)
+    out["gc_per_step"] = statistics.mean(r["gc"] for r in settled) if settled else float("nan")
+    return out
+
+
 async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int = 0) -> dict[str, float]:
-    """(f) A step as a person meets it, on a real recording: Right, until the Content tab shows the new
-    turn's text (the selected section of that turn under its title: its content hash is the viewer's
-    key), no content worker is left to run and its message has been handled, then one idle frame.
-    Between the press and the content the harness waits idle on the content worker's messages (no
-    polling) and takes one Pilot pause after each. UI time = main-thread CPU (thread_time) over that
-    span, minus the same span for an unbound key with the same number of Pilot pauses (Pilot's own
-    cost), interleaved step by step. Wall time is
-    press -> first idle frame (before the debounced content arrives). A step that does not show its
-    content within STEP_DEADLINE_S, or whose content worker fails, stops the run with what was shown."""
+    """(f) A step as a person meets it, on a real recording, timed by the app itself
+    (CONTEXTPIPE_STEP_TIMING, inspector/step_timing.py): the UI thread's CPU from the moment the app
+    starts handling the Right key until the frame showing the new turn's content has been written (the
+    selected section of that turn: if the content worker had prepared it, the step's own frame; else the
+    frame after the worker's message). The key is handed to the driver as a terminal's input thread does
+    and the harness then waits idle on the app's record (no Pilot polling inside the span, so nothing of
+    the harness is in the figure and nothing is subtracted). Between steps it waits until the content
+    worker is done and 0.1 s more (a person's pace). A step that does not show its content within
+    STEP_DEADLINE_S, or whose content worker fails, stops the run with what was shown."""
+    from textual import events
+    from textual.worker import WorkerState
+
     from inspector.app import InspectorApp
     from inspector.sources.file import FileSource
     from panels.manifest import ManifestPanel
 
-    app = InspectorApp(FileSource(path))
+    log = Path(tempfile.gettempdir()) / f"cp-bench-step-{os.getpid()}.jsonl"
+    log.unlink(missing_ok=True)
+    os.environ["CONTEXTPIPE_STEP_TIMING"] = str(log)
+    try:
+        app = InspectorApp(FileSource(path))
+    finally:
+        del os.environ["CONTEXTPIPE_STEP_TIMING"]
+    assert app.step_timing is not None
     hooks: list[Any] = []
 
     def hook(message: object) -> None:
         for h in hooks:
             h(message)
+
+    records: list[dict[str, Any]] = []
+    recorded = asyncio.Event()
+
+    def listen(line: dict[str, Any]) -> None:
+        records.append(line)
+        recorded.set()
+
+    app.step_timing.listeners.append(listen)
 
     async with app.run_test(size=size, message_hook=hook) as pilot:
         while app.index < 0 or app.view.loading:
@@ -349,64 +391,111 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
         manifest.move_cursor(row=section if section >= 0 else manifest.row_count + section)
         await pilot.pause(0.5)
         shown_section = manifest.selected_section()
-        ui: list[float] = []
-        base: list[float] = []
-        frame_wall: list[float] = []
 
-        async def step() -> int:
-            c, w = time.thread_time(), time.perf_counter()
-            await pilot.press("right")
-            await pilot.pause()
-            frame_wall.append(time.perf_counter() - w)
-            want = watch.expected()
-            polls = 0
-            while not watch.shown(want):
-                # Wait (idle, no CPU) for the next content message, then let it be handled.
-                watch.changed.clear()
-                left = STEP_DEADLINE_S - (time.perf_counter() - w)
-                if left <= 0:
-                    raise watch.timeout(want, time.perf_counter() - w)
-                try:
-                    await asyncio.wait_for(watch.changed.wait(), min(left, 0.5))
-                except TimeoutError:
-                    pass  # a state the hook does not see (none known): look again
-                await pilot.pause()
-                polls += 1
-            # The worker posted its message before it finished; this pause returns once every message
-            # queued so far (that one too) has been handled, and the screen is idle.
-            await pilot.pause()
-            ui.append(time.thread_time() - c)
-            if not watch.shown(want):  # the worker's message changed nothing it should not have
-                raise watch.timeout(want, time.perf_counter() - w)
-            return polls
+        async def content_idle() -> None:
+            while any(w.group == "content" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+                      for w in app.workers):
+                await asyncio.sleep(0.01)
 
-        async def unbound(polls: int) -> None:
-            c = time.thread_time()
-            await pilot.press("x")
-            await pilot.pause()
-            for _ in range(polls):
-                await pilot.pause()
-            await pilot.pause()
-            base.append(time.thread_time() - c)
-
-        polls_made: list[int] = []
+        timed: list[dict[str, Any]] = []
         for _ in range(steps):
             if app.index >= app.timeline.last:
                 app.action_first()
                 await pilot.pause(0.3)
-            polls = await step()
-            polls_made.append(polls)
-            await unbound(polls)
-            await pilot.pause(0.1)  # a person's pace: the debounce does not merge these steps
-        pilot_cost = statistics.median(base)
-        net = [u - pilot_cost for u in ui]
-        print(f"  (f) {size[0]}x{size[1]} {shown_section}: {len(ui)} steps, polls p50 {statistics.median(polls_made)}",
-              file=sys.stderr, flush=True)
-        return {"turns": len(app.timeline), "w": size[0], "h": size[1],
-                "ui_p50_ms": pct(net, 50) * 1e3, "ui_p95_ms": pct(net, 95) * 1e3,
-                "pilot_ms": pilot_cost * 1e3, "pilot_p95_ms": pct(base, 95) * 1e3,  # Pilot's own spread
-                "frame_wall_p50_ms": pct(frame_wall, 50) * 1e3,
-                "frame_wall_p95_ms": pct(frame_wall, 95) * 1e3}
+            await content_idle()
+            await asyncio.sleep(0.1)
+            recorded.clear()
+            first = len(records)
+            key = events.Key("right", None)
+            key.set_sender(app)
+            w = time.perf_counter()
+            app._driver.send_message(key)  # type: ignore[union-attr]  # as the driver's input thread does
+            while not any(r["key"] == "right" for r in records[first:]):
+                left = STEP_DEADLINE_S - (time.perf_counter() - w)
+                if left <= 0:
+                    raise watch.timeout(watch.expected(), time.perf_counter() - w)
+                try:
+                    await asyncio.wait_for(recorded.wait(), left)
+                except TimeoutError:
+                    pass
+                recorded.clear()
+            record = next(r for r in records[first:] if r["key"] == "right")
+            want = watch.expected()
+            if record["ended"] not in ("frame", "content") or not watch.on_screen(want):
+                await content_idle()
+                if not watch.shown(want):
+                    raise watch.timeout(want, time.perf_counter() - w)
+                raise ContentNotShown(f"the step's record ended by {record['ended']!r}, not its content: {record}")
+            timed.append(record)
+        print(f"  (f) {size[0]}x{size[1]} {shown_section}: {len(timed)} steps", file=sys.stderr, flush=True)
+        out = {"turns": float(len(app.timeline)), "w": float(size[0]), "h": float(size[1]), **_step_summary(timed)}
+    log.unlink(missing_ok=True)
+    return out
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def tmux_step_run(rec: Path, size: tuple[int, int], steps: int, history: bool, pace: float = 0.25) -> dict[str, float]:
+    """(h) The same figure from the real program: `cp-inspect replay` (python -m inspector.cli) in a
+    detached tmux session of the given size with CONTEXTPIPE_STEP_TIMING set, driven by `tmux send-keys
+    Right` at a person's pace, reading the app's own records. Unlike (f) this includes turning each frame
+    into terminal output (the headless driver writes nothing) and the real input path."""
+    log = Path(tempfile.gettempdir()) / f"cp-bench-step-tmux-{os.getpid()}.jsonl"
+    log.unlink(missing_ok=True)
+    name = f"cpstep{os.getpid()}"
+    command = (f"cd {ROOT} && env CONTEXTPIPE_STEP_TIMING={log} PYTHONPATH={ROOT} "
+               f"{sys.executable} -m inspector.cli replay --turn 0 {rec}")
+    _tmux("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), command)
+    try:
+        deadline = time.perf_counter() + STEP_DEADLINE_S
+        last, stable = "", 0
+        while stable < 4:  # opened and quiet: the same screen four times 0.25 s apart
+            if time.perf_counter() > deadline:
+                raise ContentNotShown(f"the app did not settle in tmux: {last[-400:]!r}")
+            time.sleep(0.25)
+            screen = _tmux("capture-pane", "-p", "-t", name)
+            stable = stable + 1 if screen == last and "REPLAY" in screen else 0
+            last = screen
+        if history:  # the last row of the manifest (PageDown: one page down, past its few rows)
+            _tmux("send-keys", "-t", name, "PageDown")
+            time.sleep(1.0)
+
+        def lines() -> list[dict[str, Any]]:
+            return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+        first = len(lines())
+        for _ in range(steps):
+            seen = len(lines())
+            _tmux("send-keys", "-t", name, "Right")
+            until = time.perf_counter() + STEP_DEADLINE_S
+            while len(lines()) == seen and time.perf_counter() < until:  # the record is written at the key's end
+                time.sleep(0.02)
+            time.sleep(pace)
+        _tmux("send-keys", "-t", name, "x")  # closes the last step's record if it is still open
+        time.sleep(0.5)
+        screen = _tmux("capture-pane", "-p", "-t", name)
+        records = [r for r in lines()[first:] if r["key"] == "right"]
+        _tmux("send-keys", "-t", name, "q")
+        time.sleep(0.5)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    sections = sorted({str(r["section"]) for r in records})
+    print(f"  (h) tmux {size[0]}x{size[1]} sections {sections}: {len(records)} steps; last screen's status: "
+          f"{screen.splitlines()[0].strip() if screen else ''!r}", file=sys.stderr, flush=True)
+    log.unlink(missing_ok=True)
+    return {"w": float(size[0]), "h": float(size[1]), **_step_summary(records)}
+
+
+def bench_steps_tmux(steps: int) -> dict[str, float]:
+    rec = pydicom_recording()
+    out: dict[str, float] = {}
+    for size in ((120, 40), (200, 60)):
+        for name, history in (("", False), ("history_", True)):
+            for k, v in tmux_step_run(rec, size, steps, history).items():
+                out[f"{name}{size[0]}x{size[1]}_{k}"] = v
+    return out
 
 
 async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
@@ -515,7 +604,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=10_000)
     ap.add_argument("--recording", default=None, help="use this recording instead of the generated one")
-    ap.add_argument("--only", choices=["a", "b", "c", "d", "e", "f", "g"], default=None)
+    ap.add_argument("--only", choices=["a", "b", "c", "d", "e", "f", "g", "h"], default=None)
     ap.add_argument("--seed", default=None,
                     help="a shorter (or killed) recording of this generator to resume from when making the long one")
     ap.add_argument("--footerless", default="/tmp/tui/g10k.cpsession",
@@ -530,6 +619,8 @@ def main() -> None:
             res = bench_steps(args.steps)
         elif args.only == "g":
             res = bench_whatif()
+        elif args.only == "h":
+            res = bench_steps_tmux(args.steps)
         else:
             path = long_recording(args.turns, args.recording, args.seed)
             res = bench_app(path, args.steps if args.only == "d" else 0, trace_memory=args.only == "c")
@@ -549,15 +640,15 @@ def main() -> None:
          f"peak RSS incl. opening the last turn's content; tracemalloc peak {c['tracemalloc_peak_mb']:.0f} MB"),
         ("(d) one step (Right), UI-thread CPU, 120x40", f"{d['step_p50_ms']:.1f} ms p50",
          "well < 50 ms", f"p95 {d['step_p95_ms']:.1f} ms; Pilot's own {d['pilot_ms']:.1f} ms subtracted"),
-        ("(f) one step as a person meets it, UI CPU, 120x40", f"{f['120x40_ui_p50_ms']:.1f} ms p50",
-         "<= 16 ms p50, <= 33 ms p95", f"p95 {f['120x40_ui_p95_ms']:.1f} ms; Right until the new turn's content is "
-         f"shown; Pilot's own {f['120x40_pilot_ms']:.1f} ms subtracted"),
-        ("(f) the same at 200x60", f"{f['200x60_ui_p50_ms']:.1f} ms p50", "<= 16 ms p50, <= 33 ms p95",
-         f"p95 {f['200x60_ui_p95_ms']:.1f} ms"),
-        ("(f) with History shown (new text every step), 120x40", f"{f['history_120x40_ui_p50_ms']:.1f} ms p50",
-         "<= 16 ms p50, <= 33 ms p95", f"p95 {f['history_120x40_ui_p95_ms']:.1f} ms"),
-        ("(f) with History shown, 200x60", f"{f['history_200x60_ui_p50_ms']:.1f} ms p50",
-         "<= 16 ms p50, <= 33 ms p95", f"p95 {f['history_200x60_ui_p95_ms']:.1f} ms"),
+        ("(f) one step as a person meets it, UI CPU, 120x40 (app's own record, Pilot)", f"{f['120x40_cpu_p50_ms']:.1f} ms p50",
+         "<= 16 ms p50, <= 33 ms p95", f"p95 {f['120x40_cpu_p95_ms']:.1f} ms; Right until the new turn's content is "
+         f"shown; wall p50 {f['120x40_wall_p50_ms']:.0f} ms"),
+        ("(f) the same at 200x60", f"{f['200x60_cpu_p50_ms']:.1f} ms p50", "<= 16 ms p50, <= 33 ms p95",
+         f"p95 {f['200x60_cpu_p95_ms']:.1f} ms"),
+        ("(f) with History shown (new text every step), 120x40", f"{f['history_120x40_cpu_p50_ms']:.1f} ms p50",
+         "<= 16 ms p50, <= 33 ms p95", f"p95 {f['history_120x40_cpu_p95_ms']:.1f} ms"),
+        ("(f) with History shown, 200x60", f"{f['history_200x60_cpu_p50_ms']:.1f} ms p50",
+         "<= 16 ms p50, <= 33 ms p95", f"p95 {f['history_200x60_cpu_p95_ms']:.1f} ms"),
         ("(g) first what-if after opening a turn", f"{g['first_wall_p50_ms']:.0f} ms wall p50", "<= 50 ms",
          f"CPU p50 {g['first_cpu_p50_ms']:.1f} ms (max {g['first_cpu_max_ms']:.1f}); later re-plans CPU p95 "
          f"{g['later_cpu_p95_ms']:.1f} ms (< 10 ms), wall p95 {g['later_wall_p95_ms']:.0f} ms"),

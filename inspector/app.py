@@ -17,7 +17,7 @@ import gc
 import os
 from collections.abc import Iterable
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -47,6 +47,7 @@ from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionVie
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
 from inspector.status import status_markup
+from inspector.step_timing import StepTiming
 from inspector.timeline import Timeline
 from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
@@ -126,6 +127,9 @@ class InspectorApp(App[None]):
         self._last_index = -1  # the turn shown before, and the way the person steps (+1 or -1): the
         self._direction = 1  # content worker prepares the next turn that way while they look
         self._content_error: str | None = None  # the last content failure notified (said once, not per step)
+        # CONTEXTPIPE_STEP_TIMING=FILE: each key press's UI CPU and wall up to its frame, as JSON lines.
+        self.step_timing = StepTiming.from_env(lambda: (self.size.width, self.size.height),
+                                               self.call_after_refresh)
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -180,6 +184,15 @@ class InspectorApp(App[None]):
         self.query_one("#manifest").focus()
         self.reader.start()
 
+    async def on_event(self, event: events.Event) -> None:
+        if self.step_timing is not None and isinstance(event, events.Key) and not event.is_forwarded:
+            self.step_timing.key(event.key, event.time)
+        await super().on_event(event)
+
+    def on_unmount(self) -> None:
+        if self.step_timing is not None:
+            self.step_timing.close()
+
     @property
     def source(self) -> Source:
         return self.view.source
@@ -220,6 +233,9 @@ class InspectorApp(App[None]):
             if section is not None and not self.content.show_request and self._viewer is not None:
                 shown = self._show_prepared(trace, section)
             self._load_content(section, stepping=True, shown=shown)
+            if self.step_timing is not None:
+                expects = self.content.show_request or (section is not None and not shown)
+                self.step_timing.stepped(index, trace["turn"], section, shown, expects)
         self._refresh_why()
         if self._shadow_tab:
             self.query_one("#shadow", ShadowPanel).turn = trace["turn"]
@@ -353,6 +369,8 @@ class InspectorApp(App[None]):
             self._frozen_fold = True
             gc.freeze()
         viewer.show(message.title, message.text, message.document, message.dark, message.key)
+        if self.step_timing is not None:
+            self.step_timing.content_shown()
 
     @on(Worker.StateChanged)
     def _worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -17,6 +17,7 @@ partial update onto the previous frame and compares it with a full render of the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -95,3 +96,12 @@ class MainScreen(Screen[None]):
     def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._compositor = DirtyRowsCompositor()
+
+    def _compositor_refresh(self) -> None:
+        timing = getattr(self.app, "step_timing", None)  # CONTEXTPIPE_STEP_TIMING (step_timing.py)
+        if timing is None:
+            super()._compositor_refresh()
+            return
+        cpu = time.thread_time()
+        super()._compositor_refresh()
+        timing.frame(time.thread_time() - cpu)
