@@ -25,7 +25,7 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static, Switch, TabbedContent, TabPane
+from textual.widgets import Footer, Switch, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from engine.trace_schema import Trace
@@ -54,6 +54,7 @@ from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
 from panels.content_viewer import DEFAULT_WIDTH, ContentViewer, Screenful
 from panels.manifest import ManifestPanel, SectionSelected
+from panels.markup_line import MarkupLine
 from panels.navigation import JumpToTurn
 from panels.pressure import PressurePanel
 from panels.shadow import ShadowPanel
@@ -150,7 +151,7 @@ class InspectorApp(App[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="root"):
-            yield Static(id="status")
+            yield MarkupLine(id="status")
             with Horizontal(id="overview"):
                 yield PressurePanel(id="pressure")
                 yield TierPanel(id="tier")
@@ -250,7 +251,7 @@ class InspectorApp(App[None]):
         )
         if markup != self._status_markup:  # one line of fixed height: no layout pass needed
             self._status_markup = markup
-            self.query_one("#status", Static).update(markup, layout=False)
+            self.query_one("#status", MarkupLine).update(markup)
 
     def _go(self, index: int | None) -> None:
         if index is not None:

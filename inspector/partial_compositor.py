@@ -6,11 +6,15 @@ row that holds a dirty span. A step dirties the status line at the top and the m
 at the bottom, so the box is the whole screen: every widget (footer, tabs, containers, scrollbars)
 was rendered and every changed row cut across all of them, about half of a step's UI time.
 
-Here the update is the same ChopsUpdate (same spans, so the same bytes reach the terminal), but a
-widget is rendered only for the rows where one of its visible cells lies in a dirty span, and only
-those rows are cut. That is exact: ChopsUpdate writes only the spans, and on a span's row the
-frontmost widget covering each of its cells overlaps that span, so it is rendered; a widget that
-overlaps no span on a row could only have given chops outside the spans. A full update (layout,
+Here the update is the same ChopsUpdate (same spans, and the same text written in them), but only
+the chops ChopsUpdate writes text from are rendered: for each row, the cut-to-cut pieces that overlap
+a span on it, each from the frontmost widget covering it (visible_widgets is in front-to-back order).
+A widget is rendered only for the rows where such a piece is still wanted, so the containers behind a
+widget (screen, Horizontal, tabs, panes) are not rendered for the rows it covers, and a widget beside
+the dirty spans is not rendered at all. That is exact: ChopsUpdate writes only inside the spans, from
+the piece of each cut it is given; a piece it is not given (None) it skips, and a piece outside every
+span on its row it would have skipped too (bar a cursor move with no text after it).
+A full update (layout,
 resize, a dirty screen) is Textual's own. tests/tui/test_partial_compositor.py replays every
 partial update onto the previous frame and compares it with a full render of the screen.
 """
@@ -61,17 +65,25 @@ class DirtyRowsCompositor(Compositor):
         cuts = self.cuts
         fromkeys = cast("Callable[[list[int]], dict[int, Strip | None]]", dict.fromkeys)
         chops = [fromkeys(cut_set[:-1]) for cut_set in cuts]
-        by_row: dict[int, list[tuple[int, int]]] = {}
+        # The chops ChopsUpdate writes text from, per row: those overlapping a span (x2 is exclusive: a
+        # chop starting at x2 gives a cursor move and no text). Only these are rendered; the others stay
+        # None, which ChopsUpdate skips.
+        wanted: dict[int, set[int]] = {}
         for y, x1, x2 in spans:
-            by_row.setdefault(y, []).append((x1, x2))
+            cut_set = cuts[y]
+            row = wanted.setdefault(y, set())
+            row.update(x for x, end in zip(cut_set, cut_set[1:], strict=False) if x < x2 and end > x1)
         intersection = Region.intersection
-        # Front to back (visible_widgets is in render order): the first strip for a cut wins.
+        # Front to back (visible_widgets is in render order): the first widget covering a wanted chop draws
+        # it and it is no longer wanted, so the containers behind a widget (the screen, Horizontal, tabs,
+        # panes) are not rendered for the rows it covers, and a row no chop of which is wanted is skipped.
         for widget, (region, clip) in self.visible_widgets.items():
+            if not wanted:
+                break
             shown = intersection(region, clip)
             left, right = shown.column_span
             top, bottom = shown.line_span
-            rows = [y for y in range(top, bottom) if y in by_row
-                    and any(x1 < right and x2 > left for x1, x2 in by_row[y])]
+            rows = [y for y in range(top, bottom) if y in wanted and any(left <= x < right for x in wanted[y])]
             if not rows:
                 continue
             first, last = rows[0], rows[-1]
@@ -81,12 +93,15 @@ class DirtyRowsCompositor(Compositor):
             )
             for y in rows:
                 strip = strips[y - first]
-                chops_line = chops[y]
+                chops_line, row = chops[y], wanted[y]
                 final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
                 for cut, part in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]]),
                                      strict=False):
-                    if chops_line.get(cut) is None:
+                    if cut in row:
                         chops_line[cut] = part
+                        row.discard(cut)
+                if not row:
+                    del wanted[y]
         return chops
 
 

@@ -31,9 +31,9 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
-from textual.widgets import Static
 
 from panels.keys import TURN_KEYS
+from panels.markup_line import MarkupLine
 from panels.text_document import TextDocument, prepare, rewrap, row_text
 
 DEFAULT_WIDTH = 80  # wrap width before the view has been laid out
@@ -260,7 +260,7 @@ class ContentViewer(Vertical):
         self.key: tuple[str, str] | None = None  # (section id, content hash) of the text shown
 
     def compose(self) -> ComposeResult:
-        yield Static("select a section (Enter) or press b for the request body", id="content-title")
+        yield MarkupLine("select a section (Enter) or press b for the request body", id="content-title")
         yield ContentBody(id="content-body")
 
     @property
@@ -310,9 +310,7 @@ class ContentViewer(Vertical):
         body = self.body
         language = body.document.language if body.document is not None else "text"
         # One line of fixed height: a new title never lays the screen out again.
-        self.query_one("#content-title", Static).update(
-            f"{title}  ·  {language}  ·  {len(self._text):,} chars", layout=False
-        )
+        self.query_one("#content-title", MarkupLine).update(f"{title}  ·  {language}  ·  {len(self._text):,} chars")
 
     @property
     def title(self) -> str:

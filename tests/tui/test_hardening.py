@@ -15,6 +15,7 @@ from inspector.app import InspectorApp
 from inspector.screens import HelpScreen
 from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
+from panels.markup_line import MarkupLine
 from panels.slider import Slider
 from panels.whatif import WhatIfPanel
 from panels.whatif_session import PEER_ORDER
@@ -26,7 +27,7 @@ SIZES = [(80, 24), (120, 40)]
 
 
 def status_text(app: InspectorApp) -> str:
-    return str(app.query_one("#status", Static).render())
+    return str(app.query_one("#status", MarkupLine).render())
 
 
 def screen_text(app: InspectorApp) -> str:

@@ -138,7 +138,7 @@ async def test_a_step_renders_only_the_widgets_that_changed() -> None:
             await pilot.press("right")
             await settle(pilot)
         assert app.index == 1
-        assert rendered["TierPanel"] and rendered["Static"]  # the turn's figures and the status line
+        assert rendered["TierPanel"] and rendered["MarkupLine"]  # the turn's figures and the status line
         for unchanged in (Footer.__name__, Tabs.__name__, "ContentTab", "Underline"):
             assert not rendered[unchanged], f"{unchanged} rendered on a step: {dict(rendered)}"
 

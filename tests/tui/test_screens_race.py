@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import threading
 
-from textual.widgets import Static
-
 from inspector.app import InspectorApp
 from inspector.screens import HelpScreen
 from inspector.sources.synthetic import SyntheticSource
 from panels.content_viewer import ContentViewer
+from panels.markup_line import MarkupLine
 from tests.tui.conftest import settle
 
 
@@ -49,7 +48,7 @@ async def test_content_arriving_under_the_help_screen_lands_in_the_viewer() -> N
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)  # still open, and the app did not crash
         viewer = app.default_screen.query_one("#content", ContentViewer)
-        title = str(viewer.query_one("#content-title", Static).render())
+        title = str(viewer.query_one("#content-title", MarkupLine).render())
         assert f"turn {app.timeline.traces[app.index]['turn']}" in title
         await pilot.press("escape")
         await settle(pilot)

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from inspector.app import InspectorApp
 from inspector.screens import GoToTurnScreen, HelpScreen
 from inspector.sources.synthetic import SyntheticSource
 from panels.alerts import AlertsPanel
 from panels.manifest import ManifestPanel
+from panels.markup_line import MarkupLine
 from panels.tier import TierPanel
 from panels.timeline_strip import TimelineStrip
 from tests.tui.conftest import settle
 
 
 def status_text(app: InspectorApp) -> str:
-    return str(app.query_one("#status", Static).render())
+    return str(app.query_one("#status", MarkupLine).render())
 
 
 async def test_opens_on_last_turn_and_steps(replay_source: SyntheticSource) -> None:

@@ -14,6 +14,7 @@ from inspector.app import InspectorApp
 from inspector.screens import SaveScreen
 from inspector.sources import Disconnected, NewTurn, SourceEvent
 from inspector.sources.synthetic import SyntheticSource
+from panels.markup_line import MarkupLine
 from panels.slider import Slider
 from panels.whatif import WhatIfPanel
 from tests.tui.conftest import settle
@@ -90,7 +91,7 @@ async def test_live_follows_then_disconnects(live_source: SyntheticSource) -> No
         await settle(pilot)
         assert len(app.timeline) == 30 and app.index == 29
         assert app.disconnected == "agent pid 4242 exited"
-        assert "Agent disconnected — 30 turns kept; press s to save" in str(app.query_one("#status", Static).render())
+        assert "Agent disconnected — 30 turns kept; press s to save" in str(app.query_one("#status", MarkupLine).render())
 
 
 class GatedSource(SyntheticSource):
@@ -118,7 +119,7 @@ async def test_live_stepping_back_stops_following() -> None:
         await pilot.pause(0.2)
         assert app.index == 10  # following the newest
         await pilot.press("left")
-        assert "stepped back" in str(app.query_one("#status", Static).render())
+        assert "stepped back" in str(app.query_one("#status", MarkupLine).render())
         source.release.set()
         await settle(pilot)
         assert len(app.timeline) == 12 and app.index == 9  # stayed where the person is
