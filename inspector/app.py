@@ -233,7 +233,16 @@ class InspectorApp(App[None]):
             shown = False
             if section is not None and not self.content.show_request and self._viewer is not None:
                 shown = self._show_prepared(trace, section)
-            self._load_content(section, stepping=True, shown=shown)
+            if shown:
+                assert section is not None
+                # What a worker still running for an earlier turn posts is dropped from now on.
+                self.content.wanted = self.content.section_title(trace, section)[0]
+                # Nothing to fetch for this turn: the worker only prepares the next one. Started after
+                # this step's frame is written, so neither starting it (a worker, its state messages)
+                # nor its thread (the GIL) delays the frame the person is waiting for.
+                self.call_after_refresh(self._prepare_ahead, index, section)
+            else:
+                self._load_content(section, stepping=True)
             if self.step_timing is not None:
                 expects = self.content.show_request or (section is not None and not shown)
                 self.step_timing.stepped(index, trace["turn"], section, shown, expects)
@@ -345,6 +354,10 @@ class InspectorApp(App[None]):
         text, document = prepared
         self._viewer.show(title, text, document, document.dark, key)
         return True
+
+    def _prepare_ahead(self, index: int, section: str | None) -> None:
+        if index == self.index and not self.content.show_request:  # else a newer step or view asks itself
+            self._load_content(section, stepping=True, shown=True)
 
     def _load_content(self, section_id: str | None, stepping: bool = False, shown: bool = False) -> None:
         trace = self.full_trace(self.index)
