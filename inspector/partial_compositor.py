@@ -13,9 +13,8 @@ A widget is rendered only for the rows where such a piece is still wanted, so th
 widget (screen, Horizontal, tabs, panes) are not rendered for the rows it covers, and a widget beside
 the dirty spans is not rendered at all. That is exact: ChopsUpdate writes only inside the spans, from
 the piece of each cut it is given; a piece it is not given (None) it skips, and a piece outside every
-span on its row it would have skipped too (bar a cursor move with no text after it).
-A full update (layout,
-resize, a dirty screen) is Textual's own. tests/tui/test_partial_compositor.py replays every
+span on its row it would have skipped too (bar a cursor move with no text after it). A full update
+(layout, resize, a dirty screen) is Textual's own. tests/tui/test_partial_compositor.py replays every
 partial update onto the previous frame and compares it with a full render of the screen.
 """
 
