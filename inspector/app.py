@@ -118,7 +118,6 @@ class InspectorApp(App[None]):
         self.content = ContentLoader(self, source, self._content_width, self._content_screen)
         self.whatif = WhatIfRunner(self, source)
         self._play_timer: Timer | None = None
-        self._status_markup = ""
         self._content_deferred = False  # a step arrived while the initial load was still decoding
         self._newest_pending = False  # live turns are arriving: the newest is drawn once they are in
         self._frozen_fold = False
@@ -258,9 +257,7 @@ class InspectorApp(App[None]):
         markup = status_markup(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to
         )
-        if markup != self._status_markup:  # one line of fixed height: no layout pass needed
-            self._status_markup = markup
-            self.query_one("#status", MarkupLine).update(markup)
+        self.query_one("#status", MarkupLine).update(markup)  # a no-op when the markup is the same
 
     def _go(self, index: int | None) -> None:
         if index is not None:
