@@ -350,18 +350,25 @@ def _follow(src: Any, until_turn: int, out: list[dict[str, Any]]) -> threading.T
     return th
 
 
+def _followed_burst(pipe: Any, turns: range) -> tuple[Any, list[dict[str, Any]]]:
+    """Attach a live source, run `turns` as one burst while it follows, and return the source with the
+    traces it followed (up to the last of `turns`)."""
+    src = _live(pipe)
+    got: list[dict[str, Any]] = []
+    th = _follow(src, turns[-1], got)
+    _burst(pipe, turns)
+    th.join(T)
+    assert not th.is_alive()
+    return src, got
+
+
 def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_demand(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         _turns(pipe, range(2))
-        src = _live(pipe)
-        got: list[dict[str, Any]] = []
-        th = _follow(src, 13, got)
-        _burst(pipe, range(2, 14))
-        th.join(T)
-        assert not th.is_alive()
+        src, got = _followed_burst(pipe, range(2, 14))
         journal_turns = _journal_turns(pipe)
         # Every turn reached the timeline, in order, reading as its whole trace would.
         assert [t["turn"] for t in got] == list(range(2, 14))
@@ -398,12 +405,7 @@ def test_following_the_live_tail_fetches_only_the_turns_shown(monkeypatch: pytes
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         _turns(pipe, range(2))
-        src = _live(pipe)
-        got: list[dict[str, Any]] = []
-        th = _follow(src, 21, got)
-        _burst(pipe, range(2, 22))
-        th.join(T)
-        assert not th.is_alive()
+        src, got = _followed_burst(pipe, range(2, 22))
         journal_turns = _journal_turns(pipe)
         assert len(src._missing) == 19 and src.fetched == 0
         assert src.full_trace(1) == journal_turns[1]["trace"]  # shown on attach (whole, in the snapshot)
@@ -429,12 +431,7 @@ def test_the_shadow_summary_of_a_lean_session_fetches_nothing(monkeypatch: pytes
     pipe = _pipeline(monkeypatch, rtdir, shadow=Overrides(gates={"drop_rounds": False}))
     try:
         _turns(pipe, range(2))
-        src = _live(pipe)
-        got: list[dict[str, Any]] = []
-        th = _follow(src, 13, got)
-        _burst(pipe, range(2, 14))
-        th.join(T)
-        assert not th.is_alive()
+        src, got = _followed_burst(pipe, range(2, 14))
         assert len(src._missing) == 11
         whole = shadow_summary(list(pipe.journal.events))
         assert whole is not None and len(whole["turns"]) == 14
