@@ -1,6 +1,6 @@
 """Benchmark: `cp-inspect` start-up as a person meets it, in fresh processes (issue 15.3).
 
-    .venv/bin/python benchmarks/bench_startup.py [--runs 7] [--recording PATH]
+    .venv/bin/python benchmarks/bench_startup.py [--runs 7] [--recording PATH] [--only replay --compare BASE_DIR]
 
 Parts (every figure is CPU beside wall; CPU of a whole child from resource.getrusage(RUSAGE_CHILDREN)):
 
@@ -12,10 +12,14 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
            benchmarks/bench_tui.py generates, or --recording; CONTEXTPIPE_TRAJECTORIES is not needed):
            from process start to the first frame with data drawn. The child imports the CLI module as
-           the console script does, opens the file as `replay` does, and runs the real InspectorApp
+           the console script does, builds the app with the `replay` command's own function
+           (`cli.replay_app`: checks the file, holds the collector off, opens the source) and runs it
            headless at 120x40 until the current turn is drawn; it reports its own CPU since process
-           start (time.process_time, so interpreter start-up and every import are included) and the
-           parent reports wall time from spawn. Goal: < 1 s.
+           start (time.process_time, read in the callback that runs once that frame is written, so
+           interpreter start-up, every import and the reader thread are included) and the parent
+           reports wall time from spawn. Goal: < 1 s of CPU. `--compare DIR` alternates each run with
+           the same child on the code in DIR (A B B A; a git archive of the base, for before/after).
+           Both trees are byte-compiled first, as an installed package is (see compile_tree).
 
 Left out: the terminal's own drawing time (headless driver), and the console-script shim's own import
 of `importlib.metadata` (the children run `python -m inspector.cli`, which the shim does not).
@@ -55,10 +59,33 @@ app()
 '''
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
+
+
+def compile_tree(root: Path) -> None:
+    """Byte-compile the project as an installed package has it. Python writes its own .pyc files on
+    first import, except under PYTHONDONTWRITEBYTECODE (set in some of our environments): then every
+    child would compile every project module from source (~60-100 ms of CPU) and time that."""
+    packages = [str(root / p) for p in ("engine", "inspector", "panels", "themes")]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
+
+
+def replay_child(root: Path, rec: Path) -> tuple[float, float]:
+    """(CPU ms, wall ms) to the first frame of one fresh `replay` child running the code in `root`."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child-replay", str(rec), "--spawned-at", repr(time.time())],
+        capture_output=True,
+        text=True,
+        env=_env(root),
+        cwd=root,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the replay child on {root} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    return res["cpu_ms"], res["wall_ms"]
 
 
 def spawn(cmd: list[str]) -> tuple[float, float, str]:
@@ -99,23 +126,32 @@ def child_replay(path: str, spawned_at: float) -> None:
 
     import inspector.cli as cli  # the console script's import
 
-    async def run() -> dict[str, float]:
-        from inspector.app import InspectorApp
-        from inspector.sources.file import FileSource
+    async def run() -> None:
+        if hasattr(cli, "replay_app"):
+            app = cli.replay_app(Path(path))  # what the `replay` command builds and runs
+        else:  # code from before replay_app (a base for a before/after figure): what `replay` did then
+            from inspector.app import InspectorApp
+            from inspector.sources.file import FileSource
 
-        cli.open_recording(Path(path))
-        app = InspectorApp(FileSource(Path(path)))
+            cli.open_recording(Path(path))
+            app = InspectorApp(FileSource(Path(path)))
         async with app.run_test(size=(120, 40)):
             while app.index < 0:
                 await asyncio.sleep(0.001)
-            drawn = asyncio.get_running_loop().create_future()
-            app.call_after_refresh(lambda: drawn.done() or drawn.set_result(None))
-            await drawn
-            out = {"cpu_ms": time.process_time() * 1000, "wall_ms": (time.time() - spawned_at) * 1000}
-            return out
+            drawn: asyncio.Future[dict[str, float]] = asyncio.get_running_loop().create_future()
 
-    print(json.dumps(asyncio.run(run())))
-    os._exit(0)  # the first frame is what is measured; skip the app's teardown
+            def frame_drawn() -> None:
+                # Read here, as the frame is written: once this task resumes, work the app deferred
+                # to after its first frame may already have run.
+                if not drawn.done():
+                    drawn.set_result({"cpu_ms": time.process_time() * 1000,
+                                      "wall_ms": (time.time() - spawned_at) * 1000})
+
+            app.call_after_refresh(frame_drawn)
+            print(json.dumps(await drawn), flush=True)
+            os._exit(0)  # the first frame is what is measured; skip the app's teardown
+
+    asyncio.run(run())
 
 
 def default_recording(turns: int) -> Path:
@@ -129,6 +165,8 @@ def main() -> None:
     ap.add_argument("--child-replay", default=None)
     ap.add_argument("--spawned-at", type=float, default=0.0)
     ap.add_argument("--only", choices=["help", "explain", "replay"], default=None)
+    ap.add_argument("--compare", default=None, metavar="DIR",
+                    help="replay: alternate runs with the code in DIR (e.g. a git archive of the base)")
     args = ap.parse_args()
     if args.child_replay:
         child_replay(args.child_replay, args.spawned_at)
@@ -161,24 +199,26 @@ def main() -> None:
                 f"replay   skipped: {rec} is missing (make it with benchmarks/bench_tui.py, or pass --recording)"
             )
             return
-        cpu, wall = [], []
-        for _ in range(max(3, args.runs // 2)):
-            out = subprocess.run(
-                [py, __file__, "--child-replay", str(rec), "--spawned-at", repr(time.time())],
-                capture_output=True,
-                text=True,
-                env=_env(),
-                cwd=ROOT,
-                check=True,
-            ).stdout
-            res = json.loads(out.strip().splitlines()[-1])
-            cpu.append(res["cpu_ms"])
-            wall.append(res["wall_ms"])
-        print(
-            f"replay   {rec.name}: first frame from process start  CPU p50 {med(cpu):6.0f} ms (max {max(cpu):.0f})"
-            f"  wall p50 {med(wall):6.0f} ms (max {max(wall):.0f})   goal < 1000 ms: "
-            f"{'MET' if med(cpu) < 1000 and med(wall) < 1000 else 'MISSED'}"
-        )
+        trees = [ROOT] if args.compare is None else [Path(args.compare).resolve(), ROOT]
+        for tree in trees:
+            compile_tree(tree)
+        cpu: dict[Path, list[float]] = {t: [] for t in trees}
+        wall: dict[Path, list[float]] = {t: [] for t in trees}
+        for i in range(max(3, args.runs // 2)):
+            for tree in trees if i % 2 == 0 else trees[::-1]:  # base, new, new, base, ... (A B B A)
+                c, w = replay_child(tree, rec)
+                cpu[tree].append(c)
+                wall[tree].append(w)
+        for tree in trees:
+            label = "" if args.compare is None else ("base " if tree != ROOT else "this ")
+            c, w = cpu[tree], wall[tree]
+            print(
+                f"replay   {label}{rec.name}: first frame from process start  CPU p50 {med(c):6.0f} ms "
+                f"(max {max(c):.0f}; {' '.join(f'{x:.0f}' for x in c)})  wall p50 {med(w):6.0f} ms (max {max(w):.0f})"
+                f"   goal < 1000 ms CPU: {'MET' if med(c) < 1000 else 'MISSED'}"
+            )
+        if args.compare is not None:
+            print(f"replay   this / base CPU p50: {med(cpu[ROOT]) / med(cpu[trees[0]]):.2f}x")
 
 
 if __name__ == "__main__":

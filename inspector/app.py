@@ -25,10 +25,11 @@ from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Switch, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from engine.trace_schema import Trace
+from inspector import startup_gc
 from inspector.content_loader import ContentLoader
 from inspector.messages import (
     ContentLoaded,
@@ -127,6 +128,7 @@ class InspectorApp(App[None]):
         self._last_index = -1  # the turn shown before, and the way the person steps (+1 or -1): the
         self._direction = 1  # content worker prepares the next turn that way while they look
         self._content_error: str | None = None  # the last content failure notified (said once, not per step)
+        self._first_chunk = False  # the source's first chunk arrived (start-up ends with its frame)
         # CONTEXTPIPE_STEP_TIMING=FILE: each key press's UI CPU and wall up to its frame, as JSON lines.
         self.step_timing = StepTiming.from_env(lambda: (self.size.width, self.size.height),
                                                self.call_after_refresh)
@@ -190,6 +192,7 @@ class InspectorApp(App[None]):
         await super().on_event(event)
 
     def on_unmount(self) -> None:
+        startup_gc.release()
         if self.step_timing is not None:
             self.step_timing.close()
 
@@ -270,6 +273,9 @@ class InspectorApp(App[None]):
     def _turns_received(self, message: TurnsReceived) -> None:
         view, timeline = self.view, self.view.timeline
         first = len(timeline)
+        if not self._first_chunk:  # once its frame is drawn, the rest may load and the collector run
+            self._first_chunk = True
+            self.call_after_refresh(self._first_frame_drawn)
         timeline.extend(message.traces)
         self.query_one("#alerts", AlertsPanel).add_traces(message.traces, first)
         self.query_one("#strip", TimelineStrip).count = len(timeline)
@@ -300,6 +306,10 @@ class InspectorApp(App[None]):
         self.index = timeline.current
         self._update_status()
 
+    def _first_frame_drawn(self) -> None:
+        self.reader.first_frame_drawn()
+        startup_gc.release()
+
     def _show_newest(self) -> None:
         self._newest_pending = False
         if self.timeline.follow:  # the person may have stepped back meanwhile: then stay there
@@ -317,6 +327,7 @@ class InspectorApp(App[None]):
     @on(SourceFailed)
     def _source_failed(self, message: SourceFailed) -> None:
         self.view.loading = False
+        startup_gc.release()
         self.failed = message.error
         self.notify(message.error, title="cannot read the source", severity="error", timeout=30)
 
@@ -547,7 +558,7 @@ class InspectorApp(App[None]):
 
     def action_session_whatif(self) -> None:
         self.query_one("#details", TabbedContent).active = "tab-whatif"
-        self.query_one("#session", Switch).toggle()
+        self.query_one("#whatif", WhatIfPanel).toggle_session()
 
     def action_focus_manifest(self) -> None:
         self.query_one("#manifest").focus()

@@ -13,7 +13,7 @@ import typer
 
 from engine.errors import ContextPipeError
 
-from . import fleet_cli
+from . import fleet_cli, startup_gc
 from .cli_common import (
     GateOpt,
     ThresholdOpt,
@@ -278,9 +278,37 @@ def import_(
 
 
 def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
-    from .app import InspectorApp
+    startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
+    try:
+        from .app import InspectorApp
 
-    InspectorApp(source, theme=theme, start_turn=start_turn).run()
+        InspectorApp(source, theme=theme, start_turn=start_turn).run()
+    finally:
+        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
+
+
+def replay_app(file: Path, turn: int | None = None, follow: bool = False, theme: str | None = None) -> Any:
+    """The app `replay` runs, built as it builds it (benchmarks/bench_startup.py times this path). The
+    collector is held off from here to the app's first frame with data (startup_gc.py): the caller
+    runs the app, or calls `startup_gc.release()` itself."""
+    startup_gc.hold()  # before the recording reader and the app are imported
+    try:
+        from inspector.app import InspectorApp
+        from inspector.sources.file import FileSource
+
+        r = open_recording(file)
+        if turn is not None:
+            numbers = r.turn_numbers()
+            if not numbers:
+                fail(f"{file} has no completed turns yet", 2)
+            n = turn if turn >= 0 else numbers[-1] + 1 + turn
+            if n not in numbers:
+                fail(f"turn {turn} is not in {file} (it has turns {numbers[0]}..{numbers[-1]})", 2)
+            turn = n
+        return InspectorApp(FileSource(file, follow=follow, reader=r), theme=theme, start_turn=turn)
+    except BaseException:  # a bad file or turn (typer.Exit) in a process that goes on, as under CliRunner
+        startup_gc.release(freeze=False)
+        raise
 
 
 @app.command()
@@ -291,19 +319,10 @@ def replay(
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Step through a recorded session turn by turn."""
-    from inspector.sources.file import FileSource
-
-    r = open_recording(file)
-    if turn is not None:
-        numbers = r.turn_numbers()
-        if not numbers:
-            fail(f"{file} has no completed turns yet", 2)
-        n = turn if turn >= 0 else numbers[-1] + 1 + turn
-        if n not in numbers:
-            fail(f"turn {turn} is not in {file} (it has turns {numbers[0]}..{numbers[-1]})", 2)
-        turn = n
-    r.close()
-    _run_app(FileSource(file, follow=follow), theme, turn)
+    try:
+        replay_app(file, turn, follow, theme).run()
+    finally:
+        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
 
 
 @app.command()

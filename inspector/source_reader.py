@@ -3,19 +3,31 @@ small messages (as memray's live view and posting do it); the app's handlers upd
 
 from __future__ import annotations
 
+import threading
+import time
+
 from textual.app import App
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from inspector.messages import EventsDropped, SourceDisconnected, SourceFailed, TurnsReceived
 from inspector.sources import Disconnected, EventsLost, NewTurn, Source
+
+# How long the rest of a long recording waits for the first frame before it is read anyway (a frame
+# that never comes, e.g. a suspended app, must not stall the load).
+FIRST_FRAME_WAIT_S = 2.0
 
 
 class SourceReader:
     def __init__(self, app: App[None], source: Source) -> None:
         self.app, self.source = app, source
+        self._drawn = threading.Event()  # the app drew the first chunk's frame (first_frame_drawn)
 
     def start(self) -> None:
         self.app.run_worker(self._read, thread=True, exclusive=True, group="source", exit_on_error=False)
+
+    def first_frame_drawn(self) -> None:
+        """Called by the app once the frame showing the first chunk is on screen: the rest may load."""
+        self._drawn.set()
 
     def _read(self) -> None:
         try:
@@ -26,15 +38,18 @@ class SourceReader:
     def _read_source(self) -> None:
         worker = get_current_worker()
         post = self.app.post_message
-        # A long recording arrives in chunks, so the first frame does not wait for the last turn.
-        pending = iter(self.source.load_chunks())
-        traces = next(pending, [])
-        for following in pending:
+        # A long recording arrives in chunks, so the first frame does not wait for the last turn: each
+        # chunk is posted as soon as it is decoded (it says itself whether more follow).
+        posted, more = False, False
+        for chunk in self.source.load_chunks():
             if worker.is_cancelled:
                 return
-            post(TurnsReceived(traces, more=True))
-            traces = following
-        post(TurnsReceived(traces))
+            post(TurnsReceived(chunk.traces, more=chunk.more))
+            if chunk.more and not posted and not self._wait_for_first_frame(worker):
+                return
+            posted, more = True, chunk.more
+        if not posted or more:  # an empty source, or one whose last chunk promised more: the load ends
+            post(TurnsReceived([]))
         for event in self.source.follow():
             if worker.is_cancelled:
                 return
@@ -44,3 +59,15 @@ class SourceReader:
                 post(SourceDisconnected(event.reason))
             elif isinstance(event, EventsLost):
                 post(EventsDropped(event.count))
+
+    def _wait_for_first_frame(self, worker: Worker[None]) -> bool:
+        """Hold the rest of the load until the first chunk is drawn: decoding it meanwhile would only
+        compete with the UI thread for the GIL and the CPU, and delay that frame by as much as it
+        decodes. False when the worker was cancelled while it waited."""
+        give_up = time.monotonic() + FIRST_FRAME_WAIT_S
+        while not self._drawn.wait(0.05):
+            if worker.is_cancelled:
+                return False
+            if time.monotonic() >= give_up:
+                break
+        return True

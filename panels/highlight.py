@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
-from pygments.lexer import Lexer
-from pygments.lexers import JsonLexer, MarkdownLexer, PythonLexer, TextLexer
 from rich.style import Style
-from rich.syntax import Syntax
 from rich.text import Span, Text
+
+if TYPE_CHECKING:
+    from pygments.lexer import Lexer
 
 OMISSION = re.compile(r"\[\.\.\.\d[\d,]* tokens omitted\.\.\.\]")
 SPILL = re.compile(r"spill://[\w./-]+|\[(?:spilled|tool result cleared)[^\]]*\]")
@@ -34,8 +35,14 @@ def guess_language(text: str) -> str:
     return "text"
 
 
-_LEXERS: dict[str, type[Lexer]] = {"json": JsonLexer, "python": PythonLexer, "markdown": MarkdownLexer,
-                                   "text": TextLexer}
+def lexer_class(language: str) -> type[Lexer]:
+    """pygments' lexer for a `guess_language` answer (plain text for anything else). pygments (and rich's
+    Syntax, which imports it) are imported on the first text shown, not with the app: ~40 ms of
+    start-up, and the first screen shows no content."""
+    from pygments.lexers import JsonLexer, MarkdownLexer, PythonLexer, TextLexer
+
+    lexers: dict[str, type[Lexer]] = {"json": JsonLexer, "python": PythonLexer, "markdown": MarkdownLexer}
+    return lexers.get(language, TextLexer)
 
 
 def _fg_only(style: str | Style) -> str | Style:
@@ -49,7 +56,9 @@ def highlight(text: str, language: str | None = None, dark: bool = True) -> Text
     text = text[:MAX_CHARS]
     language = language or guess_language(text)
     theme = "monokai" if dark else "friendly"
-    syntax = Syntax(text, _LEXERS.get(language, TextLexer)(), theme=theme, background_color="default")
+    from rich.syntax import Syntax
+
+    syntax = Syntax(text, lexer_class(language)(), theme=theme, background_color="default")
     out = syntax.highlight(text)
     out.rstrip()
     # Drop the pygments theme's background so the viewer sits on the app theme's surface.

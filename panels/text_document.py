@@ -14,16 +14,19 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
-from pygments.token import Token, _TokenType
 from rich.cells import cell_len
 from rich.control import strip_control_codes
 from rich.style import Style
-from rich.syntax import PygmentsSyntaxTheme, Syntax
 from rich.text import Span, Text
 from textual.strip import Strip
 
-from panels.highlight import _LEXERS, MAX_CHARS, OMISSION, SPILL, TextLexer, _fg_only, guess_language
+from panels.highlight import MAX_CHARS, OMISSION, SPILL, _fg_only, guess_language, lexer_class
+
+if TYPE_CHECKING:  # pygments and rich.syntax are imported when a text is first highlighted (lexer_class)
+    from pygments.token import _TokenType
+    from rich.syntax import PygmentsSyntaxTheme
 
 _WORD = re.compile(r"\S+\s*|\s+")
 LEX_AHEAD = 256  # characters lexed past the row asked for (pygments' Python lexer: ~1 ms per 1,000)
@@ -37,6 +40,9 @@ def _theme(dark: bool) -> tuple[Style, PygmentsSyntaxTheme, dict[_TokenType, Sty
     """(base style, pygments theme, styles by token type) of the dark or light theme, shared by every
     document (building a theme's styles took ~8 ms; a dict shared by threads is safe under the GIL)."""
     if dark not in _THEMES:
+        from pygments.lexers import TextLexer
+        from rich.syntax import PygmentsSyntaxTheme, Syntax
+
         name = "monokai" if dark else "friendly"
         # The base style rich's Syntax gives the whole text (the theme's, on the default background).
         base = Syntax("", TextLexer(), theme=name, background_color="default")._get_base_style()
@@ -52,7 +58,10 @@ class LineHighlighter:
     def __init__(self, text: str, language: str, dark: bool) -> None:
         self.text = text
         self.base_style, self._theme, self._styles = _theme(dark)
-        lexer = _LEXERS.get(language, TextLexer)
+        from pygments.lexers import TextLexer
+        from pygments.token import Token
+
+        lexer = lexer_class(language)
         self._tokens: Iterator[tuple[int, _TokenType, str]] | None = (
             None if lexer is TextLexer else iter(lexer().get_tokens_unprocessed(text)))
         self.lexed = 0 if self._tokens is not None else len(text)  # characters lexed so far

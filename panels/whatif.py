@@ -14,6 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.message import Message
 from textual.reactive import reactive
+from textual.widget import MountError
 from textual.widgets import Button, Label, Select, Static, Switch
 
 from engine.trace_schema import Trace
@@ -67,29 +68,72 @@ class WhatIfPanel(VerticalScroll):
         self._touched_gates: set[str] = set()
         self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
         self._gate_labels: dict[str, str] = {}
+        # The sliders and switches (~35 widgets) are mounted after the first turn is drawn, or when
+        # the pane is first shown if that comes sooner: the pane is hidden behind the Content tab when
+        # the app opens, and styling and mounting them was about a fifth of the CPU to a long
+        # recording's first frame (BENCHMARKS.md, Start-up). Until then nothing is touched, so what
+        # the panel is asked (overrides) and told (trace) needs no controls. The provider row and the
+        # result line are composed at once: Select queries its own children when it mounts, which
+        # fails if the app closes in the middle of mounting it later.
+        self._controls_wanted = False  # add_controls was called
+        self._controls_ready = False  # the controls are mounted
+        self._toggle_session = False  # `W` came before the controls: toggle once they are there
+
+    def add_controls(self) -> None:
+        """Mount the sliders and switches (once; they are there a moment later)."""
+        if not self._controls_wanted:
+            self._controls_wanted = True
+            self.call_later(self._mount_controls)
+
+    async def _mount_controls(self) -> None:
+        if not self.is_attached:
+            return
+        gates = Horizontal(*(Horizontal(Switch(value=True, id=f"gate-{gate}", animate=False, tooltip=f"gate {gate}"),
+                                        Label(GATE_SHORT[gate], id=f"gate-label-{gate}"), classes="gate")
+                             for gate in GATE_KEYS), id="gates")
+        sliders = [Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")]
+        sliders += [Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
+                    for key in THRESHOLD_KEYS]
+        session = Horizontal(Switch(value=False, id="session", animate=False),
+                             Label("session-wide: re-run the whole session and price it", id="session-label"),
+                             id="session-row")
+        try:
+            await self.mount_all([*sliders, gates], before="#whatif-row")
+            await self.mount(session, after="#whatif-row")
+        except MountError:  # the app closed meanwhile
+            return
+        if not self.is_attached or not self.display:  # (`display` is False once the app prunes the panel)
+            return
+        self._controls_ready = True
+        self.watch_trace(self.trace)  # the turn shown meanwhile: untouched controls follow it
+        if self._toggle_session:
+            self.toggle_session()
+
+    def on_show(self) -> None:
+        self.add_controls()
+
+    def toggle_session(self) -> None:
+        """Session-wide mode on or off, as the `session` switch does (`W`)."""
+        if self._controls_ready:
+            self.query_one("#session", Switch).toggle()
+        else:
+            self._toggle_session = True
+            self.add_controls()
 
     def compose(self) -> ComposeResult:
-        yield Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")
-        for key in THRESHOLD_KEYS:
-            yield Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
-        with Horizontal(id="gates"):
-            for gate in GATE_KEYS:
-                with Horizontal(classes="gate"):
-                    yield Switch(value=True, id=f"gate-{gate}", animate=False, tooltip=f"gate {gate}")
-                    yield Label(GATE_SHORT[gate], id=f"gate-label-{gate}")
+        # (the sliders, the gates and the session row: add_controls)
         with Horizontal(id="whatif-row"):
             yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider",
                          compact=True)
             yield Button("Reset", id="reset", variant="default")
-        with Horizontal(id="session-row"):
-            yield Switch(value=False, id="session", animate=False)
-            yield Label("session-wide: re-run the whole session and price it", id="session-label")
         # The answer is scrolled into view when it changes and too little of it shows (at 80x24 this
         # pane has ~6 rows): see _reveal_result.
         yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
 
     def overrides(self) -> Overrides:
         """Only what the person touched; everything else stays as recorded."""
+        if not self._controls_ready:
+            return Overrides()  # no controls yet: nothing touched
         recorded = self.trace["provider"] if self.trace is not None else None
         budget = self.query_one("#budget", Slider)
         thresholds = {k: round(s.value, 2) for k in THRESHOLD_KEYS
@@ -109,6 +153,10 @@ class WhatIfPanel(VerticalScroll):
     def watch_trace(self, trace: Trace | None) -> None:
         """New turn: untouched controls follow the recorded settings, without triggering a re-plan."""
         if trace is None:
+            return
+        if not self._controls_ready:
+            if not self._controls_wanted:  # the first turn: its frame first, then the controls
+                self.call_after_refresh(self.add_controls)
             return
         budget = self.query_one("#budget", Slider)
         if not budget.touched:

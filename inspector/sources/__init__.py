@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from engine.trace_schema import Trace
 from engine.whatif import Overrides
@@ -37,12 +37,20 @@ class EventsLost:
 SourceEvent = NewTurn | Disconnected | EventsLost
 
 
+class Chunk(NamedTuple):
+    """Some of the turns a source holds when it is opened. `more` says later chunks follow: the app
+    can draw this one while the rest loads, and the reader need not decode the next chunk to know."""
+
+    traces: list[dict[str, Any]]
+    more: bool = False
+
+
 @runtime_checkable
 class Source(Protocol):
     kind: str  # "live" | "replay"
     header: dict[str, Any]  # model, provider, pid/command (live) or path (replay), engine_version
 
-    def load_chunks(self) -> Iterator[list[dict[str, Any]]]:
+    def load_chunks(self) -> Iterator[Chunk]:
         """Every turn known so far, as traces (or per-turn summaries for a long recording), in chunks:
         a small one first, so the app draws before the rest is decoded."""
         ...

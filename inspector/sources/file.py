@@ -16,7 +16,7 @@ from engine.recording.cpsession import RecordingReader
 from engine.recording.frames import HEADER_SIZE, decode_header
 from engine.recording.journal import trace_of, unpack_event
 from engine.trace_schema import Trace
-from inspector.sources import NewTurn, SourceEvent
+from inspector.sources import Chunk, NewTurn, SourceEvent
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
 
@@ -39,10 +39,11 @@ class FileSource(ReplayingSource):
     TRACE_CACHE = 64
     READ_AHEAD = 256
 
-    def __init__(self, path: str | Path, follow: bool = False) -> None:
+    def __init__(self, path: str | Path, follow: bool = False, reader: RecordingReader | None = None) -> None:
+        """`reader`: the file already opened (by the CLI, which checks it first), so it is not read twice."""
         super().__init__()
         self.path = Path(path)
-        self.reader = RecordingReader.open(self.path)
+        self.reader = reader if reader is not None else RecordingReader.open(self.path)
         self.header = {**self.reader.header, "path": str(self.path)}
         if self.reader.damage is not None:
             self.header["damage"] = self.reader.damage.message
@@ -86,15 +87,16 @@ class FileSource(ReplayingSource):
         """Every turn's full trace (tests, tools; the app uses load_chunks)."""
         return [trace_of(self.reader.turn(t)) for t in self.reader.turn_numbers()]
 
-    def load_chunks(self, first: int = 200, size: int = 2000) -> Iterator[list[dict[str, Any]]]:
+    def load_chunks(self, first: int = 200, size: int = 2000) -> Iterator[Chunk]:
         """Every turn's summary through the index (opening a long recording does not replay it), a small
-        chunk first so the app can draw while the rest decodes."""
+        chunk first so the app can draw while the rest decodes. Each chunk says whether more follow
+        from the index's turn count, so it is handed on before the next one is decoded."""
         numbers = self.reader.turn_numbers()
         at, n = 0, first
         while at < len(numbers):
             chunk = [summarize(trace_of(self.reader.turn(t))) for t in numbers[at : at + n]]
             at, n = at + n, size
-            yield chunk
+            yield Chunk(chunk, more=at < len(numbers))
 
     def follow(self) -> Iterator[SourceEvent]:
         if not self.follow_file:

@@ -19,7 +19,7 @@ from engine.probe.client import ProbeClient, ProbeError
 from engine.probe.lean import FETCH_MAX
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
-from inspector.sources import Disconnected, EventsLost, NewTurn, SourceEvent
+from inspector.sources import Chunk, Disconnected, EventsLost, NewTurn, SourceEvent
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
 
@@ -259,8 +259,8 @@ class LiveSource(ReplayingSource):
         out, self._initial = self._initial, []
         return out
 
-    def load_chunks(self) -> Iterator[list[dict[str, Any]]]:
-        yield self.load_initial()
+    def load_chunks(self) -> Iterator[Chunk]:
+        yield Chunk(self.load_initial())
 
     def full_trace(self, turn: int) -> Trace:
         """The turn's whole trace: received, or fetched now from the agent. Stepping back (a turn older

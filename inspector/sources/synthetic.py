@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from engine.trace_schema import Trace
 from engine.whatif import Overrides
-from inspector.sources import Disconnected, NewTurn, SourceEvent
+from inspector.sources import Chunk, Disconnected, NewTurn, SourceEvent
 from inspector.sources.synthetic_content import request_body, section_text
 
 LIMIT = 32000
@@ -271,8 +271,8 @@ class SyntheticSource:
         self.received = [self.trace(t) for t in range(self.initial)]
         return list(self.received)
 
-    def load_chunks(self) -> Iterator[list[dict]]:
-        yield self.load_initial()
+    def load_chunks(self) -> Iterator[Chunk]:
+        yield Chunk(self.load_initial())
 
     def follow(self) -> Iterator[SourceEvent]:
         if self.kind == "replay":

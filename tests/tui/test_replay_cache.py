@@ -54,7 +54,11 @@ def test_file_source_summaries_and_full_traces() -> None:
     from inspector.timeline import summarize
 
     src = FileSource(DEMOS[0])
-    summaries = [s for chunk in src.load_chunks(first=3, size=7) for s in chunk]
+    chunks = list(src.load_chunks(first=3, size=7))
+    summaries = [s for chunk in chunks for s in chunk.traces]
+    # Each chunk says whether more follow (the reader posts it without decoding the next one first).
+    assert [chunk.more for chunk in chunks] == [True] * (len(chunks) - 1) + [False]
+    assert [len(chunk.traces) for chunk in chunks[:2]] == [3, 7]
     traces = src.load_initial()
     assert summaries == [summarize(t) for t in traces]
     assert all(src.full_trace(t["turn"]) == t for t in traces)

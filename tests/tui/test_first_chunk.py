@@ -1,0 +1,66 @@
+"""A long recording's first chunk is drawn before the rest is read (issue 15.3): the reader posts it as
+soon as it is decoded (the chunk says whether more follow) and reads on only once its frame is drawn,
+so neither the next chunk's decoding nor the GIL it holds stands between the person and that frame."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from textual.widgets import Switch
+
+from inspector.app import InspectorApp
+from inspector.sources import Chunk
+from inspector.sources.synthetic import SyntheticSource
+from panels.whatif import WhatIfPanel
+from tests.tui.conftest import settle
+
+
+class ChunkedSource(SyntheticSource):
+    """A replay of 40 turns in two chunks, logging when each is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(40)
+        self.log: list[str] = []
+
+    def load_chunks(self) -> Iterator[Chunk]:
+        traces = self.load_initial()
+        self.log.append("first chunk read")
+        yield Chunk(traces[:10], more=True)
+        self.log.append("second chunk read")
+        yield Chunk(traces[10:])
+
+
+async def test_first_chunk_drawn_before_the_rest_is_read() -> None:
+    source = ChunkedSource()
+    app = InspectorApp(source, theme="cp-dark")
+    drawn = app.reader.first_frame_drawn
+
+    def logged() -> None:
+        source.log.append(f"first frame drawn at turn {app.index}")
+        drawn()
+
+    app.reader.first_frame_drawn = logged  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert source.log == ["first chunk read", "first frame drawn at turn 9", "second chunk read"]
+        assert len(app.timeline) == 40 and app.index == 39 and not app.view.loading
+
+
+async def test_an_empty_source_ends_its_load() -> None:
+    app = InspectorApp(SyntheticSource(0), theme="cp-dark")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert len(app.timeline) == 0 and not app.view.loading
+
+
+async def test_session_whatif_before_the_controls_are_mounted() -> None:
+    """`W` on a source with no turn yet (the What-if controls are mounted after the first turn's frame,
+    or when the pane is first shown): the pane opens and session-wide mode is on once they are there."""
+    app = InspectorApp(SyntheticSource(0), theme="cp-dark")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        whatif = app.query_one("#whatif", WhatIfPanel)
+        assert not whatif.query("Slider, Switch")  # nothing shown yet: none mounted
+        await pilot.press("W")
+        await settle(pilot)
+        assert app.query_one("#session", Switch).value and whatif.session
