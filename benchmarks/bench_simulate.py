@@ -26,13 +26,20 @@ the machine's state, so a pair's ratio holds where medians of rounds minutes apa
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
         [--timing-only] [--baseline DIR] [--ab DIR --pairs 5] [--serialize-ab --repeats 5]
+        [--bytecode cached|none]
 
 With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
+
+Children find their compiled modules in a bytecode cache kept for the run (`--bytecode cached`, the
+default: as an installed cp-inspect finds its .pyc files), or compile every module on every run
+(`--bytecode none`: what PYTHONDONTWRITEBYTECODE=1 without .pyc files gives, as every figure measured
+before 2026-12-01 21:00 UTC was; ~0.2-0.3 s CPU more per process).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -137,9 +144,23 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+# How a child finds its compiled modules. "cached": in a bytecode cache kept for the run (one per code
+# checkout, filled by the first, untimed, run), as an installed cp-inspect finds its .pyc files. "none":
+# every module compiled from source on every run, as under PYTHONDONTWRITEBYTECODE=1 with no .pyc files
+# next to the sources (the helpers' shells set it: ~0.2-0.3 s CPU of every figure measured so before).
+BYTECODE = {"mode": "cached", "dir": ""}
+
+
 def _process(cmd: list[str], code: Path = REPO) -> tuple[float, float]:
     """(CPU, wall) of one command run as its own process, importing the code under `code`."""
     env = {**os.environ, "PYTHONPATH": str(code)}
+    if BYTECODE["mode"] == "cached":
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        key = hashlib.sha256(str(code.resolve()).encode()).hexdigest()[:16]
+        env["PYTHONPYCACHEPREFIX"] = str(Path(BYTECODE["dir"]) / key)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
     c0, w0 = _child_cpu(), time.perf_counter()
     # cwd too: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH, so a child
     # started from this checkout would import this checkout's code whatever PYTHONPATH says.
@@ -175,6 +196,11 @@ def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int, baseline:
     rows: dict[str, dict[str, list[float]]] = {s[0]: {} for s in sessions}
     help_cpu: list[float] = []
     help_wall: list[float] = []
+    _process(cli + ["--help"])  # untimed: fills the bytecode cache (see BYTECODE) and the OS file cache
+    for _label, path, _n in sessions:
+        _process(cli + ["simulate", str(path)])
+        if baseline is not None:
+            _process(cli + ["simulate", str(path)], baseline)
     for _ in range(repeats):  # interleaved: every subject once per round
         c, w = _process(cli + ["--help"])
         help_cpu.append(c)
@@ -236,12 +262,14 @@ def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) ->
     sessions = [(f"{name} (shared, longest; in-sample)", rec, turns), ("synthetic 10x", synthetic, turns * 10)]
     cli = [sys.executable, "-m", "inspector.cli", "simulate"]
     print(f"\n`cp-inspect simulate` A/B, {pairs} pairs per session, order flipped every pair; child CPU (wall)")
-    print(f"B = {other}, A = {REPO}\n")
-    print("| session | calls | B CPU median (min) | A CPU median (min) | median pair ratio A/B | A wall median |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"B = {other}, A = {REPO}; bytecode: {BYTECODE['mode']}\n")
+    print("| session | calls | B CPU median (min) | A CPU median (min) | median pair ratio A/B | A wall median "
+          "| load average |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for label, path, n in sessions:
         _process(cli + [str(path)])  # warm the OS file cache and the .pyc files of both, untimed
         _process(cli + [str(path)], other)
+        load0 = os.getloadavg()[0]
         a: list[float] = []
         b: list[float] = []
         a_wall: list[float] = []
@@ -255,7 +283,8 @@ def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) ->
         med = statistics.median
         ratio = med([x / y for x, y in zip(a, b, strict=True)])
         print(f"| {label} | {n} | {1000 * med(b):,.0f} ms ({1000 * min(b):,.0f}) "
-              f"| {1000 * med(a):,.0f} ms ({1000 * min(a):,.0f}) | {ratio:.2f} | {1000 * med(a_wall):,.0f} ms |")  # fmt: skip
+              f"| {1000 * med(a):,.0f} ms ({1000 * min(a):,.0f}) | {ratio:.2f} | {1000 * med(a_wall):,.0f} ms "
+              f"| {load0:.1f}-{os.getloadavg()[0]:.1f} |")  # fmt: skip
     print("\ngoal: the longest shared and the 10x synthetic session under 1,000 ms CPU end to end (column A)")
 
 
@@ -313,12 +342,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--serialize-ab", action="store_true", help="only simulate's serialization, with vs without bodies"
     )
+    ap.add_argument(
+        "--bytecode",
+        choices=("cached", "none"),
+        default="cached",
+        help="children's compiled modules: cached (as installed; default) or none (compiled every run)",
+    )
     args = ap.parse_args(argv[1:])
+    BYTECODE["mode"] = args.bytecode
     tights = [int(x) for x in str(args.tight).split(",") if x.strip()]
     if not (args.root / "mini-swe-agent-pr816").is_dir():
         print(f"no trajectories under {args.root}; nothing to measure")
         return 1
     with tempfile.TemporaryDirectory(prefix="cp-bench-sim-") as tmp:
+        BYTECODE["dir"] = str(Path(tmp) / "pycache")
         recs = import_long(args.root, Path(tmp))
         print(f"{len(recs)} long trajectories (>= {MIN_CALLS} calls) imported\n")
         if args.serialize_ab:

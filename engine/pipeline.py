@@ -736,12 +736,15 @@ class Pipeline:
         state: CompactionState | None = None,
         cache: CacheRules | None = None,
         body: bool = True,
+        lean: bool = False,
     ) -> Built:
         """Plan + Optimize + serialize from the current state. Pure given state, bound values and config.
         `state` replaces the folded compaction state (a what-if that runs its own chain of states);
         `cache` the cache rules and prices compactions are weighed by (a what-if priced as another model
         or provider than the recorded one), else those of the config's provider and model. body=False:
-        no request body and no request or prefix hash (see Serializer.serialize; simulate's builds)."""
+        no request body and no request or prefix hash (see Serializer.serialize; simulate's builds).
+        lean=True: with the drop_rounds gate closed, no compaction is weighed only for the trace to report
+        (cost_aware.run's weigh_closed; the same request and state; simulate's builds)."""
         cfg = config or self.config
         st = self.compaction if state is None else state
         # The wave-1 policy decides from the whole history every turn; cost_aware sends the task and
@@ -785,6 +788,7 @@ class Pipeline:
                 elided=elided,
                 full_history=self.history,
                 carry=self._carry if self.fast_path else None,
+                weigh_closed=not lean,
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision

@@ -6,7 +6,10 @@ only parses options and prints.
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -61,6 +64,42 @@ def simulate(
 ) -> None:
     """Re-run whole sessions under what-if settings vs every optimizer gate closed (or vs peer policies
     with --policies), and price them; says which prices and cache rules it applied."""
+    with collector_held():
+        _simulate(files, provider, model, window, gate, threshold, prices, policies, policy, no_calibrate,
+                  as_json, per_turn)  # fmt: skip
+
+
+@contextmanager
+def collector_held() -> Iterator[None]:
+    """The cyclic garbage collector off while a command runs, back on (if it was) after.
+
+    simulate allocates a few hundred thousand long-lived objects (the events, every turn's requests and
+    figures) and next to no cyclic garbage, yet that growth sets off full collections that rescan all
+    of it: ~7-11% of the CPU on a 930-turn session, for nothing (peak memory is the same without them).
+    Reference counting frees everything not in a cycle meanwhile."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _simulate(
+    files: list[Path],
+    provider: str | None,
+    model: str | None,
+    window: int | None,
+    gate: list[str] | None,
+    threshold: list[str] | None,
+    prices: Path | None,
+    policies: str | None,
+    policy: str | None,
+    no_calibrate: bool,
+    as_json: bool,
+    per_turn: bool,
+) -> None:
     # Imported here, not at module top: cli.py imports this module while it is still loading.
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError

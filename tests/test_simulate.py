@@ -450,3 +450,46 @@ def test_body_less_builds_give_simulate_the_same_blocks_and_traces(
                 checked += 1
         pipe.fold(ev)
     assert checked >= 3 * 14
+
+
+def test_lean_builds_weigh_no_compaction_behind_a_closed_gate(synth_events: list[dict[str, Any]]) -> None:
+    """simulate's builds are lean (Pipeline.build(lean=True)): with the drop_rounds gate closed no cut
+    is chosen only for the trace to report it, and nothing simulate reads changes: the blocks, the
+    state, the actions and every section of the trace are those of the weighed build."""
+    from dataclasses import replace
+
+    from engine.optimize.context import OptimizeLimits
+    from engine.policy import cost_aware
+    from engine.recording.replay import Replayer
+
+    replayer = Replayer(synth_events, COUNTER)
+    pipe = replayer.new_pipeline()
+    real, chosen = cost_aware._choose_cut, [0]
+
+    def counted(*a: Any) -> Any:
+        chosen[0] += 1
+        return real(*a)
+
+    unweighed = 0
+    for ev in synth_events:
+        if ev.get("k") == "request":
+            pipe.begin_request(ev["turn"])
+            tight = pipe.config.with_overrides(window=6000)
+            for cfg in (replace(tight, limits=OptimizeLimits.all_closed()), tight.with_overrides(gates={"drop_rounds": False})):
+                full = pipe.build(ev.get("bound", {}), cfg, body=False)
+                cost_aware._choose_cut = counted  # type: ignore[assignment]
+                try:
+                    before = chosen[0]
+                    lean = pipe.build(ev.get("bound", {}), cfg, body=False, lean=True)
+                    assert chosen[0] == before  # nothing chosen behind the closed gate
+                finally:
+                    cost_aware._choose_cut = real  # type: ignore[assignment]
+                assert lean.serialized.blocks == full.serialized.blocks
+                assert lean.state == full.state
+                assert lean.trace["actions"] == full.trace["actions"]
+                assert lean.trace["sections"] == full.trace["sections"]
+                if full.trace["compaction"]["decision"] == "skipped":
+                    assert lean.trace["compaction"]["reason"] == "gate drop_rounds is off (not weighed)"
+                    unweighed += 1
+        pipe.fold(ev)
+    assert unweighed >= 10  # the tight window puts the closed gate to work on most turns

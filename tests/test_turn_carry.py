@@ -241,3 +241,36 @@ def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, dro
         monkeypatch.setattr(cost_aware, "_stable_key", _broken(drop))
     with pytest.raises(AssertionError):
         compare(FIXED, 6_000, "cost_aware", False)
+
+
+def test_builds_alternating_between_limits_each_carry_their_own_outcome() -> None:
+    """simulate builds every turn under the what-if limits and then with every gate closed, on one
+    pipeline: each must find its own carried outcome (one remembered outcome per limits), not evict
+    the other's, and still give what the slow path gives."""
+    fast, slow = _pipe(9_000, "cost_aware", False, True), _pipe(9_000, "cost_aware", False, False)
+    for p in (fast, slow):
+        p.identity("You are a careful coding agent.")
+        p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+        p.user("Fix the bug.")
+    closed = replace(fast.config, limits=replace(OptimizeLimits.all_closed(), spill_threshold=SPILL_AT))
+    real, hits = cost_aware._carried_stable, [0, 0]
+
+    def counted(*a: Any) -> Any:
+        got = real(*a)
+        hits[got is not None] += 1
+        return got
+
+    cost_aware._carried_stable = counted  # type: ignore[assignment]
+    try:
+        states = {"open": CompactionState(), "closed": CompactionState()}
+        for t in range(12):
+            for p in (fast, slow):
+                _feed(p, "tool", t, t)
+            for name, cfg in (("open", None), ("closed", closed)):
+                a = fast.build({}, cfg, states[name])
+                assert _built(a) == _built(slow.build({}, cfg, states[name]))
+                states[name] = a.state or states[name]
+    finally:
+        cost_aware._carried_stable = real  # type: ignore[assignment]
+    misses, carried = hits
+    assert carried >= 20 and misses <= 4, hits  # each column's first build (and a compaction) computes

@@ -207,12 +207,15 @@ def run(
     elided: int = 0,
     full_history: Sequence[Any] | None = None,
     carry: dict[str, Any] | None = None,
+    weigh_closed: bool = True,
 ) -> Outcome:
     """One turn's decision and request. `asm_full` holds the raw history, or with `elided` > 0 the raw
     history without that many items after the task (those `st` already cut; see apply_state), its
     section total still the raw one; `full_history` is then the whole conversation, which only a
     summary of a new cut reads. `carry`: a dict the caller keeps from build to build, where the stable
-    rules' outcome is carried to the next turn (see _stable_key); None computes everything afresh."""
+    rules' outcome is carried to the next turn (see _stable_key); None computes everything afresh.
+    weigh_closed=False: with the drop_rounds gate closed, no cut is chosen and weighed only to be
+    reported (the request and state are the same; the trace's step says "not weighed")."""
     m = measure
     hidx = history_index(asm_full)
     full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
@@ -230,7 +233,10 @@ def run(
         r = optimize(applied, ctx, STABLE_RULES)
         if carry is not None and key is not None and r.asm is applied and not ctx.spill_failures:
             # Nothing changed: the outcome holds for the next build with an equal key.
-            carry[STABLE_CARRY] = (key, r.steps, r.skipped)
+            slots = carry.setdefault(STABLE_CARRY, {})
+            if len(slots) >= CARRY_SLOTS and key[2] not in slots:
+                slots.clear()
+            slots[key[2]] = (key, r.steps, r.skipped)
         return applied, r.asm, p, r, list(ctx.spill_failures)
 
     applied, asm1, _, res1, failures = stage1(st)
@@ -265,7 +271,13 @@ def run(
     }
     step: dict[str, Any]
     new_st = st
-    cand = _choose_cut(asm1, st, target_tokens, m, full_len) if (forced or t1 > target_tokens) else None
+    gate_open = bool(getattr(limits, GATE))
+    # A closed gate never compacts: a candidate would only be weighed for the trace's account of what
+    # the closed gate costs. simulate's builds (weigh_closed=False) never read that account, and on a
+    # long session's gates-closed column the walk over the uncompacted history was ~4% of simulate.
+    unweighed = not gate_open and not weigh_closed and (forced or t1 > target_tokens)
+    wanted = (forced or t1 > target_tokens) and not unweighed
+    cand = _choose_cut(asm1, st, target_tokens, m, full_len) if wanted else None
     pb: Payback | None = None
     economic = 0.0
     if cand is not None:
@@ -277,8 +289,11 @@ def run(
             # be repeated so often that waiting for a deeper one costs less (see economic_saving).
             economic = economic_saving(pb, growth)
             decision["economic_saving"] = round(economic)
-    gate_open = bool(getattr(limits, GATE))
-    if cand is None:
+    if unweighed:
+        why = f"gate {GATE} is off (not weighed)"
+        decision.update(decision="skipped", reason=why)
+        step = {"step": STEP, "status": "skipped", "reason": why, "tokens_saved": 0}
+    elif cand is None:
         why = (
             "request within the trigger"
             if not forced
@@ -373,6 +388,11 @@ def run(
 
 
 STABLE_CARRY = "stable rules"
+# Carried outcomes kept, one per optimizer limits (part of the key, so builds under other limits never
+# share one): a live agent builds under one; simulate alternates its what-if column and its gates-closed
+# column (and any engine policy columns) on one pipeline, and with a single outcome each build evicted
+# the other column's (the 930-turn synthetic session: 1,860 misses, 42 hits).
+CARRY_SLOTS = 4
 
 
 def _fits(p: Plan, asm: Assembly) -> bool:
@@ -410,10 +430,10 @@ def _stable_key(applied: Assembly, ctx: OptimizeContext) -> tuple[Any, ...] | No
 
 
 def _carried_stable(carry: dict[str, Any], key: tuple[Any, ...], applied: Assembly) -> OptimizeResult | None:
-    """The stable rules' outcome remembered under an equal key: the assembly unchanged and the same
-    steps (copied: a trace's steps are its own). Sections compare by identity first (the same objects
+    """The stable rules' outcome remembered for these limits under an equal key: the assembly unchanged
+    and the same steps (copied: a trace's steps are its own). Sections compare by identity first (the same objects
     turn after turn), by value otherwise; the Measure by identity (its counts)."""
-    got = carry.get(STABLE_CARRY)
+    got = carry.get(STABLE_CARRY, {}).get(key[2])
     if got is None:
         return None
     prev, steps, skipped = got

@@ -56,6 +56,7 @@ from engine.recording.replay import Replayer
 from engine.request_diff import common_prefix_len
 from engine.sim import cachesim
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
+from engine.sim.few_texts import FewTextsTokenizer
 from engine.sim.policies import ALL as ALL_POLICIES
 from engine.sim.policies import DOCS as POLICY_DOCS
 from engine.sim.policies import ENGINE_POLICIES, PEERS, TurnView
@@ -395,20 +396,20 @@ def _build_pass(
             # to the recorded settings, not to a what-if window.
             # What-if columns weigh compactions by the simulated cache rules and the named model's
             # prices; the recorded column keeps the recorded ones (it is what the engine did).
-            bp = pipe.build(bound, pcfg, st_p, cache, body=False)
+            bp = pipe.build(bound, pcfg, st_p, cache, body=False, lean=True)
             # A what-if with every gate closed already (or a recording made so) is its own gates-closed
             # column: the same build of the same inputs, so it is not built twice. The two state chains
             # start equal and stay equal for as long as this holds.
             closed_is_pipeline = cfgs.closed_is_pipeline and st_c == st_p
             closed_same = closed_same and closed_is_pipeline
-            bc = bp if closed_is_pipeline else pipe.build(bound, ccfg, st_c, cache, body=False)
+            bc = bp if closed_is_pipeline else pipe.build(bound, ccfg, st_c, cache, body=False, lean=True)
             st_p, st_c = bp.state or st_p, bc.state or st_c
             rp = _req(ev["turn"], t, bp.trace, bp.serialized.blocks)
             out_p.append(rp)
             out_c.append(rp if closed_is_pipeline else _req(ev["turn"], t, bc.trace, bc.serialized.blocks))
             same = same and cfgs.recorded_is_pipeline
             if out_r is not None:
-                br = bp if cfgs.recorded_is_pipeline else pipe.build(bound, base, st_r, body=False)
+                br = bp if cfgs.recorded_is_pipeline else pipe.build(bound, base, st_r, body=False, lean=True)
                 st_r = br.state or st_r
                 # The recorded-settings request is the pipeline's own when the settings are the same.
                 out_r.append(rp if br is bp else _req(ev["turn"], t, br.trace, br.serialized.blocks))
@@ -419,14 +420,14 @@ def _build_pass(
                 if out_r is not None:
                     _check_counts(ev["turn"], recorded, br.trace)
                 elif not cfgs.recorded_is_pipeline and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
-                    _check_counts(ev["turn"], recorded, pipe.build(bound, base, body=False).trace)
+                    _check_counts(ev["turn"], recorded, pipe.build(bound, base, body=False, lean=True).trace)
             for name in engine_policies:
-                b = pipe.build(bound, cfgs.engine[name], st_e[name], cache, body=False)
+                b = pipe.build(bound, cfgs.engine[name], st_e[name], cache, body=False, lean=True)
                 st_e[name] = b.state or st_e[name]
                 out_e[name].append(_req(ev["turn"], t, b.trace, b.serialized.blocks))
             if peers:
                 # The whole conversation, never compacted, laid out as the engine would send it.
-                full = pipe.build(bound, cfgs.full, body=False)
+                full = pipe.build(bound, cfgs.full, body=False, lean=True)
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 msgs = tuple(i for i in (hist.items if hist is not None else ()) if isinstance(i, Message))
                 system = tuple(b for b in full.serialized.blocks if b.section != "history")
@@ -725,7 +726,8 @@ def simulate_events(
     if counts is None or counter is not None:
         return _simulate_events(events, settings, source, counter, None, t0)
     try:
-        carried = CarriedCounter(counts)
+        # What the table lacks is usually a few short texts: counted without building the encoder.
+        carried = CarriedCounter(counts, FewTextsTokenizer())
     except CountTableError as exc:
         report = _simulate_events(events, settings, source, None, None, t0)
         report.notes.append(f"token counts: {exc}; counted afresh")

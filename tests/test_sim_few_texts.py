@@ -1,0 +1,151 @@
+"""engine/sim/few_texts.py counts what tiktoken counts, without building tiktoken's encoder.
+
+Every count is held against `encode_ordinary` of the real cl100k encoding; the hand-over to the real
+tokenizer (budget, long pieces, lone surrogates, an encoder already built) is checked by watching which
+one answers. The last test runs `cp-inspect simulate` in a fresh process (the encoder is built once per
+process, so only a fresh one shows whether it was) on a recording that carries its counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from engine import bpe_ranks
+from engine.assembly import omission_marker
+from engine.sim.few_texts import MAX_PIECE, FewTextsTokenizer, bpe_parts
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Watched:
+    """The real tokenizer's name and counts, remembering which texts reached it. `_encode` None: as the
+    process-wide tokenizer looks before its encoder is built."""
+
+    name = "cl100k_base"
+    _encode = None
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def count(self, text: str) -> int:
+        self.asked.append(text)
+        return real_count(text)
+
+
+def real_count(text: str) -> int:
+    return len(bpe_ranks.cl100k_offline().encode_ordinary(text))
+
+
+TEXTS = (
+    st.text(max_size=200)
+    | st.from_regex(r"[\w \n\t\[\].(){}\"':,-]{0,200}", fullmatch=True)
+    | st.text(alphabet="ab 'sllvere1234\n\r\t  ÄÖü日本語😀!?.{}", max_size=80)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=TEXTS)
+@example("bash\n" + json.dumps({"properties": {"command": {"type": "string"}}, "required": ["command"]}))
+@example(omission_marker(12345, "37 earlier rounds dropped"))
+@example("I'll've   \n\n\n  x  \r\n 12345678 don'T")
+@example("a" * MAX_PIECE + " " + "b" * (MAX_PIECE + 1))
+@example("x " + "=" * 22)  # equal-ranked pairs: merging the rightmost first gives another count
+def test_counts_equal_tiktokens(text: str) -> None:
+    watched = Watched()
+    t = FewTextsTokenizer(watched, budget=10**9)
+    assert t.count(text) == real_count(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(piece=st.binary(min_size=2, max_size=24) | st.text(min_size=2, max_size=24).map(str.encode))
+@example(b" " + b"=" * 22)
+def test_merges_are_tiktokens(piece: bytes) -> None:
+    """The parts a piece merges into are the tokens tiktoken encodes it to (not just as many)."""
+    enc = bpe_ranks.cl100k_offline()
+    ranks = enc._mergeable_ranks
+    parts = bpe_parts(piece, ranks.get)
+    assert b"".join(parts) == piece
+    if piece in ranks:
+        return  # tiktoken answers a whole-piece token without merging; so does FewTextsTokenizer
+    assert [ranks[p] for p in parts] == enc._encode_single_piece(piece)
+
+
+def test_only_short_texts_within_the_budget_are_counted_here() -> None:
+    watched = Watched()
+    t = FewTextsTokenizer(watched, budget=40)
+    assert t.count("bash\nRun a shell command") == real_count("bash\nRun a shell command")
+    assert watched.asked == []  # counted here
+    long = "x" * 30 + " and more words"
+    assert t.count(long) == real_count(long)
+    assert watched.asked == [long]  # over the budget: the real tokenizer
+    assert t.count("bash") == real_count("bash")
+    assert watched.asked == [long, "bash"]  # and from then on, since its encoder is built now
+
+
+def test_a_long_piece_or_a_lone_surrogate_goes_to_the_real_tokenizer() -> None:
+    for text in ("word " + "z" * (MAX_PIECE + 1), "a \ud800 b"):
+        watched = Watched()
+        t = FewTextsTokenizer(watched, budget=10**9)
+        assert t.count(text) == watched.count(text)
+        assert watched.asked == [text, text]
+
+
+def test_never_used_once_the_real_encoder_is_built_or_for_another_tokenizer() -> None:
+    class Built(Watched):
+        _encode = len  # anything but None: the encoder exists
+
+    class Other(Watched):
+        name = "chars/4"
+
+    for real in (Built(), Other()):
+        t = FewTextsTokenizer(real, budget=10**9)
+        t.count("hello")
+        assert real.asked == ["hello"]
+
+
+def test_simulate_of_a_recording_with_counts_builds_no_encoder(tmp_path: Path) -> None:
+    """A recording whose table lacks a few texts (here the gates-closed column's omission notes under a
+    tighter window): the report equals a fresh count's, and the process never built the encoder."""
+    from engine.pipeline import Pipeline
+
+    rec = tmp_path / "s.cpsession"
+    now = [1000.0]
+    pipe = Pipeline("deepseek-chat", "deepseek", 64_000, record=rec, serve=False, clock=lambda: now[0])
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.user("Fix the failing test in tests/test_io.py.")
+    for k in range(12):
+        req = pipe.next_request()
+        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 20})
+        now[0] += 5
+        calls = pipe.assistant(f"Step {k}.", [{"id": f"c{k}", "name": "bash", "arguments": "{}"}])
+        pipe.tool_result(calls[0].id, "".join(f"line {k}.{i}: value = {i * k}\n" for i in range(80)))
+    pipe.close()
+    code = (
+        "import json, sys\n"
+        "from engine import bpe_ranks\n"
+        "from engine.sim import few_texts\n"
+        "from engine.sim.simulate import SimSettings, simulate_file\n"
+        "from engine.tokens import TokenCounter\n"
+        "asked = []\n"
+        "count = few_texts.FewTextsTokenizer.count\n"
+        "few_texts.FewTextsTokenizer.count = lambda self, t: asked.append(t) or count(self, t)\n"
+        "s = SimSettings(window=6000)\n"
+        "r = simulate_file(sys.argv[1], s).to_json(per_turn=True)\n"
+        "built = bpe_ranks.cl100k_offline.cache_info().currsize\n"
+        "fresh = simulate_file(sys.argv[1], s, counter=TokenCounter()).to_json(per_turn=True)\n"
+        "for d in (r, fresh): d.pop('elapsed_s')\n"
+        "print(json.dumps({'built': built, 'asked': len(asked) > 0, 'same': r == fresh}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code, str(rec)], capture_output=True, text=True, env=env, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"built": 0, "asked": True, "same": True}
