@@ -26,9 +26,10 @@ the machine's state, so a pair's ratio holds where medians of rounds minutes apa
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
         [--timing-only] [--baseline DIR] [--ab DIR --pairs 5] [--serialize-ab --repeats 5]
-        [--bytecode cached|none]
+        [--bytecode cached|none] [--phases FILE...]
 
-With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
+With --phases FILE..., only where one in-process simulate of each file spends its thread CPU (by phase
+and column; see phases). With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
 
 Children find their compiled modules in a bytecode cache kept for the run (`--bytecode cached`, the
 default: as an installed cp-inspect finds its .pyc files), or compile every module on every run
@@ -328,6 +329,71 @@ def serialize_ab(tmp: Path, turns: int, rounds: int) -> None:
     print(f"median ratio body=False / body=True: {med(ratios):.2f}")
 
 
+def phases(path: Path) -> None:
+    """Where one in-process simulate of `path` (at the recorded settings, as the CLI runs it: collector
+    off, counts from the recording) spends its thread CPU, by phase and by column. Wrappers, not
+    cProfile (which inflates small calls ~2x); a phase nested in another is counted in both."""
+    import gc
+
+    from engine import pipeline as pipeline_mod
+    from engine.optimize import OptimizeLimits
+    from engine.pipeline import Pipeline
+    from engine.policy import cost_aware
+    from engine.providers.base import Serializer
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+    from engine.sim import simulate as sim
+    from engine.sim.cachesim import CacheSimulator
+
+    cpu: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    closed = OptimizeLimits.all_closed()
+
+    def wrap(owner: Any, name: str, label: Any) -> None:
+        orig = getattr(owner, name)
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            key = label(a, kw) if callable(label) else label
+            c0 = time.thread_time()
+            try:
+                return orig(*a, **kw)
+            finally:
+                cpu[key] = cpu.get(key, 0.0) + time.thread_time() - c0
+                calls[key] = calls.get(key, 0) + 1
+
+        setattr(owner, name, timed)
+
+    def column(a: tuple[Any, ...], kw: dict[str, Any]) -> str:
+        cfg = a[2] if len(a) > 2 else kw.get("config")
+        if cfg is None:
+            return "build: recorded settings"
+        return "build: gates closed" if cfg.limits == closed else f"build: {cfg.policy.name}"
+
+    wrap(Pipeline, "build", column)
+    wrap(Pipeline, "fold", "fold (replay of the journal)")
+    wrap(cost_aware, "run", "  cost_aware.run")
+    wrap(Serializer, "serialize", "  serialize")
+    wrap(pipeline_mod, "build_trace", "  build_trace")
+    wrap(sim, "_simulate", lambda a, kw: f"cache simulation + pricing: {a[0]}")
+    wrap(CacheSimulator, "simulate", "  cache simulator")
+    wrap(sim, "_as_sent", "as_sent requests (imports)")
+    gc.disable()
+    try:
+        c0 = time.thread_time()
+        with RecordingReader.open(path) as reader:
+            events = [unpack_event(e) for e in reader.events()]
+            counts, _why = sim.read_counts(reader)
+        read = time.thread_time() - c0
+        c0 = time.thread_time()
+        simulate_events(events, SimSettings(), counts=counts)
+        total = time.thread_time() - c0
+    finally:
+        gc.enable()
+    print(f"\n{path.name}: read {1000 * read:,.0f} ms, simulate {1000 * total:,.0f} ms thread CPU")
+    for key in sorted(cpu, key=lambda k: -cpu[k]):
+        print(f"| {key} | {calls[key]:,} | {1000 * cpu[key]:,.0f} ms |")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("root", nargs="?", type=Path, default=default_root())
@@ -348,8 +414,13 @@ def main(argv: list[str]) -> int:
         default="cached",
         help="children's compiled modules: cached (as installed; default) or none (compiled every run)",
     )
+    ap.add_argument("--phases", type=Path, nargs="*", help="only where one simulate of each FILE spends its CPU")
     args = ap.parse_args(argv[1:])
     BYTECODE["mode"] = args.bytecode
+    if args.phases:
+        for path in args.phases:
+            phases(path)
+        return 0
     tights = [int(x) for x in str(args.tight).split(",") if x.strip()]
     if not (args.root / "mini-swe-agent-pr816").is_dir():
         print(f"no trajectories under {args.root}; nothing to measure")
