@@ -431,8 +431,8 @@ def _stable_key(applied: Assembly, ctx: OptimizeContext) -> tuple[Any, ...] | No
 
 def _carried_stable(carry: dict[str, Any], key: tuple[Any, ...], applied: Assembly) -> OptimizeResult | None:
     """The stable rules' outcome remembered for these limits under an equal key: the assembly unchanged
-    and the same steps (copied: a trace's steps are its own). Sections compare by identity first (the same objects
-    turn after turn), by value otherwise; the Measure by identity (its counts)."""
+    and the same steps (copied: a trace's steps are its own). Sections compare by identity first (the
+    same objects turn after turn), by value otherwise; the Measure by identity (its counts)."""
     got = carry.get(STABLE_CARRY, {}).get(key[2])
     if got is None:
         return None
