@@ -460,7 +460,9 @@ class InspectorApp(App[None]):
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == "tab-why":
+        if event.pane.id == "tab-whatif":  # shown by a click on its tab
+            self.query_one("#whatif", WhatIfPanel).sync()
+        elif event.pane.id == "tab-why":
             self._refresh_why()
 
     @on(ShadowLoaded)
@@ -554,10 +556,12 @@ class InspectorApp(App[None]):
             return
         # Showing a tab never moves focus: ←/→/Home/End keep stepping turns. A slider takes the arrows
         # only once focused (Tab or a click), and the footer then says so and how to leave (Esc).
+        if tab == "tab-whatif":  # its controls skip the steps taken while it was hidden: catch up first
+            self.query_one("#whatif", WhatIfPanel).sync()
         self.query_one("#details", TabbedContent).active = tab
 
     def action_session_whatif(self) -> None:
-        self.query_one("#details", TabbedContent).active = "tab-whatif"
+        self.action_tab("tab-whatif")
         self.query_one("#whatif", WhatIfPanel).toggle_session()
 
     def action_focus_manifest(self) -> None:

@@ -72,6 +72,9 @@ class DirtyRowsCompositor(Compositor):
             cut_set = cuts[y]
             row = wanted.setdefault(y, set())
             row.update(x for x, end in zip(cut_set, cut_set[1:], strict=False) if x < x2 and end > x1)
+        covered: dict[int, list[tuple[int, int]]] = {}
+        for y, x1, x2 in spans:
+            covered.setdefault(y, []).append((x1, x2))
         intersection = Region.intersection
         # Front to back (visible_widgets is in render order): the first widget covering a wanted chop draws
         # it and it is no longer wanted, so the containers behind a widget (the screen, Horizontal, tabs,
@@ -94,6 +97,22 @@ class DirtyRowsCompositor(Compositor):
                 strip = strips[y - first]
                 chops_line, row = chops[y], wanted[y]
                 final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
+                pieces = final_cuts[:-1]
+                if (len(pieces) > 1 and pieces[0] == left and left in row and final_cuts[-1] == right
+                        and strip.cell_length == right - left
+                        and all(cut in row or chops_line[cut] is not None for cut in pieces)
+                        and any(x1 <= left and right <= x2 for x1, x2 in covered[y])):
+                    # The row lies inside one span and each of its pieces is either wanted from this
+                    # widget or already drawn by one in front of it. ChopsUpdate writes a chop inside
+                    # its span whole, and the chops of a row in order of x, so the row goes in as one
+                    # chop from its first cut and the front widgets' chops after it draw over their
+                    # cells: the same screen without cutting the row apart (the content's rows hold a
+                    # cut where the scrollbar is, in front: a divide per changed content row a step).
+                    chops_line[left] = strip
+                    row.difference_update(pieces)
+                    if not row:
+                        del wanted[y]
+                    continue
                 for cut, part in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]]),
                                      strict=False):
                     if cut in row:

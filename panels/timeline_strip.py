@@ -32,6 +32,8 @@ class TimelineStrip(LinePanel):
         self.traces: list[dict] = []
         self._cache_key: tuple[int, int] | None = None
         self._cache: tuple[list[tuple[range, str, str, str, str, str]], int] = ([], 1)
+        self._rows_for: list[tuple[range, str, str, str, str, str]] | None = None
+        self._plain_rows: list[_Runs] = []
 
     def on_mount(self) -> None:
         self.border_title = "Timeline"
@@ -97,18 +99,38 @@ class TimelineStrip(LinePanel):
         self._cache_key, self._cache = key, (cols, top)
         return self._cache
 
+    def _rows(self, width: int) -> tuple[list[tuple[range, str, str, str, str, str]], int, list[_Runs]]:
+        """The summary and its three rows with no column marked, cached with it: a step only moves the
+        mark, so it splices one column into these runs instead of re-running every column."""
+        cols, top = self._summary(width)
+        if self._rows_for is not cols:
+            sent, hits, events_ = _Runs(), _Runs(), _Runs()
+            for _, char, style, hit, ev, ev_style in cols:
+                sent.add(char, style)
+                hits.add(hit, "$cache-served")
+                events_.add(ev, ev_style)
+            self._rows_for, self._plain_rows = cols, [sent, events_, hits]
+        return cols, top, self._plain_rows
+
     def lines(self, width: int) -> list[Content]:
         n = self.count
         if n == 0:
             return [Content("no turns yet")]
-        cols, top = self._summary(width)
+        cols, top, (sent, events_, hits) = self._rows(width)
         cur = self._column(self.current, width)
-        sent, hits, events_ = _Runs(), _Runs(), _Runs()
-        for rng, char, style, hit, ev, ev_style in cols:
-            here = self.current in rng
-            sent.add(char, style + (" reverse" if here else ""))
-            hits.add(hit, "$cache-served" + (" reverse" if here else ""))
-            events_.add("·" if here and ev == " " else ev, ev_style)
+        # The columns drawing the current turn (up to 4 when the strip stretches a short session),
+        # reversed, their event mark a dot where there is none: the same runs as marking them while
+        # collecting them (tests/tui/test_line_views.py compares the two).
+        marked = [c for c in range(max(0, cur - 4), min(len(cols), cur + 5)) if self.current in cols[c][0]]
+        if not marked:
+            rows = [sent.content(), events_.content(), hits.content()]
+        else:
+            start, end = marked[0], marked[-1] + 1
+            _, char, style, hit, ev, ev_style = cols[start]
+            k = end - start
+            rows = [sent.marked(start, end, char * k, style + " reverse"),
+                    events_.marked(start, end, ("·" if ev == " " else ev) * k, ev_style),
+                    hits.marked(start, end, hit * k, "$cache-served reverse")]
         trace = self.traces[self.current]
         pointer = " " * cur + "▲"
         axis = f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}"
@@ -126,7 +148,7 @@ class TimelineStrip(LinePanel):
             label = Content.assemble((pointer, "bold $accent"), "  ", (_fit(axis, right), "$text-muted"))
         else:
             label = Content.assemble(((_fit(axis, left) + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent"))
-        return [sent.content(), events_.content(), hits.content(), label, LEGEND]
+        return [*rows, label, LEGEND]
 
 
 def _fit(text: str, room: int) -> str:
@@ -148,3 +170,22 @@ class _Runs:
 
     def content(self) -> Content:
         return Content.assemble(*((text, style) for text, style in self.parts))
+
+    def marked(self, start: int, end: int, text: str, style: str) -> Content:
+        """These runs with columns start..end-1 drawn as `text` in `style`: the runs holding them cut
+        around them, joined to a neighbour of the same style as `add` would have joined them."""
+        out = _Runs()
+        x = 0
+        for run, run_style in self.parts:
+            x2 = x + len(run)
+            if x2 <= start or x >= end:
+                out.add(run, run_style)
+            else:
+                if x < start:
+                    out.add(run[: start - x], run_style)
+                if x <= start:
+                    out.add(text, style)
+                if x2 > end:
+                    out.add(run[end - x:], run_style)
+            x = x2
+        return out.content()

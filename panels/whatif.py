@@ -14,7 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widget import MountError
+from textual.widget import MountError, Widget
 from textual.widgets import Button, Label, Select, Static, Switch
 
 from engine.trace_schema import Trace
@@ -78,6 +78,7 @@ class WhatIfPanel(VerticalScroll):
         self._controls_wanted = False  # add_controls was called
         self._controls_ready = False  # the controls are mounted
         self._toggle_session = False  # `W` came before the controls: toggle once they are there
+        self._stale = False  # a step set `trace` while the panel was hidden: `sync` catches up
 
     def add_controls(self) -> None:
         """Mount the sliders and switches (once; they are there a moment later)."""
@@ -108,9 +109,6 @@ class WhatIfPanel(VerticalScroll):
         self.watch_trace(self.trace)  # the turn shown meanwhile: untouched controls follow it
         if self._toggle_session:
             self.toggle_session()
-
-    def on_show(self) -> None:
-        self.add_controls()
 
     def toggle_session(self) -> None:
         """Session-wide mode on or off, as the `session` switch does (`W`)."""
@@ -151,13 +149,23 @@ class WhatIfPanel(VerticalScroll):
         return not any(s.get("step") == gate and "off" in s.get("reason", "") for s in skipped)
 
     def watch_trace(self, trace: Trace | None) -> None:
-        """New turn: untouched controls follow the recorded settings, without triggering a re-plan."""
+        """New turn: untouched controls follow the recorded settings, without triggering a re-plan.
+        Behind another tab this waits until the panel is shown (`sync`): every step set five sliders
+        and six switches nobody could see. `overrides()` reads the trace, not the controls' values,
+        for what was recorded, so a re-plan asked for meanwhile is the same."""
         if trace is None:
             return
         if not self._controls_ready:
             if not self._controls_wanted:  # the first turn: its frame first, then the controls
                 self.call_after_refresh(self.add_controls)
             return
+        if self._hidden():
+            self._stale = True
+            return
+        self._follow_recorded(trace)
+
+    def _follow_recorded(self, trace: Trace) -> None:
+        self._stale = False
         budget = self.query_one("#budget", Slider)
         if not budget.touched:
             budget.set_quietly(trace["limit"])
@@ -168,6 +176,20 @@ class WhatIfPanel(VerticalScroll):
         self._sync_gates()
         if self.overrides().is_empty():
             self.result = None
+
+    def _hidden(self) -> bool:
+        """Behind another tab: a tab's pane (an ancestor) is not displayed."""
+        return any(not node.display for node in self.ancestors_with_self if isinstance(node, Widget))
+
+    def sync(self) -> None:
+        """Bring the controls up to the current turn if a step left them behind while hidden; the app
+        calls it before showing the tab, so the tab's first frame already shows this turn's settings."""
+        if self._stale and self._controls_ready and self.trace is not None:
+            self._follow_recorded(self.trace)
+
+    def on_show(self) -> None:
+        self.add_controls()
+        self.sync()  # shown some other way than the app's tab switch (a click on the tab)
 
     def _label_gates(self) -> None:
         """Spell the state out: a switch's on/off is colour only, which not everyone can see."""

@@ -59,8 +59,12 @@ class Terminal:
                 for end, (x, strip) in zip(update.chop_ends[y], update.chops[y].items(), strict=False):
                     if strip is None or x >= x2 or end <= x1:
                         continue
+                    # A chop inside its span is written whole, even past its own end (as
+                    # ChopsUpdate does: the compositor hands one chop for a widget's whole row);
+                    # one that crosses the span's edge is cut to it.
+                    whole = x1 <= x and end <= x2
                     for i, cell in enumerate(_cells(strip)):
-                        if x1 <= x + i < x2:
+                        if whole or x1 <= x + i < x2:
                             self.rows[y][x + i] = cell
 
 

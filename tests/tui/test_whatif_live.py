@@ -146,3 +146,44 @@ async def test_save_is_disabled_in_replay(replay_source: SyntheticSource) -> Non
         await settle(pilot)
         await pilot.press("s")
         assert not isinstance(app.screen, SaveScreen)
+
+
+async def test_hidden_whatif_panel_does_nothing_on_a_step_and_catches_up_when_shown(
+        replay_source: SyntheticSource) -> None:
+    """Behind the Content tab a step leaves the what-if controls alone (setting five sliders and six
+    switches nobody sees was part of every step); showing the tab, by key or otherwise, first brings
+    them to the turn on screen."""
+    from textual.widgets import TabbedContent
+
+    app = InspectorApp(replay_source, start_turn=10)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        budget = app.query_one("#budget", Slider)
+        calls: list[float] = []
+        original = budget.set_quietly
+
+        def counting(value: float) -> None:
+            calls.append(value)
+            original(value)
+
+        budget.set_quietly = counting  # type: ignore[method-assign]
+        budget.set_quietly(5000)  # what the sliders show is stale from here on
+        calls.clear()
+        for _ in range(3):
+            await pilot.press("right")
+        await settle(pilot)
+        assert calls == [], "a hidden what-if panel followed the steps"
+        assert budget.value != app.timeline.traces[app.index]["limit"]
+        await pilot.press("w")
+        await settle(pilot)
+        assert calls and budget.value == app.timeline.traces[app.index]["limit"]
+
+        # Shown without the app's key (a click on the tab switches TabbedContent itself).
+        await pilot.press("c")
+        budget.set_quietly(5000)
+        await pilot.press("right")
+        await settle(pilot)
+        assert budget.value == 5000
+        app.query_one("#details", TabbedContent).active = "tab-whatif"
+        await settle(pilot)
+        assert budget.value == app.timeline.traces[app.index]["limit"]
