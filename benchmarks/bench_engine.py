@@ -428,14 +428,22 @@ def part2(args: argparse.Namespace) -> None:
     journal = (len(log), len(log), 0)
     if hasattr(log, "in_memory"):
         journal = (len(log), log.in_memory(), log.spilled_bytes())
-    del pipe, req, body, log
+    # Engines before the history log kept every message and text in memory.
+    hist, blobs = pipe.history, pipe.journal.blobs
+    held = (
+        (len(hist), hist.in_memory(), hist.spilled_bytes()) if hasattr(hist, "in_memory") else (len(hist), len(hist), 0)
+    )
+    texts = (
+        (len(blobs), blobs.in_memory(), blobs.spilled_bytes()) if hasattr(blobs, "in_memory") else (len(blobs), len(blobs), 0)
+    )
+    del pipe, req, body, log, hist, blobs
     # Pass B: LangChain alone, the same messages, trim+memo every 500 turns at the engine's ceiling.
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
     lc: list[Any] = [SystemMessage(system), HumanMessage(task)]
     memo = memo_counter(tiktoken_one())
     samples: list[tuple[int, int, float]] = []
-    for t in range(args.long_turns):
+    for t in range(0 if args.long_no_peer else args.long_turns):  # --long-no-peer: the engine alone
         args_json = json.dumps({"cmd": f"sed -n 1,200p src/module_{t % 97}.py"})
         lc.append(AIMessage(f"Step {t}: read the next module.",
                             tool_calls=[{"name": "bash", "args": json.loads(args_json), "id": f"c{t}"}]))
@@ -478,6 +486,8 @@ def part2(args: argparse.Namespace) -> None:
         (t0, _, m0), (t1, _, m1) = rss[0], rss[-1]
         print(f"  {(m1 - m0) * 1000 / (t1 - t0):.1f} MB per 1,000 turns after turn {t0}")
     print(f"journal: {journal[0]} events, {journal[1]} in memory, {journal[2] / 1e6:.1f} MB on disk")
+    print(f"history: {held[0]} messages, {held[1]} in memory, {held[2] / 1e6:.1f} MB on disk; "
+          f"texts: {texts[0]}, {texts[1]} in memory, {texts[2] / 1e6:.1f} MB on disk")  # fmt: skip
     print(f"{'turn':>6} {'messages':>9} {'trim+memo ms':>12} {'/floor':>7}  (CPU, pass B, sampled)")
     for turn, nmsg, mc in samples[:: max(1, len(samples) // 6)] + samples[-1:]:
         fc = statistics.median(r[4] for r in rows[max(0, turn - 50) : turn])
@@ -627,6 +637,7 @@ def main() -> int:
     ap.add_argument("--long-window", type=int, default=128_000)
     ap.add_argument("--skip-long", action="store_true", help="part 1 only")
     ap.add_argument("--only-long", action="store_true", help="part 2 only")
+    ap.add_argument("--long-no-peer", action="store_true", help="part 2 without trim_messages (pass B)")
     ap.add_argument("--long-policy", default=None, help="compaction policy for part 2, e.g. cost_aware:early=off")
     ap.add_argument(
         "--long-gates-closed",

@@ -154,6 +154,15 @@ class Measure:
         self._sec[id(s)] = (s, n)
         return n
 
+    def forget(self, messages: Iterable[Message]) -> None:
+        """Drop the per-message entries of messages the session moved out of memory (Pipeline.history
+        behind the compaction cut): kept, they would grow with every message the session ever saw. A
+        message read back later is counted again from its parts (the same figures)."""
+        msg, big = self._msg, self._big
+        for m in messages:
+            msg.pop(m.sha, None)
+            big.pop(m.sha, None)
+
     def cache_sizes(self) -> dict[str, int]:
         """Entries in the per-turn memos, and the longest item tuple they hold (a memo that held the whole
         conversation would pin every message of it, once per entry)."""

@@ -55,6 +55,7 @@ from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
 from engine.providers.base import Block
 from engine.recording.event_log import KEEP_DEFAULT
+from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
 from engine.recording.journal import Event, Journal, trace_of
 from engine.sections import assemble
 from engine.shadow import CandidateConfig, Shadow
@@ -133,10 +134,14 @@ class Pipeline:
         shadow: CandidateConfig | None = None,
         links: dict[str, Any] | None = None,
         journal_keep: int | None = KEEP_DEFAULT,
+        history_chunk: int | None = CHUNK_DEFAULT,
     ) -> None:
         """`replay=True` makes a state to fold a recorded journal into: no recorder or probe, and
         summaries come from the journal instead of the summarizer. `journal_keep`: journal events held
-        in memory; older ones go to a private temporary file and read back on demand (None: keep all)."""
+        in memory; older ones go to a private temporary file and read back on demand (None: keep all).
+        `history_chunk`: messages behind the compaction cut (and their texts) go to a private temporary
+        file, at least this many at a time, and are read back on demand (see _release_history; None
+        keeps the whole conversation in memory, as does a replay pipeline, whose what-ifs read it all)."""
         cfg = PipelineConfig(
             model=model,
             provider=provider,
@@ -168,7 +173,7 @@ class Pipeline:
         self.content: dict[str, str] = {}  # static / last bound text per source
         self.binders: dict[str, Binder] = {}
         self.tools: list[ToolSchema] = []
-        self.history: list[Message] = []
+        self.history = HistoryLog(None if replay else history_chunk)
         self.pending: list[Part] = []  # tool results / user text not yet closed into a message
         self._pending_msg: Message | None = None  # see _close_pending
         # A running token total of `history` (history only grows): a turn measures only the messages
@@ -372,8 +377,36 @@ class Pipeline:
             self.emergent.expire(ev["turn"] - 1)
             self.turn = ev["turn"] + 1
             self.flipped = []
+            if self.history.chunk is not None:
+                self._release_history()
         elif k == "turn":
             self.traces.append(trace_of(ev))
+
+    def _release_history(self) -> None:
+        """Move the messages behind the compaction cut out of memory (with their texts and per-message
+        memo entries), so a long session holds the task, the live window and a small index. Every build
+        the session makes each turn assembles from the cut on (see _assemble_from), so none of them reads
+        the disk; a what-if that cuts shallower, a summary of a new cut or a wave-1 build reads it back.
+        Nothing moves while the live policy or a shadow candidate decides from the whole history
+        (wave 1), nor below the shallowest cut a build of every turn uses (the shadow's state)."""
+        cut = self.compaction.cut
+        if self.config.policy.name == WAVE1:
+            return
+        sh = self._shadow
+        if sh is not None:
+            if sh.config_for(self.config).policy.name == WAVE1:
+                return
+            cut = min(cut, sh.state.cut)
+        hist = self.history
+        te = self._task_end()
+        # At a round boundary only: there _assemble_from sends the task and history[cut:], nothing before.
+        if not te < cut < len(hist) or hist[cut].role != "assistant":
+            return
+        moved = hist.release(te, cut)
+        if moved:
+            self.journal.blobs.evict(_blob_hashes(moved))
+            self.measure.forget(moved)
+            self.counter.forget(p.sha for m in moved for p in m.parts)
 
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]
@@ -571,11 +604,11 @@ class Pipeline:
         2.5 ms turn at 20,000 messages, as much as the request's json.dumps). Only at a round boundary
         (an assistant message at `cut`, where every cut the policy makes lies), so the task ends where
         it ends in the whole history."""
-        history: list[Message] = self.history
+        history: Sequence[Message] = self.history
         elided = 0
         te = self._task_end()
         if ASSEMBLE_FROM_CUT and te < cut < len(history) and history[cut].role == "assistant":
-            history = history[:te] + history[cut:]
+            history = self.history[:te] + self.history[cut:]  # lists (slices of the HistoryLog)
             elided = cut - te
         asm = assemble(
             self.specs,
@@ -1031,6 +1064,20 @@ def _prefix_blocks(ser: SerializedRequest) -> int:
     if marks:
         return marks[-1] + 1
     return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0
+
+
+def _blob_hashes(msgs: Sequence[Message]) -> list[str]:
+    """The journal blobs the parts of `msgs` were folded from (a part's text is its blob's text)."""
+    out: list[str] = []
+    for m in msgs:
+        for p in m.parts:
+            if isinstance(p, (Text, Thinking)):
+                out.append(sha256_hex(p.text))
+            elif isinstance(p, ToolResult):
+                out.append(sha256_hex(p.content))
+            elif isinstance(p, ToolCall):
+                out.append(sha256_hex(p.arguments))
+    return out
 
 
 def _args(c: dict[str, Any]) -> str:

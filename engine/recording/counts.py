@@ -59,8 +59,16 @@ def _key(sha: str) -> bytes | None:
 
 def counter_mark(counter: TokenCounter) -> int:
     """Where a counter's table stands now: `encode_table(counter, since=mark)` leaves out what was counted
-    before (a counter shared with other sessions holds their counts too)."""
+    before (a counter shared with other sessions holds their counts too). The counter keeps every count
+    (TokenCounter.forget does nothing) until `counter_unmark`: a count dropped meanwhile would shift
+    the positions the mark counts by and leave the table without it."""
+    counter.recordings += 1
     return len(counter._cache)
+
+
+def counter_unmark(counter: TokenCounter) -> None:
+    """The table a `counter_mark` was taken for is written (or abandoned)."""
+    counter.recordings = max(0, counter.recordings - 1)
 
 
 def encode_table(counter: TokenCounter, since: int = 0) -> dict[str, Any] | None:

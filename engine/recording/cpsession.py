@@ -71,6 +71,7 @@ from engine.recording.counts import (
     CountTable,
     CountTableError,
     counter_mark,
+    counter_unmark,
     decode_table,
     encode_table,
 )
@@ -394,6 +395,9 @@ class RecordingWriter:
             # The token counts sit between the events and the blob map: a reader that predates them
             # never reads [data_end, blobs_at), so older readers open these files as before.
             counts = self._counts_frame()
+            if self._counter is not None:
+                counter_unmark(self._counter)
+                self._counter = None
             blobs_at = data_end + len(counts)
             # Version 2 leaves the blob map out (hashes do not compress; a reader rebuilds it when asked).
             blobs = encode_frame({"k": K_BLOBS, "blobs": {} if self._chunked else self._blobs})

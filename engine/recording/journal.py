@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
+from engine.recording.blob_store import BlobStore
 from engine.recording.event_log import KEEP_DEFAULT, EventLog
 
 Event = dict[str, Any]
@@ -23,7 +24,8 @@ class Journal:
         """`keep`: events held in memory; older ones are written to a private temporary file and read
         back on demand (see event_log). None keeps every event in memory."""
         self.events = EventLog(keep)
-        self.blobs: dict[str, str] = {}
+        # Texts of messages behind the compaction cut move to disk (see blob_store, Pipeline._release).
+        self.blobs = BlobStore()
         self._sinks: list[Sink] = []
         self.sink_errors = 0
 

@@ -60,7 +60,7 @@ def default_query(pipe: Any) -> str | None:
     from engine.artifacts import Text, ToolCall, ToolResult
 
     parts: list[Any] = []
-    for msg in list(pipe.history)[-2:]:
+    for msg in pipe.history[-2:]:  # a slice: the history may hold old messages on disk
         parts.extend(msg.parts)
     parts.extend(pipe.pending)
     texts: list[str] = []

@@ -1,0 +1,219 @@
+"""The conversation (`Pipeline.history`), with the messages behind the compaction cut on disk.
+
+A compacting policy sends the task and what follows its cut; the messages between them are read again
+only by a what-if that cuts shallower (or not at all, as the wave-1 policy does), by a summary of a new
+cut, and by whoever iterates the whole conversation. Keeping them in memory made a long session grow
+by every message it ever saw. `HistoryLog` holds three parts:
+
+    [0, lo)       the task (everything before the first assistant message): in memory, always sent
+    [lo, base)    released messages: pickled to a private scratch file, 8 bytes of offset and a
+                  4-byte checksum each in memory
+    [base, n)     the live window: in memory
+
+The pipeline calls `release(lo, upto)` with how far its compaction states have cut; messages are
+written in chunks of at least `chunk` so a session pays one write per chunk, not one per turn, and a
+short session never touches the disk. A write that fails (disk full, I/O error) keeps the messages in
+memory and says why once (`spill_error`, a warning); the session goes on, and the write is tried again
+a chunk later.
+
+It is a read-only Sequence with `append`: indexing, slicing, iterating and `==` behave as on the list it
+replaces, and a released message reads back equal to the one appended, hashes included (a new object:
+identity memos downstream then just do more work).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from engine.artifacts import Message
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum
+
+# Messages written per release, at least: ~128 rounds of a tool-using agent, a write of a few hundred
+# KB every hundred-odd turns.
+CHUNK_DEFAULT = 256
+
+log = logging.getLogger("contextpipe.history")
+
+
+class HistoryLog(Sequence[Message]):
+    def __init__(self, chunk: int | None = CHUNK_DEFAULT) -> None:
+        """`chunk`: the fewest messages a release writes (None: never write, everything stays in memory)."""
+        if chunk is not None and chunk < 1:
+            raise ValueError(f"chunk must be >= 1 or None, got {chunk}")
+        self.chunk = chunk
+        self._head: list[Message] = []  # [0, lo)
+        self._lo = 0
+        self._base = 0  # [lo, base) on disk
+        self._tail: list[Message] = []  # [base, n)
+        # One small array per written chunk (one growing array would be copied whole as it grows).
+        self._starts: list[int] = []  # first message index of each chunk
+        self._offs: list[array[int]] = []  # byte offsets: message j of chunk k is offs[k][j]:offs[k][j+1]
+        self._crcs: list[array[int]] = []
+        self._file: SpillFile | None = None
+        self._fixed = False  # the task's end (lo) is set
+        self.spill_error: str | None = None
+        self._retry_at = 0
+
+    # ---------------------------------------------------------------- writing
+    def append(self, msg: Message) -> None:
+        self._tail.append(msg)
+
+    def release(self, lo: int, upto: int) -> list[Message]:
+        """Move messages [max(lo, written), upto) to disk when at least `chunk` of them can go; the
+        messages moved (the caller forgets what it kept for them), or [] when none were. `lo`, the end
+        of the task, is fixed by the first release (the history is append-only, so it never moves)."""
+        chunk = self.chunk
+        if chunk is None:
+            return []
+        if not self._fixed:  # nothing written yet: the task stays in memory from here on
+            if not 0 <= lo <= len(self._tail):
+                return []
+            self._head, self._tail = self._tail[:lo], self._tail[lo:]
+            self._lo = self._base = lo
+            self._fixed = True
+        upto = min(upto, len(self))
+        n = upto - self._base
+        if n < chunk or upto < self._retry_at:
+            return []
+        moved = self._tail[:n]
+        try:
+            self._write(moved)
+        except OSError as exc:
+            # Nothing is lost: the messages stay in memory; try again once another chunk could go.
+            self._retry_at = upto + chunk
+            if self.spill_error is None:
+                log.warning(
+                    "contextpipe: could not move %d old messages to disk (%s); they stay in memory and "
+                    "the session goes on",
+                    n,
+                    exc,
+                )
+            self.spill_error = f"{type(exc).__name__}: {exc}"
+            return []
+        del self._tail[:n]
+        self._base = upto
+        return moved
+
+    def _write(self, msgs: list[Message]) -> None:
+        recs = [pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL) for m in msgs]
+        if self._file is None:
+            self._file = SpillFile("history")
+        start = self._file.append(b"".join(recs))
+        offs = array("q", [start])
+        end = start
+        for r in recs:
+            end += len(r)
+            offs.append(end)
+        # Indexed only after every byte is written (append raises otherwise).
+        self._offs.append(offs)
+        self._crcs.append(array("I", map(checksum, recs)))
+        self._starts.append(self._base)
+
+    # ---------------------------------------------------------------- reading
+    def _read_range(self, a: int, b: int) -> list[Message]:
+        """Messages [a, b), all on disk: one read per chunk they span."""
+        out: list[Message] = []
+        f = self._file
+        assert f is not None
+        k = bisect_right(self._starts, a) - 1
+        while a < b:
+            s0, offs, crcs = self._starts[k], self._offs[k], self._crcs[k]
+            j0, j1 = a - s0, min(b - s0, len(offs) - 1)
+            data = f.read(offs[j0], offs[j1] - offs[j0])
+            view = memoryview(data)
+            for j in range(j0, j1):
+                rec = view[offs[j] - offs[j0] : offs[j + 1] - offs[j0]]
+                if checksum(rec) != crcs[j]:  # zlib.crc32 reads any buffer
+                    raise SpillReadError(f"message {s0 + j} of the history is damaged on disk (checksum mismatch)")
+                out.append(pickle.loads(rec))
+            a = s0 + j1
+            k += 1
+        return out
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    @overload
+    def __getitem__(self, i: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Message]: ...
+
+    def __getitem__(self, i: int | slice) -> Message | list[Message]:
+        n = self._base + len(self._tail)
+        if isinstance(i, slice):
+            a, b, step = i.indices(n)
+            if step != 1:
+                return [self[k] for k in range(a, b, step)]
+            if b <= a:
+                return []
+            return self._slice(a, b)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("history index out of range")
+        if i >= self._base:
+            return self._tail[i - self._base]
+        if i < self._lo:
+            return self._head[i]
+        return self._read_range(i, i + 1)[0]
+
+    def _slice(self, a: int, b: int) -> list[Message]:
+        lo, base = self._lo, self._base
+        if a >= base:  # the live window: the common case, a list slice
+            return self._tail[a - base : b - base]
+        out = self._head[a:b] if a < lo else []
+        if max(a, lo) < min(b, base):
+            out += self._read_range(max(a, lo), min(b, base))
+        if b > base:
+            out += self._tail[: b - base]
+        return out
+
+    def __iter__(self) -> Iterator[Message]:
+        yield from self._head
+        k = self._lo
+        while k < self._base:  # a chunk at a time
+            stop = min(self._base, k + (self.chunk or 1))
+            yield from self._read_range(k, stop)
+            k = stop
+        # By index: what is appended while iterating is seen, as with a list.
+        while k < len(self):
+            yield self[k]
+            k += 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it replaces
+
+    def __repr__(self) -> str:
+        return f"HistoryLog({len(self)} messages, {self._base - self._lo} on disk)"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> HistoryLog:
+        """A copy that shares no file: every message read into memory (messages are immutable, so they
+        are shared, not copied). Replay's snapshots copy a pipeline this way."""
+        c = HistoryLog(self.chunk)
+        c._tail = list(self)
+        return c
+
+    # ---------------------------------------------------------------- figures
+    def in_memory(self) -> int:
+        """Messages held in memory (the rest are on disk)."""
+        return len(self._head) + len(self._tail)
+
+    def on_disk(self) -> int:
+        return self._base - self._lo
+
+    def spilled_bytes(self) -> int:
+        return self._file.end if self._file is not None else 0
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
