@@ -301,3 +301,23 @@ def test_counts_stay_while_a_recording_will_store_them(tmp_path: Any) -> None:
     w.close()
     c.forget(["a" * 64])
     assert len(c) == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2**64 - 1) | st.integers(0, 300)), max_size=400))
+def test_prefix_index_answers_like_a_dict(ops: list[tuple[int, int]]) -> None:
+    from engine.recording.prefix_index import PrefixIndex
+
+    idx, model = PrefixIndex(), {}
+    for op, k in ops:
+        if op == 0:
+            if idx.put(k, k ^ 0xFFFF):
+                model[k] = k ^ 0xFFFF
+            else:
+                assert k in (0, 1)
+        elif op == 1:
+            assert idx.pop(k) == model.pop(k, None)
+        else:
+            assert idx.get(k) == model.get(k)
+        assert len(idx) == len(model)
+    assert dict(idx.items()) == model

@@ -3,8 +3,8 @@
 Every text a session journals is stored once by hash. The texts of messages behind the compaction cut
 are what a long session accumulates, so when the history releases those messages (history_log) the
 pipeline evicts their texts here: each goes to a private scratch file and what stays in memory is one
-small index entry (the hash's first 8 bytes as an int -> the record's offset), not the 64-character
-hash and the text.
+small index entry (the hash's first 8 bytes -> the record's offset, 16-32 bytes in a packed table, see
+prefix_index), not the 64-character hash and the text.
 
 Reads are rare: a text evicted here is read back when the agent sends the same text again (the
 journal stores a text once, so it must know the hash is present) and by whoever looks a hash up. A
@@ -23,6 +23,7 @@ import logging
 import struct
 from collections.abc import Iterable, Iterator, MutableMapping
 
+from engine.recording.prefix_index import DELETED, PrefixIndex
 from engine.recording.spill_file import SpillFile, SpillReadError, checksum
 
 _HEADER = struct.Struct("<64sII")  # hash, crc32 of the text bytes, length of the text bytes
@@ -42,7 +43,7 @@ def _key(h: str) -> int | None:
 class BlobStore(MutableMapping[str, str]):
     def __init__(self) -> None:
         self._mem: dict[str, str] = {}
-        self._disk: dict[int, int] = {}  # first 8 bytes of the hash -> record offset
+        self._disk = PrefixIndex()  # first 8 bytes of the hash -> record offset
         self._file: SpillFile | None = None
         self.spill_error: str | None = None
 
@@ -78,7 +79,7 @@ class BlobStore(MutableMapping[str, str]):
     def __iter__(self) -> Iterator[str]:
         yield from list(self._mem)
         f = self._file
-        for off in list(self._disk.values()):
+        for off in list(self._disk.values()):  # a list: reading back promotes, which edits the index
             assert f is not None
             yield _HEADER.unpack(f.read(off, _HEADER.size))[0].decode("ascii")
 
@@ -97,7 +98,7 @@ class BlobStore(MutableMapping[str, str]):
         if checksum(data) != crc:
             raise SpillReadError(f"the text of blob {h[:12]} is damaged on disk (checksum mismatch)")
         text = data.decode("utf-8")
-        del self._disk[k]
+        self._disk.pop(k)
         self._mem[h] = text
         return text
 
@@ -108,7 +109,8 @@ class BlobStore(MutableMapping[str, str]):
         seen: set[int] = set()
         for h in hashes:
             k = _key(h)
-            if k is None or k in self._disk or k in seen or h not in self._mem:
+            # Reserved keys (empty/deleted slots) and a prefix already taken stay in memory.
+            if k is None or k <= DELETED or k in self._disk or k in seen or h not in self._mem:
                 continue
             seen.add(k)
             go.append((h, k))
@@ -134,7 +136,7 @@ class BlobStore(MutableMapping[str, str]):
             return 0
         # On disk in full: index them, then forget the in-memory copies.
         for (h, k), rec in zip(go, recs, strict=True):
-            self._disk[k] = off
+            self._disk.put(k, off)
             off += len(rec)
             del self._mem[h]
         return len(go)
