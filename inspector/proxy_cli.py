@@ -254,15 +254,15 @@ def run(
         fail(f"cannot start {cmd[0]!r}: {exc.strerror or exc}")
     try:
         code = _supervise(child, px, no_tui, theme, agent_log)
-    except _Hangup:
-        # Nobody is left to read a summary; give the agent (which got the SIGHUP) a moment to end
-        # so its last calls still go through the proxy and are recorded, then stop.
+    except _Stopped as stop:
+        # Give the agent (which got the same signal) a moment to end so its last calls still go
+        # through the proxy and are recorded, then stop.
         try:
             child.wait(5)
         except subprocess.TimeoutExpired:
             pass
         _stop_proxy(px)
-        raise typer.Exit(128 + signal.SIGHUP) from None
+        raise typer.Exit(128 + stop.signum) from None
     except BaseException:
         _stop_proxy(px)  # the proxy has its own session: never leave it behind
         raise
@@ -271,9 +271,15 @@ def run(
     raise typer.Exit(code)
 
 
-class _Hangup(BaseException):  # BaseException: asyncio and Textual let it out of the event loop
-    """The terminal went away (SIGHUP) while the inspector had it: nothing is left to draw on, and an
-    app whose terminal is gone would otherwise keep running (and spin) with no one to quit it."""
+class _Stopped(BaseException):  # BaseException: asyncio and Textual let it out of the event loop
+    """The run was told to end while the inspector had the terminal: SIGHUP (the terminal went away:
+    nothing is left to draw on, and an app whose terminal is gone would otherwise keep running, and
+    spin, with no one to quit it) or SIGTERM (`kill`, a process manager: the whole run ends, as a
+    process told to terminate does, not just the agent behind an inspector left open)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def _wait_ready(px: subprocess.Popen[bytes], state: Path, log: Path, wait_s: float = 30.0) -> dict[str, Any]:
@@ -300,8 +306,8 @@ def _supervise(
     def forward(signum: int, _frame: Any) -> None:
         if child.poll() is None:
             child.send_signal(signum)
-        if signum == signal.SIGHUP and not no_tui:
-            raise _Hangup
+        if signum in (signal.SIGHUP, signal.SIGTERM) and not no_tui:
+            raise _Stopped(signum)
 
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, forward)

@@ -126,3 +126,52 @@ def test_run_leaves_nothing_behind_when_its_terminal_goes_away(
     assert not left, f"still running after the terminal closed: pids {left}"
     files = sorted(rec.glob("*.cpsession"))
     assert len(files) == 1 and verify_ok(files[0]) >= 1
+
+
+def test_run_ends_whole_on_sigterm_with_the_inspector_open(
+    standin: StandIn, tmp_path: Path, rtdir: Path
+) -> None:
+    """`kill <pid of cp-inspect run>` while the inspector shows: the agent gets the signal, the inspector
+    closes and gives the terminal back (the shell prompt, not the alternate screen), the proxy stops,
+    the exit code says SIGTERM, and what was recorded verifies. (An inspector that stayed open after
+    the agent had gone needed a second kill, and a run whose terminal was already gone spun on.)"""
+    name = f"cpterm-{uuid.uuid4().hex[:8]}"
+    rec = tmp_path / "rec"
+    agent = f"{sys.executable} -m tests.capture.script_agent --turns 60 --delay 1.0"
+    _start_run(name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
+    left: list[int] = []
+    try:
+        _wait_for(name, "You are a script agent.")
+        runs = [p for p in _processes_with(str(rec)) if _argv(p)[1:4] == [b"-m", b"inspector.cli", b"run"]]
+        assert len(runs) == 1, runs
+        subprocess.run(["kill", "-TERM", str(runs[0])], check=True)
+        screen = _wait_for(name, "EXIT=", timeout=120)
+        assert "EXIT=143" in screen, screen
+        alt = subprocess.run(
+            ["tmux", "display-message", "-p", "-t", name, "#{alternate_on}"], capture_output=True, text=True
+        ).stdout.strip()
+        assert alt == "0", "the inspector left the terminal in its alternate screen"
+        deadline = time.monotonic() + 60
+        while (left := _pythons_with(str(rec))) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        what = [(p, b" ".join(_argv(p)[:4])) for p in left]
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        for pid in _processes_with(str(rec)):  # never leave them running on this machine
+            subprocess.run(["kill", "-9", str(pid)], capture_output=True)
+    assert not left, f"still running after SIGTERM: {what}"
+    files = sorted(rec.glob("*.cpsession"))
+    assert len(files) == 1 and verify_ok(files[0]) >= 1
+
+
+def _pythons_with(marker: str) -> list[int]:
+    """The run's own processes (run, proxy, agent), not the tmux server and shell that started it and
+    outlive it here (the pane's shell sleeps on)."""
+    return [p for p in _processes_with(marker) if b"python" in (_argv(p) or [b""])[0]]
+
+
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
