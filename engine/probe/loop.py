@@ -109,7 +109,7 @@ class IOLoop(Handshake):
                 # snapshot for each of many clients, say. So a pass stops once it has spent its tokens
                 # and one burst more: what it left is still ready at the next select(), after the rest
                 # that repays it (the selector returns the clients it left first, then the others).
-                self._pass_allow = self._cpu_mark + max(self._cpu_tokens, 0.0) + CPU_BURST
+                self._pass_allow = self._cpu_mark + min(max(self._cpu_tokens, 0.0), CPU_BURST) + CPU_BURST
                 woke = accepted = spent = False
                 for key, mask in ready:
                     data = key.data
@@ -240,10 +240,17 @@ class IOLoop(Handshake):
 
         While the agent is busy the bucket fills at CPU_SHARE of the CPU the agent's own threads used
         (not of wall time: on a loaded machine the agent gets a fraction of a core, and a wall-clock
-        share would weigh that much more on each of its turns), holding at most CPU_BURST. While the
-        agent is idle (waiting on its model, say), the probe cannot slow it, and the bucket fills at
-        IDLE_SHARE of wall time (so an inspector attaching to a long session still gets its snapshot
-        promptly), holding at most IDLE_BURST; the burst cap drops back as soon as the agent is busy.
+        share would weigh that much more on each of its turns), holding at most CPU_BURST from one pass
+        to the next. What the agent's CPU earned since the last pass is spendable by this pass whole,
+        before the cap: a pass sends everything published since the last one (up to MAX_LATENCY of
+        turns), and capping first made any pass over more than ~2 ms of work rest (a sleep and a
+        wake-up, ~150 us of this thread's CPU on a shared VM, and the live view's latency) although it
+        had used less than its share. The long-run bound is the same: CPU_SHARE of the agent's CPU plus
+        one CPU_BURST. While the agent is idle (waiting on its model, say), the probe cannot slow it,
+        and the bucket fills at IDLE_SHARE of wall time (so an inspector attaching to a long session
+        still gets its snapshot promptly), holding at most IDLE_BURST (capped before the refill there:
+        a wall-clock refill over a long sleep would otherwise allow any pass); the burst cap drops back
+        as soon as the agent is busy.
         """
         now_cpu = time.thread_time()
         used = now_cpu - self._cpu_mark
@@ -268,7 +275,7 @@ class IOLoop(Handshake):
             tokens = min(IDLE_BURST, self._cpu_tokens + IDLE_SHARE * wall) - used
             rate = IDLE_SHARE
         else:
-            tokens = min(CPU_BURST, self._cpu_tokens + CPU_SHARE * others) - used
+            tokens = min(CPU_BURST, self._cpu_tokens) + CPU_SHARE * others - used
             rate = CPU_SHARE * self._agent_rate
         self._cpu_tokens = tokens
         if tokens < 0:

@@ -456,8 +456,8 @@ class ClientQueues:
                 if cache is not None:
                     hit = cache.get((start, head, newest))
                     if hit is not None:
-                        frame, seq, n = hit
-                        self._emit(c, frame, n)
+                        hdr, payload, seq, n = hit
+                        self._emit(c, hdr, payload, n)
                         continue
             ev = ring[seq % cap]
             seq += 1
@@ -503,24 +503,24 @@ class ClientQueues:
         place), or, if they cannot be encoded
         together (one is not msgpack-able, or they exceed the frame limit), a frame each (an
         unencodable one is lost)."""
-        frame = None
-        if len(run) > 1:
-            payload = pack_payload_fast({"k": "batch", "events": run})
-            if payload is not None and len(payload) <= MAX_FRAME_BYTES:
-                frame = HEADER.pack(len(payload), zlib.crc32(payload)) + payload
-        if frame is None:
+        payload = pack_payload_fast({"k": "batch", "events": run}) if len(run) > 1 else None
+        if payload is None or len(payload) > MAX_FRAME_BYTES:
             for ev in run:  # (already redacted, when the server redacts)
                 self._append(c, self._encode_event(ev, redacted=True))
             return
+        # Header and payload go into the buffer one after the other: joining them first copied a
+        # batch of tens of KB once more per pass.
+        hdr = HEADER.pack(len(payload), zlib.crc32(payload))
         if cache is not None:
-            cache[key] = (frame, end, len(run))
-        self._emit(c, frame, len(run))
+            cache[key] = (hdr, payload, end, len(run))
+        self._emit(c, hdr, payload, len(run))
 
-    def _emit(self, c: Client, frame: bytes, events: int) -> None:
+    def _emit(self, c: Client, hdr: bytes, payload: bytes, events: int) -> None:
         if c.dropped_pending:
             c.outbuf += encode_frame({"k": "dropped", "count": c.dropped_pending})
             c.dropped_pending = 0
-        c.outbuf += frame
+        c.outbuf += hdr
+        c.outbuf += payload
         c.sent_events += events
 
     def _newest_turn(self, start: int, head: int) -> int:

@@ -231,6 +231,10 @@ class LiveSource(ReplayingSource):
         steps, and an error saying so."""
         near = min(self._by_turn, key=lambda t: abs(t - turn), default=None)
         trace: dict[str, Any] = dict(self._by_turn[near]) if near is not None else {}
+        # A summary carries a compaction record only for a turn that compacted: the nearest turn's
+        # must not stand in for this one's (the key stays, empty, as the panels read it with .get).
+        if "compaction" in trace:
+            trace["compaction"] = None
         trace.update(self._summaries[turn])
         trace.update(
             {
