@@ -4,9 +4,12 @@ another thread can read by index while the agent appends and spills."""
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import threading
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 from engine.pipeline import Pipeline
 from engine.recording.event_log import EventLog
 from engine.recording.replay import Replayer
+from engine.recording.spill_file import SpillReadError
 from engine.tokens import CharTokenizer, TokenCounter
 
 COUNTER = TokenCounter(CharTokenizer())
@@ -139,3 +143,41 @@ def test_a_forked_child_spills_to_its_own_file() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "the child read back other events than it journaled"
     assert list(log) == [{"i": i, "who": "both" if i < 20 else "parent"} for i in range(60)]
+
+
+def test_a_disk_that_refuses_the_journal_write_fails_no_turn(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+    """Disk full while the journal spills: the agent's turns go on (before, the OSError came out of the
+    turn that journaled the event), the events stay in memory, one warning says why; once the disk takes
+    writes again they move, and the journal is the one a session that never spilled keeps."""
+    real = os.pwrite
+
+    def full(fd: int, data: Any, offset: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with caplog.at_level(logging.WARNING, logger="contextpipe.journal"):
+        pipe = _session(16, 60)
+    events = pipe.journal.events
+    assert events.in_memory() == len(events) > 100 and events.spilled_bytes() == 0
+    assert events.spill_error is not None and "No space left" in events.spill_error
+    assert len([r for r in caplog.records if "stay in memory" in r.getMessage()]) == 1
+    monkeypatch.setattr(os, "pwrite", real)
+    for i in range(40):
+        events.append({"after": i})
+    assert events.spilled_bytes() > 0 and events.in_memory() <= 16 + 16
+    kept = _session(None, 60).journal.events
+    assert list(events) == list(kept) + [{"after": i} for i in range(40)]
+
+
+def test_a_journal_damaged_on_disk_fails_loudly() -> None:
+    """A spilled event whose bytes changed on disk is an error that says so, not a different event."""
+    log = EventLog(2, 2)
+    for i in range(10):
+        log.append({"i": i})
+    f = log._file
+    assert f is not None and f._fd is not None
+    first = os.pread(f._fd, 1, 8)
+    os.pwrite(f._fd, bytes([first[0] ^ 0xFF]), 8)
+    with pytest.raises(SpillReadError, match="damaged on disk"):
+        list(log)
+    assert log[-1] == {"i": 9}  # what is in memory still reads

@@ -6,26 +6,28 @@ session reads old events on its hot path (the recorder and the probe get each ev
 a probe client attaching late, a replay or a test read the whole list once), so `EventLog` keeps the
 newest `keep` events in memory and pickles older ones, a chunk at a time, to an anonymous temporary
 file (unlinked at creation: nothing is left behind, even after a crash). What stays in memory for a
-spilled event is its offset in the file (8 bytes).
+spilled event is its offset in the file and a checksum (12 bytes). A write the disk refuses keeps the
+events in memory (see `_spill`): journaling never fails a turn.
 
 It is a read-only Sequence with `append`: indexing, slicing, iterating and `==` with a list work as on
 the plain list it replaces, and a spilled event reads back equal to what was journaled (pickle keeps
 every type, key order and value; the file is private to this process, so nothing untrusted is ever
 unpickled). Reads are positional (`os.pread`), so the probe's I/O thread can read by index while the
-agent's thread appends and spills. A forked child that journals on copies the file first (it would
-otherwise write into its parent's).
+agent's thread appends and spills. The file is a `SpillFile` (engine/recording/spill_file.py), as the
+history's is: all-or-nothing writes, and a forked child that journals on copies it first.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import pickle
-import tempfile
 import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
+
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum
 
 Event = dict[str, Any]
 
@@ -35,6 +37,8 @@ KEEP_DEFAULT = 4096
 # Events written per spill: the agent's thread pickles this many at once, so a spill costs a few ms
 # once every SPILL_CHUNK events instead of a 4096-event pause.
 SPILL_CHUNK = 256
+
+log = logging.getLogger("contextpipe.journal")
 
 
 class EventLog(Sequence[Event]):
@@ -53,33 +57,46 @@ class EventLog(Sequence[Event]):
         # on, offsets[k][j] is where its j-th event starts in the file and offsets[k][-1] where it ends.
         self._starts: list[int] = []
         self._chunk_offsets: list[array[int]] = []
-        self._end = 0  # bytes written to the file
-        self._fd: int | None = None
-        self._pid = 0  # the process that owns the file (see _own_file)
+        self._crcs: list[array[int]] = []  # each event's checksum, checked when read back
+        self._file: SpillFile | None = None
         self._lock = threading.Lock()
+        self.spill_error: str | None = None  # why the last write to disk failed, if one did
+        self._retry_at = 0  # after a failed write: the event count at which to try again
 
     # ---------------------------------------------------------------- writing
     def append(self, event: Event) -> None:
         with self._lock:
             base, mem = self._state
             mem.append(event)
-            if self.keep is not None and len(mem) >= self.keep + self.chunk:
+            if self.keep is not None and len(mem) >= self.keep + self.chunk and base + len(mem) >= self._retry_at:
                 self._spill(base, mem)
 
     def _spill(self, base: int, mem: list[Event]) -> None:
-        """Write the oldest `chunk` in-memory events to the file, then drop them from memory. Pickled
-        now, not when journaled, so an event's final form is what is kept (a trace is completed before
-        its turn event is journaled, and nothing edits one a chunk later)."""
+        """Write the oldest in-memory events to the file, then drop them from memory. Pickled now, not
+        when journaled, so an event's final form is what is kept (a trace is completed before its turn
+        event is journaled, and nothing edits one a chunk later).
+
+        A write the disk refuses (full, I/O error) must not fail the agent's turn that journaled the
+        event: the events stay in memory, the reason is logged once (`spill_error`), and the write is
+        tried again a chunk later."""
         assert self.keep is not None  # only append() spills, and only with a bound
         n = max(self.chunk, len(mem) - self.keep)
         out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
-        fd = self._own_file()
-        end = self._end
-        data = b"".join(out)
-        view = memoryview(data)
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, view[written:], end + written)
+        if self._file is None:
+            self._file = SpillFile("journal")
+        try:
+            end = self._file.append(b"".join(out))
+        except OSError as exc:
+            self._retry_at = base + len(mem) + self.chunk
+            if self.spill_error is None:
+                log.warning(
+                    "contextpipe: could not move %d journal events to disk (%s); they stay in memory and "
+                    "the session goes on",
+                    n,
+                    exc,
+                )
+            self.spill_error = f"{type(exc).__name__}: {exc}"
+            return
         offs = array("q", [end])
         for blob in out:
             end += len(blob)
@@ -87,45 +104,22 @@ class EventLog(Sequence[Event]):
         # The chunk is on disk and indexed before the tail drops it: a reader on another thread that
         # sees the new count finds every event below it.
         self._chunk_offsets.append(offs)
+        self._crcs.append(array("I", map(checksum, out)))
         self._starts.append(base)
-        self._end = end
         self._state = (base + n, mem[n:])
-
-    def _own_file(self) -> int:
-        """The spill file this process may write. A forked child inherits the descriptor, so it shares
-        the very file (and the offsets it would write at) with its parent: before its first write the
-        child copies what is spilled so far into a file of its own, so neither overwrites the other."""
-        pid = os.getpid()
-        if self._fd is not None and self._pid == pid:
-            return self._fd
-        fh = tempfile.TemporaryFile(prefix="contextpipe-journal-")
-        fd = os.dup(fh.fileno())  # our own descriptor; the file object may go
-        fh.close()
-        if self._fd is not None:  # inherited across fork: copy the spilled events
-            size, pos = self._end, 0
-            while pos < size:
-                data = os.pread(self._fd, min(1 << 20, size - pos), pos)
-                if not data:
-                    raise OSError("journal spill file is shorter than its index")
-                pos += os.pwrite(fd, data, pos)
-            os.close(self._fd)
-        self._fd, self._pid = fd, pid
-        return fd
 
     # ---------------------------------------------------------------- reading
     def _read(self, i: int) -> Event:
-        fd = self._fd
-        assert fd is not None
+        f = self._file
+        if f is None:
+            raise SpillReadError("the journal's scratch file is closed")
         k = bisect_right(self._starts, i) - 1
         offs = self._chunk_offsets[k]
         j = i - self._starts[k]
         start, stop = offs[j], offs[j + 1]
-        data = os.pread(fd, stop - start, start)
-        while len(data) < stop - start:  # a short read (a signal): read the rest
-            more = os.pread(fd, stop - start - len(data), start + len(data))
-            if not more:
-                raise OSError(f"journal spill file is shorter than its index (event {i})")
-            data += more
+        data = f.read(start, stop - start)
+        if checksum(data) != self._crcs[k][j]:
+            raise SpillReadError(f"journal event {i} is damaged on disk (checksum mismatch)")
         return pickle.loads(data)  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
@@ -182,19 +176,10 @@ class EventLog(Sequence[Event]):
         return len(self._state[1])
 
     def spilled_bytes(self) -> int:
-        return self._end
+        return self._file.end if self._file is not None else 0
 
     def close(self) -> None:
         """Release the spill file. Spilled events cannot be read after this."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-    def __del__(self) -> None:
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            if self._file is not None:
+                self._file.close()
