@@ -303,11 +303,19 @@ def _supervise(
 ) -> int:
     """Wait for the agent, forwarding SIGTERM/SIGHUP to it; with the TUI, show its sessions meanwhile."""
 
+    stopped: list[int] = []
+
     def forward(signum: int, _frame: Any) -> None:
         if child.poll() is None:
             child.send_signal(signum)
         if signum in (signal.SIGHUP, signal.SIGTERM) and not no_tui:
-            raise _Stopped(signum)
+            stopped.append(signum)
+            # With an app on screen it is closed from its own loop (an exception raised here could be
+            # swallowed by it); _tui then returns and the run stops below. No app before run_tui is
+            # loaded (and no import inside a signal handler).
+            run_tui = sys.modules.get("inspector.run_tui")
+            if run_tui is None or not run_tui.request_stop():
+                raise _Stopped(signum)
 
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, forward)
@@ -315,6 +323,8 @@ def _supervise(
     signal.signal(signal.SIGINT, forward if not no_tui else lambda *_: None)
     if not no_tui:
         _tui(child, px, theme, agent_log)
+        if stopped:
+            raise _Stopped(stopped[0])
         if child.poll() is None:
             typer.echo(
                 f"the agent (pid {child.pid}) is still running; waiting for it (Ctrl-C stops it)", err=True

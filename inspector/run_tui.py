@@ -11,10 +11,13 @@ and short sub-agents would pull the view away from the conversation the user is 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
+from textual.app import App
 from textual.binding import Binding
 
 from engine.errors import ContextPipeError
@@ -28,6 +31,42 @@ from .sources.live import LiveSource
 from .top_app import TopApp
 
 ANNOUNCE_S = 1.0  # how often the inspector looks for new sessions of the run (a snapshot copy: cheap)
+
+
+class _Screen:
+    """The app the run shows now, and whether the run was told to stop (see `request_stop`)."""
+
+    app: App[Any] | None = None
+    stopping = False
+
+
+def request_stop() -> bool:
+    """Close the inspector because the run must end (SIGTERM, SIGHUP); called from a signal handler.
+
+    Signal handlers run in the main thread, which is the one running Textual's event loop: an exception
+    raised there is lost whenever the signal lands inside one of the loop's callbacks or tasks (asyncio
+    keeps it as the task's error and the app runs on), so the app is asked to exit on the loop instead.
+    False when no app is on screen (the caller raises at once: it is in plain code)."""
+    app, loop = _Screen.app, asyncio._get_running_loop()
+    if app is None or loop is None:
+        return False
+    try:
+        loop.call_soon_threadsafe(app.exit)
+    except RuntimeError:  # the loop is closing: the caller raises instead
+        return False
+    _Screen.stopping = True  # no further app (the session list) is shown
+    return True
+
+
+def _show(app: App[Any]) -> Any:
+    """Run `app` unless the run is stopping; what it returned."""
+    if _Screen.stopping:
+        return None
+    _Screen.app = app
+    try:
+        return app.run()
+    finally:
+        _Screen.app = None
 
 
 class RunWatcher(FleetWatcher):
@@ -79,12 +118,15 @@ class RunInspectorApp(InspectorApp):
 
 def follow_run(pid: int, first: Source, theme: str | None = None) -> None:
     """Show the run of proxy `pid`, starting on its first session (`first`), until the user leaves."""
+    _Screen.stopping = False
     watcher = RunWatcher(pid).start()
     try:
         source, target = first, f"{pid}.1"
         while True:
             app = RunInspectorApp(source, watcher, target, theme=theme)
-            app.run()
+            _show(app)
+            if _Screen.stopping:
+                return
             if not app.show_sessions and len(watcher.snapshot()) <= 1:
                 return  # one conversation: q leaves, as it always did
             picked = pick_session(watcher, pid, theme, lambda p: LiveSource(pid, session=p))
@@ -100,7 +142,7 @@ def pick_session(
 ) -> tuple[Source, str] | None:
     """The run's session list until the user opens one (its source and target) or leaves it (None)."""
     while True:
-        choice = TopApp(watcher, theme=theme).run()
+        choice = _show(TopApp(watcher, theme=theme))
         if not choice:
             return None
         parsed = parse_target(choice)
