@@ -195,6 +195,39 @@ def test_history_log_reads_like_the_list_it_replaces(ops: list[tuple[int, int]],
         log[len(model)]
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40)), max_size=20),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60)), max_size=40),
+    st.sampled_from([None, 1, 2, 3, 6]),
+    st.integers(0, 3),
+)
+def test_history_log_iterates_like_a_list_while_it_grows_and_releases(
+    before: list[tuple[int, int]], during: list[tuple[int, int]], chunk: int | None, lo: int
+) -> None:
+    # Iteration hands out the live window a slice at a time (or, with nothing ever written, as the list
+    # itself): messages appended while iterating are still seen, and a release in the middle (messages
+    # moving to disk under the iterator) neither skips nor repeats one, as with the list it replaces.
+    log, model = HistoryLog(chunk), []
+    for n, upto in before:
+        for _ in range(n):
+            model.append(_msg(len(model)))
+            log.append(model[-1])
+        log.release(lo, upto)
+    end = object()
+    got_it, want_it = iter(log), iter(model)
+    for n, upto in during:
+        got, want = next(got_it, end), next(want_it, end)
+        assert got == want
+        if want is end:
+            return
+        for _ in range(n):
+            model.append(_msg(len(model)))
+            log.append(model[-1])
+        log.release(lo, upto)
+    assert list(got_it) == list(want_it)
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 12)), max_size=80))
 def test_blob_store_answers_like_a_dict(ops: list[tuple[int, int]]) -> None:
