@@ -26,10 +26,10 @@ the machine's state, so a pair's ratio holds where medians of rounds minutes apa
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
         [--timing-only] [--baseline DIR] [--ab DIR --pairs 5] [--serialize-ab --repeats 5]
-        [--bytecode cached|none] [--phases FILE...]
+        [--bytecode cached|none] [--phases FILE...] [--linearity --repeats 3]
 
 With --phases FILE..., only where one in-process simulate of each file spends its thread CPU (by phase
-and column; see phases). With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
+and column; see phases). With --linearity, only the in-process CPU per turn at 1x/5x/10x (see linearity). With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
 
 Children find their compiled modules in a bytecode cache kept for the run (`--bytecode cached`, the
 default: as an installed cp-inspect finds its .pyc files), or compile every module on every run
@@ -329,6 +329,49 @@ def serialize_ab(tmp: Path, turns: int, rounds: int) -> None:
     print(f"median ratio body=False / body=True: {med(ratios):.2f}")
 
 
+def linearity(tmp: Path, turns: int, rounds: int) -> None:
+    """Per-turn thread CPU of one in-process simulate (read + simulate, as the CLI runs it: collector
+    off, counts from the recording) of synthetic sessions at 1x, 5x and 10x the longest shared
+    trajectory's length, interleaved over `rounds` (the order flips every round), medians. Linear in
+    the session means the per-turn figure holds as the session grows; what does grow is the request
+    (the 10x session's gates-closed requests fill the 128k window), so some rise from 1x is expected."""
+    import gc
+
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+    from engine.sim.simulate import read_counts
+
+    sessions: list[tuple[int, Path]] = []
+    for mult in (1, 5, 10):
+        path = tmp / f"synthetic-{mult}x.cpsession"
+        if not path.exists():
+            make_synthetic(path, turns * mult)
+        sessions.append((turns * mult, path))
+    cpu: dict[int, list[float]] = {n: [] for n, _ in sessions}
+    for i in range(rounds):
+        for n, path in sessions if i % 2 == 0 else sessions[::-1]:
+            gc.collect()
+            gc.disable()
+            try:
+                c0 = time.thread_time()
+                with RecordingReader.open(path) as reader:
+                    events = [unpack_event(e) for e in reader.events()]
+                    counts, _why = read_counts(reader)
+                simulate_events(events, SimSettings(), counts=counts)
+                cpu[n].append(time.thread_time() - c0)
+            finally:
+                gc.enable()
+    med = statistics.median
+    one = med(cpu[sessions[0][0]]) / sessions[0][0]
+    print(f"\nin-process simulate per turn, {rounds} interleaved rounds, thread CPU medians "
+          f"(load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    print("| session | turns | in process CPU | per turn | x of 1x per turn |")
+    print("|---|---:|---:|---:|---:|")
+    for n, _path in sessions:
+        per = med(cpu[n]) / n
+        print(f"| synthetic {n // turns}x | {n} | {1000 * med(cpu[n]):,.0f} ms | {1000 * per:.2f} ms | {per / one:.2f}x |")
+
+
 def phases(path: Path) -> None:
     """Where one in-process simulate of `path` (at the recorded settings, as the CLI runs it: collector
     off, counts from the recording) spends its thread CPU, by phase and by column. Wrappers, not
@@ -415,6 +458,7 @@ def main(argv: list[str]) -> int:
         help="children's compiled modules: cached (as installed; default) or none (compiled every run)",
     )
     ap.add_argument("--phases", type=Path, nargs="*", help="only where one simulate of each FILE spends its CPU")
+    ap.add_argument("--linearity", action="store_true", help="only in-process CPU per turn at 1x/5x/10x")
     args = ap.parse_args(argv[1:])
     BYTECODE["mode"] = args.bytecode
     if args.phases:
@@ -431,6 +475,9 @@ def main(argv: list[str]) -> int:
         print(f"{len(recs)} long trajectories (>= {MIN_CALLS} calls) imported\n")
         if args.serialize_ab:
             serialize_ab(Path(tmp), max(r[2] for r in recs), args.repeats)
+            return 0
+        if args.linearity:
+            linearity(Path(tmp), max(r[2] for r in recs), args.repeats)
             return 0
         if args.ab is not None:
             ab(recs, Path(tmp), args.ab, args.pairs)
