@@ -11,10 +11,10 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            command that does real work), reported beside the same baseline.
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
            benchmarks/bench_tui.py generates, or --recording; CONTEXTPIPE_TRAJECTORIES is not needed):
-           from process start to the first frame with data drawn. The child imports the CLI module as
-           the console script does, builds the app with the `replay` command's own function
-           (`cli.replay_app`: checks the file, holds the collector off, opens the source) and runs it
-           headless at 120x40 until the current turn is drawn; it reports its own CPU since process
+           from process start to the first frame with data drawn. The child runs the command itself
+           (`cli.app(["replay", FILE])`: typer's dispatch, which imports pydantic to coerce the
+           arguments, then `replay` as it is) with only App.run replaced by a headless run at
+           120x40 until the current turn is drawn; it reports its own CPU since process
            start (time.process_time, read in the callback that runs once that frame is written, so
            interpreter start-up, every import and the reader thread are included) and the parent
            reports wall time from spawn. Goal: < 1 s of CPU. `--compare DIR` alternates each run with
@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE_APP = '''
@@ -121,22 +122,23 @@ def med(xs: list[float]) -> float:
 
 
 def child_replay(path: str, spawned_at: float) -> None:
-    """Runs in the child: what `cp-inspect replay PATH` does, up to the first frame with data."""
+    """Runs in the child: `cp-inspect replay PATH` itself (typer's dispatch, which coerces the arguments
+    through pydantic, included), its app run headless until the first frame with data is drawn."""
     import asyncio
 
     import inspector.cli as cli  # the console script's import
 
-    async def run() -> None:
-        if hasattr(cli, "replay_app"):
-            app = cli.replay_app(Path(path))  # what the `replay` command builds and runs
-        else:  # code from before replay_app (a base for a before/after figure): what `replay` did then
-            from inspector.app import InspectorApp
-            from inspector.sources.file import FileSource
+    def complete(app: Any) -> bool:
+        """The first screen as it stays: the current turn, and the footer's keys laid out (the footer
+        composes them when the bindings settle: a frame may come before it does)."""
+        from textual.widgets._footer import FooterKey
 
-            cli.open_recording(Path(path))
-            app = InspectorApp(FileSource(Path(path)))
+        keys = app.query(FooterKey)
+        return app.index >= 0 and len(keys) > 0 and all(k.region.width > 0 for k in keys)
+
+    async def first_frame(app: Any) -> None:
         async with app.run_test(size=(120, 40)):
-            while app.index < 0:
+            while not complete(app):
                 await asyncio.sleep(0.001)
             drawn: asyncio.Future[dict[str, float]] = asyncio.get_running_loop().create_future()
 
@@ -151,7 +153,25 @@ def child_replay(path: str, spawned_at: float) -> None:
             print(json.dumps(await drawn), flush=True)
             os._exit(0)  # the first frame is what is measured; skip the app's teardown
 
-    asyncio.run(run())
+    class Headless:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        def run(self) -> None:  # what the command calls: App.run, here headless at 120x40
+            asyncio.run(first_frame(self.app))
+
+    if hasattr(cli, "replay_app"):
+        built = cli.replay_app
+        cli.replay_app = lambda *a, **k: Headless(built(*a, **k))  # type: ignore[assignment]
+    else:  # code from before replay_app (a base for a before/after figure): `replay` ran _run_app then
+        def run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
+            from inspector.app import InspectorApp
+
+            Headless(InspectorApp(source, theme=theme, start_turn=start_turn)).run()
+
+        cli._run_app = run_app  # type: ignore[attr-defined]
+    cli.app(["replay", path], standalone_mode=False)
+    raise SystemExit("replay returned without drawing a frame")
 
 
 def default_recording(turns: int) -> Path:

@@ -129,6 +129,7 @@ class InspectorApp(App[None]):
         self._direction = 1  # content worker prepares the next turn that way while they look
         self._content_error: str | None = None  # the last content failure notified (said once, not per step)
         self._first_chunk = False  # the source's first chunk arrived (start-up ends with its frame)
+        self._first_frame_checks = 0  # frames drawn since, waiting for the footer's keys
         # CONTEXTPIPE_STEP_TIMING=FILE: each key press's UI CPU and wall up to its frame, as JSON lines.
         self.step_timing = StepTiming.from_env(lambda: (self.size.width, self.size.height),
                                                self.call_after_refresh)
@@ -307,8 +308,18 @@ class InspectorApp(App[None]):
         self._update_status()
 
     def _first_frame_drawn(self) -> None:
+        # The first screen is complete once the footer's keys are drawn too: the footer lays them out when
+        # the bindings settle, a frame or two after the first turn may already be on screen. Until then
+        # nothing else starts (the rest of the load, the collector, the hidden What-if controls), or it
+        # would hold that frame back.
+        keys = self.query_one(Footer).children
+        if (not keys or keys[-1].region.width == 0) and self._first_frame_checks < 10:
+            self._first_frame_checks += 1
+            self.call_after_refresh(self._first_frame_drawn)
+            return
         self.reader.first_frame_drawn()
         startup_gc.release()
+        self.query_one("#whatif", WhatIfPanel).add_controls()
 
     def _show_newest(self) -> None:
         self._newest_pending = False

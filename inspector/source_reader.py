@@ -12,9 +12,10 @@ from textual.worker import Worker, get_current_worker
 from inspector.messages import EventsDropped, SourceDisconnected, SourceFailed, TurnsReceived
 from inspector.sources import Disconnected, EventsLost, NewTurn, Source
 
-# How long the rest of a long recording waits for the first frame before it is read anyway (a frame
-# that never comes, e.g. a suspended app, must not stall the load).
-FIRST_FRAME_WAIT_S = 2.0
+# How long the rest of a long recording waits for the first screen before it is read anyway (a frame
+# that never comes, e.g. a suspended app, must not stall the load; on a loaded machine the first screen
+# has taken several seconds of wall time).
+FIRST_FRAME_WAIT_S = 10.0
 
 
 class SourceReader:

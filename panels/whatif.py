@@ -68,8 +68,8 @@ class WhatIfPanel(VerticalScroll):
         self._touched_gates: set[str] = set()
         self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
         self._gate_labels: dict[str, str] = {}
-        # The sliders and switches (~35 widgets) are mounted after the first turn is drawn, or when
-        # the pane is first shown if that comes sooner: the pane is hidden behind the Content tab when
+        # The sliders and switches (~35 widgets) are mounted once the app's first screen is drawn, or
+        # when the pane is first shown if that comes sooner: the pane is hidden behind the Content tab when
         # the app opens, and styling and mounting them was about a fifth of the CPU to a long
         # recording's first frame (BENCHMARKS.md, Start-up). Until then nothing is touched, so what
         # the panel is asked (overrides) and told (trace) needs no controls. The provider row and the
@@ -155,9 +155,7 @@ class WhatIfPanel(VerticalScroll):
         for what was recorded, so a re-plan asked for meanwhile is the same."""
         if trace is None:
             return
-        if not self._controls_ready:
-            if not self._controls_wanted:  # the first turn: its frame first, then the controls
-                self.call_after_refresh(self.add_controls)
+        if not self._controls_ready:  # (the app adds them once its first screen is drawn)
             return
         if self._hidden():
             self._stale = True

@@ -82,7 +82,7 @@ async def main():
     app = cli.replay_app(Path(sys.argv[1]))
     out["collector_off_while_starting"] = not gc.isenabled()
     first_frame_drawn = app._first_frame_drawn
-    def probe():  # the app's own "first frame drawn", before it lets the rest start
+    def probe():  # the app's "first frame drawn" (again until the footer is in), before the rest starts
         out["first"] = {
             "modules": [m for m in ("pygments", "rich.syntax", "importlib.metadata") if m in sys.modules],
             "whatif_controls": len(app.query_one("#whatif").query("Slider, Switch")),
@@ -92,7 +92,7 @@ async def main():
         first_frame_drawn()
     app._first_frame_drawn = probe
     async with app.run_test(size=(120, 40)) as pilot:
-        while "first" not in out:
+        while not app.reader._drawn.is_set():  # the first screen is complete: the rest has started
             await asyncio.sleep(0.001)
         from tests.tui.conftest import settle  # (it imports pytest, which imports importlib.metadata)
 

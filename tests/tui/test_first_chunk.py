@@ -4,6 +4,7 @@ so neither the next chunk's decoding nor the GIL it holds stands between the per
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 from textual.widgets import Switch
@@ -53,14 +54,35 @@ async def test_an_empty_source_ends_its_load() -> None:
         assert len(app.timeline) == 0 and not app.view.loading
 
 
+class StalledSource(SyntheticSource):
+    """A source whose first chunk has not arrived yet (a slow disk or agent): the app is still starting."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.go = threading.Event()
+
+    def load_chunks(self) -> Iterator[Chunk]:
+        self.go.wait(30)
+        yield Chunk([])
+
+
 async def test_session_whatif_before_the_controls_are_mounted() -> None:
-    """`W` on a source with no turn yet (the What-if controls are mounted after the first turn's frame,
-    or when the pane is first shown): the pane opens and session-wide mode is on once they are there."""
-    app = InspectorApp(SyntheticSource(0), theme="cp-dark")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        whatif = app.query_one("#whatif", WhatIfPanel)
-        assert not whatif.query("Slider, Switch")  # nothing shown yet: none mounted
-        await pilot.press("W")
-        await settle(pilot)
-        assert app.query_one("#session", Switch).value and whatif.session
+    """`W` while the app is still starting (the What-if controls are mounted once the first screen is
+    drawn, or when the pane is first shown): the pane opens and session-wide mode is on once they are."""
+    source = StalledSource()
+    app = InspectorApp(source, theme="cp-dark")
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            whatif = app.query_one("#whatif", WhatIfPanel)
+            assert not whatif.query("Slider, Switch")  # nothing shown yet: none mounted
+            await pilot.press("W")
+            for _ in range(50):
+                await pilot.pause()
+                if whatif.session:
+                    break
+            assert app.query_one("#session", Switch).value and whatif.session
+            source.go.set()
+            await settle(pilot)
+    finally:
+        source.go.set()
