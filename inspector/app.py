@@ -130,6 +130,8 @@ class InspectorApp(App[None]):
         self._content_error: str | None = None  # the last content failure notified (said once, not per step)
         self._first_chunk = False  # the source's first chunk arrived (start-up ends with its frame)
         self._first_frame_checks = 0  # frames drawn since, waiting for the footer's keys
+        self._footer: Footer | None = None  # the main screen's footer and What-if panel, from mount
+        self._whatif: WhatIfPanel | None = None
         # CONTEXTPIPE_STEP_TIMING=FILE: each key press's UI CPU and wall up to its frame, as JSON lines.
         self.step_timing = StepTiming.from_env(lambda: (self.size.width, self.size.height),
                                                self.call_after_refresh)
@@ -176,6 +178,7 @@ class InspectorApp(App[None]):
 
     def on_mount(self) -> None:
         self._viewer = self.query_one("#content", ContentViewer)
+        self._footer, self._whatif = self.query_one(Footer), self.query_one("#whatif", WhatIfPanel)
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self._apply_size(self.size.width)
         self._update_status()
@@ -312,14 +315,16 @@ class InspectorApp(App[None]):
         # the bindings settle, a frame or two after the first turn may already be on screen. Until then
         # nothing else starts (the rest of the load, the collector, the hidden What-if controls), or it
         # would hold that frame back.
-        keys = self.query_one(Footer).children
+        # The main screen's widgets are held from mount: a modal screen (help, go to) may be on top by now.
+        assert self._footer is not None and self._whatif is not None
+        keys = self._footer.children
         if (not keys or keys[-1].region.width == 0) and self._first_frame_checks < 10:
             self._first_frame_checks += 1
             self.call_after_refresh(self._first_frame_drawn)
             return
         self.reader.first_frame_drawn()
         startup_gc.release()
-        self.query_one("#whatif", WhatIfPanel).add_controls()
+        self._whatif.add_controls()
 
     def _show_newest(self) -> None:
         self._newest_pending = False

@@ -86,3 +86,23 @@ async def test_session_whatif_before_the_controls_are_mounted() -> None:
             await settle(pilot)
     finally:
         source.go.set()
+
+
+async def test_a_modal_screen_over_the_start() -> None:
+    """Help opened before the first chunk arrives: start-up still ends (the rest loads, the controls
+    mount) with the main screen underneath, and closing help shows the turn."""
+    source = StalledSource()
+    app = InspectorApp(source, theme="cp-dark")
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("question_mark")
+            await pilot.pause()
+            source.go.set()
+            await settle(pilot)
+            assert app.reader._drawn.is_set()
+            await pilot.press("escape")
+            await settle(pilot)
+            assert app.query_one("#whatif", WhatIfPanel).query("Slider, Switch")
+    finally:
+        source.go.set()
