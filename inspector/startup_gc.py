@@ -34,7 +34,3 @@ def release(freeze: bool = True) -> None:
         if freeze:
             gc.freeze()
         gc.enable()
-
-
-def held() -> bool:
-    return _held
