@@ -11,18 +11,19 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            command that does real work), reported beside the same baseline.
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
            benchmarks/bench_tui.py generates, or --recording; CONTEXTPIPE_TRAJECTORIES is not needed):
-           from process start to the first frame with data drawn. The child runs the command itself
-           (`cli.app(["replay", FILE])`: typer's dispatch, which imports pydantic to coerce the
-           arguments, then `replay` as it is) with only App.run replaced by a headless run at
-           120x40 until the current turn is drawn; it reports its own CPU since process
-           start (time.process_time, read in the callback that runs once that frame is written, so
-           interpreter start-up, every import and the reader thread are included) and the parent
-           reports wall time from spawn. Goal: < 1 s of CPU. `--compare DIR` alternates each run with
-           the same child on the code in DIR (A B B A; a git archive of the base, for before/after).
-           Both trees are byte-compiled first, as an installed package is (see compile_tree).
+           from process start to the first complete screen (the current turn and the footer's keys).
+           The child (benchmarks/startup_child.py) runs the command as the console script does:
+           `inspector.cli` imported, argv set, `app()` called (the program's own dispatch, typer's or
+           not, then `replay` as it is), with only App.run replaced by a headless run at 120x40; it
+           reports its own CPU since process start (time.process_time, read in the callback that runs
+           once that frame is written, so interpreter start-up, every import and the reader thread are
+           included) and the parent reports wall time from spawn. Goal: < 1 s of CPU. `--compare DIR`
+           alternates each run with the same child on the code in DIR (A B B A; a git archive of the
+           base, for before/after). Both trees are byte-compiled first, as an installed package is (see
+           compile_tree).
 
-Left out: the terminal's own drawing time (headless driver), and the console-script shim's own import
-of `importlib.metadata` (the children run `python -m inspector.cli`, which the shim does not).
+Left out: the terminal's own drawing time (headless driver; tmux adds the writes), and the console-script
+shim's own two lines (`import re, sys`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE_APP = '''
@@ -77,7 +77,7 @@ def compile_tree(root: Path) -> None:
 def replay_child(root: Path, rec: Path) -> tuple[float, float]:
     """(CPU ms, wall ms) to the first frame of one fresh `replay` child running the code in `root`."""
     done = subprocess.run(
-        [sys.executable, __file__, "--child-replay", str(rec), "--spawned-at", repr(time.time())],
+        [sys.executable, str(Path(__file__).with_name("startup_child.py")), str(rec), repr(time.time())],
         capture_output=True,
         text=True,
         env=_env(root),
@@ -121,59 +121,6 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def child_replay(path: str, spawned_at: float) -> None:
-    """Runs in the child: `cp-inspect replay PATH` itself (typer's dispatch, which coerces the arguments
-    through pydantic, included), its app run headless until the first frame with data is drawn."""
-    import asyncio
-
-    import inspector.cli as cli  # the console script's import
-
-    def complete(app: Any) -> bool:
-        """The first screen as it stays: the current turn, and the footer's keys laid out (the footer
-        composes them when the bindings settle: a frame may come before it does)."""
-        from textual.widgets._footer import FooterKey
-
-        keys = app.query(FooterKey)
-        return app.index >= 0 and len(keys) > 0 and all(k.region.width > 0 for k in keys)
-
-    async def first_frame(app: Any) -> None:
-        async with app.run_test(size=(120, 40)):
-            while not complete(app):
-                await asyncio.sleep(0.001)
-            drawn: asyncio.Future[dict[str, float]] = asyncio.get_running_loop().create_future()
-
-            def frame_drawn() -> None:
-                # Read here, as the frame is written: once this task resumes, work the app deferred
-                # to after its first frame may already have run.
-                if not drawn.done():
-                    drawn.set_result({"cpu_ms": time.process_time() * 1000,
-                                      "wall_ms": (time.time() - spawned_at) * 1000})
-
-            app.call_after_refresh(frame_drawn)
-            print(json.dumps(await drawn), flush=True)
-            os._exit(0)  # the first frame is what is measured; skip the app's teardown
-
-    class Headless:
-        def __init__(self, app: Any) -> None:
-            self.app = app
-
-        def run(self) -> None:  # what the command calls: App.run, here headless at 120x40
-            asyncio.run(first_frame(self.app))
-
-    if hasattr(cli, "replay_app"):
-        built = cli.replay_app
-        cli.replay_app = lambda *a, **k: Headless(built(*a, **k))  # type: ignore[assignment]
-    else:  # code from before replay_app (a base for a before/after figure): `replay` ran _run_app then
-        def run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
-            from inspector.app import InspectorApp
-
-            Headless(InspectorApp(source, theme=theme, start_turn=start_turn)).run()
-
-        cli._run_app = run_app  # type: ignore[attr-defined]
-    cli.app(["replay", path], standalone_mode=False)
-    raise SystemExit("replay returned without drawing a frame")
-
-
 def default_recording(turns: int) -> Path:
     return Path(tempfile.gettempdir()) / f"cp-bench-tui-{turns}-v2.cpsession"
 
@@ -182,15 +129,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--recording", default=None)
-    ap.add_argument("--child-replay", default=None)
-    ap.add_argument("--spawned-at", type=float, default=0.0)
     ap.add_argument("--only", choices=["help", "explain", "replay"], default=None)
     ap.add_argument("--compare", default=None, metavar="DIR",
                     help="replay: alternate runs with the code in DIR (e.g. a git archive of the base)")
     args = ap.parse_args()
-    if args.child_replay:
-        child_replay(args.child_replay, args.spawned_at)
-        return
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         base_file = Path(tmp) / "two_commands.py"

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
@@ -67,6 +68,10 @@ from panels.why_miss import WhyMissPanel
 from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
 
 __all__ = ["InspectorApp", "SPEEDS", "main"]
+
+# Work deferred at start-up (the hidden What-if controls) goes on only after this long without a key
+# press or click: a person's first steps are not slowed by it (a held arrow key repeats well within it).
+INPUT_QUIET_S = 0.25
 
 
 class InspectorApp(App[None]):
@@ -132,6 +137,12 @@ class InspectorApp(App[None]):
         self._first_frame_checks = 0  # frames drawn since, waiting for the footer's keys
         self._footer: Footer | None = None  # the main screen's footer and What-if panel, from mount
         self._whatif: WhatIfPanel | None = None
+        self._released = False  # the first screen is complete: the rest of the load and the collector went on
+        self._last_input = 0.0  # monotonic time of the last key press or click (INPUT_QUIET_S)
+        # True once start-up is over: the first screen complete, the rest of the load let go, and the
+        # hidden What-if controls mounted. Until then the app is still doing deferred work between the
+        # person's key presses; tests that time or count a step wait for it (tests/tui/conftest.settle).
+        self.startup_finished = False
         # CONTEXTPIPE_STEP_TIMING=FILE: each key press's UI CPU and wall up to its frame, as JSON lines.
         self.step_timing = StepTiming.from_env(lambda: (self.size.width, self.size.height),
                                                self.call_after_refresh)
@@ -191,8 +202,10 @@ class InspectorApp(App[None]):
         self.reader.start()
 
     async def on_event(self, event: events.Event) -> None:
-        if self.step_timing is not None and isinstance(event, events.Key) and not event.is_forwarded:
-            self.step_timing.key(event.key, event.time)
+        if isinstance(event, (events.Key, events.MouseDown)) and not event.is_forwarded:
+            self._last_input = time.monotonic()
+            if self.step_timing is not None and isinstance(event, events.Key):
+                self.step_timing.key(event.key, event.time)
         await super().on_event(event)
 
     def on_unmount(self) -> None:
@@ -324,7 +337,24 @@ class InspectorApp(App[None]):
             return
         self.reader.first_frame_drawn()
         startup_gc.release()
-        self._whatif.add_controls()
+        self._released = True
+        self._whatif.add_controls(pace=self._when_input_quiet)
+        self._check_startup_finished()
+
+    def _when_input_quiet(self, go: Callable[[], None]) -> None:
+        """Call `go` once no key press or click has come for INPUT_QUIET_S: start-up's deferred work
+        yields to the person's first steps, one small piece at a time."""
+        wait = self._last_input + INPUT_QUIET_S - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, lambda: self._when_input_quiet(go))
+        else:
+            self.call_later(go)  # behind the messages already queued: a key just pressed goes first
+
+    @on(WhatIfPanel.ControlsReady)
+    def _check_startup_finished(self) -> None:
+        assert self._whatif is not None
+        if self._released and self._whatif.controls_ready and not self.startup_finished:
+            self.startup_finished = True
 
     def _show_newest(self) -> None:
         self._newest_pending = False

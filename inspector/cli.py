@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -29,7 +29,44 @@ from .diff_cli import diff, forks
 from .proxy_cli import proxy, run
 from .simulate_cli import simulate
 
-app = typer.Typer(
+
+class CommandLine(typer.Typer):
+    """The program's typer app, which the console script calls. A plain `replay FILE [options]`
+    (replay_argv.py) goes straight to `replay`: typer's dispatch of it (building every command and
+    coercing the arguments through pydantic) was a quarter of the CPU to the first frame of a long
+    recording. Every other command line, and every call with arguments (tests, CliRunner), is typer's."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs:
+            from .replay_argv import plain_replay
+
+            plain = plain_replay(sys.argv[1:], os.environ)
+            if plain is not None:
+                _run_standalone(lambda: replay(**plain))
+        return super().__call__(*args, **kwargs)
+
+
+def _run_standalone(command: Any) -> NoReturn:
+    """Run a command and exit as typer's standalone mode would after dispatching it: the command's
+    typer.Exit (fail()) gives its code, Ctrl+C 130, an abort (or end of input) "Aborted!" and 1,
+    success 0; anything else propagates with its traceback (pretty exceptions are off)."""
+    try:
+        try:
+            command()
+        except EOFError as exc:
+            typer.echo(err=True)
+            raise typer.Abort() from exc
+        except KeyboardInterrupt as exc:
+            raise typer.Exit(130) from exc
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+app = CommandLine(
     name="cp-inspect",
     help="Inspect how an LLM agent assembles its context: live, from recordings, or as what-ifs.",
     no_args_is_help=True,

@@ -42,8 +42,8 @@ def _collections() -> int:
 
 class StepRecord:
     __slots__ = ("key", "cpu0", "wall0", "gc0", "queued", "index", "turn", "section", "prepared",
-                 "expects_content", "frame_cpu", "frame_wall", "render_cpu", "frames", "stepped", "last_cpu",
-                 "last_wall")
+                 "expects_content", "content_came", "frame_cpu", "frame_wall", "render_cpu", "frames", "stepped",
+                 "last_cpu", "last_wall")
 
     def __init__(self, key: str, queued: float) -> None:
         self.key, self.queued = key, queued
@@ -52,6 +52,7 @@ class StepRecord:
         self.turn: int | None = None
         self.section: str | None = None
         self.prepared, self.expects_content, self.stepped = False, False, False
+        self.content_came = False  # the worker's content was shown (maybe before the step's first frame)
         self.frame_cpu: float | None = None
         self.frame_wall: float | None = None
         self.render_cpu, self.frames = 0.0, 0
@@ -110,7 +111,7 @@ class StepTiming:
     def content_shown(self) -> None:
         record = self.current
         if record is not None and record.expects_content:
-            record.expects_content = False
+            record.expects_content, record.content_came = False, True
             self.after_refresh(self._settled)
 
     def _framed(self) -> None:
@@ -119,7 +120,9 @@ class StepTiming:
             return
         self._mark_frame(record)
         if not record.expects_content:
-            self._close(ended="frame")
+            # On a busy machine the worker's content can be handled before the step's first frame is
+            # written: then that frame is the one showing the content.
+            self._close(ended="content" if record.content_came else "frame")
 
     def _settled(self) -> None:
         record = self.current

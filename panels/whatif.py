@@ -6,6 +6,7 @@ exclusive thread worker (a newer request cancels an older one) and hands back bo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual import on
@@ -63,13 +64,17 @@ class WhatIfPanel(VerticalScroll):
     # make the compositor map the whole screen again on every step.
     trace: reactive[Trace | None] = reactive(None, repaint=False)
 
+    class ControlsReady(Message):
+        """The sliders and switches are mounted and follow the turn (the app's start-up ends with it)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._touched_gates: set[str] = set()
         self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
         self._gate_labels: dict[str, str] = {}
-        # The sliders and switches (~35 widgets) are mounted once the app's first screen is drawn, or
-        # when the pane is first shown if that comes sooner: the pane is hidden behind the Content tab when
+        # The sliders and switches (~35 widgets) are mounted once the app's first screen is drawn, in
+        # pieces between key presses (add_controls), or at once when the pane is first shown if that
+        # comes sooner: the pane is hidden behind the Content tab when
         # the app opens, and styling and mounting them was about a fifth of the CPU to a long
         # recording's first frame (BENCHMARKS.md, Start-up). Until then nothing is touched, so what
         # the panel is asked (overrides) and told (trace) needs no controls. The provider row and the
@@ -78,37 +83,82 @@ class WhatIfPanel(VerticalScroll):
         self._controls_wanted = False  # add_controls was called
         self._controls_ready = False  # the controls are mounted
         self._toggle_session = False  # `W` came before the controls: toggle once they are there
+        self._pace: Callable[[Callable[[], None]], None] | None = None  # add_controls
+        self._pieces: list[tuple[Widget, str | None, str | None]] | None = None  # still to mount
+        self._piece_turn = 0  # the go-ahead a piece must carry (an older one was superseded)
+        self._mounting = False  # a piece is being mounted
         self._stale = False  # a step set `trace` while the panel was hidden: `sync` catches up
 
-    def add_controls(self) -> None:
-        """Mount the sliders and switches (once; they are there a moment later)."""
+    def add_controls(self, pace: Callable[[Callable[[], None]], None] | None = None) -> None:
+        """Mount the sliders and switches (once; they are there a moment later). They go in small
+        pieces: with `pace` (the app's, at start-up) each piece waits for its go-ahead, so a person's
+        first key presses never queue behind the whole set; without it (the pane is being shown, or
+        `W`) the rest go at once."""
         if not self._controls_wanted:
             self._controls_wanted = True
-            self.call_later(self._mount_controls)
+            self._pace = pace
+            self._next_piece()
+        elif pace is None and self._pace is not None:  # wanted now: the rest are not paced any more
+            self._pace = None
+            if not self._mounting:  # (else the piece being mounted goes on with the next at once)
+                self._next_piece()  # supersedes the go-ahead still awaited
 
-    async def _mount_controls(self) -> None:
-        if not self.is_attached:
-            return
-        gates = Horizontal(*(Horizontal(Switch(value=True, id=f"gate-{gate}", animate=False, tooltip=f"gate {gate}"),
-                                        Label(GATE_SHORT[gate], id=f"gate-label-{gate}"), classes="gate")
-                             for gate in GATE_KEYS), id="gates")
+    def _next_piece(self) -> None:
+        self._piece_turn += 1
+        turn = self._piece_turn
+        if self._pace is None:
+            self.call_later(self._mount_piece, turn)
+        else:
+            # The go-ahead comes from the app's loop: the panel's own queue stays free meanwhile (a Show,
+            # which makes the rest urgent, must not wait behind it).
+            def go() -> None:
+                self.call_later(self._mount_piece, turn)
+
+            self._pace(go)
+
+    def _control_pieces(self) -> list[tuple[Widget, str | None, str | None]]:
+        """(widget, before, after) in mounting order: the sliders and the gates above the provider row,
+        the session switch below it."""
         sliders = [Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")]
         sliders += [Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
                     for key in THRESHOLD_KEYS]
+        gates = Horizontal(*(Horizontal(Switch(value=True, id=f"gate-{gate}", animate=False, tooltip=f"gate {gate}"),
+                                        Label(GATE_SHORT[gate], id=f"gate-label-{gate}"), classes="gate")
+                             for gate in GATE_KEYS), id="gates")
         session = Horizontal(Switch(value=False, id="session", animate=False),
                              Label("session-wide: re-run the whole session and price it", id="session-label"),
                              id="session-row")
-        try:
-            await self.mount_all([*sliders, gates], before="#whatif-row")
-            await self.mount(session, after="#whatif-row")
-        except MountError:  # the app closed meanwhile
-            return
+        return [*((w, "#whatif-row", None) for w in [*sliders, gates]), (session, None, "#whatif-row")]
+
+    async def _mount_piece(self, turn: int) -> None:
+        if turn != self._piece_turn or self._mounting or not self.is_attached:
+            return  # superseded (the rest became urgent), or the app closed
+        if self._pieces is None:
+            self._pieces = self._control_pieces()
+        if self._pieces:
+            widget, before, after = self._pieces.pop(0)
+            self._mounting = True
+            try:
+                await self.mount(widget, before=before, after=after)
+            except MountError:  # the app closed meanwhile
+                return
+            finally:
+                self._mounting = False
+            if self._pieces:
+                self._next_piece()
+                return
         if not self.is_attached or not self.display:  # (`display` is False once the app prunes the panel)
             return
         self._controls_ready = True
         self.watch_trace(self.trace)  # the turn shown meanwhile: untouched controls follow it
         if self._toggle_session:
             self.toggle_session()
+        self.post_message(self.ControlsReady())
+
+    @property
+    def controls_ready(self) -> bool:
+        """The sliders and switches are mounted (ControlsReady was posted)."""
+        return self._controls_ready
 
     def toggle_session(self) -> None:
         """Session-wide mode on or off, as the `session` switch does (`W`)."""

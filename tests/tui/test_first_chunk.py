@@ -7,8 +7,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+import pytest
 from textual.widgets import Switch
 
+import inspector.app as app_module
+from engine.whatif import GATE_KEYS, THRESHOLD_KEYS
 from inspector.app import InspectorApp
 from inspector.sources import Chunk
 from inspector.sources.synthetic import SyntheticSource
@@ -104,5 +107,59 @@ async def test_a_modal_screen_over_the_start() -> None:
             await pilot.press("escape")
             await settle(pilot)
             assert app.query_one("#whatif", WhatIfPanel).query("Slider, Switch")
+    finally:
+        source.go.set()
+
+
+async def _first_screen(pilot, app: InspectorApp) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(500):  # the first screen complete: the deferred work may start
+        if app.reader._drawn.is_set():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("the first screen was never complete")
+
+
+async def test_deferred_mounting_waits_for_a_pause_in_key_presses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hidden What-if controls mount after the first screen only once no key has come for
+    INPUT_QUIET_S, so a person's first steps do not share their frames with that work; then start-up
+    ends (startup_finished) with all of them mounted."""
+    monkeypatch.setattr(app_module, "INPUT_QUIET_S", 1.0)
+    source = StalledSource()
+    app = InspectorApp(source, theme="cp-dark")
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("right")  # a key just before the first turn arrives
+            source.go.set()
+            await _first_screen(pilot, app)
+            whatif = app.query_one("#whatif", WhatIfPanel)
+            for _ in range(3):  # keys keep coming, each well within the quiet time of the one before
+                await pilot.pause(0.2)
+                assert not whatif.query("Slider, Switch") and not app.startup_finished
+                await pilot.press("right")
+            await settle(pilot)
+            assert app.startup_finished
+            assert len(whatif.query("Slider")) == 1 + len(THRESHOLD_KEYS)
+            assert len(whatif.query("Switch")) == len(GATE_KEYS) + 1  # and the session switch
+    finally:
+        source.go.set()
+
+
+async def test_showing_the_pane_mounts_the_rest_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`w` while start-up's pieces wait for a pause in key presses: the pane gets its controls now."""
+    monkeypatch.setattr(app_module, "INPUT_QUIET_S", 60.0)  # no paced piece would come in this test
+    source = StalledSource()
+    app = InspectorApp(source, theme="cp-dark")
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("right")
+            source.go.set()
+            await _first_screen(pilot, app)
+            await pilot.press("w")
+            await settle(pilot)
+            whatif = app.query_one("#whatif", WhatIfPanel)
+            assert app.startup_finished and len(whatif.query("Slider")) == 1 + len(THRESHOLD_KEYS)
+            assert not app.query_one("#budget").disabled
     finally:
         source.go.set()

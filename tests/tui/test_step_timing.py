@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from inspector.app import InspectorApp
 from inspector.sources.synthetic import SyntheticSource
-from inspector.step_timing import ENV
+from inspector.step_timing import ENV, StepTiming
 from panels.manifest import ManifestPanel
 from tests.tui.conftest import settle
 
@@ -54,3 +55,19 @@ async def test_off_without_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
         await settle(pilot)
         await pilot.press("left")
         assert app.step_timing is None
+
+
+def test_content_shown_before_the_steps_first_frame_ends_the_record_as_content() -> None:
+    """On a busy machine the content worker's text can be handled before the step's frame is written:
+    that frame shows the content, so the record ends as "content" (it was recorded as a bare "frame")."""
+    out, queued = io.StringIO(), []
+    out.close = lambda: None  # type: ignore[method-assign]
+    timing = StepTiming(out, lambda: (120, 40), queued.append)
+    timing.key("right", 0.0)
+    timing.stepped(1, 1, "history", prepared=False, expects_content=True)
+    timing.content_shown()  # before the step's own after-refresh callback ran
+    for callback in queued:
+        callback()
+    timing.close()
+    (line,) = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert line["ended"] == "content" and line["frame_cpu"] is not None

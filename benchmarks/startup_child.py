@@ -1,0 +1,76 @@
+"""The process bench_startup.py times for `replay`: `cp-inspect replay FILE` as the console script runs it.
+
+    python benchmarks/startup_child.py FILE SPAWNED_AT      (PYTHONPATH: the tree to time)
+
+It does what the console script does (import `inspector.cli`, set argv, call `app()`: the program reads
+its own command line, typer or not), with only App.run replaced by a headless run at 120x40. It prints
+its CPU since process start (time.process_time: interpreter start-up, every import and every thread
+included) and the wall time since SPAWNED_AT, read in the after-refresh callback of the first complete
+screen (the current turn, and the footer's keys laid out), then exits without the app's teardown. Kept
+apart from bench_startup.py so the child imports nothing the command would not (argparse, statistics).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+
+def main() -> None:
+    path, spawned_at = sys.argv[1], float(sys.argv[2])
+    import asyncio
+    import json
+    import os
+
+    import inspector.cli as cli  # the console script's import
+
+    def complete(app: Any) -> bool:
+        """The first screen as it stays: the current turn, and the footer's keys laid out (the footer
+        composes them when the bindings settle: a frame may come before it does)."""
+        from textual.widgets._footer import FooterKey
+
+        keys = app.query(FooterKey)
+        return app.index >= 0 and len(keys) > 0 and all(k.region.width > 0 for k in keys)
+
+    async def first_frame(app: Any) -> None:
+        async with app.run_test(size=(120, 40)):
+            while not complete(app):
+                await asyncio.sleep(0.001)
+            drawn: asyncio.Future[dict[str, float]] = asyncio.get_running_loop().create_future()
+
+            def frame_drawn() -> None:
+                # Read here, as the frame is written: once this task resumes, work the app deferred
+                # to after its first frame may already have run.
+                if not drawn.done():
+                    drawn.set_result({"cpu_ms": time.process_time() * 1000,
+                                      "wall_ms": (time.time() - spawned_at) * 1000})
+
+            app.call_after_refresh(frame_drawn)
+            print(json.dumps(await drawn), flush=True)
+            os._exit(0)  # the first frame is what is measured; skip the app's teardown
+
+    class Headless:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        def run(self) -> None:  # what the command calls: App.run, here headless at 120x40
+            asyncio.run(first_frame(self.app))
+
+    if hasattr(cli, "replay_app"):
+        built = cli.replay_app
+        cli.replay_app = lambda *a, **k: Headless(built(*a, **k))  # type: ignore[assignment]
+    else:  # code from before replay_app (a base for a before/after figure): `replay` ran _run_app then
+        def run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
+            from inspector.app import InspectorApp
+
+            Headless(InspectorApp(source, theme=theme, start_turn=start_turn)).run()
+
+        cli._run_app = run_app  # type: ignore[attr-defined]
+    sys.argv = ["cp-inspect", "replay", path]
+    cli.app()  # as the console script calls it: the command line from sys.argv
+    raise SystemExit("replay returned without drawing a frame")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""A plain `cp-inspect replay FILE [--turn N] [--follow] [--theme NAME]` read without typer's dispatch.
+
+Typer builds every command of the program (~20) and imports pydantic to coerce the arguments of the
+one it runs: a quarter of the CPU `replay` spent before its first frame (BENCHMARKS.md, Start-up). For
+the command lines people type to open a recording, the values are plain (a path, a decimal turn, a
+flag, a theme name) and come out of typer exactly as read here, so the console script hands them to
+`replay` itself. Anything else (help, an unknown or repeated option, a negative or unusual number, a
+second argument, `--`, shell completion) returns None and goes through typer as before, so its
+answers (help, usage errors, their exit codes) stay typer's own. tests/test_replay_argv.py checks the
+two agree on generated command lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_DECIMAL = re.compile(r"[0-9]{1,18}")  # what int() and pydantic read alike (no sign, space or "_")
+_VALUED = ("--turn", "--theme")
+_FLAGS = {"--follow": True, "--no-follow": False}
+
+
+def _plain(text: str) -> bool:
+    """A value typer would pass on unchanged: not empty, no NUL, encodable (no lone surrogates from
+    undecodable bytes, which pydantic's str validation treats its own way)."""
+    if not text or "\0" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """`replay`'s keyword arguments for a plain replay command line, as typer would pass them, or None
+    when typer must read it (see the module's docstring)."""
+    if not argv or argv[0] != "replay":
+        return None
+    if any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ):
+        return None  # a shell asking for completions: typer answers those
+    file: str | None = None
+    seen: dict[str, str] = {}
+    follow = False
+    rest = list(argv[1:])
+    while rest:
+        token = rest.pop(0)
+        if not _plain(token):
+            return None
+        if not token.startswith("-"):
+            if file is not None:
+                return None  # a second argument: typer's usage error
+            file = token
+            continue
+        name, eq, value = token.partition("=")
+        if name in _FLAGS and not eq:
+            if name in seen:
+                return None
+            seen[name] = ""
+            follow = _FLAGS[name]
+            continue
+        if name not in _VALUED or name in seen:
+            return None  # --help, an unknown option, a repeated one
+        if not eq:
+            if not rest:
+                return None  # a missing value: typer's usage error
+            value = rest.pop(0)
+        if not _plain(value) or value.startswith("-"):
+            return None
+        if name == "--turn" and not _DECIMAL.fullmatch(value):
+            return None
+        seen[name] = value
+    if file is None or ("--follow" in seen and "--no-follow" in seen):
+        return None
+    turn = seen.get("--turn")
+    return {
+        "file": Path(file),
+        "turn": None if turn is None else int(turn),
+        "follow": follow,
+        "theme": seen.get("--theme"),
+    }

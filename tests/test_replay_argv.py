@@ -1,0 +1,148 @@
+"""The console script's direct path for a plain `replay` command line (inspector/replay_argv.py) reads
+exactly what typer would, and the program behaves as under typer's dispatch (exit codes, messages)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import inspector.cli as cli
+from inspector.replay_argv import plain_replay
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+# Tokens a command line is made of: plain ones, and the ones typer reads its own way (signs, spaces,
+# underscores, "--", help, unknown or repeated options, an empty value, an undecodable byte).
+TOKENS = ["a.cpsession", "dir/b c.cpsession", "é.cpsession", "replay", "5", "0", "007", "-3", " 5", "5_0",
+          "99999999999999999999", "x", "", "-", "--", "--turn", "--turn=12", "--turn=-1", "--turn=", "--follow",
+          "--no-follow", "--follow=1", "--theme", "--theme=light", "dark", "--help", "-h", "--bogus",
+          "surrogate\udcff.cpsession"]
+
+
+def _typer_reads(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
+    """What typer's dispatch hands `replay`, or None when it refuses the command line."""
+    seen: dict[str, Any] = {}
+
+    class Opened:
+        def run(self) -> None:
+            pass
+
+    def recording(file: Path, turn: int | None = None, follow: bool = False, theme: str | None = None) -> Opened:
+        seen.update(file=file, turn=turn, follow=follow, theme=theme)
+        return Opened()
+
+    monkeypatch.setattr(cli, "replay_app", recording)
+    try:
+        command.main(args=argv, prog_name="cp-inspect", standalone_mode=False)
+    except (Exception, SystemExit):  # a usage error, help (its exit), a refused value
+        return None
+    return seen or None
+
+
+@pytest.fixture(scope="module")
+def command() -> Any:
+    return typer.main.get_command(cli.app)
+
+
+PLAIN = ["a.cpsession", "dir/b c.cpsession", "é.cpsession"]
+OPTIONS = [["--turn", "5"], ["--turn=12"], ["--turn", "007"], ["--follow"], ["--no-follow"], ["--theme", "dark"],
+           ["--theme=light"]]
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    """Mostly lines people type (a file and a few options in any order), now and then with odd tokens."""
+    parts = [[draw(st.sampled_from(PLAIN))], *draw(st.lists(st.sampled_from(OPTIONS), max_size=3))]
+    parts += [[t] for t in draw(st.lists(st.sampled_from(TOKENS), max_size=2))]
+    order = draw(st.permutations(parts))
+    return ["replay", *(token for part in order for token in part)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command_lines())
+def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      argv: list[str]) -> None:
+    plain = plain_replay(argv, {})
+    if plain is not None:  # read directly only if typer reads the same values (and types)
+        typer_read = _typer_reads(command, argv, monkeypatch)
+        assert typer_read == plain
+        assert {k: type(v) for k, v in typer_read.items()} == {k: type(v) for k, v in plain.items()}
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "a.cpsession"],
+    ["replay", "--turn", "12", "a.cpsession", "--follow"],
+    ["replay", "a.cpsession", "--turn=0", "--theme", "light", "--no-follow"],
+])
+def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 argv: list[str]) -> None:
+    plain = plain_replay(argv, {})
+    assert plain is not None and plain == _typer_reads(command, argv, monkeypatch)
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay"], ["replay", "--help"], ["replay", "a", "b"], ["replay", "a", "--turn", "-2"],
+    ["replay", "a", "--turn", "1", "--turn", "2"], ["replay", "--", "a"], ["explain", "a"], [],
+])
+def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
+    assert plain_replay(argv, {}) is None
+
+
+def test_shell_completion_is_left_to_typer() -> None:
+    assert plain_replay(["replay", "a"], {"_CP_INSPECT_COMPLETE": "bash_complete"}) is None
+
+
+# ---- the program as the console script runs it, against typer's dispatch of the same line ---------
+
+RUN = r'''
+import json, sys
+import inspector.cli as cli
+sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
+if "--open" in sys.argv:  # a recording that opens: the app is not run, its arguments are printed
+    sys.argv.remove("--open")
+    class Opened:
+        def run(self):
+            mods = [m for m in ("pydantic", "textual.app") if m in sys.modules]
+            print(json.dumps({"args": [str(a) for a in self.args], "modules": mods}))
+    def replay_app(*args):
+        o = Opened(); o.args = args; return o
+    cli.replay_app = replay_app
+if "--typer" in sys.argv:  # typer's own dispatch of the same line
+    sys.argv.remove("--typer")
+    cli.app(sys.argv[1:], prog_name="cp-inspect")
+cli.app()
+'''
+
+
+def _run(argv: list[str], typer_dispatch: bool) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = [*argv, "--typer"] if typer_dispatch else argv
+    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args)], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "/no/such/file.cpsession"],
+    ["replay", str(DEMO), "--turn", "999999"],
+    ["replay", str(DEMO), "--turn", "3", "--open"],
+])
+def test_the_console_script_answers_as_typer_does(argv: list[str]) -> None:
+    direct, typed = _run(argv, typer_dispatch=False), _run(argv, typer_dispatch=True)
+    assert (direct.returncode, direct.stderr) == (typed.returncode, typed.stderr)
+    if argv[-1] == "--open":
+        shown, typer_shown = json.loads(direct.stdout), json.loads(typed.stdout)
+        assert shown["args"] == typer_shown["args"] == [str(DEMO), "3", "False", "None"]
+        # The direct path never imports pydantic (typer's does, to coerce the arguments).
+        assert "pydantic" not in shown["modules"] and "pydantic" in typer_shown["modules"]
+    else:
+        assert direct.returncode != 0 and direct.stderr.startswith("cp-inspect: ")
