@@ -32,6 +32,7 @@ from textual.worker import Worker, WorkerState
 from engine.trace_schema import Trace
 from inspector import startup_gc
 from inspector.content_loader import ContentLoader
+from inspector.keys_footer import KeysFooter
 from inspector.messages import (
     ContentLoaded,
     EventsDropped,
@@ -185,7 +186,7 @@ class InspectorApp(App[None]):
                         yield AlertsPanel(id="alerts")
                     with TabPane("Why miss", id="tab-why"):
                         yield WhyMissPanel(id="why")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)  # (recomposed only when its keys change: keys_footer.py)
 
     def on_mount(self) -> None:
         self._viewer = self.query_one("#content", ContentViewer)
