@@ -30,7 +30,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from engine.trace_schema import Trace
-from inspector import startup_gc
+from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
 from inspector.keys_footer import KeysFooter
 from inspector.messages import (
@@ -49,7 +49,7 @@ from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
-from inspector.status import status_markup
+from inspector.status import status_parts
 from inspector.step_timing import StepTiming
 from inspector.timeline import Timeline
 from inspector.whatif_runner import WhatIfRunner
@@ -211,6 +211,7 @@ class InspectorApp(App[None]):
 
     def on_unmount(self) -> None:
         startup_gc.release()
+        young_gc.restore()
         if self.step_timing is not None:
             self.step_timing.close()
 
@@ -275,10 +276,10 @@ class InspectorApp(App[None]):
         self._update_status()
 
     def _update_status(self) -> None:
-        markup = status_markup(
+        parts = status_parts(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to
         )
-        self.query_one("#status", MarkupLine).update(markup)  # a no-op when the markup is the same
+        self.query_one("#status", MarkupLine).update(parts)  # a no-op when the parts are the same
 
     def _go(self, index: int | None) -> None:
         if index is not None:
@@ -437,6 +438,7 @@ class InspectorApp(App[None]):
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
+            young_gc.raise_threshold()  # steps allocate thousands of short-lived objects (young_gc.py)
         viewer.show(message.title, message.text, message.document, message.dark, message.key)
         if self.step_timing is not None:
             self.step_timing.content_shown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.markup import escape
 
 from inspector.session_view import SPEEDS, SessionView
+from panels.markup_line import Part, as_markup
 
 
 def status_markup(
@@ -16,6 +17,20 @@ def status_markup(
     failed: str | None = None,
     saved_to: str | None = None,
 ) -> str:
+    return as_markup(status_parts(view, index, playing, speed, disconnected, failed, saved_to))
+
+
+def status_parts(
+    view: SessionView,
+    index: int,
+    playing: bool,
+    speed: int,
+    disconnected: str | None,
+    failed: str | None = None,
+    saved_to: str | None = None,
+) -> tuple[Part, ...]:
+    """The status line as MarkupLine parts: balanced markup fragments that repeat from step to step
+    (parsed once each), and the turn's numbers as literal styled text (never parsed)."""
     h, tl = view.source.header, view.timeline
     if view.source.kind == "live":
         origin = f"[bold $success]● LIVE[/] pid {h.get('pid', '?')}"
@@ -23,12 +38,12 @@ def status_markup(
         origin = f"[bold $primary]REPLAY[/] {escape(str(h.get('path', '')).rsplit('/', 1)[-1])}"
     model = f"[$text-muted]{escape(str(h.get('model', '')))} · {escape(str(h.get('provider', '')))}[/]"
     if failed is not None:
-        return f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]"
+        return (f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]",)
     damage = f"  [$warning]⚠ {escape(str(h['damage']))}[/]" if h.get("damage") else ""
     if not len(tl):
-        return f"{origin}  {model}  [$text-muted]loading…[/]{damage}"
+        return (f"{origin}  {model}  [$text-muted]loading…[/]{damage}",)
     trace = tl.trace(index) or tl.traces[-1]
-    turn = f"turn [bold]{trace['turn']}[/] [$text-muted]({index + 1}/{len(tl)})[/]"
+    turn: tuple[Part, ...] = ("turn ", (str(trace["turn"]), "bold"), " ", (f"({index + 1}/{len(tl)})", "$text-muted"))
     rate = f"{SPEEDS[speed]:g}×"
     mode = f"[bold $accent]▶ playing {rate}[/]" if playing else f"[$text-muted]⏸ {rate}[/]"
     if disconnected is not None:
@@ -53,5 +68,5 @@ def status_markup(
     if n_err:
         dropped += f"  [$warning]{n_err} tap error{'s' if n_err != 1 else ''}[/]"
     if disconnected is not None:  # the banner goes first so 80 columns never cut it off
-        return f"{origin} {state}  {turn}  {mode}{dropped}  {model}"
-    return f"{origin}  {turn}  {mode}  {state}{dropped}  {model}"
+        return (f"{origin} {state}  ", *turn, f"  {mode}{dropped}  {model}")
+    return (f"{origin}  ", *turn, f"  {mode}  {state}{dropped}  {model}")

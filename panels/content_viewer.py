@@ -12,7 +12,6 @@ held a 120,000-character history formatted and wrapped all of it on the UI threa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -26,7 +25,7 @@ from textual.containers import Vertical
 from textual.filter import LineFilter
 from textual.geometry import Region, Size, Spacing
 from textual.scroll_view import ScrollView
-from textual.scrollbar import ScrollBar, ScrollBarRender
+from textual.scrollbar import ScrollBar
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -34,30 +33,11 @@ from textual.widget import Widget
 
 from panels.keys import TURN_KEYS
 from panels.markup_line import MarkupLine
+from panels.repaint import repaint
+from panels.scrollbar_rows import RowScrollBar, rows_moved, thumb
 from panels.text_document import TextDocument, prepare, rewrap, row_text
 
 DEFAULT_WIDTH = 80  # wrap width before the view has been laid out
-
-
-def thumb(height: int, virtual: float, window: float, position: float) -> tuple[int, int] | None:
-    """Where a vertical scrollbar `height` cells high draws its thumb, in eighths of a cell (start,
-    end), as textual's ScrollBarRender computes it; None: no thumb (the content fits)."""
-    window = ceil(window) if window < virtual else 0
-    virtual = ceil(virtual)
-    if not (window and height and virtual and height != virtual):
-        return None
-    size = max(1, window / (virtual / height))
-    start = int((height - size) * (position / (virtual - window)) * len(ScrollBarRender.VERTICAL_BARS))
-    return start, start + ceil(size * len(ScrollBarRender.VERTICAL_BARS))
-
-
-def bar_cells(bar: ScrollBar, virtual: int, position: float) -> list[tuple[str, Style | None]]:
-    """Each row of a vertical scrollbar as its renderer draws it for `virtual` rows (default colours:
-    a row differs between two sizes exactly when it differs in the app's colours)."""
-    window = bar.window_size if bar.window_size < virtual else 0
-    drawn = bar.renderer.render_bar(size=bar.size.height, virtual_size=ceil(virtual), window_size=ceil(window),
-                                    position=position, thickness=bar.thickness, vertical=True)
-    return [(segment.text, segment.style) for segment in drawn.segments]
 
 
 @dataclass(frozen=True)
@@ -104,6 +84,17 @@ class ContentBody(ScrollView, can_focus=True):
         return True
 
     @property
+    def vertical_scrollbar(self) -> ScrollBar:
+        """The vertical scrollbar, a RowScrollBar (its moved rows are drawn from cached rows), made as
+        Textual's Widget.vertical_scrollbar makes its own."""
+        if self._vertical_scrollbar is None:
+            bar = RowScrollBar(vertical=True, name="vertical", thickness=self.scrollbar_size_vertical)
+            bar.display = False
+            self._vertical_scrollbar = bar
+            self.app._start_widget(self, bar)
+        return self._vertical_scrollbar
+
+    @property
     def wrap_width(self) -> int:
         """The width rows are wrapped to (the vertical scrollbar is always there, so it never changes
         with the content)."""
@@ -124,20 +115,21 @@ class ContentBody(ScrollView, can_focus=True):
             if bar.window_size > 0 and bar.size.height and position == bar.position:
                 # A history grown by a turn moves the thumb's ends by a cell or two, if at all: only
                 # those rows are repainted (repainting the whole bar was a tenth of a step's UI time).
-                before = bar_cells(bar, bar.window_virtual_size, position)
-                after = bar_cells(bar, size.height, position)
+                height = bar.size.height
+                before = thumb(height, bar.window_virtual_size, bar.window_size, position)
+                after = thumb(height, size.height, bar.window_size, position)
                 self.set_reactive(Widget.virtual_size, size)
                 bar.set_reactive(ScrollBar.window_virtual_size, size.height)
                 self.scroll_y = self.validate_scroll_y(self.scroll_y)
-                changed = [y for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+                changed = rows_moved(height, before, after)
                 if changed:
-                    bar.refresh(*(Region(0, y, bar.size.width, 1) for y in changed))
+                    repaint(bar, *(Region(0, y, bar.size.width, 1) for y in changed))
             else:
                 self.set_reactive(Widget.virtual_size, size)
                 self._scroll_update(size)
         if scroll_home:
             self.scroll_to(0, 0, animate=False, immediate=True)
-        self.refresh()
+        repaint(self)
 
     def on_resize(self) -> None:
         doc = self.document

@@ -22,6 +22,8 @@ from textual.style import Style as VisualStyle
 from textual.visual import Visual
 from textual.widget import Widget
 
+from panels.repaint import repaint
+
 CACHE_LINES = 256  # distinct line Contents kept per panel (a few per step: ample for stepping back)
 
 
@@ -65,8 +67,8 @@ class LinePanel(Widget):
             return
         width = self.size.width
         changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, new, strict=True)) if a is not b]
-        if changed:  # one refresh for all of them: each call clears caches and wakes the screen
-            self.refresh(*changed)
+        if changed:  # one repaint for all of them: each call clears caches and wakes the screen
+            repaint(self, *changed)
 
     def _build(self) -> list[Strip]:
         width = self.size.width

@@ -25,6 +25,7 @@ from textual.strip import Strip
 from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
+from panels.repaint import repaint
 
 COLUMNS = ("section", "kind", "scope", "prio", "budget", "plan", "sent", "form", "Δ", "hash")
 # Narrow terminals drop the columns a person can live without, so 80 columns need no scrolling.
@@ -189,7 +190,7 @@ class ManifestPanel(ScrollView, can_focus=True):
             del self._strips[key]
         y = row + 1 - int(self.scroll_y)
         if 0 < y < self.scrollable_content_region.height:
-            self.refresh(Region(0, y, self.scrollable_content_region.width, 1))
+            repaint(self, Region(0, y, self.scrollable_content_region.width, 1))
 
     def _scroll_cursor_into_view(self, animate: bool = False) -> None:
         # Row r is virtual line r + 1 (the header is line 0 and stays on screen: one line of spacing).

@@ -10,7 +10,9 @@ import threading
 from inspector.app import InspectorApp
 from inspector.messages import ContentLoaded
 from inspector.sources.synthetic import SyntheticSource
-from panels.content_viewer import ContentBody, ContentViewer, thumb
+from panels import content_viewer
+from panels.content_viewer import ContentBody, ContentViewer
+from panels.scrollbar_rows import thumb
 from panels.text_document import prepare
 from tests.tui.conftest import settle
 
@@ -78,21 +80,33 @@ async def test_a_message_from_a_replaced_worker_is_dropped() -> None:
         assert (viewer.title, viewer.text) == (title, text)
 
 
-async def test_the_scrollbar_is_repainted_only_when_its_drawing_changes() -> None:
+def _spy_repaints(monkeypatch, widget) -> list[tuple[object, ...]]:  # type: ignore[no-untyped-def]
+    """The regions of each repaint (panels.repaint) or refresh of `widget` asked for from now on."""
+    calls: list[tuple[object, ...]] = []
+    original_repaint, original_refresh = content_viewer.repaint, widget.refresh
+
+    def repaint(target, *regions):  # type: ignore[no-untyped-def]
+        if target is widget:
+            calls.append(regions)
+        return original_repaint(target, *regions)
+
+    def refresh(*regions, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(regions)
+        return original_refresh(*regions, **kwargs)
+
+    monkeypatch.setattr(content_viewer, "repaint", repaint)
+    widget.refresh = refresh
+    return calls
+
+
+async def test_the_scrollbar_is_repainted_only_when_its_drawing_changes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     source = Growing(20)
     app = InspectorApp(source)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         body = app.query_one("#content", ContentViewer).query_one(ContentBody)
         bar = body.vertical_scrollbar
-        repaints: list[int] = []
-        original = bar.refresh
-
-        def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
-            repaints.append(1)
-            return original(*args, **kwargs)
-
-        bar.refresh = counting  # type: ignore[method-assign]
+        repaints = _spy_repaints(monkeypatch, bar)
         dark, width = app.current_theme.dark, body.wrap_width
         rows = len(body.document.rows) if body.document else 0
         grown = prepare(source.section_content(19, "history") + "\none more line", dark, width)
@@ -129,7 +143,7 @@ async def test_a_document_is_offered_for_reuse_only_after_its_first_rows_are_dra
         assert seen and not any(seen)
 
 
-async def test_a_moved_thumb_repaints_only_the_rows_that_change() -> None:
+async def test_a_moved_thumb_repaints_only_the_rows_that_change(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A document a few rows longer moves the thumb's ends: only those rows of the bar are repainted
     (not the whole bar), and the bar then shows what a repaint of all of it shows."""
     from textual.geometry import Region
@@ -144,18 +158,11 @@ async def test_a_moved_thumb_repaints_only_the_rows_that_change() -> None:
         body.set_document(prepare("\n".join(["x"] * 100), dark, width))
         await pilot.pause()
         before = [strip.text for strip in bar.render_lines(bar.size.region)]
-        regions: list[tuple[Region, ...]] = []
-        original = bar.refresh
-
-        def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
-            regions.append(args)
-            return original(*args, **kwargs)
-
-        bar.refresh = recording  # type: ignore[method-assign]
+        regions = _spy_repaints(monkeypatch, bar)
         body.set_document(prepare("\n".join(["x"] * 112), dark, width))
         await pilot.pause()
         assert len(regions) == 1 and regions[0], "one refresh, of some rows only"
-        rows = sorted(region.y for region in regions[0])
+        rows = sorted(region.y for region in regions[0] if isinstance(region, Region))
         assert 0 < len(rows) < bar.size.height // 2
         drawn = [strip.text for strip in bar.render_lines(bar.size.region)]
         assert drawn != before
