@@ -229,6 +229,7 @@ class InspectorApp(App[None]):
     # ---- current turn -------------------------------------------------------------------------
 
     def watch_index(self, index: int) -> None:
+        young_gc.raise_threshold()  # a step allocates thousands of short-lived objects (young_gc.py)
         trace = self.full_trace(index)
         if trace is None:
             return
@@ -438,7 +439,6 @@ class InspectorApp(App[None]):
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
-            young_gc.raise_threshold()  # steps allocate thousands of short-lived objects (young_gc.py)
         viewer.show(message.title, message.text, message.document, message.dark, message.key)
         if self.step_timing is not None:
             self.step_timing.content_shown()

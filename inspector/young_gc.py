@@ -6,11 +6,10 @@ threshold (700 allocations net) that still set off one or two generation-0 colle
 and a generation-1 collection every few steps: ~0.75 ms of a quiet step, ~2 ms under load
 (benchmarks/BENCHMARKS.md, stepping). At 10,000 a collection comes every several steps, each scanning
 about what survives (a frame's garbage is mostly gone by then), so the same objects are scanned less
-often. What start-up allocated is frozen before this (the app freezes once the first content is
-shown), so a full collection does not rescan it either.
+often (what start-up allocated is frozen by the app, so a full collection does not rescan it either).
 
-`raise_threshold` is called by the app once it shows content, `restore` when it unmounts, so an app
-run inside another program (the tests) leaves the collector as it found it."""
+`raise_threshold` is called by the app when it shows a turn (a no-op after the first), `restore` when
+it unmounts, so an app run inside another program (the tests) leaves the collector as it found it."""
 
 from __future__ import annotations
 
