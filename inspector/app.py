@@ -32,6 +32,7 @@ from textual.worker import Worker, WorkerState
 from engine.trace_schema import Trace
 from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
+from inspector.key_route import run_step_key, step_keys
 from inspector.keys_footer import KeysFooter
 from inspector.messages import (
     ContentLoaded,
@@ -147,6 +148,8 @@ class InspectorApp(App[None]):
         # CONTEXTPIPE_STEP_TIMING=FILE: each key press's UI CPU and wall up to its frame, as JSON lines.
         self.step_timing = StepTiming.from_env(lambda: (self.size.width, self.size.height),
                                                self.call_after_refresh)
+        # Keys bound to stepping turns: routed to their binding at once when no widget would see them.
+        self._step_keys = step_keys(list(self.BINDINGS))
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -207,6 +210,8 @@ class InspectorApp(App[None]):
             self._last_input = time.monotonic()
             if self.step_timing is not None and isinstance(event, events.Key):
                 self.step_timing.key(event.key, event.time)
+            if isinstance(event, events.Key) and await run_step_key(self, event, self._step_keys):
+                return
         await super().on_event(event)
 
     def on_unmount(self) -> None:
