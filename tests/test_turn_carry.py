@@ -2,7 +2,7 @@
 
 `Pipeline.fast_path` (on by default) lets cost_aware.run reuse the stable rules' outcome (reorder, spill) of an earlier
 build when nothing it depends on changed (see cost_aware._stable_key), and skip the budget guarantee's
-walk when the planned request fits (cost_aware._fits). A pipeline using them must give the same
+walk when the planned request fits (trim_sections.fits_as_planned). A pipeline using them must give the same
 requests, traces, compaction states and journal as one forced down the slow path (`fast_path = False`)
 over sessions that compact, spill (tool results and whole sections), trim a message over the window,
 change their window and margin mid-session, learn a calibration from usage, add and change sources, and
@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.config import PipelineConfig
+from engine.optimize import trim_sections
 from engine.optimize.context import OptimizeLimits
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
@@ -236,7 +237,7 @@ def _broken(drop: str) -> Any:
 def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, drop: str) -> None:
     """The checks above can fail: leave one input out of a guard and the fixed session differs."""
     if drop == "the ceiling":  # the guarantee's shortcut taken whether or not the request fits
-        monkeypatch.setattr(cost_aware, "_fits", lambda p, asm: True)
+        monkeypatch.setattr(trim_sections, "fits_as_planned", lambda p, asm: True)
     else:
         monkeypatch.setattr(cost_aware, "_stable_key", _broken(drop))
     with pytest.raises(AssertionError):

@@ -31,6 +31,7 @@ __all__ = [
     "Rule",
     "RULES",
     "optimize",
+    "not_needed",
     "OptimizeResult",
 ]
 
@@ -64,6 +65,12 @@ class OptimizeResult:
     markers: tuple[Marker, ...] = ()
 
 
+def not_needed(rule: str, reason: str) -> dict[str, object]:
+    """A trace step for a rule that had nothing to do (a caller that knows a rule's outcome without
+    running it records it with this, in the same form)."""
+    return {"step": rule, "status": "not_needed", "reason": reason}
+
+
 def optimize(asm: Assembly, ctx: OptimizeContext, rules: Sequence[Rule] = RULES) -> OptimizeResult:
     """Fold `rules` (default RULES) over the assembly, in order, each behind its gate and min tier.
 
@@ -72,13 +79,7 @@ def optimize(asm: Assembly, ctx: OptimizeContext, rules: Sequence[Rule] = RULES)
     res = OptimizeResult(asm)
     for rule in rules:
         if ctx.tier < rule.min_tier:
-            res.steps.append(
-                {
-                    "step": rule.name,
-                    "status": "not_needed",
-                    "reason": f"tier {ctx.tier.label} < {rule.min_tier.label}",
-                }
-            )
+            res.steps.append(not_needed(rule.name, f"tier {ctx.tier.label} < {rule.min_tier.label}"))
             continue
         gate_open = rule.gate is None or bool(getattr(ctx.limits, rule.gate))
         if not gate_open:
@@ -102,5 +103,5 @@ def optimize(asm: Assembly, ctx: OptimizeContext, rules: Sequence[Rule] = RULES)
             res.skipped.append(rec)
             res.steps.append({**rec, "status": "skipped"})
         else:
-            res.steps.append({"step": rule.name, "status": "not_needed", "reason": out.detail})
+            res.steps.append(not_needed(rule.name, out.detail))
     return res

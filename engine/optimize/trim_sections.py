@@ -13,10 +13,23 @@ from engine.artifacts import Message, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, omission_marker
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_range, oldest_to_drop
+from engine.plan import Plan
+from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
 
 NAME = "trim_sections"
-FITS = "every section within budget"  # its outcome when nothing is over (cost_aware.run skips the walk)
+FITS = "every section within budget"  # its outcome when nothing is over
+
+
+def fits_as_planned(p: Plan, asm: Assembly) -> bool:
+    """Whether this rule leaves `asm`, the assembly `p` planned (nothing changed since), as it is, so a
+    caller may skip the walk over its sections and record the FITS outcome (cost_aware.run does).
+
+    When the planned sections' total plus the reply priming is within the ceiling, the allocation gives
+    every section exactly its size (nothing is in excess; the planner's estimates carry no per-section
+    cap), so no section is over its budget and the total is not over the ceiling. One budget per section
+    (no repeated id), else the rule itself decides."""
+    return p.estimated_tokens + REPLY_PRIMING_TOKENS <= p.ceiling and len(p.budgets) == len(asm)
 
 
 def protected(s: Section) -> bool:

@@ -47,6 +47,7 @@ from engine.optimize import (
     Rule,
     align,
     markers,
+    not_needed,
     optimize,
     spill_large,
     trim_sections,
@@ -63,7 +64,6 @@ from engine.policy.cachecost import (
 )
 from engine.policy.settings import PolicySettings
 from engine.policy.state import CompactionState
-from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import Form, SectionKind
 
 STEP = "compact_history"
@@ -360,13 +360,11 @@ def run(
             step = {"step": STEP, "status": "not_needed", "reason": why}
     the_plan, reserves, ratio = plan_fn(asm1)
     ctx2 = make_ctx(the_plan)
-    if carry is not None and _fits(the_plan, asm1):
-        # The budget guarantee has nothing to trim (see _fits): what trim_sections would say, without
-        # walking the sections; the markers as always.
+    if carry is not None and trim_sections.fits_as_planned(the_plan, asm1):
+        # The budget guarantee has nothing to trim: what trim_sections would say, without walking the
+        # sections; the markers as always.
         res2 = optimize(asm1, ctx2, GUARANTEE_RULES[1:])
-        res2.steps.insert(
-            0, {"step": trim_sections.NAME, "status": "not_needed", "reason": trim_sections.FITS}
-        )
+        res2.steps.insert(0, not_needed(trim_sections.NAME, trim_sections.FITS))
     else:
         res2 = optimize(asm1, ctx2, GUARANTEE_RULES)
     marks = res2.markers
@@ -393,16 +391,6 @@ STABLE_CARRY = "stable rules"
 # column (and any engine policy columns) on one pipeline, and with a single outcome each build evicted
 # the other column's (the 930-turn synthetic session: 1,860 misses, 42 hits).
 CARRY_SLOTS = 4
-
-
-def _fits(p: Plan, asm: Assembly) -> bool:
-    """Whether the budget guarantee (trim_sections) leaves `asm`, the assembly `p` planned, as it is.
-
-    When the planned sections' total plus the reply priming is within the ceiling, the allocation gives
-    every section exactly its size (nothing is in excess; the planner's estimates carry no per-section
-    cap), so no section is over its budget and the total is not over the ceiling: trim_sections changes
-    nothing and says so. One budget per section (no repeated id), else the rule itself decides."""
-    return p.estimated_tokens + REPLY_PRIMING_TOKENS <= p.ceiling and len(p.budgets) == len(asm)
 
 
 def _stable_key(applied: Assembly, ctx: OptimizeContext) -> tuple[Any, ...] | None:
