@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from engine.recording.spill_file import SpillFile, SpillReadError, checksum
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items
 
 Event = dict[str, Any]
 
@@ -161,9 +161,7 @@ class EventLog(Sequence[Event]):
             k += 1
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+        return same_items(self, other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the list it replaces
 

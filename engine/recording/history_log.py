@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from engine.artifacts import Message
-from engine.recording.spill_file import SpillFile, SpillReadError, checksum
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items
 
 # Messages written per release, at least: ~128 rounds of a tool-using agent, a write of a few hundred
 # KB every hundred-odd turns.
@@ -202,9 +202,7 @@ class HistoryLog(Sequence[Message]):
             k += len(live)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
+        return same_items(self, other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the list it replaces
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import tempfile
 import zlib
+from collections.abc import Sequence
+from typing import Any
 
 from engine.errors import ContextPipeError
 
@@ -96,3 +98,11 @@ def checksum(data: bytes | memoryview) -> int:
     """What a record is checked against when read back: a damaged file must fail loudly, not unpickle
     into something else."""
     return zlib.crc32(data)
+
+
+def same_items(log: Sequence[Any], other: object) -> bool:
+    """`==` for the logs that keep part of themselves in a scratch file (history, journal): equal to any
+    sequence (a list, another log) holding equal items in order, as the lists they replace are."""
+    if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+        return NotImplemented  # type: ignore[no-any-return]
+    return len(log) == len(other) and all(a == b for a, b in zip(log, other, strict=False))
