@@ -32,6 +32,7 @@ from textual.worker import Worker, WorkerState
 from engine.trace_schema import Trace
 from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
+from inspector.early_steps import EarlySteps
 from inspector.key_route import run_step_key, step_keys
 from inspector.keys_footer import KeysFooter
 from inspector.messages import (
@@ -150,6 +151,8 @@ class InspectorApp(App[None]):
                                                self.call_after_refresh)
         # Keys bound to stepping turns: routed to their binding at once when no widget would see them.
         self._step_keys = step_keys(list(self.BINDINGS))
+        # Steps typed before the start turn is on screen run once it is (early_steps.py).
+        self._early_steps = EarlySteps()
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -327,9 +330,22 @@ class InspectorApp(App[None]):
                 self._newest_pending = True
                 self.call_later(self._show_newest)
             self._update_status()
+            self._end_early_steps(message.more)
             return
         self.index = timeline.current
         self._update_status()
+        self._end_early_steps(message.more)
+
+    def _end_early_steps(self, more: bool) -> None:
+        # Steps typed while nothing was shown run once the start turn is: the first turn of the first
+        # chunk, or the turn asked for with --turn once its chunk is in (early_steps.py).
+        view = self.view
+        if not self._early_steps.waiting:
+            return
+        if view.loaded or (len(view.timeline) and view.start_turn is None):
+            self._early_steps.start_shown()
+        elif not more:
+            self._early_steps.nothing_to_show()
 
     def _first_frame_drawn(self) -> None:
         # The first screen is complete once the footer's keys are drawn too: the footer lays them out when
@@ -541,20 +557,26 @@ class InspectorApp(App[None]):
     # ---- stepping -----------------------------------------------------------------------------
 
     def action_step(self, delta: int) -> None:
-        self._go(self.timeline.step(delta))
+        self._early_steps.run_or_hold(lambda: self._go(self.timeline.step(delta)))
 
     def action_first(self) -> None:
-        self._go(self.timeline.go(0))
+        self._early_steps.run_or_hold(lambda: self._go(self.timeline.go(0)))
 
     def action_last(self) -> None:
-        self._go(self.timeline.go(self.timeline.last))
+        self._early_steps.run_or_hold(lambda: self._go(self.timeline.go(self.timeline.last)))
 
     def action_next_interesting(self) -> None:
+        self._early_steps.run_or_hold(self._next_interesting)
+
+    def action_prev_interesting(self) -> None:
+        self._early_steps.run_or_hold(self._prev_interesting)
+
+    def _next_interesting(self) -> None:
         if self.timeline.next_interesting() is None:
             self.notify("no later interesting turn", timeout=2)
         self._go(self.timeline.current)
 
-    def action_prev_interesting(self) -> None:
+    def _prev_interesting(self) -> None:
         if self.timeline.prev_interesting() is None:
             self.notify("no earlier interesting turn", timeout=2)
         self._go(self.timeline.current)
