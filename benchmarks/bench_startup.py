@@ -12,9 +12,9 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
            benchmarks/bench_tui.py generates, or --recording; CONTEXTPIPE_TRAJECTORIES is not needed):
            from process start to the first complete screen (the current turn and the footer's keys).
-           The child (benchmarks/startup_child.py) runs the command as the console script does:
-           `inspector.cli` imported, argv set, `app()` called (the program's own dispatch, typer's or
-           not, then `replay` as it is), with only App.run replaced by a headless run at 120x40; it
+           The child (benchmarks/startup_child.py) runs the command as the console script does: the
+           entry point pyproject.toml names imported, argv set, and called (the program's own dispatch,
+           typer's or not, then `replay` as it is), with only App.run replaced by a headless run at 120x40; it
            reports its own CPU since process start (time.process_time, read in the callback that runs
            once that frame is written, so interpreter start-up, every import and the reader thread are
            included) and the parent reports wall time from spawn. Goal: < 1 s of CPU. `--compare DIR`
@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,10 +75,23 @@ def compile_tree(root: Path) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
 
 
+def entry_point(root: Path) -> str:
+    """MODULE:FUNCTION of the `cp-inspect` console script, as the tree's pyproject.toml names it."""
+    return str(tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"])
+
+
+def console_script(root: Path) -> list[str]:
+    """A command line that runs what the installed `cp-inspect` script runs: import the entry point and
+    call it (the script's own arguments follow)."""
+    module, _, function = entry_point(root).partition(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {function} as main; sys.exit(main())"]
+
+
 def replay_child(root: Path, rec: Path) -> tuple[float, float]:
     """(CPU ms, wall ms) to the first frame of one fresh `replay` child running the code in `root`."""
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("startup_child.py")), str(rec), repr(time.time())],
+        [sys.executable, str(Path(__file__).with_name("startup_child.py")), str(rec), repr(time.time()),
+         entry_point(root)],
         capture_output=True,
         text=True,
         env=_env(root),
@@ -139,7 +153,7 @@ def main() -> None:
         base_file.write_text(BASELINE_APP)
         baseline = [py, str(base_file), "--help"]
         if args.only in (None, "help"):
-            sc, sw, bc, bw = interleaved([py, "-m", "inspector.cli", "--help"], baseline, args.runs)
+            sc, sw, bc, bw = interleaved([*console_script(ROOT), "--help"], baseline, args.runs)
             print(
                 f"help     cp-inspect --help      CPU {med(sc):6.0f} ms  wall {med(sw):6.0f} ms   "
                 f"baseline typer --help CPU {med(bc):6.0f} ms  wall {med(bw):6.0f} ms   "
@@ -148,7 +162,7 @@ def main() -> None:
         if args.only in (None, "explain"):
             demo = str(ROOT / "demo_sessions" / "scout-anthropic.cpsession")
             sc, sw, bc, bw = interleaved(
-                [py, "-m", "inspector.cli", "explain", demo, "--format", "json"], baseline, args.runs
+                [*console_script(ROOT), "explain", demo, "--format", "json"], baseline, args.runs
             )
             print(
                 f"explain  explain --format json  CPU {med(sc):6.0f} ms  wall {med(sw):6.0f} ms   "

@@ -1,9 +1,10 @@
 """The process bench_startup.py times for `replay`: `cp-inspect replay FILE` as the console script runs it.
 
-    python benchmarks/startup_child.py FILE SPAWNED_AT      (PYTHONPATH: the tree to time)
+    python benchmarks/startup_child.py FILE SPAWNED_AT [MODULE:FUNCTION]      (PYTHONPATH: the tree to time)
 
-It does what the console script does (import `inspector.cli`, set argv, call `app()`: the program reads
-its own command line, typer or not), with only App.run replaced by a headless run at 120x40. It prints
+It does what the console script does (import the entry point, as the timed tree's pyproject.toml names it,
+set argv, call it: the program reads its own command line, typer or not), with only App.run replaced by a
+headless run at 120x40. It prints
 its CPU since process start (time.process_time: interpreter start-up, every import and every thread
 included) and the wall time since SPAWNED_AT, read in the after-refresh callback of the first complete
 screen (the current turn, and the footer's keys laid out), then exits without the app's teardown. Kept
@@ -20,10 +21,12 @@ from typing import Any
 def main() -> None:
     path, spawned_at = sys.argv[1], float(sys.argv[2])
     import asyncio
+    import importlib
     import json
     import os
 
-    import inspector.cli as cli  # the console script's import
+    # The console script's entry point (MODULE:FUNCTION) as the timed tree's pyproject.toml names it.
+    module_name, _, attr = (sys.argv[3] if len(sys.argv) > 3 else "inspector.cli:app").partition(":")
 
     def complete(app: Any) -> bool:
         """The first screen as it stays: the current turn, and the footer's keys laid out (the footer
@@ -57,18 +60,22 @@ def main() -> None:
         def run(self) -> None:  # what the command calls: App.run, here headless at 120x40
             asyncio.run(first_frame(self.app))
 
-    if hasattr(cli, "replay_app"):
-        built = cli.replay_app
-        cli.replay_app = lambda *a, **k: Headless(built(*a, **k))  # type: ignore[assignment]
-    else:  # code from before replay_app (a base for a before/after figure): `replay` ran _run_app then
+    try:
+        import inspector.replay_command as builder  # replay_app's module since the typer-free entry point
+    except ImportError:  # older code (a base for a before/after figure): replay_app was in inspector.cli
+        import inspector.cli as builder
+    if hasattr(builder, "replay_app"):
+        built = builder.replay_app
+        builder.replay_app = lambda *a, **k: Headless(built(*a, **k))
+    else:  # code from before replay_app: `replay` ran _run_app then
         def run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
             from inspector.app import InspectorApp
 
             Headless(InspectorApp(source, theme=theme, start_turn=start_turn)).run()
 
-        cli._run_app = run_app  # type: ignore[attr-defined]
+        builder._run_app = run_app
     sys.argv = ["cp-inspect", "replay", path]
-    cli.app()  # as the console script calls it: the command line from sys.argv
+    getattr(importlib.import_module(module_name), attr)()  # as the console script calls it
     raise SystemExit("replay returned without drawing a frame")
 
 

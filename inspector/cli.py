@@ -7,13 +7,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from engine.errors import ContextPipeError
 
-from . import fleet_cli, startup_gc
+from . import fleet_cli, replay_command, startup_gc
 from .cli_common import (
     GateOpt,
     ThresholdOpt,
@@ -26,15 +26,16 @@ from .cli_common import (
 )
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
+from .entry import run_standalone
 from .proxy_cli import proxy, run
 from .simulate_cli import simulate
 
 
 class CommandLine(typer.Typer):
-    """The program's typer app, which the console script calls. A plain `replay FILE [options]`
-    (replay_argv.py) goes straight to `replay`: typer's dispatch of it (building every command and
-    coercing the arguments through pydantic) was a quarter of the CPU to the first frame of a long
-    recording. Every other command line, and every call with arguments (tests, CliRunner), is typer's."""
+    """The program's typer app. A plain `replay FILE [options]` (replay_argv.py) goes straight to
+    `replay` (entry.py, the console script, does this before importing typer at all; this covers a
+    console script installed as `inspector.cli:app`). Every other command line, and every call with
+    arguments (tests, CliRunner), is typer's."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:
@@ -42,28 +43,8 @@ class CommandLine(typer.Typer):
 
             plain = plain_replay(sys.argv[1:], os.environ)
             if plain is not None:
-                _run_standalone(lambda: replay(**plain))
+                run_standalone(lambda: replay_command.replay(**plain))
         return super().__call__(*args, **kwargs)
-
-
-def _run_standalone(command: Any) -> NoReturn:
-    """Run a command and exit as typer's standalone mode would after dispatching it: the command's
-    typer.Exit (fail()) gives its code, Ctrl+C 130, an abort (or end of input) "Aborted!" and 1,
-    success 0; anything else propagates with its traceback (pretty exceptions are off)."""
-    try:
-        try:
-            command()
-        except EOFError as exc:
-            typer.echo(err=True)
-            raise typer.Abort() from exc
-        except KeyboardInterrupt as exc:
-            raise typer.Exit(130) from exc
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("Aborted!", err=True)
-        sys.exit(1)
-    sys.exit(0)
 
 
 app = CommandLine(
@@ -324,30 +305,6 @@ def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> N
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
 
 
-def replay_app(file: Path, turn: int | None = None, follow: bool = False, theme: str | None = None) -> Any:
-    """The app `replay` runs, built as it builds it (benchmarks/bench_startup.py times this path). The
-    collector is held off from here to the app's first frame with data (startup_gc.py): the caller
-    runs the app, or calls `startup_gc.release()` itself."""
-    startup_gc.hold()  # before the recording reader and the app are imported
-    try:
-        from inspector.app import InspectorApp
-        from inspector.sources.file import FileSource
-
-        r = open_recording(file)
-        if turn is not None:
-            numbers = r.turn_numbers()
-            if not numbers:
-                fail(f"{file} has no completed turns yet", 2)
-            n = turn if turn >= 0 else numbers[-1] + 1 + turn
-            if n not in numbers:
-                fail(f"turn {turn} is not in {file} (it has turns {numbers[0]}..{numbers[-1]})", 2)
-            turn = n
-        return InspectorApp(FileSource(file, follow=follow, reader=r), theme=theme, start_turn=turn)
-    except BaseException:  # a bad file or turn (typer.Exit) in a process that goes on, as under CliRunner
-        startup_gc.release(freeze=False)
-        raise
-
-
 @app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="A .cpsession recording.")],
@@ -356,10 +313,7 @@ def replay(
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Step through a recorded session turn by turn."""
-    try:
-        replay_app(file, turn, follow, theme).run()
-    finally:
-        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
+    replay_command.replay(file, turn, follow, theme)
 
 
 @app.command()

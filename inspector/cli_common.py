@@ -1,11 +1,13 @@
-"""Helpers every `cp-inspect` command module shares: error exits, NAME=VALUE options, opening recordings."""
+"""Helpers every `cp-inspect` command module shares: NAME=VALUE options, reading a recording's events, and
+(from recording_open.py, which `replay` uses without typer) error exits and opening recordings."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from .recording_open import fail, open_recording
 
 if TYPE_CHECKING:
     from engine.recording.cpsession import RecordingReader
@@ -25,12 +27,6 @@ ThresholdOpt = Annotated[
         "(or trim_schemas, compact_history, aggressive_prune)."
     ),
 ]
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    """Print a message a person can act on (prefixed like every error of this program) and exit."""
-    typer.secho(f"cp-inspect: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
 
 
 def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any]:
@@ -80,27 +76,6 @@ def on_off(v: str) -> bool:
     raise ValueError("use on or off")
 
 
-def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
-    # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
-    from engine.recording.cpsession import RecordingError, RecordingReader
-
-    if not path.exists():
-        fail(f"no such file: {path}")
-    if path.is_dir():
-        fail(f"{path} is a directory: give the path of a .cpsession recording file")
-    try:
-        r = RecordingReader.open(path, salvage=salvage)
-    except RecordingError as exc:
-        fail(str(exc))
-    except PermissionError:
-        fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
-    except OSError as exc:
-        fail(f"cannot read {path}: {exc.strerror or exc}")
-    if r.damage is not None:
-        typer.secho(f"warning: {r.damage.message}", fg=typer.colors.YELLOW, err=True)
-    return r
-
-
 def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
     """Every event of a recording with the file offset of the frame holding it. Events are read lazily
     by the reader, so the read happens here, inside the error handling: damage is one line, not a
@@ -126,3 +101,6 @@ def event_offset(offsets: list[int], index: int | None) -> str:
     if index is None or not 0 <= index < len(offsets):
         return ""
     return f" (the frame at offset {offsets[index]})"
+
+__all__ = ["GateOpt", "ThresholdOpt", "event_offset", "fail", "on_off", "open_recording", "parse_gates",
+           "parse_pairs", "parse_thresholds", "read_events"]

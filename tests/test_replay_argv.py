@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inspector.cli as cli
+import inspector.replay_command as replay_command
 from inspector.replay_argv import plain_replay
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +43,7 @@ def _typer_reads(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch)
         seen.update(file=file, turn=turn, follow=follow, theme=theme)
         return Opened()
 
-    monkeypatch.setattr(cli, "replay_app", recording)
+    monkeypatch.setattr(replay_command, "replay_app", recording)
     try:
         command.main(args=argv, prog_name="cp-inspect", standalone_mode=False)
     except (Exception, SystemExit):  # a usage error, help (its exit), a refused value
@@ -104,30 +106,35 @@ def test_shell_completion_is_left_to_typer() -> None:
 
 # ---- the program as the console script runs it, against typer's dispatch of the same line ---------
 
+# The console script's entry point, as pyproject.toml names it (what `cp-inspect` runs).
+SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
+
 RUN = r'''
-import json, sys
-import inspector.cli as cli
+import importlib, json, sys
+import inspector.replay_command as replay_command
+module, _, name = sys.argv[2].partition(":")
 sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
 if "--open" in sys.argv:  # a recording that opens: the app is not run, its arguments are printed
     sys.argv.remove("--open")
     class Opened:
         def run(self):
-            mods = [m for m in ("pydantic", "textual.app") if m in sys.modules]
+            mods = [m for m in ("pydantic", "typer", "textual.app") if m in sys.modules]
             print(json.dumps({"args": [str(a) for a in self.args], "modules": mods}))
     def replay_app(*args):
         o = Opened(); o.args = args; return o
-    cli.replay_app = replay_app
+    replay_command.replay_app = replay_app
 if "--typer" in sys.argv:  # typer's own dispatch of the same line
     sys.argv.remove("--typer")
+    import inspector.cli as cli
     cli.app(sys.argv[1:], prog_name="cp-inspect")
-cli.app()
+getattr(importlib.import_module(module), name)()  # the console script
 '''
 
 
 def _run(argv: list[str], typer_dispatch: bool) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = [*argv, "--typer"] if typer_dispatch else argv
-    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args), SCRIPT], capture_output=True, text=True,
                           env=env, timeout=120)
 
 
@@ -142,7 +149,9 @@ def test_the_console_script_answers_as_typer_does(argv: list[str]) -> None:
     if argv[-1] == "--open":
         shown, typer_shown = json.loads(direct.stdout), json.loads(typed.stdout)
         assert shown["args"] == typer_shown["args"] == [str(DEMO), "3", "False", "None"]
-        # The direct path never imports pydantic (typer's does, to coerce the arguments).
-        assert "pydantic" not in shown["modules"] and "pydantic" in typer_shown["modules"]
+        # The direct path imports neither typer nor pydantic (typer's dispatch coerces the arguments
+        # through pydantic).
+        assert "typer" not in shown["modules"] and "pydantic" not in shown["modules"]
+        assert "pydantic" in typer_shown["modules"]
     else:
         assert direct.returncode != 0 and direct.stderr.startswith("cp-inspect: ")

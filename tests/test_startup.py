@@ -66,20 +66,20 @@ def test_public_names_resolve_on_first_use() -> None:
 
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 
-# Runs in a fresh process: `replay`'s own app (cli.replay_app) headless until the current turn is drawn,
+# Runs in a fresh process: `replay`'s own app (replay_command.replay_app) headless until the current turn is drawn,
 # as benchmarks/bench_startup.py times it, on the demo recording read in chunks of 3 and 7 turns (a long
 # recording in miniature: the first frame is drawn while the rest loads); then what had been imported,
 # mounted and collected by then, and again once the app has settled.
 FIRST_FRAME_PROBE = r'''
 import asyncio, gc, json, sys
 from pathlib import Path
-import inspector.cli as cli
+from inspector.replay_command import replay_app
 from inspector.sources.file import FileSource
 
 FileSource.load_chunks.__defaults__ = (3, 7)
 out = {}
 async def main():
-    app = cli.replay_app(Path(sys.argv[1]))
+    app = replay_app(Path(sys.argv[1]))
     out["collector_off_while_starting"] = not gc.isenabled()
     first_frame_drawn = app._first_frame_drawn
     def probe():  # the app's "first frame drawn" (again until the footer is in), before the rest starts

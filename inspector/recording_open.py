@@ -1,0 +1,50 @@
+"""Opening a recording for a command, and the error exit every command shares, without importing typer.
+
+`cp-inspect replay FILE` is run without typer (entry.py): typer and the other commands' modules were
+60-80 ms of CPU before a long recording's first frame. These two helpers are what `replay` needs of the
+command-line plumbing, so they import typer only on the way out, to print and exit exactly as the
+typer commands do (cli_common.py re-exports them for those).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from engine.recording.cpsession import RecordingReader
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print a message a person can act on (prefixed like every error of this program) and exit."""
+    import typer  # only on the way out (see the module's docstring)
+
+    typer.secho(f"cp-inspect: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    import typer
+
+    typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
+
+
+def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
+    # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
+    from engine.recording.cpsession import RecordingError, RecordingReader
+
+    if not path.exists():
+        fail(f"no such file: {path}")
+    if path.is_dir():
+        fail(f"{path} is a directory: give the path of a .cpsession recording file")
+    try:
+        r = RecordingReader.open(path, salvage=salvage)
+    except RecordingError as exc:
+        fail(str(exc))
+    except PermissionError:
+        fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror or exc}")
+    if r.damage is not None:
+        warn(r.damage.message)
+    return r

@@ -1,0 +1,50 @@
+"""What `cp-inspect replay` does, importable without typer.
+
+The console script (entry.py) runs a plain `replay FILE [--turn N] [--follow] [--theme NAME]` from here
+without importing typer or the other commands' modules; the typer command `replay` in cli.py calls the
+same function, so both open, check and run a recording the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import startup_gc
+from .recording_open import fail, open_recording
+
+if TYPE_CHECKING:
+    from .app import InspectorApp
+
+
+def replay_app(file: Path, turn: int | None = None, follow: bool = False,
+               theme: str | None = None) -> InspectorApp:
+    """The app `replay` runs, built as it builds it (benchmarks/bench_startup.py times this path). The
+    collector is held off from here to the app's first frame with data (startup_gc.py): the caller
+    runs the app, or calls `startup_gc.release()` itself."""
+    startup_gc.hold()  # before the recording reader and the app are imported
+    try:
+        from inspector.app import InspectorApp
+        from inspector.sources.file import FileSource
+
+        r = open_recording(file)
+        if turn is not None:
+            numbers = r.turn_numbers()
+            if not numbers:
+                fail(f"{file} has no completed turns yet", 2)
+            n = turn if turn >= 0 else numbers[-1] + 1 + turn
+            if n not in numbers:
+                fail(f"turn {turn} is not in {file} (it has turns {numbers[0]}..{numbers[-1]})", 2)
+            turn = n
+        return InspectorApp(FileSource(file, follow=follow, reader=r), theme=theme, start_turn=turn)
+    except BaseException:  # a bad file or turn (typer.Exit) in a process that goes on, as under CliRunner
+        startup_gc.release(freeze=False)
+        raise
+
+
+def replay(file: Path, turn: int | None = None, follow: bool = False, theme: str | None = None) -> None:
+    """Step through a recorded session turn by turn."""
+    try:
+        replay_app(file, turn, follow, theme).run()
+    finally:
+        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
