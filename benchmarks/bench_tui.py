@@ -433,6 +433,17 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
     return out
 
 
+def complete_records(log: Path) -> list[dict[str, Any]]:
+    """The records the app has finished writing to `log`: the app appends one JSON line per key and may
+    be part way through one when this reads the file, so text after the last newline is left for the
+    next read (parsing it failed a run now and then)."""
+    try:
+        data = log.read_bytes()  # bytes: a cut could fall inside a character too
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line]
+
+
 def _tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
@@ -463,7 +474,7 @@ def tmux_step_run(rec: Path, size: tuple[int, int], steps: int, history: bool, p
             time.sleep(1.0)
 
         def lines() -> list[dict[str, Any]]:
-            return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+            return complete_records(log)
 
         first = len(lines())
         for _ in range(steps):

@@ -53,6 +53,7 @@ class Screenful:
     pad: Style
     filters: tuple[LineFilter, ...]
     background: Color
+    text_width: int = 0  # the columns left of the scrollbar (a step repaints only these)
 
     def finish(self, strip: Strip) -> Strip:
         """`strip` padded and filtered as ContentBody.render_lines does; the results are cached on
@@ -60,6 +61,20 @@ class Screenful:
         strip = strip.adjust_cell_length(self.width, self.pad)
         for line_filter in self.filters:
             strip = strip.apply_filter(line_filter, self.background)
+        return strip
+
+    def finish_for_terminal(self, strip: Strip, console: Console) -> Strip:
+        """`finish(strip)` with its terminal output (escape sequences) made too, and kept on the strip
+        (Strip.render caches it): the frame that shows a prepared row hands this same strip to the
+        driver, which then writes it without converting its segments on the UI thread (a History step
+        at 200x60 writes about a screenful of new rows: 1-2 ms more in a terminal than headless)."""
+        strip = self.finish(strip)
+        strip.render(console)
+        if 0 < self.text_width < self.width:
+            # A step repaints the text, not the scrollbar beside it, so the frame cuts each row where
+            # the scrollbar starts (Strip.divide, cached on the strip by its cuts) and writes the left
+            # piece: that piece, made here, is the one the frame finds.
+            strip.divide([self.text_width, self.width])[0].render(console)
         return strip
 
 
@@ -77,7 +92,8 @@ class ContentBody(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.document: TextDocument | None = None
         self._strips: LRUCache[int, Strip] = LRUCache(1024)
-        self._frame: tuple[Style, int] | None = None  # (base style, width) while a frame is drawn
+        # (base style, width, text selection) while a frame is drawn: read once a frame, not once a row
+        self._frame: tuple[Style, int, Selection | None] | None = None
 
     @property
     def allow_select(self) -> bool:
@@ -129,7 +145,15 @@ class ContentBody(ScrollView, can_focus=True):
                 self._scroll_update(size)
         if scroll_home:
             self.scroll_to(0, 0, animate=False, immediate=True)
-        repaint(self)
+        # The text's rows only: the scrollbar beside them repaints itself where its drawing changes (the
+        # rows its thumb's ends moved across, above, or all of it when the thumb moves with the
+        # scroll). Repainting the whole body made every frame of a step draw the bar's every row
+        # again (~1 ms at 200x60) to put back the same cells.
+        text = self.scrollable_content_region
+        if text.area:
+            repaint(self, Region(0, 0, text.width, text.height))
+        else:  # not laid out yet
+            repaint(self)
 
     def on_resize(self) -> None:
         doc = self.document
@@ -155,7 +179,7 @@ class ContentBody(ScrollView, can_focus=True):
         base_background, background = self.background_colors
         return Screenful(max(self.size.height, 1), self.rich_style, self.content_region.width,
                          VisualStyle(background=base_background + background).rich_style,
-                         tuple(self.get_line_filters()), background)
+                         tuple(self.get_line_filters()), background, self.scrollable_content_region.width)
 
     def _plain(self) -> bool:
         """No border, outline, padding, tint, opacity or hatch: a row on screen is the row's strip
@@ -167,9 +191,10 @@ class ContentBody(ScrollView, can_focus=True):
                 and self._border_title is None and self._border_subtitle is None)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # The rows of one frame share the base style and width. rich_style walks the ancestors'
-        # backgrounds: asked once a row it was the largest part of drawing a new screenful.
-        self._frame = (self.rich_style, self.scrollable_content_region.width)
+        # The rows of one frame share the base style, width and selection. rich_style walks the
+        # ancestors' backgrounds (asked once a row it was the largest part of drawing a new screenful);
+        # text_selection looks the screen up through the ancestors too.
+        self._frame = (self.rich_style, self.scrollable_content_region.width, self.text_selection)
         try:
             if not self._plain():
                 return super().render_lines(crop)
@@ -189,17 +214,18 @@ class ContentBody(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         index = y + int(self.scroll_y)
         doc = self.document
-        base, width = self._frame or (self.rich_style, self.scrollable_content_region.width)
+        base, width, selection = self._frame or (self.rich_style, self.scrollable_content_region.width,
+                                                 self.text_selection)
         if doc is None or index >= len(doc.rows):
             return Strip.blank(width, base)
         strip = self._strips.get(index)
         if strip is None:
-            strip = self._strips[index] = self._render_row(index, width, base)
+            strip = self._strips[index] = self._render_row(index, width, base, selection)
         return strip
 
-    def _render_row(self, index: int, width: int, base: Style) -> Strip:
+    def _render_row(self, index: int, width: int, base: Style, selection: Selection | None) -> Strip:
         assert self.document is not None
-        doc, selection = self.document, self.text_selection
+        doc = self.document
         if selection is None and doc.first_rows_style == base and width == doc.width:
             strip = doc.first_rows.get(index)  # drawn by the content worker
             if strip is not None:
@@ -232,7 +258,7 @@ def prerender(doc: TextDocument, screen: Screenful, console: Console) -> None:
     thread does not)."""
     rows = {i: render_row(doc, i, doc.width, screen.base, console) for i in range(min(screen.rows, len(doc.rows)))}
     for strip in rows.values():
-        screen.finish(strip)
+        screen.finish_for_terminal(strip, console)
     doc.first_rows = rows
     doc.first_rows_style = screen.base
 
@@ -250,6 +276,8 @@ class ContentViewer(Vertical):
         self._text, self._title = "", ""
         self._theme_dark: bool | None = None
         self.key: tuple[str, str] | None = None  # (section id, content hash) of the text shown
+        self._body: ContentBody | None = None
+        self._title_line: MarkupLine | None = None
 
     def compose(self) -> ComposeResult:
         yield MarkupLine("select a section (Enter) or press b for the request body", id="content-title")
@@ -257,7 +285,9 @@ class ContentViewer(Vertical):
 
     @property
     def body(self) -> ContentBody:
-        return self.query_one("#content-body", ContentBody)
+        if self._body is None:  # looked up once: a step asks for it several times
+            self._body = self.query_one("#content-body", ContentBody)
+        return self._body
 
     @property
     def wrap_width(self) -> int:
@@ -302,7 +332,9 @@ class ContentViewer(Vertical):
         body = self.body
         language = body.document.language if body.document is not None else "text"
         # One line of fixed height: a new title never lays the screen out again.
-        self.query_one("#content-title", MarkupLine).update(f"{title}  ·  {language}  ·  {len(self._text):,} chars")
+        if self._title_line is None:
+            self._title_line = self.query_one("#content-title", MarkupLine)
+        self._title_line.update(f"{title}  ·  {language}  ·  {len(self._text):,} chars")
 
     @property
     def title(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.segment import Segment
+from rich.style import Style as RichStyle
 from textual.content import Content
 from textual.geometry import Region
 from textual.selection import Selection
@@ -25,6 +26,7 @@ from textual.widget import Widget
 from panels.repaint import repaint
 
 CACHE_LINES = 256  # distinct line Contents kept per panel (a few per step: ample for stepping back)
+CACHE_STYLES = 4096  # distinct (style, x, y) of segments kept per panel
 
 
 def merge_runs(cells: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -47,6 +49,11 @@ class LinePanel(Widget):
         self._shown: list[Strip] = []
         self._rendered: dict[tuple[object, ...], list[Strip]] = {}  # (line number, text, spans) -> its rows
         self._key: tuple[int, object] | None = None  # (width, style) the cache was rendered for
+        # (segment style, x, y) -> the segment's Rich style on this panel's base style, with the offsets
+        # text selection reads. Making one costs ~10-20 us (a Rich Style with meta); a step's changed
+        # lines mostly put the same styles at the same places (numbers, bars, the sparkline), so most
+        # are found here. Kept with the line cache: valid for one (width, base style).
+        self._offset_styles: dict[tuple[VisualStyle, int, int], RichStyle] = {}
 
     def lines(self, width: int) -> list[Content]:
         raise NotImplementedError
@@ -74,9 +81,12 @@ class LinePanel(Widget):
         width = self.size.width
         style = self.visual_style
         selection = self.text_selection
-        if self._key != (width, style) or selection is not None or len(self._rendered) > CACHE_LINES:
+        restyled = self._key != (width, style)
+        if restyled or selection is not None or len(self._rendered) > CACHE_LINES:
             self._rendered = {}
             self._key = (width, style)
+        if restyled or len(self._offset_styles) > CACHE_STYLES:
+            self._offset_styles = {}
         strips: list[Strip] = []
         lines = [part for line in self.lines(max(10, width)) for part in line.split("\n")]
         for y, line in enumerate(lines):
@@ -97,8 +107,13 @@ class LinePanel(Widget):
             # A line that fits needs no wrapping or aligning: Content.to_strip's own loop, without the
             # formatting machinery around it (most of the cost for a short line).
             segments, x = [], 0
+            made = self._offset_styles
             for text, text_style in line.render(style, end="", parse_style=self._get_style):
-                segments.append(Segment(text, (style + text_style).rich_style_with_offset(x, y)))
+                key = (text_style, x, y)
+                rich_style = made.get(key)
+                if rich_style is None:
+                    rich_style = made[key] = (style + text_style).rich_style_with_offset(x, y)
+                segments.append(Segment(text, rich_style))
                 x += len(text)
             return [Strip(segments, line.cell_length)]
         # Rendered below y empty lines, so the strips carry this line's y in their offsets.

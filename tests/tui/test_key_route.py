@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
 from textual import events, on
+from textual.binding import Binding
 from textual.message_pump import MessagePump
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
+import inspector.app
 from inspector.app import InspectorApp
 from inspector.key_route import ignores_key, step_keys
 from inspector.screens import GoToTurnScreen
@@ -113,3 +118,44 @@ def test_a_widget_with_any_key_handler_gets_the_key_the_ordinary_way() -> None:
     assert ignores_key(KeyMethod, ("left",))  # key_right has no use for Left
     for cls in (Plain, ManifestPanel, ContentBody, Slider):
         assert ignores_key(cls, ("right",)), cls
+
+
+async def test_a_step_key_builds_the_binding_chain_once(replay_source: SyntheticSource,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Textual's look-up builds it for the priority bindings and again for the ordinary ones (2 a step before).
+    built: list[int] = []
+    chain = Screen._binding_chain
+
+    def counted(screen: Screen) -> object:
+        built.append(1)
+        return chain.fget(screen)  # type: ignore[attr-defined]
+
+    app = InspectorApp(replay_source, start_turn=10)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        monkeypatch.setattr(Screen, "_binding_chain", property(counted))
+        for key, after in [("right", 11), ("left", 10), ("end", 39), ("home", 0)]:
+            built.clear()
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.index == after and len(built) == 1, (key, len(built))
+
+
+class PriorityRightApp(InspectorApp):
+    CSS_PATH = str(Path(inspector.app.__file__).with_name("app.tcss"))  # (relative to the class's module)
+    BINDINGS = [Binding("right", "mark", "Mark", priority=True)]
+
+    def __init__(self, source: SyntheticSource) -> None:
+        super().__init__(source, start_turn=10)
+        self.marked = 0
+
+    def action_mark(self) -> None:
+        self.marked += 1
+
+
+async def test_a_priority_binding_still_comes_first(replay_source: SyntheticSource) -> None:
+    app = PriorityRightApp(replay_source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("right", "left")
+        assert app.marked == 1 and app.index == 9  # Right marked (and did not step); Left stepped

@@ -53,9 +53,9 @@ async def test_content_body_draws_only_visible_rows_and_copies_source_text() -> 
         rendered: list[int] = []
         original = body._render_row
 
-        def counting(index: int, width: int, base):  # type: ignore[no-untyped-def]
+        def counting(index: int, *args):  # type: ignore[no-untyped-def]
             rendered.append(index)
-            return original(index, width, base)
+            return original(index, *args)
 
         body._render_row = counting  # type: ignore[method-assign]
         await pilot.press("left")  # a new turn: new text, 1,500 lines
@@ -82,7 +82,7 @@ async def test_content_body_draws_only_visible_rows_and_copies_source_text() -> 
         # The rows' strips carry (character in the source line, source line) offsets for selection.
         second_row = next(i for i, (line, start, _) in enumerate(doc.rows) if line == long_line and start > 0)
         assert row_text(doc, second_row)[2].spans, "a wrapped row keeps its highlighting"
-        strip = body._render_row(second_row, body.wrap_width, body.rich_style)
+        strip = body._render_row(second_row, body.wrap_width, body.rich_style, None)
         first = next(seg for seg in strip if seg.style and seg.style.meta.get("offset"))
         assert first.style is not None and first.style.meta["offset"] == (doc.rows[second_row][1], long_line)
 

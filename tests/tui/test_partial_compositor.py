@@ -15,6 +15,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual._compositor import ChopsUpdate, LayoutUpdate
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Tabs
 
@@ -171,3 +172,70 @@ async def test_a_failing_partial_update_falls_back_to_textuals_own(monkeypatch: 
             assert not stale_rows(term, app), f"stale rows after {keys}"
         assert calls["override"] == 1  # tried once, then Textual's own for good
         assert compositor._usable is False and term.partial >= 3
+
+
+class SameLength(SyntheticSource):
+    """Every turn's section text is new but has as many lines: the content's scrollbar never changes."""
+
+    def section_content(self, turn: int, section_id: str) -> str:
+        return "\n".join(f"turn {turn} {section_id} line {i}" for i in range(400))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (200, 60)])
+async def test_a_step_repaints_the_text_not_the_scrollbar_beside_it(size: tuple[int, int]) -> None:
+    # Before, the body repainted its whole region, so every step drew each row of its scrollbar again.
+    from panels.scrollbar_rows import RowScrollBar
+
+    app = InspectorApp(SameLength(40), start_turn=10)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        term = watch_terminal(app)
+        app.screen.refresh()
+        await pilot.pause()
+        drawn: list[int] = []
+        laid_out: list[int] = []
+        bar_render, refresh_layout = RowScrollBar.render_lines, Screen._refresh_layout
+
+        def count_bar(bar: RowScrollBar, crop: object) -> object:
+            drawn.append(1)
+            return bar_render(bar, crop)  # type: ignore[arg-type]
+
+        def count_layout(screen: Screen, *args: object, **kwargs: object) -> None:
+            laid_out.append(1)
+            refresh_layout(screen, *args, **kwargs)  # type: ignore[arg-type]
+
+        quiet = 0  # steps that laid nothing out (the synthetic manifest gains or loses rows on some turns,
+        # and a layout pass redraws every scrollbar, as it should)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(RowScrollBar, "render_lines", count_bar)
+            mp.setattr(Screen, "_refresh_layout", count_layout)
+            for keys in (("right",),) * 4 + (("left",),) * 4:
+                drawn.clear()
+                laid_out.clear()
+                await pilot.press(*keys)
+                await settle(pilot)
+                if not laid_out:
+                    quiet += 1
+                    assert not drawn, f"the scrollbar was drawn on a step that moved nothing: {keys}"
+                mp.undo()  # (the check below renders the whole screen, the bar included)
+                assert not stale_rows(term, app), f"stale rows after {keys}"
+                mp.setattr(RowScrollBar, "render_lines", count_bar)
+                mp.setattr(Screen, "_refresh_layout", count_layout)
+        assert quiet >= 2
+        body = app.query_one(ContentBody)
+        assert body.document is not None and body.document.plain_lines[0].startswith("turn 10 ")
+        drawn.clear()
+        body.focus()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(RowScrollBar, "render_lines", count_bar)
+            await pilot.press("pagedown")  # the thumb moves with the scroll: the bar is drawn
+            await settle(pilot)
+            assert drawn
+        # (This model of the terminal does not follow a scroll, with Textual's own compositor either: a
+        # full update starts it again.)
+        app.screen.refresh()
+        await pilot.pause()
+        assert not stale_rows(term, app)
+        await pilot.press("right")  # and back home with the next turn's text: the thumb goes up again
+        await settle(pilot)
+        assert body.scroll_y == 0 and not stale_rows(term, app)

@@ -170,3 +170,32 @@ async def test_a_moved_thumb_repaints_only_the_rows_that_change(monkeypatch) -> 
         bar._styles_cache.clear()
         bar._render_content()
         assert [strip.text for strip in bar.render_lines(bar.size.region)] == drawn, "drawn as a repaint would"
+
+
+async def test_a_prepared_screenful_comes_with_its_terminal_output() -> None:
+    # The worker makes the escape sequences of the rows it draws: the frame that shows them hands the
+    # driver strips whose output is made (Strip.render's cache), and the same as the UI thread would make.
+    source = Growing(40)
+    app = InspectorApp(source, start_turn=10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        body = app.query_one("#content", ContentViewer).query_one(ContentBody)
+        await pilot.press("right")
+        await settle(pilot)
+        source.release.clear()  # from here on, anything the worker fetches waits: what shows is prepared
+        await pilot.press("right")
+        await pilot.pause()
+        assert _first_line(body) == "turn 12 line 0"
+        strips = body.render_lines(body.size.region)
+        assert len(strips) == body.size.height
+        made = [strip._render_cache for strip in strips]
+        assert all(out is not None for out in made)
+        # The piece left of the scrollbar, which a step's frame writes (it repaints the text only).
+        cuts = [body.scrollable_content_region.width, body.size.width]
+        assert cuts[0] < cuts[1]
+        assert all(strip.divide(cuts)[0]._render_cache is not None for strip in strips)
+        for strip, out in zip(strips, made, strict=True):
+            strip._render_cache = None
+            assert strip.render(app.console) == out
+        source.release.set()
+        await settle(pilot)
