@@ -33,17 +33,22 @@ from .simulate_cli import simulate
 
 class CommandLine(typer.Typer):
     """The program's typer app. A plain `replay FILE [options]` (replay_argv.py) goes straight to
-    `replay` (entry.py, the console script, does this before importing typer at all; this covers a
+    `replay`, and a plain `simulate FILE... [options]` (simulate_argv.py) to `simulate` (entry.py, the
+    console script, does both before importing this module; this covers `python -m inspector.cli` and a
     console script installed as `inspector.cli:app`). Every other command line, and every call with
     arguments (tests, CliRunner), is typer's."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:
             from .replay_argv import plain_replay
+            from .simulate_argv import plain_simulate
 
             plain = plain_replay(sys.argv[1:], os.environ)
             if plain is not None:
                 run_standalone(lambda: replay_command.replay(**plain))
+            sim = plain_simulate(sys.argv[1:], os.environ)
+            if sim is not None:
+                run_standalone(lambda: simulate(**sim))
         return super().__call__(*args, **kwargs)
 
 

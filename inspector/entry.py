@@ -3,11 +3,12 @@
 A plain `replay FILE [options]` (replay_argv.py) runs `replay` directly (replay_command.py), importing
 neither typer nor the other commands: typer's dispatch of it built every command and coerced the
 arguments through pydantic, and importing typer and the command modules cost a further 60-80 ms of
-CPU before a long recording's first frame (BENCHMARKS.md, Start-up). Every other command line goes to
-typer (cli.py). `inspector.cli:app` takes the same shortcut, for console scripts installed before this
-entry point existed.
+CPU before a long recording's first frame (BENCHMARKS.md, Start-up). A plain `simulate FILE...
+[options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_cli.py, which imports typer
+for its annotations but not the other commands). Every other command line goes to typer (cli.py).
+`inspector.cli:app` takes the same shortcuts, for console scripts installed before this entry point
+existed.
 """
-
 from __future__ import annotations
 
 import os
@@ -18,12 +19,20 @@ from typing import NoReturn
 
 def main() -> None:
     from .replay_argv import plain_replay
+    from .simulate_argv import plain_simulate
 
     plain = plain_replay(sys.argv[1:], os.environ)
     if plain is not None:
         from . import replay_command
 
         run_standalone(lambda: replay_command.replay(**plain))
+    sim = plain_simulate(sys.argv[1:], os.environ)
+    if sim is not None:
+        # simulate_cli imports typer (its options are typer annotations) but not the other commands,
+        # and nothing here builds typer's command or coerces through pydantic (simulate_argv.py).
+        from .simulate_cli import simulate
+
+        run_standalone(lambda: simulate(**sim))
     from .cli import app
 
     app()

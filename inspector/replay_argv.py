@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_DECIMAL = re.compile(r"[0-9]{1,18}")  # what int() and pydantic read alike (no sign, space or "_")
+DECIMAL = re.compile(r"[0-9]{1,18}")  # what int() and pydantic read alike (no sign, space or "_")
 _VALUED = ("--turn", "--theme")
 _FLAGS = {"--follow": True, "--no-follow": False}
 
 
-def _plain(text: str) -> bool:
+def plain_token(text: str) -> bool:
     """A value typer would pass on unchanged: not empty, no NUL, encodable (no lone surrogates from
     undecodable bytes, which pydantic's str validation treats its own way)."""
     if not text or "\0" in text:
@@ -47,7 +47,7 @@ def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, A
     rest = list(argv[1:])
     while rest:
         token = rest.pop(0)
-        if not _plain(token):
+        if not plain_token(token):
             return None
         if not token.startswith("-"):
             if file is not None:
@@ -67,9 +67,9 @@ def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, A
             if not rest:
                 return None  # a missing value: typer's usage error
             value = rest.pop(0)
-        if not _plain(value) or value.startswith("-"):
+        if not plain_token(value) or value.startswith("-"):
             return None
-        if name == "--turn" and not _DECIMAL.fullmatch(value):
+        if name == "--turn" and not DECIMAL.fullmatch(value):
             return None
         seen[name] = value
     if file is None or ("--follow" in seen and "--no-follow" in seen):

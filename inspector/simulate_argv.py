@@ -1,0 +1,82 @@
+"""A plain `cp-inspect simulate FILE... [options]` read without typer's dispatch.
+
+typer 0.29 coerces every parameter that is not a bool flag through a pydantic TypeAdapter, built when
+the command runs, whatever its value (even None): any `simulate` command line imports pydantic and
+builds its adapters, and typer first builds every command of the program. That is ~0.2-0.3 s CPU of a
+run whose goal is 1 s (BENCHMARKS.md, "Session-wide what-if and cost"); no annotation avoids it
+(`click_type=` and `parser=` still go through the adapter). simulate's values are plain: paths, one
+decimal, strings and repeatable NAME=VALUE strings, which come out of typer exactly as read here, so
+the console script hands them to `simulate` itself. Anything else (help, an unknown or repeated
+single option, a value that looks like an option, a signed or unusual number, `--`, shell completion)
+returns None and goes through typer as before, so its answers (help, usage errors, exit codes) stay
+typer's own. tests/test_simulate_argv.py checks the two agree on generated command lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .replay_argv import DECIMAL, plain_token
+
+# Option -> simulate's keyword, by the kind of value it takes.
+_TEXT = {"--provider": "provider", "--model": "model", "--policies": "policies", "--policy": "policy"}
+_PATH = {"--prices": "prices"}
+_INT = {"--window": "window"}
+_REPEATED = {"--gate": "gate", "--threshold": "threshold"}
+_FLAGS = {"--no-calibrate": "no_calibrate", "--json": "as_json", "--per-turn": "per_turn"}
+
+
+def plain_simulate(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """`simulate`'s keyword arguments for a plain simulate command line, as typer would pass them, or
+    None when typer must read it (see the module's docstring)."""
+    if not argv or argv[0] != "simulate":
+        return None
+    if any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ):
+        return None  # a shell asking for completions: typer answers those
+    out: dict[str, Any] = {
+        "files": [], "provider": None, "model": None, "window": None, "gate": None, "threshold": None,
+        "prices": None, "policies": None, "policy": None, "no_calibrate": False, "as_json": False,
+        "per_turn": False,
+    }  # fmt: skip
+    seen: set[str] = set()
+    rest = list(argv[1:])
+    while rest:
+        token = rest.pop(0)
+        if not plain_token(token):
+            return None
+        if not token.startswith("-"):
+            out["files"].append(Path(token))
+            continue
+        name, eq, value = token.partition("=")
+        if name in _FLAGS and not eq:
+            if name in seen:
+                return None  # click lets a repeat pass; rare enough to leave to it
+            seen.add(name)
+            out[_FLAGS[name]] = True
+            continue
+        if name not in _TEXT and name not in _PATH and name not in _INT and name not in _REPEATED:
+            return None  # --help, an unknown option, a flag given a value
+        if name in seen and name not in _REPEATED:
+            return None  # a repeated single option (click keeps the last): left to typer
+        if not eq:
+            if not rest:
+                return None  # a missing value: typer's usage error
+            value = rest.pop(0)
+        if not plain_token(value) or value.startswith("-"):
+            return None
+        seen.add(name)
+        if name in _REPEATED:
+            out[_REPEATED[name]] = [*(out[_REPEATED[name]] or ()), value]
+        elif name in _INT:
+            if not DECIMAL.fullmatch(value):
+                return None
+            out[_INT[name]] = int(value)
+        elif name in _PATH:
+            out[_PATH[name]] = Path(value)
+        else:
+            out[_TEXT[name]] = value
+    if not out["files"]:
+        return None  # typer's usage error: the argument is required
+    return out
