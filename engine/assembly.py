@@ -147,12 +147,26 @@ class Measure:
                 break
         if n < 0:
             n = sum(self.item(i) for i in items)
-        runs.insert(0, (items, n))
+        self._remember(s, n, runs)
+        return n
+
+    def derived(self, s: Section, total: int) -> None:
+        """Record the total of a section made from a measured one by an edit whose token change the
+        caller knows (the history after dropping rounds: the old total minus the rounds, the task
+        message swapped for one carrying the omission marker). Its first item is new, so no recent run
+        matches and section() would walk every kept item again: at 10x the gates-closed column's trim
+        did that once a turn. `total` must equal what section() sums (tests/test_trim_total.py)."""
+        runs = self._runs.get(s.id)
+        if runs is None:
+            runs = self._runs[s.id] = []
+        self._remember(s, total, runs)
+
+    def _remember(self, s: Section, n: int, runs: list[tuple[tuple[SectionItem, ...], int]]) -> None:
+        runs.insert(0, (s.items, n))
         del runs[RECENT_RUNS:]
         if len(self._sec) >= SECTION_MEMO:  # a few turns' worth; older sections are garbage anyway
             self._sec.clear()
         self._sec[id(s)] = (s, n)
-        return n
 
     def forget(self, messages: Iterable[Message]) -> None:
         """Drop the per-message entries of messages the session moved out of memory (Pipeline.history

@@ -74,13 +74,18 @@ def drop_range(
     hist = asm[idx]
     first = hist.items[0]
     marker = Text(omission_marker(saved, f"{rounds} earlier rounds dropped"))
+    # The kept history's total, from the old one: every section total is the sum of its items, so
+    # it is the old total less the dropped items (and the task message as it was, when it is swapped).
+    total = m.section(hist) - saved
     if isinstance(first, Message) and first.role == "user":
         parts = tuple(p for p in first.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
         prior = sum(m.part(p) for p in first.parts if isinstance(p, Text) and p.text.startswith("[..."))
         new_first = Message("user", parts + (marker,))
+        total += m.item(new_first) - m.item(first)
         saved -= m.item(new_first) - m.item(first) + prior
         items = (new_first,) + hist.items[1:start] + hist.items[end:]
     else:
         items = hist.items[:start] + hist.items[end:]
     new_hist = hist.with_items(items, Form.TRIMMED, saved)
+    m.derived(new_hist, total)
     return asm[:idx] + (new_hist,) + asm[idx + 1 :], saved

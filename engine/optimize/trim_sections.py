@@ -108,8 +108,12 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
         parts = list(msg.parts)
         parts[j] = new_part
         items = list(hist.items)
-        items[i] = replace(msg, parts=tuple(parts), sha="")
+        items[i] = new_msg = replace(msg, parts=tuple(parts), sha="")
+        # One message changed: the new total is the old one with that message's count swapped, not a
+        # walk over every other message of the (long) kept history.
+        total = m.section(hist) - m.item(msg) + m.item(new_msg)
         hist = hist.with_items(tuple(items), Form.TRIMMED, omitted)
+        m.derived(hist, total)
         if omitted == 0:
             break
     return asm[:idx] + (hist,) + asm[idx + 1 :]
