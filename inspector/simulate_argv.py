@@ -4,7 +4,7 @@ typer 0.29 coerces every parameter that is not a bool flag through a pydantic Ty
 the command runs, whatever its value (even None): any `simulate` command line imports pydantic and
 builds its adapters, and typer first builds every command of the program. That is ~0.2-0.3 s CPU of a
 run whose goal is 1 s (BENCHMARKS.md, "Session-wide what-if and cost"); no annotation avoids it
-(`click_type=` and `parser=` still go through the adapter). simulate's values are plain: paths, one
+(typer 0.29 has no `click_type=`, and wraps a `parser=` in an adapter too). simulate's values are plain: paths, one
 decimal, strings and repeatable NAME=VALUE strings, which come out of typer exactly as read here, so
 the console script hands them to `simulate` itself. Anything else (help, an unknown or repeated
 single option, a value that looks like an option, a signed or unusual number, `--`, shell completion)
