@@ -19,7 +19,7 @@ With --baseline DIR (e.g. a `git archive` of an older commit), the older code's 
 on the same file, interleaved. Medians; CPU is the figure that holds on a loaded machine.
 
 With --ab DIR --pairs N, only the A/B that holds on a loaded machine: `cp-inspect simulate FILE` as its own
-process, the code under DIR and this checkout alternating (the order flips every pair), on the longest shared
+process (each tree's console-script entry point, as its pyproject.toml names it), the code under DIR and this checkout alternating (the order flips every pair), on the longest shared
 trajectory and the 10x synthetic session (recorded by this checkout's engine); per session the median and
 minimum child CPU of each side and the median of the per-pair ratios (this / DIR). Neighbouring runs share
 the machine's state, so a pair's ratio holds where medians of rounds minutes apart do not.
@@ -256,20 +256,30 @@ def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int, baseline:
     print("\ngoal: the longest shared and the 10x synthetic session under 1,000 ms CPU end to end")
 
 
+def console_simulate(code: Path) -> list[str]:
+    """`cp-inspect simulate` as the installed script runs it for the code under `code`: the entry point
+    its pyproject.toml names (inspector.cli:app until 2026-12-02, inspector.entry:main since, which takes
+    a plain simulate line before importing the typer app), imported and called with argv set."""
+    import tomllib
+
+    target = tomllib.loads((code / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
+    module, _, func = str(target).partition(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {func}; sys.exit({func}())", "simulate"]
+
+
 def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) -> None:
     name, rec, turns = max(recs, key=lambda x: x[2])
     synthetic = tmp / "synthetic-10x.cpsession"
     make_synthetic(synthetic, turns * 10)
     sessions = [(f"{name} (shared, longest; in-sample)", rec, turns), ("synthetic 10x", synthetic, turns * 10)]
-    cli = [sys.executable, "-m", "inspector.cli", "simulate"]
     print(f"\n`cp-inspect simulate` A/B, {pairs} pairs per session, order flipped every pair; child CPU (wall)")
     print(f"B = {other}, A = {REPO}; bytecode: {BYTECODE['mode']}\n")
     print("| session | calls | B CPU median (min) | A CPU median (min) | median pair ratio A/B | A wall median "
           "| load average |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, path, n in sessions:
-        _process(cli + [str(path)])  # warm the OS file cache and the .pyc files of both, untimed
-        _process(cli + [str(path)], other)
+        _process(console_simulate(REPO) + [str(path)])  # warm the OS file cache and both's .pyc files, untimed
+        _process(console_simulate(other) + [str(path)], other)
         load0 = os.getloadavg()[0]
         a: list[float] = []
         b: list[float] = []
@@ -277,7 +287,7 @@ def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) ->
         for i in range(pairs):
             order = [(REPO, a), (other, b)] if i % 2 == 0 else [(other, b), (REPO, a)]
             for code, out in order:
-                c, w = _process(cli + [str(path)], code)
+                c, w = _process(console_simulate(code) + [str(path)], code)
                 out.append(c)
                 if out is a:
                     a_wall.append(w)
