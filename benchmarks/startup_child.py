@@ -60,8 +60,14 @@ def main() -> None:
         def run(self) -> None:  # what the command calls: App.run, here headless at 120x40
             asyncio.run(first_frame(self.app))
 
+    import inspector
+
     try:
         import inspector.replay_command as builder  # replay_app's module since the typer-free entry point
+        # An older tree has no such module, but an editable install's finder may supply the installed
+        # checkout's: then that is not the code being timed.
+        if os.path.dirname(builder.__file__) != os.path.dirname(inspector.__file__):
+            raise ImportError(builder.__file__)
     except ImportError:  # older code (a base for a before/after figure): replay_app was in inspector.cli
         import inspector.cli as builder
     if hasattr(builder, "replay_app"):
