@@ -26,7 +26,7 @@ from .cli_common import (
 )
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
-from .entry import run_standalone
+from .entry import run_plain_command
 from .proxy_cli import proxy, run
 from .simulate_cli import simulate
 
@@ -40,15 +40,7 @@ class CommandLine(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:
-            from .replay_argv import plain_replay
-            from .simulate_argv import plain_simulate
-
-            plain = plain_replay(sys.argv[1:], os.environ)
-            if plain is not None:
-                run_standalone(lambda: replay_command.replay(**plain))
-            sim = plain_simulate(sys.argv[1:], os.environ)
-            if sim is not None:
-                run_standalone(lambda: simulate(**sim))
+            run_plain_command(sys.argv[1:])
         return super().__call__(*args, **kwargs)
 
 

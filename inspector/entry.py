@@ -18,24 +18,30 @@ from typing import NoReturn
 
 
 def main() -> None:
+    run_plain_command(sys.argv[1:])
+    from .cli import app
+
+    app()
+
+
+def run_plain_command(argv: list[str]) -> None:
+    """Run a plain `replay` or `simulate` command line directly and exit; return for anything else
+    (typer's to read)."""
     from .replay_argv import plain_replay
     from .simulate_argv import plain_simulate
 
-    plain = plain_replay(sys.argv[1:], os.environ)
+    plain = plain_replay(argv, os.environ)
     if plain is not None:
         from . import replay_command
 
         run_standalone(lambda: replay_command.replay(**plain))
-    sim = plain_simulate(sys.argv[1:], os.environ)
+    sim = plain_simulate(argv, os.environ)
     if sim is not None:
         # simulate_cli imports typer (its options are typer annotations) but not the other commands,
         # and nothing here builds typer's command or coerces through pydantic (simulate_argv.py).
         from .simulate_cli import simulate
 
         run_standalone(lambda: simulate(**sim))
-    from .cli import app
-
-    app()
 
 
 def run_standalone(command: Callable[[], None]) -> NoReturn:

@@ -34,13 +34,30 @@ def plain_token(text: str) -> bool:
     return True
 
 
+def shell_completing(environ: Mapping[str, str]) -> bool:
+    """A shell is asking for completions (typer answers those)."""
+    return any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ)
+
+
+def option_value(eq: str, value: str, rest: list[str]) -> str | None:
+    """The value of an option read as `--name=value` (eq set) or `--name value` (taken from rest), or
+    None when typer must read it: missing, or not plain, or looking like an option."""
+    if not eq:
+        if not rest:
+            return None  # a missing value: typer's usage error
+        value = rest.pop(0)
+    if not plain_token(value) or value.startswith("-"):
+        return None
+    return value
+
+
 def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
     """`replay`'s keyword arguments for a plain replay command line, as typer would pass them, or None
     when typer must read it (see the module's docstring)."""
     if not argv or argv[0] != "replay":
         return None
-    if any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ):
-        return None  # a shell asking for completions: typer answers those
+    if shell_completing(environ):
+        return None
     file: str | None = None
     seen: dict[str, str] = {}
     follow = False
@@ -63,12 +80,10 @@ def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, A
             continue
         if name not in _VALUED or name in seen:
             return None  # --help, an unknown option, a repeated one
-        if not eq:
-            if not rest:
-                return None  # a missing value: typer's usage error
-            value = rest.pop(0)
-        if not plain_token(value) or value.startswith("-"):
+        read = option_value(eq, value, rest)
+        if read is None:
             return None
+        value = read
         if name == "--turn" and not DECIMAL.fullmatch(value):
             return None
         seen[name] = value

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .replay_argv import DECIMAL, plain_token
+from .replay_argv import DECIMAL, option_value, plain_token, shell_completing
 
 # Option -> simulate's keyword, by the kind of value it takes.
 _TEXT = {"--provider": "provider", "--model": "model", "--policies": "policies", "--policy": "policy"}
@@ -33,8 +33,8 @@ def plain_simulate(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str,
     None when typer must read it (see the module's docstring)."""
     if not argv or argv[0] != "simulate":
         return None
-    if any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ):
-        return None  # a shell asking for completions: typer answers those
+    if shell_completing(environ):
+        return None
     out: dict[str, Any] = {
         "files": [], "provider": None, "model": None, "window": None, "gate": None, "threshold": None,
         "prices": None, "policies": None, "policy": None, "no_calibrate": False, "as_json": False,
@@ -60,12 +60,10 @@ def plain_simulate(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str,
             return None  # --help, an unknown option, a flag given a value
         if name in seen and name not in _REPEATED:
             return None  # a repeated single option (click keeps the last): left to typer
-        if not eq:
-            if not rest:
-                return None  # a missing value: typer's usage error
-            value = rest.pop(0)
-        if not plain_token(value) or value.startswith("-"):
+        read = option_value(eq, value, rest)
+        if read is None:
             return None
+        value = read
         seen.add(name)
         if name in _REPEATED:
             out[_REPEATED[name]] = [*(out[_REPEATED[name]] or ()), value]
