@@ -23,7 +23,6 @@ a recorded request from a journal is:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -34,12 +33,11 @@ from functools import cached_property
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Assembly, Measure
-from engine.bind import BindJob, bind_all
 from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
@@ -64,6 +62,9 @@ from engine.stats import Statistics
 from engine.tokens import TokenCounter, Tokenizer
 from engine.trace import build_trace, check_budget
 from engine.types import CacheScope, Lifecycle, Priority, SectionKind
+
+if TYPE_CHECKING:
+    from engine.bind import BindJob
 
 ENGINE_VERSION = "0.1.0"
 TRACE_HISTORY = 32
@@ -852,6 +853,10 @@ class Pipeline:
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         """One job per bound source. Its budget is what the plan gave the section at its last known
         size; before a first successful bind there is no size yet, so the source's own estimate."""
+        # engine.bind (and asyncio with it) is imported only by a pipeline that has sources to bind:
+        # asyncio and ssl are ~50 ms CPU of every process that imports the engine (simulate, replay).
+        from engine.bind import BindJob
+
         jobs = []
         for s in self.specs:
             if s.id not in self.binders:
@@ -867,6 +872,8 @@ class Pipeline:
         # Plan first (with each bound source at its last known size) so every binder gets its budget.
         budgets = self._plan(self.config, self._assemble({}))[0].budgets if self.binders else {}
         jobs = self._bind_jobs(budgets)
+        from engine.bind import bind_all
+
         results = await bind_all(jobs) if jobs else {}
         bound: dict[str, dict[str, Any]] = {}
         scratch: list[str] = []  # EXPLAIN: bound text is readable for this build only, never journaled
@@ -889,6 +896,8 @@ class Pipeline:
 
     def next_request(self, explain_only: bool = False) -> Request:
         if self.binders:
+            import asyncio  # only with sources to bind (see _bind_jobs)
+
             try:
                 asyncio.get_running_loop()
             except RuntimeError:

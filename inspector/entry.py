@@ -4,8 +4,8 @@ A plain `replay FILE [options]` (replay_argv.py) runs `replay` directly (replay_
 neither typer nor the other commands: typer's dispatch of it built every command and coerced the
 arguments through pydantic, and importing typer and the command modules cost a further 60-80 ms of
 CPU before a long recording's first frame (BENCHMARKS.md, Start-up). A plain `simulate FILE...
-[options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_cli.py, which imports typer
-for its annotations but not the other commands). Every other command line goes to typer (cli.py).
+[options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_command.py, without typer).
+Every other command line goes to typer (cli.py).
 `inspector.cli:app` takes the same shortcuts, for console scripts installed before this entry point
 existed.
 """
@@ -37,9 +37,9 @@ def run_plain_command(argv: list[str]) -> None:
         run_standalone(lambda: replay_command.replay(**plain))
     sim = plain_simulate(argv, os.environ)
     if sim is not None:
-        # simulate_cli imports typer (its options are typer annotations) but not the other commands,
-        # and nothing here builds typer's command or coerces through pydantic (simulate_argv.py).
-        from .simulate_cli import simulate
+        # simulate_command imports neither typer nor the other commands, and nothing here builds
+        # typer's command or coerces through pydantic (simulate_argv.py).
+        from .simulate_command import simulate
 
         run_standalone(lambda: simulate(**sim))
 

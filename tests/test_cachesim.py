@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 
 from engine.errors import ConfigError
 from engine.sim.cachesim import (
+    SEGMENT_ORDER,
     Block,
     CacheSimError,
     CacheSimulator,
     Call,
     CallCache,
+    _check_order,
+    _cumulative,
     _KeyChain,
     _prefix_keys,
     deepseek_persist_probability,
@@ -374,6 +377,45 @@ def test_key_chain_gives_the_keys_of_a_fresh_chain(seqs: list[list[str]]) -> Non
     for names in seqs:
         blocks = [blk(n, 10) for n in names]
         assert chain.keys_for(blocks) == _prefix_keys(blocks)
+
+
+# A block: (name, tokens, segment); the same name with other tokens or segment is an equal-hash Block
+# that is not equal, and blocks are rebuilt afresh or reused from a pool to mix identity and equality.
+_specs = st.lists(
+    st.tuples(st.sampled_from("abcd"), st.sampled_from([0, 3, 7, -1]), st.sampled_from(list(SEGMENT_ORDER))),
+    max_size=10,
+)
+
+
+def _fresh(blocks: list[Block], order: bool) -> tuple[list[bytes], list[int]] | str:
+    try:
+        if order:
+            _check_order(blocks)
+        return _prefix_keys(blocks), _cumulative(blocks)
+    except CacheSimError as exc:
+        return str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_specs, st.booleans(), st.booleans()), min_size=1, max_size=8))
+def test_key_chain_gives_the_keys_sums_and_errors_of_a_fresh_computation(
+    seqs: list[tuple[list[tuple[str, int, str]], bool, bool]],
+) -> None:
+    """The chain carries keys and running sums across calls and checks only the new blocks; every call
+    gets what a fresh computation gives (the same error, for the same block, too), and a call that
+    raises leaves nothing behind that changes a later answer."""
+    chain = _KeyChain()
+    pool: dict[tuple[str, int, str], Block] = {}
+    for specs, reuse, order in seqs:
+        blocks = [
+            pool.setdefault(sp, blk(sp[0], sp[1], segment=sp[2])) if reuse else blk(sp[0], sp[1], segment=sp[2])
+            for sp in specs
+        ]
+        try:
+            got: tuple[list[bytes], list[int]] | str = chain.take(blocks, check_order=order)
+        except CacheSimError as exc:
+            got = str(exc)
+        assert got == _fresh(blocks, order)
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "deepseek", "bedrock"])

@@ -140,20 +140,46 @@ def _extend_keys(keys: list[bytes], shas: Sequence[str]) -> list[bytes]:
 
 
 class _KeyChain:
-    """Prefix keys (see `_prefix_keys`) of one call after another: a call shares most of its prefix
-    with the previous one, so only the blocks after the shared part are hashed. Same keys as
-    `_prefix_keys`, at a cost that follows what changed rather than the request's length."""
+    """Prefix keys (see `_prefix_keys`) and running token sums of one call after another: a call shares
+    most of its prefix with the previous one, so only the blocks after the shared part are checked,
+    summed and hashed. Same keys and sums as `_prefix_keys` and `_cumulative`, at a cost that follows
+    what changed rather than the request's length.
+
+    The shared part is found by comparing the blocks themselves (the engine hands consecutive requests
+    the same objects, so this is an identity check in C; equal blocks have equal hashes and counts),
+    not a list of hashes built from every block of every call. What is carried is only a cache of
+    values that are functions of the blocks: a call that raises leaves it as it was."""
 
     def __init__(self) -> None:
-        self.shas: list[str] = []
+        self.blocks: tuple[Block, ...] = ()
         self.keys: list[bytes] = [b""]
+        self.cum: list[int] = [0]
+        self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
 
     def keys_for(self, blocks: Sequence[Block]) -> list[bytes]:
-        shas = [b.sha for b in blocks]
-        common = common_prefix_len(self.shas, shas)
-        keys = _extend_keys(self.keys[: common + 1], shas[common:])
-        self.shas, self.keys = shas, keys
-        return keys
+        return self.take(blocks)[0]
+
+    def take(self, blocks: Sequence[Block], check_order: bool = False) -> tuple[list[bytes], list[int]]:
+        """(keys, cumulative tokens) of `blocks`; with check_order, first `_check_order`'s check. Raises
+        as `_check_order` and `_cumulative` do, for the same block."""
+        blocks = tuple(blocks)
+        common = common_prefix_len(self.blocks, blocks)
+        new = blocks[common:]
+        if check_order and self.order_checked:
+            # The shared part passed this check already: only the new blocks, from the rank before them.
+            _check_order(new, SEGMENT_ORDER.get(blocks[common - 1].segment, 0) if common else 0, common)
+        elif check_order:
+            _check_order(blocks)
+        tokens = [b.tokens for b in new]
+        if tokens and min(tokens) < 0:
+            b = next(b for b in new if b.tokens < 0)
+            raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        keys = _extend_keys(self.keys[: common + 1], [b.sha for b in new])
+        cum = self.cum[: common + 1]
+        cum += accumulate(tokens, initial=cum[-1])
+        del cum[common + 1]  # accumulate repeats its initial value
+        self.blocks, self.keys, self.cum, self.order_checked = blocks, keys, cum, check_order
+        return keys, cum
 
 
 def _chain(key: bytes, sha: str) -> bytes:
@@ -168,9 +194,10 @@ def _cumulative(blocks: Sequence[Block]) -> list[int]:
     return list(accumulate(tokens, initial=0))
 
 
-def _check_order(blocks: Sequence[Block]) -> None:
-    last = 0
-    for i, b in enumerate(blocks):
+def _check_order(blocks: Sequence[Block], last: int = 0, start: int = 0) -> None:
+    """Segments in prefix order. `last`: the rank of the block before `blocks`, which starts at index
+    `start` of its call (the error names the call's index)."""
+    for i, b in enumerate(blocks, start):
         rank = SEGMENT_ORDER.get(b.segment)
         if rank is None:
             raise CacheSimError(
@@ -291,8 +318,7 @@ class _AnthropicPolicy(_Policy):
 
     def step(self, call: Call) -> CallCache:
         blocks = call.blocks
-        _check_order(blocks)
-        cum = _cumulative(blocks)
+        keys, cum = self._chain.take(blocks, check_order=True)
         total = cum[-1]
         now = call.timestamp
         bps = [i + 1 for i, b in enumerate(blocks) if b.breakpoint]
@@ -315,7 +341,6 @@ class _AnthropicPolicy(_Policy):
         for k in [k for k, e in self.entries.items() if e.expires_at <= now]:
             del self.entries[k]
 
-        keys = self._chain.keys_for(blocks)
         live = self._cacheable(bps, cum)
         read = 0
         hit_keys: list[bytes] = []
@@ -396,13 +421,12 @@ class _OpenAIPolicy(_Policy):
         self.ordered = True  # calls arrived in time order so far
 
     def step(self, call: Call) -> CallCache:
-        cum = _cumulative(call.blocks)
+        keys, cum = self._chain.take(call.blocks)
         total = cum[-1]
         now = call.timestamp
         if now < self.last_now:
             self.ordered = False
         self.last_now = max(self.last_now, now)
-        keys = self._chain.keys_for(call.blocks)
         ttl = self.ttl
         _expire_ordered(self.seen, lambda v: now - v[0] > ttl, self.ordered)
         read = 0
@@ -497,11 +521,9 @@ class _DeepSeekPolicy(_Policy):
             self.units[key] = u
 
     def step(self, call: Call) -> CallCache:
-        blocks = call.blocks
-        cum = _cumulative(blocks)
+        keys, cum = self._chain.take(call.blocks)
         total = cum[-1]
         now = call.timestamp
-        keys = self._chain.keys_for(blocks)
         if now < self.last_now:
             self.ordered = False
         self.last_now = max(self.last_now, now)

@@ -563,6 +563,16 @@ def _as_sent(
     return out
 
 
+def _same_shas(a: Sequence[Block], b: Sequence[Block], shared: int, m: int) -> bool:
+    """Whether b's first m blocks have a's first m blocks' hashes, given that the first `shared` are
+    equal Blocks (so equal hashes). Past them a Block may differ and keep its hash (a moved marker)."""
+    if shared >= m:
+        return True
+    if len(b) < m:
+        return False
+    return list(map(_SHA, a[shared:m])) == list(map(_SHA, b[shared:m]))
+
+
 def _simulate(
     name: str,
     reqs: Sequence[_Req],
@@ -585,6 +595,7 @@ def _simulate(
     conv: dict[tuple[str, int, bool, str], cachesim.Block] = {}
     prev_blocks: list[Block] = []
     prev_cblocks: list[cachesim.Block] = []
+    shared: list[int] = []  # per request, how many leading Blocks it shares with the one before
     for k, r in enumerate(reqs):
         ts = max(r.time, last + MIN_STEP_S)
         last = ts
@@ -599,6 +610,7 @@ def _simulate(
         # The engine hands consecutive requests the same Block objects for what did not change, so
         # the converted prefix of the previous call is reused (list compares check identity first).
         common = common_prefix_len(prev_blocks, r.blocks)
+        shared.append(common)
         cblocks = prev_cblocks[:common]
         for b in r.blocks[common:]:
             key = (b.sha, b.tokens, b.marker, b.segment)
@@ -616,16 +628,15 @@ def _simulate(
     per_turn: list[TurnFigures] = []
     compactions = 0
     prev: _Req | None = None
-    prev_shas: list[str] = []
-    for r, c in zip(reqs, results, strict=True):
+    for r, c, common in zip(reqs, results, shared, strict=True):
         brk = None
-        shas = list(map(_SHA, r.blocks))
         if prev is not None:
             n = _prefix_count(prev.blocks, automatic_prefix)
-            m = min(n, len(prev_shas))
-            # The common case (the request keeps the previous one's cached prefix) is settled by one
-            # list compare; attribute_cache_break walks the prefix block by block to name the cause.
-            if shas[:m] != prev_shas[:m]:
+            m = min(n, len(prev.blocks))
+            # The common case (the request keeps the previous one's cached prefix) is settled by the
+            # Blocks the two share (found above, in C); attribute_cache_break walks the prefix block by
+            # block to name the cause.
+            if not _same_shas(prev.blocks, r.blocks, common, m):
                 why = attribute_cache_break(
                     prev.blocks,
                     r.blocks,
@@ -639,7 +650,7 @@ def _simulate(
             causes[brk] += 1
         if as_sent:
             # The agent's own compaction: its request no longer starts with everything it sent before.
-            comp = prev is not None and shas[: len(prev_shas)] != prev_shas
+            comp = prev is not None and not _same_shas(prev.blocks, r.blocks, common, len(prev.blocks))
         else:
             comp = any(s in COMPACTION_STEPS for s in r.actions)
         compactions += comp
@@ -657,7 +668,7 @@ def _simulate(
                 brk,
             )
         )
-        prev, prev_shas = r, shas
+        prev = r
     tot = cachesim.totals(results)
     out_total = sum(outputs.get(r.turn, 0) for r in reqs)
     return PolicyFigures(

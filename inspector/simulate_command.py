@@ -1,0 +1,295 @@
+"""What `cp-inspect simulate` does, importable without typer.
+
+The console script (entry.py) runs a plain `simulate FILE... [options]` (simulate_argv.py) from here
+without importing typer: importing it cost ~0.1-0.15 s CPU of a command whose goal is 1 s end to end
+(BENCHMARKS.md, "Session-wide what-if and cost"). The typer command (simulate_cli.py) calls the same
+`run`, so both read, simulate and print the same way. typer is imported only on the way out of an
+error (recording_open.fail) or to read --gate/--threshold values (cli_common's parsers).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .recording_open import fail, open_recording
+
+if TYPE_CHECKING:
+    from engine.sim.cachesim import CallCache
+    from engine.sim.simulate import PolicyFigures, SimulationReport
+
+
+def simulate(
+    files: list[Path],
+    provider: str | None = None,
+    model: str | None = None,
+    window: int | None = None,
+    gate: list[str] | None = None,
+    threshold: list[str] | None = None,
+    prices: Path | None = None,
+    policies: str | None = None,
+    policy: str | None = None,
+    no_calibrate: bool = False,
+    as_json: bool = False,
+    per_turn: bool = False,
+) -> None:
+    """simulate_cli.simulate's work, with the collector held off (see collector_held)."""
+    with collector_held():
+        run(files, provider, model, window, gate, threshold, prices, policies, policy, no_calibrate, as_json,
+            per_turn)  # fmt: skip
+
+
+@contextmanager
+def collector_held() -> Iterator[None]:
+    """The cyclic garbage collector off while a command runs, back on (if it was) after.
+
+    simulate allocates a few hundred thousand long-lived objects (the events, every turn's requests and
+    figures) and next to no cyclic garbage, yet that growth sets off full collections that rescan all
+    of it: ~7-11% of the CPU on a 930-turn session, for nothing (peak memory is the same without them).
+    Reference counting frees everything not in a cycle meanwhile."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def run(
+    files: list[Path],
+    provider: str | None,
+    model: str | None,
+    window: int | None,
+    gate: list[str] | None,
+    threshold: list[str] | None,
+    prices: Path | None,
+    policies: str | None,
+    policy: str | None,
+    no_calibrate: bool,
+    as_json: bool,
+    per_turn: bool,
+) -> None:
+    # Imported here, not at module top: cli.py imports this module while it is still loading.
+    from engine.errors import ContextPipeError
+    from engine.recording.cpsession import RecordingError
+    from engine.recording.replay import ReplayError
+    from engine.sim.simulate import SimSettings, policy_doc, read_counts, simulate_events
+
+    if prices is not None and not prices.exists():
+        fail(f"no such price table: {prices}", 2)
+    gates = thresholds = None
+    if gate or threshold:
+        # cli_common imports typer (its option annotations): only for the lines that give these.
+        from .cli_common import parse_gates, parse_thresholds
+
+        gates, thresholds = parse_gates(gate) or None, parse_thresholds(threshold) or None
+    settings = SimSettings(
+        provider=provider,
+        model=model,
+        window=window,
+        gates=gates,
+        thresholds=thresholds,
+        prices=prices,
+        policy=policy,
+        policies=[policies] if policies else None,
+        calibrate=not no_calibrate,
+    )
+    reports: list[SimulationReport] = []
+    for file in files:
+        reader = open_recording(file)
+        try:
+            from engine.recording.journal import unpack_event
+
+            events = [unpack_event(e) for e in reader.events()]
+            # The agent's own token counts, when the recording carries them: nothing is tokenized again.
+            counts, why = read_counts(reader)
+            report = simulate_events(events, settings, source=str(file), counts=counts)
+            if why:
+                report.notes.append(why)
+            reports.append(report)
+        except (ReplayError, RecordingError) as exc:
+            fail(f"{file}: {exc}")
+        except ContextPipeError as exc:
+            fail(f"{file}: {exc}", 2)
+    if as_json:
+        docs = {n: policy_doc(n) for n in reports[0].policies if policy_doc(n)}
+        if len(reports) == 1:
+            out = reports[0].to_json(per_turn)
+            if policies:
+                out["policy_docs"] = docs
+        else:
+            out = {"reports": [r.to_json(per_turn) for r in reports], "policy_docs": docs}
+            if policies:
+                out["total"] = {name: _fig_json(*totals) for name, totals in policy_totals(reports).items()}
+        print(json.dumps(out, indent=2))
+        return
+    if policies:
+        print(render_policies(reports))
+        return
+    for r in reports:
+        print(render_text(r))
+
+
+def _fmt_int(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+ROWS: tuple[tuple[str, Any], ...] = (
+    ("prompt tokens", lambda p: _fmt_int(p.totals.input_tokens)),
+    ("uncached tokens", lambda p: _fmt_int(p.totals.uncached)),
+    ("cache read tokens", lambda p: _fmt_int(p.totals.cache_read)),
+    ("cache write tokens", lambda p: _fmt_int(p.totals.cache_write)),
+    ("cache hit rate", lambda p: f"{100 * p.cache_hit_rate:.1f}%"),
+    ("output tokens", lambda p: _fmt_int(p.output_tokens)),
+    ("cost (USD)", lambda p: f"${p.cost_usd:.4f}"),
+    ("compactions", lambda p: _fmt_int(p.compactions)),
+    ("cache breaks", lambda p: _fmt_int(p.cache_breaks)),
+    ("priced as", lambda p: p.model),
+    ("cache rules", lambda p: p.cache_rules),
+)
+
+
+def render_text(r: SimulationReport) -> str:
+    from engine.sim.simulate import POLICY_NAMES
+
+    cols = [n for n in POLICY_NAMES]
+    pol: dict[str, PolicyFigures | None] = r.policies
+    rec = r.recorded
+    lines = [
+        f"SIMULATE {r.source}",
+        f"  {r.simulated_turns} of {r.turns} turns; model {r.model}; engine policy {r.engine_provider}; "
+        f"cache rules {r.cache_rules}; window {r.window:,} (recorded {rec['window']:,}, "
+        f"{rec['model']} via {rec['provider']})",
+        f"  {r.prices_line()}",
+        "",
+    ]
+    label_w = max(len(label) for label, _ in ROWS) + 2
+    cells = {c: [fn(pol[c]) if pol.get(c) is not None else "-" for _, fn in ROWS] for c in cols}
+    widths = {c: max(len(c), *(len(x) for x in cells[c])) + 2 for c in cols}
+    lines.append(" " * label_w + "".join(c.rjust(widths[c]) for c in cols))
+    for i, (label, _) in enumerate(ROWS):
+        lines.append(label.ljust(label_w) + "".join(cells[c][i].rjust(widths[c]) for c in cols))
+    lines.append("")
+    be = r.break_even_cached_price_ratio
+    p, c = pol["pipeline"], pol["gates_closed"]
+    if be is None and p is not None and c is not None:
+        # No crossing in [0, 1]: the cost difference keeps one sign over every realistic cached price,
+        # so the order at the table's own price is the order at all of them.
+        if p.totals == c.totals:
+            verdict = "the two policies sent the same requests"
+        else:
+            cheaper = "pipeline" if p.cost_usd <= c.cost_usd else "gates_closed"
+            verdict = f"{cheaper} is cheaper at every cached price from 0 to 100% of the input price"
+        lines.append(f"break-even cached-token price: none ({verdict})")
+    elif be is not None and p is not None and c is not None:
+        above = "pipeline" if p.totals.cache_read < c.totals.cache_read else "gates_closed"
+        below = "gates_closed" if above == "pipeline" else "pipeline"
+        lines.append(
+            f"break-even cached-token price: {100 * be:.1f}% of the input price "
+            f"({above} is cheaper above it, {below} below)"
+        )
+    for name in cols:
+        fig = pol.get(name)
+        if fig is not None and fig.cache_break_causes:
+            causes = "; ".join(f"{k} x{v}" for k, v in fig.cache_break_causes.items())
+            lines.append(f"cache breaks ({name}): {causes}")
+    for n in r.notes:
+        lines.append(f"note: {n}")
+    lines.append(f"({1000 * r.elapsed_s:.0f} ms)")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- --policies
+BASE_COLUMNS = ("pipeline", "gates_closed", "as_sent", "actual")
+
+
+def policy_totals(reports: list[SimulationReport]) -> dict[str, tuple[CallCache, float, int, int, int]]:
+    """Per policy column over every report: (cache totals, cost, compactions, breaks, output tokens)."""
+    from engine.sim.cachesim import ZERO
+
+    out: dict[str, tuple[CallCache, float, int, int, int]] = {}
+    for r in reports:
+        for name, f in r.policies.items():
+            if name in BASE_COLUMNS or f is None:
+                continue
+            t, c, k, b, o = out.get(name, (ZERO, 0.0, 0, 0, 0))
+            out[name] = (
+                t + f.totals,
+                c + f.cost_usd,
+                k + (f.compactions or 0),
+                b + (f.cache_breaks or 0),
+                o + f.output_tokens,
+            )
+    return out
+
+
+def _fig_json(t: CallCache, cost: float, comps: int, breaks: int, out: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": t.input_tokens,
+        "billed_new_tokens": t.uncached + t.cache_write,
+        "cache_hit_rate": round(t.hit_rate, 6),
+        "output_tokens": out,
+        "cost_usd": round(cost, 8),
+        "compactions": comps,
+        "cache_breaks": breaks,
+    }
+
+
+def render_policies(reports: list[SimulationReport]) -> str:
+    """One table: a row per policy, summed over every recording given."""
+    from engine.sim.simulate import policy_doc
+
+    r0 = reports[0]
+    tot = policy_totals(reports)
+    base = tot.get("paper")
+    head = f"SIMULATE --policies: {len(reports)} recording(s), window {r0.window:,}"
+    lines = [head, f"  {r0.prices_line()}"]
+    if r0.calibration != 1.0:
+        lines.append(f"  token counts calibrated to the provider's (x{r0.calibration:.3f} on {r0.source})")
+    lines.append("")
+    cols = (
+        "policy",
+        "prompt tokens",
+        "billed new",
+        "hit rate",
+        "cost (USD)",
+        "vs paper",
+        "compactions",
+        "breaks",
+    )
+    rows = []
+    for name, (t, cost, comps, breaks, _o) in tot.items():
+        rel = f"{cost / base[1]:.3f}x" if base and base[1] > 0 else "-"
+        rows.append(
+            (
+                name,
+                f"{t.input_tokens:,}",
+                f"{t.uncached + t.cache_write:,}",
+                f"{100 * t.hit_rate:.1f}%",
+                f"${cost:.4f}",
+                rel,
+                str(comps),
+                str(breaks),
+            )
+        )
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cols)))
+    for row in rows:
+        lines.append(
+            "  ".join(v.ljust(widths[0]) if i == 0 else v.rjust(widths[i]) for i, v in enumerate(row))
+        )
+    lines.append("")
+    for name in tot:
+        lines.append(f"{name}: {policy_doc(name)}")
+    seen: set[str] = set()
+    for r in reports:
+        for n in r.notes:
+            if n not in seen:
+                seen.add(n)
+                lines.append(f"note: {n}" + (f" ({r.source})" if len(reports) > 1 else ""))
+    return "\n".join(lines)
