@@ -308,6 +308,26 @@ def test_real_actual_equals_the_source_sums(deepseek_rec: Path) -> None:
     assert abs(s.cache_hit_rate - a.cache_hit_rate) < 0.05
 
 
+def test_simulate_of_an_import_reads_its_actual_events_without_the_importers(deepseek_rec: Path) -> None:
+    """The as_sent column folds an import's `actual` events (engine/recording/actual.py) without
+    importing the importers package and its format parsers, which a plain simulate never uses."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import json, sys\n"
+        "from inspector.simulate_command import simulate\n"
+        f"simulate([__import__('pathlib').Path({str(deepseek_rec)!r})], as_json=True)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('engine.importers'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(root)}, cwd=root).stdout
+    report, _, modules = out.rpartition("\n[")
+    assert json.loads("[" + modules) == []
+    assert json.loads(report)["policies"]["as_sent"]["calls"] > 0
+
+
 def test_real_tight_window_pipeline_sends_fewer_tokens(deepseek_rec: Path) -> None:
     r = simulate_file(deepseek_rec, SimSettings(window=32000), counter=COUNTER)
     p, c = r.policies["pipeline"], r.policies["gates_closed"]

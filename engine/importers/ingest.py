@@ -17,6 +17,7 @@ from engine.hashing import canonical_json
 from engine.importers.model import CallRec, ImportedSession, MessageRec
 from engine.pipeline import Pipeline
 from engine.providers import canonical_provider
+from engine.recording.actual import actual_requests as actual_requests  # re-exported: its old home
 from engine.tokens import TokenCounter
 
 DEFAULT_WINDOW = 128_000
@@ -196,13 +197,3 @@ class ActualRecorder:
         self.prev = hashes
 
 
-def actual_requests(events: list[dict[str, Any]]) -> dict[int, list[str]]:
-    """turn -> message blob hashes of the request the agent actually sent."""
-    out: dict[int, list[str]] = {}
-    prev: list[str] = []
-    for ev in events:
-        if ev.get("k") == "actual":
-            cur = prev[: ev["base"]] + list(ev["add"])
-            out[ev["turn"]] = cur
-            prev = cur
-    return out

@@ -500,8 +500,8 @@ def _as_sent(
     events: list[Event], blobs: Mapping[str, str], counter: TokenCounter, anthropic_style: bool
 ) -> list[_Req]:
     """The requests exactly as the agent sent them, from `actual` events, as engine Blocks."""
-    # Imported here: only imports have `actual` events, and the importers package is not small.
-    from engine.importers.ingest import actual_requests
+    # Imported here: only recordings of captured agents have `actual` events.
+    from engine.recording.actual import actual_requests
 
     msgs = actual_requests(events)
     tools: list[tuple[str, str]] = []
