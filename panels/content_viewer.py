@@ -34,6 +34,7 @@ from textual.widget import Widget
 from panels.keys import TURN_KEYS
 from panels.markup_line import MarkupLine
 from panels.repaint import repaint
+from panels.row_frame import styles_key
 from panels.scrollbar_rows import RowScrollBar, rows_moved, thumb
 from panels.text_document import TextDocument, prepare, rewrap, row_text
 
@@ -94,6 +95,7 @@ class ContentBody(ScrollView, can_focus=True):
         self._strips: LRUCache[int, Strip] = LRUCache(1024)
         # (base style, width, text selection) while a frame is drawn: read once a frame, not once a row
         self._frame: tuple[Style, int, Selection | None] | None = None
+        self._screenful: tuple[tuple[object, ...], Screenful] | None = None  # (what it was made from, it)
 
     @property
     def allow_select(self) -> bool:
@@ -176,10 +178,21 @@ class ContentBody(ScrollView, can_focus=True):
         return selection.extract("\n".join(self.document.plain_lines)), "\n"
 
     def screenful(self) -> Screenful:
+        """What drawing a row as the frame draws it needs (see Screenful). A step asks twice (its frame,
+        and the content worker it starts) and each time it was ~0.2 ms (`rich_style` and
+        `background_colors` walk the ancestors), so it is kept for as long as nothing it is made from
+        changes: the styles of this widget and its ancestors (Textual counts their updates), the size
+        and the line filters."""
+        key = (styles_key(self), self.outer_size, self.scrollable_content_region, tuple(self.get_line_filters()))
+        kept = self._screenful
+        if kept is not None and kept[0] == key:
+            return kept[1]
         base_background, background = self.background_colors
-        return Screenful(max(self.size.height, 1), self.rich_style, self.content_region.width,
-                         VisualStyle(background=base_background + background).rich_style,
-                         tuple(self.get_line_filters()), background, self.scrollable_content_region.width)
+        screenful = Screenful(max(self.size.height, 1), self.rich_style, self.content_region.width,
+                              VisualStyle(background=base_background + background).rich_style,
+                              key[3], background, self.scrollable_content_region.width)
+        self._screenful = (key, screenful)
+        return screenful
 
     def _plain(self) -> bool:
         """No border, outline, padding, tint, opacity or hatch: a row on screen is the row's strip

@@ -7,6 +7,8 @@ step). Here `lines()` builds the Content of each line, each line is rendered onc
 (cached), and only lines that differ from what is on screen are marked for repaint, so the compositor
 redraws those rows and nothing else of the panel. Output is the same as `render()` would give for the
 lines joined with newlines: each line goes through Textual's own `Visual.to_strips` (wrapping included).
+The border and padding around a changed row are put on by FramedRows (row_frame.py), not by Textual's
+styles cache.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from textual.visual import Visual
 from textual.widget import Widget
 
 from panels.repaint import repaint
+from panels.row_frame import FramedRows
 
 CACHE_LINES = 256  # distinct line Contents kept per panel (a few per step: ample for stepping back)
 CACHE_STYLES = 4096  # distinct (style, x, y) of segments kept per panel
@@ -40,7 +43,7 @@ def merge_runs(cells: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-class LinePanel(Widget):
+class LinePanel(FramedRows, Widget):
     """Subclasses implement `lines(width)`, and call `redraw()` when what they show changes (their
     reactives are declared with repaint=False, so nothing repaints the whole panel behind its back)."""
 

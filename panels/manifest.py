@@ -26,6 +26,7 @@ from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.repaint import repaint
+from panels.row_frame import FramedRows
 
 COLUMNS = ("section", "kind", "scope", "prio", "budget", "plan", "sent", "form", "Δ", "hash")
 # Narrow terminals drop the columns a person can live without, so 80 columns need no scrolling.
@@ -52,7 +53,7 @@ def _width(cell: Cell) -> int:
     return cell.cell_len if isinstance(cell, Text) else Text(cell).cell_len
 
 
-class ManifestPanel(ScrollView, can_focus=True):
+class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     """The manifest table. Up/Down/PageUp/PageDown move the row cursor (the shown section);
     Left/Right/Home/End step turns, as everywhere else in the app."""
 
@@ -98,6 +99,7 @@ class ManifestPanel(ScrollView, can_focus=True):
         self._strips: dict[int | tuple[int, int, int], Strip] = {}
         self.cursor_row = 0
         self.compact = False
+        self._row_base: tuple[Style, int] | None = None  # (base style, width) while a frame is drawn
 
     # ---- data ---------------------------------------------------------------------------------
 
@@ -231,9 +233,17 @@ class ManifestPanel(ScrollView, can_focus=True):
 
     # ---- rendering ----------------------------------------------------------------------------
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The rows of one frame share the base style and width: `rich_style` walks the ancestors
+        # (~60 us), and was read once a row.
+        self._row_base = (self.rich_style, self.scrollable_content_region.width)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._row_base = None
+
     def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        base = self.rich_style
+        base, width = self._row_base or (self.rich_style, self.scrollable_content_region.width)
         row = -1 if y == 0 else y - 1 + int(self.scroll_y)
         if row >= len(self._rows):
             return Strip.blank(width, base)

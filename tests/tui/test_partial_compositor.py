@@ -24,6 +24,7 @@ from inspector.partial_compositor import DirtyRowsCompositor
 from inspector.sources.synthetic import SyntheticSource
 from panels.content_viewer import ContentBody
 from panels.manifest import ManifestPanel
+from panels.row_frame import FramedRows
 from tests.tui.conftest import settle
 
 Cell = tuple[str, Style | None]
@@ -123,10 +124,15 @@ async def test_a_step_renders_only_the_widgets_that_changed() -> None:
         render_lines = Widget.render_lines
         body_render = ContentBody.render_lines
         manifest_render = ManifestPanel.render_lines
+        framed_render = FramedRows.render_lines  # the overview panels' and the manifest's rows
 
         def count(widget: Widget, crop: object) -> object:
             rendered[type(widget).__name__] += 1
             return render_lines(widget, crop)  # type: ignore[arg-type]
+
+        def count_framed(widget: FramedRows, crop: object) -> object:
+            rendered[type(widget).__name__] += 1
+            return framed_render(widget, crop)  # type: ignore[arg-type]
 
         def count_body(widget: ContentBody, crop: object) -> object:
             rendered["ContentBody"] += 1
@@ -138,6 +144,7 @@ async def test_a_step_renders_only_the_widgets_that_changed() -> None:
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(Widget, "render_lines", count)
+            mp.setattr(FramedRows, "render_lines", count_framed)
             mp.setattr(ContentBody, "render_lines", count_body)
             mp.setattr(ManifestPanel, "render_lines", count_manifest)
             await pilot.press("right")
