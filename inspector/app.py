@@ -33,6 +33,7 @@ from engine.trace_schema import Trace
 from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
 from inspector.early_steps import EarlySteps
+from inspector.key_order import KeyOrder
 from inspector.key_route import run_step_key, step_keys
 from inspector.keys_footer import KeysFooter
 from inspector.messages import (
@@ -154,6 +155,8 @@ class InspectorApp(App[None]):
         self._step_keys = step_keys(list(self.BINDINGS))
         # Steps typed before the start turn is on screen run once it is (early_steps.py).
         self._early_steps = EarlySteps()
+        # Keys read together are handled in order, each where focus is once the one before is done.
+        self._key_order = KeyOrder(self)
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
@@ -217,9 +220,17 @@ class InspectorApp(App[None]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseDown)) and not event.is_forwarded:
             self._last_input = time.monotonic()
-            if self.step_timing is not None and isinstance(event, events.Key):
-                self.step_timing.key(event.key, event.time)
-            if isinstance(event, events.Key) and await run_step_key(self, event, self._step_keys):
+            if isinstance(event, events.Key):
+                if self._key_order.hold(event):  # a key before it is still on its way (key_order.py)
+                    return
+                if self.step_timing is not None:
+                    self.step_timing.key(event.key, event.time)
+                if await run_step_key(self, event, self._step_keys):
+                    return
+                target = self.focused or self.screen  # where Textual forwards a key no priority binding took
+                await super().on_event(event)
+                if event.is_forwarded:
+                    self._key_order.forwarded(target)
                 return
         await super().on_event(event)
 
