@@ -24,6 +24,7 @@ every turn on 20k messages would take hours).
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
         [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
         [--skip-long | --only-long] [--no-peer] [--peer-counter tiktoken|bpe] [--profile] [--identity OUT.json [--compare EARLIER.json]]
+        [--ab BASE_DIR [--rounds 6] [--procs 3]]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
 (traces included) of many runs, hashed per run: real trajectories x providers x windows x policies
@@ -403,6 +404,88 @@ def engine_summary(best: dict[str, list[list[float]]], sizes: list[int], warm: i
         print(line)
 
 
+# ----------------------------------------------------------------------------- paired A/B
+def pair_child(args: argparse.Namespace) -> int:
+    """--pair-child: one engine repeat of part 1 (engine and floor, no peer) per line read on stdin,
+    answered with one JSON line of per-turn thread-CPU lists. Run by --ab under each tree's PYTHONPATH,
+    so the engine timed is that tree's while the timing loop is this file's."""
+    imp = load(args.file)
+    TokenCounter().count("warm up the tokenizer")
+    naive, count_one = tiktoken_counter(), tiktoken_one()  # unused without peers; one_repeat's signature
+    for _line in sys.stdin:
+        gc.collect()
+        out, _sizes = one_repeat(imp, args.window, [], naive, count_one, peers=False)
+        print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
+    return 0
+
+
+def ab(args: argparse.Namespace) -> int:
+    """--ab BASE_DIR: part 1's engine (no peer) under this tree and under BASE_DIR (a `git archive` of
+    older code), in long-lived processes that take turns repeat by repeat (A B, then B A): both see the
+    same load, turn by turn, instead of one whole run after the other (on a shared machine a whole
+    run's CPU time moves by 1.5x from one minute to the next). Each turn's minimum over the repeats,
+    as in part 1."""
+    import subprocess
+
+    here = Path(__file__).resolve()
+    trees = {"base": Path(args.ab).resolve(), "new": here.parents[1]}
+    # Several processes per tree: in A/A runs (the same tree on both sides) one process ran 0.8-1.3x
+    # the other's CPU time throughout, pinned or not (where its memory landed, how it shares a core),
+    # so one process per side measures the processes, not the code. Each turn's minimum is over every
+    # repeat of every process of a tree.
+    kids: list[tuple[str, Any]] = []
+    for _ in range(args.procs):
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window)]
+            kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
+    best: dict[str, dict[str, list[float]]] = {}
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    try:
+        for r in range(args.rounds):
+            # Every process once a round, base and new alternating, the order reversed every round.
+            for name, kid in kids if r % 2 == 0 else kids[::-1]:
+                assert kid.stdin is not None and kid.stdout is not None
+                if cpus:
+                    # Both trees on the same core in a round, the core changing round by round.
+                    os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
+                kid.stdin.write("go\n")
+                kid.stdin.flush()
+                got = json.loads(kid.stdout.readline())
+                mine = best.setdefault(name, {k: [math.inf] * len(got[k]) for k in got})
+                for k, vals in got.items():
+                    mine[k] = [min(a, b) for a, b in zip(mine[k], vals, strict=True)]
+    finally:
+        for _name, kid in kids:
+            if kid.stdin is not None:
+                kid.stdin.close()
+            kid.wait()
+    ms = 1000.0
+    warm = args.warm
+    summary: dict[str, dict[str, float]] = {}
+    for name in ("base", "new"):
+        e, f, tk = best[name]["engine"], best[name]["floor"], best[name]["tokenize"]
+        rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
+        summary[name] = {
+            "engine": sum(e) * ms,
+            "floor": sum(f) * ms,
+            "tokenize": sum(tk) * ms,
+            "steady": statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True)),
+            "steady_rest": statistics.median(a / b for a, b in zip(rest[warm:], f[warm:], strict=True)),
+            "median_turn": statistics.median(e[warm:]) * ms,
+        }
+        v = summary[name]
+        print(f"[CPU] {name}: engine {v['engine']:.1f} ms, floor {v['floor']:.1f} ms, tokenizing "
+              f"{v['tokenize']:.1f} ms; steady turn / floor {v['steady']:.2f}x (median turn "
+              f"{v['median_turn']:.3f} ms), without tokenizing {v['steady_rest']:.2f}x")  # fmt: skip
+    b, n = summary["base"], summary["new"]
+    print(f"[CPU] new / base: whole trajectory {n['engine'] / b['engine']:.3f}, median steady turn "
+          f"{n['median_turn'] / b['median_turn']:.3f}, without tokenizing "
+          f"{(n['engine'] - n['tokenize']) / (b['engine'] - b['tokenize']):.3f} "
+          f"({args.procs} processes per tree, {args.rounds} repeats each, alternating)")  # fmt: skip
+    return 0
+
+
 # ----------------------------------------------------------------------------- part 2
 def synthetic_output(t: int) -> str:
     """A tool output of 5-150 lines, deterministic in t."""
@@ -696,6 +779,10 @@ def main() -> int:
         "whole growing history every turn (simulate's gates-closed column)",
     )
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
+    ap.add_argument("--ab", metavar="BASE_DIR", help="part 1's engine, this tree vs BASE_DIR, repeat by repeat")
+    ap.add_argument("--rounds", type=int, default=6, help="with --ab: repeats of each process, A B / B A in turn")
+    ap.add_argument("--procs", type=int, default=3, help="with --ab: processes per tree")
+    ap.add_argument("--pair-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--identity", type=Path, help="write per-run hashes of requests and journal here")
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
@@ -707,6 +794,10 @@ def main() -> int:
         return 2
     if args.identity is not None:
         return identity(args)
+    if args.pair_child:
+        return pair_child(args)
+    if args.ab:
+        return ab(args)
     if args.profile:
         imp = load(args.file)
         engine_only(imp, args.window)  # warm the tokenizer and imports

@@ -154,5 +154,32 @@ RULES: tuple[Callable[[Trace, list[Trace]], Alert | None], ...] = (
 )
 
 
+# The rules that read what only the call's outcome brings (its usage, an error). The others read the
+# request's trace and the turns before it, which the outcome does not change: when usage or an error
+# arrives, only these need to run again (see reevaluate).
+OUTCOME_RULES = frozenset({recovery, estimate_error, low_cache_hit})
+# Every rule looks at most this many earlier traces back (compaction_cascade's prev[-9:]).
+LOOKBACK = 9
+
+Outcomes = tuple[Alert | None, ...]  # one per rule of RULES, in its order
+
+
+def evaluate_rules(t: Trace, prev: list[Trace]) -> Outcomes:
+    """What each rule says about `t`, in RULES order (None where it says nothing)."""
+    return tuple(rule(t, prev) for rule in RULES)
+
+
+def alerts_of(outcomes: Outcomes) -> list[Alert]:
+    return [a for a in outcomes if a is not None]
+
+
 def evaluate(t: Trace, prev: list[Trace]) -> list[Alert]:
-    return [a for rule in RULES if (a := rule(t, prev)) is not None]
+    return alerts_of(evaluate_rules(t, prev))
+
+
+def reevaluate(t: Trace, prev: list[Trace], before: Outcomes) -> Outcomes:
+    """evaluate_rules(t, prev) once the outcome (usage or an error) is on `t`, given what the rules said
+    about the same trace and turns before it at the request (`before`): only OUTCOME_RULES run again."""
+    return tuple(
+        rule(t, prev) if rule in OUTCOME_RULES else got for rule, got in zip(RULES, before, strict=True)
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.hashing import canonical_json, content_hash, sha256_hex
+from engine.hashing import canonical_json, content_hash, sha256_hex, string_list_hash
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,12 @@ class ToolCall:
 
     def __post_init__(self) -> None:
         if not self.sha:
-            object.__setattr__(self, "sha", content_hash(["call", self.id, self.name, self.arguments]))
+            if type(self.id) is str and type(self.name) is str and type(self.arguments) is str:
+                # Escaped through the memo the request fragment reads again (see json_string).
+                sha = string_list_hash("call", self.id, self.name, self.arguments)
+            else:
+                sha = content_hash(["call", self.id, self.name, self.arguments])
+            object.__setattr__(self, "sha", sha)
 
     def arguments_obj(self) -> Any:
         import json
@@ -81,9 +86,17 @@ class ToolResult:
 
     def __post_init__(self) -> None:
         if not self.sha:
-            object.__setattr__(
-                self, "sha", content_hash(["result", self.call_id, self.content, self.is_error, self.form])
-            )
+            if (
+                type(self.call_id) is str
+                and type(self.content) is str
+                and type(self.is_error) is bool
+                and type(self.form) is str
+            ):
+                # Escaped through the memo the request fragment reads again (see json_string).
+                sha = string_list_hash("result", self.call_id, self.content, self.is_error, self.form)
+            else:
+                sha = content_hash(["result", self.call_id, self.content, self.is_error, self.form])
+            object.__setattr__(self, "sha", sha)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import encode_basestring
 from typing import Any
 
 # One encoder built once: json.dumps with non-default options builds a JSONEncoder per call, which
@@ -18,6 +19,42 @@ _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=F
 def canonical_json(value: Any) -> bytes:
     """Stable JSON bytes: sorted keys, compact separators, UTF-8 (non-ASCII kept as is)."""
     return _encode(value).encode("utf-8")
+
+
+# The JSON string literals of the last few long strings escaped (see json_string): a tool's output is
+# escaped for its ToolResult's content hash and again for its request fragment, the same turn.
+_ESCAPED: dict[str, str] = {}
+ESCAPE_MEMO = 16  # strings kept
+ESCAPE_MIN = 256  # shorter strings are escaped afresh (cheaper than the memo's look-up and upkeep)
+
+
+def json_string(text: str) -> str:
+    """`text` as canonical_json writes it (a JSON string literal, non-ASCII kept as is), from a memo of
+    the last few long strings: callers that put the same long string into two JSON values (a content
+    hash and a request fragment) escape it once."""
+    if len(text) < ESCAPE_MIN:
+        return encode_basestring(text)
+    got = _ESCAPED.get(text)
+    if got is None:
+        got = encode_basestring(text)
+        if len(_ESCAPED) >= ESCAPE_MEMO:
+            del _ESCAPED[next(iter(_ESCAPED))]  # the oldest
+        _ESCAPED[text] = got
+    return got
+
+
+def string_list_hash(*items: str | bool) -> str:
+    """content_hash of a list of strings and booleans (the same digest), the strings escaped through
+    json_string's memo."""
+    out = []
+    for x in items:
+        if x is True:
+            out.append("true")
+        elif x is False:
+            out.append("false")
+        else:
+            out.append(json_string(x))
+    return sha256_hex("[" + ",".join(out) + "]")
 
 
 def sha256_hex(data: bytes | str) -> str:

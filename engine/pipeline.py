@@ -207,6 +207,8 @@ class Pipeline:
         self.fast_path = True
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
+        # (that trace, what each alert rule said about it at the request): see _outcome_alerts
+        self._open_alerts: tuple[dict[str, Any], alert_rules.Outcomes] | None = None
         self._replay = replay
         self._explaining = False  # EXPLAIN only: no journal writes, no summarizer calls
         self.recorder: Any = None
@@ -925,7 +927,8 @@ class Pipeline:
         built = self.build(bound)
         check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
-        built.trace["alerts"] = alert_rules.evaluate(built.trace, list(self.traces))
+        said = alert_rules.evaluate_rules(built.trace, self._recent_traces())
+        built.trace["alerts"] = alert_rules.alerts_of(said)
         shadow_ev = self._plan_shadow(bound, built) if self._shadow is not None else None
         self._emit(
             {
@@ -951,6 +954,7 @@ class Pipeline:
             self.journal.append(shadow_ev)  # after the request it shadows; fold ignores the kind
         self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)
         self._open = built.trace
+        self._open_alerts = (built.trace, said)
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
 
@@ -1007,6 +1011,7 @@ class Pipeline:
         if self._open is not None:
             self.journal.append({"k": "turn", "turn": self._open["turn"], "trace": self._open})
             self._open = None
+            self._open_alerts = None
 
     def annotate(self, key: str, value: Any) -> None:
         """Attach a value to the open turn's trace (journaled with it). Capture layers use it for what
@@ -1027,7 +1032,7 @@ class Pipeline:
             self._usage_hint = None
         if self._open is not None:
             self._open["usage"] = dict(d)  # what u.to_dict() gives, as its own dict
-            self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
+            self._outcome_alerts()
             self.close_turn()
         return u
 
@@ -1036,8 +1041,29 @@ class Pipeline:
         self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
         if self._open is not None:
             self._open["error"] = f"{kind}: {message}"[:500]
-            self._open["alerts"] = alert_rules.evaluate(self._open, list(self.traces)[:-1])
+            self._outcome_alerts()
             self.close_turn()
+
+    def _recent_traces(self) -> list[dict[str, Any]]:
+        """The traces before the one being built, as far back as any alert rule looks."""
+        n = len(self.traces)
+        return [self.traces[i] for i in range(max(0, n - alert_rules.LOOKBACK), n)]
+
+    def _outcome_alerts(self) -> None:
+        """The open turn's alerts once its outcome is on its trace. The rules that read only the request
+        said their piece when it was built, about the same trace and the same turns before it: only
+        those that read the outcome run again."""
+        t = self._open
+        assert t is not None
+        said = self._open_alerts
+        traces = self.traces
+        if said is not None and said[0] is t and traces and traces[-1] is t:
+            n = len(traces) - 1
+            prev = [traces[i] for i in range(max(0, n - alert_rules.LOOKBACK), n)]
+            out = alert_rules.reevaluate(t, prev, said[1])
+        else:
+            out = alert_rules.evaluate_rules(t, list(traces)[:-1])
+        t["alerts"] = alert_rules.alerts_of(out)
 
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None

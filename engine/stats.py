@@ -5,6 +5,7 @@ Read-only during a turn; only Feedback writes, and only after a successful call.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,11 @@ def percentile(values: list[int], pct: float) -> int:
     """Nearest-rank percentile (deterministic, no interpolation)."""
     if not values:
         return 0
-    ordered = sorted(values)
+    return ranked(sorted(values), pct)
+
+
+def ranked(ordered: list[int], pct: float) -> int:
+    """Nearest-rank percentile of values already in ascending order."""
     rank = max(1, -(-len(ordered) * pct // 100))  # ceil
     return ordered[int(rank) - 1]
 
@@ -33,6 +38,10 @@ class Statistics:
     # what-if many times per turn) while the samples change once per call. Not part of the state.
     _pct: dict[tuple[str, int, int], int] = field(default_factory=dict, repr=False, compare=False)
     _seen: int = field(default=0, repr=False, compare=False)
+    # Each bucket's samples in ascending order, kept in step by record_completion (an insort and a
+    # removal by bisection) so a new percentile costs no sort of the 256-sample window. Rebuilt when it
+    # is out of step with the samples (completions edited from outside). Not part of the state.
+    _ordered: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
     def bucket(model: str, source: str) -> str:
@@ -50,15 +59,30 @@ class Statistics:
         if got is None:
             if len(self._pct) > 64:
                 self._pct.clear()
-            got = self._pct[key] = percentile(samples, pct)
+            got = self._pct[key] = ranked(self._ordered_samples(bucket, samples), pct)
         return got, pct
 
+    def _ordered_samples(self, bucket: str, samples: list[int]) -> list[int]:
+        ordered = self._ordered.get(bucket)
+        if ordered is None or len(ordered) != len(samples):
+            ordered = self._ordered[bucket] = sorted(samples)
+        return ordered
+
     def record_completion(self, model: str, source: str, output_tokens: int) -> None:
-        samples = self.completions.setdefault(self.bucket(model, source), [])
-        samples.append(max(0, int(output_tokens)))
+        bucket = self.bucket(model, source)
+        samples = self.completions.setdefault(bucket, [])
+        ordered = self._ordered.get(bucket)
+        if ordered is not None and len(ordered) != len(samples):
+            ordered = self._ordered[bucket] = sorted(samples)
+        value = max(0, int(output_tokens))
+        samples.append(value)
+        if ordered is not None:
+            insort(ordered, value)
         self._seen += 1
         if len(samples) > MAX_SAMPLES:
-            del samples[0]
+            gone = samples.pop(0)
+            if ordered is not None:
+                del ordered[bisect_left(ordered, gone)]
 
     def record_calibration(self, model: str, estimated: int, actual: int) -> None:
         if estimated <= 0 or actual <= 0:

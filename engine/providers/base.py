@@ -25,7 +25,8 @@ from engine.artifacts import (
 )
 from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.errors import UnpairedToolResultError
-from engine.hashing import canonical_json, sha256_hex
+from engine.hashing import canonical_json
+from engine.providers.hex_chain import ChainHasher
 from engine.providers.policy import ProviderCachePolicy
 from engine.request_diff import common_prefix_len
 from engine.types import SectionKind
@@ -238,21 +239,24 @@ def _prefix_hex(hexes: list[str] | None, prefix: list[Block]) -> str:
 class _PrefixHasher:
     """sha256 of successive request bodies that mostly extend earlier ones (between compactions a body
     is an earlier one plus new messages, with the same few bytes around them). For each of the last
-    STREAMS bodies it keeps the hash state at every CHECKPOINT bytes; a new body resumes from the
-    furthest checkpoint inside the part it shares with any of them (memcmps) and hashes only the rest:
+    STREAMS bodies it keeps the hash state at every CHECKPOINT bytes, and at the body's mark (where the
+    caller says the next body is likely to diverge: the end of its messages); a new body resumes from
+    its furthest point inside the part it shares with any of them (memcmps) and hashes only the rest:
     the same digest as hashing the whole body.
 
     Several bodies, not one: the same serializer builds interleaved sequences of requests (simulate
     builds each turn under the what-if, with every gate closed, and per engine policy), and each
     sequence extends its own previous body, not the one built just before it."""
 
-    # A resumed hash re-hashes at most this much of what it shares; smaller costs a state copy per step.
+    # Without a mark, a resumed hash re-hashes at most this much of what it shares; smaller costs a state
+    # copy per step.
     CHECKPOINT = 16384
     STREAMS = 8
 
     def __init__(self) -> None:
-        # (body, states), most recently used first; states[i]: hash of body[: (i + 1) * CHECKPOINT]
-        self._streams: list[tuple[bytes, list[Any]]] = []
+        # (body, states, (mark, state at mark) or None), most recently used first;
+        # states[i]: hash of body[: (i + 1) * CHECKPOINT]
+        self._streams: list[tuple[bytes, list[Any], tuple[int, Any] | None]] = []
         self.hashed = 0  # bytes hashed so far (what the checkpoints saved is the rest)
 
     def _shared(self, prev: bytes, states: list[Any], body: bytes) -> int:
@@ -272,10 +276,19 @@ class _PrefixHasher:
                 hi = mid - 1
         return lo
 
-    def hexdigest(self, body: bytes) -> str:
+    def _resume(self, body: bytes) -> tuple[int, int, list[Any], Any, bool]:
+        """(stream it resumes, bytes it skips, checkpoints it keeps, hash state there, whether at that
+        stream's mark); stream -1: none.
+        An earlier body's mark when this body repeats everything before it (between compactions: the
+        previous request's messages, so only the new ones and the envelope's tail are hashed), else
+        the furthest shared checkpoint."""
         step = self.CHECKPOINT
+        for i, (prev, states, mark) in enumerate(self._streams):
+            if mark is not None and len(body) >= mark[0] and body.startswith(memoryview(prev)[: mark[0]]):
+                at = mark[0]
+                return i, at, states[: at // step], mark[1].copy(), True
         best, n = -1, 0
-        for i, (prev, states) in enumerate(self._streams):
+        for i, (prev, states, _mark) in enumerate(self._streams):
             # Searched only when it can beat the best so far (one memcmp says so).
             if (
                 len(states) > n
@@ -286,21 +299,36 @@ class _PrefixHasher:
                 if k > n:
                     best, n = i, k
         states = self._streams[best][1][:n] if best >= 0 else []
-        h = states[-1].copy() if n else hashlib.sha256()
+        return best, n * step, states, states[-1].copy() if n else hashlib.sha256(), False
+
+    def hexdigest(self, body: bytes, mark: int = 0) -> str:
+        """sha256 of `body`; `mark` (0: none): an offset to keep the hash state at for the next body."""
+        step = self.CHECKPOINT
+        best, pos, states, h, at_mark = self._resume(body)
+        skipped, inherited = pos, len(states)
         view = memoryview(body)
-        pos = n * step
-        while pos + step <= len(body):
-            h.update(view[pos : pos + step])
-            pos += step
+        kept: tuple[int, Any] | None = None
+        # Hashed up to each checkpoint after pos (its state kept) and up to the mark on the way.
+        stops = range((pos // step + 1) * step, len(body) + 1, step)
+        for stop in stops:
+            if pos < mark <= stop:
+                h.update(view[pos:mark])
+                kept, pos = (mark, h.copy()), mark
+            h.update(view[pos:stop])
             states.append(h.copy())
+            pos = stop
+        if pos < mark <= len(body):
+            h.update(view[pos:mark])
+            kept, pos = (mark, h.copy()), mark
         h.update(view[pos:])
-        self.hashed += len(body) - n * step
-        if best >= 0 and n == len(self._streams[best][1]):
-            del self._streams[best]  # the new body holds every checkpoint of the one it extends
-        self._streams.insert(0, (body, states))
+        self.hashed += len(body) - skipped
+        # The new body holds every point of the one it extends worth keeping (all its checkpoints, or
+        # those before the mark it resumed from: what follows a mark is an envelope's tail).
+        if best >= 0 and (at_mark or inherited == len(self._streams[best][1])):
+            del self._streams[best]
+        self._streams.insert(0, (body, states, kept))
         del self._streams[self.STREAMS :]
         return h.hexdigest()
-
 
 class Serializer:
     """Provider-independent driver; a provider supplies the four hooks."""
@@ -312,7 +340,7 @@ class Serializer:
         policy: ProviderCachePolicy,
         system_block: Callable[[str, bool], dict[str, Any]],
         tool_block: Callable[[ToolSchema, bool], dict[str, Any]],
-        message_blocks: Callable[[Message, bool], list[dict[str, Any]]],
+        message_blocks: Callable[[Message, bool], list[dict[str, Any]] | bytes],
         envelope: Callable[[str, int, list[bytes], list[bytes], list[bytes]], bytes],
     ) -> None:
         self.policy = policy
@@ -328,6 +356,10 @@ class Serializer:
         # sequence of requests; see _PrefixHasher)
         self._runs: dict[str, list[_SectionRun]] = {}
         self._body_hash = _PrefixHasher()
+        # Section hashes (sha256 of the items' hashes joined) and the prefix hash (of the prefix blocks'
+        # hashes as bytes), each resumed from an earlier string it extends (see hex_chain).
+        self._section_hash = ChainHasher(keep=4 * self.RUNS)
+        self._prefix_hash = ChainHasher(bytes.fromhex, keep=self.RUNS)
         self._pairs: dict[str, _PairInfo] = {}  # message hash -> what check_pairing needs from it
         self._kept = 0  # item cache entries left by the last prune
 
@@ -335,7 +367,9 @@ class Serializer:
         b = self._cache.get(key)
         if b is None:
             v = make()
-            if isinstance(v, list):
+            if isinstance(v, bytes):  # a hook that wrote its canonical bytes itself
+                b = v
+            elif isinstance(v, list):
                 b = b",".join(canonical_json(x) for x in v)
             else:
                 b = canonical_json(v)
@@ -442,7 +476,7 @@ class Serializer:
             blocks,
             keys,
             items,
-            sha256_hex(hexes),
+            self._section_hash.hexdigest(hexes),
             hexes if uniform else None,
         )
         if prev is not None and common == len(prev.shas) and k == common:
@@ -503,8 +537,8 @@ class Serializer:
         self._prune(live)
         if body:
             data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
-            request_sha = self._body_hash.hexdigest(data)
-            prefix_sha = hashlib.sha256(bytes.fromhex(_prefix_hex(hexes, prefix))).hexdigest()
+            request_sha = self._body_hash.hexdigest(data, _messages_end(data, out["messages"]))
+            prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
         else:
             data, request_sha, prefix_sha = b"", "", ""
         return SerializedRequest(
@@ -545,6 +579,22 @@ class Serializer:
         if isinstance(it, Message):
             return self._frag(("m" + it.sha, mk), lambda: self._message_blocks(it, mk)), "messages"
         return self._frag(("s" + it.sha, mk), lambda: self._system_block(text_of(it), mk)), "system"
+
+
+# How far back from a body's end its last message is looked for (the envelope's tail after the messages:
+# the model and tools, or at Anthropic the system prompt and tools).
+TAIL_SEARCH = 1 << 17
+
+
+def _messages_end(body: bytes, msgs: list[bytes]) -> int:
+    """Where the body's last message fragment ends (0: no messages, or not found near the end): the next
+    request of a session repeats the body up to there and appends, so its hash resumes there. Any
+    offset gives the same digest; this one only decides how much the next body re-hashes."""
+    if not msgs:
+        return 0
+    last = msgs[-1]
+    at = body.rfind(last, max(0, len(body) - len(last) - TAIL_SEARCH))
+    return at + len(last) if at >= 0 else 0
 
 
 def result_text(r: ToolResult) -> str:
