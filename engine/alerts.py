@@ -166,7 +166,7 @@ Outcomes = tuple[Alert | None, ...]  # one per rule of RULES, in its order
 
 def evaluate_rules(t: Trace, prev: list[Trace]) -> Outcomes:
     """What each rule says about `t`, in RULES order (None where it says nothing)."""
-    return tuple(rule(t, prev) for rule in RULES)
+    return tuple([rule(t, prev) for rule in RULES])
 
 
 def alerts_of(outcomes: Outcomes) -> list[Alert]:
@@ -180,6 +180,8 @@ def evaluate(t: Trace, prev: list[Trace]) -> list[Alert]:
 def reevaluate(t: Trace, prev: list[Trace], before: Outcomes) -> Outcomes:
     """evaluate_rules(t, prev) once the outcome (usage or an error) is on `t`, given what the rules said
     about the same trace and turns before it at the request (`before`): only OUTCOME_RULES run again."""
-    return tuple(
-        rule(t, prev) if rule in OUTCOME_RULES else got for rule, got in zip(RULES, before, strict=True)
-    )
+    out = list(before)
+    for i, rule in enumerate(RULES):
+        if rule in OUTCOME_RULES:
+            out[i] = rule(t, prev)
+    return tuple(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.hashing import canonical_json, content_hash, sha256_hex, string_list_hash
+from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class ToolCall:
         if not self.sha:
             if type(self.id) is str and type(self.name) is str and type(self.arguments) is str:
                 # Escaped through the memo the request fragment reads again (see json_string).
-                sha = string_list_hash("call", self.id, self.name, self.arguments)
+                sha = call_hash(self.id, self.name, self.arguments)
             else:
                 sha = content_hash(["call", self.id, self.name, self.arguments])
             object.__setattr__(self, "sha", sha)
@@ -93,7 +93,7 @@ class ToolResult:
                 and type(self.form) is str
             ):
                 # Escaped through the memo the request fragment reads again (see json_string).
-                sha = string_list_hash("result", self.call_id, self.content, self.is_error, self.form)
+                sha = result_hash(self.call_id, self.content, self.is_error, self.form)
             else:
                 sha = content_hash(["result", self.call_id, self.content, self.is_error, self.form])
             object.__setattr__(self, "sha", sha)

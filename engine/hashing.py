@@ -43,18 +43,21 @@ def json_string(text: str) -> str:
     return got
 
 
-def string_list_hash(*items: str | bool) -> str:
-    """content_hash of a list of strings and booleans (the same digest), the strings escaped through
+def result_hash(call_id: str, content: str, is_error: bool, form: str) -> str:
+    """content_hash(["result", call_id, content, is_error, form]) (the same digest), the content escaped
+    through json_string's memo, where the request fragment finds it again."""
+    return sha256_hex(
+        '["result",' + encode_basestring(call_id) + "," + json_string(content)
+        + (",true," if is_error else ",false,") + encode_basestring(form) + "]"
+    )  # fmt: skip
+
+
+def call_hash(call_id: str, name: str, arguments: str) -> str:
+    """content_hash(["call", call_id, name, arguments]) (the same digest), the arguments escaped through
     json_string's memo."""
-    out = []
-    for x in items:
-        if x is True:
-            out.append("true")
-        elif x is False:
-            out.append("false")
-        else:
-            out.append(json_string(x))
-    return sha256_hex("[" + ",".join(out) + "]")
+    return sha256_hex(
+        '["call",' + encode_basestring(call_id) + "," + encode_basestring(name) + "," + json_string(arguments) + "]"
+    )
 
 
 def sha256_hex(data: bytes | str) -> str:

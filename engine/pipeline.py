@@ -1046,8 +1046,9 @@ class Pipeline:
 
     def _recent_traces(self) -> list[dict[str, Any]]:
         """The traces before the one being built, as far back as any alert rule looks."""
-        n = len(self.traces)
-        return [self.traces[i] for i in range(max(0, n - alert_rules.LOOKBACK), n)]
+        traces = self.traces
+        n = len(traces)
+        return list(traces) if n <= alert_rules.LOOKBACK else [traces[i] for i in range(n - alert_rules.LOOKBACK, n)]
 
     def _outcome_alerts(self) -> None:
         """The open turn's alerts once its outcome is on its trace. The rules that read only the request

@@ -26,7 +26,7 @@ import engine.alerts as alert_rules
 import engine.hashing as hashing
 import engine.stats as stats_mod
 from engine.artifacts import Message, Text, ToolCall, ToolResult
-from engine.hashing import canonical_json, content_hash, string_list_hash
+from engine.hashing import call_hash, canonical_json, content_hash, result_hash
 from engine.pipeline import Pipeline
 from engine.providers.openai import message_blocks, tool_messages
 from engine.stats import MAX_SAMPLES, Statistics, percentile
@@ -35,13 +35,18 @@ from engine.tokens import CharTokenizer, TokenCounter
 
 def _pipe(window: int = 6_000) -> Pipeline:
     return Pipeline(
-        "deepseek-chat", "openai", window, counter=TokenCounter(CharTokenizer()), serve=False, clock=lambda: 0.0
+        "deepseek-chat",
+        "openai",
+        window,
+        counter=TokenCounter(CharTokenizer()),
+        serve=False,
+        clock=lambda: 0.0,
     )
 
 
 def _round(pipe: Pipeline, t: int, size: int) -> None:
     calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"n": t})}])
-    pipe.tool_result(calls[0].id, "".join(f"output {t}.{i} \"é\"\t\\\n" for i in range(size)))
+    pipe.tool_result(calls[0].id, "".join(f'output {t}.{i} "é"\t\\\n' for i in range(size)))
 
 
 # ------------------------------------------------------------------ the reserve's percentile
@@ -109,7 +114,11 @@ def test_alerts_equal_a_full_pass_over_every_outcome() -> None:
             est = req.trace["final_tokens"]
             inp = max(1, int(est * rnd.choice((0.5, 1.0, 1.3))))
             pipe.record_usage(
-                {"input_tokens": inp, "output_tokens": 50, "cache_read_tokens": rnd.choice((0, inp // 2, inp))}
+                {
+                    "input_tokens": inp,
+                    "output_tokens": 50,
+                    "cache_read_tokens": rnd.choice((0, inp // 2, inp)),
+                }
             )
     traces = [ev["trace"] for ev in pipe.journal.events if ev["k"] == "turn"]
     assert len(traces) == 60
@@ -134,7 +143,10 @@ def test_only_the_outcome_rules_run_again_at_the_outcome(monkeypatch: pytest.Mon
     monkeypatch.setattr(alert_rules, "RULES", tuple(wrapped[r] for r in alert_rules.RULES))
     outcome = {"recovery", "estimate_error", "low_cache_hit"}
     monkeypatch.setattr(
-        alert_rules, "OUTCOME_RULES", frozenset(w for r, w in wrapped.items() if r.__name__ in outcome), raising=False
+        alert_rules,
+        "OUTCOME_RULES",
+        frozenset(w for r, w in wrapped.items() if r.__name__ in outcome),
+        raising=False,
     )
     pipe = _pipe()
     pipe.user("fix the bug")
@@ -177,8 +189,9 @@ texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=600)
 
 @settings(max_examples=200, deadline=None)
 @given(texts, texts, st.booleans(), st.sampled_from(["full", "cleared", "spilled"]))
-def test_string_list_hash_is_the_content_hash(a: str, b: str, err: bool, form: str) -> None:
-    assert string_list_hash("result", a, b, err, form) == content_hash(["result", a, b, err, form])
+def test_result_and_call_hashes_are_the_content_hash(a: str, b: str, err: bool, form: str) -> None:
+    assert result_hash(a, b, err, form) == content_hash(["result", a, b, err, form])
+    assert call_hash(a, form, b) == content_hash(["call", a, form, b])
     assert ToolResult(a, b, err, form).sha == content_hash(["result", a, b, err, form])
     assert ToolCall(a, "bash", b).sha == content_hash(["call", a, "bash", b])
 
@@ -188,7 +201,8 @@ def test_string_list_hash_is_the_content_hash(a: str, b: str, err: bool, form: s
 def test_tool_messages_are_the_canonical_bytes_of_the_dicts(results: list[tuple[str, str]]) -> None:
     m = Message("user", tuple(ToolResult(cid, out) for cid, out in results))
     want = b",".join(
-        canonical_json({"role": "tool", "tool_call_id": r.call_id, "content": r.content}) for r in m.tool_results
+        canonical_json({"role": "tool", "tool_call_id": r.call_id, "content": r.content})
+        for r in m.tool_results
     )
     assert tool_messages(m) == message_blocks(m, False) == want
 
@@ -205,7 +219,7 @@ def test_tool_messages_leave_other_messages_to_the_dicts() -> None:
 def test_a_tool_output_is_escaped_once_a_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     """The output's characters go through a JSON string escape once between tool_result() and the
     request's bytes (on the code before: twice, for the ToolResult's hash and for the fragment)."""
-    out = "".join(f"line {i}: \"quoted\" \\ tab\t é\n" for i in range(300))
+    out = "".join(f'line {i}: "quoted" \\ tab\t é\n' for i in range(300))
     escaped: list[int] = []
     enc, esc = hashing._encode, hashing.encode_basestring if hasattr(hashing, "encode_basestring") else None
 

@@ -35,13 +35,16 @@ class ChainHasher:
         for i, (old, _state) in enumerate(self._states):
             if len(old) > start and text.startswith(old):
                 best, start = i, len(old)
-        h = self._states[best][1].copy() if best >= 0 else hashlib.sha256()
+        if best >= 0:
+            # The new text extends this one, so it takes its place (resuming from the new text is as
+            # good): its state is carried on, not copied.
+            h = self._states.pop(best)[1]
+        else:
+            h = hashlib.sha256()
         if start < len(text):
             h.update(self.to_bytes(text[start:]))
             self.hashed += len(text) - start
         if text:
-            if best >= 0:
-                del self._states[best]  # the new text extends it: resuming from the new one is as good
-            self._states.insert(0, (text, h.copy()))
+            self._states.insert(0, (text, h))
             del self._states[self.keep :]
-        return h.hexdigest()
+        return h.hexdigest()  # leaves the state as it is
