@@ -38,7 +38,9 @@ def json_string(text: str) -> str:
     if got is None:
         got = encode_basestring(text)
         if len(_ESCAPED) >= ESCAPE_MEMO:
-            del _ESCAPED[next(iter(_ESCAPED))]  # the oldest
+            # Emptied rather than trimmed to the oldest: one call, safe while pipelines on other threads
+            # use the memo (iterating to find the oldest is not); a pair split by it escapes twice.
+            _ESCAPED.clear()
         _ESCAPED[text] = got
     return got
 
