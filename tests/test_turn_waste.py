@@ -25,12 +25,15 @@ from hypothesis import strategies as st
 import engine.alerts as alert_rules
 import engine.hashing as hashing
 import engine.stats as stats_mod
-from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.artifacts import Message, Text, ToolCall, ToolResult, ToolSchema
+from engine.assembly import Measure, Section
 from engine.hashing import call_hash, canonical_json, content_hash, result_hash
 from engine.pipeline import Pipeline
+from engine.providers import make_serializer
 from engine.providers.openai import message_blocks, tool_messages
 from engine.stats import MAX_SAMPLES, Statistics, percentile
 from engine.tokens import CharTokenizer, TokenCounter
+from engine.types import CacheScope, Priority, SectionKind
 
 
 def _pipe(window: int = 6_000) -> Pipeline:
@@ -166,18 +169,31 @@ def test_only_the_outcome_rules_run_again_at_the_outcome(monkeypatch: pytest.Mon
 def test_a_growing_session_hashes_what_it_appended() -> None:
     """Each request of a session that only appends re-hashes its new messages and the envelope's tail
     (the model and tools), not the last checkpoint step (up to 16 KB) of what the previous one sent."""
-    pipe = _pipe(400_000)
-    pipe.user("fix the bug")
-    ser = pipe._serializer("openai")
+    ser = make_serializer("openai")
+    measure = Measure(TokenCounter(CharTokenizer()))
+    tool = ToolSchema.create(
+        "bash", "Run a command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
+    history: list[Message] = [Message("user", (Text("fix the bug"),))]
     prev = b""
     for t in range(40):
-        _round(pipe, t, 60)
+        call = ToolCall(f"c{t}", "bash", json.dumps({"cmd": f"cat f{t}"}))
+        out = "".join(f'output {t}.{i} "é"\t\\\n' for i in range(60))
+        history += [
+            Message("assistant", (Text(f"step {t}"), call)),
+            Message("user", (ToolResult(f"c{t}", out),)),
+        ]
+        asm = (
+            Section("tools", "Tools", SectionKind.TOOLS, CacheScope.GLOBAL, Priority.LAST_RESORT, (tool,)),
+            Section(
+                "history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, tuple(history)
+            ),
+        )
         before = ser._body_hash.hashed
-        body = pipe.next_request().bytes
-        pipe.record_usage({"input_tokens": 900, "output_tokens": 10})
+        body = ser.serialize(asm, (), "deepseek-chat", 4096, measure).body
         hashed = ser._body_hash.hashed - before
         if t >= 2:
-            assert body.startswith(prev[: len(prev) - 200])  # it appended (no compaction at this window)
+            assert body.startswith(prev[: len(prev) - 200])  # it appended
             assert hashed <= len(body) - len(prev) + 200, (t, hashed, len(body) - len(prev))
         prev = body
     assert len(prev) > 3 * 16384  # long enough that the checkpoints alone would re-hash kilobytes
