@@ -34,7 +34,7 @@ from textual.widget import Widget
 from panels.keys import TURN_KEYS
 from panels.markup_line import MarkupLine
 from panels.repaint import repaint
-from panels.row_frame import styles_key
+from panels.row_frame import FRAMING, styles_key
 from panels.scrollbar_rows import RowScrollBar, rows_moved, thumb
 from panels.text_document import TextDocument, prepare, rewrap, row_text
 
@@ -183,9 +183,10 @@ class ContentBody(ScrollView, can_focus=True):
         `background_colors` walk the ancestors), so it is kept for as long as nothing it is made from
         changes: the styles of this widget and its ancestors (Textual counts their updates), the size
         and the line filters."""
-        key = (styles_key(self), self.outer_size, self.scrollable_content_region, tuple(self.get_line_filters()))
+        filters = tuple(self.get_line_filters())
+        key = (styles_key(self) if FRAMING else None, self.outer_size, self.scrollable_content_region, filters)
         kept = self._screenful
-        if kept is not None and kept[0] == key:
+        if kept is not None and kept[0] == key and FRAMING:
             return kept[1]
         base_background, background = self.background_colors
         screenful = Screenful(max(self.size.height, 1), self.rich_style, self.content_region.width,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from rich.style import Style as RichStyle
 from textual.color import Color
+from textual.css.styles import RenderStyles
 from textual.filter import LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
@@ -31,6 +32,11 @@ from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 FramingKey = tuple[object, ...]
+
+# What this module reads of Textual's and Rich's private state (present in Textual 8.2): a widget's style
+# update count and a style's link id. pyproject allows any Textual >= 1.0, so a version without them keeps
+# Textual's own drawing for every row (and nothing is kept by style key) rather than failing on a step.
+FRAMING = isinstance(getattr(RenderStyles, "_cache_key", None), property) and hasattr(RichStyle(), "_link_id")
 CACHE_ROWS = 512  # framed rows kept per widget, by their content strip (stepping back finds them)
 
 
@@ -151,6 +157,8 @@ class FramedRows(_WidgetMixin):
     _unframed: FramingKey | None = None  # the key a frame could not be learned for (not tried again)
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        if not FRAMING:
+            return super().render_lines(crop)
         key = framing_key(self)
         frame = self._frame
         if frame is not None and frame.key == key and frame.covers(crop):

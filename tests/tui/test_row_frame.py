@@ -140,3 +140,31 @@ async def test_the_manifest_frames_what_textual_draws_focused_or_not() -> None:
         # The mixin leaves the manifest a ScrollView to Textual's CSS (overflow: auto): listed as a
         # Widget subclass before ScrollView it hid ScrollView's default CSS, and the scrollbar with it.
         assert scrollbars == [False, False, True]
+
+
+async def test_without_textuals_private_counters_the_panels_draw_the_same_through_textual(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A Textual without RenderStyles._cache_key (pyproject allows any >= 1.0) must not fail on a step: the
+    # panels fall back to Textual's own drawing, and the screens are the same.
+    import panels.content_viewer
+    import panels.row_frame
+
+    async def screens() -> list[str]:
+        app = InspectorApp(SyntheticSource(40), start_turn=5)
+        shots = []
+        async with app.run_test(size=(200, 60)) as pilot:
+            await settle(pilot)
+            for key in ("right", "right", "down", "left", "tab", "right"):
+                await pilot.press(key)
+                await settle(pilot)
+                shots.append(app.export_screenshot())
+            framed = app.query_one("#pressure")._frame is not None
+        return shots + [str(framed)]
+
+    with_counters = await screens()
+    monkeypatch.setattr(panels.row_frame, "FRAMING", False)
+    monkeypatch.setattr(panels.content_viewer, "FRAMING", False)
+    without = await screens()
+    assert with_counters[-1] == "True" and without[-1] == "False"
+    assert without[:-1] == with_counters[:-1]
