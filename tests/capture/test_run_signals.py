@@ -62,7 +62,10 @@ def test_a_signal_inside_an_app_callback_ends_the_run(
     monkeypatch.setattr(run_tui, "RunInspectorApp", lambda *a, **k: _KillsItself(signum, seen))
     monkeypatch.setattr(proxy_cli, "_tui", fake_tui)
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
-    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # The stand-in agent starts with the default SIGHUP action, as an agent started by a terminal does: a
+    # child inherits an ignored signal, and a suite run under `nohup` would otherwise leave it deaf to SIGHUP.
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     proxy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with pytest.raises(proxy_cli._Stopped) as stop:
