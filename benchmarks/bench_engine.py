@@ -437,7 +437,8 @@ def ab(args: argparse.Namespace) -> int:
     for _ in range(args.procs):
         for name, tree in trees.items():
             env = dict(os.environ, PYTHONPATH=str(tree))
-            cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window)]
+            cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
+                   "--backend", args.backend]  # fmt: skip
             kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
     best: dict[str, dict[str, list[float]]] = {}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -583,7 +584,7 @@ def part2(args: argparse.Namespace) -> None:
     print(f"part 2: synthetic session, {args.long_turns} turns ({rows[-1][0]} messages), window "
           f"{args.long_window}, policy {args.long_policy or 'default'}"
           f"{', every gate closed' if args.long_gates_closed else ''}; one run, each point the median of "
-          f"the 50 turns before it")  # fmt: skip
+          f"the 50 turns before it; counted by {getattr(tokenizer.inner, 'backend', '') or '?'}")  # fmt: skip
     print(f"{'messages':>9} {'KiB sent':>8} {'engine ms':>10} {'floor ms':>9} {'eng/floor':>9} "
           f"{'CPU eng/floor':>13} {'CPU w/o tokenizing':>18}")  # fmt: skip
     for target in (1_000, 5_000, 20_000):
@@ -771,6 +772,13 @@ def main() -> int:
         default="tiktoken",
         help="what trim_messages' token counters tokenize with (bpe: the engine's own backend, bpe-openai)",
     )
+    ap.add_argument(
+        "--backend",
+        choices=("auto", "tiktoken"),
+        default="auto",
+        help="the engine's cl100k counter: auto (bpe-openai when the `fast` extra is installed, else "
+        "tiktoken) or tiktoken (as without the extra, whatever is installed)",
+    )
     ap.add_argument("--long-policy", default=None, help="compaction policy for part 2, e.g. cost_aware:early=off")
     ap.add_argument(
         "--long-gates-closed",
@@ -789,6 +797,12 @@ def main() -> int:
     args = ap.parse_args()
     global PEER_COUNTER
     PEER_COUNTER = args.peer_counter
+    if args.backend == "tiktoken":
+        # What the engine does without the `fast` extra: its loader finds no crate and counts with
+        # tiktoken (engine/tokens.py). Set before anything counts, in whichever tree is imported.
+        import engine.tokens_cl100k
+
+        engine.tokens_cl100k.rust_counter = lambda: None
     if not args.file.is_file():
         print(f"trajectory not found: {args.file} (set CONTEXTPIPE_TRAJECTORIES)", file=sys.stderr)
         return 2

@@ -110,6 +110,30 @@ def _diagnostics(u: Any) -> dict[str, Any]:
     return out
 
 
+# Usage.to_dict()'s keys without diagnostics: a dict of only these is our own shape (what record_usage
+# journals and replay, simulate and the benchmarks pass back), read without the provider detection.
+_OWN_KEYS = frozenset(
+    ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens")
+)
+
+
+def _own_usage(u: dict[str, Any]) -> Usage | None:
+    """normalize_usage's "our own dict" case for a dict of non-negative ints under _OWN_KEYS (the same
+    Usage its detection reaches: no prompt_tokens, inputTokens or Anthropic cache fields, no
+    diagnostics), without ~20 field look-ups; None for anything else (a float, a bool, a negative)."""
+    for v in u.values():
+        if type(v) is not int or v < 0:
+            return None
+    write = u.get("cache_write_tokens", 0)
+    return Usage(
+        u["input_tokens"],
+        u.get("output_tokens", 0),
+        u.get("cache_read_tokens", 0),
+        write,
+        min(u.get("cache_write_1h_tokens", 0), write),
+    )
+
+
 def normalize_usage(u: Any) -> Usage:
     """The one usage normaliser every path uses. Accepts, as dicts or SDK objects:
 
@@ -128,6 +152,10 @@ def normalize_usage(u: Any) -> Usage:
     """
     if isinstance(u, Usage):
         return u
+    if type(u) is dict and u.keys() <= _OWN_KEYS and "input_tokens" in u:
+        own = _own_usage(u)
+        if own is not None:
+            return own
     if u is None:
         raise UsageFormatError("usage is None: pass the provider response's usage object")
     if type(u) is not dict and not isinstance(u, Mapping) and hasattr(u, "model_dump"):

@@ -573,7 +573,13 @@ class Pipeline:
         return calls
 
     def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
-        last = next((m for m in reversed(self.history) if m.role == "assistant"), None)
+        hist = self.history
+        # The assistant message is nearly always the newest one (results wait in `pending`): read it
+        # directly rather than walking the history backwards through the log's item access.
+        newest = hist[-1] if len(hist) else None
+        last = newest if newest is not None and newest.role == "assistant" else None
+        if last is None:
+            last = next((m for m in reversed(hist) if m.role == "assistant"), None)
         calls = {c.id for c in last.tool_calls} if last else set()
         answered = {p.call_id for p in self.pending if isinstance(p, ToolResult)}
         if call_id not in calls:

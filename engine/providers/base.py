@@ -389,6 +389,10 @@ class Serializer:
                 if j:
                     runs.insert(0, runs.pop(j))
                 return r
+        if runs and s.kind == SectionKind.HISTORY:
+            fast = self._appended(s, runs[0], marks, tok, measure)
+            if fast is not None:
+                return fast
         shas = list(map(_SHA, items))
         prev: _SectionRun | None = None
         common = 0  # items whose hashes match prev's, from the start
@@ -483,6 +487,67 @@ class Serializer:
             runs.remove(prev)  # the new run extends prev and holds everything it did
         runs.insert(0, run)
         del runs[self.RUNS :]
+        return run
+
+    def _appended(
+        self, s: Section, last: _SectionRun, marks: frozenset[int], tok: str, measure: Measure
+    ) -> _SectionRun | None:
+        """The history's usual turn between compactions: the section's newest run holds the first items
+        of these (the same objects, or equal ones) and a few messages were appended, with no marker on
+        either side. The new run takes over that run's lists and extends them in place (it drops out of
+        `runs` anyway, as a run the new one extends), and its section hash resumes from the run's
+        joined hashes: what _section's general path computes, without copying or comparing the reused
+        part item by item. None when the turn is not like that (the general path then decides)."""
+        items = s.items
+        old = last.items
+        k = len(old)
+        n = len(items)
+        if (
+            marks
+            or last.marks
+            or last.tok != tok
+            or not 0 < k < n
+            or n - k > SLICE_MIN
+            or last.hexes is None
+            or items[:k] != old  # identity first, in C; equal items have equal hashes and fragments
+        ):
+            return None
+        new = items[k:]
+        new_shas = list(map(_SHA, new))
+        if set(map(len, new_shas)) != {64}:
+            return None
+        memo = self._pairs
+        pairing = _pair_state(items, k, memo)
+        for it in new:
+            if isinstance(it, Message):
+                pairing = _pair_one(_info(it, memo), pairing)
+        cache = self._items
+        sid = s.id
+        hits, keys_new = [], []
+        for it, sha in zip(new, new_shas, strict=True):
+            key = (tok, sid, sha, False)
+            hit = cache.get(key)
+            if hit is None:
+                frag, segment = self._item_fragment(s, it, False)
+                hit = (frag, segment, Block(sid, segment, it.sha, measure.item(it), False))
+                cache[key] = hit
+            hits.append(hit)
+            keys_new.append(key)
+        # Nothing raised: only now is the run the new one extends changed.
+        frags, segments, blocks, keys = last.frags, last.segments, last.blocks, last.keys
+        for frag, segment, block in hits:
+            frags.append(frag)
+            segments.append(segment)
+            blocks.append(block)
+        keys += keys_new
+        shas = last.shas
+        shas += new_shas
+        hexes = last.hexes + "".join(new_shas)
+        run = _SectionRun(
+            tok, shas, marks, frags, segments, blocks, keys, items, self._section_hash.hexdigest(hexes), hexes
+        )
+        runs = self._runs[sid]
+        runs[0] = run  # in place of the run it extends (which gave it its lists)
         return run
 
     def serialize(

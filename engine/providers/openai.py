@@ -50,8 +50,34 @@ def tool_messages(m: Message) -> bytes | None:
     return ",".join(out).encode("utf-8") if out else None
 
 
+def assistant_message(m: Message) -> bytes | None:
+    """The canonical bytes message_blocks' dict gives for an assistant message, written directly (the
+    sorted-key encoder cost ~7 us of a ~9 us fragment, every turn): the arguments escaped through
+    json_string's memo, where the ToolCall's content hash left them. None when a call's fields are not
+    all strings (message_blocks then builds the dict)."""
+    calls = []
+    for c in m.parts:
+        if isinstance(c, ToolCall):
+            if not (type(c.id) is str and type(c.name) is str and type(c.arguments) is str):
+                return None
+            # Keys in canonical (sorted) order: function (arguments, name), id, type.
+            calls.append(
+                '{"function":{"arguments":' + json_string(c.arguments) + ',"name":' + json_string(c.name)
+                + '},"id":' + json_string(c.id) + ',"type":"function"}'
+            )  # fmt: skip
+    text = _text(m.parts)
+    out = '{"content":' + (json_string(text) if text else "null") + ',"role":"assistant"'
+    if calls:
+        out += ',"tool_calls":[' + ",".join(calls) + "]"
+    return (out + "}").encode("utf-8")
+
+
 def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
-    if m.role != "assistant":
+    if m.role == "assistant":
+        frag = assistant_message(m)
+        if frag is not None:
+            return frag
+    else:
         frag = tool_messages(m)
         if frag is not None:
             return frag
