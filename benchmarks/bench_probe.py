@@ -29,11 +29,13 @@ Paired mode (issue 15 item 4 and issue 10 item 3), a realistic 1-2 ms engine tur
     .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 10 --turns 40 [--recording]
     .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 40
 
-`reader` asks for the lean stream, as the inspector's live source does (engine.probe.lean: a turn other
-than the newest of each send comes as its summary; it fetches nothing, like an inspector following the
-newest turn); `fullreader` gets every turn whole (the stream before the lean one, for before/after):
+`reader` asks for the elided lean stream, as the inspector's live source does (engine.probe.lean and
+engine.probe.elide: no request, usage, message, part or blob events, each sent event with its journal
+position; a turn other than the newest of each send comes as its summary; it fetches nothing, like an
+inspector following the newest turn with no content shown); `leanreader` the lean stream alone (every
+event: the inspector before the elided stream), `fullreader` every turn whole (before the lean one):
 
-    .venv/bin/python benchmarks/bench_probe.py --paired fullreader,reader --rounds 10 --turns 40
+    .venv/bin/python benchmarks/bench_probe.py --paired fullreader,leanreader,reader --rounds 10 --turns 40
 
 and head to head on the thread clocks, one Pipeline per round, blocks A B B A (A: fullreader, B: reader):
 
@@ -99,7 +101,10 @@ READER = """
 import sys
 from pathlib import Path
 from engine.probe.client import ProbeClient
-c = ProbeClient.connect(int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=sys.argv[3] == "lean")
+mode = sys.argv[3]
+c = ProbeClient.connect(
+    int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=mode in ("lean", "elide"), elide=mode == "elide"
+)
 print("ATTACHED", flush=True)
 n = 0
 for ev in c.events():
@@ -284,13 +289,15 @@ def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float
     return reader.stdout.readline().strip()
 
 
-def attach_reader(server: ProbeServer, rt: Path, lean: bool = True) -> subprocess.Popen[str]:
-    """A reading client in its own process. `lean`: it asks for the lean stream, as the inspector's live
-    source does (turns summarized but the newest of each send; it fetches nothing, like an inspector
-    following the newest turn); otherwise every turn whole, the stream before the lean one."""
+def attach_reader(server: ProbeServer, rt: Path, stream: str = "elide") -> subprocess.Popen[str]:
+    """A reading client in its own process, of the `stream` it asks for: `elide`, the elided lean stream
+    as the inspector's live source reads it (engine.probe.elide: no request, usage, message, part or
+    blob events; turns summarized but the newest of each send; it fetches nothing, like an inspector
+    following the newest turn), `lean` (every event, turns summarized: the inspector before the elided
+    stream) or `full` (every turn whole: the stream before the lean one)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(rt), "lean" if lean else "full"],
+        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -339,11 +346,15 @@ def fresh_pipeline(
     return pipe.probe, step, pipe
 
 
+# The reading subjects and the stream each asks for (see attach_reader).
+READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full"}
+
+
 def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str] | None:
     if subject == "none":
         return None  # an A/A run: the noise floor of the ratios
-    if subject in ("reader", "fullreader"):
-        return attach_reader(server, rt, lean=subject == "reader")
+    if subject in READERS:
+        return attach_reader(server, rt, READERS[subject])
     attacker = subprocess.Popen(
         [sys.executable, str(REPO / "benchmarks" / "attack_probe.py"), str(server.path), "--mode", subject],
         stdout=subprocess.PIPE,
@@ -356,7 +367,7 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
 
 
 def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer) -> None:
-    if subject in ("reader", "fullreader"):
+    if subject in READERS:
         # Detach: the reader stops at a sentinel, so it has read (or been told it lost) everything.
         server.publish({"k": "bench_end"})
         read_line(proc, server)
@@ -538,7 +549,7 @@ def lean_ab(args: argparse.Namespace) -> None:
         turn = args.warmup
         sums = {False: [0.0, 0.0], True: [0.0, 0.0]}
         for lean in (False, True, True, False) if rnd % 2 == 0 else (True, False, False, True):
-            reader = attach_reader(server, rt, lean=lean)
+            reader = attach_reader(server, rt, "elide" if lean else "full")
             drain(server)
             gc.collect()
             io0, a0 = thread_cpu(server), time.thread_time()
@@ -665,6 +676,8 @@ def profile(args: argparse.Namespace) -> None:
     # encoding as usual; the stand-in's table look-ups are not timed).
     summary_fn = queues.summary_event
     timed(queues, "summary_event", "  summary_event")
+    kept_fn = queues.kept
+    timed(queues, "kept", "  kept (elided stream: which events go)")
 
     class _Enc:
         pack = staticmethod(real)
@@ -680,7 +693,7 @@ def profile(args: argparse.Namespace) -> None:
         for name in ("_drain_wake", "_service", "_fill", "_budget", "_rest", "_accept", "_on_readable"):
             timed(server, name, name)
         # The lean stream's steps inside _fill (each also inside _fill's figure).
-        for name in ("_absorb", "_newest_turn", "_append_run", "_fill_fetch"):
+        for name in ("_absorb", "_newest_turn", "_append_run", "_fill_fetch", "_fill_elided"):
             timed(server, name, f"  {name}")
         assert server._sel is not None
         timed(server._sel, "select", "select (sleeping, waking)")
@@ -728,6 +741,7 @@ def profile(args: argparse.Namespace) -> None:
         for mode in sums:
             per[mode].append((sums[mode][0] / (2 * args.turns), sums[mode][1] / (2 * args.turns)))
     queues.summary_event = summary_fn  # type: ignore[assignment]
+    queues.kept = kept_fn  # type: ignore[assignment]
     med = statistics.median
     enc = [x[0] for x in per["encoding"]]
     floor = [x[0] for x in per["stand-in"]]

@@ -29,6 +29,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
+from engine.errors import ContextPipeError
 from engine.trace_schema import Trace
 from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
@@ -691,7 +692,7 @@ class InspectorApp(App[None]):
         def work() -> None:
             try:
                 self.source.save(path)
-            except OSError as exc:
+            except (OSError, ContextPipeError) as exc:  # (a live session whose agent is gone: what is missing)
                 self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error")
                 return
             self.call_from_thread(self.notify, f"saved {len(self.timeline)} turns to {path}")

@@ -357,14 +357,21 @@ def test_a_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: pytest.M
 # ------------------------------------------------------------------------------------------ the inspector
 
 
-def _live(pipe: Any, backfill: bool = False) -> Any:
+def _live(pipe: Any, backfill: bool = False, elide: bool = True) -> Any:
     """The inspector's source on this process's agent (XDG_RUNTIME_DIR already points at its probe).
-    Without backfill, unless asked: a loaded machine's pause could otherwise fetch traces mid-test."""
+    Without backfill, unless asked: a loaded machine's pause could otherwise fetch traces mid-test.
+    `elide=False`: the lean stream alone, as from an agent from before the elided stream."""
     from inspector.sources.live import BACKFILL_IDLE, LiveSource
 
     before = pipe.probe._nlean
-    src = LiveSource(os.getpid(), timeout=T, backfill_idle=BACKFILL_IDLE if backfill else None)
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=BACKFILL_IDLE if backfill else None, elide=elide)
     _lean_clients(pipe.probe, before + 1)
+    assert src._elided is elide
+    if elide:  # the agent has read the hello that asks for it: what it publishes now is elided
+        deadline = time.monotonic() + T
+        while not all(c.elide for c in pipe.probe._clients.values() if c.lean):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
     return src
 
 
@@ -376,8 +383,11 @@ def _follow_all(src: Any) -> threading.Thread:
 
 
 def _caught_up(src: Any, pipe: Any) -> None:
+    """Until the live source has been sent everything the agent journaled (on the elided stream: all
+    it streams, and word of how far the journal goes)."""
     deadline = time.monotonic() + T
-    while len(src.events) < len(pipe.journal.events):
+    n = len(pipe.journal.events)
+    while (src.client.journal_end < n or src._seen_turns < pipe.turn - 1) if src._elided else len(src.events) < n:
         assert time.monotonic() < deadline, "the live source did not catch up"
         time.sleep(0.02)
 
@@ -395,10 +405,10 @@ def _follow(src: Any, until_turn: int, out: list[dict[str, Any]]) -> threading.T
     return th
 
 
-def _followed_burst(pipe: Any, turns: range) -> tuple[Any, list[dict[str, Any]]]:
+def _followed_burst(pipe: Any, turns: range, elide: bool = True) -> tuple[Any, list[dict[str, Any]]]:
     """Attach a live source, run `turns` as one burst while it follows, and return the source with the
     traces it followed (up to the last of `turns`)."""
-    src = _live(pipe)
+    src = _live(pipe, elide=elide)
     got: list[dict[str, Any]] = []
     th = _follow(src, turns[-1], got)
     _burst(pipe, turns)
@@ -407,13 +417,14 @@ def _followed_burst(pipe: Any, turns: range) -> tuple[Any, list[dict[str, Any]]]
     return src, got
 
 
+@pytest.mark.parametrize("elide", [True, False])
 def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_demand(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, elide: bool
 ) -> None:
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         _turns(pipe, range(2))
-        src, got = _followed_burst(pipe, range(2, 14))
+        src, got = _followed_burst(pipe, range(2, 14), elide)
         journal_turns = _journal_turns(pipe)
         # Every turn reached the timeline, in order, reading as its whole trace would.
         assert [t["turn"] for t in got] == list(range(2, 14))
@@ -425,7 +436,7 @@ def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_dem
         assert all(src.full_trace(n) == journal_turns[n]["trace"] for n in range(0, 14))
         # Re-plans fold from the traces they need (fetched as needed) and equal a whole journal's.
         src3_got: list[dict[str, Any]] = []
-        src3 = _live(pipe)
+        src3 = _live(pipe, elide=elide)
         th = _follow(src3, 25, src3_got)
         _burst(pipe, range(14, 26))
         th.join(T)
@@ -467,21 +478,24 @@ def test_following_the_live_tail_fetches_only_the_turns_shown(monkeypatch: pytes
         pipe.close()
 
 
-def test_the_shadow_summary_of_a_lean_session_fetches_nothing(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+@pytest.mark.parametrize("elide", [True, False])
+def test_the_shadow_summary_of_a_lean_session_fetches_nothing(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, elide: bool
+) -> None:
     """The TUI asks for the session-wide shadow totals as turns arrive. They read a turn's final_tokens
-    only, which its summary has: nothing is fetched, and they equal the whole journal's."""
+    and usage only, which its summary has: nothing is fetched, and they equal the whole journal's."""
     from engine.shadow import shadow_summary
     from engine.whatif import Overrides
 
     pipe = _pipeline(monkeypatch, rtdir, shadow=Overrides(gates={"drop_rounds": False}))
     try:
         _turns(pipe, range(2))
-        src, got = _followed_burst(pipe, range(2, 14))
+        src, got = _followed_burst(pipe, range(2, 14), elide)
         assert len(src._missing) == 11
         whole = shadow_summary(list(pipe.journal.events))
         assert whole is not None and len(whole["turns"]) == 14
         assert src.shadow_summary() == whole
-        assert src.fetched == 0 and len(src._missing) == 11
+        assert src.fetched == 0 and len(src._missing) == 11 and src.fetched_events == 0
     finally:
         pipe.close()
 
@@ -493,15 +507,16 @@ def whole_replan(pipe: Any, n: int) -> dict[str, Any]:
     return Replayer(list(pipe.journal.events), shared_counter()).replan(n).trace
 
 
+@pytest.mark.parametrize("elide", [True, False])
 def test_a_lean_live_session_saves_the_recording_of_the_whole_journal(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path, elide: bool
 ) -> None:
     from engine.recording.cpsession import RecordingReader
 
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         _turns(pipe, range(2))
-        src = _live(pipe)
+        src = _live(pipe, elide=elide)
         _follow_all(src)
         _burst(pipe, range(2, 12))
         _caught_up(src, pipe)
@@ -518,20 +533,26 @@ def test_a_lean_live_session_saves_the_recording_of_the_whole_journal(
     assert saved == journal
 
 
+@pytest.mark.parametrize("elide", [True, False])
 def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, elide: bool
 ) -> None:
-    """After a burst, an idle agent's summarized traces arrive without being asked for, so they are
-    there after the agent exits; then the probe's thread sleeps (no pass while nothing is sent)."""
+    """After a burst, an idle agent's summarized traces (and on the elided stream, the journal's events
+    it left out) arrive without being asked for, so they are there after the agent exits; then the
+    probe's thread sleeps (no pass while nothing is sent)."""
     pipe = _pipeline(monkeypatch, rtdir)
     try:
-        src = _live(pipe, backfill=True)
+        src = _live(pipe, backfill=True, elide=elide)
         th = _follow_all(src)
         _burst(pipe, range(10))
+        n = len(pipe.journal.events)
         deadline = time.monotonic() + T
-        while (not src._by_turn or src._missing or 9 not in src._by_turn) and time.monotonic() < deadline:
+        while (
+            not src._by_turn or src._missing or 9 not in src._by_turn or src._jpos < n
+        ) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert src.fetched == 9 and not src._missing
+        assert [e for e in src.events if e.get("k") != "turn"] == [e for e in pipe.journal.events if e.get("k") != "turn"]
         turns = _journal_turns(pipe)
         assert all(src.full_trace(n) == turns[n]["trace"] for n in range(10))
         passes = pipe.probe.wakeups

@@ -119,7 +119,11 @@ class ProbeClient:
         self.hello: dict[str, Any] = {}
         self.disconnected = False
         self.dropped = 0  # total events the agent told us we lost
-        self._batch: deque[dict[str, Any]] = deque()  # the rest of a lean stream's `batch` frame
+        # The rest of a lean stream's `batch` frame, each event with its journal position (elided
+        # stream) or None.
+        self._batch: deque[tuple[dict[str, Any], int | None]] = deque()
+        self.elide = False  # the elided stream was asked for and the agent can send it (engine.probe.elide)
+        self.journal_end = 0  # the elided stream: how far the agent's journal has been streamed (its batches' "end")
 
     # ---------------------------------------------------------------- connecting
 
@@ -132,6 +136,7 @@ class ProbeClient:
         session: int | None = None,
         *,
         lean: bool = False,
+        elide: bool = False,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -154,17 +159,26 @@ class ProbeClient:
             raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
         if not stat.S_ISSOCK(st.st_mode):
             raise NotServing(pid, path, "that path is not a socket")
-        return cls.connect_path(path, pid, timeout, lean=lean)
+        return cls.connect_path(path, pid, timeout, lean=lean, elide=elide)
 
     @classmethod
     def connect_path(
-        cls, path: Path, pid: int, timeout: float = 3.0, *, protocol: int = PROTOCOL_VERSION, lean: bool = False
+        cls,
+        path: Path,
+        pid: int,
+        timeout: float = 3.0,
+        *,
+        protocol: int = PROTOCOL_VERSION,
+        lean: bool = False,
+        elide: bool = False,
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
         `protocol` is what this client announces; only tests pass anything but the current version.
         `lean`: ask for the lean stream (engine.probe.lean: turns other than the newest of each send come
         as `turn_summary`, whole traces by `fetch`). An agent from before it sends every turn whole.
+        `elide` (with `lean`): ask for the elided stream too (engine.probe.elide: no live events of the
+        elided kinds, the journal by `fetch_journal`); `.elide` says whether the agent sends it.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -204,6 +218,8 @@ class ProbeClient:
             hello: dict[str, Any] = {"k": "hello", "protocol": protocol}
             if lean:
                 hello["lean"] = True
+                if elide:
+                    hello["elide"] = True
             sock.sendall(encode_frame(hello))
         except OSError:
             pass  # the agent may have closed already; its hello or error is still readable
@@ -224,6 +240,7 @@ class ProbeClient:
             client.close()
             raise
         client.hello = frame
+        client.elide = lean and elide and frame.get("elide") is True
         return client
 
     # ---------------------------------------------------------------- reading
@@ -270,26 +287,40 @@ class ProbeClient:
         `{"k": "dropped", "count": n}` is returned like any event (and added to `.dropped`); an error
         frame from the agent raises the matching ProbeError and ends the connection.
         """
+        return self.recv_at(timeout)[0]
+
+    def recv_at(self, timeout: float | None = None) -> tuple[dict[str, Any] | None, int | None]:
+        """recv(), with the event's position in the agent's journal when the elided stream gives it
+        (engine.probe.elide), else None."""
         if self._batch:
             return self._batch.popleft()
         frame = self._next_frame(timeout)
         if frame is None:
-            return None
+            return None, None
         kind = frame.get("k")
         if kind == "batch":
             # A lean stream's run of events in one frame: handed out one at a time, as if framed each.
             events = frame.get("events")
+            at = frame.get("at")
+            end = frame.get("end")
+            if type(end) is int and end > self.journal_end:
+                self.journal_end = end
             if isinstance(events, list):
-                self._batch.extend(e for e in events if isinstance(e, dict))
-            return self._batch.popleft() if self._batch else self.recv(0)
-        if kind == "error":
+                if isinstance(at, list) and len(at) == len(events):
+                    self._batch.extend(
+                        (e, p if type(p) is int else None) for e, p in zip(events, at, strict=True) if isinstance(e, dict)
+                    )
+                else:
+                    self._batch.extend((e, None) for e in events if isinstance(e, dict))
+            return self._batch.popleft() if self._batch else self.recv_at(0)
+        if kind == "error" and "code" in frame:  # the agent's; a journal `error` event (a failed call) has none
             self._mark_disconnected()
             self._close_socket()
             raise _error_from_frame(frame, self.pid)
         if kind == "dropped":
             count = frame.get("count")
             self.dropped += count if isinstance(count, int) else 0
-        return frame
+        return frame, None
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Blocking iterator over events; ends cleanly when the agent disconnects (`.disconnected`)."""
@@ -313,6 +344,15 @@ class ProbeClient:
         Safe to call from another thread than the one reading (it only sends)."""
         try:
             self._sock.sendall(encode_frame({"k": "fetch", "turns": list(turns)}))
+        except OSError:
+            self._mark_disconnected()
+
+    def fetch_journal(self, start: int, stop: int) -> None:
+        """Ask for the agent's journal events [start, stop) (elided stream only: see `.elide`), at most
+        engine.probe.elide.RANGE_MAX a call; answered in order with the events by `{"k": "journal",
+        "at": P, "events": [...], "size": N}` frames. Safe to call from another thread (it only sends)."""
+        try:
+            self._sock.sendall(encode_frame({"k": "fetch", "from": start, "to": stop}))
         except OSError:
             self._mark_disconnected()
 

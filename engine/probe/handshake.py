@@ -1,8 +1,9 @@
 """Admitting clients: the peer uid check, the hello frame and snapshot, and the frames a client may send.
 
 A client gets `hello` then the snapshot then live events. It may send `hello` (to check the protocol
-version; with `"lean": true` it asks for the lean stream, see `lean`), `ping` and `fetch` (whole traces
-of turns, see `lean`); anything else, a corrupt or oversized frame, or another protocol version gets an
+version; with `"lean": true` it asks for the lean stream, see `lean`, and with `"elide": true` too for
+the elided one, see `elide`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
+see `elide`); anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
 Admission never costs the agent its descriptors or its CPU: at most `max_clients` clients (default
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engine.probe.elide import range_request
 from engine.probe.endpoint import close_quietly, peer_uid
 from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.probe.optin import MAX_CLIENTS_ENV
@@ -243,6 +245,7 @@ class Handshake(ClientQueues):
         c.outbuf += encode_frame(self._hello_frame(n, turns, tap_errors))
         c.snap_src = src
         c.snap_end = n
+        c.jpos = n  # the first live event's journal position (see elide)
         self._pump(c)
 
     def _hello_frame(self, snapshot_len: int, turns: int, tap_errors: int = 0) -> dict[str, Any]:
@@ -263,6 +266,9 @@ class Handshake(ClientQueues):
                 "tap_errors": tap_errors,
                 "redacted": self.redact,
                 "queue_limit": self._cap,
+                # This agent elides for a lean client that asks (engine.probe.elide): a client reads
+                # this before it may send a range fetch (an older agent would close it for one).
+                "elide": True,
             }
         )
         return frame
@@ -300,6 +306,9 @@ class Handshake(ClientQueues):
                 if f.get("lean") is True and not c.lean:
                     c.lean = True
                     self._nlean += 1
+                if c.lean and f.get("elide") is True and not c.elide:
+                    c.elide = True
+                    c.jdone = c.jpos  # what it was streamed so far is its journal up to here
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(
@@ -311,6 +320,8 @@ class Handshake(ClientQueues):
                         client_protocol=theirs,
                     )
                     return
+            elif kind == "fetch" and "from" in f:
+                self._queue_range(c, f)
             elif kind == "fetch":
                 self._queue_fetch(c, f.get("turns"))
             elif kind == "ping":
@@ -332,6 +343,18 @@ class Handshake(ClientQueues):
                 c.fetch.append(t)
             elif len(c.outbuf) < HIGH_WATER:
                 c.outbuf += encode_frame({"k": "trace", "turn": t if type(t) is int else None, "trace": None})
+
+    def _queue_range(self, c: Client, f: dict[str, Any]) -> None:
+        """Queue a journal range for an elided client (see elide), answered by _fill within the CPU
+        budget. A malformed one, one from a client that did not ask for the elided stream, or one past
+        FETCH_QUEUE is answered at once with no events (and no "size": the client cannot take it for
+        the journal's end)."""
+        rng = range_request(f) if c.elide else None
+        if rng is not None and len(c.fetch) < FETCH_QUEUE:
+            c.fetch.append(rng)
+        elif len(c.outbuf) < HIGH_WATER:
+            at = f.get("from")
+            c.outbuf += encode_frame({"k": "journal", "at": at if type(at) is int else None, "events": []})
 
     def _journal(self) -> Sequence[Any]:
         return self._snapshot()

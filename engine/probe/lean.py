@@ -15,13 +15,15 @@ a re-plan folds from, or a save. So, for a lean client, within what one pass sen
 Everything else in the stream is unchanged, the snapshot included (it is a one-off on attach, and a
 client reconnecting after `dropped` needs whole traces of what it missed). A turn the agent has
 already encoded (a recording agent hands its frame to `publish`) is sent whole: copying it is cheaper
-than summarizing it. Recordings are untouched: this is only the wire.
+than summarizing it. Recordings are untouched: this is only the wire. A client that also asks for the
+elided stream is sent fewer events still, and reads the journal by position (see `elide`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 # Turns one fetch frame may ask for, and turns a client may have waiting (a fetch beyond that is
@@ -35,6 +37,11 @@ LAST_TURN_SCAN = 256
 _SCAN = 64
 
 
+# The trace's fields a summary holds (besides tap_errors and a compaction, when there are any).
+_SUMMARY_KEYS = ("turn", "final_tokens", "error", "tier", "cache_break", "alerts", "pressure", "usage", "actions")
+_summary_values = itemgetter(*_SUMMARY_KEYS)
+
+
 def turn_summary(trace: dict[str, Any]) -> dict[str, Any]:
     """What the inspector's timeline reads of a trace: `inspector.timeline.summarize` of this is the
     same as of the trace (tests hold them together). The values are the trace's own objects, not
@@ -42,17 +49,10 @@ def turn_summary(trace: dict[str, Any]) -> dict[str, Any]:
     (7 us hot, 18 us cold for the reduced form) than encoding the few extra fields (the rest of
     pressure and usage, whole actions and alerts) does (1.7 us hot for this one)."""
     g = trace.get
-    out = {
-        "turn": g("turn"),
-        "final_tokens": g("final_tokens"),
-        "error": g("error"),
-        "tier": g("tier"),
-        "cache_break": g("cache_break"),
-        "alerts": g("alerts"),
-        "pressure": g("pressure"),
-        "usage": g("usage"),
-        "actions": g("actions"),
-    }
+    try:  # one C-level pass over the trace's keys (every engine trace has them all)
+        out = dict(zip(_SUMMARY_KEYS, _summary_values(trace), strict=True))
+    except KeyError:
+        out = {k: g(k) for k in _SUMMARY_KEYS}
     if "tap_errors" in trace:
         out["tap_errors"] = trace["tap_errors"]
     # The compaction record (~23 objects, as many as the rest of the summary's sub-objects) is read

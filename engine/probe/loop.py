@@ -351,6 +351,16 @@ class IOLoop(Handshake):
                     sel.unregister(s)
                 except (KeyError, ValueError):
                     pass
+        # A client of the elided stream has the journal only as far as it fetched it: send it the rest
+        # (an inspector that saves the session after the agent exits needs it), after what is queued.
+        self._absorb()
+        try:
+            n = len(self._journal())
+        except Exception:
+            n = 0
+        for c in self._clients.values():
+            if c.elide and c.closing_deadline is None and c.jdone < n:
+                c.fetch.append((c.jdone, n))
         while time.monotonic() < deadline:
             self._absorb()
             self._more = False

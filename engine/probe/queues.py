@@ -29,10 +29,13 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import call
 from typing import Any
 
 import msgpack
 
+from engine.probe.elide import ELIDED_KINDS, RANGE_FRAME_EVENTS, kept
 from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
@@ -62,8 +65,11 @@ INPUT_RATE = 16.0
 # Live events for a lean client go out in `batch` frames of at most this many events (bounds how far
 # one frame takes a client's buffer beyond HIGH_WATER).
 BATCH_EVENTS = 128
+# Ring events an elided client's fill looks at, at most (see _fill_elided).
+ELIDE_SCAN = 2048
 _MISSING: Any = object()
 _DROPPED_ONE = encode_frame({"k": "dropped", "count": 1})
+_OMITTED = {"k": "omitted"}
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,9 @@ class Client:
         "in_at",
         "lean",
         "fetch",
+        "elide",
+        "jpos",
+        "jdone",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -144,7 +153,15 @@ class Client:
         # Asked for the lean stream (see lean): turns summarized but the newest of a pass, and whole
         # traces on request (`fetch`: the turn numbers waiting to be answered, at most FETCH_QUEUE).
         self.lean = False
-        self.fetch: deque[int] = deque()
+        self.fetch: deque[int | tuple[int, int]] = deque()
+        # Asked for the elided stream too (see elide): live events of the elided kinds are not sent,
+        # the rest carry their journal positions, counted from `jpos` (the snapshot's length at first);
+        # `fetch` then also holds journal ranges (from, to) to answer.
+        self.elide = False
+        self.jpos = 0
+        # Where the client's copy of the journal ends, as far as this server knows (what it streamed
+        # before eliding, then the ranges it answered from there): the agent closing sends it the rest.
+        self.jdone = 0
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -220,12 +237,20 @@ class ClientQueues:
             self._overflow_seen = overflow
             for c in self._clients.values():
                 c.lose(lost)
-        try:
-            while True:
-                ring[head % cap] = pending.popleft()
-                head += 1
-        except IndexError:
-            pass
+                c.jpos += lost  # (a client told `dropped` re-syncs; see elide)
+        # One C-level loop (no bytecode per event, so no thread switch inside it either): the agent only
+        # appends, so the n events counted are there to pop, in order.
+        n = len(pending)
+        if n:
+            moved_events = list(map(call, repeat(pending.popleft, n)))
+            lo = head % cap
+            if lo + n <= cap:
+                ring[lo : lo + n] = moved_events
+            else:
+                k = cap - lo
+                ring[lo:] = moved_events[:k]
+                ring[: n - k] = moved_events[k:]
+            head += n
         moved = head - self._head
         self._head = head
         return moved
@@ -385,14 +410,22 @@ class ClientQueues:
         base = head - cap
         if c.cursor < base:
             c.lose(base - c.cursor)
+            c.jpos += base - c.cursor
             c.cursor = base
         # With several clients each event is encoded once per I/O-loop pass (keyed by sequence number).
         share = len(self._clients) > 1
         cache = self._enc_cache
         outbuf = c.outbuf
         seq = c.cursor
+        if c.elide:
+            self._fill_elided(c)
+            return
+        # Journal positions are counted on every stream, so a client that asks for the elided one in a
+        # hello read after some live events were sent gets the right ones from then on.
+        window = (c.skip_ids, c.skip_until) if c.skip_hold is not None else None
         if c.lean:
             self._fill_lean(c)
+            c.jpos += self._journal_count(seq, c.cursor, window)
             return
         while seq < head and len(outbuf) < HIGH_WATER:
             ev = ring[seq % cap]
@@ -415,10 +448,25 @@ class ClientQueues:
             else:
                 frame = self._encode_event(ev)
             self._append(c, frame)
+        c.jpos += self._journal_count(c.cursor, seq, window)
         c.cursor = seq
         if seq >= c.skip_until and c.skip_hold is not None:
             c.skip_ids = frozenset()
             c.skip_hold = None
+
+    def _journal_count(self, start: int, end: int, window: tuple[frozenset[int], int] | None) -> int:
+        """Journal events among ring[start:end]: all of them, but those a client in its attach window
+        skipped (its snapshot had them)."""
+        if window is None or start >= window[1]:
+            return end - start
+        ids, until = window
+        ring, cap = self._ring, self._cap
+        dups = 0
+        for seq in range(start, min(end, until)):
+            ev = ring[seq % cap]
+            if id(ev[0] if type(ev) is tuple else ev) in ids:
+                dups += 1
+        return end - start - dups
 
     def _fill_lean(self, c: Client) -> None:
         """The live events for a lean client: runs of up to BATCH_EVENTS events in one `batch` frame
@@ -490,6 +538,100 @@ class ClientQueues:
             c.skip_ids = frozenset()
             c.skip_hold = None
 
+    def _fill_elided(self, c: Client) -> None:
+        """The live events for a client that reads the journal on demand (see elide): none of the
+        elided kinds; the rest as on the lean stream (turns summarized but the newest of the pass), in
+        `batch` frames that carry each event's journal position. A recording agent's frames are not
+        copied here: most are of elided kinds, and the few sent go in the batch like any event."""
+        head = self._head
+        seq = c.cursor
+        if seq >= head or len(c.outbuf) >= HIGH_WATER:
+            return
+        cap = self._cap
+        ring = self._ring
+        # Elided clients at the same place get the same frames (positions are the journal's, the same
+        # for every client past its attach window): encoded once per pass.
+        window = c.skip_hold is not None
+        cache = self._enc_cache if self._nlean > 1 and not window else None
+        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos)
+        if cache is not None:
+            hit = cache.get(key)
+            if hit is not None:
+                data, count, jend = hit
+                self._emit(c, b"", data, count)
+                c.cursor, c.jpos = key[2], jend
+                return
+        # At most ELIDE_SCAN events a fill (the pump fills again once the buffer drains), so a backlog
+        # of a whole ring does not put its ~1 in 6 sent events in the buffer at once.
+        head = min(head, seq + ELIDE_SCAN)
+        key = ("elided", seq, head, c.jpos)
+        lo = seq % cap
+        n = head - seq
+        evs = ring[lo : lo + n] if lo + n <= cap else ring[lo:] + ring[: lo + n - cap]
+        jpos = c.jpos
+        out: list[Any] = []
+        at: list[int] = []
+        idx = None if window or self.redact else kept(evs)
+        if idx is not None:
+            newest = -1  # the newest turn among the events sent (only those are looked at again)
+            for i in reversed(idx):
+                if evs[i].get("k") == "turn":
+                    newest = seq + i
+                    break
+            for i in idx:
+                ev = evs[i]
+                if seq + i < newest and ev.get("k") == "turn":  # a turn older than the pass's newest
+                    ev = summary_event(ev)
+                out.append(ev)
+                at.append(jpos + i)
+            jpos += n
+        else:  # in the attach window, redacting, or with (event, frame) pairs: a look at each event
+            newest = self._newest_turn(seq, head)
+            skip_until, skip_ids = c.skip_until, c.skip_ids
+            for i, ev in enumerate(evs):
+                if type(ev) is tuple:
+                    ev = ev[0]
+                if window and seq + i < skip_until and id(ev) in skip_ids:
+                    continue  # the snapshot had it: it has its position there
+                p = jpos
+                jpos += 1
+                if type(ev) is not dict:
+                    continue  # not a journal event (nothing the engine publishes)
+                k = ev.get("k")
+                if k in ELIDED_KINDS:
+                    continue
+                if self.redact:
+                    ev = redact_event(ev)
+                if seq + i < newest and k == "turn":
+                    ev = summary_event(ev)
+                out.append(ev)
+                at.append(p)
+        c.cursor, c.jpos = head, jpos
+        if window and head >= c.skip_until:
+            c.skip_ids = frozenset()
+            c.skip_hold = None
+        # Every batch says where the journal has reached ("end"), so a client knows what it has not
+        # fetched even when all of a pass's events were left out (one empty batch says it then).
+        data = bytearray()
+        lost = 0
+        for i in range(0, max(len(out), 1), BATCH_EVENTS):
+            batch = {"k": "batch", "events": out[i : i + BATCH_EVENTS], "at": at[i : i + BATCH_EVENTS], "end": jpos}
+            frame = self._encode_event(batch, redacted=True)
+            if frame is None:  # one of them cannot be encoded: each alone, and the one that cannot is lost
+                for ev, p in zip(out[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], strict=True):
+                    one = self._encode_event({"k": "batch", "events": [ev], "at": [p], "end": jpos}, redacted=True)
+                    if one is None:
+                        lost += 1
+                    else:
+                        data += one
+                continue
+            data += frame
+        if lost:
+            c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
+        if cache is not None:
+            cache[key] = (bytes(data), len(out) - lost, jpos)
+        self._emit(c, b"", data, len(out) - lost)
+
     def _append_run(
         self,
         c: Client,
@@ -515,7 +657,7 @@ class ClientQueues:
             cache[key] = (hdr, payload, end, len(run))
         self._emit(c, hdr, payload, len(run))
 
-    def _emit(self, c: Client, hdr: bytes, payload: bytes, events: int) -> None:
+    def _emit(self, c: Client, hdr: bytes, payload: bytes | bytearray, events: int) -> None:
         if c.dropped_pending:
             c.outbuf += encode_frame({"k": "dropped", "count": c.dropped_pending})
             c.dropped_pending = 0
@@ -543,7 +685,24 @@ class ClientQueues:
         run: list[dict[str, Any]] = []
         size = len(c.outbuf)
         while c.fetch and size < HIGH_WATER:
+            item = c.fetch[0]
+            if type(item) is tuple:  # a journal range (elided clients): answered in order with the rest
+                if run:
+                    self._append_run(c, run)
+                    run = []
+                c.fetch.popleft()
+                rest = self._fill_range(c, item[0], item[1])
+                size = len(c.outbuf)
+                if rest is not None:
+                    c.fetch.appendleft(rest)
+                    self._more = True
+                    break
+                if c.fetch and self._spent():
+                    self._more = True
+                    break
+                continue
             turn = c.fetch.popleft()
+            assert type(turn) is int
             ev = self._turn_event(turn)
             if ev is not None and self.redact:
                 ev = redact_event(ev)
@@ -556,6 +715,52 @@ class ClientQueues:
         if run:
             self._append_run(c, run)
         return not c.fetch
+
+    def _fill_range(self, c: Client, lo: int, hi: int) -> tuple[int, int] | None:
+        """Journal events [lo, hi) as `journal` frames (see elide), up to HIGH_WATER and within the
+        pass's CPU budget; what is left of the range, or None once it is answered."""
+        try:
+            src = self._journal()
+            n = len(src)
+        except Exception:
+            log.exception("probe could not read its journal for a range fetch")
+            src, n = [], 0
+        hi = min(hi, n)
+        if lo >= hi:  # past the end: an empty answer says where the end is
+            self._emit(c, b"", encode_frame({"k": "journal", "at": lo, "events": [], "size": n}), 0)
+            return None
+        while lo < hi:
+            stop = min(hi, lo + RANGE_FRAME_EVENTS)
+            evs = []
+            for i in range(lo, stop):
+                try:
+                    ev = src[i]
+                except Exception:  # the journal shrank or its file failed: an empty slot keeps the place
+                    ev = _OMITTED
+                if type(ev) is dict:
+                    if self.redact:
+                        ev = redact_event(ev)
+                    if ev.get("k") == "turn":
+                        ev = summary_event(ev)
+                evs.append(ev)
+            self._emit(c, b"", self._range_frames(lo, evs, n), stop - lo)
+            if lo <= c.jdone:
+                c.jdone = max(c.jdone, stop)
+            lo = stop
+            if lo < hi and (len(c.outbuf) >= HIGH_WATER or self._spent()):
+                return lo, hi
+        return None
+
+    def _range_frames(self, at: int, evs: list[Any], size: int) -> bytes:
+        """`journal` frames for events at positions at.. (halved until each frame encodes within the
+        frame limit; an event that cannot be encoded alone is sent as `omitted`)."""
+        frame = self._encode_event({"k": "journal", "at": at, "events": evs, "size": size}, redacted=True)
+        if frame is not None:
+            return frame
+        if len(evs) == 1:
+            return encode_frame({"k": "journal", "at": at, "events": [_OMITTED], "size": size})
+        half = len(evs) // 2
+        return self._range_frames(at, evs[:half], size) + self._range_frames(at + half, evs[half:], size)
 
     def _turn_event(self, turn: int) -> dict[str, Any] | None:
         """Turn `turn`'s event: from the ring if it is still there, else from the journal."""

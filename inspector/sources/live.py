@@ -12,11 +12,12 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from engine.probe.client import ProbeClient, ProbeError
-from engine.probe.lean import FETCH_MAX
+from engine.probe.elide import RANGE_MAX
+from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
 from inspector.sources import Chunk, Disconnected, EventsLost, NewTurn, SourceEvent
@@ -46,6 +47,14 @@ class LiveSource(ReplayingSource):
     of them), and, in the background, whenever the agent has been quiet for BACKFILL_IDLE. A fetched
     trace goes into the placeholder itself, which becomes the event the agent journaled.
 
+    From an agent that can (engine.probe.elide) it also asks for the elided stream: the live events that
+    only a fold of the engine's state reads (request, usage, messages, parts, blobs) are not sent, and
+    `events` is then the agent's journal up to a position (`_jpos`): the snapshot, extended by fetching
+    the journal by position when a fold, a save or a session-wide view needs more (`_load_events`),
+    and in the background once the agent is quiet. What arrives live beyond that position (turns,
+    rarer kinds) waits in `_ahead`, by position, until the journal reaches it; the timeline is drawn
+    from it at once.
+
     The socket is read by `follow()` (the app's reader thread) and, while it waits for a fetch, by the
     thread that asked: one at a time (`_io`); frames a fetcher reads that are not its answer are queued
     for follow()."""
@@ -59,20 +68,34 @@ class LiveSource(ReplayingSource):
         session: int | None = None,
         *,
         lean: bool = True,
+        elide: bool = True,
         backfill_idle: float | None = BACKFILL_IDLE,
     ) -> None:
-        """`lean=False` asks for every turn whole (the stream before the lean one); `backfill_idle=None`
-        fetches summarized traces only when they are needed."""
+        """`lean=False` asks for every turn whole (the stream before the lean one); `elide=False` (with
+        lean) for every event (the lean stream before the elided one); `backfill_idle=None` fetches
+        summarized traces and elided events only when they are needed."""
         super().__init__()
         self.pid, self.timeout = pid, timeout
         self.backfill_idle = backfill_idle
         self.session = session  # one of the conversations a proxy serves (`PID.SESSION` in `ps`)
         self.lean = lean
+        self.elide = lean and elide  # asked for; `_elided` says whether the agent sends it
+        self._elided = False
+        self._jpos = 0  # journal position where `events` ends (elided stream)
+        self._ahead: dict[int, dict[str, Any]] = {}  # position -> event received beyond _jpos, in order
+        self._ahead_turns: dict[int, int] = {}  # turn -> position of its event in _ahead
+        self._range_end: int | None = None  # the end of the journal range asked for, until answered
+        self._journal_size = 0  # the agent's journal length, as its last range answer said
+        self.fetched_events = 0  # journal events fetched (diagnostics, tests)
+        # Guards the stream's state (`events` growing, `_ahead`, `_jpos`, the range asked for) for the
+        # reader and a fetcher. Held only briefly, never while waiting on the socket: `_lock` is held by
+        # a fold or a save while it waits for a fetch, and the reader must be able to take the answer.
+        self._state = threading.RLock()
         self._initial: list[dict[str, Any]] = []
         self._by_turn: dict[int, dict[str, Any]] = {}  # every whole trace received, for full_trace()
         self._seen_turns = -1  # the newest turn handed to the app, so a re-sync only adds newer ones
         self._io = threading.Lock()  # held while reading the socket
-        self._inbox: deque[dict[str, Any]] = deque()  # frames a fetcher read for follow()
+        self._inbox: deque[tuple[dict[str, Any], int | None]] = deque()  # frames a fetcher read for follow()
         self._wake_r, self._wake_w = socket.socketpair()  # a fetcher's wake-up for follow()'s wait
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -107,25 +130,38 @@ class LiveSource(ReplayingSource):
         """Connect and read the journal so far: the hello says how many snapshot events follow."""
         with self._io:
             self.client = ProbeClient.connect(
-                self.pid, timeout=self.timeout, session=self.session, lean=self.lean
+                self.pid, timeout=self.timeout, session=self.session, lean=self.lean, elide=self.elide
             )
             self.header = {**dict(self.client.hello), "pid": self.pid}
             self.events = []
             self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
             self._inbox.clear()
             self._missing, self._asked, self._unavailable = {}, set(), set()
+            self._elided = self.client.elide
+            self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
+            self._range_end, self._journal_size = None, 0
             for _ in range(int(self.client.hello.get("snapshot", 0))):
                 ev = self.client.recv(timeout=self.timeout)
                 if ev is None:
                     break  # the agent exited mid-snapshot: keep what arrived; follow() reports the disconnect
                 self._take(ev)
 
-    def _take(self, ev: dict[str, Any]) -> dict[str, Any] | None:
-        """Keep one frame of the stream; the timeline's form of a new turn, if it is one."""
+    def _take(self, ev: dict[str, Any], at: int | None = None) -> dict[str, Any] | None:
+        """Keep one frame of the stream (`at`: its journal position, on the elided stream); the
+        timeline's form of a new turn, if it is one."""
         kind = ev.get("k")
         if kind == "trace":
             self._answer(ev)
             return None
+        if kind == "journal":
+            self._extend(ev)
+            return None
+        if at is not None and self._elided:
+            with self._state:
+                return self._take_ahead(ev, at)
+        if kind in ("hello", "pong", "dropped"):
+            return None
+        self._jpos += 1  # (before the agent read our hello, the stream was the journal itself)
         if kind == "turn_summary":
             turn, summary = ev.get("turn"), ev.get("summary")
             if type(turn) is not int or not isinstance(summary, dict) or turn <= self._seen_turns:
@@ -139,8 +175,6 @@ class LiveSource(ReplayingSource):
             self._initial.append(out)
             return out
         ev = unpack_event(ev)
-        if kind in ("hello", "pong", "dropped", "error"):
-            return None
         self.events.append(ev)
         if kind == "turn" and ev["turn"] > self._seen_turns:
             self._seen_turns = ev["turn"]
@@ -166,22 +200,156 @@ class LiveSource(ReplayingSource):
         self._by_turn[turn] = trace
         self.fetched += 1
 
+    def _fill_placeholder(self, turn: int, trace: dict[str, Any]) -> None:
+        """A summarized turn's whole trace arrived live (the newest of a later send): fill its
+        placeholder, made when the journal was fetched past it."""
+        placeholder = self._missing.pop(turn, None)
+        if placeholder is not None:
+            placeholder["trace"] = trace
+            placeholder.pop("summary", None)
+
+    def _take_ahead(self, ev: dict[str, Any], at: int) -> dict[str, Any] | None:
+        """An elided stream's event at journal position `at`: the timeline gets a new turn at once; the
+        event joins `events` when the journal there is (now, if nothing before it was left out)."""
+        kind = ev.get("k")
+        out: dict[str, Any] | None = None
+        obj: dict[str, Any]
+        if kind == "turn_summary":
+            turn, summary = ev.get("turn"), ev.get("summary")
+            if type(turn) is not int or not isinstance(summary, dict):
+                return None
+            self._summaries[turn] = summary
+            known = self._missing.get(turn)
+            if known is None and turn in self._by_turn:
+                obj = {"k": "turn", "turn": turn, "trace": self._by_turn[turn]}
+            else:
+                obj = known if known is not None else {"k": "turn", "turn": turn, "summary": summary}
+                self._missing[turn] = obj
+            if turn > self._seen_turns:
+                self._seen_turns = turn
+                out = summarize(summary)
+        else:
+            obj = unpack_event(ev)
+            if kind == "turn" and type(obj.get("turn")) is int and isinstance(obj.get("trace"), dict):
+                turn = obj["turn"]
+                self._by_turn[turn] = obj["trace"]
+                self._fill_placeholder(turn, obj["trace"])
+                if turn > self._seen_turns:
+                    self._seen_turns = turn
+                    out = obj["trace"]
+        if out is not None:
+            self._initial.append(out)
+        if at < self._jpos:
+            return out  # the journal fetched got here first: the event is in `events` already
+        if at == self._jpos and not self._ahead:
+            self.events.append(obj)  # nothing left out before it
+            self._jpos += 1
+        else:
+            self._ahead[at] = obj
+            if obj.get("k") == "turn":
+                self._ahead_turns[obj["turn"]] = at
+        return out
+
+    def _extend(self, frame: dict[str, Any]) -> None:
+        """A range of the agent's journal (the answer to fetch_journal): appended to `events` from
+        `_jpos` on, each event the one received live at that position if there was one (the same
+        placeholder, so a trace fetch fills it) or a new placeholder for a summarized turn."""
+        at, evs, size = frame.get("at"), frame.get("events"), frame.get("size")
+        with self._state:
+            if type(size) is int:
+                self._journal_size = max(self._journal_size, size)
+            if type(at) is not int or not isinstance(evs, list) or type(size) is not int:
+                self._range_end = None  # refused (malformed, or too many asked): nothing more comes
+                return
+            for e in evs[max(0, self._jpos - at) :] if at <= self._jpos else ():
+                p = self._jpos
+                obj = self._ahead.pop(p, None)
+                if obj is None and isinstance(e, dict):
+                    obj = self._from_journal(e)
+                if obj is not None:
+                    self.events.append(obj)
+                    if obj.get("k") == "turn":
+                        self._ahead_turns.pop(obj["turn"], None)
+                self._jpos += 1
+                self.fetched_events += 1
+            end = self._range_end
+            if end is not None and (self._jpos >= end or self._jpos >= size):
+                self._range_end = None
+
+    def _from_journal(self, e: dict[str, Any]) -> dict[str, Any] | None:
+        """The in-memory form of one fetched journal event (None: the agent could not send it)."""
+        kind = e.get("k")
+        if kind == "omitted":
+            return None
+        if kind != "turn_summary":
+            return unpack_event(e)
+        turn, summary = e.get("turn"), e.get("summary")
+        if type(turn) is not int or not isinstance(summary, dict):
+            return None
+        if turn in self._by_turn:
+            return {"k": "turn", "turn": turn, "trace": self._by_turn[turn]}
+        placeholder = self._missing.get(turn)
+        if placeholder is None:  # not received live yet: its summary comes, and is drawn, with it
+            placeholder = self._missing[turn] = {"k": "turn", "turn": turn, "summary": summary}
+            self._summaries[turn] = summary
+        return placeholder
+
+    def _ask_range(self, stop: int | None) -> str | None:
+        """Ask for the journal from `_jpos` to `stop` (None: its end), RANGE_MAX at most: "asked", or
+        "busy" if a range is being answered already, or None when there is nothing to ask (or no way)."""
+        with self._state:
+            if self._range_end is not None:
+                return "busy"
+            lo = self._jpos
+            hi = lo + RANGE_MAX if stop is None else min(stop, lo + RANGE_MAX)
+            if hi <= lo or self.client.disconnected:
+                return None
+            self._range_end = hi
+        self.client.fetch_journal(lo, hi)
+        return "asked"
+
+    def _fetch_journal(self, stop: int | None) -> None:
+        """Fetch the journal from `_jpos` to `stop` (None: to its end as the agent has it now), taking
+        the answers while follow() is not reading, until it is here or `timeout` passes."""
+        deadline = time.monotonic() + self.timeout
+        asked = False
+        while not self.client.disconnected and time.monotonic() < deadline:
+            at = self._jpos
+            with self._state:
+                if stop is not None and self._jpos >= stop:
+                    return
+                # Our own answer says how long the journal is: past that there is nothing to ask for.
+                if asked and self._range_end is None and self._jpos >= max(self._journal_size, self._streamed_end()):
+                    return
+            status = self._ask_range(stop)
+            if status is None:
+                return
+            asked = asked or status == "asked"
+            self._take_answers(lambda: self._range_end is None, deadline)
+            if self._jpos > at:  # (follow() may have taken the answer) progress: the agent is answering
+                deadline = time.monotonic() + self.timeout
+
     # ---------------------------------------------------------------- reading the socket
 
-    def _read(self, timeout: float) -> dict[str, Any] | None:
-        """The next frame from the socket (a `trace` answer is taken here), waiting at most `timeout`
-        without holding `_io` (a fetcher may read meanwhile). Raises what ProbeClient.recv raises."""
+    def _read(self, timeout: float) -> tuple[dict[str, Any] | None, int | None]:
+        """The next frame from the socket and its journal position (elided stream), waiting at most
+        `timeout` without holding `_io` (a fetcher may read meanwhile). Raises what ProbeClient.recv
+        raises."""
         with self._io:
-            ev = self.client.recv(0)
-        if ev is None and not self.client.disconnected and not self._inbox:
+            if self._inbox:  # a fetcher read these first: they come before anything still unread
+                return self._inbox.popleft()
+            ev, at = self.client.recv_at(0)
+        if ev is None and not self.client.disconnected:
             try:
                 select.select([self.client.fileno(), self._wake_r.fileno()], [], [], timeout)
             except (OSError, ValueError):
                 pass  # the socket closed meanwhile: recv below says so
             self._drain_wake()
             with self._io:
-                ev = self.client.recv(0)
-        return ev
+                if self._inbox:
+                    return self._inbox.popleft()
+                ev, at = self.client.recv_at(0)
+        return ev, at
 
     def _drain_wake(self) -> None:
         try:
@@ -200,29 +368,44 @@ class LiveSource(ReplayingSource):
         for i in range(0, len(ask), FETCH_MAX):
             self.client.fetch(ask[i : i + FETCH_MAX])
         self._asked.update(ask)
-        if not wait:
-            return
-        deadline = time.monotonic() + self.timeout
-        while any(t in self._missing for t in want) and not self.client.disconnected:
+        if wait:
+            self._take_answers(lambda: not any(t in self._missing for t in want), time.monotonic() + self.timeout)
+
+    def _take_answers(self, done: Callable[[], bool], deadline: float) -> None:
+        """Read the socket while follow() is not, taking fetch answers (traces, journal ranges) and
+        queueing the stream's events for follow(), until `done()` or the deadline, which each answer
+        moves on by `timeout` (a save of a long session takes many; only silence is a failure)."""
+        while not done() and not self.client.disconnected:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             if not self._io.acquire(timeout=min(left, 0.05)):
                 continue  # follow() is reading: it takes the answers itself
             try:
-                ev = self.client.recv(min(left, 0.05))
+                ev, at = self.client.recv_at(min(left, 0.05))
+                kind = ev.get("k") if ev is not None else None
+                if ev is not None and kind not in ("trace", "journal"):
+                    # The stream's next event, for follow(), queued before `_io` is let go: follow()
+                    # looks in the queue before it reads, so events keep their order (a newer turn
+                    # taken first would leave the older one out of the timeline).
+                    self._inbox.append((ev, at))
             except Exception:
-                ev = None  # follow() sees the broken stream and reports it
+                ev, kind = None, None  # follow() sees the broken stream and reports it
             finally:
                 self._io.release()
-            if ev is not None and ev.get("k") != "trace":
-                self._inbox.append(ev)  # the stream's next event: follow() takes it, in order
+            if ev is None:
+                continue
+            if kind in ("trace", "journal"):
+                deadline = max(deadline, time.monotonic() + self.timeout)
+            if kind == "trace":
+                self._answer(ev)
+            elif kind == "journal":
+                self._extend(ev)
+            else:
                 try:
                     self._wake_w.send(b"\0")
                 except OSError:
                     pass
-            elif ev is not None:
-                self._answer(ev)
 
     def _placeholder_trace(self, turn: int) -> Trace:
         """What is shown of a summarized turn whose trace could not be had (the agent exited first, or
@@ -291,25 +474,50 @@ class LiveSource(ReplayingSource):
         from engine.shadow import shadow_summary
 
         with self._lock:
-            if self._shadow is not None and self._shadow[0] == len(self.events):
+            with self._state:  # (on the elided stream, what arrived beyond the journal fetched counts too)
+                seen = len(self.events) + len(self._ahead) * (1 << 32)
+                held = [*self.events, *self._ahead.values()]
+            if self._shadow is not None and self._shadow[0] == seen:
                 return self._shadow[1]
             events = []
-            for e in self.events:
+            used = set()
+            for e in held:
                 summary = e.get("summary") if e.get("k") == "turn" else None  # a placeholder, not fetched
                 events.append(e if summary is None else {"k": "turn", "turn": e["turn"], "trace": summary})
+                if e.get("k") == "usage":
+                    used.add(e.get("turn"))
+            # The elided stream leaves `usage` events out until the journal is fetched; a turn's trace
+            # (or summary) holds the same usage (engine.pipeline.record_usage), which is what they read.
+            for e in list(events):
+                if e.get("k") == "turn" and e.get("turn") not in used and (e["trace"] or {}).get("usage"):
+                    events.append({"k": "usage", "turn": e["turn"], "usage": e["trace"]["usage"]})
             result = shadow_summary(events)
-            self._shadow = (len(events), result)
+            self._shadow = (seen, result)
             return result
 
     def _load_events(self, upto_turn: int | None = None) -> None:
         """Every event is here already; what a lean stream summarized is fetched before it is read: the
         traces a fold up to `upto_turn` takes (the turns just before it and before each checkpoint), or
-        all of them (None: a save, a session-wide what-if or shadow summary)."""
+        all of them (None: a save, a session-wide what-if or shadow summary). On the elided stream the
+        journal itself is fetched first, through the turn after `upto_turn` or to its end."""
+        if self._elided:
+            stop = None if upto_turn is None else self._journal_stop(upto_turn)
+            if upto_turn is None or stop is not None:
+                self._fetch_journal(stop)
+        if upto_turn is None and self._elided:
+            short = self._streamed_end() - self._jpos
+            if short > 0:
+                raise ProbeError(
+                    f"{short} events of the agent's journal were not received (it exited before they "
+                    "were fetched); `cp-inspect attach PID --record FILE` keeps every event as it comes"
+                )
         if not self._missing:
             return
         if upto_turn is None:
-            self._fetch(list(self._missing))
-            missing = list(self._missing)
+            # FETCH_QUEUE at a time: the agent answers a client's turns beyond that "not available".
+            for _ in range(1 + len(self._missing) // FETCH_QUEUE):
+                self._fetch(list(self._missing)[:FETCH_QUEUE])
+            missing = [*self._missing, *sorted(self._unavailable)]
             if missing:
                 raise ProbeError(
                     f"{len(missing)} turns' traces were not received from the agent (e.g. turn "
@@ -325,11 +533,36 @@ class LiveSource(ReplayingSource):
         ]
         self._fetch(need)
 
+    def _journal_stop(self, turn: int) -> int | None:
+        """Where the journal must reach for a fold of `turn` (its events, and those after its turn event
+        up to the next turn's: its usage, say): None if `events` has it already."""
+        with self._state:
+            at = self._ahead_turns.get(turn)
+            if at is None:
+                return None
+            after = self._ahead_turns.get(turn + 1)
+            return at + 1 if after is None else after
+
+    def _streamed_end(self) -> int:
+        """How long the agent's journal is, as far as we were told (the stream's batches say how far it
+        has streamed; a range answer, its length then)."""
+        with self._state:
+            last = next(reversed(self._ahead), -1)  # positions arrive in order
+            return max(self.client.journal_end, self._journal_size, last + 1)
+
+    def _backfill(self) -> None:
+        """While the agent is quiet: fetch the journal it left out of the stream (range after range, to
+        the end it has streamed), then the traces it summarized, FETCH_MAX a request."""
+        if self._elided and self._range_end is None and self._jpos < self._streamed_end():
+            self._ask_range(None)
+        if self._missing and not self._asked:
+            self._fetch(list(self._missing)[:FETCH_MAX], wait=False)
+
     def follow(self) -> Iterator[SourceEvent]:
         quiet_since = time.monotonic()
         while True:
             try:
-                ev = self._inbox.popleft() if self._inbox else self._read(0.5)
+                ev, at = self._read(0.5)
             except Exception as exc:  # an error frame or a broken socket ends the stream, never the app
                 yield Disconnected(f"connection lost: {exc}")
                 return
@@ -342,9 +575,15 @@ class LiveSource(ReplayingSource):
                     # cancel flag between events and the process would wait for this thread at exit.
                     return
                 idle = self.backfill_idle
-                if idle is not None and self._missing and not self._asked and time.monotonic() - quiet_since >= idle:
-                    # The agent is quiet: fetch what the lean stream summarized while it was busy.
-                    self._fetch(list(self._missing)[:FETCH_MAX], wait=False)
+                if idle is not None and time.monotonic() - quiet_since >= idle:
+                    # The agent is quiet: fetch what the stream left out or summarized while it was busy.
+                    self._backfill()
+                continue
+            if ev.get("k") in ("journal", "trace"):  # answers to fetches, not the agent's activity
+                self._take(ev)
+                idle = self.backfill_idle
+                if idle is not None and time.monotonic() - quiet_since >= idle:
+                    self._backfill()  # the next range (or traces) at once
                 continue
             quiet_since = time.monotonic()
             if ev.get("k") == "dropped":
@@ -360,7 +599,7 @@ class LiveSource(ReplayingSource):
                 for missed in self.load_initial():
                     yield NewTurn(missed)
                 continue
-            trace = self._take(ev)
+            trace = self._take(ev, at)
             if trace is not None:
                 self._initial.clear()
                 yield NewTurn(trace)

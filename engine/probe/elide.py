@@ -1,0 +1,61 @@
+"""The elided stream: a lean client that reads the journal on demand gets only what it shows live.
+
+A lean stream (see `lean`) still sends every event of every turn: the request record, usage, the
+assistant's message, its parts and the content blobs, ~80 objects a turn that the probe's I/O thread
+reaches cold, up to ~100 ms after the agent built them (~0.2-0.4 us an object on a small VM). An
+inspector following the agent draws turns from their summaries; it reads those other events only to
+fold the engine's state (section content, a what-if, why-missed) or to save the session. So a client
+that says `{"k": "hello", "lean": true, "elide": true}` to an agent whose hello says `"elide": true`:
+
+* is sent no live event of the ELIDED_KINDS; every other event goes out as on the lean stream (turns
+  summarized but the newest of a pass), in `batch` frames that also carry `"at": [...]`, each event's
+  position in the agent's journal (the snapshot is positions 0..snapshot-1, as before);
+* reads the journal by position when it needs it: `{"k": "fetch", "from": P, "to": Q}` (at most
+  RANGE_MAX events a request; Q past the end means "to the end") is answered, in order with the other
+  fetches and within the probe's CPU budget, by `{"k": "journal", "at": P, "events": [...], "size": N}`
+  frames (N: the journal's length when answered; an answer short of Q at N is the end), with `turn`
+  events as `turn_summary` (their traces come by the lean stream's trace fetch) and an event that
+  cannot be encoded as `{"k": "omitted"}` (it keeps its position).
+
+Positions are counted from the snapshot by both sides: they hold while the client loses nothing; a
+client told `dropped` re-syncs from a new snapshot. A client that does not ask, or an agent from before
+this, gets the lean or whole stream as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import compress
+from operator import not_
+from typing import Any
+
+# The per-turn kinds a fetching client reads from the journal instead of the live stream (what the
+# engine folds: the request record, usage, messages and their parts, content by hash).
+ELIDED_KINDS = frozenset(("request", "usage", "msg", "blob", "part"))
+# Events one range request may ask for (a longer range is asked for in several).
+RANGE_MAX = 2048
+# Events in one `journal` answer frame (its size is bounded again by the frame limit: see queues).
+RANGE_FRAME_EVENTS = 256
+_get = dict.get
+
+
+def kept(events: Sequence[Any]) -> list[int] | None:
+    """Indexes of `events` (ring slots, oldest first) that are not of an elided kind, or None if one is
+    not a plain event dict (a recording agent's (event, frame) pair, say: the caller looks at each).
+
+    This is the loop that runs for every event of every turn, and its first look at an event is a
+    cache miss: here it is one C-level `dict.get` per event (no Python bytecode per event), and Python
+    code only for the ~1 in 6 events that are sent."""
+    try:
+        kinds = list(map(_get, events, ("k",) * len(events)))
+    except TypeError:
+        return None
+    return list(compress(range(len(events)), map(not_, map(ELIDED_KINDS.__contains__, kinds))))
+
+
+def range_request(frame: dict[str, Any]) -> tuple[int, int] | None:
+    """(from, to) of a client's range fetch, bounded to RANGE_MAX events, or None if it is malformed."""
+    lo, hi = frame.get("from"), frame.get("to")
+    if type(lo) is not int or type(hi) is not int or lo < 0 or hi < lo:
+        return None
+    return lo, min(hi, lo + RANGE_MAX)
