@@ -278,7 +278,7 @@ def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float
     ready, _, _ = select.select([reader.stdout], [], [], timeout)
     if not ready:
         state = [
-            (c.cursor, len(c.outbuf), c.want_write, c.skip_until, c.dropped_pending, c.snap_src is None)
+            (c.cursor, len(c.outbuf), c.want_write, c.skip_hold is not None, c.dropped_pending, c.snap_src is None)
             for c in server._clients.values()
         ]
         reader.kill()

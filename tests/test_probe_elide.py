@@ -454,3 +454,103 @@ def test_an_agent_that_exits_sends_an_elided_client_the_rest_of_its_journal(
     assert src._jpos == len(journal) and not src._ahead
     assert [e for e in src.events if e["k"] != "turn"] == [e for e in journal if e["k"] != "turn"]
     assert [e["turn"] for e in src.events if e["k"] == "turn"] == [e["turn"] for e in journal if e["k"] == "turn"]
+
+
+# ------------------------------------------------------------------ attaching between journal and publish
+
+
+def _attach_while_one_is_journaled_but_not_published(
+    rtdir: Path, stream: str, before: list[dict[str, Any]], in_flight: bool, after: list[dict[str, Any]]
+) -> tuple[list[tuple[dict[str, Any], int | None]], list[dict[str, Any]], int]:
+    """An agent journals `before` (published), then, if `in_flight`, journals one more event and is
+    held before publishing it (its thread is between Journal.append and the probe's publish) while a
+    client attaches and reads its snapshot; then it publishes that event and journals and publishes
+    `after`. Returns what the client received live (with positions), the journal, and how far the
+    stream said the journal goes."""
+    from engine.probe.server import ProbeServer
+
+    journal: list[dict[str, Any]] = []
+    server = ProbeServer({"model": "m", "provider": "anthropic"}, lambda: journal, pid=os.getpid(), runtime_dir=rtdir)
+    server.start()
+
+    def agent_event(ev: dict[str, Any], publish: bool = True) -> None:
+        journal.append(ev)
+        if publish:
+            server.publish(ev)
+
+    try:
+        for ev in before:
+            agent_event(ev)
+        held = {"k": "msg", "turn": 0, "role": "user", "i": -1}
+        if in_flight:
+            agent_event(held, publish=False)
+        lean, elide = stream != "whole", stream == "elided"
+        c = ProbeClient.connect(os.getpid(), runtime_dir=rtdir, lean=lean, elide=elide)
+    except BaseException:
+        server.close()
+        raise
+    try:
+        assert c.hello["snapshot"] == len(journal)  # the held event is in the snapshot
+        for _ in range(c.hello["snapshot"]):
+            assert c.recv(T) is not None
+        deadline = time.monotonic() + T
+        while not all(x.lean == lean and x.elide == elide for x in server._clients.values()):
+            assert time.monotonic() < deadline, "the probe did not read the hello"
+            time.sleep(0.01)
+        if in_flight:
+            server.publish(held)  # the agent's thread goes on: it publishes what it had journaled
+        for ev in after:
+            agent_event(ev)
+        got: list[tuple[dict[str, Any], int | None]] = []
+        expect = sum(1 for e in after if not elide or e["k"] not in ELIDED_KINDS)
+        deadline = time.monotonic() + T
+        while len(got) < expect or (elide and c.journal_end < len(journal)):
+            assert time.monotonic() < deadline and not c.disconnected, f"the stream stopped after {got}"
+            ev, at = c.recv_at(0.1)
+            if ev is not None:
+                got.append((ev, at))
+        assert c.recv_at(0.3)[0] is None, "the held event was sent again"
+        return got, list(journal), c.journal_end
+    finally:
+        c.close()
+        server.close()
+
+
+@pytest.mark.parametrize("stream", ["whole", "lean", "elided"])
+def test_an_event_journaled_before_the_snapshot_and_published_after_it_is_sent_once(rtdir: Path, stream: str) -> None:
+    """The snapshot has the event the agent's thread journaled but had not yet published when the
+    client attached; published later, it is not sent again (on the elided stream that would move every
+    journal position after it one place on, and a save would lack the journal's last event)."""
+    before = [{"k": "source", "i": i} for i in range(5)]
+    after = [{"k": "source", "i": 10}, {"k": "msg", "turn": 0, "role": "user", "i": 11}, {"k": "source", "i": 12}]
+    got, journal, end = _attach_while_one_is_journaled_but_not_published(rtdir, stream, before, True, after)
+    n = len(before) + 1
+    if stream == "elided":
+        assert [(ev["i"], at) for ev, at in got] == [(10, n), (12, n + 2)]
+        assert end == len(journal)
+    else:
+        assert [ev for ev, _ in got] == after
+
+
+kinds = st.sampled_from(["source", "tool", "msg", "blob", "part", "latch"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    before=st.lists(kinds, max_size=12),
+    in_flight=st.booleans(),
+    after=st.lists(kinds, min_size=1, max_size=12),
+)
+def test_elided_positions_are_the_journals_whenever_the_client_attaches(
+    rtdir: Path, before: list[str], in_flight: bool, after: list[str]
+) -> None:
+    """Whatever was journaled and published before the client attached, with or without an event
+    journaled but not yet published: every event sent live is the journal's at its position, every
+    event the elided stream does not send is left out, and the stream says the journal's length."""
+    evs_before = [{"k": k, "i": i} for i, k in enumerate(before)]
+    evs_after = [{"k": k, "i": 100 + i} for i, k in enumerate(after)]
+    got, journal, end = _attach_while_one_is_journaled_but_not_published(rtdir, "elided", evs_before, in_flight, evs_after)
+    n = len(journal) - len(evs_after)
+    assert all(at is not None and journal[at] == ev for ev, at in got)
+    assert [at for _, at in got] == [p for p in range(n, len(journal)) if journal[p]["k"] not in ELIDED_KINDS]
+    assert end == len(journal)

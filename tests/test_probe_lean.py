@@ -534,6 +534,34 @@ def test_a_lean_live_session_saves_the_recording_of_the_whole_journal(
 
 
 @pytest.mark.parametrize("elide", [True, False])
+def test_an_agent_that_exits_sends_the_traces_it_summarized(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path, elide: bool
+) -> None:
+    """Turns come back to back until the agent exits, so the inspector never had a quiet moment to
+    fetch the traces it was sent summaries of: closing, the probe sends them (it could not be asked
+    any more), and a save after the exit writes the agent's journal."""
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(2))
+        src = _live(pipe, elide=elide)
+        th = _follow_all(src)
+        _burst(pipe, range(2, 12))
+        _caught_up(src, pipe)
+        assert len(src._missing) == 9 and src.fetched == 0
+        journal = list(pipe.journal.events)
+    finally:
+        pipe.close()
+    th.join(T)
+    assert src.client.disconnected and not src._missing and src.fetched == 9
+    src.save(tmp_path / "after.cpsession")
+    saved = [unpack_event(e) for e in RecordingReader.open(tmp_path / "after.cpsession").events()]
+    assert saved == journal
+
+
+@pytest.mark.parametrize("elide", [True, False])
 def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path, elide: bool
 ) -> None:
@@ -586,9 +614,13 @@ def test_a_lean_client_of_a_recording_agent_gets_its_frames_as_they_are(
 def test_a_trace_that_cannot_be_had_is_shown_in_the_shape_of_its_neighbours(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    """After the agent exits, a summarized turn never fetched is shown with its summary over the
-    nearest whole trace's shape (every key the panels read) and an error saying why, not a crash."""
+    """After the agent is gone without a word (killed: its probe flushed nothing on the way out), a
+    summarized turn never fetched is shown with its summary over the nearest whole trace's shape
+    (every key the panels read) and an error saying why, not a crash."""
+    from engine.probe import loop
+
     pipe = _pipeline(monkeypatch, rtdir)
+    monkeypatch.setattr(loop, "FLUSH_ON_CLOSE", 0.0)
     try:
         src = _live(pipe)
         _follow_all(src)

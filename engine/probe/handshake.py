@@ -233,14 +233,15 @@ class Handshake(ClientQueues):
             return
         self._absorb()
         k = self._head - c.cursor
-        if k > 0:
+        if n:
             # Events published between registration and reading the length may be in both; they are
-            # the snapshot's last k at most. The engine publishes the very object it journals, so
-            # identity finds them (anything else is delivered twice, which is harmless: blobs are keyed
-            # by hash, turns by number).
-            tail = [src[i] for i in range(max(0, n - k), n)]
+            # the snapshot's last k at most, and one more: the agent journals an event and then
+            # publishes it, so the snapshot may end with one it has not published yet (its thread was
+            # between the two), which comes live later. The engine publishes the very object it
+            # journals, so identity finds them (anything else is delivered twice, and a client of the
+            # elided stream, which counts journal positions, would read the journal one place off).
+            tail = [src[i] for i in range(max(0, n - k - 1), n)]
             c.skip_ids = frozenset(id(e) for e in tail)
-            c.skip_until = self._head
             c.skip_hold = tail
         c.outbuf += encode_frame(self._hello_frame(n, turns, tap_errors))
         c.snap_src = src

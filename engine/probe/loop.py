@@ -338,6 +338,32 @@ class IOLoop(Handshake):
         except OSError:  # EAGAIN: already empty
             pass
 
+    def _settle_on_close(self, c: Client) -> bool:
+        """Queue what a lean client can no longer fetch once the agent is gone, so an inspector that
+        saves the session after the agent exits has it all: the traces of turns it was sent only as
+        summaries (`owed`) and, on the elided stream, the journal past what it had. Only once it has
+        been sent every live event (turns summarized in the last of them are owed too), and again for
+        any the agent journals meanwhile (each pass looks at the journal's length again). True if it
+        queued anything."""
+        if c.snap_src is not None or c.cursor < self._head:
+            return False
+        queued = False
+        if c.elide:
+            try:
+                n = len(self._journal())
+            except Exception:
+                n = 0
+            start = max(c.jdone, c.jclose)
+            if start < n:
+                c.fetch.append((start, n))
+                c.jclose = n
+                queued = True
+        if c.owed:
+            c.fetch.extend(sorted(c.owed))
+            c.owed.clear()
+            queued = True
+        return queued
+
     def _flush_on_close(self) -> None:
         """Give reading clients a short chance to receive what was already published, then stop."""
         deadline = time.monotonic() + FLUSH_ON_CLOSE
@@ -351,16 +377,6 @@ class IOLoop(Handshake):
                     sel.unregister(s)
                 except (KeyError, ValueError):
                     pass
-        # A client of the elided stream has the journal only as far as it fetched it: send it the rest
-        # (an inspector that saves the session after the agent exits needs it), after what is queued.
-        self._absorb()
-        try:
-            n = len(self._journal())
-        except Exception:
-            n = 0
-        for c in self._clients.values():
-            if c.elide and c.closing_deadline is None and c.jdone < n:
-                c.fetch.append((c.jdone, n))
         while time.monotonic() < deadline:
             self._absorb()
             self._more = False
@@ -368,6 +384,8 @@ class IOLoop(Handshake):
             for c in list(self._clients.values()):
                 if c.closing_deadline is None:
                     self._pump(c)
+                    if c.lean and self._settle_on_close(c) and self._clients.get(c.fd) is c:
+                        self._pump(c)
                     if self._clients.get(c.fd) is c and c.outbuf:
                         pending = True
             if not pending and not self._more:

@@ -12,7 +12,8 @@ Memory per client is bounded by HIGH_WATER, whatever the length of the session:
   uses them (and the last few kept for clients that attach next), so a hundred clients attaching at
   once encode the journal once, and each holds at most its output buffer.
 * Events published while a client's snapshot was being taken may be in both; only those (at most
-  `queue_limit`) are remembered to skip, not the ids of the whole journal.
+  `queue_limit`, and the one the agent may have journaled but not yet published) are remembered to
+  skip, not the ids of the whole journal.
 * A closed client is dropped at once: its socket, buffers and references go with it.
 """
 
@@ -109,7 +110,6 @@ class Client:
         "snap_end",
         "chunk",
         "skip_ids",
-        "skip_until",
         "skip_hold",
         "outbuf",
         "inbuf",
@@ -125,6 +125,8 @@ class Client:
         "elide",
         "jpos",
         "jdone",
+        "jclose",
+        "owed",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -136,9 +138,10 @@ class Client:
         self.snap_index = 0
         self.snap_end = 0
         self.chunk: SnapChunk | None = None
-        # Live events that may also be in the snapshot (published while it was taken), by identity.
+        # Live events that may also be in the snapshot (published while it was taken, or journaled
+        # before it and published after), by identity: skipped while the live stream starts with them
+        # (see _skip_snapshot_tail); None once it has gone past them.
         self.skip_ids: frozenset[int] = frozenset()
-        self.skip_until = 0
         # Keeps those objects alive while skip_ids is in use, so their ids cannot be reused.
         self.skip_hold: list[Any] | None = None
         self.outbuf = bytearray()
@@ -160,8 +163,13 @@ class Client:
         self.elide = False
         self.jpos = 0
         # Where the client's copy of the journal ends, as far as this server knows (what it streamed
-        # before eliding, then the ranges it answered from there): the agent closing sends it the rest.
+        # before eliding, then the ranges it answered from there): the agent closing sends it the rest,
+        # up to `jclose` so far (see loop._settle_on_close).
         self.jdone = 0
+        self.jclose = 0
+        # Turns the lean stream sent this client only as summaries, not since whole (a trace fetch
+        # answers one): an agent that closes sends their traces, which the client could no longer fetch.
+        self.owed: set[int] = set()
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -412,6 +420,8 @@ class ClientQueues:
             c.lose(base - c.cursor)
             c.jpos += base - c.cursor
             c.cursor = base
+        if c.skip_hold is not None and not self._skip_snapshot_tail(c):
+            return  # nothing but what the snapshot had, so far
         # With several clients each event is encoded once per I/O-loop pass (keyed by sequence number).
         share = len(self._clients) > 1
         cache = self._enc_cache
@@ -420,26 +430,22 @@ class ClientQueues:
         if c.elide:
             self._fill_elided(c)
             return
-        # Journal positions are counted on every stream, so a client that asks for the elided one in a
-        # hello read after some live events were sent gets the right ones from then on.
-        window = (c.skip_ids, c.skip_until) if c.skip_hold is not None else None
+        # Journal positions are counted on every stream (every live event past the snapshot's is the
+        # journal's next one), so a client that asks for the elided one in a hello read after some
+        # live events were sent gets the right ones from then on.
         if c.lean:
             self._fill_lean(c)
-            c.jpos += self._journal_count(seq, c.cursor, window)
+            c.jpos += c.cursor - seq
             return
         while seq < head and len(outbuf) < HIGH_WATER:
             ev = ring[seq % cap]
             seq += 1
             if type(ev) is tuple:  # (event, its frame) from an agent that records: nothing to encode
-                if seq <= c.skip_until and id(ev[0]) in c.skip_ids:
-                    continue
                 if c.dropped_pending:
                     self._append(c, ev[1])
                 else:  # _append's common case, inline: this loop runs for every event of every turn
                     outbuf += ev[1]
                     c.sent_events += 1
-                continue
-            if seq <= c.skip_until and id(ev) in c.skip_ids:
                 continue
             if share:
                 frame = cache.get(seq, _MISSING)
@@ -448,25 +454,33 @@ class ClientQueues:
             else:
                 frame = self._encode_event(ev)
             self._append(c, frame)
-        c.jpos += self._journal_count(c.cursor, seq, window)
+        c.jpos += seq - c.cursor
         c.cursor = seq
-        if seq >= c.skip_until and c.skip_hold is not None:
-            c.skip_ids = frozenset()
-            c.skip_hold = None
 
-    def _journal_count(self, start: int, end: int, window: tuple[frozenset[int], int] | None) -> int:
-        """Journal events among ring[start:end]: all of them, but those a client in its attach window
-        skipped (its snapshot had them)."""
-        if window is None or start >= window[1]:
-            return end - start
-        ids, until = window
-        ring, cap = self._ring, self._cap
-        dups = 0
-        for seq in range(start, min(end, until)):
+    def _skip_snapshot_tail(self, c: Client) -> bool:
+        """Step a newly attached client's cursor past the live events its snapshot had already: True
+        once the live stream has gone past them (the window is closed), False if all there is so far
+        is those.
+
+        They are the snapshot's last few (see handshake._register), and they come first: the agent
+        journals an event and then publishes it, one at a time, so an event published after one the
+        snapshot did not have was journaled after it too. That is why the window closes at the first
+        live event that is not one of them, whenever it comes: an event journaled before the snapshot
+        was read but published after the I/O thread looked (the agent's thread was between the two)
+        arrives later than the others, and sent again it would shift every journal position after it
+        (the elided stream reads the journal by position)."""
+        ring, cap, head, ids = self._ring, self._cap, self._head, c.skip_ids
+        seq = c.cursor
+        while seq < head:
             ev = ring[seq % cap]
-            if id(ev[0] if type(ev) is tuple else ev) in ids:
-                dups += 1
-        return end - start - dups
+            if id(ev[0] if type(ev) is tuple else ev) not in ids:
+                c.cursor = seq
+                c.skip_ids = frozenset()
+                c.skip_hold = None
+                return True
+            seq += 1
+        c.cursor = seq
+        return False
 
     def _fill_lean(self, c: Client) -> None:
         """The live events for a lean client: runs of up to BATCH_EVENTS events in one `batch` frame
@@ -483,18 +497,15 @@ class ClientQueues:
         seq = c.cursor
         newest = self._newest_turn(seq, head)
         # Lean clients reading from the same place get the same runs: encoded once per pass, kept by
-        # (first event, head, newest turn), which fix a run (not for a client in its attach window,
-        # whose runs leave out what its snapshot had).
-        cache = self._enc_cache if self._nlean > 1 and c.skip_hold is None else None
+        # (first event, head, newest turn), which fix a run.
+        cache = self._enc_cache if self._nlean > 1 else None
         # This loop runs for every event of every turn, and its first look at an event built up to
         # ~100 ms ago on the agent's core is a cache miss: it does no more than that look (its type, and
-        # "k" for a turn to summarize) unless the client is in its attach window (it skips what its
-        # snapshot had) or the server redacts (first, so the lean stream's own kinds stay readable).
-        window = c.skip_hold is not None
-        skip_until = c.skip_until
-        skip_ids = c.skip_ids
+        # "k" for a turn to summarize) unless the server redacts (first, so the lean stream's own kinds
+        # stay readable).
         redact = self.redact
         run: list[Any] = []
+        owed: list[int] = []  # the run's turns sent as summaries
         start = seq
         while seq < head:
             if not run:
@@ -504,39 +515,34 @@ class ClientQueues:
                 if cache is not None:
                     hit = cache.get((start, head, newest))
                     if hit is not None:
-                        hdr, payload, seq, n = hit
+                        hdr, payload, seq, n, turns = hit
                         self._emit(c, hdr, payload, n)
+                        c.owed.update(turns)
                         continue
             ev = ring[seq % cap]
             seq += 1
             kind = type(ev)
             if kind is dict:
-                if window and seq <= skip_until and id(ev) in skip_ids:
-                    continue
                 if redact:
                     ev = redact_event(ev)
                 if seq <= newest and ev.get("k") == "turn":  # seq is one past this event's: an older turn
-                    ev = summary_event(ev)
+                    summary = summary_event(ev)
+                    if summary is not ev:
+                        owed.append(ev["turn"])
+                        ev = summary
             elif kind is tuple:  # (event, its frame): sent as it is
-                if window and seq <= skip_until and id(ev[0]) in skip_ids:
-                    continue
                 if run:
-                    self._append_run(c, run)
-                    run = []
+                    self._append_run(c, run, owed=owed)
+                    run, owed = [], []
                 self._append(c, ev[1])
-                continue
-            elif window and seq <= skip_until and id(ev) in skip_ids:
                 continue
             run.append(ev)
             if len(run) >= BATCH_EVENTS:
-                self._append_run(c, run, cache, (start, head, newest), seq)
-                run = []
+                self._append_run(c, run, cache, (start, head, newest), seq, owed)
+                run, owed = [], []
         if run:
-            self._append_run(c, run, cache, (start, head, newest), seq)
+            self._append_run(c, run, cache, (start, head, newest), seq, owed)
         c.cursor = seq
-        if seq >= c.skip_until and c.skip_hold is not None:
-            c.skip_ids = frozenset()
-            c.skip_hold = None
 
     def _fill_elided(self, c: Client) -> None:
         """The live events for a client that reads the journal on demand (see elide): none of the
@@ -550,16 +556,16 @@ class ClientQueues:
         cap = self._cap
         ring = self._ring
         # Elided clients at the same place get the same frames (positions are the journal's, the same
-        # for every client past its attach window): encoded once per pass.
-        window = c.skip_hold is not None
-        cache = self._enc_cache if self._nlean > 1 and not window else None
+        # for every client): encoded once per pass.
+        cache = self._enc_cache if self._nlean > 1 else None
         key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos)
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
-                data, count, jend = hit
+                data, count, jend, turns = hit
                 self._emit(c, b"", data, count)
                 c.cursor, c.jpos = key[2], jend
+                c.owed.update(turns)
                 return
         # At most ELIDE_SCAN events a fill (the pump fills again once the buffer drains), so a backlog
         # of a whole ring does not put its ~1 in 6 sent events in the buffer at once.
@@ -571,7 +577,8 @@ class ClientQueues:
         jpos = c.jpos
         out: list[Any] = []
         at: list[int] = []
-        idx = None if window or self.redact else kept(evs)
+        owed: list[int] = []  # turns sent as summaries
+        idx = None if self.redact else kept(evs)
         if idx is not None:
             newest = -1  # the newest turn among the events sent (only those are looked at again)
             for i in reversed(idx):
@@ -581,18 +588,18 @@ class ClientQueues:
             for i in idx:
                 ev = evs[i]
                 if seq + i < newest and ev.get("k") == "turn":  # a turn older than the pass's newest
-                    ev = summary_event(ev)
+                    summary = summary_event(ev)
+                    if summary is not ev:
+                        owed.append(ev["turn"])
+                        ev = summary
                 out.append(ev)
                 at.append(jpos + i)
             jpos += n
-        else:  # in the attach window, redacting, or with (event, frame) pairs: a look at each event
+        else:  # redacting, or with (event, frame) pairs: a look at each event
             newest = self._newest_turn(seq, head)
-            skip_until, skip_ids = c.skip_until, c.skip_ids
             for i, ev in enumerate(evs):
                 if type(ev) is tuple:
                     ev = ev[0]
-                if window and seq + i < skip_until and id(ev) in skip_ids:
-                    continue  # the snapshot had it: it has its position there
                 p = jpos
                 jpos += 1
                 if type(ev) is not dict:
@@ -603,13 +610,14 @@ class ClientQueues:
                 if self.redact:
                     ev = redact_event(ev)
                 if seq + i < newest and k == "turn":
-                    ev = summary_event(ev)
+                    summary = summary_event(ev)
+                    if summary is not ev:
+                        owed.append(ev["turn"])
+                        ev = summary
                 out.append(ev)
                 at.append(p)
         c.cursor, c.jpos = head, jpos
-        if window and head >= c.skip_until:
-            c.skip_ids = frozenset()
-            c.skip_hold = None
+        c.owed.update(owed)
         # Every batch says where the journal has reached ("end"), so a client knows what it has not
         # fetched even when all of a pass's events were left out (one empty batch says it then).
         data = bytearray()
@@ -629,7 +637,7 @@ class ClientQueues:
         if lost:
             c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
         if cache is not None:
-            cache[key] = (bytes(data), len(out) - lost, jpos)
+            cache[key] = (bytes(data), len(out) - lost, jpos, owed)
         self._emit(c, b"", data, len(out) - lost)
 
     def _append_run(
@@ -639,12 +647,15 @@ class ClientQueues:
         cache: dict[Any, Any] | None = None,
         key: tuple[int, int, int] | None = None,
         end: int = 0,
+        owed: list[int] | None = None,
     ) -> None:
         """One `batch` frame for these events, already redacted if the server redacts (kept in `cache`
-        under `key`, with the sequence number after the run, for the next lean client at the same
-        place), or, if they cannot be encoded
+        under `key`, with the sequence number after the run and the turns it summarized (`owed`), for
+        the next lean client at the same place), or, if they cannot be encoded
         together (one is not msgpack-able, or they exceed the frame limit), a frame each (an
         unencodable one is lost)."""
+        if owed:
+            c.owed.update(owed)
         payload = pack_payload_fast({"k": "batch", "events": run}) if len(run) > 1 else None
         if payload is None or len(payload) > MAX_FRAME_BYTES:
             for ev in run:  # (already redacted, when the server redacts)
@@ -654,7 +665,7 @@ class ClientQueues:
         # batch of tens of KB once more per pass.
         hdr = HEADER.pack(len(payload), zlib.crc32(payload))
         if cache is not None:
-            cache[key] = (hdr, payload, end, len(run))
+            cache[key] = (hdr, payload, end, len(run), owed or ())
         self._emit(c, hdr, payload, len(run))
 
     def _emit(self, c: Client, hdr: bytes, payload: bytes | bytearray, events: int) -> None:
@@ -703,6 +714,7 @@ class ClientQueues:
                 continue
             turn = c.fetch.popleft()
             assert type(turn) is int
+            c.owed.discard(turn)  # sent whole now
             ev = self._turn_event(turn)
             if ev is not None and self.redact:
                 ev = redact_event(ev)
