@@ -554,3 +554,87 @@ def test_elided_positions_are_the_journals_whenever_the_client_attaches(
     assert all(at is not None and journal[at] == ev for ev, at in got)
     assert [at for _, at in got] == [p for p in range(n, len(journal)) if journal[p]["k"] not in ELIDED_KINDS]
     assert end == len(journal)
+
+
+# ------------------------------------------------------------------ a request the exited agent cannot take
+
+
+def test_a_request_the_agent_cannot_take_any_more_does_not_end_the_stream(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """The agent flushed its last events to the client and exited; the client, not having read them
+    yet, sends a request, which fails (the agent's end is closed). What was flushed is still read, and
+    then the end of the stream."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        c = ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent)
+        for _ in range(c.hello["snapshot"]):
+            assert c.recv(T) is not None
+        n0 = len(pipe.journal.events)
+        _turns(pipe, range(3))
+        journal = list(pipe.journal.events[n0:])
+    finally:
+        pipe.close()  # flushes what was published to the client, then closes its socket
+    assert not c.ping() and not c.fetch([0]) and not c.fetch_journal(0, 1)
+    got = []
+    while (ev := c.recv(T)) is not None:
+        got.append(ev)
+    c.close()
+    assert got == journal
+
+
+def test_a_live_source_whose_background_fetch_finds_the_agent_gone_reads_what_it_flushed(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path
+) -> None:
+    """The inspector had followed every live event and was quiet (reading nothing) while the agent
+    exited, flushing to it the journal it had not fetched; its background fetch then finds the agent
+    gone. It reads on to the end of the stream, so the journal and a save after the exit are whole.
+    (Found as `tests/test_sources.py::test_live_source_attach_and_disconnect` failing when the first
+    quiet second was spent importing textual: "49 events of the agent's journal were not received".)"""
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(2))
+        src = _live(pipe)
+        reading, parked = threading.Event(), threading.Event()
+        reading.set()
+        real_read = src._read
+
+        def read(timeout: float) -> Any:
+            if not reading.is_set():  # busy elsewhere: the socket is not read meanwhile
+                parked.set()
+                time.sleep(0.01)
+                return None, None
+            return real_read(timeout)
+
+        sends: list[bool] = []
+        real_fetch_journal = src.client.fetch_journal
+
+        def fetch_journal(start: int, stop: int) -> Any:
+            sent = real_fetch_journal(start, stop)
+            sends.append(bool(sent))
+            return sent
+
+        src._read = read
+        src.client.fetch_journal = fetch_journal
+        th = _follow_all(src)
+        _turns(pipe, range(2, 8))
+        _caught_up(src, pipe)
+        assert src.fetched_events == 0 and src._jpos < len(pipe.journal.events)
+        reading.clear()
+        assert parked.wait(T)
+        journal = list(pipe.journal.events)
+    finally:
+        pipe.close()
+    src.backfill_idle = 0.0  # quiet: the background fetch asks for the journal now
+    deadline = time.monotonic() + T
+    while not sends:
+        assert time.monotonic() < deadline, "no background fetch"
+        time.sleep(0.01)
+    assert sends == [False]  # the agent was gone
+    reading.set()
+    th.join(T)
+    assert src._jpos == len(journal) and not src._ahead and not src._missing
+    src.save(tmp_path / "after.cpsession")
+    saved = [unpack_event(e) for e in RecordingReader.open(tmp_path / "after.cpsession").events()]
+    assert saved == journal

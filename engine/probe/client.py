@@ -330,31 +330,38 @@ class ProbeClient:
                 return
             yield frame
 
-    def ping(self) -> None:
-        """Ask for a `{"k": "pong"}` (it arrives in order with the events). For liveness checks."""
-        try:
-            self._sock.sendall(encode_frame({"k": "ping"}))
-        except OSError:
-            self._mark_disconnected()
+    def ping(self) -> bool:
+        """Ask for a `{"k": "pong"}` (it arrives in order with the events). For liveness checks.
+        False if it could not be sent (see `_send`)."""
+        return self._send({"k": "ping"})
 
-    def fetch(self, turns: list[int]) -> None:
+    def fetch(self, turns: list[int]) -> bool:
         """Ask for the whole traces of `turns` (a lean stream's summarized ones): each is answered, in
         order with the events, by `{"k": "trace", "turn": N, "trace": {...} or None}`. At most
         engine.probe.lean.FETCH_MAX turns a call count; the agent answers within its CPU budget.
-        Safe to call from another thread than the one reading (it only sends)."""
-        try:
-            self._sock.sendall(encode_frame({"k": "fetch", "turns": list(turns)}))
-        except OSError:
-            self._mark_disconnected()
+        Safe to call from another thread than the one reading (it only sends). False if it could not
+        be sent (see `_send`)."""
+        return self._send({"k": "fetch", "turns": list(turns)})
 
-    def fetch_journal(self, start: int, stop: int) -> None:
+    def fetch_journal(self, start: int, stop: int) -> bool:
         """Ask for the agent's journal events [start, stop) (elided stream only: see `.elide`), at most
         engine.probe.elide.RANGE_MAX a call; answered in order with the events by `{"k": "journal",
-        "at": P, "events": [...], "size": N}` frames. Safe to call from another thread (it only sends)."""
+        "at": P, "events": [...], "size": N}` frames. Safe to call from another thread (it only sends).
+        False if it could not be sent (see `_send`)."""
+        return self._send({"k": "fetch", "from": start, "to": stop})
+
+    def _send(self, frame: dict[str, Any]) -> bool:
+        """Send one request; False if the socket would not take it. That does not end the stream: an
+        agent that has closed its end (it exited) may have sent more before it did, the answers to
+        earlier requests and its journal's last events among them, and they are still to be read;
+        the reader sees the end of the stream after them. (Marking the client disconnected here made
+        the reader stop with them unread: a live source whose background fetch found the agent gone
+        lost what the agent had flushed to it on its way out.)"""
         try:
-            self._sock.sendall(encode_frame({"k": "fetch", "from": start, "to": stop}))
+            self._sock.sendall(encode_frame(frame))
         except OSError:
-            self._mark_disconnected()
+            return False
+        return True
 
     def fileno(self) -> int:
         """For select()-style integration: readable means recv() will make progress."""

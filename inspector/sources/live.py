@@ -296,7 +296,8 @@ class LiveSource(ReplayingSource):
 
     def _ask_range(self, stop: int | None) -> str | None:
         """Ask for the journal from `_jpos` to `stop` (None: its end), RANGE_MAX at most: "asked", or
-        "busy" if a range is being answered already, or None when there is nothing to ask (or no way)."""
+        "busy" if a range is being answered already, "unsent" if the agent is gone (the request could
+        not be sent), or None when there is nothing to ask (or no way)."""
         with self._state:
             if self._range_end is not None:
                 return "busy"
@@ -305,7 +306,10 @@ class LiveSource(ReplayingSource):
             if hi <= lo or self.client.disconnected:
                 return None
             self._range_end = hi
-        self.client.fetch_journal(lo, hi)
+        if not self.client.fetch_journal(lo, hi):
+            with self._state:
+                self._range_end = None  # not sent: no answer is coming
+            return "unsent"
         return "asked"
 
     def _fetch_journal(self, stop: int | None) -> None:
@@ -322,6 +326,11 @@ class LiveSource(ReplayingSource):
                 if asked and self._range_end is None and self._jpos >= max(self._journal_size, self._streamed_end()):
                     return
             status = self._ask_range(stop)
+            if status == "unsent":
+                # The agent closed its end, having sent what we had not fetched on its way out (see
+                # engine.probe.loop._settle_on_close): read on to the end of the stream for it.
+                self._take_answers(lambda: False, deadline)
+                return
             if status is None:
                 return
             asked = asked or status == "asked"
@@ -366,8 +375,10 @@ class LiveSource(ReplayingSource):
         if not want or self.client.disconnected:
             return
         for i in range(0, len(ask), FETCH_MAX):
-            self.client.fetch(ask[i : i + FETCH_MAX])
-        self._asked.update(ask)
+            part = ask[i : i + FETCH_MAX]
+            if not self.client.fetch(part):
+                break  # the agent is gone: what it sent before is still read (and then the end)
+            self._asked.update(part)
         if wait:
             self._take_answers(lambda: not any(t in self._missing for t in want), time.monotonic() + self.timeout)
 
