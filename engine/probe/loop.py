@@ -80,6 +80,7 @@ class IOLoop(Handshake):
         self._cpu_rate = 0.0  # share of a core the process used during the last coalescing wait
         self._pass_allow = 0.0  # thread CPU clock at which this pass has spent its budget, see _loop
         self._next_client = 0  # where _service starts serving when a pass ran out of budget
+        self._round_open = False  # the last pass ran out of budget before serving every client
         self._due: float | None = None  # when the burst being coalesced is sent (None: not in a burst)
         self._wait_at = 0.0
         self._wait_cpu = 0.0
@@ -178,8 +179,14 @@ class IOLoop(Handshake):
     def _service(self) -> int:
         """Move published events into the ring and send what every unblocked client may have next.
         Returns how many events were published since the last pass."""
-        self._enc_cache.clear()
         moved = self._absorb()
+        # The shared encodings (keyed by ring positions and head, so never stale) are kept from a pass
+        # the CPU budget cut short to the next, if nothing was published meanwhile: the clients it left
+        # are where the ones it served were, and encoding their run again is what made a loaded machine
+        # cost each client its own. Otherwise they go, so the cache holds at most one round of clients.
+        if moved or not self._round_open:
+            self._enc_cache.clear()
+        self._round_open = False
         self._more = False
         clients = list(self._clients.values())
         n = len(clients)
@@ -194,13 +201,15 @@ class IOLoop(Handshake):
                 if i + 1 < n and self._spent():
                     self._next_client = start + i + 1
                     self._more = True
+                    self._round_open = True
                     break
             else:
                 self._next_client = start
         elif n:
             if not clients[0].want_write:
                 self._pump(clients[0])
-        self._enc_cache.clear()
+        if not self._round_open:
+            self._enc_cache.clear()
         self._expire_closing()
         self._resume_listener()
         return moved
