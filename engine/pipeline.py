@@ -33,7 +33,7 @@ from functools import cached_property
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
@@ -43,7 +43,7 @@ from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
 from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
-from engine.optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
+from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
 from engine.plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, budget_of, plan
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules, for_model
@@ -103,6 +103,19 @@ class Built:
     serialized: SerializedRequest
     trace: dict[str, Any]
     state: CompactionState | None = None  # the compaction state after this request (cost_aware policy)
+
+
+class Decided(NamedTuple):
+    """Pipeline.decide's result: the plan and the optimized assembly, with what the trace reports."""
+
+    plan: Plan
+    reserves: Reserves
+    ratio: float  # calibration: provider tokens per engine token
+    before: Assembly  # the assembly before optimize
+    res: OptimizeResult
+    spill_failures: list[str]
+    state: CompactionState | None  # the compaction state after this request (cost_aware policy)
+    decision: dict[str, Any] | None  # cost_aware's compaction record for the trace
 
 
 class Pipeline:
@@ -788,6 +801,42 @@ class Pipeline:
         lean=True: with the drop_rounds gate closed, no compaction is weighed only for the trace to report
         (cost_aware.run's weigh_closed; the same request and state; simulate's builds)."""
         cfg = config or self.config
+        d = self.decide(bound, cfg, state, cache, lean)
+        m = self.measure
+        ser = self._serializer(cfg.provider).serialize(
+            d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, body
+        )
+        trace = build_trace(
+            self.turn,
+            cfg,
+            d.plan,
+            d.reserves,
+            d.before,
+            d.res,
+            ser,
+            m,
+            self.traces[-1] if self.traces else None,
+            self.flipped,
+            d.spill_failures,
+        )
+        trace["calibration"] = round(d.ratio, 4)
+        if d.decision is not None:
+            # Pressure over what is sent (the compacted state); the raw history's figure beside it.
+            trace["pressure"]["raw_history"] = round(d.decision["raw_tokens"] / max(1, cfg.window), 4)
+            trace["compaction"] = d.decision
+        # Built from the typed definition; downstream (journal, msgpack, replay) it travels as a plain dict.
+        return Built(d.plan, d.res.asm, ser, cast(dict[str, Any], trace), d.state)
+
+    def decide(
+        self,
+        bound: dict[str, dict[str, Any]],
+        cfg: PipelineConfig,
+        state: CompactionState | None = None,
+        cache: CacheRules | None = None,
+        lean: bool = False,
+    ) -> Decided:
+        """build's Plan + Optimize: what is sent and why, before it is serialized and traced (simulate
+        lays out only the blocks of what this decides; see engine/sim/blocks.py)."""
         st = self.compaction if state is None else state
         # The wave-1 policy decides from the whole history every turn; cost_aware sends the task and
         # what follows its state's cut, so it is handed only that (see _assemble_from).
@@ -834,29 +883,7 @@ class Pipeline:
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision
-        ser = self._serializer(cfg.provider).serialize(
-            res.asm, res.markers, cfg.model, cfg.max_output_tokens, m, body
-        )
-        trace = build_trace(
-            self.turn,
-            cfg,
-            the_plan,
-            reserves,
-            before,
-            res,
-            ser,
-            m,
-            self.traces[-1] if self.traces else None,
-            self.flipped,
-            failures,
-        )
-        trace["calibration"] = round(ratio, 4)
-        if decision is not None:
-            # Pressure over what is sent (the compacted state); the raw history's figure beside it.
-            trace["pressure"]["raw_history"] = round(decision["raw_tokens"] / max(1, cfg.window), 4)
-            trace["compaction"] = decision
-        # Built from the typed definition; downstream (journal, msgpack, replay) it travels as a plain dict.
-        return Built(the_plan, res.asm, ser, cast(dict[str, Any], trace), new_state)
+        return Decided(the_plan, reserves, ratio, before, res, failures, new_state, decision)
 
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         """One job per bound source. Its budget is what the plan gave the section at its last known

@@ -55,6 +55,7 @@ from engine.recording.journal import Event, unpack_event
 from engine.recording.replay import Replayer
 from engine.request_diff import common_prefix_len
 from engine.sim import cachesim
+from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
 from engine.sim.few_texts import FewTextsTokenizer
 from engine.sim.policies import ALL as ALL_POLICIES
@@ -367,9 +368,10 @@ def _build_pass(
 
     `check` (recorded section content hash and tokens by turn and section id): when the token counts
     come from the recording's table, every build is held against the recorded traces (see
-    `_check_counts`); turns where no column runs the recorded settings get a recorded-settings build
+    `SimBuilt.check_counts`); turns where no column runs the recorded settings get a recorded-settings build
     for the check on a sample of turns."""
     pipe = replayer.new_pipeline()
+    builder = SimBuilder(pipe)
     every = max(1, replayer.turns // CHECK_SAMPLE) if check is not None else 0
     last_turn = max(replayer.request_index, default=0)
     same = closed_same = True
@@ -396,45 +398,43 @@ def _build_pass(
             # to the recorded settings, not to a what-if window.
             # What-if columns weigh compactions by the simulated cache rules and the named model's
             # prices; the recorded column keeps the recorded ones (it is what the engine did).
-            bp = pipe.build(bound, pcfg, st_p, cache, body=False, lean=True)
+            bp = builder.build(bound, pcfg, st_p, cache)
             # A what-if with every gate closed already (or a recording made so) is its own gates-closed
             # column: the same build of the same inputs, so it is not built twice. The two state chains
             # start equal and stay equal for as long as this holds.
             closed_is_pipeline = cfgs.closed_is_pipeline and st_c == st_p
             closed_same = closed_same and closed_is_pipeline
-            bc = bp if closed_is_pipeline else pipe.build(bound, ccfg, st_c, cache, body=False, lean=True)
+            bc = bp if closed_is_pipeline else builder.build(bound, ccfg, st_c, cache)
             st_p, st_c = bp.state or st_p, bc.state or st_c
-            rp = _req(ev["turn"], t, bp.trace, bp.serialized.blocks)
+            rp = _req(ev["turn"], t, bp)
             out_p.append(rp)
-            out_c.append(rp if closed_is_pipeline else _req(ev["turn"], t, bc.trace, bc.serialized.blocks))
+            out_c.append(rp if closed_is_pipeline else _req(ev["turn"], t, bc))
             same = same and cfgs.recorded_is_pipeline
             if out_r is not None:
-                br = bp if cfgs.recorded_is_pipeline else pipe.build(bound, base, st_r, body=False, lean=True)
+                br = bp if cfgs.recorded_is_pipeline else builder.build(bound, base, st_r)
                 st_r = br.state or st_r
                 # The recorded-settings request is the pipeline's own when the settings are the same.
-                out_r.append(rp if br is bp else _req(ev["turn"], t, br.trace, br.serialized.blocks))
+                out_r.append(rp if br is bp else _req(ev["turn"], t, br))
             if check is not None:
                 recorded = check.get(ev["turn"], {})
-                _check_counts(ev["turn"], recorded, bp.trace)
-                _check_counts(ev["turn"], recorded, bc.trace)
+                bp.check_counts(ev["turn"], recorded)
+                bc.check_counts(ev["turn"], recorded)
                 if out_r is not None:
-                    _check_counts(ev["turn"], recorded, br.trace)
+                    br.check_counts(ev["turn"], recorded)
                 elif not cfgs.recorded_is_pipeline and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
-                    _check_counts(ev["turn"], recorded, pipe.build(bound, base, body=False, lean=True).trace)
+                    builder.build(bound, base).check_counts(ev["turn"], recorded)
             for name in engine_policies:
-                b = pipe.build(bound, cfgs.engine[name], st_e[name], cache, body=False, lean=True)
+                b = builder.build(bound, cfgs.engine[name], st_e[name], cache)
                 st_e[name] = b.state or st_e[name]
-                out_e[name].append(_req(ev["turn"], t, b.trace, b.serialized.blocks))
+                out_e[name].append(_req(ev["turn"], t, b))
             if peers:
                 # The whole conversation, never compacted, laid out as the engine would send it.
-                full = pipe.build(bound, cfgs.full, body=False, lean=True)
+                full = builder.build(bound, cfgs.full)
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 msgs = tuple(i for i in (hist.items if hist is not None else ()) if isinstance(i, Message))
-                system = tuple(b for b in full.serialized.blocks if b.section != "history")
+                system = tuple(b for b in full.blocks if b.section != "history")
                 views.append(
-                    TurnView(
-                        ev["turn"], system, msgs, pcfg.window, bp.trace["ceiling"], markers, pipe.measure
-                    )
+                    TurnView(ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure)
                 )
         pipe.fold(ev)
     ratio = pipe.stats.calibration_for(pipe.config.model)
@@ -461,10 +461,6 @@ class _Configs:
         self.full = replace(self.pcfg, window=UNBOUNDED, limits=closed, policy=WAVE1_SETTINGS)
 
 
-class _CountsDisagree(ContextPipeError):
-    """A build under carried token counts disagrees with the recording's own trace."""
-
-
 def _recorded_sections(replayer: Replayer) -> dict[int, dict[str, tuple[str, int]]]:
     """(content hash, tokens) of every recorded section, by turn and section id."""
     out: dict[int, dict[str, tuple[str, int]]] = {}
@@ -473,27 +469,8 @@ def _recorded_sections(replayer: Replayer) -> dict[int, dict[str, tuple[str, int
     return out
 
 
-def _check_counts(turn: int, recorded: Mapping[str, tuple[str, int]], trace: Mapping[str, Any]) -> None:
-    # A section with the recorded content must have the recorded token total, whatever else the
-    # what-if changed: counts are a function of the content alone. A carried count that is wrong for
-    # any text the recorded requests sent shows up here.
-    for sec in trace["sections"]:
-        rec = recorded.get(sec["id"])
-        if rec is not None and rec[0] == sec["sha256"] and rec[1] != sec["tokens"]:
-            raise _CountsDisagree(
-                f"turn {turn}, section {sec['id']}: {sec['tokens']} tokens from the recording's count "
-                f"table, {rec[1]} in its trace"
-            )
-
-
-def _req(turn: int, t: float, trace: dict[str, Any], blocks: list[Block]) -> _Req:
-    return _Req(
-        turn,
-        t,
-        list(blocks),
-        [str(a["step"]) for a in trace.get("actions", ())],
-        list(trace.get("latch_flips", ())),
-    )
+def _req(turn: int, t: float, b: SimBuilt) -> _Req:
+    return _Req(turn, t, list(b.blocks), b.actions, b.latch_flips)
 
 
 def _as_sent(
@@ -745,7 +722,7 @@ def simulate_events(
         return report
     try:
         return _simulate_events(events, settings, source, carried, carried, t0)
-    except _CountsDisagree as exc:
+    except CountsDisagree as exc:
         report = _simulate_events(events, settings, source, None, None, t0)
         report.notes.append(
             f"the recording's token-count table disagrees with its own traces ({exc}): not used, "

@@ -1,0 +1,124 @@
+"""simulate's build of a turn: the request's Blocks and the engine's decisions, nothing else.
+
+The simulated columns need, per request, its Blocks (wire order, content hash, tokens, cache marker:
+the cache simulator's input and the cache-break attribution's), the optimize steps taken, the latches
+that flipped and the compaction state the next turn starts from. `Pipeline.build` also writes the
+provider request's fragments (canonical JSON of every new message), hashes every section, and builds
+the EXPLAIN trace; simulate read none of that but the section hashes and token totals of the
+token-count check. Here the same decision (`Pipeline.decide`) is laid out by a serializer whose
+provider hooks write nothing and which hashes no section: the Blocks come from the very same
+`Serializer` code, so they are the ones `build` gives; the check's section hashes are computed only
+where a token total disagrees (see `SimBuilt.check_counts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+from engine.assembly import Assembly, Measure, wire_order
+from engine.config import PipelineConfig
+from engine.errors import ContextPipeError
+from engine.hashing import sha256_hex
+from engine.pipeline import Pipeline
+from engine.policy.cachecost import CacheRules
+from engine.policy.state import CompactionState
+from engine.providers import Serializer, make_serializer
+from engine.providers.base import Block
+
+_SHA = attrgetter("sha")
+
+
+class CountsDisagree(ContextPipeError):
+    """A build under carried token counts disagrees with the recording's own trace."""
+
+
+# Fragments that are not written: simulate never sends or hashes the request body. (System and tool
+# blocks are typed as dicts; an empty one is as cheap, and those sections rarely change.)
+def _no_block(*_args: Any) -> dict[str, Any]:
+    return {}
+
+
+def _no_bytes(*_args: Any) -> bytes:
+    return b""
+
+
+class _Unhashed:
+    """Stands in for the serializer's section hasher: simulate reads no section hash (see module doc)."""
+
+    def hexdigest(self, _text: str) -> str:
+        return ""
+
+
+class BlockSerializer(Serializer):
+    """The provider's serializer (its cache policy: where markers go, automatic prefix caching) with
+    hooks that write no fragment and no section hash; serialize(..., body=False) gives its Blocks."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(make_serializer(provider).policy, _no_block, _no_block, _no_bytes, _no_bytes)
+        self._section_hash = _Unhashed()  # type: ignore[assignment]
+
+
+@dataclass
+class SimBuilt:
+    """One turn as a simulated column needs it."""
+
+    blocks: list[Block]
+    actions: list[str]  # the optimize steps taken, by name
+    latch_flips: list[str]
+    ceiling: int
+    state: CompactionState | None  # the compaction state after this request (cost_aware policy)
+    asm: Assembly  # what is sent, by section
+    measure: Measure
+
+    def check_counts(self, turn: int, recorded: Mapping[str, tuple[str, int]]) -> None:
+        """A section with the recorded content must have the recorded token total, whatever else the
+        what-if changed: counts are a function of the content alone. A carried count that is wrong for
+        any text the recorded requests sent shows up here. The section's hash (sha256 of its items'
+        hashes joined, as the trace records it) is computed only when the totals differ."""
+        m = self.measure
+        for s in wire_order(self.asm):
+            rec = recorded.get(s.id)
+            if rec is None:
+                continue
+            tokens = m.section(s)
+            if rec[1] != tokens and rec[0] == sha256_hex("".join(map(_SHA, s.items))):
+                raise CountsDisagree(
+                    f"turn {turn}, section {s.id}: {tokens} tokens from the recording's count "
+                    f"table, {rec[1]} in its trace"
+                )
+
+
+class SimBuilder:
+    """Builds turns of one folded pipeline as `Pipeline.build(..., body=False, lean=True)` would, for
+    simulate: the same decisions and Blocks, without the request body, the section hashes or the trace."""
+
+    def __init__(self, pipe: Pipeline) -> None:
+        self.pipe = pipe
+        self._serializers: dict[str, BlockSerializer] = {}
+
+    def build(
+        self,
+        bound: dict[str, dict[str, Any]],
+        cfg: PipelineConfig,
+        state: CompactionState | None = None,
+        cache: CacheRules | None = None,
+    ) -> SimBuilt:
+        pipe = self.pipe
+        d = pipe.decide(bound, cfg, state, cache, lean=True)
+        ser = self._serializers.get(cfg.provider)
+        if ser is None:
+            ser = self._serializers[cfg.provider] = BlockSerializer(cfg.provider)
+        m = pipe.measure
+        out = ser.serialize(d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, body=False)
+        return SimBuilt(
+            out.blocks,
+            [str(a["step"]) for a in d.res.actions],
+            list(pipe.flipped),
+            d.plan.ceiling,
+            d.state,
+            d.res.asm,
+            m,
+        )
