@@ -398,6 +398,11 @@ def phases(path: Path) -> None:
     from engine.sim import simulate as sim
     from engine.sim.cachesim import CacheSimulator
 
+    try:
+        from engine.sim.blocks import SimBuilder
+    except ImportError:  # older code: simulate built through Pipeline.build
+        SimBuilder = None  # type: ignore[assignment,misc]
+
     cpu: dict[str, float] = {}
     calls: dict[str, int] = {}
     closed = OptimizeLimits.all_closed()
@@ -423,6 +428,8 @@ def phases(path: Path) -> None:
         return "build: gates closed" if cfg.limits == closed else f"build: {cfg.policy.name}"
 
     wrap(Pipeline, "build", column)
+    if SimBuilder is not None:  # simulate's own builds (engine/sim/blocks.py), since 2026-12-02
+        wrap(SimBuilder, "build", column)
     wrap(Pipeline, "fold", "fold (replay of the journal)")
     wrap(cost_aware, "run", "  cost_aware.run")
     wrap(Serializer, "serialize", "  serialize")

@@ -35,9 +35,10 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, not_
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult
 from engine.config import PipelineConfig
@@ -570,6 +571,12 @@ def _simulate(
     # distinct block is converted once; building a frozen dataclass per block per call was most of the
     # cost of this function on a long session.
     conv: dict[tuple[str, int, bool, str], cachesim.Block] = {}
+    # The same Block object is converted by one lookup of its id, done in C for a whole request (a
+    # sliding window sends ~100 Blocks a turn that the previous request did not start with, nearly all
+    # of them objects sent before). Every Block here is held by `reqs` for the whole call, so no id is
+    # reused meanwhile.
+    by_id: dict[int, cachesim.Block] = {}
+    by_id_get = by_id.get
     prev_blocks: list[Block] = []
     prev_cblocks: list[cachesim.Block] = []
     shared: list[int] = []  # per request, how many leading Blocks it shares with the one before
@@ -588,15 +595,20 @@ def _simulate(
         # the converted prefix of the previous call is reused (list compares check identity first).
         common = common_prefix_len(prev_blocks, r.blocks)
         shared.append(common)
-        cblocks = prev_cblocks[:common]
-        for b in r.blocks[common:]:
+        new = r.blocks[common:]
+        got = list(map(by_id_get, map(id, new)))
+        # The misses, found in C (`None in got` would call each Block's Python-level __eq__).
+        for i in compress(range(len(got)), map(not_, got)):
+            b = new[i]
             key = (b.sha, b.tokens, b.marker, b.segment)
             cb = conv.get(key)
             if cb is None:
                 cb = conv[key] = cachesim.Block(
                     b.sha, round(b.tokens * scale), breakpoint=b.marker, segment=b.segment
                 )
-            cblocks.append(cb)
+            got[i] = by_id[id(b)] = cb
+        cblocks = prev_cblocks[:common]
+        cblocks += cast(list[cachesim.Block], got)
         prev_blocks, prev_cblocks = r.blocks, cblocks
         calls.append(Call(tuple(cblocks), ts, model, outputs.get(r.turn, 0), out_sha))
     sim = CacheSimulator(rules, model, **dict(options))
