@@ -36,7 +36,7 @@ def synth_events() -> list[dict[str, Any]]:
     return list(_synthetic(turns=24).journal.events)
 
 
-def _old_check(recorded: dict[str, tuple[str, int]], trace: dict[str, Any]) -> bool:
+def _old_check(recorded: dict[str, tuple[str, int, int]], trace: dict[str, Any]) -> bool:
     """Whether the trace-based check (simulate before SimBuilder) raised: a section with the recorded
     hash and another token total."""
     for sec in trace["sections"]:
@@ -46,7 +46,7 @@ def _old_check(recorded: dict[str, tuple[str, int]], trace: dict[str, Any]) -> b
     return False
 
 
-def _raises(built: Any, turn: int, recorded: dict[str, tuple[str, int]]) -> bool:
+def _raises(built: Any, turn: int, recorded: dict[str, tuple[str, int, int]]) -> bool:
     try:
         built.check_counts(turn, recorded)
     except CountsDisagree:
@@ -84,13 +84,13 @@ def _compare_every_turn(events: list[dict[str, Any]], windows: tuple[int, ...]) 
                 states[i] = ref.state or st_
                 # The check on the recorded sections, and on each one's total moved by one.
                 recorded = {
-                    s["id"]: (s["sha256"], s["tokens"])
+                    s["id"]: (s["sha256"], s["tokens"], s["items"])
                     for s in replayer.recorded_traces.get(ev["turn"], {}).get("sections", ())
                 }
                 for sid in [None, *recorded]:
                     rec = dict(recorded)
                     if sid is not None:
-                        rec[sid] = (rec[sid][0], rec[sid][1] + 1)
+                        rec[sid] = (rec[sid][0], rec[sid][1] + 1, rec[sid][2])
                     assert _raises(got, ev["turn"], rec) == _old_check(rec, ref.trace)
                 compared += 1
                 acted += bool(got.actions)
@@ -123,7 +123,8 @@ def test_count_check_raises_where_the_trace_check_did(
     synth_events: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """Recorded sections with the right or a wrong hash, the right total or one off by a few tokens,
-    or absent: the lazy check (hash only where the totals differ) raises exactly when the trace's did."""
+    or absent: the lazy check (hash only where the totals differ) raises exactly when the trace's did.
+    (An item count other than the section's comes only with another hash in a real recording.)"""
     replayer = Replayer(synth_events, COUNTER)
     pipe = replayer.new_pipeline()
     builder = SimBuilder(pipe)
@@ -135,16 +136,20 @@ def test_count_check_raises_where_the_trace_check_did(
             cfg = pipe.config if window is None else pipe.config.with_overrides(window=window)
             ref = pipe.build(ev.get("bound", {}), cfg, body=False, lean=True)
             got = builder.build(ev.get("bound", {}), cfg)
-            recorded: dict[str, tuple[str, int]] = {}
+            recorded: dict[str, tuple[str, int, int]] = {}
             for sec in ref.trace["sections"]:
                 how = data.draw(st.sampled_from(["absent", "same", "tokens", "sha", "both"]))
                 sha, tokens = sec["sha256"], sec["tokens"]
+                # Item counts as recorded or not recorded (older traces); another count only beside
+                # another hash (the same content has the same items).
+                items = data.draw(st.sampled_from([sec["items"], -1]))
                 if how in ("sha", "both"):
                     sha = "0" * 64
+                    items = data.draw(st.sampled_from([items, sec["items"] + 1]))
                 if how in ("tokens", "both"):
                     tokens += data.draw(st.integers(-3, 3).filter(bool))
                 if how != "absent":
-                    recorded[sec["id"]] = (sha, tokens)
+                    recorded[sec["id"]] = (sha, tokens, items)
             assert _raises(got, turn, recorded) == _old_check(recorded, ref.trace)
             return
         pipe.fold(ev)

@@ -361,7 +361,7 @@ def _build_pass(
     peers: bool = False,
     markers: bool = False,
     cache: CacheRules | None = None,
-    check: Mapping[int, Mapping[str, tuple[str, int]]] | None = None,
+    check: Mapping[int, Mapping[str, tuple[str, int, int]]] | None = None,
 ) -> _Pass:
     """Fold the journal once; at every request build it under the what-if, gates-closed and (when
     needed) recorded settings, each engine policy asked for, and the uncompacted view the peers
@@ -462,16 +462,19 @@ class _Configs:
         self.full = replace(self.pcfg, window=UNBOUNDED, limits=closed, policy=WAVE1_SETTINGS)
 
 
-def _recorded_sections(replayer: Replayer) -> dict[int, dict[str, tuple[str, int]]]:
-    """(content hash, tokens) of every recorded section, by turn and section id."""
-    out: dict[int, dict[str, tuple[str, int]]] = {}
+def _recorded_sections(replayer: Replayer) -> dict[int, dict[str, tuple[str, int, int]]]:
+    """(content hash, tokens, items; -1: not recorded) of every recorded section, by turn and id."""
+    out: dict[int, dict[str, tuple[str, int, int]]] = {}
     for turn, trace in replayer.recorded_traces.items():
-        out[turn] = {str(s["id"]): (str(s["sha256"]), int(s["tokens"])) for s in trace.get("sections", ())}
+        out[turn] = {
+            str(s["id"]): (str(s["sha256"]), int(s["tokens"]), int(s.get("items", -1)))
+            for s in trace.get("sections", ())
+        }
     return out
 
 
 def _req(turn: int, t: float, b: SimBuilt) -> _Req:
-    return _Req(turn, t, list(b.blocks), b.actions, b.latch_flips)
+    return _Req(turn, t, b.blocks, b.actions, b.latch_flips)  # a list of its own (SimBuilder's)
 
 
 def _as_sent(
