@@ -334,10 +334,10 @@ class _Req:
 def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
     # Mirrors pipeline._prefix_blocks: the cached prefix ends at the last marker; with automatic
     # prefix caching (no markers) everything but the newest block is the prefix the next call reuses.
-    flags = list(map(_MARKER, blocks))  # in C: a long request has hundreds of blocks and few markers
-    if True in flags:
-        return len(flags) - flags[::-1].index(True)
-    return max(0, len(blocks) - 1) if automatic else 0
+    if not any(map(_MARKER, blocks)):  # in C: a long request has hundreds of blocks and few markers
+        return max(0, len(blocks) - 1) if automatic else 0
+    flags = list(map(_MARKER, blocks))
+    return len(flags) - flags[::-1].index(True)
 
 
 @dataclass
@@ -550,6 +550,10 @@ def _same_shas(a: Sequence[Block], b: Sequence[Block], shared: int, m: int) -> b
     if shared >= m:
         return True
     if len(b) < m:
+        return False
+    # The Block right after the shared ones differs (or shared would be longer): most often in its hash
+    # (a sliding window's changed first message), which settles it without listing every hash.
+    if a[shared].sha != b[shared].sha:
         return False
     return list(map(_SHA, a[shared:m])) == list(map(_SHA, b[shared:m]))
 
