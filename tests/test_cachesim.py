@@ -437,3 +437,40 @@ def test_carrying_prefix_keys_between_calls_changes_no_result(provider: str, seq
         fresh.append(fresh_sim.step(c))
     assert carried == fresh
     check_invariant(carried)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seqs=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from("abcde"), min_size=1, max_size=10),
+            st.sampled_from([0.0, 30.0, 20_000.0, -5.0]),  # time step: same instant, soon, past the TTL, back
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    unordered=st.booleans(),
+)
+def test_deepseek_restamping_seen_in_place_keeps_its_order(
+    seqs: list[tuple[list[str], float]], unordered: bool
+) -> None:
+    """DeepSeek's `seen` skips the pops when a call's already-seen prefixes are its tail in order
+    (_seen_tail): every figure, and `seen` and `units` themselves (contents, times and order, which
+    decides what expires), equal those of a simulator that moves every prefix to the end each call.
+    Extensions, re-sends of older prefixes, expiry (in order and out of order) and equal instants."""
+    calls = []
+    t = 100_000.0
+    for k, (names, dt) in enumerate(seqs):
+        t += dt if unordered or dt >= 0 else 0.0
+        blocks = [blk(n, 100 + 40 * i) for i, n in enumerate(names)]
+        calls.append(call(blocks, t, output_tokens=30, output_sha=f"o{k % 3}"))
+    fast = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
+    slow = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
+    slow._policy._seen_tail = lambda fresh: False  # type: ignore[attr-defined]
+    for c in calls:
+        assert fast.step(c) == slow.step(c)
+        fp, sp = fast._policy, slow._policy
+        assert list(fp.seen.items()) == list(sp.seen.items())  # type: ignore[attr-defined]
+        assert [(k, vars(u)) for k, u in fp.units.items()] == [  # type: ignore[attr-defined]
+            (k, vars(u)) for k, u in sp.units.items()  # type: ignore[attr-defined]
+        ]

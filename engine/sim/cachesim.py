@@ -34,12 +34,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, repeat
+from operator import attrgetter
 from typing import Any
 
 from engine.errors import ContextPipeError
 from engine.request_diff import common_prefix_len
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
+_TOKENS = attrgetter("tokens")
+_SHA = attrgetter("sha")
 SEGMENT_ORDER = {"tools": 0, "system": 1, "messages": 2}
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
@@ -170,11 +173,11 @@ class _KeyChain:
             _check_order(new, SEGMENT_ORDER.get(blocks[common - 1].segment, 0) if common else 0, common)
         elif check_order:
             _check_order(blocks)
-        tokens = [b.tokens for b in new]
+        tokens = list(map(_TOKENS, new))
         if tokens and min(tokens) < 0:
             b = next(b for b in new if b.tokens < 0)
             raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
-        keys = _extend_keys(self.keys[: common + 1], [b.sha for b in new])
+        keys = _extend_keys(self.keys[: common + 1], list(map(_SHA, new)))
         cum = self.cum[: common + 1]
         cum += accumulate(tokens, initial=cum[-1])
         del cum[common + 1]  # accumulate repeats its initial value
@@ -504,6 +507,18 @@ class _DeepSeekPolicy(_Policy):
         self.requests = 0
         self.last_now = -math.inf
         self.ordered = True  # calls arrived in time order so far
+        self._last_fresh: list[bytes] = []  # the previous call's prefixes: the tail of `seen` after it
+
+    def _seen_tail(self, fresh: list[bytes]) -> bool:
+        """Whether `fresh` starts with the previous call's prefixes and holds no other key `seen` has.
+        The previous call left its prefixes as the last entries of `seen`, in order, all stamped at
+        one time; since then only expiry touched `seen`, which drops all of them or none. So stamping
+        `fresh` in place (appending what is not there) orders `seen` as moving each to the end would."""
+        last = self._last_fresh
+        n = len(last)
+        if not n or len(fresh) < n or fresh[n - 1] != last[-1] or fresh[:n] != last:
+            return False
+        return not any(map(self.seen.__contains__, fresh[n:]))
 
     def _floor(self, n: int) -> int:
         return n - n % self.unit_tokens
@@ -537,7 +552,7 @@ class _DeepSeekPolicy(_Policy):
         # Most of a request's prefixes hold no unit: the ones that do are picked out in C, in order.
         for key in filter(units.__contains__, keys[1:]):
             u = units[key]
-            if not _visible(u.available_at, now):
+            if not u.available_at < now:  # _visible, inlined: a long session finds thousands a call
                 continue
             t = min(u.tokens, total)
             cur = best.get(u.group)
@@ -581,11 +596,15 @@ class _DeepSeekPolicy(_Policy):
                     self._add(keys[j], cum[j], group, done, now)
                 m += self.interval
         # Every prefix of this request moves to the end of `seen` (order of last use), stamped now: the
-        # same as popping and re-inserting each in turn, done in C.
+        # same as popping and re-inserting each in turn, done in C. When the prefixes `seen` already
+        # holds are its last entries in this order (the previous call's, which this one extends) and
+        # none of the others is anywhere in it, re-stamping in place leaves the same order: no pops.
         seen = self.seen
         fresh = keys[1:]
-        deque(map(seen.pop, fresh, repeat(None)), maxlen=0)
+        if not self._seen_tail(fresh):
+            deque(map(seen.pop, fresh, repeat(None)), maxlen=0)
         seen.update(dict.fromkeys(fresh, now))
+        self._last_fresh = fresh
         return CallCache(total, read, 0, total - read)
 
 
