@@ -9,7 +9,7 @@ from textual.reactive import reactive
 
 from engine.trace_schema import Trace
 from panels.fmt import scope_style, tok
-from panels.line_panel import LinePanel, merge_runs
+from panels.line_panel import Keyed, Line, LinePanel, merge_runs
 
 # The same every turn: parsed once (theme variables are resolved when drawn, so a theme change is fine).
 LEGEND = Content.from_markup(
@@ -39,7 +39,7 @@ class CacheLayoutPanel(LinePanel):
     def watch_trace(self) -> None:
         self.redraw()
 
-    def lines(self, width: int) -> list[Content]:
+    def lines(self, width: int) -> list[Line]:
         t = self.trace
         if t is None:
             return [Content("")]
@@ -47,32 +47,52 @@ class CacheLayoutPanel(LinePanel):
         total = sum(s["tokens"] for s in sections) or 1
         cells = _columns([s["tokens"] for s in sections], width)
         broke = (t.get("cache_break") or {}).get("section")
-        strip: list[tuple[str, str]] = []
-        for s, n in zip(sections, cells, strict=True):
-            name = s["name"] if s["id"] != broke else "✖ " + s["name"]
-            label = (name[: n - 1] + " ").ljust(n) if n >= 4 else " " * n
-            style = "bold $text on $cache-break" if s["id"] == broke else f"$text on {scope_style(s['scope'])}"
-            strip.append((label, style))
+        # Each line keyed by what it shows (panels/line_panel.py, Keyed): the sections' cells and the
+        # cache line's columns move far less often than the token counts under them change.
+        blocks = tuple((s["name"], s["scope"], s["id"] == broke, n) for s, n in zip(sections, cells, strict=True))
 
         def col(offset: int) -> int:
             return min(width - 1, round(offset / total * width))
 
-        marks = [" "] * width
-        for m in t.get("markers") or []:
-            marks[max(0, col(m["offset_tokens"]) - 1)] = "▲"
+        markers = tuple(max(0, col(m["offset_tokens"]) - 1) for m in t.get("markers") or [])
         prefix = col(t.get("cacheable_prefix_tokens") or 0)
         usage = t.get("usage") or {}
         served = col(usage.get("cache_read_tokens") or 0)
-        # One line for the cache: ━ served by the provider, ─ rest of the cacheable prefix, ▲ markers.
-        cache_line = [("▲", "bold $accent") if marks[i] == "▲" else ("━", "$cache-served") if i < served
-                      else ("─", "$primary") if i < prefix else (" ", "") for i in range(width)]
         read = usage.get("cache_read_tokens") or 0
         hit = f"{read / (usage.get('input_tokens') or 1):.0%}" if usage else "n/a"
-        # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
-        cause = ("  ", (f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}", "bold $cache-break"))
-        summary = Content.assemble(
-            ("▲", "$accent"), f" {len(t.get('markers') or [])} marker(s)  ", ("─", "$primary"), " prefix "
-            f"{tok(t.get('cacheable_prefix_tokens'))}  ", ("━", "$cache-served"), f" served {tok(read)} ({hit})",
-            *(cause if broke else ()),
-        )
-        return [Content.assemble(*strip), Content.assemble(*merge_runs(cache_line)), summary, LEGEND]
+        cause = f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}" if broke else None
+        summary = (len(markers), tok(t.get("cacheable_prefix_tokens")), tok(read), hit, cause)
+        return [Keyed(("blocks", blocks), lambda: _blocks(blocks)),
+                Keyed(("cache", markers, served, prefix), lambda: _cache_line(width, markers, served, prefix)),
+                Keyed(("summary", *summary), lambda: _summary(*summary)),
+                LEGEND]
+
+
+def _blocks(blocks: tuple[tuple[str, str, bool, int], ...]) -> Content:
+    """The request as blocks: each section's name in its cells, coloured by its cache scope."""
+    strip: list[tuple[str, str]] = []
+    for name, scope, broke, n in blocks:
+        name = "✖ " + name if broke else name
+        label = (name[: n - 1] + " ").ljust(n) if n >= 4 else " " * n
+        style = "bold $text on $cache-break" if broke else f"$text on {scope_style(scope)}"
+        strip.append((label, style))
+    return Content.assemble(*strip)
+
+
+def _cache_line(width: int, markers: tuple[int, ...], served: int, prefix: int) -> Content:
+    """One line for the cache: ━ served by the provider, ─ rest of the cacheable prefix, ▲ markers."""
+    marks = [" "] * width
+    for x in markers:
+        marks[x] = "▲"
+    cache_line = [("▲", "bold $accent") if marks[i] == "▲" else ("━", "$cache-served") if i < served
+                  else ("─", "$primary") if i < prefix else (" ", "") for i in range(width)]
+    return Content.assemble(*merge_runs(cache_line))
+
+
+def _summary(markers: int, prefix: str, read: str, hit: str, cause: str | None) -> Content:
+    # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
+    return Content.assemble(
+        ("▲", "$accent"), f" {markers} marker(s)  ", ("─", "$primary"), f" prefix {prefix}  ",
+        ("━", "$cache-served"), f" served {read} ({hit})",
+        *(("  ", (cause, "bold $cache-break")) if cause is not None else ()),
+    )

@@ -216,7 +216,12 @@ class ContentBody(ScrollView, can_focus=True):
             # before the app's line filters, so a new screenful was filtered segment by segment on
             # every step even when the content worker had drawn it. Here a row's padded and filtered
             # strips are cached on the row (and warmed by the worker for the first screenful).
-            self._styles_cache.clear()  # nothing of its is used here; never stale if styles change
+            # Nothing of Textual's styles cache is used here; emptied so that it never holds a stale row
+            # if this widget later takes Textual's path. Private (Textual 8.2): a Textual without it
+            # keeps no such rows there to go stale.
+            cache = getattr(self, "_styles_cache", None)
+            if cache is not None:
+                cache.clear()
             screenful = self.screenful()
             strips = [screenful.finish(self.render_line(y)) for y in crop.line_range]
             if crop.column_span != (0, screenful.width):

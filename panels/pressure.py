@@ -3,12 +3,14 @@ up the difference, and a sparkline of predictive pressure over the turns leading
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from textual.content import Content
 from textual.reactive import reactive
 
 from engine.trace_schema import Trace
 from panels.fmt import block, tier_style, tok
-from panels.line_panel import LinePanel, merge_runs
+from panels.line_panel import Keyed, Line, LinePanel, merge_runs
 
 SCALE = 1.1  # predictive pressure can exceed 1.0; keep the overflow visible
 TICKS = (("trim_schemas", "T"), ("compact_history", "C"), ("aggressive_prune", "A"))
@@ -23,6 +25,8 @@ class PressurePanel(LinePanel):
         # (predictive pressure, tier) of the turns up to the current one, newest last. A plain
         # attribute, set before `trace`: the panel redraws once per step, when the trace is set.
         self.recent: list[tuple[float, str]] = []
+        self._columns: list[float] = []  # see _fractions
+        self._cells: dict[tuple[float, str], tuple[str, str]] = {}  # (pressure, tier) -> its sparkline cell
 
     def on_mount(self) -> None:
         self.border_title = "Pressure"
@@ -30,46 +34,95 @@ class PressurePanel(LinePanel):
     def watch_trace(self) -> None:
         self.redraw()
 
-    def lines(self, width: int) -> list[Content]:
+    def lines(self, width: int) -> list[Line]:
         t = self.trace
         if t is None:
             return [Content("waiting for the first turn…")]
         raw, pred = t["pressure"]["raw"], t["pressure"]["predictive"]
         style = tier_style(t["tier"])
-        col = [(i + 0.5) / width * SCALE for i in range(width)]
-        ticks = {min(width - 1, int(t["thresholds"][k] / SCALE * width)): mark for k, mark in TICKS}
-        one = min(width - 1, int(1.0 / SCALE * width))
-        bar, labels = [], [" "] * width
-        for i, frac in enumerate(col):
-            if i in ticks:
-                bar.append(("┃", "bold $foreground"))
-                labels[i] = ticks[i]
-            elif frac <= raw:
-                bar.append(("█", style))
-            elif frac <= pred:
-                bar.append(("▒", style))
-            else:
-                bar.append(("─", "$gauge-empty"))
-        if labels[one] == " ":
-            labels[one] = "|"
-        res = t["reserves"]
+        thresholds = tuple(t["thresholds"][k] for k, _ in TICKS)
+        # Each line is keyed by what it shows (panels/line_panel.py, Keyed): a step that leaves a line's
+        # figures as they were builds nothing for it. The bar by how many of its cells each fill covers
+        # (the columns' fractions ascend, so a bisection counts them), not by the pressures themselves,
+        # which differ in the last digits on nearly every turn.
+        col = self._fractions(width)
+        full, part = _covered(col, raw), _covered(col, pred)
         muted = "$text-muted"
-        # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
-        window = (("  ", (f"of {tok(t['usable'])} usable / {tok(t['limit'])}", muted)) if width >= 50 else ())
         # Pressure is over what will be sent (the compacted history); the uncompacted figure beside it.
         whole = t["pressure"].get("raw_history")
-        beside = (("  ", (f"uncompacted {whole:.2f}", muted)) if whole is not None and whole > raw + 0.005 else ())
-        head = Content.assemble("raw ", (f"{raw:.2f}", "bold"), "  predictive ", (f"{pred:.2f}", f"bold {style}"),
-                                *beside, *window)
-        reserves = Content.assemble(
-            ("reserves", muted), f" response {tok(res.get('response', 0))} · thinking "
-            f"{tok(res.get('thinking', 0))} · schema {tok(res.get('schema', 0))}  ", (f"(+{pred - raw:.2f})", muted)
-        )
-        spark = merge_runs([(block(p, SCALE), tier_style(tier)) for p, tier in self.recent[-(width - 8):]])
+        beside = f"uncompacted {whole:.2f}" if whole is not None and whole > raw + 0.005 else None
+        window = f"of {tok(t['usable'])} usable / {tok(t['limit'])}" if width >= 50 else None
+        head = (f"{raw:.2f}", f"{pred:.2f}", style, beside, window)
+        res = t["reserves"]
+        reserves = (f" response {tok(res.get('response', 0))} · thinking {tok(res.get('thinking', 0))} · schema "
+                    f"{tok(res.get('schema', 0))}  ", f"(+{pred - raw:.2f})")
+        recent = tuple(self.recent[-(width - 8):])
         return [
-            head,
-            Content.assemble(*merge_runs(bar)),
-            Content.assemble(("".join(labels), muted)),
-            reserves,
-            Content.assemble(("history ", "$text-muted"), *spark),
+            Keyed(("head", *head), lambda: _head(*head)),
+            Keyed(("bar", full, part, style, thresholds), lambda: _bar(width, full, part, style, thresholds)),
+            Keyed(("labels", thresholds), lambda: _labels(width, thresholds)),
+            Keyed(("reserves", *reserves), lambda: Content.assemble(("reserves", muted), reserves[0],
+                                                                    (reserves[1], muted))),
+            Keyed(("history", recent), lambda: self._history(recent)),
         ]
+
+    def _fractions(self, width: int) -> list[float]:
+        """The pressure at the middle of each column of the bar (ascending), kept for the width."""
+        if len(self._columns) != width:
+            self._columns = [(i + 0.5) / width * SCALE for i in range(width)]
+        return self._columns
+
+    def _history(self, recent: tuple[tuple[float, str], ...]) -> Content:
+        cells = self._cells
+        if len(cells) > 4096:
+            cells.clear()
+        spark = []
+        for point in recent:
+            cell = cells.get(point)
+            if cell is None:
+                cell = cells[point] = (block(point[0], SCALE), tier_style(point[1]))
+            spark.append(cell)
+        return Content.assemble(("history ", "$text-muted"), *merge_runs(spark))
+
+
+def _covered(fractions: list[float], pressure: float) -> int:
+    """How many columns have `fraction <= pressure` (none for a NaN, which compares false to all)."""
+    return bisect_right(fractions, pressure) if pressure == pressure else 0
+
+
+def _ticks(width: int, thresholds: tuple[float, ...]) -> dict[int, str]:
+    return {min(width - 1, int(value / SCALE * width)): mark for value, (_, mark) in zip(thresholds, TICKS, strict=True)}
+
+
+def _head(raw: str, pred: str, style: str, beside: str | None, window: str | None) -> Content:
+    muted = "$text-muted"
+    return Content.assemble("raw ", (raw, "bold"), "  predictive ", (pred, f"bold {style}"),
+                            *(("  ", (beside, muted)) if beside is not None else ()),
+                            *(("  ", (window, muted)) if window is not None else ()))
+
+
+def _bar(width: int, full: int, part: int, style: str, thresholds: tuple[float, ...]) -> Content:
+    """The gauge: raw pressure's columns filled, predictive's shaded, the tier thresholds' ticks over them."""
+    ticks = _ticks(width, thresholds)
+    bar = []
+    for i in range(width):
+        if i in ticks:
+            bar.append(("┃", "bold $foreground"))
+        elif i < full:
+            bar.append(("█", style))
+        elif i < part:
+            bar.append(("▒", style))
+        else:
+            bar.append(("─", "$gauge-empty"))
+    return Content.assemble(*merge_runs(bar))
+
+
+def _labels(width: int, thresholds: tuple[float, ...]) -> Content:
+    labels = [" "] * width
+    for i, mark in _ticks(width, thresholds).items():
+        if 0 <= i:  # as the bar's loop places them (a negative threshold gets no tick)
+            labels[i] = mark
+    one = min(width - 1, int(1.0 / SCALE * width))
+    if labels[one] == " ":
+        labels[one] = "|"
+    return Content.assemble(("".join(labels), "$text-muted"))

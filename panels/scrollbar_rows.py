@@ -26,6 +26,11 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.strip import Strip
 
 _GREY, _MAGENTA = Color.parse("#555555"), Color.parse("bright_magenta")  # render_bar's own defaults
+# Drawing the whole bar afresh through Textual empties the caches Widget keeps it in (Textual 8.2: its last
+# renderable, its styled rows) and marks it dirty, through these private members. pyproject allows any
+# Textual >= 1.0: where one of them is missing, the bar is Textual's own drawing (no row kept).
+_REDRAW = ("_layout_cache", "_styles_cache")
+_KEEPS_ROWS = hasattr(ScrollBar, "_set_dirty")
 
 
 def thumb(height: int, virtual: float, window: float, position: float) -> tuple[int, int] | None:
@@ -78,7 +83,8 @@ class RowScrollBar(ScrollBar):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         width, height = self.size
-        renderable = self.render() if self.vertical and width and height else None
+        usable = _KEEPS_ROWS and all(hasattr(self, name) for name in _REDRAW)
+        renderable = self.render() if usable and self.vertical and width and height else None
         if type(renderable) is not ScrollBarRender or not renderable.vertical:
             return super().render_lines(crop)
         segments = bar_segments(renderable, height, width)

@@ -87,3 +87,29 @@ async def test_a_step_repaints_without_a_message_to_each_panel(monkeypatch) -> N
         # panels.repaint on every step; the scrollbars' own reactives (a scroll) still refresh.
         panels = {"PressurePanel", "TierPanel", "CacheLayoutPanel", "TimelineStrip", "MarkupLine", "ContentBody"}
         assert app.index == 18 and not [name for name in updates if name in panels], updates
+
+
+async def test_without_textuals_private_caches_the_bar_and_body_draw_the_same(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A Textual without the private members the bar's row cache empties (pyproject allows any >= 1.0)
+    # must not fail a frame: the bar is Textual's own drawing, no row kept, the screens the same. (The
+    # content body's fast path only empties the styles cache when there is one.)
+    import panels.scrollbar_rows
+
+    async def screens() -> tuple[list[str], int]:
+        app = InspectorApp(SyntheticSource(40), start_turn=5)
+        shots = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            for key in ("pagedown", "right", "right", "left", "end", "home"):
+                await pilot.press(key)
+                await settle(pilot)
+                shots.append(app.export_screenshot())
+            bar = app.query_one("#content", ContentViewer).query_one(ContentBody).vertical_scrollbar
+            assert isinstance(bar, RowScrollBar)
+        return shots, len(bar._rows)
+
+    kept, rows = await screens()
+    monkeypatch.setattr(panels.scrollbar_rows, "_REDRAW", ("_layout_cache", "_no_such_cache"))
+    without, none = await screens()
+    assert rows > 0 and none == 0
+    assert without == kept
