@@ -34,7 +34,7 @@ from textual.widget import Widget
 from panels.keys import TURN_KEYS
 from panels.markup_line import MarkupLine
 from panels.repaint import repaint
-from panels.row_frame import FRAMING, styles_key
+from panels.row_frame import FRAMING, kept_rich_style, styles_key
 from panels.scrollbar_rows import RowScrollBar, rows_moved, thumb
 from panels.text_document import TextDocument, prepare, rewrap, row_text
 
@@ -189,7 +189,7 @@ class ContentBody(ScrollView, can_focus=True):
         if kept is not None and kept[0] == key and FRAMING:
             return kept[1]
         base_background, background = self.background_colors
-        screenful = Screenful(max(self.size.height, 1), self.rich_style, self.content_region.width,
+        screenful = Screenful(max(self.size.height, 1), kept_rich_style(self), self.content_region.width,
                               VisualStyle(background=base_background + background).rich_style,
                               key[3], background, self.scrollable_content_region.width)
         self._screenful = (key, screenful)
@@ -208,7 +208,7 @@ class ContentBody(ScrollView, can_focus=True):
         # The rows of one frame share the base style, width and selection. rich_style walks the
         # ancestors' backgrounds (asked once a row it was the largest part of drawing a new screenful);
         # text_selection looks the screen up through the ancestors too.
-        self._frame = (self.rich_style, self.scrollable_content_region.width, self.text_selection)
+        self._frame = (kept_rich_style(self), self.scrollable_content_region.width, self.text_selection)
         try:
             if not self._plain():
                 return super().render_lines(crop)

@@ -26,7 +26,7 @@ from engine.trace_schema import Trace, TraceSection
 from panels.fmt import tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.repaint import repaint
-from panels.row_frame import FramedRows
+from panels.row_frame import FramedRows, kept_rich_style
 
 COLUMNS = ("section", "kind", "scope", "prio", "budget", "plan", "sent", "form", "Δ", "hash")
 # Narrow terminals drop the columns a person can live without, so 80 columns need no scrolling.
@@ -236,7 +236,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def render_lines(self, crop: Region) -> list[Strip]:
         # The rows of one frame share the base style and width: `rich_style` walks the ancestors
         # (~60 us), and was read once a row.
-        self._row_base = (self.rich_style, self.scrollable_content_region.width)
+        self._row_base = (kept_rich_style(self), self.scrollable_content_region.width)
         try:
             return super().render_lines(crop)
         finally:
