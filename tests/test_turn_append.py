@@ -11,7 +11,6 @@ Each behaviour test fails on the code before (1af9b47).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -25,23 +24,15 @@ from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json
 from engine.pipeline import Pipeline
 from engine.providers.openai import message_blocks
-from engine.tokens import CharTokenizer, TokenCounter
+from tests.turn_session import char_pipe, tool_round
 
 
 def _pipe(window: int = 400_000) -> Pipeline:
-    return Pipeline(
-        "deepseek-chat",
-        "openai",
-        window,
-        counter=TokenCounter(CharTokenizer()),
-        serve=False,
-        clock=lambda: 0.0,
-    )
+    return char_pipe(window)
 
 
 def _round(pipe: Pipeline, t: int) -> None:
-    calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"n": t})}])
-    pipe.tool_result(calls[0].id, f"output {t}\n" * 20)
+    tool_round(pipe, t, f"output {t}\n" * 20)
 
 
 def test_an_append_only_turn_reads_the_hashes_of_what_was_appended(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,22 +34,15 @@ from engine.providers.openai import message_blocks, tool_messages
 from engine.stats import MAX_SAMPLES, Statistics, percentile
 from engine.tokens import CharTokenizer, TokenCounter
 from engine.types import CacheScope, Priority, SectionKind
+from tests.turn_session import char_pipe, tool_round
 
 
 def _pipe(window: int = 6_000) -> Pipeline:
-    return Pipeline(
-        "deepseek-chat",
-        "openai",
-        window,
-        counter=TokenCounter(CharTokenizer()),
-        serve=False,
-        clock=lambda: 0.0,
-    )
+    return char_pipe(window)
 
 
 def _round(pipe: Pipeline, t: int, size: int) -> None:
-    calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"n": t})}])
-    pipe.tool_result(calls[0].id, "".join(f'output {t}.{i} "é"\t\\\n' for i in range(size)))
+    tool_round(pipe, t, "".join(f'output {t}.{i} "é"\t\\\n' for i in range(size)))
 
 
 # ------------------------------------------------------------------ the reserve's percentile
