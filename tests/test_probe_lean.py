@@ -562,6 +562,50 @@ def test_an_agent_that_exits_sends_the_traces_it_summarized(
     assert saved == journal
 
 
+def test_an_exiting_agent_keeps_sending_while_the_inspector_keeps_reading(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, tmp_path: Path
+) -> None:
+    """An agent that never paused leaves an elided inspector owed most of its journal and every trace
+    (it fetches in the background only while the agent is quiet): ~1.3 MB here, far more than the socket
+    holds. The exiting probe keeps sending as long as the inspector keeps taking it: here one that
+    spends ~0.2 s on each 256 KB it reads, ~1 s in all, which a flush bounded by FLUSH_ON_CLOSE alone
+    cut short (on a loaded machine a save after an 800-turn demo agent exited missed ~40% of it).
+    FLUSH_ON_CLOSE and FLUSH_MAX are pinned so that only the rule is tested, not this machine's speed."""
+    from engine.probe import loop
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+
+    monkeypatch.setattr(loop, "FLUSH_ON_CLOSE", 0.5)
+    monkeypatch.setattr(loop, "FLUSH_MAX", 30.0, raising=False)
+    pipe = _pipeline(monkeypatch, rtdir)
+    closing = threading.Event()
+    try:
+        src = _live(pipe, elide=True)
+        recv_at = src.client.recv_at
+
+        def slow_recv_at(timeout: float | None = None) -> Any:
+            ev, at = recv_at(timeout)
+            if closing.is_set() and ev is not None:  # ~0.2 s per 256 KB read: 70 KB journal frames, 2.6 KB traces
+                time.sleep({"journal": 0.05, "trace": 0.002}.get(ev.get("k"), 0.0))
+            return ev, at
+
+        src.client.recv_at = slow_recv_at  # type: ignore[method-assign]
+        th = _follow_all(src)
+        _burst(pipe, range(300))
+        _caught_up(src, pipe)
+        assert len(src._missing) >= 290 and src.fetched == 0  # (the newest of each pass came whole)
+        journal = list(pipe.journal.events)
+        assert src._jpos < len(journal) // 4  # the inspector has fetched next to nothing of the journal
+        closing.set()
+    finally:
+        pipe.close()
+    th.join(T)
+    assert src.client.disconnected and not src._missing
+    src.save(tmp_path / "after.cpsession")
+    saved = [unpack_event(e) for e in RecordingReader.open(tmp_path / "after.cpsession").events()]
+    assert saved == journal
+
+
 @pytest.mark.parametrize("elide", [True, False])
 def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path, elide: bool

@@ -17,8 +17,9 @@ mix of clients makes one pass overdraw the bucket by more than about CPU_BURST. 
 behind the per-client limits (input budget, accept budget, client cap): the agent shares the GIL
 with this thread, so every microsecond spent here is one the agent's thread may wait.
 
-Shutdown: close() asks the thread to stop and waits at most FLUSH_ON_CLOSE + JOIN_SLACK. The thread
-flushes for at most FLUSH_ON_CLOSE to clients that are reading, then tears everything down itself:
+Shutdown: close() asks the thread to stop and waits at most FLUSH_MAX + JOIN_SLACK. The thread
+flushes to clients while they keep reading (FLUSH_ON_CLOSE without progress ends it, FLUSH_MAX in all),
+then tears everything down itself:
 no other thread ever touches the selector or the client sockets, so there is no moment at which a
 close can race the loop.
 """
@@ -45,8 +46,18 @@ COALESCE = 0.1
 COALESCE_CPU = 0.1
 MAX_LATENCY = 0.5
 BUSY_SHARE = 0.2
-# How long close() keeps sending already-published events to clients that are reading.
-FLUSH_ON_CLOSE = 0.25
+# How long close() keeps sending already-published events (and what lean clients are owed) to clients
+# that are reading: FLUSH_ON_CLOSE from the last moment any of them took something, FLUSH_MAX in all. An
+# inspector on the elided stream of an agent that never paused is owed most of the journal at exit (it
+# fetches in the background only while the agent is quiet): ~2 MB after 800 turns, which a loaded
+# machine's inspector took ~1 s to read, so a fixed 0.25 s left its save short. An inspector reads the
+# socket in 256 KB gulps and decodes each before the next read, so FLUSH_ON_CLOSE must outlast a gulp.
+FLUSH_ON_CLOSE = 0.5
+FLUSH_MAX = 2.0
+# How often the flush tries to send to a client whose socket is full: the kernel says a Unix socket is
+# writable only once its reader has drained it to a quarter, which a steady but slow reader can take
+# longer than FLUSH_ON_CLOSE to do, though a send would have gone through long before.
+FLUSH_POLL = 0.05
 # How much longer close() waits for the thread to finish; if the thread is held up (a slow snapshot
 # callable, a starved machine) close() returns anyway and the thread tears down when it gets there.
 JOIN_SLACK = 0.5
@@ -375,10 +386,16 @@ class IOLoop(Handshake):
 
     def _flush_on_close(self) -> None:
         """Give reading clients a short chance to receive what was already published, then stop."""
-        deadline = time.monotonic() + FLUSH_ON_CLOSE
+        now = time.monotonic()
+        deadline = now + FLUSH_ON_CLOSE
+        end = now + FLUSH_MAX
         sel = self._sel
         if sel is None:
             return
+        # No CPU budget here: the agent has stopped working, and the deadline bounds the flush. With the
+        # last pass's budget (long spent by now) every fill stopped after one trace or one journal frame,
+        # a frame and a send each, and an inspector owed a few hundred traces missed most of them.
+        self._pass_allow = float("inf")
         # Stop accepting and stop listening for wake-ups: both would only make select() spin here.
         for s in (self._listener, self._wake_r):
             if s is not None:
@@ -389,18 +406,22 @@ class IOLoop(Handshake):
         while time.monotonic() < deadline:
             self._absorb()
             self._more = False
-            pending = False
+            pending = progress = False
             for c in list(self._clients.values()):
                 if c.closing_deadline is None:
+                    before = (c.sent_events, len(c.outbuf))
                     self._pump(c)
                     if c.lean and self._settle_on_close(c) and self._clients.get(c.fd) is c:
                         self._pump(c)
-                    if self._clients.get(c.fd) is c and c.outbuf:
-                        pending = True
+                    if self._clients.get(c.fd) is c:
+                        pending = pending or bool(c.outbuf)
+                        progress = progress or (c.sent_events, len(c.outbuf)) != before
             if not pending and not self._more:
                 return
+            if progress:  # a client took something: it may have the rest, up to FLUSH_MAX in all
+                deadline = min(end, time.monotonic() + FLUSH_ON_CLOSE)
             try:
-                ready = sel.select(0 if self._more else max(0.0, deadline - time.monotonic()))
+                ready = sel.select(0 if self._more else max(0.0, min(FLUSH_POLL, deadline - time.monotonic())))
             except OSError:
                 return
             for key, mask in ready:

@@ -65,7 +65,7 @@ from typing import Any
 
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
-from engine.probe.loop import FLUSH_ON_CLOSE, JOIN_SLACK, IOLoop
+from engine.probe.loop import FLUSH_MAX, JOIN_SLACK, IOLoop
 from engine.probe.optin import (
     MAX_CLIENTS_ENV,
     REDACT_ENV,
@@ -195,7 +195,7 @@ class ProbeServer(IOLoop):
 
     def close(self) -> None:
         """Stop serving: flush briefly to readers, disconnect clients, remove the socket. Idempotent,
-        safe from any thread and at any moment; returns within FLUSH_ON_CLOSE + JOIN_SLACK."""
+        safe from any thread and at any moment; returns within FLUSH_MAX + JOIN_SLACK."""
         with self._close_lock:
             if self._closed:
                 return
@@ -211,7 +211,7 @@ class ProbeServer(IOLoop):
             return
         self._wake()
         if t is not threading.current_thread():
-            t.join(timeout=FLUSH_ON_CLOSE + JOIN_SLACK)
+            t.join(timeout=FLUSH_MAX + JOIN_SLACK)
         if t.is_alive():
             # Held up (in a slow snapshot callable, or starved of CPU): it tears everything down itself
             # when it gets there. Remove the socket file now, so no new client finds it meanwhile.
