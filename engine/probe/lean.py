@@ -48,17 +48,29 @@ def turn_summary(trace: dict[str, Any]) -> dict[str, Any]:
     reduced copies: on the probe's thread, out of CPU cache, every dict or list built here cost more
     (7 us hot, 18 us cold for the reduced form) than encoding the few extra fields (the rest of
     pressure and usage, whole actions and alerts) does (1.7 us hot for this one)."""
-    g = trace.get
-    try:  # one C-level pass over the trace's keys (every engine trace has them all)
-        out = dict(zip(_SUMMARY_KEYS, _summary_values(trace), strict=True))
+    try:
+        # One C-level pass over the trace's keys (every engine trace has them all), into a dict display:
+        # dict(zip(keys, values)) cost 1.7 us a turn against 0.85 us for this, hot (4.6 against 6.3 us cold).
+        turn, final_tokens, error, tier, cache_break, alerts, pressure, usage, actions = _summary_values(trace)
+        out = {
+            "turn": turn,
+            "final_tokens": final_tokens,
+            "error": error,
+            "tier": tier,
+            "cache_break": cache_break,
+            "alerts": alerts,
+            "pressure": pressure,
+            "usage": usage,
+            "actions": actions,
+        }
     except KeyError:
-        out = {k: g(k) for k in _SUMMARY_KEYS}
+        out = {k: trace.get(k) for k in _SUMMARY_KEYS}
     if "tap_errors" in trace:
         out["tap_errors"] = trace["tap_errors"]
     # The compaction record (~23 objects, as many as the rest of the summary's sub-objects) is read
     # by the timeline only for a turn that compacted (the strip shows its pay-back); a turn that held,
     # the common case, leaves it out: every object here is one the I/O thread touches cold.
-    comp = g("compaction")
+    comp = trace.get("compaction")
     if type(comp) is dict and comp.get("decision") == "compacted":
         out["compaction"] = comp
     return out

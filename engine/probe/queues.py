@@ -580,20 +580,17 @@ class ClientQueues:
         owed: list[int] = []  # turns sent as summaries
         idx = None if self.redact else kept(evs)
         if idx is not None:
-            newest = -1  # the newest turn among the events sent (only those are looked at again)
-            for i in reversed(idx):
-                if evs[i].get("k") == "turn":
-                    newest = seq + i
-                    break
-            for i in idx:
-                ev = evs[i]
-                if seq + i < newest and ev.get("k") == "turn":  # a turn older than the pass's newest
-                    summary = summary_event(ev)
-                    if summary is not ev:
-                        owed.append(ev["turn"])
-                        ev = summary
-                out.append(ev)
-                at.append(jpos + i)
+            # Comprehensions, not one loop doing it all: this runs for every event sent, and only the turns
+            # need more than their place (every one but the newest sent goes as its summary).
+            out = [evs[i] for i in idx]
+            at = [jpos + i for i in idx]
+            turns = [j for j, ev in enumerate(out) if ev.get("k") == "turn"]
+            for j in turns[:-1]:
+                ev = out[j]
+                summary = summary_event(ev)
+                if summary is not ev:
+                    owed.append(ev["turn"])
+                    out[j] = summary
             jpos += n
         else:  # redacting, or with (event, frame) pairs: a look at each event
             newest = self._newest_turn(seq, head)
