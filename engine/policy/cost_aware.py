@@ -165,30 +165,98 @@ class _Cut:
     after: int  # estimated request tokens after the cut
 
 
-def _choose_cut(asm: Assembly, st: CompactionState, target: int, m: Measure, full_len: int) -> _Cut | None:
+def _choose_cut(
+    asm: Assembly,
+    st: CompactionState,
+    target: int,
+    m: Measure,
+    full_len: int,
+    carry: dict[str, Any] | None = None,
+    slot: Any = None,
+) -> _Cut | None:
     """The shallowest cut at a round boundary that brings the request to `target` tokens or below
-    (the deepest possible one if none does). None when nothing can be dropped."""
+    (the deepest possible one if none does). None when nothing can be dropped.
+
+    `carry`: the choice is remembered under `slot` and reused while only messages were appended (see
+    _carried_cut); None chooses afresh."""
     idx = history_index(asm)
     if idx is None:
         return None
     items = asm[idx].items
+    total = m.total(asm)
+    need = total + NOTE_ALLOWANCE - target
+    slots = carry.setdefault(CUT_CARRY, {}) if carry is not None else None
+    if slots is not None:
+        got = _carried_cut(slots.get(slot), items, st, m, need, full_len)
+        if got is not None:
+            return _Cut(
+                got.cut,
+                got.dropped_items,
+                got.dropped_tokens,
+                got.dropped_rounds,
+                total - got.dropped_tokens + NOTE_ALLOWANCE,
+            )
     te = task_end(items)
     # Applied positions p >= te map to full-history index base + (p - te).
     base = st.cut if st.cut > te else te
     droppable = m.rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
     if not droppable:
         return None
-    total = m.total(asm)
     # The fewest oldest rounds (at least one) that bring the request to the target, found from the
     # newest end so a long uncompacted history (gates closed) costs what is kept, not all of it.
-    k, acc = oldest_to_drop(
-        items, droppable, m.section(asm[idx]), total + NOTE_ALLOWANCE - target, m, at_least_one=True
-    )
+    k, acc = oldest_to_drop(items, droppable, m.section(asm[idx]), need, m, at_least_one=True)
     e = droppable[k - 1][1]
     new_cut = base + (e - te)
     if new_cut > full_len:
         return None
-    return _Cut(new_cut, e - te, acc, k, total - acc + NOTE_ALLOWANCE)
+    out = _Cut(new_cut, e - te, acc, k, total - acc + NOTE_ALLOWANCE)
+    if slots is not None and acc >= need:
+        # Remember the choice only when it reached the target (else a round appended later may be the
+        # one that does). `below`: what one round fewer drops, the tokens of items [first, start of
+        # round k) of the history (all rounds are contiguous).
+        cum = m.cumulative(items)
+        below = cum[droppable[k - 1][0]] - cum[droppable[0][0]] if k > 1 else -math.inf
+        if len(slots) >= CARRY_SLOTS and slot not in slots:
+            slots.clear()
+        slots[slot] = _CutMemo(items, st.cut, m, below, out)
+    return out
+
+
+@dataclass(frozen=True)
+class _CutMemo:
+    items: tuple[Any, ...]  # the history the cut was chosen in
+    state_cut: int
+    measure: Measure
+    below: float  # tokens the k-1 oldest droppable rounds hold (-inf when k = 1)
+    cut: _Cut
+
+
+CUT_CARRY = "compaction cut"
+
+
+def _carried_cut(
+    memo: _CutMemo | None, items: tuple[Any, ...], st: CompactionState, m: Measure, need: int, full_len: int
+) -> _Cut | None:
+    """The cut chosen at an earlier build, when it is the one _choose_cut would choose now.
+
+    It is when this history only appended to that one (its items a prefix of these, equal) under the
+    same state cut and Measure: the task, and every round that was droppable then, are the same rounds
+    with the same tokens (a round ends where the next assistant message starts, so an append changes
+    only the newest round, which was never droppable), and the cut is still inside the history. Of
+    those rounds the first k hold `dropped_tokens` and the first k-1 `below`; _choose_cut takes the
+    fewest that reach `need` (token counts are never negative, so those sums only grow with k), so
+    with below < need <= dropped_tokens it takes k again, whatever was appended. Only `after` (the
+    request's tokens after the cut) is the caller's to recompute."""
+    if memo is None or memo.measure is not m or memo.state_cut != st.cut:
+        return None
+    cut = memo.cut
+    if not (memo.below < need <= cut.dropped_tokens) or cut.cut > full_len:
+        return None
+    prev = memo.items
+    n = len(prev)
+    if n > len(items) or (items is not prev and items[:n] != prev):
+        return None
+    return cut
 
 
 def run(
@@ -277,7 +345,9 @@ def run(
     # long session's gates-closed column the walk over the uncompacted history was ~4% of simulate.
     unweighed = not gate_open and not weigh_closed and (forced or t1 > target_tokens)
     wanted = (forced or t1 > target_tokens) and not unweighed
-    cand = _choose_cut(asm1, st, target_tokens, m, full_len) if wanted else None
+    cand = (
+        _choose_cut(asm1, st, target_tokens, m, full_len, carry, (limits, target_tokens)) if wanted else None
+    )
     pb: Payback | None = None
     economic = 0.0
     if cand is not None:
