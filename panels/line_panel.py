@@ -137,8 +137,9 @@ class LinePanel(FramedRows, Widget):
         self._shown = strips
         return strips
 
-    def _line_rows(self, content: Content, y: int, width: int, style: VisualStyle,
-              cached: dict[tuple[object, ...], list[Strip]] | None) -> tuple[int, list[Strip]]:
+    def _line_rows(
+        self, content: Content, y: int, width: int, style: VisualStyle, cached: dict[tuple[object, ...], list[Strip]] | None
+    ) -> tuple[int, list[Strip]]:
         """How many lines `content` is once split at newlines, and their rows (each line's cached)."""
         parts = content.split("\n") if "\n" in content.plain else [content]
         rows: list[Strip] = []

@@ -76,6 +76,9 @@ class RowScrollBar(ScrollBar):
         super().__init__(vertical=vertical, name=name, thickness=thickness)
         self._rows: dict[tuple[str, Style | None], Strip] = {}
         self._rows_for: tuple[object, ...] | None = None  # what the cached rows were drawn with
+        # Whether this Textual has the private members a kept row relies on (Widget sets them up in
+        # its __init__): asked once here, not on every frame.
+        self._keeps_rows = _KEEPS_ROWS and all(hasattr(self, name) for name in _REDRAW)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -83,8 +86,7 @@ class RowScrollBar(ScrollBar):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         width, height = self.size
-        usable = _KEEPS_ROWS and all(hasattr(self, name) for name in _REDRAW)
-        renderable = self.render() if usable and self.vertical and width and height else None
+        renderable = self.render() if self._keeps_rows and self.vertical and width and height else None
         if type(renderable) is not ScrollBarRender or not renderable.vertical:
             return super().render_lines(crop)
         segments = bar_segments(renderable, height, width)

@@ -455,15 +455,8 @@ class Serializer:
             it = items[i]
             if hist and isinstance(it, Message):
                 pairing = _pair_one(_info(it, memo), pairing)
-            mk = i in marks
-            key = (tok, sid, shas[i], mk)
-            hit = cache.get(key)
-            if hit is None:
-                frag, segment = self._item_fragment(s, it, mk)
-                # Block identity is the artifact's content hash, not its wire bytes: a moved cache
-                # marker changes the bytes but not what the provider has cached.
-                hit = (frag, segment, Block(sid, segment, it.sha, measure.item(it), mk))
-                cache[key] = hit
+            key = (tok, sid, shas[i], i in marks)
+            hit = cache.get(key) or self._item_hit(s, it, key, measure)
             frags.append(hit[0])
             segments.append(hit[1])
             blocks.append(hit[2])
@@ -521,18 +514,9 @@ class Serializer:
         for it in new:
             if isinstance(it, Message):
                 pairing = _pair_one(_info(it, memo), pairing)
-        cache = self._items
         sid = s.id
-        hits, keys_new = [], []
-        for it, sha in zip(new, new_shas, strict=True):
-            key = (tok, sid, sha, False)
-            hit = cache.get(key)
-            if hit is None:
-                frag, segment = self._item_fragment(s, it, False)
-                hit = (frag, segment, Block(sid, segment, it.sha, measure.item(it), False))
-                cache[key] = hit
-            hits.append(hit)
-            keys_new.append(key)
+        keys_new = [(tok, sid, sha, False) for sha in new_shas]
+        hits = [self._item_hit(s, it, key, measure) for it, key in zip(new, keys_new, strict=True)]
         # Nothing raised: only now is the run the new one extends changed.
         frags, segments, blocks, keys = last.frags, last.segments, last.blocks, last.keys
         for frag, segment, block in hits:
@@ -564,20 +548,13 @@ class Serializer:
         neither it nor the prefix is hashed (request_sha256 and prefix_sha256 are ""). simulate builds
         every turn of a session under several settings and reads none of them; a sliding window's body
         is new from its first message on, so hashing it cost ~0.25 ms per 200 KB, every turn."""
-        marked: dict[str, set[int]] = {}
-        for mk in markers:
-            marked.setdefault(mk.section, set()).add(mk.item)
         out: dict[str, list[bytes]] = {"system": [], "tools": [], "messages": []}
         blocks: list[Block] = []
         tool_shas: dict[str, str] = {}
         section_shas: dict[str, str] = {}
-        tok = measure.counter.tokenizer.name
         last_marker = -1
-        live = 0
         hexes: list[str] | None = []
-        for s in wire_order(asm):
-            marks = frozenset(i for i in marked.get(s.id, ()) if 0 <= i < len(s.items))
-            run = self._section(s, marks, tok, measure)
+        for s, run in self._laid_out(asm, markers, measure):
             if run.marks:
                 last_marker = len(blocks) + max(run.marks)
             segs = set(run.segments)
@@ -591,7 +568,6 @@ class Serializer:
                     if isinstance(it, ToolSchema):
                         tool_shas[it.name] = it.sha
             blocks.extend(run.blocks)
-            live += len(run.keys)
             section_shas[s.id] = run.sha
             if hexes is not None:
                 hexes = None if run.hexes is None else [*hexes, run.hexes]
@@ -599,7 +575,6 @@ class Serializer:
             # Automatic prefix caching: everything but the newest message can be served from cache.
             last_marker = len(blocks) - 2
         prefix = blocks[: last_marker + 1]
-        self._prune(live)
         if body:
             data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
             request_sha = self._body_hash.hexdigest(data, _messages_end(data, out["messages"]))
@@ -624,6 +599,40 @@ class Serializer:
             "items in previous runs": sum(len(r.keys) for runs in self._runs.values() for r in runs),
             "pairing": len(self._pairs),
         }
+
+    def _item_hit(
+        self, s: Section, it: SectionItem, key: tuple[str, str, str, bool], measure: Measure
+    ) -> tuple[bytes, str, Block]:
+        """An item's (fragment, segment, block) under `key` (tokenizer, section, item hash, marked):
+        from the per-item cache, else built and kept there. Block identity is the artifact's content
+        hash, not its wire bytes: a moved cache marker changes the bytes but not what is cached."""
+        hit = self._items.get(key)
+        if hit is None:
+            mk = key[3]
+            frag, segment = self._item_fragment(s, it, mk)
+            hit = self._items[key] = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
+        return hit
+
+    def _laid_out(
+        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure
+    ) -> list[tuple[Section, _SectionRun]]:
+        """Each section of `asm` in wire order with its run (markers placed), the per-item caches then
+        pruned to what recent runs hold: the part of a request serialize and simulate's block layout
+        (engine/sim/blocks.py) share."""
+        marked: dict[str, set[int]] = {}
+        for mk in markers:
+            marked.setdefault(mk.section, set()).add(mk.item)
+        tok = measure.counter.tokenizer.name
+        out: list[tuple[Section, _SectionRun]] = []
+        live = 0
+        for s in wire_order(asm):
+            got = marked.get(s.id)
+            marks = frozenset(i for i in got if 0 <= i < len(s.items)) if got else frozenset()
+            run = self._section(s, marks, tok, measure)
+            out.append((s, run))
+            live += len(run.keys)
+        self._prune(live)
+        return out
 
     def _prune(self, live: int) -> None:
         """Keep the per-item caches near the size of what recent requests send (see CACHE_SLACK)."""

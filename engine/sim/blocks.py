@@ -67,19 +67,9 @@ class BlockSerializer(Serializer):
         """serialize(..., body=False)'s Blocks, laid out by the same per-section code, without what
         only a request or a trace reads (the segments present, tool and section hashes, the
         cacheable prefix's token sum: ~a quarter of serialize's CPU on a 128k-token window)."""
-        marked: dict[str, set[int]] = {}
-        for mk in markers:
-            marked.setdefault(mk.section, set()).add(mk.item)
-        tok = measure.counter.tokenizer.name
         out: list[Block] = []
-        live = 0
-        for s in wire_order(asm):
-            got = marked.get(s.id)
-            marks = frozenset(i for i in got if 0 <= i < len(s.items)) if got else frozenset()
-            run = self._section(s, marks, tok, measure)
+        for _s, run in self._laid_out(asm, markers, measure):
             out += run.blocks
-            live += len(run.keys)
-        self._prune(live)
         return out
 
 
