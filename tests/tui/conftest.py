@@ -30,6 +30,14 @@ async def settle(pilot: Pilot) -> None:
         started = getattr(pilot.app, "startup_finished", True)
         # (A live source's worker never ends: after 20 rounds the workers are not waited for any more.)
         if (started and (idle or i >= 19)) or time.monotonic() > give_up:
+            # What the app asked to do after the next refresh (call_after_refresh: e.g. the what-if
+            # scrolling its answer into view once laid out) runs on the screen's update timer, which
+            # an idle message queue does not wait for: wait for that refresh, and for the one after it
+            # that shows what those callbacks changed. (Without this a snapshot was sometimes taken
+            # before the what-if's answer was scrolled into view: 1 run in 6.)
+            await pilot.app.screen.wait_for_refresh()
+            await pilot.app.screen.wait_for_refresh()
+            await pilot.pause()
             return
         if i >= 19:
             await pilot.pause(0.01)
