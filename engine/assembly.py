@@ -22,6 +22,7 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
+from engine.frozen_init import direct_init
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
@@ -36,6 +37,7 @@ SECTION_MEMO = 64
 RECENT_ROUNDS = 6
 
 
+@direct_init
 @dataclass(frozen=True)
 class Section:
     id: str
@@ -286,7 +288,10 @@ class Measure:
         hit = self._tot.get(id(asm))
         if hit is not None and hit[0] is asm:
             return hit[1]
-        n = sum(self.section(s) for s in asm) + REPLY_PRIMING_TOKENS
+        n = REPLY_PRIMING_TOKENS
+        section = self.section
+        for s in asm:  # a plain loop: asked several times a turn, a generator costs more
+            n += section(s)
         if len(self._tot) >= 16:  # a policy asks about a handful of assemblies per turn
             self._tot.clear()
         self._tot[id(asm)] = (asm, n)

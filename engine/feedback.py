@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any
 
 from engine.errors import ContextPipeError
+from engine.frozen_init import direct_init
 from engine.providers.base import Block
 
 # Cache diagnostics a provider (or the agent's request) may carry, kept verbatim in the usage event:
@@ -20,6 +21,7 @@ class UsageFormatError(ContextPipeError, ValueError):
     """A usage object whose fields are not what any provider sends (names the field)."""
 
 
+@direct_init
 @dataclass(frozen=True)
 class Usage:
     """One call's usage, the same on every path (engine, tap, proxy, importers, litellm).
@@ -275,8 +277,10 @@ def attribute_cache_break(
     if model_changed:
         return {"section": "(model)", "cause": "model changed: caches are per model"}
     n = min(prev_prefix_blocks, len(prev))
-    if n <= len(cur) and list(map(_SHA, prev[:n])) == list(map(_SHA, cur[:n])):
-        return None  # the usual turn: the whole cached prefix is still there (compared in C)
+    # The usual turn: the whole cached prefix is still there. Between compactions the serializer hands
+    # back the very Block objects it sent last turn, so identity answers first; else the hashes (in C).
+    if n <= len(cur) and (all(map(is_, prev[:n], cur[:n])) or list(map(_SHA, prev[:n])) == list(map(_SHA, cur[:n]))):
+        return None
     for i in range(n):
         if i >= len(cur) or cur[i].sha != prev[i].sha:
             if i >= len(cur):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import ConfigError
+from engine.frozen_init import direct_init
 from engine.tokens import Budget
 from engine.trace_schema import TierReason
 from engine.types import CacheScope, Priority, SectionKind, Tier
@@ -42,6 +43,7 @@ class Thresholds:
         }
 
 
+@direct_init
 @dataclass(frozen=True)
 class SectionEstimate:
     """What the planner knows about a section before this turn's optimize."""
@@ -55,6 +57,7 @@ class SectionEstimate:
     max_tokens: int | None = None
 
 
+@direct_init
 @dataclass(frozen=True)
 class Reserves:
     response: int
@@ -67,6 +70,7 @@ class Reserves:
         return self.response + self.thinking + self.schema
 
 
+@direct_init
 @dataclass(frozen=True)
 class PlanInput:
     limit: int
@@ -77,6 +81,7 @@ class PlanInput:
     recovering: bool = False
 
 
+@direct_init
 @dataclass(frozen=True)
 class Plan:
     raw_pressure: float

@@ -13,7 +13,7 @@ from engine.hashing import sha256_hex
 from engine.plan import Plan, Reserves, budget_of
 from engine.providers import SerializedRequest
 from engine.trace_schema import Marker, Step, Trace, TraceSection
-from engine.types import Form, SectionKind
+from engine.types import CacheScope, Form, Priority, SectionKind
 
 if TYPE_CHECKING:
     from engine.config import PipelineConfig
@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 
 _KIND_VALUES = {k: k.value for k in SectionKind}
+# Labels and values read from dicts: the enums' `label` properties and `.value` descriptors are a
+# Python call each, several per section every turn.
+_SCOPE_LABELS = {k: k.label for k in CacheScope}
+_PRIORITY_LABELS = {k: k.label for k in Priority}
+_FORM_VALUES = {k: k.value for k in Form}
 _TOKENS = attrgetter("tokens")
 _MARKER = attrgetter("marker")  # plain strings; an enum's .value is a slow descriptor
 _EMPTY_SHA = sha256_hex("")  # a section with no blocks (hashed once, not every turn)
@@ -50,6 +55,7 @@ def build_trace(
             joined[b.section] = joined.get(b.section, "") + b.sha
         section_shas = {sid: sha256_hex(v) for sid, v in joined.items()}
     empty = _EMPTY_SHA
+    scope_labels, priority_labels, form_values, budgets = _SCOPE_LABELS, _PRIORITY_LABELS, _FORM_VALUES, p.budgets
     sections: list[TraceSection] = []
     for s in wire_order(res.asm):
         sha = section_shas.get(s.id, empty)
@@ -58,12 +64,12 @@ def build_trace(
                 "id": s.id,
                 "name": s.name,
                 "kind": _KIND_VALUES[s.kind],
-                "scope": s.scope.label,
-                "priority": s.priority.label,
-                "budget": p.budgets.get(s.id, 0),
+                "scope": scope_labels[s.scope],
+                "priority": priority_labels[s.priority],
+                "budget": budgets.get(s.id, 0),
                 "planned": planned.get(s.id, 0),
                 "tokens": m.section(s),
-                "form": s.form.value if s.items or s.form != Form.FULL else "dropped",
+                "form": form_values[s.form] if s.items or s.form != Form.FULL else "dropped",
                 "omitted": s.omitted,
                 "sha256": sha,
                 "changed": prev_sections.get(s.id) not in (None, sha),
