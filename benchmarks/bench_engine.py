@@ -75,7 +75,7 @@ class EngineRun:
         self.tokenizer = TimedTokenizer()
         self.pipe = Pipeline(
             imp.model or "deepseek-chat",
-            "openai",
+            PROVIDER,
             window,
             counter=TokenCounter(self.tokenizer),
             serve=False,
@@ -156,6 +156,7 @@ def tiktoken_counter() -> Callable[[list[Any]], int]:
 
 
 PEER_COUNTER = "tiktoken"  # --peer-counter: what trim_messages' counters tokenize with
+PROVIDER = "openai"  # --provider: the engine's serializer and cache rules in part 1 (the recording's model)
 
 
 def text_counter() -> Callable[[str], int]:
@@ -457,7 +458,7 @@ def ab(args: argparse.Namespace) -> int:
         for name, tree in trees.items():
             env = dict(os.environ, PYTHONPATH=str(tree))
             cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
-                   "--backend", args.backend]  # fmt: skip
+                   "--backend", args.backend, "--provider", args.provider]  # fmt: skip
             kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
     best: dict[str, dict[str, list[float]]] = {}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -810,6 +811,12 @@ def main() -> int:
         help="part 2 with every optimizer gate closed: nothing is compacted, the budget guarantee trims the "
         "whole growing history every turn (simulate's gates-closed column)",
     )
+    ap.add_argument(
+        "--provider",
+        default="openai",
+        help="part 1 (and --ab): the engine's provider (openai: what the recording sent; anthropic or bedrock: "
+        "cache breakpoints, whose tail marker moves every turn)",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
     ap.add_argument("--ab", metavar="BASE_DIR", help="part 1's engine, this tree vs BASE_DIR, repeat by repeat")
     ap.add_argument("--rounds", type=int, default=6, help="with --ab: repeats of each process, A B / B A in turn")
@@ -819,8 +826,9 @@ def main() -> int:
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
     args = ap.parse_args()
-    global PEER_COUNTER
+    global PEER_COUNTER, PROVIDER
     PEER_COUNTER = args.peer_counter
+    PROVIDER = args.provider
     if args.backend == "tiktoken":
         # What the engine does without the `fast` extra: its loader finds no crate and counts with
         # tiktoken (engine/tokens.py). Set before anything counts, in whichever tree is imported.

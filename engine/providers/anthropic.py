@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.hashing import canonical_json, json_string
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import ANTHROPIC
 
@@ -42,7 +43,66 @@ def _part(p: object) -> dict[str, Any]:
     raise TypeError(type(p).__name__)
 
 
-def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
+_MARK = '"cache_control":{"type":"ephemeral"},'  # first key of a marked block (sorted before the rest)
+
+
+def _part_json(p: object) -> str | None:
+    """The canonical JSON _part's dict gives for a text, tool result, tool call or thinking part, inside
+    its braces (a marker goes first, so the caller puts it in front), written directly: the sorted-key
+    encoder cost several microseconds per part, and a tool's output is escaped through json_string's
+    memo, where its ToolResult's content hash left it. None for anything else (the dict path then)."""
+    if type(p) is Text and type(p.text) is str:
+        return '"text":' + json_string(p.text) + ',"type":"text"'
+    if type(p) is ToolResult and type(p.content) is str and type(p.call_id) is str:
+        err = '"is_error":true,' if p.is_error else ""
+        return (
+            '"content":' + json_string(p.content) + "," + err
+            + '"tool_use_id":' + json_string(p.call_id) + ',"type":"tool_result"'
+        )  # fmt: skip
+    if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
+        args = canonical_json(p.arguments_obj()).decode("utf-8")
+        return (
+            '"id":' + json_string(p.id) + ',"input":' + args
+            + ',"name":' + json_string(p.name) + ',"type":"tool_use"'
+        )  # fmt: skip
+    if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
+        return (
+            '"signature":' + json_string(p.signature)
+            + ',"thinking":' + json_string(p.text) + ',"type":"thinking"'
+        )  # fmt: skip
+    return None
+
+
+def message_json(m: Message, marked: bool) -> bytes | None:
+    """The canonical bytes message_blocks' dicts give for a message, written directly; None when a part
+    is of another kind or holds a field of another type (media: the dicts then). tests/test_anthropic_fragments.py
+    holds them equal to the encoder's bytes."""
+    if type(m.role) is not str:
+        return None
+    parts = (
+        sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
+    )
+    blocks = []
+    for p in parts:
+        got = _part_json(p)
+        if got is None:
+            return None
+        blocks.append(got)
+    if not blocks:
+        blocks.append('"text":"","type":"text"')
+    if marked:
+        blocks[-1] = _MARK + blocks[-1]
+    body = "},{".join(blocks)
+    return ('{"content":[{' + body + '}],"role":' + json_string(m.role) + "}").encode("utf-8")
+
+
+def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
+    frag = message_json(m, marked)
+    return frag if frag is not None else message_dicts(m, marked)
+
+
+def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
+    """The message as the API's dicts (the serializer writes them as canonical JSON)."""
     # Tool results must come first in a user message (the API rejects text before them).
     parts = (
         sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
@@ -68,8 +128,6 @@ def envelope(
 
 
 def _js(s: str) -> bytes:
-    from engine.hashing import canonical_json
-
     return canonical_json(s)
 
 

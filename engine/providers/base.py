@@ -488,52 +488,71 @@ class Serializer:
         self, s: Section, last: _SectionRun, marks: frozenset[int], tok: str, measure: Measure
     ) -> _SectionRun | None:
         """The history's usual turn between compactions: the section's newest run holds the first items
-        of these (the same objects, or equal ones) and a few messages were appended, with no marker on
-        either side. The new run takes over that run's lists and extends them in place (it drops out of
-        `runs` anyway, as a run the new one extends), and its section hash resumes from the run's
-        joined hashes: what _section's general path computes, without copying or comparing the reused
-        part item by item. None when the turn is not like that (the general path then decides)."""
+        of these (the same objects, or equal ones) and a few messages were appended. What _section's
+        general path computes, without copying or comparing the reused part item by item:
+
+        - no marker moved (OpenAI, DeepSeek, the generic prefix policy have none): the new run takes over
+          that run's lists and extends them in place (it drops out of `runs` anyway, as a run the new
+          one extends), and its section hash resumes from the run's joined hashes;
+        - markers (Anthropic, Bedrock), which move as the history grows (the tail breakpoint is on the
+          newest message): the items before the first one whose marking changed are reused, the few
+          from there on are written (a moved marker changes an item's bytes); the run is kept beside
+          the new one, as the general path keeps it.
+
+        None when the turn is not like that (the general path then decides)."""
         items = s.items
         old = last.items
         k = len(old)
         n = len(items)
         if (
-            marks
-            or last.marks
-            or last.tok != tok
+            last.tok != tok
             or not 0 < k < n
             or n - k > SLICE_MIN
             or last.hexes is None
             or items[:k] != old  # identity first, in C; equal items have equal hashes and fragments
         ):
             return None
-        new = items[k:]
-        new_shas = list(map(_SHA, new))
+        # The first of the reused items whose marking changed: its bytes (and everything after it) are
+        # written again. A marker on an appended item changes nothing before it.
+        d = min((x for x in marks.symmetric_difference(last.marks) if x < k), default=k)
+        if k - d > SLICE_MIN:
+            return None
+        new = items[d:]
+        new_shas = list(map(_SHA, items[k:]))
         if set(map(len, new_shas)) != {64}:
             return None
         memo = self._pairs
-        pairing = _pair_state(items, k, memo)
+        pairing = _pair_state(items, d, memo)
         for it in new:
             if isinstance(it, Message):
                 pairing = _pair_one(_info(it, memo), pairing)
         sid = s.id
-        keys_new = [(tok, sid, sha, False) for sha in new_shas]
-        hits = [self._item_hit(s, it, key, measure) for it, key in zip(new, keys_new, strict=True)]
-        # Nothing raised: only now is the run the new one extends changed.
-        frags, segments, blocks, keys = last.frags, last.segments, last.blocks, last.keys
+        shas_new = last.shas[d:k] + new_shas  # the hashes of items[d:]
+        keys_new = [(tok, sid, sha, d + j in marks) for j, sha in enumerate(shas_new)]
+        cache = self._items
+        hits = [cache.get(key) or self._item_hit(s, it, key, measure) for it, key in zip(new, keys_new, strict=True)]
+        # Nothing raised: only now is a run changed.
+        if d == k:  # every reused item as it was: the new run extends that one and takes its place
+            frags, segments, blocks, keys, shas = last.frags, last.segments, last.blocks, last.keys, last.shas
+        else:
+            frags, segments, blocks, keys = last.frags[:d], last.segments[:d], last.blocks[:d], last.keys[:d]
+            shas = last.shas[:]
         for frag, segment, block in hits:
             frags.append(frag)
             segments.append(segment)
             blocks.append(block)
         keys += keys_new
-        shas = last.shas
         shas += new_shas
         hexes = last.hexes + "".join(new_shas)
         run = _SectionRun(
             tok, shas, marks, frags, segments, blocks, keys, items, self._section_hash.hexdigest(hexes), hexes
         )
         runs = self._runs[sid]
-        runs[0] = run  # in place of the run it extends (which gave it its lists)
+        if frags is last.frags:
+            runs[0] = run  # in place of the run it extends (which gave it its lists)
+        else:
+            runs.insert(0, run)
+            del runs[self.RUNS :]
         return run
 
     def serialize(
