@@ -63,6 +63,12 @@ wait after a pass that sent something) against now, alternated in one process:
 
     .venv/bin/python benchmarks/bench_probe.py --pace-ab 0.5 --rounds 4 --turns 8
 
+The elided fill's per-turn work (which events go, the summaries, the batch encoding) on a real Pipeline's
+events, hot and right after evicting the caches (the floor of touching the events cold, wherever it is
+done: see floor()):
+
+    .venv/bin/python benchmarks/bench_probe.py --floor --rounds 3 --turns 60
+
 Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
 turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
 --turns without the subject, 2 x --turns with it (one attachment) and --turns without: a symmetric
@@ -385,6 +391,7 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     cpu_ratio: list[float] = []
     wall_ratio: list[float] = []
     io_share: list[float] = []
+    sent_share: list[float] = []  # readers: the probe thread until the block's events are all sent
     agent_ratio: list[float] = []
     turn_cpu: list[float] = []
     rested = 0.0
@@ -392,8 +399,8 @@ def paired(args: argparse.Namespace, subject: str) -> None:
         server, step, pipe = fresh_pipeline(args, rt, rnd)
         run_block(step, 0, args.warmup)
         turn = args.warmup
-        # wall, process CPU, probe thread CPU, agent (this) thread CPU
-        sums = {"base": [0.0, 0.0, 0.0, 0.0], "subject": [0.0, 0.0, 0.0, 0.0]}
+        # wall, process CPU, probe thread CPU, agent (this) thread CPU, probe thread CPU until all is sent
+        sums = {"base": [0.0] * 5, "subject": [0.0] * 5}
         # base, subject (two blocks' worth, one attachment), base: symmetric, so linear drift cancels.
         for mode, n in (("base", args.turns), ("subject", 2 * args.turns), ("base", args.turns)):
             proc = start_subject(subject, server, rt) if mode == "subject" else None
@@ -401,6 +408,12 @@ def paired(args: argparse.Namespace, subject: str) -> None:
             io0, r0, c0, a0 = thread_cpu(server), server.rested, time.process_time(), time.thread_time()
             times, _ = run_block(step, turn, n)
             agent = time.thread_time() - a0  # the agent's own turns (stopping the reader is not one)
+            sent = 0.0
+            if proc is not None and subject in READERS:
+                # Where the attached reader's per-turn cost ends: the block's events are all sent. What
+                # follows (the end sentinel's own burst, the disconnect) is detaching, once per block.
+                drain(server)
+                sent = thread_cpu(server) - io0
             if proc is not None:
                 # The probe sends a burst up to a few hundred ms after it is published: wait until the
                 # reader has it all, so the block is charged with all of its own sending (the agent is
@@ -416,8 +429,10 @@ def paired(args: argparse.Namespace, subject: str) -> None:
             acc[1] += cpu
             acc[2] += io
             acc[3] += agent
+            acc[4] += sent
         pipe.close()
-        (bw, bc, _, ba), (sw, sc, sio, sa) = sums["base"], sums["subject"]
+        (bw, bc, _, ba, _), (sw, sc, sio, sa, ssent) = sums["base"], sums["subject"]
+        sent_share.append(ssent / bc)
         agent_ratio.append(sa / ba)
         cpu_ratio.append(sc / bc)
         wall_ratio.append(sw / bw)
@@ -433,6 +448,12 @@ def paired(args: argparse.Namespace, subject: str) -> None:
         f"{statistics.median(agent_ratio):.3f} | rested {rested:.2f} s | "
         f"{args.rounds} rounds of {args.turns}+{2 * args.turns}+{args.turns} turns"
     )
+    if subject in READERS:
+        print(
+            f"  probe thread until the block's events are all sent: {statistics.median(sent_share) * 100:.2f}% of a "
+            f"turn (the rest of the figure above is the reader detaching once per block: its end sentinel's "
+            f"burst and the disconnect)"
+        )
     print("  CPU ratios by round:", " ".join(f"{r:.3f}" for r in cpu_ratio))
     shutil.rmtree(rt.parent, ignore_errors=True)  # its sockets are gone; the recordings are not kept
 
@@ -768,6 +789,61 @@ def profile(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def floor(args: argparse.Namespace) -> None:
+    """The elided stream's per-turn work, hot and cold (issue 15 item 4): a real Pipeline's published
+    events (no probe client: they are collected as the Pipeline hands them to publish), then, --rounds
+    times for each of 8 runs of --turns turns, the steps `_fill_elided` takes for one pass over them
+    (which events go, the summaries, the batch encoding) timed on this thread's clock, once right after
+    writing a 64 MB buffer (what the I/O thread meets: the agent has run ~--turns turns since it built
+    the events) and once again at once (the same work in cache). The gap is the floor of touching the
+    events cold, wherever that is done."""
+    import engine.probe.queues as queues
+    from engine.probe.elide import kept
+
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    server, step, pipe = fresh_pipeline(args, rt, 0)
+    seen: list[dict[str, Any]] = []
+    server.publish = lambda ev, frame=None: seen.append(ev)  # type: ignore[method-assign,assignment,misc]
+    run_block(step, 0, args.warmup)
+    seen.clear()
+    run_block(step, args.warmup, 8 * args.turns)
+    pipe.close()
+    junk = bytearray(64 * 1024 * 1024)
+    clock = time.thread_time_ns
+    n = len(seen) // 8
+    names = ("which events go (kept)", "summaries", "batch encoding")
+    res: dict[tuple[str, str], list[float]] = {}
+
+    def one_pass(evs: list[dict[str, Any]]) -> list[int]:
+        t = [clock()]
+        idx = kept(evs) or []
+        out: list[Any] = [evs[i] for i in idx]
+        t.append(clock())
+        turns = [j for j, ev in enumerate(out) if ev.get("k") == "turn"]
+        for j in turns[:-1]:
+            out[j] = queues.summary_event(out[j])
+        t.append(clock())
+        queues.pack_payload_fast({"k": "batch", "events": out, "at": idx, "end": len(evs)})
+        t.append(clock())
+        return [b - a for a, b in zip(t[:-1], t[1:], strict=True)]
+
+    for _ in range(args.rounds):
+        for k in range(8):
+            evs = seen[k * n : (k + 1) * n]
+            junk[::64] = bytes(len(junk) // 64)  # evict the caches
+            for state in ("cold", "hot"):
+                for name, ns in zip(names, one_pass(evs), strict=True):
+                    res.setdefault((name, state), []).append(ns / args.turns / 1e3)
+    med = statistics.median
+    print(f"the elided fill's per-turn work, us a turn (median of {8 * args.rounds} passes of {args.turns} turns):")
+    for name in names:
+        print(f"  {name:24s} cold {med(res[(name, 'cold')]):5.2f}  hot {med(res[(name, 'hot')]):5.2f}")
+    cold = sum(med(res[(x, "cold")]) for x in names)
+    hot = sum(med(res[(x, "hot")]) for x in names)
+    print(f"  {'sum':24s} cold {cold:5.2f}  hot {hot:5.2f}")
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=300, help="turns per block")
@@ -798,6 +874,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="where the probe thread's time goes (see above)")
     ap.add_argument("--pace", type=float, default=0.0, help="--profile: sleep after each turn (a model call)")
     ap.add_argument("--lean-ab", action="store_true", help="lean stream against every turn whole (see above)")
+    ap.add_argument("--floor", action="store_true", help="the elided fill's per-turn work, hot and cold (see above)")
     ap.add_argument(
         "--pace-ab",
         type=float,
@@ -811,6 +888,11 @@ def main() -> None:
         args.warmup = 70 if args.warmup is None else args.warmup
         args.pace = args.pace_ab
         pace_ab(args)
+        return
+    if args.floor:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        floor(args)
         return
     if args.lean_ab:
         args.window = 200_000 if args.window == 16_000 else args.window
