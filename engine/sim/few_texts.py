@@ -71,7 +71,8 @@ class FewTextsTokenizer:
         parts = data.split()
         if len(parts) % 2:
             return False
-        self._ranks = dict(zip(parts[0::2], parts[1::2], strict=True))
+        pairs = iter(parts)  # token, rank, token, rank...: one pass, no two half-size copies
+        self._ranks = dict(zip(pairs, pairs))
         self._split = regex.compile(PAT_STR).findall
         return True
 
