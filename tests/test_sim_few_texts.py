@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from engine import bpe_ranks
 from engine.assembly import omission_marker
+from engine.sim import few_texts
 from engine.sim.few_texts import MAX_PIECE, FewTextsTokenizer, bpe_parts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,6 +62,36 @@ def test_counts_equal_tiktokens(text: str) -> None:
     watched = Watched()
     t = FewTextsTokenizer(watched, budget=10**9)
     assert t.count(text) == real_count(text)
+
+
+ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=200) | st.text(
+    alphabet="aZ09 's'LLvE\n\r\t\x0b\x0c\x1c\x1d\x1e\x1f_-.!", max_size=60
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=ASCII)
+@example("I'll've   \n\n\n  x  \r\n 12345678 don'T\x1c\x1f  \x0b")
+@example(omission_marker(12345, "37 earlier rounds dropped"))
+def test_ascii_split_is_cl100ks(text: str) -> None:
+    """An ASCII text is split by the standard library's `re` (no `regex` import): the same pieces as
+    cl100k's pattern, and so the same count. Every ASCII control character included (\x1c-\x1f are
+    whitespace to str.isspace but not to Unicode's White_Space)."""
+    import regex
+
+    assert few_texts.re.findall(few_texts.ASCII_PAT_STR, text, few_texts.re.ASCII) == regex.findall(
+        bpe_ranks.PAT_STR, text
+    )
+    t = FewTextsTokenizer(Watched(), budget=10**9)
+    assert t.count(text) == real_count(text)
+
+
+def test_a_non_ascii_text_is_split_by_cl100ks_own_pattern() -> None:
+    t = FewTextsTokenizer(Watched(), budget=10**9)
+    t.count("plain ascii 123")
+    assert t._split is None  # the `regex` module's pattern is not built for ASCII texts
+    assert t.count("Grüße, 日本語 x\x85y") == real_count("Grüße, 日本語 x\x85y")
+    assert t._split is not None
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,6 +17,7 @@ the real encoder is cheaper per text) or on anything unexpected, it hands over t
 from __future__ import annotations
 
 import binascii
+import re
 from typing import Any
 
 from engine.tokens import Tokenizer, default_tokenizer
@@ -32,6 +33,16 @@ CHAR_BUDGET = 150_000
 MAX_PIECE = 64
 
 
+# cl100k's split pattern (engine.bpe_ranks.PAT_STR) over ASCII text, in the syntax of the standard
+# library's `re` (3.11 has possessive quantifiers): in ASCII, \p{L} is [A-Za-z] and \p{N} is [0-9], and
+# with re.ASCII, \s is [ \t\n\v\f\r], the ASCII characters with Unicode's White_Space property that the
+# `regex` module's \s matches. tests/test_sim_few_texts.py holds the two splits equal.
+ASCII_PAT_STR = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]++|[0-9]{1,3}+| ?[^\sA-Za-z0-9]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+
+
 class FewTextsTokenizer:
     """A Tokenizer with the real one's name and counts, cheaper while it is asked about few short texts."""
 
@@ -44,7 +55,8 @@ class FewTextsTokenizer:
         # Tokens per piece already merged: texts repeat their words, so most pieces are looked up, once
         # merged (a piece's tokens do not depend on its neighbours: the split comes first).
         self._pieces: dict[bytes, int] = {}
-        self._split: Any = None
+        self._split: Any = None  # cl100k's split (the `regex` module), built for the first non-ASCII text
+        self._split_ascii: Any = None
         # Only while the real encoder is not built yet (its `_encode` is set once it is): afterwards it
         # is the cheaper one for every text.
         self._usable = self.real.name == "cl100k_base" and getattr(self.real, "_encode", 1) is None
@@ -61,26 +73,37 @@ class FewTextsTokenizer:
     def _load(self) -> bool:
         if self._ranks is not None:
             return True
-        from engine.bpe_ranks import PAT_STR, ranks_file_data
+        from engine.bpe_ranks import ranks_file_data
 
         data = ranks_file_data()  # the checked file tiktoken's encoder would be built from, or None
         if data is None:
             return False
-        import regex
-
         parts = data.split()
         if len(parts) % 2:
             return False
         pairs = iter(parts)  # token, rank, token, rank...: one pass, no two half-size copies
-        self._ranks = dict(zip(pairs, pairs))
-        self._split = regex.compile(PAT_STR).findall
+        self._ranks = dict(zip(pairs, pairs, strict=True))  # even length: checked above
+        self._split_ascii = re.compile(ASCII_PAT_STR, re.ASCII).findall
         return True
+
+    def _pieces_of(self, text: str) -> list[str]:
+        """The split tiktoken makes. An ASCII text is split by ASCII_PAT_STR (the standard library's
+        `re`); the `regex` module (~13 ms CPU to import) only for a text that is not."""
+        if text.isascii():
+            return self._split_ascii(text)  # type: ignore[no-any-return]
+        if self._split is None:
+            import regex
+
+            from engine.bpe_ranks import PAT_STR
+
+            self._split = regex.compile(PAT_STR).findall
+        return self._split(text)  # type: ignore[no-any-return]
 
     def _count_here(self, text: str) -> int | None:
         if not self._load():
             return None
         try:
-            pieces = [p.encode("utf-8") for p in self._split(text)]
+            pieces = [p.encode("utf-8") for p in self._pieces_of(text)]
         except UnicodeEncodeError:  # lone surrogates: tiktoken re-encodes them; leave that to it
             return None
         if pieces and max(map(len, pieces)) > MAX_PIECE:
