@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress
 from operator import attrgetter
+from typing import Any
 
 from engine.artifacts import (
     Media,
@@ -99,6 +100,9 @@ class Measure:
         self._over: list[tuple[int, tuple[SectionItem, ...], int]] = []
         # Recent history splits into rounds, newest first: (items, history_rounds(items)).
         self._rounds: list[tuple[tuple[SectionItem, ...], list[tuple[int, int]]]] = []
+        # Recent history cuts of the budget guarantee, newest first (trim_sections._carried_drop reads
+        # and writes them; each holds the raw history it was chosen in).
+        self.drops: list[Any] = []
 
     def part(self, p: object) -> int:
         c = self.counter
@@ -184,7 +188,7 @@ class Measure:
         conversation would pin every message of it, once per entry)."""
         held = [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]
         held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
-        held += [t for t, _ in self._rounds]
+        held += [t for t, _ in self._rounds] + [d.items for d in self.drops]
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),

@@ -67,20 +67,31 @@ def oldest_to_drop(
 
 
 def drop_range(
-    asm: Assembly, idx: int, start: int, end: int, rounds: int, saved: int, m: Measure
+    asm: Assembly,
+    idx: int,
+    start: int,
+    end: int,
+    rounds: int,
+    saved: int,
+    m: Measure,
+    marked: Message | None = None,
 ) -> tuple[Assembly, int]:
     """Drop history items [start, end) (`rounds` whole rounds holding `saved` tokens) behind one
-    omission marker on the task message; returns (asm, tokens saved net of the marker)."""
+    omission marker on the task message; returns (asm, tokens saved net of the marker). `marked`: the
+    task message with that marker, from an earlier drop of the same rounds after the same task (the
+    same value; as the same object, a later comparison of the kept histories is an identity check)."""
     hist = asm[idx]
     first = hist.items[0]
-    marker = Text(omission_marker(saved, f"{rounds} earlier rounds dropped"))
     # The kept history's total, from the old one: every section total is the sum of its items, so
     # it is the old total less the dropped items (and the task message as it was, when it is swapped).
     total = m.section(hist) - saved
     if isinstance(first, Message) and first.role == "user":
-        parts = tuple(p for p in first.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
         prior = sum(m.part(p) for p in first.parts if isinstance(p, Text) and p.text.startswith("[..."))
-        new_first = Message("user", parts + (marker,))
+        new_first = marked
+        if new_first is None:
+            parts = tuple(p for p in first.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
+            marker = Text(omission_marker(saved, f"{rounds} earlier rounds dropped"))
+            new_first = Message("user", parts + (marker,))
         total += m.item(new_first) - m.item(first)
         saved -= m.item(new_first) - m.item(first) + prior
         items = (new_first,) + hist.items[1:start] + hist.items[end:]

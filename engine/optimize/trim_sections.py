@@ -7,9 +7,9 @@ Identity, Constraints, the goal and Never-priority sections are never trimmed.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from engine.artifacts import Message, Text, ToolResult
+from engine.artifacts import Message, SectionItem, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, omission_marker
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_range, oldest_to_drop
@@ -69,17 +69,96 @@ def _trim_tools(s: Section, budget: int, m: Measure) -> Section:
     return s.with_items(tuple(items), Form.TRIMMED, removed)
 
 
+# History cuts remembered per Measure (Measure.drops): simulate builds several columns a turn from one
+# Measure, and its gates-closed column cuts its (growing, never compacted) history every turn.
+RECENT_DROPS = 4
+
+
+@dataclass(frozen=True)
+class _Drop:
+    """One history cut, as oldest_to_drop chose it in the raw history `items`: the `count` oldest
+    droppable rounds, items [start, end), holding `acc` tokens as oldest_to_drop reckons them (`below`
+    for the first count - 1 rounds), with `offset` the section total less the sum of its items' counts
+    (0: a primed total is the sum; oldest_to_drop reads both). `marked`: the task message carrying
+    their omission marker (None when the history does not start with a user message)."""
+
+    items: tuple[SectionItem, ...]
+    offset: int
+    below: int
+    acc: int
+    count: int
+    start: int
+    end: int
+    marked: Message | None
+
+
+def _carried_drop(m: Measure, items: tuple[SectionItem, ...], size: int, need: int) -> _Drop | None:
+    """A remembered cut that oldest_to_drop would choose again for `items` (total `size`) and `need`.
+
+    It would when `items` only appended to the history that cut was chosen in (its items a prefix of
+    these, equal) under the same Measure: a round ends where the next assistant message starts, so an
+    append changes only the newest round, never droppable, and every round droppable then is the same
+    round with the same tokens now (and still droppable: not the newest). oldest_to_drop takes the
+    fewest oldest rounds whose tokens reach `need` (counts are never negative, so those sums only grow
+    with the number of rounds); so with the same offset and below < need <= acc it takes the same
+    rounds and reckons the same tokens, whatever was appended and whatever the budget (nothing when
+    need <= 0, as oldest_to_drop)."""
+    n = len(items)
+    for j, d in enumerate(m.drops):
+        k = len(d.items)
+        if need <= 0 or not d.below < need <= d.acc or k > n or items[k - 1] != d.items[k - 1] or items[0] != d.items[0]:
+            continue
+        if (items is d.items or items[:k] == d.items) and size - m.cumulative(items)[n] == d.offset:
+            if j:
+                m.drops.insert(0, m.drops.pop(j))
+            return d
+    return None
+
+
+def _remember_drop(
+    m: Measure,
+    items: tuple[SectionItem, ...],
+    size: int,
+    droppable: list[tuple[int, int]],
+    count: int,
+    acc: int,
+    kept: tuple[SectionItem, ...],
+) -> None:
+    """Remember oldest_to_drop's cut of `items` (the `count` oldest `droppable` rounds, `acc` tokens;
+    `kept` the history drop_range left) for the next build. Only a cut that reached the tokens to drop
+    is (the caller's check): a cut of every droppable round short of them takes more once more are."""
+    cum = m.cumulative(items)
+    offset = size - cum[len(items)]
+    below = cum[droppable[count - 1][0]] - cum[droppable[0][0]] + offset
+    first = items[0]
+    marked = kept[0] if isinstance(first, Message) and first.role == "user" else None
+    assert marked is None or isinstance(marked, Message)
+    m.drops.insert(0, _Drop(items, offset, below, acc, count, droppable[0][0], droppable[count - 1][1], marked))
+    del m.drops[RECENT_DROPS:]
+
+
 def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) -> Assembly:
     m = ctx.measure
     hist = asm[idx]
     size = m.section(hist)
-    droppable = m.rounds(hist.items)[1:-1]
-    # Choose how many oldest rounds must go in one pass, then drop them together (one marker).
-    count, acc = oldest_to_drop(hist.items, droppable, size, size - budget, m)
-    if count:
-        start, end = droppable[0][0], droppable[count - 1][1]
-        asm, _ = drop_range(asm, idx, start, end, count, acc, m)
+    need = size - budget
+    # Choose how many oldest rounds must go in one pass, then drop them together (one marker). An
+    # append-only turn usually needs the cut it had (the history grew by less than what that cut left
+    # spare): the cut and its marked task message are carried (the same request either way).
+    d = _carried_drop(m, hist.items, size, need)
+    if d is not None:
+        asm, _ = drop_range(asm, idx, d.start, d.end, d.count, d.acc, m, d.marked)
         hist = asm[idx]
+    else:
+        droppable = m.rounds(hist.items)[1:-1]
+        count, acc = oldest_to_drop(hist.items, droppable, size, need, m)
+        if count:
+            start, end = droppable[0][0], droppable[count - 1][1]
+            raw = hist.items
+            asm, _ = drop_range(asm, idx, start, end, count, acc, m)
+            hist = asm[idx]
+            if acc >= need:
+                _remember_drop(m, raw, size, droppable, count, acc, hist.items)
     # Still over (a huge result in the newest round): cut the middle of the largest tool results.
     while m.section(hist) > budget:
         over = m.section(hist) - budget
