@@ -17,6 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.assembly import wire_order
+from engine.hashing import sha256_hex
 from engine.optimize.context import OptimizeLimits
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.recording.replay import Replayer
@@ -151,6 +153,24 @@ def test_count_check_raises_where_the_trace_check_did(
                 if how != "absent":
                     recorded[sec["id"]] = (sha, tokens, items)
             assert _raises(got, turn, recorded) == _old_check(recorded, ref.trace)
+            # It names the section the check in wire order named (the first that disagrees there).
+            first = next(
+                (
+                    s.id
+                    for s in wire_order(got.asm)
+                    if s.id in recorded
+                    and recorded[s.id][1] != got.measure.section(s)
+                    and recorded[s.id][2] in (-1, len(s.items))
+                    and recorded[s.id][0] == sha256_hex("".join(i.sha for i in s.items))
+                ),
+                None,
+            )
+            try:
+                got.check_counts(turn, recorded)
+            except CountsDisagree as exc:
+                assert f"section {first}:" in str(exc)
+            else:
+                assert first is None
             return
         pipe.fold(ev)
     raise AssertionError(f"turn {turn} not found")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from engine.assembly import Assembly, Measure, wire_order
+from engine.assembly import Assembly, Measure, Section
 from engine.config import PipelineConfig
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
@@ -27,6 +27,7 @@ from engine.policy.cachecost import CacheRules
 from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
+from engine.types import SectionKind
 
 if TYPE_CHECKING:
     from engine.optimize.context import Marker
@@ -92,8 +93,10 @@ class SimBuilt:
         -1) by section id. The section's hash (sha256 of its items' hashes joined, as the trace records
         it) is computed only when the totals differ and the item counts do not rule it out."""
         m = self.measure
-        for s in wire_order(self.asm):
-            rec = recorded.get(s.id)
+        get = recorded.get
+        bad: list[tuple[Section, int, int]] = []
+        for s in self.asm:  # assembly order: no wire-order tuple per build (see below for the report)
+            rec = get(s.id)
             if rec is None:
                 continue
             tokens = m.section(s)
@@ -102,10 +105,14 @@ class SimBuilt:
                 and rec[2] in (-1, len(s.items))
                 and rec[0] == sha256_hex("".join(map(_SHA, s.items)))
             ):
-                raise CountsDisagree(
-                    f"turn {turn}, section {s.id}: {tokens} tokens from the recording's count "
-                    f"table, {rec[1]} in its trace"
-                )
+                bad.append((s, tokens, rec[1]))
+        if bad:
+            # The first in wire order (tools first, then assembly order), as the report has always named.
+            s, tokens, traced = next((b for b in bad if b[0].kind == SectionKind.TOOLS), bad[0])
+            raise CountsDisagree(
+                f"turn {turn}, section {s.id}: {tokens} tokens from the recording's count "
+                f"table, {traced} in its trace"
+            )
 
 
 class SimBuilder:
