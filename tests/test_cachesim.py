@@ -376,7 +376,22 @@ def test_key_chain_gives_the_keys_of_a_fresh_chain(seqs: list[list[str]]) -> Non
     chain = _KeyChain()
     for names in seqs:
         blocks = [blk(n, 10) for n in names]
-        assert chain.keys_for(blocks) == _prefix_keys(blocks)
+        assert chain.keys_for(blocks) == _prefix_keys(blocks, chain.ids)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_names, min_size=1, max_size=10))
+def test_two_prefixes_have_one_key_exactly_when_they_hold_the_same_blocks(seqs: list[list[str]]) -> None:
+    """Prefix keys are interned (see _extend_keys): equal keys for equal sequences of block hashes, and
+    never for two different ones (the guarantee the chained BLAKE2b gave with high probability)."""
+    ids: dict[tuple[int, str], int] = {}
+    seen: dict[int, tuple[str, ...]] = {}
+    for names in seqs:
+        keys = _prefix_keys([blk(n, 10) for n in names], ids)
+        for j, key in enumerate(keys):
+            prefix = tuple(blk(n, 10).sha for n in names[:j])
+            assert seen.setdefault(key, prefix) == prefix
+    assert len(set(seen.values())) == len(seen)
 
 
 # A block: (name, tokens, segment); the same name with other tokens or segment is an equal-hash Block
@@ -387,11 +402,11 @@ _specs = st.lists(
 )
 
 
-def _fresh(blocks: list[Block], order: bool) -> tuple[list[bytes], list[int]] | str:
+def _fresh(blocks: list[Block], order: bool, ids: dict[tuple[int, str], int]) -> tuple[list[int], list[int]] | str:
     try:
         if order:
             _check_order(blocks)
-        return _prefix_keys(blocks), _cumulative(blocks)
+        return _prefix_keys(blocks, ids), _cumulative(blocks)
     except CacheSimError as exc:
         return str(exc)
 
@@ -412,10 +427,10 @@ def test_key_chain_gives_the_keys_sums_and_errors_of_a_fresh_computation(
             for sp in specs
         ]
         try:
-            got: tuple[list[bytes], list[int]] | str = chain.take(blocks, check_order=order)
+            got: tuple[list[int], list[int]] | str = chain.take(blocks, check_order=order)
         except CacheSimError as exc:
             got = str(exc)
-        assert got == _fresh(blocks, order)
+        assert got == _fresh(blocks, order, chain.ids)
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "deepseek", "bedrock"])
@@ -433,7 +448,8 @@ def test_carrying_prefix_keys_between_calls_changes_no_result(provider: str, seq
     fresh_sim = CacheSimulator(provider, "claude-sonnet-4", min_cacheable_tokens=500)
     fresh = []
     for c in calls:
-        fresh_sim._policy._chain = _KeyChain()  # nothing carried over from the previous call
+        # Nothing carried over from the previous call but the intern table (the keys' numbering).
+        fresh_sim._policy._chain = _KeyChain(fresh_sim._policy._chain.ids)
         fresh.append(fresh_sim.step(c))
     assert carried == fresh
     check_invariant(carried)
