@@ -75,7 +75,7 @@ def _part_json(p: object) -> str | None:
 
 def message_json(m: Message, marked: bool) -> bytes | None:
     """The canonical bytes message_blocks' dicts give for a message, written directly; None when a part
-    is of another kind or holds a field of another type (media: the dicts then). tests/test_anthropic_fragments.py
+    is of another kind or holds a field of another type (media: the dicts then). tests/test_provider_fragments.py
     holds them equal to the encoder's bytes."""
     if type(m.role) is not str:
         return None

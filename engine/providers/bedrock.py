@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from engine.hashing import canonical_json
+from engine.hashing import canonical_json, json_string
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
@@ -40,7 +40,60 @@ def _part(p: object) -> dict[str, Any]:
     raise TypeError(type(p).__name__)
 
 
-def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]]:
+_POINT = ',{"cachePoint":{"type":"default"}}'  # CACHE_POINT's canonical JSON, after a marked message's content
+
+
+def _part_json(p: object) -> str | None:
+    """The canonical JSON of _part's dict for a text, tool result, tool call or thinking part, written
+    directly (the sorted-key encoder cost several microseconds per part; a tool's output is escaped
+    through json_string's memo, where its ToolResult's content hash left it). None for anything else."""
+    if type(p) is Text and type(p.text) is str:
+        return '{"text":' + json_string(p.text) + "}"
+    if type(p) is ToolResult and type(p.content) is str and type(p.call_id) is str:
+        status = ',"status":"error"' if p.is_error else ""
+        return (
+            '{"toolResult":{"content":[{"text":' + json_string(p.content) + "}]" + status
+            + ',"toolUseId":' + json_string(p.call_id) + "}}"
+        )  # fmt: skip
+    if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
+        args = canonical_json(p.arguments_obj()).decode("utf-8")
+        return (
+            '{"toolUse":{"input":' + args + ',"name":' + json_string(p.name)
+            + ',"toolUseId":' + json_string(p.id) + "}}"
+        )  # fmt: skip
+    if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
+        return (
+            '{"reasoningContent":{"reasoningText":{"signature":' + json_string(p.signature)
+            + ',"text":' + json_string(p.text) + "}}}"
+        )  # fmt: skip
+    return None
+
+
+def message_json(m: Message, marked: bool) -> bytes | None:
+    """The canonical bytes message_dicts gives for a message, written directly; None when a part is of
+    another kind or holds a field of another type (media: the dicts then). tests/test_provider_fragments.py
+    holds them equal to the encoder's bytes."""
+    if type(m.role) is not str:
+        return None
+    blocks = []
+    for p in m.parts:
+        got = _part_json(p)
+        if got is None:
+            return None
+        blocks.append(got)
+    body = ",".join(blocks) if blocks else '{"text":""}'
+    return ('{"content":[' + body + (_POINT if marked else "") + '],"role":' + json_string(m.role) + "}").encode(
+        "utf-8"
+    )
+
+
+def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
+    frag = message_json(m, marked)
+    return frag if frag is not None else message_dicts(m, marked)
+
+
+def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
+    """The message as the API's dicts (the serializer writes them as canonical JSON)."""
     content = [_part(p) for p in m.parts] or [{"text": ""}]
     if marked:
         content.append(CACHE_POINT)

@@ -1,5 +1,6 @@
-"""Anthropic message fragments written directly (providers/anthropic.message_json) are the bytes the
-sorted-key encoder writes for the message's dicts, marked or not."""
+"""Anthropic and Bedrock message fragments written directly (providers/anthropic.message_json,
+providers/bedrock.message_json) are the bytes the sorted-key encoder writes for the message's dicts,
+marked or not."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from hypothesis import strategies as st
 
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult
 from engine.hashing import canonical_json
-from engine.providers import anthropic
-from engine.providers.anthropic import message_dicts, message_json
+from engine.providers import anthropic, bedrock
 
 texts = st.text(max_size=40) | st.text(alphabet='"\\\n\t\x00\x1f é中\U0001f600<>&', max_size=40)
 ids = st.text(min_size=1, max_size=12)
@@ -32,20 +32,24 @@ parts: st.SearchStrategy[Part] = st.one_of(
 messages = st.builds(Message, st.sampled_from(["user", "assistant"]), st.lists(parts, max_size=4).map(tuple))
 
 
-def _encoded(m: Message, marked: bool) -> bytes:
+PROVIDERS = {"anthropic": anthropic, "bedrock": bedrock}
+
+
+def _encoded(m: Message, marked: bool, provider: str = "anthropic") -> bytes:
     """What Serializer._frag writes for the dict path: each dict's canonical JSON, comma-joined."""
-    return b",".join(canonical_json(x) for x in message_dicts(m, marked))
+    return b",".join(canonical_json(x) for x in PROVIDERS[provider].message_dicts(m, marked))
 
 
 @settings(max_examples=400)
-@given(m=messages, marked=st.booleans())
-def test_direct_fragment_equals_the_encoders_bytes(m: Message, marked: bool) -> None:
-    got = message_json(m, marked)
+@given(m=messages, marked=st.booleans(), provider=st.sampled_from(sorted(PROVIDERS)))
+def test_direct_fragment_equals_the_encoders_bytes(m: Message, marked: bool, provider: str) -> None:
+    mod = PROVIDERS[provider]
+    got = mod.message_json(m, marked)
     if any(isinstance(p, Media) for p in m.parts):
         assert got is None  # media go the dict way
         return
-    assert got == _encoded(m, marked)
-    assert anthropic.message_blocks(m, marked) == got
+    assert got == _encoded(m, marked, provider)
+    assert mod.message_blocks(m, marked) == got
 
 
 def test_written_directly_for_a_tool_using_agents_messages() -> None:
@@ -54,7 +58,8 @@ def test_written_directly_for_a_tool_using_agents_messages() -> None:
     result = Message("user", (Text("and then?"), ToolResult("c1", "a.py\nb.py\n\"quoted\" é", is_error=True)))
     for m in (call, result, Message("user", ())):
         for marked in (False, True):
-            out: Any = anthropic.message_blocks(m, marked)
-            assert isinstance(out, bytes) and out == _encoded(m, marked)
+            for provider, mod in PROVIDERS.items():
+                out: Any = mod.message_blocks(m, marked)
+                assert isinstance(out, bytes) and out == _encoded(m, marked, provider)
     # Results first, then the text, which carries the marker.
     assert b'"type":"tool_result"},{"cache_control":{"type":"ephemeral"},"text":"and then?"' in _encoded(result, True)
