@@ -39,6 +39,17 @@ GATE_SHORT = {"reorder": "reorder", "trim_schemas": "trim", "clear_tool_results"
               "llm_summary": "summary", "drop_rounds": "drop"}
 
 
+class ResultText(Static):
+    """The what-if answer. Says when its laid-out size changes: Textual lays a changed text out in a later
+    screen refresh, and only from then on is the widget's region the new answer's."""
+
+    class Resized(Message):
+        pass
+
+    def on_resize(self) -> None:
+        self.post_message(self.Resized())
+
+
 class WhatIfPanel(VerticalScroll):
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
@@ -88,6 +99,7 @@ class WhatIfPanel(VerticalScroll):
         self._piece_turn = 0  # the go-ahead a piece must carry (an older one was superseded)
         self._mounting = False  # a piece is being mounted
         self._stale = False  # a step set `trace` while the panel was hidden: `sync` catches up
+        self._reveal_pending = False  # a new answer is shown and its laid-out size not seen yet
 
     def add_controls(self, pace: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Mount the sliders and switches (once; they are there a moment later). They go in small
@@ -176,7 +188,7 @@ class WhatIfPanel(VerticalScroll):
             yield Button("Reset", id="reset", variant="default")
         # The answer is scrolled into view when it changes and too little of it shows (at 80x24 this
         # pane has ~6 rows): see _reveal_result.
-        yield Static("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
+        yield ResultText("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
 
     def overrides(self) -> Overrides:
         """Only what the person touched; everything else stays as recorded."""
@@ -266,8 +278,20 @@ class WhatIfPanel(VerticalScroll):
         text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
         shown = self.query_one("#whatif-result", Static)
         shown.update(text)
+        self._reveal_pending = bool(result)
         if result:
+            # After the next refresh, and again once the answer is laid out (ResultText.Resized): the
+            # refresh that runs this callback can come before the screen has laid out the new text (a
+            # refresh already due, for the slider say, runs its callbacks ahead of the layout the text
+            # asked for), and then the old text's region was measured, the pane scrolled to the wrong
+            # place and the answer left cut (the test_hardening 80x24 flake: 1 run in 4).
             self.call_after_refresh(self._reveal_result)
+
+    @on(ResultText.Resized)
+    def _result_laid_out(self) -> None:
+        if self._reveal_pending and not self.session:
+            self._reveal_pending = False
+            self._reveal_result()
 
     def _reveal_result(self) -> None:
         """Scroll the answer into view only when too little of it shows (a short pane): with room to spare
@@ -281,6 +305,7 @@ class WhatIfPanel(VerticalScroll):
         # The comparison goes first in session mode, so a short terminal shows it without scrolling.
         result = self.query_one("#whatif-result", Static)
         if session:
+            self._reveal_pending = False
             self.move_child(result, before=0)
             self.session_result = None
             self.watch_session_result(None)

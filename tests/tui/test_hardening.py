@@ -185,3 +185,26 @@ async def test_session_wide_table_does_not_wrap(size: tuple[int, int]) -> None:
         assert len(table) >= 10, table
         too_wide = [ln for ln in table if len(ln) > width]
         assert not too_wide, (width, too_wide)
+
+
+async def test_what_if_answer_is_revealed_once_laid_out_even_if_the_refresh_came_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refresh the panel waits for can run its callbacks before the screen has laid out the new answer
+    (a refresh already due runs them ahead of the text's layout): the reveal then measured the old text and
+    scrolled to the wrong place, leaving the answer cut at 80x24 (1 run in 4). Forced here: the callback
+    runs at once, before any layout; the answer must still end up in view."""
+    app = InspectorApp(FileSource(DEMO), start_turn=25)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        whatif = app.query_one("#whatif", WhatIfPanel)
+        monkeypatch.setattr(whatif, "call_after_refresh", lambda callback, *a, **k: callback(*a, **k))
+        app.query_one("#budget", Slider).focus()
+        await pilot.press("shift+right")
+        await settle(pilot)
+        assert whatif.result is not None
+        result = app.query_one("#whatif-result", Static)
+        visible = whatif.region.intersection(result.region)
+        assert visible.height >= 3, (result.region, whatif.region)
