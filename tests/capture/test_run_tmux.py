@@ -22,9 +22,19 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux to drive a real terminal")
 
 
-def _pane(name: str) -> str:
+def _tmux(sock: Path, *args: str) -> list[str]:
+    """A tmux command line for the test's own tmux server (socket `sock`, no user config). On the machine's
+    shared default server two things failed under load, neither the run's fault: the server exits when its
+    last session ends, and another user's session ending as this one was created took this one along ("no
+    server running" while the test waited: 3 runs in 36, two loops at once); and a server this test had
+    started carries the test's command line (record dir, python), so when another user's session kept it
+    alive it counted as a process left behind (and was then killed, with everyone's sessions)."""
+    return ["tmux", "-S", str(sock), "-f", "/dev/null", *args]
+
+
+def _pane(sock: Path, name: str) -> str:
     return subprocess.run(
-        ["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=30
+        _tmux(sock, "capture-pane", "-p", "-t", name), capture_output=True, text=True, timeout=30
     ).stdout
 
 
@@ -33,56 +43,63 @@ def _rows(screen: str) -> list[str]:
     return [line for line in screen.splitlines() if re.match(r"\s*\d+\.\d+\s", line)]
 
 
-def _wait_for(name: str, text: str, timeout: float = 180.0) -> str:
+def _wait_for(sock: Path, name: str, text: str, timeout: float = 180.0) -> str:
     deadline = time.monotonic() + timeout
     while True:
-        screen = _pane(name)
+        screen = _pane(sock, name)
         if text in screen:
             return screen
         assert time.monotonic() < deadline, f"{text!r} never appeared; the screen:\n{screen}"
         time.sleep(0.3)
 
 
-def _start_run(name: str, rec: Path, rtdir: Path, standin: StandIn, agent: str, then: str) -> None:
+def _end_tmux(sock: Path, name: str) -> None:
+    """Close the test's terminal (its processes get SIGHUP), then its tmux server."""
+    subprocess.run(_tmux(sock, "kill-session", "-t", name), capture_output=True)
+    subprocess.run(_tmux(sock, "kill-server"), capture_output=True)
+
+
+def _start_run(sock: Path, name: str, rec: Path, rtdir: Path, standin: StandIn, agent: str, then: str) -> None:
     """`cp-inspect run -- AGENT` in a new 120x40 tmux session, `then` run in its shell afterwards."""
     shell = (
         f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
         f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
         f"--record-dir {rec} --upstream {standin.url} -- {agent}; {then}"
     )
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    subprocess.run(_tmux(sock, "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell), check=True)
 
 
 def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
     name = f"cprun-{uuid.uuid4().hex[:8]}"
     rec = tmp_path / "rec"
+    sock = rtdir / "tmux"  # (a short path: Unix socket paths are limited)
     agent = f"{sys.executable} -m tests.capture.script_agent --turns 5 --delay 1.0 --conversations 2 --exit 3"
-    _start_run(name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
+    _start_run(sock, name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
     try:
-        screen = _wait_for(name, "You are a script agent.")  # the first session, in the inspector
+        screen = _wait_for(sock, name, "You are a script agent.")  # the first session, in the inspector
         assert "o Session" in screen  # the key is in the footer
-        screen = _wait_for(name, "press o to list")  # the sub-agent's session, announced
-        subprocess.run(["tmux", "send-keys", "-t", name, "o"], check=True)
-        _wait_for(name, "PID        MODEL")  # the run's session list
+        screen = _wait_for(sock, name, "press o to list")  # the sub-agent's session, announced
+        subprocess.run(_tmux(sock, "send-keys", "-t", name, "o"), check=True)
+        _wait_for(sock, name, "PID        MODEL")  # the run's session list
         deadline = time.monotonic() + 60
-        while len(rows := _rows(_pane(name))) < 2:
-            assert time.monotonic() < deadline, _pane(name)
+        while len(rows := _rows(_pane(sock, name))) < 2:
+            assert time.monotonic() < deadline, _pane(sock, name)
             time.sleep(0.3)
         assert sorted(r.split()[0].split(".")[1] for r in rows) == ["1", "2"], rows
         # the highlighted row first: go down until the cursor is on session 2, then open it
         target = next(r.split()[0] for r in rows if r.split()[0].endswith(".2"))
         if not rows[0].split()[0].endswith(".2"):
-            subprocess.run(["tmux", "send-keys", "-t", name, "Down"], check=True)
+            subprocess.run(_tmux(sock, "send-keys", "-t", name, "Down"), check=True)
             time.sleep(0.5)
-        subprocess.run(["tmux", "send-keys", "-t", name, "Enter"], check=True)
-        _wait_for(name, "You are sub-agent 1.")
-        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
-        _wait_for(name, target)  # back on the list
-        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
-        screen = _wait_for(name, "EXIT=", timeout=240)
+        subprocess.run(_tmux(sock, "send-keys", "-t", name, "Enter"), check=True)
+        _wait_for(sock, name, "You are sub-agent 1.")
+        subprocess.run(_tmux(sock, "send-keys", "-t", name, "q"), check=True)
+        _wait_for(sock, name, target)  # back on the list
+        subprocess.run(_tmux(sock, "send-keys", "-t", name, "q"), check=True)
+        screen = _wait_for(sock, name, "EXIT=", timeout=240)
         assert "EXIT=3" in screen, screen
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        _end_tmux(sock, name)
     files = sorted(rec.glob("*.cpsession"))
     assert len(files) == 2 and [verify_ok(f) for f in files] == [5, 5]
 
@@ -111,13 +128,14 @@ def test_run_leaves_nothing_behind_when_its_terminal_goes_away(
     recorded so far verifies."""
     name = f"cphup-{uuid.uuid4().hex[:8]}"
     rec = tmp_path / "rec"
+    sock = rtdir / "tmux"  # (a short path: Unix socket paths are limited)
     agent = f"{sys.executable} -m tests.capture.script_agent --turns 60 --delay 1.0"
-    _start_run(name, rec, rtdir, standin, agent, "sleep 300")
+    _start_run(sock, name, rec, rtdir, standin, agent, "sleep 300")
     try:
-        _wait_for(name, "You are a script agent.")
+        _wait_for(sock, name, "You are a script agent.")
         assert _processes_with(str(rec)), "run and proxy should be running while the inspector shows"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        _end_tmux(sock, name)
     deadline = time.monotonic() + 60
     while (left := _processes_with(str(rec))) and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -137,18 +155,19 @@ def test_run_ends_whole_on_sigterm_with_the_inspector_open(
     the agent had gone needed a second kill, and a run whose terminal was already gone spun on.)"""
     name = f"cpterm-{uuid.uuid4().hex[:8]}"
     rec = tmp_path / "rec"
+    sock = rtdir / "tmux"  # (a short path: Unix socket paths are limited)
     agent = f"{sys.executable} -m tests.capture.script_agent --turns 60 --delay 1.0"
-    _start_run(name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
+    _start_run(sock, name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
     left: list[int] = []
     try:
-        _wait_for(name, "You are a script agent.")
+        _wait_for(sock, name, "You are a script agent.")
         runs = [p for p in _processes_with(str(rec)) if _argv(p)[1:4] == [b"-m", b"inspector.cli", b"run"]]
         assert len(runs) == 1, runs
         subprocess.run(["kill", "-TERM", str(runs[0])], check=True)
-        screen = _wait_for(name, "EXIT=", timeout=120)
+        screen = _wait_for(sock, name, "EXIT=", timeout=120)
         assert "EXIT=143" in screen, screen
         alt = subprocess.run(
-            ["tmux", "display-message", "-p", "-t", name, "#{alternate_on}"], capture_output=True, text=True
+            _tmux(sock, "display-message", "-p", "-t", name, "#{alternate_on}"), capture_output=True, text=True
         ).stdout.strip()
         assert alt == "0", "the inspector left the terminal in its alternate screen"
         deadline = time.monotonic() + 60
@@ -156,7 +175,7 @@ def test_run_ends_whole_on_sigterm_with_the_inspector_open(
             time.sleep(0.3)
         what = [(p, b" ".join(_argv(p)[:4])) for p in left]
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        _end_tmux(sock, name)
         for pid in _processes_with(str(rec)):  # never leave them running on this machine
             subprocess.run(["kill", "-9", str(pid)], capture_output=True)
     assert not left, f"still running after SIGTERM: {what}"
