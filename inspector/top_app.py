@@ -32,7 +32,9 @@ class TopApp(App[str | None]):
         Binding("s", "sort(1)", "Sort", tooltip="sort by the next column"),
         Binding("S", "sort(-1)", "Sort back", show=False, tooltip="sort by the previous column"),
         Binding("r", "reverse", "Reverse", tooltip="reverse the sort order"),
-        Binding("slash", "filter", "Filter", key_display="/", tooltip="filter rows by text"),
+        # A priority binding runs as the key arrives, so the filter box has the focus before the keys typed
+        # after `/` are handed out (see action_filter); in the box, `/` is text (check_action).
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="filter rows by text", priority=True),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("q", "quit", "Quit"),
     ]
@@ -94,10 +96,18 @@ class TopApp(App[str | None]):
         table.reverse = not table.reverse
         self.refresh_table()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "filter" and isinstance(self.focused, Input):
+            return False  # `/` typed in the filter box is part of the filter
+        return True
+
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.add_class("shown")
-        box.focus()
+        # Focused now, not by box.focus() (a callback queued behind any keys already waiting): what the
+        # person typed right after `/` is the filter, not keys for the table (a fast typist, a paste,
+        # or a busy machine lost the first characters; Enter then attached to the highlighted agent).
+        self.screen.set_focus(box)
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
