@@ -217,7 +217,7 @@ def test_a_range_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: py
         _turns(pipe, range(3))
         with _elided_client(pipe) as good:
             bad = _elided_client(pipe)
-            for _ in range(300):
+            for _ in range(3000):  # a flood at any pace (see the trace fetch flood test)
                 bad.fetch_journal(0, RANGE_MAX)
                 if bad.disconnected:
                     break

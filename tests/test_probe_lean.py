@@ -335,7 +335,9 @@ def test_a_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: pytest.M
             for _ in range(good.hello["snapshot"]):
                 assert good.recv(T) is not None
             bad = ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True)
-            for _ in range(200):
+            # A flood: 2,000 frames (4,000 input tokens) outrun the bucket's burst and refill (64 + 64 a
+            # second) at any pace this machine sends at; 200 could be sent slowly enough to pass under load.
+            for _ in range(2000):
                 bad.fetch(list(range(FETCH_MAX)))
                 if bad.disconnected:
                     break
@@ -801,3 +803,40 @@ def test_attach_with_record_keeps_every_turn_of_an_agent_that_exits_during_a_bur
     if record:
         saved = [unpack_event(e) for e in RecordingReader.open(out).events()]
         assert saved == journal  # every turn whole, as the agent journaled it
+
+
+def test_an_inspector_fetching_a_trace_every_turn_of_a_fast_agent_is_not_cut_off(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """An inspector following a fast agent fetches as it shows turns: here a trace fetch every 1/30 s for
+    5 s (two input tokens each: its recv and its frame), ~300 tokens, which a bucket refilled at 16 a
+    second (the old INPUT_RATE, ~144 tokens in 5 s) ran dry on: the probe cut the inspector off as
+    "rate_limited" mid-session (found in tmux: `cp-inspect attach` on the demo agent stopped at turn
+    ~500 of 600 and its save failed). Every fetch must be answered and the stream stay up."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(3))
+        with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
+            for _ in range(c.hello["snapshot"]):
+                assert c.recv(T) is not None
+            _lean_clients(pipe.probe, 1)
+            sent = 0
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 5.0:
+                assert c.fetch([sent % 3]), f"could not send fetch {sent}"
+                sent += 1
+                time.sleep(1 / 30)
+            assert sent >= 100
+            traces: list[dict[str, Any]] = []
+
+            def answered(ev: dict[str, Any]) -> bool:
+                if ev.get("k") == "trace":
+                    traces.append(ev)
+                return len(traces) == sent
+
+            got = _read_until(c, answered)
+            assert not [e for e in got if e.get("k") == "error"]
+            assert all(ev["trace"] is not None for ev in traces)
+            assert not c.disconnected and pipe.probe.client_count == 1
+    finally:
+        pipe.close()

@@ -58,11 +58,15 @@ SNAP_CHUNK_EVENTS = 1024
 SNAP_CACHE_CHUNKS = 4
 # How long an error frame may take to reach a client before its connection is cut anyway.
 CLOSE_GRACE = 2.0
-# A client may send a hello and a few pings: every recv() and every frame costs a token from a bucket
-# of INPUT_BURST refilled at INPUT_RATE per second. One that runs dry (a ping flood, a byte-at-a-time
-# trickle) is sent "rate_limited" and closed, so no client can make the I/O thread busy.
+# A client may send a hello, pings and, on the lean stream, fetches: every recv() and every frame costs a
+# token from a bucket of INPUT_BURST refilled at INPUT_RATE per second. One that runs dry (a ping flood,
+# a byte-at-a-time trickle) is sent "rate_limited" and closed, so no client can make the I/O thread busy.
+# The inspector following a fast agent is chatty: its display and folds fetch traces and journal ranges,
+# one frame each, ~10 a second on average behind the demo agent (~40 turns a second), in bursts; at 16 a
+# second it ran dry after ~400 turns and was cut off mid-session (its save then failed). Floods of
+# thousands a second are cut off as before; the CPU budget bounds what the rest costs the agent.
 INPUT_BURST = 64.0
-INPUT_RATE = 16.0
+INPUT_RATE = 64.0
 # Live events for a lean client go out in `batch` frames of at most this many events (bounds how far
 # one frame takes a client's buffer beyond HIGH_WATER).
 BATCH_EVENTS = 128
