@@ -23,7 +23,6 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
-from engine.frozen_init import direct_init
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
@@ -38,7 +37,6 @@ SECTION_MEMO = 64
 RECENT_ROUNDS = 6
 
 
-@direct_init
 @dataclass(frozen=True)
 class Section:
     id: str

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from engine.errors import ConfigError
-from engine.frozen_init import direct_init
 from engine.tokens import Budget
 from engine.trace_schema import TierReason
 from engine.types import CacheScope, Priority, SectionKind, Tier
@@ -43,7 +42,6 @@ class Thresholds:
         }
 
 
-@direct_init
 @dataclass(frozen=True)
 class SectionEstimate:
     """What the planner knows about a section before this turn's optimize."""
@@ -57,7 +55,6 @@ class SectionEstimate:
     max_tokens: int | None = None
 
 
-@direct_init
 @dataclass(frozen=True)
 class Reserves:
     response: int
@@ -70,7 +67,6 @@ class Reserves:
         return self.response + self.thinking + self.schema
 
 
-@direct_init
 @dataclass(frozen=True)
 class PlanInput:
     limit: int
@@ -81,7 +77,6 @@ class PlanInput:
     recovering: bool = False
 
 
-@direct_init
 @dataclass(frozen=True)
 class Plan:
     raw_pressure: float

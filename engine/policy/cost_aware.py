@@ -38,7 +38,6 @@ from typing import Any
 
 from engine.artifacts import Message, Text
 from engine.assembly import Assembly, Measure, omission_marker, wire_order
-from engine.frozen_init import direct_init
 from engine.hashing import content_hash
 from engine.optimize import (
     Marker,
@@ -157,7 +156,6 @@ def _note_message(text: str) -> Message:
     return Message("user", (Text(text),))
 
 
-@direct_init
 @dataclass(frozen=True)
 class _Cut:
     cut: int  # new full-history index of the first kept item
@@ -224,7 +222,6 @@ def _choose_cut(
     return out
 
 
-@direct_init
 @dataclass(frozen=True)
 class _CutMemo:
     items: tuple[Any, ...]  # the history the cut was chosen in

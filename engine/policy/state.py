@@ -12,10 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.frozen_init import direct_init
 
-
-@direct_init
 @dataclass(frozen=True)
 class CompactionState:
     cut: int = 0  # index of the first history item kept after the task; 0 = nothing cut
