@@ -66,6 +66,26 @@ def oldest_to_drop(
     return i, total_droppable - kept
 
 
+def cut_holds_after_appends(
+    prev: tuple[SectionItem, ...], items: tuple[SectionItem, ...], below: float, acc: int, need: int
+) -> bool:
+    """Whether oldest_to_drop, asked for `need` tokens of `items`, takes again the rounds it took of
+    `prev` (where they held `acc` tokens and one round fewer held `below`), when `items` only appended
+    to `prev` (its first items `prev`'s, the same objects or equal ones).
+
+    A round ends where the next assistant message starts, so an append changes only the newest round,
+    which is never droppable: every round droppable in `prev` is the same round with the same tokens
+    in `items`. oldest_to_drop takes the fewest oldest rounds whose tokens reach `need`, and those sums
+    only grow with the number of rounds (counts are never negative): with below < need <= acc it takes
+    the same rounds, whatever was appended. The callers check what else their cut depends on (the same
+    Measure, the section's offset, the compaction state)."""
+    n = len(prev)
+    if not below < need <= acc or n > len(items):
+        return False
+    # The ends first (cheap rejections while several remembered cuts are tried), then all, in C.
+    return items is prev or (items[n - 1] == prev[n - 1] and items[0] == prev[0] and items[:n] == prev)
+
+
 def drop_range(
     asm: Assembly,
     idx: int,

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from engine.artifacts import Message, SectionItem, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, omission_marker
 from engine.optimize.context import OptimizeContext, RuleOutcome
-from engine.optimize.history_ops import drop_range, oldest_to_drop
+from engine.optimize.history_ops import cut_holds_after_appends, drop_range, oldest_to_drop
 from engine.plan import Plan
 from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import PROTECTED_KINDS, Form, Priority, SectionKind
@@ -94,22 +94,18 @@ class _Drop(NamedTuple):
 
 
 def _carried_drop(m: Measure, items: tuple[SectionItem, ...], size: int, need: int) -> _Drop | None:
-    """A remembered cut that oldest_to_drop would choose again for `items` (total `size`) and `need`.
-
-    It would when `items` only appended to the history that cut was chosen in (its items a prefix of
-    these, equal) under the same Measure: a round ends where the next assistant message starts, so an
-    append changes only the newest round, never droppable, and every round droppable then is the same
-    round with the same tokens now (and still droppable: not the newest). oldest_to_drop takes the
-    fewest oldest rounds whose tokens reach `need` (counts are never negative, so those sums only grow
-    with the number of rounds); so with the same offset and below < need <= acc it takes the same
-    rounds and reckons the same tokens, whatever was appended and whatever the budget (nothing when
-    need <= 0, as oldest_to_drop)."""
-    n = len(items)
+    """A remembered cut that oldest_to_drop would choose again for `items` (total `size`) and `need`:
+    one chosen under this Measure in a history `items` only appended to, with the same offset (see
+    history_ops.cut_holds_after_appends); nothing when need <= 0, as oldest_to_drop."""
+    if need <= 0:
+        return None
+    offset = None  # this history's (computed once, for the first remembered cut that may hold)
     for j, d in enumerate(m.drops):
-        k = len(d.items)
-        if need <= 0 or not d.below < need <= d.acc or k > n or items[k - 1] != d.items[k - 1] or items[0] != d.items[0]:
+        if not cut_holds_after_appends(d.items, items, d.below, d.acc, need):
             continue
-        if (items is d.items or items[:k] == d.items) and size - m.cumulative(items)[n] == d.offset:
+        if offset is None:
+            offset = size - m.cumulative(items)[len(items)]
+        if offset == d.offset:
             if j:
                 m.drops.insert(0, m.drops.pop(j))
             return d
@@ -134,7 +130,9 @@ def _remember_drop(
     first = items[0]
     marked = kept[0] if isinstance(first, Message) and first.role == "user" else None
     assert marked is None or isinstance(marked, Message)
-    m.drops.insert(0, _Drop(items, offset, below, acc, count, droppable[0][0], droppable[count - 1][1], marked))
+    m.drops.insert(
+        0, _Drop(items, offset, below, acc, count, droppable[0][0], droppable[count - 1][1], marked)
+    )
     del m.drops[RECENT_DROPS:]
 
 

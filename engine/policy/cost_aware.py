@@ -52,7 +52,7 @@ from engine.optimize import (
     spill_large,
     trim_sections,
 )
-from engine.optimize.history_ops import history_index, oldest_to_drop
+from engine.optimize.history_ops import cut_holds_after_appends, history_index, oldest_to_drop
 from engine.plan import Plan, Reserves
 from engine.policy.cachecost import (
     CacheRules,
@@ -237,24 +237,17 @@ CUT_CARRY = "compaction cut"
 def _carried_cut(
     memo: _CutMemo | None, items: tuple[Any, ...], st: CompactionState, m: Measure, need: int, full_len: int
 ) -> _Cut | None:
-    """The cut chosen at an earlier build, when it is the one _choose_cut would choose now.
-
-    It is when this history only appended to that one (its items a prefix of these, equal) under the
-    same state cut and Measure: the task, and every round that was droppable then, are the same rounds
-    with the same tokens (a round ends where the next assistant message starts, so an append changes
-    only the newest round, which was never droppable), and the cut is still inside the history. Of
-    those rounds the first k hold `dropped_tokens` and the first k-1 `below`; _choose_cut takes the
-    fewest that reach `need` (token counts are never negative, so those sums only grow with k), so
-    with below < need <= dropped_tokens it takes k again, whatever was appended. Only `after` (the
-    request's tokens after the cut) is the caller's to recompute."""
+    """The cut chosen at an earlier build, when it is the one _choose_cut would choose now: this
+    history only appended to that one under the same state cut and Measure, the same rounds reach
+    `need` (history_ops.cut_holds_after_appends; the task is the same, so their positions are), and the
+    cut is still inside the history. Only `after` (the request's tokens after the cut) is the caller's
+    to recompute."""
     if memo is None or memo.measure is not m or memo.state_cut != st.cut:
         return None
     cut = memo.cut
-    if not (memo.below < need <= cut.dropped_tokens) or cut.cut > full_len:
-        return None
-    prev = memo.items
-    n = len(prev)
-    if n > len(items) or (items is not prev and items[:n] != prev):
+    if cut.cut > full_len or not cut_holds_after_appends(
+        memo.items, items, memo.below, cut.dropped_tokens, need
+    ):
         return None
     return cut
 

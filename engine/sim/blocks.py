@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from engine.assembly import Assembly, Measure, Section
+from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.config import PipelineConfig
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
@@ -27,7 +27,6 @@ from engine.policy.cachecost import CacheRules
 from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
-from engine.types import SectionKind
 
 if TYPE_CHECKING:
     from engine.optimize.context import Marker
@@ -107,8 +106,9 @@ class SimBuilt:
             ):
                 bad.append((s, tokens, rec[1]))
         if bad:
-            # The first in wire order (tools first, then assembly order), as the report has always named.
-            s, tokens, traced = next((b for b in bad if b[0].kind == SectionKind.TOOLS), bad[0])
+            # The report names the first in wire order, as it always has (ordered only on this rare path).
+            rank = {id(w): i for i, w in enumerate(wire_order(self.asm))}
+            s, tokens, traced = min(bad, key=lambda b: rank[id(b[0])])
             raise CountsDisagree(
                 f"turn {turn}, section {s.id}: {tokens} tokens from the recording's count "
                 f"table, {traced} in its trace"
