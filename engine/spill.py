@@ -7,7 +7,6 @@ Rehydration is fail-open: a missing or unreadable spill returns a placeholder, n
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Protocol
 
@@ -43,6 +42,10 @@ class FileSpill:
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / f"{key}.txt"
         if not final.exists():
+            # Imported on the first file spill, not with the engine: tempfile (with shutil, random, bz2 and
+            # lzma) costs ~4 ms of CPU to import, which in-memory spills (replay, simulate) never use.
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".spill-")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -19,16 +19,15 @@ eviction that cannot be written (disk full, I/O error) leaves every text in memo
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Iterable, Iterator, MutableMapping
 
 from engine.recording.prefix_index import DELETED, PrefixIndex
-from engine.recording.spill_file import SpillFile, SpillReadError, checksum
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum, warn
 
 _HEADER = struct.Struct("<64sII")  # hash, crc32 of the text bytes, length of the text bytes
 
-log = logging.getLogger("contextpipe.history")
+LOGGER = "contextpipe.history"
 
 
 def _key(h: str) -> int | None:
@@ -126,7 +125,8 @@ class BlobStore(MutableMapping[str, str]):
             off = self._file.append(b"".join(recs))
         except OSError as exc:
             if self.spill_error is None:
-                log.warning(
+                warn(
+                    LOGGER,
                     "contextpipe: could not move %d old texts to disk (%s); they stay in memory and the "
                     "session goes on",
                     len(go),

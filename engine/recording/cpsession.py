@@ -83,6 +83,7 @@ from engine.recording.frames import (
     decode_header,
     decode_payload,
     encode_frame,
+    pack_payload,
 )
 from engine.recording.journal import InflateError, unpack_event
 from engine.tokens import TokenCounter
@@ -108,7 +109,9 @@ def _trailer(index_at: int) -> bytes:
     return encode_frame({"k": K_END, "index_at": struct.pack(">Q", index_at)})
 
 
-TRAILER_SIZE = len(_trailer(0))
+# Sized with msgpack's encoder (the same bytes as the fast one's, see frames.pack_payload_fast), which
+# a reader imports anyway: the fast encoder is loaded by the first frame written, not by every import.
+TRAILER_SIZE = HEADER_SIZE + len(pack_payload({"k": K_END, "index_at": struct.pack(">Q", 0)}))
 
 
 class RecordingError(ContextPipeError):

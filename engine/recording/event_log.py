@@ -19,15 +19,13 @@ history's is: all-or-nothing writes, and a forked child that journals on copies 
 
 from __future__ import annotations
 
-import logging
-import pickle
 import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items, warn
 
 Event = dict[str, Any]
 
@@ -38,7 +36,7 @@ KEEP_DEFAULT = 4096
 # once every SPILL_CHUNK events instead of a 4096-event pause.
 SPILL_CHUNK = 256
 
-log = logging.getLogger("contextpipe.journal")
+LOGGER = "contextpipe.journal"
 
 
 class EventLog(Sequence[Event]):
@@ -80,6 +78,8 @@ class EventLog(Sequence[Event]):
         event: the events stay in memory, the reason is logged once (`spill_error`), and the write is
         tried again a chunk later."""
         assert self.keep is not None  # only append() spills, and only with a bound
+        import pickle  # here, not at the top: a reader of recordings never spills (see spill_file.warn)
+
         n = max(self.chunk, len(mem) - self.keep)
         out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
         if self._file is None:
@@ -89,7 +89,8 @@ class EventLog(Sequence[Event]):
         except OSError as exc:
             self._retry_at = base + len(mem) + self.chunk
             if self.spill_error is None:
-                log.warning(
+                warn(
+                    LOGGER,
                     "contextpipe: could not move %d journal events to disk (%s); they stay in memory and "
                     "the session goes on",
                     n,
@@ -120,6 +121,8 @@ class EventLog(Sequence[Event]):
         data = f.read(start, stop - start)
         if checksum(data) != self._crcs[k][j]:
             raise SpillReadError(f"journal event {i} is damaged on disk (checksum mismatch)")
+        import pickle  # only spilled events are read here
+
         return pickle.loads(data)  # type: ignore[no-any-return]
 
     def __len__(self) -> int:

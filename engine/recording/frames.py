@@ -18,11 +18,6 @@ import msgpack
 
 from engine.errors import ContextPipeError
 
-try:
-    import ormsgpack
-except ImportError:  # pragma: no cover - a platform without its wheel: msgpack alone does it all
-    ormsgpack = None  # type: ignore[assignment]
-
 HEADER = struct.Struct(">II")
 HEADER_SIZE = HEADER.size
 # Frames above this are refused before any allocation: a corrupt or hostile length prefix
@@ -43,13 +38,34 @@ def pack_payload(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-# Types msgpack refuses stay refused by the fast path (ormsgpack would encode them), so both paths
-# accept the same events.
-_FAST_OPTS = (
-    0
-    if ormsgpack is None
-    else ormsgpack.OPT_PASSTHROUGH_DATACLASS | ormsgpack.OPT_PASSTHROUGH_DATETIME | ormsgpack.OPT_PASSTHROUGH_UUID
-)
+# ormsgpack's packb and its options, loaded by the first fast encode (None: not yet; False: not
+# installed). Not at import: ormsgpack (with uuid) costs ~4-5 ms of CPU to import, and a reader of
+# recordings (`cp-inspect simulate`, replay) only decodes, which msgpack does.
+_fast: tuple[Any, int] | bool | None = None
+ormsgpack: Any  # the module once loaded, or None; set by _load_fast (read through __getattr__ before)
+
+
+def _load_fast() -> tuple[Any, int] | bool:
+    global _fast, ormsgpack
+    try:
+        import ormsgpack as fast_module
+    except ImportError:  # pragma: no cover - a platform without its wheel: msgpack alone does it all
+        ormsgpack, _fast = None, False
+        return False
+    ormsgpack = fast_module
+    # Types msgpack refuses stay refused by the fast path (ormsgpack would encode them), so both paths
+    # accept the same events.
+    opts = fast_module.OPT_PASSTHROUGH_DATACLASS | fast_module.OPT_PASSTHROUGH_DATETIME | fast_module.OPT_PASSTHROUGH_UUID
+    _fast = (fast_module.packb, opts)
+    return _fast
+
+
+def __getattr__(name: str) -> Any:
+    """`ormsgpack`: the module, or None when it is not installed (loaded on first use, see _fast)."""
+    if name == "ormsgpack":
+        _load_fast()
+        return ormsgpack
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pack_payload_fast(obj: dict[str, Any]) -> bytes | None:
@@ -57,10 +73,12 @@ def pack_payload_fast(obj: dict[str, Any]) -> bytes | None:
     ormsgpack's encoder: about 2.5x faster on a turn trace. None when ormsgpack is not installed or
     does not take the object (a non-str map key, say): the caller then packs it with msgpack, which
     decides whether the object is encodable at all."""
-    if ormsgpack is None:
+    fast = _fast if _fast is not None else _load_fast()
+    if not isinstance(fast, tuple):
         return None
+    packb, opts = fast
     try:
-        return ormsgpack.packb(obj, option=_FAST_OPTS)
+        return packb(obj, option=opts)  # type: ignore[no-any-return]
     except Exception:
         return None
 

@@ -23,21 +23,19 @@ identity memos downstream then just do more work).
 
 from __future__ import annotations
 
-import logging
-import pickle
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from engine.artifacts import Message
-from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items
+from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items, warn
 
 # Messages written per release, at least: ~128 rounds of a tool-using agent, a write of a few hundred
 # KB every hundred-odd turns.
 CHUNK_DEFAULT = 256
 
-log = logging.getLogger("contextpipe.history")
+LOGGER = "contextpipe.history"
 
 
 class HistoryLog(Sequence[Message]):
@@ -87,7 +85,8 @@ class HistoryLog(Sequence[Message]):
             # Nothing is lost: the messages stay in memory; try again once another chunk could go.
             self._retry_at = upto + chunk
             if self.spill_error is None:
-                log.warning(
+                warn(
+                    LOGGER,
                     "contextpipe: could not move %d old messages to disk (%s); they stay in memory and "
                     "the session goes on",
                     n,
@@ -100,6 +99,8 @@ class HistoryLog(Sequence[Message]):
         return moved
 
     def _write(self, msgs: list[Message]) -> None:
+        import pickle  # here, not at the top: a reader of recordings never releases (see spill_file.warn)
+
         recs = [pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL) for m in msgs]
         if self._file is None:
             self._file = SpillFile("history")
@@ -117,6 +118,8 @@ class HistoryLog(Sequence[Message]):
     # ---------------------------------------------------------------- reading
     def _read_range(self, a: int, b: int) -> list[Message]:
         """Messages [a, b), all on disk: one read per chunk they span."""
+        import pickle  # only released messages are read here
+
         out: list[Message] = []
         f = self._file
         assert f is not None

@@ -15,7 +15,6 @@ each other's file (the same rule as the journal's event log).
 from __future__ import annotations
 
 import os
-import tempfile
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -66,6 +65,10 @@ class SpillFile:
         pid = os.getpid()
         if self._fd is not None and self._pid == pid:
             return self._fd
+        # Imported here, on a session's first spill: tempfile (with shutil, random, bz2 and lzma) costs ~4 ms
+        # of CPU to import, which a reader of recordings (`cp-inspect simulate`, replay) never spills.
+        import tempfile
+
         fh = tempfile.TemporaryFile(prefix=f"contextpipe-{self.prefix}-")
         fd = os.dup(fh.fileno())
         fh.close()
@@ -92,6 +95,15 @@ class SpillFile:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def warn(logger: str, msg: str, *args: object) -> None:
+    """`logging.getLogger(logger).warning(msg, *args)`, reported at the caller's line. logging is imported
+    on the first warning, not with the journal: its import (~4 ms of CPU) is most of what a reader of
+    recordings paid for this module, and the only warnings are about a disk refusing a spill."""
+    import logging
+
+    logging.getLogger(logger).warning(msg, *args, stacklevel=2)
 
 
 def checksum(data: bytes | memoryview) -> int:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import attrgetter, not_
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult
 from engine.config import PipelineConfig
@@ -59,12 +59,15 @@ from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
 from engine.sim.few_texts import FewTextsTokenizer
-from engine.sim.policies import ALL as ALL_POLICIES
-from engine.sim.policies import DOCS as POLICY_DOCS
-from engine.sim.policies import ENGINE_POLICIES, PEERS, TurnView
 from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices, usage_call
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
+
+if TYPE_CHECKING:
+    from engine.sim.policies import TurnView
+
+# engine.sim.policies (the peer policies, ~3 ms of CPU to import) is imported where a column or a name
+# needs it: only `--policies` (and --json's policy docs) do.
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
 _SHA = attrgetter("sha")
@@ -371,6 +374,8 @@ def _build_pass(
     come from the recording's table, every build is held against the recorded traces (see
     `SimBuilt.check_counts`); turns where no column runs the recorded settings get a recorded-settings build
     for the check on a sample of turns."""
+    if peers:
+        from engine.sim.policies import TurnView
     pipe = replayer.new_pipeline()
     builder = SimBuilder(pipe)
     every = max(1, replayer.turns // CHECK_SAMPLE) if check is not None else 0
@@ -814,8 +819,13 @@ def _simulate_events(
         "policy": s.policy,
     }
     wanted = _policy_list(s.policies)
-    engine_cols = [n for n in wanted if n in ENGINE_POLICIES]
-    peer_cols = [n for n in wanted if n in PEERS and not (n == "paper" and has_actual)]
+    engine_cols: list[str] = []
+    peer_cols: list[str] = []
+    if wanted:
+        from engine.sim.policies import ENGINE_POLICIES, PEERS
+
+        engine_cols = [n for n in wanted if n in ENGINE_POLICIES]
+        peer_cols = [n for n in wanted if n in PEERS and not (n == "paper" and has_actual)]
     try:
         bp = _build_pass(
             events,
@@ -989,6 +999,8 @@ def _simulate_events(
 def _policy_list(names: Sequence[str] | None) -> list[str]:
     if not names:
         return []
+    from engine.sim.policies import ALL as ALL_POLICIES
+
     out: list[str] = []
     for n in names:
         for part in str(n).split(","):
@@ -1009,7 +1021,9 @@ def _policy_list(names: Sequence[str] | None) -> list[str]:
 
 def policy_doc(name: str) -> str:
     """One line saying what a policy column is."""
-    return POLICY_DOCS.get(name, "")
+    from engine.sim.policies import DOCS
+
+    return DOCS.get(name, "")
 
 
 def replayer_blobs(events: Iterable[Event]) -> dict[str, str]:

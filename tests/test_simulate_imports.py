@@ -1,0 +1,59 @@
+"""`cp-inspect simulate FILE` imports only what reading, folding, building and simulating use: the
+modules that write (spill files, loggers for a disk that refuses a spill, the fast frame encoder) and
+the peer policies of `--policies` come when something uses them, and still work then."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo_sessions" / "scout-openai.cpsession"
+# What a plain simulate has no use for (each costs ~1.5-5 ms of CPU to import): tempfile (spill files),
+# logging (warnings about a disk that refuses a spill), pickle (spilled events and messages), ormsgpack
+# (the probe's and the recorder's encoder) and the peer policies.
+DEFERRED = ["tempfile", "logging", "pickle", "ormsgpack", "engine.sim.policies"]
+
+
+def _loaded_after_simulate(*args: str) -> list[str]:
+    code = (
+        "import json, sys\n"
+        "from inspector.entry import run_plain_command\n"
+        f"try:\n    run_plain_command(['simulate', {str(DEMO)!r}, *{list(args)!r}])\n"
+        "except SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+        f"print(json.dumps([m for m in {DEFERRED!r} if m in sys.modules]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_plain_simulate_defers_what_it_does_not_use() -> None:
+    assert _loaded_after_simulate() == []
+
+
+def test_policies_are_imported_when_asked_for() -> None:
+    assert _loaded_after_simulate("--policies", "sliding_window") == ["engine.sim.policies"]
+
+
+def test_deferred_writers_work_when_used(tmp_path: Path) -> None:
+    """The first spill, warning and fast encode import what they need."""
+    from engine.recording.event_log import EventLog
+    from engine.recording.frames import ormsgpack, pack_payload, pack_payload_fast
+    from engine.recording.history_log import HistoryLog
+    from engine.spill import FileSpill
+
+    log = EventLog(keep=2, chunk=2)
+    evs = [{"k": "ev", "i": i} for i in range(9)]
+    for ev in evs:
+        log.append(ev)
+    assert list(log) == evs  # the older ones spilled (pickled to a scratch file) and read back
+    assert HistoryLog is not None
+    assert FileSpill(tmp_path).put("k" * 64, "text").startswith("spill://")
+    assert (tmp_path / ("k" * 64 + ".txt")).read_text() == "text"
+    fast = pack_payload_fast({"k": "ev", "a": [1, 2]})
+    assert ormsgpack is None or fast == pack_payload({"k": "ev", "a": [1, 2]})
