@@ -173,10 +173,24 @@ def cost(
     """
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     p = table.get(model)
+    if type(usage) is CallCache:
+        return call_cost(p, usage, output_tokens)
     uncached = _field(usage, "uncached")
     read = _field(usage, "cache_read")
     write = _field(usage, "cache_write")
-    write_1h = min(_field(usage, "cache_write_1h"), write)
+    return _usd(p, uncached, read, write, min(_field(usage, "cache_write_1h"), write), output_tokens)
+
+
+def call_cost(p: ModelPrice, usage: CallCache, output_tokens: int = 0) -> float:
+    """`cost` of a CallCache at price row `p` (what `cost` gives for it at the row it looks up): for a
+    caller that prices many calls of one model (simulate, per turn) without a lookup per call."""
+    write = int(usage.cache_write)  # int(), as cost() reads any usage
+    return _usd(
+        p, int(usage.uncached), int(usage.cache_read), write, min(int(usage.cache_write_1h), write), output_tokens
+    )
+
+
+def _usd(p: ModelPrice, uncached: int, read: int, write: int, write_1h: int, output_tokens: int) -> float:
     # A table without a 1-hour price (a user's own, or a provider with one TTL) bills those writes at
     # its only write price rather than refusing the whole session.
     rate_1h = p.cache_write if p.cache_write_1h is None else p.cache_write_1h

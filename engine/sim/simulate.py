@@ -59,7 +59,15 @@ from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
 from engine.sim.few_texts import FewTextsTokenizer
-from engine.sim.pricing import ModelPrice, PriceTable, UnknownModelError, cost, load_prices, usage_call
+from engine.sim.pricing import (
+    ModelPrice,
+    PriceTable,
+    UnknownModelError,
+    call_cost,
+    cost,
+    load_prices,
+    usage_call,
+)
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
 
@@ -343,6 +351,25 @@ def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
     return len(flags) - flags[::-1].index(True)
 
 
+# _prefix_count of each request of a sequence without reading every Block of every request (the scan
+# above was ~5% of a long session's cache simulation): a request's markers are the previous request's
+# markers within the Blocks the two share (equal Blocks, equal markers) and those among its new Blocks.
+def _marks_after(prev_marks: list[int], common: int, new: Sequence[Block]) -> list[int]:
+    """The marked positions of a request whose first `common` Blocks equal the previous request's (whose
+    marked positions are `prev_marks`) and whose other Blocks are `new`."""
+    kept = prev_marks if not prev_marks or prev_marks[-1] < common else [i for i in prev_marks if i < common]
+    if not any(map(_MARKER, new)):
+        return kept
+    return kept + list(compress(range(common, common + len(new)), map(_MARKER, new)))
+
+
+def _prefix_from_marks(marks: list[int], length: int, automatic: bool) -> int:
+    """_prefix_count of a request of `length` Blocks marked at `marks` (ascending)."""
+    if not marks:
+        return max(0, length - 1) if automatic else 0
+    return marks[-1] + 1
+
+
 @dataclass
 class _Pass:
     pipeline: list[_Req]
@@ -592,6 +619,8 @@ def _simulate(
     prev_blocks: list[Block] = []
     prev_cblocks: list[cachesim.Block] = []
     shared: list[int] = []  # per request, how many leading Blocks it shares with the one before
+    marks: list[int] = []  # where the request's markers are (see _prefix_counts)
+    prefix_n: list[int] = []  # per request, the cached prefix the next one is checked against
     for k, r in enumerate(reqs):
         ts = max(r.time, last + MIN_STEP_S)
         last = ts
@@ -608,6 +637,8 @@ def _simulate(
         common = common_prefix_len(prev_blocks, r.blocks)
         shared.append(common)
         new = r.blocks[common:]
+        marks = _marks_after(marks, common, new)
+        prefix_n.append(_prefix_from_marks(marks, len(r.blocks), automatic_prefix))
         got = list(map(by_id_get, map(id, new)))
         # The misses, found in C (`None in got` would call each Block's Python-level __eq__).
         for i in compress(range(len(got)), map(not_, got)):
@@ -629,10 +660,11 @@ def _simulate(
     per_turn: list[TurnFigures] = []
     compactions = 0
     prev: _Req | None = None
-    for r, c, common in zip(reqs, results, shared, strict=True):
+    price = table.get(model)  # the row cost() looks up for every call: looked up once
+    for k, (r, c, common) in enumerate(zip(reqs, results, shared, strict=True)):
         brk = None
         if prev is not None:
-            n = _prefix_count(prev.blocks, automatic_prefix)
+            n = prefix_n[k - 1]  # _prefix_count(prev.blocks, automatic_prefix), found as the blocks were
             m = min(n, len(prev.blocks))
             # The common case (the request keeps the previous one's cached prefix) is settled by the
             # Blocks the two share (found above, in C); attribute_cache_break walks the prefix block by
@@ -664,7 +696,7 @@ def _simulate(
                 c.cache_write,
                 c.uncached,
                 out_t,
-                cost(model, c, out_t, prices=table),
+                call_cost(price, c, out_t),
                 comp,
                 brk,
             )
