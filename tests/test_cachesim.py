@@ -10,6 +10,7 @@ import random
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -426,11 +427,14 @@ def test_key_chain_gives_the_keys_sums_and_errors_of_a_fresh_computation(
             pool.setdefault(sp, blk(sp[0], sp[1], segment=sp[2])) if reuse else blk(sp[0], sp[1], segment=sp[2])
             for sp in specs
         ]
+        before = {0, *chain.ids.values()}
         try:
             got: tuple[list[int], list[int]] | str = chain.take(blocks, check_order=order)
         except CacheSimError as exc:
             got = str(exc)
         assert got == _fresh(blocks, order, chain.ids)
+        if not isinstance(got, str):  # keys[:old] were handed out before this call, keys[old:] by it
+            assert [k in before for k in got[0]] == [i < chain.old for i in range(len(got[0]))]
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "deepseek", "bedrock"])
@@ -482,7 +486,59 @@ def test_deepseek_restamping_seen_in_place_keeps_its_order(
         calls.append(call(blocks, t, output_tokens=30, output_sha=f"o{k % 3}"))
     fast = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
     slow = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
-    slow._policy._seen_tail = lambda fresh: False  # type: ignore[attr-defined]
+    slow._policy._seen_tail = lambda fresh, old: False  # type: ignore[attr-defined]
+    for c in calls:
+        assert fast.step(c) == slow.step(c)
+        fp, sp = fast._policy, slow._policy
+        assert list(fp.seen.items()) == list(sp.seen.items())  # type: ignore[attr-defined]
+        assert [(k, vars(u)) for k, u in fp.units.items()] == [  # type: ignore[attr-defined]
+            (k, vars(u)) for k, u in sp.units.items()  # type: ignore[attr-defined]
+        ]
+
+
+class _AllKnownChain(_KeyChain):
+    """A chain that reports every key of a call as met before it: lookups never stop early."""
+
+    def take(self, blocks: Any, check_order: bool = False) -> tuple[list[int], list[int]]:
+        keys, cum = super().take(blocks, check_order)
+        self.old = len(keys)
+        return keys, cum
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seqs=st.lists(
+        st.tuples(
+            st.integers(0, 8),  # blocks kept from the call before (the same names, in order)
+            st.lists(st.sampled_from("abcdefgh"), max_size=8),  # then these (a name may repeat an old one)
+            st.sampled_from([0.0, 30.0, 20_000.0]),  # time step: same instant, soon, past the TTL
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    persist=st.sampled_from([1.0, 0.5]),
+    interval=st.sampled_from([None, 300]),
+)
+def test_deepseek_lookups_stop_at_prefixes_first_met_in_the_call(
+    seqs: list[tuple[int, list[str], float]], persist: float, interval: int | None
+) -> None:
+    """A prefix first met in a call is in neither `units` nor `seen`, so DeepSeek's unit search, its
+    common-prefix search and its re-stamping of `seen` skip those keys (_KeyChain.old): every figure,
+    and `seen` and `units` themselves (contents, times and order), equal a simulator that looks every
+    key of every call up. Sliding windows (a new first block), appends, re-sends, expiry, both
+    persistence rates and interval units."""
+    calls = []
+    t = 100_000.0
+    names: list[str] = []
+    for k, (keep, more, dt) in enumerate(seqs):
+        t += dt
+        names = names[:keep] + more or ["a"]
+        blocks = [blk(n, 100 + 40 * i) for i, n in enumerate(names)]
+        calls.append(call(blocks, t, output_tokens=30, output_sha=f"o{k % 3}"))
+    opts: dict[str, Any] = {"ttl_seconds": 10_000, "persist_probability": persist, "interval_tokens": interval}
+    fast = CacheSimulator("deepseek", "deepseek-chat", **opts)
+    slow = CacheSimulator("deepseek", "deepseek-chat", **opts)
+    slow._policy._chain = _AllKnownChain()
     for c in calls:
         assert fast.step(c) == slow.step(c)
         fp, sp = fast._policy, slow._policy

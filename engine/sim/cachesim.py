@@ -32,7 +32,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, repeat
+from itertools import accumulate, compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -173,6 +173,9 @@ class _KeyChain:
         self.keys: list[Key] = [0]
         self.cum: list[int] = [0]
         self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
+        # keys[:old] of the last take were in the table before it; keys[old:] were handed out by it. A
+        # prefix first met in this call is in no policy's dict yet: lookups can stop at `old`.
+        self.old = 1
 
     def keys_for(self, blocks: Sequence[Block]) -> list[Key]:
         return self.take(blocks)[0]
@@ -192,11 +195,15 @@ class _KeyChain:
         if tokens and min(tokens) < 0:
             b = next(b for b in new if b.tokens < 0)
             raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        known = len(self.ids)
         keys = _extend_keys(self.keys[: common + 1], list(map(_SHA, new)), self.ids)
+        # The keys handed out are the last ones (after the first prefix not in the table, every one is new).
+        old = len(keys) - (len(self.ids) - known)
         cum = self.cum[: common + 1]
         cum += accumulate(tokens, initial=cum[-1])
         del cum[common + 1]  # accumulate repeats its initial value
         self.blocks, self.keys, self.cum, self.order_checked = blocks, keys, cum, check_order
+        self.old = old
         return keys, cum
 
 
@@ -524,16 +531,17 @@ class _DeepSeekPolicy(_Policy):
         self.ordered = True  # calls arrived in time order so far
         self._last_fresh: list[Key] = []  # the previous call's prefixes: the tail of `seen` after it
 
-    def _seen_tail(self, fresh: list[Key]) -> bool:
+    def _seen_tail(self, fresh: list[Key], old: int) -> bool:
         """Whether `fresh` starts with the previous call's prefixes and holds no other key `seen` has.
         The previous call left its prefixes as the last entries of `seen`, in order, all stamped at
         one time; since then only expiry touched `seen`, which drops all of them or none. So stamping
-        `fresh` in place (appending what is not there) orders `seen` as moving each to the end would."""
+        `fresh` in place (appending what is not there) orders `seen` as moving each to the end would.
+        fresh[old:] are keys first handed out by this call (see _KeyChain.old): in no dict."""
         last = self._last_fresh
         n = len(last)
         if not n or len(fresh) < n or fresh[n - 1] != last[-1] or fresh[:n] != last:
             return False
-        return not any(map(self.seen.__contains__, fresh[n:]))
+        return not any(map(self.seen.__contains__, fresh[n:old]))
 
     def _floor(self, n: int) -> int:
         return n - n % self.unit_tokens
@@ -552,6 +560,9 @@ class _DeepSeekPolicy(_Policy):
 
     def step(self, call: Call) -> CallCache:
         keys, cum = self._chain.take(call.blocks)
+        # keys[old:] were first met in this call (a long session's sliding window: most of each request):
+        # no unit and no `seen` entry can have them, so neither is looked up past there.
+        old = self._chain.old
         total = cum[-1]
         now = call.timestamp
         if now < self.last_now:
@@ -565,7 +576,7 @@ class _DeepSeekPolicy(_Policy):
         best: dict[int, tuple[int, float, Key]] = {}
         units = self.units
         # Most of a request's prefixes hold no unit: the ones that do are picked out in C, in order.
-        for key in filter(units.__contains__, keys[1:]):
+        for key in filter(units.__contains__, keys[1:old]):
             u = units[key]
             if not u.available_at < now:  # _visible, inlined: a long session finds thousands a call
                 continue
@@ -595,12 +606,12 @@ class _DeepSeekPolicy(_Policy):
             self._add(_chain(keys[-1], call.output_sha, self._chain.ids), total + call.output_tokens, group, done, now)
         if self.common_prefix:
             longest_unit = max((t for t, _, _ in best.values()), default=0)
-            # The longest proper prefix an earlier request also sent (searched in C, from the longest).
-            seen_key = next(filter(self.seen.__contains__, reversed(keys[1:-1])), None)
-            if seen_key is not None:
-                j = keys.index(seen_key)
-                if cum[j] > longest_unit:
-                    self._add(seen_key, cum[j], group, done, now)
+            # The longest proper prefix an earlier request also sent (searched in C, from the longest
+            # one met before this call), and where it is.
+            hi = min(old, len(keys) - 1)
+            j = next(compress(range(hi - 1, 0, -1), map(self.seen.__contains__, reversed(keys[1:hi]))), 0)
+            if j and cum[j] > longest_unit:
+                self._add(keys[j], cum[j], group, done, now)
         if self.interval:
             m = self.interval
             j = 1
@@ -616,8 +627,8 @@ class _DeepSeekPolicy(_Policy):
         # none of the others is anywhere in it, re-stamping in place leaves the same order: no pops.
         seen = self.seen
         fresh = keys[1:]
-        if not self._seen_tail(fresh):
-            deque(map(seen.pop, fresh, repeat(None)), maxlen=0)
+        if not self._seen_tail(fresh, old - 1):
+            deque(map(seen.pop, fresh[: old - 1], repeat(None)), maxlen=0)  # the others are not in it
         seen.update(dict.fromkeys(fresh, now))
         self._last_fresh = fresh
         return CallCache(total, read, 0, total - read)
