@@ -34,23 +34,39 @@ CHECKS: tuple[tuple[str, int], ...] = (
 )
 
 
-def _compiled_module() -> Any:
-    """`bpe_openai._bindings` loaded from its file, the package's __init__ not run; None if absent."""
+def _bindings_file() -> str | None:
+    """Where the installed package's compiled module is, found without importing anything; None if absent."""
     spec = importlib.util.find_spec(MODULE)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
         return None
     for folder in spec.submodule_search_locations:
         for name in sorted(os.listdir(folder)):
             if name.startswith("_bindings.") and name.endswith((".so", ".pyd")):
-                full = f"{MODULE}._bindings"
-                loader = importlib.machinery.ExtensionFileLoader(full, os.path.join(folder, name))
-                mod_spec = importlib.util.spec_from_loader(full, loader)
-                if mod_spec is None:
-                    return None
-                mod = importlib.util.module_from_spec(mod_spec)
-                loader.exec_module(mod)
-                return mod
+                return os.path.join(folder, name)
     return None
+
+
+def installed() -> bool:
+    """Whether the crate's compiled module is installed (not loaded, nor checked: rust_counter does that)."""
+    try:
+        return _bindings_file() is not None
+    except Exception:  # as rust_counter: anything unexpected means tiktoken
+        return False
+
+
+def _compiled_module() -> Any:
+    """`bpe_openai._bindings` loaded from its file, the package's __init__ not run; None if absent."""
+    path = _bindings_file()
+    if path is None:
+        return None
+    full = f"{MODULE}._bindings"
+    loader = importlib.machinery.ExtensionFileLoader(full, path)
+    mod_spec = importlib.util.spec_from_loader(full, loader)
+    if mod_spec is None:
+        return None
+    mod = importlib.util.module_from_spec(mod_spec)
+    loader.exec_module(mod)
+    return mod
 
 
 def rust_counter() -> Callable[[str], int] | None:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -180,3 +181,27 @@ def test_simulate_of_a_recording_with_counts_builds_no_encoder(tmp_path: Path) -
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"built": 0, "asked": True, "same": True}
+
+
+def test_the_crate_counts_from_the_start_when_the_engine_tokenizer_would_use_it(monkeypatch: Any) -> None:
+    """With the bpe-openai crate installed, the engine's tokenizer loads it about as fast as the rank dict
+    builds and counts faster: nothing is merged here and no rank dict is built. Without the crate (or
+    for a tokenizer that is not the engine's), the few texts are counted here as before."""
+    from engine import tokens_cl100k
+    from engine.tokens import TiktokenTokenizer
+
+    text = "bash\nRun a shell command"
+    monkeypatch.setattr(tokens_cl100k, "installed", lambda: True)
+    real = TiktokenTokenizer()
+    t = FewTextsTokenizer(real, budget=10**9)
+    assert t.count(text) == real_count(text)
+    assert t._ranks is None and real._encode is not None  # the engine's tokenizer counted it
+    watched = Watched()  # another tokenizer: counted here
+    t = FewTextsTokenizer(watched, budget=10**9)
+    assert t.count(text) == real_count(text) and watched.asked == [] and t._ranks is not None
+    monkeypatch.setattr(tokens_cl100k, "installed", lambda: False)
+    real = TiktokenTokenizer()
+    t = FewTextsTokenizer(real, budget=10**9)
+    assert t.count(text) == real_count(text)
+    assert t._ranks is not None and real._encode is None  # counted here, the encoder not built
+
