@@ -103,9 +103,7 @@ def run(
     for file in files:
         reader = open_recording(file)
         try:
-            from engine.recording.journal import unpack_event
-
-            events = [unpack_event(e) for e in reader.events()]
+            events = list(reader.events())  # in their in-memory form already (RecordingReader's doc)
             # The agent's own token counts, when the recording carries them: nothing is tokenized again.
             counts, why = read_counts(reader)
             report = simulate_events(events, settings, source=str(file), counts=counts)

@@ -57,3 +57,16 @@ def test_deferred_writers_work_when_used(tmp_path: Path) -> None:
     assert (tmp_path / ("k" * 64 + ".txt")).read_text() == "text"
     fast = pack_payload_fast({"k": "ev", "a": [1, 2]})
     assert ormsgpack is None or fast == pack_payload({"k": "ev", "a": [1, 2]})
+
+
+def test_recorded_events_come_in_memory_form_whatever_the_version() -> None:
+    """simulate reads a recording's events as RecordingReader hands them out, without unpacking them
+    again: version 1 (compressed blobs and traces inside events) and version 2 alike."""
+    from engine.recording.cpsession import RecordingReader
+    from engine.recording.journal import unpack_event
+    from engine.sim.simulate import load_recording_events
+
+    for path in (ROOT / "tests" / "fixtures" / "v1_recordings" / "scout-openai.cpsession", DEMO):
+        events, _ = load_recording_events(path)
+        assert [e["k"] for e in events if "z" in e or "tz" in e] == []
+        assert events == [unpack_event(e) for e in RecordingReader.open(path).events()]

@@ -52,7 +52,7 @@ from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
 from engine.providers.base import Block
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
-from engine.recording.journal import Event, unpack_event
+from engine.recording.journal import Event
 from engine.recording.replay import Replayer
 from engine.request_diff import common_prefix_len
 from engine.sim import cachesim
@@ -1071,7 +1071,7 @@ def load_recording_events(path: str | Path) -> tuple[list[Event], dict[str, Any]
     from engine.recording.cpsession import RecordingReader
 
     r = RecordingReader.open(path)
-    return [unpack_event(e) for e in r.events()], dict(r.header)
+    return list(r.events()), dict(r.header)  # in their in-memory form already (RecordingReader's doc)
 
 
 def read_counts(reader: Any) -> tuple[CountTable | None, str | None]:
@@ -1088,7 +1088,7 @@ def simulate_file(
     from engine.recording.cpsession import RecordingReader
 
     with RecordingReader.open(path) as r:
-        events = [unpack_event(e) for e in r.events()]
+        events = list(r.events())
         counts, why = read_counts(r) if counter is None else (None, None)
     report = simulate_events(events, settings, source=str(path), counter=counter, counts=counts)
     if why:
