@@ -429,7 +429,17 @@ def phases(path: Path) -> None:
 
     wrap(Pipeline, "build", column)
     if SimBuilder is not None:  # simulate's own builds (engine/sim/blocks.py), since 2026-12-02
+        from engine.sim.blocks import BlockSerializer
+
         wrap(SimBuilder, "build", column)
+        wrap(Pipeline, "decide", "  decide (plan + optimize)")
+        wrap(BlockSerializer, "blocks", "  block layout (providers' _laid_out)")
+    try:  # the texts the recording's count table lacks (engine/sim/few_texts.py), since 2026-12-02
+        from engine.sim.few_texts import FewTextsTokenizer
+
+        wrap(FewTextsTokenizer, "count", "  tokenizing texts the count table lacks")
+    except ImportError:
+        pass
     wrap(Pipeline, "fold", "fold (replay of the journal)")
     wrap(cost_aware, "run", "  cost_aware.run")
     wrap(Serializer, "serialize", "  serialize")
