@@ -69,6 +69,11 @@ done: see floor()):
 
     .venv/bin/python benchmarks/bench_probe.py --floor --rounds 3 --turns 60
 
+What `publish` itself costs the agent's thread on that turn, per turn (the other side of any design that
+moves work from the I/O thread to publish: see publish_cost_blocks()):
+
+    .venv/bin/python benchmarks/bench_probe.py --publish-cost --rounds 8 --turns 60
+
 Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
 turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
 --turns without the subject, 2 x --turns with it (one attachment) and --turns without: a symmetric
@@ -844,6 +849,52 @@ def floor(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def publish_cost_blocks(args: argparse.Namespace) -> None:
+    """`ProbeServer.publish`'s own cost on the agent's thread, per turn of a real Pipeline, as an elided
+    reader would have it: a lean client is counted but none is attached and the wake-up flag is held set,
+    so the I/O thread sleeps throughout and nothing else runs while publish does (with a reader attached
+    the I/O thread takes the GIL inside publish now and then, and a clock around it times that too).
+    Each call is timed with perf_counter (one clock pair, measured, is subtracted per call); the queue is
+    emptied between blocks. Compare trees by running each one's own script."""
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    clock = time.perf_counter_ns
+    pair = int(statistics.median([-(clock() - clock()) for _ in range(1000)]))
+    per_turn: list[float] = []
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        real = server.publish
+        spent = [0]
+
+        def timed(
+            ev: dict[str, Any], frame: bytes | None = None, real: Any = real, spent: list[int] = spent
+        ) -> None:
+            t0 = clock()
+            real(ev, frame)
+            spent[0] += clock() - t0 - pair
+
+        server.publish = timed  # type: ignore[method-assign,assignment]
+        server._nclients, server._nlean, server._wake_pending = 1, 1, True
+        turn = args.warmup
+        for _ in range(4):
+            server._pending.clear()
+            gc.collect()
+            spent[0] = 0
+            run_block(step, turn, args.turns)
+            per_turn.append(spent[0] / args.turns)
+            turn += args.turns
+        server._nclients, server._nlean = 0, 0
+        server._pending.clear()
+        server.publish = real  # type: ignore[method-assign]
+        pipe.close()
+    print(
+        f"publish() on the agent's thread: median {statistics.median(per_turn) / 1e3:.2f} us a turn "
+        f"[{' '.join(f'{x / 1e3:.1f}' for x in per_turn)}] ({args.rounds} rounds of 4 x {args.turns} turns; "
+        f"a clock pair of {pair} ns subtracted per call)"
+    )
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=300, help="turns per block")
@@ -875,6 +926,7 @@ def main() -> None:
     ap.add_argument("--pace", type=float, default=0.0, help="--profile: sleep after each turn (a model call)")
     ap.add_argument("--lean-ab", action="store_true", help="lean stream against every turn whole (see above)")
     ap.add_argument("--floor", action="store_true", help="the elided fill's per-turn work, hot and cold (see above)")
+    ap.add_argument("--publish-cost", action="store_true", help="publish()'s own cost on the agent's thread (see above)")
     ap.add_argument(
         "--pace-ab",
         type=float,
@@ -888,6 +940,11 @@ def main() -> None:
         args.warmup = 70 if args.warmup is None else args.warmup
         args.pace = args.pace_ab
         pace_ab(args)
+        return
+    if args.publish_cost:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        publish_cost_blocks(args)
         return
     if args.floor:
         args.window = 200_000 if args.window == 16_000 else args.window
