@@ -24,6 +24,7 @@ from engine.sim.cachesim import (
     CacheSimulator,
     Call,
     CallCache,
+    KeyTable,
     _check_order,
     _cumulative,
     _KeyChain,
@@ -385,7 +386,7 @@ def test_key_chain_gives_the_keys_of_a_fresh_chain(seqs: list[list[str]]) -> Non
 def test_two_prefixes_have_one_key_exactly_when_they_hold_the_same_blocks(seqs: list[list[str]]) -> None:
     """Prefix keys are interned (see _extend_keys): equal keys for equal sequences of block hashes, and
     never for two different ones (the guarantee the chained BLAKE2b gave with high probability)."""
-    ids: dict[tuple[int, str], int] = {}
+    ids = KeyTable()
     seen: dict[int, tuple[str, ...]] = {}
     for names in seqs:
         keys = _prefix_keys([blk(n, 10) for n in names], ids)
@@ -393,6 +394,7 @@ def test_two_prefixes_have_one_key_exactly_when_they_hold_the_same_blocks(seqs: 
             prefix = tuple(blk(n, 10).sha for n in names[:j])
             assert seen.setdefault(key, prefix) == prefix
     assert len(set(seen.values())) == len(seen)
+    assert len(ids) == len(seen) - 1  # one key handed out per distinct non-empty prefix
 
 
 # A block: (name, tokens, segment); the same name with other tokens or segment is an equal-hash Block
@@ -403,7 +405,7 @@ _specs = st.lists(
 )
 
 
-def _fresh(blocks: list[Block], order: bool, ids: dict[tuple[int, str], int]) -> tuple[list[int], list[int]] | str:
+def _fresh(blocks: list[Block], order: bool, ids: KeyTable) -> tuple[list[int], list[int]] | str:
     try:
         if order:
             _check_order(blocks)
@@ -427,14 +429,14 @@ def test_key_chain_gives_the_keys_sums_and_errors_of_a_fresh_computation(
             pool.setdefault(sp, blk(sp[0], sp[1], segment=sp[2])) if reuse else blk(sp[0], sp[1], segment=sp[2])
             for sp in specs
         ]
-        before = {0, *chain.ids.values()}
+        before = chain.ids.next  # keys below it were handed out before this call
         try:
             got: tuple[list[int], list[int]] | str = chain.take(blocks, check_order=order)
         except CacheSimError as exc:
             got = str(exc)
         assert got == _fresh(blocks, order, chain.ids)
         if not isinstance(got, str):  # keys[:old] were handed out before this call, keys[old:] by it
-            assert [k in before for k in got[0]] == [i < chain.old for i in range(len(got[0]))]
+            assert [k < before for k in got[0]] == [i < chain.old for i in range(len(got[0]))]
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai", "deepseek", "bedrock"])

@@ -29,6 +29,7 @@ Rules per provider (sources: the providers' public docs; see each class):
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -125,34 +126,77 @@ def totals(results: Iterable[CallCache]) -> CallCache:
 
 # A prefix's identity: an int handed out by an intern table (see `_extend_keys`). 0 is the empty prefix.
 Key = int
-# (prefix, next block's hash) -> the longer prefix's key. One table per simulator: keys from two tables
-# are unrelated numbers.
-KeyTable = dict[tuple[int, str], int]
 
 
-def _prefix_keys(blocks: Sequence[Block], ids: KeyTable) -> list[Key]:
-    """keys[j] identifies the prefix made of blocks[:j] (keys[0] is the empty prefix) in table `ids`."""
-    return _extend_keys([0], [b.sha for b in blocks], ids)
+class KeyTable:
+    """The intern table of prefix keys (see `_extend_keys`). One per simulator: keys from two tables are
+    unrelated numbers.
+
+    Keys are handed out in runs: a call's prefixes from the first one not met before are new, and so is
+    every longer one (a key gets an extension only after it was handed out), so they get consecutive
+    numbers at once, and the run keeps the block hashes that lead from one to the next. A prefix's key
+    is then found either in `ids`, (key of the prefix one block shorter, the block's hash) for the first
+    key of each run, or as the next key in the run of the shorter prefix when the block's hash is the
+    run's next one. A sliding window meets ~80k new prefixes in a long session: entering each in a dict
+    cost ~0.2 us, the run a slice."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[Key, str], Key] = {}  # (prefix, next block's hash) -> first key of a run
+        self.starts: list[Key] = []  # each run's first key, ascending (runs are handed out in order)
+        self.runs: list[list[str]] = []  # each run's block hashes: key starts[r] + i ends with runs[r][i]
+        self.next: Key = 1  # the next key to hand out
+
+    def __len__(self) -> int:
+        """How many keys were handed out."""
+        return self.next - 1
 
 
-def _extend_keys(keys: list[Key], shas: Sequence[str], ids: KeyTable) -> list[Key]:
+def _prefix_keys(blocks: Sequence[Block], table: KeyTable) -> list[Key]:
+    """keys[j] identifies the prefix made of blocks[:j] (keys[0] is the empty prefix) in `table`."""
+    return _extend_keys([0], [b.sha for b in blocks], table)
+
+
+def _extend_keys(keys: list[Key], shas: list[str], table: KeyTable) -> list[Key]:
     """Append the keys of the prefixes that extend keys[-1]'s by each of `shas` in turn.
 
-    A prefix's key is interned, not hashed: (key of the prefix one block shorter, the block's content
-    hash) looked up in `ids`, a new number when absent. Two prefixes get one key exactly when they hold
-    the same blocks' hashes in the same order (by induction on the length), so there is no collision to
-    rule out, and the numbers depend only on the order prefixes were first met, which is the calls'
-    order: deterministic. A chained BLAKE2b (what this was until 2026-12-02, with the same answers) cost
-    ~0.6 us a block against ~0.2 here; a long session's sliding window keys ~80k new prefixes."""
+    A prefix's key is interned, not hashed: the key of the prefix one block shorter and the block's
+    content hash lead to it through `table` (see KeyTable), a new number when they lead nowhere. Two
+    prefixes get one key exactly when they hold the same blocks' hashes in the same order (by induction
+    on the length: a key has at most one extension per hash, in `ids` or as its run's next key, never
+    both), so there is no collision to rule out, and the numbers depend only on the order prefixes were
+    first met, which is the calls' order: deterministic. (A chained BLAKE2b until 2026-12-02, then one
+    dict entry per prefix: the same answers.)"""
     h = keys[-1]
-    get = ids.get
-    for sha in shas:
-        k = (h, sha)
-        n = get(k)
-        if n is None:
-            n = ids[k] = len(ids) + 1
-        h = n
-        keys.append(n)
+    get = table.ids.get
+    starts, runs = table.starts, table.runs
+    i, n = 0, len(shas)
+    while i < n:
+        sha = shas[i]
+        k = get((h, sha))
+        if k is not None:
+            h = k
+            keys.append(k)
+            i += 1
+            continue
+        r = bisect_right(starts, h) - 1  # the run holding h (every key but the empty prefix's has one)
+        if r >= 0:
+            run = runs[r]
+            j = h - starts[r] + 1  # where h's extension within its run would be
+            if j < len(run) and run[j] == sha:
+                m = common_prefix_len(run[j:], shas[i:])  # as far as the run goes the same way, in C
+                keys += range(h + 1, h + 1 + m)
+                h += m
+                i += m
+                continue
+        # Met for the first time: so is every longer prefix of these blocks. One run for all of them.
+        first = table.next
+        rest = shas[i:]
+        table.next = first + len(rest)
+        table.ids[(h, rest[0])] = first
+        starts.append(first)
+        runs.append(rest)
+        keys += range(first, table.next)
+        return keys
     return keys
 
 
@@ -168,7 +212,7 @@ class _KeyChain:
     values that are functions of the blocks: a call that raises leaves it as it was."""
 
     def __init__(self, ids: KeyTable | None = None) -> None:
-        self.ids: KeyTable = {} if ids is None else ids  # the intern table of the keys (see _extend_keys)
+        self.ids = KeyTable() if ids is None else ids  # the intern table of the keys (see _extend_keys)
         self.blocks: tuple[Block, ...] = ()
         self.keys: list[Key] = [0]
         self.cum: list[int] = [0]
@@ -195,10 +239,10 @@ class _KeyChain:
         if tokens and min(tokens) < 0:
             b = next(b for b in new if b.tokens < 0)
             raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
-        known = len(self.ids)
+        known = self.ids.next
         keys = _extend_keys(self.keys[: common + 1], list(map(_SHA, new)), self.ids)
         # The keys handed out are the last ones (after the first prefix not in the table, every one is new).
-        old = len(keys) - (len(self.ids) - known)
+        old = len(keys) - (self.ids.next - known)
         cum = self.cum[: common + 1]
         cum += accumulate(tokens, initial=cum[-1])
         del cum[common + 1]  # accumulate repeats its initial value
@@ -208,7 +252,7 @@ class _KeyChain:
 
 
 def _chain(key: Key, sha: str, ids: KeyTable) -> Key:
-    return _extend_keys([key], (sha,), ids)[1]
+    return _extend_keys([key], [sha], ids)[1]
 
 
 def _cumulative(blocks: Sequence[Block]) -> list[int]:
