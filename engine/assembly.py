@@ -247,7 +247,11 @@ class Measure:
             # column's, a trimmed one) nearly always differs at its first or last shared item. By value,
             # not identity: the message closed from pending parts at a build is a new object when it
             # enters the history, and a revision-1 note rides on a new task message every turn.
-            if k == 0 or k > n or items[k - 1] != prev[k - 1] or items[0] != prev[0]:
+            if k == 0 or k > n:
+                continue
+            # Identity first: `!=` on two references to one message still runs the dataclass's __eq__.
+            a, b = items[k - 1], prev[k - 1]
+            if (a is not b and a != b) or (items[0] is not prev[0] and items[0] != prev[0]):
                 continue
             if k == n:
                 if items is prev or items == prev:

@@ -54,7 +54,7 @@ from engine.providers.base import Block
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
 from engine.recording.journal import Event, Journal, trace_of
-from engine.sections import assemble
+from engine.sections import history_section, source_sections
 from engine.shadow import CandidateConfig, Shadow
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
@@ -211,6 +211,10 @@ class Pipeline:
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
         self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
+        # The sections before the history of the last build, with the version of their inputs (sources,
+        # their content, tools, latches) it was made at; fold bumps the version when any of them changes.
+        self._sources_version = 0
+        self._sources_carry: tuple[int, tuple[Any, ...]] | None = None
         self._estimates: dict[int, tuple[Any, Measure, SectionEstimate]] = {}  # see _estimate
         # Outcomes a build carries to the next one when their inputs did not change (cost_aware.run).
         self._carry: dict[str, Any] = {}
@@ -341,6 +345,8 @@ class Pipeline:
         fold it; replay, simulate and the importers fold recorded events the same way. A `turn` event
         adds its recorded trace to the recent traces (the next build compares with the last one)."""
         k = ev["k"]
+        if k in _SOURCE_KINDS or (k == "request" and ev.get("bound")):
+            self._sources_version += 1  # what the sections before the history are made of changed
         if k == "blob":
             self.journal.blobs[ev["h"]] = ev["data"] if isinstance(ev["data"], str) else ev["data"].decode()
         elif k == "session":
@@ -631,18 +637,32 @@ class Pipeline:
         if ASSEMBLE_FROM_CUT and te < cut < len(history) and history[cut].role == "assistant":
             history = self.history[:te] + self.history[cut:]  # lists (slices of the HistoryLog)
             elided = cut - te
-        asm = assemble(
-            self.specs,
-            self.content,
-            self.journal.blobs,
-            bound,
-            self.tools,
-            self.latches,
-            self.emergent.due(self.turn),
-            history,
-            self.pending,
-            self._sections,
-        )
+        due = self.emergent.due(self.turn)
+        carried = self._sources_carry
+        if (
+            carried is not None
+            and carried[0] == self._sources_version
+            and not bound
+            and not due
+            and self.fast_path
+        ):
+            sources = carried[1]
+        else:
+            sources = source_sections(
+                self.specs,
+                self.content,
+                self.journal.blobs,
+                bound,
+                self.tools,
+                self.latches,
+                due,
+                self._sections,
+            )
+            # Carried to the next build while no fold changes what they are made of (see fold): the same
+            # sections source_sections would hand back from its memo, without asking it.
+            ok = self.fast_path and not bound and not due
+            self._sources_carry = (self._sources_version, sources) if ok else None
+        asm = (*sources, history_section(history, self.pending))
         # The history section's total from the running sum, so measuring the whole conversation (the
         # raw pressure beside the sent one) costs O(new messages), not O(session length). With messages
         # left out it is still the whole conversation's total: the raw figure the policy weighs.
@@ -759,6 +779,7 @@ class Pipeline:
         self._sections.clear()
         self._estimates.clear()
         self._carry.clear()
+        self._sources_carry = None
         self.measure = Measure(self.counter)
         self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
 
@@ -1124,6 +1145,9 @@ class Pipeline:
 
 
 _MARKER = attrgetter("marker")
+# Journal events whose fold changes what the sections before the history are made of (source specs and
+# their text, tools, latches, emergent items): see Pipeline._assemble_from.
+_SOURCE_KINDS = frozenset({"source", "content", "tool", "untool", "latch", "emergent"})
 
 
 def _prefix_blocks(ser: SerializedRequest) -> int:

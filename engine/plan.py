@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 
 from engine.errors import ConfigError
 from engine.tokens import Budget
@@ -173,8 +174,11 @@ def allocate(sections: tuple[SectionEstimate, ...], ceiling: int) -> dict[str, i
     return budgets
 
 
+_TOKENS = attrgetter("tokens")
+
+
 def plan(inp: PlanInput) -> Plan:
-    total = sum(s.tokens for s in inp.sections)
+    total = sum(map(_TOKENS, inp.sections))  # in C: a generator is a Python frame per section
     raw, pred = pressures(total, inp.limit, inp.reserves.total)
     raw_tier = inp.thresholds.tier_for(raw)
     pred_tier = inp.thresholds.tier_for(pred)

@@ -55,6 +55,21 @@ def assemble(
     source, tool list or latch table that did not change, so its text is not hashed again and every
     per-section memo downstream (token totals, plans, fragments) hits. Sections are immutable values:
     the result is the same with or without it."""
+    out = source_sections(specs, content, blobs, bound, tools, latches, emergent_due, cache)
+    return (*out, history_section(history, pending))
+
+
+def source_sections(
+    specs: Sequence[SourceSpec],
+    content: Mapping[str, str],
+    blobs: Mapping[str, str],
+    bound: Mapping[str, dict[str, Any]],
+    tools: Sequence[ToolSchema],
+    latches: LatchTable,
+    emergent_due: Sequence[EmergentItem],
+    cache: dict[str, tuple[Any, Section]] | None = None,
+) -> tuple[Section, ...]:
+    """assemble's sections before the history, in their order (see assemble)."""
     memo: dict[str, tuple[Any, Section]] = {} if cache is None else cache
 
     def reuse(slot: str, key: Any, make: Callable[[], Section]) -> Section:
@@ -103,6 +118,11 @@ def assemble(
             )
         )
     out.sort(key=lambda s: _ORDER[s.kind])  # stable: registration order within a kind
+    return tuple(out)
+
+
+def history_section(history: Sequence[Message], pending: Sequence[Part]) -> Section:
+    """The history section: the conversation, with the pending parts closed into a last user message."""
     if not pending:
         hist = tuple(history)
     elif isinstance(history, list):
@@ -115,5 +135,4 @@ def assemble(
             history.pop()
     else:
         hist = (*history, Message("user", tuple(pending)))
-    out.append(Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, hist))
-    return tuple(out)
+    return Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, hist)

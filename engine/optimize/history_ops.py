@@ -83,7 +83,11 @@ def cut_holds_after_appends(
     if not below < need <= acc or n > len(items):
         return False
     # The ends first (cheap rejections while several remembered cuts are tried), then all, in C.
-    return items is prev or (items[n - 1] == prev[n - 1] and items[0] == prev[0] and items[:n] == prev)
+    if items is prev:
+        return True
+    # Identity first: `==` on two references to one message still runs the dataclass's __eq__.
+    a, b = items[n - 1], prev[n - 1]
+    return (a is b or a == b) and (items[0] is prev[0] or items[0] == prev[0]) and items[:n] == prev
 
 
 def drop_range(

@@ -282,22 +282,60 @@ def run(
     full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
     raw_total = m.total(asm_full)
 
+    lineages = carry.setdefault(LINEAGE_CARRY, {}) if carry is not None else None
+    lin_slot = (limits, settings)
+
     def stage1(s: CompactionState) -> tuple[Assembly, Assembly, Plan, OptimizeResult, list[str]]:
-        applied = apply_state(asm_full, s, summary_text, settings.revision, elided)
+        note = note_text(s, summary_text) if s.cut > 0 else ""
+        ext = (
+            _extend(lineages.get(lin_slot), asm_full, hidx, s, elided, note, m)
+            if lineages is not None and hidx is not None
+            else None
+        )
+        applied = (
+            ext[0] if ext is not None else apply_state(asm_full, s, summary_text, settings.revision, elided)
+        )
         p, _, _ = plan_fn(applied)
         ctx = make_ctx(p)
+        if ext is not None:
+            r = _extended_stable(ext[1], ext[2], applied, ctx)
+            if r is not None:
+                assert lineages is not None and hidx is not None
+                _remember_lineage(
+                    lineages, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, r, ext[1].task_end
+                )
+                return applied, applied, p, r, []
         key = _stable_key(applied, ctx) if carry is not None else None
         if carry is not None and key is not None:
             carried = _carried_stable(carry, key, applied)
             if carried is not None:
+                if lineages is not None and hidx is not None:
+                    _remember_lineage(
+                        lineages, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, carried
+                    )
                 return applied, applied, p, carried, []
         r = optimize(applied, ctx, STABLE_RULES)
-        if carry is not None and key is not None and r.asm is applied and not ctx.spill_failures:
+        unchanged = r.asm is applied and not ctx.spill_failures
+        if carry is not None and key is not None and unchanged:
             # Nothing changed: the outcome holds for the next build with an equal key.
             slots = carry.setdefault(STABLE_CARRY, {})
             if len(slots) >= CARRY_SLOTS and key[2] not in slots:
                 slots.clear()
             slots[key[2]] = (key, r.steps, r.skipped)
+        if lineages is not None and hidx is not None:
+            _remember_lineage(
+                lineages,
+                lin_slot,
+                asm_full,
+                hidx,
+                s,
+                elided,
+                note,
+                applied,
+                m,
+                ctx,
+                r if key and unchanged else None,
+            )
         return applied, r.asm, p, r, list(ctx.spill_failures)
 
     applied, asm1, _, res1, failures = stage1(st)
@@ -446,6 +484,149 @@ def run(
     )
     decision["sent_tokens"] = m.total(res.asm)
     return Outcome(the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures)
+
+
+LINEAGE_CARRY = "append-only turn"
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    """What a build's stable stage saw and made, for the next build to extend when the history only
+    grew by appended messages since (see _extend): the raw assembly, the state-applied one and, when
+    the stable rules changed nothing, their steps."""
+
+    full: Assembly  # the raw assembly (the history as the pipeline assembled it)
+    state: CompactionState
+    elided: int
+    note: str  # note_text of the state ("" for a state with no cut)
+    task_end: int  # task_end of the raw history
+    applied: Assembly
+    applied_tokens: int  # tokens of applied's history section
+    measure: Measure
+    limits: OptimizeLimits  # the optimize context's
+    spill_none: bool  # the optimize context had no spill backend
+    stable: tuple[list[dict[str, object]], list[dict[str, object]]] | None  # steps and skipped
+
+
+def _remember_lineage(
+    lineages: dict[Any, _Lineage],
+    slot: Any,
+    asm_full: Assembly,
+    hidx: int,
+    st: CompactionState,
+    elided: int,
+    note: str,
+    applied: Assembly,
+    m: Measure,
+    ctx: OptimizeContext,
+    stable: OptimizeResult | None,
+    te: int | None = None,
+) -> None:
+    """Remember this build for the next to extend (see _Lineage). `te`: the raw history's task end, when
+    known (an extended build's is the one it extends: the task ended inside the history it extends)."""
+    if ctx.dry_run:
+        return
+    if len(lineages) >= CARRY_SLOTS and slot not in lineages:
+        lineages.clear()
+    lineages[slot] = _Lineage(
+        asm_full,
+        st,
+        elided,
+        note,
+        task_end(asm_full[hidx].items) if te is None else te,
+        applied,
+        m.section(applied[hidx]),
+        m,
+        ctx.limits,
+        ctx.spill is None,
+        (stable.steps, stable.skipped) if stable is not None else None,
+    )
+
+
+def _extend(
+    lin: _Lineage | None,
+    asm_full: Assembly,
+    hidx: int,
+    st: CompactionState,
+    elided: int,
+    note: str,
+    m: Measure,
+) -> tuple[Assembly, _Lineage, tuple[Any, ...]] | None:
+    """apply_state(asm_full, st, ...) from the build `lin` remembers, when this one only appended
+    messages to its raw history: the same sections otherwise (the same objects), the same state, note,
+    elision and Measure. Then the applied history is the one applied then plus the appended messages
+    (apply_state keeps the task, puts the note after it or on it, and sends everything from the cut on:
+    with the task ending inside the old history and the cut not past it, only the tail grows). Returns
+    (applied, lin, the appended messages), its history total recorded in `m`; None otherwise."""
+    if (
+        lin is None
+        or lin.measure is not m
+        or lin.elided != elided
+        or lin.note != note
+        or len(lin.full) != len(asm_full)
+        or (lin.state is not st and lin.state != st)
+    ):
+        return None
+    old_full = lin.full
+    for i, sec in enumerate(asm_full):
+        if sec is not old_full[i] and i != hidx:
+            return None
+    hist, old_hist = asm_full[hidx], old_full[hidx]
+    if hist.kind is not SectionKind.HISTORY or old_hist.kind is not SectionKind.HISTORY:
+        return None
+    items, old = hist.items, old_hist.items
+    k = len(old)
+    if (
+        len(items) < k
+        or (hist.id, hist.name, hist.scope, hist.priority, hist.form, hist.omitted, hist.note)
+        != (
+            old_hist.id,
+            old_hist.name,
+            old_hist.scope,
+            old_hist.priority,
+            old_hist.form,
+            old_hist.omitted,
+            old_hist.note,
+        )
+        or (items is not old and items[:k] != old)
+    ):
+        return None
+    new = items[k:]
+    if lin.applied is old_full:  # the state left the history as it was: it still does only without a cut
+        return (asm_full, lin, new) if st.cut <= 0 else None
+    if not lin.task_end < k or st.cut > k + elided:
+        return None
+    before = lin.applied[hidx]
+    applied_hist = hist.with_items(before.items + new, Form.TRIMMED, st.dropped_tokens)
+    m.derived(applied_hist, lin.applied_tokens + sum(map(m.item, new)))
+    return asm_full[:hidx] + (applied_hist,) + asm_full[hidx + 1 :], lin, new
+
+
+def _extended_stable(
+    lin: _Lineage, new: tuple[Any, ...], applied: Assembly, ctx: OptimizeContext
+) -> OptimizeResult | None:
+    """The stable rules' outcome on an append-only turn (see _extend): the one remembered with the
+    build it extends, when the rules changed nothing then and the appended messages hold no tool
+    result over the spill threshold. What _stable_key and _carried_stable establish, read from what
+    _extend checked: the other sections are the same objects, the Measure the same, the limits the
+    same (the lineage's slot), and the history's messages over the threshold (none then) only those
+    appended; whether a spill backend is configured (or a dry run) is compared here."""
+    if (
+        lin.stable is None
+        or ctx.dry_run
+        or lin.spill_none != (ctx.spill is None)
+        or (lin.limits is not ctx.limits and lin.limits != ctx.limits)
+    ):
+        return None
+    limit = ctx.limits.spill_threshold
+    big = ctx.measure.largest_result
+    for it in new:
+        if isinstance(it, Message) and big(it) > limit:
+            return None
+    r = OptimizeResult(applied)
+    r.steps = [dict(d) for d in lin.stable[0]]
+    r.skipped = [dict(d) for d in lin.stable[1]]
+    return r
 
 
 STABLE_CARRY = "stable rules"
