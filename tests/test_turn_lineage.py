@@ -229,3 +229,36 @@ def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, bro
         ops = FIXED
     with pytest.raises(AssertionError):
         run_side_by_side(ops, 4_001, "cost_aware", False)
+
+
+def test_a_cut_that_outgrew_its_rounds_is_counted_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the request sits above the target, each appended round makes the cut to weigh one round
+    deeper: it is counted on from the last one (cost_aware._counted_on) instead of chosen from scratch.
+    On e475f4a every such turn chose from scratch; here only the first after each change of state."""
+    from tests.test_cost_aware_cut_carry import STEADY, _choices
+
+    compare_args = (STEADY, 6_000, "cost_aware", False)
+    assert run_side_by_side(*compare_args) >= 0  # every output equal with the fast path on and off
+    fresh_on, builds = _choices(True, STEADY, 6_000, "cost_aware")
+    monkeypatch.setattr(cost_aware, "_counted_on", lambda *a: None, raising=False)
+    fresh_off, _ = _choices(True, STEADY, 6_000, "cost_aware")
+    assert fresh_on * 3 <= fresh_off, (fresh_on, fresh_off, builds)
+
+
+def test_counting_on_one_round_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_cost_aware_cut_carry import STEADY
+
+    real = cost_aware._counted_on
+
+    def short(*a: Any) -> Any:
+        got = real(*a)
+        if got is None or got[2] < 2:
+            return got
+        te, droppable, c, _acc = got
+        cum = a[3].cumulative(a[1])  # (memo, items, state, measure, need, history tokens)
+        # One round fewer than reaches the tokens to drop, and what those rounds hold.
+        return te, droppable, c - 1, cum[droppable[c - 1][0]] - cum[droppable[0][0]]
+
+    monkeypatch.setattr(cost_aware, "_counted_on", short)
+    with pytest.raises(AssertionError):
+        run_side_by_side(STEADY, 6_000, "cost_aware", False)

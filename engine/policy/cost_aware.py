@@ -196,15 +196,20 @@ def _choose_cut(
                 got.dropped_rounds,
                 total - got.dropped_tokens + NOTE_ALLOWANCE,
             )
-    te = task_end(items)
+    hist_tokens = m.section(asm[idx])
+    counted = _counted_on(slots.get(slot), items, st, m, need, hist_tokens) if slots is not None else None
+    if counted is not None:
+        te, droppable, k, acc = counted
+    else:
+        te = task_end(items)
+        droppable = m.rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
+        if not droppable:
+            return None
+        # The fewest oldest rounds (at least one) that bring the request to the target, found from the
+        # newest end so a long uncompacted history (gates closed) costs what is kept, not all of it.
+        k, acc = oldest_to_drop(items, droppable, hist_tokens, need, m, at_least_one=True)
     # Applied positions p >= te map to full-history index base + (p - te).
     base = st.cut if st.cut > te else te
-    droppable = m.rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
-    if not droppable:
-        return None
-    # The fewest oldest rounds (at least one) that bring the request to the target, found from the
-    # newest end so a long uncompacted history (gates closed) costs what is kept, not all of it.
-    k, acc = oldest_to_drop(items, droppable, m.section(asm[idx]), need, m, at_least_one=True)
     e = droppable[k - 1][1]
     new_cut = base + (e - te)
     if new_cut > full_len:
@@ -218,7 +223,7 @@ def _choose_cut(
         below = cum[droppable[k - 1][0]] - cum[droppable[0][0]] if k > 1 else -math.inf
         if len(slots) >= CARRY_SLOTS and slot not in slots:
             slots.clear()
-        slots[slot] = _CutMemo(items, st.cut, m, below, out)
+        slots[slot] = _CutMemo(items, st.cut, m, below, out, te)
     return out
 
 
@@ -229,6 +234,49 @@ class _CutMemo:
     measure: Measure
     below: float  # tokens the k-1 oldest droppable rounds hold (-inf when k = 1)
     cut: _Cut
+    task_end: int = -1  # task_end(items) (-1: not remembered)
+
+
+def _counted_on(
+    memo: _CutMemo | None,
+    items: tuple[Any, ...],
+    st: CompactionState,
+    m: Measure,
+    need: int,
+    hist_tokens: int,
+) -> tuple[int, list[tuple[int, int]], int, int] | None:
+    """What _choose_cut computes from scratch (task end, droppable rounds, count and tokens of the
+    oldest rounds to drop), counted on from the cut an earlier build chose when this history only
+    appended to that one (the same state cut and Measure) and `need` outgrew it. An append changes only
+    the newest round, which is never droppable, so the rounds droppable then are the same rounds with
+    the same tokens now (see history_ops.cut_holds_after_appends) and the task ends where it ended; the
+    k rounds chosen then hold fewer than `need`, and the tokens of the oldest rounds only grow with
+    their count, so the fewest that reach `need` are more than k: the first count on from k + 1 whose
+    running sum reaches it, or all of them when none does (what oldest_to_drop's bisection finds).
+    None when the turn is not like that."""
+    if memo is None or memo.measure is not m or memo.state_cut != st.cut or memo.task_end < 0:
+        return None
+    prev, cut = memo.items, memo.cut
+    n0 = len(prev)
+    if need <= cut.dropped_tokens or not 0 < n0 <= len(items):
+        return None
+    if items is not prev:
+        a, b = items[n0 - 1], prev[n0 - 1]
+        if not ((a is b or a == b) and items[:n0] == prev):
+            return None
+    droppable = m.rounds(items)[1:-1]
+    n, k = len(droppable), cut.dropped_rounds
+    if not 0 < k < n:
+        return None
+    cum = m.cumulative(items)
+    first = cum[droppable[0][0]]
+    for c in range(k + 1, n):
+        got = cum[droppable[c][0]] - first  # the tokens of the c oldest droppable rounds
+        if got >= need:
+            return memo.task_end, droppable, c, got
+    # None reaches it: all of them, their total as oldest_to_drop computes it.
+    last = droppable[-1][1]
+    return memo.task_end, droppable, n, hist_tokens - first - (cum[len(items)] - cum[last])
 
 
 CUT_CARRY = "compaction cut"
