@@ -357,5 +357,17 @@ def omission_marker(tokens: int, what: str = "") -> str:
 def wire_order(asm: Assembly) -> Assembly:
     """Provider prefix order: tool schemas first (Anthropic and Bedrock put them before the system
     prompt; for OpenAI they are part of the cached prefix too), then sections in assembly order."""
+    global _WIRE
+    last = _WIRE  # read once: another thread may swap it
+    if last[0] is asm:
+        return last[1]
     tools = tuple(s for s in asm if s.kind == SectionKind.TOOLS)
-    return tools + tuple(s for s in asm if s.kind != SectionKind.TOOLS)
+    out = tools + tuple(s for s in asm if s.kind != SectionKind.TOOLS)
+    _WIRE = (asm, out)
+    return out
+
+
+# The last assembly put in wire order, and that order: a build asks for the same assembly's order from
+# the serializer and the trace (and the markers rule). Assemblies are immutable tuples; the entry holds
+# it, so its identity is not reused while remembered.
+_WIRE: tuple[Assembly | None, Assembly] = (None, ())

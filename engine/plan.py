@@ -11,6 +11,9 @@ from engine.tokens import Budget
 from engine.trace_schema import TierReason
 from engine.types import CacheScope, Priority, SectionKind, Tier
 
+# Tier labels read from a dict: the enum's `label` property is a Python call each, three a plan.
+TIER_LABELS = {t: t.label for t in Tier}
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -93,8 +96,8 @@ class Plan:
 
     def tier_reason(self) -> TierReason:
         return {
-            "raw": self.raw_tier.label,
-            "predictive": self.predictive_tier.label,
+            "raw": TIER_LABELS[self.raw_tier],
+            "predictive": TIER_LABELS[self.predictive_tier],
             "recovery": self.recovery_escalated,
             "text": self.reason,
         }
@@ -184,9 +187,9 @@ def plan(inp: PlanInput) -> Plan:
     pred_tier = inp.thresholds.tier_for(pred)
     tier = max(raw_tier, pred_tier)  # prediction only escalates
     reason = (
-        f"predictive pressure {pred:.2f} -> {pred_tier.label}"
+        f"predictive pressure {pred:.2f} -> {TIER_LABELS[pred_tier]}"
         if pred_tier > raw_tier
-        else f"raw pressure {raw:.2f} -> {raw_tier.label}"
+        else f"raw pressure {raw:.2f} -> {TIER_LABELS[raw_tier]}"
     )
     escalated = False
     if inp.recovering and tier < Tier.AGGRESSIVE_PRUNE:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from engine.assembly import Assembly, Measure, wire_order
 from engine.errors import BudgetExceededError
 from engine.hashing import sha256_hex
-from engine.plan import Plan, Reserves, budget_of
+from engine.plan import TIER_LABELS, Plan, Reserves, budget_of
 from engine.providers import SerializedRequest
 from engine.trace_schema import Marker, Step, Trace, TraceSection
 from engine.types import CacheScope, Form, Priority, SectionKind
@@ -107,7 +107,7 @@ def build_trace(
             "percentile": reserves.percentile,
         },
         "thresholds": cfg.thresholds.to_dict(),
-        "tier": p.tier.label,
+        "tier": TIER_LABELS[p.tier],
         "tier_reason": p.tier_reason(),
         "estimated_tokens": p.estimated_tokens,
         "final_tokens": m.total(res.asm),

@@ -262,3 +262,31 @@ def test_counting_on_one_round_short_is_caught(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cost_aware, "_counted_on", short)
     with pytest.raises(AssertionError):
         run_side_by_side(STEADY, 6_000, "cost_aware", False)
+
+
+def test_a_provider_without_markers_does_not_run_the_marker_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a provider that caches prefixes by itself the marker rule says the same whatever the sections
+    (markers.automatic): a request within its budget records that without running it (on e475f4a the
+    rule ran every build). At a provider with breakpoints it runs every build, as before."""
+    from dataclasses import replace
+
+    from engine.optimize import markers
+
+    n = [0]
+
+    def counted(*a: Any) -> Any:
+        n[0] += 1
+        return markers.apply(*a)
+
+    rules = tuple(replace(r, fn=counted) if r.name == markers.NAME else r for r in cost_aware.GUARANTEE_RULES)
+    monkeypatch.setattr(cost_aware, "GUARANTEE_RULES", rules)
+    for provider_window, expected in ((6_001, 0), (6_000, 12)):  # odd: openai, even: anthropic (_pipe)
+        pipe = _pipe(provider_window, "cost_aware", False, True)
+        pipe.identity("You are a careful coding agent.")
+        pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+        pipe.user("Fix the bug.")
+        _appending(pipe, 2)
+        n[0] = 0
+        _appending(pipe, 12, 2)
+        assert n[0] == expected, (pipe.config.provider, n[0])
+        pipe.close()

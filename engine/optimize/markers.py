@@ -10,15 +10,26 @@ from __future__ import annotations
 
 from engine.assembly import Assembly, wire_order
 from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
+from engine.providers.policy import ProviderCachePolicy
 from engine.types import CacheScope, SectionKind
 
 NAME = "place_markers"
 
 
+def automatic(pol: ProviderCachePolicy) -> str | None:
+    """Why no marker is placed whatever the assembly (a provider that caches prefixes by itself), or
+    None: then apply's outcome depends on the sections, and a caller that knows this one may record it
+    as a not-needed step without running the rule (cost_aware.run does)."""
+    if not pol.supports_markers or pol.max_markers <= 0:
+        return f"{pol.name} caches prefixes automatically: no markers"
+    return None
+
+
 def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     pol = ctx.policy
-    if not pol.supports_markers or pol.max_markers <= 0:
-        return RuleOutcome(asm, False, f"{pol.name} caches prefixes automatically: no markers")
+    auto = automatic(pol)
+    if auto is not None:
+        return RuleOutcome(asm, False, auto)
     m = ctx.measure
     wire = [s for s in wire_order(asm) if s.items]
     # (rank, marker): lower rank is kept first when there are more candidates than the policy allows.

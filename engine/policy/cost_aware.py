@@ -509,15 +509,22 @@ def run(
             step = {"step": STEP, "status": "not_needed", "reason": why}
     the_plan, reserves, ratio = plan_fn(asm1)
     ctx2 = make_ctx(the_plan)
+    auto = None
     if carry is not None and trim_sections.fits_as_planned(the_plan, asm1):
         # The budget guarantee has nothing to trim: what trim_sections would say, without walking the
-        # sections; the markers as always.
-        res2 = optimize(asm1, ctx2, GUARANTEE_RULES[1:])
-        res2.steps.insert(0, not_needed(trim_sections.NAME, trim_sections.FITS))
+        # sections; the markers as always, or at a provider that caches prefixes by itself what the
+        # rule says there whatever the sections (markers.automatic).
+        auto = markers.automatic(ctx2.policy)
+        if auto is not None:
+            res2 = OptimizeResult(asm1)
+            res2.steps = [not_needed(trim_sections.NAME, trim_sections.FITS), not_needed(markers.NAME, auto)]
+        else:
+            res2 = optimize(asm1, ctx2, GUARANTEE_RULES[1:])
+            res2.steps.insert(0, not_needed(trim_sections.NAME, trim_sections.FITS))
     else:
         res2 = optimize(asm1, ctx2, GUARANTEE_RULES)
     marks = res2.markers
-    if rev2:
+    if rev2 and auto is None:  # (with no markers at all, _with_task_marker adds none)
         # apply_state put a note after the task (only when the history starts with the user's task).
         full_items = asm_full[hidx].items if hidx is not None else ()
         noted = applied is not asm_full and bool(full_items) and getattr(full_items[0], "role", "") == "user"
