@@ -424,8 +424,11 @@ def run(
     # long session's gates-closed column the walk over the uncompacted history was ~4% of simulate.
     unweighed = not gate_open and not weigh_closed and (forced or t1 > target_tokens)
     wanted = (forced or t1 > target_tokens) and not unweighed
+    # The remembered cut is looked up per limits and settings, not per target: the learned calibration
+    # moves the target every turn, and every check on a remembered cut reads the tokens to drop, which
+    # hold the target (keyed by it, the cut was found in fewer than half the turns).
     cand = (
-        _choose_cut(asm1, st, target_tokens, m, full_len, carry, (limits, target_tokens)) if wanted else None
+        _choose_cut(asm1, st, target_tokens, m, full_len, carry, (limits, settings)) if wanted else None
     )
     pb: Payback | None = None
     economic = 0.0
