@@ -324,7 +324,8 @@ def test_a_cut_is_counted_on_while_the_calibration_moves_the_target() -> None:
     turn, both ways. The cut remembered for carrying or counting on (cost_aware._carried_cut, _counted_on)
     is kept per policy settings and limits, not per exact target tokens (the tokens to drop, which every
     check reads, already hold the target), so few cuts are chosen from scratch: 4 of 71 builds here,
-    against 56 on 60947e3, which looked the cut up by that turn's target and so rarely found one.
+    against 56 on e475f4a and on 60947e3, which looked the cut up by that turn's target and so rarely
+    found one.
     Every output equal with the fast path on and off."""
     from tests.test_cost_aware_cut_carry import STEADY
 
