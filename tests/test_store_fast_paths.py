@@ -1,0 +1,33 @@
+"""The store's hand-written fast paths write exactly what the general code they replace writes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.hashing import canonical_json
+from engine.store.forms import _message_json
+from engine.store.items import Kind
+from engine.store.state import _kind
+from engine.store.window import Entry
+
+# Any text (control characters, quotes, backslashes, non-ASCII; hypothesis leaves out lone surrogates,
+# which no encoder here can write as UTF-8) and any role string.
+texts = st.text()
+
+
+def _entry(text: str, role: str) -> Entry:
+    return Entry(1, "tool_result", role, "full", text, 3, 0.5, ())
+
+
+@given(texts, st.one_of(st.sampled_from(["user", "assistant", "system"]), texts))
+def test_message_json_is_canonical_json(text: str, role: str) -> None:
+    assert _message_json(_entry(text, role)) == canonical_json({"role": role, "content": text})
+
+
+def test_kind_lookup_matches_the_enum() -> None:
+    for k in Kind:
+        assert _kind(k.value) is Kind(k.value)
+    with pytest.raises(ValueError):
+        _kind("not_a_kind")
