@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.hashing import canonical_json
+from engine.store import ContextStore
 from engine.store.forms import _message_json
 from engine.store.items import Kind
 from engine.store.recorder import _dumps, _entries_json
-from engine.store.state import _kind
+from engine.store.solve_plan import Planner
+from engine.store.state import StoreState, _kind
 from engine.store.window import Entry
 
 # Any text (control characters, quotes, backslashes, non-ASCII; hypothesis leaves out lone surrogates,
@@ -60,3 +66,49 @@ entries = st.builds(
 @given(st.lists(entries, max_size=6))
 def test_entries_json_is_the_encoders_json(es: list[Entry]) -> None:
     assert _entries_json(es) == _dumps([e.as_dict() for e in es])
+
+
+def _cold_store(tmp: Path) -> Path:
+    p = tmp / "s.db"
+    s = ContextStore(p)
+    for i in range(30):
+        s.add(f"message {i} " + "word " * (i % 7), Kind.TOOL_RESULT if i % 2 else Kind.ASSISTANT)
+    s.context_get(200)
+    s.close()
+    return p
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_held_off_for_the_reload_and_the_plan_build_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """The mirror's reload and the plan's build run with the collector off, and it is back as it was
+    afterwards (left off when the caller had turned it off)."""
+    seen: dict[str, bool] = {}
+    build, reload = Planner._build, StoreState._reload
+
+    def spy_build(self: Planner, *a: Any) -> Any:
+        seen["build"] = gc.isenabled()
+        return build(self, *a)
+
+    def spy_reload(self: StoreState, *a: Any) -> Any:
+        seen["reload"] = gc.isenabled()
+        return reload(self, *a)
+
+    monkeypatch.setattr(Planner, "_build", spy_build)
+    monkeypatch.setattr(StoreState, "_reload", spy_reload)
+    p = _cold_store(tmp_path)
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        s = ContextStore(p)
+        w = s.context_get(200, sticky=False, advance_turn=False)
+        after = gc.isenabled()
+        s.close()
+    finally:
+        if was:
+            gc.enable()
+    assert w.entries
+    assert seen == {"build": False, "reload": False}
+    assert after is enabled

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from engine.store.forms import Forms
+from engine.store.gc_pause import collector_paused
 from engine.store.items import ItemMeta
 from engine.store.state import StoreState
 from engine.store.window import Shape
@@ -77,7 +78,8 @@ class Planner:
         if extended is not None:
             self._cache = (key, extended)
             return extended
-        plan = self._build(tok, terms)
+        with collector_paused():  # a build allocates an object graph with no cycles (see gc_pause)
+            plan = self._build(tok, terms)
         self._cache = (key, plan)
         self._built = (tok.name, st.layout_gen, variant, st.metas, len(st.metas))
         self._live_hashes = {m.hash for m in plan.cand}

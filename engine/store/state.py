@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 from engine.store.compaction import json_shape
 from engine.store.config import StoreConfig
 from engine.store.errors import StoreError, UnknownItemError
+from engine.store.gc_pause import collector_paused
 from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
 from engine.store.schema import connect_store, translate
 from engine.store.window import Window
@@ -203,6 +204,10 @@ class StoreState:
         dv = self.current_data_version()
         if not self.dirty and dv == self.data_version:
             return
+        with collector_paused():  # thousands of rows become long-lived objects (see gc_pause)
+            self._reload(dv)
+
+    def _reload(self, dv: int) -> None:
         self.turn = self.read_turn()
         metas = [
             ItemMeta(int(r[0]), _kind(r[1]), str(r[2]), int(r[3]), r[4], r[5], bool(r[6]), float(r[7]))
