@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.hashing import canonical_json
-from engine.store import ContextStore
+from engine.store import ContextStore, tokenizer_for
 from engine.store.forms import _message_json
 from engine.store.items import Kind
 from engine.store.recorder import _dumps, _entries_json
@@ -112,3 +112,21 @@ def test_the_collector_is_held_off_for_the_reload_and_the_plan_build_only(
     assert w.entries
     assert seen == {"build": False, "reload": False}
     assert after is enabled
+
+
+def test_a_reopened_stores_first_solve_reads_only_the_form_counts(tmp_path: Path) -> None:
+    """Every count the first solve needs is stored under its item's form key, so the text-hash rows
+    (the other half of `token_counts`) stay unread until a new text is counted, and then they are
+    found: counting a stored text again inserts nothing."""
+    p = _cold_store(tmp_path)
+    s = ContextStore(p)
+    tok = tokenizer_for(None)
+    s.context_get(200, sticky=False, advance_turn=False)
+    assert set(s.forms._counts) == {(tok.name, True)}
+    rows = s.state.conn.execute("SELECT count(*) FROM token_counts").fetchone()[0]
+    body = s.get(3).body
+    assert s.forms.count(tok, body) == tok.count(body)
+    assert s.forms._counts_new == []  # found under its text hash, not counted afresh
+    s.context_get(200, sticky=False, advance_turn=False)
+    assert s.state.conn.execute("SELECT count(*) FROM token_counts").fetchone()[0] == rows
+    s.close()
