@@ -8,6 +8,7 @@ the plan's hull steps.
 from __future__ import annotations
 
 from itertools import compress
+from operator import add, attrgetter, mul
 
 from engine.store.errors import PinsExceedBudgetError
 from engine.store.forms import Forms
@@ -17,6 +18,7 @@ from engine.store.state import StoreState
 from engine.store.window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
 from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
 
+_size = attrgetter("size")
 _NO_FIT = "did not fit: lower value per token than what was kept"
 
 
@@ -53,7 +55,8 @@ class Solver:
         pw = {t: (decay ** (now - t) if now > t else 1.0) for t in plan.distinct_turns}
         wr = cfg.w_recency
         rec_w = {t: wr * v for t, v in pw.items()}
-        totals = [st + rec_w[t] for st, t in zip(plan.static, plan.turns, strict=True)]
+        # C-level maps over ~5,000 items (a re-solve runs this every time); the same additions.
+        totals = list(map(add, plan.static, map(rec_w.__getitem__, plan.turns)))
         if relevance:
             wl = cfg.w_relevance
             midx = plan.midx
@@ -182,11 +185,12 @@ def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], ca
     """
     if capacity <= 0:
         return
-    size = [s.size for s in plan.shapes]
-    w = [totals[mi] * sz for mi, sz in zip(plan.cand_midx, size, strict=True)]
+    # C-level maps (the same products as a loop, a few thousand per re-solve).
+    size = list(map(_size, plan.shapes))
+    w = list(map(mul, map(totals.__getitem__, plan.cand_midx), size))
     for p, members in plan.dup:  # a duplicate group is worth its best member
         w[p] = max(totals[i] for i in members) * size[p]
-    effs = [w[c] * r for c, r in zip(plan.step_cand, plan.step_ratio, strict=True)]
+    effs = list(map(mul, map(w.__getitem__, plan.step_cand), plan.step_ratio))
     order = sorted(range(len(effs)), key=effs.__getitem__, reverse=True)
     done: set[int] = set(chosen)
     if min(w, default=1.0) <= 0:
