@@ -121,9 +121,15 @@ def test_a_reopened_stores_first_solve_reads_only_the_form_counts(tmp_path: Path
     p = _cold_store(tmp_path)
     s = ContextStore(p)
     tok = tokenizer_for(None)
+    rows = s.state.conn.execute("SELECT count(*) FROM token_counts").fetchone()[0]
     s.context_get(200, sticky=False, advance_turn=False)
     assert set(s.forms._counts) == {(tok.name, True)}
-    rows = s.state.conn.execute("SELECT count(*) FROM token_counts").fetchone()[0]
+    # every form's count was found under the key it was stored with: nothing was counted anew
+    assert s.state.conn.execute("SELECT count(*) FROM token_counts").fetchone()[0] == rows
+    # ... and the key is the form's memo key after the tokenizer, joined by ":" (the stored format)
+    forms = s.forms._counts[(tok.name, True)]
+    assert s.forms._memo
+    assert all("form:" + ":".join(map(str, key[1:])) in forms for key in s.forms._memo)
     body = s.get(3).body
     assert s.forms.count(tok, body) == tok.count(body)
     assert s.forms._counts_new == []  # found under its text hash, not counted afresh

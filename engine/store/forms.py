@@ -85,15 +85,22 @@ class Forms:
             self._counts_new.append((h, tok.name, n))
         return n
 
-    def _form_count(self, tok: Tokenizer, key: tuple[Any, ...], text: Callable[[], str]) -> int:
+    def _form_count(
+        self, tok: Tokenizer, key: tuple[Any, ...], text: Callable[[], str], pk: str | None = None
+    ) -> int:
         """Tokens of one item's form, from the memo, else `token_counts` under the form's key, else
         counted. An original never changes, so (item id, form, variant, rules version) names its text:
         a new process reopening the store finds every count without rendering or hashing any text
-        (that was most of the first solve of `cp-inspect ctx get`)."""
+        (that was most of the first solve of `cp-inspect ctx get`). `pk`, when given, is the stored
+        key "form:" + the key's parts after the tokenizer joined by ":" (callers that know the key's
+        layout format it directly: a reopened store's first solve looks up ~13,000)."""
         n = self._memo.get(key)
         if n is None:
-            table = self._table(tok, forms=True)
-            pk = "form:" + ":".join(map(str, key[1:]))
+            table = self._counts.get((tok.name, True))
+            if table is None:
+                table = self._table(tok, forms=True)
+            if pk is None:
+                pk = "form:" + ":".join(map(str, key[1:]))
             n = table.get(pk)
             if n is None:
                 n = self.count(tok, text())
@@ -113,7 +120,12 @@ class Forms:
         key = (tok.name, item_id, "full", RULES_VERSION)
         n = self._memo.get(key)
         if n is None:
-            n = self._form_count(tok, key, lambda: render_full(self.state.item(item_id)))
+            n = self._form_count(
+                tok,
+                key,
+                lambda: render_full(self.state.item(item_id)),
+                f"form:{item_id}:full:{RULES_VERSION}",
+            )
         return n
 
     def cost(self, tok: Tokenizer, item_id: int) -> int:
@@ -123,7 +135,12 @@ class Forms:
         key = (tok.name, item_id, "stub", stale, RULES_VERSION)
         n = self._memo.get(key)
         if n is None:
-            n = self._form_count(tok, key, lambda: stub_text(self.state.item(item_id), full_tokens, stale))
+            n = self._form_count(
+                tok,
+                key,
+                lambda: stub_text(self.state.item(item_id), full_tokens, stale),
+                f"form:{item_id}:stub:{stale}:{RULES_VERSION}",
+            )
         return n
 
     def summary_text(self, item: Item, terms: tuple[str, ...]) -> str:
