@@ -19,7 +19,7 @@ from engine.artifacts import Message, Text
 from engine.assembly import Measure
 from engine.policy import CompactionState, cost_aware
 from engine.tokens import CharTokenizer, TokenCounter
-from tests.test_turn_carry import _feed, _pipe, compare, session_st
+from tests.test_turn_carry import _feed, _pipe, compare, reuses_counted, session_st
 
 # Long enough rounds that the request passes the target and stays above it for a while before a
 # compaction pays, with a user message now and then (a round that is not a tool round).
@@ -68,18 +68,8 @@ def test_the_carried_cut_is_taken_and_changes_no_byte(policy: str) -> None:
 def test_carried_cut_over_random_sessions(ops: list[tuple[str, int]]) -> None:
     """Random sessions (what-ifs under other limits, windows and states interleaved, sources changing,
     spills, a message over the window) at a window where the request is often above the target."""
-    real, hits = cost_aware._carried_cut, [0]
-
-    def counted(*a: Any) -> Any:
-        got = real(*a)
-        hits[0] += got is not None
-        return got
-
-    cost_aware._carried_cut = counted  # type: ignore[assignment]
-    try:
+    with reuses_counted(cost_aware, "_carried_cut") as hits:
         compare(ops, 4_001, "cost_aware", False)
-    finally:
-        cost_aware._carried_cut = real  # type: ignore[assignment]
     event(f"carried cuts: {'none' if not hits[0] else '1-4' if hits[0] < 5 else '5+'}")
 
 

@@ -13,7 +13,9 @@ each on purpose).
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -89,31 +91,37 @@ def _whatif(cfg: PipelineConfig, name: str, window: int, r: int) -> PipelineConf
     return replace(cfg, limits=replace(cfg.limits, spill=False, spill_threshold=SPILL_AT + r % 50))
 
 
+@contextlib.contextmanager
+def reuses_counted(module: Any, *names: str) -> Iterator[list[int]]:
+    """Wrap the module's reuse functions (each returns None when it cannot reuse) so that hits[0]
+    counts the calls that reused something; the originals are put back after the block."""
+    hits, originals = [0], {n: getattr(module, n) for n in names}
+
+    def counting(real: Any) -> Any:
+        def counted(*a: Any) -> Any:
+            got = real(*a)
+            hits[0] += got is not None
+            return got
+
+        return counted
+
+    for n, real in originals.items():
+        setattr(module, n, counting(real))
+    try:
+        yield hits
+    finally:
+        for n, real in originals.items():
+            setattr(module, n, real)
+
+
 def compare(ops: list[tuple[str, int]], window: int, policy: str, summarize: bool) -> tuple[int, int]:
     """Run one session through a carrying pipeline and a slow one side by side, asserting every output
     equal; returns how many builds took the fast path, and the compactions made."""
     fast, slow = _pipe(window, policy, summarize, True), _pipe(window, policy, summarize, False)
     # The stable outcome is carried by key (_carried_stable) or, on an append-only turn, along the
     # lineage of the build it extends (_extended_stable): either counts as the fast path.
-    real, real_ext, hits = cost_aware._carried_stable, cost_aware._extended_stable, [0]
-
-    def counted(*a: Any) -> Any:
-        got = real(*a)
-        hits[0] += got is not None
-        return got
-
-    def counted_ext(*a: Any) -> Any:
-        got = real_ext(*a)
-        hits[0] += got is not None
-        return got
-
-    cost_aware._carried_stable = counted  # type: ignore[assignment]
-    cost_aware._extended_stable = counted_ext  # type: ignore[assignment]
-    try:
+    with reuses_counted(cost_aware, "_carried_stable", "_extended_stable") as hits:
         compactions = _session(fast, slow, ops, window)
-    finally:
-        cost_aware._carried_stable = real  # type: ignore[assignment]
-        cost_aware._extended_stable = real_ext  # type: ignore[assignment]
     return hits[0], compactions
 
 

@@ -29,7 +29,7 @@ from engine import sections
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
 from tests.test_turn_carry import _feed as _carry_feed
-from tests.test_turn_carry import _pipe
+from tests.test_turn_carry import _pipe, reuses_counted
 
 
 def _feed(pipe: Pipeline, op: str, r: int, t: int) -> None:
@@ -113,18 +113,8 @@ ops_st = st.lists(
 def test_the_append_only_fast_path_changes_no_byte(
     ops: list[tuple[str, int]], window: int, policy: str, summarize: bool
 ) -> None:
-    real, hits = cost_aware._extended_stable, [0]
-
-    def counted(*a: Any) -> Any:
-        got = real(*a)
-        hits[0] += got is not None
-        return got
-
-    cost_aware._extended_stable = counted  # type: ignore[assignment]
-    try:
+    with reuses_counted(cost_aware, "_extended_stable") as hits:
         compactions = run_side_by_side(ops, window, policy, summarize)
-    finally:
-        cost_aware._extended_stable = real  # type: ignore[assignment]
     event(f"compactions: {min(compactions, 3)}+")
     event(f"extended builds: {'none' if not hits[0] else '1-9' if hits[0] < 10 else '10+'}")
 
