@@ -136,3 +136,26 @@ def test_a_reopened_stores_first_solve_reads_only_the_form_counts(tmp_path: Path
     s.context_get(200, sticky=False, advance_turn=False)
     assert s.state.conn.execute("SELECT count(*) FROM token_counts").fetchone()[0] == rows
     s.close()
+
+
+# Scores with many ties (a handful of values) and some spread; ints too (a DroppedList takes any number).
+_scores = st.one_of(
+    st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, 3]),
+    st.floats(allow_nan=False, allow_infinity=True),
+    st.integers(-5, 5),
+)
+
+
+@given(st.lists(_scores, max_size=80), st.integers(-1, 90), st.randoms())
+def test_dropped_top_matches_the_heap(scores: list[float], n: int, rnd: Any) -> None:
+    from heapq import nsmallest
+
+    from engine.store.window import _best_implicit
+
+    ids = list(range(1, len(scores) + 1))
+    rnd.shuffle(ids)  # ids in any order: ties must still go to the smaller id
+    want = nsmallest(n, zip([-x for x in scores], ids, strict=True))
+    got = _best_implicit(n, scores, ids)
+    assert got == want
+    assert [type(x) for x, _ in got] == [type(x) for x, _ in want]
+    assert [repr(x) for x, _ in got] == [repr(x) for x, _ in want]  # -0.0 stays -0.0
