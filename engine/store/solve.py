@@ -12,7 +12,6 @@ from operator import add, attrgetter, mul
 
 from engine.store.errors import PinsExceedBudgetError
 from engine.store.forms import Forms
-from engine.store.items import ItemMeta
 from engine.store.solve_plan import Planner, SolvePlan
 from engine.store.state import StoreState
 from engine.store.window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
@@ -100,13 +99,25 @@ class Solver:
         imp_cap = 1.0
         for m in pins:
             entries.append(self.forms.entry(tok, m, "full", totals[plan.midx[m.id]], ("pinned",), terms))
+        # Why each entry is in, written out in the loop rather than a method call per entry (~900 per
+        # re-solve): recent, relevant, referenced, important, else kept for its value per token.
+        entry, rel_get = self.forms.entry, relevance.get
         for p in sorted(chosen):
             m = cand[p]
             total = totals[cand_midx[p]]
-            reasons = self._reasons_for(
-                m, pw[m.turn], relevance.get(m.id, 0.0), min(m.importance, imp_cap), total
-            )
-            entries.append(self.forms.entry(tok, m, chosen[p].form, total, reasons, terms))
+            out: list[str] = []
+            if pw[m.turn] >= 0.5:
+                out.append(f"recent ({now - m.turn} turns ago)")
+            rel = rel_get(m.id, 0.0)
+            if rel > 0:
+                out.append(f"relevant to query (bm25 {rel:.2f})")
+            if m.inbound:
+                out.append(f"referenced by {m.inbound} item(s)")
+            if min(m.importance, imp_cap) > 0:
+                out.append(f"importance {min(m.importance, imp_cap):g}")
+            if not out:
+                out.append(f"best value per token among the rest (score {total:.3f})")
+            entries.append(entry(tok, m, chosen[p].form, total, tuple(out), terms))
 
         explicit = [
             Dropped(m.id, m.kind.value, totals[plan.midx[m.id]], cost, reason)
@@ -155,22 +166,6 @@ class Solver:
         if growth > cap:
             return 0
         return min(cap, int(growth * cfg.headroom_turns))
-
-    def _reasons_for(
-        self, m: ItemMeta, recency: float, relevance: float, importance: float, total: float
-    ) -> tuple[str, ...]:
-        out: list[str] = []
-        if recency >= 0.5:
-            out.append(f"recent ({self.state.turn - m.turn} turns ago)")
-        if relevance > 0:
-            out.append(f"relevant to query (bm25 {relevance:.2f})")
-        if m.inbound:
-            out.append(f"referenced by {m.inbound} item(s)")
-        if importance > 0:
-            out.append(f"importance {importance:g}")
-        if not out:
-            out.append(f"best value per token among the rest (score {total:.3f})")
-        return tuple(out)
 
 
 def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], capacity: int) -> None:
