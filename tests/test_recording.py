@@ -316,6 +316,21 @@ def test_garbage_appended_or_inserted(tmp_path: Path, junk: bytes) -> None:
             list(r.events())
 
 
+def test_junk_whose_length_runs_past_the_end_is_not_taken_for_a_cut_write(tmp_path: Path) -> None:
+    """Hypothesis found this one: junk inserted mid-file whose length prefix (533) runs past the end and
+    whose payload starts a msgpack bin, not a map. It was read as the last frame cut short, so the reader
+    returned the frames before it and silently dropped every frame after it."""
+    p = tmp_path / "j.cpsession"
+    w = record(p, session_events(2), close=False)
+    os.close(w._fd)  # type: ignore[arg-type]
+    data = p.read_bytes()
+    mid = frame_spans(data)[3][0]
+    p.write_bytes(data[:mid] + b"\x00\x00\x02\x15\x00\x00\x00\x00\xc5\x03" + data[mid:])
+    with pytest.raises(RecordingError, match=f"not a msgpack map.*offset {mid}"):
+        with RecordingReader.open(p) as r:
+            list(r.events())
+
+
 def test_versions_and_foreign_files(tmp_path: Path) -> None:
     for version in (FORMAT_VERSION + 1, 0):
         p = tmp_path / f"v{version}.cpsession"

@@ -114,6 +114,10 @@ def _trailer(index_at: int) -> bytes:
 TRAILER_SIZE = HEADER_SIZE + len(pack_payload({"k": K_END, "index_at": struct.pack(">Q", 0)}))
 
 
+# First bytes of a msgpack map: fixmap (0x80-0x8f), map 16, map 32.
+_MAP_STARTS = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+
+
 class RecordingError(ContextPipeError):
     """A recording cannot be written or read. The message says what, where (byte offset), and what to do."""
 
@@ -787,6 +791,11 @@ class RecordingReader:
         tail = self._pread(pos, size - pos)
         if len(tail) >= HEADER_SIZE:
             decode_header(tail[:HEADER_SIZE], pos)  # a length over the limit is corruption, not a cut
+            if len(tail) > HEADER_SIZE and tail[HEADER_SIZE] not in _MAP_STARTS:
+                # Every frame's payload is a msgpack map, so a cut-short write starts one; bytes that start
+                # anything else are junk whose length prefix runs past the end (it would hide every frame
+                # after it as one "incomplete" tail).
+                raise FrameError("garbage after the last complete frame (its payload is not a msgpack map)", pos)
             u = msgpack.Unpacker(raw=False)
             u.feed(tail[HEADER_SIZE:])
             try:
