@@ -32,22 +32,15 @@ def _choices(carry: bool, ops: list[tuple[str, int]], window: int, policy: str) 
     pipe.identity("You are a careful coding agent.")
     pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
     pipe.user("Fix the bug.")
-    real, n = cost_aware.oldest_to_drop, [0]
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        n[0] += 1
-        return real(*a, **kw)
-
     builds = 0
-    cost_aware.oldest_to_drop = counted  # type: ignore[assignment]
     try:
-        for t, (op, r) in enumerate(ops):
-            _feed(pipe, op, r, t)
-            req = pipe.next_request()
-            pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 30})
-            builds += 1
+        with reuses_counted(cost_aware, "oldest_to_drop", every_call=True) as n:
+            for t, (op, r) in enumerate(ops):
+                _feed(pipe, op, r, t)
+                req = pipe.next_request()
+                pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 30})
+                builds += 1
     finally:
-        cost_aware.oldest_to_drop = real  # type: ignore[assignment]
         pipe.close()
     return n[0], builds
 

@@ -92,15 +92,16 @@ def _whatif(cfg: PipelineConfig, name: str, window: int, r: int) -> PipelineConf
 
 
 @contextlib.contextmanager
-def reuses_counted(module: Any, *names: str) -> Iterator[list[int]]:
+def reuses_counted(module: Any, *names: str, every_call: bool = False) -> Iterator[list[int]]:
     """Wrap the module's reuse functions (each returns None when it cannot reuse) so that hits[0]
-    counts the calls that reused something; the originals are put back after the block."""
+    counts the calls that reused something (every call, with every_call); the originals are put back
+    after the block."""
     hits, originals = [0], {n: getattr(module, n) for n in names}
 
     def counting(real: Any) -> Any:
-        def counted(*a: Any) -> Any:
-            got = real(*a)
-            hits[0] += got is not None
+        def counted(*a: Any, **kw: Any) -> Any:
+            got = real(*a, **kw)
+            hits[0] += every_call or got is not None
             return got
 
         return counted

@@ -290,21 +290,14 @@ def _fresh_cuts_with_moving_calibration(ops: list[tuple[str, int]], window: int)
     pipe.identity("You are a careful coding agent.")
     pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
     pipe.user("Fix the bug.")
-    real, n = cost_aware.oldest_to_drop, [0]
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        n[0] += 1
-        return real(*a, **kw)
-
-    cost_aware.oldest_to_drop = counted  # type: ignore[assignment]
     try:
-        for t, (op, r) in enumerate(ops):
-            _feed(pipe, op, r, t)
-            req = pipe.next_request()
-            factor = (1.05, 1.25, 0.95, 1.15, 1.0)[t % 5]
-            pipe.record_usage({"input_tokens": int(req.trace["final_tokens"] * factor), "output_tokens": 30})
+        with reuses_counted(cost_aware, "oldest_to_drop", every_call=True) as n:
+            for t, (op, r) in enumerate(ops):
+                _feed(pipe, op, r, t)
+                req = pipe.next_request()
+                factor = (1.05, 1.25, 0.95, 1.15, 1.0)[t % 5]
+                pipe.record_usage({"input_tokens": int(req.trace["final_tokens"] * factor), "output_tokens": 30})
     finally:
-        cost_aware.oldest_to_drop = real  # type: ignore[assignment]
         pipe.close()
     return n[0], len(ops)
 
