@@ -2,7 +2,8 @@
 
 Part 1, a real trajectory (default: deepseek_chat_dev__pydicom__pydicom-1413, 93 model calls),
 replayed call by call at ONE window (--window, default 32k) for everybody. In every repeat, four
-things run interleaved on the same growing history, each timed in wall and thread-CPU time:
+things run on the same growing history (the first three interleaved turn by turn), each timed in wall
+and thread-CPU time:
 
   engine     one turn = add the call's new messages (Pipeline.user/assistant/tool_result)
              + next_request() (plan, compact, serialize, trace, journal) + record_usage()
@@ -14,7 +15,14 @@ things run interleaved on the same growing history, each timed in wall and threa
 Both trims get max_tokens = the engine's own ceiling that turn (window minus margin and reserves), so
 all three fit the same budget. Each turn's time is the minimum over repeats (noise only adds time).
 The engine's tokenizer is timed too (thread CPU of counting new content, which both the engine and
-trim+memo must do), and the engine turn is also reported without it.
+trim+memo must do), and the engine turn is also reported without it. The naive trim runs in a pass of
+its own after each repeat: interleaved, its ~25 ms a turn decided which subject ran with a warm cache.
+
+--iso, the like-for-like comparison: the engine (with its floor) and trim+memo each alone in its own
+processes (--procs per subject), taking turns repeat by repeat (--rounds), so neither inherits the
+other's cache state; warm by default, every turn cold with --evict (as in an agent, where a model call
+separates turns). --peer-counter bpe gives trim+memo the fast tokenizer the engine uses, so the two
+differ only in what they do with the counts.
 
 Part 2, a synthetic 10,000-turn session (20,000+ messages) through the public API at --long-window
 (default 128k): engine turn vs the floor at 1,000, 5,000 and 20,000 messages of history (median of
@@ -24,7 +32,7 @@ every turn on 20k messages would take hours).
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
         [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
         [--skip-long | --only-long] [--no-peer] [--peer-counter tiktoken|bpe] [--profile] [--identity OUT.json [--compare EARLIER.json]]
-        [--ab BASE_DIR [--rounds 6] [--procs 3]]
+        [--ab BASE_DIR [--rounds 6] [--procs 3]] [--iso [--evict] [--peer-counter bpe] [--rounds 6] [--procs 3]]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
 (traces included) of many runs, hashed per run: real trajectories x providers x windows x policies
@@ -245,6 +253,14 @@ def one_repeat(
     peers: bool = True,
     evict: Callable[[], object] | None = None,
 ) -> tuple[dict[str, list[tuple[float, float]]], list[int]]:
+    """One repeat of part 1: per turn the engine, its floor and trim+memo, interleaved; then the naive
+    trim over every turn in a pass of its own.
+
+    The naive trim runs apart because it would decide who runs warm: it spends ~25 ms a turn walking
+    and tokenizing the very LangChain messages trim+memo reads next, so interleaved (as before the
+    thirteenth session) trim+memo ran with its data in cache and the engine, which came after 25 ms of
+    someone else's work, with its data evicted. Now nothing heavy runs between the three subjects, and
+    with --evict each of the three starts cold (as in an agent, where a model call separates turns)."""
     from langchain_core.messages import trim_messages
 
     run = EngineRun(imp, window)
@@ -253,6 +269,7 @@ def one_repeat(
     fed = 0
     out: dict[str, list[tuple[float, float]]] = {k: [] for k in TIMED}
     sizes: list[int] = []
+    limits: list[int] = []
     for k, call in enumerate(imp.calls):
         new = call.messages[fed:]
         tok0 = run.tokenizer.cpu
@@ -281,29 +298,33 @@ def one_repeat(
         json.dumps(body)
         out["floor"].append(t.stop())
         limit = int(req.trace["ceiling"])
-        for kind, counter in (("trim", naive), ("memo", memo)) if peers else ():
-            t = Timer()
-            trim_messages(
-                lc_history[k],
-                max_tokens=limit,
-                token_counter=counter,
-                strategy="last",
-                include_system=True,
-                start_on="human",
-            )
-            out[kind].append(t.stop())
+        limits.append(limit)
+        if peers:
+            if evict is not None:
+                evict()
+            out["memo"].append(time_trim(trim_messages, lc_history[k], limit, memo))
         sizes.append(len(req.bytes))
         fed = len(call.messages)
         if call.response is not None:
             run.feed(call.response)
             fed += 1
+    if peers:
+        for k, limit in enumerate(limits):
+            out["trim"].append(time_trim(trim_messages, lc_history[k], limit, naive))
     return out, sizes
 
 
+def time_trim(trim_messages: Any, history: list[Any], limit: int, counter: Callable[[list[Any]], int]) -> tuple[float, float]:
+    """One trim_messages call as the docs show it, under the engine's ceiling for that turn."""
+    t = Timer()
+    trim_messages(history, max_tokens=limit, token_counter=counter, strategy="last", include_system=True, start_on="human")
+    return t.stop()
+
+
 def cache_evictor() -> Callable[[], object]:
-    """--evict: a pass over ~50 MB of Python objects, run before each engine turn and before each floor
-    (outside the timed regions), so both start with cold CPU caches, as the engine does beside the peers
-    (their ~40 ms between its turns) while the floor, run right after the engine, starts warm."""
+    """--evict: a pass over ~50 MB of Python objects, run (outside the timed regions) before each engine
+    turn, each floor and each trim+memo, so every subject starts with cold CPU caches, as it would in
+    an agent whose turns are separated by a model call and the agent's own work."""
     junk: list[dict[str, int]] = [{"a": i, "b": -i} for i in range(300_000)]
 
     def evict() -> int:
@@ -312,22 +333,32 @@ def cache_evictor() -> Callable[[], object]:
     return evict
 
 
-def engine_only(imp: ImportedSession, window: int) -> None:
-    """The engine's part of a repeat, alone (for profiling)."""
+def engine_only(imp: ImportedSession, window: int) -> list[int]:
+    """The engine's part of a repeat, alone (for profiling, and --iso's trim budgets): each turn's
+    ceiling, fed exactly as one_repeat feeds it."""
     run = EngineRun(imp, window)
     fed = 0
+    ceilings: list[int] = []
     for call in imp.calls:
         for m in call.messages[fed:]:
             run.feed(m)
-        run.pipe.next_request()
+        req = run.pipe.next_request()
+        ceilings.append(int(req.trace["ceiling"]))
         if call.usage is not None:
             run.pipe.record_usage(
-                {"input_tokens": call.usage.input_tokens, "output_tokens": call.usage.output_tokens}
+                {
+                    "input_tokens": call.usage.input_tokens,
+                    "output_tokens": call.usage.output_tokens,
+                    "cache_read_tokens": call.usage.cache_read_tokens or 0,
+                }
             )
+        else:
+            run.pipe.record_error("error", call.error or "no response")
         fed = len(call.messages)
         if call.response is not None:
             run.feed(call.response)
             fed += 1
+    return ceilings
 
 
 def lc_histories(imp: ImportedSession) -> list[list[Any]]:
@@ -504,6 +535,98 @@ def ab(args: argparse.Namespace) -> int:
           f"{n['median_turn'] / b['median_turn']:.3f}, without tokenizing "
           f"{(n['engine'] - n['tokenize']) / (b['engine'] - b['tokenize']):.3f} "
           f"({args.procs} processes per tree, {args.rounds} repeats each, alternating)")  # fmt: skip
+    return 0
+
+
+
+def iso_child(args: argparse.Namespace) -> int:
+    """--iso-child KIND: one repeat of one subject per line read on stdin (engine: the engine and its
+    floor; memo: trim_messages with the memoized counter), answered with one JSON line of per-turn
+    thread-CPU lists."""
+    imp = load(args.file)
+    TokenCounter().count("warm up the tokenizer")
+    evict = cache_evictor() if args.evict else None
+    if args.iso_child == "engine":
+        for _line in sys.stdin:
+            gc.collect()
+            out, _sizes = one_repeat(imp, args.window, [], tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
+            print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
+        return 0
+    from langchain_core.messages import trim_messages
+
+    limits = json.loads(args.iso_limits.read_text())
+    lc_history = lc_histories(imp)  # built outside the timed region: the agent already holds them
+    count_one = tiktoken_one()
+    count_one(lc_history[0][0])
+    for _line in sys.stdin:
+        gc.collect()
+        memo = memo_counter(count_one)  # fresh per repeat, as in one_repeat
+        cpu: list[float] = []
+        for k, limit in enumerate(limits):
+            if evict is not None:
+                evict()
+            cpu.append(time_trim(trim_messages, lc_history[k], limit, memo)[1])
+        print(json.dumps({"memo": cpu}), flush=True)
+    return 0
+
+
+def iso(args: argparse.Namespace) -> int:
+    """--iso: the engine (with its floor) and trim_messages+memo, each alone in its own processes,
+    taking turns repeat by repeat as --ab does. Nothing else runs in a subject's process, so neither
+    inherits the other's cache state: with --evict both start every turn cold (an agent's turns are
+    separated by a model call), without it both run warm. Each turn's minimum over every repeat of
+    every process of a subject. The trims get the engine's ceiling of each turn, as in part 1."""
+    import subprocess
+    import tempfile
+
+    here = Path(__file__).resolve()
+    imp = load(args.file)
+    with tempfile.TemporaryDirectory() as tmp:
+        limits_file = Path(tmp) / "limits.json"
+        limits_file.write_text(json.dumps(engine_only(imp, args.window)))
+        kids: list[tuple[str, Any]] = []
+        for _ in range(args.procs):
+            for kind in ("engine", "memo"):
+                cmd = [sys.executable, str(here), "--iso-child", kind, "--iso-limits", str(limits_file),
+                       "--file", str(args.file), "--window", str(args.window), "--backend", args.backend,
+                       "--provider", args.provider, "--peer-counter", args.peer_counter]  # fmt: skip
+                if args.evict:
+                    cmd.append("--evict")
+                kids.append((kind, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
+        best: dict[str, list[float]] = {}
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        try:
+            for r in range(args.rounds):
+                for _kind, kid in kids if r % 2 == 0 else kids[::-1]:
+                    assert kid.stdin is not None and kid.stdout is not None
+                    if cpus:
+                        os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
+                    kid.stdin.write("go\n")
+                    kid.stdin.flush()
+                    got = json.loads(kid.stdout.readline())
+                    for k, vals in got.items():
+                        mine = best.setdefault(k, [math.inf] * len(vals))
+                        best[k] = [min(a, b) for a, b in zip(mine, vals, strict=True)]
+        finally:
+            for _kind, kid in kids:
+                if kid.stdin is not None:
+                    kid.stdin.close()
+                kid.wait()
+    ms = 1000.0
+    warm = min(args.warm, len(imp.calls) - 1)
+    e, f, tk, mm = best["engine"], best["floor"], best["tokenize"], best["memo"]
+    rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
+    state = "cold (caches evicted before every subject's turn)" if args.evict else "warm (nothing else between turns)"
+    print(f"--iso, {state}: {args.file.name}, {len(e)} calls at {args.window}; {args.procs} processes per "
+          f"subject x {args.rounds} repeats, alternating; minimum per turn; thread CPU")  # fmt: skip
+    print(f"[CPU] whole trajectory: engine {sum(e) * ms:.1f} ms (tokenizing new content {sum(tk) * ms:.1f}), "
+          f"trim_messages+memo {sum(mm) * ms:.1f} ms, json.dumps floor {sum(f) * ms:.1f} ms")  # fmt: skip
+    print(f"[CPU]   engine / trim+memo {sum(e) / sum(mm):.2f}x (goal <= 1); without the engine's tokenizing "
+          f"{sum(rest) / sum(mm):.2f}x")  # fmt: skip
+    steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
+    print(f"[CPU]   steady turn (median, turns >= {warm}): engine {statistics.median(e[warm:]) * ms:.3f} ms, "
+          f"trim+memo {statistics.median(mm[warm:]) * ms:.3f} ms, floor {statistics.median(f[warm:]) * ms:.3f} ms; "
+          f"engine / floor {steady:.2f}x (goal <= 2x)")  # fmt: skip
     return 0
 
 
@@ -802,7 +925,8 @@ def main() -> int:
     ap.add_argument(
         "--evict",
         action="store_true",
-        help="with --no-peer: evict the CPU caches before every engine turn and every floor (both cold)",
+        help="evict the CPU caches before every engine turn, floor and trim+memo (every subject cold; "
+        "part 1 and --iso)",
     )
     ap.add_argument("--long-policy", default=None, help="compaction policy for part 2, e.g. cost_aware:early=off")
     ap.add_argument(
@@ -822,6 +946,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="with --ab: repeats of each process, A B / B A in turn")
     ap.add_argument("--procs", type=int, default=3, help="with --ab: processes per tree")
     ap.add_argument("--pair-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--iso",
+        action="store_true",
+        help="part 1's engine and trim+memo each alone in its own processes, alternating (--procs, --rounds; "
+        "with --evict both cold)",
+    )
+    ap.add_argument("--iso-child", choices=("engine", "memo"), help=argparse.SUPPRESS)
+    ap.add_argument("--iso-limits", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--identity", type=Path, help="write per-run hashes of requests and journal here")
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
@@ -842,6 +974,10 @@ def main() -> int:
         return identity(args)
     if args.pair_child:
         return pair_child(args)
+    if args.iso_child:
+        return iso_child(args)
+    if args.iso:
+        return iso(args)
     if args.ab:
         return ab(args)
     if args.profile:
