@@ -50,6 +50,9 @@ class ManifestEncoder:
 
     def __init__(self) -> None:
         self._last: dict[str, tuple[tuple[Entry, ...], str]] = {}  # lane -> (entries, items JSON)
+        # id(entry) -> (entry, its JSON) for the last window encoded whole: a re-solve hands back the
+        # Entry objects of items whose score and form did not change (see solve_reuse), ~600 of ~850.
+        self._frags: dict[int, tuple[Entry, str]] = {}
 
     def encode(self, window: Window) -> bytes:
         manifest = window.manifest(max_dropped=MAX_DROPPED_RECORDED, with_items=False)
@@ -67,10 +70,26 @@ class ManifestEncoder:
                     more = _entries_json(entries[k:])
                     items = old_json[:-1] + "," + more[1:]
         if items is None:
-            items = _entries_json(entries)
+            items = self._whole(entries)
         self._last[window.lane] = (entries, items)
         raw = _dumps(manifest).replace(_dumps(_ITEMS_SLOT), items, 1)
         return zlib.compress(raw.encode("utf-8"), _ZLEVEL)
+
+    def _whole(self, entries: Sequence[Entry]) -> str:
+        """`_entries_json(entries)`, re-using the JSON of entries that were in the last whole encoding
+        (the same objects: an Entry is immutable and the entry is kept beside its id, so a recycled id
+        never matches)."""
+        old = self._frags
+        frags: dict[int, tuple[Entry, str]] = {}
+        parts = []
+        for e in entries:
+            hit = old.get(id(e))
+            if hit is None or hit[0] is not e:
+                hit = (e, _entry_json(e))
+            frags[id(e)] = hit
+            parts.append(hit[1])
+        self._frags = frags
+        return "[" + ",".join(parts) + "]"
 
 
 # Built once (json.dumps with these options builds an encoder per call); same bytes as encode_manifest.

@@ -7,12 +7,14 @@ the plan's hull steps.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import compress
 from operator import add, attrgetter, mul
 
 from engine.store.errors import PinsExceedBudgetError
 from engine.store.forms import Forms
 from engine.store.solve_plan import Planner, SolvePlan
+from engine.store.solve_reuse import Reuse
 from engine.store.state import StoreState
 from engine.store.window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
 from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
@@ -28,6 +30,7 @@ class Solver:
         self.state = state
         self.forms = forms
         self.planner = planner
+        self.reuse = Reuse()
 
     def solve(
         self,
@@ -54,19 +57,27 @@ class Solver:
         pw = {t: (decay ** (now - t) if now > t else 1.0) for t in plan.distinct_turns}
         wr = cfg.w_recency
         rec_w = {t: wr * v for t, v in pw.items()}
-        # C-level maps over ~5,000 items (a re-solve runs this every time); the same additions.
-        totals = list(map(add, plan.static, map(rec_w.__getitem__, plan.turns)))
-        if relevance:
-            wl = cfg.w_relevance
-            midx = plan.midx
-            for item_id, rel in relevance.items():
-                i = midx.get(item_id)
-                if i is not None:
-                    totals[i] += wl * rel
-        if plan.stale_idx:
-            sf = cfg.stale_factor
-            for i in plan.stale_idx:
-                totals[i] *= sf
+        # Without a query, the previous solve's scores, weights and step order are reused where they
+        # cannot have changed (see solve_reuse); the general path below computes the same floats.
+        reuse: Reuse | None = self.reuse if not relevance and not terms else None
+        reused = reuse.totals(plan, rec_w, cfg.stale_factor) if reuse is not None else None
+        if reused is not None:
+            totals = reused  # the cache's own list: read below, never written
+        else:
+            reuse = None
+            # C-level maps over ~5,000 items; the same additions.
+            totals = list(map(add, plan.static, map(rec_w.__getitem__, plan.turns)))
+            if relevance:
+                wl = cfg.w_relevance
+                midx = plan.midx
+                for item_id, rel in relevance.items():
+                    i = midx.get(item_id)
+                    if i is not None:
+                        totals[i] += wl * rel
+            if plan.stale_idx:
+                sf = cfg.stale_factor
+                for i in plan.stale_idx:
+                    totals[i] *= sf
 
         cand, cand_midx, shapes, full_cost = plan.cand, plan.cand_midx, plan.shapes, plan.full_cost
         n = len(cand)
@@ -92,7 +103,7 @@ class Solver:
                     if full.tokens <= room:
                         chosen[p] = full
                         room -= full.tokens
-            knapsack(plan, totals, chosen, room)
+            knapsack(plan, totals, chosen, room, reuse)
 
         # ---- the window: pins, then chosen candidates in id order
         entries: list[Entry] = []
@@ -102,11 +113,23 @@ class Solver:
         # Why each entry is in, written out in the loop rather than a method call per entry (~900 per
         # re-solve): recent, relevant, referenced, important, else kept for its value per token.
         entry, rel_get = self.forms.entry, relevance.get
+        # A chosen item whose score is frozen (see solve_reuse) and that is not recent gets the same
+        # Entry as when it was last chosen in the same form: it is handed back instead of rebuilt.
+        frozen = reuse.frozen_now if reuse is not None else 0
+        kept = reuse.kept_entries() if reuse is not None else None
         for p in sorted(chosen):
             m = cand[p]
-            total = totals[cand_midx[p]]
+            mi = cand_midx[p]
+            recent = pw[m.turn] >= 0.5
+            if kept is not None and mi < frozen and not recent:
+                form = chosen[p].form
+                hit = kept.get(p)
+                if hit is not None and hit[0] == form:
+                    entries.append(hit[1])
+                    continue
+            total = totals[mi]
             out: list[str] = []
-            if pw[m.turn] >= 0.5:
+            if recent:
                 out.append(f"recent ({now - m.turn} turns ago)")
             rel = rel_get(m.id, 0.0)
             if rel > 0:
@@ -117,7 +140,10 @@ class Solver:
                 out.append(f"importance {min(m.importance, imp_cap):g}")
             if not out:
                 out.append(f"best value per token among the rest (score {total:.3f})")
-            entries.append(entry(tok, m, chosen[p].form, total, tuple(out), terms))
+            e = entry(tok, m, chosen[p].form, total, tuple(out), terms)
+            entries.append(e)
+            if kept is not None and mi < frozen and not recent:
+                kept[p] = (e.form, e)
 
         explicit = [
             Dropped(m.id, m.kind.value, totals[plan.midx[m.id]], cost, reason)
@@ -168,7 +194,9 @@ class Solver:
         return min(cap, int(growth * cfg.headroom_turns))
 
 
-def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], capacity: int) -> None:
+def knapsack(
+    plan: SolvePlan, totals: list[float], chosen: dict[int, Option], capacity: int, reuse: Reuse | None = None
+) -> None:
     """Greedy multiple-choice knapsack over the plan's hull steps; adds to `chosen` in place.
 
     Each candidate's hull steps have strictly decreasing value per token, so sorting every step
@@ -176,10 +204,17 @@ def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], ca
     candidate's next step would pop them (the sort is stable and steps are pre-ordered by
     candidate and level). A step that does not fit ends that candidate's upgrades; its most
     valuable cheaper off-hull form is taken if it fits. After MAX_CONSECUTIVE_MISSES misses in a
-    row the budget is within a stub of full and the walk stops.
+    row the budget is within a stub of full and the walk stops. With `reuse` (the totals are its
+    own), the weights, values per token and their order come from it: the same lists.
     """
     if capacity <= 0:
         return
+    if reuse is not None:
+        reused = reuse.weights(plan)
+        if reused is not None:
+            w, effs = reused
+            reuse.walked(_walk(plan, w, reuse.order(plan, effs), chosen, capacity))
+            return
     # C-level maps (the same products as a loop, a few thousand per re-solve).
     size = list(map(_size, plan.shapes))
     w = list(map(mul, map(totals.__getitem__, plan.cand_midx), size))
@@ -187,6 +222,13 @@ def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], ca
         w[p] = max(totals[i] for i in members) * size[p]
     effs = list(map(mul, map(w.__getitem__, plan.step_cand), plan.step_ratio))
     order = sorted(range(len(effs)), key=effs.__getitem__, reverse=True)
+    _walk(plan, w, order, chosen, capacity)
+
+
+def _walk(
+    plan: SolvePlan, w: list[float], order: Iterable[int], chosen: dict[int, Option], capacity: int
+) -> int:
+    """The knapsack's walk over steps in `order`; returns how many steps of it were taken."""
     done: set[int] = set(chosen)
     if min(w, default=1.0) <= 0:
         done.update(p for p, x in enumerate(w) if x <= 0)
@@ -194,7 +236,9 @@ def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], ca
     shapes, step_cand, step_level, step_dt = plan.shapes, plan.step_cand, plan.step_level, plan.step_dt
     remaining = capacity
     misses = 0
+    taken = 0
     for j in order:
+        taken += 1
         c = step_cand[j]
         if c in done:
             continue
@@ -225,3 +269,4 @@ def knapsack(plan: SolvePlan, totals: list[float], chosen: dict[int, Option], ca
     for c, lv in level_of.items():
         shape = shapes[c]
         chosen[c] = shape.hull[lv] if lv >= 0 else shape.options[-1 - lv]
+    return taken
