@@ -704,6 +704,10 @@ def profile(args: argparse.Namespace) -> None:
     timed(queues, "summary_event", "  summary_event")
     kept_fn = queues.kept
     timed(queues, "kept", "  kept (elided stream: which events go)")
+    # A recording agent's turns, spliced whole into the elided stream's batches (engine.probe.splice).
+    splice_fns = (queues.batch_payload, queues.payload_of)
+    timed(queues, "batch_payload", "  batch_payload (splicing)")
+    timed(queues, "payload_of", "  payload_of (a frame's payload)")
 
     class _Enc:
         pack = staticmethod(real)
@@ -719,7 +723,7 @@ def profile(args: argparse.Namespace) -> None:
         for name in ("_drain_wake", "_service", "_fill", "_budget", "_rest", "_accept", "_on_readable"):
             timed(server, name, name)
         # The lean stream's steps inside _fill (each also inside _fill's figure).
-        for name in ("_absorb", "_newest_turn", "_append_run", "_fill_fetch", "_fill_elided"):
+        for name in ("_absorb", "_newest_turn", "_append_run", "_fill_fetch", "_fill_elided", "_fill_framed", "_emit"):
             timed(server, name, f"  {name}")
         assert server._sel is not None
         timed(server._sel, "select", "select (sleeping, waking)")
@@ -768,6 +772,7 @@ def profile(args: argparse.Namespace) -> None:
             per[mode].append((sums[mode][0] / (2 * args.turns), sums[mode][1] / (2 * args.turns)))
     queues.summary_event = summary_fn  # type: ignore[assignment]
     queues.kept = kept_fn  # type: ignore[assignment]
+    queues.batch_payload, queues.payload_of = splice_fns  # type: ignore[assignment]
     med = statistics.median
     enc = [x[0] for x in per["encoding"]]
     floor = [x[0] for x in per["stand-in"]]

@@ -40,6 +40,7 @@ from engine.probe.elide import ELIDED_KINDS, RANGE_FRAME_EVENTS, kept
 from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
+from engine.probe.splice import batch_payload, payload_of
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame, pack_payload_fast
 
 log = logging.getLogger("contextpipe.probe")
@@ -566,9 +567,9 @@ class ClientQueues:
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
-                data, count, jend, turns = hit
+                data, count, jend, turns, cursor = hit
                 self._emit(c, b"", data, count)
-                c.cursor, c.jpos = key[2], jend
+                c.cursor, c.jpos = cursor, jend
                 c.owed.update(turns)
                 return
         # At most ELIDE_SCAN events a fill (the pump fills again once the buffer drains), so a backlog
@@ -583,6 +584,13 @@ class ClientQueues:
         at: list[int] = []
         owed: list[int] = []  # turns sent as summaries
         idx = None if self.redact else kept(evs)
+        if idx is None and not self.redact:
+            # A recording agent's events come as (event, frame) pairs: its turns go whole (see splice).
+            plain = [ev[0] if type(ev) is tuple else ev for ev in evs]
+            idx = kept(plain)
+            if idx is not None:
+                self._fill_framed(c, evs, idx, seq, head, cache, key)
+                return
         if idx is not None:
             # Comprehensions, not one loop doing it all: this runs for every event sent, and only the turns
             # need more than their place (every one but the newest sent goes as its summary).
@@ -638,8 +646,85 @@ class ClientQueues:
         if lost:
             c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
         if cache is not None:
-            cache[key] = (bytes(data), len(out) - lost, jpos, owed)
+            cache[key] = (bytes(data), len(out) - lost, jpos, owed, head)
         self._emit(c, b"", data, len(out) - lost)
+
+    def _fill_framed(
+        self,
+        c: Client,
+        evs: list[Any],
+        idx: list[int],
+        seq: int,
+        head: int,
+        cache: dict[Any, Any] | None,
+        key: tuple[Any, ...],
+    ) -> None:
+        """The elided stream's events `evs[i] for i in idx` (ring slots seq..head, some of them (event,
+        frame) pairs) in `batch` frames: an event with its frame goes whole, its payload spliced into the
+        batch (see splice); one without is encoded here, a turn then summarized unless it is the newest.
+        Stops after the event that takes the batches past HIGH_WATER (whole turns are ~6x their summaries),
+        so a backlog does not fill the buffer at once; the pump fills again once it drains."""
+        jpos = c.jpos
+        parts: list[bytes] = []
+        at: list[int] = []
+        owed: list[int] = []
+        newest: int | None = None
+        size = 0
+        stop = len(evs)
+        lost = 0
+        for i in idx:
+            ev = evs[i]
+            if type(ev) is tuple:
+                part = payload_of(ev[1])
+            else:
+                if ev.get("k") == "turn":
+                    if newest is None:
+                        newest = self._newest_turn(seq, head)
+                    if seq + i < newest:
+                        summary = summary_event(ev)
+                        if summary is not ev:
+                            owed.append(ev["turn"])
+                            ev = summary
+                try:
+                    part = pack_payload_fast(ev) or self._packer.pack(ev)
+                except Exception as exc:
+                    self._packer.reset()
+                    log.warning("probe could not encode a %r event: %s", ev.get("k"), exc)
+                    lost += 1
+                    continue
+            parts.append(part)
+            at.append(jpos + i)
+            size += len(part)
+            if size >= HIGH_WATER:
+                stop = i + 1
+                break
+        jpos += stop
+        c.cursor, c.jpos = seq + stop, jpos
+        c.owed.update(owed)
+        frames: list[bytes] = []  # header, payload, header, payload, ...
+        too_big = 0
+        for i in range(0, max(len(parts), 1), BATCH_EVENTS):
+            payload = batch_payload(parts[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], jpos)
+            if len(payload) > MAX_FRAME_BYTES:  # one event near the frame limit: each alone, or lost
+                for part, p in zip(parts[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], strict=True):
+                    one = batch_payload([part], [p], jpos)
+                    if len(one) > MAX_FRAME_BYTES:
+                        too_big += 1
+                    else:
+                        frames += (HEADER.pack(len(one), zlib.crc32(one)), one)
+                continue
+            frames += (HEADER.pack(len(payload), zlib.crc32(payload)), payload)
+        if lost or too_big:
+            c.lose(lost + too_big)  # a client told `dropped` re-syncs: its positions would no longer hold
+        sent = len(parts) - too_big
+        if cache is not None:
+            data = b"".join(frames)
+            cache[key] = (data, sent, jpos, owed, seq + stop)
+            self._emit(c, b"", data, sent)
+            return
+        # Straight into the client's buffer: joining first copied ~2.6 KB a turn once more.
+        for j in range(0, len(frames), 2):
+            self._emit(c, frames[j], frames[j + 1], sent if j == 0 else 0)
 
     def _append_run(
         self,
