@@ -665,7 +665,7 @@ class ClientQueues:
         Stops after the event that takes the batches past HIGH_WATER (whole turns are ~6x their summaries),
         so a backlog does not fill the buffer at once; the pump fills again once it drains."""
         jpos = c.jpos
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         at: list[int] = []
         owed: list[int] = []
         newest: int | None = None
@@ -675,7 +675,7 @@ class ClientQueues:
         for i in idx:
             ev = evs[i]
             if type(ev) is tuple:
-                part = payload_of(ev[1])
+                part: bytes | memoryview = payload_of(ev[1])
             else:
                 if ev.get("k") == "turn":
                     if newest is None:

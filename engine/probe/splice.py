@@ -15,6 +15,7 @@ them together): a client cannot tell the two apart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from engine.recording.frames import HEADER_SIZE, pack_payload, pack_payload_fast
@@ -38,12 +39,14 @@ def _pack(obj: Any) -> bytes:
     return pack_payload(obj) if out is None else out
 
 
-def payload_of(frame: bytes) -> bytes:
-    """The payload of one frame (`engine.recording.frames`): what follows its length and checksum."""
-    return frame[HEADER_SIZE:]
+def payload_of(frame: bytes) -> memoryview:
+    """The payload of one frame (`engine.recording.frames`): what follows its length and checksum. A
+    view, not a copy: the batch is joined from it (a copy of each frame first cost ~0.7 us a turn more,
+    its first read of a frame the agent wrote ~100 ms earlier)."""
+    return memoryview(frame)[HEADER_SIZE:]
 
 
-def batch_payload(parts: list[bytes], at: list[int], end: int) -> bytes:
+def batch_payload(parts: Sequence[bytes | memoryview], at: list[int], end: int) -> bytes:
     """The payload of `{"k": "batch", "events": [...], "at": at, "end": end}`, given each event's own
     encoded payload in `parts` (in order)."""
     return b"".join((_BATCH_HEAD, _array_header(len(parts)), *parts, _AT, _pack(at), _END, _pack(end)))
