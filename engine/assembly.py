@@ -35,6 +35,17 @@ SECTION_MEMO = 64
 # trimmed one; a what-if (simulate) builds two to five columns a turn from one Measure, each its own
 # lineage of histories that only grow between compactions. Each entry pins one item tuple.
 RECENT_ROUNDS = 6
+# Verified prefixes (Measure.starts_with): one link per item tuple, to the longest tuple it was found to
+# start with. A build checks its history against the previous build's in several memos (section runs,
+# running sums, rounds, the remembered cuts and lineage); a what-if builds a few columns a turn. Each
+# entry pins two item tuples.
+PREFIX_LINKS = 16
+# Links followed from a tuple before comparing by value: one a turn, back to a remembered cut's history
+# (chosen a turn or two ago).
+PREFIX_DEPTH = 4
+# Shorter prefixes are compared by value: the comparison in C costs less than following links in Python
+# (a sent history within a window is a few hundred items at most; an uncompacted one grows without end).
+PREFIX_MIN = 256
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,55 @@ class Measure:
         # Recent history cuts of the budget guarantee, newest first (trim_sections._carried_drop reads
         # and writes them; each holds the raw history it was chosen in).
         self.drops: list[Any] = []
+        # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
+        # `items` was found to start with).
+        self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.prefix_min = PREFIX_MIN  # (tests set it: 1 follows links for every prefix, a huge one never)
+
+    def starts_with(self, items: tuple[Any, ...], prev: tuple[Any, ...]) -> bool:
+        """items[:len(prev)] == prev (a history that only grew since `prev`), remembered.
+
+        Tuples are immutable, so a prefix found once holds for as long as both objects live (each link
+        holds them, so their ids are not reused), and prefixes chain: a tuple that starts with one that
+        starts with `prev` starts with `prev`. Every memo of a build (section runs, running sums, rounds,
+        first_over, the remembered cuts, the policy's lineage) asks whether this build's history starts
+        with one an earlier build saw; by value that is an O(n) copy and comparison each time (the
+        gates-closed column of a long simulate compares its whole uncompacted conversation several
+        times a build). Here the first answer is by value, the later ones follow links."""
+        k = len(prev)
+        if k > len(items):
+            return False
+        if items is prev or k == 0:
+            return True
+        # The ends first (cheap rejections: another column's or a trimmed history nearly always differs
+        # at its first or last shared item), identity before `!=` (which runs a dataclass's __eq__).
+        x, y = items[k - 1], prev[k - 1]
+        if x is not y and x != y:
+            return False
+        x, y = items[0], prev[0]
+        if x is not y and x != y:
+            return False
+        if k < self.prefix_min:
+            return items[:k] == prev
+        links = self._links
+        a = items
+        for _ in range(PREFIX_DEPTH):
+            got = links.get(id(a))
+            if got is None or got[0] is not a:
+                break
+            a = got[1]
+            if a is prev:
+                return True
+            if len(a) < k:
+                break
+        if items[:k] != prev:
+            return False
+        got = links.get(id(items))
+        if got is None or got[0] is not items or len(got[1]) < k:
+            if len(links) >= PREFIX_LINKS:
+                links.clear()
+            links[id(items)] = (items, prev)
+        return True
 
     def part(self, p: object) -> int:
         c = self.counter
@@ -145,7 +205,7 @@ class Measure:
             runs = self._runs[s.id] = []
         for prev, total in runs:
             k = len(prev)
-            if k <= len(items) and items[:k] == prev:
+            if self.starts_with(items, prev):
                 item = self.item
                 n = total + sum(item(i) for i in items[k:])
                 break
@@ -187,9 +247,11 @@ class Measure:
         held = [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]
         held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
         held += [t for t, _ in self._rounds] + [d.items for d in self.drops]
+        held += [t for pair in self._links.values() for t in pair]
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
+            "verified prefixes": len(self._links),
             "longest item tuple held": max(map(len, held), default=0),
         }
 
@@ -199,7 +261,7 @@ class Measure:
         it (a history that grew), so a turn adds only the new items. Do not modify the list."""
         for prev, sums in self._cums:
             k = len(prev)
-            if k <= len(items) and items[:k] == prev:
+            if self.starts_with(items, prev):
                 if k == len(items):
                     return sums
                 out = sums + list(accumulate(map(self.item, items[k:]), initial=sums[-1]))[1:]
@@ -217,7 +279,7 @@ class Measure:
         start = 0
         for lim, prev, found in self._over:
             k = len(prev)
-            if lim == limit and k <= len(items) and items[:k] == prev:
+            if lim == limit and self.starts_with(items, prev):
                 if found < k:
                     return found
                 start = k
@@ -243,24 +305,15 @@ class Measure:
         memo = self._rounds
         for j, (prev, bounds) in enumerate(memo):
             k = len(prev)
-            # Two single-item checks before the O(k) comparison: a history from another lineage (another
-            # column's, a trimmed one) nearly always differs at its first or last shared item. By value,
-            # not identity: the message closed from pending parts at a build is a new object when it
-            # enters the history, and a revision-1 note rides on a new task message every turn.
-            if k == 0 or k > n:
-                continue
-            # Identity first: `!=` on two references to one message still runs the dataclass's __eq__.
-            a, b = items[k - 1], prev[k - 1]
-            if (a is not b and a != b) or (items[0] is not prev[0] and items[0] != prev[0]):
+            # By value, not identity: the message closed from pending parts at a build is a new object
+            # when it enters the history, and a revision-1 note rides on a new task message every turn
+            # (starts_with checks the first and last shared items before the whole prefix).
+            if k == 0 or not self.starts_with(items, prev):
                 continue
             if k == n:
-                if items is prev or items == prev:
-                    if j:
-                        memo.insert(0, memo.pop(j))
-                    return bounds
-                continue
-            if items[:k] != prev:
-                continue
+                if j:
+                    memo.insert(0, memo.pop(j))
+                return bounds
             out = _extend_rounds(bounds, items, k)
             break
         else:

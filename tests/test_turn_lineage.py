@@ -12,12 +12,15 @@ build:
 The reference is the general path (`pipe.fast_path = False`): random sessions mixing appends with every
 other kind of change must give byte-identical requests, traces, compaction states and journals; the
 counting tests fail on e475f4a (every turn re-sorted the sources and re-applied the state); and the
-broken-guard tests show the comparison catches a guard that leaves out one input.
+broken-guard tests show the comparison catches a guard that leaves out one input. The fast side also
+answers every prefix question through Measure.starts_with's verified links, the slow side by value
+(tests/test_turn_prefix_links.py).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -55,6 +58,9 @@ def _out(req: Any) -> tuple[bytes, str]:
 def run_side_by_side(ops: list[tuple[str, int]], window: int, policy: str, summarize: bool) -> int:
     """One session through a fast and a slow pipeline, every output compared; returns compactions."""
     fast, slow = _pipe(window, policy, summarize, True), _pipe(window, policy, summarize, False)
+    # Prefixes (Measure.starts_with): the fast side follows verified links for every prefix, however
+    # short; the reference compares every one by value.
+    fast.measure.prefix_min, slow.measure.prefix_min = 1, sys.maxsize
     for p in (fast, slow):
         p.identity("You are a careful coding agent.")
         p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})

@@ -67,7 +67,12 @@ def oldest_to_drop(
 
 
 def cut_holds_after_appends(
-    prev: tuple[SectionItem, ...], items: tuple[SectionItem, ...], below: float, acc: int, need: int
+    prev: tuple[SectionItem, ...],
+    items: tuple[SectionItem, ...],
+    below: float,
+    acc: int,
+    need: int,
+    m: Measure | None = None,
 ) -> bool:
     """Whether oldest_to_drop, asked for `need` tokens of `items`, takes again the rounds it took of
     `prev` (where they held `acc` tokens and one round fewer held `below`), when `items` only appended
@@ -78,10 +83,13 @@ def cut_holds_after_appends(
     in `items`. oldest_to_drop takes the fewest oldest rounds whose tokens reach `need`, and those sums
     only grow with the number of rounds (counts are never negative): with below < need <= acc it takes
     the same rounds, whatever was appended. The callers check what else their cut depends on (the same
-    Measure, the section's offset, the compaction state)."""
+    Measure, the section's offset, the compaction state). `m`: whether `items` starts with `prev` is
+    asked of its remembered prefixes (Measure.starts_with), the same answer."""
     n = len(prev)
     if not below < need <= acc or n > len(items):
         return False
+    if m is not None:
+        return m.starts_with(items, prev)
     # The ends first (cheap rejections while several remembered cuts are tried), then all, in C.
     if items is prev:
         return True

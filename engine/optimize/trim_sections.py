@@ -101,7 +101,7 @@ def _carried_drop(m: Measure, items: tuple[SectionItem, ...], size: int, need: i
         return None
     offset = None  # this history's (computed once, for the first remembered cut that may hold)
     for j, d in enumerate(m.drops):
-        if not cut_holds_after_appends(d.items, items, d.below, d.acc, need):
+        if not cut_holds_after_appends(d.items, items, d.below, d.acc, need, m):
             continue
         if offset is None:
             offset = size - m.cumulative(items)[len(items)]

@@ -260,10 +260,8 @@ def _counted_on(
     n0 = len(prev)
     if need <= cut.dropped_tokens or not 0 < n0 <= len(items):
         return None
-    if items is not prev:
-        a, b = items[n0 - 1], prev[n0 - 1]
-        if not ((a is b or a == b) and items[:n0] == prev):
-            return None
+    if not m.starts_with(items, prev):
+        return None
     droppable = m.rounds(items)[1:-1]
     n, k = len(droppable), cut.dropped_rounds
     if not 0 < k < n:
@@ -294,7 +292,7 @@ def _carried_cut(
         return None
     cut = memo.cut
     if cut.cut > full_len or not cut_holds_after_appends(
-        memo.items, items, memo.below, cut.dropped_tokens, need
+        memo.items, items, memo.below, cut.dropped_tokens, need, m
     ):
         return None
     return cut
@@ -392,19 +390,7 @@ def run(
     t1 = m.total(asm1)
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
-    h1 = history_index(asm1)
-    hist_tokens = m.section(asm1[h1]) if h1 is not None else 0
-    stable_prefix = t1 - hist_tokens
     rev2 = settings.revision >= 2
-    growth = (m.section(asm_full[hidx]) if hidx is not None else 0) / max(1, turn)
-    to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
-    if rev2:
-        # The expected turns a saving lasts under a scale-free prior on the session's remaining length,
-        # and the chance the session reaches the trigger, where a forced cut would rewrite anyway.
-        horizon, reach = remaining_turns(turn, settings.horizon_scale, to_trigger)
-    else:
-        # Revision 1: a cautious share of the turns so far, at most until the trigger forces a cut.
-        horizon, reach = min(float(max(1, turn)) * settings.horizon_scale, to_trigger), 0.0
     forced = t1 > trigger_tokens
     decision: dict[str, Any] = {
         "policy": settings.name,
@@ -432,7 +418,23 @@ def run(
     )
     pb: Payback | None = None
     economic = 0.0
+    horizon = 0.0  # read only where a cut was weighed
     if cand is not None:
+        # What only weighing a cut reads (the gates-closed column of a simulate weighs none a turn).
+        # The stable stage keeps the history where it was, unless a stable rule moved the sections.
+        h1 = hidx if asm1 is applied else history_index(asm1)
+        hist_tokens = m.section(asm1[h1]) if h1 is not None else 0
+        stable_prefix = t1 - hist_tokens
+        growth = (m.section(asm_full[hidx]) if hidx is not None else 0) / max(1, turn)
+        to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
+        if rev2:
+            # The expected turns a saving lasts under a scale-free prior on the session's remaining
+            # length, and the chance the session reaches the trigger, where a forced cut would rewrite
+            # anyway.
+            horizon, reach = remaining_turns(turn, settings.horizon_scale, to_trigger)
+        else:
+            # Revision 1: a cautious share of the turns so far, at most until the trigger forces a cut.
+            horizon, reach = min(float(max(1, turn)) * settings.horizon_scale, to_trigger), 0.0
         served = prefix_served_on_rewrite(cache, st.compactions) if rev2 else True
         pb = payback(cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced, served, reach)
         decision.update(pb.to_dict())
@@ -646,7 +648,7 @@ def _extend(
             old_hist.omitted,
             old_hist.note,
         )
-        or (items is not old and items[:k] != old)
+        or not m.starts_with(items, old)
     ):
         return None
     new = items[k:]
