@@ -24,6 +24,10 @@ class Sticky:
     def __init__(self, state: StoreState, forms: Forms) -> None:
         self.state = state
         self.forms = forms
+        # Per lane, the last window this path served, with what it was built over (layout generation,
+        # metas list) and its in-window content hashes: the next turn's check of that window would
+        # find the same (see `extend`), so only the items appended since are checked.
+        self._served: dict[str, tuple[Window, int, list[ItemMeta], dict[str, int]]] = {}
 
     def extend(
         self,
@@ -66,18 +70,26 @@ class Sticky:
                 )
             max_id = int(prev["max_item_id"])
             prev_dropped = None
-        pins = [m.id for m in self.state.metas if m.pinned]
-        if [e.id for e in prev_entries if e.pinned] != pins:
-            return None, "re-solved: the set of pinned items changed"
-        in_window_hash: dict[str, int] = {}
-        for e in prev_entries:
-            m = self.state.by_id.get(e.id)
-            if m is None:
-                return None, f"re-solved: item #{e.id} of the previous window is unknown"
-            if not m.pinned and (m.covered_by is not None or m.superseded):
-                return None, f"re-solved: #{m.id} is now covered by summary #{m.covered_by}"
-            if e.form in ("full", "summary"):
-                in_window_hash.setdefault(m.hash, m.id)
+        st = self.state
+        served = self._served.get(lane)
+        if served is not None and served[0] is prev and served[1] == st.layout_gen and served[2] is st.metas:
+            # This path served `prev` and nothing but appends happened since (a pin, link, summary,
+            # staleness change or reload bumps the layout generation or replaces the metas): the pins,
+            # and every entry's item, flags and hash are as they were when it was built.
+            in_window_hash = dict(served[3])
+        else:
+            pins = [m.id for m in st.metas if m.pinned]
+            if [e.id for e in prev_entries if e.pinned] != pins:
+                return None, "re-solved: the set of pinned items changed"
+            in_window_hash = {}
+            for e in prev_entries:
+                m = st.by_id.get(e.id)
+                if m is None:
+                    return None, f"re-solved: item #{e.id} of the previous window is unknown"
+                if not m.pinned and (m.covered_by is not None or m.superseded):
+                    return None, f"re-solved: #{m.id} is now covered by summary #{m.covered_by}"
+                if e.form in ("full", "summary"):
+                    in_window_hash.setdefault(m.hash, m.id)
         new_metas: list[ItemMeta] = []
         for m in reversed(self.state.metas):  # only the tail is new: stop at the first old id
             if m.id <= max_id:
@@ -86,7 +98,10 @@ class Sticky:
         new_metas.reverse()
         scores = score_items(new_metas, self.state.turn, {}, self.state.stale, self.state.config)
         entries: list[Entry] = list(prev_entries)
-        used = REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
+        # A served window's `used` is this same sum over its entries.
+        used = (
+            prev.used if isinstance(prev, Window) else REPLY_PRIMING_TOKENS + sum(e.tokens for e in entries)
+        )
         for m in new_metas:
             if m.superseded:
                 continue
@@ -129,4 +144,6 @@ class Sticky:
                 for m in self.state.metas
                 if m.id not in included
             ]
-        return self.forms.window(b, tok, lane, query, "sticky", entries, prev_dropped, []), ""
+        window = self.forms.window(b, tok, lane, query, "sticky", entries, prev_dropped, [])
+        self._served[lane] = (window, st.layout_gen, st.metas, in_window_hash)
+        return window, ""
