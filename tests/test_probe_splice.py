@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine.probe.queues as queues
+from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.lean import summary_event
 from engine.probe.queues import HIGH_WATER, Client
@@ -134,11 +135,12 @@ class _Server(ProbeServer):
         return False
 
 
-def _elided_client(server: ProbeServer, jpos: int) -> Client:
+def _elided_client(server: ProbeServer, jpos: int, frames: bool) -> Client:
     a, b = socket.socketpair()
     b.close()
     c = Client(a, os.getuid())
     c.lean = c.elide = True
+    c.frames = frames
     c.jpos = c.jdone = jpos
     server._clients[c.fd] = c
     server._nclients += 1
@@ -146,27 +148,43 @@ def _elided_client(server: ProbeServer, jpos: int) -> Client:
     return c
 
 
-def _drain_fills(server: ProbeServer, c: Client) -> tuple[list[dict[str, Any]], list[int]]:
+def _drain_fills(server: ProbeServer, c: Client) -> tuple[bytes, list[int]]:
     """Fill until the client's cursor reaches the head, taking its buffer after each fill (as sends
-    would); the frames it got and how large each fill's buffer was."""
-    frames: list[dict[str, Any]] = []
+    would); all it was sent and how large each fill's buffer was."""
+    data = b""
     sizes: list[int] = []
     while c.cursor < server._head:
         server._fill_elided(c)
-        data = bytes(c.outbuf)
+        sizes.append(len(c.outbuf))
+        data += bytes(c.outbuf)
         c.outbuf.clear()
-        got, used = decode_frames(data)
-        assert used == len(data)
-        pos = 0
-        for f in got:  # each a batch, byte for byte that batch encoded whole
-            length, _ = HEADER.unpack_from(data, pos)
-            assert f["k"] == "batch" and data[pos + HEADER.size : pos + HEADER.size + length] == pack_payload(
-                f
-            )
-            pos += HEADER.size + length
-        frames += got
-        sizes.append(len(data))
-    return frames, sizes
+    return data, sizes
+
+
+def _as_read(data: bytes, piece: int) -> tuple[list[tuple[dict[str, Any], int | None]], int]:
+    """What a ProbeClient hands out of that stream (events with their positions), and its journal end,
+    reading it `piece` bytes at a time (a frame announced may not have arrived yet). Every batch frame
+    in it is byte for byte that batch encoded whole."""
+    frames, used = decode_frames(data)
+    assert used == len(data)
+    pos = 0
+    for f in frames:
+        length, _ = HEADER.unpack_from(data, pos)
+        if f.get("k") == "batch":
+            assert data[pos + HEADER.size : pos + HEADER.size + length] == pack_payload(f)
+        pos += HEADER.size + length
+    a, b = socket.socketpair()
+    got = []
+    with a, b:
+        client = ProbeClient(a, os.getpid(), Path("unused"))
+        for i in range(0, len(data), piece):
+            client._reader.feed(data[i : i + piece])
+            while True:
+                ev, at = client.recv_at(0)
+                if ev is None:
+                    break
+                got.append((ev, at))
+    return got, client.journal_end
 
 
 _slot = st.tuples(
@@ -176,32 +194,40 @@ _slot = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(spec=st.lists(_slot, min_size=1, max_size=60), jpos=st.integers(0, 5), sharing=st.booleans())
+@settings(max_examples=80, deadline=None)
+@given(
+    spec=st.lists(_slot, min_size=1, max_size=60),
+    jpos=st.integers(0, 5),
+    sharing=st.booleans(),
+    raw=st.booleans(),
+    piece=st.sampled_from([997, 1 << 30]),
+)
 def test_the_elided_fill_sends_a_recording_agents_events_whole_at_their_positions(
-    spec: list[tuple[str, bool, int]], jpos: int, sharing: bool
+    spec: list[tuple[str, bool, int]], jpos: int, sharing: bool, raw: bool, piece: int
 ) -> None:
     """Every kept event with a frame arrives whole (a turn too, where the general path sent its summary),
-    the rest as the general path sends them, each at its journal position, in order, once; each batch is
-    the bytes of encoding it whole; a fill stops once it is past HIGH_WATER by at most one event; and
-    two clients in the same place get the same bytes, encoded once."""
+    the rest as the general path sends them, each at its journal position, in order, once, whether the
+    client asked for the agent's frames as they are (`raw`: each then is in the stream byte for byte) or
+    not; each batch is the bytes of encoding it whole; a fill stops once it is past HIGH_WATER by at most
+    one event; and two clients in the same place get the same bytes."""
     slots = _ring_events(spec)
     with tempfile.TemporaryDirectory(prefix="cps-", dir="/tmp") as d:
         server = _Server({"model": "m", "provider": "p", "engine_version": "0"}, list, runtime_dir=Path(d))
         server._ring[: len(slots)] = slots
         server._head = len(slots)
-        c = _elided_client(server, jpos)
-        other = _elided_client(server, jpos) if sharing else None
-        frames, sizes = _drain_fills(server, c)
+        c = _elided_client(server, jpos, raw)
+        other = _elided_client(server, jpos, raw) if sharing else None
+        data, sizes = _drain_fills(server, c)
         if other is not None:
-            frames2, _ = _drain_fills(server, other)
-            assert frames2 == frames
+            assert _drain_fills(server, other)[0] == data
         for x in server._clients.values():
             x.sock.close()
-    got = [(ev, at) for f in frames for ev, at in zip(f["events"], f["at"], strict=True)]
+    got, end = _as_read(data, piece)
     assert got == _expected(slots, jpos)
-    assert frames[-1]["end"] == jpos + len(slots)
+    assert end == jpos + len(slots)
     assert c.cursor == len(slots) and c.jpos == jpos + len(slots)
+    if raw:
+        assert all(s[1] in data for s in slots if type(s) is tuple and s[0]["k"] not in ELIDED_KINDS)
     if all(type(s) is tuple for s in slots):  # (the general path bounds a fill by ELIDE_SCAN events alone)
         assert all(size <= HIGH_WATER + max(len(s[1]) for s in slots) + 64 for size in sizes)
     summarized = {ev["turn"] for ev, _ in got if ev["k"] == "turn_summary"}
@@ -218,7 +244,7 @@ def test_shared_elided_batches_are_spliced_once(monkeypatch: pytest.MonkeyPatch)
         server = _Server({"model": "m", "provider": "p", "engine_version": "0"}, list, runtime_dir=Path(d))
         server._ring[: len(slots)] = slots
         server._head = len(slots)
-        a, b = _elided_client(server, 3), _elided_client(server, 3)
+        a, b = _elided_client(server, 3, False), _elided_client(server, 3, False)
         server._fill_elided(a)
         server._fill_elided(b)
         for x in (a, b):

@@ -124,6 +124,9 @@ class ProbeClient:
         self._batch: deque[tuple[dict[str, Any], int | None]] = deque()
         self.elide = False  # the elided stream was asked for and the agent can send it (engine.probe.elide)
         self.journal_end = 0  # the elided stream: how far the agent's journal has been streamed (its batches' "end")
+        # Journal positions of the events the agent sends next as frames of their own (a batch with
+        # "frames" announces them: see engine.probe.splice).
+        self._framed: deque[int | None] = deque()
 
     # ---------------------------------------------------------------- connecting
 
@@ -220,6 +223,9 @@ class ProbeClient:
                 hello["lean"] = True
                 if elide:
                     hello["elide"] = True
+                    # Take a recording agent's events as the frames it encoded (engine.probe.splice):
+                    # recv_at hands them out with their positions like a batch's.
+                    hello["frames"] = True
             sock.sendall(encode_frame(hello))
         except OSError:
             pass  # the agent may have closed already; its hello or error is still readable
@@ -297,6 +303,8 @@ class ProbeClient:
         frame = self._next_frame(timeout)
         if frame is None:
             return None, None
+        if self._framed:  # announced by the batch before it: the journal's event at the next position
+            return frame, self._framed.popleft()
         kind = frame.get("k")
         if kind == "batch":
             # A lean stream's run of events in one frame: handed out one at a time, as if framed each.
@@ -305,6 +313,11 @@ class ProbeClient:
             end = frame.get("end")
             if type(end) is int and end > self.journal_end:
                 self.journal_end = end
+            framed = frame.get("frames")
+            if type(framed) is int and framed > 0 and isinstance(at, list) and events == [] and len(at) == framed:
+                # The next `framed` frames are events at these positions, each sent as the agent encoded it.
+                self._framed.extend(p if type(p) is int else None for p in at)
+                return self.recv_at(timeout)
             if isinstance(events, list):
                 if isinstance(at, list) and len(at) == len(events):
                     self._batch.extend(

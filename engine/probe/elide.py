@@ -9,7 +9,8 @@ that says `{"k": "hello", "lean": true, "elide": true}` to an agent whose hello 
 
 * is sent no live event of the ELIDED_KINDS; every other event goes out as on the lean stream (turns
   summarized but the newest of a pass), in `batch` frames that also carry `"at": [...]`, each event's
-  position in the agent's journal (the snapshot is positions 0..snapshot-1, as before);
+  position in the agent's journal (the snapshot is positions 0..snapshot-1, as before); an event the
+  agent encoded itself (a recording agent's) goes whole, a turn too (see `splice`);
 * reads the journal by position when it needs it: `{"k": "fetch", "from": P, "to": Q}` (at most
   RANGE_MAX events a request; Q past the end means "to the end") is answered, in order with the other
   fetches and within the probe's CPU budget, by `{"k": "journal", "at": P, "events": [...], "size": N}`

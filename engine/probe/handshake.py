@@ -2,7 +2,8 @@
 
 A client gets `hello` then the snapshot then live events. It may send `hello` (to check the protocol
 version; with `"lean": true` it asks for the lean stream, see `lean`, and with `"elide": true` too for
-the elided one, see `elide`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
+the elided one, see `elide`, and with `"frames": true` a recording agent's events as their own
+frames, see `splice`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
 see `elide`); anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
@@ -310,6 +311,8 @@ class Handshake(ClientQueues):
                 if c.lean and f.get("elide") is True and not c.elide:
                     c.elide = True
                     c.jdone = c.jpos  # what it was streamed so far is its journal up to here
+                if c.elide and f.get("frames") is True:
+                    c.frames = True  # a recording agent's events as their own frames (see splice)
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(

@@ -132,6 +132,7 @@ class Client:
         "jdone",
         "jclose",
         "owed",
+        "frames",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -175,6 +176,9 @@ class Client:
         # Turns the lean stream sent this client only as summaries, not since whole (a trace fetch
         # answers one): an agent that closes sends their traces, which the client could no longer fetch.
         self.owed: set[int] = set()
+        # Asked (with the elided stream) for the events a recording agent encoded as their own frames,
+        # each announced by its position in a batch before them (see splice): no splicing, no checksum.
+        self.frames = False
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -552,8 +556,8 @@ class ClientQueues:
     def _fill_elided(self, c: Client) -> None:
         """The live events for a client that reads the journal on demand (see elide): none of the
         elided kinds; the rest as on the lean stream (turns summarized but the newest of the pass), in
-        `batch` frames that carry each event's journal position. A recording agent's frames are not
-        copied here: most are of elided kinds, and the few sent go in the batch like any event."""
+        `batch` frames that carry each event's journal position. A recording agent's events (those it
+        handed publish() with their frames) go whole, as their frames (see _fill_framed and splice)."""
         head = self._head
         seq = c.cursor
         if seq >= head or len(c.outbuf) >= HIGH_WATER:
@@ -563,7 +567,7 @@ class ClientQueues:
         # Elided clients at the same place get the same frames (positions are the journal's, the same
         # for every client): encoded once per pass.
         cache = self._enc_cache if self._nlean > 1 else None
-        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos)
+        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos, c.frames)
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
@@ -575,7 +579,7 @@ class ClientQueues:
         # At most ELIDE_SCAN events a fill (the pump fills again once the buffer drains), so a backlog
         # of a whole ring does not put its ~1 in 6 sent events in the buffer at once.
         head = min(head, seq + ELIDE_SCAN)
-        key = ("elided", seq, head, c.jpos)
+        key = ("elided", seq, head, c.jpos, c.frames)
         lo = seq % cap
         n = head - seq
         evs = ring[lo : lo + n] if lo + n <= cap else ring[lo:] + ring[: lo + n - cap]
@@ -660,13 +664,16 @@ class ClientQueues:
         key: tuple[Any, ...],
     ) -> None:
         """The elided stream's events `evs[i] for i in idx` (ring slots seq..head, some of them (event,
-        frame) pairs) in `batch` frames: an event with its frame goes whole, its payload spliced into the
-        batch (see splice); one without is encoded here, a turn then summarized unless it is the newest.
-        Stops after the event that takes the batches past HIGH_WATER (whole turns are ~6x their summaries),
-        so a backlog does not fill the buffer at once; the pump fills again once it drains."""
+        frame) pairs): an event with its frame goes whole, as that frame announced by a batch (a client
+        that asked for `frames`) or spliced into a batch (see splice); one without is encoded into a
+        batch, a turn then summarized unless it is the newest. Stops after the event that takes the
+        output past HIGH_WATER (whole turns are ~6x their summaries), so a backlog does not fill the
+        buffer at once; the pump fills again once it drains."""
         jpos = c.jpos
-        parts: list[bytes | memoryview] = []
-        at: list[int] = []
+        raw = c.frames
+        # Runs of events, in order: (whole frames or None, payloads, positions), a run either all of
+        # frames sent as they are or all of batch payloads.
+        runs: list[tuple[list[bytes] | None, list[bytes | memoryview], list[int]]] = []
         owed: list[int] = []
         newest: int | None = None
         size = 0
@@ -674,8 +681,10 @@ class ClientQueues:
         lost = 0
         for i in idx:
             ev = evs[i]
+            frame: bytes | None = None
             if type(ev) is tuple:
-                part: bytes | memoryview = payload_of(ev[1])
+                frame = ev[1]
+                part: bytes | memoryview = frame if raw else payload_of(frame)
             else:
                 if ev.get("k") == "turn":
                     if newest is None:
@@ -692,6 +701,12 @@ class ClientQueues:
                     log.warning("probe could not encode a %r event: %s", ev.get("k"), exc)
                     lost += 1
                     continue
+            as_frame = raw and frame is not None
+            if not runs or (runs[-1][0] is not None) != as_frame or len(runs[-1][1]) >= BATCH_EVENTS:
+                runs.append(([] if as_frame else None, [], []))
+            frames, parts, at = runs[-1]
+            if frames is not None and frame is not None:
+                frames.append(frame)
             parts.append(part)
             at.append(jpos + i)
             size += len(part)
@@ -701,30 +716,38 @@ class ClientQueues:
         jpos += stop
         c.cursor, c.jpos = seq + stop, jpos
         c.owed.update(owed)
-        frames: list[bytes] = []  # header, payload, header, payload, ...
-        too_big = 0
-        for i in range(0, max(len(parts), 1), BATCH_EVENTS):
-            payload = batch_payload(parts[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], jpos)
+        out: list[bytes] = []  # frames, or header and payload pairs
+        sent = 0
+        for frames, parts, at in runs or [(None, [], [])]:
+            if frames is not None:
+                # The batch says where the next len(frames) frames go; they are the agent's own frames.
+                out.append(encode_frame({"k": "batch", "events": [], "at": at, "end": jpos, "frames": len(frames)}))
+                out += frames
+                sent += len(frames)
+                continue
+            payload = batch_payload(parts, at, jpos)
             if len(payload) > MAX_FRAME_BYTES:  # one event near the frame limit: each alone, or lost
-                for part, p in zip(parts[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], strict=True):
+                for part, p in zip(parts, at, strict=True):
                     one = batch_payload([part], [p], jpos)
                     if len(one) > MAX_FRAME_BYTES:
-                        too_big += 1
+                        lost += 1
                     else:
-                        frames += (HEADER.pack(len(one), zlib.crc32(one)), one)
+                        out += (HEADER.pack(len(one), zlib.crc32(one)), one)
+                        sent += 1
                 continue
-            frames += (HEADER.pack(len(payload), zlib.crc32(payload)), payload)
-        if lost or too_big:
-            c.lose(lost + too_big)  # a client told `dropped` re-syncs: its positions would no longer hold
-        sent = len(parts) - too_big
+            out += (HEADER.pack(len(payload), zlib.crc32(payload)), payload)
+            sent += len(parts)
+        if lost:
+            c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
         if cache is not None:
-            data = b"".join(frames)
+            data = b"".join(out)
             cache[key] = (data, sent, jpos, owed, seq + stop)
             self._emit(c, b"", data, sent)
             return
         # Straight into the client's buffer: joining first copied ~2.6 KB a turn once more.
-        for j in range(0, len(frames), 2):
-            self._emit(c, frames[j], frames[j + 1], sent if j == 0 else 0)
+        self._emit(c, b"", out[0], sent)
+        for piece in out[1:]:
+            c.outbuf += piece
 
     def _append_run(
         self,

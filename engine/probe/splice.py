@@ -11,6 +11,13 @@ and a checksum, ~2.6 KB a turn on the socket instead of ~0.45.
 A msgpack array is its header followed by its elements' encodings, so a batch built here is byte for
 byte what encoding `{"k": "batch", "events": [...], "at": [...], "end": N}` whole gives (tests hold
 them together): a client cannot tell the two apart.
+
+A client that says `"frames": true` in its hello (with `"elide": true`; `ProbeClient` does) is sent
+those frames as they are instead, with neither a splice nor a checksum on this thread (half the
+splice's cost by `bench_probe --profile --recording`): a batch with no events announces them,
+`{"k": "batch", "events": [], "at": [P, ...], "end": N, "frames": M}`, and the next M frames on the
+stream are the events at positions P, ... (the client hands them out as it does a batch's). An agent
+from before this ignores the word and a client from before never says it.
 """
 
 from __future__ import annotations
