@@ -390,9 +390,14 @@ class Serializer:
                     runs.insert(0, runs.pop(j))
                 return r
         if runs and s.kind == SectionKind.HISTORY:
-            fast = self._appended(s, runs[0], marks, tok, measure)
-            if fast is not None:
-                return fast
+            # Any recent run, not only the newest: simulate interleaves two builds a turn (the what-if
+            # and every gate closed), so the run this history extends is usually the one before last.
+            n = len(items)
+            for j, r in enumerate(runs):
+                if 0 < n - len(r.items) <= SLICE_MIN:
+                    fast = self._appended(s, j, marks, tok, measure)
+                    if fast is not None:
+                        return fast
         shas = list(map(_SHA, items))
         prev: _SectionRun | None = None
         common = 0  # items whose hashes match prev's, from the start
@@ -483,10 +488,11 @@ class Serializer:
         return run
 
     def _appended(
-        self, s: Section, last: _SectionRun, marks: frozenset[int], tok: str, measure: Measure
+        self, s: Section, j: int, marks: frozenset[int], tok: str, measure: Measure
     ) -> _SectionRun | None:
-        """The history's usual turn between compactions: the section's newest run holds the first items
-        of these (the same objects, or equal ones) and a few messages were appended. What _section's
+        """The history's usual turn between compactions: one of the section's recent runs (runs[j])
+        holds the first items of these (the same objects, or equal ones) and a few messages were
+        appended. What _section's
         general path computes, without copying or comparing the reused part item by item:
 
         - no marker moved (OpenAI, DeepSeek, the generic prefix policy have none): the new run takes over
@@ -498,6 +504,8 @@ class Serializer:
           the new one, as the general path keeps it.
 
         None when the turn is not like that (the general path then decides)."""
+        runs = self._runs[s.id]
+        last = runs[j]
         items = s.items
         old = last.items
         k = len(old)
@@ -545,9 +553,11 @@ class Serializer:
         run = _SectionRun(
             tok, shas, marks, frags, segments, blocks, keys, items, self._section_hash.hexdigest(hexes), hexes
         )
-        runs = self._runs[sid]
         if frags is last.frags:
-            runs[0] = run  # in place of the run it extends (which gave it its lists)
+            # In place of the run it extends (which gave it its lists), moved to the front as the most
+            # recently used, as the general path moves it.
+            del runs[j]
+            runs.insert(0, run)
         else:
             runs.insert(0, run)
             del runs[self.RUNS :]
