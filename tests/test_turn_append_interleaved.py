@@ -1,10 +1,12 @@
-"""An append-only turn is laid out from the run it extends even when another sequence's request was
-built in between (simulate builds each turn twice through one serializer: under the what-if and with
-every gate closed), with the same output as a fresh serializer.
+"""simulate's two builds a turn through one serializer (under the what-if and with every gate closed):
+each history is laid out from the recent run it extends, with the same output as a fresh serializer.
 
-The behaviour test fails on the code before (caa33b9), which tried the append path against the
-section's newest run only: with two interleaved sequences that run is the other sequence's, so every
-turn took the general path and read every message's hash again (+1 a message)."""
+- An append-only turn uses the run it extends even when another sequence's request was built in
+  between. Fails on the code before (caa33b9), which tried the append path against the section's
+  newest run only: that run is the other sequence's, so every turn read every message's hash again.
+- A sliding window's turn (a few new items, a stretch that ends a recent run, a few new items) takes
+  the stretch from that run. Fails on the code before (398068d), whose general path read every hash.
+"""
 
 from __future__ import annotations
 
@@ -49,10 +51,39 @@ def test_interleaved_appends_read_only_the_appended_hashes(monkeypatch: pytest.M
     assert max(per_turn[-1]) <= 4
 
 
+def test_a_sliding_window_reads_only_its_new_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window of the last 40 rounds behind a note that changes every turn, interleaved with the full
+    history: the hashes read per window stay those of the note, the task and the new round."""
+    read = [0]
+    real = base._SHA
+
+    def counting(it: Any) -> str:
+        read[0] += 1
+        return real(it)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(base, "_SHA", counting)
+    ser = make_serializer("openai")
+    rounds = [_round(t) for t in range(40)]
+    per_turn: list[int] = []
+    for t in range(40, 100):
+        rounds.append(_round(t))
+        ser.serialize(_asm(_hist(rounds)), (), "m", 100, Measure(CHAR), False)
+        note = Message("user", (base.Text(f"[{t - 39} earlier rounds omitted]"),))
+        window = (note, TASK) + tuple(m for r in rounds[-40:] for m in r)
+        read[0] = 0
+        got = ser.serialize(_asm(window), (), "m", 100, Measure(CHAR), False)
+        per_turn.append(read[0])
+        assert (
+            got.blocks
+            == make_serializer("openai").serialize(_asm(window), (), "m", 100, Measure(CHAR)).blocks
+        )
+    assert per_turn[-1] == per_turn[5] <= 6, per_turn
+
+
 @st.composite
 def _turns(draw: st.DrawFn) -> list[tuple[int, int, int]]:
     """Per turn: messages appended to the session (rounds), where the compacted view starts, a marker."""
-    n = draw(st.integers(2, 20))
+    n = draw(st.integers(2, 30))
     return [(draw(st.integers(0, 3)), draw(st.integers(0, 6)), draw(st.integers(0, 40))) for _ in range(n)]
 
 
@@ -71,8 +102,9 @@ def test_interleaved_append_layout_equals_a_fresh_one(
         rounds += [_round(100 + 10 * t + i, 1 + (mark + i) % 4) for i in range(grow)]
         full = _asm(_hist(rounds))
         _check(ser, provider, full, _markers(full, (mark,) if mark % 3 else ()), body=bool(t % 2))
-        view = _asm(_hist(rounds[min(start, len(rounds) - 1) :]))
-        _check(ser, provider, view, _markers(view, (mark + 1,)), body=not t % 2)
+        note = Message("user", (base.Text(f"note {t} {start}"),))
+        view = _asm((note,) * (mark % 2) + _hist(rounds[min(start, len(rounds) - 1) :]))
+        _check(ser, provider, view, _markers(view, (mark + 1,) if mark % 4 == 0 else ()), body=not t % 2)
         for x in range(extra):
             other = _asm(_hist([_round(5000 + x)] + rounds[-1:]))
             _check(ser, provider, other, body=False)

@@ -330,6 +330,7 @@ class _PrefixHasher:
         del self._streams[self.STREAMS :]
         return h.hexdigest()
 
+
 class Serializer:
     """Provider-independent driver; a provider supplies the four hooks."""
 
@@ -398,6 +399,10 @@ class Serializer:
                     fast = self._appended(s, j, marks, tok, measure)
                     if fast is not None:
                         return fast
+            if not marks and len(items) > 2 * SLICE_MIN:
+                fast = self._shifted(s, tok, measure)
+                if fast is not None:
+                    return fast
         shas = list(map(_SHA, items))
         prev: _SectionRun | None = None
         common = 0  # items whose hashes match prev's, from the start
@@ -536,7 +541,10 @@ class Serializer:
         shas_new = last.shas[d:k] + new_shas  # the hashes of items[d:]
         keys_new = [(tok, sid, sha, d + j in marks) for j, sha in enumerate(shas_new)]
         cache = self._items
-        hits = [cache.get(key) or self._item_hit(s, it, key, measure) for it, key in zip(new, keys_new, strict=True)]
+        hits = [
+            cache.get(key) or self._item_hit(s, it, key, measure)
+            for it, key in zip(new, keys_new, strict=True)
+        ]
         # Nothing raised: only now is a run changed.
         if d == k:  # every reused item as it was: the new run extends that one and takes its place
             frags, segments, blocks, keys, shas = last.frags, last.segments, last.blocks, last.keys, last.shas
@@ -555,13 +563,101 @@ class Serializer:
         )
         if frags is last.frags:
             # In place of the run it extends (which gave it its lists), moved to the front as the most
-            # recently used, as the general path moves it.
+            # recently used, as the general path moves it. Its hash index, if one was built, is taken
+            # over too, with the appended items' positions: the same dict _index would build (the last
+            # position of a repeated hash), for the few new items instead of all of them.
+            where = last.where
+            if where is not None:
+                for x, sha in enumerate(new_shas, k):
+                    where[sha] = x
+                run.where = where
             del runs[j]
             runs.insert(0, run)
         else:
             runs.insert(0, run)
             del runs[self.RUNS :]
         return run
+
+    def _shifted(self, s: Section, tok: str, measure: Measure) -> _SectionRun | None:
+        """A sliding window's turn (simulate's gates-closed column, a trimmed history): the items are a
+        few new ones, then a stretch that ends one of the section's recent runs (the same objects),
+        then a few new ones: head + run.items[a:] + tail, head and tail of at most SLICE_MIN items. The
+        stretch's hashes, fragments, blocks and keys are taken from that run as slices, and only head
+        and tail are looked up: what the general path builds (each is a pure function of tokenizer,
+        section, item hash and marking), without reading every hash, joining them again or indexing
+        older runs to find the stretch. Markers only where neither side has any (a marker changes an
+        item's bytes); None when the turn is not like that (the general path then decides)."""
+        items = s.items
+        n = len(items)
+        for last in self._runs[s.id]:
+            old = last.items
+            k = len(old)
+            if last.tok != tok or last.marks or last.hexes is None or k <= SLICE_MIN:
+                continue
+            tip = old[-1]
+            # e: where the stretch ends in these items (the run's last item is items[e - 1]).
+            e = next((n - t for t in range(min(SLICE_MIN, n - 1) + 1) if items[n - 1 - t] is tip), 0)
+            if e <= SLICE_MIN:
+                continue
+            # h: where it starts (items[h] is old[a]); the smallest h reuses the most.
+            h = next(
+                (h for h in range(SLICE_MIN + 1) if 0 <= k - e + h < k and items[h] is old[k - e + h]), -1
+            )
+            if h < 0 or e - h <= SLICE_MIN:
+                continue
+            a = k - e + h
+            if items[h:e] != old[a:]:  # identity first, in C
+                continue
+            head, tail = items[:h], items[e:]
+            head_shas, tail_shas = list(map(_SHA, head)), list(map(_SHA, tail))
+            if any(len(x) != 64 for x in head_shas) or any(len(x) != 64 for x in tail_shas):
+                return None
+            # Pairing as the general path checks it: the head scanned, the reused stretch checked at
+            # its first state-setting message only (it passed in that run), the tail scanned.
+            memo = self._pairs
+            pairing = _START
+            for it in head:
+                if isinstance(it, Message):
+                    pairing = _pair_one(_info(it, memo), pairing)
+            pairing = _pair_checked(items, h, e, pairing, memo)
+            for it in tail:
+                if isinstance(it, Message):
+                    pairing = _pair_one(_info(it, memo), pairing)
+            sid = s.id
+            cache = self._items
+            head_keys = [(tok, sid, sha, False) for sha in head_shas]
+            tail_keys = [(tok, sid, sha, False) for sha in tail_shas]
+            head_hits = [
+                cache.get(key) or self._item_hit(s, it, key, measure)
+                for it, key in zip(head, head_keys, strict=True)
+            ]
+            tail_hits = [
+                cache.get(key) or self._item_hit(s, it, key, measure)
+                for it, key in zip(tail, tail_keys, strict=True)
+            ]
+            frags = [x[0] for x in head_hits] + last.frags[a:] + [x[0] for x in tail_hits]
+            segments = [x[1] for x in head_hits] + last.segments[a:] + [x[1] for x in tail_hits]
+            blocks = [x[2] for x in head_hits] + last.blocks[a:] + [x[2] for x in tail_hits]
+            keys = head_keys + last.keys[a:] + tail_keys
+            shas = head_shas + last.shas[a:] + tail_shas
+            hexes = "".join(head_shas) + last.hexes[64 * a :] + "".join(tail_shas)
+            run = _SectionRun(
+                tok,
+                shas,
+                frozenset(),
+                frags,
+                segments,
+                blocks,
+                keys,
+                items,
+                self._section_hash.hexdigest(hexes),
+                hexes,
+            )
+            runs = self._runs[sid]
+            runs.insert(0, run)
+            del runs[self.RUNS :]
+            return run
+        return None
 
     def serialize(
         self,
