@@ -5,7 +5,7 @@ each history is laid out from the recent run it extends, with the same output as
   between. Fails on the code before (caa33b9), which tried the append path against the section's
   newest run only: that run is the other sequence's, so every turn read every message's hash again.
 - A sliding window's turn (a few new items, a stretch that ends a recent run, a few new items) takes
-  the stretch from that run. Fails on the code before (398068d), whose general path read every hash.
+  the stretch from that run. Fails on the code before (16d1f50), whose general path read every hash.
 """
 
 from __future__ import annotations
