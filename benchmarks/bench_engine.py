@@ -470,6 +470,33 @@ def pair_child(args: argparse.Namespace) -> int:
     return 0
 
 
+def alternate(kids: list[tuple[str, Any]], rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Ask every child process for one repeat a round ("go" on its stdin, one JSON line of per-turn
+    CPU lists back), in list order and reversed every other round, each round on one core (the core
+    changing round by round); per name, each list's minimum per turn over every repeat of every process
+    of that name. Closes the children."""
+    best: dict[str, dict[str, list[float]]] = {}
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    try:
+        for r in range(rounds):
+            for name, kid in kids if r % 2 == 0 else kids[::-1]:
+                assert kid.stdin is not None and kid.stdout is not None
+                if cpus:
+                    os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
+                kid.stdin.write("go\n")
+                kid.stdin.flush()
+                got = json.loads(kid.stdout.readline())
+                mine = best.setdefault(name, {k: [math.inf] * len(got[k]) for k in got})
+                for k, vals in got.items():
+                    mine[k] = [min(a, b) for a, b in zip(mine[k], vals, strict=True)]
+    finally:
+        for _name, kid in kids:
+            if kid.stdin is not None:
+                kid.stdin.close()
+            kid.wait()
+    return best
+
+
 def ab(args: argparse.Namespace) -> int:
     """--ab BASE_DIR: part 1's engine (no peer) under this tree and under BASE_DIR (a `git archive` of
     older code), in long-lived processes that take turns repeat by repeat (A B, then B A): both see the
@@ -491,27 +518,7 @@ def ab(args: argparse.Namespace) -> int:
             cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
                    "--backend", args.backend, "--provider", args.provider]  # fmt: skip
             kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
-    best: dict[str, dict[str, list[float]]] = {}
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    try:
-        for r in range(args.rounds):
-            # Every process once a round, base and new alternating, the order reversed every round.
-            for name, kid in kids if r % 2 == 0 else kids[::-1]:
-                assert kid.stdin is not None and kid.stdout is not None
-                if cpus:
-                    # Both trees on the same core in a round, the core changing round by round.
-                    os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
-                kid.stdin.write("go\n")
-                kid.stdin.flush()
-                got = json.loads(kid.stdout.readline())
-                mine = best.setdefault(name, {k: [math.inf] * len(got[k]) for k in got})
-                for k, vals in got.items():
-                    mine[k] = [min(a, b) for a, b in zip(mine[k], vals, strict=True)]
-    finally:
-        for _name, kid in kids:
-            if kid.stdin is not None:
-                kid.stdin.close()
-            kid.wait()
+    best = alternate(kids, args.rounds)
     ms = 1000.0
     warm = args.warm
     summary: dict[str, dict[str, float]] = {}
@@ -593,27 +600,10 @@ def iso(args: argparse.Namespace) -> int:
                 if args.evict:
                     cmd.append("--evict")
                 kids.append((kind, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
-        best: dict[str, list[float]] = {}
-        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        try:
-            for r in range(args.rounds):
-                for _kind, kid in kids if r % 2 == 0 else kids[::-1]:
-                    assert kid.stdin is not None and kid.stdout is not None
-                    if cpus:
-                        os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
-                    kid.stdin.write("go\n")
-                    kid.stdin.flush()
-                    got = json.loads(kid.stdout.readline())
-                    for k, vals in got.items():
-                        mine = best.setdefault(k, [math.inf] * len(vals))
-                        best[k] = [min(a, b) for a, b in zip(mine, vals, strict=True)]
-        finally:
-            for _kind, kid in kids:
-                if kid.stdin is not None:
-                    kid.stdin.close()
-                kid.wait()
+        per_kind = alternate(kids, args.rounds)
     ms = 1000.0
     warm = min(args.warm, len(imp.calls) - 1)
+    best = {**per_kind["engine"], **per_kind["memo"]}
     e, f, tk, mm = best["engine"], best["floor"], best["tokenize"], best["memo"]
     rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
     state = "cold (caches evicted before every subject's turn)" if args.evict else "warm (nothing else between turns)"
