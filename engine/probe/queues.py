@@ -608,7 +608,7 @@ class ClientQueues:
                     owed.append(ev["turn"])
                     out[j] = summary
             jpos += n
-        else:  # redacting, or with (event, frame) pairs: a look at each event
+        else:  # redacting (a redacting agent queues no frames), or not every slot a plain event: a look at each
             newest = self._newest_turn(seq, head)
             for i, ev in enumerate(evs):
                 if type(ev) is tuple:
@@ -694,13 +694,11 @@ class ClientQueues:
                         if summary is not ev:
                             owed.append(ev["turn"])
                             ev = summary
-                try:
-                    part = pack_payload_fast(ev) or self._packer.pack(ev)
-                except Exception as exc:
-                    self._packer.reset()
-                    log.warning("probe could not encode a %r event: %s", ev.get("k"), exc)
+                whole = self._encode_event(ev)  # not redacting here (see _fill_elided)
+                if whole is None:
                     lost += 1
                     continue
+                part = payload_of(whole)
             as_frame = raw and frame is not None
             if not runs or (runs[-1][0] is not None) != as_frame or len(runs[-1][1]) >= BATCH_EVENTS:
                 runs.append(([] if as_frame else None, [], []))
