@@ -22,6 +22,7 @@ from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.driver import Driver
 from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -55,6 +56,7 @@ from inspector.source_reader import SourceReader
 from inspector.sources import Source
 from inspector.status import status_parts
 from inspector.step_timing import StepTiming
+from inspector.terminal_driver import driver_for
 from inspector.timeline import Timeline
 from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
@@ -172,6 +174,9 @@ class InspectorApp(App[None]):
         # A step changes rows at the top and the bottom of the screen: MainScreen's compositor renders
         # only the widgets and rows that changed, not everything in between (partial_compositor.py).
         return MainScreen(id="_default")
+
+    def get_driver_class(self) -> type[Driver]:
+        return driver_for(super().get_driver_class())  # one that survives its terminal closing
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {**super().get_theme_variable_defaults(), **DEFAULT_VARIABLES}

@@ -10,10 +10,12 @@ from __future__ import annotations
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.widgets import Footer, Input, Static
 
 from engine.fleet import AgentRow
 from engine.probe.watch import FleetWatcher
+from inspector.terminal_driver import driver_for
 from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
 from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
 
@@ -49,6 +51,9 @@ class TopApp(App[str | None]):
         self.theme = ALIASES.get(theme or DEFAULT_THEME, theme or DEFAULT_THEME)
         if self.theme not in self.available_themes:
             self.theme = DEFAULT_THEME
+
+    def get_driver_class(self) -> type[Driver]:
+        return driver_for(super().get_driver_class())  # one that survives its terminal closing
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {**super().get_theme_variable_defaults(), **DEFAULT_VARIABLES}
