@@ -86,11 +86,21 @@ def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, r
             assert time.monotonic() < deadline, _pane(sock, name)
             time.sleep(0.3)
         assert sorted(r.split()[0].split(".")[1] for r in rows) == ["1", "2"], rows
-        # the highlighted row first: go down until the cursor is on session 2, then open it
-        target = next(r.split()[0] for r in rows if r.split()[0].endswith(".2"))
-        if not rows[0].split()[0].endswith(".2"):
+        # Put the cursor on session 2 by its place in an order that no longer changes. The list is
+        # sorted by cost and its cursor stays on the session it was on when the order changes (as
+        # designed): the sub-agent's calls overtake the first session's while it runs, so the
+        # highlighted row was not always the top one (the test opened session 1 and waited for
+        # "sub-agent 1" in vain whenever it read the list after that change, as on a loaded machine).
+        # Sorted by PID (`s` four times from cost) the order is fixed; C-Home puts the cursor on top.
+        for _ in range(4):
+            subprocess.run(_tmux(sock, "send-keys", "-t", name, "s"), check=True)
+        _wait_for(sock, name, "sort PID")
+        subprocess.run(_tmux(sock, "send-keys", "-t", name, "C-Home"), check=True)
+        rows = _rows(_wait_for(sock, name, "sort PID"))
+        targets = [r.split()[0] for r in rows]
+        target = next(t for t in targets if t.endswith(".2"))
+        for _ in range(targets.index(target)):
             subprocess.run(_tmux(sock, "send-keys", "-t", name, "Down"), check=True)
-            time.sleep(0.5)
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "Enter"), check=True)
         _wait_for(sock, name, "You are sub-agent 1.")
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "q"), check=True)
