@@ -59,10 +59,11 @@ class TerminalDriver(LinuxDriver):
     """Textual's Linux driver, whose output survives the terminal going away (see the module doc)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Set before Textual's __init__, which installs the signal handlers that read it.
+        self._resume_on_cont = False  # a SIGTSTP suspended application mode: SIGCONT resumes it
         super().__init__(*args, **kwargs)
         if self._file is not None:  # (None: Python was started with no stderr)
             self._file = _TerminalFile(self._file)  # type: ignore[assignment]
-        self._resume_on_cont = False  # a SIGTSTP suspended application mode: SIGCONT resumes it
 
     def _sigtstp_application(self, *args: Any) -> None:
         # Textual suspends only when it will restart by itself (its `no_automatic_restart` is how

@@ -1,12 +1,13 @@
 """An app on the inspector's terminal driver, drawing all the time, for tests/tui/test_terminal_driver.py.
 
-    python -m tests.tui.hangup_child RESULT.json hangup|cont
+    python -m tests.tui.hangup_child RESULT.json hangup|cont|tstp
 
 It runs on the terminal it was started on (a pty the test holds) and redraws a counter every 10 ms, so
 it writes to the terminal continuously. `hangup`: it handles SIGHUP as `cp-inspect run` does (the app
 is asked to exit, from its own loop) but only after 100 more frames, so it keeps writing to the
 terminal the test closed. `cont`: it sends itself SIGCONT (what the kernel sends with a hangup, and
-`kill -CONT`), then exits after 20 more frames. After the app has returned, RESULT.json says which
+`kill -CONT`), then exits after 20 more frames. `tstp`: it suspends itself as Ctrl-Z would (SIGTSTP;
+the test continues it), then exits after 20 more frames. After the app has returned, RESULT.json says which
 Textual threads are still alive, whether the driver saw the terminal go, and how many frames came after.
 """
 
@@ -26,7 +27,7 @@ from textual.widgets import Static
 
 from inspector.terminal_driver import TerminalDriver, driver_for
 
-MORE_FRAMES = {"hangup": 100, "cont": 20}
+MORE_FRAMES = {"hangup": 100, "cont": 20, "tstp": 20}
 
 
 class Drawing(App[None]):
@@ -51,9 +52,9 @@ class Drawing(App[None]):
     def tick(self) -> None:
         self.ticks += 1
         self.query_one("#tick", Static).update(f"tick {self.ticks}")
-        if self.mode == "cont" and self.ticks == 10:
-            os.kill(os.getpid(), signal.SIGCONT)
+        if self.mode in ("cont", "tstp") and self.ticks == 10:
             self.signalled = True
+            os.kill(os.getpid(), signal.SIGCONT if self.mode == "cont" else signal.SIGTSTP)
         if self.signalled:
             self.after += 1
             if self.after >= MORE_FRAMES[self.mode]:

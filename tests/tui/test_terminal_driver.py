@@ -19,6 +19,7 @@ import subprocess
 import sys
 import termios
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,13 @@ class _Terminal:
             return None
 
 
+def _wait_stopped(pid: int) -> None:
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "T":
+        assert time.monotonic() < deadline, "the app never suspended itself"
+        time.sleep(0.02)
+
+
 def _run_child(tmp_path: Path, mode: str) -> tuple[int | None, dict[str, object] | None]:
     result = tmp_path / "result.json"
     term = _Terminal([sys.executable, "-m", "tests.tui.hangup_child", str(result), mode])
@@ -94,6 +102,9 @@ def _run_child(tmp_path: Path, mode: str) -> tuple[int | None, dict[str, object]
         )
         if mode == "hangup":
             term.close()
+        if mode == "tstp":  # suspended (stopped) by its own SIGTSTP: continue it, as `fg` does
+            _wait_stopped(term.proc.pid)
+            os.kill(term.proc.pid, signal.SIGCONT)
         code = term.wait_exit()
     finally:
         if term.proc.poll() is None:
@@ -101,7 +112,10 @@ def _run_child(tmp_path: Path, mode: str) -> tuple[int | None, dict[str, object]
             term.proc.wait()
         if mode != "hangup":
             term.close()
-    return code, (json.loads(result.read_text()) if result.exists() else None)
+    report = json.loads(result.read_text()) if result.exists() else None
+    if report is not None:
+        report["alt_screen_entered"] = bytes(term.seen).count(b"\x1b[?1049h")
+    return code, report
 
 
 def test_an_app_whose_terminal_closes_can_still_exit(tmp_path: Path) -> None:
@@ -121,6 +135,16 @@ def test_a_sigcont_without_a_suspend_starts_no_second_writer(tmp_path: Path) -> 
     # the first writer left waiting on its queue for good.
     assert report["textual_threads"] == [], "Textual threads left running after the app exited"
     assert report["terminal_gone"] is False
+
+
+def test_ctrl_z_still_suspends_and_resumes(tmp_path: Path) -> None:
+    """SIGTSTP (Ctrl-Z, or the app's suspend) then SIGCONT (`fg`): application mode is left, then entered
+    again, and the app goes on drawing and exits with no thread left."""
+    code, report = _run_child(tmp_path, "tstp")
+    assert code == 0 and report is not None, (code, report)
+    assert report["frames_after"] == 20
+    assert report["alt_screen_entered"] == 2  # at start, and again on resuming
+    assert report["textual_threads"] == []
 
 
 def test_the_inspector_apps_run_on_this_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
