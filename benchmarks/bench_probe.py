@@ -63,6 +63,12 @@ wait after a pass that sent something) against now, alternated in one process:
 
     .venv/bin/python benchmarks/bench_probe.py --pace-ab 0.5 --rounds 4 --turns 8
 
+and the same agent's events sent by its own thread at the end of each Pipeline call (engine.probe.
+agent_send) against by the I/O thread, with the agent's CPU with no client attached beside them (what an
+attached inspector adds, agent and probe threads together), in one process:
+
+    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--recording]
+
 The elided fill's per-turn work (which events go, the summaries, the batch encoding) on a real Pipeline's
 events, hot and right after evicting the caches (the floor of touching the events cold, wherever it is
 done: see floor()):
@@ -661,6 +667,76 @@ def pace_ab(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def flush_ab(args: argparse.Namespace) -> None:
+    """An agent that waits on its model between turns (issue 15 item 4), its events sent by its own
+    thread at the end of each Pipeline call (`agent`, engine.probe.agent_send) against by the probe's I/O
+    thread (`io`: the Pipeline's hold() made a no-op, so every publish wakes the thread as before), and
+    the same agent with no client attached (`none`). One Pipeline per round, blocks none A B B A none
+    (A and B swapped every other round); a lean reader (the elided stream, as the inspector reads)
+    attaches before an A or B block (its snapshot drained) and detaches after it. Per turn, from the
+    thread clocks: the probe thread (the whole block, the sending after the last turn included), the
+    agent's thread (its turns only: the sleeps are not counted), their sum, and that sum minus the agent's
+    thread in the `none` blocks: what an attached inspector adds, as % of the turn."""
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    modes = ("none", "agent", "io")
+    per: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in modes}
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        sums = {m: [0.0, 0.0, 0.0, 0.0] for m in modes}  # probe thread, agent thread, passes, agent sends
+        pair = ("agent", "io") if rnd % 2 == 0 else ("io", "agent")
+        for mode in ("none", pair[0], pair[1], pair[1], pair[0], "none"):
+            reader = None if mode == "none" else attach_reader(server, rt)
+            if mode == "io":
+                server.hold = lambda: None  # type: ignore[method-assign]
+            drain(server)
+            time.sleep(0.5)  # let the last burst end, so the block starts with the loop asleep
+            gc.collect()
+            io0, w0, s0, agent = thread_cpu(server), server.wakeups, server.agent_sends, 0.0
+            for t in range(turn, turn + args.turns):
+                a0 = time.thread_time()
+                step(t)
+                agent += time.thread_time() - a0
+                time.sleep(args.pace)
+            drain(server)
+            time.sleep(0.5)  # the burst's end (its last wait) belongs to this block
+            acc = sums[mode]
+            acc[0] += thread_cpu(server) - io0
+            acc[1] += agent
+            acc[2] += server.wakeups - w0
+            acc[3] += server.agent_sends - s0
+            if mode == "io":
+                del server.hold  # type: ignore[method-assign]
+            if reader is not None:
+                stop_subject("reader", reader, server)
+            turn += args.turns
+        pipe.close()
+        for mode in modes:
+            per[mode].append(tuple(x / (2 * args.turns) for x in sums[mode]))  # type: ignore[arg-type]
+    med = statistics.median
+    base = [r[1] for r in per["none"]]
+    print(
+        f"no client : agent thread {med(base) * 1e6:6.1f} us a turn [{' '.join(f'{x * 1e6:.0f}' for x in base)}]"
+    )
+    for mode in ("agent", "io"):
+        rows = per[mode]
+        added = [r[0] + r[1] - b for r, b in zip(rows, base, strict=True)]
+        share = [a / b for a, b in zip(added, base, strict=True)]
+        print(
+            f"{mode:10s}: probe thread {med(r[0] for r in rows) * 1e6:6.1f} us, agent thread "
+            f"{med(r[1] for r in rows) * 1e6:6.1f} us, sum {med(r[0] + r[1] for r in rows) * 1e6:6.1f} us a turn; "
+            f"added {med(added) * 1e6:6.1f} us = {med(share) * 100:.2f}% of the turn "
+            f"[{' '.join(f'{x * 100:.1f}' for x in share)}]; {med(r[2] for r in rows):.2f} passes, "
+            f"{med(r[3] for r in rows):.2f} agent sends a turn"
+        )
+    rec = ", recording" if args.recording else ""
+    print(
+        f"  ({args.rounds} rounds of 6 x {args.turns} turns{rec}, each turn followed by {args.pace:g} s of sleep)"
+    )
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def profile(args: argparse.Namespace) -> None:
     """The probe thread on a realistic turn, part by part (see the module docstring)."""
     import engine.probe.queues as queues
@@ -939,7 +1015,20 @@ def main() -> None:
         metavar="SECONDS",
         help="turns each followed by this much sleep (a model call): how a burst ended before against now",
     )
+    ap.add_argument(
+        "--flush-ab",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="turns each followed by this much sleep: sent by the agent's thread against the I/O thread's",
+    )
     args = ap.parse_args()
+    if args.flush_ab is not None:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        args.pace = args.flush_ab
+        flush_ab(args)
+        return
     if args.pace_ab is not None:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup

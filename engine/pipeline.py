@@ -23,16 +23,17 @@ a recorded request from a journal is:
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
 from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
@@ -72,6 +73,51 @@ TRACE_HISTORY = 32
 # to compare the two.
 ASSEMBLE_FROM_CUT = True
 ENV_RECORD = "CONTEXTPIPE_RECORD"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Concatenate[Pipeline, _P], _R]:
+    """A public call that may journal events. With a live probe, the outermost such call brackets them:
+    its events are sent when it returns (`ProbeServer.hold`/`flush`), on this thread when that is cheap
+    and safe, so an agent waiting on its model between turns wakes no probe thread (engine.probe.agent_send)."""
+
+    @functools.wraps(method)
+    def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        probe = self.probe
+        if probe is None or self._in_call:
+            return method(self, *args, **kwargs)
+        self._in_call = True
+        probe.hold()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._in_call = False
+            probe.flush()
+
+    return call
+
+
+def _journals_async(
+    method: Callable[Concatenate[Pipeline, _P], Coroutine[Any, Any, _R]],
+) -> Callable[Concatenate[Pipeline, _P], Coroutine[Any, Any, _R]]:
+    """`_journals` for a coroutine method: the events of the whole call (its awaits too) go at its end."""
+
+    @functools.wraps(method)
+    async def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        probe = self.probe
+        if probe is None or self._in_call:
+            return await method(self, *args, **kwargs)
+        self._in_call = True
+        probe.hold()
+        try:
+            return await method(self, *args, **kwargs)
+        finally:
+            self._in_call = False
+            probe.flush()
+
+    return call
 
 
 @dataclass
@@ -118,6 +164,9 @@ class Decided(NamedTuple):
 
 
 class Pipeline:
+    # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
+    _in_call = False
+
     def __init__(
         self,
         model: str,
@@ -472,6 +521,7 @@ class Pipeline:
         )
 
     # ----------------------------------------------------------------- registration
+    @_journals
     def add_source(
         self,
         id: str,
@@ -500,11 +550,13 @@ class Pipeline:
             ev["h"] = self._blob(text)
         self._emit(ev)
 
+    @_journals
     def identity(self, text: str) -> None:
         self.add_source(
             "identity", SectionKind.IDENTITY, text=text, scope=CacheScope.GLOBAL, priority=Priority.NEVER
         )
 
+    @_journals
     def constraints(self, text: str) -> None:
         self.add_source(
             "constraints",
@@ -514,36 +566,43 @@ class Pipeline:
             priority=Priority.NEVER,
         )
 
+    @_journals
     def goal(self, text: str) -> None:
         self.add_source(
             "goal", SectionKind.GOAL, text=text, scope=CacheScope.SESSION, priority=Priority.NEVER
         )
 
+    @_journals
     def memory(self, text: str, *, working: bool = False) -> None:
         sid = "working_memory" if working else "memory"
         kind = SectionKind.WORKING_MEMORY if working else SectionKind.MEMORY
         self.add_source(sid, kind, text=text, scope=CacheScope.NONE if working else CacheScope.SESSION)
 
+    @_journals
     def set_content(self, id: str, text: str) -> None:
         if id not in {s.id for s in self.specs}:
             raise ConfigError(f"no source {id!r}; register it with add_source() first")
         self._emit({"k": "content", "id": id, "h": self._blob(text)})
 
+    @_journals
     def add_tool(self, name: str, description: str, parameters: dict[str, Any]) -> None:
         schema = ToolSchema.create(name, description, parameters)
         self._emit(
             {"k": "tool", "name": name, "description": description, "h": self._blob(schema.parameters_json)}
         )
 
+    @_journals
     def remove_tool(self, name: str) -> None:
         self._emit({"k": "untool", "name": name})
 
+    @_journals
     def latch(self, name: str, value: str) -> bool:
         """Set a session latch. Returns True when the value changed (a flip: the cache will break)."""
         cur = self.latches.latches.get(name)
         self._emit({"k": "latch", "name": name, "h": self._blob(value)})
         return cur is not None and cur.value != value
 
+    @_journals
     def emerge(self, list_name: str, text: str) -> bool:
         """Queue an item discovered mid-turn for the next turn only. False if a duplicate or over the cap."""
         before = len(self.emergent.items)
@@ -552,6 +611,7 @@ class Pipeline:
         self._emit({"k": "emergent", "list": list_name, "h": self._blob(text), "turn": self.turn - 1})
         return len(self.emergent.items) > before
 
+    @_journals
     def set_window(self, window: int) -> None:
         from dataclasses import replace
 
@@ -559,9 +619,11 @@ class Pipeline:
         self._emit({"k": "config", "config": cfg.to_event()})
 
     # ----------------------------------------------------------------- conversation
+    @_journals
     def user(self, text: str) -> None:
         self._emit({"k": "part", "part": {"t": "text", "h": self._blob(text)}})
 
+    @_journals
     def assistant(
         self,
         text: str = "",
@@ -590,6 +652,7 @@ class Pipeline:
             self._call_hint = {}
         return calls
 
+    @_journals
     def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
         hist = self.history
         # The assistant message is nearly always the newest one (results wait in `pending`): read it
@@ -922,6 +985,7 @@ class Pipeline:
             jobs.append(BindJob(s.id, self.binders[s.id], s.timeout_s, budget, s.priority))
         return jobs
 
+    @_journals_async
     async def anext_request(self, explain_only: bool = False) -> Request:
         """Plan -> Bind (concurrent) -> Optimize -> Execute. With explain_only, nothing is journaled."""
         # Plan first (with each bound source at its last known size) so every binder gets its budget.
@@ -949,6 +1013,7 @@ class Pipeline:
             for h in scratch:
                 self.journal.blobs.pop(h, None)
 
+    @_journals
     def next_request(self, explain_only: bool = False) -> Request:
         if self.binders:
             import asyncio  # only with sources to bind (see _bind_jobs)
@@ -1011,6 +1076,7 @@ class Pipeline:
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
 
+    @_journals
     def fork(
         self,
         task: str | None = None,
@@ -1058,6 +1124,7 @@ class Pipeline:
             actions=trace["actions"],
         )
 
+    @_journals
     def close_turn(self) -> None:
         """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
         close() all do this; call it when a session stops without them and the journal is read as is."""
@@ -1073,6 +1140,7 @@ class Pipeline:
             self._open[key] = value
 
     # ----------------------------------------------------------------- feedback
+    @_journals
     def record_usage(self, usage: Any) -> Usage:
         """Feedback after a successful call: statistics learn, the turn's trace gets real usage."""
         u = normalize_usage(usage)
@@ -1089,6 +1157,7 @@ class Pipeline:
             self.close_turn()
         return u
 
+    @_journals
     def record_error(self, kind: str, message: str = "") -> None:
         """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
         self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
@@ -1119,6 +1188,7 @@ class Pipeline:
             out = alert_rules.evaluate_rules(t, list(traces)[:-1])
         t["alerts"] = alert_rules.alerts_of(out)
 
+    @_journals
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None
     ) -> Any:

@@ -340,7 +340,11 @@ class ProbeClient:
         while True:
             frame = self.recv(None)
             if frame is None:
-                return
+                if self.disconnected:
+                    return
+                # An elided stream's batch with no events (it says only where the journal has reached)
+                # returns None from recv() when nothing follows it yet: the agent is still there.
+                continue
             yield frame
 
     def ping(self) -> bool:

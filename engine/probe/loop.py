@@ -1,7 +1,9 @@
 """The probe's I/O thread: one `selectors` loop that accepts, reads, moves events and sends.
 
-It sleeps (select with no timeout) whenever there is nothing to send: no timer wakes it. A publish
-that finds it asleep writes one wake-up byte; the loop then waits COALESCE for the rest of the
+It sleeps (select with no timeout) whenever there is nothing to send: no timer wakes it. Events a
+Pipeline call publishes are sent at the call's end on the agent's own thread when that is cheap and
+safe (see `agent_send`): this thread is then not woken at all. Otherwise a publish (or that call's
+end) that finds it asleep writes one wake-up byte; the loop then waits COALESCE for the rest of the
 agent's burst (publishes meanwhile write nothing: the flag is set), sends everything in one go, and
 waits again while events keep coming, with the flag still set: while an agent runs turns back to back
 it writes no wake-up byte at all, and a pass is one timed select() and one send per client. The burst
@@ -20,8 +22,10 @@ with this thread, so every microsecond spent here is one the agent's thread may 
 Shutdown: close() asks the thread to stop and waits at most FLUSH_MAX + JOIN_SLACK. The thread
 flushes to clients while they keep reading (FLUSH_ON_CLOSE without progress ends it, FLUSH_MAX in all),
 then tears everything down itself:
-no other thread ever touches the selector or the client sockets, so there is no moment at which a
-close can race the loop.
+no other thread ever touches the selector, and the only other thread that touches the clients (the
+agent's, sending what one of its calls published: see `agent_send`) does so only while it holds the
+pass lock, which this thread holds from select() returning until it blocks again, through the flush
+and the teardown: there is no moment at which a close can race the loop.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import logging
 import select
 import selectors
 import socket
+import threading
 import time
 
 from engine.probe.handshake import Handshake
@@ -98,8 +103,14 @@ class IOLoop(Handshake):
         self._wait_len = COALESCE  # the length of the current (or last) wait
         self.rested = 0.0  # seconds the CPU budget made the thread rest (diagnostics, benchmarks)
         self.wakeups = 0  # passes of the loop (diagnostics, benchmarks)
+        # Held by this thread for everything it does but block in select(): the agent's thread sends a
+        # call's events itself only when it can take it without waiting (see agent_send), so the two
+        # never touch the ring, a client's state or its socket at the same time.
+        self._pass_lock = threading.Lock()
 
     def _run(self) -> None:
+        lock = self._pass_lock
+        lock.acquire()
         try:
             self._cpu_mark = time.thread_time()
             self._proc_mark = time.process_time()
@@ -108,14 +119,25 @@ class IOLoop(Handshake):
         except Exception:
             log.exception("probe I/O thread error")
         finally:
-            self._teardown()
+            try:
+                self._teardown()
+            finally:
+                lock.release()
 
     def _loop(self) -> None:
         sel = self._sel
         assert sel is not None
+        lock = self._pass_lock
         while not self._stopping:
             try:
-                ready = sel.select(self._timeout())
+                # The timeout is read under the lock: an event the agent publishes after this is sent by
+                # its own flush (the lock is free while we block) or wakes us with its byte.
+                timeout = self._timeout()
+                lock.release()
+                try:
+                    ready = sel.select(timeout)
+                finally:
+                    lock.acquire()
                 self.wakeups += 1
                 # The CPU budget is charged after a pass (_budget), but one pass can do a lot: a
                 # snapshot for each of many clients, say. So a pass stops once it has spent its tokens

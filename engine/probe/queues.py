@@ -187,13 +187,15 @@ class Client:
 
 
 class ClientQueues:
-    """The server's queues and clients. Everything but `publish`'s append runs on the I/O thread."""
+    """The server's queues and clients. Everything but `publish`'s append runs on the I/O thread, or on
+    the agent's thread while it holds the pass lock (see agent_send)."""
 
     def __init__(self, queue_limit: int, redact: bool) -> None:
         self._cap = queue_limit
         self.redact = redact
         # publish() -> _pending (a deque: append and popleft are atomic under the GIL, so the agent
-        # takes no lock and can never wait for the I/O thread) -> _ring (owned by the I/O thread alone).
+        # takes no lock and can never wait for the I/O thread) -> _ring (owned by whichever thread
+        # holds the pass lock: the I/O thread, or the agent's in its flush, see agent_send).
         self._pending: deque[Any] = deque(maxlen=queue_limit)
         self._overflow = 0  # events _pending pushed out before the I/O thread got to them
         self._overflow_seen = 0

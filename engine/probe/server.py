@@ -7,7 +7,11 @@ agent, so the work is split lopsidedly:
   never wait on the probe thread) and, only when the probe thread is asleep, writes one wake-up byte
   to a socketpair. No encoding, no client socket I/O, nothing proportional to the number of clients,
   and no exception escapes it. With no client attached it returns after one attribute read: a client
-  that connects later gets those events from `snapshot()`.
+  that connects later gets those events from `snapshot()`. Within a Pipeline call (between `hold()`
+  and `flush()`) it writes no byte: the call's end sends what it published, on the agent's own thread
+  when that is cheap and safe (one or two lean clients, nothing in progress, a non-blocking send: see
+  `agent_send`), else by waking the I/O thread as a publish would have. So an agent that waits on its
+  model between turns wakes no thread for its turns.
 * One daemon thread does all the rest with `selectors`: accept (checking the peer's uid with
   SO_PEERCRED), move events from the deque into a ring, encode (and redact), send, and read the few
   frames a client may send. It sleeps with no timeout while there is nothing to send; woken by a
@@ -43,7 +47,8 @@ different protocol version ("protocol_mismatch", naming both) gets an error fram
 is closed; the agent and other clients carry on. A peer with another uid gets "permission_denied".
 
 Where the parts live: `queues` (per-client state, the ring, the shared snapshot chunks), `lean` (the
-lean stream's summaries and journal look-up), `handshake`
+lean stream's summaries and journal look-up), `agent_send` (the agent's thread sending a call's
+events itself), `handshake`
 (admission, peer uid check, hello and snapshot, client frames), `loop` (the I/O thread), `endpoint`
 (the socket file), `redact` (the allow-list), `optin` (the serve/redact/client-cap settings). This
 module is the agent-facing `ProbeServer` and the public names.
@@ -63,9 +68,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.probe.agent_send import HOLD_MAX, AgentSend
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
-from engine.probe.loop import FLUSH_MAX, JOIN_SLACK, IOLoop
+from engine.probe.loop import FLUSH_MAX, JOIN_SLACK
 from engine.probe.optin import (
     MAX_CLIENTS_ENV,
     REDACT_ENV,
@@ -93,7 +99,7 @@ __all__ = [
 ]
 
 
-class ProbeServer(IOLoop):
+class ProbeServer(AgentSend):
     """Serve the journal of this process over `<runtime_dir>/<pid>.sock`. See the module docstring."""
 
     def __init__(
@@ -116,6 +122,7 @@ class ProbeServer(IOLoop):
         self.max_clients = max_clients_setting(max_clients)
         self._init_admission()
         self._init_loop()
+        self._init_agent_send()
         self._hello = dict(hello)
         self._snapshot = snapshot
         self._runtime_dir = runtime_dir
@@ -186,8 +193,9 @@ class ProbeServer(IOLoop):
             # recognises it by in its snapshot (see handshake._register).
             pending.append(event if frame is None or self.redact else (event, frame))
             # ~0.1 us (vDSO clock): lets the I/O thread end a burst once events stop (see _flowing).
-            self._published_at = _monotonic()
-            if not self._wake_pending:
+            now = self._published_at = _monotonic()
+            # Within a Pipeline call (hold()), its flush() sends: no wake-up byte (see agent_send).
+            if not self._wake_pending and (not self._held or now - self._held_at >= HOLD_MAX):
                 self._wake_pending = True
                 self._wake()
         except Exception:
@@ -248,6 +256,8 @@ class ProbeServer(IOLoop):
         self._nclients = 0
         self._closed = True
         self._close_lock = threading.Lock()  # may have been held by a thread that did not survive the fork
+        self._pass_lock = threading.Lock()  # likewise (the I/O thread holds it for each pass)
+        self._held = False
         self._wake_w = None
         self._pending = deque(maxlen=1)
         self._clients = {}

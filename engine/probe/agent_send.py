@@ -1,0 +1,140 @@
+"""The agent's own thread sends what one of its calls published, when that is cheap and safe.
+
+An agent waits on its model between turns, so each of its turns is a burst of its own. With the I/O
+thread sending, every such turn cost that thread two wake-ups (the publish's wake-up byte, then the
+timed wait for the rest of the burst), and on a shared VM each block-and-wake of a thread is charged
+~100-200 us of its CPU clock: ~450 us a turn, over 20% of a 1.75-2 ms turn, where the work itself
+is 12-19 us. So the Pipeline (the only publisher) brackets each public call that may journal with
+`hold()` at its start and `flush()` at its end. Publishes in between append to the queue as always
+and write no wake-up byte; `flush`, on the agent's thread:
+
+* checks that it is safe: the I/O thread is asleep with nothing in progress (the wake-up flag clear,
+  no burst being coalesced, no pass owed), one or two clients (AGENT_CLIENTS), each on the lean
+  stream, with no snapshot, fetch or error frame to send and nothing waiting in its buffer; and it
+  takes the pass lock without waiting (the I/O thread holds it for each pass, from select()
+  returning until it blocks again);
+* moves the events into the ring and fills each client's buffer as the I/O thread would (at most
+  AGENT_EVENTS events behind the head, so one flush's encoding is bounded by what the agent's own
+  call published), then makes one non-blocking send() per client;
+* leaves what the socket did not take in the client's buffer and wakes the I/O thread to finish it
+  (it waits for writability as before): a client that does not read costs the agent one bounded
+  fill and one send that returns at once, never a wait.
+
+If any check fails it wakes the I/O thread as publish() did (the old path, coalescing and all). A
+paced agent's turn then wakes no thread: it makes one send a call (an elided client's batch of a call
+that published only elided kinds is empty but says where the journal has reached, which a client
+saving or backfilling while the agent waits needs; holding it for a later call would leave it
+unsaid for as long as the agent waits).
+
+An event published outside a held call (a capture layer journaling on its own, say), or more than
+HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes the I/O thread as
+before; an event published early in a long call that publishes nothing after HOLD_MAX waits for the
+call's end. The CPU the agent's thread spends here is the agent's to the I/O thread's budget (see
+loop._budget), as any other work of its own.
+"""
+
+from __future__ import annotations
+
+import time
+
+from engine.probe.loop import COALESCE, IOLoop
+
+# Clients the agent's thread serves itself at most; with more, the I/O thread does (its pass serves
+# many in turn within its CPU budget).
+AGENT_CLIENTS = 2
+# Events behind the ring's head a client may be for the agent's thread to fill its buffer: more is a
+# backlog (a long call, or events left waiting), and encoding it is the I/O thread's work.
+AGENT_EVENTS = 512
+# A held call's publishes write no wake-up byte for this long after it began.
+HOLD_MAX = COALESCE
+
+_monotonic = time.monotonic
+
+
+class AgentSend(IOLoop):
+    def _init_agent_send(self) -> None:
+        self._held = False
+        self._held_at = 0.0
+        self.agent_sends = 0  # flushes the agent's thread completed itself (diagnostics, tests, benchmarks)
+        self.agent_fallbacks = 0  # flushes that woke the I/O thread instead
+
+    def hold(self) -> None:
+        """A public call that may publish has begun on the agent's thread: its publishes write no
+        wake-up byte (for HOLD_MAX); `flush()` at its end sends them. Never blocks, never raises."""
+        self._held_at = _monotonic()
+        self._held = True
+
+    def flush(self) -> None:
+        """The call `hold()` announced has ended: send what it published, on this thread when that is
+        cheap and safe, else wake the I/O thread to. O(its events), never blocks, never raises."""
+        self._held = False
+        if not self._pending or self._wake_pending:
+            return  # nothing published, or the I/O thread is awake and sends it
+        try:
+            if self._send_here():
+                self.agent_sends += 1
+                return
+        except Exception:
+            self.publish_errors += 1
+        self.agent_fallbacks += 1
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._wake()
+
+    # Set by ProbeServer.
+    publish_errors: int
+
+    def _wake(self) -> None:  # ProbeServer's: one wake-up byte to the I/O thread
+        raise NotImplementedError
+
+    def _send_here(self) -> bool:
+        """Fill and send on this thread; True if nothing is left for the I/O thread."""
+        if self._stopping or self._due is not None or self._more:
+            return False
+        lock = self._pass_lock
+        if not lock.acquire(blocking=False):
+            return False  # the I/O thread is in a pass (it takes the events with the rest)
+        try:
+            # Again under the lock: the I/O thread may have changed them before it blocked.
+            if self._stopping or self._due is not None or self._more or self._wake_pending:
+                return False
+            clients = list(self._clients.values())
+            if not 0 < len(clients) <= AGENT_CLIENTS:
+                return False
+            for c in clients:
+                if (
+                    not c.lean
+                    or c.outbuf
+                    or c.want_write
+                    or c.snap_src is not None
+                    or c.fetch
+                    or c.closing_deadline is not None
+                ):
+                    return False
+            self._absorb()
+            head = self._head
+            if any(head - c.cursor > AGENT_EVENTS for c in clients):
+                return False
+            left = False
+            self._enc_cache.clear()
+            try:
+                for c in clients:
+                    self._fill(c)
+                    left = left or c.cursor < head  # the fill stopped at its buffer's bound
+            finally:
+                self._enc_cache.clear()
+            for c in clients:
+                if not c.outbuf:
+                    continue
+                try:
+                    n = c.sock.send(c.outbuf)
+                except (BlockingIOError, InterruptedError):
+                    n = 0
+                except OSError:
+                    return False  # gone: the I/O thread's next send drops it (only it touches the selector)
+                if n:
+                    del c.outbuf[:n]
+                left = left or bool(c.outbuf)
+            return not left
+        finally:
+            lock.release()

@@ -1,0 +1,288 @@
+"""The agent's thread sending what one of its Pipeline calls published (engine.probe.agent_send).
+
+An agent that waits on its model between turns must not wake the probe's I/O thread for each turn;
+these tests hold that its events still reach lean and elided clients whole and in order, that a client
+that stops reading makes the agent hand over to the I/O thread instead of waiting, that events
+published outside a call still arrive, that the two threads never interleave on a stream, and that
+redaction still applies. Real sockets, real ProbeClients, real threads.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.probe.client import ProbeClient
+from engine.probe.elide import ELIDED_KINDS
+from engine.probe.queues import HIGH_WATER
+
+T = 10.0
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpa-", dir="/tmp"))
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _pipeline(monkeypatch: pytest.MonkeyPatch, rtdir: Path, **kw: Any) -> Any:
+    from engine.pipeline import Pipeline
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, **kw)
+    assert pipe.probe is not None
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("Fix the failing test.")
+    return pipe
+
+
+def _turn(pipe: Any, t: int, result: str = "") -> None:
+    req = pipe.next_request()
+    pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
+    calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+    pipe.tool_result(calls[0].id, result or f"output of step {t}")
+
+
+def _connect(pipe: Any, **kw: Any) -> ProbeClient:
+    c = ProbeClient.connect(os.getpid(), timeout=T, runtime_dir=pipe.probe.path.parent, **kw)
+    for _ in range(c.hello["snapshot"]):
+        assert c.recv(T) is not None
+    return c
+
+
+def _wait(cond: Any, what: str) -> None:
+    deadline = time.monotonic() + T
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def _asleep(probe: Any) -> bool:
+    """The I/O thread has nothing in progress: what the agent's thread needs to send itself."""
+    return (
+        not probe._pending
+        and not probe._wake_pending
+        and probe._due is None
+        and all(not c.outbuf and c.lean for c in probe._clients.values())
+    )
+
+
+def _settle(probe: Any, clients: int) -> None:
+    _wait(lambda: probe.client_count == clients and _asleep(probe), "the probe did not settle")
+
+
+def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_io_thread(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        lean = _connect(pipe, lean=True)
+        elided = _connect(pipe, lean=True, elide=True)
+        _settle(probe, 2)
+        n0 = len(pipe.journal.events)
+        passes, fallbacks = probe.wakeups, probe.agent_fallbacks
+        got_lean: list[dict[str, Any]] = []
+        got_elided: list[tuple[dict[str, Any] | None, int | None]] = []
+        for t in range(6):
+            before = len(pipe.journal.events)
+            _turn(pipe, t)
+            # The agent waits on its model now: what the turn published is on the sockets already.
+            for _ in range(len(pipe.journal.events) - before):
+                got_lean.append(lean.recv(T))  # type: ignore[arg-type]
+            kept = [e for e in pipe.journal.events[before:] if e["k"] not in ELIDED_KINDS]
+            for _ in kept:
+                got_elided.append(elided.recv_at(T))
+            # The batches of calls that published only elided kinds say where the journal ends.
+            deadline = time.monotonic() + T
+            while elided.journal_end < len(pipe.journal.events):
+                assert elided.recv(0.05) is None  # an empty batch: recv() returns None once it is read
+                assert time.monotonic() < deadline, "the stream did not say where the journal ends"
+        journal = list(pipe.journal.events)
+        assert probe.wakeups == passes  # the I/O thread slept through all six turns
+        assert probe.agent_fallbacks == fallbacks
+        assert probe.agent_sends >= 6 * 4  # every call sent its events itself
+        assert got_lean == journal[n0:]  # each turn is the newest of its send: whole
+        assert got_elided == [(e, i) for i, e in enumerate(journal) if i >= n0 and e["k"] not in ELIDED_KINDS]
+        assert lean.recv(0.2) is None and elided.recv(0.2) is None
+    finally:
+        pipe.close()
+
+
+def test_an_event_published_outside_a_call_still_arrives(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """A capture layer may journal on its own, outside any Pipeline call: no flush follows, so the
+    publish wakes the I/O thread as before."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        c = _connect(pipe, lean=True)
+        _settle(probe, 1)
+        passes = probe.wakeups
+        ev = {"k": "note", "turn": 0, "text": "journaled by a capture layer"}
+        pipe.journal.append(ev)
+        assert c.recv(T) == ev
+        assert probe.wakeups > passes
+        # And a call after it is the agent's again, once the I/O thread's burst has ended.
+        _settle(probe, 1)
+        sends = probe.agent_sends
+        pipe.user("more")
+        assert c.recv(T) is not None
+        assert probe.agent_sends == sends + 1
+    finally:
+        pipe.close()
+
+
+def test_a_client_that_stops_reading_makes_the_agent_hand_over_not_wait(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The agent's send never blocks: what the socket does not take stays in the client's buffer and
+    the I/O thread finishes it; while that backlog stands the agent does not fill again. Once the client
+    reads, it gets everything in order."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        c = _connect(pipe, lean=True)
+        _settle(probe, 1)
+        n0 = len(pipe.journal.events)
+        big = "x" * 60_000
+        t = 0
+        while probe.agent_fallbacks == 0:
+            _turn(pipe, t, result=f"{t} {big}")  # unique, so each result is a new blob
+            t += 1
+            assert t < 200, "the socket never filled"
+        # The last agent flush left bytes in the buffer (or found some there) and woke the I/O thread.
+        sends = probe.agent_sends
+        for _ in range(10):
+            _turn(pipe, t, result=f"{t} {big}")
+            t += 1
+        assert probe.agent_sends == sends  # with a backlog the agent only queues, the I/O thread sends
+        (st,) = probe.stats()
+        assert st.buffered_bytes <= HIGH_WATER + 2 * len(big)
+        assert st.queued > 0
+        journal = list(pipe.journal.events)
+        got = [c.recv(T) for _ in range(len(journal) - n0)]
+        assert c.recv(0.2) is None and c.dropped == 0
+    finally:
+        pipe.close()
+    # Turns the I/O thread sent several of at once come as summaries but the newest: the rest is whole.
+    assert [e for e in got if e and e["k"] != "turn_summary"] == [
+        e
+        for e in journal[n0:]
+        if e["k"] != "turn" or any(g is e or g == e for g in got if g and g["k"] == "turn")
+    ]
+    assert [e["turn"] for e in got if e and e["k"] in ("turn", "turn_summary")] == list(range(t))
+
+
+def test_io_thread_passes_and_agent_flushes_never_interleave(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """A stress loop: a client pinging (each ping is an I/O-thread pass) while the agent runs turns,
+    some back to back (the I/O thread's bursts) and some paced (the agent's own sends). Both streams
+    arrive whole and in order: every frame decodes, positions match the journal."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        lean = _connect(pipe, lean=True)
+        elided = _connect(pipe, lean=True, elide=True)
+        _settle(probe, 2)
+        n0 = len(pipe.journal.events)
+        stop = threading.Event()
+        got_lean: list[dict[str, Any]] = []
+        got_elided: list[tuple[dict[str, Any], int | None]] = []
+
+        def read(c: ProbeClient, out: list[Any], at: bool) -> None:
+            while not stop.is_set() or c.recv(0) is not None:
+                ev, pos = c.recv_at(0.05)
+                if ev is not None and ev.get("k") != "pong":
+                    out.append((ev, pos) if at else ev)
+
+        def ping() -> None:
+            while not stop.is_set():
+                elided.ping()
+                time.sleep(0.04)  # within the input budget
+
+        threads = [
+            threading.Thread(target=read, args=(lean, got_lean, False)),
+            threading.Thread(target=read, args=(elided, got_elided, True)),
+            threading.Thread(target=ping),
+        ]
+        for th in threads:
+            th.start()
+        try:
+            for t in range(40):
+                _turn(pipe, t)
+                if t % 4 == 3:
+                    time.sleep(0.15)  # a model call: the burst ends, the next turns are the agent's to send
+            journal = list(pipe.journal.events)
+            kept = [(e, i) for i, e in enumerate(journal) if i >= n0 and e["k"] not in ELIDED_KINDS]
+            _wait(
+                lambda: len(got_lean) >= len(journal) - n0 and len(got_elided) >= len(kept), "not all arrived"
+            )
+        finally:
+            stop.set()
+            for th in threads:
+                th.join(T)
+        assert probe.agent_sends > 0 and probe.wakeups > 0
+    finally:
+        pipe.close()
+    assert [e for e in got_lean if e["k"] != "turn_summary" and e["k"] != "turn"] == [
+        e for e in journal[n0:] if e["k"] != "turn"
+    ]
+    assert [e["turn"] for e in got_lean if e["k"] in ("turn", "turn_summary")] == list(range(40))
+    assert [p for _, p in got_elided] == [i for _, i in kept]
+    for (ev, _), (e, _) in zip(got_elided, kept, strict=True):
+        assert ev == e or (ev["k"] == "turn_summary" and ev["turn"] == e["turn"])
+
+
+def test_redaction_applies_to_what_the_agent_sends(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    secret = "the password is hunter2"
+    pipe = _pipeline(monkeypatch, rtdir, redact=True)
+    probe = pipe.probe
+    try:
+        c = _connect(pipe, lean=True)
+        _settle(probe, 1)
+        sends = probe.agent_sends
+        before = len(pipe.journal.events)
+        _turn(pipe, 0, result=secret)
+        got = [c.recv(T) for _ in range(len(pipe.journal.events) - before)]
+        assert probe.agent_sends > sends
+    finally:
+        pipe.close()
+    assert all(g is not None for g in got)
+    assert secret not in repr(got)
+    blobs = [g for g in got if g and g["k"] == "blob"]
+    assert blobs and all(isinstance(b["data"], dict) and "sha256" in b["data"] for b in blobs)
+
+
+def test_events_iterates_past_a_batch_with_no_events(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """A call that journals only elided kinds sends an elided client a batch that says only where the
+    journal ends; `ProbeClient.events()` must go on to the next event, not end as if disconnected."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        c = _connect(pipe, lean=True, elide=True)
+        _settle(pipe.probe, 1)
+        got: list[dict[str, Any]] = []
+        th = threading.Thread(target=lambda: got.extend(c.events()), daemon=True)
+        th.start()
+        pipe.user("only a part and a blob: both elided")
+        _wait(lambda: c.journal_end == len(pipe.journal.events), "the empty batch did not arrive")
+        time.sleep(0.1)
+        _turn(pipe, 0)
+        _wait(lambda: any(e["k"] == "turn" for e in got), "the turn after the empty batch did not arrive")
+        assert th.is_alive()
+    finally:
+        pipe.close()
+    th.join(T)
