@@ -1188,11 +1188,11 @@ class Pipeline:
             out = alert_rules.evaluate_rules(t, list(traces)[:-1])
         t["alerts"] = alert_rules.alerts_of(out)
 
-    @_journals
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None
     ) -> Any:
         """Execute: build the next request, hand it to `send_fn`, feed usage or the error back."""
+        # Not a _journals call itself: the probe would hold the request's events through the model call.
         req = self.next_request()
         try:
             resp = send_fn(req.body)

@@ -286,3 +286,28 @@ def test_events_iterates_past_a_batch_with_no_events(monkeypatch: pytest.MonkeyP
     finally:
         pipe.close()
     th.join(T)
+
+
+def test_send_hands_the_request_over_before_the_model_answers(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """`Pipeline.send` waits on the model between next_request and record_usage: the request's events
+    must reach the client while the model call runs, not when it returns."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        c = _connect(pipe, lean=True)
+        _settle(pipe.probe, 1)
+        seen: list[str] = []
+
+        def model(body: dict[str, Any]) -> dict[str, Any]:
+            while "request" not in seen:
+                ev = c.recv(T)
+                assert ev is not None, "the request did not arrive during the model call"
+                seen.append(ev["k"])
+            return {"usage": {"input_tokens": 100, "output_tokens": 5}}
+
+        pipe.send(model)
+        assert "request" in seen
+        assert c.recv(T) is not None  # then the usage and the turn
+    finally:
+        pipe.close()
