@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from engine.probe import agent_send
+from engine.probe.agent_send import AGENT_WINDOW, AGENT_WINDOW_SENDS
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.queues import HIGH_WATER
@@ -59,6 +61,18 @@ def _connect(pipe: Any, **kw: Any) -> ProbeClient:
     for _ in range(c.hello["snapshot"]):
         assert c.recv(T) is not None
     return c
+
+
+def _events_at(c: ProbeClient, n: int) -> list[tuple[dict[str, Any], int | None]]:
+    """The next n events with their journal positions (a batch with no events reads as None: skipped)."""
+    out: list[tuple[dict[str, Any], int | None]] = []
+    deadline = time.monotonic() + T
+    while len(out) < n:
+        ev, at = c.recv_at(0.05)
+        if ev is not None:
+            out.append((ev, at))
+        assert time.monotonic() < deadline, f"{len(out)} of {n} events arrived"
+    return out
 
 
 def _wait(cond: Any, what: str) -> None:
@@ -109,6 +123,7 @@ def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_i
             while elided.journal_end < len(pipe.journal.events):
                 assert elided.recv(0.05) is None  # an empty batch: recv() returns None once it is read
                 assert time.monotonic() < deadline, "the stream did not say where the journal ends"
+            time.sleep(AGENT_WINDOW)  # the model call
         journal = list(pipe.journal.events)
         assert probe.wakeups == passes  # the I/O thread slept through all six turns
         assert probe.agent_fallbacks == fallbacks
@@ -163,11 +178,14 @@ def test_a_client_that_stops_reading_makes_the_agent_hand_over_not_wait(
             _turn(pipe, t, result=f"{t} {big}")  # unique, so each result is a new blob
             t += 1
             assert t < 200, "the socket never filled"
-        # The last agent flush left bytes in the buffer (or found some there) and woke the I/O thread.
+            time.sleep(AGENT_WINDOW)  # paced: the fallback is the socket's doing, not the rate's
+        # The last agent flush left bytes in the buffer and woke the I/O thread to finish them.
+        assert probe.stats()[0].buffered_bytes > 0
         sends = probe.agent_sends
-        for _ in range(10):
+        for _ in range(6):
             _turn(pipe, t, result=f"{t} {big}")
             t += 1
+            time.sleep(AGENT_WINDOW)
         assert probe.agent_sends == sends  # with a backlog the agent only queues, the I/O thread sends
         (st,) = probe.stats()
         assert st.buffered_bytes <= HIGH_WATER + 2 * len(big)
@@ -311,3 +329,28 @@ def test_send_hands_the_request_over_before_the_model_answers(
         assert c.recv(T) is not None  # then the usage and the turn
     finally:
         pipe.close()
+
+
+def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """Past AGENT_WINDOW_SENDS flushes in AGENT_WINDOW the agent stops sending itself: its turns come
+    back to back, and the I/O thread's bursts send many of them in one pass for less. Every event
+    still arrives, in order."""
+    monkeypatch.setattr(agent_send, "AGENT_WINDOW", 3600.0)  # one window for the whole test, however slow
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        c = _connect(pipe, lean=True, elide=True)
+        _settle(probe, 1)
+        n0 = len(pipe.journal.events)
+        passes = probe.wakeups
+        for t in range(10):
+            _turn(pipe, t)
+        assert probe.agent_sends == AGENT_WINDOW_SENDS
+        assert probe.wakeups > passes
+        journal = list(pipe.journal.events)
+        kept = [(e, i) for i, e in enumerate(journal) if i >= n0 and e["k"] not in ELIDED_KINDS]
+        got = _events_at(c, len(kept))
+    finally:
+        pipe.close()
+    assert [p for _, p in got] == [i for _, i in kept]
+    assert [e["turn"] for e, _ in got if e and e["k"] in ("turn", "turn_summary")] == list(range(10))

@@ -8,6 +8,8 @@ is 12-19 us. So the Pipeline (the only publisher) brackets each public call that
 `hold()` at its start and `flush()` at its end. Publishes in between append to the queue as always
 and write no wake-up byte; `flush`, on the agent's thread:
 
+* checks that it is cheap: not more than AGENT_WINDOW_SENDS flushes in AGENT_WINDOW (an agent running
+  turns back to back is served for less by the I/O thread's bursts, one pass for many turns);
 * checks that it is safe: the I/O thread is asleep with nothing in progress (the wake-up flag clear,
   no burst being coalesced, no pass owed), one or two clients (AGENT_CLIENTS), each on the lean
   stream, with no snapshot, fetch or error frame to send and nothing waiting in its buffer; and it
@@ -47,6 +49,13 @@ AGENT_CLIENTS = 2
 AGENT_EVENTS = 512
 # A held call's publishes write no wake-up byte for this long after it began.
 HOLD_MAX = COALESCE
+# At most this many flushes a window of AGENT_WINDOW seconds send on the agent's thread. An agent whose
+# turns come back to back calls a send a call here (four a turn: ~10-15 us each, ~50 us a turn), where
+# the I/O thread's bursts send many turns in one pass (its per-turn work 12-19 us); so past this rate
+# (four turns in a tenth of a second) the flush wakes the I/O thread, whose burst then takes every
+# call's events until the agent pauses.
+AGENT_WINDOW = COALESCE
+AGENT_WINDOW_SENDS = 16
 
 _monotonic = time.monotonic
 
@@ -57,6 +66,8 @@ class AgentSend(IOLoop):
         self._held_at = 0.0
         self.agent_sends = 0  # flushes the agent's thread completed itself (diagnostics, tests, benchmarks)
         self.agent_fallbacks = 0  # flushes that woke the I/O thread instead
+        self._window_at = 0.0  # when the current AGENT_WINDOW began
+        self._window_sends = 0  # flushes sent on the agent's thread in it
 
     def hold(self) -> None:
         """A public call that may publish has begun on the agent's thread: its publishes write no
@@ -91,6 +102,13 @@ class AgentSend(IOLoop):
         """Fill and send on this thread; True if nothing is left for the I/O thread."""
         if self._stopping or self._due is not None or self._more:
             return False
+        now = _monotonic()
+        if now - self._window_at >= AGENT_WINDOW:
+            self._window_at = now
+            self._window_sends = 0
+        elif self._window_sends >= AGENT_WINDOW_SENDS:
+            return False  # turns back to back: the I/O thread's bursts send them for less
+        self._window_sends += 1
         lock = self._pass_lock
         if not lock.acquire(blocking=False):
             return False  # the I/O thread is in a pass (it takes the events with the rest)
