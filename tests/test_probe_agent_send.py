@@ -354,3 +354,30 @@ def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.Monk
         pipe.close()
     assert [p for _, p in got] == [i for _, i in kept]
     assert [e["turn"] for e, _ in got if e and e["k"] in ("turn", "turn_summary")] == list(range(10))
+
+
+def test_a_forked_childs_calls_send_nothing_on_the_parents_stream(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The child inherits the server and its client sockets but not the I/O thread (which may have held
+    the pass lock): its calls' flushes must neither send on the parent's sockets nor block."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        c = _connect(pipe, lean=True)
+        _settle(pipe.probe, 1)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                pipe.user("from the child")
+                code = 0 if pipe.probe.agent_sends == 0 or not pipe.probe._clients else 3
+            except BaseException:
+                code = 4
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert c.recv(0.2) is None
+        pipe.user("from the parent")
+        assert c.recv(T) is not None
+    finally:
+        pipe.close()
