@@ -23,10 +23,11 @@ and write no wake-up byte; `flush`, on the agent's thread:
   fill and one send that returns at once, never a wait.
 
 If any check fails it wakes the I/O thread as publish() did (the old path, coalescing and all). A
-paced agent's turn then wakes no thread: it makes one send a call (an elided client's batch of a call
-that published only elided kinds is empty but says where the journal has reached, which a client
-saving or backfilling while the agent waits needs; holding it for a later call would leave it
-unsaid for as long as the agent waits).
+paced agent's turn then wakes no probe thread: it makes one send a call (an elided client's batch of
+a call that published only elided kinds is empty but says where the journal has reached, which a
+client saving or backfilling while the agent waits needs; holding it for a later call would leave it
+unsaid for as long as the agent waits). Each send wakes the reader, which a shared VM charges to the
+sender (~60-70 us of its CPU clock a send here, BENCHMARKS.md): what is left of the probe's cost.
 
 An event published outside a held call (a capture layer journaling on its own, say), or more than
 HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes the I/O thread as
