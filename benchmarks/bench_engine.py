@@ -559,21 +559,37 @@ def iso_child(args: argparse.Namespace) -> int:
             out, _sizes = one_repeat(imp, args.window, [], tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
             print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
         return 0
-    from langchain_core.messages import trim_messages
+    from langchain_core.messages import convert_to_openai_messages, trim_messages
 
     limits = json.loads(args.iso_limits.read_text())
     lc_history = lc_histories(imp)  # built outside the timed region: the agent already holds them
     count_one = tiktoken_one()
     count_one(lc_history[0][0])
+    # The request the peer's agent sends around the trimmed messages: the engine's own first request's
+    # fields (model, max tokens, tool schemas), so both bodies carry the same things.
+    first = EngineRun(imp, args.window)
+    for m in imp.calls[0].messages:
+        first.feed(m)
+    frame = {k: v for k, v in first.pipe.next_request().body.items() if k != "messages"}
     for _line in sys.stdin:
         gc.collect()
         memo = memo_counter(count_one)  # fresh per repeat, as in one_repeat
         cpu: list[float] = []
+        wire: list[float] = []
         for k, limit in enumerate(limits):
             if evict is not None:
                 evict()
-            cpu.append(time_trim(trim_messages, lc_history[k], limit, memo)[1])
-        print(json.dumps({"memo": cpu}), flush=True)
+            t = Timer()
+            kept = trim_messages(lc_history[k], max_tokens=limit, token_counter=memo, strategy="last",
+                                 include_system=True, start_on="human")  # fmt: skip
+            cpu.append(t.stop()[1])
+            # What trim_messages leaves is LangChain objects; the engine's turn ends with the request's
+            # bytes. Turning the kept messages into the provider's wire form and serializing the body is
+            # what the peer's agent (or its SDK) does next: timed apart, so both figures are reported.
+            t = Timer()
+            json.dumps({**frame, "messages": convert_to_openai_messages(kept)})
+            wire.append(t.stop()[1])
+        print(json.dumps({"memo": cpu, "wire": wire}), flush=True)
     return 0
 
 
@@ -613,6 +629,13 @@ def iso(args: argparse.Namespace) -> int:
           f"trim_messages+memo {sum(mm) * ms:.1f} ms, json.dumps floor {sum(f) * ms:.1f} ms")  # fmt: skip
     print(f"[CPU]   engine / trim+memo {sum(e) / sum(mm):.2f}x (goal <= 1); without the engine's tokenizing "
           f"{sum(rest) / sum(mm):.2f}x")  # fmt: skip
+    wire = best["wire"]
+    print(f"[CPU]   the peer's request on the wire (convert_to_openai_messages + json.dumps of the body) "
+          f"{sum(wire) * ms:.1f} ms: engine / (trim+memo+wire) {sum(e) / (sum(mm) + sum(wire)):.2f}x "
+          f"(the engine's turn includes its request's bytes)")  # fmt: skip
+    peer = [a + b for a, b in zip(mm, wire, strict=True)]
+    print(f"[CPU]   turns < {warm}: engine {sum(e[:warm]) * ms:.1f} ms, trim+memo+wire {sum(peer[:warm]) * ms:.1f} ms; "
+          f"turns >= {warm}: engine {sum(e[warm:]) * ms:.1f} ms, trim+memo+wire {sum(peer[warm:]) * ms:.1f} ms")  # fmt: skip
     steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
     print(f"[CPU]   steady turn (median, turns >= {warm}): engine {statistics.median(e[warm:]) * ms:.3f} ms, "
           f"trim+memo {statistics.median(mm[warm:]) * ms:.3f} ms, floor {statistics.median(f[warm:]) * ms:.3f} ms; "
