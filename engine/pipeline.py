@@ -44,7 +44,7 @@ from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
 from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
-from engine.plan import Plan, PlanInput, Reserves, SectionEstimate, Thresholds, budget_of, plan
+from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, plan_of
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules, for_model
 from engine.policy.settings import WAVE1, PolicySettings
@@ -810,15 +810,13 @@ class Pipeline:
         # The window is in the provider's tokens, the estimates in ours: plan against the window as our
         # tokenizer sees it, using the ratio Feedback learned for this model.
         ratio = self.stats.calibration_for(cfg.model)
-        the_plan = plan(
-            PlanInput(
-                int(budget.limit / ratio),
-                int(budget.usable / ratio),
-                cfg.thresholds,
-                reserves,
-                estimates,
-                recovering=self.stats.recovery_turns_left > 0,
-            )
+        the_plan = plan_of(
+            int(budget.limit / ratio),
+            int(budget.usable / ratio),
+            cfg.thresholds,
+            reserves,
+            estimates,
+            self.stats.recovery_turns_left > 0,
         )
         return the_plan, reserves, ratio
 
@@ -1060,7 +1058,11 @@ class Pipeline:
                 # The compaction state changes only at a compaction; replay folds it from here.
                 **(
                     {"compaction": built.state.to_event()}
-                    if built.state is not None and built.state != self.compaction
+                    # (identity first: a held turn hands back the very state, and `!=` runs the
+                    # dataclass's field-by-field __eq__)
+                    if built.state is not None
+                    and built.state is not self.compaction
+                    and built.state != self.compaction
                     else {}
                 ),
                 **(
@@ -1221,10 +1223,12 @@ _SOURCE_KINDS = frozenset({"source", "content", "tool", "untool", "latch", "emer
 
 
 def _prefix_blocks(ser: SerializedRequest) -> int:
-    # Found in C: this runs once a turn over every block of the request.
-    marks = list(compress(range(len(ser.blocks)), map(_MARKER, ser.blocks)))
-    if marks:
-        return marks[-1] + 1
+    last = ser.last_marked  # the serializer's (it placed the markers), else found in C
+    if last is None:
+        marks = list(compress(range(len(ser.blocks)), map(_MARKER, ser.blocks)))
+        last = marks[-1] if marks else -1
+    if last >= 0:
+        return last + 1
     return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0
 
 

@@ -181,10 +181,23 @@ _TOKENS = attrgetter("tokens")
 
 
 def plan(inp: PlanInput) -> Plan:
-    total = sum(map(_TOKENS, inp.sections))  # in C: a generator is a Python frame per section
-    raw, pred = pressures(total, inp.limit, inp.reserves.total)
-    raw_tier = inp.thresholds.tier_for(raw)
-    pred_tier = inp.thresholds.tier_for(pred)
+    return plan_of(inp.limit, inp.usable, inp.thresholds, inp.reserves, inp.sections, inp.recovering)
+
+
+def plan_of(
+    limit: int,
+    usable: int,
+    thresholds: Thresholds,
+    reserves: Reserves,
+    sections: tuple[SectionEstimate, ...],
+    recovering: bool = False,
+) -> Plan:
+    """plan() of the PlanInput these fields make, without making it (the pipeline plans every turn)."""
+    total = sum(map(_TOKENS, sections))  # in C: a generator is a Python frame per section
+    reserve = reserves.response + reserves.thinking + reserves.schema  # reserves.total, read once
+    raw, pred = pressures(total, limit, reserve)
+    raw_tier = thresholds.tier_for(raw)
+    pred_tier = thresholds.tier_for(pred)
     tier = max(raw_tier, pred_tier)  # prediction only escalates
     reason = (
         f"predictive pressure {pred:.2f} -> {TIER_LABELS[pred_tier]}"
@@ -192,11 +205,11 @@ def plan(inp: PlanInput) -> Plan:
         else f"raw pressure {raw:.2f} -> {TIER_LABELS[raw_tier]}"
     )
     escalated = False
-    if inp.recovering and tier < Tier.AGGRESSIVE_PRUNE:
+    if recovering and tier < Tier.AGGRESSIVE_PRUNE:
         tier = Tier(tier + 1)
         escalated = True
         reason += f"; escalated to {tier.label} after a prompt_too_long"
-    ceiling = ceiling_for(inp.usable, inp.reserves.total)
+    ceiling = ceiling_for(usable, reserve)
     return Plan(
         raw_pressure=raw,
         predictive_pressure=pred,
@@ -207,5 +220,5 @@ def plan(inp: PlanInput) -> Plan:
         reason=reason,
         ceiling=ceiling,
         estimated_tokens=total,
-        budgets=allocate(inp.sections, ceiling),
+        budgets=allocate(sections, ceiling),
     )

@@ -58,6 +58,8 @@ class SerializedRequest:
     tool_shas: dict[str, str] = field(default_factory=dict)
     # sha256 of each section's block hashes joined in order (the trace's section sha256)
     section_shas: dict[str, str] = field(default_factory=dict)
+    # Index of the last block with a cache marker (-1: none); None when not known (made elsewhere).
+    last_marked: int | None = None
 
     def json(self) -> Any:
         import json
@@ -120,6 +122,11 @@ class _SectionRun:
     # hash is then a cut of the sections' strings (see _prefix_hex).
     hexes: str | None = None
     where: dict[str, int] | None = None  # item hash -> a position of it (see _index)
+    # Read by serialize every request and carried to a run that extends this one in place (see
+    # _appended), so a turn does not walk every block of the history for them: the set of `segments`
+    # and the sum of the blocks' tokens. None: not known yet (serialize computes and keeps them).
+    segset: frozenset[str] | None = None
+    tokens: int | None = None
 
 
 # Tool-call pairing. The scan's state (the calls of the last assistant message, and those of them still
@@ -565,7 +572,11 @@ class Serializer:
             # In place of the run it extends (which gave it its lists), moved to the front as the most
             # recently used, as the general path moves it. Its hash index, if one was built, is taken
             # over too, with the appended items' positions: the same dict _index would build (the last
-            # position of a repeated hash), for the few new items instead of all of them.
+            # position of a repeated hash), for the few new items instead of all of them. So are its
+            # segment set and token sum, with the appended items' (the same sets and sums).
+            if last.segset is not None and last.tokens is not None:
+                run.segset = last.segset.union([h[1] for h in hits])
+                run.tokens = last.tokens + sum([h[2].tokens for h in hits])
             where = last.where
             if where is not None:
                 for x, sha in enumerate(new_shas, k):
@@ -679,10 +690,17 @@ class Serializer:
         section_shas: dict[str, str] = {}
         last_marker = -1
         hexes: list[str] | None = []
+        total = 0  # the blocks' tokens
         for s, run in self._laid_out(asm, markers, measure):
             if run.marks:
                 last_marker = len(blocks) + max(run.marks)
-            segs = set(run.segments)
+            segs = run.segset
+            if segs is None:
+                segs = run.segset = frozenset(run.segments)
+            n = run.tokens
+            if n is None:
+                n = run.tokens = sum(map(_TOKENS, run.blocks))
+            total += n
             if body and len(segs) == 1:
                 out[run.segments[0]].extend(run.frags)
             elif body:
@@ -696,10 +714,18 @@ class Serializer:
             section_shas[s.id] = run.sha
             if hexes is not None:
                 hexes = None if run.hexes is None else [*hexes, run.hexes]
+        marked = last_marker  # the last block with a marker (-1: none)
         if not self.policy.supports_markers:
             # Automatic prefix caching: everything but the newest message can be served from cache.
             last_marker = len(blocks) - 2
         prefix = blocks[: last_marker + 1]
+        # The prefix's tokens: all the blocks' less those after it (a few: the prefix ends at the last
+        # marker or before the newest message), or summed when it is the shorter side.
+        after = len(blocks) - len(prefix)
+        if after <= len(prefix):
+            prefix_tokens = total - sum(map(_TOKENS, blocks[len(prefix) :]))
+        else:
+            prefix_tokens = sum(map(_TOKENS, prefix))
         if body:
             data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
             request_sha = self._body_hash.hexdigest(data, _messages_end(data, out["messages"]))
@@ -712,9 +738,10 @@ class Serializer:
             blocks=blocks,
             request_sha256=request_sha,
             prefix_sha256=prefix_sha,
-            cacheable_prefix_tokens=sum(map(_TOKENS, prefix)),
+            cacheable_prefix_tokens=prefix_tokens,
             tool_shas=tool_shas,
             section_shas=section_shas,
+            last_marked=marked,
         )
 
     def cache_sizes(self) -> dict[str, int]:
