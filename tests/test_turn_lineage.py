@@ -248,12 +248,15 @@ def test_counting_on_one_round_short_is_caught(monkeypatch: pytest.MonkeyPatch) 
 
     def short(*a: Any) -> Any:
         got = real(*a)
-        if got is None or got[2] < 2:
+        if got is None or got[2] < 3:
             return got
-        te, droppable, c, _acc = got
-        cum = a[3].cumulative(a[1])  # (memo, items, state, measure, need, history tokens)
-        # One round fewer than reaches the tokens to drop, and what those rounds hold.
-        return te, droppable, c - 1, cum[droppable[c - 1][0]] - cum[droppable[0][0]]
+        te, _end, c, _acc, below = got
+        m, items = a[3], a[1]  # (memo, items, state, measure, need)
+        droppable = m.rounds(items)[1:-1]
+        cum = m.cumulative(items)
+        # One round fewer than reaches the tokens to drop: where those rounds end, what they hold and
+        # what one round fewer again holds.
+        return te, droppable[c - 2][1], c - 1, below, cum[droppable[c - 2][0]] - cum[droppable[0][0]]
 
     monkeypatch.setattr(cost_aware, "_counted_on", short)
     with pytest.raises(AssertionError):

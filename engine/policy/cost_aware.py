@@ -197,10 +197,10 @@ def _choose_cut(
                 got.dropped_rounds,
                 total - got.dropped_tokens + NOTE_ALLOWANCE,
             )
-    hist_tokens = m.section(asm[idx])
-    counted = _counted_on(slots.get(slot), items, st, m, need, hist_tokens) if slots is not None else None
+    counted = _counted_on(slots.get(slot), items, st, m, need) if slots is not None else None
+    below: float | None = None
     if counted is not None:
-        te, droppable, k, acc = counted
+        te, e, k, acc, below = counted
     else:
         te = task_end(items)
         droppable = m.rounds(items)[1:-1]  # not the task, not the newest round (all start >= te)
@@ -208,10 +208,10 @@ def _choose_cut(
             return None
         # The fewest oldest rounds (at least one) that bring the request to the target, found from the
         # newest end so a long uncompacted history (gates closed) costs what is kept, not all of it.
-        k, acc = oldest_to_drop(items, droppable, hist_tokens, need, m, at_least_one=True)
+        k, acc = oldest_to_drop(items, droppable, m.section(asm[idx]), need, m, at_least_one=True)
+        e = droppable[k - 1][1]
     # Applied positions p >= te map to full-history index base + (p - te).
     base = st.cut if st.cut > te else te
-    e = droppable[k - 1][1]
     new_cut = base + (e - te)
     if new_cut > full_len:
         return None
@@ -220,8 +220,9 @@ def _choose_cut(
         # Remember the choice only when it reached the target (else a round appended later may be the
         # one that does). `below`: what one round fewer drops, the tokens of items [first, start of
         # round k) of the history (all rounds are contiguous).
-        cum = m.cumulative(items)
-        below = cum[droppable[k - 1][0]] - cum[droppable[0][0]] if k > 1 else -math.inf
+        if below is None:
+            cum = m.cumulative(items)
+            below = cum[droppable[k - 1][0]] - cum[droppable[0][0]] if k > 1 else -math.inf
         if len(slots) >= CARRY_SLOTS and slot not in slots:
             slots.clear()
         slots[slot] = _CutMemo(items, st.cut, m, below, out, te)
@@ -243,38 +244,57 @@ def _counted_on(
     st: CompactionState,
     m: Measure,
     need: int,
-    hist_tokens: int,
-) -> tuple[int, list[tuple[int, int]], int, int] | None:
-    """What _choose_cut computes from scratch (task end, droppable rounds, count and tokens of the
-    oldest rounds to drop), counted on from the cut an earlier build chose when this history only
-    appended to that one (the same state cut and Measure) and `need` outgrew it. An append changes only
-    the newest round, which is never droppable, so the rounds droppable then are the same rounds with
-    the same tokens now (see history_ops.cut_holds_after_appends) and the task ends where it ended; the
-    k rounds chosen then hold fewer than `need`, and the tokens of the oldest rounds only grow with
-    their count, so the fewest that reach `need` are more than k: the first count on from k + 1 whose
-    running sum reaches it, or all of them when none does (what oldest_to_drop's bisection finds).
-    None when the turn is not like that."""
+) -> tuple[int, int, int, int, float] | None:
+    """What _choose_cut computes from scratch (task end, count, end and tokens of the oldest rounds to
+    drop, and the tokens of one round fewer), counted on from the cut an earlier build chose when this
+    history only appended to that one (the same state cut and Measure) and `need` outgrew it. An append
+    changes only the newest round, which is never droppable, so the rounds droppable then are the same
+    rounds with the same tokens now (see history_ops.cut_holds_after_appends) and the task ends where it
+    ended; the k rounds chosen then hold fewer than `need`, and the tokens of the oldest rounds only grow
+    with their count, so the fewest that reach `need` are more than k: the first count on from k + 1
+    whose running sum reaches it, or all of them when none does (what oldest_to_drop's bisection finds).
+
+    Walked round by round from the end of the k rounds (rounds start at assistant messages), each
+    round's tokens its items' (Measure.item, remembered), not from the whole history's rounds and
+    running sums: a held turn counts on one or two rounds, and splitting and summing a history of a
+    few hundred messages cost more than the rest of the choice. None when the turn is not like that,
+    or when no round after the k is droppable."""
     if memo is None or memo.measure is not m or memo.state_cut != st.cut or memo.task_end < 0:
         return None
     prev, cut = memo.items, memo.cut
     n0 = len(prev)
-    if need <= cut.dropped_tokens or not 0 < n0 <= len(items):
+    if need <= cut.dropped_tokens or not 0 < n0 <= len(items) or cut.dropped_rounds <= 0:
         return None
     if not m.starts_with(items, prev):
         return None
-    droppable = m.rounds(items)[1:-1]
-    n, k = len(droppable), cut.dropped_rounds
-    if not 0 < k < n:
+    n = len(items)
+    te = memo.task_end
+    start = te + cut.dropped_items  # where droppable round k starts (0-based: the one after the k)
+    end = _next_assistant(items, start + 1)  # and ends: where the round after it starts
+    if end >= n:  # the round at `start` is the newest: only the k rounds are droppable
         return None
-    cum = m.cumulative(items)
-    first = cum[droppable[0][0]]
-    for c in range(k + 1, n):
-        got = cum[droppable[c][0]] - first  # the tokens of the c oldest droppable rounds
-        if got >= need:
-            return memo.task_end, droppable, c, got
-    # None reaches it: all of them, their total as oldest_to_drop computes it.
-    last = droppable[-1][1]
-    return memo.task_end, droppable, n, hist_tokens - first - (cum[len(items)] - cum[last])
+    item = m.item
+    c, acc = cut.dropped_rounds, cut.dropped_tokens  # c rounds hold acc tokens
+    while True:
+        got = acc + sum(map(item, items[start:end]))  # the c + 1 oldest rounds
+        c += 1
+        after = _next_assistant(items, end + 1)
+        # The round at `end` is the newest (not droppable): c are all the droppable rounds, taken
+        # whether they reach `need` or not. Else the first c that reaches it.
+        if after >= n or got >= need:
+            return te, end, c, got, acc
+        start, end, acc = end, after, got
+
+
+def _next_assistant(items: tuple[Any, ...], i: int) -> int:
+    """Index of the first assistant message in items[i:] (len(items) when there is none)."""
+    n = len(items)
+    while i < n:
+        it = items[i]
+        if isinstance(it, Message) and it.role == "assistant":
+            return i
+        i += 1
+    return n
 
 
 CUT_CARRY = "compaction cut"
