@@ -79,14 +79,31 @@ def _same(got: SerializedRequest, want: SerializedRequest) -> None:
     assert got.blocks == want.blocks
     assert got.tool_shas == want.tool_shas
     assert got.section_shas == want.section_shas
+    assert got.last_marked == want.last_marked
 
 
 CHAR = TokenCounter(CharTokenizer())
 
 
+def _carried_figures(ser: Serializer, got: SerializedRequest) -> None:
+    """What serialize reads from its runs instead of walking the blocks (each run's segment set and token
+    sum, carried to the run that extends it in place) and what it hands the pipeline (the last marked
+    block, the cacheable prefix's tokens) are what the blocks say."""
+    marked = [i for i, b in enumerate(got.blocks) if b.marker]
+    assert got.last_marked == (marked[-1] if marked else -1)
+    n = len(got.blocks)
+    prefix = got.last_marked + 1 if ser.policy.supports_markers else max(0, n - 1)
+    assert got.cacheable_prefix_tokens == sum(b.tokens for b in got.blocks[:prefix])
+    for runs in ser._runs.values():
+        for run in runs:
+            assert run.segset is None or run.segset == frozenset(run.segments)
+            assert run.tokens is None or run.tokens == sum(b.tokens for b in run.blocks)
+
+
 def _check(ser: Serializer, provider: str, asm: Assembly, markers: tuple[Marker, ...] = (),
            counter: TokenCounter = CHAR, body: bool = True) -> SerializedRequest:  # fmt: skip
     got = ser.serialize(asm, markers, "m", 100, Measure(counter), body)
+    _carried_figures(ser, got)
     want = _fresh(provider, asm, markers, counter)
     if body:
         _same(got, want)
