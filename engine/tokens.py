@@ -105,7 +105,7 @@ def default_tokenizer() -> TiktokenTokenizer:
 # Short texts are also remembered by their text (see TokenCounter._compute): at most this many
 # characters, and this many of them before the memo starts over.
 SHORT_TEXT = 256
-SHORT_MEMO = 4096
+SHORT_MEMO = 1024
 
 
 class TokenCounter:
