@@ -760,8 +760,7 @@ class Pipeline:
             self._hist_tokenizer, self._hist_counted, self._hist_tokens = name, 0, 0
         hist = self.history
         if self._hist_counted < len(hist):
-            item = m.item
-            self._hist_tokens += sum(item(msg) for msg in hist[self._hist_counted :])
+            self._hist_tokens += sum(map(m.item, hist[self._hist_counted :]))
             self._hist_counted = len(hist)
         return self._hist_tokens
 

@@ -166,3 +166,28 @@ def test_the_same_tool_output_under_new_call_ids_is_tokenized_once() -> None:
     pipe.close()
     assert tok.calls[empty] == 1
     assert tok.calls['bash {"command": "true"}'] == 1
+
+
+def test_adding_a_blob_is_membership_then_store() -> None:
+    """BlobStore.add (what Journal.blob calls every turn) against `h not in store` then `store[h] = text`
+    on a twin store: held in memory, evicted to disk (read back by either), and new."""
+    from engine.hashing import sha256_hex
+    from engine.recording.blob_store import BlobStore
+
+    texts = [f"text {i} " * (i + 1) for i in range(12)]
+    stores = (BlobStore(), BlobStore())
+    for s in stores:
+        for t in texts[:8]:
+            s[sha256_hex(t)] = t
+        assert s.evict(sha256_hex(t) for t in texts[:4]) == 4  # on disk now
+    fast, slow = stores
+    for t in texts[2:6] + texts[8:] + texts[9:10]:  # on disk, in memory, new, new again
+        h = sha256_hex(t)
+        was_new = h not in slow
+        if was_new:
+            slow[h] = t
+        assert fast.add(h, t) is was_new
+        assert fast._mem == slow._mem  # (a text read back from disk is in memory again in both)
+        assert (len(fast), len(fast._disk)) == (len(slow), len(slow._disk))
+    assert len(fast._disk) == 2  # texts 0 and 1 stayed on disk throughout
+    assert dict(fast.items()) == dict(slow.items())

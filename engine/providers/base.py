@@ -532,7 +532,11 @@ class Serializer:
             return None
         # The first of the reused items whose marking changed: its bytes (and everything after it) are
         # written again. A marker on an appended item changes nothing before it.
-        d = min((x for x in marks.symmetric_difference(last.marks) if x < k), default=k)
+        d = (
+            k
+            if not marks and not last.marks  # (OpenAI, DeepSeek, the prefix policy: never a marker)
+            else min((x for x in marks.symmetric_difference(last.marks) if x < k), default=k)
+        )
         if k - d > SLICE_MIN:
             return None
         new = items[d:]

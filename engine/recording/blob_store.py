@@ -61,6 +61,17 @@ class BlobStore(MutableMapping[str, str]):
             return True
         return isinstance(h, str) and self._load(h) is not None
 
+    def add(self, h: str, text: str) -> bool:
+        """`h not in self` then `self[h] = text` (a journaled text, every turn), in one call and one
+        look-up on disk: True when `h` was new and is now held, False when it was present (in memory,
+        or on disk and now read back, as the membership test reads it)."""
+        if h in self._mem:
+            return False
+        if self._disk and self._load(h) is not None:
+            return False
+        self._mem[h] = text
+        return True
+
     def __setitem__(self, h: str, text: str) -> None:
         if self._disk and h not in self._mem:
             self._load(h)  # an evicted copy leaves the index, so it is not counted twice

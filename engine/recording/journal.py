@@ -42,8 +42,7 @@ class Journal:
 
     def blob(self, text: str) -> str:
         h = sha256_hex(text)
-        if h not in self.blobs:
-            self.blobs[h] = text
+        if self.blobs.add(h, text):
             self.append({"k": "blob", "h": h, "data": text})
         return h
 
