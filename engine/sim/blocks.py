@@ -9,6 +9,12 @@ token-count check. Here the same decision (`Pipeline.decide`) is laid out by a s
 provider hooks write nothing and which hashes no section: the Blocks come from the very same
 `Serializer` code, so they are the ones `build` gives; the check's section hashes are computed only
 where a token total disagrees (see `SimBuilt.check_counts`).
+
+A build with every gate cost_aware reads closed and no compaction cut (simulate's gates-closed column,
+every turn) skips the policy's decision machinery: with those gates closed, cost_aware.run provably
+holds the state, its stable rules only dry-run and its request is the budget guarantee and the markers
+applied to the assembled conversation (see `closed_uncut`; tests/test_sim_closed_build.py holds the
+two side by side). That was ~45% of such a build.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.config import PipelineConfig
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
+from engine.optimize import OptimizeContext, OptimizeResult, optimize, trim_sections
+from engine.optimize import markers as marker_rule
 from engine.pipeline import Pipeline
+from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules
+from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
-from engine.providers import Serializer, make_serializer
+from engine.providers import POLICIES, Serializer, make_serializer
 from engine.providers.base import Block
 
 if TYPE_CHECKING:
@@ -115,13 +125,44 @@ class SimBuilt:
             )
 
 
+# The gates cost_aware.run reads before its budget guarantee: its stable rules' and the compaction's.
+# A stable rule with no gate (always on) would change the request: then no build is a closed one.
+_POLICY_GATES: tuple[str, ...] | None = (
+    None
+    if any(r.gate is None for r in cost_aware.STABLE_RULES)
+    else tuple(str(r.gate) for r in cost_aware.STABLE_RULES) + (cost_aware.GATE,)
+)
+
+
+def closed_uncut(cfg: PipelineConfig, st: CompactionState) -> bool:
+    """Whether cost_aware.run's request under `cfg` from state `st` is the budget guarantee and the
+    markers applied to the assembled conversation, its state `st` (so `SimBuilder` may build it so).
+
+    Read from cost_aware.run: with no cut (st.cut <= 0) the state applies nothing (apply_state and the
+    lineage's extension hand back the assembly itself) and the note is empty; with the stable rules'
+    gates closed, `optimize` only dry-runs them (a closed gate's rule measures what it would have
+    saved, without side effects) and the assembly goes on unchanged, with no action; with the
+    drop_rounds gate closed no cut is chosen, or one is only reported ("skipped"), so the state is
+    held and no action is taken. What is left is run's tail: the plan of that assembly, the budget
+    guarantee (trim_sections, skipped as run skips it when the plan fits) and the markers, plus, at
+    revision 2, a breakpoint on the task (with no note: the assembly is the raw one). The wave-1
+    policy plans and optimizes otherwise (no task breakpoint): not covered."""
+    if cfg.policy.name == WAVE1 or st.cut > 0 or _POLICY_GATES is None:
+        return False
+    lim = cfg.limits
+    return not any(getattr(lim, g) for g in _POLICY_GATES)
+
+
 class SimBuilder:
     """Builds turns of one folded pipeline as `Pipeline.build(..., body=False, lean=True)` would, for
-    simulate: the same decisions and Blocks, without the request body, the section hashes or the trace."""
+    simulate: the same decisions and Blocks, without the request body, the section hashes or the trace.
+    `closed_fast=False` builds every turn through Pipeline.decide (the reference the tests hold the
+    closed builds against)."""
 
-    def __init__(self, pipe: Pipeline) -> None:
+    def __init__(self, pipe: Pipeline, closed_fast: bool = True) -> None:
         self.pipe = pipe
         self._serializers: dict[str, BlockSerializer] = {}
+        self.closed_fast = closed_fast
 
     def build(
         self,
@@ -131,11 +172,15 @@ class SimBuilder:
         cache: CacheRules | None = None,
     ) -> SimBuilt:
         pipe = self.pipe
-        d = pipe.decide(bound, cfg, state, cache, lean=True)
         ser = self._serializers.get(cfg.provider)
         if ser is None:
             ser = self._serializers[cfg.provider] = BlockSerializer(cfg.provider)
         m = pipe.measure
+        st = pipe.compaction if state is None else state
+        if self.closed_fast and closed_uncut(cfg, st):
+            asm, marks, actions, ceiling = self._closed(bound, cfg)
+            return SimBuilt(ser.blocks(asm, marks, m), actions, list(pipe.flipped), ceiling, st, asm, m)
+        d = pipe.decide(bound, cfg, state, cache, lean=True)
         return SimBuilt(
             ser.blocks(d.res.asm, d.res.markers, m),
             [str(a["step"]) for a in d.res.actions],
@@ -145,3 +190,36 @@ class SimBuilder:
             d.res.asm,
             m,
         )
+
+    def _closed(
+        self, bound: dict[str, dict[str, Any]], cfg: PipelineConfig
+    ) -> tuple[Assembly, tuple[Marker, ...], list[str], int]:
+        """(request, markers, actions, ceiling) of a closed_uncut build: Pipeline.decide's assembly and
+        context, then cost_aware.run's tail, step for step (see closed_uncut)."""
+        pipe = self.pipe
+        m = pipe.measure
+        asm, _ = pipe._assemble_from(bound, 0)  # decide assembles from the state's cut: 0
+        the_plan = pipe._plan(cfg, asm)[0]
+        ctx = OptimizeContext(
+            plan=the_plan,
+            limits=cfg.limits,
+            policy=POLICIES[cfg.provider],
+            measure=m,
+            spill=pipe.spill,
+            summarizer=pipe._summarize if (pipe.summarizer is not None or pipe.summaries) else None,
+            latch_flipped=bool(pipe.flipped),
+        )
+        auto = None
+        if pipe.fast_path and trim_sections.fits_as_planned(the_plan, asm):
+            auto = marker_rule.automatic(ctx.policy)
+            res = (
+                OptimizeResult(asm)
+                if auto is not None
+                else optimize(asm, ctx, cost_aware.GUARANTEE_RULES[1:])
+            )
+        else:
+            res = optimize(asm, ctx, cost_aware.GUARANTEE_RULES)
+        marks = res.markers
+        if cfg.policy.revision >= 2 and auto is None:
+            marks = cost_aware._with_task_marker(res.asm, marks, ctx, m, False)
+        return res.asm, marks, [str(a["step"]) for a in res.actions], the_plan.ceiling
