@@ -434,6 +434,8 @@ def phases(path: Path) -> None:
         wrap(SimBuilder, "build", column)
         wrap(Pipeline, "decide", "  decide (plan + optimize)")
         wrap(BlockSerializer, "blocks", "  block layout (providers' _laid_out)")
+        if hasattr(SimBuilder, "_closed"):  # gates-closed builds without the policy's decision, since 12-03
+            wrap(SimBuilder, "_closed", "  closed build: plan + budget guarantee + markers (no decide)")
     try:  # the texts the recording's count table lacks (engine/sim/few_texts.py), since 2026-12-02
         from engine.sim.few_texts import FewTextsTokenizer
 
