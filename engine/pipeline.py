@@ -965,6 +965,28 @@ class Pipeline:
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision
         return Decided(the_plan, reserves, ratio, before, res, failures, new_state, decision)
 
+    # What decide assembles, plans and optimizes in, for a caller that runs rules of its own over them
+    # (simulate's gates-closed builds, engine/sim/blocks.py): the same objects decide would use.
+    def assembled(self, bound: dict[str, dict[str, Any]]) -> Assembly:
+        """The assembly with the whole conversation: decide's for a state with no cut."""
+        return self._assemble_from(bound, 0)[0]
+
+    def planned(self, cfg: PipelineConfig, asm: Assembly) -> Plan:
+        """decide's plan of `asm` under `cfg` and the statistics (pure)."""
+        return self._plan(cfg, asm)[0]
+
+    def optimize_context(self, cfg: PipelineConfig, the_plan: Plan) -> OptimizeContext:
+        """The context decide runs its rules in under `the_plan` (its make_ctx)."""
+        return OptimizeContext(
+            plan=the_plan,
+            limits=cfg.limits,
+            policy=POLICIES[cfg.provider],
+            measure=self.measure,
+            spill=self.spill,
+            summarizer=self._summarize if (self.summarizer is not None or self.summaries) else None,
+            latch_flipped=bool(self.flipped),
+        )
+
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         """One job per bound source. Its budget is what the plan gave the section at its last known
         size; before a first successful bind there is no size yet, so the source's own estimate."""

@@ -29,14 +29,14 @@ from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.config import PipelineConfig
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
-from engine.optimize import OptimizeContext, OptimizeResult, optimize, trim_sections
+from engine.optimize import OptimizeResult, optimize, trim_sections
 from engine.optimize import markers as marker_rule
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
-from engine.providers import POLICIES, Serializer, make_serializer
+from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
 
 if TYPE_CHECKING:
@@ -199,17 +199,9 @@ class SimBuilder:
         context, then cost_aware.run's tail, step for step (see closed_uncut)."""
         pipe = self.pipe
         m = pipe.measure
-        asm, _ = pipe._assemble_from(bound, 0)  # decide assembles from the state's cut: 0
-        the_plan = pipe._plan(cfg, asm)[0]
-        ctx = OptimizeContext(
-            plan=the_plan,
-            limits=cfg.limits,
-            policy=POLICIES[cfg.provider],
-            measure=m,
-            spill=pipe.spill,
-            summarizer=pipe._summarize if (pipe.summarizer is not None or pipe.summaries) else None,
-            latch_flipped=bool(pipe.flipped),
-        )
+        asm = pipe.assembled(bound)  # decide assembles from the state's cut: 0
+        the_plan = pipe.planned(cfg, asm)
+        ctx = pipe.optimize_context(cfg, the_plan)
         auto = None
         if pipe.fast_path and trim_sections.fits_as_planned(the_plan, asm):
             auto = marker_rule.automatic(ctx.policy)
