@@ -269,15 +269,18 @@ def test_a_session_with_every_gate_closed_is_built_once_per_turn(tmp_path: Path)
         pipe.tool_result(f"c{t}", "".join(f"line {t}.{i}: x = f({i})\n" for i in range(80)))
     events = list(pipe.journal.events)
     builds = [0]
-    # Every build decides (Pipeline.build, and simulate's own SimBuilder.build): counted there.
-    real = Pipeline.decide
+    # simulate builds every turn of every column through SimBuilder.build (a gates-closed build there
+    # does not go through Pipeline.decide: engine/sim/blocks.py's closed_uncut): counted there.
+    from engine.sim.blocks import SimBuilder
 
-    def counting(self: Pipeline, *a: Any, **k: Any) -> Any:
+    real = SimBuilder.build
+
+    def counting(self: SimBuilder, *a: Any, **k: Any) -> Any:
         builds[0] += 1
         return real(self, *a, **k)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Pipeline, "decide", counting)
+        mp.setattr(SimBuilder, "build", counting)
         report = simulate_events(events, SimSettings(), counter=TokenCounter())
         assert builds[0] == report.turns
         builds[0] = 0
