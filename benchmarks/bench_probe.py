@@ -119,8 +119,12 @@ import sys
 from pathlib import Path
 from engine.probe.client import ProbeClient
 mode = sys.argv[3]
+kw = {"poll": True} if sys.argv[4] == "poll" else {}  # (a base tree's client has no poll: it blocks)
+if sys.argv[5] == "loud":  # as a client from before "quiet" (engine.probe.elide): every call's batch
+    kw["quiet"] = False
 c = ProbeClient.connect(
-    int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=mode in ("lean", "elide"), elide=mode == "elide"
+    int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=mode in ("lean", "elide"), elide=mode == "elide",
+    **kw
 )
 print("ATTACHED", flush=True)
 n = 0
@@ -306,15 +310,21 @@ def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float
     return reader.stdout.readline().strip()
 
 
-def attach_reader(server: ProbeServer, rt: Path, stream: str = "elide") -> subprocess.Popen[str]:
+def attach_reader(
+    server: ProbeServer, rt: Path, stream: str = "elide", wait: str | None = None, loud: bool = False
+) -> subprocess.Popen[str]:
     """A reading client in its own process, of the `stream` it asks for: `elide`, the elided lean stream
     as the inspector's live source reads it (engine.probe.elide: no request, usage, message, part or
     blob events; turns summarized but the newest of each send; it fetches nothing, like an inspector
     following the newest turn), `lean` (every event, turns summarized: the inspector before the elided
-    stream) or `full` (every turn whole: the stream before the lean one)."""
+    stream) or `full` (every turn whole: the stream before the lean one). It waits for events as `wait`
+    says (default --reader-wait): `poll`, on a timer of its own as the inspector does (engine.probe.poll),
+    or `block`, in select() on the socket (every client before that). `loud`: an elided reader that
+    does not ask to be spared the batches that only say where the journal has reached (as before
+    `quiet`: engine.probe.elide)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream],
+        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], "loud" if loud else "quiet"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -363,6 +373,8 @@ def fresh_pipeline(
     return pipe.probe, step, pipe
 
 
+# How the readers wait (--reader-wait; see attach_reader).
+READER_WAIT = ["poll"]
 # The reading subjects and the stream each asks for (see attach_reader).
 READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full"}
 
@@ -678,22 +690,39 @@ def flush_ab(args: argparse.Namespace) -> None:
     agent's thread (its turns only: the sleeps are not counted), their sum, and that sum minus the agent's
     thread in the `none` blocks: what an attached inspector adds, as % of the turn."""
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
-    modes = ("none", "agent", "io")
-    per: dict[str, list[tuple[float, float, float, float]]] = {m: [] for m in modes}
+    a_mode, b_mode = args.flush_modes.split(",")
+    modes = ("none", a_mode, b_mode)
+    per: dict[str, list[tuple[float, ...]]] = {m: [] for m in modes}
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
+        # The agent's thread clock inside the Pipeline's flushes: the probe's own part of the agent
+        # thread, measured directly (the "added" figure below is a difference of two noisy totals).
+        flush_cpu = [0.0]
+        flush = server.flush
+
+        def timed_flush(flush: Callable[[], None] = flush, flush_cpu: list[float] = flush_cpu) -> None:
+            t0 = time.thread_time()
+            flush()
+            flush_cpu[0] += time.thread_time() - t0
+
+        server.flush = timed_flush  # type: ignore[method-assign]
         run_block(step, 0, args.warmup)
         turn = args.warmup
-        sums = {m: [0.0, 0.0, 0.0, 0.0] for m in modes}  # probe thread, agent thread, passes, agent sends
-        pair = ("agent", "io") if rnd % 2 == 0 else ("io", "agent")
+        # probe thread, agent thread, passes, agent sends (flushes it completed), its send() calls, in flush()
+        sums = {m: [0.0] * 6 for m in modes}
+        pair = (a_mode, b_mode) if rnd % 2 == 0 else (b_mode, a_mode)
         for mode in ("none", pair[0], pair[1], pair[1], pair[0], "none"):
-            reader = None if mode == "none" else attach_reader(server, rt)
-            if mode == "io":
+            tags = mode.split("-")
+            wait = "block" if "block" in tags else "poll" if "poll" in tags else None
+            reader = None if mode == "none" else attach_reader(server, rt, wait=wait, loud="loud" in tags)
+            io_path = tags[0] == "io"
+            if io_path:
                 server.hold = lambda: None  # type: ignore[method-assign]
             drain(server)
             time.sleep(0.5)  # let the last burst end, so the block starts with the loop asleep
             gc.collect()
             io0, w0, s0, agent = thread_cpu(server), server.wakeups, server.agent_sends, 0.0
+            x0, f0 = getattr(server, "agent_writes", 0), flush_cpu[0]
             for t in range(turn, turn + args.turns):
                 a0 = time.thread_time()
                 step(t)
@@ -706,7 +735,9 @@ def flush_ab(args: argparse.Namespace) -> None:
             acc[1] += agent
             acc[2] += server.wakeups - w0
             acc[3] += server.agent_sends - s0
-            if mode == "io":
+            acc[4] += getattr(server, "agent_writes", 0) - x0
+            acc[5] += flush_cpu[0] - f0
+            if io_path:
                 del server.hold  # type: ignore[method-assign]
             if reader is not None:
                 stop_subject("reader", reader, server)
@@ -717,9 +748,10 @@ def flush_ab(args: argparse.Namespace) -> None:
     med = statistics.median
     base = [r[1] for r in per["none"]]
     print(
-        f"no client : agent thread {med(base) * 1e6:6.1f} us a turn [{' '.join(f'{x * 1e6:.0f}' for x in base)}]"
+        f"no client : agent thread {med(base) * 1e6:6.1f} us a turn [{' '.join(f'{x * 1e6:.0f}' for x in base)}], "
+        f"in flush() {med(r[5] for r in per['none']) * 1e6:.1f} us"
     )
-    for mode in ("agent", "io"):
+    for mode in (a_mode, b_mode):
         rows = per[mode]
         added = [r[0] + r[1] - b for r, b in zip(rows, base, strict=True)]
         share = [a / b for a, b in zip(added, base, strict=True)]
@@ -728,7 +760,10 @@ def flush_ab(args: argparse.Namespace) -> None:
             f"{med(r[1] for r in rows) * 1e6:6.1f} us, sum {med(r[0] + r[1] for r in rows) * 1e6:6.1f} us a turn; "
             f"added {med(added) * 1e6:6.1f} us = {med(share) * 100:.2f}% of the turn "
             f"[{' '.join(f'{x * 100:.1f}' for x in share)}]; {med(r[2] for r in rows):.2f} passes, "
-            f"{med(r[3] for r in rows):.2f} agent sends a turn"
+            f"{med(r[3] for r in rows):.2f} agent sends a turn ({med(r[4] for r in rows):.2f} send() calls); "
+            f"in flush() {med(r[5] for r in rows) * 1e6:.1f} us a turn "
+            f"({med(r[5] / b for r, b in zip(rows, base, strict=True)) * 100:.2f}%) "
+            f"[{' '.join(f'{r[5] * 1e6:.0f}' for r in rows)}]"
         )
     rec = ", recording" if args.recording else ""
     print(
@@ -1022,7 +1057,22 @@ def main() -> None:
         metavar="SECONDS",
         help="turns each followed by this much sleep: sent by the agent's thread against the I/O thread's",
     )
+    ap.add_argument(
+        "--flush-modes",
+        default="agent,io",
+        help="--flush-ab: the two attached modes, agent (sent by the agent's thread) or io (by the I/O "
+        "thread), each optionally -block or -poll (how the reader waits; else --reader-wait) and -loud "
+        "(the reader does not ask for quiet: every call's batch is sent, as before)",
+    )
+    ap.add_argument(
+        "--reader-wait",
+        choices=("poll", "block"),
+        default="poll",
+        help="how the benchmark's readers wait for events: poll (on their own timer, as the inspector "
+        "does: engine.probe.poll) or block (in select() on the socket)",
+    )
     args = ap.parse_args()
+    READER_WAIT[0] = args.reader_wait
     if args.flush_ab is not None:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup

@@ -105,7 +105,7 @@ def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_i
     probe = pipe.probe
     try:
         lean = _connect(pipe, lean=True)
-        elided = _connect(pipe, lean=True, elide=True)
+        elided = _connect(pipe, lean=True, elide=True, quiet=False)  # told where the journal ends
         _settle(probe, 2)
         n0 = len(pipe.journal.events)
         passes, fallbacks = probe.wakeups, probe.agent_fallbacks
@@ -292,7 +292,7 @@ def test_events_iterates_past_a_batch_with_no_events(monkeypatch: pytest.MonkeyP
     journal ends; `ProbeClient.events()` must go on to the next event, not end as if disconnected."""
     pipe = _pipeline(monkeypatch, rtdir)
     try:
-        c = _connect(pipe, lean=True, elide=True)
+        c = _connect(pipe, lean=True, elide=True, quiet=False)
         _settle(pipe.probe, 1)
         got: list[dict[str, Any]] = []
         th = threading.Thread(target=lambda: got.extend(c.events()), daemon=True)
@@ -333,19 +333,22 @@ def test_send_hands_the_request_over_before_the_model_answers(
         pipe.close()
 
 
-def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+@pytest.mark.parametrize("quiet", [False, True])
+def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.MonkeyPatch, rtdir: Path, quiet: bool) -> None:
     """Past AGENT_WINDOW_SENDS flushes in AGENT_WINDOW the agent stops sending itself: its turns come
     back to back, and the I/O thread's bursts send many of them in one pass for less. Every event
-    still arrives, in order."""
+    still arrives, in order. (A quiet client's turn is one flush that sends, four for one told where
+    the journal ends.)"""
     monkeypatch.setattr(agent_send, "AGENT_WINDOW", 3600.0)  # one window for the whole test, however slow
     pipe = _pipeline(monkeypatch, rtdir)
     probe = pipe.probe
+    turns = 20 if quiet else 10
     try:
-        c = _connect(pipe, lean=True, elide=True)
+        c = _connect(pipe, lean=True, elide=True, quiet=quiet)
         _settle(probe, 1)
         n0 = len(pipe.journal.events)
         passes = probe.wakeups
-        for t in range(10):
+        for t in range(turns):
             _turn(pipe, t)
         assert probe.agent_sends == AGENT_WINDOW_SENDS
         assert probe.agent_fallbacks > 0  # the rest woke the I/O thread
@@ -356,7 +359,7 @@ def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.Monk
     finally:
         pipe.close()
     assert [p for _, p in got] == [i for _, i in kept]
-    assert [e["turn"] for e, _ in got if e and e["k"] in ("turn", "turn_summary")] == list(range(10))
+    assert [e["turn"] for e, _ in got if e and e["k"] in ("turn", "turn_summary")] == list(range(turns))
 
 
 def test_a_forked_childs_calls_send_nothing_on_the_parents_stream(

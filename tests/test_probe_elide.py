@@ -47,9 +47,10 @@ def rtdir() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _elided_client(pipe: Any) -> ProbeClient:
-    """A client of the elided stream, its snapshot read, once the agent has read its hello."""
-    c = ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True, elide=True)
+def _elided_client(pipe: Any, quiet: bool = True) -> ProbeClient:
+    """A client of the elided stream, its snapshot read, once the agent has read its hello (`quiet=False`:
+    one that is sent the batches that only say where the journal has reached, as every client was)."""
+    c = ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True, elide=True, quiet=quiet)
     assert c.elide, "the agent's hello says it elides"
     for _ in range(c.hello["snapshot"]):
         assert c.recv(T) is not None
@@ -99,7 +100,7 @@ def test_an_elided_client_gets_every_other_event_at_its_journal_position(
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         _turns(pipe, range(2))
-        with _elided_client(pipe) as c:
+        with _elided_client(pipe, quiet=False) as c:
             n0 = len(pipe.journal.events)
             _burst(pipe, range(2, 14))
             journal = list(pipe.journal.events)
@@ -460,13 +461,19 @@ def test_an_agent_that_exits_sends_an_elided_client_the_rest_of_its_journal(
 
 
 def _attach_while_one_is_journaled_but_not_published(
-    rtdir: Path, stream: str, before: list[dict[str, Any]], in_flight: bool, after: list[dict[str, Any]]
+    rtdir: Path,
+    stream: str,
+    before: list[dict[str, Any]],
+    in_flight: bool,
+    after: list[dict[str, Any]],
+    quiet: bool = False,
 ) -> tuple[list[tuple[dict[str, Any], int | None]], list[dict[str, Any]], int]:
     """An agent journals `before` (published), then, if `in_flight`, journals one more event and is
     held before publishing it (its thread is between Journal.append and the probe's publish) while a
     client attaches and reads its snapshot; then it publishes that event and journals and publishes
     `after`. Returns what the client received live (with positions), the journal, and how far the
-    stream said the journal goes."""
+    stream said the journal goes (`quiet`: a client not told that by the stream, which asks for the
+    journal past the last event it got, and the answer's size says it)."""
     from engine.probe.server import ProbeServer
 
     journal: list[dict[str, Any]] = []
@@ -485,7 +492,7 @@ def _attach_while_one_is_journaled_but_not_published(
         if in_flight:
             agent_event(held, publish=False)
         lean, elide = stream != "whole", stream == "elided"
-        c = ProbeClient.connect(os.getpid(), runtime_dir=rtdir, lean=lean, elide=elide)
+        c = ProbeClient.connect(os.getpid(), runtime_dir=rtdir, lean=lean, elide=elide, quiet=quiet)
     except BaseException:
         server.close()
         raise
@@ -504,13 +511,18 @@ def _attach_while_one_is_journaled_but_not_published(
         got: list[tuple[dict[str, Any], int | None]] = []
         expect = sum(1 for e in after if not elide or e["k"] not in ELIDED_KINDS)
         deadline = time.monotonic() + T
-        while len(got) < expect or (elide and c.journal_end < len(journal)):
+        while len(got) < expect or (elide and not quiet and c.journal_end < len(journal)):
             assert time.monotonic() < deadline and not c.disconnected, f"the stream stopped after {got}"
             ev, at = c.recv_at(0.1)
             if ev is not None:
                 got.append((ev, at))
         assert c.recv_at(0.3)[0] is None, "the held event was sent again"
-        return got, list(journal), c.journal_end
+        if not (elide and quiet):
+            return got, list(journal), c.journal_end
+        assert c.quiet
+        past = max((at for _, at in got if at is not None), default=c.journal_end - 1) + 1
+        _, size = _range(c, past, past + 1)
+        return got, list(journal), size
     finally:
         c.close()
         server.close()
@@ -540,16 +552,20 @@ kinds = st.sampled_from(["source", "tool", "msg", "blob", "part", "latch"])
     before=st.lists(kinds, max_size=12),
     in_flight=st.booleans(),
     after=st.lists(kinds, min_size=1, max_size=12),
+    quiet=st.booleans(),
 )
 def test_elided_positions_are_the_journals_whenever_the_client_attaches(
-    rtdir: Path, before: list[str], in_flight: bool, after: list[str]
+    rtdir: Path, before: list[str], in_flight: bool, after: list[str], quiet: bool
 ) -> None:
     """Whatever was journaled and published before the client attached, with or without an event
     journaled but not yet published: every event sent live is the journal's at its position, every
-    event the elided stream does not send is left out, and the stream says the journal's length."""
+    event the elided stream does not send is left out, and the stream says the journal's length (to a
+    quiet client, a range fetch past what it got says it)."""
     evs_before = [{"k": k, "i": i} for i, k in enumerate(before)]
     evs_after = [{"k": k, "i": 100 + i} for i, k in enumerate(after)]
-    got, journal, end = _attach_while_one_is_journaled_but_not_published(rtdir, "elided", evs_before, in_flight, evs_after)
+    got, journal, end = _attach_while_one_is_journaled_but_not_published(
+        rtdir, "elided", evs_before, in_flight, evs_after, quiet
+    )
     n = len(journal) - len(evs_after)
     assert all(at is not None and journal[at] == ev for ev, at in got)
     assert [at for _, at in got] == [p for p in range(n, len(journal)) if journal[p]["k"] not in ELIDED_KINDS]

@@ -23,11 +23,14 @@ and write no wake-up byte; `flush`, on the agent's thread:
   fill and one send that returns at once, never a wait.
 
 If any check fails it wakes the I/O thread as publish() did (the old path, coalescing and all). A
-paced agent's turn then wakes no probe thread: it makes one send a call (an elided client's batch of
-a call that published only elided kinds is empty but says where the journal has reached, which a
-client saving or backfilling while the agent waits needs; holding it for a later call would leave it
-unsaid for as long as the agent waits). Each send wakes the reader, which a shared VM charges to the
-sender (~60-70 us of its CPU clock a send here, BENCHMARKS.md): what is left of the probe's cost.
+paced agent's turn then wakes no probe thread. To a client told where the journal has reached (every
+client before `quiet`, see elide) it makes one send a call, the batch of a call that published only
+elided kinds empty but for that. While every client attached is quiet (the inspector's live source
+is), such a call is sent nothing: its flush leaves the events waiting, cheaply, for the next flush
+with something to send (DEFER_EVENTS), so a turn is one fill and one send (the next_request's, with
+the turn), not four, each of which ran cold after the model call. A reader that waits on the socket
+makes each send pay for waking it (a shared VM charges that to the sender: tens of us of its CPU
+clock); the inspector's waits are on its own timer instead (engine.probe.poll).
 
 An event published outside a held call (a capture layer journaling on its own, say), or more than
 HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes the I/O thread as
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import time
 
+from engine.probe.elide import ELIDED_KINDS
 from engine.probe.loop import COALESCE, IOLoop
 
 # Clients the agent's thread serves itself at most; with more, the I/O thread does (its pass serves
@@ -57,6 +61,12 @@ HOLD_MAX = COALESCE
 # call's events until the agent pauses.
 AGENT_WINDOW = COALESCE
 AGENT_WINDOW_SENDS = 16
+# While every client attached reads the quiet elided stream (see elide), a call that published only
+# elided kinds (record_usage, assistant, tool_result) is sent nothing: its flush leaves the events
+# waiting (no fill, no send, no wake-up) for the next flush that has one to send (the next turn's
+# next_request), up to this many. After a model call each flush runs cold, and on this VM one that
+# fills and finds nothing to send still cost its thread ~30-40 us (BENCHMARKS.md): three a turn.
+DEFER_EVENTS = 256
 
 _monotonic = time.monotonic
 
@@ -67,6 +77,8 @@ class AgentSend(IOLoop):
         self._held_at = 0.0
         self.agent_sends = 0  # flushes the agent's thread completed itself (diagnostics, tests, benchmarks)
         self.agent_fallbacks = 0  # flushes that woke the I/O thread instead
+        self.agent_writes = 0  # send() calls those flushes made (a quiet client's empty batch is none)
+        self.agent_deferred = 0  # flushes that left only elided kinds for a later one (see DEFER_EVENTS)
         self._window_at = 0.0  # when the current AGENT_WINDOW began
         self._window_sends = 0  # flushes sent on the agent's thread in it
 
@@ -82,6 +94,9 @@ class AgentSend(IOLoop):
         self._held = False
         if not self._pending or self._wake_pending:
             return  # nothing published, or the I/O thread is awake and sends it
+        if self._nquiet == self._nclients and self._only_elided():
+            self.agent_deferred += 1
+            return
         try:
             if self._send_here():
                 self.agent_sends += 1
@@ -92,6 +107,20 @@ class AgentSend(IOLoop):
         if not self._wake_pending:
             self._wake_pending = True
             self._wake()
+
+    def _only_elided(self) -> bool:
+        """Every event waiting is of an elided kind (and not too many of them): a quiet elided client
+        is sent nothing for them, so the agent's thread leaves them for a later flush (see DEFER_EVENTS)."""
+        pending = self._pending
+        if len(pending) > DEFER_EVENTS:
+            return False
+        try:
+            for ev in pending:
+                if (ev[0] if type(ev) is tuple else ev).get("k") not in ELIDED_KINDS:
+                    return False
+        except Exception:  # the I/O thread took some meanwhile (it woke for a client): not now
+            return False
+        return True
 
     # Set by ProbeServer.
     publish_errors: int
@@ -145,6 +174,7 @@ class AgentSend(IOLoop):
             for c in clients:
                 if not c.outbuf:
                     continue
+                self.agent_writes += 1
                 try:
                     n = c.sock.send(c.outbuf)
                 except (BlockingIOError, InterruptedError):

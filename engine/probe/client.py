@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.probe.poll import PollInterval
 from engine.probe.runtime_dir import (
     SOCKET_SUFFIX,
     NoSuchProcess,
@@ -111,8 +112,11 @@ def _error_from_frame(frame: dict[str, Any], pid: int) -> ProbeError:
 class ProbeClient:
     """One read-only connection to an agent's probe. Not thread-safe: use it from one thread."""
 
-    def __init__(self, sock: socket.socket, pid: int, path: Path) -> None:
+    def __init__(self, sock: socket.socket, pid: int, path: Path, *, poll: bool = False) -> None:
         self._sock = sock
+        # Waits on a timer of its own, not on the socket (engine.probe.poll): the agent's sends never
+        # wake this client. None: waits block on the socket.
+        self.poll: PollInterval | None = PollInterval() if poll else None
         self.pid = pid
         self.socket_path = path
         self._reader = _FrameReader()
@@ -124,6 +128,7 @@ class ProbeClient:
         self._batch: deque[tuple[dict[str, Any], int | None]] = deque()
         self.elide = False  # the elided stream was asked for and the agent can send it (engine.probe.elide)
         self.journal_end = 0  # the elided stream: how far the agent's journal has been streamed (its batches' "end")
+        self.quiet = False  # the elided stream without end-only batches (see connect_path, engine.probe.elide)
         # Journal positions of the events the agent sends next as frames of their own (a batch with
         # "frames" announces them: see engine.probe.splice).
         self._framed: deque[int | None] = deque()
@@ -140,6 +145,8 @@ class ProbeClient:
         *,
         lean: bool = False,
         elide: bool = False,
+        poll: bool = False,
+        quiet: bool = True,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -162,7 +169,7 @@ class ProbeClient:
             raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
         if not stat.S_ISSOCK(st.st_mode):
             raise NotServing(pid, path, "that path is not a socket")
-        return cls.connect_path(path, pid, timeout, lean=lean, elide=elide)
+        return cls.connect_path(path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet)
 
     @classmethod
     def connect_path(
@@ -174,6 +181,8 @@ class ProbeClient:
         protocol: int = PROTOCOL_VERSION,
         lean: bool = False,
         elide: bool = False,
+        poll: bool = False,
+        quiet: bool = True,
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
@@ -181,7 +190,14 @@ class ProbeClient:
         `lean`: ask for the lean stream (engine.probe.lean: turns other than the newest of each send come
         as `turn_summary`, whole traces by `fetch`). An agent from before it sends every turn whole.
         `elide` (with `lean`): ask for the elided stream too (engine.probe.elide: no live events of the
-        elided kinds, the journal by `fetch_journal`); `.elide` says whether the agent sends it.
+        elided kinds, the journal by `fetch_journal`); `.elide` says whether the agent sends it. Such a
+        client is not sent batches that only say where the journal has reached (`.quiet`, if the agent
+        can; `quiet=False`: it is, as before): `journal_end` is where the last batch with events left it,
+        and a `fetch_journal` past it answers with the journal's `size`.
+        `poll`: wait for events on a timer of this client's own, not on the socket (engine.probe.poll):
+        for a client that follows an agent for long (an inspector, a watcher), whose waits would
+        otherwise make each of the agent's sends pay for waking it; events then arrive up to
+        POLL_MAX (0.1 s) later. The hello is waited for on the socket either way.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -215,7 +231,7 @@ class ProbeClient:
             except OSError:
                 sock.close()
                 raise
-        client = cls(sock, pid, path)
+        client = cls(sock, pid, path, poll=poll)
         try:
             # Announce our version first, so an agent with another version can say so by name.
             hello: dict[str, Any] = {"k": "hello", "protocol": protocol}
@@ -226,11 +242,15 @@ class ProbeClient:
                     # Take a recording agent's events as the frames it encoded (engine.probe.splice):
                     # recv_at hands them out with their positions like a batch's.
                     hello["frames"] = True
+                    # Not told where the journal has reached by batches that hold nothing else: that
+                    # is one send a call for the agent, and a range answer's size says it when asked.
+                    if quiet:
+                        hello["quiet"] = True
             sock.sendall(encode_frame(hello))
         except OSError:
             pass  # the agent may have closed already; its hello or error is still readable
         try:
-            frame = client._next_frame(timeout)
+            frame = client._next_frame(timeout, on_socket=True)
             if frame is None:
                 if client.disconnected:
                     raise NotServing(pid, path, "the agent closed the connection before its hello")
@@ -247,13 +267,18 @@ class ProbeClient:
             raise
         client.hello = frame
         client.elide = lean and elide and frame.get("elide") is True
+        # The agent leaves out the batches that only say where its journal has reached: `journal_end`
+        # then lags behind the elided events after the last one sent, and a range fetch says the rest.
+        client.quiet = quiet and client.elide and frame.get("quiet") is True
         return client
 
     # ---------------------------------------------------------------- reading
 
-    def _next_frame(self, timeout: float | None) -> dict[str, Any] | None:
-        """Next raw frame; None on timeout or disconnect. Raises ProbeError on a corrupt stream."""
+    def _next_frame(self, timeout: float | None, on_socket: bool = False) -> dict[str, Any] | None:
+        """Next raw frame; None on timeout or disconnect. Raises ProbeError on a corrupt stream. A
+        polling client (`.poll`) sleeps between non-blocking looks unless `on_socket`."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        poll = None if on_socket else self.poll
         while True:
             try:
                 frame = self._reader.next()
@@ -267,12 +292,17 @@ class ProbeClient:
             # No early return at a zero budget: recv(0) is a non-blocking poll and must still read.
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                ready, _, _ = select.select([self._sock], [], [], remaining)
+                # A polling client only looks (a zero timeout puts it on no wait queue of the socket).
+                ready, _, _ = select.select([self._sock], [], [], remaining if poll is None else 0.0)
             except (OSError, ValueError):
                 self._mark_disconnected()
                 return None
             if not ready:
-                return None
+                if poll is None or remaining == 0.0:
+                    return None
+                nap = poll.idle()
+                time.sleep(nap if remaining is None else min(nap, remaining))
+                continue
             try:
                 data = self._sock.recv(_RECV_CHUNK)
             except (BlockingIOError, InterruptedError, TimeoutError):
@@ -282,25 +312,30 @@ class ProbeClient:
             if not data:
                 self._mark_disconnected()
                 continue  # decode whatever complete frames are still buffered
+            if poll is not None:
+                poll.got()
             self._reader.feed(data)
 
     def _mark_disconnected(self) -> None:
         self.disconnected = True
 
-    def recv(self, timeout: float | None = None) -> dict[str, Any] | None:
+    def recv(self, timeout: float | None = None, *, on_socket: bool = False) -> dict[str, Any] | None:
         """The next event, or None when `timeout` passes or the agent disconnected (see .disconnected).
 
         `{"k": "dropped", "count": n}` is returned like any event (and added to `.dropped`); an error
-        frame from the agent raises the matching ProbeError and ends the connection.
+        frame from the agent raises the matching ProbeError and ends the connection. A polling client
+        (`poll=True`) waits on its own timer unless `on_socket` (for an answer it has just asked for).
         """
-        return self.recv_at(timeout)[0]
+        return self.recv_at(timeout, on_socket=on_socket)[0]
 
-    def recv_at(self, timeout: float | None = None) -> tuple[dict[str, Any] | None, int | None]:
+    def recv_at(
+        self, timeout: float | None = None, *, on_socket: bool = False
+    ) -> tuple[dict[str, Any] | None, int | None]:
         """recv(), with the event's position in the agent's journal when the elided stream gives it
         (engine.probe.elide), else None."""
         if self._batch:
             return self._batch.popleft()
-        frame = self._next_frame(timeout)
+        frame = self._next_frame(timeout, on_socket)
         if frame is None:
             return None, None
         if self._framed:  # announced by the batch before it: the journal's event at the next position
@@ -317,7 +352,7 @@ class ProbeClient:
             if type(framed) is int and framed > 0 and isinstance(at, list) and events == [] and len(at) == framed:
                 # The next `framed` frames are events at these positions, each sent as the agent encoded it.
                 self._framed.extend(p if type(p) is int else None for p in at)
-                return self.recv_at(timeout)
+                return self.recv_at(timeout, on_socket=on_socket)
             if isinstance(events, list):
                 if isinstance(at, list) and len(at) == len(events):
                     self._batch.extend(

@@ -18,6 +18,15 @@ that says `{"k": "hello", "lean": true, "elide": true}` to an agent whose hello 
   events as `turn_summary` (their traces come by the lean stream's trace fetch) and an event that
   cannot be encoded as `{"k": "omitted"}` (it keeps its position).
 
+A client that also says `"quiet": true` (to an agent whose hello says `"quiet": true`) is not sent a
+batch that would hold no event and only say where the journal has reached ("end"): an agent that waits
+on its model between turns sends a Pipeline call's events at the call's end (see agent_send), and three
+of a turn's four calls publish only elided kinds, so such a client gets one send a turn instead of four
+(each send costs the agent's thread ~11-15 us, more if it wakes the reader). It learns the journal's
+length when it needs it from a range answer's `size` (asking from what it has to RANGE_MAX past it),
+and an agent that closes sends it the rest of the journal as ever (see loop._settle_on_close). A batch
+with events still says `end`.
+
 Positions are counted from the snapshot by both sides: they hold while the client loses nothing; a
 client told `dropped` re-syncs from a new snapshot. A client that does not ask, or an agent from before
 this, gets the lean or whole stream as before.

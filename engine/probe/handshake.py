@@ -3,7 +3,8 @@
 A client gets `hello` then the snapshot then live events. It may send `hello` (to check the protocol
 version; with `"lean": true` it asks for the lean stream, see `lean`, and with `"elide": true` too for
 the elided one, see `elide`, and with `"frames": true` a recording agent's events as their own
-frames, see `splice`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
+frames, see `splice`, and with `"quiet": true` no batch that only says where the journal has reached,
+see `elide`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
 see `elide`); anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
@@ -271,6 +272,9 @@ class Handshake(ClientQueues):
                 # This agent elides for a lean client that asks (engine.probe.elide): a client reads
                 # this before it may send a range fetch (an older agent would close it for one).
                 "elide": True,
+                # And leaves out, for an elided client that asks, the batches that would only say where
+                # the journal has reached (engine.probe.elide): the client then asks for it by a range.
+                "quiet": True,
             }
         )
         return frame
@@ -313,6 +317,9 @@ class Handshake(ClientQueues):
                     c.jdone = c.jpos  # what it was streamed so far is its journal up to here
                 if c.elide and f.get("frames") is True:
                     c.frames = True  # a recording agent's events as their own frames (see splice)
+                if c.elide and f.get("quiet") is True and not c.quiet:
+                    c.quiet = True  # no batch that only says where the journal has reached (see elide)
+                    self._nquiet += 1
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(

@@ -133,6 +133,7 @@ class Client:
         "jclose",
         "owed",
         "frames",
+        "quiet",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -179,6 +180,9 @@ class Client:
         # Asked (with the elided stream) for the events a recording agent encoded as their own frames,
         # each announced by its position in a batch before them (see splice): no splicing, no checksum.
         self.frames = False
+        # Asked (with the elided stream) not to be sent batches that would only say where the journal
+        # has reached: it learns that from a range answer's size when it needs it (see elide).
+        self.quiet = False
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -206,6 +210,9 @@ class ClientQueues:
         # When publish() last took an event (monotonic): tells the I/O thread whether a burst goes on.
         self._published_at = 0.0
         self._nlean = 0  # attached lean clients (diagnostics, tests)
+        # Attached clients of the quiet elided stream (see elide): while every client is one, a call
+        # that published only elided kinds has nothing to send (see agent_send.flush).
+        self._nquiet = 0
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
         # This pass's encodings, shared by clients: an event's frame by sequence number; a lean run's
@@ -569,7 +576,7 @@ class ClientQueues:
         # Elided clients at the same place get the same frames (positions are the journal's, the same
         # for every client): encoded once per pass.
         cache = self._enc_cache if self._nlean > 1 else None
-        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos, c.frames)
+        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos, c.frames, c.quiet)
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
@@ -581,7 +588,7 @@ class ClientQueues:
         # At most ELIDE_SCAN events a fill (the pump fills again once the buffer drains), so a backlog
         # of a whole ring does not put its ~1 in 6 sent events in the buffer at once.
         head = min(head, seq + ELIDE_SCAN)
-        key = ("elided", seq, head, c.jpos, c.frames)
+        key = ("elided", seq, head, c.jpos, c.frames, c.quiet)
         lo = seq % cap
         n = head - seq
         evs = ring[lo : lo + n] if lo + n <= cap else ring[lo:] + ring[: lo + n - cap]
@@ -634,10 +641,12 @@ class ClientQueues:
         c.cursor, c.jpos = head, jpos
         c.owed.update(owed)
         # Every batch says where the journal has reached ("end"), so a client knows what it has not
-        # fetched even when all of a pass's events were left out (one empty batch says it then).
+        # fetched even when all of a pass's events were left out (one empty batch says it then), but
+        # for a client that asked not to be told that alone (`quiet`): on an agent paced by its model,
+        # three of a turn's four sends were such batches, and each send costs the agent (see elide).
         data = bytearray()
         lost = 0
-        for i in range(0, max(len(out), 1), BATCH_EVENTS):
+        for i in range(0, len(out) if c.quiet else max(len(out), 1), BATCH_EVENTS):
             batch = {"k": "batch", "events": out[i : i + BATCH_EVENTS], "at": at[i : i + BATCH_EVENTS], "end": jpos}
             frame = self._encode_event(batch, redacted=True)
             if frame is None:  # one of them cannot be encoded: each alone, and the one that cannot is lost
@@ -718,7 +727,7 @@ class ClientQueues:
         c.owed.update(owed)
         out: list[bytes] = []  # frames, or header and payload pairs
         sent = 0
-        for frames, parts, at in runs or [(None, [], [])]:
+        for frames, parts, at in runs or ([] if c.quiet and not lost else [(None, [], [])]):
             if frames is not None:
                 # The batch says where the next len(frames) frames go; they are the agent's own frames.
                 out.append(encode_frame({"k": "batch", "events": [], "at": at, "end": jpos, "frames": len(frames)}))
@@ -745,7 +754,7 @@ class ClientQueues:
             self._emit(c, b"", data, sent)
             return
         # Straight into the client's buffer: joining first copied ~2.6 KB a turn once more.
-        self._emit(c, b"", out[0], sent)
+        self._emit(c, b"", out[0] if out else b"", sent)
         for piece in out[1:]:
             c.outbuf += piece
 
@@ -953,6 +962,8 @@ class ClientQueues:
         self._nclients -= 1
         if c.lean:
             self._nlean -= 1
+        if c.quiet:
+            self._nquiet -= 1
         if self._nclients == 0:
             # Nobody reads: release the event references the ring and the queue hold.
             self._pending.clear()

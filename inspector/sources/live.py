@@ -86,6 +86,9 @@ class LiveSource(ReplayingSource):
         self._ahead_turns: dict[int, int] = {}  # turn -> position of its event in _ahead
         self._range_end: int | None = None  # the end of the journal range asked for, until answered
         self._journal_size = 0  # the agent's journal length, as its last range answer said
+        # The journal's length has been asked for since the last live event (an agent that sends no
+        # batch only to say where its journal has reached: see _backfill).
+        self._told = False
         self.fetched_events = 0  # journal events fetched (diagnostics, tests)
         # Guards the stream's state (`events` growing, `_ahead`, `_jpos`, the range asked for) for the
         # reader and a fetcher. Held only briefly, never while waiting on the socket: `_lock` is held by
@@ -130,7 +133,7 @@ class LiveSource(ReplayingSource):
         """Connect and read the journal so far: the hello says how many snapshot events follow."""
         with self._io:
             self.client = ProbeClient.connect(
-                self.pid, timeout=self.timeout, session=self.session, lean=self.lean, elide=self.elide
+                self.pid, timeout=self.timeout, session=self.session, lean=self.lean, elide=self.elide, poll=True
             )
             self.header = {**dict(self.client.hello), "pid": self.pid}
             self.events = []
@@ -140,8 +143,10 @@ class LiveSource(ReplayingSource):
             self._elided = self.client.elide
             self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
             self._range_end, self._journal_size = None, 0
+            self._told = False
             for _ in range(int(self.client.hello.get("snapshot", 0))):
-                ev = self.client.recv(timeout=self.timeout)
+                # Asked for (the hello's snapshot), sent once: read as fast as it comes.
+                ev = self.client.recv(timeout=self.timeout, on_socket=True)
                 if ev is None:
                     break  # the agent exited mid-snapshot: keep what arrived; follow() reports the disconnect
                 self._take(ev)
@@ -349,8 +354,14 @@ class LiveSource(ReplayingSource):
                 return self._inbox.popleft()
             ev, at = self.client.recv_at(0)
         if ev is None and not self.client.disconnected:
+            poll = self.client.poll
             try:
-                select.select([self.client.fileno(), self._wake_r.fileno()], [], [], timeout)
+                if poll is not None:
+                    # On a timer of our own (and a fetcher's wake-up), not on the agent's socket: its
+                    # sends then never pay for waking us (engine.probe.poll).
+                    select.select([self._wake_r.fileno()], [], [], min(timeout, poll.idle()))
+                else:
+                    select.select([self.client.fileno(), self._wake_r.fileno()], [], [], timeout)
             except (OSError, ValueError):
                 pass  # the socket closed meanwhile: recv below says so
             self._drain_wake()
@@ -393,7 +404,8 @@ class LiveSource(ReplayingSource):
             if not self._io.acquire(timeout=min(left, 0.05)):
                 continue  # follow() is reading: it takes the answers itself
             try:
-                ev, at = self.client.recv_at(min(left, 0.05))
+                # An answer asked for now, sent once by the agent's I/O thread: waited for on the socket.
+                ev, at = self.client.recv_at(min(left, 0.05), on_socket=True)
                 kind = ev.get("k") if ev is not None else None
                 if ev is not None and kind not in ("trace", "journal"):
                     # The stream's next event, for follow(), queued before `_io` is let go: follow()
@@ -564,8 +576,11 @@ class LiveSource(ReplayingSource):
     def _backfill(self) -> None:
         """While the agent is quiet: fetch the journal it left out of the stream (range after range, to
         the end it has streamed), then the traces it summarized, FETCH_MAX a request."""
-        if self._elided and self._range_end is None and self._jpos < self._streamed_end():
-            self._ask_range(None)
+        if self._elided and self._range_end is None and (self._jpos < self._streamed_end() or not self._told):
+            # An agent that leaves out the batches that only say where its journal has reached (quiet)
+            # has journaled past what it told us: the range asked for is answered with its length.
+            if self._ask_range(None) == "asked" or not self.client.quiet:
+                self._told = True
         if self._missing and not self._asked:
             self._fetch(list(self._missing)[:FETCH_MAX], wait=False)
 
@@ -597,6 +612,7 @@ class LiveSource(ReplayingSource):
                     self._backfill()  # the next range (or traces) at once
                 continue
             quiet_since = time.monotonic()
+            self._told = not self.client.quiet  # the agent journals on: ask how far once it is quiet
             if ev.get("k") == "dropped":
                 # We were too slow and lost events: re-sync from a fresh snapshot so the journal we
                 # replay from stays whole, then hand on the turns that arrived meanwhile.
