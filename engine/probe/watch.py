@@ -108,7 +108,8 @@ class FleetWatcher:
 
     def _read(self, info: AgentInfo, stats: AgentStats) -> None:
         try:
-            client = ProbeClient.connect_path(info.socket_path, info.pid, timeout=3.0)
+            # Polling (engine.probe.poll): the agent's sends to a watcher never pay for waking it.
+            client = ProbeClient.connect_path(info.socket_path, info.pid, timeout=3.0, poll=True)
         except Exception as exc:
             self._end(stats, "error", str(exc))
             return
