@@ -69,6 +69,21 @@ attached inspector adds, agent and probe threads together), in one process:
 
     .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--recording]
 
+(the agent's thread inside the Pipeline's flushes is printed beside it: the probe's part of that thread,
+measured directly). The benchmark's readers wait as the inspector does, on a timer of their own
+(engine.probe.poll; `--reader-wait block`: in select() on the socket, as every client did before), and
+ask for the quiet elided stream (engine.probe.elide). Other pairs of attached modes, e.g. the
+inspector's reader against one that blocks and is told where the journal ends (what main did), in one
+process:
+
+    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 6 --turns 8 --flush-modes agent,agent-block-loud
+
+The inspector's side of that paced agent: when its live source (in its own process, as `cp-inspect
+attach`) sees each turn after the agent's next_request returned, and its CPU a turn and a minute while
+the agent is idle; with --reader-tree another tree's live source beside this one's (a base's):
+
+    .venv/bin/python benchmarks/bench_probe.py --follow-latency 0.5 --rounds 2 --turns 12 --idle 20 [--reader-tree /tmp/base]
+
 The elided fill's per-turn work (which events go, the summaries, the batch encoding) on a real Pipeline's
 events, hot and right after evicting the caches (the floor of touching the events cold, wherever it is
 done: see floor()):
@@ -772,6 +787,132 @@ def flush_ab(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+# The inspector's live source following an agent (as `cp-inspect attach` does), in its own process:
+# it prints each new turn with the monotonic clock (one clock for the whole machine) when follow()
+# handed it over, and its own CPU seconds when asked (a line on stdin).
+LIVE_READER = """
+import sys, threading, time
+from inspector.sources import NewTurn
+from inspector.sources.live import LiveSource
+src = LiveSource(int(sys.argv[1]), timeout=10)
+print("ATTACHED", flush=True)
+def cpu():
+    for line in sys.stdin:
+        print("CPU", time.process_time(), flush=True)
+threading.Thread(target=cpu, daemon=True).start()
+for ev in src.follow():
+    if isinstance(ev, NewTurn):
+        print("TURN", ev.trace["turn"], time.monotonic(), flush=True)
+"""
+
+
+def follow_latency(args: argparse.Namespace) -> None:
+    """The inspector's side of a paced agent (issue 15 item 4): how long after the agent's next_request
+    returns (its turn event sent) the live source hands the turn to the app, and what the inspector's
+    process spends, per turn while the agent works and per minute while it is idle. Readers: this tree's
+    LiveSource (it polls: engine.probe.poll) and, with --reader-tree, another tree's (a base's, which
+    waits on the socket), one Pipeline per round, blocks A B B A; turns spaced by --follow-latency
+    seconds times a random factor in [0.5, 1.5] (so a turn lands anywhere in the reader's interval),
+    then --idle seconds of no turns at all. Also the agent's thread inside the Pipeline's flushes."""
+    import random
+
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    trees = {"this": str(REPO)}
+    if args.reader_tree:
+        trees["other"] = args.reader_tree
+    rng = random.Random(15)
+    lat: dict[str, list[float]] = {k: [] for k in trees}
+    busy: dict[str, list[float]] = {k: [] for k in trees}  # reader CPU a turn
+    idle: dict[str, list[float]] = {k: [] for k in trees}  # reader CPU a minute, idle agent
+    inflush: dict[str, list[float]] = {k: [] for k in trees}
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        flush_cpu = [0.0]
+        flush = server.flush
+
+        def timed_flush(flush: Callable[[], None] = flush, flush_cpu: list[float] = flush_cpu) -> None:
+            t0 = time.thread_time()
+            flush()
+            flush_cpu[0] += time.thread_time() - t0
+
+        server.flush = timed_flush  # type: ignore[method-assign]
+        sent: dict[int, float] = {}
+        next_request = pipe.next_request
+
+        def timed_request(next_request: Callable[[], Any] = next_request, sent: dict[int, float] = sent) -> Any:
+            req = next_request()
+            sent[int(req.trace["turn"])] = time.monotonic()
+            return req
+
+        pipe.next_request = timed_request
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        order = list(trees) if rnd % 2 == 0 else list(reversed(trees))
+        for name in order + list(reversed(order)):
+            reader = subprocess.Popen(
+                [sys.executable, "-c", LIVE_READER, str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": trees[name]},
+            )
+            assert reader.stdin is not None
+            assert read_line(reader, server) == "ATTACHED"
+            wait_for(lambda server=server: server.client_count == 1)  # type: ignore[misc]
+            drain(server)
+            time.sleep(1.5)  # its snapshot read, and the backfill a quiet agent brings about
+            got: dict[int, float] = {}
+
+            def reader_cpu(reader: subprocess.Popen[str] = reader, got: dict[int, float] = got) -> float:
+                assert reader.stdin is not None
+                reader.stdin.write("cpu\n")
+                reader.stdin.flush()
+                assert reader.stdout is not None
+                while True:
+                    # readline() alone: several lines may be in the pipe's buffer already, where a
+                    # select() on the descriptor would not see them.
+                    line = reader.stdout.readline().split()
+                    if line[0] == "CPU":
+                        return float(line[1])
+                    got[int(line[1])] = float(line[2])
+
+            c0, f0 = reader_cpu(), flush_cpu[0]
+            first = turn
+            for t in range(turn, turn + args.turns):
+                step(t)
+                time.sleep(args.pace * rng.uniform(0.5, 1.5))
+            c1 = reader_cpu()
+            time.sleep(args.idle)
+            c2 = reader_cpu()
+            inflush[name].append((flush_cpu[0] - f0) / args.turns)
+            turn += args.turns
+            busy[name].append((c1 - c0) / args.turns)
+            idle[name].append((c2 - c1) / args.idle * 60)
+            for tr, at in got.items():
+                if tr in sent and tr >= first:
+                    lat[name].append(at - sent[tr])
+            reader.terminate()
+            reader.wait(60)
+            wait_for(lambda server=server: server.client_count == 0, 60)  # type: ignore[misc]
+        pipe.close()
+    med = statistics.median
+    for name in trees:
+        xs = sorted(lat[name])
+        p95 = xs[min(len(xs) - 1, int(0.95 * len(xs)))] if xs else float("nan")
+        print(
+            f"reader {name:5s} ({trees[name]}): turn seen {med(xs) * 1e3:5.1f} ms p50, {p95 * 1e3:5.1f} ms p95, "
+            f"{xs[-1] * 1e3:5.1f} ms max after next_request returned ({len(xs)} turns); its CPU "
+            f"{med(busy[name]) * 1e6:6.0f} us a turn, idle {med(idle[name]) * 1e3:6.1f} ms a minute "
+            f"[{' '.join(f'{x * 1e3:.0f}' for x in idle[name])}]; agent thread in flush() "
+            f"{med(inflush[name]) * 1e6:5.1f} us a turn"
+        )
+    print(
+        f"  ({args.rounds} rounds of {2 * len(trees)} x {args.turns} turns, spaced {args.pace:g} s x [0.5, 1.5], "
+        f"then {args.idle:g} s idle)"
+    )
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def profile(args: argparse.Namespace) -> None:
     """The probe thread on a realistic turn, part by part (see the module docstring)."""
     import engine.probe.queues as queues
@@ -1065,6 +1206,15 @@ def main() -> None:
         "(the reader does not ask for quiet: every call's batch is sent, as before)",
     )
     ap.add_argument(
+        "--follow-latency",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="turns spaced about this much: when the live source sees each, and the inspector's CPU",
+    )
+    ap.add_argument("--idle", type=float, default=20.0, help="--follow-latency: idle seconds after the turns")
+    ap.add_argument("--reader-tree", default=None, help="--follow-latency: another tree's live source beside this one's")
+    ap.add_argument(
         "--reader-wait",
         choices=("poll", "block"),
         default="poll",
@@ -1073,6 +1223,12 @@ def main() -> None:
     )
     args = ap.parse_args()
     READER_WAIT[0] = args.reader_wait
+    if args.follow_latency is not None:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        args.pace = args.follow_latency
+        follow_latency(args)
+        return
     if args.flush_ab is not None:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup

@@ -57,7 +57,15 @@ class LiveSource(ReplayingSource):
 
     The socket is read by `follow()` (the app's reader thread) and, while it waits for a fetch, by the
     thread that asked: one at a time (`_io`); frames a fetcher reads that are not its answer are queued
-    for follow()."""
+    for follow(). follow() never waits on the socket: it sleeps on a timer of its own (and a fetcher's
+    wake-up) and then reads what is there (engine.probe.poll), so the agent's sends are plain copies
+    that wake nobody (on a shared VM a send that wakes a sleeping reader costs the agent tens of us of
+    its CPU clock); a turn reaches it within ~16 ms while turns come, 100 ms once the agent is quiet.
+    A fetcher, waiting for an answer it asked for, and the snapshot after the hello wait on the socket.
+
+    The agent does not tell it where its journal has reached by batches that hold nothing else (`quiet`,
+    engine.probe.elide): once the agent is quiet, the background fetch asks for the journal past what it
+    has, and the answer says how long it is."""
 
     kind = "live"
 
