@@ -867,6 +867,7 @@ def follow_latency(args: argparse.Namespace) -> None:
                 stdout=subprocess.PIPE,
                 text=True,
                 env={**os.environ, "PYTHONPATH": trees[name]},
+                cwd=trees[name],  # (`-c` puts the working directory first on sys.path)
             )
             assert reader.stdin is not None
             assert read_line(reader, server) == "ATTACHED"

@@ -151,7 +151,7 @@ class LiveSource(ReplayingSource):
             self._elided = self.client.elide
             self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
             self._range_end, self._journal_size = None, 0
-            self._told = False
+            self._told = not self.client.quiet
             for _ in range(int(self.client.hello.get("snapshot", 0))):
                 # Asked for (the hello's snapshot), sent once: read as fast as it comes.
                 ev = self.client.recv(timeout=self.timeout, on_socket=True)
