@@ -77,10 +77,14 @@ NO_RESULT = "[no result recorded]"
 
 # ----------------------------------------------------------------------------- engine
 class EngineRun:
-    """Feeds one call's new messages into a Pipeline, as an agent loop would."""
+    """Feeds one call's new messages into a Pipeline, as an agent loop would. With OBSERVE "record" the
+    pipeline records to a scratch file (removed by close())."""
 
     def __init__(self, imp: ImportedSession, window: int) -> None:
+        import tempfile
+
         self.tokenizer = TimedTokenizer()
+        self.scratch = tempfile.mkdtemp(prefix="cp-bench-engine-") if OBSERVE == "record" else None
         self.pipe = Pipeline(
             imp.model or "deepseek-chat",
             PROVIDER,
@@ -88,12 +92,20 @@ class EngineRun:
             counter=TokenCounter(self.tokenizer),
             serve=False,
             clock=lambda: 0.0,
+            record=os.path.join(self.scratch, "run.cpsession") if self.scratch else None,
         )
         self.open_calls: list[str] = []
         self.answered: set[str] = set()
         self.seen_system = False
         for t in imp.calls[0].tools:
             self.pipe.add_tool(t.name, t.description, t.parameters)
+
+    def close(self) -> None:
+        self.pipe.close()
+        if self.scratch is not None:
+            import shutil
+
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _close_calls(self) -> None:
         for cid in self.open_calls:
@@ -165,6 +177,7 @@ def tiktoken_counter() -> Callable[[list[Any]], int]:
 
 PEER_COUNTER = "tiktoken"  # --peer-counter: what trim_messages' counters tokenize with
 PROVIDER = "openai"  # --provider: the engine's serializer and cache rules in part 1 (the recording's model)
+OBSERVE = "none"  # --observe: none, record or read (see main)
 
 
 def text_counter() -> Callable[[str], int]:
@@ -279,6 +292,8 @@ def one_repeat(
         for m in new:
             run.feed(m)
         req = pipe.next_request()
+        if OBSERVE == "read":
+            req.trace  # noqa: B018  (an agent that reads every turn's trace: built in the turn)
         if call.usage is not None:
             pipe.record_usage(
                 {
@@ -297,7 +312,7 @@ def one_repeat(
         t = Timer()
         json.dumps(body)
         out["floor"].append(t.stop())
-        limit = int(req.trace["ceiling"])
+        limit = _ceiling(req)
         limits.append(limit)
         if peers:
             if evict is not None:
@@ -308,10 +323,17 @@ def one_repeat(
         if call.response is not None:
             run.feed(call.response)
             fed += 1
+    run.close()
     if peers:
         for k, limit in enumerate(limits):
             out["trim"].append(time_trim(trim_messages, lc_history[k], limit, naive))
     return out, sizes
+
+
+def _ceiling(req: Any) -> int:
+    """The turn's ceiling (the trims' budget), read without building the trace where the engine keeps it
+    for later (Request.ceiling; a base tree's Request holds the built trace)."""
+    return int(req.ceiling if hasattr(req, "ceiling") else req.trace["ceiling"])
 
 
 def time_trim(trim_messages: Any, history: list[Any], limit: int, counter: Callable[[list[Any]], int]) -> tuple[float, float]:
@@ -343,7 +365,7 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
         for m in call.messages[fed:]:
             run.feed(m)
         req = run.pipe.next_request()
-        ceilings.append(int(req.trace["ceiling"]))
+        ceilings.append(_ceiling(req))
         if call.usage is not None:
             run.pipe.record_usage(
                 {
@@ -358,6 +380,7 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
         if call.response is not None:
             run.feed(call.response)
             fed += 1
+    run.close()
     return ceilings
 
 
@@ -516,7 +539,7 @@ def ab(args: argparse.Namespace) -> int:
         for name, tree in trees.items():
             env = dict(os.environ, PYTHONPATH=str(tree))
             cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
-                   "--backend", args.backend, "--provider", args.provider]  # fmt: skip
+                   "--backend", args.backend, "--provider", args.provider, "--observe", args.observe]  # fmt: skip
             kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
     best = alternate(kids, args.rounds)
     ms = 1000.0
@@ -703,7 +726,7 @@ def part2(args: argparse.Namespace) -> None:
         json.dumps(body)
         fw, fc = tm.stop()
         rows.append((len(pipe.history) + 1, ew, ec, fw, fc, len(req.bytes), tokenizer.cpu - tok0))
-        ceilings.append(int(req.trace["ceiling"]))
+        ceilings.append(_ceiling(req))
         if (t + 1) % 1000 == 0:
             rss.append((t + 1, len(pipe.history) + 1, rss_mb() - rss0))
     log = pipe.journal.events
@@ -954,6 +977,14 @@ def main() -> int:
         help="part 1 (and --ab): the engine's provider (openai: what the recording sent; anthropic or bedrock: "
         "cache breakpoints, whose tail marker moves every turn)",
     )
+    ap.add_argument(
+        "--observe",
+        choices=("none", "record", "read"),
+        default="none",
+        help="part 1 (and --ab): what observes the engine's turns: none (nothing reads a trace in the turn; "
+        "the default), record (the pipeline records to a scratch file, as CONTEXTPIPE_RECORD does), read "
+        "(the turn reads its request's trace, as an agent that logs it would)",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
     ap.add_argument("--ab", metavar="BASE_DIR", help="part 1's engine, this tree vs BASE_DIR, repeat by repeat")
     ap.add_argument("--rounds", type=int, default=6, help="with --ab: repeats of each process, A B / B A in turn")
@@ -971,9 +1002,10 @@ def main() -> int:
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
     args = ap.parse_args()
-    global PEER_COUNTER, PROVIDER
+    global PEER_COUNTER, PROVIDER, OBSERVE
     PEER_COUNTER = args.peer_counter
     PROVIDER = args.provider
+    OBSERVE = args.observe
     if args.backend == "tiktoken":
         # What the engine does without the `fast` extra: its loader finds no crate and counts with
         # tiktoken (engine/tokens.py). Set before anything counts, in whichever tree is imported.

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -60,7 +59,8 @@ from engine.shadow import CandidateConfig, Shadow
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
 from engine.tokens import TokenCounter, Tokenizer
-from engine.trace import build_trace, check_budget
+from engine.trace import build_trace, check_budget, figures_of, section_shas_of
+from engine.trace_lazy import Traces, TurnEvent, TurnRecord
 from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 
 if TYPE_CHECKING:
@@ -120,13 +120,36 @@ def _journals_async(
     return call
 
 
-@dataclass
 class Request:
-    """What Execute hands back: the provider body, its canonical bytes, and the turn's trace."""
+    """What Execute hands back: the provider body, its canonical bytes, and the turn's trace.
 
-    turn: int
-    serialized: SerializedRequest
-    trace: dict[str, Any]
+    The trace of a turn nothing observes as it happens (no recorder, probe or exporter on the journal)
+    is built when first read (engine/trace_lazy.py): `ceiling` and `final_tokens` read without building it."""
+
+    def __init__(self, turn: int, serialized: SerializedRequest, trace: dict[str, Any] | TurnRecord) -> None:
+        self.turn = turn
+        self.serialized = serialized
+        self._trace = trace
+
+    @property
+    def trace(self) -> dict[str, Any]:
+        t = self._trace
+        return t.trace() if isinstance(t, TurnRecord) else t
+
+    @property
+    def ceiling(self) -> int:
+        """trace["ceiling"]: the most tokens this request may hold."""
+        t = self._trace
+        return t.ceiling if isinstance(t, TurnRecord) else t["ceiling"]
+
+    @property
+    def final_tokens(self) -> int:
+        """trace["final_tokens"]: the tokens it holds, as the engine counts them."""
+        t = self._trace
+        return t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]
+
+    def __repr__(self) -> str:
+        return f"Request(turn={self.turn}, {len(self.serialized.body)} bytes)"
 
     @cached_property
     def body(self) -> dict[str, Any]:
@@ -255,7 +278,8 @@ class Pipeline:
         self._cache_rules: dict[tuple[str, str], CacheRules] = {}
         # Recent traces only: alert rules look back ten turns and the trace compares with the last one.
         # The full history lives in the journal; keeping every trace here would grow without bound.
-        self.traces: deque[dict[str, Any]] = deque(maxlen=TRACE_HISTORY)
+        # A turn nothing observed holds a TurnRecord here until something reads it (see _finish).
+        self.traces = Traces(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
         self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
@@ -271,7 +295,7 @@ class Pipeline:
         # taking no shortcut (the same bytes, more work; tests compare the two).
         self.fast_path = True
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
-        self._open: dict[str, Any] | None = None  # trace of the request awaiting feedback
+        self._open: dict[str, Any] | TurnRecord | None = None  # trace of the request awaiting feedback
         # (that trace, what each alert rule said about it at the request): see _outcome_alerts
         self._open_alerts: tuple[dict[str, Any], alert_rules.Outcomes] | None = None
         self._replay = replay
@@ -1061,6 +1085,8 @@ class Pipeline:
             self._attribute(built.trace, built.serialized, built.plan)
             return Request(self.turn, built.serialized, built.trace)
         self.close_turn()
+        if self._defers_trace():
+            return self._finish_unobserved(bound)
         built = self.build(bound)
         check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
@@ -1098,6 +1124,73 @@ class Pipeline:
         self._open_alerts = (built.trace, said)
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
+
+    def _defers_trace(self) -> bool:
+        """Whether this turn's trace may wait until something reads it (see engine/trace_lazy.py):
+        nothing is handed the journal's events as they come, no shadow plans from the trace, the journal
+        moves old events to disk (so the records it holds are bounded), and the fast path is on (off,
+        every build computes everything at once: the reference the tests compare with)."""
+        return (
+            self.fast_path
+            and not self.journal.observed
+            and self._shadow is None
+            and self.journal.events.keep is not None
+        )
+
+    def _finish_unobserved(self, bound: dict[str, dict[str, Any]]) -> Request:
+        """_finish for a turn nothing observes: the request, the journal's request event and everything
+        the next turn reads, as the eager path makes them; the trace (with its cache break and alerts)
+        as a TurnRecord, built when read."""
+        cfg = self.config
+        d = self.decide(bound, cfg)
+        m = self.measure
+        ser = self._serializer(cfg.provider).serialize(
+            d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, True
+        )
+        fig = figures_of(d.before, d.res, ser, m)
+        traces = self.traces
+        last = traces.raw(-1) if traces else None
+        prev_sections = last.section_shas if isinstance(last, TurnRecord) else section_shas_of(last)
+        prev = self._prev
+        rec = TurnRecord(
+            self.turn,
+            cfg,
+            d.plan,
+            d.reserves,
+            d.res,
+            fig,
+            prev_sections,
+            list(self.flipped),
+            list(d.spill_failures),
+            d.ratio,
+            d.decision,
+            (prev[0], prev[1]) if prev else None,
+            bool(prev and prev[2] != self.config.model),
+            traces.views(len(traces), alert_rules.LOOKBACK),
+        )
+        if rec.final_tokens > rec.ceiling:
+            check_budget(rec.trace())  # raises, naming what could not be evicted
+        self._emit(
+            {
+                "k": "request",
+                "turn": self.turn,
+                "sha": ser.request_sha256,
+                "time": self.clock(),
+                "sections": {sid: sha[:16] for sid, sha in fig.shas.items()},
+                **({"bound": bound} if bound else {}),
+                **(
+                    {"compaction": d.state.to_event()}
+                    if d.state is not None and d.state is not self.compaction and d.state != self.compaction
+                    else {}
+                ),
+                **({"spill_failures": list(d.spill_failures)} if d.spill_failures else {}),
+            }
+        )
+        self._prev = (ser.blocks, _prefix_blocks(ser), self.config.model)
+        self._open = rec
+        self._open_alerts = None
+        traces.append(rec)
+        return Request(rec.turn, ser, rec)
 
     @_journals
     def fork(
@@ -1151,31 +1244,42 @@ class Pipeline:
     def close_turn(self) -> None:
         """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
         close() all do this; call it when a session stops without them and the journal is read as is."""
-        if self._open is not None:
-            self.journal.append({"k": "turn", "turn": self._open["turn"], "trace": self._open})
+        t = self._open
+        if t is not None:
+            if isinstance(t, TurnRecord):
+                self.journal.append_deferred(TurnEvent(t))
+            else:
+                self.journal.append({"k": "turn", "turn": t["turn"], "trace": t})
             self._open = None
             self._open_alerts = None
 
     def annotate(self, key: str, value: Any) -> None:
         """Attach a value to the open turn's trace (journaled with it). Capture layers use it for what
         only they know, such as a tapped client's running count of journaling failures (`tap_errors`)."""
-        if self._open is not None:
-            self._open[key] = value
+        t = self._open
+        if isinstance(t, TurnRecord):
+            t.set(key, value)
+        elif t is not None:
+            t[key] = value
 
     # ----------------------------------------------------------------- feedback
     @_journals
     def record_usage(self, usage: Any) -> Usage:
         """Feedback after a successful call: statistics learn, the turn's trace gets real usage."""
         u = normalize_usage(usage)
-        est = self._open["final_tokens"] if self._open else 0
+        t = self._open
+        est = (t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]) if t else 0
         d = u.to_dict()
         self._usage_hint = (d, u)
         try:
             self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est})
         finally:
             self._usage_hint = None
-        if self._open is not None:
-            self._open["usage"] = dict(d)  # what u.to_dict() gives, as its own dict
+        if isinstance(t, TurnRecord):
+            t.outcome("usage", dict(d))
+            self.close_turn()
+        elif t is not None:
+            t["usage"] = dict(d)  # what u.to_dict() gives, as its own dict
             self._outcome_alerts()
             self.close_turn()
         return u
@@ -1184,31 +1288,32 @@ class Pipeline:
     def record_error(self, kind: str, message: str = "") -> None:
         """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
         self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
-        if self._open is not None:
-            self._open["error"] = f"{kind}: {message}"[:500]
+        t = self._open
+        if isinstance(t, TurnRecord):
+            t.outcome("error", f"{kind}: {message}"[:500])
+            self.close_turn()
+        elif t is not None:
+            t["error"] = f"{kind}: {message}"[:500]
             self._outcome_alerts()
             self.close_turn()
 
     def _recent_traces(self) -> list[dict[str, Any]]:
-        """The traces before the one being built, as far back as any alert rule looks."""
-        traces = self.traces
-        n = len(traces)
-        return list(traces) if n <= alert_rules.LOOKBACK else [traces[i] for i in range(n - alert_rules.LOOKBACK, n)]
+        """The traces before the one being built, as far back as any alert rule looks (a turn's record
+        as what the rules read of it: see TurnRecord.alert_view)."""
+        return self.traces.views(len(self.traces), alert_rules.LOOKBACK)
 
     def _outcome_alerts(self) -> None:
         """The open turn's alerts once its outcome is on its trace. The rules that read only the request
         said their piece when it was built, about the same trace and the same turns before it: only
         those that read the outcome run again."""
         t = self._open
-        assert t is not None
+        assert t is not None and not isinstance(t, TurnRecord)
         said = self._open_alerts
         traces = self.traces
-        if said is not None and said[0] is t and traces and traces[-1] is t:
-            n = len(traces) - 1
-            prev = [traces[i] for i in range(max(0, n - alert_rules.LOOKBACK), n)]
-            out = alert_rules.reevaluate(t, prev, said[1])
+        if said is not None and said[0] is t and traces and traces.raw(-1) is t:
+            out = alert_rules.reevaluate(t, traces.views(len(traces) - 1, alert_rules.LOOKBACK), said[1])
         else:
-            out = alert_rules.evaluate_rules(t, list(traces)[:-1])
+            out = alert_rules.evaluate_rules(t, traces.views(len(traces) - 1, len(traces)))
         t["alerts"] = alert_rules.alerts_of(out)
 
     def send(

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import accumulate, compress
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from engine.assembly import Assembly, Measure, wire_order
+from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.errors import BudgetExceededError
 from engine.hashing import sha256_hex
 from engine.plan import TIER_LABELS, Plan, Reserves, budget_of
 from engine.providers import SerializedRequest
+from engine.providers.base import Block
 from engine.trace_schema import Marker, Step, Trace, TraceSection
 from engine.types import CacheScope, Form, Priority, SectionKind
 
@@ -31,6 +32,51 @@ _MARKER = attrgetter("marker")  # plain strings; an enum's .value is a slow desc
 _EMPTY_SHA = sha256_hex("")  # a section with no blocks (hashed once, not every turn)
 
 
+class Figures(NamedTuple):
+    """What a trace reads from the Measure and the serialized request, taken when the request is built:
+    the Measure's memos move on with later builds (a primed history total, forgotten messages), so a
+    trace built later from these (engine/trace_lazy.py) says what one built at the request says. Small:
+    no body bytes, no Measure."""
+
+    order: tuple[Section, ...]  # the sent sections in wire order
+    shas: dict[str, str]  # their content hashes, in wire order (the next turn's `changed`)
+    planned: dict[str, int]  # tokens of each section before optimize
+    tokens: tuple[int, ...]  # tokens of each sent section, in `order`
+    final_tokens: int
+    blocks: list[Block]
+    cacheable_prefix_tokens: int
+    request_sha256: str
+    prefix_sha256: str
+
+
+def figures_of(before: Assembly, res: OptimizeResult, ser: SerializedRequest, m: Measure) -> Figures:
+    """The figures build_trace reads from `m` and `ser`, as they are now."""
+    section_shas = ser.section_shas
+    if not section_shas:  # a request serialized elsewhere: hash the blocks of each section here
+        joined: dict[str, str] = {}
+        for b in ser.blocks:
+            joined[b.section] = joined.get(b.section, "") + b.sha
+        section_shas = {sid: sha256_hex(v) for sid, v in joined.items()}
+    order = tuple(wire_order(res.asm))
+    get, empty, section = section_shas.get, _EMPTY_SHA, m.section
+    return Figures(
+        order,
+        {s.id: get(s.id, empty) for s in order},
+        {s.id: section(s) for s in before},
+        tuple(map(section, order)),
+        m.total(res.asm),
+        ser.blocks,
+        ser.cacheable_prefix_tokens,
+        ser.request_sha256,
+        ser.prefix_sha256,
+    )
+
+
+def section_shas_of(trace: Mapping[str, Any] | None) -> dict[str, str]:
+    """Each section's content hash in a built trace (what the next trace's `changed` compares with)."""
+    return {s["id"]: s["sha256"] for s in trace["sections"]} if trace else {}
+
+
 def build_trace(
     turn: int,
     cfg: PipelineConfig,
@@ -46,19 +92,29 @@ def build_trace(
 ) -> Trace:
     """Sections in wire order with planned vs sent tokens and a content hash (changed since `prev`),
     markers with their token offsets, every optimize step, and the request hashes."""
-    planned = {s.id: m.section(s) for s in before}
-    prev_sections = {s["id"]: s["sha256"] for s in prev["sections"]} if prev else {}
-    section_shas = ser.section_shas
-    if not section_shas:  # a request serialized elsewhere: hash the blocks of each section here
-        joined: dict[str, str] = {}
-        for b in ser.blocks:
-            joined[b.section] = joined.get(b.section, "") + b.sha
-        section_shas = {sid: sha256_hex(v) for sid, v in joined.items()}
-    empty = _EMPTY_SHA
+    return trace_from(
+        turn, cfg, p, reserves, res, figures_of(before, res, ser, m), section_shas_of(prev), latch_flips, spill_failures
+    )
+
+
+def trace_from(
+    turn: int,
+    cfg: PipelineConfig,
+    p: Plan,
+    reserves: Reserves,
+    res: OptimizeResult,
+    fig: Figures,
+    prev_sections: Mapping[str, str],
+    latch_flips: list[str],
+    spill_failures: list[str],
+) -> Trace:
+    """build_trace from the figures taken at the request (`figures_of`) and the previous trace's section
+    hashes: the same dict whenever it is built."""
+    planned, section_shas = fig.planned, fig.shas
     scope_labels, priority_labels, form_values, budgets = _SCOPE_LABELS, _PRIORITY_LABELS, _FORM_VALUES, p.budgets
     sections: list[TraceSection] = []
-    for s in wire_order(res.asm):
-        sha = section_shas.get(s.id, empty)
+    for s, tokens in zip(fig.order, fig.tokens, strict=True):
+        sha = section_shas[s.id]
         sections.append(
             {
                 "id": s.id,
@@ -68,7 +124,7 @@ def build_trace(
                 "priority": priority_labels[s.priority],
                 "budget": budgets.get(s.id, 0),
                 "planned": planned.get(s.id, 0),
-                "tokens": m.section(s),
+                "tokens": tokens,
                 "form": form_values[s.form] if s.items or s.form != Form.FULL else "dropped",
                 "omitted": s.omitted,
                 "sha256": sha,
@@ -80,7 +136,7 @@ def build_trace(
     position = {sec["id"]: i for i, sec in enumerate(sections)}
     markers: list[Marker] = []
     if res.markers:  # no markers placed: no block is marked
-        blocks = ser.blocks
+        blocks = fig.blocks
         # Running token offsets and the marked blocks found in C: a request has hundreds of blocks.
         cum = list(accumulate(map(_TOKENS, blocks)))
         for i in compress(range(len(blocks)), map(_MARKER, blocks)):
@@ -110,7 +166,7 @@ def build_trace(
         "tier": TIER_LABELS[p.tier],
         "tier_reason": p.tier_reason(),
         "estimated_tokens": p.estimated_tokens,
-        "final_tokens": m.total(res.asm),
+        "final_tokens": fig.final_tokens,
         "ceiling": p.ceiling,
         "sections": sections,
         # Optimize rules emit their audit records as plain dicts; their keys are the Step keys.
@@ -118,9 +174,9 @@ def build_trace(
         "actions": cast(list[Step], res.actions),
         "skipped": cast(list[Step], res.skipped),
         "markers": markers,
-        "cacheable_prefix_tokens": ser.cacheable_prefix_tokens,
-        "request_sha256": ser.request_sha256,
-        "prefix_sha256": ser.prefix_sha256,
+        "cacheable_prefix_tokens": fig.cacheable_prefix_tokens,
+        "request_sha256": fig.request_sha256,
+        "prefix_sha256": fig.prefix_sha256,
         "usage": None,
         "cache_break": None,
         "alerts": [],

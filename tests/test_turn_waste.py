@@ -144,18 +144,25 @@ def test_only_the_outcome_rules_run_again_at_the_outcome(monkeypatch: pytest.Mon
         frozenset(w for r, w in wrapped.items() if r.__name__ in outcome),
         raising=False,
     )
-    pipe = _pipe()
-    pipe.user("fix the bug")
-    for t in range(5):
-        _round(pipe, t, 5)
+    # Observed (a subscriber on the journal: the alerts are said as each request and outcome come) and
+    # not (the traces built when the journal is read, engine/trace_lazy.py): the same rule calls.
+    for observed in (True, False):
+        calls.clear()
+        pipe = _pipe()
+        if observed:
+            pipe.journal.subscribe(lambda ev: None)
+        pipe.user("fix the bug")
+        for t in range(5):
+            _round(pipe, t, 5)
+            pipe.next_request()
+            pipe.record_usage({"input_tokens": 900, "output_tokens": 10})
+        _round(pipe, 5, 5)
         pipe.next_request()
-        pipe.record_usage({"input_tokens": 900, "output_tokens": 10})
-    _round(pipe, 5, 5)
-    pipe.next_request()
-    pipe.record_error("error", "boom")
-    # Six requests: every rule once each; the six outcomes: only the three that read them, again.
-    for name in (r.__name__ for r in wrapped):
-        assert calls[name] == (12 if name in outcome else 6), (name, calls)
+        pipe.record_error("error", "boom")
+        assert sum(ev["k"] == "turn" for ev in pipe.journal.events) == 6
+        # Six requests: every rule once each; the six outcomes: only the three that read them, again.
+        for name in (r.__name__ for r in wrapped):
+            assert calls[name] == (12 if name in outcome else 6), (name, calls, observed)
 
 
 # ------------------------------------------------------------------ the request hash

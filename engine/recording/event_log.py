@@ -29,6 +29,21 @@ from engine.recording.spill_file import SpillFile, SpillReadError, checksum, sam
 
 Event = dict[str, Any]
 
+
+class Deferred:
+    """An event journaled as a recipe (engine/trace_lazy.py: a turn's trace nobody has read yet): every
+    read of the log (indexing, iterating, spilling it to disk) hands back `resolve()`, the event it
+    stands for, built once; until then it costs what its recipe holds."""
+
+    __slots__ = ()
+
+    def resolve(self) -> Event:
+        raise NotImplementedError
+
+
+def _event(ev: Event | Deferred) -> Event:
+    return ev.resolve() if isinstance(ev, Deferred) else ev
+
 # Events kept in memory. A turn journals about six events, so this is some 700 turns of a session, far
 # more than anything looks back on (alert rules: ten turns; recent traces: 32), and a few MB of RAM.
 KEEP_DEFAULT = 4096
@@ -49,7 +64,7 @@ class EventLog(Sequence[Event]):
         self.chunk = max(1, min(chunk, keep) if keep is not None else chunk)
         # (number of spilled events, the in-memory tail): swapped as one tuple, so a reader on another
         # thread never sees a new count with the old tail or the reverse.
-        self._state: tuple[int, list[Event]] = (0, [])
+        self._state: tuple[int, list[Event | Deferred]] = (0, [])
         # The index, one small array per spilled chunk (one growing array would be copied whole, 1.2 MB
         # at 150,000 events, each time it outgrows its allocation): chunk k holds events from starts[k]
         # on, offsets[k][j] is where its j-th event starts in the file and offsets[k][-1] where it ends.
@@ -62,14 +77,14 @@ class EventLog(Sequence[Event]):
         self._retry_at = 0  # after a failed write: the event count at which to try again
 
     # ---------------------------------------------------------------- writing
-    def append(self, event: Event) -> None:
+    def append(self, event: Event | Deferred) -> None:
         with self._lock:
             base, mem = self._state
             mem.append(event)
             if self.keep is not None and len(mem) >= self.keep + self.chunk and base + len(mem) >= self._retry_at:
                 self._spill(base, mem)
 
-    def _spill(self, base: int, mem: list[Event]) -> None:
+    def _spill(self, base: int, mem: list[Event | Deferred]) -> None:
         """Write the oldest in-memory events to the file, then drop them from memory. Pickled now, not
         when journaled, so an event's final form is what is kept (a trace is completed before its turn
         event is journaled, and nothing edits one a chunk later).
@@ -81,7 +96,7 @@ class EventLog(Sequence[Event]):
         import pickle  # here, not at the top: a reader of recordings never spills (see spill_file.warn)
 
         n = max(self.chunk, len(mem) - self.keep)
-        out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
+        out = [pickle.dumps(_event(ev), protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
         if self._file is None:
             self._file = SpillFile("journal")
         try:
@@ -146,8 +161,8 @@ class EventLog(Sequence[Event]):
             raise IndexError("journal event index out of range")
         return self._at(i, base, mem)
 
-    def _at(self, i: int, base: int, mem: list[Event]) -> Event:
-        return mem[i - base] if i >= base else self._read(i)
+    def _at(self, i: int, base: int, mem: list[Event | Deferred]) -> Event:
+        return _event(mem[i - base]) if i >= base else self._read(i)
 
     def __iter__(self) -> Iterator[Event]:
         base, mem = self._state
@@ -157,7 +172,7 @@ class EventLog(Sequence[Event]):
         # unless a spill replaced the tail meanwhile: then continue by index.
         k = base
         for ev in mem:
-            yield ev
+            yield _event(ev)
             k += 1
         while k < len(self):
             yield self[k]

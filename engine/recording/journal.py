@@ -13,7 +13,7 @@ from typing import Any
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
 from engine.recording.blob_store import BlobStore
-from engine.recording.event_log import KEEP_DEFAULT, EventLog
+from engine.recording.event_log import KEEP_DEFAULT, Deferred, EventLog
 
 Event = dict[str, Any]
 Sink = Callable[[Event], None]
@@ -39,6 +39,19 @@ class Journal:
                 sink(event)
             except Exception:  # an observer must never break the agent
                 self.sink_errors += 1
+
+    @property
+    def observed(self) -> bool:
+        """Whether anything is handed each event as it is journaled (a recorder, a probe, an exporter)."""
+        return bool(self._sinks)
+
+    def append_deferred(self, event: Deferred) -> None:
+        """Journal an event kept as a recipe until read (see event_log.Deferred); a subscriber gets it
+        built, now."""
+        if self._sinks:
+            self.append(event.resolve())
+        else:
+            self.events.append(event)
 
     def blob(self, text: str) -> str:
         h = sha256_hex(text)

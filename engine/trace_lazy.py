@@ -1,0 +1,230 @@
+"""A turn's trace built when something reads it, not on every turn (issue 12: the turn pays only for
+what is observed).
+
+Every request gets a trace (engine/trace.py), its cache-break attribution and the alert rules' verdict,
+and the journal keeps it in a `turn` event. When nothing is subscribed to the journal (no recording, no
+live probe, no OpenTelemetry export) nothing reads any of that during the turn: an agent that never
+looks at `Request.trace`, `Pipeline.traces` or `journal.events` would pay ~20 us a turn (a tenth of a
+steady turn at 32k) for dicts nobody reads. A `TurnRecord` holds what the trace is made from instead,
+and builds the very dict the eager path builds the first time anything reads it: `Request.trace`, the
+`Traces` deque, the journal's `turn` event (engine/recording/event_log.py's `Deferred`), or the journal
+spilling it to disk.
+
+What it holds is values taken at the request, never a mutable object the session changes later: the
+Measure's figures (`Figures`: its memos move on with later builds), the latch flips and spill failures
+as copies, the previous request's blocks and prefix (immutable once sent), the previous trace's section
+hashes (for `changed`) and, for the alert rules, the three things they read from earlier traces
+(ALERT_KEYS) as one small dict per turn. Nothing refers to an earlier record, so no chain of records
+stays alive. Outcome and annotations (usage, an error, `Pipeline.annotate`) are remembered in order
+and applied after the request-time alerts, as the eager path applies them, so the dict, its key order
+and its alerts are the same whenever it is built (tests/test_trace_lazy.py compares the two sides).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterator
+from itertools import islice
+from typing import TYPE_CHECKING, Any, cast
+
+from engine import alerts as alert_rules
+from engine.feedback import attribute_cache_break
+from engine.recording.event_log import Deferred
+from engine.trace import Figures, trace_from
+
+if TYPE_CHECKING:
+    from engine.config import PipelineConfig
+    from engine.optimize import OptimizeResult
+    from engine.plan import Plan, Reserves
+    from engine.providers.base import Block
+
+# What the alert rules read from the traces before the one they judge (alerts.py: compaction_cascade's
+# actions, low_cache_hit's cacheable prefix and latch flips). A record keeps these for later turns.
+ALERT_KEYS = ("actions", "cacheable_prefix_tokens", "latch_flips")
+
+# Building a record's dict happens once, on whichever thread reads it first.
+_BUILD = threading.Lock()
+
+
+class TurnRecord:
+    """One turn's trace, built on first read. `final_tokens`, `ceiling` and `turn` are known at once
+    (the turn's budget check and the usage's calibration read them); `section_shas` is what the next
+    turn's trace compares with; `alert_view` what the next turns' alert rules read."""
+
+    __slots__ = (
+        "turn",
+        "final_tokens",
+        "ceiling",
+        "section_shas",
+        "alert_view",
+        "_inputs",
+        "_later",
+        "_outcome",
+        "_trace",
+        "_earlier",
+        "_said",
+    )
+
+    def __init__(
+        self,
+        turn: int,
+        cfg: PipelineConfig,
+        p: Plan,
+        reserves: Reserves,
+        res: OptimizeResult,
+        fig: Figures,
+        prev_sections: dict[str, str],
+        latch_flips: list[str],
+        spill_failures: list[str],
+        ratio: float,
+        decision: dict[str, Any] | None,
+        prev_request: tuple[list[Block], int] | None,
+        model_changed: bool,
+        earlier: list[dict[str, Any]],
+    ) -> None:
+        """`latch_flips`, `spill_failures` and `earlier` (the alert views of up to alerts.LOOKBACK turns
+        before, oldest first) must be the caller's own copies: the record keeps them as they are."""
+        self.turn = turn
+        self.final_tokens = fig.final_tokens
+        self.ceiling = p.ceiling
+        self.section_shas = fig.shas
+        self.alert_view: dict[str, Any] = {
+            "actions": res.actions,
+            "cacheable_prefix_tokens": fig.cacheable_prefix_tokens,
+            "latch_flips": latch_flips,
+        }
+        self._inputs: tuple[Any, ...] | None = (
+            cfg,
+            p,
+            reserves,
+            res,
+            fig,
+            prev_sections,
+            latch_flips,
+            spill_failures,
+            ratio,
+            decision,
+            prev_request,
+            model_changed,
+            earlier,
+        )
+        self._later: dict[str, Any] = {}  # keys set on the open trace after the request, in order
+        self._outcome = False  # usage or an error arrived: the outcome rules ran again then
+        self._trace: dict[str, Any] | None = None
+        # Once built: what the rules read from earlier turns and said at the request (an outcome that
+        # comes after the trace was built runs only the outcome rules again).
+        self._earlier: list[dict[str, Any]] = earlier
+        self._said: alert_rules.Outcomes = ()
+
+    @property
+    def built(self) -> bool:
+        return self._trace is not None
+
+    def set(self, key: str, value: Any) -> None:
+        """What `trace[key] = value` on the open turn's trace does (an annotation)."""
+        if self._trace is not None:
+            self._trace[key] = value
+        else:
+            self._later[key] = value
+
+    def outcome(self, key: str, value: Any) -> None:
+        """The call's outcome (`usage` or `error`) on the trace, and the alert rules that read it run
+        again (alerts.reevaluate, as Pipeline._outcome_alerts does for an eager trace)."""
+        with _BUILD:
+            t = self._trace
+            if t is None:
+                self._later[key] = value
+                self._outcome = True
+                return
+        t[key] = value
+        t["alerts"] = alert_rules.alerts_of(alert_rules.reevaluate(t, self._earlier, self._said))
+
+    def trace(self) -> dict[str, Any]:
+        """The trace, built the first time it is asked for: the same dict every time after."""
+        t = self._trace
+        if t is not None:
+            return t
+        with _BUILD:
+            if self._trace is None:
+                self._trace = self._build()
+                self._inputs = None  # nothing the record held for it stays alive
+                self._later = {}
+            return self._trace
+
+    def _build(self) -> dict[str, Any]:
+        assert self._inputs is not None
+        (cfg, p, reserves, res, fig, prev_sections, flips, failures, ratio, decision, prev, model_changed,
+         earlier) = self._inputs  # fmt: skip
+        # What Pipeline.build adds to build_trace's dict, then what _finish adds: the cache break and
+        # the alerts said at the request.
+        trace = cast(
+            dict[str, Any], trace_from(self.turn, cfg, p, reserves, res, fig, prev_sections, flips, failures)
+        )
+        trace["calibration"] = round(ratio, 4)
+        if decision is not None:
+            trace["pressure"]["raw_history"] = round(decision["raw_tokens"] / max(1, cfg.window), 4)
+            trace["compaction"] = decision
+        trace["cache_break"] = attribute_cache_break(
+            prev[0] if prev else None,
+            fig.blocks,
+            prev[1] if prev else 0,
+            model_changed=model_changed,
+            flipped_latches=trace["latch_flips"],
+            actions=trace["actions"],
+        )
+        said = self._said = alert_rules.evaluate_rules(trace, earlier)
+        trace["alerts"] = alert_rules.alerts_of(said)
+        # Then what happened to the open trace after the request, in the order it happened.
+        for key, value in self._later.items():
+            trace[key] = value
+        if self._outcome:
+            trace["alerts"] = alert_rules.alerts_of(alert_rules.reevaluate(trace, earlier, said))
+        return trace
+
+
+class TurnEvent(Deferred):
+    """The journal's `turn` event of a record: {"k": "turn", "turn": n, "trace": the trace}."""
+
+    __slots__ = ("_record", "_event")
+
+    def __init__(self, record: TurnRecord) -> None:
+        self._record: TurnRecord | None = record
+        self._event: dict[str, Any] | None = None
+
+    def resolve(self) -> dict[str, Any]:
+        ev = self._event
+        if ev is None:
+            rec = self._record
+            assert rec is not None
+            ev = self._event = {"k": "turn", "turn": rec.turn, "trace": rec.trace()}
+            self._record = None
+        return ev
+
+
+class Traces(deque[Any]):
+    """Pipeline.traces: the recent traces, oldest first. An entry may be a TurnRecord; reading it
+    (indexing, iterating) hands back its built trace, so readers see plain trace dicts. `raw` reads an
+    entry as it is kept (the pipeline's own look-backs, which a record answers without building)."""
+
+    def raw(self, i: int) -> dict[str, Any] | TurnRecord:
+        return cast("dict[str, Any] | TurnRecord", deque.__getitem__(self, i))
+
+    def views(self, stop: int, back: int) -> list[dict[str, Any]]:
+        """What the alert rules read of the `back` entries before index `stop` (alert_view of each)."""
+        return [
+            e.alert_view if type(e) is TurnRecord else e
+            for e in islice(deque.__iter__(self), max(0, stop - back), stop)
+        ]
+
+    def __getitem__(self, i: int) -> dict[str, Any]:  # type: ignore[override]
+        e = deque.__getitem__(self, i)
+        return e.trace() if type(e) is TurnRecord else cast(dict[str, Any], e)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for e in deque.__iter__(self):
+            yield e.trace() if type(e) is TurnRecord else e
+
+    def __reversed__(self) -> Iterator[dict[str, Any]]:
+        for e in deque.__reversed__(self):
+            yield e.trace() if type(e) is TurnRecord else e
