@@ -1170,22 +1170,22 @@ class Pipeline:
         )
         if rec.final_tokens > rec.ceiling:
             check_budget(rec.trace())  # raises, naming what could not be evicted
-        self._emit(
-            {
-                "k": "request",
-                "turn": self.turn,
-                "sha": ser.request_sha256,
-                "time": self.clock(),
-                "sections": {sid: sha[:16] for sid, sha in fig.shas.items()},
-                **({"bound": bound} if bound else {}),
-                **(
-                    {"compaction": d.state.to_event()}
-                    if d.state is not None and d.state is not self.compaction and d.state != self.compaction
-                    else {}
-                ),
-                **({"spill_failures": list(d.spill_failures)} if d.spill_failures else {}),
-            }
-        )
+        # The eager path's request event, key for key (its optional keys in the same order).
+        ev: Event = {
+            "k": "request",
+            "turn": self.turn,
+            "sha": ser.request_sha256,
+            "time": self.clock(),
+            "sections": {sid: sha[:16] for sid, sha in fig.shas.items()},
+        }
+        if bound:
+            ev["bound"] = bound
+        st = d.state
+        if st is not None and st is not self.compaction and st != self.compaction:
+            ev["compaction"] = st.to_event()
+        if d.spill_failures:
+            ev["spill_failures"] = list(d.spill_failures)
+        self._emit(ev)
         self._prev = (ser.blocks, _prefix_blocks(ser), self.config.model)
         self._open = rec
         self._open_alerts = None
