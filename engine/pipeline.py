@@ -991,9 +991,11 @@ class Pipeline:
 
     # What decide assembles, plans and optimizes in, for a caller that runs rules of its own over them
     # (simulate's gates-closed builds, engine/sim/blocks.py): the same objects decide would use.
-    def assembled(self, bound: dict[str, dict[str, Any]]) -> Assembly:
-        """The assembly with the whole conversation: decide's for a state with no cut."""
-        return self._assemble_from(bound, 0)[0]
+    def assembled(self, bound: dict[str, dict[str, Any]], cut: int = 0) -> Assembly:
+        """The assembly with the whole conversation: decide's for a state with no cut. With `cut`, the
+        history holds the task and what follows `cut` (as for a state cut there; see _assemble_from),
+        its total still the whole conversation's."""
+        return self._assemble_from(bound, cut)[0]
 
     def planned(self, cfg: PipelineConfig, asm: Assembly) -> Plan:
         """decide's plan of `asm` under `cfg` and the statistics (pure)."""

@@ -159,6 +159,15 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
             if acc >= need:
                 _remember_drop(m, raw, size, droppable, count, acc, hist.items)
     # Still over (a huge result in the newest round): cut the middle of the largest tool results.
+    hist = cut_inside_results(hist, budget, m)
+    return asm[:idx] + (hist,) + asm[idx + 1 :]
+
+
+def cut_inside_results(hist: Section, budget: int, m: Measure) -> Section:
+    """A history section still over `budget` once its rounds are cut (a huge result in the newest
+    round), with the middle of its largest tool results (or texts, never the task's) cut until it fits
+    or nothing large is left: the last step of the budget guarantee's history trim (simulate's
+    gates-closed builds call it after a cut of their own, engine/sim/closed_cut.py)."""
     while m.section(hist) > budget:
         over = m.section(hist) - budget
         best = None
@@ -194,7 +203,7 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
         m.derived(hist, total)
         if omitted == 0:
             break
-    return asm[:idx] + (hist,) + asm[idx + 1 :]
+    return hist
 
 
 def _fit(asm: Assembly, s_idx: int, budget: int, ctx: OptimizeContext) -> Assembly:

@@ -38,6 +38,7 @@ from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
+from engine.sim.closed_cut import ClosedCut
 
 if TYPE_CHECKING:
     from engine.optimize.context import Marker
@@ -160,10 +161,13 @@ class SimBuilder:
     `closed_fast=False` builds every turn through Pipeline.decide (the reference the tests hold the
     closed builds against)."""
 
-    def __init__(self, pipe: Pipeline, closed_fast: bool = True) -> None:
+    def __init__(self, pipe: Pipeline, closed_fast: bool = True, carry_cut: bool = True) -> None:
         self.pipe = pipe
         self._serializers: dict[str, BlockSerializer] = {}
         self.closed_fast = closed_fast
+        # The closed builds' history cut from carried running sums (closed_cut.py); False: through
+        # trim_sections over the whole conversation every build (the reference the tests hold it to).
+        self._cut = ClosedCut() if carry_cut else None
 
     def build(
         self,
@@ -199,11 +203,18 @@ class SimBuilder:
         context, then cost_aware.run's tail, step for step (see closed_uncut)."""
         pipe = self.pipe
         m = pipe.measure
-        asm = pipe.assembled(bound)  # decide assembles from the state's cut: 0
+        cut = self._cut
+        # decide assembles from the state's cut, 0: the whole conversation. Planned from an assembly
+        # with less of it when the carried cut is likely to take the turn (the same plan: the history's
+        # total is the whole conversation's); the whole conversation only for the rule itself.
+        first = cut.first_cut(pipe, cfg) if cut is not None else 0
+        asm = pipe.assembled(bound, first)
         the_plan = pipe.planned(cfg, asm)
         ctx = pipe.optimize_context(cfg, the_plan)
         auto = None
         if pipe.fast_path and trim_sections.fits_as_planned(the_plan, asm):
+            if first:
+                asm = pipe.assembled(bound)
             auto = marker_rule.automatic(ctx.policy)
             res = (
                 OptimizeResult(asm)
@@ -211,7 +222,17 @@ class SimBuilder:
                 else optimize(asm, ctx, cost_aware.GUARANTEE_RULES[1:])
             )
         else:
-            res = optimize(asm, ctx, cost_aware.GUARANTEE_RULES)
+            out = cut.trim(pipe, bound, cfg, ctx, asm, first) if cut is not None else None
+            if out is not None:
+                # The rule's outcome, recorded as optimize records an applied rule; the markers after it.
+                res = optimize(out.asm, ctx, cost_aware.GUARANTEE_RULES[1:])
+                rec = {"step": trim_sections.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}
+                res.actions.insert(0, rec)
+                res.steps.insert(0, {**rec, "status": "applied"})
+            else:
+                if first:
+                    asm = pipe.assembled(bound)
+                res = optimize(asm, ctx, cost_aware.GUARANTEE_RULES)
         marks = res.markers
         if cfg.policy.revision >= 2 and auto is None:
             marks = cost_aware._with_task_marker(res.asm, marks, ctx, m, False)
