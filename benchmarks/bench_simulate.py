@@ -26,10 +26,11 @@ the machine's state, so a pair's ratio holds where medians of rounds minutes apa
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
         [--timing-only] [--baseline DIR] [--ab DIR --pairs 5] [--serialize-ab --repeats 5]
-        [--bytecode cached|none] [--phases FILE...] [--linearity --repeats 3]
+        [--bytecode cached|none] [--phases FILE...] [--growth FILE... --repeats 3] [--linearity --repeats 3]
 
 With --phases FILE..., only where one in-process simulate of each file spends its thread CPU (by phase
-and column; see phases). With --linearity, only the in-process CPU per turn at 1x/5x/10x (see linearity). With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
+and column; see phases). With --growth FILE..., only whether a turn's work grows with the session: per
+fifth, each column's build and cache-simulator step (see growth). With --linearity, only the in-process CPU per turn at 1x/5x/10x (see linearity). With --serialize-ab, simulate's serialization alone, with and without request bodies (see serialize_ab).
 
 Children find their compiled modules in a bytecode cache kept for the run (`--bytecode cached`, the
 default: as an installed cp-inspect finds its .pyc files), or compile every module on every run
@@ -466,6 +467,80 @@ def phases(path: Path) -> None:
         print(f"| {key} | {calls[key]:,} | {1000 * cpu[key]:,.0f} ms |")
 
 
+def growth(path: Path, runs: int) -> None:
+    """Whether a turn's work grows with the session: per fifth of one in-process simulate of `path` (as
+    the CLI runs it, collector off), the median thread CPU of each column's build and of each column's
+    cache-simulator step, every turn's figure the minimum over `runs` runs (the same turn, so load spikes
+    drop out). Linear in the session means flat rows. One wrapper per call (~0.3 us, the same in every
+    fifth)."""
+    import gc
+
+    from engine.optimize import OptimizeLimits
+    from engine.recording.cpsession import RecordingReader
+    from engine.sim import simulate as sim
+    from engine.sim.blocks import SimBuilder
+    from engine.sim.cachesim import CacheSimulator
+
+    closed = OptimizeLimits.all_closed()
+    times: dict[str, list[float]] = {}
+    column = [""]
+    real_build, real_simulate, real_sim = SimBuilder.build, CacheSimulator.simulate, sim._simulate
+
+    def build(self: Any, bound: Any, cfg: Any, *a: Any, **kw: Any) -> Any:
+        c0 = time.thread_time()
+        try:
+            return real_build(self, bound, cfg, *a, **kw)
+        finally:
+            key = "build: gates closed" if cfg.limits == closed else f"build: {cfg.policy.name}"
+            times.setdefault(key, []).append(time.thread_time() - c0)
+
+    def simulate_calls(self: Any, calls: Any) -> Any:
+        out, key = [], f"cache simulator step: {column[0]}"
+        for c in calls:
+            c0 = time.thread_time()
+            out.append(self.step(c))
+            times.setdefault(key, []).append(time.thread_time() - c0)
+        return out
+
+    def named(name: str, *a: Any, **kw: Any) -> Any:
+        column[0] = name
+        return real_sim(name, *a, **kw)
+
+    SimBuilder.build = build  # type: ignore[method-assign]
+    CacheSimulator.simulate = simulate_calls  # type: ignore[method-assign]
+    sim._simulate = named  # type: ignore[assignment]
+    per_run: list[dict[str, list[float]]] = []
+    try:
+        for _ in range(runs):
+            times.clear()
+            with RecordingReader.open(path) as reader:
+                events = list(reader.events())
+                counts, _why = sim.read_counts(reader)
+            gc.collect()
+            gc.disable()
+            try:
+                simulate_events(events, SimSettings(), counts=counts)
+            finally:
+                gc.enable()
+            per_run.append({k: list(v) for k, v in times.items()})
+    finally:
+        SimBuilder.build = real_build  # type: ignore[method-assign]
+        CacheSimulator.simulate = real_simulate  # type: ignore[method-assign]
+        sim._simulate = real_sim
+    med = statistics.median
+    print(f"\n{path.name}: per fifth of the session, median us a call (each call the min of {runs} runs; "
+          f"load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    print("| what | calls | 1st | 2nd | 3rd | 4th | 5th | last / 2nd |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key in sorted(per_run[0]):
+        n = min(len(r[key]) for r in per_run)
+        best = [min(r[key][i] for r in per_run) for i in range(n)]
+        f = max(1, n // 5)
+        fifths = [1e6 * med(best[i * f : (i + 1) * f]) for i in range(5)]
+        cells = " | ".join(f"{x:,.0f}" for x in fifths)
+        print(f"| {key} | {n:,} | {cells} | {fifths[4] / fifths[1]:.2f} |")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("root", nargs="?", type=Path, default=default_root())
@@ -488,11 +563,16 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--phases", type=Path, nargs="*", help="only where one simulate of each FILE spends its CPU")
     ap.add_argument("--linearity", action="store_true", help="only in-process CPU per turn at 1x/5x/10x")
+    ap.add_argument("--growth", type=Path, nargs="*", help="only per-fifth build and cache-step CPU of each FILE")
     args = ap.parse_args(argv[1:])
     BYTECODE["mode"] = args.bytecode
     if args.phases:
         for path in args.phases:
             phases(path)
+        return 0
+    if args.growth:
+        for path in args.growth:
+            growth(path, args.repeats)
         return 0
     tights = [int(x) for x in str(args.tight).split(",") if x.strip()]
     if not (args.root / "mini-swe-agent-pr816").is_dir():
