@@ -25,7 +25,7 @@ minimum child CPU of each side and the median of the per-pair ratios (this / DIR
 the machine's state, so a pair's ratio holds where medians of rounds minutes apart do not.
 
     .venv/bin/python benchmarks/bench_simulate.py [TRAJECTORY_DIR] [--tight 32000,16000] [--repeats 5]
-        [--timing-only] [--baseline DIR] [--ab DIR --pairs 5] [--serialize-ab --repeats 5]
+        [--timing-only] [--baseline DIR] [--ab DIR --pairs 5 [--ab-longer 20,40]] [--serialize-ab --repeats 5]
         [--bytecode cached|none] [--phases FILE...] [--growth FILE... --repeats 3] [--linearity --repeats 3]
 
 With --phases FILE..., only where one in-process simulate of each file spends its thread CPU (by phase
@@ -268,11 +268,17 @@ def console_simulate(code: Path) -> list[str]:
     return [sys.executable, "-c", f"import sys; from {module} import {func}; sys.exit({func}())", "simulate"]
 
 
-def ab(recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int) -> None:
+def ab(
+    recs: list[tuple[str, Path, int]], tmp: Path, other: Path, pairs: int, longer: tuple[int, ...] = ()
+) -> None:
     name, rec, turns = max(recs, key=lambda x: x[2])
     synthetic = tmp / "synthetic-10x.cpsession"
     make_synthetic(synthetic, turns * 10)
     sessions = [(f"{name} (shared, longest; in-sample)", rec, turns), ("synthetic 10x", synthetic, turns * 10)]
+    for mult in longer:  # --ab-longer: longer synthetic sessions (does a turn's cost grow with the session?)
+        path = tmp / f"synthetic-{mult}x.cpsession"
+        make_synthetic(path, turns * mult)
+        sessions.append((f"synthetic {mult}x", path, turns * mult))
     print(f"\n`cp-inspect simulate` A/B, {pairs} pairs per session, order flipped every pair; child CPU (wall)")
     print(f"B = {other}, A = {REPO}; bytecode: {BYTECODE['mode']}\n")
     print("| session | calls | B CPU median (min) | A CPU median (min) | median pair ratio A/B | A wall median "
@@ -553,6 +559,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--ab", type=Path, help="a checkout of other code: only the alternating A/B of simulate")
     ap.add_argument("--pairs", type=int, default=5, help="A/B pairs per session (with --ab)")
     ap.add_argument(
+        "--ab-longer", default="", help="with --ab: also synthetic sessions this many times the longest (e.g. 20,40)"
+    )
+    ap.add_argument(
         "--serialize-ab", action="store_true", help="only simulate's serialization, with vs without bodies"
     )
     ap.add_argument(
@@ -589,7 +598,8 @@ def main(argv: list[str]) -> int:
             linearity(Path(tmp), max(r[2] for r in recs), args.repeats)
             return 0
         if args.ab is not None:
-            ab(recs, Path(tmp), args.ab, args.pairs)
+            longer = tuple(int(x) for x in str(args.ab_longer).split(",") if x.strip())
+            ab(recs, Path(tmp), args.ab, args.pairs, longer)
             return 0
         if args.timing_only:
             timing(recs, Path(tmp), args.repeats, args.baseline)
