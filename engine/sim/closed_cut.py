@@ -5,8 +5,8 @@ compacted conversation: trim_sections drops the fewest oldest rounds whose token
 history is over its budget (history_ops.oldest_to_drop), behind one omission note on the task. Done
 through the rule, a build assembles the whole conversation as a tuple, and the Measure memos the rule
 reads (running sums, rounds, remembered cuts) each copy or compare it to learn that it only grew: a few
-O(n) passes a turn, so the build grew with the session (106 -> 133 us median from the second to the
-last fifth of a 1,880-turn session).
+O(n) passes a turn, so the build grew with the session (median 121 -> 162 us from the second to the
+last fifth of a 1,880-turn synthetic session, `bench_simulate.py --growth`; 104 -> 105 with this).
 
 Between builds a replayed conversation only grows (its HistoryLog is append-only), so `ClosedCut` keeps
 the conversation's running token sums and round starts, extended by what was appended, and finds the
@@ -15,11 +15,12 @@ assembled with the task and what follows the cut only (`Pipeline.assembled(bound
 total is still the whole conversation's: what the plan and the drop read) and the rounds are dropped by
 the engine's own `drop_range`. A build costs what was appended plus what it sends.
 
-Only the usual turn is taken here: the history alone over its budget, whole rounds dropped, and then
-everything within its budget and the ceiling. Anything else (another section over its budget, a cut
-that leaves the history over, where the rule would cut the middle of a large result; no task before
-the first assistant message; pending parts; a Measure or tokenizer swapped) gives None, and the caller
-builds through the rule. tests/test_sim_closed_build.py holds the two equal turn by turn.
+Taken here: the history over its budget (any other section within its own) losing whole rounds, then,
+as the rule goes on, the middle of its largest results cut (trim_sections.cut_inside_results) and the
+squeeze under the ceiling (trim_sections.apply over the kept assembly), each over the sent history only.
+Anything else (another section over its budget, no round to drop, a history within its budget that
+only the squeeze would cut, no task before the first assistant message, pending parts) gives None, and
+the caller builds through the rule. tests/test_sim_closed_cut.py holds the two equal turn by turn.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from engine.config import PipelineConfig
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_range
 from engine.optimize.trim_sections import apply, cut_inside_results, protected
-from engine.types import Priority, SectionKind
+from engine.types import SectionKind
 
 if TYPE_CHECKING:
     from engine.pipeline import Pipeline
@@ -145,27 +146,6 @@ class ClosedCut:
         kept = cum[last] - cum[starts[i]] if i < n else 0
         return i, total_droppable - kept, starts[i]
 
-    @staticmethod
-    def _squeezed(asm: Assembly, idx: int, total: int, ceiling: int, m: Measure) -> int | None:
-        """The budget trim_sections' squeeze gives the history (asm[idx]) when no section is over its
-        own and the whole (`total`) is over the ceiling, if the history is what it cuts first: the
-        rule squeezes by priority (FIRST, then NORMAL, ...), largest section first (then by id), and
-        stops once under the ceiling. None when it is not over or another section would go first."""
-        over = total - ceiling
-        hist = asm[idx]
-        if over <= 0 or not hist.items or hist.priority is not Priority.NORMAL:
-            return None
-        size = m.section(hist)
-        rank = (-size, hist.id)
-        for s in asm[:idx]:
-            if protected(s) or not s.items:
-                continue
-            if s.priority is Priority.FIRST or (
-                s.priority is Priority.NORMAL and (-m.section(s), s.id) < rank
-            ):
-                return None
-        return max(0, size - over)
-
     def trim(
         self,
         pipe: Pipeline,
@@ -199,13 +179,8 @@ class ClosedCut:
             return None
         before = m.total(asm)
         budget = budgets.get(hist.id)
-        squeezed = budget is None or size <= budget
-        if squeezed:
-            # Within its budget: the rule cuts it only to squeeze the whole under the ceiling.
-            budget = self._squeezed(asm, idx, before, the_plan.ceiling, m)
-            if budget is None:
-                return None
-        assert budget is not None
+        if budget is None or size <= budget:
+            return None  # the rule would cut the history only to squeeze the whole: not taken here
         count, acc, end = self.rounds_to_drop(size, size - budget)
         if count == 0:
             return None
@@ -230,8 +205,8 @@ class ClosedCut:
             asm = (*asm[:idx], cut_inside_results(kept, budget, m), *asm[idx + 1 :])
         trimmed = [hist.id]
         if m.total(asm) > the_plan.ceiling:
-            if squeezed:
-                return None  # the rule's squeeze goes on to the next section: not taken here
+            if m.section(asm[idx]) > budget:
+                return None  # apply below would cut the history again; the rule goes on to its squeeze
             # Every section within its budget now, the whole still over the ceiling: what the rule does
             # next is its squeeze, from this very assembly, as apply over it does (over the sent
             # history: no longer the whole conversation).
