@@ -15,7 +15,8 @@ every turn) skips the policy's decision machinery: with those gates closed, cost
 holds the state, its stable rules only dry-run and its request is the budget guarantee and the markers
 applied to the assembled conversation (see `closed_uncut`; tests/test_sim_closed_build.py holds the
 two side by side). That was about a sixth of such a build (105 M of ~3,180 M instructions of a
-930-turn simulate).
+930-turn simulate). Its history cut is carried from turn to turn (closed_cut.py): such a build then
+costs what was appended and what it sends, not the whole conversation.
 """
 
 from __future__ import annotations
