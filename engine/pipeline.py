@@ -184,6 +184,9 @@ class Decided(NamedTuple):
     spill_failures: list[str]
     state: CompactionState | None  # the compaction state after this request (cost_aware policy)
     decision: dict[str, Any] | None  # cost_aware's compaction record for the trace
+    # decide(defer_texts=True): completes `decision` and the compaction step for the trace (cost_aware's
+    # Outcome.finish); call it once before reading either. None: complete already.
+    finish: Callable[[], None] | None = None
 
 
 class Pipeline:
@@ -906,6 +909,8 @@ class Pipeline:
         (cost_aware.run's weigh_closed; the same request and state; simulate's builds)."""
         cfg = config or self.config
         d = self.decide(bound, cfg, state, cache, lean)
+        if d.finish is not None:
+            d.finish()
         m = self.measure
         ser = self._serializer(cfg.provider).serialize(
             d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, body
@@ -938,9 +943,11 @@ class Pipeline:
         state: CompactionState | None = None,
         cache: CacheRules | None = None,
         lean: bool = False,
+        defer_texts: bool = False,
     ) -> Decided:
         """build's Plan + Optimize: what is sent and why, before it is serialized and traced (simulate
-        lays out only the blocks of what this decides; see engine/sim/blocks.py)."""
+        lays out only the blocks of what this decides; see engine/sim/blocks.py). defer_texts=True: a
+        held turn's decision texts are left to `Decided.finish` (a trace built when read)."""
         st = self.compaction if state is None else state
         # The wave-1 policy decides from the whole history every turn; cost_aware sends the task and
         # what follows its state's cut, so it is handed only that (see _assemble_from).
@@ -961,6 +968,7 @@ class Pipeline:
 
         new_state: CompactionState | None = None
         decision: dict[str, Any] | None = None
+        finish: Callable[[], None] | None = None
         plan_fn = self._planner(cfg)
         if cfg.policy.name == WAVE1:
             the_plan, reserves, ratio = plan_fn(asm)
@@ -984,10 +992,12 @@ class Pipeline:
                 full_history=self.history,
                 carry=self._carry if self.fast_path else None,
                 weigh_closed=not lean,
+                defer_texts=defer_texts,
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision
-        return Decided(the_plan, reserves, ratio, before, res, failures, new_state, decision)
+            finish = out.finish
+        return Decided(the_plan, reserves, ratio, before, res, failures, new_state, decision, finish)
 
     # What decide assembles, plans and optimizes in, for a caller that runs rules of its own over them
     # (simulate's gates-closed builds, engine/sim/blocks.py): the same objects decide would use.
@@ -1144,7 +1154,7 @@ class Pipeline:
         the next turn reads, as the eager path makes them; the trace (with its cache break and alerts)
         as a TurnRecord, built when read."""
         cfg = self.config
-        d = self.decide(bound, cfg)
+        d = self.decide(bound, cfg, defer_texts=True)
         m = self.measure
         ser = self._serializer(cfg.provider).serialize(
             d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, True
@@ -1166,6 +1176,7 @@ class Pipeline:
             list(d.spill_failures),
             d.ratio,
             d.decision,
+            d.finish,
             (prev[0], prev[1]) if prev else None,
             bool(prev and prev[2] != self.config.model),
             traces.views(len(traces), alert_rules.LOOKBACK),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
@@ -79,6 +79,7 @@ class TurnRecord:
         spill_failures: list[str],
         ratio: float,
         decision: dict[str, Any] | None,
+        finish: Callable[[], None] | None,
         prev_request: tuple[list[Block], int] | None,
         model_changed: bool,
         earlier: list[dict[str, Any]],
@@ -105,6 +106,7 @@ class TurnRecord:
             spill_failures,
             ratio,
             decision,
+            finish,
             prev_request,
             model_changed,
             earlier,
@@ -154,8 +156,10 @@ class TurnRecord:
 
     def _build(self) -> dict[str, Any]:
         assert self._inputs is not None
-        (cfg, p, reserves, res, fig, prev_sections, flips, failures, ratio, decision, prev, model_changed,
+        (cfg, p, reserves, res, fig, prev_sections, flips, failures, ratio, decision, finish, prev, model_changed,
          earlier) = self._inputs  # fmt: skip
+        if finish is not None:  # the decision's texts, left for the trace (cost_aware.Outcome.finish)
+            finish()
         # What Pipeline.build adds to build_trace's dict, then what _finish adds: the cache break and
         # the alerts said at the request.
         trace = cast(

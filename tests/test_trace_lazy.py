@@ -301,3 +301,32 @@ def test_a_record_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, br
         monkeypatch.setattr(TurnRecord, "outcome", lambda self, key, value: None)
     with pytest.raises(AssertionError):
         run_both(SESSION, 4_001, "cost_aware", "end")
+
+
+def test_an_unobserved_held_turn_leaves_its_decision_texts_to_the_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A held turn that weighed a cut writes the pay-back's fields and its reason only into the trace:
+    unobserved, nothing of them is made until the trace is read (on be99e1d every such turn made them),
+    and then once a turn, in the eager path's key order (the side-by-side tests above compare them)."""
+    from engine.policy.cachecost import Payback
+
+    made = _count(monkeypatch, Payback, "to_dict")
+    p = _pipe(4_001, "cost_aware", False, True)
+    _start(p)
+    for t, (op, r) in enumerate(SESSION):
+        _feed(p, op, r, t)
+        req = p.next_request()
+        p.record_usage({"input_tokens": req.final_tokens + 5, "output_tokens": 30})
+    compacted = p.compaction.compactions
+    assert compacted >= 1 and made[0] == compacted  # a compaction's decision is written at once
+    held = [
+        ev["trace"]["compaction"]
+        for ev in p.journal.events
+        if ev["k"] == "turn"
+        and ev["trace"].get("compaction", {}).get("decision") == "held"
+        and "payback_turns" in ev["trace"]["compaction"]
+    ]
+    assert len(held) >= 20 and made[0] == compacted + len(held)
+    assert list(held[-1])[-4:] == ["economic_saving", "decision", "reason", "sent_tokens"]
+    p.close()

@@ -94,6 +94,9 @@ class Outcome:
     state: CompactionState
     decision: dict[str, Any]
     spill_failures: list[str] = field(default_factory=list)
+    # run(defer_texts=True) on a held turn: what completes `decision` and the compaction step (their
+    # texts and pay-back fields) for the trace, called once before either is read; None: complete.
+    finish: Callable[[], None] | None = None
 
 
 def task_end(items: Sequence[Any]) -> int:
@@ -335,6 +338,7 @@ def run(
     full_history: Sequence[Any] | None = None,
     carry: dict[str, Any] | None = None,
     weigh_closed: bool = True,
+    defer_texts: bool = False,
 ) -> Outcome:
     """One turn's decision and request. `asm_full` holds the raw history, or with `elided` > 0 the raw
     history without that many items after the task (those `st` already cut; see apply_state), its
@@ -342,7 +346,9 @@ def run(
     summary of a new cut reads. `carry`: a dict the caller keeps from build to build, where the stable
     rules' outcome is carried to the next turn (see _stable_key); None computes everything afresh.
     weigh_closed=False: with the drop_rounds gate closed, no cut is chosen and weighed only to be
-    reported (the request and state are the same; the trace's step says "not weighed")."""
+    reported (the request and state are the same; the trace's step says "not weighed").
+    defer_texts=True: on a held turn, what only the trace reads of the decision (the pay-back's fields,
+    the reason texts) is left to Outcome.finish (a trace built when read, engine/trace_lazy.py)."""
     m = measure
     hidx = history_index(asm_full)
     full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
@@ -457,12 +463,11 @@ def run(
             horizon, reach = min(float(max(1, turn)) * settings.horizon_scale, to_trigger), 0.0
         served = prefix_served_on_rewrite(cache, st.compactions) if rev2 else True
         pb = payback(cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced, served, reach)
-        decision.update(pb.to_dict())
         if rev2:
             # Paying back within the horizon is not enough: a cut smaller than the economic size would
             # be repeated so often that waiting for a deeper one costs less (see economic_saving).
             economic = economic_saving(pb, growth)
-            decision["economic_saving"] = round(economic)
+    deferred = False  # a held turn's texts left to Outcome.finish
     if unweighed:
         why = f"gate {GATE} is off (not weighed)"
         decision.update(decision="skipped", reason=why)
@@ -477,11 +482,13 @@ def run(
         step = {"step": STEP, "status": "not_needed", "reason": why}
     elif not gate_open:
         assert pb is not None
+        _paid(decision, pb, rev2, economic)
         why = f"gate {GATE} is off ({pb.text()})"
         decision.update(decision="skipped", reason=why)
         step = {"step": STEP, "status": "skipped", "reason": why, "tokens_saved": pb.saves_per_turn}
     elif forced or (settings.early and pb is not None and pb.worth and pb.saves_per_turn >= economic):
         assert pb is not None
+        _paid(decision, pb, rev2, economic)
         summary_key = ""
         if summarize is not None and getattr(limits, SUMMARY_GATE):
             idx = history_index(applied)
@@ -520,18 +527,12 @@ def run(
         plan1, _, _ = plan_fn(asm1)
     else:
         assert pb is not None
-        why = f"not worth it: {pb.text()}, expected to last {horizon:.0f} turns"
-        if pb.worth and settings.early and rev2:
-            why = (
-                f"not yet: {pb.text()}, but a cut saving under {economic / 1000:.1f}k/turn costs more "
-                "than waiting for a deeper one"
-            )
-        decision.update(decision="held", reason=why)
         # Written down as a skipped optimization only when the saving would be substantial.
-        if pb.saves_per_turn >= REPORT_SHARE * ceiling:
-            step = {"step": STEP, "status": "skipped", "reason": why, "tokens_saved": pb.saves_per_turn}
-        else:
-            step = {"step": STEP, "status": "not_needed", "reason": why}
+        step = {"step": STEP, "status": "skipped" if pb.saves_per_turn >= REPORT_SHARE * ceiling else "not_needed"}
+        deferred = defer_texts
+        if not deferred:
+            _paid(decision, pb, rev2, economic)
+            _held(decision, step, pb, settings, horizon, economic)
     the_plan, reserves, ratio = plan_fn(asm1)
     # The stable stage's context when it was made for this very plan and nothing was written to it (no
     # spill failed): make_ctx would build an equal one.
@@ -559,13 +560,53 @@ def run(
     res = res2 if auto is not None else OptimizeResult(res2.asm, markers=marks)  # (auto: res2 is new, no markers)
     res.steps = res1.steps + [step] + res2.steps
     res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
-    res.skipped = (
-        res1.skipped
-        + ([{k: v for k, v in step.items() if k != "status"}] if step["status"] == "skipped" else [])
-        + res2.skipped
+    skipped = {k: v for k, v in step.items() if k != "status"} if step["status"] == "skipped" else None
+    res.skipped = res1.skipped + ([skipped] if skipped is not None else []) + res2.skipped
+    sent = m.total(res.asm)
+    finish = None
+    if not deferred:
+        decision["sent_tokens"] = sent
+    else:  # a held turn's texts, deferred: the same keys in the same order once finish() runs
+
+        def finish() -> None:
+            assert pb is not None
+            _paid(decision, pb, rev2, economic)
+            _held(decision, step, pb, settings, horizon, economic)
+            if skipped is not None:
+                skipped.update((k, v) for k, v in step.items() if k != "status")
+            decision["sent_tokens"] = sent
+
+    return Outcome(
+        the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures, finish
     )
-    decision["sent_tokens"] = m.total(res.asm)
-    return Outcome(the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures)
+
+
+def _paid(decision: dict[str, Any], pb: Payback, rev2: bool, economic: float) -> None:
+    """A weighed cut's pay-back on the decision record."""
+    decision.update(pb.to_dict())
+    if rev2:
+        decision["economic_saving"] = round(economic)
+
+
+def _held(
+    decision: dict[str, Any],
+    step: dict[str, Any],
+    pb: Payback,
+    settings: PolicySettings,
+    horizon: float,
+    economic: float,
+) -> None:
+    """Why a weighed cut was not made, on the decision record and the compaction step."""
+    why = f"not worth it: {pb.text()}, expected to last {horizon:.0f} turns"
+    if pb.worth and settings.early and settings.revision >= 2:
+        why = (
+            f"not yet: {pb.text()}, but a cut saving under {economic / 1000:.1f}k/turn costs more "
+            "than waiting for a deeper one"
+        )
+    decision.update(decision="held", reason=why)
+    step["reason"] = why
+    if step["status"] == "skipped":
+        step["tokens_saved"] = pb.saves_per_turn
 
 
 LINEAGE_CARRY = "append-only turn"
