@@ -15,9 +15,16 @@ Measure's figures (`Figures`: its memos move on with later builds), the latch fl
 as copies, the previous request's blocks and prefix (immutable once sent), the previous trace's section
 hashes (for `changed`) and, for the alert rules, the three things they read from earlier traces
 (ALERT_KEYS) as one small dict per turn. Nothing refers to an earlier record, so no chain of records
-stays alive. Outcome and annotations (usage, an error, `Pipeline.annotate`) are remembered in order
+stays alive. A held turn's decision texts (the pay-back's fields and the reason, which only the trace
+reads) are left to cost_aware's `Outcome.finish` and written when the record is built. Outcome and
+annotations (usage, an error, `Pipeline.annotate`) are remembered in order
 and applied after the request-time alerts, as the eager path applies them, so the dict, its key order
 and its alerts are the same whenever it is built (tests/test_trace_lazy.py compares the two sides).
+
+What is not read is never built while the journal holds the event in memory; a session longer than
+that bound (event_log.KEEP_DEFAULT, ~700 turns) builds each record as the journal writes it to disk,
+in the batch it spills, so there the work moves out of the turn rather than away. Records are only
+made for a bounded journal (an unbounded one would keep every record's inputs for the session).
 """
 
 from __future__ import annotations
