@@ -138,6 +138,8 @@ mode = sys.argv[3]
 kw = {"poll": True} if sys.argv[4] == "poll" else {}  # (a base tree's client has no poll: it blocks)
 if sys.argv[5] == "loud":  # as a client from before "quiet" (engine.probe.elide): every call's batch
     kw["quiet"] = False
+elif sys.argv[5] == "socket":  # live frames on the socket, not in a shared-memory ring (engine.probe.ring)
+    kw["ring"] = False
 c = ProbeClient.connect(
     int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=mode in ("lean", "elide"), elide=mode == "elide",
     **kw
@@ -327,7 +329,12 @@ def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float
 
 
 def attach_reader(
-    server: ProbeServer, rt: Path, stream: str = "elide", wait: str | None = None, loud: bool = False
+    server: ProbeServer,
+    rt: Path,
+    stream: str = "elide",
+    wait: str | None = None,
+    loud: bool = False,
+    socket_only: bool = False,
 ) -> subprocess.Popen[str]:
     """A reading client in its own process, of the `stream` it asks for: `elide`, the elided lean stream
     as the inspector's live source reads it (engine.probe.elide: no request, usage, message, part or
@@ -337,10 +344,11 @@ def attach_reader(
     says (default --reader-wait): `poll`, on a timer of its own as the inspector does (engine.probe.poll),
     or `block`, in select() on the socket (every client before that). `loud`: an elided reader that
     does not ask to be spared the batches that only say where the journal has reached (as before
-    `quiet`: engine.probe.elide)."""
+    `quiet`: engine.probe.elide). `socket_only`: a quiet reader that does not ask for the shared-memory
+    ring (engine.probe.ring), so the agent sends its live frames on the socket (as before the ring)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], "loud" if loud else "quiet"],
+        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], "loud" if loud else "socket" if socket_only else "quiet"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -741,10 +749,17 @@ def flush_ab(args: argparse.Namespace) -> None:
         for mode in ("none", pair[0], pair[1], pair[1], pair[0], "none"):
             tags = mode.split("-")
             wait = "block" if "block" in tags else "poll" if "poll" in tags else None
-            reader = None if mode == "none" else attach_reader(server, rt, wait=wait, loud="loud" in tags)
+            reader = (
+                None
+                if mode == "none"
+                else attach_reader(server, rt, wait=wait, loud="loud" in tags, socket_only="socket" in tags)
+            )
             io_path = tags[0] == "io"
             if io_path:
                 server.hold = lambda: None  # type: ignore[method-assign]
+            general = "general" in tags and hasattr(server, "_ring_turn")
+            if general:  # the general fill on the agent's thread, not the ring client's short path
+                server._ring_turn = lambda c: False  # type: ignore[method-assign]
             drain(server)
             time.sleep(0.5)  # let the last burst end, so the block starts with the loop asleep
             gc.collect()
@@ -766,6 +781,8 @@ def flush_ab(args: argparse.Namespace) -> None:
             acc[5] += flush_cpu[0] - f0
             if io_path:
                 del server.hold  # type: ignore[method-assign]
+            if general:
+                del server._ring_turn  # type: ignore[method-assign]
             if reader is not None:
                 stop_subject("reader", reader, server)
             turn += args.turns
@@ -1216,7 +1233,9 @@ def main() -> None:
         default="agent,io",
         help="--flush-ab: the two attached modes, agent (sent by the agent's thread) or io (by the I/O "
         "thread), each optionally -block or -poll (how the reader waits; else --reader-wait) and -loud "
-        "(the reader does not ask for quiet: every call's batch is sent, as before)",
+        "(the reader does not ask for quiet: every call's batch is sent, as before) or -socket (a quiet reader "
+        "that does not ask for the shared-memory ring: its live frames are sent on the socket) or -general (the "
+        "agent's thread fills a ring client by the general path, not its short one)",
     )
     ap.add_argument(
         "--follow-latency",

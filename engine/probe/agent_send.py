@@ -42,9 +42,15 @@ loop._budget), as any other work of its own.
 from __future__ import annotations
 
 import time
+import zlib
+from itertools import repeat
+from operator import call
 
-from engine.probe.elide import ELIDED_KINDS
+from engine.probe.elide import ELIDED_KINDS, kept
+from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, IOLoop
+from engine.probe.queues import Client
+from engine.recording.frames import HEADER, MAX_FRAME_BYTES, pack_payload_fast
 
 # Clients the agent's thread serves itself at most; with more, the I/O thread does (its pass serves
 # many in turn within its CPU budget).
@@ -128,6 +134,66 @@ class AgentSend(IOLoop):
     def _wake(self) -> None:  # ProbeServer's: one wake-up byte to the I/O thread
         raise NotImplementedError
 
+    def _ring_turn(self, c: Client) -> bool:
+        """The common case on its own, short path: the one client reads the quiet elided stream from a
+        ring (see ring: the inspector following a paced agent), in step with the head, nothing else
+        owed to it. Moves the events into the event ring and writes the batch of those not elided (the
+        newest turn whole, older ones summarized) into the client's ring: what `_fill` then
+        `_fill_elided` do, without their checks for every other case. After a model call each line
+        here runs cold (a few us each on a small VM), so the fewer the better. False, with the client
+        untouched, to leave it to `_fill` (the events may be in the event ring by then)."""
+        ring = c.ring
+        if (
+            ring is None
+            or c.outbuf
+            or c.fetch
+            or c.snap_src is not None
+            or c.skip_hold is not None
+            or c.dropped_pending
+            or c.closing_deadline is not None
+            or c.cursor != self._head
+            or not c.quiet
+            or self.redact
+            or self._overflow != self._overflow_seen
+        ):
+            return False
+        pending = self._pending
+        n = len(pending)
+        if not n or n > AGENT_EVENTS:
+            return False
+        evs = list(map(call, repeat(pending.popleft, n)))  # as _absorb: one C-level loop
+        events, cap, head = self._ring, self._cap, self._head
+        lo = head % cap
+        if lo + n <= cap:
+            events[lo : lo + n] = evs
+        else:
+            events[lo:] = evs[: cap - lo]
+            events[: lo + n - cap] = evs[cap - lo :]
+        self._head = head + n
+        idx = kept(evs)
+        if idx is None:
+            return False  # a recording agent's (event, frame) pairs: _fill_framed's
+        jpos = c.jpos
+        if idx:
+            out = [evs[i] for i in idx]
+            owed = []
+            turns = [j for j, ev in enumerate(out) if ev.get("k") == "turn"]
+            for j in turns[:-1]:  # every turn but the newest as its summary (see lean)
+                summary = summary_event(out[j])
+                if summary is not out[j]:
+                    owed.append(out[j]["turn"])
+                    out[j] = summary
+            payload = pack_payload_fast({"k": "batch", "events": out, "at": [jpos + i for i in idx], "end": jpos + n})
+            if payload is None or len(payload) > MAX_FRAME_BYTES:
+                return False  # not one frame: _fill_elided's fallbacks
+            ring.write(HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+            c.sent_events += len(out)
+            if owed:
+                c.owed.update(owed)
+        c.cursor = head + n
+        c.jpos = jpos + n
+        return True
+
     def _send_here(self) -> bool:
         """Fill and send on this thread; True if nothing is left for the I/O thread."""
         if self._stopping or self._due is not None or self._more:
@@ -146,6 +212,10 @@ class AgentSend(IOLoop):
             # Again under the lock: the I/O thread may have changed them before it blocked.
             if self._stopping or self._due is not None or self._more or self._wake_pending:
                 return False
+            if self._nclients == 1:
+                for one in self._clients.values():
+                    if one.ring is not None and self._ring_turn(one):
+                        return True
             clients = list(self._clients.values())
             if not 0 < len(clients) <= AGENT_CLIENTS:
                 return False

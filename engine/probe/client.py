@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.poll import PollInterval
+from engine.probe.ring import RingOverrun, RingReader
 from engine.probe.runtime_dir import (
     SOCKET_SUFFIX,
     NoSuchProcess,
@@ -132,6 +133,13 @@ class ProbeClient:
         # Journal positions of the events the agent sends next as frames of their own (a batch with
         # "frames" announces them: see engine.probe.splice).
         self._framed: deque[int | None] = deque()
+        # The agent's shared-memory ring for this client's live frames (engine.probe.ring), once its
+        # `ring` frame has handed it over; frames are read from it before the socket's.
+        self._ring: RingReader | None = None
+        self._ring_frames = _FrameReader()
+        self._ring_wanted = False  # asked for one: read the socket with recvmsg to take its descriptor
+        self._fds: list[int] = []  # descriptors received, not yet claimed by a `ring` frame
+        self._overrun = 0  # ring bytes lost since the last look, to report as `dropped`
 
     # ---------------------------------------------------------------- connecting
 
@@ -147,6 +155,7 @@ class ProbeClient:
         elide: bool = False,
         poll: bool = False,
         quiet: bool = True,
+        ring: bool | None = None,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -169,7 +178,7 @@ class ProbeClient:
             raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
         if not stat.S_ISSOCK(st.st_mode):
             raise NotServing(pid, path, "that path is not a socket")
-        return cls.connect_path(path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet)
+        return cls.connect_path(path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet, ring=ring)
 
     @classmethod
     def connect_path(
@@ -183,6 +192,7 @@ class ProbeClient:
         elide: bool = False,
         poll: bool = False,
         quiet: bool = True,
+        ring: bool | None = None,
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
@@ -198,6 +208,9 @@ class ProbeClient:
         for a client that follows an agent for long (an inspector, a watcher), whose waits would
         otherwise make each of the agent's sends pay for waking it; events then arrive up to
         POLL_MAX (0.1 s) later. The hello is waited for on the socket either way.
+        `ring` (default: a polling, quiet elided client): take the live frames from a shared-memory ring
+        the agent writes (engine.probe.ring), so its turns make no send() at all; `.ring` says whether
+        the agent handed one over (it does after the snapshot; an agent from before it never does).
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -232,6 +245,7 @@ class ProbeClient:
                 sock.close()
                 raise
         client = cls(sock, pid, path, poll=poll)
+        client._ring_wanted = bool(lean and elide and quiet and (poll if ring is None else ring))
         try:
             # Announce our version first, so an agent with another version can say so by name.
             hello: dict[str, Any] = {"k": "hello", "protocol": protocol}
@@ -246,6 +260,9 @@ class ProbeClient:
                     # is one send a call for the agent, and a range answer's size says it when asked.
                     if quiet:
                         hello["quiet"] = True
+                        if client._ring_wanted:
+                            # Live frames in a shared-memory ring, not sent: no syscall a turn for the agent.
+                            hello["ring"] = True
             sock.sendall(encode_frame(hello))
         except OSError:
             pass  # the agent may have closed already; its hello or error is still readable
@@ -276,17 +293,32 @@ class ProbeClient:
 
     def _next_frame(self, timeout: float | None, on_socket: bool = False) -> dict[str, Any] | None:
         """Next raw frame; None on timeout or disconnect. Raises ProbeError on a corrupt stream. A
-        polling client (`.poll`) sleeps between non-blocking looks unless `on_socket`."""
+        polling client (`.poll`) sleeps between non-blocking looks unless `on_socket`. With a ring, its
+        frames (the live stream) come before the socket's (answers, pongs), and it is read to its end
+        after the socket's."""
         deadline = None if timeout is None else time.monotonic() + timeout
         poll = None if on_socket else self.poll
         while True:
             try:
-                frame = self._reader.next()
+                frame = self._ring_frames.next() if self._ring is not None else None
+                if frame is None:
+                    frame = self._reader.next()
+                    if frame is not None and frame.get("k") == "ring" and self._ring_wanted:
+                        self._open_ring(frame)
+                        continue
             except FrameError as exc:
                 self._mark_disconnected()
                 raise ProbeError(f"corrupt data from process {self.pid}: {exc}") from None
             if frame is not None:
                 return frame
+            if self._overrun:
+                lost, self._overrun = self._overrun, 0
+                # The ring went round past what we had read: at least one event is gone.
+                return {"k": "dropped", "count": 1, "ring_overrun": lost}
+            if self._ring is not None and self._pull_ring():
+                if poll is not None:
+                    poll.got()
+                continue
             if self.disconnected:
                 return None
             # No early return at a zero budget: recv(0) is a non-blocking poll and must still read.
@@ -304,7 +336,11 @@ class ProbeClient:
                 time.sleep(nap if remaining is None else min(nap, remaining))
                 continue
             try:
-                data = self._sock.recv(_RECV_CHUNK)
+                if self._ring_wanted and self._ring is None:
+                    data, fds, _, _ = socket.recv_fds(self._sock, _RECV_CHUNK, 1)
+                    self._fds += fds
+                else:
+                    data = self._sock.recv(_RECV_CHUNK)
             except (BlockingIOError, InterruptedError, TimeoutError):
                 continue
             except OSError:
@@ -315,6 +351,48 @@ class ProbeClient:
             if poll is not None:
                 poll.got()
             self._reader.feed(data)
+
+    def _open_ring(self, frame: dict[str, Any]) -> None:
+        """The agent's `ring` frame: map the descriptor that came with it, read-only (engine.probe.ring).
+        The agent writes this client's live frames there from now on, so a client that cannot read it
+        would silently miss them: it ends the connection with a ProbeError that says so."""
+        fd = self._fds.pop(0) if self._fds else None
+        try:
+            if fd is None:
+                raise ValueError("no descriptor came with it")
+            self._ring = RingReader(fd, frame.get("size"))  # type: ignore[arg-type]
+        except (OSError, ValueError) as exc:
+            self._mark_disconnected()
+            self._close_socket()
+            raise ProbeError(
+                f"process {self.pid} sent its live stream in a shared-memory ring this client cannot read "
+                f"({exc}); attach again with ring=False to read it from the socket"
+            ) from None
+        finally:
+            if fd is not None:
+                os.close(fd)  # the mapping stays
+        for extra in self._fds:  # nothing else is sent with a descriptor
+            os.close(extra)
+        self._fds.clear()
+
+    def _pull_ring(self) -> bool:
+        """Feed what the agent wrote to the ring since the last look; True if there was any."""
+        assert self._ring is not None
+        try:
+            data = self._ring.take()
+        except RingOverrun as exc:
+            self._ring_frames = _FrameReader()  # the writer's total is a frame boundary: start there
+            self._overrun += exc.lost
+            return True
+        if not data:
+            return False
+        self._ring_frames.feed(data)
+        return True
+
+    @property
+    def ring(self) -> bool:
+        """The agent writes this client's live frames to a shared-memory ring (engine.probe.ring)."""
+        return self._ring is not None
 
     def _mark_disconnected(self) -> None:
         self.disconnected = True
@@ -424,10 +502,15 @@ class ProbeClient:
             self._sock.close()
         except OSError:
             pass
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
 
     def close(self) -> None:
         self._close_socket()
         self.disconnected = True
+        if self._ring is not None:
+            self._ring.close()
 
     def __enter__(self) -> ProbeClient:
         return self

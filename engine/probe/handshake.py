@@ -34,6 +34,7 @@ from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.probe.optin import MAX_CLIENTS_ENV
 from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, ClientQueues
 from engine.probe.redact import redact_event
+from engine.probe.ring import rings_supported
 from engine.recording.frames import FrameError, decode_frames, encode_frame
 
 log = logging.getLogger("contextpipe.probe")
@@ -275,6 +276,8 @@ class Handshake(ClientQueues):
                 # And leaves out, for an elided client that asks, the batches that would only say where
                 # the journal has reached (engine.probe.elide): the client then asks for it by a range.
                 "quiet": True,
+                # And writes a quiet client's live frames into a shared-memory ring if it asks (see ring).
+                "ring": rings_supported(),
             }
         )
         return frame
@@ -320,6 +323,8 @@ class Handshake(ClientQueues):
                 if c.elide and f.get("quiet") is True and not c.quiet:
                     c.quiet = True  # no batch that only says where the journal has reached (see elide)
                     self._nquiet += 1
+                if c.quiet and f.get("ring") is True and c.ring is None and rings_supported():
+                    c.ring_asked = True  # its live frames in a shared-memory ring once offered (see ring)
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(

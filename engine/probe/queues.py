@@ -40,6 +40,7 @@ from engine.probe.elide import ELIDED_KINDS, RANGE_FRAME_EVENTS, kept
 from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
+from engine.probe.ring import RingWriter
 from engine.probe.splice import batch_payload, payload_of
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame, pack_payload_fast
 
@@ -73,6 +74,8 @@ INPUT_RATE = 64.0
 BATCH_EVENTS = 128
 # Ring events an elided client's fill looks at, at most (see _fill_elided).
 ELIDE_SCAN = 2048
+# Clients given a shared-memory ring (see ring) at most: RING_SIZE each; the rest keep the socket.
+MAX_RINGS = 4
 _MISSING: Any = object()
 _DROPPED_ONE = encode_frame({"k": "dropped", "count": 1})
 _OMITTED = {"k": "omitted"}
@@ -134,6 +137,8 @@ class Client:
         "owed",
         "frames",
         "quiet",
+        "ring",
+        "ring_asked",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -183,6 +188,10 @@ class Client:
         # Asked (with the elided stream) not to be sent batches that would only say where the journal
         # has reached: it learns that from a range answer's size when it needs it (see elide).
         self.quiet = False
+        # Asked (with the quiet elided stream) for its live frames in a shared-memory ring (see ring):
+        # `ring` once the agent has handed it over, after which live frames go there, not to the socket.
+        self.ring_asked = False
+        self.ring: RingWriter | None = None
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -213,6 +222,7 @@ class ClientQueues:
         # Attached clients of the quiet elided stream (see elide): while every client is one, a call
         # that published only elided kinds has nothing to send (see agent_send.flush).
         self._nquiet = 0
+        self._nrings = 0  # clients with a ring (see ring), at most MAX_RINGS
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
         # This pass's encodings, shared by clients: an event's frame by sequence number; a lean run's
@@ -310,8 +320,11 @@ class ClientQueues:
                 break  # all sent and nothing left to fill: no second (empty) fill, as every pass made
         if c.closing_deadline is not None:
             self._drop(c)  # error frame delivered
-        elif c.want_write:
+            return
+        if c.want_write:
             self._want_write(c, False)
+        if c.ring_asked and c.snap_src is None:
+            self._offer_ring(c)
 
     def _want_write(self, c: Client, on: bool) -> None:
         if c.want_write == on:
@@ -446,7 +459,10 @@ class ClientQueues:
         outbuf = c.outbuf
         seq = c.cursor
         if c.elide:
-            self._fill_elided(c)
+            if c.ring is None:
+                self._fill_elided(c)
+            else:
+                self._fill_ring(c, c.ring)
             return
         # Journal positions are counted on every stream (every live event past the snapshot's is the
         # journal's next one), so a client that asks for the elided one in a hello read after some
@@ -561,6 +577,59 @@ class ClientQueues:
         if run:
             self._append_run(c, run, cache, (start, head, newest), seq, owed)
         c.cursor = seq
+
+    def _fill_ring(self, c: Client, ring: RingWriter) -> None:
+        """The live frames of a client that reads them from a ring (see ring): the same frames as on its
+        socket, copied into the ring instead of its socket buffer (which keeps what it asked for: fetch
+        answers, pongs), up to PUMP_BUDGET bytes a pass (the loop comes back for more). Nothing waits:
+        a ring takes every write, and a reader that fell behind finds out for itself."""
+        sock_buf = c.outbuf
+        live = c.outbuf = bytearray()
+        written = 0
+        try:
+            while True:
+                cursor = c.cursor
+                self._fill_elided(c)
+                if live:
+                    ring.write(live)
+                    written += len(live)
+                    del live[:]
+                if c.cursor == cursor or c.cursor >= self._head:
+                    break
+                if written >= ring.size // 4:  # a reader that looks less often than this would lose them
+                    self._more = True
+                    break
+        finally:
+            c.outbuf = sock_buf
+
+    def _offer_ring(self, c: Client) -> None:
+        """Hand a client that asked for a ring (see ring) its memfd, in a `ring` frame on the socket, once
+        nothing else waits to go before it there (its snapshot sent): live frames go to the ring from
+        then on. If none can be made (no memfd, MAX_RINGS in use), it keeps the socket."""
+        c.ring_asked = False
+        if self._nrings >= MAX_RINGS:
+            return
+        try:
+            ring = RingWriter()
+        except Exception as exc:
+            log.warning("probe could not make a ring for a client, it keeps the socket: %s", exc)
+            return
+        frame = encode_frame({"k": "ring", "size": ring.size})
+        try:
+            n = socket.send_fds(c.sock, [frame], [ring.fd])  # type: ignore[list-item]
+        except (BlockingIOError, InterruptedError):
+            ring.close()
+            c.ring_asked = True  # its socket buffer is full: at a later pass
+            return
+        except OSError:
+            ring.close()
+            return
+        ring.release_fd()  # the client has its own descriptor now; the mapping stays
+        c.ring = ring
+        self._nrings += 1
+        if n < len(frame):  # the descriptor went with the first byte; the rest of the frame follows
+            c.outbuf += frame[n:]
+            self._want_write(c, True)
 
     def _fill_elided(self, c: Client) -> None:
         """The live events for a client that reads the journal on demand (see elide): none of the
@@ -959,6 +1028,10 @@ class ClientQueues:
         c.skip_ids = frozenset()
         c.outbuf = bytearray()
         c.inbuf = bytearray()
+        if c.ring is not None:
+            c.ring.close()
+            c.ring = None
+            self._nrings -= 1
         self._nclients -= 1
         if c.lean:
             self._nlean -= 1

@@ -1,0 +1,188 @@
+"""A shared-memory ring for a polling client's live stream: the agent writes, the client maps it read-only.
+
+A client that polls on its own timer (see `poll`) still cost the agent one send() a turn, the
+turn's batch copied into the socket: on a shared VM, right after the agent's model call, that
+syscall alone cost its thread ~20-30 us of a 1.5-2 ms turn (BENCHMARKS.md, "Probe overhead on a
+realistic turn"). So a quiet elided client (see `elide`) that says `"ring": true` in its hello is
+given a ring instead: once its snapshot is in the socket, the agent sends one `{"k": "ring", "size":
+N}` frame with a memfd attached (SCM_RIGHTS), and from then on every live frame for that client (the
+same bytes it would have sent) is copied into the ring, not sent. The socket still carries what the
+client asked for (snapshot, fetch answers), pongs, errors and what a closing agent sends. A client
+that does not ask, or an agent from before this, uses the socket alone as before.
+
+Layout: a RING_HEADER-byte header, then `size` bytes of data. The header holds RING_MAGIC and the
+total number of bytes ever written (u64 at WRITTEN_AT); byte `w` of the stream is at data offset
+`w % size`. The writer copies a flush's frames (whole frames only) into the data, then stores the new
+total: a reader that sees total `W` may read up to `W`, always at a frame boundary.
+
+Safety for the agent, whatever the client does:
+* The agent never reads the ring (it keeps its own count of what it wrote) and never waits on it: a
+  client that writes into it, or stops reading, changes only what that client reads.
+* The memfd is sealed against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW) before the client
+  gets it: writing into a mapping of a file that someone truncated would kill the agent with SIGBUS,
+  and a memfd has no path another process could replace. It is close-on-exec, and the agent closes
+  its descriptor once the client has it (the mapping stays).
+
+A reader that falls more than `size` bytes behind has lost frames (the writer went round): it sees
+that from the total (before and after copying, since the writer may go round while it copies) and
+starts again at the writer's current total, a frame boundary; the client reports it as `dropped`, as
+it would events lost in the agent's own queue.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import struct
+
+RING_MAGIC = b"CPRING01"
+RING_HEADER = 64  # a cache line: magic, then the total written
+WRITTEN_AT = 8
+# Ring data bytes: a turn on the quiet elided stream is ~0.5-3 KB, and a polling client looks at least
+# every POLL_MAX (0.1 s), so this is hundreds of turns of slack; pages are only used as written.
+RING_SIZE = 1 << 20
+_U64 = struct.Struct("<Q")
+# No shrinking (SIGBUS for the writer), no growing, and no further seals (F_SEAL_WRITE cannot be added
+# anyway while the agent's writable mapping exists; F_SEAL_SEAL closes the question).
+_SEALS = (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL) if hasattr(fcntl, "F_ADD_SEALS") else 0
+
+
+def rings_supported() -> bool:
+    """memfd_create and file seals (Linux): without them the agent offers no ring."""
+    return hasattr(os, "memfd_create") and hasattr(fcntl, "F_ADD_SEALS")
+
+
+class RingWriter:
+    """The agent's side: create the sealed memfd and write frames into it. `fd` is for handing to the
+    client once (then `release_fd()`)."""
+
+    __slots__ = ("size", "fd", "_mm", "_view", "_written")
+
+    def __init__(self, size: int | None = None) -> None:
+        size = RING_SIZE if size is None else size
+        flags = getattr(os, "MFD_CLOEXEC", 1) | getattr(os, "MFD_ALLOW_SEALING", 2)
+        fd = os.memfd_create("contextpipe-probe-ring", flags)
+        try:
+            os.ftruncate(fd, RING_HEADER + size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            # Populated now (the I/O thread, once per client): a write that first touches a page of a
+            # memfd takes a page fault, on the agent's thread, for every new page until the ring wraps.
+            mm = mmap.mmap(
+                fd,
+                RING_HEADER + size,
+                mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                mmap.PROT_READ | mmap.PROT_WRITE,
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        mm[:8] = RING_MAGIC
+        self.size = size
+        self.fd: int | None = fd
+        self._mm = mm
+        self._view = memoryview(mm)
+        self._written = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Copy whole frames into the ring and publish the new total. Never blocks, never reads the ring."""
+        n = len(data)
+        if not n:
+            return
+        size = self.size
+        view = self._view
+        src = memoryview(data)
+        if n > size:  # more than the ring holds: only the newest `size` bytes could be read anyway
+            src = src[n - size :]
+        w = self._written + n - len(src)
+        pos = w % size
+        first = min(len(src), size - pos)
+        view[RING_HEADER + pos : RING_HEADER + pos + first] = src[:first]
+        if first < len(src):
+            view[RING_HEADER : RING_HEADER + len(src) - first] = src[first:]
+        self._written += n
+        _U64.pack_into(view, WRITTEN_AT, self._written)
+
+    @property
+    def written(self) -> int:
+        return self._written
+
+    def release_fd(self) -> None:
+        """The client has its descriptor (or will never get it): the agent keeps only the mapping."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.release_fd()
+        try:
+            self._view.release()
+            self._mm.close()
+        except (BufferError, ValueError):
+            pass  # a fill holding a view of it (only on the same thread: never at this point)
+
+
+class RingOverrun(Exception):
+    """The writer went round past what this reader had read: `lost` bytes (at least) are gone."""
+
+    def __init__(self, lost: int) -> None:
+        super().__init__(f"the probe ring was overwritten: {lost} bytes lost")
+        self.lost = lost
+
+
+class RingReader:
+    """The client's side: map the agent's memfd read-only and take what was written since the last look."""
+
+    __slots__ = ("size", "_mm", "_read")
+
+    def __init__(self, fd: int, size: int) -> None:
+        st = os.fstat(fd)
+        if type(size) is not int or size <= 0 or st.st_size != RING_HEADER + size:
+            raise ValueError(
+                f"the probe ring is {st.st_size} bytes, not the {RING_HEADER} + {size} announced"
+            )
+        mm = mmap.mmap(fd, RING_HEADER + size, mmap.MAP_SHARED, mmap.PROT_READ)
+        if mm[:8] != RING_MAGIC:
+            mm.close()
+            raise ValueError("not a probe ring (bad magic)")
+        self.size = size
+        self._mm = mm
+        self._read = 0
+
+    def written(self) -> int:
+        return int(_U64.unpack_from(self._mm, WRITTEN_AT)[0])
+
+    def take(self) -> bytes:
+        """The bytes written since the last call (b"" if none). Raises RingOverrun, after moving on to the
+        writer's current total (a frame boundary), if the writer went round past them."""
+        mm = self._mm
+        size = self.size
+        r = self._read
+        w = self.written()
+        if w == r:
+            return b""
+        if w < r or w - r > size:
+            self._read = w
+            raise RingOverrun(w - r if w > r else 0)
+        pos = r % size
+        n = w - r
+        first = min(n, size - pos)
+        data = mm[RING_HEADER + pos : RING_HEADER + pos + first]
+        if first < n:
+            data += mm[RING_HEADER : RING_HEADER + n - first]
+        # The writer may have gone round while we copied: then part of it is newer bytes.
+        w2 = self.written()
+        if w2 - r > size:
+            self._read = w2
+            raise RingOverrun(w2 - r)
+        self._read = w
+        return data
+
+    def close(self) -> None:
+        try:
+            self._mm.close()
+        except (BufferError, ValueError):
+            pass

@@ -1,0 +1,330 @@
+"""A polling, quiet elided client reads its live frames from a shared-memory ring (engine.probe.ring).
+
+Real agents (Pipelines with their probe), real Unix sockets, real memfds passed with SCM_RIGHTS and
+mapped by both sides. A paced agent's turns then make no send() at all (nothing reaches the client's
+socket: the kernel says it is not readable) while the client gets every event at its journal position;
+a client that lets the ring go round is told `dropped` and goes on at the writer's place; a client
+that scribbles on the ring, or tries to shrink, grow or seal it, cannot break the agent; a client
+that does not ask, or an agent that offers no ring, uses the socket as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.probe import handshake, ring
+from engine.probe.agent_send import AGENT_WINDOW
+from engine.probe.client import ProbeClient
+from engine.probe.elide import ELIDED_KINDS
+from engine.probe.ring import RING_HEADER, RingOverrun, RingReader, RingWriter
+from engine.recording.frames import decode_frames, encode_frame
+from tests.test_probe_agent_send import _connect, _pipeline, _settle, _turn, _wait
+
+T = 10.0
+
+pytestmark = pytest.mark.skipif(
+    not ring.rings_supported(), reason="needs memfd_create and file seals (Linux)"
+)
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpr-", dir="/tmp"))
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _kept(journal: list[dict[str, Any]], start: int) -> list[tuple[dict[str, Any], int]]:
+    return [(e, i) for i, e in enumerate(journal) if i >= start and e["k"] not in ELIDED_KINDS]
+
+
+def _recv_n(c: ProbeClient, n: int) -> list[tuple[dict[str, Any] | None, int | None]]:
+    out = []
+    deadline = time.monotonic() + T
+    while len(out) < n and time.monotonic() < deadline:
+        ev, at = c.recv_at(0.2)
+        if ev is not None:
+            out.append((ev, at))
+    return out
+
+
+def _readable(c: ProbeClient) -> bool:
+    return bool(select.select([c.fileno()], [], [], 0)[0])
+
+
+def _wait_ring(c: ProbeClient) -> None:
+    """The ring frame comes after the snapshot; a recv that finds nothing else takes it."""
+    _wait(lambda: c.recv(0.01) is None and c.ring, "the agent did not hand over a ring")
+
+
+def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every_event(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The inspector's way of reading (poll=True, quiet elided) takes the ring; a paced turn is then
+    sent by the agent's own thread with no send() call (nothing arrives on the socket), where the same
+    client on the socket (ring=False) costs one a turn. Both get the same events at the same positions."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    writes: dict[bool, int] = {}
+    try:
+        for use_ring in (False, True):
+            c = _connect(pipe, lean=True, elide=True, poll=True, ring=None if use_ring else False)
+            _settle(probe, 1)
+            if use_ring:
+                _wait_ring(c)
+            assert c.ring is use_ring
+            n0 = len(pipe.journal.events)
+            w0, s0, p0 = probe.agent_writes, probe.agent_sends, probe.wakeups
+            got = []
+            for t in range(5):
+                _turn(pipe, 10 * use_ring + t)
+                time.sleep(AGENT_WINDOW)  # the model call
+                if use_ring:
+                    assert not _readable(c)  # nothing on the socket: the turn went to the ring
+                got += _recv_n(c, 1)
+            writes[use_ring] = probe.agent_writes - w0
+            assert probe.agent_sends - s0 == 5 and probe.wakeups == p0  # the agent's thread, no wake-up
+            assert got == _kept(list(pipe.journal.events), n0)
+            c.close()
+            _settle(probe, 0)
+    finally:
+        pipe.close()
+    assert writes == {False: 5, True: 0}
+
+
+def test_a_ring_client_reads_to_the_end_when_the_agent_closes(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """What the agent wrote to the ring before it closed is read before the client reports the end, and
+    what a closing agent sends on the socket (the journal past what the client had) follows it."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    c = _connect(pipe, lean=True, elide=True, poll=True)
+    _settle(pipe.probe, 1)
+    _wait_ring(c)
+    n0 = len(pipe.journal.events)
+    for t in range(6):
+        _turn(pipe, t)
+    pipe.close()
+    journal = list(pipe.journal.events)
+    live, ranges = [], []
+    for ev in c.events():
+        (ranges if ev["k"] == "journal" else live).append(ev)
+    assert live == [e for e, _ in _kept(journal, n0)]
+    fetched = [e for r in ranges for e in r["events"]]
+    assert fetched and fetched[-1] == journal[-1]  # the rest of the journal, as before the ring
+
+
+def test_a_client_that_lets_the_ring_go_round_is_told_dropped_and_goes_on(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The agent never waits for a ring reader: one that looks too late finds its frames overwritten,
+    gets `dropped` (the live source re-syncs on it) and then the events written after."""
+    monkeypatch.setattr(ring, "RING_SIZE", 4096)
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        c = _connect(pipe, lean=True, elide=True, poll=True)
+        _settle(probe, 1)
+        _wait_ring(c)
+        for t in range(12):  # a whole trace is ~1.5-3 KB: several times round a 4 KB ring, unread
+            _turn(pipe, t)
+            time.sleep(AGENT_WINDOW)
+        first = c.recv(T)
+        assert first is not None and first["k"] == "dropped" and first["ring_overrun"] > 0
+        assert c.dropped >= 1
+        n0 = len(pipe.journal.events)
+        _turn(pipe, 99)
+        got = _recv_n(c, 1)
+        assert got == _kept(list(pipe.journal.events), n0)
+        assert probe.client_count == 1 and probe.agent_writes == 0  # still the ring, never the socket
+    finally:
+        pipe.close()
+
+
+def _raw_ring_client(path: Path) -> tuple[socket.socket, int, int]:
+    """A client of our own making: the hello asking for the ring, then the socket read (with recvmsg)
+    until the ring frame and its descriptor arrive. Returns the socket, the descriptor and the size."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(T)
+    s.connect(str(path))
+    s.sendall(
+        encode_frame(
+            {
+                "k": "hello",
+                "protocol": handshake.PROTOCOL_VERSION,
+                "lean": True,
+                "elide": True,
+                "quiet": True,
+                "ring": True,
+            }
+        )
+    )
+    buf, fds = b"", []
+    deadline = time.monotonic() + T
+    while time.monotonic() < deadline:
+        data, got, _, _ = socket.recv_fds(s, 1 << 16, 4)
+        fds += got
+        buf += data
+        frames, _ = decode_frames(buf)
+        for f in frames:
+            if f.get("k") == "ring":
+                assert len(fds) == 1
+                return s, fds[0], f["size"]
+    raise AssertionError("no ring frame")
+
+
+def test_a_hostile_client_cannot_break_the_agent_through_its_ring(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The descriptor a client gets is the agent's memfd. Writing into it changes only what that client
+    reads (the agent never reads the ring); shrinking it (which would kill the agent with SIGBUS on its
+    next write), growing it and adding seals are refused by the kernel. The agent runs on, and another
+    client on the same agent gets every event."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        hostile, fd, size = _raw_ring_client(probe.path)
+        assert os.fstat(fd).st_size == RING_HEADER + size
+        with pytest.raises(OSError) as shrink:
+            os.ftruncate(fd, 0)
+        assert shrink.value.errno == errno.EPERM
+        with pytest.raises(OSError):
+            os.ftruncate(fd, RING_HEADER + 2 * size)
+        with pytest.raises(OSError):
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+        mm = mmap.mmap(fd, RING_HEADER + size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        honest = _connect(pipe, lean=True, elide=True, poll=True)
+        _settle(probe, 2)
+        n0 = len(pipe.journal.events)
+        for t in range(4):
+            mm[:] = b"\xff" * len(mm)  # the header's total and every byte of data, between turns
+            _turn(pipe, t)
+            mm[8:16] = (2**64 - 1).to_bytes(8, "little")
+            time.sleep(AGENT_WINDOW)
+        assert _recv_n(honest, 4) == _kept(list(pipe.journal.events), n0)
+        mm.close()
+        hostile.close()
+        assert probe.running and probe.publish_errors == 0
+    finally:
+        pipe.close()
+
+
+def test_the_agent_survives_a_ring_client_that_is_killed_mid_stream(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """A real inspector process holding the ring mapped, killed while the agent runs turns: the agent
+    drops the connection and frees the ring; nothing it does waits on the dead reader."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    reader = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from engine.probe.client import ProbeClient\n"
+        "c = ProbeClient.connect(int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=True, elide=True, poll=True)\n"
+        "while not c.ring:\n"
+        "    c.recv(0.05)\n"
+        "print('RING', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", reader, str(os.getpid()), str(probe.path.parent)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "RING"
+        _wait(lambda: probe._nrings == 1, "no ring")
+        _turn(pipe, 0)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(T)
+        for t in range(1, 4):
+            _turn(pipe, t)
+            time.sleep(AGENT_WINDOW)
+        _wait(lambda: probe.client_count == 0 and probe._nrings == 0, "the dead reader was not dropped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        pipe.close()
+
+
+def test_a_client_of_an_agent_that_offers_no_ring_reads_the_socket(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """An agent without rings (an older one, or no memfd here) never hands one over: the client's ask is
+    ignored and it reads the socket as before."""
+    monkeypatch.setattr(handshake, "rings_supported", lambda: False)
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        c = _connect(pipe, lean=True, elide=True, poll=True)
+        assert c.hello["ring"] is False
+        _settle(probe, 1)
+        n0 = len(pipe.journal.events)
+        _turn(pipe, 0)
+        assert _recv_n(c, 1) == _kept(list(pipe.journal.events), n0)
+        assert not c.ring and probe.agent_writes == 1
+    finally:
+        pipe.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(64, 512),
+    ops=st.lists(st.one_of(st.integers(1, 700), st.just(0)), max_size=60),
+)
+def test_a_ring_reader_gets_the_bytes_written_in_order_or_knows_it_lost_some(
+    size: int, ops: list[int]
+) -> None:
+    """Writes of whole chunks (a positive op: that many bytes) and looks (0) in any order: each look
+    returns exactly the bytes written since the last one, or, when the writer went round past them,
+    raises RingOverrun and the next look starts at a chunk written after it."""
+    w = RingWriter(size)
+    try:
+        assert w.fd is not None
+        r = RingReader(w.fd, size)
+        w.release_fd()
+        unread = b""
+        lost = False
+        counter = 0
+        for op in ops + [0]:
+            if op:
+                chunk = bytes((counter + i) % 251 for i in range(op))
+                counter += 1
+                w.write(chunk)
+                unread += chunk
+                if len(unread) > size:
+                    lost, unread = True, b""
+                continue
+            if lost:
+                with pytest.raises(RingOverrun):
+                    r.take()
+                lost = False
+                assert r.take() == b""
+            else:
+                assert r.take() == unread
+            unread = b""
+        r.close()
+    finally:
+        w.close()
