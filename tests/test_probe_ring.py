@@ -77,13 +77,17 @@ def _wait_ring(c: ProbeClient) -> None:
     _wait(lambda: c.recv(0.01) is None and c.ring, "the agent did not hand over a ring")
 
 
+@pytest.mark.parametrize("record", [False, True])
 def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every_event(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, record: bool
 ) -> None:
     """The inspector's way of reading (poll=True, quiet elided) takes the ring; a paced turn is then
     sent by the agent's own thread with no send() call (nothing arrives on the socket), where the same
-    client on the socket (ring=False) costs one a turn. Both get the same events at the same positions."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    client on the socket (ring=False) costs one a turn. Both get the same events at the same positions,
+    from a recording agent too (its turn goes as the frame its recorder encoded)."""
+    pipe = _pipeline(
+        monkeypatch, rtdir, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
+    )
     probe = pipe.probe
     writes: dict[bool, int] = {}
     try:
@@ -297,7 +301,8 @@ def test_a_client_of_an_agent_that_offers_no_ring_reads_the_socket(
 def test_a_ring_reader_gets_the_bytes_written_in_order_or_knows_it_lost_some(
     size: int, ops: list[int]
 ) -> None:
-    """Writes of whole chunks (a positive op: that many bytes) and looks (0) in any order: each look
+    """Writes of whole chunks (a positive op: that many bytes, even ones as a header and payload) and
+    looks (0) in any order: each look
     returns exactly the bytes written since the last one, or, when the writer went round past them,
     raises RingOverrun and the next look starts at a chunk written after it."""
     w = RingWriter(size)
@@ -312,7 +317,10 @@ def test_a_ring_reader_gets_the_bytes_written_in_order_or_knows_it_lost_some(
             if op:
                 chunk = bytes((counter + i) % 251 for i in range(op))
                 counter += 1
-                w.write(chunk)
+                if op % 2:
+                    w.write(chunk)
+                else:  # a frame's header and payload, written as one
+                    w.write_frame(chunk[: op // 3], chunk[op // 3 :])
                 unread += chunk
                 if len(unread) > size:
                     lost, unread = True, b""

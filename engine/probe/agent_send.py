@@ -45,12 +45,14 @@ import time
 import zlib
 from itertools import repeat
 from operator import call
+from typing import Any
 
-from engine.probe.elide import ELIDED_KINDS, kept
+from engine.probe.elide import kept
 from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, IOLoop
 from engine.probe.queues import Client
-from engine.recording.frames import HEADER, MAX_FRAME_BYTES, pack_payload_fast
+from engine.probe.ring import RingWriter
+from engine.recording.frames import HEADER, MAX_FRAME_BYTES, encode_frame, pack_payload_fast
 
 # Clients the agent's thread serves itself at most; with more, the I/O thread does (its pass serves
 # many in turn within its CPU budget).
@@ -87,6 +89,10 @@ class AgentSend(IOLoop):
         self.agent_deferred = 0  # flushes that left only elided kinds for a later one (see DEFER_EVENTS)
         self._window_at = 0.0  # when the current AGENT_WINDOW began
         self._window_sends = 0  # flushes sent on the agent's thread in it
+        # An event of a kind that is not elided was published since the last flush that handed the
+        # waiting events on (set by publish, which has the event at hand, still in cache): while it is
+        # False and every client is quiet, a flush has nothing to send (see DEFER_EVENTS).
+        self._loud = False
 
     def hold(self) -> None:
         """A public call that may publish has begun on the agent's thread: its publishes write no
@@ -100,9 +106,11 @@ class AgentSend(IOLoop):
         self._held = False
         if not self._pending or self._wake_pending:
             return  # nothing published, or the I/O thread is awake and sends it
-        if self._nquiet == self._nclients and self._only_elided():
+        if self._nquiet == self._nclients and not self._loud and len(self._pending) <= DEFER_EVENTS:
             self.agent_deferred += 1
             return
+        # Everything waiting now is handed on below (sent here, or by the I/O thread it wakes).
+        self._loud = False
         try:
             if self._send_here():
                 self.agent_sends += 1
@@ -113,20 +121,6 @@ class AgentSend(IOLoop):
         if not self._wake_pending:
             self._wake_pending = True
             self._wake()
-
-    def _only_elided(self) -> bool:
-        """Every event waiting is of an elided kind (and not too many of them): a quiet elided client
-        is sent nothing for them, so the agent's thread leaves them for a later flush (see DEFER_EVENTS)."""
-        pending = self._pending
-        if len(pending) > DEFER_EVENTS:
-            return False
-        try:
-            for ev in pending:
-                if (ev[0] if type(ev) is tuple else ev).get("k") not in ELIDED_KINDS:
-                    return False
-        except Exception:  # the I/O thread took some meanwhile (it woke for a client): not now
-            return False
-        return True
 
     # Set by ProbeServer.
     publish_errors: int
@@ -171,25 +165,46 @@ class AgentSend(IOLoop):
             events[: lo + n - cap] = evs[cap - lo :]
         self._head = head + n
         idx = kept(evs)
-        if idx is None:
-            return False  # a recording agent's (event, frame) pairs: _fill_framed's
         jpos = c.jpos
+        if idx is None:  # a recording agent's (event, frame) pairs
+            return self._ring_framed(c, ring, evs, head, n)
         if idx:
             out = [evs[i] for i in idx]
             owed = []
-            turns = [j for j, ev in enumerate(out) if ev.get("k") == "turn"]
-            for j in turns[:-1]:  # every turn but the newest as its summary (see lean)
-                summary = summary_event(out[j])
-                if summary is not out[j]:
-                    owed.append(out[j]["turn"])
-                    out[j] = summary
+            if len(out) > 1:  # (a paced turn's is the turn alone)
+                turns = [j for j, ev in enumerate(out) if ev.get("k") == "turn"]
+                for j in turns[:-1]:  # every turn but the newest as its summary (see lean)
+                    summary = summary_event(out[j])
+                    if summary is not out[j]:
+                        owed.append(out[j]["turn"])
+                        out[j] = summary
             payload = pack_payload_fast({"k": "batch", "events": out, "at": [jpos + i for i in idx], "end": jpos + n})
             if payload is None or len(payload) > MAX_FRAME_BYTES:
                 return False  # not one frame: _fill_elided's fallbacks
-            ring.write(HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
+            ring.write_frame(HEADER.pack(len(payload), zlib.crc32(payload)), payload)
             c.sent_events += len(out)
             if owed:
                 c.owed.update(owed)
+        c.cursor = head + n
+        c.jpos = jpos + n
+        return True
+
+    def _ring_framed(self, c: Client, ring: RingWriter, evs: list[Any], head: int, n: int) -> bool:
+        """`_ring_turn` for a recording agent's events (each with the frame the recorder encoded): the
+        one not elided (a paced turn's `turn`) goes as its own frame, announced by a batch that says its
+        position (see splice), as `_fill_framed` sends it to a client that takes frames; nothing is
+        encoded but that small batch. Anything else (several kept events, a plain one): False."""
+        idx = kept([ev[0] if type(ev) is tuple else ev for ev in evs])
+        if idx is None or len(idx) > 1 or not c.frames:
+            return False
+        jpos = c.jpos
+        if idx:
+            ev = evs[idx[0]]
+            if type(ev) is not tuple:
+                return False
+            announce = encode_frame({"k": "batch", "events": [], "at": [jpos + idx[0]], "end": jpos + n, "frames": 1})
+            ring.write_frame(announce, ev[1])
+            c.sent_events += 1
         c.cursor = head + n
         c.jpos = jpos + n
         return True

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.agent_send import HOLD_MAX, AgentSend
+from engine.probe.elide import ELIDED_KINDS
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
 from engine.probe.loop import FLUSH_MAX, JOIN_SLACK
@@ -192,6 +193,8 @@ class ProbeServer(AgentSend):
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).
             pending.append(event if frame is None or self.redact else (event, frame))
+            if event.get("k") not in ELIDED_KINDS:
+                self._loud = True  # the call's flush has something to send (see agent_send.flush)
             # ~0.1 us (vDSO clock): lets the I/O thread end a burst once events stop (see _flowing).
             now = self._published_at = _monotonic()
             # Within a Pipeline call (hold()), its flush() sends: no wake-up byte (see agent_send).
