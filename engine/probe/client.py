@@ -208,9 +208,10 @@ class ProbeClient:
         for a client that follows an agent for long (an inspector, a watcher), whose waits would
         otherwise make each of the agent's sends pay for waking it; events then arrive up to
         POLL_MAX (0.1 s) later. The hello is waited for on the socket either way.
-        `ring` (default: a polling, quiet elided client): take the live frames from a shared-memory ring
-        the agent writes (engine.probe.ring), so its turns make no send() at all; `.ring` says whether
-        the agent handed one over (it does after the snapshot; an agent from before it never does).
+        `ring` (a polling, quiet elided client asks unless `ring=False`): take the live frames from a
+        shared-memory ring the agent writes (engine.probe.ring), so its turns make no send() at all;
+        `.ring` says whether the agent handed one over (it does after the snapshot; an agent from
+        before it never does).
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -245,7 +246,8 @@ class ProbeClient:
                 sock.close()
                 raise
         client = cls(sock, pid, path, poll=poll)
-        client._ring_wanted = bool(lean and elide and quiet and (poll if ring is None else ring))
+        # Only a polling client: one that waits on the socket would not see what arrives in the ring.
+        client._ring_wanted = bool(lean and elide and quiet and poll and ring is not False)
         try:
             # Announce our version first, so an agent with another version can say so by name.
             hello: dict[str, Any] = {"k": "hello", "protocol": protocol}
@@ -494,7 +496,8 @@ class ProbeClient:
         return True
 
     def fileno(self) -> int:
-        """For select()-style integration: readable means recv() will make progress."""
+        """For select()-style integration: readable means recv() will make progress. With a ring
+        (`.ring`) the live events do not make it readable: such a client polls (engine.probe.poll)."""
         return self._sock.fileno()
 
     def _close_socket(self) -> None:

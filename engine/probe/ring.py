@@ -39,9 +39,10 @@ import struct
 RING_MAGIC = b"CPRING01"
 RING_HEADER = 64  # a cache line: magic, then the total written
 WRITTEN_AT = 8
-# Ring data bytes: a turn on the quiet elided stream is ~0.5-3 KB, and a polling client looks at least
-# every POLL_MAX (0.1 s), so this is hundreds of turns of slack; pages are only used as written.
-RING_SIZE = 1 << 20
+# Ring data bytes: a turn on the quiet elided stream is ~0.5-3 KB (a summary, the newest turn whole),
+# ~50 KB a second from an agent running turns back to back, and a polling client looks at least every
+# POLL_MAX (0.1 s): seconds of slack. Populated when made (see RingWriter), so kept small.
+RING_SIZE = 256 * 1024
 _U64 = struct.Struct("<Q")
 # No shrinking (SIGBUS for the writer), no growing, and no further seals (F_SEAL_WRITE cannot be added
 # anyway while the agent's writable mapping exists; F_SEAL_SEAL closes the question).
