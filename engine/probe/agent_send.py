@@ -27,10 +27,18 @@ paced agent's turn then wakes no probe thread. To a client told where the journa
 client before `quiet`, see elide) it makes one send a call, the batch of a call that published only
 elided kinds empty but for that. While every client attached is quiet (the inspector's live source
 is), such a call is sent nothing: its flush leaves the events waiting, cheaply, for the next flush
-with something to send (DEFER_EVENTS), so a turn is one fill and one send (the next_request's, with
-the turn), not four, each of which ran cold after the model call. A reader that waits on the socket
-makes each send pay for waking it (a shared VM charges that to the sender: tens of us of its CPU
-clock); the inspector's waits are on its own timer instead (engine.probe.poll).
+with something to send (DEFER_EVENTS), so a turn is one fill and one send (the record_usage's, with
+the turn), not four, each of which ran cold after the model call; whether a flush has anything to
+send is one flag publish() sets when it hands on a kind that is not elided. A reader that waits on the
+socket makes each send pay for waking it (a shared VM charges that to the sender: tens of us of its CPU
+clock); the inspector's waits are on its own timer instead (engine.probe.poll), and it takes its live
+frames from a shared-memory ring (engine.probe.ring): the turn is then copied there, no send() at all.
+
+Everything on this path runs cold after the model call (on this VM a line of Python a few us, a
+trace's encoding ~20 us, the copy of a turn's frame into memory not touched for a while ~10-20 us), so
+the common case has a short path of its own (`_ring_turn`): the one client reads a ring, in step with
+the head, nothing else owed to it; the turn's kept events go in one batch frame (a recording agent's
+turn as the frame its recorder encoded, `_ring_framed`). Anything else takes the general fill.
 
 An event published outside a held call (a capture layer journaling on its own, say), or more than
 HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes the I/O thread as

@@ -4,7 +4,7 @@ A client gets `hello` then the snapshot then live events. It may send `hello` (t
 version; with `"lean": true` it asks for the lean stream, see `lean`, and with `"elide": true` too for
 the elided one, see `elide`, and with `"frames": true` a recording agent's events as their own
 frames, see `splice`, and with `"quiet": true` no batch that only says where the journal has reached,
-see `elide`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
+see `elide`, and with `"ring": true` too its live frames in a shared-memory ring, see `ring`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
 see `elide`); anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 

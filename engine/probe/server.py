@@ -11,7 +11,8 @@ agent, so the work is split lopsidedly:
   and `flush()`) it writes no byte: the call's end sends what it published, on the agent's own thread
   when that is cheap and safe (one or two lean clients, nothing in progress, a non-blocking send: see
   `agent_send`), else by waking the I/O thread as a publish would have. So an agent that waits on its
-  model between turns wakes no thread for its turns.
+  model between turns wakes no thread for its turns, and to an inspector that reads a shared-memory
+  ring (see `ring`) makes no system call for them either.
 * One daemon thread does all the rest with `selectors`: accept (checking the peer's uid with
   SO_PEERCRED), move events from the deque into a ring, encode (and redact), send, and read the few
   frames a client may send. It sleeps with no timeout while there is nothing to send; woken by a
@@ -48,7 +49,7 @@ is closed; the agent and other clients carry on. A peer with another uid gets "p
 
 Where the parts live: `queues` (per-client state, the ring, the shared snapshot chunks), `lean` (the
 lean stream's summaries and journal look-up), `agent_send` (the agent's thread sending a call's
-events itself), `handshake`
+events itself), `ring` (a polling client's live frames in shared memory), `handshake`
 (admission, peer uid check, hello and snapshot, client frames), `loop` (the I/O thread), `endpoint`
 (the socket file), `redact` (the allow-list), `optin` (the serve/redact/client-cap settings). This
 module is the agent-facing `ProbeServer` and the public names.

@@ -62,6 +62,9 @@ class LiveSource(ReplayingSource):
     that wake nobody (on a shared VM a send that wakes a sleeping reader costs the agent tens of us of
     its CPU clock); a turn reaches it within ~16 ms while turns come, 100 ms once the agent is quiet.
     A fetcher, waiting for an answer it asked for, and the snapshot after the hello wait on the socket.
+    Once the snapshot is in, the agent writes the live frames into a shared-memory ring it hands this
+    client (engine.probe.ring) instead of sending them: a turn costs the agent no system call, and each
+    look reads the ring before the socket (which keeps the answers to fetches).
 
     The agent does not tell it where its journal has reached by batches that hold nothing else (`quiet`,
     engine.probe.elide): once the agent is quiet, the background fetch asks for the journal past what it
