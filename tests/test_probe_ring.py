@@ -336,3 +336,27 @@ def test_a_ring_reader_gets_the_bytes_written_in_order_or_knows_it_lost_some(
         r.close()
     finally:
         w.close()
+
+
+def test_a_flush_after_the_last_client_left_has_nothing_left_to_send(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """An event that is not elided, published just before the last client leaves, is dropped with it:
+    the next client's first paced turn is one flush that sends (the turn's), as every turn after it, not
+    one more for what is gone."""
+    pipe = _pipeline(monkeypatch, rtdir)
+    probe = pipe.probe
+    try:
+        first = _connect(pipe, lean=True, elide=True, poll=True)
+        _settle(probe, 1)
+        probe.publish({"k": "note", "text": "outside a call"})  # wakes the I/O thread, as before
+        first.close()
+        _settle(probe, 0)
+        second = _connect(pipe, lean=True, elide=True, poll=True)
+        _settle(probe, 1)
+        _wait_ring(second)
+        sends, deferred = probe.agent_sends, probe.agent_deferred
+        _turn(pipe, 0)
+        assert (probe.agent_sends - sends, probe.agent_deferred - deferred) == (1, 3)
+    finally:
+        pipe.close()

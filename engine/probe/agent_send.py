@@ -97,10 +97,6 @@ class AgentSend(IOLoop):
         self.agent_deferred = 0  # flushes that left only elided kinds for a later one (see DEFER_EVENTS)
         self._window_at = 0.0  # when the current AGENT_WINDOW began
         self._window_sends = 0  # flushes sent on the agent's thread in it
-        # An event of a kind that is not elided was published since the last flush that handed the
-        # waiting events on (set by publish, which has the event at hand, still in cache): while it is
-        # False and every client is quiet, a flush has nothing to send (see DEFER_EVENTS).
-        self._loud = False
 
     def hold(self) -> None:
         """A public call that may publish has begun on the agent's thread: its publishes write no

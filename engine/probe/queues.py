@@ -212,6 +212,10 @@ class ClientQueues:
         self._pending: deque[Any] = deque(maxlen=queue_limit)
         self._overflow = 0  # events _pending pushed out before the I/O thread got to them
         self._overflow_seen = 0
+        # An event of a kind that is not elided was published since the last flush that handed the
+        # waiting events on (set by publish, which has the event at hand, still in cache): while it is
+        # False and every client is quiet, a flush has nothing to send (see agent_send.DEFER_EVENTS).
+        self._loud = False
         self._ring: list[Any] = [None] * queue_limit
         self._head = 0  # ring sequence number of the next event
         self._nclients = 0  # written by the I/O thread only; read by publish(): see the race note there
@@ -1040,6 +1044,7 @@ class ClientQueues:
         if self._nclients == 0:
             # Nobody reads: release the event references the ring and the queue hold.
             self._pending.clear()
+            self._loud = False  # (what made it True is gone with them)
             self._ring = [None] * self._cap
             self._enc_cache.clear()
             # The last few snapshot chunks stay (a bounded cache, not per-client state): the next
