@@ -36,6 +36,8 @@ import mmap
 import os
 import struct
 
+from engine.errors import ContextPipeError
+
 RING_MAGIC = b"CPRING01"
 RING_HEADER = 64  # a cache line: magic, then the total written
 WRITTEN_AT = 8
@@ -152,7 +154,7 @@ class RingWriter:
             pass  # a fill holding a view of it (only on the same thread: never at this point)
 
 
-class RingOverrun(Exception):
+class RingOverrun(ContextPipeError):
     """The writer went round past what this reader had read: `lost` bytes (at least) are gone."""
 
     def __init__(self, lost: int) -> None:
