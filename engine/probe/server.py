@@ -194,7 +194,7 @@ class ProbeServer(AgentSend):
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).
             pending.append(event if frame is None or self.redact else (event, frame))
-            if event.get("k") not in ELIDED_KINDS:
+            if type(event) is not dict or event.get("k") not in ELIDED_KINDS:
                 self._loud = True  # the call's flush has something to send (see agent_send.flush)
             # ~0.1 us (vDSO clock): lets the I/O thread end a burst once events stop (see _flowing).
             now = self._published_at = _monotonic()
