@@ -131,11 +131,14 @@ class TurnRecord:
         return self._trace is not None
 
     def set(self, key: str, value: Any) -> None:
-        """What `trace[key] = value` on the open turn's trace does (an annotation)."""
-        if self._trace is not None:
-            self._trace[key] = value
-        else:
-            self._later[key] = value
+        """What `trace[key] = value` on the open turn's trace does (an annotation). Under the build's
+        lock: another thread may be building the trace (it reads what was set after the request)."""
+        with _BUILD:
+            t = self._trace
+            if t is None:
+                self._later[key] = value
+                return
+        t[key] = value
 
     def outcome(self, key: str, value: Any) -> None:
         """The call's outcome (`usage` or `error`) on the trace, and the alert rules that read it run
