@@ -34,7 +34,7 @@ from engine.probe import handshake, ring
 from engine.probe.agent_send import AGENT_WINDOW
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
-from engine.probe.ring import RING_HEADER, RingOverrun, RingReader, RingWriter
+from engine.probe.ring import RING_HEADER, RING_MAGIC, RingOverrun, RingReader, RingWriter, rings_supported
 from engine.recording.frames import decode_frames, encode_frame
 from tests.test_probe_agent_send import _connect, _pipeline, _settle, _turn, _wait
 
@@ -360,3 +360,28 @@ def test_a_flush_after_the_last_client_left_has_nothing_left_to_send(
         assert (probe.agent_sends - sends, probe.agent_deferred - deferred) == (1, 3)
     finally:
         pipe.close()
+
+
+def test_a_ring_that_could_shrink_under_the_reader_is_refused() -> None:
+    # A peer that hands over a memfd it could still truncate could kill the reader with SIGBUS; the
+    # reader takes only a ring sealed against shrinking, as the agent's own RingWriter makes it.
+    if not rings_supported():
+        pytest.skip("no memfd seals on this platform")
+    size = 4096
+    fd = os.memfd_create("unsealed", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, RING_HEADER + size)
+        os.pwrite(fd, RING_MAGIC, 0)
+        with pytest.raises(ValueError, match="not sealed against shrinking"):
+            RingReader(fd, size)
+    finally:
+        os.close(fd)
+    writer = RingWriter(size)
+    try:
+        assert writer.fd is not None
+        reader = RingReader(writer.fd, size)  # the agent's own ring is accepted
+        writer.write(b"abc")
+        assert reader.take() == b"abc"
+        reader.close()
+    finally:
+        writer.close()

@@ -23,6 +23,10 @@ Safety for the agent, whatever the client does:
   and a memfd has no path another process could replace. It is close-on-exec, and the agent closes
   its descriptor once the client has it (the mapping stays).
 
+Safety for the client: it maps the ring read-only and takes it only if it is sealed against shrinking
+(a peer that could truncate it would kill the reader with SIGBUS), checks its size and magic, and
+treats a total that goes backwards or jumps more than `size` as lost bytes.
+
 A reader that falls more than `size` bytes behind has lost frames (the writer went round): it sees
 that from the total (before and after copying, since the writer may go round while it copies) and
 starts again at the writer's current total, a frame boundary; the client reports it as `dropped`, as
@@ -173,6 +177,12 @@ class RingReader:
             raise ValueError(
                 f"the probe ring is {st.st_size} bytes, not the {RING_HEADER} + {size} announced"
             )
+        if rings_supported():
+            # A ring the agent could still shrink would kill this process with SIGBUS the moment it
+            # read a page past the new end: take only one sealed as RingWriter seals it.
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            if not seals & fcntl.F_SEAL_SHRINK:
+                raise ValueError("the probe ring is not sealed against shrinking")
         mm = mmap.mmap(fd, RING_HEADER + size, mmap.MAP_SHARED, mmap.PROT_READ)
         if mm[:8] != RING_MAGIC:
             mm.close()
