@@ -330,3 +330,26 @@ def test_an_unobserved_held_turn_leaves_its_decision_texts_to_the_trace(
     assert len(held) >= 20 and made[0] == compacted + len(held)
     assert list(held[-1])[-4:] == ["economic_saving", "decision", "reason", "sent_tokens"]
     p.close()
+
+
+def test_a_replay_snapshot_shares_the_kept_traces_and_builds_none() -> None:
+    # engine.recording.replay._snapshot copies a pipeline for every what-if; Pipeline.traces is a deque
+    # subclass whose iteration builds each record, so copying it as anything but a deque of its kept
+    # entries built every recent trace and deep-copied it (the first what-if 1.6x slower in bench_tui g).
+    from engine.recording.replay import _snapshot
+
+    p = _pipe(8_000, "cost_aware", False, True)
+    _start(p)
+    for t in range(6):
+        p.user(f"step {t}")
+        req = p.next_request()
+        p.record_usage({"input_tokens": req.final_tokens, "output_tokens": 10, "cache_read_tokens": 0})
+    kept = [p.traces.raw(i) for i in range(len(p.traces))]
+    assert kept and all(type(e) is TurnRecord and e._trace is None for e in kept)
+    c = _snapshot(p)
+    assert type(c.traces) is type(p.traces) and c.traces.maxlen == p.traces.maxlen
+    assert [c.traces.raw(i) for i in range(len(c.traces))] == kept
+    assert all(c.traces.raw(i) is e for i, e in enumerate(kept))
+    assert all(e._trace is None for e in kept)  # nothing was built by the copy
+    c.traces.append({"turn": -1})
+    assert len(p.traces) == len(kept)  # the copy is its own deque
