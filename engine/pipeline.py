@@ -1106,28 +1106,13 @@ class Pipeline:
         built.trace["alerts"] = alert_rules.alerts_of(said)
         shadow_ev = self._plan_shadow(bound, built) if self._shadow is not None else None
         self._emit(
-            {
-                "k": "request",
-                "turn": self.turn,
-                "sha": built.serialized.request_sha256,
-                "time": self.clock(),
-                "sections": {sec["id"]: sec["sha256"][:16] for sec in built.trace["sections"]},
-                # Bind outputs and spill failures are what replay cannot recompute; omitted when empty.
-                **({"bound": bound} if bound else {}),
-                # The compaction state changes only at a compaction; replay folds it from here.
-                **(
-                    {"compaction": built.state.to_event()}
-                    # (identity first: a held turn hands back the very state, and `!=` runs the
-                    # dataclass's field-by-field __eq__)
-                    if built.state is not None
-                    and built.state is not self.compaction
-                    and built.state != self.compaction
-                    else {}
-                ),
-                **(
-                    {"spill_failures": built.trace["spill_failures"]} if built.trace["spill_failures"] else {}
-                ),
-            }
+            self._request_event(
+                built.serialized.request_sha256,
+                {sec["id"]: sec["sha256"][:16] for sec in built.trace["sections"]},
+                bound,
+                built.state,
+                built.trace["spill_failures"],
+            )
         )
         if shadow_ev is not None:
             self.journal.append(shadow_ev)  # after the request it shadows; fold ignores the kind
@@ -1183,27 +1168,42 @@ class Pipeline:
         )
         if rec.final_tokens > rec.ceiling:
             check_budget(rec.trace())  # raises, naming what could not be evicted
-        # The eager path's request event, key for key (its optional keys in the same order).
-        ev: Event = {
-            "k": "request",
-            "turn": self.turn,
-            "sha": ser.request_sha256,
-            "time": self.clock(),
-            "sections": {sid: sha[:16] for sid, sha in fig.shas.items()},
-        }
-        if bound:
-            ev["bound"] = bound
-        st = d.state
-        if st is not None and st is not self.compaction and st != self.compaction:
-            ev["compaction"] = st.to_event()
-        if d.spill_failures:
-            ev["spill_failures"] = list(d.spill_failures)
-        self._emit(ev)
+        self._emit(
+            self._request_event(
+                ser.request_sha256,
+                {sid: sha[:16] for sid, sha in fig.shas.items()},
+                bound,
+                d.state,
+                list(d.spill_failures),
+            )
+        )
         self._prev = (ser.blocks, _prefix_blocks(ser), self.config.model)
         self._open = rec
         self._open_alerts = None
         traces.append(rec)
         return Request(rec.turn, ser, rec)
+
+    def _request_event(
+        self,
+        sha: str,
+        sections: dict[str, str],
+        bound: dict[str, dict[str, Any]],
+        state: CompactionState | None,
+        spill_failures: list[str],
+    ) -> Event:
+        """The journal's request event of this turn (eager and deferred turns alike)."""
+        ev: Event = {"k": "request", "turn": self.turn, "sha": sha, "time": self.clock(), "sections": sections}
+        # Bind outputs and spill failures are what replay cannot recompute; omitted when empty.
+        if bound:
+            ev["bound"] = bound
+        # The compaction state changes only at a compaction; replay folds it from here. (Identity
+        # first: a held turn hands back the very state, and `!=` runs the dataclass's field-by-field
+        # __eq__.)
+        if state is not None and state is not self.compaction and state != self.compaction:
+            ev["compaction"] = state.to_event()
+        if spill_failures:
+            ev["spill_failures"] = spill_failures
+        return ev
 
     @_journals
     def fork(
@@ -1288,27 +1288,26 @@ class Pipeline:
             self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est})
         finally:
             self._usage_hint = None
-        if isinstance(t, TurnRecord):
-            t.outcome("usage", dict(d))
-            self.close_turn()
-        elif t is not None:
-            t["usage"] = dict(d)  # what u.to_dict() gives, as its own dict
-            self._outcome_alerts()
-            self.close_turn()
+        self._settle(t, "usage", dict(d))  # what u.to_dict() gives, as its own dict
         return u
 
     @_journals
     def record_error(self, kind: str, message: str = "") -> None:
         """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
         self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
-        t = self._open
+        self._settle(self._open, "error", f"{kind}: {message}"[:500])
+
+    def _settle(self, t: dict[str, Any] | TurnRecord | None, key: str, value: Any) -> None:
+        """The open turn's outcome (`usage` or `error`) on its trace, the rules that read it run again,
+        and the turn journaled."""
         if isinstance(t, TurnRecord):
-            t.outcome("error", f"{kind}: {message}"[:500])
-            self.close_turn()
+            t.outcome(key, value)  # (the record runs the outcome rules when it is built)
         elif t is not None:
-            t["error"] = f"{kind}: {message}"[:500]
+            t[key] = value
             self._outcome_alerts()
-            self.close_turn()
+        else:
+            return
+        self.close_turn()
 
     def _recent_traces(self) -> list[dict[str, Any]]:
         """The traces before the one being built, as far back as any alert rule looks (a turn's record

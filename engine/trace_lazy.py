@@ -126,10 +126,6 @@ class TurnRecord:
         self._earlier: list[dict[str, Any]] = earlier
         self._said: alert_rules.Outcomes = ()
 
-    @property
-    def built(self) -> bool:
-        return self._trace is not None
-
     def set(self, key: str, value: Any) -> None:
         """What `trace[key] = value` on the open turn's trace does (an annotation). Under the build's
         lock: another thread may be building the trace (it reads what was set after the request)."""

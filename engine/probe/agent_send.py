@@ -51,8 +51,6 @@ from __future__ import annotations
 
 import time
 import zlib
-from itertools import repeat
-from operator import call
 from typing import Any
 
 from engine.probe.elide import kept
@@ -155,19 +153,11 @@ class AgentSend(IOLoop):
             or self._overflow != self._overflow_seen
         ):
             return False
-        pending = self._pending
-        n = len(pending)
+        n = len(self._pending)
         if not n or n > AGENT_EVENTS:
             return False
-        evs = list(map(call, repeat(pending.popleft, n)))  # as _absorb: one C-level loop
-        events, cap, head = self._ring, self._cap, self._head
-        lo = head % cap
-        if lo + n <= cap:
-            events[lo : lo + n] = evs
-        else:
-            events[lo:] = evs[: cap - lo]
-            events[: lo + n - cap] = evs[cap - lo :]
-        self._head = head + n
+        head = self._head
+        evs = self._move_pending(n)
         idx = kept(evs)
         jpos = c.jpos
         if idx is None:  # a recording agent's (event, frame) pairs

@@ -265,10 +265,6 @@ class ClientQueues:
 
     def _absorb(self) -> int:
         """Move published events from _pending into the ring; returns how many."""
-        pending = self._pending
-        ring = self._ring
-        cap = self._cap
-        head = self._head
         overflow = self._overflow
         if overflow != self._overflow_seen:
             # Those never reached the ring, so every attached client missed them: add them to each
@@ -278,21 +274,25 @@ class ClientQueues:
             for c in self._clients.values():
                 c.lose(lost)
                 c.jpos += lost  # (a client told `dropped` re-syncs; see elide)
-        # One C-level loop (no bytecode per event, so no thread switch inside it either): the agent only
-        # appends, so the n events counted are there to pop, in order.
-        n = len(pending)
+        n = len(self._pending)
         if n:
-            moved_events = list(map(call, repeat(pending.popleft, n)))
-            lo = head % cap
-            if lo + n <= cap:
-                ring[lo : lo + n] = moved_events
-            else:
-                k = cap - lo
-                ring[lo:] = moved_events[:k]
-                ring[: n - k] = moved_events[k:]
-            head += n
-        moved = head - self._head
-        self._head = head
+            self._move_pending(n)
+        return n
+
+    def _move_pending(self, n: int) -> list[Any]:
+        """Move the `n` oldest published events into the ring (there are at least `n`) and return them.
+        One C-level loop (no bytecode per event, so no thread switch inside it either): the agent only
+        appends, so the n events counted are there to pop, in order."""
+        moved = list(map(call, repeat(self._pending.popleft, n)))
+        ring, cap, head = self._ring, self._cap, self._head
+        lo = head % cap
+        if lo + n <= cap:
+            ring[lo : lo + n] = moved
+        else:
+            k = cap - lo
+            ring[lo:] = moved[:k]
+            ring[: n - k] = moved[k:]
+        self._head = head + n
         return moved
 
     def _pump(self, c: Client) -> None:
