@@ -27,6 +27,7 @@ from engine.sim.cachesim import (
     KeyTable,
     _check_order,
     _cumulative,
+    _DeepSeekPolicy,
     _KeyChain,
     _prefix_keys,
     deepseek_persist_probability,
@@ -461,6 +462,80 @@ def test_carrying_prefix_keys_between_calls_changes_no_result(provider: str, seq
     check_invariant(carried)
 
 
+class _EagerSeen(_DeepSeekPolicy):
+    """DeepSeek with `seen` as one dict that every call's prefixes move to the end of, one by one (the
+    rule as the docs put it; the simulator keeps the last call's prefixes as one list instead)."""
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        super().__init__(model, options)
+        self.eager: dict[int, float] = {}
+
+    @property
+    def seen(self) -> dict[int, float]:
+        return dict(self.eager)
+
+    def _seen_expire(self, now: float) -> None:
+        for k in [k for k, t in self.eager.items() if now - t > self.ttl]:
+            del self.eager[k]
+
+    def _seen_shared(self, fresh: list[int]) -> int:
+        return 0
+
+    def _seen_longest(self, keys: list[int], hi: int, shared: int) -> int:
+        return next((j for j in range(hi - 1, 0, -1) if keys[j] in self.eager), 0)
+
+    def _seen_stamp(self, fresh: list[int], old: int, shared: int, now: float) -> None:
+        for k in fresh:
+            self.eager.pop(k, None)
+            self.eager[k] = now
+
+
+def test_the_eager_reference_is_the_rule() -> None:
+    """The reference below moves prefixes and expires them as the rule says (a check of the check)."""
+    ref = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=100)
+    ref._policy = _EagerSeen("deepseek-chat", {"ttl_seconds": 100})
+    ref.step(call([blk("a", 100), blk("b", 100)], 1_000.0))
+    ref.step(call([blk("c", 100)], 1_050.0))
+    assert list(ref._policy.seen.values()) == [1_000.0, 1_000.0, 1_050.0]  # "a", "a b", then "c"
+    ref.step(call([blk("a", 100)], 1_120.0))  # "a" and "a b" expire first; "a" comes back at the end
+    assert list(ref._policy.seen.values()) == [1_050.0, 1_120.0]
+
+
+class _CountingDict(dict[int, float]):
+    """A dict that counts the entries written into it (set, updated or popped)."""
+
+    writes = 0
+
+    def __setitem__(self, k: int, v: float) -> None:
+        self.writes += 1
+        super().__setitem__(k, v)
+
+    def update(self, other: Any = (), **kw: float) -> None:
+        self.writes += len(other)
+        super().update(other, **kw)
+
+    def pop(self, k: int, *default: Any) -> Any:
+        self.writes += 1
+        return super().pop(k, *default)
+
+
+def test_deepseek_writes_only_what_a_call_does_not_share_with_the_last() -> None:
+    """A call that extends the last one writes nothing to `seen` for the prefixes they share: 200 calls
+    of a growing conversation (up to 201 blocks) write nothing, where moving every prefix to the end
+    wrote ~20,000 entries; a call that drops the first message writes the last call's prefixes it
+    drops (kept, with their time)."""
+    sim = CacheSimulator("deepseek", "deepseek-chat")
+    pol = sim._policy
+    pol._held = held = _CountingDict()  # type: ignore[attr-defined]
+    blocks = [blk("task", 500)]
+    for k in range(200):
+        blocks.append(blk(f"m{k}", 100))
+        sim.step(call(list(blocks), 10.0 * (k + 1)))
+    assert held.writes == 0 and len(pol.seen) == 201
+    sim.step(call([blocks[0], *blocks[2:]], 2_100.0))  # a sliding window: the second block dropped
+    assert held.writes == 200 and len(pol.seen) == 201 + 199
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     seqs=st.lists(
@@ -476,10 +551,11 @@ def test_carrying_prefix_keys_between_calls_changes_no_result(provider: str, seq
 def test_deepseek_restamping_seen_in_place_keeps_its_order(
     seqs: list[tuple[list[str], float]], unordered: bool
 ) -> None:
-    """DeepSeek's `seen` skips the pops when a call's already-seen prefixes are its tail in order
-    (_seen_tail): every figure, and `seen` and `units` themselves (contents, times and order, which
-    decides what expires), equal those of a simulator that moves every prefix to the end each call.
-    Extensions, re-sends of older prefixes, expiry (in order and out of order) and equal instants."""
+    """DeepSeek's `seen` keeps the last call's prefixes as one list with one time, and writes only
+    what a call does not share with the last one: every figure, and `seen` and `units` themselves
+    (contents, times and order, which decides what expires), equal those of a simulator that moves
+    every prefix to the end each call. Extensions, re-sends of older prefixes, expiry (in order and out
+    of order) and equal instants."""
     calls = []
     t = 100_000.0
     for k, (names, dt) in enumerate(seqs):
@@ -488,7 +564,7 @@ def test_deepseek_restamping_seen_in_place_keeps_its_order(
         calls.append(call(blocks, t, output_tokens=30, output_sha=f"o{k % 3}"))
     fast = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
     slow = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
-    slow._policy._seen_tail = lambda fresh, old: False  # type: ignore[attr-defined]
+    slow._policy = _EagerSeen("deepseek-chat", {"ttl_seconds": 10_000})
     for c in calls:
         assert fast.step(c) == slow.step(c)
         fp, sp = fast._policy, slow._policy
