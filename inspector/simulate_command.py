@@ -78,7 +78,7 @@ def run(
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError
     from engine.recording.replay import ReplayError
-    from engine.sim.simulate import SimSettings, policy_doc, read_counts, simulate_events
+    from engine.sim.simulate import TRACE_FIELDS, SimSettings, policy_doc, read_counts, simulate_events
 
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
@@ -103,7 +103,9 @@ def run(
     for file in files:
         reader = open_recording(file)
         try:
-            events = list(reader.events())  # in their in-memory form already (RecordingReader's doc)
+            # In their in-memory form already (RecordingReader's doc); of each turn's trace only what
+            # simulate reads.
+            events = list(reader.events(trace_fields=TRACE_FIELDS))
             # The agent's own token counts, when the recording carries them: nothing is tokenized again.
             counts, why = read_counts(reader)
             report = simulate_events(events, settings, source=str(file), counts=counts)

@@ -55,7 +55,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from itertools import chain, islice
 from operator import lt
@@ -86,6 +86,7 @@ from engine.recording.frames import (
     pack_payload,
 )
 from engine.recording.journal import InflateError, unpack_event
+from engine.recording.lean_turns import decode_frames_lean
 from engine.tokens import TokenCounter
 
 FORMAT_NAME = "cpsession"
@@ -638,8 +639,11 @@ class RecordingReader:
             raise FrameError("chunk frame lists a turn number that is not an int", pos)
         return bool(s), n, t, z
 
-    def _inflate_chunk(self, pos: int, obj: dict[str, Any], end: int) -> list[dict[str, Any]]:
-        """The events of the chunk at `pos` (frame map `obj`), decompressing its stream from its start."""
+    def _inflate_chunk(
+        self, pos: int, obj: dict[str, Any], end: int, trace_fields: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The events of the chunk at `pos` (frame map `obj`), decompressing its stream from its start.
+        `trace_fields`: see events(); such a chunk's events are not kept for later reads."""
         cached = self._chunks.get(pos)
         if cached is not None:
             return cached
@@ -667,12 +671,14 @@ class RecordingReader:
             self._stream = st
         raw = self._feed(st, pos, obj, end)
         try:
-            events, used = decode_frames(raw)
+            events, used = decode_frames(raw) if trace_fields is None else decode_frames_lean(raw, trace_fields)
         except FrameError as exc:
             raise FrameError(f"chunk holds a corrupt event ({_why(exc)})", pos) from None
         if used != len(raw):
             raise FrameError("chunk ends inside an event", pos)
         events = [self._plain(ev, pos) for ev in events]
+        if trace_fields is not None:
+            return events  # not whole: turn(), blob() and events() must not find them in the cache
         self._chunks[pos] = events
         if len(self._chunks) > self.CHUNK_CACHE:
             del self._chunks[next(iter(self._chunks))]
@@ -891,7 +897,7 @@ class RecordingReader:
             raise self._error(f"blob {h[:12]} unreadable ({_why(exc)})", pos) from None
 
     def _frames(
-        self, pos: int, stop: int, tail_ok: bool = False
+        self, pos: int, stop: int, tail_ok: bool = False, trace_fields: Collection[str] | None = None
     ) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """(offset, end, event) of each event in the frames in [pos, stop), read in chunks of the file. A
         version-2 chunk yields each of its events with the chunk's offset and end. A partial frame before
@@ -911,7 +917,7 @@ class RecordingReader:
                     obj = decode_payload(buf[at + HEADER_SIZE : end], crc, pos + at)
                     kind = obj.get("k")
                     if kind == K_CHUNK and self.version >= 2:
-                        for ev in self._inflate_chunk(pos + at, obj, pos + end):
+                        for ev in self._inflate_chunk(pos + at, obj, pos + end, trace_fields):
                             yield pos + at, pos + end, ev
                     elif isinstance(kind, str) and kind.startswith("@"):
                         yield pos + at, pos + end, obj
@@ -931,8 +937,15 @@ class RecordingReader:
             else:
                 pos, want = pos + at, _CHUNK
 
-    def events(self, upto_turn: int | None = None) -> Iterator[dict[str, Any]]:
-        """Every event in order (blobs included, format frames not), stopping after turn `upto_turn`."""
+    def events(
+        self, upto_turn: int | None = None, trace_fields: Collection[str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every event in order (blobs included, format frames not), stopping after turn `upto_turn`.
+
+        `trace_fields`: a reader that needs only these fields of each turn's trace (`cp-inspect
+        simulate`: the sections) gets traces holding only them, from a version-2 recording: the other
+        fields are checked as well-formed msgpack and skipped, not built (engine/recording/lean_turns.py
+        says what is and is not checked). None (the default): every trace whole."""
         stop = self._end
         last: int | None = None
         if upto_turn is not None:
@@ -942,7 +955,7 @@ class RecordingReader:
                 stop = pos + HEADER_SIZE + decode_header(self._pread(pos, HEADER_SIZE), pos)[0]
             except FrameError as exc:
                 raise self._error(f"turn {upto_turn} unreadable ({exc})", pos) from None
-        for _, _, obj in self._frames(self._start, stop):
+        for _, _, obj in self._frames(self._start, stop, trace_fields=trace_fields):
             if isinstance(obj.get("k"), str) and obj["k"].startswith("@"):
                 raise self._error(f"format frame {obj['k']!r} among the events", self._start)
             yield obj

@@ -78,6 +78,10 @@ if TYPE_CHECKING:
 # needs it: only `--policies` (and --json's policy docs) do.
 
 POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
+# What simulate reads of the recorded turn traces: their sections (the token-count check,
+# _recorded_sections). A reader asked for only these builds nothing else of a trace
+# (RecordingReader.events(trace_fields=...)): ~2/3 of decoding a long recording's events.
+TRACE_FIELDS = ("sections",)
 _SHA = attrgetter("sha")
 _MARKER = attrgetter("marker")
 # Turns checked with an extra recorded-settings build when carried counts are in use and no column
@@ -1097,7 +1101,7 @@ def simulate_file(
     from engine.recording.cpsession import RecordingReader
 
     with RecordingReader.open(path) as r:
-        events = list(r.events())
+        events = list(r.events(trace_fields=TRACE_FIELDS))
         counts, why = read_counts(r) if counter is None else (None, None)
     report = simulate_events(events, settings, source=str(path), counter=counter, counts=counts)
     if why:
