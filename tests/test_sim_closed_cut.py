@@ -217,3 +217,49 @@ def test_a_closed_build_assembles_the_window_not_the_conversation(monkeypatch: p
     assert len(pipe.history) > 290
     assert max(last) <= max(middle)
     assert max(last) < len(pipe.history) // 4
+
+
+def test_a_closed_build_whose_cut_holds_assembles_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trimming turn whose cut holds (it drops what the last turn dropped, plus nothing) plans and
+    sends one assembly, made from that cut: before, every trimming build assembled twice (first from the
+    newest round, for the plan, then from the cut it found). Counted over a 150-round session with
+    outputs of 5 to 150 lines at an 8k window: the builds that assemble once are at least the ones
+    whose cut held (41 of them; 6 assembled once before), and none assembles more than twice."""
+    counts: list[int] = []
+    real = pipeline_mod.history_section
+    closed_build = [False]
+
+    def counted(history: Any, pending: Any) -> Any:
+        if closed_build[0]:
+            counts[-1] += 1
+        return real(history, pending)
+
+    monkeypatch.setattr(pipeline_mod, "history_section", counted)
+    real_closed = SimBuilder._closed
+
+    def flagged(self: SimBuilder, *a: Any, **kw: Any) -> Any:
+        closed_build[0] = True
+        counts.append(0)
+        try:
+            return real_closed(self, *a, **kw)
+        finally:
+            closed_build[0] = False
+
+    monkeypatch.setattr(SimBuilder, "_closed", flagged)
+    events = _session("deepseek", 150, [1], [5, 60, 20, 150, 8], 2, 3, 0)
+    replayer = Replayer(events, COUNTER)
+    pipe = replayer.new_pipeline()
+    builder = SimBuilder(pipe)
+    cuts: list[int] = []
+    for ev in events:
+        if ev.get("k") == "request":
+            pipe.begin_request(ev["turn"])
+            cfg = replace(pipe.config.with_overrides(window=8000), limits=CLOSED)
+            builder.build(ev.get("bound", {}), cfg, CompactionState())
+            assert builder._cut is not None
+            cuts.append(builder._cut._lane(cfg).cut)
+        pipe.fold(ev)
+    held = sum(1 for a, b in zip(cuts, cuts[1:], strict=False) if a == b and a > 0)
+    assert held >= 20  # the cut holds on many turns of this session (outputs of 5 to 150 lines)
+    assert max(counts) <= 2
+    assert sum(1 for n in counts[1:] if n == 1) >= held

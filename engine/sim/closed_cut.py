@@ -78,12 +78,13 @@ class ClosedCut:
     def first_cut(self, pipe: Pipeline, cfg: PipelineConfig) -> int:
         """Where a build under `cfg` assembles the conversation from to plan it (the plan reads only the
         history's total, the whole conversation's either way): 0 (all of it) unless the column's last
-        build was cut here, then the newest round's start (the task and that round), so planning
-        copies next to nothing; `trim` then assembles from the cut it finds."""
-        if self._lane(cfg).cut == 0 or pipe.pending:
+        build was cut here, then that cut (the task and what follows it: a window's worth), so
+        planning copies little, and when the cut holds (about half the trimming turns of a long
+        session), `trim` sends that very assembly instead of assembling again from the cut it finds."""
+        lane = self._lane(cfg)
+        if lane.cut == 0 or pipe.pending:
             return 0
-        self._extend(pipe.history, pipe.measure)
-        return self.starts[-1] if len(self.starts) > 1 else 0
+        return lane.cut
 
     def _lane(self, cfg: PipelineConfig) -> _Lane:
         """The column of `cfg`: by identity (simulate derives a column's config once), else by value."""
