@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ConfigError
+from engine.request_diff import common_prefix_len
 from engine.sim.cachesim import (
     SEGMENT_ORDER,
     Block,
@@ -31,6 +32,7 @@ from engine.sim.cachesim import (
     _KeyChain,
     _prefix_keys,
     deepseek_persist_probability,
+    shared_prefix_len,
     simulate_session,
     totals,
 )
@@ -624,3 +626,19 @@ def test_deepseek_lookups_stop_at_prefixes_first_met_in_the_call(
         assert [(k, vars(u)) for k, u in fp.units.items()] == [  # type: ignore[attr-defined]
             (k, vars(u)) for k, u in sp.units.items()  # type: ignore[attr-defined]
         ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    a=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=12),
+    b=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=12),
+)
+def test_shared_prefix_len_is_common_prefix_len(a: list[tuple[str, bool]], b: list[tuple[str, bool]]) -> None:
+    """shared_prefix_len (first pair that is not the same object, in C) gives common_prefix_len's
+    answer (the equal prefix) on sequences mixing the same Blocks, equal Blocks that are other objects
+    (the flag: a fresh Block of the same value) and different ones, at any lengths."""
+    pool = {n: blk(n, 10) for n in "abc"}
+    xs = [blk(n, 10) if fresh else pool[n] for n, fresh in a]
+    ys = [blk(n, 10) if fresh else pool[n] for n, fresh in b]
+    assert shared_prefix_len(xs, ys) == common_prefix_len(xs, ys)
+    assert shared_prefix_len(xs, xs[:3]) == min(3, len(xs))

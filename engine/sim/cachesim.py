@@ -33,8 +33,8 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, repeat
-from operator import attrgetter
+from itertools import accumulate, compress, count, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 from engine.errors import ContextPipeError
@@ -151,6 +151,24 @@ class KeyTable:
         return self.next - 1
 
 
+def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """common_prefix_len(a, b), the length of their equal prefix, for sequences of objects that are
+    mostly the very same objects from one call to the next (a session's requests: the engine hands the
+    unchanged Blocks out again, and simulate converts each distinct Block once). Where two requests
+    differ, it is most often early (a sliding window's new first message): the first pair that is not
+    the same object is found in C and compared once, where the binary search on slices compared ~8
+    slices, each ending in a dataclass __eq__ (a Python call). An equal pair of distinct objects there
+    goes on by value, as common_prefix_len does."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    # Some pair differs in value, so some pair is not the same object: the first such pair, in C.
+    first: int = next(compress(count(), map(is_not, a, b)))
+    if a[first] != b[first]:
+        return first
+    return first + common_prefix_len(a[first:n], b[first:n])
+
+
 def _prefix_keys(blocks: Sequence[Block], table: KeyTable) -> list[Key]:
     """keys[j] identifies the prefix made of blocks[:j] (keys[0] is the empty prefix) in `table`."""
     return _extend_keys([0], [b.sha for b in blocks], table)
@@ -228,7 +246,7 @@ class _KeyChain:
         """(keys, cumulative tokens) of `blocks`; with check_order, first `_check_order`'s check. Raises
         as `_check_order` and `_cumulative` do, for the same block."""
         blocks = tuple(blocks)
-        common = common_prefix_len(self.blocks, blocks)
+        common = shared_prefix_len(self.blocks, blocks)
         new = blocks[common:]
         if check_order and self.order_checked:
             # The shared part passed this check already: only the new blocks, from the rank before them.

@@ -54,7 +54,6 @@ from engine.providers.base import Block
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.journal import Event
 from engine.recording.replay import Replayer
-from engine.request_diff import common_prefix_len
 from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
@@ -641,7 +640,7 @@ def _simulate(
                 out_sha = nxt[len(r.blocks)].sha
         # The engine hands consecutive requests the same Block objects for what did not change, so
         # the converted prefix of the previous call is reused (list compares check identity first).
-        common = common_prefix_len(prev_blocks, r.blocks)
+        common = cachesim.shared_prefix_len(prev_blocks, r.blocks)
         shared.append(common)
         new = r.blocks[common:]
         marks = _marks_after(marks, common, new)
@@ -692,7 +691,7 @@ def _simulate(
             # The agent's own compaction: its request no longer starts with everything it sent before.
             comp = prev is not None and not _same_shas(prev.blocks, r.blocks, common, len(prev.blocks))
         else:
-            comp = any(s in COMPACTION_STEPS for s in r.actions)
+            comp = not COMPACTION_STEPS.isdisjoint(r.actions)  # in C: no generator frame a turn
         compactions += comp
         out_t = outputs.get(r.turn, 0)
         per_turn.append(
