@@ -293,3 +293,23 @@ def test_a_session_with_every_gate_closed_is_built_once_per_turn(tmp_path: Path)
     assert (p.compactions or 0) == 0 and (c.cache_breaks or 0) > 0  # the budget trim ran in both
     oc = opened.policies["gates_closed"]
     assert oc is not None and oc.to_json(per_turn=True) == c.to_json(per_turn=True)
+
+
+def test_each_distinct_build_is_checked_once(rec: tuple[Path, TokenCounter]) -> None:
+    """At the recorded settings the recorded column is the pipeline column's own build: the count check
+    holds that build against the trace once, not once per column that shows it (each turn: the
+    pipeline build and the gates-closed one; three checks before, two of them of one object)."""
+    from engine.sim.blocks import SimBuilt
+
+    path, _ = rec
+    checked: list[int] = []
+    real = SimBuilt.check_counts
+
+    def counting(self: SimBuilt, *a: Any, **k: Any) -> Any:
+        checked.append(id(self))
+        return real(self, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SimBuilt, "check_counts", counting)
+        report = simulate_file(path, SimSettings())
+    assert report.turns > 0 and len(checked) == 2 * report.turns

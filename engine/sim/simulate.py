@@ -454,9 +454,11 @@ def _build_pass(
             if check is not None:
                 recorded = check.get(ev["turn"], {})
                 bp.check_counts(ev["turn"], recorded)
-                bc.check_counts(ev["turn"], recorded)
+                if bc is not bp:  # a column that is the pipeline's own build was checked just now
+                    bc.check_counts(ev["turn"], recorded)
                 if out_r is not None:
-                    br.check_counts(ev["turn"], recorded)
+                    if br is not bp:
+                        br.check_counts(ev["turn"], recorded)
                 elif not cfgs.recorded_is_pipeline and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
                     builder.build(bound, base).check_counts(ev["turn"], recorded)
             for name in engine_policies:
