@@ -141,6 +141,15 @@ def make_synthetic(path: Path, turns: int, window: int = 128_000) -> None:
     pipe.close()
 
 
+def cli_events(reader: Any) -> Any:
+    """The events as `cp-inspect simulate` reads them: of each turn's trace only what simulate reads,
+    since 2026-12-03 (engine.sim.simulate.TRACE_FIELDS); older code reads every trace whole."""
+    from engine.sim import simulate as sim
+
+    fields = getattr(sim, "TRACE_FIELDS", None)
+    return reader.events() if fields is None else reader.events(trace_fields=fields)
+
+
 def _child_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -212,7 +221,7 @@ def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int, baseline:
             # In process, as the CLI does it: open, read the events and the recording's token counts.
             c0, w0 = time.thread_time(), time.perf_counter()
             with RecordingReader.open(path) as reader:
-                events = [unpack_event(e) for e in reader.events()]
+                events = [unpack_event(e) for e in cli_events(reader)]
                 counts, _why = read_counts(reader)
             simulate_events(events, SimSettings(), counts=counts)
             r.setdefault("cpu", []).append(time.thread_time() - c0)
@@ -372,7 +381,7 @@ def linearity(tmp: Path, turns: int, rounds: int) -> None:
             try:
                 c0 = time.thread_time()
                 with RecordingReader.open(path) as reader:
-                    events = [unpack_event(e) for e in reader.events()]
+                    events = [unpack_event(e) for e in cli_events(reader)]
                     counts, _why = read_counts(reader)
                 simulate_events(events, SimSettings(), counts=counts)
                 cpu[n].append(time.thread_time() - c0)
@@ -460,7 +469,7 @@ def phases(path: Path) -> None:
     try:
         c0 = time.thread_time()
         with RecordingReader.open(path) as reader:
-            events = [unpack_event(e) for e in reader.events()]
+            events = [unpack_event(e) for e in cli_events(reader)]
             counts, _why = sim.read_counts(reader)
         read = time.thread_time() - c0
         c0 = time.thread_time()
@@ -520,7 +529,7 @@ def growth(path: Path, runs: int) -> None:
         for _ in range(runs):
             times.clear()
             with RecordingReader.open(path) as reader:
-                events = list(reader.events())
+                events = list(cli_events(reader))
                 counts, _why = sim.read_counts(reader)
             gc.collect()
             gc.disable()

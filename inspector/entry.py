@@ -18,10 +18,19 @@ from typing import NoReturn
 
 
 def main() -> None:
-    run_plain_command(sys.argv[1:])
+    try:
+        run_plain_command(sys.argv[1:])
+    except SystemExit as exc:
+        if exc.code in (0, None) and _ran == ["simulate"]:
+            exit_without_teardown()
+        raise
     from .cli import app
 
     app()
+
+
+# The plain command run_plain_command ran, if any (main leaves a plain simulate's process early).
+_ran: list[str] = []
 
 
 def run_plain_command(argv: list[str]) -> None:
@@ -34,6 +43,7 @@ def run_plain_command(argv: list[str]) -> None:
     if plain is not None:
         from . import replay_command
 
+        _ran[:] = ["replay"]
         run_standalone(lambda: replay_command.replay(**plain))
     sim = plain_simulate(argv, os.environ)
     if sim is not None:
@@ -41,7 +51,28 @@ def run_plain_command(argv: list[str]) -> None:
         # typer's command or coerces through pydantic (simulate_argv.py).
         from .simulate_command import simulate
 
+        _ran[:] = ["simulate"]
         run_standalone(lambda: simulate(**sim))
+
+
+def exit_without_teardown() -> None:
+    """End a command that succeeded and printed everything now, without the interpreter's teardown,
+    when nothing is registered to run at exit and no other thread runs: a simulate holds a whole
+    session's events, requests and figures, and freeing them object by object on the way out cost
+    ~6-10 ms CPU of a 150-500 ms command (BENCHMARKS.md, "Session-wide what-if and cost"). Returns
+    (the caller exits as usual) when output cannot be flushed or something else is registered."""
+    import atexit
+    import threading
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # a closed pipe, say: the usual exit reports it as it always has
+        return
+    ncallbacks = getattr(atexit, "_ncallbacks", None)  # CPython's count of atexit callbacks
+    if ncallbacks is None or ncallbacks() or threading.active_count() != 1:
+        return
+    os._exit(0)
 
 
 def run_standalone(command: Callable[[], None]) -> NoReturn:

@@ -118,18 +118,18 @@ def test_shell_completion_is_left_to_typer() -> None:
 SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
 ENTRIES = sorted({SCRIPT, "inspector.cli:app"})
 
+# The modules are reported by an atexit callback (a `finally` would not run: a plain simulate that
+# succeeded leaves without teardown unless something is registered to run at exit, entry.py).
 RUN = r'''
-import importlib, json, sys
+import atexit, importlib, json, sys
 module, _, name = sys.argv[2].partition(":")
 sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
-try:
-    if "--typer" in sys.argv:  # typer's own dispatch of the same line
-        sys.argv.remove("--typer")
-        import inspector.cli as cli
-        cli.app(sys.argv[1:], prog_name="cp-inspect")
-    getattr(importlib.import_module(module), name)()  # the console script
-finally:
-    print(json.dumps(sorted(m for m in ("pydantic", "inspector.cli", "typer", "asyncio") if m in sys.modules)), file=sys.stderr)
+atexit.register(lambda: print(json.dumps(sorted(m for m in ("pydantic", "inspector.cli", "typer", "asyncio") if m in sys.modules)), file=sys.stderr))
+if "--typer" in sys.argv:  # typer's own dispatch of the same line
+    sys.argv.remove("--typer")
+    import inspector.cli as cli
+    cli.app(sys.argv[1:], prog_name="cp-inspect")
+getattr(importlib.import_module(module), name)()  # the console script
 '''
 
 
