@@ -391,6 +391,7 @@ def _extend_rounds(bounds: list[tuple[int, int]], items: tuple[SectionItem, ...]
 
 
 _ROLE = attrgetter("role")
+_KIND = attrgetter("kind")
 
 
 def assistant_positions(items: Sequence[SectionItem]) -> list[int]:
@@ -414,8 +415,18 @@ def wire_order(asm: Assembly) -> Assembly:
     last = _WIRE  # read once: another thread may swap it
     if last[0] is asm:
         return last[1]
-    tools = tuple(s for s in asm if s.kind == SectionKind.TOOLS)
-    out = tools + tuple(s for s in asm if s.kind != SectionKind.TOOLS)
+    # The kinds read in C, and a session's one tools section moved by slicing: two generators a turn
+    # were ~2 us (a new assembly every turn, so the memo above answers only the turn's later askers).
+    kinds = list(map(_KIND, asm))
+    n = kinds.count(SectionKind.TOOLS)
+    if n == 0:
+        out = asm
+    elif n == 1:
+        i = kinds.index(SectionKind.TOOLS)
+        out = asm if i == 0 else (asm[i], *asm[:i], *asm[i + 1 :])
+    else:
+        tools = tuple(s for s in asm if s.kind == SectionKind.TOOLS)
+        out = tools + tuple(s for s in asm if s.kind != SectionKind.TOOLS)
     _WIRE = (asm, out)
     return out
 

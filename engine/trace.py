@@ -12,7 +12,7 @@ from engine.errors import BudgetExceededError
 from engine.hashing import sha256_hex
 from engine.plan import TIER_LABELS, Plan, Reserves, budget_of
 from engine.providers import SerializedRequest
-from engine.providers.base import Block
+from engine.providers.base import Block, PrefixDigest
 from engine.trace_schema import Marker, Step, Trace, TraceSection
 from engine.types import CacheScope, Form, Priority, SectionKind
 
@@ -46,7 +46,7 @@ class Figures(NamedTuple):
     blocks: list[Block]
     cacheable_prefix_tokens: int
     request_sha256: str
-    prefix_sha256: str
+    prefix_sha256: str | PrefixDigest  # a PrefixDigest: computed when the trace is built
 
 
 def figures_of(before: Assembly, res: OptimizeResult, ser: SerializedRequest, m: Measure) -> Figures:
@@ -68,7 +68,7 @@ def figures_of(before: Assembly, res: OptimizeResult, ser: SerializedRequest, m:
         ser.blocks,
         ser.cacheable_prefix_tokens,
         ser.request_sha256,
-        ser.prefix_sha256,
+        ser.prefix_digest(),
     )
 
 
@@ -176,7 +176,7 @@ def trace_from(
         "markers": markers,
         "cacheable_prefix_tokens": fig.cacheable_prefix_tokens,
         "request_sha256": fig.request_sha256,
-        "prefix_sha256": fig.prefix_sha256,
+        "prefix_sha256": ph if isinstance(ph := fig.prefix_sha256, str) else ph.value(),
         "usage": None,
         "cache_break": None,
         "alerts": [],

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.artifacts import (
     Media,
@@ -66,6 +66,59 @@ class SerializedRequest:
 
         return json.loads(self.body)
 
+    def prefix_digest(self) -> str | PrefixDigest:
+        """prefix_sha256, or what computes it when it is still to be computed (a trace built later keeps
+        that instead of reading it now: see PrefixDigest)."""
+        return self.prefix_sha256
+
+
+class PrefixDigest:
+    """A request's prefix hash (sha256 of its prefix blocks' hashes as bytes), computed when first read.
+
+    Only a turn's trace reads it, so a turn nothing observes (Pipeline's unobserved build, whose trace is
+    built when read: engine/trace_lazy.py) leaves it to whoever reads it (`serialize(prefix_hash=False)`):
+    ~3 us a turn (joining ~4 KB of block hashes, cutting the prefix off and hashing what is new). It
+    holds the sections' joined item hashes (the strings the serializer keeps for its section runs
+    anyway; the history's is made anew each turn, ~64 characters a block) until read, and gives the
+    digest the serializer's resumed hash gives: sha256 of the same bytes."""
+
+    __slots__ = ("_hexes", "_prefix", "_value")
+
+    def __init__(self, hexes: list[str], prefix: int) -> None:
+        self._hexes: list[str] | None = hexes  # every one 64 hex digits a block (see _SectionRun.hexes)
+        self._prefix = prefix  # blocks in the prefix
+        self._value: str | None = None
+
+    def value(self) -> str:
+        v = self._value
+        if v is None:
+            hexes = self._hexes
+            assert hexes is not None
+            # Idempotent: two threads reading at once compute the same string.
+            v = self._value = hashlib.sha256(bytes.fromhex(_prefix_hex(hexes, self._prefix))).hexdigest()
+            self._hexes = None
+        return v
+
+
+class DeferredPrefixRequest(SerializedRequest):
+    """A SerializedRequest whose prefix_sha256 is computed on first read (serialize(prefix_hash=False)): the
+    same value, the same fields."""
+
+    def _get_prefix(self) -> str:
+        v = self.__dict__["_prefix"]
+        if isinstance(v, PrefixDigest):
+            v = self.__dict__["_prefix"] = v.value()
+        return cast(str, v)
+
+    def _set_prefix(self, value: str | PrefixDigest) -> None:
+        self.__dict__["_prefix"] = value
+
+    # The dataclass's __init__ assigns the field, which this property takes.
+    prefix_sha256 = property(_get_prefix, _set_prefix)  # type: ignore[assignment]
+
+    def prefix_digest(self) -> str | PrefixDigest:
+        return cast("str | PrefixDigest", self.__dict__["_prefix"])
+
 
 def text_of(item: SectionItem) -> str:
     if isinstance(item, Text):
@@ -78,6 +131,16 @@ def text_of(item: SectionItem) -> str:
 
 
 Fragment = bytes
+
+
+def _canonical(v: Any) -> bytes:
+    """A provider hook's fragment as canonical bytes: bytes it wrote itself as they are, else its
+    dicts through the canonical encoder."""
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, list):
+        return b",".join(canonical_json(x) for x in v)
+    return canonical_json(v)
 
 
 def comma_joined(head: bytes, frags: list[bytes], tail: bytes) -> list[bytes]:
@@ -235,12 +298,13 @@ def _index(run: _SectionRun) -> dict[str, int]:
     return run.where
 
 
-def _prefix_hex(hexes: list[str] | None, prefix: list[Block]) -> str:
+def _prefix_hex(hexes: list[str] | None, prefix: list[Block] | int) -> str:
     """The prefix blocks' hashes joined: a cut of the sections' joined item hashes (a block's hash is
-    its item's) when every one is 64 hex digits, else joined afresh."""
+    its item's) when every one is 64 hex digits, else joined afresh (`prefix` then the blocks)."""
     if hexes is None:
+        assert not isinstance(prefix, int)
         return "".join(map(_SHA, prefix))
-    return "".join(hexes)[: 64 * len(prefix)]
+    return "".join(hexes)[: 64 * (prefix if isinstance(prefix, int) else len(prefix))]
 
 
 class _PrefixHasher:
@@ -374,14 +438,7 @@ class Serializer:
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
         if b is None:
-            v = make()
-            if isinstance(v, bytes):  # a hook that wrote its canonical bytes itself
-                b = v
-            elif isinstance(v, list):
-                b = b",".join(canonical_json(x) for x in v)
-            else:
-                b = canonical_json(v)
-            self._cache[key] = b
+            b = self._cache[key] = _canonical(make())
         return b
 
     def _section(self, s: Section, marks: frozenset[int], tok: str, measure: Measure) -> _SectionRun:
@@ -682,12 +739,15 @@ class Serializer:
         max_tokens: int,
         measure: Measure,
         body: bool = True,
+        prefix_hash: bool = True,
     ) -> SerializedRequest:
         """The request for `asm`. With body=False only what the cache simulator and the trace's sections
         need (blocks, section and tool hashes, the cacheable prefix's tokens): the body is left empty and
         neither it nor the prefix is hashed (request_sha256 and prefix_sha256 are ""). simulate builds
         every turn of a session under several settings and reads none of them; a sliding window's body
-        is new from its first message on, so hashing it cost ~0.25 ms per 200 KB, every turn."""
+        is new from its first message on, so hashing it cost ~0.25 ms per 200 KB, every turn.
+        prefix_hash=False: the prefix hash is computed when first read (a DeferredPrefixRequest; see
+        PrefixDigest), where the blocks' hashes allow it."""
         out: dict[str, list[bytes]] = {"system": [], "tools": [], "messages": []}
         blocks: list[Block] = []
         tool_shas: dict[str, str] = {}
@@ -730,18 +790,23 @@ class Serializer:
             prefix_tokens = total - sum(map(_TOKENS, blocks[len(prefix) :]))
         else:
             prefix_tokens = sum(map(_TOKENS, prefix))
+        kind = SerializedRequest
+        prefix_sha: str | PrefixDigest
         if body:
             data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
             request_sha = self._body_hash.hexdigest(data, _messages_end(data, out["messages"]))
-            prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
+            if prefix_hash or hexes is None:
+                prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
+            else:
+                prefix_sha, kind = PrefixDigest(hexes, len(prefix)), DeferredPrefixRequest
         else:
             data, request_sha, prefix_sha = b"", "", ""
-        return SerializedRequest(
+        return kind(
             provider=self.policy.name,
             body=data,
             blocks=blocks,
             request_sha256=request_sha,
-            prefix_sha256=prefix_sha,
+            prefix_sha256=prefix_sha,  # type: ignore[arg-type]  # (a PrefixDigest: DeferredPrefixRequest's)
             cacheable_prefix_tokens=prefix_tokens,
             tool_shas=tool_shas,
             section_shas=section_shas,
@@ -765,7 +830,16 @@ class Serializer:
         hit = self._items.get(key)
         if hit is None:
             mk = key[3]
-            frag, segment = self._item_fragment(s, it, mk)
+            if isinstance(it, Message):
+                # What _item_fragment does for a message, without its closure and two calls: a turn's
+                # new messages are the usual misses.
+                fkey = ("m" + it.sha, mk)
+                frag = self._cache.get(fkey)
+                if frag is None:
+                    frag = self._cache[fkey] = _canonical(self._message_blocks(it, mk))
+                segment = "messages"
+            else:
+                frag, segment = self._item_fragment(s, it, mk)
             hit = self._items[key] = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
         return hit
 
