@@ -97,7 +97,11 @@ K_HEADER, K_BLOBS, K_INDEX, K_END, K_CHUNK = "@header", "@blobs", "@index", "@en
 CHUNK_FLUSH_RAW = 1 << 20  # a chunk is written before its buffered events pass this many bytes
 STREAM_RESET_RAW = 256 << 10  # a new zstd stream after this many raw bytes: bounds a random access
 MAX_CHUNK_RAW = MAX_FRAME_BYTES + CHUNK_FLUSH_RAW  # one event up to a frame's limit, plus the buffer
-ZSTD_LEVEL = 9  # 19 is ~3% smaller and 10x slower to write; level 9 costs ~0.1 ms per turn
+# Level 6: every shared trajectory's file within 0.3-0.8% of level 9's (bench_recording_size: worst 33.0x
+# the naive log, 5.2x its gzip -9, as at 9) for three quarters of the time a recording agent's turn spends
+# compressing (pydicom-1413's chunks: ~30 against ~40 us; level 5 cost 3-4% in size, 19 is ~3% smaller
+# than 9 and 10x slower).
+ZSTD_LEVEL = 6
 MAX_WINDOW = 1 << 24  # zstd window a reader accepts (level 9 writes 4 MiB): a hostile frame asks more
 INFLATE_BUDGET_FIXED = 64 << 20
 INFLATE_BUDGET_RATIO = 64  # honest recordings inflate ~6x; a bomb inflates ~1000x
