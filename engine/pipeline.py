@@ -499,7 +499,7 @@ class Pipeline:
         hist = self.history
         te = self._task_end()
         # At a round boundary only: there _assemble_from sends the task and history[cut:], nothing before.
-        if not te < cut < len(hist) or hist[cut].role != "assistant":
+        if not hist.starts_round(te, cut):
             return
         moved = hist.release(te, cut)
         if moved:
@@ -686,7 +686,7 @@ class Pipeline:
         hist = self.history
         # The assistant message is nearly always the newest one (results wait in `pending`): read it
         # directly rather than walking the history backwards through the log's item access.
-        newest = hist[-1] if len(hist) else None
+        newest = hist.newest()
         last = newest if newest is not None and newest.role == "assistant" else None
         if last is None:
             last = next((m for m in reversed(hist) if m.role == "assistant"), None)
@@ -726,8 +726,9 @@ class Pipeline:
         history: Sequence[Message] = self.history
         elided = 0
         te = self._task_end()
-        if ASSEMBLE_FROM_CUT and te < cut < len(history) and history[cut].role == "assistant":
-            history = self.history[:te] + self.history[cut:]  # lists (slices of the HistoryLog)
+        window = self.history.task_and_window(te, cut) if ASSEMBLE_FROM_CUT else None
+        if window is not None:
+            history = window  # a list: history[:te] + history[cut:]
             elided = cut - te
         due = self.emergent.due(self.turn)
         carried = self._sources_carry
@@ -787,10 +788,10 @@ class Pipeline:
         name = m.counter.tokenizer.name
         if name != self._hist_tokenizer:
             self._hist_tokenizer, self._hist_counted, self._hist_tokens = name, 0, 0
-        hist = self.history
-        if self._hist_counted < len(hist):
-            self._hist_tokens += sum(map(m.item, hist[self._hist_counted :]))
-            self._hist_counted = len(hist)
+        new = self.history.since(self._hist_counted)
+        if new:
+            self._hist_tokens += sum(map(m.item, new))
+            self._hist_counted += len(new)
         return self._hist_tokens
 
     def _summarize(self, texts: list[str]) -> str:

@@ -141,6 +141,39 @@ class HistoryLog(Sequence[Message]):
     def __len__(self) -> int:
         return self._base + len(self._tail)
 
+    # The pipeline's turn reads the newest messages several times (the running token count, the task and
+    # the window from the cut on, the call a tool result answers): each of these is one call where
+    # len() and indexing through the Sequence methods were two to four Python calls apiece.
+    def since(self, i: int) -> list[Message]:
+        """self[i:] as a list (i >= 0)."""
+        k = i - self._base
+        if k >= 0:
+            return self._tail[k:]
+        return self[i:]
+
+    def newest(self) -> Message | None:
+        """The last message, None when there is none."""
+        tail = self._tail
+        if tail:
+            return tail[-1]
+        return self[-1] if self._base else None
+
+    def starts_round(self, te: int, cut: int) -> bool:
+        """te < cut < len(self) and self[cut] is an assistant message (a round starts there)."""
+        k = cut - self._base
+        if not te < cut or k >= len(self._tail):
+            return False
+        return (self._tail[k] if k >= 0 else self[cut]).role == "assistant"
+
+    def task_and_window(self, te: int, cut: int) -> list[Message] | None:
+        """self[:te] + self[cut:] when starts_round(te, cut), else None."""
+        if not self.starts_round(te, cut):
+            return None
+        k = cut - self._base
+        if k >= 0 and te <= self._lo:  # the task in memory, the window in the live tail
+            return self._head[:te] + self._tail[k:]
+        return self[:te] + self[cut:]
+
     @overload
     def __getitem__(self, i: int) -> Message: ...
 
