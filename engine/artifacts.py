@@ -8,9 +8,12 @@ a spilled section is still a typed reference, and every unit carries a content h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256_hex
+
+_SHA = attrgetter("sha")
 
 
 @dataclass(frozen=True)
@@ -135,9 +138,9 @@ class Message:
 
     def __post_init__(self) -> None:
         if not self.sha:
-            object.__setattr__(
-                self, "sha", sha256_hex(self.role + "\x00" + "\x00".join(p.sha for p in self.parts))
-            )
+            # The parts' hashes read in C (a generator is a Python frame per part; a message is made
+            # every turn).
+            object.__setattr__(self, "sha", sha256_hex(self.role + "\x00" + "\x00".join(map(_SHA, self.parts))))
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

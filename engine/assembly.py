@@ -184,7 +184,9 @@ class Measure:
         if isinstance(it, Message):
             n = self._msg.get(it.sha)
             if n is None:
-                n = MESSAGE_OVERHEAD_TOKENS + sum(self.part(p) for p in it.parts)
+                n = MESSAGE_OVERHEAD_TOKENS
+                for p in it.parts:  # a plain loop: a generator is a frame and a resume per part
+                    n += self.part(p)
                 self._msg[it.sha] = n
             return n
         if isinstance(it, ToolSchema):
@@ -327,10 +329,10 @@ class Measure:
         message hash: a rule looking for big results skips every other message with one lookup."""
         n = self._big.get(msg.sha)
         if n is None:
-            n = max(
-                (self.part(p) for p in msg.parts if isinstance(p, ToolResult) and p.form == "full"),
-                default=0,
-            )
+            n = 0
+            for p in msg.parts:  # a plain loop, as in item()
+                if isinstance(p, ToolResult) and p.form == "full":
+                    n = max(n, self.part(p))
             self._big[msg.sha] = n
         return n
 

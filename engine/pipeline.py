@@ -723,13 +723,16 @@ class Pipeline:
         2.5 ms turn at 20,000 messages, as much as the request's json.dumps). Only at a round boundary
         (an assistant message at `cut`, where every cut the policy makes lies), so the task ends where
         it ends in the whole history."""
-        history: Sequence[Message] = self.history
         elided = 0
         te = self._task_end()
         window = self.history.task_and_window(te, cut) if ASSEMBLE_FROM_CUT else None
         if window is not None:
             history = window  # a list: history[:te] + history[cut:]
             elided = cut - te
+        else:
+            # The whole conversation as a list (copied in C; iterating the log is a generator step a
+            # message, and history_section copies a list once).
+            history = self.history.since(0)
         due = self.emergent.due(self.turn)
         carried = self._sources_carry
         if (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
@@ -57,13 +58,13 @@ def _part_json(p: object) -> str | None:
         err = '"is_error":true,' if p.is_error else ""
         return (
             '"content":' + json_string(p.content) + "," + err
-            + '"tool_use_id":' + json_string(p.call_id) + ',"type":"tool_result"'
+            + '"tool_use_id":' + encode_basestring(p.call_id) + ',"type":"tool_result"'
         )  # fmt: skip
     if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
         args = canonical_json(p.arguments_obj()).decode("utf-8")
         return (
-            '"id":' + json_string(p.id) + ',"input":' + args
-            + ',"name":' + json_string(p.name) + ',"type":"tool_use"'
+            '"id":' + encode_basestring(p.id) + ',"input":' + args
+            + ',"name":' + encode_basestring(p.name) + ',"type":"tool_use"'
         )  # fmt: skip
     if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
         return (
@@ -93,7 +94,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     if marked:
         blocks[-1] = _MARK + blocks[-1]
     body = "},{".join(blocks)
-    return ('{"content":[{' + body + '}],"role":' + json_string(m.role) + "}").encode("utf-8")
+    return ('{"content":[{' + body + '}],"role":' + encode_basestring(m.role) + "}").encode("utf-8")
 
 
 def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:

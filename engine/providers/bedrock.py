@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
@@ -53,13 +54,13 @@ def _part_json(p: object) -> str | None:
         status = ',"status":"error"' if p.is_error else ""
         return (
             '{"toolResult":{"content":[{"text":' + json_string(p.content) + "}]" + status
-            + ',"toolUseId":' + json_string(p.call_id) + "}}"
+            + ',"toolUseId":' + encode_basestring(p.call_id) + "}}"
         )  # fmt: skip
     if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
         args = canonical_json(p.arguments_obj()).decode("utf-8")
         return (
-            '{"toolUse":{"input":' + args + ',"name":' + json_string(p.name)
-            + ',"toolUseId":' + json_string(p.id) + "}}"
+            '{"toolUse":{"input":' + args + ',"name":' + encode_basestring(p.name)
+            + ',"toolUseId":' + encode_basestring(p.id) + "}}"
         )  # fmt: skip
     if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
         return (
@@ -82,7 +83,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
             return None
         blocks.append(got)
     body = ",".join(blocks) if blocks else '{"text":""}'
-    return ('{"content":[' + body + (_POINT if marked else "") + '],"role":' + json_string(m.role) + "}").encode(
+    return ('{"content":[' + body + (_POINT if marked else "") + '],"role":' + encode_basestring(m.role) + "}").encode(
         "utf-8"
     )
 

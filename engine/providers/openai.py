@@ -7,6 +7,7 @@ for any provider that caches prefixes without explicit breakpoints.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, ToolCall, ToolResult, ToolSchema
@@ -40,13 +41,14 @@ def tool_messages(m: Message) -> bytes | None:
     """The canonical bytes message_blocks' dicts give for a user message of tool results, written
     directly: each result's content escaped through json_string's memo, where its ToolResult's content
     hash left it (a tool's output is most of a turn's new bytes; escaping it twice cost ~10 us per
-    4.5 KB). None when a part is not a ToolResult with string fields (message_blocks then builds dicts)."""
+    4.5 KB; call ids, short, by encode_basestring directly: the same literal without a call through the
+    memo). None when a part is not a ToolResult with string fields (message_blocks then builds dicts)."""
     out = []
     for r in m.parts:
         if not (isinstance(r, ToolResult) and type(r.content) is str and type(r.call_id) is str):
             return None
         # Keys in canonical (sorted) order: content, role, tool_call_id.
-        out.append('{"content":' + json_string(r.content) + ',"role":"tool","tool_call_id":' + json_string(r.call_id) + "}")
+        out.append('{"content":' + json_string(r.content) + ',"role":"tool","tool_call_id":' + encode_basestring(r.call_id) + "}")
     return ",".join(out).encode("utf-8") if out else None
 
 
@@ -62,8 +64,8 @@ def assistant_message(m: Message) -> bytes | None:
                 return None
             # Keys in canonical (sorted) order: function (arguments, name), id, type.
             calls.append(
-                '{"function":{"arguments":' + json_string(c.arguments) + ',"name":' + json_string(c.name)
-                + '},"id":' + json_string(c.id) + ',"type":"function"}'
+                '{"function":{"arguments":' + json_string(c.arguments) + ',"name":' + encode_basestring(c.name)
+                + '},"id":' + encode_basestring(c.id) + ',"type":"function"}'
             )  # fmt: skip
     text = _text(m.parts)
     out = '{"content":' + (json_string(text) if text else "null") + ',"role":"assistant"'
