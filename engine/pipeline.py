@@ -1102,7 +1102,7 @@ class Pipeline:
             check_budget(built.trace)
             self._attribute(built.trace, built.serialized, built.plan)
             return Request(self.turn, built.serialized, built.trace)
-        self.close_turn()
+        self._close_turn()
         if self._defers_trace():
             return self._finish_unobserved(bound)
         built = self.build(bound)
@@ -1264,6 +1264,11 @@ class Pipeline:
     def close_turn(self) -> None:
         """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
         close() all do this; call it when a session stops without them and the journal is read as is."""
+        self._close_turn()
+
+    def _close_turn(self) -> None:
+        """close_turn's work, for the public calls that do it inside their own _journals bracket (the
+        next request, an outcome): two calls through the bracket a turn fewer."""
         t = self._open
         if t is not None:
             if isinstance(t, TurnRecord):
@@ -1314,7 +1319,7 @@ class Pipeline:
             self._outcome_alerts()
         else:
             return
-        self.close_turn()
+        self._close_turn()
 
     def _recent_traces(self) -> list[dict[str, Any]]:
         """The traces before the one being built, as far back as any alert rule looks (a turn's record

@@ -50,7 +50,7 @@ class Statistics:
     def response_reserve(self, model: str, source: str, default: int) -> tuple[int, int]:
         """(reserve tokens, percentile used): p75 in steady state, p95 while recovering."""
         pct = 95 if self.recovery_turns_left > 0 else 75
-        bucket = self.bucket(model, source)
+        bucket = f"{model}|{source}"  # bucket(model, source), without a call (every build asks)
         samples = self.completions.get(bucket)
         if not samples:
             return default, pct
@@ -69,7 +69,7 @@ class Statistics:
         return ordered
 
     def record_completion(self, model: str, source: str, output_tokens: int) -> None:
-        bucket = self.bucket(model, source)
+        bucket = f"{model}|{source}"  # bucket(model, source)
         samples = self.completions.setdefault(bucket, [])
         ordered = self._ordered.get(bucket)
         if ordered is not None and len(ordered) != len(samples):

@@ -206,10 +206,17 @@ _PairInfo = tuple[bool, frozenset[str], tuple[str, ...], bool]
 
 
 def _pair_info(m: Message) -> _PairInfo:
+    # Plain loops: a generator is a frame and a resume a part, and a turn's new messages all come here.
+    ids: list[str] = []
     if m.role == "assistant":
-        return True, frozenset(p.id for p in m.parts if isinstance(p, ToolCall)), (), True
-    results = tuple(p.call_id for p in m.parts if isinstance(p, ToolResult))
-    return False, _EMPTY, results, bool(m.parts)
+        for p in m.parts:
+            if isinstance(p, ToolCall):
+                ids.append(p.id)
+        return True, frozenset(ids), (), True
+    for p in m.parts:
+        if isinstance(p, ToolResult):
+            ids.append(p.call_id)
+    return False, _EMPTY, tuple(ids), bool(m.parts)
 
 
 def _info(it: Message, memo: dict[str, _PairInfo]) -> _PairInfo:
