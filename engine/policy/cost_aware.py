@@ -545,7 +545,11 @@ def run(
         auto = markers.automatic(ctx2.policy)
         if auto is not None:
             res2 = OptimizeResult(asm1)
-            res2.steps = [not_needed(trim_sections.NAME, trim_sections.FITS), not_needed(markers.NAME, auto)]
+            # not_needed's two steps, written here (two calls every held turn).
+            res2.steps = [
+                {"step": trim_sections.NAME, "status": "not_needed", "reason": trim_sections.FITS},
+                {"step": markers.NAME, "status": "not_needed", "reason": auto},
+            ]
         else:
             res2 = optimize(asm1, ctx2, GUARANTEE_RULES[1:])
             res2.steps.insert(0, not_needed(trim_sections.NAME, trim_sections.FITS))
