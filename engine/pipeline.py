@@ -497,7 +497,9 @@ class Pipeline:
                 return
             cut = min(cut, sh.state.cut)
         hist = self.history
-        te = self._task_end()
+        te = self._first_assistant  # _task_end(), remembered
+        if te is None:
+            te = self._task_end()
         # At a round boundary only: there _assemble_from sends the task and history[cut:], nothing before.
         if not hist.starts_round(te, cut):
             return
@@ -690,7 +692,7 @@ class Pipeline:
         last = newest if newest is not None and newest.role == "assistant" else None
         if last is None:
             last = next((m for m in reversed(hist) if m.role == "assistant"), None)
-        calls = {c.id for c in last.tool_calls} if last else set()
+        calls = {p.id for p in last.parts if isinstance(p, ToolCall)} if last else set()  # last.tool_calls' ids
         answered = {p.call_id for p in self.pending if isinstance(p, ToolResult)}
         if call_id not in calls:
             raise UnpairedToolResultError(
@@ -724,7 +726,9 @@ class Pipeline:
         (an assistant message at `cut`, where every cut the policy makes lies), so the task ends where
         it ends in the whole history."""
         elided = 0
-        te = self._task_end()
+        te = self._first_assistant  # _task_end(), remembered
+        if te is None:
+            te = self._task_end()
         window = self.history.task_and_window(te, cut) if ASSEMBLE_FROM_CUT else None
         if window is not None:
             history = window  # a list: history[:te] + history[cut:]

@@ -843,7 +843,8 @@ class Serializer:
                 fkey = ("m" + it.sha, mk)
                 frag = self._cache.get(fkey)
                 if frag is None:
-                    frag = self._cache[fkey] = _canonical(self._message_blocks(it, mk))
+                    v = self._message_blocks(it, mk)
+                    frag = self._cache[fkey] = v if isinstance(v, bytes) else _canonical(v)
                 segment = "messages"
             else:
                 frag, segment = self._item_fragment(s, it, mk)

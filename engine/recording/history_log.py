@@ -167,11 +167,15 @@ class HistoryLog(Sequence[Message]):
 
     def task_and_window(self, te: int, cut: int) -> list[Message] | None:
         """self[:te] + self[cut:] when starts_round(te, cut), else None."""
-        if not self.starts_round(te, cut):
-            return None
         k = cut - self._base
-        if k >= 0 and te <= self._lo:  # the task in memory, the window in the live tail
-            return self._head[:te] + self._tail[k:]
+        tail = self._tail
+        if k >= 0:  # starts_round's check, written here (the window in the live tail: every turn's case)
+            if not te < cut or k >= len(tail) or tail[k].role != "assistant":
+                return None
+            if te <= self._lo:  # the task in memory
+                return self._head[:te] + tail[k:]
+        elif not self.starts_round(te, cut):
+            return None
         return self[:te] + self[cut:]
 
     @overload
