@@ -966,15 +966,9 @@ class Pipeline:
         summarizer = self._summarize if (self.summarizer is not None or self.summaries) else None
 
         def make_ctx(p: Plan) -> OptimizeContext:
-            return OptimizeContext(
-                plan=p,
-                limits=cfg.limits,
-                policy=POLICIES[cfg.provider],
-                measure=m,
-                spill=self.spill,
-                summarizer=summarizer,
-                latch_flipped=bool(self.flipped),
-            )
+            # Positional, in field order (plan, limits, policy, measure, spill, summarizer, latch_flipped):
+            # a build makes one or two, and keywords are matched by name.
+            return OptimizeContext(p, cfg.limits, POLICIES[cfg.provider], m, self.spill, summarizer, bool(self.flipped))
 
         new_state: CompactionState | None = None
         decision: dict[str, Any] | None = None

@@ -210,15 +210,7 @@ def plan_of(
         escalated = True
         reason += f"; escalated to {tier.label} after a prompt_too_long"
     ceiling = ceiling_for(usable, reserve)
-    return Plan(
-        raw_pressure=raw,
-        predictive_pressure=pred,
-        tier=tier,
-        raw_tier=raw_tier,
-        predictive_tier=pred_tier,
-        recovery_escalated=escalated,
-        reason=reason,
-        ceiling=ceiling,
-        estimated_tokens=total,
-        budgets=allocate(sections, ceiling),
-    )
+    # Positional, in field order (raw_pressure, predictive_pressure, tier, raw_tier, predictive_tier,
+    # recovery_escalated, reason, ceiling, estimated_tokens, budgets): ten keywords matched by name
+    # cost ~0.3 us a plan, every turn.
+    return Plan(raw, pred, tier, raw_tier, pred_tier, escalated, reason, ceiling, total, allocate(sections, ceiling))

@@ -808,16 +808,18 @@ class Serializer:
                 prefix_sha, kind = PrefixDigest(hexes, len(prefix)), DeferredPrefixRequest
         else:
             data, request_sha, prefix_sha = b"", "", ""
+        # Positional, in field order (provider, body, blocks, request_sha256, prefix_sha256 (a PrefixDigest:
+        # DeferredPrefixRequest's), cacheable_prefix_tokens, tool_shas, section_shas, last_marked).
         return kind(
-            provider=self.policy.name,
-            body=data,
-            blocks=blocks,
-            request_sha256=request_sha,
-            prefix_sha256=prefix_sha,  # type: ignore[arg-type]  # (a PrefixDigest: DeferredPrefixRequest's)
-            cacheable_prefix_tokens=prefix_tokens,
-            tool_shas=tool_shas,
-            section_shas=section_shas,
-            last_marked=marked,
+            self.policy.name,
+            data,
+            blocks,
+            request_sha,
+            prefix_sha,  # type: ignore[arg-type]
+            prefix_tokens,
+            tool_shas,
+            section_shas,
+            marked,
         )
 
     def cache_sizes(self) -> dict[str, int]:
