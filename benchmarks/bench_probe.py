@@ -90,6 +90,12 @@ done: see floor()):
 
     .venv/bin/python benchmarks/bench_probe.py --floor --rounds 3 --turns 60
 
+The least a paced Python turn can pay to ship its trace to another process, whatever the probe's
+design (after the same sleep, right where the probe sends: a flag test, msgpack of the trace, its copy
+into a shared mapping, and the whole minimal path in one function; see ship_floor()):
+
+    .venv/bin/python benchmarks/bench_probe.py --ship-floor 0.5 --rounds 2 --turns 8
+
 What `publish` itself costs the agent's thread on that turn, per turn (the other side of any design that
 moves work from the I/O thread to publish: see publish_cost_blocks()):
 
@@ -741,10 +747,23 @@ def flush_ab(args: argparse.Namespace) -> None:
             flush_cpu[0] += time.thread_time() - t0
 
         server.flush = timed_flush  # type: ignore[method-assign]
+        # And inside publish() (a tree whose publish sends, see agent_send, does part of the work there).
+        pub_cpu = [0.0]
+        publish = server.publish
+
+        def timed_publish(
+            ev: Any, frame: Any = None, publish: Callable[..., None] = publish, pub_cpu: list[float] = pub_cpu
+        ) -> None:
+            t0 = time.thread_time()
+            publish(ev, frame)
+            pub_cpu[0] += time.thread_time() - t0
+
+        server.publish = timed_publish  # type: ignore[method-assign]
         run_block(step, 0, args.warmup)
         turn = args.warmup
-        # probe thread, agent thread, passes, agent sends (flushes it completed), its send() calls, in flush()
-        sums = {m: [0.0] * 6 for m in modes}
+        # probe thread, agent thread, passes, agent sends (flushes it completed), its send() calls, in
+        # flush(), in publish()
+        sums = {m: [0.0] * 7 for m in modes}
         pair = (a_mode, b_mode) if rnd % 2 == 0 else (b_mode, a_mode)
         for mode in ("none", pair[0], pair[1], pair[1], pair[0], "none"):
             tags = mode.split("-")
@@ -764,7 +783,7 @@ def flush_ab(args: argparse.Namespace) -> None:
             time.sleep(0.5)  # let the last burst end, so the block starts with the loop asleep
             gc.collect()
             io0, w0, s0, agent = thread_cpu(server), server.wakeups, server.agent_sends, 0.0
-            x0, f0 = getattr(server, "agent_writes", 0), flush_cpu[0]
+            x0, f0, u0 = getattr(server, "agent_writes", 0), flush_cpu[0], pub_cpu[0]
             for t in range(turn, turn + args.turns):
                 a0 = time.thread_time()
                 step(t)
@@ -779,6 +798,7 @@ def flush_ab(args: argparse.Namespace) -> None:
             acc[3] += server.agent_sends - s0
             acc[4] += getattr(server, "agent_writes", 0) - x0
             acc[5] += flush_cpu[0] - f0
+            acc[6] += pub_cpu[0] - u0
             if io_path:
                 del server.hold  # type: ignore[method-assign]
             if general:
@@ -791,9 +811,10 @@ def flush_ab(args: argparse.Namespace) -> None:
             per[mode].append(tuple(x / (2 * args.turns) for x in sums[mode]))  # type: ignore[arg-type]
     med = statistics.median
     base = [r[1] for r in per["none"]]
+    hooks = [r[5] + r[6] for r in per["none"]]  # the timing wrappers and the probe's no-client hooks
     print(
         f"no client : agent thread {med(base) * 1e6:6.1f} us a turn [{' '.join(f'{x * 1e6:.0f}' for x in base)}], "
-        f"in flush() {med(r[5] for r in per['none']) * 1e6:.1f} us"
+        f"in flush() {med(r[5] for r in per['none']) * 1e6:.1f} us, in publish() {med(r[6] for r in per['none']) * 1e6:.1f} us"
     )
     for mode in (a_mode, b_mode):
         rows = per[mode]
@@ -808,6 +829,13 @@ def flush_ab(args: argparse.Namespace) -> None:
             f"in flush() {med(r[5] for r in rows) * 1e6:.1f} us a turn "
             f"({med(r[5] / b for r, b in zip(rows, base, strict=True)) * 100:.2f}%) "
             f"[{' '.join(f'{r[5] * 1e6:.0f}' for r in rows)}]"
+        )
+        probe_part = [r[5] + r[6] - h for r, h in zip(rows, hooks, strict=True)]
+        print(
+            f"{'':10s}  in publish() {med(r[6] for r in rows) * 1e6:.1f} us; in flush() and publish() less the "
+            f"no-client blocks' (the timing wrappers) {med(probe_part) * 1e6:.1f} us a turn "
+            f"({med(x / b for x, b in zip(probe_part, base, strict=True)) * 100:.2f}%) "
+            f"[{' '.join(f'{x * 1e6:.0f}' for x in probe_part)}]"
         )
     rec = ", recording" if args.recording else ""
     print(
@@ -1136,6 +1164,122 @@ def floor(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def ship_floor(args: argparse.Namespace) -> None:
+    """The least a paced Python turn can pay to ship its trace to another process (issue 15 item 4):
+    the benchmark's paced Pipeline turn (the probe serving, no client, so the trace is built as when
+    observed), each turn followed by --ship-floor seconds of sleep (a model call). Right after the
+    turn's record_usage (where the real probe sends: the `turn` event is journaled there), one of these
+    runs, on this thread's clock, in turn (each mode the same number of turns, over the same history):
+    `empty` (the two clock reads alone: subtracted from the others), `flag` (one call that only tests
+    an attribute), `encode` (msgpack of the journal's `turn` event: the trace), `copy` (those bytes,
+    encoded just before and so in cache, copied into a sealed, populated memfd mapping with
+    `mmap.write`, as the ring does), `whole` (the whole minimal path in one function: test a flag,
+    encode the batch holding the turn, crc32 and header, write both into the mapping, publish the
+    total). The turn (agent thread, no probe client) is the share's base. No probe code runs here
+    beyond the Pipeline's hooks with no client: this is the floor below any probe design in Python."""
+    import mmap as mmap_mod
+    import struct
+    import types
+    import zlib
+
+    from engine.probe.ring import RING_HEADER, WRITTEN_AT, RingWriter
+    from engine.recording.frames import HEADER, pack_payload_fast
+
+    ring_u64 = struct.Struct("<Q")
+
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    modes = ("empty", "flag", "encode", "copy", "whole")
+    res: dict[str, list[float]] = {m: [] for m in modes}
+    turns: list[float] = []
+    clock = time.thread_time
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        run_block(step, 0, args.warmup)
+        ring = RingWriter()
+        mm = ring._mm  # the same sealed, populated mapping the probe writes
+        journal = pipe.journal
+        holder = types.SimpleNamespace(on=False)
+
+        def flag(holder: Any = holder) -> bool:
+            return bool(holder.on)
+
+        def whole(
+            ev: dict[str, Any], pos: int, mm: mmap_mod.mmap = mm, ring: RingWriter = ring, holder: Any = holder
+        ) -> None:
+            if holder.on:
+                return
+            payload = pack_payload_fast({"k": "batch", "events": [ev], "at": [pos], "end": pos + 1})
+            assert payload is not None
+            header = HEADER.pack(len(payload), zlib.crc32(payload))
+            if len(header) + len(payload) >= ring._room:  # a wrap: start the data again (rare)
+                mm.seek(RING_HEADER)
+                ring._room = ring.size
+            mm.write(header)
+            mm.write(payload)
+            ring._room -= len(header) + len(payload)
+            ring._written += len(header) + len(payload)
+            ring_u64.pack_into(mm, WRITTEN_AT, ring._written)
+
+        turn = args.warmup
+        order = list(modes) if rnd % 2 == 0 else list(reversed(modes))
+        for k in range(args.turns * len(modes)):
+            mode = order[k % len(modes)]
+            time.sleep(args.pace)
+            a0 = clock()
+            req = pipe.next_request()
+            pipe.record_usage({"input_tokens": int(req.trace["final_tokens"]), "output_tokens": 80})
+            ev = journal.events[-1]
+            data = b""
+            if mode == "copy":
+                data = pack_payload_fast(ev) or b""
+                if len(data) >= ring._room:
+                    mm.seek(RING_HEADER)
+                    ring._room = ring.size
+            t0 = clock()
+            if mode == "flag":
+                flag()
+            elif mode == "encode":
+                pack_payload_fast(ev)
+            elif mode == "copy":
+                mm.write(data)
+            elif mode == "whole":
+                whole(ev, len(journal.events) - 1)
+            t1 = clock()
+            if mode == "copy":
+                ring._room -= len(data)
+            path = str(REPO / "engine" / "pipeline.py")
+            calls = pipe.assistant("Reading.", [{"id": f"c{turn}", "name": "read_file", "arguments": json.dumps({"path": path})}])
+            pipe.tool_result(calls[0].id, f"turn {turn}\n" + "x" * (args.result_kb * 1024))
+            a1 = clock()
+            res[mode].append(t1 - t0)
+            if mode == "empty":
+                turns.append(a1 - a0)
+            turn += 1
+        assert ev.get("k") == "turn", ev.get("k")
+        size = len(pack_payload_fast(ev) or b"")
+        ring.close()
+        pipe.close()
+    med = statistics.median
+    empty = med(res["empty"])
+    base = med(turns)
+    print(
+        f"the floor of shipping a paced turn's trace from Python ({args.rounds} rounds x {args.turns} turns a mode, "
+        f"each after {args.pace:g} s of sleep; turn {base * 1e6:.0f} us on the agent's thread, no client; "
+        f"trace event {size} bytes of msgpack):"
+    )
+    for mode in modes:
+        xs = res[mode]
+        m = med(xs)
+        net = m - empty if mode != "empty" else m
+        q = sorted(xs)
+        print(
+            f"  {mode:6s}: {m * 1e6:6.1f} us measured (p25 {q[len(q) // 4] * 1e6:5.1f}, p75 {q[3 * len(q) // 4] * 1e6:5.1f}), "
+            f"{net * 1e6:6.1f} us{' less the clock reads' if mode != 'empty' else ' (the clock reads)'} "
+            f"= {net / base * 100:5.2f}% of the turn"
+        )
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def publish_cost_blocks(args: argparse.Namespace) -> None:
     """`ProbeServer.publish`'s own cost on the agent's thread, per turn of a real Pipeline, as an elided
     reader would have it: a lean client is counted but none is attached and the wake-up flag is held set,
@@ -1213,6 +1357,13 @@ def main() -> None:
     ap.add_argument("--pace", type=float, default=0.0, help="--profile: sleep after each turn (a model call)")
     ap.add_argument("--lean-ab", action="store_true", help="lean stream against every turn whole (see above)")
     ap.add_argument("--floor", action="store_true", help="the elided fill's per-turn work, hot and cold (see above)")
+    ap.add_argument(
+        "--ship-floor",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="turns each followed by this much sleep: the least shipping the turn's trace can cost (see above)",
+    )
     ap.add_argument("--publish-cost", action="store_true", help="publish()'s own cost on the agent's thread (see above)")
     ap.add_argument(
         "--pace-ab",
@@ -1277,6 +1428,12 @@ def main() -> None:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup
         publish_cost_blocks(args)
+        return
+    if args.ship_floor is not None:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        args.pace = args.ship_floor
+        ship_floor(args)
         return
     if args.floor:
         args.window = 200_000 if args.window == 16_000 else args.window
