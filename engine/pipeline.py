@@ -86,7 +86,9 @@ def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Conca
     @functools.wraps(method)
     def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         probe = self.probe
-        if probe is None or self._in_call:
+        # (probe.bracket is False while every client attached reads the quiet stream, or none is: its
+        # publish() then sends by itself, and the two calls would only run cold after a model call.)
+        if probe is None or self._in_call or not probe.bracket:
             return method(self, *args, **kwargs)
         self._in_call = True
         probe.hold()
@@ -107,7 +109,7 @@ def _journals_async(
     @functools.wraps(method)
     async def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         probe = self.probe
-        if probe is None or self._in_call:
+        if probe is None or self._in_call or not probe.bracket:
             return await method(self, *args, **kwargs)
         self._in_call = True
         probe.hold()

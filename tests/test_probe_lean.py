@@ -71,8 +71,16 @@ def _burst(pipe: Any, turns: range) -> None:
         _turns(pipe, turns)
     finally:
         probe.publish = real
-    for ev, frame in held:
-        real(ev, frame)
+    # Published as in a call that outlasted HOLD_MAX: each publish wakes the I/O thread (the first's
+    # byte does), which takes them as one burst. (Outside any call, while every client is quiet, the
+    # agent's thread would send each turn itself: see agent_send.)
+    probe.hold()
+    probe._held_at = -1e9
+    try:
+        for ev, frame in held:
+            real(ev, frame)
+    finally:
+        probe._held = False
 
 
 def _journal_turns(pipe: Any) -> dict[int, dict[str, Any]]:

@@ -38,7 +38,18 @@ Everything on this path runs cold after the model call (on this VM a line of Pyt
 trace's encoding ~20 us, the copy of a turn's frame into memory not touched for a while ~10-20 us), so
 the common case has a short path of its own (`_ring_turn`): the one client reads a ring, in step with
 the head, nothing else owed to it; the turn's kept events go in one batch frame (a recording agent's
-turn as the frame its recorder encoded, `_ring_framed`). Anything else takes the general fill.
+turn as the frame its recorder encoded, `_ring_framed`), and they are not written into the event ring
+(no client will read them there: see queues._take_pending). Anything else takes the general fill.
+
+While every client attached is quiet (or none is), the Pipeline does not call hold() and flush() at
+all (`bracket`, one attribute test at each call's start): publish() does their part itself, outside
+any call. An event of an elided kind is left waiting (up to DEFER_EVENTS); any other event is handed on
+at once with those before it (`_send_now`, what flush() does with something to send). A paced turn is
+then six publishes and one send, where it was also four hold() and four flush() calls, three of the
+flushes only to leave their call's events waiting; after a model call each ran cold. A client that is
+not quiet brings the calls back (the I/O thread sets `bracket` when it registers one), so its stream
+is as before; a call already running when it attaches publishes as outside a call (its events wake
+the I/O thread).
 
 An event published outside a held call (a capture layer journaling on its own, say), or more than
 HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes the I/O thread as
@@ -111,6 +122,12 @@ class AgentSend(IOLoop):
         if self._nquiet == self._nclients and not self._loud and len(self._pending) <= DEFER_EVENTS:
             self.agent_deferred += 1
             return
+        self._send_now()
+
+    def _send_now(self) -> None:
+        """Hand on everything waiting: sent on this thread when that is cheap and safe, else by the I/O
+        thread it wakes. flush()'s end; also publish()'s for an event worth sending published outside
+        a bracketed call while every client is quiet (see ProbeServer.publish). Never raises."""
         # Everything waiting now is handed on below (sent here, or by the I/O thread it wakes).
         self._loud = False
         try:
@@ -121,6 +138,7 @@ class AgentSend(IOLoop):
             self.publish_errors += 1
         self.agent_fallbacks += 1
         if not self._wake_pending:
+            self._published_at = _monotonic()  # (the burst the I/O thread then coalesces: see loop)
             self._wake_pending = True
             self._wake()
 
@@ -133,11 +151,11 @@ class AgentSend(IOLoop):
     def _ring_turn(self, c: Client) -> bool:
         """The common case on its own, short path: the one client reads the quiet elided stream from a
         ring (see ring: the inspector following a paced agent), in step with the head, nothing else
-        owed to it. Moves the events into the event ring and writes the batch of those not elided (the
+        owed to it. Takes the waiting events and writes the batch of those not elided (the
         newest turn whole, older ones summarized) into the client's ring: what `_fill` then
         `_fill_elided` do, without their checks for every other case. After a model call each line
         here runs cold (a few us each on a small VM), so the fewer the better. False, with the client
-        untouched, to leave it to `_fill` (the events may be in the event ring by then)."""
+        untouched, to leave it to `_fill` (the events are then in the event ring: `_store`)."""
         ring = c.ring
         if (
             ring is None
@@ -157,11 +175,14 @@ class AgentSend(IOLoop):
         if not n or n > AGENT_EVENTS:
             return False
         head = self._head
-        evs = self._move_pending(n)
+        evs = self._take_pending(n)  # (the one client: see _take_pending)
         idx = kept(evs)
         jpos = c.jpos
         if idx is None:  # a recording agent's (event, frame) pairs
-            return self._ring_framed(c, ring, evs, head, n)
+            if self._ring_framed(c, ring, evs, head, n):
+                return True
+            self._store(head, evs)  # for the fill after all
+            return False
         if idx:
             out = [evs[i] for i in idx]
             owed = []
@@ -174,7 +195,8 @@ class AgentSend(IOLoop):
                         out[j] = summary
             payload = pack_payload_fast({"k": "batch", "events": out, "at": [jpos + i for i in idx], "end": jpos + n})
             if payload is None or len(payload) > MAX_FRAME_BYTES:
-                return False  # not one frame: _fill_elided's fallbacks
+                self._store(head, evs)
+                return False  # not one frame: _fill_elided's fallbacks (from the ring)
             ring.write_frame(HEADER.pack(len(payload), zlib.crc32(payload)), payload)
             c.sent_events += len(out)
             if owed:

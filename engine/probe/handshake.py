@@ -220,6 +220,7 @@ class Handshake(ClientQueues):
         self._absorb()
         c.cursor = self._head
         self._nclients += 1
+        self.bracket = True  # not quiet (yet): the Pipeline's calls are bracketed again (see agent_send)
         self._clients[c.fd] = c
         assert self._sel is not None
         self._sel.register(sock, selectors.EVENT_READ, c)
@@ -323,6 +324,7 @@ class Handshake(ClientQueues):
                 if c.elide and f.get("quiet") is True and not c.quiet:
                     c.quiet = True  # no batch that only says where the journal has reached (see elide)
                     self._nquiet += 1
+                    self.bracket = self._nclients > self._nquiet
                 if c.quiet and f.get("ring") is True and c.ring is None and rings_supported():
                     c.ring_asked = True  # its live frames in a shared-memory ring once offered (see ring)
                 theirs = f.get("protocol")

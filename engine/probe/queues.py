@@ -226,6 +226,11 @@ class ClientQueues:
         # Attached clients of the quiet elided stream (see elide): while every client is one, a call
         # that published only elided kinds has nothing to send (see agent_send.flush).
         self._nquiet = 0
+        # Whether a Pipeline call must be bracketed by hold()/flush() (see agent_send): while every
+        # client attached is quiet (or none is), publish() itself leaves elided kinds waiting and sends
+        # the rest, so the Pipeline skips both calls: after a model call each runs cold. Written by
+        # the I/O thread with _nclients and _nquiet, read by the Pipeline at each call's start.
+        self.bracket = False
         self._nrings = 0  # clients with a ring (see ring), at most MAX_RINGS
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
@@ -284,7 +289,13 @@ class ClientQueues:
         One C-level loop (no bytecode per event, so no thread switch inside it either): the agent only
         appends, so the n events counted are there to pop, in order."""
         moved = list(map(call, repeat(self._pending.popleft, n)))
-        ring, cap, head = self._ring, self._cap, self._head
+        self._store(self._head, moved)
+        self._head += n
+        return moved
+
+    def _store(self, head: int, moved: list[Any]) -> None:
+        """Put events taken from _pending at ring sequence numbers head.. (see _move_pending)."""
+        ring, cap, n = self._ring, self._cap, len(moved)
         lo = head % cap
         if lo + n <= cap:
             ring[lo : lo + n] = moved
@@ -292,7 +303,17 @@ class ClientQueues:
             k = cap - lo
             ring[lo:] = moved[:k]
             ring[: n - k] = moved[k:]
-        self._head = head + n
+
+    def _take_pending(self, n: int) -> list[Any]:
+        """`_move_pending` for when no client will read these slots: the one client, in step with the
+        head, is sent them now (agent_send._ring_turn) and any client that attaches later starts at the
+        head. The ring slots keep what they held (every fill reads only from a client's cursor to the
+        head), so the agent's thread does not write over, and release, references to events published
+        `queue_limit` events ago, each a cache miss after a model call (~8 us a turn on a small VM);
+        the events taken here are released when the caller is done with them, still in cache. A caller
+        that then leaves them to a fill after all puts them in the ring first (`_store`)."""
+        moved = list(map(call, repeat(self._pending.popleft, n)))
+        self._head += n
         return moved
 
     def _pump(self, c: Client) -> None:
@@ -1041,6 +1062,7 @@ class ClientQueues:
             self._nlean -= 1
         if c.quiet:
             self._nquiet -= 1
+        self.bracket = self._nclients > self._nquiet
         if self._nclients == 0:
             # Nobody reads: release the event references the ring and the queue hold.
             self._pending.clear()

@@ -12,7 +12,9 @@ agent, so the work is split lopsidedly:
   when that is cheap and safe (one or two lean clients, nothing in progress, a non-blocking send: see
   `agent_send`), else by waking the I/O thread as a publish would have. So an agent that waits on its
   model between turns wakes no thread for its turns, and to an inspector that reads a shared-memory
-  ring (see `ring`) makes no system call for them either.
+  ring (see `ring`) makes no system call for them either. While every client attached is quiet, the
+  Pipeline does not bracket its calls (`bracket`) and publish does the flush's part: it leaves an
+  elided kind waiting and hands on any other event at once, with those before it (see `agent_send`).
 * One daemon thread does all the rest with `selectors`: accept (checking the peer's uid with
   SO_PEERCRED), move events from the deque into a ring, encode (and redact), send, and read the few
   frames a client may send. It sleeps with no timeout while there is nothing to send; woken by a
@@ -69,7 +71,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.probe.agent_send import HOLD_MAX, AgentSend
+from engine.probe.agent_send import DEFER_EVENTS, HOLD_MAX, AgentSend
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
@@ -173,7 +175,9 @@ class ProbeServer(AgentSend):
         _LIVE_SERVERS.add(self)
 
     def publish(self, event: dict[str, Any], frame: bytes | None = None) -> None:
-        """Hand one journal event to attached clients. O(1), never blocks on a client, never raises.
+        """Hand one journal event to attached clients. Never blocks on a client, never raises. O(1), but
+        outside a bracketed call while every client is quiet, where an event that is not elided is sent
+        at once with the (at most DEFER_EVENTS) waiting before it, as a call's flush() would send them.
 
         `frame`, if given, must be `engine.recording.frames.encode_frame(event)`: an agent that records
         already encodes every event, and msgpack encoding is most of the probe's cost, so it passes the
@@ -194,6 +198,14 @@ class ProbeServer(AgentSend):
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).
             pending.append(event if frame is None or self.redact else (event, frame))
+            if not self._held and not self._wake_pending and self._nquiet == self._nclients:
+                # Every client is quiet, so the Pipeline does not bracket its calls (see `bracket`):
+                # publish does what a call's flush would. An elided kind waits for the next event worth
+                # sending (up to DEFER_EVENTS); that one is sent now with them (see agent_send).
+                if type(event) is dict and event.get("k") in ELIDED_KINDS and len(pending) <= DEFER_EVENTS:
+                    return
+                self._send_now()
+                return
             if type(event) is not dict or event.get("k") not in ELIDED_KINDS:
                 self._loud = True  # the call's flush has something to send (see agent_send.flush)
             # ~0.1 us (vDSO clock): lets the I/O thread end a burst once events stop (see _flowing).
@@ -258,6 +270,7 @@ class ProbeServer(AgentSend):
         """In a forked child: the I/O thread did not survive the fork, and the socket is the parent's.
         Make publish() a no-op and close() leave the parent's socket alone."""
         self._nclients = 0
+        self.bracket = False
         self._closed = True
         self._close_lock = threading.Lock()  # may have been held by a thread that did not survive the fork
         self._pass_lock = threading.Lock()  # likewise (the I/O thread holds it for each pass)
@@ -277,6 +290,7 @@ class ProbeServer(AgentSend):
         for c in list(self._clients.values()):
             self._drop(c)
         self._nclients = 0
+        self.bracket = False
         # Unlink before closing the listener, so nobody sees a refusing socket at our path.
         self._unlink()
         self._wake_w = None  # publish() and close() stop writing wake-ups before the socket closes
