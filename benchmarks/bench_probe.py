@@ -759,6 +759,16 @@ def flush_ab(args: argparse.Namespace) -> None:
             pub_cpu[0] += time.thread_time() - t0
 
         server.publish = timed_publish  # type: ignore[method-assign]
+        # And hold() (a Pipeline call's start: in a tree that calls it, the probe's first touch after the
+        # model call, outside flush()), on the same count.
+        hold = server.hold
+
+        def timed_hold(hold: Callable[[], None] = hold, pub_cpu: list[float] = pub_cpu) -> None:
+            t0 = time.thread_time()
+            hold()
+            pub_cpu[0] += time.thread_time() - t0
+
+        server.hold = timed_hold  # type: ignore[method-assign]
         run_block(step, 0, args.warmup)
         turn = args.warmup
         # probe thread, agent thread, passes, agent sends (flushes it completed), its send() calls, in
@@ -779,6 +789,16 @@ def flush_ab(args: argparse.Namespace) -> None:
             general = "general" in tags and hasattr(server, "_ring_turn")
             if general:  # the general fill on the agent's thread, not the ring client's short path
                 server._ring_turn = lambda c: False  # type: ignore[method-assign]
+            # What a tree before probe12 did for a quiet ring client, one part at a time (see --flush-modes).
+            winding = "winding" in tags and hasattr(server, "_ring_now")
+            if winding or general:  # publish's straight path off: _send_now, _send_here, _ring_turn
+                server._ring_now = lambda event, frame: False  # type: ignore[method-assign]
+            events = "events" in tags and hasattr(server, "_stand_in")
+            if events:  # elided events wait in the queue themselves, not a stand-in each
+                server._stand_in = None
+            bracketed = "bracketed" in tags and hasattr(server, "bracket")
+            if bracketed:  # every Pipeline call calls hold() and flush(), quiet clients or not
+                type(server).bracket = property(lambda s: True, lambda s, v: None)  # type: ignore[attr-defined]
             drain(server)
             time.sleep(0.5)  # let the last burst end, so the block starts with the loop asleep
             gc.collect()
@@ -800,9 +820,18 @@ def flush_ab(args: argparse.Namespace) -> None:
             acc[5] += flush_cpu[0] - f0
             acc[6] += pub_cpu[0] - u0
             if io_path:
-                del server.hold  # type: ignore[method-assign]
+                server.hold = timed_hold  # type: ignore[method-assign]
             if general:
                 del server._ring_turn  # type: ignore[method-assign]
+            if winding or general:
+                del server._ring_now  # type: ignore[method-assign]
+            if events:
+                from engine.probe.elide import ELIDED_STAND_IN
+
+                server._stand_in = ELIDED_STAND_IN
+            if bracketed:
+                del type(server).bracket  # type: ignore[attr-defined]
+                server.bracket = server._nclients > server._nquiet
             if reader is not None:
                 stop_subject("reader", reader, server)
             turn += args.turns
@@ -814,7 +843,7 @@ def flush_ab(args: argparse.Namespace) -> None:
     hooks = [r[5] + r[6] for r in per["none"]]  # the timing wrappers and the probe's no-client hooks
     print(
         f"no client : agent thread {med(base) * 1e6:6.1f} us a turn [{' '.join(f'{x * 1e6:.0f}' for x in base)}], "
-        f"in flush() {med(r[5] for r in per['none']) * 1e6:.1f} us, in publish() {med(r[6] for r in per['none']) * 1e6:.1f} us"
+        f"in flush() {med(r[5] for r in per['none']) * 1e6:.1f} us, in publish() and hold() {med(r[6] for r in per['none']) * 1e6:.1f} us"
     )
     for mode in (a_mode, b_mode):
         rows = per[mode]
@@ -832,7 +861,7 @@ def flush_ab(args: argparse.Namespace) -> None:
         )
         probe_part = [r[5] + r[6] - h for r, h in zip(rows, hooks, strict=True)]
         print(
-            f"{'':10s}  in publish() {med(r[6] for r in rows) * 1e6:.1f} us; in flush() and publish() less the "
+            f"{'':10s}  in publish() and hold() {med(r[6] for r in rows) * 1e6:.1f} us; all three less the "
             f"no-client blocks' (the timing wrappers) {med(probe_part) * 1e6:.1f} us a turn "
             f"({med(x / b for x, b in zip(probe_part, base, strict=True)) * 100:.2f}%) "
             f"[{' '.join(f'{x * 1e6:.0f}' for x in probe_part)}]"
@@ -1386,7 +1415,10 @@ def main() -> None:
         "thread), each optionally -block or -poll (how the reader waits; else --reader-wait) and -loud "
         "(the reader does not ask for quiet: every call's batch is sent, as before) or -socket (a quiet reader "
         "that does not ask for the shared-memory ring: its live frames are sent on the socket) or -general (the "
-        "agent's thread fills a ring client by the general path, not its short one)",
+        "agent's thread fills a ring client by the general path, not its short one); and, to take apart what "
+        "probe12 changed: -winding (publish's straight path to a ring client off: the calls and checks of the "
+        "general path's short one), -events (elided events wait in the queue themselves, not a stand-in each), "
+        "-bracketed (every Pipeline call calls hold() and flush(), as before publish served quiet clients)",
     )
     ap.add_argument(
         "--follow-latency",

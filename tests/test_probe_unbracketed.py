@@ -76,10 +76,20 @@ def test_a_quiet_ring_client_costs_a_paced_turn_no_call_into_the_probe_but_publi
     )
     probe = pipe.probe
     calls = _Calls(probe)
+    short = [0]
+    ring_turn = probe._ring_turn
+
+    def counted(c: Any) -> bool:
+        short[0] += 1
+        return bool(ring_turn(c))
+
+    probe._ring_turn = counted
     try:
         c = _connect(pipe, lean=True, elide=True, poll=True)
         _settle(probe, 1)
         _wait_ring(c)
+        _turn(pipe, 99)  # (the first live events close the snapshot's window: see queues._skip_snapshot_tail)
+        assert len(_recv_n(c, 1)) == 1
         assert not probe.bracket
         n0 = len(pipe.journal.events)
         h0, f0 = calls.hold, calls.flush
@@ -90,6 +100,7 @@ def test_a_quiet_ring_client_costs_a_paced_turn_no_call_into_the_probe_but_publi
             time.sleep(AGENT_WINDOW)  # the model call
             got += _recv_n(c, 1)
         assert (calls.hold - h0, calls.flush - f0) == (0, 0)
+        assert short == [1]  # each turn after the first by publish's straight path (_ring_now)
         assert (probe.agent_sends - s0, probe.agent_writes - w0, probe.wakeups - p0) == (5, 0, 0)
         assert got == _kept(list(pipe.journal.events), n0)
     finally:
@@ -145,6 +156,7 @@ def _published_turns(general: bool, monkeypatch: pytest.MonkeyPatch, rtdir: Path
     probe = ProbeServer({"model": "m"}, lambda: journal)
     if general:
         monkeypatch.setattr(probe, "_ring_turn", lambda c: False)
+        monkeypatch.setattr(probe, "_ring_now", lambda event, frame: False)
     probe.start()
     try:
         c = _connect_server(probe)
@@ -190,8 +202,9 @@ def _connect_server(probe: ProbeServer) -> Any:
 def test_the_short_path_writes_the_bytes_the_general_fill_writes(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    """Side by side, the same events published outside any call to one quiet ring client: the ring's
-    bytes by the short path (_ring_turn, which skips the event ring) are those of the general fill."""
+    """Side by side, the same events published to one quiet ring client, outside any call (publish's
+    straight path, _ring_now) and in calls with two events to send (flush's short one, _ring_turn): the
+    ring's bytes are those the general fill writes for them."""
     short = _published_turns(False, monkeypatch, rtdir)
     monkeypatch.undo()
     general = _published_turns(True, monkeypatch, rtdir)

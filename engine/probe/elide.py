@@ -42,6 +42,14 @@ from typing import Any
 # The per-turn kinds a fetching client reads from the journal instead of the live stream (what the
 # engine folds: the request record, usage, messages and their parts, content by hash).
 ELIDED_KINDS = frozenset(("request", "usage", "msg", "blob", "part"))
+# What waits in the probe's queue in place of an event of an elided kind published while every client
+# is quiet (see agent_send): no client is sent it live, and the client that reads it from the ring
+# later (which events go: `kept`) finds one shared dict, already in cache, not the event itself, built a
+# turn earlier. It keeps the event's journal position. None is queued while a client's snapshot window
+# is open (queues._skip_snapshot_tail), so one found there was queued by a publish that saw every client
+# quiet before that client was counted: its event was journaled before, so is in the snapshot, and the
+# client skips it as one of the snapshot's last events.
+ELIDED_STAND_IN: dict[str, str] = {"k": "blob"}
 # Events one range request may ask for (a longer range is asked for in several).
 RANGE_MAX = 2048
 # Events in one `journal` answer frame (its size is bounded again by the frame limit: see queues).

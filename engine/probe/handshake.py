@@ -247,6 +247,7 @@ class Handshake(ClientQueues):
             tail = [src[i] for i in range(max(0, n - k - 1), n)]
             c.skip_ids = frozenset(id(e) for e in tail)
             c.skip_hold = tail
+            self._windows += 1  # (no stand-ins meanwhile: see elide.ELIDED_STAND_IN)
         c.outbuf += encode_frame(self._hello_frame(n, turns, tap_errors))
         c.snap_src = src
         c.snap_end = n

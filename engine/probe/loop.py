@@ -36,6 +36,7 @@ import selectors
 import socket
 import threading
 import time
+from typing import Any
 
 from engine.probe.handshake import Handshake
 from engine.probe.queues import Client
@@ -133,11 +134,15 @@ class IOLoop(Handshake):
                 # The timeout is read under the lock: an event the agent publishes after this is sent by
                 # its own flush (the lock is free while we block) or wakes us with its byte.
                 timeout = self._timeout()
+                # Asleep with nothing in progress: the agent's publish may serve the one ring client
+                # itself (agent_send._ring_now) until this thread holds the lock again.
+                self._ring_one = self._ring_candidate() if timeout is None else None
                 lock.release()
                 try:
                     ready = sel.select(timeout)
                 finally:
                     lock.acquire()
+                    self._ring_one = None
                 self.wakeups += 1
                 # The CPU budget is charged after a pass (_budget), but one pass can do a lot: a
                 # snapshot for each of many clients, say. So a pass stops once it has spent its tokens
@@ -196,6 +201,9 @@ class IOLoop(Handshake):
                 # A bug here must not kill the probe thread silently and leave clients hanging forever.
                 log.exception("probe I/O loop error")
                 self._rest(0.05)
+
+    def _ring_candidate(self) -> Any:  # agent_send's
+        raise NotImplementedError
 
     def _timeout(self) -> float | None:
         """How long select() may block: forever unless something is due."""

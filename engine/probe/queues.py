@@ -36,7 +36,7 @@ from typing import Any
 
 import msgpack
 
-from engine.probe.elide import ELIDED_KINDS, RANGE_FRAME_EVENTS, kept
+from engine.probe.elide import ELIDED_KINDS, ELIDED_STAND_IN, RANGE_FRAME_EVENTS, kept
 from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
@@ -231,6 +231,13 @@ class ClientQueues:
         # the rest, so the Pipeline skips both calls: after a model call each runs cold. Written by
         # the I/O thread with _nclients and _nquiet, read by the Pipeline at each call's start.
         self.bracket = False
+        # Clients whose snapshot's window is open (see _skip_snapshot_tail): publish puts no stand-in
+        # in the queue meanwhile (see elide.ELIDED_STAND_IN).
+        self._windows = 0
+        # The one client publish() may serve by its straight path (agent_send._ring_now), or None: set
+        # under the pass lock only, when the state that path needs holds (agent_send._ring_candidate),
+        # and cleared under it by every pass and every other send before they change anything.
+        self._ring_one: Client | None = None
         self._nrings = 0  # clients with a ring (see ring), at most MAX_RINGS
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
@@ -532,10 +539,11 @@ class ClientQueues:
         seq = c.cursor
         while seq < head:
             ev = ring[seq % cap]
-            if id(ev[0] if type(ev) is tuple else ev) not in ids:
+            if ev is not ELIDED_STAND_IN and id(ev[0] if type(ev) is tuple else ev) not in ids:
                 c.cursor = seq
                 c.skip_ids = frozenset()
                 c.skip_hold = None
+                self._windows -= 1
                 return True
             seq += 1
         c.cursor = seq
@@ -1049,7 +1057,9 @@ class ClientQueues:
         # Free everything at once (a closed client must not pin the journal or its buffers).
         c.snap_src = None
         c.chunk = None
-        c.skip_hold = None
+        if c.skip_hold is not None:
+            c.skip_hold = None
+            self._windows -= 1
         c.skip_ids = frozenset()
         c.outbuf = bytearray()
         c.inbuf = bytearray()

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.agent_send import DEFER_EVENTS, HOLD_MAX, AgentSend
-from engine.probe.elide import ELIDED_KINDS
+from engine.probe.elide import ELIDED_KINDS, ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
 from engine.probe.loop import FLUSH_MAX, JOIN_SLACK
@@ -147,6 +147,7 @@ class ProbeServer(AgentSend):
         self._close_lock = threading.Lock()
         self._owner_pid = os.getpid()
         self._inode: tuple[int, int] | None = None
+        self._stand_in: dict[str, Any] | None = ELIDED_STAND_IN
         try:
             # Fail here, in the agent's startup, rather than on every connect if hello can't be sent.
             encode_frame(self._hello_frame(0, 0))
@@ -195,15 +196,21 @@ class ProbeServer(AgentSend):
                 # The I/O thread has been starved of the GIL for a whole queue's worth of events; the
                 # append below pushes the oldest out. (Racing with a popleft this may over-count by one.)
                 self._overflow += 1
+            quiet_only = not self._held and not self._wake_pending and self._nquiet == self._nclients
+            if quiet_only and type(event) is dict and event.get("k") in ELIDED_KINDS and len(pending) < DEFER_EVENTS:
+                # Every client is quiet, so the Pipeline does not bracket its calls (see `bracket`) and
+                # publish does what a call's flush would: an elided kind waits for the next event worth
+                # sending (up to DEFER_EVENTS), which is then sent with them (see agent_send). No quiet
+                # client is sent it, so what waits is a stand-in holding its place (see elide).
+                stand_in = self._stand_in
+                pending.append(event if stand_in is None or self._windows else stand_in)
+                return
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).
             pending.append(event if frame is None or self.redact else (event, frame))
-            if not self._held and not self._wake_pending and self._nquiet == self._nclients:
-                # Every client is quiet, so the Pipeline does not bracket its calls (see `bracket`):
-                # publish does what a call's flush would. An elided kind waits for the next event worth
-                # sending (up to DEFER_EVENTS); that one is sent now with them (see agent_send).
-                if type(event) is dict and event.get("k") in ELIDED_KINDS and len(pending) <= DEFER_EVENTS:
-                    return
+            if quiet_only:
+                if self._ring_one is not None and self._ring_now(event, frame):
+                    return  # (the one ring client's straight path: see agent_send)
                 self._send_now()
                 return
             if type(event) is not dict or event.get("k") not in ELIDED_KINDS:
@@ -271,6 +278,7 @@ class ProbeServer(AgentSend):
         Make publish() a no-op and close() leave the parent's socket alone."""
         self._nclients = 0
         self.bracket = False
+        self._ring_one = None  # (the parent's ring, mapped here too: never written from the child)
         self._closed = True
         self._close_lock = threading.Lock()  # may have been held by a thread that did not survive the fork
         self._pass_lock = threading.Lock()  # likewise (the I/O thread holds it for each pass)
