@@ -107,6 +107,24 @@ DEFER_EVENTS = 256
 _monotonic = time.monotonic
 
 
+def _in_step(c: Client, head: int) -> bool:
+    """Whether the agent may write `c`'s next frames straight into its ring: it reads the quiet elided
+    stream, is at the head, and nothing is owed to it or in progress (a buffer, a fetch, a snapshot, a
+    skip, a `dropped` notice, a close). One predicate for the short path (`_ring_turn`) and for the
+    client the I/O thread names for publish()'s straight path (`_ring_candidate`), so that a new kind of
+    client state cannot be checked by one and missed by the other."""
+    return (
+        c.quiet
+        and not c.outbuf
+        and not c.fetch
+        and c.snap_src is None
+        and c.skip_hold is None
+        and not c.dropped_pending
+        and c.closing_deadline is None
+        and c.cursor == head
+    )
+
+
 class AgentSend(IOLoop):
     def _init_agent_send(self) -> None:
         self._held = False
@@ -168,19 +186,7 @@ class AgentSend(IOLoop):
         here runs cold (a few us each on a small VM), so the fewer the better. False, with the client
         untouched, to leave it to `_fill` (the events are then in the event ring: `_store`)."""
         ring = c.ring
-        if (
-            ring is None
-            or c.outbuf
-            or c.fetch
-            or c.snap_src is not None
-            or c.skip_hold is not None
-            or c.dropped_pending
-            or c.closing_deadline is not None
-            or c.cursor != self._head
-            or not c.quiet
-            or self.redact
-            or self._overflow != self._overflow_seen
-        ):
+        if ring is None or not _in_step(c, self._head) or self.redact or self._overflow != self._overflow_seen:
             return False
         n = len(self._pending)
         if not n or n > AGENT_EVENTS:
@@ -244,19 +250,7 @@ class AgentSend(IOLoop):
         if self._nclients != 1 or self.redact or self._stopping or self._due is not None or self._more:
             return None
         for c in self._clients.values():
-            if (
-                c.ring is None
-                or not c.quiet
-                or c.outbuf
-                or c.fetch
-                or c.snap_src is not None
-                or c.skip_hold is not None
-                or c.dropped_pending
-                or c.closing_deadline is not None
-                or c.cursor != self._head
-            ):
-                return None
-            return c
+            return c if c.ring is not None and _in_step(c, self._head) else None
         return None
 
     def _ring_now(self, event: Any, frame: bytes | None) -> bool:
