@@ -622,6 +622,40 @@ def test_connect_errors_say_what_to_do(rtdir: Path) -> None:
         ProbeClient.connect(os.getpid(), runtime_dir=rtdir)
 
 
+def test_attaching_to_a_launcher_names_the_child_that_serves(rtdir: Path) -> None:
+    # `cp-inspect attach` given the pid of a launcher (a shell, `uv run`, `cp-inspect demo`) whose agent
+    # runs in a child process: the error names the child and the command to use.
+    ensure_runtime_dir(rtdir)
+    child_code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from engine.probe.server import ProbeServer
+        server = ProbeServer({HELLO!r}, list, runtime_dir=Path({str(rtdir)!r}))
+        server.start()
+        print("ready", flush=True)
+        sys.stdin.read()
+        server.close()
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", child_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        with pytest.raises(NotServing) as exc:
+            ProbeClient.connect(os.getpid(), runtime_dir=rtdir)  # this process launched it; it serves nothing
+        assert f"Its child process {child.pid} does: `cp-inspect attach {child.pid}`" in str(exc.value)
+        assert "serve=True" not in str(exc.value)  # (it does serve: the advice is to attach to it)
+        with ProbeClient.connect(child.pid, runtime_dir=rtdir) as c:  # and the named pid does serve
+            assert c.hello["pid"] == child.pid
+    finally:
+        child.communicate("", timeout=10)
+    with pytest.raises(NotServing) as exc:  # once the child has gone, no hint
+        ProbeClient.connect(os.getpid(), runtime_dir=rtdir)
+    assert "child process" not in str(exc.value) and "serve=True" in str(exc.value)
+
+
 def test_snapshot_failure_is_reported_not_hung(rtdir: Path) -> None:
     def broken() -> list[dict[str, Any]]:
         raise RuntimeError("journal locked")

@@ -173,7 +173,7 @@ class ProbeClient:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            raise NotServing(pid, path) from None
+            raise NotServing(pid, path, advice=_serving_descendants_hint(pid, d)) from None
         if st.st_uid != os.getuid():
             raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
         if not stat.S_ISSOCK(st.st_mode):
@@ -567,6 +567,43 @@ def _remove_stale(path: Path) -> None:
             os.unlink(path)
     except OSError:
         pass
+
+
+def _parent_pid(pid: int) -> int | None:
+    """`pid`'s parent from /proc (None when it is gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'.
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _serving_descendants_hint(pid: int, runtime_dir: Path) -> str:
+    """A hint for attaching to a launcher (a shell, `uv run`, `cp-inspect demo`) whose agent runs in a
+    child process: the processes below `pid` that do serve the probe, or "" when none does."""
+    found = []
+    try:
+        names = os.listdir(runtime_dir)
+    except OSError:
+        return ""
+    for name in names:
+        stem = name[: -len(SOCKET_SUFFIX)] if name.endswith(SOCKET_SUFFIX) else ""
+        if not stem.isdigit():
+            continue  # (a proxy session's socket, or anything else)
+        child = up = int(stem)
+        for _ in range(64):  # a bounded walk up the tree: pid 1 or a vanished parent ends it sooner
+            parent = _parent_pid(up)
+            if parent is None or parent <= 1:
+                break
+            if parent == pid:
+                found.append(child)
+                break
+            up = parent
+    if not found:
+        return ""
+    pids = ", ".join(str(c) for c in sorted(found))
+    return f"Its child process {pids} does: `cp-inspect attach {sorted(found)[0]}`"
 
 
 def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[AgentInfo]:

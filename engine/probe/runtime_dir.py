@@ -37,15 +37,14 @@ class NoSuchProcess(ProbeError):
 
 
 class NotServing(ProbeError):
-    def __init__(self, pid: int, socket_path: Path | None = None, detail: str = "") -> None:
+    def __init__(self, pid: int, socket_path: Path | None = None, detail: str = "", advice: str = "") -> None:
+        """`advice` replaces the default "start the agent serving" (e.g. "attach to its child N")."""
         self.pid = pid
         self.socket_path = socket_path
         where = f" (no live socket at {socket_path})" if socket_path is not None else ""
         extra = f"; {detail}" if detail else ""
-        super().__init__(
-            f"process {pid} is not serving the probe{where}{extra}. Start the agent with serve=True "
-            f"or with the environment variable {SERVE_ENV}=1"
-        )
+        todo = advice or f"Start the agent with serve=True or with the environment variable {SERVE_ENV}=1"
+        super().__init__(f"process {pid} is not serving the probe{where}{extra}. {todo}")
 
 
 class PermissionDenied(ProbeError, PermissionError):
