@@ -280,12 +280,8 @@ class AgentSend(IOLoop):
                 or not 0 < n <= AGENT_EVENTS
             ):
                 return False
-            now = _monotonic()
-            if now - self._window_at >= AGENT_WINDOW:
-                self._window_at = now
-                self._window_sends = 0
-            elif self._window_sends >= AGENT_WINDOW_SENDS:
-                return False  # turns back to back: the I/O thread's bursts send them for less
+            if self._window_full():
+                return False
             jpos = c.jpos
             if frame is None:
                 payload = pack_payload_fast({"k": "batch", "events": [event], "at": [jpos + n - 1], "end": jpos + n})
@@ -312,16 +308,23 @@ class AgentSend(IOLoop):
         finally:
             lock.release()
 
-    def _send_here(self) -> bool:
-        """Fill and send on this thread; True if nothing is left for the I/O thread."""
-        if self._stopping or self._due is not None or self._more:
-            return False
+    def _window_full(self) -> bool:
+        """Whether this AGENT_WINDOW's sends on the agent's thread are used up (a new window starts
+        empty). When they are, turns come back to back and the I/O thread's bursts send them for less.
+        The caller counts its send in `_window_sends`."""
         now = _monotonic()
         if now - self._window_at >= AGENT_WINDOW:
             self._window_at = now
             self._window_sends = 0
-        elif self._window_sends >= AGENT_WINDOW_SENDS:
-            return False  # turns back to back: the I/O thread's bursts send them for less
+            return False
+        return self._window_sends >= AGENT_WINDOW_SENDS
+
+    def _send_here(self) -> bool:
+        """Fill and send on this thread; True if nothing is left for the I/O thread."""
+        if self._stopping or self._due is not None or self._more:
+            return False
+        if self._window_full():
+            return False
         self._window_sends += 1
         lock = self._pass_lock
         if not lock.acquire(blocking=False):
