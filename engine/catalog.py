@@ -157,9 +157,12 @@ class EmergentQueue:
         self.items.append(item)
         return item
 
+    # Both asked every turn, nearly always of an empty queue: the comprehension (a frame of its own)
+    # only when there is something to go through.
     def due(self, turn: int) -> list[EmergentItem]:
-        return [i for i in self.items if i.due_turn == turn]
+        return [i for i in self.items if i.due_turn == turn] if self.items else []
 
     def expire(self, turn: int) -> None:
         """Drop items whose turn has passed (called once a turn completes)."""
-        self.items = [i for i in self.items if i.due_turn > turn]
+        if self.items:
+            self.items = [i for i in self.items if i.due_turn > turn]

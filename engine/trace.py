@@ -28,6 +28,7 @@ _SCOPE_LABELS = {k: k.label for k in CacheScope}
 _PRIORITY_LABELS = {k: k.label for k in Priority}
 _FORM_VALUES = {k: k.value for k in Form}
 _TOKENS = attrgetter("tokens")
+_ID = attrgetter("id")
 _MARKER = attrgetter("marker")  # plain strings; an enum's .value is a slow descriptor
 _EMPTY_SHA = sha256_hex("")  # a section with no blocks (hashed once, not every turn)
 
@@ -59,11 +60,18 @@ def figures_of(before: Assembly, res: OptimizeResult, ser: SerializedRequest, m:
         section_shas = {sid: sha256_hex(v) for sid, v in joined.items()}
     order = tuple(wire_order(res.asm))
     get, empty, section = section_shas.get, _EMPTY_SHA, m.section
+    planned = {s.id: section(s) for s in before}
+    if res.asm is before and len(planned) == len(before):
+        # What was planned is what is sent (a held turn's usual case), and the ids are distinct: each
+        # sent section's tokens read back from `planned` in C, not asked of the Measure again.
+        tokens = tuple(map(planned.__getitem__, map(_ID, order)))
+    else:
+        tokens = tuple(map(section, order))
     return Figures(
         order,
         {s.id: get(s.id, empty) for s in order},
-        {s.id: section(s) for s in before},
-        tuple(map(section, order)),
+        planned,
+        tokens,
         m.total(res.asm),
         ser.blocks,
         ser.cacheable_prefix_tokens,

@@ -217,8 +217,13 @@ class Traces(deque[Any]):
     (indexing, iterating) hands back its built trace, so readers see plain trace dicts. `raw` reads an
     entry as it is kept (the pipeline's own look-backs, which a record answers without building)."""
 
-    def raw(self, i: int) -> dict[str, Any] | TurnRecord:
-        return cast("dict[str, Any] | TurnRecord", deque.__getitem__(self, i))
+    if TYPE_CHECKING:
+
+        def raw(self, i: int) -> dict[str, Any] | TurnRecord: ...
+
+    else:
+        # deque's own item access (a C method: no Python frame for the pipeline's look-back every turn).
+        raw = deque.__getitem__
 
     def views(self, stop: int, back: int) -> list[dict[str, Any]]:
         """What the alert rules read of the `back` entries before index `stop` (alert_view of each)."""

@@ -82,6 +82,7 @@ GUARANTEE_RULES: tuple[Rule, ...] = (
     Rule(markers.NAME, markers.apply, None),
 )
 STEP_NAMES = tuple(r.name for r in STABLE_RULES) + (STEP,) + tuple(r.name for r in GUARANTEE_RULES)
+_Planned = tuple[Plan, Reserves, float]  # what a build's plan_fn hands back
 
 
 @dataclass
@@ -177,17 +178,19 @@ def _choose_cut(
     full_len: int,
     carry: dict[str, Any] | None = None,
     slot: Any = None,
+    known: tuple[int | None, int] | None = None,
 ) -> _Cut | None:
     """The shallowest cut at a round boundary that brings the request to `target` tokens or below
     (the deepest possible one if none does). None when nothing can be dropped.
 
     `carry`: the choice is remembered under `slot` and reused while only messages were appended (see
-    _carried_cut); None chooses afresh."""
-    idx = history_index(asm)
+    _carried_cut); None chooses afresh. `known`: the caller's (history_index(asm), m.total(asm))."""
+    idx, total = known if known is not None else (history_index(asm), -1)
     if idx is None:
         return None
     items = asm[idx].items
-    total = m.total(asm)
+    if total < 0:
+        total = m.total(asm)
     need = total + NOTE_ALLOWANCE - target
     slots = carry.setdefault(CUT_CARRY, {}) if carry is not None else None
     if slots is not None:
@@ -301,6 +304,24 @@ def _next_assistant(items: tuple[Any, ...], i: int) -> int:
 
 
 CUT_CARRY = "compaction cut"
+SLOT_CARRY = "slot"
+
+
+def _slot_key(carry: dict[str, Any], limits: OptimizeLimits, settings: PolicySettings) -> int:
+    """The key a build's remembered cut and lineage are kept under in `carry`: hash((limits, settings)).
+
+    Both are frozen dataclasses, whose generated __hash__ is a Python call hashing every field, and a
+    held turn looked its memos up by the pair four times (eight such calls, ~3 us). Hashed once here,
+    and not again while the build is under the very same objects (a pipeline's config). The memos are
+    keyed by the number: a remembered cut holds only when its own checks pass, whatever slot it came
+    from (see _carried_cut, _counted_on), and a lineage keeps the pair and is used only under an
+    equal one (see run), so two pairs that hash alike share a slot but never a wrong answer."""
+    got = carry.get(SLOT_CARRY)
+    if got is not None and got[0] is limits and got[1] is settings:
+        return got[2]  # type: ignore[no-any-return]
+    key = hash((limits, settings))
+    carry[SLOT_CARRY] = (limits, settings, key)
+    return key
 
 
 def _carried_cut(
@@ -356,36 +377,43 @@ def run(
 
     lineages = carry.setdefault(LINEAGE_CARRY, {}) if carry is not None else None
     lin_slot = (limits, settings)
+    slot = _slot_key(carry, limits, settings) if carry is not None else 0
 
-    def stage1(s: CompactionState) -> tuple[Assembly, Assembly, OptimizeContext, OptimizeResult, list[str]]:
+    def stage1(
+        s: CompactionState,
+    ) -> tuple[Assembly, Assembly, OptimizeContext, OptimizeResult, list[str], _Planned]:
+        """The state applied and the stable rules run: (applied, their result's assembly, the context,
+        the result, spill failures, the plan of `applied`)."""
         note = note_text(s, summary_text) if s.cut > 0 else ""
-        ext = (
-            _extend(lineages.get(lin_slot), asm_full, hidx, s, elided, note, m)
-            if lineages is not None and hidx is not None
-            else None
-        )
+        ext = None
+        if lineages is not None and hidx is not None:
+            lin = lineages.get(slot)
+            # (The tuples compare their members by identity first: the same config's objects.)
+            if lin is not None and lin.slot == lin_slot:
+                ext = _extend(lin, asm_full, hidx, s, elided, note, m)
         applied = (
             ext[0] if ext is not None else apply_state(asm_full, s, summary_text, settings.revision, elided)
         )
-        p, _, _ = plan_fn(applied)
+        planned = plan_fn(applied)
+        p = planned[0]
         ctx = make_ctx(p)
         if ext is not None:
             r = _extended_stable(ext[1], ext[2], applied, ctx)
             if r is not None:
                 assert lineages is not None and hidx is not None
                 _remember_lineage(
-                    lineages, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, r, ext[1].task_end
+                    lineages, slot, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, r, ext[1].task_end
                 )
-                return applied, applied, ctx, r, []
+                return applied, applied, ctx, r, [], planned
         key = _stable_key(applied, ctx) if carry is not None else None
         if carry is not None and key is not None:
             carried = _carried_stable(carry, key, applied)
             if carried is not None:
                 if lineages is not None and hidx is not None:
                     _remember_lineage(
-                        lineages, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, carried
+                        lineages, slot, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, carried
                     )
-                return applied, applied, ctx, carried, []
+                return applied, applied, ctx, carried, [], planned
         r = optimize(applied, ctx, STABLE_RULES)
         unchanged = r.asm is applied and not ctx.spill_failures
         if carry is not None and key is not None and unchanged:
@@ -397,6 +425,7 @@ def run(
         if lineages is not None and hidx is not None:
             _remember_lineage(
                 lineages,
+                slot,
                 lin_slot,
                 asm_full,
                 hidx,
@@ -408,11 +437,14 @@ def run(
                 ctx,
                 r if key and unchanged else None,
             )
-        return applied, r.asm, ctx, r, list(ctx.spill_failures)
+        return applied, r.asm, ctx, r, list(ctx.spill_failures), planned
 
-    applied, asm1, ctx1, res1, failures = stage1(st)
-    plan1, _, _ = plan_fn(asm1)
-    ceiling = plan1.ceiling
+    applied, asm1, ctx1, res1, failures, planned = stage1(st)
+    # The plan of what the stable rules left: the one stage1 made when they left the assembly as it was
+    # (plan_fn would hand the same back from its memo; two calls a turn fewer).
+    if asm1 is not applied:
+        planned = plan_fn(asm1)
+    ceiling = planned[0].ceiling
     t1 = m.total(asm1)
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
@@ -436,19 +468,19 @@ def run(
     # long session's gates-closed column the walk over the uncompacted history was ~4% of simulate.
     unweighed = not gate_open and not weigh_closed and (forced or t1 > target_tokens)
     wanted = (forced or t1 > target_tokens) and not unweighed
+    # The stable stage keeps the history where it was, unless a stable rule moved the sections.
+    h1 = hidx if asm1 is applied else history_index(asm1)
     # The remembered cut is looked up per limits and settings, not per target: the learned calibration
     # moves the target every turn, and every check on a remembered cut reads the tokens to drop, which
     # hold the target (keyed by it, the cut was found in fewer than half the turns).
     cand = (
-        _choose_cut(asm1, st, target_tokens, m, full_len, carry, (limits, settings)) if wanted else None
+        _choose_cut(asm1, st, target_tokens, m, full_len, carry, slot, (h1, t1)) if wanted else None
     )
     pb: Payback | None = None
     economic = 0.0
     horizon = 0.0  # read only where a cut was weighed
     if cand is not None:
         # What only weighing a cut reads (the gates-closed column of a simulate weighs none a turn).
-        # The stable stage keeps the history where it was, unless a stable rule moved the sections.
-        h1 = hidx if asm1 is applied else history_index(asm1)
         hist_tokens = m.section(asm1[h1]) if h1 is not None else 0
         stable_prefix = t1 - hist_tokens
         growth = (m.section(asm_full[hidx]) if hidx is not None else 0) / max(1, turn)
@@ -523,8 +555,9 @@ def run(
             "tokens_saved": pb.saves_per_turn,
             "payback": pb.text(),
         }
-        applied, asm1, ctx1, res1, failures = stage1(new_st)
-        plan1, _, _ = plan_fn(asm1)
+        applied, asm1, ctx1, res1, failures, planned = stage1(new_st)
+        if asm1 is not applied:
+            planned = plan_fn(asm1)
     else:
         assert pb is not None
         # Written down as a skipped optimization only when the saving would be substantial.
@@ -533,7 +566,7 @@ def run(
         if not deferred:
             _paid(decision, pb, rev2, economic)
             _held(decision, step, pb, settings, horizon, economic)
-    the_plan, reserves, ratio = plan_fn(asm1)
+    the_plan, reserves, ratio = planned
     # The stable stage's context when it was made for this very plan and nothing was written to it (no
     # spill failed): make_ctx would build an equal one.
     ctx2 = ctx1 if ctx1.plan is the_plan and not ctx1.spill_failures and not ctx1.dry_run else make_ctx(the_plan)
@@ -566,7 +599,8 @@ def run(
     res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
     skipped = {k: v for k, v in step.items() if k != "status"} if step["status"] == "skipped" else None
     res.skipped = res1.skipped + ([skipped] if skipped is not None else []) + res2.skipped
-    sent = m.total(res.asm)
+    # t1 is asm1's total until a compaction rebuilt asm1; the guarantee nearly always leaves it as it is.
+    sent = t1 if res.asm is asm1 and new_st is st else m.total(res.asm)
     finish = None
     if not deferred:
         decision["sent_tokens"] = sent
@@ -621,6 +655,7 @@ class _Lineage(NamedTuple):
     grew by appended messages since (see _extend): the raw assembly, the state-applied one and, when
     the stable rules changed nothing, their steps."""
 
+    slot: tuple[OptimizeLimits, PolicySettings]  # the limits and settings it was built under
     full: Assembly  # the raw assembly (the history as the pipeline assembled it)
     state: CompactionState
     elided: int
@@ -637,6 +672,7 @@ class _Lineage(NamedTuple):
 def _remember_lineage(
     lineages: dict[Any, _Lineage],
     slot: Any,
+    owner: tuple[OptimizeLimits, PolicySettings],
     asm_full: Assembly,
     hidx: int,
     st: CompactionState,
@@ -655,6 +691,7 @@ def _remember_lineage(
     if len(lineages) >= CARRY_SLOTS and slot not in lineages:
         lineages.clear()
     lineages[slot] = _Lineage(
+        owner,
         asm_full,
         st,
         elided,

@@ -74,7 +74,7 @@ class HistoryLog(Sequence[Message]):
             self._head, self._tail = self._tail[:lo], self._tail[lo:]
             self._lo = self._base = lo
             self._fixed = True
-        upto = min(upto, len(self))
+        upto = min(upto, self._base + len(self._tail))  # len(self), without its Python call
         n = upto - self._base
         if n < chunk or upto < self._retry_at:
             return []
