@@ -694,16 +694,23 @@ class Pipeline:
         last = newest if newest is not None and newest.role == "assistant" else None
         if last is None:
             last = next((m for m in reversed(hist) if m.role == "assistant"), None)
-        calls = {p.id for p in last.parts if isinstance(p, ToolCall)} if last else set()  # last.tool_calls' ids
-        answered = {p.call_id for p in self.pending if isinstance(p, ToolResult)}
-        if call_id not in calls:
+        # Looked for in plain loops (a comprehension is a frame of its own, every tool result); the
+        # sets are made only for the error.
+        made = False
+        for p in last.parts if last else ():
+            if isinstance(p, ToolCall) and p.id == call_id:
+                made = True
+                break
+        if not made:
+            calls = {p.id for p in last.parts if isinstance(p, ToolCall)} if last else set()  # last.tool_calls' ids
             raise UnpairedToolResultError(
                 call_id,
                 f"the last assistant message made calls {sorted(calls) or 'none'}; record the assistant's "
                 "tool call with assistant(tool_calls=[...]) before its result",
             )
-        if call_id in answered:
-            raise UnpairedToolResultError(call_id, "this call already has a result")
+        for p in self.pending:
+            if isinstance(p, ToolResult) and p.call_id == call_id:
+                raise UnpairedToolResultError(call_id, "this call already has a result")
         self._emit(
             {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": is_error}}
         )

@@ -597,7 +597,11 @@ def run(
     res = res2 if auto is not None else OptimizeResult(res2.asm, markers=marks)  # (auto: res2 is new, no markers)
     res.steps = res1.steps + [step] + res2.steps
     res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
-    skipped = {k: v for k, v in step.items() if k != "status"} if step["status"] == "skipped" else None
+    skipped: dict[str, Any] | None = None
+    if step["status"] == "skipped":
+        # _action(step): the step less its status, in its order (copied in C, not a comprehension's frame).
+        skipped = dict(step)
+        del skipped["status"]
     res.skipped = res1.skipped + ([skipped] if skipped is not None else []) + res2.skipped
     # t1 is asm1's total until a compaction rebuilt asm1; the guarantee nearly always leaves it as it is.
     sent = t1 if res.asm is asm1 and new_st is st else m.total(res.asm)
@@ -787,8 +791,8 @@ def _extended_stable(
         if isinstance(it, Message) and big(it) > limit:
             return None
     r = OptimizeResult(applied)
-    r.steps = [dict(d) for d in lin.stable[0]]
-    r.skipped = [dict(d) for d in lin.stable[1]]
+    r.steps = list(map(dict, lin.stable[0]))  # copies (a trace's steps are its own), made in C
+    r.skipped = list(map(dict, lin.stable[1]))
     return r
 
 
@@ -835,8 +839,8 @@ def _carried_stable(carry: dict[str, Any], key: tuple[Any, ...], applied: Assemb
     if prev[5] is not key[5] or prev[1:5] != key[1:5] or prev[0] != key[0]:
         return None
     res = OptimizeResult(applied)
-    res.steps = [dict(d) for d in steps]
-    res.skipped = [dict(d) for d in skipped]
+    res.steps = list(map(dict, steps))
+    res.skipped = list(map(dict, skipped))
     return res
 
 

@@ -7,6 +7,7 @@ for any provider that caches prefixes without explicit breakpoints.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -110,11 +111,17 @@ def envelope(
 ) -> bytes:
     # One list joined once (see comma_joined): the messages are most of the body.
     out = comma_joined(b'{"max_completion_tokens":%d,"messages":[' % max_tokens, system + msgs, b"]")
-    out.append(b',"model":' + canonical_json(model))
+    out.append(_model_field(model))
     if tools:
         out += comma_joined(b',"tools":[', tools, b"]")
     out.append(b"}")
     return b"".join(out)
+
+
+@lru_cache(maxsize=16)
+def _model_field(model: str) -> bytes:
+    """The body's `"model"` member (the encoder's two Python calls once per model, not every request)."""
+    return b',"model":' + canonical_json(model)
 
 
 def serializer(policy: ProviderCachePolicy = OPENAI) -> Serializer:
