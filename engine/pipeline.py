@@ -288,6 +288,7 @@ class Pipeline:
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
         self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
+        self._last_blob: tuple[str, str] = ("", "")  # see _blob
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
         # The sections before the history of the last build, with the version of their inputs (sources,
         # their content, tools, latches) it was made at; fold bumps the version when any of them changes.
@@ -412,7 +413,12 @@ class Pipeline:
         self.journal.append(ev)
 
     def _blob(self, text: str) -> str:
-        return self.journal.blob(text)
+        h = self.journal.blob(text)
+        # The text journaled last, by its hash: the event that names it is usually folded next (a tool
+        # result, a user text), and _part takes the text from here rather than looking the hash up in
+        # the journal's store (two Python calls). A hash names one text, so either gives the same.
+        self._last_blob = (h, text)
+        return h
 
     def _text(self, h: str) -> str:
         return self.journal.blobs[h]
@@ -514,13 +520,17 @@ class Pipeline:
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]
         if t == "text":
-            return Text(self._text(p["h"]))
+            h = p["h"]
+            last = self._last_blob
+            return Text(last[1] if last[0] == h else self._text(h))
         if t == "call":
             # assistant() built this very call a moment ago (hashing it costs a JSON encoding): reuse it.
             hit = self._call_hint.get((p["id"], p["name"], p["h"]))
             return hit if hit is not None else ToolCall(p["id"], p["name"], self._text(p["h"]))
         if t == "result":
-            return ToolResult(p["id"], self._text(p["h"]), bool(p.get("err")))
+            h = p["h"]
+            last = self._last_blob
+            return ToolResult(p["id"], last[1] if last[0] == h else self._text(h), bool(p.get("err")))
         if t == "thinking":
             return Thinking(self._text(p["h"]), p.get("sig", ""))
         if t == "media":

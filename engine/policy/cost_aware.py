@@ -384,13 +384,17 @@ def run(
     ) -> tuple[Assembly, Assembly, OptimizeContext, OptimizeResult, list[str], _Planned]:
         """The state applied and the stable rules run: (applied, their result's assembly, the context,
         the result, spill failures, the plan of `applied`)."""
-        note = note_text(s, summary_text) if s.cut > 0 else ""
-        ext = None
-        if lineages is not None and hidx is not None:
-            lin = lineages.get(slot)
-            # (The tuples compare their members by identity first: the same config's objects.)
-            if lin is not None and lin.slot == lin_slot:
-                ext = _extend(lin, asm_full, hidx, s, elided, note, m)
+        lin = lineages.get(slot) if lineages is not None and hidx is not None else None
+        # (The tuples compare their members by identity first: the same config's objects.)
+        if lin is not None and lin.slot != lin_slot:
+            lin = None
+        if s.cut <= 0:
+            note = ""
+        elif lin is not None and lin.state is s and not s.summary:
+            note = lin.note  # note_text of this very state, which without a summary is a function of it
+        else:
+            note = note_text(s, summary_text)
+        ext = _extend(lin, asm_full, hidx, s, elided, note, m) if lin is not None and hidx is not None else None
         applied = (
             ext[0] if ext is not None else apply_state(asm_full, s, summary_text, settings.revision, elided)
         )
