@@ -676,8 +676,9 @@ class Pipeline:
         parts: list[dict[str, Any]] = []
         if thinking:
             parts.append({"t": "thinking", "h": self._blob(thinking)})
+        text_h = self._blob(text) if text else ""
         if text:
-            parts.append({"t": "text", "h": self._blob(text)})
+            parts.append({"t": "text", "h": text_h})
         calls = [c if isinstance(c, ToolCall) else ToolCall(c["id"], c["name"], _args(c)) for c in tool_calls]
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids):
@@ -689,6 +690,10 @@ class Pipeline:
             if not isinstance(given, ToolCall):  # built here from its content: fold may reuse it
                 hint[(c.id, c.name, h)] = c
         self._call_hint = hint
+        if text:
+            # The calls' arguments were journaled after the text; the text is the part _part reads
+            # (the calls come from `hint`).
+            self._last_blob = (text_h, text)
         try:
             self._emit({"k": "msg", "role": "assistant", "parts": parts})
         finally:
