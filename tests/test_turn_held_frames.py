@@ -35,7 +35,7 @@ from engine.providers.base import Serializer, _messages_end
 from engine.providers.policy import OPENAI
 from engine.recording.blob_store import BlobStore
 from engine.tokens import TiktokenTokenizer
-from tests.test_turn_carry import _pipe
+from tests.test_turn_carry import _pipe, reuses_counted
 from tests.test_turn_lineage import _count, _feed
 
 
@@ -108,14 +108,15 @@ def _other(pipe: Pipeline) -> Any:
     )
 
 
-def _two_columns(pipe: Pipeline, turns: int) -> list[tuple[bytes, bytes, str]]:
-    """Each turn a what-if build under another config, then the live request: every output kept."""
+def _two_columns(pipe: Pipeline, turns: int, big: bool = True) -> list[tuple[bytes, bytes, str]]:
+    """Each turn a what-if build under another config, then the live request: every output kept. `big`:
+    now and then a tool output over the spill threshold (the stable rules spill it, every build after)."""
     _start(pipe)
     other = _other(pipe)
     out = []
     for t in range(turns):
         _feed(pipe, "round", t, t)
-        if t % 9 == 5:
+        if big and t % 9 == 5:
             _feed(pipe, "big", t, t)
         what_if = pipe.build({}, config=other)
         req = pipe.next_request()
@@ -147,14 +148,26 @@ def test_colliding_slots_never_give_a_wrong_answer(window: int, turns: int) -> N
     slow.close()
 
 
+def _extended(window: int, turns: int, collide: bool) -> int:
+    """Builds of _two_columns that extended the build before them (of their own column)."""
+    real = cost_aware._slot_key
+    if collide:
+        cost_aware._slot_key = lambda carry, limits, settings: 0  # type: ignore[assignment]
+    try:
+        with reuses_counted(cost_aware, "_extended_stable") as hits:
+            _two_columns(_pipe(window, "cost_aware", False, True), turns, big=False)
+    finally:
+        cost_aware._slot_key = real  # type: ignore[assignment]
+    return hits[0]
+
+
 def test_two_columns_keep_their_own_slots() -> None:
-    """Without collisions the two columns keep a lineage each (a live agent's and a what-if's), and both
-    match the reference."""
-    fast, slow = _pipe(4_001, "cost_aware", False, True), _pipe(4_001, "cost_aware", False, False)
-    assert _two_columns(fast, 40) == _two_columns(slow, 40)
-    assert len(fast._carry[cost_aware.LINEAGE_CARRY]) == 2
-    fast.close()
-    slow.close()
+    """Without collisions the live column and the what-if keep a lineage each, and most of 40 turns'
+    80 builds extend their column's last one; forced onto one slot, each build finds the other column's
+    lineage and extends nothing (what the collision test's outputs were compared through)."""
+    apart, together = _extended(4_001, 40, False), _extended(4_001, 40, True)
+    assert apart >= 60
+    assert together == 0
 
 
 def test_the_body_mark_is_found_without_searching(monkeypatch: pytest.MonkeyPatch) -> None:
