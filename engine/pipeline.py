@@ -55,7 +55,6 @@ from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
 from engine.recording.journal import Event, Journal, trace_of
 from engine.sections import history_section, source_sections
-from engine.shadow import CandidateConfig, Shadow
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
 from engine.tokens import TokenCounter, Tokenizer
@@ -65,6 +64,7 @@ from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 
 if TYPE_CHECKING:
     from engine.bind import BindJob
+    from engine.shadow import CandidateConfig, Shadow
 
 ENGINE_VERSION = "0.1.0"
 TRACE_HISTORY = 32
@@ -320,7 +320,13 @@ class Pipeline:
             self.session_id = str(links.get("session_id") or "") or None
             self.journal.append({"k": "link", **links})
         # Shadow rollout (engine/shadow.py): a candidate configuration planned beside this one every turn.
-        self._shadow = Shadow.create(shadow) if shadow is not None and not replay else None
+        self._shadow: Shadow | None = None
+        if shadow is not None and not replay:
+            # Imported only by a pipeline with a shadow candidate: shadow.py and engine/whatif.py with it
+            # are ~1.5 ms CPU of every process that imports the engine and never plans one (simulate).
+            from engine.shadow import Shadow as _Shadow
+
+            self._shadow = _Shadow.create(shadow)
         if self._shadow is not None:
             self.journal.append(self._shadow.config_event(cfg))
         if not replay:

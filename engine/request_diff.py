@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.common_prefix import common_prefix_len  # re-exported: its home before engine/common_prefix.py
 from engine.errors import ContextPipeError
 from engine.hashing import canonical_json
 
@@ -278,22 +279,6 @@ def parse_request(req: Any, sections: Sequence[str] | None = None) -> ParsedRequ
 
 
 # ------------------------------------------------------------------------------------------ diffing
-
-
-def common_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the common prefix of two sequences (bytes, lists of block hashes): a binary search on
-    slice equality, which runs in C, instead of a Python loop over every element."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # binary search on equal prefixes: O(log n) slice compares in C
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _excerpts(a: bytes, b: bytes, at: int) -> tuple[str, str, str, str]:

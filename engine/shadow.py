@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.common_prefix import common_prefix_len
 from engine.config import PipelineConfig
 from engine.errors import ConfigError
 from engine.feedback import attribute_cache_break
@@ -36,7 +37,6 @@ from engine.hashing import content_hash
 from engine.policy.state import CompactionState
 from engine.providers import POLICIES, SerializedRequest
 from engine.providers.base import Block
-from engine.request_diff import common_prefix_len
 from engine.spill import MemorySpill
 from engine.whatif import Overrides
 

@@ -14,8 +14,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-openai.cpsession"
 # What a plain simulate has no use for (each costs ~1.5-5 ms of CPU to import): tempfile (spill files),
 # logging (warnings about a disk that refuses a spill), pickle (spilled events and messages), ormsgpack
-# (the probe's and the recorder's encoder) and the peer policies.
-DEFERRED = ["tempfile", "logging", "pickle", "ormsgpack", "engine.sim.policies"]
+# (the probe's and the recorder's encoder), the peer policies, request_diff (the serializer and the
+# cache simulator need only its common_prefix_len, now engine/common_prefix.py), and the shadow rollout
+# with engine.whatif (a pipeline with a shadow candidate imports them; a replay never plans one).
+DEFERRED = [
+    "tempfile",
+    "logging",
+    "pickle",
+    "ormsgpack",
+    "engine.sim.policies",
+    "engine.request_diff",
+    "engine.shadow",
+    "engine.whatif",
+]
 
 
 def _loaded_after_simulate(*args: str) -> list[str]:
@@ -70,3 +81,32 @@ def test_recorded_events_come_in_memory_form_whatever_the_version() -> None:
         events, _ = load_recording_events(path)
         assert [e["k"] for e in events if "z" in e or "tz" in e] == []
         assert events == [unpack_event(e) for e in RecordingReader.open(path).events()]
+
+
+def test_moved_names_still_resolve_where_they_were() -> None:
+    """common_prefix_len from request_diff and Overrides from replay (the CLI imports it from there) are
+    the same objects as before the move; a pipeline given a shadow candidate still plans it."""
+    from engine.common_prefix import common_prefix_len
+    from engine.recording import replay
+    from engine.request_diff import common_prefix_len as from_diff
+    from engine.whatif import Overrides
+
+    assert from_diff is common_prefix_len
+    assert replay.Overrides is Overrides
+    assert common_prefix_len([1, 2, 3], [1, 2, 4]) == 2
+
+
+def test_shadow_candidate_loads_the_shadow_module() -> None:
+    code = (
+        "import sys\n"
+        "from engine.pipeline import Pipeline\n"
+        "from engine.whatif import Overrides\n"
+        "assert 'engine.shadow' not in sys.modules\n"
+        "p = Pipeline('deepseek-chat', 'deepseek', 32000, serve=False, shadow=Overrides(window=16000))\n"
+        "assert p._shadow is not None and 'engine.shadow' in sys.modules\n"
+        "p.user('hi'); p.next_request(); print('ok')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("ok")

@@ -24,11 +24,11 @@ from engine.artifacts import (
     ToolSchema,
 )
 from engine.assembly import Assembly, Measure, Section, wire_order
+from engine.common_prefix import common_prefix_len
 from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json
 from engine.providers.hex_chain import ChainHasher
 from engine.providers.policy import ProviderCachePolicy
-from engine.request_diff import common_prefix_len
 from engine.types import SectionKind
 
 if TYPE_CHECKING:

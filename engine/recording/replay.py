@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.assembly import Measure
 from engine.errors import ContextPipeError
@@ -21,7 +21,19 @@ from engine.pipeline import Built, Pipeline
 from engine.recording.journal import Event, trace_of
 from engine.spill import MemorySpill
 from engine.tokens import TokenCounter
-from engine.whatif import Overrides
+
+if TYPE_CHECKING:
+    from engine.whatif import Overrides
+
+
+def __getattr__(name: str) -> Any:
+    # `Overrides` was imported here for replan's annotation; callers import it from here (the CLI):
+    # engine/whatif.py is loaded when asked for, not by every process that replays (simulate).
+    if name == "Overrides":
+        from engine.whatif import Overrides
+
+        return Overrides
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ReplayError(ContextPipeError):

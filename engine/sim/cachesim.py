@@ -37,8 +37,8 @@ from itertools import accumulate, compress, count, repeat
 from operator import attrgetter, is_not
 from typing import Any
 
+from engine.common_prefix import common_prefix_len
 from engine.errors import ContextPipeError
-from engine.request_diff import common_prefix_len
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 _TOKENS = attrgetter("tokens")
