@@ -166,6 +166,9 @@ class SimBuilder:
         self.pipe = pipe
         self._serializers: dict[str, BlockSerializer] = {}
         self.closed_fast = closed_fast
+        # closed_uncut's answer for a config with a state that has no cut, by config (simulate derives a
+        # column's config once and builds every turn with it; held, so its id is not reused).
+        self._uncut: dict[int, tuple[PipelineConfig, bool]] = {}
         # The closed builds' history cut from carried running sums (closed_cut.py); False: through
         # trim_sections over the whole conversation every build (the reference the tests hold it to).
         self._cut = ClosedCut() if carry_cut else None
@@ -183,7 +186,7 @@ class SimBuilder:
             ser = self._serializers[cfg.provider] = BlockSerializer(cfg.provider)
         m = pipe.measure
         st = pipe.compaction if state is None else state
-        if self.closed_fast and closed_uncut(cfg, st):
+        if self.closed_fast and st.cut <= 0 and self._uncut_cfg(cfg):
             asm, marks, actions, ceiling = self._closed(bound, cfg)
             return SimBuilt(ser.blocks(asm, marks, m), actions, list(pipe.flipped), ceiling, st, asm, m)
         d = pipe.decide(bound, cfg, state, cache, lean=True)
@@ -196,6 +199,15 @@ class SimBuilder:
             d.res.asm,
             m,
         )
+
+    def _uncut_cfg(self, cfg: PipelineConfig) -> bool:
+        """closed_uncut(cfg, st) for any state `st` with no cut (what it reads of the config), remembered."""
+        hit = self._uncut.get(id(cfg))
+        if hit is None or hit[0] is not cfg:
+            if len(self._uncut) >= 16:
+                self._uncut.clear()
+            hit = self._uncut[id(cfg)] = (cfg, closed_uncut(cfg, CompactionState()))
+        return hit[1]
 
     def _closed(
         self, bound: dict[str, dict[str, Any]], cfg: PipelineConfig
@@ -212,11 +224,14 @@ class SimBuilder:
         asm = pipe.assembled(bound, first)
         the_plan = pipe.planned(cfg, asm)
         ctx = pipe.optimize_context(cfg, the_plan)
-        auto = None
+        # A provider that caches prefixes by itself gets no marker whatever the request: then the
+        # markers rule (GUARANTEE_RULES[1:]) changes nothing, places nothing and records no action, and
+        # the task breakpoint is not placed either (_with_task_marker needs a free breakpoint; such a
+        # policy has none), so neither is run. tests/test_sim_closed_build.py holds this path to decide.
+        auto = marker_rule.automatic(ctx.policy)
         if pipe.fast_path and trim_sections.fits_as_planned(the_plan, asm):
             if first:
                 asm = pipe.assembled(bound)
-            auto = marker_rule.automatic(ctx.policy)
             res = (
                 OptimizeResult(asm)
                 if auto is not None
@@ -226,7 +241,11 @@ class SimBuilder:
             out = cut.trim(pipe, bound, cfg, ctx, asm, first) if cut is not None else None
             if out is not None:
                 # The rule's outcome, recorded as optimize records an applied rule; the markers after it.
-                res = optimize(out.asm, ctx, cost_aware.GUARANTEE_RULES[1:])
+                res = (
+                    OptimizeResult(out.asm)
+                    if auto is not None
+                    else optimize(out.asm, ctx, cost_aware.GUARANTEE_RULES[1:])
+                )
                 rec = {"step": trim_sections.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}
                 res.actions.insert(0, rec)
                 res.steps.insert(0, {**rec, "status": "applied"})

@@ -115,10 +115,16 @@ ZERO = CallCache(0, 0, 0, 0, 0)
 
 
 def totals(results: Iterable[CallCache]) -> CallCache:
-    out = ZERO
+    """The sum of `results` (what adding them one by one gives), field by field: one CallCache for the
+    whole session instead of one per call added (a frozen dataclass each, ~0.6 ms a 930-call column)."""
+    inp = read = write = uncached = write_1h = 0
     for r in results:
-        out = out + r
-    return out
+        inp += r.input_tokens
+        read += r.cache_read
+        write += r.cache_write
+        uncached += r.uncached
+        write_1h += r.cache_write_1h
+    return CallCache(inp, read, write, uncached, write_1h)
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -1,0 +1,90 @@
+"""simulate's gates-closed builds at a provider that caches prefixes by itself (DeepSeek, OpenAI).
+
+Such a provider gets no marker whatever the request, so after the carried history cut the closed build
+(engine/sim/blocks.py, SimBuilder._closed) neither runs the markers rule nor looks for a free breakpoint
+for the task: neither can change the request. Held here: on a session that trims every turn, no closed
+build runs either (the code before ran both on every trimming turn) and every build equals the
+reference build through Pipeline.decide; at a provider with breakpoints both still run. And the gates a
+config closes are read once per config, not on every build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from engine.optimize.context import OptimizeLimits
+from engine.policy import cost_aware
+from engine.policy.state import CompactionState
+from engine.recording.replay import Replayer
+from engine.sim import blocks as blocks_mod
+from engine.sim.blocks import SimBuilder
+from tests.test_sim_closed_build import _columns, _session
+from tests.test_simulate import COUNTER
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    calls = [0]
+    real = getattr(owner, name)
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        calls[0] += 1
+        return real(*a, **kw)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("provider", ["deepseek", "openai"])
+def test_no_markers_rule_after_the_cut_at_an_automatic_provider(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _session(provider, 18, [60, 150], 2, None, 11)
+    ref = _columns(events, False, 6000)
+    rule = _count(monkeypatch, blocks_mod, "optimize")
+    task = _count(monkeypatch, cost_aware, "_with_task_marker")
+    got = _columns(events, True, 6000)
+    closed = got[1::2]
+    assert sum("trim_sections" in c[1] for c in closed) >= 12  # the carried cut took these turns
+    assert rule[0] == 0
+    assert task[0] == 0
+    assert got == ref
+
+
+def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _session("anthropic", 18, [60, 150], 2, None, 11, task=300)
+    ref = _columns(events, False, 9000)
+    rule = _count(monkeypatch, blocks_mod, "optimize")
+    task = _count(monkeypatch, cost_aware, "_with_task_marker")
+    got = _columns(events, True, 9000)
+    trims = sum("trim_sections" in c[1] for c in got[1::2])
+    assert trims >= 5
+    assert rule[0] >= trims and task[0] >= trims
+    assert got == ref
+
+
+def test_a_config_s_gates_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As simulate builds (each column's config derived once): closed_uncut runs once per config."""
+    events = _session("deepseek", 10, [20, 150], 2, None, 5)
+    checks = _count(monkeypatch, blocks_mod, "closed_uncut")
+    replayer = Replayer(events, COUNTER)
+    pipe = replayer.new_pipeline()
+    builder = SimBuilder(pipe)
+    pcfg = ccfg = None
+    st_p = st_c = CompactionState()
+    builds = 0
+    for ev in events:
+        if ev.get("k") == "request":
+            pipe.begin_request(ev["turn"])
+            if pcfg is None:
+                pcfg = pipe.config.with_overrides(window=6000)
+                ccfg = replace(pcfg, limits=OptimizeLimits.all_closed())
+            assert ccfg is not None
+            st_p = builder.build({}, pcfg, st_p).state or st_p
+            st_c = builder.build({}, ccfg, st_c).state or st_c
+            builds += 2
+        pipe.fold(ev)
+    assert builds == 22
+    assert checks[0] <= 2  # the code before: once a build with no cut (here at least 11)
