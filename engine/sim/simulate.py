@@ -876,12 +876,11 @@ def _simulate_events(
         )
 
     options: dict[str, Any] = dict(s.sim_options or {})
+    # The `actual` events (an import's): one pass for whether there are any and their fingerprints.
+    actual = [e for e in events if e.get("k") == "actual"]
+    has_actual = bool(actual)
     if rules == "deepseek" and "persist_probability" not in options:
-        fps = [
-            str(e["system_fingerprint"])
-            for e in events
-            if e.get("k") == "actual" and e.get("system_fingerprint")
-        ]
+        fps = [str(e["system_fingerprint"]) for e in actual if e.get("system_fingerprint")]
         if fps:
             options["persist_probability"] = deepseek_persist_probability(fps[-1])
             notes.append(f"DeepSeek build {fps[-1]}: persist probability {options['persist_probability']}")
@@ -891,7 +890,6 @@ def _simulate_events(
     policy_cache = from_price(rules, price.model, price.input, price.cache_read, price.cache_write)
     notes.append(f"engine policies weigh compactions by {policy_cache.describe()}")
 
-    has_actual = any(e.get("k") == "actual" for e in events)
     overrides = {
         "window": s.window,
         "thresholds": thresholds,
@@ -939,18 +937,11 @@ def _simulate_events(
             )
         )
 
-    failed = {int(e["turn"]) for e in events if e.get("k") == "error"}
+    failed, usages = _failed_and_usages(events, actual)
     if failed:
         # A failed call (server error, prompt too long) is not billed and leaves nothing in the cache.
         notes.append(f"{len(failed)} failed call(s) left out of every column: turns {sorted(failed)}")
     outputs: dict[int, int] = {}
-    usages: dict[int, dict[str, Any]] = {}
-    for e in events:
-        if e.get("k") == "actual" and e.get("usage"):
-            usages[int(e["turn"])] = dict(e["usage"])
-    for e in events:
-        if e.get("k") == "usage":
-            usages[int(e["turn"])] = dict(e["usage"])  # the engine's own feedback record wins
     for t, u in usages.items():
         outputs[t] = int(u.get("output_tokens") or 0)
 
@@ -1079,6 +1070,39 @@ def _simulate_events(
         },
         calibration=scale,
     )
+
+
+def _failed_and_usages(
+    events: list[Event], actual: list[Event]
+) -> tuple[set[int], dict[int, dict[str, Any]]]:
+    """The turns whose call failed (`error` events), and each turn's usage: an `actual` event's (of
+    `actual`, the recording's), overridden by the engine's own `usage` event for the turn.
+
+    One pass over the events for both (a long session's events are cold in the cache by now: each pass
+    costs what touching every event costs). A malformed event raises what the separate passes this
+    replaced raised, in their order: on any error the passes run again, one after the other."""
+    failed: set[int] = set()
+    own: dict[int, dict[str, Any]] = {}
+    try:
+        for e in events:
+            k = e.get("k")
+            if k == "usage":
+                own[int(e["turn"])] = dict(e["usage"])
+            elif k == "error":
+                failed.add(int(e["turn"]))
+        usages = {int(e["turn"]): dict(e["usage"]) for e in actual if e.get("usage")}
+    except Exception:
+        failed = {int(e["turn"]) for e in events if e.get("k") == "error"}  # raises as before (below too)
+        usages = {}
+        for e in events:
+            if e.get("k") == "actual" and e.get("usage"):
+                usages[int(e["turn"])] = dict(e["usage"])
+        for e in events:
+            if e.get("k") == "usage":
+                usages[int(e["turn"])] = dict(e["usage"])
+        raise  # (not reached: the passes do what the one pass did)
+    usages.update(own)  # the engine's own feedback record wins (a new turn's is added at the end)
+    return failed, usages
 
 
 def _policy_list(names: Sequence[str] | None) -> list[str]:
