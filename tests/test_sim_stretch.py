@@ -23,7 +23,7 @@ from engine.providers.base import Block
 from engine.sim import cachesim
 from engine.sim import simulate as sim_mod
 from engine.sim.pricing import load_prices
-from engine.sim.simulate import STRETCH_MIN, _Req, _simulate, _stretch
+from engine.sim.simulate import STRETCH_MIN, _marks_after, _marks_shifted, _Req, _simulate, _stretch
 
 TABLE = load_prices()
 
@@ -51,7 +51,7 @@ def _run(
 
 
 @st.composite
-def _sessions(draw: Any) -> list[_Req]:
+def _sessions(draw: Any, markers: bool = False) -> list[_Req]:
     """Requests over a pool of Blocks: a fixed head, then a window that slides by a drawn amount each
     call behind a head of new Blocks, the newest Blocks appended; some Blocks repeat (the same object
     at several positions) and some are equal copies of earlier ones."""
@@ -61,7 +61,7 @@ def _sessions(draw: Any) -> list[_Req]:
         if pool and draw(st.integers(0, 9)) == 0:
             old = draw(st.sampled_from(pool))
             return old if draw(st.booleans()) else replace(old)  # the same object, or an equal copy
-        b = Block("history", "messages", f"m{i}", 10 + i % 7, False)
+        b = Block("history", "messages", f"m{i}", 10 + i % 7, markers and draw(st.integers(0, 9)) == 0)
         pool.append(b)
         return b
 
@@ -81,8 +81,37 @@ def _sessions(draw: Any) -> list[_Req]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(reqs=_sessions(), rules=st.sampled_from(["deepseek", "openai", "anthropic"]))
+@given(
+    reqs=_sessions(),
+    rules=st.sampled_from(["deepseek", "openai", "anthropic"]),
+)
 def test_stretch_gives_the_same_calls_and_figures(reqs: list[_Req], rules: str) -> None:
+    _same_with_and_without(reqs, rules)
+
+
+@settings(max_examples=150, deadline=None)
+@given(reqs=_sessions(markers=True), rules=st.sampled_from(["deepseek", "openai"]))
+def test_stretch_with_markers_gives_the_same_calls_and_figures(reqs: list[_Req], rules: str) -> None:
+    """Blocks marked anywhere (the prefix each request is checked against follows the markers)."""
+    _same_with_and_without(reqs, rules)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reqs=_sessions(markers=True))
+def test_shifted_markers_equal_a_scan(reqs: list[_Req]) -> None:
+    prev: list[Block] = []
+    marks: list[int] = []
+    for r in reqs:
+        common = cachesim.shared_prefix_len(prev, r.blocks)
+        new = r.blocks[common:]
+        h, a, m = _stretch(prev, new, common)
+        want = _marks_after(marks, common, new)
+        if m:
+            assert _marks_shifted(marks, common, new, h, a, m) == want
+        prev, marks = r.blocks, want
+
+
+def _same_with_and_without(reqs: list[_Req], rules: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
         # One conversion table for both (as simulate shares it between columns): each distinct Block's
         # simulator Block is one object, so the calls can be compared object by object.

@@ -366,6 +366,19 @@ def _marks_after(prev_marks: list[int], common: int, new: Sequence[Block]) -> li
     return kept + list(compress(range(common, common + len(new)), map(_MARKER, new)))
 
 
+def _marks_shifted(
+    prev_marks: list[int], common: int, new: Sequence[Block], h: int, a: int, m: int
+) -> list[int]:
+    """_marks_after(prev_marks, common, new) when new[h : h + m] are the previous request's Blocks
+    [a, a + m) (equal Blocks: the same markers, known from prev_marks), without reading their markers."""
+    kept = prev_marks if not prev_marks or prev_marks[-1] < common else [i for i in prev_marks if i < common]
+    at = common + h  # where the stretch starts in this request
+    out = kept + list(compress(range(common, at), map(_MARKER, new[:h])))
+    out += [x - a + at for x in prev_marks if a <= x < a + m]
+    out += compress(range(at + m, common + len(new)), map(_MARKER, new[h + m :]))
+    return out
+
+
 def _prefix_from_marks(marks: list[int], length: int, automatic: bool) -> int:
     """_prefix_count of a request of `length` Blocks marked at `marks` (ascending)."""
     if not marks:
@@ -685,12 +698,12 @@ def _simulate(
         common = cachesim.shared_prefix_len(prev_blocks, r.blocks)
         shared.append(common)
         new = r.blocks[common:]
-        marks = _marks_after(marks, common, new)
-        prefix_n.append(_prefix_from_marks(marks, len(r.blocks), automatic_prefix))
         # A sliding window (the gates-closed column): a few new Blocks (the task with its new omission
         # note), then a stretch the previous request sent from a later point on, then the newest round.
-        # The stretch's conversions are the previous call's, as a slice: not ~180 lookups a call.
+        # The stretch's conversions and markers are the previous call's: not ~180 lookups a call.
         h, a, m = _stretch(prev_blocks, new, common)
+        marks = _marks_shifted(marks, common, new, h, a, m) if m else _marks_after(marks, common, new)
+        prefix_n.append(_prefix_from_marks(marks, len(r.blocks), automatic_prefix))
         if m:
             cblocks = prev_cblocks[:common]
             cblocks += convert(new[:h])
