@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, count, repeat
-from operator import attrgetter, is_, not_
+from operator import attrgetter, is_, ne, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -619,18 +619,21 @@ def _stretch(prev: Sequence[Block], new: Sequence[Block], common: int) -> tuple[
     return 0, 0, 0
 
 
-def _same_shas(a: Sequence[Block], b: Sequence[Block], shared: int, m: int) -> bool:
-    """Whether b's first m blocks have a's first m blocks' hashes, given that the first `shared` are
-    equal Blocks (so equal hashes). Past them a Block may differ and keep its hash (a moved marker)."""
+def _first_changed(a: Sequence[Block], b: Sequence[Block], shared: int, m: int) -> int | None:
+    """The first position below m where b's Block hash is not a's (or b has no Block), given that the
+    first `shared` are equal Blocks (so equal hashes); None when b's first m Blocks have a's hashes.
+    Past the shared ones a Block may differ and keep its hash (a moved marker)."""
     if shared >= m:
-        return True
-    if len(b) < m:
-        return False
+        return None
+    end = min(m, len(b))
     # The Block right after the shared ones differs (or shared would be longer): most often in its hash
     # (a sliding window's changed first message), which settles it without listing every hash.
-    if a[shared].sha != b[shared].sha:
-        return False
-    return list(map(_SHA, a[shared:m])) == list(map(_SHA, b[shared:m]))
+    if shared < end and a[shared].sha != b[shared].sha:
+        return shared
+    j = next(compress(count(shared), map(ne, map(_SHA, a[shared:end]), map(_SHA, b[shared:end]))), None)
+    if j is not None:
+        return j
+    return end if len(b) < m else None
 
 
 def _simulate(
@@ -729,11 +732,14 @@ def _simulate(
             # The common case (the request keeps the previous one's cached prefix) is settled by the
             # Blocks the two share (found above, in C); attribute_cache_break walks the prefix block by
             # block to name the cause.
-            if not _same_shas(prev.blocks, r.blocks, common, m):
+            j = _first_changed(prev.blocks, r.blocks, common, m)
+            if j is not None:
+                # attribute_cache_break names the cause from the first changed Block (j) alone: handed
+                # that one, it does not list the ~180 hashes of a sliding window's prefix a turn again.
                 why = attribute_cache_break(
-                    prev.blocks,
-                    r.blocks,
-                    n,
+                    prev.blocks[j : j + 1],
+                    r.blocks[j : j + 1],
+                    1,
                     model_changed=False,
                     flipped_latches=r.latch_flips,
                     actions=[{"step": s} for s in r.actions],
@@ -743,7 +749,7 @@ def _simulate(
             causes[brk] += 1
         if as_sent:
             # The agent's own compaction: its request no longer starts with everything it sent before.
-            comp = prev is not None and not _same_shas(prev.blocks, r.blocks, common, len(prev.blocks))
+            comp = prev is not None and _first_changed(prev.blocks, r.blocks, common, len(prev.blocks)) is not None
         else:
             comp = not COMPACTION_STEPS.isdisjoint(r.actions)  # in C: no generator frame a turn
         compactions += comp
