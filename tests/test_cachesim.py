@@ -642,3 +642,36 @@ def test_shared_prefix_len_is_common_prefix_len(a: list[tuple[str, bool]], b: li
     ys = [blk(n, 10) if fresh else pool[n] for n, fresh in b]
     assert shared_prefix_len(xs, ys) == common_prefix_len(xs, ys)
     assert shared_prefix_len(xs, xs[:3]) == min(3, len(xs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seqs=st.lists(
+        st.tuples(st.integers(0, 8), st.lists(st.sampled_from("abcd"), max_size=6), st.sampled_from([1.0, 20_000.0])),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_deepseek_seen_shared_bisects_to_the_common_prefix(seqs: list[tuple[int, list[str], float]]) -> None:
+    """A prefix key is one prefix, so where the last call's keys and this call's agree at a position they
+    agree at every position before it: _seen_shared's bisection on single keys gives the common prefix
+    of the two lists (sliding windows, appends, re-sends, expiry in between)."""
+    sim = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
+    pol = sim._policy
+    real = pol._seen_shared  # type: ignore[attr-defined]
+    checked = [0]
+
+    def checking(fresh: list[int]) -> int:
+        got = real(fresh)
+        assert got == common_prefix_len(pol._live, fresh)  # type: ignore[attr-defined]
+        checked[0] += 1
+        return got
+
+    pol._seen_shared = checking  # type: ignore[attr-defined]
+    t = 100_000.0
+    names: list[str] = []
+    for k, (keep, more, dt) in enumerate(seqs):
+        t += dt
+        names = names[:keep] + more or ["a"]
+        sim.step(call([blk(n, 100 + 40 * i) for i, n in enumerate(names)], t, output_tokens=30, output_sha=f"o{k}"))
+    assert checked[0] == len(seqs)

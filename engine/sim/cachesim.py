@@ -166,10 +166,17 @@ def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
     slices, each ending in a dataclass __eq__ (a Python call). An equal pair of distinct objects there
     goes on by value, as common_prefix_len does."""
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
+    # The last pair the two could share already tells them apart (a sliding window's request differs
+    # from its first message on): the scan below stops at the first difference, where comparing the
+    # whole slices would copy both first. Else (the usual append) the slices compare in C.
+    if (n and a[n - 1] is b[n - 1]) and a[:n] == b[:n]:
         return n
-    # Some pair differs in value, so some pair is not the same object: the first such pair, in C.
-    first: int = next(compress(count(), map(is_not, a, b)))
+    if n == 0:
+        return 0
+    # Some pair differs in value, or is not the same object: the first such pair, in C.
+    first = next(compress(count(), map(is_not, a, b)), n)
+    if first == n:
+        return n  # every pair the same object (only the last one's identity was in doubt)
     if a[first] != b[first]:
         return first
     return first + common_prefix_len(a[first:n], b[first:n])
@@ -629,8 +636,18 @@ class _DeepSeekPolicy(_Policy):
     def _seen_shared(self, fresh: list[Key]) -> int:
         """How many of `fresh`'s first prefixes are the last call's (its first ones, in order). Past
         there no prefix of `fresh` is one of the last call's: a key is one prefix, of one length, and
-        at the first difference the two have different blocks at the same position."""
-        return common_prefix_len(self._live, fresh)
+        at the first difference the two have different blocks at the same position. So equal keys at
+        a position mean equal keys at every position before it: the boundary is found by bisection on
+        single keys, not by comparing slices (a sliding window's call parts at its first message)."""
+        live = self._live
+        lo, hi = 0, min(len(live), len(fresh))  # live[:lo] == fresh[:lo]; they differ at hi, if there
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if live[mid] == fresh[mid]:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def _seen_longest(self, keys: list[Key], hi: int, shared: int) -> int:
         """The longest proper prefix keys[j] (0 < j < hi) that `seen` holds, else 0; `shared`: from
