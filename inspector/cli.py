@@ -115,8 +115,9 @@ def explain(
 ) -> None:
     """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
     from engine.recording.journal import trace_of
-    from engine.recording.replay import Overrides, Replayer, ReplayError
+    from engine.recording.replay import Replayer, ReplayError
     from engine.recording.why import why_missed
+    from engine.whatif import Overrides
 
     from .explain import to_json, to_text
 

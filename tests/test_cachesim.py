@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.common_prefix import common_prefix_len
 from engine.errors import ConfigError
-from engine.request_diff import common_prefix_len
 from engine.sim.cachesim import (
     SEGMENT_ORDER,
     Block,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.common_prefix import common_prefix_len
 from engine.providers.base import Block
-from engine.request_diff import common_prefix_len
 from engine.sim.cachesim import CallCache
 from engine.sim.pricing import ModelPrice, PriceTable, call_cost, cost, load_prices
 from engine.sim.simulate import _marks_after, _prefix_count, _prefix_from_marks

@@ -83,17 +83,14 @@ def test_recorded_events_come_in_memory_form_whatever_the_version() -> None:
         assert events == [unpack_event(e) for e in RecordingReader.open(path).events()]
 
 
-def test_moved_names_still_resolve_where_they_were() -> None:
-    """common_prefix_len from request_diff and Overrides from replay (the CLI imports it from there) are
-    the same objects as before the move; a pipeline given a shadow candidate still plans it."""
+def test_common_prefix_len_has_one_home() -> None:
+    """request_diff, the serializer and the cache simulator use the one common_prefix_len."""
     from engine.common_prefix import common_prefix_len
-    from engine.recording import replay
     from engine.request_diff import common_prefix_len as from_diff
-    from engine.whatif import Overrides
 
     assert from_diff is common_prefix_len
-    assert replay.Overrides is Overrides
     assert common_prefix_len([1, 2, 3], [1, 2, 4]) == 2
+    assert common_prefix_len((), (1,)) == 0
 
 
 def test_shadow_candidate_loads_the_shadow_module() -> None:

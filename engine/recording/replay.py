@@ -23,17 +23,9 @@ from engine.spill import MemorySpill
 from engine.tokens import TokenCounter
 
 if TYPE_CHECKING:
+    # For replan's annotation only: engine/whatif.py is loaded by the callers that build overrides (the
+    # CLI's explain), not by every process that replays (simulate).
     from engine.whatif import Overrides
-
-
-def __getattr__(name: str) -> Any:
-    # `Overrides` was imported here for replan's annotation; callers import it from here (the CLI):
-    # engine/whatif.py is loaded when asked for, not by every process that replays (simulate).
-    if name == "Overrides":
-        from engine.whatif import Overrides
-
-        return Overrides
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ReplayError(ContextPipeError):

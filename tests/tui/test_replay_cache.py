@@ -11,7 +11,8 @@ import pytest
 import engine.recording.replay as replay
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import unpack_event
-from engine.recording.replay import Overrides, Replayer
+from engine.recording.replay import Replayer
+from engine.whatif import Overrides
 
 DEMOS = sorted((Path(__file__).resolve().parents[2] / "demo_sessions").glob("*.cpsession"))
 
