@@ -26,8 +26,8 @@ on attaching is drained before its block starts, since it is a one-off and not a
 
 Paired mode (issue 15 item 4 and issue 10 item 3), a realistic 1-2 ms engine turn:
 
-    .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 10 --turns 40 [--recording]
-    .venv/bin/python benchmarks/bench_probe.py --paired ping,trickle,churn,readers,mix --rounds 6 --turns 40
+    .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 32 [--recording]
+    .venv/bin/python benchmarks/bench_probe.py --paired none,ping,trickle,churn,readers,mix --rounds 12
 
 `reader` asks for the elided lean stream, as the inspector's live source does (engine.probe.lean and
 engine.probe.elide: no request, usage, message, part or blob events, each sent event with its journal
@@ -35,7 +35,7 @@ position; a turn other than the newest of each send comes as its summary; it fet
 inspector following the newest turn with no content shown); `leanreader` the lean stream alone (every
 event: the inspector before the elided stream), `fullreader` every turn whole (before the lean one):
 
-    .venv/bin/python benchmarks/bench_probe.py --paired fullreader,leanreader,reader --rounds 10 --turns 40
+    .venv/bin/python benchmarks/bench_probe.py --paired fullreader,leanreader,reader --rounds 32
 
 and head to head on the thread clocks, one Pipeline per round, blocks A B B A (A: fullreader, B: reader):
 
@@ -101,15 +101,21 @@ moves work from the I/O thread to publish: see publish_cost_blocks()):
 
     .venv/bin/python benchmarks/bench_probe.py --publish-cost --rounds 8 --turns 60
 
-Every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool results: a 1-2 ms
-turn while the history is 70-230 turns long), warms it up --warmup turns (default 70), then runs
---turns without the subject, 2 x --turns with it (one attachment) and --turns without: a symmetric
-order, which cancels the drift of turns that slow down as the history grows. A reader's block is charged with the probe's sending of that block's events, which
-may happen up to a few hundred ms after them (the agent is idle meanwhile: only the probe's CPU counts). The subject is one reading inspector (`reader`), or hostile same-uid clients from
+In paired mode every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool
+results: a 1-2 ms turn while the history is 70-230 turns long), warms it up --warmup turns (default
+70), then runs one octet of --block timed turns a block (default 10), A B B A B A A B or its mirror at
+random (A: no subject, B: the subject), each block after --settle turns timed apart (default 10; see
+paired() for why this shape, and `none` as the subject for the A/A control that says how far the
+figure resolves). The subject is one reading inspector (`reader`), or hostile same-uid clients from
 benchmarks/attack_probe.py in their own process (ping flood, one-byte trickle, connect/close churn,
-200 readers, all at once), started before the block and stopped after it. Figures: the median over
-rounds of the per-round ratios (process CPU per turn, the agent thread's own CPU per turn, and wall per
-turn), and the probe thread's own CPU per turn (its POSIX thread clock) as a share of the turn.
+200 readers, all at once), started before the block and stopped after it. A reader's block is charged
+with the probe's sending of that block's events, which may happen up to a few hundred ms after them.
+Figures: the median over octets of the per-octet CPU ratio (the agent thread's and the probe thread's
+clocks summed) with a bootstrap 95% interval, the agent thread's own ratio, the wall ratio inside the
+turns, and the probe thread's own CPU per turn (its POSIX thread clock) and as a share of the turn.
+--pace S puts S seconds of sleep after every turn (an agent waiting on its model):
+
+    .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 32 [--pace 0.2 --settle 3]
 """
 
 from __future__ import annotations
@@ -369,7 +375,7 @@ def attach_reader(
 
 def fresh_pipeline(
     args: argparse.Namespace, rt: Path, rnd: int
-) -> tuple[ProbeServer, Callable[[int], None], Any]:
+) -> tuple[ProbeServer, Callable[..., None], Any]:
     """A new Pipeline for one round (a 1-2 ms turn while its history is short)."""
     from engine.pipeline import Pipeline
 
@@ -390,15 +396,18 @@ def fresh_pipeline(
     size = args.result_kb * 1024
     texts = [p.read_text()[:size] for p in sources] or ["x" * size]
 
-    def step(t: int) -> None:
+    def step(t: int, content: int | None = None) -> None:
+        """Turn t; `content`: which file the turn reads (default t: they cycle), so two blocks of turns
+        can read the same files and differ only in what is measured (--paired)."""
+        k = t if content is None else content
         req = pipe.next_request()
         pipe.record_usage({"input_tokens": int(req.trace["final_tokens"]), "output_tokens": 80})
-        path = str(sources[t % len(sources)].relative_to(REPO)) if sources else "x"
+        path = str(sources[k % len(sources)].relative_to(REPO)) if sources else "x"
         calls = pipe.assistant(
             f"Reading {path}.",
             [{"id": f"c{t}", "name": "read_file", "arguments": json.dumps({"path": path})}],
         )
-        pipe.tool_result(calls[0].id, f"turn {t}\n" + texts[t % len(texts)])
+        pipe.tool_result(calls[0].id, f"turn {t}\n" + texts[k % len(texts)])
 
     return pipe.probe, step, pipe
 
@@ -437,78 +446,124 @@ def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer)
     wait_for(lambda: server.client_count == 0, 60)
 
 
+def spills(pipe: Any) -> int:
+    """Chunks the Pipeline has written to its scratch files so far (history and journal): a turn that
+    writes one costs ~5-7 ms, 10x a turn here (the history's first, ~300 turns in)."""
+    history, events = getattr(pipe, "history", None), getattr(getattr(pipe, "journal", None), "events", None)
+    return len(getattr(history, "_starts", ())) + len(getattr(events, "_starts", ()))
+
+
 def paired(args: argparse.Namespace, subject: str) -> None:
-    """Rounds of four blocks on a fresh Pipeline, base/subject/subject/base (or the mirror): turns get
-    slower as the history grows, and this order cancels that (linear) drift within each round."""
+    """What the subject adds to the agent process's CPU a turn, by short interleaved blocks (issue 15
+    item 4 and issue 10 item 3): `none` as the subject is the A/A control, which this design holds at
+    1.00 within its noise.
+
+    Each round is a fresh Pipeline, warmed up (--warmup turns), then one octet of blocks of --block
+    timed turns, A B B A B A A B or its mirror, chosen at random (--seed), A without the subject and B
+    with it. Why this shape (the earlier design, one round of base subject subject base blocks of 40, read
+    its A/A 0.83-0.99): the turn's cost grows with its history and not linearly (convex, and the first
+    history write, ~6 ms, falls near turn 300), so the outer blocks of one long ABBA were dearer; that
+    order cancels a straight drift, eight blocks in this order cancel a quadratic one too, and a round
+    of 70 + 8 x 20 turns ends before the history's first write. Each block runs the same way on both
+    sides: the subject started (a reader attached and its snapshot drained), --settle turns timed apart
+    (the turns right after an attach cost more: the first 1.45x a turn without one, the eighth 1.08x,
+    then even; once per attach, not per turn), the garbage collected before them and the collector off
+    for the settling and timed turns (a full collection, ~5 ms, landing in one block of eight moved that octet
+    ~10%), then the subject stopped. The turns of every block of an octet read the same files in
+    the same order (the turn's cost depends on what it reads: 55-69% of its turn-to-turn variation
+    recurs at the same turn in another round), so the blocks differ only in the subject. A block's CPU
+    is the agent thread's clock around its turns plus the probe thread's clock from their start until
+    their events are all sent (a reader detaching is counted apart): per-thread clocks, not the process
+    clock, which also took in the harness's own waiting for the reader. The figure is the median over
+    octets of B / A, with a bootstrap 95% interval. Left out: attaching and detaching, the turns right
+    after an attach, and the garbage collector's passes (on both sides). --pace S: every turn (the
+    settling ones too) followed by S seconds of sleep, the model call of an agent that waits on its
+    model; else turns back to back."""
+    import random
+
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    rng = random.Random(seed)
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
-    cpu_ratio: list[float] = []
-    wall_ratio: list[float] = []
-    io_share: list[float] = []
-    sent_share: list[float] = []  # readers: the probe thread until the block's events are all sent
-    agent_ratio: list[float] = []
-    turn_cpu: list[float] = []
-    rested = 0.0
+    block = max(1, args.block)
+    # Per octet and side: agent thread, probe thread until sent, wall inside the turns, turns, the
+    # settling turns' agent thread.
+    octets: list[tuple[list[float], list[float]]] = []
+    detach: list[float] = []  # the probe thread while a reader detaches, per block
+    spilled = 0  # blocks whose timed turns wrote history or journal to disk
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
         run_block(step, 0, args.warmup)
-        turn = args.warmup
-        # wall, process CPU, probe thread CPU, agent (this) thread CPU, probe thread CPU until all is sent
-        sums = {"base": [0.0] * 5, "subject": [0.0] * 5}
-        # base, subject (two blocks' worth, one attachment), base: symmetric, so linear drift cancels.
-        for mode, n in (("base", args.turns), ("subject", 2 * args.turns), ("base", args.turns)):
-            proc = start_subject(subject, server, rt) if mode == "subject" else None
+        turn = first = args.warmup
+        sums = {"A": [0.0] * 5, "B": [0.0] * 5}
+        for side in rng.choice(("ABBABAAB", "BAABABBA")):
+            proc = start_subject(subject, server, rt) if side == "B" else None
             gc.collect()
-            io0, r0, c0, a0 = thread_cpu(server), server.rested, time.process_time(), time.thread_time()
-            times, _ = run_block(step, turn, n)
-            agent = time.thread_time() - a0  # the agent's own turns (stopping the reader is not one)
-            sent = 0.0
+            gc.disable()
+            s0 = time.thread_time()
+            for i in range(args.settle):
+                step(turn + i, first + block + i)
+                if args.pace:
+                    time.sleep(args.pace)
+            settle = time.thread_time() - s0
+            turn += args.settle
+            # The timed turns follow at once, as turns back to back do (a pause here would start the
+            # agent's thread a new send window, engine.probe.agent_send: its first 16 calls a tenth of a
+            # second are its to send, the rest the I/O thread's, and a short block would be mostly the
+            # former); what the probe thread still had to send of the settling turns is charged to the
+            # block, as what it leaves of the block's own would be in a longer run.
+            io0, w0, agent, wall = thread_cpu(server), spills(pipe), 0.0, 0.0
+            for i in range(block):
+                p0, a0 = time.perf_counter(), time.thread_time()
+                step(turn + i, first + i)  # the same files in every block of the octet
+                agent += time.thread_time() - a0
+                wall += time.perf_counter() - p0
+                if args.pace:
+                    time.sleep(args.pace)
+            gc.enable()
+            spilled += spills(pipe) != w0
             if proc is not None and subject in READERS:
-                # Where the attached reader's per-turn cost ends: the block's events are all sent. What
-                # follows (the end sentinel's own burst, the disconnect) is detaching, once per block.
-                drain(server)
-                sent = thread_cpu(server) - io0
-            if proc is not None:
-                # The probe sends a burst up to a few hundred ms after it is published: wait until the
-                # reader has it all, so the block is charged with all of its own sending (the agent is
-                # idle meanwhile, so only the probe's CPU is added).
-                stop_subject(subject, proc, server)
-            cpu = time.process_time() - c0
+                drain(server)  # the block's events all sent: the reader's per-turn cost ends here
             io = thread_cpu(server) - io0
-            if mode == "subject":
-                rested += server.rested - r0
-            turn += n
-            acc = sums[mode]
-            acc[0] += sum(times)
-            acc[1] += cpu
-            acc[2] += io
-            acc[3] += agent
-            acc[4] += sent
+            if proc is not None:
+                stop_subject(subject, proc, server)
+                detach.append(thread_cpu(server) - io0 - io)
+            turn += block
+            for k, x in enumerate((agent, io, wall, block, settle)):
+                sums[side][k] += x
+        octets.append((sums["A"], sums["B"]))
         pipe.close()
-        (bw, bc, _, ba, _), (sw, sc, sio, sa, ssent) = sums["base"], sums["subject"]
-        sent_share.append(ssent / bc)
-        agent_ratio.append(sa / ba)
-        cpu_ratio.append(sc / bc)
-        wall_ratio.append(sw / bw)
-        io_share.append(sio / bc)
-        turn_cpu.append(bc / (2 * args.turns))
-    rec = " (recording)" if args.recording else ""
-    gmean = statistics.geometric_mean
-    print(
-        f"{subject:8s}{rec}: turn {statistics.median(turn_cpu) * 1e3:.2f} ms CPU | CPU ratio median "
-        f"{statistics.median(cpu_ratio):.3f} (geo. mean {gmean(cpu_ratio):.3f}) | wall ratio median "
-        f"{statistics.median(wall_ratio):.3f} (geo. mean {gmean(wall_ratio):.3f}) | probe thread "
-        f"{statistics.median(io_share) * 100:.2f}% of a turn | agent thread CPU ratio median "
-        f"{statistics.median(agent_ratio):.3f} | rested {rested:.2f} s | "
-        f"{args.rounds} rounds of {args.turns}+{2 * args.turns}+{args.turns} turns"
-    )
-    if subject in READERS:
-        print(
-            f"  probe thread until the block's events are all sent: {statistics.median(sent_share) * 100:.2f}% of a "
-            f"turn (the rest of the figure above is the reader detaching once per block: its end sentinel's "
-            f"burst and the disconnect)"
-        )
-    print("  CPU ratios by round:", " ".join(f"{r:.3f}" for r in cpu_ratio))
     shutil.rmtree(rt.parent, ignore_errors=True)  # its sockets are gone; the recordings are not kept
+
+    def ratio(f: Callable[[list[float]], float]) -> list[float]:
+        return [f(b) / f(a) for a, b in octets]
+
+    def interval(xs: list[float]) -> tuple[float, float]:
+        boot = random.Random(0)
+        meds = sorted(statistics.median(boot.choices(xs, k=len(xs))) for _ in range(2000))
+        return meds[50], meds[1949]
+
+    med = statistics.median
+    cpu = ratio(lambda s: s[0] + s[1])
+    lo, hi = interval(cpu)
+    pooled = sum(b[0] + b[1] for _, b in octets) / sum(a[0] + a[1] for a, _ in octets)
+    turn_us = med(a[0] / a[3] for a, _ in octets) * 1e6
+    probe = [b[1] / b[3] for _, b in octets]
+    after = med((b[4] - a[4]) / 4 for a, b in octets) * 1e6  # the settling turns, B less A, a block
+    rec = " (recording)" if args.recording else ""
+    pace = f"each turn followed by {args.pace:g} s of sleep" if args.pace else "turns back to back"
+    print(
+        f"{subject:8s}{rec}: turn {turn_us:.0f} us CPU | CPU ratio (agent + probe thread clocks) median "
+        f"{med(cpu):.3f} [95% {lo:.3f}-{hi:.3f}], pooled {pooled:.3f} | agent thread "
+        f"{med(ratio(lambda s: s[0])):.3f} | wall in the turns {med(ratio(lambda s: s[2])):.3f} | probe thread "
+        f"{med(probe) * 1e6:.1f} us a turn, {med(p * a[3] / a[0] for p, (a, _) in zip(probe, octets, strict=True)) * 100:.2f}% of one"
+    )
+    print(
+        f"  {len(octets)} octets of 8 x {block} turns (ABBABAAB or its mirror, seed {seed}), {pace}; "
+        f"{args.settle} turns before each block: {after:+.0f} us in all with the subject"
+        + (f"; a reader's detaching {med(detach) * 1e6:.0f} us of the probe thread" if detach and subject in READERS else "")
+        + (f"; {spilled} blocks wrote to disk in their timed turns" if spilled else "")
+    )
+    print(f"  CPU ratio by octet: {' '.join(f'{r:.3f}' for r in cpu)}")
 
 
 def drain(server: ProbeServer) -> None:
@@ -1383,7 +1438,12 @@ def main() -> None:
         help="io,agent or io,discard: where live events are encoded with a reader attached (io,io: the A/A)",
     )
     ap.add_argument("--profile", action="store_true", help="where the probe thread's time goes (see above)")
-    ap.add_argument("--pace", type=float, default=0.0, help="--profile: sleep after each turn (a model call)")
+    ap.add_argument(
+        "--pace", type=float, default=0.0, help="--profile, --paired: sleep after each turn (a model call)"
+    )
+    ap.add_argument("--block", type=int, default=10, help="--paired: turns timed per block (octets of eight blocks)")
+    ap.add_argument("--settle", type=int, default=10, help="--paired: turns before each block's, timed apart")
+    ap.add_argument("--seed", type=int, default=None, help="--paired: the quads' order (default: random)")
     ap.add_argument("--lean-ab", action="store_true", help="lean stream against every turn whole (see above)")
     ap.add_argument("--floor", action="store_true", help="the elided fill's per-turn work, hot and cold (see above)")
     ap.add_argument(
