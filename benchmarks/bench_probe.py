@@ -158,6 +158,16 @@ c = ProbeClient.connect(
 )
 print("ATTACHED", flush=True)
 n = 0
+if sys.argv[5] == "mute":  # reads its snapshot, then nothing: the agent's side of a reader, without its reading
+    while True:  # to the ring's handing over and an empty look after it: the snapshot is read
+        ev = c.recv(0.05)
+        if ev is None and (c.ring or c.disconnected):
+            break
+        n += ev is not None
+    sys.stdin.readline()
+    print(n, c.dropped, flush=True)
+    c.close()
+    sys.exit(0)
 for ev in c.events():
     if ev.get("k") == "bench_end":
         break
@@ -347,6 +357,7 @@ def attach_reader(
     wait: str | None = None,
     loud: bool = False,
     socket_only: bool = False,
+    mute: bool = False,
 ) -> subprocess.Popen[str]:
     """A reading client in its own process, of the `stream` it asks for: `elide`, the elided lean stream
     as the inspector's live source reads it (engine.probe.elide: no request, usage, message, part or
@@ -357,10 +368,14 @@ def attach_reader(
     or `block`, in select() on the socket (every client before that). `loud`: an elided reader that
     does not ask to be spared the batches that only say where the journal has reached (as before
     `quiet`: engine.probe.elide). `socket_only`: a quiet reader that does not ask for the shared-memory
-    ring (engine.probe.ring), so the agent sends its live frames on the socket (as before the ring)."""
+    ring (engine.probe.ring), so the agent sends its live frames on the socket (as before the ring).
+    `mute`: a quiet ring reader that reads its snapshot and then nothing until it is stopped (its process
+    asleep): what the agent pays for a reader, without the reader's own process running beside it."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    how = "mute" if mute else "loud" if loud else "socket" if socket_only else "quiet"
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], "loud" if loud else "socket" if socket_only else "quiet"],
+        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], how],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -415,12 +430,16 @@ def fresh_pipeline(
 # How the readers wait (--reader-wait; see attach_reader).
 READER_WAIT = ["poll"]
 # The reading subjects and the stream each asks for (see attach_reader).
-READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full"}
+READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full", "mute": "elide"}
 
 
 def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str] | None:
     if subject == "none":
         return None  # an A/A run: the noise floor of the ratios
+    if subject == "mute":
+        proc = attach_reader(server, rt, "elide", mute=True)
+        time.sleep(0.4)  # past its reading of the snapshot: asleep from here on
+        return proc
     if subject in READERS:
         return attach_reader(server, rt, READERS[subject])
     attacker = subprocess.Popen(
@@ -435,7 +454,13 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
 
 
 def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer) -> None:
-    if subject in READERS:
+    if subject == "mute":
+        assert proc.stdin is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        read_line(proc, server)
+        proc.wait(60)
+    elif subject in READERS:
         # Detach: the reader stops at a sentinel, so it has read (or been told it lost) everything.
         server.publish({"k": "bench_end"})
         read_line(proc, server)
@@ -459,8 +484,8 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     1.00 within its noise.
 
     Each round is a fresh Pipeline, warmed up (--warmup turns), then one octet of blocks of --block
-    timed turns, A B B A B A A B or its mirror, chosen at random (--seed), A without the subject and B
-    with it. Why this shape (the earlier design, one round of base subject subject base blocks of 40, read
+    timed turns, A B B A B A A B or its mirror in turn (the first at random, --seed), A without the subject
+    and B with it. Why this shape (the earlier design, one round of base subject subject base blocks of 40, read
     its A/A 0.83-0.99): the turn's cost grows with its history and not linearly (convex, and the first
     history write, ~6 ms, falls near turn 300), so the outer blocks of one long ABBA were dearer; that
     order cancels a straight drift, eight blocks in this order cancel a quadratic one too, and a round
@@ -482,7 +507,7 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     import random
 
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    rng = random.Random(seed)
+    flip = random.Random(seed).randrange(2)
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
     block = max(1, args.block)
     # Per octet and side: agent thread, probe thread until sent, wall inside the turns, turns, the
@@ -490,13 +515,21 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     octets: list[tuple[list[float], list[float]]] = []
     detach: list[float] = []  # the probe thread while a reader detaches, per block
     spilled = 0  # blocks whose timed turns wrote history or journal to disk
+    blocks: list[float] = []
+    by_pos: list[list[float]] = [[] for _ in range(8)]
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
         run_block(step, 0, args.warmup)
         turn = first = args.warmup
         sums = {"A": [0.0] * 5, "B": [0.0] * 5}
-        for side in rng.choice(("ABBABAAB", "BAABABBA")):
+        order = ("ABBABAAB", "BAABABBA")[(rnd + flip) % 2]  # as many of each, the first at random
+        for side in order:
             proc = start_subject(subject, server, rt) if side == "B" else None
+            if args.pace:
+                # A paced agent's turns right after an attach may still go by the I/O thread (the
+                # snapshot's tail, and now and then ~1 s more before the straight path serves the
+                # client): once per attach. Both sides wait as long.
+                time.sleep(1.0)
             gc.collect()
             gc.disable()
             s0 = time.thread_time()
@@ -530,7 +563,11 @@ def paired(args: argparse.Namespace, subject: str) -> None:
             turn += block
             for k, x in enumerate((agent, io, wall, block, settle)):
                 sums[side][k] += x
+            blocks.append(agent + io)
         octets.append((sums["A"], sums["B"]))
+        mean = statistics.fmean(blocks[-8:])
+        for pos in range(8):  # each block against its octet's mean: what the order must cancel
+            by_pos[pos].append(blocks[pos - 8] / mean)
         pipe.close()
     shutil.rmtree(rt.parent, ignore_errors=True)  # its sockets are gone; the recordings are not kept
 
@@ -558,12 +595,13 @@ def paired(args: argparse.Namespace, subject: str) -> None:
         f"{med(probe) * 1e6:.1f} us a turn, {med(p * a[3] / a[0] for p, (a, _) in zip(probe, octets, strict=True)) * 100:.2f}% of one"
     )
     print(
-        f"  {len(octets)} octets of 8 x {block} turns (ABBABAAB or its mirror, seed {seed}), {pace}; "
+        f"  {len(octets)} octets of 8 x {block} turns (ABBABAAB and its mirror in turn, seed {seed}), {pace}; "
         f"{args.settle} turns before each block: {after:+.0f} us in all with the subject"
         + (f"; a reader's detaching {med(detach) * 1e6:.0f} us of the probe thread" if detach and subject in READERS else "")
         + (f"; {spilled} blocks wrote to disk in their timed turns" if spilled else "")
     )
     print(f"  CPU ratio by octet: {' '.join(f'{r:.3f}' for r in cpu)}")
+    print(f"  a block's CPU by its place in the octet, against the octet's mean: {' '.join(f'{med(p):.3f}' for p in by_pos)}")
 
 
 def drain(server: ProbeServer) -> None:
@@ -1428,7 +1466,8 @@ def main() -> None:
     ap.add_argument(
         "--paired",
         default=None,
-        help="comma-separated subjects: reader (lean, as the inspector reads), fullreader (every turn "
+        help="comma-separated subjects: reader (the quiet elided stream, as the inspector reads), mute (such a "
+        "reader that reads only its snapshot: the agent's side alone), leanreader, fullreader (every turn "
         "whole, the stream before the lean one), none (A/A: the noise floor), or attack modes "
         "(ping, trickle, churn, readers, mix)",
     )
