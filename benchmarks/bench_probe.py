@@ -503,7 +503,8 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     octets of B / A, with a bootstrap 95% interval. Left out: attaching and detaching, the turns right
     after an attach, and the garbage collector's passes (on both sides). --pace S: every turn (the
     settling ones too) followed by S seconds of sleep, the model call of an agent that waits on its
-    model; else turns back to back."""
+    model, and every block started 1 s after its subject; else turns back to back. --rounds is the
+    number of octets (--turns is not used here)."""
     import random
 
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
