@@ -159,9 +159,11 @@ c = ProbeClient.connect(
 print("ATTACHED", flush=True)
 n = 0
 if sys.argv[5] == "mute":  # reads its snapshot, then nothing: the agent's side of a reader, without its reading
-    while True:  # to the ring's handing over and an empty look after it: the snapshot is read
+    import time
+    until = time.monotonic() + 2.0
+    while True:  # to an empty look after the ring's handing over (or 2 s): the snapshot is read
         ev = c.recv(0.05)
-        if ev is None and (c.ring or c.disconnected):
+        if ev is None and (c.ring or c.disconnected or time.monotonic() > until):
             break
         n += ev is not None
     sys.stdin.readline()
