@@ -174,11 +174,7 @@ def payback(
     # A request in steady state is read from the cache as far as the provider's rules cache it, the
     # rest billed as input: a cut that leaves the request below a provider's minimum cacheable size
     # (1,024 tokens at Anthropic and OpenAI) turns cheap cached reads into full-price input.
-    # rules.turn_cost(kept_total + saves) - rules.turn_cost(kept_total), written out (the same float
-    # operations in the same order): a held turn weighs a cut every turn, and these are two calls.
-    before, after, r = kept_total + saves, kept_total, rules.read_ratio
-    cached_before, cached_after = rules.cached(before), rules.cached(after)
-    per_turn = (cached_before * r + (before - cached_before)) - (cached_after * r + (after - cached_after))
+    per_turn = rules.turn_cost(kept_total + saves) - rules.turn_cost(kept_total)
     turns = (
         (0.0 if per_turn > 0 else math.inf)
         if extra <= 0
