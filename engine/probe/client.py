@@ -35,6 +35,7 @@ from engine.probe.runtime_dir import (
     ProtocolMismatch,
     parse_target,
     pid_alive,
+    proc_stat,
     resolve_runtime_dir,
     socket_path,
     target_name,
@@ -571,11 +572,10 @@ def _remove_stale(path: Path) -> None:
 
 def _parent_pid(pid: int) -> int | None:
     """`pid`'s parent from /proc (None when it is gone or unreadable)."""
+    fields = proc_stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'.
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
+        return int(fields[1]) if fields else None
+    except (IndexError, ValueError):
         return None
 
 
@@ -602,8 +602,9 @@ def _serving_descendants_hint(pid: int, runtime_dir: Path) -> str:
             up = parent
     if not found:
         return ""
-    pids = ", ".join(str(c) for c in sorted(found))
-    return f"Its child process {pids} does: `cp-inspect attach {sorted(found)[0]}`"
+    found.sort()
+    pids = ", ".join(map(str, found))
+    return f"Its child process {pids} does: `cp-inspect attach {found[0]}`"
 
 
 def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[AgentInfo]:

@@ -151,11 +151,16 @@ def pid_alive(pid: int) -> bool | None:
     except PermissionError:
         return None
     # A zombie (exited, not yet reaped by its parent) still answers kill(0) but serves nothing.
+    fields = proc_stat(pid)  # None: no /proc (or a race with exit): trust kill(0)
+    return not (fields and fields[0] == b"Z")
+
+
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/`pid`/stat after the command name (state, ppid, ...), or None when it cannot
+    be read. The name is in parentheses and may itself hold spaces and parentheses: split after the last
+    ')'."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[-1].split()
-        if fields and fields[0] == b"Z":
-            return False
+            return f.read().rsplit(b")", 1)[-1].split()
     except OSError:
-        pass  # no /proc (or a race with exit): trust kill(0)
-    return True
+        return None
