@@ -18,7 +18,6 @@ child's, the scope, the turn, the child's recording path), the child a `link` ev
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -220,13 +219,3 @@ def _readable(
         # parent must have written one at the same block.
         return any(pa.units[i].marker and pb.units[i].marker for i in range(min(n, len(pb.units))))
     return True if policy is not None else None
-
-
-def shared_units_of(parent: ParsedRequest, sections: Sequence[str]) -> int:
-    """How many leading units of `parent` belong to `sections` (helper for raw bodies)."""
-    n = 0
-    for u in parent.units:
-        if u.section not in sections and u.segment != "tools":
-            break
-        n += 1
-    return n

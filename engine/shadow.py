@@ -37,7 +37,6 @@ from engine.hashing import content_hash
 from engine.policy.state import CompactionState
 from engine.providers import POLICIES, SerializedRequest
 from engine.providers.base import Block
-from engine.spill import MemorySpill
 from engine.whatif import Overrides
 
 if TYPE_CHECKING:
@@ -197,10 +196,6 @@ class Shadow:
         self.prev, self.prev_live = ser, live.serialized
         self.prev_shas, self.prev_live_shas = shas, live_shas
         return ev
-
-
-def scratch_spill() -> MemorySpill:
-    return MemorySpill()
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -61,16 +61,3 @@ class FileSpill:
 
     def get(self, key: str) -> str:
         return (self.dir / f"{key}.txt").read_text(encoding="utf-8")
-
-
-def rehydrate(backend: SpillBackend | None, key: str) -> tuple[str, str | None]:
-    """(text, error). Fail-open: on any failure the text is a placeholder and the error says why."""
-    if backend is None:
-        return f"[spilled content {key[:12]} unavailable: no spill backend configured]", "no spill backend"
-    try:
-        return backend.get(key), None
-    except Exception as exc:  # any backend failure degrades to a placeholder
-        return (
-            f"[spilled content {key[:12]} unavailable: {type(exc).__name__}]",
-            f"{type(exc).__name__}: {exc}",
-        )

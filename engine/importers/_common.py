@@ -64,9 +64,6 @@ class Ctx:
             self.fail(where, f"is {_kind(value)} (expected an integer)")
         return value
 
-    def opt_int(self, value: Any, where: str) -> int | None:
-        return None if value is None else self.int_(value, where)
-
 
 def join(where: str, key: str | int) -> str:
     """Build a readable JSON path: `messages[3].role`."""

@@ -29,7 +29,6 @@ DEFAULTS = {  # rules: (read ratio, write ratio)
     "openai": (0.5, 1.0),
     "none": (1.0, 1.0),
 }
-ANTHROPIC_TTL_S = 300.0
 
 
 @dataclass(frozen=True)

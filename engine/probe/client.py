@@ -95,10 +95,6 @@ class _FrameReader:
         self._pos = end
         return frame
 
-    @property
-    def pending_bytes(self) -> int:
-        return len(self._buf) - self._pos
-
 
 def _error_from_frame(frame: dict[str, Any], pid: int) -> ProbeError:
     code = frame.get("code")

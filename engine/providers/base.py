@@ -933,7 +933,3 @@ def _messages_end(body: bytes, msgs: list[bytes]) -> int:
     last = msgs[-1]
     at = body.rfind(last, max(0, len(body) - len(last) - TAIL_SEARCH))
     return at + len(last) if at >= 0 else 0
-
-
-def result_text(r: ToolResult) -> str:
-    return r.content

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.artifacts import Message, Text, ToolResult
+from engine.artifacts import Message
 from engine.assembly import Measure, history_rounds
 from engine.hashing import sha256_hex
 from engine.providers.base import Block
@@ -87,11 +87,3 @@ def last_fitting_window(v: TurnView, messages: tuple[Message, ...], budget: int)
         acc += sum(sizes[s:start])
         start = s
     return messages[start:]
-
-
-def tool_result_tokens(r: ToolResult, measure: Measure) -> int:
-    return measure.part(r)
-
-
-def placeholder_text(call_id: str) -> Text:
-    return Text(f"[tool result cleared: {call_id}]")
