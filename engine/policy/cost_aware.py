@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from engine.artifacts import Message, Text
@@ -613,18 +613,35 @@ def run(
     if not deferred:
         decision["sent_tokens"] = sent
     else:  # a held turn's texts, deferred: the same keys in the same order once finish() runs
-
-        def finish() -> None:
-            assert pb is not None
-            _paid(decision, pb, rev2, economic)
-            _held(decision, step, pb, settings, horizon, economic)
-            if skipped is not None:
-                skipped.update((k, v) for k, v in step.items() if k != "status")
-            decision["sent_tokens"] = sent
+        assert pb is not None
+        # A partial of a module function, not a closure: a closure's nine variables would be cells made
+        # on every run, and the trace that holds `finish` keeps them (~9 objects a turn more for the
+        # garbage collector to count and traverse).
+        finish = partial(_held_texts, decision, step, pb, settings, horizon, economic, rev2, skipped, sent)
 
     return Outcome(
         the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures, finish
     )
+
+
+def _held_texts(
+    decision: dict[str, Any],
+    step: dict[str, Any],
+    pb: Payback,
+    settings: PolicySettings,
+    horizon: float,
+    economic: float,
+    rev2: bool,
+    skipped: dict[str, Any] | None,
+    sent: int,
+) -> None:
+    """A held turn's decision texts, deferred by run (defer_texts=True): the keys and order the eager
+    path writes."""
+    _paid(decision, pb, rev2, economic)
+    _held(decision, step, pb, settings, horizon, economic)
+    if skipped is not None:
+        skipped.update((k, v) for k, v in step.items() if k != "status")
+    decision["sent_tokens"] = sent
 
 
 def _paid(decision: dict[str, Any], pb: Payback, rev2: bool, economic: float) -> None:
