@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
+from engine.frozen_init import frozen_init
 from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256_hex
 
 _SHA = attrgetter("sha")
 
 
+@frozen_init
 @dataclass(frozen=True)
 class Text:
     text: str
@@ -52,6 +54,7 @@ class Media:
             object.__setattr__(self, "sha", content_hash(["media", self.media_type, self.ref, self.size]))
 
 
+@frozen_init
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -78,6 +81,7 @@ class ToolCall:
             return {"_raw": self.arguments}
 
 
+@frozen_init
 @dataclass(frozen=True)
 class ToolResult:
     call_id: str
@@ -127,6 +131,7 @@ class SpillReference:
 Part = Text | Thinking | Media | ToolCall | ToolResult
 
 
+@frozen_init
 @dataclass(frozen=True)
 class Message:
     """One conversation message. Tool results live in a user message, as in Anthropic's shape;
