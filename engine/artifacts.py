@@ -11,13 +11,11 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
-from engine.frozen_init import frozen_init
 from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256_hex
 
 _SHA = attrgetter("sha")
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Text:
     text: str
@@ -54,7 +52,6 @@ class Media:
             object.__setattr__(self, "sha", content_hash(["media", self.media_type, self.ref, self.size]))
 
 
-@frozen_init
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -81,7 +78,6 @@ class ToolCall:
             return {"_raw": self.arguments}
 
 
-@frozen_init
 @dataclass(frozen=True)
 class ToolResult:
     call_id: str
@@ -131,7 +127,6 @@ class SpillReference:
 Part = Text | Thinking | Media | ToolCall | ToolResult
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Message:
     """One conversation message. Tool results live in a user message, as in Anthropic's shape;

@@ -23,7 +23,6 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
-from engine.frozen_init import frozen_init
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
@@ -49,7 +48,6 @@ PREFIX_DEPTH = 4
 PREFIX_MIN = 256
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Section:
     id: str

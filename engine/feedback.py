@@ -8,7 +8,6 @@ from operator import attrgetter, is_
 from typing import Any
 
 from engine.errors import ContextPipeError
-from engine.frozen_init import frozen_init
 from engine.providers.base import Block
 
 # Cache diagnostics a provider (or the agent's request) may carry, kept verbatim in the usage event:
@@ -21,7 +20,6 @@ class UsageFormatError(ContextPipeError, ValueError):
     """A usage object whose fields are not what any provider sends (names the field)."""
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Usage:
     """One call's usage, the same on every path (engine, tap, proxy, importers, litellm).

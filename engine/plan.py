@@ -7,7 +7,6 @@ from functools import lru_cache
 from operator import attrgetter
 
 from engine.errors import ConfigError
-from engine.frozen_init import frozen_init
 from engine.tokens import Budget
 from engine.trace_schema import TierReason
 from engine.types import CacheScope, Priority, SectionKind, Tier
@@ -47,7 +46,6 @@ class Thresholds:
         }
 
 
-@frozen_init
 @dataclass(frozen=True)
 class SectionEstimate:
     """What the planner knows about a section before this turn's optimize."""
@@ -61,7 +59,6 @@ class SectionEstimate:
     max_tokens: int | None = None
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Reserves:
     response: int
@@ -84,7 +81,6 @@ class PlanInput:
     recovering: bool = False
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Plan:
     raw_pressure: float

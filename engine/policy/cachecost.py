@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.frozen_init import frozen_init
 from engine.providers import canonical_provider
 
 DEFAULTS = {  # rules: (read ratio, write ratio)
@@ -104,7 +103,6 @@ def from_price(
     return CacheRules(rules, read_price / input_price, write_price / input_price, model, "price table")
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Payback:
     saves_per_turn: int  # tokens fewer in every later request

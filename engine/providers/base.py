@@ -26,7 +26,6 @@ from engine.artifacts import (
 from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.common_prefix import common_prefix_len
 from engine.errors import UnpairedToolResultError
-from engine.frozen_init import frozen_init
 from engine.hashing import canonical_json
 from engine.providers.hex_chain import ChainHasher
 from engine.providers.policy import ProviderCachePolicy
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from engine.optimize.context import Marker
 
 
-@frozen_init
 @dataclass(frozen=True)
 class Block:
     """One unit of the serialized request, in wire order: what the cache simulator and the
