@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.common_prefix import common_prefix_len  # re-exported: its home before engine/common_prefix.py
+from engine.common_prefix import common_prefix_len  # used below; still importable from here, its home before
 from engine.errors import ContextPipeError
 from engine.hashing import canonical_json
 
