@@ -513,3 +513,32 @@ def test_lean_builds_weigh_no_compaction_behind_a_closed_gate(synth_events: list
                     unweighed += 1
         pipe.fold(ev)
     assert unweighed >= 10  # the tight window puts the closed gate to work on most turns
+
+
+def test_as_sent_counts_a_tool_with_its_description_as_the_engine_does(tmp_path: Path) -> None:
+    """The as-sent column (the paper baseline of `--policies`) counted each tool as its name and
+    parameters only, while the engine's columns count name, description and parameters: on an agent
+    with long tool descriptions every engine column read a few percent dearer than the agent's own
+    requests for the same content. An import's requests rebuilt unchanged by the engine (no optimizer
+    gate, a window nothing is trimmed in) now price exactly as the agent's."""
+    from engine.importers.ingest import ingest
+    from engine.importers.model import CallRec, ImportedSession, MessageRec, ToolSchemaRec, UsageRec
+
+    params = {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}
+    long_doc = "Run a shell command in the repository and return its output. " * 40
+    tools = (ToolSchemaRec("bash", long_doc, params), ToolSchemaRec("view", "Show a file. " * 30, params))
+    msgs = [MessageRec("system", "You are careful."), MessageRec("user", "fix the failing test")]
+    calls = []
+    for k in range(6):
+        said = MessageRec("assistant", f"step {k}: looking at module {k}")
+        calls.append(CallRec(tuple(msgs), said, tools, UsageRec(0, 5, 0, 0), float(k), "gpt-4o"))
+        msgs += [said, MessageRec("user", f"output {k} " * 20)]
+    pipe, _ = ingest(ImportedSession("test", "test", "gpt-4o", "openai", calls), tmp_path / "t.cpsession")
+    pipe.close()
+    r = simulate_file(tmp_path / "t.cpsession", SimSettings(window=128_000, calibrate=False))
+    sent, closed = r.policies["as_sent"], r.policies["gates_closed"]
+    assert sent is not None and closed is not None
+    assert [t.prompt_tokens for t in sent.turns] == [t.prompt_tokens for t in closed.turns]
+    # The descriptions are most of each request: without them as_sent read far below the engine.
+    tools_only = TokenCounter().count(long_doc)
+    assert sent.turns[0].prompt_tokens > tools_only

@@ -40,7 +40,7 @@ from operator import attrgetter, is_, ne, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult
+from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
 from engine.feedback import attribute_cache_break
@@ -535,14 +535,14 @@ def _as_sent(
     from engine.recording.actual import actual_requests
 
     msgs = actual_requests(events)
-    tools: list[tuple[str, str]] = []
+    tools: list[tuple[int, str]] = []
     times: dict[int, float] = {}
-    tool_by_turn: dict[int, list[tuple[str, str]]] = {}
+    tool_by_turn: dict[int, list[tuple[int, str]]] = {}
     for ev in events:
         if ev.get("k") != "actual":
             continue
         if "tools" in ev:
-            tools = list(zip(ev.get("tool_names", [""] * len(ev["tools"])), ev["tools"], strict=False))
+            tools = _sent_tools(ev, blobs, counter)
         tool_by_turn[ev["turn"]] = tools
         if ev.get("time") is not None:
             times[ev["turn"]] = float(ev["time"])
@@ -576,10 +576,8 @@ def _as_sent(
     out: list[_Req] = []
     for turn in sorted(msgs):
         blocks: list[Block] = []
-        for name, th in tool_by_turn.get(turn, []):
-            blocks.append(
-                Block("tools", "tools", th, counter.count(f"{name}\n{blobs.get(th, '')}") + 4, False)
-            )
+        for n, th in tool_by_turn.get(turn, []):
+            blocks.append(Block("tools", "tools", th, n, False))
         leading_system = True
         for h in msgs[turn]:
             n, role = message(h)
@@ -591,6 +589,26 @@ def _as_sent(
             # rolling cache_control breakpoint on the newest message. Without it nothing is cached.
             blocks[-1] = replace(blocks[-1], marker=True)
         out.append(_Req(turn, times.get(turn, 0.0), blocks, [], []))
+    return out
+
+
+def _sent_tools(ev: Event, blobs: Mapping[str, str], counter: TokenCounter) -> list[tuple[int, str]]:
+    """(tokens, parameters blob hash) of each tool an `actual` event lists, counted as the engine counts
+    the same schema (assembly.Measure.part: name, description and parameters), so the as-sent column
+    and the engine's columns price one tool alike. Recordings made before imports kept the descriptions
+    (no `tool_descriptions`) are counted without them, as they were: the text is not there."""
+    hashes = ev["tools"]
+    names = ev.get("tool_names") or [""] * len(hashes)
+    descs = ev.get("tool_descriptions")
+    out: list[tuple[int, str]] = []
+    for i, (name, th) in enumerate(zip(names, hashes, strict=False)):
+        params = blobs.get(th, "")
+        if descs is not None and i < len(descs):
+            schema = ToolSchema(str(name), blobs.get(descs[i], ""), params)
+            n = counter.count(schema.name + "\n" + schema.description + "\n" + params, schema.sha) + 4
+        else:
+            n = counter.count(f"{name}\n{params}") + 4
+        out.append((n, th))
     return out
 
 
