@@ -10,6 +10,8 @@ Behaviour by model name, for the bad-input tests:
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
+    *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
+                              CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
 Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
 of its own (N output tokens, 1000+N uncached input tokens; for OpenAI N completion tokens, 2000+N
 prompt tokens) and is answered S seconds late (a stream pauses S seconds half-way), so concurrent
@@ -33,6 +35,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import zstandard
 from aiohttp import web
 
 USAGE_ANTHROPIC = {
@@ -398,8 +401,12 @@ class StandIn:
             if late:
                 await asyncio.sleep(late)
             data = json.dumps(self.reply(path, model, item)).encode()
+            headers = {"x-request-id": "req_1"}
+            if model.endswith("-zstd"):
+                data = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+                headers["Content-Encoding"] = "zstd"
             self.sent.append(data)
-            return web.Response(body=data, content_type="application/json", headers={"x-request-id": "req_1"})
+            return web.Response(body=data, content_type="application/json", headers=headers)
         text = item
         if anthropic:
             events = self.anthropic_stream(model, text)

@@ -1,19 +1,22 @@
 """The forwarding core: an aiohttp handler that relays a request to its upstream and the response back.
 
 Thin on purpose (recording is a hook that gets the finished `Exchange`): the body is read whole (it is
-needed for the recording, and agents send bodies of kilobytes to a few megabytes), headers pass
+needed for the recording, and agents send bodies of kilobytes to a few megabytes) and forwarded as
+sent, still compressed if the agent compressed it (see SERVER_OPTIONS), headers pass
 through untouched except hop-by-hop ones and `X-ContextPipe-Session`, so API keys go to the upstream
 and nowhere else. The response streams back chunk by chunk as it arrives (`iter_any`: whatever bytes
 the socket has, no line or event buffering), still compressed if the upstream compressed it, so the
 agent receives byte for byte what the upstream sent, with no added wait for the first token.
 
 When the upstream cannot be reached the agent gets a 502 in its API's own error shape, naming the
-upstream and what to check. When the agent goes away mid-stream the upstream response is closed (as
-it would be without the proxy) and the exchange is recorded as incomplete.
+upstream and what to check. When the agent goes away (mid-stream, or before the upstream answered)
+the upstream request is closed at once (as it would be without the proxy) and the exchange is recorded
+as incomplete.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -30,6 +33,16 @@ UPSTREAMS_KEY: web.AppKey[dict[str, str]] = web.AppKey("upstreams", dict)
 HOOK_KEY: web.AppKey[Any] = web.AppKey("hook", object)
 CLIENT_KEY: web.AppKey[aiohttp.ClientSession] = web.AppKey("client", aiohttp.ClientSession)
 MAX_BODY = 512 * 1024 * 1024  # the proxy's own ceiling on a request body; upstreams enforce theirs
+# How the aiohttp server must run for this handler (web.AppRunner's keyword arguments):
+# - auto_decompress off: a compressed request body (Content-Encoding: gzip, zstd...) is read and forwarded
+#   as the agent sent it, with its Content-Encoding header; decoded, it would reach the upstream labelled
+#   with a coding it no longer has, and be refused. The recorder decodes its own copy.
+# - handler_cancellation on: when the agent disconnects, the handler is cancelled wherever it waits, so
+#   the upstream request is closed at once, as the agent's own disconnect would close it. Without it the
+#   handler only notices on its next write, which for a model thinking silently (or a non-streamed call
+#   the agent timed out on) is when the upstream has finished the whole, billed, generation.
+SERVER_OPTIONS: dict[str, Any] = {"auto_decompress": False, "handler_cancellation": True}
+GONE = "the agent disconnected before the response ended"
 
 
 def error_body(route: Route, status: int, message: str) -> bytes:
@@ -47,10 +60,20 @@ async def handle(request: web.Request) -> web.StreamResponse:
     hook: Hook | None = app[HOOK_KEY]
     started = time.time()
     headers_lc = {k.lower(): v for k, v in request.headers.items()}
-    route = match(request.path, request.query_string, headers_lc, upstreams)
+    route = match(request.path, request.query_string, headers_lc, upstreams, request.method)
     body = await request.read()
     # Only the recorded endpoints keep the response; everything else just passes.
-    ex = Exchange(route, body, started, headers_lc.get(SESSION_HEADER.lower())) if route.wire else None
+    ex = (
+        Exchange(
+            route,
+            body,
+            started,
+            headers_lc.get(SESSION_HEADER.lower()),
+            request_encoding=headers_lc.get("content-encoding", ""),
+        )
+        if route.wire
+        else None
+    )
     out_headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
     url = upstream_url(route, upstreams)
     client = app[CLIENT_KEY]
@@ -66,8 +89,19 @@ async def handle(request: web.Request) -> web.StreamResponse:
             if ex is not None:
                 ex.error = msg
             return web.Response(status=502, body=error_body(route, 502, msg), content_type="application/json")
+        except asyncio.CancelledError:  # the agent went away while the upstream had not answered yet
+            if ex is not None:
+                ex.client_gone = True
+                ex.error = "the agent disconnected before the upstream answered"
+            raise
         try:
             return await _relay(request, up, ex)
+        except asyncio.CancelledError:  # the agent went away mid-response
+            if ex is not None:
+                ex.client_gone = True
+                ex.error = GONE
+            up.close()  # stop the upstream now (it may be silent), not when its next bytes arrive
+            raise
         finally:
             await up_cm.__aexit__(None, None, None)
     finally:
@@ -92,6 +126,8 @@ async def _relay(request: web.Request, up: aiohttp.ClientResponse, ex: Exchange 
     except (ConnectionError, RuntimeError):
         if ex is not None:
             ex.client_gone = True
+            ex.error = GONE
+        up.close()
         return resp
     try:
         async for chunk in up.content.iter_any():
@@ -100,7 +136,7 @@ async def _relay(request: web.Request, up: aiohttp.ClientResponse, ex: Exchange 
             except (ConnectionError, RuntimeError):
                 if ex is not None:
                     ex.client_gone = True
-                    ex.error = "the agent disconnected before the response ended"
+                    ex.error = GONE
                     keep.append(chunk)  # type: ignore[union-attr]
                 up.close()  # stop the upstream, as the agent's own disconnect would have
                 return resp

@@ -168,16 +168,21 @@ class Recorder:
     def _record(self, ex: Exchange) -> None:
         wire = ex.route.wire
         assert wire is not None
-        if len(ex.request) > self.max_record_bytes:
+        try:
+            raw = ex.request_body()  # the agent may have compressed it; it was forwarded as sent
+        except ValueError as exc:
+            self.skipped.append(f"a {wire} request was forwarded but not recorded: {exc}")
+            return
+        if len(raw) > self.max_record_bytes:
             self.skipped.append(
-                f"a {len(ex.request) / 2**20:.0f} MiB request was forwarded but not recorded "
+                f"a {len(raw) / 2**20:.0f} MiB request was forwarded but not recorded "
                 f"(above {self.max_record_bytes / 2**20:.0f} MiB)"
             )
             return
         try:
-            body = json.loads(ex.request)
+            body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            self.skipped.append(f"a {wire} request body that is not JSON ({len(ex.request)} bytes)")
+            self.skipped.append(f"a {wire} request body that is not JSON ({len(raw)} bytes)")
             return
         if not isinstance(body, dict):
             self.skipped.append(f"a {wire} request body that is not a JSON object")
@@ -205,7 +210,7 @@ class Recorder:
             return None, ex.error or "the upstream was not reached"
         try:
             raw = ex.body()
-        except (ValueError, OSError, EOFError) as exc:
+        except ValueError as exc:  # every decoding failure, as exchange.decode reports it
             return None, f"response not decodable: {exc}"
         if ex.status >= 400:
             return None, f"HTTP {ex.status}: {raw[:2000].decode('utf-8', 'replace')}"

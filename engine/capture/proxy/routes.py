@@ -8,7 +8,8 @@ proxy is all an agent needs:
     /v1/responses                    OpenAI Responses          -> the openai upstream
     /<provider>/...                  the same, sent to that provider (e.g. /deepseek/chat/completions)
 
-Anything else (model lists, token counting, files) is forwarded unrecorded: to the anthropic upstream
+Anything else (model lists, token counting, files, any method but POST, OpenAI's own `.../messages`
+resources under /threads and /chat/completions) is forwarded unrecorded: to the anthropic upstream
 when the request carries Anthropic's headers, else to the openai one.
 
 Sessions: a request names its session with the `X-ContextPipe-Session` header (stripped before
@@ -66,7 +67,9 @@ class Route:
     upstream_path: str  # the path (and query) to request from the upstream base URL
 
 
-def match(path: str, query: str, headers: dict[str, str], upstreams: dict[str, str]) -> Route:
+def match(
+    path: str, query: str, headers: dict[str, str], upstreams: dict[str, str], method: str = "POST"
+) -> Route:
     """The route for a request path. `headers` lower-cased names."""
     rest = path
     provider = None
@@ -78,6 +81,12 @@ def match(path: str, query: str, headers: dict[str, str], upstreams: dict[str, s
         if rest.rstrip("/").endswith(suffix):
             wire = w
             break
+    segments = rest.strip("/").split("/")
+    if wire == "anthropic" and len(segments) >= 3 and segments[-3] in ("threads", "completions"):
+        # OpenAI's own .../messages resources (/threads/{id}/messages, the stored completions'
+        # /chat/completions/{id}/messages): OpenAI calls, not the Messages API. Taken for Anthropic they
+        # would be sent to the anthropic upstream with the agent's OpenAI key.
+        wire = None
     if provider is None:
         if wire == "anthropic" or (
             wire is None and ("anthropic-version" in headers or "x-api-key" in headers)
@@ -85,6 +94,8 @@ def match(path: str, query: str, headers: dict[str, str], upstreams: dict[str, s
             provider = "anthropic"
         else:
             provider = "openai"
+    if method.upper() != "POST":
+        wire = None  # a model call is a POST; a GET on the same path lists or fetches stored objects
     return Route(provider, wire, rest + (f"?{query}" if query else ""))
 
 

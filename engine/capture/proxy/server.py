@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine.capture.proxy.forward import MAX_BODY, Hook, make_app
+from engine.capture.proxy.forward import MAX_BODY, SERVER_OPTIONS, Hook, make_app
 from engine.capture.proxy.routes import DEFAULT_UPSTREAMS
 from engine.errors import ContextPipeError
 
@@ -70,7 +70,7 @@ class ProxyServer:
     async def _serve(self) -> None:
         app = make_app(self.upstreams, self.hook, self.max_body)
         # access_log off: one log line per call is noise here, and it would be written on the hot path.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         await site.start()
