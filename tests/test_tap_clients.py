@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 import openai
+import pydantic
 import pytest
 
 from engine.capture.tap import tap
@@ -420,3 +421,42 @@ def test_with_streaming_response_is_journaled_unobserved(upstream: StandIn, tmp_
     client.contextpipe_tap.close()
     ev = _check(rec, 1)
     assert [e["kind"] for e in ev if e["k"] == "error"] == ["unobserved"]
+
+
+class _Answer(pydantic.BaseModel):
+    answer: str
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # what the tap reads must not warn in the agent's stderr
+def test_openai_structured_outputs_parse_is_journaled(upstream: StandIn, tmp_path: Path) -> None:
+    # parse() posts without calling create(): chat.completions.parse, its beta alias (where older agents
+    # call it, an object of its own) and responses.parse are each an agent's model call like any other.
+    rec = tmp_path / "parse.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    upstream.script[:] = ['{"answer": "4"}'] * 4
+    msgs: list[Any] = [{"role": "user", "content": "2+2?"}]
+    strict = [{"type": "function", "function": {**TOOLS_O[0]["function"], "strict": True}}]  # parse wants it
+    r = client.chat.completions.parse(model="gpt-4o", messages=msgs, tools=strict, response_format=_Answer)
+    assert r.choices[0].message.parsed == _Answer(answer="4")
+    # (the reply as a dict: the SDK itself warns when it re-sends its own parsed message object)
+    reply = {"role": "assistant", "content": r.choices[0].message.content}
+    msgs += [reply, {"role": "user", "content": "3+3?"}]
+    r1 = client.beta.chat.completions.parse(model="gpt-4o", messages=msgs, response_format=_Answer)
+    assert r1.choices[0].message.parsed == _Answer(answer="4")
+    raw = client.chat.completions.with_raw_response.parse(
+        model="gpt-4o", messages=msgs, response_format=_Answer
+    )
+    assert raw.parse().choices[0].message.parsed == _Answer(answer="4")
+    r3 = client.responses.parse(model="gpt-4o", input="2+2?", text_format=_Answer)
+    assert r3.output_parsed == _Answer(answer="4")
+    assert client.contextpipe_stats.calls == 4
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    client.contextpipe_tap.close()
+    ev = _check(rec, 4)
+    u = _usages(ev)
+    assert u[0] == u[1] == u[2] == O_USAGE and u[3]["input_tokens"] == 1500
+    sent = _sent(ev, 1)
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"] == '{"answer": "4"}'
+    tools = next(e for e in ev if e["k"] == "actual")["tool_names"]
+    assert tools == ["bash"]

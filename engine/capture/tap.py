@@ -9,8 +9,9 @@ have sent next to what was sent (the engine's plan is a what-if, the request is 
 
 What is wrapped (sync and async clients of both SDKs): `messages.create`, `.parse` and `.stream()`
 (Anthropic), the same three on `beta.messages` (what agents using betas call: context editing,
-compaction, the beta tool runner), `chat.completions.create` (and the `.stream()` helper, which calls it) and
-`responses.create` / `.stream()` (OpenAI); `with_raw_response` goes through the same wrappers.
+compaction, the beta tool runner), `chat.completions.create` (and the `.stream()` helper, which calls it),
+`.parse` (structured outputs; it posts without calling create), the same on `beta.chat.completions`, and
+`responses.create` / `.parse` / `.stream()` (OpenAI); `with_raw_response` goes through the same wrappers.
 Streams (`stream=True`) are handed to the agent event by event, unchanged, while the tap reassembles the
 message and takes the usage from the final events.
 
@@ -623,6 +624,20 @@ def _anthropic_resources(client: Any) -> list[Any]:
     return found
 
 
+def _openai_chat_resources(client: Any) -> list[Any]:
+    """`client.chat.completions` and `client.beta.chat.completions`: the beta alias is an object of its
+    own (where `parse` and `stream` lived before they moved to `chat`, and where older agents still call
+    them), so wrapping one leaves the other's calls unrecorded."""
+    found = [client.chat.completions]
+    try:
+        beta = getattr(getattr(getattr(client, "beta", None), "chat", None), "completions", None)
+    except Exception:  # an SDK whose beta namespace cannot be built: tap what there is
+        beta = None
+    if beta is not None and beta is not client.chat.completions:
+        found.append(beta)
+    return found
+
+
 def _is_async(client: Any) -> bool:
     return any(c.__name__.startswith("Async") for c in type(client).__mro__)
 
@@ -645,10 +660,14 @@ def tap(
             _wrap_anthropic_stream(resource, t, is_async)
     elif hasattr(client, "chat") and hasattr(client.chat, "completions"):
         t = Tap("openai", record=record, serve=serve, window=window)
-        _wrap_create(client.chat.completions, t, is_async, "openai")
+        for resource in _openai_chat_resources(client):
+            # parse() posts itself (it does not call create): structured outputs would go unrecorded
+            for name in ("create", "parse"):
+                _wrap_create(resource, t, is_async, "openai", name)
         responses = getattr(client, "responses", None)
         if responses is not None and hasattr(responses, "create"):
-            _wrap_create(responses, t, is_async, "openai-responses")
+            for name in ("create", "parse"):
+                _wrap_create(responses, t, is_async, "openai-responses", name)
     else:
         raise TypeError(
             f"tap() expects an anthropic.Anthropic or openai.OpenAI client (sync or async), "

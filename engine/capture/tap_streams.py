@@ -38,8 +38,14 @@ def plain(obj: Any) -> Any:
         return obj.decode("utf-8", "replace")
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
-        # exclude_none: SDK models carry every optional field as None (refusal, audio, citations...)
-        return plain(dump(mode="json", exclude_none=True))
+        # exclude_none: SDK models carry every optional field as None (refusal, audio, citations...).
+        # warnings off: a parse() result's `parsed` holds the agent's own model where the SDK's type says
+        # None, and pydantic would warn about it in the agent's stderr on every call the tap reads.
+        try:
+            dumped = dump(mode="json", exclude_none=True, warnings=False)
+        except (TypeError, ValueError):  # an SDK on pydantic v1 takes no `warnings`
+            dumped = dump(mode="json", exclude_none=True)
+        return plain(dumped)
     raise TypeError(f"{type(obj).__name__} is not JSON-like data")
 
 
