@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -115,10 +116,15 @@ def report(
     window: Annotated[int | None, typer.Option(
         help="Window for the engine's what-if (default: each recording's own).")] = None,
     svg: Annotated[Path | None, typer.Option(help="Also write a bar chart of cost per session here.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Price sessions whose own model has no price as this model (default: they are skipped).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")] = None,
 ) -> None:
     """Fleet cost and health: per-session and total tokens, cache-hit rate, cost, cache breaks by cause,
     and what the engine's compaction policy would have saved."""
     from engine.errors import ContextPipeError
+    from engine.sim.pricing import UnknownModelError
     from engine.sim.simulate import SimSettings, simulate_events
 
     from .fleet_report import render_svg, render_table, session_row, totals_row
@@ -127,12 +133,21 @@ def report(
     rows: list[dict[str, Any]] = []
     for path in paths:
         events, _ = _events(path)
+        settings = SimSettings(window=window, prices=prices)
+        stood_in = False
         try:
-            rep = simulate_events(events, SimSettings(window=window), source=str(path))
+            try:
+                rep = simulate_events(events, settings, source=str(path))
+            except ContextPipeError as exc:
+                # A fleet mixes models: only the sessions whose own model has no price take --model.
+                if model is None or not isinstance(exc.__cause__, UnknownModelError):
+                    raise
+                rep = simulate_events(events, replace(settings, model=model), source=str(path))
+                stood_in = True
         except ContextPipeError as exc:
             typer.secho(f"skipped {path}: {exc}", fg=typer.colors.YELLOW, err=True)
             continue
-        rows.append(session_row(path, rep))
+        rows.append(session_row(path, rep, stood_in))
     if not rows:
         fail("no session could be reported")
     total = totals_row(rows)

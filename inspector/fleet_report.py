@@ -9,18 +9,31 @@ from typing import Any
 from engine.sim.simulate import SimulationReport
 
 
-def session_row(path: Path, rep: SimulationReport) -> dict[str, Any]:
+def session_row(path: Path, rep: SimulationReport, stood_in: bool = False) -> dict[str, Any]:
     """What was paid (the provider's usage when recorded, else the requests as sent, simulated) and what
-    the engine's policy would have paid for the same session."""
+    the engine's policy would have paid for the same session.
+
+    The engine's figure is simulated; what was paid may be the provider's own bill. Set side by side as
+    they are, the simulator's own error (a DeepSeek build that kept more of its cache than the expected
+    value, hits from before the recording) would read as the engine's saving or loss: a session the
+    engine would have sent byte for byte as the agent did could show "saves -10%". So the saving is the
+    engine's simulated cost over the same simulator's cost of the requests as sent, applied to what was
+    paid; both simulated figures are kept in the JSON."""
     pol = rep.policies
     paid = pol.get("actual") or pol.get("as_sent")
     sent = pol.get("as_sent")
     engine = pol.get("pipeline")
     assert paid is not None and engine is not None
     causes = dict((sent.cache_break_causes if sent is not None else None) or {})
+    if paid is not sent and sent is not None and sent.cost_usd > 0:
+        engine_cost = paid.cost_usd * engine.cost_usd / sent.cost_usd
+    else:  # what was paid is the simulated as-sent column itself: the two are like for like already
+        engine_cost = engine.cost_usd
     return {
         "session": str(path),
         "model": rep.model,
+        "priced_as": rep.prices.get("model"),
+        "model_stood_in": stood_in,  # `report --model` priced it: its own model has no price
         "calls": rep.turns,
         "basis": paid.name,  # "actual": the provider's own usage; "as_sent": simulated from the requests
         "prompt_tokens": paid.totals.input_tokens,
@@ -31,8 +44,11 @@ def session_row(path: Path, rep: SimulationReport) -> dict[str, Any]:
         "cost_usd": round(paid.cost_usd, 6),
         "cache_breaks": sum(causes.values()),
         "cache_break_causes": causes,
-        "engine_cost_usd": round(engine.cost_usd, 6),
-        "engine_saving_usd": round(paid.cost_usd - engine.cost_usd, 6),
+        "engine_cost_usd": round(engine_cost, 6),
+        "engine_saving_usd": round(paid.cost_usd - engine_cost, 6),
+        # The two simulated figures the saving is the ratio of (the same cache simulator and prices).
+        "engine_simulated_cost_usd": round(engine.cost_usd, 6),
+        "as_sent_simulated_cost_usd": round(sent.cost_usd, 6) if sent is not None else None,
     }
 
 
@@ -55,17 +71,23 @@ def _tok(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
 
 
+def _share(part: float, whole: float) -> float:
+    """part / whole, 0 when there is no whole; under 0.05% is 0 (so the table never reads "-0.0%")."""
+    share = part / whole if whole else 0.0
+    return 0.0 if abs(share) < 0.0005 else share
+
+
 def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
     head = f"{'SESSION':<34}{'CALLS':>6}{'PROMPT':>9}{'HIT':>7}{'BREAKS':>7}{'COST $':>10}{'ENGINE $':>10}{'SAVES':>8}"
     lines = [head]
     for r in rows:
         name = Path(r["session"]).name
         name = name if len(name) <= 33 else name[:30] + "..."
-        saves = r["engine_saving_usd"] / r["cost_usd"] if r["cost_usd"] else 0.0
+        saves = _share(r["engine_saving_usd"], r["cost_usd"])
         basis = "" if r["basis"] == "actual" else "*"
         lines.append(f"{name:<34}{r['calls']:>6}{_tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
                      f"{r['cache_breaks']:>7}{r['cost_usd']:>9.4f}{basis:1}{r['engine_cost_usd']:>10.4f}{saves:>8.1%}")
-    saves = total["engine_saving_usd"] / total["cost_usd"] if total["cost_usd"] else 0.0
+    saves = _share(total["engine_saving_usd"], total["cost_usd"])
     lines.append(f"{'TOTAL (' + str(total['sessions']) + ' sessions)':<34}{total['calls']:>6}"
                  f"{_tok(total['prompt_tokens']):>9}{total['cache_hit_rate']:>7.1%}{total['cache_breaks']:>7}"
                  f"{total['cost_usd']:>9.4f} {total['engine_cost_usd']:>10.4f}{saves:>8.1%}")
@@ -73,6 +95,11 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
         lines.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
     if any(r["basis"] != "actual" for r in rows):
         lines.append("* no provider usage recorded: cost simulated from the requests as sent")
+    stood_in = sorted({str(r["priced_as"]) for r in rows if r["model_stood_in"]})
+    if stood_in:
+        lines.append(f"priced as {', '.join(stood_in)} (--model): sessions whose own model has no price")
+    lines.append("ENGINE $: what was paid, times the engine policy's simulated cost over the simulated cost of "
+                 "the requests as sent (the same simulator and prices)")
     return "\n".join(lines)
 
 

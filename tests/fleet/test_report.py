@@ -35,8 +35,12 @@ def test_report_rows_match_simulate_and_totals_add_up(tmp_path: Path) -> None:
         reader = RecordingReader.open(row["session"])
         rep = simulate_events([unpack_event(e) for e in reader.events()], SimSettings())
         paid = rep.policies["actual"] or rep.policies["as_sent"]
+        sent, engine = rep.policies["as_sent"], rep.policies["pipeline"]
         assert row["cost_usd"] == round(paid.cost_usd, 6)
-        assert row["engine_cost_usd"] == round(rep.policies["pipeline"].cost_usd, 6)
+        assert row["engine_simulated_cost_usd"] == round(engine.cost_usd, 6)
+        assert row["as_sent_simulated_cost_usd"] == round(sent.cost_usd, 6)
+        # The engine's figure on what was paid: its simulated cost over the as-sent one's, times what was paid.
+        assert row["engine_cost_usd"] == round(paid.cost_usd * engine.cost_usd / sent.cost_usd, 6)
         assert row["prompt_tokens"] == paid.totals.input_tokens
     total = data["total"]
     assert total["calls"] == sum(r["calls"] for r in data["sessions"])
@@ -58,3 +62,49 @@ def test_report_bad_paths_are_one_line(tmp_path: Path) -> None:
         assert out.returncode != 0, args
         assert "Traceback" not in out.stderr, out.stderr
         assert out.stderr.strip(), args
+
+
+def _import(tmp_path: Path, fixture: str) -> Path:
+    out = tmp_path / (fixture + ".cpsession")
+    done = _cli("import", "auto", str(ROOT / "tests" / "fixtures" / "synthetic" / fixture), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_report_saving_is_like_for_like_when_the_bill_is_the_providers(tmp_path: Path) -> None:
+    """A proxy log with the provider's usage: at the recorded settings the engine sends what the agent sent,
+    so it saves nothing, whatever the simulator's error against the real bill (here the fixture's usage is
+    made up and 5x the simulated figure). The saving used to be the real bill less the simulated engine
+    cost: 83% "saved" by doing nothing."""
+    rec = _import(tmp_path, "proxy_anthropic.jsonl")
+    out = _cli("report", str(rec), "--json")
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)["sessions"][0]
+    assert row["basis"] == "actual"
+    assert row["engine_simulated_cost_usd"] == row["as_sent_simulated_cost_usd"] > 0
+    assert row["cost_usd"] > 2 * row["as_sent_simulated_cost_usd"]  # the simulator is far off this bill
+    assert row["engine_saving_usd"] == 0 and row["engine_cost_usd"] == row["cost_usd"]
+    table = _cli("report", str(rec))
+    assert table.returncode == 0 and "0.0%" in table.stdout.splitlines()[1], table.stdout
+
+
+def test_report_model_prices_sessions_whose_model_has_no_price(tmp_path: Path) -> None:
+    """--model stands in only where a session's own model has no price (here: a --prices table without it);
+    without --model such a session is skipped with a line saying how to price it."""
+    rec = _import(tmp_path, "proxy_openai.jsonl")
+    table = json.loads((ROOT / "engine" / "sim" / "data" / "prices.json").read_text())
+    table["models"] = {k: v for k, v in table["models"].items() if not k.startswith("gpt-4o")}
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(table))
+    out = _cli("report", str(rec), "--prices", str(prices))
+    assert out.returncode != 0 and "skipped" in out.stderr and "--model" in out.stderr, out.stderr
+    out = _cli("report", str(rec), "--prices", str(prices), "--model", "gpt-4.1", "--json")
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)["sessions"][0]
+    assert row["model_stood_in"] and row["priced_as"] == "gpt-4.1"
+    out = _cli("report", str(rec), "--prices", str(prices), "--model", "gpt-4.1")
+    assert "priced as gpt-4.1 (--model)" in out.stdout
+    # A session whose own model has a price keeps it: --model is not an override.
+    out = _cli("report", str(rec), "--model", "gpt-4.1", "--json")
+    row = json.loads(out.stdout)["sessions"][0]
+    assert not row["model_stood_in"] and row["priced_as"] == "gpt-4o"
