@@ -215,6 +215,22 @@ def test_cache_rules_mapping() -> None:
     assert cache_rules_for("deepseek", "my-finetune", "deepseek", None) == "deepseek"
     assert cache_rules_for("anthropic", "claude-sonnet-4", None, None) == "anthropic"
     assert cache_rules_for("bedrock", "claude-sonnet-4", None, None) == "bedrock"
+    # GPT-4 and GPT-4 Turbo have no prompt cache (a cached read costs what input does): no simulated hits.
+    for model in ("gpt-4", "gpt-4-0613", "gpt-4-turbo-2024-04-09", "gpt-4-1106-preview"):
+        assert cache_rules_for("openai", model, None, table.get(model)) == "none", model
+
+
+def test_older_models_price_by_their_own_rows() -> None:
+    """Names the shared trajectories and common datasets carry, each to its own row: a dated snapshot to
+    its model, GPT-4 Turbo not to GPT-4 (the longest name that prefixes it), GPT-4o not to GPT-4."""
+    table = load_prices()
+    want = {
+        "gpt-4": "gpt-4", "gpt-4-0613": "gpt-4", "gpt-4-turbo-2024-04-09": "gpt-4-turbo",
+        "gpt-4-0125-preview": "gpt-4-turbo", "gpt-4o-2024-08-06": "gpt-4o", "gpt-4.1-mini": "gpt-4.1-mini",
+        "claude-3-5-sonnet-20241022": "claude-3-5-sonnet", "claude-3-5-haiku-20241022": "claude-3-5-haiku",
+    }  # fmt: skip
+    assert {m: table.get(m).model for m in want} == want
+    assert table.get("gpt-4").input == 30.0 and table.get("claude-3-5-sonnet").cache_read == 0.3
 
 
 # ------------------------------------------------------------------------------ CLI

@@ -257,6 +257,10 @@ def cache_rules_for(engine_provider: str, model: str, requested: str | None, pri
         return canon
     if "deepseek" in model.lower() or (price is not None and price.provider.lower() == "deepseek"):
         return "deepseek"
+    # A model whose cached reads cost what input does has no prompt cache (GPT-4, GPT-4 Turbo): a hit
+    # rate simulated under OpenAI's automatic caching would be shown for a cache that does not exist.
+    if price is not None and price.input > 0 and price.cache_read >= price.input:
+        return "none"
     return "openai"
 
 
