@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import socket
+import threading
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,28 +27,54 @@ CHAT = {
 }
 
 
-def _wait(cond: Callable[[], bool], timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
+class SilentUpstream:
+    """A bare-socket upstream for one call that answers (or starts a stream) and then says nothing, as a
+    model thinking without a word does; it notes how long after that the proxy closed the connection."""
+
+    FIRST = b'data: {"id":"c","object":"chat.completion.chunk","model":"o3","choices":[]}\n\n'
+
+    def __init__(self, stream: bool) -> None:
+        self.stream = stream
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.srv.getsockname()[1]}"
+        self.closed_after: float | None = None  # seconds from going silent to the proxy's close
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.srv.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            m = re.search(rb"content-length: *(\d+)", head, re.I)
+            while m is not None and len(body) < int(m.group(1)):
+                body += conn.recv(65536)
+            if self.stream:
+                first = b"%x\r\n%s\r\n" % (len(self.FIRST), self.FIRST)
+                head_out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                conn.sendall(head_out + first)
+            silent = time.monotonic()
+            conn.settimeout(20)
+            try:
+                eof = conn.recv(1) == b""
+            except TimeoutError:
+                eof = False
+            except OSError:
+                eof = True  # reset: closed too
+            if eof:
+                self.closed_after = time.monotonic() - silent
+
+    def close(self) -> None:
+        self.srv.close()
+        self.thread.join(25)
 
 
-def _established_to(port: int) -> int:
-    """Open TCP connections to `port` on this host (the proxy's connections to its upstream)."""
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if f[3] == "01" and int(f[2].rsplit(":", 1)[1], 16) == port:  # 01 = ESTABLISHED
-                n += 1
-    return n
+def _silent_proxy(tmp_path: Path, stream: bool) -> tuple[SilentUpstream, Recorder, ProxyServer]:
+    up = SilentUpstream(stream)
+    rec = Recorder(tmp_path / "rec", serve=False)
+    return up, rec, ProxyServer({"anthropic": up.url, "openai": up.url}, rec).start()
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -84,41 +112,40 @@ def test_zstd_response_is_passed_on_and_recorded(proxied: Proxied, standin: Stan
 
 
 def test_agent_gone_while_the_stream_is_silent_closes_the_upstream_at_once(
-    proxied: Proxied, standin: StandIn
+    tmp_path: Path, rtdir: Path
 ) -> None:
-    # The stream pauses 8 s half-way (a model thinking without a word): the agent reads the first
-    # event, then gives up. The upstream must be let go now, not when its next event arrives.
-    body = {**CHAT, "stream": True, "messages": [{"role": "user", "content": "[standin tokens=5 delay=8]"}]}
-    with (
-        httpx.Client(timeout=30) as c,
-        c.stream("POST", proxied.url + "/v1/chat/completions", json=body) as r,
-    ):
-        assert next(r.iter_raw()).startswith(b"data: ")
-        assert _established_to(standin.port) == 1
-    assert _wait(lambda: _established_to(standin.port) == 0, 3), "the upstream call outlived the agent"
-    assert _wait(lambda: sum(i.errors for i, _ in proxied.recorder.sessions.values()) == 1, 3)
-    paths = proxied.finish()
-    errs = errors(paths[0])
+    # The agent reads the first event, then gives up while the model thinks in silence. The upstream
+    # must be let go now, as the agent's own disconnect would, not when its next event arrives (minutes
+    # of billed generation later), and the recording must say the agent left.
+    up, rec, px = _silent_proxy(tmp_path, stream=True)
+    body = {"model": "o3", "stream": True, "messages": [{"role": "user", "content": "think"}]}
+    with httpx.Client(timeout=30) as c, c.stream("POST", px.url + "/v1/chat/completions", json=body) as r:
+        assert next(r.iter_raw()) == up.FIRST
+    up.close()
+    assert up.closed_after is not None and up.closed_after < 3, "the upstream call outlived the agent"
+    px.stop()
+    rec.close()
+    ((info, _),) = rec.sessions.values()
+    errs = errors(info.path)
     assert len(errs) == 1 and "agent disconnected" in errs[0]["message"], errs
-    verify_ok(paths[0])
+    verify_ok(info.path)
 
 
-def test_agent_timing_out_before_the_answer_cancels_the_upstream_call(
-    proxied: Proxied, standin: StandIn
-) -> None:
-    # A non-streamed call the SDK gives up on after 1 s (it would retry): the proxy must not keep the
-    # first call running upstream, nor record it later as an answer the agent never read.
-    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0, timeout=1.0)
+def test_agent_timing_out_before_the_answer_cancels_the_upstream_call(tmp_path: Path, rtdir: Path) -> None:
+    # A non-streamed call the SDK gives up on after 1 s (it would then retry): the proxy must not keep
+    # the first call running upstream, nor record it later as an answer the agent never read.
+    up, rec, px = _silent_proxy(tmp_path, stream=False)
+    client = openai.OpenAI(base_url=px.url + "/v1", api_key="k", max_retries=0, timeout=1.0)
     with pytest.raises(openai.APITimeoutError):
-        client.chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": "[standin tokens=5 delay=8]"}]
-        )
-    assert _wait(lambda: _established_to(standin.port) == 0, 3), "the upstream call outlived the agent"
-    assert _wait(lambda: sum(i.errors for i, _ in proxied.recorder.sessions.values()) == 1, 3)
-    paths = proxied.finish()
-    errs = errors(paths[0])
+        client.chat.completions.create(model="o3", messages=[{"role": "user", "content": "think"}])
+    up.close()
+    assert up.closed_after is not None and up.closed_after < 3, "the upstream call outlived the agent"
+    px.stop()
+    rec.close()
+    ((info, _),) = rec.sessions.values()
+    errs = errors(info.path)
     assert len(errs) == 1 and "agent disconnected before the upstream answered" in errs[0]["message"], errs
-    assert usages(paths[0]) == []
+    assert usages(info.path) == []
 
 
 def test_openai_messages_resources_go_to_openai_unrecorded(
