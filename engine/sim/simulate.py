@@ -400,6 +400,9 @@ class _Pass:
     calibration: float  # provider tokens per engine token, learned from the recorded usage
     recorded_is_pipeline: bool = False  # every turn's recorded-settings request is the pipeline one
     closed_is_pipeline: bool = False  # likewise the gates-closed request
+    # Engine tokens of each turn's recorded reply (its text, tool calls and reasoning): the output
+    # tokens of a turn the source kept no usage for.
+    replies: dict[int, int] = field(default_factory=dict)
 
 
 def _build_pass(
@@ -437,8 +440,11 @@ def _build_pass(
     views: list[TurnView] = []
     st_p = st_c = st_r = CompactionState()
     cfgs: _Configs | None = None
+    replies: dict[int, int] = {}
+    awaiting: int | None = None  # the turn whose reply is the next `msg` event
     for ev in events:
-        if ev.get("k") == "request":
+        k = ev.get("k")
+        if k == "request":
             pipe.begin_request(ev["turn"])
             bound = ev.get("bound", {})
             base: PipelineConfig = pipe.config
@@ -492,8 +498,15 @@ def _build_pass(
                     TurnView(ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure)
                 )
         pipe.fold(ev)
+        if k == "request":
+            awaiting = ev["turn"]
+        elif k == "msg" and awaiting is not None:
+            # The model's reply to that request (a failed call has none: the next request comes first).
+            reply = pipe.history[-1]
+            replies[awaiting] = sum(map(pipe.measure.part, reply.parts))
+            awaiting = None
     ratio = pipe.stats.calibration_for(pipe.config.model)
-    return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None, closed_same)
+    return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None, closed_same, replies)
 
 
 class _Configs:
@@ -985,6 +998,17 @@ def _simulate_events(
     outputs: dict[int, int] = {}
     for t, u in usages.items():
         outputs[t] = int(u.get("output_tokens") or 0)
+    # A turn without provider usage (OpenHands, SWE-smith, SWE-agent imports have none) still generated
+    # its reply: its output tokens are the recorded reply counted like the prompts (engine tokens at the
+    # same scale). Pricing them at 0 left the output price out of every column's cost.
+    counted = {t: n for t, n in bp.replies.items() if t not in outputs and t not in failed}
+    if counted:
+        for t, n in counted.items():
+            outputs[t] = round(n * scale)
+        notes.append(
+            f"output tokens of {len(counted)} turn(s) without recorded usage counted from the recorded "
+            "replies with the engine's tokenizer"
+        )
 
     def ok(reqs: list[_Req]) -> list[_Req]:
         return [r for r in reqs if r.turn not in failed]
