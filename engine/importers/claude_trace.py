@@ -87,7 +87,7 @@ def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
     session = session_of(NAME, path, [c for c, _ in chosen], [p for _, p in chosen], ctx)
     others = [f"{len(g)} call(s) on {g[0][0].model}" for i, g in enumerate(ranked) if i != conversation - 1]
     session.meta["conversations"] = [len(g) for g in ranked]
-    session.meta["notes"] = []
+    session.meta.setdefault("notes", [])
     if others:
         session.meta["notes"].append(
             f"imported conversation {conversation} of {len(ranked)} ({len(chosen)} calls); "

@@ -339,11 +339,28 @@ def parse_line(
 def session_of(fmt: str, path: str, calls: list[CallRec], providers: list[str], ctx: Ctx) -> ImportedSession:
     if not calls:
         ctx.fail("", "file has no model calls")
-    model = next((c.model for c in calls if c.model), None) or "unknown"
-    known = [p for p in providers if p != "unknown"]
+    # One model and provider price and simulate the whole session: the model most calls used (the
+    # first named on a tie) and the provider that served it. The provider used to be the commonest
+    # over every call, whatever its model: a log of one gpt-4o call and one Claude call came out as
+    # "gpt-4o via anthropic" (Anthropic cache rules at OpenAI prices) without a word.
+    # Calls that got a reply name the served model (a dated snapshot); a failed call only the one asked
+    # for, which would read as a second model.
+    models = [c.model for c in calls if c.model and c.response is not None] or [c.model for c in calls if c.model]
+    model = max(dict.fromkeys(models), key=models.count) if models else "unknown"
+    known = [p for c, p in zip(calls, providers, strict=True) if p != "unknown" and c.model in (model, None)]
     # sorted() first so that a tie resolves the same way on every run (set order is hash-seeded)
     provider = max(sorted(set(known)), key=known.count) if known else "unknown"
-    meta: dict[str, Any] = {"providers_per_call": providers}
+    meta: dict[str, Any] = {"providers_per_call": providers, "notes": []}
+    if len(set(models)) > 1 or len({p for p in providers if p != "unknown"}) > 1:
+        mix = ", ".join(
+            f"{m} ({models.count(m)})" for m in sorted(set(models), key=lambda m: (-models.count(m), m))
+        )
+        provs = ", ".join(sorted({p for p in providers if p != "unknown"}))
+        meta["notes"].append(
+            f"the calls use more than one model or provider ({mix}; providers {provs}): the whole session "
+            f"is imported, simulated and priced as {model} via {provider}; import each part on its own "
+            "(or name one with --model/--provider) to price it as what served it"
+        )
     return ImportedSession(format=fmt, source=path, model=model, provider=provider, calls=calls, meta=meta)
 
 
