@@ -196,7 +196,10 @@ class Tap:
 
     # ------------------------------------------------------------------ steps
 
-    def _parse_request(self, body: dict[str, Any]) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...]]:
+    def _parse_request(
+        self, body: dict[str, Any]
+    ) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...], tuple[tuple[str, int, str], ...] | None]:
+        """(messages, tools, the request's cache breakpoints or None: see CallRec.cache_marks)."""
         if self.wire != "anthropic" and "messages" not in body and "input" in body:
             from engine.capture.proxy.responses_api import request_to_chat
 
@@ -204,7 +207,7 @@ class Tap:
         ctx = Ctx(f"{self.wire} request", "<tap>")
         if self.wire == "anthropic":
             return _anthropic_request(body, ctx, "request")
-        return _openai_request(body, ctx, "request")
+        return (*_openai_request(body, ctx, "request"), None)
 
     def _open(self, model: str) -> None:
         self.pipe = Pipeline(
@@ -214,7 +217,7 @@ class Tap:
         self.actual = ActualRecorder(self.pipe)
 
     def before(self, body: dict[str, Any]) -> None:
-        msgs, tools = self._parse_request(body)
+        msgs, tools, marks = self._parse_request(body)
         model = str(body.get("model", "unknown"))
         if self.pipe is None:
             self._open(model)
@@ -230,7 +233,7 @@ class Tap:
         self.fed = list(msgs)
         key = body.get("prompt_cache_key")
         self.prompt_cache_key = key if isinstance(key, str) else None
-        call = CallRec(tuple(msgs), None, tools, None, self.clock(), model)
+        call = CallRec(tuple(msgs), None, tools, None, self.clock(), model, cache_marks=marks)
         # The turn this request becomes: the pipeline's own counter, so a call whose response never
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)

@@ -188,6 +188,10 @@ class ActualRecorder:
             ev["tool_names"] = [t.name for t in call.tools]
             ev["tool_descriptions"] = [blob(t.description) for t in call.tools]
         self.tools_key = key
+        if call.cache_marks is not None:
+            # The request's own cache breakpoints: where (and for how long) it asked the provider to
+            # cache. Without them simulate's as_sent column can only assume a rolling 5-minute one.
+            ev["marks"] = [list(m) for m in call.cache_marks]
         # Real usage is not repeated here: record_usage() journals it as the turn's `usage` event.
         if call.timestamp is not None:
             ev["time"] = call.timestamp

@@ -94,6 +94,11 @@ class CallRec:
     # The serving build the provider named (OpenAI/DeepSeek `system_fingerprint`): cache behaviour differs by
     # build, so the cache simulator wants it.
     fingerprint: str | None = None
+    # The request's own cache breakpoints (Anthropic `cache_control`), as ("tool" | "message", index into
+    # `tools` | `messages`, ttl "5m" | "1h"); a content block's breakpoint is its message's. None: the
+    # source does not say (formats without breakpoints, or that do not keep them); () : the request
+    # asked for no caching at all.
+    cache_marks: tuple[tuple[str, int, str], ...] | None = None
 
 
 @dataclass

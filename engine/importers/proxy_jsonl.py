@@ -107,7 +107,23 @@ def _block_text(content: Any, ctx: Ctx, where: str) -> str:
     return "\n".join(out)
 
 
-def _anthropic_message(m: Any, ctx: Ctx, where: str) -> list[MessageRec]:
+def _cache_ttl(b: dict[str, Any], ctx: Ctx, where: str) -> str | None:
+    """The TTL of a block's `cache_control` breakpoint ("5m" unless it says "1h"), None without one."""
+    cc = b.get("cache_control")
+    if cc is None:
+        return None
+    cw = join(where, "cache_control")
+    ttl = ctx.obj(cc, cw).get("ttl", "5m")
+    if ttl not in ("5m", "1h"):
+        ctx.fail(join(cw, "ttl"), f"is {_kind(ttl)} (expected 5m or 1h)")
+    return str(ttl)
+
+
+def _anthropic_message(
+    m: Any, ctx: Ctx, where: str, marks: list[tuple[int, str]] | None = None
+) -> list[MessageRec]:
+    """One Anthropic message -> its MessageRecs (tool results first). `marks` receives (index in the
+    returned list, ttl) of each one a `cache_control` breakpoint ends."""
     m = ctx.obj(m, where)
     role = ctx.key(m, "role", where)
     if role not in ("user", "assistant"):
@@ -121,10 +137,17 @@ def _anthropic_message(m: Any, ctx: Ctx, where: str) -> list[MessageRec]:
     thinking: list[str] = []
     calls: list[ToolCallRec] = []
     results: list[MessageRec] = []
+    own_ttl: str | None = None  # the breakpoint on the message's own (non-result) blocks, the last one
     for j, b in enumerate(blocks):
         bw = join(cw, j)
         b = ctx.obj(b, bw)
         btype = b.get("type")
+        ttl = _cache_ttl(b, ctx, bw)
+        if ttl is not None and marks is not None:
+            if btype == "tool_result" and role == "user":
+                marks.append((len(results), ttl))
+            else:
+                own_ttl = ttl
         if btype == "text":
             texts.append(ctx.text(b.get("text"), join(bw, "text"), allow_none=False))
         elif btype == "thinking" and role == "assistant":
@@ -156,6 +179,8 @@ def _anthropic_message(m: Any, ctx: Ctx, where: str) -> list[MessageRec]:
             ctx.fail(join(bw, "type"), f"is {_kind(btype)} in a {role} message (expected {allowed})")
     out = list(results)
     if role == "assistant" or texts or not results:
+        if own_ttl is not None and marks is not None:
+            marks.append((len(out), own_ttl))
         out.append(
             MessageRec(
                 role=role,
@@ -169,20 +194,39 @@ def _anthropic_message(m: Any, ctx: Ctx, where: str) -> list[MessageRec]:
 
 def _anthropic_request(
     req: dict[str, Any], ctx: Ctx, where: str
-) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...]]:
+) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...], tuple[tuple[str, int, str], ...]]:
+    """(messages, tools, the request's cache breakpoints: see CallRec.cache_marks)."""
     msgs: list[MessageRec] = []
+    marks: list[tuple[str, int, str]] = []
     system = req.get("system")
     if system is not None:
-        msgs.append(MessageRec(role="system", content=_block_text(system, ctx, join(where, "system"))))
+        sw = join(where, "system")
+        if isinstance(system, list):
+            # One system message holds every system block: a breakpoint on any ends at it (the last).
+            ttls = [_cache_ttl(b, ctx, join(sw, j)) if isinstance(b, dict) else None for j, b in enumerate(system)]
+            last = next((x for x in reversed(ttls) if x is not None), None)
+            if last is not None:
+                marks.append(("message", 0, last))
+        msgs.append(MessageRec(role="system", content=_block_text(system, ctx, sw)))
     raw = ctx.lst(ctx.key(req, "messages", where), join(where, "messages"))
     for i, m in enumerate(raw):
-        msgs.extend(_anthropic_message(m, ctx, join(join(where, "messages"), i)))
+        local: list[tuple[int, str]] = []
+        got = _anthropic_message(m, ctx, join(join(where, "messages"), i), local)
+        marks.extend(("message", len(msgs) + k, ttl) for k, ttl in local)
+        msgs.extend(got)
     tools: list[ToolSchemaRec] = []
     tw = join(where, "tools")
     for i, t in enumerate(ctx.lst(req["tools"], tw) if req.get("tools") is not None else []):
         t = ctx.obj(t, join(tw, i))
+        ttl = _cache_ttl(t, ctx, join(tw, i))
         if "input_schema" not in t:
-            continue  # server tools (web_search, bash_2024...) have no schema to record
+            # server tools (web_search, bash_2024...) have no schema to record; a breakpoint on one
+            # still ends the tools before it
+            if ttl is not None and tools:
+                marks.append(("tool", len(tools) - 1, ttl))
+            continue
+        if ttl is not None:
+            marks.append(("tool", len(tools), ttl))
         tools.append(
             ToolSchemaRec(
                 name=ctx.text(ctx.key(t, "name", join(tw, i)), join(join(tw, i), "name"), allow_none=False),
@@ -190,7 +234,9 @@ def _anthropic_request(
                 parameters=ctx.obj(t["input_schema"], join(join(tw, i), "input_schema")),
             )
         )
-    return msgs, tuple(tools)
+    # Breakpoints in wire order (tools, then system and messages), as the API reads them.
+    marks.sort(key=lambda x: (x[0] != "tool", x[1]))
+    return msgs, tuple(tools), tuple(marks)
 
 
 def _anthropic_response(
@@ -292,8 +338,9 @@ def parse_line(
 
     req = ctx.obj(ctx.key(obj, "request", where), f"{where} request")
     wire = _wire(obj, req)
+    marks: tuple[tuple[str, int, str], ...] | None = None
     if wire == "anthropic":
-        msgs, tools = _anthropic_request(req, ctx, f"{where} request")
+        msgs, tools, marks = _anthropic_request(req, ctx, f"{where} request")
     else:
         chat_req = responses_api.request_to_chat(req) if wire == "openai-responses" else req
         msgs, tools = _openai_request(chat_req, ctx, f"{where} request")
@@ -332,6 +379,7 @@ def parse_line(
         timestamp=_timestamp(obj.get("timestamp"), ctx, f"{where} timestamp"),
         model=model,
         error=error,
+        cache_marks=marks,
     )
     return call, provider
 

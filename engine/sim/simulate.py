@@ -338,6 +338,14 @@ def break_even_cached_price_ratio(
 # ------------------------------------------------------------------------------------------ one pass
 
 
+@dataclass(frozen=True)
+class SentBlock(Block):
+    """A Block of an agent's own request whose cache breakpoint asked for a TTL other than the default
+    5 minutes (Anthropic's `"ttl": "1h"`); the engine's own Blocks are always 5-minute ones."""
+
+    ttl: str = "5m"
+
+
 @dataclass
 class _Req:
     """One built request as the simulator and the attribution need it."""
@@ -555,6 +563,7 @@ def _as_sent(
     tools: list[tuple[int, str]] = []
     times: dict[int, float] = {}
     tool_by_turn: dict[int, list[tuple[int, str]]] = {}
+    marks_by_turn: dict[int, list[Any]] = {}
     for ev in events:
         if ev.get("k") != "actual":
             continue
@@ -563,6 +572,8 @@ def _as_sent(
         tool_by_turn[ev["turn"]] = tools
         if ev.get("time") is not None:
             times[ev["turn"]] = float(ev["time"])
+        if ev.get("marks") is not None:
+            marks_by_turn[ev["turn"]] = ev["marks"]
     sized: dict[str, tuple[int, str]] = {}
 
     def message(h: str) -> tuple[int, str]:
@@ -601,9 +612,24 @@ def _as_sent(
             leading_system = leading_system and role == "system"
             seg = "system" if leading_system else "messages"
             blocks.append(Block("identity" if seg == "system" else "history", seg, h, n, False))
-        if anthropic_style and blocks:
-            # What a harness sending to Anthropic does (mini-swe-agent, SWE-agent, Claude Code): one
-            # rolling cache_control breakpoint on the newest message. Without it nothing is cached.
+        marks = marks_by_turn.get(turn)
+        if anthropic_style and marks is not None:
+            # The request's own breakpoints (an Anthropic capture or log keeps them): where and for how
+            # long the agent asked for caching, 1-hour ones included. None at all: nothing was cached.
+            ntools = len(tool_by_turn.get(turn, ()))
+            for kind, i, ttl in marks:
+                at = int(i) if kind == "tool" else ntools + int(i)
+                if 0 <= at < len(blocks):
+                    b = blocks[at]
+                    blocks[at] = (
+                        SentBlock(b.section, b.segment, b.sha, b.tokens, True, str(ttl))
+                        if ttl != "5m"
+                        else replace(b, marker=True)
+                    )
+        elif anthropic_style and blocks:
+            # A source that does not keep the breakpoints: assume what a harness sending to Anthropic
+            # does (mini-swe-agent, SWE-agent, Claude Code): one rolling cache_control breakpoint on the
+            # newest message. Without it nothing is cached.
             blocks[-1] = replace(blocks[-1], marker=True)
         out.append(_Req(turn, times.get(turn, 0.0), blocks, [], []))
     return out
@@ -684,7 +710,7 @@ def _simulate(
     automatic_prefix: bool,
     as_sent: bool = False,
     scale: float = 1.0,
-    converted: dict[tuple[str, int, bool, str], cachesim.Block] | None = None,
+    converted: dict[tuple[str, int, bool, str, str], cachesim.Block] | None = None,
 ) -> PolicyFigures:
     calls: list[Call] = []
     last = float("-inf")
@@ -693,7 +719,7 @@ def _simulate(
     # cost of this function on a long session. `converted`: the conversions of the other columns of one
     # simulate (the same `scale`), which send mostly the same blocks (on the 930-turn synthetic session,
     # 1,861 of the gates-closed column's 2,275 distinct blocks are the pipeline column's).
-    conv: dict[tuple[str, int, bool, str], cachesim.Block] = {} if converted is None else converted
+    conv: dict[tuple[str, int, bool, str, str], cachesim.Block] = {} if converted is None else converted
     # The same Block object is converted by one lookup of its id, done in C for a whole request (a
     # sliding window sends ~100 Blocks a turn that the previous request did not start with, nearly all
     # of them objects sent before). Every Block here is held by `reqs` for the whole call, so no id is
@@ -711,11 +737,12 @@ def _simulate(
         # The misses, found in C (`None in got` would call each Block's Python-level __eq__).
         for i in compress(range(len(got)), map(not_, got)):
             b = blocks[i]
-            key = (b.sha, b.tokens, b.marker, b.segment)
+            ttl = b.ttl if type(b) is SentBlock else "5m"
+            key = (b.sha, b.tokens, b.marker, b.segment, ttl)
             cb = conv.get(key)
             if cb is None:
                 cb = conv[key] = cachesim.Block(
-                    b.sha, round(b.tokens * scale), breakpoint=b.marker, segment=b.segment
+                    b.sha, round(b.tokens * scale), breakpoint=b.marker, ttl=ttl, segment=b.segment
                 )
             got[i] = by_id[id(b)] = cb
         return cast(list[cachesim.Block], got)
@@ -1025,7 +1052,7 @@ def _simulate_events(
     automatic = rules in ("openai", "deepseek")
 
     # Block conversions shared by every column (one scale): converted once for the whole report.
-    converted: dict[tuple[str, int, bool, str], cachesim.Block] = {}
+    converted: dict[tuple[str, int, bool, str, str], cachesim.Block] = {}
 
     def run(
         name: str, reqs: list[_Req], as_sent: bool = False, outs: Mapping[int, int] | None = None
