@@ -946,14 +946,32 @@ def _simulate_events(
         thresholds = _check_thresholds(s.thresholds)
     except ConfigError as exc:
         raise SimulateError(str(exc)) from exc
-    rules = cache_rules_for(engine_provider, model, s.provider, price)
+    requested = s.provider
+    rules = cache_rules_for(engine_provider, model, requested, price)
     notes: list[str] = []
-    row_rules = "deepseek" if price.provider.lower() == "deepseek" else price.provider.lower()
-    if row_rules in CACHE_RULE_DOCS and row_rules != rules and {row_rules, rules} != {"anthropic", "bedrock"}:
+    row_rules = price.provider.lower()
+
+    def mismatched(r: str) -> bool:
+        return row_rules in CACHE_RULE_DOCS and row_rules != r and {row_rules, r} != {"anthropic", "bedrock"}
+
+    if s.provider is None and s.model is not None and mismatched(rules):
+        # A model named without a provider is simulated as the provider that serves it would serve it:
+        # its wire layout and cache markers, its cache rules. The recorded provider's were applied before
+        # (--model claude-sonnet-4-5 on a DeepSeek recording: OpenAI's automatic prefix cache at Claude
+        # prices, no write premium, reads Anthropic never gives without breakpoints).
+        engine_provider = canonical_provider(row_rules)
+        requested = row_rules
+        rules = cache_rules_for(engine_provider, model, requested, price)
+        notes.append(
+            f"--model {model} is served by {price.provider}: simulated with the {engine_provider} provider "
+            f"policy and {rules} cache rules (recorded: {rec_cfg['model']} via {rec_cfg['provider']}); "
+            "--provider chooses another"
+        )
+    if mismatched(rules):
         # Say it, never do it silently: e.g. --provider anthropic on a DeepSeek recording.
         notes.append(
-            f"{rules} cache rules applied at {price.model} prices ({price.provider}); name a model with "
-            f"--model to price it as that provider"
+            f"{rules} cache rules applied at {price.model} prices ({price.provider}); to price it as one "
+            f"provider serves it, choose --provider {row_rules} or a model with {rules} prices (--model)"
         )
 
     options: dict[str, Any] = dict(s.sim_options or {})
@@ -975,7 +993,7 @@ def _simulate_events(
         "window": s.window,
         "thresholds": thresholds,
         "gates": gates,
-        "provider": engine_provider if s.provider else None,
+        "provider": engine_provider if requested else None,
         "policy": s.policy,
     }
     wanted = _policy_list(s.policies)
