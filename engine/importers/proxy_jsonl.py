@@ -371,6 +371,10 @@ def parse_line(
         model = resp_raw["model"]  # the served model (a dated snapshot) is more precise
     named = obj.get("provider")
     provider = named if isinstance(named, str) else (guess_provider(model) if wire != "anthropic" else wire)
+    # The serving build (OpenAI/DeepSeek `system_fingerprint`): DeepSeek's cache persistence differs by
+    # build, and simulate reads it from here; logs lost it, so every captured DeepSeek call was simulated
+    # as the always-persisting build.
+    fp = resp_raw.get("system_fingerprint") if isinstance(resp_raw, dict) else None
     call = CallRec(
         messages=tuple(intern(m) for m in msgs),
         response=response,
@@ -379,6 +383,7 @@ def parse_line(
         timestamp=_timestamp(obj.get("timestamp"), ctx, f"{where} timestamp"),
         model=model,
         error=error,
+        fingerprint=fp if isinstance(fp, str) and fp else None,
         cache_marks=marks,
     )
     return call, provider

@@ -983,6 +983,13 @@ def _simulate_events(
         if fps:
             options["persist_probability"] = deepseek_persist_probability(fps[-1])
             notes.append(f"DeepSeek build {fps[-1]}: persist probability {options['persist_probability']}")
+            others = {f: deepseek_persist_probability(f) for f in dict.fromkeys(fps) if f != fps[-1]}
+            if any(p != options["persist_probability"] for p in others.values()):
+                notes.append(
+                    "the session was also served by "
+                    + ", ".join(f"{f} (persist probability {p})" for f, p in others.items())
+                    + f"; every call is simulated with the last build's {options['persist_probability']}"
+                )
 
     # The engine's cost-aware policy weighs each compaction at the prices and cache rules this what-if
     # bills by (the named model's), not at the recorded model's.
