@@ -16,9 +16,11 @@ import httpx
 import openai
 import pytest
 
+from engine.capture.proxy import responses_api
 from engine.capture.proxy.recording import Recorder
 from engine.capture.proxy.server import ProxyServer
-from tests.capture.conftest import Proxied, errors, usages, verify_ok
+from engine.recording.actual import actual_requests
+from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import USAGE_OPENAI, StandIn
 
 CHAT = {
@@ -166,3 +168,87 @@ def test_openai_messages_resources_go_to_openai_unrecorded(
         assert standin.requests[-1][0] == "/v1/chat/completions"
     rec.close()
     assert rec.sessions == {} and rec.skipped == []
+
+
+PATCH = "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End Patch\n"
+GRAMMAR = {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch hunk+ end_patch"}
+
+
+def test_responses_freeform_and_shell_calls_are_recorded_as_sent(proxied: Proxied, standin: StandIn) -> None:
+    # Codex's requests: its apply_patch is a freeform (`custom`) tool whose calls carry the patch as raw
+    # `input`; older models call `local_shell`. The patch, the shell command and their outputs are in
+    # the prompt the agent sent, so they must be in the recording's as-sent request, not dropped.
+    body = {
+        "model": "gpt-5-codex",
+        "instructions": "You are Codex.",
+        "tools": [
+            {
+                "type": "custom",
+                "name": "apply_patch",
+                "description": "Edit files with a patch.",
+                "format": GRAMMAR,
+            },
+            {"type": "local_shell"},
+        ],
+        "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Set x to 2."}]},
+            {"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": PATCH},
+            {"type": "custom_tool_call_output", "call_id": "call_p", "output": "Done: a.py"},
+            {
+                "type": "local_shell_call",
+                "call_id": "call_s",
+                "status": "completed",
+                "action": {"type": "exec", "command": ["pytest", "-q"], "env": {}},
+            },
+            {
+                "type": "local_shell_call_output",
+                "call_id": "call_s",
+                "output": [{"type": "input_text", "text": "1 passed"}],
+            },
+        ],
+    }
+    with httpx.Client(timeout=30) as c:
+        assert c.post(proxied.url + "/v1/responses", json=body).status_code == 200
+    (path,) = proxied.finish()
+    ev = events_of(path)
+    assert not errors(path) and len(usages(path)) == 1
+    blobs = {
+        e["h"]: e["data"] if isinstance(e["data"], str) else e["data"].decode()
+        for e in ev
+        if e["k"] == "blob"
+    }
+    sent = []
+    for h in actual_requests(ev)[0]:
+        m = json.loads(blobs[h])
+        m["content"] = blobs[m.pop("content_h")]
+        m["calls"] = [(c["name"], blobs[c["arguments_h"]]) for c in m.pop("tool_calls", [])]
+        sent.append(m)
+    assert [(m["role"], m["content"], m["calls"]) for m in sent] == [
+        ("system", "You are Codex.", []),
+        ("user", "Set x to 2.", []),
+        ("assistant", "", [("apply_patch", PATCH)]),
+        ("tool", "Done: a.py", []),
+        ("assistant", "", [("local_shell", '{"type": "exec", "command": ["pytest", "-q"], "env": {}}')]),
+        ("tool", "1 passed", []),
+    ]
+    actual = next(e for e in ev if e["k"] == "actual")
+    assert actual["tool_names"] == ["apply_patch"]
+    assert blobs[actual["tool_descriptions"][0]] == "Edit files with a patch."
+    assert json.loads(blobs[actual["tools"][0]]) == {"format": GRAMMAR}
+    verify_ok(path)
+
+
+def test_responses_freeform_and_shell_calls_in_a_response() -> None:
+    resp = {
+        "model": "gpt-5-codex",
+        "output": [
+            {"type": "reasoning", "summary": []},
+            {"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": PATCH},
+            {"type": "local_shell_call", "call_id": "call_s", "action": {"type": "exec", "command": ["ls"]}},
+        ],
+    }
+    calls = responses_api.response_to_chat(resp)["choices"][0]["message"]["tool_calls"]
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls] == [
+        ("call_p", "apply_patch", PATCH),
+        ("call_s", "local_shell", '{"type": "exec", "command": ["ls"]}'),
+    ]

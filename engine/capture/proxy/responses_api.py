@@ -1,11 +1,14 @@
 """The OpenAI Responses API in Chat Completions terms, so one journaling path records both.
 
 Request: `instructions` -> a system message; `input` (a string, or a list of items) -> messages:
-`message` items by role (text parts joined), `function_call` items -> an assistant message's tool
-calls (consecutive calls merged into one message, as Chat Completions has them), `function_call_output`
--> tool messages, `reasoning` summaries -> the next assistant message's reasoning. Tools: the flat
-`{"type": "function", "name", "parameters"}` form -> Chat's nested one; built-in tools (web search,
-file search) carry no schema and are skipped.
+`message` items by role (text parts joined), calls -> an assistant message's tool calls (consecutive
+calls merged into one message, as Chat Completions has them), their outputs -> tool messages,
+`reasoning` summaries -> the next assistant message's reasoning. Calls are `function_call` (arguments),
+`custom_tool_call` (a freeform tool's raw `input`, e.g. Codex's apply_patch patches) and
+`local_shell_call` (its `action`); outputs are the matching `*_output` items, text or content parts.
+Tools: the flat `{"type": "function", "name", "parameters"}` form -> Chat's nested one; a `custom`
+(freeform) tool keeps its description, with its `format` (the grammar the model writes to) as its
+parameters; built-in tools (web search, file search, local shell) carry no schema and are skipped.
 Response: `output` items -> one assistant message; usage as sent (`input_tokens`, cached included,
 with `input_tokens_details.cached_tokens` / `cache_write_tokens`), read by engine.feedback.normalize_usage.
 """
@@ -29,6 +32,28 @@ def _text(content: Any) -> str:
     return "\n".join(out)
 
 
+# Items the model emits to call a tool, and the items that carry their results back.
+_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+
+
+def _call(item: dict[str, Any]) -> dict[str, Any]:
+    """A call item as a Chat tool call: what the model wrote is the call's arguments (a function's JSON,
+    a freeform tool's raw input, the local shell's action), so it is counted and shown as sent."""
+    kind = item.get("type")
+    if kind == "custom_tool_call":
+        name, args = str(item.get("name", "")), str(item.get("input", ""))
+    elif kind == "local_shell_call":
+        name, args = "local_shell", json.dumps(item.get("action") or {})
+    else:
+        name, args = str(item.get("name", "")), str(item.get("arguments", ""))
+    return {
+        "id": str(item.get("call_id") or item.get("id") or ""),
+        "type": "function",
+        "function": {"name": name, "arguments": args},
+    }
+
+
 def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     msgs: list[dict[str, Any]] = []
     if isinstance(body.get("instructions"), str):
@@ -49,12 +74,8 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
             if role == "assistant" and reasoning:
                 m["reasoning_content"], reasoning = "\n".join(reasoning), []
             msgs.append(m)
-        elif kind == "function_call":
-            call = {
-                "id": str(item.get("call_id") or item.get("id") or ""),
-                "type": "function",
-                "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))},
-            }
+        elif kind in _CALLS:
+            call = _call(item)
             last = msgs[-1] if msgs else None
             if last is not None and last["role"] == "assistant" and "tool_calls" in last:
                 last["tool_calls"].append(call)
@@ -63,20 +84,37 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
                 if reasoning:
                     m["reasoning_content"], reasoning = "\n".join(reasoning), []
                 msgs.append(m)
-        elif kind == "function_call_output":
+        elif kind in _OUTPUTS:
             out = item.get("output")
             msgs.append(
                 {
                     "role": "tool",
-                    "tool_call_id": str(item.get("call_id", "")),
-                    "content": out if isinstance(out, str) else json.dumps(out),
+                    "tool_call_id": str(item.get("call_id") or item.get("id") or ""),
+                    # content parts (input_text, input_image...) as the model reads them, not their JSON
+                    "content": out
+                    if isinstance(out, str)
+                    else _text(out)
+                    if isinstance(out, list)
+                    else json.dumps(out),
                 }
             )
         elif kind == "reasoning":
             reasoning.extend(_text(item.get("summary")).splitlines() or [])
     tools = []
     for t in body.get("tools") or []:
-        if isinstance(t, dict) and t.get("type") == "function":
+        if isinstance(t, dict) and t.get("type") == "custom":
+            fmt = t.get("format")
+            tools.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.get("name", ""),
+                        "description": t.get("description") or "",
+                        "parameters": {"format": fmt} if isinstance(fmt, dict) else {},
+                    },
+                }
+            )
+        elif isinstance(t, dict) and t.get("type") == "function":
             tools.append(
                 {
                     "type": "function",
@@ -103,17 +141,8 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
         kind = item.get("type")
         if kind == "message":
             texts.append(_text(item.get("content")))
-        elif kind == "function_call":
-            calls.append(
-                {
-                    "id": str(item.get("call_id") or item.get("id") or ""),
-                    "type": "function",
-                    "function": {
-                        "name": str(item.get("name", "")),
-                        "arguments": str(item.get("arguments", "")),
-                    },
-                }
-            )
+        elif kind in _CALLS:
+            calls.append(_call(item))
         elif kind == "reasoning":
             reasoning.append(_text(item.get("summary")))
     msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
