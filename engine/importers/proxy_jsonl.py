@@ -91,7 +91,7 @@ def detect_provider(line: dict[str, Any]) -> str:
 
 
 def _block_text(content: Any, ctx: Ctx, where: str) -> str:
-    """tool_result content: a string or a list of text (and image) blocks."""
+    """tool_result content (and the system prompt): a string or a list of blocks (text, image, any other)."""
     if content is None or isinstance(content, str):
         return content or ""
     out = []
@@ -103,8 +103,33 @@ def _block_text(content: Any, ctx: Ctx, where: str) -> str:
         elif b.get("type") == "image":
             out.append("[image]")
         else:
-            ctx.fail(join(bw, "type"), f"is {_kind(b.get('type'))} (expected text or image)")
+            out.append(_other_block_text(b, ctx, bw))
     return "\n".join(out)
+
+
+def _other_block_text(b: dict[str, Any], ctx: Ctx, where: str) -> str:
+    """Any other content block, as the text it puts in the prompt. The Messages API keeps adding them
+    (documents and search results from the user; server tools' calls and results, MCP listings, compaction
+    summaries, fallback markers in the model's turns) and each is sent back with the conversation, so
+    each is kept, never refused: a single unknown block would otherwise lose the call, and every later
+    call that carries it. A document or search result is its text (a placeholder when it is binary, as
+    for images); a block with text content is that text; anything else is its JSON, as it was sent."""
+    btype = b.get("type")
+    if not isinstance(btype, str) or not btype:
+        ctx.fail(join(where, "type"), f"is {_kind(btype)} (expected a block type)")
+    if btype in ("document", "search_result"):
+        parts = [str(b[k]) for k in ("title", "source") if isinstance(b.get(k), str)]
+        src = b.get("source")
+        if isinstance(src, dict) and src.get("type") == "text" and isinstance(src.get("data"), str):
+            parts.append(src["data"])
+        body = src.get("content") if isinstance(src, dict) else b.get("content")
+        if isinstance(body, list):
+            parts += [str(c.get("text", "")) for c in body if isinstance(c, dict) and c.get("type") == "text"]
+        return "\n".join(parts) if parts else f"[{btype}]"
+    if isinstance(b.get("content"), str):  # a compaction block's summary
+        return str(b["content"])
+    rest = {k: v for k, v in b.items() if k not in ("type", "signature", "cache_control")}
+    return f"[{btype}] {json.dumps(rest, ensure_ascii=False, sort_keys=True)}"
 
 
 def _cache_ttl(b: dict[str, Any], ctx: Ctx, where: str) -> str | None:
@@ -174,9 +199,11 @@ def _anthropic_message(
             )
         elif btype == "image":
             texts.append("[image]")
+        elif btype in ("thinking", "redacted_thinking", "tool_use", "tool_result"):
+            owner = "a user message" if btype == "tool_result" else "an assistant message"
+            ctx.fail(join(bw, "type"), f"is {btype!r} in a {role} message (it belongs in {owner})")
         else:
-            allowed = "text/thinking/tool_use" if role == "assistant" else "text/tool_result/image"
-            ctx.fail(join(bw, "type"), f"is {_kind(btype)} in a {role} message (expected {allowed})")
+            texts.append(_other_block_text(b, ctx, bw))
     out = list(results)
     if role == "assistant" or texts or not results:
         if own_ttl is not None and marks is not None:

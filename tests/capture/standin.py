@@ -10,6 +10,8 @@ Behaviour by model name, for the bad-input tests:
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
+    *-websearch               the non-streamed Anthropic reply used the web search server tool: its
+                              server_tool_use and web_search_tool_result blocks, a cited text block
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
 Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
@@ -70,6 +72,37 @@ USAGE_RESPONSES = {
     "total_tokens": 1509,
 }
 
+
+# What the Messages API returns when the model used the web search server tool (the shapes of its docs)
+WEB_SEARCH_BLOCKS: list[dict[str, Any]] = [
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "aiohttp zstd"}},
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://docs.aiohttp.org/",
+                "title": "aiohttp docs",
+                "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5",
+                "page_age": None,
+            }
+        ],
+    },
+    {
+        "type": "text",
+        "text": "aiohttp reads zstd.",
+        "citations": [
+            {
+                "type": "web_search_result_location",
+                "url": "https://docs.aiohttp.org/",
+                "title": "aiohttp docs",
+                "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0",
+                "cited_text": "zstd",
+            }
+        ],
+    },
+]
 
 _DIRECTIVE = re.compile(rb"\[standin tokens=(\d+)(?: delay=([0-9.]+))?\]")
 # Set per request (aiohttp serves each request in its own task, so concurrent requests keep theirs).
@@ -400,7 +433,11 @@ class StandIn:
         if not body.get("stream") or not isinstance(item, str):
             if late:
                 await asyncio.sleep(late)
-            data = json.dumps(self.reply(path, model, item)).encode()
+            reply = self.reply(path, model, item)
+            if anthropic and model.endswith("-websearch"):
+                reply["content"] = WEB_SEARCH_BLOCKS + reply["content"][:1]
+                reply["stop_reason"] = "end_turn"
+            data = json.dumps(reply).encode()
             headers = {"x-request-id": "req_1"}
             if model.endswith("-zstd"):
                 data = zstandard.ZstdCompressor(write_content_size=False).compress(data)

@@ -11,7 +11,9 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -252,3 +254,45 @@ def test_responses_freeform_and_shell_calls_in_a_response() -> None:
         ("call_p", "apply_patch", PATCH),
         ("call_s", "local_shell", '{"type": "exec", "command": ["ls"]}'),
     ]
+
+
+def test_server_tool_blocks_and_documents_do_not_lose_the_session(proxied: Proxied, standin: StandIn) -> None:
+    # The model searched the web (server tool blocks in its reply); the agent sends the reply back, as
+    # the SDK docs show, with a document for the next question. Every call must be recorded, with what
+    # the blocks put in the prompt; before, the first reply's usage was lost and no later call recorded.
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
+    tools: Any = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
+    msgs: list[Any] = [{"role": "user", "content": "Does aiohttp read zstd?"}]
+    r = client.messages.create(
+        model="claude-x-websearch", max_tokens=64, system="S", tools=tools, messages=msgs
+    )
+    assert [b.type for b in r.content] == ["server_tool_use", "web_search_tool_result", "text", "text"]
+    doc = {
+        "type": "document",
+        "title": "notes",
+        "source": {"type": "text", "media_type": "text/plain", "data": "N"},
+    }
+    msgs += [
+        {"role": "assistant", "content": r.content},
+        {"role": "user", "content": [doc, {"type": "text", "text": "And?"}]},
+    ]
+    for _ in range(2):
+        client.messages.create(
+            model="claude-x-websearch", max_tokens=64, system="S", tools=tools, messages=msgs
+        )
+    (path,) = proxied.finish()
+    info, tap = next(iter(proxied.recorder.sessions.values()))
+    assert (info.calls, info.tap_errors, tap.stats.errors) == (3, 0, 0), tap.stats.last_error
+    assert len(usages(path)) == 3 and not errors(path)
+    ev = events_of(path)
+    blobs = {
+        e["h"]: e["data"] if isinstance(e["data"], str) else e["data"].decode()
+        for e in ev
+        if e["k"] == "blob"
+    }
+    sent = [json.loads(blobs[h]) for h in actual_requests(ev)[1]]
+    reply, question = blobs[sent[2]["content_h"]], blobs[sent[3]["content_h"]]
+    assert '"query": "aiohttp zstd"' in reply and "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5" in reply
+    assert reply.endswith("aiohttp reads zstd.\nHello from the stand-in.")
+    assert question == "notes\nN\nAnd?"
+    verify_ok(path)
