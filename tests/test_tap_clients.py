@@ -460,3 +460,48 @@ def test_openai_structured_outputs_parse_is_journaled(upstream: StandIn, tmp_pat
     assert sent[1]["content"] == '{"answer": "4"}'
     tools = next(e for e in ev if e["k"] == "actual")["tool_names"]
     assert tools == ["bash"]
+
+
+def test_openai_file_parts_refusals_and_custom_tools_keep_the_session(
+    upstream: StandIn, tmp_path: Path
+) -> None:
+    # Content the Chat Completions API takes beyond text and images (a PDF `file` part, an assistant's
+    # `refusal` part) and GPT-5's custom (freeform) tools, whose calls carry raw `input`: each request
+    # must be journaled, with what was sent; before, such a call was dropped, and every later one too.
+    rec = tmp_path / "custom.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    grammar = {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}}
+    tools: Any = [
+        {"type": "custom", "custom": {"name": "apply_patch", "description": "Edit files.", "format": grammar}}
+    ]
+    pdf = {
+        "type": "file",
+        "file": {"filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"},
+    }
+    msgs: list[Any] = [{"role": "user", "content": [{"type": "text", "text": "Apply the spec."}, pdf]}]
+    client.chat.completions.create(model="gpt-5", messages=msgs, tools=tools)
+    call = {"id": "call_p", "type": "custom", "custom": {"name": "apply_patch", "input": "*** Begin Patch"}}
+    msgs += [
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "Not that file."}]},
+        {"role": "user", "content": "Then the other one."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_p", "content": "Done."},
+    ]
+    client.chat.completions.create(model="gpt-5", messages=msgs, tools=tools)
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    client.contextpipe_tap.close()
+    ev = _check(rec, 2)
+    assert _usages(ev)[1] == O_USAGE
+    sent = _sent(ev, 1)
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "Apply the spec.\n[file]"),
+        ("assistant", "Not that file."),
+        ("user", "Then the other one."),
+        ("assistant", ""),
+        ("tool", "Done."),
+    ]
+    assert [(c["name"], c["arguments"]) for c in sent[3]["tool_calls"]] == [
+        ("apply_patch", "*** Begin Patch")
+    ]
+    actual = next(e for e in ev if e["k"] == "actual")
+    assert actual["tool_names"] == ["apply_patch"]

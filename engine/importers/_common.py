@@ -183,6 +183,12 @@ def content_text(value: Any, ctx: Ctx, where: str) -> str:
                 out.append(ctx.text(part.get("text"), join(pw, "text"), allow_none=False))
             elif ptype in ("image_url", "image", "input_image"):
                 out.append("[image]")
+            elif ptype == "refusal" and isinstance(part.get("refusal"), str):
+                out.append(part["refusal"])
+            elif isinstance(ptype, str) and ptype:
+                # Any other part the API takes (a PDF `file`, `input_audio`, ...) is kept as a placeholder,
+                # as images are: refusing it would drop the call, and every later call that carries it.
+                out.append(f"[{ptype}]")
             else:
                 ctx.fail(join(pw, "type"), f"is {_kind(ptype)} (expected text or image_url)")
         return "\n".join(out)
@@ -218,13 +224,16 @@ def openai_tool_calls(value: Any, ctx: Ctx, where: str) -> tuple[ToolCallRec, ..
     for i, tc in enumerate(parse_listish(value, ctx, where)):
         tw = join(where, i)
         tc = ctx.obj(tc, tw)
-        fn = ctx.obj(ctx.key(tc, "function", tw), join(tw, "function"))
-        fw = join(tw, "function")
+        # A custom (freeform) tool's call carries its raw `input` where a function's has `arguments`
+        kind = "custom" if tc.get("type") == "custom" and "custom" in tc else "function"
+        fn = ctx.obj(ctx.key(tc, kind, tw), join(tw, kind))
+        fw = join(tw, kind)
+        args = "input" if kind == "custom" else "arguments"
         out.append(
             ToolCallRec(
                 id=ctx.text(ctx.key(tc, "id", tw), join(tw, "id"), allow_none=False),
                 name=ctx.text(ctx.key(fn, "name", fw), join(fw, "name"), allow_none=False),
-                arguments=arguments_text(fn.get("arguments"), ctx, join(fw, "arguments")),
+                arguments=arguments_text(fn.get(args), ctx, join(fw, args)),
             )
         )
     return tuple(out)
@@ -266,6 +275,19 @@ def openai_tools(value: Any, ctx: Ctx, where: str) -> tuple[ToolSchemaRec, ...]:
     for i, t in enumerate(ctx.lst(value, where) if value is not None else []):
         tw = join(where, i)
         t = ctx.obj(t, tw)
+        if t.get("type") == "custom" and "custom" in t:
+            # A custom (freeform) tool: its description, and the grammar its input follows as its parameters
+            cw = join(tw, "custom")
+            c = ctx.obj(t["custom"], cw)
+            fmt = c.get("format")
+            out.append(
+                ToolSchemaRec(
+                    name=ctx.text(ctx.key(c, "name", cw), join(cw, "name"), allow_none=False),
+                    description=ctx.text(c.get("description"), join(cw, "description")),
+                    parameters={"format": fmt} if isinstance(fmt, dict) else {},
+                )
+            )
+            continue
         fn = t.get("function", t) if t.get("type", "function") == "function" else t
         fw = join(tw, "function") if "function" in t else tw
         fn = ctx.obj(fn, fw)
