@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -202,3 +203,26 @@ def test_a_stream_left_open_by_one_thread_holds_others_only_briefly(
     assert 0 not in usages and all(usages[t]["output_tokens"] == 10 + t for t in range(1, MAX_HELD + 1))
     errors = [e for e in _events(rec) if e["k"] == "error"]
     assert [(e["turn"], e["kind"]) for e in errors] == [(0, "incomplete_stream")]
+
+
+def test_a_call_held_behind_another_keeps_the_time_it_was_made(upstream: StandIn, tmp_path: Path) -> None:
+    # Thread A's call takes 1.5 s; thread B calls 0.3 s in and is answered at once, but its turn is
+    # journaled only after A's. Its time must be when B called (simulate reads the gaps between the
+    # requests' times against the cache's lifetime), not when the journal got to it.
+    rec = tmp_path / "held.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec)
+    made: dict[int, float] = {}
+
+    def one(k: int) -> None:
+        time.sleep(0.3 * k)
+        made[k] = time.time()
+        client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 1.5 - k)}]
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(2)))
+    client.contextpipe_tap.close()
+    ev = _check(rec, 2)
+    times = {e["turn"]: e["time"] for e in ev if e["k"] == "actual"}
+    assert abs(times[0] - made[0]) < 0.2 and abs(times[1] - made[1]) < 0.2, (times, made)

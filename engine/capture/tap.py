@@ -128,6 +128,7 @@ class TapCall:
 
     body: dict[str, Any]
     caller: object
+    sent_at: float | None = None  # when the agent made the call (it may be journaled later)
     turn: int | None = None
     outcome: tuple[str, Any] | None = None  # ("after", response) or ("failed", problem)
     # waiting -> open -> done; superseded: its turn was closed before its outcome came (journaled late);
@@ -180,6 +181,13 @@ class Tap:
         self.lock = threading.RLock()
         self._open_call: TapCall | None = None  # the call whose turn is open in the journal
         self._waiting: deque[TapCall] = deque()  # started calls not journaled yet, in start order
+        self._sent_at: float | None = None  # while a request is journaled: when it was sent
+
+    def now(self) -> float:
+        """The journal's clock: while a request is journaled, the time it was sent. A request is journaled
+        after the call it waited behind ended, or (the proxy) after its own answer ended, but simulate
+        prices the as-sent cache by the gaps between the requests' times, so those must be send times."""
+        return self._sent_at if self._sent_at is not None else self.clock()
 
     # Compatibility names (the proxy's recorder reads them)
     @property
@@ -211,12 +219,20 @@ class Tap:
 
     def _open(self, model: str) -> None:
         self.pipe = Pipeline(
-            model, self.provider, self.window, record=self.record, serve=self.serve, clock=self.clock
+            model, self.provider, self.window, record=self.record, serve=self.serve, clock=self.now
         )
         self.feeder = _Feeder(self.pipe, IngestReport())
         self.actual = ActualRecorder(self.pipe)
 
-    def before(self, body: dict[str, Any]) -> None:
+    def before(self, body: dict[str, Any], sent_at: float | None = None) -> None:
+        """Journal a request as the turn's actual assembly; `sent_at` is when it was sent (default: now)."""
+        self._sent_at = sent_at
+        try:
+            self._before(body)
+        finally:
+            self._sent_at = None
+
+    def _before(self, body: dict[str, Any]) -> None:
         msgs, tools, marks = self._parse_request(body)
         model = str(body.get("model", "unknown"))
         if self.pipe is None:
@@ -233,7 +249,7 @@ class Tap:
         self.fed = list(msgs)
         key = body.get("prompt_cache_key")
         self.prompt_cache_key = key if isinstance(key, str) else None
-        call = CallRec(tuple(msgs), None, tools, None, self.clock(), model, cache_marks=marks)
+        call = CallRec(tuple(msgs), None, tools, None, self.now(), model, cache_marks=marks)
         # The turn this request becomes: the pipeline's own counter, so a call whose response never
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
@@ -278,7 +294,7 @@ class Tap:
         """A call starts: read its request (None if the tap cannot: counted, the call goes on untapped)
         and journal it now, or as soon as the call whose turn is open has its outcome."""
         try:
-            call = TapCall(body_of(), _caller())
+            call = TapCall(body_of(), _caller(), self.clock())
         except Exception as exc:
             self.note_error(f"before: {type(exc).__name__}: {exc}")
             return None
@@ -325,7 +341,7 @@ class Tap:
         """Journal waiting calls in start order until one is still in flight (its turn stays open)."""
         while self._open_call is None and self._waiting:
             c = self._waiting.popleft()
-            if not self.guard(self.before, c.body) or self.pipe is None:
+            if not self.guard(self.before, c.body, c.sent_at) or self.pipe is None:
                 c.state = "dropped"
                 continue
             c.turn, c.state = self.pipe.turn - 1, "open"

@@ -296,3 +296,22 @@ def test_server_tool_blocks_and_documents_do_not_lose_the_session(proxied: Proxi
     assert reply.endswith("aiohttp reads zstd.\nHello from the stand-in.")
     assert question == "notes\nN\nAnd?"
     verify_ok(path)
+
+
+def test_a_call_is_stamped_when_it_was_sent_not_when_its_answer_ended(
+    proxied: Proxied, standin: StandIn
+) -> None:
+    # simulate prices the as-sent requests' cache by the gaps between their times (a 5-minute entry
+    # read 4 minutes later hits, 6 minutes later misses): a call's time must be when it was sent. It was
+    # when the recorder got the finished exchange, later by the whole answer (minutes for a long one).
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    sent = time.time()
+    client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "[standin tokens=3 delay=1.5]"}]
+    )
+    (path,) = proxied.finish()
+    ev = events_of(path)
+    (actual,) = [e for e in ev if e["k"] == "actual"]
+    (request,) = [e for e in ev if e["k"] == "request"]
+    assert abs(actual["time"] - sent) < 0.5 and abs(request["time"] - sent) < 0.5, actual["time"] - sent
+    verify_ok(path)

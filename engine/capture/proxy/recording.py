@@ -68,14 +68,14 @@ class ProxyTap(Tap):
         super().__init__(wire, record=info.path, serve=False, window=window)
         self.info, self.serve_probe, self.hello = info, serve, hello
 
-    def before(self, body: dict[str, Any]) -> None:
+    def before(self, body: dict[str, Any], sent_at: float | None = None) -> None:
         if self.pipe is None:
             self._open(str(body.get("model", "unknown")))
-        super().before(body)
+        super().before(body, sent_at)
 
     def _open(self, model: str) -> None:
         pipe = Pipeline(
-            model, self.info.provider, self.window, record=self.record, serve=False, clock=self.clock
+            model, self.info.provider, self.window, record=self.record, serve=False, clock=self.now
         )
         self.pipe = pipe
         self.feeder = _Feeder(pipe, IngestReport())
@@ -191,7 +191,8 @@ class Recorder:
         info, tap = self._session(key, wire, body)
         chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
         before_errors = tap.tap_errors
-        tap.guard(tap.before, chat_body)
+        # stamped when the agent sent it: the exchange is journaled only once its answer has ended
+        tap.guard(tap.before, chat_body, ex.started)
         if tap.tap_errors != before_errors:
             info.tap_errors += 1
             info.notes.append(f"request not journaled: {tap.last_error}")
