@@ -155,3 +155,20 @@ def test_sse_like_fragments_never_raise(parts: list[bytes]) -> None:
     raw = b"".join(parts)
     for fn in (reassemble_anthropic, reassemble_openai_chat, reassemble_responses):
         fn(raw)
+
+
+def test_an_error_event_mid_stream_says_which_error() -> None:
+    # Anthropic answers 200 and may then send `event: error` (overloaded); OpenAI-compatible streams and
+    # the Responses API have their own: the recording must say which error the agent's SDK raised.
+    events = S.anthropic_stream("claude-sonnet-4", TEXT)[:4]
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    r = reassemble_anthropic(b"".join(events) + f"event: error\ndata: {json.dumps(overloaded)}\n\n".encode())
+    assert not r.complete and r.reason == "the stream carried an error (overloaded_error: Overloaded)"
+    chat = S.chat_stream("gpt-4o", TEXT, include_usage=False)[:2]
+    err = {"error": {"message": "The server had an error", "type": "server_error", "code": None}}
+    r = reassemble_openai_chat(b"".join(chat) + f"data: {json.dumps(err)}\n\n".encode())
+    assert r.reason == "the stream carried an error (server_error: The server had an error)"
+    resp = S.responses_stream("gpt-4.1", TEXT)[:2]
+    rerr = {"type": "error", "code": "rate_limit_exceeded", "message": "Slow down", "sequence_number": 2}
+    r = reassemble_responses(b"".join(resp) + f"event: error\ndata: {json.dumps(rerr)}\n\n".encode())
+    assert r.reason == "the stream carried an error (rate_limit_exceeded: Slow down)"
