@@ -52,6 +52,16 @@ def _request(kwargs: dict[str, Any]) -> dict[str, Any]:
     return request_body(merged)
 
 
+def _seconds(when: Any) -> float | None:
+    """litellm's start_time (a datetime; a number in some versions) as epoch seconds, None if neither."""
+    try:
+        if isinstance(when, (int, float)):
+            return float(when)
+        return float(when.timestamp()) if when is not None else None
+    except Exception:
+        return None
+
+
 class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
     """A litellm callback: each completion (sync, async, streamed) becomes one journaled turn."""
 
@@ -83,7 +93,7 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
             atexit.register(self.tap.close)
         return self.tap
 
-    def _log(self, kwargs: dict[str, Any], response_obj: Any, ok: bool) -> None:
+    def _log(self, kwargs: dict[str, Any], response_obj: Any, ok: bool, start_time: Any = None) -> None:
         try:
             if ok and kwargs.get("stream") and kwargs.get("complete_streaming_response") is None:
                 return  # a chunk of a stream still under way: the reassembled response comes at its end
@@ -93,7 +103,8 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
             # litellm hands over request and response together, from several threads (its pool) or
             # tasks at once: both steps under the tap's lock, so another call cannot take this turn.
             with t.lock:
-                if not t.guard(t.before, body):
+                # litellm logs a call once it has ended: the request is stamped when it was made
+                if not t.guard(t.before, body, _seconds(start_time)):
                     return
                 if ok:
                     resp = kwargs.get("complete_streaming_response") or response_obj
@@ -109,20 +120,20 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
 
     # litellm's hooks: sync calls run the sync ones (in litellm's thread pool), async calls the async ones
     def log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._log(kwargs, response_obj, True)
+        self._log(kwargs, response_obj, True, start_time)
 
     def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._log(kwargs, response_obj, False)
+        self._log(kwargs, response_obj, False, start_time)
 
     async def async_log_success_event(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        self._log(kwargs, response_obj, True)
+        self._log(kwargs, response_obj, True, start_time)
 
     async def async_log_failure_event(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        self._log(kwargs, response_obj, False)
+        self._log(kwargs, response_obj, False, start_time)
 
     def close(self) -> None:
         """Finish the recording (also done at interpreter exit by the tap)."""
