@@ -226,3 +226,43 @@ def test_a_call_held_behind_another_keeps_the_time_it_was_made(upstream: StandIn
     ev = _check(rec, 2)
     times = {e["turn"]: e["time"] for e in ev if e["k"] == "actual"}
     assert abs(times[0] - made[0]) < 0.2 and abs(times[1] - made[1]) < 0.2, (times, made)
+
+
+async def test_a_cancelled_call_ends_its_turn_and_holds_no_one(upstream: StandIn, tmp_path: Path) -> None:
+    # A task cancelled while it reads a stream, and a call given up by asyncio.wait_for: each is its
+    # turn's end ("cancelled"), so the other tasks' calls are journaled (and shown live) at once; they
+    # were held behind the cancelled turn, left open until the recording was closed.
+    rec = tmp_path / "cancel.cpsession"
+    client = tap(openai.AsyncOpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec)
+    t = client.contextpipe_tap
+
+    async def reader() -> None:
+        msgs = [{"role": "user", "content": _prompt(0, 2.0)}]  # the stream pauses 2 s half-way
+        stream = await client.chat.completions.create(model="gpt-4o", messages=msgs, stream=True)
+        async for _ in stream:
+            pass
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for k in (1, 2):
+        await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 0)}]
+        )
+    with pytest.raises(TimeoutError):
+        msgs = [{"role": "user", "content": _prompt(3, 2.0)}]
+        await asyncio.wait_for(client.chat.completions.create(model="gpt-4o", messages=msgs), 0.5)
+    await client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": _prompt(4, 0)}]
+    )
+    assert t.stats.journaled == 5 and t._open_call is None and not t._waiting  # nothing held back
+    t.close()
+    ev = _check(rec, 5)
+    errs = {e["turn"]: e["message"] for e in ev if e["k"] == "error"}
+    assert errs == {
+        0: "incomplete_stream: stream cancelled: the agent stopped reading it (CancelledError)",
+        3: "cancelled: the agent stopped waiting for the call (CancelledError)",
+    }
+    assert sorted(_usages(ev)) == [1, 2, 4]

@@ -95,6 +95,15 @@ def _error_kind(text: str) -> str:
     return "error"
 
 
+def gave_up(exc: BaseException) -> BaseException | str:
+    """What a failed call journals: its exception; for a cancellation (a task's, asyncio.wait_for's
+    timeout) or an interrupt, which say nothing themselves, that the agent stopped waiting. Either way
+    the call ends, so the calls of other threads and tasks held behind it are journaled at once."""
+    if isinstance(exc, Exception):
+        return exc
+    return f"cancelled: the agent stopped waiting for the call ({type(exc).__name__})"
+
+
 class TapError(ContextPipeError):
     """Something the tap could not journal (never raised into the agent: counted and journaled)."""
 
@@ -525,7 +534,7 @@ class _CallSite:
         return self.observe(resp, kwargs, call)
 
     def error(self, exc: BaseException, call: TapCall | None) -> None:
-        self.t.end(call, problem=exc)
+        self.t.end(call, problem=gave_up(exc))
 
 
 def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: str = "create") -> None:
@@ -539,7 +548,7 @@ def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: 
             call = site.start(kwargs)
             try:
                 resp = await original(*args, **kwargs)
-            except Exception as exc:
+            except BaseException as exc:  # a cancellation too (a task's, asyncio.wait_for's timeout)
                 site.error(exc, call)
                 raise
             return await site.aobserve(resp, kwargs, call)
@@ -551,7 +560,7 @@ def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: 
             call = site.start(kwargs)
             try:
                 resp = original(*args, **kwargs)
-            except Exception as exc:
+            except BaseException as exc:  # an interrupt too (Ctrl-C while the call waits)
                 site.error(exc, call)
                 raise
             return site.observe(resp, kwargs, call)
@@ -588,8 +597,8 @@ class _TappedStreamManager:
     def __enter__(self) -> Any:
         try:
             self._stream = self._inner.__enter__()
-        except Exception as exc:
-            self._t.end(self._call, problem=exc)
+        except BaseException as exc:
+            self._t.end(self._call, problem=gave_up(exc))
             raise
         return self._stream
 
@@ -602,8 +611,8 @@ class _TappedStreamManager:
     async def __aenter__(self) -> Any:
         try:
             self._stream = await self._inner.__aenter__()
-        except Exception as exc:
-            self._t.end(self._call, problem=exc)
+        except BaseException as exc:
+            self._t.end(self._call, problem=gave_up(exc))
             raise
         return self._stream
 

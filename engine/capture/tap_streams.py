@@ -190,6 +190,13 @@ ACCUMULATORS: dict[str, Callable[[], Accumulator]] = {
 }
 
 
+def _ended(exc: BaseException) -> str:
+    """Why a stream ended early: its error, or that the agent cancelled it (a cancellation says nothing)."""
+    if isinstance(exc, Exception):
+        return f"stream failed: {type(exc).__name__}: {exc}"
+    return f"stream cancelled: the agent stopped reading it ({type(exc).__name__})"
+
+
 class _Observer:
     """What both stream wrappers share: feed each event (guarded), finish exactly once."""
 
@@ -238,8 +245,8 @@ class TappedStream(_Observer):
         except StopIteration:
             self._finish(None)
             raise
-        except Exception as exc:
-            self._finish(f"stream failed: {type(exc).__name__}: {exc}")
+        except BaseException as exc:  # an interrupt too: the stream ends here either way
+            self._finish(_ended(exc))
             raise
         self._see(ev)
         return ev
@@ -285,8 +292,8 @@ class AsyncTappedStream(_Observer):
         except StopAsyncIteration:
             self._finish(None)
             raise
-        except Exception as exc:
-            self._finish(f"stream failed: {type(exc).__name__}: {exc}")
+        except BaseException as exc:  # a cancelled task too: the stream ends here either way
+            self._finish(_ended(exc))
             raise
         self._see(ev)
         return ev
