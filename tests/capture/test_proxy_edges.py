@@ -315,3 +315,29 @@ def test_a_call_is_stamped_when_it_was_sent_not_when_its_answer_ended(
     (request,) = [e for e in ev if e["k"] == "request"]
     assert abs(actual["time"] - sent) < 0.5 and abs(request["time"] - sent) < 0.5, actual["time"] - sent
     verify_ok(path)
+
+
+def test_tools_that_change_mid_conversation_stay_in_its_session(proxied: Proxied, standin: StandIn) -> None:
+    # An MCP server that connects late, a tool the agent loads on demand: the conversation goes on with
+    # one tool more, and breaks its cache, the change a recording is there to show (the actual event
+    # names the new tool set). Keyed by its tools too, the conversation was split into two recordings.
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
+    bash = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}
+    grep = {"name": "mcp__search__grep", "description": "Search files.", "input_schema": {"type": "object"}}
+    msgs: list[Any] = [{"role": "user", "content": "Find the bug."}]
+    r = client.messages.create(
+        model="claude-sonnet-4", max_tokens=64, system="S", tools=[bash], messages=msgs
+    )
+    msgs += [{"role": "assistant", "content": r.content}]
+    msgs += [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py"}]}
+    ]
+    client.messages.create(
+        model="claude-sonnet-4", max_tokens=64, system="S", tools=[bash, grep], messages=msgs
+    )
+    paths = proxied.finish()
+    assert len(paths) == 1, [i.number for i, _ in proxied.recorder.sessions.values()]
+    actual = [e for e in events_of(paths[0]) if e["k"] == "actual"]
+    assert [a.get("tool_names") for a in actual] == [["bash"], ["bash", "mcp__search__grep"]]
+    assert len(usages(paths[0])) == 2
+    verify_ok(paths[0])

@@ -14,9 +14,11 @@ when the request carries Anthropic's headers, else to the openai one.
 
 Sessions: a request names its session with the `X-ContextPipe-Session` header (stripped before
 forwarding), or else the session is the hash of what stays fixed across an agent's conversation: the
-API, the system prompt (instructions), the tool schemas and the first non-system message (the task).
-Two agents with different tasks behind one proxy are two sessions; an agent's sub-agents (another
-system prompt) are sessions of their own.
+API, the system prompt (instructions) and the first non-system message (the task). Two agents with
+different tasks behind one proxy are two sessions; an agent's sub-agents (another system prompt) are
+sessions of their own. The tools are not part of it: they change within a conversation (an MCP server
+that connects late, a tool loaded on demand), and that change, which breaks the agent's cache, is what
+the recording must show inside the conversation, not split it at.
 """
 
 from __future__ import annotations
@@ -132,16 +134,8 @@ def _text_of(content: Any) -> Any:
     return content
 
 
-def _strip_markers(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _strip_markers(v) for k, v in obj.items() if k != "cache_control"}
-    if isinstance(obj, list):
-        return [_strip_markers(v) for v in obj]
-    return obj
-
-
-def _first_turn(wire: str, body: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """(system, tools, first non-system message) of a request body, normalized."""
+def _first_turn(wire: str, body: dict[str, Any]) -> tuple[Any, Any]:
+    """(system, first non-system message) of a request body, normalized."""
     if wire == "openai-responses":
         from engine.capture.proxy.responses_api import request_to_chat
 
@@ -149,7 +143,7 @@ def _first_turn(wire: str, body: dict[str, Any]) -> tuple[Any, Any, Any]:
     if wire == "anthropic":
         msgs = body.get("messages") or []
         m0: dict[str, Any] = msgs[0] if isinstance(msgs, list) and msgs and isinstance(msgs[0], dict) else {}
-        return _text_of(body.get("system")), body.get("tools"), (m0.get("role"), _text_of(m0.get("content")))
+        return _text_of(body.get("system")), (m0.get("role"), _text_of(m0.get("content")))
     msgs = body.get("messages") or []
     system = []
     first: Any = None
@@ -159,15 +153,13 @@ def _first_turn(wire: str, body: dict[str, Any]) -> tuple[Any, Any, Any]:
         elif isinstance(m, dict):
             first = (m.get("role"), _text_of(m.get("content")))
             break
-    return system, body.get("tools"), first
+    return system, first
 
 
 def session_key(wire: str, body: dict[str, Any], header: str | None) -> str:
     """A stable id for the conversation this request belongs to. See the module docstring."""
     if header:
         return "h:" + header.strip()[:200]
-    system, tools, first = _first_turn(wire, body)
-    canon = json.dumps(
-        [wire, system, _strip_markers(tools), first], sort_keys=True, separators=(",", ":"), default=str
-    )
+    system, first = _first_turn(wire, body)
+    canon = json.dumps([wire, system, first], sort_keys=True, separators=(",", ":"), default=str)
     return "p:" + hashlib.sha256(canon.encode()).hexdigest()[:16]
