@@ -8,7 +8,7 @@ are skipped and counted in the notes. Headers are never read (claude-trace keeps
 
 Claude Code talks to the API in several conversations at once (the main agent, sub-agents, short
 title and summary calls on a small model). They are told apart as the proxy tells sessions apart
-(system prompt, tools and first message: `engine.capture.proxy.routes.session_key`); the import is
+(system prompt and first message: `engine.capture.proxy.routes.session_key`); the import is
 the conversation with the most calls (`conversation=N` picks another, 1 = the largest), and the notes
 list the others.
 """
