@@ -97,7 +97,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         try:
             return await _relay(request, up, ex)
         except asyncio.CancelledError:  # the agent went away mid-response
-            if ex is not None:
+            if ex is not None and not ex.client_gone:  # (client_gone: after the last byte, see _relay)
                 ex.client_gone = True
                 ex.error = GONE
             up.close()  # stop the upstream now (it may be silent), not when its next bytes arrive
@@ -153,9 +153,12 @@ async def _relay(request: web.Request, up: aiohttp.ClientResponse, ex: Exchange 
         return resp
     try:
         await resp.write_eof()
-    except (ConnectionError, RuntimeError):
+    except (ConnectionError, RuntimeError, asyncio.CancelledError) as exc:
+        # Every byte was passed on: an agent that hangs up now has its whole answer (not an error)
         if ex is not None:
             ex.client_gone = True
+        if isinstance(exc, asyncio.CancelledError):
+            raise
     return resp
 
 
