@@ -341,3 +341,44 @@ def test_tools_that_change_mid_conversation_stay_in_its_session(proxied: Proxied
     assert [a.get("tool_names") for a in actual] == [["bash"], ["bash", "mcp__search__grep"]]
     assert len(usages(paths[0])) == 2
     verify_ok(paths[0])
+
+
+def test_expect_100_continue_is_not_passed_on(tmp_path: Path, rtdir: Path) -> None:
+    # curl sends `Expect: 100-continue` with any body over 1 MB and, without an answer, sends the body
+    # after a second anyway. The proxy's server answers it and reads the body; passed on, the header
+    # made the proxy wait for a 100 from an upstream that does not send one, which waited for the body.
+    answer = json.dumps({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+    srv = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            m = re.search(rb"content-length: *(\d+)", head, re.I)
+            try:
+                while m is not None and len(body) < int(m.group(1)):
+                    body += conn.recv(65536)
+            except TimeoutError:
+                return  # the body never came
+            got.append(head)
+            ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            conn.sendall(ok % len(answer) + answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    rec = Recorder(tmp_path / "rec", serve=False)
+    with ProxyServer(
+        {"anthropic": "http://127.0.0.1:9", "openai": f"http://127.0.0.1:{srv.getsockname()[1]}"}, rec
+    ) as px:
+        with httpx.Client(timeout=15) as c:
+            r = c.post(px.url + "/v1/chat/completions", json=CHAT, headers={"Expect": "100-continue"})
+    thread.join(10)
+    srv.close()
+    rec.close()
+    assert r.status_code == 200 and r.content == answer, r.text[:300]
+    assert b"expect:" not in got[0].lower()

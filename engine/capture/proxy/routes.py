@@ -57,6 +57,10 @@ HOP_BY_HOP = frozenset(
         "upgrade",
         "host",
         "content-length",
+        # The proxy has read the whole body (its server answered the agent's `Expect: 100-continue`);
+        # passed on, it made the proxy wait for a 100 the upstream need not send, while the upstream
+        # waited for the body (curl sends it with any body over 1 MB).
+        "expect",
         SESSION_HEADER.lower(),
     }
 )
