@@ -30,7 +30,9 @@ def summarize(trace: dict) -> dict:
     ]
     out["pressure"] = {"predictive": trace["pressure"]["predictive"]}
     usage = trace.get("usage")
-    out["usage"] = {"cache_read_tokens": usage.get("cache_read_tokens", 0)} if usage else None
+    # Both halves of the hit rate: the strip divides by what the provider counted, as every other view does.
+    out["usage"] = ({"cache_read_tokens": usage.get("cache_read_tokens", 0), "input_tokens": usage.get("input_tokens", 0)}
+                    if usage else None)
     out["actions"] = [{"step": sys.intern(step)} for step in sorted({a["step"] for a in trace.get("actions") or ()})]
     comp = trace.get("compaction")
     if comp and comp.get("decision") == "compacted":  # the cost_aware policy's pay-back, for the strip

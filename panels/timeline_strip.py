@@ -22,6 +22,15 @@ HIT_SHADES = " ░▒▓█"
 LEGEND = Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
 
 
+def hit_rate(usage: dict, final_tokens: int) -> float:
+    """A turn's cache hit rate as the cache layout, `top`, simulate and the exported spans state it: cache
+    reads over the prompt the provider counted (input_tokens, cached parts included). Not over the engine's
+    own estimate (final_tokens), which is in the engine's tokens, not the provider's: with a provider that
+    counts 6% more, a 93% hit was drawn as a full one. The estimate only stands in for a usage that has
+    no prompt count."""
+    return (usage.get("cache_read_tokens") or 0) / max(1, usage.get("input_tokens") or final_tokens)
+
+
 class TimelineStrip(LinePanel):
     DEFAULT_CSS = "TimelineStrip { height: auto; }"
     count: reactive[int] = reactive(0, repaint=False)  # number of traces; the list itself is shared, not copied
@@ -84,8 +93,7 @@ class TimelineStrip(LinePanel):
             if not group:
                 break
             tier = max((t["tier"] for t in group), key=lambda x: TIER_RANK.get(x, 0))
-            rates = [(t["usage"] or {}).get("cache_read_tokens", 0) / max(1, t["final_tokens"])
-                     for t in group if t.get("usage")]
+            rates = [hit_rate(t["usage"], t["final_tokens"]) for t in group if t.get("usage")]
             hit = HIT_SHADES[round(min(min(rates) if rates else 0.0, 1.0) * (len(HIT_SHADES) - 1))]
             if any(t.get("cache_break") for t in group):
                 ev, ev_style = "✖", "bold $cache-break"

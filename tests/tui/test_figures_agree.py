@@ -1,0 +1,39 @@
+"""One figure, one value: what the TUI's panels show of a turn agrees with what explain, simulate, `top`
+and the exported spans say of the same turn of the same recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.export.spans import turn_span
+from engine.recording.journal import trace_of
+from inspector.cli import load_events
+from inspector.timeline import summarize
+from panels.timeline_strip import HIT_SHADES, TimelineStrip
+
+DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def _traces() -> list[dict]:
+    events, _, _ = load_events(str(DEMO))
+    return [trace_of(e) for e in events if e.get("k") == "turn"]
+
+
+def test_timeline_hit_shades_are_the_exported_hit_rate() -> None:
+    # The strip's cache-hit row divided the reads by the engine's estimate of the prompt (final_tokens),
+    # the cache layout, `top`, simulate and the spans by the provider's count of it (input_tokens): on
+    # this recording the provider counts ~6% more, so a turn the span calls a 83.5% hit (turn 5) had a
+    # full block, as if everything had been served from cache.
+    traces = _traces()
+    strip = TimelineStrip()
+    strip.traces = [summarize(t) for t in traces]
+    strip.set_reactive(TimelineStrip.count, len(traces))
+    cols, _ = strip._summary(len(traces))  # one column per turn
+    assert [len(rng) for rng, *_ in cols] == [1] * len(traces)
+    shown = [hit for _, _, _, hit, _, _ in cols]
+    exported = []
+    for t in traces:
+        rate = turn_span(t, 1, start_s=0.0).attributes.get("contextpipe.cache_hit_rate", 0.0)
+        exported.append(HIT_SHADES[round(min(float(rate), 1.0) * (len(HIT_SHADES) - 1))])
+    assert shown == exported
+    assert shown[5] == "▓"  # 2430 read of 2909: 84%, not the 88% of the engine's 2748
