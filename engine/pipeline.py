@@ -43,7 +43,7 @@ from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
 from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
-from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, plan_of
+from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, history_pressure, plan_of
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules, for_model
 from engine.policy.settings import WAVE1, PolicySettings
@@ -971,7 +971,7 @@ class Pipeline:
         trace["calibration"] = round(d.ratio, 4)
         if d.decision is not None:
             # Pressure over what is sent (the compacted state); the raw history's figure beside it.
-            trace["pressure"]["raw_history"] = round(d.decision["raw_tokens"] / max(1, cfg.window), 4)
+            trace["pressure"]["raw_history"] = history_pressure(d.decision["raw_tokens"], cfg.window, d.ratio)
             trace["compaction"] = d.decision
         # Built from the typed definition; downstream (journal, msgpack, replay) it travels as a plain dict.
         return Built(d.plan, d.res.asm, ser, cast(dict[str, Any], trace), d.state)

@@ -122,6 +122,15 @@ def pressures(total: int, limit: int, reserve: int) -> tuple[float, float]:
     return raw, predictive
 
 
+def history_pressure(raw_tokens: int, window: int, ratio: float) -> float:
+    """The trace's `raw_history`: the whole uncompacted history's tokens over the window as the engine's
+    tokenizer sees it, the denominator `raw` pressure has (Pipeline._plan: the window over the learned
+    calibration ratio), so the two compare. Over the bare window it read lower than `raw` by the ratio
+    (1.06 on the demo recording, up to 2.0), and a 'uncompacted' pressure beside a compacted one was
+    on another scale."""
+    return round(pressures(raw_tokens, int(window / ratio), 0)[0], 4)
+
+
 def ceiling_for(usable: int, reserve: int) -> int:
     # The response reserve comes off the window, but never more than half of it: an absurd observed
     # completion length must not starve the prompt to nothing.

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from engine import alerts as alert_rules
 from engine.feedback import attribute_cache_break
+from engine.plan import history_pressure
 from engine.recording.event_log import Deferred
 from engine.trace import Figures, trace_from
 
@@ -173,7 +174,7 @@ class TurnRecord:
         )
         trace["calibration"] = round(ratio, 4)
         if decision is not None:
-            trace["pressure"]["raw_history"] = round(decision["raw_tokens"] / max(1, cfg.window), 4)
+            trace["pressure"]["raw_history"] = history_pressure(decision["raw_tokens"], cfg.window, ratio)
             trace["compaction"] = decision
         trace["cache_break"] = attribute_cache_break(
             prev[0] if prev else None,
