@@ -57,9 +57,14 @@ class CacheLayoutPanel(LinePanel):
         markers = tuple(max(0, col(m["offset_tokens"]) - 1) for m in t.get("markers") or [])
         prefix = col(t.get("cacheable_prefix_tokens") or 0)
         usage = t.get("usage") or {}
-        served = col(usage.get("cache_read_tokens") or 0)
         read = usage.get("cache_read_tokens") or 0
-        hit = f"{read / (usage.get('input_tokens') or 1):.0%}" if usage else "n/a"
+        prompt = usage.get("input_tokens") or 0
+        # The reads are the provider's tokens, the strip's scale the engine's (its sections): the served
+        # line covers the share of the request the provider read from cache, the hit rate printed
+        # beside it, not the provider's count laid on the engine's axis (6% further on the demo agent's
+        # recording, past what the hit rate says).
+        served = col(round(min(read / prompt, 1.0) * total) if prompt else read)
+        hit = f"{read / (prompt or 1):.0%}" if usage else "n/a"
         cause = f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}" if broke else None
         summary = (len(markers), tok(t.get("cacheable_prefix_tokens")), tok(read), hit, cause)
         return [Keyed(("blocks", blocks), lambda: _blocks(blocks)),

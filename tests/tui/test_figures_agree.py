@@ -9,6 +9,8 @@ from engine.export.spans import turn_span
 from engine.recording.journal import trace_of
 from inspector.cli import load_events
 from inspector.timeline import summarize
+from panels.cache_layout import CacheLayoutPanel
+from panels.line_panel import Keyed
 from panels.timeline_strip import HIT_SHADES, TimelineStrip
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
@@ -37,3 +39,18 @@ def test_timeline_hit_shades_are_the_exported_hit_rate() -> None:
         exported.append(HIT_SHADES[round(min(float(rate), 1.0) * (len(HIT_SHADES) - 1))])
     assert shown == exported
     assert shown[5] == "▓"  # 2430 read of 2909: 84%, not the 88% of the engine's 2748
+
+
+def test_cache_layout_served_line_covers_the_hit_rate_it_prints() -> None:
+    # The served line was drawn to the provider's count of cache reads on an axis of the engine's tokens,
+    # so it ran past the hit rate printed under it (turn 5: 89 of 100 columns beside "84%").
+    width = 100
+    panel = CacheLayoutPanel()
+    for t in _traces():
+        if not t.get("usage"):
+            continue
+        panel.set_reactive(CacheLayoutPanel.trace, t)
+        key = next(line.key for line in panel.lines(width) if isinstance(line, Keyed) and line.key[0] == "cache")
+        served = key[2]
+        rate = turn_span(t, 1, start_s=0.0).attributes["contextpipe.cache_hit_rate"]
+        assert abs(served - float(rate) * width) <= 1, (t["turn"], served, rate)
