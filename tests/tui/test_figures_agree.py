@@ -7,11 +7,15 @@ from pathlib import Path
 
 from engine.export.spans import turn_span
 from engine.recording.journal import trace_of
+from engine.recording.replay import Replayer
+from engine.whatif import Overrides
 from inspector.cli import load_events
 from inspector.timeline import summarize
 from panels.cache_layout import CacheLayoutPanel
+from panels.fmt import tok
 from panels.line_panel import Keyed
 from panels.timeline_strip import HIT_SHADES, TimelineStrip
+from panels.whatif_compare import compare
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
 
@@ -54,3 +58,17 @@ def test_cache_layout_served_line_covers_the_hit_rate_it_prints() -> None:
         served = key[2]
         rate = turn_span(t, 1, start_s=0.0).attributes["contextpipe.cache_hit_rate"]
         assert abs(served - float(rate) * width) <= 1, (t["turn"], served, rate)
+
+
+def test_whatif_tokens_saved_is_what_the_steps_saved() -> None:
+    # The what-if pane's "tokens saved" row was estimated_tokens - final_tokens: under the cost_aware
+    # policy the plan is of what its steps left, so the row read -3 (the framing) on every turn, here
+    # beside a spill that kept 82k out of the request, which explain prints as "(saved 81626)".
+    events, _, _ = load_events(str(DEMO))
+    actual = _traces()[25]
+    whatif = Replayer(events).replan(25, Overrides(window=6000)).trace
+    rows = {line.split("  ")[0].strip(): line for line in compare(actual, whatif).plain.splitlines()}
+    cells = rows["tokens saved"].split()
+    explained = [sum(int(a.get("tokens_saved") or 0) for a in t["actions"]) for t in (actual, whatif)]
+    assert explained == [81626, 6055]
+    assert cells[2:4] == [tok(n) for n in explained] == ["82k", "6.1k"]
