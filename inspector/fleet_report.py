@@ -94,7 +94,8 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
     if total["cache_break_causes"]:
         lines.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
     if any(r["basis"] != "actual" for r in rows):
-        lines.append("* no provider usage recorded: cost simulated from the requests as sent")
+        # The whole row is the as-sent simulation then (paid = as_sent), not only its cost.
+        lines.append("* no provider usage recorded: prompt tokens, hit rate and cost simulated from the requests as sent")
     stood_in = sorted({str(r["priced_as"]) for r in rows if r["model_stood_in"]})
     if stood_in:
         lines.append(f"priced as {', '.join(stood_in)} (--model): sessions whose own model has no price")

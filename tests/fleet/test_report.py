@@ -108,3 +108,19 @@ def test_report_model_prices_sessions_whose_model_has_no_price(tmp_path: Path) -
     out = _cli("report", str(rec), "--model", "gpt-4.1", "--json")
     row = json.loads(out.stdout)["sessions"][0]
     assert not row["model_stood_in"] and row["priced_as"] == "gpt-4o"
+
+
+def test_report_says_which_figures_are_simulated_when_no_usage_was_recorded(tmp_path: Path,
+                                                                            trajectories_dir: Path) -> None:
+    """An OpenHands trajectory records no usage: its row's PROMPT and HIT are the as-sent simulation's,
+    as its COST is, and the footnote said only that the cost was simulated."""
+    rec = tmp_path / "oh.cpsession"
+    done = _cli("import", "auto", str(trajectories_dir / "adp-swe-gym-openhands" / "python__mypy-15976_0.json"),
+                "-o", str(rec))
+    assert done.returncode == 0, done.stderr
+    row = json.loads(_cli("report", str(rec), "--json").stdout)["sessions"][0]
+    sim = json.loads(_cli("simulate", str(rec), "--json").stdout)["policies"]["as_sent"]
+    assert row["basis"] == "as_sent"
+    assert (row["prompt_tokens"], row["cache_hit_rate"]) == (sim["prompt_tokens"], round(sim["cache_hit_rate"], 4))
+    out = _cli("report", str(rec)).stdout
+    assert "* no provider usage recorded: prompt tokens, hit rate and cost simulated" in out, out
