@@ -112,3 +112,30 @@ def test_eval_command_on_one_trajectory(tmp_path: Path, monkeypatch: pytest.Monk
     r = runner.invoke(app, ["--trajectories", str(root)])
     assert r.exit_code == 0, r.output
     assert "quarter  store-sticky" in r.output and "baseline" in r.output
+
+
+def test_explain_headings_add_up_to_the_window(tmp_path: Path) -> None:
+    """`ctx get --explain` lists every item of the window once, under one heading, so the headings' counts
+    and tokens are the window's: items both recent and relevant were listed twice, and items in for
+    references or value per token under no heading (the counts summed to more, or fewer, than the window)."""
+    from engine.store import ContextStore
+    from inspector.ctx_cli import _explain
+
+    db = tmp_path / "c.db"
+    demo = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+    assert _run("import", str(demo), "--db", str(db)).exit_code == 0
+    store = ContextStore(db)
+    try:
+        for budget in (3000, 8000):
+            window = store.context_get(budget, query="grep parser tests", sticky=False)
+            items = window.manifest()["items"]
+            out = _explain(window)  # what `ctx get --explain` prints of this window
+            kept = out[: out.index("\ndropped (")].splitlines()
+            heads = [line for line in kept[1:] if not line.startswith("  ")]
+            listed = [int(line.split()[0][1:]) for line in kept if line.startswith("  #")]
+            assert sorted(listed) == sorted(i["id"] for i in items), (budget, out)
+            counts = [h.rsplit("(", 1)[1].rstrip(")").split(", ") for h in heads]
+            assert sum(int(n) for n, _ in counts) == len(items)
+            assert sum(int(t.split()[0]) for _, t in counts) == sum(i["tokens"] for i in items)
+    finally:
+        store.close()
