@@ -505,3 +505,23 @@ def test_openai_file_parts_refusals_and_custom_tools_keep_the_session(
     ]
     actual = next(e for e in ev if e["k"] == "actual")
     assert actual["tool_names"] == ["apply_patch"]
+
+
+def test_openai_responses_previous_response_id_keeps_the_conversation(
+    upstream: StandIn, tmp_path: Path
+) -> None:
+    # The request holds only the new input; the model reads the server's copy of the conversation
+    # before it: the turn's as-sent request is that whole conversation, as it is billed.
+    rec = tmp_path / "prev.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    r = client.responses.create(model="gpt-4o", instructions="S", input="Task")
+    client.responses.create(model="gpt-4o", instructions="S", previous_response_id=r.id, input="more")
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    client.contextpipe_tap.close()
+    sent = _sent(_check(rec, 2), 1)
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("system", "S"),
+        ("user", "Task"),
+        ("assistant", "Hello from the stand-in."),
+        ("user", "more"),
+    ]

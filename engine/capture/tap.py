@@ -70,6 +70,7 @@ _REQUEST_KEYS = (
     "input",
     "instructions",
     "prompt_cache_key",
+    "previous_response_id",
     "max_tokens",
     "max_completion_tokens",
     "max_output_tokens",
@@ -191,6 +192,9 @@ class Tap:
         self._open_call: TapCall | None = None  # the call whose turn is open in the journal
         self._waiting: deque[TapCall] = deque()  # started calls not journaled yet, in start order
         self._sent_at: float | None = None  # while a request is journaled: when it was sent
+        # The id of the last response journaled: a Responses request that names it as its
+        # previous_response_id continues this conversation from the server's copy (see _parse_request).
+        self.last_response_id: str | None = None
 
     def now(self) -> float:
         """The journal's clock: while a request is journaled, the time it was sent. A request is journaled
@@ -224,7 +228,16 @@ class Tap:
         ctx = Ctx(f"{self.wire} request", "<tap>")
         if self.wire == "anthropic":
             return _anthropic_request(body, ctx, "request")
-        return (*_openai_request(body, ctx, "request"), None)
+        msgs, tools = _openai_request(body, ctx, "request")
+        prev = body.get("previous_response_id")
+        if prev is not None and prev == self.last_response_id and self.fed:
+            # The Responses API's server-side state: the request carries only what is new, the model
+            # reads the conversation so far (its last reply included) before it, and is billed for it.
+            # Its instructions are not carried over: the request's own system message leads.
+            system = [m for m in msgs if m.role == "system"]
+            held = [m for m in self.fed if m.role != "system"]
+            msgs = system + held + [m for m in msgs if m.role != "system"]
+        return msgs, tools, None
 
     def _open(self, model: str) -> None:
         self.pipe = Pipeline(
@@ -277,6 +290,8 @@ class Tap:
             from engine.capture.proxy.responses_api import response_to_chat
 
             data = response_to_chat(data)
+        rid = data.get("id")
+        self.last_response_id = rid if isinstance(rid, str) else None
         ctx = Ctx(f"{self.wire} response", "<tap>")
         if self.wire == "anthropic":
             msg, _, err = _anthropic_response({**data, "usage": None}, ctx, "response")

@@ -382,3 +382,36 @@ def test_expect_100_continue_is_not_passed_on(tmp_path: Path, rtdir: Path) -> No
     rec.close()
     assert r.status_code == 200 and r.content == answer, r.text[:300]
     assert b"expect:" not in got[0].lower()
+
+
+def test_a_responses_conversation_chained_by_previous_response_id_is_one_session(
+    proxied: Proxied, standin: StandIn
+) -> None:
+    # With server-side state each request carries only its new input and names the reply it follows.
+    # Keyed by its first message, every turn was a session of its own, and held only that input, while
+    # the model read (and the bill counted) the whole conversation.
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    r = client.responses.create(model="gpt-4.1", instructions="S", input="Task: fix the bug.")
+    for k in range(2):
+        r = client.responses.create(
+            model="gpt-4.1", instructions="S", previous_response_id=r.id, input=f"more {k}"
+        )
+    (path,) = proxied.finish()
+    ev = events_of(path)
+    assert len(usages(path)) == 3 and not errors(path)
+    blobs = {
+        e["h"]: e["data"] if isinstance(e["data"], str) else e["data"].decode()
+        for e in ev
+        if e["k"] == "blob"
+    }
+    sent = [json.loads(blobs[h]) for h in actual_requests(ev)[2]]
+    reply = "Hello from the stand-in."
+    assert [(m["role"], blobs[m["content_h"]]) for m in sent] == [
+        ("system", "S"),
+        ("user", "Task: fix the bug."),
+        ("assistant", reply),
+        ("user", "more 0"),
+        ("assistant", reply),
+        ("user", "more 1"),
+    ]
+    verify_ok(path)

@@ -188,7 +188,8 @@ class Recorder:
             self.skipped.append(f"a {wire} request body that is not a JSON object")
             return
         key = session_key(wire, body, ex.session_header)
-        info, tap = self._session(key, wire, body)
+        found = self._continued(body) if ex.session_header is None else None
+        info, tap = found if found is not None else self._session(key, wire, body)
         chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
         before_errors = tap.tap_errors
         # stamped when the agent sent it: the exchange is journaled only once its answer has ended
@@ -235,6 +236,17 @@ class Recorder:
         if wire == "openai-responses":
             resp = responses_api.response_to_chat(resp)
         return resp, None
+
+    def _continued(self, body: dict[str, Any]) -> tuple[SessionInfo, ProxyTap] | None:
+        """The session a Responses request continues by `previous_response_id`: its first message is only
+        what is new this turn, so keyed by it each turn of such a conversation was a session of its own."""
+        prev = body.get("previous_response_id")
+        if not isinstance(prev, str):
+            return None
+        for info, tap in reversed(list(self.sessions.values())):
+            if tap.last_response_id == prev:
+                return info, tap
+        return None
 
     def _session(self, key: str, wire: str, body: dict[str, Any]) -> tuple[SessionInfo, ProxyTap]:
         found = self.sessions.get(key)

@@ -9,8 +9,10 @@ calls merged into one message, as Chat Completions has them), their outputs -> t
 Tools: the flat `{"type": "function", "name", "parameters"}` form -> Chat's nested one; a `custom`
 (freeform) tool keeps its description, with its `format` (the grammar the model writes to) as its
 parameters; built-in tools (web search, file search, local shell) carry no schema and are skipped.
-Response: `output` items -> one assistant message; usage as sent (`input_tokens`, cached included,
-with `input_tokens_details.cached_tokens` / `cache_write_tokens`), read by engine.feedback.normalize_usage.
+`previous_response_id` is kept (the server holds the conversation so far; the journal puts it back).
+Response: `output` items -> one assistant message, with its `id`; usage as sent (`input_tokens`, cached
+included, with `input_tokens_details.cached_tokens` / `cache_write_tokens`), read by
+engine.feedback.normalize_usage.
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     out_body: dict[str, Any] = {"model": body.get("model"), "messages": msgs}
     if tools:
         out_body["tools"] = tools
+    if isinstance(body.get("previous_response_id"), str):
+        # The conversation so far is held by the server: the journal puts it back (Tap._parse_request)
+        out_body["previous_response_id"] = body["previous_response_id"]
     return out_body
 
 
@@ -151,6 +156,8 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
     if any(reasoning):
         msg["reasoning_content"] = "\n".join(reasoning)
     out: dict[str, Any] = {"model": resp.get("model"), "choices": [{"index": 0, "message": msg}]}
+    if isinstance(resp.get("id"), str):
+        out["id"] = resp["id"]  # what a next request's previous_response_id names
     u = resp.get("usage")
     if isinstance(u, dict):
         # Kept as the API sent it: the one normaliser (engine.feedback.normalize_usage) reads the Responses
