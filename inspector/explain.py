@@ -21,6 +21,7 @@ JSON_KEYS = (
     "request_sha256",
     "prefix_sha256",
     "usage",
+    "error",
     "cache_break",
 )
 
@@ -112,6 +113,8 @@ def to_text(
             f"  actual usage: input {u['input_tokens']} (cache read {u['cache_read_tokens']}, write "
             f"{u['cache_write_tokens']}), output {u['output_tokens']}"
         )
+    if t.get("error"):  # the call got no answer (an upstream error, a cut stream): said, as usage is
+        lines.append(f"  call failed: {t['error']}")
     for al in t.get("alerts", []):
         lines.append(f"  ! {al['severity']}: {al['rule']}: {al['message']}")
     lines.append(f"  request sha256 {t['request_sha256']}")

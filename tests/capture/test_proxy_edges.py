@@ -415,3 +415,20 @@ def test_a_responses_conversation_chained_by_previous_response_id_is_one_session
         ("user", "more 1"),
     ]
     verify_ok(path)
+
+
+def test_explain_says_the_call_failed(proxied: Proxied, standin: StandIn) -> None:
+    # A rate-limited call is a recorded turn: explain must say it failed, and why, as it shows usage
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="gpt-4o-error429", messages=[{"role": "user", "content": "hi"}])
+    (path,) = proxied.finish()
+    res = CliRunner().invoke(app, ["explain", str(path), "--turn", "0"])
+    assert res.exit_code == 0, res.output
+    assert "call failed: error: HTTP 429: " in res.stdout and "stand-in says 429" in res.stdout
+    res = CliRunner().invoke(app, ["explain", str(path), "--turn", "0", "--format", "json"])
+    assert json.loads(res.stdout)["error"].startswith("error: HTTP 429: ")
