@@ -157,8 +157,12 @@ def test_upstream_cuts_the_stream(proxied: Proxied, standin: StandIn) -> None:
 
 
 def test_50_mb_request_body(proxied: Proxied, standin: StandIn) -> None:
-    big = "x" * (50 * 1024 * 1024)
-    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": big}]}
+    # Tens of megabytes are screenshots (base64) in practice: forwarded whole and recorded, every turn
+    shot = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBO" * (50 * 2**18)}}
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}, shot]}],
+    }
     raw = json.dumps(body).encode()
     with httpx.Client(timeout=120) as c:
         r = c.post(
@@ -169,9 +173,23 @@ def test_50_mb_request_body(proxied: Proxied, standin: StandIn) -> None:
     ok = _post(proxied.url, "/v1/chat/completions", BODIES["/v1/chat/completions"], False)
     assert ok.status_code == 200
     paths = proxied.finish()
-    assert any("not recorded" in s for s in proxied.recorder.skipped)
-    assert len(paths) == 1 and len(usages(paths[0])) == 1
-    verify_ok(paths[0])
+    assert proxied.recorder.skipped == []
+    assert len(paths) == 2 and [len(usages(p)) for p in paths] == [1, 1]
+    for p in paths:
+        verify_ok(p)
+
+
+def test_a_request_over_the_ceiling_is_forwarded_not_recorded(
+    standin: StandIn, tmp_path: Path, rtdir: Path
+) -> None:
+    rec = Recorder(tmp_path / "rec", serve=False, max_record_bytes=1024)
+    with ProxyServer({"openai": standin.url, "anthropic": standin.url}, rec) as px:
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 4096}]}
+        assert _post(px.url, "/v1/chat/completions", body, False).status_code == 200
+    rec.close()
+    assert rec.sessions == {} and rec.skipped == [
+        "a 4 KiB request was forwarded but not recorded (above 1 KiB)"
+    ]
 
 
 def test_unrecorded_paths_pass_through(proxied: Proxied, standin: StandIn) -> None:

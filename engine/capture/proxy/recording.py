@@ -37,9 +37,12 @@ from engine.pipeline import ENGINE_VERSION, Pipeline
 
 log = logging.getLogger("contextpipe.proxy")
 
-# Requests above this are forwarded but not recorded: tokenizing tens of megabytes would hold the
-# recorder for minutes, and no context window holds that much text.
-MAX_RECORD_BYTES = 16 * 1024 * 1024
+# Requests above this are forwarded but not recorded. Large requests are images and documents (base64:
+# a computer-use agent's screenshots pass 16 MiB in a few dozen turns), which the journal keeps as
+# placeholders, so they cost little to record (three 27 MiB requests of screenshots: 0.2 s); even text
+# records at about 1.5 s per 50 MiB. The ceiling guards the recorder's memory against the absurd only:
+# at 16 MiB it dropped a screenshot-heavy session's every later turn.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
 
 
 class ProxyCallError(ContextPipeError):
@@ -105,6 +108,10 @@ class ProxyTap(Tap):
             # The pipeline publishes every journal event to `pipe.probe` (it already subscribed for the
             # recording); setting it here serves this session on its own socket, not the process's.
             pipe.probe = probe
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
 
 
 def _slug(text: str) -> str:
@@ -175,8 +182,8 @@ class Recorder:
             return
         if len(raw) > self.max_record_bytes:
             self.skipped.append(
-                f"a {len(raw) / 2**20:.0f} MiB request was forwarded but not recorded "
-                f"(above {self.max_record_bytes / 2**20:.0f} MiB)"
+                f"a {_size(len(raw))} request was forwarded but not recorded "
+                f"(above {_size(self.max_record_bytes)})"
             )
             return
         try:
