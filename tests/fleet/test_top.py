@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from textual import events
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from engine.fleet import AgentStats
 from engine.probe.watch import FleetWatcher
@@ -167,3 +167,34 @@ async def test_keys_typed_right_after_slash_go_to_the_filter(tmp_path: Path) -> 
         # harness's own teardown does not, and a tick in between raised NoMatches: 1 run in 9)
         await pilot.press("q")
     assert app.return_value is None  # Enter attached to nobody
+
+
+async def test_total_cost_is_a_lower_bound_when_a_row_is(tmp_path: Path) -> None:
+    """A row with an unpriced model's calls shows its cost with a "+" (a lower bound); the total above the
+    table summed it and showed the sum as exact."""
+    watcher = FleetWatcher(tmp_path / "none")
+    trace = {"turn": 0, "model": "claude-sonnet-4", "provider": "anthropic", "tier": "Normal",
+             "pressure": {"predictive": 0.5}, "alerts": [], "cache_break": None,
+             "usage": {"input_tokens": 1000, "cache_read_tokens": 600, "output_tokens": 100}}
+    priced, unpriced = AgentStats("1", 1), AgentStats("2", 2)
+    priced.take_trace(trace, now=100.0)
+    unpriced.take_trace(trace, now=100.0)
+    unpriced.take_trace({**trace, "turn": 1, "model": "no-such-model"}, now=101.0)
+    app = TopApp(watcher, refresh_s=0.2)
+    async with app.run_test(size=(140, 30)) as pilot:
+        with watcher._lock:
+            watcher._agents.update({"1": priced})
+        app.refresh_table()
+        await pilot.pause()
+        cells = {c.plain for c in app.query_one(FleetTable)._cells[0]}
+        summary = str(app.query_one("#summary", Static).render())
+        assert f"{priced.cost_usd:.4f}" in cells and f"total ${priced.cost_usd:.4f} ·" in summary, summary
+        with watcher._lock:
+            watcher._agents.update({"2": unpriced})
+        app.refresh_table()
+        await pilot.pause()
+        total = priced.cost_usd + unpriced.cost_usd
+        assert f"{unpriced.cost_usd:.4f}+" in {c.plain for row in app.query_one(FleetTable)._cells for c in row}
+        summary = str(app.query_one("#summary", Static).render())
+        assert f"total ${total:.4f}+ ·" in summary, summary
+        await pilot.press("q")
