@@ -525,3 +525,21 @@ def test_openai_responses_previous_response_id_keeps_the_conversation(
         ("assistant", "Hello from the stand-in."),
         ("user", "more"),
     ]
+
+
+def test_a_stream_helper_that_fails_says_why(upstream: StandIn, tmp_path: Path) -> None:
+    # Anthropic answers 200 and may break the stream off with an error event (overloaded): the SDK's
+    # stream helper raises it, and the turn's error must say which error it was, as for create().
+    rec = tmp_path / "overloaded.cpsession"
+    client = tap(anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    kw: Any = {
+        "model": "claude-x-overloaded",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with pytest.raises(anthropic.APIStatusError, match="overloaded"):
+        with client.messages.stream(**kw) as s:
+            s.get_final_message()
+    client.contextpipe_tap.close()
+    (err,) = [e for e in _check(rec, 1) if e["k"] == "error"]
+    assert err["kind"] == "incomplete_stream" and "overloaded_error" in err["message"], err

@@ -46,6 +46,7 @@ from engine.capture.tap_streams import (
     AsyncTappedStream,
     TappedStream,
     plain,
+    stream_ended,
 )
 from engine.errors import ContextPipeError
 from engine.feedback import cache_diagnostics, normalize_usage
@@ -595,7 +596,8 @@ class _TappedStreamManager:
         self._inner, self._t, self._call = inner, t, call
         self._stream: Any = None
 
-    def _finish(self) -> None:
+    def _finish(self, exc: BaseException | None = None) -> None:
+        """`exc`: what ended the `with` block, if it failed (the SDK raises an error event, a cut...)."""
         if self._call is None:
             return
         t = self._t
@@ -606,6 +608,8 @@ class _TappedStreamManager:
             snap = None
         if snap is not None and getattr(snap, "stop_reason", None) is not None:
             t.end(self._call, snap)
+        elif exc is not None:  # why the stream ended early, in the SDK's words (overloaded_error: ...)
+            t.end(self._call, problem=f"incomplete_stream: {stream_ended(exc)}")
         else:
             t.end(self._call, problem="incomplete_stream: the stream was closed before its final message")
 
@@ -621,7 +625,7 @@ class _TappedStreamManager:
         try:
             return self._inner.__exit__(*exc)
         finally:
-            self._finish()
+            self._finish(exc[1])
 
     async def __aenter__(self) -> Any:
         try:
@@ -635,7 +639,7 @@ class _TappedStreamManager:
         try:
             return await self._inner.__aexit__(*exc)
         finally:
-            self._finish()
+            self._finish(exc[1])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

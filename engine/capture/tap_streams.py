@@ -190,7 +190,7 @@ ACCUMULATORS: dict[str, Callable[[], Accumulator]] = {
 }
 
 
-def _ended(exc: BaseException) -> str:
+def stream_ended(exc: BaseException) -> str:
     """Why a stream ended early: its error, or that the agent cancelled it (a cancellation says nothing)."""
     if isinstance(exc, Exception):
         return f"stream failed: {type(exc).__name__}: {exc}"
@@ -246,7 +246,7 @@ class TappedStream(_Observer):
             self._finish(None)
             raise
         except BaseException as exc:  # an interrupt too: the stream ends here either way
-            self._finish(_ended(exc))
+            self._finish(stream_ended(exc))
             raise
         self._see(ev)
         return ev
@@ -293,7 +293,7 @@ class AsyncTappedStream(_Observer):
             self._finish(None)
             raise
         except BaseException as exc:  # a cancelled task too: the stream ends here either way
-            self._finish(_ended(exc))
+            self._finish(stream_ended(exc))
             raise
         self._see(ev)
         return ev

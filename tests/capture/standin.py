@@ -10,6 +10,8 @@ Behaviour by model name, for the bad-input tests:
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
+    *-overloaded              the stream breaks off after 3 events with the API's own error event
+                              (Anthropic: `event: error`, overloaded_error; OpenAI: a chunk with `error`)
     *-websearch               the non-streamed Anthropic reply used the web search server tool: its
                               server_tool_use and web_search_tool_result blocks, a cited text block
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
@@ -452,6 +454,15 @@ class StandIn:
         else:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             events = self.chat_stream(model, text, include)
+        if model.endswith("-overloaded"):
+            err = (
+                sse(
+                    "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+                )
+                if anthropic
+                else sse(None, {"error": {"message": "The server is overloaded", "type": "server_error"}})
+            )
+            events = events[:3] + [err]
         if model.endswith("-malformed"):
             events = events[:2] + [b"data: {this is not json\n\n", b"event: oops\ndata: [1, 2"]
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
