@@ -294,24 +294,35 @@ class Tap:
         rid = data.get("id")
         self.last_response_id = rid if isinstance(rid, str) else None
         ctx = Ctx(f"{self.wire} response", "<tap>")
-        if self.wire == "anthropic":
-            msg, _, err = _anthropic_response({**data, "usage": None}, ctx, "response")
-        else:
-            msg, _, err = _openai_response({**data, "usage": None}, ctx, "response")
+        try:
+            if self.wire == "anthropic":
+                msg, _, err = _anthropic_response({**data, "usage": None}, ctx, "response")
+            else:
+                msg, _, err = _openai_response({**data, "usage": None}, ctx, "response")
+        except ContextPipeError:
+            # A reply the journal cannot read (no choices: a content filter's answer) was still billed:
+            # its usage goes to its turn, then the guard counts and journals the failure.
+            if raw_usage is not None:
+                self._usage(raw_usage, data)
+            raise
         if err is not None:
             self.pipe.record_error("error", err)
             return
         if raw_usage is not None:
-            # The one normaliser (engine.feedback): cache reads, 5m/1h writes, Responses and DeepSeek fields
-            u = normalize_usage(raw_usage).with_extra(
-                prompt_cache_key=self.prompt_cache_key, **cache_diagnostics(data)
-            )
-            self.pipe.record_usage(u)
+            self._usage(raw_usage, data)
         else:
             self.stats.streams_without_usage += 1
         if msg is not None:
             self.feeder.feed(msg)
             self.fed.append(msg)
+
+    def _usage(self, raw_usage: Any, data: dict[str, Any]) -> None:
+        assert self.pipe is not None
+        # The one normaliser (engine.feedback): cache reads, 5m/1h writes, Responses and DeepSeek fields
+        u = normalize_usage(raw_usage).with_extra(
+            prompt_cache_key=self.prompt_cache_key, **cache_diagnostics(data)
+        )
+        self.pipe.record_usage(u)
 
     # ------------------------------------------------------------ per-call sequencing
 

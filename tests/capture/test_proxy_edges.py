@@ -432,3 +432,30 @@ def test_explain_says_the_call_failed(proxied: Proxied, standin: StandIn) -> Non
     assert "call failed: error: HTTP 429: " in res.stdout and "stand-in says 429" in res.stdout
     res = CliRunner().invoke(app, ["explain", str(path), "--turn", "0", "--format", "json"])
     assert json.loads(res.stdout)["error"].startswith("error: HTTP 429: ")
+
+
+def test_a_reply_the_journal_cannot_read_keeps_its_usage(tmp_path: Path, rtdir: Path) -> None:
+    # A 200 whose reply holds no message (Azure's content filter answers `choices: []`, with usage): the
+    # call was billed, so its usage belongs to its turn even though no reply can be fed to the history.
+    from engine.capture.proxy.exchange import Exchange
+    from engine.capture.proxy.routes import DEFAULT_UPSTREAMS, match
+
+    rec = Recorder(tmp_path / "rec", serve=False)
+    usage = {"prompt_tokens": 900, "completion_tokens": 0, "total_tokens": 900}
+    filtered = {"id": "c1", "object": "chat.completion", "model": "gpt-4o", "choices": [], "usage": usage}
+    ex = Exchange(
+        match("/v1/chat/completions", "", {}, DEFAULT_UPSTREAMS),
+        json.dumps(CHAT).encode(),
+        time.time(),
+        status=200,
+        content_type="application/json",
+        response=[json.dumps(filtered).encode()],
+    )
+    rec(ex)
+    rec.close()
+    (info, tap) = next(iter(rec.sessions.values()))
+    assert tap.stats.errors == 1 and "choices" in (tap.stats.last_error or "")  # said, and counted
+    assert usages(info.path) == [
+        {"input_tokens": 900, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    ]
+    verify_ok(info.path)
