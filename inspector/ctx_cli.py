@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from engine.errors import ContextPipeError
-from engine.store.items import Kind
+from engine.store.items import Kind, replace_surrogates
 from inspector.cli_common import fail
 
 if TYPE_CHECKING:
@@ -62,10 +62,12 @@ def add_cmd(
     except ValueError as exc:
         fail(str(exc), 2)
         return
+    # Bytes that are not UTF-8 (a binary tool output piped in, a latin-1 argument) are kept as U+FFFD,
+    # as `--kind file_read` reads a file: the store holds text, and a lone surrogate cannot be stored.
     if text is None or text == "-":
-        body = sys.stdin.read()
+        body = sys.stdin.buffer.read().decode("utf-8", "replace")
     else:
-        body = text
+        body = replace_surrogates(text)
     if not (k is Kind.FILE_READ and source and text is None) and not body.strip():
         fail("nothing to add: the item's text is empty (give TEXT, or - with the text on stdin)", 2)
     store = _open(db)

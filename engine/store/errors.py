@@ -52,3 +52,20 @@ class PinsExceedBudgetError(StoreError, BudgetExceededError):
             f"pinned items alone need {pinned_tokens} tokens but the budget of {limit} leaves {usable} usable "
             f"after its margin; largest pins: {biggest}. Raise the budget or unpin something"
         )
+
+
+class StoreTextError(StoreError, ValueError):
+    """Text the store cannot keep: it holds a lone surrogate, which UTF-8 (SQLite's text) cannot encode."""
+
+    def __init__(self, what: str, text: str, index: int, todo: str = "") -> None:
+        self.what = what
+        self.index = index
+        todo = todo or (
+            "decode the bytes with errors='replace', or pass the text through "
+            "engine.store.items.replace_surrogates, and add it again"
+        )
+        super().__init__(
+            f"{what} is not valid Unicode: a lone surrogate U+{ord(text[index]):04X} at character {index} "
+            f"(bytes decoded with errors='surrogateescape', or a JSON \\ud800-style escape); nothing was "
+            f"stored. To store it, {todo}"
+        )

@@ -6,11 +6,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.store.errors import StoreError
-from engine.store.items import Kind, LinkKind
+from engine.store.errors import StoreError, StoreTextError
+from engine.store.items import Kind, LinkKind, replace_surrogates
 from engine.store.store import ContextStore
 
 _KIND = {"system": Kind.SYSTEM, "user": Kind.USER, "assistant": Kind.ASSISTANT, "tool": Kind.TOOL_RESULT}
+
+
+def _store_add(store: ContextStore, body: str, kind: Kind, **kw: Any) -> int:
+    """store.add, keeping text the store cannot encode as U+FFFD: a trajectory's JSON may hold a lone
+    surrogate escape (a tool's output cut mid-pair), and one such message must not fail the import
+    half way. The file imported from stays the original."""
+    try:
+        return store.add(body, kind, **kw)
+    except StoreTextError:
+        source = kw.pop("source", None)
+        source = replace_surrogates(source) if isinstance(source, str) else source
+        return store.add(replace_surrogates(body), kind, source=source, **kw)
 
 
 def message_text(m: Any) -> str:
@@ -54,7 +66,7 @@ def _add(store: ContextStore, m: Any, idx: int, owner: dict[str, int], pin_task:
     call_id = getattr(m, "tool_call_id", None)
     if kind is Kind.TOOL_RESULT and call_id in owner:
         links.append((LinkKind.REPLIES_TO, owner[call_id]))
-    new_id = store.add(message_text(m), kind, pin=pin, source=call_id, links=links)
+    new_id = _store_add(store, message_text(m), kind, pin=pin, source=call_id, links=links)
     for c in getattr(m, "tool_calls", ()) or ():
         owner[c.id] = new_id
     return new_id
@@ -108,7 +120,7 @@ class MessageFolder:
             calls = [p for p in msg.parts if isinstance(p, ToolCall)]
             body = "\n".join([*texts, *(f"{c.name}({c.arguments})" for c in calls)])
             if body:
-                new_id = self.store.add(body, Kind.ASSISTANT)
+                new_id = _store_add(self.store, body, Kind.ASSISTANT)
                 for c in calls:
                     self.owner[c.id] = new_id
                 out.append(new_id)
@@ -119,14 +131,16 @@ class MessageFolder:
                     links: list[tuple[LinkKind | str, int]] = []
                     if p.call_id in self.owner:
                         links.append((LinkKind.REPLIES_TO, self.owner[p.call_id]))
-                    out.append(self.store.add(p.content, Kind.TOOL_RESULT, source=p.call_id, links=links))
+                    out.append(
+                        _store_add(self.store, p.content, Kind.TOOL_RESULT, source=p.call_id, links=links)
+                    )
                 elif isinstance(p, Text):
                     texts.append(p.text)
             if texts:
                 pin = self.pin_task and not self.task_seen
                 self.task_seen = True
                 out.append(
-                    self.store.add("\n".join(texts), Kind.USER, pin=pin, importance=1.0 if pin else 0.0)
+                    _store_add(self.store, "\n".join(texts), Kind.USER, pin=pin, importance=1.0 if pin else 0.0)
                 )
         self.ids.extend(out)
         return out
@@ -182,7 +196,7 @@ def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], 
                 blobs[ev["h"]] = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
             elif k == "source" and ev.get("h") and ev.get("spec", {}).get("kind") in pinned_kinds:
                 folder.ids.append(
-                    store.add(text(ev["h"]), Kind.SYSTEM, pin=True, source=str(ev["spec"]["id"]))
+                    _store_add(store, text(ev["h"]), Kind.SYSTEM, pin=True, source=str(ev["spec"]["id"]))
                 )
             elif k == "msg":
                 close_pending()

@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+# A Python str holds a surrogate code point only when it is lone (a valid pair is one code point):
+# text decoded from bytes with errors="surrogateescape" (argv, stdin, os.fsdecode of a file name) or a
+# JSON "\\ud800" escape. SQLite stores UTF-8, which cannot encode one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in `text`, or -1."""
+    m = _SURROGATE.search(text)
+    return -1 if m is None else m.start()
+
+
+def replace_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, as bytes decoded with errors="replace" read."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 class Kind(StrEnum):

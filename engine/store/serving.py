@@ -7,6 +7,7 @@ from typing import Any
 from engine.store import recorder
 from engine.store.budget import parse_budget, tokenizer_for
 from engine.store.forms import Forms
+from engine.store.items import lone_surrogate, replace_surrogates
 from engine.store.scoring import bm25_relevance, query_terms
 from engine.store.solve import Solver
 from engine.store.stale_checks import StaleChecks
@@ -44,6 +45,10 @@ class Server:
         lane = f"{tok.name}:{b.limit}:{b.margin}"
         self.staleness.drain_watcher()
         st.refresh()
+        if query and not query.isascii() and lone_surrogate(query) >= 0:
+            # The query only ranks (and is recorded in the manifest, as UTF-8): a lone surrogate from
+            # undecodable bytes in the agent's latest message must not fail the window.
+            query = replace_surrogates(query)
         terms = query_terms(query)
         window: Window | None = None
         notes: list[str] = []

@@ -12,8 +12,8 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.hashing import sha256_hex
-from engine.store.errors import StoreError, UnknownItemError
-from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
+from engine.store.errors import StoreError, StoreTextError, UnknownItemError
+from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind, lone_surrogate
 from engine.store.staleness import file_sha, normalise
 from engine.store.state import StoreState
 
@@ -49,22 +49,26 @@ class Writer:
                 file_hash = file_sha(source)
         link_list = [(lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), int(dst)) for lk, dst in links]
         fresh = self.state.mirror_current()
-        digest = sha256_hex(body)
-        with self.state.transaction() as conn:
-            turn = self.state.read_turn()
-            cur = conn.execute(
-                "INSERT INTO items(kind, body, hash, turn, ts, source, file_hash, pinned, importance) "
-                "VALUES (?,?,?,?,?,?,?,?,?)",
-                (k.value, body, digest, turn, timestamp, source, file_hash, int(pin), float(importance)),
-            )
-            new_id = int(cur.lastrowid or 0)
-            if k is Kind.FILE_READ and source and file_hash:
-                conn.execute(
-                    "INSERT INTO file_state(path, hash) VALUES (?, ?) ON CONFLICT(path) DO NOTHING",
-                    (source, file_hash),
+        try:
+            digest = sha256_hex(body)
+            with self.state.transaction() as conn:
+                turn = self.state.read_turn()
+                cur = conn.execute(
+                    "INSERT INTO items(kind, body, hash, turn, ts, source, file_hash, pinned, importance) "
+                    "VALUES (?,?,?,?,?,?,?,?,?)",
+                    (k.value, body, digest, turn, timestamp, source, file_hash, int(pin), float(importance)),
                 )
-            for lk, dst in link_list:
-                self._insert_link(new_id, dst, lk)
+                new_id = int(cur.lastrowid or 0)
+                if k is Kind.FILE_READ and source and file_hash:
+                    conn.execute(
+                        "INSERT INTO file_state(path, hash) VALUES (?, ?) ON CONFLICT(path) DO NOTHING",
+                        (source, file_hash),
+                    )
+                for lk, dst in link_list:
+                    self._insert_link(new_id, dst, lk)
+        except UnicodeEncodeError:
+            # Diagnosed only once encoding failed (the transaction rolled back): no scan per add.
+            raise self._text_error(body, k, source) from None
         self.state.items[new_id] = Item(
             new_id, k, body, digest, turn, timestamp, source, file_hash, pin, float(importance)
         )
@@ -84,6 +88,19 @@ class Writer:
         else:
             self.state.dirty = True
         return new_id
+
+    @staticmethod
+    def _text_error(body: str, kind: Kind, source: str | None) -> StoreTextError:
+        at = lone_surrogate(body)
+        if at >= 0:
+            return StoreTextError(f"the {kind.value} item's text", body, at)
+        # Otherwise the source: the only other text column an add writes.
+        src = source or "\udcff"
+        if kind is Kind.FILE_READ:
+            # A file name in a legacy encoding: staleness checks re-open the path, so it cannot be altered.
+            todo = "rename the file to a UTF-8 name, or add its text without a path"
+            return StoreTextError(f"the file path {src!r}", src, max(lone_surrogate(src), 0), todo)
+        return StoreTextError(f"the item's source {src!r}", src, max(lone_surrogate(src), 0))
 
     def add_file_read(self, path: str | Path, body: str | None = None, **kw: Any) -> int:
         """Record that the agent read `path` (its current bytes are hashed for staleness checks)."""
