@@ -69,9 +69,15 @@ class Server:
             st.last_window_id = recorder.record(conn, window, self._encoder)
             self.forms.flush_counts()
             if advance_turn:
-                conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(st.turn + 1),))
+                # Read under the write lock: another process sharing the file may have moved the turn
+                # on since refresh(), and writing our stale turn + 1 would undo its advance.
+                turn = st.read_turn() + 1
+                conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(turn),))
         if advance_turn:
-            st.turn += 1
+            st.turn = turn
         st.last[lane] = window
-        st.data_version = st.current_data_version()
+        # st.data_version stays what refresh() read: this connection's own commit does not change
+        # PRAGMA data_version, and a commit another process made while this window was solved must
+        # still make the next refresh() reload (setting it to the current value here hid that item
+        # from every later window until the other process committed again).
         return window

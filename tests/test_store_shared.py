@@ -1,0 +1,49 @@
+"""Two connections sharing one store file (as two processes do): what one commits while the other is
+serving a window is neither lost from later windows nor undone.
+
+The second connection commits from inside the first one's solve, through a tokenizer the first one
+counts with, so the interleaving is exact rather than a race."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.store import ContextStore, Kind
+
+
+class _CommitsOnFirstCount:
+    """A 4-characters-per-token tokenizer whose first count runs `action` (another connection's write)."""
+
+    name = "chars-with-interloper"
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        self.action = action
+        self.fired = False
+
+    def count(self, text: str) -> int:
+        if not self.fired:
+            self.fired = True
+            self.action()
+        return (len(text) + 3) // 4
+
+
+def test_item_committed_by_another_connection_during_a_solve_reaches_later_windows(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with ContextStore(path) as a, ContextStore(path) as b:
+        a.add("the task, added by a", Kind.USER)
+        tok = _CommitsOnFirstCount(lambda: b.add("a tool result, added by b mid-solve", Kind.TOOL_RESULT))
+        a.context_get(1000, model=tok, sticky=False)
+        assert tok.fired
+        assert len(a) == 2
+        later = a.context_get(1000, model="chars", sticky=False)
+        assert later.ids == (1, 2)
+
+
+def test_turn_advanced_by_another_connection_during_a_get_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with ContextStore(path) as a, ContextStore(path) as b:
+        a.add("hello", Kind.USER)
+        tok = _CommitsOnFirstCount(b.advance_turn)
+        a.context_get(1000, model=tok, sticky=False)  # b moved the turn to 1; a's get moves it to 2
+        assert a.turn == 2 and b.turn == 2
