@@ -31,12 +31,17 @@ ctx_app = typer.Typer(
 )
 
 DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (created if missing).")]
+# get and expand read a store: a mistyped --db must not become a new, empty one that answers "no item
+# #5" or an empty window as if that were the store's content.
+ExistingDbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (ctx add or ctx import makes one).")]
 
 
-def _open(db: Path) -> ContextStore:
+def _open(db: Path, *, create: bool = True) -> ContextStore:
     # The store (SQLite, scoring, tokenizer) is imported when a command opens one, not for --help.
     from engine.store import ContextStore
 
+    if not create and not db.exists():
+        fail(f"{db}: no context store there; check --db (ctx add or ctx import creates a store)", 2)
     try:
         return ContextStore(db)
     except ContextPipeError as exc:
@@ -140,7 +145,7 @@ def _explain(window: Window) -> str:
 
 @ctx_app.command("get")
 def get_cmd(
-    db: DbOpt,
+    db: ExistingDbOpt,
     budget: Annotated[int, typer.Option("--budget", help="Window ceiling in tokens (a 2% margin is kept).")],
     query: Annotated[str | None, typer.Option("--query", help="Free text to rank items by (BM25).")] = None,
     model: Annotated[
@@ -155,11 +160,16 @@ def get_cmd(
     ] = False,
 ) -> None:
     """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest)."""
-    from engine.store.budget import MAX_BUDGET
+    from engine.errors import ConfigError
+    from engine.store.budget import MAX_BUDGET, parse_budget
 
     if budget <= 0 or budget > MAX_BUDGET:
         fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
-    store = _open(db)
+    try:
+        parse_budget(budget)  # a budget too small for one message is a usage error too (exit 2)
+    except ConfigError as exc:
+        fail(f"--budget: {exc}", 2)
+    store = _open(db, create=False)
     try:
         window = store.context_get(budget, model=model, query=query, sticky=not fresh)
     except (ContextPipeError, ValueError) as exc:
@@ -181,10 +191,10 @@ def get_cmd(
 
 @ctx_app.command("expand")
 def expand_cmd(
-    db: DbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
+    db: ExistingDbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
 ) -> None:
     """Print the original text behind a stub or summary."""
-    store = _open(db)
+    store = _open(db, create=False)
     try:
         text = store.expand(item_id)
     except (ContextPipeError, KeyError) as exc:

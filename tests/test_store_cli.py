@@ -57,6 +57,13 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
     r = _run("add", "--db", str(db), "--kind", "nonsense", "x")
     assert r.exit_code == 2 and "unknown item kind" in r.output
     r = _run("expand", "--db", str(db), "42")
+    assert r.exit_code == 2 and "no context store there" in r.output and not db.exists()
+    r = _run("get", "--db", str(db), "--budget", "1000")
+    assert r.exit_code == 2 and "no context store there" in r.output and not db.exists()
+    r = _run("get", "--db", str(db), "--budget", "4")
+    assert r.exit_code == 2 and "--budget: budget 4 is too small to hold even one message" in r.output
+    assert _run("add", "--db", str(db), "one item").exit_code == 0
+    r = _run("expand", "--db", str(db), "42")
     assert r.exit_code == 1 and "no item #42" in r.output
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"garbage" * 500)
