@@ -94,3 +94,24 @@ def test_cli_add_keeps_non_utf8_stdin_as_replacement_characters(tmp_path: Path) 
     assert r.exit_code == 0, r.output
     with ContextStore(db) as s:
         assert s.expand(int(r.output.strip())) == "bin\ufffd\x00data\n"
+
+
+@pytest.mark.parametrize("answer", [None, 5, "", "  \n", "cut \udcff"])
+def test_a_summarizer_answer_that_cannot_stand_for_its_originals_is_refused(tmp_path: Path, answer) -> None:
+    # An empty summary item took its originals' place in every window (they were left out); a non-str
+    # answer was cached and came back as its repr on the next call.
+    calls: list[object] = []
+
+    def summarizer(texts):
+        calls.append(answer)
+        return answer
+
+    with ContextStore(tmp_path / "s.db", summarizer=summarizer) as s:
+        ids = [s.add(f"original {i} " + f"detail_{i} " * 300, Kind.TOOL_RESULT) for i in range(4)]
+        for _ in range(2):  # refused both times: nothing bad was cached
+            with pytest.raises(StoreError, match="summarizer.*nothing was stored"):
+                s.summarize(ids[:3])
+        assert len(calls) == 2 and len(s) == 4
+        assert s.state.conn.execute("SELECT count(*) FROM derived").fetchone()[0] == 0
+        w = s.context_get(100_000, sticky=False)
+        assert w.ids == tuple(ids) and all(e.form == "full" for e in w.entries)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.store.compaction import Summarizer, render_full, subtask_body, summary_key
-from engine.store.errors import StoreError
-from engine.store.items import Kind, LinkKind
+from engine.store.errors import StoreError, StoreTextError
+from engine.store.items import Kind, LinkKind, lone_surrogate
 from engine.store.state import StoreState
 from engine.store.writes import Writer
 
@@ -49,12 +49,12 @@ class Summaries:
         producer = f"callback:{self.summary_prompt_version}"
         key = summary_key([it.hash for it in items], producer)
         row = self.state.conn.execute("SELECT text FROM derived WHERE key=?", (key,)).fetchone()
-        if row is not None:
-            text = str(row[0])
-        else:
-            text = self.summarizer([render_full(it) for it in items])
+        if row is not None and isinstance(row[0], str) and row[0].strip():
+            text = row[0]
+        else:  # not cached, or cached by a version that kept a summarizer's non-text or empty answer
+            text = _checked(self.summarizer([render_full(it) for it in items]), len(ordered))
             self.state.conn.execute(
-                "INSERT OR IGNORE INTO derived(key, producer, text) VALUES (?,?,?)", (key, producer, text)
+                "INSERT OR REPLACE INTO derived(key, producer, text) VALUES (?,?,?)", (key, producer, text)
             )
         links: list[tuple[LinkKind | str, int]] = [(LinkKind.SUMMARIZES, i) for i in ordered]
         if roll_from is not None:
@@ -73,3 +73,23 @@ class Summaries:
         return self.writer.add(
             body, Kind.SUMMARY, source="subtask", links=[(LinkKind.SUMMARIZES, i) for i in covered]
         )
+
+
+def _checked(text: object, n: int) -> str:
+    """The summarizer's answer, if it can stand for its originals. A summary item takes the originals'
+    place in windows, so an empty one would silently drop them; and what is cached is reused for the
+    same originals, so a bad answer must not be cached."""
+    if not isinstance(text, str):
+        raise StoreError(
+            f"the summarizer returned {type(text).__name__}, not the summary text (str), for {n} items; "
+            "nothing was stored. Make the summarizer callback return a string"
+        )
+    if not text.strip():
+        raise StoreError(
+            f"the summarizer returned empty text for {n} items; nothing was stored (an empty summary would "
+            "stand in for them). Check the summarizer callback, or leave the items unsummarised"
+        )
+    at = lone_surrogate(text)
+    if at >= 0:
+        raise StoreTextError("the summarizer's text", text, at)
+    return text
