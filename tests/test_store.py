@@ -20,6 +20,7 @@ from engine.store import (
     PinsExceedBudgetError,
     StoreConfig,
     StoreCorruptError,
+    StoreError,
     StoreLockedError,
     UnknownItemError,
     window_as_messages,
@@ -363,3 +364,16 @@ def test_v1_store_migrates_fts_to_identifier_tokens(tmp_path: Path) -> None:
         assert e is not None and any(r.startswith("relevant") for r in e.reasons)
         s.record_binding("memory", 7)
         assert s.bound_window("memory", 7)["window_id"] == s.last_window_id  # type: ignore[index]
+
+
+def test_store_from_a_newer_schema_names_the_file_and_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    with ContextStore(path) as s:
+        s.add("kept")
+    with sqlite3.connect(path) as c:
+        c.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    c.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=rf"{path}: store schema version 99 is newer.*upgrade cp-inspect"):
+        ContextStore(path)
+    assert path.read_bytes() == before

@@ -181,7 +181,7 @@ def _connect_read_only(p: str, timeout_s: float) -> sqlite3.Connection:
         src.close()
     try:
         mem.execute("PRAGMA foreign_keys = ON")
-        _migrate(mem)
+        _migrate(mem, p)
     except sqlite3.Error as exc:
         mem.close()
         raise translate(exc, p, timeout_s) from exc
@@ -242,7 +242,7 @@ def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
                 raise StoreError(f"{p}: could not switch to WAL journal mode (got {mode!r})")
         conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable at checkpoints, fast commits
         conn.execute("PRAGMA foreign_keys = ON")
-        _migrate(conn)
+        _migrate(conn, p)
     except sqlite3.Error as exc:
         conn.close()
         raise translate(exc, p, timeout_s) from exc
@@ -252,7 +252,7 @@ def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
     return conn
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate(conn: sqlite3.Connection, p: str = ":memory:") -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
@@ -262,8 +262,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
             version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"store schema version {version} is newer than this cp-inspect understands "
-                f"({SCHEMA_VERSION}); upgrade cp-inspect"
+                f"{p}: store schema version {version} is newer than this cp-inspect understands "
+                f"({SCHEMA_VERSION}); upgrade cp-inspect (pip install -U contextpipe-inspector) to read it. "
+                "Nothing in it was changed"
             )
         if version == 0:
             for stmt in _split(_DDL):
