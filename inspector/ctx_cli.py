@@ -224,6 +224,8 @@ def import_cmd(
     were added."""
     from engine.store.ingest import ingest_session
 
+    if file.is_dir():
+        fail(f"{file} is a directory: give one recording or trajectory file from it", 2)
     if not file.is_file():
         fail(f"{file}: no such file", 2)
     if format == "cpsession" or (format is None and _is_recording(file)):

@@ -97,6 +97,8 @@ def test_import_bad_file(tmp_path: Path) -> None:
     f.write_text('{"nothing": 1}')
     r = _run("import", "--db", str(tmp_path / "i.db"), str(f))
     assert r.exit_code == 1 and "x.json" in r.output
+    r = _run("import", "--db", str(tmp_path / "i.db"), str(tmp_path))
+    assert r.exit_code == 2 and "is a directory: give one recording or trajectory file" in r.output
 
 
 def test_eval_command_skips_without_trajectories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
