@@ -47,3 +47,17 @@ def test_turn_advanced_by_another_connection_during_a_get_is_kept(tmp_path: Path
         tok = _CommitsOnFirstCount(b.advance_turn)
         a.context_get(1000, model=tok, sticky=False)  # b moved the turn to 1; a's get moves it to 2
         assert a.turn == 2 and b.turn == 2
+
+
+def test_get_shows_a_pin_and_importance_another_connection_set(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with ContextStore(path) as a, ContextStore(path) as b:
+        i = a.add("the goal", Kind.USER)
+        assert a.get(i).pinned is False  # cached in a
+        b.pin(i)
+        b.set_importance(i, 0.7)
+        got = a.get(i)
+        assert got.pinned is True and got.importance == 0.7 and got.body == "the goal"
+        assert a.context_get(500).entry(i).pinned  # windows already agreed
+        b.pin(i, False)
+        assert a.get(i).pinned is False

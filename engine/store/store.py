@@ -19,6 +19,7 @@ flight recorder's queries are here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,17 @@ class ContextStore:
 
     @translating
     def get(self, item_id: int) -> Item:
-        return self.state.item(item_id)
+        """The item as stored now. Bodies never change, so the cached row is reused, but its pin and
+        importance are taken from the metadata refresh() keeps current: another process may have
+        changed them since the row was cached (windows already followed; get() did not)."""
+        st = self.state
+        st.refresh()
+        it = st.item(item_id)
+        m = st.by_id.get(it.id)
+        if m is not None and (m.pinned != it.pinned or m.importance != it.importance):
+            it = replace(it, pinned=m.pinned, importance=m.importance)
+            st.items[it.id] = it
+        return it
 
     @translating
     def expand(self, item_id: int) -> str:
