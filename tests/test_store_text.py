@@ -115,3 +115,23 @@ def test_a_summarizer_answer_that_cannot_stand_for_its_originals_is_refused(tmp_
         assert s.state.conn.execute("SELECT count(*) FROM derived").fetchone()[0] == 0
         w = s.context_get(100_000, sticky=False)
         assert w.ids == tuple(ids) and all(e.form == "full" for e in w.entries)
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["[" * 100_000, "[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000, "[" * 900 + "]" * 900],
+)
+def test_deeply_nested_json_is_stored_and_served_as_text(tmp_path: Path, body: str) -> None:
+    # Nesting deeper than Python's stack made json.loads raise RecursionError inside every refresh():
+    # the item was stored, then no window (nor len, nor a reopen) could be served from the store.
+    path = tmp_path / "deep.db"
+    with ContextStore(path) as s:
+        task = s.add("the task", Kind.USER, pin=True)
+        deep = s.add(body, Kind.TOOL_RESULT)
+        s.add("after it", Kind.ASSISTANT)
+        assert len(s) == 3
+        w = s.context_get(400, sticky=False)
+        assert task in w.ids and w.used <= w.usable
+        assert s.expand(deep) == body
+    with ContextStore(path) as s:
+        assert s.context_get(100_000).entry(deep) is not None

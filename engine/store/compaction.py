@@ -91,9 +91,12 @@ def json_shape(body: str, terms: tuple[str, ...] = ()) -> str | None:
         return None
     try:
         value = json.loads(body)
-    except ValueError:
+        shaped = json.dumps(_shape(value, terms), ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        # RecursionError: nesting deeper than the interpreter's stack (a tool printing "[[[[...", a
+        # pathological document). Such a body is text to the store; letting it escape made every
+        # refresh() of the store fail, so no window could be served from it again.
         return None
-    shaped = json.dumps(_shape(value, terms), ensure_ascii=False, separators=(",", ":"))
     return "JSON shape (values elided): " + shaped
 
 
