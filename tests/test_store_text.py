@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from engine.store import ContextStore, Kind
-from engine.store.errors import StoreError, StoreTextError
+from engine.store.errors import StoreError, StoreTextError, UnknownItemError
 from inspector.ctx_cli import ctx_app
 
 runner = CliRunner()
@@ -135,3 +135,17 @@ def test_deeply_nested_json_is_stored_and_served_as_text(tmp_path: Path, body: s
         assert s.expand(deep) == body
     with ContextStore(path) as s:
         assert s.context_get(100_000).entry(deep) is not None
+
+
+def test_an_id_past_64_bits_is_an_unknown_item(tmp_path: Path) -> None:
+    # SQLite raised OverflowError (a traceback from `ctx expand`) before it could say "no item".
+    huge = 10**30
+    with ContextStore(tmp_path / "s.db") as s:
+        i = s.add("one")
+        for call in (lambda: s.expand(huge), lambda: s.get(huge), lambda: s.pin(huge),
+                     lambda: s.link(i, huge), lambda: s.add("two", links=[("cites", huge)])):
+            with pytest.raises(UnknownItemError, match=f"no item #{huge}"):
+                call()
+        assert len(s) == 1
+    r = runner.invoke(ctx_app, ["expand", "--db", str(tmp_path / "s.db"), str(huge)])
+    assert r.exit_code == 1 and f"no item #{huge}" in r.output

@@ -34,6 +34,10 @@ _ITEM_COLUMNS = "id, kind, body, hash, turn, ts, source, file_hash, pinned, impo
 _KINDS: dict[str, Kind] = {k.value: k for k in Kind}
 
 
+# Item ids are SQLite rowids: positive and below 2**63.
+_MAX_ID = 1 << 63
+
+
 def _kind(value: str) -> Kind:
     k = _KINDS.get(value)
     return Kind(value) if k is None else k
@@ -139,7 +143,9 @@ class StoreState:
         it = self.items.get(item_id)
         if it is not None:
             return it
-        row = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id=?", (int(item_id),)).fetchone()
+        row = None
+        if 0 < int(item_id) < _MAX_ID:  # SQLite cannot even look up an id past 64 bits (OverflowError)
+            row = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id=?", (int(item_id),)).fetchone()
         if row is None:
             raise UnknownItemError(int(item_id), self.path)
         it = self.row_item(row)

@@ -115,6 +115,9 @@ class Writer:
     def link(self, src: int, dst: int, kind: LinkKind | str = LinkKind.CITES) -> None:
         self.state.require_writable("linking items")
         lk = kind if isinstance(kind, LinkKind) else LinkKind.parse(kind)
+        for i in (src, dst):
+            if not 0 < i < 1 << 63:  # SQLite cannot bind it (OverflowError), let alone find it
+                raise UnknownItemError(i, self.state.path)
         fresh = self.state.mirror_current()
         with self.state.transaction() as conn:
             existed = conn.execute(
@@ -143,7 +146,9 @@ class Writer:
         if src == dst:
             raise StoreError(f"an item cannot link to itself (#{src})")
         for i in (src, dst):
-            if self.state.conn.execute("SELECT 1 FROM items WHERE id=?", (i,)).fetchone() is None:
+            if not 0 < i < 1 << 63 or (  # past 64 bits SQLite cannot look it up (OverflowError)
+                self.state.conn.execute("SELECT 1 FROM items WHERE id=?", (i,)).fetchone() is None
+            ):
                 raise UnknownItemError(i, self.state.path)
         self.state.conn.execute(
             "INSERT OR IGNORE INTO links(src, dst, kind) VALUES (?,?,?)", (src, dst, kind.value)
