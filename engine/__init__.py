@@ -14,7 +14,9 @@ from engine.errors import (
     BindError,
     BudgetExceededError,
     ConfigError,
+    ContentError,
     ContextPipeError,
+    PipelineClosedError,
     UnpairedToolResultError,
 )
 
@@ -58,7 +60,9 @@ __all__ = [
     "SectionKind",
     "Tier",
     "ContextPipeError",
+    "PipelineClosedError",
     "ConfigError",
+    "ContentError",
     "UnpairedToolResultError",
     "BudgetExceededError",
     "BindError",

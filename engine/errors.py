@@ -11,6 +11,14 @@ class ConfigError(ContextPipeError, ValueError):
     """A setting is out of range (zero or absurd budget, thresholds out of order, ...)."""
 
 
+class ContentError(ContextPipeError, ValueError):
+    """Text handed to the pipeline that it cannot journal or send: not a str, or not encodable as UTF-8."""
+
+
+class PipelineClosedError(ContextPipeError, RuntimeError):
+    """A pipeline was used after close(): its recording and probe are gone, so nothing would be kept."""
+
+
 class UnpairedToolResultError(ContextPipeError):
     """A tool result has no matching tool call (or a call has no result) where the provider requires one."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
@@ -39,7 +39,13 @@ from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, Too
 from engine.assembly import Assembly, Measure
 from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
 from engine.config import PipelineConfig
-from engine.errors import ConfigError, ContextPipeError, UnpairedToolResultError
+from engine.errors import (
+    ConfigError,
+    ContentError,
+    ContextPipeError,
+    PipelineClosedError,
+    UnpairedToolResultError,
+)
 from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
@@ -85,6 +91,8 @@ def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Conca
 
     @functools.wraps(method)
     def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self._closed:
+            _raise_closed(method.__name__)
         probe = self.probe
         # (probe.bracket is False while every client attached reads the quiet stream, or none is: its
         # publish() then sends by itself, and the two calls would only run cold after a model call.)
@@ -108,6 +116,8 @@ def _journals_async(
 
     @functools.wraps(method)
     async def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self._closed:
+            _raise_closed(method.__name__)
         probe = self.probe
         if probe is None or self._in_call or not probe.bracket:
             return await method(self, *args, **kwargs)
@@ -120,6 +130,14 @@ def _journals_async(
             probe.flush()
 
     return call
+
+
+def _raise_closed(name: str) -> None:
+    raise PipelineClosedError(
+        f"{name}() after close(): the pipeline's recording and live probe are closed, so this call "
+        "would be lost from both; make a new Pipeline (or fork one) for another session, or close it "
+        "only when the agent is done (`with Pipeline(...) as pipe:` closes it on leaving the block)"
+    )
 
 
 class Request:
@@ -194,6 +212,9 @@ class Decided(NamedTuple):
 class Pipeline:
     # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
     _in_call = False
+    # Set by close(): a journaling call after it raises (see _journals) rather than journal events no
+    # recording or probe receives any more.
+    _closed = False
 
     def __init__(
         self,
@@ -396,7 +417,12 @@ class Pipeline:
             self.probe.publish(ev, frame)
 
     def close(self) -> None:
+        """Journal the open turn, then close the recording, the probe and the exporter. Closing twice is
+        harmless; any other journaling call afterwards raises PipelineClosedError."""
+        if self._closed:
+            return
         self.close_turn()
+        self._closed = True
         if self.recorder is not None:
             self.recorder.close()
             self.recorder = None
@@ -419,7 +445,26 @@ class Pipeline:
         self.journal.append(ev)
 
     def _blob(self, text: str) -> str:
-        h = self.journal.blob(text)
+        if not isinstance(text, str):
+            # Checked before hashing: the hash takes bytes too, and bytes journaled as a blob left a
+            # recording no reader could open (its frames hold JSON text).
+            hint = (
+                "decode it first, e.g. out.decode('utf-8', errors='replace')"
+                if isinstance(text, (bytes, bytearray))
+                else "pass str(value), or '' for no text"
+            )
+            raise ContentError(f"expected text (str), got {type(text).__name__}: {hint}")
+        try:
+            h = self.journal.blob(text)
+        except UnicodeEncodeError as exc:
+            # Lone surrogates (os.listdir or subprocess output decoded with errors='surrogateescape')
+            # cannot be sent as JSON to any provider; nothing was journaled yet.
+            raise ContentError(
+                f"text holds characters that are not valid UTF-8 ({exc.reason} at position {exc.start}: "
+                f"{text[max(0, exc.start - 20) : exc.end + 20]!r}); decode the source with "
+                "errors='replace', or re-encode it: text.encode('utf-8', 'surrogateescape')"
+                ".decode('utf-8', 'replace')"
+            ) from None
         # The text journaled last, by its hash: the event that names it is usually folded next (a tool
         # result, a user text), and _part takes the text from here rather than looking the hash up in
         # the journal's store (two Python calls). A hash names one text, so either gives the same.
@@ -676,19 +721,23 @@ class Pipeline:
     def assistant(
         self,
         text: str = "",
-        tool_calls: Sequence[ToolCall | dict[str, Any]] = (),
+        tool_calls: Sequence[ToolCall | Mapping[str, Any] | Any] = (),
         thinking: str | None = None,
     ) -> list[ToolCall]:
+        """The model's reply. `tool_calls`: dicts {"id", "name", "arguments" (JSON text) or "input"},
+        OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. Returns
+        the calls, each to be answered with tool_result(call.id, ...) before the next request."""
+        # The calls are read and checked before anything is journaled: a bad one leaves no trace.
+        calls = [c if isinstance(c, ToolCall) else _call_of(c) for c in tool_calls]
+        ids = [c.id for c in calls]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
         parts: list[dict[str, Any]] = []
         if thinking:
             parts.append({"t": "thinking", "h": self._blob(thinking)})
         text_h = self._blob(text) if text else ""
         if text:
             parts.append({"t": "text", "h": text_h})
-        calls = [c if isinstance(c, ToolCall) else ToolCall(c["id"], c["name"], _args(c)) for c in tool_calls]
-        ids = [c.id for c in calls]
-        if len(set(ids)) != len(ids):
-            raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
         hint: dict[tuple[str, str, str], ToolCall] = {}
         for c, given in zip(calls, tool_calls, strict=True):
             h = self._blob(c.arguments)
@@ -1424,7 +1473,28 @@ def _blob_hashes(msgs: Sequence[Message]) -> list[str]:
     return out
 
 
-def _args(c: dict[str, Any]) -> str:
+def _call_of(c: Any) -> ToolCall:
+    """A tool call as the agent has it: {"id", "name", "arguments" (JSON text) or "input" (an object)},
+    OpenAI's {"id", "function": {"name", "arguments"}}, or the SDK's own object for either (Anthropic's
+    ToolUseBlock, OpenAI's ChatCompletionMessageToolCall), so `resp.content`'s tool_use blocks and
+    `message.tool_calls` go in as the SDK returns them."""
+    d = c
+    if type(d) is not dict and not isinstance(d, Mapping) and hasattr(d, "model_dump"):
+        d = d.model_dump()
+    if isinstance(d, Mapping):
+        fn = d.get("function")
+        if "name" not in d and isinstance(fn, Mapping):
+            d = {"id": d.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments") or ""}
+        cid, name = d.get("id"), d.get("name")
+        if type(cid) is str and cid and type(name) is str and name:
+            return ToolCall(cid, name, _args(d))
+    raise ConfigError(
+        f"tool call {c!r:.200} lacks an id or a name: pass {{'id': ..., 'name': ..., 'arguments': '<JSON>'}} "
+        "(or 'input': {...}), OpenAI's tool_calls items or Anthropic's tool_use blocks"
+    )
+
+
+def _args(c: Mapping[str, Any]) -> str:
     a = c.get("arguments", c.get("input", {}))
     if isinstance(a, str):
         return a
