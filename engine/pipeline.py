@@ -6,8 +6,9 @@
     pipe.user("Fix the failing test in tests/test_io.py")
     req = pipe.next_request()          # Plan -> Bind -> Optimize -> Execute (serialize)
     resp = client.messages.create(**req.body)
-    pipe.record_usage(resp.usage)      # Feedback
-    pipe.assistant(text, tool_calls=[...]); pipe.tool_result(call_id, output)
+    pipe.record_usage(resp.usage)      # Feedback: the SDK's usage object as it is
+    calls = pipe.assistant(text, tool_calls=[b for b in resp.content if b.type == "tool_use"])
+    pipe.tool_result(calls[0].id, output)   # every call answered before the next request
 
 Every mutating call becomes a journal event and is applied by `fold`, the same public fold replay,
 simulate, ingest and the tap use, so the live state and a replayed state cannot drift apart. Rebuilding
@@ -91,7 +92,7 @@ def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Conca
 
     @functools.wraps(method)
     def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self._closed:
+        if self._after_close:
             _raise_closed(method.__name__)
         probe = self.probe
         # (probe.bracket is False while every client attached reads the quiet stream, or none is: its
@@ -116,7 +117,7 @@ def _journals_async(
 
     @functools.wraps(method)
     async def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self._closed:
+        if self._after_close:
             _raise_closed(method.__name__)
         probe = self.probe
         if probe is None or self._in_call or not probe.bracket:
@@ -212,9 +213,13 @@ class Decided(NamedTuple):
 class Pipeline:
     # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
     _in_call = False
+    # next_request() and assistant() refuse to go on while the newest assistant message has a call with
+    # no result (see _check_answered). Importers and taps that rebuild another agent's conversation as
+    # it was sent turn it off: they repair pairing their own way (engine/importers/ingest.py _Feeder).
+    check_pairing = True
     # Set by close(): a journaling call after it raises (see _journals) rather than journal events no
     # recording or probe receives any more.
-    _closed = False
+    _after_close = False
 
     def __init__(
         self,
@@ -419,10 +424,10 @@ class Pipeline:
     def close(self) -> None:
         """Journal the open turn, then close the recording, the probe and the exporter. Closing twice is
         harmless; any other journaling call afterwards raises PipelineClosedError."""
-        if self._closed:
+        if self._after_close:
             return
         self.close_turn()
-        self._closed = True
+        self._after_close = True
         if self.recorder is not None:
             self.recorder.close()
             self.recorder = None
@@ -727,6 +732,7 @@ class Pipeline:
         """The model's reply. `tool_calls`: dicts {"id", "name", "arguments" (JSON text) or "input"},
         OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. Returns
         the calls, each to be answered with tool_result(call.id, ...) before the next request."""
+        self._check_answered("the next assistant message")
         # The calls are read and checked before anything is journaled: a bad one leaves no trace.
         calls = [c if isinstance(c, ToolCall) else _call_of(c) for c in tool_calls]
         ids = [c.id for c in calls]
@@ -754,6 +760,26 @@ class Pipeline:
         finally:
             self._call_hint = {}
         return calls
+
+    def _check_answered(self, before: str) -> None:
+        """Raise when the newest assistant message made a call that has no result yet: both providers
+        reject such a request (Anthropic: tool_use without tool_result; OpenAI: tool_calls without
+        tool messages), and the error would come from the API a whole model call later."""
+        newest = self.history.newest()
+        if newest is None or newest.role != "assistant" or not self.check_pairing:
+            return
+        open_ids = [p.id for p in newest.parts if isinstance(p, ToolCall)]
+        if not open_ids:
+            return
+        answered = {p.call_id for p in self.pending if isinstance(p, ToolResult)}
+        missing = [c for c in open_ids if c not in answered]
+        if missing:
+            raise UnpairedToolResultError(
+                missing[0],
+                f"the assistant's tool call(s) {missing} have no result before {before}; answer each with "
+                "tool_result(call_id, output) (is_error=True with a short reason for a call that was not "
+                "run): the provider rejects a request with an unanswered call",
+            )
 
     @_journals
     def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
@@ -1126,6 +1152,8 @@ class Pipeline:
     @_journals_async
     async def anext_request(self, explain_only: bool = False) -> Request:
         """Plan -> Bind (concurrent) -> Optimize -> Execute. With explain_only, nothing is journaled."""
+        if not explain_only:  # (EXPLAIN may look at the state mid-round: nothing is sent)
+            self._check_answered("the next request")
         # Plan first (with each bound source at its last known size) so every binder gets its budget.
         budgets = self._plan(self.config, self._assemble({}))[0].budgets if self.binders else {}
         jobs = self._bind_jobs(budgets)
@@ -1153,6 +1181,8 @@ class Pipeline:
 
     @_journals
     def next_request(self, explain_only: bool = False) -> Request:
+        if not explain_only:  # (EXPLAIN may look at the state mid-round: nothing is sent)
+            self._check_answered("the next request")
         if self.binders:
             import asyncio  # only with sources to bind (see _bind_jobs)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import ConfigError, ContentError, Pipeline, PipelineClosedError
+from engine import ConfigError, ContentError, Pipeline, PipelineClosedError, UnpairedToolResultError
 from engine.recording.cpsession import RecordingReader
 from engine.recording.replay import Replayer
 
@@ -170,3 +170,48 @@ def test_user_code_type_checks_against_the_engine(tmp_path: Path) -> None:
     # the one deliberate mistake is caught, so the engine's annotations were read
     assert 'Incompatible types in assignment (expression has type "int", variable has type "str")' in out.stdout
     assert out.stdout.count("error:") == 1, out.stdout
+
+
+# ----------------------------------------------------------------------------- unanswered tool calls
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_an_unanswered_call_is_refused_at_the_request_not_by_the_api(provider: str, standin: StandIn) -> None:
+    """A user message after a call with no result built a request both APIs reject (tool_use without
+    tool_result; tool_calls without tool messages): the error came from the provider a model call later.
+    It is refused at next_request() (and at the next assistant()), nothing journaled, and the pipeline
+    goes on once the call is answered."""
+    pipe = _with_call(_pipe(provider))
+    pipe.user("Actually, also check the tests.")  # legal so far: the serializer puts results first
+    n = len(pipe.journal.events)
+    with pytest.raises(UnpairedToolResultError, match=r"\['c1'\] have no result before the next request"):
+        pipe.next_request()
+    with pytest.raises(UnpairedToolResultError, match=r"before the next assistant message.*is_error=True"):
+        pipe.assistant("More.")
+    assert len(pipe.journal.events) == n
+    pipe.explain()  # EXPLAIN looks at the state mid-round: it sends nothing
+    pipe.tool_result("c1", "", is_error=True)
+    body = pipe.next_request().body
+    if provider == "anthropic":
+        anthropic.Anthropic(base_url=standin.url, api_key="k").messages.create(**body)
+    else:
+        openai.OpenAI(base_url=standin.url + "/v1", api_key="k").chat.completions.create(**body)
+
+
+# ----------------------------------------------------------------------------- the README runs as written
+def _readme_engine_examples() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    # The engine's own examples (the tap and litellm ones need an API key for their client's constructor).
+    return [b for b in blocks if b.startswith("from engine import")]
+
+
+@pytest.mark.parametrize("n", range(2))
+def test_readme_engine_example_runs_as_written(n: int, tmp_path: Path) -> None:
+    """The fork/shadow example used Pipeline without importing it and a `parent_request` never made."""
+    examples = _readme_engine_examples()
+    assert len(examples) == 2
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_RUNTIME_DIR": str(tmp_path)}
+    env.pop("CONTEXTPIPE_RECORD", None)
+    out = subprocess.run(
+        [sys.executable, "-c", examples[n]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -653,6 +653,11 @@ def test_call_without_result_is_rejected_by_the_serializer() -> None:
     pipe.user("task")
     pipe.assistant("", [{"id": "c1", "name": "bash", "arguments": "{}"}, {"id": "c2", "name": "bash"}])
     pipe.tool_result("c1", "ok")
+    # Refused at the call that leaves c2 unanswered (Pipeline._check_answered), nothing journaled...
+    with pytest.raises(UnpairedToolResultError, match="c2"):
+        pipe.assistant("next", [])
+    # ...and, for a pipeline that rebuilds another agent's conversation as sent, by the serializer.
+    pipe.check_pairing = False
     pipe.assistant("next", [])
     with pytest.raises(UnpairedToolResultError, match="c2"):
         pipe.next_request()
