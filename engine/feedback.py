@@ -157,7 +157,12 @@ def normalize_usage(u: Any) -> Usage:
         if own is not None:
             return own
     if u is None:
-        raise UsageFormatError("usage is None: pass the provider response's usage object")
+        raise UsageFormatError(
+            "usage is None: pass the provider response's usage object (a stream: OpenAI sends it only "
+            "in the last chunk, with stream_options={'include_usage': True}; Anthropic's is "
+            "stream.get_final_message().usage)"
+        )
+    given = type(u).__name__  # named in the error: model_dump() below leaves only a dict
     if type(u) is not dict and not isinstance(u, Mapping) and hasattr(u, "model_dump"):
         try:
             u = u.model_dump()
@@ -217,8 +222,17 @@ def normalize_usage(u: Any) -> Usage:
             min(_int(u, "cache_write_1h_tokens") or 0, write),
             extra,
         )
+    if _get(u, "output_tokens") is not None:
+        # Anthropic's message_delta event carries the output count alone (MessageDeltaUsage): recorded
+        # as it is, the call would read as a free prompt.
+        raise UsageFormatError(
+            f"usage object {given} has output tokens but no input tokens: a stream's last delta, not "
+            "the whole call's usage; pass stream.get_final_message().usage (the .stream() helper), or "
+            "with create(stream=True) the message_start event's message.usage with output_tokens set "
+            "from the message_delta event's"
+        )
     raise UsageFormatError(
-        f"unrecognised usage object {type(u).__name__}: expected Anthropic, OpenAI, DeepSeek, litellm or "
+        f"unrecognised usage object {given}: expected Anthropic, OpenAI, DeepSeek, litellm or "
         "Bedrock usage fields"
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine import ConfigError, ContentError, Pipeline, PipelineClosedError, UnpairedToolResultError
+from engine.feedback import UsageFormatError
 from engine.recording.cpsession import RecordingReader
 from engine.recording.replay import Replayer
 
@@ -215,3 +216,26 @@ def test_readme_engine_example_runs_as_written(n: int, tmp_path: Path) -> None:
         [sys.executable, "-c", examples[n]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- usage from a stream
+def test_a_streams_partial_usage_says_which_usage_to_pass(standin: StandIn) -> None:
+    """The usage in hand at the end of a raw Anthropic stream is message_delta's (output tokens only):
+    the error said 'unrecognised usage object dict', the SDK's type lost and no word of what to pass.
+    An OpenAI stream without include_usage has no usage at all: say how to get one."""
+    pipe = _pipe("anthropic")
+    client = anthropic.Anthropic(base_url=standin.url, api_key="k")
+    start = delta = None
+    for ev in client.messages.create(**pipe.next_request().body, stream=True):
+        if ev.type == "message_start":
+            start = ev.message.usage
+        elif ev.type == "message_delta":
+            delta = ev.usage
+    assert start is not None and delta is not None
+    with pytest.raises(UsageFormatError, match=r"MessageDeltaUsage has output tokens but no input.*get_final_message"):
+        pipe.record_usage(delta)
+    # what the message says to do works
+    u = pipe.record_usage(start.model_copy(update={"output_tokens": delta.output_tokens}))
+    assert (u.output_tokens, u.cache_read_tokens) == (17, 3400)
+    with pytest.raises(UsageFormatError, match=r"include_usage"):
+        _pipe("openai").record_usage(None)
