@@ -21,12 +21,18 @@ from engine.errors import (
 )
 
 if TYPE_CHECKING:
+    from engine.artifacts import ToolCall
+    from engine.feedback import Usage, UsageFormatError
     from engine.optimize import OptimizeLimits
     from engine.pipeline import ENGINE_VERSION, Pipeline, Request
     from engine.plan import Thresholds
     from engine.types import CacheScope, Lifecycle, Priority, SectionKind, Tier
 
 _LAZY = {
+    # What an agent's loop handles: assistant()'s calls, record_usage()'s result and its error.
+    "ToolCall": "engine.artifacts",
+    "Usage": "engine.feedback",
+    "UsageFormatError": "engine.feedback",
     "OptimizeLimits": "engine.optimize",
     "ENGINE_VERSION": "engine.pipeline",
     "Pipeline": "engine.pipeline",
@@ -67,4 +73,7 @@ __all__ = [
     "BudgetExceededError",
     "BindError",
     "ENGINE_VERSION",
+    "ToolCall",
+    "Usage",
+    "UsageFormatError",
 ]

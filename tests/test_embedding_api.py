@@ -239,3 +239,16 @@ def test_a_streams_partial_usage_says_which_usage_to_pass(standin: StandIn) -> N
     assert (u.output_tokens, u.cache_read_tokens) == (17, 3400)
     with pytest.raises(UsageFormatError, match=r"include_usage"):
         _pipe("openai").record_usage(None)
+
+
+def test_the_loops_own_types_import_from_engine() -> None:
+    """assistant() returns ToolCalls, record_usage() a Usage or a UsageFormatError: a typed agent loop
+    names them, and they were only in engine.artifacts / engine.feedback."""
+    import engine
+    from engine import ToolCall, Usage, UsageFormatError  # noqa: F401
+
+    pipe = _pipe()
+    pipe.next_request()
+    assert isinstance(pipe.record_usage({"input_tokens": 5, "output_tokens": 1}), engine.Usage)
+    assert all(isinstance(c, engine.ToolCall) for c in pipe.assistant("", [{"id": "c1", "name": "bash"}]))
+    assert {"ToolCall", "Usage", "UsageFormatError"} <= set(engine.__all__)
