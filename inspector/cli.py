@@ -337,12 +337,27 @@ def attach(
         src = LiveSource(target[0], session=target[1], lean=record is None)
     except ContextPipeError as exc:
         fail(str(exc))
+    if record is not None:
+        _save_on_termination()
     try:
         _run_app(src, theme)
     finally:
         if record is not None:
             src.save(record)
             typer.echo(f"saved {len(src.events)} events to {record}")
+
+
+def _save_on_termination() -> None:
+    """SIGTERM (`kill`, a supervisor stopping it) and SIGHUP (the terminal window closed) end the process
+    without running `finally` blocks, so `attach --record` saved nothing. Raised as SystemExit here, they
+    unwind through the app (asyncio cancels its tasks, Textual restores the terminal) to the save."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
 
 
 @app.command()
