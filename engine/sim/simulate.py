@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.assembly import Measure
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
 from engine.feedback import attribute_cache_break
@@ -643,12 +644,12 @@ def _sent_tools(ev: Event, blobs: Mapping[str, str], counter: TokenCounter) -> l
     hashes = ev["tools"]
     names = ev.get("tool_names") or [""] * len(hashes)
     descs = ev.get("tool_descriptions")
+    part = Measure(counter).part  # the engine's own count of a schema, not a copy of its formula
     out: list[tuple[int, str]] = []
     for i, (name, th) in enumerate(zip(names, hashes, strict=False)):
         params = blobs.get(th, "")
         if descs is not None and i < len(descs):
-            schema = ToolSchema(str(name), blobs.get(descs[i], ""), params)
-            n = counter.count(schema.name + "\n" + schema.description + "\n" + params, schema.sha) + 4
+            n = part(ToolSchema(str(name), blobs.get(descs[i], ""), params))
         else:
             n = counter.count(f"{name}\n{params}") + 4
         out.append((n, th))
