@@ -24,6 +24,8 @@ SOCKET_SUFFIX = ".sock"
 # sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
 MAX_SOCKET_PATH = 107
 SERVE_ENV = "CONTEXTPIPE_SERVE"
+# The largest value of a pid_t (Linux's pid_max is at most 2**22; this is the type's bound).
+PID_MAX = 2**31 - 1
 
 
 class ProbeError(ContextPipeError):
@@ -128,10 +130,16 @@ def socket_path(pid: int, runtime_dir: Path, session: int | None = None) -> Path
     return runtime_dir / f"{name}{SOCKET_SUFFIX}"
 
 
+def _is_number(text: str) -> bool:
+    # ASCII digits only: str.isdigit() also accepts "²" (which int() refuses, so a file named "².sock" in
+    # the runtime directory crashed `ps`) and other scripts' digits (which name no socket we write).
+    return text.isascii() and text.isdigit()
+
+
 def parse_target(text: str) -> tuple[int, int | None] | None:
     """`PID` or `PID.SESSION` (as `cp-inspect ps` prints them) -> (pid, session); None if neither."""
     head, dot, tail = text.partition(".")
-    if not head.isdigit() or (dot and not tail.isdigit()):
+    if not _is_number(head) or (dot and not _is_number(tail)):
         return None
     return int(head), int(tail) if dot else None
 
@@ -142,7 +150,9 @@ def target_name(pid: int, session: int | None) -> str:
 
 def pid_alive(pid: int) -> bool | None:
     """True if a process `pid` exists, False if not, None if it exists but belongs to another user."""
-    if pid <= 0:
+    if pid <= 0 or pid > PID_MAX:
+        # Past what a pid_t holds no process can have it (kill() would raise OverflowError: a junk
+        # `99999999999999999999.sock` in the runtime directory crashed `ps`, and `attach` of that number too).
         return False
     try:
         os.kill(pid, 0)
