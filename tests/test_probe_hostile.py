@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +52,40 @@ def test_attach_to_a_pid_no_process_can_have_says_no_such_process(rtdir: Path) -
             ProbeClient.connect(pid, runtime_dir=rtdir)
     assert parse_target("²") is None and parse_target("12.³") is None and parse_target("١٢") is None
     assert parse_target("12.3") == (12, 3)
+
+
+# ------------------------------------------------------------------ dead connections in the backlog
+
+
+def _fill_backlog_and_close(path: Path, attempts: int = 300) -> int:
+    """Connect until the listener's backlog is full, then close every connection: what a connect/close
+    churn (or a crashed script's connections) leaves behind. Returns how many got in."""
+    socks = []
+    for _ in range(attempts):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(str(path))
+        except OSError:  # EAGAIN: the backlog is full
+            s.close()
+            continue
+        socks.append(s)
+    for s in socks:
+        s.close()
+    return len(socks)
+
+
+def test_dead_connections_in_the_backlog_do_not_lock_out_an_honest_client(rtdir: Path) -> None:
+    journal = [{"k": "turn", "turn": 0, "trace": {}}]
+    server = ProbeServer(HELLO, lambda: journal, runtime_dir=rtdir)
+    with server:
+        assert _fill_backlog_and_close(server.path) > 60
+        # The backlog now holds ~64 connections whose clients are gone. Each took an accept token, so
+        # the agent admitted them at the budget's rate (~7 s for the lot) and this client, queued
+        # behind them, timed out with "did not send its hello within 3 s".
+        with ProbeClient.connect(os.getpid(), runtime_dir=rtdir, timeout=3.0) as c:
+            assert c.hello["turns"] == 1
+        # A second wave finds the budget as the first left it: the dead cost none of it.
+        assert _fill_backlog_and_close(server.path) > 60
+        with ProbeClient.connect(os.getpid(), runtime_dir=rtdir, timeout=3.0) as c:
+            assert c.hello["turns"] == 1

@@ -21,6 +21,7 @@ import errno
 import logging
 import os
 import resource
+import select
 import selectors
 import socket
 import sys
@@ -72,6 +73,18 @@ def _open_reserve() -> int | None:
         return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """The peer has closed its end entirely (POLLHUP; a half-close is not this), checked without
+    reading or waiting."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)  # POLLHUP is reported whatever is asked for
+    try:
+        ready = poller.poll(0)
+    except OSError:
+        return False
+    return bool(ready) and bool(ready[0][1] & select.POLLHUP)
 
 
 def _refuse(sock: socket.socket, code: str, message: str) -> None:
@@ -129,6 +142,13 @@ class Handshake(ClientQueues):
                     log.warning("probe accept failed: %s", exc)
                 self._pause_listener(ACCEPT_BACKOFF)
                 return
+            if _hung_up(sock):
+                # Its client has already closed (a connect/close churn, a `ps` that gave up): nobody to
+                # serve, so it costs no accept token. Charged, a backlog of them (the listener's 64, all
+                # dead) took the budget's rate to drain, ~7 s, while the honest client queued behind them
+                # timed out; now only the loop's CPU budget bounds what they cost.
+                sock.close()
+                continue
             self._accept_tokens -= 1.0
             sock.setblocking(False)
             uid = peer_uid(sock)
