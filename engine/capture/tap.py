@@ -308,6 +308,10 @@ class Tap:
         if err is not None:
             self.pipe.record_error("error", err)
             return
+        if self.actual is not None:
+            # The build that served it (OpenAI/DeepSeek `system_fingerprint`), known only now: the request's
+            # `actual` event was journaled when it was sent. Before the usage, which closes the turn.
+            self.actual.served_by(self.pipe.turn - 1, data.get("system_fingerprint"))
         if raw_usage is not None:
             self._usage(raw_usage, data)
         else:
@@ -406,6 +410,8 @@ class Tap:
             data = plain(payload) if not isinstance(payload, dict) else payload
             if not isinstance(data, dict):
                 raise TapError(f"response is {type(data).__name__}, not an object")
+            if self.actual is not None:
+                self.actual.served_by(call.turn, data.get("system_fingerprint"))
             if data.get("usage") is None:
                 self.stats.streams_without_usage += 1
                 return

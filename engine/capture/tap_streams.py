@@ -127,6 +127,8 @@ class ChatAccumulator:
         self.events += 1
         if not self.head:
             self.head = {k: ev.get(k) for k in ("id", "model", "created", "system_fingerprint") if k in ev}
+        if ev.get("system_fingerprint"):  # the serving build, whichever chunk names it first (or last)
+            self.head["system_fingerprint"] = ev["system_fingerprint"]
         if ev.get("usage"):
             self.usage = ev["usage"]
         for ch in ev.get("choices") or []:

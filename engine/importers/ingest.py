@@ -203,4 +203,12 @@ class ActualRecorder:
         self.pipe.journal.append(ev)
         self.prev = hashes
 
+    def served_by(self, turn: int, fingerprint: Any) -> None:
+        """The serving build a reply named, when it changes, for a request journaled before its reply came
+        (the tap and the proxy journal the request as it is sent): a `build` event under the request's
+        turn, read by simulate with the `actual` events' own (DeepSeek's cache persistence is per build)."""
+        if isinstance(fingerprint, str) and fingerprint and fingerprint != self.fingerprint:
+            self.fingerprint = fingerprint
+            self.pipe.journal.append({"k": "build", "turn": turn, "system_fingerprint": fingerprint})
+
 

@@ -980,7 +980,13 @@ def _simulate_events(
     actual = [e for e in events if e.get("k") == "actual"]
     has_actual = bool(actual)
     if rules == "deepseek" and "persist_probability" not in options:
-        fps = [str(e["system_fingerprint"]) for e in actual if e.get("system_fingerprint")]
+        # The serving builds in journal order: on an import's `actual` events, and on `build` events where
+        # the request was journaled before its reply named the build (the tap, the proxy).
+        fps = [
+            str(e["system_fingerprint"])
+            for e in events
+            if e.get("k") in ("actual", "build") and e.get("system_fingerprint")
+        ]
         if fps:
             options["persist_probability"] = deepseek_persist_probability(fps[-1])
             notes.append(f"DeepSeek build {fps[-1]}: persist probability {options['persist_probability']}")

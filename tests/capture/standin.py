@@ -14,6 +14,9 @@ Behaviour by model name, for the bad-input tests:
                               (Anthropic: `event: error`, overloaded_error; OpenAI: a chunk with `error`)
     *-websearch               the non-streamed Anthropic reply used the web search server tool: its
                               server_tool_use and web_search_tool_result blocks, a cited text block
+    *-functions               the chat reply calls `bash` through the legacy function-calling API
+                              (`message.function_call`, finish_reason `function_call`; streamed, the call's
+                              name, then its arguments in pieces, in `delta.function_call`)
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
 Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
@@ -106,6 +109,9 @@ WEB_SEARCH_BLOCKS: list[dict[str, Any]] = [
     },
 ]
 
+# The call a `*-functions` model makes (the legacy function-calling API)
+LEGACY_CALL = {"name": "bash", "arguments": '{"cmd": "ls -la"}'}
+
 _DIRECTIVE = re.compile(rb"\[standin tokens=(\d+)(?: delay=([0-9.]+))?\]")
 # Set per request (aiohttp serves each request in its own task, so concurrent requests keep theirs).
 _TOKENS: ContextVar[int | None] = ContextVar("standin_tokens", default=None)
@@ -138,6 +144,7 @@ class StandIn:
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     sent: list[bytes] = field(default_factory=list)  # every response body, as sent
     chunk_delay: float = 0.0
+    fingerprint: str = "fp_standin"  # the serving build chat replies name (`system_fingerprint`)
 
     # ------------------------------------------------------------------ replies
 
@@ -250,13 +257,17 @@ class StandIn:
         msg: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if deepseek:
             msg = {"role": "assistant", "content": text, "reasoning_content": "Think first."}
+        finish = "stop"
+        if model.endswith("-functions"):
+            msg = {"role": "assistant", "content": None, "function_call": dict(LEGACY_CALL)}
+            finish = "function_call"
         return {
             "id": "chatcmpl-standin",
             "object": "chat.completion",
             "created": 1700000000,
             "model": model,
-            "system_fingerprint": "fp_standin",
-            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": "stop"}],
+            "system_fingerprint": self.fingerprint,
+            "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish}],
             "usage": usage_openai(deepseek),
         }
 
@@ -267,7 +278,7 @@ class StandIn:
             "object": "chat.completion.chunk",
             "created": 1700000000,
             "model": model,
-            "system_fingerprint": "fp_standin",
+            "system_fingerprint": self.fingerprint,
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -279,6 +290,15 @@ class StandIn:
                 c["usage"] = None
             return sse(None, c)
 
+        if model.endswith("-functions"):
+            args = LEGACY_CALL["arguments"]
+            out = [chunk({"role": "assistant", "content": None, "function_call": {"name": "bash", "arguments": ""}})]
+            out += [chunk({"function_call": {"arguments": args[i : i + 5]}}) for i in range(0, len(args), 5)]
+            out.append(chunk({}, "function_call"))
+            if include_usage:
+                out.append(sse(None, {**base, "choices": [], "usage": usage_openai(deepseek)}))
+            out.append(b"data: [DONE]\n\n")
+            return out
         out = [chunk({"role": "assistant", "content": ""})]
         if deepseek:
             out.append(chunk({"reasoning_content": "Think first."}))
