@@ -68,6 +68,7 @@ _REQUEST_KEYS = (
     "messages",
     "system",
     "tools",
+    "functions",  # the legacy function-calling API's tools
     "input",
     "instructions",
     "prompt_cache_key",
@@ -158,7 +159,7 @@ def request_body(kwargs: dict[str, Any]) -> dict[str, Any]:
         v = kwargs[k]
         if type(v).__name__ in ("NotGiven", "Omit"):
             continue
-        if k in ("messages", "tools", "input") and not isinstance(v, (list, tuple, str, dict)):
+        if k in ("messages", "tools", "functions", "input") and not isinstance(v, (list, tuple, str, dict)):
             raise TapError(f"{k} is a {type(v).__name__} (a one-shot iterable the tap must not read)")
         body[k] = plain(v)
     return body

@@ -118,6 +118,7 @@ class ChatAccumulator:
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        self.function_call: dict[str, str] | None = None  # the legacy API's one call, built from its pieces
         self.usage: dict[str, Any] | None = None
         self.finish: str | None = None
         self.complete = False
@@ -149,6 +150,12 @@ class ChatAccumulator:
                 fn = tc.get("function") or {}
                 slot["function"]["name"] += fn.get("name") or ""
                 slot["function"]["arguments"] += fn.get("arguments") or ""
+            fc = d.get("function_call")
+            if isinstance(fc, dict):
+                if self.function_call is None:
+                    self.function_call = {"name": "", "arguments": ""}
+                self.function_call["name"] += fc.get("name") or ""
+                self.function_call["arguments"] += fc.get("arguments") or ""
             if ch.get("finish_reason"):
                 self.finish = ch["finish_reason"]
                 self.complete = True
@@ -157,6 +164,8 @@ class ChatAccumulator:
         msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
         if self.calls:
             msg["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        if self.function_call is not None:
+            msg["function_call"] = self.function_call
         if self.reasoning:
             msg["reasoning_content"] = "".join(self.reasoning)
         out: dict[str, Any] = {

@@ -239,6 +239,12 @@ def openai_tool_calls(value: Any, ctx: Ctx, where: str) -> tuple[ToolCallRec, ..
     return tuple(out)
 
 
+def legacy_call_id(name: str) -> str:
+    """The id given to a legacy `function_call` and to the `function` message that answers it, which have
+    none on the wire. The function's name is all both sides carry, and a reply makes one call only."""
+    return f"function_call:{name}"
+
+
 def openai_message(
     m: Any, ctx: Ctx, where: str, *, extra_roles: tuple[str, ...] = (), role_map: dict[str, str] | None = None
 ) -> MessageRec:
@@ -247,6 +253,12 @@ def openai_message(
     m = ctx.obj(m, where)
     role = ctx.key(m, "role", where)
     role = (role_map or {}).get(role, role) if isinstance(role, str) else role
+    legacy_result = role == "function"
+    if legacy_result:
+        # The legacy function-calling API (`functions` / `function_call`, before `tools`): a function's
+        # result, named by the function, answers the assistant message just before it (one call per
+        # reply). Neither side has an id on the wire: both get legacy_call_id(name), so they pair.
+        role = "tool"
     if role not in ROLES:
         expected = "/".join(ROLES + extra_roles)
         ctx.fail(join(where, "role"), f"is {_kind(role)} (expected {expected})")
@@ -255,8 +267,21 @@ def openai_message(
     if thinking is not None and not isinstance(thinking, str):
         ctx.fail(join(where, "reasoning_content"), f"is {_kind(thinking)} (expected a string)")
     tool_calls = openai_tool_calls(m.get("tool_calls"), ctx, join(where, "tool_calls"))
+    fc = m.get("function_call")
+    if fc is not None and role == "assistant":  # the legacy API's one call per reply (see above)
+        fw = join(where, "function_call")
+        fc = ctx.obj(fc, fw)
+        name = ctx.text(ctx.key(fc, "name", fw), join(fw, "name"), allow_none=False)
+        legacy = ToolCallRec(
+            id=legacy_call_id(name),
+            name=name,
+            arguments=arguments_text(fc.get("arguments"), ctx, join(fw, "arguments")),
+        )
+        tool_calls = (*tool_calls, legacy)
     tool_call_id: str | None = None
-    if role == "tool":
+    if legacy_result:
+        tool_call_id = legacy_call_id(ctx.opt_str(m.get("name"), join(where, "name")) or "")
+    elif role == "tool":
         tool_call_id = ctx.opt_str(m.get("tool_call_id"), join(where, "tool_call_id"))
     return MessageRec(
         role=role,

@@ -292,7 +292,10 @@ def _openai_request(
         openai_message(m, ctx, join(join(where, "messages"), i), role_map={"developer": "system"})
         for i, m in enumerate(raw)
     ]
-    return msgs, openai_tools(req.get("tools"), ctx, join(where, "tools"))
+    tools = openai_tools(req.get("tools"), ctx, join(where, "tools"))
+    # The legacy function-calling API declares its tools as bare function objects under `functions`
+    legacy = openai_tools(req.get("functions"), ctx, join(where, "functions"))
+    return msgs, tools + legacy
 
 
 def _openai_response(

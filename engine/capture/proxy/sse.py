@@ -283,6 +283,11 @@ def _merge_chat_delta(m: dict[str, Any], delta: dict[str, Any]) -> None:
                         slot["function"]["name"] += fn["name"]
                     if fn.get("arguments"):
                         slot["function"]["arguments"] += fn["arguments"]
+        elif key == "function_call" and isinstance(value, dict):
+            # The legacy function-calling API streams its one call in pieces, as tool_calls do
+            fc = m.setdefault("function_call", {"name": "", "arguments": ""})
+            fc["name"] += value.get("name") or ""
+            fc["arguments"] += value.get("arguments") or ""
         else:
             m[key] = value
 
