@@ -11,7 +11,8 @@ agent receives byte for byte what the upstream sent, with no added wait for the 
 When the upstream cannot be reached the agent gets a 502 in its API's own error shape, naming the
 upstream and what to check. When the agent goes away (mid-stream, or before the upstream answered)
 the upstream request is closed at once (as it would be without the proxy) and the exchange is recorded
-as incomplete.
+as incomplete. A WebSocket handshake (Codex's first try at `/v1/responses`) is answered 426 at once,
+which tells the client to use HTTP (see refuse_websocket).
 """
 
 from __future__ import annotations
@@ -54,6 +55,37 @@ def error_body(route: Route, status: int, message: str) -> bytes:
     return json.dumps(obj).encode()
 
 
+def is_websocket_upgrade(headers_lc: dict[str, str]) -> bool:
+    """A WebSocket opening handshake (RFC 6455 4.1: `Upgrade: websocket`, `Connection: Upgrade`)."""
+    return any(t.strip().lower() == "websocket" for t in headers_lc.get("upgrade", "").split(","))
+
+
+def refuse_websocket(request: web.Request, route: Route, hook: Hook | None) -> web.Response:
+    """Answer a WebSocket handshake at once with 426 Upgrade Required, and say so to the recorder.
+
+    The proxy records HTTP exchanges; a WebSocket carries the calls in frames it would pass unseen. Codex
+    opens `GET /v1/responses` as a WebSocket first and takes a 426 answer to its handshake as "use HTTP
+    here", switching to POST + SSE in the same turn (other failures, such as the plain GET this was
+    forwarded as, went through its retry budget first: seconds of "Reconnecting..."). A non-101 answer
+    refuses the handshake (RFC 6455 4.1, 4.2.2); 426 (RFC 9110 15.5.22) is the one Codex acts on at
+    once. No Upgrade header names another protocol to switch to: there is none, the client should stay
+    on HTTP. The connection is closed, so nothing the client may already send as frames is read as HTTP.
+    """
+    where = f"{request.method} {request.path}"
+    msg = (
+        f"cp-inspect proxy: WebSocket is not supported here ({where}); it records HTTP only. "
+        "Use HTTP (POST with stream: true): Codex switches to it by itself on this answer"
+    )
+    note = getattr(hook, "note", None)
+    if callable(note):
+        note(f"a WebSocket upgrade ({where}) was answered 426 Upgrade Required: the agent was told to use HTTP")
+    resp = web.Response(
+        status=426, reason="Upgrade Required", body=error_body(route, 426, msg), content_type="application/json"
+    )
+    resp.force_close()  # Connection: close, and the server ends the connection once it is sent
+    return resp
+
+
 async def handle(request: web.Request) -> web.StreamResponse:
     app = request.app
     upstreams = app[UPSTREAMS_KEY]
@@ -61,6 +93,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     started = time.time()
     headers_lc = {k.lower(): v for k, v in request.headers.items()}
     route = match(request.path, request.query_string, headers_lc, upstreams, request.method)
+    if is_websocket_upgrade(headers_lc):
+        return refuse_websocket(request, route, hook)
     body = await request.read()
     # Only the recorded endpoints keep the response; everything else just passes.
     ex = (

@@ -154,6 +154,11 @@ class Recorder:
             self._idle.clear()
         self._q.put(ex)
 
+    def note(self, text: str) -> None:
+        """Something the proxy answered itself and did not record (a refused WebSocket upgrade)."""
+        self.skipped.append(text)
+        log.info("proxy: %s", text)
+
     # ---------------------------------------------------------------- worker side
 
     def _run(self) -> None:
