@@ -60,6 +60,7 @@ class ProxyServer:
             loop.run_until_complete(self._serve())
         except BaseException as exc:
             self._error = exc
+            loop.close()
             self._ready.set()
             return
         self._ready.set()
@@ -73,7 +74,13 @@ class ProxyServer:
         runner = web.AppRunner(app, access_log=None, handle_signals=False, **SERVER_OPTIONS)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except BaseException:
+            # (the port is taken): close what setup opened (the upstream client session), or it is
+            # left unclosed and warned about at exit, in a process that goes on (tests, an embedder)
+            await runner.cleanup()
+            raise
         self._runner = runner
         server: Any = site._server
         if self.port == 0 and server is not None and server.sockets:
