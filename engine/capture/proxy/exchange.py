@@ -68,6 +68,7 @@ class Exchange:
     client_gone: bool = False  # the agent disconnected before the response ended
     upstream_cut: bool = False  # the upstream ended the body early
     request_encoding: str = ""  # the request's Content-Encoding (some clients compress what they send)
+    location: str = ""  # a redirect's Location, as passed to the agent
 
     @property
     def streamed(self) -> bool:

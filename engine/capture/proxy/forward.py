@@ -129,7 +129,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
                 ex.error = "the agent disconnected before the upstream answered"
             raise
         try:
-            return await _relay(request, up, ex)
+            return await _relay(request, up, ex, route, upstreams)
         except asyncio.CancelledError:  # the agent went away mid-response
             if ex is not None and not ex.client_gone:  # (client_gone: after the last byte, see _relay)
                 ex.client_gone = True
@@ -143,10 +143,34 @@ async def handle(request: web.Request) -> web.StreamResponse:
             hook(ex)
 
 
-async def _relay(request: web.Request, up: aiohttp.ClientResponse, ex: Exchange | None) -> web.StreamResponse:
+def through_proxy(request: web.Request, route: Route, upstreams: dict[str, str], location: str) -> str:
+    """A redirect's Location, pointed back at the proxy when it is on the upstream (as a reverse proxy
+    rewrites it: nginx's proxy_redirect default). An absolute Location on the upstream would send the
+    agent's next request, its API key and the call the recording is for, around the proxy; elsewhere
+    (another host) and relative ones (which resolve against the proxy already) stay as they are."""
+    base = upstreams[route.provider].rstrip("/")
+    if not location.startswith(base) or location[len(base) : len(base) + 1] not in ("", "/", "?"):
+        return location
+    rest = route.upstream_path.partition("?")[0]
+    prefix = request.path[: len(request.path) - len(rest)] if request.path.endswith(rest) else ""
+    return f"{request.scheme}://{request.host}{prefix}{location[len(base):]}"
+
+
+async def _relay(
+    request: web.Request,
+    up: aiohttp.ClientResponse,
+    ex: Exchange | None,
+    route: Route,
+    upstreams: dict[str, str],
+) -> web.StreamResponse:
     resp = web.StreamResponse(status=up.status, reason=up.reason)
+    redirect = 300 <= up.status < 400
     for k, v in up.headers.items():
         if k.lower() not in HOP_BY_HOP:
+            if redirect and k.lower() == "location":
+                v = through_proxy(request, route, upstreams, v)
+                if ex is not None:
+                    ex.location = v
             resp.headers.add(k, v)
     if up.headers.get("Content-Length") and "Transfer-Encoding" not in up.headers:
         resp.content_length = int(up.headers["Content-Length"])

@@ -199,6 +199,15 @@ class Recorder:
         if not isinstance(body, dict):
             self.skipped.append(f"a {wire} request body that is not a JSON object")
             return
+        if ex.status is not None and 300 <= ex.status < 400:
+            # Not a call's outcome: the agent sends the request again where it is pointed, and that is
+            # the call (recorded when it comes back through the proxy; see forward.through_proxy).
+            self.skipped.append(
+                f"a request to {ex.route.upstream_path} was redirected (HTTP {ex.status} to "
+                f"{ex.location or 'no Location'}); "
+                "the call is recorded where the agent re-sent it, if through the proxy"
+            )
+            return
         key = session_key(wire, body, ex.session_header)
         found = self._continued(body) if ex.session_header is None else None
         info, tap = found if found is not None else self._session(key, wire, body)
