@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.probe.client import NoSuchProcess, ProbeClient, list_agents
-from engine.probe.runtime_dir import ensure_runtime_dir, parse_target, pid_alive
+from engine.probe.client import NoSuchProcess, ProbeClient, ProbeError, list_agents
+from engine.probe.runtime_dir import default_runtime_dir, ensure_runtime_dir, parse_target, pid_alive
 from engine.probe.server import ProbeServer
 
 HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
@@ -89,3 +89,26 @@ def test_dead_connections_in_the_backlog_do_not_lock_out_an_honest_client(rtdir:
         assert _fill_backlog_and_close(server.path) > 60
         with ProbeClient.connect(os.getpid(), runtime_dir=rtdir, timeout=3.0) as c:
             assert c.hello["turns"] == 1
+
+
+# ------------------------------------------------------------------ where the runtime directory is
+
+
+def test_a_relative_xdg_runtime_dir_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Relative, it named another directory from each working directory: an agent started in its checkout
+    # put its socket there, and an inspector started anywhere else did not find it.
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "run")
+    assert default_runtime_dir() == Path("/tmp") / f"contextpipe-{os.getuid()}"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    assert default_runtime_dir() == tmp_path / "run" / "contextpipe"
+
+
+def test_a_runtime_dir_that_cannot_be_created_says_what_to_do(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a directory should be")
+    server = ProbeServer(HELLO, list, runtime_dir=blocker / "contextpipe")
+    with pytest.raises(ProbeError, match=r"cannot create the probe runtime directory .*XDG_RUNTIME_DIR"):
+        server.start()  # was a bare NotADirectoryError
+    server.close()

@@ -74,8 +74,11 @@ def default_runtime_dir() -> Path:
     """Where sockets live for this user (not created, not checked)."""
     xdg = os.environ.get("XDG_RUNTIME_DIR", "")
     # An XDG_RUNTIME_DIR that does not exist (say, inherited over sudo or into a container) is
-    # treated as unset rather than failing: /tmp/contextpipe-<uid> is still private to us.
-    if xdg and os.path.isdir(xdg):
+    # treated as unset rather than failing: /tmp/contextpipe-<uid> is still private to us. So is a
+    # relative one, which the XDG spec says to ignore: it named a different directory from each working
+    # directory (an inspector started elsewhere never found the agent), and put the socket in whatever
+    # directory the agent ran from (a project's checkout, say).
+    if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
         return Path(xdg) / SUBDIR
     return Path("/tmp") / f"contextpipe-{os.getuid()}"
 
@@ -102,13 +105,20 @@ def ensure_runtime_dir(path: Path | None = None) -> Path:
     """Create (0700) or validate the runtime directory and return it. Server side."""
     d = path if path is not None else default_runtime_dir()
     try:
-        # mode is filtered by the umask; 0700 minus any umask bits is never wider than 0700.
-        os.mkdir(d, 0o700)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        # The parent is missing (only possible for a caller-supplied path): create parents, each private.
-        os.makedirs(d, 0o700, exist_ok=True)
+        try:
+            # mode is filtered by the umask; 0700 minus any umask bits is never wider than 0700.
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            # The parent is missing (only possible for a caller-supplied path): create parents, each private.
+            os.makedirs(d, 0o700, exist_ok=True)
+    except OSError as exc:
+        # (An XDG_RUNTIME_DIR we may not write, a read-only file system, a parent that is a file.)
+        raise ProbeError(
+            f"cannot create the probe runtime directory {d}: {exc.strerror or exc}; set XDG_RUNTIME_DIR "
+            f"to a directory of your own that you can write, or unset it to use /tmp/contextpipe-{os.getuid()}"
+        ) from exc
     check_runtime_dir(d)
     return d
 
