@@ -4,12 +4,14 @@ real agent processes; no timing assertions beyond generous bounds that only a br
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +114,43 @@ def test_a_runtime_dir_that_cannot_be_created_says_what_to_do(tmp_path: Path) ->
     with pytest.raises(ProbeError, match=r"cannot create the probe runtime directory .*XDG_RUNTIME_DIR"):
         server.start()  # was a bare NotADirectoryError
     server.close()
+
+
+# ------------------------------------------------------------------ the agent's side on exit
+
+
+def _worker_agent(rtdir: str, ready: Any, go: Any) -> None:
+    """An agent in a multiprocessing worker: serves, publishes after its inspector attached, and returns
+    without closing anything (as a worker's target does)."""
+    journal: list[dict[str, Any]] = [{"k": "session", "n": 0}]
+    server = ProbeServer(HELLO, lambda: journal, runtime_dir=Path(rtdir))
+    server.start()
+    ready.put(str(server.path))
+    go.wait(10)
+    for i in range(1, 31):
+        ev = {"k": "turn", "turn": i, "trace": {}}
+        journal.append(ev)
+        server.publish(ev)
+
+
+def test_an_agent_in_a_multiprocessing_worker_flushes_and_removes_its_socket(rtdir: Path) -> None:
+    # The worker ends with os._exit() (the fork start method): no atexit hook runs. Its inspector got the
+    # snapshot and none of the thirty events, which were still waiting in the I/O thread, and the socket
+    # file was left behind.
+    ctx = multiprocessing.get_context("fork")
+    ready, go = ctx.Queue(), ctx.Event()
+    worker = ctx.Process(target=_worker_agent, args=(str(rtdir), ready, go))
+    worker.start()
+    try:
+        path = Path(ready.get(timeout=10))
+        with ProbeClient.connect_path(path, worker.pid or 0, 10.0) as c:
+            go.set()
+            got = list(c.events())
+        worker.join(10)
+        assert worker.exitcode == 0
+        assert [e.get("turn") for e in got] == [None, *range(1, 31)]
+        assert not path.exists()
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()

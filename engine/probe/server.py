@@ -63,6 +63,7 @@ import atexit
 import os
 import selectors
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -148,6 +149,7 @@ class ProbeServer(AgentSend):
         self._owner_pid = os.getpid()
         self._inode: tuple[int, int] | None = None
         self._stand_in: dict[str, Any] | None = ELIDED_STAND_IN
+        self._mp_exit: Any = None  # multiprocessing's exit hook for close(), in a worker process (see start)
         try:
             # Fail here, in the agent's startup, rather than on every connect if hello can't be sent.
             encode_frame(self._hello_frame(0, 0))
@@ -173,6 +175,7 @@ class ProbeServer(AgentSend):
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         atexit.register(self.close)
+        self._mp_exit = _on_multiprocessing_exit(self.close)
         _LIVE_SERVERS.add(self)
 
     def publish(self, event: dict[str, Any], frame: bytes | None = None) -> None:
@@ -233,6 +236,9 @@ class ProbeServer(AgentSend):
             self._closed = True
         try:
             atexit.unregister(self.close)
+            if self._mp_exit is not None:
+                self._mp_exit.cancel()  # (a proxy closes one server a conversation: none is kept till exit)
+                self._mp_exit = None
         except Exception:
             pass
         self._stopping = True
@@ -324,6 +330,26 @@ class ProbeServer(AgentSend):
                 pass
         self._pending.clear()
         self._chunk_keep.clear()
+
+
+def _on_multiprocessing_exit(close: Callable[[], None]) -> Any:
+    """Have multiprocessing call `close` when this process ends, if it is one of its workers.
+
+    A worker forked by multiprocessing (the default start method on Linux) ends with os._exit() once its
+    target returns: no atexit hook runs, only multiprocessing's own exit finalizers. Without one, an agent
+    run in a worker left its socket file behind, and its inspector never got what the agent published in
+    its last moments (the I/O thread's pending send died with the process: a five-turn worker's inspector
+    got its snapshot and none of the turns). Only when multiprocessing is already loaded: it always is in
+    its workers, and importing it here would cost every agent's start-up. The finalizer runs in the
+    process that made it only (multiprocessing checks the pid), so a child forked later does not close
+    its parent's probe."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
+        return None
+    try:
+        return util.Finalize(None, close, exitpriority=0)
+    except Exception:
+        return None
 
 
 _monotonic = time.monotonic  # a global: publish() runs for every event, a module attribute costs more
