@@ -333,6 +333,7 @@ class Pipeline:
         self._replay = replay
         self._explaining = False  # EXPLAIN only: no journal writes, no summarizer calls
         self.recorder: Any = None
+        self.recording_error: str | None = None  # why the recording stopped, when a write failed
         self.probe: Any = None
         self.otel: Any = None  # an engine.export.otel.OtelSink when exporting
         self._emit(
@@ -417,9 +418,24 @@ class Pipeline:
     def _publish(self, ev: Event) -> None:
         """Hand one journal event to the recorder and the probe. The recorder encodes every event it
         writes; the probe gets those bytes too, so its thread does not encode the event a second time."""
-        frame = self.recorder.append(ev) if self.recorder is not None else None
+        frame = None
+        if self.recorder is not None:
+            try:
+                frame = self.recorder.append(ev)
+            except ContextPipeError as exc:
+                # A full disk (or any write the OS refuses) must not cost the agent its turn, nor the
+                # probe this event: the recorder stops at the failure and keeps what it wrote before.
+                self._recorder_failed(exc)
         if self.probe is not None:
             self.probe.publish(ev, frame)
+
+    def _recorder_failed(self, exc: Exception) -> None:
+        """Say once that the recording stopped (the journal counts each refused event in sink_errors)."""
+        if self.recording_error is None:
+            self.recording_error = str(exc)
+            import warnings
+
+            warnings.warn(f"contextpipe: recording stopped, the agent goes on: {exc}", RuntimeWarning, stacklevel=2)
 
     def close(self) -> None:
         """Journal the open turn, then close the recording, the probe and the exporter. Closing twice is
@@ -429,8 +445,11 @@ class Pipeline:
         self.close_turn()
         self._after_close = True
         if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
+            recorder, self.recorder = self.recorder, None
+            try:
+                recorder.close()
+            except ContextPipeError as exc:  # the recording's own fault: the probe and exporter still close
+                self._recorder_failed(exc)
         if self.probe is not None:
             self.probe.close()
             self.probe = None

@@ -183,6 +183,13 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     ms = (time.perf_counter() - t0) * 1000
     if report.ok:
         typer.echo(f"ok: {report.turns} turns replayed, every request hash matches ({ms:.0f} ms)")
+        if not r.finished and r.damage is None:
+            # A clean end without the footer close() writes: nothing is damaged, but the session may
+            # have gone on past what the file holds.
+            typer.echo(
+                "note: the recording was not closed (its agent was killed, its disk filled, or it is still "
+                "being written): it ends after the turns above"
+            )
         return
     typer.echo(
         f"FAILED: {len(report.mismatches)} of {report.turns} turns differ; first: {report.mismatches[0]}"

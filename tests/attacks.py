@@ -89,6 +89,28 @@ def v2_many_chunks(path: Path, chunks: int = 40, each: int = 60 << 20) -> None:
     path.write_bytes(b"".join(out))
 
 
+def v2_tiny_events(path: Path, raw: int = 60 << 20) -> int:
+    """One chunk of `raw` bytes of 9-byte frames ({"k": "x"}): within the inflate budget, ~5 KB on disk,
+    but millions of events once decoded. Returns its offset."""
+    tiny = encode_frame({"k": "x"})
+    data = tiny * (raw // len(tiny)) + encode_frame({"k": "turn", "turn": 0, "trace": {}})
+    c = zstandard.ZstdCompressor(level=19).compressobj()
+    z = c.compress(data) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    head = _head(2)
+    path.write_bytes(head + encode_frame({"k": K_CHUNK, "s": 1, "n": len(data), "t": [0], "z": z}))
+    return len(head)
+
+
+def v1_many_blobs(path: Path, blobs: int = 20, each: int = 63 << 20) -> None:
+    """A version-1 recording of `blobs` zlib blobs each just under the per-blob limit: ~1.3 MB on disk,
+    more than a GB inflated."""
+    z = _zeros_zlib(each)
+    out = [_head(1)]
+    out += [encode_frame({"k": "blob", "h": sha256_hex(str(i)), "z": z}) for i in range(blobs)]
+    out.append(encode_frame({"k": "turn", "turn": 0, "trace": {"turn": 0}}))
+    path.write_bytes(b"".join(out))
+
+
 def footer_with_bad_data_end(src: Path, dst: Path) -> None:
     """A closed recording whose index says data_end "x" (the footer is CRC-valid)."""
     from engine.recording.cpsession import TRAILER_SIZE, RecordingReader
@@ -135,6 +157,8 @@ def main() -> None:
         ("v2-declared-bomb", v2_declared_bomb),
         ("v2-lying-bomb", v2_lying_bomb),
         ("v2-many-chunks", v2_many_chunks),
+        ("v2-tiny-events", v2_tiny_events),
+        ("v1-many-blobs", v1_many_blobs),
     ):
         p = out / f"{name}.cpsession"
         make(p)

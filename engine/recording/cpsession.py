@@ -52,6 +52,7 @@ from __future__ import annotations
 import bisect
 import fcntl
 import os
+import stat
 import struct
 import threading
 import time
@@ -78,6 +79,7 @@ from engine.recording.counts import (
 from engine.recording.frames import (
     HEADER_SIZE,
     MAX_FRAME_BYTES,
+    FrameCountError,
     FrameError,
     decode_frames,
     decode_header,
@@ -85,7 +87,7 @@ from engine.recording.frames import (
     encode_frame,
     pack_payload,
 )
-from engine.recording.journal import InflateError, unpack_event
+from engine.recording.journal import MAX_INFLATE, InflateError, unpack_event
 from engine.recording.lean_turns import decode_frames_lean
 from engine.tokens import TokenCounter
 
@@ -105,6 +107,9 @@ ZSTD_LEVEL = 6
 MAX_WINDOW = 1 << 24  # zstd window a reader accepts (level 9 writes 4 MiB): a hostile frame asks more
 INFLATE_BUDGET_FIXED = 64 << 20
 INFLATE_BUDGET_RATIO = 64  # honest recordings inflate ~6x; a bomb inflates ~1000x
+# Bytes of budget a decoded version-2 event costs on top of its raw bytes: about what Python holds for a
+# small event map. Honest chunks hold a few events per KB; a chunk of 9-byte frames would hold 100,000s.
+EVENT_COST = 256
 _PEEK = 128  # payload bytes read per frame while rebuilding an index: k + kind + turn/hash fit in ~80
 _CHUNK = 1 << 20  # sequential read size for events()/refresh()
 
@@ -223,11 +228,16 @@ class RecordingWriter:
         flags = os.O_WRONLY | os.O_CREAT | (0 if overwrite else os.O_EXCL)
         try:
             # 0600: recordings hold prompts and tool output, which may hold secrets.
-            fd = os.open(self.path, flags, 0o600)
+            fd = _open_file(self.path, flags, 0o600)
         except FileExistsError:
             raise RecordingError(
                 f"{self.path} already exists: use RecordingWriter.resume() to append to it, "
                 "pass overwrite=True, or choose another path"
+            ) from None
+        except OSError as exc:
+            raise RecordingError(
+                f"cannot create recording {self.path}: {exc.strerror or exc}; record to a path in an "
+                "existing directory you can write to"
             ) from None
         self._setup(fd, 0, {}, None)
         os.ftruncate(fd, 0)  # overwrite=True: only once we hold the lock
@@ -248,6 +258,9 @@ class RecordingWriter:
                 f"{self.path} is being written by another writer; use another path"
             ) from None
         self._fd: int | None = fd
+        # The first write the OS refused (disk full, file too large, I/O error): nothing is written after
+        # it (see _write), so the file holds every event before it and none after.
+        self.error: RecordingError | None = None
         self._pos = pos
         self._blobs = blobs
         self._turns: list[int] = []
@@ -273,9 +286,9 @@ class RecordingWriter:
         # The counts of the part written before are cut off with the footer; a resumed file has none.
         self._counter, self._counter_mark = None, 0
         try:
-            fd = os.open(path, os.O_WRONLY)
+            fd = _open_file(self.path, os.O_WRONLY)
         except OSError as exc:
-            raise RecordingError(f"cannot resume recording {path}: {exc.strerror}") from None
+            raise RecordingError(f"cannot resume recording {path}: {exc.strerror or exc}") from None
         self._setup(fd, 0, {}, None)  # lock first: the index read below must not race another writer
         try:
             with RecordingReader.open(path) as r:
@@ -295,18 +308,50 @@ class RecordingWriter:
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None
+        if self.error is not None:
+            raise self._stopped()
         view = memoryview(data)
         try:
             while view:  # one write() for a regular file; the loop only covers a short write
                 n = os.write(self._fd, view)
                 view = view[n:]
         except OSError as exc:
-            # Cut the half-written frame off so the file stays well-formed for later appends.
-            os.ftruncate(self._fd, self._pos)
-            raise RecordingError(
-                f"{self.path}: write failed at offset {self._pos}: {exc}", self._pos
-            ) from exc
+            self.error = RecordingError(
+                f"{self.path}: write failed at offset {self._pos} ({exc.strerror or exc}): the recording "
+                "stopped there and keeps every complete turn before it; free some space or record elsewhere",
+                self._pos,
+            )
+            try:
+                # Cut the half-written frame off, and write from its start again: ftruncate leaves the
+                # file offset past the cut, where a later write would leave a hole of zero bytes that
+                # reads as a corrupt frame.
+                os.ftruncate(self._fd, self._pos)
+                os.lseek(self._fd, self._pos, os.SEEK_SET)
+            except OSError:
+                pass  # the reader still reports the cut-off frame as an incomplete tail
+            # No write after a failed one: the lost frame may hold blobs and events that later turns
+            # build on (a blob is journaled once), so a file with later turns would replay wrongly.
+            raise self.error from exc
         self._pos += len(data)
+
+    def _encode(self, event: dict[str, Any]) -> bytes:
+        try:
+            return encode_frame(event)
+        except FrameError as exc:
+            # Over the frame limit. Skipping it would leave a file whose later turns name a blob or
+            # event it lacks (a blob is journaled once): the recording stops here instead.
+            self.error = RecordingError(
+                f"{self.path}: a {event.get('k')!r} event is too large to record ({exc}); the recording "
+                f"stopped at offset {self._pos} and keeps every complete turn before it",
+                self._pos,
+            )
+            raise self._stopped() from None
+
+    def _stopped(self) -> RecordingError:
+        # A new exception each time: re-raising one object would grow its traceback with every event
+        # a long session journals after the failure.
+        assert self.error is not None
+        return RecordingError(str(self.error), self.error.offset)
 
     def append(self, event: dict[str, Any], frame: bytes | None = None) -> bytes | None:
         """Append one event. `frame`, if given, is `encode_frame(event)` already computed by the caller;
@@ -320,6 +365,8 @@ class RecordingWriter:
         with self._lock:
             if self._fd is None:
                 raise RecordingError(f"{self.path}: append after close()")
+            if self.error is not None:
+                raise self._stopped()
             if kind == "blob":
                 if not isinstance(key, str):
                     raise ValueError(f"blob event needs a str hash 'h', got {key!r}")
@@ -337,7 +384,7 @@ class RecordingWriter:
             if self._chunked:
                 if kind == "blob" and key in self._pending_blobs:
                     return None
-                data = frame if frame is not None else encode_frame(ordered)
+                data = frame if frame is not None else self._encode(ordered)
                 if self._buf and self._buf_len + len(data) > CHUNK_FLUSH_RAW:
                     self._flush_chunk()
                 self._buf.append(data)
@@ -351,7 +398,7 @@ class RecordingWriter:
                     self._flush_chunk()  # a turn is complete: make it durable and visible to followers
                 return data
             pos = self._pos
-            data = frame if frame is not None else encode_frame(ordered)
+            data = frame if frame is not None else self._encode(ordered)
             self._write(data)
             # Indexed only once written: a failed encode or write leaves no entry for a missing frame.
             if kind == "blob":
@@ -398,37 +445,52 @@ class RecordingWriter:
                 os.fsync(self._fd)
 
     def close(self) -> None:
-        """Write the index footer and trailer, fsync, close. Idempotent."""
+        """Write the index footer and trailer, fsync, close. Idempotent. The file is closed even when a
+        write fails; the RecordingError is raised after. After a failed write (see _write) no footer is
+        written: the file ends where the last write succeeded, a file without a footer that readers open
+        by rebuilding its index, as one whose writer was killed."""
         with self._lock:
             if self._fd is None:
                 return
-            self._flush_chunk()
-            data_end = self._pos
-            # The token counts sit between the events and the blob map: a reader that predates them
-            # never reads [data_end, blobs_at), so older readers open these files as before.
-            counts = self._counts_frame()
-            if self._counter is not None:
-                counter_unmark(self._counter)
-                self._counter = None
-            blobs_at = data_end + len(counts)
-            # Version 2 leaves the blob map out (hashes do not compress; a reader rebuilds it when asked).
-            blobs = encode_frame({"k": K_BLOBS, "blobs": {} if self._chunked else self._blobs})
-            index_at = blobs_at + len(blobs)
-            index = encode_frame(
-                {
-                    "k": K_INDEX,
-                    "data_end": data_end,
-                    "blobs_at": blobs_at,
-                    "turns": self._turns,
-                    "offsets": self._turn_offsets,
-                    **({"streams": self._streams} if self._chunked else {}),
-                    **({"counts_at": data_end} if counts else {}),
-                }
-            )
-            self._write(counts + blobs + index + _trailer(index_at))
+            fd = self._fd
+            try:
+                if self.error is not None:
+                    raise self._stopped()
+                self._close_footer()
+            finally:
+                if self._counter is not None:
+                    counter_unmark(self._counter)
+                    self._counter = None
+                self._fd = None
+                os.close(fd)
+
+    def _close_footer(self) -> None:
+        self._flush_chunk()
+        data_end = self._pos
+        # The token counts sit between the events and the blob map: a reader that predates them
+        # never reads [data_end, blobs_at), so older readers open these files as before.
+        counts = self._counts_frame()
+        blobs_at = data_end + len(counts)
+        # Version 2 leaves the blob map out (hashes do not compress; a reader rebuilds it when asked).
+        blobs = encode_frame({"k": K_BLOBS, "blobs": {} if self._chunked else self._blobs})
+        index_at = blobs_at + len(blobs)
+        index = encode_frame(
+            {
+                "k": K_INDEX,
+                "data_end": data_end,
+                "blobs_at": blobs_at,
+                "turns": self._turns,
+                "offsets": self._turn_offsets,
+                **({"streams": self._streams} if self._chunked else {}),
+                **({"counts_at": data_end} if counts else {}),
+            }
+        )
+        self._write(counts + blobs + index + _trailer(index_at))
+        assert self._fd is not None
+        try:
             os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+        except OSError as exc:
+            raise RecordingError(f"{self.path}: could not sync the recording to disk ({exc.strerror or exc})") from exc
 
     def _counts_frame(self) -> bytes:
         """The `@counts` frame, or b"" when there is no counter or nothing to carry. Never fails a close:
@@ -475,6 +537,10 @@ class RecordingReader:
         self._chunks: dict[int, list[dict[str, Any]]] = {}  # chunk offset -> its events (small LRU)
         self._inflated = 0
         self._budget = INFLATE_BUDGET_FIXED
+        # Frames whose inflated bytes (and, for chunks, decoded events: ~frame offset) are counted in
+        # _inflated, each once: the budget bounds what the file holds, not how often it is read, so a
+        # reader stepping back and forth over a recording (the TUI) never runs out of it.
+        self._counted: set[int] = set()
         self._start = 0  # first byte after the header frame
         self._end = 0  # end of the last complete event frame read so far
         self._seen_size = -1  # file size at the last refresh(), to make polling an unchanged file free
@@ -486,12 +552,22 @@ class RecordingReader:
         if p.is_dir():
             raise RecordingError(f"{p} is a directory: give the path of a .cpsession recording file")
         try:
-            fd = os.open(p, os.O_RDONLY)
+            # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever if none comes;
+            # it has no effect on the reads of a regular file.
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise RecordingError(f"cannot open recording {p}: {exc.strerror}") from None
         self = cls(p, fd)
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                # Positional reads and the size the index is checked against need a file: a FIFO or a
+                # socket cannot seek, and a device (a link to /dev/zero) reports size 0 but reads forever.
+                raise RecordingError(
+                    f"{p} is {_file_kind(st.st_mode)}, not a recording file: give the path of a .cpsession "
+                    "file (copy a recording from a pipe to a file first)"
+                )
+            size = st.st_size
             self._budget = INFLATE_BUDGET_FIXED + INFLATE_BUDGET_RATIO * size
             self._read_header()
             if not self._load_footer(size):
@@ -674,12 +750,25 @@ class RecordingReader:
                 self._streams.append(pos)
             self._stream = st
         raw = self._feed(st, pos, obj, end)
+        # Each decoded event costs memory beyond its bytes (a dict: ~200 bytes for a 9-byte frame), so a
+        # chunk of tiny frames counts them against the budget too, and is refused before they are built.
+        first = ~pos not in self._counted
+        most = max(0, self._budget - self._inflated) // EVENT_COST if first else None
         try:
-            events, used = decode_frames(raw) if trace_fields is None else decode_frames_lean(raw, trace_fields)
+            if trace_fields is None:
+                events, used = decode_frames(raw, max_frames=most)
+            else:
+                events, used = decode_frames_lean(raw, trace_fields, max_frames=most)
+        except FrameCountError:
+            self._spend(self._budget + 1, pos)  # raises: the recording's budget is what ran out
+            raise
         except FrameError as exc:
             raise FrameError(f"chunk holds a corrupt event ({_why(exc)})", pos) from None
         if used != len(raw):
             raise FrameError("chunk ends inside an event", pos)
+        if first:
+            self._spend(EVENT_COST * len(events), pos)
+            self._counted.add(~pos)
         events = [self._plain(ev, pos) for ev in events]
         if trace_fields is not None:
             return events  # not whole: turn(), blob() and events() must not find them in the cache
@@ -696,14 +785,9 @@ class RecordingReader:
         if st.reader is None:
             dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
             st.reader = dctx.stream_reader(st.feed, read_size=1 << 16)  # type: ignore[arg-type]  # any .read()
-        if pos not in self._chunks:
-            self._inflated += n
-            if self._inflated > self._budget:
-                raise FrameError(
-                    f"the recording inflates past {self._budget} bytes, {INFLATE_BUDGET_RATIO}x its size "
-                    "(a decompression bomb?)",
-                    pos,
-                )
+        if pos not in self._counted:
+            self._spend(n, pos)
+            self._counted.add(pos)
         st.feed.parts.append(z)
         out: list[bytes] = []
         got = 0
@@ -723,14 +807,37 @@ class RecordingReader:
         st.next_pos = end
         return b"".join(out)
 
+    def _spend(self, n: int, pos: int) -> None:
+        """Count `n` more bytes inflated from the file; past the budget it is refused as a bomb."""
+        self._inflated += n
+        if self._inflated > self._budget:
+            raise FrameError(
+                f"the recording inflates past {self._budget} bytes, {INFLATE_BUDGET_RATIO}x its size "
+                "(a decompression bomb?)",
+                pos,
+            )
+
     def _plain(self, ev: dict[str, Any], pos: int) -> dict[str, Any]:
-        """An event in its in-memory form (version 1 stores compressed blobs and traces inside events)."""
+        """An event in its in-memory form (version 1 stores compressed blobs and traces inside events).
+        What those inflate to counts against the reader's budget, like a chunk's events: many blobs each
+        under MAX_INFLATE would otherwise inflate a small file without bound."""
         if not isinstance(ev.get("k"), str):
             raise FrameError("event has no kind", pos)
+        left = self._budget - self._inflated
+        sizes: list[int] = []
         try:
-            return unpack_event(ev)
+            out = unpack_event(ev, max(1, min(MAX_INFLATE, left)), sizes)  # 0 would mean "no limit" to zlib
         except InflateError as exc:
+            if left < MAX_INFLATE and str(exc).startswith("compressed data inflates past"):
+                self._spend(MAX_INFLATE, pos)  # raises: the budget's message, not the event's limit
             raise FrameError(f"{ev['k']} event: {exc}", pos) from None
+        # A version-1 frame holds one event: counted once however often it is read. An honest version-2
+        # chunk holds no compressed event (its writer stores them plain), so any there is counted each time.
+        if sizes and not (self.version == 1 and pos in self._counted):
+            self._spend(sizes[0], pos)
+            if self.version == 1:
+                self._counted.add(pos)
+        return out
 
     # -- index rebuild -------------------------------------------------------------------------------
     def _scan(self, pos: int, size: int, salvage: bool) -> None:
@@ -1016,6 +1123,36 @@ class RecordingReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _open_file(path: Path, flags: int, mode: int = 0o600) -> int:
+    """os.open for a recording, refusing what is not a regular file (O_NONBLOCK: a FIFO would otherwise
+    block the open until another process opens its other end)."""
+    try:
+        st: os.stat_result | None = os.stat(path)
+    except OSError:
+        st = None  # not there (yet): the open below creates it or says why not
+    if st is None or stat.S_ISREG(st.st_mode):
+        fd = os.open(path, flags | os.O_NONBLOCK, mode)
+        st = os.fstat(fd)  # what was opened, should the path have changed since
+        if stat.S_ISREG(st.st_mode):
+            os.set_blocking(fd, True)
+            return fd
+        os.close(fd)
+    raise RecordingError(
+        f"{path} is {_file_kind(st.st_mode)}, not a recording file: give the path of a .cpsession file"
+    )
+
+
+def _file_kind(mode: int) -> str:
+    kinds = [
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _why(exc: Exception) -> str:

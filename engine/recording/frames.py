@@ -34,6 +34,10 @@ class FrameError(ContextPipeError, ValueError):
         super().__init__(f"{message}{where}")
 
 
+class FrameCountError(FrameError):
+    """A buffer holds more frames than the caller allows (decode_frames' `max_frames`)."""
+
+
 def pack_payload(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
@@ -116,12 +120,17 @@ def decode_payload(payload: bytes, crc: int, offset: int | None = None) -> dict[
     return obj
 
 
-def decode_frames(buf: bytes, limit: int = MAX_FRAME_BYTES) -> tuple[list[dict[str, Any]], int]:
-    """Decode every complete frame in `buf`. Returns (frames, bytes consumed); a partial tail is left."""
+def decode_frames(
+    buf: bytes, limit: int = MAX_FRAME_BYTES, max_frames: int | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Decode every complete frame in `buf`. Returns (frames, bytes consumed); a partial tail is left.
+    More than `max_frames` frames (None: no bound) raise FrameCountError before the one past it is built."""
     out: list[dict[str, Any]] = []
     pos = 0
     n = len(buf)
     while n - pos >= HEADER_SIZE:
+        if max_frames is not None and len(out) >= max_frames:
+            raise FrameCountError(f"more than {max_frames} frames", pos)
         length, crc = decode_header(buf[pos : pos + HEADER_SIZE], pos, limit)
         end = pos + HEADER_SIZE + length
         if end > n:

@@ -213,8 +213,9 @@ def pack_event(event: Event) -> Event:
     return event
 
 
-def trace_of(event: Event) -> dict[str, Any]:
-    """The trace of a `turn` event, whether stored plain or packed."""
+def trace_of(event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None) -> dict[str, Any]:
+    """The trace of a `turn` event, whether stored plain or packed. A packed one may inflate to at most
+    `limit` bytes; `sizes`, if given, gets how many it did (a reader's running total, see cpsession)."""
     if "trace" in event:
         return event["trace"]  # type: ignore[no-any-return]
     import msgpack
@@ -222,7 +223,9 @@ def trace_of(event: Event) -> dict[str, Any]:
     zd = event.get("zd", 1)
     if zd != 1:
         raise InflateError(f"turn trace uses unknown dictionary {zd!r}")
-    raw = inflate(event.get("tz"), _zdict(1))
+    raw = inflate(event.get("tz"), _zdict(1), limit)
+    if sizes is not None:
+        sizes.append(len(raw))
     try:
         trace = msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several unrelated types
@@ -232,14 +235,18 @@ def trace_of(event: Event) -> dict[str, Any]:
     return trace
 
 
-def unpack_event(event: Event) -> Event:
-    """The in-memory form of an event read from disk (inverse of pack_event)."""
+def unpack_event(event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None) -> Event:
+    """The in-memory form of an event read from disk (inverse of pack_event). `limit` and `sizes`: see
+    trace_of."""
     k = event.get("k")
     if k == "turn" and "tz" in event:
-        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event)}
+        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event, limit, sizes)}
     if k == "blob" and "z" in event:
+        raw = inflate(event["z"], None, limit)
+        if sizes is not None:
+            sizes.append(len(raw))
         try:
-            text = inflate(event["z"]).decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InflateError("compressed blob is not UTF-8 text") from None
         return {"k": "blob", "h": event.get("h"), "data": text}

@@ -25,7 +25,14 @@ from zlib import crc32
 
 import msgpack
 
-from engine.recording.frames import HEADER_SIZE, MAX_FRAME_BYTES, FrameError, decode_header, decode_payload
+from engine.recording.frames import (
+    HEADER_SIZE,
+    MAX_FRAME_BYTES,
+    FrameCountError,
+    FrameError,
+    decode_header,
+    decode_payload,
+)
 
 # How the writer starts a turn event's map (engine/recording/cpsession.py writes "k" first): a fixmap,
 # then the key "k" and the value "turn" as fixstrs. A frame that starts otherwise is decoded whole.
@@ -33,13 +40,15 @@ _TURN_KIND = b"\xa1k\xa4turn"
 
 
 def decode_frames_lean(
-    buf: bytes, trace_fields: Collection[str], limit: int = MAX_FRAME_BYTES
+    buf: bytes, trace_fields: Collection[str], limit: int = MAX_FRAME_BYTES, max_frames: int | None = None
 ) -> tuple[list[dict[str, Any]], int]:
-    """`frames.decode_frames(buf, limit)` with each turn event's trace holding only `trace_fields`."""
+    """`frames.decode_frames(buf, limit, max_frames)` with each turn event's trace holding only `trace_fields`."""
     out: list[dict[str, Any]] = []
     pos = 0
     n = len(buf)
     while n - pos >= HEADER_SIZE:
+        if max_frames is not None and len(out) >= max_frames:
+            raise FrameCountError(f"more than {max_frames} frames", pos)
         length, crc = decode_header(buf[pos : pos + HEADER_SIZE], pos, limit)
         end = pos + HEADER_SIZE + length
         if end > n:

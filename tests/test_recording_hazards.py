@@ -1,0 +1,209 @@
+"""Recordings against what a shared file or a failing disk does to them: files that are not files (a FIFO,
+a link to a device), small files that decode into far more than their budget (tiny events, many blobs),
+a long-lived reader re-reading the same chunks, and a writer whose disk fills mid-session (real
+RLIMIT_FSIZE in a child process: writes fail with EFBIG, as on a full disk with ENOSPC)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.recording.cpsession import RecordingError, RecordingReader, RecordingWriter
+from inspector.cli import app
+
+from . import attacks
+from .test_recording import HEADER
+from .test_recording_v2 import _peak_rss_mb
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+# ------------------------------------------------------------------------------ not a regular file
+def test_a_fifo_or_a_device_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "shared.cpsession"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.cpsession"
+    zero.symlink_to("/dev/zero")
+    # A FIFO nobody writes used to block open() forever; /dev/zero was reported as an empty recording.
+    for path, kind in ((fifo, "FIFO"), (zero, "character device")):
+        for cmd in (["verify", str(path)], ["salvage", str(path), "-o", str(tmp_path / "out.cpsession")]):
+            res = _cli(*cmd, timeout=30)
+            assert res.returncode == 1, res
+            assert kind in res.stderr and "not a recording file" in res.stderr and "Traceback" not in res.stderr
+        with pytest.raises(RecordingError, match=kind):
+            RecordingReader.open(path)
+    # The writer too: overwriting or resuming a FIFO must not wait for a reader to open it.
+    with pytest.raises(RecordingError, match="FIFO"):
+        RecordingWriter(fifo, HEADER, overwrite=True)
+    with pytest.raises(RecordingError, match="FIFO"):
+        RecordingWriter.resume(fifo)
+
+
+def test_a_missing_directory_is_a_recording_error_saying_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(RecordingError, match="cannot create recording .*No such file or directory.*directory"):
+        RecordingWriter(tmp_path / "nowhere" / "run.cpsession", HEADER)
+
+
+# --------------------------------------------------------------------------------- inflate budget
+def test_stepping_back_and_forth_never_runs_out_of_budget() -> None:
+    """The budget bounds what a file holds, not how often it is read: the TUI re-decodes a stream from
+    its start for each step back, and after ~800 such steps an honest demo recording was refused as a
+    'decompression bomb'."""
+    r = RecordingReader.open(DEMO)
+    nums = r.turn_numbers()
+    for n in nums:
+        r.turn(n)
+    once = r._inflated  # every chunk decoded: what the file holds
+    for i in range(1500):  # backwards: each step re-decodes its stream from the start up to that turn
+        r.turn(nums[-1 - i % len(nums)])
+    assert r._inflated == once < r._budget
+
+
+@pytest.mark.parametrize(
+    "make", [attacks.v2_tiny_events, attacks.v1_many_blobs], ids=["v2-tiny-events", "v1-many-blobs"]
+)
+def test_a_small_file_that_decodes_into_gigabytes_is_refused_in_bounded_memory(
+    tmp_path: Path, make: object
+) -> None:
+    """A ~5 KB chunk of 9-byte frames (5 million events, 1.1 GB of Python objects) and a 1.3 MB version-1
+    file of many blobs each under the per-blob limit (1.4 GB) were read whole."""
+    p = tmp_path / "bomb.cpsession"
+    make(p)  # type: ignore[operator]
+    code, err, rss = _peak_rss_mb(["verify", str(p)])
+    assert code == 1 and "decompression bomb" in err and "Traceback" not in err, err
+    assert rss < 400, f"peak RSS {rss:.0f} MB"
+
+
+# ---------------------------------------------------------------------------------- a full disk
+_AGENT = textwrap.dedent(
+    """
+    import json, os, resource, signal, sys, warnings
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
+    path, limit, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    from engine import Pipeline
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000, record=path)
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.user("The test fails, please fix it.")
+    caught = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(12):
+            if i == 6:  # the disk fills: this turn's tool output does not fit
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+            if i == 8 and mode == "freed":  # space is freed again
+                resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            req = pipe.next_request()
+            pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
+            calls = pipe.assistant(f"Step {i}.", tool_calls=[{"id": f"c{i}", "name": "bash", "arguments": "{}"}])
+            out = os.urandom(30000).hex() if i == 6 else f"small output {i}"
+            pipe.tool_result(calls[0].id, out)
+        try:
+            pipe.close()
+            closed = "ok"
+        except BaseException as exc:
+            closed = f"{type(exc).__name__}: {exc}"
+    print(json.dumps({"closed": closed, "turns": 12, "sink_errors": pipe.journal.sink_errors,
+                      "warnings": [str(w.message) for w in caught if "recording" in str(w.message)]}))
+    """
+)
+
+
+def _agent(path: Path, mode: str) -> dict[str, object]:
+    size_before_turn_6 = 6000  # the six small turns take ~4 KB; turn 6's 60 KB output cannot fit
+    res = subprocess.run(
+        [sys.executable, "-c", _AGENT, str(path), str(size_before_turn_6), mode],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("mode", ["freed", "full"])
+def test_a_disk_filling_mid_session_costs_the_agent_nothing_and_keeps_a_clean_prefix(
+    tmp_path: Path, mode: str
+) -> None:
+    """The write of turn 6's chunk fails part-way (EFBIG). Before: the writer cut the file back but left
+    its offset past the cut, so once space was freed the next chunk landed after a hole of zeros (a
+    recording every command called corrupt), and it went on writing turns that name blobs the lost chunk
+    held; with the disk still full, pipe.close() raised, skipping the probe's and exporter's close. Now
+    the recording stops at the failure, says so once, and keeps every turn before it, whole."""
+    path = tmp_path / "run.cpsession"
+    got = _agent(path, mode)
+    assert got["closed"] == "ok", got
+    assert len(got["warnings"]) == 1 and "recording stopped" in got["warnings"][0], got  # type: ignore[arg-type]
+    r = RecordingReader.open(path)
+    assert r.damage is None and not r.finished
+    # Turn 6's trace is journaled before its tool output (at the next request): the chunk lost is turn 7's.
+    assert r.turn_numbers() == list(range(7))
+    res = CliRunner().invoke(app, ["verify", str(path)])
+    assert res.exit_code == 0 and "7 turns replayed, every request hash matches" in res.output, res.output
+    assert "not closed" in res.output
+
+
+_WRITER = textwrap.dedent(
+    """
+    import os, resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    from engine.recording.cpsession import RecordingError, RecordingWriter
+    path = sys.argv[1]
+    w = RecordingWriter(path, {"model": "m", "provider": "anthropic"})
+    w.append({"k": "blob", "h": "a" * 64, "data": "hello"})
+    w.append({"k": "turn", "turn": 0, "trace": {}})
+    resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 10, resource.RLIM_INFINITY))
+    errors = []
+    for t in (1, 2):
+        try:
+            w.append({"k": "blob", "h": str(t) * 64, "data": os.urandom(4000).hex()})
+            w.append({"k": "turn", "turn": t, "trace": {}})
+        except RecordingError as exc:
+            errors.append(str(exc))
+    try:
+        w.close()
+    except RecordingError as exc:
+        errors.append(str(exc))
+    # The lock dies with the descriptor: resuming right away works only if close() released it.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    r = RecordingWriter.resume(path)
+    r.append({"k": "turn", "turn": 3, "trace": {}})
+    r.close()
+    print(len(errors), all("keeps every complete turn" in e for e in errors))
+    """
+)
+
+
+def test_a_writer_stops_at_a_failed_write_and_close_still_releases_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "w.cpsession"
+    res = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(path)],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["3", "True"]  # turn 1's write, turn 2's append, close: each says so
+    r = RecordingReader.open(path)
+    assert r.finished and r.turn_numbers() == [0, 3]
+
+
+def test_a_recording_that_was_never_closed_is_verified_with_a_note(tmp_path: Path) -> None:
+    with RecordingReader.open(DEMO) as r:
+        data_end, turns = r._end, r.turn_count
+    p = tmp_path / "open.cpsession"
+    p.write_bytes(DEMO.read_bytes()[:data_end])  # as a killed agent leaves it: every turn, no footer
+    res = CliRunner().invoke(app, ["verify", str(p)])
+    assert res.exit_code == 0 and f"{turns} turns replayed" in res.output and "not closed" in res.output, res.output
+    res = CliRunner().invoke(app, ["verify", str(DEMO)])
+    assert res.exit_code == 0 and "not closed" not in res.output
