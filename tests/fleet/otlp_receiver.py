@@ -1,9 +1,12 @@
-"""A minimal OTLP/HTTP trace receiver for tests: accepts the real exporter's protobuf posts on
-/v1/traces and keeps every span as a flat dict (name, trace id, attributes, events)."""
+"""A minimal OTLP/HTTP trace receiver for tests: accepts the real exporter's protobuf posts on any path
+and keeps every span as a flat dict (name, trace id, times, kind, status, attributes, events) and every
+post's path. It can also misbehave as collectors do: answer slowly (`delay_s`), or refuse with a status
+and a Retry-After (`status`, `retry_after`)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,14 +25,29 @@ def _value(v: AnyValue) -> Any:
 
 
 class OtlpReceiver:
-    def __init__(self) -> None:
+    def __init__(self, *, delay_s: float = 0.0, status: int = 200, retry_after: int | None = None) -> None:
         self.spans: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.delay_s = delay_s
+        self.status = status
+        self.retry_after = retry_after
         self.lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    receiver.paths.append(self.path)
+                if receiver.delay_s:
+                    time.sleep(receiver.delay_s)
+                if receiver.status != 200:
+                    self.send_response(receiver.status)
+                    if receiver.retry_after is not None:
+                        self.send_header("Retry-After", str(receiver.retry_after))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 req = ExportTraceServiceRequest()
                 req.ParseFromString(body)
                 with receiver.lock:
@@ -40,6 +58,11 @@ class OtlpReceiver:
                                 receiver.spans.append({
                                     "name": span.name,
                                     "trace_id": span.trace_id.hex(),
+                                    "parent_span_id": span.parent_span_id.hex(),
+                                    "start_ns": span.start_time_unix_nano,
+                                    "end_ns": span.end_time_unix_nano,
+                                    "kind": span.kind,
+                                    "status": (span.status.code, span.status.message),
                                     "attributes": {kv.key: _value(kv.value) for kv in span.attributes},
                                     "events": [(e.name, {kv.key: _value(kv.value) for kv in e.attributes})
                                                for e in span.events],

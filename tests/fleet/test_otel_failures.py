@@ -1,0 +1,169 @@
+"""The exporter as an SRE wires it: the OTEL_EXPORTER_OTLP_* variables as the OTLP exporter specification
+defines them, span times that are the model call's, and a receiver that is slow, refusing or absent.
+Everything goes over real sockets to the test receiver through the real SDK exporter."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otel extra is not installed")
+
+from engine import Pipeline  # noqa: E402
+from engine.errors import ConfigError  # noqa: E402
+from engine.export.otel import OtelSink  # noqa: E402
+
+from .otlp_receiver import OtlpReceiver  # noqa: E402
+
+OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+             "OTEL_SDK_DISABLED")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in OTEL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+def _turns(pipe: Pipeline, n: int, call_s: float = 0.0) -> None:
+    pipe.identity("You are careful.")
+    pipe.user("Fix it.")
+    for i in range(n):
+        req = pipe.next_request()
+        if call_s:
+            time.sleep(call_s)
+        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 12})
+        pipe.assistant(f"step {i}")
+        pipe.user("go on")
+
+
+def test_the_traces_endpoint_variable_is_used_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """exporter.md: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used without modification (a collector behind a
+    path prefix, a vendor's ingest path); only the base variable gets v1/traces. The exporter appended
+    /v1/traces to both, so every span went to a path the receiver does not serve."""
+    with OtlpReceiver() as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rx.url + "/otlp/ingest")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        _turns(pipe, 2)
+        pipe.close()
+        assert set(rx.paths) == {"/otlp/ingest"}, rx.paths
+        assert len(rx.spans) == 2
+    with OtlpReceiver() as rx:
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url + "/collector")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        _turns(pipe, 1)
+        pipe.close()
+        assert set(rx.paths) == {"/collector/v1/traces"}, rx.paths
+
+
+def test_an_endpoint_without_a_scheme_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localhost:4318` was taken, then every export failed in requests (MissingSchema) behind one SDK log
+    line per batch: the whole session's spans lost with no error the user would connect to the cause."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")
+    with pytest.raises(ConfigError, match=r"OTEL_EXPORTER_OTLP_ENDPOINT.*http://"):
+        Pipeline("gpt-4o", provider="openai", window=8000, otel=True)
+    with pytest.warns(RuntimeWarning, match="OpenTelemetry export is off.*http://"):
+        Pipeline("gpt-4o", provider="openai", window=8000).close()  # implied by the variable: a warning
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with pytest.raises(ConfigError, match="http/json.*http/protobuf"):
+        Pipeline("gpt-4o", provider="openai", window=8000, otel=True)
+
+
+def test_the_timeout_variable_is_milliseconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """configuration/common.md: a Timeout is milliseconds. The Python exporters read the variable as
+    seconds, so OTEL_EXPORTER_OTLP_TIMEOUT=500 waited 500 s for a batch; now it gives up after 0.5 s."""
+    with OtlpReceiver(delay_s=3.0) as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000, otel=True)
+        sink = pipe.otel
+        sink.GATHER_S = 0.0
+        started = time.monotonic()
+        _turns(pipe, 1)
+        while sink.emitter.exported + sink.emitter.failed == 0 and time.monotonic() < started + 10:
+            time.sleep(0.05)
+        waited = time.monotonic() - started
+        assert sink.emitter.failed == 1, "the batch should have timed out, not waited for the slow receiver"
+        assert waited < 2.5, waited
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pipe.close()
+
+
+def test_a_span_lasts_as_long_as_the_model_call() -> None:
+    """The span of a call started at its request and ended when its outcome (usage or error) was recorded;
+    it was zero-length (the turn event carries no time), so a backend's latency view showed nothing."""
+    with OtlpReceiver() as rx:
+        pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=8000)
+        sink = OtelSink({"provider": "anthropic"}, endpoint=rx.url)
+        pipe.journal.subscribe(sink)
+        for ev in pipe.journal.events:
+            sink(ev)
+        pipe.identity("You are careful.")
+        pipe.user("hi")
+        pipe.next_request()
+        time.sleep(0.3)
+        pipe.record_usage({"input_tokens": 100, "output_tokens": 5})
+        pipe.assistant("ok")
+        pipe.user("more")
+        pipe.next_request()
+        time.sleep(0.2)
+        pipe.record_error("overloaded", "529 overloaded")
+        pipe.close()
+        sink.close()
+        spans = sorted(rx.spans, key=lambda s: s["attributes"]["contextpipe.turn"])
+    assert len(spans) == 2
+    ok, failed = spans
+    assert 0.3 <= (ok["end_ns"] - ok["start_ns"]) / 1e9 < 1.5
+    assert 0.2 <= (failed["end_ns"] - failed["start_ns"]) / 1e9 < 1.5
+    assert ok["end_ns"] <= failed["start_ns"], "the second call started after the first ended"
+    assert abs(ok["start_ns"] / 1e9 - time.time()) < 60, "the turn's real (wall-clock) time"
+    assert ok["kind"] == 3 and failed["kind"] == 3  # SPAN_KIND_CLIENT
+    assert failed["status"][0] == 2 and failed["attributes"]["error.type"] == "overloaded"  # STATUS_CODE_ERROR
+    assert ok["status"][0] == 0
+
+
+def test_close_waits_no_longer_than_its_timeout_for_a_slow_receiver_and_counts_the_loss() -> None:
+    """A receiver that takes 3 s per batch: close(timeout_s=1) used to join for 1 s, then drain the rest
+    on the agent's thread (another full export) alongside the still-running export thread, holding
+    Pipeline.close() for the receiver's delay and more. What did not arrive was counted nowhere."""
+    with OtlpReceiver(delay_s=3.0) as rx:
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        sink = OtelSink({"provider": "openai"}, endpoint=rx.url)
+        sink.GATHER_S = 0.0
+        pipe.journal.subscribe(sink)
+        for ev in pipe.journal.events:
+            sink(ev)
+        _turns(pipe, 1)
+        time.sleep(0.3)  # the first batch is now in flight to the slow receiver
+        _turns(pipe, 5)
+        pipe.close()
+        started = time.monotonic()
+        with pytest.warns(RuntimeWarning, match=rf"OpenTelemetry export: \d+ of 6 spans did not reach {rx.url}"):
+            sink.close(timeout_s=1.0)
+        took = time.monotonic() - started
+    assert took < 2.0, f"close took {took:.1f} s with a 1 s timeout"
+    assert sink.turns == 6 and 1 <= sink.lost <= 6
+
+
+def test_a_receiver_that_refuses_is_retried_then_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """429 with Retry-After: the SDK retries within its budget; the spans it gave up on are reported."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")
+    with OtlpReceiver(status=429, retry_after=1) as rx:
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        sink = OtelSink({"provider": "openai"}, exporter=None, endpoint=rx.url, threaded=False)
+        for ev in pipe.journal.events:
+            sink(ev)
+        pipe.journal.subscribe(sink)
+        _turns(pipe, 1)
+        pipe.close()
+        with pytest.warns(RuntimeWarning, match="1 of 1 spans did not reach.*1 refused or timed out"):
+            sink.close()
+        assert len(rx.paths) >= 2, "a 429 with Retry-After is retried"
