@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_common import fail, open_recording
+from .cli_common import fail
+from .recording_open import warn
 
 
 def expand_paths(patterns: list[str]) -> list[Path]:
@@ -39,15 +40,29 @@ def expand_paths(patterns: list[str]) -> list[Path]:
     return list(unique.values())
 
 
-def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]] | str:
+    """A recording's events and header, or why it cannot be read. A fleet command reads many recordings:
+    one corrupt, unreadable or foreign file is skipped with its reason, never the end of the command
+    (open_recording's fail() exited on the first, hiding every good session after it)."""
     from engine.errors import ContextPipeError
+    from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
 
-    reader = open_recording(path)
     try:
-        return [unpack_event(e) for e in reader.events()], dict(reader.header)
+        with RecordingReader.open(path) as reader:
+            if reader.damage is not None:
+                warn(f"{path}: {reader.damage.message}")
+            return [unpack_event(e) for e in reader.events()], dict(reader.header)
     except ContextPipeError as exc:
-        fail(f"{path}: {exc}")
+        return str(exc)
+    except PermissionError:
+        return "permission denied (check the file's owner and mode)"
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+
+
+def _skip(path: Path, reason: str) -> None:
+    typer.secho(f"skipped {path}: {reason}", fg=typer.colors.YELLOW, err=True)
 
 
 def export(
@@ -57,57 +72,72 @@ def export(
     content: Annotated[bool, typer.Option(
         "--content", help="Also export prompt text (gen_ai.input.messages); never under CONTEXTPIPE_REDACT=1.")
     ] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the backend per batch.")] = 10.0,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds to wait for the backend per batch (default: $OTEL_EXPORTER_OTLP_TIMEOUT, in "
+             "milliseconds as the OpenTelemetry specification has it, else 10).")] = None,
 ) -> None:
-    """Send recorded sessions to an OpenTelemetry backend: one span per model call, one trace per session."""
+    """Send recorded sessions to an OpenTelemetry backend: one span per model call, one trace per session.
+    The endpoint, protocol, headers and timeout follow the standard OTEL_EXPORTER_OTLP_* variables."""
     import logging
-    import os
 
     from engine.errors import ConfigError
-    from engine.export.otel import ENV_ENDPOINT, SpanEmitter, export_events, traces_url
+    from engine.export.otel import SpanEmitter, export_events, exporter_url, make_exporter
     from engine.probe.optin import redact_requested
 
-    url = otlp or os.environ.get(ENV_ENDPOINT)
-    if not url:
-        fail(f"no OTLP endpoint: pass --otlp URL or set {ENV_ENDPOINT}", 2)
     paths = expand_paths(files)
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import SpanExportResult
+
+        inner = make_exporter(otlp, timeout)
     except ImportError:
         fail("export needs the OpenTelemetry SDK: pip install 'contextpipe-inspector[otel]'")
+    except ConfigError as exc:
+        fail(str(exc), 2)
+    url = exporter_url(inner)
 
-    class Checked(OTLPSpanExporter):  # type: ignore[misc]
+    class Checked:
         """Remembers failures, so the command can say the backend did not take the spans."""
 
         failures = 0
 
         def export(self, spans: Any) -> Any:
-            if Checked.failures:  # the backend is gone: do not wait out a timeout for every span
+            if self.failures:  # the backend is gone: do not wait out a timeout for every batch
                 return SpanExportResult.FAILURE
-            result = super().export(spans)
+            result = inner.export(spans)
             if result != SpanExportResult.SUCCESS:
-                Checked.failures += 1
+                self.failures += 1
             return result
+
+        def shutdown(self) -> None:
+            inner.shutdown()
 
     # The SDK logs each failed attempt with a traceback; one line from us says what happened instead.
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
-    exporter = Checked(endpoint=traces_url(url), timeout=timeout)
+    checked = Checked()
     try:
-        emitter = SpanEmitter(exporter, batch=True)
+        emitter = SpanEmitter(checked, batch=True)
     except ConfigError as exc:
         fail(str(exc))
     redact = redact_requested(None)
-    total = 0
+    total = sessions = skipped = 0
     for path in paths:
-        events, header = _events(path)
+        read = _events(path)
+        if isinstance(read, str):
+            _skip(path, read)
+            skipped += 1
+            continue
+        events, header = read
         total += export_events(events, header, emitter, content=content, redact=redact)
-        if Checked.failures:
+        sessions += 1
+        if checked.failures:
             break
-    emitter.close(timeout)
-    if Checked.failures:
-        fail(f"the OTLP endpoint {traces_url(url)} did not accept the spans (is a collector listening there?)")
-    typer.echo(f"exported {total} spans from {len(paths)} session(s) to {traces_url(url)}")
+    emitter.close()
+    if checked.failures:
+        fail(f"the OTLP endpoint {url} did not accept the spans (is a collector listening there?)")
+    if not sessions:
+        fail(f"none of the {len(paths)} recording(s) could be read")
+    typer.echo(f"exported {total} spans from {sessions} session(s) to {url}"
+               + (f"; {skipped} recording(s) skipped (see above)" if skipped else ""))
 
 
 def report(
@@ -127,12 +157,21 @@ def report(
     from engine.sim.pricing import UnknownModelError
     from engine.sim.simulate import SimSettings, simulate_events
 
-    from .fleet_report import render_svg, render_table, session_row, totals_row
+    from .fleet_report import idle_row, render_svg, render_table, session_row, totals_row
 
     paths = expand_paths(files)
     rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
     for path in paths:
-        events, _ = _events(path)
+        read = _events(path)
+        if isinstance(read, str):
+            _skip(path, read)
+            skipped.append({"session": str(path), "reason": read})
+            continue
+        events, header = read
+        if not any(ev.get("k") == "request" for ev in events):
+            rows.append(idle_row(path, header))
+            continue
         settings = SimSettings(window=window, prices=prices)
         stood_in = False
         try:
@@ -145,7 +184,8 @@ def report(
                 rep = simulate_events(events, replace(settings, model=model), source=str(path))
                 stood_in = True
         except ContextPipeError as exc:
-            typer.secho(f"skipped {path}: {exc}", fg=typer.colors.YELLOW, err=True)
+            _skip(path, str(exc))
+            skipped.append({"session": str(path), "reason": str(exc)})
             continue
         rows.append(session_row(path, rep, stood_in))
     if not rows:
@@ -154,9 +194,11 @@ def report(
     if svg is not None:
         svg.write_text(render_svg(rows), encoding="utf-8")
     if as_json:
-        typer.echo(json.dumps({"sessions": rows, "total": total}, indent=2))
+        typer.echo(json.dumps({"sessions": rows, "total": total, "skipped": skipped}, indent=2))
         return
     typer.echo(render_table(rows, total))
+    if skipped:
+        typer.echo(f"{len(skipped)} recording(s) skipped: not in the totals (the reasons are above)")
     if svg is not None:
         typer.echo(f"chart written to {svg}")
 

@@ -52,6 +52,19 @@ def session_row(path: Path, rep: SimulationReport, stood_in: bool = False) -> di
     }
 
 
+def idle_row(path: Path, header: dict[str, Any]) -> dict[str, Any]:
+    """A session that made no model call (an agent that stopped before its first request): a row of
+    zeros, the same keys as session_row's. It was skipped as if it were unreadable ("nothing to
+    simulate"), one warning per idle agent and missing from the fleet's session count."""
+    return {
+        "session": str(path), "model": str(header.get("model") or ""), "priced_as": None,
+        "model_stood_in": False, "calls": 0, "basis": "none", "prompt_tokens": 0, "cache_read_tokens": 0,
+        "cache_write_tokens": 0, "output_tokens": 0, "cache_hit_rate": 0.0, "cost_usd": 0.0,
+        "cache_breaks": 0, "cache_break_causes": {}, "engine_cost_usd": 0.0, "engine_saving_usd": 0.0,
+        "engine_simulated_cost_usd": 0.0, "as_sent_simulated_cost_usd": 0.0,
+    }
+
+
 def totals_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in (
         "calls", "prompt_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "cache_breaks")}
@@ -84,7 +97,7 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
         name = Path(r["session"]).name
         name = name if len(name) <= 33 else name[:30] + "..."
         saves = _share(r["engine_saving_usd"], r["cost_usd"])
-        basis = "" if r["basis"] == "actual" else "*"
+        basis = "*" if r["basis"] == "as_sent" else ""
         lines.append(f"{name:<34}{r['calls']:>6}{_tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
                      f"{r['cache_breaks']:>7}{r['cost_usd']:>9.4f}{basis:1}{r['engine_cost_usd']:>10.4f}{saves:>8.1%}")
     saves = _share(total["engine_saving_usd"], total["cost_usd"])
@@ -93,7 +106,7 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
                  f"{total['cost_usd']:>9.4f} {total['engine_cost_usd']:>10.4f}{saves:>8.1%}")
     if total["cache_break_causes"]:
         lines.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
-    if any(r["basis"] != "actual" for r in rows):
+    if any(r["basis"] == "as_sent" for r in rows):
         # The whole row is the as-sent simulation then (paid = as_sent), not only its cost.
         lines.append("* no provider usage recorded: prompt tokens, hit rate and cost simulated from the requests as sent")
     stood_in = sorted({str(r["priced_as"]) for r in rows if r["model_stood_in"]})

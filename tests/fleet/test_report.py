@@ -124,3 +124,54 @@ def test_report_says_which_figures_are_simulated_when_no_usage_was_recorded(tmp_
     assert (row["prompt_tokens"], row["cache_hit_rate"]) == (sim["prompt_tokens"], round(sim["cache_hit_rate"], 4))
     out = _cli("report", str(rec)).stdout
     assert "* no provider usage recorded: prompt tokens, hit rate and cost simulated" in out, out
+
+
+def test_one_bad_recording_does_not_hide_the_rest(tmp_path: Path) -> None:
+    """A fleet directory with a corrupt file, a cut-off one and an agent that stopped before its first
+    call: the first used to end the whole report (and export) with one error and no figures; the idle
+    session was skipped as unreadable. Now the bad ones are skipped by name (in --json too), the idle
+    one is a row of zeros, and every good session is reported."""
+    from engine import Pipeline
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for p in DEMOS:
+        shutil.copy(p, fleet / p.name)
+    (fleet / "aa-corrupt.cpsession").write_bytes(b"not a recording at all\n")
+    (fleet / "zz-cut.cpsession").write_bytes(DEMOS[0].read_bytes()[:40])  # inside the header frame
+    idle = Pipeline("gpt-4o", provider="openai", window=8000, record=fleet / "mm-idle.cpsession")
+    idle.identity("You are careful.")
+    idle.close()
+    out = _cli("report", str(fleet), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    names = [Path(r["session"]).name for r in data["sessions"]]
+    assert names == sorted([p.name for p in DEMOS] + ["mm-idle.cpsession"])
+    idle_row = data["sessions"][names.index("mm-idle.cpsession")]
+    assert (idle_row["calls"], idle_row["cost_usd"], idle_row["model"]) == (0, 0.0, "gpt-4o")
+    assert data["total"]["sessions"] == len(DEMOS) + 1
+    assert sorted(Path(s["session"]).name for s in data["skipped"]) == ["aa-corrupt.cpsession", "zz-cut.cpsession"]
+    assert "skipped" in out.stderr and "aa-corrupt.cpsession" in out.stderr
+    table = _cli("report", str(fleet))
+    assert table.returncode == 0, table.stderr
+    assert f"TOTAL ({len(DEMOS) + 1} sessions)" in table.stdout
+    assert "2 recording(s) skipped" in table.stdout
+    assert "*" not in table.stdout.splitlines()[1 + sorted(names).index("mm-idle.cpsession")]
+
+
+def test_export_skips_a_bad_recording_and_sends_the_rest(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from .otlp_receiver import OtlpReceiver
+
+    bad = tmp_path / "bad.cpsession"
+    bad.write_bytes(b"garbage")
+    with RecordingReader.open(DEMOS[0]) as r:
+        turns = r.turn_count
+    with OtlpReceiver() as rx:
+        out = _cli("export", str(bad), str(DEMOS[0]), "--otlp", rx.url)
+        assert out.returncode == 0, out.stderr
+        assert len(rx.spans) == turns
+    assert f"exported {turns} spans from 1 session(s)" in out.stdout and "1 recording(s) skipped" in out.stdout
+    assert "skipped" in out.stderr and "bad.cpsession" in out.stderr
