@@ -19,7 +19,7 @@ from engine.hashing import canonical_json, sha256_hex
 from engine.sim.pricing import PriceTable, usage_cost
 
 NAMESPACE = "contextpipe"
-CONTENT_CAP = 64 * 1024  # characters of prompt text per span when content export is asked for
+CONTENT_CAP = 64 * 1024  # characters of gen_ai.input.messages JSON per span when content export is asked for
 
 # gen_ai.provider.name values from the conventions' list; anything else passes through as named.
 _PROVIDER_NAMES = {"anthropic": "anthropic", "openai": "openai", "bedrock": "aws.bedrock",
@@ -57,7 +57,7 @@ def turn_span(
     end_s: float | None = None,
     usage: Mapping[str, Any] | None = None,
     provider: str | None = None,
-    content: str | None = None,
+    content: list[dict[str, Any]] | None = None,
     prices: PriceTable | None = None,
 ) -> SpanData:
     """The span of one turn from its trace (and the usage event, which wins over the trace's copy)."""
@@ -121,7 +121,10 @@ def turn_span(
         if usd is not None:
             a[f"{ns}.cost.usd"] = round(usd, 8)
     if content is not None:
-        a["gen_ai.input.messages"] = content[:CONTENT_CAP]
+        text, omitted = fit_messages(content)
+        a["gen_ai.input.messages"] = text
+        if omitted:
+            a[f"{ns}.input.messages_omitted"] = omitted
     start_ns = int((start_s or 0.0) * 1e9)
     end_ns = max(start_ns, int((end_s if end_s is not None else (start_s or 0.0)) * 1e9))
     events: list[tuple[str, int, dict[str, AttrValue]]] = [
@@ -133,8 +136,42 @@ def turn_span(
     return SpanData(f"chat {model}", trace_id, start_ns, end_ns, a, events, str(error) if error else None)
 
 
-def messages_content(events: list[Mapping[str, Any]], blobs: Mapping[str, str]) -> str:
-    """The session's inputs so far as GenAI `input.messages`-style JSON: context sources as system
+def fit_messages(messages: list[dict[str, Any]], cap: int = CONTENT_CAP) -> tuple[str, int]:
+    """The newest messages whose JSON fits in `cap` characters, as one valid JSON array, and how many
+    older ones were left out. Cutting the serialized text at the cap left an unterminated string (a
+    backend cannot parse it) and kept the oldest messages, so a long session's later calls never showed
+    their own prompt. A newest message too long on its own keeps the head of each of its texts."""
+    kept: list[str] = []
+    size = 2  # the brackets
+    for message in reversed(messages):
+        piece = json.dumps(message, ensure_ascii=False)
+        if size + len(piece) + (1 if kept else 0) > cap:
+            if not kept:
+                kept.append(_shrink(message, cap - size))
+            break
+        kept.append(piece)
+        size += len(piece) + (1 if len(kept) > 1 else 0)
+    return "[" + ",".join(reversed(kept)) + "]", len(messages) - len(kept)
+
+
+def _shrink(message: dict[str, Any], room: int) -> str:
+    """One message in at most `room` characters of JSON: its text fields cut to share what is left."""
+    bare = {**message, "parts": [{k: ("" if k in ("content", "response") else v) for k, v in part.items()}
+                                 for part in message.get("parts") or []]}
+    spare = room - len(json.dumps(bare, ensure_ascii=False))
+    texts = sum(1 for part in bare["parts"] for k in part if k in ("content", "response"))
+    share = max(0, spare // max(1, texts) - 16)  # escapes (quotes, newlines) grow when serialized
+    while True:
+        cut = {**message, "parts": [{k: (str(v)[:share] if k in ("content", "response") else v) for k, v in part.items()}
+                                    for part in message.get("parts") or []]}
+        piece = json.dumps(cut, ensure_ascii=False)
+        if len(piece) <= room or share == 0:
+            return piece
+        share = max(0, share - max(16, (len(piece) - room) // max(1, texts) + 1))
+
+
+def messages_content(events: list[Mapping[str, Any]], blobs: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The session's inputs so far as GenAI `input.messages`-style messages: context sources as system
     parts, the user's text and tool results as user turns, the assistant's replies. Text only."""
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []  # user-side parts until the assistant answers
@@ -165,4 +202,4 @@ def messages_content(events: list[Mapping[str, Any]], blobs: Mapping[str, str]) 
             out.append({"role": str(ev.get("role", "assistant")), "parts": parts})
     if pending:
         out.append({"role": "user", "parts": pending})
-    return json.dumps(out, ensure_ascii=False)
+    return out

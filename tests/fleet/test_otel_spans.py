@@ -156,3 +156,32 @@ def test_opt_in_rules(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_usage_cost_unknown_model_is_none() -> None:
     assert usage_cost("no-such-model-xyz", {"input_tokens": 10, "output_tokens": 1}) is None
+
+
+def test_long_content_is_valid_json_and_keeps_the_newest_messages() -> None:
+    """gen_ai.input.messages is JSON (semantic-conventions docs/gen-ai/gen-ai-spans.md, the input messages
+    schema). Past 64 KiB it was cut mid-string: invalid JSON a backend cannot parse, and it kept the
+    session's oldest messages, so every later call showed the same first 64 KiB and never its own prompt."""
+    import json
+
+    from engine.export.spans import CONTENT_CAP
+
+    exporter = InMemorySpanExporter()
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000)
+    sink = OtelSink({"provider": "anthropic"}, exporter=exporter, threaded=False, content=True)
+    for ev in pipe.journal.events:
+        sink(ev)
+    pipe.journal.subscribe(sink)
+    pipe.identity("You are careful.")
+    for i in range(12):
+        pipe.user(f"request {i}: " + "x" * 9000)
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 3})
+        pipe.assistant(f"answer {i}")
+    pipe.close()
+    sink.close()
+    last = exporter.get_finished_spans()[-1].attributes["gen_ai.input.messages"]
+    assert len(last) <= CONTENT_CAP
+    messages = json.loads(last)  # valid JSON, however long the session
+    assert messages[-1]["role"] == "user" and messages[-1]["parts"][0]["content"].startswith("request 11: ")
+    assert exporter.get_finished_spans()[-1].attributes["contextpipe.input.messages_omitted"] > 0
