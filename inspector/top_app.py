@@ -25,7 +25,9 @@ REFRESH_S = 0.5
 class TopApp(App[str | None]):
     TITLE = "ContextPipe top"
     CSS = """
-    #summary { height: 1; padding: 0 1; background: $panel; }
+    /* auto: on a narrow terminal the total, an error or the "no agents yet" hint wraps instead of being
+       cut at the right edge (at 40 columns the hint stopped at "an agent serves with"). */
+    #summary { height: auto; max-height: 4; padding: 0 1; background: $panel; }
     #filter { display: none; height: 3; }
     #filter.shown { display: block; }
     FleetTable { height: 1fr; }

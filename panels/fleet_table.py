@@ -25,6 +25,12 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 WIDTHS = {"target": 9, "model": 18, "turn": 5, "pressure": 5, "tier": 15, "hit_recent": 6, "hit": 4,
           "cost": 9, "alerts": 6, "rate": 7, "state": 7}
 SORT_KEYS = tuple(k for k, _ in COLUMNS if k != "command")
+# Which columns stay when the table is narrower than all of them, most wanted first: at 80 columns the
+# whole row is 122 cells wide, and COST $ (the default sort) and STATE were past the right edge, behind
+# a horizontal scroll bar. The sorted column always stays, right after PID.
+KEEP_ORDER = ("target", "cost", "state", "model", "pressure", "hit_recent", "turn", "hit", "tier", "alerts",
+              "rate", "command")
+CELL_PAD = 2  # DataTable's cell padding, one cell each side
 TIER_STYLE = {"Normal": "green", "TrimSchemas": "cyan", "CompactHistory": "yellow", "AggressivePrune": "bold red"}
 
 
@@ -37,8 +43,27 @@ def _sort_value(a: AgentRow, key: str) -> tuple[float, str]:
     }
     if key in numeric:
         return (float(numeric[key]), a.target)
-    text = {"target": a.target.zfill(12), "model": a.model, "state": a.state}.get(key, a.target)
+    if key == "target":
+        # By number: as text (zero-padded) a PID.SESSION target sorted after longer PIDs (1234 < 123.4).
+        pid, _, session = a.target.partition(".")
+        return (float(pid) if pid.isdigit() else 0.0, session.zfill(12) if session.isdigit() else a.target)
+    text = {"model": a.model, "state": a.state}.get(key, a.target)
     return (0.0, text)
+
+
+def visible_columns(width: int, sort_key: str = "cost") -> tuple[str, ...]:
+    """The column keys to show in `width` cells, in table order: KEEP_ORDER's (the sorted column second)
+    while they fit, a column too wide for what is left skipped for narrower ones after it. COMMAND counts
+    as its header's width (it takes what is left). Two cells are kept for a vertical scroll bar."""
+    labels = dict(COLUMNS)
+    room = width - 2
+    keep: set[str] = set()
+    for key in dict.fromkeys(("target", sort_key, *KEEP_ORDER)):
+        need = WIDTHS.get(key, len(labels[key])) + CELL_PAD
+        if need <= room or key == "target":
+            keep.add(key)
+            room -= need
+    return tuple(k for k, _ in COLUMNS if k in keep)
 
 
 def cells(a: AgentRow) -> tuple[Text, ...]:
@@ -77,29 +102,51 @@ class FleetTable(DataTable[str | Text]):
         # re-sort costs the cells that differ, never a rebuild of the table.
         self._slots: list[str] = []  # target shown in each slot
         self._cells: list[tuple[Text, ...]] = []
+        self._shown: tuple[str, ...] = ()  # the column keys on screen
+        self._agents: list[AgentRow] = []
+        self._reselect: str | None = None  # the agent the cursor was on before the columns changed
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key, width=WIDTHS.get(key))
+        self._set_columns(visible_columns(self.size.width or 200, self.sort_key))
+
+    def on_resize(self) -> None:
+        self.show(self._agents)
+
+    def _set_columns(self, shown: tuple[str, ...]) -> None:
+        selected = self.selected_target()
+        self.clear(columns=True)
+        self._slots, self._cells, self._shown = [], [], shown
+        labels = dict(COLUMNS)
+        for key in shown:
+            self.add_column(labels[key], key=key, width=WIDTHS.get(key))
+        self._reselect = selected
 
     def show(self, agents: list[AgentRow]) -> None:
         """Bring the table to `agents` (sorted and filtered); the cursor stays on the agent it was on."""
+        self._agents = agents
+        shown = visible_columns(self.size.width or 200, self.sort_key)
+        if shown != self._shown:  # a resize, or a sort by a column that was left out
+            self._set_columns(shown)
+        index = [k for k, _ in COLUMNS]
+        picks = [index.index(k) for k in self._shown]
         wanted = [a for a in agents if self._matches(a)]
         wanted.sort(key=lambda a: _sort_value(a, self.sort_key), reverse=self.reverse)
-        selected = self.selected_target()
+        selected = self.selected_target() or self._reselect
+        self._reselect = None
         while len(self._slots) > len(wanted):
             self.remove_row(str(len(self._slots) - 1))
             self._slots.pop()
             self._cells.pop()
         for i, a in enumerate(wanted):
-            row = cells(a)
+            full = cells(a)
+            row = tuple(full[j] for j in picks)
             if i == len(self._slots):
                 self.add_row(*row, key=str(i))
                 self._slots.append(a.target)
                 self._cells.append(row)
                 continue
             old = self._cells[i]
-            for (key, _), new, prev in zip(COLUMNS, row, old, strict=True):
+            for key, new, prev in zip(self._shown, row, old, strict=True):
                 if new.plain != prev.plain or new.style != prev.style:
                     self.update_cell(str(i), key, new)
             self._slots[i], self._cells[i] = a.target, row

@@ -198,3 +198,70 @@ async def test_total_cost_is_a_lower_bound_when_a_row_is(tmp_path: Path) -> None
         summary = str(app.query_one("#summary", Static).render())
         assert f"total ${total:.4f}+ ·" in summary, summary
         await pilot.press("q")
+
+
+def _screen(app: TopApp) -> list[str]:
+    """The terminal as the person sees it, one string per line."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def _agents(n: int) -> dict[str, AgentStats]:
+    trace = {"turn": 0, "model": "claude-sonnet-4", "provider": "anthropic", "tier": "Normal",
+             "pressure": {"predictive": 0.5}, "alerts": [], "cache_break": None,
+             "usage": {"input_tokens": 1000, "cache_read_tokens": 600, "output_tokens": 100}}
+    out = {}
+    for i, target in enumerate(["1234", "123.4", "99", "123.12", "5000"][:n]):
+        a = AgentStats(target, int(target.split(".")[0]), command="python agent.py")
+        for t in range(i + 1):
+            a.take_trace({**trace, "turn": t}, now=100.0 + t)
+        out[target] = a
+    return out
+
+
+@pytest.mark.parametrize("size", [(80, 24), (40, 12)])
+async def test_top_fits_a_small_terminal(tmp_path: Path, size: tuple[int, int]) -> None:
+    """At 80x24 the row was 122 cells wide: COST $ (the column it sorts by) and STATE were past the right
+    edge, behind a horizontal scroll bar, and at 40 columns the summary line stopped mid-sentence (the
+    total, or the "no agents yet" hint). Now the columns that fit are shown, the sorted one always, and
+    the summary wraps."""
+    watcher = FleetWatcher(tmp_path / "none")
+    app = TopApp(watcher, refresh_s=0.2)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        text = " ".join(" ".join(_screen(app)).split())
+        assert "CONTEXTPIPE_SERVE=1" in text and "cp-inspect run -- CMD" in text, text
+        agents = _agents(5)
+        with watcher._lock:
+            watcher._agents.update(agents)
+        app.refresh_table()
+        await pilot.pause()
+        lines = _screen(app)
+        assert all(len(line) == size[0] for line in lines)
+        text = " ".join(" ".join(lines).split())
+        total = sum(a.cost_usd for a in agents.values())
+        assert f"total ${total:.4f}" in text, text
+        header = next(line for line in lines if "PID" in line)
+        assert "COST $" in header and "STATE" in header, header
+        for a in agents.values():
+            assert f"{a.cost_usd:.4f}" in text
+        # `s` moves the sort to a column that was left out at this width: it is shown
+        await pilot.press("s")
+        await pilot.pause()
+        header = next(line for line in _screen(app) if "PID" in line)
+        assert "ALERTS" in header, header
+        await pilot.press("q")
+
+
+async def test_top_sorts_targets_by_number(tmp_path: Path) -> None:
+    """PID.SESSION targets were sorted as zero-padded text: 1234 before 123.4, 123.12 before 123.4."""
+    watcher = FleetWatcher(tmp_path / "none")
+    app = TopApp(watcher, refresh_s=0.2)
+    async with app.run_test(size=(140, 30)) as pilot:
+        with watcher._lock:
+            watcher._agents.update(_agents(5))
+        table = app.query_one(FleetTable)
+        table.sort_key, table.reverse = "target", False
+        app.refresh_table()
+        await pilot.pause()
+        assert _column(table, "target", str) == ["99", "123.4", "123.12", "1234", "5000"]
+        await pilot.press("q")
