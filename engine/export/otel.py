@@ -169,7 +169,13 @@ class SpanEmitter:
             exporter = make_exporter(endpoint)
         self.exporter = exporter
         self.batch = batch
-        self.resource = Resource.create({"service.name": service_name})
+        # OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) names the service when set: the
+        # attributes given to Resource.create override the environment's, so a fixed "contextpipe" put
+        # every agent of a fleet under one service whatever its deployment said. Ours is the fallback.
+        resource = Resource.create({})
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": service_name}))
+        self.resource = resource
         self.scope = InstrumentationScope(SCOPE)
         self._pending: list[Any] = []
         self.exported = 0

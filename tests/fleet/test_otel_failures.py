@@ -20,7 +20,7 @@ from .otlp_receiver import OtlpReceiver  # noqa: E402
 
 OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
              "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-             "OTEL_SDK_DISABLED")
+             "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES")
 
 
 @pytest.fixture(autouse=True)
@@ -167,3 +167,23 @@ def test_a_receiver_that_refuses_is_retried_then_counted(monkeypatch: pytest.Mon
         with pytest.warns(RuntimeWarning, match="1 of 1 spans did not reach.*1 refused or timed out"):
             sink.close()
         assert len(rx.paths) >= 2, "a 429 with Retry-After is retried"
+
+
+def test_the_service_name_comes_from_the_environment_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_SERVICE_NAME names the service (the SDK environment variables); "contextpipe" is only the
+    fallback. The fixed name overrode it, so every agent of a fleet was one service in the backend."""
+    with OtlpReceiver() as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "billing-agent")
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        _turns(pipe, 1)
+        pipe.close()
+        monkeypatch.delenv("OTEL_SERVICE_NAME")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        _turns(pipe, 1)
+        pipe.close()
+        first, second = rx.spans
+    assert first["resource"]["service.name"] == "billing-agent"
+    assert first["resource"]["deployment.environment"] == "prod"
+    assert second["resource"]["service.name"] == "contextpipe"
