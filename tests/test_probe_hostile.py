@@ -93,6 +93,35 @@ def test_dead_connections_in_the_backlog_do_not_lock_out_an_honest_client(rtdir:
             assert c.hello["turns"] == 1
 
 
+def test_an_attach_past_the_client_limit_is_told_so_promptly_behind_a_full_backlog(rtdir: Path) -> None:
+    journal = [{"k": "turn", "turn": 0, "trace": {}}]
+    server = ProbeServer(HELLO, lambda: journal, runtime_dir=rtdir, max_clients=2)
+    held: list[socket.socket] = []
+    with server:
+        try:
+            for _ in range(2):
+                held.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+                held[-1].connect(str(server.path))
+            # Connections kept open behind the two served: each is refused for the limit. Refusals were
+            # charged to the accept budget, so they drained at its rate, and this attach, queued behind
+            # them, ran out its 3 s waiting for a hello instead of being told why it is not served.
+            for _ in range(300):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.setblocking(False)
+                try:
+                    s.connect(str(server.path))
+                except OSError:
+                    s.close()
+                    continue
+                held.append(s)
+            assert len(held) > 60
+            with pytest.raises(ProbeError, match=r"already serves 2 probe clients \(the limit"):
+                ProbeClient.connect(os.getpid(), runtime_dir=rtdir, timeout=3.0)
+        finally:
+            for s in held:
+                s.close()
+
+
 # ------------------------------------------------------------------ where the runtime directory is
 
 

@@ -127,8 +127,9 @@ class Handshake(ClientQueues):
         self._accept_tokens = min(ACCEPT_BURST, self._accept_tokens + (now - self._accept_at) * ACCEPT_RATE)
         self._accept_at = now
         for _ in range(ACCEPT_PER_PASS):
-            if self._accept_tokens < 1.0:
+            if self._accept_tokens < 1.0 and len(self._clients) < self.max_clients:
                 # Out of budget (connect/close churn): leave the rest in the kernel's backlog for now.
+                # (With every client slot taken, what waits can only be refused, which costs no token.)
                 self._pause_listener((1.0 - self._accept_tokens) / ACCEPT_RATE)
                 return
             try:
@@ -149,7 +150,6 @@ class Handshake(ClientQueues):
                 # timed out; now only the loop's CPU budget bounds what they cost.
                 sock.close()
                 continue
-            self._accept_tokens -= 1.0
             sock.setblocking(False)
             uid = peer_uid(sock)
             if uid != self._allowed_uid:
@@ -175,6 +175,11 @@ class Handshake(ClientQueues):
                     "close other probe clients or raise the agent's limit (ulimit -n)",
                 )
                 continue
+            # Only a registration costs a token (a snapshot to send). A refusal is a small frame and a
+            # close: charged too, a backlog of connections refused for the client cap (the listener's 64)
+            # drained at the token rate, ~7 s, and an attach queued behind them timed out ("did not send
+            # its hello") instead of being told the agent serves its limit of clients.
+            self._accept_tokens -= 1.0
             self._register(sock, uid)
             if self._spent():
                 return  # the rest stay in the backlog: the listener is still readable next pass
