@@ -136,6 +136,17 @@ def test_a_relative_xdg_runtime_dir_is_ignored(monkeypatch: pytest.MonkeyPatch, 
     assert default_runtime_dir() == tmp_path / "run" / "contextpipe"
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to make a directory owned by another uid")
+def test_an_xdg_runtime_dir_of_another_user_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # `sudo -E` keeps the invoking user's XDG_RUNTIME_DIR: a root agent made its `contextpipe` there,
+    # owned by root, and every later agent of that user was refused it (and ran without its probe).
+    theirs = tmp_path / "run-user-65534"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(theirs))
+    assert default_runtime_dir() == Path("/tmp") / f"contextpipe-{os.getuid()}"  # the agent's and the client's
+
+
 def test_a_runtime_dir_that_cannot_be_created_says_what_to_do(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("a file where a directory should be")

@@ -77,9 +77,17 @@ def default_runtime_dir() -> Path:
     # treated as unset rather than failing: /tmp/contextpipe-<uid> is still private to us. So is a
     # relative one, which the XDG spec says to ignore: it named a different directory from each working
     # directory (an inspector started elsewhere never found the agent), and put the socket in whatever
-    # directory the agent ran from (a project's checkout, say).
-    if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
-        return Path(xdg) / SUBDIR
+    # directory the agent ran from (a project's checkout, say). And so is one owned by another user (the
+    # spec: it must be the user's own): `sudo -E` keeps the invoking user's, and a root agent made its
+    # `contextpipe` there, root's, so that user's own agents were refused it and ran without a probe.
+    if xdg and os.path.isabs(xdg):
+        try:
+            st = os.stat(xdg)
+        except OSError:
+            pass
+        else:
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+                return Path(xdg) / SUBDIR
     return Path("/tmp") / f"contextpipe-{os.getuid()}"
 
 
