@@ -284,14 +284,27 @@ def import_(
         fail(str(exc), 2)
     except OSError as exc:
         fail(f"cannot read {src}: {exc.strerror or exc}")
-    if out.exists():
-        out.unlink()
+    # Written beside OUT and renamed over it once complete: an import stopped half way (Ctrl-C, a full
+    # disk, an error in a later call) left a shorter recording at OUT that verified and replayed as if
+    # it were the whole session, and with --force the file it replaced was already gone.
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
-        pipe, report = ingest(imp, out, window=window, provider=provider, model=model)
+        pipe, report = ingest(imp, partial, window=window, provider=provider, model=model)
+        pipe.close()
+        os.replace(partial, out)
     except ContextPipeError as exc:
-        out.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         fail(str(exc))
-    pipe.close()
+    except KeyboardInterrupt:
+        partial.unlink(missing_ok=True)
+        kept = f"; {out} is as it was" if out.exists() else ""
+        fail(f"interrupted: nothing imported{kept}", 130)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
     for note in [*imp.meta.get("notes", []), *report.notes][:5]:
         typer.echo(f"  note: {note}")

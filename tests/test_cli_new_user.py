@@ -1,0 +1,85 @@
+"""`cp-inspect` as a new user meets it: help that lists what a command does, one clear line for each wrong
+argument, and nothing half-written when a command fails or is interrupted. Commands run as a subprocess
+(signals, exit codes, streams) or through typer's CliRunner, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from inspector.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def _cli(*args: str) -> subprocess.Popen[bytes]:
+    """The console script's entry point in a child process (its own signals, streams, exit code)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+
+
+def _long_trajectory(path: Path, rounds: int = 600) -> Path:
+    """A mini-swe-agent trajectory long enough that importing it takes seconds on this machine."""
+    msgs: list[dict[str, object]] = [
+        {"role": "system", "content": "You are a shell agent."},
+        {"role": "user", "content": "Find the bug in the parser and fix it."},
+    ]
+    for i in range(rounds):
+        call = {"id": f"call_{i}", "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": f"grep -n parse src/m{i}.py"})}}
+        msgs.append({"role": "assistant", "content": f"Looking at module {i}.", "tool_calls": [call],
+                     "extra": {"response": {"model": "deepseek-chat", "usage": {
+                         "prompt_tokens": 1000 + 60 * i, "completion_tokens": 20}}, "timestamp": float(i)}})
+        msgs.append({"role": "tool", "tool_call_id": f"call_{i}",
+                     "content": "\n".join(f"{j}: def parse_{i}_{j}(x): return x" for j in range(12))})
+    msgs.append({"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}})
+    path.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1.1", "instance_id": "long",
+                                "info": {}, "messages": msgs}))
+    return path
+
+
+def _interrupt_when(proc: subprocess.Popen[bytes], started: object, timeout: float = 60.0) -> tuple[str, str]:
+    """SIGINT the command once `started()` says it is half way through writing, as Ctrl-C would."""
+    deadline = time.monotonic() + timeout
+    while not started():  # type: ignore[operator]
+        assert proc.poll() is None, "the command ended before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return out.decode(), err.decode()
+
+
+def test_import_interrupted_writes_nothing_and_keeps_the_old_file(tmp_path: Path) -> None:
+    traj = _long_trajectory(tmp_path / "long.traj.json")
+    out = tmp_path / "run.cpsession"
+    out.write_bytes(DEMO.read_bytes())  # replaced only by a complete import (--force)
+
+    def writing() -> bool:
+        # Half way: a recording being written (the old code wrote OUT itself) has grown past 20 kB.
+        for p in tmp_path.iterdir():
+            try:
+                size = p.stat().st_size
+            except FileNotFoundError:
+                continue
+            if p != traj and size > 20_000 and (p != out or size != len(DEMO.read_bytes())):
+                return True
+        return False
+
+    proc = _cli("import", "auto", str(traj), "-o", str(out), "--force")
+    _, err = _interrupt_when(proc, writing)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted: nothing imported" in err, err
+    assert out.read_bytes() == DEMO.read_bytes()  # the file --force would have replaced is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.traj.json", "run.cpsession"]
