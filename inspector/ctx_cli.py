@@ -242,7 +242,10 @@ def import_cmd(
     try:
         ids = ingest_session(store, session)
     except ContextPipeError as exc:
-        fail(str(exc))
+        fail(f"nothing imported from {file} (the store is as it was): {exc}")
+        return
+    except KeyboardInterrupt:
+        fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)
         return
     finally:
         store.close()
@@ -272,7 +275,11 @@ def _import_recording(db: Path, file: Path) -> None:
     try:
         ids, requests = ingest_recording(store, file)
     except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:
-        fail(f"{file}: {exc}")
+        msg = str(exc).removeprefix(f"{file}: ")
+        fail(f"nothing imported from {file} (the store is as it was): {msg}")
+        return
+    except KeyboardInterrupt:
+        fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)
         return
     finally:
         store.close()

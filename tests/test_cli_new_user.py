@@ -83,3 +83,54 @@ def test_import_interrupted_writes_nothing_and_keeps_the_old_file(tmp_path: Path
     assert "Traceback" not in err and "interrupted: nothing imported" in err, err
     assert out.read_bytes() == DEMO.read_bytes()  # the file --force would have replaced is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.traj.json", "run.cpsession"]
+
+
+def _damaged_half_way(path: Path) -> Path:
+    """The demo recording with a frame in its second half overwritten: the first half reads fine."""
+    data = bytearray(DEMO.read_bytes())
+    mid = len(data) // 2
+    data[mid : mid + 40] = bytes(b ^ 0xFF for b in data[mid : mid + 40])
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _store_items(db: Path) -> list[tuple[int, str]]:
+    from engine.store import ContextStore
+
+    with ContextStore(db) as store:
+        return [(i, store.expand(i)) for i in range(1, len(store) + 1)]
+
+
+def test_ctx_import_of_a_recording_damaged_half_way_imports_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "ctx.sqlite"
+    r = CliRunner().invoke(app, ["ctx", "add", "--db", str(db), "notes from before"])
+    assert r.exit_code == 0, r.output
+    before = _store_items(db)
+    bad = _damaged_half_way(tmp_path / "bad.cpsession")
+    r = CliRunner().invoke(app, ["ctx", "import", "--db", str(db), str(bad)])
+    assert r.exit_code == 1
+    assert f"nothing imported from {bad} (the store is as it was): corrupt frame" in r.output, r.output
+    assert _store_items(db) == before  # the old import left the 18 turns before the damage in the store
+    # The same store goes on: the next import and add take the ids the failed import had used.
+    r = CliRunner().invoke(app, ["ctx", "import", "--db", str(db), str(DEMO)])
+    assert r.exit_code == 0 and r.output.startswith("imported "), r.output
+
+
+def test_a_store_batch_that_fails_leaves_nothing_behind_and_the_store_usable(tmp_path: Path) -> None:
+    from engine.store import ContextStore, Kind
+
+    with ContextStore(tmp_path / "s.sqlite") as store:
+        first = store.add("kept", Kind.USER)
+        try:
+            with store.batch():
+                ghost = store.add("rolled back", Kind.USER, pin=True)
+                store.advance_turn()
+                raise RuntimeError("half way")
+        except RuntimeError:
+            pass
+        assert len(store) == 1 and store.turn == 0
+        again = store.add("real", Kind.USER)
+        assert again == ghost  # SQLite reuses the id: the cached body of the rolled-back row must be gone
+        assert store.expand(again) == "real" and store.expand(first) == "kept"
+        window = store.context_get(1000, sticky=False)
+        assert [e.text for e in window.entries] == ["kept", "real"]

@@ -35,12 +35,17 @@ def message_text(m: Any) -> str:
 
 
 def ingest_session(store: ContextStore, session: Any) -> list[int]:
-    """Add the whole session (last prompt plus its response) in order. System prompt and the first
-    user message (the task) are pinned; tool results link `replies_to` the call that asked for them.
-    Each model call advances the store's turn, so recency matches the original run."""
+    """Add the whole session (last prompt plus its response) in order, all or nothing. System prompt
+    and the first user message (the task) are pinned; tool results link `replies_to` the call that asked
+    for them. Each model call advances the store's turn, so recency matches the original run."""
     calls = [c for c in session.calls]
     if not calls:
         return []
+    with store.batch():  # all of the session or none of it
+        return _ingest_calls(store, calls)
+
+
+def _ingest_calls(store: ContextStore, calls: list[Any]) -> list[int]:
     ids: list[int] = []
     owner: dict[str, int] = {}
     first_user_seen = False
@@ -147,7 +152,8 @@ class MessageFolder:
 
 
 def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], int]:
-    """Fold a `.cpsession` recording's journal into the store; returns (item ids, requests seen).
+    """Fold a `.cpsession` recording's journal into the store; returns (item ids, requests seen). All
+    or nothing: if reading or adding fails half way, nothing of the recording stays in the store.
 
     The fold mirrors Pipeline.fold for what the store needs: blobs by hash, `msg` events (a whole
     message), `part` events (tool results / user text pending until the next message or request,
@@ -187,7 +193,9 @@ def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], 
             folder.add_message(Message("user", tuple(pending)))
             pending.clear()
 
-    with RecordingReader.open(path) as reader:
+    # One batch: a damaged frame (or Ctrl-C) half way through leaves the store as it was, not holding
+    # the turns before the damage as if they were the whole session.
+    with RecordingReader.open(path) as reader, store.batch():
         for raw in reader.events():
             ev = unpack_event(raw)
             k = ev.get("k")

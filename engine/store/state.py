@@ -95,6 +95,7 @@ class StoreState:
         self.layout_gen = 0
         self.has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
         self.last_window_id = 0  # flight-recorder row of the last window served
+        self.batching = False  # inside batch(): writes are savepoints of its one transaction
 
     @property
     def state(self) -> StoreState:
@@ -104,7 +105,18 @@ class StoreState:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (BEGIN itself failing opens nothing)."""
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (BEGIN itself failing opens nothing).
+        Inside a batch it is a savepoint: a write that fails undoes only itself, and the batch decides."""
+        if self.batching:
+            self.conn.execute("SAVEPOINT write")
+            try:
+                yield self.conn
+                self.conn.execute("RELEASE write")
+            except BaseException:
+                self.conn.execute("ROLLBACK TO write")
+                self.conn.execute("RELEASE write")
+                raise
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -112,6 +124,39 @@ class StoreState:
         except BaseException:
             self.rollback()
             raise
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write inside commits together or not at all: an import stopped half way (a damaged
+        frame further on, Ctrl-C) must not leave half a session in the store, looking like the whole."""
+        if self.batching:
+            yield  # nested: the outer batch commits or rolls back
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:  # locked by another writer, say: named with the file, as writes are
+            raise translate(exc, self.path, self.timeout_s) from exc
+        self.batching = True
+        try:
+            yield
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, self.timeout_s) from exc
+        except BaseException:
+            self.rollback()
+            self.forget_uncommitted()
+            raise
+        finally:
+            self.batching = False
+
+    def forget_uncommitted(self) -> None:
+        """After a batch rolled back: the mirror and the caches were patched with rows that are gone,
+        and SQLite may hand their ids to new rows, so everything is read again from the file."""
+        self.items.clear()
+        self.is_json.clear()
+        self.last.clear()
+        self.dirty = True
 
     def require_writable(self, what: str) -> None:
         if self.read_only:

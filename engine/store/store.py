@@ -18,6 +18,7 @@ flight recorder's queries are here.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -107,6 +108,13 @@ class ContextStore:
         self.close()
 
     # ---- writing ------------------------------------------------------------------------------
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """`with store.batch(): ...`: the writes inside commit together when the block ends, or none of
+        them if it raises (an import that fails or is interrupted half way leaves the store as it was).
+        Nested batches join the outer one."""
+        self.state.require_writable("a batch of writes")
+        return self.state.batch()
 
     @translating
     def add(
