@@ -452,7 +452,7 @@ def demo(
 
 
 # Command groups that live in their own modules: the context store's `ctx` and `eval`, and `simulate`.
-app.add_typer(ctx_app, name="ctx", help="The SQLite context store: add items, get windows, expand.")
+app.add_typer(ctx_app, name="ctx")  # its help is ctx_app's own (one text, listing every subcommand)
 app.command("eval")(eval_command)
 app.command()(simulate)
 app.command()(diff)

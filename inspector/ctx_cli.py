@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 ctx_app = typer.Typer(
     name="ctx",
-    help="The SQLite context store: add items, serve budgeted windows, expand stubs, import trajectories.",
+    # Short enough that `cp-inspect --help` shows it whole (a longer one is cut at "...").
+    help="The SQLite context store: add, import, get windows, expand.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -189,11 +190,14 @@ def get_cmd(
             typer.echo(e.text)
 
 
-@ctx_app.command("expand")
+# "-1" would otherwise be read as an unknown option ("No such option: -1"): it reaches the id check.
+@ctx_app.command("expand", context_settings={"ignore_unknown_options": True})
 def expand_cmd(
     db: ExistingDbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
 ) -> None:
     """Print the original text behind a stub or summary."""
+    if item_id < 1:
+        fail(f"item ids start at 1, got {item_id}: give the number after # in a stub, e.g. `ctx expand --db DB 5`", 2)
     store = _open(db, create=False)
     try:
         text = store.expand(item_id)

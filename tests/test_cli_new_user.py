@@ -134,3 +134,24 @@ def test_a_store_batch_that_fails_leaves_nothing_behind_and_the_store_usable(tmp
         assert store.expand(again) == "real" and store.expand(first) == "kept"
         window = store.context_get(1000, sticky=False)
         assert [e.text for e in window.entries] == ["kept", "real"]
+
+
+def test_ctx_help_names_every_subcommand() -> None:
+    top = CliRunner().invoke(app, ["--help"])
+    ctx = CliRunner().invoke(app, ["ctx", "--help"])
+    assert top.exit_code == 0 and ctx.exit_code == 0
+    ctx_line = next(line for line in top.output.splitlines() if line.strip().startswith("ctx "))
+    description = ctx.output.split("Options:")[0]
+    for sub in ("add", "import", "get", "expand"):
+        assert sub in ctx_line and sub in description, (sub, ctx_line, description)
+
+
+def test_ctx_expand_of_a_negative_or_zero_id_says_ids_start_at_1(tmp_path: Path) -> None:
+    db = tmp_path / "ctx.sqlite"
+    assert CliRunner().invoke(app, ["ctx", "add", "--db", str(db), "hello"]).exit_code == 0
+    for args in (["-1"], ["--", "-1"], ["0"]):
+        r = CliRunner().invoke(app, ["ctx", "expand", "--db", str(db), *args])
+        assert r.exit_code == 2, (args, r.output)
+        assert "item ids start at 1" in r.output and "No such option" not in r.output, (args, r.output)
+    r = CliRunner().invoke(app, ["ctx", "expand", "--db", str(db), "1"])
+    assert r.exit_code == 0 and r.output == "hello\n"
