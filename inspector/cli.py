@@ -123,6 +123,9 @@ def explain(
 
     if fmt not in ("text", "json"):
         fail("--format must be text or json", 2)
+    if budget is not None and budget <= 0:
+        # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
+        fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
     events, _, offsets = load_events(target)
     traces: dict[int, dict[str, Any]] = {}
     for i, e in enumerate(events):
@@ -138,7 +141,8 @@ def explain(
         fail(f"{target} has no completed turns yet")
     n = max(traces) if turn is None else (turn if turn >= 0 else max(traces) + 1 + turn)
     if n not in traces:
-        fail(f"turn {n} is not in {target} (it has turns 0..{max(traces)})")
+        # The turn as given (-100 was reported as "turn -60"), and a usage error as in `replay --turn`.
+        fail(f"turn {turn} is not in {target} (it has turns {min(traces)}..{max(traces)}; -1 is the last)", 2)
     ov = Overrides(
         budget,
         parse_thresholds(threshold) or None,

@@ -155,3 +155,14 @@ def test_ctx_expand_of_a_negative_or_zero_id_says_ids_start_at_1(tmp_path: Path)
         assert "item ids start at 1" in r.output and "No such option" not in r.output, (args, r.output)
     r = CliRunner().invoke(app, ["ctx", "expand", "--db", str(db), "1"])
     assert r.exit_code == 0 and r.output == "hello\n"
+
+
+def test_explain_refuses_budget_0_and_names_the_turn_as_given() -> None:
+    r = CliRunner().invoke(app, ["explain", str(DEMO), "--budget", "0"])
+    # It printed the recorded plan (exit 0), as if re-planned with a window of 0.
+    assert r.exit_code == 2 and "--budget must be a positive number of tokens" in r.output, r.output
+    r = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "-100"])
+    assert r.exit_code == 2, r.output
+    assert "turn -100 is not in" in r.output and "turns 0..39" in r.output, r.output  # it said "turn -60"
+    r = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "-40", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output)["turn"] == 0
