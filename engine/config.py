@@ -12,6 +12,8 @@ from engine.policy.settings import PolicySettings
 from engine.providers import canonical_provider
 from engine.tokens import Budget
 
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
 
 @dataclass(frozen=True)
 class PipelineConfig:
@@ -19,7 +21,7 @@ class PipelineConfig:
     provider: str = "anthropic"
     window: int = 200_000
     margin: float = 0.02
-    max_output_tokens: int = 4096
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     default_response_reserve: int = 1024
     thinking_reserve: int = 0
     schema_reserve: int = 0

@@ -66,7 +66,9 @@ def fork_pipeline(
         margin=cfg.margin,
         thresholds=cfg.thresholds,
         limits=cfg.limits,
-        max_output_tokens=cfg.max_output_tokens,
+        # The parent's own: held to the window only if the parent's was (a default 4096 over a small
+        # planning window is inherited as the default).
+        max_output_tokens=cfg.max_output_tokens if parent._output_chosen else None,
         default_response_reserve=cfg.default_response_reserve,
         thinking_reserve=cfg.thinking_reserve,
         schema_reserve=cfg.schema_reserve,

@@ -39,7 +39,7 @@ from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Assembly, Measure
 from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
-from engine.config import PipelineConfig
+from engine.config import DEFAULT_MAX_OUTPUT_TOKENS, PipelineConfig
 from engine.errors import (
     ConfigError,
     ContentError,
@@ -131,6 +131,18 @@ def _journals_async(
             probe.flush()
 
     return call
+
+
+def _check_output_fits(cfg: PipelineConfig) -> None:
+    """Every request asks for max_output_tokens of reply (the body's max_tokens). At or past the window
+    no prompt fits beside it: the provider refuses every call, or (if the window is set below the
+    model's) the engine plans prompts against a window the reply alone fills."""
+    if cfg.max_output_tokens >= cfg.window:
+        raise ConfigError(
+            f"max_output_tokens={cfg.max_output_tokens:,} is not below the window ({cfg.window:,} tokens): "
+            "the reply would leave no room for the prompt; give the model's output limit (e.g. 4096 or "
+            "8192), below the window, or the model's whole context window as window"
+        )
 
 
 def _raise_closed(name: str) -> None:
@@ -230,7 +242,7 @@ class Pipeline:
         margin: float = 0.02,
         thresholds: Thresholds | None = None,
         limits: OptimizeLimits | None = None,
-        max_output_tokens: int = 4096,
+        max_output_tokens: int | None = None,
         default_response_reserve: int = 1024,
         thinking_reserve: int = 0,
         schema_reserve: int = 0,
@@ -257,13 +269,18 @@ class Pipeline:
         in memory; older ones go to a private temporary file and read back on demand (None: keep all).
         `history_chunk`: messages behind the compaction cut (and their texts) go to a private temporary
         file, at least this many at a time, and are read back on demand (see _release_history; None
-        keeps the whole conversation in memory, as does a replay pipeline, whose what-ifs read it all)."""
+        keeps the whole conversation in memory, as does a replay pipeline, whose what-ifs read it all).
+        `max_output_tokens` (default 4096): the reply each request asks for (the body's max_tokens);
+        a value given must be below `window`."""
+        # Only a value the agent chose is held to the window: the default with a small planning window
+        # is what what-ifs, importers and tests use, and a replay rebuilds whatever was recorded.
+        self._output_chosen = max_output_tokens is not None and not replay
         cfg = PipelineConfig(
             model=model,
             provider=provider,
             window=window,
             margin=margin,
-            max_output_tokens=max_output_tokens,
+            max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS if max_output_tokens is None else max_output_tokens,
             default_response_reserve=default_response_reserve,
             thinking_reserve=thinking_reserve,
             schema_reserve=schema_reserve,
@@ -272,6 +289,8 @@ class Pipeline:
             limits=limits or OptimizeLimits(),
             policy=PolicySettings.parse(policy) if isinstance(policy, str) else (policy or PolicySettings()),
         )
+        if self._output_chosen:
+            _check_output_fits(cfg)
         self.counter = counter if counter is not None else TokenCounter(tokenizer)  # empty is falsy
         self.measure = Measure(self.counter)
         self.clock = clock
@@ -734,6 +753,8 @@ class Pipeline:
         from dataclasses import replace
 
         cfg = replace(self.config, window=window)
+        if self._output_chosen:
+            _check_output_fits(cfg)
         self._emit({"k": "config", "config": cfg.to_event()})
 
     # ----------------------------------------------------------------- conversation

@@ -166,3 +166,25 @@ def test_explain_refuses_budget_0_and_names_the_turn_as_given() -> None:
     assert "turn -100 is not in" in r.output and "turns 0..39" in r.output, r.output  # it said "turn -60"
     r = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "-40", "--format", "json"])
     assert r.exit_code == 0 and json.loads(r.output)["turn"] == 0
+
+
+def test_a_max_output_tokens_not_below_the_window_is_refused() -> None:
+    import pytest
+
+    from engine import Pipeline
+    from engine.errors import ConfigError
+
+    for out in (16_000, 8_000):  # every request would ask for a reply the window cannot hold beside a prompt
+        with pytest.raises(ConfigError, match=rf"max_output_tokens={out:,} is not below the window \(8,000"):
+            Pipeline("claude-sonnet-4", window=8_000, max_output_tokens=out, serve=False)
+    pipe = Pipeline("claude-sonnet-4", window=20_000, max_output_tokens=8_000, serve=False)
+    with pytest.raises(ConfigError, match="not below the window"):
+        pipe.set_window(6_000)
+    assert pipe.config.window == 20_000
+    # The default is not held to a small planning window (what-ifs, importers, tests), nor inherited
+    # by a fork as if it had been chosen.
+    small = Pipeline("claude-sonnet-4", window=3_000, serve=False)
+    small.identity("You are careful.")
+    small.user("Go.")
+    assert small.next_request().body["max_tokens"] == 4096
+    assert small.fork("A side task.").config.max_output_tokens == 4096
