@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,15 +138,60 @@ def test_a_relative_xdg_runtime_dir_is_ignored(monkeypatch: pytest.MonkeyPatch, 
     assert default_runtime_dir() == tmp_path / "run" / "contextpipe"
 
 
+SERVING_AGENT = """
+import sys
+from engine.probe.server import ProbeServer
+server = ProbeServer({"model": "m", "provider": "anthropic"}, lambda: [{"k": "turn", "turn": 0, "trace": {}}])
+server.start()
+print(server.path, flush=True)
+sys.stdin.read()
+server.close()
+"""
+
+
+def test_attach_finds_an_agent_started_with_another_xdg_runtime_dir(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    # The agent runs with one XDG_RUNTIME_DIR (a desktop session's, a service's), the inspector with
+    # another or none (an ssh login): attach looked only in its own and said the agent was not serving.
+    agents, mine = rtdir.parent / "agent-xdg", rtdir.parent / "my-xdg"
+    agents.mkdir(mode=0o700)
+    mine.mkdir(mode=0o700)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "XDG_RUNTIME_DIR": str(agents),
+    }
+    agent = subprocess.Popen(
+        [sys.executable, "-c", SERVING_AGENT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert agent.stdout is not None
+        assert Path(agent.stdout.readline().strip()).parent == agents / "contextpipe"
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(mine))
+        with ProbeClient.connect(agent.pid, timeout=10.0) as c:
+            assert c.hello["pid"] == agent.pid and c.hello["turns"] == 1
+    finally:
+        agent.communicate("", timeout=30)
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to make a directory owned by another uid")
-def test_an_xdg_runtime_dir_of_another_user_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_an_xdg_runtime_dir_of_another_user_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # `sudo -E` keeps the invoking user's XDG_RUNTIME_DIR: a root agent made its `contextpipe` there,
     # owned by root, and every later agent of that user was refused it (and ran without its probe).
     theirs = tmp_path / "run-user-65534"
     theirs.mkdir(mode=0o700)
     os.chown(theirs, 65534, 65534)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(theirs))
-    assert default_runtime_dir() == Path("/tmp") / f"contextpipe-{os.getuid()}"  # the agent's and the client's
+    assert (
+        default_runtime_dir() == Path("/tmp") / f"contextpipe-{os.getuid()}"
+    )  # the agent's and the client's
 
 
 def test_a_runtime_dir_that_cannot_be_created_says_what_to_do(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from engine.probe.runtime_dir import (
     ProbeError,
     ProbeTimeout,
     ProtocolMismatch,
+    agent_runtime_dir,
     parse_target,
     pid_alive,
     proc_stat,
@@ -164,6 +165,13 @@ class ProbeClient:
             raise PermissionDenied(
                 f"process {pid} belongs to another user; its probe can only be read by that user"
             )
+        if runtime_dir is None and (d is None or not os.path.lexists(socket_path(pid, d, session))):
+            # The agent may have been started with another XDG_RUNTIME_DIR than this process has (a
+            # desktop session's or a service's, where an ssh login has none): its socket is where its
+            # own environment put it. Looking only in ours told the user to start serving an agent that was.
+            theirs = agent_runtime_dir(pid)
+            if theirs is not None and theirs != d:
+                d = resolve_runtime_dir(theirs) or d  # validated as ours is: PermissionDenied if not safe
         if d is None:
             raise NotServing(pid)
         path = socket_path(pid, d, session)

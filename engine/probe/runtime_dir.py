@@ -72,7 +72,26 @@ class ProbeTimeout(ProbeError, TimeoutError):
 
 def default_runtime_dir() -> Path:
     """Where sockets live for this user (not created, not checked)."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    return runtime_dir_from(os.environ.get("XDG_RUNTIME_DIR", ""))
+
+
+def agent_runtime_dir(pid: int) -> Path | None:
+    """Where process `pid` puts its socket, by the XDG_RUNTIME_DIR it was started with (its
+    /proc/<pid>/environ, which only its own user may read); None when that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return None
+    xdg = ""
+    for item in env:
+        if item.startswith(b"XDG_RUNTIME_DIR="):
+            xdg = os.fsdecode(item[len(b"XDG_RUNTIME_DIR=") :])
+    return runtime_dir_from(xdg)
+
+
+def runtime_dir_from(xdg: str) -> Path:
+    """The runtime directory for this user given an XDG_RUNTIME_DIR value ("" when unset)."""
     # An XDG_RUNTIME_DIR that does not exist (say, inherited over sudo or into a container) is
     # treated as unset rather than failing: /tmp/contextpipe-<uid> is still private to us. So is a
     # relative one, which the XDG spec says to ignore: it named a different directory from each working
