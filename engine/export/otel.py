@@ -11,10 +11,12 @@ defines them. The SDK is imported lazily, so `import engine` never needs it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -333,8 +335,10 @@ class OtelSink:
         self.lost = 0  # set by close(): turns whose span the receiver did not confirm
         self._queue: deque[tuple[Mapping[str, Any], float]] = deque()
         self._wake = threading.Event()
+        self._closing = threading.Event()  # cuts the gather wait short: close() should not sit it out
         self._closed = False
         self._thread: threading.Thread | None = None
+        _OPEN.add(self)
 
     def __call__(self, ev: Mapping[str, Any]) -> None:
         k = ev.get("k")
@@ -376,7 +380,7 @@ class OtelSink:
             self._wake.wait()
             self._wake.clear()
             if not self._closed:
-                time.sleep(self.GATHER_S)
+                self._closing.wait(self.GATHER_S)
             closing = self._closed  # read before draining: what was queued by then is all there is
             try:
                 self._drain()
@@ -394,11 +398,13 @@ class OtelSink:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
         thread = self._thread
         try:
             if thread is None:
                 self._drain()  # never started (threaded=False, or no relevant event): nothing in flight
             else:
+                self._closing.set()
                 self._wake.set()
                 thread.join(timeout_s)
         except Exception:
@@ -418,6 +424,21 @@ class OtelSink:
                 f"{exporter_url(self.emitter.exporter)} ({detail}); is a collector listening there?",
                 RuntimeWarning, stacklevel=2,
             )
+
+
+# Sinks not yet closed. An agent that ends without Pipeline.close() (a script that returns, sys.exit)
+# lost every span still queued or batched: the export thread is a daemon, stopped mid-wait at exit, so a
+# short session reached the receiver with none of its calls and nothing said so. At exit each open sink
+# is closed, all of them within one EXIT_TIMEOUT_S. Weak: a sink dropped unclosed is not kept alive.
+_OPEN: weakref.WeakSet[OtelSink] = weakref.WeakSet()
+EXIT_TIMEOUT_S = 5.0
+
+
+@atexit.register
+def _close_open_sinks() -> None:
+    deadline = time.monotonic() + EXIT_TIMEOUT_S
+    for sink in list(_OPEN):
+        sink.close(max(0.1, deadline - time.monotonic()))
 
 
 def export_events(events: Iterable[Mapping[str, Any]], header: Mapping[str, Any], emitter: SpanEmitter,
