@@ -25,7 +25,7 @@ from .otlp_receiver import OtlpReceiver  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
              "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-             "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES")
+             "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER")
 
 
 @pytest.fixture(autouse=True)
@@ -231,3 +231,20 @@ def test_an_agent_that_ends_without_close_says_when_its_spans_were_lost() -> Non
     assert out.returncode == 0, out.stderr
     assert took < 30, "the exit waits a bounded time for the receiver"
     assert "OpenTelemetry export: 3 of 3 spans did not reach http://127.0.0.1:9/v1/traces" in out.stderr, out.stderr
+
+
+def test_traces_switched_off_by_the_standard_variable_are_not_exported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_TRACES_EXPORTER=none turns trace export off (SDK environment variables), e.g. in a process
+    whose OTEL_EXPORTER_OTLP_ENDPOINT is there for its metrics and logs; the engine exported anyway."""
+    with OtlpReceiver() as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        assert pipe.otel is None
+        _turns(pipe, 1)
+        pipe.close()
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console,otlp")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        _turns(pipe, 1)
+        pipe.close()
+        assert len(rx.spans) == 1
