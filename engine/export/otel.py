@@ -97,9 +97,10 @@ def resolve_protocol() -> str:
 
 def resolve_timeout_s() -> float | None:
     """OTEL_EXPORTER_OTLP_TRACES_TIMEOUT / OTEL_EXPORTER_OTLP_TIMEOUT in seconds, None when unset. The
-    specification's Timeout type is milliseconds (configuration/common.md); the Python exporters read the
-    variables as seconds (opentelemetry-python #4044), so TIMEOUT=10000 meant a 10 000 s wait per batch.
-    Read here and passed to the exporter explicitly, so the variable means what the specification says."""
+    specification's Timeout type (configuration/common.md) is milliseconds, 0 meaning no limit (a very
+    long time: 2**31-1 ms, as it suggests), and a negative or unreadable value is warned about and
+    ignored. The Python exporters read the variables as seconds (opentelemetry-python #4044), so
+    TIMEOUT=10000 meant a 10 000 s wait per batch: read here and passed to the exporter explicitly."""
     found = _env(ENV_TRACES_TIMEOUT, ENV_TIMEOUT)
     if found is None:
         return None
@@ -107,10 +108,14 @@ def resolve_timeout_s() -> float | None:
     try:
         ms = float(value)
     except ValueError:
-        raise ConfigError(f"{name} is {value!r}: expected a whole number of milliseconds, e.g. 10000") from None
+        ms = -1.0
     if ms < 0:
-        raise ConfigError(f"{name} is {value!r}: expected a non-negative number of milliseconds")
-    return ms / 1000.0
+        import warnings
+
+        warnings.warn(f"{name}={value!r} is ignored: expected a non-negative whole number of milliseconds, "
+                      "e.g. 10000; the exporter's default (10 s) applies", RuntimeWarning, stacklevel=2)
+        return None
+    return (ms or 2**31 - 1) / 1000.0
 
 
 def _sdk() -> Any:

@@ -248,3 +248,18 @@ def test_traces_switched_off_by_the_standard_variable_are_not_exported(monkeypat
         _turns(pipe, 1)
         pipe.close()
         assert len(rx.spans) == 1
+
+
+def test_timeout_zero_means_no_limit_and_a_bad_value_is_ignored_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """configuration/common.md, Timeout: 0 is no limit; a negative value is warned about and ignored."""
+    from engine.export.otel import resolve_timeout_s
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0")
+    assert resolve_timeout_s() is not None and resolve_timeout_s() > 86400  # type: ignore[operator]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")
+    assert resolve_timeout_s() == 2.5  # the signal's own variable wins
+    for bad in ("-5", "ten"):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", bad)
+        with pytest.warns(RuntimeWarning, match="OTEL_EXPORTER_OTLP_TRACES_TIMEOUT.*ignored"):
+            assert resolve_timeout_s() is None
