@@ -11,6 +11,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,3 +264,34 @@ def test_timeout_zero_means_no_limit_and_a_bad_value_is_ignored_with_a_warning(
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", bad)
         with pytest.warns(RuntimeWarning, match="OTEL_EXPORTER_OTLP_TRACES_TIMEOUT.*ignored"):
             assert resolve_timeout_s() is None
+
+
+def test_the_grpc_protocol_variable_sends_over_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_EXPORTER_OTLP_PROTOCOL=grpc (exporter.md, "Specify Protocol"), to a collector's gRPC port: the
+    exporter posted OTLP/HTTP protobuf there anyway, which a gRPC server cannot take."""
+    grpc = pytest.importorskip("grpc")
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    from concurrent import futures
+
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    got: list[str] = []
+
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC service's naming)
+            got.extend(span.name for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        _turns(pipe, 2)
+        pipe.close()
+    finally:
+        server.stop(0)
+    assert got == ["chat gpt-4o", "chat gpt-4o"]
