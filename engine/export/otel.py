@@ -343,6 +343,7 @@ class OtelSink:
         self._closing = threading.Event()  # cuts the gather wait short: close() should not sit it out
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
         _OPEN.add(self)
 
     def __call__(self, ev: Mapping[str, Any]) -> None:
@@ -443,7 +444,10 @@ EXIT_TIMEOUT_S = 5.0
 def _close_open_sinks() -> None:
     deadline = time.monotonic() + EXIT_TIMEOUT_S
     for sink in list(_OPEN):
-        sink.close(max(0.1, deadline - time.monotonic()))
+        # A forked child inherits its parent's open sinks (and their queues, not their threads): closing
+        # them there would send the parent's spans twice and warn about spans that are not the child's.
+        if sink._pid == os.getpid():
+            sink.close(max(0.1, deadline - time.monotonic()))
 
 
 def export_events(events: Iterable[Mapping[str, Any]], header: Mapping[str, Any], emitter: SpanEmitter,

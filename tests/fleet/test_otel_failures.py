@@ -295,3 +295,36 @@ def test_the_grpc_protocol_variable_sends_over_grpc(monkeypatch: pytest.MonkeyPa
     finally:
         server.stop(0)
     assert got == ["chat gpt-4o", "chat gpt-4o"]
+
+
+FORKING_AGENT = """
+import os, sys
+from engine import Pipeline
+pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+pipe.identity("You are careful.")
+pipe.user("Fix it.")
+for i in range(3):
+    req = pipe.next_request()
+    pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 12})
+    pipe.assistant(f"step {i}")
+    pipe.user("go on")
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # a forked worker that ends normally: runs the atexit handlers it inherited
+os.waitpid(child, 0)
+pipe.close()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_its_parents_spans_alone() -> None:
+    """The exit handler closed every open sink, a forked child's inherited ones too: the child warned
+    that the parent's spans were lost (they were not; the parent sent them)."""
+    with OtlpReceiver() as rx:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.url, PYTHONPATH=str(ROOT))
+        out = subprocess.run([sys.executable, "-c", FORKING_AGENT], env=env, capture_output=True, text=True,
+                             timeout=120, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        assert sorted(s["attributes"]["contextpipe.turn"] for s in rx.spans) == [0, 1, 2]
+    assert "did not reach" not in out.stderr, out.stderr
