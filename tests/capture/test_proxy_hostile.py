@@ -230,3 +230,31 @@ def test_upstream_tls_failure_names_the_upstream_and_the_cause(tmp_path: Path) -
     assert "CERTIFICATE_VERIFY_FAILED" in said and "self-signed certificate" in said
     [(session, _)] = rec.sessions.values()
     assert "CERTIFICATE_VERIFY_FAILED" in errors(session.path)[0]["message"]
+
+
+def test_connect_is_refused_with_what_to_do(
+    proxied: Any, standin: StandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent given the proxy as HTTPS_PROXY (instead of its base URL) asks it for a CONNECT tunnel.
+    Old proxy: a bare '404: Not Found', the connection left open, the SDK's 'Connection error.' and
+    nothing anywhere saying why no call was recorded."""
+    host, port = proxied.server.host, proxied.server.port
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(b"CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n")
+        out = b""
+        while chunk := sock.recv(65536):  # the proxy closes the connection: no wait for a timeout
+            out += chunk
+    status = out.split(b"\r\n", 1)[0].decode()
+    assert status == "HTTP/1.1 405 Not a forward proxy: set the agent's base URL to this proxy, not HTTPS_PROXY"
+    monkeypatch.setenv("HTTPS_PROXY", proxied.url)
+    before = len(standin.requests)
+    with openai.OpenAI(api_key="k", max_retries=0, base_url="https://api.openai.com/v1", timeout=5) as client:
+        with pytest.raises(openai.APIConnectionError) as info:
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert "405 Not a forward proxy" in str(info.value.__cause__)  # where httpx puts the reason
+    assert len(standin.requests) == before
+    proxied.finish()
+    assert proxied.recorder.skipped == [  # once, though asked twice
+        "a CONNECT to api.openai.com:443 was refused: the agent uses this proxy as its HTTPS_PROXY; "
+        "set its base URL instead (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), or use `cp-inspect run`"
+    ]

@@ -86,6 +86,29 @@ def refuse_websocket(request: web.Request, route: Route, hook: Hook | None) -> w
     return resp
 
 
+NOT_A_FORWARD_PROXY = "Not a forward proxy: set the agent's base URL to this proxy, not HTTPS_PROXY"
+
+
+@web.middleware
+async def refuse_connect(request: web.Request, handler: Any) -> web.StreamResponse:
+    """CONNECT: the agent was pointed at the proxy with HTTPS_PROXY (or HTTP_PROXY) instead of its base
+    URL, and asks for a tunnel to the API. A tunnel would carry TLS the proxy cannot read, so nothing
+    would be recorded; the router answered a bare 404 (the target has no path) and kept the connection,
+    and the SDK said only "Connection error". Refused with 405 and a reason phrase that says what to do
+    (httpx puts it in its ProxyError), and noted, so `cp-inspect proxy` says it when it stops."""
+    if request.method != "CONNECT":
+        return await handler(request)  # type: ignore[no-any-return]
+    note = getattr(request.app[HOOK_KEY], "note", None)
+    if callable(note):
+        note(
+            f"a CONNECT to {request.raw_path} was refused: the agent uses this proxy as its HTTPS_PROXY; "
+            "set its base URL instead (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), or use `cp-inspect run`"
+        )
+    resp = web.Response(status=405, reason=NOT_A_FORWARD_PROXY, text=f"cp-inspect proxy: {NOT_A_FORWARD_PROXY}\n")
+    resp.force_close()
+    return resp
+
+
 async def handle(request: web.Request) -> web.StreamResponse:
     app = request.app
     upstreams = app[UPSTREAMS_KEY]
@@ -221,7 +244,7 @@ async def _relay(
 
 
 def make_app(upstreams: dict[str, str], hook: Hook | None, max_body: int = MAX_BODY) -> web.Application:
-    app = web.Application(client_max_size=max_body)
+    app = web.Application(client_max_size=max_body, middlewares=[refuse_connect])
     app[UPSTREAMS_KEY] = upstreams
     app[HOOK_KEY] = hook
 

@@ -155,9 +155,11 @@ class Recorder:
         self._q.put(ex)
 
     def note(self, text: str) -> None:
-        """Something the proxy answered itself and did not record (a refused WebSocket upgrade)."""
-        self.skipped.append(text)
-        log.info("proxy: %s", text)
+        """Something the proxy answered itself and did not record (a refused WebSocket upgrade or CONNECT).
+        Once each: an agent that does it on every call would push every other note out of view."""
+        if text not in self.skipped:
+            self.skipped.append(text)
+            log.info("proxy: %s", text)
 
     # ---------------------------------------------------------------- worker side
 
