@@ -162,3 +162,26 @@ def test_litellm_call_is_stamped_when_it_was_made(
     ev = _finish(logger, tmp_path / "lite.cpsession", 1)
     (actual,) = [e for e in ev if e["k"] == "actual"]
     assert abs(actual["time"] - made) < 0.5, actual["time"] - made
+
+
+def test_litellm_legacy_functions(upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path) -> None:
+    """The legacy function-calling API through litellm: its functions are the request's tools, the reply's
+    function_call its call, and the function message its result (see tests/test_tap_legacy_functions.py)."""
+    functions = [{"name": "bash", "description": "Run", "parameters": {"type": "object"}}]
+    kw: dict[str, Any] = {"model": "openai/gpt-4o-functions", "api_base": upstream.url + "/v1", "api_key": "k"}
+    msgs: list[Any] = [{"role": "user", "content": "List the files."}]
+    r = litellm.completion(messages=msgs, functions=functions, **kw)
+    _wait_for(logger, 1)
+    fc = r.choices[0].message.function_call
+    msgs += [
+        {"role": "assistant", "content": None, "function_call": {"name": fc.name, "arguments": fc.arguments}},
+        {"role": "function", "name": "bash", "content": "a.py"},
+    ]
+    litellm.completion(messages=msgs, functions=functions, **kw)
+    _wait_for(logger, 2)
+    assert logger.stats.errors == 0, logger.stats.last_error
+    ev = _finish(logger, tmp_path / "lite.cpsession", 2)
+    first = next(e for e in ev if e["k"] == "actual" and e["turn"] == 0)
+    assert first.get("tool_names") == ["bash"], {k: v for k, v in first.items() if k != "add"}
+    results = [e["part"] for e in ev if e["k"] == "part" and e["part"]["t"] == "result"]
+    assert [p["id"] for p in results] == ["function_call:bash"]

@@ -42,10 +42,10 @@ _PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock")
 
 def _request(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The request as the agent gave it to litellm: messages, the model, and the optional params
-    litellm separated out (tools, prompt_cache_key)."""
+    litellm separated out (tools, the legacy API's functions, prompt_cache_key)."""
     opt = kwargs.get("optional_params") or {}
     merged: dict[str, Any] = {"model": kwargs.get("model"), "messages": kwargs.get("messages") or []}
-    for k in ("tools", "prompt_cache_key", "max_tokens", "max_completion_tokens"):
+    for k in ("tools", "functions", "prompt_cache_key", "max_tokens", "max_completion_tokens"):
         v = opt.get(k, kwargs.get(k))
         if v is not None:
             merged[k] = v
