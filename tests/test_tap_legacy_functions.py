@@ -125,3 +125,19 @@ def test_proxy_records_legacy_functions(upstream: StandIn, tmp_path: Path, strea
     [(info, _)] = rec.sessions.values()
     assert info.tap_errors == 0 and info.errors == 0, info.notes
     _check(info.path)
+
+
+def test_proxy_jsonl_import_reads_legacy_functions(upstream: StandIn) -> None:
+    """A logged proxy exchange (the proxy-jsonl format) shares the parser: functions, call and result."""
+    from engine.importers.proxy_jsonl import parse_lines
+
+    reply = upstream.chat_completion(MODEL, "")
+    line = {
+        "request": {"model": MODEL, "messages": _second_request(LEGACY_CALL), "functions": FUNCTIONS},
+        "response": reply,
+    }
+    [call] = parse_lines(json.dumps(line), "legacy.jsonl").calls
+    assert [t.name for t in call.tools] == ["bash"]
+    assert call.messages[1].tool_calls[0].id == call.messages[2].tool_call_id == "function_call:bash"
+    assert call.messages[2].role == "tool" and call.messages[2].content == "a.py\nb.py"
+    assert call.response is not None and [c.name for c in call.response.tool_calls] == ["bash"]
