@@ -258,3 +258,30 @@ def test_connect_is_refused_with_what_to_do(
         "a CONNECT to api.openai.com:443 was refused: the agent uses this proxy as its HTTPS_PROXY; "
         "set its base URL instead (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), or use `cp-inspect run`"
     ]
+
+
+def test_azure_openai_client_through_the_proxy(proxied: Any, standin: StandIn) -> None:
+    """An AzureOpenAI client pointed at the proxy sends /openai/deployments/{name}/chat/completions. Old
+    proxy: it took the leading /openai for its own provider prefix and stripped it, so the upstream (an
+    Azure resource) was asked for /deployments/... and answered 404."""
+    with openai.AzureOpenAI(
+        azure_endpoint=proxied.url, api_version="2024-10-21", api_key="k", max_retries=0
+    ) as client:
+        r = client.chat.completions.create(model="gpt-4o-dep", messages=[{"role": "user", "content": "azure"}])
+    assert r.choices[0].message.content == "Hello from the stand-in."
+    path, headers, _ = standin.requests[-1]
+    assert path == "/openai/deployments/gpt-4o-dep/chat/completions"
+    assert headers["api-key"] == "k"
+    [rec_path] = proxied.finish()
+    assert verify_ok(rec_path) == 1 and errors(rec_path) == []
+
+
+def test_azure_v1_paths_are_kept_for_an_azure_upstream() -> None:
+    from engine.capture.proxy.routes import DEFAULT_UPSTREAMS, match, upstream_url
+
+    azure = {**DEFAULT_UPSTREAMS, "openai": "https://res.openai.azure.com"}
+    r = match("/openai/v1/chat/completions", "", {}, azure)
+    assert (r.wire, upstream_url(r, azure)) == ("openai-chat", "https://res.openai.azure.com/openai/v1/chat/completions")
+    # elsewhere /openai stays the proxy's provider prefix before OpenAI's own path
+    r = match("/openai/v1/chat/completions", "", {}, DEFAULT_UPSTREAMS)
+    assert upstream_url(r, DEFAULT_UPSTREAMS) == "https://api.openai.com/v1/chat/completions"

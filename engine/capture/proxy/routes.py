@@ -7,6 +7,8 @@ proxy is all an agent needs:
     /v1/chat/completions             OpenAI Chat Completions   -> the openai upstream
     /v1/responses                    OpenAI Responses          -> the openai upstream
     /<provider>/...                  the same, sent to that provider (e.g. /deepseek/chat/completions)
+    /openai/deployments/...          Azure OpenAI's own paths, kept whole (and /openai/v1/... when the
+                                     openai upstream is an Azure host): AzureOpenAI(azure_endpoint=proxy)
 
 Anything else (model lists, token counting, files, any method but POST, OpenAI's own `.../messages`
 resources under /threads and /chat/completions) is forwarded unrecorded: to the anthropic upstream
@@ -27,6 +29,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 SESSION_HEADER = "X-ContextPipe-Session"
 
@@ -80,7 +83,7 @@ def match(
     rest = path
     provider = None
     first, _, tail = path.lstrip("/").partition("/")
-    if first in upstreams and first not in ("v1",):
+    if first in upstreams and first not in ("v1",) and not _azure_path(first, tail, upstreams):
         provider, rest = first, "/" + tail
     wire = None
     for suffix, w in _ENDPOINTS:
@@ -103,6 +106,23 @@ def match(
     if method.upper() != "POST":
         wire = None  # a model call is a POST; a GET on the same path lists or fetches stored objects
     return Route(provider, wire, rest + (f"?{query}" if query else ""))
+
+
+# Azure OpenAI's hosts: its paths begin /openai/ (see _azure_path)
+_AZURE_HOSTS = (".azure.com", ".azure.us", ".azure.cn")
+
+
+def _azure_path(first: str, tail: str, upstreams: dict[str, str]) -> bool:
+    """Whether a path's leading /openai is Azure OpenAI's own (/openai/deployments/{name}/chat/completions,
+    /openai/v1/...), not the proxy's /<provider> prefix: stripped, Azure answered 404 to an AzureOpenAI
+    client pointed at the proxy. OpenAI's own API has no /deployments; /openai/v1 is Azure's when the
+    openai upstream is an Azure host, else the proxy's prefix before OpenAI's /v1."""
+    if first != "openai":
+        return False
+    if tail.partition("/")[0] == "deployments":
+        return True
+    host = urlsplit(upstreams.get("openai", "")).hostname or ""
+    return host.endswith(_AZURE_HOSTS)
 
 
 def upstream_url(route: Route, upstreams: dict[str, str]) -> str:
