@@ -204,7 +204,7 @@ class Recorder:
         if ex.status is not None and 300 <= ex.status < 400:
             # Not a call's outcome: the agent sends the request again where it is pointed, and that is
             # the call (recorded when it comes back through the proxy; see forward.through_proxy).
-            self.skipped.append(
+            self.note(  # once: a gateway may redirect every call alike
                 f"a request to {ex.route.upstream_path} was redirected (HTTP {ex.status} to "
                 f"{ex.location or 'no Location'}); "
                 "the call is recorded where the agent re-sent it, if through the proxy"
