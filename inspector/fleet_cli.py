@@ -54,7 +54,7 @@ def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]] | str:
                 warn(f"{path}: {reader.damage.message}")
             return [unpack_event(e) for e in reader.events()], dict(reader.header)
     except ContextPipeError as exc:
-        return str(exc)
+        return str(exc).removeprefix(f"{path}: ")  # a RecordingError names the file: _skip names it once
     except PermissionError:
         return "permission denied (check the file's owner and mode)"
     except OSError as exc:

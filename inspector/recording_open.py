@@ -29,6 +29,12 @@ def warn(message: str) -> None:
     typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
 
 
+def about(path: Path, exc: Exception) -> str:
+    """`exc`'s message naming `path` once: a RecordingError already starts with it."""
+    text = str(exc)
+    return text if text.startswith(str(path)) else f"{path}: {text}"
+
+
 def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
     from engine.recording.cpsession import RecordingError, RecordingReader

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .recording_open import fail, open_recording
+from .recording_open import about, fail, open_recording
 
 if TYPE_CHECKING:
     from engine.sim.cachesim import CallCache
@@ -113,9 +113,9 @@ def run(
                 report.notes.append(why)
             reports.append(report)
         except (ReplayError, RecordingError) as exc:
-            fail(f"{file}: {exc}")
+            fail(about(file, exc))
         except ContextPipeError as exc:
-            fail(f"{file}: {exc}", 2)
+            fail(about(file, exc), 2)
     if as_json:
         docs = {n: policy_doc(n) for n in reports[0].policies if policy_doc(n)}
         if len(reports) == 1:

@@ -207,3 +207,14 @@ def test_a_recording_that_was_never_closed_is_verified_with_a_note(tmp_path: Pat
     assert res.exit_code == 0 and f"{turns} turns replayed" in res.output and "not closed" in res.output, res.output
     res = CliRunner().invoke(app, ["verify", str(DEMO)])
     assert res.exit_code == 0 and "not closed" not in res.output
+
+
+# ------------------------------------------------------------------------------ CLI messages
+def test_simulate_and_report_name_a_damaged_file_once(tmp_path: Path) -> None:
+    p = tmp_path / "bad.cpsession"
+    data = bytearray(DEMO.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a chunk: the file opens by its footer, the read finds it
+    p.write_bytes(bytes(data))
+    for cmd in (["simulate", str(p)], ["report", str(p)]):
+        res = CliRunner().invoke(app, cmd)
+        assert res.exit_code == 1 and res.output.count(str(p)) == 2, res.output  # the error, the salvage hint
