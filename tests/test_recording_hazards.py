@@ -218,3 +218,46 @@ def test_simulate_and_report_name_a_damaged_file_once(tmp_path: Path) -> None:
     for cmd in (["simulate", str(p)], ["report", str(p)]):
         res = CliRunner().invoke(app, cmd)
         assert res.exit_code == 1 and res.output.count(str(p)) == 2, res.output  # the error, the salvage hint
+
+
+# ------------------------------------------------------------------ hostile contents, CRC-valid
+def _mutated(tmp_path: Path, kind: str, path: tuple[object, ...], value: object) -> Path:
+    """The demo recording with one field of the first `kind` event set to `value` (frames CRC-valid)."""
+    events = list(RecordingReader.open(DEMO).events())
+    ev = next(e for e in events if e.get("k") == kind)
+    target = ev
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    out = tmp_path / f"{kind}-{'.'.join(map(str, path))}.cpsession"
+    attacks.crafted_v2(out, events)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value", "commands"),
+    [
+        ("request", ("sha",), 1.5, ["verify"]),
+        ("session", ("config", "provider"), {"a": 1}, ["verify", "simulate", "diff", "report"]),
+        ("source", ("spec", "priority"), {}, ["simulate", "diff", "report"]),
+        ("tool", ("description",), None, ["simulate", "diff", "report"]),
+    ],
+    ids=["request-sha", "session-provider", "source-priority", "tool-description"],
+)
+def test_an_event_of_the_wrong_shape_is_one_line_naming_the_file(
+    tmp_path: Path, kind: str, path: tuple[object, ...], value: object, commands: list[str]
+) -> None:
+    """Found by mutating one field of the demo's events: verify printed a Mismatch whose hash was a
+    float (TypeError) and built a pipeline from a config map of the wrong shape outside its checks;
+    simulate, diff and report rebuilt requests from events with no check at all (tracebacks)."""
+    p = _mutated(tmp_path, kind, path, value)
+    argv = {
+        "verify": ["verify", str(p)],
+        "simulate": ["simulate", str(p)],
+        "diff": ["diff", "recorded", "window=5000", str(p)],
+        "report": ["report", str(p)],
+    }
+    for cmd in commands:
+        res = CliRunner().invoke(app, argv[cmd])
+        assert isinstance(res.exception, SystemExit) and res.exit_code != 0, (cmd, res.exception, res.output)
+        assert str(p) in res.output and "not what the engine writes" in res.output, (cmd, res.output)

@@ -36,6 +36,11 @@ class ReplayError(ContextPipeError):
         super().__init__(message)
 
 
+# What folding or building raises on an event of the wrong shape (a damaged or hand-made recording).
+# ContextPipeError subclasses some of these; callers catch it first, as it names its own problem.
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
 def _malformed(i: int, ev: Any, exc: Exception) -> ReplayError:
     kind = ev.get("k") if isinstance(ev, dict) else None
     return ReplayError(
@@ -176,16 +181,21 @@ class Replayer:
     def new_pipeline(self) -> Pipeline:
         """A pipeline in replay mode for this journal's session, folded up to nothing: fold events into
         it with `Pipeline.fold` (binder outputs, summaries and spill failures come from the journal)."""
-        session = next(e for e in self.events if e.get("k") == "session")
-        cfg = session["config"]
-        pipe = Pipeline(
-            cfg["model"],
-            cfg["provider"],
-            cfg["window"],
-            counter=self.counter,
-            spill=MemorySpill(self.fail_keys),
-            replay=True,
-        )
+        i, session = next((i, e) for i, e in enumerate(self.events) if e.get("k") == "session")
+        try:
+            cfg = session["config"]
+            pipe = Pipeline(
+                cfg["model"],
+                cfg["provider"],
+                cfg["window"],
+                counter=self.counter,
+                spill=MemorySpill(self.fail_keys),
+                replay=True,
+            )
+        except ContextPipeError as exc:
+            raise ReplayError(f"event {i} ('session'): {exc}", i) from None
+        except Exception as exc:  # a config map of the wrong shape: the file's fault, said as such
+            raise _malformed(i, session, exc) from None
         pipe.measure = self.measure
         return pipe
 
@@ -280,6 +290,8 @@ class Replayer:
 
     def _verify_one(self, pipe: Pipeline, ev: Event, mismatches: list[Mismatch]) -> None:
         if ev.get("k") == "request":
+            if not isinstance(ev.get("sha"), str):  # printed by a Mismatch, after this loop's checks
+                raise ValueError(f"request event has no str hash 'sha' (got {ev.get('sha')!r:.40})")
             pipe.begin_request(ev["turn"])
             built = pipe.build(ev.get("bound", {}))
             if built.serialized.request_sha256 != ev["sha"]:

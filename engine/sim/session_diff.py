@@ -31,7 +31,7 @@ from engine.pipeline import Built
 from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
 from engine.recording.journal import Event
-from engine.recording.replay import Replayer
+from engine.recording.replay import MALFORMED, Replayer, ReplayError
 from engine.request_diff import RequestDiff, diff_requests, parse_request, with_engine_steps
 from engine.sim.pricing import PriceTable, load_prices
 from engine.sim.simulate import (
@@ -498,7 +498,8 @@ def diff_recordings(
             try:
                 cache[p] = load_recording_events(p)[0]
             except (OSError, ContextPipeError) as exc:
-                raise DiffError(f"{p}: {exc}") from exc
+                text = str(exc)  # a RecordingError names the file already
+                raise DiffError(text if text.startswith(str(p)) else f"{p}: {text}") from exc
         return cache[p]
 
     out = []
@@ -506,7 +507,18 @@ def diff_recordings(
         p = Path(p)
         ev_a = events(base.recording) if base.recording else events(p)
         ev_b = events(cand.recording) if cand.recording else events(p)
-        out.append(diff_session(ev_a, ev_b, base, cand, source=str(p), prices=table, counter=counter))
+        files = ", ".join(dict.fromkeys(str(x) for x in (base.recording or p, cand.recording or p)))
+        try:
+            out.append(diff_session(ev_a, ev_b, base, cand, source=str(p), prices=table, counter=counter))
+        except ReplayError as exc:  # says which event, not which file
+            raise DiffError(f"{files}: {exc}") from None
+        except ContextPipeError:
+            raise
+        except MALFORMED as exc:  # an event of the wrong shape, met while rebuilding: the file's fault
+            raise DiffError(
+                f"{files}: events are not what the engine writes ({type(exc).__name__}: {exc}); the "
+                "recording is damaged or was not written by the ContextPipe engine"
+            ) from None
     return DiffReport(base.label, cand.label, out)
 
 

@@ -54,7 +54,7 @@ from engine.providers import canonical_provider
 from engine.providers.base import Block
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.journal import Event
-from engine.recording.replay import Replayer
+from engine.recording.replay import MALFORMED, Replayer, ReplayError
 from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
@@ -897,6 +897,24 @@ def simulate_events(
     `counter` is given: texts the agent counted are not tokenized again. The table is held against the
     recording's traces as the pass runs; if it disagrees, or does not fit this reader's tokenizer, the
     session is counted afresh and a note says so. The figures are the same either way."""
+    try:
+        return _simulate_events_counted(events, settings, source, counter, counts)
+    except ContextPipeError:
+        raise
+    except MALFORMED as exc:  # an event of the wrong shape, met while rebuilding: the file's fault
+        raise ReplayError(
+            f"its events are not what the engine writes ({type(exc).__name__}: {exc}); the recording is "
+            "damaged or was not written by the ContextPipe engine"
+        ) from None
+
+
+def _simulate_events_counted(
+    events: list[Event],
+    settings: SimSettings | None,
+    source: str,
+    counter: TokenCounter | None,
+    counts: CountTable | None,
+) -> SimulationReport:
     t0 = time.perf_counter()
     if counts is None or counter is not None:
         return _simulate_events(events, settings, source, counter, None, t0)
