@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,28 @@ def _share(part: float, whole: float) -> float:
     return 0.0 if abs(share) < 0.0005 else share
 
 
+def session_names(rows: list[dict[str, Any]], width: int = 33) -> list[str]:
+    """A name per row that tells the sessions apart: the file name, or, when two share one (a fleet whose
+    agents each write session.cpsession in their own directory), the path below the directories they
+    all share, cut from the left so its distinguishing end stays. The bare file names made such rows
+    indistinguishable in the table and the chart."""
+    paths = [Path(r["session"]) for r in rows]
+    names = [p.name for p in paths]
+    if len(set(names)) == len(names):
+        return [n if len(n) <= width else n[: width - 3] + "..." for n in names]
+    absolute = [str(p.resolve()) for p in paths]
+    common = os.path.commonpath(absolute) if len(absolute) > 1 else str(Path(absolute[0]).parent)
+    out = []
+    for a in absolute:
+        rel = os.path.relpath(a, common)
+        out.append(rel if len(rel) <= width else "..." + rel[-(width - 3):])
+    return out
+
+
 def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
     head = f"{'SESSION':<34}{'CALLS':>6}{'PROMPT':>9}{'HIT':>7}{'BREAKS':>7}{'COST $':>10}{'ENGINE $':>10}{'SAVES':>8}"
     lines = [head]
-    for r in rows:
-        name = Path(r["session"]).name
-        name = name if len(name) <= 33 else name[:30] + "..."
+    for r, name in zip(rows, session_names(rows), strict=True):
         saves = _share(r["engine_saving_usd"], r["cost_usd"])
         basis = "*" if r["basis"] == "as_sent" else ""
         lines.append(f"{name:<34}{r['calls']:>6}{_tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
@@ -127,8 +144,8 @@ def render_svg(rows: list[dict[str, Any]]) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" font-size="11">',
              '<text x="10" y="18">cost per session (USD): paid (blue) vs the engine policy (green)</text>']
     y = top
-    for r in rows:
-        name = escape(Path(r["session"]).name[:32])
+    for r, label in zip(rows, session_names(rows, 32), strict=True):
+        name = escape(label)
         parts.append(f'<text x="10" y="{y + bar_h}">{name}</text>')
         for value, colour, dy in ((r["cost_usd"], "#4a7bd0", 0), (r["engine_cost_usd"], "#3fa34d", bar_h)):
             w = max(1.0, value * scale)

@@ -175,3 +175,17 @@ def test_export_skips_a_bad_recording_and_sends_the_rest(tmp_path: Path) -> None
         assert len(rx.spans) == turns
     assert f"exported {turns} spans from 1 session(s)" in out.stdout and "1 recording(s) skipped" in out.stdout
     assert "skipped" in out.stderr and "bad.cpsession" in out.stderr
+
+
+def test_sessions_with_the_same_file_name_are_told_apart(tmp_path: Path) -> None:
+    """Agents that each write session.cpsession in their own directory: the table and the chart showed
+    the bare file name, so every row read "session.cpsession"."""
+    for agent, demo in zip(("agent-a", "agent-b"), DEMOS, strict=False):
+        (tmp_path / agent).mkdir()
+        shutil.copy(demo, tmp_path / agent / "session.cpsession")
+    svg = tmp_path / "chart.svg"
+    out = _cli("report", str(tmp_path), "--svg", str(svg))
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()[1:3]
+    assert rows[0].startswith("agent-a/session.cpsession") and rows[1].startswith("agent-b/session.cpsession")
+    assert "agent-a/session.cpsession" in svg.read_text() and "agent-b/session.cpsession" in svg.read_text()
