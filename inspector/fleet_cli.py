@@ -159,6 +159,23 @@ def report(
 
     from .fleet_report import idle_row, render_svg, render_table, session_row, totals_row
 
+    # Wrong options are refused before any session is simulated: a bad --window was reported as every
+    # session "skipped" (exit 1), and an unwritable --svg was a traceback after all the work was done.
+    if window is not None:
+        from engine.errors import ConfigError
+        from engine.tokens import Budget
+
+        if window <= 0:
+            fail(f"--window must be a positive number of tokens, got {window}", 2)
+        try:
+            Budget(window)
+        except ConfigError as exc:
+            fail(f"--window: {exc}", 2)
+    if svg is not None:
+        if svg.is_dir():
+            fail(f"--svg {svg} is a directory: give a file path, e.g. {svg / 'cost.svg'}", 2)
+        if not svg.resolve().parent.is_dir():
+            fail(f"--svg {svg}: directory {svg.resolve().parent} does not exist", 2)
     paths = expand_paths(files)
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
@@ -192,7 +209,10 @@ def report(
         fail("no session could be reported")
     total = totals_row(rows)
     if svg is not None:
-        svg.write_text(render_svg(rows), encoding="utf-8")
+        try:
+            svg.write_text(render_svg(rows), encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write --svg {svg}: {exc.strerror or exc}")
     if as_json:
         typer.echo(json.dumps({"sessions": rows, "total": total, "skipped": skipped}, indent=2))
         return

@@ -188,3 +188,19 @@ def test_a_max_output_tokens_not_below_the_window_is_refused() -> None:
     small.user("Go.")
     assert small.next_request().body["max_tokens"] == 4096
     assert small.fork("A side task.").config.max_output_tokens == 4096
+
+
+def test_report_refuses_a_bad_window_or_svg_path_before_any_work(tmp_path: Path) -> None:
+    cases = {
+        ("--window", "0"): "--window must be a positive number of tokens",
+        ("--window", "-5"): "--window must be a positive number of tokens",
+        ("--window", str(10**12)): "out of range",
+        ("--svg", str(tmp_path)): "is a directory: give a file path",  # was a traceback after the report
+        ("--svg", str(tmp_path / "no" / "c.svg")): "does not exist",
+    }
+    for args, says in cases.items():
+        r = CliRunner().invoke(app, ["report", str(DEMO), *args])
+        assert r.exit_code == 2 and says in r.output and "skipped" not in r.output, (args, r.output)
+        assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+    r = CliRunner().invoke(app, ["report", str(DEMO), "--svg", str(tmp_path / "c.svg")])
+    assert r.exit_code == 0 and (tmp_path / "c.svg").read_text().startswith("<svg"), r.output
