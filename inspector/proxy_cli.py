@@ -109,6 +109,7 @@ def proxy(
     from engine.capture.proxy.routes import parse_upstreams
     from engine.capture.proxy.server import ProxyError, ProxyServer
 
+    _check_port(port)
     if not _is_loopback(host) and not allow_remote:
         fail(
             f"--host {host} is not a loopback address; add --allow-remote if you mean to share this proxy", 2
@@ -189,6 +190,12 @@ def _wait_for_signal() -> str:
     return got[0]
 
 
+def _check_port(port: int) -> None:
+    # Out of range, the bind failed with exit 1 and "try another --port", as if the port were taken.
+    if not 0 <= port <= 65535:
+        fail(f"--port must be between 0 and 65535 (0 picks a free one), got {port}", 2)
+
+
 # ------------------------------------------------------------------ cp-inspect run
 
 
@@ -209,8 +216,12 @@ def run(
             "nothing to run: give the agent's command after `--`, e.g. cp-inspect run -- mini -t 'fix the bug'",
             2,
         )
+    _check_port(port)
     ups = upstreams_from_env(upstream or [], dict(os.environ))
-    record_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        record_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission: said before the agent starts
+        fail(f"cannot create the record directory {record_dir}: {exc.strerror}", 2)
     work = Path(tempfile.mkdtemp(prefix="cp-run-"))
     state = work / "proxy.json"
     proxy_log = record_dir / f"proxy-{time.strftime('%Y%m%d-%H%M%S')}.log"

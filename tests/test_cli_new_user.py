@@ -204,3 +204,19 @@ def test_report_refuses_a_bad_window_or_svg_path_before_any_work(tmp_path: Path)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
     r = CliRunner().invoke(app, ["report", str(DEMO), "--svg", str(tmp_path / "c.svg")])
     assert r.exit_code == 0 and (tmp_path / "c.svg").read_text().startswith("<svg"), r.output
+
+
+def test_proxy_and_run_refuse_a_bad_port_or_record_dir_before_starting(tmp_path: Path) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a directory")
+    cases = [
+        (["proxy", "--port", "-1"], "--port must be between 0 and 65535"),  # was exit 1, "try another --port"
+        (["proxy", "--port", "70000"], "--port must be between 0 and 65535"),
+        (["run", "--no-tui", "--port", "70000", "--", "true"], "--port must be between 0 and 65535"),
+        (["run", "--no-tui", "--record-dir", str(a_file), "--", "true"],  # was a FileExistsError traceback
+         f"cannot create the record directory {a_file}"),
+    ]
+    for args, says in cases:
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output, r.exception)
+        assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
