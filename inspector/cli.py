@@ -220,10 +220,11 @@ def salvage(
     """Copy every intact event before the first damage into a new recording (also migrates old formats)."""
     from engine.recording.cpsession import RecordingError, RecordingWriter
 
+    # Usage errors (exit 2), as for import -o and demo --record.
     if out.exists() and not force:
-        fail(f"{out} already exists: choose another path or pass --force")
+        fail(f"{out} already exists: choose another path or pass --force", 2)
     if out.resolve() == file.resolve():
-        fail("the salvaged copy must go to another path than the damaged file")
+        fail("the salvaged copy must go to another path than the damaged file", 2)
     r = open_recording(file, salvage=True)
     kept: list[dict[str, Any]] = []
     lost = r.damage.message if r.damage is not None else None

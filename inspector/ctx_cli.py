@@ -68,6 +68,8 @@ def add_cmd(
     except ValueError as exc:
         fail(str(exc), 2)
         return
+    if not 0.0 <= importance <= 1.0:  # an option out of range, said before a store is opened (exit 2)
+        fail(f"--importance must be between 0 and 1, got {importance:g}", 2)
     # Bytes that are not UTF-8 (a binary tool output piped in, a latin-1 argument) are kept as U+FFFD,
     # as `--kind file_read` reads a file: the store holds text, and a lone surrogate cannot be stored.
     if text is None or text == "-":
@@ -239,8 +241,14 @@ def import_cmd(
 
     try:
         session = load(file, format)
-    except (ImportFormatError, ValueError, OSError) as exc:
+    except ImportFormatError as exc:
         fail(str(exc))
+        return
+    except ValueError as exc:  # an unknown --format: a usage error, as in `cp-inspect import`
+        fail(str(exc), 2)
+        return
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
         return
     store = _open(db)
     try:

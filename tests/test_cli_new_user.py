@@ -220,3 +220,21 @@ def test_proxy_and_run_refuse_a_bad_port_or_record_dir_before_starting(tmp_path:
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output, r.exception)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+
+
+def test_wrong_options_are_usage_errors_everywhere(tmp_path: Path) -> None:
+    """Exit 2 for a wrong option or argument, as the README says, in the commands that gave 1."""
+    db = tmp_path / "ctx.sqlite"
+    out = tmp_path / "kept.cpsession"
+    out.write_bytes(b"keep me")
+    traj = tmp_path / "t.json"
+    traj.write_text("{}")
+    cases = [
+        (["ctx", "add", "--db", str(db), "--importance", "5", "x"], "--importance must be between 0 and 1"),
+        (["ctx", "import", "--db", str(db), str(traj), "--format", "nope"], "unknown import format 'nope'"),
+        (["salvage", str(DEMO), "-o", str(out)], "already exists"),
+    ]
+    for args, says in cases:
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
+    assert not db.exists() and out.read_bytes() == b"keep me"

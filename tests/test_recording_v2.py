@@ -140,7 +140,7 @@ def test_salvage_keeps_the_turns_before_damage(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "4 complete turns" in res.output, res.output
     assert RecordingReader.open(out).turn_numbers() == [0, 1, 2, 3]
     res = CliRunner().invoke(app, ["salvage", str(p), "-o", str(out)])
-    assert res.exit_code == 1 and "already exists" in res.output
+    assert res.exit_code == 2 and "already exists" in res.output
 
 
 # ------------------------------------------------------------------------------------------- bombs
