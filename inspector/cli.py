@@ -281,6 +281,9 @@ def import_(
         fail(f"-o {out} already exists: choose another path, or pass --force to replace it", 2)
     if not out.resolve().parent.is_dir():
         fail(f"-o {out}: directory {out.resolve().parent} does not exist", 2)
+    _check_plan_options(window, provider)
+    if _is_recording(src):  # "not a trajectory in any known format: is not UTF-8 text (byte 4)" before
+        fail(f"{src} is already a recording: replay, explain, simulate and verify take it as it is", 2)
     try:
         imp = load(src, None if fmt == "auto" else fmt, model=model, provider=provider)
     except ImportFormatError as exc:
@@ -313,6 +316,37 @@ def import_(
     typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
     for note in [*imp.meta.get("notes", []), *report.notes][:5]:
         typer.echo(f"  note: {note}")
+
+
+def _is_recording(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False  # said by the import's own read
+    return b"@header" in head and b"cpsession" in head
+
+
+def _check_plan_options(window: int | None, provider: str | None) -> None:
+    """import's --window and --provider, refused before any work: --window 0 was read as no window (the
+    default), a negative or huge one failed as exit 1 after reading the file, and an unknown provider
+    was replaced by openai without a word."""
+    from engine.errors import ConfigError
+    from engine.providers import canonical_provider
+    from engine.tokens import Budget
+
+    if window is not None:
+        if window <= 0:
+            fail(f"--window must be a positive number of tokens, got {window}", 2)
+        try:
+            Budget(window)
+        except ConfigError as exc:
+            fail(f"--window: {exc}", 2)
+    if provider is not None:
+        try:
+            canonical_provider(provider)
+        except ConfigError as exc:
+            fail(f"--provider: {exc}", 2)
 
 
 # ------------------------------------------------------------------ TUI entry points
@@ -404,8 +438,8 @@ def demo(
 
     if turns < 1:
         fail(f"--turns must be at least 1 (got {turns})", 2)
-    if delay < 0:
-        fail(f"--delay must be 0 or more seconds (got {delay:g})", 2)
+    if not 0 <= delay <= 3600:  # a huge one overflowed the agent's sleep: a traceback from the child
+        fail(f"--delay must be between 0 and 3600 seconds (got {delay:g})", 2)
     if record is not None:
         if record.is_dir():
             fail(f"--record {record} is a directory: give a new file path, e.g. {record / 'demo.cpsession'}", 2)

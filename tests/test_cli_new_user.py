@@ -238,3 +238,24 @@ def test_wrong_options_are_usage_errors_everywhere(tmp_path: Path) -> None:
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
     assert not db.exists() and out.read_bytes() == b"keep me"
+
+
+def test_import_refuses_bad_plan_options_and_a_recording_before_any_work(tmp_path: Path) -> None:
+    traj = _long_trajectory(tmp_path / "short.traj.json", rounds=3)
+    out = tmp_path / "run.cpsession"
+    cases = [
+        (["--window", "0"], "--window must be a positive number of tokens"),  # was read as no window: exit 0
+        (["--window", "-5"], "--window must be a positive number of tokens"),
+        (["--window", str(10**12)], "--window: budget limit"),
+        (["--provider", "nope"], "--provider: unknown provider 'nope'"),  # was replaced by openai: exit 0
+    ]
+    for extra, says in cases:
+        r = CliRunner().invoke(app, ["import", "auto", str(traj), "-o", str(out), *extra])
+        assert r.exit_code == 2 and says in r.output, (extra, r.exit_code, r.output)
+        assert not out.exists()
+    r = CliRunner().invoke(app, ["import", "auto", str(DEMO), "-o", str(out)])
+    assert r.exit_code == 2 and "is already a recording" in r.output, r.output
+    r = CliRunner().invoke(app, ["demo", "--no-tui", "--delay", "1e308"])  # overflowed the agent's sleep
+    assert r.exit_code == 2 and "--delay must be between 0 and 3600" in r.output, r.output
+    r = CliRunner().invoke(app, ["import", "auto", str(traj), "-o", str(out), "--window", "32000"])
+    assert r.exit_code == 0 and "3 turns" in r.output, r.output
