@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import socket
 import ssl
 import subprocess
 import threading
+import urllib.request
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -286,3 +288,36 @@ def test_azure_v1_paths_are_kept_for_an_azure_upstream() -> None:
     # elsewhere /openai stays the proxy's provider prefix before OpenAI's own path
     r = match("/openai/v1/chat/completions", "", {}, DEFAULT_UPSTREAMS)
     assert upstream_url(r, DEFAULT_UPSTREAMS) == "https://api.openai.com/v1/chat/completions"
+
+
+def test_many_sessions_keep_descriptors_bounded(proxied: Any) -> None:
+    """A harness running many tasks through one proxy: each task is a session. Old proxy: every session
+    was served live on its own probe socket (five descriptors and a thread each, on top of its recording
+    file), so a few dozen to a few hundred tasks ran a 256- or 1024-descriptor process out of them, and
+    then new calls could not be accepted. Only the most recently active sessions are served now."""
+    from engine.capture.proxy import recording
+    from engine.probe.client import list_agents
+
+    cap = getattr(recording, "MAX_SERVED", 16)
+    n = cap + 12
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    url = proxied.url + "/v1/chat/completions"
+    before = fds()
+    for i in range(n):
+        body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": f"task {i}"}]}).encode()
+        req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+    assert proxied.recorder.flush(30)
+    grown = fds() - before
+    served = sorted(a.session for a in list_agents() if a.session is not None)
+    assert served == list(range(n - cap + 1, n + 1))  # the most recent ones
+    # a recording file per session, a probe's few per served one (and a little slack for the loop)
+    assert grown <= n + 5 * cap + 8, grown
+    infos = [info for info, _ in proxied.recorder.sessions.values()]
+    assert "no longer served live" in " ".join(infos[0].notes)
+    for path in proxied.finish():
+        assert verify_ok(path) == 1

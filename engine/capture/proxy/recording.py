@@ -20,6 +20,7 @@ import queue
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,12 @@ log = logging.getLogger("contextpipe.proxy")
 # records at about 1.5 s per 50 MiB. The ceiling guards the recorder's memory against the absurd only:
 # at 16 MiB it dropped a screenshot-heavy session's every later turn.
 MAX_RECORD_BYTES = 256 * 1024 * 1024
+# Sessions served live at once (each on its own probe socket: a listening socket, a wake-up socket pair,
+# a selector, a reserve descriptor and a thread). Past this, the least recently active session stops
+# being served (it is still recorded). Unbounded, a harness running many tasks through one proxy (each
+# task a session) used five descriptors a session and ran out (1024 is a common soft limit, macOS has
+# 256): then new calls could not even be accepted.
+MAX_SERVED = 16
 
 
 class ProxyCallError(ContextPipeError):
@@ -130,11 +137,14 @@ class Recorder:
         on_session: Callable[[SessionInfo], None] | None = None,
         hello: dict[str, Any] | None = None,
         max_record_bytes: int = MAX_RECORD_BYTES,
+        max_served: int = MAX_SERVED,
     ) -> None:
         self.record_dir = record_dir
         self.serve, self.window, self.on_session = serve, window, on_session
         self.hello = hello or {}
         self.max_record_bytes = max_record_bytes
+        self.max_served = max_served
+        self._served: OrderedDict[int, tuple[SessionInfo, ProxyTap]] = OrderedDict()  # by last activity
         self.sessions: dict[str, tuple[SessionInfo, ProxyTap]] = {}
         self.skipped: list[str] = []  # exchanges not recorded, with why
         self._q: queue.Queue[Exchange | None] = queue.Queue()
@@ -222,12 +232,35 @@ class Recorder:
             info.notes.append(f"request not journaled: {tap.last_error}")
             return
         info.calls += 1
+        self._active(info, tap)
         response, problem = self._response(ex, wire)
         if response is not None and problem is None:
             tap.guard(tap.after, response)
         else:
             info.errors += 1
             tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+
+    def _active(self, info: SessionInfo, tap: ProxyTap) -> None:
+        """A served session had a call: it is the most recent; past max_served, the least recently
+        active one stops being served (closed probe: its socket leaves `cp-inspect ps`), still recorded."""
+        if tap.pipe is None or tap.pipe.probe is None:
+            return
+        self._served[info.number] = (info, tap)
+        self._served.move_to_end(info.number)
+        while len(self._served) > self.max_served:
+            _, (old_info, old_tap) = self._served.popitem(last=False)
+            pipe = old_tap.pipe
+            probe = pipe.probe if pipe is not None else None
+            if pipe is None or probe is None:
+                continue
+            pipe.probe = None  # the pipeline stops publishing to it first
+            try:
+                probe.close()
+            except Exception as exc:  # closing must not cost the recording
+                log.warning("proxy recorder: closing session %s's probe: %s", old_info.number, exc)
+            old_info.notes.append(
+                f"no longer served live (more than {self.max_served} sessions active; it is still recorded)"
+            )
 
     def _response(self, ex: Exchange, wire: str) -> tuple[dict[str, Any] | None, str | None]:
         """(the response body in the non-streamed chat/messages shape, what went wrong or None)."""
