@@ -261,3 +261,27 @@ def test_an_event_of_the_wrong_shape_is_one_line_naming_the_file(
         res = CliRunner().invoke(app, argv[cmd])
         assert isinstance(res.exception, SystemExit) and res.exit_code != 0, (cmd, res.exception, res.output)
         assert str(p) in res.output and "not what the engine writes" in res.output, (cmd, res.output)
+
+
+def test_an_event_too_large_for_a_frame_stops_the_recording_instead_of_leaving_a_hole(tmp_path: Path) -> None:
+    """A 73 MB tool output is over the 64 MiB frame limit. Before: its blob was silently left out and
+    the recording went on, so every later turn named a text the file lacks and verify called the whole
+    file damaged ('event 27 (part) ... KeyError'). Now the recording stops there, says so once, and what
+    it holds verifies."""
+    from engine import Pipeline
+
+    path = tmp_path / "big.cpsession"
+    with pytest.warns(RuntimeWarning, match="recording stopped.*too large to record") as caught:
+        pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000, record=path)
+        pipe.identity("You are a careful coding agent.")
+        pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {}})
+        pipe.user("The test fails, please fix it.")
+        for i in range(5):
+            req = pipe.next_request()
+            pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
+            calls = pipe.assistant(f"Step {i}.", tool_calls=[{"id": f"c{i}", "name": "bash", "arguments": "{}"}])
+            pipe.tool_result(calls[0].id, "a line of log output\n" * 3_500_000 if i == 2 else f"small {i}")
+        pipe.close()
+    assert sum("recording stopped" in str(w.message) for w in caught) == 1
+    res = CliRunner().invoke(app, ["verify", str(path)])
+    assert res.exit_code == 0 and "3 turns replayed, every request hash matches" in res.output, res.output
