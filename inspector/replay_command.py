@@ -28,6 +28,12 @@ def replay_app(file: Path, turn: int | None = None, follow: bool = False,
         from inspector.sources.file import FileSource
 
         r = open_recording(file)
+        if not follow and not r.turn_numbers():
+            # The app would wait on "loading…" for a first turn that a finished file never gets.
+            fail(
+                f"{file} holds no completed turn (its agent stopped, or is still running, before the first "
+                f"one was recorded): nothing to replay; `cp-inspect replay --follow {file}` waits for turns"
+            )
         if turn is not None:
             numbers = r.turn_numbers()
             if not numbers:

@@ -285,3 +285,24 @@ def test_an_event_too_large_for_a_frame_stops_the_recording_instead_of_leaving_a
     assert sum("recording stopped" in str(w.message) for w in caught) == 1
     res = CliRunner().invoke(app, ["verify", str(path)])
     assert res.exit_code == 0 and "3 turns replayed, every request hash matches" in res.output, res.output
+
+
+def test_replay_of_a_recording_without_a_turn_says_so_instead_of_loading_forever(tmp_path: Path) -> None:
+    """A header-only recording (an agent stopped before its first turn) opened the TUI on "loading…"
+    for good: without --follow nothing more is ever read."""
+    import typer
+
+    from inspector import replay_command, startup_gc
+
+    with RecordingReader.open(DEMO) as r:
+        start = r._start
+    p = tmp_path / "header-only.cpsession"
+    p.write_bytes(DEMO.read_bytes()[:start])
+    with pytest.raises(typer.Exit) as exc:
+        replay_command.replay_app(p)
+    assert exc.value.exit_code == 1
+    try:
+        app = replay_command.replay_app(p, follow=True)  # following: its turns may yet come
+        assert app is not None
+    finally:
+        startup_gc.release(freeze=False)  # replay_app holds the collector off for the app it returns
