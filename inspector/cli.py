@@ -110,7 +110,8 @@ def explain(
     budget: Annotated[int | None, typer.Option(help="Re-plan with this window (tokens).")] = None,
     gate: GateOpt = None,
     threshold: ThresholdOpt = None,
-    provider: Annotated[str | None, typer.Option(help="Re-plan for another provider policy.")] = None,
+    provider: Annotated[str | None, typer.Option(
+        help="Re-plan for another provider policy: anthropic, openai, bedrock, prefix or deepseek.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:
     """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
@@ -261,7 +262,9 @@ def import_(
     out: Annotated[Path, typer.Option("-o", "--out", help="The .cpsession file to write.")],
     model: Annotated[str | None, typer.Option(help="Model name, when the source lacks one.")] = None,
     provider: Annotated[
-        str | None, typer.Option(help="Provider policy for the engine's shadow plan.")
+        str | None, typer.Option(
+            help="Provider policy for the engine's shadow plan: anthropic, openai, bedrock, prefix or deepseek "
+            "(default: the source's, else openai).")
     ] = None,
     window: Annotated[int | None, typer.Option(help="Context window (tokens) for the engine's plan.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 GateOpt = Annotated[
     list[str] | None,
     typer.Option(
+        metavar="NAME=on|off",
         help="NAME=on|off for an optimizer gate (repeatable): reorder, trim_schemas, clear_tool_results, "
         "spill, llm_summary, drop_rounds."
     ),
@@ -23,6 +24,7 @@ GateOpt = Annotated[
 ThresholdOpt = Annotated[
     list[str] | None,
     typer.Option(
+        metavar="NAME=VALUE",
         help="NAME=VALUE tier threshold as a fraction of the window (repeatable): trim, compact, prune "
         "(or trim_schemas, compact_history, aggressive_prune)."
     ),

@@ -318,6 +318,9 @@ def eval_command(
     the window."""
     from engine.store.evaluate import BUDGET_FRACTIONS, POLICIES, default_root, format_report, run_eval
 
+    if trajectories is not None and not trajectories.is_dir():
+        # Asked for by name: a mistyped folder is an error, not the "skipped" (exit 0) of a missing default.
+        fail(f"--trajectories {trajectories}: no such folder (give the folder holding the trajectories)", 2)
     root = trajectories or default_root()
     if not root.is_dir():
         typer.echo(f"skipped: no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)")

@@ -32,7 +32,7 @@ def diff(
     fail_on: Annotated[
         list[str] | None,
         typer.Option(
-            "--fail-on", help="Exit 1 when: cache-break (any new cache break), cost:+N%, tokens:+N%."
+            "--fail-on", metavar="GATE", help="Exit 1 when: cache-break (any new cache break), cost:+N%, tokens:+N%."
         ),
     ] = None,
     as_json: Annotated[

@@ -32,6 +32,7 @@ UpstreamOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--upstream",
+        metavar="URL|NAME=URL",
         help="Where calls go: URL (every provider) or NAME=URL (anthropic, openai, deepseek). "
         "Default: each provider's public API.",
     ),

@@ -259,3 +259,17 @@ def test_import_refuses_bad_plan_options_and_a_recording_before_any_work(tmp_pat
     assert r.exit_code == 2 and "--delay must be between 0 and 3600" in r.output, r.output
     r = CliRunner().invoke(app, ["import", "auto", str(traj), "-o", str(out), "--window", "32000"])
     assert r.exit_code == 0 and "3 turns" in r.output, r.output
+
+
+def test_help_shows_what_each_option_takes_and_eval_refuses_a_missing_folder(tmp_path: Path) -> None:
+    runner = CliRunner()
+    for cmd in (["explain"], ["simulate"], ["diff"], ["proxy"], ["run"]):
+        out = runner.invoke(app, [*cmd, "--help"]).output
+        # A repeatable option read as taking a list ("--gate <list[str]>"); it takes one NAME=on|off a time.
+        assert "--gate <list" not in out and "--threshold <list" not in out, cmd
+        assert "--upstream <list" not in out and "--fail-on <list" not in out, cmd
+    assert "--gate NAME=on|off" in runner.invoke(app, ["explain", "--help"]).output
+    for cmd in ("explain", "import"):
+        assert "deepseek" in runner.invoke(app, [cmd, "--help"]).output, cmd  # --provider names its choices
+    r = runner.invoke(app, ["eval", "--trajectories", str(tmp_path / "typo")])
+    assert r.exit_code == 2 and "no such folder" in r.output, r.output  # was "skipped", exit 0
