@@ -273,3 +273,13 @@ def test_help_shows_what_each_option_takes_and_eval_refuses_a_missing_folder(tmp
         assert "deepseek" in runner.invoke(app, [cmd, "--help"]).output, cmd  # --provider names its choices
     r = runner.invoke(app, ["eval", "--trajectories", str(tmp_path / "typo")])
     assert r.exit_code == 2 and "no such folder" in r.output, r.output  # was "skipped", exit 0
+
+
+def test_diff_takes_the_short_threshold_names_as_explain_and_simulate_do() -> None:
+    def run(side: str) -> str:
+        r = CliRunner().invoke(app, ["diff", "recorded", side, str(DEMO), "--json"])
+        assert r.exit_code == 0, (side, r.output)  # was "unknown threshold(s) ['trim']", exit 2
+        return r.output.replace(side, "SIDE")  # the side's label is the text as given
+
+    short, full = run("threshold.trim=0.5"), run("threshold.trim_schemas=0.5")
+    assert short == full and json.loads(short)["totals"]

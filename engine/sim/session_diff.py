@@ -44,7 +44,7 @@ from engine.sim.simulate import (
     load_recording_events,
 )
 from engine.tokens import TokenCounter
-from engine.whatif import GATE_KEYS, THRESHOLD_KEYS, Overrides
+from engine.whatif import GATE_KEYS, THRESHOLD_ALIASES, THRESHOLD_KEYS, Overrides
 
 
 class DiffError(ContextPipeError, ValueError):
@@ -72,10 +72,12 @@ def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
     bad = sorted(set(gates) - set(GATE_KEYS))
     if bad:
         raise DiffError(f"{where}: unknown gate(s) {bad}; known gates: {', '.join(GATE_KEYS)}")
-    thresholds = {k: float(v) for k, v in dict(d.get("thresholds") or {}).items()}
+    # The short names (trim, compact, prune) as explain and simulate take them.
+    thresholds = {THRESHOLD_ALIASES.get(str(k), str(k)): float(v) for k, v in dict(d.get("thresholds") or {}).items()}
     bad = sorted(set(thresholds) - set(THRESHOLD_KEYS))
     if bad:
-        raise DiffError(f"{where}: unknown threshold(s) {bad}; known: {', '.join(THRESHOLD_KEYS)}")
+        short = ", ".join(f"{a} ({k})" for a, k in THRESHOLD_ALIASES.items())
+        raise DiffError(f"{where}: unknown threshold(s) {bad}; known: {', '.join(THRESHOLD_KEYS)} (or {short})")
     provider = d.get("provider")
     if provider is not None:
         try:
