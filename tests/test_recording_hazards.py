@@ -306,3 +306,26 @@ def test_replay_of_a_recording_without_a_turn_says_so_instead_of_loading_forever
         assert app is not None
     finally:
         startup_gc.release(freeze=False)  # replay_app holds the collector off for the app it returns
+
+
+@pytest.mark.parametrize("offset", [-5, 2**63 - 1])
+def test_a_blob_index_pointing_outside_the_events_is_a_recording_error(tmp_path: Path, offset: int) -> None:
+    """A version-1 footer whose blob map (CRC-valid) names an offset outside the file: blob() raised a
+    bare OSError (EINVAL from pread) for a negative or huge one."""
+    from engine.hashing import sha256_hex
+    from engine.recording.cpsession import K_BLOBS, K_INDEX, _trailer
+    from engine.recording.frames import encode_frame
+
+    p = tmp_path / "v1.cpsession"
+    h = sha256_hex("hello")
+    with RecordingWriter(p, HEADER, version=1) as w:
+        w.append({"k": "blob", "h": h, "data": "hello"})
+        w.append({"k": "turn", "turn": 0, "trace": {}})
+    with RecordingReader.open(p) as r:
+        blobs_at, end, nums, offs = r._blobs_at, r._end, r._turn_nums, r._turn_offs
+    assert blobs_at is not None
+    blobs = encode_frame({"k": K_BLOBS, "blobs": {h: offset}})
+    index = encode_frame({"k": K_INDEX, "data_end": end, "blobs_at": blobs_at, "turns": nums, "offsets": offs})
+    p.write_bytes(p.read_bytes()[:blobs_at] + blobs + index + _trailer(blobs_at + len(blobs)))
+    with RecordingReader.open(p) as r, pytest.raises(RecordingError, match="blob index unreadable"):
+        r.blob(h)

@@ -691,8 +691,11 @@ class RecordingReader:
             blobs = self._frame(self._blobs_at)[0]["blobs"]
         except (FrameError, KeyError) as exc:
             raise self._error(f"blob index unreadable ({exc})", self._blobs_at) from None
-        if not isinstance(blobs, dict) or not all(type(o) is int for o in blobs.values()):
-            raise self._error("blob index unreadable (not a map of offsets)", self._blobs_at)
+        # Offsets inside the events: one past the end (2**63 - 1 is a valid int) or negative made pread
+        # raise a bare OSError (EINVAL) from blob().
+        start, end = self._start, self._end
+        if not isinstance(blobs, dict) or not all(type(o) is int and start <= o < end for o in blobs.values()):
+            raise self._error("blob index unreadable (not a map of offsets within the events)", self._blobs_at)
         self._blobs = blobs
 
     def _index(self, pos: int, kind: str, key: Any) -> None:
