@@ -329,3 +329,22 @@ def test_a_blob_index_pointing_outside_the_events_is_a_recording_error(tmp_path:
     p.write_bytes(p.read_bytes()[:blobs_at] + blobs + index + _trailer(blobs_at + len(blobs)))
     with RecordingReader.open(p) as r, pytest.raises(RecordingError, match="blob index unreadable"):
         r.blob(h)
+
+
+def test_a_chunk_that_compresses_past_the_frame_limit_stops_the_recording(tmp_path: Path) -> None:
+    """An event just under the frame limit whose bytes do not compress makes a chunk frame just over it.
+    Before: that chunk (and the blob in it) was dropped and the writer went on, so turn 1 named a blob
+    the file lacks; now the writer stops there, as for any write it cannot make."""
+    from engine.recording.frames import MAX_FRAME_BYTES
+
+    p = tmp_path / "big.cpsession"
+    w = RecordingWriter(p, HEADER)
+    w.append({"k": "turn", "turn": 0, "trace": {}})
+    w.append({"k": "blob", "h": "b" * 64, "data": os.urandom(MAX_FRAME_BYTES - 200)})
+    with pytest.raises(RecordingError, match="too large to record"):
+        w.append({"k": "turn", "turn": 1, "trace": {}})  # flushes the blob's chunk first
+    with pytest.raises(RecordingError, match="keeps every complete turn"):
+        w.append({"k": "turn", "turn": 2, "trace": {}})
+    with pytest.raises(RecordingError):
+        w.close()
+    assert RecordingReader.open(p).turn_numbers() == [0]

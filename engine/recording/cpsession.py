@@ -340,8 +340,9 @@ class RecordingWriter:
         except FrameError as exc:
             # Over the frame limit. Skipping it would leave a file whose later turns name a blob or
             # event it lacks (a blob is journaled once): the recording stops here instead.
+            what = "chunk of events" if event.get("k") == K_CHUNK else f"{event.get('k')!r} event"
             self.error = RecordingError(
-                f"{self.path}: a {event.get('k')!r} event is too large to record ({exc}); the recording "
+                f"{self.path}: a {what} is too large to record ({exc}); the recording "
                 f"stopped at offset {self._pos} and keeps every complete turn before it",
                 self._pos,
             )
@@ -425,7 +426,7 @@ class RecordingWriter:
         self._pending_blobs.clear()
         pos = self._pos
         try:
-            self._write(encode_frame({"k": K_CHUNK, "s": int(start), "n": len(raw), "t": turns, "z": z}))
+            self._write(self._encode({"k": K_CHUNK, "s": int(start), "n": len(raw), "t": turns, "z": z}))
         except (RecordingError, FrameError):
             self._zc = None  # the stream's state includes the lost chunk: the next chunk starts afresh
             raise
