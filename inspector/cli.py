@@ -393,6 +393,10 @@ def attach(
     target = parse_target(pid)
     if target is None:
         fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
+    if record is not None:
+        # The save happens when the inspector exits: a path it cannot be written to lost the whole
+        # session's capture then (a RecordingError traceback, "already exists: use RecordingWriter.resume()").
+        _check_new_recording(record, "session.cpsession")
     try:
         # A recording needs every turn whole: the lean stream's summarized turns are fetched later,
         # and an agent that exits before that would leave the saved recording short.
@@ -407,6 +411,16 @@ def attach(
         if record is not None:
             src.save(record)
             typer.echo(f"saved {len(src.events)} events to {record}")
+
+
+def _check_new_recording(record: Path, example: str) -> None:
+    """A --record path a recording can be created at: checked before the session, not after it."""
+    if record.is_dir():
+        fail(f"--record {record} is a directory: give a new file path, e.g. {record / example}", 2)
+    if record.exists() or record.is_symlink():
+        fail(f"--record {record} already exists: a recording is never overwritten; choose a new path", 2)
+    if not record.resolve().parent.is_dir():
+        fail(f"--record {record}: directory {record.resolve().parent} does not exist", 2)
 
 
 def _save_on_termination() -> None:
@@ -444,12 +458,7 @@ def demo(
     if not 0 <= delay <= 3600:  # a huge one overflowed the agent's sleep: a traceback from the child
         fail(f"--delay must be between 0 and 3600 seconds (got {delay:g})", 2)
     if record is not None:
-        if record.is_dir():
-            fail(f"--record {record} is a directory: give a new file path, e.g. {record / 'demo.cpsession'}", 2)
-        if record.exists():
-            fail(f"--record {record} already exists: a recording is never overwritten; choose a new path", 2)
-        if not record.resolve().parent.is_dir():
-            fail(f"--record {record}: directory {record.resolve().parent} does not exist", 2)
+        _check_new_recording(record, "demo.cpsession")
     rec = record or Path(tempfile.mkdtemp(prefix="cp-demo-")) / "demo.cpsession"
     cmd = [
         sys.executable, "-m", "inspector.demo_agent", "--turns", str(turns), "--record", str(rec),

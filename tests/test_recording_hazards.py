@@ -348,3 +348,19 @@ def test_a_chunk_that_compresses_past_the_frame_limit_stops_the_recording(tmp_pa
     with pytest.raises(RecordingError):
         w.close()
     assert RecordingReader.open(p).turn_numbers() == [0]
+
+
+def test_attach_record_refuses_a_path_it_could_not_save_to_before_attaching(tmp_path: Path) -> None:
+    """attach --record saves when the inspector exits: an existing file or a missing directory was only
+    found then, as a traceback, and the session's capture was lost."""
+    existing = tmp_path / "kept.cpsession"
+    existing.write_bytes(b"a recording someone keeps")
+    for record, says in (
+        (existing, "already exists"),
+        (tmp_path / "nowhere" / "s.cpsession", "does not exist"),
+        (tmp_path, "is a directory"),
+    ):
+        # A pid with no agent: the path is checked first, so no agent is needed to see it refused.
+        res = CliRunner().invoke(app, ["attach", "999999", "--record", str(record)])
+        assert res.exit_code == 2 and says in res.output, res.output
+    assert existing.read_bytes() == b"a recording someone keeps"
