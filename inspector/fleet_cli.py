@@ -176,6 +176,20 @@ def report(
             fail(f"--svg {svg} is a directory: give a file path, e.g. {svg / 'cost.svg'}", 2)
         if not svg.resolve().parent.is_dir():
             fail(f"--svg {svg}: directory {svg.resolve().parent} does not exist", 2)
+    if prices is not None or model is not None:
+        # Checked now, not when a session first needs them: a missing --prices file skipped every session
+        # (exit 1), and a mistyped --model was silently unused when each session had its own price.
+        from engine.sim.pricing import load_prices
+
+        try:
+            table = load_prices(prices)
+        except ContextPipeError as exc:
+            fail(f"--prices: {exc}", 2)
+        if model is not None:
+            try:
+                table.get(model)
+            except ContextPipeError as exc:
+                fail(f"--model: {exc}", 2)
     paths = expand_paths(files)
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []

@@ -190,13 +190,15 @@ def test_a_max_output_tokens_not_below_the_window_is_refused() -> None:
     assert small.fork("A side task.").config.max_output_tokens == 4096
 
 
-def test_report_refuses_a_bad_window_or_svg_path_before_any_work(tmp_path: Path) -> None:
+def test_report_refuses_bad_options_before_any_work(tmp_path: Path) -> None:
     cases = {
         ("--window", "0"): "--window must be a positive number of tokens",
         ("--window", "-5"): "--window must be a positive number of tokens",
         ("--window", str(10**12)): "out of range",
         ("--svg", str(tmp_path)): "is a directory: give a file path",  # was a traceback after the report
         ("--svg", str(tmp_path / "no" / "c.svg")): "does not exist",
+        ("--prices", str(tmp_path / "none.json")): "--prices: price table",  # every session was skipped
+        ("--model", "no-such-model"): "--model: no price for model 'no-such-model'",  # was unused, exit 0
     }
     for args, says in cases.items():
         r = CliRunner().invoke(app, ["report", str(DEMO), *args])
