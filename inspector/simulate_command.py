@@ -82,6 +82,9 @@ def run(
 
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
+    for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing
+        if not file.exists() or file.is_dir():
+            open_recording(file)
     gates = thresholds = None
     if gate or threshold:
         # cli_common imports typer (its option annotations): only for the lines that give these.

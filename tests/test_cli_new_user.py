@@ -285,3 +285,12 @@ def test_diff_takes_the_short_threshold_names_as_explain_and_simulate_do() -> No
 
     short, full = run("threshold.trim=0.5"), run("threshold.trim_schemas=0.5")
     assert short == full and json.loads(short)["totals"]
+
+
+def test_simulate_names_a_missing_file_before_simulating_the_ones_ahead_of_it(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.cpsession"
+    # The window is only read once a session is simulated: the old code simulated DEMO first, so the
+    # window was what it reported; a missing tenth file was found after nine sessions' work.
+    proc = _cli("simulate", str(DEMO), str(missing), "--window", "0")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and err.decode() == f"cp-inspect: no such file: {missing}\n", err
