@@ -215,11 +215,14 @@ class InspectorApp(App[None]):
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self._apply_size(self.size.width)
         self._update_status()
+        # Every notification that names something from outside (a theme, a path, an error, a reason) is
+        # plain text: as markup, `[b]` in it was styled away and `[/]` raised MarkupError in the toast
+        # and ended the app.
         if self._theme_warning:
-            self.notify(self._theme_warning, severity="warning")
+            self.notify(self._theme_warning, severity="warning", markup=False)
         damage = self.source.header.get("damage")
         if damage:  # a recovered tail or a rebuilt index: said on screen, not only after quitting
-            self.notify(f"recording damaged: {damage}", severity="warning", timeout=12)
+            self.notify(f"recording damaged: {damage}", severity="warning", timeout=12, markup=False)
         self.query_one("#manifest").focus()
         self.reader.start()
 
@@ -422,14 +425,15 @@ class InspectorApp(App[None]):
         kept = self.source.header.get("recording")
         where = f"the agent's recording is kept at {kept}" if kept else "press s to save them"
         self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; {where}.",
-                    severity="warning", timeout=8)
+                    severity="warning", timeout=8, markup=False)
 
     @on(SourceFailed)
     def _source_failed(self, message: SourceFailed) -> None:
         self.view.loading = False
         startup_gc.release()
         self.failed = message.error
-        self.notify(message.error, title="cannot read the source", severity="error", timeout=30)
+        self.notify(message.error, title="cannot read the source", severity="error", timeout=30,
+                    markup=False)
 
     def watch_disconnected(self) -> None:
         self._update_status()
@@ -504,7 +508,8 @@ class InspectorApp(App[None]):
             error = f"{type(event.worker.error).__name__}: {event.worker.error}"
             if error != self._content_error:
                 self._content_error = error
-                self.notify(error, title="cannot show this content", severity="error", timeout=10)
+                self.notify(error, title="cannot show this content", severity="error", timeout=10,
+                            markup=False)
         elif event.state == WorkerState.SUCCESS:
             self._content_error = None
 
@@ -698,9 +703,10 @@ class InspectorApp(App[None]):
             try:
                 self.source.save(path)
             except (OSError, ContextPipeError) as exc:  # (a live session whose agent is gone: what is missing)
-                self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error")
+                self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error",
+                                      markup=False)
                 return
-            self.call_from_thread(self.notify, f"saved {len(self.timeline)} turns to {path}")
+            self.call_from_thread(self.notify, f"saved {len(self.timeline)} turns to {path}", markup=False)
             self.call_from_thread(setattr, self, "saved_to", path)
 
         self.run_worker(work, thread=True, group="save", exit_on_error=False)

@@ -109,6 +109,7 @@ class RunInspectorApp(InspectorApp):
                 f"session {row.target}{model} started: press o to list this run's sessions",
                 title="new session",
                 timeout=10,
+                markup=False,  # the model name is the agent's: plain text
             )
 
     def action_run_sessions(self) -> None:

@@ -353,7 +353,9 @@ class ContentViewer(Vertical):
         # One line of fixed height: a new title never lays the screen out again.
         if self._title_line is None:
             self._title_line = self.query_one("#content-title", MarkupLine)
-        self._title_line.update(f"{title}  ·  {language}  ·  {len(self._text):,} chars")
+        # Literal text, not markup: a section's id is the agent's own (add_source), and `[/]` in it
+        # raised MarkupError and ended the app when the section was selected.
+        self._title_line.update([(f"{title}  ·  {language}  ·  {len(self._text):,} chars", "")])
 
     @property
     def title(self) -> str:

@@ -17,7 +17,6 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
-from rich.control import strip_control_codes
 from rich.style import Style
 from rich.text import Span, Text
 from textual.strip import Strip
@@ -31,6 +30,17 @@ if TYPE_CHECKING:  # pygments and rich.syntax are imported when a text is first 
 _WORD = re.compile(r"\S+\s*|\s+")
 LEX_AHEAD = 256  # characters lexed past the row asked for (pygments' Python lexer: ~1 ms per 1,000)
 TRUNCATED_NOTE = "… showing the first {:,} characters"
+
+# What a drawn row may not carry to the terminal. Rich's Text drops carriage return, backspace, bell,
+# vertical tab and form feed (dropped here too, so rows, offsets and the highlighter agree); every other
+# control character went out to the terminal as it was and was obeyed: ESC [31m turned the text after
+# it red, ESC [2J cleared the screen, ESC ] 0; retitled the window and ESC ] 52; wrote the clipboard.
+# Those are shown as their Unicode control pictures (␛, ␀, ␡: one character each, so offsets hold) and
+# a C1 control (U+0080-U+009F, which some terminals obey as well) as U+FFFD. One translate, as before.
+VISIBLE_CONTROLS: dict[int, int | None] = {
+    **{c: 0x2400 + c for c in range(32) if c not in (9, 10)}, 0x7F: 0x2421,
+    **{c: 0xFFFD for c in range(0x80, 0xA0)}, 7: None, 8: None, 11: None, 12: None, 13: None,
+}
 
 
 _THEMES: dict[bool, tuple[Style, PygmentsSyntaxTheme, dict[_TokenType, Style | str | None]]] = {}
@@ -206,8 +216,9 @@ def prepare(text: str, dark: bool, width: int) -> TextDocument:
     # feed) from whatever it is given, so a highlighted line of "a\r\n" text would be shorter than
     # the row cut from it and slicing the row past its end raised (the worker died and the view
     # kept the previous turn: a CRLF pasted issue in pydicom-1413's history). Rows, offsets and the
-    # highlighter all count characters of the text as drawn.
-    shown = strip_control_codes(text[:MAX_CHARS]).expandtabs(8).rstrip()
+    # highlighter all count characters of the text as drawn. The other control codes are made visible
+    # (VISIBLE_CONTROLS), not passed to the terminal.
+    shown = text[:MAX_CHARS].translate(VISIBLE_CONTROLS).expandtabs(8).rstrip()
     language = guess_language(text)  # the whole text: a cut-off JSON document does not parse
     plain = shown.split("\n")
     starts = list(accumulate((len(line) + 1 for line in plain[:-1]), initial=0))
