@@ -626,8 +626,16 @@ class InspectorApp(App[None]):
         first, last = self.timeline.traces[0]["turn"], self.timeline.traces[-1]["turn"]
 
         def done(turn: int | None) -> None:
-            if turn is not None:
-                self._go(self.timeline.go(self.timeline.index_of_turn(turn) or 0))
+            if turn is None:
+                return
+            index = self.timeline.index_of_turn(turn)
+            if index is None:
+                # Inside first–last but not received (a live session re-synced past dropped events): the
+                # next turn there is, and said so. It jumped to the first turn without a word.
+                index = self.timeline.index_at_or_after(turn)
+                self.notify(f"turn {turn} is not in this session; showing turn "
+                            f"{self.timeline.traces[index]['turn']}", severity="warning", timeout=4)
+            self._go(self.timeline.go(index))
 
         self.push_screen(GoToTurnScreen(first, last), done)
 

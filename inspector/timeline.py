@@ -106,3 +106,7 @@ class Timeline:
         """Position of the trace whose `turn` field is `turn` (turn numbers are sorted)."""
         lo = bisect.bisect_left(self.traces, turn, key=lambda t: t["turn"])
         return lo if lo < len(self.traces) and self.traces[lo]["turn"] == turn else None
+
+    def index_at_or_after(self, turn: int) -> int:
+        """Position of the first trace whose turn is `turn` or later (the last one if none is)."""
+        return min(bisect.bisect_left(self.traces, turn, key=lambda t: t["turn"]), self.last)

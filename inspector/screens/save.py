@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,6 +32,28 @@ class SaveScreen(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
-        path = event.value.strip()
-        if path:
-            self.dismiss(path)
+        # What would make the save fail is said here, with the path still in the box to correct: once
+        # dismissed, an existing file or a missing directory was an error after the fact (naming an API,
+        # RecordingWriter.resume()) and the person had to press s and type the path again.
+        path = os.path.expanduser(event.value.strip())
+        problem = save_problem(path)
+        if problem is not None:
+            self.notify(problem, severity="warning", markup=False)  # (the path is the person's text)
+            return
+        self.dismiss(path)
+
+
+def save_problem(path: str) -> str | None:
+    """Why the received turns cannot be saved to `path`, and what to do, or None."""
+    if not path:
+        return "type the path of a new file to save to"
+    if os.path.isdir(path):
+        return f"{path} is a directory: add a file name (e.g. {os.path.join(path, 'session.cpsession')})"
+    if os.path.lexists(path):
+        return f"{path} already exists: a recording is never overwritten; type a new file name"
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        return f"there is no directory {parent}: create it first, or save somewhere else"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write in {parent}: save to a directory you can write to"
+    return None

@@ -1,0 +1,72 @@
+"""The go-to and save prompts with what a person really types: a turn the session does not hold, a path
+that exists, a directory, a missing directory, nothing. Each is said in the prompt, which stays open with
+the text to correct; nothing is overwritten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Input
+from textual.widgets._toast import Toast
+
+from inspector.app import InspectorApp
+from inspector.screens import SaveScreen
+from inspector.sources.synthetic import SyntheticSource
+from tests.tui.conftest import settle
+
+
+def toasts(app: InspectorApp) -> list[str]:
+    return [str(t.render()) for t in app.screen.query(Toast)]
+
+
+class GappedSource(SyntheticSource):
+    """A session missing turns 10-12 (a live session re-synced past dropped events)."""
+
+    def load_initial(self) -> list[dict]:
+        self.received = [self.trace(t) for t in range(self.initial) if not 10 <= t <= 12]
+        return list(self.received)
+
+
+async def test_go_to_a_turn_the_session_lacks_shows_the_next_one_and_says_so() -> None:
+    app = InspectorApp(GappedSource(30))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("g", "1", "1", "enter")  # inside 0-29, not received: it went to turn 0
+        await settle(pilot)
+        assert app.timeline.traces[app.index]["turn"] == 13
+        assert any("turn 11 is not in this session; showing turn 13" in t for t in toasts(app)), toasts(app)
+        await pilot.press("g", "2", "0", "enter")
+        await settle(pilot)
+        assert app.timeline.traces[app.index]["turn"] == 20
+
+
+async def submit_path(pilot, path: str) -> None:  # type: ignore[no-untyped-def]
+    pilot.app.screen.query_one("#save-path", Input).value = path
+    await pilot.press("enter")
+    await settle(pilot)
+    await pilot.pause(0.05)
+
+
+async def test_save_prompt_refuses_what_would_fail_and_keeps_the_path(tmp_path: Path) -> None:
+    existing = tmp_path / "kept.cpsession"
+    existing.write_text("the person's earlier recording")
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        assert isinstance(app.screen, SaveScreen)
+        for path, said in ((str(existing), "already exists: a recording is never overwritten"),
+                           (str(tmp_path), "is a directory: add a file name"),
+                           (str(tmp_path / "nope" / "x.cpsession"), f"there is no directory {tmp_path / 'nope'}"),
+                           ("   ", "type the path of a new file to save to")):
+            await submit_path(pilot, path)
+            assert isinstance(app.screen, SaveScreen), path  # still open: the path can be corrected
+            assert app.screen.query_one("#save-path", Input).value == path
+            assert any(said in t for t in toasts(app)), (path, toasts(app))
+        assert existing.read_text() == "the person's earlier recording"
+        new = tmp_path / "new.cpsession"
+        await submit_path(pilot, str(new))
+        assert not isinstance(app.screen, SaveScreen)
+        await settle(pilot)
+        assert new.exists() and app.saved_to == str(new)
