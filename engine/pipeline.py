@@ -352,7 +352,7 @@ class Pipeline:
         self._replay = replay
         self._explaining = False  # EXPLAIN only: no journal writes, no summarizer calls
         self.recorder: Any = None
-        self.recording_error: str | None = None  # why the recording stopped, when a write failed
+        self.recording_error: Exception | None = None  # why the recording stopped, when a write failed
         self.probe: Any = None
         self.otel: Any = None  # an engine.export.otel.OtelSink when exporting
         self._emit(
@@ -451,7 +451,7 @@ class Pipeline:
     def _recorder_failed(self, exc: Exception) -> None:
         """Say once that the recording stopped (the journal counts each refused event in sink_errors)."""
         if self.recording_error is None:
-            self.recording_error = str(exc)
+            self.recording_error = exc
             import warnings
 
             warnings.warn(f"contextpipe: recording stopped, the agent goes on: {exc}", RuntimeWarning, stacklevel=2)

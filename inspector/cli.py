@@ -302,6 +302,12 @@ def import_(
     try:
         pipe, report = ingest(imp, partial, window=window, provider=provider, model=model)
         pipe.close()
+        if pipe.recording_error is not None:
+            # The pipeline keeps an agent going when its recording fails (and warns); an import's only
+            # product is the recording, so a short one is an error.
+            cause = pipe.recording_error.__cause__
+            why = cause.strerror if isinstance(cause, OSError) and cause.strerror else pipe.recording_error
+            raise ContextPipeError(f"cannot write {out} ({why}): nothing was imported")
         os.replace(partial, out)
     except ContextPipeError as exc:
         partial.unlink(missing_ok=True)

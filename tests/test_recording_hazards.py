@@ -364,3 +364,28 @@ def test_attach_record_refuses_a_path_it_could_not_save_to_before_attaching(tmp_
         res = CliRunner().invoke(app, ["attach", "999999", "--record", str(record)])
         assert res.exit_code == 2 and says in res.output, res.output
     assert existing.read_bytes() == b"a recording someone keeps"
+
+
+def test_an_import_the_disk_cuts_short_is_an_error_and_leaves_nothing(tmp_path: Path) -> None:
+    """The pipeline now keeps going when its recording fails (an agent must), so import, whose only
+    product is the recording, checks: a disk that filled half way printed 'wrote OUT: 2 turns' over a
+    file holding fewer."""
+    script = textwrap.dedent(
+        """
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2500, 2500))  # room for the first turn only
+        sys.argv = ["cp-inspect", *sys.argv[1:]]
+        from inspector.cli import app
+        app()
+        """
+    )
+    out = tmp_path / "imported.cpsession"
+    src = ROOT / "tests" / "fixtures" / "synthetic" / "proxy_anthropic.jsonl"
+    res = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script, "import", "auto", str(src), "-o", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert f"cannot write {out} (File too large): nothing was imported" in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []  # neither OUT nor the partial file beside it
