@@ -480,8 +480,11 @@ def demo(
         try:
             code = child.wait()
         except KeyboardInterrupt:
+            # Ctrl-C reached the agent too (the terminal's process group) or only us: either way the
+            # run was interrupted, exit 130 as every command does (it was the agent's -2 or 143).
             child.terminate()
-            code = child.wait(10)
+            child.wait(10)
+            code = 130
         typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
         raise typer.Exit(code)
     # The agent's stderr goes to a file, not a pipe: a pipe nobody reads while the TUI runs would fill

@@ -313,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(
                 args.delay * 2
             )  # let an attached inspector read the last turn before the socket closes
+    except KeyboardInterrupt:
+        # Ctrl-C in the terminal reaches the agent with `cp-inspect demo --no-tui`: it ends the run as
+        # SIGTERM does (the recording closed below), with no traceback.
+        return 130
     finally:
         pipe.close()
     return 0

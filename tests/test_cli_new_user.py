@@ -294,3 +294,29 @@ def test_simulate_names_a_missing_file_before_simulating_the_ones_ahead_of_it(tm
     proc = _cli("simulate", str(DEMO), str(missing), "--window", "0")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and err.decode() == f"cp-inspect: no such file: {missing}\n", err
+
+
+def test_demo_no_tui_ctrl_c_in_a_terminal_ends_cleanly_with_130(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches the whole foreground process group: the demo agent too. It printed a
+    KeyboardInterrupt traceback from the agent and exited 254 (the agent's -2)."""
+    rec = tmp_path / "demo.cpsession"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "demo", "--no-tui", "--turns", "500", "--delay", "0.05", "--record", str(rec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        while not proc.stdout.readline().startswith(b"turn   3 "):
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "Traceback" not in err.decode() and "KeyboardInterrupt" not in err.decode(), err.decode()
+    assert proc.returncode == 130, (proc.returncode, err.decode())
+    assert b"recording kept at" in out
+    r = CliRunner().invoke(app, ["verify", str(rec)])  # the agent closed its recording on the way out
+    assert r.exit_code == 0 and r.output.startswith("ok:"), r.output
