@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,38 @@ def test_an_attach_past_the_client_limit_is_told_so_promptly_behind_a_full_backl
         finally:
             for s in held:
                 s.close()
+
+
+# ------------------------------------------------------------------ memory
+
+
+def test_events_every_client_has_been_sent_are_not_kept_by_the_probe(rtdir: Path) -> None:
+    # The journal keeps its last 4,096 events in memory and moves older ones to disk; the probe kept the
+    # last `queue_limit` (10,000 by default) in its ring while any client was attached, however fast it
+    # read. Here the journal keeps none: what the probe holds is all that is held.
+    server = ProbeServer(HELLO, list, runtime_dir=rtdir, queue_limit=2000)
+    n, size = 500, 20_000
+    with server, ProbeClient.connect(os.getpid(), runtime_dir=rtdir) as client:
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            for i in range(n):
+                server.publish({"k": "note", "i": i, "text": f"{i:08d}" * (size // 8)})
+            got = 0
+            deadline = time.monotonic() + 20
+            while got < n and time.monotonic() < deadline:
+                if client.recv(1.0) is not None:
+                    got += 1
+            assert got == n
+            held = 0
+            while time.monotonic() < deadline:  # (the I/O thread lets go right after its send)
+                held = tracemalloc.get_traced_memory()[0] - base
+                if held < n * size // 10:
+                    break
+                time.sleep(0.05)
+        finally:
+            tracemalloc.stop()
+    assert held < n * size // 10, f"the probe still holds {held} bytes of the {n * size} it sent"
 
 
 # ------------------------------------------------------------------ where the runtime directory is

@@ -251,6 +251,7 @@ class IOLoop(Handshake):
                 self._pump(clients[0])
         if not self._round_open:
             self._enc_cache.clear()
+        self._release_read()
         self._expire_closing()
         self._resume_listener()
         return moved
