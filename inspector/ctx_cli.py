@@ -283,6 +283,12 @@ def _import_recording(db: Path, file: Path) -> None:
     from engine.recording.cpsession import RecordingError
     from engine.store.ingest import ingest_recording
 
+    from .recording_open import open_recording
+
+    # Opened once first for what every reader of recordings says: a missing or foreign file in one line,
+    # and a cut-off last frame (a writer killed mid-write) as a warning: it imported silently, the
+    # turns after the cut missing without a word.
+    open_recording(file).close()
     store = _open(db)
     try:
         ids, requests = ingest_recording(store, file)

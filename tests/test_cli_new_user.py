@@ -320,3 +320,19 @@ def test_demo_no_tui_ctrl_c_in_a_terminal_ends_cleanly_with_130(tmp_path: Path) 
     assert b"recording kept at" in out
     r = CliRunner().invoke(app, ["verify", str(rec)])  # the agent closed its recording on the way out
     assert r.exit_code == 0 and r.output.startswith("ok:"), r.output
+
+
+def test_ctx_import_warns_of_a_cut_off_recording_and_makes_no_store_for_a_foreign_file(tmp_path: Path) -> None:
+    data = DEMO.read_bytes()
+    cut = tmp_path / "cut.cpsession"
+    cut.write_bytes(data[: len(data) // 2])  # a writer killed mid-write: the turns before the cut are whole
+    db = tmp_path / "ctx.sqlite"
+    r = CliRunner().invoke(app, ["ctx", "import", "--db", str(db), str(cut)])
+    assert r.exit_code == 0 and "imported " in r.output, r.output
+    assert "warning: last frame at offset" in r.output, r.output  # imported with no word of the rest
+    foreign = tmp_path / "notes.cpsession"
+    foreign.write_text('{"not": "a recording"}')
+    other = tmp_path / "other.sqlite"
+    r = CliRunner().invoke(app, ["ctx", "import", "--db", str(other), str(foreign)])
+    assert r.exit_code == 1 and "is not a cpsession recording" in r.output, r.output
+    assert not other.exists()  # an empty store was made before the file was read
