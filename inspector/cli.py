@@ -238,15 +238,26 @@ def salvage(
     while lost and kept and kept[-1].get("k") != "turn":
         kept.pop()  # damage cut the last turn short: its events are dropped with it
     header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
+    # Written beside OUT and renamed over it when complete, as import does: a failure or Ctrl-C while
+    # writing left a partial OUT (and, with --force, the file it replaced was already truncated).
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
-        with RecordingWriter(out, header, overwrite=force) as w:
+        with RecordingWriter(partial, header) as w:
             for ev in kept:
                 w.append(ev)
+        os.replace(partial, out)
     except (RecordingError, ValueError) as exc:
-        out.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
         fail(f"cannot write {out}: {exc}")
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         fail(f"cannot write {out}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        partial.unlink(missing_ok=True)
+        fail(f"interrupted: nothing written{f'; {out} is as it was' if out.exists() else ''}", 130)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     turns = sum(1 for e in kept if e.get("k") == "turn")
     typer.echo(f"wrote {out}: {turns} complete turns, {len(kept)} events")
     if lost:

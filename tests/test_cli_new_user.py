@@ -336,3 +336,23 @@ def test_ctx_import_warns_of_a_cut_off_recording_and_makes_no_store_for_a_foreig
     r = CliRunner().invoke(app, ["ctx", "import", "--db", str(other), str(foreign)])
     assert r.exit_code == 1 and "is not a cpsession recording" in r.output, r.output
     assert not other.exists()  # an empty store was made before the file was read
+
+
+def test_salvage_interrupted_while_writing_keeps_the_file_force_would_replace(tmp_path: Path) -> None:
+    rec = tmp_path / "long.cpsession"
+    r = CliRunner().invoke(app, ["import", "auto", str(_long_trajectory(tmp_path / "t.json", 400)), "-o", str(rec)])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "fixed.cpsession"
+    out.write_bytes(DEMO.read_bytes())
+    size = out.stat().st_size
+
+    def writing() -> bool:
+        # The old salvage truncated OUT as it began writing; the new one writes a file beside it.
+        names = [p.name for p in tmp_path.iterdir()]
+        return any(n.endswith(".partial") for n in names) or out.stat().st_size != size
+
+    proc = _cli("salvage", str(rec), "-o", str(out), "--force")
+    _, err = _interrupt_when(proc, writing)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert out.read_bytes() == DEMO.read_bytes(), "the file --force would have replaced was cut short"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
