@@ -50,6 +50,25 @@ def test_ps_skips_junk_names_that_are_no_pid_and_lists_the_agent(rtdir: Path, ju
     assert (rtdir / f"{junk}.sock").exists()  # not ours to delete: it is no socket
 
 
+def test_ps_does_not_follow_a_symlink_planted_at_a_socket_name(rtdir: Path) -> None:
+    ensure_runtime_dir(rtdir)
+    elsewhere = rtdir.parent / "other.sock"
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(str(elsewhere))
+    other.listen(4)
+    other.settimeout(0.5)
+    try:
+        (rtdir / f"{os.getppid()}.sock").symlink_to(elsewhere)  # a live pid, not serving
+        server = ProbeServer(HELLO, list, runtime_dir=rtdir)
+        with server:
+            agents = list_agents(rtdir)
+        assert [a.pid for a in agents] == [os.getpid()]
+        with pytest.raises(TimeoutError):
+            other.accept()[0].close()  # ps connected to it (and sent it a hello)
+    finally:
+        other.close()
+
+
 def test_attach_to_a_pid_no_process_can_have_says_no_such_process(rtdir: Path) -> None:
     ensure_runtime_dir(rtdir)
     for pid in (2**31, 10**20):

@@ -632,6 +632,14 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
             _remove_stale(entry)
             continue
         try:
+            st = os.lstat(entry)
+        except OSError:
+            continue
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+            # Only a socket of ours, as attach checks: connecting follows a symlink, and one planted at
+            # `<pid>.sock` had ps connect (and send its hello) to whatever socket it named.
+            continue
+        try:
             client = ProbeClient.connect_path(entry, pid, timeout)
         except NotServing:
             _remove_stale(entry)
