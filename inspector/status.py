@@ -7,6 +7,19 @@ from textual.markup import escape
 from inspector.session_view import SPEEDS, SessionView
 from panels.markup_line import Part, as_markup
 
+# The most of a recording's file name the status line shows. An imported run's name is often 60-70
+# characters (deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession): whole, it pushed the
+# turn, the play state and the model past the right edge at 80 columns.
+NAME_CHARS = 32
+
+
+def short_name(name: str, limit: int = NAME_CHARS) -> str:
+    """`name`, or its start and end around an ellipsis when it is longer than `limit` characters."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
+
 
 def status_markup(
     view: SessionView,
@@ -35,7 +48,7 @@ def status_parts(
     if view.source.kind == "live":
         origin = f"[bold $success]● LIVE[/] pid {h.get('pid', '?')}"
     else:
-        origin = f"[bold $primary]REPLAY[/] {escape(str(h.get('path', '')).rsplit('/', 1)[-1])}"
+        origin = f"[bold $primary]REPLAY[/] {escape(short_name(str(h.get('path', '')).rsplit('/', 1)[-1]))}"
     model = f"[$text-muted]{escape(str(h.get('model', '')))} · {escape(str(h.get('provider', '')))}[/]"
     if failed is not None:
         return (f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]",)

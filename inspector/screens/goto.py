@@ -13,9 +13,9 @@ from textual.widgets import Input, Label
 class GoToTurnScreen(ModalScreen[int | None]):
     DEFAULT_CSS = """
     GoToTurnScreen { align: center middle; }
-    GoToTurnScreen > Vertical { width: 44; height: auto; border: round $primary; background: $surface;
+    GoToTurnScreen > Vertical { width: 44; max-width: 100%; height: auto; border: round $primary; background: $surface;
                                 padding: 0 1; }
-    GoToTurnScreen Label { color: $text-muted; }
+    GoToTurnScreen Label { color: $text-muted; width: 100%; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 

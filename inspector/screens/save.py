@@ -15,9 +15,9 @@ from textual.widgets import Input, Label
 class SaveScreen(ModalScreen[str | None]):
     DEFAULT_CSS = """
     SaveScreen { align: center middle; }
-    SaveScreen > Vertical { width: 64; height: auto; border: round $primary; background: $surface;
+    SaveScreen > Vertical { width: 64; max-width: 100%; height: auto; border: round $primary; background: $surface;
                             padding: 0 1; }
-    SaveScreen Label { color: $text-muted; }
+    SaveScreen Label { color: $text-muted; width: 100%; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 

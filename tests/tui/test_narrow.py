@@ -1,0 +1,54 @@
+"""Small terminals and long names: the current turn stays on the status line, and a prompt fits the screen
+with its whole question (40x12 and 60x20, as a split pane or a phone's ssh client gives)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from textual.containers import Vertical
+from textual.widgets import Label
+
+from inspector.app import InspectorApp
+from inspector.screens import GoToTurnScreen, SaveScreen
+from inspector.sources.file import FileSource
+from inspector.sources.synthetic import SyntheticSource
+from panels.markup_line import MarkupLine
+from tests.tui.conftest import settle
+from tests.tui.test_hardening import DEMO
+
+# The name `cp-inspect import` gives a mini-swe-agent run, as such names are.
+LONG = "deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+async def test_a_long_file_name_leaves_the_turn_on_the_status_line(tmp_path: Path, size: tuple[int, int]) -> None:
+    path = tmp_path / LONG
+    shutil.copy(DEMO, path)
+    app = InspectorApp(FileSource(path))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("left")
+        await settle(pilot)
+        status = app.query_one("#status", MarkupLine).render_line(0).text  # as drawn, cut to the width
+        assert "turn 38 (39/40)" in status, status  # was cut off after the name
+        assert status.startswith("REPLAY deepseek_reason…w-1343.cpsession  turn 38"), status
+
+
+@pytest.mark.parametrize("size", [(40, 12), (60, 20)])
+@pytest.mark.parametrize("key, screen", [("g", GoToTurnScreen), ("s", SaveScreen)])
+async def test_a_prompt_fits_a_small_terminal_with_its_whole_question(
+        size: tuple[int, int], key: str, screen: type) -> None:
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press(key)
+        await settle(pilot)
+        assert isinstance(app.screen, screen)
+        box = app.screen.query_one(Vertical).region
+        assert box.x >= 0 and box.right <= size[0], box  # the 44 / 64 column box ran off the right edge
+        label = app.screen.query_one(Label)
+        question = str(label.render())
+        assert label.region.width * label.region.height >= len(question), (label.region, question)
+        assert label.region.right <= box.right
