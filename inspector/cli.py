@@ -113,6 +113,8 @@ def explain(
     provider: Annotated[str | None, typer.Option(
         help="Re-plan for another provider policy: anthropic, openai, bedrock, prefix or deepseek.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    # Every other command's JSON switch: `explain FILE --json` was "No such option: --json".
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the same as --format json).")] = False,
 ) -> None:
     """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
     from engine.recording.journal import trace_of
@@ -122,6 +124,10 @@ def explain(
 
     from .explain import to_json, to_text
 
+    if as_json:
+        if fmt not in ("text", "json"):
+            fail(f"--json and --format {fmt} ask for two formats: give one", 2)
+        fmt = "json"
     if fmt not in ("text", "json"):
         fail("--format must be text or json", 2)
     if budget is not None and budget <= 0:

@@ -356,3 +356,10 @@ def test_salvage_interrupted_while_writing_keeps_the_file_force_would_replace(tm
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert out.read_bytes() == DEMO.read_bytes(), "the file --force would have replaced was cut short"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+def test_explain_takes_json_like_every_other_command() -> None:
+    a = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "12", "--json"])
+    b = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "12", "--format", "json"])
+    assert a.exit_code == 0, a.output  # was "No such option: --json" (exit 2)
+    assert a.output == b.output and json.loads(a.output)["turn"] == 12
