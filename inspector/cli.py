@@ -19,6 +19,7 @@ from .cli_common import (
     ThresholdOpt,
     event_offset,
     fail,
+    need_terminal,
     open_recording,
     parse_gates,
     parse_thresholds,
@@ -379,6 +380,7 @@ def _check_plan_options(window: int | None, provider: str | None) -> None:
 
 
 def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
+    need_terminal("the inspector", "or `cp-inspect explain` for text")
     startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
     try:
         from .app import InspectorApp
@@ -482,6 +484,8 @@ def demo(
         fail(f"--delay must be between 0 and 3600 seconds (got {delay:g})", 2)
     if record is not None:
         _check_new_recording(record, "demo.cpsession")
+    if not no_tui:  # before the agent is started
+        need_terminal("demo", "or `cp-inspect demo --no-tui` to run the agent headless")
     rec = record or Path(tempfile.mkdtemp(prefix="cp-demo-")) / "demo.cpsession"
     cmd = [
         sys.executable, "-m", "inspector.demo_agent", "--turns", str(turns), "--record", str(rec),

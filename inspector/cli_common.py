@@ -31,6 +31,15 @@ ThresholdOpt = Annotated[
 ]
 
 
+def need_terminal(command: str, instead: str) -> None:
+    """The inspector's UI reads keys from stdin: with no terminal there (a pipe, /dev/null, a CI job)
+    Textual's input loop saw end of input over and over, ~80% of a core, with nothing shown and no end."""
+    import sys
+
+    if not sys.stdin.isatty():
+        fail(f"{command} is an interactive terminal UI and stdin is not a terminal: run it in one ({instead})", 2)
+
+
 def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for v in values or []:
@@ -104,5 +113,5 @@ def event_offset(offsets: list[int], index: int | None) -> str:
         return ""
     return f" (the frame at offset {offsets[index]})"
 
-__all__ = ["GateOpt", "ThresholdOpt", "event_offset", "fail", "on_off", "open_recording", "parse_gates",
-           "parse_pairs", "parse_thresholds", "read_events"]
+__all__ = ["GateOpt", "ThresholdOpt", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
+           "parse_gates", "parse_pairs", "parse_thresholds", "read_events"]

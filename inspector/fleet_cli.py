@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_common import fail
+from .cli_common import fail, need_terminal
 from .recording_open import warn
 
 
@@ -249,6 +249,7 @@ def top(
     from .sources.live import LiveSource
     from .top_app import TopApp
 
+    need_terminal("top", "or `cp-inspect ps --json` for the agents as JSON")
     watcher = FleetWatcher().start()
     try:
         while True:
