@@ -542,7 +542,10 @@ app.command()(fleet_cli.export)
 app.command()(fleet_cli.report)
 # The proxy and `run` (proxy_cli imports only the standard library and typer; aiohttp loads on use).
 app.command()(proxy)
-app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run)
+app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    options_metavar="[OPTIONS] -- CMD [ARGS]...",  # the usage line showed no CMD at all
+)(run)
 app.command()(fleet_cli.top)
 
 if __name__ == "__main__":

@@ -381,3 +381,8 @@ def test_the_terminal_uis_refuse_to_start_without_a_terminal() -> None:
                 proc.wait()
         assert proc.returncode == 2, (args, proc.returncode, err)
         assert b"stdin is not a terminal" in err and instead.encode() in err, (args, err)
+
+
+def test_run_usage_line_shows_the_command_it_runs() -> None:
+    out = CliRunner().invoke(app, ["run", "--help"]).output
+    assert out.startswith("Usage: cp-inspect run [OPTIONS] -- CMD [ARGS]..."), out  # was "run [OPTIONS]"
