@@ -111,6 +111,36 @@ def v1_many_blobs(path: Path, blobs: int = 20, each: int = 63 << 20) -> None:
     path.write_bytes(b"".join(out))
 
 
+def _empty_arrays(n: int) -> bytes:
+    """A msgpack array of `n` empty arrays: one byte each, ~64 bytes each once decoded into Python."""
+    return b"\xdd" + struct.pack(">I", n) + b"\x90" * n
+
+
+def v2_empty_containers(path: Path, n: int = 50_000_000) -> int:
+    """One chunk (~2 KB on disk) holding an event whose field is `n` empty arrays: 50 MB of events,
+    within the inflate budget, 3.6 GB of Python lists. Returns its offset."""
+    payload = b"\x82\xa1k\xa1x\xa1a" + _empty_arrays(n)
+    data = struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
+    data += encode_frame({"k": "turn", "turn": 0, "trace": {}})
+    c = zstandard.ZstdCompressor(level=19).compressobj()
+    z = c.compress(data) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    head = _head(2)
+    path.write_bytes(head + encode_frame({"k": K_CHUNK, "s": 1, "n": len(data), "t": [0], "z": z}))
+    return len(head)
+
+
+def v1_container_trace(path: Path, n: int = 50_000_000) -> int:
+    """A version-1 turn whose compressed trace (~50 KB) is a map holding `n` empty arrays: under the
+    per-trace inflate limit, 3.6 GB of Python lists. Returns its offset."""
+    from engine.recording.journal import _zdict
+
+    c = zlib.compressobj(9, zdict=_zdict(1))
+    z = c.compress(b"\x81\xa1a" + _empty_arrays(n)) + c.flush()
+    head = _head(1)
+    path.write_bytes(head + encode_frame({"k": "turn", "turn": 0, "tz": z, "zd": 1}))
+    return len(head)
+
+
 def footer_with_bad_data_end(src: Path, dst: Path) -> None:
     """A closed recording whose index says data_end "x" (the footer is CRC-valid)."""
     from engine.recording.cpsession import TRAILER_SIZE, RecordingReader
@@ -159,6 +189,8 @@ def main() -> None:
         ("v2-many-chunks", v2_many_chunks),
         ("v2-tiny-events", v2_tiny_events),
         ("v1-many-blobs", v1_many_blobs),
+        ("v2-empty-containers", v2_empty_containers),
+        ("v1-container-trace", v1_container_trace),
     ):
         p = out / f"{name}.cpsession"
         make(p)

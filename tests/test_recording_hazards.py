@@ -74,13 +74,16 @@ def test_stepping_back_and_forth_never_runs_out_of_budget() -> None:
 
 
 @pytest.mark.parametrize(
-    "make", [attacks.v2_tiny_events, attacks.v1_many_blobs], ids=["v2-tiny-events", "v1-many-blobs"]
+    "make",
+    [attacks.v2_tiny_events, attacks.v1_many_blobs, attacks.v2_empty_containers, attacks.v1_container_trace],
+    ids=["v2-tiny-events", "v1-many-blobs", "v2-empty-containers", "v1-container-trace"],
 )
 def test_a_small_file_that_decodes_into_gigabytes_is_refused_in_bounded_memory(
     tmp_path: Path, make: object
 ) -> None:
-    """A ~5 KB chunk of 9-byte frames (5 million events, 1.1 GB of Python objects) and a 1.3 MB version-1
-    file of many blobs each under the per-blob limit (1.4 GB) were read whole."""
+    """A ~5 KB chunk of 9-byte frames (5 million events, 1.1 GB of Python objects), a 1.3 MB version-1
+    file of many blobs each under the per-blob limit (1.4 GB), and a 2 KB chunk or a 50 KB v1 trace of
+    50 million empty arrays (3.6 GB, 22 s) were read whole."""
     p = tmp_path / "bomb.cpsession"
     make(p)  # type: ignore[operator]
     code, err, rss = _peak_rss_mb(["verify", str(p)])

@@ -81,6 +81,7 @@ from engine.recording.frames import (
     MAX_FRAME_BYTES,
     FrameCountError,
     FrameError,
+    ObjectCounter,
     decode_frames,
     decode_header,
     decode_payload,
@@ -756,13 +757,16 @@ class RecordingReader:
         raw = self._feed(st, pos, obj, end)
         # Each decoded event costs memory beyond its bytes (a dict: ~200 bytes for a 9-byte frame), so a
         # chunk of tiny frames counts them against the budget too, and is refused before they are built.
+        # Likewise each map and array (ObjectCounter): a chunk of empty containers is ~70x its bytes.
         first = ~pos not in self._counted
-        most = max(0, self._budget - self._inflated) // EVENT_COST if first else None
+        left = max(0, self._budget - self._inflated)
+        most = left // EVENT_COST if first else None
+        counter = ObjectCounter(left) if first else None
         try:
             if trace_fields is None:
-                events, used = decode_frames(raw, max_frames=most)
+                events, used = decode_frames(raw, max_frames=most, counter=counter)
             else:
-                events, used = decode_frames_lean(raw, trace_fields, max_frames=most)
+                events, used = decode_frames_lean(raw, trace_fields, max_frames=most, counter=counter)
         except FrameCountError:
             self._spend(self._budget + 1, pos)  # raises: the recording's budget is what ran out
             raise
@@ -770,8 +774,8 @@ class RecordingReader:
             raise FrameError(f"chunk holds a corrupt event ({_why(exc)})", pos) from None
         if used != len(raw):
             raise FrameError("chunk ends inside an event", pos)
-        if first:
-            self._spend(EVENT_COST * len(events), pos)
+        if counter is not None:
+            self._spend(EVENT_COST * len(events) + counter.used, pos)
             self._counted.add(~pos)
         events = [self._plain(ev, pos) for ev in events]
         if trace_fields is not None:
@@ -827,18 +831,24 @@ class RecordingReader:
         under MAX_INFLATE would otherwise inflate a small file without bound."""
         if not isinstance(ev.get("k"), str):
             raise FrameError("event has no kind", pos)
+        if "tz" not in ev and "z" not in ev:
+            return ev  # stored plain (every version-2 event): what unpack_event would hand back
         left = self._budget - self._inflated
         sizes: list[int] = []
+        counter = ObjectCounter(max(0, left))  # a packed trace's maps and arrays (see _inflate_chunk)
         try:
-            out = unpack_event(ev, max(1, min(MAX_INFLATE, left)), sizes)  # 0 would mean "no limit" to zlib
+            out = unpack_event(ev, max(1, min(MAX_INFLATE, left)), sizes, counter)  # 0: "no limit" to zlib
         except InflateError as exc:
             if left < MAX_INFLATE and str(exc).startswith("compressed data inflates past"):
                 self._spend(MAX_INFLATE, pos)  # raises: the budget's message, not the event's limit
             raise FrameError(f"{ev['k']} event: {exc}", pos) from None
+        except FrameCountError:
+            self._spend(self._budget + 1, pos)  # raises: the recording's budget is what ran out
+            raise
         # A version-1 frame holds one event: counted once however often it is read. An honest version-2
         # chunk holds no compressed event (its writer stores them plain), so any there is counted each time.
         if sizes and not (self.version == 1 and pos in self._counted):
-            self._spend(sizes[0], pos)
+            self._spend(sizes[0] + counter.used, pos)
             if self.version == 1:
                 self._counted.add(pos)
         return out

@@ -213,9 +213,12 @@ def pack_event(event: Event) -> Event:
     return event
 
 
-def trace_of(event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None) -> dict[str, Any]:
+def trace_of(
+    event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None, counter: Any = None
+) -> dict[str, Any]:
     """The trace of a `turn` event, whether stored plain or packed. A packed one may inflate to at most
-    `limit` bytes; `sizes`, if given, gets how many it did (a reader's running total, see cpsession)."""
+    `limit` bytes; `sizes`, if given, gets how many it did, and `counter` (frames.ObjectCounter) counts
+    the maps and arrays it decodes to (a reader's running total, see cpsession)."""
     if "trace" in event:
         return event["trace"]  # type: ignore[no-any-return]
     import msgpack
@@ -226,21 +229,26 @@ def trace_of(event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = N
     raw = inflate(event.get("tz"), _zdict(1), limit)
     if sizes is not None:
         sizes.append(len(raw))
+    hooks = {} if counter is None else {"object_hook": counter, "list_hook": counter}
     try:
-        trace = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        trace = msgpack.unpackb(raw, raw=False, strict_map_key=False, **hooks)
     except Exception as exc:  # msgpack raises several unrelated types
+        if counter is not None and counter.used > counter.left:
+            raise  # the counter's own refusal (FrameCountError): the reader says it is over its budget
         raise InflateError(f"turn trace is not valid msgpack ({type(exc).__name__})") from None
     if not isinstance(trace, dict):
         raise InflateError(f"turn trace is a {type(trace).__name__}, expected a map")
     return trace
 
 
-def unpack_event(event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None) -> Event:
-    """The in-memory form of an event read from disk (inverse of pack_event). `limit` and `sizes`: see
-    trace_of."""
+def unpack_event(
+    event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None, counter: Any = None
+) -> Event:
+    """The in-memory form of an event read from disk (inverse of pack_event). `limit`, `sizes` and
+    `counter`: see trace_of."""
     k = event.get("k")
     if k == "turn" and "tz" in event:
-        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event, limit, sizes)}
+        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event, limit, sizes, counter)}
     if k == "blob" and "z" in event:
         raw = inflate(event["z"], None, limit)
         if sizes is not None:

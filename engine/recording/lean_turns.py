@@ -30,6 +30,7 @@ from engine.recording.frames import (
     MAX_FRAME_BYTES,
     FrameCountError,
     FrameError,
+    ObjectCounter,
     decode_header,
     decode_payload,
 )
@@ -40,9 +41,14 @@ _TURN_KIND = b"\xa1k\xa4turn"
 
 
 def decode_frames_lean(
-    buf: bytes, trace_fields: Collection[str], limit: int = MAX_FRAME_BYTES, max_frames: int | None = None
+    buf: bytes,
+    trace_fields: Collection[str],
+    limit: int = MAX_FRAME_BYTES,
+    max_frames: int | None = None,
+    counter: ObjectCounter | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """`frames.decode_frames(buf, limit, max_frames)` with each turn event's trace holding only `trace_fields`."""
+    """`frames.decode_frames(buf, limit, max_frames, counter)` with each turn event's trace holding only
+    `trace_fields`."""
     out: list[dict[str, Any]] = []
     pos = 0
     n = len(buf)
@@ -55,27 +61,32 @@ def decode_frames_lean(
             break
         payload = buf[pos + HEADER_SIZE : end]
         if payload[1:8] == _TURN_KIND and payload[0] & 0xF0 == 0x80:
-            out.append(_lean_turn(payload, crc, pos, trace_fields))
+            out.append(_lean_turn(payload, crc, pos, trace_fields, counter))
         else:
-            out.append(decode_payload(payload, crc, pos))
+            out.append(decode_payload(payload, crc, pos, counter))
         pos = end
     return out, pos
 
 
-def _lean_turn(payload: bytes, crc: int, pos: int, fields: Collection[str]) -> dict[str, Any]:
+def _lean_turn(
+    payload: bytes, crc: int, pos: int, fields: Collection[str], counter: ObjectCounter | None = None
+) -> dict[str, Any]:
     if crc32(payload) != crc:
         raise FrameError("checksum mismatch (corrupt frame)", pos)  # as decode_payload says it
     try:
-        event = _walk(payload, fields)
+        event = _walk(payload, fields, counter)
+    except FrameCountError as exc:
+        raise FrameCountError(str(exc), pos) from None
     except Exception:  # msgpack raises several unrelated types; decode_payload names the problem
         event = None
-    return decode_payload(payload, crc, pos) if event is None else event  # whole: its event or error
+    return decode_payload(payload, crc, pos, counter) if event is None else event  # whole: its event or error
 
 
-def _walk(payload: bytes, fields: Collection[str]) -> dict[str, Any] | None:
+def _walk(payload: bytes, fields: Collection[str], counter: ObjectCounter | None = None) -> dict[str, Any] | None:
     """The event with its trace's `fields` only, or None when the payload is not a plain turn event
     (the caller decodes it whole)."""
-    u = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(payload))
+    hooks = {} if counter is None else {"object_hook": counter, "list_hook": counter}
+    u = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(payload), **hooks)
     u.feed(payload)
     event: dict[str, Any] = {}
     for _ in range(u.read_map_header()):
