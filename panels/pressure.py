@@ -52,7 +52,13 @@ class PressurePanel(LinePanel):
         whole = t["pressure"].get("raw_history")
         beside = f"uncompacted {whole:.2f}" if whole is not None and whole > raw + 0.005 else None
         window = f"of {tok(t['usable'])} usable / {tok(t['limit'])}" if width >= 50 else None
-        head = (f"{raw:.2f}", f"{pred:.2f}", style, beside, window)
+        raw_s, pred_s = f"{raw:.2f}", f"{pred:.2f}"
+        # The head is one line: wrapped (the uncompacted figure on a line of its own at 80 columns), it
+        # pushed the bar down and the tier marks (T C A) out of the narrow layout's three rows.
+        label = "predictive"
+        if len(raw_s) + len(pred_s) + (len(beside) + 2 if beside else 0) + 17 > width:
+            label = "pred"
+        head = (raw_s, pred_s, style, beside, window, label, width)
         res = t["reserves"]
         reserves = (f" response {tok(res.get('response', 0))} · thinking {tok(res.get('thinking', 0))} · schema "
                     f"{tok(res.get('schema', 0))}  ", f"(+{pred - raw:.2f})")
@@ -94,11 +100,14 @@ def _ticks(width: int, thresholds: tuple[float, ...]) -> dict[int, str]:
     return {min(width - 1, int(value / SCALE * width)): mark for value, (_, mark) in zip(thresholds, TICKS, strict=True)}
 
 
-def _head(raw: str, pred: str, style: str, beside: str | None, window: str | None) -> Content:
+def _head(raw: str, pred: str, style: str, beside: str | None, window: str | None, label: str = "predictive",
+          width: int | None = None) -> Content:
     muted = "$text-muted"
-    return Content.assemble("raw ", (raw, "bold"), "  predictive ", (pred, f"bold {style}"),
+    head = Content.assemble("raw ", (raw, "bold"), f"  {label} ", (pred, f"bold {style}"),
                             *(("  ", (beside, muted)) if beside is not None else ()),
                             *(("  ", (window, muted)) if window is not None else ()))
+    # Narrower still, the end is cut (with an ellipsis) rather than wrapped onto the bar's row.
+    return head if width is None or head.cell_length <= width else head.truncate(width, ellipsis=True)
 
 
 def _bar(width: int, full: int, part: int, style: str, thresholds: tuple[float, ...]) -> Content:

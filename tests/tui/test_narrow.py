@@ -15,6 +15,7 @@ from inspector.screens import GoToTurnScreen, SaveScreen
 from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
 from panels.markup_line import MarkupLine
+from panels.pressure import PressurePanel
 from tests.tui.conftest import settle
 from tests.tui.test_hardening import DEMO
 
@@ -52,3 +53,19 @@ async def test_a_prompt_fits_a_small_terminal_with_its_whole_question(
         question = str(label.render())
         assert label.region.width * label.region.height >= len(question), (label.region, question)
         assert label.region.right <= box.right
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_the_pressure_head_stays_one_line_and_the_tier_marks_stay(size: tuple[int, int]) -> None:
+    # Turn 35 of the demo sends a compacted history (pressure 0.42 of 10.25 uncompacted). The head
+    # wrapped: at 80 columns "10.25" took the bar's row and the T/C/A marks fell out of the three rows;
+    # at 100 the window's size wrapped and pushed the history sparkline out.
+    app = InspectorApp(FileSource(DEMO), start_turn=35)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        panel = app.query_one("#pressure", PressurePanel)
+        rows = [panel.render_line(y).text for y in range(panel.size.height)]
+        assert rows[0].startswith("raw 0.42  pred") and "uncompacted 10.25" in rows[0], rows
+        assert "┃" in rows[1] and all(mark in rows[2] for mark in "TCA"), rows
+        if size[0] >= 100:
+            assert rows[0].rstrip().endswith("…") and rows[4].startswith("history "), rows
