@@ -87,6 +87,11 @@ def run_standalone(command: Callable[[], None]) -> NoReturn:
         _aborted()
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`simulate ... --json | head`): as click does for typer's commands, quietly,
+        # with stdout pointed at nothing so the interpreter's own flush at exit does not raise again.
+        _quiet_stdout()
+        sys.exit(1)
     except Exception as exc:
         import typer
 
@@ -96,6 +101,15 @@ def run_standalone(command: Callable[[], None]) -> NoReturn:
             _aborted()
         raise
     sys.exit(0)
+
+
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _aborted() -> NoReturn:

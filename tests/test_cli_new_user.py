@@ -386,3 +386,16 @@ def test_the_terminal_uis_refuse_to_start_without_a_terminal() -> None:
 def test_run_usage_line_shows_the_command_it_runs() -> None:
     out = CliRunner().invoke(app, ["run", "--help"]).output
     assert out.startswith("Usage: cp-inspect run [OPTIONS] -- CMD [ARGS]..."), out  # was "run [OPTIONS]"
+
+
+def test_a_reader_that_stops_early_gets_no_traceback_from_simulate() -> None:
+    """`cp-inspect simulate ... --json | head`: the plain simulate path (no typer, entry.py) let the
+    BrokenPipeError out as a traceback; typer's commands already ended quietly (click's own handling)."""
+    proc = _cli("simulate", str(DEMO), str(DEMO), str(DEMO), str(DEMO), "--json", "--per-turn")
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)  # 240 kB follow: more than a pipe holds, so the writer meets the closed end
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode == 1
