@@ -166,6 +166,9 @@ def get_cmd(
     from engine.errors import ConfigError
     from engine.store.budget import MAX_BUDGET, parse_budget
 
+    if as_json and explain:  # --explain was dropped without a word: the JSON manifest is its data
+        fail("choose one of --json (the manifest) and --explain (the same, as text)", 2)
+
     if budget <= 0 or budget > MAX_BUDGET:
         fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
     try:

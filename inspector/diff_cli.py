@@ -52,6 +52,8 @@ def diff(
 
     if as_json and markdown:
         fail("choose one of --json and --markdown", 2)
+    if all_turns and (as_json or markdown):  # ignored there: the JSON has every turn, the report none
+        fail("--all lists identical turns in the text report: leave out --json / --markdown", 2)
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
     for p in recordings or []:

@@ -80,6 +80,8 @@ def run(
     from engine.recording.replay import ReplayError
     from engine.sim.simulate import TRACE_FIELDS, SimSettings, policy_doc, read_counts, simulate_events
 
+    if per_turn and not as_json:  # it was ignored: the table printed as if it had not been given
+        fail("--per-turn adds per-turn figures to the JSON: give it with --json", 2)
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
     for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing

@@ -399,3 +399,14 @@ def test_a_reader_that_stops_early_gets_no_traceback_from_simulate() -> None:
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert proc.returncode == 1
+
+
+def test_options_that_would_be_ignored_are_refused() -> None:
+    cases = [
+        (["simulate", str(DEMO), "--per-turn"], "give it with --json"),  # the table printed without them
+        (["diff", "recorded", "recorded", str(DEMO), "--all", "--json"], "--all lists identical turns"),
+        (["ctx", "get", "--db", str(DEMO), "--budget", "5000", "--json", "--explain"], "choose one of --json"),
+    ]
+    for args, says in cases:
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
