@@ -129,6 +129,18 @@ def v2_empty_containers(path: Path, n: int = 50_000_000) -> int:
     return len(head)
 
 
+def v2_short_strings(path: Path, n: int = 20_000_000) -> int:
+    """Like v2_empty_containers with `n` 2-byte strings: 60 MB of events, ~1.5 GB of str objects."""
+    payload = b"\x82\xa1k\xa1x\xa1a\xdd" + struct.pack(">I", n) + b"\xa2ab" * n
+    data = struct.pack(">II", len(payload), zlib.crc32(payload)) + payload
+    data += encode_frame({"k": "turn", "turn": 0, "trace": {}})
+    c = zstandard.ZstdCompressor(level=19).compressobj()
+    z = c.compress(data) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    head = _head(2)
+    path.write_bytes(head + encode_frame({"k": K_CHUNK, "s": 1, "n": len(data), "t": [0], "z": z}))
+    return len(head)
+
+
 def v1_container_trace(path: Path, n: int = 50_000_000) -> int:
     """A version-1 turn whose compressed trace (~50 KB) is a map holding `n` empty arrays: under the
     per-trace inflate limit, 3.6 GB of Python lists. Returns its offset."""
@@ -190,6 +202,7 @@ def main() -> None:
         ("v2-tiny-events", v2_tiny_events),
         ("v1-many-blobs", v1_many_blobs),
         ("v2-empty-containers", v2_empty_containers),
+        ("v2-short-strings", v2_short_strings),
         ("v1-container-trace", v1_container_trace),
     ):
         p = out / f"{name}.cpsession"

@@ -75,15 +75,22 @@ def test_stepping_back_and_forth_never_runs_out_of_budget() -> None:
 
 @pytest.mark.parametrize(
     "make",
-    [attacks.v2_tiny_events, attacks.v1_many_blobs, attacks.v2_empty_containers, attacks.v1_container_trace],
-    ids=["v2-tiny-events", "v1-many-blobs", "v2-empty-containers", "v1-container-trace"],
+    [
+        attacks.v2_tiny_events,
+        attacks.v1_many_blobs,
+        attacks.v2_empty_containers,
+        attacks.v1_container_trace,
+        attacks.v2_short_strings,
+    ],
+    ids=["v2-tiny-events", "v1-many-blobs", "v2-empty-containers", "v1-container-trace", "v2-short-strings"],
 )
 def test_a_small_file_that_decodes_into_gigabytes_is_refused_in_bounded_memory(
     tmp_path: Path, make: object
 ) -> None:
     """A ~5 KB chunk of 9-byte frames (5 million events, 1.1 GB of Python objects), a 1.3 MB version-1
     file of many blobs each under the per-blob limit (1.4 GB), and a 2 KB chunk or a 50 KB v1 trace of
-    50 million empty arrays (3.6 GB, 22 s) were read whole."""
+    50 million empty arrays (3.6 GB, 22 s) or a 5 KB chunk of 20 million 2-byte strings (1.5 GB) were read
+    whole."""
     p = tmp_path / "bomb.cpsession"
     make(p)  # type: ignore[operator]
     code, err, rss = _peak_rss_mb(["verify", str(p)])
@@ -392,3 +399,16 @@ def test_an_import_the_disk_cuts_short_is_an_error_and_leaves_nothing(tmp_path: 
     assert res.returncode == 1, (res.stdout, res.stderr)
     assert f"cannot write {out} (File too large): nothing was imported" in res.stderr, res.stderr
     assert list(tmp_path.iterdir()) == []  # neither OUT nor the partial file beside it
+
+
+def test_a_small_file_holding_one_large_repetitive_text_still_reads(tmp_path: Path) -> None:
+    """The other side of the bounds above: 40 MB of `yes` output compresses ~10,000x, far past 64x the
+    file's size, and is honest. It holds a few values, so it is read."""
+    p = tmp_path / "yes.cpsession"
+    text = "y\n" * (20 << 20)
+    with RecordingWriter(p, HEADER) as w:
+        w.append({"k": "blob", "h": "c" * 64, "data": text})
+        w.append({"k": "turn", "turn": 0, "trace": {}})
+    assert p.stat().st_size < 64 << 10
+    with RecordingReader.open(p) as r:
+        assert r.blob("c" * 64) == text and r.turn(0)["trace"] == {}

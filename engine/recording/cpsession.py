@@ -82,6 +82,7 @@ from engine.recording.frames import (
     FrameCountError,
     FrameError,
     ObjectCounter,
+    count_values,
     decode_frames,
     decode_header,
     decode_payload,
@@ -111,6 +112,7 @@ INFLATE_BUDGET_RATIO = 64  # honest recordings inflate ~6x; a bomb inflates ~100
 # Bytes of budget a decoded version-2 event costs on top of its raw bytes: about what Python holds for a
 # small event map. Honest chunks hold a few events per KB; a chunk of 9-byte frames would hold 100,000s.
 EVENT_COST = 256
+VALUE_COST = 64  # what a reader counts for each value of a chunk inflated past the ratio (count_values)
 _PEEK = 128  # payload bytes read per frame while rebuilding an index: k + kind + turn/hash fit in ~80
 _CHUNK = 1 << 20  # sequential read size for events()/refresh()
 
@@ -763,6 +765,10 @@ class RecordingReader:
         most = left // EVENT_COST if first else None
         counter = ObjectCounter(left) if first else None
         try:
+            if first and self._inflated > self._budget - INFLATE_BUDGET_FIXED:
+                # Past 64x the file's size only a large text is honest (a few values); every other value
+                # becomes a Python object too (strings ~20x their bytes): counted before any is built.
+                count_values(raw, left // VALUE_COST)
             if trace_fields is None:
                 events, used = decode_frames(raw, max_frames=most, counter=counter)
             else:

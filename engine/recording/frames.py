@@ -57,6 +57,70 @@ class ObjectCounter:
         return obj
 
 
+def _msgpack_shapes() -> list[tuple[int, int, int]]:
+    """For each first byte of a msgpack value: (kind, width, extra). kind 0: `extra` more bytes; 1: a
+    `width`-byte length, then `extra` + that many bytes (str, bin, ext); 2: an array of a `width`-byte
+    count; 3: a map of one. fix* kinds carry their length in the byte (width 0, handled by the caller)."""
+    shape = [(0, 0, 0)] * 256
+    for b, (kind, width, extra) in {
+        0xC4: (1, 1, 0), 0xC5: (1, 2, 0), 0xC6: (1, 4, 0),  # bin
+        0xC7: (1, 1, 1), 0xC8: (1, 2, 1), 0xC9: (1, 4, 1),  # ext (a type byte)
+        0xCA: (0, 0, 4), 0xCB: (0, 0, 8),  # float
+        0xCC: (0, 0, 1), 0xCD: (0, 0, 2), 0xCE: (0, 0, 4), 0xCF: (0, 0, 8),  # uint
+        0xD0: (0, 0, 1), 0xD1: (0, 0, 2), 0xD2: (0, 0, 4), 0xD3: (0, 0, 8),  # int
+        0xD4: (0, 0, 2), 0xD5: (0, 0, 3), 0xD6: (0, 0, 5), 0xD7: (0, 0, 9), 0xD8: (0, 0, 17),  # fixext
+        0xD9: (1, 1, 0), 0xDA: (1, 2, 0), 0xDB: (1, 4, 0),  # str
+        0xDC: (2, 2, 0), 0xDD: (2, 4, 0), 0xDE: (3, 2, 0), 0xDF: (3, 4, 0),
+    }.items():
+        shape[b] = (kind, width, extra)
+    return shape
+
+
+_SHAPES = _msgpack_shapes()
+
+
+def count_values(buf: bytes, limit: int) -> int:
+    """The msgpack values (scalars, maps and arrays) in the payloads of the frames in `buf`, counted
+    without building any; FrameCountError once past `limit`. A reader runs this before decoding bytes it
+    has inflated far beyond what the file holds: every value becomes a Python object of ~30-70 bytes
+    (a 5 KB recording of 2-byte strings built 1.5 GB), while an honest recording that inflates that far
+    holds one large text. Malformed bytes end the count early: the decode that follows names them."""
+    n = 0
+    pos, end = 0, len(buf)
+    shapes = _SHAPES
+    while pos + HEADER_SIZE <= end:
+        stop = pos + HEADER_SIZE + int.from_bytes(buf[pos : pos + 4], "big")
+        p, pending = pos + HEADER_SIZE, 1
+        while pending and p < stop:
+            b = buf[p]
+            p += 1
+            pending -= 1
+            n += 1
+            if n > limit:
+                raise FrameCountError(f"more than {limit} values", pos)
+            if b < 0x80 or b >= 0xE0 or 0xC0 <= b <= 0xC3:
+                continue  # fixint, nil, bool (0xc1 is invalid: the decoder says so)
+            if b < 0x90:
+                pending += 2 * (b & 0x0F)
+            elif b < 0xA0:
+                pending += b & 0x0F
+            elif b < 0xC0:
+                p += b & 0x1F
+            else:
+                kind, width, extra = shapes[b]
+                if kind == 0:
+                    p += extra
+                else:
+                    count = int.from_bytes(buf[p : p + width], "big")
+                    p += width
+                    if kind == 1:
+                        p += extra + count
+                    else:
+                        pending += count * (kind - 1)  # an array's values, or a map's keys and values
+        pos = stop
+    return n
+
+
 def pack_payload(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
