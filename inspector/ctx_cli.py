@@ -332,7 +332,12 @@ def eval_command(
         fail(f"--trajectories {trajectories}: no such folder (give the folder holding the trajectories)", 2)
     root = trajectories or default_root()
     if not root.is_dir():
-        typer.echo(f"skipped: no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)")
+        skipped = f"no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)"
+        if as_json:  # stdout stays one JSON document (this line went there as plain text)
+            typer.echo(f"skipped: {skipped}", err=True)
+            typer.echo(json.dumps({"skipped": skipped}))
+        else:
+            typer.echo(f"skipped: {skipped}")
         return
     report = run_eval(root, progress=None if as_json else (lambda s: typer.echo(s, err=True)))
     if as_json:

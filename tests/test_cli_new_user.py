@@ -410,3 +410,14 @@ def test_options_that_would_be_ignored_are_refused() -> None:
     for args, says in cases:
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
+
+
+def test_eval_json_without_trajectories_is_still_json_on_stdout(tmp_path: Path) -> None:
+    env = {**os.environ, "CONTEXTPIPE_TRAJECTORIES": str(tmp_path / "absent")}
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    res = subprocess.run([sys.executable, "-c", code, "eval", "--json"], capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)  # was the plain-text "skipped: ..." line
+    assert set(out) == {"skipped"} and "absent" in out["skipped"]
+    assert "no trajectories at" in res.stderr
