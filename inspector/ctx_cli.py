@@ -221,12 +221,16 @@ def import_cmd(
         Path,
         typer.Argument(
             help="A .cpsession recording, or a trajectory file (mini-swe-agent, SWE-agent, OpenHands, "
-            "SWE-smith, proxy JSONL)."
+            "SWE-smith, claude-trace, proxy JSONL)."
         ),
     ],
     format: Annotated[
         str | None,
-        typer.Option("--format", help="Force a format instead of sniffing ('cpsession' for a recording)."),
+        typer.Option(
+            "--format",
+            help="Force a format instead of sniffing: cpsession, mini-swe-agent, swe-agent, openhands, "
+            "swe-smith, claude-trace or proxy-jsonl.",
+        ),
     ] = None,
 ) -> None:
     """Load a recording or trajectory into the store (system prompt and task pinned); prints how many items

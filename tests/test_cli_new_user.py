@@ -421,3 +421,12 @@ def test_eval_json_without_trajectories_is_still_json_on_stdout(tmp_path: Path) 
     out = json.loads(res.stdout)  # was the plain-text "skipped: ..." line
     assert set(out) == {"skipped"} and "absent" in out["skipped"]
     assert "no trajectories at" in res.stderr
+
+
+def test_import_helps_name_every_format_they_take() -> None:
+    from engine.importers import FORMATS
+
+    for cmd in (["import"], ["ctx", "import"]):
+        out = " ".join(CliRunner().invoke(app, [*cmd, "--help"]).output.split())  # unwrapped
+        for name in FORMATS:  # ctx import's --format named none of them, and its FILE not claude-trace
+            assert name.replace("-", "- ") in out or name in out, (cmd, name)
