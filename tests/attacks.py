@@ -153,6 +153,17 @@ def v1_container_trace(path: Path, n: int = 50_000_000) -> int:
     return len(head)
 
 
+def v1_string_trace(path: Path, n: int = 20_000_000) -> int:
+    """v1_container_trace with `n` 2-byte strings: ~1.5 GB of str objects. Returns its offset."""
+    from engine.recording.journal import _zdict
+
+    c = zlib.compressobj(9, zdict=_zdict(1))
+    z = c.compress(b"\x81\xa1a\xdd" + struct.pack(">I", n) + b"\xa2ab" * n) + c.flush()
+    head = _head(1)
+    path.write_bytes(head + encode_frame({"k": "turn", "turn": 0, "tz": z, "zd": 1}))
+    return len(head)
+
+
 def footer_with_bad_data_end(src: Path, dst: Path) -> None:
     """A closed recording whose index says data_end "x" (the footer is CRC-valid)."""
     from engine.recording.cpsession import TRAILER_SIZE, RecordingReader
@@ -204,6 +215,7 @@ def main() -> None:
         ("v2-empty-containers", v2_empty_containers),
         ("v2-short-strings", v2_short_strings),
         ("v1-container-trace", v1_container_trace),
+        ("v1-string-trace", v1_string_trace),
     ):
         p = out / f"{name}.cpsession"
         make(p)

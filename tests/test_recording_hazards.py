@@ -81,16 +81,24 @@ def test_stepping_back_and_forth_never_runs_out_of_budget() -> None:
         attacks.v2_empty_containers,
         attacks.v1_container_trace,
         attacks.v2_short_strings,
+        attacks.v1_string_trace,
     ],
-    ids=["v2-tiny-events", "v1-many-blobs", "v2-empty-containers", "v1-container-trace", "v2-short-strings"],
+    ids=[
+        "v2-tiny-events",
+        "v1-many-blobs",
+        "v2-empty-containers",
+        "v1-container-trace",
+        "v2-short-strings",
+        "v1-string-trace",
+    ],
 )
 def test_a_small_file_that_decodes_into_gigabytes_is_refused_in_bounded_memory(
     tmp_path: Path, make: object
 ) -> None:
     """A ~5 KB chunk of 9-byte frames (5 million events, 1.1 GB of Python objects), a 1.3 MB version-1
     file of many blobs each under the per-blob limit (1.4 GB), and a 2 KB chunk or a 50 KB v1 trace of
-    50 million empty arrays (3.6 GB, 22 s) or a 5 KB chunk of 20 million 2-byte strings (1.5 GB) were read
-    whole."""
+    50 million empty arrays (3.6 GB, 22 s) or a 5 KB chunk (or 60 KB v1 trace) of 20 million 2-byte
+    strings (1.5 GB) were read whole."""
     p = tmp_path / "bomb.cpsession"
     make(p)  # type: ignore[operator]
     code, err, rss = _peak_rss_mb(["verify", str(p)])

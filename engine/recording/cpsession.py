@@ -82,6 +82,7 @@ from engine.recording.frames import (
     FrameCountError,
     FrameError,
     ObjectCounter,
+    count_payload_values,
     count_values,
     decode_frames,
     decode_header,
@@ -842,8 +843,13 @@ class RecordingReader:
         left = self._budget - self._inflated
         sizes: list[int] = []
         counter = ObjectCounter(max(0, left))  # a packed trace's maps and arrays (see _inflate_chunk)
+
+        def check(raw: bytes) -> None:  # a trace inflated past 64x the file's size: see _inflate_chunk
+            if self._inflated + len(raw) > self._budget - INFLATE_BUDGET_FIXED:
+                count_payload_values(raw, max(0, left) // VALUE_COST)
+
         try:
-            out = unpack_event(ev, max(1, min(MAX_INFLATE, left)), sizes, counter)  # 0: "no limit" to zlib
+            out = unpack_event(ev, max(1, min(MAX_INFLATE, left)), sizes, counter, check)  # 0: no limit to zlib
         except InflateError as exc:
             if left < MAX_INFLATE and str(exc).startswith("compressed data inflates past"):
                 self._spend(MAX_INFLATE, pos)  # raises: the budget's message, not the event's limit

@@ -87,37 +87,47 @@ def count_values(buf: bytes, limit: int) -> int:
     holds one large text. Malformed bytes end the count early: the decode that follows names them."""
     n = 0
     pos, end = 0, len(buf)
-    shapes = _SHAPES
     while pos + HEADER_SIZE <= end:
         stop = pos + HEADER_SIZE + int.from_bytes(buf[pos : pos + 4], "big")
-        p, pending = pos + HEADER_SIZE, 1
-        while pending and p < stop:
-            b = buf[p]
-            p += 1
-            pending -= 1
-            n += 1
-            if n > limit:
-                raise FrameCountError(f"more than {limit} values", pos)
-            if b < 0x80 or b >= 0xE0 or 0xC0 <= b <= 0xC3:
-                continue  # fixint, nil, bool (0xc1 is invalid: the decoder says so)
-            if b < 0x90:
-                pending += 2 * (b & 0x0F)
-            elif b < 0xA0:
-                pending += b & 0x0F
-            elif b < 0xC0:
-                p += b & 0x1F
-            else:
-                kind, width, extra = shapes[b]
-                if kind == 0:
-                    p += extra
-                else:
-                    count = int.from_bytes(buf[p : p + width], "big")
-                    p += width
-                    if kind == 1:
-                        p += extra + count
-                    else:
-                        pending += count * (kind - 1)  # an array's values, or a map's keys and values
+        n = _count(buf, pos + HEADER_SIZE, min(stop, end), n, limit, pos)
         pos = stop
+    return n
+
+
+def count_payload_values(payload: bytes, limit: int) -> int:
+    """count_values for one msgpack value that is not in a frame (a version-1 trace, inflated)."""
+    return _count(payload, 0, len(payload), 0, limit, None)
+
+
+def _count(buf: bytes, p: int, stop: int, n: int, limit: int, offset: int | None) -> int:
+    shapes = _SHAPES
+    pending = 1
+    while pending and p < stop:
+        b = buf[p]
+        p += 1
+        pending -= 1
+        n += 1
+        if n > limit:
+            raise FrameCountError(f"more than {limit} values", offset)
+        if b < 0x80 or b >= 0xE0 or 0xC0 <= b <= 0xC3:
+            continue  # fixint, nil, bool (0xc1 is invalid: the decoder says so)
+        if b < 0x90:
+            pending += 2 * (b & 0x0F)
+        elif b < 0xA0:
+            pending += b & 0x0F
+        elif b < 0xC0:
+            p += b & 0x1F
+        else:
+            kind, width, extra = shapes[b]
+            if kind == 0:
+                p += extra
+            else:
+                count = int.from_bytes(buf[p : p + width], "big")
+                p += width
+                if kind == 1:
+                    p += extra + count
+                else:
+                    pending += count * (kind - 1)  # an array's values, or a map's keys and values
     return n
 
 

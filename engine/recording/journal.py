@@ -214,11 +214,16 @@ def pack_event(event: Event) -> Event:
 
 
 def trace_of(
-    event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None, counter: Any = None
+    event: Event,
+    limit: int = MAX_INFLATE,
+    sizes: list[int] | None = None,
+    counter: Any = None,
+    check: Callable[[bytes], object] | None = None,
 ) -> dict[str, Any]:
     """The trace of a `turn` event, whether stored plain or packed. A packed one may inflate to at most
-    `limit` bytes; `sizes`, if given, gets how many it did, and `counter` (frames.ObjectCounter) counts
-    the maps and arrays it decodes to (a reader's running total, see cpsession)."""
+    `limit` bytes; `sizes`, if given, gets how many it did, `counter` (frames.ObjectCounter) counts the
+    maps and arrays it decodes to, and `check` sees the inflated bytes before they are decoded (a
+    reader's bounds, see cpsession)."""
     if "trace" in event:
         return event["trace"]  # type: ignore[no-any-return]
     import msgpack
@@ -229,6 +234,8 @@ def trace_of(
     raw = inflate(event.get("tz"), _zdict(1), limit)
     if sizes is not None:
         sizes.append(len(raw))
+    if check is not None:
+        check(raw)
     hooks = {} if counter is None else {"object_hook": counter, "list_hook": counter}
     try:
         trace = msgpack.unpackb(raw, raw=False, strict_map_key=False, **hooks)
@@ -242,13 +249,17 @@ def trace_of(
 
 
 def unpack_event(
-    event: Event, limit: int = MAX_INFLATE, sizes: list[int] | None = None, counter: Any = None
+    event: Event,
+    limit: int = MAX_INFLATE,
+    sizes: list[int] | None = None,
+    counter: Any = None,
+    check: Callable[[bytes], object] | None = None,
 ) -> Event:
-    """The in-memory form of an event read from disk (inverse of pack_event). `limit`, `sizes` and
-    `counter`: see trace_of."""
+    """The in-memory form of an event read from disk (inverse of pack_event). `limit`, `sizes`,
+    `counter` and `check`: see trace_of."""
     k = event.get("k")
     if k == "turn" and "tz" in event:
-        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event, limit, sizes, counter)}
+        return {"k": "turn", "turn": event.get("turn"), "trace": trace_of(event, limit, sizes, counter, check)}
     if k == "blob" and "z" in event:
         raw = inflate(event["z"], None, limit)
         if sizes is not None:
