@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from .cli_common import fail, need_terminal
-from .recording_open import warn
+from .recording_open import trajectory_hint, warn
 
 
 def expand_paths(patterns: list[str]) -> list[Path]:
@@ -54,6 +54,9 @@ def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]] | str:
                 warn(f"{path}: {reader.damage.message}")
             return [unpack_event(e) for e in reader.events()], dict(reader.header)
     except ContextPipeError as exc:
+        hint = trajectory_hint(path)  # a trajectory where a recording goes: say to import it
+        if hint is not None:
+            return hint.removeprefix(f"{path} ")
         return str(exc).removeprefix(f"{path}: ")  # a RecordingError names the file: _skip names it once
     except PermissionError:
         return "permission denied (check the file's owner and mode)"

@@ -35,6 +35,22 @@ def about(path: Path, exc: Exception) -> str:
     return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
+def trajectory_hint(path: Path) -> str | None:
+    """For a file that is text starting like JSON (a trajectory or proxy log given where a recording
+    goes), what to do, instead of the frame reader's 'frame length 2065850658 exceeds the limit'."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return None
+    if not head.startswith((b"{", b"[")):
+        return None
+    return (
+        f"{path} is JSON, not a .cpsession recording: if it is an agent's trajectory or a proxy log, "
+        f"import it first: cp-inspect import auto {path} -o run.cpsession"
+    )
+
+
 def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
     from engine.recording.cpsession import RecordingError, RecordingReader
@@ -46,7 +62,7 @@ def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     try:
         r = RecordingReader.open(path, salvage=salvage)
     except RecordingError as exc:
-        fail(str(exc))
+        fail(trajectory_hint(path) or str(exc))
     except PermissionError:
         fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
     except OSError as exc:

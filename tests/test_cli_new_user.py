@@ -334,7 +334,7 @@ def test_ctx_import_warns_of_a_cut_off_recording_and_makes_no_store_for_a_foreig
     foreign.write_text('{"not": "a recording"}')
     other = tmp_path / "other.sqlite"
     r = CliRunner().invoke(app, ["ctx", "import", "--db", str(other), str(foreign)])
-    assert r.exit_code == 1 and "is not a cpsession recording" in r.output, r.output
+    assert r.exit_code == 1 and "is JSON, not a .cpsession recording" in r.output, r.output
     assert not other.exists()  # an empty store was made before the file was read
 
 
@@ -430,3 +430,13 @@ def test_import_helps_name_every_format_they_take() -> None:
         out = " ".join(CliRunner().invoke(app, [*cmd, "--help"]).output.split())  # unwrapped
         for name in FORMATS:  # ctx import's --format named none of them, and its FILE not claude-trace
             assert name.replace("-", "- ") in out or name in out, (cmd, name)
+
+
+def test_a_trajectory_given_where_a_recording_goes_is_told_to_import_it(tmp_path: Path) -> None:
+    traj = _long_trajectory(tmp_path / "run.traj.json", rounds=2)
+    for cmd in (["verify"], ["explain"], ["simulate"], ["report"]):
+        r = CliRunner().invoke(app, [*cmd, str(traj)])
+        assert r.exit_code == 1, (cmd, r.output)
+        # It said "not a cpsession recording, or its header frame is cut off or corrupt (frame length
+        # 2065850658 exceeds the limit ...); nothing can be recovered from it".
+        assert f"import it first: cp-inspect import auto {traj} -o run.cpsession" in r.output, (cmd, r.output)
