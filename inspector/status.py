@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.markup import escape
 
 from inspector.session_view import SPEEDS, SessionView
+from panels.fmt import one_line
 from panels.markup_line import Part, as_markup
 
 # The most of a recording's file name the status line shows. An imported run's name is often 60-70
@@ -48,8 +49,8 @@ def status_parts(
     if view.source.kind == "live":
         origin = f"[bold $success]● LIVE[/] pid {h.get('pid', '?')}"
     else:
-        origin = f"[bold $primary]REPLAY[/] {escape(short_name(str(h.get('path', '')).rsplit('/', 1)[-1]))}"
-    model = f"[$text-muted]{escape(str(h.get('model', '')))} · {escape(str(h.get('provider', '')))}[/]"
+        origin = f"[bold $primary]REPLAY[/] {escape(one_line(short_name(str(h.get('path', '')).rsplit('/', 1)[-1])))}"
+    model = f"[$text-muted]{escape(one_line(str(h.get('model', ''))))} · {escape(one_line(str(h.get('provider', ''))))}[/]"
     if failed is not None:
         return (f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]",)
     damage = f"  [$warning]⚠ {escape(str(h['damage']))}[/]" if h.get("damage") else ""

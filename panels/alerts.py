@@ -16,6 +16,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from panels.fmt import one_line
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.navigation import JumpToTurn
 
@@ -56,7 +57,7 @@ class AlertsPanel(ScrollView, can_focus=True):
         for offset, trace in enumerate(traces):
             for alert in trace.get("alerts") or []:
                 self._rows.append((first_index + offset, trace["turn"], str(alert.get("severity", "info")),
-                                   str(alert.get("rule", "")), str(alert.get("message", ""))))
+                                   one_line(str(alert.get("rule", ""))), one_line(str(alert.get("message", "")))))
         self.border_title = f"Alerts ({len(self._rows)})"
         self.virtual_size = Size(self.size.width, len(self._rows) + 1)
         self.refresh()

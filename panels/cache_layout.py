@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.reactive import reactive
 
 from engine.trace_schema import Trace
-from panels.fmt import scope_style, tok
+from panels.fmt import one_line, scope_style, tok
 from panels.line_panel import Keyed, Line, LinePanel, merge_runs
 
 # The same every turn: parsed once (theme variables are resolved when drawn, so a theme change is fine).
@@ -77,7 +77,7 @@ def _blocks(blocks: tuple[tuple[str, str, bool, int], ...]) -> Content:
     """The request as blocks: each section's name in its cells, coloured by its cache scope."""
     strip: list[tuple[str, str]] = []
     for name, scope, broke, n in blocks:
-        name = "✖ " + name if broke else name
+        name = "✖ " + one_line(name) if broke else one_line(name)
         label = (name[: n - 1] + " ").ljust(n) if n >= 4 else " " * n
         style = "bold $text on $cache-break" if broke else f"$text on {scope_style(scope)}"
         strip.append((label, style))

@@ -8,6 +8,26 @@ from themes.palette import SCOPE_VARIABLE, TIER_VARIABLE
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
+# What a drawn string may not carry to the terminal. Rich's Text drops carriage return, backspace, bell,
+# vertical tab and form feed (dropped here too, so rows, offsets and the highlighter agree); every other
+# control character went out to the terminal as it was and was obeyed: ESC [31m turned the text after
+# it red, ESC [2J cleared the screen, ESC ] 0; retitled the window and ESC ] 52; wrote the clipboard.
+# Those are shown as their Unicode control pictures (␛, ␀, ␡: one character each, so offsets hold) and
+# a C1 control (U+0080-U+009F, which some terminals obey as well) as U+FFFD. One translate.
+VISIBLE_CONTROLS: dict[int, int | None] = {
+    **{c: 0x2400 + c for c in range(32) if c not in (9, 10)}, 0x7F: 0x2421,
+    **{c: 0xFFFD for c in range(0x80, 0xA0)}, 7: None, 8: None, 11: None, 12: None, 13: None,
+}
+# For a one-row cell (an alert, an error, a name): a newline as ␤ and a tab as a space too. A newline
+# drawn in a row's segment broke the row (the rest of an alert's message vanished, the panel's next
+# rows shifted), and in a panel's line it took rows the panel does not have.
+_ONE_LINE: dict[int, int | None] = {**VISIBLE_CONTROLS, 10: 0x2424, 9: 0x20}
+
+
+def one_line(text: str) -> str:
+    """`text` as one row of plain characters: control characters visible, none sent to the terminal."""
+    return text.translate(_ONE_LINE)
+
 
 def tok(n: int | float | None) -> str:
     """Token counts the way people read them: 850, 9.8k, 1.2M."""

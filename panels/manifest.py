@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from engine.trace_schema import Trace, TraceSection
-from panels.fmt import tok
+from panels.fmt import one_line, tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.repaint import repaint
 from panels.row_frame import FramedRows, kept_rich_style
@@ -160,7 +160,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def _row_cells(s: TraceSection) -> dict[str, Cell]:
         over = s["tokens"] > s["budget"]
         return {
-            "section": s["name"][:16], "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
+            "section": one_line(s["name"][:16]), "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
             "budget": Text(tok(s["budget"]), justify="right"),
             "plan": Text(tok(s["planned"]), justify="right"),
             "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),

@@ -21,6 +21,7 @@ from rich.style import Style
 from rich.text import Span, Text
 from textual.strip import Strip
 
+from panels.fmt import VISIBLE_CONTROLS  # (control characters made visible, not sent)
 from panels.highlight import MAX_CHARS, OMISSION, SPILL, _fg_only, guess_language, lexer_class
 
 if TYPE_CHECKING:  # pygments and rich.syntax are imported when a text is first highlighted (lexer_class)
@@ -30,17 +31,6 @@ if TYPE_CHECKING:  # pygments and rich.syntax are imported when a text is first 
 _WORD = re.compile(r"\S+\s*|\s+")
 LEX_AHEAD = 256  # characters lexed past the row asked for (pygments' Python lexer: ~1 ms per 1,000)
 TRUNCATED_NOTE = "… showing the first {:,} characters"
-
-# What a drawn row may not carry to the terminal. Rich's Text drops carriage return, backspace, bell,
-# vertical tab and form feed (dropped here too, so rows, offsets and the highlighter agree); every other
-# control character went out to the terminal as it was and was obeyed: ESC [31m turned the text after
-# it red, ESC [2J cleared the screen, ESC ] 0; retitled the window and ESC ] 52; wrote the clipboard.
-# Those are shown as their Unicode control pictures (␛, ␀, ␡: one character each, so offsets hold) and
-# a C1 control (U+0080-U+009F, which some terminals obey as well) as U+FFFD. One translate, as before.
-VISIBLE_CONTROLS: dict[int, int | None] = {
-    **{c: 0x2400 + c for c in range(32) if c not in (9, 10)}, 0x7F: 0x2421,
-    **{c: 0xFFFD for c in range(0x80, 0xA0)}, 7: None, 8: None, 11: None, 12: None, 13: None,
-}
 
 
 _THEMES: dict[bool, tuple[Style, PygmentsSyntaxTheme, dict[_TokenType, Style | str | None]]] = {}

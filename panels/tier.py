@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 
 from engine.trace_schema import Trace
-from panels.fmt import signed, tier_style, tok
+from panels.fmt import one_line, signed, tier_style, tok
 from panels.line_panel import LinePanel
 
 
@@ -42,5 +42,5 @@ class TierPanel(LinePanel):
                              f" ({signed(saved)}), {len(t.get('actions') or [])} action(s)"),
         ]
         if t.get("error"):
-            lines.append(Content.assemble(("error", "bold $error"), f" {t['error'] or ''}"))
+            lines.append(Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
         return lines

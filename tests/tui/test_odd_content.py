@@ -129,3 +129,46 @@ async def test_escapes_in_a_recorded_section_reach_the_screen_as_pictures(tmp_pa
         drawn = "".join(viewer.body.render_line(y).text for y in range(4))
         assert "pytest said ␛[31mRED␛[0m" in drawn, drawn
         assert "\x1b" not in drawn and "\x9b" not in drawn
+
+
+def controls_in(widget) -> list[str]:  # type: ignore[no-untyped-def]
+    """The rows of `widget` as drawn that carry a control character to the terminal."""
+    rows = [widget.render_line(y) for y in range(widget.size.height)]
+    return [repr(row.text) for row in rows
+            if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for seg in row for c in seg.text)]
+
+
+async def test_an_error_a_latch_and_a_section_name_with_newlines_and_escapes_stay_one_row(tmp_path: Path) -> None:
+    # A provider's error text (record_error), a latch's name and a section's name are the agent's: a
+    # newline in an alert's row broke it (the rest of the message vanished, rows below shifted), an
+    # ESC in it reached the terminal.
+    path = tmp_path / "odd.cpsession"
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000, record=str(path))
+    pipe.identity("You are careful.")
+    pipe.add_source("doc", "context", text="the doc", name="doc\nname\x1b[41m")
+    pipe.latch("mode\x1b[41m", "a")
+    for i in range(4):
+        pipe.user(f"step {i}")
+        if i == 2:
+            pipe.latch("mode\x1b[41m", "b")
+        req = pipe.next_request()
+        if i == 1:
+            pipe.record_error("prompt_too_long", "prompt is too long:\n  201000 tokens\r\n\x1b[31mmax\x1b[0m")
+        else:
+            pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
+        pipe.assistant("ok")
+    pipe.close()
+    app = InspectorApp(FileSource(path), start_turn=1)
+    async with app.run_test(size=(250, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        for panel in ("#alerts", "#tier", "#manifest", "#cache"):
+            assert controls_in(app.query_one(panel)) == [], panel
+        alerts = app.query_one("#alerts")
+        text = "\n".join(alerts.render_line(y).text for y in range(alerts.size.height))
+        assert "prompt is too long:␤  201000 tokens␤␛[31mmax␛[0m" in text, text
+        assert "session latch flipped: mode␛[41m" in text, text
+        tier = app.query_one("#tier")
+        assert any("error prompt_too_long: prompt is too long:␤" in tier.render_line(y).text
+                   for y in range(tier.size.height))
