@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_common import fail
+from .cli_common import fail, need_terminal
 
 UpstreamOpt = Annotated[
     list[str] | None,
@@ -218,6 +218,8 @@ def run(
             2,
         )
     _check_port(port)
+    if not no_tui:  # before the proxy and the agent are started
+        need_terminal("run", "or `cp-inspect run --no-tui -- CMD ...` to only record")
     ups = upstreams_from_env(upstream or [], dict(os.environ))
     try:
         record_dir.mkdir(parents=True, exist_ok=True)

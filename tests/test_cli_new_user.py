@@ -365,12 +365,14 @@ def test_explain_takes_json_like_every_other_command() -> None:
     assert a.output == b.output and json.loads(a.output)["turn"] == 12
 
 
-def test_the_terminal_uis_refuse_to_start_without_a_terminal() -> None:
+def test_the_terminal_uis_refuse_to_start_without_a_terminal(tmp_path: Path) -> None:
     """With stdin not a terminal (a pipe, /dev/null, CI) the UI saw end of input over and over: ~80% of
     a core, nothing shown, no end. Now one line and exit 2, before anything is started."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
-    for args, instead in ((["top"], "ps --json"), (["demo", "--turns", "3"], "demo --no-tui")):
+    for args, instead in ((["top"], "ps --json"), (["demo", "--turns", "3"], "demo --no-tui"),
+                          (["run", "--record-dir", str(tmp_path), "--", sys.executable, "-c", "pass"],
+                           "run --no-tui")):
         proc = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         try:
@@ -381,6 +383,7 @@ def test_the_terminal_uis_refuse_to_start_without_a_terminal() -> None:
                 proc.wait()
         assert proc.returncode == 2, (args, proc.returncode, err)
         assert b"stdin is not a terminal" in err and instead.encode() in err, (args, err)
+    assert not list(tmp_path.iterdir())  # run started neither its proxy nor the agent (their logs)
 
 
 def test_run_usage_line_shows_the_command_it_runs() -> None:
