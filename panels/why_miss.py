@@ -11,6 +11,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from panels.fmt import one_line
+
 
 class WhyMissPanel(Static):
     DEFAULT_CSS = """
@@ -31,5 +33,6 @@ class WhyMissPanel(Static):
         out = Text()
         for k, line in enumerate(describe(why)):
             style = "bold red" if "prefix broken" in line or line.startswith("provider says") else ""
-            out.append(("\n" if k else "") + line, style=style)
+            # (a section's id is the agent's: an ESC in it reached the terminal)
+            out.append(("\n" if k else "") + one_line(line), style=style)
         self.update(out)

@@ -172,3 +172,27 @@ async def test_an_error_a_latch_and_a_section_name_with_newlines_and_escapes_sta
         tier = app.query_one("#tier")
         assert any("error prompt_too_long: prompt is too long:␤" in tier.render_line(y).text
                    for y in range(tier.size.height))
+
+
+async def test_why_the_cache_missed_names_an_odd_section_without_sending_its_escape(tmp_path: Path) -> None:
+    path = tmp_path / "why.cpsession"
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000, record=str(path))
+    pipe.identity("You are careful.")
+    pipe.add_source("docs\x1b[41m", "context", text="alpha one")
+    for i in range(3):
+        pipe.user(f"step {i}")
+        if i == 1:
+            pipe.set_content("docs\x1b[41m", "beta two")  # the cache breaks in that section
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
+        pipe.assistant("ok")
+    pipe.close()
+    app = InspectorApp(FileSource(path), start_turn=1)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("m")
+        await settle(pilot)
+        why = app.query_one("#why")
+        text = "\n".join(why.render_line(y).text for y in range(why.size.height))
+        assert "[docs␛[41m]" in text, text
+        assert controls_in(why) == []
