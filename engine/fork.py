@@ -68,7 +68,7 @@ def fork_pipeline(
         limits=cfg.limits,
         # The parent's own: held to the window only if the parent's was (a default 4096 over a small
         # planning window is inherited as the default).
-        max_output_tokens=cfg.max_output_tokens if parent._output_chosen else None,
+        max_output_tokens=cfg.max_output_tokens if parent.max_output_tokens_given else None,
         default_response_reserve=cfg.default_response_reserve,
         thinking_reserve=cfg.thinking_reserve,
         schema_reserve=cfg.schema_reserve,

@@ -748,6 +748,11 @@ class Pipeline:
         self._emit({"k": "emergent", "list": list_name, "h": self._blob(text), "turn": self.turn - 1})
         return len(self.emergent.items) > before
 
+    @property
+    def max_output_tokens_given(self) -> bool:
+        """Whether the agent gave max_output_tokens (then held below the window), not the default."""
+        return self._output_chosen
+
     @_journals
     def set_window(self, window: int) -> None:
         from dataclasses import replace
