@@ -187,6 +187,8 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
 
     r = open_recording(file)
     events, offsets = read_events(r)
+    if not events:  # not damage: the salvage hint below would send its reader looking for some
+        fail(f"{file} holds no events: its agent stopped before its first turn was recorded; nothing to verify")
     t0 = time.perf_counter()
     try:
         report = Replayer(events).verify()

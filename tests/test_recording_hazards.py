@@ -420,3 +420,16 @@ def test_a_small_file_holding_one_large_repetitive_text_still_reads(tmp_path: Pa
     assert p.stat().st_size < 64 << 10
     with RecordingReader.open(p) as r:
         assert r.blob("c" * 64) == text and r.turn(0)["trace"] == {}
+
+
+def test_a_header_only_recording_is_called_empty_not_foreign(tmp_path: Path) -> None:
+    """An agent killed before its first chunk leaves a header alone. verify and simulate said 'the
+    journal has no session event: it was not written by the ContextPipe engine'."""
+    with RecordingReader.open(DEMO) as r:
+        start = r._start
+    p = tmp_path / "header-only.cpsession"
+    p.write_bytes(DEMO.read_bytes()[:start])
+    for cmd in (["verify", str(p)], ["simulate", str(p)]):
+        res = CliRunner().invoke(app, cmd)
+        assert res.exit_code != 0 and "holds no events" in res.output, res.output
+        assert "not written by the ContextPipe engine" not in res.output

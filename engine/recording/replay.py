@@ -126,7 +126,14 @@ class VerifyReport:
 class Replayer:
     def __init__(self, events: Iterable[Event], counter: TokenCounter | None = None) -> None:
         self.events: list[Event] = list(events)
-        if not self.events or self.events[0].get("k") != "session":
+        if not self.events:
+            # A header and nothing else: its agent stopped before the first chunk was written, which is
+            # not the foreign file the message below describes.
+            raise ReplayError(
+                "the recording holds no events: its agent stopped (or is still starting) before its first "
+                "turn was written; there is nothing to replay"
+            )
+        if self.events[0].get("k") != "session":
             first = next((e for e in self.events if e.get("k") == "session"), None)
             if first is None:
                 raise ReplayError(
