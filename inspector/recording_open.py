@@ -38,6 +38,8 @@ def about(path: Path, exc: Exception) -> str:
 def trajectory_hint(path: Path) -> str | None:
     """For a file that is text starting like JSON (a trajectory or proxy log given where a recording
     goes), what to do, instead of the frame reader's 'frame length 2065850658 exceeds the limit'."""
+    if not path.is_file():
+        return None  # a FIFO would block this open until something writes to it (the reader refuses it)
     try:
         with path.open("rb") as f:
             head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
