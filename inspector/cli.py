@@ -298,6 +298,8 @@ def import_(
         fail(f"no such file: {src}")
     if src.is_dir():
         fail(f"{src} is a directory: give the trajectory or log file inside it")
+    if not src.is_file():  # reading a FIFO nobody writes waited forever
+        fail(f"{src} is not a regular file (a FIFO or a device): give the trajectory or log file itself")
     if out.is_dir():
         fail(f"-o {out} is a directory: give a file path, e.g. {out / 'run.cpsession'}", 2)
     if out.exists() and not force:
@@ -348,6 +350,8 @@ def import_(
 
 
 def _is_recording(path: Path) -> bool:
+    if not path.is_file():  # a FIFO would block this open (the import's own read says what it is)
+        return False
     try:
         with path.open("rb") as f:
             head = f.read(64)

@@ -239,8 +239,10 @@ def import_cmd(
 
     if file.is_dir():
         fail(f"{file} is a directory: give one recording or trajectory file from it", 2)
-    if not file.is_file():
+    if not file.exists():
         fail(f"{file}: no such file", 2)
+    if not file.is_file():
+        fail(f"{file} is not a regular file (a FIFO or a device): give the recording or trajectory itself", 2)
     if format == "cpsession" or (format is None and _is_recording(file)):
         _import_recording(db, file)
         return

@@ -443,3 +443,19 @@ def test_a_trajectory_given_where_a_recording_goes_is_told_to_import_it(tmp_path
         # It said "not a cpsession recording, or its header frame is cut off or corrupt (frame length
         # 2065850658 exceeds the limit ...); nothing can be recovered from it".
         assert f"import it first: cp-inspect import auto {traj} -o run.cpsession" in r.output, (cmd, r.output)
+
+
+def test_a_fifo_is_refused_at_once_by_import_and_ctx_import(tmp_path: Path) -> None:
+    fifo = tmp_path / "log.jsonl"
+    os.mkfifo(fifo)  # nobody writes it: reading it waited forever
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    for args in (["import", "auto", str(fifo), "-o", str(tmp_path / "o.cpsession")],
+                 ["ctx", "import", "--db", str(tmp_path / "s.sqlite"), str(fifo)]):
+        try:
+            res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                                 timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{args[:2]} waited on the FIFO") from None
+        assert res.returncode in (1, 2) and "is not a regular file" in res.stderr, (args, res.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl"]
