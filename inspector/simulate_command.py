@@ -84,6 +84,10 @@ def run(
         fail("--per-turn adds per-turn figures to the JSON: give it with --json", 2)
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
+    if window is not None and not 0 < window <= 100_000_000:
+        # Said once, as the option's error: it was found simulating the first file and reported as that
+        # file's ("FILE: --window must be a positive number of tokens").
+        fail(f"--window must be between 1 and 100,000,000 tokens, got {window}", 2)
     for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing
         if not file.exists() or file.is_dir():
             open_recording(file)

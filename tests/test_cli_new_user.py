@@ -289,9 +289,9 @@ def test_diff_takes_the_short_threshold_names_as_explain_and_simulate_do() -> No
 
 def test_simulate_names_a_missing_file_before_simulating_the_ones_ahead_of_it(tmp_path: Path) -> None:
     missing = tmp_path / "missing.cpsession"
-    # The window is only read once a session is simulated: the old code simulated DEMO first, so the
-    # window was what it reported; a missing tenth file was found after nine sessions' work.
-    proc = _cli("simulate", str(DEMO), str(missing), "--window", "0")
+    # The model is only priced once a session is simulated: the old code simulated DEMO first, so the
+    # model was what it reported; a missing tenth file was found after nine sessions' work.
+    proc = _cli("simulate", str(DEMO), str(missing), "--model", "no-such-model")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and err.decode() == f"cp-inspect: no such file: {missing}\n", err
 
@@ -459,3 +459,11 @@ def test_a_fifo_is_refused_at_once_by_import_and_ctx_import(tmp_path: Path) -> N
             raise AssertionError(f"{args[:2]} waited on the FIFO") from None
         assert res.returncode in (1, 2) and "is not a regular file" in res.stderr, (args, res.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl"]
+
+
+def test_simulate_says_a_bad_window_once_as_the_options_error() -> None:
+    for w in ("0", "-5", str(10**12)):
+        r = CliRunner().invoke(app, ["simulate", str(DEMO), str(DEMO), "--window", w])
+        assert r.exit_code == 2, r.output
+        # It was "FILE: --window must be a positive number of tokens", as if the file were at fault.
+        assert r.output == f"cp-inspect: --window must be between 1 and 100,000,000 tokens, got {w}\n", r.output
