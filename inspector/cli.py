@@ -390,8 +390,9 @@ def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> N
     startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
     try:
         from .app import InspectorApp
+        from .app_exit import run_app
 
-        InspectorApp(source, theme=theme, start_turn=start_turn).run()
+        run_app(InspectorApp(source, theme=theme, start_turn=start_turn))
     finally:
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
 

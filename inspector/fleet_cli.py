@@ -249,6 +249,7 @@ def top(
     from engine.probe.watch import FleetWatcher
 
     from .app import InspectorApp
+    from .app_exit import run_app
     from .sources.live import LiveSource
     from .top_app import TopApp
 
@@ -256,7 +257,7 @@ def top(
     watcher = FleetWatcher().start()
     try:
         while True:
-            target = TopApp(watcher, theme=theme).run()
+            target = run_app(TopApp(watcher, theme=theme))
             if not target:
                 return
             parsed = parse_target(target)
@@ -267,6 +268,6 @@ def top(
             except ContextPipeError as exc:  # it ended between the table and the key press
                 typer.secho(f"cannot attach to {target}: {exc}", fg=typer.colors.YELLOW, err=True)
                 continue
-            InspectorApp(source, theme=theme).run()
+            run_app(InspectorApp(source, theme=theme))
     finally:
         watcher.stop()

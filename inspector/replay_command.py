@@ -51,6 +51,8 @@ def replay_app(file: Path, turn: int | None = None, follow: bool = False,
 def replay(file: Path, turn: int | None = None, follow: bool = False, theme: str | None = None) -> None:
     """Step through a recorded session turn by turn."""
     try:
-        replay_app(file, turn, follow, theme).run()
+        from .app_exit import run_app
+
+        run_app(replay_app(file, turn, follow, theme))
     finally:
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
