@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from engine.errors import ConfigError
 from engine.hashing import sha256_hex
@@ -20,6 +21,28 @@ from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 Binder = (
     Callable[[], str] | Callable[[], Awaitable[str]] | Callable[[int], str] | Callable[[int], Awaitable[str]]
 )
+
+_E = TypeVar("_E", bound=Enum)
+
+
+def source_option(enum: type[_E], value: object, what: str, source_id: str) -> _E:
+    """One of add_source's enumerated options, given as the member, its value or its name in any case
+    ("session" for CacheScope.SESSION, as `kind` already took "context"); anything else is a ConfigError
+    that lists the choices. int("session") inside the engine raised a bare ValueError far from the call."""
+    if isinstance(value, enum):
+        return value
+    if isinstance(value, str):
+        by_name = enum.__members__.get(value.strip().upper())
+        if by_name is not None:
+            return by_name
+    try:
+        return enum(value)
+    except (ValueError, TypeError):
+        choices = ", ".join(m.name.lower() for m in enum)
+        raise ConfigError(
+            f"source {source_id!r}: {what} {value!r} is not one of {choices} (or engine.{enum.__name__}.*)"
+        ) from None
+
 
 # Send order of section kinds; within a kind, registration order. Anchors always lead.
 KIND_ORDER: tuple[SectionKind, ...] = (

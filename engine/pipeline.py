@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeV
 from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Assembly, Measure
-from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
+from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec, source_option
 from engine.config import DEFAULT_MAX_OUTPUT_TOKENS, PipelineConfig
 from engine.errors import (
     ConfigError,
@@ -666,15 +666,19 @@ class Pipeline:
         *,
         text: str | None = None,
         binder: Binder | None = None,
-        scope: CacheScope = CacheScope.SESSION,
-        priority: Priority = Priority.NORMAL,
-        lifecycle: Lifecycle | None = None,
+        scope: CacheScope | str = CacheScope.SESSION,
+        priority: Priority | str = Priority.NORMAL,
+        lifecycle: Lifecycle | str | None = None,
         estimate: int = 0,
         max_tokens: int | None = None,
         timeout_s: float = 2.0,
         name: str = "",
     ) -> None:
-        kind = SectionKind(kind)
+        kind = source_option(SectionKind, kind, "kind", id)
+        scope = source_option(CacheScope, scope, "scope", id)
+        priority = source_option(Priority, priority, "priority", id)
+        if lifecycle is not None:
+            lifecycle = source_option(Lifecycle, lifecycle, "lifecycle", id)
         if kind == SectionKind.HISTORY:
             raise ConfigError("history is built from user()/assistant()/tool_result(); register other kinds")
         if lifecycle is None:
