@@ -87,6 +87,9 @@ def export(
     from engine.export.otel import SpanEmitter, export_events, exporter_url, make_exporter
     from engine.probe.optin import redact_requested
 
+    if timeout is not None and not 0 < timeout <= 3600:
+        # A zero or negative timeout failed every batch at once ("could not export"), after the files were read.
+        fail(f"--timeout is seconds per batch, more than 0 and at most 3600; got {timeout:g}", 2)
     paths = expand_paths(files)
     try:
         from opentelemetry.sdk.trace.export import SpanExportResult

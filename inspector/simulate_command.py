@@ -88,6 +88,9 @@ def run(
         # Said once, as the option's error: it was found simulating the first file and reported as that
         # file's ("FILE: --window must be a positive number of tokens").
         fail(f"--window must be between 1 and 100,000,000 tokens, got {window}", 2)
+    if policies is not None and not policies.strip(" ,"):
+        # An empty value read as not given: the plain what-if table came out as if --policies were absent.
+        fail("--policies needs 'all' or a comma list of policy names (see simulate --help)", 2)
     for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing
         if not file.exists() or file.is_dir():
             open_recording(file)

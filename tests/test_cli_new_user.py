@@ -467,3 +467,17 @@ def test_simulate_says_a_bad_window_once_as_the_options_error() -> None:
         assert r.exit_code == 2, r.output
         # It was "FILE: --window must be a positive number of tokens", as if the file were at fault.
         assert r.output == f"cp-inspect: --window must be between 1 and 100,000,000 tokens, got {w}\n", r.output
+
+
+def test_an_empty_policies_list_and_a_timeout_that_cannot_work_are_refused() -> None:
+    cases = [
+        # "" read as no --policies: the what-if table printed as if the option were absent.
+        (["simulate", str(DEMO), "--policies", ""], "--policies needs 'all' or a comma list"),
+        (["simulate", str(DEMO), "--policies", " , "], "--policies needs 'all' or a comma list"),
+        # Every batch failed at once, after the files had been read and the spans built.
+        (["export", str(DEMO), "--otlp", "http://127.0.0.1:9", "--timeout", "0"], "--timeout is seconds"),
+        (["export", str(DEMO), "--otlp", "http://127.0.0.1:9", "--timeout", "-1"], "--timeout is seconds"),
+    ]
+    for args, says in cases:
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
