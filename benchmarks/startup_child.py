@@ -80,6 +80,9 @@ def main() -> None:
             Headless(InspectorApp(source, theme=theme, start_turn=start_turn)).run()
 
         builder._run_app = run_app
+    # replay refuses to start without a terminal on stdin (its key loop would spin); the headless run
+    # reads no keys, and the parent gives the child no terminal.
+    sys.stdin.isatty = lambda: True  # type: ignore[method-assign]
     sys.argv = ["cp-inspect", "replay", path]
     getattr(importlib.import_module(module_name), attr)()  # as the console script calls it
     raise SystemExit("replay returned without drawing a frame")

@@ -7,6 +7,7 @@ same function, so both open, check and run a recording the same way.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,16 @@ def replay(file: Path, turn: int | None = None, follow: bool = False, theme: str
     try:
         from .app_exit import run_app
 
-        run_app(replay_app(file, turn, follow, theme))
+        app = replay_app(file, turn, follow, theme)  # a bad file or turn is said first, terminal or not
+        if not sys.stdin.isatty():
+            # Textual reads keys from stdin: with a pipe or /dev/null there (a CI job, `< /dev/null`) its
+            # input loop saw end of input over and over, ~80% of a core with nothing shown and no end.
+            # (cli_common.need_terminal says the same for attach, demo and top; it imports typer.)
+            fail(
+                "replay is an interactive terminal UI and stdin is not a terminal: run it in one "
+                f"(or `cp-inspect explain {file}` for text, `cp-inspect verify {file}` to check it)",
+                2,
+            )
+        run_app(app)
     finally:
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off

@@ -388,7 +388,9 @@ def test_the_terminal_uis_refuse_to_start_without_a_terminal(tmp_path: Path) -> 
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
     for args, instead in ((["top"], "ps --json"), (["demo", "--turns", "3"], "demo --no-tui"),
                           (["run", "--record-dir", str(tmp_path), "--", sys.executable, "-c", "pass"],
-                           "run --no-tui")):
+                           "run --no-tui"),
+                          (["replay", str(DEMO)], "cp-inspect explain"),  # the plain (typer-free) path
+                          (["replay", str(DEMO), "--theme=light"], "cp-inspect explain")):
         proc = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         try:

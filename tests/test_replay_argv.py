@@ -116,7 +116,9 @@ module, _, name = sys.argv[2].partition(":")
 sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
 if "--open" in sys.argv:  # a recording that opens: the app is not run, its arguments are printed
     sys.argv.remove("--open")
+    sys.stdin.isatty = lambda: True  # replay refuses a stdin that is no terminal; this run reads no keys
     class Opened:
+        return_code = None  # as an app that ended cleanly
         def run(self):
             mods = [m for m in ("pydantic", "typer", "textual.app") if m in sys.modules]
             print(json.dumps({"args": [str(a) for a in self.args], "modules": mods}))
