@@ -25,8 +25,17 @@ def _cli(*args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
     return subprocess.Popen(
-        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT back to its default in the child, as a program started in a terminal has it: a shell that
+    starts a job in the background (`cmd &` without job control: a CI runner, a setsid launcher) sets it
+    to ignored, the child inherits that, and Python then installs no KeyboardInterrupt handler, so the
+    test's Ctrl-C was ignored and the command ran to the end (exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _long_trajectory(path: Path, rounds: int = 600) -> Path:
@@ -49,26 +58,16 @@ def _long_trajectory(path: Path, rounds: int = 600) -> Path:
     return path
 
 
-def _interrupt_when(
-    command: object, started: object, attempts: int = 3, timeout: float = 60.0
-) -> tuple[subprocess.Popen[bytes], str]:
-    """SIGINT the command once `started()` says it is half way through writing, as Ctrl-C would; the
-    process and its stderr. A machine loaded by other work can leave this process unscheduled until the
-    command has finished (seen once in a full suite: exit 0, nothing on stderr); such a run interrupted
-    nothing, so it is started again rather than judged."""
-    for _ in range(attempts):
-        proc: subprocess.Popen[bytes] = command()  # type: ignore[operator]
-        deadline = time.monotonic() + timeout
-        while not started():  # type: ignore[operator]
-            assert proc.poll() is None, "the command ended before it could be interrupted"
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-            return proc, err.decode()
-        proc.communicate(timeout=60)
-    raise AssertionError(f"the command ended before it could be interrupted, {attempts} times")
+def _interrupt_when(proc: subprocess.Popen[bytes], started: object, timeout: float = 60.0) -> tuple[str, str]:
+    """SIGINT the command once `started()` says it is half way through writing, as Ctrl-C would."""
+    deadline = time.monotonic() + timeout
+    while not started():  # type: ignore[operator]
+        assert proc.poll() is None, "the command ended before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return out.decode(), err.decode()
 
 
 def test_import_interrupted_writes_nothing_and_keeps_the_old_file(tmp_path: Path) -> None:
@@ -87,11 +86,8 @@ def test_import_interrupted_writes_nothing_and_keeps_the_old_file(tmp_path: Path
                 return True
         return False
 
-    def command() -> subprocess.Popen[bytes]:
-        out.write_bytes(DEMO.read_bytes())  # as before each attempt (a finished one replaced it)
-        return _cli("import", "auto", str(traj), "-o", str(out), "--force")
-
-    proc, err = _interrupt_when(command, writing)
+    proc = _cli("import", "auto", str(traj), "-o", str(out), "--force")
+    _, err = _interrupt_when(proc, writing)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted: nothing imported" in err, err
     assert out.read_bytes() == DEMO.read_bytes()  # the file --force would have replaced is untouched
@@ -318,6 +314,7 @@ def test_demo_no_tui_ctrl_c_in_a_terminal_ends_cleanly_with_130(tmp_path: Path) 
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "demo", "--no-tui", "--turns", "500", "--delay", "0.05", "--record", str(rec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     try:
         assert proc.stdout is not None
@@ -364,11 +361,8 @@ def test_salvage_interrupted_while_writing_keeps_the_file_force_would_replace(tm
         names = [p.name for p in tmp_path.iterdir()]
         return any(n.endswith(".partial") for n in names) or out.stat().st_size != size
 
-    def command() -> subprocess.Popen[bytes]:
-        out.write_bytes(DEMO.read_bytes())  # as before each attempt (a finished one replaced it)
-        return _cli("salvage", str(rec), "-o", str(out), "--force")
-
-    proc, err = _interrupt_when(command, writing)
+    proc = _cli("salvage", str(rec), "-o", str(out), "--force")
+    _, err = _interrupt_when(proc, writing)
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert out.read_bytes() == DEMO.read_bytes(), "the file --force would have replaced was cut short"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]

@@ -31,11 +31,20 @@ TOKENS = ["a.cpsession", "dir/b c.cpsession", "é.cpsession", "replay", "5", "0"
           "surrogate\udcff.cpsession"]
 
 
+class _Terminal:
+    """A stdin that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def _typer_reads(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
     """What typer's dispatch hands `replay`, or None when it refuses the command line."""
     seen: dict[str, Any] = {}
 
     class Opened:
+        return_code = None  # as an app that ended cleanly
+
         def run(self) -> None:
             pass
 
@@ -44,6 +53,7 @@ def _typer_reads(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch)
         return Opened()
 
     monkeypatch.setattr(replay_command, "replay_app", recording)
+    monkeypatch.setattr(sys, "stdin", _Terminal())  # replay refuses a stdin that is no terminal; no key is read
     try:
         command.main(args=argv, prog_name="cp-inspect", standalone_mode=False)
     except (Exception, SystemExit):  # a usage error, help (its exit), a refused value
