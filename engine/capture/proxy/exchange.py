@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import zlib
 from dataclasses import dataclass, field
 
 from engine.capture.proxy.routes import Route
 
+# What a body may decode to before the recorder gives up on it: the recorder's own ceiling on a body
+# (recording.MAX_RECORD_BYTES). A few kilobytes of gzip or zstd can claim gigabytes (a decompression
+# bomb, or a client's bug); decoded whole, one such body took the proxy's memory with it.
+MAX_DECODED_BYTES = 256 * 1024 * 1024
 
-def decode(raw: bytes, encoding: str, what: str = "response") -> bytes:
+
+def decode(raw: bytes, encoding: str, what: str = "response", limit: int = MAX_DECODED_BYTES) -> bytes:
     """`raw` with its Content-Encoding undone (gzip, deflate, zstd; br when brotli is installed).
 
     The proxy forwards bodies still encoded (the far side decodes them); the recorder wants the text.
     Codings are listed in the order they were applied, so they are undone last first (RFC 9110 8.4).
-    Raises ValueError, naming the body and the coding, for one it cannot undo or bytes that do not decode.
+    Raises ValueError, naming the body and the coding, for one it cannot undo, bytes that do not decode,
+    or a body that decodes past `limit` bytes (stopped there: nothing larger is ever built).
     """
     for enc in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
         if enc == "identity":
             continue
         try:
-            raw = _undo(raw, enc, what)
+            raw = _undo(raw, enc, what, limit)
         except ValueError:
             raise
         except Exception as exc:  # zlib.error, BadGzipFile, EOFError, zstd's errors: one clear kind
@@ -31,27 +36,61 @@ def decode(raw: bytes, encoding: str, what: str = "response") -> bytes:
     return raw
 
 
-def _undo(raw: bytes, enc: str, what: str) -> bytes:
+def _undo(raw: bytes, enc: str, what: str, limit: int) -> bytes:
     if enc in ("gzip", "x-gzip"):
-        return gzip.decompress(raw)
+        return _inflate(raw, 16 + zlib.MAX_WBITS, what, limit, members=True)
     if enc == "deflate":
         try:
-            return zlib.decompress(raw)
+            return _inflate(raw, zlib.MAX_WBITS, what, limit)
         except zlib.error:
-            return zlib.decompress(raw, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
+            return _inflate(raw, -zlib.MAX_WBITS, what, limit)  # raw deflate, as some servers send it
     if enc == "zstd":
         import zstandard  # a dependency of the engine (recordings are zstd-compressed)
 
         # A stream reader: an HTTP body's frames often omit their content size, and may be several.
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True) as r:
-            return r.read()
+            return _within(r.read(limit + 1), what, limit)
     if enc == "br":
         try:
             import brotli  # type: ignore[import-not-found]
         except ImportError:
             raise ValueError(f"the {what} is brotli-compressed and brotli is not installed") from None
-        return bytes(brotli.decompress(raw))
+        # brotli's one-shot call has no output bound; checked after (brotli is optional, rarely installed).
+        return _within(bytes(brotli.decompress(raw)), what, limit)
     raise ValueError(f"the {what} uses content-encoding {enc!r}, which the recorder cannot decode")
+
+
+def _inflate(raw: bytes, wbits: int, what: str, limit: int, members: bool = False) -> bytes:
+    """zlib/gzip data decoded to at most `limit` bytes; a gzip body may be several members back to back
+    (gzip.decompress reads them all, so this does too). Truncated data raises as gzip.decompress did."""
+    out = bytearray()
+    data = raw
+    while True:
+        d = zlib.decompressobj(wbits)
+        out += d.decompress(data, limit + 1 - len(out))
+        _within(out, what, limit)
+        if d.unconsumed_tail:  # stopped by the bound with input left: more than `limit`
+            raise _too_large(what, limit)
+        out += d.flush()
+        _within(out, what, limit)
+        if not d.eof:
+            raise EOFError("compressed data ended before the end-of-stream marker was reached")
+        data = d.unused_data
+        if not (members and data.lstrip(b"\0")):  # trailing zero padding after the last member is allowed
+            return bytes(out)
+
+
+def _within(data: bytes | bytearray, what: str, limit: int) -> bytes:
+    if len(data) > limit:
+        raise _too_large(what, limit)
+    return bytes(data) if isinstance(data, bytearray) else data
+
+
+def _too_large(what: str, limit: int) -> ValueError:
+    return ValueError(
+        f"the {what} decodes to more than {limit / 2**20:.0f} MiB, the recorder's ceiling: it was forwarded "
+        "as sent but not recorded"
+    )
 
 
 @dataclass
