@@ -441,8 +441,21 @@ def attach(
         _run_app(src, theme)
     finally:
         if record is not None:
-            src.save(record)
-            typer.echo(f"saved {len(src.events)} events to {record}")
+            _save_received(src, record)
+
+
+def _save_received(src: Any, record: Path) -> None:
+    """attach --record's save on exit. A disk that fills (or a directory removed) while the session ran
+    made the save a RecordingError traceback after the inspector had closed; now one line, exit 1, and
+    what the file holds (the writer stops at the failure and keeps every complete turn before it)."""
+    try:
+        src.save(record)
+    except (ContextPipeError, OSError) as exc:
+        # A RecordingError names the file and says what it keeps; an OSError (its directory removed) may not.
+        why = str(exc) if isinstance(exc, ContextPipeError) else f"{record}: {exc.strerror or exc}"
+        check = f" (`cp-inspect verify {record}` shows what it holds)" if record.is_file() else ""
+        fail(f"could not save the attached session: {why}{check}")
+    typer.echo(f"saved {len(src.events)} events to {record}")
 
 
 def _check_new_recording(record: Path, example: str) -> None:
