@@ -38,6 +38,15 @@ _SELECTS = {23, 270}  # select, pselect6: arg0 is nfds (one more than the highes
 _POLLS = {7, 271, 232, 281, 441}  # poll, ppoll, epoll_wait, epoll_pwait(2): descriptors not visible here
 _RECVS = {45, 47}  # recvfrom, recvmsg: arg0 is the descriptor
 _SLEEPS = {35, 230}  # nanosleep, clock_nanosleep
+# futex: the thread waiting for the GIL (or a lock) on its way into or out of one of the waits above. A
+# loaded machine shows it now and then (a fresh-clone CI run sampled one beside 29 sleeps); it is on no
+# descriptor, so the checks of what a thread waits on leave it out.
+_LOCKS = {202}
+
+
+def _blocked_on(waits: list[tuple[int, int]]) -> list[int]:
+    """The system calls a thread was seen waiting in, the GIL's and locks' futex waits left out."""
+    return [nr for nr, _ in waits if nr not in _LOCKS]
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64"
@@ -128,11 +137,10 @@ def test_a_polling_client_waits_on_its_own_timer_never_on_the_agents_socket(
         assert polling.recv(timeout=0.3) is None and time.monotonic() - t0 >= 0.3
     finally:
         pipe.close()
-    assert waits["polling"] and all(nr in _SLEEPS for nr, _ in waits["polling"]), waits["polling"]
+    polled, blocked = _blocked_on(waits["polling"]), _blocked_on(waits["blocking"])
+    assert polled and all(nr in _SLEEPS for nr in polled), waits["polling"]
     assert not _on_socket(waits["polling"], polling.fileno() if not polling.disconnected else 10**6)
-    assert waits["blocking"] and all(
-        nr in _SELECTS for nr, _ in waits["blocking"]
-    )  # the old way, for contrast
+    assert blocked and all(nr in _SELECTS for nr in blocked), waits["blocking"]  # the old way, for contrast
 
 
 def test_the_live_source_follows_without_waiting_on_the_agents_socket(
