@@ -12,6 +12,7 @@ from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.content import Content
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widget import Widget
 
 from inspector.app import InspectorApp
@@ -142,6 +143,22 @@ async def test_the_manifest_frames_what_textual_draws_focused_or_not() -> None:
         assert scrollbars == [False, False, True]
 
 
+async def steady_screenshot(pilot: Pilot) -> str:
+    """The screen once it stops changing. Twice in full suites (under load) the two drawing paths'
+    screens differed at the step after the content view took focus, and the same test pairing failed on
+    the session's starting code too; it never did alone. Work deferred past a step (the content's lazy
+    highlighting, a repaint) can land between screenshots; comparing steady screens leaves out when the
+    picture was taken, while a difference in what is drawn stays and is still caught."""
+    shot = pilot.app.export_screenshot()
+    for _ in range(40):
+        await pilot.pause(0.05)
+        again = pilot.app.export_screenshot()
+        if again == shot:
+            return shot
+        shot = again
+    return shot
+
+
 async def test_without_textuals_private_counters_the_panels_draw_the_same_through_textual(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -158,7 +175,7 @@ async def test_without_textuals_private_counters_the_panels_draw_the_same_throug
             for key in ("right", "right", "down", "left", "tab", "right"):
                 await pilot.press(key)
                 await settle(pilot)
-                shots.append(app.export_screenshot())
+                shots.append(await steady_screenshot(pilot))
             framed = app.query_one("#pressure")._frame is not None
         return shots + [str(framed)]
 
