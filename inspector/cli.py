@@ -17,6 +17,7 @@ from . import fleet_cli, replay_command, startup_gc
 from .cli_common import (
     GateOpt,
     ThresholdOpt,
+    check_window,
     event_offset,
     fail,
     need_terminal,
@@ -366,15 +367,8 @@ def _check_plan_options(window: int | None, provider: str | None) -> None:
     was replaced by openai without a word."""
     from engine.errors import ConfigError
     from engine.providers import canonical_provider
-    from engine.tokens import Budget
 
-    if window is not None:
-        if window <= 0:
-            fail(f"--window must be a positive number of tokens, got {window}", 2)
-        try:
-            Budget(window)
-        except ConfigError as exc:
-            fail(f"--window: {exc}", 2)
+    check_window(window)
     if provider is not None:
         try:
             canonical_provider(provider)

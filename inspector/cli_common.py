@@ -31,6 +31,21 @@ ThresholdOpt = Annotated[
 ]
 
 
+def check_window(window: int | None) -> None:
+    """A --window the planner can use, or the option's usage error (exit 2) before any work is done."""
+    if window is None:
+        return
+    from engine.errors import ConfigError
+    from engine.tokens import Budget
+
+    if window <= 0:
+        fail(f"--window must be a positive number of tokens, got {window}", 2)
+    try:
+        Budget(window)
+    except ConfigError as exc:
+        fail(f"--window: {exc}", 2)
+
+
 def need_terminal(command: str, instead: str) -> None:
     """The inspector's UI reads keys from stdin: with no terminal there (a pipe, /dev/null, a CI job)
     Textual's input loop saw end of input over and over, ~80% of a core, with nothing shown and no end."""

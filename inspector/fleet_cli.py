@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli_common import fail, need_terminal
+from .cli_common import check_window, fail, need_terminal
 from .recording_open import trajectory_hint, warn
 
 
@@ -167,16 +167,7 @@ def report(
 
     # Wrong options are refused before any session is simulated: a bad --window was reported as every
     # session "skipped" (exit 1), and an unwritable --svg was a traceback after all the work was done.
-    if window is not None:
-        from engine.errors import ConfigError
-        from engine.tokens import Budget
-
-        if window <= 0:
-            fail(f"--window must be a positive number of tokens, got {window}", 2)
-        try:
-            Budget(window)
-        except ConfigError as exc:
-            fail(f"--window: {exc}", 2)
+    check_window(window)
     if svg is not None:
         if svg.is_dir():
             fail(f"--svg {svg} is a directory: give a file path, e.g. {svg / 'cost.svg'}", 2)
