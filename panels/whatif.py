@@ -57,14 +57,16 @@ class WhatIfPanel(VerticalScroll):
     WhatIfPanel .gate { height: 1; width: 1fr; }
     /* One-line switches: the default tall ones would take 6 rows of an 80x24 screen. */
     WhatIfPanel .gate Switch { border: none; height: 1; width: 5; padding: 0; }
-    WhatIfPanel .gate Label { padding: 0 0 0 1; width: 1fr; }
+    /* A label longer than its column is cut with an ellipsis: wrapped, its name went to a second row
+       that the one-row switch hid ("on" and nothing else in a 17-column third at 120x40). */
+    WhatIfPanel .gate Label { padding: 0 0 0 1; width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     WhatIfPanel #whatif-row { height: auto; margin-top: 1; }
     WhatIfPanel #provider { width: 1fr; }
     WhatIfPanel #reset { min-width: 9; height: 1; border: none; margin-left: 1; }
     WhatIfPanel #whatif-result { padding: 1 0 0 0; height: auto; }
     WhatIfPanel #session-row { height: 1; }
     WhatIfPanel #session { border: none; height: 1; width: 5; padding: 0; }
-    WhatIfPanel #session-label { padding: 0 0 0 1; width: 1fr; }
+    WhatIfPanel #session-label { padding: 0 0 0 1; width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     # (actual, what-if) traces for the current turn; None until the first re-plan.
     result: reactive[tuple[Trace, Trace] | None] = reactive(None)
