@@ -216,6 +216,16 @@ def test_readme_engine_example_runs_as_written(n: int, tmp_path: Path) -> None:
         [sys.executable, "-c", examples[n]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr[-2000:]
+    # Every recording an example asks for holds its turns and replays: the fork example's child.cpsession
+    # held only its header (the child's one turn, with no usage recorded and the pipeline never closed,
+    # was never written), so `cp-inspect verify` and `forks` found nothing in it.
+    written = sorted(tmp_path.glob("*.cpsession"))
+    assert written
+    for rec in written:
+        check = subprocess.run([sys.executable, "-m", "inspector.cli", "verify", str(rec)], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert check.returncode == 0 and check.stdout.startswith("ok:"), (rec.name, check.stdout, check.stderr)
+        assert "not closed" not in check.stdout + check.stderr, (rec.name, check.stdout)
 
 
 # ----------------------------------------------------------------------------- usage from a stream
