@@ -2,7 +2,9 @@
 
 Real tool calls (list, grep, read, run a small command) on the project's own source, scripted
 assistant turns, and the provider cache simulator standing in for the provider's usage. Its window
-is small, so within a minute it climbs through every tier, spills one huge tool output, flips a
+is small, so within a minute it climbs the tiers and compacts its history (how high it climbs first
+depends on the sizes of the files it reads, the project's own: the recordings in demo_sessions/ reach
+AggressivePrune, a run on today's tree may compact before it), spills one huge tool output, flips a
 latch (breaking the cache), has a binder time out, and fires alerts.
 
     python -m inspector.demo_agent --turns 40 --record demo.cpsession --serve
