@@ -49,6 +49,12 @@ class CommandLine(typer.Typer):
 app = CommandLine(
     name="cp-inspect",
     help="Inspect how an LLM agent assembles its context: live, from recordings, or as what-ifs.",
+    # Where a person new to it starts: the README's first three commands.
+    epilog="\b\nStart with:\n"
+           "  cp-inspect demo                   a scripted agent, inspected live\n"
+           "  cp-inspect replay FILE.cpsession  a recording (demo_sessions/ has three)\n"
+           "  cp-inspect run -- CMD ARGS...     your own agent, through a recording proxy\n"
+           "Each command's --help has an example.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -87,7 +93,8 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list
 def ps(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array, one object per agent.")] = False,
 ) -> None:
-    """List live agents serving a probe socket (stale sockets are cleaned up)."""
+    """List live agents that `attach` can open: processes serving a probe socket, and each conversation of a
+    `cp-inspect run` or `proxy` as PID.N (stale sockets are cleaned up)."""
     from engine.probe.client import list_agents
 
     agents = list_agents()
@@ -95,7 +102,8 @@ def ps(
         typer.echo(json.dumps([a.to_json() for a in agents], indent=2))
         return
     if not agents:
-        typer.echo("no live agents (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1)")
+        typer.echo("no live agents (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
+                   "or runs under `cp-inspect run -- CMD`)")
         return
     typer.echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
     for a in agents:
@@ -118,7 +126,12 @@ def explain(
     # Every other command's JSON switch: `explain FILE --json` was "No such option: --json".
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the same as --format json).")] = False,
 ) -> None:
-    """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides."""
+    """EXPLAIN a turn: pressure, tier, sections, markers, skipped steps, alerts; re-planned under overrides.
+
+    \b
+    Example:
+      cp-inspect explain demo_sessions/scout-anthropic.cpsession --turn 17 --gate drop_rounds=off
+    """
     from engine.recording.journal import trace_of
     from engine.recording.replay import Replayer, ReplayError
     from engine.recording.why import why_missed
@@ -183,7 +196,12 @@ def explain(
 
 @app.command()
 def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]) -> None:
-    """Replay a recording and check every turn's request hash (exit 0 when all match)."""
+    """Replay a recording and check every turn's request hash (exit 0 when all match).
+
+    \b
+    Example:
+      cp-inspect verify demo_sessions/scout-anthropic.cpsession
+    """
     from engine.recording.replay import Replayer, ReplayError
 
     r = open_recording(file)
@@ -228,7 +246,12 @@ def salvage(
     out: Annotated[Path, typer.Option("-o", "--out", help="Where to write the intact part.")],
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUT if it exists.")] = False,
 ) -> None:
-    """Copy every intact event before the first damage into a new recording (also migrates old formats)."""
+    """Copy every intact event before the first damage into a new recording (also migrates old formats).
+
+    \b
+    Example:
+      cp-inspect salvage damaged.cpsession -o intact.cpsession
+    """
     from engine.recording.cpsession import RecordingError, RecordingWriter
 
     # Usage errors (exit 2), as for import -o and demo --record.
@@ -290,7 +313,12 @@ def import_(
     window: Annotated[int | None, typer.Option(help="Context window (tokens) for the engine's plan.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
 ) -> None:
-    """Import a real agent trajectory as a recording: each model call becomes a turn."""
+    """Import a real agent trajectory as a recording: each model call becomes a turn.
+
+    \b
+    Example:
+      cp-inspect import auto TRAJECTORY.json -o run.cpsession
+    """
     from engine.importers import load
     from engine.importers.ingest import ingest
     from engine.importers.model import ImportFormatError
@@ -398,7 +426,12 @@ def replay(
     follow: Annotated[bool, typer.Option(help="Tail a file another process is still writing.")] = False,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
-    """Step through a recorded session turn by turn."""
+    """Step through a recorded session turn by turn.
+
+    \b
+    Example:
+      cp-inspect replay demo_sessions/scout-anthropic.cpsession --turn 17
+    """
     replay_command.replay(file, turn, follow, theme)
 
 
@@ -412,7 +445,12 @@ def attach(
     ] = None,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
-    """Attach to a running agent's probe socket and watch it live."""
+    """Attach to a running agent's probe socket and watch it live.
+
+    \b
+    Example:
+      cp-inspect attach PID --record live.cpsession     (PID from `cp-inspect ps`)
+    """
     from engine.probe.runtime_dir import parse_target
     from inspector.sources.live import LiveSource
 
@@ -488,7 +526,13 @@ def demo(
     delay: Annotated[float, typer.Option(help="Seconds between the agent's turns.")] = 1.5,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
-    """Start the scripted demo agent (probe + recording on) and attach the inspector to it."""
+    """Start the scripted demo agent (probe + recording on) and attach the inspector to it.
+
+    \b
+    Examples:
+      cp-inspect demo
+      cp-inspect demo --no-tui --turns 30 --delay 0 --record demo.cpsession
+    """
     import subprocess
     import tempfile
 

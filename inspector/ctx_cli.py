@@ -162,7 +162,12 @@ def get_cmd(
         bool, typer.Option("--fresh", help="Solve from scratch instead of the sticky window.")
     ] = False,
 ) -> None:
-    """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest)."""
+    """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest).
+
+    \b
+    Example:
+      cp-inspect ctx get --db ctx.sqlite --budget 12000 --explain     (a store from `ctx import` or `ctx add`)
+    """
     from engine.errors import ConfigError
     from engine.store.budget import MAX_BUDGET, parse_budget
 
@@ -234,7 +239,12 @@ def import_cmd(
     ] = None,
 ) -> None:
     """Load a recording or trajectory into the store (system prompt and task pinned); prints how many items
-    were added."""
+    were added.
+
+    \b
+    Example:
+      cp-inspect ctx import demo_sessions/scout-anthropic.cpsession --db ctx.sqlite
+    """
     from engine.store.ingest import ingest_session
 
     if file.is_dir():

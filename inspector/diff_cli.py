@@ -46,7 +46,13 @@ def diff(
         Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
     ] = None,
 ) -> None:
-    """Diff two configurations over recordings: first differing block, tokens, cache reads/writes, cost."""
+    """Diff two configurations over recordings: first differing block, tokens, cache reads/writes, cost.
+
+    \b
+    Examples:
+      cp-inspect diff recorded gate.drop_rounds=off demo_sessions/scout-anthropic.cpsession
+      cp-inspect diff main.cpsession branch.cpsession --fail-on cache-break --markdown
+    """
     from engine.errors import ContextPipeError
     from engine.sim.session_diff import diff_recordings, parse_side, to_markdown, to_text
 

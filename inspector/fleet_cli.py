@@ -80,7 +80,12 @@ def export(
              "milliseconds as the OpenTelemetry specification has it, else 10).")] = None,
 ) -> None:
     """Send recorded sessions to an OpenTelemetry backend: one span per model call, one trace per session.
-    The endpoint, protocol, headers and timeout follow the standard OTEL_EXPORTER_OTLP_* variables."""
+    The endpoint, protocol, headers and timeout follow the standard OTEL_EXPORTER_OTLP_* variables.
+
+    \b
+    Example:
+      cp-inspect export demo_sessions/ --otlp http://localhost:4318
+    """
     import logging
 
     from engine.errors import ConfigError
@@ -158,7 +163,12 @@ def report(
         help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")] = None,
 ) -> None:
     """Fleet cost and health: per-session and total tokens, cache-hit rate, cost, cache breaks by cause,
-    and what the engine's compaction policy would have saved."""
+    and what the engine's compaction policy would have saved.
+
+    \b
+    Example:
+      cp-inspect report 'demo_sessions/*.cpsession' --svg cost.svg
+    """
     from engine.errors import ContextPipeError
     from engine.sim.pricing import UnknownModelError
     from engine.sim.simulate import SimSettings, simulate_events

@@ -105,7 +105,12 @@ def proxy(
         typer.Option("--forward-only", help="Record nothing: only forward (to measure the recorder's cost)."),
     ] = False,
 ) -> None:
-    """A local recording proxy for the Anthropic, OpenAI and DeepSeek APIs: point your agent's base URL at it."""
+    """A local recording proxy for the Anthropic, OpenAI and DeepSeek APIs: point your agent's base URL at it.
+
+    \b
+    Example:
+      cp-inspect proxy --port 8080     then ANTHROPIC_BASE_URL=http://127.0.0.1:8080 your-agent ...
+    """
     from engine.capture.proxy.recording import Recorder, SessionInfo
     from engine.capture.proxy.routes import parse_upstreams
     from engine.capture.proxy.server import ProxyError, ProxyServer
@@ -208,7 +213,13 @@ def run(
     port: Annotated[int, typer.Option(help="The proxy's port (0: a free one).")] = 0,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
-    """Run CMD with its model calls going through the recording proxy, and watch it live: `cp-inspect run -- CMD ...`."""
+    """Run CMD with its model calls going through the recording proxy, and watch it live: `cp-inspect run -- CMD ...`.
+
+    \b
+    Examples:
+      cp-inspect run -- mini -t "fix the bug"
+      cp-inspect run --no-tui -- claude -p "summarise README.md"     (only record, to ./cpsessions/)
+    """
     cmd = list(ctx.args)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]

@@ -57,7 +57,13 @@ def simulate(
     per_turn: Annotated[bool, typer.Option("--per-turn", help="With --json: add per-turn figures.")] = False,
 ) -> None:
     """Re-run whole sessions under what-if settings vs every optimizer gate closed (or vs peer policies
-    with --policies), and price them; says which prices and cache rules it applied."""
+    with --policies), and price them; says which prices and cache rules it applied.
+
+    \b
+    Examples:
+      cp-inspect simulate demo_sessions/scout-anthropic.cpsession --window 8000
+      cp-inspect simulate demo_sessions/scout-anthropic.cpsession --policies all
+    """
     simulate_command.simulate(files, provider, model, window, gate, threshold, prices, policies, policy,
                               no_calibrate, as_json, per_turn)  # fmt: skip
 
