@@ -82,31 +82,79 @@ def test_clear_tool_uses_exclude_tools_are_never_cleared() -> None:
     assert "clear_tool_uses" not in out.actions
 
 
-def test_server_compaction_sends_the_crossing_turn_whole_then_summary_and_appends() -> None:
+def test_server_compaction_bills_both_iterations_then_drops_history_before_the_summary() -> None:
+    # compact_20260112 (docs): over the trigger, the API summarizes the current conversation (the
+    # compaction iteration: the whole prompt in, the summary out), continues the response from the
+    # compacted context (the message iteration: system prompt and summary in), and on later requests
+    # drops every message before the compaction block.
     peer = server_compaction()
     peer.reset()
     window = 6_000
     seen = []
     for n in range(5, 60):
-        out = peer.request(view(convo(n), window, n))
-        seen.append(out)
+        msgs = convo(n)
+        out = peer.request(view(msgs, window, n))
+        seen.append((msgs, out))
         assert tokens(out.blocks) <= int(window * 0.9)
-    crossing = next(k for k, o in enumerate(seen) if "compact" in o.actions)
-    assert seen[crossing].extra_output > 0
-    after = seen[crossing + 1]
-    assert after.blocks[0] == SYSTEM[0] and after.blocks[1].tokens == seen[crossing].extra_output
-    # Between compactions the request extends the previous one.
-    nxt = seen[crossing + 2]
-    assert [b.sha for b in nxt.blocks[: len(after.blocks) - 1]] == [b.sha for b in after.blocks[:-1]]
+    k = next(i for i, (_, o) in enumerate(seen) if "compact" in o.actions)
+    msgs, out = seen[k]
+    prev_msgs, prev = seen[k - 1]
+    assert out.compaction and len(out.side_calls) == 1
+    whole = out.side_calls[0]
+    # The compaction iteration reads the request as it would have gone out: the previous one, extended.
+    assert [b.sha for b in whole.blocks] == [b.sha for b in SYSTEM] + [m.sha for m in msgs]
+    assert tokens(whole.blocks) > int(window * 0.75) >= tokens(prev.blocks)
+    assert 0 < whole.output_tokens <= tokens(whole.blocks) // 10
+    # The message iteration: system prompt and the summary, nothing else.
+    assert [b.sha for b in out.blocks[:1]] == [SYSTEM[0].sha] and len(out.blocks) == 2
+    assert out.blocks[1].tokens == whole.output_tokens
+    # Next request: the summary, then only what came after the crossing request (its reply on).
+    nxt_msgs, nxt = seen[k + 1]
+    assert [b.sha for b in nxt.blocks[:2]] == [b.sha for b in out.blocks]
+    assert [b.sha for b in nxt.blocks[2:]] == [m.sha for m in nxt_msgs[len(msgs) :]]
+    assert not nxt.side_calls and not nxt.compaction
 
 
-def test_threshold_compaction_compacts_before_sending_at_95_percent() -> None:
+def test_server_compaction_keeps_the_documented_150k_trigger_in_a_large_window() -> None:
+    # A 1M window: the documented default (150,000 input tokens) applies, not 3/4 of the window.
+    msgs = convo(200, result_chars=4_000)  # ~800k characters: ~160k tokens of CharTokenizer counts
+    assert 150_000 < sum(M.item(m) for m in msgs) < 400_000
+    out = server_compaction().request(view(msgs, 1_000_000))
+    assert "compact" in out.actions
+    # In a window too small for it (the request would overflow first), 3/4 of the window.
+    small = convo(30)
+    size = 100 + sum(M.item(m) for m in small)
+    assert "compact" in server_compaction().request(view(small, int(size / 0.76))).actions
+    assert "compact" not in server_compaction().request(view(small, int(size / 0.74))).actions
+
+
+def test_clear_tool_uses_keeps_the_documented_100k_trigger_where_it_fits() -> None:
+    # At a 128k window the documented trigger (100,000 input tokens) fires before the request
+    # outgrows the window: it applies as documented, not scaled to half the window (64k).
+    msgs = convo(40, result_chars=8_000)  # ~320k characters
+    size = 100 + sum(M.item(m) for m in msgs)
+    assert 64_000 < size < 100_000
+    assert "clear_tool_uses" not in ClearToolUses().request(view(msgs, 128_000)).actions
+    assert "clear_tool_uses" in ClearToolUses(trigger=64_000).request(view(msgs, 128_000)).actions
+
+
+def test_threshold_compaction_bills_the_summarizing_call_at_95_percent() -> None:
     peer = threshold_compaction()
     window = 6_000
-    outs = [peer.request(view(convo(n), window, n)) for n in range(5, 60)]
-    k = next(i for i, o in enumerate(outs) if "compact" in o.actions)
-    assert outs[k].extra_output > 0 and tokens(outs[k].blocks) < window * 0.5
-    assert all(tokens(o.blocks) <= window * 0.95 for o in outs)
+    seen = [(convo(n), peer.request(view(convo(n), window, n))) for n in range(5, 60)]
+    k = next(i for i, (_, o) in enumerate(seen) if "compact" in o.actions)
+    msgs, out = seen[k]
+    assert len(out.side_calls) == 1 and out.compaction
+    asked = out.side_calls[0]
+    # The summarizing call reads the conversation as it would have been sent (its newest whole rounds
+    # within the window: this turn's round took it past the ceiling), and writes the summary.
+    sent = [b.sha for b in asked.blocks[1:]]
+    assert asked.blocks[0] == SYSTEM[0] and sent == [m.sha for m in msgs[len(msgs) - len(sent) :]]
+    assert window * 0.8 < tokens(asked.blocks) <= window * 0.9 and asked.output_tokens > 0
+    # Then the summary and the newest round.
+    assert out.blocks[1].tokens == asked.output_tokens and tokens(out.blocks) < window * 0.5
+    assert [b.sha for b in out.blocks[2:]] == [m.sha for m in msgs[-2:]]
+    assert all(tokens(o.blocks) <= window * 0.95 for _, o in seen)
 
 
 @pytest.fixture(scope="module")

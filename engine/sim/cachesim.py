@@ -353,6 +353,7 @@ class _Policy:
 ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
     ("opus-4-5", 4096),
     ("opus-4-6", 4096),
+    ("opus-4-7", 4096),
     ("haiku-4-5", 4096),
     ("haiku-3-5", 2048),
     ("3-5-haiku", 2048),
@@ -367,6 +368,7 @@ BEDROCK_MIN_TOKENS: tuple[tuple[str, int], ...] = (
     ("nova", 1000),
     ("opus-4-5", 4096),
     ("opus-4-6", 4096),
+    ("opus-4-7", 4096),
     ("haiku-4-5", 4096),
     ("3-5-haiku", 2048),
     ("haiku-3-5", 2048),
@@ -379,6 +381,17 @@ def _lookup_min(model: str, table: tuple[tuple[str, int], ...], default: int) ->
         if needle in m:
             return n
     return default
+
+
+def min_cacheable_tokens(provider: str, model: str) -> int:
+    """The shortest prefix `provider`'s rules cache for `model` by default (per checkpoint on Bedrock;
+    DeepSeek's 64-token unit), as the simulator applies it."""
+    p = provider.lower()
+    if p == "anthropic":
+        return _lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+    if p == "bedrock":
+        return _lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+    return {"openai": 1024, "deepseek": 64}.get(p, 0)
 
 
 @dataclass

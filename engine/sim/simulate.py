@@ -95,12 +95,25 @@ MIN_STEP_S = 1e-3
 UNBOUNDED = 100_000_000  # a window nothing outgrows: the uncompacted view the peers start from
 WAVE1_SETTINGS = PolicySettings(name=WAVE1)
 CACHE_RULE_DOCS = {
-    "deepseek": "deepseek (disk cache, 64-token units, hits ~0.1x, no write premium)",
+    "deepseek": "deepseek (disk cache of prefix units, hits in 64-token units, no write premium)",
     "openai": "openai (automatic prefix cache from 1,024 tokens in 128-token steps)",
-    "anthropic": "anthropic (cache_control breakpoints, >=1,024 tokens, 5-minute TTL, writes 1.25x, reads 0.1x)",
+    "anthropic": (
+        "anthropic (cache_control breakpoints, at most 4, 20-block lookback, 5-minute TTL unless 1 hour is asked)"
+    ),
     "bedrock": "bedrock (cachePoint breakpoints, Anthropic's rules)",
     "none": "none (no prompt cache)",
 }
+
+
+def cache_rules_doc(rules: str, model: str) -> str:
+    """One line saying which cache rules were applied, with the minimum cacheable prefix for `model`
+    where it depends on the model (Anthropic: 1,024 to 4,096 tokens; the line said 1,024 for every one)."""
+    doc = CACHE_RULE_DOCS.get(rules, rules)
+    if rules in ("anthropic", "bedrock"):
+        per = " per checkpoint" if rules == "bedrock" else ""
+        least = cachesim.min_cacheable_tokens(rules, model)
+        doc = f"{doc[:-1]}, prefixes >= {least:,} tokens{per} for {model})"
+    return doc
 
 
 class SimulateError(ContextPipeError, ValueError):
@@ -215,10 +228,13 @@ class SimulationReport:
         p = self.prices
         if not p:
             return f"cache rules: {self.cache_rules}"
+        w1h = p.get("cache_write_1h")
         return (
             f"prices: {p['model']} ({p['provider']}) ${p['input']}/M input, ${p['cache_read']}/M cached, "
-            f"${p['cache_write']}/M cache write, ${p['output']}/M output (as of {p['as_of']}); "
-            f"cache rules: {CACHE_RULE_DOCS.get(self.cache_rules, self.cache_rules)}"
+            f"${p['cache_write']}/M cache write"
+            + (f" (1-hour ${w1h}/M)" if w1h is not None and w1h != p["cache_write"] else "")
+            + f", ${p['output']}/M output (as of {p['as_of']}); "
+            f"cache rules: {cache_rules_doc(self.cache_rules, self.model)}"
         )
 
     def to_json(self, per_turn: bool = False) -> dict[str, Any]:
@@ -356,6 +372,10 @@ class _Req:
     blocks: list[Block]
     actions: list[str]
     latch_flips: list[str]
+    # A peer policy's call: the output tokens it bills (None: the turn's reply) and whether the peer
+    # compacted on it (None: judged from `actions`, or for an agent's own requests from its prefix).
+    output: int | None = None
+    compaction: bool | None = None
 
 
 def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
@@ -779,7 +799,7 @@ def _simulate(
             cblocks = prev_cblocks[:common]
             cblocks += convert(new)
         prev_blocks, prev_cblocks = r.blocks, cblocks
-        calls.append(Call(tuple(cblocks), ts, model, outputs.get(r.turn, 0), out_sha))
+        calls.append(Call(tuple(cblocks), ts, model, _output(r, outputs), out_sha))
     sim = CacheSimulator(rules, model, **dict(options))
     results = sim.simulate(calls)
     causes: Counter[str] = Counter()
@@ -808,15 +828,26 @@ def _simulate(
                     actions=[{"step": s} for s in r.actions],
                 )
                 brk = why["cause"] if why else None
+                if brk == "history rewritten" and r.compaction and r.actions:
+                    brk = f"history rewritten by {', '.join(r.actions)}"  # a peer's own step
         if brk:
             causes[brk] += 1
-        if as_sent:
+        if r.compaction is not None:
+            # A peer's compaction: its own step dropped or rewrote part of what it sent before. A prefix
+            # the session changed (a flipped latch, a new section) is not one, nor is a trim that cut
+            # where the last one did.
+            comp = (
+                r.compaction
+                and prev is not None
+                and _first_changed(prev.blocks, r.blocks, common, len(prev.blocks)) is not None
+            )
+        elif as_sent:
             # The agent's own compaction: its request no longer starts with everything it sent before.
             comp = prev is not None and _first_changed(prev.blocks, r.blocks, common, len(prev.blocks)) is not None
         else:
             comp = not COMPACTION_STEPS.isdisjoint(r.actions)  # in C: no generator frame a turn
         compactions += comp
-        out_t = outputs.get(r.turn, 0)
+        out_t = _output(r, outputs)
         per_turn.append(
             TurnFigures(
                 r.turn,
@@ -832,7 +863,7 @@ def _simulate(
         )
         prev = r
     tot = cachesim.totals(results)
-    out_total = sum(outputs.get(r.turn, 0) for r in reqs)
+    out_total = sum(_output(r, outputs) for r in reqs)
     return PolicyFigures(
         name,
         model,
@@ -844,6 +875,11 @@ def _simulate(
         dict(sorted(causes.items())),
         per_turn,
     )
+
+
+def _output(r: _Req, outputs: Mapping[int, int]) -> int:
+    """The output tokens `r` bills: its own (a peer's summarizing call), else its turn's reply."""
+    return outputs.get(r.turn, 0) if r.output is None else r.output
 
 
 def _actual(
@@ -1157,13 +1193,15 @@ def _simulate_events(
                 peer = PEERS[name]()
                 peer.reset()
                 preqs: list[_Req] = []
-                outs = dict(outputs)
                 for v, r in zip(bp.views, reqs_p, strict=True):
                     pr = peer.request(v)
-                    preqs.append(_Req(v.turn, r.time, pr.blocks, pr.actions, []))
-                    if pr.extra_output:
-                        outs[v.turn] = outs.get(v.turn, 0) + pr.extra_output
-                extra[name] = run(name, preqs, as_sent=True, outs=outs)
+                    # A summarizing call goes out first, in the same turn: billed and cached like any
+                    # request. The session's latch flips are the pipeline's (the same events).
+                    t, flips = r.time, r.latch_flips
+                    for sc in pr.side_calls:
+                        preqs.append(_Req(v.turn, t, sc.blocks, pr.actions, flips, sc.output_tokens, False))
+                    preqs.append(_Req(v.turn, t, pr.blocks, pr.actions, flips, None, pr.compaction))
+                extra[name] = run(name, preqs, as_sent=True)
     except cachesim.CacheSimError as exc:
         raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
     if "paper" in extra and not has_actual:
@@ -1206,6 +1244,7 @@ def _simulate_events(
             "input": price.input,
             "cache_read": price.cache_read,
             "cache_write": price.cache_write,
+            "cache_write_1h": price.cache_write_1h,
             "output": price.output,
             "as_of": price.as_of,
             "source": price.source,

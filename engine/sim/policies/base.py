@@ -36,12 +36,30 @@ class TurnView:
     measure: Measure
 
 
+@dataclass(frozen=True)
+class SideCall:
+    """A model call the policy makes this turn before the request that answers it: a summarization.
+    It is billed and cached like any request (its input too), in the order the calls are made."""
+
+    blocks: list[Block]
+    output_tokens: int  # what the call generates (the summary)
+
+
 @dataclass
 class PeerRequest:
     blocks: list[Block]
     actions: list[str] = field(default_factory=list)  # names of what the peer did this turn
-    compaction: bool = False  # the peer rewrote the conversation this turn
-    extra_output: int = 0  # output tokens of a side call (a summary) billed with this turn
+    compaction: bool = False  # the peer rewrote or dropped part of the conversation this turn
+    side_calls: list[SideCall] = field(default_factory=list)  # sent before `blocks`, this turn
+
+
+def documented_trigger(v: TurnView, default: int, documented_window: int = 200_000) -> int:
+    """A documented token trigger where it fires before the request would outgrow the what-if window
+    (the provider's default is for its own window, 200k for Claude); in a window too small for it, the
+    same share of the what-if window (else the trigger would never fire before the request overflowed)."""
+    if default < v.ceiling:
+        return default
+    return v.window * default // documented_window
 
 
 def message_block(m: Message, measure: Measure, marker: bool = False) -> Block:

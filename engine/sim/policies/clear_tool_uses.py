@@ -11,8 +11,9 @@ The edit is applied server-side to the full history the client sends, before cac
 recomputed on every request; the documentation warns that each clearing invalidates the cached prefix
 from the first cleared result on.
 
-The default trigger assumes a 200k-token window (it fires at half of it). In a smaller what-if window
-it would never fire before the request overflowed, so it is scaled to the same half of the window.
+The default trigger is for Claude's 200k-token window (it fires at half of it). It is applied as
+documented wherever it fires before the request would outgrow the what-if window; in a window too small
+for it, it is the same half of that window (else it would never fire before the request overflowed).
 Where clearing still leaves the request over the window, the oldest whole rounds are dropped (what a
 client must do before the API rejects the prompt).
 """
@@ -25,6 +26,7 @@ from engine.artifacts import Message, ToolResult
 from engine.sim.policies.base import (
     PeerRequest,
     TurnView,
+    documented_trigger,
     last_fitting_window,
     message_block,
     system_tokens,
@@ -32,9 +34,11 @@ from engine.sim.policies.base import (
 )
 
 NAME = "clear_tool_uses"
-DOC = "Anthropic context editing clear_tool_uses_20250919 (trigger 100k of 200k -> half the window, keep 3)"
+DOC = (
+    "Anthropic context editing clear_tool_uses_20250919 (documented defaults: trigger 100k, or half of "
+    "a window too small for it; keep 3; no clear_at_least)"
+)
 DEFAULT_TRIGGER = 100_000
-DOCUMENTED_WINDOW = 200_000
 PLACEHOLDER = "[tool result cleared by context editing]"
 
 
@@ -59,7 +63,7 @@ class ClearToolUses:
     def _trigger(self, v: TurnView) -> int:
         if self.trigger is not None:
             return self.trigger
-        return min(DEFAULT_TRIGGER, v.window * DEFAULT_TRIGGER // DOCUMENTED_WINDOW)
+        return documented_trigger(v, DEFAULT_TRIGGER)
 
     def request(self, v: TurnView) -> PeerRequest:
         m = v.measure
@@ -94,4 +98,4 @@ class ClearToolUses:
             msgs = last_fitting_window(v, msgs, budget)
             actions.append("drop_oldest_rounds")
         blocks = list(v.system) + [message_block(x, m) for x in msgs]
-        return PeerRequest(with_tail_marker(blocks, v.markers), actions)
+        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions))

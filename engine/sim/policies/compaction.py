@@ -1,19 +1,26 @@
 """Summary compaction at a threshold: Anthropic's server-side compaction and a Claude Code-style one.
 
 Both replace the conversation so far with one summary once the prompt crosses a threshold, then send
-the summary plus everything after it, appending, until the threshold is crossed again.
+the summary plus everything after it, appending, until the threshold is crossed again. The summary is
+written by a model call of its own, billed (input and output) and cached like any request.
 
-- `server_compaction`: Anthropic's `compact_20260112` edit. Documented default trigger: 150,000 input
-  tokens (three quarters of a 200k window; scaled to three quarters of a smaller what-if window). The
-  API summarizes the older history into a compaction block and drops the prior messages on later turns:
-  the turn that crosses the trigger is sent whole, and the summary is billed as that turn's extra output.
-- `threshold_compaction`: a Claude Code-style auto-compact: when the next request would pass 95% of
-  the window, the client first has the model summarize the conversation (the summary billed as extra
-  output), then sends the summary and the newest round.
+- `server_compaction`: Anthropic's `compact_20260112` edit (platform.claude.com, build-with-claude/
+  compaction). Documented: `trigger` defaults to 150,000 input tokens (at least 50,000); when the input
+  exceeds it the API summarizes the current conversation into a compaction block and continues the
+  response from the compacted context, so that request runs two sampling iterations, both billed: the
+  compaction iteration (the whole prompt in, the summary out) and the message iteration (system prompt
+  and summary in, the reply out). On later requests the API drops every message block before the
+  compaction block. The default trigger is for a 200k window; where it would not fire before the
+  request outgrew a smaller what-if window, it is three quarters of that window (below 50,000 tokens,
+  i.e. in windows under ~67k, the API itself would refuse such a trigger: a what-if, and the column's
+  description says so).
+- `threshold_compaction`: a Claude Code-style auto-compact: when the request would pass 95% of the
+  window (or, in a small window, no longer fit its ceiling), the client first has the model summarize
+  the conversation (that request, as it would have been sent, plus the summary as its output), then
+  sends the summary and the newest round.
 
 The simulator has no model, so a summary is a block of SUMMARY_TOKENS (at most a tenth of what it
-replaces). The summarization call's own input (the conversation, mostly a cache read) is not billed
-here: this favours both peers slightly.
+replaces).
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from engine.providers.base import Block
 from engine.sim.policies.base import (
     SUMMARY_TOKENS,
     PeerRequest,
+    SideCall,
     TurnView,
+    documented_trigger,
     last_fitting_window,
     message_block,
     round_starts,
@@ -35,72 +44,95 @@ from engine.sim.policies.base import (
 
 SERVER = "server_compaction"
 THRESHOLD = "threshold_compaction"
+SERVER_TRIGGER = 150_000  # compact_20260112's documented default trigger (input tokens)
 DOC_SERVER = (
-    "Anthropic compact_20260112 (trigger 150k of 200k -> 3/4 of the window), summary replaces history"
+    "Anthropic compact_20260112 (trigger 150k; 3/4 of a window too small for it, under the API's 50k minimum "
+    "below a 67k window): a compaction and a message iteration billed, earlier history dropped"
 )
-DOC_THRESHOLD = "Claude Code-style auto-compact at 95% of the window: summary + newest round"
+DOC_THRESHOLD = (
+    "Claude Code-style auto-compact at 95% of the window: a summarizing call, then summary + newest round"
+)
 
 
 class SummaryCompaction:
-    def __init__(self, name: str, trigger_share: float, send_crossing_turn: bool) -> None:
-        self.name = name
-        self.trigger_share = trigger_share
-        self.send_crossing_turn = send_crossing_turn  # server-side: the crossing turn goes out whole
+    """The state both share: where the summarized part ends and the summary standing in for it."""
+
+    name = ""
+
+    def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         self.cut = 0  # messages before this index are replaced by the summary
         self.summary: Block | None = None
-        self.pending: tuple[int, int] | None = None  # (cut, summary tokens) to apply from next turn
 
     def _blocks(self, v: TurnView, msgs: tuple[Message, ...]) -> list[Block]:
         head = list(v.system) + ([self.summary] if self.summary is not None else [])
         return head + [message_block(x, v.measure) for x in msgs]
 
-    def _summarize(self, v: TurnView, upto: int) -> int:
-        replaced = sum(v.measure.item(x) for x in v.messages[self.cut : upto])
+    def _fit(self, v: TurnView, msgs: tuple[Message, ...], actions: list[str]) -> tuple[Message, ...]:
+        """What a client must do before the API rejects the prompt: drop the oldest whole rounds."""
+        budget = v.ceiling - system_tokens(v) - (self.summary.tokens if self.summary is not None else 0)
+        if sum(v.measure.item(x) for x in msgs) > budget:
+            actions.append("drop_oldest_rounds")
+            return last_fitting_window(v, msgs, budget)
+        return msgs
+
+    def _summarize(self, v: TurnView, msgs: tuple[Message, ...], upto: int) -> int:
+        """Replace the summary and messages before `upto` (of which `msgs` were sent) by a new summary."""
+        replaced = sum(v.measure.item(x) for x in msgs)
         replaced += self.summary.tokens if self.summary is not None else 0
         tokens = max(1, min(SUMMARY_TOKENS, replaced // 10))
         self.summary = text_block(f"{self.name} summary of messages [0, {upto})", tokens)
         self.cut = upto
         return tokens
 
+
+class ServerCompaction(SummaryCompaction):
+    name = SERVER
+
     def request(self, v: TurnView) -> PeerRequest:
-        m = v.measure
         actions: list[str] = []
-        extra = 0
-        if self.pending is not None:  # the compaction decided on the previous turn takes effect
-            self.cut, tokens = self.pending
-            self.summary = text_block(f"{self.name} summary of messages [0, {self.cut})", tokens)
-            self.pending = None
-        msgs = v.messages[self.cut :]
+        msgs = self._fit(v, v.messages[self.cut :], actions)
         blocks = self._blocks(v, msgs)
-        trigger = int(self.trigger_share * v.window)
-        if total(blocks) > trigger:
+        side: list[SideCall] = []
+        if msgs and total(blocks) > documented_trigger(v, SERVER_TRIGGER):
+            # The compaction iteration reads the whole prompt and writes the summary; the message
+            # iteration then answers from the system prompt and the compaction block alone.
+            actions.append("compact")
+            summary = self._summarize(v, msgs, len(v.messages))
+            side.append(SideCall(with_tail_marker(blocks, v.markers), summary))
+            blocks = self._blocks(v, ())
+        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions), side)
+
+
+class ThresholdCompaction(SummaryCompaction):
+    name = THRESHOLD
+    share = 0.95
+
+    def request(self, v: TurnView) -> PeerRequest:
+        actions: list[str] = []
+        msgs = v.messages[self.cut :]
+        side: list[SideCall] = []
+        # At 95% of the window, or where the request would no longer fit below that (a small window's
+        # response reserve): Claude Code compacts before it overflows, it never drops rounds instead.
+        if total(self._blocks(v, msgs)) > min(int(self.share * v.window), v.ceiling):
             starts = [s for s in round_starts(v.messages) if s > self.cut]
             upto = starts[-1] if starts else len(v.messages)  # keep the newest round
             if upto > self.cut:
                 actions.append("compact")
-                if self.send_crossing_turn:
-                    replaced = sum(m.item(x) for x in v.messages[self.cut : upto])
-                    replaced += self.summary.tokens if self.summary is not None else 0
-                    extra = max(1, min(SUMMARY_TOKENS, replaced // 10))
-                    self.pending = (upto, extra)
-                else:
-                    extra = self._summarize(v, upto)
-                    msgs = v.messages[self.cut :]
-                    blocks = self._blocks(v, msgs)
-        budget = v.ceiling - system_tokens(v) - (self.summary.tokens if self.summary is not None else 0)
-        if sum(m.item(x) for x in msgs) > budget:
-            msgs = last_fitting_window(v, msgs, budget)
-            blocks = self._blocks(v, msgs)
-            actions.append("drop_oldest_rounds")
-        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions), extra)
+                # The summarizing call: the conversation as it would have been sent, the summary out.
+                asked = with_tail_marker(self._blocks(v, self._fit(v, msgs, [])), v.markers)
+                side.append(SideCall(asked, self._summarize(v, v.messages[self.cut : upto], upto)))
+                msgs = v.messages[self.cut :]
+        msgs = self._fit(v, msgs, actions)
+        blocks = self._blocks(v, msgs)
+        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions), side)
 
 
-def server_compaction() -> SummaryCompaction:
-    return SummaryCompaction(SERVER, 0.75, send_crossing_turn=True)
+def server_compaction() -> ServerCompaction:
+    return ServerCompaction()
 
 
-def threshold_compaction() -> SummaryCompaction:
-    return SummaryCompaction(THRESHOLD, 0.95, send_crossing_turn=False)
+def threshold_compaction() -> ThresholdCompaction:
+    return ThresholdCompaction()

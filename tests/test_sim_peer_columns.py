@@ -1,0 +1,85 @@
+"""What `simulate --policies` reports for the peer policies means what its headers say (sim23).
+
+On the demo recording: a peer's compactions are its own (the paper baseline never compacts, whatever
+the session changes in its system prompt), its cache breaks name its own step, a summarizing call is
+billed as a call of its own, and the prices line names the minimum cacheable prefix of the model it
+simulated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.sim.cachesim import Block, CacheSimulator, Call, min_cacheable_tokens
+from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+
+DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+@pytest.fixture(scope="module")
+def demo() -> list:
+    return load_recording_events(DEMO)[0]
+
+
+def test_paper_never_compacts_and_peer_breaks_name_their_own_step(demo: list) -> None:
+    r = simulate_events(demo, SimSettings(policies=["paper", "sliding_window", "clear_tool_uses"]))
+    paper = r.policies["paper"]
+    assert paper is not None
+    # The session itself changes the prefix (a latch flips, a section appears): breaks, not compactions.
+    assert paper.compactions == 0 and paper.cache_breaks and paper.cache_breaks > 0
+    assert paper.cache_break_causes is not None and "latch flipped: permissions" in paper.cache_break_causes
+    sw = r.policies["sliding_window"]
+    assert sw is not None and sw.cache_break_causes is not None
+    assert sw.cache_break_causes.get("history rewritten by trim_messages", 0) > 0
+    # A compaction is a turn whose trim dropped something the previous request had sent.
+    assert sw.compactions == sum(1 for t in sw.turns if t.compaction)
+    assert 0 < sw.compactions <= sum(1 for t in sw.turns if t.cache_break)
+    ctu = r.policies["clear_tool_uses"]
+    assert ctu is not None and ctu.compactions and ctu.compactions > 0
+
+
+def test_a_summarizing_call_is_billed_as_a_call_of_its_own(demo: list) -> None:
+    r = simulate_events(demo, SimSettings(policies=["server_compaction", "threshold_compaction"]))
+    for name in ("server_compaction", "threshold_compaction"):
+        f = r.policies[name]
+        assert f is not None and f.compactions
+        calls = f.to_json()["calls"]
+        # One call per turn, plus one summarizing call per compaction.
+        assert calls == r.simulated_turns + sum(1 for t in f.turns if t.compaction)
+        assert calls > r.simulated_turns
+        # Each call's figures add up to the column's.
+        assert sum(t.prompt_tokens for t in f.turns) == f.totals.input_tokens
+        assert sum(t.output_tokens for t in f.turns) == f.output_tokens
+        assert sum(t.cost_usd for t in f.turns) == pytest.approx(f.cost_usd, rel=1e-9)
+        # The summarizing call bills the summary as its output, the turn's call the reply.
+        by_turn: dict[int, list] = {}
+        for t in f.turns:
+            by_turn.setdefault(t.turn, []).append(t)
+        pipe = r.policies["pipeline"]
+        assert pipe is not None
+        replies = {t.turn: t.output_tokens for t in pipe.turns}
+        for turn, ts in by_turn.items():
+            assert ts[-1].output_tokens == replies[turn]
+            if len(ts) == 2:
+                assert ts[1].compaction and 0 < ts[0].output_tokens <= 2_000
+
+
+def test_prices_line_names_the_models_minimum_and_the_1_hour_price(demo: list) -> None:
+    r = simulate_events(demo, SimSettings(model="claude-haiku-4-5"))
+    line = r.prices_line()
+    assert "prefixes >= 4,096 tokens for claude-haiku-4-5" in line and ">=1,024" not in line
+    assert "(1-hour $2.0/M)" in line
+    assert r.to_json()["prices"]["cache_write_1h"] == 2.0
+    sonnet = simulate_events(demo, SimSettings()).prices_line()
+    assert "prefixes >= 1,024 tokens for claude-sonnet-4" in sonnet
+
+
+def test_claude_opus_4_7_caches_from_4096_tokens() -> None:
+    # Anthropic's prompt-caching docs: 4,096 tokens for Opus 4.7, as for Opus 4.6 and 4.5.
+    assert min_cacheable_tokens("anthropic", "claude-opus-4-7") == 4096
+    calls = [Call((Block("a" * 64, 3_000, breakpoint=True),), t) for t in (0.0, 10.0)]
+    res = CacheSimulator("anthropic", "claude-opus-4-7").simulate(calls)
+    assert [c.cache_read for c in res] == [0, 0] and [c.cache_write for c in res] == [0, 0]
+    res = CacheSimulator("anthropic", "claude-sonnet-4").simulate(calls)
+    assert [c.cache_read for c in res] == [0, 3_000]
