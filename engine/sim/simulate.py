@@ -1197,10 +1197,10 @@ def _simulate_events(
                     pr = peer.request(v)
                     # A summarizing call goes out first, in the same turn: billed and cached like any
                     # request. The session's latch flips are the pipeline's (the same events).
-                    t, flips = r.time, r.latch_flips
+                    at, flips = r.time, r.latch_flips
                     for sc in pr.side_calls:
-                        preqs.append(_Req(v.turn, t, sc.blocks, pr.actions, flips, sc.output_tokens, False))
-                    preqs.append(_Req(v.turn, t, pr.blocks, pr.actions, flips, None, pr.compaction))
+                        preqs.append(_Req(v.turn, at, sc.blocks, pr.actions, flips, sc.output_tokens, False))
+                    preqs.append(_Req(v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction))
                 extra[name] = run(name, preqs, as_sent=True)
     except cachesim.CacheSimError as exc:
         raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
