@@ -276,3 +276,36 @@ def test_calibration_note_says_where_it_applies_and_whose_tokens(tmp_path: Path)
     other = simulate_events(events, SimSettings(provider="anthropic", model="claude-sonnet-4"), counter=COUNTER)
     note = next(n for n in other.notes if n.startswith("token counts scaled"))
     assert "claude-sonnet-4 has no recorded usage here" in note
+
+
+def test_sliding_window_is_langchains_trim_messages_with_start_on_ai_once_it_trims() -> None:
+    # The real trim_messages (langchain_core, installed): strategy="last", include_system=True,
+    # allow_partial=False, max_tokens = the request's ceiling, counted with the same token counts. When
+    # everything fits nothing is trimmed (the task stays); once it trims, start_on="ai" keeps every tool
+    # result with its call (without it the kept history may open on an orphaned ToolMessage).
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import trim_messages
+
+    for rounds, window in ((3, 2_000), (40, 2_000), (40, 5_000), (25, 3_300), (60, 9_000)):
+        msgs = convo(rounds, result_chars=137 + rounds)
+        v = view(msgs, window)
+        sizes = {"sys": SYSTEM[0].tokens} | {str(i): M.item(m) for i, m in enumerate(msgs)}
+        lc: list[BaseMessage] = [SystemMessage("system", id="sys")]
+        for i, m in enumerate(msgs):
+            if m.role == "assistant":
+                lc.append(AIMessage("", id=str(i), tool_calls=[{"name": "bash", "args": {}, "id": f"c{i}"}]))
+            elif i == 0:
+                lc.append(HumanMessage("the task", id=str(i)))
+            else:
+                lc.append(ToolMessage("result", id=str(i), tool_call_id=f"c{i - 1}"))
+
+        def count(ms: list[BaseMessage]) -> int:
+            return sum(sizes[str(x.id)] for x in ms)
+
+        kw: dict[str, Any] = {"strategy": "last", "include_system": True, "allow_partial": False}
+        want = trim_messages(lc, max_tokens=v.ceiling, token_counter=count, **kw)
+        if count(want) < count(lc):  # it trimmed: the kept history opens on an AI message
+            want = trim_messages(lc, max_tokens=v.ceiling, token_counter=count, start_on="ai", **kw)
+        got = SlidingWindow().request(v)
+        shas = {m.sha: str(i) for i, m in enumerate(msgs)}
+        assert ["sys"] + [shas[b.sha] for b in got.blocks[1:]] == [str(x.id) for x in want], (rounds, window)

@@ -7,7 +7,9 @@ what the window leaves for the conversation (the ceiling minus tools and system 
 `start_on`: the documentation recommends `start_on="human"` so the kept history starts on a human
 turn. In a single-task agent loop the only human message is the task, so once it scrolls out that
 would keep nothing but the system prompt; the window instead starts at a whole round (an AI message
-with its tool results), which is what keeps every tool result paired with its call.
+with its tool results), which is what keeps every tool result paired with its call: trim_messages with
+`start_on="ai"` once it has to trim (given while nothing is trimmed, it would drop the task as well).
+tests/test_sim_policies.py holds this equal to langchain_core's own trim_messages.
 
 Trimming is recomputed from the full history every call, so once the conversation outgrows the window
 the first kept message moves on almost every turn and the cached prefix ends at the system prompt.
@@ -25,7 +27,10 @@ from engine.sim.policies.base import (
 )
 
 NAME = "sliding_window"
-DOC = 'LangChain trim_messages(strategy="last", include_system=True, allow_partial=False)'
+DOC = (
+    'LangChain trim_messages(strategy="last", include_system=True, allow_partial=False; '
+    'start_on="ai" once it trims)'
+)
 
 
 class SlidingWindow:
