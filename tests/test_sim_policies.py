@@ -283,8 +283,14 @@ def test_sliding_window_is_langchains_trim_messages_with_start_on_ai_once_it_tri
     # allow_partial=False, max_tokens = the request's ceiling, counted with the same token counts. When
     # everything fits nothing is trimmed (the task stays); once it trims, start_on="ai" keeps every tool
     # result with its call (without it the kept history may open on an orphaned ToolMessage).
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-    from langchain_core.messages import trim_messages
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        trim_messages,
+    )
 
     for rounds, window in ((3, 2_000), (40, 2_000), (40, 5_000), (25, 3_300), (60, 9_000)):
         msgs = convo(rounds, result_chars=137 + rounds)
