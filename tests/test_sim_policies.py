@@ -305,7 +305,7 @@ def test_sliding_window_is_langchains_trim_messages_with_start_on_ai_once_it_tri
             else:
                 lc.append(ToolMessage("result", id=str(i), tool_call_id=f"c{i - 1}"))
 
-        def count(ms: list[BaseMessage]) -> int:
+        def count(ms: list[BaseMessage], sizes: dict[str, int] = sizes) -> int:
             return sum(sizes[str(x.id)] for x in ms)
 
         kw: dict[str, Any] = {"strategy": "last", "include_system": True, "allow_partial": False}
