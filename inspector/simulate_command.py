@@ -256,13 +256,26 @@ def render_policies(reports: list[SimulationReport]) -> str:
     """One table: a row per policy, summed over every recording given."""
     from engine.sim.simulate import policy_doc
 
-    r0 = reports[0]
     tot = policy_totals(reports)
     base = tot.get("paper")
-    head = f"SIMULATE --policies: {len(reports)} recording(s), window {r0.window:,}"
-    lines = [head, f"  {r0.prices_line()}"]
-    if r0.calibration != 1.0:
-        lines.append(f"  token counts calibrated to the provider's (x{r0.calibration:.3f} on {r0.source})")
+    many = len(reports) > 1
+
+    def which(rs: list[SimulationReport]) -> str:
+        # Said only where the recordings differ: each line names the ones it applies to.
+        return f" ({', '.join(r.source for r in rs)})" if many and len(rs) < len(reports) else ""
+
+    # Recordings simulated without --model/--window keep their own model, cache rules and window: the
+    # table sums them, so every distinct setting is said, not only the first recording's.
+    windows = _grouped(reports, lambda r: f"{r.window:,}")
+    head = f"SIMULATE --policies: {len(reports)} recording(s), window " + "; ".join(
+        f"{w}{which(rs)}" for w, rs in windows.items()
+    )
+    lines = [head]
+    for line, rs in _grouped(reports, lambda r: r.prices_line()).items():
+        lines.append(f"  {line}{which(rs)}")
+    for r in reports:
+        if r.calibration != 1.0:
+            lines.append(f"  token counts calibrated to the provider's (x{r.calibration:.3f} on {r.source})")
     lines.append("")
     cols = (
         "policy",
@@ -298,10 +311,18 @@ def render_policies(reports: list[SimulationReport]) -> str:
     lines.append("")
     for name in tot:
         lines.append(f"{name}: {policy_doc(name)}")
-    seen: set[str] = set()
+    notes: dict[str, list[SimulationReport]] = {}
     for r in reports:
-        for n in r.notes:
-            if n not in seen:
-                seen.add(n)
-                lines.append(f"note: {n}" + (f" ({r.source})" if len(reports) > 1 else ""))
+        for n in dict.fromkeys(r.notes):
+            notes.setdefault(n, []).append(r)
+    for n, rs in notes.items():
+        lines.append(f"note: {n}" + (f" ({', '.join(r.source for r in rs)})" if many else ""))
     return "\n".join(lines)
+
+
+def _grouped(reports: list[SimulationReport], key: Any) -> dict[str, list[SimulationReport]]:
+    """The reports by `key(report)`, in the order the keys first appear."""
+    out: dict[str, list[SimulationReport]] = {}
+    for r in reports:
+        out.setdefault(key(r), []).append(r)
+    return out

@@ -83,3 +83,30 @@ def test_claude_opus_4_7_caches_from_4096_tokens() -> None:
     assert [c.cache_read for c in res] == [0, 0] and [c.cache_write for c in res] == [0, 0]
     res = CacheSimulator("anthropic", "claude-sonnet-4").simulate(calls)
     assert [c.cache_read for c in res] == [0, 3_000]
+
+
+def test_policies_table_over_recordings_of_different_rules_says_each(demo: list) -> None:
+    # Two recordings of one model through two providers, no --model: one is simulated under Anthropic's
+    # cache rules, the other under OpenAI's. The table sums them, so it must say both, each with the
+    # recording it applies to (it printed the first recording's line alone).
+    from inspector.simulate_command import render_policies
+
+    other = load_recording_events(DEMO.with_name("scout-openai.cpsession"))[0]
+    s = SimSettings(policies=["paper"])
+    reports = [
+        simulate_events(demo, s, source="a.cpsession"),
+        simulate_events(other, s, source="b.cpsession"),
+    ]
+    assert [r.cache_rules for r in reports] == ["anthropic", "openai"]
+    out = render_policies(reports)
+    rules = [ln for ln in out.splitlines() if ln.startswith("  prices:")]
+    assert len(rules) == 2
+    assert "cache rules: anthropic" in rules[0] and rules[0].endswith("(a.cpsession)")
+    assert "cache rules: openai" in rules[1] and rules[1].endswith("(b.cpsession)")
+    # A note both share names both; the mismatch note only the recording it is about.
+    assert "rebuilt from the uncompacted conversation (a.cpsession, b.cpsession)" in out
+    lines = out.splitlines()
+    assert any("openai cache rules applied at" in ln and ln.endswith("(b.cpsession)") for ln in lines)
+    # One recording: no names, as before.
+    one = render_policies(reports[:1])
+    assert "(a.cpsession)" not in one.split("\n")[1] and "cache rules: anthropic" in one
