@@ -110,3 +110,16 @@ def test_policies_table_over_recordings_of_different_rules_says_each(demo: list)
     # One recording: no names, as before.
     one = render_policies(reports[:1])
     assert "(a.cpsession)" not in one.split("\n")[1] and "cache rules: anthropic" in one
+
+
+def test_requests_larger_than_the_window_are_said(demo: list) -> None:
+    # The demo's conversation outgrows its 10,200-token window: the rebuilt paper baseline (no
+    # compaction) sends requests no provider would accept, and every peer keeps the newest round whole,
+    # even a round larger than the window. The figures stand, with a note saying so.
+    r = simulate_events(demo, SimSettings(policies=["paper", "sliding_window", "cost_aware"]))
+    note = next(n for n in r.notes if n.startswith("requests larger than their window"))
+    paper = r.policies["paper"]
+    assert paper is not None
+    over = sum(1 for t in paper.turns if t.prompt_tokens > 10_200)
+    assert over > 0 and f"paper {over} of {len(paper.turns)} calls (window 10,200)" in note
+    assert "sliding_window" in note and "cost_aware" not in note

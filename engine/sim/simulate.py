@@ -1210,6 +1210,19 @@ def _simulate_events(
         notes.append(
             f"paper is at the recorded window ({rec_cfg['window']:,}), every other column at {s.window:,}"
         )
+    # A request larger than its window is one no provider serves: the column prices a session that
+    # could not have run (a rebuilt paper baseline past the recorded window; a peer that keeps a whole
+    # round larger than the window). Said, so its figures are not read as a bill someone could pay.
+    over = []
+    for name, f in extra.items():
+        limit = int(rec_cfg["window"]) if name == "paper" else int(s.window or rec_cfg["window"])
+        n = sum(1 for t in f.turns if t.prompt_tokens > limit) if f is not None else 0
+        if n:
+            over.append(f"{name} {n} of {len(f.turns) if f is not None else 0} calls (window {limit:,})")
+    if over:
+        notes.append(
+            "requests larger than their window, which a provider would reject: " + "; ".join(over)
+        )
 
     real_model = str(rec_cfg["model"])
     try:
