@@ -297,8 +297,11 @@ def attribute_cache_break(
         if i >= len(cur) or cur[i].sha != prev[i].sha:
             if i >= len(cur):
                 return {"section": prev[i].section, "cause": "request shorter than the cached prefix"}
-            # Name the section whose block changed or vanished (a removed block shifts the rest).
-            b = cur[i] if cur[i].section == prev[i].section else prev[i]
+            # Name the section whose block changed, vanished (a removed block shifts the rest) or was
+            # inserted: a new block before the old one (a section that appears this turn) shifts the
+            # rest the other way, and the old one is still there, one further on.
+            inserted = i + 1 < len(cur) and cur[i + 1].sha == prev[i].sha
+            b = cur[i] if cur[i].section == prev[i].section or inserted else prev[i]
             if b.segment == "tools":
                 return {"section": b.section, "cause": "tool schemas changed (trimmed, added or edited)"}
             if flipped_latches and b.section == "latches":

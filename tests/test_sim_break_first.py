@@ -1,5 +1,6 @@
 """simulate names a cache break from the first changed Block only (engine/sim/simulate.py,
-`_first_changed`): attribute_cache_break handed that one Block gives the cause it gives for the whole
+`_first_changed`): attribute_cache_break handed that one Block (and the request's next one, which tells
+an inserted Block) gives the cause it gives for the whole
 requests, and `_first_changed` says "no change" exactly where the hashes of the cached prefix all agree
 (hypothesis over request pairs sharing any prefix, with moved markers, removed, added and shortened
 tails, markers and sections that differ)."""
@@ -54,4 +55,5 @@ def test_first_changed_block_names_the_break(
         assert full is None
     else:
         assert full is not None
-        assert attribute_cache_break(prev[j : j + 1], cur[j : j + 1], 1, **kw) == full
+        # With the Block after it (an inserted Block is told by the old one that follows it).
+        assert attribute_cache_break(prev[j : j + 1], cur[j : j + 2], 1, **kw) == full

@@ -123,3 +123,29 @@ def test_requests_larger_than_the_window_are_said(demo: list) -> None:
     over = sum(1 for t in paper.turns if t.prompt_tokens > 10_200)
     assert over > 0 and f"paper {over} of {len(paper.turns)} calls (window 10,200)" in note
     assert "sliding_window" in note and "cost_aware" not in note
+
+
+def test_a_section_that_appears_is_named_not_read_as_history_rewritten(demo: list) -> None:
+    # Turn 20 of the demo adds an `emergent` system section between the system prompt and the
+    # history: the cache breaks there, and the cause is the new section, not the history after it.
+    from engine.feedback import attribute_cache_break
+    from engine.providers.base import Block as EBlock
+
+    sys_b, new = (
+        EBlock("identity", "system", "a" * 64, 10, False),
+        EBlock("emergent", "system", "e" * 64, 5, False),
+    )
+    hist = [EBlock("history", "messages", c * 64, 20, False) for c in "mn"]
+    why = attribute_cache_break(
+        [sys_b, *hist], [sys_b, new, *hist], 3, model_changed=False, flipped_latches=[], actions=[]
+    )
+    assert why == {"section": "emergent", "cause": "section emergent content changed"}
+    # Removed, it still names the block that vanished.
+    why = attribute_cache_break(
+        [sys_b, new, *hist], [sys_b, *hist], 4, model_changed=False, flipped_latches=[], actions=[]
+    )
+    assert why == {"section": "emergent", "cause": "section emergent content changed"}
+    paper = simulate_events(demo, SimSettings(policies=["paper"])).policies["paper"]
+    assert paper is not None and paper.cache_break_causes is not None
+    assert "history rewritten" not in paper.cache_break_causes
+    assert [t.cache_break for t in paper.turns if t.turn == 20] == ["section emergent content changed"]

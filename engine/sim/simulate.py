@@ -821,7 +821,7 @@ def _simulate(
                 # that one, it does not list the ~180 hashes of a sliding window's prefix a turn again.
                 why = attribute_cache_break(
                     prev.blocks[j : j + 1],
-                    r.blocks[j : j + 1],
+                    r.blocks[j : j + 2],  # and the next one: an inserted block is told by it
                     1,
                     model_changed=False,
                     flipped_latches=r.latch_flips,
