@@ -17,7 +17,9 @@ written by a model call of its own, billed (input and output) and cached like an
 - `threshold_compaction`: a Claude Code-style auto-compact: when the request would pass 95% of the
   window (or, in a small window, no longer fit its ceiling), the client first has the model summarize
   the conversation (that request, as it would have been sent, plus the summary as its output), then
-  sends the summary and the newest round.
+  sends the summary and the newest round. Claude Code documents no figure: 95% was its default in 2025;
+  later builds are reported (issue threads, not documentation) to compact about 13k tokens plus the
+  output reserve below the window, i.e. ~83% of 200k. The peer keeps 95% ("a high threshold").
 
 The simulator has no model, so a summary is a block of SUMMARY_TOKENS (at most a tenth of what it
 replaces).
