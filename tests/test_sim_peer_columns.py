@@ -149,3 +149,14 @@ def test_a_section_that_appears_is_named_not_read_as_history_rewritten(demo: lis
     assert paper is not None and paper.cache_break_causes is not None
     assert "history rewritten" not in paper.cache_break_causes
     assert [t.cache_break for t in paper.turns if t.turn == 20] == ["section emergent content changed"]
+
+
+def test_json_gives_each_column_the_tables_billed_new_tokens(demo: list) -> None:
+    # `simulate --policies --json` of one recording: every column carries the table's "billed new"
+    # figure (the multi-recording total had it, the per-recording columns did not).
+    r = simulate_events(demo, SimSettings(policies=["paper", "cost_aware"]))
+    for name, f in r.to_json()["policies"].items():
+        if f is None:
+            continue
+        assert f["billed_new_tokens"] == f["uncached_tokens"] + f["cache_write_tokens"], name
+        assert f["prompt_tokens"] == f["billed_new_tokens"] + f["cache_read_tokens"], name

@@ -191,6 +191,9 @@ class PolicyFigures:
             "cache_read_tokens": t.cache_read,
             "cache_write_tokens": t.cache_write,
             "cache_write_1h_tokens": t.cache_write_1h,
+            # What the --policies table's "billed new" column shows (and its JSON total): tokens billed
+            # at the input or a cache-write price, i.e. everything not read from the cache.
+            "billed_new_tokens": t.uncached + t.cache_write,
             "cache_hit_rate": round(t.hit_rate, 6),
             "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 8),
