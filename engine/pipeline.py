@@ -1391,7 +1391,7 @@ class Pipeline:
         try:
             return self._shadow.plan(self, bound, live)
         except Exception as exc:  # the shadow must never break the agent's turn
-            return {"k": "shadow", "turn": self.turn, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            return self._shadow.failed(live, self.turn, exc)
 
     def shadow_build(
         self, bound: dict[str, dict[str, Any]], config: PipelineConfig, state: CompactionState

@@ -197,6 +197,15 @@ class Shadow:
         self.prev_shas, self.prev_live_shas = shas, live_shas
         return ev
 
+    def failed(self, live: Built, turn: int, exc: BaseException) -> dict[str, Any]:
+        """The `shadow` event of a turn the candidate could not be planned on. The live request is still
+        the previous one for the next turn's estimate (else the live side's expected reads would be
+        measured against a request two turns back); the candidate has none, so its next estimate reads
+        nothing."""
+        self.prev_live, self.prev_live_shas = live.serialized, _shas(live.serialized)
+        self.prev, self.prev_shas = None, None
+        return {"k": "shadow", "turn": turn, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
 
 # ------------------------------------------------------------------------------------------ reading
 
@@ -225,6 +234,7 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
 
             live_tokens[int(e["turn"])] = int(trace_of(e).get("final_tokens") or 0)
     rows: list[dict[str, Any]] = []
+    failed = 0
     tot = {"live": [0, 0, 0, 0.0], "shadow": [0, 0, 0, 0.0]}  # prompt, read, write, cost
     priced = True
     for e in events:
@@ -236,6 +246,13 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
             "first_diff": e.get("first_diff"),
             "cache_break": e.get("cache_break"),
         }
+        if "error" in e or "est" not in e:
+            # A turn the candidate could not be planned on (Pipeline._plan_shadow journals why): shown as
+            # such, and left out of both sides' totals so the delta compares the same turns.
+            row["error"] = str(e.get("error") or "the shadow event has no plan")
+            rows.append(row)
+            failed += 1
+            continue
         for side, m, tokens in (
             ("live", live_model, live_tokens.get(t, 0)),
             ("shadow", shadow_model, int(e["tokens"])),
@@ -264,4 +281,5 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
         "hit_rate_delta": round(hit[1] - hit[0], 6),
         "tokens": [int(live[0]), int(shadow[0])],
         "priced": priced,
+        "failed_turns": failed,  # turns the candidate could not be planned on (rows with "error")
     }

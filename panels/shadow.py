@@ -79,8 +79,17 @@ class ShadowPanel(Static):
             f"running delta: cost {delta:+.4f} USD{pct}, hit rate {100 * (hr[1] - hr[0]):+.1f} pts\n",
             style="bold red" if delta > 0 else "bold green",
         )
+        failed = sum(1 for r in rows if r["turn"] <= self.turn and "error" in r)
+        if failed:
+            # The totals above leave those turns out on both sides: say so, or the delta reads as complete.
+            head.append(
+                f"the candidate could not be planned on {failed} turn(s) so far (left out of both sides)\n",
+                style="bold yellow",
+            )
         tail = Text()
-        if row is not None:
+        if row is not None and "error" in row:
+            tail.append(f"\nthe candidate could not be planned on this turn: {row['error']}", style="bold red")
+        elif row is not None:
             fd = row.get("first_diff")
             tail.append(
                 "\nfirst difference: " + (f"{fd['section']} ({fd['cause']})" if fd else "identical request")

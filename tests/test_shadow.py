@@ -4,6 +4,7 @@ two side by side."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 from engine import Pipeline
 from engine.config import PipelineConfig
 from engine.recording.replay import Replayer
-from engine.shadow import shadow_summary
+from engine.shadow import estimate_cache, shadow_summary
 from engine.sim.session_diff import side_builds
 from engine.sim.simulate import load_recording_events
 from engine.tokens import TokenCounter
@@ -116,3 +117,65 @@ def test_shadow_summary_is_none_without_a_shadow(tmp_path: Path) -> None:
     events, _ = load_recording_events(path)
     assert shadow_summary(events) is None
     assert json.dumps(shadow_summary(events)) == "null"
+
+
+def failing_agent(path: Path, turns: int = 6, broken: tuple[int, ...] = (2, 3)) -> list[object]:
+    """A recorded session whose candidate cannot be planned on the turns in `broken`: a real
+    PipelineConfig put in a state its plan fails on (no optimizer limits), then given them back."""
+    clock = iter(range(10_000))
+    cand = dataclasses.replace(Pipeline("claude-sonnet-4").config, window=6000)
+    limits = cand.limits
+    p = Pipeline("claude-sonnet-4", window=6000, record=path, shadow=cand, clock=lambda: next(clock))
+    p.identity("You are a careful coding agent. " * 200)
+    p.add_tool("bash", "Run a shell command", PARAMS)
+    p.user("Fix the failing test.")
+    reqs = []
+    for t in range(turns):
+        object.__setattr__(cand, "limits", None if t in broken else limits)
+        req = p.next_request()
+        reqs.append(req)
+        p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 30})
+        calls = p.assistant(f"step {t}", tool_calls=[{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+        p.tool_result(calls[0].id, f"output line {t}\n" * 20)
+    p.close()
+    return reqs
+
+
+def test_a_candidate_that_fails_to_plan_is_shown_and_the_rest_still_summed(tmp_path: Path) -> None:
+    path = tmp_path / "f.cpsession"
+    reqs = failing_agent(path)
+    events, _ = load_recording_events(path)
+    shadows = {e["turn"]: e for e in events if e.get("k") == "shadow"}
+    assert sorted(shadows) == list(range(6))
+    assert {t for t, e in shadows.items() if "error" in e} == {2, 3}
+    assert "AttributeError" in shadows[2]["error"]
+    assert Replayer(events).verify().ok  # the agent's own requests were not touched
+    # The summary reads the failed turns instead of raising (the TUI then showed no shadow at all).
+    s = shadow_summary(events)
+    assert s is not None and s["failed_turns"] == 2
+    rows = {r["turn"]: r for r in s["turns"]}
+    assert "error" in rows[2] and "live" not in rows[2] and "live" in rows[4]
+    assert s["tokens"][0] == sum(r["live"]["tokens"] for r in s["turns"] if "live" in r)
+    # The live side's expected reads on the turn after a failure are measured against the request just
+    # before it (turn 3), not the last one the candidate planned beside (turn 1).
+    prev, cur = reqs[3].serialized, reqs[4].serialized  # type: ignore[attr-defined]
+    assert shadows[4]["est"]["live"] == list(estimate_cache(prev, cur))
+
+
+async def test_inspector_shows_a_turn_the_candidate_failed_on(tmp_path: Path) -> None:
+    path = tmp_path / "f.cpsession"
+    failing_agent(path)
+    app = InspectorApp(FileSource(path), start_turn=3)
+    async with app.run_test(size=(400, 60)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        panel = app.query_one("#shadow", ShadowPanel)
+        assert panel.summary is not None and panel.turn == 3
+        svg = app.export_screenshot().replace("&#160;", " ")
+        assert "the candidate could not be planned on this turn: AttributeError" in svg
+        assert "could not be planned on 2 turn(s) so far" in svg and "running delta" in svg
+        await pilot.press("right")  # turn 4: planned again
+        await settle(pilot)
+        svg = app.export_screenshot().replace("&#160;", " ")
+        assert panel.turn == 4 and "first difference" in svg and "on this turn" not in svg
