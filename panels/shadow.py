@@ -88,7 +88,9 @@ class ShadowPanel(Static):
             )
         tail = Text()
         if row is not None and "error" in row:
-            tail.append(f"\nthe candidate could not be planned on this turn: {row['error']}", style="bold red")
+            tail.append(
+                f"\nthe candidate could not be planned on this turn: {row['error']}", style="bold red"
+            )
         elif row is not None:
             fd = row.get("first_diff")
             tail.append(
