@@ -35,9 +35,9 @@ from engine.errors import ConfigError
 from engine.feedback import attribute_cache_break
 from engine.hashing import content_hash
 from engine.policy.state import CompactionState
-from engine.providers import POLICIES, SerializedRequest
+from engine.providers import POLICIES, SerializedRequest, canonical_provider
 from engine.providers.base import Block
-from engine.whatif import Overrides
+from engine.whatif import Overrides, gate_key, threshold_key
 
 if TYPE_CHECKING:
     from engine.pipeline import Built, Pipeline
@@ -137,6 +137,8 @@ class Shadow:
                 f"shadow= takes an engine.whatif.Overrides or an engine.config.PipelineConfig, "
                 f"got {type(candidate).__name__}"
             )
+        if isinstance(candidate, Overrides):
+            candidate = _checked(candidate)
         return cls(candidate, CompactionState())
 
     def config_for(self, live: PipelineConfig) -> PipelineConfig:
@@ -146,6 +148,14 @@ class Shadow:
         return live.with_overrides(c.window, c.thresholds, c.gates, c.provider)
 
     def config_event(self, live: PipelineConfig) -> dict[str, Any]:
+        """The `shadow_config` event; a candidate that makes no valid configuration on top of `live`
+        (a window out of range, say) is a ConfigError here, when the pipeline is made, naming the shadow."""
+        try:
+            return self._config_event(live)
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise ConfigError(f"shadow= candidate: {exc}") from exc
+
+    def _config_event(self, live: PipelineConfig) -> dict[str, Any]:
         c = self.candidate
         if isinstance(c, PipelineConfig):
             return {"k": "shadow_config", "config": c.to_event()}
@@ -205,6 +215,41 @@ class Shadow:
         self.prev_live, self.prev_live_shas = live.serialized, _shas(live.serialized)
         self.prev, self.prev_shas = None, None
         return {"k": "shadow", "turn": turn, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def _checked(c: Overrides) -> Overrides:
+    """`c` with its names checked and the short threshold names (trim, compact, prune) spelled out, as
+    every other what-if takes them: an unknown name was a TypeError from deep inside the config (or a
+    gate error that did not say it came from shadow=) when the pipeline was made."""
+    where = "shadow=Overrides(...)"
+    thresholds = None
+    if c.thresholds:
+        thresholds = {}
+        for name, value in c.thresholds.items():
+            try:
+                key = threshold_key(str(name))
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from exc
+            try:
+                thresholds[key] = float(value)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{where}: threshold {name!r} must be a number, got {value!r}") from exc
+    if c.gates:
+        for name in c.gates:
+            try:
+                gate_key(str(name))
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from exc
+    if c.provider:
+        try:
+            canonical_provider(str(c.provider))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
+    if c.window is not None and (
+        isinstance(c.window, bool) or not isinstance(c.window, int) or c.window <= 0
+    ):
+        raise ConfigError(f"{where}: window must be a positive number of tokens, got {c.window!r}")
+    return Overrides(c.window, thresholds, dict(c.gates) if c.gates else None, c.provider)
 
 
 # ------------------------------------------------------------------------------------------ reading

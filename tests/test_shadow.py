@@ -8,10 +8,12 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from engine import Pipeline
 from engine.config import PipelineConfig
+from engine.errors import ConfigError
 from engine.recording.replay import Replayer
 from engine.shadow import estimate_cache, shadow_summary
 from engine.sim.session_diff import side_builds
@@ -95,6 +97,34 @@ def test_shadow_rejects_a_wrong_type() -> None:
 
     with pytest.raises(ConfigError, match="shadow= takes"):
         Pipeline("claude-sonnet-4", shadow={"window": 1000})
+
+
+@pytest.mark.parametrize(
+    ("candidate", "says"),
+    [
+        (Overrides(gates={"bogus": False}), "unknown optimizer gate 'bogus'"),
+        (Overrides(thresholds={"bogus": 0.5}), "unknown threshold 'bogus'"),  # was a TypeError
+        (Overrides(thresholds={"trim": "high"}), "threshold 'trim' must be a number"),
+        (Overrides(provider="nonsense"), "unknown provider 'nonsense'"),
+        (Overrides(window=-5), "window must be a positive number"),
+        (Overrides(window=10**9), "budget limit"),  # valid alone, out of range as a configuration
+    ],
+)
+def test_a_bad_shadow_candidate_is_a_config_error_naming_the_shadow(candidate: Overrides, says: str) -> None:
+    with pytest.raises(ConfigError, match="shadow=") as err:
+        Pipeline("claude-sonnet-4", shadow=candidate)
+    assert says in str(err.value)
+
+
+def test_shadow_takes_the_short_threshold_names_like_every_what_if() -> None:
+    p = Pipeline("claude-sonnet-4", shadow=Overrides(thresholds={"trim": 0.5, "compact": 0.7}))
+    cfg = next(e for e in p.journal.events if e.get("k") == "shadow_config")
+    assert cfg["overrides"]["thresholds"] == {"trim_schemas": 0.5, "compact_history": 0.7}
+    assert cfg["config"]["thresholds"]["trim_schemas"] == 0.5
+    p.identity("You are terse.")
+    p.user("hi")
+    p.next_request()
+    assert "error" not in [e for e in p.journal.events if e.get("k") == "shadow"][-1]
 
 
 async def test_inspector_shows_the_shadow_side_by_side(tmp_path: Path) -> None:
