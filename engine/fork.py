@@ -13,10 +13,15 @@ only the tools and global sections.
 The two sessions are linked in their journals: the parent gets a `fork` event (its session id, the
 child's, the scope, the turn, the child's recording path), the child a `link` event and header fields
 (`session_id`, `parent_session`, `fork_turn`, `fork_scope`). Replay ignores both kinds.
+
+A child asks its sinks what its parent asked (redact=, otel=). Under CONTEXTPIPE_RECORD a child given no
+`record=` records beside the parent's file, as `NAME.fork-CHILDID.cpsession`; served while its parent is,
+it has its own probe socket (`cp-inspect ps` lists it as PID.N).
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +51,18 @@ def fork_pipeline(
     record: str | Path | None = None,
     serve: bool | None = None,
 ) -> Pipeline:
-    from engine.pipeline import Pipeline
+    from engine.pipeline import ENV_RECORD, Pipeline
 
     allowed = _scopes(scope)
     if parent.session_id is None:
         parent.session_id = uuid.uuid4().hex[:16]
     child_id = uuid.uuid4().hex[:16]
+    if record is None and os.environ.get(ENV_RECORD):
+        # CONTEXTPIPE_RECORD names one file and the parent holds it: the child would have opened the same
+        # path and failed ("already exists"). It records beside it instead, where `cp-inspect forks` finds
+        # it (the fork event names it).
+        base = Path(parent.recorder.path if parent.recorder is not None else os.environ[ENV_RECORD])
+        record = base.with_name(f"{base.stem}.fork-{child_id}{base.suffix or '.cpsession'}")
     cfg = parent.config
     links = {
         "session_id": child_id,
@@ -78,6 +89,8 @@ def fork_pipeline(
         policy=cfg.policy,
         record=record,
         serve=serve,
+        redact=parent.sink_choices.get("redact"),
+        otel=parent.sink_choices.get("otel"),
         clock=parent.clock,
         links=links,
     )

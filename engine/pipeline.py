@@ -25,8 +25,10 @@ a recorded request from a journal is:
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -275,6 +277,9 @@ class Pipeline:
         # Only a value the agent chose is held to the window: the default with a small planning window
         # is what what-ifs, importers and tests use, and a replay rebuilds whatever was recorded.
         self._output_chosen = max_output_tokens is not None and not replay
+        # What the agent asked of the sinks, for a fork to ask the same (engine/fork.py): a child of a
+        # redacted parent must not serve its prompts in the clear, nor an exported parent's go unexported.
+        self.sink_choices: dict[str, bool | None] = {"redact": redact, "otel": otel}
         cfg = PipelineConfig(
             model=model,
             provider=provider,
@@ -1589,9 +1594,21 @@ def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
     from engine.probe.server import ProbeServer
 
     events = journal.events  # append-only: clients read it by index, nothing is copied per client
-    server = ProbeServer(header, lambda: events, redact=redact)
+    # The first pipeline of the process serves at <pid>.sock; one made while it still does (a forked
+    # sub-agent under CONTEXTPIPE_SERVE=1, or fork(serve=True)) at <pid>.N.sock, as the proxy serves each
+    # conversation (`cp-inspect ps` lists it as PID.N): it was refused ("already serving") and ran unserved.
+    busy = any(s.session is None and s.running for s in list(_PROBES))
+    session = next(_PROBE_SESSIONS) if busy else None
+    server = ProbeServer(header, lambda: events, redact=redact, session=session)
     try:
-        server.start()
+        try:
+            server.start()
+        except ContextPipeError:
+            if server.session is not None:
+                raise
+            server.close()  # <pid>.sock taken meanwhile (another thread's pipeline): a session socket
+            server = ProbeServer(header, lambda: events, redact=redact, session=next(_PROBE_SESSIONS))
+            server.start()
     except (ContextPipeError, OSError) as exc:
         server.close()
         import logging  # here: the only use, and ~4 ms of CPU a reader of recordings need not import
@@ -1600,4 +1617,9 @@ def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
             "contextpipe: the live probe is disabled, the agent runs on without it: %s", exc
         )
         return None
+    _PROBES.add(server)
     return server
+
+
+_PROBES: weakref.WeakSet[Any] = weakref.WeakSet()  # the probe servers this process's pipelines started
+_PROBE_SESSIONS = itertools.count(1)

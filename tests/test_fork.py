@@ -5,6 +5,9 @@ are compared, and the cache simulator shows the child reading its parent's prefi
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -196,3 +199,53 @@ def test_forks_without_children_is_a_clear_error(tmp_path: Path) -> None:
     p.close()
     res = CliRunner().invoke(app, ["forks", str(tmp_path / "solo.cpsession")])
     assert res.exit_code == 2 and "no recorded forks" in res.output
+
+
+def test_fork_under_contextpipe_record_records_the_child_beside_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CONTEXTPIPE_RECORD names one file, which the parent holds: fork() opened the same path for the
+    child and raised "already exists", so no sub-agent could be forked under it."""
+    run = tmp_path / "run.cpsession"
+    monkeypatch.setenv("CONTEXTPIPE_RECORD", str(run))
+    p = parent_pipeline("anthropic")
+    req = p.next_request()
+    p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 2})
+    child = p.fork("Find every caller of parse_header.")
+    creq = child.next_request()
+    child.record_usage({"input_tokens": creq.trace["final_tokens"], "output_tokens": 2})
+    child.close()
+    p.close()
+    fork = next(e for e in load_recording_events(run)[0] if e.get("k") == "fork")
+    kid = Path(fork["record"])
+    assert kid.parent == tmp_path and kid.name == f"run.fork-{fork['child']}.cpsession"
+    assert load_recording_events(kid)[1]["parent_session"] == fork["session_id"]
+    res = CliRunner().invoke(app, ["forks", str(run)])
+    assert res.exit_code == 0 and kid.name in res.stdout, res.output
+
+
+def test_a_child_of_a_redacted_served_parent_serves_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pipeline(redact=True, serve=True): a child it forks with serve=True served its prompts in the clear
+    (fork passed neither redact nor otel on)."""
+    from engine.probe.client import ProbeClient
+
+    rt = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))  # a Unix socket path must stay short
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    monkeypatch.delenv("CONTEXTPIPE_REDACT", raising=False)
+    p = Pipeline("claude-sonnet-4", serve=True, redact=True)
+    child = None
+    try:
+        p.identity("You are a careful coding agent.")
+        child = p.fork("The secret is hunter2.", serve=True)
+        # Served at all: the parent holds <pid>.sock, and a second probe there was refused ("already
+        # serving"), so a sub-agent was never served while its parent was.
+        assert p.probe is not None and p.probe.path.name == f"{os.getpid()}.sock"
+        assert child.probe is not None and child.probe.path.name.startswith(f"{os.getpid()}.")
+        assert child.probe.path != p.probe.path
+        with ProbeClient.connect_path(child.probe.path, os.getpid()) as c:
+            assert c.hello["redacted"] is True
+    finally:
+        if child is not None:
+            child.close()
+        p.close()
+        shutil.rmtree(rt, ignore_errors=True)
