@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from .cli_common import fail
+from .recording_open import about, warn
 
 
 def diff(
@@ -32,7 +33,9 @@ def diff(
     fail_on: Annotated[
         list[str] | None,
         typer.Option(
-            "--fail-on", metavar="GATE", help="Exit 1 when: cache-break (any new cache break), cost:+N%, tokens:+N%."
+            "--fail-on",
+            metavar="GATE",
+            help="Exit 1 when: cache-break (any new cache break), cost:+N%, tokens:+N%.",
         ),
     ] = None,
     as_json: Annotated[
@@ -96,39 +99,86 @@ def forks(
         Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
     ] = None,
 ) -> None:
-    """The fork tree: a parent, its sub-agents, what each reads from the shared prefix, and the forked run
-    priced against independent sub-agents on the same work."""
+    """The fork tree: a parent, its sub-agents (and theirs), what each reads from the shared prefix, and
+    the forked run priced against independent sub-agents on the same work."""
     from engine.errors import ContextPipeError
     from engine.sim.forks import fork_children, price_forks, tree_text
-    from engine.sim.simulate import load_recording_events
 
-    def load(p: Path) -> list[dict]:
+    def load(p: Path, named: bool) -> list[dict] | None:
+        """A recording's events. One named on the command line that cannot be read is exit 2; one the
+        fork events lead to is a warning and left out (as a missing one is), the rest of the tree shown."""
+        why = None
+        events: list[dict] = []
         if not p.exists():
-            fail(f"no such recording: {p}", 2)
-        try:
-            return load_recording_events(p)[0]
-        except ContextPipeError as exc:
-            fail(f"{p}: {exc}", 2)
+            why = f"no such recording: {p}"
+        else:
+            try:
+                events, damage = _read_events(p)
+                if damage:
+                    warn(f"{p}: {damage}")
+                if not events:
+                    why = f"{p} holds no events: its agent stopped before its first turn was recorded"
+            except ContextPipeError as exc:
+                why = about(p, exc)
+        if why is None:
+            return events
+        if named:
+            fail(why, 2)
+        warn(f"{why}; left out of the tree")
+        return None
 
-    pev = load(parent)
-    kids = list(children or [])
+    pev = load(parent, True)
+    assert pev is not None
+    kids: list[tuple[Path, list[dict]]] = []
+    if children:
+        for k in children:
+            ev = load(k, True)
+            assert ev is not None
+            kids.append((k, ev))
+    else:
+        # The paths the fork events name, then theirs (a sub-agent's own sub-agents), each read once.
+        seen = {parent.resolve()}
+        todo = [(parent, pev)]
+        while todo:
+            at, events = todo.pop(0)
+            for f in fork_children(events):
+                rec = f.get("record")
+                if not rec:
+                    continue
+                cand = [Path(rec), at.parent / Path(rec).name]
+                found = next((c for c in cand if c.exists()), None)
+                if found is None:
+                    warn(f"child recording {rec} not found")
+                    continue
+                if found.resolve() in seen:
+                    continue
+                seen.add(found.resolve())
+                ev = load(found, False)
+                if ev is not None:
+                    kids.append((found, ev))
+                    todo.append((found, ev))
     if not kids:
-        for f in fork_children(pev):
-            rec = f.get("record")
-            if not rec:
-                continue
-            cand = [Path(rec), parent.parent / Path(rec).name]
-            found = next((c for c in cand if c.exists()), None)
-            if found is None:
-                typer.secho(f"warning: child recording {rec} not found", fg=typer.colors.YELLOW, err=True)
-            else:
-                kids.append(found)
-    if not kids:
+        named = sum(1 for f in fork_children(pev) if f.get("record"))
+        if named:
+            fail(
+                f"none of the {named} recorded fork(s) of {parent} could be read (the warnings above say why)",
+                2,
+            )
         fail(
             f"{parent} has no recorded forks (fork with pipe.fork(..., record=PATH), or name the children)", 2
         )
     try:
-        report = price_forks((parent.name, pev), [(k.name, load(k)) for k in kids], prices=prices)
+        report = price_forks((parent.name, pev), [(k.name, ev) for k, ev in kids], prices=prices)
     except ContextPipeError as exc:
         fail(str(exc), 2)
     typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
+
+
+def _read_events(p: Path) -> tuple[list[dict], str | None]:
+    """A recording's events, and what the reader found damaged (a file cut short: its events up to the
+    cut are read, and the figures are of those only, which a reader has to be told)."""
+    from engine.recording.cpsession import RecordingReader
+
+    with RecordingReader.open(p) as r:
+        events = list(r.events())
+        return events, (r.damage.message if r.damage is not None else None)

@@ -249,3 +249,159 @@ def test_a_child_of_a_redacted_served_parent_serves_redacted(monkeypatch: pytest
             child.close()
         p.close()
         shutil.rmtree(rt, ignore_errors=True)
+
+
+def turns(p: Pipeline, n: int, tag: str) -> None:
+    for t in range(n):
+        req = p.next_request()
+        p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 20})
+        calls = p.assistant(f"{tag} {t}", tool_calls=[{"id": f"{tag}{t}", "name": "bash", "arguments": "{}"}])
+        p.tool_result(calls[0].id, "output\n" * 20)
+
+
+def test_forks_shows_a_fork_of_a_fork_under_its_parent(tmp_path: Path) -> None:
+    """A sub-agent's own sub-agent: `forks` showed only the first level, and naming the grandchild was
+    an error ("forked from session ..., not from parent")."""
+    p = parent_pipeline("anthropic", tmp_path / "parent.cpsession")
+    turns(p, 2, "p")
+    c = p.fork("subtask", record=tmp_path / "child.cpsession")
+    turns(c, 1, "c")
+    g = c.fork("subsubtask", record=tmp_path / "grandchild.cpsession")
+    turns(g, 2, "g")
+    g.close()
+    turns(c, 1, "c2")
+    c.close()
+    s = p.fork("sibling", record=tmp_path / "sibling.cpsession")
+    turns(s, 1, "s")
+    s.close()
+    p.close()
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession")])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    at = {
+        name: next(i for i, ln in enumerate(lines) if f" {name}.cpsession  (" in ln)
+        for name in ("child", "grandchild", "sibling")
+    }
+    assert lines[at["child"]].startswith("├─ ") and lines[at["sibling"]].startswith("└─ ")
+    assert at["child"] < at["grandchild"] < at["sibling"]
+    assert lines[at["grandchild"]].startswith("│  └─ ") and "of child.cpsession" in lines[at["grandchild"]]
+    assert "3 sub-agents, 2 level(s) deep" in res.stdout
+    rep = json.loads(CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), "--json"]).stdout)
+    kids = {k["label"]: k for k in rep["children"]}
+    assert [k["label"] for k in rep["children"]] == [
+        "child.cpsession",
+        "grandchild.cpsession",
+        "sibling.cpsession",
+    ]
+    assert kids["grandchild.cpsession"]["parent_label"] == "child.cpsession"
+    assert kids["grandchild.cpsession"]["depth"] == 2 and kids["child.cpsession"]["depth"] == 1
+    # The grandchild repeats its own parent's prefix, checked against the child's request before the fork.
+    assert (
+        kids["grandchild.cpsession"]["spawn"]["ok"]
+        and kids["grandchild.cpsession"]["first_call_cache_read"] > 1000
+    )
+    # Named on the command line, in any order, the same tree.
+    named = [str(tmp_path / f"{n}.cpsession") for n in ("sibling", "grandchild", "child")]
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), *named, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["children"] == rep["children"]
+
+
+def linked(path: Path, me: str, parent: str | None) -> None:
+    links = (
+        {"session_id": me, "parent_session": parent, "fork_turn": 1, "fork_scope": "session"}
+        if parent
+        else None
+    )
+    p = Pipeline("claude-sonnet-4", record=path, links=links)
+    p.identity("You are terse.")
+    p.user("hi")
+    turns(p, 1, me)
+    p.close()
+
+
+@pytest.mark.parametrize(
+    ("kids", "says"),
+    [
+        ([("a", "b"), ("b", "a")], "a.cpsession, b.cpsession: forked from each other in a cycle"),
+        (
+            [("a", "elsewhere")],
+            "a.cpsession was forked from session elsewhere, which is neither root.cpsession",
+        ),
+        ([("a", "root"), ("a", "root")], "are the same session (a): give it once"),
+    ],
+)
+def test_forks_names_the_link_that_breaks_the_tree(
+    tmp_path: Path, kids: list[tuple[str, str]], says: str
+) -> None:
+    root = tmp_path / "root.cpsession"
+    p = Pipeline("claude-sonnet-4", record=root, links={"session_id": "root"})
+    p.identity("You are terse.")
+    p.user("hi")
+    turns(p, 1, "r")
+    p.close()
+    paths = []
+    for k, (me, parent) in enumerate(kids):
+        path = tmp_path / (f"{me}.cpsession" if k == 0 or me != kids[0][0] else f"{me}-again.cpsession")
+        linked(path, me, parent)
+        paths.append(str(path))
+    res = CliRunner().invoke(app, ["forks", str(root), *paths])
+    assert res.exit_code == 2 and says in res.output, res.output
+    assert "Traceback" not in res.output
+
+
+def test_forks_leaves_out_an_unreadable_child_with_a_warning_and_shows_the_rest(tmp_path: Path) -> None:
+    """A deleted child was a warning, but a damaged one stopped the whole tree (exit 2, its path twice
+    in the message), and a child that never reached its first turn gave an error naming no file."""
+    p = parent_pipeline("anthropic", tmp_path / "parent.cpsession")
+    turns(p, 1, "p")
+    for name in ("gone", "garbage", "good", "unborn", "idle"):
+        c = p.fork(name, record=tmp_path / f"{name}.cpsession")
+        if name == "unborn":  # the bytes of a child killed before its first turn reached the file
+            header_only = (tmp_path / "unborn.cpsession").read_bytes()
+        elif name != "idle":  # idle: closed before its first request, a tree member with 0 turns
+            turns(c, 1, name)
+        c.close()
+    (tmp_path / "unborn.cpsession").write_bytes(header_only)
+    turns(p, 1, "p2")
+    p.close()
+    (tmp_path / "gone.cpsession").unlink()
+    (tmp_path / "garbage.cpsession").write_bytes(b"not a recording\n")
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession")])
+    assert res.exit_code == 0, res.output
+    assert "good.cpsession  (" in res.stdout and "garbage.cpsession  (" not in res.stdout
+    assert "gone.cpsession not found" in res.stderr
+    warned = [ln for ln in res.stderr.splitlines() if "garbage.cpsession" in ln]
+    assert (
+        len(warned) == 1 and warned[0].count("garbage.cpsession") == 1 and "left out of the tree" in warned[0]
+    )
+    assert any("unborn.cpsession" in ln and "holds no events" in ln for ln in res.stderr.splitlines())
+    assert "idle.cpsession  (" in res.stdout and "made no model call" in res.stdout
+    # Named on the command line, an unreadable child is an error: exit 2, the file named once.
+    res = CliRunner().invoke(
+        app, ["forks", str(tmp_path / "parent.cpsession"), str(tmp_path / "garbage.cpsession")]
+    )
+    assert res.exit_code == 2 and res.output.count("garbage.cpsession") == 1, res.output
+    res = CliRunner().invoke(
+        app, ["forks", str(tmp_path / "parent.cpsession"), str(tmp_path / "unborn.cpsession")]
+    )
+    assert res.exit_code == 2 and "unborn.cpsession holds no events" in res.output, res.output
+
+
+def test_forks_of_a_wide_fan_out_stays_a_screenful(tmp_path: Path) -> None:
+    p = parent_pipeline("anthropic", tmp_path / "parent.cpsession")
+    turns(p, 1, "p")
+    for k in range(60):
+        c = p.fork(f"task {k}", record=tmp_path / f"k{k}.cpsession")
+        turns(c, 1, f"k{k}")
+        c.close()
+    p.close()
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession")])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) < 100 and "... and 30 more sub-agent(s) (--json lists each)" in res.stdout
+    assert "60 sub-agents, 1 level(s) deep; the shared prefix diverges in 0 of the 60 checked" in res.stdout
+    rep = json.loads(CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), "--json"]).stdout)
+    assert len(rep["children"]) == 60
+    reads = sum(c["first_call_cache_read"] for c in rep["children"])
+    assert f"first calls read {reads} tokens" in res.stdout and reads > 60 * 1000
