@@ -148,3 +148,61 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
     res = run(*args)
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output and "cp-inspect:" in res.output
+
+
+def test_a_recording_with_nothing_to_diff_is_exit_2_not_a_passing_gate(tmp_path: Path) -> None:
+    """A recording whose agent died before its first request diffed as 0 turns, exit 0: a CI gate on a
+    candidate run that never got going passed (its cost was zero)."""
+    full = record(tmp_path / "full.cpsession", turns=3)
+    empty = tmp_path / "empty.cpsession"
+    Pipeline("claude-sonnet-4", record=empty).close()
+    for args in (
+        [str(full), str(empty), "--fail-on", "cost:+0%"],
+        ["recorded", "recorded", str(empty)],
+        [str(empty), str(full)],
+    ):
+        res = run(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert f"{empty} holds no requests" in res.output and "nothing to diff" in res.output
+
+
+def test_turns_only_one_side_has_are_one_note_and_a_cut_short_file_says_so(tmp_path: Path) -> None:
+    """A long recording against a short one was a note per turn (thousands for a long session), with no
+    word that the totals still count them; a recording cut short was read up to the cut in silence."""
+    long_run = record(tmp_path / "long.cpsession", turns=7)
+    short_run = record(tmp_path / "short.cpsession", turns=2)
+    res = run(str(long_run), str(short_run), "--json")
+    assert res.exit_code == 0, res.output
+    notes = json.loads(res.stdout)["sessions"][0]["notes"]
+    assert notes == [
+        "turns 2-6 are only in the baseline (5 turns): not compared turn by turn, but counted in the "
+        "baseline's totals (cost, tokens, hit rate)"
+    ]
+    data = long_run.read_bytes()
+    cut = tmp_path / "cut.cpsession"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    res = run(str(long_run), str(cut))
+    assert res.exit_code == 0, res.output
+    assert f"note: {cut}: last frame at offset" in res.stdout and "complete turns kept" in res.stdout
+    assert "are only in the baseline" in res.stdout
+
+
+def test_two_models_diff_turn_by_turn_with_the_cause_at_byte_0(tmp_path: Path) -> None:
+    a = record(tmp_path / "a.cpsession", turns=2)
+    clock = iter(range(1000, 2000, 7))
+    p = Pipeline(
+        "gpt-4o",
+        provider="openai",
+        window=128_000,
+        record=tmp_path / "b.cpsession",
+        clock=lambda: next(clock),
+    )
+    p.identity("You are a careful coding agent. Read before you edit; run the tests after. " * 90)
+    p.user("The test fails with a KeyError, please fix it.")
+    req = p.next_request()
+    p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 50})
+    p.close()
+    res = run(str(a), str(tmp_path / "b.cpsession"))
+    assert res.exit_code == 0, res.output
+    assert "turn    0: model_changed at byte 0;" in res.stdout  # was "at  byte 0": no unit to name
+    assert "turn 1 is only in the baseline (1 turn)" in res.stdout

@@ -41,7 +41,6 @@ from engine.sim.simulate import (
     _Req,
     _simulate,
     cache_rules_for,
-    load_recording_events,
 )
 from engine.tokens import TokenCounter
 from engine.whatif import GATE_KEYS, THRESHOLD_ALIASES, THRESHOLD_KEYS, Overrides
@@ -73,11 +72,15 @@ def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
     if bad:
         raise DiffError(f"{where}: unknown gate(s) {bad}; known gates: {', '.join(GATE_KEYS)}")
     # The short names (trim, compact, prune) as explain and simulate take them.
-    thresholds = {THRESHOLD_ALIASES.get(str(k), str(k)): float(v) for k, v in dict(d.get("thresholds") or {}).items()}
+    thresholds = {
+        THRESHOLD_ALIASES.get(str(k), str(k)): float(v) for k, v in dict(d.get("thresholds") or {}).items()
+    }
     bad = sorted(set(thresholds) - set(THRESHOLD_KEYS))
     if bad:
         short = ", ".join(f"{a} ({k})" for a, k in THRESHOLD_ALIASES.items())
-        raise DiffError(f"{where}: unknown threshold(s) {bad}; known: {', '.join(THRESHOLD_KEYS)} (or {short})")
+        raise DiffError(
+            f"{where}: unknown threshold(s) {bad}; known: {', '.join(THRESHOLD_KEYS)} (or {short})"
+        )
     provider = d.get("provider")
     if provider is not None:
         try:
@@ -318,10 +321,11 @@ def diff_session(
     per = [{f.turn: f for f in fig.turns} for fig in figures]
     turns: list[TurnDiff] = []
     new_breaks: Counter[str] = Counter()
+    only: dict[str, list[int]] = {"baseline": [], "candidate": []}
     for t in sorted(rows):
         row = rows[t]
         if 0 not in row or 1 not in row:
-            notes.append(f"turn {t} is only in the {'baseline' if 1 not in row else 'candidate'}")
+            only["baseline" if 1 not in row else "candidate"].append(t)
             continue
         sides_out = []
         for side in (0, 1):
@@ -346,6 +350,16 @@ def diff_session(
             new = own["cause"] if own and own["breaks_cache"] else str(sides_out[1]["cache_break"])
             new_breaks[new] += 1
         turns.append(TurnDiff(t, row["cross"], sides_out, new))
+    for side, ts in only.items():
+        # One line per side, not per turn (a long session against a short one was a line per turn), and
+        # what it means for the figures: the totals are each side's whole recording.
+        if ts:
+            n = len(ts)
+            notes.append(
+                f"{'turn' if n == 1 else 'turns'} {_ranges(ts)} {'is' if n == 1 else 'are'} only in the {side}"
+                f" ({n} turn{'' if n == 1 else 's'}): not compared turn by turn, but counted in the {side}'s"
+                " totals (cost, tokens, hit rate)"
+            )
     totals = []
     for side, fig in enumerate(figures):
         tot = fig.totals
@@ -364,6 +378,20 @@ def diff_session(
             }
         )
     return SessionDiff(source, turns, totals, dict(sorted(new_breaks.items())), notes)
+
+
+def _ranges(turns: Sequence[int]) -> str:
+    """1, 2, 3, 7, 9, 10 -> "1-3, 7, 9-10"."""
+    out: list[str] = []
+    start = prev = turns[0]
+    for t in [*turns[1:], None]:
+        if t is not None and t == prev + 1:
+            prev = t
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if t is not None:
+            start = prev = t
+    return ", ".join(out)
 
 
 def _take(item: tuple[int, float, Built], side: int, prev: list[Any], rows: dict[int, dict[Any, Any]]) -> Any:
@@ -494,14 +522,25 @@ def diff_recordings(
     if not paths:
         raise DiffError("give at least one recording to diff the two configurations on")
     cache: dict[Path, list[Event]] = {}
+    damaged: dict[Path, str] = {}
 
     def events(p: Path) -> list[Event]:
         if p not in cache:
             try:
-                cache[p] = load_recording_events(p)[0]
+                got, damage = _read(p)
             except (OSError, ContextPipeError) as exc:
                 text = str(exc)  # a RecordingError names the file already
                 raise DiffError(text if text.startswith(str(p)) else f"{p}: {text}") from exc
+            if not any(e.get("k") == "request" for e in got):
+                # Nothing to compare: a diff of 0 turns (or of one side's turns against none) would pass
+                # every --fail-on gate. The agent died before its first request, or it never made one.
+                why = "holds no events" if not got else "holds no requests"
+                raise DiffError(
+                    f"{p} {why}: its agent stopped before its first turn was recorded; nothing to diff"
+                )
+            if damage:
+                damaged[p] = f"{p}: {damage}"
+            cache[p] = got
         return cache[p]
 
     out = []
@@ -512,6 +551,9 @@ def diff_recordings(
         files = ", ".join(dict.fromkeys(str(x) for x in (base.recording or p, cand.recording or p)))
         try:
             out.append(diff_session(ev_a, ev_b, base, cand, source=str(p), prices=table, counter=counter))
+            # A file cut short is read up to the cut: its figures are of those turns only.
+            used = dict.fromkeys(x for x in (base.recording or p, cand.recording or p))
+            out[-1].notes[:0] = [damaged[x] for x in used if x in damaged]
         except ReplayError as exc:  # says which event, not which file
             raise DiffError(f"{files}: {exc}") from None
         except ContextPipeError:
@@ -522,6 +564,15 @@ def diff_recordings(
                 "recording is damaged or was not written by the ContextPipe engine"
             ) from None
     return DiffReport(base.label, cand.label, out)
+
+
+def _read(p: Path) -> tuple[list[Event], str | None]:
+    """A recording's events, and what the reader found damaged (None: nothing)."""
+    from engine.recording.cpsession import RecordingReader
+
+    with RecordingReader.open(p) as r:
+        events = list(r.events())
+        return events, (r.damage.message if r.damage is not None else None)
 
 
 # ------------------------------------------------------------------------------------------ reports
@@ -545,9 +596,8 @@ def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> 
             shown += 1
             a, b = t.sides
             fd = t.first_difference
-            where = (
-                f"{fd['cause']} at {fd['label'] or fd['section']} byte {fd['offset']}" if fd else "identical"
-            )
+            at = fd and (fd["label"] or fd["section"])  # none for a model change: the whole request
+            where = f"{fd['cause']} at {at + ' ' if at else ''}byte {fd['offset']}" if fd else "identical"
             lines.append(
                 f"  turn {t.turn:>4}: {where}; tokens {a['tokens']} -> {b['tokens']}; read "
                 f"{a['cache_read_tokens']} -> {b['cache_read_tokens']}; write {a['cache_write_tokens']} -> "
