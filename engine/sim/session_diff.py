@@ -350,14 +350,14 @@ def diff_session(
             new = own["cause"] if own and own["breaks_cache"] else str(sides_out[1]["cache_break"])
             new_breaks[new] += 1
         turns.append(TurnDiff(t, row["cross"], sides_out, new))
-    for side, ts in only.items():
+    for who, ts in only.items():
         # One line per side, not per turn (a long session against a short one was a line per turn), and
         # what it means for the figures: the totals are each side's whole recording.
         if ts:
             n = len(ts)
             notes.append(
-                f"{'turn' if n == 1 else 'turns'} {_ranges(ts)} {'is' if n == 1 else 'are'} only in the {side}"
-                f" ({n} turn{'' if n == 1 else 's'}): not compared turn by turn, but counted in the {side}'s"
+                f"{'turn' if n == 1 else 'turns'} {_ranges(ts)} {'is' if n == 1 else 'are'} only in the {who}"
+                f" ({n} turn{'' if n == 1 else 's'}): not compared turn by turn, but counted in the {who}'s"
                 " totals (cost, tokens, hit rate)"
             )
     totals = []
