@@ -92,6 +92,15 @@ def first_block_diff(a: SerializedRequest, b: SerializedRequest) -> dict[str, An
     """Where the candidate's request first differs from the live one, at block level (cheap: hashes)."""
     if a.request_sha256 == b.request_sha256:
         return None
+    if a.provider != b.provider:
+        # Blocks hash their content, not its wire form: under another provider they can all match while
+        # every byte sent differs, and no cache is shared. ("request parameters differ" said otherwise.)
+        return {
+            "unit": None,
+            "segment": "envelope",
+            "section": "(provider)",
+            "cause": f"provider {a.provider} -> {b.provider}: another request format, no cache shared",
+        }
     start = common_prefix_len(_shas(a), _shas(b))
     for i, (x, y) in enumerate(zip(a.blocks[start:], b.blocks[start:], strict=False), start):
         if x.sha != y.sha:

@@ -209,3 +209,20 @@ async def test_inspector_shows_a_turn_the_candidate_failed_on(tmp_path: Path) ->
         await settle(pilot)
         svg = app.export_screenshot().replace("&#160;", " ")
         assert panel.turn == 4 and "first difference" in svg and "on this turn" not in svg
+
+
+def test_a_candidate_on_another_provider_is_told_as_such(tmp_path: Path) -> None:
+    """Block hashes are of content, not wire form: under provider=openai every block matched the live
+    Anthropic request's, and the first difference read "request parameters differ"."""
+    path = tmp_path / "p.cpsession"
+    agent(path, Overrides(provider="openai"), turns=3)
+    events, _ = load_recording_events(path)
+    shadows = [e for e in events if e.get("k") == "shadow"]
+    assert len(shadows) == 3
+    for e in shadows:
+        assert (
+            e["first_diff"]["cause"]
+            == "provider anthropic -> openai: another request format, no cache shared"
+        )
+    rows = shadow_summary(events)["turns"]  # type: ignore[index]
+    assert rows[0]["first_diff"]["section"] == "(provider)"
