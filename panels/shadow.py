@@ -12,6 +12,31 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+OVERRIDE_KEYS = {"window", "thresholds", "gates", "provider"}
+
+
+def describe_candidate(config: dict[str, Any] | None) -> str:
+    """The candidate as a person writes one (`diff`'s inline settings: window=N, provider=P,
+    threshold.NAME=X, gate.NAME=on|off), or, for a whole configuration of its own, its model, provider
+    and window. The journal's dict (every unset override None) read as Python, not as settings."""
+    from panels.whatif import SHORT
+
+    if not config:
+        return "the live settings"
+    if set(config) <= OVERRIDE_KEYS:
+        parts = []
+        if config.get("window") is not None:
+            parts.append(f"window={config['window']}")
+        if config.get("provider") is not None:
+            parts.append(f"provider={config['provider']}")
+        for name, value in sorted((config.get("thresholds") or {}).items()):
+            parts.append(f"threshold.{SHORT.get(name, name)}={value:g}")
+        for name, on in sorted((config.get("gates") or {}).items()):
+            parts.append(f"gate.{name}={'on' if on else 'off'}")
+        return ", ".join(parts) or "the live settings"
+    return (f"a configuration of its own: {config.get('model', '?')}, {config.get('provider', '?')}, "
+            f"window {config.get('window', '?')}")
+
 
 def running(rows: list[dict[str, Any]], upto_turn: int) -> dict[str, float]:
     """Cost and hit-rate totals of both sides over the turns up to `upto_turn`."""
@@ -74,7 +99,7 @@ class ShadowPanel(Static):
         table.add_row("hit rate so far", f"{hr[0]:.1%}", f"{hr[1]:.1%}")
         delta = acc["shadow_cost"] - acc["live_cost"]
         pct = f" ({100 * delta / acc['live_cost']:+.1f}%)" if acc["live_cost"] else ""
-        head = Text(f"candidate: {s['config']}\n", style="dim")
+        head = Text(f"candidate: {describe_candidate(s['config'])}\n", style="dim")
         head.append(
             f"running delta: cost {delta:+.4f} USD{pct}, hit rate {100 * (hr[1] - hr[0]):+.1f} pts\n",
             style="bold red" if delta > 0 else "bold green",
