@@ -22,7 +22,11 @@ def summarize(trace: dict) -> dict:
     if trace.get("tap_errors"):  # a tapped client's journaling failures so far (the status line shows it)
         out["tap_errors"] = trace["tap_errors"]
     out["tier"] = sys.intern(str(trace.get("tier")))
-    out["cache_break"] = bool(trace.get("cache_break"))
+    # The break's section and cause, in the trace's own shape: the strip tells a compaction's own rewrite
+    # of the history (drawn "c") from a break nobody meant ("✖"). Few turns break, so this costs little.
+    brk = trace.get("cache_break")
+    out["cache_break"] = ({"section": sys.intern(str(brk.get("section", ""))), "cause": sys.intern(str(brk.get("cause", "")))}
+                          if isinstance(brk, dict) else bool(brk) or None)
     out["alerts"] = [
         {"rule": sys.intern(str(a.get("rule", ""))), "severity": sys.intern(str(a.get("severity", "info"))),
          "message": a.get("message", "")}

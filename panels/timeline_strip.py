@@ -19,6 +19,21 @@ TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrun
 # after it; marking it drew a "c" on nearly every turn of a session that compacted twice.
 COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "compact_history"}
 HIT_SHADES = " ░▒▓█"
+HISTORY_REWRITTEN_BY = "history rewritten by "  # engine.feedback.attribute_cache_break's cause for a rewrite
+
+
+def unintended_break(trace: dict) -> bool:
+    """The turn broke the cache, and not only by a compaction's own rewrite of the history. A compaction
+    always re-sends the history it rewrote: that break is its price (its pay-back counts it), and drawn
+    as a break it hid every "c" of a session (the demo recordings showed none of their compactions)."""
+    brk = trace.get("cache_break")
+    if not brk:
+        return False
+    if not isinstance(brk, dict) or brk.get("section") != "history":
+        return True
+    cause = str(brk.get("cause", ""))
+    steps = set(cause.removeprefix(HISTORY_REWRITTEN_BY).split(", ")) if cause.startswith(HISTORY_REWRITTEN_BY) else set()
+    return not steps & COMPACTING
 LEGEND = Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
 
 
@@ -95,7 +110,7 @@ class TimelineStrip(LinePanel):
             tier = max((t["tier"] for t in group), key=lambda x: TIER_RANK.get(x, 0))
             rates = [hit_rate(t["usage"], t["final_tokens"]) for t in group if t.get("usage")]
             hit = HIT_SHADES[round(min(min(rates) if rates else 0.0, 1.0) * (len(HIT_SHADES) - 1))]
-            if any(t.get("cache_break") for t in group):
+            if any(unintended_break(t) for t in group):
                 ev, ev_style = "✖", "bold $cache-break"
             elif any(t.get("error") for t in group):
                 ev, ev_style = "!", "bold $error"
