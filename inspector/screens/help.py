@@ -16,12 +16,17 @@ PANELS = """
 - **Tier**: the compaction tier and why (raw, predictive, recovery after an error).
 - **Cache layout**: the request as blocks proportional to tokens, coloured by cache scope; ▲ markers,
   ─ cacheable prefix, ━ what the provider served from cache, ✖ where the cache broke and why.
-- **Timeline**: tokens sent per turn (coloured by tier), cache-hit shading, ✖ cache breaks, c compactions,
-  ! errors. Click a column to jump there.
+- **Timeline**: tokens sent per turn (coloured by tier), cache-hit shading, ✖ cache breaks, c compactions
+  (a compaction's own rewrite of the history is its c), ! errors. Click a column to jump there; on a
+  compaction's turn the line under it says what the compaction saves and when it pays back.
 - **Sections**: the manifest in send order. Enter or cursor shows the section in **Content**.
+- **Content**: the selected section's text as sent (`b`: the whole request body).
 - **What-if**: sliders (arrows, shift+arrows, mouse), gate switches and provider; every change re-plans
-  this turn and shows it beside the actual plan.
+  this turn and shows it beside the actual plan. `W`: the whole session re-run and priced.
 - **Skipped / Alerts**: gated-off steps and what they would have saved; every alert (Enter jumps).
+- **Why miss**: this request against the previous one: the first byte that differs and why.
+- **Shadow** (a session recorded with a shadow): the candidate configuration beside the live one, with
+  the running cost and hit-rate difference.
 """
 
 
