@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from engine.errors import ConfigError
 from engine.sim.cachesim import CallCache
 
 ENV_VAR = "CONTEXTPIPE_PRICES"
+# After a known name and '-': a suffix that names a different model, not a snapshot of the same one.
+_OTHER_MODEL = re.compile(r"(\d{1,2}|mini|nano)(-|$)")
 BUNDLED = Path(__file__).resolve().parent / "data" / "prices.json"
 _REQUIRED = ("provider", "input", "output", "cache_read", "cache_write", "as_of", "source")
 
@@ -108,11 +111,14 @@ class PriceTable:
                 return self.rows[cand]
             if cand in self.aliases:
                 return self.rows[self.aliases[cand]]
-        # Longest known name that prefixes the given one at a '-' boundary (dated snapshots, -v1 suffixes).
+        # Longest known name that prefixes the given one at a '-' boundary (dated snapshots, -v1 suffixes),
+        # unless what follows names another model: a minor version (claude-opus-4-6 is not claude-opus-4,
+        # at a third of its price) or a smaller tier (gpt-4.1-nano is not gpt-4.1). Those are refused,
+        # saying so, rather than billed at the wrong row.
         names = list(self.rows) + list(self.aliases)
         best = ""
         for k in names:
-            if name.startswith(k + "-") and len(k) > len(best):
+            if name.startswith(k + "-") and len(k) > len(best) and not _OTHER_MODEL.match(name[len(k) + 1 :]):
                 best = k
         if best:
             return self.rows[self.aliases.get(best, best)]
