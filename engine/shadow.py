@@ -7,7 +7,7 @@ After each request the pipeline builds the same turn again under the candidate (
 compaction states, a scratch spill, no summarizer calls: the candidate must never cost the agent a model
 call or a file) and journals one `shadow` event next to the `request` event:
 
-    {"k": "shadow", "turn", "sha", "tokens", "prefix_sha", "markers", "schema_hash",
+    {"k": "shadow", "turn", "sha", "tokens", "live_tokens", "prefix_sha", "markers", "schema_hash",
      "first_diff": {cause, segment, section, unit} | None,   # candidate vs live request, block level
      "cache_break": {section, cause} | None,                  # candidate vs its own previous request
      "est": {"live": [read, write], "shadow": [read, write]}} # expected cache reads/writes (tokens)
@@ -204,6 +204,9 @@ class Shadow:
             "turn": built.trace["turn"],
             "sha": ser.request_sha256,
             "tokens": built.trace["final_tokens"],
+            # The live request's, here too: its turn event is journaled only when the turn closes (its
+            # usage, the next request), so a reader of the open turn (an attached inspector) had none.
+            "live_tokens": live.trace["final_tokens"],
             "tier": built.trace["tier"],
             "prefix_sha": ser.prefix_sha256,
             "markers": [f"{m['section']}@{m['offset_tokens']}" for m in built.trace["markers"]],
@@ -307,8 +310,15 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
             rows.append(row)
             failed += 1
             continue
+        known = e.get("live_tokens", live_tokens.get(t))
+        if known is None:
+            # A recording from before shadow events carried it, cut off in this turn: the live side's
+            # size is unknown, so the turn is left out of both sides' totals (it was counted as 0 tokens,
+            # which made the live hit rate run past 99%).
+            rows.append(row)
+            continue
         for side, m, tokens in (
-            ("live", live_model, live_tokens.get(t, 0)),
+            ("live", live_model, int(known)),
             ("shadow", shadow_model, int(e["tokens"])),
         ):
             read, write = (int(x) for x in e["est"][side])

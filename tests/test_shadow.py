@@ -226,3 +226,29 @@ def test_a_candidate_on_another_provider_is_told_as_such(tmp_path: Path) -> None
         )
     rows = shadow_summary(events)["turns"]  # type: ignore[index]
     assert rows[0]["first_diff"]["section"] == "(provider)"
+
+
+def test_the_open_turn_counts_the_live_requests_tokens() -> None:
+    """Between a request and its usage the turn event is not journaled yet: the summary counted the live
+    side of that turn as 0 tokens, so an inspector attached to a running agent showed a live hit rate
+    near 100% (reads over almost nothing) and half the live tokens."""
+    p = Pipeline("claude-sonnet-4", shadow=Overrides(provider="openai"))
+    p.identity("You are a careful coding agent. " * 300)
+    p.user("Fix the failing test.")
+    sent = []
+    for t in range(2):
+        req = p.next_request()
+        sent.append(req.trace["final_tokens"])
+        s = shadow_summary(list(p.journal.events))  # the open turn: no turn event yet
+        assert s is not None and s["tokens"][0] == sum(sent)
+        assert s["turns"][-1]["live"]["tokens"] == sent[-1]
+        assert 0.0 <= s["hit_rate"][0] < 0.6
+        p.record_usage({"input_tokens": sent[-1], "output_tokens": 5})
+        p.user(f"and then {t}")
+    p.close()
+    # A journal from before the field: a turn whose live size is nowhere is left out, not counted as 0.
+    events = [{k: v for k, v in e.items() if k != "live_tokens"} for e in p.journal.events]
+    events = [e for e in events if not (e.get("k") == "turn" and e["turn"] == 1)]
+    s = shadow_summary(events)
+    assert s is not None and s["tokens"] == [sent[0], s["turns"][0]["shadow"]["tokens"]]
+    assert "live" not in s["turns"][1] and s["turns"][1]["first_diff"] is not None
