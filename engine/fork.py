@@ -14,7 +14,8 @@ The two sessions are linked in their journals: the parent gets a `fork` event (i
 child's, the scope, the turn, the child's recording path), the child a `link` event and header fields
 (`session_id`, `parent_session`, `fork_turn`, `fork_scope`). Replay ignores both kinds.
 
-A child asks its sinks what its parent asked (redact=, otel=). Under CONTEXTPIPE_RECORD a child given no
+A child asks its sinks what its parent asked (redact=, otel=), and plans its parent's shadow candidate
+beside each of its own turns (engine/shadow.py). Under CONTEXTPIPE_RECORD a child given no
 `record=` records beside the parent's file, as `NAME.fork-CHILDID.cpsession`; served while its parent is,
 it has its own probe socket (`cp-inspect ps` lists it as PID.N).
 """
@@ -91,6 +92,9 @@ def fork_pipeline(
         serve=serve,
         redact=parent.sink_choices.get("redact"),
         otel=parent.sink_choices.get("otel"),
+        # A shadow rollout is a setting of the parent's too: its sub-agents' turns are the candidate's
+        # to plan as well, or its running delta would leave out all the work done in them.
+        shadow=parent.shadow_candidate,
         clock=parent.clock,
         links=links,
     )

@@ -758,6 +758,11 @@ class Pipeline:
         return len(self.emergent.items) > before
 
     @property
+    def shadow_candidate(self) -> CandidateConfig | None:
+        """The shadow rollout's candidate configuration (shadow=), None without one."""
+        return self._shadow.candidate if self._shadow is not None else None
+
+    @property
     def max_output_tokens_given(self) -> bool:
         """Whether the agent gave max_output_tokens (then held below the window), not the default."""
         return self._output_chosen

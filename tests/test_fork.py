@@ -405,3 +405,32 @@ def test_forks_of_a_wide_fan_out_stays_a_screenful(tmp_path: Path) -> None:
     assert len(rep["children"]) == 60
     reads = sum(c["first_call_cache_read"] for c in rep["children"])
     assert f"first calls read {reads} tokens" in res.stdout and reads > 60 * 1000
+
+
+def test_a_child_plans_its_parents_shadow_candidate_too(tmp_path: Path) -> None:
+    """The README forks a pipeline made with shadow=: the child planned no candidate, so the shadow's
+    running delta left out every turn the sub-agents made."""
+    from engine.shadow import shadow_summary
+    from engine.whatif import Overrides
+
+    clock = iter(range(0, 1_000_000, 3))
+    p = Pipeline(
+        "claude-sonnet-4",
+        record=tmp_path / "parent.cpsession",
+        clock=lambda: next(clock),
+        shadow=Overrides(gates={"drop_rounds": False}),
+    )
+    p.identity("You are a careful coding agent. " * 100)
+    p.add_tool("bash", "Run a shell command", PARAMS)
+    p.user("Refactor the header parser.")
+    turns(p, 1, "p")
+    child = p.fork("Find every caller of parse_header.", record=tmp_path / "child.cpsession")
+    turns(child, 2, "c")
+    child.close()
+    p.close()
+    events, _ = load_recording_events(tmp_path / "child.cpsession")
+    cfg = next(e for e in events if e.get("k") == "shadow_config")
+    assert cfg["overrides"]["gates"] == {"drop_rounds": False}
+    s = shadow_summary(events)
+    assert s is not None and [r["turn"] for r in s["turns"]] == [0, 1] and s["failed_turns"] == 0
+    assert CliRunner().invoke(app, ["verify", str(tmp_path / "child.cpsession")]).exit_code == 0
