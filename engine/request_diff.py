@@ -159,10 +159,11 @@ def detect_shape(body: Mapping[str, Any]) -> str:
         return "responses"
     if "system" in body:
         return "anthropic"
-    for t in body.get("tools") or ():
+    tools, messages = body.get("tools"), body.get("messages")  # (not lists: parse_request says so)
+    for t in tools if isinstance(tools, list) else ():
         if isinstance(t, Mapping) and "input_schema" in t:
             return "anthropic"
-    for m in body.get("messages") or ():
+    for m in messages if isinstance(messages, list) else ():
         if isinstance(m, Mapping) and m.get("role") in ("system", "developer", "tool"):
             return "openai"
         content = m.get("content") if isinstance(m, Mapping) else None
@@ -213,7 +214,7 @@ def _split_points(items: Sequence[Any]) -> list[tuple[Any, bool]]:
 def _tool_fields(t: Any) -> tuple[str, str, Any]:
     if not isinstance(t, Mapping):
         return str(t), "", None
-    if "toolSpec" in t:
+    if isinstance(t.get("toolSpec"), Mapping):
         s = t["toolSpec"]
         return str(s.get("name", "")), str(s.get("description", "")), s.get("inputSchema")
     if isinstance(t.get("function"), Mapping):
@@ -221,6 +222,18 @@ def _tool_fields(t: Any) -> tuple[str, str, Any]:
         return str(f.get("name", "")), str(f.get("description", "")), f.get("parameters")
     schema = t.get("input_schema", t.get("parameters"))
     return str(t.get("name", t.get("type", ""))), str(t.get("description", "")), schema
+
+
+def _listed(body: Mapping[str, Any], key: str) -> list[Any]:
+    """A list field of the body (absent or null: empty). Anything else is not a provider request: a
+    RequestDiffError naming the field, where it was a TypeError from deep inside (validate_spawn and
+    diff_requests take raw bodies from the caller)."""
+    v = body.get(key.rsplit(".", 1)[-1])
+    if v is None or v == "":
+        return []
+    if not isinstance(v, list | tuple):
+        raise RequestDiffError(f"request field {key!r} must be a list, got {type(v).__name__}")
+    return list(v)
 
 
 def parse_request(req: Any, sections: Sequence[str] | None = None) -> ParsedRequest:
@@ -246,24 +259,29 @@ def parse_request(req: Any, sections: Sequence[str] | None = None) -> ParsedRequ
         units.append(Unit(segment, section or segment, idx, name, canonical_json(clean), marked or m, parts))
 
     # Tools first: every provider's prefix cache reads them before the system prompt.
-    tools_raw: Any = body.get("tools") or ()
+    tools_raw: Any = _listed(body, "tools")
     if shape == "bedrock":
-        tools_raw = (body.get("toolConfig") or {}).get("tools") or ()
-    for t, marked in _split_points(list(tools_raw)):
+        config = body.get("toolConfig") or {}
+        if not isinstance(config, Mapping):
+            raise RequestDiffError(
+                f"request field 'toolConfig' must be an object, got {type(config).__name__}"
+            )
+        tools_raw = _listed(config, "toolConfig.tools")
+    for t, marked in _split_points(tools_raw):
         add("tools", t, marked, _tool_fields(t)[0])
 
-    messages: list[Any] = list(body.get("messages") or ())
+    messages: list[Any] = _listed(body, "messages")
     if shape == "responses":
         if body.get("instructions"):
             add("system", {"instructions": body["instructions"]}, False)
         inp = body.get("input")
-        messages = [{"role": "user", "content": inp}] if isinstance(inp, str) else list(inp or ())
+        messages = [{"role": "user", "content": inp}] if isinstance(inp, str) else _listed(body, "input")
     elif shape in ("anthropic", "bedrock"):
         system = body.get("system")
         if isinstance(system, str):
             add("system", {"type": "text", "text": system}, False)
         else:
-            for s, marked in _split_points(list(system or ())):
+            for s, marked in _split_points(_listed(body, "system")):
                 add("system", s, marked)
     leading = shape in ("openai", "responses")
     for m in messages:

@@ -211,3 +211,25 @@ def test_the_reported_offset_is_where_the_prefix_bytes_first_differ(
         ua, ub = parse_request(a).units[d.unit], parse_request(b).units[d.unit]
         assert ua.content != ub.content
         assert ua.content[: d.unit_offset] == ub.content[: d.unit_offset]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"system": 5, "messages": []}, "system"),
+        ({"tools": 5}, "tools"),
+        ({"messages": 5}, "messages"),
+        ({"input": 5, "instructions": "x"}, "input"),
+        ({"modelId": "m", "toolConfig": 5}, "toolConfig"),
+        ({"modelId": "m", "toolConfig": {"tools": 3}}, "toolConfig.tools"),
+    ],
+)
+def test_a_body_of_the_wrong_shape_is_a_request_diff_error_naming_the_field(body: dict, field: str) -> None:
+    """validate_spawn and diff_requests take raw bodies from the caller: a field of the wrong type was a
+    TypeError or AttributeError from inside the parser, not the module's RequestDiffError."""
+    from engine.fork import validate_spawn
+
+    good = {"system": "You are terse.", "messages": [{"role": "user", "content": "hi"}]}
+    for call in (lambda: diff_requests(good, body), lambda: validate_spawn(body, good)):
+        with pytest.raises(RequestDiffError, match=f"request field '{field}' must be"):
+            call()
