@@ -130,7 +130,8 @@ class Solver:
             total = totals[mi]
             out: list[str] = []
             if recent:
-                out.append(f"recent ({now - m.turn} turns ago)")
+                ago = now - m.turn
+                out.append("recent (this turn)" if ago == 0 else f"recent ({ago} turn{'' if ago == 1 else 's'} ago)")
             rel = rel_get(m.id, 0.0)
             if rel > 0:
                 out.append(f"relevant to query (bm25 {rel:.2f})")
