@@ -700,7 +700,8 @@ class InspectorApp(App[None]):
 
     def action_save(self) -> None:
         pid = self.source.header.get("pid", "session")
-        self.push_screen(SaveScreen(f"cp-{pid}.cpsession", len(self.timeline)), self._save_to)
+        self.push_screen(SaveScreen(f"cp-{pid}.cpsession", len(self.timeline), still_arriving=self.disconnected is None),
+                         self._save_to)
 
     def _save_to(self, path: str | None) -> None:
         if path:

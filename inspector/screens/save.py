@@ -1,4 +1,4 @@
-"""`s` after a live session ends: ask where to save what was received."""
+"""`s` in a live session (while it runs or after it ends): ask where to save what was received."""
 
 from __future__ import annotations
 
@@ -21,13 +21,17 @@ class SaveScreen(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, default_path: str, turns: int) -> None:
+    def __init__(self, default_path: str, turns: int, still_arriving: bool = False) -> None:
         super().__init__()
-        self.default_path, self.turns = default_path, turns
+        self.default_path, self.turns, self.still_arriving = default_path, turns, still_arriving
 
     def compose(self) -> ComposeResult:
+        # While the agent runs, turns go on arriving behind the prompt and the save takes every one there
+        # at Enter: a count fixed when `s` was pressed ("Save 15 received turns") was not what was saved.
+        what = (f"the turns received by Enter ({self.turns} so far)" if self.still_arriving
+                else f"{self.turns} received turns")
         with Vertical():
-            yield Label(f"Save {self.turns} received turns to (Enter to save, Esc to cancel):")
+            yield Label(f"Save {what} to (Enter to save, Esc to cancel):")
             yield Input(value=self.default_path, id="save-path")
 
     @on(Input.Submitted)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from textual.widgets import Input, Select, Static, Switch
+from textual.widgets import Input, Label, Select, Static, Switch
 
 from engine.whatif import Overrides
 from inspector.app import InspectorApp
@@ -138,6 +138,22 @@ async def test_save_after_disconnect(tmp_path: Path, live_source: SyntheticSourc
         await pilot.press("enter")
         await settle(pilot)
         assert len(json.loads(target.read_text())["turns"]) == 30
+
+
+async def test_saving_while_the_agent_runs_says_turns_go_on_arriving() -> None:
+    """The prompt said "Save 10 received turns" while more arrived behind it; the save, at Enter, takes
+    every turn there by then (a live demo: "Save 15 received turns", then "saved 21 turns")."""
+    source = GatedSource()
+    app = InspectorApp(source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        assert isinstance(app.screen, SaveScreen)
+        prompt = str(app.screen.query_one(Label).render())
+        assert "10 so far" in prompt and "Save 10 received turns" not in prompt, prompt
+        await pilot.press("escape")
+        source.release.set()
+        source.release.set()
 
 
 async def test_save_is_disabled_in_replay(replay_source: SyntheticSource) -> None:
