@@ -206,3 +206,17 @@ def test_two_models_diff_turn_by_turn_with_the_cause_at_byte_0(tmp_path: Path) -
     assert res.exit_code == 0, res.output
     assert "turn    0: model_changed at byte 0;" in res.stdout  # was "at  byte 0": no unit to name
     assert "turn 1 is only in the baseline (1 turn)" in res.stdout
+
+
+def test_another_provider_is_named_as_the_difference_not_an_edited_tool(tmp_path: Path) -> None:
+    """Anthropic and OpenAI spell a tool differently, so the first unit to differ was the first tool:
+    every turn read "tool_schema: input schema of tool 'bash' edited", though no tool was edited."""
+    rec = record(tmp_path / "a.cpsession", turns=2)
+    res = run("recorded", "provider=openai", str(rec), "--json")
+    assert res.exit_code == 0, res.output
+    for t in json.loads(res.stdout)["sessions"][0]["per_turn"]:
+        fd = t["first_difference"]
+        assert fd["cause"] == "provider_changed" and fd["breaks_cache"] and fd["offset"] == 0
+        assert fd["detail"].startswith("provider anthropic -> openai")
+    res = run("recorded", "provider=openai", str(rec))
+    assert "turn    0: provider_changed at byte 0;" in res.stdout and "tool_schema" not in res.stdout

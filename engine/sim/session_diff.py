@@ -283,6 +283,21 @@ def diff_session(
             if parsed[0] is not None and parsed[1] is not None:
                 d = diff_requests(parsed[0], parsed[1])
                 rows[t]["cross"] = None if d.identical else _summary(d)
+                pv = [rows[t][side]["provider"] for side in (0, 1)]
+                if pv[0] != pv[1] and d.cause != "model_changed":  # (a model change says it already)
+                    # Another provider's request spells tools and system another way: the units differ
+                    # from the first tool ("input schema edited" where nothing was) and no cache is shared.
+                    rows[t]["cross"] = {
+                        "cause": "provider_changed",
+                        "breaks_cache": True,
+                        "segment": "",
+                        "section": "",
+                        "label": "",
+                        "block": None,
+                        "offset": 0,
+                        "detail": f"provider {pv[0]} -> {pv[1]}: another request format; each provider caches "
+                        "its own requests",
+                    }
     except ConfigError as exc:
         raise DiffError(str(exc)) from exc
     # Times and blocks for the simulator.
@@ -410,6 +425,7 @@ def _take(item: tuple[int, float, Built], side: int, prev: list[Any], rows: dict
         "schema": _schema_hash(built),
         "markers": _markers(built),
         "sha": built.serialized.request_sha256,
+        "provider": built.serialized.provider,
         "own": own,
         "_req": _Req(
             turn,
