@@ -220,3 +220,12 @@ def test_another_provider_is_named_as_the_difference_not_an_edited_tool(tmp_path
         assert fd["detail"].startswith("provider anthropic -> openai")
     res = run("recorded", "provider=openai", str(rec))
     assert "turn    0: provider_changed at byte 0;" in res.stdout and "tool_schema" not in res.stdout
+
+
+@pytest.mark.parametrize("command", ["diff", "forks"])
+def test_a_price_table_that_is_a_directory_is_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
+    rec = record(tmp_path / "a.cpsession", turns=1)
+    args = ["recorded", "recorded", str(rec)] if command == "diff" else [str(rec), str(rec)]
+    res = CliRunner().invoke(app, [command, *args, "--prices", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and f"price table {tmp_path} cannot be read" in res.output

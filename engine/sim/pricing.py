@@ -58,6 +58,11 @@ class PriceTable:
             raise ConfigError(f"price table {chosen} does not exist (set {ENV_VAR} to a valid file)") from exc
         except json.JSONDecodeError as exc:
             raise ConfigError(f"price table {chosen} is not valid JSON: {exc}") from exc
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not text: was a traceback
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(
+                f"price table {chosen} cannot be read ({why}); give a JSON price table file"
+            ) from exc
         return cls.from_dict(data, str(chosen))
 
     @classmethod
