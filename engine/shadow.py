@@ -293,7 +293,7 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
     rows: list[dict[str, Any]] = []
     failed = 0
     tot = {"live": [0, 0, 0, 0.0], "shadow": [0, 0, 0, 0.0]}  # prompt, read, write, cost
-    priced = True
+    priced = {"live": True, "shadow": True}  # per side: the candidate may be another model
     for e in events:
         if e.get("k") != "shadow":
             continue
@@ -326,7 +326,7 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
             try:
                 c = cost(m, CallCache(tokens, read, write, max(0, tokens - read - write)), outputs.get(t, 0))
             except UnknownModelError:
-                priced = False
+                priced[side] = False
             acc = tot[side]
             acc[0] += tokens
             acc[1] += read
@@ -344,6 +344,8 @@ def shadow_summary(events: Sequence[dict[str, Any]], model: str | None = None) -
         "hit_rate": hit,
         "hit_rate_delta": round(hit[1] - hit[0], 6),
         "tokens": [int(live[0]), int(shadow[0])],
-        "priced": priced,
+        "priced": priced["live"] and priced["shadow"],
+        "priced_sides": [priced["live"], priced["shadow"]],
+        "models": [live_model, shadow_model],
         "failed_turns": failed,  # turns the candidate could not be planned on (rows with "error")
     }

@@ -86,22 +86,34 @@ class ShadowPanel(Static):
         table.add_column("")
         table.add_column("live", justify="right")
         table.add_column("candidate", justify="right")
+        # A side whose model the price table lacks was priced at $0: say n/a rather than show it free.
+        priced = s.get("priced_sides") or [s.get("priced", True)] * 2
+        models = s.get("models") or ["", ""]
+
+        def usd(side: int, value: float, places: int) -> str:
+            return f"${value:.{places}f}" if priced[side] else "n/a"
+
         if row is not None and "live" in row:
             lv, sh = row["live"], row["shadow"]
             table.add_row("tokens", f"{lv['tokens']:,}", f"{sh['tokens']:,}")
             table.add_row("est. cache read", f"{lv['read']:,}", f"{sh['read']:,}")
             table.add_row("est. cache write", f"{lv['write']:,}", f"{sh['write']:,}")
-            table.add_row("est. cost", f"${lv['cost_usd']:.5f}", f"${sh['cost_usd']:.5f}")
+            table.add_row("est. cost", usd(0, lv["cost_usd"], 5), usd(1, sh["cost_usd"], 5))
         hr = [
             acc[f"{x}_read"] / acc[f"{x}_tokens"] if acc[f"{x}_tokens"] else 0.0 for x in ("live", "shadow")
         ]
-        table.add_row("cost so far", f"${acc['live_cost']:.4f}", f"${acc['shadow_cost']:.4f}")
+        table.add_row("cost so far", usd(0, acc["live_cost"], 4), usd(1, acc["shadow_cost"], 4))
         table.add_row("hit rate so far", f"{hr[0]:.1%}", f"{hr[1]:.1%}")
         delta = acc["shadow_cost"] - acc["live_cost"]
         pct = f" ({100 * delta / acc['live_cost']:+.1f}%)" if acc["live_cost"] else ""
         head = Text(f"candidate: {describe_candidate(s['config'])}\n", style="dim")
+        if all(priced):
+            cost_delta = f"cost {delta:+.4f} USD{pct}"
+        else:
+            unpriced = sorted({str(m) for m, ok in zip(models, priced, strict=True) if not ok})
+            cost_delta = f"cost n/a (no price for {', '.join(unpriced)})"
         head.append(
-            f"running delta: cost {delta:+.4f} USD{pct}, hit rate {100 * (hr[1] - hr[0]):+.1f} pts\n",
+            f"running delta: {cost_delta}, hit rate {100 * (hr[1] - hr[0]):+.1f} pts\n",
             style="bold red" if delta > 0 else "bold green",
         )
         failed = sum(1 for r in rows if r["turn"] <= self.turn and "error" in r)

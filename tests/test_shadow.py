@@ -252,3 +252,23 @@ def test_the_open_turn_counts_the_live_requests_tokens() -> None:
     s = shadow_summary(events)
     assert s is not None and s["tokens"] == [sent[0], s["turns"][0]["shadow"]["tokens"]]
     assert "live" not in s["turns"][1] and s["turns"][1]["first_diff"] is not None
+
+
+async def test_a_candidate_model_without_a_price_is_not_shown_as_free(tmp_path: Path) -> None:
+    """A whole candidate configuration on a model the price table lacks was priced at $0 per turn: the
+    tab showed it free and a running delta of -100%."""
+    path = tmp_path / "u.cpsession"
+    live_cfg = Pipeline("claude-sonnet-4", window=6000).config
+    agent(path, dataclasses.replace(live_cfg, model="acme-unpriced-1"), turns=4)
+    events, _ = load_recording_events(path)
+    s = shadow_summary(events)
+    assert s is not None and s["priced_sides"] == [True, False] and not s["priced"]
+    assert s["models"] == ["claude-sonnet-4", "acme-unpriced-1"]
+    app = InspectorApp(FileSource(path), start_turn=3)
+    async with app.run_test(size=(400, 60)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        svg = app.export_screenshot().replace("&#160;", " ")
+        assert "cost n/a (no price for acme-unpriced-1)" in svg
+        assert "-100.0%" not in svg and "n/a" in svg
