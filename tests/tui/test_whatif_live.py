@@ -146,14 +146,23 @@ async def test_saving_while_the_agent_runs_says_turns_go_on_arriving() -> None:
     source = GatedSource()
     app = InspectorApp(source)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause(0.1)
+        for _ in range(200):  # the first ten turns shown (a loaded machine takes longer than a fixed pause)
+            await pilot.pause(0.05)
+            if len(app.timeline) == 10 and app.index == 9:
+                break
         await pilot.press("s")
         assert isinstance(app.screen, SaveScreen)
         prompt = str(app.screen.query_one(Label).render())
         assert "10 so far" in prompt and "Save 10 received turns" not in prompt, prompt
         await pilot.press("escape")
-        source.release.set()
-        source.release.set()
+        for arrived in (11, 12):  # let the agent finish before the app closes
+            source.release.set()
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if len(app.timeline) == arrived:
+                    break
+        await settle(pilot)
+        assert app.disconnected
 
 
 async def test_save_is_disabled_in_replay(replay_source: SyntheticSource) -> None:
