@@ -102,6 +102,7 @@ def forks(
     """The fork tree: a parent, its sub-agents (and theirs), what each reads from the shared prefix, and
     the forked run priced against independent sub-agents on the same work."""
     from engine.errors import ContextPipeError
+    from engine.recording.replay import MALFORMED
     from engine.sim.forks import fork_children, price_forks, tree_text
 
     def load(p: Path, named: bool) -> list[dict] | None:
@@ -145,6 +146,9 @@ def forks(
                 rec = f.get("record")
                 if not rec:
                     continue
+                if not isinstance(rec, str):  # (a path was a traceback here)
+                    warn(f"{at}: a fork event names {rec!r} as the child's recording, not a path; skipped")
+                    continue
                 cand = [Path(rec), at.parent / Path(rec).name]
                 found = next((c for c in cand if c.exists()), None)
                 if found is None:
@@ -171,6 +175,13 @@ def forks(
         report = price_forks((parent.name, pev), [(k.name, ev) for k, ev in kids], prices=prices)
     except ContextPipeError as exc:
         fail(str(exc), 2)
+    except MALFORMED as exc:  # a fork or link event of the wrong shape: the file's fault, not a crash
+        files = ", ".join(str(x) for x in [parent, *(k for k, _ in kids)])
+        fail(
+            f"{files}: events are not what the engine writes ({type(exc).__name__}: {exc}); a recording is "
+            "damaged or was not written by the ContextPipe engine",
+            2,
+        )
     typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
 
 

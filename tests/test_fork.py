@@ -434,3 +434,33 @@ def test_a_child_plans_its_parents_shadow_candidate_too(tmp_path: Path) -> None:
     s = shadow_summary(events)
     assert s is not None and [r["turn"] for r in s["turns"]] == [0, 1] and s["failed_turns"] == 0
     assert CliRunner().invoke(app, ["verify", str(tmp_path / "child.cpsession")]).exit_code == 0
+
+
+def test_forks_reads_past_a_damaged_fork_event_and_names_a_damaged_link(tmp_path: Path) -> None:
+    """A fork event whose record is not a path, or with no turn, was a TypeError / KeyError traceback."""
+    p = parent_pipeline("anthropic", tmp_path / "parent.cpsession")
+    turns(p, 1, "p")
+    c = p.fork("task", record=tmp_path / "child.cpsession")
+    turns(c, 1, "c")
+    c.close()
+    # Events the engine never writes, as a damaged or hand-edited journal may hold them.
+    p.journal.append({"k": "fork", "session_id": p.session_id, "child": "x1", "record": 5})
+    p.journal.append({"k": "fork", "session_id": p.session_id, "child": "x2", "record": "missing.cpsession"})
+    p.close()
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession")])
+    assert res.exit_code == 0 and res.exception is None, res.output
+    assert "names 5 as the child's recording, not a path" in res.stderr
+    assert "child.cpsession  (" in res.stdout
+    bad = tmp_path / "bad.cpsession"
+    q = Pipeline(
+        "claude-sonnet-4",
+        record=bad,
+        links={"session_id": "b", "parent_session": p.session_id, "fork_turn": "soon"},
+    )
+    q.identity("You are terse.")
+    q.user("hi")
+    turns(q, 1, "q")
+    q.close()
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), str(bad)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "events are not what the engine writes" in res.output and str(bad) in res.output

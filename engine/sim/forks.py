@@ -91,7 +91,7 @@ def price_forks(
             if e.get("k") == "usage"
         }
         # The requests a child's spawn check compares with: this session's last before each of its forks.
-        fork_turns = {int(f["turn"]) for f in forks}
+        fork_turns = {f["turn"] for f in forks if isinstance(f.get("turn"), int)}  # (a damaged one: no check)
         for turn, tm, built in side_builds(events, None, counter):
             blocks = tuple(
                 cachesim.Block(b.sha, b.tokens, breakpoint=b.marker, segment=b.segment)
