@@ -197,7 +197,10 @@ def validate_spawn(
                 break
             n += 1
         shared_units = n
-    n = shared_units
+    if isinstance(shared_units, bool) or not isinstance(shared_units, int) or shared_units < 0:
+        # (-1 sliced off the parent's last unit and reported "the first -1 unit(s)")
+        raise ConfigError(f"shared_units must be a number of units >= 0, got {shared_units!r}")
+    n = min(shared_units, len(pa.units))  # no more than the parent's request has
     shared_bytes = sum(len(u.content) + 1 for u in pa.units[:n])
     blocks = getattr(ser, "blocks", None)
     tokens = sum(b.tokens for b in blocks[:n]) if blocks is not None and len(blocks) >= n else None

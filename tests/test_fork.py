@@ -464,3 +464,13 @@ def test_forks_reads_past_a_damaged_fork_event_and_names_a_damaged_link(tmp_path
     res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), str(bad)])
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "events are not what the engine writes" in res.output and str(bad) in res.output
+
+
+def test_validate_spawn_refuses_a_negative_shared_units() -> None:
+    """shared_units=-1 sliced off the parent's last unit and reported "ok: ... first -1 unit(s)"."""
+    a = {"system": "You are terse.", "messages": [{"role": "user", "content": "hi"}]}
+    b = {"system": "You are terse.", "messages": [{"role": "user", "content": "yo"}]}
+    with pytest.raises(ConfigError, match="shared_units must be a number of units >= 0, got -1"):
+        validate_spawn(a, b, shared_units=-1)
+    rep = validate_spawn(a, b, shared_units=50)  # more than the parent has: all of it, 2 units
+    assert not rep.ok and rep.shared_units == 2 and rep.divergence is not None
