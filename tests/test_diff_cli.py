@@ -229,3 +229,17 @@ def test_a_price_table_that_is_a_directory_is_one_line_and_exit_2(tmp_path: Path
     res = CliRunner().invoke(app, [command, *args, "--prices", str(tmp_path)])
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output and f"price table {tmp_path} cannot be read" in res.output
+
+
+def test_a_side_whose_requests_exceed_its_window_is_said_to_be_unsendable(tmp_path: Path) -> None:
+    """window=50 priced requests of thousands of tokens as a 70% saving, with no word that a provider
+    would refuse every one of them."""
+    rec = record(tmp_path / "a.cpsession", turns=3)
+    res = run("recorded", "window=50", str(rec), "--json")
+    assert res.exit_code == 0, res.output
+    notes = json.loads(res.stdout)["sessions"][0]["notes"]
+    assert (
+        "candidate: 3 of 3 requests are larger than its window (50), which a provider would reject: its "
+        "figures are of requests that could not be sent"
+    ) in notes
+    assert not any(n.startswith("baseline:") for n in notes)

@@ -375,6 +375,18 @@ def diff_session(
                 f" ({n} turn{'' if n == 1 else 's'}): not compared turn by turn, but counted in the {who}'s"
                 " totals (cost, tokens, hit rate)"
             )
+    # A request larger than its window is one no provider serves: a side that sends them prices a
+    # session that could not have run (window=1 read as 70% cheaper). Said, as simulate says it.
+    for side in (0, 1):
+        window = int(sides[side][0].overrides.window or sessions[side]["window"])
+        rows_side = [rows[t][side] for t in sorted(rows) if side in rows[t]]
+        over = sum(1 for r in rows_side if r["tokens"] > window)
+        if over:
+            who = "baseline" if side == 0 else "candidate"
+            notes.append(
+                f"{who}: {over} of {len(rows_side)} requests are larger than its window ({window:,}), "
+                "which a provider would reject: its figures are of requests that could not be sent"
+            )
     totals = []
     for side, fig in enumerate(figures):
         tot = fig.totals
