@@ -243,3 +243,8 @@ def test_a_side_whose_requests_exceed_its_window_is_said_to_be_unsendable(tmp_pa
         "figures are of requests that could not be sent"
     ) in notes
     assert not any(n.startswith("baseline:") for n in notes)
+    # The CI comment carries the notes too (it showed the -70% and nothing else).
+    md = run("recorded", "window=50", str(rec), "--markdown").stdout
+    assert (
+        "**Notes:**" in md and "- `a.cpsession`: candidate: 3 of 3 requests are larger than its window" in md
+    )

@@ -690,4 +690,11 @@ def to_markdown(report: DiffReport, failures: Sequence[str] = ()) -> str:
         lines.append("No new cache breaks.")
     for f in failures:
         lines.append(f"- **failed** {f}")
+    # What the text and JSON say beside the figures (a file cut short, turns only one side has, requests
+    # past the window) bears on reading them in a CI comment too.
+    notes = [(s.source, n) for s in report.sessions for n in s.notes]
+    if notes:
+        lines.append("")
+        lines.append("**Notes:**")
+        lines += [f"- `{Path(src).name}`: {n}" for src, n in notes]
     return "\n".join(lines)
