@@ -255,13 +255,14 @@ def top(
     from .app import InspectorApp
     from .app_exit import run_app
     from .sources.live import LiveSource
-    from .top_app import TopApp
+    from .top_app import TopApp, TopView
 
     need_terminal("top", "or `cp-inspect ps --json` for the agents as JSON")
     watcher = FleetWatcher().start()
+    view = TopView()  # the sort and filter, as left, when the inspector returns to the table
     try:
         while True:
-            target = run_app(TopApp(watcher, theme=theme))
+            target = run_app(TopApp(watcher, theme=theme, view=view))
             if not target:
                 return
             parsed = parse_target(target)

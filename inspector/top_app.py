@@ -7,6 +7,8 @@ threads; the app only copies a snapshot into the table twice a second, and only 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -20,6 +22,17 @@ from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
 from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
 
 REFRESH_S = 0.5
+
+
+@dataclass
+class TopView:
+    """What the person set in the table (sort column, order, filter). `top` shows a new table each time
+    the inspector it attached returns, and hands it this, so `q` comes back to the table as it was left;
+    the sort and filter went back to the defaults."""
+
+    sort_key: str = "cost"
+    reverse: bool = True
+    filter: str = ""
 
 
 class TopApp(App[str | None]):
@@ -43,9 +56,11 @@ class TopApp(App[str | None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, watcher: FleetWatcher, theme: str | None = None, refresh_s: float = REFRESH_S) -> None:
+    def __init__(self, watcher: FleetWatcher, theme: str | None = None, refresh_s: float = REFRESH_S,
+                 view: TopView | None = None) -> None:
         super().__init__()
         self.watcher = watcher
+        self.view = view if view is not None else TopView()
         self.refresh_s = refresh_s
         self._summary = ""
         for t in THEMES:
@@ -67,7 +82,13 @@ class TopApp(App[str | None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one(FleetTable).focus()
+        table = self.query_one(FleetTable)
+        table.sort_key, table.reverse, table.filter = self.view.sort_key, self.view.reverse, self.view.filter
+        if self.view.filter:
+            box = self.query_one("#filter", Input)
+            box.value = self.view.filter
+            box.add_class("shown")
+        table.focus()
         self.refresh_table()
         self.set_interval(self.refresh_s, self.refresh_table)
 
@@ -97,12 +118,12 @@ class TopApp(App[str | None]):
 
     def action_sort(self, step: int) -> None:
         table = self.query_one(FleetTable)
-        table.sort_key = SORT_KEYS[(SORT_KEYS.index(table.sort_key) + step) % len(SORT_KEYS)]
+        table.sort_key = self.view.sort_key = SORT_KEYS[(SORT_KEYS.index(table.sort_key) + step) % len(SORT_KEYS)]
         self.refresh_table()
 
     def action_reverse(self) -> None:
         table = self.query_one(FleetTable)
-        table.reverse = not table.reverse
+        table.reverse = self.view.reverse = not table.reverse
         self.refresh_table()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -122,13 +143,13 @@ class TopApp(App[str | None]):
         box = self.query_one("#filter", Input)
         box.value = ""
         box.remove_class("shown")
-        self.query_one(FleetTable).filter = ""
+        self.query_one(FleetTable).filter = self.view.filter = ""
         self.query_one(FleetTable).focus()
         self.refresh_table()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.query_one(FleetTable).filter = event.value.strip()
+        self.query_one(FleetTable).filter = self.view.filter = event.value.strip()
         self.refresh_table()
 
     @on(Input.Submitted, "#filter")
