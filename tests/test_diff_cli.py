@@ -248,3 +248,15 @@ def test_a_side_whose_requests_exceed_its_window_is_said_to_be_unsendable(tmp_pa
     assert (
         "**Notes:**" in md and "- `a.cpsession`: candidate: 3 of 3 requests are larger than its window" in md
     )
+
+
+def test_two_recording_sides_and_more_recordings_is_a_usage_error(tmp_path: Path) -> None:
+    """`diff a b c d`: the same a-vs-b diff ran once per extra recording, labelled c and d, and the
+    totals counted it twice."""
+    a = record(tmp_path / "a.cpsession", turns=2)
+    b = record(tmp_path / "b.cpsession", accident="latch", turns=2)
+    extra = record(tmp_path / "c.cpsession", turns=2)
+    res = run(str(a), str(b), str(extra))
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "both sides are recordings" in res.output and "would not be used" in res.output
+    assert run(str(a), str(b)).exit_code == 0

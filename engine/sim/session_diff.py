@@ -545,6 +545,14 @@ def diff_recordings(
     counter = TokenCounter()
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     paths: list[str | Path] = list(recordings)
+    if base.recording is not None and cand.recording is not None and paths:
+        # Both sides fixed: each recording given would have been "diffed" as the same two files again,
+        # labelled with its own name, and the totals counted that many times.
+        raise DiffError(
+            f"both sides are recordings ({base.recording}, {cand.recording}): the recordings after them "
+            f"({', '.join(str(p) for p in paths)}) would not be used; leave them out, or give a configuration "
+            "(recorded, key=value, .toml/.json) for one side"
+        )
     if not paths:
         paths.extend([p for p in (base.recording, cand.recording) if p is not None][:1])
     if not paths:
