@@ -260,3 +260,6 @@ def test_two_recording_sides_and_more_recordings_is_a_usage_error(tmp_path: Path
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert "both sides are recordings" in res.output and "would not be used" in res.output
     assert run(str(a), str(b)).exit_code == 0
+    # One recording twice (another spelling of its path too) would count its figures twice.
+    res = run("recorded", "window=50000", str(a), str(tmp_path / "." / "a.cpsession"))
+    assert res.exit_code == 2 and "is given twice" in res.output, res.output

@@ -553,6 +553,12 @@ def diff_recordings(
             f"({', '.join(str(p) for p in paths)}) would not be used; leave them out, or give a configuration "
             "(recorded, key=value, .toml/.json) for one side"
         )
+    seen: dict[Path, str | Path] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:  # its figures would be counted twice in the totals
+            raise DiffError(f"{p} is given twice (as {seen[key]} too): give each recording once")
+        seen[key] = p
     if not paths:
         paths.extend([p for p in (base.recording, cand.recording) if p is not None][:1])
     if not paths:
