@@ -62,7 +62,12 @@ def add_cmd(
         str | None, typer.Option("--source", help="Tool call id, or for --kind file_read the file's path.")
     ] = None,
 ) -> None:
-    """Store an item and print its id."""
+    """Store an item and print its id.
+
+    \b
+    Example:
+      cp-inspect ctx add --db ctx.sqlite --kind memory --pin "The build runs on Python 3.11."
+    """
     try:
         k = Kind.parse(kind)
     except ValueError as exc:
@@ -205,7 +210,12 @@ def get_cmd(
 def expand_cmd(
     db: ExistingDbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
 ) -> None:
-    """Print the original text behind a stub or summary."""
+    """Print the original text behind a stub or summary.
+
+    \b
+    Example:
+      cp-inspect ctx expand --db ctx.sqlite 5     (5: the number after # in a stub)
+    """
     if item_id < 1:
         fail(f"item ids start at 1, got {item_id}: give the number after # in a stub, e.g. `ctx expand --db DB 5`", 2)
     store = _open(db, create=False)

@@ -100,7 +100,12 @@ def forks(
     ] = None,
 ) -> None:
     """The fork tree: a parent, its sub-agents (and theirs), what each reads from the shared prefix, and
-    the forked run priced against independent sub-agents on the same work."""
+    the forked run priced against independent sub-agents on the same work.
+
+    \b
+    Example:
+      cp-inspect forks parent.cpsession     (recorded with pipe.fork(..., record=PATH))
+    """
     from engine.errors import ContextPipeError
     from engine.recording.replay import MALFORMED
     from engine.sim.forks import fork_children, price_forks, tree_text

@@ -12,14 +12,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Commands whose --help shows an example (ps, top, eval, forks and ctx add/expand are left to their text).
+# Commands whose --help shows an example (ps, top and eval are left to their text).
 WITH_EXAMPLES = ["explain", "verify", "salvage", "import", "replay", "attach", "demo", "simulate", "diff",
-                 "export", "report", "proxy", "run", "ctx get", "ctx import"]
+                 "forks", "export", "report", "proxy", "run", "ctx get", "ctx import", "ctx add", "ctx expand"]
 # What an example may not be run for here: a terminal UI, a network peer, or a placeholder for a file of
 # the reader's own (written in capitals, or a name this test cannot have).
 TERMINAL_UIS = {"replay", "attach", "top", "run"}
 NEEDS_A_PEER = {"export", "proxy"}
-THEIR_OWN_FILES = re.compile(r"\b[A-Z]{2,}\b|damaged\.cpsession|main\.cpsession|branch\.cpsession")
+THEIR_OWN_FILES = re.compile(r"\b[A-Z]{2,}\b|(damaged|main|branch|parent)\.cpsession")
 
 
 def _cp_inspect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
