@@ -281,6 +281,8 @@ class RecordingWriter:
         self._zc: Any = None  # zstd compressobj of the current stream; None: the next chunk starts one
         self._stream_raw = 0
         self._streams: list[int] = []
+        # park(): (where the events end, where the footer ends, st_dev, st_ino) of the file let go
+        self._parked: tuple[int, int, int, int] | None = None
 
     @classmethod
     def resume(cls, path: str | Path) -> RecordingWriter:
@@ -369,7 +371,9 @@ class RecordingWriter:
             raise ValueError(f"event kind must be a str not starting with '@', got {kind!r}")
         with self._lock:
             if self._fd is None:
-                raise RecordingError(f"{self.path}: append after close()")
+                if self._parked is None:
+                    raise RecordingError(f"{self.path}: append after close()")
+                self._unpark()
             if self.error is not None:
                 raise self._stopped()
             if kind == "blob":
@@ -456,6 +460,9 @@ class RecordingWriter:
         by rebuilding its index, as one whose writer was killed."""
         with self._lock:
             if self._fd is None:
+                if self._parked is not None:  # parked: the file was finished then, and nothing came since
+                    self._parked = None
+                    self._unmark()
                 return
             fd = self._fd
             try:
@@ -463,13 +470,87 @@ class RecordingWriter:
                     raise self._stopped()
                 self._close_footer()
             finally:
-                if self._counter is not None:
-                    counter_unmark(self._counter)
-                    self._counter = None
+                self._unmark()
                 self._fd = None
                 os.close(fd)
 
-    def _close_footer(self) -> None:
+    def _unmark(self) -> None:
+        if self._counter is not None:
+            counter_unmark(self._counter)
+            self._counter = None
+
+    def park(self) -> bool:
+        """Finish the file as close() does and let its descriptor go, keeping what appending needs: the
+        next append() reopens it, cuts the footer off and goes on where the events ended (a follower reads
+        on as it does after resume()). For a writer that may sit idle for long, such as a proxy session
+        whose agent went away: meanwhile the file is complete (a reader opens it by its footer, verify
+        calls it closed) and holds no descriptor. Not synced to disk (close() and flush() do that): a
+        parked file survives its process being killed, as every written frame does.
+
+        False when there is nothing to park: closed, already parked, or stopped by a failed write. A
+        footer that cannot be written stops the recording as a failed write does, and is raised."""
+        with self._lock:
+            if self._fd is None or self.error is not None:
+                return False
+            fd = self._fd
+            try:
+                self._flush_chunk()
+                data_end = self._pos
+                self._close_footer(sync=False)
+                st = os.fstat(fd)
+            except BaseException:
+                self._unmark()
+                self._fd = None
+                os.close(fd)
+                raise
+            # The footer is cut off again when appending resumes: the next frame goes where it begins.
+            self._parked = (data_end, self._pos, st.st_dev, st.st_ino)
+            self._pos = data_end
+            self._fd = None
+            os.close(fd)  # releases the flock too: taken again on reopening
+            return True
+
+    @property
+    def parked(self) -> bool:
+        return self._parked is not None
+
+    def _unpark(self) -> None:
+        """Reopen a parked file to append (caller holds the lock). Only the file this writer finished: one
+        replaced, moved away, or written since (another writer's lock, another size) is left as it is and
+        the recording stops, as after a failed write: it keeps every turn it held when parked."""
+        assert self._parked is not None
+        data_end, footer_end, dev, ino = self._parked
+        self._parked = None
+        why = ""
+        fd = -1
+        try:
+            fd = _open_file(self.path, os.O_WRONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (dev, ino):
+                why = "it was replaced or moved while the writer was idle"
+            elif st.st_size != footer_end:
+                why = f"it was changed while the writer was idle ({st.st_size} bytes, not the {footer_end} written)"
+            else:
+                os.ftruncate(fd, data_end)
+                os.lseek(fd, data_end, os.SEEK_SET)
+                self._fd, self._pos = fd, data_end
+                return
+        except BlockingIOError:
+            why = "another writer holds it"
+        except (OSError, RecordingError) as exc:
+            why = f"it cannot be reopened ({getattr(exc, 'strerror', None) or exc})"
+        if fd >= 0:
+            os.close(fd)
+        self._unmark()
+        self.error = RecordingError(
+            f"{self.path}: not appended to: {why}. The recording stopped there: the file keeps every turn "
+            "written before it went idle",
+            data_end,
+        )
+        raise self._stopped()
+
+    def _close_footer(self, sync: bool = True) -> None:
         self._flush_chunk()
         data_end = self._pos
         # The token counts sit between the events and the blob map: a reader that predates them
@@ -492,6 +573,8 @@ class RecordingWriter:
         )
         self._write(counts + blobs + index + _trailer(index_at))
         assert self._fd is not None
+        if not sync:
+            return
         try:
             os.fsync(self._fd)
         except OSError as exc:

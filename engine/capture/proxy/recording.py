@@ -50,6 +50,15 @@ MAX_RECORD_BYTES = 256 * 1024 * 1024
 # task a session) used five descriptors a session and ran out (1024 is a common soft limit, macOS has
 # 256): then new calls could not even be accepted.
 MAX_SERVED = 16
+# Recording files held open at once. Past this the least recently active session's file is parked
+# (RecordingWriter.park: finished with its footer and closed; its next call reopens it and appends).
+# Each session held its file open for the life of the proxy: a harness running hundreds of tasks through
+# one proxy ran the process out of descriptors with them alone.
+MAX_OPEN_RECORDINGS = 64
+# A session with no call for this long has its file parked too: an agent that went away (finished,
+# killed, its harness moved on) leaves a complete, closed recording behind while the proxy runs on,
+# not one that only the proxy's exit finishes.
+IDLE_PARK_S = 30.0
 
 
 class ProxyCallError(ContextPipeError):
@@ -138,13 +147,18 @@ class Recorder:
         hello: dict[str, Any] | None = None,
         max_record_bytes: int = MAX_RECORD_BYTES,
         max_served: int = MAX_SERVED,
+        max_open: int = MAX_OPEN_RECORDINGS,
+        idle_park: float = IDLE_PARK_S,
     ) -> None:
         self.record_dir = record_dir
         self.serve, self.window, self.on_session = serve, window, on_session
         self.hello = hello or {}
         self.max_record_bytes = max_record_bytes
         self.max_served = max_served
+        self.max_open, self.idle_park = max_open, idle_park
         self._served: OrderedDict[int, tuple[SessionInfo, ProxyTap]] = OrderedDict()  # by last activity
+        # Sessions whose recording file is open, least recently active first, with when they last were.
+        self._open: OrderedDict[int, tuple[SessionInfo, ProxyTap, float]] = OrderedDict()
         self.sessions: dict[str, tuple[SessionInfo, ProxyTap]] = {}
         self.skipped: list[str] = []  # exchanges not recorded, with why
         self._q: queue.Queue[Exchange | None] = queue.Queue()
@@ -175,7 +189,12 @@ class Recorder:
 
     def _run(self) -> None:
         while True:
-            ex = self._q.get()
+            try:
+                # Woken at least this often while idle, to park the files of sessions gone quiet.
+                ex = self._q.get(timeout=max(0.05, self.idle_park / 2))
+            except queue.Empty:
+                self._park_idle()
+                continue
             if ex is None:
                 return
             try:
@@ -184,10 +203,13 @@ class Recorder:
                 self.skipped.append(f"{type(exc).__name__}: {exc}")
                 log.warning("proxy recorder: %s: %s", type(exc).__name__, exc)
             finally:
-                with self._lock:
-                    self._pending -= 1
-                    if self._pending == 0:
-                        self._idle.set()
+                try:
+                    self._park_idle()
+                finally:
+                    with self._lock:
+                        self._pending -= 1
+                        if self._pending == 0:
+                            self._idle.set()
 
     def _record(self, ex: Exchange) -> None:
         wire = ex.route.wire
@@ -223,6 +245,13 @@ class Recorder:
         key = session_key(wire, body, ex.session_header)
         found = self._continued(body) if ex.session_header is None else None
         info, tap = found if found is not None else self._session(key, wire, body)
+        try:
+            self._journal(ex, wire, body, info, tap)
+        finally:
+            if tap.pipe is not None:  # its file is open now (a parked one reopened on its first append)
+                self._opened(info, tap)
+
+    def _journal(self, ex: Exchange, wire: str, body: dict[str, Any], info: SessionInfo, tap: ProxyTap) -> None:
         chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
         before_errors = tap.tap_errors
         # stamped when the agent sent it: the exchange is journaled only once its answer has ended
@@ -239,6 +268,35 @@ class Recorder:
         else:
             info.errors += 1
             tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+
+    def _opened(self, info: SessionInfo, tap: ProxyTap) -> None:
+        """A session had a call: it is the most recent; past max_open, the least recently active
+        sessions' files are parked."""
+        self._open[info.number] = (info, tap, time.monotonic())
+        self._open.move_to_end(info.number)
+        while len(self._open) > self.max_open:
+            _, (old_info, old_tap, _) = self._open.popitem(last=False)
+            self._park(old_info, old_tap)
+
+    def _park_idle(self) -> None:
+        """Park the file of every session with no call for idle_park seconds (oldest first: in order)."""
+        cutoff = time.monotonic() - self.idle_park
+        while self._open:
+            number, (info, tap, last) = next(iter(self._open.items()))
+            if last > cutoff:
+                return
+            del self._open[number]
+            self._park(info, tap)
+
+    def _park(self, info: SessionInfo, tap: ProxyTap) -> None:
+        writer = tap.pipe.recorder if tap.pipe is not None else None
+        if writer is None or not hasattr(writer, "park"):
+            return
+        try:
+            writer.park()
+        except Exception as exc:  # the footer could not be written: the recording stopped there
+            info.notes.append(f"recording stopped while idle: {exc}")
+            log.warning("proxy recorder: parking session %s's recording: %s", info.number, exc)
 
     def _active(self, info: SessionInfo, tap: ProxyTap) -> None:
         """A served session had a call: it is the most recent; past max_served, the least recently
