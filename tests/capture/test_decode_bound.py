@@ -5,9 +5,12 @@ it. Past the ceiling the body is refused for recording with a clear reason (it i
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gzip
 import tracemalloc
 import zlib
+from collections.abc import Iterator
 
 import pytest
 import zstandard
@@ -57,3 +60,90 @@ def test_bodies_within_the_ceiling_decode_as_before() -> None:
 
 def test_the_decode_ceiling_is_the_recorders() -> None:
     assert MAX_DECODED_BYTES == MAX_RECORD_BYTES
+
+
+# ------------------------------------------------------------------------------------------- brotli
+# brotli was decoded whole by the `brotli` package's one-shot call and checked against the ceiling only
+# after (and with the package absent it was not decoded at all). It is now decoded a bounded piece at a
+# time: by the package (1.2+, which takes an output limit) or the system's libbrotlidec through ctypes.
+def _libbrotlienc() -> ctypes.CDLL:
+    name = ctypes.util.find_library("brotlienc")
+    if name is None:
+        pytest.skip("the system's libbrotlienc is not installed (the test makes its bomb with it)")
+    lib = ctypes.CDLL(name)
+    lib.BrotliEncoderCreateInstance.restype = ctypes.c_void_p
+    lib.BrotliEncoderCreateInstance.argtypes = [ctypes.c_void_p] * 3
+    lib.BrotliEncoderDestroyInstance.argtypes = [ctypes.c_void_p]
+    lib.BrotliEncoderSetParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+    lib.BrotliEncoderCompressStream.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_void_p,
+    ]
+    lib.BrotliEncoderIsFinished.argtypes = [ctypes.c_void_p]
+    lib.BrotliEncoderHasMoreOutput.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def _brotli(blocks: Iterator[bytes]) -> bytes:
+    """The blocks brotli-compressed by the system's encoder, streamed (the input is never whole)."""
+    lib = _libbrotlienc()
+    state = lib.BrotliEncoderCreateInstance(None, None, None)
+    lib.BrotliEncoderSetParameter(state, 1, 1)  # BROTLI_PARAM_QUALITY: fast
+    out = bytearray()
+    buf = ctypes.create_string_buffer(1 << 16)
+
+    def run(op: int, data: bytes) -> None:
+        src = ctypes.create_string_buffer(data, len(data))
+        avail_in = ctypes.c_size_t(len(data))
+        next_in = ctypes.c_void_p(ctypes.addressof(src))
+        while True:
+            avail_out = ctypes.c_size_t(len(buf))
+            next_out = ctypes.c_void_p(ctypes.addressof(buf))
+            assert lib.BrotliEncoderCompressStream(
+                state, op, ctypes.byref(avail_in), ctypes.byref(next_in), ctypes.byref(avail_out),
+                ctypes.byref(next_out), None,
+            )
+            out.extend(buf.raw[: len(buf) - avail_out.value])
+            done = lib.BrotliEncoderIsFinished(state) if op == 2 else avail_in.value == 0
+            if done and not lib.BrotliEncoderHasMoreOutput(state):
+                return
+
+    try:
+        for block in blocks:
+            run(0, block)  # BROTLI_OPERATION_PROCESS
+        run(2, b"")  # BROTLI_OPERATION_FINISH
+    finally:
+        lib.BrotliEncoderDestroyInstance(state)
+    return bytes(out)
+
+
+def test_a_brotli_bomb_is_refused_at_the_ceiling_without_building_the_rest() -> None:
+    bomb = _brotli(b"\0" * 2**20 for _ in range(CLAIMED // 2**20))
+    assert len(bomb) < CLAIMED // 1000
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="decodes to more than 4 MiB.*forwarded as sent but not recorded"):
+            decode(bomb, "br", "response", limit=LIMIT)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * LIMIT, peak
+
+
+def test_brotli_bodies_within_the_ceiling_decode_and_bad_ones_say_so() -> None:
+    body = b'{"choices": [{"message": {"content": "hi"}}]}' * 3000
+    packed = _brotli(iter([body]))
+    assert decode(packed, "br") == body
+    assert decode(packed, "br", limit=len(body)) == body  # exactly at the ceiling
+    assert decode(gzip.compress(packed), "br, gzip") == body
+    with pytest.raises(ValueError, match="br-encoded but does not decode"):
+        decode(packed[:-4], "br")  # cut short
+    with pytest.raises(ValueError, match="br-encoded but does not decode"):
+        decode(packed + b"junk", "br")
+    with pytest.raises(ValueError, match="br-encoded but does not decode"):
+        decode(b"\xff" * 32, "br")

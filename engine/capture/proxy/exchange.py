@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.capture.proxy.routes import Route
 
@@ -51,12 +52,7 @@ def _undo(raw: bytes, enc: str, what: str, limit: int) -> bytes:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True) as r:
             return _within(r.read(limit + 1), what, limit)
     if enc == "br":
-        try:
-            import brotli  # type: ignore[import-not-found]
-        except ImportError:
-            raise ValueError(f"the {what} is brotli-compressed and brotli is not installed") from None
-        # brotli's one-shot call has no output bound; checked after (brotli is optional, rarely installed).
-        return _within(bytes(brotli.decompress(raw)), what, limit)
+        return _unbrotli(raw, what, limit)
     raise ValueError(f"the {what} uses content-encoding {enc!r}, which the recorder cannot decode")
 
 
@@ -78,6 +74,126 @@ def _inflate(raw: bytes, wbits: int, what: str, limit: int, members: bool = Fals
         data = d.unused_data
         if not (members and data.lstrip(b"\0")):  # trailing zero padding after the last member is allowed
             return bytes(out)
+
+
+def _unbrotli(raw: bytes, what: str, limit: int) -> bytes:
+    """brotli data decoded to at most `limit` bytes, by the first decoder here that can stop there: the
+    `brotli` package's streaming Decompressor (1.2 and later take an output limit), else the system's
+    libbrotlidec through ctypes. brotli's one-shot call builds the whole output first: a few hundred
+    bytes of brotli can claim gigabytes, so it is never used."""
+    mod = _brotli_module()
+    if mod is not None:
+        return _unbrotli_module(mod, raw, what, limit)
+    lib = _libbrotlidec()
+    if lib is not None:
+        return _unbrotli_lib(lib, raw, what, limit)
+    raise ValueError(
+        f"the {what} is brotli-compressed and no brotli decoder that can bound its output is installed "
+        "(pip install 'brotli>=1.2', or the system's libbrotli): it was forwarded as sent but not recorded"
+    )
+
+
+def _brotli_module() -> Any:
+    try:
+        import brotli  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    # Before 1.2 the Decompressor takes no output limit: such a module is passed over.
+    return brotli if hasattr(getattr(brotli, "Decompressor", None), "can_accept_more_data") else None
+
+
+def _unbrotli_module(mod: Any, raw: bytes, what: str, limit: int) -> bytes:
+    d = mod.Decompressor()
+    out = bytearray()
+    data = raw
+    while True:
+        # Input is given once; while the output is held back by the limit, process() is called with none.
+        out += d.process(data, output_buffer_limit=limit + 1 - len(out))
+        data = b""
+        _within(out, what, limit)
+        if d.is_finished():
+            return bytes(out)
+        if d.can_accept_more_data():  # every byte given and no more output: the data ended early
+            raise EOFError("brotli data ended before its end")
+
+
+_lib: Any = None  # libbrotlidec, once looked for (False: not found)
+
+
+def _libbrotlidec() -> Any:
+    global _lib
+    if _lib is None:
+        import ctypes
+        import ctypes.util
+
+        _lib = False
+        name = ctypes.util.find_library("brotlidec")
+        if name:
+            try:
+                lib = ctypes.CDLL(name)
+                lib.BrotliDecoderCreateInstance.restype = ctypes.c_void_p
+                lib.BrotliDecoderCreateInstance.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+                lib.BrotliDecoderDestroyInstance.argtypes = [ctypes.c_void_p]
+                lib.BrotliDecoderDecompressStream.restype = ctypes.c_int
+                lib.BrotliDecoderDecompressStream.argtypes = [
+                    ctypes.c_void_p,
+                    ctypes.POINTER(ctypes.c_size_t),
+                    ctypes.POINTER(ctypes.c_void_p),
+                    ctypes.POINTER(ctypes.c_size_t),
+                    ctypes.POINTER(ctypes.c_void_p),
+                    ctypes.c_void_p,
+                ]
+                lib.BrotliDecoderGetErrorCode.restype = ctypes.c_int
+                lib.BrotliDecoderGetErrorCode.argtypes = [ctypes.c_void_p]
+                lib.BrotliDecoderErrorString.restype = ctypes.c_char_p
+                lib.BrotliDecoderErrorString.argtypes = [ctypes.c_int]
+                _lib = lib
+            except (OSError, AttributeError):
+                _lib = False
+    return _lib or None
+
+
+class BrotliDataError(Exception):
+    """libbrotlidec refused the data (decode() says which body and coding)."""
+
+
+_BROTLI_SUCCESS, _BROTLI_NEEDS_MORE_INPUT, _BROTLI_NEEDS_MORE_OUTPUT = 1, 2, 3
+_BROTLI_OUT = 1 << 20  # decoded a megabyte at a time
+
+
+def _unbrotli_lib(lib: Any, raw: bytes, what: str, limit: int) -> bytes:
+    """BrotliDecoderDecompressStream (brotli/decode.h): it writes at most the output room it is given."""
+    import ctypes
+
+    state = lib.BrotliDecoderCreateInstance(None, None, None)
+    if not state:
+        raise MemoryError("brotli decoder")
+    try:
+        src = ctypes.create_string_buffer(raw, len(raw))
+        avail_in = ctypes.c_size_t(len(raw))
+        next_in = ctypes.c_void_p(ctypes.addressof(src))
+        buf = ctypes.create_string_buffer(_BROTLI_OUT)
+        out = bytearray()
+        while True:
+            room = min(_BROTLI_OUT, limit + 1 - len(out))
+            avail_out = ctypes.c_size_t(room)
+            next_out = ctypes.c_void_p(ctypes.addressof(buf))
+            rc = lib.BrotliDecoderDecompressStream(
+                state, ctypes.byref(avail_in), ctypes.byref(next_in), ctypes.byref(avail_out), ctypes.byref(next_out), None
+            )
+            out += buf.raw[: room - avail_out.value]
+            _within(out, what, limit)
+            if rc == _BROTLI_SUCCESS:
+                if avail_in.value:
+                    raise BrotliDataError(f"{avail_in.value} bytes after the end of the brotli data")
+                return bytes(out)
+            if rc == _BROTLI_NEEDS_MORE_INPUT:
+                raise EOFError("brotli data ended before its end")
+            if rc != _BROTLI_NEEDS_MORE_OUTPUT:
+                code = lib.BrotliDecoderGetErrorCode(state)
+                raise BrotliDataError((lib.BrotliDecoderErrorString(code) or b"error").decode("ascii", "replace"))
+    finally:
+        lib.BrotliDecoderDestroyInstance(state)
 
 
 def _within(data: bytes | bytearray, what: str, limit: int) -> bytes:
