@@ -136,3 +136,31 @@ def test_a_parked_writer_reopens_and_a_follower_reads_on(tmp_path: Path) -> None
     with RecordingReader.open(path) as r:
         assert r.finished and r.turn_numbers() == [1, 2]
         assert [e["trace"]["a"] for e in r.events() if e["k"] == "turn"] == [1, 2]
+
+
+def test_legacy_completions_calls_are_said_to_be_unrecorded_once(
+    proxied, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    """Old proxy: `/v1/completions` (OpenAI's legacy text completions) was forwarded and nothing said it
+    was not recorded; the user found a recording with fewer calls than the agent made, or none."""
+    import openai
+
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="sk-test", max_retries=0)
+    with caplog.at_level("WARNING", logger="contextpipe.proxy"):
+        for _ in range(3):
+            try:
+                client.completions.create(model="gpt-3.5-turbo-instruct", prompt="Say hi")
+            except openai.APIError:
+                pass  # whatever the stand-in answers: the call was forwarded
+    assert proxied.recorder.flush(30)
+    said = [n for n in proxied.recorder.skipped if "/v1/completions" in n]
+    assert len(said) == 1, proxied.recorder.skipped
+    assert "legacy Completions API" in said[0] and "forwarded but not recorded" in said[0]
+    warned = [r for r in caplog.records if "/v1/completions" in r.getMessage()]
+    assert len(warned) == 1
+    assert not proxied.recorder.sessions
+    # chat completions next to it are recorded as before, and not said to be unrecorded
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    assert proxied.recorder.flush(30)
+    assert len(proxied.recorder.sessions) == 1
+    assert [n for n in proxied.recorder.skipped if "completions" in n] == said

@@ -27,7 +27,14 @@ import aiohttp
 from aiohttp import web
 
 from engine.capture.proxy.exchange import Exchange
-from engine.capture.proxy.routes import HOP_BY_HOP, SESSION_HEADER, Route, match, upstream_url
+from engine.capture.proxy.routes import (
+    HOP_BY_HOP,
+    SESSION_HEADER,
+    Route,
+    match,
+    unrecorded_call,
+    upstream_url,
+)
 
 Hook = Callable[[Exchange], None]
 UPSTREAMS_KEY: web.AppKey[dict[str, str]] = web.AppKey("upstreams", dict)
@@ -131,6 +138,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if route.wire
         else None
     )
+    if ex is None and hook is not None:
+        _say_unrecorded(hook, route, request.method)
     out_headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
     url = upstream_url(route, upstreams)
     client = app[CLIENT_KEY]
@@ -164,6 +173,21 @@ async def handle(request: web.Request) -> web.StreamResponse:
     finally:
         if ex is not None and hook is not None:
             hook(ex)
+
+
+def _say_unrecorded(hook: Hook, route: Route, method: str) -> None:
+    """A model call forwarded but not recorded (the legacy Completions API) is said, once for each path:
+    it used to pass in silence, and a user saw a session with fewer calls than the agent made."""
+    what = unrecorded_call(route, method)
+    note = getattr(hook, "note", None)
+    if what is None or not callable(note):
+        return
+    path = route.upstream_path.partition("?")[0]
+    note(
+        f"calls to {path} ({what}) are forwarded but not recorded: the recorder journals chat "
+        "(/v1/chat/completions), Messages and Responses calls",
+        warn=True,
+    )
 
 
 def through_proxy(request: web.Request, route: Route, upstreams: dict[str, str], location: str) -> str:

@@ -178,12 +178,16 @@ class Recorder:
             self._idle.clear()
         self._q.put(ex)
 
-    def note(self, text: str) -> None:
-        """Something the proxy answered itself and did not record (a refused WebSocket upgrade or CONNECT).
+    def note(self, text: str, warn: bool = False) -> None:
+        """Something the proxy answered itself and did not record (a refused WebSocket upgrade or CONNECT),
+        or forwarded unrecorded (`warn`: also a warning as it happens, on stderr unless logging is set up).
         Once each: an agent that does it on every call would push every other note out of view."""
         if text not in self.skipped:
             self.skipped.append(text)
-            log.info("proxy: %s", text)
+            if warn:
+                log.warning("cp-inspect proxy: %s", text)
+            else:
+                log.info("proxy: %s", text)
 
     # ---------------------------------------------------------------- worker side
 

@@ -12,7 +12,8 @@ proxy is all an agent needs:
 
 Anything else (model lists, token counting, files, any method but POST, OpenAI's own `.../messages`
 resources under /threads and /chat/completions) is forwarded unrecorded: to the anthropic upstream
-when the request carries Anthropic's headers, else to the openai one.
+when the request carries Anthropic's headers, else to the openai one. Of those, model calls the proxy
+does not record (OpenAI's legacy `/v1/completions`) are said once each as they pass (unrecorded_call).
 
 Sessions: a request names its session with the `X-ContextPipe-Session` header (stripped before
 forwarding), or else the session is the hash of what stays fixed across an agent's conversation: the
@@ -123,6 +124,19 @@ def _azure_path(first: str, tail: str, upstreams: dict[str, str]) -> bool:
         return True
     host = urlsplit(upstreams.get("openai", "")).hostname or ""
     return host.endswith(_AZURE_HOSTS)
+
+
+def unrecorded_call(route: Route, method: str) -> str | None:
+    """What a model call the proxy forwards but does not record is, or None. OpenAI's legacy Completions
+    API (`/v1/completions`: a prompt string in, text out; base models, fill-in-the-middle) is such a call:
+    its prompt is the whole conversation as one text with no messages to journal a turn from, and each
+    call's prompt differs from the last, so it would be a session of its own every time."""
+    if route.wire is not None or method.upper() != "POST":
+        return None
+    path = route.upstream_path.partition("?")[0].rstrip("/")
+    if path.endswith("/completions") and not path.endswith("/chat/completions"):
+        return "OpenAI's legacy Completions API"
+    return None
 
 
 def upstream_url(route: Route, upstreams: dict[str, str]) -> str:
