@@ -433,3 +433,57 @@ def test_a_header_only_recording_is_called_empty_not_foreign(tmp_path: Path) -> 
         res = CliRunner().invoke(app, cmd)
         assert res.exit_code != 0 and "holds no events" in res.output, res.output
         assert "not written by the ContextPipe engine" not in res.output
+
+
+# ------------------------------------------------------------- short values in normal chunks
+def _short_strings(n: int, seed: int) -> list[str]:
+    import random
+
+    rnd = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return [rnd.choice(alphabet) + rnd.choice(alphabet) for _ in range(n)]
+
+
+def test_what_a_reader_counts_covers_the_short_strings_it_builds(tmp_path: Path) -> None:
+    """A chunk's strings were counted by their bytes only, and only past 64x the file's size: a 2-byte
+    string is a ~51-byte str object, so a normally compressed recording of them built ~20x what the
+    reader counted, and its budget bounded nothing. Old reader: counted ~1 MB for ~12 MB built."""
+    import tracemalloc
+
+    p = tmp_path / "short.cpsession"
+    with RecordingWriter(p, HEADER) as w:
+        for t in range(4):
+            w.append({"k": "note", "v": _short_strings(50_000, t)})
+            w.append({"k": "turn", "turn": t, "trace": {}})
+    tracemalloc.start()
+    try:
+        with RecordingReader.open(p) as r:
+            events = list(r.events())
+            built = tracemalloc.get_traced_memory()[0]
+            counted = r._inflated
+    finally:
+        tracemalloc.stop()
+    assert sum(len(e.get("v", ())) for e in events) == 200_000
+    assert counted >= built, (counted, built)
+
+
+def test_a_small_file_of_short_strings_past_its_budget_is_refused_before_building_them(tmp_path: Path) -> None:
+    """~20 KB on disk, 2 million 2-byte strings: ~120 MB of str objects, past the 64 MiB + 64x budget.
+    Old reader: built them all (the value count ran only past 64x the file's size, 1.3 MB here)."""
+    import tracemalloc
+
+    p = tmp_path / "strings.cpsession"
+    cycle = _short_strings(97, 0)
+    with RecordingWriter(p, HEADER) as w:
+        for t in range(20):
+            w.append({"k": "note", "v": cycle * 1031})  # ~100,000 strings, compressed ~1000x
+            w.append({"k": "turn", "turn": t, "trace": {}})
+    assert p.stat().st_size < 64 << 10
+    tracemalloc.start()
+    try:
+        with RecordingReader.open(p) as r, pytest.raises(RecordingError, match="inflates past|bomb"):
+            kept = list(r.events())  # noqa: F841 (held, as verify and replay hold them)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 80 << 20, peak

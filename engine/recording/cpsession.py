@@ -113,7 +113,9 @@ INFLATE_BUDGET_RATIO = 64  # honest recordings inflate ~6x; a bomb inflates ~100
 # Bytes of budget a decoded version-2 event costs on top of its raw bytes: about what Python holds for a
 # small event map. Honest chunks hold a few events per KB; a chunk of 9-byte frames would hold 100,000s.
 EVENT_COST = 256
-VALUE_COST = 64  # what a reader counts for each value of a chunk inflated past the ratio (count_values)
+# The most a byte of msgpack can build (see _check_values): a negative fixint (1 byte) is a 28-byte int
+# object plus its slot, a 2-byte string (3 bytes) a ~51-byte str plus its slot, an empty array ~70.
+WORST_PER_BYTE = 72
 _PEEK = 128  # payload bytes read per frame while rebuilding an index: k + kind + turn/hash fit in ~80
 _CHUNK = 1 << 20  # sequential read size for events()/refresh()
 
@@ -849,10 +851,8 @@ class RecordingReader:
         most = left // EVENT_COST if first else None
         counter = ObjectCounter(left) if first else None
         try:
-            if first and self._inflated > self._budget - INFLATE_BUDGET_FIXED:
-                # Past 64x the file's size only a large text is honest (a few values); every other value
-                # becomes a Python object too (strings ~20x their bytes): counted before any is built.
-                count_values(raw, left // VALUE_COST)
+            if first:
+                self._check_values(raw, left, count_values)
             if trace_fields is None:
                 events, used = decode_frames(raw, max_frames=most, counter=counter)
             else:
@@ -905,6 +905,16 @@ class RecordingReader:
         st.next_pos = end
         return b"".join(out)
 
+    def _check_values(self, raw: bytes, left: int, count: Any) -> None:
+        """Refuse inflated bytes whose values could not fit in what is `left` of the budget, before any is
+        built. Decoding charges each map and array and the values it holds (ObjectCounter), but only once
+        the container is complete, after its values are built: while the most the bytes can build
+        (WORST_PER_BYTE each) fits in what is left they are decoded as they are, and past that their
+        values are counted first (count_values: a pass over the bytes, about a third of decoding's time;
+        honest chunks of a turn or two never need it). FrameCountError when they cannot fit."""
+        if WORST_PER_BYTE * len(raw) > left:
+            count(raw, left // ObjectCounter.VALUE)
+
     def _spend(self, n: int, pos: int) -> None:
         """Count `n` more bytes inflated from the file; past the budget it is refused as a bomb."""
         self._inflated += n
@@ -927,9 +937,8 @@ class RecordingReader:
         sizes: list[int] = []
         counter = ObjectCounter(max(0, left))  # a packed trace's maps and arrays (see _inflate_chunk)
 
-        def check(raw: bytes) -> None:  # a trace inflated past 64x the file's size: see _inflate_chunk
-            if self._inflated + len(raw) > self._budget - INFLATE_BUDGET_FIXED:
-                count_payload_values(raw, max(0, left) // VALUE_COST)
+        def check(raw: bytes) -> None:  # an inflated trace's values, before they are built
+            self._check_values(raw, max(0, left - len(raw)), count_payload_values)
 
         try:
             out = unpack_event(ev, max(1, min(MAX_INFLATE, left)), sizes, counter, check)  # 0: no limit to zlib

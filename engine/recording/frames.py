@@ -39,21 +39,30 @@ class FrameCountError(FrameError):
 
 
 class ObjectCounter:
-    """Counts the maps and arrays a decode builds (as msgpack's object_hook and list_hook) and refuses the
-    one that takes it past `left` bytes, at COST each: a payload of empty containers builds ~70 bytes of
-    Python objects per byte (a 1.7 KB recording of compressed empty arrays took 3.6 GB)."""
+    """Counts what the maps and arrays a decode builds cost (as msgpack's object_hook and list_hook), and
+    refuses the one that takes it past `left` bytes: COST for each, VALUE for each value it holds (a map's
+    keys too). A payload of empty containers builds ~70 bytes of Python objects per byte (a 1.7 KB
+    recording of compressed empty arrays took 3.6 GB), one of 2-byte strings ~20 (each a ~51-byte str):
+    counted by their bytes alone, a normally compressed recording of short values built ~20x what its
+    reader counted. A container is counted once built, its values before it: a caller bounds what one
+    payload may build before it is decoded (cpsession's WORST_PER_BYTE)."""
 
     __slots__ = ("left", "used")
     COST = 64  # an empty dict is 64 bytes, an empty list 56, plus the slot that holds it
+    # A value's object beyond the bytes it decodes from: a str's ~49-byte header (a 2-byte str measures 59.5
+    # with its slot), an int's 28 bytes (both
+    # shared when small), and its slot in the list or the dict's entry.
+    VALUE = 60
 
     def __init__(self, left: int) -> None:
         self.left = left
         self.used = 0
 
     def __call__(self, obj: Any) -> Any:
-        self.used += self.COST
+        n = len(obj)
+        self.used += self.COST + self.VALUE * (n + n if type(obj) is dict else n)
         if self.used > self.left:
-            raise FrameCountError(f"more than {self.left // self.COST} maps and arrays")
+            raise FrameCountError(f"more than {self.left} bytes of maps, arrays and the values they hold")
         return obj
 
 
