@@ -18,6 +18,7 @@ from .cli_common import (
     GateOpt,
     ThresholdOpt,
     check_window,
+    event_frames,
     event_offset,
     fail,
     need_terminal,
@@ -202,17 +203,24 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     Example:
       cp-inspect verify demo_sessions/scout-anthropic.cpsession
     """
+    from engine.recording.cpsession import RecordingError
     from engine.recording.replay import Replayer, ReplayError
 
     r = open_recording(file)
-    events, offsets = read_events(r)
-    if not events:  # not damage: the salvage hint below would send its reader looking for some
+    if r._end <= r._start:  # no events; not damage: the salvage hint below would send its reader looking for some
         fail(f"{file} holds no events: its agent stopped before its first turn was recorded; nothing to verify")
     t0 = time.perf_counter()
     try:
-        report = Replayer(events).verify()
+        # Read twice, none of it held (Replayer.verify_stream): memory no longer grows with the file.
+        report = Replayer.verify_stream(lambda: (ev for _, ev in event_frames(r)))
     except ReplayError as exc:
-        fail(f"{file}: {exc}{event_offset(offsets, exc.event_index)}; {_DAMAGED}")
+        at = exc.event_index
+        offsets = [pos for _, (pos, _ev) in zip(range((at or 0) + 1), event_frames(r), strict=False)] if at is not None else []
+        fail(f"{file}: {exc}{event_offset(offsets, at)}; {_DAMAGED}")
+    except RecordingError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
     ms = (time.perf_counter() - t0) * 1000
     if report.ok:
         typer.echo(f"ok: {report.turns} turns replayed, every request hash matches ({ms:.0f} ms)")

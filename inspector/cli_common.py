@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -102,6 +103,14 @@ def on_off(v: str) -> bool:
     raise ValueError("use on or off")
 
 
+def event_frames(r: RecordingReader) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(offset of its frame, event) of every event of a recording, read lazily: RecordingError and
+    OSError come from the iteration, for the caller to say as one line."""
+    for pos, _, ev in r._frames(r._start, r._end):
+        if not (isinstance(ev.get("k"), str) and ev["k"].startswith("@")):
+            yield pos, ev
+
+
 def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
     """Every event of a recording with the file offset of the frame holding it. Events are read lazily
     by the reader, so the read happens here, inside the error handling: damage is one line, not a
@@ -128,5 +137,5 @@ def event_offset(offsets: list[int], index: int | None) -> str:
         return ""
     return f" (the frame at offset {offsets[index]})"
 
-__all__ = ["GateOpt", "ThresholdOpt", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
+__all__ = ["GateOpt", "ThresholdOpt", "event_frames", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
            "parse_gates", "parse_pairs", "parse_thresholds", "read_events"]

@@ -487,3 +487,20 @@ def test_a_small_file_of_short_strings_past_its_budget_is_refused_before_buildin
     finally:
         tracemalloc.stop()
     assert peak < 80 << 20, peak
+
+
+def test_verify_holds_no_events_so_a_large_v1_file_of_tiny_events_stays_small(tmp_path: Path) -> None:
+    """verify read every event into a list before replaying: a version-1 file (frames not compressed, so
+    nothing the inflate budget refuses) of tiny events took ~20x its size (26 MB: 550 MB). It now reads
+    the file twice and holds none. A real v1 recording with 600,000 tiny events after it: still ok."""
+    src = ROOT / "tests" / "fixtures" / "v1_recordings" / "scout-openai.cpsession"
+    with RecordingReader.open(src) as r:
+        end = r._end
+    p = tmp_path / "tiny-v1.cpsession"
+    tiny = attacks.encode_frame({"k": "x"})
+    p.write_bytes(src.read_bytes()[:end] + tiny * 600_000)  # no footer: read as a file never closed
+    code, out, base = _peak_rss_mb(["verify", str(src)])
+    assert code == 0, out
+    code, out, peak = _peak_rss_mb(["verify", str(p)])
+    assert code == 0 and "every request hash matches" in out, out
+    assert peak < base + 40, (peak, base)  # held, 600,000 events were ~130 MB more

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -151,21 +151,23 @@ class Replayer:
 
     def _index_from(self, start: int) -> None:
         for i in range(start, len(self.events)):
-            e = self.events[i]
-            if not isinstance(e, dict):
-                raise ReplayError(f"event {i} is a {type(e).__name__}, not a map", i)
-            if e.get("k") == "request":
-                turn, failures = e.get("turn"), e.get("spill_failures", ())
-                if type(turn) is not int or not isinstance(failures, list | tuple):
-                    raise ReplayError(f"event {i} (request) has no int turn or a malformed spill list", i)
-                self.request_index[turn] = i
-                fails = frozenset(str(f).split(":", 1)[0] for f in failures)
-                if fails - self.fail_keys:
-                    self.fail_keys |= fails
-                    # Replay fails these spill writes from the first turn on: folded state is stale.
-                    self._cursor = None
-                    self._checkpoints.clear()
-                    self._recent.clear()
+            self._index_one(i, self.events[i])
+
+    def _index_one(self, i: int, e: Event) -> None:
+        if not isinstance(e, dict):
+            raise ReplayError(f"event {i} is a {type(e).__name__}, not a map", i)
+        if e.get("k") == "request":
+            turn, failures = e.get("turn"), e.get("spill_failures", ())
+            if type(turn) is not int or not isinstance(failures, list | tuple):
+                raise ReplayError(f"event {i} (request) has no int turn or a malformed spill list", i)
+            self.request_index[turn] = i
+            fails = frozenset(str(f).split(":", 1)[0] for f in failures)
+            if fails - self.fail_keys:
+                self.fail_keys |= fails
+                # Replay fails these spill writes from the first turn on: folded state is stale.
+                self._cursor = None
+                self._checkpoints.clear()
+                self._recent.clear()
 
     def extend(self, events: Iterable[Event]) -> None:
         """Append the journal's next events (a recording read lazily, a live session). The fold cache
@@ -280,11 +282,36 @@ class Replayer:
             built.trace["usage_prev"] = prev.get("usage")
         return built
 
-    def verify(self) -> VerifyReport:
-        """Rebuild every request in one pass and compare with the recorded hashes."""
+    @classmethod
+    def verify_stream(cls, read: Callable[[], Iterable[Event]], counter: TokenCounter | None = None) -> VerifyReport:
+        """verify() of a journal that `read()` hands out afresh each call (a recording read from disk),
+        holding none of its events: the first pass finds the session and the spill failures (replay fails
+        those writes from the first turn on), the second folds and rebuilds. Holding them all, verify
+        took memory that grew with the file (a 26 MB version-1 file of tiny events: 550 MB)."""
+        probe = cls.__new__(cls)
+        probe.events, probe.request_index, probe.fail_keys = [], {}, frozenset()
+        probe._cursor, probe._checkpoints, probe._recent = None, {}, {}
+        session: Event | None = None
+        n = 0
+        for ev in read():
+            probe._index_one(n, ev)  # checks each event's shape and gathers fail_keys and the turns
+            if session is None and isinstance(ev, dict) and ev.get("k") == "session":
+                session = ev
+            n += 1
+        if session is None:
+            if n == 0:
+                cls([])  # raises what the constructor says of an empty journal
+            raise ReplayError("the journal has no session event: it was not written by the ContextPipe engine")
+        replayer = cls([session], counter)
+        replayer.fail_keys, replayer.request_index = probe.fail_keys, probe.request_index
+        return replayer.verify(read())
+
+    def verify(self, events: Iterable[Event] | None = None) -> VerifyReport:
+        """Rebuild every request in one pass and compare with the recorded hashes (of `events`, the
+        whole journal again, when given: see verify_stream)."""
         pipe = self.new_pipeline()
         mismatches: list[Mismatch] = []
-        for i, ev in enumerate(self.events):
+        for i, ev in enumerate(self.events if events is None else events):
             try:
                 self._verify_one(pipe, ev, mismatches)
             except ContextPipeError as exc:
