@@ -212,6 +212,8 @@ class InspectorApp(App[None]):
         self._cache_panel = self.query_one("#cache", CacheLayoutPanel)
         self._skipped, self._strip = self.query_one("#skipped", SkippedPanel), self.query_one("#strip", TimelineStrip)
         self._manifest, self._status = self.query_one("#manifest", ManifestPanel), self.query_one("#status", MarkupLine)
+        # The status line fits its parts to its width (status_parts): laid out at another, drawn again.
+        self._status.on_width = lambda _width: self._update_status()
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self._apply_size(self.size.width)
         self._update_status()
@@ -314,7 +316,8 @@ class InspectorApp(App[None]):
 
     def _update_status(self) -> None:
         parts = status_parts(
-            self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to
+            self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
+            self._status.content_region.width or None,
         )
         self._status.update(parts)  # a no-op when the parts are the same
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.markup import escape
 
 from inspector.session_view import SPEEDS, SessionView
 from panels.fmt import one_line
-from panels.markup_line import Part, as_markup
+from panels.markup_line import Part, as_markup, parse
 
 # The most of a recording's file name the status line shows. An imported run's name is often 60-70
 # characters (deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession): whole, it pushed the
@@ -42,14 +43,22 @@ def status_parts(
     disconnected: str | None,
     failed: str | None = None,
     saved_to: str | None = None,
+    width: int | None = None,
 ) -> tuple[Part, ...]:
     """The status line as MarkupLine parts: balanced markup fragments that repeat from step to step
-    (parsed once each), and the turn's numbers as literal styled text (never parsed)."""
+    (parsed once each), and the turn's numbers as literal styled text (never parsed).
+
+    `width`: the cells the line has. What follows the turn number may be cut at the edge (the model goes
+    first, as before); when the turn number itself would be, the line is laid out for the width: the
+    name shortened or left out, the turn before a disconnected agent's banner, the count left out last.
+    At 40 columns a recording's name pushed the turn number off the edge."""
     h, tl = view.source.header, view.timeline
-    if view.source.kind == "live":
-        origin = f"[bold $success]● LIVE[/] pid {h.get('pid', '?')}"
+    live = view.source.kind == "live"
+    if live:
+        kind, name = "[bold $success]● LIVE[/]", f"pid {h.get('pid', '?')}"
     else:
-        origin = f"[bold $primary]REPLAY[/] {escape(one_line(short_name(str(h.get('path', '')).rsplit('/', 1)[-1])))}"
+        kind, name = "[bold $primary]REPLAY[/]", str(h.get("path", "")).rsplit("/", 1)[-1]
+    origin = f"{kind} {escape(name if live else one_line(short_name(name)))}"
     model = f"[$text-muted]{escape(one_line(str(h.get('model', ''))))} · {escape(one_line(str(h.get('provider', ''))))}[/]"
     if failed is not None:
         return (f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]",)
@@ -57,7 +66,8 @@ def status_parts(
     if not len(tl):
         return (f"{origin}  {model}  [$text-muted]loading…[/]{damage}",)
     trace = tl.trace(index) or tl.traces[-1]
-    turn: tuple[Part, ...] = ("turn ", (str(trace["turn"]), "bold"), " ", (f"({index + 1}/{len(tl)})", "$text-muted"))
+    number: Part = (str(trace["turn"]), "bold")
+    count: Part = (f"({index + 1}/{len(tl)})", "$text-muted")
     rate = f"{SPEEDS[speed]:g}×"
     mode = f"[bold $accent]▶ playing {rate}[/]" if playing else f"[$text-muted]⏸ {rate}[/]"
     if disconnected is not None:
@@ -71,7 +81,7 @@ def status_parts(
         state = f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; {where} [/]"
     elif saved_to:
         state = f"[$success]saved to {escape(saved_to)}[/]"
-    elif view.source.kind == "live":
+    elif live:
         state = "[$success]following newest[/]" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:
         state = ""
@@ -81,6 +91,30 @@ def status_parts(
     n_err = trace.get("tap_errors") or 0
     if n_err:
         dropped += f"  [$warning]{n_err} tap error{'s' if n_err != 1 else ''}[/]"
+    turn: tuple[Part, ...] = ("turn ", number, " ", count)
     if disconnected is not None:  # the banner goes first so 80 columns never cut it off
-        return (f"{origin} {state}  ", *turn, f"  {mode}{dropped}  {model}")
-    return (f"{origin}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
+        full: tuple[Part, ...] = (f"{origin} {state}  ", *turn, f"  {mode}{dropped}  {model}")
+    else:
+        full = (f"{origin}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
+    if width is None or _cells(full[: full.index(number) + 1]) <= width:
+        return full  # the turn number is on screen; what follows it may be cut at the edge
+    # Narrower. A disconnected agent's banner stays whole as long as it can: the turn number goes before
+    # it, without the name or the count. Otherwise the name is shortened to leave the turn on screen (12
+    # cells at least, else it goes), then the count goes.
+    if disconnected is not None:
+        return (f"{kind} ", *turn[:2], f"  {state}  {mode}{dropped}  {model}")
+    rest = f"  {mode}  {state}{dropped}  {model}"
+    room = width - _cells((f"{kind}   ", *turn))  # kind, a space, the name, two spaces, the turn
+    if live:
+        shown = name if room >= len(name) else ""
+    else:
+        shown = one_line(short_name(name, min(room, NAME_CHARS))) if room >= 12 else ""
+    head = f"{kind} {escape(shown)}  " if shown else f"{kind} "
+    if _cells((head, *turn)) <= width:
+        return (head, *turn, rest)
+    return (head, *turn[:2], rest)
+
+
+def _cells(parts: tuple[Part, ...]) -> int:
+    """The cells the parts take on screen (fragments are parsed once each: see markup_line.parse)."""
+    return sum(parse(p).cell_length if isinstance(p, str) else cell_len(p[0]) for p in parts)

@@ -12,7 +12,7 @@ spans: tests/tui/test_markup_parts.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from textual.content import Content
@@ -47,6 +47,14 @@ class MarkupLine(LinePanel):
         super().__init__(id=id)
         self._parts: tuple[Part, ...] = (markup,)
         self._content = Content.from_markup(markup)
+        # Called with the new width when the line is laid out at another width: an owner whose parts
+        # depend on the width (the status line) updates them then.
+        self.on_width: Callable[[int], object] | None = None
+
+    def on_resize(self) -> None:
+        super().on_resize()
+        if self.on_width is not None:
+            self.on_width(self.content_region.width)
 
     @property
     def markup(self) -> str:

@@ -69,3 +69,37 @@ async def test_the_pressure_head_stays_one_line_and_the_tier_marks_stay(size: tu
         assert "┃" in rows[1] and all(mark in rows[2] for mark in "TCA"), rows
         if size[0] >= 100:
             assert rows[0].rstrip().endswith("…") and rows[4].startswith("history "), rows
+
+
+@pytest.mark.parametrize("size", [(40, 12), (50, 16)])
+async def test_at_40_columns_the_turn_number_stays_on_the_status_line(tmp_path: Path, size: tuple[int, int]) -> None:
+    """tui22's leftover: at 40 columns the recording's name (32 cells at most) and the word REPLAY left
+    the turn number past the right edge. Less important parts now go first: the model, the name
+    shortened, the play state."""
+    path = tmp_path / LONG
+    shutil.copy(DEMO, path)
+    app = InspectorApp(FileSource(path))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("left")
+        await settle(pilot)
+        status = app.query_one("#status", MarkupLine).render_line(0).text
+        assert "turn 38" in status, status
+        assert status.startswith("REPLAY "), status
+        await pilot.resize_terminal(100, 30)  # wide again: the whole line, name and model
+        await settle(pilot)
+        status = app.query_one("#status", MarkupLine).render_line(0).text
+        assert status.startswith("REPLAY deepseek_reason…w-1343.cpsession  turn 38 (39/40)"), status
+        assert "anthropic" in status, status
+
+
+@pytest.mark.parametrize("width", [40, 30, 24])
+async def test_a_disconnected_agent_at_40_columns_keeps_the_turn_number_before_its_banner(width: int) -> None:
+    app = InspectorApp(SyntheticSource(12, live=True, initial=12, delay=0.01))
+    async with app.run_test(size=(width, 12)) as pilot:
+        await settle(pilot)
+        app.disconnected = "gone"
+        app._update_status()
+        await settle(pilot)
+        status = app.query_one("#status", MarkupLine).render_line(0).text
+        assert "turn " in status and any(ch.isdigit() for ch in status.split("turn ", 1)[1][:3]), status
