@@ -341,6 +341,7 @@ class InspectorApp(App[None]):
             self._first_chunk = True
             self.call_after_refresh(self._first_frame_drawn)
         timeline.extend(message.traces)
+        self._count_for_save()
         self.query_one("#alerts", AlertsPanel).add_traces(message.traces, first)
         self.query_one("#strip", TimelineStrip).count = len(timeline)
         if not view.loaded and len(timeline):
@@ -440,6 +441,12 @@ class InspectorApp(App[None]):
 
     def watch_disconnected(self) -> None:
         self._update_status()
+        self._count_for_save()  # the agent is gone: an open save prompt's count is final
+
+    def _count_for_save(self) -> None:
+        for screen in self.screen_stack:  # a save prompt open meanwhile counts what it would save
+            if isinstance(screen, SaveScreen):
+                screen.set_turns(len(self.timeline), self.disconnected is None)
 
     def watch_failed(self) -> None:
         self._update_status()

@@ -28,11 +28,23 @@ class SaveScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         # While the agent runs, turns go on arriving behind the prompt and the save takes every one there
         # at Enter: a count fixed when `s` was pressed ("Save 15 received turns") was not what was saved.
+        with Vertical():
+            yield Label(self._question(), id="save-question")
+            yield Input(value=self.default_path, id="save-path")
+
+    def _question(self) -> str:
         what = (f"the turns received by Enter ({self.turns} so far)" if self.still_arriving
                 else f"{self.turns} received turns")
-        with Vertical():
-            yield Label(f"Save {what} to (Enter to save, Esc to cancel):")
-            yield Input(value=self.default_path, id="save-path")
+        return f"Save {what} to (Enter to save, Esc to cancel):"
+
+    def set_turns(self, turns: int, still_arriving: bool) -> None:
+        """Turns go on arriving while the prompt is open (attached to a live agent): the count follows
+        them, as the save will (it saves what was received when Enter is pressed); it stayed at the count
+        the prompt opened with. Once the agent is gone the count is final and said so."""
+        if (turns, still_arriving) != (self.turns, self.still_arriving):
+            self.turns, self.still_arriving = turns, still_arriving
+            if self.is_mounted:
+                self.query_one("#save-question", Label).update(self._question())
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:

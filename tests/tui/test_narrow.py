@@ -103,3 +103,27 @@ async def test_a_disconnected_agent_at_40_columns_keeps_the_turn_number_before_i
         await settle(pilot)
         status = app.query_one("#status", MarkupLine).render_line(0).text
         assert "turn " in status and any(ch.isdigit() for ch in status.split("turn ", 1)[1][:3]), status
+
+
+@pytest.mark.parametrize("disconnect", [False, True])
+async def test_the_save_prompt_counts_the_turns_that_arrive_while_it_is_open(disconnect: bool) -> None:
+    """tui22's leftover: attached to a live agent, the prompt kept the count it opened with ("5 so far")
+    while turns went on arriving behind it (the save takes what was received by Enter). The count follows
+    them now, and says it is final once the agent is gone."""
+    app = InspectorApp(SyntheticSource(30, live=True, initial=5, delay=0.1, disconnect=disconnect))
+    async with app.run_test(size=(80, 24)) as pilot:
+        while len(app.timeline) < 5:  # not settle(): it waits for the live turns to end
+            await pilot.pause(0.02)
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, SaveScreen)
+        first = str(app.screen.query_one(Label).render())
+        for _ in range(200):
+            if len(app.timeline) == 30 and (app.disconnected is not None) == disconnect:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        question = str(app.screen.query_one(Label).render())
+        want = "Save 30 received turns" if disconnect else "Save the turns received by Enter (30 so far)"
+        assert len(app.timeline) == 30 and question.startswith(want), (first, question)
+        assert "30" not in first, first
