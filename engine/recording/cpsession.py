@@ -373,6 +373,8 @@ class RecordingWriter:
             raise ValueError(f"event kind must be a str not starting with '@', got {kind!r}")
         with self._lock:
             if self._fd is None:
+                if self.error is not None:  # stopped (a footer park() could not write): say why
+                    raise self._stopped()
                 if self._parked is None:
                     raise RecordingError(f"{self.path}: append after close()")
                 self._unpark()
