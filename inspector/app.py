@@ -428,8 +428,11 @@ class InspectorApp(App[None]):
         self.disconnected = message.reason
         kept = self.source.header.get("recording")
         where = f"the agent's recording is kept at {kept}" if kept else "press s to save them"
-        self.notify(f"Agent disconnected ({message.reason}). {len(self.timeline)} turns kept; {where}.",
-                    severity="warning", timeout=8, markup=False)
+        # The reason says who went and how ("agent pid 4242 disconnected", "connection lost: ..."): it leads,
+        # as a sentence. Wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
+        # disconnected)".
+        reason = message.reason[:1].upper() + message.reason[1:]
+        self.notify(f"{reason}. {len(self.timeline)} turns kept; {where}.", severity="warning", timeout=8, markup=False)
 
     @on(SourceFailed)
     def _source_failed(self, message: SourceFailed) -> None:

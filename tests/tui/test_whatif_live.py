@@ -92,6 +92,10 @@ async def test_live_follows_then_disconnects(live_source: SyntheticSource) -> No
         assert len(app.timeline) == 30 and app.index == 29
         assert app.disconnected == "agent pid 4242 exited"
         assert "Agent disconnected — 30 turns kept; press s to save" in str(app.query_one("#status", MarkupLine).render())
+        # The toast says it once: it read "Agent disconnected (agent pid 4242 exited). 30 turns kept; ...".
+        # (Textual keeps the toasts it shows in App._notifications.)
+        toasts = [n.message for n in app._notifications]
+        assert any(t.startswith("Agent pid 4242 exited. 30 turns kept") for t in toasts), toasts
 
 
 class GatedSource(SyntheticSource):
