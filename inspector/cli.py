@@ -117,7 +117,7 @@ def ps(
 @app.command()
 def explain(
     target: Annotated[str, typer.Argument(help="A .cpsession recording or the pid of a live agent.")],
-    turn: Annotated[int | None, typer.Option(help="Turn to explain (default: the last).")] = None,
+    turn: Annotated[int | None, typer.Option(help="Turn to explain (default: the last; -1 is the last, -2 the one before).")] = None,
     budget: Annotated[int | None, typer.Option(help="Re-plan with this window (tokens).")] = None,
     gate: GateOpt = None,
     threshold: ThresholdOpt = None,
@@ -430,7 +430,7 @@ def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> N
 @app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="A .cpsession recording.")],
-    turn: Annotated[int | None, typer.Option(help="Open at this turn.")] = None,
+    turn: Annotated[int | None, typer.Option(help="Open at this turn (-1 is the last; default: the last).")] = None,
     follow: Annotated[bool, typer.Option(help="Tail a file another process is still writing.")] = False,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:

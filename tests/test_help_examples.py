@@ -65,3 +65,12 @@ def test_every_command_has_an_example_and_the_clones_own_ones_run(tmp_path: Path
         done = _cp_inspect(*shlex.split(example)[1:], cwd=tmp_path)
         assert done.returncode == 0, (example, done.stdout[-1500:], done.stderr[-1500:])
         assert done.stdout.strip(), example
+
+
+def test_turn_options_say_they_count_from_the_end_too(tmp_path: Path) -> None:
+    """explain and replay take --turn -1 (the last); their help said only "Turn to explain" / "Open at
+    this turn", so a person looking for the last turn had to know its number."""
+    for command in ("explain", "replay"):
+        shown = _cp_inspect(command, "--help", cwd=tmp_path).stdout
+        turn = shown[shown.index("  --turn <int>"):].split("  --", 2)[1]
+        assert "-1 is the last" in " ".join(turn.split()), (command, turn)
