@@ -38,6 +38,7 @@ from engine.probe.runtime_dir import (
     pid_alive,
     proc_stat,
     resolve_runtime_dir,
+    same_process,
     socket_path,
     target_name,
 )
@@ -183,6 +184,11 @@ class ProbeClient:
             raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
         if not stat.S_ISSOCK(st.st_mode):
             raise NotServing(pid, path, "that path is not a socket")
+        if same_process(st, pid) is False:
+            # Whatever now has this pid is not the agent that made the socket (which has exited): its
+            # listener may even live on in a child it forked, so connecting would only wait for a hello.
+            raise NotServing(pid, path, "the socket was left by an earlier process with this pid, which "
+                             "has exited (the pid now belongs to another process)")
         return cls.connect_path(path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet, ring=ring)
 
     @classmethod
@@ -564,11 +570,17 @@ def _proc_cmdline(pid: int) -> str:
         return ""
 
 
-def _remove_stale(path: Path) -> None:
-    """Unlink a dead agent's socket, but only a socket of ours (the directory check already passed)."""
+def _remove_stale(path: Path, seen: os.stat_result) -> None:
+    """Unlink a dead agent's socket, but only a socket of ours (the directory check already passed), and
+    only the very file judged stale (`seen`, its lstat before the judging): an agent that got the dead
+    one's pid meanwhile renames its own socket into place, a new file, which must not be removed."""
     try:
         st = os.lstat(path)
-        if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid():
+        if (
+            stat.S_ISSOCK(st.st_mode)
+            and st.st_uid == os.getuid()
+            and (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino)
+        ):
             os.unlink(path)
     except OSError:
         pass
@@ -614,8 +626,10 @@ def _serving_descendants_hint(pid: int, runtime_dir: Path) -> str:
 def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[AgentInfo]:
     """Live agents serving a probe for this user, by pid. Removes stale sockets as it goes.
 
-    A socket is stale when its pid is dead or nothing listens on it (the server renames its socket
-    into place only once listening, so a refused connection cannot be a server that is starting).
+    A socket is stale when its pid is dead, when the process with its pid is not the one that made it
+    (the start time recorded at bind differs: see runtime_dir), or when nothing listens on it (the
+    server renames its socket into place only once listening, so a refused connection cannot be a
+    server that is starting).
     Raises PermissionDenied if the runtime directory is not safely ours.
     """
     d = resolve_runtime_dir(runtime_dir)
@@ -628,21 +642,21 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
         if parsed is None:
             continue
         pid, session = parsed
-        if pid_alive(pid) is False:
-            _remove_stale(entry)
-            continue
         try:
-            st = os.lstat(entry)
+            st = os.lstat(entry)  # before the pid is looked at: see _remove_stale
         except OSError:
             continue
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
             # Only a socket of ours, as attach checks: connecting follows a symlink, and one planted at
             # `<pid>.sock` had ps connect (and send its hello) to whatever socket it named.
             continue
+        if pid_alive(pid) is False or same_process(st, pid) is False:
+            _remove_stale(entry, st)
+            continue
         try:
             client = ProbeClient.connect_path(entry, pid, timeout)
         except NotServing:
-            _remove_stale(entry)
+            _remove_stale(entry, st)
             continue
         except ProbeError as exc:
             out.append(

@@ -18,6 +18,8 @@ from engine.probe.runtime_dir import (
     PermissionDenied,
     ProbeError,
     ensure_runtime_dir,
+    record_start,
+    same_process,
     socket_path,
 )
 
@@ -47,6 +49,8 @@ def bind_listener(
         # then always accepts, so "connection refused" there reliably means stale.
         listener.bind(os.fsdecode(tmp))
         os.chmod(tmp, 0o600)
+        if pid == os.getpid():  # (a server named for another pid, as tests make, records nothing)
+            record_start(tmp)  # which process made it, for the stale checks (see runtime_dir)
         listener.listen(64)
         os.rename(tmp, path)
     except BaseException:
@@ -71,6 +75,13 @@ def remove_stale(path: Path, pid: int) -> None:
         raise ProbeError(f"{path} exists and is not a socket; remove it to let the probe start")
     if st.st_uid != os.getuid():
         raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}; refusing to replace it")
+    if same_process(st, pid) is False:
+        # An earlier process with our pid made it. Not asked whether it listens: a child it forked may
+        # still hold its listener open (accepting into a backlog nobody reads), and the refusal below
+        # kept this agent from serving at all.
+        log.info("removing stale probe socket %s (left by an earlier process with pid %d)", path, pid)
+        unlink_if_ours(path, (st.st_dev, st.st_ino))
+        return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:

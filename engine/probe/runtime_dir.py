@@ -7,6 +7,16 @@ The directory is the access boundary: it is created 0700 and refused when it is 
 else or readable/writable by group or other, because a socket in a directory another user controls
 could be replaced by theirs (and we would stream our prompts to them). Each socket is `<pid>.sock`.
 
+A socket file outlives an agent that dies without cleaning up (SIGKILL, os._exit), and its pid is later
+someone else's. So the server records which process made it, in the file's mtime: the process's start
+time in clock ticks since boot (`/proc/<pid>/stat` field 22), as nanoseconds since the epoch, so a
+recorded socket shows a date in the first seconds of 1970. It is set before the socket is renamed into
+place and nothing else writes a socket's mtime (connecting touches only its atime). `ps`, `attach` and a
+server binding the same pid compare it with the live process's (`same_process`): a different start time
+is an earlier process with that pid, whatever now answers to it. Clock ticks, not a wall time: the boot
+time Linux derives wall times from moves when the clock is stepped, which would make a live agent's
+socket look stale.
+
 The error types live here, not in `probe_client`, because this is the lowest module that both the
 server (`probe`) and the client import; `probe_client` re-exports them.
 """
@@ -15,6 +25,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 from engine.errors import ContextPipeError
@@ -26,6 +37,10 @@ MAX_SOCKET_PATH = 107
 SERVE_ENV = "CONTEXTPIPE_SERVE"
 # The largest value of a pid_t (Linux's pid_max is at most 2**22; this is the type's bound).
 PID_MAX = 2**31 - 1
+try:
+    _CLK_TCK = max(1, os.sysconf("SC_CLK_TCK"))
+except (AttributeError, ValueError, OSError):
+    _CLK_TCK = 100
 
 
 class ProbeError(ContextPipeError):
@@ -200,6 +215,49 @@ def pid_alive(pid: int) -> bool | None:
     # A zombie (exited, not yet reaped by its parent) still answers kill(0) but serves nothing.
     fields = proc_stat(pid)  # None: no /proc (or a race with exit): trust kill(0)
     return not (fields and fields[0] == b"Z")
+
+
+# A recorded start (ticks as ns, see the module docstring) is below this: 10**17 ns is ~3 years of
+# uptime at 1000 ticks/s; a real mtime (a socket from before the record, or on a system without /proc)
+# is decades past it.
+_RECORD_LIMIT_NS = 10**17
+
+
+def start_ticks_ns(pid: int) -> int | None:
+    """Process `pid`'s start, as recorded in its socket's mtime: clock ticks since boot, in nanoseconds
+    (one tick is 10 ms at the usual 100 ticks/s); None when /proc cannot say."""
+    fields = proc_stat(pid)
+    try:
+        ticks = int(fields[19]) if fields else 0  # field 22 of the whole line: starttime
+    except (IndexError, ValueError):
+        return None
+    return ticks * (10**9 // _CLK_TCK) if ticks > 0 else None
+
+
+def same_process(st: os.stat_result, pid: int) -> bool | None:
+    """Whether the socket whose stat is `st` was made by the process that is `pid` now: False when its
+    recorded start differs from the live one's (the pid was reused), None when either is unknown (a
+    socket from before the record, no /proc: the caller falls back on connecting)."""
+    recorded = st.st_mtime_ns
+    if not 0 < recorded < _RECORD_LIMIT_NS:
+        return None
+    live = start_ticks_ns(pid)
+    if live is None:
+        return None
+    if recorded == live:
+        return True
+    # A file system keeping whole seconds only (ext3, some network ones) truncated what was set.
+    return recorded % 10**9 == 0 and recorded == live - live % 10**9
+
+
+def record_start(path: Path) -> None:
+    """Record this process as `path`'s maker (see the module docstring); nothing when /proc cannot say."""
+    start = start_ticks_ns(os.getpid())
+    if start is not None:
+        try:
+            os.utime(path, ns=(time.time_ns(), start))
+        except OSError:
+            pass  # unrecorded: the check falls back on connecting, as before
 
 
 def proc_stat(pid: int) -> list[bytes] | None:

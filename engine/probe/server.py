@@ -62,6 +62,7 @@ from __future__ import annotations
 import atexit
 import os
 import selectors
+import signal
 import socket
 import sys
 import threading
@@ -177,6 +178,7 @@ class ProbeServer(AgentSend):
         atexit.register(self.close)
         self._mp_exit = _on_multiprocessing_exit(self.close)
         _LIVE_SERVERS.add(self)
+        _remove_sockets_on_sigterm()
 
     def publish(self, event: dict[str, Any], frame: bytes | None = None) -> None:
         """Hand one journal event to attached clients. Never blocks on a client, never raises. O(1), but
@@ -352,6 +354,61 @@ def _on_multiprocessing_exit(close: Callable[[], None]) -> Any:
         return None
 
 
+def _remove_sockets_on_sigterm() -> None:
+    """Have SIGTERM remove this process's probe sockets before it does what it did before.
+
+    An agent ended by SIGTERM with no handler of its own (a `kill`, a supervisor stopping it) runs no
+    atexit hook, so its socket file stayed behind for `ps` and `attach` to judge stale. Installed once,
+    from the main thread (the only one that may), when SIGTERM's handler is the default or the agent's
+    own Python callable; an ignored SIGTERM, or a handler installed from C, is left alone. The agent's
+    handling is kept: the default still ends the process by SIGTERM (the same status to its parent); a
+    handler it set before is called, and the sockets are removed only if it raises (sys.exit, an
+    exception to unwind the agent): one that returns keeps the agent, and its probe, running. One it
+    sets later replaces ours, and if it calls the handler it replaced, as a chaining handler does, the
+    default's behaviour follows; one that does not chain (a sys.exit) leaves the removal to close() at
+    exit, as before. Only files are
+    removed here, without the locks close() takes (the main thread may hold one where the signal
+    interrupted it); close() at exit, if the process gets there, finds the file gone and carries on."""
+    global _SIGTERM_INSTALLED
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN or previous is None or previous is _on_sigterm:
+            _SIGTERM_INSTALLED = True
+            return
+        _SIGTERM_PREVIOUS[0] = previous
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _SIGTERM_INSTALLED = True
+    except (ValueError, OSError, RuntimeError):
+        pass  # not the main interpreter, or signals unavailable: as before, no removal on SIGTERM
+
+
+def _unlink_live_sockets() -> None:
+    for server in list(_LIVE_SERVERS):
+        try:
+            server._unlink()  # (only the file it made, in the process that made it)
+        except Exception:
+            pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    previous = _SIGTERM_PREVIOUS[0]
+    if callable(previous):
+        try:
+            previous(signum, frame)
+        except BaseException:
+            _unlink_live_sockets()
+            raise
+        return
+    _unlink_live_sockets()
+    # What SIG_DFL would have done: die by the signal. Restored first so the re-sent one is not ours.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+_SIGTERM_INSTALLED = False
+_SIGTERM_PREVIOUS: list[Any] = [signal.SIG_DFL]
 _monotonic = time.monotonic  # a global: publish() runs for every event, a module attribute costs more
 _LIVE_SERVERS: weakref.WeakSet[ProbeServer] = weakref.WeakSet()
 
