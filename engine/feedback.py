@@ -13,7 +13,9 @@ from engine.providers.base import Block
 # Cache diagnostics a provider (or the agent's request) may carry, kept verbatim in the usage event:
 # Anthropic's `diagnostics.cache_miss_reason` (beta), the tokens it says were missed, OpenAI's
 # `prompt_cache_key` (a request parameter that routes requests to the same cache).
-DIAGNOSTIC_KEYS = ("cache_miss_reason", "cache_missed_input_tokens", "prompt_cache_key")
+# (finish_reason: why the model stopped, as the provider said it; the usage event carries it for the
+# OpenTelemetry export's gen_ai.response.finish_reasons, and a replayed usage keeps it.)
+DIAGNOSTIC_KEYS = ("cache_miss_reason", "cache_missed_input_tokens", "prompt_cache_key", "finish_reason")
 
 
 class UsageFormatError(ContextPipeError, ValueError):
@@ -235,6 +237,36 @@ def normalize_usage(u: Any) -> Usage:
         f"unrecognised usage object {given}: expected Anthropic, OpenAI, DeepSeek, litellm or "
         "Bedrock usage fields"
     )
+
+
+def finish_reason_of(response: Any) -> str | None:
+    """Why the model stopped, as the provider said it (dict or SDK object): Anthropic's `stop_reason`
+    (end_turn, tool_use, max_tokens...), the first choice's `finish_reason` of OpenAI's Chat Completions
+    and the APIs shaped like it (stop, tool_calls, length...), Bedrock Converse's `stopReason`. None when
+    the response does not say (a stream cut short, a shape none of these)."""
+    try:
+        for name in ("stop_reason", "stopReason"):
+            reason = _get(response, name)
+            if isinstance(reason, str) and reason:
+                return reason
+        choices = _get(response, "choices")
+        if isinstance(choices, list | tuple) and choices:
+            reason = _get(choices[0], "finish_reason")
+            if isinstance(reason, str) and reason:
+                return reason
+    except Exception:  # an SDK object whose attributes raise: the reason is only ever a nicety
+        return None
+    return None
+
+
+def reply_diagnostics(response: Any) -> dict[str, Any]:
+    """What a reply says beside its usage that the usage event keeps: the cache diagnostics and the
+    finish reason."""
+    out = cache_diagnostics(response)
+    reason = finish_reason_of(response)
+    if reason is not None:
+        out["finish_reason"] = reason
+    return out
 
 
 def cache_diagnostics(response: Any) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from engine.errors import (
     PipelineClosedError,
     UnpairedToolResultError,
 )
-from engine.feedback import Usage, attribute_cache_break, normalize_usage
+from engine.feedback import Usage, attribute_cache_break, finish_reason_of, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
 from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, history_pressure, plan_of
@@ -1455,15 +1455,20 @@ class Pipeline:
 
     # ----------------------------------------------------------------- feedback
     @_journals
-    def record_usage(self, usage: Any) -> Usage:
-        """Feedback after a successful call: statistics learn, the turn's trace gets real usage."""
+    def record_usage(self, usage: Any, *, finish_reason: str | None = None) -> Usage:
+        """Feedback after a successful call: statistics learn, the turn's trace gets real usage.
+        `finish_reason`: why the model stopped, as the response says it (Anthropic's `stop_reason`,
+        OpenAI's `choices[0].finish_reason`); kept with the usage for the OpenTelemetry export."""
         u = normalize_usage(usage)
+        if finish_reason:
+            u = u.with_extra(finish_reason=str(finish_reason))
         t = self._open
         est = (t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]) if t else 0
         d = u.to_dict()
         self._usage_hint = (d, u)
         try:
-            self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est})
+            # `time`: when the call's outcome came, so a recording's spans last as long as their calls.
+            self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()})
         finally:
             self._usage_hint = None
         self._settle(t, "usage", dict(d))  # what u.to_dict() gives, as its own dict
@@ -1472,7 +1477,8 @@ class Pipeline:
     @_journals
     def record_error(self, kind: str, message: str = "") -> None:
         """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
-        self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000]})
+        self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000],
+                    "time": self.clock()})
         self._settle(self._open, "error", f"{kind}: {message}"[:500])
 
     def _settle(self, t: dict[str, Any] | TurnRecord | None, key: str, value: Any) -> None:
@@ -1528,7 +1534,7 @@ class Pipeline:
             else getattr(resp, "usage", None) or (resp.get("usage") if isinstance(resp, dict) else None)
         )
         if usage is not None:
-            self.record_usage(usage)
+            self.record_usage(usage, finish_reason=finish_reason_of(resp))
         return resp
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -62,6 +63,13 @@ def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]] | str:
         return "permission denied (check the file's owner and mode)"
     except OSError as exc:
         return f"cannot read it: {exc.strerror or exc}"
+
+
+def _unpriced_model(exc: Exception, header: dict[str, Any]) -> str:
+    """The model a price table had no row for: named in its error as `model 'NAME'`, else the
+    recording's own model."""
+    found = re.search(r"model '([^']*)'", str(exc))
+    return found.group(1) if found else str(header.get("model") or "?")
 
 
 def _skip(path: Path, reason: str) -> None:
@@ -147,7 +155,8 @@ def export(
         fail(f"the OTLP endpoint {url} did not accept the spans (is a collector listening there?)")
     if not sessions:
         fail(f"none of the {len(paths)} recording(s) could be read")
-    typer.echo(f"exported {total} spans from {sessions} session(s) to {url}"
+    typer.echo(f"exported {total} model-call spans from {sessions} session(s), each session's under its "
+               f"invoke_agent span, to {url}"
                + (f"; {skipped} recording(s) skipped (see above)" if skipped else ""))
 
 
@@ -200,6 +209,10 @@ def report(
     paths = expand_paths(files)
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
+    # Sessions skipped because their model has no price, by model: said once, in one line, after the
+    # loop. Each used to print the whole price table's model list: a fleet of one unpriced model was a
+    # screen of the same long warning.
+    unpriced: dict[str, int] = {}
     for path in paths:
         read = _events(path)
         if isinstance(read, str):
@@ -222,10 +235,22 @@ def report(
                 rep = simulate_events(events, replace(settings, model=model), source=str(path))
                 stood_in = True
         except ContextPipeError as exc:
+            if isinstance(exc.__cause__, UnknownModelError):
+                name = _unpriced_model(exc.__cause__, header)
+                unpriced[name] = unpriced.get(name, 0) + 1
+                skipped.append({"session": str(path), "reason": f"no price for model {name!r}"})
+                continue
             _skip(path, str(exc))
             skipped.append({"session": str(path), "reason": str(exc)})
             continue
         rows.append(session_row(path, rep, stood_in))
+    if unpriced:
+        count = sum(unpriced.values())
+        names = ", ".join(f"{name} ({n})" for name, n in sorted(unpriced.items(), key=lambda kv: (-kv[1], kv[0])))
+        todo = ("add their rows with --prices FILE" if model is not None
+                else "price them as a known model with --model MODEL, or add their rows with --prices FILE")
+        typer.secho(f"skipped {count} session(s) whose model has no price: {names}; {todo}",
+                    fg=typer.colors.YELLOW, err=True)
     if not rows:
         fail("no session could be reported")
     total = totals_row(rows)

@@ -31,8 +31,10 @@ A_USAGE = {
     "cache_read_tokens": 3400,
     "cache_write_tokens": 1200,
     "cache_write_1h_tokens": 200,
+    "finish_reason": "tool_calls",  # why the model stopped, kept with the usage (litellm's OpenAI shape)
 }
-O_USAGE = {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920, "cache_write_tokens": 0}
+O_USAGE = {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920, "cache_write_tokens": 0,
+           "finish_reason": "stop"}
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +130,8 @@ def test_litellm_async_deepseek(upstream: StandIn, logger: ContextPipeLogger, tm
     assert logger.stats.errors == 0, logger.stats.last_error
     ev = _finish(logger, tmp_path / "lite.cpsession", 1)
     (u,) = [e["usage"] for e in ev if e["k"] == "usage"]
-    assert u == {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": 640, "cache_write_tokens": 0}
+    assert u == {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": 640, "cache_write_tokens": 0,
+                 "finish_reason": "stop"}
 
 
 def test_litellm_failure_is_journaled_and_install_is_idempotent(upstream: StandIn, tmp_path: Path) -> None:

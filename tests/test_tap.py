@@ -119,6 +119,7 @@ def test_anthropic_tap_records_actual_requests_and_usage(server: str, tmp_path: 
         "output_tokens": 9,
         "cache_read_tokens": 100,
         "cache_write_tokens": 5,
+        "finish_reason": "tool_use",  # the reply's stop_reason, kept for the OpenTelemetry export
     }
     assert errors and errors[0]["kind"] == "prompt_too_long"
     assert Replayer(events).verify().ok

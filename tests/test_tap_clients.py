@@ -79,7 +79,13 @@ def _sent(ev: list[dict[str, Any]], turn: int) -> list[dict[str, Any]]:
 
 
 def _usages(ev: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    return {e["turn"]: e["usage"] for e in ev if e["k"] == "usage"}
+    """Each turn's usage figures (the finish reason kept beside them is _reasons')."""
+    return {e["turn"]: {k: v for k, v in e["usage"].items() if k != "finish_reason"} for e in ev if e["k"] == "usage"}
+
+
+def _reasons(ev: list[dict[str, Any]]) -> dict[int, str | None]:
+    """Each turn's finish reason as the reply gave it (kept with the usage for the OpenTelemetry export)."""
+    return {e["turn"]: e["usage"].get("finish_reason") for e in ev if e["k"] == "usage"}
 
 
 def _anthropic_history(resp_content: Any) -> list[dict[str, Any]]:
@@ -125,6 +131,7 @@ def test_anthropic_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None
     ev = _check(rec, 5)
     u = _usages(ev)
     assert [u[t] for t in range(5)] == [A_USAGE] * 5  # streamed calls too: usage from the final events
+    assert all(_reasons(ev)[t] for t in range(5)), _reasons(ev)  # and why each reply stopped
     sim = simulate_file(rec)
     actual = sim.policies["actual"]
     assert actual is not None

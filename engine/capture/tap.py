@@ -49,7 +49,7 @@ from engine.capture.tap_streams import (
     stream_ended,
 )
 from engine.errors import ContextPipeError
-from engine.feedback import cache_diagnostics, normalize_usage
+from engine.feedback import normalize_usage, reply_diagnostics
 from engine.importers._common import Ctx
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
 from engine.importers.model import CallRec, MessageRec, ToolSchemaRec
@@ -325,7 +325,7 @@ class Tap:
         assert self.pipe is not None
         # The one normaliser (engine.feedback): cache reads, 5m/1h writes, Responses and DeepSeek fields
         u = normalize_usage(raw_usage).with_extra(
-            prompt_cache_key=self.prompt_cache_key, **cache_diagnostics(data)
+            prompt_cache_key=self.prompt_cache_key, **reply_diagnostics(data)
         )
         self.pipe.record_usage(u)
 
@@ -406,7 +406,8 @@ class Tap:
         ev: dict[str, Any]
         if kind == "failed":
             text = str(payload)
-            ev = {"k": "error", "turn": call.turn, "kind": _error_kind(text), "message": text[:2000]}
+            ev = {"k": "error", "turn": call.turn, "kind": _error_kind(text), "message": text[:2000],
+                  "time": self.clock()}
         else:
             data = plain(payload) if not isinstance(payload, dict) else payload
             if not isinstance(data, dict):
@@ -418,9 +419,9 @@ class Tap:
                 return
             key = call.body.get("prompt_cache_key")
             u = normalize_usage(data["usage"]).with_extra(
-                prompt_cache_key=key if isinstance(key, str) else None, **cache_diagnostics(data)
+                prompt_cache_key=key if isinstance(key, str) else None, **reply_diagnostics(data)
             )
-            ev = {"k": "usage", "turn": call.turn, "usage": u.to_dict(), "estimated": 0}
+            ev = {"k": "usage", "turn": call.turn, "usage": u.to_dict(), "estimated": 0, "time": self.clock()}
         self.pipe.fold(ev)
         self.pipe.journal.append(ev)
 

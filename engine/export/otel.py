@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 
 from engine.errors import ConfigError
 from engine.export.optin import ENV_ENDPOINT, ENV_TRACES_ENDPOINT
-from engine.export.spans import SpanData, messages_content, session_trace_id, turn_span
+from engine.export.spans import (
+    SpanData,
+    agent_span,
+    finish_reason,
+    messages_content,
+    session_trace_id,
+    turn_span,
+)
 
 SCOPE = "contextpipe"
 ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -186,7 +193,9 @@ class SpanEmitter:
         self.scope = InstrumentationScope(SCOPE)
         self._pending: list[Any] = []
         self.exported = 0
+        self.exported_calls = 0
         self.failed = 0
+        self.failed_calls = 0
 
     def emit(self, data: SpanData) -> None:
         from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -197,11 +206,16 @@ class SpanEmitter:
         if data.error:
             status = Status(StatusCode.ERROR, data.error)
             attributes["error.type"] = data.error.split(":", 1)[0]
-        context = SpanContext(data.trace_id, random.getrandbits(64) or 1, is_remote=False,
-                              trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        context = SpanContext(data.trace_id, data.span_id or random.getrandbits(64) or 1, is_remote=False,
+                              trace_flags=flags)
+        parent = None
+        if data.parent_span_id:
+            parent = SpanContext(data.trace_id, data.parent_span_id, is_remote=False, trace_flags=flags)
         span = ReadableSpan(
-            data.name, context=context, resource=self.resource, attributes=attributes,
-            events=[Event(name, attrs, when) for name, when, attrs in data.events], kind=SpanKind.CLIENT,
+            data.name, context=context, parent=parent, resource=self.resource, attributes=attributes,
+            events=[Event(name, attrs, when) for name, when, attrs in data.events],
+            kind=SpanKind.INTERNAL if data.kind == "internal" else SpanKind.CLIENT,
             status=status, start_time=data.start_ns, end_time=data.end_ns, instrumentation_scope=self.scope,
         )
         self._pending.append(span)
@@ -210,6 +224,7 @@ class SpanEmitter:
 
     def flush(self) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
+        from opentelemetry.trace import SpanKind
 
         if not self._pending:
             return
@@ -218,10 +233,15 @@ class SpanEmitter:
             ok = self.exporter.export(batch) == SpanExportResult.SUCCESS
         except Exception:
             ok = False
+        # The model calls' spans are counted apart too, for what a session's close says of them (its
+        # invoke_agent span is counted in `exported` or `failed` only).
+        calls = sum(1 for span in batch if span.kind == SpanKind.CLIENT)
         if ok:
             self.exported += len(batch)
+            self.exported_calls += calls
         else:
             self.failed += len(batch)
+            self.failed_calls += calls
 
     def close(self, timeout_s: float = 5.0) -> None:
         self.flush()
@@ -229,41 +249,67 @@ class SpanEmitter:
 
 
 class SessionFold:
-    """Folds one session's journal events into spans: request times, usage, then the turn's trace.
+    """Folds one session's journal events into spans: request times, usage, then the turn's trace; and,
+    once the session is over (`agent()`), its invoke_agent span.
 
     A live sink passes `at`, a monotonic reading of when each event was journaled: a turn's span then
-    ends when its outcome (usage or error) arrived, so its duration is the model call's. A recording
-    keeps no such time, so its spans end where they start."""
+    ends when its outcome (usage or error) arrived, so its duration is the model call's. A recording has
+    the outcome's wall time in its usage or error event (journaled since probeotel23); one from before
+    that keeps no end, so its spans end where they start."""
 
-    def __init__(self, provider: str | None = None, content: bool = False, redact: bool = False) -> None:
+    def __init__(self, provider: str | None = None, content: bool = False, redact: bool = False,
+                 model: str | None = None) -> None:
         self.provider = provider
+        self.model = model or ""
         self.content = content and not redact  # redaction wins: prompt text never leaves
         self.redact = redact
         self.trace_id: int | None = None
         self.times: dict[int, tuple[float, float | None]] = {}  # turn -> (request time, monotonic)
         self.ended: dict[int, float] = {}  # turn -> monotonic reading of its outcome
+        self.ended_wall: dict[int, float] = {}  # turn -> the outcome's journaled wall time (recordings)
         self.last_time: float | None = None  # the newest journaled wall time (session, requests)
         self.usage: dict[int, Mapping[str, Any]] = {}
         self.blobs: dict[str, str] = {}
         self.msgs: list[Mapping[str, Any]] = []
+        # For the invoke_agent span: the session's start, its calls, their summed usage, the last end.
+        self.started: float | None = None
+        self.calls = 0
+        self.totals: dict[str, int] = {}
+        self.last_end: float | None = None
+        self.last_reason: str | None = None
+        self.last_error: str | None = None
 
     def take(self, ev: Mapping[str, Any], at: float | None = None) -> SpanData | None:
         k = ev.get("k")
         if k == "session" and self.trace_id is None:
             self.trace_id = session_trace_id(ev)
-            self.last_time = _wall(ev.get("time")) or self.last_time
+            self.started = _wall(ev.get("time"))
+            self.last_time = self.started or self.last_time
+            config = ev.get("config")
+            if not self.model and isinstance(config, Mapping):
+                self.model = str(config.get("model") or "")
+            if not self.provider and isinstance(config, Mapping):
+                self.provider = str(config.get("provider") or "") or None
         elif k == "request":
             when = _wall(ev.get("time"))
             if when is not None:
                 self.last_time = when
                 self.times[int(ev["turn"])] = (when, at)
         elif k == "usage":
-            self.usage[int(ev["turn"])] = ev.get("usage") or {}
+            turn = int(ev["turn"])
+            self.usage[turn] = ev.get("usage") or {}
             if at is not None:
-                self.ended[int(ev["turn"])] = at
+                self.ended[turn] = at
+            when = _wall(ev.get("time"))
+            if when is not None:
+                self.ended_wall[turn] = when
         elif k == "error":
-            if at is not None and ev.get("turn") is not None:
-                self.ended.setdefault(int(ev["turn"]), at)
+            if ev.get("turn") is not None:
+                if at is not None:
+                    self.ended.setdefault(int(ev["turn"]), at)
+                when = _wall(ev.get("time"))
+                if when is not None:
+                    self.ended_wall.setdefault(int(ev["turn"]), when)
         elif k == "blob" and self.content:
             data = ev.get("data")
             if isinstance(data, bytes | bytearray):
@@ -279,6 +325,7 @@ class SessionFold:
             turn = int(trace.get("turn", ev.get("turn", 0)))
             start, started_at = self.times.pop(turn, (None, None))
             ended_at = self.ended.pop(turn, None)
+            ended_wall = self.ended_wall.pop(turn, None)
             if start is None:
                 # Its request event was never seen (a sink queue that overflowed): the newest journaled
                 # time, rather than 0, which put the span at 1970 where backends drop or hide it.
@@ -286,13 +333,40 @@ class SessionFold:
             end = start
             if start is not None and started_at is not None and ended_at is not None:
                 end = start + max(0.0, ended_at - started_at)
+            elif start is not None and ended_wall is not None:
+                end = max(start, ended_wall)
             content = messages_content(self.msgs, self.blobs) if self.content else None
+            usage = self.usage.pop(turn, None)
             data = turn_span(trace, self.trace_id, start_s=start, end_s=end,
-                             usage=self.usage.pop(turn, None), provider=self.provider, content=content)
+                             usage=usage, provider=self.provider, content=content)
             if self.redact:
                 _redact(data)
+            self._count(usage if usage is not None else trace.get("usage"), end, data.error)
             return data
         return None
+
+    def _count(self, usage: Any, end: float | None, error: str | None) -> None:
+        self.calls += 1
+        if isinstance(usage, Mapping):
+            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+                value = usage.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.totals[key] = self.totals.get(key, 0) + value
+            self.last_reason = finish_reason(usage)
+        else:
+            self.last_reason = None
+        if end is not None:
+            self.last_end = end if self.last_end is None else max(self.last_end, end)
+        self.last_error = error
+
+    def agent(self) -> SpanData | None:
+        """The session's invoke_agent span, from its start to its last call's end; None before a call.
+        Its status is the last call's: an agent whose final call failed ended in that error."""
+        if self.trace_id is None or not self.calls:
+            return None
+        return agent_span(self.trace_id, start_s=self.started or self.last_end, end_s=self.last_end,
+                          model=self.model, provider=self.provider, calls=self.calls, usage=self.totals,
+                          last_reason=self.last_reason, error=self.last_error)
 
 
 def _wall(value: Any) -> float | None:
@@ -314,23 +388,29 @@ def _redact(data: SpanData) -> None:
 class OtelSink:
     """A journal sink for a live session (Pipeline(otel=True), the tap, the proxy).
 
-    On the agent's thread it only appends the event (and when it came) to a queue; its own daemon thread
-    folds events into spans and exports them in batches, sleeping while there is nothing to send. A full
-    queue drops events (counted in `dropped`) rather than growing or waiting; nothing here ever raises
-    into the agent. close() waits at most its timeout for the receiver, then says how many of the
-    session's spans did not reach it (`lost`, and one RuntimeWarning naming the endpoint).
+    On the agent's thread it only appends the event (and when it came) to a queue; the process's one
+    export thread (shared by every sink: a proxy opens one per conversation) folds events into spans and
+    exports them in batches, sleeping while there is nothing to send. The queue is bounded by an estimate
+    of the memory its events hold (MAX_QUEUE_BYTES): past it, events are dropped (counted in `dropped`)
+    rather than growing or waiting; nothing here ever raises into the agent. close() sends the session's
+    invoke_agent span, waits at most its timeout for the receiver, then says in one RuntimeWarning, naming
+    the endpoint, how many of the session's call spans did not reach it (`lost`) and how many events the
+    full queue dropped.
     """
 
     RELEVANT = frozenset({"session", "request", "usage", "error", "turn"})
     CONTENT = frozenset({"blob", "msg", "part", "source", "content"})
     GATHER_S = 0.5  # after a wake-up, wait this long so one export carries several turns
-    MAX_QUEUE = 50_000
+    # What the queue may hold while the receiver is slow or down. It was 50,000 events, ~175 MB of turn
+    # traces; 8 MiB is some 400 turns (a turn's events hold ~19 KB: its trace ~16, request, usage).
+    MAX_QUEUE_BYTES = 8 * 2**20
 
     def __init__(self, header: Mapping[str, Any], *, endpoint: str | None = None, exporter: Any = None,
                  content: bool = False, redact: bool = False, threaded: bool = True) -> None:
         """`threaded=False` exports each span as its turn ends, on the caller's thread (tests)."""
         self.emitter = SpanEmitter(exporter, endpoint=endpoint, batch=True)
-        self.fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact)
+        self.fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact,
+                                model=str(header.get("model") or "") or None)
         self.kinds = self.RELEVANT | (self.CONTENT if self.fold.content else frozenset())
         self.threaded = threaded
         self.spans = 0
@@ -338,11 +418,14 @@ class OtelSink:
         self.dropped = 0  # events the full queue turned away
         self.turns = 0  # turns journaled while exporting: what a receiver should end up with
         self.lost = 0  # set by close(): turns whose span the receiver did not confirm
-        self._queue: deque[tuple[Mapping[str, Any], float]] = deque()
-        self._wake = threading.Event()
-        self._closing = threading.Event()  # cuts the gather wait short: close() should not sit it out
+        self._queue: deque[tuple[Mapping[str, Any], float, int]] = deque()
+        # The queue's estimated bytes: added on the agent's thread, taken on the export thread, each
+        # counter written by one thread only (a shared `+=`/`-=` could lose updates and drift).
+        self._queued_bytes = 0
+        self._taken_bytes = 0
+        self._done = threading.Event()  # set by the export thread once a closed sink is drained
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._worker: _ExportWorker | None = None
         self._pid = os.getpid()
         _OPEN.add(self)
 
@@ -357,15 +440,18 @@ class OtelSink:
             self._take(ev, at)
             self.emitter.flush()
             return
-        if self._closed or len(self._queue) >= self.MAX_QUEUE:
+        size = _event_bytes(k, ev)
+        if self._closed or self._queued_bytes - self._taken_bytes + size > self.MAX_QUEUE_BYTES:
             self.dropped += 1
             return
-        self._queue.append((ev, at))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="contextpipe-otel", daemon=True)
-            self._thread.start()
+        self._queued_bytes += size
+        self._queue.append((ev, at, size))
+        worker = self._worker
+        if worker is None or worker.pid != self._pid:
+            worker = self._worker = _export_worker()
+            worker.add(self)
         if len(self._queue) == 1:
-            self._wake.set()
+            worker.wake.set()
 
     def _take(self, ev: Mapping[str, Any], at: float | None = None) -> None:
         try:
@@ -377,59 +463,139 @@ class OtelSink:
             self.errors += 1
 
     def _drain(self) -> None:
-        while self._queue:
-            self._take(*self._queue.popleft())
+        queue = self._queue
+        while queue:
+            ev, at, size = queue.popleft()
+            self._taken_bytes += size
+            self._take(ev, at)
         self.emitter.flush()
 
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if not self._closed:
-                self._closing.wait(self.GATHER_S)
-            closing = self._closed  # read before draining: what was queued by then is all there is
-            try:
-                self._drain()
-            except Exception:
-                self.errors += 1
-            if closing:
-                return
+    def _finish(self) -> None:
+        """The session is over: its invoke_agent span, and what is left sent."""
+        self._drain()
+        try:
+            data = self.fold.agent()
+            if data is not None:
+                self.emitter.emit(data)
+        except Exception:
+            self.errors += 1
+        self.emitter.flush()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Send what is left, waiting at most `timeout_s` for the receiver. A receiver that is down or
         slow used to hold the agent's Pipeline.close() for the exporter's whole retry budget (10 s and
-        more) after the join had timed out, the agent's thread then draining the queue alongside the
-        export thread. Now only the export thread touches the queue; past the timeout the exporter is
-        shut down (which ends its retries) and what did not arrive is counted, not waited for."""
+        more); now only the export thread touches the queue, and past the timeout the exporter is shut
+        down (which ends its retries) and what did not arrive is counted, not waited for."""
         if self._closed:
             return
         self._closed = True
         _OPEN.discard(self)
-        thread = self._thread
+        worker = self._worker
         try:
-            if thread is None:
-                self._drain()  # never started (threaded=False, or no relevant event): nothing in flight
+            if worker is None or worker.pid != os.getpid():
+                self._finish()  # nothing queued (threaded=False, or no relevant event): nothing in flight
             else:
-                self._closing.set()
-                self._wake.set()
-                thread.join(timeout_s)
+                worker.cut.set()
+                worker.wake.set()
+                self._done.wait(timeout_s)
         except Exception:
             self.errors += 1
         try:
             self.emitter.exporter.shutdown()
         except Exception:
             self.errors += 1
-        self.lost = max(0, self.turns - self.emitter.exported)
-        if self.lost:
+        self.lost = max(0, self.turns - self.emitter.exported_calls)
+        if self.lost or self.dropped:
             import warnings
 
-            detail = (f"{self.emitter.failed} refused or timed out, "
-                      f"{self.lost - self.emitter.failed} unsent when the session closed")
-            warnings.warn(
-                f"OpenTelemetry export: {self.lost} of {self.turns} spans did not reach "
-                f"{exporter_url(self.emitter.exporter)} ({detail}); is a collector listening there?",
-                RuntimeWarning, stacklevel=2,
-            )
+            parts = []
+            if self.lost:
+                parts.append(f"{self.lost} of {self.turns} spans did not reach "
+                             f"{exporter_url(self.emitter.exporter)} ({self.emitter.failed_calls} refused or "
+                             f"timed out, {max(0, self.lost - self.emitter.failed_calls)} unsent when the "
+                             "session closed); "
+                             "is a collector listening there?")
+            if self.dropped:
+                parts.append(f"{self.dropped} journal events were dropped while the export queue was full "
+                             f"(it holds {self.MAX_QUEUE_BYTES // 2**20} MiB: the receiver was slower than "
+                             "the agent), so some spans lack their usage or times")
+            warnings.warn("OpenTelemetry export: " + "; ".join(parts), RuntimeWarning, stacklevel=2)
+
+
+# Rough bytes a queued event holds, by kind (deep sizes measured on a real engine turn: a turn's trace
+# ~14-16 KB, a request ~1.3 KB plus its sections, the rest about 1 KB); a blob adds its text. An estimate
+# taken in O(1) on the agent's thread: sizing the event itself would cost more than queuing it.
+_KIND_BYTES = {"turn": 16_384, "session": 4_096, "request": 2_048, "msg": 1_536, "source": 1_536,
+               "content": 1_536}
+
+
+def _event_bytes(kind: Any, ev: Mapping[str, Any]) -> int:
+    if kind == "blob":
+        data = ev.get("data")
+        return 512 + (len(data) if isinstance(data, str | bytes | bytearray) else 0)
+    if kind == "error":
+        message = ev.get("message")
+        return 1_024 + (len(message) if isinstance(message, str) else 0)
+    return _KIND_BYTES.get(kind, 1_024)
+
+
+class _ExportWorker:
+    """The one thread that folds and exports for every live sink of this process. One per session (the
+    proxy serves each conversation as its own session) meant a thread and its stack per conversation,
+    each waking on its own; sinks now share this one, which sleeps while no sink has anything queued."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.wake = threading.Event()
+        self.cut = threading.Event()  # cuts the gather wait short: a sink is closing
+        self._lock = threading.Lock()
+        self._sinks: weakref.WeakSet[OtelSink] = weakref.WeakSet()  # a sink dropped unclosed goes too
+        self.thread = threading.Thread(target=self._run, name="contextpipe-otel", daemon=True)
+        self.thread.start()
+
+    def add(self, sink: OtelSink) -> None:
+        with self._lock:
+            self._sinks.add(sink)
+
+    def _run(self) -> None:
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            with self._lock:
+                sinks = list(self._sinks)
+            if not any(s._closed for s in sinks):
+                gather = min((s.GATHER_S for s in sinks if s._queue), default=0.0)
+                if gather > 0:
+                    self.cut.wait(gather)
+            self.cut.clear()
+            for sink in sinks:
+                closing = sink._closed  # read before draining: what was queued by then is all there is
+                try:
+                    if closing:
+                        sink._finish()
+                    elif sink._queue:
+                        sink._drain()
+                except Exception:
+                    sink.errors += 1
+                if closing:
+                    with self._lock:
+                        self._sinks.discard(sink)
+                    sink._done.set()
+            del sinks
+
+
+_WORKER: _ExportWorker | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def _export_worker() -> _ExportWorker:
+    """This process's export thread, started when a sink first has something to send. A forked child
+    does not have its parent's thread (only its object): it gets its own."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None or _WORKER.pid != os.getpid():
+            _WORKER = _ExportWorker()
+        return _WORKER
 
 
 # Sinks not yet closed. An agent that ends without Pipeline.close() (a script that returns, sys.exit)
@@ -452,12 +618,18 @@ def _close_open_sinks() -> None:
 
 def export_events(events: Iterable[Mapping[str, Any]], header: Mapping[str, Any], emitter: SpanEmitter,
                   *, content: bool = False, redact: bool = False) -> int:
-    """Export a recorded session through `emitter`; returns the number of spans."""
-    fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact)
+    """Export a recorded session through `emitter`: a span per model call, then the session's
+    invoke_agent span (their parent). Returns the number of model-call spans (the invoke_agent span,
+    sent when there was a call, comes on top)."""
+    fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact,
+                       model=str(header.get("model") or "") or None)
     n = 0
     for ev in events:
         data = fold.take(ev)
         if data is not None:
             emitter.emit(data)
             n += 1
+    agent = fold.agent()
+    if agent is not None:
+        emitter.emit(agent)
     return n

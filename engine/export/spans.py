@@ -2,6 +2,11 @@
 under `contextpipe.*`. Pure functions of a turn's journal events, with no OpenTelemetry import, so the
 same figures come out live, from a recording, and in tests.
 
+A session is one trace: its calls (`chat {model}` spans, kind CLIENT) are children of one `invoke_agent`
+span (kind INTERNAL: the agent runs in this process), as the conventions' agent spans have it
+(gen-ai-agent-spans.md, "Invoke agent internal span"). Its span id is derived from the trace id, so the
+calls can name their parent before it ends, and a live export and a later export of the recording agree.
+
 Names follow the GenAI semantic conventions (gen_ai.operation.name, gen_ai.provider.name,
 gen_ai.request.model, gen_ai.usage.input_tokens / output_tokens / cache_read.input_tokens /
 cache_creation.input_tokens, gen_ai.response.finish_reasons, gen_ai.conversation.id). `input_tokens`
@@ -39,6 +44,14 @@ class SpanData:
     attributes: dict[str, AttrValue]
     events: list[tuple[str, int, dict[str, AttrValue]]] = field(default_factory=list)
     error: str | None = None
+    span_id: int | None = None  # None: a random one
+    parent_span_id: int | None = None
+    kind: str = "client"  # or "internal" (the invoke_agent span)
+
+
+def agent_span_id(trace_id: int) -> int:
+    """The invoke_agent span's id within a session's trace (never 0, which OpenTelemetry calls invalid)."""
+    return int(sha256_hex(f"{trace_id:032x}:invoke_agent")[:16], 16) or 1
 
 
 def session_trace_id(session_event: Mapping[str, Any]) -> int:
@@ -111,9 +124,9 @@ def turn_span(
         if usage.get("cache_write_1h_tokens"):
             a[f"{ns}.usage.cache_creation_1h.input_tokens"] = int(usage["cache_write_1h_tokens"])
         a[f"{ns}.cache_hit_rate"] = round(int(usage.get("cache_read_tokens") or 0) / inp, 4) if inp else 0.0
-        reason = usage.get("finish_reason") or usage.get("stop_reason")
+        reason = finish_reason(usage)
         if reason:
-            a["gen_ai.response.finish_reasons"] = [str(reason)]
+            a["gen_ai.response.finish_reasons"] = [reason]
         for key in ("cache_miss_reason", "prompt_cache_key"):
             if usage.get(key):
                 a[f"{ns}.usage.{key}"] = str(usage[key])
@@ -133,7 +146,53 @@ def turn_span(
         for al in trace.get("alerts") or []
     ]
     error = trace.get("error")
-    return SpanData(f"chat {model}", trace_id, start_ns, end_ns, a, events, str(error) if error else None)
+    return SpanData(f"chat {model}", trace_id, start_ns, end_ns, a, events, str(error) if error else None,
+                    parent_span_id=agent_span_id(trace_id))
+
+
+def finish_reason(usage: Mapping[str, Any] | None) -> str | None:
+    """The reason the model stopped, as the provider said it (end_turn, tool_use, stop, tool_calls,
+    length...), which the capture paths and importers keep in the usage event (engine.feedback)."""
+    if not usage:
+        return None
+    reason = usage.get("finish_reason") or usage.get("stop_reason")
+    return str(reason) if reason else None
+
+
+def agent_span(
+    trace_id: int,
+    *,
+    start_s: float | None,
+    end_s: float | None,
+    model: str,
+    provider: str | None,
+    calls: int,
+    usage: Mapping[str, int],
+    last_reason: str | None = None,
+    error: str | None = None,
+) -> SpanData:
+    """The session's `invoke_agent` span: from its start to its last call's end, with the usage of all its
+    calls summed (`usage`: input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)."""
+    prov = str(provider or "")
+    a: dict[str, AttrValue] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": _PROVIDER_NAMES.get(prov, prov),
+        "gen_ai.conversation.id": f"{trace_id:032x}",
+        f"{NAMESPACE}.calls": calls,
+    }
+    if model:
+        a["gen_ai.request.model"] = model
+    if usage:
+        a["gen_ai.usage.input_tokens"] = int(usage.get("input_tokens", 0))
+        a["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens", 0))
+        a["gen_ai.usage.cache_read.input_tokens"] = int(usage.get("cache_read_tokens", 0))
+        a["gen_ai.usage.cache_creation.input_tokens"] = int(usage.get("cache_write_tokens", 0))
+    if last_reason:
+        a["gen_ai.response.finish_reasons"] = [last_reason]
+    start_ns = int((start_s or 0.0) * 1e9)
+    end_ns = max(start_ns, int((end_s if end_s is not None else (start_s or 0.0)) * 1e9))
+    return SpanData("invoke_agent", trace_id, start_ns, end_ns, a, [], error,
+                    span_id=agent_span_id(trace_id), kind="internal")
 
 
 def fit_messages(messages: list[dict[str, Any]], cap: int = CONTENT_CAP) -> tuple[str, int]:

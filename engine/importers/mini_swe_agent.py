@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.feedback import reply_diagnostics
 from engine.importers._common import (
     Ctx,
     guess_provider,
@@ -64,7 +65,7 @@ def _usage(resp: dict[str, Any], ctx: Ctx, where: str) -> UsageRec | None:
     u = resp.get("usage")
     if u is None:
         return None
-    return usage_rec(u, ctx, join(where, "usage"))
+    return usage_rec(u, ctx, join(where, "usage"), **reply_diagnostics(resp))
 
 
 def parse(data: Any, path: str) -> ImportedSession:

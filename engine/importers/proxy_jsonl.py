@@ -23,7 +23,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from engine.feedback import cache_diagnostics
+from engine.feedback import reply_diagnostics
 from engine.importers._common import (
     Ctx,
     _kind,
@@ -277,7 +277,7 @@ def _anthropic_response(
     ]
     usage = None
     if resp.get("usage") is not None:
-        usage = usage_rec(resp["usage"], ctx, join(where, "usage"), **cache_diagnostics(resp))
+        usage = usage_rec(resp["usage"], ctx, join(where, "usage"), **reply_diagnostics(resp))
     return msg, usage, None
 
 
@@ -313,7 +313,7 @@ def _openai_response(
     )
     usage = None
     if resp.get("usage") is not None:
-        usage = usage_rec(resp["usage"], ctx, join(where, "usage"))
+        usage = usage_rec(resp["usage"], ctx, join(where, "usage"), **reply_diagnostics(resp))
     return msg, usage, None
 
 

@@ -66,7 +66,14 @@ def events_of(path: Path) -> list[dict[str, Any]]:
 
 
 def usages(path: Path) -> list[dict[str, Any]]:
-    return [e["usage"] for e in events_of(path) if e.get("k") == "usage"]
+    """Each call's usage figures (without the finish reason kept beside them: see `finish_reasons`)."""
+    return [{k: v for k, v in e["usage"].items() if k != "finish_reason"}
+            for e in events_of(path) if e.get("k") == "usage"]
+
+
+def finish_reasons(path: Path) -> list[str | None]:
+    """Why each reply stopped, as the provider said it (kept with the usage for the OpenTelemetry export)."""
+    return [e["usage"].get("finish_reason") for e in events_of(path) if e.get("k") == "usage"]
 
 
 def errors(path: Path) -> list[dict[str, Any]]:

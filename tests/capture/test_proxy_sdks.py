@@ -18,7 +18,7 @@ import openai
 
 from engine.importers.ingest import actual_requests
 from engine.probe.client import ProbeClient, list_agents
-from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
+from tests.capture.conftest import Proxied, errors, events_of, finish_reasons, usages, verify_ok
 from tests.capture.standin import USAGE_ANTHROPIC, USAGE_DEEPSEEK, USAGE_OPENAI, USAGE_RESPONSES, StandIn
 
 KEY_A = "sk-ant-api03-SECRETSECRET-anthropic-key"
@@ -104,6 +104,7 @@ def test_anthropic_sdk_sync_async_stream(proxied: Proxied, standin: StandIn) -> 
     assert len(paths) == 1, "one conversation, one session"
     us = usages(paths[0])
     assert len(us) == 4
+    assert all(finish_reasons(paths[0])), finish_reasons(paths[0])  # streamed ones too: from message_delta
     for u in us:
         assert u == {
             "input_tokens": ANTHROPIC_TOTAL,

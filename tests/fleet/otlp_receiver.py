@@ -58,6 +58,7 @@ class OtlpReceiver:
                                 receiver.spans.append({
                                     "name": span.name,
                                     "trace_id": span.trace_id.hex(),
+                                    "span_id": span.span_id.hex(),
                                     "parent_span_id": span.parent_span_id.hex(),
                                     "start_ns": span.start_time_unix_nano,
                                     "end_ns": span.end_time_unix_nano,
@@ -82,6 +83,18 @@ class OtlpReceiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """The model calls' spans (kind CLIENT), without each session's invoke_agent span (INTERNAL)."""
+        with self.lock:
+            return [s for s in self.spans if s["kind"] == 3]
+
+    @property
+    def agents(self) -> list[dict[str, Any]]:
+        """Each session's invoke_agent span."""
+        with self.lock:
+            return [s for s in self.spans if s["name"].startswith("invoke_agent")]
 
     def __enter__(self) -> OtlpReceiver:
         self.thread.start()

@@ -32,7 +32,7 @@ def test_pipeline_exports_when_the_standard_variable_is_set(monkeypatch: pytest.
             pipe.assistant(f"step {i}")
             pipe.user("go on")
         pipe.close()  # flushes the batch
-        spans = sorted(rx.spans, key=lambda s: s["attributes"]["contextpipe.turn"])
+        spans = sorted(rx.calls, key=lambda s: s["attributes"]["contextpipe.turn"])
     assert [s["attributes"]["contextpipe.turn"] for s in spans] == [0, 1, 2]
     assert spans[2]["attributes"]["gen_ai.usage.cache_read.input_tokens"] == 128
     assert spans[0]["attributes"]["gen_ai.provider.name"] == "openai"
@@ -50,9 +50,9 @@ def test_export_command_sends_every_turn_of_a_recording() -> None:
         out = subprocess.run([sys.executable, "-m", "inspector.cli", "export", str(DEMO), "--otlp", rx.url],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
-        assert f"exported {turns} spans" in out.stdout
-        assert len(rx.spans) == turns
-        assert len({s["trace_id"] for s in rx.spans}) == 1
+        assert f"exported {turns} model-call spans" in out.stdout
+        assert len(rx.calls) == turns
+        assert len({s["trace_id"] for s in rx.calls}) == 1
 
 
 def test_export_to_a_closed_port_says_so(tmp_path: Path) -> None:

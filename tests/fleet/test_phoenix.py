@@ -83,11 +83,17 @@ def test_spans_in_phoenix_equal_the_recording(phoenix: str) -> None:
     traces = {e["turn"]: trace_of(e) for e in (unpack_event(x) for x in reader.events()) if e.get("k") == "turn"}
     spans: list[dict[str, Any]] = []
     deadline = time.monotonic() + 60
-    while len(spans) < len(traces) and time.monotonic() < deadline:
+    while len(spans) < len(traces) + 1 and time.monotonic() < deadline:
         time.sleep(1)  # Phoenix ingests asynchronously
         spans = _get(f"{phoenix}/v1/projects/default/spans?limit=1000")["data"]
-    assert len(spans) == len(traces)
-    for span in spans:
+    assert len(spans) == len(traces) + 1  # a span per call, and the session's invoke_agent span
+    (agent,) = [s for s in spans if s["name"] == "invoke_agent"]
+    calls = [s for s in spans if s["name"] != "invoke_agent"]
+    assert {s["parent_id"] for s in calls} == {agent["context"]["span_id"]}  # the calls are its children
+    a = _flat(agent["attributes"])
+    assert a["gen_ai.operation.name"] == "invoke_agent" and a["contextpipe.calls"] == len(traces)
+    assert a["gen_ai.usage.input_tokens"] == sum(t["usage"]["input_tokens"] for t in traces.values())
+    for span in calls:
         a = _flat(span["attributes"])
         t = traces[int(a["contextpipe.turn"])]
         u = t["usage"]

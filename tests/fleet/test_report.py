@@ -172,8 +172,8 @@ def test_export_skips_a_bad_recording_and_sends_the_rest(tmp_path: Path) -> None
     with OtlpReceiver() as rx:
         out = _cli("export", str(bad), str(DEMOS[0]), "--otlp", rx.url)
         assert out.returncode == 0, out.stderr
-        assert len(rx.spans) == turns
-    assert f"exported {turns} spans from 1 session(s)" in out.stdout and "1 recording(s) skipped" in out.stdout
+        assert len(rx.calls) == turns
+    assert f"exported {turns} model-call spans from 1 session(s)" in out.stdout and "1 recording(s) skipped" in out.stdout
     assert "skipped" in out.stderr and "bad.cpsession" in out.stderr
 
 
