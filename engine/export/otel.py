@@ -440,14 +440,16 @@ class OtelSink:
             self._take(ev, at)
             self.emitter.flush()
             return
-        size = _event_bytes(k, ev)
+        size = _event_bytes(k, ev) if k == "blob" or k == "error" else _KIND_BYTES.get(k, 1_024)
         if self._closed or self._queued_bytes - self._taken_bytes + size > self.MAX_QUEUE_BYTES:
             self.dropped += 1
             return
         self._queued_bytes += size
         self._queue.append((ev, at, size))
         worker = self._worker
-        if worker is None or worker.pid != self._pid:
+        if worker is None:
+            # (A sink a forked child inherited keeps its parent's worker, whose thread the child does not
+            # have: it exports nothing there, as the parent's spans are not the child's to send.)
             worker = self._worker = _export_worker()
             worker.add(self)
         if len(self._queue) == 1:

@@ -6,6 +6,9 @@ A session is one trace: its calls (`chat {model}` spans, kind CLIENT) are childr
 span (kind INTERNAL: the agent runs in this process), as the conventions' agent spans have it
 (gen-ai-agent-spans.md, "Invoke agent internal span"). Its span id is derived from the trace id, so the
 calls can name their parent before it ends, and a live export and a later export of the recording agree.
+It is sent when the session closes (Pipeline.close(), or at exit): an agent killed before that sends
+none, and a backend shows its calls under a parent it never got (an incomplete trace; exporting the
+recording later completes it).
 
 Names follow the GenAI semantic conventions (gen_ai.operation.name, gen_ai.provider.name,
 gen_ai.request.model, gen_ai.usage.input_tokens / output_tokens / cache_read.input_tokens /
