@@ -1,12 +1,13 @@
-"""OpenTelemetry export with the official SDK: one span per model call, one trace per session.
+"""OpenTelemetry export with the official SDK: one span per model call, one trace per session, the calls
+under the session's invoke_agent span (see engine.export.spans).
 
     sink = OtelSink(header, endpoint="http://localhost:4318")   # or OTEL_EXPORTER_OTLP_ENDPOINT
     pipeline.journal.subscribe(sink)                             # Pipeline(otel=True) does this
 
-The agent's thread only appends each journal event to a bounded queue; the sink's own thread folds them
-into spans and exports them in batches, and a full queue drops events rather than waiting. The endpoint,
-protocol and timeout follow the OTEL_EXPORTER_OTLP_* variables as the OTLP exporter specification
-defines them. The SDK is imported lazily, so `import engine` never needs it.
+The agent's thread only appends each journal event to a queue bounded in bytes; the process's one export
+thread folds them into spans and exports them in batches, and a full queue drops events rather than
+waiting. The endpoint, protocol and timeout follow the OTEL_EXPORTER_OTLP_* variables as the OTLP
+exporter specification defines them. The SDK is imported lazily, so `import engine` never needs it.
 """
 
 from __future__ import annotations
