@@ -17,6 +17,7 @@ from engine.errors import (
     ContentError,
     ContextPipeError,
     PipelineClosedError,
+    ReentrantCallError,
     UnpairedToolResultError,
 )
 
@@ -67,6 +68,7 @@ __all__ = [
     "Tier",
     "ContextPipeError",
     "PipelineClosedError",
+    "ReentrantCallError",
     "ConfigError",
     "ContentError",
     "UnpairedToolResultError",

@@ -71,11 +71,33 @@ class ToolCall:
     def arguments_obj(self) -> Any:
         import json
 
+        if not self.arguments:
+            return {}
         try:
-            return json.loads(self.arguments) if self.arguments else {}
+            v = json.loads(self.arguments, parse_constant=_not_json, parse_float=_finite_float)
         except ValueError:
-            # Providers require an object; keep malformed model output visible instead of dropping it.
+            v = None
+        if type(v) is not dict:
+            # Providers require an object (Anthropic's tool_use `input`, Bedrock's toolUse): arguments
+            # that are not JSON, or are JSON but not an object ('[1, 2]', 'null'), or hold NaN or an
+            # overflowing number (which Python parses and json.dumps writes back as NaN/Infinity, not
+            # JSON), go as {"_raw": text}: visible to the model rather than dropped or refused.
             return {"_raw": self.arguments}
+        return v
+
+
+def _not_json(name: str) -> Any:
+    """json.loads' parse_constant: NaN, Infinity and -Infinity are Python's extension, not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    """json.loads' parse_float: a number too large for a float parses as infinity, which no JSON
+    encoder writes back as JSON."""
+    f = float(text)
+    if f - f != 0.0:  # inf - inf is NaN
+        raise ValueError(f"{text} overflows a float")
+    return f
 
 
 @dataclass(frozen=True)

@@ -76,10 +76,18 @@ class SourceSpec:
     def __post_init__(self) -> None:
         if not self.id or not isinstance(self.id, str):
             raise ConfigError("a context source needs a non-empty string id")
+        for what, v in (("estimate", self.estimate), ("max_tokens", self.max_tokens)):
+            if v is None and what == "max_tokens":
+                continue
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ConfigError(f"source {self.id!r}: {what} must be an integer token count, got {v!r}")
         if self.estimate < 0 or (self.max_tokens is not None and self.max_tokens < 0):
             raise ConfigError(f"source {self.id!r}: token estimates and ceilings must be >= 0")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"source {self.id!r}: timeout_s must be positive")
+        # `not x > 0` also refuses NaN, which every comparison lets through (asyncio.wait_for(NaN) never
+        # times out); infinity is refused too: a binder that hangs would hang the turn.
+        t = self.timeout_s
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0 < t < float("inf"):
+            raise ConfigError(f"source {self.id!r}: timeout_s must be a positive number of seconds, got {t!r}")
 
     @property
     def label(self) -> str:

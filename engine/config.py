@@ -32,14 +32,30 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "provider", canonical_provider(self.provider))
-        if not self.model:
-            raise ConfigError("model must be a non-empty string, e.g. 'claude-sonnet-4' or 'gpt-4o'")
+        # The model goes into every request body as is: a number or None there is a request the
+        # provider refuses a model call later, not an error at the call that made it.
+        if type(self.model) is not str or not self.model:
+            raise ConfigError(
+                f"model must be a non-empty string, e.g. 'claude-sonnet-4' or 'gpt-4o', got {self.model!r}"
+            )
+        if type(self.query_source) is not str:
+            raise ConfigError(f"query_source must be a str (e.g. 'main'), got {self.query_source!r}")
+        if not isinstance(self.margin, (int, float)) or isinstance(self.margin, bool):
+            raise ConfigError(f"margin must be a number in [0, 0.5) (a fraction of the window), got {self.margin!r}")
+        for name, cls, where in (
+            ("thresholds", Thresholds, "engine.Thresholds"),
+            ("limits", OptimizeLimits, "engine.OptimizeLimits"),
+            ("policy", PolicySettings, "engine.policy.settings.PolicySettings, or a name such as 'cost_aware'"),
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, cls):
+                raise ConfigError(f"{name} must be a {cls.__name__} ({where}), got {type(v).__name__} {v!r:.80}")
         Budget(self.window, self.margin)  # validates window and margin
         if self.window == 0:
             raise ConfigError("window is 0 tokens: give the model's context window (e.g. 200000)")
         for name in ("max_output_tokens", "default_response_reserve", "thinking_reserve", "schema_reserve"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 0 or v > 10_000_000:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 10_000_000:
                 raise ConfigError(f"{name}={v!r} must be an integer between 0 and 10,000,000")
 
     @property

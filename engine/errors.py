@@ -33,3 +33,7 @@ class BudgetExceededError(ContextPipeError):
 
 class BindError(ContextPipeError):
     """A Never-priority section could not be bound; the turn cannot be assembled without it."""
+
+
+class ReentrantCallError(ContextPipeError, RuntimeError):
+    """A pipeline's own binder or summarizer called back into it while it was building a request."""

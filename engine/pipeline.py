@@ -24,9 +24,12 @@ a recorded request from a journal is:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
+import json
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -47,6 +50,7 @@ from engine.errors import (
     ContentError,
     ContextPipeError,
     PipelineClosedError,
+    ReentrantCallError,
     UnpairedToolResultError,
 )
 from engine.feedback import Usage, attribute_cache_break, finish_reason_of, normalize_usage
@@ -92,22 +96,29 @@ def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Conca
     its events are sent when it returns (`ProbeServer.hold`/`flush`), on this thread when that is cheap
     and safe, so an agent waiting on its model between turns wakes no probe thread (engine.probe.agent_send)."""
 
+    name = method.__name__
+
     @functools.wraps(method)
     def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self._after_close:
-            _raise_closed(method.__name__)
-        probe = self.probe
-        # (probe.bracket is False while every client attached reads the quiet stream, or none is: its
-        # publish() then sends by itself, and the two calls would only run cold after a model call.)
-        if probe is None or self._in_call or not probe.bracket:
-            return method(self, *args, **kwargs)
-        self._in_call = True
-        probe.hold()
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._in_call = False
-            probe.flush()
+        if _CALLBACK.get() is self:
+            _raise_reentrant(name)
+        # One public call at a time (see _CallGuard): another thread's call waits here for this one.
+        with self._guard.lock:
+            if self._after_close:
+                _raise_closed(name)
+            probe = self.probe
+            # (probe.bracket is False while every client attached reads the quiet stream, or none is:
+            # its publish() then sends by itself, and the two calls would only run cold after a model
+            # call.)
+            if probe is None or self._in_call or not probe.bracket:
+                return method(self, *args, **kwargs)
+            self._in_call = True
+            probe.hold()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._in_call = False
+                probe.flush()
 
     return call
 
@@ -117,20 +128,27 @@ def _journals_async(
 ) -> Callable[Concatenate[Pipeline, _P], Coroutine[Any, Any, _R]]:
     """`_journals` for a coroutine method: the events of the whole call (its awaits too) go at its end."""
 
+    name = method.__name__
+
     @functools.wraps(method)
     async def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self._after_close:
-            _raise_closed(method.__name__)
-        probe = self.probe
-        if probe is None or self._in_call or not probe.bracket:
-            return await method(self, *args, **kwargs)
-        self._in_call = True
-        probe.hold()
-        try:
-            return await method(self, *args, **kwargs)
-        finally:
-            self._in_call = False
-            probe.flush()
+        if _CALLBACK.get() is self:
+            _raise_reentrant(name)
+        # Held across the awaits: a thread's call waits for the whole request (binders included). The
+        # lock is re-entrant, so other coroutines on this loop's thread are not blocked by it.
+        with self._guard.lock:
+            if self._after_close:
+                _raise_closed(name)
+            probe = self.probe
+            if probe is None or self._in_call or not probe.bracket:
+                return await method(self, *args, **kwargs)
+            self._in_call = True
+            probe.hold()
+            try:
+                return await method(self, *args, **kwargs)
+            finally:
+                self._in_call = False
+                probe.flush()
 
     return call
 
@@ -139,12 +157,49 @@ def _check_output_fits(cfg: PipelineConfig) -> None:
     """Every request asks for max_output_tokens of reply (the body's max_tokens). At or past the window
     no prompt fits beside it: the provider refuses every call, or (if the window is set below the
     model's) the engine plans prompts against a window the reply alone fills."""
+    if cfg.max_output_tokens < 1:
+        raise ConfigError(
+            f"max_output_tokens={cfg.max_output_tokens} asks for no reply: the providers refuse max_tokens "
+            "below 1; give the model's output limit (e.g. 4096), or leave it out for the default"
+        )
     if cfg.max_output_tokens >= cfg.window:
         raise ConfigError(
             f"max_output_tokens={cfg.max_output_tokens:,} is not below the window ({cfg.window:,} tokens): "
             "the reply would leave no room for the prompt; give the model's output limit (e.g. 4096 or "
             "8192), below the window, or the model's whole context window as window"
         )
+
+
+class _CallGuard:
+    """The lock every public call that journals holds (see _journals), so threads sharing one Pipeline
+    (tool results recorded from a pool of workers) take turns instead of interleaving inside a fold: two
+    threads appending to `pending` and the journal at once could journal a part the state never folded,
+    and a request built while another thread folds reads half of a change. Re-entrant: a public call
+    makes others (identity() calls add_source()). A copy of a pipeline (replay's snapshots deep-copy
+    its state) gets a lock of its own."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _CallGuard:
+        return _CallGuard()
+
+
+# The pipeline whose callback (a binder, the summarizer) is running in this context. asyncio.to_thread
+# and tasks copy the context, so a binder's thread sees it too: a call back into that pipeline would
+# otherwise wait for the lock its own request holds (a binder's thread), or fold into a request half
+# built (the summarizer, or an async binder on the loop's thread).
+_CALLBACK: contextvars.ContextVar[Pipeline | None] = contextvars.ContextVar("contextpipe_callback", default=None)
+
+
+def _raise_reentrant(name: str) -> None:
+    raise ReentrantCallError(
+        f"{name}() called from a binder or summarizer of the same pipeline while it builds a request: "
+        "the request would change under its own construction. Return the text from the binder (or "
+        "the summary from the summarizer), and make the call after next_request() returns"
+    )
 
 
 def _raise_closed(name: str) -> None:
@@ -231,6 +286,11 @@ class Pipeline:
     # no result (see _check_answered). Importers and taps that rebuild another agent's conversation as
     # it was sent turn it off: they repair pairing their own way (engine/importers/ingest.py _Feeder).
     check_pairing = True
+    # user() and assistant() refuse a message the providers reject for being empty (Anthropic: "text
+    # content blocks must be non-empty" / "must contain non-whitespace text"; OpenAI: an assistant
+    # message with neither content nor tool calls). Importers that rebuild a conversation as it was
+    # sent turn it off, with check_pairing.
+    check_content = True
     # Set by close(): a journaling call after it raises (see _journals) rather than journal events no
     # recording or probe receives any more.
     _after_close = False
@@ -280,6 +340,7 @@ class Pipeline:
         # What the agent asked of the sinks, for a fork to ask the same (engine/fork.py): a child of a
         # redacted parent must not serve its prompts in the clear, nor an exported parent's go unexported.
         self.sink_choices: dict[str, bool | None] = {"redact": redact, "otel": otel}
+        self._guard = _CallGuard()
         cfg = PipelineConfig(
             model=model,
             provider=provider,
@@ -296,6 +357,15 @@ class Pipeline:
         )
         if self._output_chosen:
             _check_output_fits(cfg)
+        if not callable(clock):
+            raise ConfigError(f"clock must be a callable returning seconds (e.g. time.time), got {clock!r}")
+        if tokenizer is not None and not (
+            callable(getattr(tokenizer, "count", None)) and isinstance(getattr(tokenizer, "name", None), str)
+        ):
+            raise ConfigError(
+                f"tokenizer must have a `name` (str) and a `count(text) -> int` method (engine.tokens.Tokenizer), "
+                f"got {tokenizer!r}; omit it for cl100k_base"
+            )
         self.counter = counter if counter is not None else TokenCounter(tokenizer)  # empty is falsy
         self.measure = Measure(self.counter)
         self.clock = clock
@@ -464,6 +534,12 @@ class Pipeline:
     def close(self) -> None:
         """Journal the open turn, then close the recording, the probe and the exporter. Closing twice is
         harmless; any other journaling call afterwards raises PipelineClosedError."""
+        if _CALLBACK.get() is self:
+            _raise_reentrant("close")
+        with self._guard.lock:  # after a call another thread is in, not in the middle of it
+            self._close()
+
+    def _close(self) -> None:
         if self._after_close:
             return
         self.close_turn()
@@ -698,12 +774,14 @@ class Pipeline:
 
     @_journals
     def identity(self, text: str) -> None:
+        _require_text(text, "identity")
         self.add_source(
             "identity", SectionKind.IDENTITY, text=text, scope=CacheScope.GLOBAL, priority=Priority.NEVER
         )
 
     @_journals
     def constraints(self, text: str) -> None:
+        _require_text(text, "constraints")
         self.add_source(
             "constraints",
             SectionKind.CONSTRAINTS,
@@ -714,12 +792,14 @@ class Pipeline:
 
     @_journals
     def goal(self, text: str) -> None:
+        _require_text(text, "goal")
         self.add_source(
             "goal", SectionKind.GOAL, text=text, scope=CacheScope.SESSION, priority=Priority.NEVER
         )
 
     @_journals
     def memory(self, text: str, *, working: bool = False) -> None:
+        _require_text(text, "memory")
         sid = "working_memory" if working else "memory"
         kind = SectionKind.WORKING_MEMORY if working else SectionKind.MEMORY
         self.add_source(sid, kind, text=text, scope=CacheScope.NONE if working else CacheScope.SESSION)
@@ -732,7 +812,10 @@ class Pipeline:
 
     @_journals
     def add_tool(self, name: str, description: str, parameters: dict[str, Any]) -> None:
-        schema = ToolSchema.create(name, description, parameters)
+        """Register (or replace) a tool. `parameters` is its JSON Schema as an object (a dict), e.g.
+        {"type": "object", "properties": {...}}: checked here, because a tool is in every request from
+        now on and a bad one made each of them fail to build or be refused by the provider."""
+        schema = _tool_schema(name, description, parameters)
         self._emit(
             {"k": "tool", "name": name, "description": description, "h": self._blob(schema.parameters_json)}
         )
@@ -744,6 +827,8 @@ class Pipeline:
     @_journals
     def latch(self, name: str, value: str) -> bool:
         """Set a session latch. Returns True when the value changed (a flip: the cache will break)."""
+        if type(name) is not str or not name:
+            raise ConfigError(f"latch(): the name must be a non-empty str (e.g. 'cwd'), got {name!r}")
         cur = self.latches.latches.get(name)
         self._emit({"k": "latch", "name": name, "h": self._blob(value)})
         return cur is not None and cur.value != value
@@ -751,6 +836,8 @@ class Pipeline:
     @_journals
     def emerge(self, list_name: str, text: str) -> bool:
         """Queue an item discovered mid-turn for the next turn only. False if a duplicate or over the cap."""
+        if type(list_name) is not str or not list_name:
+            raise ConfigError(f"emerge(): the list name must be a non-empty str (e.g. 'todo'), got {list_name!r}")
         before = len(self.emergent.items)
         # Found while turn `self.turn - 1` is in progress (its response being handled), so it is due in
         # turn `self.turn`: the very next request. The event names the turn in progress.
@@ -779,21 +866,39 @@ class Pipeline:
     # ----------------------------------------------------------------- conversation
     @_journals
     def user(self, text: str) -> None:
+        if self.check_content and type(text) is str and (not text or text.isspace()):
+            raise ContentError(
+                f"user({text!r}): the text is empty or only whitespace, and the providers refuse such a "
+                "message (Anthropic: 'text content blocks must be non-empty'); skip the call, or pass the "
+                "text the model should read"
+            )
         self._emit({"k": "part", "part": {"t": "text", "h": self._blob(text)}})
 
     @_journals
     def assistant(
         self,
         text: str = "",
-        tool_calls: Sequence[ToolCall | Mapping[str, Any] | Any] = (),
+        tool_calls: Sequence[ToolCall | Mapping[str, Any] | Any] | None = (),
         thinking: str | None = None,
     ) -> list[ToolCall]:
         """The model's reply. `tool_calls`: dicts {"id", "name", "arguments" (JSON text) or "input"},
         OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. Returns
         the calls, each to be answered with tool_result(call.id, ...) before the next request."""
         self._check_answered("the next assistant message")
+        if tool_calls is None:  # OpenAI's message.tool_calls when the model made none
+            tool_calls = ()
         # The calls are read and checked before anything is journaled: a bad one leaves no trace.
         calls = [c if isinstance(c, ToolCall) else _call_of(c) for c in tool_calls]
+        if self.check_content and type(text) is str and text.isspace():
+            # Whitespace the model wrote beside its calls or thinking: Anthropic refuses a text block of
+            # whitespace only ("must contain non-whitespace text"), and it says nothing to the model.
+            text = ""
+        if self.check_content and not text and not calls and not thinking:
+            raise ContentError(
+                "assistant(): no text, tool calls or thinking: the providers refuse an empty assistant "
+                "message (Anthropic: 'text content blocks must be non-empty'; OpenAI: content or "
+                "tool_calls required); skip the call when the model returned nothing"
+            )
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
@@ -973,7 +1078,11 @@ class Pipeline:
             return "[summary unavailable in replay]"
         if self._explaining:  # EXPLAIN must not call the application's model
             return "[summary not computed in EXPLAIN]"
-        out = self.summarizer(texts)
+        token = _CALLBACK.set(self)
+        try:
+            out = self.summarizer(texts)
+        finally:
+            _CALLBACK.reset(token)
         self._emit({"k": "summary", "in": key, "h": self._blob(out)})
         return out
 
@@ -1218,7 +1327,13 @@ class Pipeline:
         jobs = self._bind_jobs(budgets)
         from engine.bind import bind_all
 
-        results = await bind_all(jobs) if jobs else {}
+        results: dict[str, Any] = {}
+        if jobs:
+            token = _CALLBACK.set(self)  # the binders' tasks and threads copy this context
+            try:
+                results = await bind_all(jobs)
+            finally:
+                _CALLBACK.reset(token)
         bound: dict[str, dict[str, Any]] = {}
         scratch: list[str] = []  # EXPLAIN: bound text is readable for this build only, never journaled
         for sid, r in sorted(results.items()):
@@ -1566,6 +1681,51 @@ def _blob_hashes(msgs: Sequence[Message]) -> list[str]:
             elif isinstance(p, ToolCall):
                 out.append(sha256_hex(p.arguments))
     return out
+
+
+# Tool schemas are JSON the provider parses: NaN and Infinity (which json.dumps writes by default) are
+# not JSON, and the whole request body would be refused.
+_STRICT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _require_text(text: Any, what: str) -> None:
+    """identity(), constraints(), goal() and memory() take the section's text: None registered the
+    section with no text and left the previous one in place (add_source's text=None means a bound
+    source), so the call did nothing and said nothing."""
+    if text is None:
+        raise ContentError(f"{what}(None): expected the {what} text (str); pass '' to leave the section empty")
+
+
+def _tool_schema(name: Any, description: Any, parameters: Any) -> ToolSchema:
+    """add_tool's arguments as a ToolSchema, or a ConfigError saying what is wrong: a name or description
+    that is not a string failed every later request in the serializer (a TypeError, the tool already
+    journaled), and parameters that are not a JSON object went out as an `input_schema` string or list."""
+    if type(name) is not str or not name:
+        raise ConfigError(f"add_tool(): the tool name must be a non-empty str, got {name!r}; e.g. 'bash'")
+    if type(description) is not str:
+        raise ConfigError(
+            f"add_tool({name!r}): description must be a str, got {type(description).__name__}; pass '' for none"
+        )
+    if not isinstance(parameters, Mapping):
+        hint = " (parse it first: json.loads(...))" if isinstance(parameters, (str, bytes)) else ""
+        raise ConfigError(
+            f"add_tool({name!r}): parameters must be the JSON Schema as a dict, got "
+            f"{type(parameters).__name__}{hint}; e.g. {{'type': 'object', 'properties': {{...}}}}"
+        )
+    kind = parameters.get("type", "object")
+    if kind != "object":
+        raise ConfigError(
+            f"add_tool({name!r}): parameters has type {kind!r}; providers take a tool's input as an "
+            "object: {'type': 'object', 'properties': {...}}"
+        )
+    try:
+        text = _STRICT_JSON.encode(dict(parameters))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"add_tool({name!r}): parameters are not JSON ({exc}); use only dicts, lists, str, int, finite "
+            "floats, bool and None"
+        ) from None
+    return ToolSchema(name, description, text)
 
 
 def _call_of(c: Any) -> ToolCall:

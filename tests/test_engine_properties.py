@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import BindError, BudgetExceededError, ConfigError, UnpairedToolResultError
+from engine.errors import BindError, BudgetExceededError, ConfigError, ContentError, UnpairedToolResultError
 from engine.optimize import RULES, OptimizeLimits
 from engine.pipeline import Pipeline, Request
 from engine.plan import Thresholds
@@ -45,7 +45,18 @@ WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
     "tau upsilon phi chi psi omega def return import class self None True False for while if else "
     "src/engine/pipeline.py line 42 AssertionError: expected 3 got 4 {} [] () => ; ü 漢字"
-).split()
+).split() + [
+    # Text that tokenizes and escapes oddly: a ZWJ emoji sequence, a combining accent, right-to-left
+    # script, zero-width and line/paragraph separators, a NUL, a tab, a backslash and a quote.
+    "\U0001f469\u200d\U0001f469\u200d\U0001f467",
+    "e\u0301",
+    "\u05e9\u05dc\u05d5\u05dd",
+    "a\u200bb",
+    "x\u2028y\u2029z",
+    "nul\x00byte",
+    "tab\tbed",
+    'back\\slash"quote',
+]
 
 TIERS = ["Normal", "TrimSchemas", "CompactHistory", "AggressivePrune"]
 # One shared counter per tokenizer: counts are a pure function of the text, so sharing only saves time.
@@ -74,6 +85,10 @@ class Round:
     outcome: str  # "usage" | "error" | "prompt_too_long" | "none"
     output_tokens: int
     thinking_words: int = 0
+    # How each call's arguments are written: 0 an object, 1 not JSON, 2 JSON but not an object,
+    # 3 an object with NaN (json.loads takes it; it is not JSON); cycled over the calls.
+    arg_forms: list[int] = field(default_factory=lambda: [0])
+    empty_results: bool = False  # results of no output (a command that printed nothing)
 
 
 @dataclass
@@ -97,6 +112,7 @@ class Session:
     context_scopes: list[int] = field(default_factory=list)
     tiktoken: bool = False
     policy: str = "cost_aware"
+    max_output_tokens: int | None = None  # None: the default (4096, not held to the window)
 
     def limits(self) -> OptimizeLimits:
         return OptimizeLimits(
@@ -117,18 +133,22 @@ def sizes(small: int = 120, big: int = 14_000) -> st.SearchStrategy[int]:
 rounds_st = st.builds(
     Round,
     text_words=st.integers(0, 60),
-    calls=st.lists(sizes(), max_size=3),
-    error_results=st.lists(st.booleans(), min_size=3, max_size=3),
+    calls=st.lists(sizes(), max_size=5),
+    error_results=st.lists(st.booleans(), min_size=5, max_size=5),
     shuffle_results=st.booleans(),
-    user_words=st.one_of(st.just(0), st.just(0), st.integers(1, 80)),
+    # Sometimes a single message bigger than most windows (a pasted log).
+    user_words=st.one_of(st.just(0), st.just(0), st.integers(1, 80), st.integers(8_000, 20_000)),
     latch=st.one_of(st.none(), st.tuples(st.sampled_from(["cwd", "model_mode"]), st.integers(0, 2))),
     emergent=st.lists(st.tuples(st.sampled_from(["todo", "files"]), st.integers(0, 6)), max_size=3),
     outcome=st.sampled_from(["usage", "usage", "usage", "error", "prompt_too_long", "none"]),
     output_tokens=st.integers(0, 3_000),
     thinking_words=st.one_of(st.just(0), st.integers(1, 50)),
+    arg_forms=st.lists(st.sampled_from([0, 0, 0, 1, 2, 3]), min_size=1, max_size=3),
+    empty_results=st.booleans(),
 )
 
 windows_st = st.one_of(
+    st.sampled_from([1, 2, 100_000_000]),  # the smallest and the largest windows a Pipeline takes
     st.integers(1, 400),  # tiny: anchors may not fit
     st.integers(400, 6_000),
     st.integers(2_000, 12_000),
@@ -165,6 +185,8 @@ sessions_st = st.builds(
     context_scopes=st.lists(st.sampled_from([0, 1, 2]), min_size=2, max_size=2),
     tiktoken=st.booleans(),
     policy=st.sampled_from(["cost_aware", "wave1", "cost_aware:target=0.3,trigger=0.8,early=off"]),
+    # The agent's own reply limit: small, large, or past the window (then refused at construction).
+    max_output_tokens=st.one_of(st.none(), st.integers(1, 64), st.integers(1, 300_000)),
 )
 
 
@@ -186,7 +208,13 @@ def anchor_texts(s: Session) -> dict[str, str]:
     return out
 
 
+def output_fits(s: Session) -> bool:
+    return s.max_output_tokens is None or s.max_output_tokens < s.window
+
+
 def new_pipeline(s: Session, counter: TokenCounter | None = None, **kw: Any) -> Pipeline:
+    if s.max_output_tokens is not None and output_fits(s):
+        kw.setdefault("max_output_tokens", s.max_output_tokens)
     return Pipeline(
         "test-model",
         s.provider,
@@ -230,14 +258,31 @@ def play(s: Session, pipe: Pipeline) -> Iterator[Turn]:
             calls: list[dict[str, Any]] = []
             for k, name in enumerate(names):
                 call_seq += 1
-                calls.append({"id": f"call_{call_seq}", "name": name, "arguments": {"arg": make_text(k, 3)}})
+                form = r.arg_forms[k % len(r.arg_forms)]
+                args: Any = (
+                    {"arg": make_text(k, 3)},
+                    '{"arg": "' + make_text(k, 2),  # cut off mid-string, as a model's output can be
+                    "[1, 2]",
+                    '{"arg": NaN}',
+                )[form]
+                calls.append({"id": f"call_{call_seq}", "name": name, "arguments": args})
             thinking = make_text(r_i, r.thinking_words, "THINKING: ") if r.thinking_words else None
-            pipe.assistant(make_text(r_i, r.text_words), calls, thinking=thinking)
+            text = make_text(r_i, r.text_words)
+            if not (text or calls or thinking):
+                # An empty assistant message is refused at the call (the providers refuse it), and
+                # nothing is journaled; the round goes on without it.
+                n_events = len(pipe.journal.events)
+                with pytest.raises(ContentError, match="empty assistant message"):
+                    pipe.assistant(text, calls, thinking=thinking)
+                assert len(pipe.journal.events) == n_events
+            else:
+                pipe.assistant(text, calls, thinking=thinking)
             order = list(zip(calls, r.calls, r.error_results, strict=False))
             if r.shuffle_results:
                 order.reverse()
             for c, n, err in order:
-                pipe.tool_result(c["id"], make_text(r_i * 31 + n, n, f"RESULT {c['id']}: "), is_error=err)
+                out = "" if r.empty_results else make_text(r_i * 31 + n, n, f"RESULT {c['id']}: ")
+                pipe.tool_result(c["id"], out, is_error=err)
             if r.user_words:
                 pipe.user(make_text(r_i + 5, r.user_words, "USER: "))
             if r.latch is not None:
@@ -398,9 +443,13 @@ def check_budget(trace: dict[str, Any]) -> None:
     assert trace["final_tokens"] <= trace["ceiling"], (trace["final_tokens"], trace["ceiling"])
 
 
+def _not_json(name: str) -> Any:
+    raise AssertionError(f"the body holds {name}, which is not JSON (a provider refuses the request)")
+
+
 def check_request(req: Request, provider: str, anchors: dict[str, str] | None) -> None:
     """Every per-request invariant that needs only the request itself."""
-    body = json.loads(req.bytes)
+    body = json.loads(req.bytes, parse_constant=_not_json)
     assert body == req.body
     assert req.bytes == json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     if anchors is not None:
@@ -411,6 +460,34 @@ def check_request(req: Request, provider: str, anchors: dict[str, str] | None) -
     assert req.trace["tier"] in TIERS
     # Prediction only escalates: the tier is never below the raw-pressure tier.
     assert TIERS.index(req.trace["tier"]) >= TIERS.index(req.trace["tier_reason"]["raw"])
+
+
+def check_sdk_types(body: dict[str, Any], provider: str) -> None:
+    """The body against the provider SDK's own request type (anthropic, openai) or service model
+    (botocore's Converse input shape for bedrock), where the SDK is installed."""
+    if provider == "bedrock":
+        botocore_session = pytest.importorskip("botocore.session")
+        from botocore.validate import ParamValidator
+
+        shape = botocore_session.get_session().get_service_model("bedrock-runtime").operation_model("Converse")
+        report = ParamValidator().validate(body, shape.input_shape)
+        assert not report.has_errors(), report.generate_report()[:2000]
+        return
+    from .test_providers_sdk import type_errors  # (that module imports this one)
+
+    if provider == "anthropic":
+        from anthropic.types.message_create_params import MessageCreateParamsNonStreaming as Params
+    else:
+        from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming as Params
+    errs = type_errors(body, Params)
+    assert errs == [], errs[:5]
+    if provider == "anthropic":
+        # The API's own rules beyond the type: no text block of nothing or of whitespace only, and no
+        # cache_control on an empty text block.
+        for m in body["messages"]:
+            for b in m["content"]:
+                if b["type"] == "text":
+                    assert b["text"].strip(), f"an empty text block in a {m['role']} message"
 
 
 def verify_replay(pipe: Pipeline, counter: TokenCounter | None = None) -> None:
@@ -442,6 +519,11 @@ PROP = settings(
 def test_every_turn_keeps_the_contracts(s: Session) -> None:
     """Budget, anchors, pairing, markers and audit on every turn; replay verifies at the end."""
     anchors = anchor_texts(s)
+    if not output_fits(s):
+        # A reply limit at or past the window leaves no room for a prompt: refused at construction.
+        with pytest.raises(ConfigError, match="not below the window"):
+            new_pipeline(s, max_output_tokens=s.max_output_tokens)
+        event("max_output_tokens refused")
     pipe = new_pipeline(s)
     turns = 0
     due: list[str] = []  # emergent lines waiting for a successful request
@@ -457,6 +539,8 @@ def test_every_turn_keeps_the_contracts(s: Session) -> None:
             assert protected_tokens(s, pipe.counter) > pipe.config.budget.usable // 2, str(t.error)
             continue
         check_request(t.request, s.provider, anchors)
+        if s.provider != "prefix":
+            check_sdk_types(t.request.body, s.provider)
         check_audit(t.request.trace, s.limits())
         check_emergent(t.request, due, expired)
         expired, due = expired + due, []

@@ -350,3 +350,20 @@ async def test_async_sdk_clients_send_our_body_unchanged(
     assert json.loads(oseen[0].content) == openai_requests[-1].body
     await a.close()
     await o.close()
+
+
+# ----------------------------------------------------------------------------- bedrock
+def test_bedrock_bodies_fit_botocores_converse_input_shape() -> None:
+    """Bedrock Converse bodies against botocore's own service model (the shapes boto3 validates a
+    `converse(**body)` call with before it sends anything), cachePoint blocks included."""
+    botocore_session = pytest.importorskip("botocore.session")
+    from botocore.validate import ParamValidator
+
+    op = botocore_session.get_session().get_service_model("bedrock-runtime").operation_model("Converse")
+    reqs = session("bedrock") + session("bedrock", window=5_000, spill=False)[-6:]
+    for req in reqs:
+        report = ParamValidator().validate(req.body, op.input_shape)
+        assert not report.has_errors(), f"turn {req.turn}: {report.generate_report()[:1000]}"
+        check_pairing(req.body, "bedrock")
+        assert req.bytes.count(b'"cachePoint"') <= 4
+    assert any(b"cachePoint" in r.bytes for r in reqs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -80,7 +81,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     holds them equal to the encoder's bytes."""
     if type(m.role) is not str:
         return None
-    parts = (
+    parts: Sequence[object] = (
         sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
     )
     blocks = []
@@ -91,8 +92,11 @@ def message_json(m: Message, marked: bool) -> bytes | None:
         blocks.append(got)
     if not blocks:
         blocks.append('"text":"","type":"text"')
+        parts = ()
     if marked:
-        blocks[-1] = _MARK + blocks[-1]
+        i = _marked_index(parts, len(blocks))
+        if i >= 0:
+            blocks[i] = _MARK + blocks[i]
     body = "},{".join(blocks)
     return ('{"content":[{' + body + '}],"role":' + encode_basestring(m.role) + "}").encode("utf-8")
 
@@ -110,8 +114,23 @@ def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
     )
     content = [_part(p) for p in parts] or [{"type": "text", "text": ""}]
     if marked:
-        content[-1] = {**content[-1], "cache_control": EPHEMERAL}
+        i = _marked_index(parts if len(parts) == len(content) else (), len(content))
+        if i >= 0:
+            content[i] = {**content[i], "cache_control": EPHEMERAL}
     return [{"role": m.role, "content": content}]
+
+
+def _marked_index(parts: Sequence[object], n: int) -> int:
+    """The block of a marked message that carries its cache_control: the last one, unless it is a
+    thinking block, which the API refuses to mark (the SDK's ThinkingBlockParam has no cache_control;
+    the prefix up to a later marked block still caches it). Then the last block before it that is not
+    thinking; -1 when every block is thinking (the message carries no breakpoint)."""
+    if not parts or type(parts[-1]) is not Thinking:
+        return n - 1
+    for i in range(len(parts) - 1, -1, -1):
+        if type(parts[i]) is not Thinking:
+            return i
+    return -1
 
 
 def envelope(
