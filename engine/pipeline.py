@@ -341,6 +341,10 @@ class Pipeline:
         # redacted parent must not serve its prompts in the clear, nor an exported parent's go unexported.
         self.sink_choices: dict[str, bool | None] = {"redact": redact, "otel": otel}
         self._guard = _CallGuard()
+        if not replay and not isinstance(provider, str):
+            # (A replay's provider comes from a recording, whose readers report a wrong type there as
+            # a damaged file.)
+            raise ConfigError(f"provider must be a str, got {provider!r}; e.g. 'anthropic', 'openai' or 'bedrock'")
         cfg = PipelineConfig(
             model=model,
             provider=provider,

@@ -333,3 +333,39 @@ def test_a_marked_message_that_ends_in_thinking_carries_its_marker_elsewhere() -
             assert last[-1]["cache_control"] == {"type": "ephemeral"}
         assert req.bytes.count(b'"cache_control"') <= 4
         assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok
+
+
+def test_a_summarizer_that_calls_back_fails_the_turn_and_leaves_the_state_as_it_was() -> None:
+    """A summarizer calling pipe.user() slipped that text into the request being built, every turn it
+    ran. Now the request raises ReentrantCallError, nothing of the turn is journaled, and the session
+    goes on once the summarizer is fixed."""
+    misbehave = [True]
+
+    def summarize(texts: list[str]) -> str:
+        if misbehave[0]:
+            pipe.user("text from inside the summarizer")
+        return f"summary of {len(texts)} messages"
+
+    pipe = Pipeline(
+        "m", "anthropic", 6_000, serve=False, counter=TokenCounter(CharTokenizer()), policy="wave1", summarizer=summarize
+    )
+    pipe.identity("id")
+    pipe.user("task")
+    failed = None
+    for k in range(40):
+        n = len(pipe.journal.events)
+        try:
+            pipe.next_request()
+        except ReentrantCallError as exc:
+            failed = (k, n, str(exc))
+            break
+        calls = pipe.assistant(f"step {k}", [{"id": f"c{k}", "name": "bash", "arguments": "{}"}])
+        pipe.tool_result(calls[0].id, "out " * 200)
+    assert failed is not None, "the summarizer never ran"
+    k, n, msg = failed
+    assert "summarizer" in msg
+    assert not [e for e in pipe.journal.events[n:] if e["k"] in ("request", "part", "summary")]
+    misbehave[0] = False
+    req = pipe.next_request()
+    assert b"text from inside the summarizer" not in req.bytes
+    assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok

@@ -23,8 +23,6 @@ __all__ = [
 
 
 def canonical_provider(name: str) -> str:
-    if not isinstance(name, str):
-        raise ConfigError(f"provider must be a str, got {name!r}; choose one of: {', '.join(PROVIDERS)} (or deepseek)")
     n = ALIASES.get(name.lower(), name.lower())
     if n not in PROVIDERS:
         raise ConfigError(f"unknown provider {name!r}; choose one of: {', '.join(PROVIDERS)} (or deepseek)")
