@@ -976,7 +976,7 @@ class Pipeline:
             if isinstance(p, ToolResult) and p.call_id == call_id:
                 raise UnpairedToolResultError(call_id, "this call already has a result")
         self._emit(
-            {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": is_error}}
+            {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": bool(is_error)}}
         )
 
     # ----------------------------------------------------------------- turns
@@ -1596,6 +1596,11 @@ class Pipeline:
     @_journals
     def record_error(self, kind: str, message: str = "") -> None:
         """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
+        if type(kind) is not str or not kind or type(message) is not str:
+            raise ConfigError(
+                f"record_error(kind={kind!r:.60}, message={message!r:.60}): kind is a non-empty str (e.g. "
+                "'prompt_too_long', 'overloaded', 'error') and message a str; pass str(exc) for an exception"
+            )
         self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000],
                     "time": self.clock()})
         self._settle(self._open, "error", f"{kind}: {message}"[:500])

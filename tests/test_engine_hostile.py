@@ -369,3 +369,38 @@ def test_a_summarizer_that_calls_back_fails_the_turn_and_leaves_the_state_as_it_
     req = pipe.next_request()
     assert b"text from inside the summarizer" not in req.bytes
     assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok
+
+
+def test_record_error_of_the_wrong_type_says_so_and_journals_nothing() -> None:
+    """record_error(kind=None) was journaled as an error of kind None; message=None raised TypeError
+    from slicing it."""
+    pipe = _pipe()
+    pipe.next_request()
+    n = len(pipe.journal.events)
+    for kind, message in ((None, ""), ("error", None), ("", "x")):
+        with pytest.raises(ConfigError, match="kind is a non-empty str"):
+            pipe.record_error(kind, message)  # type: ignore[arg-type]
+    assert len(pipe.journal.events) == n
+    pipe.record_error("overloaded", "529")
+    assert pipe.traces[-1]["error"].startswith("overloaded")
+
+
+def test_what_the_agent_mutates_after_handing_it_over_does_not_reach_the_request() -> None:
+    """Tool parameters, a call's input and a usage dict are read when handed over: changing them
+    afterwards changes neither the request nor the journal."""
+    params: dict[str, Any] = {"type": "object", "properties": {"command": {"type": "string"}}}
+    pipe = _pipe()
+    pipe.add_tool("bash", "Run a shell command", params)
+    pipe.next_request()
+    usage = {"input_tokens": 100, "output_tokens": 5}
+    pipe.record_usage(usage)
+    call: dict[str, Any] = {"id": "c1", "name": "bash", "input": {"command": "ls"}}
+    pipe.assistant("Looking.", [call])
+    pipe.tool_result("c1", "a\nb\n")
+    before = pipe.next_request(explain_only=True).bytes
+    params["properties"]["command"]["type"] = "integer"
+    call["input"]["command"] = "rm -rf /"
+    usage["input_tokens"] = -1
+    req = pipe.next_request()
+    assert req.bytes == before and b"rm -rf" not in req.bytes and b"integer" not in req.bytes
+    assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok
