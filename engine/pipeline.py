@@ -883,7 +883,7 @@ class Pipeline:
         self,
         text: str = "",
         tool_calls: Sequence[ToolCall | Mapping[str, Any] | Any] | None = (),
-        thinking: str | None = None,
+        thinking: str | Any | None = None,
     ) -> list[ToolCall]:
         """The model's reply. `tool_calls`: dicts {"id", "name", "arguments" (JSON text) or "input"},
         OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. Returns
@@ -908,7 +908,7 @@ class Pipeline:
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
         parts: list[dict[str, Any]] = []
         if thinking:
-            parts.append({"t": "thinking", "h": self._blob(thinking)})
+            parts.append(_thinking_part(thinking, self._blob))
         text_h = self._blob(text) if text else ""
         if text:
             parts.append({"t": "text", "h": text_h})
@@ -1695,6 +1695,25 @@ def _blob_hashes(msgs: Sequence[Message]) -> list[str]:
 # Tool schemas are JSON the provider parses: NaN and Infinity (which json.dumps writes by default) are
 # not JSON, and the whole request body would be refused.
 _STRICT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _thinking_part(thinking: Any, blob: Callable[[str], str]) -> dict[str, Any]:
+    """assistant()'s thinking as a journal part: text, or the model's thinking block as the SDK returns
+    it (Anthropic's ThinkingBlock or its dict: `thinking` and `signature`), whose signature the
+    provider checks when the block is sent back (without one, the serializer leaves it out)."""
+    if isinstance(thinking, str):
+        return {"t": "thinking", "h": blob(thinking)}
+    get = thinking.get if isinstance(thinking, Mapping) else lambda k, d=None: getattr(thinking, k, d)
+    text, sig = get("thinking"), get("signature", "")
+    if type(text) is not str or type(sig) is not str:
+        raise ContentError(
+            f"thinking {thinking!r:.120} is neither text nor a thinking block: pass the text, or the "
+            "block as the SDK returns it (with `thinking` and `signature`)"
+        )
+    part = {"t": "thinking", "h": blob(text)}
+    if sig:
+        part["sig"] = sig
+    return part
 
 
 def _require_text(text: Any, what: str) -> None:

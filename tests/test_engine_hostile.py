@@ -324,7 +324,7 @@ def test_a_marked_message_that_ends_in_thinking_carries_its_marker_elsewhere() -
         pipe.identity("You are an agent. " * 300)
         pipe.user("task " * 2_000)
         pipe.next_request()
-        pipe.assistant(text, thinking="let me think")
+        pipe.assistant(text, thinking={"thinking": "let me think", "signature": "c2ln"})
         req = pipe.next_request()
         assert type_errors(req.body, MessageCreateParamsNonStreaming) == []
         last = req.body["messages"][-1]["content"]
@@ -404,3 +404,41 @@ def test_what_the_agent_mutates_after_handing_it_over_does_not_reach_the_request
     req = pipe.next_request()
     assert req.bytes == before and b"rm -rf" not in req.bytes and b"integer" not in req.bytes
     assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok
+
+
+# ----------------------------------------------------------------------------- thinking signatures
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+def test_thinking_goes_back_with_its_signature_or_not_at_all(provider: str) -> None:
+    """assistant(thinking=...) took text only, and the serializers sent it back with "signature": "",
+    which the API refuses ("Invalid `signature` in `thinking` block"). The SDK's thinking block (or its
+    dict) now goes in with its signature and back out with it; thinking given as text, which has none,
+    is left out of the request."""
+    from anthropic.types import ThinkingBlock
+
+    pipe = _pipe(provider)
+    pipe.next_request()
+    block = ThinkingBlock(type="thinking", thinking="I should list the files.", signature="EqQBCkgIARABGAIiQ==")
+    calls = pipe.assistant("Listing.", [{"id": "c1", "name": "bash", "arguments": "{}"}], thinking=block)
+    pipe.tool_result(calls[0].id, "a\nb")
+    calls = pipe.assistant(
+        "Again.", [{"id": "c2", "name": "bash", "arguments": "{}"}], thinking={"thinking": "once more", "signature": "c2ln"}
+    )
+    pipe.tool_result(calls[0].id, "a\nb")
+    calls = pipe.assistant("Plain.", [{"id": "c3", "name": "bash", "arguments": "{}"}], thinking="unsigned thoughts")
+    pipe.tool_result(calls[0].id, "a\nb")
+    req = pipe.next_request()
+    assert b"unsigned thoughts" not in req.bytes
+    msgs = [m for m in req.body["messages"] if m["role"] == "assistant"]
+    if provider == "anthropic":
+        assert type_errors(req.body, MessageCreateParamsNonStreaming) == []
+        firsts = [m["content"][0] for m in msgs]
+        assert firsts[0] == {"type": "thinking", "thinking": "I should list the files.", "signature": "EqQBCkgIARABGAIiQ=="}
+        assert firsts[1]["signature"] == "c2ln"
+        assert firsts[2] == {"type": "text", "text": "Plain."}
+    else:
+        firsts = [m["content"][0] for m in msgs]
+        assert firsts[0]["reasoningContent"]["reasoningText"]["signature"] == "EqQBCkgIARABGAIiQ=="
+        assert firsts[2] == {"text": "Plain."}
+    assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok
+    with pytest.raises(ContentError, match="neither text nor a thinking block"):
+        pipe.assistant("x", thinking={"text": "wrong key"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json, json_string
@@ -12,6 +12,7 @@ from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import ANTHROPIC
 
 EPHEMERAL = {"type": "ephemeral"}
+_P = TypeVar("_P")
 
 
 def system_block(text: str, marked: bool) -> dict[str, Any]:
@@ -84,6 +85,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     parts: Sequence[object] = (
         sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
     )
+    parts = signed_parts(parts)
     blocks = []
     for p in parts:
         got = _part_json(p)
@@ -109,7 +111,7 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
 def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
     """The message as the API's dicts (the serializer writes them as canonical JSON)."""
     # Tool results must come first in a user message (the API rejects text before them).
-    parts = (
+    parts = signed_parts(
         sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
     )
     content = [_part(p) for p in parts] or [{"type": "text", "text": ""}]
@@ -118,6 +120,19 @@ def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
         if i >= 0:
             content[i] = {**content[i], "cache_control": EPHEMERAL}
     return [{"role": m.role, "content": content}]
+
+
+def signed_parts(parts: Sequence[_P]) -> Sequence[_P]:
+    """The parts a message sends: a thinking block without its signature is left out. The API checks
+    each thinking block's signature against its text and refuses the request when it is missing or
+    wrong ("Invalid `signature` in `thinking` block"); one the engine has no signature for (given as
+    text, or another model's reasoning) can only be left out, which a request without thinking enabled
+    accepts. Kept when it is all the message has (nothing else to send in its place)."""
+    for p in parts:
+        if isinstance(p, Thinking) and not p.signature:
+            kept = [q for q in parts if not (isinstance(q, Thinking) and not q.signature)]
+            return kept if kept else parts
+    return parts
 
 
 def _marked_index(parts: Sequence[object], n: int) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json, json_string
+from engine.providers.anthropic import signed_parts  # Claude on Bedrock checks signatures too
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
@@ -77,7 +78,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     if type(m.role) is not str:
         return None
     blocks = []
-    for p in m.parts:
+    for p in signed_parts(m.parts):
         got = _part_json(p)
         if got is None:
             return None
@@ -95,7 +96,7 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
 
 def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
     """The message as the API's dicts (the serializer writes them as canonical JSON)."""
-    content = [_part(p) for p in m.parts] or [{"text": ""}]
+    content = [_part(p) for p in signed_parts(m.parts)] or [{"text": ""}]
     if marked:
         content.append(CACHE_POINT)
     return [{"role": m.role, "content": content}]
