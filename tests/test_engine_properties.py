@@ -13,7 +13,15 @@ thresholds and gates), then played into a Pipeline. Every turn must keep the eng
   evicted does not fit;
 - anchors first and never evicted: identity, constraints and goal appear verbatim every turn;
 - pairing: every tool result answers a call in the preceding assistant message and vice versa;
-- replay: Replayer(journal).verify() reproduces every request hash.
+- replay: Replayer(journal).verify() reproduces every request hash;
+- the provider's own request type: each body fits the SDK's request TypedDict (anthropic, openai) or
+  botocore's Converse input shape (bedrock), is strict JSON (no NaN), and has no empty text block.
+
+The strategies reach the hard cases: windows of 1 token and of 100,000,000, a reply limit past the
+window (refused at construction), single messages larger than most windows, up to five parallel calls
+answered in any order, results of no output, call arguments that are not JSON / not an object / hold
+NaN, empty assistant replies (refused at the call), and text that tokenizes and escapes oddly (ZWJ
+emoji, combining marks, right-to-left script, NUL, line separators).
 
 The checkers (`check_request`, ...) are reused by tests/test_engine_trajectories.py on real content.
 """
