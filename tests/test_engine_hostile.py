@@ -442,3 +442,29 @@ def test_thinking_goes_back_with_its_signature_or_not_at_all(provider: str) -> N
     assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok
     with pytest.raises(ContentError, match="neither text nor a thinking block"):
         pipe.assistant("x", thinking={"text": "wrong key"})
+
+
+def test_an_openai_assistant_message_without_calls_has_string_content() -> None:
+    """A thinking-only reply (DeepSeek's reasoning with no content) went out as content null with no
+    tool_calls, which OpenAI refuses ("Invalid value for 'content': expected a string, got null");
+    null stays for a message of tool calls only, as the API documents."""
+    pipe = _pipe("openai")
+    pipe.next_request()
+    pipe.assistant("", thinking="reasoning only")
+    pipe.user("Go on.")
+    pipe.next_request()
+    calls = pipe.assistant("", [{"id": "c1", "name": "bash", "arguments": "{}"}])
+    pipe.tool_result(calls[0].id, "ok")
+    body = pipe.next_request().body
+    assistants = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert assistants[0] == {"role": "assistant", "content": ""}
+    assert assistants[1]["content"] is None and assistants[1]["tool_calls"]
+    # The direct fragment is the dict path's bytes.
+    from engine.artifacts import Message, Thinking
+    from engine.hashing import canonical_json
+    from engine.providers import openai as oa
+
+    assert oa.assistant_message(Message("assistant", (Thinking("t"),))) == canonical_json(
+        {"role": "assistant", "content": ""}
+    )
+    assert Replayer(pipe.journal.events, counter=pipe.counter).verify().ok

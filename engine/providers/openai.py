@@ -69,7 +69,9 @@ def assistant_message(m: Message) -> bytes | None:
                 + '},"id":' + encode_basestring(c.id) + ',"type":"function"}'
             )  # fmt: skip
     text = _text(m.parts)
-    out = '{"content":' + (json_string(text) if text else "null") + ',"role":"assistant"'
+    # null only beside tool calls: OpenAI refuses an assistant message with neither ("Invalid value
+    # for 'content': expected a string, got null"), e.g. one that held only thinking.
+    out = '{"content":' + (json_string(text) if text or not calls else "null") + ',"role":"assistant"'
     if calls:
         out += ',"tool_calls":[' + ",".join(calls) + "]"
     return (out + "}").encode("utf-8")
@@ -90,7 +92,7 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
             for c in m.parts
             if isinstance(c, ToolCall)
         ]
-        msg: dict[str, Any] = {"role": "assistant", "content": _text(list(m.parts)) or None}
+        msg: dict[str, Any] = {"role": "assistant", "content": _text(list(m.parts)) or (None if calls else "")}
         if calls:
             msg["tool_calls"] = calls
         return [msg]
