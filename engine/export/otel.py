@@ -473,7 +473,7 @@ class OtelSink:
             self._take(ev, at)
         self.emitter.flush()
 
-    def _finish(self) -> None:
+    def _end_session(self) -> None:
         """The session is over: its invoke_agent span, and what is left sent."""
         self._drain()
         try:
@@ -496,7 +496,7 @@ class OtelSink:
         worker = self._worker
         try:
             if worker is None or worker.pid != os.getpid():
-                self._finish()  # nothing queued (threaded=False, or no relevant event): nothing in flight
+                self._end_session()  # nothing queued (threaded=False, or no relevant event): nothing in flight
             else:
                 worker.cut.set()
                 worker.wake.set()
@@ -575,7 +575,7 @@ class _ExportWorker:
                 closing = sink._closed  # read before draining: what was queued by then is all there is
                 try:
                     if closing:
-                        sink._finish()
+                        sink._end_session()
                     elif sink._queue:
                         sink._drain()
                 except Exception:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.capture.proxy.routes import Route
+from engine.errors import ContextPipeError
 
 # What a body may decode to before the recorder gives up on it: the recorder's own ceiling on a body
 # (recording.MAX_RECORD_BYTES). A few kilobytes of gzip or zstd can claim gigabytes (a decompression
@@ -153,7 +154,7 @@ def _libbrotlidec() -> Any:
     return _lib or None
 
 
-class BrotliDataError(Exception):
+class BrotliDataError(ContextPipeError):
     """libbrotlidec refused the data (decode() says which body and coding)."""
 
 
