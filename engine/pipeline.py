@@ -62,8 +62,9 @@ from engine.policy.cachecost import CacheRules, for_model
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
-from engine.providers import POLICIES, SerializedRequest, Serializer, make_serializer
+from engine.providers import SerializedRequest, Serializer, make_serializer
 from engine.providers.base import Block
+from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
 from engine.recording.journal import Event, Journal, trace_of
@@ -1245,7 +1246,7 @@ class Pipeline:
         def make_ctx(p: Plan) -> OptimizeContext:
             # Positional, in field order (plan, limits, policy, measure, spill, summarizer, latch_flipped):
             # a build makes one or two, and keywords are matched by name.
-            return OptimizeContext(p, cfg.limits, POLICIES[cfg.provider], m, self.spill, summarizer, bool(self.flipped))
+            return OptimizeContext(p, cfg.limits, cache_policy(cfg.provider, cfg.model), m, self.spill, summarizer, bool(self.flipped))
 
         new_state: CompactionState | None = None
         decision: dict[str, Any] | None = None
@@ -1297,7 +1298,7 @@ class Pipeline:
         return OptimizeContext(
             plan=the_plan,
             limits=cfg.limits,
-            policy=POLICIES[cfg.provider],
+            policy=cache_policy(cfg.provider, cfg.model),
             measure=self.measure,
             spill=self.spill,
             summarizer=self._summarize if (self.summarizer is not None or self.summaries) else None,

@@ -39,6 +39,12 @@ from typing import Any
 
 from engine.common_prefix import common_prefix_len
 from engine.errors import ContextPipeError
+from engine.providers.policy import (  # one table for the engine and the simulator
+    ANTHROPIC_DEFAULT_MIN,
+    ANTHROPIC_MIN_TOKENS,
+    BEDROCK_MIN_TOKENS,
+    lookup_min,
+)
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 _TOKENS = attrgetter("tokens")
@@ -348,49 +354,14 @@ class _Policy:
         return CallCache(n, 0, 0, n)
 
 
-# Minimum cacheable prefix per Anthropic model family (prompt-caching docs). Checked in order; the first
-# substring found in the model name wins, so the more specific names come first.
-ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
-    ("opus-4-5", 4096),
-    ("opus-4-6", 4096),
-    ("opus-4-7", 4096),
-    ("haiku-4-5", 4096),
-    ("haiku-3-5", 2048),
-    ("3-5-haiku", 2048),
-    ("haiku-3", 2048),
-    ("3-haiku", 2048),
-    ("haiku", 2048),
-)
-ANTHROPIC_DEFAULT_MIN = 1024  # Sonnet 3.7/4/4.5, Opus 4/4.1
-
-# Bedrock: minimum tokens per cache checkpoint (Bedrock prompt-caching user guide).
-BEDROCK_MIN_TOKENS: tuple[tuple[str, int], ...] = (
-    ("nova", 1000),
-    ("opus-4-5", 4096),
-    ("opus-4-6", 4096),
-    ("opus-4-7", 4096),
-    ("haiku-4-5", 4096),
-    ("3-5-haiku", 2048),
-    ("haiku-3-5", 2048),
-)
-
-
-def _lookup_min(model: str, table: tuple[tuple[str, int], ...], default: int) -> int:
-    m = model.lower()
-    for needle, n in table:
-        if needle in m:
-            return n
-    return default
-
-
 def min_cacheable_tokens(provider: str, model: str) -> int:
     """The shortest prefix `provider`'s rules cache for `model` by default (per checkpoint on Bedrock;
     DeepSeek's 64-token unit), as the simulator applies it."""
     p = provider.lower()
     if p == "anthropic":
-        return _lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
     if p == "bedrock":
-        return _lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
     return {"openai": 1024, "deepseek": 64}.get(p, 0)
 
 
@@ -423,7 +394,7 @@ class _AnthropicPolicy(_Policy):
         self.entries: dict[Key, _Entry] = {}
 
     def _default_min(self, model: str) -> int:
-        return _lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
 
     def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
         """Breakpoint boundaries (prefix lengths in blocks) that meet the minimum length."""
@@ -501,7 +472,7 @@ class _BedrockPolicy(_AnthropicPolicy):
         super().__init__(model, options)
 
     def _default_min(self, model: str) -> int:
-        return _lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
 
     def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
         out: list[int] = []
