@@ -242,13 +242,22 @@ def normalize_usage(u: Any) -> Usage:
 def finish_reason_of(response: Any) -> str | None:
     """Why the model stopped, as the provider said it (dict or SDK object): Anthropic's `stop_reason`
     (end_turn, tool_use, max_tokens...), the first choice's `finish_reason` of OpenAI's Chat Completions
-    and the APIs shaped like it (stop, tool_calls, length...), Bedrock Converse's `stopReason`. None when
-    the response does not say (a stream cut short, a shape none of these)."""
+    and the APIs shaped like it (stop, tool_calls, length...), Bedrock Converse's `stopReason`, OpenAI's
+    Responses API's `status` (completed...) or, for an `incomplete` response, its
+    `incomplete_details.reason` (max_output_tokens, content_filter: the one word that says why). None
+    when the response does not say (a stream cut short, a shape none of these)."""
     try:
         for name in ("stop_reason", "stopReason"):
             reason = _get(response, name)
             if isinstance(reason, str) and reason:
                 return reason
+        if _get(response, "object") == "response":
+            status = _get(response, "status")
+            if status == "incomplete":
+                why = _get(_get(response, "incomplete_details"), "reason")
+                if isinstance(why, str) and why:
+                    return why
+            return status if isinstance(status, str) and status else None
         choices = _get(response, "choices")
         if isinstance(choices, list | tuple) and choices:
             reason = _get(choices[0], "finish_reason")

@@ -8,7 +8,7 @@ The accumulators work on plain dicts (an SDK event object is dumped first), one 
 - OpenAI Chat Completions: `choices[0].delta` pieces (content, reasoning_content, tool calls by index)
   and, when the agent asked for it (`stream_options.include_usage`), the final chunk's `usage`.
 - OpenAI Responses: the `response.completed` (or `.incomplete`/`.failed`) event carries the whole
-  response.
+  response; completed and incomplete (stopped at its output limit) are both the reply the agent got.
 The tap never changes what the agent asked for: a chat stream without `include_usage` has no usage,
 and is journaled without it.
 """
@@ -187,7 +187,8 @@ class ResponsesAccumulator:
         self.events += 1
         if ev.get("type") in ("response.completed", "response.incomplete", "response.failed"):
             self.response = ev.get("response")
-            self.complete = ev.get("type") == "response.completed"
+            # response.incomplete (max_output_tokens, content_filter) is a finished, billed reply too
+            self.complete = ev.get("type") in ("response.completed", "response.incomplete")
 
     def result(self) -> dict[str, Any] | None:
         return self.response

@@ -19,13 +19,18 @@ Behaviour by model name, for the bad-input tests:
                               name, then its arguments in pieces, in `delta.function_call`)
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
+    *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
+                              `incomplete_details.reason: max_output_tokens`, its usage; streamed, the
+                              final event is `response.incomplete` instead of `response.completed`
 Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
 of its own (N output tokens, 1000+N uncached input tokens; for OpenAI N completion tokens, 2000+N
 prompt tokens) and is answered S seconds late (a stream pauses S seconds half-way), so concurrent
 calls finish in an order of the test's choosing and each response is recognisable by its usage.
 Scripted replies: `StandIn.script` is a list served in order (then the default): a string is the
 assistant's text; `{"bash": CMD}` is a reply that calls the `bash` tool with `{"command": CMD}` (as
-mini-swe-agent's tool-calling config expects), with a fresh call id each time.
+mini-swe-agent's tool-calling config expects), with a fresh call id each time; on `/responses` that
+reply is a `message` item and a `function_call` item, streamed too (the call's arguments in
+`response.function_call_arguments.delta` pieces, as OpenAI's documented event sequence has them).
 Every request's headers and raw body are kept in `requests` (tests check keys arrive untouched).
 
 Run it alone: `python -m tests.capture.standin --port 8765`.
@@ -166,6 +171,8 @@ class StandIn:
                 return self.response_obj(model, item)
             return self.chat_completion(model, item)
         cid, text, args = self._call(item)
+        if path.endswith("/responses"):
+            return self.response_obj(model, text, call=(cid, args))
         if path.endswith("/messages"):
             msg = self.anthropic_message(model, text)
             msg["content"][1] = {"type": "tool_use", "id": "toolu_" + cid, "name": "bash", "input": args}
@@ -310,7 +317,27 @@ class StandIn:
         out.append(b"data: [DONE]\n\n")
         return out
 
-    def response_obj(self, model: str, text: str, status: str = "completed") -> dict[str, Any]:
+    def response_obj(
+        self, model: str, text: str, status: str | None = None, call: tuple[str, dict[str, str]] | None = None
+    ) -> dict[str, Any]:
+        """A Responses API `response` object; `status` defaults to what the model name asks for
+        (`*-incomplete`: stopped at max_output_tokens), `call` adds a `function_call` item to `bash`."""
+        if status is None:
+            status = "incomplete" if model.endswith("-incomplete") else "completed"
+        final = status in ("completed", "incomplete")
+        output: list[dict[str, Any]] = []
+        if final:
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_r1",
+                    "status": status,
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+            if call is not None:
+                output.append(self._function_call(*call))
         return {
             "id": "resp_standin",
             "object": "response",
@@ -318,26 +345,30 @@ class StandIn:
             "status": status,
             "model": model,
             "error": None,
-            "incomplete_details": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
             "instructions": None,
-            "output": [
-                {
-                    "type": "message",
-                    "id": "msg_r1",
-                    "status": "completed",
-                    "role": "assistant",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}],
-                }
-            ]
-            if status == "completed"
-            else [],
+            "output": output,
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "usage": USAGE_RESPONSES if status == "completed" else None,
+            "usage": USAGE_RESPONSES if final else None,
         }
 
-    def responses_stream(self, model: str, text: str) -> list[bytes]:
+    @staticmethod
+    def _function_call(cid: str, args: dict[str, str], arguments: str | None = None) -> dict[str, Any]:
+        return {
+            "type": "function_call",
+            "id": "fc_" + cid,
+            "call_id": cid,
+            "name": "bash",
+            "arguments": json.dumps(args) if arguments is None else arguments,
+            "status": "completed",
+        }
+
+    def responses_stream(
+        self, model: str, text: str, call: tuple[str, dict[str, str]] | None = None
+    ) -> list[bytes]:
+        final = self.response_obj(model, text, call=call)
         created = self.response_obj(model, text, "in_progress")
         item = {
             "type": "message",
@@ -346,71 +377,40 @@ class StandIn:
             "role": "assistant",
             "content": [],
         }
-        out = [
-            sse("response.created", {"type": "response.created", "sequence_number": 0, "response": created})
-        ]
-        out.append(
-            sse(
-                "response.output_item.added",
-                {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item},
-            )
-        )
-        out.append(
-            sse(
-                "response.content_part.added",
-                {
-                    "type": "response.content_part.added",
-                    "sequence_number": 2,
-                    "item_id": "msg_r1",
-                    "output_index": 0,
-                    "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []},
-                },
-            )
-        )
-        seq = 3
+        seq = 0
+
+        def ev(kind: str, **fields: Any) -> bytes:
+            nonlocal seq
+            seq += 1
+            return sse(kind, {"type": kind, "sequence_number": seq - 1, **fields})
+
+        out = [ev("response.created", response=created)]
+        out.append(ev("response.output_item.added", output_index=0, item=item))
+        part = {"item_id": "msg_r1", "output_index": 0, "content_index": 0}
+        out.append(ev("response.content_part.added", **part, part={"type": "output_text", "text": "", "annotations": []}))
         for w in text.split(" "):
+            out.append(ev("response.output_text.delta", **part, delta=w + " ", logprobs=[]))
+        out.append(ev("response.output_item.done", output_index=0, item=final["output"][0]))
+        if call is not None:
+            fc = final["output"][1]
             out.append(
-                sse(
-                    "response.output_text.delta",
-                    {
-                        "type": "response.output_text.delta",
-                        "sequence_number": seq,
-                        "item_id": "msg_r1",
-                        "output_index": 0,
-                        "content_index": 0,
-                        "delta": w + " ",
-                        "logprobs": [],
-                    },
+                ev(
+                    "response.output_item.added",
+                    output_index=1,
+                    item={**self._function_call(call[0], call[1], ""), "status": "in_progress"},
                 )
             )
-            seq += 1
-        done_item = {
-            **item,
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
-        out.append(
-            sse(
-                "response.output_item.done",
-                {
-                    "type": "response.output_item.done",
-                    "sequence_number": seq,
-                    "output_index": 0,
-                    "item": done_item,
-                },
+            args = fc["arguments"]
+            for piece in (args[: len(args) // 2], args[len(args) // 2 :]):
+                out.append(
+                    ev("response.function_call_arguments.delta", item_id=fc["id"], output_index=1, delta=piece)
+                )
+            out.append(
+                ev("response.function_call_arguments.done", item_id=fc["id"], output_index=1, arguments=args)
             )
-        )
-        out.append(
-            sse(
-                "response.completed",
-                {
-                    "type": "response.completed",
-                    "sequence_number": seq + 1,
-                    "response": self.response_obj(model, text),
-                },
-            )
-        )
+            out.append(ev("response.output_item.done", output_index=1, item=fc))
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        out.append(ev(kind, response=final))
         return out
 
     # ------------------------------------------------------------------ HTTP
@@ -452,7 +452,8 @@ class StandIn:
                     headers={"x-request-id": "req_err"},
                 )
         item = self._text()
-        if not body.get("stream") or not isinstance(item, str):
+        responses = path.endswith("/responses")
+        if not body.get("stream") or (not isinstance(item, str) and not responses):
             if late:
                 await asyncio.sleep(late)
             reply = self.reply(path, model, item)
@@ -466,14 +467,19 @@ class StandIn:
                 headers["Content-Encoding"] = "zstd"
             self.sent.append(data)
             return web.Response(body=data, content_type="application/json", headers=headers)
-        text = item
-        if anthropic:
-            events = self.anthropic_stream(model, text)
-        elif path.endswith("/responses"):
-            events = self.responses_stream(model, text)
+        if responses:
+            if isinstance(item, str):
+                events = self.responses_stream(model, item)
+            else:
+                cid, text, args = self._call(item)
+                events = self.responses_stream(model, text, (cid, args))
+        elif anthropic:
+            assert isinstance(item, str)
+            events = self.anthropic_stream(model, item)
         else:
+            assert isinstance(item, str)
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = self.chat_stream(model, text, include)
+            events = self.chat_stream(model, item, include)
         if model.endswith("-overloaded"):
             err = (
                 sse(

@@ -12,13 +12,16 @@ parameters; built-in tools (web search, file search, local shell) carry no schem
 `previous_response_id` is kept (the server holds the conversation so far; the journal puts it back).
 Response: `output` items -> one assistant message, with its `id`; usage as sent (`input_tokens`, cached
 included, with `input_tokens_details.cached_tokens` / `cache_write_tokens`), read by
-engine.feedback.normalize_usage.
+engine.feedback.normalize_usage; why it stopped (`status`, or an incomplete reply's
+`incomplete_details.reason`) -> the choice's `finish_reason` (engine.feedback.finish_reason_of).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from engine.feedback import finish_reason_of
 
 
 def _text(content: Any) -> str:
@@ -155,7 +158,11 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
         msg["tool_calls"] = calls
     if any(reasoning):
         msg["reasoning_content"] = "\n".join(reasoning)
-    out: dict[str, Any] = {"model": resp.get("model"), "choices": [{"index": 0, "message": msg}]}
+    choice: dict[str, Any] = {"index": 0, "message": msg}
+    reason = finish_reason_of(resp)
+    if reason is not None:
+        choice["finish_reason"] = reason  # the usage event keeps it (engine.feedback.reply_diagnostics)
+    out: dict[str, Any] = {"model": resp.get("model"), "choices": [choice]}
     if isinstance(resp.get("id"), str):
         out["id"] = resp["id"]  # what a next request's previous_response_id names
     u = resp.get("usage")

@@ -296,6 +296,7 @@ def _merge_chat_delta(m: dict[str, Any], delta: dict[str, Any]) -> None:
 
 
 _FINAL = ("response.completed", "response.incomplete", "response.failed")
+_ENDED = ("response.completed", "response.incomplete")  # the reply the agent gets: not an error
 
 
 def reassemble_responses(raw: bytes) -> Reassembled:
@@ -311,7 +312,9 @@ def reassemble_responses(raw: bytes) -> Reassembled:
             continue
         kind = obj.get("type", ev.event)
         if kind in _FINAL and isinstance(obj.get("response"), dict):
-            complete = kind == "response.completed"
+            # An incomplete response (it reached max_output_tokens, a content filter stopped it) is a
+            # finished, billed reply, as Chat's finish_reason "length" is; its reason is in the body.
+            complete = kind in _ENDED
             reason = "" if complete else f"the response ended as {kind}"
             return Reassembled(copy.deepcopy(obj["response"]), complete, reason, len(events), notes)
         if kind in ("response.created", "response.in_progress") and isinstance(obj.get("response"), dict):

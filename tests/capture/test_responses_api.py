@@ -1,0 +1,190 @@
+"""The OpenAI Responses API (`POST /v1/responses`) through both capture paths, the proxy and the tap, with
+the real openai SDK's `responses.create` (sync and async, streamed and not) against the stand-in.
+
+What must be recorded: the request's input items (instructions, messages, function_call and
+function_call_output items, tools), the reply's output items (its text and its calls, fed to the
+shadow history so the next request is seen as continuing it), the usage (input_tokens with
+input_tokens_details.cached_tokens, output_tokens), and why the reply stopped: `status`, or for an
+`incomplete` reply its `incomplete_details.reason` (kept as the usage event's finish_reason for the
+OpenTelemetry export). A reply that stopped at its output limit is a finished, billed reply, streamed
+(`response.incomplete`) or not: never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from engine.capture.tap import tap
+from engine.importers import load
+from engine.importers.ingest import actual_requests
+from tests.capture.conftest import Proxied, errors, events_of, finish_reasons, usages, verify_ok
+from tests.capture.standin import USAGE_RESPONSES, StandIn
+
+SYSTEM = "You are a careful coding agent."
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "name": "bash",
+        "description": "Run a command",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
+]
+R_USAGE = {"input_tokens": 1500, "output_tokens": 9, "cache_read_tokens": 1024, "cache_write_tokens": 0}
+
+
+class Capture:
+    """Sync and async openai clients whose calls are captured (through the proxy, or tapped), and the
+    recordings they made."""
+
+    def __init__(
+        self,
+        sync: openai.OpenAI,
+        make_async: Callable[[], openai.AsyncOpenAI],
+        finish: Callable[[], list[Path]],
+        pipes: Callable[[], list[Any]],
+    ) -> None:
+        self.sync, self.make_async, self.finish, self.pipes = sync, make_async, finish, pipes
+
+
+@pytest.fixture(params=["proxy", "tap"])
+def capture(request: pytest.FixtureRequest, standin: StandIn, tmp_path: Path) -> Iterator[Capture]:
+    standin.script = []
+    if request.param == "proxy":
+        proxied: Proxied = request.getfixturevalue("proxied")
+        url = proxied.url + "/v1"
+        yield Capture(
+            openai.OpenAI(base_url=url, api_key="k", max_retries=0),
+            lambda: openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0),
+            proxied.finish,
+            lambda: [tap.pipe for _, tap in proxied.recorder.sessions.values()],
+        )
+        return
+    recs: list[Path] = []
+    clients: list[Any] = []
+
+    def tapped(cls: Any) -> Any:
+        recs.append(tmp_path / f"tap{len(recs)}.cpsession")
+        clients.append(tap(cls(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=recs[-1]))
+        return clients[-1]
+
+    def finish() -> list[Path]:
+        for c in clients:
+            assert c.contextpipe_stats.errors == 0, c.contextpipe_stats.last_error
+            c.contextpipe_tap.close()
+        return recs
+
+    yield Capture(
+        tapped(openai.OpenAI), lambda: tapped(openai.AsyncOpenAI), finish, lambda: [c.contextpipe_tap.pipe for c in clients]
+    )
+
+
+def _sent(path: Path, turn: int) -> list[dict[str, Any]]:
+    """The messages of the request journaled at `turn` (blobs resolved)."""
+    ev = events_of(path)
+    blobs = {e["h"]: e["data"] if isinstance(e["data"], str) else e["data"].decode() for e in ev if e["k"] == "blob"}
+    out = []
+    for h in actual_requests(ev)[turn]:
+        m = json.loads(blobs[h])
+        m["content"] = blobs[m.pop("content_h")]
+        for c in m.get("tool_calls", []):
+            c["arguments"] = blobs[c.pop("arguments_h")]
+        out.append(m)
+    return out
+
+
+def test_a_tool_call_conversation_is_recorded_item_for_item(capture: Capture, standin: StandIn) -> None:
+    standin.script = [{"bash": "ls"}, {"bash": "cat README.md"}, "Done."]
+    history: list[Any] = [{"role": "user", "content": "List the files."}]
+    r0 = capture.sync.responses.create(model="gpt-4.1", instructions=SYSTEM, input=history, tools=TOOLS)
+    call = r0.output[1]
+    assert call.type == "function_call" and call.name == "bash" and json.loads(call.arguments) == {"command": "ls"}
+    history += [o.model_dump(exclude_none=True) for o in r0.output]
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "README.md"})
+    events = list(
+        capture.sync.responses.create(model="gpt-4.1", instructions=SYSTEM, input=history, tools=TOOLS, stream=True)
+    )
+    assert events[-1].type == "response.completed"
+    r1 = events[-1].response
+    assert r1.output[1].type == "function_call"
+    history += [o.model_dump(exclude_none=True) for o in r1.output]
+    history.append({"type": "function_call_output", "call_id": r1.output[1].call_id, "output": "# Project"})
+
+    async def run_async() -> None:
+        ac = capture.make_async()
+        r2 = await ac.responses.create(model="gpt-4.1", instructions=SYSTEM, input=history, tools=TOOLS)
+        assert r2.output_text == "Done."
+        await ac.close()
+
+    asyncio.run(run_async())
+    paths = capture.finish()
+    us = [u for p in paths for u in usages(p)]
+    assert us == [R_USAGE] * 3, us
+    assert USAGE_RESPONSES["input_tokens_details"]["cached_tokens"] == 1024
+    assert [r for p in paths for r in finish_reasons(p)] == ["completed"] * 3
+    assert not [e for p in paths for e in errors(p)]
+    # The request's items as the agent sent them, the reply's call as the next request carries it:
+    # one assistant message with its text and its call, then the call's output.
+    sent = _sent(paths[0], 1)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "assistant", "tool"], sent
+    assert sent[0]["content"] == SYSTEM and sent[1]["content"] == "List the files."
+    assert sent[2]["content"] == "I will run a command."
+    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in sent[3]["tool_calls"]] == [
+        (call.call_id, "bash", {"command": "ls"})
+    ]
+    assert sent[4]["content"] == "README.md" and sent[4]["tool_call_id"] == call.call_id
+    for p in paths:
+        verify_ok(p)
+
+
+def test_a_reply_cut_at_its_output_limit_is_recorded_with_its_reason(capture: Capture) -> None:
+    model = "gpt-4.1-incomplete"
+    r = capture.sync.responses.create(model=model, instructions=SYSTEM, input="Write a long essay.")
+    assert r.status == "incomplete" and r.incomplete_details is not None
+    events = list(capture.sync.responses.create(model=model, instructions=SYSTEM, input="Write a long essay.",
+                                                stream=True))
+    assert events[-1].type == "response.incomplete"
+
+    async def run_async() -> None:
+        ac = capture.make_async()
+        r2 = await ac.responses.create(model=model, instructions=SYSTEM, input="Write a long essay.")
+        assert r2.incomplete_details is not None
+        s = await ac.responses.create(model=model, instructions=SYSTEM, input="Write a long essay.", stream=True)
+        assert [e.type async for e in s][-1] == "response.incomplete"
+        await ac.close()
+
+    asyncio.run(run_async())
+    paths = capture.finish()
+    assert not [e for p in paths for e in errors(p)], [e for p in paths for e in errors(p)]
+    assert [u for p in paths for u in usages(p)] == [R_USAGE] * 4
+    assert [r for p in paths for r in finish_reasons(p)] == ["max_output_tokens"] * 4
+    for p in paths:
+        verify_ok(p)
+
+
+def test_a_proxy_log_of_responses_calls_imports_their_finish_reasons(tmp_path: Path) -> None:
+    # The same reading for a logged exchange (proxy JSONL): a streamed incomplete reply is a reply.
+    s = StandIn()
+    req = {"model": "gpt-4.1", "instructions": SYSTEM, "input": "Write a long essay."}
+    bodies = [
+        json.dumps(s.response_obj("gpt-4.1", "Done.")),
+        b"".join(s.responses_stream("gpt-4.1-incomplete", "An essay that")).decode(),
+        json.dumps(s.response_obj("gpt-4.1-incomplete", "An essay that")),
+    ]
+    log = tmp_path / "proxy.jsonl"
+    log.write_text("".join(json.dumps({"request": req, "response": b, "timestamp": 1700000000}) + "\n" for b in bodies))
+    imp = load(log)
+    assert [c.error for c in imp.calls] == [None] * 3
+    replies = [c.response.content if c.response else None for c in imp.calls]
+    assert replies == ["Done.", "An essay that", "An essay that"]
+    assert [c.usage.to_dict() if c.usage else None for c in imp.calls] == [
+        {**R_USAGE, "finish_reason": "completed"},
+        {**R_USAGE, "finish_reason": "max_output_tokens"},
+        {**R_USAGE, "finish_reason": "max_output_tokens"},
+    ]
