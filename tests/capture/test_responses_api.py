@@ -129,16 +129,22 @@ def test_a_tool_call_conversation_is_recorded_item_for_item(capture: Capture, st
     assert USAGE_RESPONSES["input_tokens_details"]["cached_tokens"] == 1024
     assert [r for p in paths for r in finish_reasons(p)] == ["completed"] * 3
     assert not [e for p in paths for e in errors(p)]
+    # The history the capture fed its pipeline holds the conversation once (each request continued it):
+    # the last request's messages and the reply to it, not the conversation again at every turn.
+    for p, pipe in zip(paths, capture.pipes(), strict=True):
+        last = len(actual_requests(events_of(p))) - 1
+        said = [m for m in _sent(p, last) if m["role"] != "system"]
+        assert len(pipe.history) == len(said) + 1, [m.role for m in pipe.history]
     # The request's items as the agent sent them, the reply's call as the next request carries it:
     # one assistant message with its text and its call, then the call's output.
     sent = _sent(paths[0], 1)
-    assert [m["role"] for m in sent] == ["system", "user", "assistant", "assistant", "tool"], sent
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"], sent
     assert sent[0]["content"] == SYSTEM and sent[1]["content"] == "List the files."
     assert sent[2]["content"] == "I will run a command."
-    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in sent[3]["tool_calls"]] == [
+    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in sent[2]["tool_calls"]] == [
         (call.call_id, "bash", {"command": "ls"})
     ]
-    assert sent[4]["content"] == "README.md" and sent[4]["tool_call_id"] == call.call_id
+    assert sent[3]["content"] == "README.md" and sent[3]["tool_call_id"] == call.call_id
     for p in paths:
         verify_ok(p)
 

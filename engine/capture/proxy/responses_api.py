@@ -1,8 +1,9 @@
 """The OpenAI Responses API in Chat Completions terms, so one journaling path records both.
 
 Request: `instructions` -> a system message; `input` (a string, or a list of items) -> messages:
-`message` items by role (text parts joined), calls -> an assistant message's tool calls (consecutive
-calls merged into one message, as Chat Completions has them), their outputs -> tool messages,
+`message` items by role (text parts joined), calls -> an assistant message's tool calls (the calls
+that follow an assistant message or each other merged into it, as Chat Completions has them and
+response_to_chat records the reply), their outputs -> tool messages,
 `reasoning` summaries -> the next assistant message's reasoning. Calls are `function_call` (arguments),
 `custom_tool_call` (a freeform tool's raw `input`, e.g. Codex's apply_patch patches) and
 `local_shell_call` (its `action`); outputs are the matching `*_output` items, text or content parts.
@@ -82,8 +83,11 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
         elif kind in _CALLS:
             call = _call(item)
             last = msgs[-1] if msgs else None
-            if last is not None and last["role"] == "assistant" and "tool_calls" in last:
-                last["tool_calls"].append(call)
+            if last is not None and last["role"] == "assistant" and not reasoning:
+                # The calls after the reply's text are the same reply (its output items, handed back as
+                # they came): one assistant message, as response_to_chat recorded it. Split in two, the
+                # next request no longer continued the history the tap had fed, and all of it was fed again.
+                last.setdefault("tool_calls", []).append(call)
             else:
                 m = {"role": "assistant", "content": None, "tool_calls": [call]}
                 if reasoning:
