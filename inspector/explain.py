@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.optimize.markers import note_of as marker_note
+
 JSON_KEYS = (
     "turn",
     "pressure",
@@ -101,6 +103,9 @@ def to_text(
     lines.append("")
     mk = ", ".join(f"{m['section']}@{m['offset_tokens']}" for m in t["markers"]) or "none"
     lines.append(f"  cache markers: {mk}; cacheable prefix {t['cacheable_prefix_tokens']} tokens")
+    note = marker_note(t.get("steps") or [])
+    if note:  # why fewer than the provider allows (a flipped latch, prefixes under the model's minimum)
+        lines.append(f"    markers left out: {note}")
     for a in t["actions"]:
         lines.append(f"  -> {a['step']}: {a.get('detail', '')} (saved {a.get('tokens_saved', 0)})")
     for s in t["skipped"]:

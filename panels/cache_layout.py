@@ -7,6 +7,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.reactive import reactive
 
+from engine.optimize.markers import note_of as marker_note
 from engine.trace_schema import Trace
 from panels.fmt import one_line, scope_style, tok
 from panels.line_panel import Keyed, Line, LinePanel, merge_runs
@@ -67,10 +68,18 @@ class CacheLayoutPanel(LinePanel):
         hit = f"{read / (prompt or 1):.0%}" if usage else "n/a"
         cause = f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}" if broke else None
         summary = (len(markers), tok(t.get("cacheable_prefix_tokens")), tok(read), hit, cause)
-        return [Keyed(("blocks", blocks), lambda: _blocks(blocks)),
-                Keyed(("cache", markers, served, prefix), lambda: _cache_line(width, markers, served, prefix)),
-                Keyed(("summary", *summary), lambda: _summary(*summary)),
-                LEGEND]
+        out: list[Line] = [
+            Keyed(("blocks", blocks), lambda: _blocks(blocks)),
+            Keyed(("cache", markers, served, prefix), lambda: _cache_line(width, markers, served, prefix)),
+            Keyed(("summary", *summary), lambda: _summary(*summary)),
+        ]
+        # Why fewer markers than the provider allows (a flipped latch, prefixes under the model's
+        # minimum): "0 marker(s)" alone reads like a fault.
+        note = marker_note(t.get("steps") or [])
+        if note:
+            out.append(Keyed(("why", note), lambda: Content.assemble(("▲ left out: ", "$text-muted"), note)))
+        out.append(LEGEND)
+        return out
 
 
 def _blocks(blocks: tuple[tuple[str, str, bool, int], ...]) -> Content:

@@ -8,6 +8,9 @@ the newest message. Prefix-only providers get none. In a turn where a latch flip
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from engine.assembly import Assembly, wire_order
 from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
 from engine.providers.policy import ProviderCachePolicy
@@ -55,11 +58,32 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
             if s.scope == CacheScope.GLOBAL and not pol.global_scope:
                 continue
             cands.append((3, cum, Marker(s.id, last, s.scope.label, f"{s.scope.label} scope boundary")))
-    cands = [c for c in cands if c[1] >= pol.min_cacheable_tokens]
+    # Fewer markers than the policy allows: each reason the rule left one out goes into the step's
+    # detail (after the count, "; "-separated), so the trace says why, not only "0 markers".
+    why = [suppressed] if suppressed else []
+    least = pol.min_cacheable_tokens
+    short = [c for c in cands if c[1] < least]
+    if short:
+        cands = [c for c in cands if c[1] >= least]
+        where = ", ".join(f"{c[2].reason} at {c[1]}" for c in short)
+        lead = "no prefix reaches" if not cands else f"{len(short)} prefix(es) under"
+        why.append(f"{lead} the model's {least}-token minimum cacheable prefix ({where})")
     kept = sorted(cands, key=lambda c: (c[0], c[1]))[: pol.max_markers]
     kept.sort(key=lambda c: c[1])
     markers = tuple(c[2] for c in kept)
-    detail = f"{len(markers)} markers" + (f"; {suppressed}" if suppressed else "")
+    detail = "; ".join([f"{len(markers)} markers", *why])
     if not markers:
-        return RuleOutcome(asm, False, detail + f" (no prefix reaches {pol.min_cacheable_tokens} tokens)")
+        return RuleOutcome(asm, False, detail)
     return RuleOutcome(asm, True, detail, markers=markers)
+
+
+def note_of(steps: Iterable[Mapping[str, Any]]) -> str:
+    """Why a trace's place_markers step placed fewer markers than its provider allows (what follows the
+    count in its detail or reason), or "": for the trace's readers (explain, the cache layout)."""
+    for s in steps:
+        if s.get("step") == NAME:
+            text = str(s.get("detail") or s.get("reason") or "")
+            count, sep, rest = text.partition("; ")
+            # A provider that caches by itself (automatic) has no count: its whole text is the note.
+            return rest if sep else ("" if count.split(" ")[0].isdigit() else text)
+    return ""
