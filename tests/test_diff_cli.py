@@ -133,6 +133,24 @@ def test_config_sides_and_the_cost_gate(tmp_path: Path) -> None:
     assert json.loads(res.stdout)["candidate"] == "candidate.toml"
 
 
+def test_the_tokens_column_is_the_prompt_the_cost_and_the_totals_are_of(tmp_path: Path) -> None:
+    """Each turn's `tokens` was the trace's final_tokens (the request's framing included, ~3 tokens a
+    turn more) while the simulator priced the blocks only: the turns did not add up to the totals'
+    prompt_tokens, the figure the cost and --fail-on tokens:+N% read. Now they do, and the trace's whole
+    request is `request_tokens` beside it."""
+    base = record(tmp_path / "base.cpsession")
+    res = run("recorded", "gate.drop_rounds=off", str(base), "--json")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)["sessions"][0]
+    for side in ("baseline", "candidate"):
+        per = [t[side] for t in s["per_turn"]]
+        assert len(per) == s["turns"] == 7
+        assert sum(p["tokens"] for p in per) == s[side]["prompt_tokens"]
+        assert all(0 < p["request_tokens"] - p["tokens"] < 10 for p in per)
+    text = run("recorded", "gate.drop_rounds=off", str(base), "--all")
+    assert text.exit_code == 0 and "; prompt tokens " in text.stdout
+
+
 @pytest.mark.parametrize(
     "args",
     [

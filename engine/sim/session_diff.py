@@ -8,8 +8,11 @@ journal under its settings (the public fold, `Pipeline.build` with its own chain
 as `simulate` does), so nothing here folds events on its own.
 
 Per turn: the first point the two requests differ (`engine.request_diff`: section, unit, byte offset,
-cause), each side's tool-schema hash, cache marker positions, tokens, and its cache reads, writes and
-cost from the provider cache simulator and the price table. A *cache break* on a side is a turn whose
+cause), each side's tool-schema hash, cache marker positions, prompt tokens, and its cache reads, writes
+and cost from the provider cache simulator and the price table. `tokens` is the prompt the simulator
+prices (the request's blocks, as the totals' `prompt_tokens` and the --fail-on tokens gate count it);
+`request_tokens` is the trace's whole request, a few tokens of request framing more, which is what a
+window holds. A *cache break* on a side is a turn whose
 request does not keep the previous request's cached prefix (the simulator's attribution); a *new*
 cache break is one the candidate has and the baseline does not, named by the candidate's own
 request diff against its previous turn (tool_order, volatile, latch_changed, ...).
@@ -348,7 +351,10 @@ def diff_session(
             f = per[side].get(t)
             sides_out.append(
                 {
-                    "tokens": r["tokens"],
+                    # The simulator's prompt, what the cost and the totals are of (a turn it did not price,
+                    # one that failed, counts its blocks the same way).
+                    "tokens": f.prompt_tokens if f else r["tokens"],
+                    "request_tokens": r["request_tokens"],
                     "schema_hash": r["schema"],
                     "markers": r["markers"],
                     "request_sha256": r["sha"][:16],
@@ -380,7 +386,7 @@ def diff_session(
     for side in (0, 1):
         window = int(sides[side][0].overrides.window or sessions[side]["window"])
         rows_side = [rows[t][side] for t in sorted(rows) if side in rows[t]]
-        over = sum(1 for r in rows_side if r["tokens"] > window)
+        over = sum(1 for r in rows_side if r["request_tokens"] > window)  # framing included: the window holds it
         if over:
             who = "baseline" if side == 0 else "candidate"
             notes.append(
@@ -433,7 +439,9 @@ def _take(item: tuple[int, float, Built], side: int, prev: list[Any], rows: dict
     prev[side] = parsed
     trace = built.trace
     rows.setdefault(turn, {"cross": None})[side] = {
-        "tokens": trace["final_tokens"],
+        # The blocks' tokens, what the simulator prices; final_tokens adds the request's framing.
+        "tokens": sum(b.tokens for b in built.serialized.blocks),
+        "request_tokens": trace["final_tokens"],
         "schema": _schema_hash(built),
         "markers": _markers(built),
         "sha": built.serialized.request_sha256,
@@ -641,7 +649,7 @@ def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> 
             at = fd and (fd["label"] or fd["section"])  # none for a model change: the whole request
             where = f"{fd['cause']} at {at + ' ' if at else ''}byte {fd['offset']}" if fd else "identical"
             lines.append(
-                f"  turn {t.turn:>4}: {where}; tokens {a['tokens']} -> {b['tokens']}; read "
+                f"  turn {t.turn:>4}: {where}; prompt tokens {a['tokens']} -> {b['tokens']}; read "
                 f"{a['cache_read_tokens']} -> {b['cache_read_tokens']}; write {a['cache_write_tokens']} -> "
                 f"{b['cache_write_tokens']}; ${a['cost_usd']:.5f} -> ${b['cost_usd']:.5f}"
                 + (f"; NEW CACHE BREAK ({t.new_cache_break})" if t.new_cache_break else "")
