@@ -462,7 +462,8 @@ class Tap:
     def finish_stream(self, call: TapCall | None, acc: Accumulator, problem: str | None) -> None:
         """A streamed call ended (or was abandoned): journal its message and usage, or why not."""
         if problem is None and not acc.complete:
-            problem = f"incomplete_stream: the agent stopped reading after {acc.events} events"
+            failure = getattr(acc, "failure", None)  # the API ended it (a Responses `response.failed`)
+            problem = f"incomplete_stream: {failure or f'the agent stopped reading after {acc.events} events'}"
         elif problem is not None and not problem.startswith("incomplete_stream"):
             problem = f"incomplete_stream: {problem}"
         result = acc.result()

@@ -19,6 +19,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from engine.capture.proxy.responses_api import why_failed
+
 
 def plain(obj: Any) -> Any:
     """An SDK object (pydantic) or container as plain JSON-able data, without consuming iterators."""
@@ -182,9 +184,14 @@ class ResponsesAccumulator:
         self.response: dict[str, Any] | None = None
         self.complete = False
         self.events = 0
+        # Why the stream ended without a reply when the API said so (`response.failed`, which the SDK
+        # hands over as an event, not an exception): the journal says that, not that the agent stopped.
+        self.failure: str | None = None
 
     def feed(self, ev: dict[str, Any]) -> None:
         self.events += 1
+        if ev.get("type") == "response.failed":
+            self.failure = why_failed(ev.get("response"))
         if ev.get("type") in ("response.completed", "response.incomplete", "response.failed"):
             self.response = ev.get("response")
             # response.incomplete (max_output_tokens, content_filter) is a finished, billed reply too

@@ -22,6 +22,9 @@ Behaviour by model name, for the bad-input tests:
     *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
                               `incomplete_details.reason: max_output_tokens`, its usage; streamed, the
                               final event is `response.incomplete` instead of `response.completed`
+    *-failed                  (Responses) the model failed mid-way: `status: failed` with its `error`
+                              (server_error), no output, no usage; streamed, the final event is
+                              `response.failed`
 Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
 of its own (N output tokens, 1000+N uncached input tokens; for OpenAI N completion tokens, 2000+N
 prompt tokens) and is answered S seconds late (a stream pauses S seconds half-way), so concurrent
@@ -323,7 +326,7 @@ class StandIn:
         """A Responses API `response` object; `status` defaults to what the model name asks for
         (`*-incomplete`: stopped at max_output_tokens), `call` adds a `function_call` item to `bash`."""
         if status is None:
-            status = "incomplete" if model.endswith("-incomplete") else "completed"
+            status = next((end for end in ("incomplete", "failed") if model.endswith("-" + end)), "completed")
         final = status in ("completed", "incomplete")
         output: list[dict[str, Any]] = []
         if final:
@@ -344,7 +347,9 @@ class StandIn:
             "created_at": 1700000000,
             "status": status,
             "model": model,
-            "error": None,
+            "error": {"code": "server_error", "message": "The model failed to generate a response."}
+            if status == "failed"
+            else None,
             "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
             "instructions": None,
             "output": output,
@@ -390,6 +395,9 @@ class StandIn:
         out.append(ev("response.content_part.added", **part, part={"type": "output_text", "text": "", "annotations": []}))
         for w in text.split(" "):
             out.append(ev("response.output_text.delta", **part, delta=w + " ", logprobs=[]))
+        if final["status"] == "failed":  # the model gave up before the item was done
+            out.append(ev("response.failed", response=final))
+            return out
         out.append(ev("response.output_item.done", output_index=0, item=final["output"][0]))
         if call is not None:
             fc = final["output"][1]

@@ -194,3 +194,25 @@ def test_a_proxy_log_of_responses_calls_imports_their_finish_reasons(tmp_path: P
         {**R_USAGE, "finish_reason": "max_output_tokens"},
         {**R_USAGE, "finish_reason": "max_output_tokens"},
     ]
+
+
+def test_a_response_that_failed_mid_stream_says_why(capture: Capture) -> None:
+    # `response.failed` ends the stream without an SDK exception: the agent read every event, and the
+    # recording must say the model failed, in the API's words, not that the agent stopped reading.
+    events = list(capture.sync.responses.create(model="gpt-4.1-failed", input="hi", stream=True))
+    assert events[-1].type == "response.failed"
+
+    async def run_async() -> None:
+        ac = capture.make_async()
+        s = await ac.responses.create(model="gpt-4.1-failed", input="hi", stream=True)
+        assert [e.type async for e in s][-1] == "response.failed"
+        await ac.close()
+
+    asyncio.run(run_async())
+    paths = capture.finish()
+    errs = [e for p in paths for e in errors(p)]
+    assert [e["kind"] for e in errs] == ["incomplete_stream"] * 2
+    for e in errs:
+        assert "the response failed (server_error: The model failed to generate a response.)" in e["message"], e
+        assert "stopped reading" not in e["message"]
+    assert not [u for p in paths for u in usages(p)]

@@ -143,6 +143,17 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     return out_body
 
 
+def why_failed(resp: Any) -> str:
+    """Why a `failed` response failed, in the API's words (its `error`: code and message): what a
+    stream that ended with `response.failed` is journaled with, by the proxy and the tap alike."""
+    err = resp.get("error") if isinstance(resp, dict) else None
+    if isinstance(err, dict):
+        said = ": ".join(str(err[k]) for k in ("code", "message") if err.get(k))
+    else:
+        said = str(err) if err else ""
+    return f"the response failed ({said[:500]})" if said else "the response failed (no error given)"
+
+
 def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
     if resp.get("error") and not resp.get("output"):
         return {"error": resp["error"]}

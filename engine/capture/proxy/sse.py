@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.capture.proxy.responses_api import why_failed
+
 
 @dataclass
 class SSEEvent:
@@ -316,6 +318,8 @@ def reassemble_responses(raw: bytes) -> Reassembled:
             # finished, billed reply, as Chat's finish_reason "length" is; its reason is in the body.
             complete = kind in _ENDED
             reason = "" if complete else f"the response ended as {kind}"
+            if kind == "response.failed":  # the model's own failure, in the API's words
+                reason = why_failed(obj["response"])
             return Reassembled(copy.deepcopy(obj["response"]), complete, reason, len(events), notes)
         if kind in ("response.created", "response.in_progress") and isinstance(obj.get("response"), dict):
             base = copy.deepcopy(obj["response"])
