@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.capture.proxy.responses_api import why_failed
+from engine.capture.proxy.sse import carried_error
 
 
 def plain(obj: Any) -> Any:
@@ -184,14 +185,17 @@ class ResponsesAccumulator:
         self.response: dict[str, Any] | None = None
         self.complete = False
         self.events = 0
-        # Why the stream ended without a reply when the API said so (`response.failed`, which the SDK
-        # hands over as an event, not an exception): the journal says that, not that the agent stopped.
+        # Why the stream ended without a reply when the API said so (`response.failed` or an `error`
+        # event, which the SDK hands over as events, not exceptions): the journal says that, not that
+        # the agent stopped reading.
         self.failure: str | None = None
 
     def feed(self, ev: dict[str, Any]) -> None:
         self.events += 1
         if ev.get("type") == "response.failed":
             self.failure = why_failed(ev.get("response"))
+        elif ev.get("type") == "error":  # the API's own error event ({type, code, message}), yielded too
+            self.failure = carried_error(ev)
         if ev.get("type") in ("response.completed", "response.incomplete", "response.failed"):
             self.response = ev.get("response")
             # response.incomplete (max_output_tokens, content_filter) is a finished, billed reply too

@@ -11,7 +11,8 @@ Behaviour by model name, for the bad-input tests:
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
     *-overloaded              the stream breaks off after 3 events with the API's own error event
-                              (Anthropic: `event: error`, overloaded_error; OpenAI: a chunk with `error`)
+                              (Anthropic: `event: error`, overloaded_error; OpenAI: a chunk with `error`;
+                              Responses: its `error` event, `{"type": "error", "code", "message"}`)
     *-websearch               the non-streamed Anthropic reply used the web search server tool: its
                               server_tool_use and web_search_tool_result blocks, a cited text block
     *-functions               the chat reply calls `bash` through the legacy function-calling API
@@ -494,6 +495,12 @@ class StandIn:
                     "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
                 )
                 if anthropic
+                else sse(
+                    "error",
+                    {"type": "error", "code": "server_error", "message": "The server is overloaded",
+                     "param": None, "sequence_number": 3},
+                )
+                if responses
                 else sse(None, {"error": {"message": "The server is overloaded", "type": "server_error"}})
             )
             events = events[:3] + [err]

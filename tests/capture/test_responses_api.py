@@ -216,3 +216,15 @@ def test_a_response_that_failed_mid_stream_says_why(capture: Capture) -> None:
         assert "the response failed (server_error: The model failed to generate a response.)" in e["message"], e
         assert "stopped reading" not in e["message"]
     assert not [u for p in paths for u in usages(p)]
+
+
+def test_an_error_event_mid_stream_says_which_error(capture: Capture) -> None:
+    # The Responses API's own `error` event ({"type": "error", "code", "message"}) is yielded by the SDK
+    # as an event too: the recording says which error ended the stream, not that the agent stopped.
+    events = list(capture.sync.responses.create(model="gpt-4.1-overloaded", input="hi", stream=True))
+    assert events[-1].type == "error"
+    (path,) = capture.finish()
+    (err,) = errors(path)
+    assert err["kind"] == "incomplete_stream", err
+    assert "the stream carried an error (server_error: The server is overloaded)" in err["message"], err
+    assert not usages(path)

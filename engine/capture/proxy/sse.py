@@ -80,7 +80,7 @@ def _json(ev: SSEEvent, notes: list[str]) -> dict[str, Any] | None:
     return obj
 
 
-def _carried(error: dict[str, Any]) -> str:
+def carried_error(error: dict[str, Any]) -> str:
     """Why a stream that carried an error event failed, in the API's words (overloaded, rate limited...),
     so the recording says which error it was: the agent saw it, raised by its SDK."""
     err = error.get("error", error)
@@ -172,7 +172,7 @@ def reassemble_anthropic(raw: bytes) -> Reassembled:
         msg["content"] = [b for b in msg["content"] if b is not None]
     if error is not None:
         return Reassembled(
-            msg if msg is not None else error, False, _carried(error), len(events), notes
+            msg if msg is not None else error, False, carried_error(error), len(events), notes
         )
     if msg is None:
         return Reassembled(
@@ -239,7 +239,7 @@ def reassemble_openai_chat(raw: bytes) -> Reassembled:
                 _merge_chat_delta(c["message"], delta)
     if out is None:
         if error is not None:
-            return Reassembled(error, False, _carried(error), len(events), notes)
+            return Reassembled(error, False, carried_error(error), len(events), notes)
         return Reassembled(
             None, False, "no chat.completion.chunk events (not an OpenAI stream?)", len(events), notes
         )
@@ -252,7 +252,7 @@ def reassemble_openai_chat(raw: bytes) -> Reassembled:
     out["choices"] = msgs
     out.setdefault("usage", None)
     if error is not None:
-        return Reassembled(out, False, _carried(error), len(events), notes)
+        return Reassembled(out, False, carried_error(error), len(events), notes)
     if not done:
         return Reassembled(out, False, "the stream ended before [DONE]", len(events), notes)
     return Reassembled(out, True, "", len(events), notes)
@@ -327,7 +327,7 @@ def reassemble_responses(raw: bytes) -> Reassembled:
             idx = obj.get("output_index", len(items))
             items[idx if isinstance(idx, int) else len(items)] = copy.deepcopy(obj["item"])
         elif kind == "error":
-            return Reassembled(base or obj, False, _carried(obj), len(events), notes)
+            return Reassembled(base or obj, False, carried_error(obj), len(events), notes)
     if base is None:
         return Reassembled(
             None, False, "no response.created event (not a Responses stream?)", len(events), notes
