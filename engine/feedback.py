@@ -252,12 +252,7 @@ def finish_reason_of(response: Any) -> str | None:
             if isinstance(reason, str) and reason:
                 return reason
         if _get(response, "object") == "response":
-            status = _get(response, "status")
-            if status == "incomplete":
-                why = _get(_get(response, "incomplete_details"), "reason")
-                if isinstance(why, str) and why:
-                    return why
-            return status if isinstance(status, str) and status else None
+            return responses_stop(response)
         choices = _get(response, "choices")
         if isinstance(choices, list | tuple) and choices:
             reason = _get(choices[0], "finish_reason")
@@ -266,6 +261,21 @@ def finish_reason_of(response: Any) -> str | None:
     except Exception:  # an SDK object whose attributes raise: the reason is only ever a nicety
         return None
     return None
+
+
+def responses_stop(response: Any) -> str | None:
+    """A Responses API response's finish reason: its `status`, or for an `incomplete` one its
+    `incomplete_details.reason`. For callers that know the body is one (the capture paths: a compatible
+    server may leave out `object: "response"`, which finish_reason_of goes by)."""
+    try:
+        status = _get(response, "status")
+        if status == "incomplete":
+            why = _get(_get(response, "incomplete_details"), "reason")
+            if isinstance(why, str) and why:
+                return why
+        return status if isinstance(status, str) and status else None
+    except Exception:  # an SDK object whose attributes raise: the reason is only ever a nicety
+        return None
 
 
 def reply_diagnostics(response: Any) -> dict[str, Any]:

@@ -182,15 +182,18 @@ def test_a_proxy_log_of_responses_calls_imports_their_finish_reasons(tmp_path: P
         json.dumps(s.response_obj("gpt-4.1", "Done.")),
         b"".join(s.responses_stream("gpt-4.1-incomplete", "An essay that")).decode(),
         json.dumps(s.response_obj("gpt-4.1-incomplete", "An essay that")),
+        # a Responses-compatible server that leaves out `object: "response"`
+        json.dumps({k: v for k, v in s.response_obj("gpt-4.1-incomplete", "An essay that").items() if k != "object"}),
     ]
     log = tmp_path / "proxy.jsonl"
     log.write_text("".join(json.dumps({"request": req, "response": b, "timestamp": 1700000000}) + "\n" for b in bodies))
     imp = load(log)
-    assert [c.error for c in imp.calls] == [None] * 3
+    assert [c.error for c in imp.calls] == [None] * 4
     replies = [c.response.content if c.response else None for c in imp.calls]
-    assert replies == ["Done.", "An essay that", "An essay that"]
+    assert replies == ["Done.", "An essay that", "An essay that", "An essay that"]
     assert [c.usage.to_dict() if c.usage else None for c in imp.calls] == [
         {**R_USAGE, "finish_reason": "completed"},
+        {**R_USAGE, "finish_reason": "max_output_tokens"},
         {**R_USAGE, "finish_reason": "max_output_tokens"},
         {**R_USAGE, "finish_reason": "max_output_tokens"},
     ]

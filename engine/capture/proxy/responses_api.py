@@ -14,7 +14,7 @@ parameters; built-in tools (web search, file search, local shell) carry no schem
 Response: `output` items -> one assistant message, with its `id`; usage as sent (`input_tokens`, cached
 included, with `input_tokens_details.cached_tokens` / `cache_write_tokens`), read by
 engine.feedback.normalize_usage; why it stopped (`status`, or an incomplete reply's
-`incomplete_details.reason`) -> the choice's `finish_reason` (engine.feedback.finish_reason_of).
+`incomplete_details.reason`) -> the choice's `finish_reason` (engine.feedback.responses_stop).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.feedback import finish_reason_of
+from engine.feedback import responses_stop
 
 
 def _text(content: Any) -> str:
@@ -174,7 +174,7 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
     if any(reasoning):
         msg["reasoning_content"] = "\n".join(reasoning)
     choice: dict[str, Any] = {"index": 0, "message": msg}
-    reason = finish_reason_of(resp)
+    reason = responses_stop(resp)  # the body is a Responses one, whether it says `object` or not
     if reason is not None:
         choice["finish_reason"] = reason  # the usage event keeps it (engine.feedback.reply_diagnostics)
     out: dict[str, Any] = {"model": resp.get("model"), "choices": [choice]}
