@@ -462,7 +462,7 @@ class Tap:
     def finish_stream(self, call: TapCall | None, acc: Accumulator, problem: str | None) -> None:
         """A streamed call ended (or was abandoned): journal its message and usage, or why not."""
         if problem is None and not acc.complete:
-            failure = getattr(acc, "failure", None)  # the API ended it (a Responses `response.failed`)
+            failure = getattr(acc, "failure", None)  # the API ended it (Responses: response.failed, error)
             problem = f"incomplete_stream: {failure or f'the agent stopped reading after {acc.events} events'}"
         elif problem is not None and not problem.startswith("incomplete_stream"):
             problem = f"incomplete_stream: {problem}"

@@ -80,7 +80,8 @@ USAGE_DEEPSEEK = {
 }
 USAGE_RESPONSES = {
     "input_tokens": 1500,
-    "input_tokens_details": {"cached_tokens": 1024},
+    # cache_write_tokens: the openai SDK's ResponseUsage requires it (0 when nothing was written)
+    "input_tokens_details": {"cached_tokens": 1024, "cache_write_tokens": 0},
     "output_tokens": 9,
     "output_tokens_details": {"reasoning_tokens": 0},
     "total_tokens": 1509,

@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from engine.capture.tap import tap
+from engine.feedback import finish_reason_of
 from engine.importers import load
 from engine.importers.ingest import actual_requests
 from tests.capture.conftest import Proxied, errors, events_of, finish_reasons, usages, verify_ok
@@ -231,3 +232,14 @@ def test_an_error_event_mid_stream_says_which_error(capture: Capture) -> None:
     assert err["kind"] == "incomplete_stream", err
     assert "the stream carried an error (server_error: The server is overloaded)" in err["message"], err
     assert not usages(path)
+
+
+def test_finish_reason_of_reads_the_sdks_response_objects() -> None:
+    # Pipeline.send (and any caller with the SDK's object in hand) reads the reason the same way.
+    from openai.types.responses import Response
+
+    s = StandIn()
+    done = Response.model_validate(s.response_obj("gpt-4.1", "Done."))
+    cut = Response.model_validate(s.response_obj("gpt-4.1-incomplete", "An essay that"))
+    assert finish_reason_of(done) == "completed" and finish_reason_of(cut) == "max_output_tokens"
+    assert finish_reason_of(done.model_dump()) == "completed"
