@@ -28,13 +28,19 @@ class Text:
 
 @dataclass(frozen=True)
 class Thinking:
+    """The model's reasoning as it goes back to the provider: its text and the signature Anthropic checks
+    it by, or (`redacted`) the opaque `data` of a redacted_thinking block, kept in `text` and sent back
+    as it came."""
+
     text: str
     signature: str = ""
     sha: str = field(default="", compare=False)
+    redacted: bool = False
 
     def __post_init__(self) -> None:
         if not self.sha:
-            object.__setattr__(self, "sha", sha256_hex("thinking\x00" + self.text + "\x00" + self.signature))
+            kind = "redacted_thinking\x00" if self.redacted else "thinking\x00"
+            object.__setattr__(self, "sha", sha256_hex(kind + self.text + "\x00" + self.signature))
 
 
 @dataclass(frozen=True)

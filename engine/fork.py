@@ -115,8 +115,12 @@ def fork_pipeline(
             timeout_s=spec.timeout_s,
             name=spec.name,
         )
+    # The parent's tools as it holds them: an imported or tapped parent keeps another agent's tool names
+    # unchecked (check_content off), and its child carries them over the same way.
+    checks, child.check_content = child.check_content, parent.check_content
     for t in parent.tools:  # the tools section is global scope: always shared, in the parent's order
         child.add_tool(t.name, t.description, t.parameters())
+    child.check_content = checks
     if CacheScope.SESSION in allowed:
         for name in sorted(parent.latches.latches):
             child.latch(name, parent.latches.latches[name].value)

@@ -29,6 +29,7 @@ import functools
 import itertools
 import json
 import os
+import re
 import threading
 import time
 import weakref
@@ -62,7 +63,7 @@ from engine.policy.cachecost import CacheRules, for_model
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
-from engine.providers import SerializedRequest, Serializer, make_serializer
+from engine.providers import SerializedRequest, Serializer, canonical_provider, make_serializer
 from engine.providers.base import Block
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
@@ -712,7 +713,7 @@ class Pipeline:
             last = self._last_blob
             return ToolResult(p["id"], last[1] if last[0] == h else self._text(h), bool(p.get("err")))
         if t == "thinking":
-            return Thinking(self._text(p["h"]), p.get("sig", ""))
+            return Thinking(self._text(p["h"]), p.get("sig", ""), redacted=bool(p.get("redacted")))
         if t == "media":
             return Media(p["media_type"], p["ref"], p["size"], p.get("tokens", 0))
         raise ValueError(f"unknown part type {t!r} in journal")
@@ -821,6 +822,14 @@ class Pipeline:
         {"type": "object", "properties": {...}}: checked here, because a tool is in every request from
         now on and a bad one made each of them fail to build or be refused by the provider."""
         schema = _tool_schema(name, description, parameters)
+        if self.check_content and not _TOOL_NAME.fullmatch(name):
+            # Both providers refuse such a name on every request (Anthropic: "tools.0.custom.name: String
+            # should match pattern"; OpenAI: "Invalid 'tools[0].function.name'"). Importers and taps keep
+            # another agent's names as it sent them (check_content off).
+            raise ConfigError(
+                f"add_tool({name!r}): a tool name must match {_TOOL_NAME.pattern} (letters, digits, _ and -, "
+                "1 to 64 of them), as Anthropic and OpenAI require; e.g. 'read_file'"
+            )
         self._emit(
             {"k": "tool", "name": name, "description": description, "h": self._blob(schema.parameters_json)}
         )
@@ -887,8 +896,10 @@ class Pipeline:
         thinking: str | Any | None = None,
     ) -> list[ToolCall]:
         """The model's reply. `tool_calls`: dicts {"id", "name", "arguments" (JSON text) or "input"},
-        OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. Returns
-        the calls, each to be answered with tool_result(call.id, ...) before the next request."""
+        OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. `thinking`:
+        text, or Anthropic's thinking/redacted_thinking block(s) as the SDK returns them (one or a list),
+        which carry the signature the API needs to take them back. Returns the calls, each to be
+        answered with tool_result(call.id, ...) before the next request."""
         self._check_answered("the next assistant message")
         if tool_calls is None:  # OpenAI's message.tool_calls when the model made none
             tool_calls = ()
@@ -907,9 +918,23 @@ class Pipeline:
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
-        parts: list[dict[str, Any]] = []
-        if thinking:
-            parts.append(_thinking_part(thinking, self._blob))
+        parts: list[dict[str, Any]] = _thinking_parts(thinking, self._blob) if thinking else []
+        if (
+            self.check_content
+            and parts
+            and not text
+            and not calls
+            and canonical_provider(self.config.provider) in ("anthropic", "bedrock")
+            and not any(p.get("sig") or p.get("redacted") for p in parts)
+        ):
+            # The serializer leaves unsigned thinking out, and here it is all the message has: the
+            # request would carry it unsigned and be refused ("Invalid signature in thinking block").
+            raise ContentError(
+                "assistant(): the message holds only thinking without its signature, which Anthropic "
+                "refuses when it is sent back; pass the thinking block as the SDK returns it "
+                "(assistant(thinking=resp.content[0]), or a list of the response's thinking and "
+                "redacted_thinking blocks), which carries the signature, or skip a reply without text"
+            )
         text_h = self._blob(text) if text else ""
         if text:
             parts.append({"t": "text", "h": text_h})
@@ -1698,18 +1723,34 @@ def _blob_hashes(msgs: Sequence[Message]) -> list[str]:
 _STRICT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _thinking_part(thinking: Any, blob: Callable[[str], str]) -> dict[str, Any]:
-    """assistant()'s thinking as a journal part: text, or the model's thinking block as the SDK returns
-    it (Anthropic's ThinkingBlock or its dict: `thinking` and `signature`), whose signature the
-    provider checks when the block is sent back (without one, the serializer leaves it out)."""
+def _thinking_parts(thinking: Any, blob: Callable[[str], str]) -> list[dict[str, Any]]:
+    """assistant()'s thinking as journal parts: text, or the model's thinking block(s) as the SDK
+    returns them (Anthropic's ThinkingBlock / RedactedThinkingBlock or their dicts, one or a list, in
+    the response's order), whose signature the provider checks when the block is sent back (without
+    one, the serializer leaves it out); a redacted block's `data` goes back as it came."""
     if isinstance(thinking, str):
-        return {"t": "thinking", "h": blob(thinking)}
+        return [{"t": "thinking", "h": blob(thinking)}]
+    if isinstance(thinking, (list, tuple)):
+        return [_thinking_part(b, blob) for b in thinking]
+    return [_thinking_part(thinking, blob)]
+
+
+def _thinking_part(thinking: Any, blob: Callable[[str], str]) -> dict[str, Any]:
     get = thinking.get if isinstance(thinking, Mapping) else lambda k, d=None: getattr(thinking, k, d)
+    if get("type") == "redacted_thinking":
+        data = get("data")
+        if type(data) is not str or not data:
+            raise ContentError(
+                f"thinking {thinking!r:.120} is a redacted_thinking block without its `data` (a str): "
+                "pass the block as the SDK returns it"
+            )
+        return {"t": "thinking", "h": blob(data), "redacted": True}
     text, sig = get("thinking"), get("signature", "")
     if type(text) is not str or type(sig) is not str:
         raise ContentError(
             f"thinking {thinking!r:.120} is neither text nor a thinking block: pass the text, or the "
-            "block as the SDK returns it (with `thinking` and `signature`)"
+            "block as the SDK returns it (with `thinking` and `signature`; a redacted_thinking block "
+            "with `data`), or a list of them"
         )
     part = {"t": "thinking", "h": blob(text)}
     if sig:
@@ -1723,6 +1764,11 @@ def _require_text(text: Any, what: str) -> None:
     source), so the call did nothing and said nothing."""
     if text is None:
         raise ContentError(f"{what}(None): expected the {what} text (str); pass '' to leave the section empty")
+
+
+# The tool-name pattern of Anthropic's and OpenAI's APIs, as they state it (used with fullmatch, so a
+# name ending in a newline does not pass by `$`).
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def _tool_schema(name: Any, description: Any, parameters: Any) -> ToolSchema:

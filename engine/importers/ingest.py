@@ -98,7 +98,8 @@ class _Feeder:
                 cid = c.id if c.id not in used else f"{c.id}~{len(used)}"
                 used.add(cid)
                 calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
-            p.assistant(m.content, calls, thinking=m.thinking)
+            thinking = [b.block() for b in m.thinking_blocks] if m.thinking_blocks else m.thinking
+            p.assistant(m.content, calls, thinking=thinking)
             self.open_calls = [c["id"] for c in calls]
             return
         if m.role == "tool":

@@ -28,6 +28,22 @@ class ToolCallRec:
 
 
 @dataclass(frozen=True)
+class ThinkingRec:
+    """One Anthropic thinking block as sent: its text and signature, or (`redacted`) a redacted_thinking
+    block's opaque `data` in `text`. The API takes a block back only with these as they came."""
+
+    text: str
+    signature: str = ""
+    redacted: bool = False
+
+    def block(self) -> dict[str, str]:
+        """The block as the API (and Pipeline.assistant's `thinking=`) takes it."""
+        if self.redacted:
+            return {"type": "redacted_thinking", "data": self.text}
+        return {"type": "thinking", "thinking": self.text, "signature": self.signature}
+
+
+@dataclass(frozen=True)
 class MessageRec:
     role: str  # "system" | "user" | "assistant" | "tool"
     content: str  # text ("" when none)
@@ -35,6 +51,9 @@ class MessageRec:
     tool_call_id: str | None = None  # for role "tool"
     name: str | None = None
     thinking: str | None = None  # reasoning_content, Anthropic thinking blocks, ...
+    # Anthropic's thinking blocks one by one, when any carries a signature or is redacted: the engine
+    # sends them back as they came (an unsigned one it must leave out). () otherwise: `thinking` says all.
+    thinking_blocks: tuple[ThinkingRec, ...] = ()
 
 
 @dataclass(frozen=True)

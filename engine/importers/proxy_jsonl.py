@@ -11,7 +11,9 @@ OpenAI: `messages` with role system/tool, response `choices`). Lines may mix pro
 
 Anthropic -> neutral: the `system` string/blocks become one system message; a user turn's
 `tool_result` blocks become `tool` messages (in order, before the turn's text, as Anthropic requires);
-assistant `thinking` blocks go to `thinking`, `tool_use` blocks to tool calls (`input` dumped as JSON).
+assistant `thinking` blocks go to `thinking` (and, signed or redacted, one by one to `thinking_blocks`
+with their signature or `data`, which the API needs to take them back), `tool_use` blocks to tool
+calls (`input` dumped as JSON).
 Usage: Anthropic `input_tokens` excludes cached parts, so input = input + cache_read + cache_creation;
 OpenAI `prompt_tokens` already includes `prompt_tokens_details.cached_tokens`; DeepSeek's
 `prompt_cache_hit_tokens` wins when present.
@@ -43,6 +45,7 @@ from engine.importers.model import (
     ImportedSession,
     Interner,
     MessageRec,
+    ThinkingRec,
     ToolCallRec,
     ToolSchemaRec,
     UsageRec,
@@ -160,6 +163,7 @@ def _anthropic_message(
     blocks = ctx.lst(content, cw)
     texts: list[str] = []
     thinking: list[str] = []
+    signed: list[ThinkingRec] = []  # the thinking blocks with what the API checks them by
     calls: list[ToolCallRec] = []
     results: list[MessageRec] = []
     own_ttl: str | None = None  # the breakpoint on the message's own (non-result) blocks, the last one
@@ -177,8 +181,17 @@ def _anthropic_message(
             texts.append(ctx.text(b.get("text"), join(bw, "text"), allow_none=False))
         elif btype == "thinking" and role == "assistant":
             thinking.append(ctx.text(b.get("thinking"), join(bw, "thinking")))
+            sig = b.get("signature")
+            if sig is not None and not isinstance(sig, str):
+                ctx.fail(join(bw, "signature"), f"is {_kind(sig)} (expected a string)")
+            signed.append(ThinkingRec(thinking[-1], sig or ""))
         elif btype == "redacted_thinking" and role == "assistant":
             thinking.append("[redacted thinking]")
+            data = b.get("data")
+            if isinstance(data, str) and data:
+                signed.append(ThinkingRec(data, redacted=True))
+            else:  # nothing to send back: a placeholder the engine leaves out like unsigned thinking
+                signed.append(ThinkingRec("[redacted thinking]"))
         elif btype == "tool_use" and role == "assistant":
             calls.append(
                 ToolCallRec(
@@ -214,6 +227,9 @@ def _anthropic_message(
                 content="\n".join(texts),
                 tool_calls=tuple(calls),
                 thinking="\n".join(thinking) if thinking else None,
+                # Kept block by block only when one can go back (signed or redacted): without, the
+                # joined text is all the engine has, as before.
+                thinking_blocks=tuple(signed) if any(t.signature or t.redacted for t in signed) else (),
             )
         )
     return out

@@ -40,6 +40,8 @@ def _part(p: object) -> dict[str, Any]:
             b["is_error"] = True
         return b
     if isinstance(p, Thinking):
+        if p.redacted:
+            return {"type": "redacted_thinking", "data": p.text}
         return {"type": "thinking", "thinking": p.text, "signature": p.signature}
     if isinstance(p, Media):
         return {"type": "text", "text": f"[attachment {p.media_type} {p.ref} ({p.size} bytes)]"}
@@ -69,6 +71,8 @@ def _part_json(p: object) -> str | None:
             + ',"name":' + encode_basestring(p.name) + ',"type":"tool_use"'
         )  # fmt: skip
     if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
+        if p.redacted:
+            return '"data":' + json_string(p.text) + ',"type":"redacted_thinking"'
         return (
             '"signature":' + json_string(p.signature)
             + ',"thinking":' + json_string(p.text) + ',"type":"thinking"'
@@ -127,10 +131,11 @@ def signed_parts(parts: Sequence[_P]) -> Sequence[_P]:
     each thinking block's signature against its text and refuses the request when it is missing or
     wrong ("Invalid `signature` in `thinking` block"); one the engine has no signature for (given as
     text, or another model's reasoning) can only be left out, which a request without thinking enabled
-    accepts. Kept when it is all the message has (nothing else to send in its place)."""
+    accepts. Kept when it is all the message has (nothing else to send in its place). A redacted block
+    carries no signature: its encrypted `data` is what the API checks, so it always goes back."""
     for p in parts:
-        if isinstance(p, Thinking) and not p.signature:
-            kept = [q for q in parts if not (isinstance(q, Thinking) and not q.signature)]
+        if isinstance(p, Thinking) and not p.signature and not p.redacted:
+            kept = [q for q in parts if not (isinstance(q, Thinking) and not q.signature and not q.redacted)]
             return kept if kept else parts
     return parts
 

@@ -36,6 +36,8 @@ def _part(p: object) -> dict[str, Any]:
             r["status"] = "error"
         return {"toolResult": r}
     if isinstance(p, Thinking):
+        if p.redacted:  # Converse's redactedContent: the blob, base64 in the JSON body as it came
+            return {"reasoningContent": {"redactedContent": p.text}}
         return {"reasoningContent": {"reasoningText": {"text": p.text, "signature": p.signature}}}
     if isinstance(p, Media):
         return {"text": f"[attachment {p.media_type} {p.ref} ({p.size} bytes)]"}
@@ -64,6 +66,8 @@ def _part_json(p: object) -> str | None:
             + ',"toolUseId":' + encode_basestring(p.id) + "}}"
         )  # fmt: skip
     if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
+        if p.redacted:
+            return '{"reasoningContent":{"redactedContent":' + json_string(p.text) + "}}"
         return (
             '{"reasoningContent":{"reasoningText":{"signature":' + json_string(p.signature)
             + ',"text":' + json_string(p.text) + "}}}"

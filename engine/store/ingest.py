@@ -185,7 +185,7 @@ def ingest_recording(store: ContextStore, path: str | Path) -> tuple[list[int], 
         if t == "result":
             return ToolResult(p["id"], text(p["h"]), bool(p.get("err")))
         if t == "thinking":
-            return Thinking(text(p["h"]), p.get("sig", ""))
+            return Thinking(text(p["h"]), p.get("sig", ""), redacted=bool(p.get("redacted")))
         return Media(str(p.get("media_type", "")), str(p.get("ref", "")), int(p.get("size", 0)))
 
     def close_pending() -> None:

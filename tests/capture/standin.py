@@ -18,6 +18,9 @@ Behaviour by model name, for the bad-input tests:
     *-functions               the chat reply calls `bash` through the legacy function-calling API
                               (`message.function_call`, finish_reason `function_call`; streamed, the call's
                               name, then its arguments in pieces, in `delta.function_call`)
+    *-thinking                the Anthropic reply opens with a signed thinking block and a redacted_thinking
+                              block (streamed: thinking_delta pieces, then the signature as a
+                              signature_delta; the redacted block whole in its content_block_start)
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
     *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
@@ -127,6 +130,31 @@ _DIRECTIVE = re.compile(rb"\[standin tokens=(\d+)(?: delay=([0-9.]+))?\]")
 _TOKENS: ContextVar[int | None] = ContextVar("standin_tokens", default=None)
 
 
+THINKING = "The user wants the files; ls lists them."
+SIGNATURE = "EqQBCkYIBxgCKkC0standin0signature0of0the0thinking0block=="
+REDACTED = "EmwKAhgBEgy3va3pzix0standin0redacted0data0AAAA=="
+THINKING_BLOCKS: list[dict[str, Any]] = [
+    {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
+    {"type": "redacted_thinking", "data": REDACTED},
+]
+
+
+def thinking_events() -> list[bytes]:
+    """A streamed reply's thinking blocks (indexes 0 and 1) as the API streams them."""
+    start = {"type": "thinking", "thinking": "", "signature": ""}
+    out = [sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start})]
+    for piece in (THINKING[:20], THINKING[20:]):
+        delta = {"type": "thinking_delta", "thinking": piece}
+        out.append(sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+    delta = {"type": "signature_delta", "signature": SIGNATURE}
+    out.append(sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}))
+    out.append(sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    red = THINKING_BLOCKS[1]
+    out.append(sse("content_block_start", {"type": "content_block_start", "index": 1, "content_block": red}))
+    out.append(sse("content_block_stop", {"type": "content_block_stop", "index": 1}))
+    return out
+
+
 def usage_anthropic() -> dict[str, Any]:
     n = _TOKENS.get()
     return USAGE_ANTHROPIC if n is None else {**USAGE_ANTHROPIC, "input_tokens": 1000 + n, "output_tokens": n}
@@ -214,10 +242,14 @@ class StandIn:
         }
         words = [w + " " for w in text.split(" ")]
         out = [sse("message_start", {"type": "message_start", "message": msg})]
+        k = 0  # the index of the text block: 2 after the thinking blocks
+        if model.endswith("-thinking"):
+            out += thinking_events()
+            k = 2
         out.append(
             sse(
                 "content_block_start",
-                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                {"type": "content_block_start", "index": k, "content_block": {"type": "text", "text": ""}},
             )
         )
         out.append(sse("ping", {"type": "ping"}))
@@ -225,16 +257,16 @@ class StandIn:
             out.append(
                 sse(
                     "content_block_delta",
-                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}},
+                    {"type": "content_block_delta", "index": k, "delta": {"type": "text_delta", "text": w}},
                 )
             )
-        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": k}))
         out.append(
             sse(
                 "content_block_start",
                 {
                     "type": "content_block_start",
-                    "index": 1,
+                    "index": k + 1,
                     "content_block": {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}},
                 },
             )
@@ -245,12 +277,12 @@ class StandIn:
                     "content_block_delta",
                     {
                         "type": "content_block_delta",
-                        "index": 1,
+                        "index": k + 1,
                         "delta": {"type": "input_json_delta", "partial_json": part},
                     },
                 )
             )
-        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": 1}))
+        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": k + 1}))
         out.append(
             sse(
                 "message_delta",
@@ -467,6 +499,8 @@ class StandIn:
             if late:
                 await asyncio.sleep(late)
             reply = self.reply(path, model, item)
+            if anthropic and model.endswith("-thinking"):
+                reply["content"] = THINKING_BLOCKS + reply["content"]
             if anthropic and model.endswith("-websearch"):
                 reply["content"] = WEB_SEARCH_BLOCKS + reply["content"][:1]
                 reply["stop_reason"] = "end_turn"
