@@ -157,3 +157,31 @@ def test_importer_keeps_tool_names_as_sent(tmp_path: Path) -> None:
     pipe, _ = ingest(load(f), tmp_path / "n.cpsession")
     assert [t.name for t in pipe.tools] == ["fs.read"]
     pipe.close()
+
+
+def test_swe_agent_thinking_blocks(tmp_path: Path) -> None:
+    """SWE-agent keeps litellm's `thinking_blocks` on each assistant message: their text was imported as
+    the list's Python repr, and their signatures were lost."""
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    history = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": "Looking.", "thinking_blocks": THINKING_BLOCKS, "tool_calls": [call]},
+        {"role": "tool", "content": "a.py", "tool_call_ids": ["call_1"]},
+        {"role": "assistant", "content": "Done."},
+    ]
+    traj = {
+        "history": history,
+        "trajectory": [],
+        "replay_config": {"agent": {"model": {"name": "claude-sonnet-4-5"}}},
+    }
+    f = tmp_path / "run.traj"
+    f.write_text(json.dumps(traj))
+    imp = load(f)
+    assert imp.format == "swe-agent" and imp.provider == "anthropic"
+    resp = imp.calls[0].response
+    assert resp is not None and resp.thinking == THINKING + "\n[redacted thinking]"
+    rec = tmp_path / "s.cpsession"
+    pipe, _ = ingest(imp, rec)
+    pipe.close()
+    assert [_thinking_of(c) for c in _engine_assistants(rec, 1)] == [SENT_BACK]
