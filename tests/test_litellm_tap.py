@@ -5,6 +5,7 @@ local copy (LITELLM_LOCAL_MODEL_COST_MAP)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -188,3 +189,36 @@ def test_litellm_legacy_functions(upstream: StandIn, logger: ContextPipeLogger, 
     assert first.get("tool_names") == ["bash"], {k: v for k, v in first.items() if k != "add"}
     results = [e["part"] for e in ev if e["k"] == "part" and e["part"]["t"] == "result"]
     assert [p["id"] for p in results] == ["function_call:bash"]
+
+
+def test_litellm_anthropic_thinking_keeps_signatures(
+    upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path
+) -> None:
+    """litellm hands Anthropic's thinking back as `reasoning_content` (text) and `thinking_blocks` (with
+    the signature and the redacted data): the shadow engine sends the blocks back as they came."""
+    from tests.capture.standin import REDACTED, SIGNATURE, THINKING
+
+    kw: dict[str, Any] = {
+        "model": "anthropic/claude-sonnet-4-thinking",
+        "api_base": upstream.url,
+        "api_key": "k",
+        "max_tokens": 50,
+    }
+    msgs: list[Any] = [{"role": "user", "content": "hi"}]
+    r = litellm.completion(messages=msgs, tools=TOOLS, **kw)
+    _wait_for(logger, 1)
+    reply = r.choices[0].message
+    assert reply.thinking_blocks and reply.thinking_blocks[0]["signature"] == SIGNATURE
+    msgs.append(reply)
+    msgs.append({"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "a.py"})
+    litellm.completion(messages=msgs, tools=TOOLS, **kw)
+    _wait_for(logger, 2)
+    assert logger.stats.errors == 0, logger.stats.last_error
+    path = tmp_path / "lite.cpsession"
+    _finish(logger, path, 2)
+    body = json.loads(Replayer(_events(path)).replan(1).serialized.body)
+    content = [m for m in body["messages"] if m["role"] == "assistant"][0]["content"]
+    assert content[:2] == [
+        {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
+        {"type": "redacted_thinking", "data": REDACTED},
+    ]

@@ -14,6 +14,7 @@ from engine.importers.model import (
     ImportedSession,
     ImportFormatError,
     MessageRec,
+    ThinkingRec,
     ToolCallRec,
     ToolSchemaRec,
     UsageRec,
@@ -245,6 +246,31 @@ def legacy_call_id(name: str) -> str:
     return f"function_call:{name}"
 
 
+def thinking_blocks(raw: Any) -> tuple[str | None, tuple[ThinkingRec, ...]]:
+    """litellm's `thinking_blocks` on a chat message (its copy of Anthropic's thinking and
+    redacted_thinking blocks; SWE-agent and mini-swe-agent keep them in their histories) as (their
+    text, the blocks with their signatures or data when any can go back to the API, else ()). A value
+    of another shape is kept as its text."""
+    if not raw:
+        return None, ()
+    if not (isinstance(raw, list) and all(isinstance(b, dict) for b in raw)):
+        return str(raw), ()
+    texts: list[str] = []
+    blocks: list[ThinkingRec] = []
+    for b in raw:
+        if b.get("type") == "redacted_thinking":
+            texts.append("[redacted thinking]")
+            data = b.get("data")
+            ok = isinstance(data, str) and bool(data)
+            blocks.append(ThinkingRec(data, redacted=True) if ok else ThinkingRec("[redacted thinking]"))
+        else:
+            text, sig = b.get("thinking"), b.get("signature")
+            texts.append(text if isinstance(text, str) else "")
+            blocks.append(ThinkingRec(texts[-1], sig if isinstance(sig, str) else ""))
+    keep = tuple(blocks) if any(t.signature or t.redacted for t in blocks) else ()
+    return "\n".join(texts) or None, keep
+
+
 def openai_message(
     m: Any, ctx: Ctx, where: str, *, extra_roles: tuple[str, ...] = (), role_map: dict[str, str] | None = None
 ) -> MessageRec:
@@ -266,6 +292,11 @@ def openai_message(
     thinking = m.get("reasoning_content")
     if thinking is not None and not isinstance(thinking, str):
         ctx.fail(join(where, "reasoning_content"), f"is {_kind(thinking)} (expected a string)")
+    blocks: tuple[ThinkingRec, ...] = ()
+    if role == "assistant" and m.get("thinking_blocks"):
+        # litellm's Anthropic replies: reasoning_content is the text, thinking_blocks hold the signatures
+        block_text, blocks = thinking_blocks(m.get("thinking_blocks"))
+        thinking = thinking or block_text
     tool_calls = openai_tool_calls(m.get("tool_calls"), ctx, join(where, "tool_calls"))
     fc = m.get("function_call")
     if fc is not None and role == "assistant":  # the legacy API's one call per reply (see above)
@@ -290,6 +321,7 @@ def openai_message(
         tool_call_id=tool_call_id,
         name=ctx.opt_str(m.get("name"), join(where, "name")),
         thinking=thinking or None,
+        thinking_blocks=blocks,
     )
 
 

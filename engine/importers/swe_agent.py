@@ -31,8 +31,9 @@ from engine.importers._common import (
     parse_listish,
     session_from_model,
     sub,
+    thinking_blocks,
 )
-from engine.importers.model import ROLES, CallRec, ImportedSession, Interner, MessageRec, ThinkingRec
+from engine.importers.model import ROLES, CallRec, ImportedSession, Interner, MessageRec
 
 NAME = "swe-agent"
 
@@ -69,7 +70,7 @@ def _message(m: Any, ctx: Ctx, where: str) -> MessageRec:
             # SWE-agent allows one call per turn; a result answering several ids cannot be represented
             ctx.fail(join(where, "tool_call_ids"), f"lists {len(ids)} ids (expected one)")
         tool_call_id = ctx.text(ids[0], join(where, "tool_call_ids[0]")) if ids else None
-    thinking, blocks = _thinking(m.get("thinking_blocks"))
+    thinking, blocks = thinking_blocks(m.get("thinking_blocks"))
     return MessageRec(
         role=role,
         content=text,
@@ -81,30 +82,6 @@ def _message(m: Any, ctx: Ctx, where: str) -> MessageRec:
         thinking=thinking,
         thinking_blocks=blocks,
     )
-
-
-def _thinking(raw: Any) -> tuple[str | None, tuple[ThinkingRec, ...]]:
-    """A message's `thinking_blocks` (litellm's copy of Anthropic's thinking and redacted_thinking
-    blocks) as (text, the blocks with their signatures or data when any can go back). The text was
-    the list's Python repr; a value of another shape is still kept as its text."""
-    if not raw:
-        return None, ()
-    if not (isinstance(raw, list) and all(isinstance(b, dict) for b in raw)):
-        return str(raw), ()
-    texts: list[str] = []
-    blocks: list[ThinkingRec] = []
-    for b in raw:
-        if b.get("type") == "redacted_thinking":
-            texts.append("[redacted thinking]")
-            data = b.get("data")
-            ok = isinstance(data, str) and bool(data)
-            blocks.append(ThinkingRec(data, redacted=True) if ok else ThinkingRec("[redacted thinking]"))
-        else:
-            text, sig = b.get("thinking"), b.get("signature")
-            texts.append(text if isinstance(text, str) else "")
-            blocks.append(ThinkingRec(texts[-1], sig if isinstance(sig, str) else ""))
-    keep = tuple(blocks) if any(t.signature or t.redacted for t in blocks) else ()
-    return "\n".join(texts) or None, keep
 
 
 def _model_name(top: dict[str, Any], path: str) -> tuple[str | None, str]:
