@@ -276,6 +276,10 @@ def play(s: Session, pipe: Pipeline) -> Iterator[Turn]:
                 calls.append({"id": f"call_{call_seq}", "name": name, "arguments": args})
             thinking = make_text(r_i, r.thinking_words, "THINKING: ") if r.thinking_words else None
             text = make_text(r_i, r.text_words)
+            if thinking and not (text or calls) and s.provider in ("anthropic", "bedrock"):
+                # Anthropic takes thinking back only with its signature, and with nothing else in the
+                # message the engine cannot leave it out: the reply is given as the SDK's block.
+                thinking = {"type": "thinking", "thinking": thinking, "signature": f"sig-{r_i}"}
             if not (text or calls or thinking):
                 # An empty assistant message is refused at the call (the providers refuse it), and
                 # nothing is journaled; the round goes on without it.
