@@ -289,8 +289,16 @@ class Tap:
             raise TapError(f"response is {type(data).__name__}, not an object")
         raw_usage = data.get("usage")
         if self.wire != "anthropic" and "output" in data and "choices" not in data:
-            from engine.capture.proxy.responses_api import response_to_chat
+            from engine.capture.proxy.responses_api import response_to_chat, why_failed
 
+            if data.get("status") == "failed":
+                # A non-streamed failed reply comes with HTTP 200 (the SDK raises nothing): the model's
+                # own failure, journaled in the API's words (its error's code and message) as the
+                # streamed `response.failed` is, not as the bare error object. Usage first, if billed.
+                if raw_usage is not None:
+                    self._usage(raw_usage, data)
+                self.pipe.record_error("error", why_failed(data))
+                return
             data = response_to_chat(data)
         rid = data.get("id")
         self.last_response_id = rid if isinstance(rid, str) else None

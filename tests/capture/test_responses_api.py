@@ -243,3 +243,24 @@ def test_finish_reason_of_reads_the_sdks_response_objects() -> None:
     cut = Response.model_validate(s.response_obj("gpt-4.1-incomplete", "An essay that"))
     assert finish_reason_of(done) == "completed" and finish_reason_of(cut) == "max_output_tokens"
     assert finish_reason_of(done.model_dump()) == "completed"
+
+
+def test_a_failed_response_not_streamed_says_why(capture: Capture) -> None:
+    # A non-streamed reply with `status: "failed"` and its `error` (HTTP 200: the SDK raises nothing) is
+    # the model's own failure: the recording says so in the API's words, as the streamed path does.
+    r = capture.sync.responses.create(model="gpt-4.1-failed", input="hi")
+    assert r.status == "failed" and r.error is not None
+
+    async def run_async() -> None:
+        ac = capture.make_async()
+        r2 = await ac.responses.create(model="gpt-4.1-failed", input="hi")
+        assert r2.status == "failed"
+        await ac.close()
+
+    asyncio.run(run_async())
+    paths = capture.finish()
+    errs = [e for p in paths for e in errors(p)]
+    assert len(errs) == 2, errs
+    for e in errs:
+        assert "the response failed (server_error: The model failed to generate a response.)" in e["message"], e
+    assert not [u for p in paths for u in usages(p)]

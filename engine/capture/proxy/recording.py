@@ -351,7 +351,8 @@ class Recorder:
                 return None, f"response is not JSON ({len(raw)} bytes)"
             if not isinstance(resp, dict):
                 return None, "response is not a JSON object"
-        if wire == "openai-responses":
+        if wire == "openai-responses" and resp.get("status") != "failed":
+            # (a failed one goes to the tap as the API sent it: Tap.after journals its error's words)
             resp = responses_api.response_to_chat(resp)
         return resp, None
 
