@@ -264,3 +264,41 @@ def test_a_failed_response_not_streamed_says_why(capture: Capture) -> None:
     for e in errs:
         assert "the response failed (server_error: The model failed to generate a response.)" in e["message"], e
     assert not [u for p in paths for u in usages(p)]
+
+
+def test_a_reasoning_summary_is_fed_back_byte_for_byte(tmp_path: Path) -> None:
+    # The reply's reasoning summary ends in a newline (as the model's summaries often do) and has an empty
+    # item beside it; the agent hands the output items back. The next request's assistant message must be
+    # the reply as it was journaled, to the byte, so the request continues the history the tap fed (it
+    # lost the trailing newline, and the whole conversation was fed again as a rewritten history).
+    from engine.capture.proxy import responses_api
+    from engine.capture.tap import Tap
+
+    summary = [{"type": "summary_text", "text": "**Plan**\n\nList the files.\n"},
+               {"type": "summary_text", "text": "Then read them.\n\n"}]
+    output: list[dict[str, Any]] = [
+        {"type": "reasoning", "id": "rs_1", "summary": summary},
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "I will list them.", "annotations": []}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "bash",
+         "arguments": '{"command": "ls"}', "status": "completed"},
+    ]
+    resp = {"id": "resp_1", "object": "response", "status": "completed", "model": "o4-mini",
+            "output": output, "usage": USAGE_RESPONSES}
+    first = [{"role": "user", "content": "List the files."}]
+    second = first + output + [{"type": "function_call_output", "call_id": "call_1", "output": "a.py"}]
+    replied = responses_api.response_to_chat(resp)["choices"][0]["message"]
+    sent = responses_api.request_to_chat({"model": "o4-mini", "input": second})["messages"]
+    assert sent[1] == replied, (sent[1], replied)
+    assert sent[1]["reasoning_content"] == "**Plan**\n\nList the files.\n\nThen read them.\n\n"
+
+    t = Tap("openai", record=tmp_path / "r.cpsession", serve=False)
+    t.before({"model": "o4-mini", "input": first})
+    t.after(resp)
+    fed = list(t.fed)
+    t.before({"model": "o4-mini", "input": second})
+    assert t.fed[: len(fed)] == fed and len(t.fed) == len(fed) + 1
+    assert t.pipe is not None and len(t.pipe.history) == 3, [m.role for m in t.pipe.history]
+    t.close()
+    assert t.stats.errors == 0, t.stats.last_error

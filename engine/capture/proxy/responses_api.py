@@ -108,7 +108,12 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
                 }
             )
         elif kind == "reasoning":
-            reasoning.extend(_text(item.get("summary")).splitlines() or [])
+            # Each item's summary as it came (response_to_chat's way, so the reply the tap fed and the
+            # request that hands it back agree to the byte): split into lines and joined again, a
+            # summary's trailing newline was lost, and the request no longer continued the fed history.
+            summary = _text(item.get("summary"))
+            if summary:
+                reasoning.append(summary)
     tools = []
     for t in body.get("tools") or []:
         if isinstance(t, dict) and t.get("type") == "custom":
@@ -167,11 +172,13 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
         elif kind in _CALLS:
             calls.append(_call(item))
         elif kind == "reasoning":
-            reasoning.append(_text(item.get("summary")))
+            summary = _text(item.get("summary"))
+            if summary:  # an item with no summary adds nothing (not an empty line)
+                reasoning.append(summary)
     msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
     if calls:
         msg["tool_calls"] = calls
-    if any(reasoning):
+    if reasoning:
         msg["reasoning_content"] = "\n".join(reasoning)
     choice: dict[str, Any] = {"index": 0, "message": msg}
     reason = responses_stop(resp)  # the body is a Responses one, whether it says `object` or not
