@@ -291,6 +291,15 @@ class Tap:
         if self.wire != "anthropic" and "output" in data and "choices" not in data:
             from engine.capture.proxy.responses_api import response_to_chat, why_failed
 
+            if data.get("status") in ("queued", "in_progress"):
+                # background: true: this is not the reply, only its ticket; the tap does not follow the
+                # agent's responses.retrieve calls (the proxy does), so the turn says its outcome is unseen.
+                self.pipe.record_error(
+                    "unobserved",
+                    f"unobserved: the background response {data.get('id')} was {data.get('status')} when "
+                    "create() returned; the tap does not follow its retrieve (record through the proxy)",
+                )
+                return
             if data.get("status") == "failed":
                 # A non-streamed failed reply comes with HTTP 200 (the SDK raises nothing): the model's
                 # own failure, journaled in the API's words (its error's code and message) as the

@@ -26,6 +26,11 @@ Behaviour by model name, for the bad-input tests:
     *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
                               `incomplete_details.reason: max_output_tokens`, its usage; streamed, the
                               final event is `response.incomplete` instead of `response.completed`
+    background: true          (Responses) the reply is `queued`; GET /responses/{id} answers `in_progress`
+                              (background_polls - 1 times), then the outcome; streamed, the events carry
+                              the call's id and a GET with `?stream=true&starting_after=N` resumes after
+                              event N (with *-cut, the first stream breaks off half-way);
+                              POST /responses/{id}/cancel cancels it
     *-failed                  (Responses) the model failed mid-way: `status: failed` with its `error`
                               (server_error), no output, no usage; streamed, the final event is
                               `response.failed`
@@ -183,6 +188,10 @@ class StandIn:
     sent: list[bytes] = field(default_factory=list)  # every response body, as sent
     chunk_delay: float = 0.0
     fingerprint: str = "fp_standin"  # the serving build chat replies name (`system_fingerprint`)
+    # Background Responses calls (`background: true`) by id: the outcome ("final"), retrieves so far
+    # ("polls": the first background_polls - 1 of them answer `in_progress`), a streamed one's events
+    background: dict[str, dict[str, Any]] = field(default_factory=dict)
+    background_polls: int = 2
 
     # ------------------------------------------------------------------ replies
 
@@ -457,9 +466,47 @@ class StandIn:
 
     # ------------------------------------------------------------------ HTTP
 
+    def _background_reply(self, body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        """A background call's first reply (`queued`); its outcome is kept for the retrieves to come."""
+        rid = f"resp_bg_{len(self.background) + 1}"
+        final = {**reply, "id": rid, "background": True}
+        self.background[rid] = {"final": final, "polls": 0, "events": []}
+        return {**final, "status": "queued", "output": [], "usage": None, "error": None, "incomplete_details": None}
+
+    async def retrieve(self, request: web.Request, rid: str, cancel: bool) -> web.StreamResponse:
+        """GET /responses/{id} (`?stream=true&starting_after=N` resumes a background stream after event
+        N) and POST /responses/{id}/cancel, for the background calls this stand-in answered."""
+        bg = self.background.get(rid)
+        if bg is None:
+            return web.json_response({"error": {"message": f"No response found with id '{rid}'.",
+                                                "type": "invalid_request_error", "code": None}}, status=404)
+        final = bg["final"]
+        if cancel:
+            bg["final"] = {**final, "status": "cancelled", "output": [], "usage": None}
+            return web.json_response(bg["final"])
+        if request.query.get("stream") == "true":
+            after = int(request.query.get("starting_after", "-1"))
+            rest = [e for e in bg["events"] if json.loads(e.split(b"data: ", 1)[1])["sequence_number"] > after]
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            for ev in rest:
+                await resp.write(ev)
+            self.sent.append(b"".join(rest))
+            await resp.write_eof()
+            return resp
+        bg["polls"] += 1
+        if bg["polls"] < self.background_polls and final["status"] != "cancelled":
+            return web.json_response({**final, "status": "in_progress", "output": [], "usage": None})
+        return web.json_response(final)
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         self.requests.append((request.path, {k.lower(): v for k, v in request.headers.items()}, raw))
+        segs = request.path.strip("/").split("/")
+        if request.method == "GET" and len(segs) >= 2 and segs[-2] == "responses":
+            return await self.retrieve(request, segs[-1], cancel=False)
+        if request.method == "POST" and len(segs) >= 3 and segs[-3] == "responses" and segs[-1] == "cancel":
+            return await self.retrieve(request, segs[-2], cancel=True)
         try:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -504,6 +551,8 @@ class StandIn:
             if anthropic and model.endswith("-websearch"):
                 reply["content"] = WEB_SEARCH_BLOCKS + reply["content"][:1]
                 reply["stop_reason"] = "end_turn"
+            if responses and body.get("background") is True:
+                reply = self._background_reply(body, reply)
             data = json.dumps(reply).encode()
             headers = {"x-request-id": "req_1"}
             if model.endswith("-zstd"):
@@ -524,6 +573,10 @@ class StandIn:
             assert isinstance(item, str)
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             events = self.chat_stream(model, item, include)
+        if responses and body.get("background") is True:
+            rid = f"resp_bg_{len(self.background) + 1}"
+            events = [e.replace(b'"resp_standin"', f'"{rid}"'.encode()) for e in events]
+            self.background[rid] = {"final": None, "polls": 0, "events": events}
         if model.endswith("-overloaded"):
             err = (
                 sse(

@@ -76,5 +76,5 @@ def test_plain_get_still_forwarded(proxied: Proxied, standin: StandIn) -> None:
     with socket.create_connection((u.hostname, u.port), timeout=5) as sock:
         sock.sendall(f"GET /v1/responses/resp_1 HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n\r\n".encode())
         raw = _read_all(sock)
-    assert raw.startswith(b"HTTP/1.1 400")  # the stand-in's answer to a body that is not JSON
+    assert raw.startswith(b"HTTP/1.1 404")  # the stand-in's answer: no such response
     assert len(standin.requests) == before + 1

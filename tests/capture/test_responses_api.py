@@ -302,3 +302,64 @@ def test_a_reasoning_summary_is_fed_back_byte_for_byte(tmp_path: Path) -> None:
     assert t.pipe is not None and len(t.pipe.history) == 3, [m.role for m in t.pipe.history]
     t.close()
     assert t.stats.errors == 0, t.stats.last_error
+
+
+def test_a_background_call_is_recorded_with_its_outcome(proxied: Proxied, standin: StandIn) -> None:
+    # `background: true`: the reply is only `queued`; the agent polls GET /responses/{id} until the outcome
+    # (or resumes a broken stream with `starting_after`). The recording must hold the outcome (the reply,
+    # its usage) under the call's turn, not the empty queued reply; one never fetched says it is pending;
+    # a cancelled one says so.
+    standin.script = []
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    r = client.responses.create(model="gpt-4.1", instructions=SYSTEM, input="Summarise the repo.", background=True)
+    assert r.status == "queued"
+    polls = 0
+    while r.status in ("queued", "in_progress"):
+        r = client.responses.retrieve(r.id)
+        polls += 1
+    assert r.status == "completed" and r.output_text == "Hello from the stand-in." and polls == 2
+    # the conversation goes on from the server's copy
+    r2 = client.responses.create(model="gpt-4.1", input="Thanks.", previous_response_id=r.id)
+    assert r2.status == "completed"
+
+    # streamed: the stream breaks off half-way, the agent resumes it after the last event it read
+    seen: list[Any] = []
+    with pytest.raises(openai.APIError):
+        for ev in client.responses.create(model="gpt-4.1-cut", instructions=SYSTEM, input="Again, streamed.",
+                                          background=True, stream=True):
+            seen.append(ev)
+    rid = seen[0].response.id
+    rest = list(client.responses.retrieve(rid, stream=True, starting_after=seen[-1].sequence_number))
+    assert rest[-1].type == "response.completed" and rest[0].sequence_number == seen[-1].sequence_number + 1
+
+    forgotten = client.responses.create(model="gpt-4.1", instructions=SYSTEM, input="Never fetched.", background=True)
+    cancelled = client.responses.create(model="gpt-4.1", instructions=SYSTEM, input="Cancel me.", background=True)
+    assert client.responses.cancel(cancelled.id).status == "cancelled"
+    paths = proxied.finish()
+    all_usages = [u for p in paths for u in usages(p)]
+    assert all_usages == [R_USAGE] * 3, all_usages  # the polled one, its follow-up, the resumed stream
+    errs = [e for p in paths for e in errors(p)]
+    assert len(errs) == 2, errs
+    (pending,) = [e for e in errs if forgotten.id in e["message"]]
+    assert pending["kind"] == "unobserved" and "still queued" in pending["message"], pending
+    (gone,) = [e for e in errs if cancelled.id in e["message"]]
+    assert "was cancelled" in gone["message"], gone
+    # the polled reply was fed to the shadow history: the follow-up continued it (one session, 2 turns)
+    first = next(p for p in paths if len(usages(p)) == 2)
+    assert [e["turn"] for e in events_of(first) if e["k"] == "usage"] == [0, 1]
+    for p in paths:
+        verify_ok(p)
+
+
+def test_a_tapped_background_call_says_its_outcome_is_unseen(standin: StandIn, tmp_path: Path) -> None:
+    # The tap sees create() only: its `queued` reply is not the call's reply (it was journaled as an empty
+    # one); the recording says the outcome was not seen and where to record it.
+    standin.script = []
+    rec = tmp_path / "t.cpsession"
+    client = tap(openai.OpenAI(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=rec)
+    r = client.responses.create(model="gpt-4.1", input="Summarise.", background=True)
+    assert r.status == "queued"
+    client.contextpipe_tap.close()
+    (err,) = errors(rec)
+    assert err["kind"] == "unobserved" and r.id in err["message"] and "proxy" in err["message"], err
+    assert not usages(rec)

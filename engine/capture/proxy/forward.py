@@ -135,7 +135,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             headers_lc.get(SESSION_HEADER.lower()),
             request_encoding=headers_lc.get("content-encoding", ""),
         )
-        if route.wire
+        if route.wire or route.follows
         else None
     )
     if ex is None and hook is not None:

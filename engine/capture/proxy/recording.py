@@ -30,7 +30,7 @@ from engine.capture.proxy import responses_api
 from engine.capture.proxy.exchange import Exchange
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
-from engine.capture.tap import Tap
+from engine.capture.tap import Tap, TapCall
 from engine.errors import ContextPipeError
 from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
@@ -59,6 +59,24 @@ MAX_OPEN_RECORDINGS = 64
 # killed, its harness moved on) leaves a complete, closed recording behind while the proxy runs on,
 # not one that only the proxy's exit finishes.
 IDLE_PARK_S = 30.0
+
+
+# A background Responses call's statuses before its outcome (the reply to `background: true` is `queued`)
+_UNDECIDED = ("queued", "in_progress")
+
+
+@dataclass
+class _Background:
+    """A background Responses call journaled as a turn whose outcome has not come yet: it comes with a
+    later retrieve (GET /responses/{id}) or a resumed stream (`?stream=true&starting_after=N`), or the
+    recording says, when it closes, that it never did."""
+
+    info: SessionInfo
+    tap: ProxyTap
+    turn: int  # the turn its request was journaled as
+    body: dict[str, Any]  # its request (the late usage's prompt_cache_key)
+    status: str  # the last status seen
+    events: bytes = b""  # a streamed call's events so far (whole events only), resumed streams appended
 
 
 class ProxyCallError(ContextPipeError):
@@ -126,6 +144,16 @@ class ProxyTap(Tap):
             pipe.probe = probe
 
 
+_UNENDED = "the stream ended before response.completed"  # sse.reassemble_responses' reason for a cut
+
+
+def _whole_events(raw: bytes) -> bytes:
+    """`raw` up to its last complete SSE event: a stream that broke off mid-event, resumed after the last
+    event the agent read (`starting_after`), continues with the next whole event."""
+    ends = [raw.rfind(sep) + len(sep) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r") if raw.rfind(sep) >= 0]
+    return raw[: max(ends)] if ends else b""
+
+
 def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
 
@@ -161,6 +189,7 @@ class Recorder:
         self._open: OrderedDict[int, tuple[SessionInfo, ProxyTap, float]] = OrderedDict()
         self.sessions: dict[str, tuple[SessionInfo, ProxyTap]] = {}
         self.skipped: list[str] = []  # exchanges not recorded, with why
+        self._background: dict[str, _Background] = {}  # background Responses calls by response id
         self._q: queue.Queue[Exchange | None] = queue.Queue()
         self._stamp = time.strftime("%Y%m%d-%H%M%S")
         self._idle = threading.Event()
@@ -217,7 +246,9 @@ class Recorder:
 
     def _record(self, ex: Exchange) -> None:
         wire = ex.route.wire
-        assert wire is not None
+        if wire is None:
+            self._follow(ex)
+            return
         try:
             raw = ex.request_body()  # the agent may have compressed it; it was forwarded as sent
         except ValueError as exc:
@@ -266,12 +297,111 @@ class Recorder:
             return
         info.calls += 1
         self._active(info, tap)
+        if wire == "openai-responses" and body.get("background") is True and self._deferred(ex, info, tap, body):
+            return
         response, problem = self._response(ex, wire)
         if response is not None and problem is None:
             tap.guard(tap.after, response)
         else:
             info.errors += 1
             tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+
+    # ---------------------------------------------------------------- background Responses calls
+
+    def _deferred(self, ex: Exchange, info: SessionInfo, tap: ProxyTap, body: dict[str, Any]) -> bool:
+        """A background call whose reply is not its outcome yet (`queued`, or a stream that broke off
+        before its final event, which the agent may resume): its turn is left open for the outcome a
+        later retrieve brings (_follow). True if so; False when the reply is the outcome already."""
+        if ex.status is None or ex.status >= 400 or tap.pipe is None:
+            return False
+        try:
+            raw = ex.body()
+        except ValueError:
+            return False
+        if ex.streamed:
+            events = _whole_events(raw)
+            r = REASSEMBLERS["openai-responses"](events)
+            if r.complete or r.body is None or r.reason != _UNENDED:
+                return False  # ended (completed, failed, an error event): journaled as any stream is
+            resp, status = r.body, str(r.body.get("status") or "in_progress")
+        else:
+            events = b""
+            try:
+                resp = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return False
+            status = str(resp.get("status")) if isinstance(resp, dict) else ""
+            if status not in _UNDECIDED:
+                return False
+        rid = resp.get("id")
+        if not isinstance(rid, str):
+            return False
+        tap.last_response_id = rid  # what a next request's previous_response_id names
+        self._background[rid] = _Background(info, tap, tap.pipe.turn - 1, body, status, events)
+        return True
+
+    def _follow(self, ex: Exchange) -> None:
+        """A retrieve or cancel of a Responses call: the outcome of a background call, if it is one."""
+        rid = ex.route.follows
+        bg = self._background.get(rid or "")
+        if rid is None or bg is None or ex.status is None or ex.status >= 400:
+            return  # not a call made through this proxy, or nothing learned: it stays pending
+        try:
+            raw = ex.body()
+        except ValueError:
+            return
+        resp: Any
+        if ex.streamed:
+            bg.events += _whole_events(raw)
+            r = REASSEMBLERS["openai-responses"](bg.events)
+            if r.body is None or r.reason == _UNENDED:
+                if ex.error:  # the resumed stream broke off too: resumable again, still pending
+                    bg.info.notes.append(f"background response {rid}: a resumed stream broke off ({ex.error})")
+                return
+            resp = r.body
+            if not r.complete and r.body.get("status") != "failed":
+                self._resolve(rid, bg, None, f"incomplete_stream: {r.reason} ({r.events} events)")
+                return
+        else:
+            try:
+                resp = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return
+            if not isinstance(resp, dict):
+                return
+        status = str(resp.get("status") or "")
+        if status in _UNDECIDED:
+            bg.status = status
+            return
+        if status == "cancelled":
+            self._resolve(rid, bg, None, f"the background response {rid} was cancelled")
+        elif status == "failed":
+            self._resolve(rid, bg, resp, None)  # Tap.after journals its error in the API's words
+        else:
+            self._resolve(rid, bg, responses_api.response_to_chat(resp), None)
+
+    def _resolve(self, rid: str, bg: _Background, response: dict[str, Any] | None, problem: str | None) -> None:
+        """A background call's outcome, journaled under its own turn: as that turn's reply while it is the
+        session's open turn (the reply is fed to the shadow history), else late (usage or error only)."""
+        del self._background[rid]
+        tap, info = bg.tap, bg.info
+        if problem is not None or (response is not None and response.get("status") == "failed"):
+            info.errors += 1
+        try:
+            if tap.pipe is not None and tap.pipe.turn - 1 == bg.turn:
+                if problem is None:
+                    tap.guard(tap.after, response)
+                else:
+                    tap.guard(tap.failed, ProxyCallError(problem))
+            else:
+                if response is not None and response.get("status") == "failed":
+                    problem, response = responses_api.why_failed(response), None
+                call = TapCall(bg.body, None, turn=bg.turn, state="done")
+                call.outcome = ("after", response) if problem is None else ("failed", problem)
+                tap.guard(tap.late, call)
+        finally:
+            if tap.pipe is not None:  # its file may have been parked meanwhile: it reopened
+                self._opened(info, tap)
 
     def _opened(self, info: SessionInfo, tap: ProxyTap) -> None:
         """A session had a call: it is the most recent; past max_open, the least recently active
@@ -401,6 +531,15 @@ class Recorder:
         self.flush(timeout)
         self._q.put(None)
         self._thread.join(timeout)
+        for rid, bg in list(self._background.items()):
+            # Its outcome never came through the proxy (the agent gave up, or fetched it another way)
+            self._resolve(
+                rid,
+                bg,
+                None,
+                f"unobserved: the background response {rid} was still {bg.status} when the recording "
+                "closed (its outcome was not fetched through the proxy)",
+            )
         for _info, tap in self.sessions.values():
             try:
                 tap.close()

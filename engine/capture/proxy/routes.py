@@ -14,6 +14,9 @@ Anything else (model lists, token counting, files, any method but POST, OpenAI's
 resources under /threads and /chat/completions) is forwarded unrecorded: to the anthropic upstream
 when the request carries Anthropic's headers, else to the openai one. Of those, model calls the proxy
 does not record (OpenAI's legacy `/v1/completions`) are said once each as they pass (unrecorded_call).
+Two Responses requests are followed though not model calls: `GET /v1/responses/{id}` (polling, or
+resuming a stream with `starting_after`) and `POST /v1/responses/{id}/cancel`, for a call made in
+background mode (`background: true`), whose first reply is only `queued` (Route.follows).
 
 Sessions: a request names its session with the `X-ContextPipe-Session` header (stripped before
 forwarding), or else the session is the hash of what stays fixed across an agent's conversation: the
@@ -75,6 +78,9 @@ class Route:
     provider: str  # the upstream's name: anthropic, openai, deepseek, ...
     wire: str | None  # anthropic | openai-chat | openai-responses; None = forwarded, not recorded
     upstream_path: str  # the path (and query) to request from the upstream base URL
+    # The Responses id a retrieve (GET /responses/{id}) or cancel (POST /responses/{id}/cancel) names:
+    # the recorder follows a background call's outcome through them (recording.Recorder._follow).
+    follows: str | None = None
 
 
 def match(
@@ -106,7 +112,15 @@ def match(
             provider = "openai"
     if method.upper() != "POST":
         wire = None  # a model call is a POST; a GET on the same path lists or fetches stored objects
-    return Route(provider, wire, rest + (f"?{query}" if query else ""))
+    follows = None
+    if wire is None and provider != "anthropic" and len(segments) >= 2:
+        if method.upper() == "GET" and segments[-2] == "responses":
+            follows = segments[-1]
+        elif method.upper() == "POST" and len(segments) >= 3 and segments[-3:-2] == ["responses"] and (
+            segments[-1] == "cancel"
+        ):
+            follows = segments[-2]
+    return Route(provider, wire, rest + (f"?{query}" if query else ""), follows or None)
 
 
 # Azure OpenAI's hosts: its paths begin /openai/ (see _azure_path)
