@@ -31,6 +31,17 @@ def _call(url: str, task: str, then: str | None = None) -> None:
         resp.read()
 
 
+def _recorded(rec: Recorder, calls: int) -> None:
+    """Wait until `calls` calls are journaled. The proxy hands an exchange to the recorder after its last
+    byte went out, so the agent may have read its answer before: flush() alone could return too early
+    (this test failed now and then on a loaded machine)."""
+    deadline = time.monotonic() + 30
+    while sum(info.calls for info, _ in rec.sessions.values()) < calls and time.monotonic() < deadline:
+        rec.flush(1)
+        time.sleep(0.01)
+    assert rec.flush(30)
+
+
 def _open_files(d: Path) -> int:
     """Descriptors of this process open on files in `d`."""
     n = 0
@@ -66,12 +77,12 @@ def test_many_sessions_hold_a_bounded_number_of_recording_files(proxy_with) -> N
     server, rec, d = proxy_with(max_open=8)
     for i in range(40):
         _call(server.url, f"task {i}")
-    assert rec.flush(30)
+    _recorded(rec, 40)
     assert _open_files(d) <= 8
     # every session goes on where it left off, parked or not: its second call appends to its file
     for i in range(40):
         _call(server.url, f"task {i}", then="next")
-    assert rec.flush(30)
+    _recorded(rec, 80)
     assert _open_files(d) <= 8
     server.stop()
     rec.close()
@@ -86,7 +97,7 @@ def test_an_agent_gone_quiet_leaves_a_finished_file_while_the_proxy_runs(proxy_w
     its index, verify called it not closed, a descriptor was held for good)."""
     server, rec, d = proxy_with(idle_park=0.3)
     _call(server.url, "quiet task")
-    assert rec.flush(30)
+    _recorded(rec, 1)
     (path,) = [info.path for info, _ in rec.sessions.values()]
     deadline = time.monotonic() + 10
     while _open_files(d) and time.monotonic() < deadline:
@@ -97,7 +108,7 @@ def test_an_agent_gone_quiet_leaves_a_finished_file_while_the_proxy_runs(proxy_w
     assert verify_ok(path) == 1
     # the agent comes back: the same file goes on
     _call(server.url, "quiet task", then="again")
-    assert rec.flush(30)
+    _recorded(rec, 2)
     server.stop()
     rec.close()
     assert [info.path for info, _ in rec.sessions.values()] == [path]
