@@ -77,6 +77,16 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     return RuleOutcome(asm, True, detail, markers=markers)
 
 
+def recount(steps: Iterable[dict[str, Any]], actions: Iterable[dict[str, Any]], n: int) -> None:
+    """Set the marker count in this rule's step and action details to `n`, what the request carries once a
+    caller added a marker of its own (cost_aware's on the task); the reasons after the count stay."""
+    for rec in (*steps, *actions):
+        if rec.get("step") == NAME and isinstance(rec.get("detail"), str):
+            count, sep, rest = rec["detail"].partition("; ")
+            if count.split(" ")[0].isdigit():
+                rec["detail"] = f"{n} markers{sep}{rest}"
+
+
 def note_of(steps: Iterable[Mapping[str, Any]]) -> str:
     """Why a trace's place_markers step placed fewer markers than its provider allows (what follows the
     count in its detail or reason), or "": for the trace's readers (explain, the cache layout)."""

@@ -598,6 +598,10 @@ def run(
         full_items = asm_full[hidx].items if hidx is not None else ()
         noted = applied is not asm_full and bool(full_items) and getattr(full_items[0], "role", "") == "user"
         marks = _with_task_marker(res2.asm, marks, ctx2, m, noted)
+        if len(marks) != len(res2.markers):
+            # The rule's step counted the markers it placed; the task's is one more, and the trace
+            # said one fewer than the request carries.
+            markers.recount(res2.steps, res2.actions, len(marks))
     res = res2 if auto is not None else OptimizeResult(res2.asm, markers=marks)  # (auto: res2 is new, no markers)
     res.steps = res1.steps + [step] + res2.steps
     res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
