@@ -4,6 +4,7 @@ tests/capture/test_thinking_signatures.py."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ def test_bedrock_sends_reasoning_and_redacted_content() -> None:
     content = _assistant_content(p)
     assert content[:2] == [
         {"reasoningContent": {"reasoningText": {"text": "First, list the files.", "signature": SIG}}},
-        {"reasoningContent": {"redactedContent": DATA}},
+        # Converse's Blob: the bytes of Claude's data string, base64 in the body (test_bedrock_converse_shape.py)
+        {"reasoningContent": {"redactedContent": base64.b64encode(DATA.encode()).decode()}},
     ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -25,6 +27,21 @@ def tool_block(t: ToolSchema, marked: bool) -> list[dict[str, Any]]:  # type: ig
     return [spec, CACHE_POINT] if marked else [spec]
 
 
+def redacted_content(data: str) -> str:
+    """Converse's `redactedContent` for a redacted_thinking block's `data`: a Blob in botocore's
+    bedrock-runtime model, so base64 in the JSON body, of the bytes of Claude's own `data` string (what
+    the Anthropic API and SDK, and so Pipeline.assistant, hold). Sent as it came, Converse read Claude's
+    base64 text as the blob itself and got the wrong bytes. A value that is already that wrapping (a
+    Converse reply's field copied through, as litellm did before it decoded them) is sent as it is: it
+    decodes to base64 text, where Claude's own value decodes to binary."""
+    try:
+        inner = base64.b64decode(data, validate=True).decode("ascii")
+        base64.b64decode(inner, validate=True)
+    except (binascii.Error, ValueError):
+        return base64.b64encode(data.encode("utf-8")).decode("ascii")
+    return data
+
+
 def _part(p: object) -> dict[str, Any]:
     if isinstance(p, Text):
         return {"text": p.text}
@@ -36,8 +53,8 @@ def _part(p: object) -> dict[str, Any]:
             r["status"] = "error"
         return {"toolResult": r}
     if isinstance(p, Thinking):
-        if p.redacted:  # Converse's redactedContent: the blob, base64 in the JSON body as it came
-            return {"reasoningContent": {"redactedContent": p.text}}
+        if p.redacted:
+            return {"reasoningContent": {"redactedContent": redacted_content(p.text)}}
         return {"reasoningContent": {"reasoningText": {"text": p.text, "signature": p.signature}}}
     if isinstance(p, Media):
         return {"text": f"[attachment {p.media_type} {p.ref} ({p.size} bytes)]"}
@@ -67,7 +84,7 @@ def _part_json(p: object) -> str | None:
         )  # fmt: skip
     if type(p) is Thinking and type(p.text) is str and type(p.signature) is str:
         if p.redacted:
-            return '{"reasoningContent":{"redactedContent":' + json_string(p.text) + "}}"
+            return '{"reasoningContent":{"redactedContent":"' + redacted_content(p.text) + '"}}'
         return (
             '{"reasoningContent":{"reasoningText":{"signature":' + json_string(p.signature)
             + ',"text":' + json_string(p.text) + "}}}"
