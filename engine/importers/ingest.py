@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.hashing import canonical_json
-from engine.importers.model import CallRec, ImportedSession, MessageRec
+from engine.importers.model import CallRec, ImportedSession, MessageRec, ThinkingRec
 from engine.pipeline import Pipeline
 from engine.providers import canonical_provider
 from engine.recording.actual import actual_requests as actual_requests  # re-exported: its old home
@@ -55,7 +55,19 @@ def message_dict(m: MessageRec, blob: Any = None) -> dict[str, Any]:
             d["thinking"] = m.thinking
         else:
             d["thinking_h"] = blob(m.thinking)
+    if m.thinking_blocks:
+        # Anthropic's blocks as they went back, each with what the API checks it by (a signature, a
+        # redacted block's data): the joined text above cannot be sent again, and the as-sent view of
+        # the request showed thinking that read as unsigned.
+        d["thinking_blocks"] = [_thinking_block(b, blob) for b in m.thinking_blocks]
     return d
+
+
+def _thinking_block(b: ThinkingRec, blob: Any) -> dict[str, str]:
+    if b.redacted:
+        return {"type": "redacted_thinking", **({"data": b.text} if blob is None else {"data_h": blob(b.text)})}
+    text = {"thinking": b.text} if blob is None else {"thinking_h": blob(b.text)}
+    return {"type": "thinking", **text, "signature": b.signature}
 
 
 class _Feeder:

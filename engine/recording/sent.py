@@ -39,6 +39,13 @@ def _message_parts(i: int, m: dict[str, Any], counter: TokenCounter, leading_sys
     if thinking:
         lines.append(f"[reasoning]\n{thinking}")
         n += counter.count(str(thinking))
+    for b in m.get("thinking_blocks") or ():
+        # What the API checks each block by went back with it: said, not shown (opaque base64).
+        if b.get("type") == "redacted_thinking":
+            lines.append(f"[redacted thinking: {len(str(b.get('data') or ''))} characters of data sent back]")
+        else:
+            sig = str(b.get("signature") or "")
+            lines.append(f"[thinking block: signed ({len(sig)}-character signature)]" if sig else "[thinking block: unsigned]")
     content = str(m.get("content") or "")
     if content:
         lines.append(content)

@@ -86,7 +86,20 @@ def _message(blobs: Mapping[str, str], h: str) -> dict[str, Any]:
         m["tool_call_id"] = d["tool_call_id"]
     if d.get("thinking_h") or d.get("thinking"):
         m["reasoning_content"] = blobs.get(d.get("thinking_h", ""), d.get("thinking", ""))
+    if isinstance(d.get("thinking_blocks"), list):
+        # Anthropic's blocks with their signatures and redacted data (litellm's `thinking_blocks` shape)
+        m["thinking_blocks"] = [_thinking_block(blobs, b) for b in d["thinking_blocks"] if isinstance(b, dict)]
     return m
+
+
+def _thinking_block(blobs: Mapping[str, str], b: dict[str, Any]) -> dict[str, Any]:
+    if b.get("type") == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": blobs.get(b.get("data_h", ""), b.get("data", ""))}
+    return {
+        "type": "thinking",
+        "thinking": blobs.get(b.get("thinking_h", ""), b.get("thinking", "")),
+        "signature": b.get("signature", ""),
+    }
 
 
 def diagnostics(events: Sequence[Event], turn: int) -> dict[str, Any]:

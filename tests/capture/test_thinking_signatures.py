@@ -185,3 +185,48 @@ def test_swe_agent_thinking_blocks(tmp_path: Path) -> None:
     pipe, _ = ingest(imp, rec)
     pipe.close()
     assert [_thinking_of(c) for c in _engine_assistants(rec, 1)] == [SENT_BACK]
+
+
+def _sent_assistants(path: Path, turn: int) -> list[dict[str, Any]]:
+    """The assistant messages of the request the agent actually sent at `turn` (the journaled as-sent
+    copy), as replay and explain rebuild it."""
+    from engine.recording.why import actual_bodies
+
+    body = actual_bodies(events_of(path))[turn]
+    return [m for m in body["messages"] if m["role"] == "assistant"]
+
+
+def _check_sent_copy(path: Path) -> None:
+    from engine.recording.sent import sent_view
+    from tests.test_simulate import COUNTER
+
+    for m in _sent_assistants(path, 2):
+        assert m["thinking_blocks"] == SENT_BACK  # signature and data, not only the text
+        assert m["reasoning_content"].startswith(THINKING)  # the joined text as before
+    view = sent_view(events_of(path), 2, COUNTER)
+    assert view is not None
+    assert f"[thinking block: signed ({len(SIGNATURE)}-character signature)]" in view
+    assert f"[redacted thinking: {len(REDACTED)} characters of data sent back]" in view
+
+
+def test_as_sent_copy_keeps_thinking_blocks_proxy(proxied: Proxied) -> None:
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
+    _conversation(client)
+    assert proxied.recorder.flush(60)
+    paths = proxied.finish()
+    _check_sent_copy(paths[0])
+
+
+def test_as_sent_copy_keeps_thinking_blocks_import(tmp_path: Path) -> None:
+    reply = [*THINKING_BLOCKS, {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {}}]
+    m0: list[Any] = [{"role": "user", "content": "List the files."}]
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}]}
+    m1 = [*m0, {"role": "assistant", "content": reply}, result]
+    m2 = [*m1, {"role": "assistant", "content": reply}, result]
+    f = tmp_path / "calls.jsonl"
+    f.write_text("\n".join(_line(m, reply, t) for m, t in ((m0, 1.0), (m1, 2.0), (m2, 3.0))) + "\n")
+    rec = tmp_path / "i.cpsession"
+    pipe, _ = ingest(load(f), rec)
+    pipe.close()
+    _check_sent_copy(rec)
+    assert Replayer(events_of(rec)).verify().ok
