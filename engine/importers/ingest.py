@@ -65,7 +65,8 @@ def message_dict(m: MessageRec, blob: Any = None) -> dict[str, Any]:
 
 def _thinking_block(b: ThinkingRec, blob: Any) -> dict[str, str]:
     if b.redacted:
-        return {"type": "redacted_thinking", **({"data": b.text} if blob is None else {"data_h": blob(b.text)})}
+        data = {"data": b.text} if blob is None else {"data_h": blob(b.text)}
+        return {"type": "redacted_thinking", **data}
     text = {"thinking": b.text} if blob is None else {"thinking_h": blob(b.text)}
     return {"type": "thinking", **text, "signature": b.signature}
 

@@ -45,7 +45,11 @@ def _message_parts(i: int, m: dict[str, Any], counter: TokenCounter, leading_sys
             lines.append(f"[redacted thinking: {len(str(b.get('data') or ''))} characters of data sent back]")
         else:
             sig = str(b.get("signature") or "")
-            lines.append(f"[thinking block: signed ({len(sig)}-character signature)]" if sig else "[thinking block: unsigned]")
+            lines.append(
+                f"[thinking block: signed ({len(sig)}-character signature)]"
+                if sig
+                else "[thinking block: unsigned]"
+            )
     content = str(m.get("content") or "")
     if content:
         lines.append(content)

@@ -88,7 +88,9 @@ def _message(blobs: Mapping[str, str], h: str) -> dict[str, Any]:
         m["reasoning_content"] = blobs.get(d.get("thinking_h", ""), d.get("thinking", ""))
     if isinstance(d.get("thinking_blocks"), list):
         # Anthropic's blocks with their signatures and redacted data (litellm's `thinking_blocks` shape)
-        m["thinking_blocks"] = [_thinking_block(blobs, b) for b in d["thinking_blocks"] if isinstance(b, dict)]
+        m["thinking_blocks"] = [
+            _thinking_block(blobs, b) for b in d["thinking_blocks"] if isinstance(b, dict)
+        ]
     return m
 
 
