@@ -382,8 +382,11 @@ def import_(
         partial.unlink(missing_ok=True)
         raise
     typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
-    for note in [*imp.meta.get("notes", []), *report.notes][:5]:
+    notes = [*imp.meta.get("notes", []), *report.notes]
+    for note in notes[:5]:
         typer.echo(f"  note: {note}")
+    if len(notes) > 5:  # cut at five without a word, the rest of what was repaired or skipped went unsaid
+        typer.echo(f"  ... and {len(notes) - 5} more notes of the same kinds")
 
 
 def _is_recording(path: Path) -> bool:

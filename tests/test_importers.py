@@ -352,8 +352,9 @@ def test_mini_repr_strings_and_failed_call() -> None:
             "not a trajectory in any known format: top level is an object with keys ['bar', 'foo']",
         ),
         ("unknown.json", "mini-swe-agent", "not a mini-swe-agent trajectory: messages is missing"),
-        ("proxy_openai.jsonl", "swe-agent", "not a swe-agent trajectory: invalid JSON at line 2, column 1"),
-        ("swe_smith_unclosed.json", "swe-agent", "not a swe-agent trajectory: history is missing"),
+        # A file named as another format that it recognisably is not: the refusal names what it is
+        ("proxy_openai.jsonl", "swe-agent", "not a swe-agent trajectory: the file is a proxy-jsonl trajectory"),
+        ("swe_smith_unclosed.json", "swe-agent", "not a swe-agent trajectory: the file is a swe-smith trajectory"),
     ],
 )
 def test_malformed_messages(name: str, fmt: str | None, message: str) -> None:

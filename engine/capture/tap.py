@@ -270,6 +270,7 @@ class Tap:
         start = len(self.fed) if msgs[: len(self.fed)] == self.fed else 0
         for m in msgs[start:]:
             self.feeder.feed(m)
+        self.feeder.before_request()
         self.fed = list(msgs)
         key = body.get("prompt_cache_key")
         self.prompt_cache_key = key if isinstance(key, str) else None

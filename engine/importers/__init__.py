@@ -133,6 +133,25 @@ def sniff(path: str | Path, text: str | None = None) -> str:
     raise ImportFormatError(ANY_FORMAT, p, "", f"top level is {shape}; tried {known}")
 
 
+def _check_named_format(format: str, path: str, text: str) -> None:
+    """A file named as one format that is recognisably another is refused, saying which: the parsers
+    share OpenAI's message shape, so an OpenHands record read as mini-swe-agent came out with
+    mini-swe-agent's bash tool in place of its own tools, and a SWE-smith record read as OpenHands or
+    mini-swe-agent with its calls left as text, each without a word."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        data = _NOT_JSON  # JSON lines, or broken: the named format's parser says what is wrong
+    if FORMATS[format].sniff_text(text, data):
+        return
+    other = next((n for n, f in FORMATS.items() if n != format and f.sniff_text(text, data)), None)
+    if other is not None:
+        article = "an" if other[0] in "aeiou" else "a"
+        raise ImportFormatError(
+            format, path, "", f"the file is {article} {other} trajectory: import it as `{other}` (or `auto`)"
+        )
+
+
 def load(
     path: str | Path, format: str | None = None, *, model: str | None = None, provider: str | None = None
 ) -> ImportedSession:
@@ -142,6 +161,8 @@ def load(
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown import format {format!r}; choose one of {', '.join(FORMATS)}")
     text = read_text(p, format or ANY_FORMAT)
+    if format is not None:
+        _check_named_format(format, p, text)
     name = format or sniff(p, text)
     session = FORMATS[name].parse_text(text, p)
     if model is not None:

@@ -8,7 +8,7 @@ against the previous call), and the provider's real usage is fed back as usage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from engine.tokens import TokenCounter
 
 DEFAULT_WINDOW = 128_000
 NO_RESULT = "[no result recorded in the source for this call]"
+_LAST_TIME = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last time a datetime can show
 
 
 @dataclass
@@ -84,6 +85,11 @@ class _Feeder:
         self.open_calls: list[str] = []
         self.answered: set[str] = set()
         self.seen_system = False
+        # Tool results that answer no open call, kept as user text once the open calls are answered:
+        # a user message between a call and its result (or its placeholder) is a request no provider
+        # takes, and the engine refused to build it (a traceback-free but fatal pairing error).
+        self.stray: list[str] = []
+        self.alias: dict[str, list[str]] = {}  # a call id as the source has it -> the ids sent for it
 
     def _close_calls(self) -> None:
         for cid in self.open_calls:
@@ -92,7 +98,16 @@ class _Feeder:
                 self.report.notes.append(
                     f"turn {self.pipe.turn}: call {cid} had no result; placeholder added"
                 )
-        self.open_calls, self.answered = [], set()
+        self.open_calls, self.answered, self.alias = [], set(), {}
+        for text in self.stray:
+            self.pipe.user(text)
+        self.stray = []
+
+    def before_request(self) -> None:
+        """Before the request is built: stray results held back are placed (after the open calls'
+        results and placeholders), so the request holds all the source's call prompt did."""
+        if self.stray:
+            self._close_calls()
 
     def feed(self, m: MessageRec) -> None:
         p = self.pipe
@@ -109,7 +124,13 @@ class _Feeder:
             used: set[str] = set()
             for c in m.tool_calls:
                 cid = c.id if c.id not in used else f"{c.id}~{len(used)}"
+                if cid != c.id:
+                    self.report.notes.append(
+                        f"turn {p.turn}: call id {c.id!r} used twice in one message; the second is {cid!r}"
+                    )
                 used.add(cid)
+                # The source's results name the source's id: the k-th result for it answers the k-th call
+                self.alias.setdefault(c.id, []).append(cid)
                 calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
             thinking = [b.block() for b in m.thinking_blocks] if m.thinking_blocks else m.thinking
             p.assistant(m.content, calls, thinking=thinking)
@@ -117,12 +138,21 @@ class _Feeder:
             return
         if m.role == "tool":
             cid = m.tool_call_id or ""
-            if cid in self.open_calls and cid not in self.answered:
-                p.tool_result(cid, m.content)
-                self.answered.add(cid)
+            eid = next(
+                (e for e in self.alias.get(cid, [cid]) if e in self.open_calls and e not in self.answered),
+                None,
+            )
+            if eid is not None:
+                p.tool_result(eid, m.content)
+                self.answered.add(eid)
             else:
-                p.user(f"[tool result for call {cid or '?'} with no matching call]\n{m.content}")
-                self.report.notes.append(f"turn {p.turn}: unpaired tool result {cid!r} kept as user text")
+                text = f"[tool result for call {cid or '?'} with no matching call]\n{m.content}"
+                if any(c not in self.answered for c in self.open_calls):
+                    self.stray.append(text)
+                else:
+                    p.user(text)
+                why = "without a call id" if not cid else f"{cid!r}"
+                self.report.notes.append(f"turn {p.turn}: unpaired tool result {why} kept as user text")
             return
         self._close_calls()
         p.user(m.content)
@@ -138,7 +168,8 @@ def ingest(
     counter: TokenCounter | None = None,
 ) -> tuple[Pipeline, IngestReport]:
     if not imp.calls:
-        raise ConfigError(f"{imp.source}: the session has no model calls to import")
+        why = "; ".join(str(n) for n in imp.meta.get("notes") or ()) or "the file holds no model reply"
+        raise ConfigError(f"{imp.source}: the session has no model calls to import ({why})")
     now = [imp.calls[0].timestamp or 0.0]
     peak = max((c.usage.input_tokens for c in imp.calls if c.usage), default=0)
     win = window or max(DEFAULT_WINDOW, int(peak * 1.25))
@@ -162,11 +193,28 @@ def ingest(
         pipe.add_tool(t.name, t.description, t.parameters)
     fed = 0
     actual = ActualRecorder(pipe)
+    last: float | None = None
     for k, call in enumerate(imp.calls):
+        if call.timestamp is not None and not 0 <= call.timestamp <= _LAST_TIME:
+            # Not a time (inf, nan, before 1970 or after 9999): one such value would have become the
+            # time of every later call.
+            report.notes.append(f"turn {k}: its timestamp {call.timestamp!r} is not a time; left out")
+            call = replace(call, timestamp=None)
+        if call.timestamp is not None and last is not None and call.timestamp < last:
+            # Out of order (clocks of two machines, an edited file): kept at the previous call's time, so
+            # the gaps between calls, which decide what the cache simulation lets expire, are never
+            # negative, and said.
+            report.notes.append(
+                f"turn {k}: its timestamp is {last - call.timestamp:,.0f} s before the previous call's; "
+                "kept at the previous call's time"
+            )
+            call = replace(call, timestamp=last)
+        last = call.timestamp if call.timestamp is not None else last
         now[0] = call.timestamp if call.timestamp is not None else now[0]
         for m in call.messages[fed:]:
             feeder.feed(m)
         fed = len(call.messages)
+        feeder.before_request()
         actual.record(k, call)
         pipe.next_request()
         if call.error or call.response is None:

@@ -125,7 +125,16 @@ def parse(data: Any, path: str) -> ImportedSession:
     exit_status = (exit_extra or {}).get("exit_status", info.get("exit_status"))
     exc = (exit_extra or {}).get("exception_str") or info.get("exception_str")
     failed = 0
-    if isinstance(api_calls, int) and api_calls > len(calls):
+    notes: list[str] = []
+    if isinstance(api_calls, int) and api_calls > len(calls) and exit_status in _NORMAL_EXITS:
+        # A run that ended normally made no failed call: the messages were cut short (or edited). A
+        # failed call used to be invented in their place, with the exit status ("Submitted") as its
+        # error, and a file with no messages left imported as one failed turn.
+        notes.append(
+            f"info.model_stats.api_calls counts {api_calls} model calls but the messages hold "
+            f"{len(calls)}: the rest are not in the file (cut short?) and are not imported"
+        )
+    elif isinstance(api_calls, int) and api_calls > len(calls):
         failed = api_calls - len(calls)
     elif (
         api_calls is None
@@ -163,5 +172,6 @@ def parse(data: Any, path: str) -> ImportedSession:
         "failed_calls": failed,
         "tools_source": "reconstructed: mini-swe-agent BASH_TOOL" if tool_mode else "none (text-based run)",
         "timestamp_meaning": "extra.timestamp: when the response was recorded",
+        "notes": notes,
     }
     return ImportedSession(format=NAME, source=path, model=model, provider=provider, calls=calls, meta=meta)
