@@ -383,6 +383,10 @@ def import_(
         raise
     typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
     notes = [*imp.meta.get("notes", []), *report.notes]
+    if model is None and imp.model == "unknown":
+        # Said here, not first by simulate's price lookup, which refuses 'unknown' a step later.
+        unnamed = "the source names no model: recorded as 'unknown'; import with --model NAME to price it"
+        notes.insert(0, unnamed)
     for note in notes[:5]:
         typer.echo(f"  note: {note}")
     if len(notes) > 5:  # cut at five without a word, the rest of what was repaired or skipped went unsaid

@@ -134,3 +134,30 @@ def test_cli_says_how_many_notes_it_did_not_print(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert res.output.count("  note: ") == 5
     assert "  ... and 2 more notes of the same kinds" in res.output
+
+
+def test_openhands_event_stream_is_refused_saying_what_to_import(tmp_path: Path) -> None:
+    f = tmp_path / "events.json"
+    f.write_text(json.dumps([
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls"}},
+        {"id": 2, "source": "agent", "observation": "run", "content": "a.py", "cause": 1},
+    ]))
+    with pytest.raises(ImportFormatError, match=r"OpenHands' event stream.*import a record of the conversation's messages"):  # noqa: E501
+        load(f)
+
+
+def _trace_line(body: dict[str, Any], response: Any) -> str:
+    return json.dumps({"request": {"timestamp": 1.0, "method": "POST", "url": "https://api.anthropic.com/v1/messages", "headers": {}, "body": body}, "response": response, "logged_at": "x"})  # noqa: E501
+
+
+def test_cli_says_which_calls_failed_and_that_no_model_is_named(tmp_path: Path) -> None:
+    body = {"max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}  # no model anywhere
+    ok = {"status_code": 200, "headers": {}, "body": {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "yo"}], "usage": {"input_tokens": 5, "output_tokens": 1}}}  # noqa: E501
+    overloaded = {"status_code": 529, "headers": {}, "body": {"type": "error", "error": {"type": "overloaded_error"}}}
+    src = tmp_path / "log.jsonl"
+    src.write_text(_trace_line(body, ok) + "\n" + _trace_line(body, overloaded) + "\n")
+    res = CliRunner().invoke(app, ["import", "auto", str(src), "-o", str(tmp_path / "o.cpsession")])
+    assert res.exit_code == 0, res.output
+    assert "note: the source names no model: recorded as 'unknown'; import with --model NAME to price it" in res.output
+    assert 'note: turn 1: no reply in the source (HTTP 529: {"type": "error", "error": {"type": "overloaded_error"}}); kept as a failed call' in res.output  # noqa: E501

@@ -128,6 +128,21 @@ def sniff(path: str | Path, text: str | None = None) -> str:
         # Let that format's parser report the first thing that does not fit (or accept the file).
         FORMATS[by_suffix].parse_text(text, p)
         return by_suffix
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(e, dict) for e in data)
+        and any("action" in e or "observation" in e for e in data)
+    ):
+        # OpenHands' own event stream: actions and observations, not the prompts the model was sent.
+        raise ImportFormatError(
+            ANY_FORMAT,
+            p,
+            "",
+            "it is a list of action/observation events (OpenHands' event stream), which does not hold the "
+            "messages sent to the model; import a record of the conversation's messages instead (an "
+            "OpenHands record with `messages` and `tools`, as agent-data-protocol exports it)",
+        )
     known = ", ".join(FORMATS)
     shape = f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict) else type(data).__name__
     raise ImportFormatError(ANY_FORMAT, p, "", f"top level is {shape}; tried {known}")

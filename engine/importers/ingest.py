@@ -220,6 +220,9 @@ def ingest(
         if call.error or call.response is None:
             kind = "prompt_too_long" if call.error and "too long" in call.error.lower() else "error"
             pipe.record_error(kind, call.error or "no response")
+            first = (call.error or "").strip().splitlines()
+            why = first[0][:160] if first else "no response"
+            report.notes.append(f"turn {k}: no reply in the source ({why}); kept as a failed call")
             continue
         if call.usage is not None:
             pipe.record_usage(call.usage.to_dict())

@@ -362,7 +362,8 @@ def _streamed(raw: str, wire: str, ctx: Ctx, where: str) -> tuple[dict[str, Any]
         return None, "empty response body"
     r = REASSEMBLERS[wire](raw.encode("utf-8", "surrogatepass"))
     if r.body is None:
-        ctx.fail(where, f"is text that is neither JSON nor a {wire} event stream ({r.reason})")
+        article = "an" if wire[:1] in "aeiou" else "a"
+        ctx.fail(where, f"is text that is neither JSON nor {article} {wire} event stream ({r.reason})")
     if not r.complete:
         return None, f"incomplete stream: {r.reason} ({r.events} events)"
     return r.body, None
