@@ -98,7 +98,12 @@ def ps(
     `cp-inspect run` or `proxy` as PID.N (stale sockets are cleaned up)."""
     from engine.probe.client import list_agents
 
-    agents = list_agents()
+    try:
+        agents = list_agents()
+    except ContextPipeError as exc:
+        # The runtime directory refused (another user's, or group/other bits: `chmod 755` on it): a
+        # traceback ended `ps` where `attach` and `top` say what is wrong and how to fix it.
+        fail(str(exc))
     if as_json:
         typer.echo(json.dumps([a.to_json() for a in agents], indent=2))
         return
