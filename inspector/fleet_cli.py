@@ -9,12 +9,16 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .cli_common import check_window, fail, need_terminal
 from .recording_open import trajectory_hint, warn
+
+if TYPE_CHECKING:  # the commands import what they run lazily: `cp-inspect --help` stays quick
+    from .sources.live import LiveSource
+    from .top_app import TopView
 
 
 def expand_paths(patterns: list[str]) -> list[Path]:
@@ -269,17 +273,33 @@ def report(
         typer.echo(f"chart written to {svg}")
 
 
+def attach_from_top(target: str, view: TopView) -> LiveSource | None:
+    """The live source for the row `top`'s Enter chose, or None with the reason in `view.notice` for the
+    next table to show (printed to the terminal, it was hidden at once by that table)."""
+    from engine.errors import ContextPipeError
+    from engine.probe.runtime_dir import parse_target
+
+    from .sources.live import LiveSource
+
+    parsed = parse_target(target)
+    if parsed is None:
+        view.notice = f"cannot attach to {target!r}: not a pid"
+        return None
+    try:
+        return LiveSource(parsed[0], session=parsed[1])
+    except ContextPipeError as exc:  # it ended between the table and the key press
+        view.notice = f"cannot attach to {target}: {exc}"
+        return None
+
+
 def top(
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """A live table of every agent on this machine (and every proxy session): Enter attaches, q comes back."""
-    from engine.errors import ContextPipeError
-    from engine.probe.runtime_dir import parse_target
     from engine.probe.watch import FleetWatcher
 
     from .app import InspectorApp
     from .app_exit import run_app
-    from .sources.live import LiveSource
     from .top_app import TopApp, TopView
 
     need_terminal("top", "or `cp-inspect ps --json` for the agents as JSON")
@@ -290,14 +310,8 @@ def top(
             target = run_app(TopApp(watcher, theme=theme, view=view))
             if not target:
                 return
-            parsed = parse_target(target)
-            if parsed is None:
-                continue
-            try:
-                source = LiveSource(parsed[0], session=parsed[1])
-            except ContextPipeError as exc:  # it ended between the table and the key press
-                typer.secho(f"cannot attach to {target}: {exc}", fg=typer.colors.YELLOW, err=True)
-                continue
-            run_app(InspectorApp(source, theme=theme))
+            source = attach_from_top(target, view)
+            if source is not None:
+                run_app(InspectorApp(source, theme=theme))
     finally:
         watcher.stop()

@@ -33,6 +33,9 @@ class TopView:
     sort_key: str = "cost"
     reverse: bool = True
     filter: str = ""
+    # Why the last Enter did not attach (the agent ended between the table and the key press), said by
+    # the next table: printed to the terminal between the two, the table drawn at once hid it.
+    notice: str = ""
 
 
 class TopApp(App[str | None]):
@@ -89,6 +92,9 @@ class TopApp(App[str | None]):
             box.value = self.view.filter
             box.add_class("shown")
         table.focus()
+        if self.view.notice:
+            self.notify(self.view.notice, title="not attached", severity="warning", timeout=10, markup=False)
+            self.view.notice = ""
         self.refresh_table()
         self.set_interval(self.refresh_s, self.refresh_table)
 

@@ -32,3 +32,27 @@ async def test_the_sort_and_filter_set_before_an_attach_are_there_after_it(tmp_p
         assert again.query_one("#filter", Input).value == "42"
         assert again.focused is table  # keys go to the table, as before the attach
         await pilot.press("q")
+
+
+async def test_enter_on_an_agent_that_has_ended_says_why_in_the_next_table(tmp_path: Path) -> None:
+    """Enter on a row whose agent had just ended: the reason was printed to the terminal between two
+    tables and the next table, drawn at once, hid it (the Enter seemed to do nothing). The next table
+    says it now."""
+    import subprocess
+    import sys
+
+    from inspector.fleet_cli import attach_from_top
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was an agent's a moment ago
+    view = TopView()
+    assert attach_from_top(str(gone.pid), view) is None
+    assert f"cannot attach to {gone.pid}" in view.notice and "no process" in view.notice
+    app = TopApp(FleetWatcher(tmp_path / "none"), refresh_s=0.2, view=view)
+    async with app.run_test(size=(140, 30)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        shown = [str(n.message) for n in app._notifications]  # the toasts Textual shows
+        assert any(f"cannot attach to {gone.pid}" in s for s in shown), shown
+        assert view.notice == ""  # said once: the table after the next attach does not repeat it
+        await pilot.press("q")
