@@ -62,6 +62,7 @@ from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
 from panels.content_viewer import DEFAULT_WIDTH, ContentViewer, Screenful
+from panels.keys import TURN_GROUP
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.markup_line import MarkupLine
 from panels.navigation import JumpToTurn
@@ -85,8 +86,8 @@ class InspectorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "ContextPipe Inspector"
     BINDINGS = [
-        Binding("left", "step(-1)", "Prev", tooltip="previous turn"),
-        Binding("right", "step(1)", "Next", tooltip="next turn"),
+        Binding("left", "step(-1)", "Prev", tooltip="previous turn", group=TURN_GROUP),
+        Binding("right", "step(1)", "Next", tooltip="next turn", group=TURN_GROUP),
         Binding("home", "first", "First", show=False, tooltip="first turn"),
         Binding("end", "last", "Last", show=False, tooltip="last turn (and follow the newest, live)"),
         Binding("g", "goto", "Go to", tooltip="go to turn N"),

@@ -21,6 +21,7 @@ from textual.widgets import Button, Label, Select, Static, Switch
 from engine.trace_schema import Trace
 from engine.whatif import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
 from panels.fmt import tok
+from panels.keys import STEP_KEYS
 from panels.slider import Slider
 from panels.whatif_compare import compare
 from panels.whatif_session import session_view
@@ -51,6 +52,7 @@ class ResultText(Static):
 
 
 class WhatIfPanel(VerticalScroll):
+    BINDINGS = STEP_KEYS
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
     WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-rows: 1; grid-gutter: 0 1; }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+from textual.widgets._footer import FooterKey, FooterLabel
 
 from inspector.app import InspectorApp
 from inspector.sources.synthetic import SyntheticSource
@@ -40,3 +40,48 @@ async def test_the_keys_are_composed_once_at_start_up_and_follow_a_change(monkey
         await pilot.press("escape")  # back to the manifest: the keys as they were
         await settle(pilot)
         assert _shown(app) == keys
+
+
+@pytest.mark.parametrize("tab", ["c", "w", "a"])
+async def test_the_stepping_keys_are_in_the_footer_wherever_they_step(tab: str) -> None:
+    """←/→ step turns from every focus stop but a slider (there they move it, and the footer says so)
+    and the tab strip (there they switch tabs): the footer showed neither key while the manifest (the
+    start's focus), the content, the alerts or the What-if pane and its switches had focus, because a
+    hidden binding of the focused widget (or of the What-if pane's scroll container) stood for the key."""
+    from textual.widgets import Tabs
+
+    app = InspectorApp(SyntheticSource(40))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press(tab)
+        await settle(pilot)
+        seen: set[str] = set()
+        visited: list[object] = []
+        for _ in range(20):  # every focus stop of this tab, Tab by Tab, once round
+            focused = app.focused
+            assert focused is not None
+            if focused in visited:
+                break
+            visited.append(focused)
+            seen.add(type(focused).__name__)
+            keys = _shown(app)
+            footer = app.query_one(Footer)
+            actions = {k.key: k.action for k in footer.query(FooterKey)}
+            if isinstance(focused, Slider):
+                assert "left:Less" in keys and "right:More" in keys
+            elif not isinstance(focused, Tabs):
+                # one "←→ Turn" entry: the two keys grouped under the group's label
+                assert actions.get("left", "").endswith("step(-1)"), (type(focused).__name__, keys)
+                assert actions.get("right", "").endswith("step(1)"), (type(focused).__name__, keys)
+                assert "Turn" in [str(label.render()) for label in footer.query(FooterLabel)]
+                before = app.index
+                await pilot.press("left")  # and it does what the footer says
+                await settle(pilot)
+                assert app.index == before - 1, type(focused).__name__
+                await pilot.press("right")
+                await settle(pilot)
+                assert app.index == before
+            await pilot.press("tab")
+            await settle(pilot)
+        expected = {"c": {"ContentBody"}, "w": {"WhatIfPanel", "Switch", "Slider"}, "a": {"AlertsPanel"}}[tab]
+        assert expected | {"ManifestPanel"} <= seen
