@@ -5,6 +5,7 @@ so neither the next chunk's decoding nor the GIL it holds stands between the per
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -122,27 +123,57 @@ async def _first_screen(pilot, app: InspectorApp) -> None:  # type: ignore[no-un
 async def test_deferred_mounting_waits_for_a_pause_in_key_presses(monkeypatch: pytest.MonkeyPatch) -> None:
     """The hidden What-if controls mount after the first screen only once no key has come for
     INPUT_QUIET_S, so a person's first steps do not share their frames with that work; then start-up
-    ends (startup_finished) with all of them mounted."""
+    ends (startup_finished) with all of them mounted.
+
+    "No key for INPUT_QUIET_S" is measured on the app's clock, not assumed from the test's pacing: under
+    load (the full suite on two busy cores) the first screen or one 0.2 s pause between keys once took
+    longer than the quiet time, the app rightly began mounting, and the test failed. Now a run in which
+    some gap the app saw (the key before the first turn to the first screen, key to key, the last key to
+    a look) reached the quiet time cannot say anything about waiting and is run again; in every run whose
+    gaps all stayed under it, nothing may have mounted. Every run checks that all of it mounts after."""
     monkeypatch.setattr(app_module, "INPUT_QUIET_S", 1.0)
+    for _attempt in range(3):
+        if await _keys_keep_coming_then_a_pause():
+            return
+    pytest.skip(f"the machine was too busy to press keys within {app_module.INPUT_QUIET_S:g} s of each other in three runs")
+
+
+async def _keys_keep_coming_then_a_pause() -> bool:
+    """One run of the scenario; True if the app saw every gap between keys under INPUT_QUIET_S (and so
+    the check that nothing mounted meanwhile was made)."""
+    quiet = app_module.INPUT_QUIET_S
     source = StalledSource()
     app = InspectorApp(source, theme="cp-dark")
+    kept_pace = True
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             await pilot.press("right")  # a key just before the first turn arrives
+            last_key = app._last_input  # when the app saw it (its clock for the quiet time)
             source.go.set()
             await _first_screen(pilot, app)
             whatif = app.query_one("#whatif", WhatIfPanel)
             for _ in range(3):  # keys keep coming, each well within the quiet time of the one before
                 await pilot.pause(0.2)
-                assert not whatif.query("Slider, Switch") and not app.startup_finished
+                mounted = bool(whatif.query("Slider, Switch")) or app.startup_finished
+                # Looked at no later than now: if the app has seen a key within the quiet time all along,
+                # nothing may be mounted yet.
+                if time.monotonic() - last_key >= quiet:
+                    kept_pace = False
+                    break
+                assert not mounted, "a control mounted while keys kept coming within the quiet time"
                 await pilot.press("right")
+                if app._last_input - last_key >= quiet:
+                    kept_pace = False
+                    break
+                last_key = app._last_input
             await settle(pilot)
             assert app.startup_finished
             assert len(whatif.query("Slider")) == 1 + len(THRESHOLD_KEYS)
             assert len(whatif.query("Switch")) == len(GATE_KEYS) + 1  # and the session switch
     finally:
         source.go.set()
+    return kept_pace
 
 
 async def test_showing_the_pane_mounts_the_rest_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
