@@ -124,6 +124,7 @@ class InspectorApp(App[None]):
     disconnected: reactive[str | None] = reactive(None, init=False, repaint=False)
     failed: reactive[str | None] = reactive(None, init=False, repaint=False)  # the source could not be read
     saved_to: reactive[str | None] = reactive(None, init=False, repaint=False)  # where `s` last saved it
+    saved_turns: int | None = None  # how many turns that save holds
 
     def __init__(self, source: Source, theme: str | None = None, start_turn: int | None = None) -> None:
         super().__init__()
@@ -318,7 +319,7 @@ class InspectorApp(App[None]):
     def _update_status(self) -> None:
         parts = status_parts(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
-            self._status.content_region.width or None,
+            self._status.content_region.width or None, saved_turns=self.saved_turns,
         )
         self._status.update(parts)  # a no-op when the parts are the same
 
@@ -722,6 +723,14 @@ class InspectorApp(App[None]):
             self.save_worker(path)
 
     def save_worker(self, path: str) -> None:
+        # What the save holds: the turns received when the path was given (the prompt says so); the
+        # status says the count, so a save made while the agent ran is not taken for all of it later.
+        turns = len(self.timeline)
+
+        def saved() -> None:
+            self.saved_turns = turns  # (before saved_to, whose watcher redraws the status)
+            self.saved_to = path
+
         def work() -> None:
             try:
                 self.source.save(path)
@@ -729,8 +738,8 @@ class InspectorApp(App[None]):
                 self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error",
                                       markup=False)
                 return
-            self.call_from_thread(self.notify, f"saved {len(self.timeline)} turns to {path}", markup=False)
-            self.call_from_thread(setattr, self, "saved_to", path)
+            self.call_from_thread(self.notify, f"saved {turns} turns to {path}", markup=False)
+            self.call_from_thread(saved)
 
         self.run_worker(work, thread=True, group="save", exit_on_error=False)
 

@@ -31,8 +31,10 @@ def status_markup(
     disconnected: str | None,
     failed: str | None = None,
     saved_to: str | None = None,
+    saved_turns: int | None = None,
 ) -> str:
-    return as_markup(status_parts(view, index, playing, speed, disconnected, failed, saved_to))
+    return as_markup(status_parts(view, index, playing, speed, disconnected, failed, saved_to,
+                                  saved_turns=saved_turns))
 
 
 def status_parts(
@@ -44,6 +46,7 @@ def status_parts(
     failed: str | None = None,
     saved_to: str | None = None,
     width: int | None = None,
+    saved_turns: int | None = None,
 ) -> tuple[Part, ...]:
     """The status line as MarkupLine parts: balanced markup fragments that repeat from step to step
     (parsed once each), and the turn's numbers as literal styled text (never parsed).
@@ -70,17 +73,24 @@ def status_parts(
     count: Part = (f"({index + 1}/{len(tl)})", "$text-muted")
     rate = f"{SPEEDS[speed]:g}×"
     mode = f"[bold $accent]▶ playing {rate}[/]" if playing else f"[$text-muted]⏸ {rate}[/]"
+    # `saved_turns`: the turns the file `s` wrote holds (None: not known, as before). A save made while the
+    # agent ran holds the turns received by then: "saved to FILE" beside "400 turns kept", once the agent
+    # had ended, said the file held all 400 when it held the 386 of the save.
+    partial = saved_to is not None and saved_turns is not None and saved_turns < len(tl)
     if disconnected is not None:
         kept = h.get("recording")
-        if saved_to:
+        if saved_to and not partial:
             where = f"saved to {escape(saved_to)}"
         elif kept:
             where = f"recording kept at {escape(str(kept))}"
+        elif saved_to:
+            where = f"{saved_turns} saved to {escape(saved_to)}; press s to save all"
         else:
             where = "press s to save"
         state = f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; {where} [/]"
     elif saved_to:
-        state = f"[$success]saved to {escape(saved_to)}[/]"
+        held = f"{saved_turns} turns " if saved_turns is not None else ""
+        state = f"[$success]saved {held}to {escape(saved_to)}[/]"
     elif live:
         state = "[$success]following newest[/]" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:

@@ -70,3 +70,36 @@ async def test_save_prompt_refuses_what_would_fail_and_keeps_the_path(tmp_path: 
         assert not isinstance(app.screen, SaveScreen)
         await settle(pilot)
         assert new.exists() and app.saved_to == str(new)
+
+
+async def test_a_save_made_while_the_agent_ran_is_not_taken_for_all_of_it(tmp_path: Path) -> None:
+    """`s` while the agent runs saves the turns received by then. Once the agent had ended, the banner said
+    "Agent disconnected — 30 turns kept; saved to FILE", as if FILE held all 30: it held the ones of the
+    save. The status says how many the file holds, and that s saves all of them."""
+    import json
+    import time
+
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.3))
+    saved = tmp_path / "early.cpsession"
+    async with app.run_test(size=(200, 40), notifications=True) as pilot:
+        give_up = time.monotonic() + 15
+        while len(app.timeline) < 20 and time.monotonic() < give_up:  # (settle would wait for the end)
+            await pilot.pause(0.05)
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, SaveScreen)
+        app.screen.query_one("#save-path", Input).value = str(saved)
+        await pilot.press("enter")
+        while app.saved_to is None and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        held = len(json.loads(saved.read_text())["turns"])  # what the file holds (SyntheticSource.save)
+        status = str(app.query_one("#status").render())
+        if app.disconnected is None:  # (as the agent runs: how many it holds)
+            assert f"saved {held} turns to {saved}" in status, status
+        while app.disconnected is None and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        await settle(pilot)
+        assert held < len(app.timeline) == 30
+        status = str(app.query_one("#status").render())
+        assert "30 turns kept" in status and f"{held} saved to {saved}; press s to save all" in status, status
+        assert f"kept; saved to {saved}" not in status
