@@ -92,6 +92,16 @@ def test_many_sessions_hold_a_bounded_number_of_recording_files(proxy_with) -> N
         assert verify_ok(path) == 2
 
 
+def test_by_default_a_proxy_holds_at_most_32_recording_files(proxy_with) -> None:  # type: ignore[no-untyped-def]
+    """The default (recording.MAX_OPEN_RECORDINGS, with the figures it was chosen by): 40 sessions held
+    40 files open until the 64th; at 32, descriptors stay for the agents' connections."""
+    server, rec, d = proxy_with()
+    for i in range(40):
+        _call(server.url, f"default task {i}")
+    _recorded(rec, 40)
+    assert _open_files(d) == 32
+
+
 def test_an_agent_gone_quiet_leaves_a_finished_file_while_the_proxy_runs(proxy_with) -> None:  # type: ignore[no-untyped-def]
     """Old proxy: the file had no footer and stayed open until the proxy stopped (a reader had to rebuild
     its index, verify called it not closed, a descriptor was held for good)."""

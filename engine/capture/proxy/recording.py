@@ -54,10 +54,20 @@ MAX_SERVED = 16
 # (RecordingWriter.park: finished with its footer and closed; its next call reopens it and appends).
 # Each session held its file open for the life of the proxy: a harness running hundreds of tasks through
 # one proxy ran the process out of descriptors with them alone.
-MAX_OPEN_RECORDINGS = 64
+# Measured (2026-12-04, 2 cores, a Recorder fed 200 sessions round-robin, 30 calls each): one descriptor
+# per open recording (200 unbounded); the recorder's time per call 1.07 ms never parking, 1.18 ms with
+# every call reopening a parked file (max_open=1), 1.23 ms at 64: within the noise. Alone, park() takes
+# 0.01-0.07 ms (4 to 260 KiB recordings; with the pipeline's pending chunk 0.1-0.8 ms) and the reopen on
+# the next append 0.01-0.02 ms, against a model call of seconds. So a file held open buys nothing, and
+# descriptors are what a proxy runs short of: its agents' connections and their upstream ones (two a
+# call in flight) and the served probes (MAX_SERVED, about five each) share macOS's default limit of
+# 256. 32 (halved from 64) leaves those the room; a session that calls again reopens in microseconds.
+MAX_OPEN_RECORDINGS = 32
 # A session with no call for this long has its file parked too: an agent that went away (finished,
 # killed, its harness moved on) leaves a complete, closed recording behind while the proxy runs on,
-# not one that only the proxy's exit finishes.
+# not one that only the proxy's exit finishes. Kept at 30 s: an agent between calls (a model call, a
+# tool run) is often idle longer, but parking and reopening cost it about a millisecond (above), while a
+# longer wait leaves a finished agent's file without its footer for longer.
 IDLE_PARK_S = 30.0
 
 
