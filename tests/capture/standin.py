@@ -21,6 +21,7 @@ Behaviour by model name, for the bad-input tests:
     *-thinking                the Anthropic reply opens with a signed thinking block and a redacted_thinking
                               block (streamed: thinking_delta pieces, then the signature as a
                               signature_delta; the redacted block whole in its content_block_start)
+    *-gzipsse-* / *-zstdsse-*  the stream is compressed with that coding (each event flushed as sent)
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
     *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
@@ -171,6 +172,20 @@ def usage_openai(deepseek: bool = False) -> dict[str, Any]:
     if n is None:
         return base
     return {**base, "prompt_tokens": 2000 + n, "completion_tokens": n, "total_tokens": 2000 + 2 * n}
+
+
+def _compressed(events: list[bytes], coding: str) -> list[bytes]:
+    """A stream's events compressed as one body, each flushed as it is sent (as a server that compresses
+    its event stream does), then the coding's end; the pieces in the order they are written."""
+    import zlib
+
+    if coding == "gzip":
+        z = zlib.compressobj(wbits=31)
+        out = [z.compress(ev) + z.flush(zlib.Z_SYNC_FLUSH) for ev in events]
+        return out[:-1] + [out[-1] + z.flush()]
+    c = zstandard.ZstdCompressor().compressobj()
+    out = [c.compress(ev) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) for ev in events]
+    return out[:-1] + [out[-1] + c.flush()]
 
 
 def sse(event: str | None, data: Any) -> bytes:
@@ -594,7 +609,12 @@ class StandIn:
             events = events[:3] + [err]
         if model.endswith("-malformed"):
             events = events[:2] + [b"data: {this is not json\n\n", b"event: oops\ndata: [1, 2"]
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        sse_headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        for coding in ("gzip", "zstd"):
+            if f"-{coding}sse" in model:
+                events = _compressed(events, coding)
+                sse_headers["Content-Encoding"] = coding
+        resp = web.StreamResponse(headers=sse_headers)
         await resp.prepare(request)
         sent = bytearray()
         delay = 0.2 if model.endswith("-slow") else self.chunk_delay

@@ -147,3 +147,29 @@ def test_brotli_bodies_within_the_ceiling_decode_and_bad_ones_say_so() -> None:
         decode(packed + b"junk", "br")
     with pytest.raises(ValueError, match="br-encoded but does not decode"):
         decode(b"\xff" * 32, "br")
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "zstd", "br"])
+def test_a_body_cut_off_decodes_as_far_as_it_arrived(coding: str) -> None:
+    # An event stream cut mid-way (the upstream or the agent went away): the recorder keeps the events
+    # that arrived, compressed or not; a whole body is still required to be whole without `partial`.
+    events = b"".join(f"event: e\ndata: {{\"i\": {i}, \"pad\": \"{'x' * 200}\"}}\n\n".encode() for i in range(400))
+    if coding == "br":
+        packed = _brotli(iter([events]))
+    elif coding == "zstd":  # flushed a block at a time, as a server streaming its events does
+        c = zstandard.ZstdCompressor().compressobj()
+        step = len(events) // 20
+        packed = b"".join(
+            c.compress(events[i : i + step]) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+            for i in range(0, len(events), step)
+        ) + c.flush()
+    else:
+        z = zlib.compressobj(wbits=31 if coding == "gzip" else 15)
+        packed = z.compress(events) + z.flush()
+    cut = packed[: len(packed) // 2]
+    got = decode(cut, coding, partial=True)
+    assert 0 < len(got) < len(events) and events.startswith(got), (len(got), len(events))
+    assert decode(packed, coding, partial=True) == events
+    if coding != "zstd":  # (zstandard's stream reader ends a cut frame without saying so: not caught)
+        with pytest.raises(ValueError, match="does not decode"):
+            decode(cut, coding)

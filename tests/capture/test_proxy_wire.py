@@ -202,3 +202,34 @@ def test_unrecorded_paths_pass_through(proxied: Proxied, standin: StandIn) -> No
     assert standin.requests[-1][0] == "/v1/messages/count_tokens"
     assert r.status_code == 200
     assert proxied.finish() == []
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+def test_a_compressed_stream_cut_off_is_recorded_with_what_arrived(
+    proxied: Proxied, standin: StandIn, coding: str
+) -> None:
+    # A server that compresses its event stream, and the connection breaks half-way: the agent gets the
+    # compressed bytes as sent, then the same broken connection; the recording keeps the events that
+    # arrived and says the stream was cut (it said the body "does not decode", and kept no event).
+    whole = {**BODIES["/v1/messages"], "model": f"claude-x-{coding}sse-ok"}
+    cut = {**BODIES["/v1/messages"], "model": f"claude-x-{coding}sse-cut"}
+    with httpx.Client(timeout=30) as c:
+        with c.stream("POST", proxied.url + "/v1/messages", json={**whole, "stream": True}) as r:
+            assert r.headers["content-encoding"] == coding
+            assert b"".join(r.iter_raw()) == standin.sent[-1]
+        with pytest.raises(httpx.HTTPError), c.stream(
+            "POST", proxied.url + "/v1/messages", json={**cut, "stream": True}
+        ) as r:
+            got = bytearray()
+            for piece in r.iter_raw():
+                got += piece
+        assert bytes(got) == standin.sent[-1]
+    paths = proxied.finish()
+    assert sum(len(usages(p)) for p in paths) == 1  # the whole one, decoded and reassembled
+    (err,) = [e for p in paths for e in errors(p)]
+    assert err["kind"] == "incomplete_stream", err
+    assert "the stream ended before message_stop" in err["message"] and "decode" not in err["message"], err
+    events = int(err["message"].rsplit("(", 1)[1].split()[0])
+    assert events >= 3, err  # message_start and the blocks that arrived before the cut
+    for p in paths:
+        verify_ok(p)

@@ -16,19 +16,24 @@ from engine.errors import ContextPipeError
 MAX_DECODED_BYTES = 256 * 1024 * 1024
 
 
-def decode(raw: bytes, encoding: str, what: str = "response", limit: int = MAX_DECODED_BYTES) -> bytes:
+def decode(
+    raw: bytes, encoding: str, what: str = "response", limit: int = MAX_DECODED_BYTES, partial: bool = False
+) -> bytes:
     """`raw` with its Content-Encoding undone (gzip, deflate, zstd; br when brotli is installed).
 
     The proxy forwards bodies still encoded (the far side decodes them); the recorder wants the text.
     Codings are listed in the order they were applied, so they are undone last first (RFC 9110 8.4).
     Raises ValueError, naming the body and the coding, for one it cannot undo, bytes that do not decode,
     or a body that decodes past `limit` bytes (stopped there: nothing larger is ever built).
+    `partial`: the body was cut off (the upstream or the agent went away mid-response): what its bytes
+    decode to up to the cut, not an error for the missing end, so a compressed stream that broke off
+    is recorded with the events that arrived, as an uncompressed one is.
     """
     for enc in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
         if enc == "identity":
             continue
         try:
-            raw = _undo(raw, enc, what, limit)
+            raw = _undo(raw, enc, what, limit, partial)
         except ValueError:
             raise
         except Exception as exc:  # zlib.error, BadGzipFile, EOFError, zstd's errors: one clear kind
@@ -38,26 +43,39 @@ def decode(raw: bytes, encoding: str, what: str = "response", limit: int = MAX_D
     return raw
 
 
-def _undo(raw: bytes, enc: str, what: str, limit: int) -> bytes:
+def _undo(raw: bytes, enc: str, what: str, limit: int, partial: bool = False) -> bytes:
     if enc in ("gzip", "x-gzip"):
-        return _inflate(raw, 16 + zlib.MAX_WBITS, what, limit, members=True)
+        return _inflate(raw, 16 + zlib.MAX_WBITS, what, limit, members=True, partial=partial)
     if enc == "deflate":
         try:
-            return _inflate(raw, zlib.MAX_WBITS, what, limit)
-        except zlib.error:
-            return _inflate(raw, -zlib.MAX_WBITS, what, limit)  # raw deflate, as some servers send it
+            return _inflate(raw, zlib.MAX_WBITS, what, limit, partial=partial)
+        except zlib.error:  # raw deflate, as some servers send it
+            return _inflate(raw, -zlib.MAX_WBITS, what, limit, partial=partial)
     if enc == "zstd":
         import zstandard  # a dependency of the engine (recordings are zstd-compressed)
 
         # A stream reader: an HTTP body's frames often omit their content size, and may be several.
+        out = bytearray()
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True) as r:
-            return _within(r.read(limit + 1), what, limit)
+            while True:
+                try:
+                    piece = r.read(min(1 << 20, limit + 1 - len(out)))
+                except zstandard.ZstdError:
+                    if partial:  # cut mid-frame: what decoded before the cut
+                        return _within(out, what, limit)
+                    raise
+                if not piece:
+                    return _within(out, what, limit)
+                out += piece
+                _within(out, what, limit)
     if enc == "br":
-        return _unbrotli(raw, what, limit)
+        return _unbrotli(raw, what, limit, partial)
     raise ValueError(f"the {what} uses content-encoding {enc!r}, which the recorder cannot decode")
 
 
-def _inflate(raw: bytes, wbits: int, what: str, limit: int, members: bool = False) -> bytes:
+def _inflate(
+    raw: bytes, wbits: int, what: str, limit: int, members: bool = False, partial: bool = False
+) -> bytes:
     """zlib/gzip data decoded to at most `limit` bytes; a gzip body may be several members back to back
     (gzip.decompress reads them all, so this does too). Truncated data raises as gzip.decompress did."""
     out = bytearray()
@@ -71,23 +89,25 @@ def _inflate(raw: bytes, wbits: int, what: str, limit: int, members: bool = Fals
         out += d.flush()
         _within(out, what, limit)
         if not d.eof:
+            if partial:
+                return bytes(out)
             raise EOFError("compressed data ended before the end-of-stream marker was reached")
         data = d.unused_data
         if not (members and data.lstrip(b"\0")):  # trailing zero padding after the last member is allowed
             return bytes(out)
 
 
-def _unbrotli(raw: bytes, what: str, limit: int) -> bytes:
+def _unbrotli(raw: bytes, what: str, limit: int, partial: bool = False) -> bytes:
     """brotli data decoded to at most `limit` bytes, by the first decoder here that can stop there: the
     `brotli` package's streaming Decompressor (1.2 and later take an output limit), else the system's
     libbrotlidec through ctypes. brotli's one-shot call builds the whole output first: a few hundred
     bytes of brotli can claim gigabytes, so it is never used."""
     mod = _brotli_module()
     if mod is not None:
-        return _unbrotli_module(mod, raw, what, limit)
+        return _unbrotli_module(mod, raw, what, limit, partial)
     lib = _libbrotlidec()
     if lib is not None:
-        return _unbrotli_lib(lib, raw, what, limit)
+        return _unbrotli_lib(lib, raw, what, limit, partial)
     raise ValueError(
         f"the {what} is brotli-compressed and no brotli decoder that can bound its output is installed "
         "(pip install 'brotli>=1.2', or the system's libbrotli): it was forwarded as sent but not recorded"
@@ -103,7 +123,7 @@ def _brotli_module() -> Any:
     return brotli if hasattr(getattr(brotli, "Decompressor", None), "can_accept_more_data") else None
 
 
-def _unbrotli_module(mod: Any, raw: bytes, what: str, limit: int) -> bytes:
+def _unbrotli_module(mod: Any, raw: bytes, what: str, limit: int, partial: bool = False) -> bytes:
     d = mod.Decompressor()
     out = bytearray()
     data = raw
@@ -115,6 +135,8 @@ def _unbrotli_module(mod: Any, raw: bytes, what: str, limit: int) -> bytes:
         if d.is_finished():
             return bytes(out)
         if d.can_accept_more_data():  # every byte given and no more output: the data ended early
+            if partial:
+                return bytes(out)
             raise EOFError("brotli data ended before its end")
 
 
@@ -162,7 +184,7 @@ _BROTLI_SUCCESS, _BROTLI_NEEDS_MORE_INPUT, _BROTLI_NEEDS_MORE_OUTPUT = 1, 2, 3
 _BROTLI_OUT = 1 << 20  # decoded a megabyte at a time
 
 
-def _unbrotli_lib(lib: Any, raw: bytes, what: str, limit: int) -> bytes:
+def _unbrotli_lib(lib: Any, raw: bytes, what: str, limit: int, partial: bool = False) -> bytes:
     """BrotliDecoderDecompressStream (brotli/decode.h): it writes at most the output room it is given."""
     import ctypes
 
@@ -189,6 +211,8 @@ def _unbrotli_lib(lib: Any, raw: bytes, what: str, limit: int) -> bytes:
                     raise BrotliDataError(f"{avail_in.value} bytes after the end of the brotli data")
                 return bytes(out)
             if rc == _BROTLI_NEEDS_MORE_INPUT:
+                if partial:
+                    return bytes(out)
                 raise EOFError("brotli data ended before its end")
             if rc != _BROTLI_NEEDS_MORE_OUTPUT:
                 code = lib.BrotliDecoderGetErrorCode(state)
@@ -236,5 +260,7 @@ class Exchange:
 
     def body(self) -> bytes:
         """The response body, decoded when the upstream compressed it (the agent got the compressed
-        bytes; the recording wants the text). Raises ValueError for an encoding it can't undo."""
-        return decode(b"".join(self.response), self.content_encoding, "response")
+        bytes; the recording wants the text). Raises ValueError for an encoding it can't undo. A body
+        cut off (the upstream or the agent went away) is decoded as far as it arrived."""
+        cut = self.upstream_cut or self.client_gone
+        return decode(b"".join(self.response), self.content_encoding, "response", partial=cut)
