@@ -10,6 +10,7 @@ Behaviour by model name, for the bad-input tests:
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
+    *-reset                   the same, the connection reset (RST) as a crashed server or a middlebox does
     *-overloaded              the stream breaks off after 3 events with the API's own error event
                               (Anthropic: `event: error`, overloaded_error; OpenAI: a chunk with `error`;
                               Responses: its `error` event, `{"type": "error", "code", "message"}`)
@@ -55,6 +56,8 @@ import argparse
 import asyncio
 import json
 import re
+import socket
+import struct
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -619,9 +622,15 @@ class StandIn:
         sent = bytearray()
         delay = 0.2 if model.endswith("-slow") else self.chunk_delay
         for i, ev in enumerate(events):
-            if model.endswith("-cut") and i == len(events) // 2:
+            if model.endswith(("-cut", "-reset")) and i == len(events) // 2:
                 self.sent.append(bytes(sent))
                 assert request.transport is not None
+                if model.endswith("-reset"):  # closed with SO_LINGER 0: the peer gets RST
+                    # (after a moment: RST discards what the socket has not sent yet; the test is of
+                    # what happens after the events that did go out)
+                    await asyncio.sleep(0.05)
+                    sock = request.transport.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 request.transport.abort()
                 return resp
             if late and i == len(events) // 2:

@@ -156,6 +156,31 @@ def test_upstream_cuts_the_stream(proxied: Proxied, standin: StandIn) -> None:
     verify_ok(paths[0])
 
 
+@pytest.mark.parametrize("how", ["cut", "reset"])
+def test_an_upstream_that_breaks_off_is_passed_on_as_it_broke(proxied: Proxied, standin: StandIn, how: str) -> None:
+    # After some events the upstream closes (FIN) or resets (RST) the connection: the agent gets the events
+    # as sent, then the same kind of break it would have had directly (a reset was an orderly close, so
+    # httpx said "peer closed connection" where it says "Connection reset"); the recording says which.
+    body = {**BODIES["/v1/messages"], "model": f"claude-x-{how}", "stream": True}
+
+    def read(base: str) -> tuple[bytes, type[BaseException]]:
+        got = bytearray()
+        with pytest.raises(httpx.TransportError) as info, httpx.Client(timeout=30) as c:
+            with c.stream("POST", base + "/v1/messages", json=body) as r:
+                for piece in r.iter_raw():
+                    got += piece
+        return bytes(got), type(info.value)
+
+    direct, direct_exc = read(standin.url)
+    via, via_exc = read(proxied.url)
+    assert via == direct == standin.sent[-1] and len(via) > 0
+    assert via_exc is direct_exc, (via_exc, direct_exc)
+    (err,) = [e for p in proxied.finish() for e in errors(p)]
+    assert err["kind"] == "incomplete_stream"
+    said = "reset the connection" if how == "reset" else "ended the response early"
+    assert f"the upstream {said}" in err["message"], err
+
+
 def test_50_mb_request_body(proxied: Proxied, standin: StandIn) -> None:
     # Tens of megabytes are screenshots (base64) in practice: forwarded whole and recorded, every turn
     shot = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBO" * (50 * 2**18)}}

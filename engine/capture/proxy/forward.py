@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -249,11 +251,18 @@ async def _relay(
                 keep.append(chunk)
     except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         # The upstream ended early: end the agent's connection the same way (no clean terminator),
-        # so the agent sees the truncation it would have seen directly.
+        # so the agent sees the truncation it would have seen directly. A reset is passed on as a reset
+        # (closed with SO_LINGER 0, which sends RST): closed plainly, the agent saw an orderly close
+        # (httpx: RemoteProtocolError) where without the proxy it would have seen ECONNRESET (ReadError).
+        # aiohttp names the socket's error only in the message of the payload error it raises.
+        reset = _was_reset(exc)
         if ex is not None:
             ex.upstream_cut = True
-            ex.error = f"the upstream ended the response early ({type(exc).__name__})"
+            how = "reset the connection" if reset else "ended the response early"
+            ex.error = f"the upstream {how} ({type(exc).__name__}: {str(exc)[:300]})"
         if request.transport is not None:
+            if reset:
+                _reset_on_close(request.transport)
             request.transport.abort()
         return resp
     try:
@@ -265,6 +274,26 @@ async def _relay(
         if isinstance(exc, asyncio.CancelledError):
             raise
     return resp
+
+
+def _was_reset(exc: BaseException) -> bool:
+    """Whether the upstream's connection was reset (RST), not closed, under `exc`."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionResetError) or "ConnectionResetError" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _reset_on_close(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:  # the socket is already gone: the plain close is all there is
+        pass
 
 
 def make_app(upstreams: dict[str, str], hook: Hook | None, max_body: int = MAX_BODY) -> web.Application:
