@@ -6,7 +6,8 @@ usage fields each provider sends: Anthropic cache reads/writes and the 5m/1h wri
 Replies are deterministic (fixed ids, no timestamps) so a response fetched twice is byte-identical.
 
 Behaviour by model name, for the bad-input tests:
-    *-error429 / *-error500   that status with the API's error body
+    *-error429 / *-error500 / *-error529   that status with the API's error body (529: Anthropic's
+                              overloaded), with `retry-after` when StandIn.retry_after is set
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
     *-cut                     the stream stops mid-way and the connection is dropped
@@ -210,6 +211,7 @@ class StandIn:
     # ("polls": the first background_polls - 1 of them answer `in_progress`), a streamed one's events
     background: dict[str, dict[str, Any]] = field(default_factory=dict)
     background_polls: int = 2
+    retry_after: str = ""  # the error replies' Retry-After header (none when empty: SDKs that retry wait it)
 
     # ------------------------------------------------------------------ replies
 
@@ -537,13 +539,13 @@ class StandIn:
             _TOKENS.set(int(directive.group(1)))
             late = float(directive.group(2) or 0)
         anthropic = path.endswith("/messages")
-        for code in (429, 500):
+        for code in (429, 500, 529):
             if model.endswith(f"-error{code}"):
                 err = (
                     {
                         "type": "error",
                         "error": {
-                            "type": "rate_limit_error" if code == 429 else "api_error",
+                            "type": {429: "rate_limit_error", 529: "overloaded_error"}.get(code, "api_error"),
                             "message": f"stand-in says {code}",
                         },
                     }
@@ -556,7 +558,7 @@ class StandIn:
                     status=code,
                     body=data,
                     content_type="application/json",
-                    headers={"x-request-id": "req_err"},
+                    headers={"x-request-id": "req_err", **({"retry-after": self.retry_after} if self.retry_after else {})},
                 )
         item = self._text()
         responses = path.endswith("/responses")

@@ -93,20 +93,28 @@ def test_upstream_down_gives_clear_502(tmp_path: Path, rtdir: Path) -> None:
         verify_ok(p)
 
 
-@pytest.mark.parametrize("code", [429, 500])
+@pytest.mark.parametrize("code", [429, 500, 529])
 def test_upstream_errors_pass_through_unchanged(proxied: Proxied, standin: StandIn, code: int) -> None:
     body = {**BODIES["/v1/messages"], "model": f"claude-x-error{code}"}
-    direct = _post(standin.url, "/v1/messages", body, False)
-    via = _post(proxied.url, "/v1/messages", body, False)
+    standin.retry_after = "7" if code != 500 else ""
+    try:
+        direct = _post(standin.url, "/v1/messages", body, False)
+        via = _post(proxied.url, "/v1/messages", body, False)
+    finally:
+        standin.retry_after = ""
     assert via.status_code == direct.status_code == code
     assert via.content == direct.content == standin.sent[-1]
     assert via.headers["x-request-id"] == "req_err"
-    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
-    err = anthropic.RateLimitError if code == 429 else anthropic.InternalServerError
+    assert via.headers.get("retry-after") == direct.headers.get("retry-after")
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)  # (no retry-after here)
+    err = {429: anthropic.RateLimitError, 529: anthropic.OverloadedError}.get(code, anthropic.InternalServerError)
     with pytest.raises(err):
         client.messages.create(**body)  # type: ignore[arg-type]
     paths = proxied.finish()
-    assert len(errors(paths[0])) == 2 and f"HTTP {code}" in errors(paths[0])[0]["message"]
+    errs = errors(paths[0])
+    # the recording says the status, how long the agent was told to wait (the gap before its retry), the body
+    said = f"HTTP {code} (retry-after: 7): " if code != 500 else f"HTTP {code}: "
+    assert len(errs) == 2 and errs[0]["message"].startswith(said) and errs[1]["message"].startswith(f"HTTP {code}: ")
     verify_ok(paths[0])
 
 

@@ -249,6 +249,9 @@ class Exchange:
     upstream_cut: bool = False  # the upstream ended the body early
     request_encoding: str = ""  # the request's Content-Encoding (some clients compress what they send)
     location: str = ""  # a redirect's Location, as passed to the agent
+    # An error's Retry-After (429, 503, Anthropic's 529): how long the agent's SDK waits before it tries
+    # again, which is the gap the recording shows before the next call. The one header it keeps.
+    retry_after: str = ""
 
     @property
     def streamed(self) -> bool:

@@ -227,6 +227,8 @@ async def _relay(
         ex.status = up.status
         ex.content_type = up.headers.get("Content-Type", "")
         ex.content_encoding = up.headers.get("Content-Encoding", "")
+        if up.status >= 400:
+            ex.retry_after = up.headers.get("Retry-After", "")[:100]
     keep = ex.response if ex is not None else None
     try:
         await resp.prepare(request)

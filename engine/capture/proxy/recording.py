@@ -473,7 +473,8 @@ class Recorder:
         except ValueError as exc:  # every decoding failure, as exchange.decode reports it
             return None, f"response not decodable: {exc}"
         if ex.status >= 400:
-            return None, f"HTTP {ex.status}: {raw[:2000].decode('utf-8', 'replace')}"
+            wait = f" (retry-after: {ex.retry_after})" if ex.retry_after else ""
+            return None, f"HTTP {ex.status}{wait}: {raw[:2000].decode('utf-8', 'replace')}"
         if ex.streamed:
             r = REASSEMBLERS[wire](raw)
             if r.body is None or not r.complete:
