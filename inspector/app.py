@@ -715,6 +715,8 @@ class InspectorApp(App[None]):
 
     def action_save(self) -> None:
         pid = self.source.header.get("pid", "session")
+        if self.source.header.get("session") is not None:  # one conversation of several: its own name
+            pid = f"{pid}.{self.source.header['session']}"
         self.push_screen(SaveScreen(f"cp-{pid}.cpsession", len(self.timeline), still_arriving=self.disconnected is None),
                          self._save_to)
 

@@ -58,7 +58,10 @@ def status_parts(
     h, tl = view.source.header, view.timeline
     live = view.source.kind == "live"
     if live:
-        kind, name = "[bold $success]● LIVE[/]", f"pid {h.get('pid', '?')}"
+        # PID.SESSION for one conversation of a process that serves several (a proxy's, a served fork's):
+        # "pid 19439" alone did not say whether it was the parent or its child.
+        session = f".{h['session']}" if h.get("session") is not None else ""
+        kind, name = "[bold $success]● LIVE[/]", f"pid {h.get('pid', '?')}{session}"
     else:
         kind, name = "[bold $primary]REPLAY[/]", str(h.get("path", "")).rsplit("/", 1)[-1]
     origin = f"{kind} {escape(name if live else one_line(short_name(name)))}"

@@ -140,6 +140,11 @@ class LiveSource(ReplayingSource):
                     ) from exc
                 time.sleep(0.1)
 
+    @property
+    def target(self) -> str:
+        """PID, or PID.SESSION for one conversation of several, as `cp-inspect ps` lists it."""
+        return str(self.pid) if self.session is None else f"{self.pid}.{self.session}"
+
     def _connect(self) -> None:
         """Connect and read the journal so far: the hello says how many snapshot events follow."""
         with self._io:
@@ -147,6 +152,10 @@ class LiveSource(ReplayingSource):
                 self.pid, timeout=self.timeout, session=self.session, lean=self.lean, elide=self.elide, poll=True
             )
             self.header = {**dict(self.client.hello), "pid": self.pid}
+            if self.session is not None:
+                # The conversation of a process that serves several (a proxy's, a served fork's): what
+                # the status line and the save's default name say, as `ps` lists it.
+                self.header["session"] = self.session
             self.events = []
             self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
             self._inbox.clear()
@@ -605,7 +614,7 @@ class LiveSource(ReplayingSource):
                 return
             if ev is None:
                 if self.client.disconnected:
-                    yield Disconnected(f"agent pid {self.pid} disconnected")
+                    yield Disconnected(f"agent pid {self.target} disconnected")
                     return
                 if _reader_cancelled():
                     # The app quit while the agent is idle: end here, since the reader only looks at its
