@@ -114,8 +114,14 @@ def ps(
     typer.echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
     for a in agents:
         errs = f"  [{a.tap_errors} tap errors]" if a.tap_errors else ""
+        if a.error:  # alive, but it did not answer (stopped, busy): its figures are unknown, not "None"
+            errs += f"  [not answering: {a.error}]"
+
+        def shown(v: object) -> str:
+            return "-" if v is None else str(v)
+
         typer.echo(
-            f"{a.target:>9}  {str(a.model):<22}{str(a.provider):<11}{str(a.turns):>6}  {a.command[:60]}{errs}"
+            f"{a.target:>9}  {shown(a.model):<22}{shown(a.provider):<11}{shown(a.turns):>6}  {a.command[:60]}{errs}"
         )
 
 
