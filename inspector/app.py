@@ -452,6 +452,9 @@ class InspectorApp(App[None]):
         for screen in self.screen_stack:  # a save prompt open meanwhile counts what it would save
             if isinstance(screen, SaveScreen):
                 screen.set_turns(len(self.timeline), self.disconnected is None)
+            elif isinstance(screen, GoToTurnScreen) and len(self.timeline):
+                # and a go-to prompt takes the turns that arrived while it was open
+                screen.set_last(self.timeline.traces[-1]["turn"])
 
     def watch_failed(self) -> None:
         self._update_status()

@@ -25,8 +25,21 @@ class GoToTurnScreen(ModalScreen[int | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Go to turn ({self.first}–{self.last}), Enter to jump, Esc to cancel")
+            yield Label(self._question(), id="goto-question")
             yield Input(placeholder=str(self.last), type="integer", id="turn-input")
+
+    def _question(self) -> str:
+        return f"Go to turn ({self.first}–{self.last}), Enter to jump, Esc to cancel"
+
+    def set_last(self, last: int) -> None:
+        """Attached to a live agent, turns go on arriving while the prompt is open: the range follows
+        them. It stayed at the one the prompt opened with, and a turn that had arrived since was refused
+        as "outside" it."""
+        if last != self.last:
+            self.last = last
+            if self.is_mounted:
+                self.query_one("#goto-question", Label).update(self._question())
+                self.query_one("#turn-input", Input).placeholder = str(last)
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:

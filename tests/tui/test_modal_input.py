@@ -103,3 +103,29 @@ async def test_a_save_made_while_the_agent_ran_is_not_taken_for_all_of_it(tmp_pa
         status = str(app.query_one("#status").render())
         assert "30 turns kept" in status and f"{held} saved to {saved}; press s to save all" in status, status
         assert f"kept; saved to {saved}" not in status
+
+
+async def test_go_to_takes_a_turn_that_arrived_while_the_prompt_was_open() -> None:
+    """Attached to a live agent, `g` opened "Go to turn (0–19)"; turns went on arriving, and typing one of
+    them was refused as "outside 0–19" though it was there. The range follows the turns received."""
+    import time
+
+    from inspector.screens import GoToTurnScreen
+
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.1))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        give_up = time.monotonic() + 15
+        while len(app.timeline) < 20 and time.monotonic() < give_up:  # (settle would wait for the end)
+            await pilot.pause(0.05)
+        await pilot.press("g")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, GoToTurnScreen)
+        opened_at = app.screen.last
+        while len(app.timeline) < 30 and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        assert opened_at < 28
+        await pilot.press("2", "8", "enter")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, GoToTurnScreen), toasts(app)
+        await settle(pilot)
+        assert app.timeline.traces[app.index]["turn"] == 28
