@@ -197,6 +197,9 @@ class Tap:
         # The id of the last response journaled: a Responses request that names it as its
         # previous_response_id continues this conversation from the server's copy (see _parse_request).
         self.last_response_id: str | None = None
+        # Background Responses calls (`background: true`) whose reply was only `queued`, by response id,
+        # with the status last seen: their outcome comes with a later responses.retrieve (see follow).
+        self.background: dict[str, tuple[TapCall, str]] = {}
 
     def now(self) -> float:
         """The journal's clock: while a request is journaled, the time it was sent. A request is journaled
@@ -293,12 +296,13 @@ class Tap:
             from engine.capture.proxy.responses_api import response_to_chat, why_failed
 
             if data.get("status") in ("queued", "in_progress"):
-                # background: true: this is not the reply, only its ticket; the tap does not follow the
-                # agent's responses.retrieve calls (the proxy does), so the turn says its outcome is unseen.
+                # background: true, and the outcome was not followed (a raw response the tap does not
+                # wait on): this is not the reply, only its ticket, so the turn says its outcome is unseen.
                 self.pipe.record_error(
                     "unobserved",
                     f"unobserved: the background response {data.get('id')} was {data.get('status')} when "
-                    "create() returned; the tap does not follow its retrieve (record through the proxy)",
+                    "create() returned; its outcome was not seen (fetch it with responses.retrieve, or "
+                    "record through the proxy)",
                 )
                 return
             if data.get("status") == "failed":
@@ -490,11 +494,54 @@ class Tap:
         else:
             self.end(call, problem=problem or "incomplete_stream: no message")
 
+    def defer(self, call: TapCall, resp: Any, kwargs: dict[str, Any]) -> bool:
+        """A background call's `queued` reply: not its outcome, which a later retrieve brings (follow).
+        True if the call is left waiting for it."""
+        if kwargs.get("background") is not True:
+            return False
+        data = plain(resp) if not isinstance(resp, dict) else resp
+        if not isinstance(data, dict) or data.get("status") not in ("queued", "in_progress"):
+            return False
+        rid = data.get("id")
+        if not isinstance(rid, str):
+            return False
+        with self.lock:
+            self.background[rid] = (call, str(data["status"]))
+            self.last_response_id = rid
+        return True
+
+    def follow(self, resp: Any) -> None:
+        """A responses.retrieve or cancel result: the outcome of a background call, if it is one's and
+        it has ended (completed, incomplete, failed, cancelled)."""
+        data = plain(resp) if not isinstance(resp, dict) else resp
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            return
+        rid, status = data["id"], data.get("status")
+        with self.lock:
+            pending = self.background.get(rid)
+            if pending is None:
+                return
+            if status in ("queued", "in_progress"):
+                self.background[rid] = (pending[0], str(status))
+                return
+            del self.background[rid]
+        if status == "cancelled":
+            self.end(pending[0], problem=f"the background response {rid} was cancelled")
+        else:
+            self.end(pending[0], data)
+
     def close(self) -> None:
         """Finish the recording (idempotent; also run at interpreter exit). Calls still in flight are
         journaled as such: the recording says what it does not know."""
         try:
             with self.lock:
+                for rid, (c, status) in list(self.background.items()):
+                    self.end(
+                        c,
+                        problem=f"unobserved: the background response {rid} was still {status} when the "
+                        "recording closed (its outcome was not fetched with responses.retrieve)",
+                    )
+                self.background.clear()
                 unfinished = "unobserved: still in flight when the recording was closed"
                 for c in self._waiting:
                     if c.outcome is None:
@@ -561,6 +608,8 @@ class _CallSite:
                     return resp
                 t.end(call, resp.parse())
                 return resp
+            if not streaming and t.defer(call, resp, kwargs):
+                return resp
             if streaming:
                 acc = ACCUMULATORS[self.stream_wire]()
                 cls = AsyncTappedStream if self.is_async else TappedStream
@@ -589,6 +638,39 @@ class _CallSite:
 
     def error(self, exc: BaseException, call: TapCall | None) -> None:
         self.t.end(call, problem=gave_up(exc))
+
+
+def _wrap_follow(resource: Any, t: Tap, is_async: bool, name: str) -> None:
+    """responses.retrieve / cancel: what they return is a background call's outcome once it has one. A
+    streamed retrieve (resuming a background stream) is passed by: its call stays pending."""
+    original = getattr(resource, name, None)
+    if original is None:
+        return
+
+    def seen(resp: Any, kwargs: dict[str, Any]) -> None:
+        if kwargs.get("stream") is True or t.background == {}:
+            return
+        try:
+            t.follow(resp)
+        except Exception as exc:  # the agent's call must not fail for the tap
+            t.note_error(f"{name}: {type(exc).__name__}: {exc}")
+
+    if is_async:
+
+        async def afollowed(*args: Any, **kwargs: Any) -> Any:
+            resp = await original(*args, **kwargs)
+            seen(resp, kwargs)
+            return resp
+
+        setattr(resource, name, afollowed)
+    else:
+
+        def followed(*args: Any, **kwargs: Any) -> Any:
+            resp = original(*args, **kwargs)
+            seen(resp, kwargs)
+            return resp
+
+        setattr(resource, name, followed)
 
 
 def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: str = "create") -> None:
@@ -753,6 +835,8 @@ def tap(
         if responses is not None and hasattr(responses, "create"):
             for name in ("create", "parse"):
                 _wrap_create(responses, t, is_async, "openai-responses", name)
+            for name in ("retrieve", "cancel"):  # a background call's outcome
+                _wrap_follow(responses, t, is_async, name)
     else:
         raise TypeError(
             f"tap() expects an anthropic.Anthropic or openai.OpenAI client (sync or async), "

@@ -351,15 +351,55 @@ def test_a_background_call_is_recorded_with_its_outcome(proxied: Proxied, standi
         verify_ok(p)
 
 
-def test_a_tapped_background_call_says_its_outcome_is_unseen(standin: StandIn, tmp_path: Path) -> None:
-    # The tap sees create() only: its `queued` reply is not the call's reply (it was journaled as an empty
-    # one); the recording says the outcome was not seen and where to record it.
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_tapped_background_call_is_recorded_with_its_outcome(standin: StandIn, tmp_path: Path, is_async: bool) -> None:
+    # The tap sees create() return `queued`, then the agent's responses.retrieve polls: the outcome goes to
+    # the call's turn (it was journaled as an empty reply); one never fetched says it is pending, with its
+    # id; a cancelled one says so.
+    standin.script = []
+    rec = tmp_path / "t.cpsession"
+    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
+    client = tap(cls(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=rec)
+
+    async def run() -> tuple[str, str]:
+        async def call(x: Any) -> Any:
+            return await x if is_async else x
+
+        r = await call(client.responses.create(model="gpt-4.1", instructions=SYSTEM, input="Summarise.", background=True))
+        assert r.status == "queued"
+        while r.status in ("queued", "in_progress"):
+            r = await call(client.responses.retrieve(r.id))
+        assert r.output_text == "Hello from the stand-in."
+        r2 = await call(client.responses.create(model="gpt-4.1", input="Thanks.", previous_response_id=r.id))
+        assert r2.status == "completed"
+        forgotten = await call(client.responses.create(model="gpt-4.1", input="Never fetched.", background=True))
+        cancelled = await call(client.responses.create(model="gpt-4.1", input="Cancel me.", background=True))
+        assert (await call(client.responses.cancel(cancelled.id))).status == "cancelled"
+        return forgotten.id, cancelled.id
+
+    forgotten, cancelled = asyncio.run(run())
+    client.contextpipe_tap.close()
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    assert usages(rec) == [R_USAGE] * 2  # the polled reply (turn 0) and its follow-up (turn 1)
+    assert [e["turn"] for e in events_of(rec) if e["k"] == "usage"] == [0, 1]
+    errs = errors(rec)
+    (pending,) = [e for e in errs if forgotten in e["message"]]
+    assert pending["kind"] == "unobserved" and "still queued" in pending["message"], pending
+    (gone,) = [e for e in errs if cancelled in e["message"]]
+    assert "was cancelled" in gone["message"], gone
+    assert len(errs) == 2, errs
+    verify_ok(rec)
+
+
+def test_a_background_call_read_raw_says_its_outcome_is_unseen(standin: StandIn, tmp_path: Path) -> None:
+    # with_raw_response: the agent reads the reply itself and the tap does not wait on it; its `queued`
+    # reply is not journaled as an empty reply, the turn says the outcome was not seen.
     standin.script = []
     rec = tmp_path / "t.cpsession"
     client = tap(openai.OpenAI(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=rec)
-    r = client.responses.create(model="gpt-4.1", input="Summarise.", background=True)
-    assert r.status == "queued"
+    raw = client.responses.with_raw_response.create(model="gpt-4.1", input="Summarise.", background=True)
+    rid = raw.parse().id
     client.contextpipe_tap.close()
     (err,) = errors(rec)
-    assert err["kind"] == "unobserved" and r.id in err["message"] and "proxy" in err["message"], err
+    assert err["kind"] == "unobserved" and f"{rid} was queued when create() returned" in err["message"], err
     assert not usages(rec)
