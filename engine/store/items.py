@@ -49,6 +49,9 @@ class Kind(StrEnum):
 
     @classmethod
     def parse(cls, value: str) -> Kind:
+        if not isinstance(value, str):  # None or a number: an AttributeError from .strip() said nothing
+            names = ", ".join(k.value for k in cls)
+            raise TypeError(f"item kind must be a Kind or one of {names}; got {value!r}")
         try:
             return cls(value.strip().lower().replace("-", "_"))
         except ValueError:
@@ -65,6 +68,9 @@ class LinkKind(StrEnum):
 
     @classmethod
     def parse(cls, value: str) -> LinkKind:
+        if not isinstance(value, str):
+            names = ", ".join(k.value for k in cls)
+            raise TypeError(f"link kind must be a LinkKind or one of {names}; got {value!r}")
         try:
             return cls(value.strip().lower())
         except ValueError:

@@ -109,12 +109,24 @@ INSERT INTO items_fts(items_fts) VALUES ('rebuild');
     + _BINDINGS,
 }
 
+_WRITE_FAILURES = ("SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC", "SQLITE_IOERR_TRUNCATE", "SQLITE_IOERR_SHMSIZE")
 _CORRUPT_MARKERS = ("file is not a database", "malformed", "file is encrypted", "disk image")
 
 
 def translate(exc: sqlite3.Error, path: str, timeout_s: float) -> StoreError:
     """Turn a raw sqlite3 error into one a person can act on."""
     msg = str(exc).lower()
+    code = str(getattr(exc, "sqlite_errorname", "") or "")
+    if code == "SQLITE_FULL" or code.startswith(_WRITE_FAILURES):
+        # "sqlite error: disk I/O error" said neither what failed nor what to do. A full disk is
+        # SQLITE_FULL; a file size limit (ulimit -f: EFBIG) or a quota comes back as a failed write.
+        return StoreError(
+            f"could not write {path}: the disk is full, or a file size limit (ulimit -f) or quota was "
+            f"reached ({exc}). The write that failed was undone and nothing else was lost; free space or "
+            "raise the limit, then run it again"
+        )
+    if code.startswith("SQLITE_IOERR"):
+        return StoreError(f"{path}: the operating system reported an I/O error ({code}); check the disk, then run it again")
     if any(m in msg for m in _CORRUPT_MARKERS):
         return StoreCorruptError(path, str(exc))
     if "locked" in msg or "busy" in msg:

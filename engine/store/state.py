@@ -12,6 +12,7 @@ import contextlib
 import functools
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
@@ -49,18 +50,25 @@ class HasState(Protocol):
 
 
 def translating(fn: Callable[P, R]) -> Callable[P, R]:
-    """Public methods surface sqlite errors as StoreCorruptError / StoreLockedError with the file name.
+    """Public methods surface sqlite errors as StoreCorruptError / StoreLockedError with the file name,
+    run one at a time (the state's lock), and refuse once the store is closed.
 
-    Decorates methods of objects that hold a `state` (the facade and its collaborators).
+    Decorates methods of objects that hold a `state` (the facade and its collaborators). The lock:
+    two threads sharing one store interleaved their transactions on the one connection ("cannot start
+    a transaction within a transaction", an add lost, the mirror patched out of order); now the second
+    waits. It is reentrant, so a public method may call another (and a summarizer may call back).
     """
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except sqlite3.Error as exc:
-            st = cast(HasState, args[0]).state
-            raise translate(exc, st.path, st.timeout_s) from exc
+        st = cast(HasState, args[0]).state
+        with st.lock:
+            if st.closed:
+                raise st.closed_error()
+            try:
+                return fn(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise translate(exc, st.path, st.timeout_s) from exc
 
     return wrapper
 
@@ -96,10 +104,23 @@ class StoreState:
         self.has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
         self.last_window_id = 0  # flight-recorder row of the last window served
         self.batching = False  # inside batch(): writes are savepoints of its one transaction
+        self.lock = threading.RLock()  # one public call at a time (see translating)
+        self.closed = False
 
     @property
     def state(self) -> StoreState:
         return self
+
+    def closed_error(self) -> StoreError:
+        # Used after close(), the store answered from its caches (expand) or raised sqlite3's
+        # ProgrammingError (len, turn), neither saying which store or what to do.
+        return StoreError(f"{self.path}: this ContextStore is closed; open a new ContextStore({self.path!r}) to use it again")
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                self.conn.close()
 
     # ---- transactions -------------------------------------------------------------------------
 

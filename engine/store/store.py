@@ -19,7 +19,7 @@ flight recorder's queries are here.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -49,8 +49,9 @@ __all__ = ["MAX_BUDGET", "ContextStore", "parse_budget", "tokenizer_for"]
 class ContextStore:
     """One SQLite file per run. Originals are never rewritten; windows, stubs and summaries are views.
 
-    Not thread-safe: use one ContextStore per thread (several processes may share the file; SQLite's
-    WAL mode and the busy timeout arbitrate).
+    Threads may share one ContextStore: its public calls run one at a time, and a batch() holds the
+    others off until it ends. Several processes may share the file; SQLite's WAL mode and the busy
+    timeout arbitrate.
     """
 
     def __init__(
@@ -98,8 +99,10 @@ class ContextStore:
     # ---- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        self.staleness.stop()
-        self.state.conn.close()
+        """Close the file. Closing twice is harmless; any other call afterwards raises StoreError."""
+        with self.state.lock:
+            self.staleness.stop()
+            self.state.close()
 
     def __enter__(self) -> ContextStore:
         return self
@@ -113,8 +116,17 @@ class ContextStore:
         """`with store.batch(): ...`: the writes inside commit together when the block ends, or none of
         them if it raises (an import that fails or is interrupted half way leaves the store as it was).
         Nested batches join the outer one."""
-        self.state.require_writable("a batch of writes")
-        return self.state.batch()
+        return self._batch()
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        st = self.state
+        with st.lock:  # held to the end: another thread's write would join the batch (or its rollback)
+            if st.closed:
+                raise st.closed_error()
+            st.require_writable("a batch of writes")
+            with st.batch():
+                yield
 
     @translating
     def add(
@@ -204,6 +216,10 @@ class ContextStore:
         breaks once per compaction, not once per turn). sticky=False solves from scratch.
         Each served window is recorded; with advance_turn the store's turn counter moves on.
         """
+        if query is not None and not isinstance(query, str):  # an AttributeError from deep in the solve
+            raise TypeError(f"query must be text or None, got {type(query).__name__}")
+        if model is not None and not isinstance(model, str) and not callable(getattr(model, "count", None)):
+            raise TypeError(f"model must be a model name, a Tokenizer or None, got {type(model).__name__}")
         return self.server.context_get(budget, model, query, sticky=sticky, advance_turn=advance_turn)
 
     # ---- reading ----------------------------------------------------------------------------
@@ -266,9 +282,14 @@ class ContextStore:
 
     @property
     def turn(self) -> int:
+        return self._turn()
+
+    @translating
+    def _turn(self) -> int:
         self.state.refresh()
         return self.state.turn
 
+    @translating
     def __len__(self) -> int:
         self.state.refresh()
         return len(self.state.metas)

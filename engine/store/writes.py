@@ -6,6 +6,8 @@ make building a 5,000-item store quadratic); anything else marks it dirty for th
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,13 +43,19 @@ class Writer:
         k = kind if isinstance(kind, Kind) else Kind.parse(kind)
         if not isinstance(body, str):
             raise TypeError(f"item body must be str, got {type(body).__name__}")
-        if not 0.0 <= float(importance) <= 1.0:
-            raise ConfigError(f"importance must be between 0 and 1, got {importance}")
+        importance = _importance(importance)
+        if not isinstance(pin, (bool, int)):  # "no" raised int()'s ValueError; "yes" the same
+            raise TypeError(f"pin must be True or False, got {pin!r}")
+        pin = bool(pin)
+        timestamp = _timestamp(timestamp)
+        if source is not None and not isinstance(source, str):
+            if not (k is Kind.FILE_READ and isinstance(source, os.PathLike)):
+                raise TypeError(f"source must be a str (a tool call id or a file's path), got {type(source).__name__}")
         if k is Kind.FILE_READ and source:
             source = normalise(source)
             if file_hash is None:
                 file_hash = file_sha(source)
-        link_list = [(lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), int(dst)) for lk, dst in links]
+        link_list = _links(links)
         fresh = self.state.mirror_current()
         try:
             digest = sha256_hex(body)
@@ -138,9 +146,7 @@ class Writer:
 
     def set_importance(self, item_id: int, importance: float) -> None:
         self.state.require_writable("setting an item's importance")
-        if not 0.0 <= importance <= 1.0:
-            raise ConfigError(f"importance must be between 0 and 1, got {importance}")
-        self._update_meta(item_id, "importance", float(importance))
+        self._update_meta(item_id, "importance", _importance(importance))
 
     def _insert_link(self, src: int, dst: int, kind: LinkKind) -> None:
         if src == dst:
@@ -160,3 +166,37 @@ class Writer:
             conn.execute(f"UPDATE items SET {column}=? WHERE id=?", (value, item_id))
         self.state.items.pop(item_id, None)
         self.state.dirty = True
+
+
+def _importance(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"importance must be a number between 0 and 1, got {value!r}")
+    if not 0.0 <= value <= 1.0:  # NaN fails this too
+        raise ConfigError(f"importance must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def _timestamp(value: Any) -> float | None:
+    """A wall-clock time in seconds since the epoch, or None. Anything else was stored as it was (SQLite's
+    REAL column keeps text it cannot convert), and every later reload of the store failed on the row."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(f"timestamp must be seconds since the epoch (a finite number) or None, got {value!r}")
+    return float(value)
+
+
+def _links(links: Iterable[tuple[LinkKind | str, int]]) -> list[tuple[LinkKind, int]]:
+    out: list[tuple[LinkKind, int]] = []
+    try:
+        pairs = list(links)
+    except TypeError:
+        raise TypeError(f"links must be (kind, target id) pairs, got {links!r}") from None
+    for pair in pairs:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"each link must be a (kind, target id) pair, got {pair!r}")
+        lk, dst = pair
+        if isinstance(dst, bool) or not isinstance(dst, int):
+            raise TypeError(f"a link's target must be an item id (int), got {dst!r}")
+        out.append((lk if isinstance(lk, LinkKind) else LinkKind.parse(lk), dst))
+    return out

@@ -1,0 +1,279 @@
+"""The store as a careless user meets it: wrong argument types, use after close, threads sharing one
+store, a write refused by the file system, a process killed mid-add, and `ctx add` with nothing piped in.
+Plus the properties the store promises (expand is byte-exact, a sticky window does not churn), checked
+over generated inputs rather than one example each."""
+
+from __future__ import annotations
+
+import os
+import pty
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ConfigError
+from engine.store import ContextStore, Kind, StoreError
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+# ---- arguments ----------------------------------------------------------------------------------------
+
+
+def test_a_timestamp_that_is_not_a_number_is_refused_and_the_store_still_opens(tmp_path: Path) -> None:
+    # It was stored as text in the REAL column, and every reload afterwards (len, a window, reopening
+    # the store) failed on float('now'): one bad add made the whole store unusable.
+    db = tmp_path / "c.db"
+    with ContextStore(db) as s:
+        s.add("kept", Kind.USER, timestamp=1.7e9)
+        for bad in ("now", float("nan"), float("inf"), True):
+            with pytest.raises(TypeError, match="timestamp must be seconds since the epoch"):
+                s.add("x", timestamp=bad)
+    with ContextStore(db) as s:
+        assert len(s) == 1 and s.get(1).timestamp == 1.7e9
+        assert list(s.context_get(1000).ids) == [1]
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"kind": None}, "item kind must be a Kind or one of system"),
+        ({"kind": 5}, "item kind must be a Kind or one of system"),
+        ({"pin": "no"}, "pin must be True or False"),
+        ({"importance": "0.5"}, "importance must be a number"),
+        ({"source": 5}, "source must be a str"),
+        ({"links": 5}, "links must be .kind, target id. pairs"),
+        ({"links": [(1,)]}, "each link must be a .kind, target id. pair"),
+        ({"links": [(None, 1)]}, "link kind must be a LinkKind"),
+    ],
+)
+def test_wrong_argument_types_say_which_argument_and_store_nothing(tmp_path: Path, kw: dict[str, Any], match: str) -> None:
+    with ContextStore(tmp_path / "c.db") as s:
+        s.add("first")
+        with pytest.raises(TypeError, match=match):
+            s.add("x", **kw)
+        assert len(s) == 1
+
+
+def test_context_get_with_a_query_or_model_of_the_wrong_type_says_so(tmp_path: Path) -> None:
+    with ContextStore(tmp_path / "c.db") as s:
+        s.add("hello")
+        with pytest.raises(TypeError, match="query must be text"):
+            s.context_get(100, query=5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="model must be a model name"):
+            s.context_get(100, model=5)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="whole number"):
+            s.context_get(float("nan"))  # type: ignore[arg-type]
+
+
+def test_use_after_close_is_a_clear_error_and_closing_twice_is_harmless(tmp_path: Path) -> None:
+    s = ContextStore(tmp_path / "c.db")
+    s.add("hello")
+    s.expand(1)  # cached: after close, expand answered from the cache as if the store were open
+    s.close()
+    s.close()
+    for call in (lambda: s.expand(1), lambda: s.add("x"), lambda: len(s), lambda: s.turn, lambda: s.context_get(100)):
+        with pytest.raises(StoreError, match="this ContextStore is closed; open a new ContextStore"):
+            call()
+    with pytest.raises(StoreError, match="closed"), s.batch():
+        pass
+
+
+def test_threads_sharing_one_store_lose_nothing(tmp_path: Path) -> None:
+    # The transactions of two threads interleaved on the one connection: "cannot start a transaction
+    # within a transaction", adds lost.
+    s = ContextStore(tmp_path / "c.db")
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def work(t: int) -> None:
+        try:
+            start.wait()
+            for j in range(25):
+                s.add(f"thread {t} item {j}")
+                if j % 5 == 4:
+                    w = s.context_get(2000)
+                    assert w.used <= w.usable
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(s) == 100
+    s.close()
+    with ContextStore(tmp_path / "c.db") as again:
+        bodies = {again.get(i).body for i in range(1, 101)}
+    assert bodies == {f"thread {t} item {j}" for t in range(4) for j in range(25)}
+
+
+def test_a_batch_keeps_other_threads_out_until_it_ends(tmp_path: Path) -> None:
+    s = ContextStore(tmp_path / "c.db")
+    inside = threading.Event()
+    other_done = threading.Event()
+
+    def other() -> None:
+        inside.wait()
+        s.add("from the other thread")
+        other_done.set()
+
+    th = threading.Thread(target=other)
+    th.start()
+    with pytest.raises(RuntimeError), s.batch():
+        s.add("in the batch")
+        inside.set()
+        assert not other_done.wait(0.3)  # it waits for the batch: it would have joined (and lost) it
+        raise RuntimeError("the batch fails")
+    th.join()
+    assert [s.get(i).body for i in range(1, len(s) + 1)] == ["from the other thread"]
+    s.close()
+
+
+# ---- the file system says no --------------------------------------------------------------------------
+
+
+def _cli(*args: str, stdin: bytes | None = None, preexec: Any = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "inspector", *args], input=stdin, capture_output=True, env=ENV, cwd=ROOT,
+        preexec_fn=preexec, timeout=60,
+    )
+
+
+def test_a_write_past_the_file_size_limit_says_so_and_loses_nothing(tmp_path: Path) -> None:
+    import resource
+
+    db = tmp_path / "c.db"
+    assert _cli("ctx", "add", "--db", str(db), "kept before").returncode == 0
+
+    def limit() -> None:  # ulimit -f 2 MB: the write fails with EFBIG (Python ignores SIGXFSZ)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+
+    r = _cli("ctx", "add", "--db", str(db), "-", stdin=os.urandom(3 << 20).hex().encode(), preexec=limit)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert "Traceback" not in err
+    assert "could not write" in err and "file size limit (ulimit -f)" in err and "nothing else was lost" in err
+    conn = sqlite3.connect(db)  # a second process's view: the old item whole, no half-written one
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT id, body FROM items").fetchall() == [(1, "kept before")]
+    conn.close()
+
+
+def test_a_process_killed_mid_add_loses_no_committed_item(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    script = (
+        "import sys\n"
+        "from engine.store import ContextStore\n"
+        f"s = ContextStore({str(db)!r})\n"
+        "i = 0\n"
+        "while True:\n"
+        "    i += 1\n"
+        "    n = s.add(f'item {i} ' + 'x' * (i % 5000), 'tool_result')\n"
+        "    if i % 7 == 0:\n"
+        "        s.context_get(4000)\n"
+        "    sys.stdout.write(f'{n}\\n'); sys.stdout.flush()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=ENV, cwd=ROOT)
+    assert proc.stdout is not None
+    committed: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(committed) < 300 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        committed.append(int(line))
+    proc.kill()  # SIGKILL: no atexit, no close, the WAL left as it was
+    proc.wait()
+    assert len(committed) >= 300
+    assert (tmp_path / "c.db-wal").exists()  # WAL mode: the commits sit in the log, not yet checkpointed
+    with ContextStore(db) as s:
+        assert len(s) >= len(committed)
+        for n in committed:
+            assert s.get(n).body.startswith(f"item {n} ")
+        w = s.context_get(4000)
+        assert w.used <= w.usable
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+# ---- the CLI ------------------------------------------------------------------------------------------
+
+
+def test_ctx_add_without_text_on_a_terminal_says_what_to_give(tmp_path: Path) -> None:
+    # It read the terminal for an EOF, with no prompt: `ctx add --db x` looked hung.
+    db = tmp_path / "c.db"
+    main, sub = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inspector", "ctx", "add", "--db", str(db)],
+            stdin=sub, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT,
+        )
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("ctx add waited on the terminal")
+    finally:
+        os.close(sub)
+        os.close(main)
+    assert proc.returncode == 2
+    assert b"give the item's text as TEXT, or pipe it in" in err
+    assert not db.exists()
+
+
+# ---- properties ---------------------------------------------------------------------------------------
+
+_texts = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=400
+) | st.sampled_from(["a\r\nb\r\n", "\x00\x00", "  trailing  \n\n", "{\"k\": [1, 2, {\"x\": null}]}", "é\u0301 \U0001f600"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bodies=st.lists(st.tuples(st.sampled_from(list(Kind)[:5] + [Kind.MEMORY]), _texts), min_size=1, max_size=30),
+       budget=st.integers(min_value=40, max_value=2500))
+def test_every_stub_and_summary_names_its_item_and_expand_gives_it_back_byte_for_byte(
+    tmp_path_factory: pytest.TempPathFactory, bodies: list[tuple[Kind, str]], budget: int
+) -> None:
+    with ContextStore(tmp_path_factory.mktemp("p") / "p.db") as s:
+        ids = [s.add(body * 20 if i % 3 == 0 else body, kind) for i, (kind, body) in enumerate(bodies)]
+        originals = {n: (body * 20 if i % 3 == 0 else body) for i, (n, (_, body)) in enumerate(zip(ids, bodies, strict=True))}
+        w = s.context_get(budget, sticky=False)
+        assert w.used <= w.usable <= budget
+        for e in w.entries:
+            if e.form == "full":
+                assert originals[e.id] in e.text  # a full item is the original (a header may precede it)
+            else:
+                assert e.text.startswith(f"[#{e.id} "), e.text[:60]  # says which item it stands for
+        for n, body in originals.items():
+            assert s.expand(n) == body
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bodies=st.lists(_texts, min_size=2, max_size=40), budget=st.integers(min_value=60, max_value=3000),
+       repeats=st.integers(min_value=2, max_value=4))
+def test_a_sticky_window_does_not_churn_when_nothing_changed(
+    tmp_path_factory: pytest.TempPathFactory, bodies: list[str], budget: int, repeats: int
+) -> None:
+    with ContextStore(tmp_path_factory.mktemp("p") / "p.db") as s:
+        for i, body in enumerate(bodies):
+            s.add(body * (1 + i % 4), Kind.TOOL_RESULT if i % 2 else Kind.ASSISTANT)
+        first = s.context_get(budget)
+        assert first.used <= first.usable
+        for _ in range(repeats):  # turns move on, nothing is added: the same window, byte for byte
+            again = s.context_get(budget)
+            assert again.text_hash == first.text_hash
+            assert [(e.id, e.form, e.text) for e in again.entries] == [(e.id, e.form, e.text) for e in first.entries]
