@@ -48,7 +48,7 @@ from engine.capture.tap_streams import (
     plain,
     stream_ended,
 )
-from engine.errors import ContextPipeError
+from engine.errors import BudgetExceededError, ContextPipeError
 from engine.feedback import normalize_usage, reply_diagnostics
 from engine.importers._common import Ctx
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
@@ -85,6 +85,9 @@ DIAG_KIND = "tap_error"
 # outcome, journaled late if it comes): an agent thread that leaves a stream open and unread must not
 # hold every other thread's turns out of the live view for long.
 MAX_HELD = 8
+# How many times the shadow plan's window may double to fit an agent's request (see Tap._plan): from
+# 128k tokens to 32M, past any model's window; a request that needs more is refused by the model anyway.
+_GROW_WINDOW = 8
 
 
 def _error_kind(text: str) -> str:
@@ -281,10 +284,25 @@ class Tap:
         # The turn this request becomes: the pipeline's own counter, so a call whose response never
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
-        self.pipe.next_request()
+        self._plan()
         if self.stats.errors:
             self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
+
+    def _plan(self) -> None:
+        """The shadow plan of the request just journaled. One that cannot fit the window the tap was given
+        (DEFAULT_WINDOW, 128k, when the model's own is 200k, 400k or 1M) even with all history evicted
+        (a single tool output of 150k tokens) was accepted by a model with a larger window: the plan's
+        window is doubled until it fits, journaled as a `config` event. The turn was lost otherwise: not
+        journaled, its outcome with it, and the recording held only a tap error."""
+        assert self.pipe is not None
+        for _ in range(_GROW_WINDOW):
+            try:
+                self.pipe.next_request()
+                return
+            except BudgetExceededError:
+                self.pipe.set_window(self.pipe.config.window * 2)
+        self.pipe.next_request()
 
     def after(self, response: Any) -> None:
         assert self.pipe is not None and self.feeder is not None

@@ -459,3 +459,23 @@ def test_a_reply_the_journal_cannot_read_keeps_its_usage(tmp_path: Path, rtdir: 
         {"input_tokens": 900, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
     ]
     verify_ok(info.path)
+
+
+def test_a_request_past_the_default_window_is_recorded(proxied: Proxied, standin: StandIn) -> None:
+    # The task itself is ~200k tokens (a repository pasted whole into the first message), to a model whose
+    # window holds it (1M): the shadow plan's window (128k by default) cannot fit it, and the task is
+    # never evicted. The turn was lost: not journaled, nor its usage, only a tap error ("request not
+    # journaled: BudgetExceededError"). Now the plan's window grows to fit, and the recording says so.
+    standin.script = []
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
+    msgs: list[Any] = [{"role": "user", "content": "Review this code:\n" + "word " * 200_000}]
+    client.messages.create(model="claude-sonnet-4", max_tokens=64, system="S", messages=msgs)
+    msgs += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "And the tests?"}]
+    client.messages.create(model="claude-sonnet-4", max_tokens=64, system="S", messages=msgs)
+    (path,) = proxied.finish()
+    (info, _) = next(iter(proxied.recorder.sessions.values()))
+    assert info.tap_errors == 0, info.notes
+    assert len(usages(path)) == 2 and not errors(path)
+    windows = [e["config"]["window"] for e in events_of(path) if e.get("k") == "config"]
+    assert windows == [256_000], windows
+    verify_ok(path)
