@@ -23,6 +23,7 @@ Behaviour by model name, for the bad-input tests:
     *-thinking                the Anthropic reply opens with a signed thinking block and a redacted_thinking
                               block (streamed: thinking_delta pieces, then the signature as a
                               signature_delta; the redacted block whole in its content_block_start)
+    *-plainsse                the stream is served as `text/plain` (some OpenAI-compatible servers)
     *-gzipsse-* / *-zstdsse-*  the stream is compressed with that coding (each event flushed as sent)
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
@@ -615,6 +616,8 @@ class StandIn:
         if model.endswith("-malformed"):
             events = events[:2] + [b"data: {this is not json\n\n", b"event: oops\ndata: [1, 2"]
         sse_headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        if "-plainsse" in model:  # a server that labels its event stream as something else
+            sse_headers["Content-Type"] = "text/plain; charset=utf-8"
         for coding in ("gzip", "zstd"):
             if f"-{coding}sse" in model:
                 events = _compressed(events, coding)

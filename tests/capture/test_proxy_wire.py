@@ -266,3 +266,22 @@ def test_a_compressed_stream_cut_off_is_recorded_with_what_arrived(
     assert events >= 3, err  # message_start and the blocks that arrived before the cut
     for p in paths:
         verify_ok(p)
+
+
+def test_an_event_stream_labelled_otherwise_is_recorded_as_a_stream(proxied: Proxied, standin: StandIn) -> None:
+    # Some OpenAI-compatible servers serve their event stream as text/plain: the SDK streams it all the
+    # same, and the recording must hold the reply and its usage (it said "response is not JSON").
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4o-plainsse",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello from the stand-in."
+    (path,) = proxied.finish()
+    assert not errors(path), errors(path)
+    assert len(usages(path)) == 1
+    verify_ok(path)

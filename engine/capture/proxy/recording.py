@@ -157,6 +157,14 @@ class ProxyTap(Tap):
 _UNENDED = "the stream ended before response.completed"  # sse.reassemble_responses' reason for a cut
 
 
+def _looks_like_sse(raw: bytes) -> bool:
+    """An event stream served under another Content-Type (some OpenAI-compatible servers and gateways
+    send `text/plain` or `application/octet-stream`): the agent's SDK reads it as a stream all the same,
+    and it was recorded as a reply that is not JSON."""
+    head = raw.lstrip()[:16]
+    return head.startswith((b"data:", b"event:", b"id:", b":"))
+
+
 def _whole_events(raw: bytes) -> bytes:
     """`raw` up to its last complete SSE event: a stream that broke off mid-event, resumed after the last
     event the agent read (`starting_after`), continues with the next whole event."""
@@ -309,7 +317,7 @@ class Recorder:
         self._active(info, tap)
         if wire == "openai-responses" and body.get("background") is True and self._deferred(ex, info, tap, body):
             return
-        response, problem = self._response(ex, wire)
+        response, problem = self._response(ex, wire, body.get("stream") is True)
         if response is not None and problem is None:
             tap.guard(tap.after, response)
         else:
@@ -464,7 +472,7 @@ class Recorder:
                 f"no longer served live (more than {self.max_served} sessions active; it is still recorded)"
             )
 
-    def _response(self, ex: Exchange, wire: str) -> tuple[dict[str, Any] | None, str | None]:
+    def _response(self, ex: Exchange, wire: str, asked_stream: bool = False) -> tuple[dict[str, Any] | None, str | None]:
         """(the response body in the non-streamed chat/messages shape, what went wrong or None)."""
         if ex.status is None:
             return None, ex.error or "the upstream was not reached"
@@ -475,7 +483,7 @@ class Recorder:
         if ex.status >= 400:
             wait = f" (retry-after: {ex.retry_after})" if ex.retry_after else ""
             return None, f"HTTP {ex.status}{wait}: {raw[:2000].decode('utf-8', 'replace')}"
-        if ex.streamed:
+        if ex.streamed or (asked_stream and _looks_like_sse(raw)):
             r = REASSEMBLERS[wire](raw)
             if r.body is None or not r.complete:
                 why = r.reason or "incomplete"
