@@ -107,11 +107,16 @@ class TopApp(App[str | None]):
     def _update_summary(self, agents: list[AgentRow]) -> None:
         table = self.query_one(FleetTable)
         live = sum(a.state == "live" for a in agents)
+        # An agent that did not answer (stopped, busy: tried again at each scan) has not ended: counted
+        # as ended, a SIGSTOPped agent read "1 ended" until it was resumed.
+        quiet = sum(a.state == "error" for a in agents)
         cost = sum(a.cost_usd for a in agents)
         # A row whose calls include an unpriced model shows its cost as a lower bound ("+"): so is the sum.
         bound = "" if all(a.priced for a in agents) else "+"
         sort = dict(COLUMNS)[table.sort_key] + (" ↓" if table.reverse else " ↑")
-        text = (f"[b]{live}[/b] live agent(s), {len(agents) - live} ended · total ${cost:.4f}{bound} · "
+        not_answering = f"{quiet} not answering, " if quiet else ""
+        text = (f"[b]{live}[/b] live agent(s), {not_answering}{len(agents) - live - quiet} ended · "
+                f"total ${cost:.4f}{bound} · "
                 f"sort {sort}" + (f" · filter [b]{table.filter}[/b]" if table.filter else ""))
         if self.watcher.error:
             text = f"[b $error]{self.watcher.error}[/]"

@@ -56,3 +56,44 @@ async def test_enter_on_an_agent_that_has_ended_says_why_in_the_next_table(tmp_p
         assert any(f"cannot attach to {gone.pid}" in s for s in shown), shown
         assert view.notice == ""  # said once: the table after the next attach does not repeat it
         await pilot.press("q")
+
+
+async def test_a_stopped_agent_is_not_counted_as_ended(tmp_path: Path) -> None:
+    """A SIGSTOPped agent (a debugger, ^Z): its row says error (it did not answer), and the summary said
+    "1 ended" though it had not; it says "1 not answering" until the agent answers again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from textual.widgets import Static
+
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    agent = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "400", "--delay", "0.5",
+                              "--serve"], env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        sock = runtime / "contextpipe" / f"{agent.pid}.sock"
+        give_up = time.monotonic() + 20
+        while not sock.exists() and time.monotonic() < give_up:
+            time.sleep(0.05)
+        agent.send_signal(signal.SIGSTOP)
+        watcher = FleetWatcher(runtime / "contextpipe").start()
+        try:
+            app = TopApp(watcher, refresh_s=0.2)
+            async with app.run_test(size=(140, 30)) as pilot:
+                summary = ""
+                while time.monotonic() < give_up:
+                    await pilot.pause(0.1)
+                    summary = str(app.query_one("#summary", Static).render())
+                    if "not answering" in summary or ("ended" in summary and "0 ended" not in summary):
+                        break
+                assert "0 live agent(s), 1 not answering, 0 ended" in summary, summary
+                await pilot.press("q")
+        finally:
+            watcher.stop()
+    finally:
+        agent.kill()
+        agent.wait()
