@@ -344,6 +344,8 @@ class InspectorApp(App[None]):
             self.call_after_refresh(self._first_frame_drawn)
         timeline.extend(message.traces)
         self._count_for_save()
+        if self._whatif is not None:
+            self._whatif.set_received(len(timeline))
         self.query_one("#alerts", AlertsPanel).add_traces(message.traces, first)
         self.query_one("#strip", TimelineStrip).count = len(timeline)
         if not view.loaded and len(timeline):

@@ -104,6 +104,7 @@ class WhatIfPanel(VerticalScroll):
         self._mounting = False  # a piece is being mounted
         self._stale = False  # a step set `trace` while the panel was hidden: `sync` catches up
         self._reveal_pending = False  # a new answer is shown and its laid-out size not seen yet
+        self._received: int | None = None  # the turns the app holds (set_received)
 
     def add_controls(self, pace: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Mount the sliders and switches (once; they are there a moment later). They go in small
@@ -325,7 +326,15 @@ class WhatIfPanel(VerticalScroll):
         if report is None:
             static.update("[$text-muted]simulating the whole session under these settings…[/]")
         else:
-            static.update(session_view(report, self.scrollable_content_region.width or 60))
+            static.update(session_view(report, self.scrollable_content_region.width or 60, self._received))
+
+    def set_received(self, turns: int) -> None:
+        """The turns received so far (a live agent's go on arriving): a session-wide result shown says
+        how many arrived after its run."""
+        self._received = turns
+        report = self.session_result
+        if self.session and report is not None and turns > int(report.get("turns") or turns):
+            self.watch_session_result(report)
 
     def show_session_error(self, message: str) -> None:
         self.query_one("#whatif-result", Static).update(f"[$error]{escape(message)}[/]")

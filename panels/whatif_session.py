@@ -35,13 +35,19 @@ def _bars(costs: list[float], width: int, top: float) -> str:
     return "".join(out)
 
 
-def session_view(report: dict, width: int = 60) -> Content:
+def session_view(report: dict, width: int = 60, received: int | None = None) -> Content:
+    """`received`: the turns the inspector holds now. Attached to a live agent, the run covers the
+    turns there were when it started; the agent goes on, and the figures did not say they were older."""
     pol = report["policies"]
     # Columns narrow to the pane (a wrapped table is unreadable): 13 + 4 x 8 fits the 48 columns the
     # pane has at 120x40; the widest cell ("$0.0123", "100.0%") is 7.
     col = max(8, min(COL, (width - LABEL + 1) // len(POLICIES)))
     label = max(13, min(LABEL, width - col * len(POLICIES)))
     rows = ["[$text-muted]" + " " * label + "".join(f"{h:>{col}}" for _, h in POLICIES) + "[/]"]
+    since = (received or 0) - int(report.get("turns") or 0)
+    if since > 0 and report.get("turns") is not None:
+        rows.insert(0, f"[$warning]run on {report['turns']} turns; {since} more arrived since "
+                       f"(W twice re-runs with them)[/]")
 
     def row(name: str, fmt, key: str) -> None:  # type: ignore[no-untyped-def]
         cells = []

@@ -216,3 +216,31 @@ async def test_hidden_whatif_panel_does_nothing_on_a_step_and_catches_up_when_sh
         app.query_one("#details", TabbedContent).active = "tab-whatif"
         await settle(pilot)
         assert budget.value == app.timeline.traces[app.index]["limit"]
+
+
+async def test_a_session_wide_result_says_when_more_turns_arrived_after_it() -> None:
+    """Attached to a live agent, `W` priced the turns there were then; the agent went on and the figures
+    did not say they were older than the session shown. They say how many turns came after their run."""
+    import time
+
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.1))
+    async with app.run_test(size=(120, 40)) as pilot:
+        give_up = time.monotonic() + 15
+        while len(app.timeline) < 20 and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        await pilot.press("W")
+        whatif = app.query_one("#whatif", WhatIfPanel)
+        while whatif.session_result is None and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        ran_on = whatif.session_result["turns"]  # type: ignore[index]
+        while len(app.timeline) < 30 and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        await pilot.pause(0.1)
+        assert ran_on < 30
+        shown = str(app.query_one("#whatif-result", Static).render())
+        assert f"run on {ran_on} turns; {30 - ran_on} more arrived since (W twice re-runs with them)" in shown, shown
+        await pilot.press("W", "W")  # off and on: the run takes them all, and the note goes
+        while (whatif.session_result is None or whatif.session_result["turns"] < 30) and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        await pilot.pause(0.1)
+        assert "more arrived since" not in str(app.query_one("#whatif-result", Static).render())
