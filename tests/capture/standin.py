@@ -23,6 +23,7 @@ Behaviour by model name, for the bad-input tests:
     *-thinking                the Anthropic reply opens with a signed thinking block and a redacted_thinking
                               block (streamed: thinking_delta pieces, then the signature as a
                               signature_delta; the redacted block whole in its content_block_start)
+    *-nodone                  (chat) the stream ends without `data: [DONE]`, as some compatible servers end it
     *-plainsse                the stream is served as `text/plain` (some OpenAI-compatible servers)
     *-gzipsse-* / *-zstdsse-*  the stream is compressed with that coding (each event flushed as sent)
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
@@ -613,6 +614,8 @@ class StandIn:
                 else sse(None, {"error": {"message": "The server is overloaded", "type": "server_error"}})
             )
             events = events[:3] + [err]
+        if "-nodone" in model:  # a server that ends its chat stream without `data: [DONE]`
+            events = [e for e in events if e != b"data: [DONE]\n\n"]
         if model.endswith("-malformed"):
             events = events[:2] + [b"data: {this is not json\n\n", b"event: oops\ndata: [1, 2"]
         sse_headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}

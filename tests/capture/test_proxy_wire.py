@@ -285,3 +285,22 @@ def test_an_event_stream_labelled_otherwise_is_recorded_as_a_stream(proxied: Pro
     assert not errors(path), errors(path)
     assert len(usages(path)) == 1
     verify_ok(path)
+
+
+def test_a_chat_stream_without_done_is_a_whole_reply(proxied: Proxied, standin: StandIn) -> None:
+    # Some OpenAI-compatible servers (llama.cpp forks, older TGI) end a chat stream at the connection's
+    # end, without `data: [DONE]`: the SDK reads the whole reply, and so must the recording (it said the
+    # stream ended before [DONE], an error on every call). Cut before every choice finished, it is not.
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    for model in ("gpt-4o-nodone", "gpt-4o-nodone-cut"):
+        try:
+            list(client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": model}], stream=True,
+                stream_options={"include_usage": True},
+            ))
+        except openai.APIError:
+            assert model.endswith("-cut")
+    paths = proxied.finish()
+    errs = [e for p in paths for e in errors(p)]
+    assert len(errs) == 1 and "the stream ended before [DONE]" in errs[0]["message"], errs
+    assert sum(len(usages(p)) for p in paths) == 1

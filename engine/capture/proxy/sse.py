@@ -254,8 +254,16 @@ def reassemble_openai_chat(raw: bytes) -> Reassembled:
     if error is not None:
         return Reassembled(out, False, carried_error(error), len(events), notes)
     if not done:
+        if msgs and all(c["finish_reason"] is not None for c in msgs):
+            # Every choice finished but no [DONE] came: some OpenAI-compatible servers never send it (the
+            # SDKs end at the connection's end). Whether it is whole is the connection's to say (the
+            # recorder: a clean end is a whole reply; cut, it is still incomplete).
+            return Reassembled(out, False, NO_DONE, len(events), notes)
         return Reassembled(out, False, "the stream ended before [DONE]", len(events), notes)
     return Reassembled(out, True, "", len(events), notes)
+
+
+NO_DONE = "every choice finished but the stream ended without [DONE]"
 
 
 def _merge_chat_delta(m: dict[str, Any], delta: dict[str, Any]) -> None:
