@@ -43,10 +43,25 @@ def _open(db: Path, *, create: bool = True) -> ContextStore:
 
     if not create and not db.exists():
         fail(f"{db}: no context store there; check --db (ctx add or ctx import creates a store)", 2)
+    if not create and _empty_file(db):
+        # SQLite takes an empty file for an empty database: get made it a store and printed nothing.
+        fail(f"{db} is an empty file, not a context store; check --db (ctx add or ctx import creates a store)", 2)
     try:
         return ContextStore(db)
     except ContextPipeError as exc:
         fail(str(exc))
+
+
+def _empty_file(db: Path) -> bool:
+    """A 0-byte file with no write-ahead log beside it (a store's log can hold every page before the
+    first checkpoint, but SQLite writes the file's first page when it makes the store)."""
+    try:
+        if not db.is_file() or db.stat().st_size:
+            return False
+        wal = db.with_name(db.name + "-wal")
+        return not (wal.is_file() and wal.stat().st_size)
+    except OSError:
+        return False
 
 
 @ctx_app.command("add")
@@ -192,11 +207,14 @@ def get_cmd(
     store = _open(db, create=False)
     try:
         window = store.context_get(budget, model=model, query=query, sticky=not fresh)
+        empty = not window.entries and len(store) == 0
     except (ContextPipeError, ValueError) as exc:
         fail(str(exc))
         return
     finally:
         store.close()
+    if empty and not as_json:  # the plain output was nothing at all, exit 0, as if the command had hung up
+        typer.echo(f"{db} holds no items yet: add some with `ctx add` or `ctx import`", err=True)
     if as_json:
         m = window.manifest()
         m["messages"] = [{"role": e.role, "content": e.text} for e in window.entries]

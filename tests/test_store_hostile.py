@@ -277,3 +277,56 @@ def test_a_sticky_window_does_not_churn_when_nothing_changed(
             again = s.context_get(budget)
             assert again.text_hash == first.text_hash
             assert [(e.id, e.form, e.text) for e in again.entries] == [(e.id, e.form, e.text) for e in first.entries]
+
+
+def _fsize_limit(nbytes: int) -> Any:
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+    return limit
+
+
+def test_a_new_store_whose_creation_is_refused_by_the_file_system_says_why(tmp_path: Path) -> None:
+    # Its schema's write failed, SQLite rolled back on its own, and the ROLLBACK in _migrate raised
+    # "cannot rollback - no transaction is active" in place of the reason.
+    db = tmp_path / "c.db"
+    r = _cli("ctx", "add", "--db", str(db), "hello", preexec=_fsize_limit(60 << 10))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err
+    assert "could not write" in err and "no transaction is active" not in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv")
+def test_a_store_in_a_directory_that_is_not_writable_says_so(tmp_path: Path) -> None:
+    # Root ignores modes; without CAP_DAC_OVERRIDE it meets them as any user does. SQLite said only
+    # "unable to open database file".
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    drop = "-dac_override,-dac_read_search,-fowner"
+    r = subprocess.run(
+        ["/usr/bin/setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}", sys.executable, "-m", "inspector",
+         "ctx", "add", "--db", str(ro / "new.db"), "hello"],
+        capture_output=True, env=ENV, cwd=ROOT, timeout=60,
+    )
+    ro.chmod(0o755)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err
+    assert f"directory {ro} is not writable" in err and "give --db a path in a directory you can write" in err
+
+
+def test_ctx_get_on_an_empty_file_or_an_empty_store_says_so(tmp_path: Path) -> None:
+    # An empty file (`touch ctx.db`, a mistyped name made by an editor) was made a store by ctx get,
+    # which then printed nothing, exit 0.
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for args in (("get", "--budget", "100"), ("expand", "1")):
+        r = _cli("ctx", args[0], "--db", str(empty), *args[1:])
+        assert r.returncode == 2 and b"is an empty file, not a context store" in r.stderr
+    assert empty.stat().st_size == 0
+    db = tmp_path / "c.db"
+    ContextStore(db).close()
+    r = _cli("ctx", "get", "--db", str(db), "--budget", "100")
+    assert r.returncode == 0 and b"holds no items yet: add some with `ctx add` or `ctx import`" in r.stderr

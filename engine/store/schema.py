@@ -235,6 +235,12 @@ def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
         parent = Path(p).resolve().parent
         if not parent.is_dir():
             raise StoreError(f"cannot create {p}: directory {parent} does not exist")
+        if not os.path.exists(p) and not os.access(parent, os.W_OK | os.X_OK):
+            # SQLite said only "unable to open database file".
+            raise StoreError(
+                f"cannot create {p}: directory {parent} is not writable (its mode or its mount); "
+                "give --db a path in a directory you can write"
+            )
         if is_read_only(p):
             if not os.access(p, os.R_OK):
                 raise StoreError(f"cannot read {p}: permission denied (check the file's owner and mode)")
@@ -294,7 +300,10 @@ def _migrate(conn: sqlite3.Connection, p: str = ":memory:") -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may already have rolled back (a failed write: disk full, a file size limit); a
+        # ROLLBACK then raised "no transaction is active" in place of the error that said why.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
 
 
