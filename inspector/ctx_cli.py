@@ -373,7 +373,14 @@ def eval_command(
     """Replay real trajectories through the store at full, half and quarter of each one's peak context,
     against the keep-the-last-N-messages baseline, and report how often what the agent used next was in
     the window."""
-    from engine.store.evaluate import BUDGET_FRACTIONS, POLICIES, default_root, format_report, run_eval
+    from engine.store.evaluate import (
+        BUDGET_FRACTIONS,
+        POLICIES,
+        default_root,
+        format_report,
+        run_eval,
+        trajectory_files,
+    )
 
     if trajectories is not None and not trajectories.is_dir():
         # Asked for by name: a mistyped folder is an error, not the "skipped" (exit 0) of a missing default.
@@ -387,10 +394,16 @@ def eval_command(
         else:
             typer.echo(f"skipped: {skipped}")
         return
+    if trajectories is not None and not trajectory_files(root):
+        # A table of zeros (it crashed on a KeyError before) would read as a result.
+        fail(f"--trajectories {trajectories}: no trajectory files (*.json, *.traj) in it, nor in its subfolders", 2)
     report = run_eval(root, progress=None if as_json else (lambda s: typer.echo(s, err=True)))
+    if not report.results:
+        why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped[:3])
+        fail(f"no trajectory under {root} could be read ({len(report.skipped)} file(s) skipped: {why})")
     if as_json:
         tot = report.totals()
-        out = {
+        out: dict[str, Any] = {
             f"{lb}/{pol}": {
                 "uses": tot[(lb, pol)].uses,
                 "served": tot[(lb, pol)].served,
@@ -402,6 +415,8 @@ def eval_command(
             for lb, _ in BUDGET_FRACTIONS
             for pol in POLICIES
         }
+        if report.skipped:  # only then: the document's keys stay what they were for a clean run
+            out["skipped_files"] = [{"file": name, "reason": why} for name, why in report.skipped]
         typer.echo(json.dumps(out, indent=2, sort_keys=True))
     else:
         typer.echo(format_report(report, per_trajectory=per_trajectory))

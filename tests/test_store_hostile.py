@@ -5,6 +5,7 @@ over generated inputs rather than one example each."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import sqlite3
@@ -330,3 +331,35 @@ def test_ctx_get_on_an_empty_file_or_an_empty_store_says_so(tmp_path: Path) -> N
     ContextStore(db).close()
     r = _cli("ctx", "get", "--db", str(db), "--budget", "100")
     assert r.returncode == 0 and b"holds no items yet: add some with `ctx add` or `ctx import`" in r.stderr
+
+
+# ---- eval -------------------------------------------------------------------------------------------
+
+
+def test_eval_of_a_folder_without_trajectories_is_a_usage_error(tmp_path: Path) -> None:
+    # It printed progress for nothing, then a KeyError traceback from the report's table.
+    (tmp_path / "notes.txt").write_text("not a trajectory")
+    r = _cli("eval", "--trajectories", str(tmp_path))
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert b"no trajectory files (*.json, *.traj) in it" in r.stderr
+
+
+def test_eval_skips_a_file_that_is_not_a_trajectory_and_says_so(tmp_path: Path) -> None:
+    # One foreign .json in the folder ended the whole run with an ImportFormatError traceback.
+    (tmp_path / "a.json").write_text('{"bad": ')
+    r = _cli("eval", "--trajectories", str(tmp_path))
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert b"no trajectory under" in r.stderr and b"a.json: not a trajectory" in r.stderr
+    env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
+    src = (Path(env) if env else ROOT.parents[1] / "shared" / "trajectories") / "swe-agent" / "marshmallow-1867_function_calling.traj"
+    if not src.is_file():
+        pytest.skip(f"real trajectories not present at {src.parent}")
+    (tmp_path / src.name).write_bytes(src.read_bytes())  # a private copy in tmp, not in the project tree
+    r = _cli("eval", "--trajectories", str(tmp_path))
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"quarter  store-sticky" in r.stdout
+    assert b"skipped 1 file(s) that are not trajectories:\n  a.json: not a trajectory" in r.stdout
+    r = _cli("eval", "--trajectories", str(tmp_path), "--json")
+    doc = json.loads(r.stdout)
+    assert doc["skipped_files"] == [{"file": "a.json", "reason": doc["skipped_files"][0]["reason"]}]
+    assert doc["quarter/store-sticky"]["uses"] > 0

@@ -93,9 +93,11 @@ class TrajectoryResult:
 @dataclass
 class EvalReport:
     results: list[TrajectoryResult]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why it was not read)
 
     def totals(self) -> dict[tuple[str, str], Cell]:
-        tot: dict[tuple[str, str], Cell] = {}
+        # Every cell present even with no trajectory read (the report's table crashed on a KeyError).
+        tot: dict[tuple[str, str], Cell] = {(lb, pol): Cell() for lb, _ in BUDGET_FRACTIONS for pol in POLICIES}
         for r in self.results:
             for k, c in r.cells.items():
                 tot.setdefault(k, Cell()).add(c)
@@ -309,8 +311,10 @@ def run_eval(
     progress: Callable[[str], None] | None = None,
     limit: int | None = None,
 ) -> EvalReport:
-    """Replay every trajectory under `root`; raises FileNotFoundError if the folder is absent."""
-    from engine.importers import load
+    """Replay every trajectory under `root`; raises FileNotFoundError if the folder is absent. A file
+    that is not a trajectory (or cannot be read) is listed in the report's `skipped`: one foreign .json
+    in the folder ended the whole run with a traceback."""
+    from engine.importers import ImportFormatError, load
 
     base = root if root is not None else default_root()
     if not base.is_dir():
@@ -320,17 +324,25 @@ def run_eval(
     cfg = config or StoreConfig()
     counter = TokenCounter()
     results: list[TrajectoryResult] = []
+    skipped: list[tuple[str, str]] = []
     files = trajectory_files(base)[: limit if limit else None]
     for path in files:
         name = str(path.relative_to(base))
-        session = load(path)
+        try:
+            session = load(path)
+        except (ImportFormatError, OSError) as exc:
+            why = str(exc).removeprefix(f"{path}: ")
+            skipped.append((name, why))
+            if progress is not None:
+                progress(f"{name}: skipped: {why}")
+            continue
         steps = steps_from_session(session)
         with tempfile.TemporaryDirectory(prefix="ctx-eval-") as tmp:
             res = evaluate_steps(name, steps, counter, cfg, tmp)
         results.append(res)
         if progress is not None:
             progress(f"{name}: {res.calls} calls, peak {res.peak} tokens")
-    return EvalReport(results)
+    return EvalReport(results, skipped)
 
 
 def format_report(report: EvalReport, per_trajectory: bool = False) -> str:
@@ -350,6 +362,10 @@ def format_report(report: EvalReport, per_trajectory: bool = False) -> str:
             )
         b, e, w = report.wins(lb)
         lines.append(f"{'':<8} store-sticky vs baseline per trajectory: {b} better, {e} equal, {w} worse")
+    if report.skipped:
+        lines.append("")
+        lines.append(f"skipped {len(report.skipped)} file(s) that are not trajectories:")
+        lines.extend(f"  {name}: {why}" for name, why in report.skipped)
     if per_trajectory:
         lines.append("")
         lines.append("per trajectory (recall baseline / sticky / fresh at half and quarter):")
