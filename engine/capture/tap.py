@@ -106,7 +106,13 @@ def gave_up(exc: BaseException) -> BaseException | str:
     timeout) or an interrupt, which say nothing themselves, that the agent stopped waiting. Either way
     the call ends, so the calls of other threads and tasks held behind it are journaled at once."""
     if isinstance(exc, Exception):
-        return exc
+        # An API error's Retry-After (429, 529): how long the SDK was told to wait, as the proxy records it
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        try:
+            wait = headers.get("retry-after") if headers is not None else None
+        except Exception:  # a response object of another shape: the exception alone
+            wait = None
+        return f"{exc} (retry-after: {str(wait)[:100]})" if wait else exc
     return f"cancelled: the agent stopped waiting for the call ({type(exc).__name__})"
 
 

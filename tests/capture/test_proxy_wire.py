@@ -304,3 +304,22 @@ def test_a_chat_stream_without_done_is_a_whole_reply(proxied: Proxied, standin: 
     errs = [e for p in paths for e in errors(p)]
     assert len(errs) == 1 and "the stream ended before [DONE]" in errs[0]["message"], errs
     assert sum(len(usages(p)) for p in paths) == 1
+
+
+@pytest.mark.parametrize("code", [429, 529])
+def test_a_tapped_call_refused_with_retry_after_says_it(standin: StandIn, tmp_path: Path, code: int) -> None:
+    # The tap records the SDK's exception; a 429 or 529 with Retry-After says how long the SDK was told to
+    # wait, as the proxy's recording does.
+    from engine.capture.tap import tap
+
+    rec = tmp_path / "t.cpsession"
+    client = tap(anthropic.Anthropic(base_url=standin.url, api_key="k", max_retries=0), record=rec)
+    standin.retry_after = "7"
+    try:
+        with pytest.raises(anthropic.APIStatusError):
+            client.messages.create(**{**BODIES["/v1/messages"], "model": f"claude-x-error{code}"})  # type: ignore[arg-type]
+    finally:
+        standin.retry_after = ""
+    client.contextpipe_tap.close()
+    (err,) = errors(rec)
+    assert f"Error code: {code}" in err["message"] and err["message"].endswith("(retry-after: 7)"), err
