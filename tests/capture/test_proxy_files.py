@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,3 +186,23 @@ def test_legacy_completions_calls_are_said_to_be_unrecorded_once(
     assert proxied.recorder.flush(30)
     assert len(proxied.recorder.sessions) == 1
     assert [n for n in proxied.recorder.skipped if "completions" in n] == said
+
+
+def test_an_answered_call_is_the_recorders_before_the_agent_has_it(standin: StandIn, tmp_path: Path) -> None:
+    """flush() after the agent has its answer waits for that call. The exchange was handed to the recorder
+    only after the response's end went out: an agent (or a test) that had read its answer could find the
+    recorder idle, the call not journaled yet. A hook slow to run (an event loop under load) shows it."""
+    rec = Recorder(tmp_path / "r", serve=False)
+
+    def slow(ex: Any) -> None:
+        time.sleep(0.3)
+        rec(ex)
+
+    server = ProxyServer({"openai": standin.url}, slow).start()
+    try:
+        _call(server.url, "prompt task")
+        assert rec.flush(30)
+        assert [info.calls for info, _ in rec.sessions.values()] == [1]
+    finally:
+        server.stop()
+        rec.close()

@@ -252,6 +252,7 @@ class Exchange:
     # An error's Retry-After (429, 503, Anthropic's 529): how long the agent's SDK waits before it tries
     # again, which is the gap the recording shows before the next call. The one header it keeps.
     retry_after: str = ""
+    handed: bool = False  # given to the recording hook already (forward._relay, before the body's end)
 
     @property
     def streamed(self) -> bool:

@@ -165,7 +165,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         try:
             return await _relay(request, up, ex, route, upstreams)
         except asyncio.CancelledError:  # the agent went away mid-response
-            if ex is not None and not ex.client_gone:  # (client_gone: after the last byte, see _relay)
+            if ex is not None and not ex.client_gone and not ex.handed:  # (after the last byte: see _relay)
                 ex.client_gone = True
                 ex.error = GONE
             up.close()  # stop the upstream now (it may be silent), not when its next bytes arrive
@@ -173,7 +173,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         finally:
             await up_cm.__aexit__(None, None, None)
     finally:
-        if ex is not None and hook is not None:
+        if ex is not None and hook is not None and not ex.handed:
             hook(ex)
 
 
@@ -238,19 +238,23 @@ async def _relay(
             ex.error = GONE
         up.close()
         return resp
+    hook = request.app[HOOK_KEY]
+    length, got = resp.content_length, 0
     try:
         async for chunk in up.content.iter_any():
+            got += len(chunk)
+            if keep is not None:
+                keep.append(chunk)
+            if length is not None and got >= length:
+                _hand(ex, hook)  # the body's last bytes: the agent has its answer once they are written
             try:
                 await resp.write(chunk)
             except (ConnectionError, RuntimeError):
-                if ex is not None:
+                if ex is not None and not ex.handed:
                     ex.client_gone = True
                     ex.error = GONE
-                    keep.append(chunk)  # type: ignore[union-attr]
                 up.close()  # stop the upstream, as the agent's own disconnect would have
                 return resp
-            if keep is not None:
-                keep.append(chunk)
     except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         # The upstream ended early: end the agent's connection the same way (no clean terminator),
         # so the agent sees the truncation it would have seen directly. A reset is passed on as a reset
@@ -267,15 +271,28 @@ async def _relay(
                 _reset_on_close(request.transport)
             request.transport.abort()
         return resp
+    _hand(ex, hook)  # (a body without Content-Length ends with write_eof: its chunked terminator)
     try:
         await resp.write_eof()
     except (ConnectionError, RuntimeError, asyncio.CancelledError) as exc:
-        # Every byte was passed on: an agent that hangs up now has its whole answer (not an error)
-        if ex is not None:
+        # Every byte was passed on: an agent that hangs up now has its whole answer (not an error; and
+        # the exchange, handed over, is the recorder's now: not changed after)
+        if ex is not None and not ex.handed:
             ex.client_gone = True
         if isinstance(exc, asyncio.CancelledError):
             raise
     return resp
+
+
+def _hand(ex: Exchange | None, hook: Hook | None) -> None:
+    """Give the finished exchange to the recording hook before the response's end goes out (its last
+    bytes, or the chunked terminator): once the agent has its whole answer, the exchange is the
+    recorder's and flush() waits for it. Handed after (when the handler returned), an agent or a test
+    that had read its answer could find the recorder idle, the call not journaled yet. Once handed, the
+    exchange is not changed: it is read on the recorder's thread."""
+    if ex is not None and hook is not None and not ex.handed:
+        ex.handed = True
+        hook(ex)
 
 
 def _was_reset(exc: BaseException) -> bool:
