@@ -4,8 +4,8 @@ under the session's invoke_agent span (see engine.export.spans).
     sink = OtelSink(header, endpoint="http://localhost:4318")   # or OTEL_EXPORTER_OTLP_ENDPOINT
     pipeline.journal.subscribe(sink)                             # Pipeline(otel=True) does this
 
-The agent's thread only appends each journal event to a queue bounded in bytes; the process's one export
-thread folds them into spans and exports them in batches, and a full queue drops events rather than
+The agent's thread only appends each journal event to a queue bounded in bytes; an export thread per
+endpoint folds them into spans and exports them in batches, and a full queue drops events rather than
 waiting. The endpoint, protocol and timeout follow the OTEL_EXPORTER_OTLP_* variables as the OTLP
 exporter specification defines them. The SDK is imported lazily, so `import engine` never needs it.
 """
@@ -249,6 +249,16 @@ class SpanEmitter:
         self.exporter.shutdown()
 
 
+# Set on a span whose times are not the model call's own (absent on every span of a live session or a
+# recording made since probeotel23): "no_end", it starts at the request but the journal kept no end, so
+# it is drawn zero-length; "no_times", the request had no time either (an import of a log without per-event
+# times), so it sits at the newest time the journal had before it. On the invoke_agent span, with
+# `contextpipe.timing.calls`, how many of its calls were such.
+TIMING_ATTR = "contextpipe.timing"
+TIMING_NO_END = "no_end"
+TIMING_NO_TIMES = "no_times"
+
+
 class SessionFold:
     """Folds one session's journal events into spans: request times, usage, then the turn's trace; and,
     once the session is over (`agent()`), its invoke_agent span.
@@ -256,7 +266,7 @@ class SessionFold:
     A live sink passes `at`, a monotonic reading of when each event was journaled: a turn's span then
     ends when its outcome (usage or error) arrived, so its duration is the model call's. A recording has
     the outcome's wall time in its usage or error event (journaled since probeotel23); one from before
-    that keeps no end, so its spans end where they start."""
+    that keeps no end, so its spans end where they start, and say so (TIMING_ATTR)."""
 
     def __init__(self, provider: str | None = None, content: bool = False, redact: bool = False,
                  model: str | None = None) -> None:
@@ -279,6 +289,7 @@ class SessionFold:
         self.last_end: float | None = None
         self.last_reason: str | None = None
         self.last_error: str | None = None
+        self.untimed = 0  # calls whose span carries TIMING_ATTR
 
     def take(self, ev: Mapping[str, Any], at: float | None = None) -> SpanData | None:
         k = ev.get("k")
@@ -327,19 +338,31 @@ class SessionFold:
             start, started_at = self.times.pop(turn, (None, None))
             ended_at = self.ended.pop(turn, None)
             ended_wall = self.ended_wall.pop(turn, None)
+            # What the span's times rest on, said when it is not the call itself (TIMING_ATTR): a trace
+            # viewer draws a zero-length span as a call that took no time, which is a lie when the
+            # journal simply did not keep the call's end (an old recording, an import of a log that
+            # has no per-event time).
+            timing: str | None = None
             if start is None:
-                # Its request event was never seen (a sink queue that overflowed): the newest journaled
-                # time, rather than 0, which put the span at 1970 where backends drop or hide it.
+                # Its request event was never seen (a sink queue that overflowed), or had no time (an
+                # import): the newest journaled time, rather than 0, which put the span at 1970 where
+                # backends drop or hide it.
                 start = self.last_time
+                timing = TIMING_NO_TIMES
             end = start
             if start is not None and started_at is not None and ended_at is not None:
                 end = start + max(0.0, ended_at - started_at)
-            elif start is not None and ended_wall is not None:
+            elif start is not None and ended_wall is not None and timing is None:
                 end = max(start, ended_wall)
+            elif timing is None:
+                timing = TIMING_NO_END
             content = messages_content(self.msgs, self.blobs) if self.content else None
             usage = self.usage.pop(turn, None)
             data = turn_span(trace, self.trace_id, start_s=start, end_s=end,
                              usage=usage, provider=self.provider, content=content)
+            if timing is not None:
+                data.attributes[TIMING_ATTR] = timing
+                self.untimed += 1
             if self.redact:
                 _redact(data)
             self._count(usage if usage is not None else trace.get("usage"), end, data.error)
@@ -365,9 +388,14 @@ class SessionFold:
         Its status is the last call's: an agent whose final call failed ended in that error."""
         if self.trace_id is None or not self.calls:
             return None
-        return agent_span(self.trace_id, start_s=self.started or self.last_end, end_s=self.last_end,
+        data = agent_span(self.trace_id, start_s=self.started or self.last_end, end_s=self.last_end,
                           model=self.model, provider=self.provider, calls=self.calls, usage=self.totals,
                           last_reason=self.last_reason, error=self.last_error)
+        if self.untimed:
+            # Its end is its last call's, which is only the call's start when that call's end is unknown.
+            data.attributes[TIMING_ATTR] = TIMING_NO_END if self.started else TIMING_NO_TIMES
+            data.attributes[f"{TIMING_ATTR}.calls"] = self.untimed
+        return data
 
 
 def _wall(value: Any) -> float | None:
@@ -389,9 +417,12 @@ def _redact(data: SpanData) -> None:
 class OtelSink:
     """A journal sink for a live session (Pipeline(otel=True), the tap, the proxy).
 
-    On the agent's thread it only appends the event (and when it came) to a queue; the process's one
-    export thread (shared by every sink: a proxy opens one per conversation) folds events into spans and
-    exports them in batches, sleeping while there is nothing to send. The queue is bounded by an estimate
+    On the agent's thread it only appends the event (and when it came) to a queue; the export thread of
+    its endpoint (shared by every sink of that endpoint: a proxy opens one per conversation) folds events
+    into spans and exports them in batches, sleeping while there is nothing to send. Sinks of different
+    endpoints never share a thread: a receiver that takes its exporter's whole timeout (10 s by default)
+    for each batch holds only its own endpoint's spans, and another endpoint's leave at most GATHER_S
+    plus their own receiver's answer after their turn (see _ExportWorker). The queue is bounded by an estimate
     of the memory its events hold (MAX_QUEUE_BYTES): past it, events are dropped (counted in `dropped`)
     rather than growing or waiting; nothing here ever raises into the agent. close() sends the session's
     invoke_agent span, waits at most its timeout for the receiver, then says in one RuntimeWarning, naming
@@ -451,8 +482,7 @@ class OtelSink:
         if worker is None:
             # (A sink a forked child inherited keeps its parent's worker, whose thread the child does not
             # have: it exports nothing there, as the parent's spans are not the child's to send.)
-            worker = self._worker = _export_worker()
-            worker.add(self)
+            worker = self._worker = _export_worker(self)
         if len(self._queue) == 1:
             worker.wake.set()
 
@@ -489,17 +519,32 @@ class OtelSink:
         slow used to hold the agent's Pipeline.close() for the exporter's whole retry budget (10 s and
         more); now only the export thread touches the queue, and past the timeout the exporter is shut
         down (which ends its retries) and what did not arrive is counted, not waited for."""
+        if self._start_close():
+            self._finish_close(timeout_s)
+
+    def _start_close(self) -> bool:
+        """Mark the sink closed and have its export thread end the session; False if it already was.
+        Apart from the wait so that the exit handler can start every sink's close before waiting on any
+        (each endpoint's thread then ends its sessions at once, not after a slow endpoint's wait)."""
         if self._closed:
-            return
+            return False
         self._closed = True
         _OPEN.discard(self)
+        worker = self._worker
+        try:
+            if worker is not None and worker.pid == os.getpid():
+                worker.cut.set()
+                worker.wake.set()
+        except Exception:
+            self.errors += 1
+        return True
+
+    def _finish_close(self, timeout_s: float) -> None:
         worker = self._worker
         try:
             if worker is None or worker.pid != os.getpid():
                 self._end_session()  # nothing queued (threaded=False, or no relevant event): nothing in flight
             else:
-                worker.cut.set()
-                worker.wake.set()
                 self._done.wait(timeout_s)
         except Exception:
             self.errors += 1
@@ -522,7 +567,8 @@ class OtelSink:
                 parts.append(f"{self.dropped} journal events were dropped while the export queue was full "
                              f"(it holds {self.MAX_QUEUE_BYTES // 2**20} MiB: the receiver was slower than "
                              "the agent), so some spans lack their usage or times")
-            warnings.warn("OpenTelemetry export: " + "; ".join(parts), RuntimeWarning, stacklevel=2)
+            # (3: the caller of close(), whose _finish_close this is.)
+            warnings.warn("OpenTelemetry export: " + "; ".join(parts), RuntimeWarning, stacklevel=3)
 
 
 # Rough bytes a queued event holds, by kind (deep sizes measured on a real engine turn: a turn's trace
@@ -543,11 +589,15 @@ def _event_bytes(kind: Any, ev: Mapping[str, Any]) -> int:
 
 
 class _ExportWorker:
-    """The one thread that folds and exports for every live sink of this process. One per session (the
-    proxy serves each conversation as its own session) meant a thread and its stack per conversation,
-    each waking on its own; sinks now share this one, which sleeps while no sink has anything queued."""
+    """The thread that folds and exports for every live sink of one endpoint in this process. One per
+    session (the proxy serves each conversation as its own session) meant a thread and its stack per
+    conversation, each waking on its own; one for the whole process meant that an endpoint that answers
+    slowly (or not: each batch then takes the exporter's whole timeout and retries, 10 s by default)
+    held every other endpoint's spans behind it. So sinks share the thread of their endpoint, which
+    sleeps while none of them has anything queued and ends once its last sink has closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str) -> None:
+        self.key = key
         self.pid = os.getpid()
         self.wake = threading.Event()
         self.cut = threading.Event()  # cuts the gather wait short: a sink is closing
@@ -562,6 +612,12 @@ class _ExportWorker:
 
     def _run(self) -> None:
         while True:
+            with _WORKER_LOCK, self._lock:
+                # Under the registry's lock, so a sink cannot be handed this worker as it leaves.
+                if not self._sinks and not self.wake.is_set():
+                    if _WORKERS.get(self.key) is self:
+                        del _WORKERS[self.key]
+                    return
             self.wake.wait()
             self.wake.clear()
             with self._lock:
@@ -587,18 +643,23 @@ class _ExportWorker:
             del sinks
 
 
-_WORKER: _ExportWorker | None = None
+_WORKERS: dict[str, _ExportWorker] = {}  # by endpoint (exporter_url)
 _WORKER_LOCK = threading.Lock()
 
 
-def _export_worker() -> _ExportWorker:
-    """This process's export thread, started when a sink first has something to send. A forked child
-    does not have its parent's thread (only its object): it gets its own."""
-    global _WORKER
+def _export_worker(sink: OtelSink) -> _ExportWorker:
+    """The export thread of `sink`'s endpoint, started when a sink of it first has something to send,
+    with the sink added to it. A forked child does not have its parent's threads (only their objects):
+    it gets its own. An exporter that names no endpoint (a test's in-memory one) is an endpoint of its
+    own: nothing says two of them share a receiver."""
+    endpoint = getattr(sink.emitter.exporter, "_endpoint", None)
+    key = str(endpoint) if endpoint else f"{type(sink.emitter.exporter).__name__}@{id(sink.emitter.exporter):x}"
     with _WORKER_LOCK:
-        if _WORKER is None or _WORKER.pid != os.getpid():
-            _WORKER = _ExportWorker()
-        return _WORKER
+        worker = _WORKERS.get(key)
+        if worker is None or worker.pid != os.getpid():
+            worker = _WORKERS[key] = _ExportWorker(key)
+        worker.add(sink)
+        return worker
 
 
 # Sinks not yet closed. An agent that ends without Pipeline.close() (a script that returns, sys.exit)
@@ -612,11 +673,14 @@ EXIT_TIMEOUT_S = 5.0
 @atexit.register
 def _close_open_sinks() -> None:
     deadline = time.monotonic() + EXIT_TIMEOUT_S
-    for sink in list(_OPEN):
-        # A forked child inherits its parent's open sinks (and their queues, not their threads): closing
-        # them there would send the parent's spans twice and warn about spans that are not the child's.
-        if sink._pid == os.getpid():
-            sink.close(max(0.1, deadline - time.monotonic()))
+    # A forked child inherits its parent's open sinks (and their queues, not their threads): closing
+    # them there would send the parent's spans twice and warn about spans that are not the child's.
+    sinks = [sink for sink in list(_OPEN) if sink._pid == os.getpid()]
+    # Every close is started before any is waited for, so each endpoint's thread sends its sessions'
+    # ends at once: one after another, a slow endpoint's wait came first and left the others 0.1 s.
+    started = [sink for sink in sinks if sink._start_close()]
+    for sink in started:
+        sink._finish_close(max(0.1, deadline - time.monotonic()))
 
 
 def export_events(events: Iterable[Mapping[str, Any]], header: Mapping[str, Any], emitter: SpanEmitter,

@@ -159,6 +159,42 @@ def test_close_waits_no_longer_than_its_timeout_for_a_slow_receiver_and_counts_t
     assert sink.turns == 6 and 1 <= sink.lost <= 6
 
 
+def test_a_slow_endpoint_does_not_hold_another_endpoints_spans() -> None:
+    """Every sink of the process shared one export thread: while it waited 3 s on a slow receiver, the
+    spans of a session exporting to a healthy one waited too (a proxy with one slow tenant's collector
+    delayed every tenant's). Each endpoint has its own thread now: the healthy endpoint's span arrives
+    within GATHER_S (0.5 s) and its own receiver's answer, whatever the slow one does."""
+    with OtlpReceiver(delay_s=3.0) as slow_rx, OtlpReceiver() as fast_rx:
+        slow_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        slow = OtelSink({"provider": "openai"}, endpoint=slow_rx.url)
+        fast_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+        fast = OtelSink({"provider": "openai"}, endpoint=fast_rx.url)
+        for pipe, sink in ((slow_pipe, slow), (fast_pipe, fast)):
+            for ev in pipe.journal.events:
+                sink(ev)
+            pipe.journal.subscribe(sink)
+        _turns(slow_pipe, 1)
+        deadline = time.monotonic() + 5
+        while not slow_rx.paths and time.monotonic() < deadline:  # the slow batch is in flight
+            time.sleep(0.02)
+        assert slow_rx.paths, "the slow receiver got its batch"
+        started = time.monotonic()
+        _turns(fast_pipe, 1)
+        while not fast_rx.calls and time.monotonic() - started < 5:
+            time.sleep(0.02)
+        took = time.monotonic() - started
+        assert fast_rx.calls, "the healthy endpoint's span arrived"
+        assert took < 1.5, f"the healthy endpoint's span took {took:.2f} s behind the slow one's 3 s batch"
+        assert not slow_rx.calls, "the slow batch was still in flight: the two ran side by side"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for pipe, sink in ((slow_pipe, slow), (fast_pipe, fast)):
+                pipe.close()
+                sink.close(timeout_s=4.0)
+    assert sorted(s["attributes"]["contextpipe.turn"] for s in fast_rx.calls) == [0]
+    assert sorted(s["attributes"]["contextpipe.turn"] for s in slow_rx.calls) == [0]
+
+
 def test_a_receiver_that_refuses_is_retried_then_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """429 with Retry-After: the SDK retries within its budget; the spans it gave up on are reported."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")

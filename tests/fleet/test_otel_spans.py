@@ -192,3 +192,42 @@ def test_long_content_is_valid_json_and_keeps_the_newest_messages() -> None:
     messages = json.loads(last)  # valid JSON, however long the session
     assert messages[-1]["role"] == "user" and messages[-1]["parts"][0]["content"].startswith("request 11: ")
     assert _calls(exporter)[-1].attributes["contextpipe.input.messages_omitted"] > 0
+
+
+def _recorded_spans(strip: tuple[str, ...]) -> list[Any]:
+    """A live session's journal exported as a recording is, less `time` on the event kinds in `strip`."""
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=8000)
+    _session(pipe, turns=3)
+    events = [{k: v for k, v in ev.items() if not (k == "time" and ev.get("k") in strip)}
+              for ev in pipe.journal.events]
+    exporter = InMemorySpanExporter()
+    emitter = SpanEmitter(exporter, batch=False)
+    export_events(events, {"provider": "anthropic"}, emitter)
+    emitter.close()
+    return list(exporter.get_finished_spans())
+
+
+def test_spans_without_a_recorded_duration_say_so() -> None:
+    """A recording from before usage events had a time, or an import of a log without per-event times,
+    exported every call as a zero-length span with nothing to tell it from a call that took no time: a
+    trace viewer showed a lie. Those spans now carry contextpipe.timing, and the session's span counts them."""
+    timed = _recorded_spans(())
+    assert all("contextpipe.timing" not in s.attributes for s in timed), "a recording with times is not marked"
+
+    old = _recorded_spans(("usage", "error"))
+    calls = [s for s in old if s.kind.name == "CLIENT"]
+    assert calls and all(s.end_time == s.start_time for s in calls)
+    assert {s.attributes["contextpipe.timing"] for s in calls} == {"no_end"}
+    agent = next(s for s in old if s.name == "invoke_agent")
+    assert agent.attributes["contextpipe.timing"] == "no_end"
+    assert agent.attributes["contextpipe.timing.calls"] == len(calls)
+
+    imported = _recorded_spans(("usage", "error", "request"))
+    calls = [s for s in imported if s.kind.name == "CLIENT"]
+    assert {s.attributes["contextpipe.timing"] for s in calls} == {"no_times"}
+    assert all(s.start_time > 0 for s in calls), "placed at the session's time, not at 1970"
+
+
+def test_live_spans_are_not_marked() -> None:
+    spans, _ = _live_spans()
+    assert spans and all("contextpipe.timing" not in s.attributes for s in spans)
