@@ -219,3 +219,66 @@ def test_ps_removes_only_the_file_it_judged_stale(rtdir: Path) -> None:
     finally:
         old.close()
         new.close()
+
+
+# The main thread in one long call into C that does not look for signals (here builtins.sum over a range:
+# no bytecode runs until it returns), as an agent in a C extension's computation is.
+IN_C = r"""
+import sys, time
+from pathlib import Path
+from engine.probe.server import ProbeServer
+
+server = ProbeServer({"model": "m", "provider": "anthropic"}, list, runtime_dir=Path(sys.argv[1]))
+server.start()
+t = time.perf_counter(); sum(range(10**6)); per = time.perf_counter() - t
+n = int(10**6 * float(sys.argv[2]) / max(per, 1e-6))  # about that many seconds in C
+print(server.path, flush=True)
+sum(range(n))
+print("returned", flush=True)
+time.sleep(30)
+"""
+
+
+def _agent_in_c(rtdir: Path, seconds: float) -> tuple[subprocess.Popen[str], Path]:
+    proc = subprocess.Popen([sys.executable, "-c", IN_C, str(rtdir), str(seconds)], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    path = Path(proc.stdout.readline().strip())
+    assert path.name == f"{proc.pid}.sock", path
+    return proc, path
+
+
+def test_sigterm_during_a_long_c_call_waits_for_it_then_removes_the_socket(rtdir: Path) -> None:
+    """What the probe's docs say (server._remove_sockets_on_sigterm): Python runs a signal's handler
+    between bytecodes, so SIGTERM's, which removes the socket, waits for the main thread to leave C; until
+    then the agent serves on. Then it removes the socket and dies by SIGTERM, as with no handler."""
+    proc, path = _agent_in_c(rtdir, 4.0)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None and path.exists(), "the handler waits for the C call to return"
+        with ProbeClient.connect(proc.pid, runtime_dir=rtdir, timeout=5) as c:  # and the probe serves on
+            assert c.hello["pid"] == proc.pid
+        assert proc.wait(60) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not path.exists()
+
+
+def test_an_agent_killed_before_its_sigterm_handler_ran_leaves_a_socket_ps_and_attach_judge_stale(
+    rtdir: Path,
+) -> None:
+    """A supervisor's SIGTERM, then SIGKILL after its grace period, while the agent is still in C: no
+    handler and no atexit ran, so the file stays; the next `ps` drops and removes it, `attach` says so."""
+    proc, path = _agent_in_c(rtdir, 20.0)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    proc.kill()
+    assert proc.wait(10) == -signal.SIGKILL
+    assert path.exists(), "nothing removed it"
+    with pytest.raises(ProbeError, match=f"no process with pid {proc.pid}"):
+        ProbeClient.connect(proc.pid, runtime_dir=rtdir, timeout=1.0)
+    assert [a.pid for a in list_agents(rtdir, timeout=1.0)] == []
+    assert not path.exists(), "ps removed the stale socket"

@@ -36,6 +36,12 @@ A callable that returns a fresh list each time also works (each client then hold
 If the probe cannot start (`start()` raises ProbeError), an agent built on `Pipeline` carries on
 without it and logs one warning saying why and how to fix it.
 
+The socket file is removed by close(), at exit (atexit, a multiprocessing worker's finalizer) and on
+SIGTERM. SIGTERM's removal is a Python handler, which runs only between bytecodes: while the main
+thread is in one long C call, the handler (and the death by SIGTERM it then causes) waits for it to
+return; an agent killed meanwhile leaves its file for the next `ps` to remove as stale (see
+`_remove_sockets_on_sigterm`).
+
 Protocol (version PROTOCOL_VERSION), frames from `engine.recording.frames` (u32 length, u32 crc32, msgpack map
 with a kind "k"). Server to client: `hello` (protocol, pid, argv, snapshot = number of snapshot events
 that follow, turns, redacted, queue_limit, plus the agent's model/provider/engine_version/...), then
@@ -368,7 +374,21 @@ def _remove_sockets_on_sigterm() -> None:
     default's behaviour follows; one that does not chain (a sys.exit) leaves the removal to close() at
     exit, as before. Only files are
     removed here, without the locks close() takes (the main thread may hold one where the signal
-    interrupted it); close() at exit, if the process gets there, finds the file gone and carries on."""
+    interrupted it); close() at exit, if the process gets there, finds the file gone and carries on.
+
+    A limit of Python's, not fixed here: a handler written in Python runs on the main thread between
+    bytecodes, so while that thread is in one long call into C that does not look for signals (a C
+    extension's computation; a blocking system call is interrupted and runs the handler, PEP 475), the
+    handler, and with it the removal and the death by SIGTERM, waits for the call to return; the agent
+    and its probe serve on meanwhile (tests/test_probe_sigterm_reuse.py). Without the probe such an
+    agent would have died at once. What would do better is the I/O thread acting on the signal
+    (signal.set_wakeup_fd): that descriptor is one per process and asyncio's loop sets its own, and
+    only the main thread may restore SIGTERM's default, so it is not done. If the agent is killed
+    (SIGKILL after a supervisor's grace period) before the call returns, the file stays behind: the
+    next `cp-inspect ps` drops and removes it (its pid is dead, or names a process other than the one
+    recorded at bind: see runtime_dir), `attach` says the agent has exited, and the next agent given
+    that pid replaces it. On every normal exit path (return, sys.exit, an exception out of the main
+    module) the atexit hook removes it; a multiprocessing worker's exit finalizer does."""
     global _SIGTERM_INSTALLED
     if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
         return
