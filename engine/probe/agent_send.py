@@ -75,7 +75,7 @@ import time
 import zlib
 from typing import Any
 
-from engine.probe.elide import kept
+from engine.probe.elide import ELIDED_STAND_IN, kept
 from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, IOLoop
 from engine.probe.queues import Client
@@ -295,7 +295,12 @@ class AgentSend(IOLoop):
                 return False
             evs = self._take_pending(n)
             last = evs[-1]
-            if (last is not event and (type(last) is not tuple or last[0] is not event)) or kept(evs[:-1]) != []:
+            # A paced turn's waiting events are all the one shared stand-in (see elide): one C-level count
+            # says none is to be sent, where kept() built four lists over them (~7 us of a cold turn's
+            # ~14 here, measured). Anything else (a snapshot window's own events) is looked at by kind.
+            if (last is not event and (type(last) is not tuple or last[0] is not event)) or (
+                evs.count(ELIDED_STAND_IN) != n - 1 and kept(evs[:-1]) != []
+            ):
                 self._store(head, evs)  # not a paced turn's shape (another event to send, say): the fill's
                 return False
             self._window_sends += 1
