@@ -363,3 +363,42 @@ def test_eval_skips_a_file_that_is_not_a_trajectory_and_says_so(tmp_path: Path) 
     doc = json.loads(r.stdout)
     assert doc["skipped_files"] == [{"file": "a.json", "reason": doc["skipped_files"][0]["reason"]}]
     assert doc["quarter/store-sticky"]["uses"] > 0
+
+
+class _Counts:
+    """An application's tokenizer whose count() answers `value` for every text."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        self.name = f"counts-{value!r}"
+
+    def count(self, text: str) -> object:
+        return self.value
+
+
+@pytest.mark.parametrize("value", [-5, 12.5, float("nan"), None, "5", 10**30, True])
+def test_a_tokenizer_that_counts_nonsense_is_refused_naming_it(tmp_path: Path, value: object) -> None:
+    # -5 served every item with 'used' below zero (the budget meant nothing); the others failed deep in
+    # the solve with a TypeError, ValueError or SQLite's OverflowError.
+    with ContextStore(tmp_path / "c.db") as s:
+        for i in range(20):
+            s.add(f"hello world {i} " * 30)
+        with pytest.raises(ConfigError, match=r"tokenizer .counts-.* counted .* count\(\) must return a whole number"):
+            s.context_get(500, model=_Counts(value))  # type: ignore[arg-type]
+        assert s.context_get(500).used <= 500  # the store itself is unharmed
+
+
+def test_a_tokenizer_counting_with_numpy_integers_is_taken(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+
+    class NumpyCounts:
+        name = "numpy-chars"
+
+        def count(self, text: str) -> Any:
+            return np.int64((len(text) + 3) // 4)
+
+    with ContextStore(tmp_path / "c.db") as s:
+        for i in range(20):
+            s.add(f"hello world {i} " * 30)
+        w = s.context_get(500, model=NumpyCounts())  # type: ignore[arg-type]
+        assert 0 < w.used <= w.usable

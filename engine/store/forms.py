@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from engine.errors import ConfigError
 from engine.hashing import sha256_hex
 from engine.store.compaction import RULES_VERSION, duplicate_text, render_full, rule_summary, stub_text
 from engine.store.errors import StoreError
@@ -81,6 +82,8 @@ class Forms:
         n = table.get(h)
         if n is None:
             n = tok.count(text)
+            if type(n) is not int or not 0 <= n < _MAX_COUNT:
+                n = _checked(tok, n)
             table[h] = n
             self._counts_new.append((h, tok.name, n))
         return n
@@ -293,3 +296,25 @@ class Forms:
             max_item_id=self.state.metas[-1].id if self.state.metas else 0,
             notes=tuple(notes),
         )
+
+
+# No text the store can hold has this many tokens; SQLite's INTEGER cannot hold more.
+_MAX_COUNT = 1 << 62
+
+
+def _checked(tok: Tokenizer, n: object) -> int:
+    """An application's tokenizer that counts -5, 12.5, NaN or None for a text: a negative count let a
+    window hold every item while reporting it 'used' fewer tokens than nothing; the others failed
+    deep in the solve (a TypeError, OverflowError from SQLite). Any integer type (numpy's) is taken."""
+    if not isinstance(n, bool):
+        try:
+            v = operator.index(n)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+        else:
+            if 0 <= v < _MAX_COUNT:
+                return v
+    raise ConfigError(
+        f"tokenizer {getattr(tok, 'name', tok)!r} counted {n!r} tokens for a text: its count() must return "
+        "a whole number of tokens, 0 or more"
+    )
