@@ -402,3 +402,20 @@ def test_a_tokenizer_counting_with_numpy_integers_is_taken(tmp_path: Path) -> No
             s.add(f"hello world {i} " * 30)
         w = s.context_get(500, model=NumpyCounts())  # type: ignore[arg-type]
         assert 0 < w.used <= w.usable
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"w_recency": float("nan")}, "w_recency must be a finite number"),
+        ({"half_life_turns": float("nan")}, "half_life_turns must be a finite number"),
+        ({"base": float("inf")}, "base must be a finite number"),
+        ({"summary_min_tokens": 1.5}, "summary_min_tokens is a count: give a whole number"),
+    ],
+)
+def test_a_store_setting_that_is_not_a_finite_number_is_refused(kw: dict[str, Any], match: str) -> None:
+    # NaN passed every range check (NaN < 0 is false) and made every item's score NaN.
+    from engine.store import StoreConfig
+
+    with pytest.raises(ConfigError, match=match):
+        StoreConfig(**kw)

@@ -6,6 +6,7 @@ The weights live here, not in the scoring code, so a project can tune them in co
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -53,8 +54,12 @@ class StoreConfig:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise ConfigError(f"store setting {f.name} must be a number, got {v!r}")
+            if not math.isfinite(v):  # NaN passed every comparison below and made every score NaN
+                raise ConfigError(f"store setting {f.name} must be a finite number, got {v!r}")
             if v < 0:
                 raise ConfigError(f"store setting {f.name} must not be negative, got {v!r}")
+            if f.type in (int, "int") and not isinstance(v, int):
+                raise ConfigError(f"store setting {f.name} is a count: give a whole number, got {v!r}")
         if self.half_life_turns <= 0:
             raise ConfigError("store setting half_life_turns must be positive")
         if not 0.1 <= self.resolve_fill <= 1.0:
