@@ -92,6 +92,9 @@ def add_cmd(
         fail(f"--importance must be between 0 and 1, got {importance:g}", 2)
     # Bytes that are not UTF-8 (a binary tool output piped in, a latin-1 argument) are kept as U+FFFD,
     # as `--kind file_read` reads a file: the store holds text, and a lone surrogate cannot be stored.
+    if k is Kind.FILE_READ and source and text is None and not Path(source).exists():
+        # The path given is wrong: a usage error (exit 2), as `ctx import` of a missing file is.
+        fail(f"--source {source}: no such file (give the path of the file the agent read)", 2)
     if text is None and not (k is Kind.FILE_READ and source) and sys.stdin.isatty():
         # No TEXT and nothing piped in: reading the terminal waited, with no prompt, for an EOF that a
         # user who forgot TEXT does not know to type. `-` still reads a terminal (the user asked for it).

@@ -419,3 +419,45 @@ def test_a_store_setting_that_is_not_a_finite_number_is_refused(kw: dict[str, An
 
     with pytest.raises(ConfigError, match=match):
         StoreConfig(**kw)
+
+
+def test_a_file_read_of_a_fifo_or_device_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # add_file_read of a FIFO blocked in open() for ever (no writer); /dev/zero read until memory ran
+    # out; check_stale of a tracked path that became a FIFO blocked the same way. Run in a child so the
+    # old behaviour fails the test instead of hanging the suite.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    real = tmp_path / "real.py"
+    real.write_text("x = 1\n")
+    script = (
+        "from engine.store import ContextStore, StoreError\n"
+        f"s = ContextStore({str(tmp_path / 'c.db')!r})\n"
+        f"for p in ({str(fifo)!r}, '/dev/null'):\n"
+        "    try:\n"
+        "        s.add_file_read(p)\n"
+        "    except StoreError as e:\n"
+        "        print(e)\n"
+        f"rid = s.add_file_read({str(real)!r})\n"
+        "import os\n"
+        f"os.remove({str(real)!r}); os.mkfifo({str(real)!r})\n"
+        "print('stale', s.check_stale() == [rid], len(s))\n"
+    )
+    r = _run_with_timeout(script)
+    out = r.stdout.decode()
+    assert r.returncode == 0, r.stderr.decode()
+    assert f"cannot read {fifo}: it is not a regular file" in out
+    assert "cannot read /dev/null: it is not a regular file" in out
+    assert "stale True 1" in out
+    c = _cli("ctx", "add", "--db", str(tmp_path / "d.db"), "--kind", "file_read", "--source", str(tmp_path / "nope.py"))
+    assert c.returncode == 2 and b"no such file (give the path of the file the agent read)" in c.stderr
+
+
+def _run_with_timeout(script: str) -> subprocess.CompletedProcess[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("add_file_read or check_stale waited on a FIFO or device")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,6 +21,10 @@ def file_sha(path: str | Path) -> str:
     """SHA-256 of the file's bytes, or MISSING if it cannot be read (deleted counts as changed)."""
     h = hashlib.sha256()
     try:
+        # Only a regular file has content to hash: a FIFO blocked the open (for ever, with no writer)
+        # and a device such as /dev/zero never reached its end.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return MISSING
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 16), b""):
                 h.update(chunk)

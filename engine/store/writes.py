@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,11 @@ class Writer:
         p = normalise(path)
         if body is None:
             try:
+                if not stat.S_ISREG(os.stat(p).st_mode):  # a FIFO waited for ever, /dev/zero never ended
+                    raise StoreError(
+                        f"cannot read {p}: it is not a regular file (a directory, FIFO or device); "
+                        "give the path of the file the agent read, or its text as the body"
+                    )
                 body = Path(p).read_text(encoding="utf-8", errors="replace")
             except OSError as exc:
                 raise StoreError(f"cannot read {p}: {exc.strerror}") from exc
