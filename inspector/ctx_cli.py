@@ -41,8 +41,13 @@ def _open(db: Path, *, create: bool = True) -> ContextStore:
     # The store (SQLite, scoring, tokenizer) is imported when a command opens one, not for --help.
     from engine.store import ContextStore
 
+    # A --db that cannot name a store file is a usage error (exit 2), as a missing one for get is.
+    if db.is_dir():
+        fail(f"{db} is a directory: give --db the path of a store file (e.g. {db / 'ctx.sqlite'})", 2)
     if not create and not db.exists():
         fail(f"{db}: no context store there; check --db (ctx add or ctx import creates a store)", 2)
+    if not db.parent.is_dir():
+        fail(f"cannot create {db}: directory {db.parent} does not exist (check --db)", 2)
     if not create and _empty_file(db):
         # SQLite takes an empty file for an empty database: get made it a store and printed nothing.
         fail(f"{db} is an empty file, not a context store; check --db (ctx add or ctx import creates a store)", 2)

@@ -461,3 +461,14 @@ def _run_with_timeout(script: str) -> subprocess.CompletedProcess[bytes]:
         proc.communicate()
         pytest.fail("add_file_read or check_stale waited on a FIFO or device")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_a_db_path_that_cannot_be_a_store_file_is_a_usage_error(tmp_path: Path) -> None:
+    # Exit 1, as if the store had failed, where a mistyped --db for get was already exit 2.
+    demo = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+    for args in (("add", "x"), ("import", str(demo)), ("get", "--budget", "100"), ("expand", "1")):
+        r = _cli("ctx", args[0], "--db", str(tmp_path), *args[1:])
+        assert r.returncode == 2 and b"is a directory: give --db the path of a store file" in r.stderr, r.stderr
+    r = _cli("ctx", "add", "--db", str(tmp_path / "absent" / "c.db"), "x")
+    assert r.returncode == 2 and b"directory " + str(tmp_path / "absent").encode() + b" does not exist" in r.stderr
+    assert not (tmp_path / "absent").exists()
