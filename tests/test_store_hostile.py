@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ConfigError
@@ -269,7 +269,8 @@ def test_every_stub_and_summary_names_its_item_and_expand_gives_it_back_byte_for
 def test_a_sticky_window_does_not_churn_when_nothing_changed(
     tmp_path_factory: pytest.TempPathFactory, bodies: list[str], budget: int, repeats: int
 ) -> None:
-    with ContextStore(tmp_path_factory.mktemp("p") / "p.db") as s:
+    path = tmp_path_factory.mktemp("p") / "p.db"
+    with ContextStore(path) as s:
         for i, body in enumerate(bodies):
             s.add(body * (1 + i % 4), Kind.TOOL_RESULT if i % 2 else Kind.ASSISTANT)
         first = s.context_get(budget)
@@ -278,6 +279,8 @@ def test_a_sticky_window_does_not_churn_when_nothing_changed(
             again = s.context_get(budget)
             assert again.text_hash == first.text_hash
             assert [(e.id, e.form, e.text) for e in again.entries] == [(e.id, e.form, e.text) for e in first.entries]
+    with ContextStore(path) as s:  # nor does a restarted agent's first window (the lane is on disk)
+        assert s.context_get(budget).text_hash == first.text_hash
 
 
 def _fsize_limit(nbytes: int) -> Any:
@@ -472,3 +475,77 @@ def test_a_db_path_that_cannot_be_a_store_file_is_a_usage_error(tmp_path: Path) 
     r = _cli("ctx", "add", "--db", str(tmp_path / "absent" / "c.db"), "x")
     assert r.returncode == 2 and b"directory " + str(tmp_path / "absent").encode() + b" does not exist" in r.stderr
     assert not (tmp_path / "absent").exists()
+
+
+# A random agent session against the store: adds (any kind, links to earlier items, importance), pins
+# and unpins, summaries through a callback, file reads that go stale, and windows of random budgets,
+# queries and modes. After every window: it fits, every pin is in it in full, and every item it names
+# is one the store holds.
+_add_op = st.tuples(st.just("add"), st.sampled_from([k for k in Kind if k is not Kind.SUMMARY]), _texts,
+                    st.integers(0, 30), st.floats(0, 1), st.sampled_from([1, 2, 20, 80]))
+_op = st.one_of(
+    _add_op,
+    st.tuples(st.just("pin"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("summarize"), st.lists(st.integers(0, 40), min_size=1, max_size=4, unique=True)),
+    st.tuples(st.just("stale"), st.integers(0, 5)),
+    st.tuples(st.just("get"), st.integers(120, 2500), st.sampled_from([None, "alpha_1", "value", "zz"]), st.booleans()),
+)
+
+
+@settings(max_examples=int(os.environ.get("STORE_HYP_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.lists(_add_op, min_size=3, max_size=25), ops=st.lists(_op, min_size=5, max_size=60))
+def test_a_random_session_keeps_every_promise(
+    tmp_path_factory: pytest.TempPathFactory, first: list[tuple[Any, ...]], ops: list[tuple[Any, ...]]
+) -> None:
+    from engine.store import PinsExceedBudgetError
+
+    d = tmp_path_factory.mktemp("s")
+    files = [d / f"f{i}.py" for i in range(6)]
+    for i, f in enumerate(files):
+        f.write_text(f"alpha_{i} = {i}\n" * (i + 1))
+    with ContextStore(d / "s.db", summarizer=lambda texts: "summary of " + str(len(texts)) + " items") as s:
+        originals: dict[int, str] = {}
+        pins: set[int] = set()
+        for op in first + ops:
+            ids = sorted(originals)
+            if op[0] == "add":
+                _, kind, text, link_to, importance, reps = op
+                body = text * reps
+                links = [("cites", ids[link_to % len(ids)])] if ids and link_to % 3 == 0 else []
+                if kind is Kind.FILE_READ:
+                    n = s.add_file_read(files[link_to % len(files)], body, importance=importance, links=links)
+                else:
+                    n = s.add(body, kind, importance=importance, links=links)
+                originals[n] = body
+            elif op[0] == "pin" and ids:
+                n = ids[op[1] % len(ids)]
+                if op[2] and len(originals[n]) < 200 and len(pins) < 2:
+                    s.pin(n, True)
+                    pins.add(n)
+                elif not op[2]:
+                    s.pin(n, False)
+                    pins.discard(n)
+            elif op[0] == "summarize" and ids:
+                chosen = sorted({ids[i % len(ids)] for i in op[1]})
+                n = s.summarize(chosen)
+                originals[n] = s.get(n).body
+            elif op[0] == "stale":
+                files[op[1]].write_text("changed\n")
+                s.check_stale()
+            elif op[0] == "get":
+                _, budget, query, sticky = op
+                try:
+                    w = s.context_get(budget, query=query, sticky=sticky)
+                except PinsExceedBudgetError:
+                    continue
+                assert w.used <= w.usable <= budget
+                event(f"window mode {w.mode}, forms {sorted({e.form for e in w.entries})}")
+                full = {e.id for e in w.entries if e.form == "full"}
+                assert pins <= full, (pins, full)
+                assert set(w.ids) <= set(originals)
+                for e in w.entries:
+                    if e.form != "full":
+                        assert e.text.startswith(f"[#{e.id} ")
+        for n, body in originals.items():
+            if s.get(n).kind is not Kind.SUMMARY:
+                assert s.expand(n) == body
