@@ -16,7 +16,9 @@ from engine.errors import ContextPipeError
 from . import fleet_cli, replay_command, startup_gc
 from .cli_common import (
     GateOpt,
+    MalformedTurn,
     ThresholdOpt,
+    check_turn_event,
     check_window,
     event_frames,
     event_offset,
@@ -26,6 +28,7 @@ from .cli_common import (
     parse_gates,
     parse_thresholds,
     read_events,
+    read_events_for_turn,
 )
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
@@ -160,31 +163,15 @@ def explain(
     if budget is not None and budget <= 0:
         # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
         fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
-    events, _, offsets = load_events(target)
-    traces: dict[int, dict[str, Any]] = {}
-    for i, e in enumerate(events):
-        if e.get("k") == "turn":
-            try:
-                trace = trace_of(e)
-                if type(e.get("turn")) is not int or not isinstance(trace, dict):
-                    raise ValueError("turn event without an int turn number and a trace map")
-            except (ContextPipeError, ValueError, KeyError, TypeError) as exc:
-                fail(f"{target}: turn event {i} is malformed ({exc}){event_offset(offsets, i)}; {_DAMAGED}")
-            traces[e["turn"]] = trace
-    if not traces:
-        fail(f"{target} has no completed turns yet")
-    n = max(traces) if turn is None else (turn if turn >= 0 else max(traces) + 1 + turn)
-    if n not in traces:
-        # The turn as given (-100 was reported as "turn -60"), and a usage error as in `replay --turn`.
-        fail(f"turn {turn} is not in {target} (it has turns {min(traces)}..{max(traces)}; -1 is the last)", 2)
+    events, offsets, actual_ev = _explain_events(target, turn)
+    n = actual_ev["turn"]
     ov = Overrides(
         budget,
         parse_thresholds(threshold) or None,
         parse_gates(gate) or None,
         provider,
     )
-    actual = traces[n]
-    actual_ev = next(e for e in events if e.get("k") == "turn" and e.get("turn") == n)
+    actual = trace_of(actual_ev)
     trace, base = actual, None
     try:
         replayer = Replayer(events)
@@ -204,6 +191,45 @@ def explain(
         where = f" (turn {n} at offset {offsets[events.index(actual_ev)]})" if offsets else ""
         fail(f"{target}: turn {n}'s trace is malformed ({type(exc).__name__}: {exc}){where}; {_DAMAGED}")
     typer.echo(out)
+
+
+def _explain_events(target: str, turn: int | None) -> tuple[list[dict[str, Any]], list[int], dict[str, Any]]:
+    """The events `explain` folds to rebuild the turn asked for (`turn`: None for the last, negative from
+    the last), their frame offsets (recordings), and that turn's event. A recording is read through its
+    index, up to that turn only (cli_common.read_events_for_turn); a live agent's journal is fetched whole."""
+    from engine.probe.runtime_dir import parse_target
+    from engine.recording.cpsession import RecordingError
+
+    is_live = parse_target(target) is not None and not Path(target).exists()
+    if is_live:
+        events, _, offsets = load_events(target)
+        nums: list[int] = []
+        for i, e in enumerate(events):
+            if e.get("k") == "turn":
+                try:
+                    check_turn_event(e, i, [], 0)
+                except MalformedTurn as exc:
+                    fail(f"{target}: {exc}{event_offset(offsets, i)}; {_DAMAGED}")
+                nums.append(e["turn"])
+    else:
+        r = open_recording(Path(target))
+        nums = r.turn_numbers()
+    if not nums:
+        fail(f"{target} has no completed turns yet")
+    n = max(nums) if turn is None else (turn if turn >= 0 else max(nums) + 1 + turn)
+    if n not in nums:
+        # The turn as given (-100 was reported as "turn -60"), and a usage error as in `replay --turn`.
+        fail(f"turn {turn} is not in {target} (it has turns {min(nums)}..{max(nums)}; -1 is the last)", 2)
+    if is_live:
+        return events, offsets, next(e for e in events if e.get("k") == "turn" and e.get("turn") == n)
+    try:
+        return read_events_for_turn(r, n)
+    except MalformedTurn as exc:
+        fail(f"{target}: {exc}{event_offset(exc.offsets, exc.index)}; {_DAMAGED}")
+    except RecordingError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read {target}: {exc.strerror or exc}")
 
 
 @app.command()
