@@ -227,9 +227,20 @@ def _explain_events(target: str, turn: int | None) -> tuple[list[dict[str, Any]]
     except MalformedTurn as exc:
         fail(f"{target}: {exc}{event_offset(exc.offsets, exc.index)}; {_DAMAGED}")
     except RecordingError as exc:
-        fail(str(exc))
+        fail(f"{exc}{_readable_before(r, exc.offset)}")
     except OSError as exc:
         fail(f"cannot read {target}: {exc.strerror or exc}")
+
+
+def _readable_before(r: Any, offset: int | None) -> str:
+    """What `explain` can still show of a recording damaged at `offset`: the turns whose frames the index
+    puts before it (each read only what precedes it)."""
+    if offset is None:
+        return ""
+    before = [t for t, at in zip(r._turn_nums, r._turn_offs, strict=True) if at < offset]
+    if not before:
+        return ""
+    return f"; turns {before[0]}..{before[-1]} precede the damage and can be explained (--turn {before[-1]})"
 
 
 @app.command()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .recording_open import fail, open_recording
+from .recording_open import fail, open_recording, warn
 
 if TYPE_CHECKING:
     from engine.recording.cpsession import RecordingReader
@@ -142,13 +142,25 @@ def read_events_for_turn(r: RecordingReader, n: int) -> tuple[list[dict[str, Any
 
     RecordingError and OSError, and a malformed turn event, are the caller's to say (the event's index
     and the offsets read so far are in `MalformedTurn`)."""
+    from engine.recording.cpsession import RecordingError
     from engine.recording.replay import CHECKPOINT_EVERY
 
     events: list[dict[str, Any]] = []
     offsets: list[int] = []
     pending = -1  # the last turn event kept whole, until the request after it says whether a fold reads it
     target: dict[str, Any] | None = None
-    for pos, _, ev in r._frames(r._start, r._end):
+    frames = r._frames(r._start, r._end)
+    while True:
+        try:
+            pos, _, ev = next(frames)
+        except StopIteration:
+            break
+        except RecordingError as exc:
+            if target is None:
+                raise
+            # Only what follows turn n's event is lost (on disk, the next turn's chunk): explain it.
+            warn(f"{exc}; turn {n} precedes the damage and is explained from what comes before it")
+            break
         k = ev.get("k")
         if isinstance(k, str) and k.startswith("@"):
             continue

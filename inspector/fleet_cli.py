@@ -45,28 +45,71 @@ def expand_paths(patterns: list[str]) -> list[Path]:
     return list(unique.values())
 
 
-def _events(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]] | str:
+def _events(path: Path, trace_fields: tuple[str, ...] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]] | str:
     """A recording's events and header, or why it cannot be read. A fleet command reads many recordings:
     one corrupt, unreadable or foreign file is skipped with its reason, never the end of the command
-    (open_recording's fail() exited on the first, hiding every good session after it)."""
-    from engine.errors import ContextPipeError
+    (open_recording's fail() exited on the first, hiding every good session after it). `trace_fields`:
+    of each turn's trace only these (RecordingReader.events)."""
+    opened = _open(path)
+    if isinstance(opened, str):
+        return opened
+    with opened as reader:
+        try:
+            return [unpack(e) for e in reader.events(trace_fields=trace_fields)], dict(reader.header)
+        except Exception as exc:  # noqa: BLE001 (_why says the ones a recording raises, re-raises the rest)
+            return _why(path, exc)
+
+
+def _open(path: Path) -> Any:
+    """An open RecordingReader (its cut-off tail warned of), or why the file cannot be read."""
     from engine.recording.cpsession import RecordingReader
-    from engine.recording.journal import unpack_event
 
     try:
-        with RecordingReader.open(path) as reader:
-            if reader.damage is not None:
-                warn(f"{path}: {reader.damage.message}")
-            return [unpack_event(e) for e in reader.events()], dict(reader.header)
-    except ContextPipeError as exc:
+        reader = RecordingReader.open(path)
+    except Exception as exc:  # noqa: BLE001 (as in _events)
+        return _why(path, exc)
+    if reader.damage is not None:
+        warn(f"{path}: {reader.damage.message}")
+    return reader
+
+
+def _why(path: Path, exc: Exception) -> str:
+    from engine.errors import ContextPipeError
+
+    if isinstance(exc, ContextPipeError):
         hint = trajectory_hint(path)  # a trajectory where a recording goes: say to import it
         if hint is not None:
             return hint.removeprefix(f"{path} ")
         return str(exc).removeprefix(f"{path}: ")  # a RecordingError names the file: _skip names it once
-    except PermissionError:
+    if isinstance(exc, PermissionError):
         return "permission denied (check the file's owner and mode)"
-    except OSError as exc:
+    if isinstance(exc, OSError):
         return f"cannot read it: {exc.strerror or exc}"
+    raise exc
+
+
+def unpack(ev: dict[str, Any]) -> dict[str, Any]:
+    from engine.recording.journal import unpack_event
+
+    return unpack_event(ev)
+
+
+class _Stream:
+    """A recording's events read lazily, for a command that needs one at a time (export): its memory
+    does not grow with the file. Damage met on the way ends the stream where it is, in `error`: the
+    events before it have been handed out, as the salvage command would keep them."""
+
+    def __init__(self, path: Path, reader: Any) -> None:
+        self.path, self.reader, self.read = path, reader, 0
+        self.error: str | None = None
+
+    def __iter__(self) -> Any:
+        try:
+            for ev in self.reader.events():
+                self.read += 1
+                yield unpack(ev)
+        except Exception as exc:  # noqa: BLE001 (as in _events)
+            self.error = _why(self.path, exc)
 
 
 def _unpriced_model(exc: Exception, header: dict[str, Any]) -> str:
@@ -143,14 +186,26 @@ def export(
         fail(str(exc))
     redact = redact_requested(None)
     total = sessions = skipped = 0
+    damaged = 0
     for path in paths:
-        read = _events(path)
-        if isinstance(read, str):
-            _skip(path, read)
+        reader = _open(path)
+        if isinstance(reader, str):
+            _skip(path, reader)
             skipped += 1
             continue
-        events, header = read
-        total += export_events(events, header, emitter, content=content, redact=redact)
+        with reader:
+            # One event at a time: a session's events are never all held (export_events folds them).
+            stream = _Stream(path, reader)
+            spans = export_events(stream, dict(reader.header), emitter, content=content, redact=redact)
+        if stream.error is not None:
+            if not spans:
+                _skip(path, stream.error)
+                skipped += 1
+                continue
+            damaged += 1
+            # Its spans are sent (the backend cannot take them back): say how many, and what was wrong.
+            warn(f"{path}: {stream.error}; exported the {spans} model calls before the damage")
+        total += spans
         sessions += 1
         if checked.failures:
             break
@@ -161,7 +216,8 @@ def export(
         fail(f"none of the {len(paths)} recording(s) could be read")
     typer.echo(f"exported {total} model-call spans from {sessions} session(s), each session's under its "
                f"invoke_agent span, to {url}"
-               + (f"; {skipped} recording(s) skipped (see above)" if skipped else ""))
+               + (f"; {skipped} recording(s) skipped (see above)" if skipped else "")
+               + (f"; {damaged} damaged recording(s) exported up to their damage (see above)" if damaged else ""))
 
 
 def report(
@@ -184,7 +240,7 @@ def report(
     """
     from engine.errors import ContextPipeError
     from engine.sim.pricing import UnknownModelError
-    from engine.sim.simulate import SimSettings, simulate_events
+    from engine.sim.simulate import TRACE_FIELDS, SimSettings, simulate_events
 
     from .fleet_report import idle_row, render_svg, render_table, session_row, totals_row
 
@@ -218,7 +274,9 @@ def report(
     # screen of the same long warning.
     unpriced: dict[str, int] = {}
     for path in paths:
-        read = _events(path)
+        # Of each turn's trace only what the simulation reads, as `simulate` reads it: the rest of a
+        # trace is ~2/3 of what decoding a recording builds.
+        read = _events(path, TRACE_FIELDS)
         if isinstance(read, str):
             _skip(path, read)
             skipped.append({"session": str(path), "reason": read})

@@ -1,0 +1,137 @@
+"""Long recordings on the CLI paths that need one turn at a time: memory that does not grow with the file.
+
+Each test copies a real recording (a demo session) with every turn's trace made heavy (a field no reader
+of the trace looks at), so that holding every event costs far more than holding the few a path needs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.recording.cpsession import RecordingReader, RecordingWriter
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+PAD = 1 << 20  # bytes of hex added to each turn's trace: 40 turns, ~40 MB held if every trace is kept
+
+
+def heavy_copy(dst: Path, src: Path = DEMO) -> Path:
+    """`src` rewritten with a random (incompressible, so no reader takes it for a bomb) pad in each trace."""
+    with RecordingReader.open(src) as r:
+        header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
+        with RecordingWriter(dst, header) as w:
+            for ev in r.events():
+                if ev.get("k") == "turn":
+                    ev = {**ev, "trace": {**ev["trace"], "pad": os.urandom(PAD // 2).hex()}}
+                w.append(ev)
+    return dst
+
+
+def peak_rss_mb(args: list[str]) -> tuple[int, str, float]:
+    """Run `cp-inspect ARGS` in a child: (exit code, its stdout and stderr, its peak RSS in MB)."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "print(p.returncode); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.stderr.write(p.stdout + p.stderr)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe, sys.executable, "-m", "inspector.cli", *args],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    code, rss = res.stdout.split()
+    return int(code), res.stderr, int(rss) / 1024
+
+
+def test_explain_of_the_last_turn_holds_only_the_traces_a_replay_folds(tmp_path: Path) -> None:
+    """explain read every event whole (each turn's trace included) to rebuild one turn: its memory grew
+    with the recording (a 10,000-turn, 6 MB file: 266 MB). It now reads up to the turn asked for and keeps
+    the traces of only the turns a replay folds. Old explain: ~40 MB of pads held here."""
+    p = heavy_copy(tmp_path / "heavy.cpsession")
+    code, out, base = peak_rss_mb(["explain", str(DEMO), "--format", "json"])
+    assert code == 0, out
+    code, out, peak = peak_rss_mb(["explain", str(p), "--format", "json"])
+    assert code == 0 and '"turn": 39' in out, out[-2000:]
+    # The turn shown keeps its pad (printed in the JSON: a str and its encoding, ~3 MB), and the turns
+    # before it are rebuilt from theirs: a few MB, not forty.
+    assert peak < base + 20, (peak, base)
+
+
+def test_explain_of_an_early_turn_reads_no_further(tmp_path: Path) -> None:
+    p = heavy_copy(tmp_path / "heavy.cpsession")
+    code, out, base = peak_rss_mb(["explain", str(DEMO), "--turn", "3"])
+    assert code == 0, out
+    code, out, peak = peak_rss_mb(["explain", str(p), "--turn", "3"])
+    assert code == 0 and "EXPLAIN turn 3" in out, out[-2000:]
+    assert peak < base + 12, (peak, base)
+
+
+def test_report_reads_only_the_trace_fields_its_simulation_uses(tmp_path: Path) -> None:
+    """report decoded every trace whole (as export needs them), though its simulation reads only the
+    sections, as `simulate` reads them. Old report: the 40 MB of pads held."""
+    p = heavy_copy(tmp_path / "heavy.cpsession")
+    code, out, base = peak_rss_mb(["report", str(DEMO), "--json"])
+    assert code == 0, out
+    code, out, peak = peak_rss_mb(["report", str(p), "--json"])
+    assert code == 0 and str(p) in out, out[-2000:]
+    assert peak < base + 15, (peak, base)
+
+
+def test_export_sends_one_event_at_a_time(tmp_path: Path) -> None:
+    """export read a session's events into a list before sending any span. Old export: the pads held."""
+    from tests.fleet.otlp_receiver import OtlpReceiver
+
+    p = heavy_copy(tmp_path / "heavy.cpsession")
+    with OtlpReceiver() as rx:
+        code, out, base = peak_rss_mb(["export", str(DEMO), "--otlp", rx.url])
+        assert code == 0, out
+        code, out, peak = peak_rss_mb(["export", str(p), "--otlp", rx.url])
+        assert code == 0 and "exported 40 model-call spans" in out, out[-2000:]
+    assert peak < base + 15, (peak, base)
+
+
+# ------------------------------------------------------------------------------------- damaged files
+def corrupt_copy(dst: Path, turn: int = 20) -> tuple[Path, int]:
+    """DEMO with one flipped byte inside turn `turn`'s chunk (its CRC then fails): (path, that offset)."""
+    with RecordingReader.open(DEMO) as r:
+        at = r._turn_offs[r.turn_numbers().index(turn)]
+    data = bytearray(DEMO.read_bytes())
+    data[at + 30] ^= 0xFF
+    dst.write_bytes(bytes(data))
+    return dst, at
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+def test_explain_shows_the_turns_before_damage_and_names_them_past_it(tmp_path: Path) -> None:
+    """Old explain read every event first: one flipped byte at turn 20 made every turn unexplainable."""
+    p, at = corrupt_copy(tmp_path / "corrupt.cpsession")
+    for turn in ("5", "19"):
+        res = cli("explain", str(p), "--turn", turn)
+        assert res.returncode == 0 and f"EXPLAIN turn {turn}" in res.stdout, res.stderr
+    assert f"offset {at}" in cli("explain", str(p), "--turn", "19").stderr  # what follows it is lost: said
+    res = cli("explain", str(p))
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    # What was wrong and where, what to do, and what can still be read.
+    assert f"at offset {at}" in res.stderr and "cp-inspect salvage" in res.stderr, res.stderr
+    assert "turns 0..19 precede the damage" in res.stderr and "--turn 19" in res.stderr, res.stderr
+
+
+def test_export_of_a_damaged_recording_sends_what_precedes_the_damage(tmp_path: Path) -> None:
+    """Old export skipped the whole session ('none of the 1 recording(s) could be read', exit 1)."""
+    from tests.fleet.otlp_receiver import OtlpReceiver
+
+    p, at = corrupt_copy(tmp_path / "corrupt.cpsession")
+    with OtlpReceiver() as rx:
+        res = cli("export", str(p), "--otlp", rx.url)
+        assert res.returncode == 0, res.stderr
+        assert "exported 20 model-call spans" in res.stdout, res.stdout
+        calls = len(rx.calls)
+    assert calls == 20
+    assert f"at offset {at}" in res.stderr and "the 20 model calls before the damage" in res.stderr, res.stderr
