@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from textual import events
 from textual.app import App
 from textual.binding import Binding
+from textual.widgets import Footer
 
 from engine.errors import ContextPipeError
 from engine.probe.client import AgentInfo
@@ -31,6 +33,10 @@ from .sources.live import LiveSource
 from .top_app import TopApp
 
 ANNOUNCE_S = 1.0  # how often the inspector looks for new sessions of the run (a snapshot copy: cheap)
+# Below this width the footer's right-docked "^p palette" hint covers its last keys, and the last is "o
+# Sessions", the key each new session's announcement names (the live footer's keys end at column 78 with
+# it, and the hint takes 11). The hint gives way there; Ctrl+P still opens the palette.
+PALETTE_HINT_MIN_WIDTH = 90
 
 
 class _Screen:
@@ -98,6 +104,17 @@ class RunInspectorApp(InspectorApp):
 
     def on_mount(self) -> None:  # Textual also runs InspectorApp's own on_mount
         self.set_interval(ANNOUNCE_S, self.announce_sessions)
+        self._fit_footer(self.size.width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit_footer(event.size.width)
+
+    def _fit_footer(self, width: int) -> None:
+        show = width >= PALETTE_HINT_MIN_WIDTH
+        for footer in self.screen.query(Footer):
+            if footer.show_command_palette != show:
+                footer.show_command_palette = show
+                footer.refresh(recompose=True)  # a plain reactive: Footer does not recompose for it
 
     def announce_sessions(self) -> None:
         for row in self.watcher.snapshot():

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from inspector.run_tui import RunInspectorApp, RunWatcher, pick_session
 from inspector.sources.live import LiveSource
@@ -96,6 +98,34 @@ async def test_run_tui_announces_and_opens_the_runs_other_sessions(proxied: Prox
             ]
             await pilot.press("q")
         assert not app2.show_sessions
+    finally:
+        watcher.stop()
+
+
+async def test_run_tui_footer_shows_o_sessions_at_80_columns(proxied: Proxied, rtdir: Path) -> None:
+    """"o Sessions", the key every new session's announcement names, is the live footer's last key; at 80
+    columns the right-docked "^p palette" hint drew over it. The hint gives way below 90 columns."""
+    pid = os.getpid()
+    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", 1)
+    assert proxied.recorder.flush(60)
+    watcher = RunWatcher(pid).start()
+    try:
+        app = RunInspectorApp(LiveSource(pid, session=1), watcher, f"{pid}.1")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _until(lambda: len(app.timeline) == 1)
+            await pilot.pause()
+
+            def keys() -> dict[str, Any]:
+                return {k.key: k.region for k in app.screen.query_one(Footer).query(FooterKey)}
+
+            o = keys()["o"]
+            assert o.width and o.right <= 80
+            assert not any(r.overlaps(o) for k, r in keys().items() if k != "o"), keys()
+            await pilot.resize_terminal(120, 40)
+            await pilot.pause()
+            await pilot.pause()
+            assert "ctrl+p" in keys()  # room for the hint again
+            assert not keys()["ctrl+p"].overlaps(keys()["o"])
     finally:
         watcher.stop()
 

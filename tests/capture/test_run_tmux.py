@@ -60,9 +60,13 @@ def _end_tmux(sock: Path, name: str) -> None:
 
 
 def _start_run(sock: Path, name: str, rec: Path, rtdir: Path, standin: StandIn, agent: str, then: str) -> None:
-    """`cp-inspect run -- AGENT` in a new 120x40 tmux session, `then` run in its shell afterwards."""
+    """`cp-inspect run -- AGENT` in a new 120x40 tmux session, `then` run in its shell afterwards.
+
+    COLUMNS and LINES are unset: under pytest the process environment the tmux server copies can carry
+    COLUMNS=80 LINES=24 (seen on this machine, though os.environ has neither), and Textual takes them
+    over the pane's real size: the inspector drew 80x24 in the 120x40 pane."""
     shell = (
-        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL "
+        f"cd {ROOT} && env -u OPENAI_BASE_URL -u OPENAI_API_BASE -u ANTHROPIC_BASE_URL -u COLUMNS -u LINES "
         f"XDG_RUNTIME_DIR={rtdir} PYTHONPATH={ROOT} {sys.executable} -m inspector.cli run "
         f"--record-dir {rec} --upstream {standin.url} -- {agent}; {then}"
     )
@@ -104,7 +108,9 @@ def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, r
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "Enter"), check=True)
         _wait_for(sock, name, "You are sub-agent 1.")
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "q"), check=True)
-        _wait_for(sock, name, target)  # back on the list
+        # back on the list: its header (the session's target alone is on the inspector's status line too,
+        # 'pid PID.2', so waiting for it sent the last q before the list was up)
+        _wait_for(sock, name, "PID        MODEL")
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "q"), check=True)
         screen = _wait_for(sock, name, "EXIT=", timeout=240)
         assert "EXIT=3" in screen, screen
