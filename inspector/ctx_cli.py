@@ -37,9 +37,12 @@ DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (crea
 ExistingDbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (ctx add or ctx import makes one).")]
 
 
-def _open(db: Path, *, create: bool = True) -> ContextStore:
+def _open(db: Path, *, create: bool = True, importing: Path | None = None) -> ContextStore:
+    """The store at `db`, or exit with why not. `importing`: the file an import would have read, named in
+    the error with the fact that nothing of it was imported (a store locked as it opened said only that
+    it was locked, which left open whether part of the import had gone in)."""
     # The store (SQLite, scoring, tokenizer) is imported when a command opens one, not for --help.
-    from engine.store import ContextStore
+    from engine.store import ContextStore, StoreLockedError
 
     # A --db that cannot name a store file is a usage error (exit 2), as a missing one for get is.
     if db.is_dir():
@@ -54,7 +57,10 @@ def _open(db: Path, *, create: bool = True) -> ContextStore:
     try:
         return ContextStore(db)
     except ContextPipeError as exc:
-        fail(str(exc))
+        if importing is None:
+            fail(str(exc))
+        retry = "; then run the import again" if isinstance(exc, StoreLockedError) else ""
+        fail(f"nothing imported from {importing} (the store is as it was): {exc}{retry}")
 
 
 def _empty_file(db: Path) -> bool:
@@ -309,7 +315,7 @@ def import_cmd(
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
         return
-    store = _open(db)
+    store = _open(db, importing=file)
     try:
         ids = ingest_session(store, session)
     except ContextPipeError as exc:
@@ -348,7 +354,7 @@ def _import_recording(db: Path, file: Path) -> None:
     # and a cut-off last frame (a writer killed mid-write) as a warning: it imported silently, the
     # turns after the cut missing without a word.
     open_recording(file).close()
-    store = _open(db)
+    store = _open(db, importing=file)
     try:
         ids, requests = ingest_recording(store, file)
     except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:

@@ -148,3 +148,29 @@ def test_explain_headings_add_up_to_the_window(tmp_path: Path) -> None:
             assert sum(int(t.split()[0]) for _, t in counts) == sum(i["tokens"] for i in items)
     finally:
         store.close()
+
+
+def test_import_into_store_locked_as_it_opens_says_nothing_imported(tmp_path: Path) -> None:
+    # Another writer holds the store as the import opens it: the error said only that it was locked,
+    # leaving open whether part of the recording had gone in. It says nothing did, and to retry.
+    import sqlite3
+
+    from engine.store import ContextStore
+
+    demo = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+    db = tmp_path / "locked.db"
+    with ContextStore(db) as s:
+        s.add("already here")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        r = _run("import", "--db", str(db), str(demo))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.exit_code == 1
+    out = " ".join(r.output.split())
+    assert f"nothing imported from {demo}" in out and "the store is as it was" in out
+    assert "locked" in out and "run the import again" in out
+    with ContextStore(db) as s:
+        assert len(s) == 1
