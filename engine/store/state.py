@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 import sqlite3
 import threading
@@ -39,9 +40,29 @@ _KINDS: dict[str, Kind] = {k.value: k for k in Kind}
 _MAX_ID = 1 << 63
 
 
-def _kind(value: str) -> Kind:
+def _kind(value: str, item_id: Any, path: str) -> Kind:
     k = _KINDS.get(value)
-    return Kind(value) if k is None else k
+    if k is None:
+        # The store writes only known kinds (add parses them): a plain "'x' is not a valid Kind" from a
+        # reload named neither the row nor the file, nor that the file had been edited by hand.
+        raise StoreError(
+            f"{path}: item #{item_id} has kind {value!r}, which the store never writes (known: "
+            f"{', '.join(_KINDS)}): the database was changed outside the store. Set that row's kind "
+            "back to a known one, or rebuild the store with `cp-inspect ctx import`"
+        )
+    return k
+
+
+def item_id_arg(value: Any, what: str = "an item id") -> int:
+    """An item id given to a public call, as an int. A str was iterated or passed to int() deep in the
+    store (summarize("abc"): "invalid literal for int()"); now it is refused as `add` refuses its
+    arguments. Anything with __index__ (numpy integers) is accepted; bool is not an id."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{what} must be an item id (an int such as 12), got {value!r}")
 
 
 class HasState(Protocol):
@@ -209,11 +230,15 @@ class StoreState:
         it = self.items.get(item_id)
         if it is not None:
             return it
+        try:  # int(): an agent's expand tool call may carry the id as text ("12"), which always worked
+            item_id = int(item_id)
+        except (TypeError, ValueError):  # "invalid literal for int()" named neither the id nor the call
+            raise TypeError(f"an item id must be an int such as 12, got {item_id!r}") from None
         row = None
-        if 0 < int(item_id) < _MAX_ID:  # SQLite cannot even look up an id past 64 bits (OverflowError)
-            row = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id=?", (int(item_id),)).fetchone()
+        if 0 < item_id < _MAX_ID:  # SQLite cannot even look up an id past 64 bits (OverflowError)
+            row = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items WHERE id=?", (item_id,)).fetchone()
         if row is None:
-            raise UnknownItemError(int(item_id), self.path)
+            raise UnknownItemError(item_id, self.path)
         it = self.row_item(row)
         self.items[it.id] = it
         return it
@@ -227,11 +252,10 @@ class StoreState:
             it = self.row_item(row)
             self.items.setdefault(it.id, it)
 
-    @staticmethod
-    def row_item(row: Sequence[Any]) -> Item:
+    def row_item(self, row: Sequence[Any]) -> Item:
         return Item(
             int(row[0]),
-            _kind(row[1]),
+            _kind(row[1], row[0], self.path),
             str(row[2]),
             str(row[3]),
             int(row[4]),
@@ -282,7 +306,7 @@ class StoreState:
     def _reload(self, dv: int) -> None:
         self.turn = self.read_turn()
         metas = [
-            ItemMeta(int(r[0]), _kind(r[1]), str(r[2]), int(r[3]), r[4], r[5], bool(r[6]), float(r[7]))
+            ItemMeta(int(r[0]), _kind(r[1], r[0], self.path), str(r[2]), int(r[3]), r[4], r[5], bool(r[6]), float(r[7]))
             for r in self.conn.execute(
                 "SELECT id, kind, hash, turn, source, file_hash, pinned, importance FROM items ORDER BY id"
             )

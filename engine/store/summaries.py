@@ -7,11 +7,12 @@ new SUMMARY items that stand for their originals (linked with SUMMARIZES, SUPERS
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from engine.store.compaction import Summarizer, render_full, subtask_body, summary_key
 from engine.store.errors import StoreError, StoreTextError
 from engine.store.items import Kind, LinkKind, lone_surrogate
-from engine.store.state import StoreState
+from engine.store.state import StoreState, item_id_arg
 from engine.store.writes import Writer
 
 
@@ -35,6 +36,9 @@ class Summaries:
         """
         if self.summarizer is None:
             raise StoreError("no summarizer configured: pass summarizer=callable to ContextStore")
+        ids = _id_list(ids, "summarize's ids")
+        if roll_from is not None:
+            roll_from = item_id_arg(roll_from, "roll_from")
         originals: set[int] = set()
         for i in ids:
             originals |= set(self.state.originals(i)) if self.state.item(i).kind is Kind.SUMMARY else {i}
@@ -52,7 +56,19 @@ class Summaries:
         if row is not None and isinstance(row[0], str) and row[0].strip():
             text = row[0]
         else:  # not cached, or cached by a version that kept a summarizer's non-text or empty answer
-            text = _checked(self.summarizer([render_full(it) for it in items]), len(ordered))
+            texts = [render_full(it) for it in items]
+            try:
+                answer = self.summarizer(texts)
+            except Exception as exc:
+                # The application's callback (a model call, usually) failed: its own exception came out
+                # of the store with nothing saying what the store was doing. Nothing is written before
+                # this point, so the store is as it was.
+                raise StoreError(
+                    f"the summarizer {_name(self.summarizer)} raised {type(exc).__name__}: {exc} "
+                    f"while summarising {_ids_text(ordered)}; nothing was stored. Fix or retry the "
+                    "summarizer callback, or leave the items unsummarised"
+                ) from exc
+            text = _checked(answer, len(ordered))
             self.state.conn.execute(
                 "INSERT OR REPLACE INTO derived(key, producer, text) VALUES (?,?,?)", (key, producer, text)
             )
@@ -63,8 +79,10 @@ class Summaries:
 
     def collapse_subtask(self, step_ids: Sequence[int], result_id: int) -> int:
         """A finished subtask becomes one item: its result plus a link to its steps (no model needed)."""
+        step_ids = _id_list(step_ids, "collapse_subtask's step_ids")
         if not step_ids:
             raise StoreError("collapse_subtask needs the ids of the subtask's steps")
+        result_id = item_id_arg(result_id, "result_id")
         result = self.state.item(result_id)
         for s in step_ids:
             self.state.item(s)  # raises UnknownItemError early, before anything is written
@@ -93,3 +111,23 @@ def _checked(text: object, n: int) -> str:
     if at >= 0:
         raise StoreTextError("the summarizer's text", text, at)
     return text
+
+
+def _id_list(ids: Any, what: str) -> list[int]:
+    """Item ids as a list of ints. A str is a sequence too: summarize("abc") summarised "a", "b", "c"
+    and failed in int() deep in the store."""
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"{what} must be a list of item ids (ints such as [3, 4]), got {ids!r}")
+    return [item_id_arg(i, f"each of {what}") for i in ids]
+
+
+def _name(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else str(name)
+
+
+def _ids_text(ids: Sequence[int]) -> str:
+    shown = ", ".join(f"#{i}" for i in ids[:10])
+    more = f" and {len(ids) - 10} more" if len(ids) > 10 else ""
+    return f"{len(ids)} item{'s' if len(ids) != 1 else ''} ({shown}{more})"
