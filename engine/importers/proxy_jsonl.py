@@ -349,9 +349,13 @@ def _timestamp(value: Any, ctx: Ctx, where: str) -> float | None:
     ctx.fail(where, f"is {_kind(value)} (expected epoch seconds or an ISO 8601 time)")
 
 
-def _streamed(raw: str, wire: str, ctx: Ctx, where: str) -> tuple[dict[str, Any] | None, str | None]:
+def _streamed(
+    raw: str, wire: str, ctx: Ctx, where: str, cut: bool = False
+) -> tuple[dict[str, Any] | None, str | None]:
     """A response logged as text: JSON, or a server-sent-event stream reassembled into the body the API
-    would have returned unstreamed. (body, None), or (None, why) for a stream that did not finish."""
+    would have returned unstreamed. (body, None), or (None, why) for a stream that did not finish.
+    `cut`: the line says the call failed; a chat stream that ends without [DONE] after every choice
+    finished is whole only without that, as the proxy judges it (Reassembled.settle)."""
     from engine.capture.proxy.sse import REASSEMBLERS
 
     stripped = raw.lstrip()
@@ -360,7 +364,7 @@ def _streamed(raw: str, wire: str, ctx: Ctx, where: str) -> tuple[dict[str, Any]
         return ctx.obj(obj, where), None
     if not stripped:
         return None, "empty response body"
-    r = REASSEMBLERS[wire](raw.encode("utf-8", "surrogatepass"))
+    r = REASSEMBLERS[wire](raw.encode("utf-8", "surrogatepass")).settle(cut)
     if r.body is None:
         article = "an" if wire[:1] in "aeiou" else "a"
         ctx.fail(where, f"is text that is neither JSON nor {article} {wire} event stream ({r.reason})")
@@ -396,7 +400,7 @@ def parse_line(
     usage: UsageRec | None = None
     error: str | None = obj.get("error") if isinstance(obj.get("error"), str) else None
     if isinstance(resp_raw, str):
-        resp_raw, stream_error = _streamed(resp_raw, wire, ctx, f"{where} response")
+        resp_raw, stream_error = _streamed(resp_raw, wire, ctx, f"{where} response", cut=bool(error))
         error = error or stream_error
     if resp_raw is not None:
         resp = ctx.obj(resp_raw, f"{where} response")

@@ -213,3 +213,25 @@ def test_proxy_jsonl_text_that_is_not_a_stream(tmp_path: Path) -> None:
     log.write_text(_proxy_line({"model": "gpt-4o", "messages": []}, "<html>502 Bad Gateway</html>") + "\n")
     with pytest.raises(ImportFormatError, match="neither JSON nor"):
         load(log)
+
+
+def test_proxy_jsonl_chat_stream_without_done(tmp_path: Path) -> None:
+    # A logged chat stream from a server that never sends `data: [DONE]` (llama.cpp forks, older TGI) is
+    # a whole reply when every choice finished and the line names no failure, as the proxy records it
+    # (Reassembled.settle); it was imported as an incomplete stream, a failed call without its usage.
+    # A line that says the call failed, or text cut mid-event (the usage chunk), is still incomplete.
+    req = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    events = [e for e in S.chat_stream("gpt-4o", "Hello there.", True) if e != b"data: [DONE]\n\n"]
+    whole = b"".join(events).decode()
+    failed = json.dumps(
+        {"request": req, "response": whole, "timestamp": 1700000000, "error": "upstream reset the connection"}
+    )
+    lines = [_proxy_line(req, whole), failed, _proxy_line(req, whole[:-20])]
+    log = tmp_path / "nodone.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    imp = load(log, "proxy-jsonl")
+    ok, cut, mid_event = imp.calls
+    assert ok.error is None and ok.response is not None and ok.response.content == "Hello there."
+    assert ok.usage is not None and ok.usage.cache_read_tokens == 1920
+    assert cut.error == "upstream reset the connection" and cut.response is None
+    assert "incomplete stream: the stream ended before [DONE]" in (mid_event.error or ""), mid_event.error

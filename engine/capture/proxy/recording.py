@@ -29,7 +29,7 @@ from typing import Any
 from engine.capture.proxy import responses_api
 from engine.capture.proxy.exchange import Exchange
 from engine.capture.proxy.routes import session_key
-from engine.capture.proxy.sse import NO_DONE, REASSEMBLERS
+from engine.capture.proxy.sse import REASSEMBLERS
 from engine.capture.tap import Tap, TapCall
 from engine.errors import ContextPipeError
 from engine.importers._common import guess_provider
@@ -484,10 +484,7 @@ class Recorder:
             wait = f" (retry-after: {ex.retry_after})" if ex.retry_after else ""
             return None, f"HTTP {ex.status}{wait}: {raw[:2000].decode('utf-8', 'replace')}"
         if ex.streamed or (asked_stream and _looks_like_sse(raw)):
-            r = REASSEMBLERS[wire](raw)
-            if not r.complete and r.reason == NO_DONE and not ex.error:
-                # the connection ended cleanly after every choice finished: a server that omits [DONE]
-                r.complete = True
+            r = REASSEMBLERS[wire](raw).settle(cut=bool(ex.error))
             if r.body is None or not r.complete:
                 why = r.reason or "incomplete"
                 if ex.error:

@@ -67,6 +67,16 @@ class Reassembled:
     events: int = 0
     notes: list[str] = field(default_factory=list)
 
+    def settle(self, cut: bool) -> Reassembled:
+        """This stream judged with how its connection ended (`cut`: it broke off, or something else says
+        the body did not end as sent). A chat stream whose every choice finished but that never sent
+        `data: [DONE]` (NO_DONE: llama.cpp forks, older TGI never do; the SDKs end at the connection's
+        end) is whole when nothing says it was cut; cut, it stays incomplete. The proxy's recorder and
+        the proxy-log importer both judge by this, so a stream reads the same whichever recorded it."""
+        if not self.complete and self.reason == NO_DONE and not cut:
+            self.complete = True
+        return self
+
 
 def _json(ev: SSEEvent, notes: list[str]) -> dict[str, Any] | None:
     try:
@@ -198,7 +208,7 @@ def _finish_tool_input(content: list[Any], i: int, parts: list[str], notes: list
 
 
 def reassemble_openai_chat(raw: bytes) -> Reassembled:
-    events, _ = parse_sse(raw)
+    events, on_boundary = parse_sse(raw)
     notes: list[str] = []
     out: dict[str, Any] | None = None
     choices: dict[int, dict[str, Any]] = {}
@@ -254,10 +264,11 @@ def reassemble_openai_chat(raw: bytes) -> Reassembled:
     if error is not None:
         return Reassembled(out, False, carried_error(error), len(events), notes)
     if not done:
-        if msgs and all(c["finish_reason"] is not None for c in msgs):
+        if on_boundary and msgs and all(c["finish_reason"] is not None for c in msgs):
             # Every choice finished but no [DONE] came: some OpenAI-compatible servers never send it (the
-            # SDKs end at the connection's end). Whether it is whole is the connection's to say (the
-            # recorder: a clean end is a whole reply; cut, it is still incomplete).
+            # SDKs end at the connection's end). Whether it is whole is the connection's to say
+            # (Reassembled.settle). Bytes that end mid-event were cut whatever the connection did: the
+            # SDK drops an unterminated event, and that one may be the usage chunk.
             return Reassembled(out, False, NO_DONE, len(events), notes)
         return Reassembled(out, False, "the stream ended before [DONE]", len(events), notes)
     return Reassembled(out, True, "", len(events), notes)
