@@ -26,6 +26,8 @@ Behaviour by model name, for the bad-input tests:
     *-nodone                  (chat) the stream ends without `data: [DONE]`, as some compatible servers end it
     *-plainsse                the stream is served as `text/plain` (some OpenAI-compatible servers)
     *-gzipsse-* / *-zstdsse-*  the stream is compressed with that coding (each event flushed as sent)
+    *-unended                 the stream stops before its last event (compressed: and its coding's end), but
+                              the response ends cleanly: a server whose compressor died, a middlebox
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
                               CDN sends it to a client whose Accept-Encoding lists zstd (httpx's does)
     *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
@@ -625,6 +627,8 @@ class StandIn:
             if f"-{coding}sse" in model:
                 events = _compressed(events, coding)
                 sse_headers["Content-Encoding"] = coding
+        if model.endswith("-unended"):
+            events = events[:-1]
         resp = web.StreamResponse(headers=sse_headers)
         await resp.prepare(request)
         sent = bytearray()

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import zstandard
 
-from engine.capture.proxy.exchange import MAX_DECODED_BYTES, decode
+from engine.capture.proxy.exchange import MAX_DECODED_BYTES, Truncated, decode
 from engine.capture.proxy.recording import MAX_RECORD_BYTES
 
 CLAIMED = 200 * 2**20  # what the bomb decodes to
@@ -173,3 +173,32 @@ def test_a_body_cut_off_decodes_as_far_as_it_arrived(coding: str) -> None:
     if coding != "zstd":  # (zstandard's stream reader ends a cut frame without saying so: not caught)
         with pytest.raises(ValueError, match="does not decode"):
             decode(cut, coding)
+
+
+def test_zstd_that_stops_before_its_frame_end_is_truncated_not_whole() -> None:
+    # zstd's stream reader ended quietly where the data stopped: a body cut mid-frame decoded as if whole.
+    # Now it is Truncated (a ValueError, as gzip's cut data is), carrying what arrived; partial=True (the
+    # connection is known to have broken) gives that prefix; whole frames, several, and a skippable frame
+    # decode as before.
+    body = b"data: {}\n\n" * 2000
+    c = zstandard.ZstdCompressor().compressobj()
+    flushed = c.compress(body) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    whole = flushed + c.flush()
+    assert decode(whole, "zstd") == body
+    for cut in (flushed, whole[:-1]):  # every block but not the frame's end; its last byte missing
+        with pytest.raises(ValueError, match="stops before the zstd end") as exc:
+            decode(cut, "zstd")
+        assert isinstance(exc.value, Truncated) and exc.value.decoded == body
+        assert decode(cut, "zstd", partial=True) == body
+    with pytest.raises(Truncated) as exc:
+        decode(whole[: len(whole) // 2], "zstd")
+    assert body.startswith(exc.value.decoded)  # (mid-block: the blocks before it, here none)
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"xyz"
+    two = zstandard.ZstdCompressor(write_content_size=False).compress(b"!")
+    assert decode(whole + skippable + two, "zstd") == body + b"!"
+    assert decode(b"", "zstd") == b""
+    with pytest.raises(Truncated) as exc:
+        decode(gzip.compress(flushed), "zstd, gzip")  # the inner coding cut, the outer one whole
+    assert exc.value.decoded == body
+    with pytest.raises(ValueError, match="does not decode"):
+        decode(whole + b"garbage!", "zstd")

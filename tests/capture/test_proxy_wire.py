@@ -323,3 +323,25 @@ def test_a_tapped_call_refused_with_retry_after_says_it(standin: StandIn, tmp_pa
     client.contextpipe_tap.close()
     (err,) = errors(rec)
     assert f"Error code: {code}" in err["message"] and err["message"].endswith("(retry-after: 7)"), err
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+def test_a_compressed_stream_that_stops_before_its_end_is_cut(
+    proxied: Proxied, standin: StandIn, coding: str
+) -> None:
+    # The HTTP body ends cleanly but its coding does not (the last event and the coding's end never came):
+    # a chat stream without [DONE] whose every choice finished reads as whole unless something says it was
+    # cut, and here only the coding can. zstd's stream reader ended quietly where the data stopped, so the
+    # reply was recorded whole without its usage; gzip said "does not decode" and kept no event.
+    body = {**BODIES["/v1/chat/completions"], "model": f"gpt-4o-nodone-{coding}sse-unended", "stream": True}
+    with httpx.Client(timeout=30) as c, c.stream("POST", proxied.url + "/v1/chat/completions", json=body) as r:
+        assert r.headers["content-encoding"] == coding
+        assert b"".join(r.iter_raw()) == standin.sent[-1]  # passed on as sent, and it ended cleanly
+    (path,) = proxied.finish()
+    assert not usages(path)
+    (err,) = errors(path)
+    assert err["kind"] == "incomplete_stream", err
+    assert f"its data stops before the {coding} end" in err["message"], err
+    events = int(err["message"].rsplit("(", 1)[1].split()[0])
+    assert events >= 5, err  # the role, the words and the finish chunk: all but the usage chunk
+    verify_ok(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,15 @@ from engine.errors import ContextPipeError
 MAX_DECODED_BYTES = 256 * 1024 * 1024
 
 
+class Truncated(ContextPipeError, ValueError):
+    """A body whose coding stops before its end (the HTTP body ended all the same, so nothing else says it
+    was cut): `decoded` is what its bytes decode to up to there."""
+
+    def __init__(self, message: str, decoded: bytes) -> None:
+        super().__init__(message)
+        self.decoded = decoded
+
+
 def decode(
     raw: bytes, encoding: str, what: str = "response", limit: int = MAX_DECODED_BYTES, partial: bool = False
 ) -> bytes:
@@ -24,22 +32,36 @@ def decode(
     The proxy forwards bodies still encoded (the far side decodes them); the recorder wants the text.
     Codings are listed in the order they were applied, so they are undone last first (RFC 9110 8.4).
     Raises ValueError, naming the body and the coding, for one it cannot undo, bytes that do not decode,
-    or a body that decodes past `limit` bytes (stopped there: nothing larger is ever built).
+    or a body that decodes past `limit` bytes (stopped there: nothing larger is ever built); Truncated
+    (a ValueError) for data that stops before its coding's end, with what it decodes to up to there.
     `partial`: the body was cut off (the upstream or the agent went away mid-response): what its bytes
     decode to up to the cut, not an error for the missing end, so a compressed stream that broke off
     is recorded with the events that arrived, as an uncompressed one is.
     """
+    cut_in: str | None = None  # the coding whose data stopped early
     for enc in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
         if enc == "identity":
             continue
         try:
-            raw = _undo(raw, enc, what, limit, partial)
+            try:
+                raw = _undo(raw, enc, what, limit, partial or cut_in is not None)
+            except EOFError:
+                # Decoded again, up to where the data stops: the caller decides what a cut body is worth
+                # (the recorder keeps the events that arrived), as it does for one it knows was cut.
+                raw = _undo(raw, enc, what, limit, True)
+                cut_in = cut_in or enc
         except ValueError:
             raise
-        except Exception as exc:  # zlib.error, BadGzipFile, EOFError, zstd's errors: one clear kind
+        except Exception as exc:  # zlib.error, BadGzipFile, zstd's errors: one clear kind
             raise ValueError(
                 f"the {what} is {enc}-encoded but does not decode ({type(exc).__name__}: {exc})"
             ) from None
+    if cut_in is not None:
+        raise Truncated(
+            f"the {what} is {cut_in}-encoded but does not decode (its data stops before the {cut_in} end: "
+            "the body was cut short)",
+            raw,
+        )
     return raw
 
 
@@ -52,25 +74,43 @@ def _undo(raw: bytes, enc: str, what: str, limit: int, partial: bool = False) ->
         except zlib.error:  # raw deflate, as some servers send it
             return _inflate(raw, -zlib.MAX_WBITS, what, limit, partial=partial)
     if enc == "zstd":
-        import zstandard  # a dependency of the engine (recordings are zstd-compressed)
-
-        # A stream reader: an HTTP body's frames often omit their content size, and may be several.
-        out = bytearray()
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True) as r:
-            while True:
-                try:
-                    piece = r.read(min(1 << 20, limit + 1 - len(out)))
-                except zstandard.ZstdError:
-                    if partial:  # cut mid-frame: what decoded before the cut
-                        return _within(out, what, limit)
-                    raise
-                if not piece:
-                    return _within(out, what, limit)
-                out += piece
-                _within(out, what, limit)
+        return _unzstd(raw, what, limit, partial)
     if enc == "br":
         return _unbrotli(raw, what, limit, partial)
     raise ValueError(f"the {what} uses content-encoding {enc!r}, which the recorder cannot decode")
+
+
+# A zstd block decodes to at most 128 KiB and takes at least its 3-byte header (RFC 8878 3.1.1.2,
+# Block_Maximum_Size): the most output one more input byte can bring.
+_ZSTD_MOST_PER_BYTE = (128 * 1024) // 3 + 1
+
+
+def _unzstd(raw: bytes, what: str, limit: int, partial: bool = False) -> bytes:
+    """zstd data decoded to at most about `limit` bytes, frame after frame (an HTTP body's frames often
+    omit their content size, and may be several). The decompressor object, not the stream reader: the
+    reader ends quietly where the data stops, so a body cut mid-frame read as whole; the object says
+    whether the frame's end came (`eof`). It takes no output limit, so it is fed so little input at a time
+    that the output cannot pass the room left by more than 22 blocks (64 bytes' worth, under 3 MiB)."""
+    import zstandard  # a dependency of the engine (recordings are zstd-compressed)
+
+    dctx = zstandard.ZstdDecompressor()
+    out = bytearray()
+    pos = 0
+    while pos < len(raw):
+        d = dctx.decompressobj()
+        while not d.eof and pos < len(raw):
+            step = max(64, (limit + 1 - len(out)) // _ZSTD_MOST_PER_BYTE)
+            piece = raw[pos : pos + step]
+            pos += len(piece)
+            out += d.decompress(piece)
+            if len(out) > limit:  # (not _within: it copies what it checks)
+                raise _too_large(what, limit)
+        if not d.eof:
+            if partial:  # cut mid-frame: what decoded before the cut
+                return bytes(out)
+            raise EOFError("zstd data ended before the end of its frame")
+        pos -= len(d.unused_data)  # the next frame's start, fed with the last piece
+    return bytes(out)
 
 
 def _inflate(
@@ -265,6 +305,15 @@ class Exchange:
     def body(self) -> bytes:
         """The response body, decoded when the upstream compressed it (the agent got the compressed
         bytes; the recording wants the text). Raises ValueError for an encoding it can't undo. A body
-        cut off (the upstream or the agent went away) is decoded as far as it arrived."""
+        cut off (the upstream or the agent went away, or its coding stops before its end) is decoded as
+        far as it arrived; the last is marked here as cut (upstream_cut, error), as the others are."""
         cut = self.upstream_cut or self.client_gone
-        return decode(b"".join(self.response), self.content_encoding, "response", partial=cut)
+        try:
+            return decode(b"".join(self.response), self.content_encoding, "response", partial=cut)
+        except Truncated as exc:
+            # The HTTP body ended cleanly but its coding did not: the upstream cut it all the same (a
+            # server whose compressor died mid-stream, a middlebox). Recorded as a body that broke off,
+            # with the events that arrived: a chat stream without [DONE] must not read as whole.
+            self.upstream_cut = True
+            self.error = self.error or str(exc)
+            return exc.decoded
