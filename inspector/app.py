@@ -80,12 +80,20 @@ __all__ = ["InspectorApp", "SPEEDS", "main"]
 # Work deferred at start-up (the hidden What-if controls) goes on only after this long without a key
 # press or click: a person's first steps are not slowed by it (a held arrow key repeats well within it).
 INPUT_QUIET_S = 0.25
+# Rows below which the detail tabs get no room to show anything beside the overview, strips and manifest
+# (stacked: 16 fixed rows, and the tab strip takes 2 of what is left; side by side: 22 fixed rows). There a
+# detail tab chosen by its key takes the screen (`zoom`) until Esc brings the overview back.
+SHORT_BELOW_NARROW = 24
+SHORT_BELOW_WIDE = 30
 
 
 class InspectorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "ContextPipe Inspector"
     BINDINGS = [
+        # First, so that the footer (in binding order) shows it even at 40 columns while a tab is zoomed;
+        # hidden otherwise (check_action), when Esc goes on to focus the manifest.
+        Binding("escape", "unzoom", "Back", tooltip="short terminal: leave the detail tab for the overview"),
         Binding("left", "step(-1)", "Prev", tooltip="previous turn", group=TURN_GROUP),
         Binding("right", "step(1)", "Next", tooltip="next turn", group=TURN_GROUP),
         Binding("home", "first", "First", show=False, tooltip="first turn"),
@@ -138,6 +146,8 @@ class InspectorApp(App[None]):
         self._frozen_fold = False
         self._theme_warning: str | None = None
         self._shadow_tab = False  # the Shadow tab is added once the source shows a shadow rollout
+        self._short = False  # too few rows for the detail tabs beside the rest (_apply_size)
+        self._zoom = False  # a detail tab has the screen (short terminals only)
         self._viewer: ContentViewer | None = None  # the main screen's content viewer, from mount
         self._last_index = -1  # the turn shown before, and the way the person steps (+1 or -1): the
         self._direction = 1  # content worker prepares the next turn that way while they look
@@ -217,7 +227,7 @@ class InspectorApp(App[None]):
         # The status line fits its parts to its width (status_parts): laid out at another, drawn again.
         self._status.on_width = lambda _width: self._update_status()
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
-        self._apply_size(self.size.width)
+        self._apply_size(self.size.width, self.size.height)
         self._update_status()
         # Every notification that names something from outside (a theme, a path, an error, a reason) is
         # plain text: as markup, `[b]` in it was styled away and `[/]` raised MarkupError in the toast
@@ -698,6 +708,8 @@ class InspectorApp(App[None]):
         if tab == "tab-whatif":  # its controls skip the steps taken while it was hidden: catch up first
             self.query_one("#whatif", WhatIfPanel).sync()
         self.query_one("#details", TabbedContent).active = tab
+        if self._short:  # the tab has no rows beside the rest on a short terminal: it takes the screen
+            self._set_zoom(True)
 
     def action_session_whatif(self) -> None:
         self.action_tab("tab-whatif")
@@ -705,6 +717,10 @@ class InspectorApp(App[None]):
 
     def action_focus_manifest(self) -> None:
         self.query_one("#manifest").focus()
+
+    def action_unzoom(self) -> None:
+        self._set_zoom(False)
+        self.action_focus_manifest()
 
     def action_request_body(self) -> None:
         self.content.show_request = True
@@ -716,6 +732,8 @@ class InspectorApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "save":
             return self.source.kind == "live"
+        if action == "unzoom":  # (False: Esc falls through to focus_manifest, and the footer hides it)
+            return self._zoom
         return True
 
     def action_save(self) -> None:
@@ -766,12 +784,24 @@ class InspectorApp(App[None]):
     # ---- layout -------------------------------------------------------------------------------
 
     def on_resize(self, event: Resize) -> None:
-        self._apply_size(event.size.width)
+        self._apply_size(event.size.width, event.size.height)
 
-    def _apply_size(self, width: int) -> None:
+    def _apply_size(self, width: int, height: int) -> None:
         narrow = width < NARROW_BELOW
-        self.query_one("#root").set_class(narrow, "narrow")
+        self._short = height < (SHORT_BELOW_NARROW if narrow else SHORT_BELOW_WIDE)
+        root = self.query_one("#root")
+        root.set_class(narrow, "narrow")
         self.query_one("#manifest", ManifestPanel).set_compact(narrow)
+        if not self._short:  # grown tall enough: everything fits again, and Esc means what it did
+            self._set_zoom(False)
+        root.set_class(self._short and self._zoom, "zoom")
+
+    def _set_zoom(self, zoom: bool) -> None:
+        if zoom == self._zoom:
+            return
+        self._zoom = zoom
+        self.query_one("#root").set_class(zoom and self._short, "zoom")
+        self.refresh_bindings()  # the footer's "esc Back" comes and goes with it
 
     def watch_theme(self) -> None:
         # Syntax colours come from pygments, not CSS: re-highlight for a dark or light theme.

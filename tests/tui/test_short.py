@@ -1,0 +1,85 @@
+"""Short terminals (a split pane of 15 or 20 rows): the detail tabs had no rows left under the overview,
+the strips and the manifest, so `w`, `c`, `k`, `a` and `m` showed nothing. There a tab chosen by its key
+now takes the screen, and Esc brings the overview back."""
+
+from __future__ import annotations
+
+import pytest
+
+from inspector.app import InspectorApp
+from inspector.sources.file import FileSource
+from tests.tui.conftest import settle
+from tests.tui.test_hardening import DEMO
+
+
+def screen_text(app: InspectorApp) -> str:
+    """What is on screen, as plain text lines."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+# Each tab's key and what its first rows say on the demo's last turn (39).
+TABS = [
+    ("w", "budget"),  # the What-if's first slider
+    ("c", "tools · turn 39"),  # the Content viewer's head (the manifest's first section)
+    ("k", "compact_history"),  # the Skipped tab's first transform
+    ("a", "turn  severity"),  # the Alerts table's header
+    ("m", "vs turn 38"),  # Why miss: this request against the one before
+]
+
+
+@pytest.mark.parametrize("size", [(40, 15), (80, 20)])
+@pytest.mark.parametrize("key, first", TABS)
+async def test_each_detail_tab_shows_its_first_rows_on_a_short_terminal(
+        size: tuple[int, int], key: str, first: str) -> None:
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press(key)
+        await settle(pilot)
+        text = screen_text(app)
+        assert first in text, text
+        assert "esc Back" in text, text  # and the footer says how to get the overview back
+        await pilot.press("left")  # stepping still works with the tab on screen
+        await settle(pilot)
+        assert "turn 38" in screen_text(app).splitlines()[0]
+        await pilot.press("escape")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "History" in text or "history" in text, text  # the overview is back
+        assert "esc Back" not in text, text
+        assert app.focused is app.query_one("#manifest")
+
+
+async def test_a_tall_enough_terminal_keeps_the_overview_beside_the_tab() -> None:
+    # 80x24 (the stacked layout's smallest that fits) and the snapshots' sizes: nothing changes there.
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "turn  severity" in text and "History" in text, text
+        assert "esc Back" not in text, text
+
+
+async def test_growing_the_terminal_ends_the_zoom() -> None:
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(40, 15)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        await pilot.resize_terminal(80, 30)
+        await settle(pilot)
+        text = screen_text(app)
+        assert "turn  severity" in text and "History" in text and "esc Back" not in text, text
+        await pilot.resize_terminal(40, 15)  # short again: the overview stays until a tab is chosen
+        await settle(pilot)
+        assert "History" in screen_text(app)
+
+
+def test_short_terminal_alerts_tab_snapshot(snap_compare) -> None:
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+
+    assert snap_compare(InspectorApp(FileSource(DEMO)), terminal_size=(40, 15), run_before=run_before)
