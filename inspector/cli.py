@@ -98,20 +98,32 @@ def ps(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array, one object per agent.")] = False,
 ) -> None:
     """List live agents that `attach` can open: processes serving a probe socket, and each conversation of a
-    `cp-inspect run` or `proxy` as PID.N (stale sockets are cleaned up)."""
-    from engine.probe.client import list_agents
+    `cp-inspect run` or `proxy` as PID.N (stale sockets are cleaned up).
 
+    \b
+    A socket ps will not open (another user's, or a file that is not a socket) is named on
+    stderr, one line each, with why and what to do.
+    Exit status: 0 when the runtime directory could be read (also with no agents, or with
+    sockets skipped); 1 when it is not safely yours (the message says how to fix it)."""
+    from engine.probe.client import SkippedSocket, list_agents
+
+    skipped: list[SkippedSocket] = []
     try:
-        agents = list_agents()
+        agents = list_agents(skipped=skipped)
     except ContextPipeError as exc:
         # The runtime directory refused (another user's, or group/other bits: `chmod 755` on it): a
         # traceback ended `ps` where `attach` and `top` say what is wrong and how to fix it.
         fail(str(exc))
+    # On stderr, so that --json and the table stay what a script parses; a refused socket made ps say
+    # only "no live agents" where `attach PID` explained it.
+    for s in skipped:
+        typer.echo(f"ps: skipped {s.target}: {s.reason}", err=True)
     if as_json:
         typer.echo(json.dumps([a.to_json() for a in agents], indent=2))
         return
     if not agents:
-        typer.echo("no live agents (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
+        more = f" that you can attach to ({len(skipped)} skipped, see above)" if skipped else ""
+        typer.echo(f"no live agents{more} (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
                    "or runs under `cp-inspect run -- CMD`)")
         return
     typer.echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")

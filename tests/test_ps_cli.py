@@ -58,3 +58,87 @@ def test_ps_with_an_agent_that_does_not_answer(tmp_path: Path, monkeypatch: pyte
         import shutil
 
         shutil.rmtree(rt, ignore_errors=True)
+
+
+def _private_runtime(monkeypatch: pytest.MonkeyPatch) -> Path:
+    import tempfile
+
+    rt = Path(tempfile.mkdtemp(prefix="cpps-", dir="/tmp"))  # a Unix socket path must stay short
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    d = rt / "contextpipe"
+    d.mkdir(mode=0o700)
+    return d
+
+
+def _bound(path: Path) -> object:
+    import socket
+
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.listen()
+    return s
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a socket another user's needs root")
+def test_ps_names_a_socket_owned_by_another_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe socket that is another user's: ps printed only "no live agents", with no hint why, where
+    `attach PID` said whose it is. Now one line each on stderr with the owner and the fix; exit 0."""
+    import shutil
+
+    d = _private_runtime(monkeypatch)
+    live, dead = os.getpid(), _dead_pid()
+    socks = [_bound(d / f"{live}.sock"), _bound(d / f"{dead}.sock")]
+    try:
+        os.chown(d / f"{live}.sock", 65534, 65534)
+        os.chown(d / f"{dead}.sock", 65534, 65534)
+        res = CliRunner().invoke(app, ["ps"])
+        assert res.exit_code == 0, res.output
+        err = res.stderr.splitlines()
+        assert len(err) == 2, res.stderr
+        mine = next(line for line in err if line.startswith(f"ps: skipped {live}: "))
+        assert f"{d / f'{live}.sock'} is owned by uid 65534, not by you (uid 0)" in mine
+        assert "run cp-inspect as that user" in mine
+        gone = next(line for line in err if line.startswith(f"ps: skipped {dead}: "))
+        assert f"its process {dead} has exited: remove it: rm {d / f'{dead}.sock'}" in gone
+        assert "no live agents that you can attach to (2 skipped, see above)" in res.stdout
+        # Neither is removed (not ours to remove) nor connected to; --json stays a bare array.
+        assert (d / f"{live}.sock").exists() and (d / f"{dead}.sock").exists()
+        res = CliRunner().invoke(app, ["ps", "--json"])
+        assert res.exit_code == 0 and res.stdout.strip() == "[]", res.output
+        assert len(res.stderr.splitlines()) == 2, res.stderr
+    finally:
+        for s in socks:
+            s.close()  # type: ignore[attr-defined]
+        shutil.rmtree(d.parent, ignore_errors=True)
+
+
+def test_ps_names_an_entry_that_is_not_a_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A symlink (or any non-socket) at PID.sock is never followed, and is now named with the fix."""
+    import shutil
+
+    d = _private_runtime(monkeypatch)
+    target = d.parent / "elsewhere.sock"
+    s = _bound(target)
+    try:
+        (d / f"{os.getpid()}.sock").symlink_to(target)
+        (d / f"{os.getppid()}.7.sock").write_text("")
+        res = CliRunner().invoke(app, ["ps"])
+        assert res.exit_code == 0, res.output
+        err = res.stderr.splitlines()
+        assert len(err) == 2, res.stderr
+        link = next(line for line in err if line.startswith(f"ps: skipped {os.getpid()}: "))
+        assert "is a symlink, not a socket" in link and f"rm {d / f'{os.getpid()}.sock'}" in link
+        plain = next(line for line in err if line.startswith(f"ps: skipped {os.getppid()}.7: "))
+        assert "is a regular file, not a socket" in plain
+        assert "no live agents that you can attach to (2 skipped" in res.stdout
+    finally:
+        s.close()  # type: ignore[attr-defined]
+        shutil.rmtree(d.parent, ignore_errors=True)

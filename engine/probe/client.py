@@ -62,6 +62,7 @@ __all__ = [
     "ProbeError",
     "ProbeTimeout",
     "ProtocolMismatch",
+    "SkippedSocket",
     "list_agents",
 ]
 
@@ -623,13 +624,46 @@ def _serving_descendants_hint(pid: int, runtime_dir: Path) -> str:
     return f"Its child process {pids} does: `cp-inspect attach {found[0]}`"
 
 
-def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[AgentInfo]:
+@dataclass(frozen=True)
+class SkippedSocket:
+    """A `<target>.sock` in the runtime directory that `list_agents` would not connect to, and why."""
+
+    target: str
+    socket_path: Path
+    reason: str  # says what is wrong and what to do, e.g. "... owned by uid 1001, not by you (uid 1000); ..."
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "socket_path": str(self.socket_path), "reason": self.reason}
+
+
+def _refusal(path: Path, st: os.stat_result, pid: int) -> str | None:
+    """Why `path` (lstat `st`) is not a probe socket a client of this user may connect to, or None if it is."""
+    if not stat.S_ISSOCK(st.st_mode):
+        kind = ("a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
+                else "a regular file" if stat.S_ISREG(st.st_mode) else "not a socket")
+        # Connecting follows a symlink: one planted at `<pid>.sock` would have a client send its hello to
+        # whatever socket it names. An agent never makes anything but a socket there.
+        return (f"{path} is {kind}, not a socket (an agent only ever binds a socket there); "
+                f"remove it if you did not put it there: rm {shlex.quote(str(path))}")
+    if st.st_uid != os.getuid():
+        fix = (f"its process {pid} has exited: remove it: rm {shlex.quote(str(path))}" if pid_alive(pid) is False
+               else f"only uid {st.st_uid} can attach to it: run cp-inspect as that user")
+        return f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}); {fix}"
+    return None
+
+
+def list_agents(
+    runtime_dir: Path | None = None, timeout: float = 1.0, skipped: list[SkippedSocket] | None = None
+) -> list[AgentInfo]:
     """Live agents serving a probe for this user, by pid. Removes stale sockets as it goes.
 
     A socket is stale when its pid is dead, when the process with its pid is not the one that made it
     (the start time recorded at bind differs: see runtime_dir), or when nothing listens on it (the
     server renames its socket into place only once listening, so a refused connection cannot be a
     server that is starting).
+    An entry named like a socket that is not one, or not this user's, is neither connected to nor
+    removed; `skipped`, if given, gets one SkippedSocket for each, saying why (`ps` prints them: it said
+    only "no live agents" where `attach` explains the refusal).
     Raises PermissionDenied if the runtime directory is not safely ours.
     """
     d = resolve_runtime_dir(runtime_dir)
@@ -646,9 +680,12 @@ def list_agents(runtime_dir: Path | None = None, timeout: float = 1.0) -> list[A
             st = os.lstat(entry)  # before the pid is looked at: see _remove_stale
         except OSError:
             continue
-        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+        refusal = _refusal(entry, st, pid)
+        if refusal is not None:
             # Only a socket of ours, as attach checks: connecting follows a symlink, and one planted at
             # `<pid>.sock` had ps connect (and send its hello) to whatever socket it named.
+            if skipped is not None:
+                skipped.append(SkippedSocket(target_name(pid, session), entry, refusal))
             continue
         if pid_alive(pid) is False or same_process(st, pid) is False:
             _remove_stale(entry, st)
