@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.fleet import AgentRow, AgentStats
 from engine.probe.client import AgentInfo, ProbeClient, list_agents
-from engine.probe.runtime_dir import resolve_runtime_dir
+from engine.probe.runtime_dir import pid_alive, resolve_runtime_dir
 from engine.recording.journal import trace_of, unpack_event
 
 RESCAN_S = 2.0  # fallback rescan when no file event arrives (a filesystem without inotify)
@@ -85,9 +85,22 @@ class FleetWatcher:
             self.error = str(exc)
             return
         self.error = None
+        listed = {info.target for info in infos}
+        now = self.clock()
         with self._lock:
-            # An agent that did not answer (busy starting, a lost connection) is tried again.
-            known = {t for t, a in self._agents.items() if a.state != "error"}
+            # An agent that did not answer (busy starting, a lost connection) is tried again, and so is
+            # an ended row's target when a socket serves it again (a new agent that got the dead one's
+            # pid): it waited out KEEP_EXITED_S behind the old row.
+            known = {t for t, a in self._agents.items() if a.state != "error" and t not in self._ended}
+            for target, stats in self._agents.items():
+                # A row that did not answer has no reader to see its agent go: one stopped, then killed
+                # (or whose pid went to another process, or whose socket was removed) stayed on screen
+                # for as long as top ran. list_agents no longer lists it: it has ended.
+                if stats.state == "error" and target not in listed and target not in self._ended:
+                    stats.state = "exited"
+                    stats.detail = ("its probe socket is gone" if pid_alive(stats.pid) is not False
+                                    else "agent exited") + f" (it was not answering: {stats.detail})"
+                    self._ended[target] = now
         for info in infos:
             if info.target not in known:
                 self._follow(info)

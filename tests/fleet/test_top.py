@@ -265,3 +265,70 @@ async def test_top_sorts_targets_by_number(tmp_path: Path) -> None:
         await pilot.pause()
         assert _column(table, "target", str) == ["99", "123.4", "123.12", "1234", "5000"]
         await pilot.press("q")
+
+
+def _wait(check: object, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_a_stopped_agent_killed_while_stopped_ends(tmp_path: Path) -> None:
+    """A SIGSTOPped agent is a "not answering" row with no reader behind it. Killed while stopped, its row
+    stayed in the table for as long as top ran; it is now ended (and dropped after KEEP_EXITED_S) as a
+    dead agent's row is."""
+    import signal
+
+    from engine.probe.watch import KEEP_EXITED_S
+
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
+                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    skew = [0.0]
+    watcher = FleetWatcher(runtime / "contextpipe", clock=lambda: time.time() + skew[0])
+    try:
+        sock = runtime / "contextpipe" / f"{child.pid}.sock"
+        _wait(sock.exists, "the agent never served")
+        child.send_signal(signal.SIGSTOP)
+        watcher.start()
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"], "never shown as not answering")
+        child.kill()
+        child.wait(10)
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"],
+              f"the dead agent's row stayed: {watcher.snapshot()}", timeout=15)
+        assert watcher.snapshot()[0].detail.startswith("agent exited (it was not answering: ")
+        skew[0] = KEEP_EXITED_S + 1
+        assert watcher.snapshot() == []
+    finally:
+        watcher.stop()
+        child.kill()
+        child.wait(10)
+
+
+def test_an_ended_row_gives_way_to_a_live_agent_at_its_target(tmp_path: Path) -> None:
+    """An ended row whose target a socket serves again (a new agent that got the dead one's pid, or an
+    agent whose connection was lost while it lives on) is followed again at once: it waited out
+    KEEP_EXITED_S behind the old row, shown as exited though it served."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
+                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watcher = FleetWatcher(runtime / "contextpipe").start()
+    try:
+        _wait(lambda: any(a.state == "live" and a.turns >= 1 for a in watcher.snapshot()), "never followed",
+              timeout=120)
+        with watcher._lock:
+            old = watcher._agents[str(child.pid)]
+        watcher._end(old, "exited", "connection lost: simulated")  # what the reader does on a lost connection
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["live"],
+              f"the live agent stayed ended: {watcher.snapshot()}", timeout=15)
+        with watcher._lock:
+            assert watcher._agents[str(child.pid)] is not old
+    finally:
+        watcher.stop()
+        child.kill()
+        child.wait(10)
