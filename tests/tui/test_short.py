@@ -5,6 +5,7 @@ now takes the screen, and Esc brings the overview back."""
 from __future__ import annotations
 
 import pytest
+from textual.widgets import TabbedContent, Tabs
 
 from inspector.app import InspectorApp
 from inspector.sources.file import FileSource
@@ -83,3 +84,22 @@ def test_short_terminal_alerts_tab_snapshot(snap_compare) -> None:
         await settle(pilot)
 
     assert snap_compare(InspectorApp(FileSource(DEMO)), terminal_size=(40, 15), run_before=run_before)
+
+
+async def test_the_footer_says_what_the_arrows_do_on_the_tab_strip() -> None:
+    # One Tab from the manifest focuses the detail tabs' strip, where ←/→ switch tabs; its own bindings
+    # for them were hidden, so the footer showed nothing for the arrows there.
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert screen_text(app).splitlines()[-1].startswith(" ←→ Turn")
+        await pilot.press("tab")
+        await settle(pilot)
+        assert isinstance(app.focused, Tabs)
+        assert screen_text(app).splitlines()[-1].startswith(" ←→ Tab "), screen_text(app)
+        await pilot.press("right")
+        await settle(pilot)
+        assert app.query_one("#details", TabbedContent).active == "tab-whatif"
+        await pilot.press("escape")  # back on the manifest: the arrows step turns, and the footer says so
+        await settle(pilot)
+        assert screen_text(app).splitlines()[-1].startswith(" ←→ Turn")
