@@ -90,6 +90,9 @@ SHORT_BELOW_WIDE = 30
 class InspectorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "ContextPipe Inspector"
+    # Below this width the footer's right-docked "^p palette" hint draws over its last keys (a live
+    # footer's end at column 67, and the hint takes 11): it gives way there; Ctrl+P still opens the palette.
+    PALETTE_HINT_MIN_WIDTH = 80
     BINDINGS = [
         # First, so that the footer (in binding order) shows it even at 40 columns while a tab is zoomed;
         # hidden otherwise (check_action), when Esc goes on to focus the manifest.
@@ -791,6 +794,11 @@ class InspectorApp(App[None]):
 
     def _apply_size(self, width: int, height: int) -> None:
         narrow = width < NARROW_BELOW
+        show_hint = width >= self.PALETTE_HINT_MIN_WIDTH
+        footer = self._footer
+        if footer is not None and footer.show_command_palette != show_hint:
+            footer.show_command_palette = show_hint
+            footer.refresh(recompose=True)  # a plain reactive: Footer does not recompose for it
         self._short = height < (SHORT_BELOW_NARROW if narrow else SHORT_BELOW_WIDE)
         root = self.query_one("#root")
         root.set_class(narrow, "narrow")

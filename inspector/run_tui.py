@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from textual import events
 from textual.app import App
 from textual.binding import Binding
-from textual.widgets import Footer
 
 from engine.errors import ContextPipeError
 from engine.probe.client import AgentInfo
@@ -33,10 +31,6 @@ from .sources.live import LiveSource
 from .top_app import TopApp
 
 ANNOUNCE_S = 1.0  # how often the inspector looks for new sessions of the run (a snapshot copy: cheap)
-# Below this width the footer's right-docked "^p palette" hint covers its last keys, and the last is "o
-# Sessions", the key each new session's announcement names (the live footer's keys end at column 78 with
-# it, and the hint takes 11). The hint gives way there; Ctrl+P still opens the palette.
-PALETTE_HINT_MIN_WIDTH = 90
 
 
 class _Screen:
@@ -95,6 +89,9 @@ class RunInspectorApp(InspectorApp):
             "o", "run_sessions", "Sessions", tooltip="this run's sessions (sub-agents, other conversations)"
         )
     ]
+    # "o Sessions", the key each new session's announcement names, is the footer's last key: it ends at
+    # column 78, so the palette hint (11 columns) gives way below 90.
+    PALETTE_HINT_MIN_WIDTH = 90
 
     def __init__(self, source: Source, watcher: FleetWatcher, target: str, theme: str | None = None) -> None:
         super().__init__(source, theme=theme)
@@ -104,17 +101,6 @@ class RunInspectorApp(InspectorApp):
 
     def on_mount(self) -> None:  # Textual also runs InspectorApp's own on_mount
         self.set_interval(ANNOUNCE_S, self.announce_sessions)
-        self._fit_footer(self.size.width)
-
-    def on_resize(self, event: events.Resize) -> None:
-        self._fit_footer(event.size.width)
-
-    def _fit_footer(self, width: int) -> None:
-        show = width >= PALETTE_HINT_MIN_WIDTH
-        for footer in self.screen.query(Footer):
-            if footer.show_command_palette != show:
-                footer.show_command_palette = show
-                footer.refresh(recompose=True)  # a plain reactive: Footer does not recompose for it
 
     def announce_sessions(self) -> None:
         for row in self.watcher.snapshot():
