@@ -754,23 +754,22 @@ class InspectorApp(App[None]):
             self.save_worker(path)
 
     def save_worker(self, path: str) -> None:
-        # What the save holds: the turns received when the path was given (the prompt says so); the
-        # status says the count, so a save made while the agent ran is not taken for all of it later.
-        turns = len(self.timeline)
-
-        def saved() -> None:
+        # What the save holds: the turns received by the time it is written; the status says the count
+        # the source wrote (the timeline's, read when the path was given, could be a turn short of the
+        # file: turns go on arriving), so a save made while the agent ran is not taken for all of it later.
+        def saved(turns: int) -> None:
             self.saved_turns = turns  # (before saved_to, whose watcher redraws the status)
             self.saved_to = path
 
         def work() -> None:
             try:
-                self.source.save(path)
+                turns = self.source.save(path)
             except (OSError, ContextPipeError) as exc:  # (a live session whose agent is gone: what is missing)
                 self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error",
                                       markup=False)
                 return
             self.call_from_thread(self.notify, f"saved {turns} turns to {path}", markup=False)
-            self.call_from_thread(saved)
+            self.call_from_thread(saved, turns)
 
         self.run_worker(work, thread=True, group="save", exit_on_error=False)
 

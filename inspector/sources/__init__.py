@@ -77,7 +77,10 @@ class Source(Protocol):
         """Turn `turn`'s request against the previous one (engine.recording.why.why_missed's dict)."""
         ...
 
-    def save(self, path: str | Path) -> None: ...
+    def save(self, path: str | Path) -> int:
+        """Write what has been received to `path`; the number of turns the file holds (a live session's
+        turns go on arriving while it is written)."""
+        ...
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Session-wide what-if: the whole session under `overrides`, priced, as `cp-inspect simulate

@@ -200,7 +200,7 @@ class ReplayingSource:
         )
         return report.to_json(per_turn=True)
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path) -> int:
         from engine.recording.cpsession import RecordingWriter
 
         with self._lock:
@@ -211,5 +211,6 @@ class ReplayingSource:
         ) as w:
             for ev in events:
                 w.append(ev)
+        return sum(1 for ev in events if ev.get("k") == "turn")
 
 

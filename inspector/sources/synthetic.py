@@ -313,8 +313,10 @@ class SyntheticSource:
         self.simulations += 1
         return synthetic_simulation(self.n, self.seed, overrides, len(self.received) or self.n)
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps({"header": self.header, "turns": self.received}))
+    def save(self, path: str | Path) -> int:
+        turns = list(self.received)
+        Path(path).write_text(json.dumps({"header": self.header, "turns": turns}))
+        return len(turns)
 
 
 # ---- session-wide what-if ------------------------------------------------------------------------

@@ -105,6 +105,45 @@ async def test_a_save_made_while_the_agent_ran_is_not_taken_for_all_of_it(tmp_pa
         assert f"kept; saved to {saved}" not in status
 
 
+class _TurnArrivesWhileSaving(SyntheticSource):
+    """A live source whose save is written after one more turn arrived (as a real save of a long session,
+    written on a worker thread while the agent goes on)."""
+
+    def save(self, path: str | Path) -> int:
+        import time
+
+        start, give_up = len(self.received), time.monotonic() + 15
+        while len(self.received) == start and time.monotonic() < give_up:
+            time.sleep(0.02)
+        return super().save(path)
+
+
+async def test_the_save_status_counts_the_turns_the_file_holds(tmp_path: Path) -> None:
+    """The status and the toast said the turns received when the path was given ("saved 20 turns"), but the
+    save writes what has arrived when it runs: the file held 21 (failed 1 in 4 under load)."""
+    import json
+    import time
+
+    app = InspectorApp(_TurnArrivesWhileSaving(30, live=True, initial=20, delay=0.3))
+    saved = tmp_path / "late.cpsession"
+    async with app.run_test(size=(200, 40), notifications=True) as pilot:
+        give_up = time.monotonic() + 15
+        while len(app.timeline) < 20 and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, SaveScreen)
+        app.screen.query_one("#save-path", Input).value = str(saved)
+        await pilot.press("enter")
+        while app.saved_to is None and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+        held = len(json.loads(saved.read_text())["turns"])
+        assert app.saved_turns == held
+        if app.disconnected is None:
+            status = str(app.query_one("#status").render())
+            assert f"saved {held} turns to {saved}" in status, status
+
+
 async def test_go_to_takes_a_turn_that_arrived_while_the_prompt_was_open() -> None:
     """Attached to a live agent, `g` opened "Go to turn (0–19)"; turns went on arriving, and typing one of
     them was refused as "outside 0–19" though it was there. The range follows the turns received."""
