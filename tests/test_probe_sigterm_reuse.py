@@ -247,7 +247,21 @@ def _agent_in_c(rtdir: Path, seconds: float) -> tuple[subprocess.Popen[str], Pat
     assert proc.stdout is not None
     path = Path(proc.stdout.readline().strip())
     assert path.name == f"{proc.pid}.sock", path
+    # The path is printed just before the call: a SIGTERM sent between the two ran its handler at once (the
+    # agent died by SIGTERM at 0.5 s; seen under load). The call has begun once the agent has spent CPU
+    # time after the print (everything else in it is idle): 0.2 s of it.
+    start = _cpu_ticks(proc.pid)
+    deadline = time.monotonic() + 30
+    while _cpu_ticks(proc.pid) - start < 0.2 * os.sysconf("SC_CLK_TCK"):
+        assert time.monotonic() < deadline, "the agent did not start its long call"
+        time.sleep(0.02)
     return proc, path
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The process's user + system CPU time in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def test_sigterm_during_a_long_c_call_waits_for_it_then_removes_the_socket(rtdir: Path) -> None:
