@@ -118,11 +118,17 @@ class TopApp(App[str | None]):
         text = (f"[b]{live}[/b] live agent(s), {not_answering}{len(agents) - live - quiet} ended · "
                 f"total ${cost:.4f}{bound} · "
                 f"sort {sort}" + (f" · filter [b]{table.filter}[/b]" if table.filter else ""))
+        skipped = len(self.watcher.skipped)
+        refused = f"{skipped} probe socket(s) skipped (`cp-inspect ps` says why)" if skipped else ""
+        if refused:
+            text += f" · [b]{refused}[/b]"
         if self.watcher.error:
             text = f"[b $error]{self.watcher.error}[/]"
         elif not agents:
             text = ("no agents yet: an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
                     "or run one with `cp-inspect run -- CMD`")
+            if refused:
+                text = f"no agents you can attach to: [b]{refused}[/b]"
         if text != self._summary:
             self._summary = text
             self.query_one("#summary", Static).update(text)

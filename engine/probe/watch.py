@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.fleet import AgentRow, AgentStats
-from engine.probe.client import AgentInfo, ProbeClient, list_agents
+from engine.probe.client import AgentInfo, ProbeClient, SkippedSocket, list_agents
 from engine.probe.runtime_dir import pid_alive, resolve_runtime_dir
 from engine.recording.journal import trace_of, unpack_event
 
@@ -29,6 +29,9 @@ class FleetWatcher:
         self._ended: dict[str, float] = {}
         self._stop = threading.Event()
         self.error: str | None = None  # e.g. the runtime directory is not safely ours
+        # The last scan's entries list_agents would not open (another user's socket, a symlink): top says
+        # how many, as ps names them; without it a fleet of refused sockets read "no agents yet".
+        self.skipped: tuple[SkippedSocket, ...] = ()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -79,12 +82,14 @@ class FleetWatcher:
             self._stop.wait(RESCAN_S)
 
     def scan(self) -> None:
+        skipped: list[SkippedSocket] = []
         try:
-            infos = list_agents(self.runtime_dir, timeout=1.0)
+            infos = list_agents(self.runtime_dir, timeout=1.0, skipped=skipped)
         except Exception as exc:
             self.error = str(exc)
             return
         self.error = None
+        self.skipped = tuple(skipped)  # (one assignment: the app's thread reads it whole)
         listed = {info.target for info in infos}
         now = self.clock()
         with self._lock:

@@ -332,3 +332,33 @@ def test_an_ended_row_gives_way_to_a_live_agent_at_its_target(tmp_path: Path) ->
         watcher.stop()
         child.kill()
         child.wait(10)
+
+
+async def test_top_says_how_many_probe_sockets_it_skipped(tmp_path: Path) -> None:
+    """An entry `ps` will not open (another user's socket, a symlink, a plain file at PID.sock) is named by
+    `ps` with its fix; `top` said "no agents yet", as if nothing were there. It says how many it skipped."""
+    from engine.probe.runtime_dir import ensure_runtime_dir
+
+    d = ensure_runtime_dir(tmp_path / "rt")
+    (d / "4242.sock").write_text("")  # a plain file where a socket would be
+    watcher = FleetWatcher(d)
+    watcher.scan()
+    assert [s.target for s in watcher.skipped] == ["4242"]
+    app = TopApp(watcher, refresh_s=0.2)
+    async with app.run_test(size=(140, 30)) as pilot:
+        app.refresh_table()
+        await pilot.pause()
+        summary = str(app.query_one("#summary", Static).render())
+        assert "no agents you can attach to: 1 probe socket(s) skipped (`cp-inspect ps` says why)" in summary, summary
+        with watcher._lock:
+            watcher._agents.update(_agents(1))
+        app.refresh_table()
+        await pilot.pause()
+        summary = str(app.query_one("#summary", Static).render())
+        assert "1 live agent(s)" in summary and "1 probe socket(s) skipped" in summary, summary
+        (d / "4242.sock").unlink()
+        watcher.scan()
+        app.refresh_table()
+        await pilot.pause()
+        assert "skipped" not in str(app.query_one("#summary", Static).render())
+        await pilot.press("q")
