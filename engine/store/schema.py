@@ -26,11 +26,34 @@ _FTS = """
 CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
     body, content='items', content_rowid='id', tokenize="unicode61 tokenchars '_'"
 );
-CREATE TRIGGER IF NOT EXISTS items_ai AFTER INSERT ON items BEGIN
-    INSERT INTO items_fts(rowid, body) VALUES (new.id, new.body);
-END;
 CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row');
 """
+
+# How much of a body the full-text index sees, in characters. Indexing a whole huge body (a 50 MB log
+# or file dump) cost ~+820 MB of RSS and ~26 s in FTS5 alone, for a search nobody needs at that depth.
+# An ordinary item (anything up to FTS_HEAD_CHARS + FTS_TAIL_CHARS, 1.1 M characters) is indexed whole,
+# so its search is unchanged; a bigger one is found by its first 1 M characters and its last 100 k
+# (errors and summaries sit at the end of logs), and nothing in between. The body itself is kept whole
+# in items.body: get/expand/windows never read the index.
+FTS_HEAD_CHARS = 1_000_000
+FTS_TAIL_CHARS = 100_000
+
+
+def _indexed(col: str) -> str:
+    """SQL for the part of `col` (a body) the index holds. The newline keeps the head's last token and
+    the tail's first apart. length() counts characters, as substr() does."""
+    whole = FTS_HEAD_CHARS + FTS_TAIL_CHARS
+    return (
+        f"CASE WHEN length({col}) <= {whole} THEN {col} "
+        f"ELSE substr({col}, 1, {FTS_HEAD_CHARS}) || char(10) || substr({col}, -{FTS_TAIL_CHARS}) END"
+    )
+
+
+# Kept in sqlite_master exactly as written here (SQLite stores the CREATE text), so _sync_trigger can
+# tell an older store's trigger (which indexed whole bodies) from this one by comparing the text.
+_TRIGGER = f"""CREATE TRIGGER items_ai AFTER INSERT ON items BEGIN
+    INSERT INTO items_fts(rowid, body) VALUES (new.id, {_indexed("new.body")});
+END"""
 
 # Windows served to a Pipeline section (engine.store.bind_source), keyed by the pipeline's turn, so
 # the inspector can go from a turn's trace to the manifest of the store window bound into it.
@@ -97,14 +120,18 @@ CREATE INDEX IF NOT EXISTS windows_lane ON windows(lane, id);
 
 # Migrations from version N to N+1, applied in order.
 _MIGRATIONS: dict[int, str] = {
-    # v1 -> v2: the FTS index tokenizes identifiers whole; rebuilt from items.body (the originals).
+    # v1 -> v2: the FTS index tokenizes identifiers whole; refilled from items.body (the originals), each
+    # body bounded as the trigger bounds it ('rebuild' would index whole bodies). _sync_trigger then
+    # creates the trigger.
     1: """
 DROP TRIGGER IF EXISTS items_ai;
 DROP TABLE IF EXISTS items_fts;
 """
     + _FTS
     + """
-INSERT INTO items_fts(items_fts) VALUES ('rebuild');
+INSERT INTO items_fts(rowid, body) SELECT id, """
+    + _indexed("body")
+    + """ FROM items;
 """
     + _BINDINGS,
 }
@@ -296,6 +323,7 @@ def _migrate(conn: sqlite3.Connection, p: str = ":memory:") -> None:
                 for stmt in _split(_MIGRATIONS[v]):
                     conn.execute(stmt)
             conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        _sync_trigger(conn)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -305,6 +333,20 @@ def _migrate(conn: sqlite3.Connection, p: str = ":memory:") -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _sync_trigger(conn: sqlite3.Connection) -> None:
+    """Create the FTS insert trigger, or replace a store's older one (which indexed whole bodies) whose
+    SQL differs. No SCHEMA_VERSION bump: the tables are unchanged, an older cp-inspect opening the store
+    keeps and runs this trigger as it is (it only creates triggers in a new store), and the rows an old
+    trigger indexed whole stay valid entries (nothing ever deletes from the index; an external-content
+    'delete' would need the exact text indexed, and there is none)."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type='trigger' AND name='items_ai'").fetchone()
+    if row is not None and " ".join(str(row[0]).split()) == " ".join(_TRIGGER.split()):
+        return
+    if row is not None:
+        conn.execute("DROP TRIGGER items_ai")
+    conn.execute(_TRIGGER)
 
 
 def _split(script: str) -> list[str]:
