@@ -250,11 +250,16 @@ def _agent_in_c(rtdir: Path, seconds: float) -> tuple[subprocess.Popen[str], Pat
     # The path is printed just before the call: a SIGTERM sent between the two ran its handler at once (the
     # agent died by SIGTERM at 0.5 s; seen under load). The call has begun once the agent has spent CPU
     # time after the print (everything else in it is idle): 0.2 s of it.
-    start = _cpu_ticks(proc.pid)
-    deadline = time.monotonic() + 30
-    while _cpu_ticks(proc.pid) - start < 0.2 * os.sysconf("SC_CLK_TCK"):
-        assert time.monotonic() < deadline, "the agent did not start its long call"
-        time.sleep(0.02)
+    try:
+        start = _cpu_ticks(proc.pid)
+        deadline = time.monotonic() + 30
+        while _cpu_ticks(proc.pid) - start < 0.2 * os.sysconf("SC_CLK_TCK"):
+            assert time.monotonic() < deadline, "the agent did not start its long call"
+            time.sleep(0.02)
+    except BaseException:  # (the caller's finally is not yet in force: no agent left behind)
+        proc.kill()
+        proc.wait()
+        raise
     return proc, path
 
 
@@ -267,14 +272,15 @@ def _cpu_ticks(pid: int) -> int:
 def test_sigterm_during_a_long_c_call_waits_for_it_then_removes_the_socket(rtdir: Path) -> None:
     """What the probe's docs say (server._remove_sockets_on_sigterm): Python runs a signal's handler
     between bytecodes, so SIGTERM's, which removes the socket, waits for the main thread to leave C; until
-    then the agent serves on. Then it removes the socket and dies by SIGTERM, as with no handler."""
+    then the agent goes on and its socket stays. Then it removes the socket and dies by SIGTERM, as with no
+    handler. (Whether the probe answers meanwhile depends on the call: builtins.sum holds the GIL, so the
+    probe's thread waits too; a hello sent during it was answered or not by which thread got the GIL first
+    when the call returned, the handler's or the probe's: flaky, so not checked.)"""
     proc, path = _agent_in_c(rtdir, 4.0)
     try:
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert proc.poll() is None and path.exists(), "the handler waits for the C call to return"
-        with ProbeClient.connect(proc.pid, runtime_dir=rtdir, timeout=5) as c:  # and the probe serves on
-            assert c.hello["pid"] == proc.pid
         assert proc.wait(60) == -signal.SIGTERM
     finally:
         if proc.poll() is None:

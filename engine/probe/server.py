@@ -380,7 +380,8 @@ def _remove_sockets_on_sigterm() -> None:
     bytecodes, so while that thread is in one long call into C that does not look for signals (a C
     extension's computation; a blocking system call is interrupted and runs the handler, PEP 475), the
     handler, and with it the removal and the death by SIGTERM, waits for the call to return; the agent
-    and its probe serve on meanwhile (tests/test_probe_sigterm_reuse.py). Without the probe such an
+    goes on meanwhile (tests/test_probe_sigterm_reuse.py), and its probe with it where the call releases
+    the GIL (a call that holds it, as that test's builtins.sum, stops every thread). Without the probe such an
     agent would have died at once. What would do better is the I/O thread acting on the signal
     (signal.set_wakeup_fd): that descriptor is one per process and asyncio's loop sets its own, and
     only the main thread may restore SIGTERM's default, so it is not done. If the agent is killed
