@@ -5,6 +5,7 @@ the text to correct; nothing is overwritten."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from textual.widgets import Input
 from textual.widgets._toast import Toast
@@ -72,27 +73,35 @@ async def test_save_prompt_refuses_what_would_fail_and_keeps_the_path(tmp_path: 
         assert new.exists() and app.saved_to == str(new)
 
 
+async def _save_at_turn_20(app: InspectorApp, pilot: Any, saved: Path, give_up: float) -> int:
+    """Once 20 turns are in, `s` and a path, as a person saves a live session; the turns the file holds
+    (SyntheticSource.save writes them as JSON)."""
+    import json
+    import time
+
+    while len(app.timeline) < 20 and time.monotonic() < give_up:  # (settle would wait for the end)
+        await pilot.pause(0.05)
+    await pilot.press("s")
+    await pilot.pause(0.1)
+    assert isinstance(app.screen, SaveScreen)
+    app.screen.query_one("#save-path", Input).value = str(saved)
+    await pilot.press("enter")
+    while app.saved_to is None and time.monotonic() < give_up:
+        await pilot.pause(0.05)
+    return len(json.loads(saved.read_text())["turns"])
+
+
 async def test_a_save_made_while_the_agent_ran_is_not_taken_for_all_of_it(tmp_path: Path) -> None:
     """`s` while the agent runs saves the turns received by then. Once the agent had ended, the banner said
     "Agent disconnected — 30 turns kept; saved to FILE", as if FILE held all 30: it held the ones of the
     save. The status says how many the file holds, and that s saves all of them."""
-    import json
     import time
 
     app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.3))
     saved = tmp_path / "early.cpsession"
     async with app.run_test(size=(200, 40), notifications=True) as pilot:
         give_up = time.monotonic() + 15
-        while len(app.timeline) < 20 and time.monotonic() < give_up:  # (settle would wait for the end)
-            await pilot.pause(0.05)
-        await pilot.press("s")
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, SaveScreen)
-        app.screen.query_one("#save-path", Input).value = str(saved)
-        await pilot.press("enter")
-        while app.saved_to is None and time.monotonic() < give_up:
-            await pilot.pause(0.05)
-        held = len(json.loads(saved.read_text())["turns"])  # what the file holds (SyntheticSource.save)
+        held = await _save_at_turn_20(app, pilot, saved, give_up)
         status = str(app.query_one("#status").render())
         if app.disconnected is None:  # (as the agent runs: how many it holds)
             assert f"saved {held} turns to {saved}" in status, status
@@ -121,23 +130,13 @@ class _TurnArrivesWhileSaving(SyntheticSource):
 async def test_the_save_status_counts_the_turns_the_file_holds(tmp_path: Path) -> None:
     """The status and the toast said the turns received when the path was given ("saved 20 turns"), but the
     save writes what has arrived when it runs: the file held 21 (failed 1 in 4 under load)."""
-    import json
     import time
 
     app = InspectorApp(_TurnArrivesWhileSaving(30, live=True, initial=20, delay=0.3))
     saved = tmp_path / "late.cpsession"
     async with app.run_test(size=(200, 40), notifications=True) as pilot:
         give_up = time.monotonic() + 15
-        while len(app.timeline) < 20 and time.monotonic() < give_up:
-            await pilot.pause(0.05)
-        await pilot.press("s")
-        await pilot.pause(0.1)
-        assert isinstance(app.screen, SaveScreen)
-        app.screen.query_one("#save-path", Input).value = str(saved)
-        await pilot.press("enter")
-        while app.saved_to is None and time.monotonic() < give_up:
-            await pilot.pause(0.05)
-        held = len(json.loads(saved.read_text())["turns"])
+        held = await _save_at_turn_20(app, pilot, saved, give_up)
         assert app.saved_turns == held
         if app.disconnected is None:
             status = str(app.query_one("#status").render())
