@@ -181,7 +181,9 @@ def test_an_upstream_that_breaks_off_is_passed_on_as_it_broke(proxied: Proxied, 
 
     direct, direct_exc = read(standin.url)
     via, via_exc = read(proxied.url)
-    assert via == direct == standin.sent[-1] and len(via) > 0
+    # (what the stand-in sent for each: the shared stand-in's last body may be another test's late call, as
+    # a background follow-up of the proxy's: seen once in CI)
+    assert via == direct and direct in standin.sent and len(via) > 0
     assert via_exc is direct_exc, (via_exc, direct_exc)
     (err,) = [e for p in proxied.finish() for e in errors(p)]
     assert err["kind"] == "incomplete_stream"
