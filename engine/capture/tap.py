@@ -505,8 +505,25 @@ class Tap:
         except Exception:  # the diagnostic itself must not fail the agent either
             pass
 
-    def finish_stream(self, call: TapCall | None, acc: Accumulator, problem: str | None) -> None:
-        """A streamed call ended (or was abandoned): journal its message and usage, or why not."""
+    def finish_stream(
+        self, call: TapCall | None, acc: Accumulator, problem: str | None, background: bool = False
+    ) -> None:
+        """A streamed call ended (or was abandoned): journal its message and usage, or why not. A
+        background call's stream that ended before the response did (it broke off, or the agent stopped
+        reading) is not the call's end: the response goes on on the server and the agent resumes it
+        (responses.retrieve with stream=True and starting_after) or polls it, so its call waits for that."""
+        rid = getattr(acc, "rid", None)
+        if (
+            background
+            and call is not None
+            and isinstance(rid, str)
+            and acc.result() is None
+            and getattr(acc, "failure", None) is None
+        ):
+            with self.lock:
+                self.background[rid] = (call, "in_progress")
+                self.last_response_id = rid  # what a next request's previous_response_id names
+            return
         if problem is None and not acc.complete:
             failure = getattr(acc, "failure", None)  # the API ended it (Responses: response.failed, error)
             problem = f"incomplete_stream: {failure or f'the agent stopped reading after {acc.events} events'}"
@@ -553,6 +570,27 @@ class Tap:
             self.end(pending[0], problem=f"the background response {rid} was cancelled")
         else:
             self.end(pending[0], data)
+
+    def follow_stream(self, rid: str, acc: Accumulator, problem: str | None) -> None:
+        """A resumed background stream (responses.retrieve with stream=True) ended: its final event's
+        response is the call's outcome; an `error` event ends the call as an incomplete stream; a stream
+        that broke off again, or that the agent stopped reading, leaves the call pending (the agent may
+        resume or poll again; if it never does, close() says so)."""
+        with self.lock:
+            pending = self.background.get(rid)
+        if pending is None:
+            return
+        result = acc.result()
+        if result is not None:
+            self.follow(result)  # completed, incomplete, failed: as a polled retrieve's outcome
+            return
+        failure = getattr(acc, "failure", None)
+        if failure is not None:
+            with self.lock:
+                self.background.pop(rid, None)
+            self.end(pending[0], problem=f"incomplete_stream: {failure}")
+        elif problem is not None:
+            self.stats.notes.append(f"background response {rid}: a resumed stream ended early ({problem})")
 
     def close(self) -> None:
         """Finish the recording (idempotent; also run at interpreter exit). Calls still in flight are
@@ -637,7 +675,8 @@ class _CallSite:
             if streaming:
                 acc = ACCUMULATORS[self.stream_wire]()
                 cls = AsyncTappedStream if self.is_async else TappedStream
-                return cls(resp, acc, lambda a, p: t.finish_stream(call, a, p))
+                bg = kwargs.get("background") is True
+                return cls(resp, acc, lambda a, p: t.finish_stream(call, a, p, bg))
             t.end(call, resp)
         except Exception as exc:
             t.note_error(f"observe: {type(exc).__name__}: {exc}")
@@ -666,33 +705,41 @@ class _CallSite:
 
 def _wrap_follow(resource: Any, t: Tap, is_async: bool, name: str) -> None:
     """responses.retrieve / cancel: what they return is a background call's outcome once it has one. A
-    streamed retrieve (resuming a background stream) is passed by: its call stays pending."""
+    streamed retrieve (resuming a background stream, also what the SDK's responses.stream(response_id=)
+    calls) is handed to the agent event by event, as any stream, and its final event is the outcome."""
     original = getattr(resource, name, None)
     if original is None:
         return
 
-    def seen(resp: Any, kwargs: dict[str, Any]) -> None:
-        if kwargs.get("stream") is True or t.background == {}:
-            return
+    def seen(resp: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if t.background == {}:
+            return resp
         try:
-            t.follow(resp)
+            rid = args[0] if args else kwargs.get("response_id")
+            mode = _raw_mode(kwargs)
+            if kwargs.get("stream") is True:
+                if mode is not None or not isinstance(rid, str) or rid not in t.background:
+                    return resp  # a raw stream is the agent's to read; another call's stream is not ours
+                cls = AsyncTappedStream if is_async else TappedStream
+                return cls(resp, ACCUMULATORS["openai-responses"](), lambda a, p: t.follow_stream(rid, a, p))
+            if mode == "stream":
+                return resp
+            # with_raw_response (the header says "true" or "raw"): the parsed reply, cached by the SDK
+            t.follow(resp.parse() if mode is not None else resp)
         except Exception as exc:  # the agent's call must not fail for the tap
             t.note_error(f"{name}: {type(exc).__name__}: {exc}")
+        return resp
 
     if is_async:
 
         async def afollowed(*args: Any, **kwargs: Any) -> Any:
-            resp = await original(*args, **kwargs)
-            seen(resp, kwargs)
-            return resp
+            return seen(await original(*args, **kwargs), args, kwargs)
 
         setattr(resource, name, afollowed)
     else:
 
         def followed(*args: Any, **kwargs: Any) -> Any:
-            resp = original(*args, **kwargs)
-            seen(resp, kwargs)
-            return resp
+            return seen(original(*args, **kwargs), args, kwargs)
 
         setattr(resource, name, followed)
 

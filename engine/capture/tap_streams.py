@@ -189,9 +189,16 @@ class ResponsesAccumulator:
         # event, which the SDK hands over as events, not exceptions): the journal says that, not that
         # the agent stopped reading.
         self.failure: str | None = None
+        # The response's id, from whichever event carries the response first (`response.created`): a
+        # background call's stream that breaks off is resumed by it (Tap.finish_stream defers on it).
+        self.rid: str | None = None
 
     def feed(self, ev: dict[str, Any]) -> None:
         self.events += 1
+        if self.rid is None:
+            resp = ev.get("response")
+            if isinstance(resp, dict) and isinstance(resp.get("id"), str):
+                self.rid = resp["id"]
         if ev.get("type") == "response.failed":
             self.failure = why_failed(ev.get("response"))
         elif ev.get("type") == "error":  # the API's own error event ({type, code, message}), yielded too

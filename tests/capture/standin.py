@@ -505,6 +505,9 @@ class StandIn:
             return web.json_response({"error": {"message": f"No response found with id '{rid}'.",
                                                 "type": "invalid_request_error", "code": None}}, status=404)
         final = bg["final"]
+        if final is None:  # a streamed call: its outcome is its final event's response
+            last = json.loads(bg["events"][-1].split(b"data: ", 1)[1])
+            final = bg["final"] = {**last["response"], "background": True}
         if cancel:
             bg["final"] = {**final, "status": "cancelled", "output": [], "usage": None}
             return web.json_response(bg["final"])
@@ -513,10 +516,13 @@ class StandIn:
             rest = [e for e in bg["events"] if json.loads(e.split(b"data: ", 1)[1])["sequence_number"] > after]
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
-            for ev in rest:
-                await resp.write(ev)
+            try:
+                for ev in rest:
+                    await resp.write(ev)
+                await resp.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass  # the agent stopped reading the resumed stream
             self.sent.append(b"".join(rest))
-            await resp.write_eof()
             return resp
         bg["polls"] += 1
         if bg["polls"] < self.background_polls and final["status"] != "cancelled":
