@@ -249,7 +249,7 @@ def _readable_before(r: Any, offset: int | None) -> str:
     puts before it (each read only what precedes it)."""
     if offset is None:
         return ""
-    before = [t for t, at in zip(r._turn_nums, r._turn_offs, strict=True) if at < offset]
+    before = r.turns_before(offset)
     if not before:
         return ""
     return f"; turns {before[0]}..{before[-1]} precede the damage and can be explained (--turn {before[-1]})"
@@ -267,7 +267,7 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     from engine.recording.replay import Replayer, ReplayError
 
     r = open_recording(file)
-    if r._end <= r._start:  # no events; not damage: the salvage hint below would send its reader looking for some
+    if r.data_end <= r.data_start:  # no events; not damage: the salvage hint below would send its reader looking for some
         fail(f"{file} holds no events: its agent stopped before its first turn was recorded; nothing to verify")
     t0 = time.perf_counter()
     try:
@@ -331,9 +331,8 @@ def salvage(
     kept: list[dict[str, Any]] = []
     lost = r.damage.message if r.damage is not None else None
     try:
-        for _, _, ev in r._frames(r._start, r._end):
-            if not (isinstance(ev.get("k"), str) and ev["k"].startswith("@")):
-                kept.append(ev)
+        for _, ev in r.event_frames():
+            kept.append(ev)
     except RecordingError as exc:
         lost = str(exc).split(". Frames before it", 1)[0]
     while lost and kept and kept[-1].get("k") != "turn":

@@ -106,9 +106,7 @@ def on_off(v: str) -> bool:
 def event_frames(r: RecordingReader) -> Iterator[tuple[int, dict[str, Any]]]:
     """(offset of its frame, event) of every event of a recording, read lazily: RecordingError and
     OSError come from the iteration, for the caller to say as one line."""
-    for pos, _, ev in r._frames(r._start, r._end):
-        if not (isinstance(ev.get("k"), str) and ev["k"].startswith("@")):
-            yield pos, ev
+    return r.event_frames()
 
 
 def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
@@ -120,9 +118,7 @@ def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
     events: list[dict[str, Any]] = []
     offsets: list[int] = []
     try:
-        for pos, _, ev in r._frames(r._start, r._end):
-            if isinstance(ev.get("k"), str) and ev["k"].startswith("@"):
-                continue
+        for pos, ev in r.event_frames():
             events.append(ev)
             offsets.append(pos)
     except RecordingError as exc:
@@ -149,10 +145,10 @@ def read_events_for_turn(r: RecordingReader, n: int) -> tuple[list[dict[str, Any
     offsets: list[int] = []
     pending = -1  # the last turn event kept whole, until the request after it says whether a fold reads it
     target: dict[str, Any] | None = None
-    frames = r._frames(r._start, r._end)
+    frames = r.event_frames()
     while True:
         try:
-            pos, _, ev = next(frames)
+            pos, ev = next(frames)
         except StopIteration:
             break
         except RecordingError as exc:
@@ -162,8 +158,6 @@ def read_events_for_turn(r: RecordingReader, n: int) -> tuple[list[dict[str, Any
             warn(f"{exc}; turn {n} precedes the damage and is explained from what comes before it")
             break
         k = ev.get("k")
-        if isinstance(k, str) and k.startswith("@"):
-            continue
         if k == "request":
             if target is not None:
                 break

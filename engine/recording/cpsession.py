@@ -1127,6 +1127,51 @@ class RecordingReader:
         except FrameError as exc:
             raise self._error(f"blob {h[:12]} unreadable ({_why(exc)})", pos) from None
 
+    @property
+    def data_start(self) -> int:
+        """File offset of the first event frame (the first byte after the header frame)."""
+        return self._start
+
+    @property
+    def data_end(self) -> int:
+        """File offset where the event frames read so far end (the footer, the damage, or the end of
+        what a writer has appended). `data_end <= data_start`: the file holds no events."""
+        return self._end
+
+    def event_frames(
+        self, start: int | None = None, stop: int | None = None, *, trace_fields: Collection[str] | None = None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(offset of the frame holding it, event) of every event in the frames in [start, stop), read
+        lazily in order: `start` defaults to `data_start`, `stop` to `data_end`, and both must be frame
+        boundaries (`data_start`, `data_end`, a turn's frame from `turn_frame`, or an offset this method
+        handed out). A version-2 chunk's events share the chunk's offset. Format frames are skipped.
+
+        Events come in their plain in-memory form, as from `events()`; `trace_fields` as there. Damage
+        is a RecordingError raised by the iteration (with its offset), so a caller reading inside its own
+        error handling says it as one line; an OSError from the file likewise."""
+        pos = self._start if start is None else start
+        end = self._end if stop is None else stop
+        for at, _, ev in self._frames(pos, end, trace_fields=trace_fields):
+            k = ev.get("k")
+            if not (isinstance(k, str) and k.startswith("@")):
+                yield at, ev
+
+    def turn_frame(self, n: int) -> tuple[int, int]:
+        """(offset, end) of the frame holding turn `n`'s turn event (negative n counts from the last turn),
+        from the index: reading `event_frames(stop=end)` reads up to and including that turn's event.
+        IndexError for a turn the recording lacks; RecordingError when that frame's header is damaged."""
+        slot = self._turn_slot(n)
+        pos = self._turn_offs[slot]
+        try:
+            return pos, pos + HEADER_SIZE + decode_header(self._pread(pos, HEADER_SIZE), pos)[0]
+        except FrameError as exc:
+            raise self._error(f"turn {n} unreadable ({exc})", pos) from None
+
+    def turns_before(self, offset: int) -> list[int]:
+        """The turn numbers whose turn event lies in a frame that starts before file offset `offset`
+        (what can still be read of a recording damaged there), in order."""
+        return self._turn_nums[: bisect.bisect_left(self._turn_offs, offset)]
+
     def _frames(
         self, pos: int, stop: int, tail_ok: bool = False, trace_fields: Collection[str] | None = None
     ) -> Iterator[tuple[int, int, dict[str, Any]]]:
@@ -1180,12 +1225,8 @@ class RecordingReader:
         stop = self._end
         last: int | None = None
         if upto_turn is not None:
-            slot = self._turn_slot(upto_turn)
-            pos, last = self._turn_offs[slot], self._turn_nums[slot]
-            try:
-                stop = pos + HEADER_SIZE + decode_header(self._pread(pos, HEADER_SIZE), pos)[0]
-            except FrameError as exc:
-                raise self._error(f"turn {upto_turn} unreadable ({exc})", pos) from None
+            last = self._turn_nums[self._turn_slot(upto_turn)]
+            stop = self.turn_frame(upto_turn)[1]
         for _, _, obj in self._frames(self._start, stop, trace_fields=trace_fields):
             if isinstance(obj.get("k"), str) and obj["k"].startswith("@"):
                 raise self._error(f"format frame {obj['k']!r} among the events", self._start)

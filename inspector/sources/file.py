@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.recording.cpsession import RecordingReader
-from engine.recording.frames import HEADER_SIZE, decode_header
 from engine.recording.journal import trace_of, unpack_event
 from engine.trace_schema import Trace
 from inspector.sources import Chunk, NewTurn, SourceEvent
@@ -48,22 +47,22 @@ class FileSource(ReplayingSource):
         if self.reader.damage is not None:
             self.header["damage"] = self.reader.damage.message
         self.follow_file = follow
-        self._read_pos = self.reader._start  # file offset up to which `events` holds the journal
+        self._read_pos = self.reader.data_start  # file offset up to which `events` holds the journal
         self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
 
     def _load_events(self, upto_turn: int | None = None) -> None:
         with self._lock:
             reader = self.reader
-            stop = reader._end
-            if upto_turn is not None and reader._turn_nums:
-                slot = bisect.bisect_left(reader._turn_nums, upto_turn)
-                slot = min(len(reader._turn_nums) - 1, slot + self.READ_AHEAD)
-                pos = reader._turn_offs[slot]
+            stop = reader.data_end
+            nums = reader.turn_numbers() if upto_turn is not None else []
+            if upto_turn is not None and nums:
+                slot = bisect.bisect_left(nums, upto_turn)
+                pos, end = reader.turn_frame(nums[min(len(nums) - 1, slot + self.READ_AHEAD)])
                 if pos < self._read_pos:
                     return
-                stop = min(stop, pos + HEADER_SIZE + decode_header(reader._pread(pos, HEADER_SIZE), pos)[0])
+                stop = min(stop, end)
             if stop > self._read_pos:
-                self.events.extend(_light(ev) for _, _, ev in reader._frames(self._read_pos, stop))
+                self.events.extend(_light(ev) for _, ev in reader.event_frames(self._read_pos, stop))
                 self._read_pos = stop
 
     def full_trace(self, turn: int) -> Trace:
@@ -105,11 +104,11 @@ class FileSource(ReplayingSource):
 
         for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
             with self._lock:
-                caught_up = self._read_pos >= self.reader._end
+                caught_up = self._read_pos >= self.reader.data_end
                 new = self.reader.refresh()
                 if caught_up:  # otherwise the lazy reader gets to them when it is asked
                     self.events.extend(_light(ev) for ev in new)
-                    self._read_pos = self.reader._end
+                    self._read_pos = self.reader.data_end
             for ev in new:
                 if ev.get("k") == "turn":
                     yield NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))

@@ -82,7 +82,7 @@ def test_one_span_per_model_call_with_genai_and_engine_attributes() -> None:
 
 def test_cost_attribute_equals_simulate_actual_for_a_recording() -> None:
     reader = RecordingReader.open(DEMO)
-    events = [unpack_event(ev) for _, _, ev in reader._frames(reader._start, reader._end)]
+    events = [unpack_event(ev) for _, ev in reader.event_frames()]
     exporter = InMemorySpanExporter()
     emitter = SpanEmitter(exporter, batch=False)
     n = export_events(events, reader.header, emitter)
@@ -118,7 +118,7 @@ def test_live_and_recorded_exports_of_one_session_share_the_trace_id(tmp_path: P
     reader = RecordingReader.open(path)
     again = InMemorySpanExporter()
     emitter = SpanEmitter(again, batch=False)
-    export_events((unpack_event(e) for _, _, e in reader._frames(reader._start, reader._end)), reader.header, emitter)
+    export_events((unpack_event(e) for _, e in reader.event_frames()), reader.header, emitter)
     emitter.close()
     assert {s.context.trace_id for s in live} == {s.context.trace_id for s in again.get_finished_spans()}
     assert [dict(s.attributes) for s in live] == [dict(s.attributes) for s in again.get_finished_spans()]
