@@ -3,6 +3,13 @@
 The bundled table is `engine/sim/data/prices.json`. A user points to their own (same shape) with the
 `CONTEXTPIPE_PRICES` environment variable or by passing a path, so a price change never needs a code
 change. `cost()` bills a cachesim `CallCache` (or totals of several) plus output tokens.
+
+A row may carry `long_context`: other rates for a call whose input (uncached + cache reads + cache
+writes) is above `above_input_tokens`, applied to every token of that call, output included (Anthropic
+bills Claude Sonnet 4 and 4.5 that way when the 1M-context beta lets a prompt pass 200K). Such a row is
+priced call by call: totals of several calls cannot tell which of them crossed the line (`call_cost`,
+`crosses_long_context`). A row may also carry `note`: what its one set of rates leaves out (DeepSeek's
+off-peak half price), which simulate repeats in its notes.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +47,50 @@ class ModelPrice:
     cache_write_1h: float | None
     as_of: str
     source: str
+    # Rates for a call whose input is above `long_context_above` tokens (None: one rate at any size).
+    long_context: ModelPrice | None = None
+    long_context_above: int | None = None
+    note: str = ""  # what the rates leave out, said wherever the row prices a session
+
+
+def _num(origin: str, name: str, row: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, float]:
+    try:
+        nums = {k: float(row[k]) for k in keys}
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"price table {origin}: row {name!r} has a non-numeric price") from exc
+    if any(v < 0 for v in nums.values()):
+        raise ConfigError(f"price table {origin}: row {name!r} has a negative price")
+    return nums
+
+
+def _long_context(origin: str, name: str, row: Mapping[str, Any], base: ModelPrice) -> ModelPrice:
+    """The `long_context` object of row `name` as a ModelPrice of its own (the base row's date/source)."""
+    lc = row["long_context"]
+    where = f"{name} long_context"
+    if not isinstance(lc, dict):
+        raise ConfigError(f"price table {origin}: row {name!r}: long_context is not an object")
+    missing = [k for k in ("above_input_tokens", "input", "output", "cache_read", "cache_write") if k not in lc]
+    if missing:
+        raise ConfigError(f"price table {origin}: row {where!r} lacks {', '.join(missing)}")
+    above = lc["above_input_tokens"]
+    if isinstance(above, bool) or not isinstance(above, int) or above <= 0:
+        raise ConfigError(
+            f"price table {origin}: row {where!r}: above_input_tokens must be a whole number of tokens "
+            f"above 0 (e.g. 200000), not {above!r}"
+        )
+    nums = _num(origin, where, lc, ("input", "output", "cache_read", "cache_write"))
+    w1h = _num(origin, where, lc, ("cache_write_1h",))["cache_write_1h"] if lc.get("cache_write_1h") is not None else None
+    return replace(
+        base,
+        input=nums["input"],
+        output=nums["output"],
+        cache_read=nums["cache_read"],
+        cache_write=nums["cache_write"],
+        cache_write_1h=w1h,
+        source=str(lc.get("source") or base.source),
+        long_context=None,
+        long_context_above=above,
+    )
 
 
 class PriceTable:
@@ -78,15 +129,14 @@ class PriceTable:
             missing = [k for k in _REQUIRED if k not in row]
             if missing:
                 raise ConfigError(f"price table {origin}: row {name!r} lacks {', '.join(missing)}")
-            try:
-                nums = {k: float(row[k]) for k in ("input", "output", "cache_read", "cache_write")}
-                w1h = float(row["cache_write_1h"]) if row.get("cache_write_1h") is not None else None
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"price table {origin}: row {name!r} has a non-numeric price") from exc
-            if any(v < 0 for v in nums.values()) or (w1h is not None and w1h < 0):
-                raise ConfigError(f"price table {origin}: row {name!r} has a negative price")
+            nums = _num(origin, name, row, ("input", "output", "cache_read", "cache_write"))
+            w1h = (
+                _num(origin, name, row, ("cache_write_1h",))["cache_write_1h"]
+                if row.get("cache_write_1h") is not None
+                else None
+            )
             key = name.lower()
-            rows[key] = ModelPrice(
+            base = ModelPrice(
                 model=name,
                 provider=str(row["provider"]),
                 input=nums["input"],
@@ -96,7 +146,12 @@ class PriceTable:
                 cache_write_1h=w1h,
                 as_of=str(row["as_of"]),
                 source=str(row["source"]),
+                note=str(row.get("note") or ""),
             )
+            if row.get("long_context") is not None:
+                lc = _long_context(origin, name, row, base)
+                base = replace(base, long_context=lc, long_context_above=lc.long_context_above)
+            rows[key] = base
             for a in row.get("aliases") or []:
                 aliases[str(a).lower()] = key
         return cls(rows, aliases, origin)
@@ -177,13 +232,19 @@ def cost(
     output_tokens: int = 0,
     *,
     prices: PriceTable | str | os.PathLike[str] | None = None,
+    totals: bool = False,
 ) -> float:
-    """USD for one call (or totals): uncached input, cache reads, cache writes (5m and 1h) and output.
+    """USD for one call (or, with `totals`, the sums of several): uncached input, cache reads, cache
+    writes (5m and 1h) and output.
 
     `usage` is a CallCache or a mapping with keys uncached, cache_read, cache_write, cache_write_1h.
+    One call past its row's long-context line bills at those rates; sums are billed at the base rates
+    (they cannot say which call crossed), so a caller with such calls adds up `call_cost` per call.
     """
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     p = table.get(model)
+    if totals:
+        p = replace(p, long_context=None, long_context_above=None)
     if type(usage) is CallCache:
         return call_cost(p, usage, output_tokens)
     uncached = _field(usage, "uncached")
@@ -201,7 +262,19 @@ def call_cost(p: ModelPrice, usage: CallCache, output_tokens: int = 0) -> float:
     )
 
 
+def crosses_long_context(p: ModelPrice, usage: CallCache | Mapping[str, int]) -> bool:
+    """Whether one call's input is past `p`'s long-context line, so the whole call bills at those rates.
+    Anthropic counts the call's input tokens, cache reads and writes included, and nothing of its output."""
+    if p.long_context is None or p.long_context_above is None:
+        return False
+    billed = _field(usage, "uncached") + _field(usage, "cache_read") + _field(usage, "cache_write")
+    return billed > p.long_context_above
+
+
 def _usd(p: ModelPrice, uncached: int, read: int, write: int, write_1h: int, output_tokens: int) -> float:
+    lc = p.long_context
+    if lc is not None and p.long_context_above is not None and uncached + read + write > p.long_context_above:
+        p = lc  # every token of the call, output too, not only those past the line
     # A table without a 1-hour price (a user's own, or a provider with one TTL) bills those writes at
     # its only write price rather than refusing the whole session.
     rate_1h = p.cache_write if p.cache_write_1h is None else p.cache_write_1h

@@ -31,6 +31,7 @@ the report is the only exception and is not part of the figures).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,6 +66,7 @@ from engine.sim.pricing import (
     UnknownModelError,
     call_cost,
     cost,
+    crosses_long_context,
     load_prices,
     usage_call,
 )
@@ -174,6 +176,7 @@ class PolicyFigures:
     compactions: int | None  # None: not knowable for this column
     cache_break_causes: dict[str, int] | None
     turns: list[TurnFigures] = field(default_factory=list)
+    long_context_calls: int = 0  # calls billed whole at the row's long-context rates (said in a note)
 
     @property
     def cache_breaks(self) -> int | None:
@@ -867,17 +870,40 @@ def _simulate(
         prev = r
     tot = cachesim.totals(results)
     out_total = sum(_output(r, outputs) for r in reqs)
+    usd, crossed = _column_cost(price, model, table, tot, out_total, per_turn)
     return PolicyFigures(
         name,
         model,
         rules,
         tot,
         out_total,
-        cost(model, tot, out_total, prices=table),
+        usd,
         compactions,
         dict(sorted(causes.items())),
         per_turn,
+        crossed,
     )
+
+
+def _column_cost(
+    price: ModelPrice, model: str, table: PriceTable, tot: CallCache, out_total: int, per: list[TurnFigures]
+) -> tuple[float, int]:
+    """A column's cost and how many of its calls bill at the row's long-context rates. Those rates are
+    per call (the whole call, when its own input passes the line), so a column with such calls adds up
+    its calls; any other is billed on its totals, as it always was."""
+    crossed = 0
+    if price.long_context is not None:
+        crossed = sum(
+            1
+            for t in per
+            if crosses_long_context(
+                price,
+                {"uncached": t.uncached_tokens, "cache_read": t.cache_read_tokens, "cache_write": t.cache_write_tokens},
+            )
+        )
+    if crossed:
+        return math.fsum(t.cost_usd for t in per), crossed
+    return cost(model, tot, out_total, prices=table, totals=True), 0
 
 
 def _output(r: _Req, outputs: Mapping[int, int]) -> int:
@@ -906,17 +932,8 @@ def _actual(
         per.append(TurnFigures(t, c.input_tokens, c.cache_read, c.cache_write, c.uncached, o,
                                call_cost(price, c, o), False, None))
     tot = cachesim.totals(calls)
-    return PolicyFigures(
-        "actual",
-        model,
-        "provider",
-        tot,
-        out_total,
-        cost(model, tot, out_total, prices=table),
-        None,
-        None,
-        per,
-    )
+    usd, crossed = _column_cost(price, model, table, tot, out_total, per)
+    return PolicyFigures("actual", model, "provider", tot, out_total, usd, None, None, per, crossed)
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -1238,6 +1255,9 @@ def _simulate_events(
         notes.append(f"actual is billed at {real_model} prices (what the provider really charged)")
     pol_a = _actual({t: u for t, u in usages.items() if t not in failed}, actual_model, table, usages)
 
+    cols = {"pipeline": pol_p, "gates_closed": pol_c, "as_sent": pol_s, "actual": pol_a, **extra}
+    notes.extend(_price_notes(cols, table))
+
     be = break_even_cached_price_ratio(
         pol_p.totals, pol_c.totals, price, pol_p.output_tokens - pol_c.output_tokens
     )
@@ -1250,7 +1270,7 @@ def _simulate_events(
         window=s.window or int(rec_cfg["window"]),
         turns=replayer.turns,
         simulated_turns=len(ok(reqs_p)),
-        policies={"pipeline": pol_p, "gates_closed": pol_c, "as_sent": pol_s, "actual": pol_a, **extra},
+        policies=cols,
         break_even_cached_price_ratio=be,
         notes=notes,
         elapsed_s=time.perf_counter() - t0,
@@ -1267,6 +1287,36 @@ def _simulate_events(
         },
         calibration=scale,
     )
+
+
+def _price_notes(cols: Mapping[str, PolicyFigures | None], table: PriceTable) -> list[str]:
+    """What the price rows billed that one rate per token does not show: calls billed whole at a row's
+    long-context rates (Claude Sonnet 4/4.5 past 200K input tokens), and a row's own note (DeepSeek's
+    peak rate, which off-peak hours halve)."""
+    notes: list[str] = []
+    by_model: dict[str, list[str]] = {}
+    for name, f in cols.items():
+        if f is not None and f.long_context_calls:
+            by_model.setdefault(f.model, []).append(f"{name} {f.long_context_calls} of {len(f.turns)}")
+    for model, parts in by_model.items():
+        row = table.get(model)
+        lc = row.long_context
+        if lc is None or row.long_context_above is None:
+            continue
+        notes.append(
+            f"calls over {row.long_context_above:,} input tokens billed whole at {row.model}'s long-context rates "
+            f"(${lc.input}/M input, ${lc.cache_read}/M cached, ${lc.cache_write}/M cache write, ${lc.output}/M "
+            f"output; such a prompt needs the 1M-context beta): " + "; ".join(parts)
+        )
+    seen: set[str] = set()
+    for f in cols.values():
+        if f is None:
+            continue
+        row = table.get(f.model)
+        if row.note and row.model not in seen:
+            seen.add(row.model)
+            notes.append(f"{row.model}: {row.note}")
+    return notes
 
 
 def _failed_and_usages(
