@@ -333,6 +333,49 @@ def import_cmd(
     )
 
 
+@ctx_app.command("reindex")
+def reindex_cmd(
+    db: ExistingDbOpt,
+    vacuum: Annotated[
+        bool, typer.Option("--vacuum", help="Then rewrite the file to give the freed space back to the disk.")
+    ] = False,
+) -> None:
+    """Rebuild the store's search index as this version builds it: at most the first 1,000,000 and last
+    100,000 characters of each item, cut at word boundaries. A store made before that indexed big items
+    whole (a large file; their middle found by --query where a new item's is not). Bodies, ids and windows
+    are unchanged. Other writers wait while it runs.
+
+    \b
+    Example:
+      cp-inspect ctx reindex --db ctx.sqlite --vacuum
+    """
+    store = _open(db, create=False)
+    try:
+        if store.index_is_current() and not vacuum:
+            typer.echo(f"{db}: the search index is current ({len(store)} items); nothing to do")
+            return
+        done = store.reindex(vacuum=vacuum)
+    except ContextPipeError as exc:
+        fail(f"{exc} (the search index is as it was)")
+        return
+    except KeyboardInterrupt:
+        fail("interrupted: the search index is as it was", 130)
+        return
+    finally:
+        store.close()
+    cut = f", {done.cut} of them over 1.1 M characters (head and tail indexed)" if done.cut else ""
+    line = f"reindexed {done.items} items{cut}; index {_mb(done.index_before)} -> {_mb(done.index_after)}"
+    if vacuum:
+        line += f"; file {_mb(done.file_before)} -> {_mb(done.file_after)}"
+    elif done.index_after < done.index_before:
+        line += " (the file keeps its size and reuses the space; --vacuum gives it back)"
+    typer.echo(line)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
 def _is_recording(file: Path) -> bool:
     if file.suffix == ".cpsession":
         return True

@@ -37,16 +37,61 @@ CREATE VIRTUAL TABLE IF NOT EXISTS items_vocab USING fts5vocab(items_fts, 'row')
 # in items.body: get/expand/windows never read the index.
 FTS_HEAD_CHARS = 1_000_000
 FTS_TAIL_CHARS = 100_000
+# A cut that falls inside a word moves back (the head's end) or on (the tail's start) to the nearest
+# separator within this many characters, so no fragment ("internationaliz") becomes a term of its own.
+# A longer run of word characters (a base64 blob, a run of CJK) is cut where it falls.
+FTS_CUT_WINDOW = 512
+
+
+def _word_chars() -> str:
+    """Characters the index's tokenizer (unicode61, tokenchars '_') puts inside a word: its default
+    categories L*, N* and Co, plus '_', for ASCII and the Latin, Greek and Cyrillic blocks (U+00C0-U+052F,
+    long fully assigned: the trigger's text must not change with the Python that writes it, or each
+    would replace the other's). Other characters count as
+    separators here, so a cut among them still falls where it falls (a CJK run is one word to unicode61
+    anyway). SQL's rtrim/ltrim strip these from one end of a window to find the nearest separator (SQL
+    has no search from the right)."""
+    import unicodedata
+
+    ascii_word = "".join(chr(c) for c in range(128) if chr(c).isalnum()) + "_"
+    wide = "".join(chr(c) for c in range(0xC0, 0x530) if unicodedata.category(chr(c))[0] in "LN")
+    return ascii_word + wide
+
+
+_WORD = _word_chars()  # letters and digits only: no quote, so it goes into SQL as a literal as it is
 
 
 def _indexed(col: str) -> str:
-    """SQL for the part of `col` (a body) the index holds. The newline keeps the head's last token and
-    the tail's first apart. length() counts characters, as substr() does."""
-    whole = FTS_HEAD_CHARS + FTS_TAIL_CHARS
+    """SQL for the part of `col` (a body) the index holds: the whole body up to the bound, else its head
+    and tail, each cut at a word boundary (see FTS_CUT_WINDOW). The newline keeps the head's last token
+    and the tail's first apart. length() counts characters, as substr() does. Only core functions
+    (substr, rtrim, ltrim, min, max): an older cp-inspect, or the sqlite3 shell, runs this trigger too.
+
+    `col` is named three times at most: SQLite copies the whole value for each function argument that
+    names it (a 20 MB body named eight times cost +190 MB of peak RSS), so the cut is worked out on
+    copies of the head (plus the first dropped character) and the tail (plus the last dropped one),
+    taken once in a subquery that OFFSET 0 keeps SQLite from flattening back into `col` references.
+    Head: its last FTS_CUT_WINDOW + 1 characters with trailing word characters trimmed end at the last
+    separator before the cut (all kept when the first dropped character is a separator). Tail: its
+    leading word characters trimmed say how many characters of a cut word begin it."""
+    h, t, w = FTS_HEAD_CHARS, FTS_TAIL_CHARS, FTS_CUT_WINDOW
+    word = f"'{_WORD}'"
+    kept = f"length(rtrim(substr(hd, {h - w + 1}), {word}))"  # 0: no separator in the window
+    head = f"substr(hd, 1, CASE WHEN {kept} = 0 THEN {h} ELSE min({h}, {h - w} + {kept}) END)"
+    win = f"substr(tl, 1, {w + 1})"
+    cut = f"(length({win}) - length(ltrim({win}, {word})))"  # w + 1: no separator in the window
+    tail = f"substr(tl, CASE WHEN {cut} > {w} THEN 2 ELSE max(2, {cut} + 1) END)"
+    parts = f"SELECT substr({col}, 1, {h + 1}) AS hd, substr({col}, -{t + 1}) AS tl LIMIT -1 OFFSET 0"
     return (
-        f"CASE WHEN length({col}) <= {whole} THEN {col} "
-        f"ELSE substr({col}, 1, {FTS_HEAD_CHARS}) || char(10) || substr({col}, -{FTS_TAIL_CHARS}) END"
+        f"CASE WHEN length({col}) <= {h + t} THEN {col} "
+        f"ELSE (SELECT {head} || char(10) || {tail} FROM ({parts})) END"
     )
+
+
+# What meta 'fts_bound' holds once every row's index entry was made by _indexed as it is now: a new
+# store, the v1 -> v2 refill, or reindex(). A store an older version made lacks it (its rows over the
+# bound may be indexed whole, or cut mid-word); reindex() is what brings those in line.
+FTS_BOUND = f"head={FTS_HEAD_CHARS} tail={FTS_TAIL_CHARS} cut=words/{FTS_CUT_WINDOW}"
 
 
 # Kept in sqlite_master exactly as written here (SQLite stores the CREATE text), so _sync_trigger can
@@ -318,11 +363,14 @@ def _migrate(conn: sqlite3.Connection, p: str = ":memory:") -> None:
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
             conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('turn', '0')")
+            _mark_bounded(conn)
         else:
             for v in range(version, SCHEMA_VERSION):
                 for stmt in _split(_MIGRATIONS[v]):
                     conn.execute(stmt)
             conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+            if version == 1:  # the index was refilled from every body, each bounded as _indexed says
+                _mark_bounded(conn)
         _sync_trigger(conn)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -339,14 +387,52 @@ def _sync_trigger(conn: sqlite3.Connection) -> None:
     """Create the FTS insert trigger, or replace a store's older one (which indexed whole bodies) whose
     SQL differs. No SCHEMA_VERSION bump: the tables are unchanged, an older cp-inspect opening the store
     keeps and runs this trigger as it is (it only creates triggers in a new store), and the rows an old
-    trigger indexed whole stay valid entries (nothing ever deletes from the index; an external-content
-    'delete' would need the exact text indexed, and there is none)."""
+    trigger indexed whole stay valid entries until reindex() (`ctx reindex`) refills the index: see
+    reindex() for why that is not done here."""
     row = conn.execute("SELECT sql FROM sqlite_master WHERE type='trigger' AND name='items_ai'").fetchone()
     if row is not None and " ".join(str(row[0]).split()) == " ".join(_TRIGGER.split()):
         return
     if row is not None:
         conn.execute("DROP TRIGGER items_ai")
+        # Rows that trigger added were indexed another way (whole, or cut inside a word): until
+        # reindex() the store's index is not all current, whatever an earlier open had recorded.
+        conn.execute("DELETE FROM meta WHERE key='fts_bound'")
     conn.execute(_TRIGGER)
+
+
+def _mark_bounded(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_bound', ?)", (FTS_BOUND,))
+
+
+def index_is_current(conn: sqlite3.Connection) -> bool:
+    """Was every row's index entry made as _indexed says now? False for a store an older version made
+    (its items over the bound may be indexed whole, or cut inside a word) until reindex() runs."""
+    row = conn.execute("SELECT value FROM meta WHERE key='fts_bound'").fetchone()
+    return row is not None and row[0] == FTS_BOUND
+
+
+def index_bytes(conn: sqlite3.Connection) -> int:
+    """The full-text index's size: its segment blobs, which hold nearly all of it (length() of a blob
+    reads its size, not its pages)."""
+    return int(conn.execute("SELECT coalesce(sum(length(block)), 0) FROM items_fts_data").fetchone()[0])
+
+
+def reindex(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Empty the full-text index and fill it again from items.body, each body bounded as the trigger
+    bounds it; return (items indexed, items over the bound). Run inside the caller's write transaction.
+
+    Why not on open: the index keeps no record of the text it indexed for a row, and an external-content
+    entry can only be deleted by handing FTS5 the exact text it indexed (a whole 50 MB body: the
+    ~26 s and ~820 MB that bounding saved). 'delete-all' then a bounded refill never tokenizes more
+    than FTS_HEAD_CHARS + FTS_TAIL_CHARS of any body, but it does redo every row: seconds on a store of
+    hundreds of MB, too long to spend unasked when a store opens. ('rebuild' would index whole bodies.)"""
+    conn.execute("INSERT INTO items_fts(items_fts) VALUES ('delete-all')")
+    conn.execute(f"INSERT INTO items_fts(rowid, body) SELECT id, {_indexed('body')} FROM items")
+    n, cut = conn.execute(
+        f"SELECT count(*), coalesce(sum(length(body) > {FTS_HEAD_CHARS + FTS_TAIL_CHARS}), 0) FROM items"
+    ).fetchone()
+    _mark_bounded(conn)
+    return int(n), int(cut)
 
 
 def _split(script: str) -> list[str]:

@@ -19,12 +19,13 @@ flight recorder's queries are here.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.store import recorder
+from engine.store import recorder, schema
 from engine.store.budget import MAX_BUDGET, parse_budget, tokenizer_for
 from engine.store.compaction import Summarizer, render_full
 from engine.store.config import StoreConfig
@@ -43,7 +44,19 @@ from engine.store.window import Window
 from engine.store.writes import Writer
 from engine.tokens import Budget, Tokenizer
 
-__all__ = ["MAX_BUDGET", "ContextStore", "parse_budget", "tokenizer_for"]
+__all__ = ["MAX_BUDGET", "ContextStore", "Reindexed", "parse_budget", "tokenizer_for"]
+
+
+@dataclass(frozen=True)
+class Reindexed:
+    """What ContextStore.reindex did. Sizes in bytes; file sizes only when it vacuumed (else 0)."""
+
+    items: int  # items indexed
+    cut: int  # of them, bodies over the bound: only their head and tail are indexed
+    index_before: int
+    index_after: int
+    file_before: int = 0
+    file_after: int = 0
 
 
 class ContextStore:
@@ -294,6 +307,41 @@ class ContextStore:
         self.state.refresh()
         return len(self.state.metas)
 
+    # ---- full-text index ---------------------------------------------------------------------
+
+    @translating
+    def index_is_current(self) -> bool:
+        """Was every item indexed for search as this version indexes it? False for a store an older
+        version made: items it added over 1.1 M characters may be indexed whole (a large index file,
+        and their middle is found where a new item's is not) until reindex() runs."""
+        return schema.index_is_current(self.state.conn)
+
+    @translating
+    def reindex(self, *, vacuum: bool = False) -> Reindexed:
+        """Index every item for search again, as this version indexes a new one (at most the first
+        FTS_HEAD_CHARS and last FTS_TAIL_CHARS characters of a body, cut at word boundaries). One
+        transaction: other writers wait for it (seconds on a store of hundreds of MB), and a failure
+        leaves the index as it was. The space freed stays inside the file for later writes; with
+        `vacuum` the file is rewritten to give it back (that needs free disk space about the file's
+        size, and no other process reading the store). Bodies, windows and ids are unchanged."""
+        st = self.state
+        st.require_writable("reindexing")
+        if vacuum and st.batching:
+            raise StoreError("reindex(vacuum=True) cannot run inside a batch (VACUUM rewrites the whole file); "
+                             "call it after the batch ends")
+        before = schema.index_bytes(st.conn)
+        with st.transaction() as conn:
+            items, cut = schema.reindex(conn)
+        after = schema.index_bytes(st.conn)
+        file_before = file_after = 0
+        if vacuum and st.path != ":memory:":
+            file_before = _file_bytes(st.path)
+            st.conn.execute("VACUUM")
+            # In WAL mode VACUUM writes the new pages to the log: the file shrinks at the checkpoint.
+            st.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            file_after = _file_bytes(st.path)
+        return Reindexed(items, cut, before, after, file_before, file_after)
+
     # ---- flight recorder --------------------------------------------------------------------
 
     @translating
@@ -322,3 +370,8 @@ class ContextStore:
     @translating
     def bound_turns(self, source: str) -> list[int]:
         return recorder.bound_turns(self.state.conn, source)
+
+
+def _file_bytes(path: str) -> int:
+    """The store's size on disk: the file plus its write-ahead log."""
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
