@@ -25,7 +25,8 @@ Behaviour by model name, for the bad-input tests:
                               signature_delta; the redacted block whole in its content_block_start)
     *-nodone                  (chat) the stream ends without `data: [DONE]`, as some compatible servers end it
     *-plainsse                the stream is served as `text/plain` (some OpenAI-compatible servers)
-    *-gzipsse-* / *-zstdsse-*  the stream is compressed with that coding (each event flushed as sent)
+    *-gzipsse-* / *-zstdsse-* / *-brsse-*  the stream is compressed with that coding (each event flushed as
+                              sent; brotli with the system's libbrotlienc: tests/capture/brotli_stream.py)
     *-unended                 the stream stops before its last event (compressed: and its coding's end), but
                               the response ends cleanly: a server whose compressor died, a middlebox
     *-zstd                    the non-streamed reply is zstd-compressed (Content-Encoding: zstd), as a
@@ -187,6 +188,10 @@ def _compressed(events: list[bytes], coding: str) -> list[bytes]:
     its event stream does), then the coding's end; the pieces in the order they are written."""
     import zlib
 
+    if coding == "br":
+        from tests.capture.brotli_stream import compress_flushed
+
+        return compress_flushed(events)
     if coding == "gzip":
         z = zlib.compressobj(wbits=31)
         out = [z.compress(ev) + z.flush(zlib.Z_SYNC_FLUSH) for ev in events]
@@ -629,7 +634,7 @@ class StandIn:
         sse_headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         if "-plainsse" in model:  # a server that labels its event stream as something else
             sse_headers["Content-Type"] = "text/plain; charset=utf-8"
-        for coding in ("gzip", "zstd"):
+        for coding in ("gzip", "zstd", "br"):
             if f"-{coding}sse" in model:
                 events = _compressed(events, coding)
                 sse_headers["Content-Encoding"] = coding

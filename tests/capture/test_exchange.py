@@ -72,3 +72,26 @@ def test_session_key_ignores_moving_cache_markers_and_growth() -> None:
         ],
     }
     assert session_key("openai-responses", r1, None) == session_key("openai-responses", r2, None)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd", "br"])
+def test_a_compressed_stream_cut_at_any_byte_decodes_to_what_arrived(coding: str) -> None:
+    # The stand-in cuts its streams between events (whole flushed blocks); a real connection breaks
+    # anywhere, mid-block too. At every cut, a body known to be cut decodes to a prefix of the stream
+    # (never an error), and one that ended cleanly without its coding's end is Truncated with that prefix.
+    from engine.capture.proxy.exchange import Truncated, decode
+    from tests.capture.brotli_stream import libbrotlienc
+    from tests.capture.standin import _compressed
+
+    if coding == "br" and libbrotlienc() is None:
+        pytest.skip("the system's libbrotlienc is not installed (the stand-in compresses brotli with it)")
+    events = [f'data: {{"n": {i}, "text": "{"word " * i}"}}\n\n'.encode() for i in range(30)]
+    whole = b"".join(events)
+    packed = b"".join(_compressed(events, coding))
+    assert decode(packed, coding) == whole
+    for cut in range(1, len(packed)):
+        got = decode(packed[:cut], coding, partial=True)
+        assert whole.startswith(got), (coding, cut)
+        with pytest.raises(Truncated) as exc:
+            decode(packed[:cut], coding)
+        assert exc.value.decoded == got, (coding, cut)

@@ -239,7 +239,7 @@ def test_unrecorded_paths_pass_through(proxied: Proxied, standin: StandIn) -> No
     assert proxied.finish() == []
 
 
-@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+@pytest.mark.parametrize("coding", ["gzip", "zstd", "br"])
 def test_a_compressed_stream_cut_off_is_recorded_with_what_arrived(
     proxied: Proxied, standin: StandIn, coding: str
 ) -> None:
@@ -327,7 +327,7 @@ def test_a_tapped_call_refused_with_retry_after_says_it(standin: StandIn, tmp_pa
     assert f"Error code: {code}" in err["message"] and err["message"].endswith("(retry-after: 7)"), err
 
 
-@pytest.mark.parametrize("coding", ["gzip", "zstd"])
+@pytest.mark.parametrize("coding", ["gzip", "zstd", "br"])
 def test_a_compressed_stream_that_stops_before_its_end_is_cut(
     proxied: Proxied, standin: StandIn, coding: str
 ) -> None:
