@@ -167,12 +167,37 @@ def exporter_url(exporter: Any) -> str:
     return str(getattr(exporter, "_endpoint", "") or type(exporter).__name__)
 
 
+def _value_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode("utf-8", "replace"))
+    if isinstance(value, list | tuple):
+        return sum(_value_bytes(v) + 2 for v in value)
+    return 9  # a number or a bool: at most a tag and 8 bytes
+
+
+def span_bytes(data: SpanData) -> int:
+    """About what a span takes in an OTLP post (protobuf): its names and values, plus a few bytes of
+    framing each and the span's fixed fields. An estimate (it runs on every span): the text of the
+    attributes is what makes a span large, and that is counted exactly."""
+    size = 96 + len(data.name) + len(data.error or "")
+    for key, value in data.attributes.items():
+        size += len(key) + _value_bytes(value) + 8
+    for name, _when, attrs in data.events:
+        size += 24 + len(name) + sum(len(k) + _value_bytes(v) + 8 for k, v in attrs.items())
+    return size
+
+
 class SpanEmitter:
     """Turns SpanData into the SDK's ReadableSpans and hands them to an SDK exporter (OTLP/HTTP by
     default) in batches. Trace ids come from the session, so every call of a session is one trace; the
     agent's own tracing (the global TracerProvider) is never touched. Not thread-safe: one caller."""
 
     MAX_BATCH = 512
+    # What one export may carry, estimated (span_bytes). Receivers refuse a larger post whole, and every
+    # span in it is lost: the Collector's OTLP/HTTP receiver past 20 MiB (max_request_body_size), gRPC
+    # servers past 4 MiB (their default receive limit). 512 spans with content export (64 Ki characters
+    # of prompt each) made 32 MiB posts; 3 MiB leaves room under both for the request's own framing.
+    MAX_BATCH_BYTES = 3 * 2**20
 
     def __init__(self, exporter: Any = None, *, endpoint: str | None = None, batch: bool = True,
                  service_name: str = "contextpipe") -> None:
@@ -193,6 +218,7 @@ class SpanEmitter:
         self.resource = resource
         self.scope = InstrumentationScope(SCOPE)
         self._pending: list[Any] = []
+        self._pending_bytes = 0
         self.exported = 0
         self.exported_calls = 0
         self.failed = 0
@@ -219,7 +245,11 @@ class SpanEmitter:
             kind=SpanKind.INTERNAL if data.kind == "internal" else SpanKind.CLIENT,
             status=status, start_time=data.start_ns, end_time=data.end_ns, instrumentation_scope=self.scope,
         )
+        size = span_bytes(data)
+        if self._pending and self._pending_bytes + size > self.MAX_BATCH_BYTES:
+            self.flush()  # this span would take the post past what a receiver accepts: it starts the next
         self._pending.append(span)
+        self._pending_bytes += size
         if not self.batch or len(self._pending) >= self.MAX_BATCH:
             self.flush()
 
@@ -229,7 +259,7 @@ class SpanEmitter:
 
         if not self._pending:
             return
-        batch, self._pending = self._pending, []
+        batch, self._pending, self._pending_bytes = self._pending, [], 0
         try:
             ok = self.exporter.export(batch) == SpanExportResult.SUCCESS
         except Exception:

@@ -1,7 +1,9 @@
 """A minimal OTLP/HTTP trace receiver for tests: accepts the real exporter's protobuf posts on any path
 and keeps every span as a flat dict (name, trace id, times, kind, status, attributes, events) and every
 post's path. It can also misbehave as collectors do: answer slowly (`delay_s`), or refuse with a status
-and a Retry-After (`status`, `retry_after`)."""
+and a Retry-After (`status`, `retry_after`), or refuse a post larger than `max_body` bytes with 413, as
+the OpenTelemetry Collector's OTLP/HTTP receiver does past its max_request_body_size (20 MiB by default;
+gRPC receivers refuse past 4 MiB). `sizes` holds every post's body size."""
 
 from __future__ import annotations
 
@@ -25,9 +27,12 @@ def _value(v: AnyValue) -> Any:
 
 
 class OtlpReceiver:
-    def __init__(self, *, delay_s: float = 0.0, status: int = 200, retry_after: int | None = None) -> None:
+    def __init__(self, *, delay_s: float = 0.0, status: int = 200, retry_after: int | None = None,
+                 max_body: int | None = None) -> None:
         self.spans: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.sizes: list[int] = []
+        self.max_body = max_body
         self.delay_s = delay_s
         self.status = status
         self.retry_after = retry_after
@@ -39,10 +44,12 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver.lock:
                     receiver.paths.append(self.path)
+                    receiver.sizes.append(len(body))
                 if receiver.delay_s:
                     time.sleep(receiver.delay_s)
-                if receiver.status != 200:
-                    self.send_response(receiver.status)
+                too_large = receiver.max_body is not None and len(body) > receiver.max_body
+                if receiver.status != 200 or too_large:
+                    self.send_response(413 if too_large else receiver.status)
                     if receiver.retry_after is not None:
                         self.send_header("Retry-After", str(receiver.retry_after))
                     self.send_header("Content-Length", "0")

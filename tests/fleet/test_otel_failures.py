@@ -365,3 +365,29 @@ def test_a_forked_child_leaves_its_parents_spans_alone() -> None:
         assert out.returncode == 0, out.stderr
         assert sorted(s["attributes"]["contextpipe.turn"] for s in rx.calls) == [0, 1, 2]
     assert "did not reach" not in out.stderr, out.stderr
+
+
+def test_a_long_session_with_content_is_sent_in_posts_a_receiver_accepts() -> None:
+    """Batches were 512 spans whatever their size: with content export (up to 64 KiB of prompt per span)
+    a long session's recording went out in 32 MiB posts, past the Collector's OTLP/HTTP limit (20 MiB)
+    and gRPC's (4 MiB), so each post was refused whole (413) and its 512 spans lost. Batches are now
+    bounded in bytes too."""
+    from engine.export.otel import SpanEmitter, export_events, make_exporter
+
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000)
+    pipe.identity("You are careful.")
+    turns = 120
+    for i in range(turns):
+        pipe.user(f"request {i}: " + "x" * 9000)
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 3})
+        pipe.assistant(f"answer {i}")
+    pipe.close()
+    limit = 4 * 2**20
+    with OtlpReceiver(max_body=limit) as rx:
+        emitter = SpanEmitter(make_exporter(rx.url, timeout_s=10), batch=True)
+        sent = export_events(iter(list(pipe.journal.events)), {"provider": "anthropic"}, emitter, content=True)
+        emitter.close()
+        assert sent == turns
+        assert emitter.failed == 0 and len(rx.calls) == turns and len(rx.agents) == 1, (emitter.failed, rx.sizes)
+        assert max(rx.sizes) <= limit and len(rx.sizes) > 1, rx.sizes
