@@ -50,6 +50,19 @@ class Forms:
         self._forms: dict[tuple[Any, ...], tuple[str, int, str, str]] = {}
         self._message_json: dict[int, tuple[str, str, bytes]] = {}  # id(text) -> (text, role, JSON)
         self._hash_state: dict[str, tuple[tuple[Entry, ...], Any]] = {}  # lane -> (entries, sha256 state)
+        state.on_forget.append(self.forget)
+
+    def forget(self) -> None:
+        """Rows were rolled back (a batch or a summarize that failed): every cache here is keyed by item
+        id, and the next item added takes a rolled-back item's id, so it was served with the old item's
+        token count (a 4-token item counted as 2,503 in the window's budget)."""
+        self._counts.clear()
+        self._counts_new = []
+        self._memo.clear()
+        self._shapes.clear()
+        self._forms.clear()
+        self._message_json.clear()
+        self._hash_state.clear()
 
     # ---- token counts -------------------------------------------------------------------------
 

@@ -125,6 +125,11 @@ class StoreState:
         self.has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
         self.last_window_id = 0  # flight-recorder row of the last window served
         self.batching = False  # inside batch(): writes are savepoints of its one transaction
+        # Inside step() before its first write: the transaction begins with that write (see step).
+        self.begin_pending = False
+        # Called when rows this connection wrote were rolled back: caches keyed by item id (token
+        # counts, rendered forms) must go, since SQLite hands the ids of rolled-back rows to new ones.
+        self.on_forget: list[Callable[[], None]] = []
         self.lock = threading.RLock()  # one public call at a time (see translating)
         self.closed = False
 
@@ -150,6 +155,7 @@ class StoreState:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (BEGIN itself failing opens nothing).
         Inside a batch it is a savepoint: a write that fails undoes only itself, and the batch decides."""
         if self.batching:
+            self._begin_if_pending()
             self.conn.execute("SAVEPOINT write")
             try:
                 yield self.conn
@@ -192,6 +198,49 @@ class StoreState:
         finally:
             self.batching = False
 
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        """One write of the store's that runs the application's code in its middle (a summarizer): all
+        of it commits, or none of it, including what that code wrote through this store. Unlike
+        batch(), the transaction begins with the first write, not before: a summarizer is a model call,
+        and holding the file's write lock through it would make every other process's write wait it
+        out (and fail after its busy timeout). Inside a batch or another step it is a savepoint."""
+        if self.batching:
+            self._begin_if_pending()
+            self.conn.execute("SAVEPOINT step")
+            try:
+                yield
+                self.conn.execute("RELEASE step")
+            except BaseException:
+                if self.conn.in_transaction:  # SQLite may have rolled it all back already (disk full)
+                    self.conn.execute("ROLLBACK TO step")
+                    self.conn.execute("RELEASE step")
+                self.forget_uncommitted()
+                raise
+            return
+        self.batching = True
+        self.begin_pending = True
+        try:
+            yield
+            if not self.begin_pending:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    raise translate(exc, self.path, self.timeout_s) from exc
+        except BaseException:
+            if not self.begin_pending:
+                self.rollback()
+                self.forget_uncommitted()
+            raise
+        finally:
+            self.batching = False
+            self.begin_pending = False
+
+    def _begin_if_pending(self) -> None:
+        if self.begin_pending:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.begin_pending = False
+
     def forget_uncommitted(self) -> None:
         """After a batch rolled back: the mirror and the caches were patched with rows that are gone,
         and SQLite may hand their ids to new rows, so everything is read again from the file."""
@@ -199,6 +248,16 @@ class StoreState:
         self.is_json.clear()
         self.last.clear()
         self.dirty = True
+        for forget in self.on_forget:
+            forget()
+        try:
+            gone = self.last_window_id and not self.conn.execute(
+                "SELECT 1 FROM windows WHERE id=?", (self.last_window_id,)
+            ).fetchone()
+        except sqlite3.Error:  # the connection is failing (the cause of the rollback): keep that error
+            gone = True
+        if gone:
+            self.last_window_id = 0  # its row was rolled back: record_binding must not name it
 
     def require_writable(self, what: str) -> None:
         if self.read_only:
