@@ -131,9 +131,10 @@ class Summaries:
         )
 
 
-class _Refused(Exception):
+class _Refused(StoreError):
     """The summarizer failed or gave no usable text: raised inside the step (which then rolls back),
-    turned into the StoreError that says what stayed once the rollback is done."""
+    turned into the StoreError that says what stayed once the rollback is done (it never leaves the
+    store; a StoreError all the same, as every engine error is)."""
 
     def __init__(self, what: str, advice: str) -> None:
         super().__init__(what)
