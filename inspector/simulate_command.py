@@ -91,9 +91,17 @@ def run(
     if policies is not None and not policies.strip(" ,"):
         # An empty value read as not given: the plain what-if table came out as if --policies were absent.
         fail("--policies needs 'all' or a comma list of policy names (see simulate --help)", 2)
+    seen: dict[Path, Path] = {}
     for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing
         if not file.exists() or file.is_dir():
             open_recording(file)
+        # One recording given twice (an overlapping glob, a path spelt two ways) was simulated twice and
+        # counted twice in the --policies totals.
+        key = file.resolve()
+        if key in seen:
+            also = "" if str(seen[key]) == str(file) else f" (as {seen[key]} too)"
+            fail(f"{file} is given twice{also}: give each recording once", 2)
+        seen[key] = file
     gates = thresholds = None
     if gate or threshold:
         # cli_common imports typer (its option annotations): only for the lines that give these.

@@ -406,9 +406,10 @@ def test_run_usage_line_shows_the_command_it_runs() -> None:
 def test_a_reader_that_stops_early_gets_no_traceback_from_simulate() -> None:
     """`cp-inspect simulate ... --json | head`: the plain simulate path (no typer, entry.py) let the
     BrokenPipeError out as a traceback; typer's commands already ended quietly (click's own handling)."""
-    proc = _cli("simulate", str(DEMO), str(DEMO), str(DEMO), str(DEMO), "--json", "--per-turn")
+    # The three demo recordings (one given twice is refused): ~180 kB, more than a pipe holds.
+    proc = _cli("simulate", *sorted(str(p) for p in DEMO.parent.glob("*.cpsession")), "--json", "--per-turn")
     assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.read(10)  # 240 kB follow: more than a pipe holds, so the writer meets the closed end
+    assert proc.stdout.read(10)  # ~180 kB follow: more than a pipe holds, so the writer meets the closed end
     proc.stdout.close()
     err = proc.stderr.read().decode()
     proc.wait(timeout=60)
@@ -475,7 +476,7 @@ def test_a_fifo_is_refused_at_once_by_import_and_ctx_import(tmp_path: Path) -> N
 
 def test_simulate_says_a_bad_window_once_as_the_options_error() -> None:
     for w in ("0", "-5", str(10**12)):
-        r = CliRunner().invoke(app, ["simulate", str(DEMO), str(DEMO), "--window", w])
+        r = CliRunner().invoke(app, ["simulate", str(DEMO), str(DEMO.with_name("scout-openai.cpsession")), "--window", w])
         assert r.exit_code == 2, r.output
         # It was "FILE: --window must be a positive number of tokens", as if the file were at fault.
         assert r.output == f"cp-inspect: --window must be between 1 and 100,000,000 tokens, got {w}\n", r.output

@@ -8,6 +8,7 @@ trajectory and skip, saying why, when ../shared/trajectories is absent.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +190,11 @@ def test_cli_policies_table_and_json(tmp_path: Path) -> None:
 
     rec = tmp_path / "s.cpsession"
     _synthetic(rec, turns=20).close()
+    # Two recordings (one given twice is refused: it was counted twice in the totals).
+    rec2 = tmp_path / "s2.cpsession"
+    shutil.copy(rec, rec2)
     runner = CliRunner()
-    res = runner.invoke(app, ["simulate", str(rec), str(rec), "--window", "5000", "--policies", "all"])
+    res = runner.invoke(app, ["simulate", str(rec), str(rec2), "--window", "5000", "--policies", "all"])
     assert res.exit_code == 0, res.output
     assert "prices: claude-sonnet-4" in res.output and "cache rules: anthropic" in res.output
     for name in ALL:

@@ -146,7 +146,8 @@ def _run(argv: list[str], entry: str, typer_dispatch: bool) -> subprocess.Comple
     ["simulate", str(DEMO), "--prices", "/no/such/prices.json"],
     ["simulate", str(DEMO), "--gate", "nosuchgate=off"],
     ["simulate", str(DEMO), "--window", "20000", "--json", "--per-turn"],
-    ["simulate", str(DEMO), str(DEMO), "--policies", "paper,wave1", "--provider", "anthropic"],
+    ["simulate", str(DEMO), str(DEMO.with_name("scout-openai.cpsession")), "--policies", "paper,wave1", "--provider",
+     "anthropic"],
 ])
 def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str) -> None:
     direct, typed = _run(argv, entry, typer_dispatch=False), _run(argv, entry, typer_dispatch=True)

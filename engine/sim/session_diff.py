@@ -142,9 +142,15 @@ def parse_side(spec: str) -> Side:
             )
         k, v = (x.strip() for x in pair.split("=", 1))
         if k == "window":
-            if not v.isdigit():
-                raise DiffError(f"{spec!r}: window must be a whole number of tokens, got {v!r}")
-            d["window"] = int(v)
+            try:
+                n = int(v)
+            except ValueError:
+                raise DiffError(f"{spec!r}: window must be a whole number of tokens, got {v!r}") from None
+            # Said here with the pair it came from, as simulate's --window says it: window=-3 was called
+            # not a whole number, and window=999999999999 was refused as a 'budget limit'.
+            if not 0 < n <= 100_000_000:
+                raise DiffError(f"{spec!r}: window must be between 1 and 100,000,000 tokens, got {v}")
+            d["window"] = n
         elif k == "provider":
             d["provider"] = v
         elif k.split(".", 1)[0] in ("gate", "gates") and "." in k:

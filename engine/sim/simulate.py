@@ -1233,8 +1233,11 @@ def _simulate_events(
     # A request larger than its window is one no provider serves: the column prices a session that
     # could not have run (a rebuilt paper baseline past the recorded window; a peer that keeps a whole
     # round larger than the window). Said, so its figures are not read as a bill someone could pay.
+    # The engine's own columns too: a --window smaller than what the session cannot do without (the
+    # system prompt, the tools, the newest round) leaves requests no trim brings under it, and --window
+    # 10 priced the pipeline as a 71% saving on the demo with no word that no request could be sent.
     over = []
-    for name, f in extra.items():
+    for name, f in {"pipeline": pol_p, "gates_closed": pol_c, **extra}.items():
         limit = int(rec_cfg["window"]) if name == "paper" else int(s.window or rec_cfg["window"])
         n = sum(1 for t in f.turns if t.prompt_tokens > limit) if f is not None else 0
         if n:

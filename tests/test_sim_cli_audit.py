@@ -1,0 +1,68 @@
+"""simulate and diff as a user runs them, on bad or absurd input (sim25's audit).
+
+- simulate --window 10 priced the pipeline and gates_closed columns (every request far past 10 tokens) as
+  a 71% saving on the demo and said nothing; peers and paper already said when they passed the window.
+- simulate FILE FILE (an overlapping glob, one path spelt two ways) simulated the file twice and counted
+  it twice in the --policies totals; diff already refused that.
+- diff's window=-3 was "not a whole number of tokens", and window=999999999999 was refused as a "budget
+  limit" without naming window=.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.sim.session_diff import DiffError, parse_side
+from engine.sim.simulate import SimSettings, simulate_file
+from inspector.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def test_engine_columns_past_an_absurd_window_are_said_to_be_unsendable() -> None:
+    r = simulate_file(DEMO, SimSettings(window=10))
+    note = next(n for n in r.notes if n.startswith("requests larger than their window"))
+    assert "pipeline 40 of 40 calls (window 10)" in note
+    assert "gates_closed 40 of 40 calls (window 10)" in note
+
+
+def test_engine_columns_within_the_window_say_nothing() -> None:
+    r = simulate_file(DEMO, SimSettings())
+    assert not any(n.startswith("requests larger than their window") for n in r.notes)
+
+
+def test_one_recording_given_twice_is_exit_2_not_counted_twice(tmp_path: Path) -> None:
+    rec = tmp_path / "a.cpsession"
+    shutil.copy(DEMO, rec)
+    other = tmp_path / "sub" / ".." / "a.cpsession"
+    (tmp_path / "sub").mkdir()
+    res = CliRunner().invoke(app, ["simulate", str(rec), str(other), "--policies", "all"])
+    assert res.exit_code == 2, res.output
+    assert f"{other} is given twice (as {rec} too): give each recording once" in res.output
+    assert "SIMULATE" not in res.output  # nothing simulated first
+    same = CliRunner().invoke(app, ["simulate", str(rec), str(rec)])
+    assert same.exit_code == 2 and f"{rec} is given twice: give each recording once" in same.output
+
+
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("window=-3", "'window=-3': window must be between 1 and 100,000,000 tokens, got -3"),
+        ("window=0", "'window=0': window must be between 1 and 100,000,000 tokens, got 0"),
+        ("window=999999999999", "window must be between 1 and 100,000,000 tokens, got 999999999999"),
+        ("window=8k", "'window=8k': window must be a whole number of tokens, got '8k'"),
+    ],
+)
+def test_diff_window_out_of_range_names_the_pair_and_the_range(spec: str, msg: str) -> None:
+    with pytest.raises(DiffError) as exc:
+        parse_side(spec)
+    assert msg in str(exc.value)
+
+
+def test_diff_window_in_range_is_taken() -> None:
+    assert parse_side("window=64000").overrides.window == 64000
