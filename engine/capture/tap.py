@@ -194,6 +194,7 @@ class Tap:
         self.pipe: Pipeline | None = None
         self.feeder: _Feeder | None = None
         self.fed: list[MessageRec] = []
+        self.reply_fed = False  # the last of `fed` is a reply (after()), not a message the agent sent
         self.actual: ActualRecorder | None = None
         self.tools_seen: tuple[ToolSchemaRec, ...] = ()
         self.stats = TapStats()
@@ -279,11 +280,21 @@ class Tap:
                 self.pipe.add_tool(t.name, t.description, t.parameters)
             self.tools_seen = tools
         # Feed only what is new since the last call; a rewritten history (the agent compacted) is fed whole.
-        start = len(self.fed) if msgs[: len(self.fed)] == self.fed else 0
+        n = len(self.fed)
+        if msgs[:n] == self.fed:
+            start = n
+        elif self.reply_fed and msgs[: n - 1] == self.fed[:-1]:
+            # The agent left the last reply out of its history (mini-swe-agent drops a reply without a
+            # tool call and answers it with a format error): the rest continues what was fed. The engine
+            # keeps the reply, as it keeps every reply it is told of; fed whole, every message was twice.
+            start = n - 1
+        else:
+            start = 0
         for m in msgs[start:]:
             self.feeder.feed(m)
         self.feeder.before_request()
         self.fed = list(msgs)
+        self.reply_fed = False
         key = body.get("prompt_cache_key")
         self.prompt_cache_key = key if isinstance(key, str) else None
         call = CallRec(tuple(msgs), None, tools, None, self.now(), model, cache_marks=marks)
@@ -366,6 +377,7 @@ class Tap:
         if msg is not None:
             self.feeder.feed(msg)
             self.fed.append(msg)
+            self.reply_fed = True
 
     def _usage(self, raw_usage: Any, data: dict[str, Any]) -> None:
         assert self.pipe is not None
