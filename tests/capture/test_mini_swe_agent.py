@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from engine.importers import load
-from tests.capture.conftest import errors, usages, verify_ok
+from tests.capture.conftest import errors, events_of, usages, verify_ok
 from tests.capture.standin import StandIn
 
 pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra: pip install -e '.[test]'")
@@ -48,7 +48,13 @@ MINI = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.whi
 def test_mini_swe_agent_through_run(tmp_path: Path, model: str, expect: dict[str, int]) -> None:
     assert MINI is not None, "the `mini` executable is missing although minisweagent imports"
     standin = StandIn(
-        script=[{"bash": "echo step-one"}, {"bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]
+        # the middle reply has no tool call: mini answers it with a format error and leaves it out of
+        # its history, which the recording's engine history must not take for a rewritten one
+        script=[
+            {"bash": "echo step-one"},
+            "I will look around first.",
+            {"bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+        ]
     ).start()
     try:
         rec, traj = tmp_path / "rec", tmp_path / "mini.traj.json"
@@ -95,20 +101,23 @@ def test_mini_swe_agent_through_run(tmp_path: Path, model: str, expect: dict[str
         )
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         assert "step-one" in p.stdout
-        assert len(standin.requests) == 2  # both of mini's calls went through the proxy
+        assert len(standin.requests) == 3  # all of mini's calls went through the proxy
         files = sorted(rec.glob("*.cpsession"))
         assert len(files) == 1, p.stderr
         us = usages(files[0])
-        assert len(us) == 2 and not errors(files[0])
+        assert len(us) == 3 and not errors(files[0])
         for u in us:
             assert {k: u[k] for k in expect} == expect
-        assert verify_ok(files[0]) == 2
+        assert verify_ok(files[0]) == 3
+        # each reply fed to the engine once (the whole conversation was fed again after the dropped one)
+        replies = [e for e in events_of(files[0]) if e["k"] == "msg" and e.get("role") == "assistant"]
+        assert len(replies) == 3, replies
         # mini's own record of the run agrees with the proxy's.
         assert json.loads(traj.read_text())["info"]["exit_status"] == "Submitted"
         imp = load(traj)
-        assert [c.usage.input_tokens if c.usage else None for c in imp.calls] == [
-            u["input_tokens"] for u in us
-        ]
+        # (mini's trajectory keeps the calls whose replies it kept: the dropped one is not among them)
+        kept = [us[0], us[2]]
+        assert [c.usage.input_tokens if c.usage else None for c in imp.calls] == [u["input_tokens"] for u in kept]
         assert (
             b"sk-test-mini" not in files[0].read_bytes() and b"sk-ant-test-mini" not in files[0].read_bytes()
         )
