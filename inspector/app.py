@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterable
 
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingsMap
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.driver import Driver
 from textual.events import Resize
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, TabbedContent, TabPane, Tabs
+from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from engine.errors import ContextPipeError
@@ -62,7 +62,8 @@ from inspector.whatif_runner import WhatIfRunner
 from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
 from panels.content_viewer import DEFAULT_WIDTH, ContentViewer, Screenful
-from panels.keys import TAB_STRIP_KEYS, TURN_GROUP
+from panels.detail_tabs import DetailTabs
+from panels.keys import TURN_GROUP
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.markup_line import MarkupLine
 from panels.navigation import JumpToTurn
@@ -206,7 +207,7 @@ class InspectorApp(App[None]):
             yield TimelineStrip(id="strip")
             with Horizontal(id="main"):
                 yield ManifestPanel(id="manifest")
-                with TabbedContent(id="details", initial="tab-content"):
+                with DetailTabs(id="details", initial="tab-content"):
                     with TabPane("Content", id="tab-content"):
                         yield ContentViewer(id="content")
                     with TabPane("What-if", id="tab-whatif"):
@@ -230,9 +231,6 @@ class InspectorApp(App[None]):
         # The status line fits its parts to its width (status_parts): laid out at another, drawn again.
         self._status.on_width = lambda _width: self._update_status()
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
-        # The tab strip's own ←/→ bindings are hidden (Textual's Tabs): shown ones in their place, so the
-        # footer says the arrows switch tabs there. (TabbedContent builds the strip itself: no subclass.)
-        self.query_one("#details", TabbedContent).query_one(Tabs)._bindings = BindingsMap(TAB_STRIP_KEYS)
         self._apply_size(self.size.width, self.size.height)
         self._update_status()
         # Every notification that names something from outside (a theme, a path, an error, a reason) is

@@ -18,14 +18,9 @@ TURN_KEYS: list[BindingType] = [
     Binding("end", "app.last", "Last", show=False),
 ]
 
-# The detail tabs' strip (focused by one Tab from the manifest) takes ← and → to switch tabs, with hidden
-# bindings of its own: the footer then showed neither "←→ Turn" (no longer true there) nor what the
-# arrows did. The same keys and actions as Textual's Tabs, shown as one "←→ Tab" entry.
+# The detail tabs' strip (focused by one Tab from the manifest) takes ← and → to switch tabs: shown there as
+# one "←→ Tab" entry (panels/detail_tabs.py).
 TAB_GROUP = Binding.Group("Tab", compact=True)
-TAB_STRIP_KEYS: list[Binding] = [
-    Binding("left", "previous_tab", "Previous tab", tooltip="previous detail tab", group=TAB_GROUP),
-    Binding("right", "next_tab", "Next tab", tooltip="next detail tab", group=TAB_GROUP),
-]
 
 # Left/Right only, for a vertical scroll container: its inherited scroll_left/scroll_right bindings
 # (hidden) can never scroll it (no horizontal overflow), so the keys already fell through to the app's

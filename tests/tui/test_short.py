@@ -103,3 +103,26 @@ async def test_the_footer_says_what_the_arrows_do_on_the_tab_strip() -> None:
         await pilot.press("escape")  # back on the manifest: the arrows step turns, and the footer says so
         await settle(pilot)
         assert screen_text(app).splitlines()[-1].startswith(" ←→ Turn")
+
+
+async def test_the_tab_strips_arrows_are_the_tabs_own_public_bindings() -> None:
+    # The "←→ Tab" entry came from replacing the strip's private binding map (Tabs._bindings); it is now
+    # the detail tabs' own BINDINGS, enabled only while the strip has focus (check_action).
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        await settle(pilot)
+        for key in ("left", "right"):
+            active = app.screen.active_bindings[key]
+            assert active.node is app.query_one("#details") and active.binding.show, active
+        # Textual's Tabs keeps its own (hidden) bindings: nothing replaced them.
+        assert not any(b.show for _key, b in app.focused._bindings)  # type: ignore[union-attr]
+        await pilot.press("tab")  # into the content viewer: the arrows step turns again there
+        await settle(pilot)
+        assert app.screen.active_bindings["left"].node is not app.query_one("#details")
+        await pilot.press("left")
+        await settle(pilot)
+        assert "turn 38" in screen_text(app).splitlines()[0]
+        assert app.query_one("#details", TabbedContent).active == "tab-content"
+
