@@ -1,24 +1,34 @@
-"""The footer of key bindings, composed again only when what it shows changes.
+"""The footer of key bindings, composed again only when what it shows changes, and showing whole keys only.
 
 Textual's Footer recomposes its keys on every "bindings updated" signal of its screen. While the app
 starts, focus moves and the tabs settle, and that signal comes three times with the same keys each time:
 every recompose removes and re-creates the ~13 key widgets and restyles each one (~30 ms of CPU each on
 this machine, two of the three spent before the first complete screen; BENCHMARKS.md, Start-up).
+
+Textual's Footer cuts its keys at its right edge wherever that falls: a narrow terminal showed a key
+without its label ("q" alone in the bottom-right cell at 55 columns, "w W" at 40, "q Qui" at 59), which
+reads as a stray letter. Keys past the edge (or under the right-docked "^p palette" hint) are hidden
+whole instead; `?` lists them all. (Under the hint, a key drawn beneath it showed one letter in the
+row's last cell, the hint's compact margin, which the hint does not paint: "▏^p palettei".)
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
-from textual.widgets import Footer
+from textual.containers import HorizontalGroup
+from textual.events import Resize
+from textual.widgets import Footer, Label
 
 
 class KeysFooter(Footer):
-    """Footer that skips a recompose when the keys it would show are the ones it shows."""
+    """Footer that skips a recompose when the keys it would show are the ones it shows, and hides keys
+    it has no room for rather than cutting them."""
 
     def __init__(self, *, compact: bool = False) -> None:
         super().__init__(compact=compact)
         self._shown: Hashable | None = None  # what the keys on screen were composed from
+        self._fit_tries = 0  # fit_keys waiting for new keys to be laid out
 
     def _what_it_shows(self) -> Hashable:
         """Everything Footer.compose reads that can change: the screen's active bindings with their
@@ -37,3 +47,38 @@ class KeysFooter(Footer):
             return
         self._shown = shown
         await super().recompose()
+        self.call_after_refresh(self.fit_keys)  # the new keys' places are known once laid out
+
+    def on_resize(self, _event: Resize) -> None:
+        self.call_after_refresh(self.fit_keys)
+
+    def fit_keys(self) -> None:
+        """Show the keys that fit whole left of the edge (or the palette hint), in order; hide the rest.
+
+        Hidden by visibility, not display: a hidden key keeps its place in the layout, so whether it fits
+        is known again at the next size without showing it first (and nothing moves)."""
+        if not self.is_attached:
+            return
+        children = list(self.children)
+        right = self.content_region.right
+        for child in children:
+            if child.has_class("-command-palette"):
+                right = min(right, child.region.x)
+        keys = [c for c in children if not c.has_class("-command-palette")]
+        if any(not c.region for c in keys):  # keys just composed are laid out a refresh or two later
+            if self._fit_tries < 20:
+                self._fit_tries += 1
+                self.call_after_refresh(self.fit_keys)
+            return
+        self._fit_tries = 0
+        fits = [c.region.right <= right and c.region.width > 0 for c in keys]
+        for i, child in enumerate(keys):
+            # A group's keys ("←→") and its label ("Turn") go together: keys without the label say nothing.
+            # (Footer composes a group as a HorizontalGroup of keys, then a Label: its classes are private.)
+            if isinstance(child, Label) and i and isinstance(keys[i - 1], HorizontalGroup) and not fits[i]:
+                fits[i - 1] = False
+        cut = False
+        for child, fit in zip(keys, fits, strict=True):
+            cut = cut or not fit  # in order: a later, shorter key never shows past a hidden one
+            if child.visible == cut:
+                child.visible = not cut

@@ -13,10 +13,11 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.driver import Driver
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from engine.fleet import AgentRow
 from engine.probe.watch import FleetWatcher
+from inspector.keys_footer import KeysFooter
 from inspector.terminal_driver import driver_for
 from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
 from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
@@ -82,7 +83,7 @@ class TopApp(App[str | None]):
         yield Static(id="summary")
         yield Input(placeholder="filter: pid, model, tier, command…  (Enter to apply, Esc to clear)", id="filter")
         yield FleetTable(id="fleet")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)  # (whole keys only at narrow widths: keys_footer.py)
 
     def on_mount(self) -> None:
         table = self.query_one(FleetTable)

@@ -85,3 +85,39 @@ async def test_the_stepping_keys_are_in_the_footer_wherever_they_step(tab: str) 
             await settle(pilot)
         expected = {"c": {"ContentBody"}, "w": {"WhatIfPanel", "Switch", "Slider"}, "a": {"AlertsPanel"}}[tab]
         assert expected | {"ManifestPanel"} <= seen
+
+
+def _footer_row(app: InspectorApp) -> str:
+    return app.screen._compositor.render_strips()[-1].text
+
+
+@pytest.mark.parametrize("width", range(40, 80, 3))
+async def test_a_narrow_footer_shows_whole_keys_only(width: int) -> None:
+    # Footer cut its keys at the right edge: a key without its label ("q" alone in the bottom-right cell
+    # at 55 columns, "w W" at 40) read as a stray letter. Every key shown now has its whole label.
+    app = InspectorApp(SyntheticSource(40))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle(pilot)
+        row = _footer_row(app)
+        shown = [k for k in app.query_one(Footer).query(FooterKey) if k.visible and not k.has_class("-grouped")]
+        assert shown, row
+        for key in shown:
+            assert f"{key.key_display} {key.description}" in row, (key.key, row)
+        last = shown[-1]
+        assert row.rstrip().endswith(f"{last.key_display} {last.description}"), row  # nothing cut after it
+        labels = [str(label.render()) for label in app.query_one(Footer).query(FooterLabel) if label.visible]
+        assert "Turn" in labels  # the "←→ Turn" group fits even at 40 columns
+
+
+async def test_the_palette_hint_covers_the_last_cell_of_the_row() -> None:
+    # A zoomed tab at 80x20 has a longer footer: keys ran under the right-docked hint, cut ("q Qui▏"), and
+    # the hint's compact margin (the row's last cell, which it does not paint) showed a letter of the key
+    # beneath it ("▏^p palettei"). Keys under the hint are hidden whole.
+    app = InspectorApp(SyntheticSource(40))
+    async with app.run_test(size=(80, 20)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        row = _footer_row(app)
+        assert row.endswith("^p palette "), row
+        assert "q Qui" not in row or "q Quit" in row.split("▏")[0], row
