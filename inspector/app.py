@@ -63,7 +63,7 @@ from panels.alerts import AlertsPanel
 from panels.cache_layout import CacheLayoutPanel
 from panels.content_viewer import DEFAULT_WIDTH, ContentViewer, Screenful
 from panels.detail_tabs import DetailTabs
-from panels.keys import TURN_GROUP
+from panels.keys import SECTION_GROUP, TURN_GROUP
 from panels.manifest import ManifestPanel, SectionSelected
 from panels.markup_line import MarkupLine
 from panels.navigation import JumpToTurn
@@ -98,6 +98,12 @@ class InspectorApp(App[None]):
         # First, so that the footer (in binding order) shows it even at 40 columns while a tab is zoomed;
         # hidden otherwise (check_action), when Esc goes on to focus the manifest.
         Binding("escape", "unzoom", "Back", tooltip="short terminal: leave the detail tab for the overview"),
+        # While a tab is zoomed the manifest is hidden (and loses focus), so ↑/↓ had nothing to move: here
+        # they move its selection and the Content tab shows the section (hidden otherwise: check_action).
+        Binding("up", "section(-1)", "Prev section", tooltip="short terminal, tab zoomed: the previous section",
+                group=SECTION_GROUP),
+        Binding("down", "section(1)", "Next section", tooltip="short terminal, tab zoomed: the next section",
+                group=SECTION_GROUP),
         Binding("left", "step(-1)", "Prev", tooltip="previous turn", group=TURN_GROUP),
         Binding("right", "step(1)", "Next", tooltip="next turn", group=TURN_GROUP),
         Binding("home", "first", "First", show=False, tooltip="first turn"),
@@ -726,6 +732,14 @@ class InspectorApp(App[None]):
         self._set_zoom(False)
         self.action_focus_manifest()
 
+    def action_section(self, delta: int) -> None:
+        # The manifest's own cursor move: it posts SectionSelected for the new row, which loads its content.
+        self._manifest.action_cursor(delta)
+        if self.query_one("#details", TabbedContent).active != "tab-content" or self.content.show_request:
+            self.content.show_request = False
+            self.action_tab("tab-content")  # the section is what Content shows: the zoomed tab follows
+            self._load_content(self._manifest.selected_section())
+
     def action_request_body(self) -> None:
         self.content.show_request = True
         self.action_tab("tab-content")
@@ -736,8 +750,8 @@ class InspectorApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "save":
             return self.source.kind == "live"
-        if action == "unzoom":  # (False: Esc falls through to focus_manifest, and the footer hides it)
-            return self._zoom
+        if action in ("unzoom", "section"):  # (False: Esc falls through to focus_manifest, and the footer
+            return self._zoom                # hides these; ↑/↓ go to whatever has focus)
         return True
 
     def action_save(self) -> None:

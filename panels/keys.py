@@ -21,6 +21,8 @@ TURN_KEYS: list[BindingType] = [
 # The detail tabs' strip (focused by one Tab from the manifest) takes ← and → to switch tabs: shown there as
 # one "←→ Tab" entry (panels/detail_tabs.py).
 TAB_GROUP = Binding.Group("Tab", compact=True)
+# ↑ and ↓ as one "↑↓ Section" entry (the app's, while a detail tab is zoomed on a short terminal).
+SECTION_GROUP = Binding.Group("Section", compact=True)
 
 # Left/Right only, for a vertical scroll container: its inherited scroll_left/scroll_right bindings
 # (hidden) can never scroll it (no horizontal overflow), so the keys already fell through to the app's

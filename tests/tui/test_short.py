@@ -126,3 +126,32 @@ async def test_the_tab_strips_arrows_are_the_tabs_own_public_bindings() -> None:
         assert "turn 38" in screen_text(app).splitlines()[0]
         assert app.query_one("#details", TabbedContent).active == "tab-content"
 
+
+@pytest.mark.parametrize("size", [(40, 15), (80, 20)])
+@pytest.mark.parametrize("key", ["c", "a"])
+async def test_up_and_down_move_the_section_while_a_tab_is_zoomed(size: tuple[int, int], key: str) -> None:
+    # Zoomed, the manifest is hidden (and loses focus): ↑/↓ did nothing and nothing said how to pick
+    # another section. They now move its selection, the Content tab shows that section, and the footer
+    # says so ("↑↓ Section") while the zoom lasts.
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press(key)
+        await settle(pilot)
+        assert "↑↓ Section" in screen_text(app).splitlines()[-1]
+        await pilot.press("down")
+        await settle(pilot)
+        text = screen_text(app)
+        assert app.query_one("#details", TabbedContent).active == "tab-content"
+        assert "identity · turn 39" in text, text  # the manifest's second section
+        await pilot.press("down", "up", "up")  # and back past the first row: it stays there
+        await settle(pilot)
+        assert "tools · turn 39" in screen_text(app)
+        await pilot.press("escape")  # the overview is back, its cursor on the section shown
+        await settle(pilot)
+        assert app.focused is app.query_one("#manifest")
+        assert app.query_one("#manifest").selected_section() == "tools"  # type: ignore[attr-defined]
+        assert "↑↓ Section" not in screen_text(app)
+        await pilot.press("down")  # not zoomed: the manifest's own ↓, as before
+        await settle(pilot)
+        assert app.query_one("#manifest").selected_section() == "identity"  # type: ignore[attr-defined]
