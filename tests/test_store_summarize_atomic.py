@@ -162,3 +162,29 @@ def test_an_item_after_a_rolled_back_batch_is_counted_as_itself(tmp_path: Path) 
         assert w.used == w2.used
     finally:
         store.close()
+
+
+def test_summaries_with_the_same_words_each_stand_for_their_own_originals(tmp_path: Path) -> None:
+    # A model (or a templated summarizer) may say the same thing of two stretches. The two summary
+    # items were deduplicated by their text, the older dropped as "duplicate of" the newer, and with
+    # its originals covered nothing of the first stretch was in any window, however large.
+    db = tmp_path / "s.db"
+    store = ContextStore(db, summarizer=lambda texts: "Ran the tests; nothing of note.")
+    try:
+        first = [store.add(f"first stretch step {i}", Kind.TOOL_RESULT) for i in range(3)]
+        second = [store.add(f"second stretch step {i}", Kind.TOOL_RESULT) for i in range(3)]
+        s1 = store.summarize(first)
+        s2 = store.summarize(second)
+        for sticky in (False, True):
+            w = store.context_get(50_000, "chars", sticky=sticky)
+            assert {s1, s2} <= {e.id for e in w.entries}, w.manifest()["dropped"]
+            assert all(e.duplicate_of is None for e in w.entries)
+        assert "first stretch step 0" in store.expand(s1) and "second stretch step 0" in store.expand(s2)
+        # Identical tool results are still one group: the newest copy stands for the rest.
+        a = store.add("OK", Kind.TOOL_RESULT)
+        b = store.add("OK", Kind.TOOL_RESULT)
+        w = store.context_get(50_000, "chars", sticky=False)
+        ids = {e.id for e in w.entries}
+        assert b in ids and a not in ids
+    finally:
+        store.close()

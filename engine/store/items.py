@@ -113,3 +113,11 @@ class ItemMeta:
     inbound: int = 0
     covered_by: int | None = None  # newest summary item standing for this one
     superseded: bool = False  # a summary replaced by a rolled-forward one
+
+    @property
+    def dedup_key(self) -> str:
+        """What copies of one content share, so that a window keeps one of them: the body's hash. Not
+        for a summary, which stands for its own originals: two summaries of different stretches whose
+        model wrote the same words ("Nothing of note.") were one group, so the older was dropped as a
+        duplicate and, with its originals covered, nothing of that stretch was left in any window."""
+        return self.hash if self.kind is not Kind.SUMMARY else f"{self.hash}#{self.id}"

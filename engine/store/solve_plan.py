@@ -82,8 +82,8 @@ class Planner:
             plan = self._build(tok, terms)
         self._cache = (key, plan)
         self._built = (tok.name, st.layout_gen, variant, st.metas, len(st.metas))
-        self._live_hashes = {m.hash for m in plan.cand}
-        self._pinned_hashes = {m.hash for m in plan.pins}
+        self._live_hashes = {m.dedup_key for m in plan.cand}
+        self._pinned_hashes = {m.dedup_key for m in plan.pins}
         return plan
 
     def _extend(self, tok: Tokenizer, terms: tuple[str, ...], variant: tuple[str, ...]) -> SolvePlan | None:
@@ -106,9 +106,10 @@ class Planner:
         for m in new:
             if m.pinned or m.superseded or m.covered_by is not None or m.id in st.stale:
                 return None
-            if m.hash in seen or m.hash in self._pinned_hashes or m.hash in fresh_hashes:
+            key = m.dedup_key
+            if key in seen or key in self._pinned_hashes or key in fresh_hashes:
                 return None
-            fresh_hashes.add(m.hash)
+            fresh_hashes.add(key)
         plan = self._cache[1]
         cfg = st.config
         base, wf, wi = cfg.base, cfg.w_refs, cfg.w_importance
@@ -139,7 +140,7 @@ class Planner:
         pins = [m for m in metas if m.pinned]
         pin_cost = [(m.id, self.forms.cost(tok, m.id)) for m in pins]
         excluded: list[tuple[ItemMeta, int, str]] = []
-        pinned_hashes = {m.hash: m.id for m in pins}
+        pinned_hashes = {m.dedup_key: m.id for m in pins}
         # Dedup: the newest copy of each content hash represents the group (it sits where the agent
         # last saw it); older copies cost nothing. A copy of a pinned item is represented by the pin.
         members: dict[str, list[int]] = {}
@@ -151,13 +152,13 @@ class Planner:
                 excluded.append((m, self.forms.cost(tok, m.id), "superseded by a rolled-forward summary"))
             elif m.covered_by is not None:
                 excluded.append((m, self.forms.cost(tok, m.id), f"covered by summary #{m.covered_by}"))
-            elif m.hash in pinned_hashes:
+            elif m.dedup_key in pinned_hashes:
                 excluded.append(
-                    (m, self.forms.cost(tok, m.id), f"duplicate of pinned #{pinned_hashes[m.hash]}")
+                    (m, self.forms.cost(tok, m.id), f"duplicate of pinned #{pinned_hashes[m.dedup_key]}")
                 )
             else:
                 live.append(m)
-                members.setdefault(m.hash, []).append(m.id)
+                members.setdefault(m.dedup_key, []).append(m.id)
         cand: list[ItemMeta] = []
         cand_midx: list[int] = []
         shapes: list[Shape] = []
@@ -168,7 +169,7 @@ class Planner:
         step_dt: list[int] = []
         step_ratio: list[float] = []
         for m in live:
-            group = members[m.hash]
+            group = members[m.dedup_key]
             rep = group[-1]  # metas are in id order: the last is the newest copy
             if rep != m.id:
                 excluded.append((m, self.forms.cost(tok, m.id), f"duplicate of #{rep}"))

@@ -89,7 +89,7 @@ class Sticky:
                 if not m.pinned and (m.covered_by is not None or m.superseded):
                     return None, f"re-solved: #{m.id} is now covered by summary #{m.covered_by}"
                 if e.form in ("full", "summary"):
-                    in_window_hash.setdefault(m.hash, m.id)
+                    in_window_hash.setdefault(m.dedup_key, m.id)
         new_metas: list[ItemMeta] = []
         for m in reversed(self.state.metas):  # only the tail is new: stop at the first old id
             if m.id <= max_id:
@@ -109,7 +109,7 @@ class Sticky:
                 return None, f"re-solved: new summary #{m.id} replaces items"
             if m.covered_by is not None:
                 continue
-            if m.hash in in_window_hash:
+            if m.dedup_key in in_window_hash:
                 e = self.forms.entry(
                     tok,
                     m,
@@ -117,13 +117,13 @@ class Sticky:
                     scores[m.id].total,
                     ("appended; duplicate content",),
                     (),
-                    duplicate_of=in_window_hash[m.hash],
+                    duplicate_of=in_window_hash[m.dedup_key],
                 )
             else:
                 e = self.forms.entry(
                     tok, m, "full", scores[m.id].total, ("appended since previous window",), ()
                 )
-                in_window_hash.setdefault(m.hash, m.id)
+                in_window_hash.setdefault(m.dedup_key, m.id)
             entries.append(e)
             used += e.tokens
             if used > b.usable:
