@@ -340,10 +340,12 @@ def reindex_cmd(
         bool, typer.Option("--vacuum", help="Then rewrite the file to give the freed space back to the disk.")
     ] = False,
 ) -> None:
-    """Rebuild the store's search index as this version builds it: at most the first 1,000,000 and last
-    100,000 characters of each item, cut at word boundaries. A store made before that indexed big items
-    whole (a large file; their middle found by --query where a new item's is not). Bodies, ids and windows
-    are unchanged. Other writers wait while it runs.
+    """Rebuild the search index of an older store (one made before 2026-12-04).
+
+    The index holds at most the first 1,000,000 and last 100,000 characters of an item, cut at word
+    boundaries. An older version indexed big items whole (a large file; their middle found by --query
+    where a new item's is not). Bodies, ids and windows are unchanged. Other writers wait while it runs;
+    on a store whose index is already current it does nothing unless --vacuum is given.
 
     \b
     Example:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         UnknownItemError,
     )
     from engine.store.items import Item, Kind, LinkKind
-    from engine.store.store import ContextStore, parse_budget, tokenizer_for
+    from engine.store.store import ContextStore, Reindexed, parse_budget, tokenizer_for
     from engine.store.window import Dropped, Entry, Window, window_as_messages, window_manifest
 
 # Imported on first use (PEP 562): importing a light submodule such as `engine.store.items` runs this
@@ -43,6 +43,7 @@ _LAZY = {
     "Kind": "engine.store.items",
     "LinkKind": "engine.store.items",
     "ContextStore": "engine.store.store",
+    "Reindexed": "engine.store.store",
     "parse_budget": "engine.store.store",
     "tokenizer_for": "engine.store.store",
     "Dropped": "engine.store.window",
@@ -70,6 +71,7 @@ __all__ = [
     "Kind",
     "LinkKind",
     "PinsExceedBudgetError",
+    "Reindexed",
     "StoreConfig",
     "StoreCorruptError",
     "StoreError",
