@@ -28,6 +28,7 @@ from engine.export.optin import ENV_ENDPOINT, ENV_TRACES_ENDPOINT
 from engine.export.spans import (
     SpanData,
     agent_span,
+    error_type,
     finish_reason,
     messages_content,
     session_trace_id,
@@ -232,7 +233,7 @@ class SpanEmitter:
         status = Status(StatusCode.UNSET)
         if data.error:
             status = Status(StatusCode.ERROR, data.error)
-            attributes["error.type"] = data.error.split(":", 1)[0]
+            attributes.setdefault("error.type", error_type(data.error))
         flags = TraceFlags(TraceFlags.SAMPLED)
         context = SpanContext(data.trace_id, data.span_id or random.getrandbits(64) or 1, is_remote=False,
                               trace_flags=flags)

@@ -19,6 +19,7 @@ is the whole prompt, cached parts included, as the conventions ask.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,8 +150,28 @@ def turn_span(
         for al in trace.get("alerts") or []
     ]
     error = trace.get("error")
+    if error:
+        a["error.type"] = error_type(str(error))  # before any redaction: a status or kind is no secret
     return SpanData(f"chat {model}", trace_id, start_ns, end_ns, a, events, str(error) if error else None,
                     parent_span_id=agent_span_id(trace_id))
+
+
+# An upstream's refusal as the capture paths journal it (kind "error"): the proxy's "HTTP 429 ...", the
+# SDKs' exceptions "Error code: 529 - ...", with a status prefix like "403 Forbidden" in others.
+_STATUS = re.compile(r"^\s*(?:HTTP |Error code: )?([45]\d\d)\b")
+
+
+def error_type(error: str) -> str:
+    """`error.type` for a failed call's trace error ("{kind}: {message}"): the kind (incomplete_stream,
+    prompt_too_long, overloaded...), or for a plain "error" the HTTP status the provider answered with,
+    as the conventions ask (the provider's error code, else a low-cardinality identifier; HTTP's own
+    conventions use the status code): every refusal was "error", rate limits and outages alike."""
+    kind, _, message = error.partition(":")
+    if kind.strip() == "error":
+        m = _STATUS.match(message)
+        if m is not None:
+            return m.group(1)
+    return kind.strip()
 
 
 def finish_reason(usage: Mapping[str, Any] | None) -> str | None:

@@ -391,3 +391,35 @@ def test_a_long_session_with_content_is_sent_in_posts_a_receiver_accepts() -> No
         assert sent == turns
         assert emitter.failed == 0 and len(rx.calls) == turns and len(rx.agents) == 1, (emitter.failed, rx.sizes)
         assert max(rx.sizes) <= limit and len(rx.sizes) > 1, rx.sizes
+
+
+def test_a_refused_call_says_its_http_status_as_its_error_type() -> None:
+    """error.type was the journal's error kind: "error" for every refusal the capture paths record (a
+    429, a 529, a 400 alike). The conventions ask for the provider's code or a low-cardinality identifier;
+    the status the provider answered with is both. Kinds that say more (overloaded, incomplete_stream)
+    stay as they are; under redaction the status stays (it is no secret), the message goes."""
+    messages = [
+        ("error", 'HTTP 429 (retry-after: 7): {"error": {"message": "slow down"}}'),  # the proxy's
+        ("error", "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error'}}"),  # an SDK's
+        ("incomplete_stream", "the stream ended before message_stop (5 events)"),
+        ("error", "the upstream was not reached"),
+    ]
+    for redact in (False, True):
+        with OtlpReceiver() as rx:
+            pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=8000)
+            sink = OtelSink({"provider": "anthropic"}, endpoint=rx.url, threaded=False, redact=redact)
+            for ev in pipe.journal.events:
+                sink(ev)
+            pipe.journal.subscribe(sink)
+            pipe.identity("You are careful.")
+            for kind, message in messages:
+                pipe.user("go on")
+                pipe.next_request()
+                pipe.record_error(kind, message)
+            pipe.close()
+            sink.close()
+            spans = sorted(rx.calls, key=lambda s: s["attributes"]["contextpipe.turn"])
+        assert [s["attributes"]["error.type"] for s in spans] == ["429", "529", "incomplete_stream", "error"]
+        assert all(s["status"][0] == 2 for s in spans)  # STATUS_CODE_ERROR
+        if redact:
+            assert all("slow down" not in s["status"][1] for s in spans)
