@@ -141,6 +141,20 @@ def forks(
             ev = load(k, True)
             assert ev is not None
             kids.append((k, ev))
+        # Children named on the command line are the whole tree priced: forks the parent recorded that
+        # are not among them were left out of every figure (its totals read as the whole run's) in silence.
+        given = {str(e.get("session_id")) for _, ev in kids for e in ev if e.get("k") == "link"}
+        for at, ev in [(parent, pev), *kids]:
+            left = [f for f in fork_children(ev) if str(f.get("child")) not in given]
+            if left:
+                names = ", ".join(
+                    Path(f["record"]).name if isinstance(f.get("record"), str) else f"session {f.get('child')}"
+                    for f in left
+                )
+                warn(
+                    f"{at} forked {len(left)} sub-agent(s) not given ({names}): left out of the tree and of "
+                    "the totals (name no children to price every recorded fork)"
+                )
     else:
         # The paths the fork events name, then theirs (a sub-agent's own sub-agents), each read once.
         seen = {parent.resolve()}
@@ -167,6 +181,15 @@ def forks(
                     kids.append((found, ev))
                     todo.append((found, ev))
     if not kids:
+        up = next((e for e in pev if e.get("k") == "link"), None)
+        if up is not None and not fork_children(pev):
+            # A sub-agent's recording given where the parent's goes: it said only "has no recorded forks".
+            fail(
+                f"{parent} is a sub-agent's recording (forked from session {up.get('parent_session')} at turn "
+                f"{up.get('fork_turn')}): give its parent's recording first, e.g. cp-inspect forks "
+                f"PARENT.cpsession {parent}",
+                2,
+            )
         named = sum(1 for f in fork_children(pev) if f.get("record"))
         if named:
             fail(

@@ -66,3 +66,35 @@ def test_diff_window_out_of_range_names_the_pair_and_the_range(spec: str, msg: s
 
 def test_diff_window_in_range_is_taken() -> None:
     assert parse_side("window=64000").overrides.window == 64000
+
+
+# ------------------------------------------------------------------------------------------ forks
+# - a sub-agent's recording given as the parent said only "has no recorded forks ... or name the children";
+# - children named on the command line that leave out forks the parent recorded priced the smaller tree as
+#   the whole run, with no word of the ones left out.
+
+
+def test_forks_of_a_sub_agents_recording_says_to_give_its_parent_first(tmp_path: Path) -> None:
+    from tests.test_fork import run_tree
+
+    parent, kids = run_tree(tmp_path, "anthropic")
+    res = CliRunner().invoke(app, ["forks", str(kids[0])])
+    assert res.exit_code == 2, res.output
+    assert f"{kids[0]} is a sub-agent's recording (forked from session " in res.output
+    assert f"at turn 2): give its parent's recording first, e.g. cp-inspect forks PARENT.cpsession {kids[0]}" in (
+        res.output
+    )
+
+
+def test_forks_says_which_recorded_forks_the_named_children_leave_out(tmp_path: Path) -> None:
+    from tests.test_fork import run_tree
+
+    parent, kids = run_tree(tmp_path, "anthropic")
+    res = CliRunner().invoke(app, ["forks", str(parent), str(kids[0])])
+    assert res.exit_code == 0, res.output
+    assert (
+        f"warning: {parent} forked 1 sub-agent(s) not given ({kids[1].name}): left out of the tree and of the "
+        "totals (name no children to price every recorded fork)"
+    ) in res.output
+    every = CliRunner().invoke(app, ["forks", str(parent), *map(str, kids)])
+    assert every.exit_code == 0 and "warning" not in every.output
