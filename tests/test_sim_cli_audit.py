@@ -98,3 +98,54 @@ def test_forks_says_which_recorded_forks_the_named_children_leave_out(tmp_path: 
     ) in res.output
     every = CliRunner().invoke(app, ["forks", str(parent), *map(str, kids)])
     assert every.exit_code == 0 and "warning" not in every.output
+
+
+# ------------------------------------------------------------------------------------------ diff of two runs
+# Two recordings of different work diffed turn by turn read as a configuration change: dschat against an
+# OpenHands run said only "model changed" on every turn and "+395%" on the totals.
+
+
+def _openhands(path: Path, task: str, system: str = "You are a careful engineer. ") -> Path:
+    import json
+
+    msgs: list[dict[str, object]] = [
+        {"role": "system", "content": system * 40},
+        {"role": "user", "content": task},
+    ]
+    for k in range(3):
+        msgs.append({"role": "assistant", "content": f"step {k}"})
+        msgs.append({"role": "user", "content": f"observation {k}\n" * 20})
+    tool = {"type": "function", "function": {"name": "execute_bash", "description": "Run a command.",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    path.write_text(json.dumps({"messages": msgs, "tools": [tool], "run_id": "gpt-4o-2024-08-06_maxiter_30_N_v1"}))
+    return path
+
+
+def _imported(tmp_path: Path, name: str, task: str, system: str = "You are a careful engineer. ") -> Path:
+    from engine.importers import load
+    from engine.importers.ingest import ingest
+
+    pipe, _ = ingest(load(_openhands(tmp_path / f"{name}.json", task, system)), tmp_path / f"{name}.cpsession")
+    pipe.close()
+    return tmp_path / f"{name}.cpsession"
+
+
+def test_diff_of_two_recordings_of_different_tasks_says_so_first(tmp_path: Path) -> None:
+    a = _imported(tmp_path, "a", "Fix the failing test in tests/test_fields.py.")
+    b = _imported(tmp_path, "b", "Add a --verbose flag to the CLI.")
+    res = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert res.exit_code == 0, res.output
+    notes = [ln.strip() for ln in res.output.splitlines() if ln.strip().startswith("note:")]
+    assert notes and notes[0].startswith("note: the two recordings open with different tasks"), res.output
+    md = CliRunner().invoke(app, ["diff", str(a), str(b), "--markdown"]).output
+    assert "open with different tasks" in md
+
+
+def test_diff_of_one_task_under_two_system_prompts_says_nothing_of_tasks(tmp_path: Path) -> None:
+    a = _imported(tmp_path, "a", "Fix the failing test in tests/test_fields.py.")
+    b = _imported(tmp_path, "b", "Fix the failing test in tests/test_fields.py.", system="You are terse. ")
+    res = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert res.exit_code == 0, res.output
+    assert "different tasks" not in res.output
+    same = CliRunner().invoke(app, ["diff", "recorded", "window=3000", str(a)])
+    assert same.exit_code == 0 and "different tasks" not in same.output

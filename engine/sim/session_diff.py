@@ -387,6 +387,17 @@ def diff_session(
                 f" ({n} turn{'' if n == 1 else 's'}): not compared turn by turn, but counted in the {who}'s"
                 " totals (cost, tokens, hit rate)"
             )
+    # Two recordings of different work (another task, another agent's run) diffed turn by turn: every
+    # turn and the totals differ by the work, which read as the configurations' doing ("+395%" for a
+    # 74-turn DeepSeek session against a 17-turn OpenHands one, with only "model changed" to say why).
+    opening = [_opening(base_events), _opening(cand_events)]
+    if opening[0] and opening[1] and not opening[0] & opening[1]:
+        notes.insert(  # first: it is what every other figure of the diff has to be read with
+            0,
+            "the two recordings open with different tasks (their first user message and goal share nothing): "
+            "if they are runs of different work, the turns and totals below differ by that work, not only by "
+            "the two configurations"
+        )
     # A request larger than its window is one no provider serves: a side that sends them prices a
     # session that could not have run (window=1 read as 70% cheaper). Said, as simulate says it.
     for side in (0, 1):
@@ -417,6 +428,21 @@ def diff_session(
             }
         )
     return SessionDiff(source, turns, totals, dict(sorted(new_breaks.items())), notes)
+
+
+def _opening(events: Sequence[Event]) -> set[str]:
+    """What a recording's session opens with: the content hashes of the first user message's parts and of
+    the goal, all recorded before the first request (every importer and the engine record them so)."""
+    out: set[str] = set()
+    for e in events:
+        k = e.get("k")
+        if k == "request":
+            break
+        if k == "part" and isinstance(e.get("part"), Mapping) and e["part"].get("h"):
+            out.add(str(e["part"]["h"]))
+        elif k == "source" and isinstance(e.get("spec"), Mapping) and e["spec"].get("kind") == "goal" and e.get("h"):
+            out.add(str(e["h"]))
+    return out
 
 
 def _ranges(turns: Sequence[int]) -> str:
