@@ -47,7 +47,7 @@ class AgentStats:
     command: str = ""
     model: str = ""
     provider: str = ""
-    state: str = "live"  # live | exited | error
+    state: str = "live"  # live | no socket (live, its socket file gone: cannot attach) | exited | error
     detail: str = ""  # why, when not live
     turns: int = 0
     last_turn: int = -1

@@ -16,7 +16,7 @@ from textual.driver import Driver
 from textual.widgets import Input, Static
 
 from engine.fleet import AgentRow
-from engine.probe.watch import FleetWatcher
+from engine.probe.watch import NO_SOCKET, FleetWatcher
 from inspector.keys_footer import KeysFooter
 from inspector.terminal_driver import driver_for
 from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
@@ -116,7 +116,10 @@ class TopApp(App[str | None]):
         bound = "" if all(a.priced for a in agents) else "+"
         sort = dict(COLUMNS)[table.sort_key] + (" ↓" if table.reverse else " ↑")
         not_answering = f"{quiet} not answering, " if quiet else ""
-        text = (f"[b]{live}[/b] live agent(s), {not_answering}{len(agents) - live - quiet} ended · "
+        # Live but not attachable: counted apart, with what to do (their rows say "no socket").
+        orphans = sum(a.state == NO_SOCKET for a in agents)
+        no_socket = (f"[b]{orphans} without a probe socket[/b] (restart to attach again), " if orphans else "")
+        text = (f"[b]{live}[/b] live agent(s), {no_socket}{not_answering}{len(agents) - live - quiet - orphans} ended · "
                 f"total ${cost:.4f}{bound} · "
                 f"sort {sort}" + (f" · filter [b]{table.filter}[/b]" if table.filter else ""))
         skipped = len(self.watcher.skipped)
@@ -176,4 +179,11 @@ class TopApp(App[str | None]):
 
     @on(FleetTable.AttachRequested)
     def _attach_requested(self, message: FleetTable.AttachRequested) -> None:
+        row = next((a for a in self.watcher.snapshot() if a.target == message.target), None)
+        if row is not None and row.state == NO_SOCKET:
+            # Leaving the table to fail (no socket to connect to) and coming back to a toast said less than
+            # this does here; the table stays.
+            self.notify(f"{row.target}: {row.detail}", title="cannot attach", severity="warning", timeout=10,
+                        markup=False)
+            return
         self.exit(message.target)

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from engine.fleet import AgentRow
+from engine.probe.watch import NO_SOCKET
 from panels.fmt import tok
 
 # (column key, header, sort key)
@@ -23,7 +24,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 # Fixed widths for columns whose content changes, so a new value never re-measures the table.
 WIDTHS = {"target": 9, "model": 18, "turn": 5, "pressure": 5, "tier": 15, "hit_recent": 6, "hit": 4,
-          "cost": 9, "alerts": 6, "rate": 7, "state": 7}
+          "cost": 9, "alerts": 6, "rate": 7, "state": 9}  # ("no socket")
 SORT_KEYS = tuple(k for k, _ in COLUMNS if k != "command")
 # Which columns stay when the table is narrower than all of them, most wanted first: at 80 columns the
 # whole row is 122 cells wide, and COST $ (the default sort) and STATE were past the right edge, behind
@@ -81,7 +82,8 @@ def cells(a: AgentRow) -> tuple[Text, ...]:
         Text(f"{a.cost_usd:.4f}" + ("" if a.priced else "+"), justify="right"),
         Text(str(a.alerts), justify="right", style="yellow" if a.alerts else ""),
         Text(tok(a.tokens_per_min), justify="right"),
-        Text(a.state, style="green" if live else "dim red"),
+        # Not attachable but still followed (its figures move): yellow, not the ended rows' dim red.
+        Text(a.state, style="green" if live else "yellow" if a.state == NO_SOCKET else "dim red"),
         Text(a.command[:60], style="dim"),
     )
 

@@ -18,6 +18,7 @@ from engine.recording.journal import trace_of, unpack_event
 
 RESCAN_S = 2.0  # fallback rescan when no file event arrives (a filesystem without inotify)
 KEEP_EXITED_S = 30.0  # an agent that ended stays on screen this long, marked exited
+NO_SOCKET = "no socket"  # the state of a live agent whose probe socket file is gone (nothing can attach)
 
 
 class FleetWatcher:
@@ -106,9 +107,25 @@ class FleetWatcher:
                     stats.detail = ("its probe socket is gone" if pid_alive(stats.pid) is not False
                                     else "agent exited") + f" (it was not answering: {stats.detail})"
                     self._ended[target] = now
+                # A live agent whose socket file was removed by hand (a cleanup of the runtime directory, a
+                # mistaken rm) still streams to this watcher's open connection, so its row stayed "live",
+                # yet nothing can attach to it any more: Enter failed with a toast. Said at once, with
+                # what to do; a socket served again at its target makes it live again.
+                elif stats.state == "live" and target not in self._ended and target not in listed:
+                    stats.state, stats.detail = NO_SOCKET, self._no_socket_detail(target, skipped)
+                elif stats.state == NO_SOCKET and target in listed:
+                    stats.state, stats.detail = "live", ""
         for info in infos:
             if info.target not in known:
                 self._follow(info)
+
+    @staticmethod
+    def _no_socket_detail(target: str, skipped: list[SkippedSocket]) -> str:
+        refused = next((e.reason for e in skipped if e.target == target), None)
+        if refused is not None:  # something else stands at its path now (a symlink, another user's file)
+            return f"its probe socket cannot be used: {refused}"
+        return ("its probe socket file was removed while it runs: top still follows it, but nothing new can "
+                "attach (attach, Enter here); restart the agent to serve it again")
 
     def _follow(self, info: AgentInfo) -> None:
         stats = AgentStats(info.target, info.pid, info.session, info.command, info.model or "",

@@ -362,3 +362,42 @@ async def test_top_says_how_many_probe_sockets_it_skipped(tmp_path: Path) -> Non
         await pilot.pause()
         assert "skipped" not in str(app.query_one("#summary", Static).render())
         await pilot.press("q")
+
+
+async def test_a_live_agent_whose_socket_was_removed_shows_no_socket(tmp_path: Path) -> None:
+    """A live agent's socket file removed by hand: the watcher's connection still streams, so the row stayed
+    "live", and Enter left the table to fail (nothing to connect to) and came back with a toast. The row
+    says "no socket" at once, the summary says what to do, and Enter says why it cannot attach, in place."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "400", "--delay", "0.3",
+                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watcher = FleetWatcher(runtime / "contextpipe").start()
+    app = TopApp(watcher, refresh_s=0.2)
+    try:
+        async with app.run_test(size=(120, 20)) as pilot:
+            table = app.query_one(FleetTable)
+            await _until(pilot, lambda: any(a.state == "live" and a.turns >= 1 for a in watcher.snapshot()),
+                         timeout=120)
+            (runtime / "contextpipe" / f"{child.pid}.sock").unlink()
+            removed = time.monotonic()
+            await _until(pilot, lambda: [a.state for a in watcher.snapshot()] == ["no socket"], timeout=10)
+            assert time.monotonic() - removed < 5  # at once (the directory is watched), not at a slow rescan
+            row = watcher.snapshot()[0]
+            assert "removed" in row.detail and "restart the agent" in row.detail, row.detail
+            turns = row.turns
+            await _until(pilot, lambda: watcher.snapshot()[0].turns > turns, timeout=30)  # still followed
+            await _until(pilot, lambda: "no socket" in _column(table, "state", str))
+            summary = str(app.query_one("#summary", Static).render())
+            assert "0 live agent(s), 1 without a probe socket (restart to attach again)" in summary, summary
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.is_running  # the table stays: no attach that can only fail
+            notes = [str(n.message) for n in app._notifications]
+            assert any("removed" in n and "restart the agent" in n for n in notes), notes
+            await pilot.press("q")
+    finally:
+        watcher.stop()
+        child.kill()
+        child.wait(10)
