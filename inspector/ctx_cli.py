@@ -42,7 +42,7 @@ def _open(db: Path, *, create: bool = True, importing: Path | None = None) -> Co
     the error with the fact that nothing of it was imported (a store locked as it opened said only that
     it was locked, which left open whether part of the import had gone in)."""
     # The store (SQLite, scoring, tokenizer) is imported when a command opens one, not for --help.
-    from engine.store import ContextStore, StoreLockedError
+    from engine.store import ContextStore
 
     # A --db that cannot name a store file is a usage error (exit 2), as a missing one for get is.
     if db.is_dir():
@@ -59,8 +59,16 @@ def _open(db: Path, *, create: bool = True, importing: Path | None = None) -> Co
     except ContextPipeError as exc:
         if importing is None:
             fail(str(exc))
-        retry = "; then run the import again" if isinstance(exc, StoreLockedError) else ""
-        fail(f"nothing imported from {importing} (the store is as it was): {exc}{retry}")
+        fail(f"nothing imported from {importing} (the store is as it was): {exc}{_retry(exc)}")
+
+
+def _retry(exc: BaseException) -> str:
+    """What a failed import adds when the store was locked: the import itself may be run again. Said
+    whether the lock was met as the store opened or as the import began writing (a reader no longer
+    needs the lock to open it, so an import now opens and meets the other writer at its first write)."""
+    from engine.store import StoreLockedError
+
+    return "; then run the import again" if isinstance(exc, StoreLockedError) else ""
 
 
 def _empty_file(db: Path) -> bool:
@@ -319,7 +327,7 @@ def import_cmd(
     try:
         ids = ingest_session(store, session)
     except ContextPipeError as exc:
-        fail(f"nothing imported from {file} (the store is as it was): {exc}")
+        fail(f"nothing imported from {file} (the store is as it was): {exc}{_retry(exc)}")
         return
     except KeyboardInterrupt:
         fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)
@@ -404,7 +412,7 @@ def _import_recording(db: Path, file: Path) -> None:
         ids, requests = ingest_recording(store, file)
     except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:
         msg = str(exc).removeprefix(f"{file}: ")
-        fail(f"nothing imported from {file} (the store is as it was): {msg}")
+        fail(f"nothing imported from {file} (the store is as it was): {msg}{_retry(exc)}")
         return
     except KeyboardInterrupt:
         fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)

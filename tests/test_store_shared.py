@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from engine.store import ContextStore, Kind
 
 
@@ -61,3 +63,48 @@ def test_get_shows_a_pin_and_importance_another_connection_set(tmp_path: Path) -
         assert a.context_get(500).entry(i).pinned  # windows already agreed
         b.pin(i, False)
         assert a.get(i).pinned is False
+
+
+def test_a_reader_opens_the_store_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    # Every open took the write lock (to check the schema), so while another process was mid-write (an
+    # import, a reindex, a summarizer writing through its store) a process that only reads could not
+    # even open the store: StoreLockedError after its busy timeout, though WAL lets it read.
+    import subprocess
+    import sys
+    import time
+
+    from engine.store import StoreLockedError
+
+    path = tmp_path / "shared.db"
+    with ContextStore(path) as s:
+        first = s.add("the task", Kind.USER)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys\n"
+            f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"
+            "c.execute(\"INSERT INTO meta(key, value) VALUES ('writer', 'busy')\")\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n"
+            "c.execute('ROLLBACK')\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        t0 = time.monotonic()
+        with ContextStore(path, timeout_s=0.5) as reader:
+            assert reader.get(first).body == "the task"
+            assert reader.expand(first) == "the task" and len(reader) == 1
+            # Writing still waits for the lock, and says so.
+            with pytest.raises(StoreLockedError):
+                reader.add("a write", Kind.USER)
+        assert time.monotonic() - t0 < 3.0
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)

@@ -342,7 +342,28 @@ def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
     return conn
 
 
+def _is_current(conn: sqlite3.Connection) -> bool:
+    """Is the store already as _migrate would leave it? Read without a lock, so that opening a current
+    store never waits for the write lock: every open took it, and a process that only reads (ctx expand,
+    get(), an inspector) could not even open the store while a writer held it (an import, a reindex, a
+    summarizer writing through the store) and failed after its busy timeout, though WAL lets it read."""
+    if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        return False
+    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        return False
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    except sqlite3.OperationalError:  # no meta table
+        return False
+    if row is None or row[0] != str(SCHEMA_VERSION):
+        return False
+    trig = conn.execute("SELECT sql FROM sqlite_master WHERE type='trigger' AND name='items_ai'").fetchone()
+    return trig is not None and " ".join(str(trig[0]).split()) == " ".join(_TRIGGER.split())
+
+
 def _migrate(conn: sqlite3.Connection, p: str = ":memory:") -> None:
+    if _is_current(conn):
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
