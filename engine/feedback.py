@@ -28,7 +28,8 @@ class Usage:
 
     `input_tokens` is the whole prompt, cached parts included; `cache_write_tokens` are the tokens billed
     at a cache-write rate, of which `cache_write_1h_tokens` at the 1-hour rate (Anthropic's extended TTL).
-    `extra` holds cache diagnostics (DIAGNOSTIC_KEYS) when the response or request had them.
+    `extra` holds cache diagnostics (DIAGNOSTIC_KEYS) when the response or request had them, and
+    `reasoning_tokens` (the part of output_tokens spent reasoning) when the provider reports some.
     """
 
     input_tokens: int  # all prompt tokens, cached or not
@@ -109,7 +110,29 @@ def _diagnostics(u: Any) -> dict[str, Any]:
         v = _get(u, k)
         if isinstance(v, (str, int)) and not isinstance(v, bool):
             out[k] = v
+    reasoning = _reasoning_tokens(u)
+    if reasoning:
+        out["reasoning_tokens"] = reasoning
     return out
+
+
+def _reasoning_tokens(u: Any) -> int | None:
+    """The output tokens spent reasoning, part of output_tokens (OpenAI Chat and DeepSeek's
+    `completion_tokens_details.reasoning_tokens`, Responses' `output_tokens_details.reasoning_tokens`,
+    our own dict's `reasoning_tokens`): kept beside the usage for the OpenTelemetry export's
+    gen_ai.usage.reasoning.output_tokens. A malformed count is left out, never an error: the usage
+    itself is read all the same."""
+    try:
+        found = _int(u, "reasoning_tokens")
+        for holder in ("completion_tokens_details", "output_tokens_details"):
+            if found is not None:
+                break
+            details = _get(u, holder)
+            if details is not None:
+                found = _int(details, "reasoning_tokens")
+    except UsageFormatError:
+        return None
+    return found
 
 
 # Usage.to_dict()'s keys without diagnostics: a dict of only these is our own shape (what record_usage

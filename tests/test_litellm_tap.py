@@ -132,7 +132,7 @@ def test_litellm_async_deepseek(upstream: StandIn, logger: ContextPipeLogger, tm
     ev = _finish(logger, tmp_path / "lite.cpsession", 1)
     (u,) = [e["usage"] for e in ev if e["k"] == "usage"]
     assert u == {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": 640, "cache_write_tokens": 0,
-                 "finish_reason": "stop"}
+                 "finish_reason": "stop", "reasoning_tokens": 20}  # (DeepSeek's completion_tokens_details)
 
 
 def test_litellm_failure_is_journaled_and_install_is_idempotent(upstream: StandIn, tmp_path: Path) -> None:

@@ -403,7 +403,8 @@ class SessionFold:
     def _count(self, usage: Any, end: float | None, error: str | None) -> None:
         self.calls += 1
         if isinstance(usage, Mapping):
-            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                        "reasoning_tokens"):
                 value = usage.get(key)
                 if isinstance(value, int) and not isinstance(value, bool):
                     self.totals[key] = self.totals.get(key, 0) + value

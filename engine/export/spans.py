@@ -125,6 +125,8 @@ def turn_span(
         a["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens") or 0)
         a["gen_ai.usage.cache_read.input_tokens"] = int(usage.get("cache_read_tokens") or 0)
         a["gen_ai.usage.cache_creation.input_tokens"] = int(usage.get("cache_write_tokens") or 0)
+        if usage.get("reasoning_tokens"):  # (part of output_tokens, as the conventions count it)
+            a["gen_ai.usage.reasoning.output_tokens"] = int(usage["reasoning_tokens"])
         if usage.get("cache_write_1h_tokens"):
             a[f"{ns}.usage.cache_creation_1h.input_tokens"] = int(usage["cache_write_1h_tokens"])
         a[f"{ns}.cache_hit_rate"] = round(int(usage.get("cache_read_tokens") or 0) / inp, 4) if inp else 0.0
@@ -211,6 +213,8 @@ def agent_span(
         a["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens", 0))
         a["gen_ai.usage.cache_read.input_tokens"] = int(usage.get("cache_read_tokens", 0))
         a["gen_ai.usage.cache_creation.input_tokens"] = int(usage.get("cache_write_tokens", 0))
+        if usage.get("reasoning_tokens"):
+            a["gen_ai.usage.reasoning.output_tokens"] = int(usage["reasoning_tokens"])
     if last_reason:
         a["gen_ai.response.finish_reasons"] = [last_reason]
     start_ns = int((start_s or 0.0) * 1e9)

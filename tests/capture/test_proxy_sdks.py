@@ -205,10 +205,11 @@ def test_deepseek_prefix_route(proxied: Proxied, standin: StandIn) -> None:
     assert [p for p, _, _ in standin.requests[-2:]] == ["/chat/completions"] * 2  # prefix stripped
     paths = proxied.finish()
     hit = USAGE_DEEPSEEK["prompt_cache_hit_tokens"]
-    assert (
-        usages(paths[0])
-        == [{"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": hit, "cache_write_tokens": 0}] * 2
-    )
+    reasoning = USAGE_DEEPSEEK["completion_tokens_details"]["reasoning_tokens"]  # kept for the export
+    assert usages(paths[0]) == [
+        {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": hit, "cache_write_tokens": 0,
+         "reasoning_tokens": reasoning}
+    ] * 2
     assert verify_ok(paths[0]) == 2
 
 

@@ -61,3 +61,40 @@ def test_export_to_a_closed_port_says_so(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "Traceback" not in out.stderr
     assert "127.0.0.1:9" in (out.stderr + out.stdout)
+
+
+def test_reasoning_tokens_are_exported_as_the_conventions_name_them(tmp_path: Path) -> None:
+    """gen_ai.usage.reasoning.output_tokens (Recommended when applicable): the reasoning part of the
+    output that OpenAI and DeepSeek report in completion_tokens_details was dropped when the usage was
+    read, so no span carried it. Two calls of deepseek-reasoner through
+    the tap (one reply whole, one streamed), the recording exported with `cp-inspect export`."""
+    import openai
+
+    from engine.capture.tap import tap
+    from tests.capture.standin import USAGE_DEEPSEEK, StandIn
+
+    reasoning = USAGE_DEEPSEEK["completion_tokens_details"]["reasoning_tokens"]
+    rec = tmp_path / "t.cpsession"
+    standin = StandIn().start()
+    try:
+        client = tap(openai.OpenAI(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=rec)
+        msgs: list[dict[str, str]] = [{"role": "user", "content": "Reason."}]
+        client.chat.completions.create(model="deepseek-reasoner", messages=msgs)  # type: ignore[arg-type]
+        msgs += [{"role": "assistant", "content": "Hello from the stand-in."}, {"role": "user", "content": "Again."}]
+        list(client.chat.completions.create(model="deepseek-reasoner", messages=msgs,  # type: ignore[arg-type]
+                                            stream=True, stream_options={"include_usage": True}))
+        client.contextpipe_tap.close()
+        assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    finally:
+        standin.stop()
+    with OtlpReceiver() as rx:
+        out = subprocess.run([sys.executable, "-m", "inspector.cli", "export", str(rec), "--otlp", rx.url],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        calls = sorted(rx.calls, key=lambda s: s["attributes"]["contextpipe.turn"])
+        (agent,) = rx.agents
+    key = "gen_ai.usage.reasoning.output_tokens"
+    got = [s["attributes"].get(key) for s in calls]
+    assert got == [reasoning, reasoning], got  # the reply, and the streamed one's final chunk
+    assert agent["attributes"][key] == 2 * reasoning
+    assert all(s["attributes"]["gen_ai.usage.output_tokens"] >= s["attributes"][key] for s in calls)
