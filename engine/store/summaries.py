@@ -106,7 +106,7 @@ class Summaries:
             ids = [int(r[0]) for r in self.state.conn.execute("SELECT id FROM items WHERE id>? ORDER BY id", (before,))]
         except sqlite3.Error:
             ids = []
-        what = "nothing was stored (what the summarizer wrote through this store was undone too)"
+        what = "nothing was stored (anything the summarizer wrote through this store was undone too)"
         if ids:
             what += (
                 f"; but {_ids_text(ids)} {'was' if len(ids) == 1 else 'were'} added while it ran, through another connection to "
