@@ -51,3 +51,34 @@ def test_place_markers_step_counts_the_task_marker() -> None:
             assert int(a["detail"].split(" ")[0]) == carried
         with_task += carried == 2
     assert with_task >= 5  # the compacted turns carry the task's breakpoint (the case under test)
+
+
+def test_the_markers_rule_itself_places_and_counts_the_task_marker() -> None:
+    """The rule knows about the task's breakpoint (OptimizeContext.task_marker): its own outcome carries
+    it and its detail counts it, with no caller editing the text afterwards."""
+    from engine.optimize import markers
+
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=False, counter=COUNTER)
+    pipe.identity("You are a careful coding agent. Work in small, verified steps.")
+    pipe.user("Fix the failing test. " + "Context about the repository. " * 300)
+    for k in range(3):
+        pipe.next_request()
+        calls = pipe.assistant(f"Step {k}.", [{"id": f"c{k}", "name": "bash", "arguments": {"cmd": f"cat f{k}"}}])
+        pipe.tool_result(calls[0].id, f"output {k}\n" * 40)
+    asm = pipe.assembled({})
+    ctx = pipe.optimize_context(pipe.config, pipe.planned(pipe.config, asm))
+    plain = markers.apply(asm, ctx)
+    ctx.task_marker = True
+    out = markers.apply(asm, ctx)
+    pipe.close()
+    assert [k.reason for k in out.markers] == [k.reason for k in plain.markers][:-1] + [
+        "end of task",
+        "conversation tail",
+    ]
+    task = next(k for k in out.markers if k.reason == "end of task")
+    assert task.item == 0  # the task is the history's first message
+    assert out.detail.split("; ")[0] == f"{len(out.markers)} markers"
+    assert plain.detail.split("; ")[1:] == out.detail.split("; ")[1:]  # the reasons stay
+    # A compaction note after the task is not part of it: with a one-message task, no breakpoint.
+    ctx.task_noted = True
+    assert markers.apply(asm, ctx).markers == plain.markers

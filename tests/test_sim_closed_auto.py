@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from engine.optimize import markers as marker_rule
 from engine.optimize.context import OptimizeLimits
-from engine.policy import cost_aware
 from engine.policy.state import CompactionState
 from engine.recording.replay import Replayer
 from engine.sim import blocks as blocks_mod
@@ -44,7 +44,7 @@ def test_no_markers_rule_after_the_cut_at_an_automatic_provider(
     events = _session(provider, 18, [60, 150], 2, None, 11)
     ref = _columns(events, False, 6000)
     rule = _count(monkeypatch, blocks_mod, "optimize")
-    task = _count(monkeypatch, cost_aware, "_with_task_marker")
+    task = _count(monkeypatch, marker_rule, "task_marker")
     got = _columns(events, True, 6000)
     closed = got[1::2]
     assert sum("trim_sections" in c[1] for c in closed) >= 12  # the carried cut took these turns
@@ -57,7 +57,7 @@ def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest
     events = _session("anthropic", 18, [60, 150], 2, None, 11, task=300)
     ref = _columns(events, False, 9000)
     rule = _count(monkeypatch, blocks_mod, "optimize")
-    task = _count(monkeypatch, cost_aware, "_with_task_marker")
+    task = _count(monkeypatch, marker_rule, "task_marker")
     got = _columns(events, True, 9000)
     trims = sum("trim_sections" in c[1] for c in got[1::2])
     assert trims >= 5

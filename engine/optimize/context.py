@@ -75,6 +75,11 @@ class OptimizeContext:
     summarizer: Summarizer | None = None
     latch_flipped: bool = False
     dry_run: bool = False  # set while measuring what a closed gate would have saved: no side effects
+    # The markers rule also puts a breakpoint on the task message when one is free (cost_aware's
+    # revision 2; see markers.task_marker), and `task_noted`: the history carries a compaction note
+    # right after the task (the last message of round 0, which the breakpoint must not include).
+    task_marker: bool = False
+    task_noted: bool = False
     spill_failures: list[str] = field(default_factory=list)
 
     @property

@@ -7,10 +7,19 @@ imports these helpers, never another rule's module.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any
 
 from engine.artifacts import Message, SectionItem, Text
 from engine.assembly import Assembly, Measure, omission_marker
 from engine.types import Form, SectionKind
+
+
+def task_end(items: Sequence[Any]) -> int:
+    """End of round 0 (the task): the first assistant message, or the whole history."""
+    return next(
+        (i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"), len(items)
+    )
 
 
 def history_index(asm: Assembly) -> int | None:

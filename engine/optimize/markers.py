@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.assembly import Assembly, wire_order
 from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
+from engine.optimize.history_ops import task_end
 from engine.providers.policy import ProviderCachePolicy
 from engine.types import CacheScope, SectionKind
 
@@ -71,20 +72,43 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     kept = sorted(cands, key=lambda c: (c[0], c[1]))[: pol.max_markers]
     kept.sort(key=lambda c: c[1])
     markers = tuple(c[2] for c in kept)
+    if ctx.task_marker:
+        # Counted with the rest: the step and its action say what the request carries.
+        markers = task_marker(asm, markers, ctx)
     detail = "; ".join([f"{len(markers)} markers", *why])
     if not markers:
         return RuleOutcome(asm, False, detail)
     return RuleOutcome(asm, True, detail, markers=markers)
 
 
-def recount(steps: Iterable[dict[str, Any]], actions: Iterable[dict[str, Any]], n: int) -> None:
-    """Set the marker count in this rule's step and action details to `n`, what the request carries once a
-    caller added a marker of its own (cost_aware's on the task); the reasons after the count stay."""
-    for rec in (*steps, *actions):
-        if rec.get("step") == NAME and isinstance(rec.get("detail"), str):
-            count, sep, rest = rec["detail"].partition("; ")
-            if count.split(" ")[0].isdigit():
-                rec["detail"] = f"{n} markers{sep}{rest}"
+def task_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) -> tuple[Marker, ...]:
+    """`marks` with one more breakpoint on the task message when one is free (ctx.task_marker).
+
+    After a compaction the request diverges right after the task (cost_aware's revision 2 leaves the
+    task as it was), and a provider with breakpoints reads only entries written at a breakpoint: without
+    one on the task, everything from the system prompt on is written again. The entry costs nothing (its
+    tokens are written by the tail breakpoint anyway) and every turn's read refreshes its lifetime."""
+    pol = ctx.policy
+    # A flipped latch suppresses the history's breakpoints (see apply): this one too.
+    if not pol.supports_markers or len(marks) >= pol.max_markers or ctx.latch_flipped:
+        return marks
+    m = ctx.measure
+    cum = 0
+    wire = wire_order(asm)
+    for s in wire:
+        if s.kind != SectionKind.HISTORY:
+            cum += m.section(s)
+            continue
+        te = task_end(s.items) - (1 if ctx.task_noted else 0)
+        if te <= 0 or te >= len(s.items):  # no task, or the task is the tail (its marker is there)
+            return marks
+        cum += sum(m.item(i) for i in s.items[:te])
+        if cum < pol.min_cacheable_tokens or any(k.section == s.id for k in marks if k.item < te):
+            return marks
+        pos = {x.id: n for n, x in enumerate(wire)}
+        task = Marker(s.id, te - 1, s.scope.label, "end of task")
+        return tuple(sorted((*marks, task), key=lambda k: (pos.get(k.section, -1), k.item)))
+    return marks
 
 
 def note_of(steps: Iterable[Mapping[str, Any]]) -> str:

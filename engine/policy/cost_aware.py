@@ -37,10 +37,9 @@ from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from engine.artifacts import Message, Text
-from engine.assembly import Assembly, Measure, omission_marker, wire_order
+from engine.assembly import Assembly, Measure, omission_marker
 from engine.hashing import content_hash
 from engine.optimize import (
-    Marker,
     OptimizeContext,
     OptimizeLimits,
     OptimizeResult,
@@ -52,7 +51,7 @@ from engine.optimize import (
     spill_large,
     trim_sections,
 )
-from engine.optimize.history_ops import cut_holds_after_appends, history_index, oldest_to_drop
+from engine.optimize.history_ops import cut_holds_after_appends, history_index, oldest_to_drop, task_end
 from engine.plan import Plan, Reserves
 from engine.policy.cachecost import (
     CacheRules,
@@ -98,13 +97,6 @@ class Outcome:
     # run(defer_texts=True) on a held turn: what completes `decision` and the compaction step (their
     # texts and pay-back fields) for the trace, called once before either is read; None: complete.
     finish: Callable[[], None] | None = None
-
-
-def task_end(items: Sequence[Any]) -> int:
-    """End of round 0 (the task): the first assistant message, or the whole history."""
-    return next(
-        (i for i, it in enumerate(items) if isinstance(it, Message) and it.role == "assistant"), len(items)
-    )
 
 
 def note_text(st: CompactionState, summary_text: Callable[[str], str | None]) -> str:
@@ -574,6 +566,15 @@ def run(
     # The stable stage's context when it was made for this very plan and nothing was written to it (no
     # spill failed): make_ctx would build an equal one.
     ctx2 = ctx1 if ctx1.plan is the_plan and not ctx1.spill_failures and not ctx1.dry_run else make_ctx(the_plan)
+    # Revision 2: the markers rule also places the task's breakpoint (markers.task_marker), counted in
+    # its step. Set on every run: a make_ctx may hand the same context back build after build.
+    ctx2.task_marker = rev2
+    if rev2:
+        # apply_state put a note after the task (only when the history starts with the user's task).
+        full_items = asm_full[hidx].items if hidx is not None else ()
+        ctx2.task_noted = (
+            applied is not asm_full and bool(full_items) and getattr(full_items[0], "role", "") == "user"
+        )
     auto = None
     if carry is not None and trim_sections.fits_as_planned(the_plan, asm1):
         # The budget guarantee has nothing to trim: what trim_sections would say, without walking the
@@ -592,17 +593,7 @@ def run(
             res2.steps.insert(0, not_needed(trim_sections.NAME, trim_sections.FITS))
     else:
         res2 = optimize(asm1, ctx2, GUARANTEE_RULES)
-    marks = res2.markers
-    if rev2 and auto is None:  # (with no markers at all, _with_task_marker adds none)
-        # apply_state put a note after the task (only when the history starts with the user's task).
-        full_items = asm_full[hidx].items if hidx is not None else ()
-        noted = applied is not asm_full and bool(full_items) and getattr(full_items[0], "role", "") == "user"
-        marks = _with_task_marker(res2.asm, marks, ctx2, m, noted)
-        if len(marks) != len(res2.markers):
-            # The rule's step counted the markers it placed; the task's is one more, and the trace
-            # said one fewer than the request carries.
-            markers.recount(res2.steps, res2.actions, len(marks))
-    res = res2 if auto is not None else OptimizeResult(res2.asm, markers=marks)  # (auto: res2 is new, no markers)
+    res = res2  # (its steps, actions and skipped are replaced below, each built from its own first)
     res.steps = res1.steps + [step] + res2.steps
     res.actions = res1.actions + ([_action(step)] if step["status"] == "applied" else []) + res2.actions
     skipped: dict[str, Any] | None = None
@@ -867,37 +858,6 @@ def _carried_stable(carry: dict[str, Any], key: tuple[Any, ...], applied: Assemb
     res.steps = list(map(dict, steps))
     res.skipped = list(map(dict, skipped))
     return res
-
-
-def _with_task_marker(
-    asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext, m: Measure, noted: bool
-) -> tuple[Marker, ...]:
-    """At providers with explicit breakpoints, one more on the task message when a breakpoint is free.
-
-    After a compaction the request diverges right after the task (revision 2 leaves the task as it
-    was), and a provider with breakpoints reads only entries written at a breakpoint: without one on
-    the task, everything from the system prompt on is written again. The entry costs nothing (its
-    tokens are written by the tail breakpoint anyway) and every turn's read refreshes its lifetime.
-    `noted`: the history carries a compaction note, the last message of round 0 (after the task)."""
-    pol = ctx.policy
-    # A flipped latch suppresses the history's breakpoints (see markers): this one too.
-    if not pol.supports_markers or len(marks) >= pol.max_markers or ctx.latch_flipped:
-        return marks
-    cum = 0
-    for s in wire_order(asm):
-        if s.kind != SectionKind.HISTORY:
-            cum += m.section(s)
-            continue
-        te = task_end(s.items) - (1 if noted else 0)
-        if te <= 0 or te >= len(s.items):  # no task, or the task is the tail (its marker is there)
-            return marks
-        cum += sum(m.item(i) for i in s.items[:te])
-        if cum < pol.min_cacheable_tokens or any(k.section == s.id for k in marks if k.item < te):
-            return marks
-        pos = {x.id: n for n, x in enumerate(wire_order(asm))}
-        task = Marker(s.id, te - 1, s.scope.label, "end of task")
-        return tuple(sorted((*marks, task), key=lambda k: (pos.get(k.section, -1), k.item)))
-    return marks
 
 
 def _action(step: dict[str, Any]) -> dict[str, Any]:

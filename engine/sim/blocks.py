@@ -215,7 +215,6 @@ class SimBuilder:
         """(request, markers, actions, ceiling) of a closed_uncut build: Pipeline.decide's assembly and
         context, then cost_aware.run's tail, step for step (see closed_uncut)."""
         pipe = self.pipe
-        m = pipe.measure
         cut = self._cut
         # decide assembles from the state's cut, 0: the whole conversation. Planned from an assembly
         # with less of it when the carried cut is likely to take the turn (the same plan: the history's
@@ -224,10 +223,12 @@ class SimBuilder:
         asm = pipe.assembled(bound, first)
         the_plan = pipe.planned(cfg, asm)
         ctx = pipe.optimize_context(cfg, the_plan)
+        # As cost_aware.run: revision 2's markers rule also places the task's breakpoint (no note: uncut).
+        ctx.task_marker = cfg.policy.revision >= 2
         # A provider that caches prefixes by itself gets no marker whatever the request: then the
-        # markers rule (GUARANTEE_RULES[1:]) changes nothing, places nothing and records no action, and
-        # the task breakpoint is not placed either (_with_task_marker needs a free breakpoint; such a
-        # policy has none), so neither is run. tests/test_sim_closed_build.py holds this path to decide.
+        # markers rule (GUARANTEE_RULES[1:]) changes nothing, places nothing and records no action, nor
+        # the task's breakpoint (markers.task_marker needs a free breakpoint; such a policy has none),
+        # so it is not run. tests/test_sim_closed_build.py holds this path to decide.
         auto = marker_rule.automatic(ctx.policy)
         if pipe.fast_path and trim_sections.fits_as_planned(the_plan, asm):
             if first:
@@ -253,7 +254,4 @@ class SimBuilder:
                 if first:
                     asm = pipe.assembled(bound)
                 res = optimize(asm, ctx, cost_aware.GUARANTEE_RULES)
-        marks = res.markers
-        if cfg.policy.revision >= 2 and auto is None:
-            marks = cost_aware._with_task_marker(res.asm, marks, ctx, m, False)
-        return res.asm, marks, [str(a["step"]) for a in res.actions], the_plan.ceiling
+        return res.asm, res.markers, [str(a["step"]) for a in res.actions], the_plan.ceiling
