@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import compress
 from operator import attrgetter
@@ -65,6 +65,7 @@ from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import SerializedRequest, Serializer, canonical_provider, make_serializer
 from engine.providers.base import Block
+from engine.providers.bedrock import EMPTY_TEXT, sends_nothing
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
@@ -399,6 +400,9 @@ class Pipeline:
         self._hist_tokens = 0
         self._hist_tokenizer = ""
         self._first_assistant: int | None = None  # see _task_end
+        # Indices of the history's messages that have nothing a provider takes (no parts, or blank
+        # texts only: an import's; Pipeline.user/assistant refuse them): see _empty_note.
+        self._empty_msgs: list[int] = []
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
         self.stats = Statistics()
@@ -620,7 +624,10 @@ class Pipeline:
             self.pending.append(self._part(ev["part"]))
         elif k == "msg":
             self._close_pending()
-            self.history.append(Message(ev["role"], tuple(self._part(p) for p in ev["parts"])))
+            msg = Message(ev["role"], tuple(self._part(p) for p in ev["parts"]))
+            self.history.append(msg)
+            if sends_nothing(msg.parts):
+                self._empty_msgs.append(len(self.history) - 1)
         elif k == "request":
             for sid, b in ev.get("bound", {}).items():
                 if "h" in b:  # the last good value: what a later failing binder falls back to
@@ -727,6 +734,8 @@ class Pipeline:
             hint = self._pending_msg
             self.history.append(hint if hint is not None and hint.parts == parts else Message("user", parts))
             self.pending = []
+            if sends_nothing(parts):
+                self._empty_msgs.append(len(self.history) - 1)
         self._pending_msg = None
 
     def begin_request(self, turn: int) -> None:
@@ -1061,7 +1070,12 @@ class Pipeline:
             # sections source_sections would hand back from its memo, without asking it.
             ok = self.fast_path and not bound and not due
             self._sources_carry = (self._sources_version, sources) if ok else None
-        asm = (*sources, history_section(history, self.pending))
+        hsec = history_section(history, self.pending)
+        if self._empty_msgs or (self.pending and sends_nothing(self.pending)):
+            note = self._empty_note(te, elided)
+            if note:
+                hsec = replace(hsec, note=note)
+        asm = (*sources, hsec)
         # The history section's total from the running sum, so measuring the whole conversation (the
         # raw pressure beside the sent one) costs O(new messages), not O(session length). With messages
         # left out it is still the whole conversation's total: the raw figure the policy weighs.
@@ -1075,6 +1089,24 @@ class Pipeline:
                     self._pending_msg = last
             self.measure.prime(hist, n)
         return asm, elided
+
+    def _empty_note(self, te: int, elided: int) -> str:
+        """The history section's note when it sends messages with nothing in them to Bedrock, which gets
+        bedrock.EMPTY_TEXT in their place (Converse refuses a blank text and a message without content):
+        which ones, so the trace says why the request holds text the conversation does not."""
+        if canonical_provider(self.config.provider) != "bedrock":
+            return ""
+        # Those the assembly holds: the task and what follows the elided stretch (see _assemble_from).
+        idx = [i for i in self._empty_msgs if i < te or i >= te + elided]
+        if self.pending and sends_nothing(self.pending):
+            idx.append(len(self.history))
+        if not idx:
+            return ""
+        which = ", ".join(map(str, idx[:10])) + (f" and {len(idx) - 10} more" if len(idx) > 10 else "")
+        return (
+            f"{len(idx)} message(s) with no content (conversation message {which}): sent to Bedrock as "
+            f"{EMPTY_TEXT!r}, since Converse refuses a blank text and a message without content"
+        )
 
     def _task_end(self) -> int:
         """Index of the first assistant message in the history (its length while there is none).

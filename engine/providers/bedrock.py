@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -14,6 +15,40 @@ from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
 CACHE_POINT = {"cachePoint": {"type": "default"}}
+# What a message with nothing to send carries instead (only an import can make one: Pipeline.user and
+# assistant refuse it). Converse refuses a blank text block ("The text field in the ContentBlock object
+# at messages.N.content.0 is blank") and a message without content ("The content field in the Message
+# object at messages.N is empty"), and dropping the message would break the roles' alternation. The
+# pipeline says so in the trace (the history section's note).
+EMPTY_TEXT = "[empty message]"
+
+
+def _blank(p: object) -> bool:
+    """A text part Converse refuses: empty or only whitespace (it calls both blank)."""
+    return type(p) is Text and (not p.text or p.text.isspace())
+
+
+def sends_nothing(parts: Sequence[object]) -> bool:
+    """True when a message with these parts has no block Converse takes: no parts, or only blank texts
+    (and thinking without a signature, which signed_parts leaves out beside them)."""
+    for p in parts:
+        if type(p) is Text:
+            if p.text and not p.text.isspace():
+                return False
+        elif not (type(p) is Thinking and not p.signature and not p.redacted):
+            return False
+    # Unsigned thinking alone is kept (signed_parts): something is sent then.
+    return not parts or any(type(p) is Text for p in parts)
+
+
+def _sent_parts(parts: Sequence[object]) -> Sequence[object]:
+    """The parts a message sends: signed_parts less blank texts (refused by Converse beside other blocks
+    too; whitespace says nothing to the model)."""
+    kept = signed_parts(parts)
+    for p in kept:
+        if _blank(p):
+            return [q for q in kept if not _blank(q)]
+    return kept
 
 
 def system_block(text: str, marked: bool) -> list[dict[str, Any]]:  # type: ignore[override]
@@ -62,6 +97,7 @@ def _part(p: object) -> dict[str, Any]:
 
 
 _POINT = ',{"cachePoint":{"type":"default"}}'  # CACHE_POINT's canonical JSON, after a marked message's content
+_EMPTY_JSON = '{"text":' + json_string(EMPTY_TEXT) + "}"
 
 
 def _part_json(p: object) -> str | None:
@@ -99,12 +135,12 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     if type(m.role) is not str:
         return None
     blocks = []
-    for p in signed_parts(m.parts):
+    for p in _sent_parts(m.parts):
         got = _part_json(p)
         if got is None:
             return None
         blocks.append(got)
-    body = ",".join(blocks) if blocks else '{"text":""}'
+    body = ",".join(blocks) if blocks else _EMPTY_JSON
     return ('{"content":[' + body + (_POINT if marked else "") + '],"role":' + encode_basestring(m.role) + "}").encode(
         "utf-8"
     )
@@ -117,7 +153,7 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
 
 def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
     """The message as the API's dicts (the serializer writes them as canonical JSON)."""
-    content = [_part(p) for p in signed_parts(m.parts)] or [{"text": ""}]
+    content = [_part(p) for p in _sent_parts(m.parts)] or [{"text": EMPTY_TEXT}]
     if marked:
         content.append(CACHE_POINT)
     return [{"role": m.role, "content": content}]
