@@ -161,3 +161,26 @@ def test_cli_says_which_calls_failed_and_that_no_model_is_named(tmp_path: Path) 
     assert res.exit_code == 0, res.output
     assert "note: the source names no model: recorded as 'unknown'; import with --model NAME to price it" in res.output
     assert 'note: turn 1: no reply in the source (HTTP 529: {"type": "error", "error": {"type": "overloaded_error"}}); kept as a failed call' in res.output  # noqa: E501
+
+
+def test_call_id_used_again_by_a_later_message_is_said_and_both_pair(tmp_path: Path) -> None:
+    # Some agents number their calls per reply (call_0 every turn). Kept as sent, both results pair with
+    # their own message's call; before, nothing said two calls share an id (which Anthropic refuses).
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "ls")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "pwd"), _call("c1", "id")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "/x"},
+        {"role": "tool", "tool_call_id": "c1", "content": "uid=0"},
+        {"role": "assistant", "content": "done"},
+    ]
+    events, notes = _imported(tmp_path, _openhands(tmp_path, msgs))
+    assert notes == [
+        "turn 2: call id 'c1' was used by an earlier assistant message too (turn 1); kept as sent "
+        "(Anthropic and Bedrock refuse a request that repeats a tool call id)",
+        "turn 2: call id 'c1' used twice in one message; the second is 'c1~1'",
+    ]
+    body = json.loads(Replayer(events).replan(2).serialized.body)
+    tools = [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    assert tools == [("c1", "a.py"), ("c1", "/x"), ("c1~1", "uid=0")]

@@ -90,6 +90,7 @@ class _Feeder:
         # takes, and the engine refused to build it (a traceback-free but fatal pairing error).
         self.stray: list[str] = []
         self.alias: dict[str, list[str]] = {}  # a call id as the source has it -> the ids sent for it
+        self.first_turn: dict[str, int] = {}  # each call id sent so far -> the turn of its first message
 
     def _close_calls(self) -> None:
         for cid in self.open_calls:
@@ -105,8 +106,12 @@ class _Feeder:
 
     def before_request(self) -> None:
         """Before the request is built: stray results held back are placed (after the open calls'
-        results and placeholders), so the request holds all the source's call prompt did."""
-        if self.stray:
+        results and placeholders), so the request holds all the source's call prompt did. A reply whose
+        calls the prompt answered only in part gets placeholders for the rest: a request may end in
+        calls without results (the agent's own turn), but a user message answering some of its calls
+        and not the others breaks pairing, and the engine refused to build it (the import stopped on
+        an UnpairedToolResultError)."""
+        if self.stray or (self.answered and any(c not in self.answered for c in self.open_calls)):
             self._close_calls()
 
     def feed(self, m: MessageRec) -> None:
@@ -129,11 +134,24 @@ class _Feeder:
                         f"turn {p.turn}: call id {c.id!r} used twice in one message; the second is {cid!r}"
                     )
                 used.add(cid)
+                first = self.first_turn.get(cid)
+                if first is not None:
+                    # Kept as sent: the engine pairs a result with the call in the message right before
+                    # it (as the providers do), so both pair; but Anthropic and Bedrock refuse a request
+                    # whose tool_use ids repeat ("tool_use ids must be unique"), and an explain or diff
+                    # reader should know two calls share an id.
+                    self.report.notes.append(
+                        f"turn {p.turn}: call id {cid!r} was used by an earlier assistant message too (turn "
+                        f"{first}); kept as sent (Anthropic and Bedrock refuse a request that repeats a "
+                        "tool call id)"
+                    )
                 # The source's results name the source's id: the k-th result for it answers the k-th call
                 self.alias.setdefault(c.id, []).append(cid)
                 calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
             thinking = [b.block() for b in m.thinking_blocks] if m.thinking_blocks else m.thinking
             p.assistant(m.content, calls, thinking=thinking)
+            for sent in calls:
+                self.first_turn.setdefault(sent["id"], p.turn)
             self.open_calls = [c["id"] for c in calls]
             return
         if m.role == "tool":
