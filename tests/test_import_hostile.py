@@ -184,3 +184,26 @@ def test_call_id_used_again_by_a_later_message_is_said_and_both_pair(tmp_path: P
     body = json.loads(Replayer(events).replan(2).serialized.body)
     tools = [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
     assert tools == [("c1", "a.py"), ("c1", "/x"), ("c1~1", "uid=0")]
+
+
+def test_reply_answered_in_part_gets_placeholders_before_the_request(tmp_path: Path) -> None:
+    # The next prompt holds c1's result and not c2's: the engine refused that request (a user message
+    # answering some calls of the reply before it and not the others) and the import stopped on an
+    # UnpairedToolResultError. c2's result, come late, is kept as user text.
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "ls"), _call("c2", "pwd")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "assistant", "content": "one more", "tool_calls": [_call("c3", "id")]},
+        {"role": "tool", "tool_call_id": "c2", "content": "/x"},
+        {"role": "tool", "tool_call_id": "c3", "content": "uid=0"},
+        {"role": "assistant", "content": "done"},
+    ]
+    events, notes = _imported(tmp_path, _openhands(tmp_path, msgs))
+    assert notes == [
+        "turn 1: call c2 had no result; placeholder added",
+        "turn 2: unpaired tool result 'c2' kept as user text",
+    ]
+    body = json.loads(Replayer(events).replan(2).serialized.body)
+    tools = [(m["tool_call_id"], m["content"][:12]) for m in body["messages"] if m["role"] == "tool"]
+    assert tools == [("c1", "a.py"), ("c2", "[no result r"), ("c3", "uid=0")]
