@@ -1,7 +1,8 @@
-"""The trace's place_markers count is what the request carries when cost_aware adds its task marker.
+"""The trace's place_markers count is what the request carries with the task's breakpoint.
 
-After a compaction cost_aware puts one more breakpoint on the task message (_with_task_marker); the
-step's detail kept the rule's own count, one fewer than the request's markers."""
+After a compaction revision 2 puts one more breakpoint on the task message. It was added after the
+markers rule ran, whose step then said one fewer than the request's markers (later patched by editing
+the step's text); the rule now places it itself (OptimizeContext.task_marker, markers.task_marker)."""
 
 from __future__ import annotations
 
