@@ -4,6 +4,8 @@ Candidates, in wire order (tools first for marker providers, then system section
 the end of the tools, each scope boundary inside the system prompt, the end of the system prompt and
 the newest message. Prefix-only providers get none. In a turn where a latch flipped, the None-scope
 (conversation tail) marker is suppressed: the prefix it would write is about to change anyway.
+With OptimizeContext.task_marker (cost_aware's revision 2) one more goes on the task message when a
+breakpoint is free (task_marker below), counted in the step like the others.
 """
 
 from __future__ import annotations
