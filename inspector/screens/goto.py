@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from inspector.keys_footer import KeysFooter
+
 
 class GoToTurnScreen(ModalScreen[int | None]):
     DEFAULT_CSS = """
@@ -27,6 +29,9 @@ class GoToTurnScreen(ModalScreen[int | None]):
         with Vertical():
             yield Label(self._question(), id="goto-question")
             yield Input(placeholder=str(self.last), type="integer", id="turn-input")
+        # Its own footer: the main screen's showed through beneath it, offering keys that do other things
+        # here (the arrows move the text cursor, g and q are typed).
+        yield KeysFooter(compact=True)
 
     def _question(self) -> str:
         return f"Go to turn ({self.first}–{self.last}), Enter to jump, Esc to cancel"

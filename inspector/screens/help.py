@@ -9,6 +9,8 @@ from textual.containers import VerticalScroll
 from textual.keys import format_key
 from textual.screen import ModalScreen
 
+from inspector.keys_footer import KeysFooter
+
 PANELS = """
 ## Panels
 - **Pressure**: raw (█) and predictive (▒) pressure against the tier thresholds (T, C, A), the reserves
@@ -47,6 +49,9 @@ class HelpScreen(ModalScreen[None]):
 
         with VerticalScroll():
             yield Markdown("\n".join(self.compose_rows()) + "\n" + PANELS)
+        # Its own footer: the main screen's showed through beneath it, offering keys that do nothing here
+        # (←→ Turn, g Go to, q Quit) and not the one that closes it.
+        yield KeysFooter(compact=True)
 
     def compose_rows(self) -> list[str]:
         """The keys table as Markdown lines."""

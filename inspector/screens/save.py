@@ -11,6 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from inspector.keys_footer import KeysFooter
+
 
 class SaveScreen(ModalScreen[str | None]):
     DEFAULT_CSS = """
@@ -31,6 +33,9 @@ class SaveScreen(ModalScreen[str | None]):
         with Vertical():
             yield Label(self._question(), id="save-question")
             yield Input(value=self.default_path, id="save-path")
+        # Its own footer: the main screen's showed through beneath it, offering keys that do other things
+        # here (the arrows move the text cursor, g and q are typed).
+        yield KeysFooter(compact=True)
 
     def _question(self) -> str:
         what = (f"the turns received by Enter ({self.turns} so far)" if self.still_arriving

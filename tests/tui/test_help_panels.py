@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import Markdown, Tab, TabbedContent
 
 from engine.whatif import Overrides
@@ -12,6 +13,7 @@ from inspector.screens.help import HelpScreen
 from inspector.sources.file import FileSource
 from tests.test_shadow import agent
 from tests.tui.conftest import settle
+from tests.tui.test_hardening import DEMO
 
 
 async def test_the_help_screen_describes_every_tab(tmp_path: Path) -> None:
@@ -30,3 +32,17 @@ async def test_the_help_screen_describes_every_tab(tmp_path: Path) -> None:
         # Why miss and Shadow were left out: a person met two tabs `?` did not explain.
         missing = [t for t in tabs if f"**{t}**" not in panels and f"/ {t}**" not in panels and f"**{t} /" not in panels]
         assert not missing, missing
+
+
+@pytest.mark.parametrize("key, says", [("question_mark", "esc Close"), ("g", "esc Cancel")])
+async def test_a_modal_screen_has_a_footer_of_its_own(key: str, says: str) -> None:
+    # The main screen's footer showed through beneath help and the go-to prompt, offering keys that do
+    # nothing there or something else (←→ Turn, q Quit: q closes help, and is typed in the prompt), and
+    # help never said how to close it.
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press(key)
+        await settle(pilot)
+        row = "\n".join(s.text for s in app.screen._compositor.render_strips()).splitlines()[-1]
+        assert row.strip().startswith(says) and "Turn" not in row and "Quit" not in row, row
