@@ -98,16 +98,16 @@ class InspectorApp(App[None]):
         # First, so that the footer (in binding order) shows it even at 40 columns while a tab is zoomed;
         # hidden otherwise (check_action), when Esc goes on to focus the manifest.
         Binding("escape", "unzoom", "Back", tooltip="short terminal: leave the detail tab for the overview"),
+        Binding("left", "step(-1)", "Prev", tooltip="previous turn", group=TURN_GROUP),
+        Binding("right", "step(1)", "Next", tooltip="next turn", group=TURN_GROUP),
+        Binding("home", "first", "First", show=False, tooltip="first turn"),
+        Binding("end", "last", "Last", show=False, tooltip="last turn (and follow the newest, live)"),
         # While a tab is zoomed the manifest is hidden (and loses focus), so ↑/↓ had nothing to move: here
         # they move its selection and the Content tab shows the section (hidden otherwise: check_action).
         Binding("up", "section(-1)", "Prev section", tooltip="short terminal, tab zoomed: the previous section",
                 group=SECTION_GROUP),
         Binding("down", "section(1)", "Next section", tooltip="short terminal, tab zoomed: the next section",
                 group=SECTION_GROUP),
-        Binding("left", "step(-1)", "Prev", tooltip="previous turn", group=TURN_GROUP),
-        Binding("right", "step(1)", "Next", tooltip="next turn", group=TURN_GROUP),
-        Binding("home", "first", "First", show=False, tooltip="first turn"),
-        Binding("end", "last", "Last", show=False, tooltip="last turn (and follow the newest, live)"),
         Binding("g", "goto", "Go to", tooltip="go to turn N"),
         Binding("space", "play", "Play", tooltip="play / pause"),
         Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="play faster"),
