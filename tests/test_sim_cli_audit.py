@@ -149,3 +149,17 @@ def test_diff_of_one_task_under_two_system_prompts_says_nothing_of_tasks(tmp_pat
     assert "different tasks" not in res.output
     same = CliRunner().invoke(app, ["diff", "recorded", "window=3000", str(a)])
     assert same.exit_code == 0 and "different tasks" not in same.output
+
+
+# ------------------------------------------------------------------------------------------ no-cache models
+# A model without a prompt cache (GPT-4: cached reads cost what input does) is simulated under "none"
+# rules taken from its own price row; the rules/prices mismatch note took "none" for a provider and told
+# the user to choose "--provider openai or a model with none prices (--model)" (every SWE-agent GPT-4 import).
+
+
+def test_a_model_without_a_prompt_cache_is_not_called_a_rules_mismatch() -> None:
+    r = simulate_file(DEMO, SimSettings(model="gpt-4"))
+    assert r.cache_rules == "none"
+    assert not any("none prices" in n or "none cache rules applied at" in n for n in r.notes), r.notes
+    forced = simulate_file(DEMO, SimSettings(model="gpt-4", provider="anthropic"))
+    assert any(n.startswith("anthropic cache rules applied at gpt-4 prices (openai)") for n in forced.notes)

@@ -1027,7 +1027,15 @@ def _simulate_events(
     row_rules = price.provider.lower()
 
     def mismatched(r: str) -> bool:
-        return row_rules in CACHE_RULE_DOCS and row_rules != r and {row_rules, r} != {"anthropic", "bedrock"}
+        # "none" comes from the row itself (a model without a prompt cache: cached reads cost what input
+        # does), so it is that row's own rule: it was told to choose "--provider openai or a model with
+        # none prices" for a GPT-4 recording simulated as OpenAI serves GPT-4.
+        return (
+            row_rules in CACHE_RULE_DOCS
+            and r != "none"
+            and row_rules != r
+            and {row_rules, r} != {"anthropic", "bedrock"}
+        )
 
     if s.provider is None and s.model is not None and mismatched(rules):
         # A model named without a provider is simulated as the provider that serves it would serve it:
