@@ -102,6 +102,22 @@ def run(
             also = "" if str(seen[key]) == str(file) else f" (as {seen[key]} too)"
             fail(f"{file} is given twice{also}: give each recording once", 2)
         seen[key] = file
+    # The table (and --model's row in it) checked once, before any recording is read: a bad table or an
+    # unknown model was said as the first recording's error ("FILE: price table ...: row ... lacks ..."),
+    # as if the recording were at fault. The table read here is the one every recording is priced by.
+    from engine.sim.pricing import ENV_VAR, load_prices
+
+    try:
+        table = load_prices(prices)
+    except ContextPipeError as exc:
+        fail(f"--prices: {exc}" if prices is not None else f"${ENV_VAR}: {exc}", 2)
+    if model is not None:
+        from engine.sim.simulate import _price_row
+
+        try:
+            _price_row(table, model)
+        except ContextPipeError as exc:
+            fail(f"--model: {exc}", 2)
     gates = thresholds = None
     if gate or threshold:
         # cli_common imports typer (its option annotations): only for the lines that give these.
@@ -114,7 +130,7 @@ def run(
         window=window,
         gates=gates,
         thresholds=thresholds,
-        prices=prices,
+        prices=table,
         policy=policy,
         policies=[policies] if policies else None,
         calibrate=not no_calibrate,

@@ -163,3 +163,42 @@ def test_a_model_without_a_prompt_cache_is_not_called_a_rules_mismatch() -> None
     assert not any("none prices" in n or "none cache rules applied at" in n for n in r.notes), r.notes
     forced = simulate_file(DEMO, SimSettings(model="gpt-4", provider="anthropic"))
     assert any(n.startswith("anthropic cache rules applied at gpt-4 prices (openai)") for n in forced.notes)
+
+
+# ------------------------------------------------------------------------------------------ price tables
+# simulate read the price table per recording and said its faults as the first recording's
+# ("FILE: price table ...: row ... lacks ..."), an unknown --model too; diff and forks, which have no
+# --model, told the user to "choose one with --model".
+
+ROW = {"provider": "openai", "input": 2.5, "output": 10, "cache_read": 1.25, "cache_write": 2.5, "as_of": "a",
+       "source": "b"}
+
+
+def test_simulate_says_a_bad_price_table_and_an_unknown_model_as_the_options_errors(tmp_path: Path) -> None:
+    import json
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"models": {"claude-sonnet-4": {"provider": "anthropic", "input": 3}}}))
+    res = CliRunner().invoke(app, ["simulate", str(DEMO), "--prices", str(bad)])
+    assert res.exit_code == 2
+    assert res.output.startswith(f"cp-inspect: --prices: price table {bad}: row 'claude-sonnet-4' lacks output")
+    res = CliRunner().invoke(app, ["simulate", str(DEMO), "--model", "gpt-9"])
+    assert res.exit_code == 2 and res.output.startswith("cp-inspect: --model: cannot price model 'gpt-9'")
+    res = CliRunner().invoke(app, ["simulate", str(DEMO)], env={"CONTEXTPIPE_PRICES": str(bad)})
+    assert res.exit_code == 2 and res.output.startswith("cp-inspect: $CONTEXTPIPE_PRICES: price table")
+
+
+@pytest.mark.parametrize("command", ["diff", "forks"])
+def test_diff_and_forks_do_not_offer_a_model_option_they_lack(tmp_path: Path, command: str) -> None:
+    import json
+
+    from tests.test_fork import run_tree
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"models": {"gpt-4o": ROW}}))
+    parent, _ = run_tree(tmp_path, "anthropic")
+    args = ["recorded", "window=5000", str(parent)] if command == "diff" else [str(parent)]
+    res = CliRunner().invoke(app, [command, *args, "--prices", str(other)])
+    assert res.exit_code == 2, res.output
+    assert "cannot price model 'claude-sonnet-4'" in res.output and "--model" not in res.output
+    assert "give it with --prices FILE or $CONTEXTPIPE_PRICES" in res.output

@@ -38,6 +38,7 @@ from engine.recording.replay import MALFORMED, Replayer, ReplayError
 from engine.request_diff import RequestDiff, diff_requests, parse_request, with_engine_steps
 from engine.sim.pricing import PriceTable, load_prices
 from engine.sim.simulate import (
+    NO_MODEL_OPTION_FIX,
     PolicyFigures,
     SimulateError,
     _price_row,
@@ -323,7 +324,7 @@ def diff_session(
         model = str(cfg["model"])
         provider = canonical_provider(ov.provider or cfg["provider"])
         try:
-            price = _price_row(table, model)
+            price = _price_row(table, model, NO_MODEL_OPTION_FIX)
         except SimulateError as exc:
             raise DiffError(str(exc)) from exc
         rules = cache_rules_for(provider, model, ov.provider, price)

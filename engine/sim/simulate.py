@@ -61,6 +61,7 @@ from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
 from engine.sim.few_texts import FewTextsTokenizer
 from engine.sim.pricing import (
+    ENV_VAR,
     ModelPrice,
     PriceTable,
     UnknownModelError,
@@ -287,14 +288,24 @@ def cache_rules_for(engine_provider: str, model: str, requested: str | None, pri
     return "openai"
 
 
-def _price_row(table: PriceTable, model: str) -> ModelPrice:
+def _price_row(
+    table: PriceTable, model: str, fix: str = "Choose one with --model (or add a row with --prices FILE)."
+) -> ModelPrice:
+    """`model`'s row, or a SimulateError naming the table and `fix`: what the command at hand offers (diff
+    and forks have no --model, and told the user to choose one with it)."""
     try:
         return table.get(model)
     except UnknownModelError as exc:
         raise SimulateError(
             f"cannot price model {model!r}: it is not in {table.origin}. Known models: "
-            f"{', '.join(table.known())}. Choose one with --model (or add a row with --prices FILE)."
+            f"{', '.join(table.known())}. {fix}"
         ) from exc
+
+
+NO_MODEL_OPTION_FIX = (
+    f"Add a row for it to a price table of your own (the bundled one's shape) and give it with --prices FILE "
+    f"or ${ENV_VAR}."
+)
 
 
 def _check_thresholds(th: Mapping[str, float] | None) -> dict[str, float] | None:
