@@ -823,6 +823,8 @@ class InspectorApp(App[None]):
             return
         self._zoom = zoom
         self.query_one("#root").set_class(zoom and self._short, "zoom")
+        if not zoom:  # ↑/↓ moved the hidden manifest's cursor: its row is brought into view once laid out
+            self.call_after_refresh(self._manifest.show_cursor)
         self.refresh_bindings()  # the footer's "esc Back" comes and goes with it
 
     def watch_theme(self) -> None:

@@ -194,6 +194,11 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         if 0 < y < self.scrollable_content_region.height:
             repaint(self, Region(0, y, self.scrollable_content_region.width, 1))
 
+    def show_cursor(self) -> None:
+        """Scroll the cursor's row into view (after the panel was hidden: its moves then scrolled against
+        no height, and the selected row could come back out of view)."""
+        self._scroll_cursor_into_view()
+
     def _scroll_cursor_into_view(self, animate: bool = False) -> None:
         # Row r is virtual line r + 1 (the header is line 0 and stays on screen: one line of spacing).
         region = Region(int(self.scroll_x), self.cursor_row + 1, 1, 1)

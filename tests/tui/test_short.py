@@ -155,3 +155,18 @@ async def test_up_and_down_move_the_section_while_a_tab_is_zoomed(size: tuple[in
         await pilot.press("down")  # not zoomed: the manifest's own ↓, as before
         await settle(pilot)
         assert app.query_one("#manifest").selected_section() == "identity"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("size", [(40, 15), (80, 20)])
+async def test_the_section_chosen_while_zoomed_is_on_screen_after_esc(size: tuple[int, int]) -> None:
+    # The hidden manifest's cursor moves scrolled it against no height: back from the zoom, the selected
+    # row could be out of view (↓ ↓ ↑ then Esc: Identity selected, the table scrolled past it).
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("c", "down", "down", "up", "escape")
+        await settle(pilot)
+        manifest = app.query_one("#manifest")
+        assert manifest.selected_section() == "identity"  # type: ignore[attr-defined]
+        rows = [line for line in screen_text(app).splitlines() if line.lstrip().startswith("Identity")]
+        assert rows, screen_text(app)
