@@ -147,6 +147,12 @@ def run(
             report = simulate_events(events, settings, source=str(file), counts=counts)
             if why:
                 report.notes.append(why)
+            if reader.damage is not None:
+                # Said on stderr as the file opened, but not in the report: --json (what CI reads) gave the
+                # turns before the cut as the whole session ("18 of 18 turns") with no word of it.
+                report.notes.append(
+                    f"recording cut short: {reader.damage.message}; the figures are of the turns before the cut"
+                )
             reports.append(report)
         except (ReplayError, RecordingError) as exc:
             fail(about(file, exc))

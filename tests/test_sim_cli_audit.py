@@ -202,3 +202,18 @@ def test_diff_and_forks_do_not_offer_a_model_option_they_lack(tmp_path: Path, co
     assert res.exit_code == 2, res.output
     assert "cannot price model 'claude-sonnet-4'" in res.output and "--model" not in res.output
     assert "give it with --prices FILE or $CONTEXTPIPE_PRICES" in res.output
+
+
+def test_simulate_json_of_a_recording_cut_short_says_so_in_its_notes(tmp_path: Path) -> None:
+    import json
+
+    cut = tmp_path / "cut.cpsession"
+    cut.write_bytes(DEMO.read_bytes()[:30000])
+    res = CliRunner().invoke(app, ["simulate", str(cut), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["turns"] < 40
+    assert any(
+        n.startswith("recording cut short: last frame at offset") and n.endswith("the figures are of the turns before the cut")
+        for n in doc["notes"]
+    ), doc["notes"]
