@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 from engine.errors import ConfigError
 from engine.export.optin import ENV_ENDPOINT, ENV_TRACES_ENDPOINT
 from engine.export.spans import (
+    MessagesFold,
     SpanData,
     agent_span,
     error_type,
     finish_reason,
-    messages_content,
     session_trace_id,
     turn_span,
 )
@@ -312,7 +312,7 @@ class SessionFold:
         self.last_time: float | None = None  # the newest journaled wall time (session, requests)
         self.usage: dict[int, Mapping[str, Any]] = {}
         self.blobs: dict[str, str] = {}
-        self.msgs: list[Mapping[str, Any]] = []
+        self.messages = MessagesFold()  # gen_ai.input.messages, when content is exported
         # For the invoke_agent span: the session's start, its calls, their summed usage, the last end.
         self.started: float | None = None
         self.calls = 0
@@ -360,7 +360,7 @@ class SessionFold:
             if isinstance(data, str):
                 self.blobs[str(ev.get("h"))] = data
         elif k in ("msg", "part", "source", "content") and self.content:
-            self.msgs.append(ev)
+            self.messages.take(ev, self.blobs)
         elif k == "turn" and self.trace_id is not None:
             from engine.recording.journal import trace_of
 
@@ -387,7 +387,7 @@ class SessionFold:
                 end = max(start, ended_wall)
             elif timing is None:
                 timing = TIMING_NO_END
-            content = messages_content(self.msgs, self.blobs) if self.content else None
+            content = self.messages if self.content else None
             usage = self.usage.pop(turn, None)
             data = turn_span(trace, self.trace_id, start_s=start, end_s=end,
                              usage=usage, provider=self.provider, content=content)

@@ -74,7 +74,7 @@ def turn_span(
     end_s: float | None = None,
     usage: Mapping[str, Any] | None = None,
     provider: str | None = None,
-    content: list[dict[str, Any]] | None = None,
+    content: list[dict[str, Any]] | MessagesFold | None = None,
     prices: PriceTable | None = None,
 ) -> SpanData:
     """The span of one turn from its trace (and the usage event, which wins over the trace's copy)."""
@@ -140,7 +140,7 @@ def turn_span(
         if usd is not None:
             a[f"{ns}.cost.usd"] = round(usd, 8)
     if content is not None:
-        text, omitted = fit_messages(content)
+        text, omitted = content.fit() if isinstance(content, MessagesFold) else fit_messages(content)
         a["gen_ai.input.messages"] = text
         if omitted:
             a[f"{ns}.input.messages_omitted"] = omitted
@@ -260,33 +260,68 @@ def _shrink(message: dict[str, Any], room: int) -> str:
 def messages_content(events: list[Mapping[str, Any]], blobs: Mapping[str, str]) -> list[dict[str, Any]]:
     """The session's inputs so far as GenAI `input.messages`-style messages: context sources as system
     parts, the user's text and tool results as user turns, the assistant's replies. Text only."""
-    out: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []  # user-side parts until the assistant answers
-
-    def text(h: Any) -> str | None:
-        return blobs.get(h) if isinstance(h, str) else None
-
+    fold = MessagesFold(prune=False)
     for ev in events:
+        fold.take(ev, blobs)
+    return fold.current()
+
+
+class MessagesFold:
+    """messages_content built as the session's events come, for a span per turn. Rebuilt from every
+    event at every turn, a long session's export was quadratic: 2,000 turns took 18 s to fold (3,000
+    took 90), on the live sink's export thread too, which holds the GIL against the agent's. Messages
+    older than a span could still carry are dropped (`prune`), only counted: a span carries the newest
+    messages that fit CONTENT_CAP, and messages are only ever added after them, so the first message a
+    span carried is never preceded by one a later span carries."""
+
+    def __init__(self, prune: bool = True) -> None:
+        self.prune = prune
+        self.messages: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # user-side parts until the assistant answers
+        self.dropped = 0  # messages pruned: older than any later span can carry
+
+    def take(self, ev: Mapping[str, Any], blobs: Mapping[str, str]) -> None:
+        """One journal event (a blob's text is journaled before the events that name it)."""
+
+        def text(h: Any) -> str | None:
+            return blobs.get(h) if isinstance(h, str) else None
+
         k = ev.get("k")
         if k in ("source", "content") and text(ev.get("h")) is not None:
             name = ev.get("id") or (ev.get("spec") or {}).get("id", "")
-            out.append({"role": "system", "name": str(name), "parts": [{"type": "text", "content": text(ev["h"])}]})
+            self.messages.append(
+                {"role": "system", "name": str(name), "parts": [{"type": "text", "content": text(ev["h"])}]}
+            )
         elif k == "part":
             part = ev.get("part") or {}
             body = text(part.get("h"))
             if body is None:
-                continue
+                return
             if part.get("t") == "result":
-                pending.append({"type": "tool_call_response", "id": str(part.get("id", "")), "response": body})
+                self.pending.append({"type": "tool_call_response", "id": str(part.get("id", "")), "response": body})
             else:
-                pending.append({"type": "text", "content": body})
+                self.pending.append({"type": "text", "content": body})
         elif k == "msg":
-            if pending:
-                out.append({"role": "user", "parts": pending})
-                pending = []
+            if self.pending:
+                self.messages.append({"role": "user", "parts": self.pending})
+                self.pending = []
             parts = [{"type": "text", "content": body} for part in ev.get("parts") or []
                      if isinstance(part, Mapping) and (body := text(part.get("h"))) is not None]
-            out.append({"role": str(ev.get("role", "assistant")), "parts": parts})
-    if pending:
-        out.append({"role": "user", "parts": pending})
-    return out
+            self.messages.append({"role": str(ev.get("role", "assistant")), "parts": parts})
+
+    def current(self) -> list[dict[str, Any]]:
+        """The messages so far (less those pruned), the user's pending parts as the last."""
+        tail = [{"role": "user", "parts": list(self.pending)}] if self.pending else []
+        return self.messages + tail
+
+    def fit(self, cap: int = CONTENT_CAP) -> tuple[str, int]:
+        """fit_messages of the messages so far: the JSON, and how many older messages were left out."""
+        text, omitted = fit_messages(self.current(), cap)
+        total = self.dropped + omitted  # (counted before the pruning below)
+        if self.prune:
+            # The messages before the first one kept are never kept again (see the class).
+            gone = min(omitted, len(self.messages))
+            if gone:
+                del self.messages[:gone]
+                self.dropped += gone
+        return text, total

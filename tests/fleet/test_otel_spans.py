@@ -231,3 +231,58 @@ def test_spans_without_a_recorded_duration_say_so() -> None:
 def test_live_spans_are_not_marked() -> None:
     spans, _ = _live_spans()
     assert spans and all("contextpipe.timing" not in s.attributes for s in spans)
+
+
+def _long_content_session(turns: int) -> list[Any]:
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=400_000)
+    pipe.identity("You are careful.")
+    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.user("Fix the bug.")
+    for i in range(turns):
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 3})
+        calls = pipe.assistant(f"step {i}", tool_calls=[{"id": f"c{i}", "name": "bash", "arguments": '{"cmd":"ls"}'}])
+        pipe.tool_result(calls[0].id, f"out {i} " + "y" * 700)
+        if i % 3 == 0:
+            pipe.user(f"note {i} " + "z" * 300)
+    pipe.close()
+    return list(pipe.journal.events)
+
+
+def test_content_of_a_long_session_is_folded_in_time_per_turn_that_does_not_grow() -> None:
+    """gen_ai.input.messages was rebuilt from every content event of the session at every turn: a long
+    session's export was quadratic (2,000 turns: 18 s to fold; the live sink's export thread does the
+    same work, holding the GIL against the agent). Each turn's span now costs about the same, early or
+    late, and says the same as before: the newest messages that fit, and how many older ones did not."""
+    import statistics
+    import time
+
+    from engine.export.otel import SessionFold
+    from engine.export.spans import fit_messages, messages_content
+
+    events = _long_content_session(1200)
+    fold = SessionFold("anthropic", content=True)
+    per_turn: list[float] = []
+    spans = []
+    for ev in events:
+        t0 = time.perf_counter()
+        data = fold.take(ev)
+        if data is not None:
+            per_turn.append(time.perf_counter() - t0)
+            spans.append(data)
+    early, late = statistics.median(per_turn[10:210]), statistics.median(per_turn[-200:])
+    assert late < 3 * early, (early, late)  # (it was ~7x at 1,200 turns, growing with the session)
+    assert "out 1198 " in spans[-1].attributes["gen_ai.input.messages"]
+    # the same attributes as the whole-session rebuild, at a few turns early and late
+    seen: list[Any] = []
+    turn = 0
+    for ev in events:
+        seen.append(ev)
+        if ev.get("k") == "turn":
+            if turn in (0, 1, 5, 40, 600, 1199):
+                blobs = {e["h"]: e["data"] for e in seen if e.get("k") == "blob" and isinstance(e.get("data"), str)}
+                text, omitted = fit_messages(messages_content(seen, blobs))
+                attrs = spans[turn].attributes
+                assert attrs["gen_ai.input.messages"] == text, turn
+                assert attrs.get("contextpipe.input.messages_omitted", 0) == omitted, turn
+            turn += 1
