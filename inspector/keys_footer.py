@@ -29,6 +29,7 @@ class KeysFooter(Footer):
         super().__init__(compact=compact)
         self._shown: Hashable | None = None  # what the keys on screen were composed from
         self._fit_tries = 0  # fit_keys waiting for new keys to be laid out
+        self._spans: list[tuple[int, int]] | None = None  # each key's columns in the row (fit_keys)
 
     def _what_it_shows(self) -> Hashable:
         """Everything Footer.compose reads that can change: the screen's active bindings with their
@@ -46,6 +47,7 @@ class KeysFooter(Footer):
         if shown == self._shown and self.children:
             return
         self._shown = shown
+        self._spans = None  # new keys, all shown: their places are read again
         await super().recompose()
         self.call_after_refresh(self.fit_keys)  # the new keys' places are known once laid out
 
@@ -55,23 +57,27 @@ class KeysFooter(Footer):
     def fit_keys(self) -> None:
         """Show the keys that fit whole left of the edge (or the palette hint), in order; hide the rest.
 
-        Hidden by visibility, not display: a hidden key keeps its place in the layout, so whether it fits
-        is known again at the next size without showing it first (and nothing moves)."""
+        A key's place in the row does not depend on the footer's width (they are laid out from the left,
+        the hint is docked): the places are read once per composition, while every key is shown (a hidden
+        widget has no region), and each resize compares them with the new edge."""
         if not self.is_attached:
             return
         children = list(self.children)
-        right = self.content_region.right
-        for child in children:
-            if child.has_class("-command-palette"):
-                right = min(right, child.region.x)
         keys = [c for c in children if not c.has_class("-command-palette")]
-        if any(not c.region for c in keys):  # keys just composed are laid out a refresh or two later
-            if self._fit_tries < 20:
-                self._fit_tries += 1
-                self.call_after_refresh(self.fit_keys)
-            return
+        origin = self.content_region.x - int(self.scroll_x)
+        if self._spans is None or len(self._spans) != len(keys):
+            if any(not c.region for c in keys):  # keys just composed are laid out a refresh or two later
+                if self._fit_tries < 20:
+                    self._fit_tries += 1
+                    self.call_after_refresh(self.fit_keys)
+                return
+            self._spans = [(c.region.x - origin, c.region.right - origin) for c in keys]
         self._fit_tries = 0
-        fits = [c.region.right <= right and c.region.width > 0 for c in keys]
+        right = self.content_region.right - origin
+        for child in children:
+            if child.has_class("-command-palette") and child.region:
+                right = min(right, child.region.x - origin)
+        fits = [end <= right for _start, end in self._spans]
         for i, child in enumerate(keys):
             # A group's keys ("←→") and its label ("Turn") go together: keys without the label say nothing.
             # (Footer composes a group as a HorizontalGroup of keys, then a Label: its classes are private.)

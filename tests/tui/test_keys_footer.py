@@ -121,3 +121,18 @@ async def test_the_palette_hint_covers_the_last_cell_of_the_row() -> None:
         row = _footer_row(app)
         assert row.endswith("^p palette "), row
         assert "q Qui" not in row or "q Quit" in row.split("▏")[0], row
+
+
+async def test_keys_hidden_at_a_narrow_width_come_back_when_it_grows() -> None:
+    # A hidden key has no region: read at the new width, the keys hidden at 40 columns stayed hidden at
+    # 55-79 (in tmux, resizing from 40 to 70 left the footer at 'n Next ★').
+    app = InspectorApp(SyntheticSource(40))
+    async with app.run_test(size=(40, 24)) as pilot:
+        await settle(pilot)
+        assert "q Quit" not in _footer_row(app)
+        await pilot.resize_terminal(70, 24)
+        await settle(pilot)
+        assert _footer_row(app).rstrip().endswith("? Help q Quit"), _footer_row(app)
+        await pilot.resize_terminal(55, 24)
+        await settle(pilot)
+        assert _footer_row(app).rstrip().endswith("? Help"), _footer_row(app)
