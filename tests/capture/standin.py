@@ -510,9 +510,13 @@ class StandIn:
             return web.json_response({"error": {"message": f"No response found with id '{rid}'.",
                                                 "type": "invalid_request_error", "code": None}}, status=404)
         final = bg["final"]
-        if final is None:  # a streamed call: its outcome is its final event's response
+        if final is None:  # a streamed call: its outcome is its final event's response (an error: failed)
             last = json.loads(bg["events"][-1].split(b"data: ", 1)[1])
-            final = bg["final"] = {**last["response"], "background": True}
+            ended = last.get("response") or {
+                "id": rid, "object": "response", "status": "failed", "output": [], "usage": None,
+                "error": {"code": last.get("code"), "message": last.get("message")},
+            }
+            final = bg["final"] = {**ended, "background": True}
         if cancel:
             bg["final"] = {**final, "status": "cancelled", "output": [], "usage": None}
             return web.json_response(bg["final"])
@@ -612,7 +616,7 @@ class StandIn:
             rid = f"resp_bg_{len(self.background) + 1}"
             events = [e.replace(b'"resp_standin"', f'"{rid}"'.encode()) for e in events]
             self.background[rid] = {"final": None, "polls": 0, "events": events}
-        if model.endswith("-overloaded"):
+        if model.endswith("-overloaded") or "-overloaded-" in model:  # (with -cut: cut before the error)
             err = (
                 sse(
                     "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
@@ -631,6 +635,8 @@ class StandIn:
             events = [e for e in events if e != b"data: [DONE]\n\n"]
         if model.endswith("-malformed"):
             events = events[:2] + [b"data: {this is not json\n\n", b"event: oops\ndata: [1, 2"]
+        if responses and body.get("background") is True:
+            self.background[rid]["events"] = events  # what a resumed stream goes on with, as changed above
         sse_headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         if "-plainsse" in model:  # a server that labels its event stream as something else
             sse_headers["Content-Type"] = "text/plain; charset=utf-8"

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from engine.capture.tap import tap
-from tests.capture.conftest import errors, events_of, usages, verify_ok
+from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import StandIn
 
 SYSTEM = "You are a careful coding agent."
@@ -155,4 +155,36 @@ def test_a_background_call_polled_through_with_raw_response_is_followed(standin:
     client.contextpipe_tap.close()
     assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
     assert errors(rec) == [] and usages(rec) == [R_USAGE]
+    verify_ok(rec)
+
+
+@pytest.mark.parametrize("path", ["tap", "proxy"])
+def test_a_resumed_stream_that_ends_in_an_error_event_ends_the_call(
+    standin: StandIn, tmp_path: Path, request: pytest.FixtureRequest, path: str
+) -> None:
+    # The resumed stream carries the API's own `error` event (the SDK yields it as an event): the call is
+    # over, journaled as an incomplete stream in the API's words (as the proxy journals it), not left
+    # pending until the recording closes (which would say its outcome was never fetched).
+    standin.script = []
+    rec = tmp_path / "t.cpsession"
+    if path == "tap":
+        client = _client(standin, rec, False)
+    else:
+        proxied: Proxied = request.getfixturevalue("proxied")
+        client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
+    first = asyncio.run(_drain(client.responses.create(model="gpt-4.1-overloaded-cut", input="Summarise.",
+                                                       background=True, stream=True), False))
+    rid = first[0].response.id
+    rest = asyncio.run(_drain(client.responses.retrieve(rid, stream=True, starting_after=first[-1].sequence_number),
+                              False))
+    assert rest and rest[-1].type == "error", [e.type for e in rest]
+    if path == "tap":
+        assert rid not in client.contextpipe_tap.background
+        client.contextpipe_tap.close()
+        assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    else:
+        (rec,) = proxied.finish()
+    (err,) = errors(rec)
+    assert err["kind"] == "incomplete_stream" and "overloaded" in err["message"], err
+    assert not usages(rec)
     verify_ok(rec)
