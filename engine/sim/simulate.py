@@ -1256,7 +1256,7 @@ def _simulate_events(
     # system prompt, the tools, the newest round) leaves requests no trim brings under it, and --window
     # 10 priced the pipeline as a 71% saving on the demo with no word that no request could be sent.
     over = []
-    for name, f in {"pipeline": pol_p, "gates_closed": pol_c, **extra}.items():
+    for name, f in {**extra, "pipeline": pol_p, "gates_closed": pol_c}.items():  # the table's columns first
         limit = int(rec_cfg["window"]) if name == "paper" else int(s.window or rec_cfg["window"])
         n = sum(1 for t in f.turns if t.prompt_tokens > limit) if f is not None else 0
         if n:
