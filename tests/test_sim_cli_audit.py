@@ -217,3 +217,36 @@ def test_simulate_json_of_a_recording_cut_short_says_so_in_its_notes(tmp_path: P
         n.startswith("recording cut short: last frame at offset") and n.endswith("the figures are of the turns before the cut")
         for n in doc["notes"]
     ), doc["notes"]
+
+
+# ------------------------------------------------------------------------------------------ diff config files
+# A .toml/.json side: `reorder = "off"` was bool("off") = True (the gate left on, the diff empty); a
+# threshold that is not a number, or gates/thresholds that are not tables, were tracebacks; window = true
+# was a window of 1 token.
+
+
+def test_a_config_files_gate_words_mean_what_the_command_lines_do(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[gates]\nreorder = "off"\ndrop_rounds = false\nspill = "on"\n')
+    ov = parse_side(str(cfg)).overrides
+    assert ov.gates == {"reorder": False, "drop_rounds": False, "spill": True}
+    assert ov.gates == parse_side("gate.reorder=off,gate.drop_rounds=off,gate.spill=on").overrides.gates
+
+
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ('[gates]\nreorder = "maybe"\n', "gate reorder must be true/false (or on/off), got 'maybe'"),
+        ('[thresholds]\ntrim = "abc"\n', "threshold trim must be a number (a fraction of the window), got 'abc'"),
+        ('gates = "x"\n', "gates must be a table of NAME = value, got 'x'"),
+        ("thresholds = 5\n", "thresholds must be a table of NAME = value, got 5"),
+        ("window = true\n", "window must be a positive number of tokens, got True"),
+        ("window = 999999999999\n", "window must be between 1 and 100,000,000 tokens"),
+    ],
+)
+def test_a_bad_config_file_value_is_one_line_naming_the_file(tmp_path: Path, text: str, msg: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    res = CliRunner().invoke(app, ["diff", "recorded", str(cfg), str(DEMO)])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"cp-inspect: {cfg}: {msg}"), res.output

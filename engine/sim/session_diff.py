@@ -66,19 +66,46 @@ class Side:
 # ------------------------------------------------------------------------------------------ sides
 
 
+def _table(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    v = d.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):  # (a string or a number was a traceback in dict())
+        raise DiffError(f"{where}: {key} must be a table of NAME = value, got {v!r}")
+    return dict(v)
+
+
+def _gate_value(v: Any, name: str, where: str) -> bool:
+    """A gate's value in a config file: true/false, or the words the command line takes (on/off...).
+    bool() of any string was True, so `reorder = "off"` turned the gate on."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in _ON:
+        return _ON[v.strip().lower()]
+    raise DiffError(f"{where}: gate {name} must be true/false (or on/off), got {v!r}")
+
+
 def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
     known = {"window", "provider", "gates", "thresholds"}
     unknown = sorted(set(d) - known)
     if unknown:
         raise DiffError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
-    gates = dict(d.get("gates") or {})
+    gates = _table(d, "gates", where)
     bad = sorted(set(gates) - set(GATE_KEYS))
     if bad:
         raise DiffError(f"{where}: unknown gate(s) {bad}; known gates: {', '.join(GATE_KEYS)}")
+    on = {k: _gate_value(v, k, where) for k, v in gates.items()}
     # The short names (trim, compact, prune) as explain and simulate take them.
-    thresholds = {
-        THRESHOLD_ALIASES.get(str(k), str(k)): float(v) for k, v in dict(d.get("thresholds") or {}).items()
-    }
+    thresholds: dict[str, float] = {}
+    for k, v in _table(d, "thresholds", where).items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise DiffError(f"{where}: threshold {k} must be a number (a fraction of the window), got {v!r}")
+        try:
+            thresholds[THRESHOLD_ALIASES.get(str(k), str(k))] = float(v)
+        except ValueError:  # (a traceback)
+            raise DiffError(
+                f"{where}: threshold {k} must be a number (a fraction of the window), got {v!r}"
+            ) from None
     bad = sorted(set(thresholds) - set(THRESHOLD_KEYS))
     if bad:
         short = ", ".join(f"{a} ({k})" for a, k in THRESHOLD_ALIASES.items())
@@ -92,11 +119,11 @@ def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
         except ConfigError as exc:
             raise DiffError(f"{where}: {exc}") from exc
     window = d.get("window")
-    if window is not None and (not isinstance(window, int) or window <= 0):
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
         raise DiffError(f"{where}: window must be a positive number of tokens, got {window!r}")
-    return Overrides(
-        window, thresholds or None, {k: bool(v) for k, v in gates.items()} or None, provider or None
-    )
+    if window is not None and window > 100_000_000:
+        raise DiffError(f"{where}: window must be between 1 and 100,000,000 tokens, got {window}")
+    return Overrides(window, thresholds or None, on or None, provider or None)
 
 
 _ON = {
