@@ -6,8 +6,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +24,7 @@ from .cli_common import (
     event_frames,
     event_offset,
     fail,
+    iter_events_for_turn,
     need_terminal,
     open_recording,
     parse_gates,
@@ -34,7 +36,12 @@ from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import run_plain_command
 from .proxy_cli import proxy, run
+from .recording_open import warn
 from .simulate_cli import simulate
+
+if TYPE_CHECKING:
+    from engine.recording.cpsession import RecordingReader
+    from engine.whatif import Overrides
 
 
 class CommandLine(typer.Typer):
@@ -175,14 +182,20 @@ def explain(
     if budget is not None and budget <= 0:
         # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
         fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
-    events, offsets, actual_ev = _explain_events(target, turn)
-    n = actual_ev["turn"]
+    r, n, live = _explain_target(target, turn)
     ov = Overrides(
         budget,
         parse_thresholds(threshold) or None,
         parse_gates(gate) or None,
         provider,
     )
+    streamed = _explain_streamed(r, n, ov, fmt) if r is not None else None
+    if streamed is not None:
+        typer.echo(streamed)
+        return
+    # A live agent's journal, or a recording the single pass could not explain: everything read and held,
+    # which also says any damage or malformed event as it always has.
+    events, offsets, actual_ev = live if live is not None else _explain_read(target, r, n)
     actual = trace_of(actual_ev)
     trace, base = actual, None
     try:
@@ -205,12 +218,73 @@ def explain(
     typer.echo(out)
 
 
-def _explain_events(target: str, turn: int | None) -> tuple[list[dict[str, Any]], list[int], dict[str, Any]]:
-    """The events `explain` folds to rebuild the turn asked for (`turn`: None for the last, negative from
-    the last), their frame offsets (recordings), and that turn's event. A recording is read through its
-    index, up to that turn only (cli_common.read_events_for_turn); a live agent's journal is fetched whole."""
-    from engine.probe.runtime_dir import parse_target
+def _explain_streamed(r: RecordingReader, n: int, ov: Overrides, fmt: str) -> str | None:
+    """`explain`'s output for turn `n` of a recording, read once and folded as it is read
+    (Replayer.for_turns): no event is held, only the folded state before turns n-1 and n, turn n's
+    usage events and the as-sent bodies of those two turns. The events were held whole (the replayer
+    keeps the journal for random access), ~18x the file in memory for the last turn of a long one.
+
+    None when anything goes wrong (damage before turn n, a malformed event, a journal with spill
+    failures): the caller then reads the events whole and says it exactly as it did before."""
+    from engine.recording.journal import trace_of
+    from engine.recording.replay import Replayer
+    from engine.recording.why import ActualBodies, why_missed
+
+    from .explain import to_json, to_text
+
+    pair = {n - 1, n} if n > 0 else {n}
+    damage: list[str] = []
+    found: list[dict[str, Any]] = []  # turn n's event
+    usage: list[dict[str, Any]] = []  # turn n's usage events: all of the journal diagnostics() reads
+    sent = ActualBodies(pair)
+
+    def events() -> Iterator[dict[str, Any]]:
+        for _, ev in iter_events_for_turn(r, n, damage.append):
+            k = ev.get("k")
+            if k == "turn" and ev.get("turn") == n:
+                found.append(ev)
+            elif k == "usage" and ev.get("turn") == n:
+                usage.append(ev)
+            sent.feed(ev)
+            yield ev
+
+    try:
+        replayer = Replayer.for_turns(events(), pair)
+        actual = trace_of(found[-1])
+        trace, base = actual, None
+        if not ov.is_empty():
+            trace = replayer.replan(n, ov).trace
+            base = actual
+        why = why_missed(usage, n, None if ov.is_empty() else ov, replayer=replayer, actual=sent.out)
+        out = json.dumps(to_json(trace, base, why), indent=2) if fmt == "json" else to_text(trace, base, why)
+    except Exception:  # noqa: BLE001 - said by the caller's second, whole read, as it always was
+        return None
+    for message in damage:
+        warn(message)
+    return out
+
+
+def _explain_read(target: str, r: Any, n: int) -> tuple[list[dict[str, Any]], list[int], dict[str, Any]]:
+    """The events `explain` folds to rebuild turn `n` of recording `r`, their frame offsets, and that
+    turn's event, read through its index up to that turn only (cli_common.read_events_for_turn)."""
     from engine.recording.cpsession import RecordingError
+
+    try:
+        return read_events_for_turn(r, n)
+    except MalformedTurn as exc:
+        fail(f"{target}: {exc}{event_offset(exc.offsets, exc.index)}; {_DAMAGED}")
+    except RecordingError as exc:
+        fail(f"{exc}{_readable_before(r, exc.offset)}")
+    except OSError as exc:
+        fail(f"cannot read {target}: {exc.strerror or exc}")
+
+
+def _explain_target(
+    target: str, turn: int | None
+) -> tuple[Any, int, tuple[list[dict[str, Any]], list[int], dict[str, Any]] | None]:
+    """The turn `explain` is asked for (`turn`: None for the last, negative from the last): (the open
+    recording, n, None), or for a live agent (None, n, its events whole, [], turn n's event)."""
+    from engine.probe.runtime_dir import parse_target
 
     is_live = parse_target(target) is not None and not Path(target).exists()
     if is_live:
@@ -233,15 +307,8 @@ def _explain_events(target: str, turn: int | None) -> tuple[list[dict[str, Any]]
         # The turn as given (-100 was reported as "turn -60"), and a usage error as in `replay --turn`.
         fail(f"turn {turn} is not in {target} (it has turns {min(nums)}..{max(nums)}; -1 is the last)", 2)
     if is_live:
-        return events, offsets, next(e for e in events if e.get("k") == "turn" and e.get("turn") == n)
-    try:
-        return read_events_for_turn(r, n)
-    except MalformedTurn as exc:
-        fail(f"{target}: {exc}{event_offset(exc.offsets, exc.index)}; {_DAMAGED}")
-    except RecordingError as exc:
-        fail(f"{exc}{_readable_before(r, exc.offset)}")
-    except OSError as exc:
-        fail(f"cannot read {target}: {exc.strerror or exc}")
+        return None, n, (events, offsets, next(e for e in events if e.get("k") == "turn" and e.get("turn") == n))
+    return r, n, None
 
 
 def _readable_before(r: Any, offset: int | None) -> str:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -129,22 +129,56 @@ def read_events(r: RecordingReader) -> tuple[list[dict[str, Any]], list[int]]:
 
 
 def read_events_for_turn(r: RecordingReader, n: int) -> tuple[list[dict[str, Any]], list[int], dict[str, Any]]:
-    """What `explain` needs of a recording to rebuild turn `n` and the turn before it, read up to the
-    first request after turn n's turn event (its usage and as-sent events come before that), with each
-    event's frame offset, and turn n's event. Later events are not read, and turn events the replay never
-    folds keep no trace: a replay folds only the turn event just before a stop or a checkpoint
-    (engine.recording.replay.state_before), and traces are most of a recording's memory. Explaining the
-    last turn of a 10,000-turn recording held every event whole (266 MB for a 6 MB file).
+    """What `explain` needs of a recording to rebuild turn `n` and the turn before it (iter_events_for_turn),
+    with each event's frame offset, and turn n's event. Turn events the replay never folds keep no trace:
+    a replay folds only the turn event just before a stop or a checkpoint
+    (engine.recording.replay.state_before), and traces are most of a recording's memory.
 
     RecordingError and OSError, and a malformed turn event, are the caller's to say (the event's index
     and the offsets read so far are in `MalformedTurn`)."""
-    from engine.recording.cpsession import RecordingError
     from engine.recording.replay import CHECKPOINT_EVERY
 
     events: list[dict[str, Any]] = []
     offsets: list[int] = []
     pending = -1  # the last turn event kept whole, until the request after it says whether a fold reads it
     target: dict[str, Any] | None = None
+    try:
+        for pos, ev in iter_events_for_turn(r, n, warn):
+            k = ev.get("k")
+            if k == "request":
+                t = ev.get("turn")
+                if pending >= 0 and not (type(t) is int and (t % CHECKPOINT_EVERY == 0 or t >= n - 1)):
+                    events[pending] = _traceless(events[pending])
+                pending = -1
+            elif k == "turn":
+                if pending >= 0:  # a later turn event before any request: the replay never folds this one
+                    events[pending] = _traceless(events[pending])
+                pending = len(events)
+                if ev.get("turn") == n:
+                    target = ev
+            events.append(ev)
+            offsets.append(pos)
+    except MalformedTurn as exc:
+        raise MalformedTurn(str(exc), exc.index, [*offsets, *exc.offsets]) from None
+    assert target is not None  # iter_events_for_turn raised MalformedTurn otherwise
+    return events, offsets, target
+
+
+def iter_events_for_turn(
+    r: RecordingReader, n: int, on_damage: Callable[[str], None]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(frame offset, event) of what `explain` reads to rebuild turn `n` and the turn before it: up to the
+    first request after turn n's turn event (its usage and as-sent events come before that), through the
+    reader's index; later events are not read. Explaining the last turn of a 10,000-turn recording held
+    every event whole (266 MB for a 6 MB file).
+
+    Each turn event is checked (MalformedTurn: its index, and its own offset only; a caller that keeps
+    the offsets read before adds them). RecordingError and OSError are the caller's to say, except damage
+    after turn n's event: that ends the events, and `on_damage` gets the warning to say."""
+    from engine.recording.cpsession import RecordingError
+
+    found = False
+    index = 0
     frames = r.event_frames()
     while True:
         try:
@@ -152,31 +186,23 @@ def read_events_for_turn(r: RecordingReader, n: int) -> tuple[list[dict[str, Any
         except StopIteration:
             break
         except RecordingError as exc:
-            if target is None:
+            if not found:
                 raise
             # Only what follows turn n's event is lost (on disk, the next turn's chunk): explain it.
-            warn(f"{exc}; turn {n} precedes the damage and is explained from what comes before it")
+            on_damage(f"{exc}; turn {n} precedes the damage and is explained from what comes before it")
             break
         k = ev.get("k")
         if k == "request":
-            if target is not None:
+            if found:
                 break
-            t = ev.get("turn")
-            if pending >= 0 and not (type(t) is int and (t % CHECKPOINT_EVERY == 0 or t >= n - 1)):
-                events[pending] = _traceless(events[pending])
-            pending = -1
         elif k == "turn":
-            check_turn_event(ev, len(events), offsets, pos)
-            if pending >= 0:  # a later turn event before any request: the replay never folds this one
-                events[pending] = _traceless(events[pending])
-            pending = len(events)
+            check_turn_event(ev, index, [], pos)
             if ev.get("turn") == n:
-                target = ev
-        events.append(ev)
-        offsets.append(pos)
-    if target is None:
-        raise MalformedTurn(f"turn {n}'s turn event is not where the recording's index says", len(events), offsets)
-    return events, offsets, target
+                found = True
+        yield pos, ev
+        index += 1
+    if not found:
+        raise MalformedTurn(f"turn {n}'s turn event is not where the recording's index says", index, [])
 
 
 def _traceless(ev: dict[str, Any]) -> dict[str, Any]:
@@ -211,5 +237,5 @@ def event_offset(offsets: list[int], index: int | None) -> str:
     return f" (the frame at offset {offsets[index]})"
 
 __all__ = ["GateOpt", "ThresholdOpt", "event_frames", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
-           "parse_gates", "parse_pairs", "parse_thresholds", "read_events", "read_events_for_turn",
+           "parse_gates", "parse_pairs", "parse_thresholds", "read_events", "read_events_for_turn", "iter_events_for_turn",
            "MalformedTurn", "check_turn_event"]

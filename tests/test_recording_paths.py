@@ -135,3 +135,49 @@ def test_export_of_a_damaged_recording_sends_what_precedes_the_damage(tmp_path: 
         calls = len(rx.calls)
     assert calls == 20
     assert f"at offset {at}" in res.stderr and "the 20 model calls before the damage" in res.stderr, res.stderr
+
+
+def padded_requests(dst: Path, src: Path = DEMO) -> Path:
+    """`src` with a random pad in each request event (a field no fold reads), so holding events costs."""
+    with RecordingReader.open(src) as r:
+        header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
+        with RecordingWriter(dst, header) as w:
+            for ev in r.events():
+                if ev.get("k") == "request":
+                    ev = {**ev, "pad": os.urandom(PAD // 2).hex()}
+                w.append(ev)
+    return dst
+
+
+def test_explain_folds_as_it_reads_and_holds_no_event(tmp_path: Path) -> None:
+    """explain held every event it read up to the turn asked for (the replayer keeps its journal for
+    random access): ~18x the file for the last turn of a long recording. It now folds them as they are
+    read (Replayer.for_turns) and keeps the state before turns n-1 and n only. Old explain: the forty
+    1 MB pads of the request events held (+40 MB); the output is the same bytes."""
+    p = padded_requests(tmp_path / "padded.cpsession")
+    for extra in ([], ["--gate", "drop_rounds=off", "--budget", "20000"]):
+        code, plain, base = peak_rss_mb(["explain", str(DEMO), "--format", "json", *extra])
+        assert code == 0, plain
+        code, out, peak = peak_rss_mb(["explain", str(p), "--format", "json", *extra])
+        assert code == 0 and out == plain, out[-2000:]
+        assert peak < base + 15, (peak, base)
+
+
+def test_for_turns_replans_its_turns_as_a_whole_replay_does() -> None:
+    import pytest
+
+    from engine.recording.replay import Replayer, ReplayError
+    from engine.whatif import Overrides
+
+    with RecordingReader.open(DEMO) as r:
+        events = list(r.events())
+    whole = Replayer(events)
+    ov = Overrides(20000, None, {"drop_rounds": False}, None)
+    for t in range(1, whole.turns):
+        lean = Replayer.for_turns(iter(events), {t - 1, t})
+        for turn in (t - 1, t):
+            assert lean.replan(turn).serialized.request_sha256 == whole.replan(turn).serialized.request_sha256
+        assert lean.replan(t, ov).serialized.request_sha256 == whole.replan(t, ov).serialized.request_sha256
+        assert lean.events == events[:1]  # the session event; nothing else held
+    with pytest.raises(ReplayError, match="not kept"):
+        lean.replan(0)

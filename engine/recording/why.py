@@ -15,7 +15,7 @@ and `cache_missed_input_tokens`, OpenAI's `prompt_cache_key`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.errors import ContextPipeError
@@ -31,20 +31,36 @@ TEXT_CAUSES = frozenset(
 DIAGNOSTIC_KEYS = ("cache_miss_reason", "cache_missed_input_tokens", "prompt_cache_key")
 
 
-def actual_bodies(events: Sequence[Event]) -> dict[int, dict[str, Any]]:
+def actual_bodies(events: Iterable[Event]) -> dict[int, dict[str, Any]]:
     """turn -> the request the agent actually sent, rebuilt from `actual` events (empty when none)."""
-    blobs: dict[str, str] = {}
-    out: dict[int, dict[str, Any]] = {}
-    prev: list[str] = []
-    tools: list[dict[str, Any]] = []
+    acc = ActualBodies()
     for ev in events:
+        acc.feed(ev)
+    return acc.out
+
+
+class ActualBodies:
+    """actual_bodies() fed one event at a time, so a caller that reads a recording once (explain) need
+    not hold its events. `turns`: keep only these turns' bodies (None: all); every turn's body is still
+    built as it goes by, so a malformed one fails here exactly as in actual_bodies()."""
+
+    def __init__(self, turns: Collection[int] | None = None) -> None:
+        self.turns = None if turns is None else frozenset(turns)
+        self.out: dict[int, dict[str, Any]] = {}
+        # Text blobs are the very str objects the events (and a replay's fold) hold: sharing costs a slot.
+        self._blobs: dict[str, str] = {}
+        self._prev: list[str] = []
+        self._tools: list[dict[str, Any]] = []
+
+    def feed(self, ev: Event) -> None:
         k = ev.get("k")
+        blobs = self._blobs
         if k == "blob":
             d = ev["data"]
             blobs[ev["h"]] = d if isinstance(d, str) else d.decode()
         elif k == "actual":
-            cur = prev[: ev["base"]] + list(ev["add"])
-            prev = cur
+            cur = self._prev[: ev["base"]] + list(ev["add"])
+            self._prev = cur
             if "tools" in ev:
                 names = ev.get("tool_names") or [""] * len(ev["tools"])
                 descs = ev.get("tool_descriptions") or [None] * len(ev["tools"])
@@ -54,12 +70,15 @@ def actual_bodies(events: Sequence[Event]) -> dict[int, dict[str, Any]]:
                     if dh is not None:  # recorded since the as-sent tools carry their descriptions
                         fn["description"] = blobs.get(dh, "")
                     tools.append({"type": "function", "function": fn})
-            out[int(ev["turn"])] = {
+                self._tools = tools
+            body = {
                 "model": str(ev.get("model", "")),
-                "tools": tools,
+                "tools": self._tools,
                 "messages": [_message(blobs, h) for h in cur],
             }
-    return out
+            turn = int(ev["turn"])  # after the body, as actual_bodies() always did: the same error first
+            if self.turns is None or turn in self.turns:
+                self.out[turn] = body
 
 
 def _json(s: str) -> Any:
