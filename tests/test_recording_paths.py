@@ -181,3 +181,22 @@ def test_for_turns_replans_its_turns_as_a_whole_replay_does() -> None:
         assert lean.events == events[:1]  # the session event; nothing else held
     with pytest.raises(ReplayError, match="not kept"):
         lean.replan(0)
+
+
+def test_diff_reads_each_recording_again_instead_of_holding_it(tmp_path: Path) -> None:
+    """diff held both sides' journals whole (each trace included) while it rebuilt them in lockstep: its
+    memory grew with the recordings. Each is now read again for the builds (a first read gathers the
+    index, output tokens and failed turns, with no trace built), one read for both sides when both are
+    the same file. Old diff: the forty 1 MB request pads held (+40 MB); the figures are the same. (Not
+    trace pads: a fold keeps the last 32 traces, as the engine does.)"""
+    p = padded_requests(tmp_path / "padded.cpsession")
+    plain = tmp_path / "plain.cpsession"
+    plain.write_bytes(DEMO.read_bytes())
+    for sides in (["recorded", "window=20000"], [str(plain), "gate.drop_rounds=off"]):
+        code, want, base = peak_rss_mb(["diff", *sides, str(plain), "--json"])
+        assert code == 0, want
+        code, out, peak = peak_rss_mb(["diff", *sides, str(p), "--json"])
+        assert code == 0 and out.replace(str(p), str(plain)) == want, out[-2000:]
+        # Old: +42 MB. Now +10 (two files) and +20 (one file read once for both sides: itertools.tee
+        # frees its buffer in blocks of 57 events, a few padded turns), the reader's chunk cache included.
+        assert peak < base + 27, (peak, base)

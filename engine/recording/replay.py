@@ -343,14 +343,16 @@ class Replayer:
         return self
 
     @classmethod
-    def verify_stream(cls, read: Callable[[], Iterable[Event]], counter: TokenCounter | None = None) -> VerifyReport:
-        """verify() of a journal that `read()` hands out afresh each call (a recording read from disk),
-        holding none of its events: the first pass finds the session and the spill failures (replay fails
-        those writes from the first turn on), the second folds and rebuilds. Holding them all, verify
-        took memory that grew with the file (a 26 MB version-1 file of tiny events: 550 MB)."""
+    def index_stream(cls, read: Callable[[], Iterable[Event]], counter: TokenCounter | None = None) -> Replayer:
+        """A replayer for a journal that `read()` hands out afresh each call (a recording read from disk),
+        holding none of its events: one pass here checks each event's shape (as the constructor does) and
+        finds the session, the turns and the spill failures (replay fails those writes from the first turn
+        on, so they must be known before a fold). `new_pipeline()` and `turns` work, and `verify(read())`
+        or a caller's own fold over `read()`; the random access of state_before/replan does not (its
+        `events` is the session event alone)."""
         probe = cls.__new__(cls)
         probe.events, probe.request_index, probe.fail_keys = [], {}, frozenset()
-        probe._cursor, probe._checkpoints, probe._recent = None, {}, {}
+        probe._cursor, probe._checkpoints, probe._recent, probe._kept = None, {}, {}, None
         session: Event | None = None
         n = 0
         for ev in read():
@@ -364,7 +366,15 @@ class Replayer:
             raise ReplayError("the journal has no session event: it was not written by the ContextPipe engine")
         replayer = cls([session], counter)
         replayer.fail_keys, replayer.request_index = probe.fail_keys, probe.request_index
-        return replayer.verify(read())
+        return replayer
+
+    @classmethod
+    def verify_stream(cls, read: Callable[[], Iterable[Event]], counter: TokenCounter | None = None) -> VerifyReport:
+        """verify() of a journal that `read()` hands out afresh each call (a recording read from disk),
+        holding none of its events: the first pass finds the session and the spill failures
+        (index_stream), the second folds and rebuilds. Holding them all, verify took memory that grew
+        with the file (a 26 MB version-1 file of tiny events: 550 MB)."""
+        return cls.index_stream(read, counter).verify(read())
 
     def verify(self, events: Iterable[Event] | None = None) -> VerifyReport:
         """Rebuild every request in one pass and compare with the recorded hashes (of `events`, the

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import tomllib
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import tee
 from pathlib import Path
 from typing import Any
 
@@ -199,10 +200,12 @@ def parse_side(spec: str) -> Side:
 
 
 def side_builds(
-    events: Sequence[Event], overrides: Overrides | None, counter: TokenCounter
+    events: Iterable[Event], overrides: Overrides | None, counter: TokenCounter, replayer: Replayer | None = None
 ) -> Iterator[tuple[int, float, Built]]:
-    """Every recorded turn rebuilt under `overrides` (None: as recorded), in order: (turn, time, built)."""
-    replayer = Replayer(events, counter)
+    """Every recorded turn rebuilt under `overrides` (None: as recorded), in order: (turn, time, built).
+    `replayer`: the journal's, indexed already (Replayer.index_stream), when `events` is read once, not held."""
+    if replayer is None:
+        replayer = Replayer(events, counter)
     pipe = replayer.new_pipeline()
     state = CompactionState()
     ov = overrides if overrides is not None and not overrides.is_empty() else None
@@ -288,8 +291,8 @@ def _summary(d: RequestDiff) -> dict[str, Any]:
 
 
 def diff_session(
-    base_events: Sequence[Event],
-    cand_events: Sequence[Event],
+    base_events: Sequence[Event] | Recording,
+    cand_events: Sequence[Event] | Recording,
     base: Side,
     cand: Side,
     *,
@@ -304,7 +307,7 @@ def diff_session(
     reqs: list[list[_Req]] = [[], []]
     rows: dict[int, dict[Any, Any]] = {}
     prev: list[Any] = [None, None]
-    gens = [side_builds(ev, s.overrides, counter) for s, ev in sides]
+    gens = _builds(sides, counter)
     try:
         # Both sides advance in lockstep by turn: only the current and previous requests are held.
         cur = [next(g, None) for g in gens]
@@ -355,8 +358,7 @@ def diff_session(
         except SimulateError as exc:
             raise DiffError(str(exc)) from exc
         rules = cache_rules_for(provider, model, ov.provider, price)
-        outputs = _outputs(sides[side][1])
-        failed = {int(e["turn"]) for e in sides[side][1] if e.get("k") == "error"}
+        outputs, failed = _outputs_and_failed(sides[side][1])
         figures.append(
             _simulate(
                 sides[side][0].label,
@@ -458,11 +460,11 @@ def diff_session(
     return SessionDiff(source, turns, totals, dict(sorted(new_breaks.items())), notes)
 
 
-def _opening(events: Sequence[Event]) -> set[str]:
+def _opening(events: Sequence[Event] | Recording) -> set[str]:
     """What a recording's session opens with: the content hashes of the first user message's parts and of
     the goal, all recorded before the first request (every importer and the engine record them so)."""
     out: set[str] = set()
-    for e in events:
+    for e in events.head() if isinstance(events, Recording) else events:
         k = e.get("k")
         if k == "request":
             break
@@ -518,19 +520,115 @@ def _take(item: tuple[int, float, Built], side: int, prev: list[Any], rows: dict
     return parsed
 
 
-def _session_of(events: Sequence[Event]) -> dict[str, Any]:
-    s = next((e for e in events if e.get("k") == "session"), None)
+def _builds(sides: list[tuple[Side, Any]], counter: TokenCounter) -> list[Iterator[tuple[int, float, Built]]]:
+    """Each side's builds. A recording is read again for them (nothing of it was held); one that is both
+    sides' is read once for both (itertools.tee: the sides advance in lockstep by turn, so what the one
+    ahead has read and the other has not is one turn's events)."""
+    (_, a), (_, b) = sides
+    if isinstance(a, Recording) and a is b:
+        ra, rb = tee(a.read())
+        reads: list[Iterable[Event]] = [ra, rb]
+    else:
+        reads = [x.read() if isinstance(x, Recording) else x for x in (a, b)]
+    return [
+        side_builds(ev, s.overrides, counter, src.replayer() if isinstance(src, Recording) else None)
+        for (s, src), ev in zip(sides, reads, strict=True)
+    ]
+
+
+def _outputs_and_failed(events: Sequence[Event] | Recording) -> tuple[dict[int, int], set[int]]:
+    if isinstance(events, Recording):
+        return events.outputs_and_failed()
+    return _outputs(events), {int(e["turn"]) for e in events if e.get("k") == "error"}
+
+
+def _session_of(events: Sequence[Event] | Recording) -> dict[str, Any]:
+    s = next((e for e in (events.head() if isinstance(events, Recording) else events) if e.get("k") == "session"), None)
     if s is None:
         raise DiffError("the journal has no session event: it was not written by the ContextPipe engine")
     return dict(s["config"])
 
 
-def _outputs(events: Sequence[Event]) -> dict[int, int]:
+def _outputs(events: Iterable[Event]) -> dict[int, int]:
     out: dict[int, int] = {}
     for e in events:
         if e.get("k") in ("usage", "actual") and e.get("usage"):
             out[int(e["turn"])] = int(e["usage"].get("output_tokens") or 0)
     return out
+
+
+class Recording:
+    """A recording the diff reads again for each pass instead of holding its events (they were most of a
+    long session's diff memory: the journal of each file, whole). The first read, here, checks the file
+    and gathers what the diff needs of the whole session with no trace built: whether it has requests,
+    the replay index (session, turns, spill failures: Replayer.index_stream), the output tokens and the
+    failed turns. Whatever of that fails is raised where the diff asked for it when it held the events,
+    so a damaged file says the same thing at the same point."""
+
+    def __init__(self, path: Path, counter: TokenCounter) -> None:
+        from engine.recording.cpsession import RecordingReader
+
+        self.path = path
+        self._reader = RecordingReader.open(path)
+        self.damage = self._reader.damage.message if self._reader.damage is not None else None
+        self.has_events = self.has_requests = False
+        self._index: Replayer | None = None
+        self._index_error: ReplayError | None = None
+        self._outputs: dict[int, int] | Exception = {}
+        self._failed: set[int] | Exception = set()
+
+        def lean() -> Iterator[Event]:
+            # The turn events' traces are not built: nothing gathered here reads them.
+            for _, ev in self._reader.event_frames(trace_fields=()):
+                self.has_events = True
+                self._gather(ev)
+                yield ev
+
+        events = lean()
+        try:
+            self._index = Replayer.index_stream(lambda: events, counter)
+        except ReplayError as exc:  # said when the builds start, as Replayer(events) said it there
+            self._index_error = exc
+            for _ in events:  # the rest is read all the same: damage, or no requests, is said first
+                pass
+
+    def _gather(self, ev: Event) -> None:
+        k = ev.get("k")
+        if k == "request":
+            self.has_requests = True
+        if not isinstance(self._outputs, Exception) and k in ("usage", "actual") and ev.get("usage"):
+            try:
+                self._outputs[int(ev["turn"])] = int(ev["usage"].get("output_tokens") or 0)
+            except Exception as exc:  # noqa: BLE001 - raised where _outputs() raised it
+                self._outputs = exc
+        if not isinstance(self._failed, Exception) and k == "error":
+            try:
+                self._failed.add(int(ev["turn"]))
+            except Exception as exc:  # noqa: BLE001 - likewise
+                self._failed = exc
+
+    def read(self) -> Iterator[Event]:
+        """The events afresh, in their plain in-memory form."""
+        return (ev for _, ev in self._reader.event_frames())
+
+    def head(self) -> Iterator[Event]:
+        return self.read()
+
+    def replayer(self) -> Replayer:
+        if self._index is None:
+            assert self._index_error is not None
+            raise self._index_error
+        return self._index
+
+    def outputs_and_failed(self) -> tuple[dict[int, int], set[int]]:
+        if isinstance(self._outputs, Exception):
+            raise self._outputs
+        if isinstance(self._failed, Exception):
+            raise self._failed
+        return self._outputs, self._failed
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 # ------------------------------------------------------------------------------------------ many sessions
@@ -631,28 +729,44 @@ def diff_recordings(
         paths.extend([p for p in (base.recording, cand.recording) if p is not None][:1])
     if not paths:
         raise DiffError("give at least one recording to diff the two configurations on")
-    cache: dict[Path, list[Event]] = {}
+    cache: dict[Path, Recording] = {}
     damaged: dict[Path, str] = {}
 
-    def events(p: Path) -> list[Event]:
+    def events(p: Path) -> Recording:
         if p not in cache:
             try:
-                got, damage = _read(p)
+                got = Recording(p, counter)
             except (OSError, ContextPipeError) as exc:
                 text = str(exc)  # a RecordingError names the file already
                 raise DiffError(text if text.startswith(str(p)) else f"{p}: {text}") from exc
-            if not any(e.get("k") == "request" for e in got):
+            cache[p] = got
+            if not got.has_requests:
                 # Nothing to compare: a diff of 0 turns (or of one side's turns against none) would pass
                 # every --fail-on gate. The agent died before its first request, or it never made one.
-                why = "holds no events" if not got else "holds no requests"
+                why = "holds no events" if not got.has_events else "holds no requests"
                 raise DiffError(
                     f"{p} {why}: its agent stopped before its first turn was recorded; nothing to diff"
                 )
-            if damage:
-                damaged[p] = f"{p}: {damage}"
-            cache[p] = got
+            if got.damage:
+                damaged[p] = f"{p}: {got.damage}"
         return cache[p]
 
+    try:
+        return _diff_each(base, cand, paths, events, damaged, table, counter)
+    finally:
+        for rec in cache.values():
+            rec.close()
+
+
+def _diff_each(
+    base: Side,
+    cand: Side,
+    paths: list[str | Path],
+    events: Callable[[Path], Recording],
+    damaged: dict[Path, str],
+    table: PriceTable,
+    counter: TokenCounter,
+) -> DiffReport:
     out = []
     for p in paths:
         p = Path(p)
@@ -674,15 +788,6 @@ def diff_recordings(
                 "recording is damaged or was not written by the ContextPipe engine"
             ) from None
     return DiffReport(base.label, cand.label, out)
-
-
-def _read(p: Path) -> tuple[list[Event], str | None]:
-    """A recording's events, and what the reader found damaged (None: nothing)."""
-    from engine.recording.cpsession import RecordingReader
-
-    with RecordingReader.open(p) as r:
-        events = list(r.events())
-        return events, (r.damage.message if r.damage is not None else None)
 
 
 # ------------------------------------------------------------------------------------------ reports
