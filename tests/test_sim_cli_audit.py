@@ -250,3 +250,50 @@ def test_a_bad_config_file_value_is_one_line_naming_the_file(tmp_path: Path, tex
     res = CliRunner().invoke(app, ["diff", "recorded", str(cfg), str(DEMO)])
     assert res.exit_code == 2, res.output
     assert res.output.startswith(f"cp-inspect: {cfg}: {msg}"), res.output
+
+
+# ------------------------------------------------------------------------------------------ unnamed models
+# An import whose source names no model (SWE-agent's demonstrations) is recorded as 'unknown'; simulate
+# answered with the whole price table ("not in prices.json. Known models: ..."), and diff did too without
+# saying which recording's model it was.
+
+
+def _unnamed(tmp_path: Path) -> Path:
+    import json
+
+    from engine.importers import load
+    from engine.importers.ingest import ingest
+
+    src = tmp_path / "demo.traj"
+    src.write_text(json.dumps({
+        "trajectory": [
+            {"action": "ls", "observation": "a.py", "response": "Listing.", "thought": "Listing."},
+            {"action": "cat a.py", "observation": "print(1)", "response": "Reading.", "thought": "Reading."},
+        ],
+        "history": [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": "Find the flag."},
+            {"role": "assistant", "content": "Listing.\n```\nls\n```"},
+            {"role": "user", "content": "a.py"},
+            {"role": "assistant", "content": "Reading.\n```\ncat a.py\n```"},
+            {"role": "user", "content": "print(1)"},
+        ],
+        "info": {},
+    }))
+    pipe, _ = ingest(load(src), tmp_path / "u.cpsession")
+    pipe.close()
+    return tmp_path / "u.cpsession"
+
+
+def test_a_recording_that_names_no_model_says_so_and_what_to_do(tmp_path: Path) -> None:
+    rec = _unnamed(tmp_path)
+    res = CliRunner().invoke(app, ["simulate", str(rec)])
+    assert res.exit_code == 2, res.output
+    assert "cannot price model 'unknown': the recording does not name the model that served it" in res.output
+    assert "Choose the model to price it as with --model M" in res.output and "Known models" not in res.output
+    res = CliRunner().invoke(app, ["diff", str(DEMO), str(rec)])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith(f"cp-inspect: {rec}: cannot price model 'unknown'") and "--model M (cp-inspect import" in (
+        res.output
+    )
+    assert CliRunner().invoke(app, ["simulate", str(rec), "--model", "gpt-4o"]).exit_code == 0

@@ -27,7 +27,13 @@ from engine.sim import cachesim
 from engine.sim.cachesim import CacheSimulator, Call, CallCache
 from engine.sim.pricing import PriceTable, cost, load_prices
 from engine.sim.session_diff import side_builds
-from engine.sim.simulate import MIN_STEP_S, NO_MODEL_OPTION_FIX, _price_row, cache_rules_for
+from engine.sim.simulate import (
+    MIN_STEP_S,
+    NO_MODEL_OPTION_FIX,
+    NO_MODEL_OPTION_UNNAMED,
+    _price_row,
+    cache_rules_for,
+)
 from engine.tokens import TokenCounter
 
 
@@ -107,7 +113,7 @@ def price_forks(
     order = _tree_order(sessions)
     cfg = next(e for e in par.events if e.get("k") == "session")["config"]
     model = str(cfg["model"])
-    price = _price_row(table, model, NO_MODEL_OPTION_FIX)
+    price = _price_row(table, model, NO_MODEL_OPTION_FIX, NO_MODEL_OPTION_UNNAMED)
     rules = cache_rules_for(str(cfg["provider"]), model, None, price)
 
     def run(groups: list[list[tuple[int, int]]]) -> dict[tuple[int, int], CallCache]:

@@ -40,6 +40,7 @@ from engine.request_diff import RequestDiff, diff_requests, parse_request, with_
 from engine.sim.pricing import PriceTable, load_prices
 from engine.sim.simulate import (
     NO_MODEL_OPTION_FIX,
+    NO_MODEL_OPTION_UNNAMED,
     PolicyFigures,
     SimulateError,
     _price_row,
@@ -354,9 +355,10 @@ def diff_session(
         model = str(cfg["model"])
         provider = canonical_provider(ov.provider or cfg["provider"])
         try:
-            price = _price_row(table, model, NO_MODEL_OPTION_FIX)
+            price = _price_row(table, model, NO_MODEL_OPTION_FIX, NO_MODEL_OPTION_UNNAMED)
         except SimulateError as exc:
-            raise DiffError(str(exc)) from exc
+            # Which recording: with two recording sides the message did not say whose model it was.
+            raise DiffError(f"{sides[side][0].recording or source}: {exc}") from exc
         rules = cache_rules_for(provider, model, ov.provider, price)
         outputs, failed = _outputs_and_failed(sides[side][1])
         figures.append(

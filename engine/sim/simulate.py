@@ -289,19 +289,29 @@ def cache_rules_for(engine_provider: str, model: str, requested: str | None, pri
 
 
 def _price_row(
-    table: PriceTable, model: str, fix: str = "Choose one with --model (or add a row with --prices FILE)."
+    table: PriceTable,
+    model: str,
+    fix: str = "Choose one with --model (or add a row with --prices FILE).",
+    unnamed: str = "Choose the model to price it as with --model M, or import it again with --model M.",
 ) -> ModelPrice:
     """`model`'s row, or a SimulateError naming the table and `fix`: what the command at hand offers (diff
-    and forks have no --model, and told the user to choose one with it)."""
+    and forks have no --model, and told the user to choose one with it). A recording whose source named
+    no model (SWE-agent's demonstrations: 'unknown') says that, and `unnamed`, instead of the table."""
     try:
         return table.get(model)
     except UnknownModelError as exc:
+        if model.strip().lower() in ("", "unknown"):
+            raise SimulateError(
+                f"cannot price model {model!r}: the recording does not name the model that served it (its "
+                f"source had none). {unnamed}"
+            ) from exc
         raise SimulateError(
             f"cannot price model {model!r}: it is not in {table.origin}. Known models: "
             f"{', '.join(table.known())}. {fix}"
         ) from exc
 
 
+NO_MODEL_OPTION_UNNAMED = "Import it again with --model M (cp-inspect import FORMAT SOURCE -o FILE --model M)."
 NO_MODEL_OPTION_FIX = (
     f"Add a row for it to a price table of your own (the bundled one's shape) and give it with --prices FILE "
     f"or ${ENV_VAR}."
