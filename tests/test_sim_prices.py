@@ -50,3 +50,26 @@ def test_another_model_is_refused_not_priced_as_its_family(model: str) -> None:
 )
 def test_snapshots_and_prefixed_names_resolve_to_their_model(model: str, row: str) -> None:
     assert load_prices().get(model).model == row
+
+
+@pytest.mark.parametrize(
+    "model,row",
+    [
+        # Vertex AI's MODEL@DATE: "claude-opus-4-5@20251101" was priced as claude-opus-4 (3x Opus 4.5's price).
+        ("claude-opus-4-5@20251101", "claude-opus-4-5"),
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("claude-3-5-haiku@20241022", "claude-3-5-haiku"),
+        # OpenRouter's dotted slugs were refused.
+        ("openrouter/anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+        ("anthropic/claude-opus-4.1", "claude-opus-4-1"),
+        # A dot stays a dot outside Claude names.
+        ("gpt-4.1-mini-2025-04-14", "gpt-4.1-mini"),
+    ],
+)
+def test_vertex_snapshots_and_dotted_slugs_resolve_to_their_model(model: str, row: str) -> None:
+    assert load_prices().get(model).model == row
+
+
+def test_a_vertex_name_of_another_model_is_still_refused() -> None:
+    with pytest.raises(UnknownModelError):
+        load_prices().get("claude-opus-4-8@20270101")
