@@ -13,6 +13,7 @@ exporter specification defines them. The SDK is imported lazily, so `import engi
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import random
 import threading
@@ -188,6 +189,44 @@ def span_bytes(data: SpanData) -> int:
     return size
 
 
+_THREAD_NAME = "contextpipe-otel"  # the export threads' name (the log filter below tells them by it)
+# Export threads whose current export the SDK is retrying (it logged a transient error: the receiver
+# refused the connection or answered 429/5xx), by thread ident; cleared as each export starts and ends.
+_RETRYING: set[int] = set()
+# How long close() waits for an export thread that is retrying when it is called (a receiver that is
+# down), rather than its whole timeout: every agent with OTEL_EXPORTER_OTLP_ENDPOINT set and no collector
+# running took 5 s more to exit, for spans that could not be delivered anyway (and are counted as lost).
+RETRYING_GRACE_S = 0.5
+
+
+class _ExportThreadLogs(logging.Filter):
+    """The SDK exporter's log records from an export thread are not the agent's: a receiver that is
+    down made it log a warning for every retry ("Transient error ... retrying in 2.11s"), printed on the
+    agent's stderr (Python's last-resort handler, when the agent configures no logging), a line every
+    few seconds through the agent's own output. What they say is counted instead, and said once, when
+    the session closes (OtelSink.close). A retry is noted so that close() need not wait it out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.threadName != _THREAD_NAME:
+            return True  # the agent's own exporters, and export_events on the caller's thread (the CLI)
+        if record.levelno >= logging.WARNING and str(record.msg).startswith("Transient error"):
+            _RETRYING.add(record.thread or 0)
+        return False
+
+
+_LOG_FILTER = _ExportThreadLogs()
+
+
+def _quiet_exporter_logs() -> None:
+    """Put the filter on the SDK exporters' loggers (created when their modules were imported, which
+    make_exporter did before any export thread starts). A logger's filters do not apply to its
+    children's records, so each is given it."""
+    for name, found in list(logging.Logger.manager.loggerDict.items()):
+        if name.startswith("opentelemetry.exporter") and isinstance(found, logging.Logger):
+            if _LOG_FILTER not in found.filters:
+                found.addFilter(_LOG_FILTER)
+
+
 class SpanEmitter:
     """Turns SpanData into the SDK's ReadableSpans and hands them to an SDK exporter (OTLP/HTTP by
     default) in batches. Trace ids come from the session, so every call of a session is one trace; the
@@ -261,10 +300,14 @@ class SpanEmitter:
         if not self._pending:
             return
         batch, self._pending, self._pending_bytes = self._pending, [], 0
+        me = threading.get_ident()
+        _RETRYING.discard(me)
         try:
             ok = self.exporter.export(batch) == SpanExportResult.SUCCESS
         except Exception:
             ok = False
+        finally:
+            _RETRYING.discard(me)
         # The model calls' spans are counted apart too, for what a session's close says of them (its
         # invoke_agent span is counted in `exported` or `failed` only).
         calls = sum(1 for span in batch if span.kind == SpanKind.CLIENT)
@@ -577,7 +620,12 @@ class OtelSink:
             if worker is None or worker.pid != os.getpid():
                 self._end_session()  # nothing queued (threaded=False, or no relevant event): nothing in flight
             else:
-                self._done.wait(timeout_s)
+                # Up to the timeout; less once the export thread is retrying (the receiver is failing).
+                start = time.monotonic()
+                while not self._done.wait(0.05):
+                    waited = time.monotonic() - start
+                    if waited >= timeout_s or (worker.thread.ident in _RETRYING and waited >= RETRYING_GRACE_S):
+                        break
         except Exception:
             self.errors += 1
         try:
@@ -635,7 +683,8 @@ class _ExportWorker:
         self.cut = threading.Event()  # cuts the gather wait short: a sink is closing
         self._lock = threading.Lock()
         self._sinks: weakref.WeakSet[OtelSink] = weakref.WeakSet()  # a sink dropped unclosed goes too
-        self.thread = threading.Thread(target=self._run, name="contextpipe-otel", daemon=True)
+        _quiet_exporter_logs()
+        self.thread = threading.Thread(target=self._run, name=_THREAD_NAME, daemon=True)
         self.thread.start()
 
     def add(self, sink: OtelSink) -> None:
@@ -643,6 +692,7 @@ class _ExportWorker:
             self._sinks.add(sink)
 
     def _run(self) -> None:
+        _RETRYING.discard(threading.get_ident())  # a dead thread's ident, given to this one, is not it
         while True:
             with _WORKER_LOCK, self._lock:
                 # Under the registry's lock, so a sink cannot be handed this worker as it leaves.

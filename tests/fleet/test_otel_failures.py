@@ -423,3 +423,33 @@ def test_a_refused_call_says_its_http_status_as_its_error_type() -> None:
         assert all(s["status"][0] == 2 for s in spans)  # STATUS_CODE_ERROR
         if redact:
             assert all("slow down" not in s["status"][1] for s in spans)
+
+
+def test_a_collector_that_is_down_costs_the_agent_no_noise_and_no_wait_at_close() -> None:
+    """No collector where OTEL_EXPORTER_OTLP_ENDPOINT points: the SDK exporter logged every retry on the
+    agent's stderr ("Transient error ... retrying in 2.11s", through Python's last-resort handler, into
+    the agent's own output), and close() then waited out its whole timeout (5 s, at every exit) for
+    spans that could not arrive. The loss is said once, in the one warning, and close() ends at once."""
+    out, _ = _run_agent("http://127.0.0.1:9")  # nothing listens there
+    assert out.returncode == 0, out.stderr
+    assert "Transient error" not in out.stderr and "retrying" not in out.stderr, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "OpenTelemetry export: 3 of 3 spans did not reach" in lines[0], out.stderr
+
+    from engine.export import otel
+
+    pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+    sink = OtelSink({"provider": "openai"}, endpoint="http://127.0.0.1:9")
+    for ev in pipe.journal.events:
+        sink(ev)
+    pipe.journal.subscribe(sink)
+    _turns(pipe, 2)
+    give_up = time.monotonic() + 10
+    while not otel._RETRYING and time.monotonic() < give_up:  # the export thread met the refusal
+        time.sleep(0.05)
+    assert otel._RETRYING, "the exporter never retried"
+    started = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="2 of 2 spans did not reach"):
+        sink.close(timeout_s=5.0)
+    assert time.monotonic() - started < 2.0
+    pipe.close()
