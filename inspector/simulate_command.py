@@ -124,6 +124,14 @@ def run(
         from .cli_common import parse_gates, parse_thresholds
 
         gates, thresholds = parse_gates(gate) or None, parse_thresholds(threshold) or None
+        from engine.sim.simulate import _check_thresholds
+
+        try:
+            # Against the defaults, as simulate checks them: an out-of-order set was said as the first
+            # recording's error ("FILE: invalid thresholds ..."), as if the file were at fault.
+            _check_thresholds(thresholds)
+        except ContextPipeError as exc:
+            fail(f"--threshold: {exc}", 2)
     settings = SimSettings(
         provider=provider,
         model=model,

@@ -297,3 +297,10 @@ def test_a_recording_that_names_no_model_says_so_and_what_to_do(tmp_path: Path) 
         res.output
     )
     assert CliRunner().invoke(app, ["simulate", str(rec), "--model", "gpt-4o"]).exit_code == 0
+
+
+def test_simulate_says_out_of_order_thresholds_as_the_options_error() -> None:
+    res = CliRunner().invoke(app, ["simulate", str(DEMO), "--threshold", "trim=2"])
+    assert res.exit_code == 2, res.output
+    # It was "FILE: invalid thresholds ...", as if the recording were at fault.
+    assert res.output.startswith("cp-inspect: --threshold: invalid thresholds {'trim_schemas': 2.0}: tier thresholds")
