@@ -364,6 +364,7 @@ class SessionFold:
         self.last_reason: str | None = None
         self.last_error: str | None = None
         self.untimed = 0  # calls whose span carries TIMING_ATTR
+        self.first_start: float | None = None  # the earliest call's request time
 
     def take(self, ev: Mapping[str, Any], at: float | None = None) -> SpanData | None:
         k = ev.get("k")
@@ -424,12 +425,22 @@ class SessionFold:
                 start = self.last_time
                 timing = TIMING_NO_TIMES
             end = start
+            # The call's duration by the live clock (when its request and its outcome were journaled) and
+            # by the journaled wall times (when it was sent, when its outcome came): the longer. The proxy
+            # journals an exchange, request and outcome together, once its answer has ended, and the tap
+            # a call held behind another's turn: by the live clock alone such a call took no time at all.
+            took: float | None = None
             if start is not None and started_at is not None and ended_at is not None:
-                end = start + max(0.0, ended_at - started_at)
-            elif start is not None and ended_wall is not None and timing is None:
-                end = max(start, ended_wall)
+                took = max(0.0, ended_at - started_at)
+            if start is not None and ended_wall is not None and timing is None:
+                took = max(took or 0.0, ended_wall - start)
+            if start is not None and took is not None:
+                end = start + took
             elif timing is None:
                 timing = TIMING_NO_END
+            if start is not None and timing is None:
+                first = self.first_start
+                self.first_start = start if first is None else min(first, start)
             content = self.messages if self.content else None
             usage = self.usage.pop(turn, None)
             data = turn_span(trace, self.trace_id, start_s=start, end_s=end,
@@ -463,7 +474,12 @@ class SessionFold:
         Its status is the last call's: an agent whose final call failed ended in that error."""
         if self.trace_id is None or not self.calls:
             return None
-        data = agent_span(self.trace_id, start_s=self.started or self.last_end, end_s=self.last_end,
+        begin = self.started or self.last_end
+        if self.first_start is not None and (begin is None or self.first_start < begin):
+            # A call sent before the session's first event (the proxy opens the session when it journals
+            # the first exchange, once that call's answer has ended): the session began with it.
+            begin = self.first_start
+        data = agent_span(self.trace_id, start_s=begin, end_s=self.last_end,
                           model=self.model, provider=self.provider, calls=self.calls, usage=self.totals,
                           last_reason=self.last_reason, error=self.last_error)
         if self.untimed:
