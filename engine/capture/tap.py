@@ -35,7 +35,8 @@ import inspect
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,13 +204,25 @@ class Tap:
         self.lock = threading.RLock()
         self._open_call: TapCall | None = None  # the call whose turn is open in the journal
         self._waiting: deque[TapCall] = deque()  # started calls not journaled yet, in start order
-        self._sent_at: float | None = None  # while a request is journaled: when it was sent
+        # While a request is journaled: when it was sent; while an outcome is (journal_at): when it came.
+        self._sent_at: float | None = None
         # The id of the last response journaled: a Responses request that names it as its
         # previous_response_id continues this conversation from the server's copy (see _parse_request).
         self.last_response_id: str | None = None
         # Background Responses calls (`background: true`) whose reply was only `queued`, by response id,
         # with the status last seen: their outcome comes with a later responses.retrieve (see follow).
         self.background: dict[str, tuple[TapCall, str]] = {}
+
+    @contextmanager
+    def journal_at(self, when: float | None) -> Iterator[None]:
+        """Steps journaled within are stamped `when` (None: now): the proxy journals an exchange on its
+        recorder's thread, after the answer ended, and a span's end (the OpenTelemetry export) and the
+        gaps simulate prices are the call's own, not the recorder's lag behind it."""
+        self._sent_at = when
+        try:
+            yield
+        finally:
+            self._sent_at = None
 
     def now(self) -> float:
         """The journal's clock: while a request is journaled, the time it was sent. A request is journaled

@@ -293,6 +293,9 @@ class Exchange:
     # again, which is the gap the recording shows before the next call. The one header it keeps.
     retry_after: str = ""
     handed: bool = False  # given to the recording hook already (forward._relay, before the body's end)
+    # Wall clock when the answer ended (it was handed to the recorder): the outcome's time in the journal,
+    # which the recorder's worker writes later (its queue can lag behind a fast agent).
+    ended: float | None = None
 
     @property
     def streamed(self) -> bool:

@@ -220,6 +220,8 @@ class Recorder:
     # ---------------------------------------------------------------- event-loop side
 
     def __call__(self, ex: Exchange) -> None:
+        if ex.ended is None:
+            ex.ended = time.time()
         with self._lock:
             self._pending += 1
             self._idle.clear()
@@ -318,11 +320,12 @@ class Recorder:
         if wire == "openai-responses" and body.get("background") is True and self._deferred(ex, info, tap, body):
             return
         response, problem = self._response(ex, wire, body.get("stream") is True)
-        if response is not None and problem is None:
-            tap.guard(tap.after, response)
-        else:
-            info.errors += 1
-            tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+        with tap.journal_at(ex.ended):  # the outcome came when the answer ended, not when it is journaled
+            if response is not None and problem is None:
+                tap.guard(tap.after, response)
+            else:
+                info.errors += 1
+                tap.guard(tap.failed, ProxyCallError(problem or "no response"))
 
     # ---------------------------------------------------------------- background Responses calls
 
