@@ -63,7 +63,9 @@ def test_deepseek_v4_rows_are_the_peak_rates_and_say_so() -> None:
     pro = t.get("deepseek-v4-pro")
     assert (pro.input, pro.cache_read, pro.cache_write, pro.output) == (1.32, 0.044, 1.32, 3.96)
     for row in (flash, pro):
-        assert "peak rate" in row.note and "01:00-04:00 and 06:00-10:00 UTC" in row.note
+        assert "01:00-04:00 and 06:00-10:00 UTC" in row.note
+        assert row.peak_hours == ((1, 4), (6, 10)) and row.peak_weekdays_only
+        assert row.off_peak is not None and row.off_peak.input == row.input / 2
     # deepseek-chat keeps the V3.2 prices its recordings were billed at.
     assert t.get("deepseek-chat").input == 0.28
 
@@ -135,3 +137,84 @@ def test_simulate_bills_long_context_calls_whole_and_says_so(tmp_path: Path) -> 
         assert col.cost_usd == pytest.approx(sum(t.cost_usd for t in col.turns)), name
     note = next(n for n in r.notes if n.startswith("calls over 200,000 input tokens"))
     assert "claude-sonnet-4-5's long-context rates ($6.0/M input" in note and "as_sent 2 of 5" in note
+
+
+# ------------------------------------------------------------------------------------------ off-peak
+
+
+def _at(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).timestamp()
+
+
+@pytest.mark.parametrize(
+    "iso,off",
+    [
+        ("2026-12-04T09:30:00+00:00", False),  # a Friday, in the 06:00-10:00 UTC peak
+        ("2026-12-04T02:00:00+00:00", False),  # in the 01:00-04:00 peak
+        ("2026-12-04T05:00:00+00:00", True),  # between the two
+        ("2026-12-04T10:00:00+00:00", True),  # the peak ends at 10:00
+        ("2026-12-05T09:00:00+00:00", True),  # a Saturday
+        ("2026-04-10T05:00:00+00:00", False),  # before off-peak billing began (2026-08-16 16:00 UTC)
+        ("1970-01-01T05:00:00+00:00", False),  # no real time (an import without timestamps)
+    ],
+)
+def test_a_deepseek_v4_call_bills_by_its_hour(iso: str, off: bool) -> None:
+    from engine.sim.pricing import rates_at
+
+    row = load_prices().get("deepseek-flash")
+    assert (rates_at(row, _at(iso)) is row.off_peak) is off
+    assert rates_at(row, None) is row
+
+
+def _deepseek_session(path: Path, start: float, turns: int = 6) -> Path:
+    from engine import Pipeline
+
+    clock = iter(range(int(start), int(start) + 100_000, 30))
+    p = Pipeline("deepseek-flash", provider="openai", window=64_000, record=path, clock=lambda: next(clock))
+    p.identity("You are a careful coding agent. Read before you edit; run the tests after. " * 40)
+    p.user("The test fails with a KeyError.")
+    for t in range(turns):
+        req = p.next_request()
+        p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 20})
+        p.assistant(f"step {t}")
+        p.user(f"output {t}\n" * 20)
+    p.close()
+    return path
+
+
+def test_simulate_bills_off_peak_calls_at_half_and_says_how_many(tmp_path: Path) -> None:
+    row = load_prices().get("deepseek-flash")
+    off = simulate_file(_deepseek_session(tmp_path / "sat.cpsession", _at("2026-12-05T09:00:00+00:00")))
+    peak = simulate_file(_deepseek_session(tmp_path / "fri.cpsession", _at("2026-12-04T07:00:00+00:00")))
+    for name in ("pipeline", "gates_closed", "as_sent", "actual"):
+        a, b = off.policies[name], peak.policies[name]
+        assert a is not None and b is not None
+        assert a.off_peak_calls == len(a.turns) and b.off_peak_calls == 0, name
+        # The same calls, half the price: every rate off-peak is half the list one.
+        assert a.cost_usd == pytest.approx(b.cost_usd / 2), name
+        assert a.cost_usd == pytest.approx(sum(t.cost_usd for t in a.turns))
+    note = next(n for n in off.notes if n.startswith("deepseek-flash: calls made off-peak"))
+    assert "pipeline 6 of 6" in note and "01:00-04:00 and 06:00-10:00 UTC on weekdays" in note
+    assert any(n.startswith("deepseek-flash: calls made off-peak") and "pipeline 0 of 6" in n for n in peak.notes)
+    assert row.off_peak is not None
+
+
+@pytest.mark.parametrize(
+    "op,msg",
+    [
+        ({"input": 1, "output": 1, "cache_read": 0.1, "cache_write": 1, "peak_hours_utc": [[1, 4]]}, "lacks since"),
+        ({"input": 1, "output": 1, "cache_read": 0.1, "cache_write": 1, "peak_hours_utc": [[4, 1]],
+          "since": "2026-08-16T16:00:00Z"}, "peak_hours_utc must be a list of \\[start, end\\) UTC hours"),
+        ({"input": 1, "output": 1, "cache_read": 0.1, "cache_write": 1, "peak_hours_utc": [[1, 4]],
+          "since": "2026-08-16 16:00"}, "since must be an ISO time with its zone"),
+        ({"input": -1, "output": 1, "cache_read": 0.1, "cache_write": 1, "peak_hours_utc": [[1, 4]],
+          "since": "2026-08-16T16:00:00Z"}, "negative price"),
+    ],
+)
+def test_a_bad_off_peak_object_is_a_config_error_naming_the_row(op: object, msg: str) -> None:
+    row = {"provider": "deepseek", "input": 2, "output": 2, "cache_read": 0.2, "cache_write": 2,
+           "as_of": "2026-12-04", "source": "test", "off_peak": op}
+    with pytest.raises(ConfigError, match=f"row 'm.*{msg}"):
+        PriceTable.from_dict({"models": {"m": row}})

@@ -141,7 +141,7 @@ def price_forks(
         for ci, call in enumerate(sessions[si].calls):
             r = res[(si, ci)]
             tot = tot + r
-            c += cost(model, r, call[3], prices=table)
+            c += cost(model, r, call[3], prices=table, at=call[0])  # (its hour, for an off-peak rate)
         return c, tot
 
     by_id = {s.session_id: s for s in sessions if s.session_id is not None}

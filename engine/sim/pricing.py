@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,13 @@ class ModelPrice:
     long_context: ModelPrice | None = None
     long_context_above: int | None = None
     note: str = ""  # what the rates leave out, said wherever the row prices a session
+    # Rates for a call made off-peak (DeepSeek: half the list price), and when that is: `peak_hours` are
+    # [start, end) UTC hours, on weekdays only when `peak_weekdays_only`; calls before `off_peak_since`
+    # (epoch seconds) or with no real time are billed at the row's own (peak, list) rates.
+    off_peak: ModelPrice | None = None
+    peak_hours: tuple[tuple[int, int], ...] = ()
+    peak_weekdays_only: bool = True
+    off_peak_since: float = 0.0
 
 
 def _num(origin: str, name: str, row: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, float]:
@@ -92,6 +100,65 @@ def _long_context(origin: str, name: str, row: Mapping[str, Any], base: ModelPri
         long_context=None,
         long_context_above=above,
     )
+
+
+def _off_peak(origin: str, name: str, row: Mapping[str, Any], base: ModelPrice) -> ModelPrice:
+    """Row `name` with its `off_peak` object read: the off-peak rates as a ModelPrice of their own, and
+    the peak hours that decide between them."""
+    op = row["off_peak"]
+    where = f"{name} off_peak"
+    if not isinstance(op, dict):
+        raise ConfigError(f"price table {origin}: row {name!r}: off_peak is not an object")
+    missing = [k for k in ("input", "output", "cache_read", "cache_write", "peak_hours_utc", "since") if k not in op]
+    if missing:
+        raise ConfigError(f"price table {origin}: row {where!r} lacks {', '.join(missing)}")
+    nums = _num(origin, where, op, ("input", "output", "cache_read", "cache_write"))
+    hours = op["peak_hours_utc"]
+    ok = isinstance(hours, list) and all(
+        isinstance(h, list) and len(h) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in h)
+        and 0 <= h[0] < h[1] <= 24
+        for h in hours
+    )
+    if not ok:
+        raise ConfigError(
+            f"price table {origin}: row {where!r}: peak_hours_utc must be a list of [start, end) UTC hours "
+            f"such as [[1, 4], [6, 10]], not {hours!r}"
+        )
+    try:
+        since = datetime.fromisoformat(str(op["since"]).replace("Z", "+00:00"))
+        if since.tzinfo is None:
+            raise ValueError("no time zone")
+    except ValueError as exc:
+        raise ConfigError(
+            f"price table {origin}: row {where!r}: since must be an ISO time with its zone, such as "
+            f"2026-08-16T16:00:00Z, not {op['since']!r} ({exc})"
+        ) from exc
+    rates = replace(
+        base, input=nums["input"], output=nums["output"], cache_read=nums["cache_read"],
+        cache_write=nums["cache_write"], cache_write_1h=None, long_context=None, long_context_above=None,
+    )
+    return replace(
+        base,
+        off_peak=rates,
+        peak_hours=tuple((int(a), int(b)) for a, b in hours),
+        peak_weekdays_only=bool(op.get("weekdays_only", True)),
+        off_peak_since=since.timestamp(),
+    )
+
+
+def rates_at(p: ModelPrice, at: float | None) -> ModelPrice:
+    """The rates a call of row `p` made at `at` (epoch seconds; None: not known) bills at: the off-peak
+    ones when the row has them and the time is a real one after they began, outside the peak hours (or on
+    a weekend, for weekday-only peaks); the row's own otherwise. Public holidays a provider also counts as
+    off-peak (DeepSeek: China's) are not known here, so such a call is billed at the list rate."""
+    op = p.off_peak
+    if op is None or at is None or at < p.off_peak_since:
+        return p
+    t = datetime.fromtimestamp(at, tz=UTC)
+    if p.peak_weekdays_only and t.weekday() >= 5:
+        return op
+    h = t.hour
+    return p if any(a <= h < b for a, b in p.peak_hours) else op
 
 
 class PriceTable:
@@ -149,6 +216,8 @@ class PriceTable:
                 source=str(row["source"]),
                 note=str(row.get("note") or ""),
             )
+            if row.get("off_peak") is not None:
+                base = _off_peak(origin, name, row, base)
             if row.get("long_context") is not None:
                 lc = _long_context(origin, name, row, base)
                 base = replace(base, long_context=lc, long_context_above=lc.long_context_above)
@@ -241,18 +310,22 @@ def cost(
     *,
     prices: PriceTable | str | os.PathLike[str] | None = None,
     totals: bool = False,
+    at: float | None = None,
 ) -> float:
     """USD for one call (or, with `totals`, the sums of several): uncached input, cache reads, cache
     writes (5m and 1h) and output.
 
     `usage` is a CallCache or a mapping with keys uncached, cache_read, cache_write, cache_write_1h.
-    One call past its row's long-context line bills at those rates; sums are billed at the base rates
-    (they cannot say which call crossed), so a caller with such calls adds up `call_cost` per call.
+    One call past its row's long-context line bills at those rates, one made off-peak (`at`, epoch
+    seconds) at those; sums are billed at the base rates (they cannot say which call crossed, or when each
+    was made), so a caller with such calls adds up `call_cost` per call.
     """
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     p = table.get(model)
     if totals:
         p = replace(p, long_context=None, long_context_above=None)
+    elif p.off_peak is not None:
+        p = rates_at(p, at)  # one call, made at `at` (None: not known, the list rate)
     if type(usage) is CallCache:
         return call_cost(p, usage, output_tokens)
     uncached = _field(usage, "uncached")
@@ -261,9 +334,12 @@ def cost(
     return _usd(p, uncached, read, write, min(_field(usage, "cache_write_1h"), write), output_tokens)
 
 
-def call_cost(p: ModelPrice, usage: CallCache, output_tokens: int = 0) -> float:
+def call_cost(p: ModelPrice, usage: CallCache, output_tokens: int = 0, at: float | None = None) -> float:
     """`cost` of a CallCache at price row `p` (what `cost` gives for it at the row it looks up): for a
-    caller that prices many calls of one model (simulate, per turn) without a lookup per call."""
+    caller that prices many calls of one model (simulate, per turn) without a lookup per call. `at`: when
+    the call was made (epoch seconds), for a row whose rates depend on the hour (`rates_at`)."""
+    if p.off_peak is not None:
+        p = rates_at(p, at)
     write = int(usage.cache_write)  # int(), as cost() reads any usage
     return _usd(
         p, int(usage.uncached), int(usage.cache_read), write, min(int(usage.cache_write_1h), write), output_tokens

@@ -69,6 +69,7 @@ from engine.sim.pricing import (
     cost,
     crosses_long_context,
     load_prices,
+    rates_at,
     usage_call,
 )
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
@@ -178,6 +179,7 @@ class PolicyFigures:
     cache_break_causes: dict[str, int] | None
     turns: list[TurnFigures] = field(default_factory=list)
     long_context_calls: int = 0  # calls billed whole at the row's long-context rates (said in a note)
+    off_peak_calls: int = 0  # calls billed at the row's off-peak rates by their recorded time (said too)
 
     @property
     def cache_breaks(self) -> int | None:
@@ -883,7 +885,7 @@ def _simulate(
                 c.cache_write,
                 c.uncached,
                 out_t,
-                call_cost(price, c, out_t),
+                call_cost(price, c, out_t, r.time),
                 comp,
                 brk,
             )
@@ -891,7 +893,7 @@ def _simulate(
         prev = r
     tot = cachesim.totals(results)
     out_total = sum(_output(r, outputs) for r in reqs)
-    usd, crossed = _column_cost(price, model, table, tot, out_total, per_turn)
+    usd, crossed, off = _column_cost(price, model, table, tot, out_total, per_turn, [r.time for r in reqs])
     return PolicyFigures(
         name,
         model,
@@ -903,15 +905,26 @@ def _simulate(
         dict(sorted(causes.items())),
         per_turn,
         crossed,
+        off,
     )
 
 
 def _column_cost(
-    price: ModelPrice, model: str, table: PriceTable, tot: CallCache, out_total: int, per: list[TurnFigures]
-) -> tuple[float, int]:
-    """A column's cost and how many of its calls bill at the row's long-context rates. Those rates are
-    per call (the whole call, when its own input passes the line), so a column with such calls adds up
-    its calls; any other is billed on its totals, as it always was."""
+    price: ModelPrice,
+    model: str,
+    table: PriceTable,
+    tot: CallCache,
+    out_total: int,
+    per: list[TurnFigures],
+    times: Sequence[float | None],
+) -> tuple[float, int, int]:
+    """A column's cost, how many of its calls bill at the row's long-context rates and how many at its
+    off-peak rates (`times`: each call's, in `per`'s order). Both are per call (the whole call, when its
+    own input passes the line or it was made off-peak), so a column with such calls adds up its calls;
+    any other is billed on its totals, as it always was."""
+    off = 0
+    if price.off_peak is not None:
+        off = sum(1 for at in times if rates_at(price, at) is price.off_peak)
     crossed = 0
     if price.long_context is not None:
         crossed = sum(
@@ -922,9 +935,9 @@ def _column_cost(
                 {"uncached": t.uncached_tokens, "cache_read": t.cache_read_tokens, "cache_write": t.cache_write_tokens},
             )
         )
-    if crossed:
-        return math.fsum(t.cost_usd for t in per), crossed
-    return cost(model, tot, out_total, prices=table, totals=True), 0
+    if crossed or off:
+        return math.fsum(t.cost_usd for t in per), crossed, off
+    return cost(model, tot, out_total, prices=table, totals=True), 0, 0
 
 
 def _output(r: _Req, outputs: Mapping[int, int]) -> int:
@@ -933,7 +946,11 @@ def _output(r: _Req, outputs: Mapping[int, int]) -> int:
 
 
 def _actual(
-    usages: Mapping[int, Mapping[str, Any]], model: str, table: PriceTable, turns: Iterable[int]
+    usages: Mapping[int, Mapping[str, Any]],
+    model: str,
+    table: PriceTable,
+    turns: Iterable[int],
+    times: Mapping[int, float] | None = None,
 ) -> PolicyFigures | None:
     if not usages:
         return None
@@ -941,6 +958,7 @@ def _actual(
     calls: list[CallCache] = []
     out_total = 0
     price = table.get(model)  # the row cost() looks up for every call: looked up once
+    at: list[float | None] = []
     for t in sorted(turns):
         u = usages.get(t)
         if u is None:
@@ -950,11 +968,12 @@ def _actual(
         o = int(u.get("output_tokens") or 0)
         calls.append(c)
         out_total += o
+        at.append((times or {}).get(t))
         per.append(TurnFigures(t, c.input_tokens, c.cache_read, c.cache_write, c.uncached, o,
-                               call_cost(price, c, o), False, None))
+                               call_cost(price, c, o, at[-1]), False, None))
     tot = cachesim.totals(calls)
-    usd, crossed = _column_cost(price, model, table, tot, out_total, per)
-    return PolicyFigures("actual", model, "provider", tot, out_total, usd, None, None, per, crossed)
+    usd, crossed, off = _column_cost(price, model, table, tot, out_total, per, at)
+    return PolicyFigures("actual", model, "provider", tot, out_total, usd, None, None, per, crossed, off)
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -1285,7 +1304,15 @@ def _simulate_events(
         actual_table_model = price.model
     if usages and actual_table_model != price.model:
         notes.append(f"actual is billed at {real_model} prices (what the provider really charged)")
-    pol_a = _actual({t: u for t, u in usages.items() if t not in failed}, actual_model, table, usages)
+    # Each call's time, for a row priced by the hour (DeepSeek's off-peak): the request's.
+    req_times = {
+        e["turn"]: float(e.get("time") or 0.0)
+        for e in events
+        if e.get("k") == "request" and isinstance(e.get("turn"), int)
+    }
+    pol_a = _actual(
+        {t: u for t, u in usages.items() if t not in failed}, actual_model, table, usages, req_times
+    )
 
     cols = {"pipeline": pol_p, "gates_closed": pol_c, "as_sent": pol_s, "actual": pol_a, **extra}
     notes.extend(_price_notes(cols, table))
@@ -1340,12 +1367,28 @@ def _price_notes(cols: Mapping[str, PolicyFigures | None], table: PriceTable) ->
             f"(${lc.input}/M input, ${lc.cache_read}/M cached, ${lc.cache_write}/M cache write, ${lc.output}/M "
             f"output; such a prompt needs the 1M-context beta): " + "; ".join(parts)
         )
+    off: dict[str, list[str]] = {}
+    for name, f in cols.items():
+        if f is not None and table.get(f.model).off_peak is not None:
+            off.setdefault(f.model, []).append(f"{name} {f.off_peak_calls} of {len(f.turns)}")
+    for model, parts in off.items():
+        row = table.get(model)
+        op = row.off_peak
+        assert op is not None
+        hours = " and ".join(f"{a:02d}:00-{b:02d}:00" for a, b in row.peak_hours)
+        notes.append(
+            f"{row.model}: calls made off-peak by their recorded time billed at the off-peak rates (${op.input}/M "
+            f"input, ${op.cache_read}/M cached, ${op.output}/M output): " + "; ".join(parts) + f". Peak hours "
+            f"are {hours} UTC{' on weekdays' if row.peak_weekdays_only else ''}. A call with no real time "
+            "(an import without timestamps, or one from before off-peak billing began) and one on a public "
+            "holiday the provider bills off-peak (not known here) bill at the list rate"
+        )
     seen: set[str] = set()
     for f in cols.values():
         if f is None:
             continue
         row = table.get(f.model)
-        if row.note and row.model not in seen:
+        if row.note and row.off_peak is None and row.model not in seen:  # (an off-peak row's: said above)
             seen.add(row.model)
             notes.append(f"{row.model}: {row.note}")
     return notes
