@@ -266,3 +266,27 @@ async def test_a_cancelled_call_ends_its_turn_and_holds_no_one(upstream: StandIn
         3: "cancelled: the agent stopped waiting for the call (CancelledError)",
     }
     assert sorted(_usages(ev)) == [1, 2, 4]
+
+
+def test_a_call_held_behind_another_keeps_the_time_its_answer_came(upstream: StandIn, tmp_path: Path) -> None:
+    # As above, B answered 0.2 s after it called, 1 s before A's turn ends and B's is journaled: B's usage
+    # is stamped when its answer came (the OpenTelemetry export ends B's span there), not when the journal
+    # got to it, after A's answer.
+    rec = tmp_path / "held.cpsession"
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec)
+    answered: dict[int, float] = {}
+
+    def one(k: int) -> None:
+        time.sleep(0.3 * k)
+        client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 1.5 if k == 0 else 0.2)}]
+        )
+        answered[k] = time.time()
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(2)))
+    client.contextpipe_tap.close()
+    ev = _check(rec, 2)
+    ended = {e["turn"]: e["time"] for e in ev if e["k"] == "usage"}
+    assert abs(ended[0] - answered[0]) < 0.2 and abs(ended[1] - answered[1]) < 0.2, (ended, answered)
+    assert ended[1] < ended[0] - 0.5

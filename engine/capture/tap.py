@@ -153,6 +153,7 @@ class TapCall:
     sent_at: float | None = None  # when the agent made the call (it may be journaled later)
     turn: int | None = None
     outcome: tuple[str, Any] | None = None  # ("after", response) or ("failed", problem)
+    ended_at: float | None = None  # when its outcome came (it may be journaled later, held behind another)
     # waiting -> open -> done; superseded: its turn was closed before its outcome came (journaled late);
     # dropped: its request could not be journaled (the tap error is counted), so neither is its outcome
     state: str = "waiting"
@@ -433,6 +434,7 @@ class Tap:
                 if call.outcome is not None or call.state in ("done", "dropped"):
                     return
                 call.outcome = ("after", response) if problem is None else ("failed", problem)
+                call.ended_at = self.clock()
                 if call.state == "open":
                     self._settle(call)
                     self._open_call = None
@@ -466,7 +468,10 @@ class Tap:
         assert c.outcome is not None
         kind, payload = c.outcome
         c.state = "done"
-        self.guard(self.after if kind == "after" else self.failed, payload)
+        # Stamped when the outcome came: a call held behind another's turn is journaled only when that
+        # one ends, and its span (the OpenTelemetry export) ended there, after its own answer.
+        with self.journal_at(c.ended_at):
+            self.guard(self.after if kind == "after" else self.failed, payload)
 
     def late(self, call: TapCall) -> None:
         """The outcome of a call whose turn is already closed: a `usage` (or `error`) event under the
