@@ -25,6 +25,7 @@ JSON_KEYS = (
     "usage",
     "error",
     "cache_break",
+    "history_rewrite",
 )
 
 
@@ -117,6 +118,13 @@ def to_text(
         lines.append(
             f"  actual usage: input {u['input_tokens']} (cache read {u['cache_read_tokens']}, write "
             f"{u['cache_write_tokens']}), output {u['output_tokens']}"
+        )
+    rw = t.get("history_rewrite")
+    if rw:  # a captured agent compacted its own history (engine.capture.tap.rewritten)
+        lines.append(
+            f"  history rewritten by the agent: its request holds {rw['messages']} messages, {rw['kept']} the "
+            f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
+            f"it dropped, then {rw['new']} new; the engine kept its whole history and took the new ones"
         )
     if t.get("error"):  # the call got no answer (an upstream error, a cut stream): said, as usage is
         lines.append(f"  call failed: {t['error']}")

@@ -102,6 +102,40 @@ def _error_kind(text: str) -> str:
     return "error"
 
 
+REWRITE_KEY = "history_rewrite"  # the trace key of a turn whose request rewrote the agent's own history
+
+
+def rewritten(fed: list[MessageRec], msgs: list[MessageRec]) -> tuple[int, dict[str, int]]:
+    """A request whose history does not extend the last one fed: the agent rewrote its own history (it
+    compacted: dropped or summarized older turns, or edited old tool outputs). (Where the messages new
+    to the engine begin in `msgs`, what the rewrite did.)
+
+    The new messages are those after the last message the engine was already told of (the last reply,
+    usually, which a compaction keeps with the turns around it): before it lies the agent's own version
+    of the past (its summary, its edits), which the engine already holds in the original and keeps, as
+    it keeps every message it was told of (its own policy decides what to send of it). Re-fed whole,
+    the shadow history held every earlier message twice, and a summary besides. Messages after that
+    point are fed even when unknown (a summary placed after the last message it kept is, for all the
+    engine can tell, new), and the system prompt is never one of them: fed again it became user text."""
+    last_at = {m: i for i, m in enumerate(msgs)}  # messages are frozen, hashable: each one's last place
+    start = next((last_at[m] + 1 for m in reversed(fed) if m in last_at), 0)
+    known, present = set(fed), set(msgs)
+    if start == 0:
+        # Nothing of the old history is left, the system prompt included: only a new system prompt is
+        # not new conversation (fed, it would be user text); every other message is.
+        while start < len(msgs) and msgs[start].role == "system":
+            start += 1
+    before = msgs[:start]
+    note = {
+        "messages": len(msgs),  # in the rewritten request
+        "kept": sum(1 for m in before if m in known),  # of them, messages the engine already had
+        "replaced": sum(1 for m in before if m not in known),  # the agent's own summaries and edits
+        "dropped": sum(1 for m in fed if m not in present),  # of the last request and reply, left out
+        "new": len(msgs) - start,  # fed to the engine as the turn's new messages
+    }
+    return start, note
+
+
 def gave_up(exc: BaseException) -> BaseException | str:
     """What a failed call journals: its exception; for a cancellation (a task's, asyncio.wait_for's
     timeout) or an interrupt, which say nothing themselves, that the agent stopped waiting. Either way
@@ -293,8 +327,9 @@ class Tap:
             for t in tools:
                 self.pipe.add_tool(t.name, t.description, t.parameters)
             self.tools_seen = tools
-        # Feed only what is new since the last call; a rewritten history (the agent compacted) is fed whole.
+        # Feed only what is new since the last call.
         n = len(self.fed)
+        rewrite: dict[str, int] | None = None
         if msgs[:n] == self.fed:
             start = n
         elif self.reply_fed and msgs[: n - 1] == self.fed[:-1]:
@@ -303,7 +338,7 @@ class Tap:
             # keeps the reply, as it keeps every reply it is told of; fed whole, every message was twice.
             start = n - 1
         else:
-            start = 0
+            start, rewrite = rewritten(self.fed, msgs)
         for m in msgs[start:]:
             self.feeder.feed(m)
         self.feeder.before_request()
@@ -316,6 +351,10 @@ class Tap:
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
         self._plan()
+        if rewrite is not None:
+            # On the turn's trace (cp-inspect explain, the probe): the as-sent side of this turn is a new
+            # base (its `actual` event lists the whole request), the shadow took only the new tail.
+            self.pipe.annotate(REWRITE_KEY, rewrite)
         if self.stats.errors:
             self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
