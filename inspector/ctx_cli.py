@@ -71,6 +71,13 @@ def _retry(exc: BaseException) -> str:
     return "; then run the import again" if isinstance(exc, StoreLockedError) else ""
 
 
+def _fresh_hint(exc: BaseException) -> str:
+    """What a sticky get that met another writer adds: --fresh reads the store without waiting for it."""
+    from engine.store import StoreLockedError
+
+    return "; or look now with `ctx get --fresh`, which only reads" if isinstance(exc, StoreLockedError) else ""
+
+
 def _empty_file(db: Path) -> bool:
     """A 0-byte file with no write-ahead log beside it (a store's log can hold every page before the
     first checkpoint, but SQLite writes the file's first page when it makes the store)."""
@@ -205,7 +212,12 @@ def get_cmd(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
     fresh: Annotated[
-        bool, typer.Option("--fresh", help="Solve from scratch instead of the sticky window.")
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Solve from scratch instead of the sticky window. Only reads: the turn and the sticky "
+            "window stay as they are, and it runs while another process writes (ctx import).",
+        ),
     ] = False,
 ) -> None:
     """Serve a window that fits BUDGET and print it (or its explanation / JSON manifest).
@@ -228,10 +240,12 @@ def get_cmd(
         fail(f"--budget: {exc}", 2)
     store = _open(db, create=False)
     try:
-        window = store.context_get(budget, model=model, query=query, sticky=not fresh)
+        # --fresh is a look at the store: it moves no turn and records nothing, so it takes no write
+        # lock and is served beside another process's import (the sticky get records its window).
+        window = store.context_get(budget, model=model, query=query, sticky=not fresh, advance_turn=not fresh)
         empty = not window.entries and len(store) == 0
     except (ContextPipeError, ValueError) as exc:
-        fail(str(exc))
+        fail(f"{exc}{_fresh_hint(exc) if not fresh else ''}")
         return
     finally:
         store.close()

@@ -124,6 +124,9 @@ class StoreState:
         self.layout_gen = 0
         self.has_json = False  # any JSON body: only then do summaries (and plans) depend on the query
         self.last_window_id = 0  # flight-recorder row of the last window served
+        # The last window served, when it was a fresh look not recorded (context_get without
+        # advance_turn writes nothing it need not): record_binding records it before binding it.
+        self.pending: Window | None = None
         self.batching = False  # inside batch(): writes are savepoints of its one transaction
         # Inside step() before its first write: the transaction begins with that write (see step).
         self.begin_pending = False
@@ -247,6 +250,7 @@ class StoreState:
         self.items.clear()
         self.is_json.clear()
         self.last.clear()
+        self.pending = None
         self.dirty = True
         for forget in self.on_forget:
             forget()

@@ -227,7 +227,12 @@ class ContextStore:
         items added since, and re-solve only when that would overflow; a re-solve fills to
         `resolve_fill` of the budget so the next turns can append again (the provider's prefix cache
         breaks once per compaction, not once per turn). sticky=False solves from scratch.
-        Each served window is recorded; with advance_turn the store's turn counter moves on.
+        With advance_turn (default) the store's turn counter moves on and the window is recorded.
+        Without it, a get that would write nothing new takes no write lock, so it is served while
+        another process holds a long write (a batch, `ctx import`): a fresh window (sticky=False) is
+        then not recorded and does not become the lane's sticky window (record_binding records it),
+        and a sticky window that appended nothing is the lane's recorded window again. A sticky get
+        that changed the window records it, as every get with advance_turn does.
         """
         if query is not None and not isinstance(query, str):  # an AttributeError from deep in the solve
             raise TypeError(f"query must be text or None, got {type(query).__name__}")
@@ -356,6 +361,8 @@ class ContextStore:
     @translating
     def record_binding(self, source: str, pipe_turn: int, window_id: int | None = None) -> None:
         """Key a served window (default: the last one) by a Pipeline section and the pipeline's turn."""
+        if window_id is None:
+            self.server.record_pending()  # a fresh window served without a write is recorded now
         wid = self.last_window_id if window_id is None else int(window_id)
         if wid <= 0:
             raise StoreError("no window has been served yet: call context_get before record_binding")
