@@ -28,6 +28,12 @@ class FleetWatcher:
         self._lock = threading.Lock()
         self._agents: dict[str, AgentStats] = {}
         self._ended: dict[str, float] = {}
+        # Ended rows that said "its probe socket is gone" because their pid still answered, with what they
+        # said before (the not-answering detail). A killed agent's socket closes a moment before its process
+        # is gone (its files are closed while it exits; /proc says zombie only after): a scan that saw the
+        # socket refuse in between said the socket was gone of an agent that was dying. Each later scan looks
+        # at the pid again and says "agent exited" once it has.
+        self._gone_alive: dict[str, str] = {}
         self._stop = threading.Event()
         self.error: str | None = None  # e.g. the runtime directory is not safely ours
         # The last scan's entries list_agents would not open (another user's socket, a symlink): top says
@@ -51,6 +57,7 @@ class FleetWatcher:
                 if now - ended > KEEP_EXITED_S:
                     self._agents.pop(target, None)
                     del self._ended[target]
+                    self._gone_alive.pop(target, None)
             return [a.row(now) for a in self._agents.values()]
 
     # ---------------------------------------------------------------- discovery
@@ -104,9 +111,14 @@ class FleetWatcher:
                 # for as long as top ran. list_agents no longer lists it: it has ended.
                 if stats.state == "error" and target not in listed and target not in self._ended:
                     stats.state = "exited"
-                    stats.detail = ("its probe socket is gone" if pid_alive(stats.pid) is not False
-                                    else "agent exited") + f" (it was not answering: {stats.detail})"
+                    if pid_alive(stats.pid) is not False:
+                        self._gone_alive[target] = stats.detail
+                        stats.detail = f"its probe socket is gone (it was not answering: {stats.detail})"
+                    else:
+                        stats.detail = f"agent exited (it was not answering: {stats.detail})"
                     self._ended[target] = now
+                elif target in self._gone_alive and target in self._ended and pid_alive(stats.pid) is False:
+                    stats.detail = f"agent exited (it was not answering: {self._gone_alive.pop(target)})"
                 # A live agent whose socket file was removed by hand (a cleanup of the runtime directory, a
                 # mistaken rm) still streams to this watcher's open connection, so its row stayed "live",
                 # yet nothing can attach to it any more: Enter failed with a toast. Said at once, with
@@ -135,6 +147,7 @@ class FleetWatcher:
         with self._lock:
             self._agents[info.target] = stats
             self._ended.pop(info.target, None)  # a retried agent is not an ended one
+            self._gone_alive.pop(info.target, None)
         if not info.error:
             threading.Thread(target=self._read, args=(info, stats), name=f"contextpipe-top-{info.target}",
                              daemon=True).start()

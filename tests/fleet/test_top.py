@@ -299,9 +299,48 @@ def test_a_stopped_agent_killed_while_stopped_ends(tmp_path: Path) -> None:
         child.wait(10)
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"],
               f"the dead agent's row stayed: {watcher.snapshot()}", timeout=15)
-        assert watcher.snapshot()[0].detail.startswith("agent exited (it was not answering: ")
+        # Waited for, not asserted at once: a scan that was waiting for the stopped agent's hello when it
+        # was killed sees its socket close a moment before /proc says the process is gone, and says "its
+        # probe socket is gone"; the next scan says what happened (test_a_dying_agents_row_says_it_exited).
+        _wait(lambda: watcher.snapshot()[0].detail.startswith("agent exited (it was not answering: "),
+              f"the dead agent's row does not say it exited: {watcher.snapshot()}", timeout=15)
         skew[0] = KEEP_EXITED_S + 1
         assert watcher.snapshot() == []
+    finally:
+        watcher.stop()
+        child.kill()
+        child.wait(10)
+
+
+def test_a_dying_agents_row_says_it_exited(tmp_path: Path) -> None:
+    """A not-answering row whose socket refused while its process still lived said "its probe socket is
+    gone" for as long as it was shown, even once the process was gone. That is what a scan sees of a
+    stopped agent killed while the scan waits for its hello (its socket closes while it exits, before
+    /proc says zombie), the race that made test_a_stopped_agent_killed_while_stopped_ends fail under
+    load. Here the same order of events, made by hand: the socket removed while the stopped agent
+    lives, then the agent killed. Later scans look at the pid again and say it exited."""
+    import signal
+
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
+                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watcher = FleetWatcher(runtime / "contextpipe")
+    try:
+        sock = runtime / "contextpipe" / f"{child.pid}.sock"
+        _wait(sock.exists, "the agent never served")
+        child.send_signal(signal.SIGSTOP)
+        watcher.start()
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"], "never shown as not answering")
+        sock.unlink()  # gone while its process lives (stopped): that is what the row says
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"], "the row did not end", timeout=15)
+        assert watcher.snapshot()[0].detail.startswith("its probe socket is gone (it was not answering: ")
+        child.kill()
+        child.wait(10)
+        _wait(lambda: watcher.snapshot()[0].detail.startswith("agent exited (it was not answering: "),
+              f"the dead agent's row still says its socket is gone: {watcher.snapshot()}", timeout=15)
+        assert [a.state for a in watcher.snapshot()] == ["exited"]
     finally:
         watcher.stop()
         child.kill()
