@@ -33,7 +33,7 @@ try:  # litellm is an optional dependency (the `test` extra, or the agent's own)
 except ImportError:  # pragma: no cover - exercised only without litellm
     _Base = object  # type: ignore[misc,assignment]
 
-from engine.capture.tap import Tap, TapStats, request_body
+from engine.capture.tap import PARAM_KEYS, Tap, TapStats, request_body
 from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW
 
@@ -45,7 +45,7 @@ def _request(kwargs: dict[str, Any]) -> dict[str, Any]:
     litellm separated out (tools, the legacy API's functions, prompt_cache_key)."""
     opt = kwargs.get("optional_params") or {}
     merged: dict[str, Any] = {"model": kwargs.get("model"), "messages": kwargs.get("messages") or []}
-    for k in ("tools", "functions", "prompt_cache_key", "max_tokens", "max_completion_tokens"):
+    for k in ("tools", "functions", "prompt_cache_key", "max_tokens", "max_completion_tokens", "stream", *PARAM_KEYS):
         v = opt.get(k, kwargs.get(k))
         if v is not None:
             merged[k] = v

@@ -79,6 +79,27 @@ _REQUEST_KEYS = (
     "max_output_tokens",
     "stream",
 )
+# The request's settings the OpenTelemetry export names (gen_ai.request.*, gen_ai.output.type), in every
+# wire's own spelling; read best-effort (a value the tap cannot read is left out, never an error).
+PARAM_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop",  # OpenAI chat: a string or a list
+    "stop_sequences",  # Anthropic
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "n",
+    "response_format",  # OpenAI chat: {"type": "json_schema" | "json_object" | "text"} (parse(): a class)
+    "text",  # Responses: {"format": {"type": ...}}
+    "text_format",  # Responses parse(): the agent's model class
+    "output_format",  # Anthropic structured outputs (beta): {"type": "json_schema", ...}
+    "output_config",  # Anthropic structured outputs: {"format": {"type": "json_schema", ...}}
+)
+REQUEST_PARAMS_KEY = "request_params"  # trace keys the tap annotates a call's turn with (see Tap._before,
+SERVER_KEY = "server"  # Tap.after); the OpenTelemetry export reads them (engine.export.spans.turn_span)
+RESPONSE_KEY = "response_meta"
 # Both SDKs mark with_raw_response ("raw") and with_streaming_response ("stream") calls with this header.
 RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
 DIAG_KIND = "tap_error"
@@ -207,7 +228,85 @@ def request_body(kwargs: dict[str, Any]) -> dict[str, Any]:
         if k in ("messages", "tools", "functions", "input") and not isinstance(v, (list, tuple, str, dict)):
             raise TapError(f"{k} is a {type(v).__name__} (a one-shot iterable the tap must not read)")
         body[k] = plain(v)
+    for k in PARAM_KEYS:
+        v = kwargs.get(k)
+        if v is None or _is_unset(v):
+            continue
+        if isinstance(v, type):  # parse(response_format=Model) / text_format=Model: structured output
+            body[k] = {"type": "json_schema"}
+            continue
+        try:
+            body[k] = plain(v)
+        except (TypeError, ValueError):  # a setting the tap cannot read costs its attribute, not the call
+            continue
     return body
+
+
+def _is_unset(v: Any) -> bool:
+    return type(v).__name__ in ("NotGiven", "Omit")
+
+
+def _output_type(body: dict[str, Any]) -> str | None:
+    """gen_ai.output.type for a request that asks for an output format: `json` for a JSON object or
+    schema, `text` for plain text (the conventions' well-known values); None when it asks for none."""
+    formats = [body.get("response_format"), body.get("output_format"), body.get("text_format")]
+    for nested in (body.get("text"), body.get("output_config")):
+        if isinstance(nested, dict):
+            formats.append(nested.get("format"))
+    for f in formats:
+        kind = f.get("type") if isinstance(f, dict) else None
+        if kind in ("json_object", "json_schema", "json"):
+            return "json"
+        if kind == "text":
+            return "text"
+    return None
+
+
+def request_params(body: dict[str, Any]) -> dict[str, Any]:
+    """The request's settings as the agent sent them (any wire's body, before conversion), by the names
+    of the GenAI conventions' `gen_ai.request.*` attributes; only those the request set."""
+    out: dict[str, Any] = {}
+    for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        v = body.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            out["max_tokens"] = v
+            break
+    for k in ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty"):
+        v = body.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = float(v)
+    seed = body.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        out["seed"] = seed
+    stop = body.get("stop_sequences", body.get("stop"))
+    if isinstance(stop, str):
+        stop = [stop]
+    if isinstance(stop, list) and stop and all(isinstance(x, str) for x in stop):
+        out["stop_sequences"] = stop
+    n = body.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n != 1:  # (the conventions: only when not 1)
+        out["choice_count"] = n
+    if body.get("stream") is True:
+        out["stream"] = True
+    kind = _output_type(body)
+    if kind is not None:
+        out["output_type"] = kind
+    return out
+
+
+def server_of(url: Any) -> dict[str, Any] | None:
+    """{"address", "port"} of the URL a call went to (the port the scheme's default when not given), or
+    None when it cannot be read. For the OpenTelemetry export's server.address and server.port."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(str(url))
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host or parts.scheme not in ("http", "https"):
+        return None
+    return {"address": host, "port": port if port is not None else (443 if parts.scheme == "https" else 80)}
 
 
 class Tap:
@@ -247,6 +346,9 @@ class Tap:
         # Background Responses calls (`background: true`) whose reply was only `queued`, by response id,
         # with the status last seen: their outcome comes with a later responses.retrieve (see follow).
         self.background: dict[str, tuple[TapCall, str]] = {}
+        # Where the calls go ({"address", "port"}: the SDK client's base URL, the proxy's upstream), for
+        # each turn's trace (SERVER_KEY); None when not known.
+        self.server: dict[str, Any] | None = None
 
     @contextmanager
     def journal_at(self, when: float | None) -> Iterator[None]:
@@ -318,6 +420,7 @@ class Tap:
             self._sent_at = None
 
     def _before(self, body: dict[str, Any]) -> None:
+        params = request_params(body)
         msgs, tools, marks = self._parse_request(body)
         model = str(body.get("model", "unknown"))
         if self.pipe is None:
@@ -355,6 +458,11 @@ class Tap:
             # On the turn's trace (cp-inspect explain, the probe): the as-sent side of this turn is a new
             # base (its `actual` event lists the whole request), the shadow took only the new tail.
             self.pipe.annotate(REWRITE_KEY, rewrite)
+        # What the agent asked of the model (its max_tokens, temperature...: the shadow plan's own are the
+        # engine's) and where the call went, for the OpenTelemetry export; journaled with the turn.
+        self.pipe.annotate(REQUEST_PARAMS_KEY, params)
+        if self.server is not None:
+            self.pipe.annotate(SERVER_KEY, self.server)
         if self.stats.errors:
             self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
@@ -423,6 +531,12 @@ class Tap:
             # The build that served it (OpenAI/DeepSeek `system_fingerprint`), known only now: the request's
             # `actual` event was journaled when it was sent. Before the usage, which closes the turn.
             self.actual.served_by(self.pipe.turn - 1, data.get("system_fingerprint"))
+        meta = {k: v for k in ("id", "model") if isinstance(v := data.get(k), str) and v}
+        reason = reply_diagnostics(data).get("finish_reason")
+        if reason:  # also here: a stream without usage (chat without include_usage) has no usage event
+            meta["finish_reason"] = str(reason)
+        if meta:  # (before the usage, which closes the turn; a stream without usage: the next request)
+            self.pipe.annotate(RESPONSE_KEY, meta)
         if raw_usage is not None:
             self._usage(raw_usage, data)
         else:
@@ -982,6 +1096,10 @@ def tap(
             f"tap() expects an anthropic.Anthropic or openai.OpenAI client (sync or async), "
             f"got {type(client).__name__}"
         )
+    try:  # both SDKs keep it as an httpx.URL
+        t.server = server_of(getattr(client, "base_url", None))
+    except Exception:  # an SDK without it: the spans go without server.address
+        t.server = None
     atexit.register(t.close)
     client.contextpipe_tap = t
     client.contextpipe_stats = t.stats

@@ -497,7 +497,7 @@ def _wall(value: Any) -> float | None:
 def _redact(data: SpanData) -> None:
     """Allow-list under CONTEXTPIPE_REDACT: counts, hashes, tiers and section ids stay; free text goes."""
     for key in ("contextpipe.cache_break.cause", "contextpipe.usage.cache_miss_reason",
-                "contextpipe.usage.prompt_cache_key"):
+                "contextpipe.usage.prompt_cache_key", "gen_ai.request.stop_sequences"):
         data.attributes.pop(key, None)
     data.events = [(name, when, {k: v for k, v in attrs.items() if k != "message"})
                    for name, when, attrs in data.events]

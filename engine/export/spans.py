@@ -119,6 +119,7 @@ def turn_span(
         for key, value in sorted(compaction.items()):
             if isinstance(value, bool | int | float | str):
                 a[f"{ns}.compaction.{key}"] = value
+    _request_attributes(a, trace)
     if usage:
         inp = int(usage.get("input_tokens") or 0)
         a["gen_ai.usage.input_tokens"] = inp
@@ -139,6 +140,10 @@ def turn_span(
         usd = usage_cost(model, usage, prices)
         if usd is not None:
             a[f"{ns}.cost.usd"] = round(usd, 8)
+    meta = trace.get("response_meta")  # a reply without usage (a stream without it) still said why it stopped
+    if isinstance(meta, Mapping) and "gen_ai.response.finish_reasons" not in a:
+        if isinstance(meta.get("finish_reason"), str) and meta["finish_reason"]:
+            a["gen_ai.response.finish_reasons"] = [meta["finish_reason"]]
     if content is not None:
         text, omitted = content.fit() if isinstance(content, MessagesFold) else fit_messages(content)
         a["gen_ai.input.messages"] = text
@@ -156,6 +161,54 @@ def turn_span(
         a["error.type"] = error_type(str(error))  # before any redaction: a status or kind is no secret
     return SpanData(f"chat {model}", trace_id, start_ns, end_ns, a, events, str(error) if error else None,
                     parent_span_id=agent_span_id(trace_id))
+
+
+# A captured call's request settings (the trace's `request_params`, engine.capture.tap.request_params)
+# by their GenAI attribute names, with the type each must have: a value of another type is left out.
+_REQUEST_ATTRS: tuple[tuple[str, str, type | tuple[type, ...]], ...] = (
+    ("max_tokens", "gen_ai.request.max_tokens", int),
+    ("temperature", "gen_ai.request.temperature", (int, float)),
+    ("top_p", "gen_ai.request.top_p", (int, float)),
+    ("top_k", "gen_ai.request.top_k", (int, float)),
+    ("frequency_penalty", "gen_ai.request.frequency_penalty", (int, float)),
+    ("presence_penalty", "gen_ai.request.presence_penalty", (int, float)),
+    ("seed", "gen_ai.request.seed", int),
+    ("choice_count", "gen_ai.request.choice.count", int),
+    ("stream", "gen_ai.request.stream", bool),
+    ("output_type", "gen_ai.output.type", str),
+)
+
+
+def _request_attributes(a: dict[str, AttrValue], trace: Mapping[str, Any]) -> None:
+    """What a captured call's trace says of the request the agent sent (its settings, where it went) and
+    of the reply (its id, the model that answered), as the conventions' attributes. The engine's own
+    requests have none of these keys: their settings are the engine's (the trace has them)."""
+    params = trace.get("request_params")
+    if isinstance(params, Mapping):
+        for key, name, kind in _REQUEST_ATTRS:
+            value = params.get(key)
+            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+                continue
+            if isinstance(value, bool | str):
+                a[name] = value
+            elif isinstance(value, int | float) and kind == (int, float):
+                a[name] = float(value)  # a double in the conventions, though the agent wrote 1
+            elif isinstance(value, int):
+                a[name] = value
+        stops = params.get("stop_sequences")
+        if isinstance(stops, list) and stops and all(isinstance(x, str) for x in stops):
+            a["gen_ai.request.stop_sequences"] = list(stops)
+    server = trace.get("server")
+    if isinstance(server, Mapping) and isinstance(server.get("address"), str) and server["address"]:
+        a["server.address"] = server["address"]
+        port = server.get("port")
+        if isinstance(port, int) and not isinstance(port, bool):
+            a["server.port"] = port
+    meta = trace.get("response_meta")
+    if isinstance(meta, Mapping):
+        for key, name in (("id", "gen_ai.response.id"), ("model", "gen_ai.response.model")):
+            if isinstance(meta.get(key), str) and meta[key]:
+                a[name] = meta[key]
 
 
 # An upstream's refusal as the capture paths journal it (kind "error"): the proxy's "HTTP 429 ...", the

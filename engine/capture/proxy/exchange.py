@@ -296,6 +296,7 @@ class Exchange:
     # Wall clock when the answer ended (it was handed to the recorder): the outcome's time in the journal,
     # which the recorder's worker writes later (its queue can lag behind a fast agent).
     ended: float | None = None
+    upstream: str = ""  # the URL the request was forwarded to (the spans' server.address and server.port)
 
     @property
     def streamed(self) -> bool:

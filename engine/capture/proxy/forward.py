@@ -144,6 +144,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
         _say_unrecorded(hook, route, request.method)
     out_headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
     url = upstream_url(route, upstreams)
+    if ex is not None:
+        ex.upstream = url
     client = app[CLIENT_KEY]
     try:
         try:

@@ -30,7 +30,7 @@ from engine.capture.proxy import responses_api
 from engine.capture.proxy.exchange import Exchange
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
-from engine.capture.tap import Tap, TapCall
+from engine.capture.tap import Tap, TapCall, server_of
 from engine.errors import ContextPipeError
 from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
@@ -309,6 +309,8 @@ class Recorder:
     def _journal(self, ex: Exchange, wire: str, body: dict[str, Any], info: SessionInfo, tap: ProxyTap) -> None:
         chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
         before_errors = tap.tap_errors
+        # Where it went (the upstream, behind this proxy: what the conventions' server.address means)
+        tap.server = server_of(ex.upstream) if ex.upstream else None
         # stamped when the agent sent it: the exchange is journaled only once its answer has ended
         tap.guard(tap.before, chat_body, ex.started)
         if tap.tap_errors != before_errors:

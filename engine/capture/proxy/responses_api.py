@@ -145,6 +145,9 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(body.get("previous_response_id"), str):
         # The conversation so far is held by the server: the journal puts it back (Tap._parse_request)
         out_body["previous_response_id"] = body["previous_response_id"]
+    for key in ("max_output_tokens", "temperature", "top_p", "stream", "text"):
+        if key in body:  # the request's settings, which the turn's trace keeps (tap.request_params)
+            out_body[key] = body[key]
     return out_body
 
 
