@@ -266,25 +266,63 @@ def get_cmd(
 # "-1" would otherwise be read as an unknown option ("No such option: -1"): it reaches the id check.
 @ctx_app.command("expand", context_settings={"ignore_unknown_options": True})
 def expand_cmd(
-    db: ExistingDbOpt, item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")]
+    db: ExistingDbOpt,
+    item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")],
+    offset: Annotated[
+        int | None, typer.Option("--offset", help="Print from this character on (a page; see --limit).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Print at most this many characters (default 100,000).")
+    ] = None,
+    whole: Annotated[bool, typer.Option("--all", help="Print the whole text, however long.")] = False,
 ) -> None:
     """Print the original text behind a stub or summary.
+
+    A text over 100,000 characters is printed a page at a time: stdout gets the page exactly as
+    stored (pages printed one after another join to the whole text), and stderr says what is left
+    and the --offset of the next page. --all prints it whole.
 
     \b
     Example:
       cp-inspect ctx expand --db ctx.sqlite 5     (5: the number after # in a stub)
     """
+    from engine.store.paging import EXPAND_PAGE_CHARS
+
     if item_id < 1:
         fail(f"item ids start at 1, got {item_id}: give the number after # in a stub, e.g. `ctx expand --db DB 5`", 2)
+    if whole and (offset is not None or limit is not None):
+        fail("choose --all (the whole text) or --offset/--limit (a page), not both", 2)
+    if offset is not None and offset < 0:
+        fail(f"--offset must be 0 or more characters, got {offset}", 2)
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1 character, got {limit}", 2)
+    paged = offset is not None or limit is not None
     store = _open(db, create=False)
     try:
-        text = store.expand(item_id)
+        if whole:
+            text = store.expand(item_id)
+        else:
+            # Asked for whole by default only when it is short: a 50 MB tool output filled the terminal.
+            page = store.expand_page(item_id, offset or 0, limit or EXPAND_PAGE_CHARS)
+            text = page.text
     except (ContextPipeError, KeyError) as exc:
         fail(str(exc))
         return
+    except ValueError as exc:  # an --offset past the end of the text
+        fail(f"--offset: {exc}", 2)
+        return
     finally:
         store.close()
-    typer.echo(text)
+    if whole or (not paged and not page.left):
+        typer.echo(text)
+        return
+    # The page exactly as stored (no newline added), so that pages written one after another are the
+    # text; where it stands and how to get the rest go to stderr.
+    typer.echo(text, nl=False)
+    lead = "\n" if text and not text.endswith("\n") else ""  # the note starts a line of its own
+    rest = f"\nnext page: ctx expand --db {db} {page.item_id} --offset {page.end} (or --all)" if page.left else ""
+    if page.note():
+        typer.echo(f"{lead}{page.note()}{rest}", err=True)
 
 
 @ctx_app.command("import")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         UnknownItemError,
     )
     from engine.store.items import Item, Kind, LinkKind
+    from engine.store.paging import ExpandPage
     from engine.store.store import ContextStore, Reindexed, parse_budget, tokenizer_for
     from engine.store.window import Dropped, Entry, Window, window_as_messages, window_manifest
 
@@ -44,6 +45,7 @@ _LAZY = {
     "LinkKind": "engine.store.items",
     "ContextStore": "engine.store.store",
     "Reindexed": "engine.store.store",
+    "ExpandPage": "engine.store.paging",
     "parse_budget": "engine.store.store",
     "tokenizer_for": "engine.store.store",
     "Dropped": "engine.store.window",
@@ -67,6 +69,7 @@ __all__ = [
     "ContextStore",
     "Dropped",
     "Entry",
+    "ExpandPage",
     "Item",
     "Kind",
     "LinkKind",

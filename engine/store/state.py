@@ -8,6 +8,7 @@ that keep it true; the forms, solver, sticky path, writer and server each hold a
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import operator
@@ -38,6 +39,7 @@ _KINDS: dict[str, Kind] = {k.value: k for k in Kind}
 
 # Item ids are SQLite rowids: positive and below 2**63.
 _MAX_ID = 1 << 63
+_PAGE_READ = 1 << 20  # bytes of a body read at a time by a paged expand
 
 
 def _kind(value: str, item_id: Any, path: str) -> Kind:
@@ -305,6 +307,34 @@ class StoreState:
         it = self.row_item(row)
         self.items[it.id] = it
         return it
+
+    def body_page(self, item_id: int, offset: int, limit: int) -> tuple[Kind, int, str] | None:
+        """(kind, length, characters [offset, offset + limit)) of an item's body, streamed from the file
+        a megabyte at a time (a 50 MB tool output, paged, is never held whole: SQLite's substr() and
+        length() would each load the whole value). Lengths and offsets count characters. None when the
+        file's text is not stored as UTF-8 (then the body is read whole)."""
+        row = None
+        if 0 < item_id < _MAX_ID:
+            row = self.conn.execute("SELECT kind FROM items WHERE id=?", (item_id,)).fetchone()
+        if row is None:
+            raise UnknownItemError(item_id, self.path)
+        kind = _kind(row[0], item_id, self.path)
+        if self.conn.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+            return None
+        decode = codecs.getincrementaldecoder("utf-8")().decode
+        pos = 0  # characters decoded so far
+        parts: list[str] = []
+        end = offset + limit
+        with self.conn.blobopen("items", "body", item_id, readonly=True) as blob:
+            while True:
+                raw = blob.read(_PAGE_READ)
+                text = decode(raw, final=not raw)
+                if pos < end and pos + len(text) > offset:
+                    parts.append(text[max(0, offset - pos) : end - pos])
+                pos += len(text)
+                if not raw:
+                    break
+        return kind, pos, "".join(parts)
 
     def load_bodies(self) -> None:
         missing = [m.id for m in self.metas if m.id not in self.items]

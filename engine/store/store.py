@@ -32,6 +32,7 @@ from engine.store.config import StoreConfig
 from engine.store.errors import StoreError
 from engine.store.forms import Forms
 from engine.store.items import Item, Kind, LinkKind
+from engine.store.paging import EXPAND_PAGE_CHARS, ExpandPage, check_window, cut, page_of, past_end
 from engine.store.serving import Server
 from engine.store.solve import Solver
 from engine.store.solve_plan import Planner
@@ -44,7 +45,7 @@ from engine.store.window import Window
 from engine.store.writes import Writer
 from engine.tokens import Budget, Tokenizer
 
-__all__ = ["MAX_BUDGET", "ContextStore", "Reindexed", "parse_budget", "tokenizer_for"]
+__all__ = ["MAX_BUDGET", "ContextStore", "ExpandPage", "Reindexed", "parse_budget", "tokenizer_for"]
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,29 @@ class ContextStore:
                 return "\n\n".join(render_full(self.state.item(i)) for i in originals)
         return item.body
 
+    @translating
+    def expand_page(self, item_id: int, offset: int = 0, limit: int = EXPAND_PAGE_CHARS) -> ExpandPage:
+        """At most `limit` characters of what expand(item_id) returns, from character `offset`; the page
+        says how many are left and where the next starts (`next_offset`, None at the end), and pages
+        followed that way join to exactly expand(item_id). A page ends after a newline when one is in
+        its second half. A plain item's body is sliced by SQLite: a 50 MB body is not read whole."""
+        offset, limit = check_window(offset, limit)
+        st = self.state
+        it = st.items.get(item_id)
+        if it is None:
+            try:
+                iid = int(item_id)  # as get/expand: an agent's tool call may carry the id as text
+            except (TypeError, ValueError):
+                raise TypeError(f"an item id must be an int such as 12, got {item_id!r}") from None
+            got = st.body_page(iid, offset, limit)
+            if got is not None and not (got[0] is Kind.SUMMARY and st.originals(iid)):
+                _kind, total, chunk = got
+                if offset > total:
+                    raise ValueError(past_end(iid, offset, total))
+                return ExpandPage(iid, cut(chunk, offset + len(chunk) >= total), offset, total)
+        whole = self.expand(item_id)
+        return page_of(self.state.item(item_id).id, whole, offset, limit)
+
     @staticmethod
     def expand_tool_schema() -> dict[str, Any]:
         """The JSON tool definition (OpenAI function style) that lets an agent call `expand`."""
@@ -275,12 +299,19 @@ class ContextStore:
                 "name": "expand",
                 "description": (
                     "Return the full original text of a context item that is shown only as a stub or "
-                    "summary. Stubs and summaries start with [#ID kind ...]; pass that ID."
+                    "summary. Stubs and summaries start with [#ID kind ...]; pass that ID. A long text "
+                    f"comes a page at a time (at most {EXPAND_PAGE_CHARS:,} characters), ending with a "
+                    "line that says what is left and the offset to call again with."
                 ),
                 "parameters": {
                     "type": "object",
                     "properties": {
-                        "id": {"type": "integer", "description": "the number after # in the stub"}
+                        "id": {"type": "integer", "description": "the number after # in the stub"},
+                        "offset": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "character to start from (0, or the offset a previous page gave)",
+                        },
                     },
                     "required": ["id"],
                     "additionalProperties": False,
