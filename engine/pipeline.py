@@ -64,8 +64,8 @@ from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import SerializedRequest, Serializer, canonical_provider, make_serializer
+from engine.providers.anthropic import EMPTY_TEXT, sends_nothing
 from engine.providers.base import Block
-from engine.providers.bedrock import EMPTY_TEXT, sends_nothing
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
@@ -189,6 +189,10 @@ class _CallGuard:
     def __deepcopy__(self, memo: dict[int, Any]) -> _CallGuard:
         return _CallGuard()
 
+
+# The providers that refuse a message with nothing in it, and so get anthropic.EMPTY_TEXT in its place
+# (see Pipeline._empty_note): their names in the note, and the API that refuses.
+_REFUSE_EMPTY = {"anthropic": ("Anthropic", "the Messages API"), "bedrock": ("Bedrock", "Converse")}
 
 # The pipeline whose callback (a binder, the summarizer) is running in this context. asyncio.to_thread
 # and tasks copy the context, so a binder's thread sees it too: a call back into that pipeline would
@@ -1091,10 +1095,13 @@ class Pipeline:
         return asm, elided
 
     def _empty_note(self, te: int, elided: int) -> str:
-        """The history section's note when it sends messages with nothing in them to Bedrock, which gets
-        bedrock.EMPTY_TEXT in their place (Converse refuses a blank text and a message without content):
-        which ones, so the trace says why the request holds text the conversation does not."""
-        if canonical_provider(self.config.provider) != "bedrock":
+        """The history section's note when it sends messages with nothing in them to Anthropic or
+        Bedrock, which get anthropic.EMPTY_TEXT in their place (both refuse a blank text and a message
+        without content; OpenAI-compatible APIs take an empty string, so the OpenAI serializer sends it
+        as it came and nothing is said): which ones, so the trace says why the request holds text the
+        conversation does not."""
+        provider = canonical_provider(self.config.provider)
+        if provider not in _REFUSE_EMPTY:
             return ""
         # Those the assembly holds: the task and what follows the elided stretch (see _assemble_from).
         idx = [i for i in self._empty_msgs if i < te or i >= te + elided]
@@ -1103,9 +1110,10 @@ class Pipeline:
         if not idx:
             return ""
         which = ", ".join(map(str, idx[:10])) + (f" and {len(idx) - 10} more" if len(idx) > 10 else "")
+        name, why = _REFUSE_EMPTY[provider]
         return (
-            f"{len(idx)} message(s) with no content (conversation message {which}): sent to Bedrock as "
-            f"{EMPTY_TEXT!r}, since Converse refuses a blank text and a message without content"
+            f"{len(idx)} message(s) with no content (conversation message {which}): sent to {name} as "
+            f"{EMPTY_TEXT!r}, since {why} refuses a blank text and a message without content"
         )
 
     def _task_end(self) -> int:

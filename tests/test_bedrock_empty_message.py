@@ -53,8 +53,10 @@ def test_empty_messages_go_to_bedrock_as_text_converse_takes() -> None:
     assert repr(EMPTY_TEXT) in hist["note"]
 
 
-def test_other_providers_are_unchanged_and_say_nothing() -> None:
-    body, trace = _imported("anthropic")
+def test_openai_is_unchanged_and_says_nothing() -> None:
+    # Chat Completions takes an empty string as a message's content (Anthropic does not: see
+    # tests/test_anthropic_empty_message.py), so the OpenAI serializer sends the messages as they came.
+    body, trace = _imported("openai")
     hist = next(s for s in trace["sections"] if s["kind"] == "history")
     assert hist["note"] == ""
     assert EMPTY_TEXT not in str(body)

@@ -13,6 +13,44 @@ from engine.providers.policy import ANTHROPIC
 
 EPHEMERAL = {"type": "ephemeral"}
 _P = TypeVar("_P")
+# What a message with nothing to send carries instead (only an import can make one: Pipeline.user and
+# assistant refuse it). The Messages API refuses an empty text block ("text content blocks must be
+# non-empty"), one of whitespace only ("text content blocks must contain non-whitespace text") and a
+# message without content ("all messages must have non-empty content except for the optional final
+# assistant message"); Bedrock's Converse refuses the same ("The text field in the ContentBlock object at
+# messages.N.content.0 is blank", "The content field in the Message object at messages.N is empty").
+# Dropping the message would break the roles' alternation. The pipeline says so in the trace (the history
+# section's note).
+EMPTY_TEXT = "[empty message]"
+
+
+def _blank(p: object) -> bool:
+    """A text part both APIs refuse: empty or only whitespace."""
+    return type(p) is Text and (not p.text or p.text.isspace())
+
+
+def sends_nothing(parts: Sequence[object]) -> bool:
+    """True when a message with these parts has no block the API takes: no parts, or only blank texts
+    (and thinking without a signature, which signed_parts leaves out beside them)."""
+    for p in parts:
+        if type(p) is Text:
+            if p.text and not p.text.isspace():
+                return False
+        elif not (type(p) is Thinking and not p.signature and not p.redacted):
+            return False
+    # Unsigned thinking alone is kept (signed_parts): something is sent then.
+    return not parts or any(type(p) is Text for p in parts)
+
+
+def sent_parts(parts: Sequence[_P]) -> Sequence[_P]:
+    """The parts a message sends: signed_parts less blank texts (refused beside other blocks too;
+    whitespace says nothing to the model). The same list when nothing is left out, so a valid message's
+    bytes are what they were."""
+    kept = signed_parts(parts)
+    for p in kept:
+        if _blank(p):
+            return [q for q in kept if not _blank(q)]
+    return kept
 
 
 def system_block(text: str, marked: bool) -> dict[str, Any]:
@@ -49,6 +87,7 @@ def _part(p: object) -> dict[str, Any]:
 
 
 _MARK = '"cache_control":{"type":"ephemeral"},'  # first key of a marked block (sorted before the rest)
+_EMPTY_JSON = '"text":' + json_string(EMPTY_TEXT) + ',"type":"text"'
 
 
 def _part_json(p: object) -> str | None:
@@ -89,7 +128,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     parts: Sequence[object] = (
         sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
     )
-    parts = signed_parts(parts)
+    parts = sent_parts(parts)
     blocks = []
     for p in parts:
         got = _part_json(p)
@@ -97,7 +136,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
             return None
         blocks.append(got)
     if not blocks:
-        blocks.append('"text":"","type":"text"')
+        blocks.append(_EMPTY_JSON)
         parts = ()
     if marked:
         i = _marked_index(parts, len(blocks))
@@ -115,10 +154,10 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
 def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
     """The message as the API's dicts (the serializer writes them as canonical JSON)."""
     # Tool results must come first in a user message (the API rejects text before them).
-    parts = signed_parts(
+    parts = sent_parts(
         sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
     )
-    content = [_part(p) for p in parts] or [{"type": "text", "text": ""}]
+    content = [_part(p) for p in parts] or [{"type": "text", "text": EMPTY_TEXT}]
     if marked:
         i = _marked_index(parts if len(parts) == len(content) else (), len(content))
         if i >= 0:

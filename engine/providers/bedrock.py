@@ -4,51 +4,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json, json_string
-from engine.providers.anthropic import signed_parts  # Claude on Bedrock checks signatures too
+from engine.providers.anthropic import EMPTY_TEXT, sent_parts
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
 CACHE_POINT = {"cachePoint": {"type": "default"}}
-# What a message with nothing to send carries instead (only an import can make one: Pipeline.user and
-# assistant refuse it). Converse refuses a blank text block ("The text field in the ContentBlock object
-# at messages.N.content.0 is blank") and a message without content ("The content field in the Message
-# object at messages.N is empty"), and dropping the message would break the roles' alternation. The
-# pipeline says so in the trace (the history section's note).
-EMPTY_TEXT = "[empty message]"
-
-
-def _blank(p: object) -> bool:
-    """A text part Converse refuses: empty or only whitespace (it calls both blank)."""
-    return type(p) is Text and (not p.text or p.text.isspace())
-
-
-def sends_nothing(parts: Sequence[object]) -> bool:
-    """True when a message with these parts has no block Converse takes: no parts, or only blank texts
-    (and thinking without a signature, which signed_parts leaves out beside them)."""
-    for p in parts:
-        if type(p) is Text:
-            if p.text and not p.text.isspace():
-                return False
-        elif not (type(p) is Thinking and not p.signature and not p.redacted):
-            return False
-    # Unsigned thinking alone is kept (signed_parts): something is sent then.
-    return not parts or any(type(p) is Text for p in parts)
-
-
-def _sent_parts(parts: Sequence[object]) -> Sequence[object]:
-    """The parts a message sends: signed_parts less blank texts (refused by Converse beside other blocks
-    too; whitespace says nothing to the model)."""
-    kept = signed_parts(parts)
-    for p in kept:
-        if _blank(p):
-            return [q for q in kept if not _blank(q)]
-    return kept
+# Claude on Bedrock checks thinking signatures too, and Converse refuses blank text and a message without
+# content as the Messages API does: a message's parts go the same way to both (anthropic.sent_parts, and
+# EMPTY_TEXT for a message with nothing to send).
 
 
 def system_block(text: str, marked: bool) -> list[dict[str, Any]]:  # type: ignore[override]
@@ -135,7 +103,7 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     if type(m.role) is not str:
         return None
     blocks = []
-    for p in _sent_parts(m.parts):
+    for p in sent_parts(m.parts):
         got = _part_json(p)
         if got is None:
             return None
@@ -153,7 +121,7 @@ def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
 
 def message_dicts(m: Message, marked: bool) -> list[dict[str, Any]]:
     """The message as the API's dicts (the serializer writes them as canonical JSON)."""
-    content = [_part(p) for p in _sent_parts(m.parts)] or [{"text": EMPTY_TEXT}]
+    content = [_part(p) for p in sent_parts(m.parts)] or [{"text": EMPTY_TEXT}]
     if marked:
         content.append(CACHE_POINT)
     return [{"role": m.role, "content": content}]
