@@ -1,7 +1,7 @@
 """The engine places Anthropic breakpoints by the model's own minimum cacheable prefix.
 
-Opus 4.5-4.7 and Haiku 4.5 cache nothing shorter than 4,096 tokens (Anthropic's prompt-caching docs);
-Sonnet 4 and Opus 4/4.1 cache from 1,024. A breakpoint on a 2,000-token prefix of an Opus 4.5 request
+Opus 4.5-4.6 and Haiku 4.5 cache nothing shorter than 4,096 tokens, Opus 4.7 nothing shorter than 2,048
+(Anthropic's prompt-caching docs); Sonnet 4 and Opus 4/4.1 cache from 1,024. A breakpoint on a 2,000-token prefix of an Opus 4.5 request
 caches nothing and holds one of the request's four slots, so the engine must not set it there.
 """
 

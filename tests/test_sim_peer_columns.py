@@ -75,14 +75,18 @@ def test_prices_line_names_the_models_minimum_and_the_1_hour_price(demo: list) -
     assert "prefixes >= 1,024 tokens for claude-sonnet-4" in sonnet
 
 
-def test_claude_opus_4_7_caches_from_4096_tokens() -> None:
-    # Anthropic's prompt-caching docs: 4,096 tokens for Opus 4.7, as for Opus 4.6 and 4.5.
-    assert min_cacheable_tokens("anthropic", "claude-opus-4-7") == 4096
-    calls = [Call((Block("a" * 64, 3_000, breakpoint=True),), t) for t in (0.0, 10.0)]
-    res = CacheSimulator("anthropic", "claude-opus-4-7").simulate(calls)
+def test_claude_opus_4_7_caches_from_2048_tokens() -> None:
+    # Anthropic's prompt-caching docs ("Cache limitations", read 2026-12-04): 2,048 tokens for Opus 4.7
+    # (an earlier edition gave 4,096, with Opus 4.6 and 4.5, which stay at 4,096).
+    assert min_cacheable_tokens("anthropic", "claude-opus-4-7") == 2048
+    short = [Call((Block("a" * 64, 1_500, breakpoint=True),), t) for t in (0.0, 10.0)]
+    res = CacheSimulator("anthropic", "claude-opus-4-7").simulate(short)
     assert [c.cache_read for c in res] == [0, 0] and [c.cache_write for c in res] == [0, 0]
-    res = CacheSimulator("anthropic", "claude-sonnet-4").simulate(calls)
-    assert [c.cache_read for c in res] == [0, 3_000]
+    res = CacheSimulator("anthropic", "claude-sonnet-4").simulate(short)
+    assert [c.cache_read for c in res] == [0, 1_500]
+    calls = [Call((Block("a" * 64, 3_000, breakpoint=True),), t) for t in (0.0, 10.0)]
+    assert [c.cache_read for c in CacheSimulator("anthropic", "claude-opus-4-7").simulate(calls)] == [0, 3_000]
+    assert [c.cache_read for c in CacheSimulator("anthropic", "claude-opus-4-6").simulate(calls)] == [0, 0]
 
 
 def test_policies_table_over_recordings_of_different_rules_says_each(demo: list) -> None:

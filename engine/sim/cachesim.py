@@ -39,12 +39,7 @@ from typing import Any
 
 from engine.common_prefix import common_prefix_len
 from engine.errors import ContextPipeError
-from engine.providers.policy import (  # one table for the engine and the simulator
-    ANTHROPIC_DEFAULT_MIN,
-    ANTHROPIC_MIN_TOKENS,
-    BEDROCK_MIN_TOKENS,
-    lookup_min,
-)
+from engine.providers.policy import anthropic_min, bedrock_min  # one table for the engine and the simulator
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 _TOKENS = attrgetter("tokens")
@@ -359,9 +354,9 @@ def min_cacheable_tokens(provider: str, model: str) -> int:
     DeepSeek's 64-token unit), as the simulator applies it."""
     p = provider.lower()
     if p == "anthropic":
-        return lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return anthropic_min(model)
     if p == "bedrock":
-        return lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return bedrock_min(model)
     return {"openai": 1024, "deepseek": 64}.get(p, 0)
 
 
@@ -394,7 +389,7 @@ class _AnthropicPolicy(_Policy):
         self.entries: dict[Key, _Entry] = {}
 
     def _default_min(self, model: str) -> int:
-        return lookup_min(model, ANTHROPIC_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return anthropic_min(model)
 
     def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
         """Breakpoint boundaries (prefix lengths in blocks) that meet the minimum length."""
@@ -472,7 +467,7 @@ class _BedrockPolicy(_AnthropicPolicy):
         super().__init__(model, options)
 
     def _default_min(self, model: str) -> int:
-        return lookup_min(model, BEDROCK_MIN_TOKENS, ANTHROPIC_DEFAULT_MIN)
+        return bedrock_min(model)
 
     def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
         out: list[int] = []

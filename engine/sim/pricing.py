@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.providers.policy import model_name
 from engine.sim.cachesim import CallCache
 
 ENV_VAR = "CONTEXTPIPE_PRICES"
 # After a known name and '-': a suffix that names a different model, not a snapshot of the same one.
 _OTHER_MODEL = re.compile(r"(\d{1,2}|mini|nano)(-|$)")
-_DOTTED = re.compile(r"(\d)\.(\d)")
 BUNDLED = Path(__file__).resolve().parent / "data" / "prices.json"
 _REQUIRED = ("provider", "input", "output", "cache_read", "cache_write", "as_of", "source")
 
@@ -232,17 +232,10 @@ class PriceTable:
     def get(self, model: str) -> ModelPrice:
         """Row for `model`. Accepts dated snapshots and provider prefixes: "claude-sonnet-4-20250514",
         "anthropic/claude-sonnet-4", "us.anthropic.claude-3-5-haiku-20241022-v1:0", "gpt-4o-2024-08-06"."""
-        name = model.strip().lower()
-        name = name.rsplit("/", 1)[-1]
-        if "anthropic." in name:  # Bedrock model ids
-            name = name.split("anthropic.", 1)[1]
-        # Vertex AI names a snapshot MODEL@DATE: "claude-opus-4-5@20251101" matched claude-opus-4 at the
-        # '-' boundary ("5@..." is no minor version to the rule below), three times Opus 4.5's price.
-        name = name.split("@", 1)[0]
-        if name.startswith("claude-"):
-            # OpenRouter's slugs spell the version with a dot (anthropic/claude-sonnet-4.5); Anthropic's
-            # own ids never hold one.
-            name = _DOTTED.sub(r"\1-\2", name)
+        # The router's or cloud's spelling undone (OpenRouter's dotted versions, Vertex's MODEL@DATE, which
+        # matched claude-opus-4 at the '-' boundary, three times Opus 4.5's price; Bedrock's ids): the same
+        # normalizer the engine's cache minimums read.
+        name = model_name(model)
         for cand in (name, name.split(":", 1)[0]):
             if cand in self.rows:
                 return self.rows[cand]
