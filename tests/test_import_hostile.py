@@ -83,9 +83,11 @@ def test_call_id_twice_in_one_message_pairs_both_results(tmp_path: Path) -> None
     ]
     events, notes = _imported(tmp_path, _openhands(tmp_path, msgs))
     # Before: the second result was kept as user text and the renamed call got a placeholder.
-    assert notes == ["turn 1: call id 'c1' used twice in one message; the second is 'c1~1'"]
+    # The second is renamed in characters every provider takes ('c1~1' until 2026-12-04: Anthropic and
+    # Bedrock refuse '~' in an id).
+    assert notes == ["turn 1: call id 'c1' used twice in one message; the second is 'c1_r1'"]
     tools = [m for m in _sent_bodies(events)[1]["messages"] if m["role"] == "tool"]
-    assert [(m["tool_call_id"], m["content"]) for m in tools] == [("c1", "a.py"), ("c1~1", "/x")]
+    assert [(m["tool_call_id"], m["content"]) for m in tools] == [("c1", "a.py"), ("c1_r1", "/x")]
 
 
 def _mini(tmp_path: Path, n_calls: int, api_calls: int, times: list[Any] | None = None) -> Path:
@@ -164,8 +166,9 @@ def test_cli_says_which_calls_failed_and_that_no_model_is_named(tmp_path: Path) 
 
 
 def test_call_id_used_again_by_a_later_message_is_said_and_both_pair(tmp_path: Path) -> None:
-    # Some agents number their calls per reply (call_0 every turn). Kept as sent, both results pair with
-    # their own message's call; before, nothing said two calls share an id (which Anthropic refuses).
+    # Some agents number their calls per reply (call_0 every turn). The later reply's calls are renamed
+    # (Anthropic refuses a request whose tool_use ids repeat, across messages too; OpenAI a repeated
+    # tool_call_id) and said; each result pairs with its own message's call.
     msgs = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": [_call("c1", "ls")]},
@@ -176,14 +179,14 @@ def test_call_id_used_again_by_a_later_message_is_said_and_both_pair(tmp_path: P
         {"role": "assistant", "content": "done"},
     ]
     events, notes = _imported(tmp_path, _openhands(tmp_path, msgs))
+    said = "was used by an earlier assistant message too (turn 1); sent as {!r} (Anthropic, OpenAI and "
     assert notes == [
-        "turn 2: call id 'c1' was used by an earlier assistant message too (turn 1); kept as sent "
-        "(Anthropic and Bedrock refuse a request that repeats a tool call id)",
-        "turn 2: call id 'c1' used twice in one message; the second is 'c1~1'",
+        f"turn 2: call id 'c1' {said.format('c1_r1')}Bedrock refuse a request that repeats a tool call id)",
+        f"turn 2: call id 'c1' {said.format('c1_r2')}Bedrock refuse a request that repeats a tool call id)",
     ]
     body = json.loads(Replayer(events).replan(2).serialized.body)
     tools = [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
-    assert tools == [("c1", "a.py"), ("c1", "/x"), ("c1~1", "uid=0")]
+    assert tools == [("c1", "a.py"), ("c1_r1", "/x"), ("c1_r2", "uid=0")]
 
 
 def test_reply_answered_in_part_gets_placeholders_before_the_request(tmp_path: Path) -> None:

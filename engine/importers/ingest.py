@@ -8,6 +8,7 @@ against the previous call), and the provider's real usage is fed back as usage.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,11 @@ from engine.tokens import TokenCounter
 
 DEFAULT_WINDOW = 128_000
 NO_RESULT = "[no result recorded in the source for this call]"
+# A tool call id every provider takes: Anthropic's tool_use.id must match ^[a-zA-Z0-9_-]+$ ("String
+# should match pattern"), Bedrock's toolUseId [a-zA-Z0-9_.:-]+ of at most 64 characters (botocore's
+# bedrock-runtime model). Other agents' ids hold '.', ':' or '|' (Kimi's "functions.eval:301").
+_ID_REFUSED = re.compile(r"[^A-Za-z0-9_-]")
+_ID_MAX = 64
 _LAST_TIME = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last time a datetime can show
 
 
@@ -72,6 +78,14 @@ def _thinking_block(b: ThinkingRec, blob: Any) -> dict[str, str]:
     return {"type": "thinking", **text, "signature": b.signature}
 
 
+def _spelled(cid: str) -> str:
+    """`cid` in the characters every provider takes, short enough to take a `_rN` suffix within Bedrock's
+    limit; the same id when it already is."""
+    if _ID_REFUSED.search(cid) or len(cid) > _ID_MAX:
+        return _ID_REFUSED.sub("_", cid)[: _ID_MAX - 8]
+    return cid
+
+
 class _Feeder:
     """Feeds source messages into a pipeline, repairing what the provider would reject."""
 
@@ -91,6 +105,41 @@ class _Feeder:
         self.stray: list[str] = []
         self.alias: dict[str, list[str]] = {}  # a call id as the source has it -> the ids sent for it
         self.first_turn: dict[str, int] = {}  # each call id sent so far -> the turn of its first message
+
+    def _sendable(self, cid: str, used: set[str]) -> str:
+        """The id a call goes with: the source's own, unless a provider would refuse it. A call id must be
+        unique in the whole request: Anthropic refuses a repeat ("tool_use ids must be unique", across
+        messages as well as in one), OpenAI a repeated tool_call_id ("Duplicate value for
+        'tool_call_id'"), Bedrock duplicate toolUse ids. So an id an earlier message (or this one) used
+        is renamed, the later call's: the earlier request went with it as it was, and its bytes stay. An
+        id with characters Anthropic refuses, or longer than Bedrock takes, is spelled in the characters
+        both take. Renamed ids are the base with `_rN`, the first N no call of the session has."""
+        base = _spelled(cid) or "call"  # an empty id: no provider takes one
+        if base not in used and base not in self.first_turn:
+            return base
+        stem, n = base[: _ID_MAX - 8], 1  # room for the suffix within Bedrock's limit
+        while f"{stem}_r{n}" in used or f"{stem}_r{n}" in self.first_turn:
+            n += 1
+        return f"{stem}_r{n}"
+
+    def _renamed(self, cid: str, sent: str, used: set[str]) -> str:
+        """The import's note for a call whose id _sendable changed."""
+        turn = self.pipe.turn
+        if not cid:
+            return f"turn {turn}: a call without an id; sent as {sent!r}"
+        spelled = _spelled(cid)
+        if spelled == sent:
+            return (
+                f"turn {turn}: call id {cid!r} holds characters Anthropic refuses (letters, digits, '_' and "
+                f"'-' only) or is longer than Bedrock's {_ID_MAX}; sent as {sent!r}"
+            )
+        if spelled in used:
+            return f"turn {turn}: call id {cid!r} used twice in one message; the second is {sent!r}"
+        return (
+            f"turn {turn}: call id {cid!r} was used by an earlier assistant message too (turn "
+            f"{self.first_turn[spelled]}); sent as {sent!r} (Anthropic, OpenAI and Bedrock refuse a request "
+            "that repeats a tool call id)"
+        )
 
     def _close_calls(self) -> None:
         for cid in self.open_calls:
@@ -128,23 +177,10 @@ class _Feeder:
             calls = []
             used: set[str] = set()
             for c in m.tool_calls:
-                cid = c.id if c.id not in used else f"{c.id}~{len(used)}"
+                cid = self._sendable(c.id, used)
                 if cid != c.id:
-                    self.report.notes.append(
-                        f"turn {p.turn}: call id {c.id!r} used twice in one message; the second is {cid!r}"
-                    )
+                    self.report.notes.append(self._renamed(c.id, cid, used))
                 used.add(cid)
-                first = self.first_turn.get(cid)
-                if first is not None:
-                    # Kept as sent: the engine pairs a result with the call in the message right before
-                    # it (as the providers do), so both pair; but Anthropic and Bedrock refuse a request
-                    # whose tool_use ids repeat ("tool_use ids must be unique"), and an explain or diff
-                    # reader should know two calls share an id.
-                    self.report.notes.append(
-                        f"turn {p.turn}: call id {cid!r} was used by an earlier assistant message too (turn "
-                        f"{first}); kept as sent (Anthropic and Bedrock refuse a request that repeats a "
-                        "tool call id)"
-                    )
                 # The source's results name the source's id: the k-th result for it answers the k-th call
                 self.alias.setdefault(c.id, []).append(cid)
                 calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
