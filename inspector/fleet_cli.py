@@ -112,6 +112,16 @@ class _Stream:
             self.error = _why(self.path, exc)
 
 
+def _blob_text(reader: Any) -> Any:
+    """A text of the recording by its hash (the content export's fold keeps only the recent ones)."""
+
+    def text(h: str) -> str | None:
+        data = reader.blob(h)
+        return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+    return text
+
+
 def _unpriced_model(exc: Exception, header: dict[str, Any]) -> str:
     """The model a price table had no row for: named in its error as `model 'NAME'`, else the
     recording's own model."""
@@ -196,7 +206,8 @@ def export(
         with reader:
             # One event at a time: a session's events are never all held (export_events folds them).
             stream = _Stream(path, reader)
-            spans = export_events(stream, dict(reader.header), emitter, content=content, redact=redact)
+            spans = export_events(stream, dict(reader.header), emitter, content=content, redact=redact,
+                                  blob_lookup=_blob_text(reader) if content else None)
         if stream.error is not None:
             if not spans:
                 _skip(path, stream.error)

@@ -19,14 +19,15 @@ import random
 import threading
 import time
 import weakref
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from engine.errors import ConfigError
 from engine.export.optin import ENV_ENDPOINT, ENV_TRACES_ENDPOINT
 from engine.export.spans import (
+    CONTENT_CAP,
     MessagesFold,
     SpanData,
     agent_span,
@@ -333,6 +334,60 @@ TIMING_NO_END = "no_end"
 TIMING_NO_TIMES = "no_times"
 
 
+# The texts a content export's fold keeps for the events that may name them again, in characters. An
+# event names a text by its hash; each text is journaled once per session, so one a later message repeats
+# (a file read twice, a tool's same answer) must still be at hand then. Every text of the session was
+# kept: exporting a long recording with --content held all its prompt text in memory at once.
+MAX_FOLD_TEXT = 4 * 2**20
+
+
+class FoldTexts(Mapping[str, str]):
+    """Blob texts by hash for the content fold (MessagesFold), bounded: at most MAX_FOLD_TEXT characters,
+    the least recently used let go first, each text only as far as a span can carry it (CONTENT_CAP:
+    fit_messages never sends more of any one text). A text let go and named again is read back through
+    `lookup` (a recording's own blob index, by hash), when there is one: without (a live sink), that part
+    is left out of the span's messages."""
+
+    def __init__(self, lookup: Callable[[str], str | None] | None = None, limit: int | None = None) -> None:
+        self.lookup = lookup
+        self.limit = MAX_FOLD_TEXT if limit is None else limit
+        self._texts: OrderedDict[str, str] = OrderedDict()
+        self.size = 0  # characters held
+
+    def add(self, h: str, text: str) -> None:
+        text = text[:CONTENT_CAP]
+        old = self._texts.pop(h, None)
+        if old is not None:
+            self.size -= len(old)
+        self._texts[h] = text
+        self.size += len(text)
+        while self.size > self.limit and len(self._texts) > 1:
+            _, gone = self._texts.popitem(last=False)
+            self.size -= len(gone)
+
+    def __getitem__(self, h: str) -> str:
+        text = self._texts.get(h)
+        if text is not None:
+            self._texts.move_to_end(h)
+            return text
+        found = None
+        if self.lookup is not None:
+            try:
+                found = self.lookup(h)
+            except Exception:  # a damaged or vanished file: the part is left out, as if never journaled
+                found = None
+        if found is None:
+            raise KeyError(h)
+        self.add(h, found)
+        return self._texts[h]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._texts))  # (reading an item moves it: a live view would change under it)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
 class SessionFold:
     """Folds one session's journal events into spans: request times, usage, then the turn's trace; and,
     once the session is over (`agent()`), its invoke_agent span.
@@ -343,7 +398,7 @@ class SessionFold:
     that keeps no end, so its spans end where they start, and say so (TIMING_ATTR)."""
 
     def __init__(self, provider: str | None = None, content: bool = False, redact: bool = False,
-                 model: str | None = None) -> None:
+                 model: str | None = None, blob_lookup: Callable[[str], str | None] | None = None) -> None:
         self.provider = provider
         self.model = model or ""
         self.content = content and not redact  # redaction wins: prompt text never leaves
@@ -354,7 +409,7 @@ class SessionFold:
         self.ended_wall: dict[int, float] = {}  # turn -> the outcome's journaled wall time (recordings)
         self.last_time: float | None = None  # the newest journaled wall time (session, requests)
         self.usage: dict[int, Mapping[str, Any]] = {}
-        self.blobs: dict[str, str] = {}
+        self.blobs = FoldTexts(blob_lookup)  # (content export only) bounded; see FoldTexts
         self.messages = MessagesFold()  # gen_ai.input.messages, when content is exported
         # For the invoke_agent span: the session's start, its calls, their summed usage, the last end.
         self.started: float | None = None
@@ -402,7 +457,7 @@ class SessionFold:
             if isinstance(data, bytes | bytearray):
                 data = bytes(data).decode("utf-8", "replace")
             if isinstance(data, str):
-                self.blobs[str(ev.get("h"))] = data
+                self.blobs.add(str(ev.get("h")), data)
         elif k in ("msg", "part", "source", "content") and self.content:
             self.messages.take(ev, self.blobs)
         elif k == "turn" and self.trace_id is not None:
@@ -782,12 +837,14 @@ def _close_open_sinks() -> None:
 
 
 def export_events(events: Iterable[Mapping[str, Any]], header: Mapping[str, Any], emitter: SpanEmitter,
-                  *, content: bool = False, redact: bool = False) -> int:
+                  *, content: bool = False, redact: bool = False,
+                  blob_lookup: Callable[[str], str | None] | None = None) -> int:
     """Export a recorded session through `emitter`: a span per model call, then the session's
     invoke_agent span (their parent). Returns the number of model-call spans (the invoke_agent span,
-    sent when there was a call, comes on top)."""
+    sent when there was a call, comes on top). `blob_lookup`: a text by its hash, from the recording
+    (RecordingReader.blob), for the content fold's texts it let go (see FoldTexts)."""
     fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact,
-                       model=str(header.get("model") or "") or None)
+                       model=str(header.get("model") or "") or None, blob_lookup=blob_lookup)
     n = 0
     for ev in events:
         data = fold.take(ev)
