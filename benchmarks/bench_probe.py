@@ -889,6 +889,13 @@ def flush_ab(args: argparse.Namespace) -> None:
             winding = "winding" in tags and hasattr(server, "_ring_now")
             if winding or general:  # publish's straight path off: _send_now, _send_here, _ring_turn
                 server._ring_now = lambda event, frame: False  # type: ignore[method-assign]
+            # The turn handed to the I/O thread, encoded there (issue 15.4's idea): nothing is sent on
+            # the agent's thread, so each event to send wakes the I/O thread, whose pass encodes it and
+            # writes the ring. What it moves off the agent's thread shows in "probe thread".
+            handoff = "handoff" in tags and hasattr(server, "_send_here")
+            if handoff:
+                server._ring_now = lambda event, frame: False  # type: ignore[method-assign]
+                server._send_here = lambda: False  # type: ignore[method-assign]
             events = "events" in tags and hasattr(server, "_stand_in")
             if events:  # elided events wait in the queue themselves, not a stand-in each
                 server._stand_in = None
@@ -919,8 +926,10 @@ def flush_ab(args: argparse.Namespace) -> None:
                 server.hold = timed_hold  # type: ignore[method-assign]
             if general:
                 del server._ring_turn  # type: ignore[method-assign]
-            if winding or general:
+            if winding or general or handoff:
                 del server._ring_now  # type: ignore[method-assign]
+            if handoff:
+                del server._send_here  # type: ignore[method-assign]
             if events:
                 from engine.probe.elide import ELIDED_STAND_IN
 
@@ -1520,7 +1529,9 @@ def main() -> None:
         "agent's thread fills a ring client by the general path, not its short one); and, to take apart what "
         "probe12 changed: -winding (publish's straight path to a ring client off: the calls and checks of the "
         "general path's short one), -events (elided events wait in the queue themselves, not a stand-in each), "
-        "-bracketed (every Pipeline call calls hold() and flush(), as before publish served quiet clients)",
+        "-bracketed (every Pipeline call calls hold() and flush(), as before publish served quiet clients), "
+        "-handoff (nothing sent on the agent's thread: each event to send wakes the I/O thread, which "
+        "encodes it there)",
     )
     ap.add_argument(
         "--follow-latency",

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -114,6 +115,54 @@ def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every
     finally:
         pipe.close()
     assert writes == {False: 5, True: 0}
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_ring_client_that_does_not_check_checksums_is_given_none_and_gets_every_event(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, record: bool
+) -> None:
+    """ProbeClient says in its hello that it reads its ring's frames unchecked (see ring, "Checksums"):
+    a paced turn's batch, which the agent's thread encodes itself, then goes into the ring with a crc32
+    field of 0 (computing it, cold, was ~10 us of the agent's ~65 a turn), and the client still gets
+    every event at its journal position. A recording agent's turn goes as the frame its recorder
+    encoded, checksum and all. A client from before this (its hello without the key) gets checksums
+    on every frame, and reads the same events."""
+    from tests.test_probe_unbracketed import older_client_hello, ring_frames
+
+    pipe = _pipeline(
+        monkeypatch, rtdir, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
+    )
+    probe = pipe.probe
+    try:
+        for unchecked in (True, False):
+            if not unchecked:
+                older_client_hello(monkeypatch)
+            c = _connect(pipe, lean=True, elide=True, poll=True)
+            _settle(probe, 1)
+            _wait_ring(c)
+            (sc,) = probe._clients.values()
+            assert sc.ring_unchecked is unchecked
+            w0, n0, s0 = sc.ring.written, len(pipe.journal.events), probe.agent_sends
+            got = []
+            for t in range(4):
+                _turn(pipe, 10 * unchecked + t)
+                time.sleep(AGENT_WINDOW)  # the model call
+                got += _recv_n(c, 1)
+            assert probe.agent_sends - s0 == 4  # each turn's batch written by the agent's own thread
+            assert got == _kept(list(pipe.journal.events), n0)
+            frames = ring_frames(bytes(sc.ring._mm[RING_HEADER + w0 : RING_HEADER + sc.ring.written]))
+            batches = [(crc, p) for crc, p in frames if msgpack.unpackb(p)["k"] == "batch"]
+            assert len(batches) == 4
+            if unchecked and not record:
+                # (The first turn after an attach goes by the general fill, past the snapshot's tail:
+                # encoded as for any client, checksummed. The next ones by the short paths.)
+                assert [crc for crc, _ in batches[1:]] == [0] * 3
+            else:  # the recorder's frames (announced by empty batches), or a client that checks
+                decode_frames(bytes(sc.ring._mm[RING_HEADER + w0 : RING_HEADER + sc.ring.written]))
+            c.close()
+            _settle(probe, 0)
+    finally:
+        pipe.close()
 
 
 def test_a_ring_client_reads_to_the_end_when_the_agent_closes(

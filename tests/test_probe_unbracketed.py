@@ -4,8 +4,8 @@ rest, and the one ring client's turn skips writing the event ring.
 
 Real agents (Pipelines with their probe), real Unix sockets and real memfd rings. A paced turn then
 makes no hold() or flush() call at all, yet the client gets every kept event at its journal position,
-and the bytes it finds in its ring are those the general fill writes; a client that is not quiet
-brings the calls back at once; events the short path took and then left to the general fill reach the
+and the bytes it finds in its ring are those the general fill writes (but for the checksums a client
+that does not check them is not given); a client that is not quiet brings the calls back at once; events the short path took and then left to the general fill reach the
 client all the same.
 """
 
@@ -24,7 +24,7 @@ from engine.probe import ring
 from engine.probe.agent_send import AGENT_WINDOW
 from engine.probe.ring import RING_HEADER
 from engine.probe.server import ProbeServer
-from engine.recording.frames import decode_frames
+from engine.recording.frames import HEADER, decode_frames
 from tests.test_probe_agent_send import _connect, _pipeline, _settle, _turn, _wait
 from tests.test_probe_ring import _kept, _recv_n, _wait_ring
 
@@ -148,10 +148,41 @@ def _ring_bytes(probe: ProbeServer) -> bytes:
     return bytes(mm[RING_HEADER : RING_HEADER + c.ring.written])
 
 
-def _published_turns(general: bool, monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> bytes:
+def older_client_hello(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ProbeClient's hello as a client from before `ring_unchecked` sent it: without that key (so it
+    checks every checksum, and the agent must give it them)."""
+    from engine.probe import client
+
+    encode = client.encode_frame
+
+    def without_key(obj: dict[str, Any]) -> bytes:
+        if obj.get("k") == "hello":
+            obj = {k: v for k, v in obj.items() if k != "ring_unchecked"}
+        return encode(obj)
+
+    monkeypatch.setattr(client, "encode_frame", without_key)
+
+
+def ring_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """(crc field, payload) of each frame in a ring's bytes, no checksum checked."""
+    out, pos = [], 0
+    while pos < len(data):
+        length, crc = HEADER.unpack_from(data, pos)
+        out.append((crc, data[pos + HEADER.size : pos + HEADER.size + length]))
+        pos += HEADER.size + length
+    assert pos == len(data)
+    return out
+
+
+def _published_turns(
+    general: bool, monkeypatch: pytest.MonkeyPatch, rtdir: Path, unchecked: bool = True
+) -> bytes:
     """What one quiet ring client finds in its ring after the same published events, by the short
-    path or (general) the general fill on the agent's thread."""
+    path or (general) the general fill on the agent's thread; `unchecked`: the client says it does not
+    check its ring's checksums (ProbeClient does), else it is a client from before that."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    if not unchecked:
+        older_client_hello(monkeypatch)
     journal: list[dict[str, Any]] = [{"k": "session", "n": 0}]
     probe = ProbeServer({"model": "m"}, lambda: journal)
     if general:
@@ -162,6 +193,7 @@ def _published_turns(general: bool, monkeypatch: pytest.MonkeyPatch, rtdir: Path
         c = _connect_server(probe)
         _settle(probe, 1)
         _wait_ring(c)
+        assert [sc.ring_unchecked for sc in probe._clients.values()] == [unchecked]
         for t in range(6):
             evs: list[dict[str, Any]] = [
                 {"k": "request", "turn": t, "sections": [{"id": "s", "tokens": t}]},
@@ -199,16 +231,26 @@ def _connect_server(probe: ProbeServer) -> Any:
     return c
 
 
+@pytest.mark.parametrize("unchecked", [False, True])
 def test_the_short_path_writes_the_bytes_the_general_fill_writes(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, unchecked: bool
 ) -> None:
     """Side by side, the same events published to one quiet ring client, outside any call (publish's
     straight path, _ring_now) and in calls with two events to send (flush's short one, _ring_turn): the
-    ring's bytes are those the general fill writes for them."""
-    short = _published_turns(False, monkeypatch, rtdir)
+    ring's bytes are those the general fill writes for them. For a client that does not check its
+    ring's checksums the short paths leave every crc32 0 (see ring, "Checksums") and the frames are
+    otherwise the same bytes; a client from before that gets the very bytes, checksums and all."""
+    short = _published_turns(False, monkeypatch, rtdir, unchecked)
     monkeypatch.undo()
-    general = _published_turns(True, monkeypatch, rtdir)
-    assert short == general
+    general = _published_turns(True, monkeypatch, rtdir, unchecked)
+    if unchecked:
+        # (The first batch after the attach goes by the general fill, past the snapshot's tail:
+        # checksummed as for any client.)
+        assert [crc for crc, _ in ring_frames(short)][1:] == [0] * 5
+        assert [p for _, p in ring_frames(short)] == [p for _, p in ring_frames(general)]
+        short = general  # (the same frames, checksummed: decoded below with the checks)
+    else:
+        assert short == general
     frames, used = decode_frames(short)
     assert used == len(short)
     batches = [f for f in frames if f["k"] == "batch"]

@@ -72,10 +72,11 @@ _RECV_CHUNK = 256 * 1024
 class _FrameReader:
     """Incremental frame decoder over a byte stream (no re-copying of the unread tail per frame)."""
 
-    def __init__(self, limit: int = MAX_FRAME_BYTES) -> None:
+    def __init__(self, limit: int = MAX_FRAME_BYTES, checked: bool = True) -> None:
         self._buf = bytearray()
         self._pos = 0
         self._limit = limit
+        self._checked = checked  # False: crc32s not checked (a shared-memory ring's: see ring, "Checksums")
         self.offset = 0  # stream position of _buf[0], for error messages
 
     def feed(self, data: bytes) -> None:
@@ -94,7 +95,7 @@ class _FrameReader:
         end = self._pos + HEADER_SIZE + length
         if end > len(self._buf):
             return None
-        frame = decode_payload(bytes(self._buf[self._pos + HEADER_SIZE : end]), crc, at)
+        frame = decode_payload(bytes(self._buf[self._pos + HEADER_SIZE : end]), crc, at, checked=self._checked)
         self._pos = end
         return frame
 
@@ -136,7 +137,8 @@ class ProbeClient:
         # The agent's shared-memory ring for this client's live frames (engine.probe.ring), once its
         # `ring` frame has handed it over; frames are read from it before the socket's.
         self._ring: RingReader | None = None
-        self._ring_frames = _FrameReader()
+        # The ring's frames need no checksum, and the agent leaves out those it can (see ring: "Checksums").
+        self._ring_frames = _FrameReader(checked=False)
         self._ring_wanted = False  # asked for one: read the socket with recvmsg to take its descriptor
         self._fds: list[int] = []  # descriptors received, not yet claimed by a `ring` frame
         self._overrun = 0  # ring bytes lost since the last look, to report as `dropped`
@@ -277,6 +279,8 @@ class ProbeClient:
                         if client._ring_wanted:
                             # Live frames in a shared-memory ring, not sent: no syscall a turn for the agent.
                             hello["ring"] = True
+                            # Whose frames it reads unchecked, so the agent need not checksum them (see ring).
+                            hello["ring_unchecked"] = True
             sock.sendall(encode_frame(hello))
         except OSError:
             pass  # the agent may have closed already; its hello or error is still readable
@@ -395,7 +399,7 @@ class ProbeClient:
         try:
             data = self._ring.take()
         except RingOverrun as exc:
-            self._ring_frames = _FrameReader()  # the writer's total is a frame boundary: start there
+            self._ring_frames = _FrameReader(checked=False)  # the writer's total is a frame boundary: start there
             self._overrun += exc.lost
             return True
         if not data:

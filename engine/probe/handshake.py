@@ -4,7 +4,8 @@ A client gets `hello` then the snapshot then live events. It may send `hello` (t
 version; with `"lean": true` it asks for the lean stream, see `lean`, and with `"elide": true` too for
 the elided one, see `elide`, and with `"frames": true` a recording agent's events as their own
 frames, see `splice`, and with `"quiet": true` no batch that only says where the journal has reached,
-see `elide`, and with `"ring": true` too its live frames in a shared-memory ring, see `ring`), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
+see `elide`, and with `"ring": true` too its live frames in a shared-memory ring, see `ring`, and
+with `"ring_unchecked": true` too no checksum on the frames the agent encodes for that ring), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
 see `elide`); anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
@@ -305,6 +306,8 @@ class Handshake(ClientQueues):
                 "quiet": True,
                 # And writes a quiet client's live frames into a shared-memory ring if it asks (see ring).
                 "ring": rings_supported(),
+                # And leaves a ring's checksums out for a client that does not check them (see ring).
+                "ring_unchecked": True,
             }
         )
         return frame
@@ -353,6 +356,8 @@ class Handshake(ClientQueues):
                     self.bracket = self._nclients > self._nquiet
                 if c.quiet and f.get("ring") is True and c.ring is None and rings_supported():
                     c.ring_asked = True  # its live frames in a shared-memory ring once offered (see ring)
+                    # And it does not check their checksums (see ring: "Checksums").
+                    c.ring_unchecked = f.get("ring_unchecked") is True
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(

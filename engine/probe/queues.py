@@ -139,6 +139,7 @@ class Client:
         "quiet",
         "ring",
         "ring_asked",
+        "ring_unchecked",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -192,6 +193,9 @@ class Client:
         # `ring` once the agent has handed it over, after which live frames go there, not to the socket.
         self.ring_asked = False
         self.ring: RingWriter | None = None
+        # And said it does not check the checksums of its ring's frames: the agent's thread leaves the
+        # crc32 of the batches it encodes for that ring 0 (see ring: "Checksums").
+        self.ring_unchecked = False
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""

@@ -27,6 +27,14 @@ Safety for the client: it maps the ring read-only and takes it only if it is sea
 (a peer that could truncate it would kill the reader with SIGBUS), checks its size and magic, and
 treats a total that goes backwards or jumps more than `size` as lost bytes.
 
+Checksums: a frame's crc32 guards bytes that crossed a socket or a file; the ring is memory the agent
+writes and the reader maps, where a torn read is found by the total (read before and after copying),
+not by a checksum. So a client that says `"ring_unchecked": true` in its hello (ProbeClient does) reads
+its ring's frames without checking their crc32, and the agent's thread leaves it 0 in the batches it
+encodes for that ring (computing it cold was ~10 us of a paced turn's ~65 on the agent's thread). The
+frames a pass of the I/O thread writes, and a recording agent's own frames, keep theirs (encoded once
+for every client); a client that does not ask gets checksums throughout, as before.
+
 A reader that falls more than `size` bytes behind has lost frames (the writer went round): it sees
 that from the total (before and after copying, since the writer may go round while it copies) and
 starts again at the writer's current total, a frame boundary; the client reports it as `dropped`, as
