@@ -64,7 +64,7 @@ from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import SerializedRequest, Serializer, canonical_provider, make_serializer
-from engine.providers.anthropic import EMPTY_TEXT, sends_nothing
+from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, sends_nothing, silent_error
 from engine.providers.base import Block
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
@@ -407,6 +407,7 @@ class Pipeline:
         # Indices of the history's messages that have nothing a provider takes (no parts, or blank
         # texts only: an import's; Pipeline.user/assistant refuse them): see _empty_note.
         self._empty_msgs: list[int] = []
+        self._silent_errors: list[int] = []  # those holding an error result with no output: the same
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
         self.stats = Statistics()
@@ -632,6 +633,8 @@ class Pipeline:
             self.history.append(msg)
             if sends_nothing(msg.parts):
                 self._empty_msgs.append(len(self.history) - 1)
+            if silent_error(msg.parts):
+                self._silent_errors.append(len(self.history) - 1)
         elif k == "request":
             for sid, b in ev.get("bound", {}).items():
                 if "h" in b:  # the last good value: what a later failing binder falls back to
@@ -740,6 +743,8 @@ class Pipeline:
             self.pending = []
             if sends_nothing(parts):
                 self._empty_msgs.append(len(self.history) - 1)
+            if silent_error(parts):
+                self._silent_errors.append(len(self.history) - 1)
         self._pending_msg = None
 
     def begin_request(self, turn: int) -> None:
@@ -1075,7 +1080,11 @@ class Pipeline:
             ok = self.fast_path and not bound and not due
             self._sources_carry = (self._sources_version, sources) if ok else None
         hsec = history_section(history, self.pending)
-        if self._empty_msgs or (self.pending and sends_nothing(self.pending)):
+        if (
+            self._empty_msgs
+            or self._silent_errors
+            or (self.pending and (sends_nothing(self.pending) or silent_error(self.pending)))
+        ):
             note = self._empty_note(te, elided)
             if note:
                 hsec = replace(hsec, note=note)
@@ -1098,23 +1107,31 @@ class Pipeline:
         """The history section's note when it sends messages with nothing in them to Anthropic or
         Bedrock, which get anthropic.EMPTY_TEXT in their place (both refuse a blank text and a message
         without content; OpenAI-compatible APIs take an empty string, so the OpenAI serializer sends it
-        as it came and nothing is said): which ones, so the trace says why the request holds text the
+        as it came and nothing is said), and error results with no output, which get
+        anthropic.ERROR_NO_OUTPUT: which ones, so the trace says why the request holds text the
         conversation does not."""
         provider = canonical_provider(self.config.provider)
         if provider not in _REFUSE_EMPTY:
             return ""
         # Those the assembly holds: the task and what follows the elided stretch (see _assemble_from).
-        idx = [i for i in self._empty_msgs if i < te or i >= te + elided]
-        if self.pending and sends_nothing(self.pending):
-            idx.append(len(self.history))
-        if not idx:
-            return ""
-        which = ", ".join(map(str, idx[:10])) + (f" and {len(idx) - 10} more" if len(idx) > 10 else "")
         name, why = _REFUSE_EMPTY[provider]
-        return (
-            f"{len(idx)} message(s) with no content (conversation message {which}): sent to {name} as "
-            f"{EMPTY_TEXT!r}, since {why} refuses a blank text and a message without content"
-        )
+        said = []
+        for held, pending_too, what, sent_as, refused in (
+            (self._empty_msgs, sends_nothing, "message(s) with no content", EMPTY_TEXT,
+             "a blank text and a message without content"),
+            (self._silent_errors, silent_error, "error result(s) with no output", ERROR_NO_OUTPUT,
+             "an error result without content"),
+        ):  # fmt: skip
+            idx = [i for i in held if i < te or i >= te + elided]
+            if self.pending and pending_too(self.pending):
+                idx.append(len(self.history))
+            if idx:
+                which = ", ".join(map(str, idx[:10])) + (f" and {len(idx) - 10} more" if len(idx) > 10 else "")
+                said.append(
+                    f"{len(idx)} {what} (conversation message {which}): sent to {name} as {sent_as!r}, "
+                    f"since {why} refuses {refused}"
+                )
+        return "; ".join(said)
 
     def _task_end(self) -> int:
         """Index of the first assistant message in the history (its length while there is none).

@@ -98,3 +98,39 @@ def test_valid_messages_are_sent_byte_for_byte_as_before() -> None:
     ]
     got = [anthropic.message_json(m, marked=(i == 2)) for i, m in enumerate(msgs)]
     assert got == expected
+
+
+def test_an_error_result_with_no_output_goes_with_text_and_is_said() -> None:
+    # Fails on main before this change: {"content": "", "is_error": true}, which the Messages API refuses
+    # ("tool_result: content cannot be empty if `is_error` is true"); the note said nothing.
+    ERROR_NO_OUTPUT = "[error, no output]"  # noqa: N806 (engine.providers.anthropic.ERROR_NO_OUTPUT)
+
+    for provider in ("anthropic", "bedrock", "openai"):
+        p = Pipeline("claude-sonnet-4-5", provider, 200_000)
+        p.user("Run it.")
+        p.assistant("", [{"id": "toolu_1", "name": "bash", "arguments": {"cmd": "false"}}])
+        p.tool_result("toolu_1", "", is_error=True)  # a command that failed without a word
+        p.assistant("", [{"id": "toolu_2", "name": "bash", "arguments": {"cmd": "true"}}])
+        p.tool_result("toolu_2", "")  # no output, no error: as it came
+        req = p.next_request()
+        body, hist = req.body, next(s for s in req.trace["sections"] if s["kind"] == "history")
+        p.close()
+        if provider == "anthropic":
+            results = [b for m in body["messages"] for b in m["content"] if b.get("type") == "tool_result"]
+            assert [(r["content"], r.get("is_error", False)) for r in results] == [
+                (ERROR_NO_OUTPUT, True), ("", False)
+            ]
+        elif provider == "bedrock":
+            results = [b["toolResult"] for m in body["messages"] for b in m["content"] if "toolResult" in b]
+            assert [(r["content"], r.get("status")) for r in results] == [
+                ([{"text": ERROR_NO_OUTPUT}], "error"), ([{"text": ""}], None)
+            ]
+        else:  # Chat Completions takes an empty tool message
+            assert [m["content"] for m in body["messages"] if m["role"] == "tool"] == ["", ""]
+            assert hist["note"] == ""
+            continue
+        name, api = ("Anthropic", "the Messages API") if provider == "anthropic" else ("Bedrock", "Converse")
+        assert hist["note"] == (
+            f"1 error result(s) with no output (conversation message 2): sent to {name} as "
+            f"{ERROR_NO_OUTPUT!r}, since {api} refuses an error result without content"
+        )

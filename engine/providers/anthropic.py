@@ -24,6 +24,21 @@ _P = TypeVar("_P")
 EMPTY_TEXT = "[empty message]"
 
 
+# What an error result with no output carries instead: the Messages API refuses it ("tool_result: content
+# cannot be empty if `is_error` is true"), as a tool that failed without a word gives it (an import's, or
+# an agent's tool_result(id, "", is_error=True)). Bedrock gets the same (Claude behind Converse). Said in
+# the history section's note (Pipeline._empty_note).
+ERROR_NO_OUTPUT = "[error, no output]"
+
+
+def silent_error(parts: Sequence[object]) -> bool:
+    """True when the parts hold an error result with no output (sent as ERROR_NO_OUTPUT)."""
+    for p in parts:
+        if type(p) is ToolResult and p.is_error and not p.content:
+            return True
+    return False
+
+
 def _blank(p: object) -> bool:
     """A text part both APIs refuse: empty or only whitespace."""
     return type(p) is Text and (not p.text or p.text.isspace())
@@ -73,7 +88,8 @@ def _part(p: object) -> dict[str, Any]:
     if isinstance(p, ToolCall):
         return {"type": "tool_use", "id": p.id, "name": p.name, "input": p.arguments_obj()}
     if isinstance(p, ToolResult):
-        b: dict[str, Any] = {"type": "tool_result", "tool_use_id": p.call_id, "content": p.content}
+        content = p.content if p.content or not p.is_error else ERROR_NO_OUTPUT
+        b: dict[str, Any] = {"type": "tool_result", "tool_use_id": p.call_id, "content": content}
         if p.is_error:
             b["is_error"] = True
         return b
@@ -88,6 +104,7 @@ def _part(p: object) -> dict[str, Any]:
 
 _MARK = '"cache_control":{"type":"ephemeral"},'  # first key of a marked block (sorted before the rest)
 _EMPTY_JSON = '"text":' + json_string(EMPTY_TEXT) + ',"type":"text"'
+_NO_OUTPUT_JSON = json_string(ERROR_NO_OUTPUT)
 
 
 def _part_json(p: object) -> str | None:
@@ -99,8 +116,9 @@ def _part_json(p: object) -> str | None:
         return '"text":' + json_string(p.text) + ',"type":"text"'
     if type(p) is ToolResult and type(p.content) is str and type(p.call_id) is str:
         err = '"is_error":true,' if p.is_error else ""
+        content = json_string(p.content) if p.content or not p.is_error else _NO_OUTPUT_JSON
         return (
-            '"content":' + json_string(p.content) + "," + err
+            '"content":' + content + "," + err
             + '"tool_use_id":' + encode_basestring(p.call_id) + ',"type":"tool_result"'
         )  # fmt: skip
     if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json, json_string
-from engine.providers.anthropic import EMPTY_TEXT, sent_parts
+from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, sent_parts
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
@@ -51,7 +51,8 @@ def _part(p: object) -> dict[str, Any]:
     if isinstance(p, ToolCall):
         return {"toolUse": {"toolUseId": p.id, "name": p.name, "input": p.arguments_obj()}}
     if isinstance(p, ToolResult):
-        r: dict[str, Any] = {"toolUseId": p.call_id, "content": [{"text": p.content}]}
+        content = p.content if p.content or not p.is_error else ERROR_NO_OUTPUT
+        r: dict[str, Any] = {"toolUseId": p.call_id, "content": [{"text": content}]}
         if p.is_error:
             r["status"] = "error"
         return {"toolResult": r}
@@ -66,6 +67,7 @@ def _part(p: object) -> dict[str, Any]:
 
 _POINT = ',{"cachePoint":{"type":"default"}}'  # CACHE_POINT's canonical JSON, after a marked message's content
 _EMPTY_JSON = '{"text":' + json_string(EMPTY_TEXT) + "}"
+_NO_OUTPUT_JSON = json_string(ERROR_NO_OUTPUT)
 
 
 def _part_json(p: object) -> str | None:
@@ -76,8 +78,9 @@ def _part_json(p: object) -> str | None:
         return '{"text":' + json_string(p.text) + "}"
     if type(p) is ToolResult and type(p.content) is str and type(p.call_id) is str:
         status = ',"status":"error"' if p.is_error else ""
+        content = json_string(p.content) if p.content or not p.is_error else _NO_OUTPUT_JSON
         return (
-            '{"toolResult":{"content":[{"text":' + json_string(p.content) + "}]" + status
+            '{"toolResult":{"content":[{"text":' + content + "}]" + status
             + ',"toolUseId":' + encode_basestring(p.call_id) + "}}"
         )  # fmt: skip
     if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
