@@ -164,7 +164,7 @@ def proxy(
             "tap_errors": i.tap_errors,
             "target": i.target,
         }
-        for i, _ in rec.sessions.values()
+        for i in sorted([*rec.let_go, *(i for i, _ in rec.sessions.values())], key=lambda i: i.number)
     ]
     if state_file is not None:
         _write_state(

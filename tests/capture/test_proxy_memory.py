@@ -75,3 +75,37 @@ def test_parked_sessions_do_not_keep_their_compressors(
     path = next(info.path for info, _ in rec.sessions.values() if info.number == 6)
     assert [e["turn"] for e in events_of(path) if e["k"] == "turn"] == [0, 1]
     assert verify_ok(path) == 2
+
+
+def test_past_max_kept_the_oldest_sessions_state_is_let_go(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
+    """Every conversation's engine state stayed in the proxy for its whole life (~0.35 MB each once its
+    file was parked): past max_kept, the least recently active session's recording is finished and its
+    state dropped; its agent calling again opens a new session that says which one it continues."""
+    rec = Recorder(tmp_path / "rec", serve=True, max_open=2, max_kept=3)
+    server = ProxyServer({"openai": standin.url}, rec).start()
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+    standin.script = []
+
+    def call(i: int, more: bool = False) -> None:
+        msgs = [{"role": "system", "content": f"You are agent {i}."}, {"role": "user", "content": f"Task {i}."}]
+        if more:
+            msgs += [{"role": "assistant", "content": "Hello from the stand-in."}, {"role": "user", "content": "More."}]
+        client.chat.completions.create(model="gpt-4o", messages=msgs)  # type: ignore[arg-type]
+
+    try:
+        for i in range(6):
+            call(i)
+        assert rec.flush(30)
+        assert sorted(info.number for info, _ in rec.sessions.values()) == [4, 5, 6]
+        assert [info.number for info in rec.let_go] == [1, 2, 3]
+        assert len([tap for _, tap in rec._kept.values() if tap.pipe is not None]) == 3
+        call(0, more=True)  # session 1's agent comes back
+        assert rec.flush(30)
+    finally:
+        server.stop()
+        rec.close()
+    (back,) = [info for info, _ in rec.sessions.values() if info.number == 7]
+    assert any("continues session 1 " in n for n in back.notes), back.notes
+    for info in [*rec.let_go, *(i for i, _ in rec.sessions.values())]:
+        assert verify_ok(info.path) >= 1, info.path  # every recording finished, readable, verified
+    assert [e["turn"] for e in events_of(back.path) if e["k"] == "turn"] == [0]

@@ -69,6 +69,13 @@ MAX_OPEN_RECORDINGS = 32
 # tool run) is often idle longer, but parking and reopening cost it about a millisecond (above), while a
 # longer wait leaves a finished agent's file without its footer for longer.
 IDLE_PARK_S = 30.0
+# Sessions whose engine state (the shadow pipeline, its history and caches) is kept. Past this, the least
+# recently active session is let go: its recording finished (as parking does) and its state dropped; if
+# its agent calls again, the call opens a new session (a new recording, which names the one it continues).
+# Kept, every conversation a proxy had ever seen stayed in memory: ~0.35 MB each (measured, 2026-12-04,
+# sessions of 5 calls: +17 MB over 48 sessions once their files were parked), so a harness running
+# thousands of tasks through one proxy grew without bound. 256 such sessions are ~90 MB at most.
+MAX_KEPT_SESSIONS = 256
 
 
 # A background Responses call's statuses before its outcome (the reply to `background: true` is `queued`)
@@ -195,6 +202,7 @@ class Recorder:
         max_served: int = MAX_SERVED,
         max_open: int = MAX_OPEN_RECORDINGS,
         idle_park: float = IDLE_PARK_S,
+        max_kept: int = MAX_KEPT_SESSIONS,
     ) -> None:
         self.record_dir = record_dir
         self.serve, self.window, self.on_session = serve, window, on_session
@@ -202,6 +210,12 @@ class Recorder:
         self.max_record_bytes = max_record_bytes
         self.max_served = max_served
         self.max_open, self.idle_park = max_open, idle_park
+        self.max_kept = max(1, max_kept)  # (the session a call just came for is always kept)
+        # Every session whose state is kept, least recently active first (see MAX_KEPT_SESSIONS)
+        self._kept: OrderedDict[int, tuple[SessionInfo, ProxyTap]] = OrderedDict()
+        self.let_go: list[SessionInfo] = []  # sessions whose state was dropped (their recordings finished)
+        self._let_go_keys: dict[str, int] = {}  # their keys -> their numbers, for a session that comes back
+        self._numbered = 0
         self._served: OrderedDict[int, tuple[SessionInfo, ProxyTap]] = OrderedDict()  # by last activity
         # Sessions whose recording file is open, least recently active first, with when they last were.
         self._open: OrderedDict[int, tuple[SessionInfo, ProxyTap, float]] = OrderedDict()
@@ -434,6 +448,42 @@ class Recorder:
         while len(self._open) > self.max_open:
             _, (old_info, old_tap, _) = self._open.popitem(last=False)
             self._park(old_info, old_tap)
+        self._kept[info.number] = (info, tap)
+        self._kept.move_to_end(info.number)
+        if len(self._kept) > self.max_kept:
+            self._let_go_oldest()
+
+    def _let_go_oldest(self) -> None:
+        """Past max_kept sessions, drop the least recently active ones' state (see MAX_KEPT_SESSIONS).
+        One with a background call still pending keeps it: the call's outcome goes to its turn."""
+        waiting = {id(bg.tap) for bg in self._background.values()}
+        for number, (info, tap) in list(self._kept.items()):
+            if len(self._kept) <= self.max_kept:
+                return
+            if id(tap) in waiting:
+                continue
+            del self._kept[number]
+            self._let_go(info, tap)
+
+    def _let_go(self, info: SessionInfo, tap: ProxyTap) -> None:
+        self._open.pop(info.number, None)
+        served = self._served.pop(info.number, None)
+        pipe = tap.pipe
+        if served is not None and pipe is not None and pipe.probe is not None:
+            probe, pipe.probe = pipe.probe, None
+            try:
+                probe.close()
+            except Exception as exc:  # closing must not cost the recording
+                log.warning("proxy recorder: closing session %s's probe: %s", info.number, exc)
+        try:
+            tap.close()  # finishes its recording (reopened for the moment if it was parked)
+        except Exception as exc:
+            log.warning("proxy recorder: closing session %s: %s", info.number, exc)
+        tap.pipe, tap.feeder, tap.actual, tap.fed = None, None, None, []
+        if self.sessions.get(info.key, (None, None))[1] is tap:
+            del self.sessions[info.key]
+        self._let_go_keys[info.key] = info.number
+        self.let_go.append(info)
 
     def _park_idle(self) -> None:
         """Park the file of every session with no call for idle_park seconds (oldest first: in order)."""
@@ -525,7 +575,8 @@ class Recorder:
         found = self.sessions.get(key)
         if found is not None:
             return found
-        n = len(self.sessions) + 1
+        self._numbered += 1
+        n = self._numbered
         model = str(body.get("model") or "unknown")
         provider = "anthropic" if wire == "anthropic" else guess_provider(model)
         if provider not in ("anthropic", "openai", "deepseek", "bedrock"):
@@ -537,6 +588,14 @@ class Recorder:
             "anthropic" if wire == "anthropic" else "openai", info, self.serve, self.window, self.hello
         )
         self.sessions[key] = (info, tap)
+        earlier = self._let_go_keys.pop(key, None)
+        if earlier is not None:
+            # The same conversation as a session whose state was let go: its calls go on in this one
+            info.notes.append(
+                f"continues session {earlier} ({os.getpid()}.{earlier}), whose state was let go when more "
+                f"than {self.max_kept} sessions were more recently active; its calls before are in its recording"
+            )
+            log.info("proxy: session %s continues session %s", n, earlier)
         if self.on_session is not None:
             try:
                 self.on_session(info)
