@@ -54,7 +54,7 @@ from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
-from inspector.status import status_parts
+from inspector.status import status_parts, status_whole
 from inspector.step_timing import StepTiming
 from inspector.terminal_driver import driver_for
 from inspector.timeline import Timeline
@@ -236,6 +236,8 @@ class InspectorApp(App[None]):
         self._manifest, self._status = self.query_one("#manifest", ManifestPanel), self.query_one("#status", MarkupLine)
         # The status line fits its parts to its width (status_parts): laid out at another, drawn again.
         self._status.on_width = lambda _width: self._update_status()
+        # Hovering the status line shows what it cut (and the file or command it never shows whole).
+        self._status.whole = lambda: "\n".join(self.status_whole()) or None
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self._apply_size(self.size.width, self.size.height)
         self._update_status()
@@ -342,6 +344,13 @@ class InspectorApp(App[None]):
             self._status.content_region.width or None, saved_turns=self.saved_turns,
         )
         self._status.update(parts)  # a no-op when the parts are the same
+
+    def status_whole(self) -> list[str]:
+        """The status line whole, when the terminal cuts it, and the source's file or command (status_whole)."""
+        return status_whole(
+            self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
+            self._status.content_region.width or None, saved_turns=self.saved_turns,
+        )
 
     def _go(self, index: int | None) -> None:
         if index is not None:
@@ -786,7 +795,7 @@ class InspectorApp(App[None]):
         self.run_worker(work, thread=True, group="save", exit_on_error=False)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)], self.status_whole()))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -7,12 +7,16 @@ from textual.markup import escape
 
 from inspector.session_view import SPEEDS, SessionView
 from panels.fmt import one_line
-from panels.markup_line import Part, as_markup, parse
+from panels.markup_line import Part, as_markup, assemble, parse
 
-# The most of a recording's file name the status line shows. An imported run's name is often 60-70
-# characters (deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession): whole, it pushed the
-# turn, the play state and the model past the right edge at 80 columns.
+# The least of a recording's file name the status line keeps when the line is too long for the terminal
+# (the model, at the end, is cut first). An imported run's name is often 60-70 characters
+# (deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession): whole, it pushed the turn, the
+# play state and the model past the right edge at 80 columns. A wider terminal shows more of it, or all.
 NAME_CHARS = 32
+# The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
+# shortened to fit: its end, the file's name, is what a person looks for.
+PATH_CHARS = 16
 
 
 def short_name(name: str, limit: int = NAME_CHARS) -> str:
@@ -80,17 +84,23 @@ def status_parts(
     # agent ran holds the turns received by then: "saved to FILE" beside "400 turns kept", once the agent
     # had ended, said the file held all 400 when it held the 386 of the save.
     partial = saved_to is not None and saved_turns is not None and saved_turns < len(tl)
+    banner_path = ""  # the path the disconnected banner names (shortened in it when the line is too long)
     if disconnected is not None:
         kept = h.get("recording")
         if saved_to and not partial:
-            where = f"saved to {escape(saved_to)}"
+            where, banner_path = "saved to {}", saved_to
         elif kept:
-            where = f"recording kept at {escape(str(kept))}"
+            where, banner_path = "recording kept at {}", one_line(str(kept))
         elif saved_to:
-            where = f"{saved_turns} saved to {escape(saved_to)}; press s to save all"
+            where, banner_path = f"{saved_turns} saved to {{}}; press s to save all", saved_to
         else:
             where = "press s to save"
-        state = f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; {where} [/]"
+
+        def banner(path: str) -> str:
+            told = where.format(escape(path)) if banner_path else where
+            return f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; {told} [/]"
+
+        state = banner(banner_path)
     elif saved_to:
         held = f"{saved_turns} turns " if saved_turns is not None else ""
         state = f"[$success]saved {held}to {escape(saved_to)}[/]"
@@ -105,29 +115,74 @@ def status_parts(
     if n_err:
         dropped += f"  [$warning]{n_err} tap error{'s' if n_err != 1 else ''}[/]"
     turn: tuple[Part, ...] = ("turn ", number, " ", count)
+    if not live and width is not None:
+        # A recording's name: whole when the line has room for it and everything after it; else what
+        # leaves the rest whole, but not under NAME_CHARS (the model, at the end, is cut first then).
+        whole = (f"{kind} {escape(one_line(name))}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
+        over = _cells(whole) - width
+        if over <= 0:
+            return whole
+        origin = f"{kind} {escape(one_line(short_name(name, max(len(name) - over, NAME_CHARS))))}"
     if disconnected is not None:  # the banner goes first so 80 columns never cut it off
         full: tuple[Part, ...] = (f"{origin} {state}  ", *turn, f"  {mode}{dropped}  {model}")
     else:
         full = (f"{origin}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
-    if width is None or _cells(full[: full.index(number) + 1]) <= width:
-        return full  # the turn number is on screen; what follows it may be cut at the edge
+    # What follows the turn number is cut at the edge, and the cut's last cell is an ellipsis: the number
+    # must end before that cell.
+    if width is None or _cells(full[: full.index(number) + 1]) < width:
+        return full  # the turn number is on screen; what follows it is cut at the edge with an ellipsis
     # Narrower. A disconnected agent's banner stays whole as long as it can: the turn number goes before
-    # it, without the name or the count. Otherwise the name is shortened to leave the turn on screen (12
-    # cells at least, else it goes), then the count goes.
+    # it, without the name or the count, and a path it names is shortened in the middle to end inside the
+    # line (PATH_CHARS at least). Otherwise the name is shortened to leave the turn on screen (12 cells
+    # at least, else it goes), then the count goes.
     if disconnected is not None:
-        return (f"{kind} ", *turn[:2], f"  {state}  {mode}{dropped}  {model}")
+        head: tuple[Part, ...] = (f"{kind} ", *turn[:2], "  ")
+        over = _cells((*head, state)) - width + 1  # (+1: the banner closes before the edge's ellipsis)
+        if banner_path and over > 0:
+            state = banner(short_name(banner_path, max(len(banner_path) - over, PATH_CHARS)))
+        return (*head, f"{state}  {mode}{dropped}  {model}")
     rest = f"  {mode}  {state}{dropped}  {model}"
-    room = width - _cells((f"{kind}   ", *turn))  # kind, a space, the name, two spaces, the turn
+    room = width - 1 - _cells((f"{kind}   ", *turn))  # kind, a space, the name, two spaces, the turn, "…"
     if live:
         shown = name if room >= len(name) else ""
     else:
         shown = one_line(short_name(name, min(room, NAME_CHARS))) if room >= 12 else ""
-    head = f"{kind} {escape(shown)}  " if shown else f"{kind} "
-    if _cells((head, *turn)) <= width:
-        return (head, *turn, rest)
-    return (head, *turn[:2], rest)
+    start = f"{kind} {escape(shown)}  " if shown else f"{kind} "
+    if _cells((start, *turn)) < width:
+        return (start, *turn, rest)
+    return (start, *turn[:2], rest)
 
 
 def _cells(parts: tuple[Part, ...]) -> int:
     """The cells the parts take on screen (fragments are parsed once each: see markup_line.parse)."""
     return sum(parse(p).cell_length if isinstance(p, str) else cell_len(p[0]) for p in parts)
+
+
+# Wider than any terminal: status_parts then lays the line out whole (the full name and path, no cut).
+WHOLE = 1 << 20
+
+
+def status_whole(
+    view: SessionView,
+    index: int,
+    playing: bool,
+    speed: int,
+    disconnected: str | None,
+    failed: str | None = None,
+    saved_to: str | None = None,
+    width: int | None = None,
+    saved_turns: int | None = None,
+) -> list[str]:
+    """What the status line says, whole, as plain lines: the line itself when `width` cuts it (the name
+    or a path shortened, the end cut at the edge), and where the data comes from, which the line never
+    shows whole (a recording's directory, a live agent's command). The status line's tooltip and the
+    help screen show these; built only when asked (not on every step)."""
+    whole = status_parts(view, index, playing, speed, disconnected, failed, saved_to, WHOLE, saved_turns)
+    lines = [assemble(whole).plain] if width is None or _cells(whole) > width else []
+    h = view.source.header
+    if view.source.kind == "live":
+        if h.get("command"):
+            lines.append(f"command: {one_line(str(h['command']))}")
+    elif h.get("path"):
+        lines.append(f"file: {one_line(str(h['path']))}")
+    return lines

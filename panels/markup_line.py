@@ -17,6 +17,8 @@ from functools import lru_cache
 
 from textual.content import Content
 from textual.markup import escape
+from textual.visual import VisualType
+from textual.widget import Widget
 
 from panels.line_panel import LinePanel
 
@@ -50,6 +52,17 @@ class MarkupLine(LinePanel):
         # Called with the new width when the line is laid out at another width: an owner whose parts
         # depend on the width (the status line) updates them then.
         self.on_width: Callable[[int], object] | None = None
+        # The tooltip, made when the mouse rests on the line (not on every update): what a line cut to
+        # the terminal's width left out. None: the tooltip set as on any widget.
+        self.whole: Callable[[], str | None] | None = None
+
+    @property
+    def tooltip(self) -> VisualType | None:
+        return self.whole() if self.whole is not None else self._tooltip
+
+    @tooltip.setter
+    def tooltip(self, tooltip: VisualType | None) -> None:
+        Widget.tooltip.fset(self, tooltip)  # type: ignore[attr-defined]
 
     def on_resize(self) -> None:
         super().on_resize()

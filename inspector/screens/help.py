@@ -3,6 +3,8 @@ footer, this screen and the command palette never disagree."""
 
 from __future__ import annotations
 
+import re
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -40,9 +42,12 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,question_mark", "dismiss(None)", "Close")]
 
-    def __init__(self, bindings: list[Binding]) -> None:
+    def __init__(self, bindings: list[Binding], session: list[str] | None = None) -> None:
         super().__init__()
         self.bindings_list = bindings
+        # What the status line cut at this width, and the source's file or command (InspectorApp.status_whole):
+        # a person on the keyboard has no tooltip to show it.
+        self.session = session or []
 
     def compose(self) -> ComposeResult:
         from textual.widgets import Markdown  # markdown-it and friends: only when help is opened
@@ -55,10 +60,22 @@ class HelpScreen(ModalScreen[None]):
 
     def compose_rows(self) -> list[str]:
         """The keys table as Markdown lines."""
-        rows = ["# ContextPipe Inspector", "", "## Keys", "", "| key | action |", "|---|---|"]
+        rows = ["# ContextPipe Inspector", ""]
+        if self.session:
+            # Code spans: a path or a command is the agent's text, never Markdown.
+            rows += ["## This session", "", *(f"- {_code(line)}" for line in self.session), ""]
+        rows += ["## Keys", "", "| key | action |", "|---|---|"]
         for b in self.bindings_list:
             # As a person types them: `+`, `]`, `?`, `←`, not plus / right_square_bracket / question_mark.
             keys = ", ".join(f"`{format_key(k.strip())}`" for k in b.key.split(","))
             rows.append(f"| {keys} | {b.tooltip or b.description} |")
         rows.append("| `ctrl+p` | command palette: every action above, themes, screenshots |")
         return rows
+
+
+def _code(text: str) -> str:
+    """`text` as a Markdown code span, literal whatever it holds: fenced by one backtick more than its
+    longest run of them (CommonMark), with a space either side when it starts or ends with one."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

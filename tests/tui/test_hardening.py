@@ -160,7 +160,11 @@ async def test_disconnect_says_where_the_session_is_kept(tmp_path: Path) -> None
         out = tmp_path / "saved.cpsession"
         app2.save_worker(str(out))
         await settle(pilot)
-        assert f"saved to {out}" in status_text(app2)
+        # pytest's tmp path may be longer than 120 columns leave it: then shortened in the middle, its end
+        # kept, and whole in the status line's tooltip and the help screen (tests/tui/test_cut_lines.py).
+        shown = status_text(app2)
+        assert "saved to /" in shown and "saved.cpsession " in shown, shown
+        assert f"saved to {out}" in "\n".join(app2.status_whole())
         assert "press s to save" not in status_text(app2)
 
 

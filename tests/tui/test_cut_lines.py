@@ -1,0 +1,158 @@
+"""What a line too long for the terminal leaves out: the status line showed at most 32 characters of a
+recording's name however wide the terminal, cut a disconnected agent's banner (and the path it names) at
+the edge, and cut the model with no sign; the Alerts tab cut a message at the panel's edge with no sign
+(at 120 columns, 18 of its characters) and showed the rest nowhere. Now each line shows what fits, a cut
+ends with "…", and the whole is there to see: the status line's tooltip and the help screen (`?`), and
+the alert under the cursor in the Alerts panel's last rows. At 80, 120 and 200 columns."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from textual.pilot import Pilot
+
+from inspector.app import InspectorApp
+from inspector.screens import HelpScreen
+from inspector.sources.file import FileSource
+from inspector.sources.synthetic import SyntheticSource
+from panels.alerts import AlertsPanel
+from panels.markup_line import MarkupLine
+from tests.tui.conftest import settle
+from tests.tui.test_hardening import DEMO
+
+LONG = "deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession"
+KEPT = f"/home/someone/projects/agents/runs/2026-12-04/{LONG}"
+SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
+
+
+def _drawn(app: InspectorApp) -> str:
+    """The status line as drawn: cut to the terminal's width (less its padding)."""
+    return app.query_one("#status", MarkupLine).render_line(0).text.rstrip()
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+async def test_the_status_line_shows_what_fits_and_the_whole_on_hover_and_in_help(
+        tmp_path: Path, size: str) -> None:
+    width, height = SIZES[size]
+    path = tmp_path / LONG
+    shutil.copy(DEMO, path)
+    app = InspectorApp(FileSource(path))
+    async with app.run_test(size=(width, height)) as pilot:
+        await settle(pilot)
+        drawn = _drawn(app)
+        assert cell_len(drawn) <= width - 2, drawn
+        assert "turn 39 (40/40)" in drawn, drawn
+        if width >= 200:  # room for all of it: the whole name (it was cut to 32 characters at any width)
+            assert drawn.startswith(f"REPLAY {LONG}  turn 39"), drawn
+        else:  # the name shortened in the middle, as much of it as leaves the rest room
+            assert drawn.startswith("REPLAY deepseek_reason") and "…" in drawn.split("  turn")[0], drawn
+        if width >= 120:
+            assert drawn.endswith("claude-sonnet-4 · anthropic"), drawn
+        else:  # the model cut at the edge, and said to be (it ended "claude-sonn" with no sign)
+            assert drawn.endswith("…"), drawn
+        status = app.query_one("#status", MarkupLine)
+        tooltip = str(status.tooltip)
+        assert f"file: {path}" in tooltip, tooltip  # the directory, which the line never shows
+        if width < 200:  # what the line cut, whole
+            assert f"REPLAY {LONG}  turn 39 (40/40)" in tooltip and "claude-sonnet-4 · anthropic" in tooltip, tooltip
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        session = "\n".join(app.screen.session)
+        assert str(path) in session and ("claude-sonnet-4 · anthropic" in session) == (width < 200), session
+        assert any(f"`file: {path}`" in row for row in app.screen.compose_rows()), app.screen.compose_rows()[:6]
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+async def test_a_disconnected_agents_banner_keeps_the_end_of_the_path_it_names(size: str) -> None:
+    width, height = SIZES[size]
+    src = SyntheticSource(30, live=True, initial=20, delay=0.01)
+    src.header["recording"] = KEPT
+    app = InspectorApp(src)
+    async with app.run_test(size=(width, height)) as pilot:
+        await settle(pilot)
+        assert app.disconnected is not None
+        drawn = _drawn(app)
+        assert cell_len(drawn) <= width - 2, drawn
+        assert "Agent disconnected — 30 turns kept; recording kept at /home/" in drawn, drawn
+        assert "turn 29" in drawn, drawn
+        if width >= 200:
+            assert f"recording kept at {KEPT} " in drawn, drawn
+        elif width >= 120:  # shortened in the middle: the file's name ends the banner (it was cut at the edge)
+            assert "…" in drawn and "hmallow-1343.cpsession " in drawn, drawn
+        else:  # no room for any of it that says something: cut at the edge, and said to be
+            assert drawn.endswith("…"), drawn
+        assert f"recording kept at {KEPT} " in "\n".join(app.status_whole())
+        assert f"recording kept at {KEPT}" in str(app.query_one("#status", MarkupLine).tooltip)
+
+
+def _panel_rows(panel: AlertsPanel) -> list[str]:
+    return [panel.render_line(y).text for y in range(panel.scrollable_content_region.height)]
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+async def test_an_alert_cut_ends_with_an_ellipsis_and_the_cursors_alert_is_shown_whole(size: str) -> None:
+    width, height = SIZES[size]
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(width, height)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        panel = app.query_one("#alerts", AlertsPanel)
+        panel.focus()
+        await settle(pilot)
+        alerts = [(rule, message) for _, _, _, rule, message in panel._rows]
+        assert len(alerts) == 8
+        cut = 0
+        for row, (rule, message) in enumerate(alerts):
+            panel.move_cursor(row=row)
+            await pilot.pause()
+            lines = _panel_rows(panel)
+            shown = next(line for line in lines[1:] if line.startswith(f"{panel._rows[row][1]:<6}") and rule in line
+                         and message[:10] in line)
+            if message in shown:
+                assert not panel.detail_lines(), (row, lines)
+                continue
+            cut += 1
+            assert shown.rstrip().endswith("…"), shown  # the cut is said
+            assert message.startswith(shown.rstrip()[30:-1]), shown
+            detail = panel.detail_lines()
+            assert detail and lines[-len(detail):] == [d.ljust(panel.scrollable_content_region.width) for d in detail]
+            assert " ".join(detail) == f"▸ {rule}: {message}", detail  # the whole alert (wrapped at spaces)
+        assert cut >= (1 if width >= 200 else 4 if width >= 120 else 1), cut
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_cut_lines_snapshot(snap_compare, tmp_path: Path, size: str) -> None:
+    """The demo under a long name, its Alerts tab focused on an alert too long for the panel: the status
+    line and the alert rows end their cuts with "…", the alert is shown whole under the list."""
+    path = tmp_path / LONG
+    shutil.copy(DEMO, path)
+    app = InspectorApp(FileSource(path), theme="cp-dark")
+
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("a")
+        panel = pilot.app.query_one("#alerts", AlertsPanel)
+        panel.focus()
+        panel.move_cursor(row=4)  # turn 20: "cache broke at environment: section environment content changed"
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
+
+
+async def test_the_alerts_cursor_stays_in_view_when_focus_draws_the_border() -> None:
+    """At 80x24 the Alerts panel has 6 rows, 4 once focused (its border): a cursor moved to the fifth
+    alert before Tab (or a click) went under the border, out of view, as the panel drew no Resize."""
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("a")
+        panel = app.query_one("#alerts", AlertsPanel)
+        panel.move_cursor(row=4)
+        await settle(pilot)
+        panel.focus()
+        await settle(pilot)
+        assert any(line.startswith("20    warning  cache_break") for line in _panel_rows(panel)), _panel_rows(panel)
