@@ -154,3 +154,55 @@ def test_a_summary_after_everything_kept_is_fed_as_new(standin: StandIn, tmp_pat
     traces = {e["turn"]: trace_of(e) for e in evs if e["k"] == "turn"}
     assert traces[2]["history_rewrite"] == {"messages": 3, "kept": 1, "replaced": 0, "dropped": 4, "new": 2}
     verify_ok(rec)
+
+
+def test_mini_swe_agent_compacting_its_history_through_run(tmp_path: Path) -> None:
+    """A real agent, mini-swe-agent, through `cp-inspect run`, with an agent class that compacts before
+    its fourth call (tests/capture/compacting_agent.py)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra")
+    from tests.capture.compacting_agent import SUMMARY as MINI_SUMMARY
+
+    root = Path(__file__).resolve().parents[2]
+    mini = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
+    assert mini is not None
+    standin = StandIn(script=[{"bash": "echo step-one"}, {"bash": "echo step-two"}, {"bash": "echo step-three"},
+                              {"bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]).start()
+    try:
+        rec = tmp_path / "rec"
+        env = {**os.environ, "PYTHONPATH": str(root), "XDG_RUNTIME_DIR": str(tmp_path),
+               "OPENAI_API_KEY": "sk-test-mini", "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
+               "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config"), "MSWEA_COST_TRACKING": "ignore_errors"}
+        for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
+            env.pop(k, None)
+        work = tmp_path / "work"
+        work.mkdir()
+        p = subprocess.run(
+            [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(rec),
+             "--upstream", standin.url, "--", mini, "-y", "--exit-immediately", "-m", "openai/gpt-4o",
+             "--agent-class", "tests.capture.compacting_agent.CompactingAgent",
+             "-t", "Print step-one, step-two and step-three, then finish.", "-l", "10"],
+            env=env, cwd=work, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        )
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        assert len(standin.requests) == 4
+        sent = json.loads(standin.requests[3][2])["messages"]
+        assert len(sent) == 5 and sent[2]["content"] == MINI_SUMMARY  # mini did compact
+    finally:
+        standin.stop()
+    (path,) = sorted(rec.glob("*.cpsession"))
+    evs = events_of(path)
+    blobs = {e["h"]: e["data"] for e in evs if e["k"] == "blob"}
+    fed = [t for e in evs if e["k"] in ("part", "msg") for t in _texts(e, blobs)]
+    assert MINI_SUMMARY not in fed
+    replies = [e for e in evs if e["k"] == "msg" and e.get("role") == "assistant"]
+    assert len(replies) == 4, len(replies)
+    traces = {e["turn"]: trace_of(e) for e in evs if e["k"] == "turn"}
+    assert traces[3]["history_rewrite"] == {"messages": 5, "kept": 3, "replaced": 1, "dropped": 4, "new": 1}
+    assert verify_ok(path) == 4
