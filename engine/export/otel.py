@@ -420,6 +420,16 @@ class SessionFold:
         self.last_error: str | None = None
         self.untimed = 0  # calls whose span carries TIMING_ATTR
         self.first_start: float | None = None  # the earliest call's request time
+        # The engine's own requests ask for the session's max_output_tokens (their body's max_tokens). A
+        # captured session's requests are the agent's (their trace's request_params say what they set):
+        # its `actual` events tell it apart in a recording made before the traces said so.
+        self.max_output: int | None = None
+        self.captured = False
+
+    def _config(self, config: Any) -> None:
+        value = config.get("max_output_tokens") if isinstance(config, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            self.max_output = value
 
     def take(self, ev: Mapping[str, Any], at: float | None = None) -> SpanData | None:
         k = ev.get("k")
@@ -432,6 +442,11 @@ class SessionFold:
                 self.model = str(config.get("model") or "")
             if not self.provider and isinstance(config, Mapping):
                 self.provider = str(config.get("provider") or "") or None
+            self._config(config)
+        elif k == "config":
+            self._config(ev.get("config"))
+        elif k == "actual":
+            self.captured = True
         elif k == "request":
             when = _wall(ev.get("time"))
             if when is not None:
@@ -498,8 +513,11 @@ class SessionFold:
                 self.first_start = start if first is None else min(first, start)
             content = self.messages if self.content else None
             usage = self.usage.pop(turn, None)
+            own = None
+            if "request_params" not in trace and not self.captured and self.max_output is not None:
+                own = {"max_tokens": self.max_output}
             data = turn_span(trace, self.trace_id, start_s=start, end_s=end,
-                             usage=usage, provider=self.provider, content=content)
+                             usage=usage, provider=self.provider, content=content, request_params=own)
             if timing is not None:
                 data.attributes[TIMING_ATTR] = timing
                 self.untimed += 1
@@ -576,7 +594,7 @@ class OtelSink:
     full queue dropped.
     """
 
-    RELEVANT = frozenset({"session", "request", "usage", "error", "turn"})
+    RELEVANT = frozenset({"session", "config", "request", "usage", "error", "turn"})
     CONTENT = frozenset({"blob", "msg", "part", "source", "content"})
     GATHER_S = 0.5  # after a wake-up, wait this long so one export carries several turns
     # What the queue may hold while the receiver is slow or down. It was 50,000 events, ~175 MB of turn

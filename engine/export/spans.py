@@ -76,8 +76,11 @@ def turn_span(
     provider: str | None = None,
     content: list[dict[str, Any]] | MessagesFold | None = None,
     prices: PriceTable | None = None,
+    request_params: Mapping[str, Any] | None = None,
 ) -> SpanData:
-    """The span of one turn from its trace (and the usage event, which wins over the trace's copy)."""
+    """The span of one turn from its trace (and the usage event, which wins over the trace's copy).
+    `request_params`: the request's settings when the trace has none (an engine-built request's
+    max_tokens, from its session's config)."""
     model = str(trace.get("model") or "")
     prov = str(provider or trace.get("provider") or "")
     usage = usage if usage is not None else (trace.get("usage") or None)
@@ -119,7 +122,7 @@ def turn_span(
         for key, value in sorted(compaction.items()):
             if isinstance(value, bool | int | float | str):
                 a[f"{ns}.compaction.{key}"] = value
-    _request_attributes(a, trace)
+    _request_attributes(a, trace, request_params)
     if usage:
         inp = int(usage.get("input_tokens") or 0)
         a["gen_ai.usage.input_tokens"] = inp
@@ -179,11 +182,12 @@ _REQUEST_ATTRS: tuple[tuple[str, str, type | tuple[type, ...]], ...] = (
 )
 
 
-def _request_attributes(a: dict[str, AttrValue], trace: Mapping[str, Any]) -> None:
+def _request_attributes(a: dict[str, AttrValue], trace: Mapping[str, Any],
+                        own: Mapping[str, Any] | None = None) -> None:
     """What a captured call's trace says of the request the agent sent (its settings, where it went) and
     of the reply (its id, the model that answered), as the conventions' attributes. The engine's own
-    requests have none of these keys: their settings are the engine's (the trace has them)."""
-    params = trace.get("request_params")
+    requests have none of these keys: `own` says their settings (max_tokens), from the session."""
+    params = trace.get("request_params", own)
     if isinstance(params, Mapping):
         for key, name, kind in _REQUEST_ATTRS:
             value = params.get(key)

@@ -158,3 +158,27 @@ def test_a_structured_output_parse_is_json_and_still_journaled(
     assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
     (span,) = receiver.calls
     assert span["attributes"]["gen_ai.output.type"] == "json"
+
+
+def test_an_engine_built_request_says_its_max_tokens(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    """The engine's own requests ask for the session's max_output_tokens (their body's max_tokens):
+    live and from the recording, while a captured session's turns say only what the agent set."""
+    from engine import Pipeline
+
+    path = tmp_path / "own.cpsession"
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, max_output_tokens=1234, record=path, serve=False)
+    pipe.identity("You are careful.")
+    pipe.user("Hi.")
+    req = pipe.next_request()
+    assert req.body["max_tokens"] == 1234
+    pipe.record_usage({"input_tokens": 10, "output_tokens": 2}, finish_reason="end_turn")
+    pipe.close()
+    (live,) = receiver.calls
+    assert live["attributes"]["gen_ai.request.max_tokens"] == 1234
+    with OtlpReceiver() as later:
+        emitter = SpanEmitter(endpoint=later.url)
+        export_events(events_of(path), RecordingReader.open(path).header, emitter)
+        emitter.close()
+        (span,) = later.calls
+        assert span["attributes"]["gen_ai.request.max_tokens"] == 1234
+        assert "server.address" not in span["attributes"]
