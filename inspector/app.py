@@ -508,12 +508,13 @@ class InspectorApp(App[None]):
         is the text, and it changes nothing when they agree."""
         assert self._viewer is not None
         title, key = self.content.section_title(trace, section)
+        note = self.content.section_note(trace, section)
         prepared = self.content.prepared(trace["turn"], section)
         if prepared is None:
-            self._viewer.retitle(title, key)
+            self._viewer.retitle(title, key, note)
             return False
         text, document = prepared
-        self._viewer.show(title, text, document, document.dark, key)
+        self._viewer.show(title, text, document, document.dark, key, note)
         return True
 
     def _prepare_ahead(self, index: int, section: str | None) -> None:
@@ -543,7 +544,7 @@ class InspectorApp(App[None]):
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
             gc.freeze()
-        viewer.show(message.title, message.text, message.document, message.dark, message.key)
+        viewer.show(message.title, message.text, message.document, message.dark, message.key, message.note)
         if self.step_timing is not None:
             self.step_timing.content_shown()
 

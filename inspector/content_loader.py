@@ -78,7 +78,7 @@ class ContentLoader:
             self._fetch(turn, None, self.wanted, wait, None)
         elif section_id is not None:
             self.wanted, key = self.section_title(trace, section_id)
-            self._fetch(turn, section_id, self.wanted, wait, key, ahead, shown)
+            self._fetch(turn, section_id, self.wanted, wait, key, ahead, shown, self.section_note(trace, section_id))
 
     @staticmethod
     def section_title(trace: Trace, section_id: str) -> tuple[str, tuple[str, str]]:
@@ -88,8 +88,16 @@ class ContentLoader:
         form, sha = (section["form"], section["sha256"]) if section is not None else ("", "")
         return f"{section_id} · turn {trace['turn']} · {form}", (section_id, sha)
 
+    @staticmethod
+    def section_note(trace: Trace, section_id: str) -> str:
+        """What the trace says of this section beyond its figures (why it was sent as it was: a degraded
+        binder, an empty message Bedrock got as text), "" when nothing. Shown under the content's title."""
+        section = next((s for s in trace["sections"] if s["id"] == section_id), None)
+        return str(section.get("note") or "") if section is not None else ""
+
     def _fetch(self, turn: int, section_id: str | None, title: str, wait: float,
-               key: tuple[str, str] | None, ahead: int | None = None, shown: bool = False) -> None:
+               key: tuple[str, str] | None, ahead: int | None = None, shown: bool = False,
+               note: str = "") -> None:
         # read on the UI thread
         dark, width, screen, console = self.app.current_theme.dark, self.width(), self.screen(), self.app.console
 
@@ -121,7 +129,7 @@ class ContentLoader:
                     self._keep((turn, section_id, dark, width), text, document)
                 if worker.is_cancelled:
                     return
-                self.app.post_message(ContentLoaded(title, text, document, dark, key))
+                self.app.post_message(ContentLoaded(title, text, document, dark, key, note))
             if ahead is None or section_id is None or self._has((ahead, section_id, dark, width)):
                 return
             # The person is looking at this turn: prepare the next one they would step to.

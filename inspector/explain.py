@@ -51,6 +51,7 @@ def to_json(
                 "omitted",
                 "sha256",
                 "changed",
+                "note",
             )
         }
         for s in trace["sections"]
@@ -101,6 +102,8 @@ def to_text(
         lines.append(
             f"  {s['id']:<16}{s['scope']:<9}{s['priority']:<13}{s['budget']:>8}{s['planned']:>9}{s['tokens']:>8}  {form}"
         )
+        if s.get("note"):  # why the section was sent as it was (a degraded binder, empty messages Bedrock got as text)
+            lines.append(f"    note: {s['note']}")
     lines.append("")
     mk = ", ".join(f"{m['section']}@{m['offset_tokens']}" for m in t["markers"]) or "none"
     lines.append(f"  cache markers: {mk}; cacheable prefix {t['cacheable_prefix_tokens']} tokens")

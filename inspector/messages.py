@@ -65,6 +65,7 @@ class ContentLoaded(Message):
     document: TextDocument | Text | None = None
     dark: bool | None = None
     key: tuple[str, str] | None = None  # (section id, content hash); None for the request body
+    note: str = ""  # the section's note in this turn's trace (why it was sent as it was), "" for none
 
 
 @dataclass

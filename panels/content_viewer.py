@@ -31,6 +31,7 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
+from panels.fmt import one_line
 from panels.keys import TURN_KEYS
 from panels.markup_line import MarkupLine
 from panels.repaint import repaint
@@ -288,18 +289,22 @@ class ContentViewer(Vertical):
     ContentViewer #content-title {
         color: $text-muted; text-style: bold; height: 1; text-wrap: nowrap; text-overflow: ellipsis;
     }
+    ContentViewer #content-note { color: $warning; height: auto; max-height: 4; display: none; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._text, self._title = "", ""
+        self._text, self._title, self._note = "", "", ""
         self._theme_dark: bool | None = None
         self.key: tuple[str, str] | None = None  # (section id, content hash) of the text shown
         self._body: ContentBody | None = None
         self._title_line: MarkupLine | None = None
+        self._note_line: MarkupLine | None = None
 
     def compose(self) -> ComposeResult:
         yield MarkupLine("select a section (Enter) or press b for the request body", id="content-title")
+        # The section's note in the trace (why it was sent as it was), under the title; hidden when none.
+        yield MarkupLine(id="content-note")
         yield ContentBody(id="content-body")
 
     @property
@@ -317,13 +322,15 @@ class ContentViewer(Vertical):
         return self.body.screenful()
 
     def show(self, title: str, text: str, document: TextDocument | Text | None = None,
-             dark: bool | None = None, key: tuple[str, str] | None = None) -> None:
+             dark: bool | None = None, key: tuple[str, str] | None = None, note: str = "") -> None:
         """Show `text` under `title`. `document` is the text already prepared (off the UI thread) for
         the `dark` or light theme (a TextDocument); it is used when that is still the current theme,
         else the text is prepared here. `key` names the text (section id,
-        content hash) so that a later turn with the same key can be titled at once (`retitle`)."""
+        content hash) so that a later turn with the same key can be titled at once (`retitle`). `note`:
+        what the trace says of the section (shown under the title; "" for none)."""
         current = self.app.current_theme.dark
         self.key = key
+        self._set_note(note)
         if (title, text) == (self._title, self._text) and self._theme_dark == current:
             return  # the same section of the same turn: nothing to redraw
         same_body = text == self._text and self._theme_dark == current
@@ -337,11 +344,13 @@ class ContentViewer(Vertical):
             body.set_document(doc)
         self._set_title(title)
 
-    def retitle(self, title: str, key: tuple[str, str]) -> bool:
-        """A step to a turn whose section text has the same key as the text shown: only the title
-        changes, in the step's own frame (the content worker's copy, when it comes, changes nothing)."""
+    def retitle(self, title: str, key: tuple[str, str], note: str = "") -> bool:
+        """A step to a turn whose section text has the same key as the text shown: only the title (and
+        the note) change, in the step's own frame (the content worker's copy, when it comes, changes
+        nothing)."""
         if key != self.key or self._theme_dark != self.app.current_theme.dark:
             return False
+        self._set_note(note)
         if title != self._title:
             self._title = title
             self._set_title(title)
@@ -357,9 +366,24 @@ class ContentViewer(Vertical):
         # raised MarkupError and ended the app when the section was selected.
         self._title_line.update([(f"{title}  ·  {language}  ·  {len(self._text):,} chars", "")])
 
+    def _set_note(self, note: str) -> None:
+        if note == self._note:
+            return  # (every step asks: most sections never have one)
+        self._note = note
+        if self._note_line is None:
+            self._note_line = self.query_one("#content-note", MarkupLine)
+        # Literal text: the note quotes the agent's own (a message's text, a section's name).
+        self._note_line.update([(f"note: {one_line(note)}", "")] if note else "")
+        self._note_line.display = bool(note)
+
     @property
     def title(self) -> str:
         return self._title
+
+    @property
+    def note(self) -> str:
+        """The note shown under the title ("" when none)."""
+        return self._note
 
     @property
     def text(self) -> str:

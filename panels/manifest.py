@@ -38,10 +38,19 @@ PAD = 1  # cells of padding either side of a cell, as DataTable's cell_padding
 Cell = str | Text
 
 
+# After the form of a section whose trace carries a note (why it was sent as it was: a degraded binder, an
+# empty message Bedrock got as text): the Content tab shows the note under the section's title.
+NOTE_MARK = " *"
+NAME_CELLS = 16  # the most of a section's name the first column shows ("…" ends a longer one)
+
+
 def form_text(section: TraceSection) -> Text:
     form = section["form"]
     label = f"trimmed −{tok(section['omitted'])}" if form == "trimmed" and section.get("omitted") else form
-    return Text(label, style=FORM_STYLE.get(form, ""))
+    text = Text(label, style=FORM_STYLE.get(form, ""))
+    if section.get("note"):
+        text.append(NOTE_MARK, style="bold yellow")
+    return text
 
 
 @dataclass
@@ -160,7 +169,8 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def _row_cells(s: TraceSection) -> dict[str, Cell]:
         over = s["tokens"] > s["budget"]
         return {
-            "section": one_line(s["name"][:16]), "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
+            "section": one_line(s["name"] if len(s["name"]) <= NAME_CELLS else s["name"][: NAME_CELLS - 1] + "…"),
+            "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
             "budget": Text(tok(s["budget"]), justify="right"),
             "plan": Text(tok(s["planned"]), justify="right"),
             "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),
