@@ -53,6 +53,10 @@ ALERT_KEYS = ("actions", "cacheable_prefix_tokens", "latch_flips")
 
 # Building a record's dict happens once, on whichever thread reads it first.
 _BUILD = threading.Lock()
+# And a TurnEvent's dict: the live probe's I/O thread may read it from the log (a client's snapshot)
+# while the agent's thread hands it to the probe, which knows an event in both by its identity.
+# (Taken before _BUILD, never inside it.)
+_RESOLVE = threading.Lock()
 
 
 class TurnRecord:
@@ -206,10 +210,13 @@ class TurnEvent(Deferred):
     def resolve(self) -> dict[str, Any]:
         ev = self._event
         if ev is None:
-            rec = self._record
-            assert rec is not None
-            ev = self._event = {"k": "turn", "turn": rec.turn, "trace": rec.trace()}
-            self._record = None
+            with _RESOLVE:  # one dict, whichever thread reads it first (see _RESOLVE)
+                ev = self._event
+                if ev is None:
+                    rec = self._record
+                    assert rec is not None
+                    ev = self._event = {"k": "turn", "turn": rec.turn, "trace": rec.trace()}
+                    self._record = None
         return ev
 
 

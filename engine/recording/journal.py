@@ -50,13 +50,28 @@ class Journal:
         """Whether anything is handed each event as it is journaled (a recorder, a probe, an exporter)."""
         return bool(self._sinks)
 
-    def append_deferred(self, event: Deferred) -> None:
+    def observed_only_by(self, sink: Sink) -> bool:
+        """Whether `sink` is the one subscriber (equal bound methods of one object count as one)."""
+        return len(self._sinks) == 1 and self._sinks[0] == sink
+
+    def append_deferred(self, event: Deferred, wanted: Callable[[], bool] | None = None) -> None:
         """Journal an event kept as a recipe until read (see event_log.Deferred); a subscriber gets it
-        built, now."""
-        if self._sinks:
+        built, now. `wanted`, if given, says whether the subscribers want it now, asked once the event
+        is in the log: if not, it stays a recipe there (a subscriber that wants events later reads them
+        from the log, where reading builds it: the live probe's snapshot of a client that attaches)."""
+        if not self._sinks:
+            self.events.append(event)
+        elif wanted is None:
             self.append(event.resolve())
         else:
             self.events.append(event)
+            if wanted():
+                ev = event.resolve()  # (the log hands back this very dict: see TurnEvent.resolve)
+                for sink in self._sinks:
+                    try:
+                        sink(ev)
+                    except Exception:  # an observer must never break the agent
+                        self.sink_errors += 1
 
     def blob(self, text: str) -> str:
         h = sha256_hex(text)
