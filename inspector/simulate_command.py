@@ -78,7 +78,7 @@ def run(
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError
     from engine.recording.replay import ReplayError
-    from engine.sim.simulate import TRACE_FIELDS, SimSettings, policy_doc, read_counts, simulate_events
+    from engine.sim.simulate import SimSettings, policy_doc, read_counts, recording_events, simulate_stream
 
     if per_turn and not as_json:  # it was ignored: the table printed as if it had not been given
         fail("--per-turn adds per-turn figures to the JSON: give it with --json", 2)
@@ -148,11 +148,12 @@ def run(
         reader = open_recording(file)
         try:
             # In their in-memory form already (RecordingReader's doc); of each turn's trace only what
-            # simulate reads.
-            events = list(reader.events(trace_fields=TRACE_FIELDS))
+            # simulate reads. A big recording is read again for each pass, not held (recording_events).
+            read = recording_events(reader)
             # The agent's own token counts, when the recording carries them: nothing is tokenized again.
             counts, why = read_counts(reader)
-            report = simulate_events(events, settings, source=str(file), counts=counts)
+            report = simulate_stream(read, settings, source=str(file), counts=counts)
+            del read  # a small recording's events, held: not kept while the next file is simulated
             if why:
                 report.notes.append(why)
             if reader.damage is not None:

@@ -7,6 +7,7 @@ of the trace looks at), so that holding every event costs far more than holding 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,24 @@ def test_diff_reads_each_recording_again_instead_of_holding_it(tmp_path: Path) -
         # Old: +42 MB. Now +10 (two files) and +20 (one file read once for both sides: itertools.tee
         # frees its buffer in blocks of 57 events, a few padded turns), the reader's chunk cache included.
         assert peak < base + 27, (peak, base)
+
+
+def test_simulate_and_report_read_a_big_recording_again_instead_of_holding_it(tmp_path: Path) -> None:
+    """simulate and report held a recording's events whole while they folded and priced it (2.7 GB for a
+    126 MB, 100,000-turn file). A recording bigger than HOLD_EVENTS_BYTES is now read again for each pass
+    (engine.sim.simulate.simulate_stream: an index pass, then the fold). Old simulate and report: the
+    forty 1 MB request pads held (+40 MB); the figures are the same."""
+    from engine.sim.simulate import HOLD_EVENTS_BYTES
+
+    p = padded_requests(tmp_path / "padded.cpsession")
+    assert p.stat().st_size > HOLD_EVENTS_BYTES  # read as a big one
+    plain = tmp_path / "plain.cpsession"
+    plain.write_bytes(DEMO.read_bytes())
+    for args in (["simulate", "--json", "--per-turn"], ["simulate", "--policies", "all", "--window", "20000"],
+                 ["report", "--json"]):
+        code, want, base = peak_rss_mb([*args, str(plain)])
+        assert code == 0, want
+        code, out, peak = peak_rss_mb([*args, str(p)])
+        norm = re.sub(r'"elapsed_s": [0-9.e-]+|\(\d+ ms\)', "T", out.replace(str(p), str(plain)))
+        assert code == 0 and norm == re.sub(r'"elapsed_s": [0-9.e-]+|\(\d+ ms\)', "T", want), out[-2000:]
+        assert peak < base + 15, (args, peak, base)

@@ -76,3 +76,28 @@ def test_well_formed_sessions_give_the_same_figures_in_the_same_order(events: li
     got = _failed_and_usages(events, [e for e in events if e.get("k") == "actual"])
     assert got == want
     assert list(got[1].items()) == list(want[1].items())
+
+
+@settings(max_examples=400, deadline=None)
+@given(events=st.lists(_event() | _valid, max_size=14))
+def test_the_index_pass_gathers_what_the_held_passes_did(events: list[dict[str, Any]]) -> None:
+    """simulate_stream holds no event: the index pass (_Index.visit, per event, as the recording is read)
+    gathers the failed turns, usages and request times, and a malformed event is raised where it was, by
+    reading the journal again. The same figures in the same order, or the same exception."""
+    from engine.sim.simulate import _Index
+
+    try:
+        want: Any = _reference(events)
+    except Exception as exc:
+        want = (type(exc), str(exc))
+    index = _Index()
+    for e in events:
+        index.visit(e)
+    try:
+        got: Any = index.usages(lambda: events)
+    except Exception as exc:
+        got = (type(exc), str(exc))
+    assert got == want
+    if isinstance(want[1], dict):
+        assert list(got[1].items()) == list(want[1].items())
+    assert index.has_actual == any(e.get("k") == "actual" for e in events)

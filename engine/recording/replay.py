@@ -36,6 +36,11 @@ class ReplayError(ContextPipeError):
         super().__init__(message)
 
 
+class EmptyJournal(ReplayError):
+    """The journal holds no event at all (a header and nothing else): `report` lists such a session as
+    idle, as it lists one with no request, instead of skipping it as damaged."""
+
+
 # What folding or building raises on an event of the wrong shape (a damaged or hand-made recording).
 # ContextPipeError subclasses some of these; callers catch it first, as it names its own problem.
 MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
@@ -129,7 +134,7 @@ class Replayer:
         if not self.events:
             # A header and nothing else: its agent stopped before the first chunk was written, which is
             # not the foreign file the message below describes.
-            raise ReplayError(
+            raise EmptyJournal(
                 "the recording holds no events: its agent stopped (or is still starting) before its first "
                 "turn was written; there is nothing to replay"
             )
@@ -343,13 +348,19 @@ class Replayer:
         return self
 
     @classmethod
-    def index_stream(cls, read: Callable[[], Iterable[Event]], counter: TokenCounter | None = None) -> Replayer:
+    def index_stream(
+        cls,
+        read: Callable[[], Iterable[Event]],
+        counter: TokenCounter | None = None,
+        visit: Callable[[Event], object] | None = None,
+    ) -> Replayer:
         """A replayer for a journal that `read()` hands out afresh each call (a recording read from disk),
         holding none of its events: one pass here checks each event's shape (as the constructor does) and
         finds the session, the turns and the spill failures (replay fails those writes from the first turn
         on, so they must be known before a fold). `new_pipeline()` and `turns` work, and `verify(read())`
         or a caller's own fold over `read()`; the random access of state_before/replan does not (its
-        `events` is the session event alone)."""
+        `events` is the session event alone). `visit`, when given, sees each event after its shape is
+        checked: a caller gathers its own index in the same pass (simulate: usages, times, fingerprints)."""
         probe = cls.__new__(cls)
         probe.events, probe.request_index, probe.fail_keys = [], {}, frozenset()
         probe._cursor, probe._checkpoints, probe._recent, probe._kept = None, {}, {}, None
@@ -357,6 +368,8 @@ class Replayer:
         n = 0
         for ev in read():
             probe._index_one(n, ev)  # checks each event's shape and gathers fail_keys and the turns
+            if visit is not None:
+                visit(ev)
             if session is None and isinstance(ev, dict) and ev.get("k") == "session":
                 session = ev
             n += 1

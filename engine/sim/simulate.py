@@ -34,7 +34,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, ne, not_
@@ -54,7 +54,7 @@ from engine.policy.state import CompactionState
 from engine.providers import canonical_provider
 from engine.providers.base import Block
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
-from engine.recording.journal import Event
+from engine.recording.journal import Event, trace_of
 from engine.recording.replay import MALFORMED, Replayer, ReplayError
 from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
@@ -464,7 +464,7 @@ class _Pass:
 
 
 def _build_pass(
-    events: list[Event],
+    events: Iterable[Event],
     replayer: Replayer,
     pipe_overrides: dict[str, Any],
     need_recorded: bool,
@@ -472,21 +472,22 @@ def _build_pass(
     peers: bool = False,
     markers: bool = False,
     cache: CacheRules | None = None,
-    check: Mapping[int, Mapping[str, tuple[str, int, int]]] | None = None,
+    check: bool = False,
 ) -> _Pass:
     """Fold the journal once; at every request build it under the what-if, gates-closed and (when
     needed) recorded settings, each engine policy asked for, and the uncompacted view the peers
-    start from. Mirrors Replayer.verify so the fold cannot drift from replay.
+    start from. Mirrors Replayer.verify so the fold cannot drift from replay. `events` are read once,
+    in order, and none is kept (a recording read from disk: see simulate_stream).
 
-    `check` (recorded section content hash and tokens by turn and section id): when the token counts
-    come from the recording's table, every build is held against the recorded traces (see
-    `SimBuilt.check_counts`); turns where no column runs the recorded settings get a recorded-settings build
-    for the check on a sample of turns."""
+    `check`: when the token counts come from the recording's table, every build is held against the
+    recorded trace of its turn (section content hash and tokens; see `SimBuilt.check_counts`), when that
+    turn's `turn` event comes (right after its request and usage); turns where no column runs the
+    recorded settings get a recorded-settings build for the check on a sample of turns."""
     if peers:
         from engine.sim.policies import TurnView
     pipe = replayer.new_pipeline()
     builder = SimBuilder(pipe)
-    every = max(1, replayer.turns // CHECK_SAMPLE) if check is not None else 0
+    every = max(1, replayer.turns // CHECK_SAMPLE) if check else 0
     last_turn = max(replayer.request_index, default=0)
     same = closed_same = True
     closed = OptimizeLimits.all_closed()
@@ -500,9 +501,18 @@ def _build_pass(
     cfgs: _Configs | None = None
     replies: dict[int, int] = {}
     awaiting: int | None = None  # the turn whose reply is the next `msg` event
+    # The builds of the last request still to be held against its turn's recorded trace: (turn, builds).
+    # The trace comes two events later; the builds are immutable, so checking them then is checking them
+    # now (the whole journal was held before, to look each turn's trace up at its request).
+    to_check: tuple[int, list[SimBuilt]] | None = None
     for ev in events:
         k = ev.get("k")
+        if k == "turn" and to_check is not None and ev.get("turn") == to_check[0]:
+            _check_builds(to_check, _sections_of(trace_of(ev)))
+            to_check = None
         if k == "request":
+            if to_check is not None:  # a turn with no trace of its own: nothing recorded to hold it to
+                to_check = None
             pipe.begin_request(ev["turn"])
             bound = ev.get("bound", {})
             base: PipelineConfig = pipe.config
@@ -532,16 +542,16 @@ def _build_pass(
                 st_r = br.state or st_r
                 # The recorded-settings request is the pipeline's own when the settings are the same.
                 out_r.append(rp if br is bp else _req(ev["turn"], t, br))
-            if check is not None:
-                recorded = check.get(ev["turn"], {})
-                bp.check_counts(ev["turn"], recorded)
-                if bc is not bp:  # a column that is the pipeline's own build was checked just now
-                    bc.check_counts(ev["turn"], recorded)
+            if check:
+                todo = [bp]
+                if bc is not bp:  # a column that is the pipeline's own build is checked once
+                    todo.append(bc)
                 if out_r is not None:
                     if br is not bp:
-                        br.check_counts(ev["turn"], recorded)
+                        todo.append(br)
                 elif not cfgs.recorded_is_pipeline and (ev["turn"] % every == 0 or ev["turn"] == last_turn):
-                    builder.build(bound, base).check_counts(ev["turn"], recorded)
+                    todo.append(builder.build(bound, base))
+                to_check = (ev["turn"], todo)
             for name in engine_policies:
                 b = builder.build(bound, cfgs.engine[name], st_e[name], cache)
                 st_e[name] = b.state or st_e[name]
@@ -587,15 +597,18 @@ class _Configs:
         self.full = replace(self.pcfg, window=UNBOUNDED, limits=closed, policy=WAVE1_SETTINGS)
 
 
-def _recorded_sections(replayer: Replayer) -> dict[int, dict[str, tuple[str, int, int]]]:
-    """(content hash, tokens, items; -1: not recorded) of every recorded section, by turn and id."""
-    out: dict[int, dict[str, tuple[str, int, int]]] = {}
-    for turn, trace in replayer.recorded_traces.items():
-        out[turn] = {
-            str(s["id"]): (str(s["sha256"]), int(s["tokens"]), int(s.get("items", -1)))
-            for s in trace.get("sections", ())
-        }
-    return out
+def _sections_of(trace: Mapping[str, Any]) -> dict[str, tuple[str, int, int]]:
+    """(content hash, tokens, items; -1: not recorded) of each section a recorded trace lists, by id."""
+    return {
+        str(s["id"]): (str(s["sha256"]), int(s["tokens"]), int(s.get("items", -1)))
+        for s in trace.get("sections", ())
+    }
+
+
+def _check_builds(todo: tuple[int, list[SimBuilt]], recorded: Mapping[str, tuple[str, int, int]]) -> None:
+    turn, builds = todo
+    for b in builds:
+        b.check_counts(turn, recorded)
 
 
 def _req(turn: int, t: float, b: SimBuilt) -> _Req:
@@ -979,6 +992,11 @@ def _actual(
 # ------------------------------------------------------------------------------------------ entry points
 
 
+class NoRequests(SimulateError):
+    """The session has no request (an agent that stopped before its first call): `report` lists it as
+    idle."""
+
+
 def simulate_events(
     events: list[Event],
     settings: SimSettings | None = None,
@@ -993,8 +1011,26 @@ def simulate_events(
     `counter` is given: texts the agent counted are not tokenized again. The table is held against the
     recording's traces as the pass runs; if it disagrees, or does not fit this reader's tokenizer, the
     session is counted afresh and a note says so. The figures are the same either way."""
+    return simulate_stream(lambda: events, settings, source=source, counter=counter, counts=counts)
+
+
+def simulate_stream(
+    read: Callable[[], Iterable[Event]],
+    settings: SimSettings | None = None,
+    *,
+    source: str = "<journal>",
+    counter: TokenCounter | None = None,
+    counts: CountTable | None = None,
+) -> SimulationReport:
+    """simulate_events of a journal that `read()` hands out afresh each call (a recording read from
+    disk: `recording_events`), holding none of its events: one pass finds the session, the turns and
+    what the columns need of usages, errors and times; a second folds and builds every turn (a third,
+    for a recording with `actual` events, reads those and the blobs they name). What is held is the
+    pipeline's live state, each column's built requests (Blocks mostly shared turn to turn) and per
+    turn figures; holding the events as well took ~2/3 of simulate's memory (a 100,000-turn 126 MB
+    recording: 2.7 GB). Errors are the ones simulate_events raises, from the pass that meets them."""
     try:
-        return _simulate_events_counted(events, settings, source, counter, counts)
+        return _simulate_events_counted(read, settings, source, counter, counts)
     except ContextPipeError:
         raise
     except MALFORMED as exc:  # an event of the wrong shape, met while rebuilding: the file's fault
@@ -1005,7 +1041,7 @@ def simulate_events(
 
 
 def _simulate_events_counted(
-    events: list[Event],
+    events: Callable[[], Iterable[Event]],
     settings: SimSettings | None,
     source: str,
     counter: TokenCounter | None,
@@ -1032,8 +1068,67 @@ def _simulate_events_counted(
         return report
 
 
+class _Index:
+    """What simulate needs of the whole journal before (or besides) its fold, gathered in the index pass
+    (Replayer.index_stream's `visit`) so that no event is kept: whether there are `actual` events, the
+    DeepSeek builds that served the calls, each turn's usage and failed calls, each request's time.
+    Gathering stops at the first event it cannot read (`broken`): simulate then raises what it raised
+    when it held the events, from the same place (see `usages`)."""
+
+    def __init__(self) -> None:
+        self.has_actual = False
+        self.fingerprints: dict[str, None] = {}  # in order of first appearance
+        self.last_fingerprint: str | None = None
+        self.failed: set[int] = set()
+        self.own: dict[int, dict[str, Any]] = {}  # `usage` events' usage by turn
+        self.actual_usages: dict[int, dict[str, Any]] = {}
+        self.req_times: dict[int, float] = {}
+        self.broken = False
+
+    def visit(self, e: Event) -> None:
+        k = e.get("k")
+        if k == "actual":
+            self.has_actual = True
+        if k in ("actual", "build") and e.get("system_fingerprint"):
+            fp = str(e["system_fingerprint"])
+            self.fingerprints.setdefault(fp, None)
+            self.last_fingerprint = fp
+        if self.broken:
+            return
+        try:
+            if k == "usage":
+                self.own[int(e["turn"])] = dict(e["usage"])
+            elif k == "error":
+                self.failed.add(int(e["turn"]))
+            elif k == "actual":
+                if e.get("usage"):
+                    self.actual_usages[int(e["turn"])] = dict(e["usage"])
+            elif k == "request" and isinstance(e.get("turn"), int):
+                self.req_times[e["turn"]] = float(e.get("time") or 0.0)
+        except Exception:  # noqa: BLE001 - raised again where simulate raised it (usages)
+            self.broken = True
+
+    def usages(self, read: Callable[[], Iterable[Event]]) -> tuple[set[int], dict[int, dict[str, Any]]]:
+        """_failed_and_usages of the journal (its figures, or its error: read again to raise it)."""
+        if self.broken:
+            events = list(read())
+            return _failed_and_usages(events, [e for e in events if e.get("k") == "actual"])
+        usages = dict(self.actual_usages)
+        usages.update(self.own)  # the engine's own feedback record wins (a new turn's is added at the end)
+        return set(self.failed), usages
+
+    def times(self, read: Callable[[], Iterable[Event]]) -> dict[int, float]:
+        if self.broken:
+            return {
+                e["turn"]: float(e.get("time") or 0.0)
+                for e in read()
+                if e.get("k") == "request" and isinstance(e.get("turn"), int)
+            }
+        return self.req_times
+
+
 def _simulate_events(
-    events: list[Event],
+    read: Callable[[], Iterable[Event]],
     settings: SimSettings | None,
     source: str,
     counter: TokenCounter | None,
@@ -1041,10 +1136,11 @@ def _simulate_events(
     t0: float,
 ) -> SimulationReport:
     s = settings or SimSettings()
-    replayer = Replayer(events, counter)
+    index = _Index()
+    replayer = Replayer.index_stream(read, counter, index.visit)
     if replayer.turns == 0:
-        raise SimulateError(f"{source} has no requests: nothing to simulate")
-    session = next(e for e in events if e.get("k") == "session")
+        raise NoRequests(f"{source} has no requests: nothing to simulate")
+    session = replayer.events[0]  # the first session event (index_stream keeps it alone)
     rec_cfg = session["config"]
     table = s.prices if isinstance(s.prices, PriceTable) else load_prices(s.prices)
     model = s.model or str(rec_cfg["model"])
@@ -1098,21 +1194,16 @@ def _simulate_events(
         )
 
     options: dict[str, Any] = dict(s.sim_options or {})
-    # The `actual` events (an import's): one pass for whether there are any and their fingerprints.
-    actual = [e for e in events if e.get("k") == "actual"]
-    has_actual = bool(actual)
+    # The `actual` events (an import's): whether there are any and their fingerprints (the index pass).
+    has_actual = index.has_actual
     if rules == "deepseek" and "persist_probability" not in options:
         # The serving builds in journal order: on an import's `actual` events, and on `build` events where
         # the request was journaled before its reply named the build (the tap, the proxy).
-        fps = [
-            str(e["system_fingerprint"])
-            for e in events
-            if e.get("k") in ("actual", "build") and e.get("system_fingerprint")
-        ]
-        if fps:
-            options["persist_probability"] = deepseek_persist_probability(fps[-1])
-            notes.append(f"DeepSeek build {fps[-1]}: persist probability {options['persist_probability']}")
-            others = {f: deepseek_persist_probability(f) for f in dict.fromkeys(fps) if f != fps[-1]}
+        last_fp = index.last_fingerprint
+        if last_fp is not None:
+            options["persist_probability"] = deepseek_persist_probability(last_fp)
+            notes.append(f"DeepSeek build {last_fp}: persist probability {options['persist_probability']}")
+            others = {f: deepseek_persist_probability(f) for f in index.fingerprints if f != last_fp}
             if any(p != options["persist_probability"] for p in others.values()):
                 notes.append(
                     "the session was also served by "
@@ -1142,7 +1233,7 @@ def _simulate_events(
         peer_cols = [n for n in wanted if n in PEERS and not (n == "paper" and has_actual)]
     try:
         bp = _build_pass(
-            events,
+            read(),
             replayer,
             overrides,
             need_recorded=not has_actual,
@@ -1150,7 +1241,7 @@ def _simulate_events(
             peers=bool(peer_cols),
             markers=rules in ("anthropic", "bedrock"),
             cache=policy_cache,
-            check=_recorded_sections(replayer) if carried is not None else None,
+            check=carried is not None,
         )
     except ConfigError as exc:
         raise SimulateError(str(exc)) from exc
@@ -1172,7 +1263,7 @@ def _simulate_events(
             )
         )
 
-    failed, usages = _failed_and_usages(events, actual)
+    failed, usages = index.usages(read)
     if failed:
         # A failed call (server error, prompt too long) is not billed and leaves nothing in the cache.
         notes.append(f"{len(failed)} failed call(s) left out of every column: turns {sorted(failed)}")
@@ -1243,9 +1334,9 @@ def _simulate_events(
                 else run("as_sent", reqs_r)
             )
         else:
-            sent = _as_sent(
-                events, replayer_blobs(events), replayer.counter, rules in ("anthropic", "bedrock")
-            )
+            actual, blobs = _actual_and_blobs(read())
+            sent = _as_sent(actual, blobs, replayer.counter, rules in ("anthropic", "bedrock"))
+            del actual, blobs
             pol_s = run("as_sent", sent, as_sent=True)
     except cachesim.CacheSimError as exc:
         raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
@@ -1305,11 +1396,7 @@ def _simulate_events(
     if usages and actual_table_model != price.model:
         notes.append(f"actual is billed at {real_model} prices (what the provider really charged)")
     # Each call's time, for a row priced by the hour (DeepSeek's off-peak): the request's.
-    req_times = {
-        e["turn"]: float(e.get("time") or 0.0)
-        for e in events
-        if e.get("k") == "request" and isinstance(e.get("turn"), int)
-    }
+    req_times = index.times(read)
     pol_a = _actual(
         {t: u for t, u in usages.items() if t not in failed}, actual_model, table, usages, req_times
     )
@@ -1457,6 +1544,20 @@ def policy_doc(name: str) -> str:
     return DOCS.get(name, "")
 
 
+def _actual_and_blobs(events: Iterable[Event]) -> tuple[list[Event], dict[str, str]]:
+    """The `actual` events and the blobs (replayer_blobs) of a journal, in one pass: what _as_sent reads."""
+    actual: list[Event] = []
+    blobs: dict[str, str] = {}
+    for e in events:
+        k = e.get("k")
+        if k == "actual":
+            actual.append(e)
+        elif k == "blob":
+            d = e["data"]
+            blobs[e["h"]] = d if isinstance(d, str) else d.decode()
+    return actual, blobs
+
+
 def replayer_blobs(events: Iterable[Event]) -> dict[str, str]:
     out: dict[str, str] = {}
     for e in events:
@@ -1481,15 +1582,44 @@ def read_counts(reader: Any) -> tuple[CountTable | None, str | None]:
         return None, f"token counts: {exc}; counted afresh"
 
 
+# A recording whose events (from data_start to data_end) take at most this many bytes on disk is read
+# once and its events held (~16x the file in memory: ~100 MB at this size); a larger one is read again
+# for each pass of simulate_stream, so its memory does not grow with its events. Each extra read
+# decodes the whole file again (~5% of a simulate's CPU on a long session, more on a short one), which
+# is worth it only where the events would not fit comfortably.
+HOLD_EVENTS_BYTES = 6 << 20
+
+
+def recording_events(
+    reader: Any,
+    trace_fields: Sequence[str] | None = TRACE_FIELDS,
+    hold_bytes: int | None = None,
+    convert: Callable[[Event], Event] | None = None,
+) -> Callable[[], Iterable[Event]]:
+    """The `read` simulate_stream takes, for an open RecordingReader: its events, held when the file is
+    small (HOLD_EVENTS_BYTES, or `hold_bytes`), else read afresh from the file on each call (damage is
+    a RecordingError from the iteration, as from reader.events()). `trace_fields` as reader.events';
+    `convert`, when given, is applied to each event read."""
+    limit = HOLD_EVENTS_BYTES if hold_bytes is None else hold_bytes
+
+    def fresh() -> Iterable[Event]:
+        got = reader.events(trace_fields=trace_fields)
+        return got if convert is None else map(convert, got)
+
+    if reader.data_end - reader.data_start <= limit:
+        events = list(fresh())
+        return lambda: events
+    return fresh
+
+
 def simulate_file(
     path: str | Path, settings: SimSettings | None = None, *, counter: TokenCounter | None = None
 ) -> SimulationReport:
     from engine.recording.cpsession import RecordingReader
 
     with RecordingReader.open(path) as r:
-        events = list(r.events(trace_fields=TRACE_FIELDS))
         counts, why = read_counts(r) if counter is None else (None, None)
-    report = simulate_events(events, settings, source=str(path), counter=counter, counts=counts)
+        report = simulate_stream(recording_events(r), settings, source=str(path), counter=counter, counts=counts)
     if why:
         report.notes.append(why)
     return report
