@@ -224,8 +224,45 @@ def _explain_streamed(r: RecordingReader, n: int, ov: Overrides, fmt: str) -> st
     usage events and the as-sent bodies of those two turns. The events were held whole (the replayer
     keeps the journal for random access), ~18x the file in memory for the last turn of a long one.
 
+    Texts are counted from the recording's token-count table when it has one (as `simulate` counts
+    them): rebuilding turn n-1 measures the whole folded history, every text of it tokenized afresh,
+    ~90% of explaining the last turn of a long session (27,000 turns of ~48 KB tool outputs: ~70 s of
+    ~80 s CPU). The rebuilt turns are held against their recorded traces (a section with the recorded
+    content has the recorded tokens); if the table disagrees, the turn is explained again with every
+    text tokenized, so the output is what a fresh count gives either way.
+
     None when anything goes wrong (damage before turn n, a malformed event, a journal with spill
     failures): the caller then reads the events whole and says it exactly as it did before."""
+    counter = _carried_counter(r)
+    if counter is not None:
+        out = _explain_once(r, n, ov, fmt, counter)
+        if out is not _DISAGREE:
+            return out
+    out = _explain_once(r, n, ov, fmt, None)
+    return None if out is _DISAGREE else out
+
+
+_DISAGREE = "counts disagree"  # _explain_once's answer when the count table does not match the traces
+
+
+def _carried_counter(r: RecordingReader) -> Any:
+    """A counter answering from the recording's token-count table, or None (no table, an unreadable one
+    or another tokenizer's: every text is tokenized, as before)."""
+    from engine.recording.counts import CarriedCounter, CountTableError
+    from engine.sim.few_texts import FewTextsTokenizer
+
+    try:
+        table = r.token_counts()
+        return CarriedCounter(table, FewTextsTokenizer()) if table is not None else None
+    except (CountTableError, OSError):
+        return None
+    except ContextPipeError:  # damage where the table is: counted afresh, the damage said by the read
+        return None
+
+
+def _explain_once(r: RecordingReader, n: int, ov: Overrides, fmt: str, counter: Any) -> str | None:
+    """_explain_streamed with `counter` (None: a fresh one); _DISAGREE when `counter`'s counts do not
+    give the recorded tokens of turn n-1's or n's sections."""
     from engine.recording.journal import trace_of
     from engine.recording.replay import Replayer
     from engine.recording.why import ActualBodies, why_missed
@@ -234,23 +271,27 @@ def _explain_streamed(r: RecordingReader, n: int, ov: Overrides, fmt: str) -> st
 
     pair = {n - 1, n} if n > 0 else {n}
     damage: list[str] = []
-    found: list[dict[str, Any]] = []  # turn n's event
+    found: dict[int, dict[str, Any]] = {}  # the turn events of turns n-1 and n
     usage: list[dict[str, Any]] = []  # turn n's usage events: all of the journal diagnostics() reads
     sent = ActualBodies(pair)
 
     def events() -> Iterator[dict[str, Any]]:
         for _, ev in iter_events_for_turn(r, n, damage.append):
             k = ev.get("k")
-            if k == "turn" and ev.get("turn") == n:
-                found.append(ev)
+            if k == "turn" and ev.get("turn") in pair:
+                found[ev["turn"]] = ev
             elif k == "usage" and ev.get("turn") == n:
                 usage.append(ev)
             sent.feed(ev)
             yield ev
 
     try:
-        replayer = Replayer.for_turns(events(), pair)
-        actual = trace_of(found[-1])
+        replayer = Replayer.for_turns(events(), pair, counter)
+        actual = trace_of(found[n])
+        if counter is not None:
+            for t in sorted(pair):
+                if t in found and not _sections_agree(replayer.replan(t).trace, trace_of(found[t])):
+                    return _DISAGREE
         trace, base = actual, None
         if not ov.is_empty():
             trace = replayer.replan(n, ov).trace
@@ -262,6 +303,17 @@ def _explain_streamed(r: RecordingReader, n: int, ov: Overrides, fmt: str) -> st
     for message in damage:
         warn(message)
     return out
+
+
+def _sections_agree(built: dict[str, Any], recorded: dict[str, Any]) -> bool:
+    """Whether every section of a rebuilt trace with a recorded section's content (id and hash) has its
+    recorded token total: counts are a function of the content alone (SimBuilt.check_counts' rule)."""
+    rec = {s.get("id"): s for s in recorded.get("sections", ()) if isinstance(s, dict)}
+    for s in built.get("sections", ()):
+        got = rec.get(s["id"])
+        if got is not None and got.get("sha256") == s["sha256"] and got.get("tokens") != s["tokens"]:
+            return False
+    return True
 
 
 def _explain_read(target: str, r: Any, n: int) -> tuple[list[dict[str, Any]], list[int], dict[str, Any]]:

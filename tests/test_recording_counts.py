@@ -313,3 +313,60 @@ def test_each_distinct_build_is_checked_once(rec: tuple[Path, TokenCounter]) -> 
         mp.setattr(SimBuilt, "check_counts", counting)
         report = simulate_file(path, SimSettings())
     assert report.turns > 0 and len(checked) == 2 * report.turns
+
+
+def _explained(path: Path, fmt: str, ov: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[str | None, int]:
+    """`explain PATH` of the last turn as the command makes it (inspector.cli._explain_streamed), and how
+    many characters were tokenized for it (TokenCounter._compute, the real one, is what tokenizes)."""
+    import inspector.cli as cli
+
+    seen = [0]
+    real = TokenCounter._compute
+
+    def compute(self: TokenCounter, text: str, sha: str) -> int:
+        seen[0] += len(text)
+        return real(self, text, sha)
+
+    with monkeypatch.context() as m:
+        m.setattr(TokenCounter, "_compute", compute)
+        with RecordingReader.open(path) as r:
+            out = cli._explain_streamed(r, r.turn_numbers()[-1], ov, fmt)
+    return out, seen[0]
+
+
+def test_explain_counts_from_the_recordings_table(
+    rec: tuple[Path, TokenCounter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """explain rebuilt turns n-1 and n with every text tokenized afresh: the whole folded history, ~90%
+    of explaining the last turn of a long session (~70 of ~80 s CPU on a 1 GB, 27,000-turn one). It now
+    counts from the recording's table, as simulate does; the output is the same bytes. Old explain:
+    every character of the history tokenized here too."""
+    from engine.whatif import Overrides
+
+    path, _ = rec
+    old = tmp_path / "old.cpsession"
+    _without_counts(path, old)
+    for fmt, ov in (("text", Overrides()), ("json", Overrides()), ("json", Overrides(6000, None, {"drop_rounds": False}, None))):
+        want, fresh = _explained(old, fmt, ov, monkeypatch)
+        got, carried = _explained(path, fmt, ov, monkeypatch)
+        assert want is not None and got == want
+        assert fresh > 5000 and carried < fresh / 10, (fmt, carried, fresh)
+
+
+def test_explain_with_a_wrong_count_tokenizes_afresh(rec: tuple[Path, TokenCounter]) -> None:
+    """A table that disagrees with the recorded traces of the turns explained is not used: the turn is
+    explained again with every text tokenized (the same output as a recording without a table)."""
+    import inspector.cli as cli
+    from engine.sim.few_texts import FewTextsTokenizer
+    from engine.whatif import Overrides
+
+    path, counter = rec
+    with RecordingReader.open(path) as r:
+        table = r.token_counts()
+        n = r.turn_numbers()[-1]
+        assert table is not None
+        fresh = cli._explain_once(r, n, Overrides(), "json", None)
+        assert fresh is not None and cli._explain_once(r, n, Overrides(), "json", CarriedCounter(table)) == fresh
+        key = bytes.fromhex(next(iter(counter._cache))[1][: 2 * KEY_BYTES])  # the identity: in every request
+        wrong = CountTable(table.tokenizer, {**table.counts, key: table.counts[key] + 1})
+        assert cli._explain_once(r, n, Overrides(), "json", CarriedCounter(wrong, FewTextsTokenizer())) is cli._DISAGREE

@@ -31,6 +31,18 @@ def heavy_copy(dst: Path, src: Path = DEMO) -> Path:
     return dst
 
 
+def unpadded_copy(dst: Path, src: Path = DEMO) -> Path:
+    """`src` rewritten as heavy_copy and padded_requests rewrite it, without the pads: like them, with no
+    token-count table, so explain tokenizes as it does on them (the table spares loading the encoder,
+    ~35 MB: the demo itself is no baseline for a copy without one)."""
+    with RecordingReader.open(src) as r:
+        header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
+        with RecordingWriter(dst, header) as w:
+            for ev in r.events():
+                w.append(ev)
+    return dst
+
+
 def peak_rss_mb(args: list[str]) -> tuple[int, str, float]:
     """Run `cp-inspect ARGS` in a child: (exit code, its stdout and stderr, its peak RSS in MB)."""
     probe = (
@@ -52,7 +64,7 @@ def test_explain_of_the_last_turn_holds_only_the_traces_a_replay_folds(tmp_path:
     with the recording (a 10,000-turn, 6 MB file: 266 MB). It now reads up to the turn asked for and keeps
     the traces of only the turns a replay folds. Old explain: ~40 MB of pads held here."""
     p = heavy_copy(tmp_path / "heavy.cpsession")
-    code, out, base = peak_rss_mb(["explain", str(DEMO), "--format", "json"])
+    code, out, base = peak_rss_mb(["explain", str(unpadded_copy(tmp_path / "plain.cpsession")), "--format", "json"])
     assert code == 0, out
     code, out, peak = peak_rss_mb(["explain", str(p), "--format", "json"])
     assert code == 0 and '"turn": 39' in out, out[-2000:]
@@ -63,7 +75,7 @@ def test_explain_of_the_last_turn_holds_only_the_traces_a_replay_folds(tmp_path:
 
 def test_explain_of_an_early_turn_reads_no_further(tmp_path: Path) -> None:
     p = heavy_copy(tmp_path / "heavy.cpsession")
-    code, out, base = peak_rss_mb(["explain", str(DEMO), "--turn", "3"])
+    code, out, base = peak_rss_mb(["explain", str(unpadded_copy(tmp_path / "plain.cpsession")), "--turn", "3"])
     assert code == 0, out
     code, out, peak = peak_rss_mb(["explain", str(p), "--turn", "3"])
     assert code == 0 and "EXPLAIN turn 3" in out, out[-2000:]
@@ -156,8 +168,9 @@ def test_explain_folds_as_it_reads_and_holds_no_event(tmp_path: Path) -> None:
     read (Replayer.for_turns) and keeps the state before turns n-1 and n only. Old explain: the forty
     1 MB pads of the request events held (+40 MB); the output is the same bytes."""
     p = padded_requests(tmp_path / "padded.cpsession")
+    unpadded = unpadded_copy(tmp_path / "plain.cpsession")
     for extra in ([], ["--gate", "drop_rounds=off", "--budget", "20000"]):
-        code, plain, base = peak_rss_mb(["explain", str(DEMO), "--format", "json", *extra])
+        code, plain, base = peak_rss_mb(["explain", str(unpadded), "--format", "json", *extra])
         assert code == 0, plain
         code, out, peak = peak_rss_mb(["explain", str(p), "--format", "json", *extra])
         assert code == 0 and out == plain, out[-2000:]
