@@ -15,15 +15,17 @@ from panels.markup_line import Part, as_markup, assemble, parse
 # play state and the model past the right edge at 80 columns. A wider terminal shows more of it, or all.
 NAME_CHARS = 32
 # The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
-# shortened to fit: its end, the file's name, is what a person looks for.
-PATH_CHARS = 16
+# shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
+# path keeps more of its end (the file's name, what a person looks for) than of its start.
+PATH_CHARS = 10
 
 
-def short_name(name: str, limit: int = NAME_CHARS) -> str:
-    """`name`, or its start and end around an ellipsis when it is longer than `limit` characters."""
+def short_name(name: str, limit: int = NAME_CHARS, head_share: float = 0.5) -> str:
+    """`name`, or its start and end around an ellipsis when it is longer than `limit` characters (the
+    start `head_share` of what is kept)."""
     if len(name) <= limit:
         return name
-    head = (limit - 1) // 2
+    head = int((limit - 1) * head_share)
     return f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
 
 
@@ -133,13 +135,14 @@ def status_parts(
         return full  # the turn number is on screen; what follows it is cut at the edge with an ellipsis
     # Narrower. A disconnected agent's banner stays whole as long as it can: the turn number goes before
     # it, without the name or the count, and a path it names is shortened in the middle to end inside the
-    # line (PATH_CHARS at least). Otherwise the name is shortened to leave the turn on screen (12 cells
+    # line (if PATH_CHARS are left it). Otherwise the name is shortened to leave the turn on screen (12 cells
     # at least, else it goes), then the count goes.
     if disconnected is not None:
         head: tuple[Part, ...] = (f"{kind} ", *turn[:2], "  ")
         over = _cells((*head, state)) - width + 1  # (+1: the banner closes before the edge's ellipsis)
         if banner_path and over > 0:
-            state = banner(short_name(banner_path, max(len(banner_path) - over, PATH_CHARS)))
+            if len(banner_path) - over >= PATH_CHARS:
+                state = banner(short_name(banner_path, len(banner_path) - over, head_share=1 / 3))
         return (*head, f"{state}  {mode}{dropped}  {model}")
     rest = f"  {mode}  {state}{dropped}  {model}"
     room = width - 1 - _cells((f"{kind}   ", *turn))  # kind, a space, the name, two spaces, the turn, "…"

@@ -156,3 +156,21 @@ async def test_the_alerts_cursor_stays_in_view_when_focus_draws_the_border() -> 
         panel.focus()
         await settle(pilot)
         assert any(line.startswith("20    warning  cache_break") for line in _panel_rows(panel)), _panel_rows(panel)
+
+
+async def test_a_saved_path_in_the_banner_at_80_columns_keeps_its_end() -> None:
+    """At 80 columns the banner has ~13 cells left for the path `s` saved to: it was cut at the edge
+    ("saved to /tmp/tui26/saved-d"), then, shortened to 16 cells it did not have, cut again at the edge
+    ("/tmp/tu…psessio…"). Now shortened to the room there is, its end kept."""
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.disconnected is not None
+        app.saved_turns = 30
+        app.saved_to = "/tmp/tui26/saved-demo.cpsession"
+        await settle(pilot)
+        drawn = _drawn(app)
+        assert cell_len(drawn) <= 78, drawn
+        banner = drawn.split("saved to ", 1)[1]
+        assert "…" in banner and banner.split("…")[-2].endswith("cpsession "), drawn  # its end, then the edge's
+        assert "saved to /tmp/tui26/saved-demo.cpsession" in "\n".join(app.status_whole())
