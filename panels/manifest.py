@@ -38,8 +38,9 @@ PAD = 1  # cells of padding either side of a cell, as DataTable's cell_padding
 Cell = str | Text
 
 
-# After the form of a section whose trace carries a note (why it was sent as it was: a degraded binder, an
-# empty message Bedrock got as text): the Content tab shows the note under the section's title.
+# After the name of a section whose trace carries a note (why it was sent as it was: a degraded binder, an
+# empty message Bedrock got as text): the Content tab shows the note under the section's title. By the name,
+# the one column on screen at every width (at 120 columns the form column is past the manifest's edge).
 NOTE_MARK = " *"
 NAME_CELLS = 16  # the most of a section's name the first column shows ("…" ends a longer one)
 
@@ -47,10 +48,15 @@ NAME_CELLS = 16  # the most of a section's name the first column shows ("…" en
 def form_text(section: TraceSection) -> Text:
     form = section["form"]
     label = f"trimmed −{tok(section['omitted'])}" if form == "trimmed" and section.get("omitted") else form
-    text = Text(label, style=FORM_STYLE.get(form, ""))
-    if section.get("note"):
-        text.append(NOTE_MARK, style="bold yellow")
-    return text
+    return Text(label, style=FORM_STYLE.get(form, ""))
+
+
+def name_cell(section: TraceSection) -> Cell:
+    name = section["name"]
+    name = one_line(name if len(name) <= NAME_CELLS else name[: NAME_CELLS - 1] + "…")
+    if not section.get("note"):
+        return name
+    return Text.assemble(name, (NOTE_MARK, "bold yellow"))
 
 
 @dataclass
@@ -169,8 +175,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def _row_cells(s: TraceSection) -> dict[str, Cell]:
         over = s["tokens"] > s["budget"]
         return {
-            "section": one_line(s["name"] if len(s["name"]) <= NAME_CELLS else s["name"][: NAME_CELLS - 1] + "…"),
-            "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
+            "section": name_cell(s), "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
             "budget": Text(tok(s["budget"]), justify="right"),
             "plan": Text(tok(s["planned"]), justify="right"),
             "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),

@@ -3,7 +3,7 @@
 The engine writes one on the history section when Bedrock gets an empty message as text
 (engine/providers/bedrock.py: '[empty message]', blank text dropped), and on a section whose binder failed
 ("timed out after 0.5s", the demo's turn 12). No reader showed either: the manifest said "full" or
-"degraded", the Content tab the text, `cp-inspect explain` the figures. Now the manifest marks the form
+"degraded", the Content tab the text, `cp-inspect explain` the figures. Now the manifest marks the name
 with " *", the Content tab says the note under the section's title, and explain prints it under the row."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from panels.markup_line import MarkupLine
 from tests.tui.conftest import settle
 from tests.tui.test_hardening import DEMO
 
-NOTE_MARK = " *"  # after the form of a section with a note (panels.manifest.NOTE_MARK)
+NOTE_MARK = " *"  # after the name of a section with a note (panels.manifest.NOTE_MARK)
 
 
 def _bedrock_recording(path: Path) -> Path:
@@ -60,8 +60,9 @@ async def test_the_history_note_is_shown_with_the_section(tmp_path: Path, size: 
         await settle(pilot)
         manifest = app.query_one("#manifest", ManifestPanel)
         history = manifest._ids.index("history")
-        assert str(manifest._rows[history]["form"]).endswith(NOTE_MARK)  # the row says there is more to read
-        assert all(not str(r["form"]).endswith(NOTE_MARK) for i, r in enumerate(manifest._rows) if i != history)
+        assert str(manifest._rows[history]["section"]) == "History" + NOTE_MARK  # there is more to read
+        assert all(not str(r["section"]).endswith(NOTE_MARK) for i, r in enumerate(manifest._rows) if i != history)
+        assert f"History{NOTE_MARK}" in manifest.render_line(1 + history).text  # on screen at every width
         manifest.focus()
         manifest.move_cursor(row=history)
         await settle(pilot)
@@ -91,7 +92,8 @@ async def test_a_degraded_sections_note_in_the_demo() -> None:
         await settle(pilot)
         manifest = app.query_one("#manifest", ManifestPanel)
         row = manifest._ids.index("environment")
-        assert str(manifest._rows[row]["form"]) == "degraded" + NOTE_MARK
+        assert str(manifest._rows[row]["section"]) == "Environment" + NOTE_MARK
+        assert str(manifest._rows[row]["form"]) == "degraded"
         manifest.move_cursor(row=row)
         await settle(pilot)
         assert app.query_one("#content", ContentViewer).note == "timed out after 0.5s"
