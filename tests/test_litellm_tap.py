@@ -188,7 +188,8 @@ def test_litellm_legacy_functions(upstream: StandIn, logger: ContextPipeLogger, 
     first = next(e for e in ev if e["k"] == "actual" and e["turn"] == 0)
     assert first.get("tool_names") == ["bash"], {k: v for k, v in first.items() if k != "add"}
     results = [e["part"] for e in ev if e["k"] == "part" and e["part"]["t"] == "result"]
-    assert [p["id"] for p in results] == ["function_call:bash"]
+    # (the id the tap gives a legacy function call, spelled as Anthropic takes ids since fd933a4)
+    assert [p["id"] for p in results] == ["function_call_bash"]
 
 
 def test_litellm_anthropic_thinking_keeps_signatures(
@@ -222,3 +223,24 @@ def test_litellm_anthropic_thinking_keeps_signatures(
         {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
         {"type": "redacted_thinking", "data": REDACTED},
     ]
+
+
+def test_litellm_request_settings_and_server_are_on_the_turn(
+    upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path
+) -> None:
+    """What the OpenTelemetry export reads for gen_ai.request.* and server.*: litellm separates the
+    settings out of the request (optional_params) and names the URL it called (api_base)."""
+    from urllib.parse import urlsplit
+
+    from engine.recording.journal import trace_of
+
+    kw: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": upstream.url + "/v1", "api_key": "k"}
+    litellm.completion(messages=[{"role": "user", "content": "hi"}], max_tokens=50, temperature=0.3,
+                       stop=["END"], **kw)
+    _wait_for(logger, 1)
+    assert logger.stats.errors == 0, logger.stats.last_error
+    ev = _finish(logger, tmp_path / "lite.cpsession", 1)
+    (trace,) = [trace_of(e) for e in ev if e["k"] == "turn"]
+    assert trace["request_params"] == {"max_tokens": 50, "temperature": 0.3, "stop_sequences": ["END"]}
+    assert trace["server"] == {"address": "127.0.0.1", "port": urlsplit(upstream.url).port}
+    assert trace["response_meta"]["id"] == "chatcmpl-standin"

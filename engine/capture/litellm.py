@@ -33,7 +33,7 @@ try:  # litellm is an optional dependency (the `test` extra, or the agent's own)
 except ImportError:  # pragma: no cover - exercised only without litellm
     _Base = object  # type: ignore[misc,assignment]
 
-from engine.capture.tap import PARAM_KEYS, Tap, TapStats, request_body
+from engine.capture.tap import PARAM_KEYS, Tap, TapStats, request_body, server_of
 from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW
 
@@ -103,6 +103,10 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
             # litellm hands over request and response together, from several threads (its pool) or
             # tasks at once: both steps under the tap's lock, so another call cannot take this turn.
             with t.lock:
+                # Where litellm sent it (its api_base, the provider's default when the agent gave none)
+                params = kwargs.get("litellm_params")
+                base = (params.get("api_base") if isinstance(params, dict) else None) or kwargs.get("api_base")
+                t.server = server_of(base) if base else None
                 # litellm logs a call once it has ended: the request is stamped when it was made
                 if not t.guard(t.before, body, _seconds(start_time)):
                     return
