@@ -174,3 +174,19 @@ async def test_a_saved_path_in_the_banner_at_80_columns_keeps_its_end() -> None:
         banner = drawn.split("saved to ", 1)[1]
         assert "…" in banner and banner.split("…")[-2].endswith("cpsession "), drawn  # its end, then the edge's
         assert "saved to /tmp/tui26/saved-demo.cpsession" in "\n".join(app.status_whole())
+
+
+async def test_hovering_the_status_line_shows_it_whole(tmp_path: Path) -> None:
+    """Through Textual's own tooltip (the line's tooltip is made when the mouse rests on it)."""
+    from textual.widgets._tooltip import Tooltip
+
+    path = tmp_path / LONG
+    shutil.copy(DEMO, path)
+    app = InspectorApp(FileSource(path))
+    async with app.run_test(size=(80, 24), tooltips=True) as pilot:
+        await settle(pilot)
+        await pilot.hover("#status", offset=(10, 0))
+        await pilot.pause(1.0)  # Textual shows a tooltip after the mouse rests ~0.5 s
+        tip = app.screen.get_child_by_type(Tooltip)
+        shown = str(tip.render())
+        assert tip.display and f"REPLAY {LONG}  turn 39 (40/40)" in shown and f"file: {path}" in shown, shown
