@@ -38,10 +38,12 @@ PAD = 1  # cells of padding either side of a cell, as DataTable's cell_padding
 Cell = str | Text
 
 
-# After the name of a section whose trace carries a note (why it was sent as it was: a degraded binder, an
-# empty message Bedrock got as text): the Content tab shows the note under the section's title. By the name,
-# the one column on screen at every width (at 120 columns the form column is past the manifest's edge).
-NOTE_MARK = " *"
+# In the padding after the name of a section whose trace carries a note (why it was sent as it was: a
+# degraded binder, an empty message Bedrock got as text): the Content tab shows the note under the section's
+# title. By the name, the one column on screen at every width (at 120 columns the form column is past the
+# manifest's edge); in its padding, so that a note never widens the column (widths only grow: appended to the
+# name, one note pushed the sent column past the edge at 120 columns for the rest of the session).
+NOTE_MARK = "*"
 NAME_CELLS = 16  # the most of a section's name the first column shows ("…" ends a longer one)
 
 
@@ -53,10 +55,7 @@ def form_text(section: TraceSection) -> Text:
 
 def name_cell(section: TraceSection) -> Cell:
     name = section["name"]
-    name = one_line(name if len(name) <= NAME_CELLS else name[: NAME_CELLS - 1] + "…")
-    if not section.get("note"):
-        return name
-    return Text.assemble(name, (NOTE_MARK, "bold yellow"))
+    return one_line(name if len(name) <= NAME_CELLS else name[: NAME_CELLS - 1] + "…")
 
 
 @dataclass
@@ -175,7 +174,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def _row_cells(s: TraceSection) -> dict[str, Cell]:
         over = s["tokens"] > s["budget"]
         return {
-            "section": name_cell(s), "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
+            "section": name_cell(s), "note": NOTE_MARK if s.get("note") else "", "kind": s["kind"], "scope": s["scope"], "prio": s["priority"],
             "budget": Text(tok(s["budget"]), justify="right"),
             "plan": Text(tok(s["planned"]), justify="right"),
             "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),
@@ -291,7 +290,11 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
             left = room if text.justify == "right" else room // 2 if text.justify == "center" else 0
             line.append(" " * (PAD + left))
             line.append_text(text)
-            line.append(" " * (PAD + room - left))
+            if column == "section" and cells.get("note") and row >= 0:
+                line.append(" " * (room - left))
+                line.append(NOTE_MARK, style="bold yellow")  # (PAD is 1: the mark takes the padding's cell)
+            else:
+                line.append(" " * (PAD + room - left))
         if row < 0:
             pre, post = self.get_component_rich_style("manifest--header"), None
         elif row == self.cursor_row:

@@ -4,7 +4,7 @@ The engine writes one on the history section when Bedrock gets an empty message 
 (engine/providers/bedrock.py: '[empty message]', blank text dropped), and on a section whose binder failed
 ("timed out after 0.5s", the demo's turn 12). No reader showed either: the manifest said "full" or
 "degraded", the Content tab the text, `cp-inspect explain` the figures. Now the manifest marks the name
-with " *", the Content tab says the note under the section's title, and explain prints it under the row."""
+with "*" (in its padding: a note never widens the column), the Content tab says the note under the section's title, and explain prints it under the row."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from panels.markup_line import MarkupLine
 from tests.tui.conftest import settle
 from tests.tui.test_hardening import DEMO
 
-NOTE_MARK = " *"  # after the name of a section with a note (panels.manifest.NOTE_MARK)
+NOTE_MARK = "*"  # in the padding after the name of a section with a note (panels.manifest.NOTE_MARK)
 
 
 def _bedrock_recording(path: Path) -> Path:
@@ -60,9 +60,10 @@ async def test_the_history_note_is_shown_with_the_section(tmp_path: Path, size: 
         await settle(pilot)
         manifest = app.query_one("#manifest", ManifestPanel)
         history = manifest._ids.index("history")
-        assert str(manifest._rows[history]["section"]) == "History" + NOTE_MARK  # there is more to read
-        assert all(not str(r["section"]).endswith(NOTE_MARK) for i, r in enumerate(manifest._rows) if i != history)
-        assert f"History{NOTE_MARK}" in manifest.render_line(1 + history).text  # on screen at every width
+        rows = [manifest.render_line(1 + i).text for i in range(len(manifest._rows))]
+        name = "History".ljust(manifest._widths["section"])
+        assert rows[history].startswith(f" {name}{NOTE_MARK}"), rows  # there is more to read
+        assert all(NOTE_MARK not in r for i, r in enumerate(rows) if i != history), rows
         manifest.focus()
         manifest.move_cursor(row=history)
         await settle(pilot)
@@ -87,16 +88,26 @@ async def test_the_history_note_is_shown_with_the_section(tmp_path: Path, size: 
 
 
 async def test_a_degraded_sections_note_in_the_demo() -> None:
-    app = InspectorApp(FileSource(DEMO), start_turn=12)
+    """Turn 12 of the demo: the environment's binder timed out. Its mark takes no room: the manifest's
+    columns (which only widen) are as they were at turn 11, so at 120 columns the sent column stays whole."""
+    app = InspectorApp(FileSource(DEMO), start_turn=11)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         manifest = app.query_one("#manifest", ManifestPanel)
         row = manifest._ids.index("environment")
-        assert str(manifest._rows[row]["section"]) == "Environment" + NOTE_MARK
-        assert str(manifest._rows[row]["form"]) == "degraded"
+        widths = dict(manifest._widths)
         manifest.move_cursor(row=row)
         await settle(pilot)
+        assert NOTE_MARK not in manifest.render_line(1 + row).text
+        assert app.query_one("#content", ContentViewer).note == ""
+        await pilot.press("right")
+        await settle(pilot)
+        line = manifest.render_line(1 + row).text
+        assert line.startswith(" Environment" + NOTE_MARK), line
+        assert str(manifest._rows[row]["form"]) == "degraded"
         assert app.query_one("#content", ContentViewer).note == "timed out after 0.5s"
+        assert manifest._widths["section"] == widths["section"], (widths, manifest._widths)
+        assert line.rstrip().endswith(" 12"), line  # the sent column, whole at 120 columns
 
 
 def test_explain_prints_a_sections_note(tmp_path: Path) -> None:
