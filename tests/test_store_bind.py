@@ -130,3 +130,28 @@ def test_import_cpsession_recording(tmp_path: Path) -> None:
     r = CliRunner().invoke(ctx_app, ["get", "--db", str(db), "--budget", "2000", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["items"][0]["kind"] == "system"
+
+
+def test_one_engine_turn_moves_the_store_turn_once_when_the_window_is_re_requested(tmp_path: Path) -> None:
+    # Many tiny tool results: each entry's "[#id tool_result]" header costs more than the store counts
+    # for it, so the first window does not fit the section once rendered and Bind asks again, smaller.
+    store = ContextStore(tmp_path / "shrink.db")
+    for i in range(1200):
+        store.add(f"m{i}", Kind.TOOL_RESULT)
+    pipe = _pipe()
+    src = attach_store(pipe, store, budget=300, query_fn=lambda p: None)
+    pipe.user("Summarise the results.")
+    for k in range(3):
+        before = store.turn
+        req = pipe.next_request()
+        assert store.turn == before + 1, f"engine turn {k} moved the store's turn {store.turn - before} times"
+        # The windows of the attempts, the one bound included, are all recorded at that one turn.
+        served = store.windows(before)
+        assert len(served) >= 2  # the first window was re-requested smaller
+        bound = store.bound_window("memory", req.turn)
+        assert bound is not None and bound["turn"] == before
+        assert bound["items"] and len(bound["items"]) == len(src.last_window.entries)  # type: ignore[union-attr]
+        pipe.assistant("ok")
+        pipe.user("more")
+    store.close()
+    pipe.close()

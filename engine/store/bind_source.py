@@ -116,8 +116,11 @@ class StoreSource:
         text = ""
         for _ in range(_MAX_SHRINKS):
             # margin 0: the section budget is already what the planner can give this section.
+            # advance_turn=False: a window re-requested smaller is the same engine turn, and moving the
+            # store's turn per attempt made recency and sticky growth count turns that never happened.
+            # The turn moves once, below, after the window that went in is recorded at this turn.
             window = self.store.context_get(
-                Budget(ask, margin=0.0), model=tok, query=query, sticky=self.sticky
+                Budget(ask, margin=0.0), model=tok, query=query, sticky=self.sticky, advance_turn=False
             )
             text = render_window(window)
             over = counter.count(text) - budget
@@ -131,6 +134,7 @@ class StoreSource:
             text = ""  # could not fit (pathological tokenizer disagreement): an empty section
         assert window is not None
         self.store.record_binding(self.section_id, int(pipe.turn))
+        self.store.advance_turn()
         self.last_window, self.last_text = window, text
         return text
 

@@ -326,7 +326,10 @@ class ContextStore:
         with st.transaction() as conn:
             t = st.read_turn() + 1
             conn.execute("UPDATE meta SET value=? WHERE key='turn'", (str(t),))
-        st.dirty = True
+        # Only the turn changed, as after a served window: set it rather than mark the mirror dirty, which
+        # reloaded every item's metadata and body (Bind moves the turn this way once per engine turn).
+        # Another process's commit still changes data_version, so refresh() reloads for that.
+        st.turn = t
         return t
 
     @property
