@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeV
 
 from engine import alerts as alert_rules
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from engine.assembly import Assembly, Measure
+from engine.assembly import Assembly, Measure, Section
 from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec, source_option
 from engine.config import DEFAULT_MAX_OUTPUT_TOKENS, PipelineConfig
 from engine.errors import (
@@ -64,7 +64,13 @@ from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested, serve_requested
 from engine.providers import SerializedRequest, Serializer, canonical_provider, make_serializer
-from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, sends_nothing, silent_error
+from engine.providers.anthropic import (
+    EMPTY_SYSTEM_TEXT,
+    EMPTY_TEXT,
+    ERROR_NO_OUTPUT,
+    sends_nothing,
+    silent_error,
+)
 from engine.providers.base import Block
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
@@ -1079,6 +1085,8 @@ class Pipeline:
             # sections source_sections would hand back from its memo, without asking it.
             ok = self.fast_path and not bound and not due
             self._sources_carry = (self._sources_version, sources) if ok else None
+        if canonical_provider(self.config.provider) in _REFUSE_EMPTY:
+            sources = self._blank_system_note(sources)
         hsec = history_section(history, self.pending)
         if (
             self._empty_msgs
@@ -1102,6 +1110,26 @@ class Pipeline:
                     self._pending_msg = last
             self.measure.prime(hist, n)
         return asm, elided
+
+    def _blank_system_note(self, sources: tuple[Section, ...]) -> tuple[Section, ...]:
+        """The sections (all but the history) with a note on each that holds a text of whitespace only,
+        which Anthropic and Bedrock get as anthropic.EMPTY_SYSTEM_TEXT (both refuse blank text in the
+        system prompt), so the trace says why the request holds text the section does not. The same
+        tuple when there is none (the usual case)."""
+        out: list[Section] | None = None
+        for i, sec in enumerate(sources):
+            n = sum(1 for it in sec.items if type(it) is Text and it.text.isspace())
+            if not n:
+                continue
+            name, why = _REFUSE_EMPTY[canonical_provider(self.config.provider)]
+            said = (
+                f"{n} text(s) of whitespace only: sent to {name} as {EMPTY_SYSTEM_TEXT!r}, "
+                f"since {why} refuses blank text in the system prompt"
+            )
+            if out is None:
+                out = list(sources)
+            out[i] = replace(sec, note=f"{sec.note}; {said}" if sec.note else said)
+        return sources if out is None else tuple(out)
 
     def _empty_note(self, te: int, elided: int) -> str:
         """The history section's note when it sends messages with nothing in them to Anthropic or

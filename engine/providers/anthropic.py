@@ -68,8 +68,21 @@ def sent_parts(parts: Sequence[_P]) -> Sequence[_P]:
     return kept
 
 
+# What a system text with nothing in it carries instead (a section's text of whitespace only, such as
+# identity("   "), or a binder's): both APIs refuse a blank text block in the system prompt as they do in a
+# message. A stand-in rather than leaving the block out keeps the cache marker the plan put on it. The
+# pipeline says so in that section's note (Pipeline._blank_system_note). An empty text never gets here: a
+# section with no text is left out of the request.
+EMPTY_SYSTEM_TEXT = "[empty system text]"
+
+
+def system_text(text: str) -> str:
+    """The text a system block sends: the text itself, or EMPTY_SYSTEM_TEXT for a blank one."""
+    return EMPTY_SYSTEM_TEXT if not text or text.isspace() else text
+
+
 def system_block(text: str, marked: bool) -> dict[str, Any]:
-    b: dict[str, Any] = {"type": "text", "text": text}
+    b: dict[str, Any] = {"type": "text", "text": system_text(text)}
     if marked:
         b["cache_control"] = EPHEMERAL
     return b

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json, json_string
-from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, sent_parts
+from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, sent_parts, system_text
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
@@ -20,7 +20,10 @@ CACHE_POINT = {"cachePoint": {"type": "default"}}
 
 
 def system_block(text: str, marked: bool) -> list[dict[str, Any]]:  # type: ignore[override]
-    return [{"text": text}, CACHE_POINT] if marked else [{"text": text}]
+    # Converse refuses blank text in the system prompt as in a message: the Messages API's stand-in
+    # (anthropic.system_text).
+    block = {"text": system_text(text)}
+    return [block, CACHE_POINT] if marked else [block]
 
 
 def tool_block(t: ToolSchema, marked: bool) -> list[dict[str, Any]]:  # type: ignore[override]
