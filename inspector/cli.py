@@ -99,6 +99,26 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list
 
 # ------------------------------------------------------------------ ps / explain / verify
 
+# `replay`, `explain` and `verify` read one file each. A shell glob (`replay demo_sessions/*.cpsession`)
+# gave them several, and click's answer was a three-line usage block ending "Got unexpected extra
+# arguments" that neither named the files nor said what to do. These commands take the extra arguments
+# (ONE_FILE) and refuse them with the program's own one-line error.
+ONE_FILE: dict[str, Any] = {"allow_extra_args": True}
+
+
+def one_file_only(ctx: typer.Context, command: str, first: object, what: str = "recording") -> None:
+    """Refuse the arguments after the first (ctx.args) with one line naming them and what to do."""
+    extra = list(ctx.args)
+    if not extra:
+        return
+    shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+    fail(
+        f"{command} takes one {what}, got {len(extra) + 1} (also {shown}): run `cp-inspect {command} "
+        f"{first}`, then each of the others the same way (for f in FILES; do cp-inspect {command} \"$f\"; done)",
+        2,
+    )
+
+
 
 @app.command()
 def ps(
@@ -147,8 +167,9 @@ def ps(
         )
 
 
-@app.command()
+@app.command(context_settings=ONE_FILE)
 def explain(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="A .cpsession recording or the pid of a live agent.")],
     turn: Annotated[int | None, typer.Option(help="Turn to explain (default: the last; -1 is the last, -2 the one before).")] = None,
     budget: Annotated[int | None, typer.Option(help="Re-plan with this window (tokens).")] = None,
@@ -173,6 +194,7 @@ def explain(
 
     from .explain import to_json, to_text
 
+    one_file_only(ctx, "explain", target, "recording or agent")
     if as_json:
         if fmt not in ("text", "json"):
             fail(f"--json and --format {fmt} ask for two formats: give one", 2)
@@ -374,8 +396,8 @@ def _readable_before(r: Any, offset: int | None) -> str:
     return f"; turns {before[0]}..{before[-1]} precede the damage and can be explained (--turn {before[-1]})"
 
 
-@app.command()
-def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]) -> None:
+@app.command(context_settings=ONE_FILE)
+def verify(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]) -> None:
     """Replay a recording and check every turn's request hash (exit 0 when all match).
 
     \b
@@ -385,6 +407,7 @@ def verify(file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]
     from engine.recording.cpsession import RecordingError
     from engine.recording.replay import Replayer, ReplayError
 
+    one_file_only(ctx, "verify", file)
     r = open_recording(file)
     if r.data_end <= r.data_start:  # no events; not damage: the salvage hint below would send its reader looking for some
         fail(f"{file} holds no events: its agent stopped before its first turn was recorded; nothing to verify")
@@ -612,8 +635,9 @@ def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> N
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
 
 
-@app.command()
+@app.command(context_settings=ONE_FILE)
 def replay(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A .cpsession recording.")],
     turn: Annotated[int | None, typer.Option(help="Open at this turn (-1 is the last; default: the last).")] = None,
     follow: Annotated[bool, typer.Option(help="Tail a file another process is still writing.")] = False,
@@ -625,6 +649,7 @@ def replay(
     Example:
       cp-inspect replay demo_sessions/scout-anthropic.cpsession --turn 17
     """
+    one_file_only(ctx, "replay", file)
     replay_command.replay(file, turn, follow, theme)
 
 
