@@ -7,6 +7,7 @@ is left and the --offset of the next page).
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -43,8 +44,9 @@ def test_pages_join_to_exactly_what_expand_returns(
     path = tmp_path_factory.mktemp("p") / "p.db"
     with ContextStore(path) as s:
         s.add("first", Kind.USER)
+        m = s.add("note: " + body[:40], Kind.MEMORY, source="notes.md")  # an original with a header
         i = s.add(body, Kind.TOOL_RESULT)
-        sid = s.collapse_subtask([1], i)  # a summary item over originals
+        sid = s.collapse_subtask([1, m], i)  # a summary item over originals
     with ContextStore(path) as s:
         if not reopen:
             s.get(i)  # the body cached in memory: sliced there instead of by SQLite
@@ -130,3 +132,40 @@ def test_ctx_expand_pages_a_big_text_and_the_pages_join_to_it(tmp_path: Path) ->
     assert r.exit_code == 2 and "past the end" in r.output
     r = CliRunner().invoke(ctx_app, ["expand", "--db", str(db), str(i), "--all", "--limit", "5"])
     assert r.exit_code == 2 and "not both" in r.output
+
+
+def test_a_page_of_a_summary_does_not_build_its_originals_whole(tmp_path: Path) -> None:
+    # A summary over a 60 MB tool result and a memory: expand_page of the summary built the whole joined
+    # text (the originals read whole, then joined: ~120 MB more) to return 500 characters of it.
+    db = tmp_path / "sum.db"
+    body = ("y" * 99 + "\n") * 600_000
+    with ContextStore(db) as s:
+        first = s.add("first", Kind.USER)
+        big = s.add(body, Kind.TOOL_RESULT)
+        mem = s.add("the cache key is the path plus mtime", Kind.MEMORY)
+        sid = s.collapse_subtask([first, big], mem)
+        assert big in s.state.originals(sid)
+        assert s.expand(sid).endswith("the cache key is the path plus mtime")  # a memory keeps its header
+    code = (
+        # VmHWM, not ru_maxrss: a child's ru_maxrss starts at this process's peak, which the 60 MB add
+        # and expand() above set, and would hide what the page costs.
+        "import re\n"
+        "hwm = lambda: int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+        "from engine.store import ContextStore\n"
+        f"s = ContextStore({str(db)!r})\n"
+        "before = hwm()\n"
+        f"p = s.expand_page({sid}, 1000, 500)\n"
+        f"q = s.expand_page({sid}, p.total - 60, 500)\n"
+        "grew = hwm() - before\n"
+        "print(repr((p.text, p.total, p.left, q.text, grew)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    text, total, left, tail, grew_kb = ast.literal_eval(out.stdout)
+    with ContextStore(db) as s:
+        whole = s.expand(sid)
+    assert 250 <= len(text) <= 500 and text == whole[1000 : 1000 + len(text)]  # ends after a newline
+    assert (total, left) == (len(whole), len(whole) - 1000 - len(text))
+    assert tail == whole[-60:]
+    assert grew_kb < 30_000  # the tool result streamed a megabyte at a time

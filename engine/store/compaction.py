@@ -27,13 +27,19 @@ def header(item_id: int, kind: Kind, source: str | None) -> str:
     return f"[#{item_id} {kind.value}{src}]"
 
 
-def render_full(item: Item) -> str:
+def full_prefix(item_id: int, kind: Kind, source: str | None) -> str:
+    """What render_full puts before an item's body (a paged expand streams the body after it)."""
     # Messages and tool results go out verbatim, so a window that keeps them keeps their exact bytes
     # (cache hits) and costs what the agent's own prompt would. File reads, memories and summaries
     # carry a header because the id and path are what make them usable out of their original place.
-    if item.kind.is_message or item.kind is Kind.TOOL_RESULT:
-        return item.body
-    return header(item.id, item.kind, item.source) + "\n" + item.body
+    if kind.is_message or kind is Kind.TOOL_RESULT:
+        return ""
+    return header(item_id, kind, source) + "\n"
+
+
+def render_full(item: Item) -> str:
+    prefix = full_prefix(item.id, item.kind, item.source)
+    return prefix + item.body if prefix else item.body
 
 
 def stub_text(item: Item, full_tokens: int, stale: bool = False) -> str:

@@ -11,6 +11,7 @@ newline when one lies in its second half, so pages read as whole lines where the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 EXPAND_PAGE_CHARS = 100_000  # ~25 k tokens: a page an agent's context can take
@@ -87,3 +88,30 @@ def page_of(item_id: int, text: str, offset: int, limit: int) -> ExpandPage:
 
 def past_end(item_id: int, offset: int, total: int) -> str:
     return f"expand offset {offset:,} is past the end of #{item_id} ({total:,} characters): give an offset up to {total:,}"
+
+
+# A piece of a text made of several: a string, or a reader of a stored body that, given a start and a
+# number of characters, returns the body's length and those characters of it (ContextStore streams it).
+Piece = str | Callable[[int, int], tuple[int, str]]
+
+
+def page_of_pieces(item_id: int, pieces: Iterable[Piece], offset: int, limit: int) -> ExpandPage:
+    """page_of(item_id, "".join(the pieces' texts), offset, limit) without joining them: each piece
+    gives only the characters the page takes, so a summary's page does not hold its originals whole."""
+    end = offset + limit
+    pos = 0  # characters of the pieces before this one
+    got: list[str] = []
+    for p in pieces:
+        if isinstance(p, str):
+            n = len(p)
+            if pos < end and pos + n > offset:
+                got.append(p[max(0, offset - pos) : end - pos])
+        else:
+            lo = max(0, offset - pos)
+            n, chunk = p(lo, max(0, end - pos - lo))
+            got.append(chunk)
+        pos += n
+    if offset > pos:
+        raise ValueError(past_end(item_id, offset, pos))
+    chunk = "".join(got)
+    return ExpandPage(item_id, cut(chunk, offset + len(chunk) >= pos), offset, pos)

@@ -336,6 +336,16 @@ class StoreState:
                     break
         return kind, pos, "".join(parts)
 
+    def item_head(self, item_id: int) -> tuple[Kind, str | None]:
+        """(kind, source) of an item without reading its body (a cached item's own)."""
+        it = self.items.get(item_id)
+        if it is not None:
+            return it.kind, it.source
+        row = self.conn.execute("SELECT kind, source FROM items WHERE id=?", (item_id,)).fetchone()
+        if row is None:
+            raise UnknownItemError(item_id, self.path)
+        return _kind(row[0], item_id, self.path), row[1]
+
     def load_bodies(self) -> None:
         missing = [m.id for m in self.metas if m.id not in self.items]
         if not missing:

@@ -22,17 +22,27 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from engine.store import recorder, schema
 from engine.store.budget import MAX_BUDGET, parse_budget, tokenizer_for
-from engine.store.compaction import Summarizer, render_full
+from engine.store.compaction import Summarizer, full_prefix, render_full
 from engine.store.config import StoreConfig
 from engine.store.errors import StoreError
 from engine.store.forms import Forms
 from engine.store.items import Item, Kind, LinkKind
-from engine.store.paging import EXPAND_PAGE_CHARS, ExpandPage, check_window, cut, page_of, past_end
+from engine.store.paging import (
+    EXPAND_PAGE_CHARS,
+    ExpandPage,
+    Piece,
+    check_window,
+    cut,
+    page_of,
+    page_of_pieces,
+    past_end,
+)
 from engine.store.serving import Server
 from engine.store.solve import Solver
 from engine.store.solve_plan import Planner
@@ -46,6 +56,8 @@ from engine.store.writes import Writer
 from engine.tokens import Budget, Tokenizer
 
 __all__ = ["MAX_BUDGET", "ContextStore", "ExpandPage", "Reindexed", "parse_budget", "tokenizer_for"]
+
+_ORIGINALS_SEPARATOR = "\n\n"  # between a summary's originals in expand() (and its pages)
 
 
 @dataclass(frozen=True)
@@ -264,7 +276,7 @@ class ContextStore:
         if item.kind is Kind.SUMMARY:
             originals = self.state.originals(item_id)
             if originals:
-                return "\n\n".join(render_full(self.state.item(i)) for i in originals)
+                return _ORIGINALS_SEPARATOR.join(render_full(self.state.item(i)) for i in originals)
         return item.body
 
     @translating
@@ -282,13 +294,39 @@ class ContextStore:
             except (TypeError, ValueError):
                 raise TypeError(f"an item id must be an int such as 12, got {item_id!r}") from None
             got = st.body_page(iid, offset, limit)
-            if got is not None and not (got[0] is Kind.SUMMARY and st.originals(iid)):
+            kind = got[0] if got is not None else st.item(iid).kind
+            if got is not None and kind is not Kind.SUMMARY:
                 _kind, total, chunk = got
                 if offset > total:
                     raise ValueError(past_end(iid, offset, total))
                 return ExpandPage(iid, cut(chunk, offset + len(chunk) >= total), offset, total)
-        whole = self.expand(item_id)
-        return page_of(self.state.item(item_id).id, whole, offset, limit)
+        else:
+            iid, kind = it.id, it.kind
+        originals = st.originals(iid) if kind is Kind.SUMMARY else []
+        if originals:
+            return page_of_pieces(iid, self._expand_pieces(originals), offset, limit)
+        return page_of(iid, st.item(iid).body, offset, limit)
+
+    def _expand_pieces(self, originals: list[int]) -> Iterator[Piece]:
+        """expand()'s text for a summary as pieces: the separators and headers as text, each original's
+        body as it is in memory or, when not, read from the file a page at a time (not held whole)."""
+        st = self.state
+        for n, oid in enumerate(originals):
+            if n:
+                yield _ORIGINALS_SEPARATOR
+            kind, source = st.item_head(oid)
+            prefix = full_prefix(oid, kind, source)
+            if prefix:
+                yield prefix
+            cached = st.items.get(oid)
+            yield cached.body if cached is not None else partial(self._body_reader, oid)
+
+    def _body_reader(self, item_id: int, start: int, count: int) -> tuple[int, str]:
+        got = self.state.body_page(item_id, start, count)
+        if got is None:  # a file not stored as UTF-8: read whole (see body_page)
+            body = self.state.item(item_id).body
+            return len(body), body[start : start + count]
+        return got[1], got[2]
 
     @staticmethod
     def expand_tool_schema() -> dict[str, Any]:
