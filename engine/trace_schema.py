@@ -115,3 +115,8 @@ class Trace(TypedDict):
     error: str | None
     calibration: NotRequired[float]
     compaction: NotRequired[dict[str, Any]]  # the compaction policy's decision (taken or skipped, pay-back)
+    # Captured agents only (engine/capture/tap.py sets them on the call's turn; docs/TRACE_SCHEMA.md says what each holds):
+    history_rewrite: NotRequired[dict[str, int]]  # the agent's request rewrote its own history (it compacted)
+    request_params: NotRequired[dict[str, Any]]  # the settings the agent's request set (max_tokens, temperature...)
+    server: NotRequired[dict[str, Any]]  # where the call went: address, port
+    response_meta: NotRequired[dict[str, Any]]  # the reply's id, model, finish_reason
