@@ -116,7 +116,7 @@ class InspectorApp(App[None]):
                 tooltip="next interesting turn (tier change, cache break, alert)"),
         Binding("N,left_square_bracket", "prev_interesting", "Prev ★", show=False,
                 tooltip="previous interesting turn"),
-        Binding("c", "tab('tab-content')", "Content", show=False, tooltip="show the Content tab"),
+        Binding("c", "content", "Content", show=False, tooltip="show the Content tab"),
         Binding("w", "tab('tab-whatif')", "What-if", tooltip="show the What-if tab"),
         Binding("W", "session_whatif", "Session what-if", show=False,
                 tooltip="session-wide what-if: re-run and price the whole session (toggle)"),
@@ -749,6 +749,14 @@ class InspectorApp(App[None]):
             self.content.show_request = False
             self.action_tab("tab-content")  # the section is what Content shows: the zoomed tab follows
             self._load_content(self._manifest.selected_section())
+
+    def action_content(self) -> None:
+        # The Content tab also shows the request body (`b`): `c` after `b` showed the tab with the body
+        # still in it, and the section came back only with Enter on the manifest. `c` is the section's.
+        if self.content.show_request:
+            self.content.show_request = False
+            self._load_content(self._manifest.selected_section())
+        self.action_tab("tab-content")
 
     def action_request_body(self) -> None:
         self.content.show_request = True

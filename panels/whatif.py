@@ -51,7 +51,12 @@ class ResultText(Static):
         self.post_message(self.Resized())
 
 
-class WhatIfPanel(VerticalScroll):
+class WhatIfPanel(VerticalScroll, can_focus=False):
+    """The What-if tab's scrolling pane. Not a focus stop of its own: Tab from the tab strip went first to
+    the pane (where only ↑/↓ scroll it) and a second Tab reached the first slider. Reading needs no such
+    stop: ↑/↓ scroll the pane from any of its controls (none of them binds them; the pane's scroll
+    bindings answer for its children), and the mouse wheel scrolls it as before."""
+
     BINDINGS = STEP_KEYS
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
