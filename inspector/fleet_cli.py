@@ -203,47 +203,55 @@ def export(
             inner.shutdown()
 
     # The SDK logs each failed attempt with a traceback; one line from us says what happened instead.
-    logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
-    checked = Checked()
+    # Restored after: the command also runs in-process (tests, a Python caller), and a level left at
+    # CRITICAL silenced the SDK for everything after it in that process (an OtelSink could no longer
+    # tell that its exporter was retrying: tests/fleet/test_otel_failures.py failed after an export).
+    otel_log = logging.getLogger("opentelemetry")
+    level = otel_log.level
+    otel_log.setLevel(logging.CRITICAL)
     try:
-        emitter = SpanEmitter(checked, batch=True)
-    except ConfigError as exc:
-        fail(str(exc))
-    redact = redact_requested(None)
-    total = sessions = skipped = 0
-    damaged = 0
-    for path in paths:
-        reader = _open(path)
-        if isinstance(reader, str):
-            _skip(path, reader)
-            skipped += 1
-            continue
-        with reader:
-            # One event at a time: a session's events are never all held (export_events folds them).
-            stream = _Stream(path, reader)
-            spans = export_events(stream, dict(reader.header), emitter, content=content, redact=redact,
-                                  blob_lookup=_blob_text(reader) if content else None)
-        if stream.error is not None:
-            if not spans:
-                _skip(path, stream.error)
+        checked = Checked()
+        try:
+            emitter = SpanEmitter(checked, batch=True)
+        except ConfigError as exc:
+            fail(str(exc))
+        redact = redact_requested(None)
+        total = sessions = skipped = 0
+        damaged = 0
+        for path in paths:
+            reader = _open(path)
+            if isinstance(reader, str):
+                _skip(path, reader)
                 skipped += 1
                 continue
-            damaged += 1
-            # Its spans are sent (the backend cannot take them back): say how many, and what was wrong.
-            warn(f"{path}: {stream.error}; exported the {spans} model calls before the damage")
-        total += spans
-        sessions += 1
+            with reader:
+                # One event at a time: a session's events are never all held (export_events folds them).
+                stream = _Stream(path, reader)
+                spans = export_events(stream, dict(reader.header), emitter, content=content, redact=redact,
+                                      blob_lookup=_blob_text(reader) if content else None)
+            if stream.error is not None:
+                if not spans:
+                    _skip(path, stream.error)
+                    skipped += 1
+                    continue
+                damaged += 1
+                # Its spans are sent (the backend cannot take them back): say how many, and what was wrong.
+                warn(f"{path}: {stream.error}; exported the {spans} model calls before the damage")
+            total += spans
+            sessions += 1
+            if checked.failures:
+                break
+        emitter.close()
         if checked.failures:
-            break
-    emitter.close()
-    if checked.failures:
-        fail(f"the OTLP endpoint {url} did not accept the spans (is a collector listening there?)")
-    if not sessions:
-        fail(f"none of the {len(paths)} recording(s) could be read")
-    typer.echo(f"exported {total} model-call spans from {sessions} session(s), each session's under its "
-               f"invoke_agent span, to {url}"
-               + (f"; {skipped} recording(s) skipped (see above)" if skipped else "")
-               + (f"; {damaged} damaged recording(s) exported up to their damage (see above)" if damaged else ""))
+            fail(f"the OTLP endpoint {url} did not accept the spans (is a collector listening there?)")
+        if not sessions:
+            fail(f"none of the {len(paths)} recording(s) could be read")
+        typer.echo(f"exported {total} model-call spans from {sessions} session(s), each session's under its "
+                   f"invoke_agent span, to {url}"
+                   + (f"; {skipped} recording(s) skipped (see above)" if skipped else "")
+                   + (f"; {damaged} damaged recording(s) exported up to their damage (see above)" if damaged else ""))
+    finally:
+        otel_log.setLevel(level)
 
 
 def report(

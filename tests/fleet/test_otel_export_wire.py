@@ -98,3 +98,29 @@ def test_reasoning_tokens_are_exported_as_the_conventions_name_them(tmp_path: Pa
     assert got == [reasoning, reasoning], got  # the reply, and the streamed one's final chunk
     assert agent["attributes"][key] == 2 * reasoning
     assert all(s["attributes"]["gen_ai.usage.output_tokens"] >= s["attributes"][key] for s in calls)
+
+
+def test_an_in_process_export_leaves_the_sdk_logging_as_it_found_it() -> None:
+    """`export` quiets the OpenTelemetry SDK's per-attempt log lines while it runs. It left the
+    "opentelemetry" logger at CRITICAL for the rest of the process: run in-process (a Python caller, the
+    test suite), every later OtelSink lost the SDK's retry records it reads to tell a receiver that is
+    down (tests/fleet/test_otel_failures.py failed after tests/capture/test_fold_texts.py's export)."""
+    import logging
+
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    sdk_log = logging.getLogger("opentelemetry")
+    before = sdk_log.level
+    sdk_log.setLevel(logging.INFO)
+    try:
+        with OtlpReceiver() as rx:
+            res = CliRunner().invoke(app, ["export", str(DEMO), "--otlp", rx.url])
+        assert res.exit_code == 0, res.output
+        assert sdk_log.level == logging.INFO
+        res = CliRunner().invoke(app, ["export", str(DEMO), "--otlp", "http://127.0.0.1:9", "--timeout", "1"])
+        assert res.exit_code != 0  # nothing listens there: the command fails, and still restores the level
+        assert sdk_log.level == logging.INFO
+    finally:
+        sdk_log.setLevel(before)
