@@ -1081,12 +1081,13 @@ class Pipeline:
                 due,
                 self._sections,
             )
+            if canonical_provider(self.config.provider) in _REFUSE_EMPTY:
+                # Noted as they are made, not every turn: carried sections keep their note.
+                sources = self._blank_system_note(sources)
             # Carried to the next build while no fold changes what they are made of (see fold): the same
             # sections source_sections would hand back from its memo, without asking it.
             ok = self.fast_path and not bound and not due
             self._sources_carry = (self._sources_version, sources) if ok else None
-        if canonical_provider(self.config.provider) in _REFUSE_EMPTY:
-            sources = self._blank_system_note(sources)
         hsec = history_section(history, self.pending)
         if (
             self._empty_msgs

@@ -11,7 +11,7 @@ row (with its cell measuring) per alert."""
 
 from __future__ import annotations
 
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -22,20 +22,13 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from panels.fmt import one_line
+from panels.fmt import fit_cells, one_line
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.navigation import JumpToTurn
 
 SEVERITY_STYLE = {"critical": "bold red", "error": "bold red", "warning": "yellow", "info": "cyan"}
 COLUMNS = (("turn", 6), ("severity", 9), ("rule", 15))  # then the message, to the right edge
 FIXED = sum(w for _, w in COLUMNS)
-
-
-def cut(text: str, cells: int) -> str:
-    """`text` in at most `cells` cells: whole if it fits, else its start and an ellipsis."""
-    if cell_len(text) <= cells:
-        return text
-    return set_cell_size(text, max(0, cells - 1)) + "…" if cells > 0 else ""
 
 
 class AlertsPanel(ScrollView, can_focus=True):
@@ -117,7 +110,7 @@ class AlertsPanel(ScrollView, can_focus=True):
                 # header), all but the cursor's row, up to 3.
                 room = max(1, (height - 1) // 2, min(height - 2, 3))
                 if len(wrapped) > room:
-                    wrapped = [*wrapped[: room - 1], cut(wrapped[room - 1] + " …", width)]
+                    wrapped = [*wrapped[: room - 1], fit_cells(wrapped[room - 1] + " …", width)]
                 lines = wrapped
         self._detail = (key, lines)
         return lines
@@ -192,6 +185,6 @@ class AlertsPanel(ScrollView, can_focus=True):
             base = base + self.get_component_rich_style("alerts--zebra")
         cells = [(str(turn).ljust(COLUMNS[0][1]), None),
                  (sev.ljust(COLUMNS[1][1]), Style.parse(SEVERITY_STYLE.get(sev, "none"))),
-                 (cut(rule, COLUMNS[2][1] - 1).ljust(COLUMNS[2][1]), None), (cut(message, width - FIXED), None)]
+                 (fit_cells(rule, COLUMNS[2][1] - 1).ljust(COLUMNS[2][1]), None), (fit_cells(message, width - FIXED), None)]
         segments = [Segment(text, base + style if style else base) for text, style in cells]
         return Strip(segments).crop_extend(0, width, base)

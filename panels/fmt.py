@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len, set_cell_size
 from textual.markup import escape
 
 from themes.palette import SCOPE_VARIABLE, TIER_VARIABLE
@@ -27,6 +28,14 @@ _ONE_LINE: dict[int, int | None] = {**VISIBLE_CONTROLS, 10: 0x2424, 9: 0x20}
 def one_line(text: str) -> str:
     """`text` as one row of plain characters: control characters visible, none sent to the terminal."""
     return text.translate(_ONE_LINE)
+
+
+def fit_cells(text: str, cells: int) -> str:
+    """`text` in at most `cells` terminal cells: whole if it fits, else its start and an ellipsis (a cut
+    that says so: an alert's message, a section's name)."""
+    if cell_len(text) <= cells:
+        return text
+    return set_cell_size(text, max(0, cells - 1)) + "…" if cells > 0 else ""
 
 
 def tok(n: int | float | None) -> str:

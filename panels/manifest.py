@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from engine.trace_schema import Trace, TraceSection
-from panels.fmt import one_line, tok
+from panels.fmt import fit_cells, one_line, tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.repaint import repaint
 from panels.row_frame import FramedRows, kept_rich_style
@@ -54,8 +54,7 @@ def form_text(section: TraceSection) -> Text:
 
 
 def name_cell(section: TraceSection) -> Cell:
-    name = section["name"]
-    return one_line(name if len(name) <= NAME_CELLS else name[: NAME_CELLS - 1] + "…")
+    return one_line(fit_cells(section["name"], NAME_CELLS))
 
 
 @dataclass

@@ -284,7 +284,8 @@ class ContextStore:
         """At most `limit` characters of what expand(item_id) returns, from character `offset`; the page
         says how many are left and where the next starts (`next_offset`, None at the end), and pages
         followed that way join to exactly expand(item_id). A page ends after a newline when one is in
-        its second half. A plain item's body is sliced by SQLite: a 50 MB body is not read whole."""
+        its second half. A plain item's body is read from the file a megabyte at a time (StoreState.body_page):
+        a 50 MB body is not read whole."""
         offset, limit = check_window(offset, limit)
         st = self.state
         it = st.items.get(item_id)
