@@ -824,6 +824,31 @@ app.command(
 )(run)
 app.command()(fleet_cli.top)
 
+# What each command is for, in one line of `cp-inspect --help`. Without these click cut every docstring
+# at the list's width with "...", so a new user read "Import a real agent trajectory as a recording: each
+# model..." and "Re-run whole sessions under what-if settings vs every..." (13 of the 17 commands).
+SUMMARIES = {
+    "ps": "List live agents and proxy conversations (for attach).",
+    "explain": "EXPLAIN one turn of a recording, or re-plan it.",
+    "verify": "Replay a recording; every request hash must match.",
+    "salvage": "Copy a damaged recording's intact part to a new file.",
+    "import": "Turn another tool's trajectory into a recording.",
+    "replay": "Step through a recording in the inspector.",
+    "attach": "Watch a running agent live in the inspector.",
+    "demo": "Run the scripted demo agent with the inspector on it.",
+    "eval": "Score the context store's windows on real trajectories.",
+    "simulate": "Re-run and price whole sessions under other settings.",
+    "diff": "Two configurations turn by turn; a CI gate (--fail-on).",
+    "forks": "A recording's sub-agents as a tree, what they share, cost.",
+    "export": "Send recordings to an OpenTelemetry backend.",
+    "report": "Cost, cache hits and breaks per session and in total.",
+    "proxy": "A recording proxy for Anthropic and OpenAI-style APIs.",
+    "run": "Run your agent through the recording proxy, inspected.",
+    "top": "A live table of every agent on this machine.",
+}
+for _info in app.registered_commands:
+    _info.short_help = SUMMARIES[_info.name or getattr(_info.callback, "__name__", "")]
+
 if __name__ == "__main__":
     app()
 

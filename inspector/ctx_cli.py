@@ -23,6 +23,7 @@ ctx_app = typer.Typer(
     name="ctx",
     # Short enough that `cp-inspect --help` shows it whole (a longer one is cut at "...").
     help="The SQLite context store: add, import, get windows, expand.",
+    short_help="The SQLite context store: add, import, get windows, expand.",  # never cut, only wrapped
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -90,7 +91,8 @@ def _empty_file(db: Path) -> bool:
         return False
 
 
-@ctx_app.command("add")
+# short_help: `ctx --help` cut each docstring at the list's width with "..." (at 60 columns four of the five).
+@ctx_app.command("add", short_help="Store an item and print its id.")
 def add_cmd(
     db: DbOpt,
     text: Annotated[str | None, typer.Argument(help="The item's text, or - to read it from stdin.")] = None,
@@ -199,7 +201,7 @@ def _explain(window: Window) -> str:
     return "\n".join(lines)
 
 
-@ctx_app.command("get")
+@ctx_app.command("get", short_help="Serve a window that fits BUDGET and print it.")
 def get_cmd(
     db: ExistingDbOpt,
     budget: Annotated[int, typer.Option("--budget", help="Window ceiling in tokens (a 2% margin is kept).")],
@@ -264,7 +266,8 @@ def get_cmd(
 
 
 # "-1" would otherwise be read as an unknown option ("No such option: -1"): it reaches the id check.
-@ctx_app.command("expand", context_settings={"ignore_unknown_options": True})
+@ctx_app.command("expand", short_help="Print the original text behind a stub or summary.",
+                 context_settings={"ignore_unknown_options": True})
 def expand_cmd(
     db: ExistingDbOpt,
     item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")],
@@ -325,7 +328,7 @@ def expand_cmd(
         typer.echo(f"{lead}{page.note()}{rest}", err=True)
 
 
-@ctx_app.command("import")
+@ctx_app.command("import", short_help="Load a recording or trajectory into the store.")
 def import_cmd(
     db: DbOpt,
     file: Annotated[
@@ -393,7 +396,7 @@ def import_cmd(
     )
 
 
-@ctx_app.command("reindex")
+@ctx_app.command("reindex", short_help="Rebuild the search index of an older store.")
 def reindex_cmd(
     db: ExistingDbOpt,
     vacuum: Annotated[

@@ -494,3 +494,24 @@ def test_an_empty_policies_list_and_a_timeout_that_cannot_work_are_refused() -> 
     for args, says in cases:
         r = CliRunner().invoke(app, args)
         assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
+
+
+def _command_list(output: str) -> list[str]:
+    """The rows of a help text's "Commands:" list (a wrapped summary's continuation rows included)."""
+    rows = output.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+    return [row for row in rows.splitlines() if row.strip()]
+
+
+def test_the_command_lists_say_what_each_command_does_without_cutting_it() -> None:
+    # Click cut each docstring to the list's width with "...": 13 of 17 commands read like "import
+    # Import a real agent trajectory as a recording: each model..." at 80 columns.
+    for width in (80, 60):
+        for group in ([], ["ctx"]):
+            shown = CliRunner().invoke(app, [*group, "--help"], terminal_width=width)
+            assert shown.exit_code == 0, shown.output
+            rows = _command_list(shown.output)
+            assert len(rows) >= (18 if not group else 5), rows
+            assert not [row for row in rows if row.rstrip().endswith("...")], (width, group, rows)
+            assert all(len(row) <= width for row in rows), (width, rows)
+    listed = _command_list(CliRunner().invoke(app, ["--help"], terminal_width=80).output)
+    assert "  import    Turn another tool's trajectory into a recording." in listed
