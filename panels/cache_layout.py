@@ -4,12 +4,15 @@ block where this turn's cache broke (with its cause)."""
 
 from __future__ import annotations
 
+import re
+
+from rich.cells import cell_len
 from textual.content import Content
 from textual.reactive import reactive
 
 from engine.optimize.markers import note_of as marker_note
 from engine.trace_schema import Trace
-from panels.fmt import one_line, scope_style, tok
+from panels.fmt import fit_cells, one_line, scope_style, tok
 from panels.line_panel import Keyed, Line, LinePanel, merge_runs
 
 # The same every turn: parsed once (theme variables are resolved when drawn, so a theme change is fine).
@@ -77,9 +80,22 @@ class CacheLayoutPanel(LinePanel):
         # minimum): "0 marker(s)" alone reads like a fault.
         note = marker_note(t.get("steps") or [])
         if note:
-            out.append(Keyed(("why", note), lambda: Content.assemble(("▲ left out: ", "$text-muted"), note)))
+            out.append(Keyed(("why", note, width), lambda: _left_out(note, width)))
         out.append(LEGEND)
         return out
+
+
+LEFT_OUT = "▲ left out: "
+
+
+def _left_out(note: str, width: int) -> Content:
+    """Why markers were left out, on its one row. The note names each short prefix's place in parentheses
+    ("(end of tools at 224, global scope boundary at 278, ...)"): at 120 columns the row was cut at the
+    edge inside them with no sign. Too long, the places go first (explain and the Skipped tab give them
+    whole); what still does not fit ends with an ellipsis."""
+    if cell_len(LEFT_OUT + note) > width:
+        note = re.sub(r" \([^()]*\)", "", note)
+    return Content.assemble((LEFT_OUT, "$text-muted"), fit_cells(note, width - cell_len(LEFT_OUT)))
 
 
 def _blocks(blocks: tuple[tuple[str, str, bool, int], ...]) -> Content:

@@ -7,7 +7,10 @@ the alert under the cursor in the Alerts panel's last rows. At 80, 120 and 200 c
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from tests.tui.test_hardening import DEMO
 
 LONG = "deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession"
 KEPT = f"/home/someone/projects/agents/runs/2026-12-04/{LONG}"
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
 
 
@@ -190,3 +194,29 @@ async def test_hovering_the_status_line_shows_it_whole(tmp_path: Path) -> None:
         tip = app.screen.get_child_by_type(Tooltip)
         shown = str(tip.render())
         assert tip.display and f"REPLAY {LONG}  turn 39 (40/40)" in shown and f"file: {path}" in shown, shown
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+async def test_the_cache_layouts_left_out_row_says_why_within_the_panel(tmp_path: Path, size: str) -> None:
+    # Turn 4 of `cp-inspect demo` places 1 marker and leaves 4 prefixes out, each named with its place: at
+    # 120 columns the row was cut inside those places ("(end of tools at 224, global scope") with no sign.
+    width, height = SIZES[size]
+    rec = tmp_path / "demo.cpsession"
+    subprocess.run([sys.executable, "-m", "inspector.demo_agent", "--turns", "6", "--delay", "0", "--record", str(rec)],
+                   check=True, capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    app = InspectorApp(FileSource(rec), start_turn=4)
+    async with app.run_test(size=(width, height)) as pilot:
+        await settle(pilot)
+        panel = app.query_one("#cache")
+        room = panel.scrollable_content_region.width
+        rows = [panel.render_line(y).text.rstrip() for y in range(panel.scrollable_content_region.height)]
+        why = [row for row in rows if "left out:" in row]
+        if width < 100:  # the narrow layout's two rows: the strip and its cache line
+            assert not why, rows
+            return
+        assert why, rows
+        row = why[0].strip()
+        assert cell_len(row) <= room, row
+        assert row.startswith("▲ left out: 4 prefix(es) under the model's 1024-token minimum cacheable prefix"), row
+        # The places in full where they fit (200 columns), else left out whole, never cut inside them.
+        assert row.endswith(")") if width >= 200 else row.endswith("minimum cacheable prefix"), row
