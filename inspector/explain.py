@@ -26,6 +26,7 @@ JSON_KEYS = (
     "error",
     "cache_break",
     "history_rewrite",
+    "conversation_branch",
 )
 
 
@@ -129,6 +130,11 @@ def to_text(
             f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
             f"it dropped, then {rw['new']} new; the engine kept its whole history and took the new ones"
         )
+    branch = t.get("conversation_branch")
+    if branch:  # a captured conversation that shares another's opening (engine.capture.lineage)
+        from engine.capture.lineage import branch_note
+
+        lines.append(f"  {branch_note(branch)}")
     if t.get("error"):  # the call got no answer (an upstream error, a cut stream): said, as usage is
         lines.append(f"  call failed: {t['error']}")
     for al in t.get("alerts", []):

@@ -126,9 +126,12 @@ def proxy(
         fail(str(exc), 2)
 
     def on_session(info: SessionInfo) -> None:
+        b = info.branch  # a conversation with another's opening (engine.capture.lineage)
+        how = "same opening as" if b and b["kind"] == "same_opening" else "forked from"
         typer.echo(
             f"session {info.number}: {info.model} ({info.provider}) -> {info.path}"
-            + (f"   watch: cp-inspect attach {info.target}" if serve else ""),
+            + (f"   watch: cp-inspect attach {info.target}" if serve else "")
+            + (f"   ({how} session {b['session']})" if b else ""),
         )
 
     try:

@@ -93,9 +93,11 @@ def test_proxy_records_the_build(upstream: StandIn, tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "rec", serve=False)
     with ProxyServer({"deepseek": upstream.url, "openai": upstream.url}, rec) as px:
         client = openai.OpenAI(base_url=px.url + "/deepseek", api_key="k", max_retries=0)
-        client.chat.completions.create(model="deepseek-chat", messages=MSGS)
+        r = client.chat.completions.create(model="deepseek-chat", messages=MSGS)
+        # the conversation goes on (the same request again would be another conversation: a session of its own)
+        more = [*MSGS, {"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": "More."}]
         stream = client.chat.completions.create(
-            model="deepseek-chat", messages=MSGS, stream=True, stream_options={"include_usage": True}
+            model="deepseek-chat", messages=more, stream=True, stream_options={"include_usage": True}
         )
         list(stream)
     rec.close()

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.capture.lineage import BRANCH_KEY
 from engine.capture.tap_streams import (
     ACCUMULATORS,
     Accumulator,
@@ -309,6 +310,23 @@ def server_of(url: Any) -> dict[str, Any] | None:
     return {"address": host, "port": port if port is not None else (443 if parts.scheme == "https" else 80)}
 
 
+Parsed = tuple[list[MessageRec], tuple[ToolSchemaRec, ...], tuple[tuple[str, int, str], ...] | None]
+
+
+def parse_request(wire: str, body: dict[str, Any]) -> Parsed:
+    """A request body's (messages, tools, cache breakpoints or None: see CallRec.cache_marks), as sent:
+    a Responses request's own messages only (Tap._parse_request adds what previous_response_id names)."""
+    if wire != "anthropic" and "messages" not in body and "input" in body:
+        from engine.capture.proxy.responses_api import request_to_chat
+
+        body = request_to_chat(body)
+    ctx = Ctx(f"{wire} request", "<tap>")
+    if wire == "anthropic":
+        return _anthropic_request(body, ctx, "request")
+    msgs, tools = _openai_request(body, ctx, "request")
+    return msgs, tools, None
+
+
 class Tap:
     """The shadow session behind a tapped client (also the proxy's journaling path)."""
 
@@ -349,6 +367,11 @@ class Tap:
         # Where the calls go ({"address", "port"}: the SDK client's base URL, the proxy's upstream), for
         # each turn's trace (SERVER_KEY); None when not known.
         self.server: dict[str, Any] | None = None
+        # The next request's body already parsed (the proxy's recorder parses it to place it in a session)
+        self.parsed: tuple[dict[str, Any], Parsed] | None = None
+        # What the next journaled turn's trace says of where this conversation branched from
+        # (engine.capture.lineage.BRANCH_KEY: the proxy's new session for a restart or fork)
+        self.branch: dict[str, Any] | None = None
 
     @contextmanager
     def journal_at(self, when: float | None) -> Iterator[None]:
@@ -386,23 +409,20 @@ class Tap:
         self, body: dict[str, Any]
     ) -> tuple[list[MessageRec], tuple[ToolSchemaRec, ...], tuple[tuple[str, int, str], ...] | None]:
         """(messages, tools, the request's cache breakpoints or None: see CallRec.cache_marks)."""
-        if self.wire != "anthropic" and "messages" not in body and "input" in body:
-            from engine.capture.proxy.responses_api import request_to_chat
-
-            body = request_to_chat(body)
-        ctx = Ctx(f"{self.wire} request", "<tap>")
-        if self.wire == "anthropic":
-            return _anthropic_request(body, ctx, "request")
-        msgs, tools = _openai_request(body, ctx, "request")
+        given, self.parsed = self.parsed, None
+        if given is not None and given[0] is body:  # the proxy parsed it already to place it (lineage)
+            msgs, tools, marks = given[1]
+        else:
+            msgs, tools, marks = parse_request(self.wire, body)
         prev = body.get("previous_response_id")
-        if prev is not None and prev == self.last_response_id and self.fed:
+        if self.wire != "anthropic" and prev is not None and prev == self.last_response_id and self.fed:
             # The Responses API's server-side state: the request carries only what is new, the model
             # reads the conversation so far (its last reply included) before it, and is billed for it.
             # Its instructions are not carried over: the request's own system message leads.
             system = [m for m in msgs if m.role == "system"]
             held = [m for m in self.fed if m.role != "system"]
             msgs = system + held + [m for m in msgs if m.role != "system"]
-        return msgs, tools, None
+        return msgs, tools, marks
 
     def _open(self, model: str) -> None:
         self.pipe = Pipeline(
@@ -454,6 +474,9 @@ class Tap:
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
         self._plan()
+        if self.branch is not None:
+            self.pipe.annotate(BRANCH_KEY, self.branch)
+            self.branch = None
         if rewrite is not None:
             # On the turn's trace (cp-inspect explain, the probe): the as-sent side of this turn is a new
             # base (its `actual` event lists the whole request), the shadow took only the new tail.

@@ -206,11 +206,12 @@ def test_deepseek_prefix_route(proxied: Proxied, standin: StandIn) -> None:
     paths = proxied.finish()
     hit = USAGE_DEEPSEEK["prompt_cache_hit_tokens"]
     reasoning = USAGE_DEEPSEEK["completion_tokens_details"]["reasoning_tokens"]  # kept for the export
-    assert usages(paths[0]) == [
+    # (the same opening asked twice: two conversations, engine.capture.lineage)
+    assert [usages(p) for p in paths] == [[
         {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": hit, "cache_write_tokens": 0,
          "reasoning_tokens": reasoning}
-    ] * 2
-    assert verify_ok(paths[0]) == 2
+    ]] * 2
+    assert [verify_ok(p) for p in paths] == [1, 1]
 
 
 def test_session_header_and_tasks_split_sessions(proxied: Proxied) -> None:
@@ -231,9 +232,12 @@ def test_session_header_and_tasks_split_sessions(proxied: Proxied) -> None:
     )
     tagged.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Task A"}])
     paths = proxied.finish()
-    assert len(paths) == 3
-    assert [len(usages(p)) for p in paths] == [2, 1, 1]
-    assert [k for k in proxied.recorder.sessions][2] == "h:my-agent"
+    # Task A asked again after its reply: the same opening, another conversation (engine.capture.lineage)
+    assert len(paths) == 4
+    assert [len(usages(p)) for p in paths] == [1, 1, 1, 1]
+    assert [k for k in proxied.recorder.sessions][3] == "h:my-agent"
+    assert [i.branch for i, _ in proxied.recorder.sessions.values()][2] == {
+        "kind": "same_opening", "session": 1, "turn": 0, "at_message": 2}
     for p in paths:
         verify_ok(p)
     assert not any(errors(p) for p in paths)

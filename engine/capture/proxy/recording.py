@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.capture.lineage import Lineage, branch_note, digests
 from engine.capture.proxy import responses_api
 from engine.capture.proxy.exchange import Exchange
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
-from engine.capture.tap import Tap, TapCall, server_of
+from engine.capture.tap import Tap, TapCall, parse_request, server_of
 from engine.errors import ContextPipeError
 from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
+from engine.importers.model import MessageRec
 from engine.pipeline import ENGINE_VERSION, Pipeline
 
 log = logging.getLogger("contextpipe.proxy")
@@ -113,6 +115,8 @@ class SessionInfo:
     errors: int = 0  # upstream errors and incomplete streams, journaled as errors
     tap_errors: int = 0  # requests the journal could not take (a format the tap does not parse)
     notes: list[str] = field(default_factory=list)
+    slot: str = ""  # its place in Recorder.sessions (the key, or key~N for a later one with its opening)
+    branch: dict[str, Any] | None = None  # the session it branched from (engine.capture.lineage)
 
 
 class ProxyTap(Tap):
@@ -219,7 +223,12 @@ class Recorder:
         self._served: OrderedDict[int, tuple[SessionInfo, ProxyTap]] = OrderedDict()  # by last activity
         # Sessions whose recording file is open, least recently active first, with when they last were.
         self._open: OrderedDict[int, tuple[SessionInfo, ProxyTap, float]] = OrderedDict()
+        # Every live session by its slot: its key (a header's, or its opening's: routes.session_key), or,
+        # for a later session with the same opening (a restart, another attempt, a fork), `key~N`
         self.sessions: dict[str, tuple[SessionInfo, ProxyTap]] = {}
+        self._by_number: dict[int, tuple[SessionInfo, ProxyTap]] = {}
+        self._families: dict[str, list[int]] = {}  # an opening's key -> its live sessions' numbers
+        self.lineage = Lineage()  # which of the sessions sharing an opening a request continues
         self.skipped: list[str] = []  # exchanges not recorded, with why
         self._background: dict[str, _Background] = {}  # background Responses calls by response id
         self._q: queue.Queue[Exchange | None] = queue.Queue()
@@ -313,15 +322,62 @@ class Recorder:
             return
         key = session_key(wire, body, ex.session_header)
         found = self._continued(body) if ex.session_header is None else None
-        info, tap = found if found is not None else self._session(key, wire, body)
+        placed: tuple[list[MessageRec], list[int]] | None = None
+        if found is not None:
+            info, tap = found
+        elif ex.session_header is not None:
+            info, tap = self._session(key, wire, body)  # the agent named it
+        else:
+            info, tap, placed = self._place(key, wire, body)
+        turn = None
         try:
-            self._journal(ex, wire, body, info, tap)
+            turn = self._journal(ex, wire, body, info, tap)
         finally:
             if tap.pipe is not None:  # its file is open now (a parked one reopened on its first append)
                 self._opened(info, tap)
+            tap.parsed = None
+        if placed is not None and turn is not None and info.number in self._by_number:
+            msgs, chain = placed
+            self.lineage.journaled(info.number, key, turn, msgs, chain, tap.fed, tap.reply_fed)
 
-    def _journal(self, ex: Exchange, wire: str, body: dict[str, Any], info: SessionInfo, tap: ProxyTap) -> None:
+    def _place(
+        self, key: str, wire: str, body: dict[str, Any]
+    ) -> tuple[SessionInfo, ProxyTap, tuple[list[MessageRec], list[int]] | None]:
+        """The session of a request with no session header, among those that share its opening (`key`):
+        by the messages each already holds (engine.capture.lineage). (Its parsed messages and their
+        digests, for the index once it is journaled; None when the request cannot be parsed: the tap
+        says why.)"""
+        tap_wire = "anthropic" if wire == "anthropic" else "openai"
         chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
+        try:
+            parsed = parse_request(tap_wire, chat_body)
+        except (ContextPipeError, ValueError, TypeError, KeyError, AttributeError):
+            return (*self._session(key, wire, body), None)
+        msgs = parsed[0]
+        chain = digests(key, msgs)
+        where = self.lineage.place(key, msgs, chain)
+        if where.session is not None:
+            info, tap = self._by_number[where.session]
+        else:
+            family = [n for n in self._families.get(key, ()) if n in self._by_number]
+            if where.branch is None and where.continues is None and family:
+                # Shares the opening but nothing else the index knows: the agent's own version of its
+                # history (as before sessions were told apart by it), in the most recently active one
+                recent = next((n for n in reversed(self._kept) if n in family), family[-1])
+                info, tap = self._by_number[recent]
+            else:
+                info, tap = self._session(key, wire, body, where.branch, where.continues, fresh=True)
+        tap.parsed = (chat_body, parsed)
+        return info, tap, (msgs, chain)
+
+    def _journal(
+        self, ex: Exchange, wire: str, body: dict[str, Any], info: SessionInfo, tap: ProxyTap
+    ) -> int | None:
+        """Journal one exchange; the turn its request became, or None if it was not journaled."""
+        given = tap.parsed
+        chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
+        if given is not None and wire == "openai-responses":
+            chat_body = given[0]  # (the converted body _place parsed: the tap takes the parse by identity)
         before_errors = tap.tap_errors
         # Where it went (the upstream, behind this proxy: what the conventions' server.address means)
         tap.server = server_of(ex.upstream) if ex.upstream else None
@@ -330,11 +386,12 @@ class Recorder:
         if tap.tap_errors != before_errors:
             info.tap_errors += 1
             info.notes.append(f"request not journaled: {tap.last_error}")
-            return
+            return None
+        turn = tap.pipe.turn - 1 if tap.pipe is not None else None
         info.calls += 1
         self._active(info, tap)
         if wire == "openai-responses" and body.get("background") is True and self._deferred(ex, info, tap, body):
-            return
+            return turn
         response, problem = self._response(ex, wire, body.get("stream") is True)
         with tap.journal_at(ex.ended):  # the outcome came when the answer ended, not when it is journaled
             if response is not None and problem is None:
@@ -342,6 +399,7 @@ class Recorder:
             else:
                 info.errors += 1
                 tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+        return turn
 
     # ---------------------------------------------------------------- background Responses calls
 
@@ -480,8 +538,15 @@ class Recorder:
         except Exception as exc:
             log.warning("proxy recorder: closing session %s: %s", info.number, exc)
         tap.pipe, tap.feeder, tap.actual, tap.fed = None, None, None, []
-        if self.sessions.get(info.key, (None, None))[1] is tap:
-            del self.sessions[info.key]
+        if self.sessions.get(info.slot, (None, None))[1] is tap:
+            del self.sessions[info.slot]
+        self._by_number.pop(info.number, None)
+        family = self._families.get(info.key)
+        if family is not None and info.number in family:
+            family.remove(info.number)
+            if not family:
+                del self._families[info.key]
+        self.lineage.forget(info.number)
         self._let_go_keys[info.key] = info.number
         self.let_go.append(info)
 
@@ -571,8 +636,18 @@ class Recorder:
                 return info, tap
         return None
 
-    def _session(self, key: str, wire: str, body: dict[str, Any]) -> tuple[SessionInfo, ProxyTap]:
-        found = self.sessions.get(key)
+    def _session(
+        self,
+        key: str,
+        wire: str,
+        body: dict[str, Any],
+        branch: dict[str, Any] | None = None,
+        continues: int | None = None,
+        fresh: bool = False,
+    ) -> tuple[SessionInfo, ProxyTap]:
+        """The session `key` names (a header's, or an opening's first), or with `fresh` a new one, which
+        `branch` says it branched from (lineage) or `continues` names (a session let go)."""
+        found = None if fresh else self.sessions.get(key)
         if found is not None:
             return found
         self._numbered += 1
@@ -584,11 +659,20 @@ class Recorder:
         self.record_dir.mkdir(parents=True, exist_ok=True)
         path = self.record_dir / f"{self._stamp}-{os.getpid()}-s{n}-{_slug(model)}.cpsession"
         info = SessionInfo(n, key, wire, model, provider, path, f"{os.getpid()}.{n}")
+        info.slot = key if key not in self.sessions else f"{key}~{n}"
         tap = ProxyTap(
             "anthropic" if wire == "anthropic" else "openai", info, self.serve, self.window, self.hello
         )
-        self.sessions[key] = (info, tap)
-        earlier = self._let_go_keys.pop(key, None)
+        self.sessions[info.slot] = (info, tap)
+        self._by_number[n] = (info, tap)
+        self._families.setdefault(key, []).append(n)
+        earlier_by_key = self._let_go_keys.pop(key, None)
+        earlier = continues if fresh else earlier_by_key
+        if branch is not None:
+            tap.branch = branch
+            info.branch = branch
+            info.notes.append(branch_note(branch))
+            log.info("proxy: session %s: %s", n, branch_note(branch))
         if earlier is not None:
             # The same conversation as a session whose state was let go: its calls go on in this one
             info.notes.append(

@@ -22,7 +22,9 @@ Sessions: a request names its session with the `X-ContextPipe-Session` header (s
 forwarding), or else the session is the hash of what stays fixed across an agent's conversation: the
 API, the system prompt (instructions) and the first non-system message (the task). Two agents with
 different tasks behind one proxy are two sessions; an agent's sub-agents (another system prompt) are
-sessions of their own. The tools are not part of it: they change within a conversation (an MCP server
+sessions of their own. That key names the opening, which several conversations may share (the same task
+run again, attempts of it at once, a step asked again): the recorder tells them apart by the messages
+each already holds (engine.capture.lineage). The tools are not part of it: they change within a conversation (an MCP server
 that connects late, a tool loaded on demand), and that change, which breaks the agent's cache, is what
 the recording must show inside the conversation, not split it at.
 """
