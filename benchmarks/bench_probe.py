@@ -84,6 +84,15 @@ the agent is idle; with --reader-tree another tree's live source beside this one
 
     .venv/bin/python benchmarks/bench_probe.py --follow-latency 0.5 --rounds 2 --turns 12 --idle 20 [--reader-tree /tmp/base]
 
+An inspector attaching to a long-running agent (N turns of history, built first): the agent's longest
+turn, p99 and median (wall and its thread's CPU clock) while the inspector's live source (in its own
+process, as `cp-inspect attach`) attaches and takes the agent's history, against blocks with nobody
+attaching (A B B A); the time from that process's start to its first frame (and the newest turn in it)
+and to its whole history; the agent's RSS after the attaches and after --churn attach/detach cycles; and
+its turns while a reader stopped with SIGSTOP as it attaches holds the rest of what it is owed:
+
+    .venv/bin/python benchmarks/bench_probe.py --attach-long 5000 --rounds 2 --turns 20 [--pace 0.1] [--churn 50]
+
 The elided fill's per-turn work (which events go, the summaries, the batch encoding) on a real Pipeline's
 events, hot and right after evicting the caches (the floor of touching the events cold, wherever it is
 done: see floor()):
@@ -1105,6 +1114,204 @@ def follow_latency(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+# The inspector's live source attaching to a long-running agent (as `cp-inspect attach` does), in its own
+# process: it prints when its first frame's data is in (the constructor read the hello and what it reads
+# before showing anything; load_initial gives the turns the app draws first), with the newest turn there.
+FIRST_READER = """
+import sys, threading, time
+t0 = time.monotonic()
+from inspector.sources import HistoryFilled
+from inspector.sources.live import LiveSource
+src = LiveSource(int(sys.argv[1]), timeout=30)
+initial = src.load_initial()
+newest = max((t.get("turn", -1) for t in initial), default=-1)
+print("FIRST", time.monotonic(), newest, len(initial), t0, flush=True)
+def follow():
+    filled = src._history_told  # (a tree without the tail: its history came before the first frame)
+    if filled:
+        print("FILLED", time.monotonic(), flush=True)
+    for ev in src.follow():
+        if isinstance(ev, HistoryFilled) and not filled:
+            filled = True
+            print("FILLED", time.monotonic(), flush=True)
+threading.Thread(target=follow, daemon=True).start()
+for line in sys.stdin:
+    break
+"""
+# 50 attach/detach cycles in one process: connect (the elided stream, as the inspector asks), read the
+# hello and a few events, close.
+CHURN_READER = """
+import sys
+from pathlib import Path
+from engine.probe.client import ProbeClient
+for _ in range(int(sys.argv[3])):
+    c = ProbeClient.connect(int(sys.argv[1]), timeout=30, runtime_dir=Path(sys.argv[2]), lean=True, elide=True, poll=True)
+    for _ in range(5):
+        if c.recv(0.05) is None:
+            break
+    c.close()
+print("DONE", flush=True)
+"""
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def attach_long(args: argparse.Namespace) -> None:
+    """A long-running agent (--attach-long N turns of history) that an inspector attaches to: one Pipeline
+    (1-2 ms turns; --pace seconds of model call after each), N turns built first, unpaced. Then rounds of
+    blocks none, attach, attach, none (ABBA): an attach block starts the inspector's live source in its own
+    process (FIRST_READER) and runs paced turns until that source has its first frame and the probe has
+    sent all it owes it (at least --turns); a none block runs as many turns with nobody attaching. Per
+    block, each turn's wall and agent-thread CPU (max, p99, median), the probe thread's CPU, and the time
+    from the reader's process start to its first frame (and the newest turn in it). Then the agent's RSS
+    added by an attach, by --churn attach/detach cycles, and what a reader stopped (SIGSTOP) during its
+    snapshot costs the agent (its turns and RSS over --turns paced turns)."""
+    import signal
+
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    server, step, pipe = fresh_pipeline(args, rt, 0)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    t0 = time.perf_counter()
+    for t in range(args.attach_long):
+        step(t)
+    turn = args.attach_long
+    print(
+        f"history: {args.attach_long} turns built in {time.perf_counter() - t0:.1f} s; journal "
+        f"{len(pipe.journal.events)} events ({len(getattr(pipe.journal.events, '_starts', ()))} spilled chunks); "
+        f"agent RSS {rss_kb() / 1024:.0f} MB"
+    )
+
+    def paced(n: int, until: Callable[[], bool] | None = None) -> list[tuple[float, float]]:
+        out = []
+        t = 0
+        while t < n or (until is not None and not until() and t < 50 * n):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            step(turn + len(out))
+            out.append((time.perf_counter() - w0, time.thread_time() - c0))
+            t += 1
+            time.sleep(args.pace)
+        return out
+
+    def summary(rows: list[tuple[float, float]]) -> str:
+        wall = sorted(r[0] for r in rows)
+        cpu_ = sorted(r[1] for r in rows)
+        p99 = lambda xs: xs[min(len(xs) - 1, int(0.99 * len(xs)))]  # noqa: E731
+        return (
+            f"wall max {wall[-1] * 1e3:6.2f} p99 {p99(wall) * 1e3:6.2f} med {statistics.median(wall) * 1e3:5.2f} ms; "
+            f"thread CPU max {cpu_[-1] * 1e3:6.2f} p99 {p99(cpu_) * 1e3:6.2f} med {statistics.median(cpu_) * 1e3:5.2f} ms"
+        )
+
+    run_block(step, turn, 20)
+    turn += 20
+    blocks: dict[str, list[list[tuple[float, float]]]] = {"none": [], "attach": []}
+    firsts: list[float] = []
+    fills: list[float] = []  # to the whole history in the reader (the snapshot's, or fetched after the first frame)
+    io: dict[str, float] = {"none": 0.0, "attach": 0.0}
+    rss0 = rss_kb()
+    for rnd in range(args.rounds):
+        for mode in ("none", "attach", "attach", "none") if rnd % 2 == 0 else ("attach", "none", "none", "attach"):
+            gc.collect()
+            io0 = thread_cpu(server)
+            if mode == "none":
+                n = max(args.turns, max((len(b) for b in blocks["attach"]), default=args.turns))
+                rows = paced(n)
+            else:
+                reader = subprocess.Popen(
+                    [sys.executable, "-c", FIRST_READER, str(os.getpid())],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
+                )
+                started = time.monotonic()
+                line: list[str] = []
+                filled: list[str] = []
+                assert reader.stdout is not None
+                os.set_blocking(reader.stdout.fileno(), False)
+
+                def done(
+                    reader: subprocess.Popen[str] = reader, line: list[str] = line, filled: list[str] = filled
+                ) -> bool:
+                    assert reader.stdout is not None
+                    while not filled:
+                        got = reader.stdout.readline().split()
+                        if not got:
+                            break
+                        (line if got[0] == "FIRST" else filled).extend(got)
+                    return bool(filled) and all(
+                        s.snapshot_pending == 0 and s.buffered_bytes == 0 and not s.queued for s in server.stats()
+                    )
+
+                rows = paced(args.turns, done)
+                fields = line
+                first = float(fields[1]) - started if fields else float("nan")
+                firsts.append(first)
+                fills.append(float(filled[1]) - started if filled else float("nan"))
+                print(f"  attach: first frame {first:.2f} s after the reader's start (newest turn {fields[2] if fields else '?'} "
+                      f"of {turn + len(rows) - 1}, {fields[3] if fields else '?'} turns in it; python start to import "
+                      f"{float(fields[4]) - started if fields else float('nan'):.2f} s)")
+                assert reader.stdin is not None
+                reader.stdin.write("\n")
+                reader.stdin.flush()
+                reader.wait(60)
+                wait_for(lambda: server.client_count == 0, 60)
+            io[mode] += thread_cpu(server) - io0
+            turn += len(rows)
+            blocks[mode].append(rows)
+            print(f"  {mode:6s} {len(rows):4d} turns: {summary(rows)}; probe thread {(thread_cpu(server) - io0) * 1e3:.1f} ms")
+    for mode in ("none", "attach"):
+        rows = [r for b in blocks[mode] for r in b]
+        print(f"{mode:6s} all {len(rows)} turns: {summary(rows)}; probe thread {io[mode] * 1e3:.0f} ms in all")
+    if firsts:
+        print(
+            f"first frame: {' '.join(f'{x:.2f}' for x in firsts)} s (median {statistics.median(firsts):.2f}); "
+            f"whole history in the reader: {' '.join(f'{x:.2f}' for x in fills)} s"
+        )
+    gc.collect()
+    rss1 = rss_kb()
+    churn = subprocess.Popen(
+        [sys.executable, "-c", CHURN_READER, str(os.getpid()), str(rt), str(args.churn)],
+        stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
+    )
+    rows = paced(args.turns, lambda: churn.poll() is not None)
+    turn += len(rows)
+    wait_for(lambda: server.client_count == 0, 60)
+    gc.collect()
+    rss2 = rss_kb()
+    print(f"churn ({args.churn} attach/detach): {len(rows)} turns meanwhile: {summary(rows)}")
+    print(f"agent RSS: {rss0 / 1024:.1f} MB before the attach blocks, {rss1 / 1024:.1f} after them "
+          f"(+{(rss1 - rss0) / 1024:.1f}), {rss2 / 1024:.1f} after the churn (+{(rss2 - rss1) / 1024:.1f})")
+    # A reader stopped while it attaches.
+    reader = subprocess.Popen(
+        [sys.executable, "-c", FIRST_READER, str(os.getpid())],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
+    )
+    wait_for(lambda: server.client_count == 1, 60)
+    # Stopped while the agent still owes it most of its history (the snapshot, or the ranges it fetches
+    # after its first frame).
+    assert reader.stdout is not None
+    select.select([reader.stdout], [], [], 0.3)
+    reader.send_signal(signal.SIGSTOP)
+    st = server.stats()
+    rows = paced(max(args.turns, int(5 / max(args.pace, 0.01))))
+    turn += len(rows)
+    rss3 = rss_kb()
+    st2 = server.stats()
+    print(f"reader stopped (SIGSTOP) while attaching ({st[0].snapshot_pending if st else '?'} snapshot events to go, "
+          f"{st2[0].snapshot_pending if st2 else '?'} after): {len(rows)} turns: {summary(rows)}; agent RSS "
+          f"{rss3 / 1024:.1f} MB (+{(rss3 - rss2) / 1024:.1f}), client buffer {st2[0].buffered_bytes if st2 else '?'} B")
+    reader.send_signal(signal.SIGCONT)
+    reader.kill()
+    reader.wait(60)
+    pipe.close()
+    print(f"  ({args.rounds} rounds of 4 blocks, >= {args.turns} turns each, {args.pace:g} s of model call after each turn; "
+          f"window {args.window}; CPU figures: the agent's thread clock)")
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def profile(args: argparse.Namespace) -> None:
     """The probe thread on a realistic turn, part by part (see the module docstring)."""
     import engine.probe.queues as queues
@@ -1549,8 +1756,20 @@ def main() -> None:
         help="how the benchmark's readers wait for events: poll (on their own timer, as the inspector "
         "does: engine.probe.poll) or block (in select() on the socket)",
     )
+    ap.add_argument(
+        "--attach-long",
+        type=int,
+        default=None,
+        metavar="N",
+        help="an inspector attaching to an agent with N turns of history (see above)",
+    )
+    ap.add_argument("--churn", type=int, default=50, help="--attach-long: attach/detach cycles")
     args = ap.parse_args()
     READER_WAIT[0] = args.reader_wait
+    if args.attach_long is not None:
+        args.pace = args.pace or 0.1
+        attach_long(args)
+        return
     if args.follow_latency is not None:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup

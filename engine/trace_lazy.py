@@ -202,6 +202,7 @@ class TurnEvent(Deferred):
     """The journal's `turn` event of a record: {"k": "turn", "turn": n, "trace": the trace}."""
 
     __slots__ = ("_record", "_event")
+    kind = "turn"
 
     def __init__(self, record: TurnRecord) -> None:
         self._record: TurnRecord | None = record

@@ -41,6 +41,7 @@ from inspector.keys_footer import KeysFooter
 from inspector.messages import (
     ContentLoaded,
     EventsDropped,
+    HistoryRefreshed,
     ReplanFinished,
     ShadowLoaded,
     SimulationFinished,
@@ -491,6 +492,15 @@ class InspectorApp(App[None]):
         self._update_status()
 
     def watch_saved_to(self) -> None:
+        self._update_status()
+
+    @on(HistoryRefreshed)
+    def _history_refreshed(self, message: HistoryRefreshed) -> None:
+        # The history before a live agent's newest turn arrived after the first frame, into the turns
+        # drawn for it (sources.HistoryFilled): what is worked out from every turn, again.
+        self.view.timeline.refresh()
+        self.query_one("#alerts", AlertsPanel).reset(self.view.timeline.traces)
+        self.query_one("#strip", TimelineStrip).redraw()
         self._update_status()
 
     @on(EventsDropped)

@@ -42,6 +42,12 @@ class EventsDropped(Message):
 
 
 @dataclass
+class HistoryRefreshed(Message):
+    """The turns the timeline held as stand-ins (a live agent's history, fetched after its newest turn)
+    hold their summaries now (sources.HistoryFilled)."""
+
+
+@dataclass
 class SimulationFinished(Message):
     overrides: Overrides
     report: dict | None

@@ -9,8 +9,14 @@ import time
 from textual.app import App
 from textual.worker import Worker, get_current_worker
 
-from inspector.messages import EventsDropped, SourceDisconnected, SourceFailed, TurnsReceived
-from inspector.sources import Disconnected, EventsLost, NewTurn, Source
+from inspector.messages import (
+    EventsDropped,
+    HistoryRefreshed,
+    SourceDisconnected,
+    SourceFailed,
+    TurnsReceived,
+)
+from inspector.sources import Disconnected, EventsLost, HistoryFilled, NewTurn, Source
 
 # How long the rest of a long recording waits for the first screen before it is read anyway (a frame
 # that never comes, e.g. a suspended app, must not stall the load; on a loaded machine the first screen
@@ -60,6 +66,8 @@ class SourceReader:
                 post(SourceDisconnected(event.reason))
             elif isinstance(event, EventsLost):
                 post(EventsDropped(event.count))
+            elif isinstance(event, HistoryFilled):
+                post(HistoryRefreshed())
 
     def _wait_for_first_frame(self, worker: Worker[None]) -> bool:
         """Hold the rest of the load until the first chunk is drawn: decoding it meanwhile would only

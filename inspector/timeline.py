@@ -90,6 +90,13 @@ class Timeline:
         if self.follow:
             self.current = self.last
 
+    def refresh(self) -> None:
+        """Work out the interesting turns again: turns held as stand-ins were filled in place (a live
+        agent's history, see sources.HistoryFilled)."""
+        self.interesting = [
+            i for i, trace in enumerate(self.traces) if interesting_reasons(trace, self.traces[i - 1] if i else None)
+        ]
+
     def go(self, index: int) -> int:
         self.current = min(max(0, index), self.last)
         self.follow = self.current == self.last

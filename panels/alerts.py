@@ -63,6 +63,12 @@ class AlertsPanel(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self._rows)
 
+    def reset(self, traces: list[dict]) -> None:
+        """Every row again, from the timeline's traces (some were filled in place since they came)."""
+        self._rows.clear()
+        self.add_traces(traces, 0)
+        self.cursor_row = min(self.cursor_row, max(0, len(self._rows) - 1))
+
     def add_traces(self, traces: list[dict], first_index: int) -> None:
         """Append the alerts of newly received traces; nothing is rebuilt or measured."""
         for offset, trace in enumerate(traces):

@@ -130,6 +130,7 @@ class ProbeClient:
         self._batch: deque[tuple[dict[str, Any], int | None]] = deque()
         self.elide = False  # the elided stream was asked for and the agent can send it (engine.probe.elide)
         self.journal_end = 0  # the elided stream: how far the agent's journal has been streamed (its batches' "end")
+        self.snapshot_at = 0  # the journal position of the first snapshot event (see connect_path's `tail`)
         self.quiet = False  # the elided stream without end-only batches (see connect_path, engine.probe.elide)
         # Journal positions of the events the agent sends next as frames of their own (a batch with
         # "frames" announces them: see engine.probe.splice).
@@ -158,6 +159,7 @@ class ProbeClient:
         poll: bool = False,
         quiet: bool = True,
         ring: bool | None = None,
+        tail: bool = False,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -192,7 +194,9 @@ class ProbeClient:
             # listener may even live on in a child it forked, so connecting would only wait for a hello.
             raise NotServing(pid, path, "the socket was left by an earlier process with this pid, which "
                              "has exited (the pid now belongs to another process)")
-        return cls.connect_path(path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet, ring=ring)
+        return cls.connect_path(
+            path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet, ring=ring, tail=tail
+        )
 
     @classmethod
     def connect_path(
@@ -207,6 +211,7 @@ class ProbeClient:
         poll: bool = False,
         quiet: bool = True,
         ring: bool | None = None,
+        tail: bool = False,
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
@@ -226,6 +231,9 @@ class ProbeClient:
         shared-memory ring the agent writes (engine.probe.ring), so its turns make no send() at all;
         `.ring` says whether the agent handed one over (it does after the snapshot; an agent from
         before it never does).
+        `tail` (with `elide`): ask for the snapshot's tail only, from the journal's newest turn on
+        (engine.probe.handshake._start): `snapshot_at` is its first event's journal position (0 from an
+        agent that sends the whole snapshot), and the journal before it is had by `fetch_journal`.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -272,6 +280,10 @@ class ProbeClient:
                     # Take a recording agent's events as the frames it encoded (engine.probe.splice):
                     # recv_at hands them out with their positions like a batch's.
                     hello["frames"] = True
+                    if tail:
+                        # The journal from its newest turn on: the rest by range (a long session's
+                        # whole snapshot took the agent tens of seconds to send at its CPU budget).
+                        hello["tail"] = True
                     # Not told where the journal has reached by batches that hold nothing else: that
                     # is one send a call for the agent, and a range answer's size says it when asked.
                     if quiet:
@@ -302,6 +314,8 @@ class ProbeClient:
             raise
         client.hello = frame
         client.elide = lean and elide and frame.get("elide") is True
+        at = frame.get("snapshot_at")
+        client.snapshot_at = at if client.elide and type(at) is int and at >= 0 else 0
         # The agent leaves out the batches that only say where its journal has reached: `journal_end`
         # then lags behind the elided events after the last one sent, and a range fetch says the rest.
         client.quiet = quiet and client.elide and frame.get("quiet") is True

@@ -5,8 +5,10 @@ version; with `"lean": true` it asks for the lean stream, see `lean`, and with `
 the elided one, see `elide`, and with `"frames": true` a recording agent's events as their own
 frames, see `splice`, and with `"quiet": true` no batch that only says where the journal has reached,
 see `elide`, and with `"ring": true` too its live frames in a shared-memory ring, see `ring`, and
-with `"ring_unchecked": true` too no checksum on the frames the agent encodes for that ring), `ping` and `fetch` (whole traces of turns, see `lean`, or a journal range,
-see `elide`); anything else, a corrupt or oversized frame, or another protocol version gets an
+with `"ring_unchecked": true` too no checksum on the frames the agent encodes for that ring, and with
+`"tail": true` only the snapshot's tail, see `_start`), `ping` and `fetch` (whole traces of turns, see
+`lean`, or a journal range, see `elide`). The agent's hello waits for the client's, HELLO_WAIT at most,
+since what follows it depends on what the client asks. Anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
 Admission never costs the agent its descriptors or its CPU: at most `max_clients` clients (default
@@ -32,7 +34,7 @@ from typing import Any
 
 from engine.probe.elide import range_request
 from engine.probe.endpoint import close_quietly, peer_uid
-from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
+from engine.probe.lean import FETCH_MAX, FETCH_QUEUE, LAST_TURN_SCAN, is_turn
 from engine.probe.optin import MAX_CLIENTS_ENV
 from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, ClientQueues
 from engine.probe.redact import redact_event
@@ -52,6 +54,12 @@ ACCEPT_RATE = 5.0
 ACCEPT_PER_PASS = 8
 # After accept() fails (out of descriptors, say), the listener rests this long instead of spinning.
 ACCEPT_BACKOFF = 0.5
+# How long the agent waits for a client's hello before sending its own hello and the whole snapshot
+# (see _start). A ProbeClient sends its hello as it connects; only a client that never sends one waits.
+HELLO_WAIT = 0.1
+# A snapshot of more events than this is sent as its tail to a client that asks (see _start); a shorter
+# one whole, as ever: it is sent in well under a second, and the first frame has every turn whole.
+TAIL_MIN = 1024
 # Descriptors at the top of the open-file limit that the probe never takes for a client.
 FD_RESERVE_MIN = 16
 
@@ -221,12 +229,30 @@ class Handshake(ClientQueues):
     def _count_turns(self, src: Sequence[Any], n: int) -> tuple[int, int]:
         """Turns in src[:n], and a tapped client's journaling failures (`diag` events carry the running
         count; `ps` shows it), counted incrementally: the journal is append-only, so each attach only
-        looks at what was added since the last one (not the whole session again)."""
+        looks at what was added since the last one (not the whole session again).
+
+        Of a journal that keeps its older events on disk (engine.recording.event_log), what is there is
+        counted from its census (taken as they were written) and the rest as kept: a turn not built yet
+        is counted as one, not built (the first attach to a long session read ~30,000 events back from
+        disk and built ~700 turns' traces here, in one go, holding the GIL for seconds)."""
         if src is not self._turns_src or n < self._turns_upto:
             self._turns_src, self._turns_upto, self._turns, self._tap_errors = src, 0, 0, 0
         turns, tap_errors = self._turns, self._tap_errors
-        for i in range(self._turns_upto, n):
-            e = src[i]
+        start = self._turns_upto
+        census = getattr(src, "spilled_census", None)
+        entry = getattr(src, "entry", None)
+        if census is not None and entry is not None:
+            spilled, kinds, most = census()
+            if start < spilled <= n:
+                # The census covers all of [0, spilled). (One taken after a spill past n, which raced
+                # with reading n, is not used: those few are read as they are kept, or from disk.)
+                turns, tap_errors, start = kinds.get("turn", 0), max(0, most.get("diag", 0)), spilled
+        else:
+            entry = None
+        for i in range(start, n):
+            e = entry(i) if entry is not None else src[i]
+            if e is None:  # spilled since the census was read: read from disk (rare: one chunk at most)
+                e = src[i]
             if isinstance(e, dict):
                 kind = e.get("k")
                 if kind == "turn":
@@ -236,6 +262,8 @@ class Handshake(ClientQueues):
                         tap_errors = max(tap_errors, int(e.get("count", 0)))
                     except (TypeError, ValueError):
                         pass
+            elif getattr(e, "kind", None) == "turn":
+                turns += 1  # a turn whose trace nobody has read yet (engine.trace_lazy): not built here
         self._turns_upto, self._turns, self._tap_errors = n, turns, tap_errors
         return turns, tap_errors
 
@@ -274,13 +302,47 @@ class Handshake(ClientQueues):
             c.skip_ids = frozenset(id(e) for e in tail)
             c.skip_hold = tail
             self._windows += 1  # (no stand-ins meanwhile: see elide.ELIDED_STAND_IN)
-        c.outbuf += encode_frame(self._hello_frame(n, turns, tap_errors))
         c.snap_src = src
         c.snap_end = n
         c.jpos = n  # the first live event's journal position (see elide)
+        c.hello_counts = (turns, tap_errors)
+        # What to send first depends on what the client asks in its hello (the whole snapshot, or its
+        # tail): wait for it a little. A ProbeClient sends it as soon as it has connected, so it is
+        # usually here already.
+        c.hello_due = time.monotonic() + HELLO_WAIT
+        self._on_readable(c)
+
+    def _start(self, c: Client) -> None:
+        """Send the hello and start the snapshot: the client's hello has been read (or HELLO_WAIT passed
+        without one). A client of the elided stream that asked for the tail (`"tail": true`) is sent the
+        snapshot from the journal's newest turn on (hello: "snapshot" events from "snapshot_at"), so it
+        can show that turn at once; the journal before it, it fetches by range as it would what the
+        elided stream left out (see elide), within the CPU budget. The whole snapshot of a long session
+        (~180,000 events after 30,000 turns) took the probe's I/O thread tens of seconds at its budget,
+        and the inspector showed nothing until all of it was in."""
+        c.hello_due = None
+        src = c.snap_src
+        n = c.snap_end
+        turns, tap_errors = c.hello_counts
+        at = 0
+        if c.tail and c.elide and src is not None and n > TAIL_MIN:
+            at = _newest_turn_at(src, n)
+            c.snap_index = at
+            c.jdone = 0  # its copy of the journal is [0, 0): an agent that closes sends it from there
+        c.outbuf += encode_frame(self._hello_frame(n - at, turns, tap_errors, at if c.tail and c.elide else None))
         self._pump(c)
 
-    def _hello_frame(self, snapshot_len: int, turns: int, tap_errors: int = 0) -> dict[str, Any]:
+    def _start_due(self) -> None:
+        """Start the clients that have not sent their hello within HELLO_WAIT (one from before hellos,
+        or a raw socket): they get the whole snapshot, as every client did."""
+        now = time.monotonic()
+        for c in list(self._clients.values()):
+            if c.hello_due is not None and now >= c.hello_due and self._clients.get(c.fd) is c:
+                self._start(c)
+
+    def _hello_frame(
+        self, snapshot_len: int, turns: int, tap_errors: int = 0, snapshot_at: int | None = None
+    ) -> dict[str, Any]:
         # Redacting: the agent's own header goes through the same allow-list as events, and its argv
         # (which may carry prompts, paths, keys) is not sent at all.
         frame = redact_event(self._hello) if self.redact else dict(self._hello)
@@ -308,8 +370,12 @@ class Handshake(ClientQueues):
                 "ring": rings_supported(),
                 # And leaves a ring's checksums out for a client that does not check them (see ring).
                 "ring_unchecked": True,
+                # And sends an elided client that asks only the snapshot's tail (see _start).
+                "tail": True,
             }
         )
+        if snapshot_at is not None:
+            frame["snapshot_at"] = snapshot_at  # the journal position of the first snapshot event
         return frame
 
     def _on_readable(self, c: Client) -> None:
@@ -323,6 +389,8 @@ class Handshake(ClientQueues):
             self._drop(c)
             return
         if not data:
+            if c.hello_due is not None:
+                self._start(c)  # (its hello, as ever, for a client that connects and shuts its end)
             self._drop(c)  # the client closed (or half-closed) its end: it is done
             return
         if c.closing_deadline is not None:
@@ -341,6 +409,8 @@ class Handshake(ClientQueues):
             return
         for f in frames:
             kind = f.get("k")
+            if c.hello_due is not None and kind != "hello":
+                self._start(c)  # it did not begin with a hello: the whole snapshot, as before hellos
             if kind == "hello":
                 if f.get("lean") is True and not c.lean:
                     c.lean = True
@@ -358,6 +428,8 @@ class Handshake(ClientQueues):
                     c.ring_asked = True  # its live frames in a shared-memory ring once offered (see ring)
                     # And it does not check their checksums (see ring: "Checksums").
                     c.ring_unchecked = f.get("ring_unchecked") is True
+                if c.elide and f.get("tail") is True and c.hello_due is not None:
+                    c.tail = True  # only the snapshot's tail (see _start); asked before it began
                 theirs = f.get("protocol")
                 if theirs != PROTOCOL_VERSION:
                     self._fail(
@@ -369,6 +441,8 @@ class Handshake(ClientQueues):
                         client_protocol=theirs,
                     )
                     return
+                if c.hello_due is not None:
+                    self._start(c)
             elif kind == "fetch" and "from" in f:
                 self._queue_range(c, f)
             elif kind == "fetch":
@@ -422,3 +496,18 @@ class Handshake(ClientQueues):
             "read-only: connect, optionally send hello, then read",
         )
         return False
+
+
+def _newest_turn_at(src: Sequence[Any], n: int) -> int:
+    """The journal position of the newest `turn` event among the last LAST_TURN_SCAN of src[:n], or 0
+    if there is none there (the whole snapshot, then: a first frame needs a turn to show). Reads the
+    events as they are kept: the newest few are in memory (engine.recording.event_log), and only the
+    one found is built."""
+    entry = getattr(src, "entry", None)
+    for i in range(n - 1, max(0, n - LAST_TURN_SCAN) - 1, -1):
+        e = entry(i) if entry is not None else None
+        if e is None:
+            e = src[i]
+        if is_turn(e) or getattr(e, "kind", None) == "turn":
+            return i
+    return 0

@@ -173,6 +173,7 @@ class IOLoop(Handshake):
                         break
                 if self._stopping:
                     return
+                self._start_due()  # (before the burst's wait below, which would spin on a due hello)
                 if spent:
                     self._budget()
                     continue
@@ -211,6 +212,10 @@ class IOLoop(Handshake):
             return 0.0
         due = self._due
         for d in [self._listen_paused_until] + [c.closing_deadline for c in self._clients.values()]:
+            if d is not None and (due is None or d < due):
+                due = d
+        for c in self._clients.values():
+            d = c.hello_due  # (a client whose hello has not come: it is started then, see _start_due)
             if d is not None and (due is None or d < due):
                 due = d
         if due is None:
@@ -434,6 +439,10 @@ class IOLoop(Handshake):
                     sel.unregister(s)
                 except (KeyError, ValueError):
                     pass
+        for c in list(self._clients.values()):
+            if c.hello_due is not None:
+                c.hello_due = 0.0  # its hello now: the agent is closing (see _start_due)
+        self._start_due()
         while time.monotonic() < deadline:
             self._absorb()
             self._more = False

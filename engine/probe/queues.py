@@ -140,6 +140,9 @@ class Client:
         "ring",
         "ring_asked",
         "ring_unchecked",
+        "hello_due",
+        "hello_counts",
+        "tail",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -196,6 +199,13 @@ class Client:
         # And said it does not check the checksums of its ring's frames: the agent's thread leaves the
         # crc32 of the batches it encodes for that ring 0 (see ring: "Checksums").
         self.ring_unchecked = False
+        # Admitted, its hello not sent yet: the agent waits for the client's own hello until this time
+        # (monotonic), so that it knows what to send first (see handshake._start); None once sent.
+        self.hello_due: float | None = None
+        self.hello_counts = (0, 0)  # (turns, tap errors) in the snapshot, for that hello
+        # Asked (with the elided stream) for the snapshot's tail only: the journal from its newest turn
+        # on; the rest it fetches by range (see handshake._start).
+        self.tail = False
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -454,7 +464,10 @@ class ClientQueues:
         offsets = array("Q", [0])
         stop = min(len(src), start + SNAP_CHUNK_EVENTS)
         i = start
-        while i < stop and len(data) < SNAP_CHUNK_BYTES:
+        # A chunk also ends where this pass's CPU budget does (one event at least): each event may be
+        # read back from disk or have its trace built first (a turn nobody had read, engine.trace_lazy),
+        # and a whole chunk of those held the GIL from the agent's turns for tens of milliseconds.
+        while i < stop and len(data) < SNAP_CHUNK_BYTES and (i == start or not self._spent()):
             frame = self._encode_event(src[i])
             # An event that cannot be encoded is announced in its place, so offsets stay one per event.
             data += _DROPPED_ONE if frame is None else frame
@@ -504,6 +517,8 @@ class ClientQueues:
         return True
 
     def _fill(self, c: Client) -> None:
+        if c.hello_due is not None:
+            return  # its hello is not sent yet (see handshake._start): nothing may go before it
         if c.snap_src is not None and not self._fill_snapshot(c):
             return
         if c.fetch and not self._fill_fetch(c):
@@ -997,7 +1012,8 @@ class ClientQueues:
         while lo < hi:
             stop = min(hi, lo + RANGE_FRAME_EVENTS)
             evs = []
-            for i in range(lo, stop):
+            i = lo
+            while i < stop:
                 try:
                     ev = src[i]
                 except Exception:  # the journal shrank or its file failed: an empty slot keeps the place
@@ -1008,6 +1024,13 @@ class ClientQueues:
                     if ev.get("k") == "turn":
                         ev = summary_event(ev)
                 evs.append(ev)
+                i += 1
+                if self._spent():
+                    # A frame also ends where the pass's budget does: each event may be read back from
+                    # disk, or have its trace built, and a whole frame of those (an inspector fetching a
+                    # long session's history after its first frame) held the GIL for milliseconds.
+                    break
+            stop = i
             self._emit(c, b"", self._range_frames(lo, evs, n), stop - lo)
             if lo <= c.jdone:
                 c.jdone = max(c.jdone, stop)
@@ -1052,10 +1075,18 @@ class ClientQueues:
     def _journal(self) -> Sequence[Any]:  # Handshake's: the agent's journal (the snapshot source)
         raise NotImplementedError
 
+    def _hello_frame(self, snapshot_len: int, turns: int, tap_errors: int = 0) -> dict[str, Any]:  # Handshake's
+        raise NotImplementedError
+
     def _fail(self, c: Client, code: str, message: str, **extra: Any) -> None:
         """Queue an error frame, stop streaming and reading, close once it is sent (or CLOSE_GRACE passes)."""
         if c.closing_deadline is not None:
             return
+        if c.hello_due is not None:
+            # The hello first, as ever (a client compares the protocol versions itself from it), with
+            # no snapshot: what it sent first was wrong.
+            c.hello_due = None
+            c.outbuf += encode_frame(self._hello_frame(0, *c.hello_counts))
         c.snap_src = None
         c.chunk = None
         c.outbuf += encode_frame({"k": "error", "code": code, "message": message, **extra})

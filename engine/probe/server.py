@@ -50,7 +50,11 @@ the snapshot events, then live events, with `dropped` and `pong` frames interlea
 `{"k": "hello", "protocol": N}` and `{"k": "ping"}`. A client whose hello says `"lean": true` gets the
 lean stream (see `lean`): live events in `batch` frames (`{"k": "batch", "events": [...]}`), turns but
 the newest of each send as `turn_summary`, and it may send `{"k": "fetch", "turns": [...]}`, answered by
-`trace` events. Any other kind ("unknown_kind": the stream is
+`trace` events. The agent's hello waits for the client's (HELLO_WAIT at most, see handshake._start): a
+client of the elided stream whose hello says `"tail": true` is sent only the snapshot's tail, from the
+journal's newest turn on (the hello's `snapshot_at` is its first event's position), and fetches the rest
+by range, so an inspector attaching to a long session shows its newest turn at once. Any other kind
+("unknown_kind": the stream is
 read-only), a corrupt frame ("bad_frame"), a frame above CLIENT_FRAME_LIMIT ("frame_too_large") or a
 different protocol version ("protocol_mismatch", naming both) gets an error frame and that connection
 is closed; the agent and other clients carry on. A peer with another uid gets "permission_denied".

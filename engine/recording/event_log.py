@@ -36,6 +36,9 @@ class Deferred:
     stands for, built once; until then it costs what its recipe holds."""
 
     __slots__ = ()
+    # The "k" of the event it stands for, if known without building it (the probe counts a journal's
+    # turns for a client attaching without building every turn's trace: see spilled_census).
+    kind: str | None = None
 
     def resolve(self) -> Event:
         raise NotImplementedError
@@ -73,6 +76,11 @@ class EventLog(Sequence[Event]):
         self._crcs: list[array[int]] = []  # each event's checksum, checked when read back
         self._file: SpillFile | None = None
         self._lock = threading.Lock()
+        # What was spilled, counted when it was written (the agent's thread had each event at hand): how
+        # many events, of each kind, and the largest integer "count" an event of each kind carried (a
+        # tap's `diag` events: its running count of failures). So a probe client attaching to a long
+        # session learns how many turns it has without the disk being read (see spilled_census).
+        self._census: tuple[int, dict[str, int], dict[str, int]] = (0, {}, {})
         self.spill_error: str | None = None  # why the last write to disk failed, if one did
         self._retry_at = 0  # after a failed write: the event count at which to try again
 
@@ -96,7 +104,8 @@ class EventLog(Sequence[Event]):
         import pickle  # here, not at the top: a reader of recordings never spills (see spill_file.warn)
 
         n = max(self.chunk, len(mem) - self.keep)
-        out = [pickle.dumps(_event(ev), protocol=pickle.HIGHEST_PROTOCOL) for ev in mem[:n]]
+        evs = [_event(ev) for ev in mem[:n]]
+        out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in evs]
         if self._file is None:
             self._file = SpillFile("journal")
         try:
@@ -122,6 +131,17 @@ class EventLog(Sequence[Event]):
         self._chunk_offsets.append(offs)
         self._crcs.append(array("I", map(checksum, out)))
         self._starts.append(base)
+        _counted, kinds, most = self._census
+        kinds, most = dict(kinds), dict(most)  # (copies: a reader may hold the previous ones)
+        for ev in evs:
+            k = ev.get("k") if type(ev) is dict else None
+            if type(k) is str:
+                kinds[k] = kinds.get(k, 0) + 1
+                count = ev.get("count")
+                if type(count) is int and count > most.get(k, -1):
+                    most[k] = count
+        # Before the state: a reader that sees the new count finds the census of what it covers.
+        self._census = (base + n, kinds, most)
         self._state = (base + n, mem[n:])
 
     # ---------------------------------------------------------------- reading
@@ -186,6 +206,19 @@ class EventLog(Sequence[Event]):
     def __repr__(self) -> str:
         base, mem = self._state
         return f"EventLog({base + len(mem)} events, {base} on disk)"
+
+    def spilled_census(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        """(events on disk, how many of each kind "k" there are among them, the largest integer
+        "count" of each kind), without reading the disk. Safe from another thread (one tuple, swapped
+        whole, before the state that says how many events are on disk)."""
+        return self._census
+
+    def entry(self, i: int) -> Event | Deferred | None:
+        """Event i as it is kept, without building a Deferred or reading the disk: None if it is on disk."""
+        base, mem = self._state
+        if i < base:
+            return None
+        return mem[i - base]
 
     def in_memory(self) -> int:
         """Events held in memory (the rest are on disk)."""

@@ -34,7 +34,14 @@ class EventsLost:
     count: int
 
 
-SourceEvent = NewTurn | Disconnected | EventsLost
+@dataclass(frozen=True)
+class HistoryFilled:
+    """The turns the first frame showed as stand-ins (a live agent's history, fetched after its newest
+    turn) all hold their summaries now: what is worked out from every turn (alerts, the interesting
+    turns) can be worked out again."""
+
+
+SourceEvent = NewTurn | Disconnected | EventsLost | HistoryFilled
 
 
 class Chunk(NamedTuple):

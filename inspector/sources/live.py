@@ -20,7 +20,7 @@ from engine.probe.elide import RANGE_MAX
 from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
-from inspector.sources import Chunk, Disconnected, EventsLost, NewTurn, SourceEvent
+from inspector.sources import Chunk, Disconnected, EventsLost, HistoryFilled, NewTurn, SourceEvent
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
 
@@ -68,7 +68,14 @@ class LiveSource(ReplayingSource):
 
     The agent does not tell it where its journal has reached by batches that hold nothing else (`quiet`,
     engine.probe.elide): once the agent is quiet, the background fetch asks for the journal past what it
-    has, and the answer says how long it is."""
+    has, and the answer says how long it is.
+
+    On the elided stream it attaches to the snapshot's tail (engine.probe.handshake._start): the agent
+    sends the journal from its newest turn on, and the first frame shows that turn with every turn
+    before it as a stand-in (`_stand_ins`); follow() then fetches the journal before it by range at
+    once, busy agent or not, fills each stand-in in place with its turn's summary as it arrives, and
+    yields HistoryFilled when they all are. (The whole snapshot of a 5,000-turn session took the agent
+    ~30 s to send at its CPU budget, and nothing was drawn until it was in.)"""
 
     kind = "live"
 
@@ -119,6 +126,12 @@ class LiveSource(ReplayingSource):
         self._unavailable: set[int] = set()  # the agent answered that it has no such turn
         self.fetched = 0  # traces fetched (diagnostics, tests)
         self._shown: int | None = None  # the turn full_trace was last asked for (None: not yet)
+        # Attached to the snapshot's tail (see _connect): the journal before `_history_at` is fetched
+        # by range at once, and `_history` holds, by turn, the timeline's stand-in for each turn in it
+        # until its summary arrives (the dict the timeline holds, filled in place).
+        self._history_at = 0
+        self._history: dict[int, dict[str, Any]] = {}
+        self._history_told = True  # the app was told the history is complete (HistoryFilled)
         self._connect()
 
     @classmethod
@@ -148,8 +161,17 @@ class LiveSource(ReplayingSource):
     def _connect(self) -> None:
         """Connect and read the journal so far: the hello says how many snapshot events follow."""
         with self._io:
+            # The snapshot's tail only (from the newest turn on): the first frame shows that turn at
+            # once, and the journal before it comes by range meanwhile (engine.probe.handshake._start).
             self.client = ProbeClient.connect(
-                self.pid, timeout=self.timeout, session=self.session, lean=self.lean, elide=self.elide, poll=True
+                self.pid,
+                timeout=self.timeout,
+                session=self.session,
+                lean=self.lean,
+                elide=self.elide,
+                poll=True,
+                # (Not on a re-sync after lost events: the turns since those it has come whole, as ever.)
+                tail=self.elide and self._seen_turns < 0,
             )
             self.header = {**dict(self.client.hello), "pid": self.pid}
             if self.session is not None:
@@ -164,12 +186,44 @@ class LiveSource(ReplayingSource):
             self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
             self._range_end, self._journal_size = None, 0
             self._told = not self.client.quiet
-            for _ in range(int(self.client.hello.get("snapshot", 0))):
+            at = self.client.snapshot_at
+            size = int(self.client.hello.get("snapshot", 0))
+            self._history, self._history_at, self._history_told = {}, at, True
+            for i in range(size):
                 # Asked for (the hello's snapshot), sent once: read as fast as it comes.
                 ev = self.client.recv(timeout=self.timeout, on_socket=True)
                 if ev is None:
                     break  # the agent exited mid-snapshot: keep what arrived; follow() reports the disconnect
-                self._take(ev)
+                self._take(ev, at + i if at else None)
+            if at:
+                self._journal_size = max(self._journal_size, at + size)
+                self._stand_ins(int(self.client.hello.get("turns", 0)))
+
+    def _stand_ins(self, turns: int) -> None:
+        """The timeline's turns before the snapshot's tail, as stand-ins filled in place when their
+        summaries arrive (the journal fetched by range, see follow): the agent's `turns` turns are
+        numbered up to the newest one received. The first frame draws them with the newest turn;
+        stepping onto one fetches its trace as for any summarized turn."""
+        newest = self._seen_turns
+        first = newest - turns + 1
+        if turns <= 1 or first < 0 or newest < 0:
+            return  # nothing before the tail, or turns not numbered so: the history is fetched only
+        views = []
+        for t in range(first, newest):
+            view = _stand_in(t)
+            views.append(view)
+            self._history[t] = view
+            self._summaries[t] = view
+            self._missing[t] = {"k": "turn", "turn": t, "summary": view}
+        self._initial[:0] = views
+        self._history_told = False
+
+    def _filled(self, turn: int, summary: dict[str, Any]) -> None:
+        """A stand-in's turn summarized (or whole): the timeline's dict takes its values, key by key (the
+        app may be drawing it meanwhile: every key is there throughout)."""
+        view = self._history.pop(turn, None)
+        if view is not None:
+            view.update(summarize(summary))
 
     def _take(self, ev: dict[str, Any], at: int | None = None) -> dict[str, Any] | None:
         """Keep one frame of the stream (`at`: its journal position, on the elided stream); the
@@ -223,6 +277,7 @@ class LiveSource(ReplayingSource):
         placeholder["trace"] = trace
         del placeholder["summary"]  # now {"k", "turn", "trace"}: the journal's event, key for key
         self._by_turn[turn] = trace
+        self._filled(turn, trace)
         self.fetched += 1
 
     def _fill_placeholder(self, turn: int, trace: dict[str, Any]) -> None:
@@ -317,6 +372,10 @@ class LiveSource(ReplayingSource):
         if placeholder is None:  # not received live yet: its summary comes, and is drawn, with it
             placeholder = self._missing[turn] = {"k": "turn", "turn": turn, "summary": summary}
             self._summaries[turn] = summary
+        elif turn in self._history:  # a stand-in's (see _stand_ins): its summary now
+            placeholder["summary"] = summary
+            self._summaries[turn] = summary
+            self._filled(turn, summary)
         return placeholder
 
     def _ask_range(self, stop: int | None) -> str | None:
@@ -604,11 +663,24 @@ class LiveSource(ReplayingSource):
         if self._missing and not self._asked:
             self._fetch(list(self._missing)[:FETCH_MAX], wait=False)
 
+    def _fetch_history(self) -> bool:
+        """Ask for the next range of the journal before the snapshot's tail (see _connect), whether
+        the agent is busy or not; True once it is all here (the app is told, see follow)."""
+        if self._jpos >= self._history_at or self.client.disconnected:
+            return True
+        if self._range_end is None:
+            self._ask_range(self._history_at)
+        return False
+
     def follow(self) -> Iterator[SourceEvent]:
         quiet_since = time.monotonic()
         while True:
+            if not self._history_told and self._fetch_history():
+                self._history_told = True
+                self._history.clear()  # (those the agent did not send stay as they are)
+                yield HistoryFilled()
             try:
-                ev, at = self._read(0.5)
+                ev, at = self._read(0.05 if not self._history_told else 0.5)
             except Exception as exc:  # an error frame or a broken socket ends the stream, never the app
                 yield Disconnected(f"connection lost: {exc}")
                 return
@@ -660,3 +732,18 @@ def _reader_cancelled() -> bool:
         return get_current_worker().is_cancelled
     except Exception:  # not inside a worker (a test, `explain PID`): nobody to cancel us
         return False
+
+
+def _stand_in(turn: int) -> dict[str, Any]:
+    """A turn of the timeline whose summary has not arrived: every key `summarize` gives, nothing in it."""
+    return {
+        "turn": turn,
+        "final_tokens": 0,
+        "error": None,
+        "tier": "",
+        "cache_break": None,
+        "alerts": [],
+        "pressure": {"predictive": 0.0},
+        "usage": None,
+        "actions": [],
+    }
