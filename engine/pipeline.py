@@ -33,11 +33,12 @@ import re
 import threading
 import time
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import compress
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
@@ -72,6 +73,8 @@ from engine.providers.anthropic import (
     silent_error,
 )
 from engine.providers.base import Block
+from engine.providers.call_ids import RULES as CALL_ID_RULES
+from engine.providers.call_ids import CallIds
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
@@ -414,6 +417,14 @@ class Pipeline:
         # texts only: an import's; Pipeline.user/assistant refuse them): see _empty_note.
         self._empty_msgs: list[int] = []
         self._silent_errors: list[int] = []  # those holding an error result with no output: the same
+        # Tool call ids (engine/providers/call_ids.py): every one the session sent, the calls sent with
+        # another id than the agent's ((message index, the agent's id, the id sent), in order: see
+        # _renamed_note), and for the newest assistant message the agent's id -> the id sent, which
+        # tool_result() answers by.
+        self._call_ids = CallIds()
+        self._renamed: list[tuple[int, str, str]] = []
+        self._call_alias: dict[str, str] = {}
+        self._renamed_memo: tuple[tuple[int, int, int], str] = ((0, 0, 0), "")
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
         self.stats = Statistics()
@@ -637,6 +648,8 @@ class Pipeline:
             self._close_pending()
             msg = Message(ev["role"], tuple(self._part(p) for p in ev["parts"]))
             self.history.append(msg)
+            if ev["role"] == "assistant":
+                self._fold_call_ids(ev["parts"])
             if sends_nothing(msg.parts):
                 self._empty_msgs.append(len(self.history) - 1)
             if silent_error(msg.parts):
@@ -689,6 +702,19 @@ class Pipeline:
             self.emergent.push(ev["list"], self._text(ev["h"]), ev["turn"])
         elif k == "summary":
             self.summaries[ev["in"]] = self._text(ev["h"])
+
+    def _fold_call_ids(self, parts: list[dict[str, Any]]) -> None:
+        """The newest assistant message's call ids into the session's (see engine/providers/call_ids.py):
+        each id sent, and the agent's own id of a call sent with another (the part's `as`)."""
+        alias: dict[str, str] = {}
+        for p in parts:
+            if p["t"] == "call":
+                self._call_ids.add(p["id"])
+                own = p.get("as")
+                if own is not None:
+                    alias[own] = p["id"]
+                    self._renamed.append((len(self.history) - 1, own, p["id"]))
+        self._call_alias = alias
 
     def _release_history(self) -> None:
         """Move the messages behind the compaction cut out of memory (with their texts and per-message
@@ -923,7 +949,10 @@ class Pipeline:
         OpenAI's `message.tool_calls` or Anthropic's tool_use blocks as the SDK returns them. `thinking`:
         text, or Anthropic's thinking/redacted_thinking block(s) as the SDK returns them (one or a list),
         which carry the signature the API needs to take them back. Returns the calls, each to be
-        answered with tool_result(call.id, ...) before the next request."""
+        answered with tool_result(call.id, ...) before the next request. A call whose id the provider
+        would refuse (one an earlier call of the session had, as an agent that numbers its calls per turn
+        gives; characters or a length it does not take) is sent with another id, the same on every later
+        turn (engine/providers/call_ids.py): its result still goes by the id returned here."""
         self._check_answered("the next assistant message")
         if tool_calls is None:  # OpenAI's message.tool_calls when the model made none
             tool_calls = ()
@@ -942,6 +971,10 @@ class Pipeline:
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
+        # The ids the provider takes (call_ids.py): the agent's own unless refused or sent before.
+        sent_ids = ids
+        if ids:
+            sent_ids = self._call_ids.assign(CALL_ID_RULES[canonical_provider(self.config.provider)], ids)
         parts: list[dict[str, Any]] = _thinking_parts(thinking, self._blob) if thinking else []
         if (
             self.check_content
@@ -963,8 +996,13 @@ class Pipeline:
         if text:
             parts.append({"t": "text", "h": text_h})
         hint: dict[tuple[str, str, str], ToolCall] = {}
-        for c, given in zip(calls, tool_calls, strict=True):
+        for c, given, sid in zip(calls, tool_calls, sent_ids, strict=True):
             h = self._blob(c.arguments)
+            if sid != c.id:
+                # Journaled as sent, with the agent's id beside it: a replay folds the same ids.
+                parts.append({"t": "call", "id": sid, "name": c.name, "h": h, "as": c.id})
+                hint[(sid, c.name, h)] = ToolCall(sid, c.name, c.arguments)
+                continue
             parts.append({"t": "call", "id": c.id, "name": c.name, "h": h})
             if not isinstance(given, ToolCall):  # built here from its content: fold may reuse it
                 hint[(c.id, c.name, h)] = c
@@ -1001,6 +1039,11 @@ class Pipeline:
 
     @_journals
     def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
+        """The result of the newest assistant message's call `call_id` (the id the agent gave it: a call
+        sent with another id, see engine/providers/call_ids.py, is answered by the agent's own)."""
+        alias = self._call_alias
+        if alias and type(call_id) is str:
+            call_id = alias.get(call_id, call_id)
         hist = self.history
         # The assistant message is nearly always the newest one (results wait in `pending`): read it
         # directly rather than walking the history backwards through the log's item access.
@@ -1017,6 +1060,8 @@ class Pipeline:
                 break
         if not made:
             calls = {p.id for p in last.parts if isinstance(p, ToolCall)} if last else set()  # last.tool_calls' ids
+            own = {v: k for k, v in alias.items()}  # as the agent knows them
+            calls = {own.get(c, c) for c in calls}
             raise UnpairedToolResultError(
                 call_id,
                 f"the last assistant message made calls {sorted(calls) or 'none'}; record the assistant's "
@@ -1097,6 +1142,10 @@ class Pipeline:
             note = self._empty_note(te, elided)
             if note:
                 hsec = replace(hsec, note=note)
+        if self._renamed:
+            said = self._renamed_note(te, elided)
+            if said:
+                hsec = replace(hsec, note=f"{hsec.note}; {said}" if hsec.note else said)
         asm = (*sources, hsec)
         # The history section's total from the running sum, so measuring the whole conversation (the
         # raw pressure beside the sent one) costs O(new messages), not O(session length). With messages
@@ -1161,6 +1210,41 @@ class Pipeline:
                     f"since {why} refuses {refused}"
                 )
         return "; ".join(said)
+
+    def _renamed_note(self, te: int, elided: int) -> str:
+        """The history section's note when it sends calls with other ids than the agent gave them (see
+        engine/providers/call_ids.py): how many, the newest few, and why, so the trace says why the
+        request's ids are not the agent's. Made once for the same calls held (the count of them left
+        out and in): an agent that numbers its calls per turn has one more each turn."""
+        ren = self._renamed
+        # Those the assembly holds: the elided stretch [te, te + elided) is not sent.
+        lo = bisect_left(ren, te, key=itemgetter(0))
+        hi = bisect_left(ren, te + elided, key=itemgetter(0))
+        key = (len(ren), lo, hi)
+        memo = self._renamed_memo
+        if memo[0] == key:
+            return memo[1]
+        n = len(ren) - (hi - lo)
+        said = ""
+        if n:
+            # The newest three held, without copying the list (it grows by a call a turn for some agents).
+            last: list[tuple[int, str, str]] = []
+            j = len(ren) - 1
+            while j >= 0 and len(last) < 3:
+                if lo <= j < hi:
+                    j = lo - 1
+                    continue
+                last.append(ren[j])
+                j -= 1
+            rule = CALL_ID_RULES[canonical_provider(self.config.provider)]
+            newest = "; ".join(f"message {i}: {own!r} as {sent!r}" for i, own, sent in reversed(last))
+            said = (
+                f"{n} tool call(s) sent to {rule.name} with another id than the agent gave "
+                f"({newest}{'; and earlier ones' if n > 3 else ''}), since {rule.why}; their "
+                "results go with them, and each keeps its id on every later turn"
+            )
+        self._renamed_memo = (key, said)
+        return said
 
     def _task_end(self) -> int:
         """Index of the first assistant message in the history (its length while there is none).

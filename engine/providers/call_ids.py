@@ -1,0 +1,129 @@
+"""Tool call ids a provider takes: what each refuses, and the id a live call is sent with instead.
+
+An agent's ids are not always ones its provider takes. Some agents number calls per turn (`call_0`,
+`call_1` every turn), so an id comes back in a later message; some frameworks spell ids with '.', ':' or
+'|' (Kimi's `functions.eval:301`); some make ids longer than OpenAI takes. What each API refuses:
+
+- Anthropic Messages: a repeated `tool_use` id anywhere in the request ("messages.43.content.2:
+  `tool_use` ids must be unique", 400), and an id outside ^[a-zA-Z0-9_-]+$ ("tool_use.id: String should
+  match pattern"); no length limit documented, none imposed here.
+- Bedrock Converse: toolUseId of 1 to 64 characters matching [a-zA-Z0-9_-]+ (the API reference's
+  ToolUseBlock and ToolResultBlock); a repeat is Claude's refusal behind it, taken as Anthropic's.
+- OpenAI chat completions: a tool call id longer than 40 characters ("Invalid
+  'messages[N].tool_calls[0].id': string too long. Expected a string with maximum length 40"), and a
+  repeated tool_call_id in one request ("Duplicate value for 'tool_call_id' of ... in messages[7] and
+  messages[8]"; DeepSeek answers the same). Both are from the APIs' error messages as users report
+  them, not from OpenAI's reference, which documents neither; characters are not restricted, so an id
+  with '.' or ':' is sent as it came. The same rule for the generic prefix provider (OpenAI's format).
+- OpenAI Responses (not a format the engine sends): call_id at most 64 characters, and a repeated item
+  is refused ("Duplicate item found with id").
+
+The live Pipeline gives each call the id its provider takes when the message is recorded: the agent's
+own id when it is acceptable and no call of the session has had it, else the id spelled in the
+characters the provider takes (each other one '_'), cut to its length, and `_rN` for the first N no
+call of the session has. Decided once, journaled with the call (its `as` key holds the agent's id), so
+the same call keeps the same id on every later turn (the prompt cache prefix does not move) and a
+replay folds the same ids. The agent answers with its own id; the pipeline pairs it with that call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class IdRule(NamedTuple):
+    """What a provider refuses in a tool call id."""
+
+    name: str  # the provider, as the trace's note names it
+    refused: re.Pattern[str] | None  # a character it refuses (None: any character is taken)
+    max_len: int  # 0: no limit known
+    why: str  # the API's refusal, for the trace's note
+
+
+_NOT_WORD = re.compile(r"[^A-Za-z0-9_-]")
+ANTHROPIC = IdRule(
+    "Anthropic", _NOT_WORD, 0, "the Messages API refuses a repeated tool_use id and any but [A-Za-z0-9_-]"
+)
+BEDROCK = IdRule(
+    "Bedrock", _NOT_WORD, 64, "Converse refuses a repeated toolUseId and any but 1-64 of [A-Za-z0-9_-]"
+)
+OPENAI = IdRule(
+    "OpenAI", None, 40, "chat completions refuse a repeated tool_call_id and one over 40 characters"
+)
+RULES = {"anthropic": ANTHROPIC, "bedrock": BEDROCK, "openai": OPENAI, "prefix": OPENAI}
+
+# Room kept for the `_rN` suffix when an id has to be cut: nine digits of N.
+_SUFFIX_ROOM = 12
+
+
+def acceptable(rule: IdRule, cid: str) -> bool:
+    """True when the provider takes `cid` as a call id (repeats aside)."""
+    if not cid:
+        return False
+    if rule.max_len and len(cid) > rule.max_len:
+        return False
+    return rule.refused is None or rule.refused.search(cid) is None
+
+
+def _stem(rule: IdRule, cid: str) -> str:
+    """`cid` in the characters the provider takes, with room for a suffix within its length."""
+    s = rule.refused.sub("_", cid) if rule.refused is not None else cid
+    if rule.max_len:
+        s = s[: rule.max_len - _SUFFIX_ROOM]
+    return s or "call"
+
+
+_RENAMED = re.compile(r"(.+)_r([0-9]{1,9})")
+
+
+class CallIds:
+    """The call ids a session has sent, and the id the next message's calls go with (see the module's
+    docstring). State of a fold: `add` takes every sent id as it is folded, so a replayed or forked
+    pipeline decides as the live one did (both are functions of the ids folded, in order)."""
+
+    __slots__ = ("_next", "sent")
+
+    def __init__(self) -> None:
+        self.sent: set[str] = set()
+        # stem -> the highest N an id `{stem}_rN` sent has: the next search starts above it (an agent that
+        # calls `call_0` every turn would otherwise try N = 1, 2, ... on each of them).
+        self._next: dict[str, int] = {}
+
+    def add(self, cid: str) -> None:
+        self.sent.add(cid)
+        m = _RENAMED.fullmatch(cid)
+        if m is not None:
+            stem, n = m.group(1), int(m.group(2))
+            if n > self._next.get(stem, 0):
+                self._next[stem] = n
+
+    def assign(self, rule: IdRule, ids: Sequence[str]) -> list[str]:
+        """The ids one message's calls (their own ids `ids`, distinct) are sent with. An acceptable id no
+        call of the session has stays as it is; the others get ids no call of the session, nor another
+        of this message, has. Changes nothing: the ids are the session's once folded (`add`)."""
+        sent = self.sent
+        keep = [acceptable(rule, c) and c not in sent for c in ids]
+        if all(keep):
+            return list(ids)
+        taken = {c for c, k in zip(ids, keep, strict=True) if k}
+        out = []
+        for c, k in zip(ids, keep, strict=True):
+            if k:
+                out.append(c)
+                continue
+            stem = _stem(rule, c)
+            # An id spelled anew but not cut goes without a suffix while that spelling is free ('a.b' ->
+            # 'a_b'); a repeat, or an id cut to length, gets one.
+            cut = rule.max_len != 0 and len(c) > rule.max_len
+            if not cut and stem != c and stem not in sent and stem not in taken:
+                new = stem
+            else:
+                n = self._next.get(stem, 0) + 1
+                while f"{stem}_r{n}" in sent or f"{stem}_r{n}" in taken:
+                    n += 1
+                new = f"{stem}_r{n}"
+            taken.add(new)
+            out.append(new)
+        return out
