@@ -345,3 +345,26 @@ def _result_texts(body: dict[str, Any], provider: str) -> dict[str, str]:
             elif provider == "bedrock" and "toolResult" in b:
                 out[b["toolResult"]["toolUseId"]] = b["toolResult"]["content"][0]["text"]
     return out
+
+
+def test_a_result_may_name_the_id_the_call_was_sent_with_too() -> None:
+    """An agent that reads the ids back from the request it sent (a proxy's view) answers with those: the
+    same call either way."""
+    pipe = _pipe("anthropic")
+    pipe.next_request()
+    pipe.assistant("", [{"id": "call_0", "name": "bash", "input": {}}])
+    pipe.tool_result("call_0", "first")
+    pipe.next_request()
+    pipe.assistant(
+        "", [{"id": "call_0", "name": "bash", "input": {}}, {"id": "call_1", "name": "bash", "input": {}}]
+    )
+    pipe.tool_result("call_0_r1", "second")  # the id this turn's call_0 was sent with
+    pipe.tool_result("call_1", "third")
+    req = pipe.next_request()
+    assert _check_sendable(req.body, "anthropic") == ["call_0", "call_0_r1", "call_1"]
+    assert _result_texts(req.body, "anthropic") == {
+        "call_0": "first",
+        "call_0_r1": "second",
+        "call_1": "third",
+    }
+    pipe.close()
