@@ -281,3 +281,15 @@ def test_two_recording_sides_and_more_recordings_is_a_usage_error(tmp_path: Path
     # One recording twice (another spelling of its path too) would count its figures twice.
     res = run("recorded", "window=50000", str(a), str(tmp_path / "." / "a.cpsession"))
     assert res.exit_code == 2 and "is given twice" in res.output, res.output
+
+
+def test_a_failed_cost_or_tokens_gate_says_its_figures_in_their_units() -> None:
+    # "cost:+2%: candidate cost 0.444708 vs baseline 0.238955": no $, where the totals above it say $0.4447.
+    demo_b = str(DEMO.with_name("scout-gates-closed.cpsession"))
+    failed = run(str(DEMO), demo_b, "--fail-on", "cost:+2%", "--fail-on", "tokens:+2%")
+    assert failed.exit_code == 1, failed.output
+    said = [line for line in failed.output.splitlines() if "vs baseline" in line]
+    assert len(said) == 2, failed.output
+    cost, tokens = said
+    assert "candidate cost $0.4447 vs baseline $0.2390 (+86.11%)" in cost, cost
+    assert "candidate tokens 248,608 vs baseline 182,716 (+36.06%)" in tokens, tokens

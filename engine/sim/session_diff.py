@@ -688,7 +688,9 @@ class DiffReport:
                     b = sum(s.totals[1]["prompt_tokens"] for s in self.sessions)
                 if b > a * (1 + pct / 100.0) + 1e-12:
                     change = f"{100.0 * (b - a) / a:+.2f}%" if a else "from zero"
-                    out.append(f"{g}: candidate {kind} {b:.6g} vs baseline {a:.6g} ({change})")
+                    # In the unit the report's totals use ($0.4447, 1,059,309): "0.444708" had none.
+                    shown = (f"${b:.4f}", f"${a:.4f}") if kind == "cost" else (f"{b:,.0f}", f"{a:,.0f}")
+                    out.append(f"{g}: candidate {kind} {shown[0]} vs baseline {shown[1]} ({change})")
             else:
                 raise DiffError(f"--fail-on {g!r}: use cache-break, cost:+N% or tokens:+N%")
         return out
