@@ -60,10 +60,12 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
     BINDINGS = STEP_KEYS
     DEFAULT_CSS = """
     WhatIfPanel { height: 1fr; }
-    WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-rows: 1; grid-gutter: 0 1; }
+    /* No gutter and 4-cell switches (a switch is a coloured block: it sets each gate apart): at 120x40
+       a third of the pane then holds "off summary", which was cut to "off summ…" (and "on  reor…"). */
+    WhatIfPanel #gates { height: auto; layout: grid; grid-size: 3; grid-rows: 1; grid-gutter: 0 0; }
     WhatIfPanel .gate { height: 1; width: 1fr; }
     /* One-line switches: the default tall ones would take 6 rows of an 80x24 screen. */
-    WhatIfPanel .gate Switch { border: none; height: 1; width: 5; padding: 0; }
+    WhatIfPanel .gate Switch { border: none; height: 1; width: 4; padding: 0; }
     /* A label longer than its column is cut with an ellipsis: wrapped, its name went to a second row
        that the one-row switch hid ("on" and nothing else in a 17-column third at 120x40). */
     WhatIfPanel .gate Label { padding: 0 0 0 1; width: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -148,7 +150,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
                                         Label(GATE_SHORT[gate], id=f"gate-label-{gate}"), classes="gate")
                              for gate in GATE_KEYS), id="gates")
         session = Horizontal(Switch(value=False, id="session", animate=False),
-                             Label("session-wide: re-run the whole session and price it", id="session-label"),
+                             Label("session-wide: re-run the session, priced", id="session-label"),
                              id="session-row")
         return [*((w, "#whatif-row", None) for w in [*sliders, gates]), (session, None, "#whatif-row")]
 

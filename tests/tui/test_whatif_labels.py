@@ -18,7 +18,7 @@ def _row(label: Label) -> str:
     return label.render_line(0).text.strip()
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (120, 40), (200, 60)])
 async def test_every_switch_shows_its_name_on_its_row(size: tuple[int, int]) -> None:
     # At 120x40 the pane's thirds are 17 columns: "on  reorder" and "on  summary" wrapped after "on", so
     # those two switches read "on" with no name (and the session switch lost "price it").
@@ -37,6 +37,10 @@ async def test_every_switch_shows_its_name_on_its_row(size: tuple[int, int]) -> 
             rest = rest.strip()
             assert rest == name or (rest.endswith("…") and name.startswith(rest[:-1]) and len(rest) >= 4), \
                 (gate, shown)
+            # Whole from 120 columns: there "reor…" and "summ…" were cut (4-cell switches, no gutter).
+            assert rest == name or size[0] < 120, (gate, shown)
         session = _row(app.query_one("#session-label", Label))
-        assert session.startswith("session-wide") and (session.endswith("price it") or session.endswith("…")), \
+        assert session.startswith("session-wide") and (session.endswith("priced") or session.endswith("…")), \
             session
+        # Whole from 100 columns: "session-wide: re-run the whole session an…" at 120x40 said not what it did.
+        assert session == "session-wide: re-run the session, priced" or size[0] < 100, session
