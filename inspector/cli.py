@@ -847,7 +847,7 @@ SUMMARIES = {
     "top": "A live table of every agent on this machine.",
 }
 for _info in app.registered_commands:
-    _info.short_help = SUMMARIES[_info.name or getattr(_info.callback, "__name__", "")]
+    _info.short_help = SUMMARIES[str(_info.name or getattr(_info.callback, "__name__", ""))]
 
 if __name__ == "__main__":
     app()
