@@ -44,15 +44,25 @@ class SkippedPanel(Widget):
         skipped = t.get("skipped") or []
         if not skipped:
             lines.append("[$success]✓ no optimization was skipped on this turn[/]")
+        # Figures say they are tokens, and a step that saves none (reorder, place_markers: they move
+        # things for the cache) says nothing of it: "saved 0" after each read as if it had failed.
         for s in skipped:
-            lines.append(f"[bold $warning]✗ {escape(s['step'])}[/]  {escape(s.get('reason', ''))}  "
-                         f"[$text-muted]would save[/] [bold]{tok(s.get('tokens_saved'))}[/]")
+            saves = (
+                f"  [$text-muted]would save[/] [bold]{tok(s.get('tokens_saved'))}[/] tokens"
+                if s.get("tokens_saved")
+                else ""
+            )
+            lines.append(f"[bold $warning]✗ {escape(s['step'])}[/]  {escape(s.get('reason', ''))}{saves}")
         would = sum(s.get("tokens_saved") or 0 for s in skipped)
         if would:
             lines.append(f"[$text-muted]total left on the table:[/] [bold]{tok(would)}[/] tokens")
         lines.append("")
         lines.append("[$text-muted]applied:[/]" if t.get("actions") else "[$text-muted]applied: nothing[/]")
         for a in t.get("actions") or []:
-            lines.append(f"  [$success]✓[/] {escape(a['step'])}  {escape(a.get('detail', ''))}  "
-                         f"[$text-muted]saved[/] {tok(a.get('tokens_saved'))}")
+            saved = (
+                f"  [$text-muted]saved[/] {tok(a.get('tokens_saved'))} tokens"
+                if a.get("tokens_saved")
+                else ""
+            )
+            lines.append(f"  [$success]✓[/] {escape(a['step'])}  {escape(a.get('detail', ''))}{saved}")
         return Content.from_markup("\n".join(lines))

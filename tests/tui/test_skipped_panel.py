@@ -1,0 +1,42 @@
+"""The Skipped tab's figures say their unit, and a step that saves no tokens says nothing of saving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+from engine.recording.journal import trace_of
+from engine.trace_schema import Trace
+from inspector.cli import load_events
+from panels.skipped import SkippedPanel
+
+DEMOS = Path(__file__).resolve().parents[2] / "demo_sessions"
+
+
+def _shown(trace: Trace) -> list[str]:
+    panel = SkippedPanel()
+    panel.set_reactive(SkippedPanel.trace, trace)
+    return panel.render().plain.splitlines()
+
+
+def test_applied_and_skipped_steps_give_tokens_and_no_saved_0() -> None:
+    # "✓ reorder  moved 4 sections into scope order  saved 0" on every turn (and place_markers too) read
+    # as a step that failed; "would save 3856" and "saved 2866" gave no unit.
+    seen_skip = seen_saving = False
+    for name in ("scout-anthropic.cpsession", "scout-gates-closed.cpsession"):
+        events, _, _ = load_events(str(DEMOS / name))
+        for t in (cast(Trace, trace_of(e)) for e in events if e.get("k") == "turn"):
+            rows = _shown(t)
+            for a in t.get("actions") or []:
+                row = next(r for r in rows if r.startswith(f"  ✓ {a['step']}  "))
+                if a.get("tokens_saved"):
+                    seen_saving = True
+                    assert row.endswith(" tokens") and "  saved " in row, row
+                else:
+                    assert "saved" not in row.split(a.get("detail", ""), 1)[-1], row
+            for s in t.get("skipped") or []:
+                row = next(r for r in rows if r.startswith(f"✗ {s['step']}  "))
+                if s.get("tokens_saved"):
+                    seen_skip = True
+                    assert row.endswith(" tokens") and "  would save " in row, row
+    assert seen_skip and seen_saving
