@@ -46,3 +46,17 @@ async def test_a_modal_screen_has_a_footer_of_its_own(key: str, says: str) -> No
         await settle(pilot)
         row = "\n".join(s.text for s in app.screen._compositor.render_strips()).splitlines()[-1]
         assert row.strip().startswith(says) and "Turn" not in row and "Quit" not in row, row
+
+
+def test_the_help_screen_says_what_each_manifest_column_and_pressure_figure_is() -> None:
+    # The manifest's Δ (a ● on some rows) and hash columns, and the pressure head's "uncompacted 15.52",
+    # were explained nowhere; budget/plan/sent gave no unit.
+    from inspector.screens.help import PANELS
+    from panels.manifest import COLUMNS
+
+    sections = PANELS.split("**Sections**", 1)[1].split("\n- ", 1)[0]
+    unexplained = [c for c in COLUMNS if c != "section" and f"`{c}`" not in sections]
+    assert not unexplained, (unexplained, sections)
+    assert "tokens" in sections, sections
+    pressure = PANELS.split("**Pressure**", 1)[1].split("\n- ", 1)[0]
+    assert "`uncompacted`" in pressure and "1.00 is full" in pressure, pressure
