@@ -22,6 +22,11 @@ def guess_language(text: str) -> str:
     """JSON if it parses, Python for tracebacks/code, Markdown for prose. Cheap and predictable,
     unlike pygments' guess_lexer, which is slow and often wrong on short snippets."""
     stripped = text.lstrip()
+    # A captured turn's request view (engine/recording/sent.py: "SENT: the request the agent actually
+    # sent ...") is a report of the messages, not code: one tool result holding a `def` made the whole
+    # view "python" (its title said so and Python's keywords were coloured through the transcript).
+    if stripped.startswith("SENT: "):
+        return "text"
     if stripped[:1] in "{[" and not stripped.startswith("[..."):
         try:
             json.loads(text)

@@ -94,3 +94,18 @@ def test_sent_request_snapshot(snap_compare: Any, recording: Path) -> None:
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+async def test_the_sent_request_view_is_titled_and_highlighted_as_text(recording: Path) -> None:
+    # A tool result in it ("# Project", or a `def` in a real agent's) made the whole report "markdown" or
+    # "python": the title said so and the transcript was coloured as that language.
+    from panels.highlight import guess_language
+
+    assert guess_language("SENT: the request ...\n-- [3] tool t1\ndef f():\n    pass\n# heading\n") == "text"
+    app = InspectorApp(FileSource(recording), start_turn=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        title = app.query_one("#content-title").render_line(0).text
+        assert title.startswith("request body · turn 2  ·  text  ·"), title
