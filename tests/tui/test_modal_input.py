@@ -150,7 +150,9 @@ async def test_go_to_takes_a_turn_that_arrived_while_the_prompt_was_open() -> No
 
     from inspector.screens import GoToTurnScreen
 
-    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.1))
+    # 0.3 s a turn: at 0.1 the app's start-up (0.3 s here) and the 0.1 s pause after `g` let 8 or 9 of the
+    # 10 later turns arrive before the prompt was read, so `last` was 28 or 29 already (failed on main).
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.3))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         give_up = time.monotonic() + 15
         while len(app.timeline) < 20 and time.monotonic() < give_up:  # (settle would wait for the end)
