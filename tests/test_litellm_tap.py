@@ -47,7 +47,8 @@ def upstream() -> Iterator[StandIn]:
 
 @pytest.fixture
 def logger(tmp_path: Path) -> Iterator[ContextPipeLogger]:
-    lg = ContextPipeLogger(record=tmp_path / "lite.cpsession")
+    # (split=False: these calls ask the same opening again and again; one recording holds them all)
+    lg = ContextPipeLogger(record=tmp_path / "lite.cpsession", split=False)
     litellm.callbacks.append(lg)
     yield lg
     uninstall(lg)

@@ -36,7 +36,7 @@ def _beta_requests(upstream: StandIn, since: int) -> list[tuple[str, dict[str, s
 def test_beta_messages_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "beta.cpsession"
     seen = len(upstream.requests)
-    client = tap(anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     kw: dict[str, Any] = {
         "model": "claude-sonnet-4",
         "max_tokens": 100,
@@ -102,7 +102,7 @@ def test_beta_tool_runner_is_captured(upstream: StandIn, tmp_path: Path) -> None
 
 async def test_beta_messages_async_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "abeta.cpsession"
-    client = tap(anthropic.AsyncAnthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(anthropic.AsyncAnthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     kw: dict[str, Any] = {"model": "claude-sonnet-4", "max_tokens": 100, "tools": TOOLS_A, "betas": BETAS}
     r0 = await client.beta.messages.create(messages=[{"role": "user", "content": "List the files."}], **kw)
     msgs = _anthropic_history(r0.content)

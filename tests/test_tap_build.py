@@ -72,7 +72,7 @@ def test_async_tap_records_the_build(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "a.cpsession"
 
     async def run() -> None:
-        client = tap(openai.AsyncOpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec)
+        client = tap(openai.AsyncOpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec, split=False)
         stream = await client.chat.completions.create(
             model="deepseek-chat", messages=MSGS, stream=True, stream_options={"include_usage": True}
         )

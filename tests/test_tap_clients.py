@@ -102,7 +102,7 @@ def _anthropic_history(resp_content: Any) -> list[dict[str, Any]]:
 
 def test_anthropic_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "a.cpsession"
-    client = tap(anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     kw: dict[str, Any] = {
         "model": "claude-sonnet-4",
         "max_tokens": 100,
@@ -145,6 +145,7 @@ def test_tap_never_raises_into_the_agent(upstream: StandIn, tmp_path: Path) -> N
     client = tap(
         anthropic.Anthropic(api_key="k", base_url=upstream.url, max_retries=0),
         record=tmp_path / "e.cpsession",
+        split=False,
     )
     kw: dict[str, Any] = {"model": "claude-sonnet-4", "max_tokens": 10}
 
@@ -180,7 +181,7 @@ def test_tap_never_raises_into_the_agent(upstream: StandIn, tmp_path: Path) -> N
 
 async def test_anthropic_async_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "aa.cpsession"
-    client = tap(anthropic.AsyncAnthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(anthropic.AsyncAnthropic(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     kw: dict[str, Any] = {
         "model": "claude-sonnet-4",
         "max_tokens": 100,
@@ -212,7 +213,7 @@ O_USAGE = {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920,
 
 def test_openai_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "o.cpsession"
-    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     msgs: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     r0 = client.chat.completions.create(
         model="gpt-4o", messages=msgs, tools=TOOLS_O, prompt_cache_key="agent-7"
@@ -275,7 +276,7 @@ def test_openai_sync_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
 
 async def test_openai_async_every_pattern(upstream: StandIn, tmp_path: Path) -> None:
     rec = tmp_path / "oa.cpsession"
-    client = tap(openai.AsyncOpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(openai.AsyncOpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     msgs: list[Any] = [{"role": "user", "content": "hi"}]
     r0 = await client.chat.completions.create(model="gpt-4o", messages=msgs)
     msgs.append(r0.choices[0].message)
@@ -439,7 +440,7 @@ def test_openai_structured_outputs_parse_is_journaled(upstream: StandIn, tmp_pat
     # parse() posts without calling create(): chat.completions.parse, its beta alias (where older agents
     # call it, an object of its own) and responses.parse are each an agent's model call like any other.
     rec = tmp_path / "parse.cpsession"
-    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec)
+    client = tap(openai.OpenAI(api_key="k", base_url=upstream.url, max_retries=0), record=rec, split=False)
     upstream.script[:] = ['{"answer": "4"}'] * 4
     msgs: list[Any] = [{"role": "user", "content": "2+2?"}]
     strict = [{"type": "function", "function": {**TOOLS_O[0]["function"], "strict": True}}]  # parse wants it

@@ -64,6 +64,7 @@ class _Known:
     reply: int | None = None  # the `loose` hash of its last reply
     requests: list[int] = field(default_factory=list)  # the digests of its requests, in order
     replies: dict[int, int] = field(default_factory=dict)  # turn -> the `loose` hash of the reply it got
+    last_turn: int | None = None
 
 
 def branch_note(branch: dict[str, Any]) -> str:
@@ -183,8 +184,10 @@ class Lineage:
         req = chain[n]
         if known.first is None:
             known.first = req
-        known.requests.append(req)
-        self._requests.setdefault(req, []).append((number, turn))
+        if known.last_turn != turn:  # (the tap tells of a turn twice: asked, then answered)
+            known.requests.append(req)
+            self._requests.setdefault(req, []).append((number, turn))
+        known.last_turn = turn
         # The tap's history begins with the request's own messages (the same objects): its digests go on
         # from the request's. A Responses request continued by previous_response_id holds the history
         # before them as well: digested whole.

@@ -71,11 +71,13 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
         serve: bool | None = None,
         window: int = DEFAULT_WINDOW,
         provider: str | None = None,
+        split: bool = True,
     ) -> None:
         if _Base is object:
             raise ImportError("engine.capture.litellm needs litellm: pip install litellm")
         super().__init__()
         self._record, self._serve, self._window, self._provider = record, serve, window, provider
+        self._split = split  # (engine.capture.tap.tap's: conversations that share an opening recorded apart)
         self.tap: Tap | None = None
         self.stats = TapStats()
 
@@ -88,6 +90,7 @@ class ContextPipeLogger(_Base):  # type: ignore[misc,valid-type]
                 serve=self._serve,
                 window=self._window,
                 provider=provider if provider in _PROVIDERS else "openai",
+                split=self._split,
             )
             self.tap.stats = self.stats
             atexit.register(self.tap.close)

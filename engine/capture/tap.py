@@ -22,6 +22,11 @@ memory, the agent is not delayed); a caller that starts a new call while its own
 unfinished has abandoned (or interleaves) that stream, so the earlier turn is closed and its outcome,
 if it ever comes, is journaled under its own turn number as a late `usage`/`error` event.
 
+Conversations that share an opening (the same task run again with the same client, attempts of it at
+once, a step asked again) are recorded apart, as the proxy files them (engine.capture.lineage): the
+first in `record`, the next in RUN-s2.cpsession and so on, each new one's first turn noted
+(`conversation_branch`) and named in `TapStats.notes`; `tap(..., split=False)` keeps every call in one.
+
 The tap never breaks the agent: every tap step runs guarded; a failure is counted in `TapStats`
 (`client.contextpipe_stats`, also `tap_errors`), journaled as a `diag` event (so `cp-inspect ps` and
 the inspector's header show the count), and the agent's call goes through untouched.
@@ -41,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.capture.lineage import BRANCH_KEY
+from engine.capture.lineage import BRANCH_KEY, Lineage, branch_note, digests
 from engine.capture.tap_streams import (
     ACCUMULATORS,
     Accumulator,
@@ -213,6 +218,7 @@ class TapCall:
     # waiting -> open -> done; superseded: its turn was closed before its outcome came (journaled late);
     # dropped: its request could not be journaled (the tap error is counted), so neither is its outcome
     state: str = "waiting"
+    conversation: int = 1  # which of the tap's conversations its turn is in (Tap._route)
 
 
 def request_body(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -327,6 +333,29 @@ def parse_request(wire: str, body: dict[str, Any]) -> Parsed:
     return msgs, tools, None
 
 
+# The tap's state that is one conversation's (Tap._enter swaps it)
+CONVERSATION_STATE = (
+    "pipe",
+    "feeder",
+    "fed",
+    "reply_fed",
+    "actual",
+    "tools_seen",
+    "prompt_cache_key",
+    "last_response_id",
+    "record",
+)
+# Conversations of one tapped client kept at once (restarts, attempts, forks: Tap._route); past this the
+# least recently started one's recording is finished. As the proxy's MAX_KEPT_SESSIONS.
+MAX_CONVERSATIONS = 256
+
+
+@dataclass
+class _Conversation:
+    number: int
+    state: dict[str, Any]  # its CONVERSATION_STATE while another is current
+
+
 class Tap:
     """The shadow session behind a tapped client (also the proxy's journaling path)."""
 
@@ -339,6 +368,7 @@ class Tap:
         window: int = DEFAULT_WINDOW,
         clock: Callable[[], float] = time.time,
         provider: str | None = None,
+        split: bool = True,
     ) -> None:
         self.wire = wire  # "anthropic" | "openai" (chat completions; Responses bodies are converted)
         # The engine policy of the shadow plan; by default the wire's (litellm passes the model's own).
@@ -370,8 +400,17 @@ class Tap:
         # The next request's body already parsed (the proxy's recorder parses it to place it in a session)
         self.parsed: tuple[dict[str, Any], Parsed] | None = None
         # What the next journaled turn's trace says of where this conversation branched from
-        # (engine.capture.lineage.BRANCH_KEY: the proxy's new session for a restart or fork)
+        # (engine.capture.lineage.BRANCH_KEY: a new session for a restart, another attempt or a fork)
         self.branch: dict[str, Any] | None = None
+        # The conversations of this client (see _route): the state above (CONVERSATION_STATE) is the
+        # current one's; the others' is kept in their _Conversation. The proxy routes itself (one ProxyTap
+        # a session) and turns this off.
+        self.routes = split
+        self._record_first, self._numbered = record, 1
+        self._conv = _Conversation(1, {})
+        self._convs: dict[int, _Conversation] = {1: self._conv}
+        self._lineage = Lineage()
+        self._asked: tuple[int, int, list[MessageRec], list[int]] | None = None  # (conversation, turn, ...)
 
     @contextmanager
     def journal_at(self, when: float | None) -> Iterator[None]:
@@ -434,10 +473,88 @@ class Tap:
     def before(self, body: dict[str, Any], sent_at: float | None = None) -> None:
         """Journal a request as the turn's actual assembly; `sent_at` is when it was sent (default: now)."""
         self._sent_at = sent_at
+        self._asked = None
         try:
+            placed = self._route(body) if self.routes else None
             self._before(body)
+            if placed is not None and self.pipe is not None:
+                msgs, chain = placed
+                turn = self.pipe.turn - 1
+                self._lineage.journaled(self._conv.number, "", turn, msgs, chain, self.fed, False)
+                self._asked = (self._conv.number, turn, msgs, chain)
         finally:
             self._sent_at = None
+            self.parsed = None
+
+    def _route(self, body: dict[str, Any]) -> tuple[list[MessageRec], list[int]] | None:
+        """Make the conversation this request belongs to the current one, as the proxy files sessions
+        (engine.capture.lineage): one whose known history it extends; a new one when it is a restart,
+        another attempt or a fork (recorded next to the first: RUN-sN.cpsession); else (the agent's own
+        compaction) the current one. (Its messages and digests, for the index once it is journaled.)"""
+        prev = body.get("previous_response_id")
+        if prev is not None:  # continues a Responses conversation from the server's copy: that one's
+            for conv in self._convs.values():
+                held = self.last_response_id if conv is self._conv else conv.state.get("last_response_id")
+                if held == prev:
+                    self._enter(conv)
+                    return None
+        parsed = parse_request(self.wire, body)
+        msgs = parsed[0]
+        chain = digests("", msgs)
+        self.parsed = (body, parsed)
+        if self.pipe is None and len(self._convs) == 1:
+            return msgs, chain  # the first request
+        where = self._lineage.place("", msgs, chain)
+        if where.session is not None and where.session in self._convs:
+            self._enter(self._convs[where.session])
+        elif where.branch is not None:
+            self._branch_off(where.branch)
+        return msgs, chain
+
+    def _branch_off(self, branch: dict[str, Any]) -> None:
+        number = self._numbered = self._numbered + 1
+        record: str | Path | None = None
+        if self._record_first is not None:
+            first = Path(self._record_first)
+            record = first.with_name(f"{first.stem}-s{number}{first.suffix}")
+        fresh: dict[str, Any] = {
+            "pipe": None, "feeder": None, "fed": [], "reply_fed": False, "actual": None, "tools_seen": (),
+            "prompt_cache_key": None, "last_response_id": None, "record": record,
+        }
+        conv = _Conversation(number, fresh)
+        self._convs[number] = conv
+        self._enter(conv)
+        self.branch = branch
+        self.stats.notes.append(
+            f"conversation {number}: {branch_note(branch)}"
+            + (f"; recorded to {record}" if record is not None else "")
+        )
+        while len(self._convs) > MAX_CONVERSATIONS:  # the proxy's bound on the sessions it keeps
+            self._retire(next(n for n in self._convs if n != self._conv.number))
+
+    def _retire(self, number: int) -> None:
+        """Finish a conversation that was least recently started (see MAX_CONVERSATIONS)."""
+        conv = self._convs.pop(number)
+        self._lineage.forget(number)
+        pipe = conv.state.get("pipe")
+        if pipe is not None:
+            pipe.close()
+        conv.state = {}
+
+    def _enter_number(self, number: int) -> None:
+        conv = self._convs.get(number)
+        if conv is None:
+            raise TapError(f"conversation {number} was finished (more than {MAX_CONVERSATIONS} since)")
+        self._enter(conv)
+
+    def _enter(self, conv: _Conversation) -> None:
+        """Make `conv` the current conversation (its state the tap's attributes)."""
+        if conv is self._conv:
+            return
+        self._conv.state = {k: getattr(self, k) for k in CONVERSATION_STATE}
+        for k, v in conv.state.items():
+            setattr(self, k, v)
+        self._conv = conv
 
     def _before(self, body: dict[str, Any]) -> None:
         params = request_params(body)
@@ -568,6 +685,9 @@ class Tap:
             self.feeder.feed(msg)
             self.fed.append(msg)
             self.reply_fed = True
+            asked = self._asked
+            if asked is not None and asked[0] == self._conv.number and len(self.fed) == len(asked[2]) + 1:
+                self._lineage.journaled(asked[0], "", asked[1], asked[2], asked[3], self.fed, True)
 
     def _usage(self, raw_usage: Any, data: dict[str, Any]) -> None:
         assert self.pipe is not None
@@ -634,7 +754,7 @@ class Tap:
             if not self.guard(self.before, c.body, c.sent_at) or self.pipe is None:
                 c.state = "dropped"
                 continue
-            c.turn, c.state = self.pipe.turn - 1, "open"
+            c.turn, c.state, c.conversation = self.pipe.turn - 1, "open", self._conv.number
             self._open_call = c
             if c.outcome is not None:
                 self._settle(c)
@@ -644,6 +764,7 @@ class Tap:
         assert c.outcome is not None
         kind, payload = c.outcome
         c.state = "done"
+        self._enter_number(c.conversation)
         # Stamped when the outcome came: a call held behind another's turn is journaled only when that
         # one ends, and its span (the OpenTelemetry export) ended there, after its own answer.
         with self.journal_at(c.ended_at):
@@ -653,6 +774,7 @@ class Tap:
         """The outcome of a call whose turn is already closed: a `usage` (or `error`) event under the
         call's own turn number, folded like the pipeline's own. The reply is not fed to the shadow
         history (later requests of that conversation carry it anyway)."""
+        self._enter_number(call.conversation)
         assert self.pipe is not None and call.outcome is not None and call.turn is not None
         kind, payload = call.outcome
         ev: dict[str, Any]
@@ -817,8 +939,10 @@ class Tap:
                 if self._open_call is not None:
                     self.end(self._open_call, problem=unfinished)
                 self._drain()
-                if self.pipe is not None:
-                    self.pipe.close()
+                for conv in list(self._convs.values()):
+                    self._enter(conv)
+                    if self.pipe is not None:
+                        self.pipe.close()
         except Exception as exc:
             self.stats.errors += 1
             self.stats.last_error = f"close: {type(exc).__name__}: {exc}"
@@ -1087,23 +1211,32 @@ def _is_async(client: Any) -> bool:
 
 
 def tap(
-    client: Any, *, record: str | Path | None = None, serve: bool | None = None, window: int = DEFAULT_WINDOW
+    client: Any,
+    *,
+    record: str | Path | None = None,
+    serve: bool | None = None,
+    window: int = DEFAULT_WINDOW,
+    split: bool = True,
 ) -> Any:
     """Wrap an anthropic.Anthropic/AsyncAnthropic or openai.OpenAI/AsyncOpenAI client in place and return it.
 
     `client.contextpipe_stats` is the TapStats; `client.contextpipe_tap` the Tap (call `.close()` at exit
-    to finish the recording; it is also finished at interpreter exit)."""
+    to finish the recording; it is also finished at interpreter exit).
+
+    `split`: conversations that share an opening are recorded apart, as the proxy files them (a restart
+    of the task with the same client, attempts run at once, a step asked again: RUN-s2.cpsession, ...;
+    see Tap._route); False records every call of the client in `record`, each new start as a rewrite."""
     module = type(client).__module__
     is_async = _is_async(client)
     if module.startswith("anthropic") and hasattr(client, "messages"):
-        t = Tap("anthropic", record=record, serve=serve, window=window)
+        t = Tap("anthropic", record=record, serve=serve, window=window, split=split)
         for resource in _anthropic_resources(client):
             # parse(): structured outputs, and the beta tool runner's non-streamed calls
             for name in ("create", "parse"):
                 _wrap_create(resource, t, is_async, "anthropic", name)
             _wrap_anthropic_stream(resource, t, is_async)
     elif hasattr(client, "chat") and hasattr(client.chat, "completions"):
-        t = Tap("openai", record=record, serve=serve, window=window)
+        t = Tap("openai", record=record, serve=serve, window=window, split=split)
         for resource in _openai_chat_resources(client):
             # parse() posts itself (it does not call create): structured outputs would go unrecorded
             for name in ("create", "parse"):

@@ -79,11 +79,16 @@ def capture(request: pytest.FixtureRequest, standin: StandIn, tmp_path: Path) ->
         for c in clients:
             assert c.contextpipe_stats.errors == 0, c.contextpipe_stats.last_error
             c.contextpipe_tap.close()
-        return recs
+        # each client's recording, then its conversations with the same opening (engine.capture.lineage)
+        return [p for r in recs for p in [r, *sorted(r.parent.glob(f"{r.stem}-s*{r.suffix}"), key=_number)]]
 
     yield Capture(
         tapped(openai.OpenAI), lambda: tapped(openai.AsyncOpenAI), finish, lambda: [c.contextpipe_tap.pipe for c in clients]
     )
+
+
+def _number(p: Path) -> int:
+    return int(p.stem.rpartition("-s")[2])
 
 
 def _sent(path: Path, turn: int) -> list[dict[str, Any]]:

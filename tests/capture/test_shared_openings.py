@@ -291,3 +291,73 @@ def test_mini_swe_agent_run_twice_through_one_proxy(
         _no_rewrite(path)
     branch = _traces(second)[0]["conversation_branch"]
     assert branch["kind"] == "same_opening" and branch["session"] == 1 and branch["turn"] == 0
+
+
+# ------------------------------------------------------------------ the tap (in-process SDK wrapping)
+
+
+def test_a_restart_through_the_tap_is_a_recording_of_its_own(standin: StandIn, tmp_path: Path) -> None:
+    """One tapped client used for two runs of the same task: as through the proxy, the second run is its
+    own conversation (recorded next to the first, RUN-s2.cpsession, noted 'same opening as session 1'),
+    and each run's compaction a rewrite of its own. It was one recording, the second run a rewrite."""
+    from engine.capture.tap import tap
+
+    rec = tmp_path / "t.cpsession"
+    client = tap(openai.OpenAI(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=rec)
+    for _ in range(2):
+        standin.script = list(SCRIPT)
+        _openai_agent(client)
+    client.contextpipe_tap.close()
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    second = tmp_path / "t-s2.cpsession"
+    assert sorted(tmp_path.glob("*.cpsession")) == [second, rec]
+    _rewrite_recorded(rec)
+    _rewrite_recorded(second)
+    assert _traces(second)[0]["conversation_branch"] == {
+        "kind": "same_opening",
+        "session": 1,
+        "turn": 0,
+        "at_message": 2,
+    }
+    assert any("conversation 2: same opening as session 1" in n for n in client.contextpipe_stats.notes)
+
+
+def test_parallel_attempts_through_one_tapped_async_client(standin: StandIn, tmp_path: Path) -> None:
+    """Attempts run at once with asyncio.gather on one tapped AsyncAnthropic client, streamed: each its
+    own conversation and recording, every turn in its own, none a rewrite."""
+    import asyncio
+
+    from engine.capture.tap import tap
+
+    n_attempts, n_turns = 3, 3
+    standin.script = [f"Async answer {i}." for i in range(n_attempts * n_turns)]
+    rec = tmp_path / "a.cpsession"
+    client = tap(anthropic.AsyncAnthropic(base_url=standin.url, api_key="k", max_retries=0), record=rec)
+
+    async def attempt() -> list[str]:
+        messages: Any = [{"role": "user", "content": TASK}]
+        texts = []
+        for t in range(n_turns):
+            async with client.messages.stream(
+                model="claude-sonnet-4", max_tokens=256, system=SYSTEM, messages=messages
+            ) as s:
+                text = "".join([x async for x in s.text_stream])
+            texts.append(text)
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": f"Go on ({t})."}]
+        return texts
+
+    async def run() -> list[list[str]]:
+        return list(await asyncio.gather(*(attempt() for _ in range(n_attempts))))
+
+    got = asyncio.run(run())
+    client.contextpipe_tap.close()
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error
+    paths = [rec, tmp_path / "a-s2.cpsession", tmp_path / "a-s3.cpsession"]
+    assert sorted(tmp_path.glob("*.cpsession")) == sorted(paths)
+    # (each reply twice but the last: the stand-in's stream ends with a tool call the agent does not send
+    # back, so its copy of the reply is fed as well, as the tap does for a reply left out)
+    assert sorted(tuple(dict.fromkeys(_replies(p))) for p in paths) == sorted(tuple(t) for t in got)
+    for p in paths:
+        assert len(_traces(p)) == n_turns and not errors(p)
+        _no_rewrite(p)
+        verify_ok(p)

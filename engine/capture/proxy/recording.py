@@ -125,6 +125,7 @@ class ProxyTap(Tap):
     def __init__(self, wire: str, info: SessionInfo, serve: bool, window: int, hello: dict[str, Any]) -> None:
         super().__init__(wire, record=info.path, serve=False, window=window)
         self.info, self.serve_probe, self.hello = info, serve, hello
+        self.routes = False  # the recorder files each request into its session (Recorder._place)
 
     def before(self, body: dict[str, Any], sent_at: float | None = None) -> None:
         if self.pipe is None:
