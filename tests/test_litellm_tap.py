@@ -245,3 +245,37 @@ def test_litellm_request_settings_and_server_are_on_the_turn(
     assert trace["request_params"] == {"max_tokens": 50, "temperature": 0.3, "stop_sequences": ["END"]}
     assert trace["server"] == {"address": "127.0.0.1", "port": urlsplit(upstream.url).port}
     assert trace["response_meta"]["id"] == "chatcmpl-standin"
+
+
+def test_litellm_attempts_of_one_task_are_recorded_apart(upstream: StandIn, tmp_path: Path) -> None:
+    """A batch runner in one process (one litellm callback for all) running a task twice, the second time
+    while the first goes on: each run its own recording (the second lite-s2.cpsession, noted as the first's
+    opening again), as the proxy files them. They were one recording, each start a history rewrite."""
+    lg = ContextPipeLogger(record=tmp_path / "lite.cpsession")
+    litellm.callbacks.append(lg)
+    try:
+        kw: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": upstream.url + "/v1", "api_key": "k"}
+        runs: list[list[Any]] = [
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Fix the test."}] for _ in range(2)
+        ]
+        done = 0
+        for step in range(3):
+            for msgs in runs:
+                upstream.script = [f"Run step {done}."]
+                r = litellm.completion(messages=msgs, **kw)
+                done += 1
+                _wait_for(lg, done)
+                msgs += [{"role": "assistant", "content": r.choices[0].message.content},
+                         {"role": "user", "content": f"output {step}"}]
+        assert lg.stats.errors == 0, lg.stats.last_error
+    finally:
+        uninstall(lg)
+        lg.close()
+    for path in (tmp_path / "lite.cpsession", tmp_path / "lite-s2.cpsession"):
+        ev = _events(path)
+        assert sorted(e["turn"] for e in ev if e["k"] == "actual") == [0, 1, 2]
+        traces = {e["turn"]: e for e in ev if e["k"] == "turn"}
+        assert not any("history_rewrite" in json.dumps(t) for t in traces.values())
+        assert Replayer(ev).verify().ok
+    second = [e for e in _events(tmp_path / "lite-s2.cpsession") if e["k"] == "turn" and e["turn"] == 0]
+    assert '"same_opening"' in json.dumps(second)
