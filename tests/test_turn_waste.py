@@ -28,6 +28,7 @@ import engine.stats as stats_mod
 from engine.artifacts import Message, Text, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Measure, Section
 from engine.hashing import call_hash, canonical_json, content_hash, result_hash
+from engine.optimize.context import Marker
 from engine.pipeline import Pipeline
 from engine.providers import make_serializer
 from engine.providers.openai import message_blocks, tool_messages
@@ -196,6 +197,59 @@ def test_a_growing_session_hashes_what_it_appended() -> None:
             assert body.startswith(prev[: len(prev) - 200])  # it appended
             assert hashed <= len(body) - len(prev) + 200, (t, hashed, len(body) - len(prev))
         prev = body
+    assert len(prev) > 3 * 16384  # long enough that the checkpoints alone would re-hash kilobytes
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+def test_a_moving_tail_breakpoint_rehashes_only_the_message_it_left(provider: str) -> None:
+    """With breakpoints, the tail marker sits on the newest message and moves to the next newest on the
+    next request, which rewrites the previous newest message without it. That request re-hashes that
+    one message, its new messages and the envelope's tail; before, the body hash kept its state at the
+    end of the messages, missed it, and went back to the last 16 KB checkpoint (up to 16 KB a turn)."""
+    ser = make_serializer(provider)
+    measure = Measure(TokenCounter(CharTokenizer()))
+    tool = ToolSchema.create(
+        "bash", "Run a command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
+    history: list[Message] = [Message("user", (Text("fix the bug"),))]
+    prev = b""
+    prev_last = 0  # the previous body's newest message, as it was sent (marked)
+    for t in range(40):
+        call = ToolCall(f"c{t}", "bash", json.dumps({"cmd": f"cat f{t}"}))
+        out = "".join(f'output {t}.{i} "é"\t\\\n' for i in range(60))
+        history += [
+            Message("assistant", (Text(f"step {t}"), call)),
+            Message("user", (ToolResult(f"c{t}", out),)),
+        ]
+        asm = (
+            Section("tools", "Tools", SectionKind.TOOLS, CacheScope.GLOBAL, Priority.LAST_RESORT, (tool,)),
+            Section(
+                "identity",
+                "Identity",
+                SectionKind.IDENTITY,
+                CacheScope.GLOBAL,
+                Priority.NEVER,
+                (Text("Be brief."),),
+            ),
+            Section(
+                "history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, tuple(history)
+            ),
+        )
+        tail = Marker("history", len(history) - 1, "none", "conversation tail")
+        before = ser._body_hash.hashed
+        req = ser.serialize(asm, (tail,), "claude-sonnet-4", 4096, measure)
+        hashed = ser._body_hash.hashed - before
+        if t >= 2:
+            assert hashed <= len(req.body) - len(prev) + prev_last + 400, (
+                t,
+                hashed,
+                len(req.body) - len(prev),
+            )
+        assert req.request_sha256 == hashlib.sha256(req.body).hexdigest()
+        prev = req.body
+        last = ser._items[(measure.counter.tokenizer.name, "history", history[-1].sha, True)][0]
+        assert last in prev
+        prev_last = len(last)
     assert len(prev) > 3 * 16384  # long enough that the checkpoints alone would re-hash kilobytes
 
 

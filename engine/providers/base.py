@@ -767,6 +767,7 @@ class Serializer:
         tool_shas: dict[str, str] = {}
         section_shas: dict[str, str] = {}
         last_marker = -1
+        tail_marked = False  # whether the newest message carries a marker
         hexes: list[str] | None = []
         total = 0  # the blocks' tokens
         for s, run in self._laid_out(asm, markers, measure):
@@ -779,6 +780,13 @@ class Serializer:
             if n is None:
                 n = run.tokens = sum(map(_TOKENS, run.blocks))
             total += n
+            if run.marks and "messages" in segs:
+                last_msg = len(run.segments) - 1
+                while run.segments[last_msg] != "messages":
+                    last_msg -= 1
+                tail_marked = last_msg in run.marks
+            elif "messages" in segs:
+                tail_marked = False
             if body and len(segs) == 1:
                 out[run.segments[0]].extend(run.frags)
             elif body:
@@ -808,7 +816,14 @@ class Serializer:
         prefix_sha: str | PrefixDigest
         if body:
             data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
-            request_sha = self._body_hash.hexdigest(data, self._messages_end_of(data, out["messages"]))
+            mark = self._messages_end_of(data, out["messages"])
+            if tail_marked and mark:
+                # The tail breakpoint (Anthropic, Bedrock) is on the newest message and moves to the next
+                # newest next turn, which rewrites this message without it: the next body repeats this
+                # one up to this message's start, not its end. Kept there, the hash state lets it resume
+                # with one memcmp instead of searching the checkpoints and re-hashing up to 16 KB.
+                mark -= len(out["messages"][-1])
+            request_sha = self._body_hash.hexdigest(data, mark)
             if prefix_hash or hexes is None:
                 prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
             else:
