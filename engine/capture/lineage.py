@@ -31,9 +31,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.importers.model import MessageRec
+if TYPE_CHECKING:  # (annotations only: the importers import this module, for claude-trace logs)
+    from engine.importers.model import MessageRec
 
 BRANCH_KEY = "conversation_branch"  # the trace key of a session's first turn when it branched from another
 SAME_OPENING = "same_opening"
@@ -231,3 +232,26 @@ class Lineage:
 
     def __len__(self) -> int:
         return len(self._known)
+
+
+def conversations(calls: Sequence[tuple[str, Sequence[MessageRec], MessageRec | None]]) -> list[int]:
+    """The conversation of each call of a log, in order (`(key, request messages, reply or None)`; `key`
+    the opening's, routes.session_key): numbered from 1 as the proxy would have filed them live."""
+    index = Lineage()
+    family: dict[str, list[int]] = {}
+    turns: dict[int, int] = {}
+    out: list[int] = []
+    for key, msgs, reply in calls:
+        chain = digests(key, msgs)
+        where = index.place(key, msgs, chain)
+        number = where.session
+        if number is None and where.branch is None and family.get(key):
+            number = family[key][-1]  # the agent's own version of its history: the latest conversation
+        if number is None:
+            number = len(turns) + 1
+            family.setdefault(key, []).append(number)
+        turn = turns[number] = turns.get(number, -1) + 1
+        fed = [*msgs, reply] if reply is not None else list(msgs)
+        index.journaled(number, key, turn, msgs, chain, fed, reply is not None)
+        out.append(number)
+    return out

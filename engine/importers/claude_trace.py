@@ -8,7 +8,8 @@ are skipped and counted in the notes. Headers are never read (claude-trace keeps
 
 Claude Code talks to the API in several conversations at once (the main agent, sub-agents, short
 title and summary calls on a small model). They are told apart as the proxy tells sessions apart
-(system prompt and first message: `engine.capture.proxy.routes.session_key`); the import is
+(system prompt and first message: `engine.capture.proxy.routes.session_key`, then the messages each
+conversation already holds: `engine.capture.lineage`); the import is
 the conversation with the most calls (`conversation=N` picks another, 1 = the largest), and the notes
 list the others.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.capture.lineage import conversations
 from engine.capture.proxy.routes import session_key
 from engine.importers._common import Ctx, _kind, json_lines
 from engine.importers.model import CallRec, ImportedSession, Interner
@@ -54,7 +56,8 @@ def _response_of(resp: Any, ctx: Ctx, where: str) -> tuple[Any, str | None]:
 def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
     ctx = Ctx(NAME, path)
     intern = Interner()
-    groups: dict[str, list[tuple[CallRec, str]]] = {}
+    keyed: list[tuple[str, CallRec, str]] = []  # each call with its opening's key
+    groups: dict[int, list[tuple[CallRec, str]]] = {}  # by conversation
     skipped: dict[str, int] = {}
     for where, obj in json_lines(text, ctx):
         if not sniff_line(obj):
@@ -77,7 +80,13 @@ def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
         if error is not None:
             line_obj["error"] = error
         call, provider = parse_line(line_obj, ctx, where, intern)
-        groups.setdefault(session_key("anthropic", body, None), []).append((call, provider))
+        keyed.append((session_key("anthropic", body, None), call, provider))
+    # Calls with one opening may be several conversations (a sub-agent of one kind run twice, a call
+    # asked again): told apart by the messages each already holds, as the proxy files them
+    for (_, call, provider), number in zip(
+        keyed, conversations([(k, c.messages, c.response) for k, c, _ in keyed]), strict=True
+    ):
+        groups.setdefault(number, []).append((call, provider))
     if not groups:
         ctx.fail("", "no /v1/messages calls in the file" + (f" (skipped: {skipped})" if skipped else ""))
     ranked = sorted(groups.values(), key=lambda g: -len(g))

@@ -165,6 +165,26 @@ def test_claude_trace_other_conversation_and_cli(tmp_path: Path) -> None:
     assert "turns from claude-trace" in p.stdout and "conversation 1 of 2" in p.stdout
 
 
+def test_claude_trace_a_conversation_run_twice_is_two(tmp_path: Path) -> None:
+    """Two runs with one opening in one log (a sub-agent of one kind started twice, the second while the
+    first goes on): two conversations, as the proxy files them, not one whose every other call rewrites
+    its history (the import had all five calls, each run's start a 'rewrite' of the other)."""
+    def run_b(line: str) -> str:
+        return line.replace("toolu_", "toolu_b")  # the second run's own tool calls
+
+    a = [_pair(_main_body(t), _sse_response(t)) for t in range(3)]
+    b = [run_b(_pair(_main_body(t), _sse_response(t))) for t in range(2)]
+    log = tmp_path / "log-twice.jsonl"
+    log.write_text("\n".join([a[0], b[0], a[1], b[1], a[2]]) + "\n")
+    imp = load(log)
+    assert imp.meta["conversations"] == [3, 2]
+    assert [c.response.tool_calls[0].id for c in imp.calls if c.response] == ["toolu_0", "toolu_1", "toolu_2"]
+    out = tmp_path / "twice.cpsession"
+    pipe, _ = ingest(imp, out)
+    pipe.close()
+    assert verify_ok(out) == 3
+
+
 def test_claude_trace_bad_line_names_it(tmp_path: Path) -> None:
     log = _trace_log(tmp_path)
     log.write_text(
