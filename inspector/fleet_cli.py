@@ -36,7 +36,8 @@ def expand_paths(patterns: list[str]) -> list[Path]:
                     fail(f"{p} is a directory with no .cpsession recordings in it")
                 out += found
             elif not p.exists():
-                fail(f"no such file: {p}")
+                # As typed (Path drops a trailing slash): "report runs/" said "no such file: runs".
+                fail(f"no such file or directory: {m}")
             else:
                 out.append(p)
     unique: dict[Path, Path] = {}

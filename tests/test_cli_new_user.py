@@ -515,3 +515,11 @@ def test_the_command_lists_say_what_each_command_does_without_cutting_it() -> No
             assert all(len(row) <= width for row in rows), (width, rows)
     listed = _command_list(CliRunner().invoke(app, ["--help"], terminal_width=80).output)
     assert "  import    Turn another tool's trajectory into a recording." in listed
+
+
+def test_report_and_export_name_a_missing_directory_as_it_was_typed(tmp_path: Path) -> None:
+    # `report runs/` said "no such file: runs": a directory named as a file, its slash dropped.
+    for command in ("report", "export"):
+        r = CliRunner().invoke(app, [command, f"{tmp_path}/runs/"])
+        assert r.exit_code == 1, r.output
+        assert r.output == f"cp-inspect: no such file or directory: {tmp_path}/runs/\n", r.output
