@@ -126,12 +126,10 @@ def proxy(
         fail(str(exc), 2)
 
     def on_session(info: SessionInfo) -> None:
-        b = info.branch  # a conversation with another's opening (engine.capture.lineage)
-        how = "same opening as" if b and b["kind"] == "same_opening" else "forked from"
         typer.echo(
             f"session {info.number}: {info.model} ({info.provider}) -> {info.path}"
             + (f"   watch: cp-inspect attach {info.target}" if serve else "")
-            + (f"   ({how} session {b['session']})" if b else ""),
+            + _branched(info.branch, "   "),
         )
 
     try:
@@ -166,6 +164,7 @@ def proxy(
             "errors": i.errors,
             "tap_errors": i.tap_errors,
             "target": i.target,
+            "branch": i.branch,  # a conversation with another's opening (engine.capture.lineage)
         }
         for i in sorted([*rec.let_go, *(i for i, _ in rec.sessions.values())], key=lambda i: i.number)
     ]
@@ -175,9 +174,19 @@ def proxy(
         )
     typer.echo(f"proxy stopped ({stop}); {len(summary)} session(s)")
     for s in summary:
-        typer.echo(f"  {s['path']}: {s['calls']} calls, {s['errors']} errors")
+        typer.echo(f"  {s['path']}: {s['calls']} calls, {s['errors']} errors{_branched(s.get('branch'))}")
     for note in rec.skipped[:5]:
         typer.echo(f"  not recorded: {note}")
+
+
+def _branched(branch: Any, sep: str = " ") -> str:
+    """' (same opening as session 1)' / ' (forked from session 1 at message 4)' for a session that shares
+    another's opening (engine.capture.lineage), else ''."""
+    if not isinstance(branch, dict):
+        return ""
+    if branch.get("kind") == "same_opening":
+        return f"{sep}(same opening as session {branch.get('session')})"
+    return f"{sep}(forked from session {branch.get('session')} at message {branch.get('at_message')})"
 
 
 def _write_state(path: Path, obj: dict[str, Any]) -> None:
@@ -415,8 +424,8 @@ def _summary(state: Path, agent_log: Path | None) -> None:
         )
     for s in sessions:
         typer.echo(
-            f"cp-inspect: session {s['number']} ({s['model']}): {s['calls']} calls, {s['errors']} errors "
-            f"-> {s['path']}  (cp-inspect replay {s['path']})",
+            f"cp-inspect: session {s['number']} ({s['model']}): {s['calls']} calls, {s['errors']} errors"
+            f"{_branched(s.get('branch'))} -> {s['path']}  (cp-inspect replay {s['path']})",
             err=True,
         )
     for note in (info.get("skipped") or [])[:5]:

@@ -2,9 +2,11 @@
 agents are: `cp-inspect run` must record it without any change to its code.
 
     python -m tests.capture.script_agent --turns 4 [--stream] [--exit 3] [--delay 0.5] [--conversations 2]
+                                         [--runs 2]
 
 With --conversations K it holds K conversations one after the other, each with its own system prompt
-(as a sub-agent would): the proxy sees K sessions.
+(as a sub-agent would): the proxy sees K sessions. With --runs N it does all that N times over, the same
+task again (as a harness retrying it): sessions with the same opening.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ def main() -> int:
     ap.add_argument(
         "--conversations", type=int, default=1, help="conversations (sessions), one after another"
     )
+    ap.add_argument("--runs", type=int, default=1, help="run it all this many times (the same task again)")
     args = ap.parse_args()
     client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY", "sk-script-agent"), max_retries=0)
-    for c in range(args.conversations):
-        who = "a script agent" if c == 0 else f"sub-agent {c}"
-        converse(client, args, f"You are {who}. Answer briefly.", prefix="" if c == 0 else f"[{c}] ")
+    for _ in range(args.runs):
+        for c in range(args.conversations):
+            who = "a script agent" if c == 0 else f"sub-agent {c}"
+            converse(client, args, f"You are {who}. Answer briefly.", prefix="" if c == 0 else f"[{c}] ")
     return args.exit
 
 

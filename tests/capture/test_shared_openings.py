@@ -293,6 +293,42 @@ def test_mini_swe_agent_run_twice_through_one_proxy(
     assert branch["kind"] == "same_opening" and branch["session"] == 1 and branch["turn"] == 0
 
 
+def test_run_says_which_session_has_another_ones_opening(
+    standin: StandIn, tmp_path: Path, rtdir: Path
+) -> None:
+    """`cp-inspect run -- AGENT` whose agent does its task twice: the summary names both sessions and says
+    the second has the first one's opening."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(rtdir)}
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
+        env.pop(k, None)
+    standin.script = []
+    rec = tmp_path / "rec"
+    cmd = [
+        sys.executable,
+        "-m",
+        "inspector.cli",
+        "run",
+        "--no-tui",
+        "--record-dir",
+        str(rec),
+        "--upstream",
+        standin.url,
+        "--",
+        sys.executable,
+        "-m",
+        "tests.capture.script_agent",
+        "--turns",
+        "2",
+        "--runs",
+        "2",
+    ]
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert "session 1 (gpt-4o): 2 calls, 0 errors ->" in p.stderr, p.stderr
+    assert "session 2 (gpt-4o): 2 calls, 0 errors (same opening as session 1) ->" in p.stderr, p.stderr
+    assert len(sorted(rec.glob("*.cpsession"))) == 2
+
+
 # ------------------------------------------------------------------ the tap (in-process SDK wrapping)
 
 
