@@ -304,7 +304,7 @@ def run(
         _stop_proxy(px)  # the proxy has its own session: never leave it behind
         raise
     _stop_proxy(px)
-    _summary(state, agent_log if not no_tui else None)
+    _summary(state, agent_log if not no_tui else None, code)
     raise typer.Exit(code)
 
 
@@ -409,14 +409,19 @@ def _stop_proxy(px: subprocess.Popen[bytes]) -> None:
             px.wait()
 
 
-def _summary(state: Path, agent_log: Path | None) -> None:
+def _summary(state: Path, agent_log: Path | None, code: int = 0) -> None:
     try:
         info = json.loads(state.read_text())
     except (OSError, json.JSONDecodeError):
         typer.echo("cp-inspect: the proxy left no summary (it may have been killed)", err=True)
         return
     sessions = info.get("sessions") or []
-    if not sessions:
+    if not sessions and code != 0:
+        # An agent that failed before its first call (mini-swe-agent with no model configured): the
+        # base-URL question sent its user looking in the wrong place.
+        typer.echo(f"cp-inspect: no model calls went through the proxy: the agent exited with status {code} "
+                   "before making one (its output says why)", err=True)
+    elif not sessions:
         typer.echo(
             "cp-inspect: no model calls went through the proxy (does the agent read "
             "OPENAI_BASE_URL / ANTHROPIC_BASE_URL?)",

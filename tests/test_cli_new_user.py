@@ -523,3 +523,17 @@ def test_report_and_export_name_a_missing_directory_as_it_was_typed(tmp_path: Pa
         r = CliRunner().invoke(app, [command, f"{tmp_path}/runs/"])
         assert r.exit_code == 1, r.output
         assert r.output == f"cp-inspect: no such file or directory: {tmp_path}/runs/\n", r.output
+
+
+def test_run_of_an_agent_that_fails_before_any_call_says_so(tmp_path: Path) -> None:
+    # `cp-inspect run --no-tui -- mini -t ...` with no model configured: mini exits 1 at its setup prompt,
+    # and the run asked "does the agent read OPENAI_BASE_URL / ANTHROPIC_BASE_URL?", the wrong place.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(tmp_path)}
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    failing = [sys.executable, "-c", "import sys; print('no model configured', file=sys.stderr); sys.exit(3)"]
+    res = subprocess.run([sys.executable, "-c", code, "run", "--no-tui", "--record-dir", str(tmp_path / "rec"),
+                          "--", *failing], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 3, res.stderr
+    assert "no model configured" in res.stderr  # the agent's own words, on the terminal
+    assert "the agent exited with status 3 before making one" in res.stderr, res.stderr
+    assert "BASE_URL" not in res.stderr, res.stderr
