@@ -128,20 +128,22 @@ class Lineage:
     def place(self, family: str, msgs: Sequence[MessageRec], chain: Sequence[int]) -> Placement:
         """The session `msgs` (its `digests`) belongs to, or which new one. See the module docstring."""
         n = len(msgs)
-        # 1. The longest known history the request extends. A request that leaves out the last reply
-        # and goes on (mini-swe-agent drops a reply without a tool call and answers it with a format
-        # error) extends it too, as the tap takes it; one that stops there asks that step again (a fork).
+        # 1. The longest known history the request extends.
+        dropped: int | None = None
         for i in range(n, 0, -1):
             held = self._tips.get(chain[i])
             if held:
                 return Placement(min(held))
-            if i < n:
-                held = self._before_reply.get(chain[i])
-                if held:
-                    return Placement(min(held))
             gone = self._gone.get(chain[i])
             if gone is not None:
                 return Placement(None, continues=gone)
+            if i < n and self._before_reply.get(chain[i]):
+                # It leaves out a session's last reply and goes on (mini-swe-agent drops a reply without
+                # a tool call and answers it with a format error: the tap takes that as going on), unless
+                # it holds another session's last reply (below): a short history (a session of one call,
+                # whose history without its reply is the opening) is weak evidence.
+                dropped = min(self._before_reply[chain[i]])
+                break
         # 2. A rewrite of a session's history: it holds that session's last reply (a compaction keeps
         # the last exchange and puts a summary before it; an edit of old tool outputs keeps everything).
         for m in reversed(msgs):
@@ -150,6 +152,8 @@ class Lineage:
             for number in self._replies.get(loose(m), ()):
                 if self._known[number].family == family:
                     return Placement(number)
+        if dropped is not None:
+            return Placement(dropped)
         # 3. An earlier request of a session again, alone or followed by another reply than it got.
         for k in range(n, 0, -1):
             asked = self._requests.get(chain[k])

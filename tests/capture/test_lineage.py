@@ -1,0 +1,72 @@
+"""engine.capture.lineage on its own: many attempts of one task, interleaved at random, some compacting
+their history, some restarted, one forked; every request must be filed where the agent meant it. The
+index is fed as the proxy feeds it (the request's messages, then its reply)."""
+
+from __future__ import annotations
+
+import random
+
+from engine.capture.lineage import FORK, SAME_OPENING, Lineage, conversations, digests
+from engine.importers.model import MessageRec, ToolCallRec
+
+KEY = "p:opening"
+OPENING = [MessageRec("system", "You are an agent."), MessageRec("user", "Fix the failing test.")]
+
+
+class Attempt:
+    def __init__(self, name: str) -> None:
+        self.name, self.msgs, self.turn, self.session = name, list(OPENING), 0, None
+
+    def reply(self) -> MessageRec:
+        call = ToolCallRec(f"call_{self.name}_{self.turn}", "bash", '{"cmd": "ls"}')
+        return MessageRec("assistant", f"Step {self.turn}.", (call,))
+
+    def compact(self) -> None:
+        # keeps the opening and the last exchange, a summary in place of the rest (capture26's case)
+        self.msgs = [*OPENING, MessageRec("user", f"Summary of {self.name}."), *self.msgs[-2:]]
+
+
+def _ask(index: Lineage, a: Attempt, sessions: list[int]) -> None:
+    chain = digests(KEY, a.msgs)
+    where = index.place(KEY, a.msgs, chain)
+    if a.session is None:
+        assert where.session is None, (a.name, where)
+        if sessions:
+            assert where.branch is not None and where.branch["kind"] == SAME_OPENING, where
+        a.session = len(sessions) + 1
+        sessions.append(a.session)
+    else:
+        assert where.session == a.session, (a.name, a.turn, where)
+    r = a.reply()
+    index.journaled(a.session, KEY, a.turn, a.msgs, chain, [*a.msgs, r], True)
+    a.msgs = [*a.msgs, r, MessageRec("tool", f"out {a.name} {a.turn}", (), r.tool_calls[0].id)]
+    a.turn += 1
+
+
+def test_random_interleavings_file_every_request_with_its_attempt() -> None:
+    for seed in range(30):
+        rng = random.Random(seed)
+        index = Lineage()
+        sessions: list[int] = []
+        attempts = [Attempt(str(i)) for i in range(rng.randint(2, 6))]
+        for _ in range(60):
+            a = rng.choice(attempts)
+            if a.turn >= 3 and rng.random() < 0.1:
+                a.compact()
+            _ask(index, a, sessions)
+        assert len(sessions) == len(attempts) == len(index)
+
+
+def test_a_fork_and_conversations_of_a_log() -> None:
+    index = Lineage()
+    a = Attempt("a")
+    for _ in range(3):
+        _ask(index, a, [])
+    # the request of turn 1 again (4 messages: the opening, the first reply, its output), answered anew
+    again = a.msgs[:4]
+    where = index.place(KEY, again, digests(KEY, again))
+    assert where.session is None and where.branch == {"kind": FORK, "session": 1, "turn": 1, "at_message": 4}
+    # the same calls as a log: the fork is a conversation of its own, the first one's calls stay together
+    log = [(KEY, OPENING, a.reply()), (KEY, [*OPENING, MessageRec("user", "hm")], None)]
+    assert conversations(log) == [1, 1]  # (a rewrite after the opening: the same conversation)
+    assert conversations([(KEY, OPENING, MessageRec("assistant", "x")), (KEY, OPENING, None)]) == [1, 2]
