@@ -129,7 +129,7 @@ class Lineage:
         """The session `msgs` (its `digests`) belongs to, or which new one. See the module docstring."""
         n = len(msgs)
         # 1. The longest known history the request extends.
-        dropped: int | None = None
+        dropped: tuple[int, int] | None = None  # (its length, the session) of a history without its reply
         for i in range(n, 0, -1):
             held = self._tips.get(chain[i])
             if held:
@@ -140,9 +140,10 @@ class Lineage:
             if i < n and self._before_reply.get(chain[i]):
                 # It leaves out a session's last reply and goes on (mini-swe-agent drops a reply without
                 # a tool call and answers it with a format error: the tap takes that as going on), unless
-                # it holds another session's last reply (below): a short history (a session of one call,
-                # whose history without its reply is the opening) is weak evidence.
-                dropped = min(self._before_reply[chain[i]])
+                # it holds another session's last reply or a longer earlier request (below): a short
+                # history (a session of one call, whose history without its reply is the opening) is
+                # weak evidence.
+                dropped = (i, min(self._before_reply[chain[i]]))
                 break
         # 2. A rewrite of a session's history: it holds that session's last reply (a compaction keeps
         # the last exchange and puts a summary before it; an edit of old tool outputs keeps everything).
@@ -152,13 +153,13 @@ class Lineage:
             for number in self._replies.get(loose(m), ()):
                 if self._known[number].family == family:
                     return Placement(number)
-        if dropped is not None:
-            return Placement(dropped)
         # 3. An earlier request of a session again, alone or followed by another reply than it got.
         for k in range(n, 0, -1):
             asked = self._requests.get(chain[k])
             if not asked:
                 continue
+            if dropped is not None and dropped[0] >= k:
+                break
             number, turn = min(asked)
             known = self._known[number]
             if k < n and (msgs[k].role != "assistant" or loose(msgs[k]) == known.replies.get(turn)):
@@ -167,6 +168,8 @@ class Lineage:
                 return Placement(number)
             kind = SAME_OPENING if chain[k] == known.first else FORK
             return Placement(None, {"kind": kind, "session": number, "turn": turn, "at_message": k})
+        if dropped is not None:
+            return Placement(dropped[1])
         return Placement(None)
 
     def journaled(

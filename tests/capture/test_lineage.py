@@ -16,6 +16,8 @@ OPENING = [MessageRec("system", "You are an agent."), MessageRec("user", "Fix th
 class Attempt:
     def __init__(self, name: str) -> None:
         self.name, self.msgs, self.turn, self.session = name, list(OPENING), 0, None
+        self.asked: list[list[MessageRec]] = []  # its requests so far (a fork asks one of them again)
+        self.drop = False  # its next reply is left out of its history (mini-swe-agent's format error)
 
     def reply(self) -> MessageRec:
         call = ToolCallRec(f"call_{self.name}_{self.turn}", "bash", '{"cmd": "ls"}')
@@ -26,20 +28,24 @@ class Attempt:
         self.msgs = [*OPENING, MessageRec("user", f"Summary of {self.name}."), *self.msgs[-2:]]
 
 
-def _ask(index: Lineage, a: Attempt, sessions: list[int]) -> None:
+def _ask(index: Lineage, a: Attempt, sessions: list[int], kind: str = SAME_OPENING) -> None:
     chain = digests(KEY, a.msgs)
     where = index.place(KEY, a.msgs, chain)
     if a.session is None:
         assert where.session is None, (a.name, where)
         if sessions:
-            assert where.branch is not None and where.branch["kind"] == SAME_OPENING, where
+            assert where.branch is not None and where.branch["kind"] == kind, where
         a.session = len(sessions) + 1
         sessions.append(a.session)
     else:
         assert where.session == a.session, (a.name, a.turn, where)
     r = a.reply()
     index.journaled(a.session, KEY, a.turn, a.msgs, chain, [*a.msgs, r], True)
-    a.msgs = [*a.msgs, r, MessageRec("tool", f"out {a.name} {a.turn}", (), r.tool_calls[0].id)]
+    a.asked.append(a.msgs)
+    if a.drop:
+        a.msgs, a.drop = [*a.msgs, MessageRec("user", f"format error {a.name} {a.turn}")], False
+    else:
+        a.msgs = [*a.msgs, r, MessageRec("tool", f"out {a.name} {a.turn}", (), r.tool_calls[0].id)]
     a.turn += 1
 
 
@@ -53,6 +59,36 @@ def test_random_interleavings_file_every_request_with_its_attempt() -> None:
             a = rng.choice(attempts)
             if a.turn >= 3 and rng.random() < 0.1:
                 a.compact()
+            _ask(index, a, sessions)
+        assert len(sessions) == len(attempts) == len(index)
+
+
+def test_random_attempts_with_dropped_replies_restarts_and_forks() -> None:
+    """As above, with replies left out of the history (mini-swe-agent's format errors), attempts started
+    late (restarts) and forks (an attempt's earlier request asked again, going on from there)."""
+    for seed in range(30):
+        rng = random.Random(1000 + seed)
+        index = Lineage()
+        sessions: list[int] = []
+        attempts = [Attempt("0")]
+        for step in range(80):
+            roll = rng.random()
+            if roll < 0.05:
+                attempts.append(Attempt(str(len(attempts))))  # the task started again
+                _ask(index, attempts[-1], sessions)
+                continue
+            a = rng.choice(attempts)
+            if roll < 0.1 and len(a.asked) >= 2:
+                k = rng.randrange(1, len(a.asked))
+                fork = Attempt(f"{a.name}.{step}")
+                fork.msgs, fork.turn = list(a.asked[k]), k
+                _ask(index, fork, sessions, kind=FORK)
+                attempts.append(fork)
+                continue
+            if roll < 0.2 and a.turn >= 1:
+                # (not its first reply: two attempts that both leave their first reply out ask the same
+                # request, the opening and the same complaint, which no index can tell apart)
+                a.drop = True
             _ask(index, a, sessions)
         assert len(sessions) == len(attempts) == len(index)
 
