@@ -1138,6 +1138,24 @@ threading.Thread(target=follow, daemon=True).start()
 for line in sys.stdin:
     break
 """
+# The inspector itself (the app on the live source, headless at 120x40, as `cp-inspect attach` runs it):
+# from its process's spawn (SPAWNED_AT, wall clock) to its first complete frame, and the turn it shows.
+APP_READER = """
+import asyncio, os, sys, time
+from inspector.app import InspectorApp
+from inspector.sources.live import LiveSource
+app = InspectorApp(LiveSource(int(sys.argv[1]), timeout=30))
+async def main():
+    async with app.run_test(size=(120, 40)):
+        while not (app.index >= 0 and len(app.view.timeline)):
+            await asyncio.sleep(0.001)
+        drawn = asyncio.get_running_loop().create_future()
+        app.call_after_refresh(lambda: drawn.done() or drawn.set_result(time.time()))
+        at = await drawn
+        print("APP", at - float(sys.argv[2]), app.view.timeline.traces[app.index]["turn"], len(app.view.timeline), flush=True)
+        os._exit(0)
+asyncio.run(main())
+"""
 # 50 attach/detach cycles in one process: connect (the elided stream, as the inspector asks), read the
 # hello and a few events, close.
 CHURN_READER = """
@@ -1188,9 +1206,11 @@ def attach_long(args: argparse.Namespace) -> None:
     )
 
     def paced(n: int, until: Callable[[], bool] | None = None) -> list[tuple[float, float]]:
+        """n paced turns, and more until `until()` (for 600 s at most)."""
         out = []
         t = 0
-        while t < n or (until is not None and not until() and t < 50 * n):
+        give_up = time.monotonic() + 600
+        while t < n or (until is not None and not until() and time.monotonic() < give_up):
             w0, c0 = time.perf_counter(), time.thread_time()
             step(turn + len(out))
             out.append((time.perf_counter() - w0, time.thread_time() - c0))
@@ -1241,9 +1261,7 @@ def attach_long(args: argparse.Namespace) -> None:
                         if not got:
                             break
                         (line if got[0] == "FIRST" else filled).extend(got)
-                    return bool(filled) and all(
-                        s.snapshot_pending == 0 and s.buffered_bytes == 0 and not s.queued for s in server.stats()
-                    )
+                    return bool(filled) and all(s.snapshot_pending == 0 and s.buffered_bytes == 0 for s in server.stats())
 
                 rows = paced(args.turns, done)
                 fields = line
@@ -1270,6 +1288,33 @@ def attach_long(args: argparse.Namespace) -> None:
             f"first frame: {' '.join(f'{x:.2f}' for x in firsts)} s (median {statistics.median(firsts):.2f}); "
             f"whole history in the reader: {' '.join(f'{x:.2f}' for x in fills)} s"
         )
+    # The inspector's own first frame (the app on the live source), once.
+    app = subprocess.Popen(
+        [sys.executable, "-c", APP_READER, str(os.getpid()), str(time.time())],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+    )
+    assert app.stdout is not None
+    os.set_blocking(app.stdout.fileno(), False)
+    got_app: list[str] = []
+
+    def app_done() -> bool:
+        assert app.stdout is not None
+        got_app.extend(app.stdout.readline().split())
+        return bool(got_app) or app.poll() is not None
+
+    rows = paced(1, app_done)
+    turn += len(rows)
+    app.wait(60)
+    wait_for(lambda: server.client_count == 0, 60)
+    print(
+        f"inspector app (headless 120x40): first complete frame {float(got_app[1]):.2f} s after its spawn, showing "
+        f"turn {got_app[2]} of {turn - 1} ({got_app[3]} turns in its timeline); agent meanwhile: {summary(rows)}"
+        if got_app
+        else "inspector app: no first frame"
+    )
     gc.collect()
     rss1 = rss_kb()
     churn = subprocess.Popen(
