@@ -35,8 +35,7 @@ class TierPanel(LinePanel):
             Content.assemble((t["tier"], f"bold {tier_style(t['tier'])}"), "  ", ("turn", muted), f" {t['turn']}",
                              *(("  ", (f"{alerts} alert(s)", "$warning")) if alerts else ())),
             Content.assemble(("why", muted), f" {why.get('text', '')}"),
-            Content.assemble(("raw", muted), f" {why.get('raw', '-')} ", ("· pred", muted),
-                             f" {why.get('predictive', '-')} ", ("· recovery", muted), " ", recovery),
+            _tiers(why.get("raw", "-"), why.get("predictive", "-"), recovery, width),
             Content.assemble(("planned", muted), f" {tok(t['estimated_tokens'])} ", ("→ sent", muted), " ",
                              (tok(t["final_tokens"]), "bold"),
                              f" ({signed(saved)}), {len(t.get('actions') or [])} action(s)"),
@@ -44,3 +43,15 @@ class TierPanel(LinePanel):
         if t.get("error"):
             lines.append(Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
         return lines
+
+
+def _tiers(raw: str, pred: str, recovery: str | tuple[str, str], width: int) -> Content:
+    """The tier each pressure asks for, and whether an error escalated it. At 80 columns (a 40-column
+    panel) "raw TrimSchemas · pred TrimSchemas · recovery no" was cut after "pred TrimSchemas ·" with no
+    sign: one tier named once when both ask for it, and a cut that still does not fit ends with "…"."""
+    muted = "$text-muted"
+    line = Content.assemble(("raw", muted), f" {raw} ", ("· pred", muted), f" {pred} ", ("· recovery", muted), " ",
+                            recovery)
+    if line.cell_length > width and raw == pred:
+        line = Content.assemble(("raw, pred", muted), f" {raw} ", ("· recovery", muted), " ", recovery)
+    return line if line.cell_length <= width else line.truncate(width, ellipsis=True)

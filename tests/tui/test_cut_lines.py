@@ -220,3 +220,22 @@ async def test_the_cache_layouts_left_out_row_says_why_within_the_panel(tmp_path
         assert row.startswith("▲ left out: 4 prefix(es) under the model's 1024-token minimum cacheable prefix"), row
         # The places in full where they fit (200 columns), else left out whole, never cut inside them.
         assert row.endswith(")") if width >= 200 else row.endswith("minimum cacheable prefix"), row
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+async def test_the_tier_panel_says_which_tier_each_pressure_asks_for_and_recovery(size: str) -> None:
+    # At 80x24 (a 40-column panel) the row read "raw TrimSchemas · pred TrimSchemas ·": cut at the edge,
+    # with no sign, before "recovery no".
+    width, height = SIZES[size]
+    app = InspectorApp(FileSource(DEMO), start_turn=39)  # TrimSchemas, raw and predictive alike
+    async with app.run_test(size=(width, height)) as pilot:
+        await settle(pilot)
+        panel = app.query_one("#tier")
+        room = panel.scrollable_content_region.width
+        rows = [panel.render_line(y).text.rstrip() for y in range(panel.scrollable_content_region.height)]
+        assert all(cell_len(r) <= room for r in rows), rows
+        tiers = [r.strip() for r in rows if "recovery" in r]
+        full = "raw TrimSchemas · pred TrimSchemas · recovery no"
+        # (At 120x40 the long row wrapped: "recovery no" alone on a row, the planned/sent row pushed out.)
+        assert tiers == [full if len(full) <= room else "raw, pred TrimSchemas · recovery no"], rows
+        assert any(r.startswith("planned ") for r in rows) or width < 100, rows  # (3 rows at 80x24)
