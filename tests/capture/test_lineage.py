@@ -65,7 +65,8 @@ def test_random_interleavings_file_every_request_with_its_attempt() -> None:
 
 def test_random_attempts_with_dropped_replies_restarts_and_forks() -> None:
     """As above, with replies left out of the history (mini-swe-agent's format errors), attempts started
-    late (restarts) and forks (an attempt's earlier request asked again, going on from there)."""
+    late (restarts), forks (an attempt's earlier request asked again, going on from there) and
+    compactions."""
     for seed in range(30):
         rng = random.Random(1000 + seed)
         index = Lineage()
@@ -85,7 +86,11 @@ def test_random_attempts_with_dropped_replies_restarts_and_forks() -> None:
                 _ask(index, fork, sessions, kind=FORK)
                 attempts.append(fork)
                 continue
-            if roll < 0.2 and a.turn >= 1:
+            if roll < 0.15 and len(a.asked) >= 3 and a.msgs[-2].role == "assistant":
+                # (keeping its last exchange, as capture26's agents do: kept messages a fork shares
+                # with its parent alone could be either's)
+                a.compact()
+            elif roll < 0.25 and a.turn >= 1:
                 # (not its first reply: two attempts that both leave their first reply out ask the same
                 # request, the opening and the same complaint, which no index can tell apart)
                 a.drop = True
