@@ -33,12 +33,11 @@ import re
 import threading
 import time
 import weakref
-from bisect import bisect_left
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
@@ -424,7 +423,7 @@ class Pipeline:
         self._call_ids = CallIds()
         self._renamed: list[tuple[int, str, str]] = []
         self._call_alias: dict[str, str] = {}
-        self._renamed_memo: tuple[tuple[int, int, int], str] = ((0, 0, 0), "")
+        self._renamed_memo: tuple[int, str] = (0, "")
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
         self.stats = Statistics()
@@ -1143,9 +1142,8 @@ class Pipeline:
             if note:
                 hsec = replace(hsec, note=note)
         if self._renamed:
-            said = self._renamed_note(te, elided)
-            if said:
-                hsec = replace(hsec, note=f"{hsec.note}; {said}" if hsec.note else said)
+            said = self._renamed_note()
+            hsec = replace(hsec, note=f"{hsec.note}; {said}" if hsec.note else said)
         asm = (*sources, hsec)
         # The history section's total from the running sum, so measuring the whole conversation (the
         # raw pressure beside the sent one) costs O(new messages), not O(session length). With messages
@@ -1211,39 +1209,25 @@ class Pipeline:
                 )
         return "; ".join(said)
 
-    def _renamed_note(self, te: int, elided: int) -> str:
-        """The history section's note when it sends calls with other ids than the agent gave them (see
-        engine/providers/call_ids.py): how many, the newest few, and why, so the trace says why the
-        request's ids are not the agent's. Made once for the same calls held (the count of them left
-        out and in): an agent that numbers its calls per turn has one more each turn."""
+    def _renamed_note(self) -> str:
+        """The history section's note when the session has sent calls with other ids than the agent gave
+        them (see engine/providers/call_ids.py): how many, the newest few, and why, so the trace says why
+        the request's ids are not the agent's. It counts the whole conversation's calls, not only those
+        this request holds: a build that cuts the history before assembling it (Pipeline._assemble_from,
+        simulate's carried cut) and one that trims it afterwards must say the same. Made once per call
+        renamed: an agent that numbers its calls per turn has one more each turn."""
         ren = self._renamed
-        # Those the assembly holds: the elided stretch [te, te + elided) is not sent.
-        lo = bisect_left(ren, te, key=itemgetter(0))
-        hi = bisect_left(ren, te + elided, key=itemgetter(0))
-        key = (len(ren), lo, hi)
         memo = self._renamed_memo
-        if memo[0] == key:
+        if memo[0] == len(ren):
             return memo[1]
-        n = len(ren) - (hi - lo)
-        said = ""
-        if n:
-            # The newest three held, without copying the list (it grows by a call a turn for some agents).
-            last: list[tuple[int, str, str]] = []
-            j = len(ren) - 1
-            while j >= 0 and len(last) < 3:
-                if lo <= j < hi:
-                    j = lo - 1
-                    continue
-                last.append(ren[j])
-                j -= 1
-            rule = CALL_ID_RULES[canonical_provider(self.config.provider)]
-            newest = "; ".join(f"message {i}: {own!r} as {sent!r}" for i, own, sent in reversed(last))
-            said = (
-                f"{n} tool call(s) sent to {rule.name} with another id than the agent gave "
-                f"({newest}{'; and earlier ones' if n > 3 else ''}), since {rule.why}; their "
-                "results go with them, and each keeps its id on every later turn"
-            )
-        self._renamed_memo = (key, said)
+        rule = CALL_ID_RULES[canonical_provider(self.config.provider)]
+        newest = "; ".join(f"message {i}: {own!r} as {sent!r}" for i, own, sent in ren[-3:])
+        said = (
+            f"{len(ren)} tool call(s) of the conversation sent to {rule.name} with another id than the agent "
+            f"gave ({newest}{'; and earlier ones' if len(ren) > 3 else ''}), since {rule.why}; their "
+            "results go with them, and each keeps its id on every later turn"
+        )
+        self._renamed_memo = (len(ren), said)
         return said
 
     def _task_end(self) -> int:

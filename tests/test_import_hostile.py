@@ -157,12 +157,26 @@ def test_cli_says_which_calls_failed_and_that_no_model_is_named(tmp_path: Path) 
     body = {"max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}  # no model anywhere
     ok = {"status_code": 200, "headers": {}, "body": {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "yo"}], "usage": {"input_tokens": 5, "output_tokens": 1}}}  # noqa: E501
     overloaded = {"status_code": 529, "headers": {}, "body": {"type": "error", "error": {"type": "overloaded_error"}}}
+    # The second call goes on from the first's reply: the same conversation, whose turn 1 failed.
+    more = {**body, "messages": [*body["messages"], {"role": "assistant", "content": "yo"}, {"role": "user", "content": "more"}]}  # noqa: E501
     src = tmp_path / "log.jsonl"
-    src.write_text(_trace_line(body, ok) + "\n" + _trace_line(body, overloaded) + "\n")
+    src.write_text(_trace_line(body, ok) + "\n" + _trace_line(more, overloaded) + "\n")
     res = CliRunner().invoke(app, ["import", "auto", str(src), "-o", str(tmp_path / "o.cpsession")])
     assert res.exit_code == 0, res.output
     assert "note: the source names no model: recorded as 'unknown'; import with --model NAME to price it" in res.output
     assert 'note: turn 1: no reply in the source (HTTP 529: {"type": "error", "error": {"type": "overloaded_error"}}); kept as a failed call' in res.output  # noqa: E501
+
+
+def test_the_same_opening_asked_again_is_another_conversation_named_without_a_model(tmp_path: Path) -> None:
+    # The opening asked again after it was answered is a restart (engine/capture/lineage.py), as the
+    # proxy files it; the note on the conversation left out names its model, or says it has none.
+    body = {"max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    ok = {"status_code": 200, "headers": {}, "body": {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "yo"}], "usage": {"input_tokens": 5, "output_tokens": 1}}}  # noqa: E501
+    src = tmp_path / "log.jsonl"
+    src.write_text(_trace_line(body, ok) + "\n" + _trace_line(body, ok) + "\n")
+    res = CliRunner().invoke(app, ["import", "auto", str(src), "-o", str(tmp_path / "o.cpsession")])
+    assert res.exit_code == 0, res.output
+    assert "imported conversation 1 of 2 (1 calls); the others: 1 call(s) on an unnamed model" in res.output
 
 
 def test_call_id_used_again_by_a_later_message_is_said_and_both_pair(tmp_path: Path) -> None:

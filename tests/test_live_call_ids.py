@@ -137,7 +137,7 @@ def test_an_upstream_that_repeats_its_tool_use_id_gets_unique_ids_back(standin: 
     ]
     assert results == [(seen[-1][t], f"listing {t}") for t in range(5)]
     note = _history_note(req.trace)
-    assert "4 tool call(s) sent to Anthropic with another id" in note
+    assert "4 tool call(s) of the conversation sent to Anthropic with another id" in note
     assert "'toolu_1' as 'toolu_1_r4'" in note
     pipe.close()
 

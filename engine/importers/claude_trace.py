@@ -94,7 +94,11 @@ def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
         ctx.fail("", f"has {len(ranked)} conversation(s); conversation {conversation} does not exist")
     chosen = ranked[conversation - 1]
     session = session_of(NAME, path, [c for c, _ in chosen], [p for _, p in chosen], ctx)
-    others = [f"{len(g)} call(s) on {g[0][0].model}" for i, g in enumerate(ranked) if i != conversation - 1]
+    others = [
+        f"{len(g)} call(s) on {g[0][0].model or 'an unnamed model'}"
+        for i, g in enumerate(ranked)
+        if i != conversation - 1
+    ]
     session.meta["conversations"] = [len(g) for g in ranked]
     session.meta.setdefault("notes", [])
     if others:
