@@ -82,6 +82,11 @@ def status_parts(
     count: Part = (f"({index + 1}/{len(tl)})", "$text-muted")
     rate = f"{SPEEDS[speed]:g}×"
     mode = f"[bold $accent]▶ playing {rate}[/]" if playing else f"[$text-muted]⏸ {rate}[/]"
+    following = live and disconnected is None and not playing and tl.follow
+    if following:
+        # The view moves with each turn that arrives: "⏸ 1×  following newest" put a pause sign on it.
+        # The speed is play's alone (space), so it goes too.
+        mode = "[$success]following newest[/]"
     # `saved_turns`: the turns the file `s` wrote holds (None: not known, as before). A save made while the
     # agent ran holds the turns received by then: "saved to FILE" beside "400 turns kept", once the agent
     # had ended, said the file held all 400 when it held the 386 of the save.
@@ -106,8 +111,8 @@ def status_parts(
     elif saved_to:
         held = f"{saved_turns} turns " if saved_turns is not None else ""
         state = f"[$success]saved {held}to {escape(saved_to)}[/]"
-    elif live:
-        state = "[$success]following newest[/]" if tl.follow else "[$warning]stepped back (End to follow)[/]"
+    elif live and not following:
+        state = "" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:
         state = ""
     dropped = f"  [$warning]{view.dropped} events dropped[/]" if view.dropped else ""
