@@ -38,6 +38,7 @@ from .entry import run_plain_command
 from .proxy_cli import proxy, run
 from .recording_open import warn
 from .simulate_cli import simulate
+from .token_arg import parse_turn, tokens_option
 
 if TYPE_CHECKING:
     from engine.recording.cpsession import RecordingReader
@@ -171,8 +172,10 @@ def ps(
 def explain(
     ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="A .cpsession recording or the pid of a live agent.")],
-    turn: Annotated[int | None, typer.Option(help="Turn to explain (default: the last; -1 is the last, -2 the one before).")] = None,
-    budget: Annotated[int | None, typer.Option(help="Re-plan with this window (tokens).")] = None,
+    # Read as text: a number of tokens as the inspector prints it (32k, 1.5M) and a turn that is not a
+    # number are one cp-inspect line each (token_arg.py), not typer's three-line usage block.
+    turn: Annotated[str | None, typer.Option(metavar="N", help="Turn to explain (default: the last; -1 is the last, -2 the one before).")] = None,
+    budget_text: Annotated[str | None, typer.Option("--budget", metavar="TOKENS", help="Re-plan with this window (tokens: 32000, 32k, 1.5M).")] = None,
     gate: GateOpt = None,
     threshold: ThresholdOpt = None,
     provider: Annotated[str | None, typer.Option(
@@ -201,6 +204,7 @@ def explain(
         fmt = "json"
     if fmt not in ("text", "json"):
         fail("--format must be text or json", 2)
+    budget = tokens_option(budget_text, "--budget")
     if budget is not None and budget <= 0:
         # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
         fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
@@ -354,9 +358,9 @@ def _explain_read(target: str, r: Any, n: int) -> tuple[list[dict[str, Any]], li
 
 
 def _explain_target(
-    target: str, turn: int | None
+    target: str, turn_text: str | None
 ) -> tuple[Any, int, tuple[list[dict[str, Any]], list[int], dict[str, Any]] | None]:
-    """The turn `explain` is asked for (`turn`: None for the last, negative from the last): (the open
+    """The turn `explain` is asked for (`turn_text`: None for the last, negative from the last): (the open
     recording, n, None), or for a live agent (None, n, its events whole, [], turn n's event)."""
     from engine.probe.runtime_dir import parse_target
 
@@ -376,6 +380,11 @@ def _explain_target(
         nums = r.turn_numbers()
     if not nums:
         fail(f"{target} has no completed turns yet")
+    try:
+        turn = None if turn_text is None else parse_turn(turn_text)
+    except ValueError:
+        fail(f"--turn: turn numbers are integers, got {turn_text!r} ({target} has turns {min(nums)}..{max(nums)}; "
+             "-1 is the last)", 2)
     n = max(nums) if turn is None else (turn if turn >= 0 else max(nums) + 1 + turn)
     if n not in nums:
         # The turn as given (-100 was reported as "turn -60"), and a usage error as in `replay --turn`.
@@ -519,7 +528,8 @@ def import_(
             help="Provider policy for the engine's shadow plan: anthropic, openai, bedrock, prefix or deepseek "
             "(default: the source's, else openai).")
     ] = None,
-    window: Annotated[int | None, typer.Option(help="Context window (tokens) for the engine's plan.")] = None,
+    window_text: Annotated[str | None, typer.Option(
+        "--window", metavar="TOKENS", help="Context window (tokens: 32000, 32k, 1.5M) for the engine's plan.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
 ) -> None:
     """Import a real agent trajectory as a recording: each model call becomes a turn.
@@ -532,6 +542,7 @@ def import_(
     from engine.importers.ingest import ingest
     from engine.importers.model import ImportFormatError
 
+    window = tokens_option(window_text, "--window")
     if not src.exists():
         fail(f"no such file: {src}")
     if src.is_dir():

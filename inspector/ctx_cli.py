@@ -15,6 +15,7 @@ import typer
 from engine.errors import ContextPipeError
 from engine.store.items import Kind, replace_surrogates
 from inspector.cli_common import fail
+from inspector.token_arg import tokens_option
 
 if TYPE_CHECKING:
     from engine.store import ContextStore, Window
@@ -204,7 +205,8 @@ def _explain(window: Window) -> str:
 @ctx_app.command("get", short_help="Serve a window that fits BUDGET and print it.")
 def get_cmd(
     db: ExistingDbOpt,
-    budget: Annotated[int, typer.Option("--budget", help="Window ceiling in tokens (a 2% margin is kept).")],
+    budget_text: Annotated[str, typer.Option(
+        "--budget", metavar="TOKENS", help="Window ceiling in tokens: 12000, 12k, 1.5M (a 2% margin is kept).")],
     query: Annotated[str | None, typer.Option("--query", help="Free text to rank items by (BM25).")] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Model name (token counting); 'chars' = estimate.")
@@ -234,6 +236,8 @@ def get_cmd(
     if as_json and explain:  # --explain was dropped without a word: the JSON manifest is its data
         fail("choose one of --json (the manifest) and --explain (the same, as text)", 2)
 
+    budget = tokens_option(budget_text, "--budget")
+    assert budget is not None  # a required option
     if budget <= 0 or budget > MAX_BUDGET:
         fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
     try:

@@ -15,6 +15,7 @@ import typer
 
 from .cli_common import check_window, fail, need_terminal
 from .recording_open import trajectory_hint, warn
+from .token_arg import tokens_option
 
 if TYPE_CHECKING:  # the commands import what they run lazily: `cp-inspect --help` stays quick
     from .sources.live import LiveSource
@@ -258,8 +259,9 @@ def export(
 def report(
     files: Annotated[list[str], typer.Argument(help="Recordings: files, directories or globs.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    window: Annotated[int | None, typer.Option(
-        help="Window for the engine's what-if (default: each recording's own).")] = None,
+    window_text: Annotated[str | None, typer.Option(
+        "--window", metavar="TOKENS",
+        help="Window for the engine's what-if, in tokens: 32000, 32k, 1.5M (default: each recording's own).")] = None,
     svg: Annotated[Path | None, typer.Option(help="Also write a bar chart of cost per session here.")] = None,
     model: Annotated[str | None, typer.Option(
         help="Price sessions whose own model has no price as this model (default: they are skipped).")] = None,
@@ -282,6 +284,7 @@ def report(
 
     # Wrong options are refused before any session is simulated: a bad --window was reported as every
     # session "skipped" (exit 1), and an unwritable --svg was a traceback after all the work was done.
+    window = tokens_option(window_text, "--window")
     check_window(window)
     if svg is not None:
         if svg.is_dir():

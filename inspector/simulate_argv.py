@@ -4,8 +4,9 @@ typer 0.29 coerces every parameter that is not a bool flag through a pydantic Ty
 the command runs, whatever its value (even None): any `simulate` command line imports pydantic and
 builds its adapters, and typer first builds every command of the program. That is ~0.2-0.3 s CPU of a
 run whose goal is 1 s (BENCHMARKS.md, "Session-wide what-if and cost"); no annotation avoids it
-(typer 0.29 has no `click_type=`, and wraps a `parser=` in an adapter too). simulate's values are plain: paths, one
-decimal, strings and repeatable NAME=VALUE strings, which come out of typer exactly as read here, so
+(typer 0.29 has no `click_type=`, and wraps a `parser=` in an adapter too). simulate's values are plain: paths, a
+number of tokens (read by token_arg.parse_tokens, as simulate_command reads typer's text), strings and
+repeatable NAME=VALUE strings, which come out of typer exactly as read here, so
 the console script hands them to `simulate` itself. Anything else (help, an unknown or repeated
 single option, a value that looks like an option, a signed or unusual number, `--`, shell completion)
 returns None and goes through typer as before, so its answers (help, usage errors, exit codes) stay
@@ -18,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .replay_argv import DECIMAL, option_value, plain_token, shell_completing
+from .replay_argv import option_value, plain_token, shell_completing
+from .token_arg import parse_tokens
 
 # Option -> simulate's keyword, by the kind of value it takes.
 _TEXT = {"--provider": "provider", "--model": "model", "--policies": "policies", "--policy": "policy"}
@@ -68,9 +70,10 @@ def plain_simulate(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str,
         if name in _REPEATED:
             out[_REPEATED[name]] = [*(out[_REPEATED[name]] or ()), value]
         elif name in _INT:
-            if not DECIMAL.fullmatch(value):
+            try:  # read as simulate_command reads typer's text (32000, 32k, 1.5M); anything else is typer's to say
+                out[_INT[name]] = parse_tokens(value)
+            except ValueError:
                 return None
-            out[_INT[name]] = int(value)
         elif name in _PATH:
             out[_PATH[name]] = Path(value)
         else:

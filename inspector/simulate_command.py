@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .recording_open import about, fail, open_recording
+from .token_arg import tokens_option
 
 if TYPE_CHECKING:
     from engine.sim.cachesim import CallCache
@@ -27,7 +28,7 @@ def simulate(
     files: list[Path],
     provider: str | None = None,
     model: str | None = None,
-    window: int | None = None,
+    window: int | str | None = None,
     gate: list[str] | None = None,
     threshold: list[str] | None = None,
     prices: Path | None = None,
@@ -37,9 +38,11 @@ def simulate(
     as_json: bool = False,
     per_turn: bool = False,
 ) -> None:
-    """simulate_cli.simulate's work, with the collector held off (see collector_held)."""
+    """simulate_cli.simulate's work, with the collector held off (see collector_held). `window` as typed
+    (32000, 32k, 1.5M) or already read."""
+    tokens = tokens_option(window, "--window")
     with collector_held():
-        run(files, provider, model, window, gate, threshold, prices, policies, policy, no_calibrate, as_json,
+        run(files, provider, model, tokens, gate, threshold, prices, policies, policy, no_calibrate, as_json,
             per_turn)  # fmt: skip
 
 
