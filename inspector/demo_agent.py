@@ -119,6 +119,10 @@ SCRIPT: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 FLIP_TURN = 15  # the turn whose request carries the flipped permissions latch
+# The turn whose tool output is doubled (turn 19 reads engine/providers/base.py: ~11k tokens, ~22k doubled).
+# The largest output is turn 17's grep of every `def` in the repository (~135k cl100k tokens on
+# today's tree, 13 windows of 10,200), spilled on its own: from turn 18 the trace's `raw_history`
+# (the conversation as the agent holds it, over the window) reads ~15 while pressure stays under 1.
 HUGE_TURN = 19
 BIND_FAIL_TURN = 12
 
@@ -306,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             out = run_tool(tool, targs, writable)
             if t == HUGE_TURN:
-                out = out + "\n" + out  # make the map of every def big enough to spill
+                out = out + "\n" + out  # a second large output, spilled as well
             pipe.tool_result(calls[0].id, out, is_error=out.startswith("error:"))
             fake[0] += 20.0
             if args.delay:

@@ -50,12 +50,11 @@ class PressurePanel(LinePanel):
         muted = "$text-muted"
         # Pressure is over what will be sent (the compacted history); the uncompacted figure beside it.
         whole = t["pressure"].get("raw_history")
-        beside = f"uncompacted {whole:.2f}" if whole is not None and whole > raw + 0.005 else None
         window = f"of {tok(t['usable'])} usable / {tok(t['limit'])}" if width >= 50 else None
         raw_s, pred_s = f"{raw:.2f}", f"{pred:.2f}"
+        beside, label = uncompacted(whole, raw, len(raw_s) + len(pred_s), window, width)
         # The head is one line: wrapped (the uncompacted figure on a line of its own at 80 columns), it
         # pushed the bar down and the tier marks (T C A) out of the narrow layout's three rows.
-        label = "predictive"
         if len(raw_s) + len(pred_s) + (len(beside) + 2 if beside else 0) + 17 > width:
             label = "pred"
         head = (raw_s, pred_s, style, beside, window, label, width)
@@ -89,6 +88,36 @@ class PressurePanel(LinePanel):
                 cell = cells[point] = (block(point[0], SCALE), tier_style(point[1]))
             spark.append(cell)
         return Content.assemble(("history ", "$text-muted"), *merge_runs(spark))
+
+
+def times_window(whole: float) -> str:
+    """A multiple of the window in at most four characters: 0.95, 1.50, 15.5, 152."""
+    if whole < 9.995:
+        return f"{whole:.2f}"
+    if whole < 99.95:
+        return f"{whole:.1f}"
+    return f"{whole:.0f}"
+
+
+def uncompacted(
+    whole: float | None, raw: float, figures: int, window: str | None, width: int
+) -> tuple[str | None, str]:
+    """The whole conversation's tokens as a multiple of the window, beside pressure over what is sent
+    (None when nothing was compacted away), and the word for predictive pressure. Read bare, the
+    demo's "15.52" beside "0.37" looked like a pressure gone wrong; it is fifteen and a half windows of
+    conversation (the demo's grep of every `def` in the repository is 13 windows on its own, sent
+    spilled). The longest wording that leaves the head on one line with the window's size, shortening
+    "predictive" to "pred" before the wording (`figures`: the raw and predictive figures' characters;
+    "raw " and "  predictive " are 17, "pred" 6 fewer)."""
+    if whole is None or whole <= raw + 0.005:
+        return None, "predictive"
+    m = times_window(whole)
+    rest = figures + (len(window) + 2 if window else 0)
+    for words in (f"uncompacted {m}× the window", f"uncompacted {m}× window"):
+        for label, around in (("predictive", 17), ("pred", 11)):
+            if rest + around + 2 + len(words) <= width:
+                return words, label
+    return f"uncompacted {m}×", "predictive"
 
 
 def _covered(fractions: list[float], pressure: float) -> int:

@@ -57,7 +57,7 @@ async def test_a_prompt_fits_a_small_terminal_with_its_whole_question(
 
 @pytest.mark.parametrize("size", [(80, 24), (100, 30)])
 async def test_the_pressure_head_stays_one_line_and_the_tier_marks_stay(size: tuple[int, int]) -> None:
-    # Turn 35 of the demo sends a compacted history (pressure 0.42 of 10.25 uncompacted). The head
+    # Turn 35 of the demo sends a compacted history (pressure 0.42, 10.25 windows uncompacted). The head
     # wrapped: at 80 columns "10.25" took the bar's row and the T/C/A marks fell out of the three rows;
     # at 100 the window's size wrapped and pushed the history sparkline out.
     app = InspectorApp(FileSource(DEMO), start_turn=35)
@@ -65,7 +65,7 @@ async def test_the_pressure_head_stays_one_line_and_the_tier_marks_stay(size: tu
         await settle(pilot)
         panel = app.query_one("#pressure", PressurePanel)
         rows = [panel.render_line(y).text for y in range(panel.size.height)]
-        assert rows[0].startswith("raw 0.42  pred") and "uncompacted 10.25" in rows[0], rows
+        assert rows[0].startswith("raw 0.42  pred") and "uncompacted 10.3×" in rows[0], rows
         assert "┃" in rows[1] and all(mark in rows[2] for mark in "TCA"), rows
         if size[0] >= 100:
             assert rows[0].rstrip().endswith("…") and rows[4].startswith("history "), rows
