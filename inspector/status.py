@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.cells import cell_len
 from textual.markup import escape
 
@@ -18,6 +20,8 @@ NAME_CHARS = 32
 # shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
 # path keeps more of its end (the file's name, what a person looks for) than of its start.
 PATH_CHARS = 10
+# The least of that path kept, shortened, beside the source's name: with less room, the name goes first.
+PATH_CHARS_NAMED = 24
 
 
 def short_name(name: str, limit: int = NAME_CHARS, head_share: float = 0.5) -> str:
@@ -103,9 +107,11 @@ def status_parts(
         else:
             where = "press s to save"
 
-        def banner(path: str) -> str:
+        def banner(path: str, short: bool = False) -> str:
+            # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too.
             told = where.format(escape(path)) if banner_path else where
-            return f"[bold $text on $error] Agent disconnected — {len(tl)} turns kept; {told} [/]"
+            kept_n = "" if short else f" — {len(tl)} turns kept"
+            return f"[bold $text on $error] Agent disconnected{kept_n}; {told} [/]"
 
         state = banner(banner_path)
     elif saved_to:
@@ -130,7 +136,10 @@ def status_parts(
         if over <= 0:
             return whole
         origin = f"{kind} {escape(one_line(short_name(name, max(len(name) - over, NAME_CHARS))))}"
-    if disconnected is not None:  # the banner goes first so 80 columns never cut it off
+    if disconnected is not None and width is not None:
+        return _disconnected_line(origin, kind, turn, mode, state, f"{dropped}  {model}", width, banner,
+                                  banner_path)
+    if disconnected is not None:  # the banner goes first: the line said at once that the agent is gone
         full: tuple[Part, ...] = (f"{origin} {state}  ", *turn, f"  {mode}{dropped}  {model}")
     else:
         full = (f"{origin}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
@@ -138,17 +147,8 @@ def status_parts(
     # must end before that cell.
     if width is None or _cells(full[: full.index(number) + 1]) < width:
         return full  # the turn number is on screen; what follows it is cut at the edge with an ellipsis
-    # Narrower. A disconnected agent's banner stays whole as long as it can: the turn number goes before
-    # it, without the name or the count, and a path it names is shortened in the middle to end inside the
-    # line (if PATH_CHARS are left it). Otherwise the name is shortened to leave the turn on screen (12 cells
-    # at least, else it goes), then the count goes.
-    if disconnected is not None:
-        head: tuple[Part, ...] = (f"{kind} ", *turn[:2], "  ")
-        over = _cells((*head, state)) - width + 1  # (+1: the banner closes before the edge's ellipsis)
-        if banner_path and over > 0:
-            if len(banner_path) - over >= PATH_CHARS:
-                state = banner(short_name(banner_path, len(banner_path) - over, head_share=1 / 3))
-        return (*head, f"{state}  {mode}{dropped}  {model}")
+    # Narrower: the name is shortened to leave the turn on screen (12 cells at least, else it goes), then
+    # the count goes.
     rest = f"  {mode}  {state}{dropped}  {model}"
     room = width - 1 - _cells((f"{kind}   ", *turn))  # kind, a space, the name, two spaces, the turn, "…"
     if live:
@@ -159,6 +159,56 @@ def status_parts(
     if _cells((start, *turn)) < width:
         return (start, *turn, rest)
     return (start, *turn[:2], rest)
+
+
+def _disconnected_line(
+    origin: str,
+    kind: str,
+    turn: tuple[Part, ...],
+    mode: str,
+    state: str,
+    tail: str,
+    width: int,
+    banner: Callable[[str, bool], str],
+    path: str,
+) -> tuple[Part, ...]:
+    """A disconnected agent's line at `width`: the turn, its count and the play state always show, and
+    the banner gives way to them. At 120 columns the banner ("... recording kept at /tmp/cp-demo-x/
+    demo.cpsession") cut the line after "turn 12": stepping back and playing, a person saw neither where
+    they were nor that it played. In turn: the line whole; the path named shortened in the middle (its end,
+    the file's name, kept more of); then the name left out, the turn and play state first and the banner
+    after them, shorter (the count kept is the turn's "(i/N)"), its path shortened to the room left or the
+    banner cut at the edge; the count goes last. The whole line is in the tooltip and `?` (status_whole)."""
+
+    def fit(parts: tuple[Part, ...], least: int) -> tuple[Part, ...] | None:
+        """`parts` with the banner (its second part) naming the path shortened so that all up to the play
+        state ends before the edge's ellipsis cell; None when `least` characters of it would not be left."""
+        over = _cells(parts[: parts.index(f"  {mode}") + 1]) - width + 1
+        if over <= 0:
+            return parts
+        if not path or len(path) - over < least:
+            return None
+        return (parts[0], banner(short_name(path, len(path) - over, head_share=1 / 3), False), *parts[2:])
+
+    # The banner first, after the source's name: it says at once that the agent is gone. The name goes
+    # before the path is shortened to less than PATH_CHARS_NAMED ("/tmp….cpsession" said nothing).
+    for start, least in ((f"{origin} ", PATH_CHARS_NAMED), (f"{kind} ", PATH_CHARS)):
+        laid = fit((start, state, "  ", *turn, f"  {mode}", tail), least)
+        if laid is not None:
+            return laid
+    short = banner(path, True)
+    for shown in (turn, turn[:2]):
+        parts: tuple[Part, ...] = (f"{kind} ", *shown, f"  {mode}", "  ", short, tail)
+        if _cells(parts[: parts.index(f"  {mode}") + 1]) >= width and shown is turn:
+            continue  # no room for the count: it goes
+        # The banner after the play state, its path shortened to end inside the line; with no room for
+        # PATH_CHARS of it the banner is cut at the edge.
+        at = parts.index(short)
+        over = _cells(parts[: at + 1]) - width + 1
+        if path and over > 0 and len(path) - over >= PATH_CHARS:
+            parts = (*parts[:at], banner(short_name(path, len(path) - over, head_share=1 / 3), True), tail)
+        return parts
+    raise AssertionError("unreachable")
 
 
 def _cells(parts: tuple[Part, ...]) -> int:

@@ -81,16 +81,19 @@ async def test_a_disconnected_agents_banner_keeps_the_end_of_the_path_it_names(s
         assert app.disconnected is not None
         drawn = _drawn(app)
         assert cell_len(drawn) <= width - 2, drawn
-        assert "Agent disconnected — 30 turns kept; recording kept at /home/" in drawn, drawn
-        assert "turn 29" in drawn, drawn
-        if width >= 200:
-            assert f"recording kept at {KEPT} " in drawn, drawn
-        elif width >= 120:  # shortened in the middle: the file's name ends the banner (it was cut at the edge)
-            assert "…" in drawn and "hmallow-1343.cpsession " in drawn, drawn
-        else:  # no room for any of it that says something: cut at the edge, and said to be
-            assert drawn.endswith("…"), drawn
+        # The turn, its count and the play state always show; the banner gives way to them (tui27).
+        assert "turn 29 (30/30)  ⏸ 1×" in drawn, drawn
+        if width >= 120:  # shortened in the middle: the file's name ends the banner (it was cut at the edge)
+            assert "Agent disconnected — 30 turns kept; recording kept at /home/" in drawn, drawn
+            assert "…" in drawn and ("hmallow-1343.cpsession " if width >= 200 else "1343.cpsession ") in drawn, drawn
+        else:  # after the turn and the play state, no room for any of the path that says something: cut at
+            assert "Agent disconnected; recording kept at /home/" in drawn and drawn.endswith("…"), drawn  # the edge
+        # The path whole: in the status line's tooltip and in `?`.
         assert f"recording kept at {KEPT} " in "\n".join(app.status_whole())
         assert f"recording kept at {KEPT}" in str(app.query_one("#status", MarkupLine).tooltip)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen) and any(KEPT in row for row in app.screen.compose_rows())
 
 
 def _panel_rows(panel: AlertsPanel) -> list[str]:

@@ -150,7 +150,10 @@ async def test_disconnect_says_where_the_session_is_kept(tmp_path: Path) -> None
     app = InspectorApp(src)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert "recording kept at /data/agent-run.cpsession" in status_text(app)
+        # At 120 columns the line shortens the path to leave the turn and play state on screen: the whole
+        # path is in the status line's tooltip and `?` (status_whole).
+        assert "recording kept at /data/agent-run.cpsession" in "\n".join(app.status_whole())
+        assert "recording kept at /data/a" in status_text(app) and "turn 29 (30/30)  ⏸ 1×" in status_text(app)
         assert "press s" not in status_text(app)
     src2 = SyntheticSource(30, live=True, initial=20)
     app2 = InspectorApp(src2)

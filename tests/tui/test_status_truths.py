@@ -29,3 +29,27 @@ async def test_a_live_view_following_the_newest_turn_is_not_shown_paused() -> No
         await pilot.press("end")
         await settle(pilot)
         assert "following newest" in _drawn(app) and "⏸" not in _drawn(app), _drawn(app)
+
+
+async def test_a_disconnected_agents_banner_gives_way_to_the_turn_and_play_state_at_120_columns() -> None:
+    """`cp-inspect demo` at 120x40 after the agent ended, Home then space: the line kept the whole
+    banner and cut after "turn 0" (no count, no play state)."""
+    src = SyntheticSource(12, live=True, initial=12, delay=0.01)
+    src.header |= {"pid": 24251, "recording": "/tmp/cp-demo-op4d99m9/demo.cpsession"}
+    app = InspectorApp(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.disconnected is not None
+        await pilot.press("home")
+        await settle(pilot)
+        drawn = _drawn(app)
+        assert "turn 0 (1/12)  ⏸ 1×" in drawn, drawn  # (the model after it is cut at the edge)
+        await pilot.press("space")
+        await pilot.pause()
+        drawn = _drawn(app)
+        assert "(1/12)  ▶ playing 1×" in drawn or "(2/12)  ▶ playing 1×" in drawn, drawn
+        # the banner still says the agent is gone and where its recording is (its path shortened in the
+        # middle, the file's name kept), the path whole in the tooltip and `?`
+        assert "Agent disconnected — 12 turns kept; recording kept at /tmp/" in drawn, drawn
+        assert "…" in drawn and "demo.cpsession " in drawn, drawn
+        assert "recording kept at /tmp/cp-demo-op4d99m9/demo.cpsession" in "\n".join(app.status_whole())
