@@ -174,8 +174,8 @@ def explain(
     target: Annotated[str, typer.Argument(help="A .cpsession recording or the pid of a live agent.")],
     # Read as text: a number of tokens as the inspector prints it (32k, 1.5M) and a turn that is not a
     # number are one cp-inspect line each (token_arg.py), not typer's three-line usage block.
-    turn: Annotated[str | None, typer.Option(metavar="N", help="Turn to explain (default: the last; -1 is the last, -2 the one before).")] = None,
-    budget_text: Annotated[str | None, typer.Option("--budget", metavar="TOKENS", help="Re-plan with this window (tokens: 32000, 32k, 1.5M).")] = None,
+    turn: Annotated[str | None, typer.Option(metavar="<int>", help="Turn to explain (default: the last; -1 is the last, -2 the one before).")] = None,
+    budget_text: Annotated[str | None, typer.Option("--budget", metavar="<tokens>", help="Re-plan with this window (tokens: 32000, 32k, 1.5M).")] = None,
     gate: GateOpt = None,
     threshold: ThresholdOpt = None,
     provider: Annotated[str | None, typer.Option(
@@ -529,7 +529,7 @@ def import_(
             "(default: the source's, else openai).")
     ] = None,
     window_text: Annotated[str | None, typer.Option(
-        "--window", metavar="TOKENS", help="Context window (tokens: 32000, 32k, 1.5M) for the engine's plan.")] = None,
+        "--window", metavar="<tokens>", help="Context window (tokens: 32000, 32k, 1.5M) for the engine's plan.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
 ) -> None:
     """Import a real agent trajectory as a recording: each model call becomes a turn.

@@ -206,7 +206,7 @@ def _explain(window: Window) -> str:
 def get_cmd(
     db: ExistingDbOpt,
     budget_text: Annotated[str, typer.Option(
-        "--budget", metavar="TOKENS", help="Window ceiling in tokens: 12000, 12k, 1.5M (a 2% margin is kept).")],
+        "--budget", metavar="<tokens>", help="Window ceiling in tokens: 12000, 12k, 1.5M (a 2% margin is kept).")],
     query: Annotated[str | None, typer.Option("--query", help="Free text to rank items by (BM25).")] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Model name (token counting); 'chars' = estimate.")

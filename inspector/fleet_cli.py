@@ -260,7 +260,7 @@ def report(
     files: Annotated[list[str], typer.Argument(help="Recordings: files, directories or globs.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     window_text: Annotated[str | None, typer.Option(
-        "--window", metavar="TOKENS",
+        "--window", metavar="<tokens>",
         help="Window for the engine's what-if, in tokens: 32000, 32k, 1.5M (default: each recording's own).")] = None,
     svg: Annotated[Path | None, typer.Option(help="Also write a bar chart of cost per session here.")] = None,
     model: Annotated[str | None, typer.Option(

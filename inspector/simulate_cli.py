@@ -31,7 +31,7 @@ def simulate(
         str | None, typer.Option(help="Model to price and simulate (default: the recording's).")
     ] = None,
     window: Annotated[str | None, typer.Option(
-        metavar="TOKENS", help="Context window in tokens: 32000, 32k, 1.5M (default: recorded).")] = None,
+        metavar="<tokens>", help="Context window in tokens: 32000, 32k, 1.5M (default: recorded).")] = None,
     gate: GateOpt = None,
     threshold: ThresholdOpt = None,
     prices: Annotated[
