@@ -129,6 +129,9 @@ class InspectorApp(App[None]):
                 tooltip="why the cache missed: this request against the previous one"),
         Binding("b", "request_body", "Request", show=False, tooltip="show the serialized request body"),
         Binding("s", "save", "Save", tooltip="save the received turns (live)"),
+        # `s` in a replay (check_action hides the one above there): it did nothing, silently. No tooltip:
+        # help and the palette list `s` once, by the binding above.
+        Binding("s", "save_replay", show=False),
         Binding("escape", "focus_manifest", "Sections", show=False, tooltip="focus the section manifest"),
         Binding("question_mark", "help", "Help", tooltip="this help"),
         Binding("q", "quit", "Quit", tooltip="quit"),
@@ -776,8 +779,8 @@ class InspectorApp(App[None]):
     # ---- save, help, palette ------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "save":
-            return self.source.kind == "live"
+        if action in ("save", "save_replay"):
+            return (self.source.kind == "live") == (action == "save")
         if action in ("unzoom", "section"):  # (False: Esc falls through to focus_manifest, and the footer
             return self._zoom                # hides these; ↑/↓ go to whatever has focus)
         return True
@@ -788,6 +791,9 @@ class InspectorApp(App[None]):
             pid = f"{pid}.{self.source.header['session']}"
         self.push_screen(SaveScreen(f"cp-{pid}.cpsession", len(self.timeline), still_arriving=self.disconnected is None),
                          self._save_to)
+
+    def action_save_replay(self) -> None:
+        self.notify("s: live sessions only (this is a replay)", timeout=3)
 
     def _save_to(self, path: str | None) -> None:
         if path:

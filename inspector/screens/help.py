@@ -70,10 +70,19 @@ class HelpScreen(ModalScreen[None]):
             # Code spans: a path or a command is the agent's text, never Markdown.
             rows += ["## This session", "", *(f"- {_code(line)}" for line in self.session), ""]
         rows += ["## Keys", "", "| key | action |", "|---|---|"]
+        # One row a key: a key bound twice (Esc: back from a zoomed tab, else the sections) was listed
+        # twice; its row says both, in binding order (the first that applies runs). A binding with no
+        # tooltip is another's fallback (`s` in a replay says it is for live sessions): not listed.
+        said: dict[str, list[str]] = {}
         for b in self.bindings_list:
+            if b.tooltip or b.description:
+                told = said.setdefault(b.key, [])
+                if (b.tooltip or b.description) not in told:
+                    told.append(b.tooltip or b.description)
+        for key, told in said.items():
             # As a person types them: `+`, `]`, `?`, `←`, not plus / right_square_bracket / question_mark.
-            keys = ", ".join(f"`{format_key(k.strip())}`" for k in b.key.split(","))
-            rows.append(f"| {keys} | {b.tooltip or b.description} |")
+            keys = ", ".join(f"`{format_key(k.strip())}`" for k in key.split(","))
+            rows.append(f"| {keys} | {'; else '.join(told)} |")
         rows.append("| `ctrl+p` | command palette: every action above, themes, screenshots |")
         return rows
 

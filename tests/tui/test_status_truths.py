@@ -5,9 +5,13 @@ before the turn and the play state; `s` in a replay says why it does nothing; `?
 from __future__ import annotations
 
 from inspector.app import InspectorApp
+from inspector.screens import HelpScreen
+from inspector.screens.save import SaveScreen
+from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
 from panels.markup_line import MarkupLine
 from tests.tui.conftest import settle
+from tests.tui.test_hardening import DEMO
 
 
 def _drawn(app: InspectorApp) -> str:
@@ -53,3 +57,32 @@ async def test_a_disconnected_agents_banner_gives_way_to_the_turn_and_play_state
         assert "Agent disconnected — 12 turns kept; recording kept at /tmp/" in drawn, drawn
         assert "…" in drawn and "demo.cpsession " in drawn, drawn
         assert "recording kept at /tmp/cp-demo-op4d99m9/demo.cpsession" in "\n".join(app.status_whole())
+
+
+async def test_s_in_a_replay_says_it_is_for_live_sessions_and_help_lists_each_key_once() -> None:
+    app = InspectorApp(FileSource(DEMO))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        told = [n.message for n in app._notifications]
+        assert "s: live sessions only (this is a replay)" in told, told  # it did nothing, silently
+        assert not isinstance(app.screen, SaveScreen)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        rows = app.screen.compose_rows()
+        for key in ("`esc`", "`s`"):
+            listed = [row for row in rows if row.startswith(f"| {key} |")]
+            assert len(listed) == 1, listed  # `esc` was listed twice
+        esc = next(row for row in rows if row.startswith("| `esc` |"))
+        assert "leave the detail tab" in esc and "focus the section manifest" in esc, esc
+
+
+async def test_s_in_a_live_session_still_opens_the_save_prompt() -> None:
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01, disconnect=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, SaveScreen)
