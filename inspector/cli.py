@@ -650,7 +650,9 @@ def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> N
 def replay(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A .cpsession recording.")],
-    turn: Annotated[int | None, typer.Option(help="Open at this turn (-1 is the last; default: the last).")] = None,
+    # Text, read by replay_command: `--turn abc` is one line naming the file's turns, not typer's usage block.
+    turn: Annotated[str | None, typer.Option(
+        metavar="<int>", help="Open at this turn (-1 is the last; default: the last).")] = None,
     follow: Annotated[bool, typer.Option(help="Tail a file another process is still writing.")] = False,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 from . import startup_gc
 from .recording_open import fail, open_recording
+from .token_arg import parse_turn
 
 if TYPE_CHECKING:
     from .app import InspectorApp
 
 
-def replay_app(file: Path, turn: int | None = None, follow: bool = False,
+def replay_app(file: Path, turn: int | str | None = None, follow: bool = False,
                theme: str | None = None) -> InspectorApp:
     """The app `replay` runs, built as it builds it (benchmarks/bench_startup.py times this path). The
     collector is held off from here to the app's first frame with data (startup_gc.py): the caller
@@ -39,6 +40,9 @@ def replay_app(file: Path, turn: int | None = None, follow: bool = False,
             numbers = r.turn_numbers()
             if not numbers:
                 fail(f"{file} has no completed turns yet", 2)
+            if isinstance(turn, str):  # not an integer (replay() read the ones that are)
+                fail(f"--turn: turn numbers are integers, got {turn!r} ({file} has turns {numbers[0]}.."
+                     f"{numbers[-1]}; -1 is the last)", 2)
             n = turn if turn >= 0 else numbers[-1] + 1 + turn
             if n not in numbers:
                 fail(f"turn {turn} is not in {file} (it has turns {numbers[0]}..{numbers[-1]})", 2)
@@ -49,8 +53,14 @@ def replay_app(file: Path, turn: int | None = None, follow: bool = False,
         raise
 
 
-def replay(file: Path, turn: int | None = None, follow: bool = False, theme: str | None = None) -> None:
-    """Step through a recorded session turn by turn."""
+def replay(file: Path, turn: int | str | None = None, follow: bool = False, theme: str | None = None) -> None:
+    """Step through a recorded session turn by turn. `turn` as typed (typer hands it over as text, so
+    that `--turn abc` is one line naming the file's turns, said by replay_app) or already read."""
+    if isinstance(turn, str):
+        try:
+            turn = parse_turn(turn)
+        except ValueError:
+            pass  # kept as text: replay_app says what was wrong once it knows the file's turns
     try:
         from .app_exit import run_app
 

@@ -52,7 +52,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
     return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -116,3 +121,14 @@ def test_ctx_get_budget_takes_12k(tmp_path: Path) -> None:
     bad = runner.invoke(ctx_app, ["get", "--db", db, "--budget", "12q"])
     assert bad.exit_code == 2
     assert bad.output.strip() == "cp-inspect: --budget: cannot read '12q': give tokens as 32000 or 32k"
+
+
+def test_replay_turn_that_is_not_a_number_is_one_line_naming_the_files_turns() -> None:
+    bad = _cli("replay", str(DEMO), "--turn", "abc")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("cp-inspect: --turn: turn numbers are integers, got 'abc' (")
+    assert bad.stderr.endswith("; -1 is the last)\n") and len(bad.stderr.splitlines()) == 1, bad.stderr
+    # A negative turn (read through typer, not the plain path) still counts from the end: it gets as far
+    # as the terminal check.
+    last = _cli("replay", str(DEMO), "--turn", "-1")
+    assert last.returncode == 2 and "stdin is not a terminal" in last.stderr, last.stderr
