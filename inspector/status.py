@@ -24,6 +24,22 @@ PATH_CHARS = 10
 PATH_CHARS_NAMED = 24
 
 
+# The models a provider setting's own: its name alone says what talks to what ("claude-sonnet-4 ·
+# anthropic"). The setting is the engine's wire format and cache rules (engine.providers: "deepseek" is
+# an alias of "openai"), so beside any other model it is said to be the wire: "deepseek-chat · openai"
+# read as if DeepSeek's model ran at OpenAI. Bedrock hosts others' models: its name says where, as is.
+OWN_MODELS = {"anthropic": ("claude",), "openai": ("gpt", "o1", "o3", "o4", "chatgpt")}
+
+
+def provider_label(model: str, provider: str) -> str:
+    """The provider as the status line names it beside `model`: "openai wire" when the model is not
+    the provider's own (DeepSeek, or Claude sent in the OpenAI format), else the provider."""
+    own = OWN_MODELS.get(provider, () if provider == "prefix" else None)
+    if own is None or not provider or model.rsplit("/", 1)[-1].lower().startswith(own):
+        return provider
+    return f"{provider} wire"
+
+
 def short_name(name: str, limit: int = NAME_CHARS, head_share: float = 0.5) -> str:
     """`name`, or its start and end around an ellipsis when it is longer than `limit` characters (the
     start `head_share` of what is kept)."""
@@ -75,7 +91,8 @@ def status_parts(
     else:
         kind, name = "[bold $primary]REPLAY[/]", str(h.get("path", "")).rsplit("/", 1)[-1]
     origin = f"{kind} {escape(name if live else one_line(short_name(name)))}"
-    model = f"[$text-muted]{escape(one_line(str(h.get('model', ''))))} · {escape(one_line(str(h.get('provider', ''))))}[/]"
+    provider = provider_label(str(h.get("model", "")), str(h.get("provider", "")))
+    model = f"[$text-muted]{escape(one_line(str(h.get('model', ''))))} · {escape(one_line(provider))}[/]"
     if failed is not None:
         return (f"{origin} [bold $text on $error] cannot read it: {escape(failed)} [/]",)
     damage = f"  [$warning]⚠ {escape(str(h['damage']))}[/]" if h.get("damage") else ""

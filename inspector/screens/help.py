@@ -15,6 +15,9 @@ from inspector.keys_footer import KeysFooter
 
 PANELS = """
 ## Panels
+- **Status line**: the source, the turn (its place of all), play or follow, and the model with the
+  provider setting: the engine's request format and cache rules. `openai wire` beside a model not
+  OpenAI's own (DeepSeek, say): the model spoken to in OpenAI's format.
 - **Pressure**: raw (█) and predictive (▒) pressure (the request's tokens over the window: 1.00 is full)
   against the tier thresholds (T, C, A); `uncompacted`: the whole history's pressure, had none of it been
   compacted; the reserves (tokens) that make up the difference, and the history of predictive pressure.

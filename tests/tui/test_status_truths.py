@@ -86,3 +86,30 @@ async def test_s_in_a_live_session_still_opens_the_save_prompt() -> None:
         await pilot.press("s")
         await pilot.pause()
         assert isinstance(app.screen, SaveScreen)
+
+
+async def test_a_deepseek_sessions_provider_is_named_as_the_wire_it_used() -> None:
+    """The status line said "deepseek-chat · openai", as if DeepSeek's model ran at OpenAI: the provider
+    setting is the engine's request format ("deepseek" is its alias of "openai")."""
+    src = SyntheticSource(12)
+    src.header |= {"model": "deepseek-chat", "provider": "openai"}
+    app = InspectorApp(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert _drawn(app).endswith("deepseek-chat · openai wire"), _drawn(app)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "`openai wire`" in "\n".join(str(w._markdown) for w in app.screen.query("Markdown"))
+
+
+def test_a_providers_own_model_is_named_with_the_provider_alone() -> None:
+    from inspector.status import provider_label
+
+    assert provider_label("claude-sonnet-4", "anthropic") == "anthropic"
+    assert provider_label("gpt-4o-mini", "openai") == "openai"
+    assert provider_label("openai/o3-mini", "openai") == "openai"
+    assert provider_label("claude-sonnet-4", "openai") == "openai wire"  # (scout-openai.cpsession)
+    assert provider_label("deepseek-reasoner", "openai") == "openai wire"
+    assert provider_label("anthropic.claude-3-5-sonnet", "bedrock") == "bedrock"
+    assert provider_label("qwen3-coder", "prefix") == "prefix wire"
