@@ -4,6 +4,7 @@ steps that did apply underneath for contrast."""
 from __future__ import annotations
 
 from textual.content import Content
+from textual.geometry import Size
 from textual.markup import escape
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -36,14 +37,36 @@ class SkippedPanel(Widget):
             self._stale = False
             self.refresh(layout=True)
 
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._rows(width))
+
     def render(self) -> Content:
+        return Content("\n").join(self._rows(self.content_region.width))
+
+    def _rows(self, width: int) -> list[Content]:
+        """The panel's rows at `width` cells: an entry too long for it wraps under its own text, past the
+        ✗ or ✓ that starts it (a hanging indent). Wrapped whole, its second row began at the panel's
+        edge, under the ✓, and the entries ran together ("...the 1 / turns it is expected to last")."""
+        rows: list[Content] = []
+        for lead, text in self._entries():
+            body = Content.from_markup(text)
+            hang = Content.from_markup(lead).cell_length
+            if width <= hang + 8 or hang + body.cell_length <= width:  # (too narrow to indent: as is)
+                rows.append(Content.from_markup(lead + text))
+                continue
+            for n, part in enumerate(body.wrap(width - hang)):
+                rows.append((Content.from_markup(lead) if n == 0 else Content(" " * hang)) + part.rstrip())
+        return rows
+
+    def _entries(self) -> list[tuple[str, str]]:
+        """The panel's entries as (lead, text) markup: the lead (a mark, indented) and what it says."""
         t = self.trace
         if t is None:
-            return Content("")
-        lines = []
+            return []
+        lines: list[tuple[str, str]] = []
         skipped = t.get("skipped") or []
         if not skipped:
-            lines.append("[$success]✓ no optimization was skipped on this turn[/]")
+            lines.append(("", "[$success]✓ no optimization was skipped on this turn[/]"))
         # Figures say they are tokens, and a step that saves none (reorder, place_markers: they move
         # things for the cache) says nothing of it: "saved 0" after each read as if it had failed.
         for s in skipped:
@@ -52,17 +75,24 @@ class SkippedPanel(Widget):
                 if s.get("tokens_saved")
                 else ""
             )
-            lines.append(f"[bold $warning]✗ {escape(s['step'])}[/]  {escape(s.get('reason', ''))}{saves}")
+            lines.append(
+                (
+                    "[bold $warning]✗[/] ",
+                    f"[bold $warning]{escape(s['step'])}[/]  {escape(s.get('reason', ''))}{saves}",
+                )
+            )
         would = sum(s.get("tokens_saved") or 0 for s in skipped)
         if would:
-            lines.append(f"[$text-muted]total left on the table:[/] [bold]{tok(would)}[/] tokens")
-        lines.append("")
-        lines.append("[$text-muted]applied:[/]" if t.get("actions") else "[$text-muted]applied: nothing[/]")
+            lines.append(("", f"[$text-muted]total left on the table:[/] [bold]{tok(would)}[/] tokens"))
+        lines.append(("", ""))
+        lines.append(
+            ("", "[$text-muted]applied:[/]" if t.get("actions") else "[$text-muted]applied: nothing[/]")
+        )
         for a in t.get("actions") or []:
             saved = (
                 f"  [$text-muted]saved[/] {tok(a.get('tokens_saved'))} tokens"
                 if a.get("tokens_saved")
                 else ""
             )
-            lines.append(f"  [$success]✓[/] {escape(a['step'])}  {escape(a.get('detail', ''))}{saved}")
-        return Content.from_markup("\n".join(lines))
+            lines.append(("  [$success]✓[/] ", f"{escape(a['step'])}  {escape(a.get('detail', ''))}{saved}"))
+        return lines

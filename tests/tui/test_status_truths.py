@@ -113,3 +113,24 @@ def test_a_providers_own_model_is_named_with_the_provider_alone() -> None:
     assert provider_label("deepseek-reasoner", "openai") == "openai wire"
     assert provider_label("anthropic.claude-3-5-sonnet", "bedrock") == "bedrock"
     assert provider_label("qwen3-coder", "prefix") == "prefix wire"
+
+
+async def test_a_skipped_tab_entry_that_wraps_hangs_under_its_own_text() -> None:
+    """Replay scout-anthropic at turn 17, `k`: compact_history's entry wrapped to the panel's edge, under
+    its ✓ ("  ✓ compact_history  pays back within the 1 / turns it is expected to last; ...")."""
+    from panels.skipped import SkippedPanel
+
+    app = InspectorApp(FileSource(DEMO), start_turn=17)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("k")
+        await settle(pilot)
+        panel = app.query_one(SkippedPanel)
+        rows = [panel.render_line(y).text.rstrip() for y in range(panel.content_region.height)]
+        at = next(i for i, row in enumerate(rows) if "✓ compact_history" in row)
+        after = rows[at + 1 : next(i for i, row in enumerate(rows) if "✓ place_markers" in row)]
+        assert after and all(row.startswith(" " * 4) and row[4] != " " for row in after), rows
+        assert "saved 7.3k tokens" in after[-1], rows  # the whole entry, and nothing cut
+        assert " ".join(row.strip() for row in [rows[at], *after]).startswith(
+            "✓ compact_history  pays back"
+        ), rows
