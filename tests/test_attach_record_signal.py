@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.probe.readable import readable
 from engine.recording.cpsession import RecordingReader
 
 from .conftest import demo_agent
@@ -27,7 +27,7 @@ def _drain(fd: int, seconds: float) -> None:
     """Read the inspector's screen output for `seconds` (a terminal nobody reads would block its writes)."""
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
-        ready, _, _ = select.select([fd], [], [], min(left, 0.2))
+        ready = readable([fd], min(left, 0.2))
         if ready:
             try:
                 os.read(fd, 65536)

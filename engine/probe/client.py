@@ -12,7 +12,6 @@ Every failure a person can act on is a typed `ProbeError` whose message says wha
 from __future__ import annotations
 
 import os
-import select
 import shlex
 import socket
 import stat
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.poll import PollInterval
+from engine.probe.readable import readable
 from engine.probe.ring import RingOverrun, RingReader
 from engine.probe.runtime_dir import (
     SOCKET_SUFFIX,
@@ -357,7 +357,7 @@ class ProbeClient:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 # A polling client only looks (a zero timeout puts it on no wait queue of the socket).
-                ready, _, _ = select.select([self._sock], [], [], remaining if poll is None else 0.0)
+                ready = readable([self._sock.fileno()], remaining if poll is None else 0.0)
             except (OSError, ValueError):
                 self._mark_disconnected()
                 return None

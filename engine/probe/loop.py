@@ -31,7 +31,6 @@ and the teardown: there is no moment at which a close can race the loop.
 from __future__ import annotations
 
 import logging
-import select
 import selectors
 import socket
 import threading
@@ -40,6 +39,7 @@ from typing import Any
 
 from engine.probe.handshake import Handshake
 from engine.probe.queues import Client
+from engine.probe.readable import readable
 
 log = logging.getLogger("contextpipe.probe")
 
@@ -376,7 +376,7 @@ class IOLoop(Handshake):
                 time.sleep(left)
                 return
             try:
-                ready, _, _ = select.select([r], [], [], left)
+                ready = readable([r.fileno()], left)
             except (OSError, ValueError):
                 return
             if ready:

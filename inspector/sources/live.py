@@ -6,7 +6,6 @@ and for showing section content; panels only ever see traces (dicts).
 
 from __future__ import annotations
 
-import select
 import socket
 import subprocess
 import threading
@@ -18,6 +17,7 @@ from typing import Any, cast
 from engine.probe.client import ProbeClient, ProbeError
 from engine.probe.elide import RANGE_MAX
 from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
+from engine.probe.readable import readable
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
 from inspector.sources import Chunk, Disconnected, EventsLost, HistoryFilled, NewTurn, SourceEvent
@@ -438,9 +438,9 @@ class LiveSource(ReplayingSource):
                 if poll is not None:
                     # On a timer of our own (and a fetcher's wake-up), not on the agent's socket: its
                     # sends then never pay for waking us (engine.probe.poll).
-                    select.select([self._wake_r.fileno()], [], [], min(timeout, poll.idle()))
+                    readable([self._wake_r.fileno()], min(timeout, poll.idle()))
                 else:
-                    select.select([self.client.fileno(), self._wake_r.fileno()], [], [], timeout)
+                    readable([self.client.fileno(), self._wake_r.fileno()], timeout)
             except (OSError, ValueError):
                 pass  # the socket closed meanwhile: recv below says so
             self._drain_wake()

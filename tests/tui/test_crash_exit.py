@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.probe.readable import readable
 from inspector.app_exit import run_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def _run_in_pty(args: list[str], seconds: float = 60) -> tuple[int, str]:
     end = time.monotonic() + seconds
     try:
         while proc.poll() is None and time.monotonic() < end:
-            ready, _, _ = select.select([leader], [], [], 0.2)
+            ready = readable([leader], 0.2)
             if ready:
                 try:
                     out += os.read(leader, 65536)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import select
 import signal
 import struct
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.probe.readable import readable
 from engine.probe.watch import FleetWatcher
 from inspector.app import InspectorApp
 from inspector.sources.synthetic import SyntheticSource
@@ -59,7 +59,7 @@ class _Terminal:
 
     def _read(self) -> None:
         while not self._stop.is_set():
-            if not select.select([self.master], [], [], 0.05)[0]:
+            if not readable([self.master], 0.05):  # poll: the suite's process may hold 1,024+ descriptors
                 continue
             try:
                 chunk = os.read(self.master, 65536)
