@@ -90,7 +90,10 @@ if TYPE_CHECKING:
     from engine.bind import BindJob
     from engine.shadow import CandidateConfig, Shadow
 
-ENGINE_VERSION = "0.1.0"
+# Bumped when the same input may give other request bytes (a recording made before then may fail
+# `cp-inspect verify`, which then names both versions). 0.2.0: Anthropic/Bedrock empty messages and blank
+# text, tool-call ids a provider refuses or repeats (sessions 25-27).
+ENGINE_VERSION = "0.2.0"
 TRACE_HISTORY = 32
 # A compacted session's turn is assembled from the task and the conversation after the cut, not from
 # every message (see Pipeline._assemble_from). The output is the same either way; tests switch this off

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BudgetExceededError
-from engine.pipeline import Pipeline
+from engine.pipeline import ENGINE_VERSION, Pipeline
 from engine.plan import Thresholds
 from engine.recording.cpsession import RecordingReader, RecordingWriter
 from engine.recording.journal import unpack_event
@@ -130,3 +130,14 @@ def test_verify_fails_on_a_tampered_request_hash(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "FAILED: 1 of 4 turns differ" in res.stdout
     assert "Traceback" not in res.stderr
+    assert "note: recorded by engine" not in res.stdout  # the same engine: nothing to say about versions
+
+    # Made by an engine of an older version, whose requests may differ from this one's: verify says so.
+    old = tmp_path / "old.cpsession"
+    with RecordingWriter(old, {**header, "engine_version": "0.1.0"}) as w:
+        for e in events:
+            w.append(e)
+    res = subprocess.run([*cli, str(old)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    assert f"note: recorded by engine 0.1.0, replayed by {ENGINE_VERSION}" in res.stdout
+    assert ENGINE_VERSION != "0.1.0"  # bumped since recordings of 0.1.0 engines were made (sessions 25-27)
