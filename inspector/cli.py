@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.models import CommandInfo
 
 from engine.errors import ContextPipeError
 
@@ -859,8 +861,24 @@ SUMMARIES = {
     "run": "Run your agent through the recording proxy, inspected.",
     "top": "A live table of every agent on this machine.",
 }
+
+
+def summary_of(info: CommandInfo) -> str | None:
+    """The command's line in `cp-inspect --help`: its SUMMARIES entry, else its docstring's first line.
+
+    A command registered without an entry must not take the whole CLI down at import (a KeyError here did);
+    tests/test_cli_new_user.py checks that every command has an entry, so the fallback is only a safety net.
+    """
+    name = str(info.name or getattr(info.callback, "__name__", "")).replace("_", "-")
+    if name in SUMMARIES:
+        return SUMMARIES[name]
+    doc = inspect.getdoc(info.callback) if info.callback is not None else None
+    first = doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
+    return first or None  # None: click makes its own from the help text
+
+
 for _info in app.registered_commands:
-    _info.short_help = SUMMARIES[str(_info.name or getattr(_info.callback, "__name__", ""))]
+    _info.short_help = summary_of(_info)
 
 if __name__ == "__main__":
     app()

@@ -537,3 +537,42 @@ def test_run_of_an_agent_that_fails_before_any_call_says_so(tmp_path: Path) -> N
     assert "no model configured" in res.stderr  # the agent's own words, on the terminal
     assert "the agent exited with status 3 before making one" in res.stderr, res.stderr
     assert "BASE_URL" not in res.stderr, res.stderr
+
+
+def test_every_command_has_its_own_summary_and_a_missing_one_falls_back_to_the_docstring() -> None:
+    import typer
+    from typer.models import CommandInfo
+
+    from inspector.cli import SUMMARIES, summary_of
+    from inspector.ctx_cli import ctx_app
+
+    # A command registered without a SUMMARIES entry crashed the whole CLI at import (KeyError); now it
+    # falls back, and this test is what catches the gap instead.
+    names = [
+        str(i.name or i.callback.__name__).replace("_", "-") for i in app.registered_commands if i.callback
+    ]
+    assert names and [n for n in names if n not in SUMMARIES] == []
+    for info in ctx_app.registered_commands:
+        assert info.short_help, (
+            f"ctx {info.name} has no short_help: `cp-inspect ctx --help` would cut its docstring"
+        )
+    top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert top.exit_code == 0
+    for name in names:
+        assert SUMMARIES[name] in top.output, name
+
+    def brand_new(x: int = 1) -> None:
+        """Do a brand new thing.
+
+        More words that click would cut at the list's width with '...'.
+        """
+
+    def undocumented() -> None:
+        pass
+
+    extra = typer.Typer()
+    extra.command()(brand_new)
+    extra.command()(undocumented)
+    infos: list[CommandInfo] = extra.registered_commands
+    assert summary_of(infos[0]) == "Do a brand new thing."
+    assert summary_of(infos[1]) is None
