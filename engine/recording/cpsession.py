@@ -1285,6 +1285,18 @@ class RecordingReader:
             os.close(self._fd)
             self._fd = -1
 
+    def __del__(self) -> None:
+        # The reader holds a bare descriptor (positional reads, no file object), so one dropped without
+        # close() kept it for the life of the process: a TUI or a test run that opened readers by the
+        # hundred ended up past 1,024 descriptors. A file object closes itself when collected; so does this.
+        fd = getattr(self, "_fd", -1)  # absent if __init__ never ran
+        if fd >= 0:
+            self._fd = -1
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def __enter__(self) -> RecordingReader:
         return self
 

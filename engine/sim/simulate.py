@@ -1570,8 +1570,8 @@ def replayer_blobs(events: Iterable[Event]) -> dict[str, str]:
 def load_recording_events(path: str | Path) -> tuple[list[Event], dict[str, Any]]:
     from engine.recording.cpsession import RecordingReader
 
-    r = RecordingReader.open(path)
-    return list(r.events()), dict(r.header)  # in their in-memory form already (RecordingReader's doc)
+    with RecordingReader.open(path) as r:  # its descriptor goes back now, not when the reader is collected
+        return list(r.events()), dict(r.header)  # in their in-memory form already (RecordingReader's doc)
 
 
 def read_counts(reader: Any) -> tuple[CountTable | None, str | None]:

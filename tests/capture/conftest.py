@@ -61,8 +61,8 @@ def proxied(standin: StandIn, tmp_path: Path, rtdir: Path) -> Iterator[Proxied]:
 
 
 def events_of(path: Path) -> list[dict[str, Any]]:
-    r = RecordingReader.open(path)
-    return [unpack_event(e) for e in r.events()]
+    with RecordingReader.open(path) as r:
+        return [unpack_event(e) for e in r.events()]
 
 
 def usages(path: Path) -> list[dict[str, Any]]:
