@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.importers import load
+from engine.importers.proxy_jsonl import every_call
 
 
 def _openai(model: str, text: str, served: str | None = None) -> dict[str, object]:
@@ -27,7 +27,12 @@ def _openai(model: str, text: str, served: str | None = None) -> dict[str, objec
 
 def _anthropic(model: str, text: str) -> dict[str, object]:
     return {
-        "request": {"model": model, "max_tokens": 64, "system": "s", "messages": [{"role": "user", "content": text}]},
+        "request": {
+            "model": model,
+            "max_tokens": 64,
+            "system": "s",
+            "messages": [{"role": "user", "content": text}],
+        },
         "response": {
             "type": "message",
             "model": model,
@@ -48,7 +53,7 @@ def test_mixed_models_import_as_the_commonest_with_a_note(tmp_path: Path) -> Non
         tmp_path / "mixed.jsonl",
         [_anthropic("claude-sonnet-4-5", "a"), _openai("gpt-4o", "b"), _openai("gpt-4o", "c")],
     )
-    s = load(log)
+    s = every_call(log)
     assert (s.model, s.provider) == ("gpt-4o", "openai")
     notes = s.meta["notes"]
     assert len(notes) == 1
@@ -56,18 +61,27 @@ def test_mixed_models_import_as_the_commonest_with_a_note(tmp_path: Path) -> Non
 
 
 def test_a_tie_keeps_model_and_provider_together(tmp_path: Path) -> None:
-    s = load(_write(tmp_path / "tie.jsonl", [_openai("gpt-4o", "a"), _anthropic("claude-sonnet-4-5", "b")]))
+    s = every_call(
+        _write(tmp_path / "tie.jsonl", [_openai("gpt-4o", "a"), _anthropic("claude-sonnet-4-5", "b")])
+    )
     assert (s.model, s.provider) == ("gpt-4o", "openai")  # not gpt-4o via anthropic
     assert s.meta["notes"]
 
 
 def test_one_model_gives_no_note(tmp_path: Path) -> None:
     # The request names the alias, the reply the dated snapshot; a failed call only has the alias.
-    failed = {"request": {"model": "gpt-4o", "messages": [{"role": "user", "content": "z"}]}, "response": None}
-    s = load(
+    failed = {
+        "request": {"model": "gpt-4o", "messages": [{"role": "user", "content": "z"}]},
+        "response": None,
+    }
+    s = every_call(
         _write(
             tmp_path / "one.jsonl",
-            [_openai("gpt-4o", "a", "gpt-4o-2024-08-06"), failed, _openai("gpt-4o", "b", "gpt-4o-2024-08-06")],
+            [
+                _openai("gpt-4o", "a", "gpt-4o-2024-08-06"),
+                failed,
+                _openai("gpt-4o", "b", "gpt-4o-2024-08-06"),
+            ],
         )
     )
     assert (s.model, s.provider) == ("gpt-4o-2024-08-06", "openai")

@@ -20,6 +20,7 @@ from engine.feedback import UsageFormatError, cache_diagnostics, normalize_usage
 from engine.importers import load
 from engine.importers.ingest import ingest
 from engine.importers.model import ImportFormatError
+from engine.importers.proxy_jsonl import every_call
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import unpack_event
 from engine.sim.cachesim import CallCache
@@ -297,7 +298,7 @@ def test_proxy_jsonl_one_hour_writes_diagnostics_and_prompt_cache_key(tmp_path: 
     ]
     src = tmp_path / "log.jsonl"
     src.write_text("\n".join(json.dumps(x) for x in lines))
-    s = load(src)
+    s = every_call(src)  # (two conversations: read as a set of calls)
     u0, u1 = (c.usage for c in s.calls)
     assert (
         u0 is not None

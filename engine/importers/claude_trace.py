@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.capture.lineage import conversations
 from engine.capture.proxy.routes import session_key
 from engine.importers._common import Ctx, _kind, json_lines
 from engine.importers.model import CallRec, ImportedSession, Interner
-from engine.importers.proxy_jsonl import parse_line, session_of
+from engine.importers.proxy_jsonl import file_conversations, one_conversation, parse_line
 
 NAME = "claude-trace"
 
@@ -57,7 +56,6 @@ def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
     ctx = Ctx(NAME, path)
     intern = Interner()
     keyed: list[tuple[str, CallRec, str]] = []  # each call with its opening's key
-    groups: dict[int, list[tuple[CallRec, str]]] = {}  # by conversation
     skipped: dict[str, int] = {}
     for where, obj in json_lines(text, ctx):
         if not sniff_line(obj):
@@ -81,31 +79,12 @@ def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
             line_obj["error"] = error
         call, provider = parse_line(line_obj, ctx, where, intern)
         keyed.append((session_key("anthropic", body, None), call, provider))
+    if not keyed:
+        ctx.fail("", "no /v1/messages calls in the file" + (f" (skipped: {skipped})" if skipped else ""))
     # Calls with one opening may be several conversations (a sub-agent of one kind run twice, a call
     # asked again): told apart by the messages each already holds, as the proxy files them
-    for (_, call, provider), number in zip(
-        keyed, conversations([(k, c.messages, c.response) for k, c, _ in keyed]), strict=True
-    ):
-        groups.setdefault(number, []).append((call, provider))
-    if not groups:
-        ctx.fail("", "no /v1/messages calls in the file" + (f" (skipped: {skipped})" if skipped else ""))
-    ranked = sorted(groups.values(), key=lambda g: -len(g))
-    if not 1 <= conversation <= len(ranked):
-        ctx.fail("", f"has {len(ranked)} conversation(s); conversation {conversation} does not exist")
-    chosen = ranked[conversation - 1]
-    session = session_of(NAME, path, [c for c, _ in chosen], [p for _, p in chosen], ctx)
-    others = [
-        f"{len(g)} call(s) on {g[0][0].model or 'an unnamed model'}"
-        for i, g in enumerate(ranked)
-        if i != conversation - 1
-    ]
-    session.meta["conversations"] = [len(g) for g in ranked]
-    session.meta.setdefault("notes", [])
-    if others:
-        session.meta["notes"].append(
-            f"imported conversation {conversation} of {len(ranked)} ({len(chosen)} calls); "
-            f"the others: {', '.join(others[:6])}"
-        )
+    ranked = file_conversations(keyed, [(None, None)] * len(keyed))
+    session = one_conversation(NAME, path, ranked, conversation, ctx)
     if skipped:
         session.meta["notes"].append(f"skipped non-message endpoints: {skipped}")
     return session

@@ -9,6 +9,12 @@ body the API returns unstreamed (a stream that did not finish is recorded as the
 `system`, content blocks `tool_use`/`tool_result`, `input_schema` tools, response `type: "message"`;
 OpenAI: `messages` with role system/tool, response `choices`). Lines may mix providers.
 
+A log often holds several conversations (the agent run twice through one logging proxy, a title call
+beside the agent's own): they are told apart as the proxy files them (the opening, then the messages each
+already holds: `engine.capture.lineage`); the import is the conversation with the most calls
+(`parse_lines(conversation=N)` picks another, `every_call` reads the log as one set of calls) and the
+notes list the others.
+
 Anthropic -> neutral: the `system` string/blocks become one system message; a user turn's
 `tool_result` blocks become `tool` messages (in order, before the turn's text, as Anthropic requires);
 assistant `thinking` blocks go to `thinking` (and, signed or redacted, one by one to `thinking_blocks`
@@ -23,8 +29,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from engine.capture.lineage import conversations
+from engine.capture.proxy.routes import session_key
 from engine.feedback import reply_diagnostics
 from engine.importers._common import (
     Ctx,
@@ -36,6 +45,7 @@ from engine.importers._common import (
     openai_message,
     openai_tools,
     parse_json,
+    read_text,
     sub,
     sublist,
     usage_rec,
@@ -43,6 +53,7 @@ from engine.importers._common import (
 from engine.importers.model import (
     CallRec,
     ImportedSession,
+    ImportFormatError,
     Interner,
     MessageRec,
     ThinkingRec,
@@ -246,7 +257,9 @@ def _anthropic_request(
         sw = join(where, "system")
         if isinstance(system, list):
             # One system message holds every system block: a breakpoint on any ends at it (the last).
-            ttls = [_cache_ttl(b, ctx, join(sw, j)) if isinstance(b, dict) else None for j, b in enumerate(system)]
+            ttls = [
+                _cache_ttl(b, ctx, join(sw, j)) if isinstance(b, dict) else None for j, b in enumerate(system)
+            ]
             last = next((x for x in reversed(ttls) if x is not None), None)
             if last is not None:
                 marks.append(("message", 0, last))
@@ -380,9 +393,7 @@ def _wire(obj: dict[str, Any], req: dict[str, Any]) -> str:
     return "anthropic" if detect_provider(obj) == "anthropic" else "openai-chat"
 
 
-def parse_line(
-    obj: dict[str, Any], ctx: Ctx, where: str, intern: Interner
-) -> tuple[CallRec, str]:
+def parse_line(obj: dict[str, Any], ctx: Ctx, where: str, intern: Interner) -> tuple[CallRec, str]:
     """One logged call -> (CallRec, provider name). `response` may be the parsed body, or the raw body as
     text (JSON or an SSE stream), or null with `error`."""
     from engine.capture.proxy import responses_api
@@ -449,7 +460,9 @@ def session_of(fmt: str, path: str, calls: list[CallRec], providers: list[str], 
     # "gpt-4o via anthropic" (Anthropic cache rules at OpenAI prices) without a word.
     # Calls that got a reply name the served model (a dated snapshot); a failed call only the one asked
     # for, which would read as a second model.
-    models = [c.model for c in calls if c.model and c.response is not None] or [c.model for c in calls if c.model]
+    models = [c.model for c in calls if c.model and c.response is not None] or [
+        c.model for c in calls if c.model
+    ]
     model = max(dict.fromkeys(models), key=models.count) if models else "unknown"
     known = [p for c, p in zip(calls, providers, strict=True) if p != "unknown" and c.model in (model, None)]
     # sorted() first so that a tie resolves the same way on every run (set order is hash-seeded)
@@ -468,17 +481,105 @@ def session_of(fmt: str, path: str, calls: list[CallRec], providers: list[str], 
     return ImportedSession(format=fmt, source=path, model=model, provider=provider, calls=calls, meta=meta)
 
 
-def parse_lines(text: str, path: str) -> ImportedSession:
+def _response_id(obj: dict[str, Any], wire: str, ctx: Ctx, where: str) -> str | None:
+    """A Responses call's response id (what a later request's previous_response_id names), or None."""
+    if wire != "openai-responses":
+        return None
+    resp = obj.get("response")
+    if isinstance(resp, str) and resp.strip():
+        try:
+            resp, _ = _streamed(resp, wire, ctx, where)
+        except ImportFormatError:
+            return None  # parse_line already took it; a body it cannot read names nothing
+    rid = resp.get("id") if isinstance(resp, dict) else None
+    return rid if isinstance(rid, str) and rid else None
+
+
+def file_conversations(
+    keyed: list[tuple[str, CallRec, str]], chained: list[tuple[str | None, str | None]]
+) -> list[list[tuple[CallRec, str]]]:
+    """The calls of a log by conversation, the largest first: `keyed` each call with its opening's key
+    (routes.session_key) and provider; `chained` each call's (previous_response_id, own response id).
+
+    One opening may be several conversations (the agent run twice on one task through the logging proxy,
+    attempts at once, a step sampled again): told apart by the messages each already holds, as the
+    proxy files them live (engine.capture.lineage). A Responses request continued by
+    previous_response_id holds only what is new this turn: it goes with the call whose response it
+    names, as the proxy's `_continued` files it."""
+    by_response: dict[str, int] = {}  # a response id -> the index of its call
+    owner: list[int] = []  # each call's index in `keyed`, or of the call it continues
+    free: list[int] = []  # the calls lineage places
+    for i, (prev, rid) in enumerate(chained):
+        first = by_response.get(prev) if prev is not None else None
+        owner.append(owner[first] if first is not None else i)
+        if first is None:
+            free.append(i)
+        if rid is not None:
+            by_response[rid] = i
+    number = dict(
+        zip(
+            free,
+            conversations([(keyed[i][0], keyed[i][1].messages, keyed[i][1].response) for i in free]),
+            strict=True,
+        )
+    )
+    groups: dict[int, list[tuple[CallRec, str]]] = {}
+    for i, (_, call, provider) in enumerate(keyed):
+        groups.setdefault(number[owner[i]], []).append((call, provider))
+    # sorted() is stable: conversations of one size stay in the order they began
+    return sorted(groups.values(), key=lambda g: -len(g))
+
+
+def one_conversation(
+    fmt: str, path: str, ranked: list[list[tuple[CallRec, str]]], conversation: int, ctx: Ctx
+) -> ImportedSession:
+    """Conversation `conversation` (1 = the largest) of `ranked` as the session; the notes name the others."""
+    if not 1 <= conversation <= len(ranked):
+        ctx.fail("", f"has {len(ranked)} conversation(s); conversation {conversation} does not exist")
+    chosen = ranked[conversation - 1]
+    session = session_of(fmt, path, [c for c, _ in chosen], [p for _, p in chosen], ctx)
+    others = [
+        f"{len(g)} call(s) on {g[0][0].model or 'an unnamed model'}"
+        for i, g in enumerate(ranked)
+        if i != conversation - 1
+    ]
+    session.meta["conversations"] = [len(g) for g in ranked]
+    session.meta.setdefault("notes", [])
+    if others:
+        more = f" and {len(others) - 6} more" if len(others) > 6 else ""
+        session.meta["notes"].append(
+            f"imported conversation {conversation} of {len(ranked)} ({len(chosen)} calls); "
+            f"the others: {', '.join(others[:6])}{more}"
+        )
+    return session
+
+
+def parse_lines(text: str, path: str, conversation: int = 1) -> ImportedSession:
+    """The log's largest conversation (`conversation=N` picks another); the notes list the others.
+    `conversation=0`: every call in the file's order, one session whatever its conversations (a log read
+    as a set of calls, as every import was before conversations were told apart)."""
     ctx = Ctx(NAME, path)
     intern = Interner()
-    calls: list[CallRec] = []
-    providers: list[str] = []
+    keyed: list[tuple[str, CallRec, str]] = []
+    chained: list[tuple[str | None, str | None]] = []
     for where, obj in json_lines(text, ctx):
         if not isinstance(obj, dict):
             ctx.fail(where, f"is {_kind(obj)} (expected an object with request and response)")
         call, provider = parse_line(obj, ctx, where, intern)
-        calls.append(call)
-        providers.append(provider)
-    if not calls:
+        req = obj["request"]
+        wire = _wire(obj, req)
+        keyed.append((session_key(wire, req, None), call, provider))
+        prev = req.get("previous_response_id")
+        chained.append(
+            (prev if isinstance(prev, str) else None, _response_id(obj, wire, ctx, f"{where} response"))
+        )
+    if not keyed:
         ctx.fail("", "file has no JSON lines")
-    return session_of(NAME, path, calls, providers, ctx)
+    if conversation == 0:
+        return session_of(NAME, path, [c for _, c, _ in keyed], [p for _, _, p in keyed], ctx)
+    return one_conversation(NAME, path, file_conversations(keyed, chained), conversation, ctx)
+
+
+def every_call(path: str | Path) -> ImportedSession:
+    """Every call of a proxy JSONL file in its order, one session (parse_lines' `conversation=0`)."""
+    return parse_lines(read_text(str(path), NAME), str(path), conversation=0)

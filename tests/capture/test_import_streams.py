@@ -15,6 +15,7 @@ import pytest
 from engine.importers import load, sniff
 from engine.importers.ingest import ingest
 from engine.importers.model import ImportFormatError
+from engine.importers.proxy_jsonl import every_call
 from tests.capture.conftest import usages, verify_ok
 from tests.capture.standin import StandIn
 
@@ -169,6 +170,7 @@ def test_claude_trace_a_conversation_run_twice_is_two(tmp_path: Path) -> None:
     """Two runs with one opening in one log (a sub-agent of one kind started twice, the second while the
     first goes on): two conversations, as the proxy files them, not one whose every other call rewrites
     its history (the import had all five calls, each run's start a 'rewrite' of the other)."""
+
     def run_b(line: str) -> str:
         return line.replace("toolu_", "toolu_b")  # the second run's own tool calls
 
@@ -217,7 +219,8 @@ def test_proxy_jsonl_streamed_responses(tmp_path: Path) -> None:
     ]
     log = tmp_path / "proxy.jsonl"
     log.write_text("\n".join(lines) + "\n")
-    imp = load(log)
+    assert sniff(log) == "proxy-jsonl"
+    imp = every_call(log)  # (each line its own conversation: read as a set of calls)
     assert imp.format == "proxy-jsonl" and len(imp.calls) == 6
     reads = [c.usage.cache_read_tokens if c.usage else None for c in imp.calls]
     assert reads == [3400, 1920, 1024, 640, None, 1920]
@@ -249,7 +252,7 @@ def test_proxy_jsonl_chat_stream_without_done(tmp_path: Path) -> None:
     lines = [_proxy_line(req, whole), failed, _proxy_line(req, whole[:-20])]
     log = tmp_path / "nodone.jsonl"
     log.write_text("\n".join(lines) + "\n")
-    imp = load(log, "proxy-jsonl")
+    imp = every_call(log)  # (one request three times: three conversations)
     ok, cut, mid_event = imp.calls
     assert ok.error is None and ok.response is not None and ok.response.content == "Hello there."
     assert ok.usage is not None and ok.usage.cache_read_tokens == 1920

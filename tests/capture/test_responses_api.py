@@ -23,8 +23,8 @@ import pytest
 
 from engine.capture.tap import tap
 from engine.feedback import finish_reason_of
-from engine.importers import load
 from engine.importers.ingest import actual_requests
+from engine.importers.proxy_jsonl import every_call
 from tests.capture.conftest import Proxied, errors, events_of, finish_reasons, usages, verify_ok
 from tests.capture.standin import USAGE_RESPONSES, StandIn
 
@@ -193,7 +193,7 @@ def test_a_proxy_log_of_responses_calls_imports_their_finish_reasons(tmp_path: P
     ]
     log = tmp_path / "proxy.jsonl"
     log.write_text("".join(json.dumps({"request": req, "response": b, "timestamp": 1700000000}) + "\n" for b in bodies))
-    imp = load(log)
+    imp = every_call(log)  # (one request four times: four conversations, read as a set of calls)
     assert [c.error for c in imp.calls] == [None] * 4
     replies = [c.response.content if c.response else None for c in imp.calls]
     assert replies == ["Done.", "An essay that", "An essay that", "An essay that"]
