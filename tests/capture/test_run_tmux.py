@@ -81,7 +81,10 @@ def test_run_tui_in_tmux_shows_every_session(standin: StandIn, tmp_path: Path, r
     _start_run(sock, name, rec, rtdir, standin, agent, "echo EXIT=$?; sleep 300")
     try:
         screen = _wait_for(sock, name, "You are a script agent.")  # the first session, in the inspector
-        assert "o Session" in screen  # the key is in the footer
+        # The key is in the footer: waited for, since KeysFooter lays its keys out after the first frame
+        # (it measures them all shown, then hides what does not fit), so on a loaded machine the pane can
+        # be read between the session's first frame and the footer's.
+        screen = _wait_for(sock, name, "o Session", timeout=30.0)
         screen = _wait_for(sock, name, "press o to list")  # the sub-agent's session, announced
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "o"), check=True)
         _wait_for(sock, name, "PID        MODEL")  # the run's session list
