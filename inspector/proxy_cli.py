@@ -182,11 +182,9 @@ def proxy(
 def _branched(branch: Any, sep: str = " ") -> str:
     """' (same opening as session 1)' / ' (forked from session 1 at message 4)' for a session that shares
     another's opening (engine.capture.lineage), else ''."""
-    if not isinstance(branch, dict):
-        return ""
-    if branch.get("kind") == "same_opening":
-        return f"{sep}(same opening as session {branch.get('session')})"
-    return f"{sep}(forked from session {branch.get('session')} at message {branch.get('at_message')})"
+    from engine.capture.lineage import branch_short
+
+    return f"{sep}({branch_short(branch)})" if isinstance(branch, dict) else ""
 
 
 def _write_state(path: Path, obj: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich.cells import cell_len
 from textual.markup import escape
@@ -260,4 +261,21 @@ def status_whole(
             lines.append(f"command: {one_line(str(h['command']))}")
     elif h.get("path"):
         lines.append(f"file: {one_line(str(h['path']))}")
+    branch = _branch(view)
+    if branch is not None:
+        from engine.capture.lineage import branch_note
+
+        lines.append(f"this session: {branch_note(branch)}")
     return lines
+
+
+def _branch(view: SessionView) -> dict[str, Any] | None:
+    """Where a captured session branched from another (its first turn's conversation_branch), or None:
+    the Tier panel says it on that turn only; the tooltip and `?` say it on every turn."""
+    from engine.capture.lineage import BRANCH_KEY
+
+    if not view.timeline.traces:
+        return None
+    first = view.full_trace(0)
+    branch = first.get(BRANCH_KEY) if first is not None else None
+    return branch if isinstance(branch, dict) else None

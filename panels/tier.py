@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.reactive import reactive
 
+from engine.capture.lineage import BRANCH_KEY, branch_short
 from engine.trace_schema import Trace
 from panels.fmt import one_line, signed, tier_style, tok
 from panels.line_panel import LinePanel
@@ -42,6 +43,12 @@ class TierPanel(LinePanel):
         ]
         if t.get("error"):
             lines.append(Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
+        branch = t.get(BRANCH_KEY)
+        if isinstance(branch, dict):
+            # A captured session's first turn: its conversation shares another session's opening (a
+            # restart, another attempt, a fork). Second, under the tier: at 80x24 the panel shows three
+            # lines. `?` and the status line's tooltip say it whole, on every turn (status_whole).
+            lines.insert(1, Content.assemble(("new session", "$accent"), f" {branch_short(branch)}"))
         return lines
 
 

@@ -81,6 +81,14 @@ def branch_note(branch: dict[str, Any]) -> str:
     )
 
 
+def branch_short(branch: dict[str, Any]) -> str:
+    """The branch note in a few words ("same opening as session 1", "forked from session 1 at message
+    4"): the proxy's list of sessions, the inspector's Tier panel."""
+    if branch.get("kind") == SAME_OPENING:
+        return f"same opening as session {branch.get('session')}"
+    return f"forked from session {branch.get('session')} at message {branch.get('at_message')}"
+
+
 def loose(m: MessageRec) -> int:
     """A reply's hash without its reasoning, which agents often leave out when they send it back
     (DeepSeek asks for reasoning_content not to be sent; older thinking blocks are dropped)."""
