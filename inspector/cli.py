@@ -40,7 +40,7 @@ from .entry import run_plain_command
 from .proxy_cli import proxy, run
 from .recording_open import warn
 from .simulate_cli import simulate
-from .token_arg import parse_turn, tokens_option
+from .token_arg import number_option, parse_turn, tokens_option
 
 if TYPE_CHECKING:
     from engine.recording.cpsession import RecordingReader
@@ -754,9 +754,11 @@ def demo(
             "--no-tui", help="Run the demo agent headless (printing each turn), attachable with ps/attach."
         ),
     ] = False,
-    turns: Annotated[int, typer.Option(help="Stop the demo agent after this many turns.")] = 40,
+    turns: Annotated[int, typer.Option(
+        parser=number_option("--turns", "a number of turns, e.g. 30"), help="Stop the demo agent after this many turns.")] = 40,
     record: Annotated[Path | None, typer.Option(help="Keep the recording here (a new file).")] = None,
-    delay: Annotated[float, typer.Option(help="Seconds between the agent's turns.")] = 1.5,
+    delay: Annotated[float, typer.Option(
+        parser=number_option("--delay", "seconds, e.g. 0.5", float), help="Seconds between the agent's turns.")] = 1.5,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Start the scripted demo agent (probe + recording on) and attach the inspector to it.

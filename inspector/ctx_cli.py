@@ -15,7 +15,7 @@ import typer
 from engine.errors import ContextPipeError
 from engine.store.items import Kind, replace_surrogates
 from inspector.cli_common import fail
-from inspector.token_arg import tokens_option
+from inspector.token_arg import number_option, tokens_option
 
 if TYPE_CHECKING:
     from engine.store import ContextStore, Window
@@ -101,7 +101,9 @@ def add_cmd(
         str, typer.Option("--kind", help=f"One of: {', '.join(k.value for k in Kind)}.")
     ] = "user",
     pin: Annotated[bool, typer.Option("--pin", help="Always include this item in full.")] = False,
-    importance: Annotated[float, typer.Option("--importance", help="Application importance, 0..1.")] = 0.0,
+    importance: Annotated[float, typer.Option(
+        "--importance", parser=number_option("--importance", "a number from 0 to 1, e.g. 0.8", float),
+        help="Application importance, 0..1.")] = 0.0,
     source: Annotated[
         str | None, typer.Option("--source", help="Tool call id, or for --kind file_read the file's path.")
     ] = None,
@@ -274,13 +276,15 @@ def get_cmd(
                  context_settings={"ignore_unknown_options": True})
 def expand_cmd(
     db: ExistingDbOpt,
-    item_id: Annotated[int, typer.Argument(metavar="ID", help="Item id (the # in a stub).")],
-    offset: Annotated[
-        int | None, typer.Option("--offset", help="Print from this character on (a page; see --limit).")
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="Print at most this many characters (default 100,000).")
-    ] = None,
+    item_id: Annotated[int, typer.Argument(
+        metavar="ID", parser=number_option("ID", "the number after # in a stub, e.g. `ctx expand --db DB 5`"),
+        help="Item id (the # in a stub).")],
+    offset: Annotated[int | None, typer.Option(
+        "--offset", parser=number_option("--offset", "a character offset, e.g. 100000"),
+        help="Print from this character on (a page; see --limit).")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", parser=number_option("--limit", "a number of characters, e.g. 100000"),
+        help="Print at most this many characters (default 100,000).")] = None,
     whole: Annotated[bool, typer.Option("--all", help="Print the whole text, however long.")] = False,
 ) -> None:
     """Print the original text behind a stub or summary.

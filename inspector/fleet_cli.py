@@ -16,7 +16,7 @@ import typer
 from .cli_common import check_window, fail, need_terminal
 from .otlp_reach import unreachable
 from .recording_open import trajectory_hint, warn
-from .token_arg import tokens_option
+from .token_arg import number_option, tokens_option
 
 if TYPE_CHECKING:  # the commands import what they run lazily: `cp-inspect --help` stays quick
     from .sources.live import LiveSource
@@ -159,6 +159,7 @@ def export(
         "--content", help="Also export prompt text (gen_ai.input.messages); never under CONTEXTPIPE_REDACT=1.")
     ] = False,
     timeout: Annotated[float | None, typer.Option(
+        parser=number_option("--timeout", "seconds per batch, e.g. 10", float),
         help="Seconds to wait for the backend per batch (default: $OTEL_EXPORTER_OTLP_TIMEOUT, in "
              "milliseconds as the OpenTelemetry specification has it, else 10).")] = None,
 ) -> None:

@@ -27,6 +27,7 @@ from typing import Annotated, Any
 import typer
 
 from .cli_common import fail, need_terminal
+from .token_arg import number_option
 
 UpstreamOpt = Annotated[
     list[str] | None,
@@ -87,9 +88,12 @@ def upstreams_from_env(values: list[str], env: dict[str, str]) -> list[str]:
 
 # ------------------------------------------------------------------ cp-inspect proxy
 
+# `--port x` is one line saying what --port takes (token_arg.number_option), not typer's usage block.
+PORT = number_option("--port", "a port number from 0 to 65535 (0 picks a free one)")
+
 
 def proxy(
-    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one (printed).")] = 8080,
+    port: Annotated[int, typer.Option(parser=PORT, help="Port to listen on; 0 picks a free one (printed).")] = 8080,
     host: Annotated[
         str, typer.Option(help="Address to listen on (loopback unless --allow-remote).")
     ] = "127.0.0.1",
@@ -220,7 +224,7 @@ def run(
     no_tui: Annotated[bool, typer.Option("--no-tui", help="Only record: no inspector.")] = False,
     upstream: UpstreamOpt = None,
     record_dir: RecordDirOpt = DEFAULT_RECORD_DIR,
-    port: Annotated[int, typer.Option(help="The proxy's port (0: a free one).")] = 0,
+    port: Annotated[int, typer.Option(parser=PORT, help="The proxy's port (0: a free one).")] = 0,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
     """Run CMD with its model calls going through the recording proxy, and watch it live: `cp-inspect run -- CMD ...`.
