@@ -196,9 +196,12 @@ def forks(
                 f"none of the {named} recorded fork(s) of {parent} could be read (the warnings above say why)",
                 2,
             )
-        fail(
-            f"{parent} has no recorded forks (fork with pipe.fork(..., record=PATH), or name the children)", 2
-        )
+        if fork_children(pev):
+            fail(
+                f"{parent} has no recorded forks (fork with pipe.fork(..., record=PATH), or name the children)", 2
+            )
+        # A session that forked no sub-agent is a tree of one, not a bad file: it was exit 2 and read as
+        # an error in a script looping over recordings. --json gives the report's usual shape (no children).
     try:
         report = price_forks((parent.name, pev), [(k.name, ev) for k, ev in kids], prices=prices)
     except ContextPipeError as exc:
@@ -210,6 +213,10 @@ def forks(
             "damaged or was not written by the ContextPipe engine",
             2,
         )
+    if not kids and not as_json:
+        turns = report["parent"]["turns"]
+        typer.echo(f"no forks in {parent} ({turns} turn{'' if turns == 1 else 's'})")
+        return
     typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
 
 

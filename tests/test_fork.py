@@ -193,12 +193,36 @@ def test_simulator_prices_a_forked_run_against_independent_subagents(tmp_path: P
     assert json.loads(res.stdout)["children"][0]["fork_turn"] == forks[0]["turn"]
 
 
-def test_forks_without_children_is_a_clear_error(tmp_path: Path) -> None:
-    p = parent_pipeline("anthropic", tmp_path / "solo.cpsession")
+def test_forks_of_a_recording_without_forks_says_so_and_succeeds(tmp_path: Path) -> None:
+    """A session that forked no sub-agent is not an error: it was exit 2 ("has no recorded forks"), which
+    a script looping over recordings read as a bad file. A bad file is still 2."""
+    solo = tmp_path / "solo.cpsession"
+    p = parent_pipeline("anthropic", solo)
     p.next_request()
     p.close()
-    res = CliRunner().invoke(app, ["forks", str(tmp_path / "solo.cpsession")])
-    assert res.exit_code == 2 and "no recorded forks" in res.output
+    res = CliRunner().invoke(app, ["forks", str(solo)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == f"no forks in {solo} (1 turn)\n" and res.stderr == ""
+    demo = Path(__file__).resolve().parent.parent / "demo_sessions" / "scout-anthropic.cpsession"
+    res = CliRunner().invoke(app, ["forks", str(demo)])
+    assert res.exit_code == 0 and res.stdout == f"no forks in {demo} (40 turns)\n", res.output
+    doc = json.loads(CliRunner().invoke(app, ["forks", str(solo), "--json"]).stdout)
+    assert doc["children"] == [] and doc["parent"]["turns"] == 1  # the report's usual shape
+    (tmp_path / "bad.cpsession").write_bytes(b"not a recording\n")
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "bad.cpsession")])
+    assert res.exit_code == 2 and res.output.startswith("cp-inspect: ")
+
+
+def test_forks_that_were_not_recorded_are_still_an_error(tmp_path: Path) -> None:
+    """Forks the parent made without record=PATH: there is a tree, but nothing to show of it."""
+    p = parent_pipeline("anthropic", tmp_path / "parent.cpsession")
+    turns(p, 1, "p")
+    c = p.fork("Find every caller of parse_header.")
+    turns(c, 1, "c")
+    c.close()
+    p.close()
+    res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession")])
+    assert res.exit_code == 2 and "no recorded forks" in res.output, res.output
 
 
 def test_fork_under_contextpipe_record_records_the_child_beside_the_parent(
