@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .cli_common import check_window, fail, need_terminal
-from .otlp_reach import unreachable
+from .otlp_reach import unreachable, unreachable_grpc
 from .recording_open import trajectory_hint, warn
 from .token_arg import number_option, tokens_option
 
@@ -189,11 +189,13 @@ def export(
     except ConfigError as exc:
         fail(str(exc), 2)
     url = exporter_url(inner)
-    # Before any file is read: the SDK retried a refused connection for ~7 s before the first failure.
-    why = unreachable(url)
+    # Before any file is read: the SDK retried a refused connection for ~7 s before the first failure,
+    # over HTTP and gRPC alike (OTEL_EXPORTER_OTLP_PROTOCOL=grpc: the exporter's target is host:port).
+    grpc = "grpc" in type(inner).__module__
+    why = unreachable_grpc(url) if grpc else unreachable(url)
     if why is not None:
-        fail(f"the OTLP endpoint {url} {why}: start a collector there, or give its address with --otlp; "
-             "nothing was sent")
+        fail(f"the OTLP{'/gRPC' if grpc else ''} endpoint {url} {why}: start a collector there, or give its "
+             "address with --otlp; nothing was sent")
 
     class Checked:
         """Remembers failures, so the command can say the backend did not take the spans."""

@@ -11,8 +11,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from inspector.otlp_reach import unreachable
+import pytest
+
+from inspector.otlp_reach import unreachable, unreachable_grpc
 
 from .otlp_receiver import OtlpReceiver
 
@@ -27,9 +30,11 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _export(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def _export(*args: str, protocol: str | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONPATH"] = str(ROOT)
+    if protocol is not None:
+        env["OTEL_EXPORTER_OTLP_PROTOCOL"] = protocol
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
     started = time.monotonic()
     out = subprocess.run(
@@ -68,5 +73,71 @@ def test_a_listening_collector_still_gets_the_spans() -> None:
 
 
 def test_what_the_check_cannot_judge_is_left_to_the_exporter() -> None:
-    assert unreachable("localhost:4317") is None  # gRPC's host:port
+    assert unreachable("localhost:4317") is None  # gRPC's host:port (unreachable_grpc)
     assert unreachable("http://127.0.0.1:notaport/v1/traces") is None
+
+
+# ------------------------------------------------------------------ gRPC (OTEL_EXPORTER_OTLP_PROTOCOL=grpc)
+# The same fast failure over gRPC: before, a closed port was ~8.7 s of the gRPC exporter's retries and
+# then "did not accept the spans (is a collector listening there?)".
+
+
+def test_a_refused_grpc_connection_is_one_line_at_once() -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    port = _closed_port()
+    out, took = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}", protocol="grpc")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr == (
+        f"cp-inspect: the OTLP/gRPC endpoint 127.0.0.1:{port} refused the connection (nothing listens on "
+        f"127.0.0.1 port {port}): start a collector there, or give its address with --otlp; nothing was sent\n"
+    )
+    assert out.stdout == ""
+    assert took < 4.0, f"export took {took:.1f} s to say the collector refused"
+
+
+def test_a_listening_grpc_collector_still_gets_the_spans() -> None:
+    """A real gRPC OTLP trace service (grpcio, the collector's protocol) on a free port."""
+    grpc = pytest.importorskip("grpc")
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
+    from concurrent import futures
+
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    got: list[str] = []
+
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC service's naming)
+            got.extend(s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        assert unreachable_grpc(f"127.0.0.1:{port}") is None
+        out, _ = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}", protocol="grpc")
+    finally:
+        server.stop(0)
+    assert out.returncode == 0, out.stderr
+    assert "exported " in out.stdout and got
+
+
+def test_grpc_targets_as_the_exporter_dials_them() -> None:
+    port = _closed_port()
+    refused = f"refused the connection (nothing listens on 127.0.0.1 port {port})"
+    assert unreachable_grpc(f"127.0.0.1:{port}") == refused
+    assert (
+        unreachable_grpc("no-such-host.invalid:4317")
+        == "names a host that does not resolve ('no-such-host.invalid')"
+    )
+    # gRPC's own resolvers' forms, and a bad port: the exporter judges them.
+    for target in ("dns:///localhost:4317", "unix:///tmp/otlp.sock", "localhost:notaport", "localhost:99999"):
+        assert unreachable_grpc(target) is None, target
+
+
+def test_a_grpc_target_behind_a_proxy_is_left_to_the_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("grpc_proxy", "http://127.0.0.1:9")
+    assert unreachable_grpc(f"example.com:{_closed_port()}") is None
