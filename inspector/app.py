@@ -32,6 +32,7 @@ from textual.worker import Worker, WorkerState
 
 from engine.errors import ContextPipeError
 from engine.trace_schema import Trace
+from engine.wording import counted
 from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
 from inspector.early_steps import EarlySteps
@@ -469,7 +470,7 @@ class InspectorApp(App[None]):
         # as a sentence. Wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
         # disconnected)".
         reason = message.reason[:1].upper() + message.reason[1:]
-        self.notify(f"{reason}. {len(self.timeline)} turns kept; {where}.", severity="warning", timeout=8, markup=False)
+        self.notify(f"{reason}. {counted(len(self.timeline), 'turn')} kept; {where}.", severity="warning", timeout=8, markup=False)
 
     @on(SourceFailed)
     def _source_failed(self, message: SourceFailed) -> None:
@@ -814,7 +815,7 @@ class InspectorApp(App[None]):
                 self.call_from_thread(self.notify, f"could not save to {path}: {exc}", severity="error",
                                       markup=False)
                 return
-            self.call_from_thread(self.notify, f"saved {turns} turns to {path}", markup=False)
+            self.call_from_thread(self.notify, f"saved {counted(turns, 'turn')} to {path}", markup=False)
             self.call_from_thread(saved, turns)
 
         self.run_worker(work, thread=True, group="save", exit_on_error=False)

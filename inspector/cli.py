@@ -15,6 +15,7 @@ import typer
 from typer.models import CommandInfo
 
 from engine.errors import ContextPipeError
+from engine.wording import counted
 
 from . import fleet_cli, replay_command, startup_gc
 from .cli_common import (
@@ -436,7 +437,7 @@ def verify(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cps
         fail(f"cannot read {file}: {exc.strerror or exc}")
     ms = (time.perf_counter() - t0) * 1000
     if report.ok:
-        typer.echo(f"ok: {report.turns} turns replayed, every request hash matches ({ms:.0f} ms)")
+        typer.echo(f"ok: {counted(report.turns, 'turn')} replayed, every request hash matches ({ms:.0f} ms)")
         if not r.finished and r.damage is None:
             # A clean end without the footer close() writes: nothing is damaged, but the session may
             # have gone on past what the file holds.
@@ -446,7 +447,7 @@ def verify(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cps
             )
         return
     typer.echo(
-        f"FAILED: {len(report.mismatches)} of {report.turns} turns differ; first: {report.mismatches[0]}"
+        f"FAILED: {len(report.mismatches)} of {counted(report.turns, 'turn')} differ; first: {report.mismatches[0]}"
     )
     from engine.pipeline import ENGINE_VERSION
 
@@ -595,7 +596,7 @@ def import_(
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    typer.echo(f"wrote {out}: {report.turns} turns from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
+    typer.echo(f"wrote {out}: {counted(report.turns, 'turn')} from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
     notes = [*imp.meta.get("notes", []), *report.notes]
     if model is None and imp.model == "unknown":
         # Said here, not first by simulate's price lookup, which refuses 'unknown' a step later.

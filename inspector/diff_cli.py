@@ -198,7 +198,8 @@ def forks(
             )
         if fork_children(pev):
             fail(
-                f"{parent} has no recorded forks (fork with pipe.fork(..., record=PATH), or name the children)", 2
+                f"{parent} has no recorded forks (fork with pipe.fork(..., record=PATH), or name the children)",
+                2,
             )
         # A session that forked no sub-agent is a tree of one, not a bad file: it was exit 2 and read as
         # an error in a script looping over recordings. --json gives the report's usual shape (no children).

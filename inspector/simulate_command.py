@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.wording import counted
+
 from .recording_open import about, fail, open_recording
 from .token_arg import tokens_option
 
@@ -216,7 +218,7 @@ def render_text(r: SimulationReport) -> str:
     rec = r.recorded
     lines = [
         f"SIMULATE {r.source}",
-        f"  {r.simulated_turns} of {r.turns} turns; model {r.model}; engine policy {r.engine_provider}; "
+        f"  {r.simulated_turns} of {counted(r.turns, 'turn')}; model {r.model}; engine policy {r.engine_provider}; "
         f"cache rules {r.cache_rules}; window {r.window:,} (recorded {rec['window']:,}, "
         f"{rec['model']} via {rec['provider']})",
         f"  {r.prices_line()}",

@@ -8,6 +8,7 @@ from typing import Any
 from rich.cells import cell_len
 from textual.markup import escape
 
+from engine.wording import counted
 from inspector.session_view import SPEEDS, SessionView
 from panels.fmt import one_line
 from panels.markup_line import Part, as_markup, assemble, parse
@@ -128,12 +129,12 @@ def status_parts(
         def banner(path: str, short: bool = False) -> str:
             # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too.
             told = where.format(escape(path)) if banner_path else where
-            kept_n = "" if short else f" — {len(tl)} turns kept"
+            kept_n = "" if short else f" — {counted(len(tl), 'turn')} kept"
             return f"[bold $text on $error] Agent disconnected{kept_n}; {told} [/]"
 
         state = banner(banner_path)
     elif saved_to:
-        held = f"{saved_turns} turns " if saved_turns is not None else ""
+        held = f"{counted(saved_turns, 'turn')} " if saved_turns is not None else ""
         state = f"[$success]saved {held}to {escape(saved_to)}[/]"
     elif live and not following:
         state = "" if tl.follow else "[$warning]stepped back (End to follow)[/]"

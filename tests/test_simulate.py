@@ -112,7 +112,7 @@ def test_synthetic_without_actual_events_as_sent_is_the_recorded_engine(
     assert p is not None and s is not None
     # No overrides: the what-if pipeline is the recorded engine, so both columns are identical.
     assert p.totals == s.totals
-    assert any("no `actual` events" in n for n in r.notes)
+    assert any("holds no copy of the requests as the agent sent them" in n for n in r.notes)
     a = r.policies["actual"]
     assert a is not None
     usage = [e["usage"] for e in synth_events if e.get("k") == "usage"]

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from engine.providers import canonical_provider
+from engine.wording import counted
 
 DEFAULTS = {  # rules: (read ratio, write ratio)
     "anthropic": (0.1, 1.25),
@@ -128,7 +129,7 @@ class Payback:
         pb = (
             "never pays back"
             if math.isinf(self.payback_turns)
-            else (f"pays back after {max(0, math.ceil(round(self.payback_turns, 6)))} turns")
+            else f"pays back after {counted(max(0, math.ceil(round(self.payback_turns, 6))), 'turn')}"
         )
         got = f"saves {_k(self.saves_per_turn)}/turn, re-sends {_k(self.resend_uncached)} uncached, {pb}"
         self.__dict__["_text"] = got  # a frozen dataclass: bypass its __setattr__ for the memo only

@@ -64,6 +64,7 @@ from engine.policy.cachecost import (
 from engine.policy.settings import PolicySettings
 from engine.policy.state import CompactionState
 from engine.types import Form, SectionKind
+from engine.wording import counted
 
 STEP = "compact_history"
 GATE = "drop_rounds"  # compaction drops whole rounds: the same gate as wave 1's drop_rounds
@@ -97,6 +98,11 @@ class Outcome:
     # run(defer_texts=True) on a held turn: what completes `decision` and the compaction step (their
     # texts and pay-back fields) for the trace, called once before either is read; None: complete.
     finish: Callable[[], None] | None = None
+
+
+def _turns(horizon: float) -> str:
+    """A horizon in turns as a reason quotes it ("1 turn", "12 turns"; an unbounded one as "inf turns")."""
+    return counted(round(horizon), "turn") if math.isfinite(horizon) else f"{horizon:.0f} turns"
 
 
 def note_text(st: CompactionState, summary_text: Callable[[str], str | None]) -> str:
@@ -539,9 +545,9 @@ def run(
             summary=summary_key,
         )
         why = (
-            f"request {t1} > trigger {trigger_tokens}: cut {cand.dropped_rounds} rounds to about {target_tokens}"
+            f"request {t1} > trigger {trigger_tokens}: cut {counted(cand.dropped_rounds, 'round')} to about {target_tokens}"
             if forced
-            else f"pays back within the {horizon:.0f} turns it is expected to last"
+            else f"pays back within the {_turns(horizon)} it is expected to last"
         )
         decision.update(decision="compacted", reason=why, cut=new_st.cut)
         step = {
@@ -655,7 +661,7 @@ def _held(
     economic: float,
 ) -> None:
     """Why a weighed cut was not made, on the decision record and the compaction step."""
-    why = f"not worth it: {pb.text()}, expected to last {horizon:.0f} turns"
+    why = f"not worth it: {pb.text()}, expected to last {_turns(horizon)}"
     if pb.worth and settings.early and settings.revision >= 2:
         why = (
             f"not yet: {pb.text()}, but a cut saving under {economic / 1000:.1f}k/turn costs more "

@@ -50,6 +50,7 @@ from engine.sim.simulate import (
 )
 from engine.tokens import TokenCounter
 from engine.whatif import GATE_KEYS, THRESHOLD_ALIASES, THRESHOLD_KEYS, Overrides
+from engine.wording import counted
 
 
 class DiffError(ContextPipeError, ValueError):
@@ -800,11 +801,11 @@ def _diff_each(
 def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> str:
     tot = report.totals()
     lines = [
-        f"diff {report.baseline} -> {report.candidate}: {tot['sessions']} session(s), {tot['turns']} turns"
+        f"diff {report.baseline} -> {report.candidate}: {tot['sessions']} session(s), {counted(tot['turns'], 'turn')}"
     ]
     for s in report.sessions:
         lines.append("")
-        lines.append(f"{s.source}: {s.differing_turns} of {len(s.turns)} turns send different requests")
+        lines.append(f"{s.source}: {s.differing_turns} of {counted(len(s.turns), 'turn')} send different requests")
         shown = 0
         for t in s.turns:
             if not all_turns and t.first_difference is None and t.new_cache_break is None:

@@ -1326,7 +1326,12 @@ def _simulate_events(
             else run("gates_closed", reqs_c)
         )
         if reqs_r is not None:
-            notes.append("no `actual` events: as_sent is the engine's requests under the recorded settings")
+            # Said in what the recording lacks, not in event names: beside the column named "actual", "no
+            # `actual` events" read as if the actual column had nothing in it.
+            notes.append(
+                "as_sent is the engine's requests under the recorded settings: this recording holds no copy "
+                "of the requests as the agent sent them (an import or a `cp-inspect run` recording does)"
+            )
             # Under the recorded settings the pipeline column already simulated these very requests.
             pol_s = (
                 replace(pol_p, name="as_sent", turns=list(pol_p.turns))
@@ -1364,7 +1369,10 @@ def _simulate_events(
     except cachesim.CacheSimError as exc:
         raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
     if "paper" in extra and not has_actual:
-        notes.append("paper: the recording has no `actual` events; rebuilt from the uncompacted conversation")
+        notes.append(
+            "paper: rebuilt from the uncompacted conversation (this recording holds no copy of the requests as "
+            "the agent sent them)"
+        )
     if "paper" in extra and s.window is not None:
         notes.append(
             f"paper is at the recorded window ({rec_cfg['window']:,}), every other column at {s.window:,}"
