@@ -1,11 +1,15 @@
-"""The demo agent: a scripted coding agent that embeds the engine and works on a real directory.
+"""The demo agent: a scripted coding agent that embeds the engine, reading a fixed copy of a repository.
 
-Real tool calls (list, grep, read, run a small command) on the project's own source, scripted
-assistant turns, and the provider cache simulator standing in for the provider's usage. Its window
-is small, so within a minute it climbs the tiers and compacts its history (how high it climbs first
-depends on the sizes of the files it reads, the project's own: the recordings in demo_sessions/ reach
-AggressivePrune, a run on today's tree may compact before it), spills one huge tool output, flips a
-latch (breaking the cache), has a binder time out, and fires alerts.
+Tool calls (list, grep, read, run a small command) answered from a corpus the project ships: the
+outputs recorded in demo_sessions/scout-anthropic.cpsession, the project's own source as it was when
+that session was recorded. Scripted assistant turns, and the provider cache simulator standing in for
+the provider's usage. Its window is small, so within a minute it climbs the tiers up to
+AggressivePrune and compacts its history, spills one huge tool output, flips a latch (breaking the
+cache), has a binder time out, and fires alerts.
+
+The tools read the working tree until 2026-12: the demo's figures drifted as the repository grew (the
+grep of every `def` was ~135k tokens and rising), so no two clones, nor two days, printed the same
+session. Now every run prints the same figures, those of the recording.
 
     python -m inspector.demo_agent --turns 40 --record demo.cpsession --serve
 """
@@ -17,15 +21,14 @@ import asyncio
 import ctypes
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.errors import ContextPipeError
 from engine.optimize import OptimizeLimits
 from engine.pipeline import Pipeline
 from engine.sim.cachesim import Block, CacheSimulator, Call
@@ -33,6 +36,10 @@ from engine.types import CacheScope, Priority, SectionKind
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "claude-sonnet-4"
+# Where the tools' answers come from (see the module's docstring).
+CORPUS = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+# The environment source's text as the corpus recorded it (the directory it ran in, the engine's modules).
+ENVIRONMENT = "cwd: demo\nengine modules: 24"
 
 TOOLS = {
     "list_files": (
@@ -120,48 +127,51 @@ SCRIPT: list[tuple[str, str, dict[str, str]]] = [
 
 FLIP_TURN = 15  # the turn whose request carries the flipped permissions latch
 # The turn whose tool output is doubled (turn 19 reads engine/providers/base.py: ~11k tokens, ~22k doubled).
-# The largest output is turn 17's grep of every `def` in the repository (~135k cl100k tokens on
-# today's tree, 13 windows of 10,200), spilled on its own: from turn 18 the trace's `raw_history`
-# (the conversation as the agent holds it, over the window) reads ~15 while pressure stays under 1.
+# The largest output is turn 17's grep of every `def` in the repository (the corpus's: ~60k cl100k
+# tokens, several windows of 10,200), spilled on its own: from turn 18 the trace's `raw_history` (the
+# conversation as the agent holds it, over the window) reads far over 1 while pressure stays under it.
 HUGE_TURN = 19
 BIND_FAIL_TURN = 12
 
 
-def run_tool(name: str, args: dict[str, str], writable: bool) -> str:
-    root = ROOT
-    try:
-        if name == "list_files":
-            p = (root / args.get("path", ".")).resolve()
-            items = sorted(
-                x.name + ("/" if x.is_dir() else "") for x in p.iterdir() if not x.name.startswith(".")
-            )
-            return "\n".join(items)
-        if name == "grep":
-            rx = re.compile(args["pattern"])
-            base = (root / args.get("path", ".")).resolve()
-            files = [base] if base.is_file() else sorted(base.rglob("*.py"))
-            out = []
-            for f in files:
-                if ".venv" in f.parts or "site-packages" in f.parts:
-                    continue
-                for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
-                    if rx.search(line):
-                        out.append(f"{f.relative_to(root)}:{i}: {line.strip()}")
-            return "\n".join(out) or "(no matches)"
-        if name == "read_file":
-            return (root / args["path"]).read_text(errors="replace")
-        if name == "run":
-            r = subprocess.run(
-                [sys.executable, "-c", args["code"]], cwd=root, capture_output=True, text=True, timeout=20
-            )
-            return (r.stdout + r.stderr).strip()
-        if name == "edit_file":
-            if not writable:
-                return "error: permission denied: the session is read-only"
-            return "ok (demo: no file was changed)"
-    except Exception as exc:  # tool errors go back to the model as results, like a real agent loop
-        return f"error: {type(exc).__name__}: {exc}"
-    return f"error: unknown tool {name}"
+Corpus = dict[tuple[str, str], str]  # (tool, its arguments as JSON) -> the output recorded for it
+
+
+def load_corpus(path: Path = CORPUS) -> Corpus:
+    """Every tool output of the recorded demo session, by the call that produced it. The recording
+    holds each text once, as a blob its events name by hash (engine/recording/journal.py)."""
+    from engine.recording.cpsession import RecordingReader
+
+    blobs: dict[str, str] = {}
+    calls: dict[str, tuple[str, str]] = {}  # call id -> (tool, arguments)
+    corpus: Corpus = {}
+    with RecordingReader.open(path) as r:
+        for ev in r.events():
+            k = ev.get("k")
+            if k == "blob":
+                blobs[ev["h"]] = ev["data"]
+            elif k == "msg" and ev.get("role") == "assistant":
+                for part in ev["parts"]:
+                    if part.get("t") == "call":
+                        calls[part["id"]] = (part["name"], blobs[part["h"]])
+            elif k == "part" and ev["part"].get("t") == "result":
+                part = ev["part"]
+                out = blobs[part["h"]]
+                if part["id"] == f"call_{HUGE_TURN:03d}":  # recorded doubled (see main): the tool's own output
+                    out = out[: len(out) // 2]
+                corpus.setdefault(calls[part["id"]], out)
+    return corpus
+
+
+def run_tool(name: str, args: dict[str, str], writable: bool, corpus: Corpus) -> str:
+    if name == "edit_file":
+        if not writable:
+            return "error: permission denied: the session is read-only"
+        return "ok (demo: no file was changed)"
+    found = corpus.get((name, json.dumps(args)))
+    if found is None:  # tool errors go back to the model as results, like a real agent loop
+        return f"error: {name} {json.dumps(args)} is not in the demo's recorded repository"
+    return found
 
 
 def build_pipeline(args: argparse.Namespace, clock: Callable[[], float]) -> tuple[Pipeline, dict[str, int]]:
@@ -203,8 +213,7 @@ def build_pipeline(args: argparse.Namespace, clock: Callable[[], float]) -> tupl
     async def environment() -> str:
         if state["turn"] == BIND_FAIL_TURN:
             await asyncio.sleep(1.0)  # a slow environment probe: the binder times out, the section degrades
-        files = sorted(p.name for p in (ROOT / "engine").glob("*.py"))
-        return f"cwd: {ROOT.name}\nengine modules: {len(files)}"
+        return ENVIRONMENT
 
     pipe.add_source(
         "environment",
@@ -261,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent(args.parent_pid)
     fake = [1_767_225_600.0]
     clock = (lambda: fake[0]) if args.deterministic else time.time
+    try:
+        corpus = load_corpus()
+    except (OSError, ContextPipeError) as exc:
+        print(f"demo agent: cannot read its recorded repository {CORPUS}: {exc} (run it from a clone of "
+              "the project: pip install -e .)", file=sys.stderr)
+        return 1
     pipe, state = build_pipeline(args, clock)
     sim = CacheSimulator("anthropic" if args.provider == "anthropic" else "openai", MODEL)
     writable = False
@@ -308,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             calls = pipe.assistant(
                 thought, [{"id": f"call_{t:03d}", "name": tool, "arguments": json.dumps(targs)}]
             )
-            out = run_tool(tool, targs, writable)
+            out = run_tool(tool, targs, writable, corpus)
             if t == HUGE_TURN:
                 out = out + "\n" + out  # a second large output, spilled as well
             pipe.tool_result(calls[0].id, out, is_error=out.startswith("error:"))
