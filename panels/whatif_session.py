@@ -7,6 +7,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.markup import escape
 
+from engine.wording import counted
 from panels.fmt import BLOCKS, tok
 
 POLICIES = (("pipeline", "what-if"), ("gates_closed", "closed"), ("as_sent", "as sent"), ("actual", "actual"))
@@ -46,7 +47,7 @@ def session_view(report: dict, width: int = 60, received: int | None = None) -> 
     rows = ["[$text-muted]" + " " * label + "".join(f"{h:>{col}}" for _, h in POLICIES) + "[/]"]
     since = (received or 0) - int(report.get("turns") or 0)
     if since > 0 and report.get("turns") is not None:
-        rows.insert(0, f"[$warning]run on {report['turns']} turns; {since} more arrived since "
+        rows.insert(0, f"[$warning]run on {counted(report['turns'], 'turn')}; {since} more arrived since "
                        f"(W twice re-runs with them)[/]")
 
     def row(name: str, fmt, key: str) -> None:  # type: ignore[no-untyped-def]
@@ -77,7 +78,7 @@ def session_view(report: dict, width: int = 60, received: int | None = None) -> 
               for name in ("pipeline", "gates_closed")}
     top = max((max(v) for v in series.values() if v), default=0.0)
     rows.append("")
-    rows.append(f"[$text-muted]cost per turn (peak {_money(top)}), {report.get('simulated_turns', 0)} turns[/]")
+    rows.append(f"[$text-muted]cost per turn (peak {_money(top)}), {counted(report.get('simulated_turns', 0), 'turn')}[/]")
     rows.append(f"{'what-if':<9} [$accent]{_bars(series['pipeline'], chart, top)}[/]")
     rows.append(f"{'closed':<9} [$warning]{_bars(series['gates_closed'], chart, top)}[/]")
     rows.extend(policy_rows(report, width))

@@ -72,3 +72,43 @@ def test_simulate_says_one_turn_and_what_the_recording_lacks_in_words(one_turn: 
         "note: as_sent is the engine's requests under the recorded settings: this recording holds no copy of "
         "the requests as the agent sent them (an import or a `cp-inspect run` recording does)"
     ) in res.stdout
+
+
+def test_the_fork_tree_counts_one_turn_as_one_turn(tmp_path: Path) -> None:
+    parent = tmp_path / "parent.cpsession"
+    pipe = Pipeline("claude-sonnet-4", provider="anthropic", window=200_000, record=parent)
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("The test fails, please fix it.")
+    req = pipe.next_request()
+    pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
+    child = pipe.fork("Find every caller of parse_header.", record=tmp_path / "child.cpsession")
+    creq = child.next_request()
+    child.record_usage({"input_tokens": creq.trace["final_tokens"], "output_tokens": 4})
+    child.close()
+    pipe.close()
+    res = runner.invoke(app, ["forks", str(parent)])
+    assert res.exit_code == 0, res.output
+    assert "parent.cpsession  (session " in res.stdout and ", 1 turn, $" in res.stdout
+    assert "scope, 1 turn)" in res.stdout and " 1 turns" not in res.stdout
+
+
+def test_the_what_if_panels_session_view_counts_one_turn_as_one_turn(one_turn: Path) -> None:
+    import json
+
+    from panels.whatif_session import session_view
+
+    res = runner.invoke(app, ["simulate", str(one_turn), "--json", "--per-turn"])
+    assert res.exit_code == 0, res.output
+    shown = session_view(json.loads(res.stdout), width=80, received=3).plain
+    assert "run on 1 turn; 2 more arrived since" in shown and ", 1 turn" in shown
+    assert " 1 turns" not in shown
+
+
+def test_diff_counts_one_turn_as_one_turn(one_turn: Path) -> None:
+    text = runner.invoke(app, ["diff", "recorded", "recorded", str(one_turn)])
+    assert text.exit_code == 0, text.output
+    assert "1 session(s), 1 turn" in text.stdout and "0 of 1 turn send different requests" in text.stdout
+    md = runner.invoke(app, ["diff", "recorded", "recorded", str(one_turn), "--markdown"])
+    assert md.exit_code == 0, md.output
+    assert "1 session(s), 1 turn, 0 send different requests." in md.stdout
+    assert " 1 turns" not in text.stdout + md.stdout

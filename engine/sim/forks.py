@@ -35,6 +35,7 @@ from engine.sim.simulate import (
     cache_rules_for,
 )
 from engine.tokens import TokenCounter
+from engine.wording import counted
 
 
 class ForkError(ContextPipeError, ValueError):
@@ -243,7 +244,8 @@ def tree_text(report: dict[str, Any], *, limit: int = 30) -> str:
     every one), so a fan-out of a thousand stays a screenful."""
     p = report["parent"]
     lines = [
-        f"{p['label']}  (session {p['session_id'] or '-'}, {p['turns']} turns, ${p['forked']['cost_usd']:.5f})"
+        f"{p['label']}  (session {p['session_id'] or '-'}, {counted(p['turns'], 'turn')}, "
+        f"${p['forked']['cost_usd']:.5f})"
     ]
     kids = report["children"]
     depth = [int(c.get("depth") or 1) for c in kids]
@@ -263,7 +265,7 @@ def tree_text(report: dict[str, Any], *, limit: int = 30) -> str:
         lines.append(
             f"{lead}{branch} {c['label']}  (session {c['session_id']}, forked at turn {c['fork_turn']}"
             + (f" of {c['parent_label']}" if d > 1 else "")
-            + f", {c['scope']} scope, {c['turns']} turns)"
+            + f", {c['scope']} scope, {counted(c['turns'], 'turn')})"
         )
         sp = c.get("spawn")
         if sp is not None:

@@ -859,7 +859,8 @@ def to_markdown(report: DiffReport, failures: Sequence[str] = ()) -> str:
     lines = [
         f"### {head} ContextPipe diff: `{report.baseline}` → `{report.candidate}`",
         "",
-        f"{tot['sessions']} session(s), {tot['turns']} turns, {tot['differing_turns']} send different requests.",
+        f"{tot['sessions']} session(s), {counted(tot['turns'], 'turn')}, {tot['differing_turns']} send different "
+        "requests.",
         "",
         "| | baseline | candidate |",
         "| --- | ---: | ---: |",
