@@ -126,9 +126,9 @@ SCRIPT: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 FLIP_TURN = 15  # the turn whose request carries the flipped permissions latch
-# The turn whose tool output is doubled (turn 19 reads engine/providers/base.py: ~11k tokens, ~22k doubled).
-# The largest output is turn 17's grep of every `def` in the repository (the corpus's: ~60k cl100k
-# tokens, several windows of 10,200), spilled on its own: from turn 18 the trace's `raw_history` (the
+# The turn whose tool output is doubled (turn 19 reads engine/providers/base.py: ~5.6k tokens, ~11k doubled).
+# The largest output is turn 17's grep of every `def` in the repository (the corpus's: ~68k cl100k
+# tokens, ~7 windows of 10,200), spilled on its own: from turn 18 the trace's `raw_history` (the
 # conversation as the agent holds it, over the window) reads far over 1 while pressure stays under it.
 HUGE_TURN = 19
 BIND_FAIL_TURN = 12
