@@ -154,7 +154,8 @@ def _skip(path: Path, reason: str) -> None:
 def export(
     files: Annotated[list[str], typer.Argument(help="Recordings: files, directories or globs.")],
     otlp: Annotated[str | None, typer.Option(
-        help="OTLP/HTTP endpoint, e.g. http://localhost:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
+        help="OTLP endpoint, e.g. http://localhost:4318 (OTLP/HTTP), or http://localhost:4317 with "
+             "OTEL_EXPORTER_OTLP_PROTOCOL=grpc (default: $OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
     content: Annotated[bool, typer.Option(
         "--content", help="Also export prompt text (gen_ai.input.messages); never under CONTEXTPIPE_REDACT=1.")
     ] = False,
