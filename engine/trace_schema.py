@@ -118,6 +118,7 @@ class Trace(TypedDict):
     # Captured agents only (engine/capture/tap.py sets them on the call's turn; docs/TRACE_SCHEMA.md says what each holds):
     history_rewrite: NotRequired[dict[str, int]]  # the agent's request rewrote its own history (it compacted)
     conversation_branch: NotRequired[dict[str, Any]]  # a session's first turn: the session it branched from
+    conversation_ambiguous: NotRequired[dict[str, Any]]  # other sessions fit the request as well (lineage)
     request_params: NotRequired[dict[str, Any]]  # the settings the agent's request set (max_tokens, temperature...)
     server: NotRequired[dict[str, Any]]  # where the call went: address, port
     response_meta: NotRequired[dict[str, Any]]  # the reply's id, model, finish_reason

@@ -524,7 +524,7 @@ def import_(
         str, typer.Argument(help="mini-swe-agent | swe-agent | openhands | swe-smith | claude-trace | proxy-jsonl | auto")
     ],
     src: Annotated[Path, typer.Argument(help="The trajectory or log file.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="The .cpsession file to write.")],
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="The .cpsession file to write.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name, when the source lacks one.")] = None,
     provider: Annotated[
         str | None, typer.Option(
@@ -534,24 +534,39 @@ def import_(
     window_text: Annotated[str | None, typer.Option(
         "--window", metavar="<tokens>", help="Context window (tokens: 32000, 32k, 1.5M) for the engine's plan.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
+    conversation: Annotated[int | None, typer.Option(
+        "--conversation", metavar="N", min=1,
+        help="Which conversation of a log holding several (proxy JSONL, claude-trace): 1 = the most calls "
+        "(the default); --list numbers them.")] = None,
+    list_: Annotated[bool, typer.Option(
+        "--list", help="List the file's conversations (calls, first message, restart or fork of which) and "
+        "write nothing.")] = False,
 ) -> None:
     """Import a real agent trajectory as a recording: each model call becomes a turn.
 
     \b
     Example:
       cp-inspect import auto TRAJECTORY.json -o run.cpsession
+      cp-inspect import auto proxy.jsonl --list                  # a log of several conversations
+      cp-inspect import auto proxy.jsonl --conversation 2 -o run2.cpsession
     """
-    from engine.importers import load
+    from engine.importers import NoSuchConversation, load
     from engine.importers.ingest import ingest
     from engine.importers.model import ImportFormatError
 
     window = tokens_option(window_text, "--window")
+    if out is None and not list_:
+        fail("import: -o/--out FILE is required (the .cpsession to write), or --list to list the conversations", 2)
     if not src.exists():
         fail(f"no such file: {src}")
     if src.is_dir():
         fail(f"{src} is a directory: give the trajectory or log file inside it")
     if not src.is_file():  # reading a FIFO nobody writes waited forever
         fail(f"{src} is not a regular file (a FIFO or a device): give the trajectory or log file itself")
+    if list_:
+        _list_conversations(fmt, src)
+        return
+    assert out is not None
     if out.is_dir():
         fail(f"-o {out} is a directory: give a file path, e.g. {out / 'run.cpsession'}", 2)
     if out.exists() and not force:
@@ -562,7 +577,14 @@ def import_(
     if _is_recording(src):  # "not a trajectory in any known format: is not UTF-8 text (byte 4)" before
         fail(f"{src} is already a recording: replay, explain, simulate and verify take it as it is", 2)
     try:
-        imp = load(src, None if fmt == "auto" else fmt, model=model, provider=provider)
+        imp = load(src, None if fmt == "auto" else fmt, model=model, provider=provider, conversation=conversation)
+    except NoSuchConversation as exc:
+        n = len(exc.conversations)
+        fail(
+            f"--conversation {conversation}: {src} holds {n} conversation{'s' if n != 1 else ''} (1 to {n}); "
+            f"`cp-inspect import {fmt} {src} --list` lists them",
+            2,
+        )
     except ImportFormatError as exc:
         fail(str(exc))
     except ValueError as exc:
@@ -606,6 +628,26 @@ def import_(
         typer.echo(f"  note: {note}")
     if len(notes) > 5:  # cut at five without a word, the rest of what was repaired or skipped went unsaid
         typer.echo(f"  ... and {len(notes) - 5} more notes of the same kinds")
+
+
+def _list_conversations(fmt: str, src: Path) -> None:
+    """import --list: the file's conversations, numbered as --conversation takes them."""
+    from engine.importers import conversation_list, load
+    from engine.importers.model import ImportFormatError
+
+    if _is_recording(src):
+        fail(f"{src} is already a recording: replay, explain, simulate and verify take it as it is", 2)
+    try:
+        listing = conversation_list(load(src, None if fmt == "auto" else fmt))
+    except ImportFormatError as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(str(exc), 2)
+    except OSError as exc:
+        fail(f"cannot read {src}: {exc.strerror or exc}")
+    typer.echo(f"{src}: {len(listing)} conversation{'s' if len(listing) != 1 else ''}")
+    for line in listing:
+        typer.echo(f"  {line}")
 
 
 def _is_recording(path: Path) -> bool:

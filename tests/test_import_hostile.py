@@ -176,7 +176,10 @@ def test_the_same_opening_asked_again_is_another_conversation_named_without_a_mo
     src.write_text(_trace_line(body, ok) + "\n" + _trace_line(body, ok) + "\n")
     res = CliRunner().invoke(app, ["import", "auto", str(src), "-o", str(tmp_path / "o.cpsession")])
     assert res.exit_code == 0, res.output
-    assert "imported conversation 1 of 2 (1 calls); the others: 1 call(s) on an unnamed model" in res.output
+    assert (
+        "imported conversation 1 of 2 (1 calls); the others: 2: 1 call(s) on an unnamed model, 'hi' (same opening "
+        "as 1: a restart or another attempt)" in res.output
+    )
 
 
 def test_call_id_used_again_by_a_later_message_is_said_and_both_pair(tmp_path: Path) -> None:

@@ -81,7 +81,9 @@ def test_two_runs_of_one_task_are_two_conversations(tmp_path: Path) -> None:
     assert imp.meta["conversations"] == [3, 2, 1]
     assert [c.response.tool_calls[0].id for c in imp.calls if c.response] == ["call_a0", "call_a1", "call_a2"]
     assert imp.meta["notes"] == [
-        "imported conversation 1 of 3 (3 calls); the others: 2 call(s) on gpt-4o, 1 call(s) on gpt-4o-mini"
+        "imported conversation 1 of 3 (3 calls); the others: 2: 2 call(s) on gpt-4o, 'Fix the bug.' (same opening "
+        "as 1: a restart or another attempt); 3: 1 call(s) on gpt-4o-mini, 'Name this chat.'; import another "
+        "with --conversation N"
     ]
     assert imp.model == "gpt-4o"  # the title call's model is another conversation's, not a mix
     out = tmp_path / "a.cpsession"
@@ -90,6 +92,10 @@ def test_two_runs_of_one_task_are_two_conversations(tmp_path: Path) -> None:
     assert verify_ok(out) == 3
     second = parse_lines(log.read_text(), str(log), conversation=2)
     assert [c.response.tool_calls[0].id for c in second.calls if c.response] == ["call_b0", "call_b1"]
+    assert second.meta["notes"][0].startswith(
+        "imported conversation 2 of 3 (2 calls, same opening as 1: a restart or another attempt); the others: "
+        "1: 3 call(s) on gpt-4o, 'Fix the bug.'; 3: "
+    )
     assert len(every_call(log).calls) == 6  # read as a set of calls: every line, in order
     with pytest.raises(ImportFormatError, match="has 3 conversation"):
         parse_lines(log.read_text(), str(log), conversation=4)
@@ -137,3 +143,70 @@ def test_responses_calls_chained_by_previous_response_id_are_one_conversation(tm
     imp = load(log)
     assert imp.meta["conversations"] == [3, 1]
     assert [c.response.content for c in imp.calls if c.response] == ["re one", "re two", "re three"]
+
+
+def test_the_listing_names_restarts_and_forks_and_conversation_picks_one(tmp_path: Path) -> None:
+    """A run, a fork of it (its turn-1 request asked again and answered anew, going on from there) and a
+    restart: the listing numbers each as --conversation takes it and says which began as which; a number
+    past the count is refused with the count (the CLI: exit 2, one line)."""
+    from typer.testing import CliRunner
+
+    from engine.importers import NoSuchConversation, conversation_list
+    from inspector.cli import app
+
+    fork_reply = _reply("f", 1)
+    fork = _history("a", 1)
+    lines = [_run("a", 0), _run("a", 1), _run("a", 2), _run("a", 3), _line(fork, fork_reply)]
+    fork += [fork_reply, {"role": "tool", "tool_call_id": "call_f1", "content": "out f1"}]
+    lines += [_line(fork, _reply("f", 2)), _run("r", 0)]
+    log = _write(tmp_path, lines)
+    imp = load(log)
+    assert imp.meta["conversations"] == [4, 2, 1]
+    assert conversation_list(imp) == [
+        "1: 4 call(s) on gpt-4o, 'Fix the bug.'",
+        "2: 2 call(s) on gpt-4o, 'Fix the bug.' (forked from 1 at message 4)",
+        "3: 1 call(s) on gpt-4o, 'Fix the bug.' (same opening as 1: a restart or another attempt)",
+    ]
+    forked = load(log, conversation=2)
+    assert [c.response.tool_calls[0].id for c in forked.calls if c.response] == ["call_f1", "call_f2"]
+    assert "(2 calls, forked from 1 at message 4)" in forked.meta["notes"][0]
+    with pytest.raises(NoSuchConversation, match=r"has 3 conversation\(s\); conversation 5 does not exist"):
+        load(log, conversation=5)
+    with pytest.raises(NoSuchConversation, match="holds one conversation"):
+        load(Path(__file__).parent / "fixtures" / "synthetic" / "mini_repr_strings.traj.json", conversation=2)
+
+    r = CliRunner()
+    res = r.invoke(app, ["import", "auto", str(log), "--list"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == [f"{log}: 3 conversations", *(f"  {x}" for x in conversation_list(imp))]
+    out = tmp_path / "fork.cpsession"
+    res = r.invoke(app, ["import", "auto", str(log), "--conversation", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "imported conversation 2 of 3" in res.output and verify_ok(out) == 2
+    res = r.invoke(
+        app, ["import", "auto", str(log), "--conversation", "5", "-o", str(tmp_path / "x.cpsession")]
+    )
+    assert res.exit_code == 2 and not (tmp_path / "x.cpsession").exists()
+    assert res.output.strip().splitlines() == [
+        f"cp-inspect: --conversation 5: {log} holds 3 conversations (1 to 3); "
+        f"`cp-inspect import auto {log} --list` lists them"
+    ]
+    res = r.invoke(app, ["import", "auto", str(log)])
+    assert res.exit_code == 2 and "-o/--out" in res.output
+
+
+def test_a_call_two_conversations_fit_as_well_is_said(tmp_path: Path) -> None:
+    """Two attempts that both leave their first reply out (mini-swe-agent's format error) ask the same
+    request: filed with the first attempt, and the note says the other fits it as well."""
+    complaint = {"role": "user", "content": "Format error: run one command."}
+    lines = [
+        _line([SYSTEM, TASK], {"role": "assistant", "content": "One."}),
+        _line([SYSTEM, TASK], {"role": "assistant", "content": "Two."}),
+        _line([SYSTEM, TASK, complaint], {"role": "assistant", "content": "Three."}),
+    ]
+    imp = load(_write(tmp_path, lines))
+    assert imp.meta["conversations"] == [2, 1]
+    assert imp.meta["notes"][1] == (
+        "call(s) 1 of this conversation fit conversation(s) 2 as well (an attempt that left its reply out, or a "
+        "compaction that kept only the shared opening): filed with this one, the earliest they fit"
+    )

@@ -19,6 +19,16 @@ that step again (a fork). Filed by the opening alone, all of them were one sessi
   its session, as the tap's `rewritten` describes: a request holding a session's last reply belongs to
   that session. Replies are matched without their reasoning, which agents leave out when they send a
   reply back (DeepSeek's reasoning_content), so such a reply is still the one the session got.
+  A compaction right after a dropped reply holds no reply of the session (the one it got is the one it
+  left out): it belongs to the session whose last request ended with a message it keeps and goes on
+  past (the last tool result, or the complaint that answered an earlier dropped reply), before it is
+  taken for another session's dropped reply on the strength of the opening alone.
+
+Some requests fit several sessions equally: two attempts that both leave their first reply out ask the
+same request (the opening and the same complaint), and a compaction that keeps only the opening and a
+summary could be any attempt's. The index files such a request with the earliest of them and says so
+(`Placement.ambiguous`: the others), for the trace's `conversation_ambiguous` and the notes, rather than
+guess without a word.
 
 Cost per request: one hash per message of the request (a chain: each digest covers every message
 before it) and one dict look-up per message; no session's history is compared. Memory: a digest per
@@ -37,6 +47,7 @@ if TYPE_CHECKING:  # (annotations only: the importers import this module, for cl
     from engine.importers.model import MessageRec
 
 BRANCH_KEY = "conversation_branch"  # the trace key of a session's first turn when it branched from another
+AMBIGUOUS_KEY = "conversation_ambiguous"  # the trace key of a turn that other sessions fit as well
 SAME_OPENING = "same_opening"
 FORK = "fork"
 # Let-go sessions whose last digests are kept (so a call continuing one is said to): a few per live session.
@@ -51,6 +62,8 @@ class Placement:
     session: int | None
     branch: dict[str, Any] | None = None
     continues: int | None = None
+    # Other sessions the request fits as well as `session` (or the branch's session): see the docstring.
+    ambiguous: tuple[int, ...] = ()
 
 
 @dataclass
@@ -66,6 +79,7 @@ class _Known:
     requests: list[int] = field(default_factory=list)  # the digests of its requests, in order
     replies: dict[int, int] = field(default_factory=dict)  # turn -> the `loose` hash of the reply it got
     last_turn: int | None = None
+    asked_last: int | None = None  # the hash of its last request's last message, past its opening
 
 
 def branch_note(branch: dict[str, Any]) -> str:
@@ -87,6 +101,24 @@ def branch_short(branch: dict[str, Any]) -> str:
     if branch.get("kind") == SAME_OPENING:
         return f"same opening as session {branch.get('session')}"
     return f"forked from session {branch.get('session')} at message {branch.get('at_message')}"
+
+
+def ambiguous_note(where: Placement, number: int) -> str:
+    """What the trace and the notes say of a request filed with session `number` that `where.ambiguous`
+    fit as well."""
+    others = ", ".join(str(n) for n in where.ambiguous)
+    return (
+        f"filed with session {number}, but session(s) {others} fit it as well (it holds no message only one "
+        "of them has: an attempt that left its reply out, or a compaction that kept only the shared opening)"
+    )
+
+
+def _first_own(msgs: Sequence[MessageRec]) -> int:
+    """The index of the first message past the system prompt (the opening's last: session_key)."""
+    for i, m in enumerate(msgs):
+        if m.role != "system":
+            return i
+    return len(msgs)
 
 
 def loose(m: MessageRec) -> int:
@@ -130,6 +162,7 @@ class Lineage:
         self._before_reply: dict[int, list[int]] = {}  # the same without the last reply -> sessions
         self._requests: dict[int, list[tuple[int, int]]] = {}  # digest of a request -> (session, turn)
         self._replies: dict[int, list[int]] = {}  # loose hash of a session's last reply -> sessions
+        self._asked_last: dict[int, list[int]] = {}  # hash of the last message of a session's last request
         self._gone: OrderedDict[int, int] = OrderedDict()  # a let-go session's last digests -> its number
         self.max_gone = max_gone
 
@@ -137,11 +170,13 @@ class Lineage:
         """The session `msgs` (its `digests`) belongs to, or which new one. See the module docstring."""
         n = len(msgs)
         # 1. The longest known history the request extends.
-        dropped: tuple[int, int] | None = None  # (its length, the session) of a history without its reply
+        dropped: tuple[int, list[int]] | None = (
+            None  # (its length, the sessions) of a history without its reply
+        )
         for i in range(n, 0, -1):
             held = self._tips.get(chain[i])
             if held:
-                return Placement(min(held))
+                return Placement(min(held), ambiguous=tuple(sorted(held))[1:])
             gone = self._gone.get(chain[i])
             if gone is not None:
                 return Placement(None, continues=gone)
@@ -151,7 +186,7 @@ class Lineage:
                 # it holds another session's last reply or a longer earlier request (below): a short
                 # history (a session of one call, whose history without its reply is the opening) is
                 # weak evidence.
-                dropped = (i, min(self._before_reply[chain[i]]))
+                dropped = (i, sorted(self._before_reply[chain[i]]))
                 break
         # 2. A rewrite of a session's history: it holds that session's last reply (a compaction keeps
         # the last exchange and puts a summary before it; an edit of old tool outputs keeps everything).
@@ -161,6 +196,20 @@ class Lineage:
             for number in self._replies.get(loose(m), ()):
                 if self._known[number].family == family:
                     return Placement(number)
+        # 2b. A compaction after a dropped reply holds none of the session's replies: it belongs to the
+        # session whose last request ended with a message it keeps and goes past (not its last message:
+        # that request asked again is a fork, below), unless a longer history without its reply says
+        # otherwise (a fork's dropped reply holds its parent's messages before the fork).
+        start = _first_own(msgs) + 1
+        low = dropped[0] if dropped is not None else start
+        for p in range(n - 2, max(start, low) - 1, -1):
+            m = msgs[p]
+            if m.role == "assistant":
+                continue
+            held = [x for x in self._asked_last.get(hash(m), ()) if self._known[x].family == family]
+            if held:
+                held.sort()
+                return Placement(held[0], ambiguous=tuple(held[1:]))
         # 3. An earlier request of a session again, alone or followed by another reply than it got.
         for k in range(n, 0, -1):
             asked = self._requests.get(chain[k])
@@ -169,15 +218,16 @@ class Lineage:
             if dropped is not None and dropped[0] >= k:
                 break
             number, turn = min(asked)
+            others = tuple(sorted({x for x, _ in asked} - {number}))
             known = self._known[number]
             if k < n and (msgs[k].role != "assistant" or loose(msgs[k]) == known.replies.get(turn)):
                 # The agent's own version of the history after a prefix it kept (a summary; the reply it
                 # got, edited, and what followed): a rewrite
-                return Placement(number)
+                return Placement(number, ambiguous=others)
             kind = SAME_OPENING if chain[k] == known.first else FORK
             return Placement(None, {"kind": kind, "session": number, "turn": turn, "at_message": k})
         if dropped is not None:
-            return Placement(dropped[1])
+            return Placement(dropped[1][0], ambiguous=tuple(dropped[1][1:]))
         return Placement(None)
 
     def journaled(
@@ -203,6 +253,11 @@ class Lineage:
         if known.last_turn != turn:  # (the tap tells of a turn twice: asked, then answered)
             known.requests.append(req)
             self._requests.setdefault(req, []).append((number, turn))
+            _remove(self._asked_last, known.asked_last, number)
+            known.asked_last = None
+            if n - 1 > _first_own(msgs):  # (the opening's own messages are every attempt's)
+                known.asked_last = hash(msgs[n - 1])
+                _add(self._asked_last, known.asked_last, number)
         known.last_turn = turn
         # The tap's history begins with the request's own messages (the same objects): its digests go on
         # from the request's. A Responses request continued by previous_response_id holds the history
@@ -236,6 +291,7 @@ class Lineage:
                 self._gone[digest] = number
                 self._gone.move_to_end(digest)
         self._drop_tip(known)
+        _remove(self._asked_last, known.asked_last, number)
         for req in known.requests:
             held = self._requests.get(req)
             if held is not None:
@@ -249,14 +305,21 @@ class Lineage:
         return len(self._known)
 
 
-def conversations(calls: Sequence[tuple[str, Sequence[MessageRec], MessageRec | None]]) -> list[int]:
+def conversations(
+    calls: Sequence[tuple[str, Sequence[MessageRec], MessageRec | None]],
+    branches: dict[int, dict[str, Any]] | None = None,
+    ambiguous: dict[int, Placement] | None = None,
+) -> list[int]:
     """The conversation of each call of a log, in order (`(key, request messages, reply or None)`; `key`
-    the opening's, routes.session_key): numbered from 1 as the proxy would have filed them live."""
+    the opening's, routes.session_key): numbered from 1 as the proxy would have filed them live.
+    `branches` receives each conversation's branch (lineage's `branch`, naming another conversation by
+    its number) when it began as a restart or a fork of another; `ambiguous` the placement of each call
+    (by its index) that other conversations fit as well (Placement.ambiguous)."""
     index = Lineage()
     family: dict[str, list[int]] = {}
     turns: dict[int, int] = {}
     out: list[int] = []
-    for key, msgs, reply in calls:
+    for k, (key, msgs, reply) in enumerate(calls):
         chain = digests(key, msgs)
         where = index.place(key, msgs, chain)
         number = where.session
@@ -265,6 +328,10 @@ def conversations(calls: Sequence[tuple[str, Sequence[MessageRec], MessageRec | 
         if number is None:
             number = len(turns) + 1
             family.setdefault(key, []).append(number)
+            if where.branch is not None and branches is not None:
+                branches[number] = where.branch
+        if where.ambiguous and ambiguous is not None:
+            ambiguous[k] = where
         turn = turns[number] = turns.get(number, -1) + 1
         fed = [*msgs, reply] if reply is not None else list(msgs)
         index.journaled(number, key, turn, msgs, chain, fed, reply is not None)

@@ -46,7 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.capture.lineage import BRANCH_KEY, Lineage, branch_note, digests
+from engine.capture.lineage import (
+    AMBIGUOUS_KEY,
+    BRANCH_KEY,
+    Lineage,
+    Placement,
+    ambiguous_note,
+    branch_note,
+    digests,
+)
 from engine.capture.tap_streams import (
     ACCUMULATORS,
     Accumulator,
@@ -402,6 +410,8 @@ class Tap:
         # What the next journaled turn's trace says of where this conversation branched from
         # (engine.capture.lineage.BRANCH_KEY: a new session for a restart, another attempt or a fork)
         self.branch: dict[str, Any] | None = None
+        # What it says when other conversations fit the request as well (lineage.AMBIGUOUS_KEY)
+        self.ambiguous: dict[str, Any] | None = None
         # The conversations of this client (see _route): the state above (CONVERSATION_STATE) is the
         # current one's; the others' is kept in their _Conversation. The proxy routes itself (one ProxyTap
         # a session) and turns this off.
@@ -509,7 +519,18 @@ class Tap:
             self._enter(self._convs[where.session])
         elif where.branch is not None:
             self._branch_off(where.branch)
+        if where.ambiguous:
+            self.ambiguous = self.filed_ambiguously(where, self._conv.number, self.stats.notes)
         return msgs, chain
+
+    @staticmethod
+    def filed_ambiguously(where: Placement, number: int, notes: list[str]) -> dict[str, Any]:
+        """The trace's AMBIGUOUS_KEY for a request filed with `number` that other conversations fit as
+        well; said in `notes` once per conversation (every later turn of it is in its trace)."""
+        said = ambiguous_note(where, number)
+        if not any(n.startswith(f"conversation {number}: filed with") for n in notes[-50:]):
+            notes.append(f"conversation {number}: {said}")
+        return {"session": number, "also": list(where.ambiguous), "note": said}
 
     def _branch_off(self, branch: dict[str, Any]) -> None:
         number = self._numbered = self._numbered + 1
@@ -594,6 +615,9 @@ class Tap:
         if self.branch is not None:
             self.pipe.annotate(BRANCH_KEY, self.branch)
             self.branch = None
+        if self.ambiguous is not None:
+            self.pipe.annotate(AMBIGUOUS_KEY, self.ambiguous)
+            self.ambiguous = None
         if rewrite is not None:
             # On the turn's trace (cp-inspect explain, the probe): the as-sent side of this turn is a new
             # base (its `actual` event lists the whole request), the shadow took only the new tail.

@@ -25,6 +25,7 @@ from engine.importers.model import (
     ImportFormatError,
     Interner,
     MessageRec,
+    NoSuchConversation,
     ToolCallRec,
     ToolSchemaRec,
     UsageRec,
@@ -38,9 +39,11 @@ __all__ = [
     "ImportedSession",
     "Interner",
     "MessageRec",
+    "NoSuchConversation",
     "ToolCallRec",
     "ToolSchemaRec",
     "UsageRec",
+    "conversation_list",
     "load",
     "sniff",
     "validate_pairing",
@@ -56,11 +59,14 @@ class _Format:
         parse_text: Callable[[str, str], ImportedSession],
         sniff_text: Callable[[str, Any], bool],
         suffixes: tuple[str, ...],
+        parse_one: Callable[[str, str, int], ImportedSession] | None = None,
     ) -> None:
         self.name = name
         self.parse_text = parse_text
         self.sniff_text = sniff_text  # (text, parsed JSON or _NOT_JSON) -> bool
         self.suffixes = suffixes
+        # (text, path, N) -> conversation N of a log holding several (1 = the largest); None: one only
+        self.parse_one = parse_one
 
     def __repr__(self) -> str:
         return f"<format {self.name}>"
@@ -99,8 +105,20 @@ FORMATS: dict[str, _Format] = {
     "swe-agent": _json_format("swe-agent", swe_agent, (".traj",)),
     "openhands": _json_format("openhands", openhands, ()),
     "swe-smith": _json_format("swe-smith", swe_smith, ()),
-    "claude-trace": _Format("claude-trace", claude_trace.parse_lines, _jsonl_sniffer(claude_trace.sniff_line), ()),
-    "proxy-jsonl": _Format("proxy-jsonl", proxy_jsonl.parse_lines, _jsonl_sniffer(proxy_jsonl.sniff_line), (".jsonl",)),
+    "claude-trace": _Format(
+        "claude-trace",
+        claude_trace.parse_lines,
+        _jsonl_sniffer(claude_trace.sniff_line),
+        (),
+        claude_trace.parse_lines,
+    ),
+    "proxy-jsonl": _Format(
+        "proxy-jsonl",
+        proxy_jsonl.parse_lines,
+        _jsonl_sniffer(proxy_jsonl.sniff_line),
+        (".jsonl",),
+        proxy_jsonl.parse_lines,
+    ),
 }
 
 
@@ -148,6 +166,21 @@ def sniff(path: str | Path, text: str | None = None) -> str:
     raise ImportFormatError(ANY_FORMAT, p, "", f"top level is {shape}; tried {known}")
 
 
+def _one_line(session: ImportedSession) -> str:
+    """The listing line of a file that holds one conversation (as proxy_jsonl.describe_conversations)."""
+    first = session.calls[0].messages if session.calls else ()
+    text = " ".join(next((m.content for m in first if m.role != "system" and m.content.strip()), "").split())
+    shown = repr(text if len(text) <= 48 else text[:45] + "...") if text else "(no message)"
+    return f"1: {len(session.calls)} call(s) on {session.model}, {shown}"
+
+
+def conversation_list(session: ImportedSession) -> list[str]:
+    """The conversations of the file `session` came from, one line each, numbered as load's
+    `conversation` takes them (a trajectory of one conversation: one line)."""
+    listed = session.meta.get("conversation_list")
+    return list(listed) if listed else [_one_line(session)]
+
+
 def _check_named_format(format: str, path: str, text: str) -> None:
     """A file named as one format that is recognisably another is refused, saying which: the parsers
     share OpenAI's message shape, so an OpenHands record read as mini-swe-agent came out with
@@ -168,10 +201,17 @@ def _check_named_format(format: str, path: str, text: str) -> None:
 
 
 def load(
-    path: str | Path, format: str | None = None, *, model: str | None = None, provider: str | None = None
+    path: str | Path,
+    format: str | None = None,
+    *,
+    model: str | None = None,
+    provider: str | None = None,
+    conversation: int | None = None,
 ) -> ImportedSession:
     """Import one trajectory file. `format` None sniffs it; `model`/`provider` override what the file says
-    (many sources do not name the model at all)."""
+    (many sources do not name the model at all). `conversation`: which of a log's conversations (1 = the
+    one with the most calls, as `meta["conversation_list"]` numbers them; proxy JSONL and claude-trace
+    logs hold several); NoSuchConversation for a number the file does not have."""
     p = str(path)
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown import format {format!r}; choose one of {', '.join(FORMATS)}")
@@ -179,7 +219,20 @@ def load(
     if format is not None:
         _check_named_format(format, p, text)
     name = format or sniff(p, text)
-    session = FORMATS[name].parse_text(text, p)
+    fmt = FORMATS[name]
+    if conversation is None or conversation == 1 and fmt.parse_one is None:
+        session = fmt.parse_text(text, p)
+    elif fmt.parse_one is not None:
+        session = fmt.parse_one(text, p, conversation)
+    else:
+        session = fmt.parse_text(text, p)
+        raise NoSuchConversation(
+            name,
+            p,
+            "",
+            f"holds one conversation (a {name} trajectory); conversation {conversation} does not exist",
+            [_one_line(session)],
+        )
     if model is not None:
         session.model = model
     if provider is not None:

@@ -150,6 +150,20 @@ class ImportFormatError(ContextPipeError, ValueError):
         super().__init__(f"{path}: {what}: {loc}{detail}")
 
 
+class NoSuchConversation(ImportFormatError):
+    """A log's conversation asked for by a number it does not have (`conversation=N` past its count):
+    the caller's mistake more than the file's. `conversations`: the log's, one line each."""
+
+    def __init__(self, fmt: str, path: str, where: str, detail: str, conversations: list[str]) -> None:
+        super().__init__(fmt, path, where, detail)
+        self.conversations = conversations
+        # Not "not a ... trajectory": the file is one; the number is not one of its conversations.
+        self.args = (f"{path}: {detail}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class Interner:
     """Returns one shared `MessageRec` per distinct value.
 

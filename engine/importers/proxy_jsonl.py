@@ -28,11 +28,12 @@ OpenAI `prompt_tokens` already includes `prompt_tokens_details.cached_tokens`; D
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.capture.lineage import conversations
+from engine.capture.lineage import SAME_OPENING, Placement, conversations
 from engine.capture.proxy.routes import session_key
 from engine.feedback import reply_diagnostics
 from engine.importers._common import (
@@ -56,6 +57,7 @@ from engine.importers.model import (
     ImportFormatError,
     Interner,
     MessageRec,
+    NoSuchConversation,
     ThinkingRec,
     ToolCallRec,
     ToolSchemaRec,
@@ -495,9 +497,21 @@ def _response_id(obj: dict[str, Any], wire: str, ctx: Ctx, where: str) -> str | 
     return rid if isinstance(rid, str) and rid else None
 
 
+@dataclass
+class Conversation:
+    """One conversation of a log: its calls (each with its provider), the number lineage gave it (the
+    order conversations began in), how it began when it shares another's opening (lineage's branch,
+    naming the other by that number) and the calls of it other conversations fit as well."""
+
+    calls: list[tuple[CallRec, str]]
+    number: int
+    branch: dict[str, Any] | None = None
+    ambiguous: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)  # (call in it, others)
+
+
 def file_conversations(
     keyed: list[tuple[str, CallRec, str]], chained: list[tuple[str | None, str | None]]
-) -> list[list[tuple[CallRec, str]]]:
+) -> list[Conversation]:
     """The calls of a log by conversation, the largest first: `keyed` each call with its opening's key
     (routes.session_key) and provider; `chained` each call's (previous_response_id, own response id).
 
@@ -516,40 +530,98 @@ def file_conversations(
             free.append(i)
         if rid is not None:
             by_response[rid] = i
-    number = dict(
-        zip(
-            free,
-            conversations([(keyed[i][0], keyed[i][1].messages, keyed[i][1].response) for i in free]),
-            strict=True,
-        )
+    branches: dict[int, dict[str, Any]] = {}
+    unsure: dict[int, Placement] = {}  # by index in `free`
+    numbers = conversations(
+        [(keyed[i][0], keyed[i][1].messages, keyed[i][1].response) for i in free], branches, unsure
     )
-    groups: dict[int, list[tuple[CallRec, str]]] = {}
+    number = dict(zip(free, numbers, strict=True))
+    unsure_at = {free[k]: w.ambiguous for k, w in unsure.items()}
+    groups: dict[int, Conversation] = {}
     for i, (_, call, provider) in enumerate(keyed):
-        groups.setdefault(number[owner[i]], []).append((call, provider))
+        n = number[owner[i]]
+        conv = groups.get(n)
+        if conv is None:
+            conv = groups[n] = Conversation([], n, branches.get(n))
+        if i in unsure_at:
+            conv.ambiguous.append((len(conv.calls), unsure_at[i]))
+        conv.calls.append((call, provider))
     # sorted() is stable: conversations of one size stay in the order they began
-    return sorted(groups.values(), key=lambda g: -len(g))
+    return sorted(groups.values(), key=lambda g: -len(g.calls))
+
+
+def _preview(conv: Conversation) -> str:
+    """The first message past the system prompt of a conversation's first call, short, on one line."""
+    msgs = conv.calls[0][0].messages
+    text = next((m.content for m in msgs if m.role != "system" and m.content.strip()), "")
+    one = " ".join(text.split())
+    return repr(one if len(one) <= 48 else one[:45] + "...") if one else "(no message)"
+
+
+def _begins(conv: Conversation, rank: dict[int, int]) -> str:
+    """How a conversation began, by the others' numbers in the listing ('' for a conversation of its own)."""
+    b = conv.branch
+    if b is None or b.get("session") not in rank:
+        return ""
+    other = rank[b["session"]]
+    if b.get("kind") == SAME_OPENING:
+        return f"same opening as {other}: a restart or another attempt"
+    return f"forked from {other} at message {b.get('at_message')}"
+
+
+def describe_conversations(ranked: list[Conversation]) -> list[str]:
+    """One line per conversation, numbered as --conversation takes them: its calls, model, first message,
+    and whether it is a restart or a fork of another."""
+    rank = {c.number: k + 1 for k, c in enumerate(ranked)}
+    out = []
+    for k, c in enumerate(ranked, start=1):
+        model = c.calls[0][0].model or "an unnamed model"
+        began = _begins(c, rank)
+        out.append(
+            f"{k}: {len(c.calls)} call(s) on {model}, {_preview(c)}" + (f" ({began})" if began else "")
+        )
+    return out
 
 
 def one_conversation(
-    fmt: str, path: str, ranked: list[list[tuple[CallRec, str]]], conversation: int, ctx: Ctx
+    fmt: str, path: str, ranked: list[Conversation], conversation: int, ctx: Ctx
 ) -> ImportedSession:
-    """Conversation `conversation` (1 = the largest) of `ranked` as the session; the notes name the others."""
+    """Conversation `conversation` (1 = the largest) of `ranked` as the session; the notes name the others,
+    and which is a restart or a fork of which."""
+    listing = describe_conversations(ranked)
     if not 1 <= conversation <= len(ranked):
-        ctx.fail("", f"has {len(ranked)} conversation(s); conversation {conversation} does not exist")
+        raise NoSuchConversation(
+            fmt,
+            path,
+            "",
+            f"has {len(ranked)} conversation(s); conversation {conversation} does not exist (give 1 to "
+            f"{len(ranked)})",
+            listing,
+        )
     chosen = ranked[conversation - 1]
-    session = session_of(fmt, path, [c for c, _ in chosen], [p for _, p in chosen], ctx)
-    others = [
-        f"{len(g)} call(s) on {g[0][0].model or 'an unnamed model'}"
-        for i, g in enumerate(ranked)
-        if i != conversation - 1
-    ]
-    session.meta["conversations"] = [len(g) for g in ranked]
+    session = session_of(fmt, path, [c for c, _ in chosen.calls], [p for _, p in chosen.calls], ctx)
+    session.meta["conversations"] = [len(g.calls) for g in ranked]
+    session.meta["conversation_list"] = listing
     session.meta.setdefault("notes", [])
-    if others:
-        more = f" and {len(others) - 6} more" if len(others) > 6 else ""
-        session.meta["notes"].append(
-            f"imported conversation {conversation} of {len(ranked)} ({len(chosen)} calls); "
-            f"the others: {', '.join(others[:6])}{more}"
+    notes = session.meta["notes"]
+    if len(ranked) > 1:
+        rank = {c.number: k + 1 for k, c in enumerate(ranked)}
+        others = [line for k, line in enumerate(listing) if k != conversation - 1]
+        more = f"; and {len(others) - 6} more" if len(others) > 6 else ""
+        own = _begins(chosen, rank)
+        notes.append(
+            f"imported conversation {conversation} of {len(ranked)} ({len(chosen.calls)} calls"
+            f"{', ' + own if own else ''}); the others: {'; '.join(others[:6])}{more}; import another with "
+            "--conversation N"
+        )
+    if chosen.ambiguous:
+        rank = {c.number: k + 1 for k, c in enumerate(ranked)}
+        calls = ", ".join(str(k) for k, _ in chosen.ambiguous[:6])
+        also = sorted({rank.get(n, n) for _, ns in chosen.ambiguous for n in ns})
+        notes.append(
+            f"call(s) {calls}{' and more' if len(chosen.ambiguous) > 6 else ''} of this conversation fit "
+            f"conversation(s) {', '.join(map(str, also))} as well (an attempt that left its reply out, or a "
+            "compaction that kept only the shared opening): filed with this one, the earliest they fit"
         )
     return session
 

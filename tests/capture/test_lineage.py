@@ -5,6 +5,7 @@ index is fed as the proxy feeds it (the request's messages, then its reply)."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from engine.capture.lineage import FORK, SAME_OPENING, Lineage, conversations, digests
 from engine.importers.model import MessageRec, ToolCallRec
@@ -111,3 +112,51 @@ def test_a_fork_and_conversations_of_a_log() -> None:
     log = [(KEY, OPENING, a.reply()), (KEY, [*OPENING, MessageRec("user", "hm")], None)]
     assert conversations(log) == [1, 1]  # (a rewrite after the opening: the same conversation)
     assert conversations([(KEY, OPENING, MessageRec("assistant", "x")), (KEY, OPENING, None)]) == [1, 2]
+
+
+def test_random_compactions_right_after_dropped_replies() -> None:
+    """An attempt that leaves a reply out and compacts at once (the opening, a summary, its last tool
+    result and the complaint): the request holds none of its replies, and its opening is every one-call
+    attempt's history without its reply. It went to the earliest attempt of one call; it is filed with
+    the attempt whose last request ended with the tool result it keeps."""
+    for seed in range(40):
+        rng = random.Random(2000 + seed)
+        index = Lineage()
+        sessions: list[int] = []
+        attempts = [Attempt("0")]
+        for _ in range(70):
+            if rng.random() < 0.08:
+                attempts.append(Attempt(str(len(attempts))))  # another attempt, often left at one call
+                _ask(index, attempts[-1], sessions)
+                continue
+            a = rng.choice(attempts)
+            if a.turn >= 2 and a.msgs[-1].role == "user" and rng.random() < 0.5:
+                a.compact()  # right after a dropped reply: keeps its last tool result and the complaint
+            elif a.turn >= 1 and rng.random() < 0.3:
+                a.drop = True
+            _ask(index, a, sessions)
+        assert len(sessions) == len(attempts) == len(index)
+
+
+def test_two_attempts_that_drop_their_first_reply_are_said_to_be_ambiguous() -> None:
+    index = Lineage()
+    sessions: list[int] = []
+    a, b = Attempt("a"), Attempt("b")
+    for x in (a, b):
+        x.drop = True
+        _ask(index, x, sessions)
+    # the same complaint after the same opening: either attempt's second request
+    same = [*OPENING, MessageRec("user", "format error")]
+    where = index.place(KEY, same, digests(KEY, same))
+    assert where.session == 1 and where.ambiguous == (2,)
+    # a compaction that keeps only the shared opening and a summary could be any attempt's as well
+    for x in (a, b):
+        x.msgs = [*OPENING, MessageRec("user", f"format error {x.name}")]
+        _ask(index, x, sessions)
+    summary = [*OPENING, MessageRec("user", "Summary so far.")]
+    where = index.place(KEY, summary, digests(KEY, summary))
+    assert where.session == 1 and where.ambiguous == (2,)
+    log = [(KEY, OPENING, a.reply()), (KEY, OPENING, b.reply()), (KEY, same, None)]
+    found: dict[int, Any] = {}
+    assert conversations(log, ambiguous=found) == [1, 2, 1]
+    assert list(found) == [2] and found[2].ambiguous == (2,)

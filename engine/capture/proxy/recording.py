@@ -359,6 +359,8 @@ class Recorder:
         where = self.lineage.place(key, msgs, chain)
         if where.session is not None:
             info, tap = self._by_number[where.session]
+            if where.ambiguous:
+                tap.ambiguous = tap.filed_ambiguously(where, info.number, info.notes)
         else:
             family = [n for n in self._families.get(key, ()) if n in self._by_number]
             if where.branch is None and where.continues is None and family:
