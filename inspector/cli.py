@@ -535,7 +535,7 @@ def import_(
         "--window", metavar="<tokens>", help="Context window (tokens: 32000, 32k, 1.5M) for the engine's plan.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
     conversation: Annotated[int | None, typer.Option(
-        "--conversation", metavar="N", min=1,
+        "--conversation", metavar="N", parser=number_option("--conversation", "a conversation number, e.g. 2"),
         help="Which conversation of a log holding several (proxy JSONL, claude-trace): 1 = the most calls "
         "(the default); --list numbers them.")] = None,
     list_: Annotated[bool, typer.Option(
@@ -547,14 +547,16 @@ def import_(
     \b
     Example:
       cp-inspect import auto TRAJECTORY.json -o run.cpsession
-      cp-inspect import auto proxy.jsonl --list                  # a log of several conversations
-      cp-inspect import auto proxy.jsonl --conversation 2 -o run2.cpsession
+      cp-inspect import auto PROXY.jsonl --list                  # a log of several conversations
+      cp-inspect import auto PROXY.jsonl --conversation 2 -o run2.cpsession
     """
     from engine.importers import NoSuchConversation, load
     from engine.importers.ingest import ingest
     from engine.importers.model import ImportFormatError
 
     window = tokens_option(window_text, "--window")
+    if conversation is not None and conversation < 1:
+        fail(f"--conversation must be 1 or more (1 is the conversation with the most calls), got {conversation}", 2)
     if out is None and not list_:
         fail("import: -o/--out FILE is required (the .cpsession to write), or --list to list the conversations", 2)
     if not src.exists():

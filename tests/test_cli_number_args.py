@@ -26,6 +26,7 @@ CASES: list[tuple[list[str], str, str]] = [
     (["proxy", "--port"], "--port", "give a port number from 0 to 65535 (0 picks a free one)"),
     (["run", "--port"], "--port", "give a port number from 0 to 65535 (0 picks a free one)"),
     (["demo", "--no-tui", "--turns"], "--turns", "give a number of turns, e.g. 30"),
+    (["import", "auto", "unused.jsonl", "--conversation"], "--conversation", "give a conversation number, e.g. 2"),
     (["demo", "--no-tui", "--delay"], "--delay", "give seconds, e.g. 0.5"),
     (["export", str(DEMO), "--timeout"], "--timeout", "give seconds per batch, e.g. 10"),
     (
@@ -138,6 +139,7 @@ def test_every_number_option_is_read_by_the_shared_converter() -> None:
         "ctx expand offset",
         "ctx expand limit",
         "ctx expand item_id",
+        "import conversation",
     }
     found = {f"{command} {param}" for command, param in _number_params()}
     assert found == covered, f"add these to CASES, with parser=number_option(...): {sorted(found - covered)}"

@@ -210,3 +210,16 @@ def test_a_call_two_conversations_fit_as_well_is_said(tmp_path: Path) -> None:
         "call(s) 1 of this conversation fit conversation(s) 2 as well (an attempt that left its reply out, or a "
         "compaction that kept only the shared opening): filed with this one, the earliest they fit"
     )
+
+
+def test_conversation_zero_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    log = _write(tmp_path, [_run("a", 0)])
+    res = CliRunner().invoke(app, ["import", "auto", str(log), "--conversation", "0", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert res.output == (
+        "cp-inspect: --conversation must be 1 or more (1 is the conversation with the most calls), got 0\n"
+    )
