@@ -73,7 +73,7 @@ from engine.providers.anthropic import (
 )
 from engine.providers.base import Block
 from engine.providers.call_ids import RULES as CALL_ID_RULES
-from engine.providers.call_ids import CallIds
+from engine.providers.call_ids import AtProvider, CallIds, rename_in
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
@@ -1233,6 +1233,30 @@ class Pipeline:
         self._renamed_memo = (len(ren), said)
         return said
 
+    def _ids_at(self, provider: str, res: OptimizeResult) -> OptimizeResult:
+        """`res` with its calls under the ids `provider` takes (engine/providers/call_ids.py AtProvider):
+        the session's are its own provider's. Folded once per target over the conversation as it grows;
+        a fold of another conversation (a replayed snapshot further on, a fork) is started again."""
+        rule = CALL_ID_RULES[canonical_provider(provider)]
+        if rule is CALL_ID_RULES[canonical_provider(self.config.provider)]:
+            return res
+        memo: dict[str, AtProvider] = self.__dict__.setdefault("_ids_at_memo", {})
+        at = memo.get(rule.name)
+        hist = self.history
+        if at is None or at.folded > len(hist) or (at.folded and hist[at.folded - 1] is not at.last):
+            at = memo[rule.name] = AtProvider(rule)
+        new = hist.since(at.folded)
+        if new:
+            at.extend(
+                [[(p.id, p.name) for p in msg.parts if type(p) is ToolCall] if msg.role == "assistant" else []
+                 for msg in new],  # fmt: skip
+                self._renamed,
+            )
+            at.last = new[-1]
+        if not at.renamed and not at.notes and not self._renamed:
+            return res
+        return replace(res, asm=rename_in(res.asm, at, self._renamed_note() if self._renamed else ""))
+
     def _task_end(self) -> int:
         """Index of the first assistant message in the history (its length while there is none).
         Remembered once found: the history is append-only."""
@@ -1381,6 +1405,8 @@ class Pipeline:
         d = self.decide(bound, cfg, state, cache, lean)
         if d.finish is not None:
             d.finish()
+        if cfg.provider != self.config.provider:  # a what-if at another provider: its rule for call ids
+            d = d._replace(res=self._ids_at(cfg.provider, d.res))
         m = self.measure
         ser = self._serializer(cfg.provider).serialize(
             d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, body

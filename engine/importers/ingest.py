@@ -8,7 +8,6 @@ against the previous call), and the provider's real usage is fed back as usage.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,13 @@ from engine.hashing import canonical_json
 from engine.importers.model import CallRec, ImportedSession, MessageRec, ThinkingRec
 from engine.pipeline import Pipeline
 from engine.providers import canonical_provider
+from engine.providers.call_ids import RULES as CALL_ID_RULES
+from engine.providers.call_ids import CallIds, IdRule
 from engine.recording.actual import actual_requests as actual_requests  # re-exported: its old home
 from engine.tokens import TokenCounter
 
 DEFAULT_WINDOW = 128_000
 NO_RESULT = "[no result recorded in the source for this call]"
-# A tool call id every provider takes: Anthropic's tool_use.id must match ^[a-zA-Z0-9_-]+$ ("String
-# should match pattern"), Bedrock's toolUseId [a-zA-Z0-9_.:-]+ of at most 64 characters (botocore's
-# bedrock-runtime model). Other agents' ids hold '.', ':' or '|' (Kimi's "functions.eval:301").
-_ID_REFUSED = re.compile(r"[^A-Za-z0-9_-]")
-_ID_MAX = 64
 _LAST_TIME = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last time a datetime can show
 
 
@@ -78,14 +74,6 @@ def _thinking_block(b: ThinkingRec, blob: Any) -> dict[str, str]:
     return {"type": "thinking", **text, "signature": b.signature}
 
 
-def _spelled(cid: str) -> str:
-    """`cid` in the characters every provider takes, short enough to take a `_rN` suffix within Bedrock's
-    limit; the same id when it already is."""
-    if _ID_REFUSED.search(cid) or len(cid) > _ID_MAX:
-        return _ID_REFUSED.sub("_", cid)[: _ID_MAX - 8]
-    return cid
-
-
 class _Feeder:
     """Feeds source messages into a pipeline, repairing what the provider would reject."""
 
@@ -104,41 +92,63 @@ class _Feeder:
         # takes, and the engine refused to build it (a traceback-free but fatal pairing error).
         self.stray: list[str] = []
         self.alias: dict[str, list[str]] = {}  # a call id as the source has it -> the ids sent for it
-        self.first_turn: dict[str, int] = {}  # each call id sent so far -> the turn of its first message
+        self.first_turn: dict[str, int] = {}  # each source call id so far -> the turn of its first message
+        # The ids the session has sent, by the rule of the provider it is imported for (call_ids.py): the
+        # pipeline's own, mirrored (both fold the same ids in the same order).
+        self.rule: IdRule = CALL_ID_RULES[canonical_provider(pipe.config.provider)]
+        self.ids = CallIds()
 
-    def _sendable(self, cid: str, used: set[str]) -> str:
-        """The id a call goes with: the source's own, unless a provider would refuse it. A call id must be
-        unique in the whole request: Anthropic refuses a repeat ("tool_use ids must be unique", across
-        messages as well as in one), OpenAI a repeated tool_call_id ("Duplicate value for
-        'tool_call_id'"), Bedrock duplicate toolUse ids. So an id an earlier message (or this one) used
-        is renamed, the later call's: the earlier request went with it as it was, and its bytes stay. An
-        id with characters Anthropic refuses, or longer than Bedrock takes, is spelled in the characters
-        both take. Renamed ids are the base with `_rN`, the first N no call of the session has."""
-        base = _spelled(cid) or "call"  # an empty id: no provider takes one
-        if base not in used and base not in self.first_turn:
-            return base
-        stem, n = base[: _ID_MAX - 8], 1  # room for the suffix within Bedrock's limit
-        while f"{stem}_r{n}" in used or f"{stem}_r{n}" in self.first_turn:
-            n += 1
-        return f"{stem}_r{n}"
+    def _sendable(self, own: list[str]) -> list[str]:
+        """The ids one message's calls (their ids in the source, `own`) are sent with, by the provider's
+        rule as a live pipeline gives them (engine/providers/call_ids.py: the source's own id unless the
+        provider refuses it or a call of the session had it). A call id must be unique in the whole
+        request (Anthropic: "tool_use ids must be unique", across messages as well as in one; OpenAI:
+        "Duplicate value for 'tool_call_id'"; Bedrock the same), so an id an earlier message used is
+        renamed, the later call's: the earlier request went with it as it was, and its bytes stay. The
+        pipeline then takes them as they are (each acceptable and new to the session). Unlike a live
+        agent's, a source may repeat an id inside one message: the second of it is renamed the same way."""
+        firsts = list(dict.fromkeys(own))
+        given = dict(zip(firsts, self.ids.assign(self.rule, firsts), strict=True))
+        for sid in given.values():
+            self.ids.add(sid)
+        out: list[str] = []
+        placed: set[str] = set()
+        for cid in own:
+            sid = given[cid]
+            if sid in placed:  # the same id again in this message
+                sid = self.ids.assign(self.rule, [cid])[0]
+                self.ids.add(sid)
+            placed.add(sid)
+            out.append(sid)
+        return out
 
-    def _renamed(self, cid: str, sent: str, used: set[str]) -> str:
+    def _renamed(self, cid: str, sent: str, twice: bool) -> str:
         """The import's note for a call whose id _sendable changed."""
         turn = self.pipe.turn
+        rule = self.rule
         if not cid:
-            return f"turn {turn}: a call without an id; sent as {sent!r}"
-        spelled = _spelled(cid)
-        if spelled == sent:
+            return f"turn {turn}: a call without an id; sent as {sent!r} ({rule.name} refuses an empty id)"
+        if cid in self.first_turn:
             return (
-                f"turn {turn}: call id {cid!r} holds characters Anthropic refuses (letters, digits, '_' and "
-                f"'-' only) or is longer than Bedrock's {_ID_MAX}; sent as {sent!r}"
+                f"turn {turn}: call id {cid!r} was used by an earlier assistant message too (turn "
+                f"{self.first_turn[cid]}); sent as {sent!r} (Anthropic, OpenAI and Bedrock refuse a request "
+                "that repeats a tool call id)"
             )
-        if spelled in used:
+        if twice:
             return f"turn {turn}: call id {cid!r} used twice in one message; the second is {sent!r}"
+        if rule.max_len and len(cid) > rule.max_len:
+            return (
+                f"turn {turn}: call id {cid!r} is {len(cid)} characters, longer than {rule.name} takes "
+                f"({rule.max_len}); sent as {sent!r}"
+            )
+        if rule.refused is not None and rule.refused.search(cid):
+            return (
+                f"turn {turn}: call id {cid!r} holds characters {rule.name} refuses (letters, digits, '_' and "
+                f"'-' only); sent as {sent!r}"
+            )
         return (
-            f"turn {turn}: call id {cid!r} was used by an earlier assistant message too (turn "
-            f"{self.first_turn[spelled]}); sent as {sent!r} (Anthropic, OpenAI and Bedrock refuse a request "
-            "that repeats a tool call id)"
+            f"turn {turn}: call id {cid!r} is an id an earlier call was sent with; sent as {sent!r} (Anthropic, "
+            "OpenAI and Bedrock refuse a request that repeats a tool call id)"
         )
 
     def _close_calls(self) -> None:
@@ -175,19 +185,19 @@ class _Feeder:
         if m.role == "assistant":
             self._close_calls()
             calls = []
-            used: set[str] = set()
-            for c in m.tool_calls:
-                cid = self._sendable(c.id, used)
+            own = [c.id for c in m.tool_calls]
+            seen: set[str] = set()
+            for c, cid in zip(m.tool_calls, self._sendable(own) if own else (), strict=True):
                 if cid != c.id:
-                    self.report.notes.append(self._renamed(c.id, cid, used))
-                used.add(cid)
+                    self.report.notes.append(self._renamed(c.id, cid, c.id in seen))
+                seen.add(c.id)
                 # The source's results name the source's id: the k-th result for it answers the k-th call
                 self.alias.setdefault(c.id, []).append(cid)
                 calls.append({"id": cid, "name": c.name, "arguments": c.arguments})
             thinking = [b.block() for b in m.thinking_blocks] if m.thinking_blocks else m.thinking
             p.assistant(m.content, calls, thinking=thinking)
-            for sent in calls:
-                self.first_turn.setdefault(sent["id"], p.turn)
+            for cid in own:
+                self.first_turn.setdefault(cid, p.turn)
             self.open_calls = [c["id"] for c in calls]
             return
         if m.role == "tool":
@@ -330,5 +340,3 @@ class ActualRecorder:
         if isinstance(fingerprint, str) and fingerprint and fingerprint != self.fingerprint:
             self.fingerprint = fingerprint
             self.pipe.journal.append({"k": "build", "turn": turn, "system_fingerprint": fingerprint})
-
-

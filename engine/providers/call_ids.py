@@ -32,6 +32,10 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from engine.artifacts import Message, Part, ToolCall, ToolResult
+from engine.assembly import Assembly, Section
+from engine.types import SectionKind
+
 
 class IdRule(NamedTuple):
     """What a provider refuses in a tool call id."""
@@ -127,3 +131,113 @@ class CallIds:
             taken.add(new)
             out.append(new)
         return out
+
+
+class AtProvider:
+    """The ids a session's calls would have gone with at another provider than its own (a what-if at
+    another provider: the inspector's what-if, `explain --provider`, a shadow or diff at another one):
+    the agent's own ids (a call sent with another keeps the agent's in its `as`) through that provider's
+    rule, in order, as a live session there would have assigned them. The session's ids are acceptable to
+    its own provider, not always to another (Anthropic takes an id of any length, OpenAI 40 characters;
+    OpenAI takes '.' and ':', Anthropic and Bedrock refuse them), so a what-if that reused them built a
+    request the target refuses.
+
+    Folded as the conversation grows (`extend` takes the messages not yet seen): a what-if on every turn
+    pays for the new messages only. `renamed`: the session's sent id -> the id at the target, for the
+    calls whose ids differ; `notes`: (message index, agent's id, id at the target) of every call sent
+    with another id than the agent's there, as the pipeline's own note lists them."""
+
+    __slots__ = ("rule", "_ids", "folded", "last", "_at", "renamed", "notes", "_seen")
+
+    def __init__(self, rule: IdRule) -> None:
+        self.rule = rule
+        self._ids = CallIds()
+        self.folded = 0  # messages of the conversation folded
+        self.last: object = None  # the last of them (the caller checks it is its conversation's)
+        self._at = 0  # entries of the session's own renamed list read
+        self.renamed: dict[str, str] = {}
+        self.notes: list[tuple[int, str, str]] = []
+        self._seen: set[str] = set()  # the session's sent ids (an old recording may repeat one)
+
+    def extend(
+        self, messages: Sequence[Sequence[tuple[str, str]]], own: Sequence[tuple[int, str, str]]
+    ) -> None:
+        """Fold the next messages: each message's calls as (sent id) pairs `(id, name)` (an empty list for
+        a message with none), `own` the session's whole renamed list ((message index, agent's id, sent
+        id), in order)."""
+        for calls in messages:
+            index = self.folded
+            self.folded += 1
+            if not calls:
+                continue
+            agent: dict[str, str] = {}
+            while self._at < len(own) and own[self._at][0] <= index:
+                i, mine, sent = own[self._at]
+                if i == index:
+                    agent[sent] = mine
+                self._at += 1
+            sent_ids = [c for c, _ in calls]
+            mine_ids = [agent.get(c, c) for c in sent_ids]
+            if len(set(mine_ids)) != len(mine_ids):  # (a message the pipeline would refuse: left as it is)
+                continue
+            there = self._ids.assign(self.rule, mine_ids)
+            for sent, mine, new in zip(sent_ids, mine_ids, there, strict=True):
+                self._ids.add(new)
+                if new != mine:
+                    self.notes.append((index, mine, new))
+                if sent in self._seen:
+                    # A repeated sent id (recordings from before call_ids.py): renaming it would rename
+                    # every call that has it; it goes as the recording has it.
+                    self.renamed.pop(sent, None)
+                elif new != sent:
+                    self.renamed[sent] = new
+                self._seen.add(sent)
+
+    def note(self) -> str:
+        """The history section's note at the target (the pipeline's _renamed_note in its words), '' when
+        every call goes with the agent's own id there."""
+        ren = self.notes
+        if not ren:
+            return ""
+        newest = "; ".join(f"message {i}: {own!r} as {sent!r}" for i, own, sent in ren[-3:])
+        return (
+            f"{len(ren)} tool call(s) of the conversation sent to {self.rule.name} with another id than the agent "
+            f"gave ({newest}{'; and earlier ones' if len(ren) > 3 else ''}), since {self.rule.why}; their "
+            "results go with them, and each keeps its id on every later turn"
+        )
+
+
+def rename_in(asm: Assembly, at: AtProvider, own_note: str) -> Assembly:
+    """`asm` with its history's calls and results under the ids `at` gives them, and the history note
+    saying the target's renames in place of the session's own (`own_note`). Messages without a renamed
+    call or result are the same objects (their token counts stay memoized)."""
+    out = list(asm)
+    for k, sec in enumerate(asm):
+        if sec.kind != SectionKind.HISTORY:
+            continue
+        ren = at.renamed
+        items = list(sec.items)
+        for j, m in enumerate(items):
+            if not isinstance(m, Message) or not any(
+                (type(p) is ToolCall and p.id in ren) or (type(p) is ToolResult and p.call_id in ren)
+                for p in m.parts
+            ):
+                continue
+            parts: list[Part] = []
+            for p in m.parts:
+                if type(p) is ToolCall and p.id in ren:
+                    p = ToolCall(ren[p.id], p.name, p.arguments)
+                elif type(p) is ToolResult and p.call_id in ren:
+                    p = ToolResult(ren[p.call_id], p.content, p.is_error, p.form)
+                parts.append(p)
+            items[j] = Message(m.role, tuple(parts))
+        note = sec.note
+        if own_note:
+            note = note.replace(f"; {own_note}", "").replace(own_note, "")
+        said = at.note()
+        if said:
+            note = f"{note}; {said}" if note else said
+        out[k] = Section(
+            sec.id, sec.name, sec.kind, sec.scope, sec.priority, tuple(items), sec.form, sec.omitted, note
+        )
+    return tuple(out)
