@@ -189,8 +189,9 @@ def test_litellm_legacy_functions(upstream: StandIn, logger: ContextPipeLogger, 
     first = next(e for e in ev if e["k"] == "actual" and e["turn"] == 0)
     assert first.get("tool_names") == ["bash"], {k: v for k, v in first.items() if k != "add"}
     results = [e["part"] for e in ev if e["k"] == "part" and e["part"]["t"] == "result"]
-    # (the id the tap gives a legacy function call, spelled as Anthropic takes ids since fd933a4)
-    assert [p["id"] for p in results] == ["function_call_bash"]
+    # (the id the tap gives a legacy function call, as the session's provider takes it: OpenAI takes ':';
+    # engine/providers/call_ids.py, the one rule the importer and the pipeline share)
+    assert [p["id"] for p in results] == ["function_call:bash"]
 
 
 def test_litellm_anthropic_thinking_keeps_signatures(
