@@ -218,8 +218,38 @@ def test_conversation_zero_is_one_line(tmp_path: Path) -> None:
     from inspector.cli import app
 
     log = _write(tmp_path, [_run("a", 0)])
-    res = CliRunner().invoke(app, ["import", "auto", str(log), "--conversation", "0", "-o", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        app, ["import", "auto", str(log), "--conversation", "0", "-o", str(tmp_path / "o")]
+    )
     assert res.exit_code == 2
     assert res.output == (
         "cp-inspect: --conversation must be 1 or more (1 is the conversation with the most calls), got 0\n"
     )
+
+
+def test_a_claude_trace_log_lists_and_picks_its_conversations(tmp_path: Path) -> None:
+    """claude-trace logs are filed the same way: --conversation N picks one, the listing says which
+    began as a restart of which."""
+    from engine.importers import conversation_list
+    from tests.test_import_hostile import _trace_line
+
+    def ok(text: str) -> dict[str, Any]:
+        body = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}],
+                "usage": {"input_tokens": 5, "output_tokens": 1}}  # fmt: skip
+        return {"status_code": 200, "headers": {}, "body": body}
+
+    first = {"model": "claude-sonnet-4", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    more = {**first, "messages": [*first["messages"], {"role": "assistant", "content": "yo"},
+                                  {"role": "user", "content": "and?"}]}  # fmt: skip
+    src = tmp_path / "log.jsonl"
+    src.write_text(
+        "\n".join([_trace_line(first, ok("yo")), _trace_line(more, ok("so")), _trace_line(first, ok("hey"))])
+    )
+    imp = load(src)
+    assert imp.format == "claude-trace" and imp.meta["conversations"] == [2, 1]
+    assert conversation_list(imp) == [
+        "1: 2 call(s) on claude-sonnet-4, 'hi'",
+        "2: 1 call(s) on claude-sonnet-4, 'hi' (same opening as 1: a restart or another attempt)",
+    ]
+    second = load(src, conversation=2)
+    assert [c.response.content for c in second.calls if c.response] == ["hey"]

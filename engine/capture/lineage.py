@@ -176,6 +176,8 @@ class Lineage:
         for i in range(n, 0, -1):
             held = self._tips.get(chain[i])
             if held:
+                if len(held) == 1:  # (every turn of a session: no sort, no tuple)
+                    return Placement(held[0])
                 return Placement(min(held), ambiguous=tuple(sorted(held))[1:])
             gone = self._gone.get(chain[i])
             if gone is not None:
