@@ -135,6 +135,9 @@ def to_text(
         from engine.capture.lineage import branch_note
 
         lines.append(f"  {branch_note(branch)}")
+    unsure = t.get("conversation_ambiguous")
+    if isinstance(unsure, dict) and unsure.get("note"):  # other captured sessions fit this request as well
+        lines.append(f"  {unsure['note']}")
     if t.get("error"):  # the call got no answer (an upstream error, a cut stream): said, as usage is
         lines.append(f"  call failed: {t['error']}")
     for al in t.get("alerts", []):

@@ -73,3 +73,11 @@ def test_two_attempts_that_drop_their_first_reply_say_the_filing_is_ambiguous(
     assert "session(s) 2 fit it as well" in said["note"]
     notes = [n for info, _ in proxied.recorder.sessions.values() for n in info.notes]
     assert sum("fit it as well" in n for n in notes) == 1, notes
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    res = CliRunner().invoke(app, ["explain", str(first), "--turn", "1"])
+    assert res.exit_code == 0 and "filed with session 1, but session(s) 2 fit it as well" in res.output, (
+        res.output
+    )
