@@ -112,6 +112,9 @@ class Measure:
         # Recent history cuts of the budget guarantee, newest first (trim_sections._carried_drop reads
         # and writes them; each holds the raw history it was chosen in).
         self.drops: list[Any] = []
+        # Recent placements of the markers rule, newest first (markers._carried reads them, _placed
+        # writes them): an append turn carries the last one's markers on the same sections.
+        self.placed: list[Any] = []
         # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
         # `items` was found to start with).
         self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
@@ -248,7 +251,7 @@ class Measure:
         conversation would pin every message of it, once per entry)."""
         held = [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]
         held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
-        held += [t for t, _ in self._rounds] + [d.items for d in self.drops]
+        held += [t for t, _ in self._rounds] + [d.items for d in self.drops] + [p.task for p in self.placed]
         held += [t for pair in self._links.values() for t in pair]
         return {
             "section totals": len(self._sec),

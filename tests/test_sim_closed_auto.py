@@ -57,11 +57,14 @@ def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest
     events = _session("anthropic", 18, [60, 150], 2, None, 11, task=300)
     ref = _columns(events, False, 9000)
     rule = _count(monkeypatch, blocks_mod, "optimize")
-    task = _count(monkeypatch, marker_rule, "task_marker")
+    # The rule decides on every trimming build: placing from the sections, or taking a placement an
+    # earlier build made on the same sections (markers._carried: tried, not always taken).
+    placed = _count(monkeypatch, marker_rule, "_placed")
+    carried = _count(monkeypatch, marker_rule, "_carried")
     got = _columns(events, True, 9000)
     trims = sum("trim_sections" in c[1] for c in got[1::2])
     assert trims >= 5
-    assert rule[0] >= trims and task[0] >= trims
+    assert rule[0] >= trims and placed[0] + carried[0] >= trims
     assert got == ref
 
 

@@ -6,14 +6,16 @@ the newest message. Prefix-only providers get none. In a turn where a latch flip
 (conversation tail) marker is suppressed: the prefix it would write is about to change anyway.
 With OptimizeContext.task_marker (cost_aware's revision 2) one more goes on the task message when a
 breakpoint is free (task_marker below), counted in the step like the others.
+A turn that only appended to the history, on the very sections before it, takes the last placement
+with the tail marker moved instead of placing again (_carried; the Measure remembers recent ones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from engine.assembly import Assembly, wire_order
+from engine.assembly import Assembly, Section, wire_order
 from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import task_end
 from engine.providers.policy import ProviderCachePolicy
@@ -31,13 +33,106 @@ def automatic(pol: ProviderCachePolicy) -> str | None:
     return None
 
 
+class _Placed(NamedTuple):
+    """A placement _placed made from the sections, with what its outcome was made of, for a later call
+    on the same sections before another history (an agent's next turn): see _carried."""
+
+    policy: ProviderCachePolicy
+    task_marker: bool
+    task_noted: bool
+    # The sections in wire order before the history, empty ones too (the very objects).
+    before: tuple[Section, ...]
+    history: str  # the history section's id
+    scope: CacheScope  # its scope
+    cum_before: int  # tokens of the non-empty sections of `before`
+    task_fits: bool  # task_marker's task ends inside the history (0 < te < its length)
+    task: tuple[Any, ...]  # then the history's items before te (the very objects), else ()
+    markers: tuple[Marker, ...]
+    tail: int  # where the conversation-tail marker is in `markers`
+    detail: str
+
+
+RECENT = 4  # placements remembered per Measure (simulate builds several columns a turn from one)
+
+
 def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     pol = ctx.policy
     auto = automatic(pol)
     if auto is not None:
         return RuleOutcome(asm, False, auto)
+    order = wire_order(asm)
+    placed = ctx.measure.placed
+    for j, last in enumerate(placed):
+        out = _carried(last, asm, order, ctx)
+        if out is not None:
+            if j:
+                placed.insert(0, placed.pop(j))
+            return out
+    return _placed(asm, order, ctx)
+
+
+def _task_cut(items: Any, ctx: OptimizeContext) -> int:
+    """task_marker's te: where the task ends in the history, less a compaction note after it."""
+    return task_end(items) - (1 if ctx.task_noted else 0)
+
+
+def _carried(last: _Placed, asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome | None:
+    """_placed's outcome without placing, when it is `last`'s with the tail marker on the history's last
+    item, else None: an agent's turn appends to the history and leaves the sections before it as they
+    were, and this rule placed the same markers on those every turn (~16 us a turn, the tail's item the
+    only change).
+
+    It is when the sections before the history are the very ones `last` was placed on (with the same
+    policy and flags: the same candidates, prefix tokens and reasons some were left out) and the
+    history, still last in wire order, reaches the minimum cacheable prefix with more tokens than the
+    sections before it: its tail candidate (rank 0, the largest prefix) is kept and sorted last, as it
+    was in `last` (recorded only then). The task's breakpoint (revision 2) depends on the same count of
+    markers and, when the task ends inside the history, on the prefix through it: the same items after
+    the same sections. A flipped latch (no tail candidate) is never carried."""
+    pol = ctx.policy
+    if (
+        ctx.latch_flipped
+        or (pol is not last.policy and pol != last.policy)
+        or ctx.task_marker != last.task_marker
+        or ctx.task_noted != last.task_noted
+    ):
+        return None
+    before = last.before
+    n = len(before)
+    if len(order) != n + 1:
+        return None
+    for a, b in zip(order, before, strict=False):  # (order holds the history after them)
+        if a is not b:
+            return None
+    hist = order[n]
+    items = hist.items
+    if hist.kind != SectionKind.HISTORY or hist.id != last.history or hist.scope != last.scope or not items:
+        return None
+    cum = last.cum_before + ctx.measure.section(hist)
+    if cum <= last.cum_before or cum < pol.min_cacheable_tokens:
+        return None
+    if last.task_marker:
+        te = _task_cut(items, ctx)
+        if (0 < te < len(items)) != last.task_fits:
+            return None
+        if last.task_fits:
+            task = last.task
+            if te != len(task):
+                return None
+            for x, y in zip(items, task, strict=False):
+                if x is not y:
+                    return None
+    tail = Marker(hist.id, len(items) - 1, hist.scope.label, "conversation tail")
+    k = last.tail
+    return RuleOutcome(asm, True, last.detail, markers=(*last.markers[:k], tail, *last.markers[k + 1 :]))
+
+
+def _placed(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    """apply's outcome, placed from the sections; remembered for _carried when the history is last and
+    its tail marker is kept."""
+    pol = ctx.policy
     m = ctx.measure
-    wire = [s for s in wire_order(asm) if s.items]
+    wire = [s for s in order if s.items]
     # (rank, marker): lower rank is kept first when there are more candidates than the policy allows.
     cands: list[tuple[int, int, Marker]] = []
     cum = 0
@@ -80,6 +175,37 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     detail = "; ".join([f"{len(markers)} markers", *why])
     if not markers:
         return RuleOutcome(asm, False, detail)
+    hist = order[-1]
+    items = hist.items
+    tail = Marker(hist.id, len(items) - 1, hist.scope.label, "conversation tail")
+    before = tuple(order[:-1])
+    cum_before = sum(m.section(s) for s in before if s.items)
+    if (
+        hist is wire[-1]
+        and hist.kind == SectionKind.HISTORY
+        and not ctx.latch_flipped
+        and markers.count(tail) == 1
+        and cum > cum_before
+        and all(s.id != hist.id for s in before)
+    ):
+        te = _task_cut(items, ctx) if ctx.task_marker else 0
+        fits = 0 < te < len(items)
+        entry = _Placed(
+            pol,
+            ctx.task_marker,
+            ctx.task_noted,
+            before,
+            hist.id,
+            hist.scope,
+            cum_before,
+            fits,
+            tuple(items[:te]) if fits else (),
+            markers,
+            markers.index(tail),
+            detail,
+        )
+        m.placed.insert(0, entry)
+        del m.placed[RECENT:]
     return RuleOutcome(asm, True, detail, markers=markers)
 
 
