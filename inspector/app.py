@@ -504,7 +504,7 @@ class InspectorApp(App[None]):
         # drawn for it (sources.HistoryFilled): what is worked out from every turn, again.
         self.view.timeline.refresh()
         self.query_one("#alerts", AlertsPanel).reset(self.view.timeline.traces)
-        self.query_one("#strip", TimelineStrip).redraw()
+        self.query_one("#strip", TimelineStrip).restate()  # the stand-ins drawn were filled in place
         self._update_status()
 
     @on(EventsDropped)
