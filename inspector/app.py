@@ -42,6 +42,7 @@ from inspector.keys_footer import KeysFooter
 from inspector.messages import (
     ContentLoaded,
     EventsDropped,
+    HistoryProgressed,
     HistoryRefreshed,
     ReplanFinished,
     ShadowLoaded,
@@ -505,6 +506,16 @@ class InspectorApp(App[None]):
         self.view.timeline.refresh()
         self.query_one("#alerts", AlertsPanel).reset(self.view.timeline.traces)
         self.query_one("#strip", TimelineStrip).restate()  # the stand-ins drawn were filled in place
+        self.view.history = None
+        self._update_status()
+
+    @on(HistoryProgressed)
+    def _history_progressed(self, message: HistoryProgressed) -> None:
+        # Part of that history is in: the strip draws those turns now (only they are worked out again),
+        # and the status line says how far the rest has come.
+        done = self.view.history[0] if self.view.history else 0
+        self.query_one("#strip", TimelineStrip).restate(message.first + done, message.first + message.filled)
+        self.view.history = (message.filled, message.total)
         self._update_status()
 
     @on(EventsDropped)

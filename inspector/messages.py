@@ -48,6 +48,15 @@ class HistoryRefreshed(Message):
 
 
 @dataclass
+class HistoryProgressed(Message):
+    """The first `filled` of `total` stand-ins hold their summaries now (sources.HistoryProgress)."""
+
+    filled: int
+    total: int
+    first: int = 0
+
+
+@dataclass
 class SimulationFinished(Message):
     overrides: Overrides
     report: dict | None

@@ -24,6 +24,8 @@ class SessionView:
     dropped: int = 0  # events the probe dropped for us (we re-synced)
     loaded: bool = False  # the start turn has been shown
     loading: bool = False  # the initial chunks of a long recording are still arriving
+    # A live agent's history before its newest turn, still arriving: (turns in, turns in all), or None.
+    history: tuple[int, int] | None = None
 
     def full_trace(self, index: int) -> Trace | None:
         """The whole trace at timeline position `index`. A long recording's timeline holds summaries;

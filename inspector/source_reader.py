@@ -11,12 +11,13 @@ from textual.worker import Worker, get_current_worker
 
 from inspector.messages import (
     EventsDropped,
+    HistoryProgressed,
     HistoryRefreshed,
     SourceDisconnected,
     SourceFailed,
     TurnsReceived,
 )
-from inspector.sources import Disconnected, EventsLost, HistoryFilled, NewTurn, Source
+from inspector.sources import Disconnected, EventsLost, HistoryFilled, HistoryProgress, NewTurn, Source
 
 # How long the rest of a long recording waits for the first screen before it is read anyway (a frame
 # that never comes, e.g. a suspended app, must not stall the load; on a loaded machine the first screen
@@ -68,6 +69,8 @@ class SourceReader:
                 post(EventsDropped(event.count))
             elif isinstance(event, HistoryFilled):
                 post(HistoryRefreshed())
+            elif isinstance(event, HistoryProgress):
+                post(HistoryProgressed(event.filled, event.total, event.first))
 
     def _wait_for_first_frame(self, worker: Worker[None]) -> bool:
         """Hold the rest of the load until the first chunk is drawn: decoding it meanwhile would only

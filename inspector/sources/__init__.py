@@ -41,7 +41,18 @@ class HistoryFilled:
     turns) can be worked out again."""
 
 
-SourceEvent = NewTurn | Disconnected | EventsLost | HistoryFilled
+@dataclass(frozen=True)
+class HistoryProgress:
+    """The first `filled` of the `total` stand-ins (timeline positions first..first+filled-1) hold their
+    turns' summaries now; the rest are still on their way (a long history takes the agent minutes to send at
+    its CPU budget: the person sees how far it has come)."""
+
+    filled: int
+    total: int
+    first: int = 0  # the timeline position of the first stand-in (after a re-sync, past the turns it had)
+
+
+SourceEvent = NewTurn | Disconnected | EventsLost | HistoryFilled | HistoryProgress
 
 
 class Chunk(NamedTuple):

@@ -20,7 +20,15 @@ from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.probe.readable import readable
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
-from inspector.sources import Chunk, Disconnected, EventsLost, HistoryFilled, NewTurn, SourceEvent
+from inspector.sources import (
+    Chunk,
+    Disconnected,
+    EventsLost,
+    HistoryFilled,
+    HistoryProgress,
+    NewTurn,
+    SourceEvent,
+)
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
 
@@ -34,6 +42,8 @@ FETCH_BEHIND = 8
 # After this long without an event, the traces the lean stream summarized are fetched in the
 # background (FETCH_MAX a request), so they are here when asked for and after the agent exits.
 BACKFILL_IDLE = 1.0
+# How often follow() says how far a long history has come (HistoryProgress) while it arrives.
+PROGRESS_EVERY = 0.5
 
 
 class LiveSource(ReplayingSource):
@@ -73,9 +83,13 @@ class LiveSource(ReplayingSource):
     On the elided stream it attaches to the snapshot's tail (engine.probe.handshake._start): the agent
     sends the journal from its newest turn on, and the first frame shows that turn with every turn
     before it as a stand-in (`_stand_ins`); follow() then fetches the journal before it by range at
-    once, busy agent or not, fills each stand-in in place with its turn's summary as it arrives, and
-    yields HistoryFilled when they all are. (The whole snapshot of a 5,000-turn session took the agent
-    ~30 s to send at its CPU budget, and nothing was drawn until it was in.)"""
+    once, busy agent or not, fills each stand-in in place with its turn's summary as it arrives (in
+    journal order: the k-th turn before the tail fills the k-th stand-in and gives it its number, so
+    numbers that skip or start again come out right), says how far it has come every PROGRESS_EVERY
+    (HistoryProgress: the status line shows it), and yields HistoryFilled when they all are. (The
+    whole snapshot of a 5,000-turn session took the agent ~30 s to send at its CPU budget, and nothing
+    was drawn until it was in.) A re-sync after lost events takes the same way what it lacks: the tail,
+    stand-ins for the turns lost, and the journal between what it holds and the tail (see _connect)."""
 
     kind = "live"
 
@@ -131,6 +145,14 @@ class LiveSource(ReplayingSource):
         # until its summary arrives (the dict the timeline holds, filled in place).
         self._history_at = 0
         self._history: dict[int, dict[str, Any]] = {}
+        # The stand-ins in timeline order, and how many of them the journal's turns have filled: the
+        # k-th turn of the journal before the tail fills the k-th stand-in, whatever its number (the
+        # numbers given them are a guess: turns numbered without gaps up to the newest).
+        self._history_views: list[dict[str, Any]] = []
+        self._history_next = 0
+        self._history_first = 0  # the timeline position of the first stand-in
+        self._history_after = -1  # turns numbered up to this were in the timeline before the stand-ins
+        self._handed = 0  # turns handed to the app (load_initial, NewTurn): the timeline's length
         self._history_told = True  # the app was told the history is complete (HistoryFilled)
         self._connect()
 
@@ -158,8 +180,13 @@ class LiveSource(ReplayingSource):
         """PID, or PID.SESSION for one conversation of several, as `cp-inspect ps` lists it."""
         return str(self.pid) if self.session is None else f"{self.pid}.{self.session}"
 
-    def _connect(self) -> None:
-        """Connect and read the journal so far: the hello says how many snapshot events follow."""
+    def _connect(self, resync: bool = False) -> None:
+        """Connect and read the journal so far: the hello says how many snapshot events follow.
+        `resync`: after events were lost (see follow): on the elided stream, once the history is in,
+        what is held of the journal stays (it only grows) and only what is missing is asked for: the
+        snapshot's tail, with a stand-in for each turn lost, and the journal between by range."""
+        # Before: the whole snapshot again (at 20,000 turns, ~120,000 events at the agent's CPU budget).
+        keep = resync and self._elided and self._history_told
         with self._io:
             # The snapshot's tail only (from the newest turn on): the first frame shows that turn at
             # once, and the journal before it comes by range meanwhile (engine.probe.handshake._start).
@@ -170,25 +197,31 @@ class LiveSource(ReplayingSource):
                 lean=self.lean,
                 elide=self.elide,
                 poll=True,
-                # (Not on a re-sync after lost events: the turns since those it has come whole, as ever.)
-                tail=self.elide and self._seen_turns < 0,
+                tail=self.elide and (self._seen_turns < 0 or keep),
             )
             self.header = {**dict(self.client.hello), "pid": self.pid}
             if self.session is not None:
                 # The conversation of a process that serves several (a proxy's, a served fork's): what
                 # the status line and the save's default name say, as `ps` lists it.
                 self.header["session"] = self.session
-            self.events = []
-            self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
-            self._inbox.clear()
-            self._missing, self._asked, self._unavailable = {}, set(), set()
-            self._elided = self.client.elide
-            self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
-            self._range_end, self._journal_size = None, 0
-            self._told = not self.client.quiet
             at = self.client.snapshot_at
             size = int(self.client.hello.get("snapshot", 0))
+            self._inbox.clear()
+            self._asked, self._range_end = set(), None  # (asked on the old connection: never answered)
+            self._told = not self.client.quiet
+            keep = keep and self.client.elide and at > 0 and at >= self._jpos
+            if not keep:
+                self.events = []
+                self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
+                self._missing, self._unavailable = {}, set()
+                self._elided = self.client.elide
+                self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
+                self._journal_size = 0
+            # The turns the timeline has (up to the newest handed to it): those of the journal fetched
+            # before the tail that are newer fill its stand-ins (all of them, on a first attach).
+            self._history_after = self._seen_turns if keep else -1
             self._history, self._history_at, self._history_told = {}, at, True
+            self._history_views, self._history_next, self._history_first = [], 0, self._handed
             for i in range(size):
                 # Asked for (the hello's snapshot), sent once: read as fast as it comes.
                 ev = self.client.recv(timeout=self.timeout, on_socket=True)
@@ -197,7 +230,10 @@ class LiveSource(ReplayingSource):
                 self._take(ev, at + i if at else None)
             if at:
                 self._journal_size = max(self._journal_size, at + size)
-                self._stand_ins(int(self.client.hello.get("turns", 0)))
+                turns = int(self.client.hello.get("turns", 0))
+                if keep:  # the turns lost: those the agent has beyond what the timeline has and the tail
+                    turns -= self._handed + len(self._initial) - 1
+                self._stand_ins(turns)
 
     def _stand_ins(self, turns: int) -> None:
         """The timeline's turns before the snapshot's tail, as stand-ins filled in place when their
@@ -205,18 +241,47 @@ class LiveSource(ReplayingSource):
         numbered up to the newest one received. The first frame draws them with the newest turn;
         stepping onto one fetches its trace as for any summarized turn."""
         newest = self._seen_turns
-        first = newest - turns + 1
-        if turns <= 1 or first < 0 or newest < 0:
-            return  # nothing before the tail, or turns not numbered so: the history is fetched only
+        if turns <= 1 or newest < 0:
+            return  # nothing before the tail
+        # Numbered as if no turn number were skipped: the journal's own numbers replace these as its
+        # turns arrive, in order (_history_turn). A session whose numbers skip (events lost, a numbering
+        # that restarts) had its stand-ins filled by number, the wrong turns or none.
         views = []
-        for t in range(first, newest):
+        for t in range(newest - turns + 1, newest):
             view = _stand_in(t)
             views.append(view)
             self._history[t] = view
             self._summaries[t] = view
             self._missing[t] = {"k": "turn", "turn": t, "summary": view}
         self._initial[:0] = views
+        self._history_views = views
         self._history_told = False
+
+    def _history_turn(self, turn: int, summary: dict[str, Any]) -> None:
+        """The next turn of the journal before the tail arrived (its summary, or its trace): it fills
+        the next stand-in, which takes its number (the stand-in's own, a guess, is let go)."""
+        k = self._history_next
+        if k >= len(self._history_views):
+            return  # more turns than the hello counted: the timeline has no place for them
+        self._history_next = k + 1
+        view = self._history_views[k]
+        guess = view["turn"]
+        if self._history.get(guess) is view:
+            del self._history[guess]
+        held = self._missing.get(guess)
+        if guess != turn and held is not None and held.get("summary") is view:
+            del self._missing[guess]  # the guess's placeholder, never fetched: nothing else holds it
+            self._summaries.pop(guess, None)
+            self._unavailable.discard(guess)
+        view.clear()  # (a fetch under the guessed number may have filled it with another turn)
+        view.update(summarize(summary))
+
+    def history_progress(self) -> tuple[int, int, int] | None:
+        """(stand-ins filled, stand-ins, the first one's timeline position) while the history before
+        the tail is arriving, else None."""
+        if self._history_told:
+            return None
+        return self._history_next, len(self._history_views), self._history_first
 
     def _filled(self, turn: int, summary: dict[str, Any]) -> None:
         """A stand-in's turn summarized (or whole): the timeline's dict takes its values, key by key (the
@@ -345,7 +410,7 @@ class LiveSource(ReplayingSource):
                 p = self._jpos
                 obj = self._ahead.pop(p, None)
                 if obj is None and isinstance(e, dict):
-                    obj = self._from_journal(e)
+                    obj = self._from_journal(e, p < self._history_at)
                 if obj is not None:
                     self.events.append(obj)
                     if obj.get("k") == "turn":
@@ -356,26 +421,36 @@ class LiveSource(ReplayingSource):
             if end is not None and (self._jpos >= end or self._jpos >= size):
                 self._range_end = None
 
-    def _from_journal(self, e: dict[str, Any]) -> dict[str, Any] | None:
-        """The in-memory form of one fetched journal event (None: the agent could not send it)."""
+    def _from_journal(self, e: dict[str, Any], history: bool = False) -> dict[str, Any] | None:
+        """The in-memory form of one fetched journal event (None: the agent could not send it);
+        `history`: from the journal before the snapshot's tail, whose turns fill the stand-ins."""
         kind = e.get("k")
         if kind == "omitted":
             return None
         if kind != "turn_summary":
-            return unpack_event(e)
+            ev = unpack_event(e)
+            if (
+                history
+                and kind == "turn"
+                and type(ev.get("turn")) is int
+                and isinstance(ev.get("trace"), dict)
+                and ev["turn"] > self._history_after
+            ):
+                self._history_turn(ev["turn"], ev["trace"])  # (an agent that sends it whole)
+            return ev
         turn, summary = e.get("turn"), e.get("summary")
         if type(turn) is not int or not isinstance(summary, dict):
             return None
+        if history and self._history_views and turn > self._history_after:
+            self._history_turn(turn, summary)  # the next stand-in is this turn now
         if turn in self._by_turn:
             return {"k": "turn", "turn": turn, "trace": self._by_turn[turn]}
         placeholder = self._missing.get(turn)
         if placeholder is None:  # not received live yet: its summary comes, and is drawn, with it
             placeholder = self._missing[turn] = {"k": "turn", "turn": turn, "summary": summary}
-            self._summaries[turn] = summary
-        elif turn in self._history:  # a stand-in's (see _stand_ins): its summary now
+        else:  # received as a summary, or a stand-in's (numbered right): the summary it is
             placeholder["summary"] = summary
-            self._summaries[turn] = summary
-            self._filled(turn, summary)
+        self._summaries[turn] = summary
         return placeholder
 
     def _ask_range(self, stop: int | None) -> str | None:
@@ -546,6 +621,7 @@ class LiveSource(ReplayingSource):
 
     def load_initial(self) -> list[dict[str, Any]]:
         out, self._initial = self._initial, []
+        self._handed += len(out)
         return out
 
     def load_chunks(self) -> Iterator[Chunk]:
@@ -674,7 +750,13 @@ class LiveSource(ReplayingSource):
 
     def follow(self) -> Iterator[SourceEvent]:
         quiet_since = time.monotonic()
+        told: tuple[int, int, int] | None = None  # the history's progress last said, and when
+        told_at = 0.0
         while True:
+            progress = self.history_progress()
+            if progress is not None and progress != told and (told is None or time.monotonic() - told_at >= PROGRESS_EVERY):
+                told, told_at = progress, time.monotonic()
+                yield HistoryProgress(*progress)
             if not self._history_told and self._fetch_history():
                 self._history_told = True
                 self._history.clear()  # (those the agent did not send stay as they are)
@@ -706,12 +788,13 @@ class LiveSource(ReplayingSource):
             quiet_since = time.monotonic()
             self._told = not self.client.quiet  # the agent journals on: ask how far once it is quiet
             if ev.get("k") == "dropped":
-                # We were too slow and lost events: re-sync from a fresh snapshot so the journal we
-                # replay from stays whole, then hand on the turns that arrived meanwhile.
+                # We were too slow and lost events: re-sync (the journal we replay from must stay whole),
+                # then hand on the turns that arrived meanwhile (or stand-ins for them, filled as the
+                # journal they are in arrives).
                 yield EventsLost(int(ev.get("count", 0)))
                 self.client.close()
                 try:
-                    self._connect()
+                    self._connect(resync=True)
                 except Exception as exc:
                     yield Disconnected(f"re-sync failed: {exc}")
                     return
@@ -721,6 +804,7 @@ class LiveSource(ReplayingSource):
             trace = self._take(ev, at)
             if trace is not None:
                 self._initial.clear()
+                self._handed += 1
                 yield NewTurn(trace)
 
 
