@@ -239,3 +239,34 @@ def test_a_resync_after_lost_events_takes_only_what_is_missing(
         if src is not None:
             src.client.close()
         pipe.close()
+
+
+def test_a_stand_in_stepped_onto_before_its_turn_arrives(monkeypatch: pytest.MonkeyPatch, base: Path) -> None:
+    """Stepping onto a stand-in before the history reaches it fetches its trace under its guessed number,
+    which in a session whose numbers skip the agent may not have; once the history is in, that number is
+    no turn of the session, and a save (every trace fetched) does not report it as one it could not get."""
+    from inspector.sources import HistoryFilled
+    from inspector.sources.live import LiveSource
+
+    log = _journal(monkeypatch, base, lambda t: t if t < CUT else t + 37)
+    xdg = base / "xdg"
+    xdg.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    server = ProbeServer({"model": "m", "provider": "anthropic"}, lambda: log, pid=os.getpid())
+    server.start()
+    try:
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
+        timeline = src.load_initial()
+        guess = 110  # a stand-in's number (numbered down from 256); the session has no turn 110
+        assert guess in [t["turn"] for t in timeline]
+        shown = src.full_trace(guess)  # follow() not running yet: the fetch reads its own answer
+        assert "not received" in str(shown["error"])
+        for ev in src.follow():
+            if isinstance(ev, HistoryFilled):
+                break
+        assert guess not in [t["turn"] for t in timeline]
+        src._load_events()  # a save's fetch of every trace: nothing reported missing
+        assert [e for e in src.events if e["k"] == "turn"] == [e for e in log if e["k"] == "turn"]
+    finally:
+        src.client.close()
+        server.close()

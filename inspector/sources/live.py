@@ -269,9 +269,13 @@ class LiveSource(ReplayingSource):
         if self._history.get(guess) is view:
             del self._history[guess]
         held = self._missing.get(guess)
-        if guess != turn and held is not None and held.get("summary") is view:
-            del self._missing[guess]  # the guess's placeholder, never fetched: nothing else holds it
-            self._summaries.pop(guess, None)
+        if guess != turn:
+            if held is not None and held.get("summary") is view:
+                del self._missing[guess]  # the guess's placeholder, never fetched: nothing else holds it
+            if self._summaries.get(guess) is view:
+                del self._summaries[guess]
+            # Asked for under the guess (stepped onto), the agent may have had no such turn: not a turn
+            # of its journal that a save would miss.
             self._unavailable.discard(guess)
         view.clear()  # (a fetch under the guessed number may have filled it with another turn)
         view.update(summarize(summary))
