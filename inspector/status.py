@@ -141,9 +141,10 @@ def status_parts(
     else:
         state = ""
     dropped = f"  [$warning]{view.dropped} events dropped[/]" if view.dropped else ""
-    if view.history is not None and disconnected is None:
+    history = getattr(view, "history", None)  # (a view from before it, as some callers build one)
+    if history is not None and disconnected is None:
         # The turns before the newest still coming from the agent (stand-ins until then): how far.
-        dropped += f"  [$text-muted]history {view.history[0]:,}/{view.history[1]:,}[/]"
+        dropped += f"  [$text-muted]history {history[0]:,}/{history[1]:,}[/]"
     dropped += damage
     # A tapped client's journaling failures so far (the tap never raised them into the agent)
     n_err = trace.get("tap_errors") or 0
