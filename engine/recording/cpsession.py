@@ -601,6 +601,25 @@ class RecordingWriter:
         except (FrameError, RuntimeError, ValueError, TypeError):  # too large, or counted into meanwhile
             return b""
 
+    def __del__(self) -> None:
+        # A writer dropped without close() (or park()) kept its descriptor, and its lock on the file, for
+        # the life of the process. When collected it lets both go and writes nothing: the events buffered
+        # since the last turn's chunk (version 2: a turn flushes its chunk, so at most what followed the
+        # last turn, its usage say) are dropped, and no footer is written. The file is then what a killed
+        # writer leaves: every turn appended before, read by rebuilding the index (resume() appends to
+        # it). Writing the buffer and the footer here would mean compressing and writing from wherever
+        # the collector happens to run, at interpreter shutdown too; a write that failed there could not
+        # be reported to anyone.
+        fd = getattr(self, "_fd", None)  # absent if __init__ failed before _setup
+        if fd is not None:
+            self._fd = None
+            try:
+                os.close(fd)  # (the flock goes with it)
+            except OSError:
+                pass
+        if getattr(self, "_counter", None) is not None:
+            self._unmark()  # the shared counter need not keep every count for a table never written
+
     def __enter__(self) -> RecordingWriter:
         return self
 
