@@ -13,7 +13,6 @@ The app itself keeps the bindings, the reactives and the message handlers that t
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -278,6 +277,12 @@ class InspectorApp(App[None]):
     def on_unmount(self) -> None:
         startup_gc.release()
         young_gc.restore()
+        # The source's file or socket (and ring) closed: at once, or by the reader thread as it ends (the
+        # quit cancelled it). Then what the app froze goes back to the collector (startup_gc.thaw): an app
+        # that exits inside a process that goes on (top's attach and return, the tests) is collected.
+        self.workers.cancel_group(self, "source")
+        self.reader.close_source()
+        startup_gc.thaw()
         if self.step_timing is not None:
             self.step_timing.close()
 
@@ -372,6 +377,10 @@ class InspectorApp(App[None]):
 
     @on(TurnsReceived)
     def _turns_received(self, message: TurnsReceived) -> None:
+        if self._viewer is None or not self._viewer.is_attached:
+            # The app is closing (its screens are pruned before its messages stop): turns the reader
+            # posted meanwhile have nothing to go to (a query for the panels raised NoMatches).
+            return
         view, timeline = self.view, self.view.timeline
         first = len(timeline)
         if not self._first_chunk:  # once its frame is drawn, the rest may load and the collector run
@@ -393,7 +402,7 @@ class InspectorApp(App[None]):
         if not message.more:
             # A long recording leaves ~10^6 long-lived objects (summaries, alerts): move them out of the
             # cyclic GC's reach, or each full collection rescans them all mid-step (100+ ms pauses).
-            gc.freeze()
+            startup_gc.freeze_app()
         if not message.more:
             self.whatif.shadow()  # cached by the source per journal length: cheap when nothing changed
         if self.index == timeline.current and not message.more and self._content_deferred:
@@ -568,7 +577,7 @@ class InspectorApp(App[None]):
             return
         if not self._frozen_fold:  # the journal folded for the first content view is long-lived too
             self._frozen_fold = True
-            gc.freeze()
+            startup_gc.freeze_app()
         viewer.show(message.title, message.text, message.document, message.dark, message.key, message.note)
         if self.step_timing is not None:
             self.step_timing.content_shown()

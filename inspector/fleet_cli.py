@@ -429,6 +429,9 @@ def top(
                 return
             source = attach_from_top(target, view)
             if source is not None:
-                run_app(InspectorApp(source, theme=theme))
+                try:
+                    run_app(InspectorApp(source, theme=theme))
+                finally:
+                    source.close()  # (the app closes it as it exits; not if it never started)
     finally:
         watcher.stop()

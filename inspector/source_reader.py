@@ -29,9 +29,35 @@ class SourceReader:
     def __init__(self, app: App[None], source: Source) -> None:
         self.app, self.source = app, source
         self._drawn = threading.Event()  # the app drew the first chunk's frame (first_frame_drawn)
+        # Closing the source (close_source): done by whichever comes last, the app's exit or the end of
+        # the reader thread, so the source is never closed under the thread reading it.
+        self._close_lock = threading.Lock()
+        self._reading = False  # the reader thread runs
+        self._closing = False  # the app asked for the source to be closed
+        self.closed = False  # the source was closed
 
     def start(self) -> None:
+        with self._close_lock:
+            if self._closing:
+                return  # (the app exited before its reader started)
+            self._reading = True
         self.app.run_worker(self._read, thread=True, exclusive=True, group="source", exit_on_error=False)
+
+    def close_source(self) -> None:
+        """The app exits: close the source (its file, or its socket and ring) now if the reader thread
+        has ended, or as that thread ends (the app's quit cancelled it: it ends within a wait of the
+        source's). Not left to the collector: the app (and the source with it) may live on after it
+        exits, as each inspector `cp-inspect top` attaches does, and a frozen app is never collected."""
+        with self._close_lock:
+            self._closing = True
+            if self._reading:
+                return
+        self._close()
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.source.close()
 
     def first_frame_drawn(self) -> None:
         """Called by the app once the frame showing the first chunk is on screen: the rest may load."""
@@ -42,6 +68,12 @@ class SourceReader:
             self._read_source()
         except Exception as exc:  # a damaged file or a broken socket: the app shows it (no silent wait)
             self.app.post_message(SourceFailed(str(exc) or type(exc).__name__))
+        finally:
+            with self._close_lock:
+                self._reading = False
+                closing = self._closing
+            if closing:  # the app exited while this thread read: the source is closed now it is done
+                self._close()
 
     def _read_source(self) -> None:
         worker = get_current_worker()

@@ -8,6 +8,7 @@ What-if settings are `engine.whatif.Overrides`: the panels and the engine share 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,24 @@ class Source(Protocol):
         --json` prints it with per-turn figures (policies pipeline, gates_closed, as_sent, actual).
         `cancelled` is polled while it runs; when it returns True the call raises SimulationCancelled."""
         ...
+
+
+    def close(self) -> None:
+        """Let go of what the source opened (a recording's descriptor, a probe socket and its shared-memory
+        ring) once nothing reads it: the app calls it when it exits, after its reader thread has stopped.
+        What was received stays (a live session can still be saved). Idempotent."""
+        ...
+
+
+def cancelled_event() -> threading.Event | None:
+    """The cancel flag of the Textual worker this runs in (set when the app quits), for a source's
+    `follow()` to wait on instead of sleeping through it; None outside a worker (a test, a tool)."""
+    try:
+        from textual.worker import get_current_worker
+
+        return get_current_worker().cancelled_event
+    except Exception:  # not inside a worker (or no textual): nobody to cancel us
+        return None
 
 
 class SimulationCancelled(Exception):

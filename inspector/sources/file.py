@@ -15,7 +15,7 @@ from typing import Any, cast
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import trace_of, unpack_event
 from engine.trace_schema import Trace
-from inspector.sources import Chunk, NewTurn, SourceEvent
+from inspector.sources import Chunk, NewTurn, SourceEvent, cancelled_event
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
 
@@ -97,12 +97,21 @@ class FileSource(ReplayingSource):
             at, n = at + n, size
             yield Chunk(chunk, more=at < len(numbers))
 
+    def close(self) -> None:
+        """Close the recording (under the lock every read of it takes: a read that comes later, from a
+        worker still running as the app exits, fails on the closed reader, never on a reused descriptor)."""
+        with self._lock:
+            self.reader.close()
+
     def follow(self) -> Iterator[SourceEvent]:
         if not self.follow_file:
             return
         from watchfiles import watch
 
-        for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False):
+        # The app's quit ends the wait (watch() looks at the flag every `step` ms): without it the reader
+        # thread waited for the file's next change, and the app's exit for that thread.
+        stop = cancelled_event()
+        for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False, stop_event=stop):
             with self._lock:
                 caught_up = self._read_pos >= self.reader.data_end
                 new = self.reader.refresh()

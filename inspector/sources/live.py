@@ -154,7 +154,17 @@ class LiveSource(ReplayingSource):
         self._history_after = -1  # turns numbered up to this were in the timeline before the stand-ins
         self._handed = 0  # turns handed to the app (load_initial, NewTurn): the timeline's length
         self._history_told = True  # the app was told the history is complete (HistoryFilled)
-        self._connect()
+        try:
+            self._connect()
+        except BaseException:
+            # No source to close: the wake-up pair goes now (when_serving retries ten times a second,
+            # and each failed attempt left two sockets to the collector), and a client whose snapshot failed.
+            client = getattr(self, "client", None)
+            if client is not None:
+                client.close()
+            self._wake_r.close()
+            self._wake_w.close()
+            raise
 
     @classmethod
     def when_serving(cls, child: subprocess.Popen[bytes], wait_s: float = 15.0) -> LiveSource:
@@ -174,6 +184,16 @@ class LiveSource(ReplayingSource):
                         f"the agent (pid {child.pid}) did not start serving within {wait_s:g} s: {exc}"
                     ) from exc
                 time.sleep(0.1)
+
+    def close(self) -> None:
+        """Close the probe socket, its shared-memory ring and the wake-up pair. Taken under `_io`, as every
+        read of the socket is, so a fetcher or a reader still running as the app exits finds the client
+        closed (and disconnected), never a descriptor number another file has taken since. What was
+        received stays: a save after this writes it (and fetches nothing more)."""
+        with self._io:
+            self.client.close()
+            self._wake_r.close()
+            self._wake_w.close()
 
     @property
     def target(self) -> str:

@@ -92,6 +92,9 @@ class ReplayingSource:
         self._lock = threading.RLock()
         self._shadow: tuple[int, dict[str, Any] | None] | None = None  # (events seen, summary)
 
+    def close(self) -> None:
+        """Nothing opened here (the Source protocol's close: subclasses let go of their file or socket)."""
+
     def _load_events(self, upto_turn: int | None = None) -> None:
         """Make sure `events` holds the journal through turn `upto_turn` (None: all of it). A live
         source already has every event; FileSource reads its file lazily."""

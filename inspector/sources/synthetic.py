@@ -12,14 +12,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import time
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
 from engine.trace_schema import Trace
 from engine.whatif import Overrides
-from inspector.sources import Chunk, Disconnected, NewTurn, SourceEvent
+from inspector.sources import Chunk, Disconnected, NewTurn, SourceEvent, cancelled_event
 from inspector.sources.synthetic_content import request_body, section_text
 
 LIMIT = 32000
@@ -277,14 +277,18 @@ class SyntheticSource:
     def follow(self) -> Iterator[SourceEvent]:
         if self.kind == "replay":
             return
+        stop = cancelled_event() or threading.Event()  # the app's quit ends the wait between turns
         for t in range(self.initial, self.n):
-            if self.delay:
-                time.sleep(self.delay)
+            if self.delay and stop.wait(self.delay):
+                return
             trace = self.trace(t)
             self.received.append(trace)
             yield NewTurn(trace)
         if self.disconnect:
             yield Disconnected(f"agent pid {self.header['pid']} exited")
+
+    def close(self) -> None:
+        """Nothing opened: every turn is made in memory."""
 
     def section_content(self, turn: int, section_id: str) -> str:
         return section_text(self.trace(turn), section_id)

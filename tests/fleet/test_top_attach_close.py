@@ -1,0 +1,133 @@
+"""`cp-inspect top`'s attach and return, over and over: each inspector closes what its source opened.
+
+The app froze everything tracked once its data had loaded (gc.freeze, for the collector's sake: see
+inspector/startup_gc.py), itself and its source among them, so nothing ever collected them: each attach
+left that inspector's probe socket, its wake-up pair and its shared-memory ring open for the life of the
+`top` session (50 attaches, 50 sockets and more). The source is closed when the app exits now, and what
+the app froze is thawed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import Pipeline
+from engine.probe.watch import FleetWatcher
+from inspector.app import InspectorApp
+from inspector.fleet_cli import attach_from_top
+from inspector.sources.file import FileSource
+from inspector.sources.live import LiveSource
+from inspector.top_app import TopApp, TopView
+from panels.fleet_table import FleetTable
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+ATTACHES = 6
+
+
+def _descriptors() -> int:
+    gc.collect()  # what only waits for the collector is not held
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _turn(p: Pipeline, n: int) -> None:
+    req = p.next_request()
+    p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 20})
+    p.assistant(f"turn {n}: looked at parse_header")
+    p.user(f"turn {n}: go on")
+
+
+@pytest.fixture
+def agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pipeline, Path]]:
+    """An agent serving its probe in this process (its server thread answers the inspector's socket)."""
+    rt = Path(tempfile.mkdtemp(prefix="cpt-", dir="/tmp"))  # a Unix socket path must stay short
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    pipe = Pipeline("claude-sonnet-4", serve=True)
+    try:
+        pipe.identity("You are a careful coding agent.")
+        pipe.user("Refactor the header parser.")
+        for n in range(4):
+            _turn(pipe, n)
+        yield pipe, rt / "contextpipe"
+    finally:
+        pipe.close()
+        shutil.rmtree(rt, ignore_errors=True)
+
+
+async def _wait(pilot, done, what: str, limit: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    give_up = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < give_up, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+def _closed_when_its_reader_ends(source: LiveSource) -> None:
+    give_up = time.monotonic() + 10
+    while source.client._sock.fileno() != -1 and time.monotonic() < give_up:
+        time.sleep(0.02)  # the reader thread closes it as it ends (cancelled by the quit)
+
+
+async def _attach_and_return(watcher: FleetWatcher, view: TopView) -> LiveSource:
+    """What `top` does on Enter and then `q`: the table, the inspector on the chosen agent, and back."""
+    top = TopApp(watcher, refresh_s=0.1, view=view)
+    async with top.run_test(size=(140, 30)) as pilot:
+        table = top.query_one(FleetTable)
+        await _wait(pilot, lambda: table.selected_target() is not None, "the agent's row")
+        await pilot.press("enter")
+        await _wait(pilot, lambda: top.return_value is not None, "the attach")
+    assert top.return_value == str(os.getpid())
+    source = attach_from_top(top.return_value, view)
+    assert source is not None, view.notice
+    app = InspectorApp(source)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _wait(pilot, lambda: len(app.timeline) >= 4, "the agent's turns")
+        await pilot.press("q")
+    return source
+
+
+async def test_attaching_again_and_again_from_top_leaves_no_descriptor(agent: tuple[Pipeline, Path]) -> None:
+    _pipe, runtime = agent
+    watcher = FleetWatcher(runtime).start()
+    view = TopView()
+    try:
+        before = None
+        for i in range(ATTACHES):
+            source = await _attach_and_return(watcher, view)
+            _closed_when_its_reader_ends(source)
+            assert source.client._sock.fileno() == -1  # closed, with the source still referenced here
+            assert source._wake_r.fileno() == -1 and source._wake_w.fileno() == -1
+            del source
+            if i == 0:
+                before = _descriptors()  # after the first: what the watcher and Textual keep once
+        assert before is not None
+        assert _descriptors() <= before  # it grew by ~5 an attach (socket, wake-up pair, ring mapping)
+    finally:
+        watcher.stop()
+
+
+def test_a_replay_closes_its_recording_and_is_collected_once_it_exits() -> None:
+    """Run in a loop of its own, as `app.run()` runs it (whose end joins the worker threads)."""
+    source = FileSource(DEMO)
+
+    async def run() -> weakref.ref[InspectorApp]:
+        app = InspectorApp(source)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _wait(pilot, lambda: app.startup_finished and not app.view.loading, "the recording's turns")
+            await pilot.press("q")
+        return weakref.ref(app)
+
+    gone = asyncio.run(run())
+    assert source.reader._fd == -1  # closed by the app, the source still referenced here
+    assert gc.get_freeze_count() == 0  # what the app froze went back to the collector
+    gc.collect()
+    assert gone() is None  # the exited app itself is collected (frozen, it stayed in memory)
