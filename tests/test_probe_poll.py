@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import shutil
+import struct
 import tempfile
 import threading
 import time
@@ -35,7 +37,8 @@ T = 10.0
 
 # x86_64 system call numbers: the waits that could be on a socket, and sleeps.
 _SELECTS = {23, 270}  # select, pselect6: arg0 is nfds (one more than the highest descriptor watched)
-_POLLS = {7, 271, 232, 281, 441}  # poll, ppoll, epoll_wait, epoll_pwait(2): descriptors not visible here
+_POLLS = {7, 271}  # poll, ppoll: arg0 points at the pollfd array, arg1 is its length (read from memory)
+_EPOLLS = {232, 281, 441}  # epoll_wait, epoll_pwait(2): the descriptors are not visible here
 _RECVS = {45, 47}  # recvfrom, recvmsg: arg0 is the descriptor
 _SLEEPS = {35, 230}  # nanosleep, clock_nanosleep
 # futex: the thread waiting for the GIL (or a lock) on its way into or out of one of the waits above. A
@@ -44,9 +47,13 @@ _SLEEPS = {35, 230}  # nanosleep, clock_nanosleep
 _LOCKS = {202}
 
 
-def _blocked_on(waits: list[tuple[int, int]]) -> list[int]:
+# A wait seen: (system call, its first argument, the descriptors a poll() waited on; None for the rest).
+Wait = tuple[int, int, frozenset[int] | None]
+
+
+def _blocked_on(waits: list[Wait]) -> list[int]:
     """The system calls a thread was seen waiting in, the GIL's and locks' futex waits left out."""
-    return [nr for nr, _ in waits if nr not in _LOCKS]
+    return [nr for nr, _, _ in waits if nr not in _LOCKS]
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64"
@@ -64,28 +71,79 @@ def rtdir() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _waits(tid: int, seconds: float) -> list[tuple[int, int]]:
-    """(system call, first argument) each time thread `tid` was seen blocked, sampled for `seconds`."""
-    seen: list[tuple[int, int]] = []
+def _polled(mem: int, array: int, count: int) -> frozenset[int] | None:
+    """The descriptors in a poll()'s pollfd array (struct pollfd: int fd, short events, short revents),
+    read from this process's memory; None if it cannot be read (the poll returned and the memory went)."""
+    if not 0 < count <= 65536:
+        return None
+    try:
+        raw = os.pread(mem, 8 * count, array)
+    except OSError:
+        return None
+    if len(raw) != 8 * count:
+        return None
+    return frozenset(fd for fd, _events, _revents in struct.iter_unpack("ihh", raw))
+
+
+@pytest.fixture(params=["as_it_is", "past_1024"])
+def numbers(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The process as it is, and holding descriptors up to past 1024, so the sockets made next are
+    numbered where readable() waits with poll(), not select() (a suite's process may hold that many)."""
+    if request.param == "as_it_is":
+        yield request.param
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = len(os.listdir("/proc/self/fd")) + 1200
+    if soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            pytest.skip(f"the descriptor limit ({hard}) does not reach past 1024 here")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1040:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield request.param
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _waits(tid: int, seconds: float) -> list[Wait]:
+    """Each time thread `tid` was seen blocked, sampled for `seconds`: the system call, its first argument
+    and, for a poll, the descriptors it waits on. (readable() waits with select() while every descriptor
+    is numbered below 1024, and with poll() past that, as in a suite whose process holds more: the
+    descriptors a poll waits on are read from its pollfd array, so these checks hold either way.)"""
+    seen: list[Wait] = []
     path = Path(f"/proc/self/task/{tid}/syscall")
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            fields = path.read_text().split()
-        except OSError:
-            break  # the thread ended
-        if fields and fields[0] not in ("running", "-1"):
-            seen.append((int(fields[0]), int(fields[1], 16)))
-        time.sleep(0.002)
+    mem = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                fields = path.read_text().split()
+            except OSError:
+                break  # the thread ended
+            if fields and fields[0] not in ("running", "-1"):
+                nr, a0 = int(fields[0]), int(fields[1], 16)
+                fds = _polled(mem, a0, int(fields[2], 16)) if nr in _POLLS else None
+                seen.append((nr, a0, fds))
+            time.sleep(0.002)
+    finally:
+        os.close(mem)
     return seen
 
 
-def _on_socket(waits: list[tuple[int, int]], fd: int) -> list[tuple[int, int]]:
-    """The waits that could be on descriptor `fd` (a select whose set reaches it, any poll, a recv on it)."""
+def _on_socket(waits: list[Wait], fd: int) -> list[Wait]:
+    """The waits that could be on descriptor `fd` (a select whose set reaches it, a poll of it or whose
+    set could not be read, any epoll, a recv on it)."""
     return [
-        (nr, a0)
-        for nr, a0 in waits
-        if (nr in _SELECTS and a0 > fd) or nr in _POLLS or (nr in _RECVS and a0 == fd)
+        (nr, a0, fds)
+        for nr, a0, fds in waits
+        if (nr in _SELECTS and a0 > fd)
+        or (nr in _POLLS and (fds is None or fd in fds))
+        or nr in _EPOLLS
+        or (nr in _RECVS and a0 == fd)
     ]
 
 
@@ -113,7 +171,7 @@ def test_poll_interval_is_short_after_data_and_backs_off_to_a_bound() -> None:
 
 
 def test_a_polling_client_waits_on_its_own_timer_never_on_the_agents_socket(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, numbers: str
 ) -> None:
     """recv(timeout) keeps its contract (the next event, or None once the timeout passes) while the
     thread sleeps between looks; a blocking client (the default) waits in select() on the socket."""
@@ -121,6 +179,8 @@ def test_a_polling_client_waits_on_its_own_timer_never_on_the_agents_socket(
     try:
         polling = _connect(pipe, lean=True, elide=True, poll=True)
         blocking = _connect(pipe, lean=True, elide=True)
+        fd_of = {"polling": polling.fileno(), "blocking": blocking.fileno()}  # (while both are open)
+        assert numbers != "past_1024" or min(fd_of.values()) > 1024  # (readable() polls there)
         _settle(pipe.probe, 2)
         got: dict[str, list[Any]] = {"polling": [], "blocking": []}
         threads = {}
@@ -139,12 +199,14 @@ def test_a_polling_client_waits_on_its_own_timer_never_on_the_agents_socket(
         pipe.close()
     polled, blocked = _blocked_on(waits["polling"]), _blocked_on(waits["blocking"])
     assert polled and all(nr in _SLEEPS for nr in polled), waits["polling"]
-    assert not _on_socket(waits["polling"], polling.fileno() if not polling.disconnected else 10**6)
-    assert blocked and all(nr in _SELECTS for nr in blocked), waits["blocking"]  # the old way, for contrast
+    assert not _on_socket(waits["polling"], fd_of["polling"])
+    # The old way, for contrast: waiting on the socket itself (a select, or a poll past 1024 descriptors).
+    on_socket = _on_socket(waits["blocking"], fd_of["blocking"])
+    assert blocked and len(on_socket) == len(blocked), waits["blocking"]
 
 
 def test_the_live_source_follows_without_waiting_on_the_agents_socket(
-    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, numbers: str
 ) -> None:
     """The inspector's reader thread (LiveSource.follow) between turns of a paced agent: asleep on its
     own timer and its fetchers' wake-up, never on the probe socket; each turn still reaches it."""
@@ -153,11 +215,12 @@ def test_the_live_source_follows_without_waiting_on_the_agents_socket(
         src = _live(pipe)
         fd = src.client.fileno()
         assert src._wake_r.fileno() < fd  # so a select that watches only the wake-up stops below it
+        assert numbers != "past_1024" or src._wake_r.fileno() > 1024  # (readable() polls there)
         out: list[dict[str, Any]] = []
         th = _follow(src, 3, out)
         reader = th.native_id
         assert reader is not None
-        waits: list[tuple[int, int]] = []
+        waits: list[Wait] = []
         for t in range(4):
             _turn(pipe, t)
             waits += _waits(reader, AGENT_WINDOW * 3)  # the model call
