@@ -270,3 +270,36 @@ def test_a_stand_in_stepped_onto_before_its_turn_arrives(monkeypatch: pytest.Mon
     finally:
         src.client.close()
         server.close()
+
+
+def test_a_fetch_waiting_for_its_answer_leaves_the_socket_to_follow(
+    monkeypatch: pytest.MonkeyPatch, base: Path
+) -> None:
+    """A fetch (the fold of the newest turn asking for the journal before it: minutes of it at 20,000
+    turns) waits for its answers on the socket without holding the lock follow() reads the live turns
+    under. It held it through each 50 ms wait and took it again at once: follow() got it by chance, and
+    the view stopped following the agent for as long as the fetch lasted (10-30 s seen at 40,000 turns)."""
+    from inspector.sources.live import LiveSource
+
+    log = _journal(monkeypatch, base, lambda t: t)
+    xdg = base / "xdg"
+    xdg.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    server = ProbeServer({"model": "m", "provider": "anthropic"}, lambda: log, pid=os.getpid())
+    server.start()
+    src = None
+    try:
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
+        # A fetcher waiting for an answer that is slow to come (none comes here).
+        fetcher = threading.Thread(target=src._take_answers, args=(lambda: False, time.monotonic() + 1.0))
+        fetcher.start()
+        held = []
+        for _ in range(100):
+            time.sleep(0.005)
+            held.append(src._io.locked())
+        fetcher.join(T)
+        assert sum(held) < 30, f"the lock was held {sum(held)} of 100 looks while the fetch waited"
+    finally:
+        if src is not None:
+            src.client.close()
+        server.close()

@@ -582,8 +582,12 @@ class LiveSource(ReplayingSource):
             if not self._io.acquire(timeout=min(left, 0.05)):
                 continue  # follow() is reading: it takes the answers itself
             try:
-                # An answer asked for now, sent once by the agent's I/O thread: waited for on the socket.
-                ev, at = self.client.recv_at(min(left, 0.05), on_socket=True)
+                # An answer asked for now, sent once by the agent's I/O thread: read off the socket if it
+                # is there, and waited for below with `_io` let go. Held through each 50 ms wait and taken
+                # again at once, it kept follow() from the live frames for as long as a fetch lasted (the
+                # fold of the newest turn of a 40,000-turn session fetching the journal before it while
+                # the history filled: the view stopped following the agent for tens of seconds).
+                ev, at = self.client.recv_at(0, on_socket=True)
                 kind = ev.get("k") if ev is not None else None
                 if ev is not None and kind not in ("trace", "journal"):
                     # The stream's next event, for follow(), queued before `_io` is let go: follow()
@@ -595,6 +599,11 @@ class LiveSource(ReplayingSource):
             finally:
                 self._io.release()
             if ev is None:
+                if not self.client.disconnected:
+                    try:
+                        readable([self.client.fileno()], min(left, 0.05))
+                    except (OSError, ValueError):
+                        pass  # the socket closed meanwhile: the next read says so
                 continue
             if kind in ("trace", "journal"):
                 deadline = max(deadline, time.monotonic() + self.timeout)
