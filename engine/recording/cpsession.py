@@ -1135,12 +1135,20 @@ class RecordingReader:
             raise CountTableError(f"{self.path}: the footer's token-count frame is not a @counts table")
         return decode_table(obj)
 
-    def blob(self, h: str) -> str | bytes:
-        self._load_blobs()
-        assert self._blobs is not None
-        if h not in self._blobs:
-            raise KeyError(f"blob {h} is not in {self.path}")
-        pos = self._blobs[h]
+    def blob(self, h: str, at: int | None = None) -> str | bytes:
+        """The data of blob `h`. `at`: the offset of the frame holding it, as `event_frames` handed it
+        out with the blob's event (the blob index is then not needed: building it reads a version-2
+        file whole); RecordingError when that frame holds no such blob."""
+        if at is None:
+            self._load_blobs()
+            assert self._blobs is not None
+            if h not in self._blobs:
+                raise KeyError(f"blob {h} is not in {self.path}")
+            pos = self._blobs[h]
+        elif not self._start <= at < self._end:
+            raise self._error(f"blob {h[:12]} looked up outside the events (offset {at})", self._start)
+        else:
+            pos = at
         try:
             for ev in self._events_at(pos):
                 if ev.get("k") == "blob" and ev.get("h") == h:

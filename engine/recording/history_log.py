@@ -24,7 +24,7 @@ identity memos downstream then just do more work).
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -250,11 +250,47 @@ class HistoryLog(Sequence[Message]):
         return f"HistoryLog({len(self)} messages, {self._base - self._lo} on disk)"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> HistoryLog:
-        """A copy that shares no file: every message read into memory (messages are immutable, so they
-        are shared, not copied). Replay's snapshots copy a pipeline this way."""
+        """A copy that folding or building on either side cannot disturb (replay's snapshots copy a
+        pipeline this way). Messages are immutable, so they are shared, not copied, and so is the part
+        on disk: its records are never rewritten, and both logs append to the one file at its end, each
+        indexing only its own records (a copy of a log with nothing on disk shares no file). Reading the
+        released part back into the copy made each replay checkpoint hold the whole conversation."""
         c = HistoryLog(self.chunk)
-        c._tail = list(self)
+        c._head, c._tail = list(self._head), list(self._tail)
+        c._lo, c._base, c._fixed = self._lo, self._base, self._fixed
+        # One array per written chunk, never changed after it is appended: the lists are copied, not them.
+        c._starts, c._offs, c._crcs = list(self._starts), list(self._offs), list(self._crcs)
+        c._file, c.spill_error, c._retry_at = self._file, self.spill_error, self._retry_at
         return c
+
+    def park(self) -> bool:
+        """Move every message past the task to disk, however few (a replay's checkpoint: a state kept
+        to start folding from again, read by nothing meanwhile). False when nothing moved: the log
+        never releases (chunk None), its task's end is not fixed yet, or the disk refused the write
+        (the messages then stay in memory, as a release's do)."""
+        if self.chunk is None or not self._fixed or not self._tail:
+            return False
+        try:
+            self._write(self._tail)
+        except OSError:
+            return False
+        self._base += len(self._tail)
+        self._tail = []
+        return True
+
+    def unpark(self, start: int) -> None:
+        """Read messages [start, on-disk end) back into memory (a state restored from a parked
+        checkpoint: its live window is read by every build from here on). Their records stay on disk
+        and indexed, so copies that share them are not disturbed; a later release writes them again."""
+        start = max(start, self._lo)
+        if start >= self._base:
+            return
+        self._tail = self._read_range(start, self._base) + self._tail
+        self._base = start
+        # Chunks that start past the new end are this log's no longer (a release writes those messages
+        # again, indexed in order after the chunks kept); one that straddles it is read only below it.
+        k = bisect_left(self._starts, start)
+        del self._starts[k:], self._offs[k:], self._crcs[k:]
 
     # ---------------------------------------------------------------- figures
     def in_memory(self) -> int:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from engine.assembly import Measure
 from engine.errors import ContextPipeError
 from engine.pipeline import Built, Pipeline
+from engine.recording.history_log import HistoryLog
 from engine.recording.journal import Event, trace_of
 from engine.spill import MemorySpill
 from engine.tokens import TokenCounter
@@ -128,8 +129,46 @@ class VerifyReport:
         return not self.mismatches
 
 
+class _UnkeptSpill(MemorySpill):
+    """A replay's spill backend that keeps no text: the spilled text is the recording's, and nothing in
+    a replay reads a spill back (MemorySpill kept every large tool output a long replay passed)."""
+
+    def put(self, key: str, data: str) -> str:
+        uri = super().put(key, data)  # a write the recorded run failed fails here too
+        del self._data[key]
+        return uri
+
+
+def _parked(pipe: Pipeline) -> Pipeline:
+    """A checkpoint's snapshot with its conversation past the task on disk (see HistoryLog.park): a
+    checkpoint is only started from again, and holding each one's live window in memory made a long
+    replay hold every text it had passed (128 turns of them per checkpoint before the first release)."""
+    snap = _snapshot(pipe)
+    snap.history.park()
+    return snap
+
+
+def _restored(snap: Pipeline) -> Pipeline:
+    """A copy of a checkpoint or recent state to fold on, its live window back in memory: the messages
+    from the shallowest cut a build reads (the policy's, and a shadow candidate's), as _release_history
+    keeps them."""
+    pipe = _snapshot(snap)
+    cut = pipe.compaction.cut
+    shadow = getattr(pipe, "_shadow", None)
+    if shadow is not None:
+        cut = min(cut, shadow.state.cut)
+    pipe.history.unpark(cut)
+    return pipe
+
+
 class Replayer:
-    def __init__(self, events: Iterable[Event], counter: TokenCounter | None = None) -> None:
+    def __init__(
+        self, events: Iterable[Event], counter: TokenCounter | None = None, history_chunk: int | None = None
+    ) -> None:
+        """`history_chunk`: fold with the conversation behind the compaction cut moved to disk in chunks
+        of at least this many messages, as a live session's is (engine/recording/history_log.py), and
+        checkpoints parked there whole: what a long replay holds is then its live window, not every
+        message it passed. None (the default): everything in memory, no scratch file."""
         self.events: list[Event] = list(events)
         if not self.events:
             # A header and nothing else: its agent stopped before the first chunk was written, which is
@@ -145,6 +184,7 @@ class Replayer:
                     "the journal has no session event: it was not written by the ContextPipe engine"
                 )
         self.counter = counter if counter is not None else TokenCounter()  # an empty counter is falsy
+        self.history_chunk = history_chunk
         self.measure = Measure(self.counter)
         self.fail_keys: frozenset[str] = frozenset()
         self.request_index: dict[int, int] = {}
@@ -205,7 +245,7 @@ class Replayer:
                 cfg["provider"],
                 cfg["window"],
                 counter=self.counter,
-                spill=MemorySpill(self.fail_keys),
+                spill=(MemorySpill if self.history_chunk is None else _UnkeptSpill)(self.fail_keys),
                 replay=True,
             )
         except ContextPipeError as exc:
@@ -213,6 +253,8 @@ class Replayer:
         except Exception as exc:  # a config map of the wrong shape: the file's fault, said as such
             raise _malformed(i, session, exc) from None
         pipe.measure = self.measure
+        if self.history_chunk is not None:
+            pipe.history = HistoryLog(self.history_chunk)  # nothing folded into it yet
         return pipe
 
     @staticmethod
@@ -242,7 +284,7 @@ class Replayer:
                     if k == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
                         self._take_trace(pipe, last_turn)
                         last_turn = None
-                        self._checkpoints[i] = _snapshot(pipe)
+                        self._checkpoints[i] = _parked(pipe)
                     if k == "turn":
                         last_turn = ev
                     else:
@@ -278,7 +320,7 @@ class Replayer:
             return self._cursor
         if saved < 0:
             return 0, self.new_pipeline()
-        return saved, _snapshot(self._checkpoints.get(saved) or self._recent[saved])
+        return saved, _restored(self._checkpoints.get(saved) or self._recent[saved])
 
     def replan(self, turn: int, overrides: Overrides | None = None) -> Built:
         """Plan + Optimize + serialize turn `turn` again, optionally under other settings."""

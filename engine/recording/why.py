@@ -21,6 +21,7 @@ from typing import Any
 from engine.errors import ContextPipeError
 from engine.recording.journal import Event
 from engine.recording.replay import Replayer
+from engine.recording.text_window import LazyBlob
 from engine.request_diff import RequestDiff, diff_requests, with_engine_steps
 from engine.whatif import Overrides
 
@@ -48,7 +49,9 @@ class ActualBodies:
         self.turns = None if turns is None else frozenset(turns)
         self.out: dict[int, dict[str, Any]] = {}
         # Text blobs are the very str objects the events (and a replay's fold) hold: sharing costs a slot.
-        self._blobs: dict[str, str] = {}
+        # A blob event that keeps its text in the recording (text_window.LazyBlob) is kept as it is and
+        # read only if a body names it: reading each would read the whole file for one turn's body.
+        self._blobs = _Texts()
         self._prev: list[str] = []
         self._tools: list[dict[str, Any]] = []
 
@@ -56,8 +59,11 @@ class ActualBodies:
         k = ev.get("k")
         blobs = self._blobs
         if k == "blob":
-            d = ev["data"]
-            blobs[ev["h"]] = d if isinstance(d, str) else d.decode()
+            if isinstance(ev, LazyBlob):  # its text stays in the file until a body names it
+                blobs[ev["h"]] = ev
+            else:
+                d = ev["data"]
+                blobs[ev["h"]] = d if isinstance(d, str) else d.decode()
         elif k == "actual":
             cur = self._prev[: ev["base"]] + list(ev["add"])
             self._prev = cur
@@ -79,6 +85,19 @@ class ActualBodies:
             turn = int(ev["turn"])  # after the body, as actual_bodies() always did: the same error first
             if self.turns is None or turn in self.turns:
                 self.out[turn] = body
+
+
+class _Texts(dict[str, Any]):
+    """hash -> text, or -> the blob event to read it from when `get` asks for it."""
+
+    def get(self, h: str, default: Any = None) -> Any:  # type: ignore[override]
+        v = dict.get(self, h)
+        if v is None:
+            return default
+        if isinstance(v, str):
+            return v
+        d = v["data"]
+        return d if isinstance(d, str) else d.decode()
 
 
 def _json(s: str) -> Any:

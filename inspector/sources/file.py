@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import trace_of, unpack_event
+from engine.recording.text_window import DEFAULT_BUDGET, TextWindow
 from engine.trace_schema import Trace
 from inspector.sources import Chunk, NewTurn, SourceEvent, cancelled_event
 from inspector.sources.replaying import ReplayingSource
@@ -33,10 +34,16 @@ class FileSource(ReplayingSource):
     Memory stays small for a long recording: the app's timeline gets a compact summary per turn
     (`load_chunks`), the full trace of a turn is decoded from the recording's index when it is shown
     (`full_trace`, a small LRU), and the journal is read only as far as the latest turn whose content
-    or re-plan was asked for (plus READ_AHEAD turns, so stepping forward does not read per step)."""
+    or re-plan was asked for (plus READ_AHEAD turns, so stepping forward does not read per step). Its
+    texts stay in the file: blob events are held as `LazyBlob`s, read through a `TextWindow` that keeps
+    the last TEXT_BUDGET bytes used (turn events as `LazyTurn`s, read by turn number), and the replay's
+    fold keeps the conversation behind the compaction cut on disk (Replayer's history_chunk), so
+    stepping through a 1 GB recording holds a window of it, not the whole of it."""
 
     TRACE_CACHE = 64
     READ_AHEAD = 256
+    TEXT_BUDGET = DEFAULT_BUDGET
+    HISTORY_CHUNK = 64  # messages written at a time by the replay's fold (a live session writes 256)
 
     def __init__(self, path: str | Path, follow: bool = False, reader: RecordingReader | None = None) -> None:
         """`reader`: the file already opened (by the CLI, which checks it first), so it is not read twice."""
@@ -49,6 +56,7 @@ class FileSource(ReplayingSource):
         self.follow_file = follow
         self._read_pos = self.reader.data_start  # file offset up to which `events` holds the journal
         self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
+        self.texts = TextWindow(self.path, self.TEXT_BUDGET)
 
     def _load_events(self, upto_turn: int | None = None) -> None:
         with self._lock:
@@ -62,8 +70,23 @@ class FileSource(ReplayingSource):
                     return
                 stop = min(stop, end)
             if stop > self._read_pos:
-                self.events.extend(_light(ev) for _, ev in reader.event_frames(self._read_pos, stop))
+                self.events.extend(self._held(at, ev) for at, ev in reader.event_frames(self._read_pos, stop))
                 self._read_pos = stop
+
+    def _held(self, at: int, ev: dict[str, Any]) -> dict[str, Any]:
+        """What `events` keeps of the event read from the frame at `at`: a text blob by its place in the
+        file (its text starts in the window: the fold that follows a read-ahead reads it), anything
+        else as _light keeps it."""
+        k = ev.get("k")
+        if self.follow_file:
+            # The window's reader sees the file as it was when opened; a file still being written keeps
+            # its events whole (as refresh() hands them out).
+            return _light(ev)
+        if k == "blob" and isinstance(ev.get("h"), str) and isinstance(ev.get("data"), str):
+            return self.texts.blob_event(ev["h"], at, ev["data"])
+        if k == "turn" and type(ev.get("turn")) is int and isinstance(ev.get("trace"), dict):
+            return self.texts.turn_event(ev["turn"])  # the index finds it again by its number
+        return _light(ev)
 
     def full_trace(self, turn: int) -> Trace:
         """The whole trace of turn `turn`, decoded from the recording (cached for the last few turns)."""
@@ -102,6 +125,7 @@ class FileSource(ReplayingSource):
         worker still running as the app exits, fails on the closed reader, never on a reused descriptor)."""
         with self._lock:
             self.reader.close()
+        self.texts.close()  # its own reader (the window's lock, not this one: a fold reads through it)
 
     def follow(self) -> Iterator[SourceEvent]:
         if not self.follow_file:

@@ -77,11 +77,25 @@ class _Cancellable(list):  # type: ignore[type-arg]
             yield ev
 
 
+def _sent_pair(events: list[dict[str, Any]], turn: int) -> dict[int, dict[str, Any]]:
+    """The requests the agent sent at turns `turn - 1` and `turn` (none for an engine's own session):
+    what the request view and why_missed compare. Every turn's body, built and kept, held the session's
+    texts again (and read every one a recording kept in its file)."""
+    from engine.recording.why import ActualBodies
+
+    sent = ActualBodies((turn - 1, turn))
+    for ev in events:
+        sent.feed(ev)
+    return sent.out
+
+
 class ReplayingSource:
     """Shared behaviour: journal events in memory, an embedded Replayer extended as events arrive, and a
     one-entry Built cache (content and request body of the turn on screen)."""
 
     kind = "replay"
+    # Replayer(history_chunk=): None keeps the replay's whole conversation in memory (see FileSource).
+    HISTORY_CHUNK: int | None = None
 
     def __init__(self) -> None:
         self.header: dict[str, Any] = {}
@@ -106,7 +120,7 @@ class ReplayingSource:
             if self._replayer is None:
                 from engine.recording.replay import Replayer
 
-                self._replayer = Replayer(self.events, shared_counter())
+                self._replayer = Replayer(self.events, shared_counter(), self.HISTORY_CHUNK)
             elif self._replayer_len != len(self.events):
                 # Only the new events are added: the fold cursor and checkpoints stay valid.
                 self._replayer.extend(self.events[self._replayer_len :])
@@ -134,12 +148,12 @@ class ReplayingSource:
         an agent that embeds the engine, what it built is what was sent: the engine's request alone."""
         engine_body = json.dumps(self._built(turn).serialized.json(), indent=2, ensure_ascii=False)
         from engine.recording.sent import sent_view
-        from engine.recording.why import actual_bodies, why_missed
+        from engine.recording.why import why_missed
 
         with self._lock:
             self._load_events(turn)
             events = list(self.events)
-        bodies = actual_bodies(events)
+        bodies = _sent_pair(events, turn)
         if turn not in bodies:
             return engine_body
         cache_break = None
@@ -182,7 +196,7 @@ class ReplayingSource:
         replayer = self.replayer(turn)
         with self._lock:
             events = list(self.events)
-        return why_missed(events, turn, replayer=replayer)
+        return why_missed(events, turn, replayer=replayer, actual=_sent_pair(events, turn))
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Session-wide what-if through engine.sim.simulate on the events seen so far."""
@@ -205,6 +219,7 @@ class ReplayingSource:
 
     def save(self, path: str | Path) -> int:
         from engine.recording.cpsession import RecordingWriter
+        from engine.recording.text_window import LazyBlob, LazyTurn
 
         with self._lock:
             self._load_events()
@@ -213,7 +228,7 @@ class ReplayingSource:
             path, {k: self.header.get(k) for k in ("model", "provider", "engine_version")}
         ) as w:
             for ev in events:
-                w.append(ev)
+                w.append(ev.whole() if isinstance(ev, LazyBlob | LazyTurn) else ev)
         return sum(1 for ev in events if ev.get("k") == "turn")
 
 
