@@ -126,6 +126,12 @@ class Forms:
         return n
 
     def flush_counts(self) -> None:
+        """Save the counts made since the last write, inside the caller's write transaction. A get that
+        writes nothing (serving._only_read; a read-only store) leaves them here until the next write, and
+        a process that ends first does not save them: nothing a user sees is lost (a count is a function
+        of the text and the tokenizer, so the next process counts the same texts to the same numbers;
+        only its first solve takes longer). close() does not write them either: a write there could wait
+        out the busy timeout behind another process's transaction."""
         if self._counts_new:
             self.state.conn.executemany(
                 "INSERT OR IGNORE INTO token_counts(hash, tokenizer, tokens) VALUES (?,?,?)", self._counts_new
