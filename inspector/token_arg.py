@@ -60,7 +60,7 @@ def parse_turn(text: str) -> int:
 
 
 # A whole number as people type it: 8080, +3, -5 (a range check says what a negative means), 100,000.
-_WHOLE = re.compile(r"[+-]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,18})")
+_WHOLE = re.compile(r"[+-]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)")
 
 
 def parse_whole(text: str) -> int:
