@@ -131,3 +131,26 @@ def test_a_replay_closes_its_recording_and_is_collected_once_it_exits() -> None:
     assert gc.get_freeze_count() == 0  # what the app froze went back to the collector
     gc.collect()
     assert gone() is None  # the exited app itself is collected (frozen, it stayed in memory)
+
+
+def test_a_followed_recording_is_closed_at_quit_without_waiting_for_the_file_to_change(
+    tmp_path: Path,
+) -> None:
+    """`replay --follow`: the reader thread waited in watchfiles for the file's next change, so the app's
+    exit waited for it and the source could not be closed under it; the quit ends that wait now."""
+    import shutil as sh
+
+    path = tmp_path / "growing.cpsession"
+    sh.copy(DEMO, path)
+    source = FileSource(path, follow=True)
+
+    async def run() -> None:
+        app = InspectorApp(source)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _wait(pilot, lambda: app.startup_finished and not app.view.loading, "the recording's turns")
+            await pilot.press("q")
+
+    t0 = time.monotonic()
+    asyncio.run(run())  # (its end joins the reader thread)
+    assert source.reader._fd == -1
+    assert time.monotonic() - t0 < 30
