@@ -230,3 +230,27 @@ def test_a_closed_source_reads_no_text_again(recording: tuple[Path, int]) -> Non
     with pytest.raises(RecordingError, match="closed"):
         lazy[0]["data"]
     assert src.texts._reader is None
+
+
+def test_stepping_forward_reads_no_message_back_from_disk(
+    recording: tuple[Path, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the copies the cursor hands out build, so the cursor's running token count of the
+    conversation stayed at 0 and every build counted the whole history again: read back from disk once
+    it was released, a step cost more the further into the file it was."""
+    src = SmallWindow(recording[0])
+    for t in range(TURNS // 2):
+        src._built(t)
+    reads: list[int] = []
+    original = HistoryLog._read_range
+
+    def counting(self: HistoryLog, a: int, b: int) -> list[Message]:
+        reads.append(b - a)
+        return original(self, a, b)
+
+    monkeypatch.setattr(HistoryLog, "_read_range", counting)
+    for t in range(TURNS // 2, TURNS):
+        src._built(t)
+    cursor = src._replayer._cursor if src._replayer is not None else None
+    assert cursor is not None and cursor[1].history.on_disk() > 0
+    assert sum(reads) == 0, f"{len(reads)} reads of {sum(reads)} messages from disk"

@@ -297,6 +297,11 @@ class Replayer:
                 if isinstance(exc, ReplayError):
                     raise
                 raise _malformed(i, self.events[i], exc) from None
+            if self.history_chunk is not None:
+                # The running token count of the conversation is kept by whoever builds, and only the
+                # copies handed out build: the cursor's stayed at 0, so every build counted the whole
+                # history again, read back from disk once it was released (a step grew with the file).
+                pipe.history_tokens()
             self._cursor = (stop, pipe)
             # Closing pending parts and setting the turn is what folding the request event does first,
             # so the cursor stays a plain fold; the caller gets its own copy to build on.
