@@ -199,6 +199,7 @@ def crafted_v2(path: Path, events: list[dict[str, Any]], close: bool = True) -> 
         import os
 
         os.close(w._fd)
+        w._fd = None  # or its finalizer closes the number again, which another file may hold by then
 
 
 def main() -> None:

@@ -173,6 +173,7 @@ def test_truncation_at_every_offset(tmp_path: Path, closed: bool) -> None:
     w = record(src, events, close=closed)
     if not closed:
         os.close(w._fd)  # type: ignore[arg-type]  # as if killed: no footer
+        w._fd = None  # or its finalizer closes the number again, which another file may hold by then
     data = src.read_bytes()
     spans = frame_spans(data)
     header_end = spans[0][1]
@@ -267,6 +268,7 @@ def test_any_flipped_byte_is_an_error_or_damage(tmp_path: Path, closed: bool) ->
     w = record(src, session_events(2, size=3), close=closed)
     if not closed:
         os.close(w._fd)  # type: ignore[arg-type]
+        w._fd = None  # or its finalizer closes the number again, which another file may hold by then
     _corrupt_everywhere_is_reported(src.read_bytes(), tmp_path / "bad.cpsession")
 
 
@@ -274,6 +276,7 @@ def test_corrupt_frame_error_names_offset_and_salvage(tmp_path: Path) -> None:
     p = tmp_path / "s.cpsession"
     w = record(p, session_events(5), close=False)
     os.close(w._fd)  # type: ignore[arg-type]
+    w._fd = None  # or its finalizer closes the number again, which another file may hold by then
     data = bytearray(p.read_bytes())
     spans = frame_spans(bytes(data))
     start, end = spans[9]  # a frame in the middle of the file
@@ -308,6 +311,7 @@ def test_garbage_appended_or_inserted(tmp_path: Path, junk: bytes) -> None:
     p.unlink(missing_ok=True)
     w = record(p, session_events(2), close=False)
     os.close(w._fd)  # type: ignore[arg-type]
+    w._fd = None  # or its finalizer closes the number again, which another file may hold by then
     data = p.read_bytes()
     mid = frame_spans(data)[3][0]
     p.write_bytes(data[:mid] + junk + data[mid:])
@@ -323,6 +327,7 @@ def test_junk_whose_length_runs_past_the_end_is_not_taken_for_a_cut_write(tmp_pa
     p = tmp_path / "j.cpsession"
     w = record(p, session_events(2), close=False)
     os.close(w._fd)  # type: ignore[arg-type]
+    w._fd = None  # or its finalizer closes the number again, which another file may hold by then
     data = p.read_bytes()
     mid = frame_spans(data)[3][0]
     p.write_bytes(data[:mid] + b"\x00\x00\x02\x15\x00\x00\x00\x00\xc5\x03" + data[mid:])

@@ -83,6 +83,7 @@ def test_any_flipped_byte_is_an_error_or_damage(tmp_path: Path, closed: bool) ->
     w = write(src, session_events(2, size=3), close=closed)
     if not closed:
         os.close(w._fd)  # type: ignore[arg-type]
+        w._fd = None  # or its finalizer closes the number again, which another file may hold by then
     _corrupt_everywhere_is_reported(src.read_bytes(), tmp_path / "bad.cpsession")
 
 
