@@ -310,6 +310,9 @@ class RecordingWriter:
                 self._streams = list(r._streams)
                 self._last_turn = r._turn_nums[-1] if r._turn_nums else None
         except BaseException:
+            # Forgotten before it is closed: the writer's finalizer would close the number again, when
+            # collected, by then perhaps another file's (the agent's own recording, say).
+            self._fd = None
             os.close(fd)
             raise
         return self
@@ -691,7 +694,10 @@ class RecordingReader:
                 self._blobs = {} if self.version == 1 else None
                 self._scan(self._start, size, salvage)
         except BaseException:
-            os.close(fd)
+            # Through close(), which forgets the number: closed here behind the reader's back, its
+            # finalizer closed it again when collected, by then perhaps another file's (a recording
+            # being written in this process lost its descriptor mid-write: EBADF).
+            self.close()
             raise
         return self
 
