@@ -76,6 +76,7 @@ class _Known:
     tip: int | None = None  # the digest of its whole known history (the last request, then its reply)
     before_reply: int | None = None  # the digest of that history without its last reply
     reply: int | None = None  # the `loose` hash of its last reply
+    reply_bare: int | None = None  # the same without its tool calls, when it has both text and calls
     requests: list[int] = field(default_factory=list)  # the digests of its requests, in order
     replies: dict[int, int] = field(default_factory=dict)  # turn -> the `loose` hash of the reply it got
     last_turn: int | None = None
@@ -125,6 +126,15 @@ def loose(m: MessageRec) -> int:
     """A reply's hash without its reasoning, which agents often leave out when they send it back
     (DeepSeek asks for reasoning_content not to be sent; older thinking blocks are dropped)."""
     return hash((m.role, m.content, m.tool_calls))
+
+
+def bare(m: MessageRec) -> int | None:
+    """A reply's hash with its tool calls left out as well, for a reply that has text beside them: an agent
+    that does not run a call it was given (a harness that takes only the text) sends the reply back as its
+    text alone. None when there is no text or no call (`loose` then says it all)."""
+    if not m.tool_calls or not m.content:
+        return None
+    return hash((m.role, m.content, ()))
 
 
 def digests(family: str, msgs: Sequence[MessageRec]) -> list[int]:
@@ -188,7 +198,16 @@ class Lineage:
                 # it holds another session's last reply or a longer earlier request (below): a short
                 # history (a session of one call, whose history without its reply is the opening) is
                 # weak evidence.
-                dropped = (i, sorted(self._before_reply[chain[i]]))
+                held = sorted(self._before_reply[chain[i]])
+                if len(held) > 1 and msgs[i].role == "assistant":
+                    # Several sessions' histories end there (attempts of one task, each at its first
+                    # reply): the one whose reply this is with its tool calls left out is the one. Without
+                    # this every such attempt went to the earliest (a request of another attempt's).
+                    h = loose(msgs[i])
+                    own = [x for x in held if self._known[x].reply_bare == h]
+                    if len(own) == 1:
+                        held = own
+                dropped = (i, held)
                 break
         # 2. A rewrite of a session's history: it holds that session's last reply (a compaction keeps
         # the last exchange and puts a summary before it; an edit of old tool outputs keeps everything).
@@ -275,13 +294,14 @@ class Lineage:
             _add(self._before_reply, known.before_reply, number)
             known.reply = loose(fed[-1])
             _add(self._replies, known.reply, number)
+            known.reply_bare = bare(fed[-1])
             known.replies[turn] = known.reply
 
     def _drop_tip(self, known: _Known) -> None:
         _remove(self._tips, known.tip, known.number)
         _remove(self._before_reply, known.before_reply, known.number)
         _remove(self._replies, known.reply, known.number)
-        known.tip = known.before_reply = known.reply = None
+        known.tip = known.before_reply = known.reply = known.reply_bare = None
 
     def forget(self, number: int) -> None:
         """A session let go: out of the index; its last digests are kept a while (see Placement.continues)."""

@@ -160,3 +160,22 @@ def test_two_attempts_that_drop_their_first_reply_are_said_to_be_ambiguous() -> 
     found: dict[int, Any] = {}
     assert conversations(log, ambiguous=found) == [1, 2, 1]
     assert list(found) == [2] and found[2].ambiguous == (2,)
+
+
+def test_attempts_that_send_back_only_their_replies_text_keep_their_own_sessions() -> None:
+    # Three attempts at once, each answered with text and a tool call it does not run: each sends its
+    # reply back as its text alone (the tapped async client's parallel attempts). Their histories without
+    # the reply are all the opening; the text says whose reply it was (every one went to session 1).
+    index = Lineage()
+    replies = {}
+    for number in (1, 2, 3):
+        chain = digests(KEY, OPENING)
+        where = index.place(KEY, OPENING, chain)
+        assert where.session is None or number == 1 or where.branch is not None
+        call = ToolCallRec(f"toolu_{number}", "bash", '{"cmd": "ls"}')
+        replies[number] = MessageRec("assistant", f"Attempt {number} looks at the tests first.", (call,))
+        index.journaled(number, KEY, 0, OPENING, chain, [*OPENING, replies[number]], True)
+    for number in (3, 1, 2):
+        msgs = [*OPENING, MessageRec("assistant", replies[number].content), MessageRec("user", "Go on (0).")]
+        where = index.place(KEY, msgs, digests(KEY, msgs))
+        assert where.session == number and where.ambiguous == (), (number, where)
