@@ -550,9 +550,8 @@ def import_(
       cp-inspect import auto PROXY.jsonl --list                  # a log of several conversations
       cp-inspect import auto PROXY.jsonl --conversation 2 -o run2.cpsession
     """
-    from engine.importers import NoSuchConversation, load
+    from engine.importers import NoSuchConversation
     from engine.importers.ingest import ingest
-    from engine.importers.model import ImportFormatError
 
     window = tokens_option(window_text, "--window")
     if conversation is not None and conversation < 1:
@@ -576,23 +575,15 @@ def import_(
     if not out.resolve().parent.is_dir():
         fail(f"-o {out}: directory {out.resolve().parent} does not exist", 2)
     _check_plan_options(window, provider)
-    if _is_recording(src):  # "not a trajectory in any known format: is not UTF-8 text (byte 4)" before
-        fail(f"{src} is already a recording: replay, explain, simulate and verify take it as it is", 2)
     try:
-        imp = load(src, None if fmt == "auto" else fmt, model=model, provider=provider, conversation=conversation)
+        imp = _load_or_fail(fmt, src, model=model, provider=provider, conversation=conversation)
     except NoSuchConversation as exc:
         n = len(exc.conversations)
         fail(
-            f"--conversation {conversation}: {src} holds {n} conversation{'s' if n != 1 else ''} (1 to {n}); "
+            f"--conversation {conversation}: {src} holds {counted(n, 'conversation')} (1 to {n}); "
             f"`cp-inspect import {fmt} {src} --list` lists them",
             2,
         )
-    except ImportFormatError as exc:
-        fail(str(exc))
-    except ValueError as exc:
-        fail(str(exc), 2)
-    except OSError as exc:
-        fail(f"cannot read {src}: {exc.strerror or exc}")
     # Written beside OUT and renamed over it once complete: an import stopped half way (Ctrl-C, a full
     # disk, an error in a later call) left a shorter recording at OUT that verified and replayed as if
     # it were the whole session, and with --force the file it replaced was already gone.
@@ -634,22 +625,32 @@ def import_(
 
 def _list_conversations(fmt: str, src: Path) -> None:
     """import --list: the file's conversations, numbered as --conversation takes them."""
-    from engine.importers import conversation_list, load
+    from engine.importers import conversation_list
+
+    listing = conversation_list(_load_or_fail(fmt, src))
+    typer.echo(f"{src}: {counted(len(listing), 'conversation')}")
+    for line in listing:
+        typer.echo(f"  {line}")
+
+
+def _load_or_fail(fmt: str, src: Path, **options: Any) -> Any:
+    """The importer's load of `src`, its refusals said as import says them (one line and an exit code);
+    a NoSuchConversation (only a load given a conversation raises it) is left to the caller, which words it."""
+    from engine.importers import NoSuchConversation, load
     from engine.importers.model import ImportFormatError
 
-    if _is_recording(src):
+    if _is_recording(src):  # "not a trajectory in any known format: is not UTF-8 text (byte 4)" before
         fail(f"{src} is already a recording: replay, explain, simulate and verify take it as it is", 2)
     try:
-        listing = conversation_list(load(src, None if fmt == "auto" else fmt))
+        return load(src, None if fmt == "auto" else fmt, **options)
+    except NoSuchConversation:
+        raise  # (an ImportFormatError too: the caller words it)
     except ImportFormatError as exc:
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc), 2)
     except OSError as exc:
         fail(f"cannot read {src}: {exc.strerror or exc}")
-    typer.echo(f"{src}: {len(listing)} conversation{'s' if len(listing) != 1 else ''}")
-    for line in listing:
-        typer.echo(f"  {line}")
 
 
 def _is_recording(path: Path) -> bool:
