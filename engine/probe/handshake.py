@@ -126,8 +126,14 @@ class Handshake(ClientQueues):
         self._fd_ceiling = fd_ceiling()
         # One descriptor held in reserve: when accept() fails for want of descriptors it is closed, the
         # waiting connection accepted, told why and closed, and the reserve taken again; otherwise the
-        # listener would stay readable and the loop spin on it.
-        self._reserve_fd = _open_reserve()
+        # listener would stay readable and the loop spin on it. Taken by start() (_take_reserve), not
+        # here: a server made and never started (or dropped) held it until it was collected.
+        self._reserve_fd: int | None = None
+
+    def _take_reserve(self) -> None:
+        """Hold the reserve descriptor while the server listens (start(); the teardown gives it back)."""
+        if self._reserve_fd is None:
+            self._reserve_fd = _open_reserve()
 
     def _accept(self) -> None:
         listener = self._listener

@@ -182,6 +182,7 @@ class ProbeServer(AgentSend):
         self._sel = selectors.DefaultSelector()
         self._sel.register(listener, selectors.EVENT_READ, "listen")
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._take_reserve()
         name = f"contextpipe-probe-{self.pid}" + ("" if self.session is None else f".{self.session}")
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
