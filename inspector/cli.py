@@ -38,6 +38,7 @@ from .cli_common import (
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import run_plain_command
+from .missing_param import OneLineMissing
 from .proxy_cli import proxy, run
 from .recording_open import warn
 from .simulate_cli import simulate
@@ -73,6 +74,8 @@ app = CommandLine(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # A missing required argument or option is one cp-inspect line, not typer's usage block.
+    cls=OneLineMissing,
     # Plain click help: rich mode prints a type tag on every flag ("--json <bool>"), which reads as if
     # the flag took a value.
     rich_markup_mode=None,

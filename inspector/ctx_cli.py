@@ -15,6 +15,7 @@ import typer
 from engine.errors import ContextPipeError
 from engine.store.items import Kind, replace_surrogates
 from inspector.cli_common import fail
+from inspector.missing_param import OneLineMissing
 from inspector.token_arg import number_option, tokens_option
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ ctx_app = typer.Typer(
     # Plain click help: rich mode prints a type tag on every flag ("--json <bool>"), which reads as if
     # the flag took a value.
     rich_markup_mode=None,
+    cls=OneLineMissing,  # a missing parameter is one cp-inspect line (inspector/missing_param.py)
 )
 
 DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (created if missing).")]
