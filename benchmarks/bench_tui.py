@@ -15,6 +15,7 @@
       shown; a step that does not show its content within STEP_DEADLINE_S, or whose content worker
       fails, stops the run saying what was on screen;
   (g) the first what-if re-plan after opening a turn in the app, and the later ones;
+      `--recording FILE` steps through that recording instead, from `--start` (a fraction of it);
   (h) (f) from the real program: `cp-inspect replay` in a detached tmux session of each size, driven by
       `tmux send-keys Right`, read from the same records (not part of the default run: needs tmux).
 
@@ -337,7 +338,9 @@ def _step_summary(records: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int = 0) -> dict[str, float]:
+async def _step_run(
+    path: Path, size: tuple[int, int], steps: int, section: int = 0, start: float = 0.0
+) -> dict[str, float]:
     """(f) A step as a person meets it, on a real recording, timed by the app itself
     (CONTEXTPIPE_STEP_TIMING, inspector/step_timing.py): the UI thread's CPU from the moment the app
     starts handling the Right key until the frame showing the new turn's content has been written (the
@@ -346,7 +349,8 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
     and the harness then waits idle on the app's record (no Pilot polling inside the span, so nothing of
     the harness is in the figure and nothing is subtracted). Between steps it waits until the content
     worker is done and 0.1 s more (a person's pace). A step that does not show its content within
-    STEP_DEADLINE_S, or whose content worker fails, stops the run with what was shown."""
+    STEP_DEADLINE_S, or whose content worker fails, stops the run with what was shown. `start` is where
+    the steps begin, as a fraction of the recording (a long one's fold costs more further in)."""
     from textual import events
     from textual.worker import WorkerState
 
@@ -381,7 +385,12 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
         while app.index < 0 or app.view.loading:
             await pilot.pause(0.05)
         await pilot.pause(0.5)
-        app.action_first()
+        first_index = min(app.timeline.last, int(start * (app.timeline.last + 1)))
+
+        def rewind() -> None:
+            app._go(app.timeline.go(first_index))
+
+        rewind()
         await pilot.pause(0.3)
         watch = ContentWatch(app)
         hooks.append(watch.hook)
@@ -400,7 +409,7 @@ async def _step_run(path: Path, size: tuple[int, int], steps: int, section: int 
         timed: list[dict[str, Any]] = []
         for _ in range(steps):
             if app.index >= app.timeline.last:
-                app.action_first()
+                rewind()
                 await pilot.pause(0.3)
             await content_idle()
             await asyncio.sleep(0.1)
@@ -576,12 +585,13 @@ def bench_whatif(turns: int = 8, repeats: int = 10) -> dict[str, float]:
     return asyncio.run(_whatif_run(pydicom_recording(), turns, repeats))
 
 
-def bench_steps(steps: int) -> dict[str, float]:
-    rec = pydicom_recording()
+def bench_steps(steps: int, recording: str | None = None, start: float = 0.0) -> dict[str, float]:
+    """(f) on pydicom-1413, or on `recording` (a long one: `--recording FILE --start 0.5`)."""
+    rec = Path(recording) if recording else pydicom_recording()
     out: dict[str, float] = {}
     for size in ((120, 40), (200, 60)):
         for name, row in (("", 0), ("history_", -1)):  # history is the last section in these turns
-            r = asyncio.run(_step_run(rec, size, steps, row))
+            r = asyncio.run(_step_run(rec, size, steps, row, start))
             for k, v in r.items():
                 out[f"{name}{size[0]}x{size[1]}_{k}"] = v
     return out
@@ -621,13 +631,15 @@ def main() -> None:
     ap.add_argument("--footerless", default="/tmp/tui/g10k.cpsession",
                     help="(e): a recording whose writer was killed (no index footer); skipped if missing")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--start", type=float, default=0.0,
+                    help="(f): where the steps begin, a fraction of the recording (0 = its first turn)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.only:
         if args.only == "a":
             res = bench_replan()
         elif args.only == "f":
-            res = bench_steps(args.steps)
+            res = bench_steps(args.steps, args.recording, args.start)
         elif args.only == "g":
             res = bench_whatif()
         elif args.only == "h":

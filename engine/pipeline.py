@@ -73,7 +73,7 @@ from engine.providers.anthropic import (
 )
 from engine.providers.base import Block
 from engine.providers.call_ids import RULES as CALL_ID_RULES
-from engine.providers.call_ids import AtProvider, CallIds, rename_in
+from engine.providers.call_ids import AtProvider, CallIds, IdRule, rename_in
 from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
@@ -1232,6 +1232,25 @@ class Pipeline:
         )
         self._renamed_memo = (len(ren), said)
         return said
+
+    def seed_ids_at(
+        self,
+        fold: Callable[[IdRule, Sequence[Message], Sequence[tuple[int, str, str]]], AtProvider],
+        provider: str,
+    ) -> None:
+        """Start _ids_at's fold at `provider` from `fold(rule, history, renamed)`, a fold over this
+        conversation kept elsewhere (a replay builds each re-plan on a fresh copy of its state, so the fold
+        kept here was lost with each copy: engine/recording/provider_ids.py). Nothing at the session's own
+        provider."""
+        rule = CALL_ID_RULES[canonical_provider(provider)]
+        if rule is CALL_ID_RULES[canonical_provider(self.config.provider)]:
+            return
+        hist = self.history
+        at = fold(rule, hist, self._renamed)
+        # _ids_at checks the fold's last message is its conversation's by identity; the newest is the one
+        # object a released conversation does not read back from disk anew.
+        at.last = hist.newest() if at.folded == len(hist) else (hist[at.folded - 1] if at.folded else None)
+        self.__dict__.setdefault("_ids_at_memo", {})[rule.name] = at
 
     def _ids_at(self, provider: str, res: OptimizeResult) -> OptimizeResult:
         """`res` with its calls under the ids `provider` takes (engine/providers/call_ids.py AtProvider):

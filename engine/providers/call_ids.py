@@ -165,11 +165,21 @@ class AtProvider:
         """Fold the next messages: each message's calls as (sent id) pairs `(id, name)` (an empty list for
         a message with none), `own` the session's whole renamed list ((message index, agent's id, sent
         id), in order)."""
+        ids, sent_at, seen, rule, n_own = self._ids, self._ids.sent, self._seen, self.rule, len(own)
         for calls in messages:
             index = self.folded
             self.folded += 1
             if not calls:
                 continue
+            if len(calls) == 1 and (self._at >= n_own or own[self._at][0] > index):
+                # A message with one call the session sent under the agent's own id, taken at the target
+                # and new to both: it keeps that id there, as the loop below decides (every message of
+                # most sessions; a first what-if at another provider folds thousands of them).
+                c = calls[0][0]
+                if c not in sent_at and c not in seen and acceptable(rule, c):
+                    ids.add(c)
+                    seen.add(c)
+                    continue
             agent: dict[str, str] = {}
             while self._at < len(own) and own[self._at][0] <= index:
                 i, mine, sent = own[self._at]
@@ -192,6 +202,14 @@ class AtProvider:
                 elif new != sent:
                     self.renamed[sent] = new
                 self._seen.add(sent)
+
+    def clone(self) -> AtProvider:
+        """A copy to fold on apart (ids and names are shared strings; the sets, map and list copied)."""
+        c = AtProvider(self.rule)
+        c._ids.sent, c._ids._next = set(self._ids.sent), dict(self._ids._next)
+        c.folded, c.last, c._at = self.folded, self.last, self._at
+        c.renamed, c.notes, c._seen = dict(self.renamed), list(self.notes), set(self._seen)
+        return c
 
     def note(self) -> str:
         """The history section's note at the target (the pipeline's _renamed_note in its words), '' when

@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from engine.artifacts import Message
+from engine.artifacts import Message, ToolCall
 from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items, warn
 
 # Messages written per release, at least: ~128 rounds of a tool-using agent, a write of a few hundred
@@ -37,10 +37,24 @@ CHUNK_DEFAULT = 256
 
 LOGGER = "contextpipe.history"
 
+_NO_CALLS: tuple[tuple[str, str], ...] = ()
+
+
+def call_pairs(msg: Message) -> tuple[tuple[str, str], ...]:
+    """An assistant message's tool calls as (id, name), () for any other message: what a fold of the
+    conversation's call ids at another provider reads of it (engine/recording/provider_ids.py)."""
+    if msg.role != "assistant":
+        return _NO_CALLS
+    pairs = tuple((p.id, p.name) for p in msg.parts if type(p) is ToolCall)
+    return pairs or _NO_CALLS
+
 
 class HistoryLog(Sequence[Message]):
-    def __init__(self, chunk: int | None = CHUNK_DEFAULT) -> None:
-        """`chunk`: the fewest messages a release writes (None: never write, everything stays in memory)."""
+    def __init__(self, chunk: int | None = CHUNK_DEFAULT, keep_calls: bool = False) -> None:
+        """`chunk`: the fewest messages a release writes (None: never write, everything stays in memory).
+        `keep_calls`: keep the tool calls (id, name) of the messages written in memory (a replay's, for
+        `calls`: a what-if at another provider folds every call id of the conversation, and reading the
+        texts back from disk for them was ~25 us a message)."""
         if chunk is not None and chunk < 1:
             raise ValueError(f"chunk must be >= 1 or None, got {chunk}")
         self.chunk = chunk
@@ -52,6 +66,8 @@ class HistoryLog(Sequence[Message]):
         self._starts: list[int] = []  # first message index of each chunk
         self._offs: list[array[int]] = []  # byte offsets: message j of chunk k is offs[k][j]:offs[k][j+1]
         self._crcs: list[array[int]] = []
+        self.keep_calls = keep_calls
+        self._calls: list[list[tuple[tuple[str, str], ...]]] = []  # per written chunk, when keep_calls
         self._file: SpillFile | None = None
         self._fixed = False  # the task's end (lo) is set
         self.spill_error: str | None = None
@@ -113,6 +129,8 @@ class HistoryLog(Sequence[Message]):
         # Indexed only after every byte is written (append raises otherwise).
         self._offs.append(offs)
         self._crcs.append(array("I", map(checksum, recs)))
+        if self.keep_calls:
+            self._calls.append(list(map(call_pairs, msgs)))
         self._starts.append(self._base)
 
     # ---------------------------------------------------------------- reading
@@ -140,6 +158,26 @@ class HistoryLog(Sequence[Message]):
 
     def __len__(self) -> int:
         return self._base + len(self._tail)
+
+    def calls(self, a: int, b: int) -> list[tuple[tuple[str, str], ...]]:
+        """call_pairs of messages [a, b) (0 <= a <= b <= len): from memory, the part on disk too when
+        the log keeps its calls (else read back)."""
+        lo, base = self._lo, self._base
+        out = list(map(call_pairs, self._head[a:b])) if a < lo else []
+        i, stop = max(a, lo), min(b, base)
+        if i < stop and not self.keep_calls:
+            out += map(call_pairs, self._read_range(i, stop))
+        elif i < stop:
+            k = bisect_right(self._starts, i) - 1
+            while i < stop:
+                s0, chunk = self._starts[k], self._calls[k]
+                j1 = min(stop - s0, len(chunk))
+                out += chunk[i - s0 : j1]
+                i = s0 + j1
+                k += 1
+        if b > base:
+            out += map(call_pairs, self._tail[max(a, base) - base : b - base])
+        return out
 
     # The pipeline's turn reads the newest messages several times (the running token count, the task and
     # the window from the cut on, the call a tool result answers): each of these is one call where
@@ -255,8 +293,9 @@ class HistoryLog(Sequence[Message]):
         on disk: its records are never rewritten, and both logs append to the one file at its end, each
         indexing only its own records (a copy of a log with nothing on disk shares no file). Reading the
         released part back into the copy made each replay checkpoint hold the whole conversation."""
-        c = HistoryLog(self.chunk)
+        c = HistoryLog(self.chunk, self.keep_calls)
         c._head, c._tail = list(self._head), list(self._tail)
+        c._calls = list(self._calls)
         c._lo, c._base, c._fixed = self._lo, self._base, self._fixed
         # One array per written chunk, never changed after it is appended: the lists are copied, not them.
         c._starts, c._offs, c._crcs = list(self._starts), list(self._offs), list(self._crcs)
@@ -290,7 +329,7 @@ class HistoryLog(Sequence[Message]):
         # Chunks that start past the new end are this log's no longer (a release writes those messages
         # again, indexed in order after the chunks kept); one that straddles it is read only below it.
         k = bisect_left(self._starts, start)
-        del self._starts[k:], self._offs[k:], self._crcs[k:]
+        del self._starts[k:], self._offs[k:], self._crcs[k:], self._calls[k:]
 
     # ---------------------------------------------------------------- figures
     def in_memory(self) -> int:

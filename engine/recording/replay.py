@@ -20,6 +20,7 @@ from engine.errors import ContextPipeError
 from engine.pipeline import Built, Pipeline
 from engine.recording.history_log import HistoryLog
 from engine.recording.journal import Event, trace_of
+from engine.recording.provider_ids import ProviderIds
 from engine.spill import MemorySpill
 from engine.tokens import TokenCounter
 
@@ -194,6 +195,8 @@ class Replayer:
         self._recent: dict[int, Pipeline] = {}  # the same for the last RECENT_STATES stops asked for
         # for_turns: the request events of the turns it keeps, by event index (None: self.events is whole).
         self._kept: dict[int, Event] | None = None
+        # What-ifs at other providers: their folds of the conversation's call ids, kept across re-plans.
+        self._provider_ids = ProviderIds()
         self._index_from(0)
 
     def _index_from(self, start: int) -> None:
@@ -254,7 +257,8 @@ class Replayer:
             raise _malformed(i, session, exc) from None
         pipe.measure = self.measure
         if self.history_chunk is not None:
-            pipe.history = HistoryLog(self.history_chunk)  # nothing folded into it yet
+            # Keeping the calls of what it writes: a what-if at another provider folds every call id.
+            pipe.history = HistoryLog(self.history_chunk, keep_calls=True)  # nothing folded into it yet
         return pipe
 
     @staticmethod
@@ -335,6 +339,8 @@ class Replayer:
             cfg = cfg.with_overrides(
                 overrides.window, overrides.thresholds, overrides.gates, overrides.provider
             )
+            if overrides.provider:
+                pipe.seed_ids_at(self._provider_ids.at, overrides.provider)
         built = pipe.build(req.get("bound", {}), cfg)
         if pipe.traces:
             prev = pipe.traces[-1]
