@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from engine.alerts import LOOKBACK
 from engine.assembly import Measure
 from engine.errors import ContextPipeError
 from engine.pipeline import Built, Pipeline
@@ -143,9 +144,15 @@ class _UnkeptSpill(MemorySpill):
 def _parked(pipe: Pipeline) -> Pipeline:
     """A checkpoint's snapshot with its conversation past the task on disk (see HistoryLog.park): a
     checkpoint is only started from again, and holding each one's live window in memory made a long
-    replay hold every text it had passed (128 turns of them per checkpoint before the first release)."""
+    replay hold every text it had passed (128 turns of them per checkpoint before the first release).
+    It keeps the traces a build reads of those before it (the previous one, and the alert rules' look-back),
+    not all the recent ones: stepping turn by turn, each checkpoint held ~30 decoded traces (~13 KB each) of
+    the turns just passed, ~3 MB per 1,000 turns that grew with the session."""
     snap = _snapshot(pipe)
     snap.history.park()
+    traces = snap.traces  # the snapshot's own deque (the fold's is not touched)
+    while len(traces) > LOOKBACK:
+        traces.popleft()
     return snap
 
 
