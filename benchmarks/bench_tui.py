@@ -16,6 +16,7 @@
       fails, stops the run saying what was on screen;
   (g) the first what-if re-plan after opening a turn in the app, and the later ones;
       `--recording FILE` steps through that recording instead, from `--start` (a fraction of it);
+      (g) takes `--recording` too, and `--provider` for what-ifs at another provider than the session's;
   (h) (f) from the real program: `cp-inspect replay` in a detached tmux session of each size, driven by
       `tmux send-keys Right`, read from the same records (not part of the default run: needs tmux).
 
@@ -518,12 +519,13 @@ def bench_steps_tmux(steps: int) -> dict[str, float]:
     return out
 
 
-async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
+async def _whatif_run(path: Path, turns: int, repeats: int, provider: str | None = None) -> dict[str, float]:
     """(g) What-if as a person meets it: step to a turn, wait until its content is shown (the app
     prepares that turn's fold state in the content worker while the person looks), then re-plan it
     under a new budget through the app's what-if runner, as the slider does. The first re-plan of each
     opened turn is timed apart from the later ones. Time = process CPU (the worker does the work) and
-    wall, from the request to the ReplanFinished message being handled on the UI thread."""
+    wall, from the request to the ReplanFinished message being handled on the UI thread. `provider`: the
+    re-plans at that provider (each opened turn's first one is the first at it there)."""
     from engine.whatif import Overrides
     from inspector.app import InspectorApp
     from inspector.messages import ReplanFinished
@@ -568,7 +570,7 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
             for r in range(repeats + 1):
                 finished.clear()
                 c, w = time.process_time(), time.perf_counter()
-                app.whatif.replan(app.index, turn, Overrides(window=12_000 + 1_000 * (r + k)))
+                app.whatif.replan(app.index, turn, Overrides(window=12_000 + 1_000 * (r + k), provider=provider))
                 # Wait on the message, not by polling: Pilot's 1 ms polls cost UI CPU in proportion
                 # to the wall time, so under load they inflated the process CPU timed here.
                 await asyncio.wait_for(finished.wait(), 60)
@@ -581,8 +583,12 @@ async def _whatif_run(path: Path, turns: int, repeats: int) -> dict[str, float]:
             "later_wall_p95_ms": pct(later_wall, 95) * 1e3}
 
 
-def bench_whatif(turns: int = 8, repeats: int = 10) -> dict[str, float]:
-    return asyncio.run(_whatif_run(pydicom_recording(), turns, repeats))
+def bench_whatif(
+    turns: int = 8, repeats: int = 10, recording: str | None = None, provider: str | None = None
+) -> dict[str, float]:
+    """(g) on pydicom-1413, or on `recording`; at the session's provider, or at `provider`."""
+    rec = Path(recording) if recording else pydicom_recording()
+    return asyncio.run(_whatif_run(rec, turns, repeats, provider))
 
 
 def bench_steps(steps: int, recording: str | None = None, start: float = 0.0) -> dict[str, float]:
@@ -633,6 +639,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--start", type=float, default=0.0,
                     help="(f): where the steps begin, a fraction of the recording (0 = its first turn)")
+    ap.add_argument(
+        "--provider", default=None, help="(g): re-plan at this provider (openai, bedrock, prefix, anthropic)"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.only:
@@ -641,7 +650,7 @@ def main() -> None:
         elif args.only == "f":
             res = bench_steps(args.steps, args.recording, args.start)
         elif args.only == "g":
-            res = bench_whatif()
+            res = bench_whatif(recording=args.recording, provider=args.provider)
         elif args.only == "h":
             res = bench_steps_tmux(args.steps)
         else:
