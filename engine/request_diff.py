@@ -32,6 +32,7 @@ from typing import Any
 from engine.common_prefix import common_prefix_len  # used below; still importable from here, its home before
 from engine.errors import ContextPipeError
 from engine.hashing import canonical_json
+from engine.wording import counted
 
 # Causes that leave the cached prefix intact.
 HARMLESS = frozenset({"identical", "appended", "params_changed"})
@@ -521,7 +522,7 @@ def _classify(
         )
     what = f"{x.label} rewritten" if x.name == y.name else f"{x.label} replaced by {y.label}"
     if n_b < n_a:
-        what += f" (history shortened {n_a} -> {n_b} messages: compacted?)"
+        what += f" (history shortened {n_a} -> {counted(n_b, 'message')}: compacted?)"
     return "message_rewritten", what, "messages", "messages", u.label
 
 

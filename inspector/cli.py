@@ -516,7 +516,7 @@ def salvage(
         partial.unlink(missing_ok=True)
         raise
     turns = sum(1 for e in kept if e.get("k") == "turn")
-    typer.echo(f"wrote {out}: {turns} complete turns, {len(kept)} events")
+    typer.echo(f"wrote {out}: {counted(turns, 'complete turn')}, {counted(len(kept), 'event')}")
     if lost:
         typer.echo(f"  dropped: {lost}")
 
@@ -769,7 +769,7 @@ def _save_received(src: Any, record: Path) -> None:
         why = str(exc) if isinstance(exc, ContextPipeError) else f"{record}: {exc.strerror or exc}"
         check = f" (`cp-inspect verify {record}` shows what it holds)" if record.is_file() else ""
         fail(f"could not save the attached session: {why}{check}")
-    typer.echo(f"saved {len(src.events)} events to {record}")
+    typer.echo(f"saved {counted(len(src.events), 'event')} to {record}")
 
 
 def _check_new_recording(record: Path, example: str) -> None:

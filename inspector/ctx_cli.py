@@ -14,6 +14,7 @@ import typer
 
 from engine.errors import ContextPipeError
 from engine.store.items import Kind, replace_surrogates
+from engine.wording import counted
 from inspector.cli_common import fail
 from inspector.missing_param import OneLineMissing
 from inspector.token_arg import number_option, tokens_option
@@ -402,7 +403,8 @@ def import_cmd(
     first = ids[0] if ids else 0
     last = ids[-1] if ids else 0
     typer.echo(
-        f"imported {len(ids)} items (#{first}..#{last}) from {file} ({session.format}, {len(session.calls)} calls)"
+        f"imported {counted(len(ids), 'item')} (#{first}..#{last}) from {file} "
+        f"({session.format}, {counted(len(session.calls), 'call')})"
     )
 
 
@@ -427,7 +429,7 @@ def reindex_cmd(
     store = _open(db, create=False)
     try:
         if store.index_is_current() and not vacuum:
-            typer.echo(f"{db}: the search index is current ({len(store)} items); nothing to do")
+            typer.echo(f"{db}: the search index is current ({counted(len(store), 'item')}); nothing to do")
             return
         done = store.reindex(vacuum=vacuum)
     except ContextPipeError as exc:
@@ -439,7 +441,7 @@ def reindex_cmd(
     finally:
         store.close()
     cut = f", {done.cut} of them over 1.1 M characters (head and tail indexed)" if done.cut else ""
-    line = f"reindexed {done.items} items{cut}; index {_mb(done.index_before)} -> {_mb(done.index_after)}"
+    line = f"reindexed {counted(done.items, 'item')}{cut}; index {_mb(done.index_before)} -> {_mb(done.index_after)}"
     if vacuum:
         line += f"; file {_mb(done.file_before)} -> {_mb(done.file_after)}"
     elif done.index_after < done.index_before:
@@ -486,7 +488,8 @@ def _import_recording(db: Path, file: Path) -> None:
         store.close()
     first = ids[0] if ids else 0
     last = ids[-1] if ids else 0
-    typer.echo(f"imported {len(ids)} items (#{first}..#{last}) from {file} (cpsession, {requests} requests)")
+    typer.echo(f"imported {counted(len(ids), 'item')} (#{first}..#{last}) from {file} "
+        f"(cpsession, {counted(requests, 'request')})")
 
 
 def eval_command(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.optimize.markers import note_of as marker_note
+from engine.wording import counted
 
 JSON_KEYS = (
     "turn",
@@ -126,7 +127,7 @@ def to_text(
     rw = t.get("history_rewrite")
     if rw:  # a captured agent compacted its own history (engine.capture.tap.rewritten)
         lines.append(
-            f"  history rewritten by the agent: its request holds {rw['messages']} messages, {rw['kept']} the "
+            f"  history rewritten by the agent: its request holds {counted(rw['messages'], 'message')}, {rw['kept']} the "
             f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
             f"it dropped, then {rw['new']} new; the engine kept its whole history and took the new ones"
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sim.simulate import SimulationReport
+from engine.wording import counted
 
 
 def session_row(path: Path, rep: SimulationReport, stood_in: bool = False) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
         lines.append(f"{name:<34}{r['calls']:>6}{_tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
                      f"{r['cache_breaks']:>7}{r['cost_usd']:>9.4f}{basis:1}{r['engine_cost_usd']:>10.4f}{saves:>8.1%}")
     saves = _share(total["engine_saving_usd"], total["cost_usd"])
-    lines.append(f"{'TOTAL (' + str(total['sessions']) + ' sessions)':<34}{total['calls']:>6}"
+    lines.append(f"{'TOTAL (' + counted(total['sessions'], 'session') + ')':<34}{total['calls']:>6}"
                  f"{_tok(total['prompt_tokens']):>9}{total['cache_hit_rate']:>7.1%}{total['cache_breaks']:>7}"
                  f"{total['cost_usd']:>9.4f} {total['engine_cost_usd']:>10.4f}{saves:>8.1%}")
     if total["cache_break_causes"]:

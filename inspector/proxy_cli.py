@@ -22,9 +22,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
+
+from engine.wording import counted
 
 from .cli_common import fail, need_terminal
 from .token_arg import number_option
@@ -176,9 +178,10 @@ def proxy(
         _write_state(
             state_file, {"url": url, "pid": os.getpid(), "sessions": summary, "skipped": rec.skipped}
         )
-    typer.echo(f"proxy stopped ({stop}); {len(summary)} session(s)")
+    typer.echo(f"proxy stopped ({stop}); {counted(len(summary), 'session')}")
     for s in summary:
-        typer.echo(f"  {s['path']}: {s['calls']} calls, {s['errors']} errors{_branched(s.get('branch'))}")
+        calls, errors = counted(cast(int, s["calls"]), "call"), counted(cast(int, s["errors"]), "error")
+        typer.echo(f"  {s['path']}: {calls}, {errors}{_branched(s.get('branch'))}")
     for note in rec.skipped[:5]:
         typer.echo(f"  not recorded: {note}")
 
@@ -431,7 +434,7 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0) -> None:
         )
     for s in sessions:
         typer.echo(
-            f"cp-inspect: session {s['number']} ({s['model']}): {s['calls']} calls, {s['errors']} errors"
+            f"cp-inspect: session {s['number']} ({s['model']}): {counted(s['calls'], 'call')}, {counted(s['errors'], 'error')}"
             f"{_branched(s.get('branch'))} -> {s['path']}  (cp-inspect replay {s['path']})",
             err=True,
         )

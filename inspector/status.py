@@ -140,7 +140,7 @@ def status_parts(
         state = "" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:
         state = ""
-    dropped = f"  [$warning]{view.dropped} events dropped[/]" if view.dropped else ""
+    dropped = f"  [$warning]{counted(view.dropped, 'event')} dropped[/]" if view.dropped else ""
     history = getattr(view, "history", None)  # (a view from before it, as some callers build one)
     if history is not None and disconnected is None:
         # The turns before the newest still coming from the agent (stand-ins until then): how far.

@@ -107,8 +107,8 @@ def test_the_what_if_panels_session_view_counts_one_turn_as_one_turn(one_turn: P
 def test_diff_counts_one_turn_as_one_turn(one_turn: Path) -> None:
     text = runner.invoke(app, ["diff", "recorded", "recorded", str(one_turn)])
     assert text.exit_code == 0, text.output
-    assert "1 session(s), 1 turn" in text.stdout and "0 of 1 turn send different requests" in text.stdout
+    assert "1 session, 1 turn" in text.stdout and "0 of 1 turn send different requests" in text.stdout
     md = runner.invoke(app, ["diff", "recorded", "recorded", str(one_turn), "--markdown"])
     assert md.exit_code == 0, md.output
-    assert "1 session(s), 1 turn, 0 send different requests." in md.stdout
+    assert "1 session, 1 turn, 0 send different requests." in md.stdout
     assert " 1 turns" not in text.stdout + md.stdout

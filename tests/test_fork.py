@@ -309,7 +309,7 @@ def test_forks_shows_a_fork_of_a_fork_under_its_parent(tmp_path: Path) -> None:
     assert lines[at["child"]].startswith("├─ ") and lines[at["sibling"]].startswith("└─ ")
     assert at["child"] < at["grandchild"] < at["sibling"]
     assert lines[at["grandchild"]].startswith("│  └─ ") and "of child.cpsession" in lines[at["grandchild"]]
-    assert "3 sub-agents, 2 level(s) deep" in res.stdout
+    assert "3 sub-agents, 2 levels deep" in res.stdout
     rep = json.loads(CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), "--json"]).stdout)
     kids = {k["label"]: k for k in rep["children"]}
     assert [k["label"] for k in rep["children"]] == [
@@ -423,8 +423,8 @@ def test_forks_of_a_wide_fan_out_stays_a_screenful(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession")])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert len(lines) < 100 and "... and 30 more sub-agent(s) (--json lists each)" in res.stdout
-    assert "60 sub-agents, 1 level(s) deep; the shared prefix diverges in 0 of the 60 checked" in res.stdout
+    assert len(lines) < 100 and "... and 30 more sub-agents (--json lists each)" in res.stdout
+    assert "60 sub-agents, 1 level deep; the shared prefix diverges in 0 of the 60 checked" in res.stdout
     rep = json.loads(CliRunner().invoke(app, ["forks", str(tmp_path / "parent.cpsession"), "--json"]).stdout)
     assert len(rep["children"]) == 60
     reads = sum(c["first_call_cache_read"] for c in rep["children"])

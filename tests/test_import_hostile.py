@@ -177,7 +177,7 @@ def test_the_same_opening_asked_again_is_another_conversation_named_without_a_mo
     res = CliRunner().invoke(app, ["import", "auto", str(src), "-o", str(tmp_path / "o.cpsession")])
     assert res.exit_code == 0, res.output
     assert (
-        "imported conversation 1 of 2 (1 calls); the others: 2: 1 call(s) on an unnamed model, 'hi' (same opening "
+        "imported conversation 1 of 2 (1 call); the others: 2: 1 call on an unnamed model, 'hi' (same opening "
         "as 1: a restart or another attempt)" in res.output
     )
 

@@ -81,8 +81,8 @@ def test_two_runs_of_one_task_are_two_conversations(tmp_path: Path) -> None:
     assert imp.meta["conversations"] == [3, 2, 1]
     assert [c.response.tool_calls[0].id for c in imp.calls if c.response] == ["call_a0", "call_a1", "call_a2"]
     assert imp.meta["notes"] == [
-        "imported conversation 1 of 3 (3 calls); the others: 2: 2 call(s) on gpt-4o, 'Fix the bug.' (same opening "
-        "as 1: a restart or another attempt); 3: 1 call(s) on gpt-4o-mini, 'Name this chat.'; import another "
+        "imported conversation 1 of 3 (3 calls); the others: 2: 2 calls on gpt-4o, 'Fix the bug.' (same opening "
+        "as 1: a restart or another attempt); 3: 1 call on gpt-4o-mini, 'Name this chat.'; import another "
         "with --conversation N"
     ]
     assert imp.model == "gpt-4o"  # the title call's model is another conversation's, not a mix
@@ -94,7 +94,7 @@ def test_two_runs_of_one_task_are_two_conversations(tmp_path: Path) -> None:
     assert [c.response.tool_calls[0].id for c in second.calls if c.response] == ["call_b0", "call_b1"]
     assert second.meta["notes"][0].startswith(
         "imported conversation 2 of 3 (2 calls, same opening as 1: a restart or another attempt); the others: "
-        "1: 3 call(s) on gpt-4o, 'Fix the bug.'; 3: "
+        "1: 3 calls on gpt-4o, 'Fix the bug.'; 3: "
     )
     assert len(every_call(log).calls) == 6  # read as a set of calls: every line, in order
     with pytest.raises(ImportFormatError, match="has 3 conversation"):
@@ -163,9 +163,9 @@ def test_the_listing_names_restarts_and_forks_and_conversation_picks_one(tmp_pat
     imp = load(log)
     assert imp.meta["conversations"] == [4, 2, 1]
     assert conversation_list(imp) == [
-        "1: 4 call(s) on gpt-4o, 'Fix the bug.'",
-        "2: 2 call(s) on gpt-4o, 'Fix the bug.' (forked from 1 at message 4)",
-        "3: 1 call(s) on gpt-4o, 'Fix the bug.' (same opening as 1: a restart or another attempt)",
+        "1: 4 calls on gpt-4o, 'Fix the bug.'",
+        "2: 2 calls on gpt-4o, 'Fix the bug.' (forked from 1 at message 4)",
+        "3: 1 call on gpt-4o, 'Fix the bug.' (same opening as 1: a restart or another attempt)",
     ]
     forked = load(log, conversation=2)
     assert [c.response.tool_calls[0].id for c in forked.calls if c.response] == ["call_f1", "call_f2"]
@@ -248,8 +248,8 @@ def test_a_claude_trace_log_lists_and_picks_its_conversations(tmp_path: Path) ->
     imp = load(src)
     assert imp.format == "claude-trace" and imp.meta["conversations"] == [2, 1]
     assert conversation_list(imp) == [
-        "1: 2 call(s) on claude-sonnet-4, 'hi'",
-        "2: 1 call(s) on claude-sonnet-4, 'hi' (same opening as 1: a restart or another attempt)",
+        "1: 2 calls on claude-sonnet-4, 'hi'",
+        "2: 1 call on claude-sonnet-4, 'hi' (same opening as 1: a restart or another attempt)",
     ]
     second = load(src, conversation=2)
     assert [c.response.content for c in second.calls if c.response] == ["hey"]

@@ -75,6 +75,7 @@ from engine.importers.proxy_jsonl import (
     _openai_response,
 )
 from engine.pipeline import Pipeline
+from engine.wording import counted
 
 # The request fields the tap reads; everything else (extra_query, extra_headers, timeouts...) is the
 # SDK's business and never touched, so nothing the agent passes there can trip the tap.
@@ -878,7 +879,8 @@ class Tap:
             return
         if problem is None and not acc.complete:
             failure = getattr(acc, "failure", None)  # the API ended it (Responses: response.failed, error)
-            problem = f"incomplete_stream: {failure or f'the agent stopped reading after {acc.events} events'}"
+            stopped = f"the agent stopped reading after {counted(acc.events, 'event')}"
+            problem = f"incomplete_stream: {failure or stopped}"
         elif problem is not None and not problem.startswith("incomplete_stream"):
             problem = f"incomplete_stream: {problem}"
         result = acc.result()

@@ -36,6 +36,7 @@ from engine.export.spans import (
     session_trace_id,
     turn_span,
 )
+from engine.wording import counted
 
 SCOPE = "contextpipe"
 ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -727,7 +728,7 @@ class OtelSink:
 
             parts = []
             if self.lost:
-                parts.append(f"{self.lost} of {self.turns} spans did not reach "
+                parts.append(f"{self.lost} of {counted(self.turns, 'span')} did not reach "
                              f"{exporter_url(self.emitter.exporter)} ({self.emitter.failed_calls} refused or "
                              f"timed out, {max(0, self.lost - self.emitter.failed_calls)} unsent when the "
                              "session closed); "

@@ -31,6 +31,7 @@ from engine.importers.model import (
     UsageRec,
     validate_pairing,
 )
+from engine.wording import counted
 
 __all__ = [
     "FORMATS",
@@ -171,7 +172,7 @@ def _one_line(session: ImportedSession) -> str:
     first = session.calls[0].messages if session.calls else ()
     text = " ".join(next((m.content for m in first if m.role != "system" and m.content.strip()), "").split())
     shown = repr(text if len(text) <= 48 else text[:45] + "...") if text else "(no message)"
-    return f"1: {len(session.calls)} call(s) on {session.model}, {shown}"
+    return f"1: {counted(len(session.calls), 'call')} on {session.model}, {shown}"
 
 
 def conversation_list(session: ImportedSession) -> list[str]:

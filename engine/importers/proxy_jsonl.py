@@ -63,6 +63,7 @@ from engine.importers.model import (
     ToolSchemaRec,
     UsageRec,
 )
+from engine.wording import counted
 
 NAME = "proxy-jsonl"
 _OPENAI_LIKE = ("openai", "deepseek", "azure", "openrouter")
@@ -384,7 +385,7 @@ def _streamed(
         article = "an" if wire[:1] in "aeiou" else "a"
         ctx.fail(where, f"is text that is neither JSON nor {article} {wire} event stream ({r.reason})")
     if not r.complete:
-        return None, f"incomplete stream: {r.reason} ({r.events} events)"
+        return None, f"incomplete stream: {r.reason} ({counted(r.events, 'event')})"
     return r.body, None
 
 
@@ -578,7 +579,7 @@ def describe_conversations(ranked: list[Conversation]) -> list[str]:
         model = c.calls[0][0].model or "an unnamed model"
         began = _begins(c, rank)
         out.append(
-            f"{k}: {len(c.calls)} call(s) on {model}, {_preview(c)}" + (f" ({began})" if began else "")
+            f"{k}: {counted(len(c.calls), 'call')} on {model}, {_preview(c)}" + (f" ({began})" if began else "")
         )
     return out
 
@@ -610,7 +611,7 @@ def one_conversation(
         more = f"; and {len(others) - 6} more" if len(others) > 6 else ""
         own = _begins(chosen, rank)
         notes.append(
-            f"imported conversation {conversation} of {len(ranked)} ({len(chosen.calls)} calls"
+            f"imported conversation {conversation} of {len(ranked)} ({counted(len(chosen.calls), 'call')}"
             f"{', ' + own if own else ''}); the others: {'; '.join(others[:6])}{more}; import another with "
             "--conversation N"
         )

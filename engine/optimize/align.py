@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.types import SectionKind
+from engine.wording import counted
 
 NAME = "reorder"
 
@@ -28,4 +29,4 @@ def apply(asm, ctx: OptimizeContext) -> RuleOutcome:  # type: ignore[no-untyped-
             "",
             reason_not_applied=f"{moves} moves exceed max_reorder_moves={ctx.limits.max_reorder_moves}",
         )
-    return RuleOutcome(new, True, f"moved {moves} sections into scope order")
+    return RuleOutcome(new, True, f"moved {counted(moves, 'section')} into scope order")

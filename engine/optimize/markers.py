@@ -20,6 +20,7 @@ from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import task_end
 from engine.providers.policy import ProviderCachePolicy
 from engine.types import CacheScope, SectionKind
+from engine.wording import counted
 
 NAME = "place_markers"
 
@@ -172,7 +173,7 @@ def _placed(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome
     if ctx.task_marker:
         # Counted with the rest: the step and its action say what the request carries.
         markers = task_marker(asm, markers, ctx)
-    detail = "; ".join([f"{len(markers)} markers", *why])
+    detail = "; ".join([counted(len(markers), "marker"), *why])
     if not markers:
         return RuleOutcome(asm, False, detail)
     hist = order[-1]

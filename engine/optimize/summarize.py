@@ -11,6 +11,7 @@ from engine.artifacts import Message, Text
 from engine.assembly import Assembly
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.types import Form, SectionKind
+from engine.wording import counted
 
 NAME = "llm_summary"
 MIN_ROUNDS = 6  # summarizing fewer rounds saves too little to pay for a cache break
@@ -45,5 +46,5 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     saved = before - ctx.measure.item(new_first) + ctx.measure.item(first)
     new_hist = hist.with_items(items, Form.TRIMMED, saved)
     return RuleOutcome(
-        asm[:idx] + (new_hist,) + asm[idx + 1 :], True, f"summarized {len(middle)} rounds", saved
+        asm[:idx] + (new_hist,) + asm[idx + 1 :], True, f"summarized {counted(len(middle), 'round')}", saved
     )

@@ -93,6 +93,7 @@ from engine.recording.frames import (
 from engine.recording.journal import MAX_INFLATE, InflateError, unpack_event
 from engine.recording.lean_turns import decode_frames_lean
 from engine.tokens import TokenCounter
+from engine.wording import counted
 
 FORMAT_NAME = "cpsession"
 FORMAT_VERSION = 2  # what the writer writes; READ_VERSIONS are read
@@ -1095,7 +1096,7 @@ class RecordingReader:
     def _turn_slot(self, n: int) -> int:
         if n < 0:
             if -n > len(self._turn_nums):
-                raise IndexError(f"turn {n}: the recording has {len(self._turn_nums)} turns")
+                raise IndexError(f"turn {n}: the recording has {counted(len(self._turn_nums), 'turn')}")
             return len(self._turn_nums) + n
         i = bisect.bisect_left(self._turn_nums, n)
         if i == len(self._turn_nums) or self._turn_nums[i] != n:

@@ -280,12 +280,12 @@ def tree_text(report: dict[str, Any], *, limit: int = 30) -> str:
             f" in all; ${c['forked']['cost_usd']:.5f} forked vs ${c['independent']['cost_usd']:.5f} independent"
         )
     if len(kids) > limit:
-        lines.append(f"... and {len(kids) - limit} more sub-agent(s) (--json lists each)")
+        lines.append(f"... and {counted(len(kids) - limit, 'more sub-agent')} (--json lists each)")
     if len(kids) > 1:
         checked = [c["spawn"] for c in kids if c.get("spawn") is not None]
         diverge = sum(1 for sp in checked if not sp["ok"])
         lines.append(
-            f"{len(kids)} sub-agents, {max(depth)} level(s) deep; the shared prefix diverges in {diverge} of the"
+            f"{len(kids)} sub-agents, {counted(max(depth), 'level')} deep; the shared prefix diverges in {diverge} of the"
             f" {len(checked)} checked; first calls read {sum(c['first_call_cache_read'] for c in kids)} tokens"
             " from their parents' caches in all"
         )

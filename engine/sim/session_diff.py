@@ -440,7 +440,7 @@ def diff_session(
         if over:
             who = "baseline" if side == 0 else "candidate"
             notes.append(
-                f"{who}: {over} of {len(rows_side)} requests are larger than its window ({window:,}), "
+                f"{who}: {over} of {counted(len(rows_side), 'request')} {'is' if over == 1 else 'are'} larger than its window ({window:,}), "
                 "which a provider would reject: its figures are of requests that could not be sent"
             )
     totals = []
@@ -801,7 +801,8 @@ def _diff_each(
 def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> str:
     tot = report.totals()
     lines = [
-        f"diff {report.baseline} -> {report.candidate}: {tot['sessions']} session(s), {counted(tot['turns'], 'turn')}"
+        f"diff {report.baseline} -> {report.candidate}: {counted(tot['sessions'], 'session')}, "
+        f"{counted(tot['turns'], 'turn')}"
     ]
     for s in report.sessions:
         lines.append("")
@@ -859,7 +860,8 @@ def to_markdown(report: DiffReport, failures: Sequence[str] = ()) -> str:
     lines = [
         f"### {head} ContextPipe diff: `{report.baseline}` → `{report.candidate}`",
         "",
-        f"{tot['sessions']} session(s), {counted(tot['turns'], 'turn')}, {tot['differing_turns']} send different "
+        f"{counted(tot['sessions'], 'session')}, {counted(tot['turns'], 'turn')}, {tot['differing_turns']} send "
+        "different "
         "requests.",
         "",
         "| | baseline | candidate |",

@@ -74,6 +74,7 @@ from engine.sim.pricing import (
 )
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
+from engine.wording import counted
 
 if TYPE_CHECKING:
     from engine.sim.policies import TurnView
@@ -1266,19 +1267,19 @@ def _simulate_events(
     failed, usages = index.usages(read)
     if failed:
         # A failed call (server error, prompt too long) is not billed and leaves nothing in the cache.
-        notes.append(f"{len(failed)} failed call(s) left out of every column: turns {sorted(failed)}")
+        notes.append(f"{counted(len(failed), 'failed call')} left out of every column: turns {sorted(failed)}")
     outputs: dict[int, int] = {}
     for t, u in usages.items():
         outputs[t] = int(u.get("output_tokens") or 0)
     # A turn without provider usage (OpenHands, SWE-smith, SWE-agent imports have none) still generated
     # its reply: its output tokens are the recorded reply counted like the prompts (engine tokens at the
     # same scale). Pricing them at 0 left the output price out of every column's cost.
-    counted = {t: n for t, n in bp.replies.items() if t not in outputs and t not in failed}
-    if counted:
-        for t, n in counted.items():
+    uncharged = {t: n for t, n in bp.replies.items() if t not in outputs and t not in failed}
+    if uncharged:
+        for t, n in uncharged.items():
             outputs[t] = round(n * scale)
         notes.append(
-            f"output tokens of {len(counted)} turn(s) without recorded usage counted from the recorded "
+            f"output tokens of {counted(len(uncharged), 'turn')} without recorded usage counted from the recorded "
             "replies with the engine's tokenizer"
         )
 
@@ -1388,7 +1389,7 @@ def _simulate_events(
         limit = int(rec_cfg["window"]) if name == "paper" else int(s.window or rec_cfg["window"])
         n = sum(1 for t in f.turns if t.prompt_tokens > limit) if f is not None else 0
         if n:
-            over.append(f"{name} {n} of {len(f.turns) if f is not None else 0} calls (window {limit:,})")
+            over.append(f"{name} {n} of {counted(len(f.turns) if f is not None else 0, 'call')} (window {limit:,})")
     if over:
         notes.append(
             "requests larger than their window, which a provider would reject: " + "; ".join(over)

@@ -49,6 +49,7 @@ from engine.store.eval_steps import Msg, Step, anchors, path_anchors, steps_from
 from engine.store.items import Kind, LinkKind
 from engine.store.store import ContextStore
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, Budget, TokenCounter
+from engine.wording import counted
 
 BUDGET_FRACTIONS: tuple[tuple[str, float], ...] = (("full", 1.0), ("half", 0.5), ("quarter", 0.25))
 PIN_TASK_SHARE = 0.25
@@ -341,14 +342,15 @@ def run_eval(
             res = evaluate_steps(name, steps, counter, cfg, tmp)
         results.append(res)
         if progress is not None:
-            progress(f"{name}: {res.calls} calls, peak {res.peak} tokens")
+            progress(f"{name}: {counted(res.calls, 'call')}, peak {res.peak} tokens")
     return EvalReport(results, skipped)
 
 
 def format_report(report: EvalReport, per_trajectory: bool = False) -> str:
     tot = report.totals()
     lines = [
-        f"{len(report.results)} trajectories, {sum(r.calls for r in report.results)} model calls",
+        f"{counted(len(report.results), 'trajectory', 'trajectories')}, "
+        f"{counted(sum(r.calls for r in report.results), 'model call')}",
         "",
         "budget   policy         uses  served  recall  macro   task-present  avg-used  re-solves",
     ]

@@ -15,6 +15,7 @@ from engine.store.errors import StoreError, StoreTextError
 from engine.store.items import Item, Kind, LinkKind, lone_surrogate
 from engine.store.state import StoreState, item_id_arg
 from engine.store.writes import Writer
+from engine.wording import counted
 
 
 class Summaries:
@@ -148,12 +149,12 @@ def _checked(text: object, n: int) -> str:
     same originals, so a bad answer must not be cached."""
     if not isinstance(text, str):
         raise _Refused(
-            f"the summarizer returned {type(text).__name__}, not the summary text (str), for {n} items",
+            f"the summarizer returned {type(text).__name__}, not the summary text (str), for {counted(n, 'item')}",
             "Make the summarizer callback return a string",
         )
     if not text.strip():
         raise _Refused(
-            f"the summarizer returned empty text for {n} items (an empty summary would stand in for them)",
+            f"the summarizer returned empty text for {counted(n, 'item')} (an empty summary would stand in for {'it' if n == 1 else 'them'})",
             "Check the summarizer callback, or leave the items unsummarised",
         )
     at = lone_surrogate(text)

@@ -60,6 +60,14 @@ def test_run_no_tui_records_child_and_returns_its_exit_code(
     assert list(rtdir.glob("contextpipe/*.sock")) == []  # the proxy cleaned up its probe sockets
 
 
+def test_run_of_one_call_says_one_call(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
+    cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"),
+           "--upstream", standin.url, "--", sys.executable, "-m", "tests.capture.script_agent", "--turns", "1"]
+    p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert "session 1 (gpt-4o): 1 call, 0 errors -> " in p.stderr, p.stderr
+
+
 def test_run_without_command_says_what_to_do(tmp_path: Path, rtdir: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "inspector.cli", "run", "--no-tui"],
@@ -143,7 +151,9 @@ def test_proxy_command_free_port_and_sigterm(standin: StandIn, tmp_path: Path, r
     finally:
         px.send_signal(signal.SIGTERM)
         rest = px.communicate(timeout=60)[0]
-    assert px.returncode == 0 and "1 session(s)" in rest
+    # One session of one call, counted in words ("1 session(s)" and "1 calls, 0 errors" before).
+    assert px.returncode == 0 and "); 1 session\n" in rest, rest
+    assert ": 1 call, 0 errors" in rest, rest
     files = list(rec.glob("*.cpsession"))
     assert len(files) == 1 and verify_ok(files[0]) == 1
 

@@ -230,4 +230,4 @@ def test_report_names_unpriced_models_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, out.stderr
     assert "3 session(s) whose model has no price: mystery-1 (2), other-x (1)" in lines[0]
     assert "--model" in lines[0] and "Known models" not in lines[0]
-    assert "TOTAL (1 sessions)" in out.stdout
+    assert "TOTAL (1 session)" in out.stdout

@@ -206,7 +206,7 @@ def test_a_receiver_that_refuses_is_retried_then_counted(monkeypatch: pytest.Mon
         pipe.journal.subscribe(sink)
         _turns(pipe, 1)
         pipe.close()
-        with pytest.warns(RuntimeWarning, match="1 of 1 spans did not reach.*1 refused or timed out"):
+        with pytest.warns(RuntimeWarning, match="1 of 1 span did not reach.*1 refused or timed out"):
             sink.close()
         assert len(rx.paths) >= 2, "a 429 with Retry-After is retried"
 

@@ -37,6 +37,7 @@ from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
 from engine.importers.model import MessageRec
 from engine.pipeline import ENGINE_VERSION, Pipeline
+from engine.wording import counted
 
 log = logging.getLogger("contextpipe.proxy")
 
@@ -458,7 +459,7 @@ class Recorder:
                 return
             resp = r.body
             if not r.complete and r.body.get("status") != "failed":
-                self._resolve(rid, bg, None, f"incomplete_stream: {r.reason} ({r.events} events)")
+                self._resolve(rid, bg, None, f"incomplete_stream: {r.reason} ({counted(r.events, 'event')})")
                 return
         else:
             try:
@@ -592,7 +593,7 @@ class Recorder:
             except Exception as exc:  # closing must not cost the recording
                 log.warning("proxy recorder: closing session %s's probe: %s", old_info.number, exc)
             old_info.notes.append(
-                f"no longer served live (more than {self.max_served} sessions active; it is still recorded)"
+                f"no longer served live (more than {counted(self.max_served, 'session')} active; it is still recorded)"
             )
 
     def _response(self, ex: Exchange, wire: str, asked_stream: bool = False) -> tuple[dict[str, Any] | None, str | None]:
@@ -612,7 +613,7 @@ class Recorder:
                 why = r.reason or "incomplete"
                 if ex.error:
                     why = f"{ex.error}; {why}"
-                return None, f"incomplete_stream: {why} ({r.events} events)"
+                return None, f"incomplete_stream: {why} ({counted(r.events, 'event')})"
             resp = r.body
         else:
             if ex.error:
@@ -680,7 +681,7 @@ class Recorder:
             # The same conversation as a session whose state was let go: its calls go on in this one
             info.notes.append(
                 f"continues session {earlier} ({os.getpid()}.{earlier}), whose state was let go when more "
-                f"than {self.max_kept} sessions were more recently active; its calls before are in its recording"
+                f"than {counted(self.max_kept, 'session')} {'was' if self.max_kept == 1 else 'were'} more recently active; its calls before are in its recording"
             )
             log.info("proxy: session %s continues session %s", n, earlier)
         if self.on_session is not None:
