@@ -271,7 +271,23 @@ def status_whole(
         from engine.capture.lineage import branch_note
 
         lines.append(f"this session: {branch_note(branch)}")
+    unsure = _ambiguous(view, index)
+    if unsure is not None:
+        lines.append(f"this turn: {unsure}")
     return lines
+
+
+def _ambiguous(view: SessionView, index: int) -> str | None:
+    """The turn's note when other captured sessions fit its request as well (conversation_ambiguous: it
+    was filed with the earliest), as explain prints it; None for any other turn."""
+    from engine.capture.lineage import AMBIGUOUS_KEY
+
+    if not 0 <= index < len(view.timeline.traces):
+        return None
+    trace = view.full_trace(index)
+    unsure = trace.get(AMBIGUOUS_KEY) if trace is not None else None
+    note = unsure.get("note") if isinstance(unsure, dict) else None
+    return note if isinstance(note, str) and note else None
 
 
 def _branch(view: SessionView) -> dict[str, Any] | None:

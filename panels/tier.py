@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.reactive import reactive
 
-from engine.capture.lineage import BRANCH_KEY, branch_short
+from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY, ambiguous_short, branch_short
 from engine.trace_schema import Trace
 from panels.fmt import one_line, signed, tier_style, tok
 from panels.line_panel import LinePanel
@@ -49,6 +49,13 @@ class TierPanel(LinePanel):
             # restart, another attempt, a fork). Second, under the tier: at 80x24 the panel shows three
             # lines. `?` and the status line's tooltip say it whole, on every turn (status_whole).
             lines.insert(1, Content.assemble(("new session", "$accent"), f" {branch_short(branch)}"))
+        unsure = t.get(AMBIGUOUS_KEY)
+        if isinstance(unsure, dict):
+            # A captured request other sessions fit as well, filed with the earliest of them: this turn may
+            # be another attempt's. Under the tier (and the branch) for the same reason; the status line's
+            # tooltip and `?` say it whole (status_whole), as explain does.
+            at = 2 if isinstance(branch, dict) else 1
+            lines.insert(at, Content.assemble(("unsure", "$warning"), f" {ambiguous_short(unsure)}"))
         return lines
 
 

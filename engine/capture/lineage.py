@@ -104,14 +104,26 @@ def branch_short(branch: dict[str, Any]) -> str:
     return f"forked from session {branch.get('session')} at message {branch.get('at_message')}"
 
 
+def _others(also: Sequence[int]) -> str:
+    """"session 2" or "sessions 2, 3" (it read "session(s) 2 fit it")."""
+    return f"{'session' if len(also) == 1 else 'sessions'} {', '.join(str(n) for n in also)}"
+
+
 def ambiguous_note(where: Placement, number: int) -> str:
     """What the trace and the notes say of a request filed with session `number` that `where.ambiguous`
     fit as well."""
-    others = ", ".join(str(n) for n in where.ambiguous)
+    fit = "fits" if len(where.ambiguous) == 1 else "fit"
     return (
-        f"filed with session {number}, but session(s) {others} fit it as well (it holds no message only one "
-        "of them has: an attempt that left its reply out, or a compaction that kept only the shared opening)"
+        f"filed with session {number}, but {_others(where.ambiguous)} {fit} it as well (it holds no message "
+        "only one of them has: an attempt that left its reply out, or a compaction that kept only the shared "
+        "opening)"
     )
+
+
+def ambiguous_short(unsure: dict[str, Any]) -> str:
+    """The trace's AMBIGUOUS_KEY in a few words ("fits session 2 too (filed with 1)"): the Tier panel."""
+    also = [n for n in unsure.get("also") or [] if isinstance(n, int)]
+    return f"fits {_others(also)} too (filed with {unsure.get('session')})"
 
 
 def _first_own(msgs: Sequence[MessageRec]) -> int:

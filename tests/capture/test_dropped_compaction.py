@@ -70,14 +70,14 @@ def test_two_attempts_that_drop_their_first_reply_say_the_filing_is_ambiguous(
     assert len(traces) == 2 and len(_traces(second)) == 1
     said = traces[1]["conversation_ambiguous"]
     assert said["session"] == 1 and said["also"] == [2]
-    assert "session(s) 2 fit it as well" in said["note"]
+    assert "session 2 fits it as well" in said["note"]
     notes = [n for info, _ in proxied.recorder.sessions.values() for n in info.notes]
-    assert sum("fit it as well" in n for n in notes) == 1, notes
+    assert sum("fits it as well" in n for n in notes) == 1, notes
     from typer.testing import CliRunner
 
     from inspector.cli import app
 
     res = CliRunner().invoke(app, ["explain", str(first), "--turn", "1"])
-    assert res.exit_code == 0 and "filed with session 1, but session(s) 2 fit it as well" in res.output, (
+    assert res.exit_code == 0 and "filed with session 1, but session 2 fits it as well" in res.output, (
         res.output
     )
