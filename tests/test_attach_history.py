@@ -303,3 +303,92 @@ def test_a_fetch_waiting_for_its_answer_leaves_the_socket_to_follow(
         if src is not None:
             src.client.close()
         server.close()
+
+
+def test_a_drop_during_the_first_fill_resumes_it(monkeypatch: pytest.MonkeyPatch, base: Path) -> None:
+    """Events lost while the history before the tail is still arriving: the re-sync keeps the journal
+    fetched so far and the stand-ins still waiting, and fetches on from where it had reached. The old
+    re-sync began again from nothing (the whole journal fetched again) and handed the app a stand-in for
+    every turn once more: its timeline, which keeps what it was handed, held the session twice, the
+    first copy's stand-ins never filled."""
+    from engine.probe import ring
+    from engine.probe.agent_send import AGENT_WINDOW
+    from inspector.sources import EventsLost, HistoryFilled, HistoryProgress, NewTurn
+    from inspector.sources.live import LiveSource
+    from inspector.timeline import summarize
+
+    if not ring.rings_supported():
+        pytest.skip("needs memfd_create and file seals (Linux)")
+    monkeypatch.setattr(ring, "RING_SIZE", 4096)  # a few turns go round it
+    monkeypatch.setattr("inspector.sources.live.RANGE_MAX", 120)  # the history in ~11 ranges
+    monkeypatch.setattr("inspector.sources.live.PROGRESS_EVERY", 0.0)
+    pipe = _pipeline(monkeypatch, base / "rt")
+    stop = threading.Event()
+    src = None
+    try:
+        _turns(pipe, range(TURNS))
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
+        timeline = src.load_initial()
+        assert len(timeline) == TURNS and src.client.snapshot_at > 0
+        # follow() on a thread of its own, as the app's reader runs it, pulled one event at a time when
+        # asked: between pulls it reads nothing, as a reader that fell behind.
+        follow = src.follow()
+        got: list[Any] = []
+        asks: queue.Queue[bool] = queue.Queue()
+        out: queue.Queue[Any] = queue.Queue()
+
+        def pull() -> None:
+            while not stop.is_set():
+                try:
+                    asks.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                ev = next(follow, None)
+                out.put(ev)
+                if ev is None:
+                    return
+
+        threading.Thread(target=pull, daemon=True).start()
+
+        def until(done: Callable[[Any], bool]) -> None:
+            while True:
+                asks.put(True)
+                try:
+                    ev = out.get(timeout=3 * T)
+                except queue.Empty:
+                    raise AssertionError(
+                        f"follow() yielded nothing more after {[type(e).__name__ for e in got[-5:]]}"
+                    ) from None
+                assert ev is not None, f"follow() ended after {[type(e).__name__ for e in got[-5:]]}"
+                got.append(ev)
+                if isinstance(ev, NewTurn):
+                    timeline.append(ev.trace)
+                if done(ev):
+                    return
+
+        # Part of the history is in, not all of it.
+        until(lambda ev: isinstance(ev, HistoryProgress) and ev.filled > 0)
+        part = src.history_progress()
+        assert part is not None and 0 < part[0] < part[1], part
+        fetched = src.fetched_events
+        # The agent runs on while the inspector reads nothing: its frames go round the ring, unread.
+        for t in range(TURNS, TURNS + 30):
+            _turns(pipe, range(t, t + 1))
+            time.sleep(AGENT_WINDOW)
+        n = len(pipe.journal.events)
+        until(lambda ev: isinstance(ev, HistoryFilled))
+        assert any(isinstance(e, EventsLost) for e in got), "the source fell behind the ring"
+        # What it fetched after the drop: the journal it had not reached, not the journal again.
+        assert src.fetched_events <= n, (fetched, src.fetched_events, n)
+        _turns(pipe, range(TURNS + 30, TURNS + 31))
+        until(lambda ev: isinstance(ev, NewTurn) and ev.trace["turn"] == TURNS + 30)
+        traces = [e["trace"] for e in pipe.journal.events if e["k"] == "turn"]
+        assert [t["turn"] for t in timeline] == list(range(TURNS + 31))
+        assert [summarize(t) for t in timeline] == [summarize(t) for t in traces]
+        src._load_events()
+        assert src.events == list(pipe.journal.events)
+    finally:
+        stop.set()
+        if src is not None:
+            src.client.close()
+        pipe.close()

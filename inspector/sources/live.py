@@ -202,11 +202,15 @@ class LiveSource(ReplayingSource):
 
     def _connect(self, resync: bool = False) -> None:
         """Connect and read the journal so far: the hello says how many snapshot events follow.
-        `resync`: after events were lost (see follow): on the elided stream, once the history is in,
-        what is held of the journal stays (it only grows) and only what is missing is asked for: the
+        `resync`: after events were lost (see follow): on the elided stream, what is held of the
+        journal stays (and a history fill under way resumes from where it had reached) (it only grows) and only what is missing is asked for: the
         snapshot's tail, with a stand-in for each turn lost, and the journal between by range."""
         # Before: the whole snapshot again (at 20,000 turns, ~120,000 events at the agent's CPU budget).
-        keep = resync and self._elided and self._history_told
+        # A drop while the first history fill is under way resumes it too (`filling`): the stand-ins
+        # not yet filled stay, and the journal is fetched on from where it had reached; it began again
+        # from nothing, and the app's timeline, which keeps what it was handed, got every turn twice.
+        filling = resync and self._elided and not self._history_told
+        keep = resync and self._elided
         with self._io:
             # The snapshot's tail only (from the newest turn on): the first frame shows that turn at
             # once, and the journal before it comes by range meanwhile (engine.probe.handshake._start).
@@ -237,11 +241,18 @@ class LiveSource(ReplayingSource):
                 self._elided = self.client.elide
                 self._jpos, self._ahead, self._ahead_turns = 0, {}, {}
                 self._journal_size = 0
-            # The turns the timeline has (up to the newest handed to it): those of the journal fetched
-            # before the tail that are newer fill its stand-ins (all of them, on a first attach).
-            self._history_after = self._seen_turns if keep else -1
-            self._history, self._history_at, self._history_told = {}, at, True
-            self._history_views, self._history_next, self._history_first = [], 0, self._handed
+            if keep and filling:
+                # The stand-ins still waiting keep their turns' places: the journal fetched on from
+                # `_jpos` fills them in order, then (past the turns received live, which wait in
+                # `_ahead` and are skipped) the stand-ins for the turns lost, added below.
+                self._history_at = at
+            else:
+                # The turns the timeline has (up to the newest handed to it): those of the journal
+                # fetched before the tail that are newer fill its stand-ins (all of them, on a first
+                # attach).
+                self._history_after = self._seen_turns if keep else -1
+                self._history, self._history_at, self._history_told = {}, at, True
+                self._history_views, self._history_next, self._history_first = [], 0, self._handed
             for i in range(size):
                 # Asked for (the hello's snapshot), sent once: read as fast as it comes.
                 ev = self.client.recv(timeout=self.timeout, on_socket=True)
@@ -274,7 +285,8 @@ class LiveSource(ReplayingSource):
             self._summaries[t] = view
             self._missing[t] = {"k": "turn", "turn": t, "summary": view}
         self._initial[:0] = views
-        self._history_views = views
+        # (After a drop during the first fill, those still waiting come first: see _connect.)
+        self._history_views = [*self._history_views, *views] if not self._history_told else views
         self._history_told = False
 
     def _history_turn(self, turn: int, summary: dict[str, Any]) -> None:
