@@ -736,6 +736,12 @@ def attach(
     from engine.probe.runtime_dir import parse_target
     from inspector.sources.live import LiveSource
 
+    if record is None:
+        # What the console script runs without typer for a plain command line (attach_command.py).
+        from . import attach_command
+
+        attach_command.attach(pid, theme)
+        return
     target = parse_target(pid)
     if target is None:
         fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)

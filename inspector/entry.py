@@ -4,7 +4,8 @@ A plain `replay FILE [options]` (replay_argv.py) runs `replay` directly (replay_
 neither typer nor the other commands: typer's dispatch of it built every command and coerced the
 arguments through pydantic, and importing typer and the command modules cost a further 60-80 ms of
 CPU before a long recording's first frame (BENCHMARKS.md, Start-up). A plain `simulate FILE...
-[options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_command.py, without typer).
+[options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_command.py, without typer), and
+a plain `attach PID [--theme NAME]` runs `attach` (attach_command.py).
 Every other command line goes to typer (cli.py).
 `inspector.cli:app` takes the same shortcuts, for console scripts installed before this entry point
 existed.
@@ -34,7 +35,7 @@ _ran: list[str] = []
 
 
 def run_plain_command(argv: list[str]) -> None:
-    """Run a plain `replay` or `simulate` command line directly and exit; return for anything else
+    """Run a plain `replay`, `attach` or `simulate` command line directly and exit; return for anything else
     (typer's to read)."""
     from .replay_argv import plain_replay
     from .simulate_argv import plain_simulate
@@ -45,6 +46,14 @@ def run_plain_command(argv: list[str]) -> None:
 
         _ran[:] = ["replay"]
         run_standalone(lambda: replay_command.replay(**plain))
+    from .attach_command import plain_attach
+
+    live = plain_attach(argv, os.environ)
+    if live is not None:
+        from . import attach_command
+
+        _ran[:] = ["attach"]
+        run_standalone(lambda: attach_command.attach(*live))
     sim = plain_simulate(argv, os.environ)
     if sim is not None:
         # simulate_command imports neither typer nor the other commands, and nothing here builds

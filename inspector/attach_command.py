@@ -1,0 +1,87 @@
+"""What `cp-inspect attach PID` does, importable without typer.
+
+The console script (entry.py) runs a plain `attach PID [--theme NAME]` from here without importing typer
+or the other commands' modules: typer's dispatch (every command built, pydantic imported to coerce the
+arguments) was ~140 ms of the ~0.95 s CPU before the first frame of an attach to a 30,000-turn agent,
+and importing inspector.cli ~50 ms more. Anything else (`--record`, help, an unknown or repeated
+option, a second argument, shell completion) returns None from plain_attach and goes through typer as
+before, so its answers stay typer's own; the typer command `attach` without --record calls attach()
+here, so both check, connect and run the same way.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from . import startup_gc
+from .recording_open import fail
+from .replay_argv import option_value, plain_token, shell_completing
+
+if TYPE_CHECKING:
+    from .sources import Source
+
+
+def plain_attach(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, str | None] | None:
+    """`attach`'s arguments (PID, theme) for a plain `attach PID [--theme NAME]`, as typer would pass
+    them, or None when typer must read the command line (see the module's docstring)."""
+    if not argv or argv[0] != "attach" or shell_completing(environ):
+        return None
+    pid: str | None = None
+    theme: str | None = None
+    rest = list(argv[1:])
+    while rest:
+        token = rest.pop(0)
+        if not plain_token(token):
+            return None
+        if not token.startswith("-"):
+            if pid is not None:
+                return None  # a second argument: typer's usage error
+            pid = token
+            continue
+        name, eq, value = token.partition("=")
+        if name != "--theme" or theme is not None:
+            return None  # --record, --help, an unknown option, a repeated one
+        theme = option_value(eq, value, rest)
+        if theme is None:
+            return None
+    if pid is None:
+        return None
+    return pid, theme
+
+
+def attach(pid: str, theme: str | None = None) -> None:
+    """Attach to a running agent's probe socket and watch it live (no recording)."""
+    from engine.errors import ContextPipeError
+    from engine.probe.runtime_dir import parse_target
+
+    target = parse_target(pid)
+    if target is None:
+        fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
+    from inspector.sources.live import LiveSource
+
+    try:
+        src = LiveSource(target[0], session=target[1])
+    except ContextPipeError as exc:
+        fail(str(exc))
+    run_live(src, theme)
+
+
+def run_live(source: Source, theme: str | None) -> None:
+    """Run the inspector on a live source (cli._run_app's steps, without typer)."""
+    if not sys.stdin.isatty():
+        # (cli_common.need_terminal's words; it imports typer.)
+        fail(
+            "the inspector is an interactive terminal UI and stdin is not a terminal: run it in one "
+            "(or `cp-inspect explain` for text)",
+            2,
+        )
+    startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
+    try:
+        from .app import InspectorApp
+        from .app_exit import run_app
+
+        run_app(InspectorApp(source, theme=theme))
+    finally:
+        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
