@@ -76,6 +76,10 @@ class TextWindow:
                 return text
             if self._reader is None:
                 self._reader = self._open()
+            elif at >= self._reader.data_end:
+                # A file still being written (replay --follow): its reader sees the file as it was when
+                # opened; the frames appended since are read on.
+                self._reader.refresh()
             data = self._reader.blob(h, at=at)
             self.reads += 1
         text = data if isinstance(data, str) else data.decode()
@@ -90,7 +94,11 @@ class TextWindow:
         with self._lock:
             if self._reader is None:
                 self._reader = self._open()
-            trace: dict[str, Any] = self._reader.turn(n)["trace"]
+            try:
+                trace: dict[str, Any] = self._reader.turn(n)["trace"]
+            except IndexError:  # a turn appended since the reader was opened (replay --follow)
+                self._reader.refresh()
+                trace = self._reader.turn(n)["trace"]
             return trace
 
     def _open(self) -> RecordingReader:

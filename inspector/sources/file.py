@@ -78,10 +78,7 @@ class FileSource(ReplayingSource):
         file (its text starts in the window: the fold that follows a read-ahead reads it), anything
         else as _light keeps it."""
         k = ev.get("k")
-        if self.follow_file:
-            # The window's reader sees the file as it was when opened; a file still being written keeps
-            # its events whole (as refresh() hands them out).
-            return _light(ev)
+        # A file still being written (follow) too: the window's reader reads on past where it was opened.
         if k == "blob" and isinstance(ev.get("h"), str) and isinstance(ev.get("data"), str):
             return self.texts.blob_event(ev["h"], at, ev["data"])
         if k == "turn" and type(ev.get("turn")) is int and isinstance(ev.get("trace"), dict):
@@ -127,6 +124,21 @@ class FileSource(ReplayingSource):
             self.reader.close()
         self.texts.close()  # its own reader (the window's lock, not this one: a fold reads through it)
 
+    def _read_on(self) -> list[dict[str, Any]]:
+        """The events another process appended since the last look (follow). When `events` had caught
+        up, they are added as the lazy reader adds them (texts and traces left in the file: a followed
+        session held every text it wrote), read again from the frames with their offsets; otherwise the
+        lazy reader gets to them when it is asked."""
+        with self._lock:
+            caught_up = self._read_pos >= self.reader.data_end
+            new = self.reader.refresh()
+            if caught_up and self.reader.data_end > self._read_pos:
+                stop = self.reader.data_end
+                frames = self.reader.event_frames(self._read_pos, stop)
+                self.events.extend(self._held(at, ev) for at, ev in frames)
+                self._read_pos = stop
+        return new
+
     def follow(self) -> Iterator[SourceEvent]:
         if not self.follow_file:
             return
@@ -136,12 +148,7 @@ class FileSource(ReplayingSource):
         # thread waited for the file's next change, and the app's exit for that thread.
         stop = cancelled_event()
         for _changes in watch(self.path, debounce=50, step=50, yield_on_timeout=False, stop_event=stop):
-            with self._lock:
-                caught_up = self._read_pos >= self.reader.data_end
-                new = self.reader.refresh()
-                if caught_up:  # otherwise the lazy reader gets to them when it is asked
-                    self.events.extend(_light(ev) for ev in new)
-                    self._read_pos = self.reader.data_end
+            new = self._read_on()
             for ev in new:
                 if ev.get("k") == "turn":
                     yield NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))
