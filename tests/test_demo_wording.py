@@ -14,7 +14,9 @@ from engine.recording.cpsession import RecordingReader
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_sessions"
 # A count of one before a plural noun, as the old traces had it ("expected to last 1 turns").
-ONE_PLURAL = re.compile(r"(?<![\d.,$])\b1 (turns|markers|calls|items|events|rounds|sections|messages|requests)\b")
+ONE_PLURAL = re.compile(
+    r"(?<![\d.,$])\b1 (turns|markers|calls|items|events|rounds|sections|messages|requests)\b"
+)
 
 
 @pytest.mark.parametrize("name", ["scout-anthropic", "scout-openai", "scout-gates-closed"])
