@@ -207,8 +207,8 @@ def test_a_call_two_conversations_fit_as_well_is_said(tmp_path: Path) -> None:
     imp = load(_write(tmp_path, lines))
     assert imp.meta["conversations"] == [2, 1]
     assert imp.meta["notes"][1] == (
-        "call(s) 1 of this conversation fit conversation(s) 2 as well (an attempt that left its reply out, or a "
-        "compaction that kept only the shared opening): filed with this one, the earliest they fit"
+        "call 1 of this conversation fits conversation 2 as well (an attempt that left its reply out, or a "
+        "compaction that kept only the shared opening): filed with this one, the earliest it fits"
     )
 
 

@@ -619,10 +619,12 @@ def one_conversation(
         rank = {c.number: k + 1 for k, c in enumerate(ranked)}
         calls = ", ".join(str(k) for k, _ in chosen.ambiguous[:6])
         also = sorted({rank.get(n, n) for _, ns in chosen.ambiguous for n in ns})
+        one = len(chosen.ambiguous) == 1  # "call 1 ... fits conversation 2", not "call(s) 1 ... fit"
         notes.append(
-            f"call(s) {calls}{' and more' if len(chosen.ambiguous) > 6 else ''} of this conversation fit "
-            f"conversation(s) {', '.join(map(str, also))} as well (an attempt that left its reply out, or a "
-            "compaction that kept only the shared opening): filed with this one, the earliest they fit"
+            f"{'call' if one else 'calls'} {calls}{' and more' if len(chosen.ambiguous) > 6 else ''} of this "
+            f"conversation {'fits' if one else 'fit'} {'conversation' if len(also) == 1 else 'conversations'} "
+            f"{', '.join(map(str, also))} as well (an attempt that left its reply out, or a compaction that kept "
+            f"only the shared opening): filed with this one, the earliest {'it fits' if one else 'they fit'}"
         )
     return session
 
