@@ -5,6 +5,8 @@ and the app drops a result that no longer matches the panel's settings."""
 
 from __future__ import annotations
 
+import threading
+
 from textual.app import App
 from textual.worker import get_current_worker
 
@@ -16,6 +18,11 @@ from inspector.sources import SimulationCancelled, Source
 class WhatIfRunner:
     def __init__(self, app: App[None], source: Source) -> None:
         self.app, self.source = app, source
+        # The shadow summary runs one at a time (see shadow): whether one runs, and whether it was asked
+        # for again meanwhile.
+        self._shadow_lock = threading.Lock()
+        self._shadow_running = False
+        self._shadow_again = False
 
     def cancel(self, session: bool = True) -> None:
         self.app.workers.cancel_group(self.app, "replan")
@@ -63,12 +70,33 @@ class WhatIfRunner:
         self.app.run_worker(work, thread=True, exclusive=True, group="why", exit_on_error=False)
 
     def shadow(self) -> None:
-        """The session's shadow rollout summary (None: no shadow), for the Shadow tab."""
+        """The session's shadow rollout summary (None: no shadow), for the Shadow tab. Asked for again
+        while it runs (each batch of live turns asks), it runs once more when done, on the newest
+        events. A new worker each time, in an exclusive group, cancelled the one running, which ran on
+        to its end all the same (a thread cannot be stopped): at 50,000 turns five or more summaries of
+        the whole session waited on the source's lock at once, taking the CPU the history's fill needed."""
+        with self._shadow_lock:
+            if self._shadow_running:
+                self._shadow_again = True
+                return
+            self._shadow_running = True
+
         def work() -> None:
             try:
-                summary = self.source.shadow_summary()
-            except Exception:  # a damaged shadow record must not take the app down: no tab
-                summary = None
-            self.app.post_message(ShadowLoaded(summary))
+                while True:
+                    try:
+                        summary = self.source.shadow_summary()
+                    except Exception:  # a damaged shadow record must not take the app down: no tab
+                        summary = None
+                    self.app.post_message(ShadowLoaded(summary))
+                    with self._shadow_lock:
+                        if not self._shadow_again or get_current_worker().is_cancelled:
+                            self._shadow_running = False
+                            return
+                        self._shadow_again = False
+            except BaseException:
+                with self._shadow_lock:
+                    self._shadow_running = False
+                raise
 
-        self.app.run_worker(work, thread=True, exclusive=True, group="shadow", exit_on_error=False)
+        self.app.run_worker(work, thread=True, group="shadow", exit_on_error=False)
