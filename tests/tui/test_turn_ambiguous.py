@@ -63,7 +63,8 @@ async def test_an_ambiguous_turn_says_so(
     tmp_path: Path, also: tuple[int, ...], short: str, whole: str, size: tuple[int, int]
 ) -> None:
     path = _recording(tmp_path / "RUN.cpsession", _unsure(also))
-    assert FileSource(path).full_trace(1)[AMBIGUOUS_KEY]["also"] == list(also)  # (journaled with the turn)
+    journaled = FileSource(path).full_trace(1)["conversation_ambiguous"]  # (with the turn)
+    assert journaled["also"] == list(also)
     app = InspectorApp(FileSource(path))
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
