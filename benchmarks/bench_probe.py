@@ -125,6 +125,20 @@ turns, and the probe thread's own CPU per turn (its POSIX thread clock) and as a
 --pace S puts S seconds of sleep after every turn (an agent waiting on its model):
 
     .venv/bin/python benchmarks/bench_probe.py --paired none,reader --rounds 32 [--pace 0.2 --settle 3]
+
+Twin mode (issue 15 item 4: the attached inspector's added CPU on a paced turn, resolved to ~1-1.5%):
+two identical Pipelines in this process, the subject attached to one of them for a whole round, their
+turns taken in turn A B B A ... (A: the twin without the subject), each followed by --pace seconds of
+sleep, both turns of a pair reading the same file. What it measures: the agent process's CPU a turn
+(the agent thread's clock around the turn plus that twin's probe I/O thread over the turn and the
+sleep after it), not the reader's process. Figures: the added CPU a turn, the median of the pairs'
+differences B - A, with a bootstrap 95% interval and as a ratio to the median A turn; and the ratio of
+the sums (the mean cost, which outliers move). `none` is the A/A. See twin() for why this shape and
+what it leaves out. --untraced: the agent reads only each request's token count, not its trace (an
+agent with no client then builds no trace: the reader's cost includes the trace it makes the engine
+build):
+
+    .venv/bin/python benchmarks/bench_probe.py --twin none,reader --rounds 6 --pairs 150 --pace 0.2 --settle 10 [--untraced]
 """
 
 from __future__ import annotations
@@ -161,6 +175,8 @@ if sys.argv[5] == "loud":  # as a client from before "quiet" (engine.probe.elide
     kw["quiet"] = False
 elif sys.argv[5] == "socket":  # live frames on the socket, not in a shared-memory ring (engine.probe.ring)
     kw["ring"] = False
+if len(sys.argv) > 6:  # a Pipeline that serves at <pid>.N.sock (--twin: two in one process)
+    kw["session"] = int(sys.argv[6])
 c = ProbeClient.connect(
     int(sys.argv[1]), timeout=10, runtime_dir=Path(sys.argv[2]), lean=mode in ("lean", "elide"), elide=mode == "elide",
     **kw
@@ -384,8 +400,11 @@ def attach_reader(
     asleep): what the agent pays for a reader, without the reader's own process running beside it."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     how = "mute" if mute else "loud" if loud else "socket" if socket_only else "quiet"
+    argv = [str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], how]
+    if server.session is not None:  # a second Pipeline of this process serves at <pid>.N.sock (--twin)
+        argv.append(str(server.session))
     reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(os.getpid()), str(rt), stream, wait or READER_WAIT[0], how],
+        [sys.executable, "-c", READER, *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -421,13 +440,18 @@ def fresh_pipeline(
     sources = sorted((REPO / "engine").glob("*.py"))
     size = args.result_kb * 1024
     texts = [p.read_text()[:size] for p in sources] or ["x" * size]
+    untraced = getattr(args, "untraced", False)
 
     def step(t: int, content: int | None = None) -> None:
         """Turn t; `content`: which file the turn reads (default t: they cycle), so two blocks of turns
         can read the same files and differ only in what is measured (--paired)."""
         k = t if content is None else content
         req = pipe.next_request()
-        pipe.record_usage({"input_tokens": int(req.trace["final_tokens"]), "output_tokens": 80})
+        # Reading req.trace builds the turn's trace (~100 us, ~7% of the turn), which an agent with no
+        # probe client, recorder or exporter otherwise skips (pipeline._unwatched): --untraced reads only
+        # the count, so what an attached reader makes the engine build is the reader's cost too.
+        tokens = req.final_tokens if untraced else req.trace["final_tokens"]
+        pipe.record_usage({"input_tokens": int(tokens), "output_tokens": 80})
         path = str(sources[k % len(sources)].relative_to(REPO)) if sources else "x"
         calls = pipe.assistant(
             f"Reading {path}.",
@@ -614,6 +638,118 @@ def paired(args: argparse.Namespace, subject: str) -> None:
     )
     print(f"  CPU ratio by octet: {' '.join(f'{r:.3f}' for r in cpu)}")
     print(f"  a block's CPU by its place in the octet, against the octet's mean: {' '.join(f'{med(p):.3f}' for p in by_pos)}")
+
+
+def twin(args: argparse.Namespace, subject: str) -> None:
+    """What the subject adds to the agent process's CPU a turn, turn by turn: two identical Pipelines in
+    this process (twins), the subject attached to one of them for the whole round, their turns taken in
+    turn (A B B A ...; A the twin without the subject, B the one with it), each followed by --pace
+    seconds of sleep, the same file read by both turns of a pair. `none` as the subject is the A/A.
+
+    Why (the octets of --paired read A/A 0.92-1.04 at 8 octets, wider than the 2% they were to show):
+    a paced turn's CPU varies by 14-20% from one turn to the next (it runs cold after the sleep, and
+    whatever else the machine runs decides how cold), and by ~0.2-0.4 correlation from one turn to the
+    next (load comes and goes); a block design compares turns seconds apart, with an attach (and 1 s of
+    waiting) between them, so a run spends most of its time not measuring. Here the two turns of a pair
+    are ~pace apart, no attach falls between them, and every turn is measured. The subject is attached
+    once a round and --settle paced pairs run before the timed ones (a turn right after an attach costs
+    more). Which twin gets the subject alternates by round, so neither twin's own layout is the subject's.
+
+    A turn's CPU is the agent thread's clock around it plus its twin's probe I/O thread clock over the
+    turn and the sleep after it (so what the I/O thread does between turns is charged to its twin); a
+    pair in which either turn wrote history or journal to disk (a round ends before the first such
+    write, ~turn 300) is left out, as are the garbage collector's passes (collected before the timed
+    pairs and off through them). The reader's own process runs through both twins' turns: what it does
+    to the machine (its polls, ~0.25% of a core) falls on A and B alike, and this design does not
+    show it (--paired's `mute` against `reader` did not tell them apart either).
+
+    Figures: the added CPU a turn as the median of the pairs' differences B - A (a fixed cost added to
+    every turn shifts B's distribution by that much, and the difference of two turns' noise is
+    symmetric, so its median is that shift while a noisy turn moves it little) with a bootstrap 95%
+    interval, and as a ratio to the median A turn; beside it the ratio of the sums, B / A (the mean
+    cost; outliers move it), with its interval."""
+    import random
+
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    rng = random.Random(seed)
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    pace = args.pace
+    # Per timed pair: (A's CPU, B's CPU, B's probe thread).
+    pairs: list[tuple[float, float, float]] = []
+    spilled = 0
+    for rnd in range(args.rounds):
+        twins = [fresh_pipeline(args, rt, 2 * rnd), fresh_pipeline(args, rt, 2 * rnd + 1)]
+        for t in range(args.warmup):
+            for _, step, _ in twins:
+                step(t)
+        a, b = twins if (rnd + seed) % 2 == 0 else twins[::-1]
+        proc = start_subject(subject, b[0], rt)
+        if pace:
+            time.sleep(1.0)  # past the attach's after-effect on the I/O thread (see paired())
+        gc.collect()
+        gc.disable()
+        turn = args.warmup
+        for i in range(args.settle):
+            for _, step, _ in (a, b):
+                step(turn + i, i)
+                if pace:
+                    time.sleep(pace)
+        turn += args.settle
+        flip = rng.randrange(2)
+        for k in range(args.pairs):
+            cost = {}
+            for side in ((a, b), (b, a))[(k % 4 in (0, 3)) ^ flip]:  # A B B A, or its mirror, by pairs
+                server, step, pipe = side
+                w0, io0 = spills(pipe), thread_cpu(server)
+                c0 = time.thread_time()
+                step(turn + k, k)
+                agent = time.thread_time() - c0
+                if pace:
+                    time.sleep(pace)
+                io = thread_cpu(server) - io0
+                cost[side is b] = (agent + io, io, spills(pipe) != w0)
+            if cost[False][2] or cost[True][2]:
+                spilled += 1
+                continue
+            pairs.append((cost[False][0], cost[True][0], cost[True][1]))
+        gc.enable()
+        if proc is not None:
+            if subject in READERS:
+                drain(b[0])
+            stop_subject(subject, proc, b[0])
+        for _, _, pipe in twins:
+            pipe.close()
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+    med = statistics.median
+    boot = random.Random(0)
+    n = len(pairs)
+
+    def interval(f: Callable[[list[tuple[float, float, float]]], float]) -> tuple[float, float]:
+        xs = sorted(f(boot.choices(pairs, k=n)) for _ in range(2000))
+        return xs[50], xs[1949]
+
+    def added(ps: list[tuple[float, float, float]]) -> float:
+        return med(b - a for a, b, _ in ps)
+
+    def summed(ps: list[tuple[float, float, float]]) -> float:
+        return sum(b for _, b, _ in ps) / sum(a for a, _, _ in ps)
+
+    turn_a = med(a for a, _, _ in pairs)
+    d, (dlo, dhi) = added(pairs), interval(added)
+    r, (rlo, rhi) = summed(pairs), interval(summed)
+    rec = " (recording)" if args.recording else ""
+    how = f"each turn followed by {pace:g} s of sleep" if pace else "turns back to back"
+    print(
+        f"{subject:8s}{rec}: turn {turn_a * 1e6:.0f} us CPU (median A) | added {d * 1e6:+.1f} us a turn "
+        f"[95% {dlo * 1e6:+.1f} to {dhi * 1e6:+.1f}] = ratio {1 + d / turn_a:.3f} [{1 + dlo / turn_a:.3f}-"
+        f"{1 + dhi / turn_a:.3f}] | ratio of sums {r:.3f} [95% {rlo:.3f}-{rhi:.3f}] | probe thread "
+        f"{statistics.fmean(p for _, _, p in pairs) * 1e6:.1f} us a turn"
+    )
+    print(
+        f"  {n} pairs of turns ({args.rounds} rounds of {args.pairs} after {args.warmup} + {args.settle}; seed {seed}), "
+        f"{how}" + (f"; {spilled} pairs left out (a turn wrote to disk)" if spilled else "")
+    )
 
 
 def drain(server: ProbeServer) -> None:
@@ -1736,6 +1872,19 @@ def main() -> None:
         "(ping, trickle, churn, readers, mix)",
     )
     ap.add_argument(
+        "--twin",
+        default=None,
+        help="comma-separated subjects (none: the A/A; reader; mute): what each adds to a turn, two Pipelines' "
+        "turns taken in turn, the subject attached to one (see twin() and above)",
+    )
+    ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")
+    ap.add_argument(
+        "--untraced",
+        action="store_true",
+        help="--twin, --paired: the agent reads only each request's token count, not its trace (so a turn "
+        "nothing observes builds no trace, and an attached reader's cost includes building it)",
+    )
+    ap.add_argument(
         "--encode-ab",
         default=None,
         help="io,agent or io,discard: where live events are encoded with a reader attached (io,io: the A/A)",
@@ -1863,6 +2012,12 @@ def main() -> None:
         args.window = 200_000 if args.window == 16_000 else args.window
         args.warmup = 70 if args.warmup is None else args.warmup
         encode_ab(args, args.encode_ab.split(","))
+        return
+    if args.twin:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        for subject in args.twin.split(","):
+            twin(args, subject)
         return
     if args.paired:
         if args.window == 16_000:

@@ -1,0 +1,39 @@
+"""benchmarks/bench_probe.py --twin (issue 15 item 4): two Pipelines of one process, their turns taken in
+turn, the subject attached to one for a round. Runs the mode end to end at a size with no timing meaning:
+what is checked is that both twins serve, a reader attaches to either (the second serves at <pid>.N.sock,
+so its reader must ask for that session), and the figures are printed for every pair."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_twin_runs_with_a_reader_on_either_twin() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = str(REPO)
+    # --seed 0: round 0 attaches the reader to the second twin (<pid>.1.sock), round 1 to the first.
+    cmd = [
+        sys.executable,
+        str(REPO / "benchmarks" / "bench_probe.py"),
+        "--twin",
+        "none,reader",
+        "--rounds",
+        "2",
+    ]
+    cmd += ["--pairs", "4", "--warmup", "3", "--settle", "1", "--seed", "0", "--untraced"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    for subject in ("none", "reader"):
+        (head,) = [i for i, line in enumerate(lines) if line.startswith(f"{subject:8s}: turn ")]
+        assert re.search(
+            r"added [+-]\d+\.\d us a turn \[95% [+-]\d+\.\d to [+-]\d+\.\d\] = ratio \d\.\d{3}", lines[head]
+        )
+        assert re.search(r"ratio of sums \d\.\d{3} \[95% \d\.\d{3}-\d\.\d{3}\]", lines[head])
+        assert lines[head + 1].strip().startswith("8 pairs of turns (2 rounds of 4 after 3 + 1; seed 0)")
