@@ -392,3 +392,55 @@ def test_a_drop_during_the_first_fill_resumes_it(monkeypatch: pytest.MonkeyPatch
         if src is not None:
             src.client.close()
         pipe.close()
+
+
+def test_a_range_answered_in_frames_handled_out_of_order(monkeypatch: pytest.MonkeyPatch, base: Path) -> None:
+    """Two threads read the socket (follow() and a fetcher, such as the fold of the turn the person
+    stepped onto), each takes one frame under the socket's lock and handles it after letting it go: the
+    later frame of a range may be handled first. It was dropped (it did not start where the journal
+    held had reached), the range was never complete, no other was asked for, and the history's fill
+    stopped for good (attached at 50,000 turns, stepping back one turn stopped it at 6,054 of 53,886).
+    Now it waits for the frame before it."""
+    from inspector.sources import HistoryFilled
+    from inspector.timeline import summarize
+
+    monkeypatch.setattr("engine.probe.queues.RANGE_FRAME_EVENTS", 20)  # a range comes in several frames
+    log = _journal(monkeypatch, base, lambda t: t)
+    want = [summarize(e["trace"]) for e in log if e["k"] == "turn"]
+    from engine.probe.server import ProbeServer as _Server
+    from inspector.sources.live import LiveSource
+
+    xdg = base / "xdg"
+    xdg.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    server = _Server({"model": "m", "provider": "anthropic"}, lambda: log, pid=os.getpid())
+    server.start()
+    src = None
+    try:
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
+        timeline = src.load_initial()
+        assert src.client.snapshot_at > 0 and src._jpos == 0
+        assert src._ask_range(src._history_at) == "asked"
+        frames: list[dict[str, Any]] = []
+        deadline = time.monotonic() + T
+        while len(frames) < 2:
+            assert time.monotonic() < deadline, frames
+            ev, _ = src.client.recv_at(0.1, on_socket=True)
+            if ev is not None and ev.get("k") == "journal":
+                frames.append(ev)
+        first, second = frames
+        assert second["at"] == first["at"] + len(first["events"]) > 0
+        src._extend(second)  # the fetcher's frame, handled first
+        src._extend(first)
+        assert src._jpos == second["at"] + len(second["events"]), "the later frame was dropped"
+        got: list[Any] = []
+        for ev in src.follow():
+            got.append(ev)
+            if isinstance(ev, HistoryFilled):
+                break
+        assert len(timeline) == TURNS
+        assert [summarize(t) for t in timeline] == want
+    finally:
+        if src is not None:
+            src.client.close()
+        server.close()

@@ -117,6 +117,7 @@ class LiveSource(ReplayingSource):
         self._ahead: dict[int, dict[str, Any]] = {}  # position -> event received beyond _jpos, in order
         self._ahead_turns: dict[int, int] = {}  # turn -> position of its event in _ahead
         self._range_end: int | None = None  # the end of the journal range asked for, until answered
+        self._early: dict[int, dict[str, Any]] = {}  # journal frames handled before the one before them
         self._journal_size = 0  # the agent's journal length, as its last range answer said
         # The journal's length has been asked for since the last live event (an agent that sends no
         # batch only to say where its journal has reached: see _backfill).
@@ -231,6 +232,7 @@ class LiveSource(ReplayingSource):
             at = self.client.snapshot_at
             size = int(self.client.hello.get("snapshot", 0))
             self._inbox.clear()
+            self._early = {}  # (frames of the old connection's ranges)
             self._asked, self._range_end = set(), None  # (asked on the old connection: never answered)
             self._told = not self.client.quiet
             keep = keep and self.client.elide and at > 0 and at >= self._jpos
@@ -434,28 +436,48 @@ class LiveSource(ReplayingSource):
     def _extend(self, frame: dict[str, Any]) -> None:
         """A range of the agent's journal (the answer to fetch_journal): appended to `events` from
         `_jpos` on, each event the one received live at that position if there was one (the same
-        placeholder, so a trace fetch fills it) or a new placeholder for a summarized turn."""
-        at, evs, size = frame.get("at"), frame.get("events"), frame.get("size")
+        placeholder, so a trace fetch fills it) or a new placeholder for a summarized turn. A frame
+        that starts past `_jpos` waits in `_early` for the one before it: two threads read the socket
+        (follow() and a fetcher), each takes one frame under `_io` and handles it after letting `_io`
+        go, so the later frame of a range may be handled first. It was dropped, the range never
+        completed, and no other was asked for: the history's fill stopped for good (attached at
+        50,000 turns, stepping back during the fill stopped it at 6,054 turns)."""
+        at = frame.get("at")
         with self._state:
-            if type(size) is int:
-                self._journal_size = max(self._journal_size, size)
-            if type(at) is not int or not isinstance(evs, list) or type(size) is not int:
-                self._range_end = None  # refused (malformed, or too many asked): nothing more comes
+            if type(at) is int and at > self._jpos and isinstance(frame.get("events"), list):
+                self._early[at] = frame
                 return
-            for e in evs[max(0, self._jpos - at) :] if at <= self._jpos else ():
-                p = self._jpos
-                obj = self._ahead.pop(p, None)
-                if obj is None and isinstance(e, dict):
-                    obj = self._from_journal(e, p < self._history_at)
-                if obj is not None:
-                    self.events.append(obj)
-                    if obj.get("k") == "turn":
-                        self._ahead_turns.pop(obj["turn"], None)
-                self._jpos += 1
-                self.fetched_events += 1
-            end = self._range_end
-            if end is not None and (self._jpos >= end or self._jpos >= size):
-                self._range_end = None
+            self._extend_at(frame)
+            while self._early:
+                # The frames that waited for this one, in order (one that overlaps is cut to fit).
+                ready = [a for a in self._early if a <= self._jpos]
+                if not ready:
+                    break
+                for a in sorted(ready):
+                    self._extend_at(self._early.pop(a))
+
+    def _extend_at(self, frame: dict[str, Any]) -> None:
+        """_extend's part for a frame that starts at or before `_jpos` (under `_state`)."""
+        at, evs, size = frame.get("at"), frame.get("events"), frame.get("size")
+        if type(size) is int:
+            self._journal_size = max(self._journal_size, size)
+        if type(at) is not int or not isinstance(evs, list) or type(size) is not int:
+            self._range_end = None  # refused (malformed, or too many asked): nothing more comes
+            return
+        for e in evs[max(0, self._jpos - at) :] if at <= self._jpos else ():
+            p = self._jpos
+            obj = self._ahead.pop(p, None)
+            if obj is None and isinstance(e, dict):
+                obj = self._from_journal(e, p < self._history_at)
+            if obj is not None:
+                self.events.append(obj)
+                if obj.get("k") == "turn":
+                    self._ahead_turns.pop(obj["turn"], None)
+            self._jpos += 1
+            self.fetched_events += 1
+        end = self._range_end
+        if end is not None and (self._jpos >= end or self._jpos >= size):
+            self._range_end = None
 
     def _from_journal(self, e: dict[str, Any], history: bool = False) -> dict[str, Any] | None:
         """The in-memory form of one fetched journal event (None: the agent could not send it);
