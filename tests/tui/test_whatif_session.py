@@ -60,7 +60,11 @@ def test_file_source_simulate_matches_the_engine_and_cancels() -> None:
     events = [unpack_event(e) for e in RecordingReader.open(DEMO).events()]
     want = simulate_events(events, SimSettings(window=8000, gates={"spill": False})).to_json(per_turn=True)
     for name in ("pipeline", "gates_closed", "as_sent"):
+        rows = want["policies"][name].pop("per_turn")
+        kept = got["policies"][name].pop("per_turn", None)
         assert got["policies"][name] == want["policies"][name]
+        # per turn, the panel keeps the cost it charts of the two it charts, and nothing of the others
+        assert kept == ([{"cost_usd": r["cost_usd"]} for r in rows] if name in ("pipeline", "gates_closed") else None)
     # The session-wide what-if compares every context policy, as `simulate --policies all` does.
     from engine.sim.policies import ALL
     from panels.whatif_session import policy_rows
@@ -71,3 +75,27 @@ def test_file_source_simulate_matches_the_engine_and_cancels() -> None:
     assert got["break_even_cached_price_ratio"] == want["break_even_cached_price_ratio"]
     with pytest.raises(SimulationCancelled):
         source.simulate(Overrides(), cancelled=lambda: True)
+
+
+def test_the_session_whatif_keeps_per_turn_only_what_the_panel_charts() -> None:
+    """The report kept per-turn rows of every policy (~4.5 KB a turn: 54 MB held by the panel at 12,000
+    turns); the panel draws the per-turn cost of two. What it keeps per turn is now those two numbers."""
+    import sys
+
+    def deep(o: object, seen: set[int]) -> int:
+        if id(o) in seen:
+            return 0
+        seen.add(id(o))
+        size = sys.getsizeof(o)
+        if isinstance(o, dict):
+            size += sum(deep(k, seen) + deep(v, seen) for k, v in o.items())
+        elif isinstance(o, list | tuple):
+            size += sum(deep(v, seen) for v in o)
+        return size
+
+    got = FileSource(DEMO).simulate(Overrides(window=8000))
+    turns = got["simulated_turns"]
+    rows = [got["policies"][n].get("per_turn") for n in got["policies"] if got["policies"][n]]
+    per_turn = sum(deep(r, set()) for r in rows if r) / turns
+    assert per_turn < 600, f"{per_turn:.0f} bytes of per-turn rows a turn"
+    assert len(got["policies"]["pipeline"]["per_turn"]) == turns
