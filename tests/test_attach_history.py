@@ -444,3 +444,32 @@ def test_a_range_answered_in_frames_handled_out_of_order(monkeypatch: pytest.Mon
         if src is not None:
             src.client.close()
         server.close()
+
+
+def test_a_stand_in_folded_before_its_turn_arrives(monkeypatch: pytest.MonkeyPatch, base: Path) -> None:
+    """The content of a stand-in the person stepped onto while the history is still arriving (the
+    section text, which a fold of the journal up to that turn gives): the fold waits for the journal
+    through it. It folded the journal held so far and failed ("turn N is not in this journal (it has
+    turns 0..41)"), and the content panel said so."""
+    from inspector.sources.live import LiveSource
+
+    log = _journal(monkeypatch, base, lambda t: t)
+    xdg = base / "xdg"
+    xdg.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    server = ProbeServer({"model": "m", "provider": "anthropic"}, lambda: log, pid=os.getpid())
+    server.start()
+    src = None
+    try:
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
+        timeline = src.load_initial()
+        assert src.history_progress() == (0, TURNS - 1, 0)  # nothing of the history has arrived
+        turn = timeline[-2]["turn"]  # the newest stand-in
+        text = src.section_content(turn, "history")  # follow() not running: the fold fetches itself
+        want = next(e["trace"] for e in log if e["k"] == "turn" and e["turn"] == turn)
+        assert [s["id"] for s in src.full_trace(turn)["sections"]] == [s["id"] for s in want["sections"]]
+        assert text and "not in" not in text, text[:200]
+    finally:
+        if src is not None:
+            src.client.close()
+        server.close()

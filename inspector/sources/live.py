@@ -780,10 +780,15 @@ class LiveSource(ReplayingSource):
 
     def _journal_stop(self, turn: int) -> int | None:
         """Where the journal must reach for a fold of `turn` (its events, and those after its turn event
-        up to the next turn's: its usage, say): None if `events` has it already."""
+        up to the next turn's: its usage, say): None if `events` has it already. A turn of the history
+        before the snapshot's tail that has not arrived yet (a stand-in stepped onto during the fill):
+        the tail, as its place in the journal is not known before then (the fold read the journal
+        held so far, and failed: "turn N is not in this journal")."""
         with self._state:
             at = self._ahead_turns.get(turn)
             if at is None:
+                if not self._history_told and turn in self._history and self._jpos < self._history_at:
+                    return self._history_at
                 return None
             after = self._ahead_turns.get(turn + 1)
             return at + 1 if after is None else after
