@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 
 from engine import alerts as alert_rules
+from engine import pipeline_express as express
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Assembly, Measure, Section
 from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec, source_option
@@ -454,6 +455,12 @@ class Pipeline:
         # False: every build computes everything afresh, carrying nothing from the build before and
         # taking no shortcut (the same bytes, more work; tests compare the two).
         self.fast_path = True
+        # The express lane for steady append turns (engine/pipeline_express.py); False: the general path
+        # every turn (the reference tests/test_express.py compares it with).
+        self.express = True
+        self._express: express.Carried | None = None
+        self._lane_pause = 0  # turns the lane stands aside (pipeline_express.READ_PAUSE)
+        self._decided_from: tuple[Assembly, int] = ((), 0)
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | TurnRecord | None = None  # trace of the request awaiting feedback
         # (that trace, what each alert rule said about it at the request): see _outcome_alerts
@@ -1467,6 +1474,7 @@ class Pipeline:
         # The wave-1 policy decides from the whole history every turn; cost_aware sends the task and
         # what follows its state's cut, so it is handed only that (see _assemble_from).
         asm, elided = self._assemble_from(bound, 0 if cfg.policy.name == WAVE1 else st.cut)
+        self._decided_from = (asm, elided)  # what the express lane carries (engine/pipeline_express.py)
         m = self.measure
         summarizer = self._summarize if (self.summarizer is not None or self.summaries) else None
 
@@ -1618,6 +1626,7 @@ class Pipeline:
         self._close_turn()
         if self._defers_trace():
             return self._finish_unobserved(bound)
+        self._express = None  # the lane extends only the turn just before it
         built = self.build(bound)
         check_budget(built.trace)
         self._attribute(built.trace, built.serialized, built.plan)
@@ -1679,10 +1688,18 @@ class Pipeline:
         the next turn reads, as the eager path makes them; the trace (with its cache break and alerts)
         as a TurnRecord, built when read."""
         cfg = self.config
+        carried, self._express = self._express, None
+        lane = express.eligible(self, cfg) if not bound else None
+        if carried is not None and lane is not None:
+            req = express.turn(self, carried)
+            if req is not None:
+                return req
+        st = self.compaction
         d = self.decide(bound, cfg, defer_texts=True)
         m = self.measure
         # The prefix hash is left to the trace, its only reader (providers.base.PrefixDigest).
-        ser = self._serializer(cfg.provider).serialize(
+        serializer = self._serializer(cfg.provider)
+        ser = serializer.serialize(
             d.res.asm, d.res.markers, cfg.model, cfg.max_output_tokens, m, True, prefix_hash=False
         )
         fig = figures_of(d.before, d.res, ser, m)
@@ -1709,6 +1726,15 @@ class Pipeline:
         )
         if rec.final_tokens > rec.ceiling:
             check_budget(rec.trace())  # raises, naming what could not be evicted
+        if (
+            lane is not None
+            and d.state is st
+            and not d.res.actions
+            and not d.spill_failures
+            and (d.decision or {}).get("decision", "held") == "held"
+        ):  # a held turn the next may extend (before the request event closes the pending parts)
+            asm, elided = self._decided_from
+            self._express = express.carry(self, cfg, asm, elided, serializer)
         self._emit(
             self._request_event(
                 ser.request_sha256,
@@ -1722,6 +1748,16 @@ class Pipeline:
         self._open = rec
         self._open_alerts = None
         traces.append(rec)
+        return Request(rec.turn, ser, rec)
+
+    def _lane_record(self, rec: TurnRecord, ser: SerializedRequest, sections: dict[str, str]) -> Request:
+        """The end of an express-lane turn (engine/pipeline_express.py): its request event and record, as
+        _finish_unobserved ends a turn."""
+        self._emit(self._request_event(ser.request_sha256, sections, {}, self.compaction, []))
+        self._prev = (ser.blocks, _prefix_blocks(ser), self.config.model)
+        self._open = rec
+        self._open_alerts = None
+        self.traces.append(rec)
         return Request(rec.turn, ser, rec)
 
     def _request_event(

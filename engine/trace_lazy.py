@@ -131,6 +131,31 @@ class TurnRecord:
         self._earlier: list[dict[str, Any]] = earlier
         self._said: alert_rules.Outcomes = ()
 
+    @classmethod
+    def later(
+        cls,
+        turn: int,
+        final_tokens: int,
+        ceiling: int,
+        section_shas: dict[str, str],
+        alert_view: dict[str, Any],
+        earlier: list[dict[str, Any]],
+        make: Callable[[], tuple[Any, ...]],
+    ) -> TurnRecord:
+        """A record whose inputs (what __init__ takes, as a tuple in its order) are made by `make` when
+        the trace is first built: the express lane's turn (engine/pipeline_express.py), which knows at
+        once only what the turn and the next read."""
+        rec = cls.__new__(cls)
+        rec.turn, rec.final_tokens, rec.ceiling = turn, final_tokens, ceiling
+        rec.section_shas, rec.alert_view = section_shas, alert_view
+        rec._inputs = make  # type: ignore[assignment]
+        rec._later, rec._outcome, rec._trace, rec._earlier, rec._said = {}, False, None, earlier, ()
+        return rec
+
+    def read(self) -> bool:
+        """Whether the trace was built (something read it)."""
+        return self._trace is not None
+
     def set(self, key: str, value: Any) -> None:
         """What `trace[key] = value` on the open turn's trace does (an annotation). Under the build's
         lock: another thread may be building the trace (it reads what was set after the request)."""
@@ -167,6 +192,8 @@ class TurnRecord:
 
     def _build(self) -> dict[str, Any]:
         assert self._inputs is not None
+        if callable(self._inputs):  # a record made by `later`
+            self._inputs = self._inputs()
         (cfg, p, reserves, res, fig, prev_sections, flips, failures, ratio, decision, finish, prev, model_changed,
          earlier) = self._inputs  # fmt: skip
         if finish is not None:  # the decision's texts, left for the trace (cost_aware.Outcome.finish)

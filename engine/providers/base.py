@@ -446,6 +446,8 @@ class Serializer:
         # The bytes after the last message in the last body whose messages' end was found (see
         # _messages_end_of): the envelope's tail, the same turn after turn.
         self._tail: bytes | None = None
+        # The last request's layout (see request_of).
+        self.layout: list[tuple[Section, _SectionRun]] = []
 
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
@@ -762,6 +764,20 @@ class Serializer:
         is new from its first message on, so hashing it cost ~0.25 ms per 200 KB, every turn.
         prefix_hash=False: the prefix hash is computed when first read (a DeferredPrefixRequest; see
         PrefixDigest), where the blocks' hashes allow it."""
+        return self.request_of(self._laid_out(asm, markers, measure), model, max_tokens, body, prefix_hash)
+
+    def request_of(
+        self,
+        layout: list[tuple[Section, _SectionRun]],
+        model: str,
+        max_tokens: int,
+        body: bool = True,
+        prefix_hash: bool = True,
+    ) -> SerializedRequest:
+        """The request of a laid-out assembly (each section in wire order with its run): serialize's
+        second half, which the express lane (engine/pipeline_express.py) calls with the last layout and the
+        history's appended run."""
+        self.layout = layout  # what the express lane carries to the next turn
         out: dict[str, list[bytes]] = {"system": [], "tools": [], "messages": []}
         blocks: list[Block] = []
         tool_shas: dict[str, str] = {}
@@ -770,7 +786,7 @@ class Serializer:
         tail_marked = False  # whether the newest message carries a marker
         hexes: list[str] | None = []
         total = 0  # the blocks' tokens
-        for s, run in self._laid_out(asm, markers, measure):
+        for s, run in layout:
             if run.marks:
                 last_marker = len(blocks) + max(run.marks)
             segs = run.segset

@@ -1,0 +1,335 @@
+"""The express lane: a steady append turn's request without the general path's walk (issue 12).
+
+Between compactions most of an agent's turns only append messages (the last tool results, the reply)
+to what the previous request sent, and the cost_aware policy holds: the general path then assembles,
+plans, runs the policy and lays out every section again to find that nothing but the history's tail
+changed. The lane starts from the previous turn's outcome instead and does only what a turn must:
+
+- proves the turn is such a turn before it changes anything (the same config, compaction state,
+  sources, Measure, serializer and task end; only messages appended; no latch flip, note, bind,
+  recovery or emergent item; the stable rules left the last request as it was and the new messages
+  hold no tool result over the spill threshold: cost_aware's own append-only proof, `_extend` and
+  `_extended_stable`);
+- counts the new content, re-plans the ceiling from the current calibration and reserves, and weighs a
+  cut exactly as cost_aware.run does (`_choose_cut`, the pay-back): a turn the policy would compact,
+  force or trim, or one the lane cannot prove, goes to the general path, which then decides as always;
+- appends the new messages' fragments through the serializer's append path (Serializer._section ->
+  _appended, with its tool-call pairing check) and makes the request from the last layout
+  (Serializer.request_of), the body hash resumed as the general path resumes it;
+- journals the same request event and keeps the trace as a TurnRecord whose inputs are made when it is
+  first read, by the general policy run (cost_aware.run, nothing carried) over the turn's own assembly
+  and the calibration and reserves it was planned with (engine/trace_lazy.py).
+
+Only where the trace is deferred anyway (nothing observes the journal: Pipeline._defers_trace), with
+the cost_aware policy, and at a provider without cache markers (OpenAI, DeepSeek and other prefix
+caches). `Pipeline.express = False` turns the lane off (the reference the tests compare it with).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+from engine.alerts import LOOKBACK
+from engine.artifacts import Message
+from engine.assembly import Assembly, Section, wire_order
+from engine.optimize import OptimizeContext, trim_sections
+from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
+from engine.policy import cost_aware
+from engine.policy.settings import WAVE1
+from engine.policy.state import CompactionState
+from engine.providers.anthropic import sends_nothing, silent_error
+from engine.providers.base import Serializer, _SectionRun
+from engine.providers.policy import cache_policy
+from engine.sections import history_section
+from engine.trace import _EMPTY_SHA, figures_of, section_shas_of
+from engine.trace_lazy import TurnRecord
+
+if TYPE_CHECKING:
+    from engine.config import PipelineConfig
+    from engine.pipeline import Pipeline, Request
+
+
+class Carried(NamedTuple):
+    """What a turn left for the lane's next turn (the objects it was built from, compared by identity)."""
+
+    cfg: PipelineConfig
+    state: CompactionState
+    sources_version: int
+    measure: Any
+    serializer: Serializer
+    task_end: int
+    full: Assembly  # the raw assembly: the sources and the history as the pipeline assembled it
+    hidx: int  # the history's index in it (and in `applied`)
+    elided: int
+    history_len: int  # len(pipe.history) when it was built (the pending message not yet closed)
+    pending: Message | None  # the pending parts' message the history section ended with
+    layout: list[tuple[Section, _SectionRun]]  # the serializer's layout of that request
+    at: int  # the history's index in `layout`
+    slot: int  # cost_aware's carry slot of (limits, settings)
+    record: TurnRecord | None = None  # the lane's record of that turn (None: the general path made it)
+
+
+# Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
+# that reads each request's trace would pay for the lane's turn and then for the general policy run that
+# makes the trace (~2-6% more a turn than the general path alone, measured); it is tried again after.
+READ_PAUSE = 32
+
+
+def carry(
+    pipe: Pipeline, cfg: PipelineConfig, full: Assembly, elided: int, ser: Serializer
+) -> Carried | None:
+    """What the turn just built leaves for the lane, or None when the next turn cannot take the lane
+    from it (the caller has checked that the turn held, applied nothing and spilled nothing)."""
+    hidx = len(full) - 1
+    if hidx < 0 or full[hidx].id != "history" or pipe._first_assistant is None:
+        return None
+    layout = ser.layout
+    at = next((i for i, (s, _run) in enumerate(layout) if s.id == "history"), -1)
+    if at < 0:
+        return None
+    slot_got = pipe._carry.get(cost_aware.SLOT_CARRY)
+    if slot_got is None or slot_got[0] is not cfg.limits or slot_got[1] is not cfg.policy:
+        return None
+    return Carried(
+        cfg,
+        pipe.compaction,
+        pipe._sources_version,
+        pipe.measure,
+        ser,
+        pipe._first_assistant,
+        full,
+        hidx,
+        elided,
+        len(pipe.history),
+        pipe._pending_msg,
+        layout,
+        at,
+        slot_got[2],
+    )
+
+
+def eligible(pipe: Pipeline, cfg: PipelineConfig) -> Serializer | None:
+    """The serializer when this pipeline's turns may take the lane at all (see the module's docstring)."""
+    if not pipe.express or cfg.policy.name == WAVE1:
+        return None
+    if pipe._lane_pause:
+        pipe._lane_pause -= 1
+        return None
+    ser = pipe._serializer(cfg.provider)
+    return ser if not ser.policy.supports_markers else None
+
+
+def turn(pipe: Pipeline, c: Carried) -> Request | None:
+    """This turn's request through the lane, its request event journaled and its record kept (what
+    Pipeline._finish_unobserved does after the general path), or None: the general path decides, and
+    nothing was changed but memos (token counts, remembered cuts) the general path would make alike."""
+    if c.record is not None and c.record.read():
+        pipe._lane_pause = READ_PAUSE  # the agent reads the traces (see READ_PAUSE)
+        return None
+    cfg = pipe.config
+    m = pipe.measure
+    st = pipe.compaction
+    if (
+        cfg is not c.cfg
+        or st is not c.state
+        or m is not c.measure
+        or pipe._sources_version != c.sources_version
+        or pipe._first_assistant != c.task_end
+        or pipe._serializers.get(cfg.provider) is not c.serializer
+        or pipe.flipped
+        or pipe._empty_msgs
+        or pipe._silent_errors
+        or pipe._renamed
+        or pipe.stats.recovery_turns_left > 0
+        or pipe.emergent.due(pipe.turn)
+        or pipe._sources_carry is None
+        or pipe._sources_carry[0] != c.sources_version
+    ):
+        return None
+    pending = pipe.pending
+    if pending and (sends_nothing(pending) or silent_error(pending)):
+        return None  # the history section would carry a note
+    # The messages appended since: the last build's pending message (closed into the history as that
+    # very object) first, when there was one.
+    appended: list[Any] = pipe.history.since(c.history_len)  # (one read of the log: a list of the tail)
+    history_len = c.history_len + len(appended)
+    if c.pending is not None:
+        if not appended or appended[0] is not c.pending:
+            return None
+        del appended[0]
+    new_pending = Message("user", tuple(pending)) if pending else None
+    if new_pending is not None:
+        appended.append(new_pending)
+    if not appended:
+        return None
+    old_hist = c.full[c.hidx]
+    hist = history_section(cast("tuple[Message, ...]", (*old_hist.items, *appended)), ())
+    full = c.full[: c.hidx] + (hist,)
+    # The raw history's total, as _assemble_from primes it: the whole conversation's running sum.
+    n_raw = pipe.history_tokens() + (m.item(new_pending) if new_pending is not None else 0)
+    m.prime(hist, n_raw)
+    lineages = pipe._carry.get(cost_aware.LINEAGE_CARRY)
+    lin = lineages.get(c.slot) if lineages is not None else None
+    if lin is None or lin.full is not c.full or lin.slot != (cfg.limits, cfg.policy):
+        return None
+    note = lin.note
+    ext = cost_aware._extend(lin, full, c.hidx, st, c.elided, note, m)
+    if ext is None:
+        return None
+    applied, _lin, new = ext
+    # The stable rules' proof reads only the context's limits, spill backend, Measure and dry run.
+    stable_ctx = _StableView(cfg.limits, pipe.spill, m)
+    stable = cost_aware._extended_stable(lin, new, applied, stable_ctx)  # type: ignore[arg-type]
+    if stable is None or stable.actions:
+        return None
+    # The ceiling, planned from the calibration and reserves of now (both move with every usage).
+    reserves = pipe._reserves(cfg)
+    ratio = pipe.stats.calibration_for(cfg.model)
+    budget = budget_of(cfg.window, cfg.margin)
+    ceiling = ceiling_for(int(budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema)
+    t1 = m.total(applied)
+    settings = cfg.policy
+    trigger_tokens = int(settings.trigger * ceiling)
+    target_tokens = int(settings.target * ceiling)
+    if (
+        t1 > trigger_tokens
+        or t1 + trim_sections.REPLY_PRIMING_TOKENS > ceiling
+        or not getattr(cfg.limits, cost_aware.GATE)
+        or len({s.id for s in applied}) != len(applied)
+    ):
+        return None  # forced, trimmed, or a closed gate's account: the general path's
+    if t1 > target_tokens:
+        # Weighed as cost_aware.run weighs it: a cut the early rule would make goes to the general path.
+        full_len = history_len + (1 if new_pending is not None else 0)
+        cand = cost_aware._choose_cut(
+            applied, st, target_tokens, m, full_len, pipe._carry, c.slot, (c.hidx, t1)
+        )
+        if cand is not None and settings.early:
+            turn_no = pipe.turn
+            hist_tokens = m.section(applied[c.hidx])
+            growth = n_raw / max(1, turn_no)
+            to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
+            rev2 = settings.revision >= 2
+            if rev2:
+                horizon, reach = cost_aware.remaining_turns(turn_no, settings.horizon_scale, to_trigger)
+            else:
+                horizon, reach = min(float(max(1, turn_no)) * settings.horizon_scale, to_trigger), 0.0
+            rules = pipe.cache_rules(cfg)
+            served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
+            pb = cost_aware.payback(
+                rules, t1 - cand.after, cand.after, t1 - hist_tokens, horizon, False, served, reach
+            )
+            economic = cost_aware.economic_saving(pb, growth) if rev2 else 0.0
+            if pb.worth and pb.saves_per_turn >= economic:
+                return None  # the early rule compacts: the general path's turn
+    # Held. The request: the history's run extended by the appended messages, the rest as laid out.
+    ser_obj = c.serializer
+    tok = m.counter.tokenizer.name
+    hrun = ser_obj._section(applied[c.hidx], frozenset(), tok, m)
+    layout = list(c.layout)
+    layout[c.at] = (applied[c.hidx], hrun)
+    ser_obj._prune(sum(len(run.keys) for _s, run in layout))
+    ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, prefix_hash=False)
+    # What the turn and the next read at once; the rest of the trace when it is read.
+    traces = pipe.traces
+    last = traces.raw(-1) if traces else None
+    prev_sections = last.section_shas if isinstance(last, TurnRecord) else section_shas_of(last)
+    got = ser.section_shas.get
+    shas = {s.id: got(s.id, _EMPTY_SHA) for s in wire_order(applied)}
+    prev = pipe._prev
+    earlier = traces.views(len(traces), LOOKBACK)
+    this_turn = pipe.turn
+    summaries = pipe.summaries
+    spill = pipe.spill
+    rules = pipe.cache_rules(cfg)
+    elided = c.elided
+    hidx = c.hidx
+
+    def make() -> tuple[Any, ...]:
+        # The general policy run over this turn's assembly, planned with this turn's calibration and
+        # reserves: the plan, result and decision the general path made or would make. Read before the
+        # next turn (an agent reading each request's trace), with the pipeline's carried memos, which
+        # then hold this very turn (the same answers, without re-applying the state); later, afresh.
+        m.prime(full[hidx], n_raw)
+        live = pipe._carry if pipe._express is carried else None
+
+        def plan_fn(a: Assembly) -> tuple[Any, Reserves, float]:
+            est = tuple(SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in a)
+            p = plan_of(
+                int(budget.limit / ratio), int(budget.usable / ratio), cfg.thresholds, reserves, est, False
+            )
+            return p, reserves, ratio
+
+        def make_ctx(p: Any) -> OptimizeContext:
+            return OptimizeContext(
+                p, cfg.limits, cache_policy(cfg.provider, cfg.model), m, spill, None, False
+            )
+
+        out = cost_aware.run(
+            full,
+            st,
+            settings=cfg.policy,
+            limits=cfg.limits,
+            cache=rules,
+            measure=m,
+            plan_fn=plan_fn,
+            make_ctx=make_ctx,
+            turn=this_turn,
+            summary_text=summaries.get,
+            elided=elided,
+            carry=live,
+        )
+        fig = figures_of(out.before, out.res, ser, m)
+        return (
+            cfg,
+            out.plan,
+            out.reserves,
+            out.res,
+            fig,
+            prev_sections,
+            [],
+            list(out.spill_failures),
+            out.ratio,
+            out.decision,
+            None,
+            (prev[0], prev[1]) if prev else None,
+            bool(prev and prev[2] != cfg.model),
+            earlier,
+        )
+
+    carried: Carried | None = None
+    view = {"actions": [], "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
+    rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
+    # The lineage the next turn (either path) extends: this one.
+    cost_aware._remember_lineage(
+        lineages,  # type: ignore[arg-type]
+        c.slot,
+        (cfg.limits, cfg.policy),
+        full,
+        hidx,
+        st,
+        elided,
+        note,
+        applied,
+        m,
+        stable_ctx,  # type: ignore[arg-type]
+        stable,
+        lin.task_end,
+    )
+    # Before the request event is folded (it closes the pending parts into the history).
+    pipe._express = carried = Carried(
+        cfg, st, c.sources_version, m, ser_obj, c.task_end, full, hidx, elided, history_len, new_pending,
+        layout, c.at, c.slot, rec,
+    )  # fmt: skip
+    pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
+    return pipe._lane_record(rec, ser, {sid: sha[:16] for sid, sha in shas.items()})
+
+
+class _StableView(NamedTuple):
+    """What cost_aware._extended_stable and _remember_lineage read of an optimize context."""
+
+    limits: Any
+    spill: Any
+    measure: Any
+    dry_run: bool = False

@@ -1,0 +1,181 @@
+"""The express lane (engine/pipeline_express.py) changes no byte: random sessions through a pipeline with
+the lane and one without it (`Pipeline.express = False`, the general path) give the same requests, the same
+traces (read at once, or late: after later turns moved the calibration, the caches and the history)
+and the same journals.
+
+Sessions mix appends (tool calls and results, user text, big results over the spill threshold) with
+compactions (small windows), changes to the sections before the history (sources, tools, latches,
+emergent items), window and margin changes, provider switches, usage feedback whose calibration moves
+every turn, EXPLAIN, and an observer that subscribes to the journal mid-session (the trace is then
+built eagerly and the lane stands aside). The counting tests show the lane is taken on steady turns
+(on 5cf97c3 there is no lane).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from engine import pipeline_express as express
+from engine.pipeline import Pipeline
+from tests.test_turn_carry import _pipe
+from tests.test_turn_lineage import _feed as _lineage_feed
+
+
+def _feed(pipe: Pipeline, op: str, r: int, t: int, sinks: list[list[Any]]) -> None:
+    if op == "provider":  # the provider switched (OpenAI <-> Anthropic): another serializer, markers
+        provider = "anthropic" if pipe.config.provider == "openai" else "openai"
+        ev = {"k": "config", "config": replace(pipe.config, provider=provider).to_event()}
+        pipe.fold(ev)
+        pipe.journal.append(ev)
+    elif op == "observe":  # something subscribes to the journal: traces are built as they come
+        sink: list[Any] = []
+        sinks.append(sink)
+        pipe.journal.subscribe(sink.append)
+    else:
+        _lineage_feed(pipe, op, r, t)
+
+
+def _event(e: Any) -> str:
+    return json.dumps(e.resolve() if hasattr(e, "resolve") else e, sort_keys=True, default=repr)
+
+
+def _trace(t: Any) -> str:
+    return json.dumps(t, sort_keys=True, default=repr)
+
+
+def side_by_side(ops: list[tuple[str, int]], window: int, policy: str, late: bool) -> tuple[int, int]:
+    """One session through a pipeline with the lane and one without, every output compared (traces at
+    once, or with `late` only at the end); returns (lane turns, compactions)."""
+    lane, ref = _pipe(window, policy, False, True), _pipe(window, policy, False, True)
+    ref.express = False
+    taken = [0]
+    real = express.turn
+
+    def counted(pipe: Pipeline, c: express.Carried) -> Any:
+        got = real(pipe, c)
+        taken[0] += got is not None and pipe is lane
+        return got
+
+    express.turn = counted  # type: ignore[assignment]
+    sinks: dict[int, list[list[Any]]] = {id(lane): [], id(ref): []}
+    reqs: list[tuple[Any, Any]] = []
+    try:
+        for p in (lane, ref):
+            p.identity("You are a careful coding agent.")
+            p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+            p.user("Fix the bug.")
+        for t, (op, r) in enumerate(ops):
+            for p in (lane, ref):
+                _feed(p, op, r, t, sinks[id(p)])
+            if op in (
+                "window",
+                "margin",
+                "source",
+                "latch",
+                "tool",
+                "untool",
+                "emerge",
+                "content",
+                "provider",
+            ):
+                if r % 3:
+                    continue
+            if op == "explain":
+                assert _trace(lane.explain()) == _trace(ref.explain())
+                continue
+            try:
+                a = lane.next_request()
+            except Exception as e:  # protected content over a tiny window: both must fail alike
+                with pytest.raises(type(e)) as e2:
+                    ref.next_request()
+                assert str(e2.value) == str(e)
+                break
+            b = ref.next_request()
+            assert a.bytes == b.bytes
+            assert (a.final_tokens, a.ceiling) == (b.final_tokens, b.ceiling)
+            assert lane.compaction == ref.compaction
+            if not late:
+                assert _trace(a.trace) == _trace(b.trace)
+            reqs.append((a, b))
+            # The calibration moves every turn (a ratio of 1.05-1.25 of what was planned).
+            factor = 1.05 + (r % 5) * 0.05
+            for p, req in ((lane, a), (ref, b)):
+                if r % 11 == 0:
+                    p.record_error("overloaded", "try again")
+                else:
+                    p.record_usage(
+                        {"input_tokens": int(req.final_tokens * factor), "output_tokens": 20 + r % 300}
+                    )
+        for a, b in reqs:  # read late: the records built now, after everything that came after them
+            assert _trace(a.trace) == _trace(b.trace)
+        assert [_trace(t) for t in lane.traces] == [_trace(t) for t in ref.traces]
+        assert [_event(e) for e in lane.journal.events] == [_event(e) for e in ref.journal.events]
+        got, want = sinks[id(lane)], sinks[id(ref)]
+        assert [[_event(e) for e in s] for s in got] == [[_event(e) for e in s] for s in want]
+        return taken[0], lane.compaction.compactions
+    finally:
+        express.turn = real  # type: ignore[assignment]
+        lane.close()
+        ref.close()
+
+
+ops_st = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ("round",) * 16
+            + ("user", "big", "window", "margin", "source", "huge", "explain", "provider")
+            + ("latch", "tool", "untool", "emerge", "content", "observe")
+        ),
+        st.integers(0, 1_000),
+    ),
+    min_size=20,
+    max_size=90,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=ops_st,
+    window=st.sampled_from((2_401, 3_001, 4_001, 6_001, 40_001)),
+    policy=st.sampled_from(("cost_aware", "cost_aware:early=off", "cost_aware:revision=1", "wave1")),
+    late=st.booleans(),
+)
+def test_the_express_lane_changes_no_byte(
+    ops: list[tuple[str, int]], window: int, policy: str, late: bool
+) -> None:
+    taken, compactions = side_by_side(ops, window, policy, late)
+    event(f"compactions: {min(compactions, 3)}+")
+    event(f"lane turns: {'none' if not taken else '1-9' if taken < 10 else '10+'}")
+
+
+STEADY = [("round", i) for i in range(40)]
+
+
+def test_steady_turns_take_the_lane_and_compaction_turns_do_not() -> None:
+    """At a window where the session compacts, most turns are steady appends: they take the lane (a cut
+    weighed and not taken included); the turns that compact take the general path."""
+    taken, compactions = side_by_side(STEADY, 4_001, "cost_aware", True)
+    assert compactions >= 1
+    assert taken >= 20
+
+
+def test_an_agent_that_reads_each_trace_pauses_the_lane() -> None:
+    """A lane turn's trace read before the next request (an agent that reads every trace) makes the lane
+    stand aside for READ_PAUSE turns: such an agent would pay for the lane's turn and then for the
+    general policy run that makes its trace."""
+    taken, _ = side_by_side(STEADY, 4_001, "cost_aware", False)
+    assert 1 <= taken <= 1 + len(STEADY) // express.READ_PAUSE
+
+
+def test_an_observed_journal_keeps_the_general_path() -> None:
+    """With a subscriber every trace is built as the turn is made: the lane (whose trace waits) stands
+    aside from then on."""
+    ops = [("round", i) for i in range(8)] + [("observe", 0)] + [("round", 10 + i) for i in range(12)]
+    taken, _ = side_by_side(ops, 40_001, "cost_aware", True)
+    assert 4 <= taken <= 8
