@@ -16,6 +16,9 @@ HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": 
 
 
 def _open_fds() -> set[int]:
+    # Collect first: garbage an earlier test left (a writer, a socket) closes its descriptor when
+    # collected, which would look like this test's count changing under it.
+    gc.collect()
     return {int(x) for x in os.listdir("/proc/self/fd")}
 
 
