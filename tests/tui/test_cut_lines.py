@@ -21,7 +21,7 @@ from inspector.app import InspectorApp
 from inspector.screens import HelpScreen
 from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
-from panels.alerts import AlertsPanel
+from panels.alerts import FIXED, AlertsPanel
 from panels.markup_line import MarkupLine
 from tests.tui.conftest import settle
 from tests.tui.test_hardening import DEMO
@@ -29,6 +29,7 @@ from tests.tui.test_hardening import DEMO
 LONG = "deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession"
 KEPT = f"/home/someone/projects/agents/runs/2026-12-04/{LONG}"
 ROOT = Path(__file__).resolve().parents[2]
+OPENAI = ROOT / "demo_sessions" / "scout-openai.cpsession"
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
 
 
@@ -102,8 +103,14 @@ def _panel_rows(panel: AlertsPanel) -> list[str]:
 
 @pytest.mark.parametrize("size", list(SIZES))
 async def test_an_alert_cut_ends_with_an_ellipsis_and_the_cursors_alert_is_shown_whole(size: str) -> None:
+    # The prefix-caching demo: the Anthropic demo's alerts and three whose rule (cache_miss_unexplained)
+    # and message (73 characters) are longer than their columns at every width. (Since the demo was
+    # re-recorded, no alert of the Anthropic demo is cut at 200 columns: its longest message is 60
+    # characters, the column 62.)
     width, height = SIZES[size]
-    app = InspectorApp(FileSource(DEMO))
+    recorded = [(str(alert["rule"]), str(alert["message"]))
+                for trace in FileSource(OPENAI).load_initial() for alert in trace.get("alerts") or []]
+    app = InspectorApp(FileSource(OPENAI))
     async with app.run_test(size=(width, height)) as pilot:
         await settle(pilot)
         await pilot.press("a")
@@ -111,30 +118,44 @@ async def test_an_alert_cut_ends_with_an_ellipsis_and_the_cursors_alert_is_shown
         panel.focus()
         await settle(pilot)
         alerts = [(rule, message) for _, _, _, rule, message in panel._rows]
-        assert len(alerts) == 8
+        assert alerts == recorded and len(alerts) == 11
         cut = 0
         for row, (rule, message) in enumerate(alerts):
             panel.move_cursor(row=row)
             await pilot.pause()
             lines = _panel_rows(panel)
-            shown = next(line for line in lines[1:] if line.startswith(f"{panel._rows[row][1]:<6}") and rule in line
-                         and message[:10] in line)
-            if message in shown:
+            room = panel.scrollable_content_region.width - FIXED  # the message's column (less a scrollbar's)
+            shown = next(line for line in lines[1:] if line.startswith(f"{panel._rows[row][1]:<6}")
+                         and rule[:10] in line and message[:10] in line).rstrip()
+            rule_cell, message_cell = shown[15:FIXED].rstrip(), shown[FIXED:]
+            rule_cut, message_cut = cell_len(rule) >= 15, cell_len(message) > room
+            if rule_cut:  # the cut is said, in the rule's column too
+                assert rule_cell.endswith("…") and rule.startswith(rule_cell[:-1]), shown
+            else:
+                assert rule_cell == rule, shown
+            if message_cut:
+                assert message_cell.endswith("…") and cell_len(message_cell) == room, shown
+                assert message.startswith(message_cell[:-1]), shown
+            else:
+                assert message_cell == message, shown
+            if not (rule_cut or message_cut):
                 assert not panel.detail_lines(), (row, lines)
                 continue
             cut += 1
-            assert shown.rstrip().endswith("…"), shown  # the cut is said
-            assert message.startswith(shown.rstrip()[30:-1]), shown
             detail = panel.detail_lines()
             assert detail and lines[-len(detail):] == [d.ljust(panel.scrollable_content_region.width) for d in detail]
             assert " ".join(detail) == f"▸ {rule}: {message}", detail  # the whole alert (wrapped at spaces)
-        assert cut >= (1 if width >= 200 else 4 if width >= 120 else 1), cut
+        # Every width cuts some: the three long ones at 200 columns, all eleven at 120 (a 14-cell message
+        # column), all but the two shortest messages at 80.
+        assert cut == {"80x24": 9, "120x40": 11, "200x60": 3}[size], cut
 
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_cut_lines_snapshot(snap_compare, tmp_path: Path, size: str) -> None:
-    """The demo under a long name, its Alerts tab focused on an alert too long for the panel: the status
-    line and the alert rows end their cuts with "…", the alert is shown whole under the list."""
+    """The demo under a long name, its Alerts tab focused on an alert too long for the panel at 80 and 120
+    columns: the status line and the alert rows end their cuts with "…", the alert is shown whole under the
+    list. At 200 columns (since the demo was re-recorded) the name and the alert fit: nothing cut, no
+    detail under the list."""
     path = tmp_path / LONG
     shutil.copy(DEMO, path)
     app = InspectorApp(FileSource(path), theme="cp-dark")
@@ -144,7 +165,7 @@ def test_cut_lines_snapshot(snap_compare, tmp_path: Path, size: str) -> None:
         await pilot.press("a")
         panel = pilot.app.query_one("#alerts", AlertsPanel)
         panel.focus()
-        panel.move_cursor(row=4)  # turn 20: "cache broke at environment: section environment content changed"
+        panel.move_cursor(row=4)  # turn 20: "cache broke at emergent: section emergent content changed"
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
