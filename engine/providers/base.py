@@ -8,6 +8,7 @@ new content; the body is a byte join in sorted-key order, hence canonical as a w
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -80,14 +81,21 @@ class PrefixDigest:
     ~3 us a turn (joining ~4 KB of block hashes, cutting the prefix off and hashing what is new). It
     holds the sections' joined item hashes (the strings the serializer keeps for its section runs
     anyway; the history's is made anew each turn, ~64 characters a block) until read, and gives the
-    digest the serializer's resumed hash gives: sha256 of the same bytes."""
+    digest the serializer's resumed hash gives: sha256 of the same bytes.
 
-    __slots__ = ("_hexes", "_prefix", "_value")
+    The digests of one serializer's requests resume from each other (`chain`, a DigestChain): a trace
+    read every turn, or built as the journal spills its turns in order, hashes only what its prefix adds
+    to an earlier one's, as the eager build's resumed hash does. Each hashed anew cost the reader ~25 us
+    a turn more than the eager build at ~300 blocks (issue 15 item 4: a trace read at once was dearer
+    deferred than built at the request)."""
 
-    def __init__(self, hexes: list[str], prefix: int) -> None:
+    __slots__ = ("_hexes", "_prefix", "_value", "_chain")
+
+    def __init__(self, hexes: list[str], prefix: int, chain: DigestChain | None = None) -> None:
         self._hexes: list[str] | None = hexes  # every one 64 hex digits a block (see _SectionRun.hexes)
         self._prefix = prefix  # blocks in the prefix
         self._value: str | None = None
+        self._chain = chain
 
     def value(self) -> str:
         v = self._value
@@ -95,9 +103,42 @@ class PrefixDigest:
             hexes = self._hexes
             assert hexes is not None
             # Idempotent: two threads reading at once compute the same string.
-            v = self._value = hashlib.sha256(bytes.fromhex(_prefix_hex(hexes, self._prefix))).hexdigest()
-            self._hexes = None
+            text = _prefix_hex(hexes, self._prefix)
+            chain = self._chain
+            if chain is None:
+                v = hashlib.sha256(bytes.fromhex(text)).hexdigest()
+            else:
+                v = chain.hexdigest(text)
+            self._value = v
+            self._hexes = self._chain = None
         return v
+
+
+class DigestChain:
+    """The resumed hash (hex_chain.ChainHasher) the deferred prefix digests of one serializer share: its
+    own, not the serializer's (which the agent's thread uses unlocked at an eager build), and locked,
+    since a digest may be read on any thread (a live probe's I/O thread reads traces)."""
+
+    __slots__ = ("_hasher", "_lock")
+
+    def __init__(self, keep: int) -> None:
+        self._hasher = ChainHasher(bytes.fromhex, keep=keep)
+        self._lock = threading.Lock()
+
+    def hexdigest(self, text: str) -> str:
+        with self._lock:
+            return self._hasher.hexdigest(text)
+
+    # A copied or pickled request's digest still computes the same value: a copy shares the chain (it
+    # is a cache; its lock cannot be copied) and a pickled one gets a fresh chain.
+    def __copy__(self) -> DigestChain:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DigestChain:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DigestChain, (self._hasher.keep,))
 
 
 class DeferredPrefixRequest(SerializedRequest):
@@ -441,6 +482,7 @@ class Serializer:
         # hashes as bytes), each resumed from an earlier string it extends (see hex_chain).
         self._section_hash = ChainHasher(keep=4 * self.RUNS)
         self._prefix_hash = ChainHasher(bytes.fromhex, keep=self.RUNS)
+        self._digests = DigestChain(keep=self.RUNS)  # what deferred prefix hashes resume from
         self._pairs: dict[str, _PairInfo] = {}  # message hash -> what check_pairing needs from it
         self._kept = 0  # item cache entries left by the last prune
         # The bytes after the last message in the last body whose messages' end was found (see
@@ -843,7 +885,7 @@ class Serializer:
             if prefix_hash or hexes is None:
                 prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
             else:
-                prefix_sha, kind = PrefixDigest(hexes, len(prefix)), DeferredPrefixRequest
+                prefix_sha, kind = PrefixDigest(hexes, len(prefix), self._digests), DeferredPrefixRequest
         else:
             data, request_sha, prefix_sha = b"", "", ""
         # Positional, in field order (provider, body, blocks, request_sha256, prefix_sha256 (a PrefixDigest:
