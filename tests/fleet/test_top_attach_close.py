@@ -73,8 +73,14 @@ async def _wait(pilot, done, what: str, limit: float = 20.0) -> None:  # type: i
 
 def _closed_when_its_reader_ends(source: LiveSource) -> None:
     give_up = time.monotonic() + 10
-    while source.client._sock.fileno() != -1 and time.monotonic() < give_up:
-        time.sleep(0.02)  # the reader thread closes it as it ends (cancelled by the quit)
+
+    # The reader thread closes the socket, then the wake-up pair, as it ends (cancelled by the quit):
+    # wait for all three, not only the first (under load the check ran between the two closes).
+    def still_open() -> bool:
+        return any(s.fileno() != -1 for s in (source.client._sock, source._wake_r, source._wake_w))
+
+    while still_open() and time.monotonic() < give_up:
+        time.sleep(0.02)
 
 
 async def _attach_and_return(watcher: FleetWatcher, view: TopView) -> LiveSource:
