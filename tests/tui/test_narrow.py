@@ -4,7 +4,10 @@ with its whole question (40x12 and 60x20, as a split pane or a phone's ssh clien
 from __future__ import annotations
 
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.containers import Vertical
@@ -12,6 +15,7 @@ from textual.widgets import Label
 
 from inspector.app import InspectorApp
 from inspector.screens import GoToTurnScreen, SaveScreen
+from inspector.sources import SourceEvent
 from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
 from panels.markup_line import MarkupLine
@@ -110,12 +114,26 @@ async def test_a_disconnected_agent_at_40_columns_keeps_the_turn_number_before_i
         assert "turn " in status and any(ch.isdigit() for ch in status.split("turn ", 1)[1][:3]), status
 
 
+class _HeldLiveSource(SyntheticSource):
+    """A live synthetic agent whose turns after the initial ones wait until the test lets them go (a
+    loaded machine took longer to open the prompt than the agent took to send all its turns)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.go = threading.Event()
+
+    def follow(self) -> Iterator[SourceEvent]:
+        self.go.wait(30)
+        yield from super().follow()
+
+
 @pytest.mark.parametrize("disconnect", [False, True])
 async def test_the_save_prompt_counts_the_turns_that_arrive_while_it_is_open(disconnect: bool) -> None:
     """tui22's leftover: attached to a live agent, the prompt kept the count it opened with ("5 so far")
     while turns went on arriving behind it (the save takes what was received by Enter). The count follows
     them now, and says it is final once the agent is gone."""
-    app = InspectorApp(SyntheticSource(30, live=True, initial=5, delay=0.1, disconnect=disconnect))
+    source = _HeldLiveSource(30, live=True, initial=5, delay=0.05, disconnect=disconnect)
+    app = InspectorApp(source)
     async with app.run_test(size=(80, 24)) as pilot:
         while len(app.timeline) < 5:  # not settle(): it waits for the live turns to end
             await pilot.pause(0.02)
@@ -123,6 +141,7 @@ async def test_the_save_prompt_counts_the_turns_that_arrive_while_it_is_open(dis
         await pilot.pause()
         assert isinstance(app.screen, SaveScreen)
         first = str(app.screen.query_one(Label).render())
+        source.go.set()  # the agent's later turns arrive with the prompt open
         for _ in range(200):
             if len(app.timeline) == 30 and (app.disconnected is not None) == disconnect:
                 break
