@@ -486,6 +486,9 @@ def _build_pass(
     recorded settings get a recorded-settings build for the check on a sample of turns."""
     if peers:
         from engine.sim.policies import TurnView
+        from engine.sim.policies.base import HistoryBlocks
+
+        history_blocks = HistoryBlocks()  # one for every turn's view: each message's Block made once
     pipe = replayer.new_pipeline()
     builder = SimBuilder(pipe)
     every = max(1, replayer.turns // CHECK_SAMPLE) if check else 0
@@ -564,7 +567,9 @@ def _build_pass(
                 msgs = tuple(i for i in (hist.items if hist is not None else ()) if isinstance(i, Message))
                 system = tuple(b for b in full.blocks if b.section != "history")
                 views.append(
-                    TurnView(ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure)
+                    TurnView(
+                        ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks
+                    )
                 )
         pipe.fold(ev)
         if k == "request":

@@ -14,6 +14,7 @@ valid provider body: a placeholder or a summary is a block with its own hash and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from engine.artifacts import Message
 from engine.assembly import Measure, history_rounds
@@ -34,6 +35,40 @@ class TurnView:
     ceiling: int  # the most tokens a request may hold (window minus margin and response reserve)
     markers: bool  # the provider caches at explicit breakpoints (Anthropic, Bedrock)
     measure: Measure
+    # One per simulated session, shared by its views (see HistoryBlocks); a view made alone gets its own.
+    history: HistoryBlocks = field(default_factory=lambda: HistoryBlocks(), compare=False, repr=False)
+
+
+_SHA = attrgetter("sha")
+_TOKENS = attrgetter("tokens")
+
+
+class HistoryBlocks:
+    """A session's history Blocks (no marker) by message hash, made once each and handed out again.
+
+    Every turn a peer lays out the whole conversation as Blocks: making a new Block per message per turn
+    was quadratic work (1,500 turns: 2.25 million Blocks a policy), and the simulator, meeting objects it
+    had not seen the turn before, compared each request with the previous one block by block in Python
+    (dataclass __eq__), where the very same objects compare in C. A message's Block depends only on its
+    hash and the session's Measure (`message_block`), so the figures are the same."""
+
+    def __init__(self) -> None:
+        self.by_sha: dict[str, Block] = {}
+
+    def of(self, msgs: tuple[Message, ...] | list[Message], measure: Measure) -> list[Block]:
+        """message_block(m, measure) of each message, in order."""
+        by_sha = self.by_sha
+        try:
+            return list(map(by_sha.__getitem__, map(_SHA, msgs)))
+        except KeyError:
+            for m in msgs:
+                if m.sha not in by_sha:
+                    by_sha[m.sha] = message_block(m, measure)
+            return list(map(by_sha.__getitem__, map(_SHA, msgs)))
+
+
+def blocks_tokens(blocks: list[Block]) -> int:
+    return sum(map(_TOKENS, blocks))
 
 
 @dataclass(frozen=True)

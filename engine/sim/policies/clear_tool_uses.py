@@ -20,15 +20,14 @@ client must do before the API rejects the prompt).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from engine.artifacts import Message, ToolResult
+from engine.providers.base import Block
 from engine.sim.policies.base import (
     PeerRequest,
     TurnView,
+    blocks_tokens,
     documented_trigger,
     last_fitting_window,
-    message_block,
     system_tokens,
     with_tail_marker,
 )
@@ -56,9 +55,16 @@ class ClearToolUses:
         self.keep = keep
         self.clear_at_least = clear_at_least
         self.exclude_tools = frozenset(exclude_tools)
+        # Each turn clears the same results as the turn before and a few more, so a message's cleared
+        # form and the tokens it frees are made once: (message hash, parts cleared) -> (message, freed).
+        self._cleared: dict[tuple[str, tuple[int, ...]], tuple[Message, int]] = {}
+        # A message the clearing leaves as it was is made again from its parts (its hash recomputed),
+        # once: message hash -> that message.
+        self._rehashed: dict[str, Message] = {}
 
     def reset(self) -> None:
-        pass
+        self._cleared.clear()
+        self._rehashed.clear()
 
     def _trigger(self, v: TurnView) -> int:
         if self.trigger is not None:
@@ -68,8 +74,10 @@ class ClearToolUses:
     def request(self, v: TurnView) -> PeerRequest:
         m = v.measure
         msgs = v.messages
-        full = system_tokens(v) + sum(m.item(x) for x in msgs)
+        every = v.history.of(msgs, m)
+        full = system_tokens(v) + blocks_tokens(every)
         actions: list[str] = []
+        blocks_of: list[Block] | None = every
         if full > self._trigger(v):
             names = {c.id: c.name for x in msgs if x.role == "assistant" for c in x.tool_calls}
             results = [
@@ -79,23 +87,44 @@ class ClearToolUses:
                 if isinstance(p, ToolResult) and names.get(p.call_id) not in self.exclude_tools
             ]
             clear = results[: max(0, len(results) - self.keep)]
+            by_msg: dict[int, list[int]] = {}
+            for i, j in clear:
+                by_msg.setdefault(i, []).append(j)
             freed = 0
             new = list(msgs)
-            for i, j in clear:
-                x = new[i]
-                p = x.parts[j]
-                assert isinstance(p, ToolResult)
-                cleared = ToolResult(p.call_id, PLACEHOLDER, p.is_error, "cleared")
-                freed += m.part(p) - m.part(cleared)
-                parts = list(x.parts)
-                parts[j] = cleared
-                new[i] = replace(x, parts=tuple(parts), sha="")
+            for i, js in by_msg.items():
+                x = msgs[i]
+                key = (x.sha, tuple(js))
+                got = self._cleared.get(key)
+                if got is None:
+                    parts = list(x.parts)
+                    gain = 0
+                    for j in js:
+                        p = parts[j]
+                        assert isinstance(p, ToolResult)
+                        cleared = ToolResult(p.call_id, PLACEHOLDER, p.is_error, "cleared")
+                        gain += m.part(p) - m.part(cleared)
+                        parts[j] = cleared
+                    got = self._cleared[key] = (Message(x.role, tuple(parts)), gain)
+                new[i], gain = got
+                freed += gain
             if clear and freed >= self.clear_at_least:
-                msgs = tuple(Message(x.role, x.parts) for x in new)  # recompute hashes
+                rehashed = self._rehashed
+                for i, x in enumerate(new):
+                    if i not in by_msg:  # the rest made again from their parts (their hashes recomputed)
+                        y = rehashed.get(x.sha)
+                        if y is None:
+                            y = rehashed[x.sha] = Message(x.role, x.parts)
+                        new[i] = y
+                msgs = tuple(new)
+                blocks_of = None
                 actions.append("clear_tool_uses")
         budget = v.ceiling - system_tokens(v)
-        if sum(m.item(x) for x in msgs) > budget:
+        if blocks_of is None:
+            blocks_of = v.history.of(msgs, m)
+        if blocks_tokens(blocks_of) > budget:
             msgs = last_fitting_window(v, msgs, budget)
+            blocks_of = v.history.of(msgs, m)
             actions.append("drop_oldest_rounds")
-        blocks = list(v.system) + [message_block(x, m) for x in msgs]
+        blocks = list(v.system) + blocks_of
         return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions))

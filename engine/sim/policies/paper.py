@@ -8,7 +8,7 @@ the engine, this module rebuilds it from the uncompacted conversation.
 
 from __future__ import annotations
 
-from engine.sim.policies.base import PeerRequest, TurnView, message_block, with_tail_marker
+from engine.sim.policies.base import PeerRequest, TurnView, with_tail_marker
 
 NAME = "paper"
 DOC = "no compaction, recorded window (as the agent sent it)"
@@ -21,5 +21,5 @@ class Paper:
         pass
 
     def request(self, v: TurnView) -> PeerRequest:
-        blocks = list(v.system) + [message_block(m, v.measure) for m in v.messages]
+        blocks = list(v.system) + v.history.of(v.messages, v.measure)
         return PeerRequest(with_tail_marker(blocks, v.markers))

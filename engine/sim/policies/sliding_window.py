@@ -20,8 +20,8 @@ from __future__ import annotations
 from engine.sim.policies.base import (
     PeerRequest,
     TurnView,
+    blocks_tokens,
     last_fitting_window,
-    message_block,
     system_tokens,
     with_tail_marker,
 )
@@ -41,8 +41,9 @@ class SlidingWindow:
 
     def request(self, v: TurnView) -> PeerRequest:
         budget = v.ceiling - system_tokens(v)
-        full = sum(v.measure.item(m) for m in v.messages)
+        every = v.history.of(v.messages, v.measure)
+        full = blocks_tokens(every)
         kept = v.messages if full <= budget else last_fitting_window(v, v.messages, budget)
-        blocks = list(v.system) + [message_block(m, v.measure) for m in kept]
+        blocks = list(v.system) + (every if kept is v.messages else v.history.of(kept, v.measure))
         trimmed = len(kept) < len(v.messages)
         return PeerRequest(with_tail_marker(blocks, v.markers), ["trim_messages"] if trimmed else [], trimmed)
