@@ -149,6 +149,21 @@ def test_shadow_summary_is_none_without_a_shadow(tmp_path: Path) -> None:
     assert json.dumps(shadow_summary(events)) == "null"
 
 
+def test_a_recording_without_a_shadow_says_so_without_reading_its_journal(tmp_path: Path) -> None:
+    """The app asks for the shadow summary when a recording opens: without a shadow_config before the
+    first turn the answer is None at once, not after reading and decoding every event of the file."""
+    path = tmp_path / "n.cpsession"
+    agent(path, None, turns=40)
+    src = FileSource(path)
+    assert src.shadow_summary() is None
+    assert src.events == []  # nothing of the journal was read into the source (all of it before)
+    shadowed = tmp_path / "s.cpsession"
+    agent(shadowed, CANDIDATE, turns=40)
+    src = FileSource(shadowed)
+    events, _ = load_recording_events(shadowed)
+    assert src.shadow_summary() == shadow_summary(events) is not None
+
+
 def failing_agent(path: Path, turns: int = 6, broken: tuple[int, ...] = (2, 3)) -> list[object]:
     """A recorded session whose candidate cannot be planned on the turns in `broken`: a real
     PipelineConfig put in a state its plan fails on (no optimizer limits), then given them back."""

@@ -85,6 +85,22 @@ class FileSource(ReplayingSource):
             return self.texts.turn_event(ev["turn"])  # the index finds it again by its number
         return _light(ev)
 
+    def shadow_summary(self) -> dict[str, Any] | None:
+        """None at once for a finished recording whose journal holds no `shadow_config` before its first
+        turn: a Pipeline journals its shadow candidate when it is made, before any turn, so a session
+        without one there has none. The app asks when a recording opens, and the summary read (and
+        decoded) the whole journal to find that out: on a 218 MB recording all of its texts and 7,000
+        traces, held from then on."""
+        if not self.follow_file:
+            with self._lock:
+                nums = self.reader.turn_numbers()
+                if nums:
+                    _, end = self.reader.turn_frame(nums[0])
+                    head = (ev for _, ev in self.reader.event_frames(stop=end))
+                    if not any(ev.get("k") == "shadow_config" for ev in head):
+                        return None
+        return super().shadow_summary()
+
     def full_trace(self, turn: int) -> Trace:
         """The whole trace of turn `turn`, decoded from the recording (cached for the last few turns)."""
         with self._lock:
