@@ -167,6 +167,11 @@ class IOLoop(Handshake):
                         if mask & selectors.EVENT_READ:
                             self._on_readable(c)
                         if mask & selectors.EVENT_WRITE and self._clients.get(c.fd) is c:
+                            # With what was published since (taken in order, losses counted, as
+                            # _service does): a pass that spends its budget here never reaches _service,
+                            # and while a client fills a long history almost every pass did, so its live
+                            # events waited in the queue until the fill ended (see queues._fill).
+                            self._absorb()
                             self._pump(c)  # leaves WRITE interest registered only if still blocked
                     if self._spent():
                         spent = True

@@ -521,8 +521,19 @@ class ClientQueues:
             return  # its hello is not sent yet (see handshake._start): nothing may go before it
         if c.snap_src is not None and not self._fill_snapshot(c):
             return
-        if c.fetch and not self._fill_fetch(c):
-            return
+        # The live stream first, then the fetches within what is left of the pass's CPU budget and of
+        # HIGH_WATER. Fetches first held the live stream back while any was waiting, and an inspector
+        # filling a long session's history keeps a range request waiting until it has it all: attached
+        # to a 50,000-turn agent, its turn count stood still for 40 s and then jumped by 7,500 (see also
+        # loop: the passes of such a fill never reached _service). A client takes the two in either
+        # order (live batches and range answers say their journal positions; a fetched trace answers a
+        # turn it was sent the summary of, whenever that was).
+        self._fill_live(c)
+        if c.fetch:
+            self._fill_fetch(c)
+
+    def _fill_live(self, c: Client) -> None:
+        """The live events from the client's cursor, by its stream's kind (after its snapshot)."""
         cap = self._cap
         ring = self._ring
         head = self._head
