@@ -10,15 +10,20 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import trace_of, unpack_event
 from engine.recording.text_window import DEFAULT_BUDGET, TextWindow
+from engine.tokens import TokenCounter
 from engine.trace_schema import Trace
 from inspector.sources import Chunk, NewTurn, SourceEvent, cancelled_event
-from inspector.sources.replaying import ReplayingSource
+from inspector.sources.replaying import ReplayingSource, shared_counter
 from inspector.timeline import summarize
+
+if TYPE_CHECKING:
+    from engine.pipeline import Built
 
 
 def _light(ev: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +62,10 @@ class FileSource(ReplayingSource):
         self._read_pos = self.reader.data_start  # file offset up to which `events` holds the journal
         self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
         self.texts = TextWindow(self.path, self.TEXT_BUDGET)
+        # The recording's token-count table (see _counter): unread (False), absent or unusable (None).
+        self._counts: CountTable | None | bool = False
+        self._carried: CarriedCounter | None = None
+        self._counts_checked = False
 
     def _load_events(self, upto_turn: int | None = None) -> None:
         with self._lock:
@@ -84,6 +93,53 @@ class FileSource(ReplayingSource):
         if k == "turn" and type(ev.get("turn")) is int and isinstance(ev.get("trace"), dict):
             return self.texts.turn_event(ev["turn"])  # the index finds it again by its number
         return _light(ev)
+
+    def _table(self) -> CountTable | None:
+        """The recording's token-count table, when it has a usable one and is finished (a followed file
+        is still being written: its table comes at close)."""
+        with self._lock:
+            if self._counts is False:
+                self._counts = None
+                if not self.follow_file:
+                    try:
+                        self._counts = self.reader.token_counts()
+                    except CountTableError:
+                        pass
+            return self._counts if isinstance(self._counts, CountTable) else None
+
+    def _counter(self) -> TokenCounter:
+        """The replay counts with the recording's own table (the agent counted every text it sent): the
+        first fold of a long recording tokenized each text again, ~24 s of the ~33 s a 218 MB recording
+        took to show its last turn. The table is checked against the recording on the first turn built
+        (_built); a text it lacks is tokenized as before."""
+        with self._lock:
+            if self._carried is None and not self._counts_checked:
+                table = self._table()
+                if table is not None:
+                    try:
+                        self._carried = CarriedCounter(table)
+                    except CountTableError:  # counted by another tokenizer than this reader's
+                        self._counts_checked = True
+            return self._carried if self._carried is not None else shared_counter()
+
+    def _sim_counts(self) -> tuple[TokenCounter | None, CountTable | None]:
+        """The session-wide what-if takes the table as `cp-inspect simulate` does (simulate checks it
+        against the recording's traces and counts afresh, with a note, where it disagrees)."""
+        table = self._table()
+        return (None, table) if table is not None else super()._sim_counts()
+
+    def _built(self, turn: int) -> Built:
+        built = super()._built(turn)
+        with self._lock:
+            if self._carried is None or self._counts_checked:
+                return built
+            self._counts_checked = True
+            recorded = self.full_trace(turn)
+            if built.trace.get("final_tokens") == recorded.get("final_tokens"):
+                return built
+            # The table disagrees with the recording's own figures: fold again with a fresh count.
+            self._carried, self._replayer, self._replayer_len, self._cache = None, None, 0, None
+        return super()._built(turn)
 
     def shadow_summary(self) -> dict[str, Any] | None:
         """None at once for a finished recording whose journal holds no `shadow_config` before its first

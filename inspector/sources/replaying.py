@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     # recording and drawing its first frame needs only the recording reader.
     from engine.assembly import Section
     from engine.pipeline import Built
+    from engine.recording.counts import CountTable
     from engine.recording.replay import Replayer
 
 _COUNTER: TokenCounter | None = None
@@ -132,13 +133,21 @@ class ReplayingSource:
         source already has every event; FileSource reads its file lazily."""
         return None
 
+    def _counter(self) -> TokenCounter:
+        """The token counter the replay folds with (a recording's own counts: see FileSource)."""
+        return shared_counter()
+
+    def _sim_counts(self) -> tuple[TokenCounter | None, CountTable | None]:
+        """(counter, counts) for the session-wide what-if (simulate_events' arguments)."""
+        return shared_counter(), None
+
     def replayer(self, upto_turn: int | None = None) -> Replayer:
         with self._lock:
             self._load_events(upto_turn)
             if self._replayer is None:
                 from engine.recording.replay import Replayer
 
-                self._replayer = Replayer(self.events, shared_counter(), self.HISTORY_CHUNK)
+                self._replayer = Replayer(self.events, self._counter(), self.HISTORY_CHUNK)
             elif self._replayer_len != len(self.events):
                 # Only the new events are added: the fold cursor and checkpoints stay valid.
                 self._replayer.extend(self.events[self._replayer_len :])
@@ -230,8 +239,9 @@ class ReplayingSource:
             thresholds=overrides.thresholds,
             policies=["all"],  # the panel compares every context policy on this session
         )
+        counter, counts = self._sim_counts()
         report = simulate_events(
-            events, settings, source=str(self.header.get("path", "live")), counter=shared_counter()
+            events, settings, source=str(self.header.get("path", "live")), counter=counter, counts=counts
         )
         return charted(report.to_json(per_turn=True))
 
