@@ -159,3 +159,30 @@ def test_the_peers_figures_are_the_ones_made_from_scratch(
     # The window is tight enough that every peer rewrites the conversation on some turn.
     for name in ("sliding_window", "clear_tool_uses"):
         assert now["policies"][name]["compactions"] > 0, name
+
+
+READS = [0]
+
+
+class CountedMessage(Message):
+    """A Message that counts the reads of its parts: how much of the conversation a peer looks at."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "parts":
+            READS[0] += 1
+        return super().__getattribute__(name)
+
+
+def test_clear_tool_uses_looks_at_each_message_a_few_times_not_every_turn() -> None:
+    from engine.sim.policies.base import HistoryBlocks
+
+    whole = tuple(CountedMessage(m.role, m.parts) for m in convo(60))
+    history = HistoryBlocks()
+    views = [TurnView(k, SYSTEM, whole[: 1 + 2 * k], 8_000, 7_200, True, M, history) for k in range(1, 61)]
+    p = ClearToolUses()
+    READS[0] = 0
+    cleared = sum("clear_tool_uses" in p.request(v).actions for v in views)
+    assert cleared > 20
+    # Each message's parts are read for its size, its results and its cleared form: a few reads each,
+    # where each turn read every message of the conversation again (~60 turns x ~60 messages).
+    assert READS[0] < 6 * len(whole), READS[0]

@@ -61,10 +61,36 @@ class ClearToolUses:
         # A message the clearing leaves as it was is made again from its parts (its hash recomputed),
         # once: message hash -> that message.
         self._rehashed: dict[str, Message] = {}
+        # The conversation last scanned for results and what was found (see _results).
+        self._scanned: tuple[tuple[Message, ...], list[tuple[int, int]]] = ((), [])
 
     def reset(self) -> None:
         self._cleared.clear()
         self._rehashed.clear()
+        self._scanned = ((), [])
+
+    def _results(self, msgs: tuple[Message, ...]) -> list[tuple[int, int]]:
+        """(message, part) of every result clearing may take, in order. Each turn's conversation is the
+        last one's and a few more messages: without tools to exclude, only the new ones are looked at."""
+        if self.exclude_tools:
+            names = {c.id: c.name for x in msgs if x.role == "assistant" for c in x.tool_calls}
+            return [
+                (i, j)
+                for i, x in enumerate(msgs)
+                for j, p in enumerate(x.parts)
+                if isinstance(p, ToolResult) and names.get(p.call_id) not in self.exclude_tools
+            ]
+        prev, found = self._scanned
+        if len(msgs) < len(prev) or msgs[: len(prev)] != prev:
+            prev, found = (), []
+        found = found + [
+            (i, j)
+            for i in range(len(prev), len(msgs))
+            for j, p in enumerate(msgs[i].parts)
+            if isinstance(p, ToolResult)
+        ]
+        self._scanned = (msgs, found)
+        return found
 
     def _trigger(self, v: TurnView) -> int:
         if self.trigger is not None:
@@ -79,13 +105,7 @@ class ClearToolUses:
         actions: list[str] = []
         blocks_of: list[Block] | None = every
         if full > self._trigger(v):
-            names = {c.id: c.name for x in msgs if x.role == "assistant" for c in x.tool_calls}
-            results = [
-                (i, j)
-                for i, x in enumerate(msgs)
-                for j, p in enumerate(x.parts)
-                if isinstance(p, ToolResult) and names.get(p.call_id) not in self.exclude_tools
-            ]
+            results = self._results(msgs)
             clear = results[: max(0, len(results) - self.keep)]
             by_msg: dict[int, list[int]] = {}
             for i, j in clear:
