@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import startup_gc
 from .recording_open import fail
-from .replay_argv import option_value, plain_token, shell_completing
+from .replay_argv import scan_plain, shell_completing
 
 if TYPE_CHECKING:
     from .sources import Source
@@ -28,26 +28,13 @@ def plain_attach(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[str, 
     them, or None when typer must read the command line (see the module's docstring)."""
     if not argv or argv[0] != "attach" or shell_completing(environ):
         return None
-    pid: str | None = None
-    theme: str | None = None
-    rest = list(argv[1:])
-    while rest:
-        token = rest.pop(0)
-        if not plain_token(token):
-            return None
-        if not token.startswith("-"):
-            if pid is not None:
-                return None  # a second argument: typer's usage error
-            pid = token
-            continue
-        name, eq, value = token.partition("=")
-        if name != "--theme" or theme is not None:
-            return None  # --record, --help, an unknown option, a repeated one
-        theme = option_value(eq, value, rest)
-        if theme is None:
-            return None
-    if pid is None:
-        return None
+    scanned = scan_plain(argv[1:], (), ("--theme",))
+    if scanned is None:
+        return None  # --record, --help, an unknown option, a repeated one
+    args, options = scanned
+    if len(args) != 1:
+        return None  # no PID or a second argument: typer's usage error
+    pid, theme = args[0], dict(options).get("--theme")
     return pid, theme
 
 

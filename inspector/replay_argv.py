@@ -13,7 +13,7 @@ two agree on generated command lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,41 @@ def option_value(eq: str, value: str, rest: list[str]) -> str | None:
     return value
 
 
+def scan_plain(
+    rest: Sequence[str], flags: Collection[str], valued: Collection[str], repeated: Collection[str] = ()
+) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """A plain command line's arguments (what follows the command's name), as the typer-free paths of
+    replay, simulate and attach read them: the positional arguments in order and each option as
+    (name, value) in order (a flag's value ""), or None when typer must read it: a token that is not
+    plain, an unknown option, a flag given a value, an option without a plain value, an option given
+    twice (other than those in `repeated`)."""
+    args: list[str] = []
+    options: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    left = list(rest)
+    while left:
+        token = left.pop(0)
+        if not plain_token(token):
+            return None
+        if not token.startswith("-"):
+            args.append(token)
+            continue
+        name, eq, value = token.partition("=")
+        if name in seen and name not in repeated:
+            return None  # click keeps the last (or lets a repeat pass): left to typer
+        if name in flags and not eq:
+            options.append((name, ""))
+        elif name in valued or name in repeated:
+            read = option_value(eq, value, left)
+            if read is None:
+                return None
+            options.append((name, read))
+        else:
+            return None  # --help, an unknown option, a flag given a value
+        seen.add(name)
+    return args, options
+
+
 def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
     """`replay`'s keyword arguments for a plain replay command line, as typer would pass them, or None
     when typer must read it (see the module's docstring)."""
@@ -58,38 +93,18 @@ def plain_replay(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, A
         return None
     if shell_completing(environ):
         return None
-    file: str | None = None
-    seen: dict[str, str] = {}
-    follow = False
-    rest = list(argv[1:])
-    while rest:
-        token = rest.pop(0)
-        if not plain_token(token):
-            return None
-        if not token.startswith("-"):
-            if file is not None:
-                return None  # a second argument: typer's usage error
-            file = token
-            continue
-        name, eq, value = token.partition("=")
-        if name in _FLAGS and not eq:
-            if name in seen:
-                return None
-            seen[name] = ""
-            follow = _FLAGS[name]
-            continue
-        if name not in _VALUED or name in seen:
-            return None  # --help, an unknown option, a repeated one
-        read = option_value(eq, value, rest)
-        if read is None:
-            return None
-        value = read
-        if name == "--turn" and not DECIMAL.fullmatch(value):
-            return None
-        seen[name] = value
-    if file is None or ("--follow" in seen and "--no-follow" in seen):
+    scanned = scan_plain(argv[1:], _FLAGS, _VALUED)
+    if scanned is None:
         return None
+    args, options = scanned
+    seen = dict(options)
+    if len(args) != 1 or ("--follow" in seen and "--no-follow" in seen):
+        return None  # no FILE or a second argument: typer's usage error
+    follow = "--follow" in seen
     turn = seen.get("--turn")
+    if turn is not None and not DECIMAL.fullmatch(turn):
+        return None
+    file = args[0]
     return {
         "file": Path(file),
         "turn": None if turn is None else int(turn),

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .replay_argv import option_value, plain_token, shell_completing
+from .replay_argv import scan_plain, shell_completing
 from .token_arg import parse_tokens
 
 # Option -> simulate's keyword, by the kind of value it takes.
@@ -42,32 +42,15 @@ def plain_simulate(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str,
         "prices": None, "policies": None, "policy": None, "no_calibrate": False, "as_json": False,
         "per_turn": False,
     }  # fmt: skip
-    seen: set[str] = set()
-    rest = list(argv[1:])
-    while rest:
-        token = rest.pop(0)
-        if not plain_token(token):
-            return None
-        if not token.startswith("-"):
-            out["files"].append(Path(token))
-            continue
-        name, eq, value = token.partition("=")
-        if name in _FLAGS and not eq:
-            if name in seen:
-                return None  # click lets a repeat pass; rare enough to leave to it
-            seen.add(name)
+    scanned = scan_plain(argv[1:], _FLAGS, {*_TEXT, *_PATH, *_INT}, _REPEATED)
+    if scanned is None:
+        return None
+    files, options = scanned
+    out["files"] = [Path(f) for f in files]
+    for name, value in options:
+        if name in _FLAGS:
             out[_FLAGS[name]] = True
-            continue
-        if name not in _TEXT and name not in _PATH and name not in _INT and name not in _REPEATED:
-            return None  # --help, an unknown option, a flag given a value
-        if name in seen and name not in _REPEATED:
-            return None  # a repeated single option (click keeps the last): left to typer
-        read = option_value(eq, value, rest)
-        if read is None:
-            return None
-        value = read
-        seen.add(name)
-        if name in _REPEATED:
+        elif name in _REPEATED:
             out[_REPEATED[name]] = [*(out[_REPEATED[name]] or ()), value]
         elif name in _INT:
             try:  # read as simulate_command reads typer's text (32000, 32k, 1.5M); anything else is typer's to say
