@@ -535,7 +535,7 @@ def eval_command(
     report = run_eval(root, progress=None if as_json else (lambda s: typer.echo(s, err=True)))
     if not report.results:
         why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped[:3])
-        fail(f"no trajectory under {root} could be read ({len(report.skipped)} file(s) skipped: {why})")
+        fail(f"no trajectory under {root} could be read ({counted(len(report.skipped), 'file')} skipped: {why})")
     if as_json:
         tot = report.totals()
         out: dict[str, Any] = {

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from engine.wording import counted
+
 from .cli_common import fail
 from .recording_open import about, warn
 
@@ -152,7 +154,7 @@ def forks(
                     for f in left
                 )
                 warn(
-                    f"{at} forked {len(left)} sub-agent(s) not given ({names}): left out of the tree and of "
+                    f"{at} forked {counted(len(left), 'sub-agent')} not given ({names}): left out of the tree and of "
                     "the totals (name no children to price every recorded fork)"
                 )
     else:
@@ -193,7 +195,8 @@ def forks(
         named = sum(1 for f in fork_children(pev) if f.get("record"))
         if named:
             fail(
-                f"none of the {named} recorded fork(s) of {parent} could be read (the warnings above say why)",
+                (f"the recorded fork of {parent} could not be read" if named == 1
+                 else f"none of the {named} recorded forks of {parent} could be read") + " (the warnings above say why)",
                 2,
             )
         if fork_children(pev):
@@ -216,7 +219,7 @@ def forks(
         )
     if not kids and not as_json:
         turns = report["parent"]["turns"]
-        typer.echo(f"no forks in {parent} ({turns} turn{'' if turns == 1 else 's'})")
+        typer.echo(f"no forks in {parent} ({counted(turns, 'turn')})")
         return
     typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
 

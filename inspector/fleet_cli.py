@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from engine.wording import counted
+
 from .cli_common import check_window, fail, need_terminal
 from .otlp_reach import unreachable, unreachable_grpc
 from .recording_open import trajectory_hint, warn
@@ -248,7 +250,7 @@ def export(
                     continue
                 damaged += 1
                 # Its spans are sent (the backend cannot take them back): say how many, and what was wrong.
-                warn(f"{path}: {stream.error}; exported the {spans} model calls before the damage")
+                warn(f"{path}: {stream.error}; exported the {counted(spans, 'model call')} before the damage")
             total += spans
             sessions += 1
             if checked.failures:
@@ -257,11 +259,13 @@ def export(
         if checked.failures:
             fail(f"the OTLP endpoint {url} did not accept the spans (is a collector listening there?)")
         if not sessions:
-            fail(f"none of the {len(paths)} recording(s) could be read")
-        typer.echo(f"exported {total} model-call spans from {sessions} session(s), each session's under its "
-                   f"invoke_agent span, to {url}"
-                   + (f"; {skipped} recording(s) skipped (see above)" if skipped else "")
-                   + (f"; {damaged} damaged recording(s) exported up to their damage (see above)" if damaged else ""))
+            fail(f"{paths[0]} could not be read" if len(paths) == 1
+                 else f"none of the {len(paths)} recordings could be read")
+        typer.echo(f"exported {counted(total, 'model-call span')} from {counted(sessions, 'session')}, each "
+                   f"session's under its invoke_agent span, to {url}"
+                   + (f"; {counted(skipped, 'recording')} skipped (see above)" if skipped else "")
+                   + (f"; {counted(damaged, 'damaged recording')} exported up to their damage (see above)"
+                      if damaged else ""))
     finally:
         otel_log.setLevel(level)
 
@@ -370,7 +374,7 @@ def report(
         names = ", ".join(f"{name} ({n})" for name, n in sorted(unpriced.items(), key=lambda kv: (-kv[1], kv[0])))
         todo = ("add their rows with --prices FILE" if model is not None
                 else "price them as a known model with --model MODEL, or add their rows with --prices FILE")
-        typer.secho(f"skipped {count} session(s) whose model has no price: {names}; {todo}",
+        typer.secho(f"skipped {counted(count, 'session')} whose model has no price: {names}; {todo}",
                     fg=typer.colors.YELLOW, err=True)
     if not rows:
         fail("no session could be reported")
@@ -385,7 +389,7 @@ def report(
         return
     typer.echo(render_table(rows, total))
     if skipped:
-        typer.echo(f"{len(skipped)} recording(s) skipped: not in the totals (the reasons are above)")
+        typer.echo(f"{counted(len(skipped), 'recording')} skipped: not in the totals (the reasons are above)")
     if svg is not None:
         typer.echo(f"chart written to {svg}")
 

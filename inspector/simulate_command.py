@@ -311,7 +311,7 @@ def render_policies(reports: list[SimulationReport]) -> str:
     # Recordings simulated without --model/--window keep their own model, cache rules and window: the
     # table sums them, so every distinct setting is said, not only the first recording's.
     windows = _grouped(reports, lambda r: f"{r.window:,}")
-    head = f"SIMULATE --policies: {len(reports)} recording(s), window " + "; ".join(
+    head = f"SIMULATE --policies: {counted(len(reports), 'recording')}, window " + "; ".join(
         f"{w}{which(rs)}" for w, rs in windows.items()
     )
     lines = [head]

@@ -17,6 +17,7 @@ from textual.widgets import Input, Static
 
 from engine.fleet import AgentRow
 from engine.probe.watch import NO_SOCKET, FleetWatcher
+from engine.wording import counted, nouned
 from inspector.keys_footer import KeysFooter
 from inspector.terminal_driver import driver_for
 from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
@@ -119,11 +120,11 @@ class TopApp(App[str | None]):
         # Live but not attachable: counted apart, with what to do (their rows say "no socket").
         orphans = sum(a.state == NO_SOCKET for a in agents)
         no_socket = (f"[b]{orphans} without a probe socket[/b] (restart to attach again), " if orphans else "")
-        text = (f"[b]{live}[/b] live agent(s), {no_socket}{not_answering}{len(agents) - live - quiet - orphans} ended · "
+        text = (f"[b]{live}[/b] live {nouned(live, 'agent')}, {no_socket}{not_answering}{len(agents) - live - quiet - orphans} ended · "
                 f"total ${cost:.4f}{bound} · "
                 f"sort {sort}" + (f" · filter [b]{table.filter}[/b]" if table.filter else ""))
         skipped = len(self.watcher.skipped)
-        refused = f"{skipped} probe socket(s) skipped (`cp-inspect ps` says why)" if skipped else ""
+        refused = f"{counted(skipped, 'probe socket')} skipped (`cp-inspect ps` says why)" if skipped else ""
         if refused:
             text += f" · [b]{refused}[/b]"
         if self.watcher.error:

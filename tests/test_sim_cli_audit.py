@@ -93,7 +93,7 @@ def test_forks_says_which_recorded_forks_the_named_children_leave_out(tmp_path: 
     res = CliRunner().invoke(app, ["forks", str(parent), str(kids[0])])
     assert res.exit_code == 0, res.output
     assert (
-        f"warning: {parent} forked 1 sub-agent(s) not given ({kids[1].name}): left out of the tree and of the "
+        f"warning: {parent} forked 1 sub-agent not given ({kids[1].name}): left out of the tree and of the "
         "totals (name no children to price every recorded fork)"
     ) in res.output
     every = CliRunner().invoke(app, ["forks", str(parent), *map(str, kids)])

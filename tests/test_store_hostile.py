@@ -353,6 +353,10 @@ def test_eval_skips_a_file_that_is_not_a_trajectory_and_says_so(tmp_path: Path) 
     r = _cli("eval", "--trajectories", str(tmp_path))
     assert r.returncode == 1 and b"Traceback" not in r.stderr
     assert b"no trajectory under" in r.stderr and b"a.json: not a trajectory" in r.stderr
+    assert b"(1 file skipped: a.json" in r.stderr  # was "1 file(s) skipped"
+    (tmp_path / "b.json").write_text("[")
+    r = _cli("eval", "--trajectories", str(tmp_path))
+    assert r.returncode == 1 and b"(2 files skipped: a.json" in r.stderr, r.stderr
     env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
     src = (Path(env) if env else ROOT.parents[1] / "shared" / "trajectories") / "swe-agent" / "marshmallow-1867_function_calling.traj"
     if not src.is_file():
@@ -361,7 +365,11 @@ def test_eval_skips_a_file_that_is_not_a_trajectory_and_says_so(tmp_path: Path) 
     r = _cli("eval", "--trajectories", str(tmp_path))
     assert r.returncode == 0, r.stderr.decode()
     assert b"quarter  store-sticky" in r.stdout
-    assert b"skipped 1 file(s) that are not trajectories:\n  a.json: not a trajectory" in r.stdout
+    assert b"skipped 2 files that are not trajectories:\n  a.json: not a trajectory" in r.stdout
+    (tmp_path / "b.json").unlink()
+    r = _cli("eval", "--trajectories", str(tmp_path))
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"skipped 1 file that is not a trajectory:\n  a.json: not a trajectory" in r.stdout  # "1 file(s)"
     r = _cli("eval", "--trajectories", str(tmp_path), "--json")
     doc = json.loads(r.stdout)
     assert doc["skipped_files"] == [{"file": "a.json", "reason": doc["skipped_files"][0]["reason"]}]

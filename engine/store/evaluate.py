@@ -366,7 +366,9 @@ def format_report(report: EvalReport, per_trajectory: bool = False) -> str:
         lines.append(f"{'':<8} store-sticky vs baseline per trajectory: {b} better, {e} equal, {w} worse")
     if report.skipped:
         lines.append("")
-        lines.append(f"skipped {len(report.skipped)} file(s) that are not trajectories:")
+        skips = len(report.skipped)
+        that = "is not a trajectory" if skips == 1 else "are not trajectories"
+        lines.append(f"skipped {counted(skips, 'file')} that {that}:")
         lines.extend(f"  {name}: {why}" for name, why in report.skipped)
     if per_trajectory:
         lines.append("")

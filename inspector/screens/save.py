@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from engine.wording import nouned
 from inspector.keys_footer import KeysFooter
 
 
@@ -39,7 +40,7 @@ class SaveScreen(ModalScreen[str | None]):
 
     def _question(self) -> str:
         what = (f"the turns received by Enter ({self.turns} so far)" if self.still_arriving
-                else f"{self.turns} received turns")
+                else f"{self.turns} received {nouned(self.turns, 'turn')}")
         return f"Save {what} to (Enter to save, Esc to cancel):"
 
     def set_turns(self, turns: int, still_arriving: bool) -> None:

@@ -764,8 +764,12 @@ class LiveSource(ReplayingSource):
                 self._fetch(list(self._missing)[:FETCH_QUEUE])
             missing = [*self._missing, *sorted(self._unavailable)]
             if missing:
+                # One turn read "1 turns' traces were not received".
                 raise ProbeError(
-                    f"{len(missing)} turns' traces were not received from the agent (e.g. turn "
+                    f"turn {missing[0]}'s trace was not received from the agent: it sent its summary while "
+                    "busy and exited before it was fetched"
+                    if len(missing) == 1
+                    else f"{len(missing)} turns' traces were not received from the agent (e.g. turn "
                     f"{missing[0]}): it sent their summaries while busy and exited before they were fetched"
                 )
             return

@@ -228,6 +228,6 @@ def test_report_names_unpriced_models_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, out.stderr
-    assert "3 session(s) whose model has no price: mystery-1 (2), other-x (1)" in lines[0]
+    assert "skipped 3 sessions whose model has no price: mystery-1 (2), other-x (1)" in lines[0]
     assert "--model" in lines[0] and "Known models" not in lines[0]
     assert "TOTAL (1 session)" in out.stdout

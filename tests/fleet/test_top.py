@@ -388,13 +388,23 @@ async def test_top_says_how_many_probe_sockets_it_skipped(tmp_path: Path) -> Non
         app.refresh_table()
         await pilot.pause()
         summary = str(app.query_one("#summary", Static).render())
-        assert "no agents you can attach to: 1 probe socket(s) skipped (`cp-inspect ps` says why)" in summary, summary
+        assert "no agents you can attach to: 1 probe socket skipped (`cp-inspect ps` says why)" in summary, summary
         with watcher._lock:
             watcher._agents.update(_agents(1))
         app.refresh_table()
         await pilot.pause()
         summary = str(app.query_one("#summary", Static).render())
-        assert "1 live agent(s)" in summary and "1 probe socket(s) skipped" in summary, summary
+        assert "1 live agent," in summary and "1 probe socket skipped" in summary, summary
+        # Two of each: the plural ("1 live agent(s)", "1 probe socket(s) skipped" before).
+        (d / "4343.sock").write_text("")
+        watcher.scan()
+        with watcher._lock:
+            watcher._agents.update(_agents(2))
+        app.refresh_table()
+        await pilot.pause()
+        summary = str(app.query_one("#summary", Static).render())
+        assert "2 live agents," in summary and "2 probe sockets skipped" in summary, summary
+        (d / "4343.sock").unlink()
         (d / "4242.sock").unlink()
         watcher.scan()
         app.refresh_table()
@@ -429,7 +439,7 @@ async def test_a_live_agent_whose_socket_was_removed_shows_no_socket(tmp_path: P
             await _until(pilot, lambda: watcher.snapshot()[0].turns > turns, timeout=30)  # still followed
             await _until(pilot, lambda: "no socket" in _column(table, "state", str))
             summary = str(app.query_one("#summary", Static).render())
-            assert "0 live agent(s), 1 without a probe socket (restart to attach again)" in summary, summary
+            assert "0 live agents, 1 without a probe socket (restart to attach again)" in summary, summary
             await pilot.press("enter")
             await pilot.pause()
             assert app.is_running  # the table stays: no attach that can only fail

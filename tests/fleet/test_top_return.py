@@ -90,7 +90,7 @@ async def test_a_stopped_agent_is_not_counted_as_ended(tmp_path: Path) -> None:
                     summary = str(app.query_one("#summary", Static).render())
                     if "not answering" in summary or ("ended" in summary and "0 ended" not in summary):
                         break
-                assert "0 live agent(s), 1 not answering, 0 ended" in summary, summary
+                assert "0 live agents, 1 not answering, 0 ended" in summary, summary
                 await pilot.press("q")
         finally:
             watcher.stop()

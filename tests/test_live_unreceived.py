@@ -1,0 +1,61 @@
+"""A live session whose agent exited before the traces it had only summarized were fetched says which
+turns it lacks, in words that read right for one turn ("1 turns' traces were not received" before)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.probe.client import ProbeError
+from tests.test_probe_lean import T, _followed_burst, _pipeline, _turns
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpu-", dir="/tmp"))  # short: a socket path has a length limit
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("left", [1, 3])
+def test_a_save_after_the_agent_exited_counts_the_turns_it_lacks(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, left: int
+) -> None:
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(2))
+        src, _ = _followed_burst(pipe, range(2, 6), elide=False)
+        assert sorted(src._missing) == [2, 3, 4]  # the newest came whole
+        if left == 1:
+            src.full_trace(3)  # fetches 3 and the summarized one before it
+            assert sorted(src._missing) == [4]
+    finally:
+        pipe.close()
+    # What the agent sent as it closed (the traces it was asked for among them) is read off the socket
+    # and dropped: the source is left as by an agent killed before it sent them.
+    while src.client.recv(T) is not None:
+        pass
+    deadline = time.monotonic() + T
+    while not src.client.disconnected:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.raises(ProbeError) as exc:
+        src._load_events()
+    said = str(exc.value)
+    if left == 1:
+        assert said.startswith(
+            "turn 4's trace was not received from the agent: it sent its summary while busy "
+            "and exited before it was fetched"
+        ), said
+    else:
+        assert said.startswith(
+            "3 turns' traces were not received from the agent (e.g. turn 2): it sent their "
+            "summaries while busy and exited before they were fetched"
+        ), said
