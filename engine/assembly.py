@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress
+from itertools import accumulate, compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -115,6 +115,9 @@ class Measure:
         # Recent placements of the markers rule, newest first (markers._carried reads them, _placed
         # writes them): an append turn carries the last one's markers on the same sections.
         self.placed: list[Any] = []
+        # Carried scans of the history by Optimize rules, by scan name, newest first: (items, result)
+        # (engine/optimize/history_scans.py reads and writes them).
+        self.scans: dict[str, list[tuple[tuple[SectionItem, ...], Any]]] = {}
         # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
         # `items` was found to start with).
         self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
@@ -253,6 +256,7 @@ class Measure:
         held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
         held += [t for t, _ in self._rounds] + [d.items for d in self.drops] + [p.task for p in self.placed]
         held += [t for pair in self._links.values() for t in pair]
+        held += [t for memo in self.scans.values() for t, _ in memo]
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
@@ -346,7 +350,26 @@ class Measure:
         self._primed = (s, total)
 
     def items(self, items: Iterable[SectionItem]) -> int:
-        return sum(self.item(i) for i in items)
+        seq = items if isinstance(items, (tuple, list)) else tuple(items)
+        # Messages counted before are one lookup each, read in C: a dropped range is thousands of
+        # messages (wave 1 drops rounds from the whole history every turn). Only messages: another
+        # item's hash is not a key of the message counts.
+        if all(map(isinstance, seq, repeat(Message))):
+            try:
+                return sum(map(self._msg.__getitem__, map(_SHA, seq)))
+            except KeyError:
+                pass
+        return sum(self.item(i) for i in seq)
+
+    def same_rounds(self, items: tuple[SectionItem, ...], like: tuple[SectionItem, ...]) -> None:
+        """Remember that `items` splits into the rounds of `like`: each of its items has the role of the
+        same item in `like` (an edit inside messages, such as clear_tool_results' placeholders), and a
+        split reads only roles, so the next rounds(items) is one lookup instead of a split afresh."""
+        if len(items) != len(like):
+            raise ValueError("same_rounds: the two histories differ in length")
+        memo = self._rounds
+        memo.insert(0, (items, self.rounds(like)))
+        del memo[RECENT_ROUNDS:]
 
     def total(self, asm: Assembly) -> int:
         hit = self._tot.get(id(asm))
@@ -396,6 +419,7 @@ def _extend_rounds(bounds: list[tuple[int, int]], items: tuple[SectionItem, ...]
 
 
 _ROLE = attrgetter("role")
+_SHA = attrgetter("sha")
 _KIND = attrgetter("kind")
 
 

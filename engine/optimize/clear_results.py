@@ -11,6 +11,7 @@ from dataclasses import replace
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Assembly
 from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.optimize.history_scans import carried_results
 from engine.types import Form, SectionKind
 
 NAME = "clear_tool_results"
@@ -29,13 +30,9 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     if idx is None:
         return RuleOutcome(asm, False, "no history section")
     hist = asm[idx]
-    positions = [
-        (i, j)
-        for i, it in enumerate(hist.items)
-        if isinstance(it, Message)
-        for j, p in enumerate(it.parts)
-        if isinstance(p, ToolResult) and p.form == "full"
-    ]
+    # Every full result's place, oldest first: carried from last turn's history (wave 1 hands this
+    # rule the whole raw history every turn; only the appended messages are read).
+    positions = carried_results(m, hist.items)
     keep_n = ctx.limits.keep_recent_results
     # Clear in batches: the boundary moves CLEAR_BATCH results at a time, so the cache breaks once
     # per batch instead of every turn as the oldest kept result slides forward.
@@ -67,6 +64,11 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
         reason = f"circuit breaker: max_clear_tokens={ctx.limits.max_clear_tokens}" if tripped else ""
         return RuleOutcome(asm, False, "nothing old enough to clear", reason_not_applied=reason)
     new_hist = hist.with_items(tuple(items), Form.CLEARED if hist.form == Form.FULL else hist.form, saved)
+    # Its total is the old one less what the placeholders saved (each message's count is the sum of its
+    # parts'), and its rounds are the old ones (every message keeps its role): the rules after this one
+    # measure and split it without reading every item again.
+    m.derived(new_hist, m.section(hist) - saved)
+    m.same_rounds(new_hist.items, hist.items)
     detail = f"cleared {cleared} oldest tool results"
     if tripped:
         detail += f" (circuit breaker stopped at max_clear_tokens={ctx.limits.max_clear_tokens})"

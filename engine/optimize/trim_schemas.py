@@ -5,12 +5,14 @@ from __future__ import annotations
 from engine.artifacts import Message, ToolSchema
 from engine.assembly import Assembly
 from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.optimize.history_scans import carried_names
 from engine.types import Form, SectionKind
 
 NAME = "trim_schemas"
 
 
 def used_tool_names(asm: Assembly) -> set[str]:
+    """Names of the tools called in the assembly's history (the full scan; apply carries it)."""
     names: set[str] = set()
     for s in asm:
         if s.kind == SectionKind.HISTORY:
@@ -20,8 +22,18 @@ def used_tool_names(asm: Assembly) -> set[str]:
     return names
 
 
+def carried_used(asm: Assembly, ctx: OptimizeContext) -> set[str]:
+    """used_tool_names(asm), reading only the messages appended since a remembered scan of a history
+    this one extends: wave 1 hands this rule the whole raw history every turn."""
+    names: set[str] = set()
+    for s in asm:
+        if s.kind == SectionKind.HISTORY:
+            names |= carried_names(ctx.measure, s.items)
+    return names
+
+
 def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
-    used = used_tool_names(asm)
+    used = carried_used(asm, ctx)
     out = []
     dropped: list[str] = []
     saved = 0
