@@ -131,12 +131,14 @@ def last_fitting_window(v: TurnView, messages: tuple[Message, ...], budget: int)
     """The longest tail of whole rounds within `budget` tokens (at least the newest round): what every
     policy falls back to when its own rule leaves the request over the window."""
     m = v.measure
-    sizes = [m.item(x) for x in messages]
     acc = 0
     start = len(messages)
+    # Newest round first, each measured as it is reached: the rounds past the first that does not fit
+    # are never read (measuring every message first made each turn read the whole conversation).
     for s in reversed(round_starts(messages) or [0]):
-        if acc + sum(sizes[s:start]) > budget and start < len(messages):
+        size = m.items(messages[s:start])
+        if acc + size > budget and start < len(messages):
             break
-        acc += sum(sizes[s:start])
+        acc += size
         start = s
     return messages[start:]
