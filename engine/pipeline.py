@@ -1729,7 +1729,7 @@ class Pipeline:
         if (
             lane is not None
             and d.state is st
-            and not d.res.actions
+            and express.only_markers(d.res.actions)
             and not d.spill_failures
             and (d.decision or {}).get("decision", "held") == "held"
         ):  # a held turn the next may extend (before the request event closes the pending parts)

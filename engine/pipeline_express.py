@@ -13,16 +13,21 @@ changed. The lane starts from the previous turn's outcome instead and does only 
 - counts the new content, re-plans the ceiling from the current calibration and reserves, and weighs a
   cut exactly as cost_aware.run does (`_choose_cut`, the pay-back): a turn the policy would compact,
   force or trim, or one the lane cannot prove, goes to the general path, which then decides as always;
+- at a provider with cache markers (Anthropic, Bedrock), runs the markers rule as the general path
+  does, which on such a turn carries the last placement with the tail marker moved to the newest
+  message (markers._carried); the sections before the history keep their carried runs (their marks
+  unchanged, or the general path's turn);
 - appends the new messages' fragments through the serializer's append path (Serializer._section ->
-  _appended, with its tool-call pairing check) and makes the request from the last layout
+  _appended, with its tool-call pairing check; with markers the message the tail marker left is
+  written again unmarked, from its marked bytes) and makes the request from the last layout
   (Serializer.request_of), the body hash resumed as the general path resumes it;
 - journals the same request event and keeps the trace as a TurnRecord whose inputs are made when it is
   first read, by the general policy run (cost_aware.run, nothing carried) over the turn's own assembly
   and the calibration and reserves it was planned with (engine/trace_lazy.py).
 
-Only where the trace is deferred anyway (nothing observes the journal: Pipeline._defers_trace), with
-the cost_aware policy, and at a provider without cache markers (OpenAI, DeepSeek and other prefix
-caches). `Pipeline.express = False` turns the lane off (the reference the tests compare it with).
+Only where the trace is deferred anyway (nothing observes the journal: Pipeline._defers_trace) and
+with the cost_aware policy. `Pipeline.express = False` turns the lane off (the reference the tests
+compare it with).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from engine.alerts import LOOKBACK
 from engine.artifacts import Message
 from engine.assembly import Assembly, Section, wire_order
-from engine.optimize import OptimizeContext, trim_sections
+from engine.optimize import OptimizeContext, markers, trim_sections
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
 from engine.policy import cost_aware
 from engine.policy.settings import WAVE1
@@ -76,6 +81,12 @@ class Carried(NamedTuple):
 READ_PAUSE = 32
 
 
+def only_markers(actions: list[dict[str, Any]]) -> bool:
+    """Whether a held turn's actions leave it one the lane may extend: none, or only the cache markers
+    (Anthropic, Bedrock place them every turn; the lane moves the tail one)."""
+    return not actions or (len(actions) == 1 and actions[0].get("step") == markers.NAME)
+
+
 def carry(
     pipe: Pipeline, cfg: PipelineConfig, full: Assembly, elided: int, ser: Serializer
 ) -> Carried | None:
@@ -116,8 +127,47 @@ def eligible(pipe: Pipeline, cfg: PipelineConfig) -> Serializer | None:
     if pipe._lane_pause:
         pipe._lane_pause -= 1
         return None
-    ser = pipe._serializer(cfg.provider)
-    return ser if not ser.policy.supports_markers else None
+    return pipe._serializer(cfg.provider)
+
+
+def _moved_markers(
+    cfg: PipelineConfig, rev2: bool, full: Assembly, applied: Assembly, c: Carried, m: Any
+) -> tuple[frozenset[int], list[dict[str, Any]]] | None:
+    """At a provider with cache markers (Anthropic, Bedrock): the history's marked items and the turn's
+    actions (the markers step's, as optimize writes it), or None when the markers would touch a section
+    before the history (the general path's turn then).
+
+    The markers rule is run as cost_aware.run runs it on a held turn that fits as planned (the lane has
+    proved that), in the context it gets there; on an append turn it carries the last placement with
+    the tail marker moved (markers._carried: a few identity checks), so the sections before the
+    history keep the marks their carried runs have and only the history's run changes: the old tail
+    written again unmarked, the new messages after it."""
+    ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, False)
+    if rev2:
+        items = full[c.hidx].items
+        ctx = ctx._replace(
+            task_noted=applied is not full and bool(items) and getattr(items[0], "role", "") == "user"
+        )
+    out = markers.apply(applied, ctx)  # type: ignore[arg-type]
+    if out.asm is not applied or out.reason_not_applied:
+        return None
+    hist_id = applied[c.hidx].id
+    marked: dict[str, set[int]] = {}
+    for mk in out.markers:
+        marked.setdefault(mk.section, set()).add(mk.item)
+    for s, run in c.layout:
+        if s.id == hist_id:
+            continue
+        got = marked.get(s.id)
+        marks = frozenset(i for i in got if 0 <= i < len(s.items)) if got else frozenset()
+        if marks != run.marks:
+            return None  # a marker moved before the history
+    got = marked.get(hist_id)
+    n = len(applied[c.hidx].items)
+    hmarks = frozenset(i for i in got if 0 <= i < n) if got else frozenset()
+    if not out.changed:
+        return hmarks, []
+    return hmarks, [{"step": markers.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}]
 
 
 def turn(pipe: Pipeline, c: Carried) -> Request | None:
@@ -225,8 +275,15 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
     ser_obj = c.serializer
+    actions: list[dict[str, Any]] = []
+    hmarks: frozenset[int] = frozenset()
+    if ser_obj.policy.supports_markers:
+        moved = _moved_markers(cfg, settings.revision >= 2, full, applied, c, m)
+        if moved is None:
+            return None
+        hmarks, actions = moved
     tok = m.counter.tokenizer.name
-    hrun = ser_obj._section(applied[c.hidx], frozenset(), tok, m)
+    hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m)
     layout = list(c.layout)
     layout[c.at] = (applied[c.hidx], hrun)
     ser_obj._prune(sum(len(run.keys) for _s, run in layout))
@@ -299,7 +356,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         )
 
     carried: Carried | None = None
-    view = {"actions": [], "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
+    view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
     rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
     # The lineage the next turn (either path) extends: this one.
     cost_aware._remember_lineage(
@@ -324,6 +381,17 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, {sid: sha[:16] for sid, sha in shas.items()})
+
+
+class _MarkersView(NamedTuple):
+    """What the markers rule (markers.apply, _carried, _placed, task_marker) reads of an optimize
+    context."""
+
+    policy: Any
+    measure: Any
+    latch_flipped: bool
+    task_marker: bool
+    task_noted: bool
 
 
 class _StableView(NamedTuple):

@@ -54,12 +54,70 @@ def test_direct_fragment_equals_the_encoders_bytes(m: Message, marked: bool, pro
 
 def test_written_directly_for_a_tool_using_agents_messages() -> None:
     # Fails on 36f00d9 (no message_json; message_blocks gave dicts for every message).
-    call = Message("assistant", (Text("Let me look."), ToolCall("c1", "bash", '{"command": "ls -la", "n": 1.5}')))
-    result = Message("user", (Text("and then?"), ToolResult("c1", "a.py\nb.py\n\"quoted\" é", is_error=True)))
+    call = Message(
+        "assistant", (Text("Let me look."), ToolCall("c1", "bash", '{"command": "ls -la", "n": 1.5}'))
+    )
+    result = Message("user", (Text("and then?"), ToolResult("c1", 'a.py\nb.py\n"quoted" é', is_error=True)))
     for m in (call, result, Message("user", ())):
         for marked in (False, True):
             for provider, mod in PROVIDERS.items():
                 out: Any = mod.message_blocks(m, marked)
                 assert isinstance(out, bytes) and out == _encoded(m, marked, provider)
     # Results first, then the text, which carries the marker.
-    assert b'"type":"tool_result"},{"cache_control":{"type":"ephemeral"},"text":"and then?"' in _encoded(result, True)
+    assert b'"type":"tool_result"},{"cache_control":{"type":"ephemeral"},"text":"and then?"' in _encoded(
+        result, True
+    )
+
+
+# Tool-call inputs that hold the marker's own text as a key (the only place it can appear outside a marker).
+marker_like = st.dictionaries(
+    st.sampled_from(["cache_control", "a", "z"]), st.just({"type": "ephemeral"}) | json_values, max_size=3
+).map(lambda d: json.dumps(d))
+marker_parts: st.SearchStrategy[Part] = parts | st.builds(ToolCall, ids, ids, marker_like)
+marker_messages = st.builds(
+    Message, st.sampled_from(["user", "assistant"]), st.lists(marker_parts, max_size=4).map(tuple)
+)
+
+
+@settings(max_examples=400)
+@given(m=marker_messages, provider=st.sampled_from(sorted(PROVIDERS)))
+def test_an_unmarked_fragment_derived_from_the_marked_one_is_the_encoders(m: Message, provider: str) -> None:
+    """unmarked(marked bytes) is the message's unmarked bytes, or None (then written again): never other
+    bytes, whatever the parts hold (a tool call's input with a cache_control key included)."""
+    mod = PROVIDERS[provider]
+    got = mod.unmarked(_encoded(m, True, provider))
+    assert got is None or got == _encoded(m, False, provider)
+
+
+def test_the_message_the_tail_marker_leaves_is_not_written_again() -> None:
+    """Each turn the tail breakpoint moves to the newest message and the one it leaves is sent unmarked:
+    its bytes come from its marked fragment, not from its parts written again (before 2026-12-05
+    every such message was built twice: marked, then unmarked)."""
+    from engine.assembly import Measure, Section
+    from engine.optimize.context import Marker
+    from engine.sections import history_section
+    from engine.tokens import CharTokenizer, TokenCounter
+
+    for provider, mod in PROVIDERS.items():
+        ser = mod.serializer()
+        built: list[tuple[str, bool]] = []
+        real = ser._message_blocks
+
+        def spy(m: Message, marked: bool, real: Any = real, built: list[Any] = built) -> Any:
+            built.append((m.sha, marked))
+            return real(m, marked)
+
+        ser._message_blocks = spy  # type: ignore[method-assign]
+        measure = Measure(TokenCounter(CharTokenizer()))
+        msgs: list[Message] = [Message("user", (Text("Fix the bug."),))]
+        reqs = []
+        for i in range(6):
+            msgs.append(Message("assistant", (Text(f"step {i}"), ToolCall(f"c{i}", "bash", '{"cmd": "ls"}'))))
+            msgs.append(Message("user", (ToolResult(f"c{i}", f"out {i} " * 40),)))
+            hist: Section = history_section(tuple(msgs), ())
+            tail = Marker(hist.id, len(msgs) - 1, hist.scope.label, "conversation tail")
+            reqs.append(ser.serialize((hist,), (tail,), "m", 100, measure).body)
+        assert len(built) == len(set(built)) == 2 * 6 + 1, provider  # each message built once
+        # The bytes are the ones the message's parts give unmarked.
+        for m in msgs[:-1]:
+            assert _encoded(m, False, provider) in reqs[-1]

@@ -241,5 +241,20 @@ def _js(s: str) -> bytes:
     return canonical_json(s)
 
 
+_MARK_BYTES = _MARK.encode()
+
+
+def unmarked(frag: bytes) -> bytes | None:
+    """A marked message fragment's unmarked bytes: the marked block's cache_control key taken out (its
+    first key, sorted before the rest, so the block's `{` is right before it), when the fragment holds
+    that text exactly once; else None (the message is written again). Exactly once means it is the
+    marker: inside a string a quote is escaped, so the text can only be a key, and a tool call's
+    input holding such a key makes two."""
+    at = frag.find(_MARK_BYTES)
+    if at <= 0 or frag[at - 1] != 0x7B or frag.find(_MARK_BYTES, at + 1) >= 0:  # (0x7B: "{")
+        return None
+    return frag[:at] + frag[at + len(_MARK_BYTES) :]
+
+
 def serializer() -> Serializer:
-    return Serializer(ANTHROPIC, system_block, tool_block, message_blocks, envelope)
+    return Serializer(ANTHROPIC, system_block, tool_block, message_blocks, envelope, unmarked)

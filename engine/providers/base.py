@@ -464,8 +464,13 @@ class Serializer:
         tool_block: Callable[[ToolSchema, bool], dict[str, Any]],
         message_blocks: Callable[[Message, bool], list[dict[str, Any]] | bytes],
         envelope: Callable[[str, int, list[bytes], list[bytes], list[bytes]], bytes],
+        unmarked: Callable[[bytes], bytes | None] | None = None,
     ) -> None:
         self.policy = policy
+        # A marked message fragment -> the same message's unmarked one (None: not derivable, built
+        # then): the tail breakpoint moves every turn, and the message it leaves is written again
+        # without it (see _item_hit).
+        self._unmarked = unmarked
         self._system_block = system_block
         self._tool_block = tool_block
         self._message_blocks = message_blocks
@@ -942,8 +947,15 @@ class Serializer:
                 fkey = ("m" + it.sha, mk)
                 frag = self._cache.get(fkey)
                 if frag is None:
-                    v = self._message_blocks(it, mk)
-                    frag = self._cache[fkey] = v if isinstance(v, bytes) else _canonical(v)
+                    # The message the tail breakpoint just left (Anthropic, Bedrock): its marked bytes
+                    # less the marker, not the message written again (its parts re-escaped, a tool
+                    # call's arguments parsed and re-encoded).
+                    was = None if mk or self._unmarked is None else self._cache.get(("m" + it.sha, True))
+                    frag = self._unmarked(was) if was is not None else None  # type: ignore[misc]
+                    if frag is None:
+                        v = self._message_blocks(it, mk)
+                        frag = v if isinstance(v, bytes) else _canonical(v)
+                    self._cache[fkey] = frag
                 segment = "messages"
             else:
                 frag, segment = self._item_fragment(s, it, mk)

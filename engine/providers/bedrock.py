@@ -68,7 +68,9 @@ def _part(p: object) -> dict[str, Any]:
     raise TypeError(type(p).__name__)
 
 
-_POINT = ',{"cachePoint":{"type":"default"}}'  # CACHE_POINT's canonical JSON, after a marked message's content
+_POINT = (
+    ',{"cachePoint":{"type":"default"}}'  # CACHE_POINT's canonical JSON, after a marked message's content
+)
 _EMPTY_JSON = '{"text":' + json_string(EMPTY_TEXT) + "}"
 _NO_OUTPUT_JSON = json_string(ERROR_NO_OUTPUT)
 
@@ -115,9 +117,9 @@ def message_json(m: Message, marked: bool) -> bytes | None:
             return None
         blocks.append(got)
     body = ",".join(blocks) if blocks else _EMPTY_JSON
-    return ('{"content":[' + body + (_POINT if marked else "") + '],"role":' + encode_basestring(m.role) + "}").encode(
-        "utf-8"
-    )
+    return (
+        '{"content":[' + body + (_POINT if marked else "") + '],"role":' + encode_basestring(m.role) + "}"
+    ).encode("utf-8")
 
 
 def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
@@ -147,5 +149,19 @@ def envelope(
     return b"".join(out)
 
 
+_POINT_BYTES = _POINT.encode()
+_ROLE_AT = b'],"role":'
+
+
+def unmarked(frag: bytes) -> bytes | None:
+    """A marked message fragment's unmarked bytes: the cachePoint block after its content taken out
+    (it ends the content list, right before the role, the message's last key); None when the fragment
+    is not of that form (the message is written again)."""
+    at = frag.rfind(_ROLE_AT)
+    if at < 0 or not frag.endswith(b"}") or not frag.startswith(_POINT_BYTES, at - len(_POINT_BYTES)):
+        return None
+    return frag[: at - len(_POINT_BYTES)] + frag[at:]
+
+
 def serializer() -> Serializer:
-    return Serializer(BEDROCK, system_block, tool_block, message_blocks, envelope)  # type: ignore[arg-type]
+    return Serializer(BEDROCK, system_block, tool_block, message_blocks, envelope, unmarked)  # type: ignore[arg-type]
