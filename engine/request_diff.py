@@ -32,7 +32,7 @@ from typing import Any
 from engine.common_prefix import common_prefix_len  # used below; still importable from here, its home before
 from engine.errors import ContextPipeError
 from engine.hashing import canonical_json
-from engine.wording import counted
+from engine.wording import counted, nouned
 
 # Causes that leave the cached prefix intact.
 HARMLESS = frozenset({"identical", "appended", "params_changed"})
@@ -411,7 +411,7 @@ def diff_parsed(pa: ParsedRequest, pb: ParsedRequest) -> RequestDiff:
                 u.segment,
                 u.section,
                 u.label,
-                detail=f"{n} unit(s) appended after the shared prefix; nothing cached was changed",
+                detail=f"{counted(n, 'unit')} appended after the shared prefix; nothing cached was changed",
                 **common,  # type: ignore[arg-type]
             )
         return RequestDiff(
@@ -422,7 +422,7 @@ def diff_parsed(pa: ParsedRequest, pb: ParsedRequest) -> RequestDiff:
             u.segment,
             u.section,
             u.label,
-            detail=f"{n} unit(s) dropped from the end ({u.label} onwards)",
+            detail=f"{counted(n, 'unit')} dropped from the end ({u.label} onwards)",
             **common,  # type: ignore[arg-type]
         )
     x, y = ua[first], ub[first]
@@ -488,7 +488,7 @@ def _classify(
         if y.segment == "tools" and y.name in added:
             return "tool_added", f"new tool {y.name!r} (tools added: {added})", "tools", "tools", u.label
         if removed:
-            return "tool_removed", f"tool(s) removed: {removed}", "tools", "tools", u.label
+            return "tool_removed", f"{nouned(len(removed), 'tool')} removed: {removed}", "tools", "tools", u.label
         return "tool_order", f"tool order changed: {na} -> {nb}", "tools", "tools", u.label
     if x.segment == "system" or y.segment == "system":
         u = y if y.segment == "system" else x

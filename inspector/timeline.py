@@ -13,6 +13,8 @@ import bisect
 import sys
 from dataclasses import dataclass, field
 
+from engine.wording import counted
+
 
 def summarize(trace: dict) -> dict:
     """A turn's trace reduced to what the timeline strip, sparkline, alerts and stepping read (~0.5 KB
@@ -52,7 +54,7 @@ def interesting_reasons(trace: dict, previous: dict | None) -> list[str]:
     if trace.get("cache_break"):
         reasons.append("cache break")
     if trace.get("alerts"):
-        reasons.append(f"{len(trace['alerts'])} alert(s)")
+        reasons.append(counted(len(trace['alerts']), 'alert'))
     if trace.get("error"):
         reasons.append("error")
     return reasons

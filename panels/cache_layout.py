@@ -12,6 +12,7 @@ from textual.reactive import reactive
 
 from engine.optimize.markers import note_of as marker_note
 from engine.trace_schema import Trace
+from engine.wording import counted
 from panels.fmt import fit_cells, one_line, scope_style, tok
 from panels.line_panel import Keyed, Line, LinePanel, merge_runs
 
@@ -122,7 +123,7 @@ def _cache_line(width: int, markers: tuple[int, ...], served: int, prefix: int) 
 def _summary(markers: int, prefix: str, read: str, hit: str, cause: str | None) -> Content:
     # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
     return Content.assemble(
-        ("▲", "$accent"), f" {markers} marker(s)  ", ("─", "$primary"), f" prefix {prefix}  ",
+        ("▲", "$accent"), f" {counted(markers, 'marker')}  ", ("─", "$primary"), f" prefix {prefix}  ",
         ("━", "$cache-served"), f" served {read} ({hit})",
         *(("  ", (cause, "bold $cache-break")) if cause is not None else ()),
     )

@@ -12,6 +12,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from engine.wording import counted
+
 OVERRIDE_KEYS = {"window", "thresholds", "gates", "provider"}
 
 
@@ -120,7 +122,7 @@ class ShadowPanel(Static):
         if failed:
             # The totals above leave those turns out on both sides: say so, or the delta reads as complete.
             head.append(
-                f"the candidate could not be planned on {failed} turn(s) so far (left out of both sides)\n",
+                f"the candidate could not be planned on {counted(failed, 'turn')} so far (left out of both sides)\n",
                 style="bold yellow",
             )
         tail = Text()

@@ -7,6 +7,7 @@ from textual.reactive import reactive
 
 from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY, ambiguous_short, branch_short
 from engine.trace_schema import Trace
+from engine.wording import counted
 from panels.fmt import one_line, signed, tier_style, tok
 from panels.line_panel import LinePanel
 
@@ -34,12 +35,12 @@ class TierPanel(LinePanel):
         alerts = len(t.get("alerts") or [])
         lines = [
             Content.assemble((t["tier"], f"bold {tier_style(t['tier'])}"), "  ", ("turn", muted), f" {t['turn']}",
-                             *(("  ", (f"{alerts} alert(s)", "$warning")) if alerts else ())),
+                             *(("  ", (counted(alerts, "alert"), "$warning")) if alerts else ())),
             Content.assemble(("why", muted), f" {why.get('text', '')}"),
             _tiers(why.get("raw", "-"), why.get("predictive", "-"), recovery, width),
             Content.assemble(("planned", muted), f" {tok(t['estimated_tokens'])} ", ("→ sent", muted), " ",
                              (tok(t["final_tokens"]), "bold"),
-                             f" ({signed(saved)}), {len(t.get('actions') or [])} action(s)"),
+                             f" ({signed(saved)}), {counted(len(t.get('actions') or []), 'action')}"),
         ]
         if t.get("error"):
             lines.append(Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))

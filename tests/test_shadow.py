@@ -219,7 +219,13 @@ async def test_inspector_shows_a_turn_the_candidate_failed_on(tmp_path: Path) ->
         assert panel.summary is not None and panel.turn == 3
         svg = app.export_screenshot().replace("&#160;", " ")
         assert "the candidate could not be planned on this turn: AttributeError" in svg
-        assert "could not be planned on 2 turn(s) so far" in svg and "running delta" in svg
+        assert "could not be planned on 2 turns so far" in svg and "running delta" in svg  # "2 turn(s)"
+        await pilot.press("left")  # turn 2, the first that failed: one so far
+        await settle(pilot)
+        svg = app.export_screenshot().replace("&#160;", " ")
+        assert "could not be planned on 1 turn so far" in svg, svg
+        await pilot.press("right")
+        await settle(pilot)
         await pilot.press("right")  # turn 4: planned again
         await settle(pilot)
         svg = app.export_screenshot().replace("&#160;", " ")

@@ -165,7 +165,7 @@ def _placed(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome
     if short:
         cands = [c for c in cands if c[1] >= least]
         where = ", ".join(f"{c[2].reason} at {c[1]}" for c in short)
-        lead = "no prefix reaches" if not cands else f"{len(short)} prefix(es) under"
+        lead = "no prefix reaches" if not cands else f"{counted(len(short), 'prefix', 'prefixes')} under"
         why.append(f"{lead} the model's {least}-token minimum cacheable prefix ({where})")
     kept = sorted(cands, key=lambda c: (c[0], c[1]))[: pol.max_markers]
     kept.sort(key=lambda c: c[1])

@@ -241,7 +241,7 @@ async def test_the_cache_layouts_left_out_row_says_why_within_the_panel(tmp_path
         assert why, rows
         row = why[0].strip()
         assert cell_len(row) <= room, row
-        assert row.startswith("▲ left out: 4 prefix(es) under the model's 1024-token minimum cacheable prefix"), row
+        assert row.startswith("▲ left out: 4 prefixes under the model's 1024-token minimum cacheable prefix"), row
         # The places in full where they fit (200 columns), else left out whole, never cut inside them.
         assert row.endswith(")") if width >= 200 else row.endswith("minimum cacheable prefix"), row
 
