@@ -121,3 +121,35 @@ def test_the_message_the_tail_marker_leaves_is_not_written_again() -> None:
         # The bytes are the ones the message's parts give unmarked.
         for m in msgs[:-1]:
             assert _encoded(m, False, provider) in reqs[-1]
+
+
+def test_a_tool_calls_string_arguments_are_written_without_the_hooked_parse(monkeypatch: Any) -> None:
+    """An agent's usual arguments (an object of strings) are written from json's own parse, member by
+    member: not through ToolCall.arguments_obj's decoder and the sorted-key encoder (~15 us a call
+    before 2026-12-05, each turn's new tool call). Other arguments still go that way, to the same bytes."""
+    flat = ToolCall("c1", "bash", '{"command": "grep -rn \\"x\\" é", "cwd": "/testbed"}')
+    nested = ToolCall("c2", "edit", '{"path": "a.py", "lines": [1, 2], "n": 1e400}')
+    want = {
+        c: [
+            _encoded(Message("assistant", (c,)), mk, prov)
+            for prov in sorted(PROVIDERS)
+            for mk in (False, True)
+        ]
+        for c in (flat, nested)
+    }
+    calls: list[str] = []
+    real = ToolCall.arguments_obj
+
+    def spy(self: ToolCall) -> Any:
+        calls.append(self.id)
+        return real(self)
+
+    monkeypatch.setattr(ToolCall, "arguments_obj", spy)
+    for c in (flat, nested):
+        got = [
+            PROVIDERS[prov].message_json(Message("assistant", (c,)), mk)
+            for prov in sorted(PROVIDERS)
+            for mk in (False, True)
+        ]
+        assert got == want[c]
+    assert set(calls) == {"c2"}

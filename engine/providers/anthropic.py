@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 from typing import Any, TypeVar
@@ -120,6 +121,32 @@ _EMPTY_JSON = '"text":' + json_string(EMPTY_TEXT) + ',"type":"text"'
 _NO_OUTPUT_JSON = json_string(ERROR_NO_OUTPUT)
 
 
+def input_json(p: ToolCall) -> str:
+    """The canonical JSON of a tool call's input object (p.arguments_obj()), as Anthropic's tool_use
+    `input` and Bedrock's toolUse `input` send it. Arguments that are an object of string values (an
+    agent's usual `{"command": "..."}`) are written directly: parsed by json's own decoder and each
+    member escaped, where arguments_obj's decoder (hooks for numbers and constants, made per call) and
+    the sorted-key encoder cost ~15 us a call, every turn's new tool call. Anything else (numbers,
+    nesting, not JSON, not an object) goes arguments_obj's way; a string value holds no number or
+    constant, so both parses give the same object."""
+    text = p.arguments
+    if text:
+        try:
+            v = json.loads(text)
+        except ValueError:
+            v = None
+        if type(v) is dict:
+            out = []
+            for k in sorted(v):
+                x = v[k]
+                if type(x) is not str:
+                    break
+                out.append(encode_basestring(k) + ":" + encode_basestring(x))
+            else:
+                return "{" + ",".join(out) + "}"
+    return canonical_json(p.arguments_obj()).decode("utf-8")
+
+
 def _part_json(p: object) -> str | None:
     """The canonical JSON _part's dict gives for a text, tool result, tool call or thinking part, inside
     its braces (a marker goes first, so the caller puts it in front), written directly: the sorted-key
@@ -135,7 +162,7 @@ def _part_json(p: object) -> str | None:
             + '"tool_use_id":' + encode_basestring(p.call_id) + ',"type":"tool_result"'
         )  # fmt: skip
     if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
-        args = canonical_json(p.arguments_obj()).decode("utf-8")
+        args = input_json(p)
         return (
             '"id":' + encode_basestring(p.id) + ',"input":' + args
             + ',"name":' + encode_basestring(p.name) + ',"type":"tool_use"'

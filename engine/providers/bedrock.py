@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.hashing import canonical_json, json_string
-from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, sent_parts, system_text
+from engine.providers.anthropic import EMPTY_TEXT, ERROR_NO_OUTPUT, input_json, sent_parts, system_text
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import BEDROCK
 
@@ -89,7 +89,7 @@ def _part_json(p: object) -> str | None:
             + ',"toolUseId":' + encode_basestring(p.call_id) + "}}"
         )  # fmt: skip
     if type(p) is ToolCall and type(p.id) is str and type(p.name) is str and type(p.arguments) is str:
-        args = canonical_json(p.arguments_obj()).decode("utf-8")
+        args = input_json(p)
         return (
             '{"toolUse":{"input":' + args + ',"name":' + encode_basestring(p.name)
             + ',"toolUseId":' + encode_basestring(p.id) + "}}"
