@@ -4,11 +4,13 @@ minimum, and four: tests/test_marker_reasons.py and tests/tui/test_cut_lines.py)
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine import Pipeline
+from engine.optimize.markers import note_of
 from engine.request_diff import diff_requests
 from inspector.timeline import interesting_reasons
 from panels.cache_layout import _summary
@@ -67,3 +69,20 @@ def test_request_diff_counts_units_appended_and_dropped_and_tools_removed() -> N
     assert d.cause == "tool_removed" and d.detail == "tool removed: ['grep']", d.detail
     d = diff_requests(base, build(tools=("bash",)))
     assert d.cause == "tool_removed" and d.detail == "tools removed: ['read', 'grep']", d.detail
+
+
+def test_a_recording_journaled_before_the_wording_reads_as_now() -> None:
+    """The demo recordings' marker steps say "4 prefix(es) under" (journaled so): the cache layout and
+    explain read the note through note_of, which words the count as a new trace's."""
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    demo = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+    res = CliRunner().invoke(app, ["explain", str(demo), "--turn", "39"])
+    assert res.exit_code == 0, res.output
+    assert "markers left out: 4 prefixes under the model's 1024-token minimum" in res.output, res.output
+    steps = [
+        {"step": "place_markers", "status": "applied", "detail": "2 markers; 1 prefix(es) under the model's"}
+    ]
+    assert note_of(steps) == "1 prefix under the model's"

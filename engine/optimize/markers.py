@@ -12,6 +12,7 @@ with the tail marker moved instead of placing again (_carried; the Measure remem
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from engine.types import CacheScope, SectionKind
 from engine.wording import counted
 
 NAME = "place_markers"
+_OLD_SHORT = re.compile(r"\b(\d+) prefix\(es\)")
 
 
 def automatic(pol: ProviderCachePolicy) -> str | None:
@@ -248,5 +250,7 @@ def note_of(steps: Iterable[Mapping[str, Any]]) -> str:
             text = str(s.get("detail") or s.get("reason") or "")
             count, sep, rest = text.partition("; ")
             # A provider that caches by itself (automatic) has no count: its whole text is the note.
-            return rest if sep else ("" if count.split(" ")[0].isdigit() else text)
+            note = rest if sep else ("" if count.split(" ")[0].isdigit() else text)
+            # Recordings journaled before the count was worded say "1 prefix(es) under": read as now.
+            return _OLD_SHORT.sub(lambda m: counted(int(m[1]), "prefix", "prefixes"), note)
     return ""
