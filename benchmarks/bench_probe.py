@@ -465,7 +465,44 @@ def fresh_pipeline(
 # How the readers wait (--reader-wait; see attach_reader).
 READER_WAIT = ["poll"]
 # The reading subjects and the stream each asks for (see attach_reader).
-READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full", "mute": "elide"}
+READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full", "mute": "elide", "foldreader": "fold"}
+
+# The inspector's live source itself (inspector/sources/live.py) on the fold stream (engine.probe.elide
+# fold_out): the agent leaves its turns' traces unbuilt and the source rebuilds each one from the journal
+# in its own process, as `cp-inspect attach` does. It stops at the bench_end sentinel (see stop_subject).
+FOLD_READER = """
+import sys, threading, time
+from inspector.sources.live import LiveSource
+src = LiveSource(int(sys.argv[1]), timeout=10, session=int(sys.argv[2]) if len(sys.argv) > 2 else None, fold=True)
+assert src._folding, "the agent does not offer the fold stream"
+print("ATTACHED", flush=True)
+turns = [0]
+def follow():
+    for ev in src.follow():
+        turns[0] += type(ev).__name__ == "NewTurn"
+threading.Thread(target=follow, daemon=True).start()
+def ended():
+    with src._state:
+        return any(e.get("k") == "bench_end" for e in [*src.events[-4:], *list(src._ahead.values())[-4:]])
+while not ended():
+    time.sleep(0.05)
+print(turns[0], src.folded_turns, src.asked_traces, flush=True)
+src.close()
+"""
+
+
+def attach_fold_reader(server: ProbeServer) -> subprocess.Popen[str]:
+    """The live source on the fold stream in its own process (see FOLD_READER), attached and past its
+    snapshot, as attach_reader's readers are."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [str(os.getpid())] + ([str(server.session)] if server.session is not None else [])
+    reader = subprocess.Popen(
+        [sys.executable, "-c", FOLD_READER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert read_line(reader, server) == "ATTACHED"
+    wait_for(lambda: server.client_count == 1)
+    wait_for(lambda: all(s.snapshot_pending == 0 and s.buffered_bytes == 0 for s in server.stats()), 120)
+    return reader
 
 
 def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str] | None:
@@ -475,6 +512,8 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
         proc = attach_reader(server, rt, "elide", mute=True)
         time.sleep(0.4)  # past its reading of the snapshot: asleep from here on
         return proc
+    if subject == "foldreader":
+        return attach_fold_reader(server)
     if subject in READERS:
         return attach_reader(server, rt, READERS[subject])
     attacker = subprocess.Popen(
@@ -1874,7 +1913,7 @@ def main() -> None:
     ap.add_argument(
         "--twin",
         default=None,
-        help="comma-separated subjects (none: the A/A; reader; mute): what each adds to a turn, two Pipelines' "
+        help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; mute): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")

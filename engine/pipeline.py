@@ -795,6 +795,23 @@ class Pipeline:
         self._close_pending()
         self.turn = turn
 
+    def rebuild_turn(self, ev: Event) -> tuple[dict[str, Any], Any, bool]:
+        """Rebuild a journaled request event `ev` on this folded state as the live turn made it (see
+        _finish): its trace with the cache-break attribution and the request-time alerts, appended to
+        the recent traces, then the event folded. Returns (the trace, the alert rules' verdict for
+        `alerts.reevaluate` once the outcome is on it, whether the rebuilt request's hash is the
+        event's `sha`). The inspector's fold of a probe's fold stream builds each turn with it."""
+        self.begin_request(ev["turn"])
+        built = self.build(ev.get("bound", {}))
+        trace = built.trace
+        self._attribute(trace, built.serialized, built.plan)
+        said = alert_rules.evaluate_rules(trace, self._recent_traces())
+        trace["alerts"] = alert_rules.alerts_of(said)
+        self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)
+        self.traces.append(trace)
+        self.fold(ev)
+        return trace, said, built.serialized.request_sha256 == ev.get("sha")
+
     def go_live(self, last: Built | None = None) -> None:
         """Continue live from a folded (replayed) state: the next request's cache-break attribution
         compares with `last` (the rebuilt previous request), and summaries call the summarizer again."""
@@ -1673,10 +1690,12 @@ class Pipeline:
         if not journal.observed:
             return True
         probe = self.probe
+        # (A client of the fold stream does not count: it rebuilds the traces from the journal itself,
+        # engine.probe.elide.fold_out, so an inspector that attaches that way leaves the turns lazy.)
         return (
             probe is not None
             and self.recorder is None
-            and not probe.client_count
+            and not probe.tracing_clients
             and journal.observed_only_by(self._publish)
         )
 
@@ -1849,12 +1868,20 @@ class Pipeline:
             self._open = None
             self._open_alerts = None
 
+    @_journals
     def annotate(self, key: str, value: Any) -> None:
         """Attach a value to the open turn's trace (journaled with it). Capture layers use it for what
-        only they know, such as a tapped client's running count of journaling failures (`tap_errors`)."""
+        only they know, such as a tapped client's running count of journaling failures (`tap_errors`).
+        A turn whose trace waits to be read (see engine/trace_lazy.py) while a live probe has clients
+        journals it on its own too (`{"k": "annotate", "turn", "key", "value"}`): a client of the fold
+        stream builds that trace itself (engine.probe.elide.fold_out) and has no other way to see it.
+        Folding ignores the kind; a recording never has one (its turns are built as they come)."""
         t = self._open
         if isinstance(t, TurnRecord):
             t.set(key, value)
+            probe = self.probe
+            if probe is not None and probe.client_count:
+                self.journal.append({"k": "annotate", "turn": t.turn, "key": key, "value": value})
         elif t is not None:
             t[key] = value
 

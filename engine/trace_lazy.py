@@ -247,6 +247,12 @@ class TurnEvent(Deferred):
                     self._record = None
         return ev
 
+    def marker(self) -> dict[str, Any] | None:
+        # A live probe's fold clients rebuild the trace themselves (engine.probe.elide.fold_out): they
+        # are told where the turn event is, and which turn, so journal positions hold.
+        rec = self._record
+        return {"k": "turn_deferred", "turn": rec.turn} if rec is not None else None
+
 
 class Traces(deque[Any]):
     """Pipeline.traces: the recent traces, oldest first. An entry may be a TurnRecord; reading it

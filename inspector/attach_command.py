@@ -49,7 +49,8 @@ def attach(pid: str, theme: str | None = None) -> None:
     from inspector.sources.live import LiveSource
 
     try:
-        src = LiveSource(target[0], session=target[1])
+        # The fold stream: the agent need not build its turns' traces for us (we rebuild them).
+        src = LiveSource(target[0], session=target[1], fold=True)
     except ContextPipeError as exc:
         fail(str(exc))
     run_live(src, theme)

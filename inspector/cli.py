@@ -92,7 +92,7 @@ def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list
         from inspector.sources.live import LiveSource
 
         try:
-            src = LiveSource(live[0], session=live[1])
+            src = LiveSource(live[0], session=live[1], fold=True)  # (see attach_command)
         except ContextPipeError as exc:
             fail(str(exc))
         src.client.close()

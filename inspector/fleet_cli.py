@@ -407,7 +407,7 @@ def attach_from_top(target: str, view: TopView) -> LiveSource | None:
         view.notice = f"cannot attach to {target!r}: not a pid"
         return None
     try:
-        return LiveSource(parsed[0], session=parsed[1])
+        return LiveSource(parsed[0], session=parsed[1], fold=True)  # (see attach_command)
     except ContextPipeError as exc:  # it ended between the table and the key press
         view.notice = f"cannot attach to {target}: {exc}"
         return None

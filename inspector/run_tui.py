@@ -133,7 +133,7 @@ def follow_run(pid: int, first: Source, theme: str | None = None) -> None:
                 return
             if not app.show_sessions and len(watcher.snapshot()) <= 1:
                 return  # one conversation: q leaves, as it always did
-            picked = pick_session(watcher, pid, theme, lambda p: LiveSource(pid, session=p))
+            picked = pick_session(watcher, pid, theme, lambda p: LiveSource(pid, session=p, fold=True))
             if picked is None:
                 return
             source, target = picked

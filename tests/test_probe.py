@@ -236,7 +236,8 @@ def test_runtime_dir_symlink_is_refused(rtdir: Path) -> None:
 def test_hello_then_snapshot_then_live(agent: Agent) -> None:
     with ProbeClient.connect(os.getpid(), runtime_dir=agent.server.path.parent) as c:
         h = c.hello
-        assert h["k"] == "hello" and h["protocol"] == PROTOCOL_VERSION
+        # (A client that does not ask for the fold stream speaks protocol 1, and is answered in it.)
+        assert h["k"] == "hello" and h["protocol"] == 1
         assert h["pid"] == os.getpid() and h["argv"] == list(sys.orig_argv)
         assert (h["model"], h["provider"], h["engine_version"]) == ("claude-sonnet-4", "anthropic", "0.1.0")
         assert h["snapshot"] == 2 and h["turns"] == 1

@@ -75,7 +75,7 @@ import time
 import zlib
 from typing import Any
 
-from engine.probe.elide import ELIDED_STAND_IN, kept
+from engine.probe.elide import ELIDED_STAND_IN, fold_out, kept
 from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, IOLoop
 from engine.probe.queues import Client
@@ -193,8 +193,25 @@ class AgentSend(IOLoop):
             return False
         head = self._head
         evs = self._take_pending(n)  # (the one client: see _take_pending)
-        idx = kept(evs)
         jpos = c.jpos
+        if c.fold:  # every event, a turn as its marker, in one batch (see elide.fold_out)
+            out = fold_out([ev[0] if type(ev) is tuple else ev for ev in evs])
+            payload = None
+            if out is not None:
+                payload = pack_payload_fast(
+                    {"k": "batch", "events": out, "at": list(range(jpos, jpos + n)), "end": jpos + n}
+                )
+            if payload is None or len(payload) > MAX_FRAME_BYTES:
+                self._store(head, evs)
+                return False  # not one frame: _fill_fold's fallbacks (from the ring)
+            ring.write_frame(
+                HEADER.pack(len(payload), 0 if c.ring_unchecked else zlib.crc32(payload)), payload
+            )
+            c.sent_events += n
+            c.cursor = head + n
+            c.jpos = jpos + n
+            return True
+        idx = kept(evs)
         if idx is None:  # a recording agent's (event, frame) pairs
             if self._ring_framed(c, ring, evs, head, n):
                 return True
@@ -251,7 +268,9 @@ class AgentSend(IOLoop):
         if self._nclients != 1 or self.redact or self._stopping or self._due is not None or self._more:
             return None
         for c in self._clients.values():
-            return c if c.ring is not None and _in_step(c, self._head) else None
+            # (Not a fold client: the straight path sends the one event, and a fold client reads every
+            # event waiting before it too; its turn takes _ring_turn.)
+            return c if c.ring is not None and not c.fold and _in_step(c, self._head) else None
         return None
 
     def _ring_now(self, event: Any, frame: bytes | None) -> bool:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.probe.handshake import BASE_PROTOCOL, FOLD_PROTOCOL, PROTOCOLS
 from engine.probe.poll import PollInterval
 from engine.probe.readable import readable
 from engine.probe.ring import RingOverrun, RingReader
@@ -132,6 +133,7 @@ class ProbeClient:
         self.journal_end = 0  # the elided stream: how far the agent's journal has been streamed (its batches' "end")
         self.snapshot_at = 0  # the journal position of the first snapshot event (see connect_path's `tail`)
         self.quiet = False  # the elided stream without end-only batches (see connect_path, engine.probe.elide)
+        self.fold = False  # the fold stream (see connect_path, engine.probe.elide.fold_out)
         # Journal positions of the events the agent sends next as frames of their own (a batch with
         # "frames" announces them: see engine.probe.splice).
         self._framed: deque[int | None] = deque()
@@ -160,6 +162,7 @@ class ProbeClient:
         quiet: bool = True,
         ring: bool | None = None,
         tail: bool = False,
+        fold: bool = False,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -195,7 +198,16 @@ class ProbeClient:
             raise NotServing(pid, path, "the socket was left by an earlier process with this pid, which "
                              "has exited (the pid now belongs to another process)")
         return cls.connect_path(
-            path, pid, timeout, lean=lean, elide=elide, poll=poll, quiet=quiet, ring=ring, tail=tail
+            path,
+            pid,
+            timeout,
+            lean=lean,
+            elide=elide,
+            poll=poll,
+            quiet=quiet,
+            ring=ring,
+            tail=tail,
+            fold=fold,
         )
 
     @classmethod
@@ -205,13 +217,14 @@ class ProbeClient:
         pid: int,
         timeout: float = 3.0,
         *,
-        protocol: int = PROTOCOL_VERSION,
+        protocol: int | None = None,
         lean: bool = False,
         elide: bool = False,
         poll: bool = False,
         quiet: bool = True,
         ring: bool | None = None,
         tail: bool = False,
+        fold: bool = False,
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
@@ -234,6 +247,12 @@ class ProbeClient:
         `tail` (with `elide`): ask for the snapshot's tail only, from the journal's newest turn on
         (engine.probe.handshake._start): `snapshot_at` is its first event's journal position (0 from an
         agent that sends the whole snapshot), and the journal before it is had by `fetch_journal`.
+        `fold` (with a quiet `elide`): ask for the fold stream (engine.probe.elide.fold_out: every live
+        event but the turns' traces, a turn as `{"k": "turn_deferred", "turn": N}`), for a client that
+        folds the journal and builds the traces itself, so the agent need not build them as they come;
+        `.fold` says whether the agent sends it. It announces protocol FOLD_PROTOCOL (2): an agent from
+        before it refuses that with ProtocolMismatch, and the caller attaches again without `fold`.
+        Without `fold` it announces 1 (`protocol`: tests announce another), which every agent speaks.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -267,6 +286,8 @@ class ProbeClient:
             except OSError:
                 sock.close()
                 raise
+        if protocol is None:
+            protocol = FOLD_PROTOCOL if fold and lean and elide and quiet else BASE_PROTOCOL
         client = cls(sock, pid, path, poll=poll)
         # Only a polling client: one that waits on the socket would not see what arrives in the ring.
         client._ring_wanted = bool(lean and elide and quiet and poll and ring is not False)
@@ -288,6 +309,8 @@ class ProbeClient:
                     # is one send a call for the agent, and a range answer's size says it when asked.
                     if quiet:
                         hello["quiet"] = True
+                        if fold and protocol >= FOLD_PROTOCOL:
+                            hello["fold"] = True
                         if client._ring_wanted:
                             # Live frames in a shared-memory ring, not sent: no syscall a turn for the agent.
                             hello["ring"] = True
@@ -307,7 +330,9 @@ class ProbeClient:
             if frame.get("k") != "hello":
                 raise ProbeError(f"process {pid} sent {frame.get('k')!r} where a hello was expected")
             theirs = frame.get("protocol")
-            if theirs != protocol:
+            # An agent's hello sent before it read ours (its snapshot failed, or ours came late) says
+            # its newest version: one that also speaks ours (BASE_PROTOCOL) serves us in it.
+            if theirs != protocol and not (protocol == BASE_PROTOCOL and type(theirs) is int and theirs in PROTOCOLS):
                 raise ProtocolMismatch(protocol, theirs if isinstance(theirs, int) else None)
         except BaseException:
             client.close()
@@ -319,6 +344,7 @@ class ProbeClient:
         # The agent leaves out the batches that only say where its journal has reached: `journal_end`
         # then lags behind the elided events after the last one sent, and a range fetch says the rest.
         client.quiet = quiet and client.elide and frame.get("quiet") is True
+        client.fold = fold and client.quiet and protocol >= FOLD_PROTOCOL and frame.get("fold") is True
         return client
 
     # ---------------------------------------------------------------- reading
@@ -471,6 +497,8 @@ class ProbeClient:
                 else:
                     self._batch.extend((e, None) for e in events if isinstance(e, dict))
             return self._batch.popleft() if self._batch else self.recv_at(0)
+        if kind == "error" and "code" in frame and frame.get("fatal") is False:
+            return frame, None  # a request of ours it refused (a malformed `trace`): the stream goes on
         if kind == "error" and "code" in frame:  # the agent's; a journal `error` event (a failed call) has none
             self._mark_disconnected()
             self._close_socket()
@@ -504,6 +532,14 @@ class ProbeClient:
         Safe to call from another thread than the one reading (it only sends). False if it could not
         be sent (see `_send`)."""
         return self._send({"k": "fetch", "turns": list(turns)})
+
+    def request_trace(self, turn: int) -> bool:
+        """Ask a fold-stream agent (`.fold`) for its own trace of `turn` (one this client could not
+        rebuild to the request's hash, or from before it attached): answered in order with the events
+        by `{"k": "trace", "turn": N, "trace": {...} or None}`; a malformed request by a non-fatal
+        `{"k": "error", "code": "bad_request", "fatal": False, ...}` frame (recv returns it). Safe to
+        call from another thread (it only sends). False if it could not be sent (see `_send`)."""
+        return self._send({"k": "trace", "turn": turn})
 
     def fetch_journal(self, start: int, stop: int) -> bool:
         """Ask for the agent's journal events [start, stop) (elided stream only: see `.elide`), at most

@@ -77,3 +77,27 @@ def range_request(frame: dict[str, Any]) -> tuple[int, int] | None:
     if type(lo) is not int or type(hi) is not int or lo < 0 or hi < lo:
         return None
     return lo, min(hi, lo + RANGE_MAX)
+
+
+
+# The fold stream (a client whose hello says `"fold": true`, protocol 2): an inspector that folds the
+# journal itself (a replay Pipeline of its own, see inspector/sources/live.py) and builds the turns'
+# traces from it. Its attaching does not make the agent build each turn's trace as it comes (see
+# Pipeline._unwatched: only a client that reads traces counts), so it is sent every live event as it is
+# (the engine's own request, usage, messages, parts, blobs; a `turn` only from an agent that built it
+# anyway, for a recorder or another client) and, where the agent left a turn's trace unbuilt, the
+# journal's `{"k": "turn_deferred", "turn": N}` marker (see Journal.append_deferred): journal positions
+# hold with no gap, and the client knows the turn closed there. An annotation on such a turn comes as
+# its own `annotate` event (see Pipeline.annotate). While every client attached is quiet and one of
+# them folds, publish() leaves every kind of a turn waiting but the marker (or a built `turn`), which
+# hands them on at once: a paced turn is one send, at its close, with all of its events (see
+# server.publish); the inspector shows the turn then, as it does an elided stream's `turn`.
+FOLD_DEFER_KINDS = ELIDED_KINDS | {"error", "annotate"}
+
+
+def fold_out(events: Sequence[Any]) -> list[Any] | None:
+    """The fold stream's events of `events` (ring slots, oldest first): all of them, as they are; None
+    if one is not a plain event dict (the caller strips a recording agent's frames first)."""
+    if all(type(ev) is dict for ev in events):
+        return list(events)
+    return None

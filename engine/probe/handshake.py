@@ -43,7 +43,13 @@ from engine.recording.frames import FrameError, decode_frames, encode_frame
 
 log = logging.getLogger("contextpipe.probe")
 
-PROTOCOL_VERSION = 1
+# 2: the fold stream (see elide.fold_out and `trace` requests). An agent speaks every version in
+# PROTOCOLS and answers a client's hello in the client's own; a client that does not ask for the fold
+# stream announces 1, so it attaches to an agent from before 2 as ever.
+PROTOCOL_VERSION = 2
+BASE_PROTOCOL = 1
+FOLD_PROTOCOL = 2
+PROTOCOLS = (1, 2)
 # Clients only ever send tiny control frames; anything bigger is garbage or hostile.
 CLIENT_FRAME_LIMIT = 64 * 1024
 _PONG = encode_frame({"k": "pong"})
@@ -335,7 +341,9 @@ class Handshake(ClientQueues):
             at = _newest_turn_at(src, n)
             c.snap_index = at
             c.jdone = 0  # its copy of the journal is [0, 0): an agent that closes sends it from there
-        c.outbuf += encode_frame(self._hello_frame(n - at, turns, tap_errors, at if c.tail and c.elide else None))
+        c.outbuf += encode_frame(
+            self._hello_frame(n - at, turns, tap_errors, at if c.tail and c.elide else None, c.protocol)
+        )
         self._pump(c)
 
     def _start_due(self) -> None:
@@ -347,7 +355,12 @@ class Handshake(ClientQueues):
                 self._start(c)
 
     def _hello_frame(
-        self, snapshot_len: int, turns: int, tap_errors: int = 0, snapshot_at: int | None = None
+        self,
+        snapshot_len: int,
+        turns: int,
+        tap_errors: int = 0,
+        snapshot_at: int | None = None,
+        protocol: int | None = None,
     ) -> dict[str, Any]:
         # Redacting: the agent's own header goes through the same allow-list as events, and its argv
         # (which may carry prompts, paths, keys) is not sent at all.
@@ -355,7 +368,7 @@ class Handshake(ClientQueues):
         frame.update(
             {
                 "k": "hello",
-                "protocol": PROTOCOL_VERSION,
+                "protocol": PROTOCOL_VERSION if protocol is None else protocol,
                 "pid": self.pid,
                 # Arguments that are not valid UTF-8 (surrogate-escaped by Python) would fail to encode.
                 "argv": None
@@ -378,6 +391,8 @@ class Handshake(ClientQueues):
                 "ring_unchecked": True,
                 # And sends an elided client that asks only the snapshot's tail (see _start).
                 "tail": True,
+                # And the fold stream to a quiet elided client of protocol 2 that asks (see elide.fold_out).
+                "fold": True,
             }
         )
         if snapshot_at is not None:
@@ -426,29 +441,48 @@ class Handshake(ClientQueues):
                     c.jdone = c.jpos  # what it was streamed so far is its journal up to here
                 if c.elide and f.get("frames") is True:
                     c.frames = True  # a recording agent's events as their own frames (see splice)
+                theirs = f.get("protocol")
+                if (
+                    c.elide
+                    and f.get("fold") is True
+                    and f.get("quiet") is True
+                    and theirs in PROTOCOLS
+                    and theirs >= FOLD_PROTOCOL
+                    and not c.fold
+                    and not c.quiet
+                ):
+                    # Before it is counted quiet: publish() then never stands in for an event it reads.
+                    c.fold = True
+                    c.frames = False  # (its events go as the fold stream's batches: see elide.fold_out)
+                    self._nfold += 1
+                    self._fold_changed()
                 if c.elide and f.get("quiet") is True and not c.quiet:
                     c.quiet = True  # no batch that only says where the journal has reached (see elide)
                     self._nquiet += 1
                     self.bracket = self._nclients > self._nquiet
+                    if self._nfold:
+                        self._fold_changed()  # (what may wait depends on whether every quiet client folds)
                 if c.quiet and f.get("ring") is True and c.ring is None and rings_supported():
                     c.ring_asked = True  # its live frames in a shared-memory ring once offered (see ring)
                     # And it does not check their checksums (see ring: "Checksums").
                     c.ring_unchecked = f.get("ring_unchecked") is True
                 if c.elide and f.get("tail") is True and c.hello_due is not None:
                     c.tail = True  # only the snapshot's tail (see _start); asked before it began
-                theirs = f.get("protocol")
-                if theirs != PROTOCOL_VERSION:
+                if theirs not in PROTOCOLS or type(theirs) is not int:
                     self._fail(
                         c,
                         "protocol_mismatch",
-                        f"protocol mismatch: the agent speaks probe protocol {PROTOCOL_VERSION}, "
-                        f"the client speaks {theirs!r}",
+                        f"protocol mismatch: the agent speaks probe protocol {PROTOCOL_VERSION} (and "
+                        f"{', '.join(map(str, PROTOCOLS[:-1]))}), the client speaks {theirs!r}",
                         protocol=PROTOCOL_VERSION,
                         client_protocol=theirs,
                     )
                     return
+                c.protocol = theirs
                 if c.hello_due is not None:
                     self._start(c)
+            elif kind == "trace" and c.fold:
+                self._queue_trace(c, f)
             elif kind == "fetch" and "from" in f:
                 self._queue_range(c, f)
             elif kind == "fetch":
@@ -472,6 +506,26 @@ class Handshake(ClientQueues):
                 c.fetch.append(t)
             elif len(c.outbuf) < HIGH_WATER:
                 c.outbuf += encode_frame({"k": "trace", "turn": t if type(t) is int else None, "trace": None})
+
+    def _queue_trace(self, c: Client, f: dict[str, Any]) -> None:
+        """A fold client's `{"k": "trace", "turn": N}`: the agent's own trace of turn N (one the client
+        could not rebuild to the request's hash, or from before it attached), answered as a fetch is
+        (a `trace` event; "trace": None for a turn the agent does not have). A malformed one is told
+        so in an error frame that names what was wrong; the connection stays (it is the client's
+        mistake, not a broken stream) and the agent is not touched."""
+        turn = f.get("turn")
+        if type(turn) is not int or turn < 0:
+            msg = (
+                f"a trace request names one turn number, an int >= 0, as 'turn' (got {turn!r:.40}): "
+                '{"k": "trace", "turn": N}'
+            )
+        elif len(c.fetch) >= FETCH_QUEUE:
+            msg = f"more than {FETCH_QUEUE} trace requests are waiting for an answer; wait for one first"
+        else:
+            c.fetch.append(turn)
+            return
+        if len(c.outbuf) < HIGH_WATER:
+            c.outbuf += encode_frame({"k": "error", "code": "bad_request", "message": msg, "fatal": False})
 
     def _queue_range(self, c: Client, f: dict[str, Any]) -> None:
         """Queue a journal range for an elided client (see elide), answered by _fill within the CPU

@@ -36,7 +36,14 @@ from typing import Any
 
 import msgpack
 
-from engine.probe.elide import ELIDED_KINDS, ELIDED_STAND_IN, RANGE_FRAME_EVENTS, kept
+from engine.probe.elide import (
+    ELIDED_KINDS,
+    ELIDED_STAND_IN,
+    FOLD_DEFER_KINDS,
+    RANGE_FRAME_EVENTS,
+    fold_out,
+    kept,
+)
 from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
@@ -143,6 +150,8 @@ class Client:
         "hello_due",
         "hello_counts",
         "tail",
+        "fold",
+        "protocol",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -206,6 +215,11 @@ class Client:
         # Asked (with the elided stream) for the snapshot's tail only: the journal from its newest turn
         # on; the rest it fetches by range (see handshake._start).
         self.tail = False
+        # Asked (protocol FOLD_PROTOCOL, with the quiet elided stream) for the fold stream (see
+        # elide.fold_out): every live event but the turns' traces, which it rebuilds itself.
+        self.fold = False
+        # The protocol its hello said (the agent's hello answers in it); None: it sent none.
+        self.protocol: int | None = None
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -241,6 +255,12 @@ class ClientQueues:
         # Attached clients of the quiet elided stream (see elide): while every client is one, a call
         # that published only elided kinds has nothing to send (see agent_send.flush).
         self._nquiet = 0
+        # Attached clients of the fold stream (see elide.fold_out): they need no trace built, so the
+        # Pipeline stays on its unobserved path while every client is one (`tracing_clients`).
+        self._nfold = 0
+        # The kinds publish() may leave waiting while every client is quiet (see server.publish): the
+        # elided ones, or with a fold client attached the fold stream's (see elide.FOLD_DEFER_KINDS).
+        self._defer_kinds: frozenset[str] = ELIDED_KINDS
         # Whether a Pipeline call must be bracketed by hold()/flush() (see agent_send): while every
         # client attached is quiet (or none is), publish() itself leaves elided kinds waiting and sends
         # the rest, so the Pipeline skips both calls: after a model call each runs cold. Written by
@@ -582,6 +602,27 @@ class ClientQueues:
         c.jpos += seq - c.cursor
         c.cursor = seq
 
+    @property
+    def tracing_clients(self) -> int:
+        """Attached clients that read the turns' traces (every one but a fold client's): while there is
+        none, the Pipeline need not build a turn's trace as it comes (see Pipeline._unwatched)."""
+        return self._nclients - self._nfold
+
+    # Set by ProbeServer: what publish() queues for a waiting elided kind (see elide.ELIDED_STAND_IN).
+    _stand_in: dict[str, Any] | None
+
+    def _fold_changed(self) -> None:
+        """A fold client came or went: what publish() may leave waiting, and whether a stand-in may hold
+        its place (a fold client reads every event, so none while one is attached). Set before the
+        client is counted quiet (see handshake), so publish() never stands in for an event it needs."""
+        if not self._nfold:
+            self._defer_kinds = ELIDED_KINDS
+            self._stand_in = ELIDED_STAND_IN
+        else:
+            self._stand_in = None
+            # (With a quiet elided client too, what it needs at once: the agent builds every turn then.)
+            self._defer_kinds = FOLD_DEFER_KINDS if self._nfold == self._nquiet else ELIDED_KINDS
+
     def _skip_snapshot_tail(self, c: Client) -> bool:
         """Step a newly attached client's cursor past the live events its snapshot had already: True
         once the live stream has gone past them (the window is closed), False if all there is so far
@@ -737,7 +778,7 @@ class ClientQueues:
         # Elided clients at the same place get the same frames (positions are the journal's, the same
         # for every client): encoded once per pass.
         cache = self._enc_cache if self._nlean > 1 else None
-        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos, c.frames, c.quiet)
+        key = ("elided", seq, min(head, seq + ELIDE_SCAN), c.jpos, c.frames, c.quiet, c.fold)
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
@@ -749,7 +790,7 @@ class ClientQueues:
         # At most ELIDE_SCAN events a fill (the pump fills again once the buffer drains), so a backlog
         # of a whole ring does not put its ~1 in 6 sent events in the buffer at once.
         head = min(head, seq + ELIDE_SCAN)
-        key = ("elided", seq, head, c.jpos, c.frames, c.quiet)
+        key = ("elided", seq, head, c.jpos, c.frames, c.quiet, c.fold)
         lo = seq % cap
         n = head - seq
         evs = ring[lo : lo + n] if lo + n <= cap else ring[lo:] + ring[: lo + n - cap]
@@ -757,6 +798,9 @@ class ClientQueues:
         out: list[Any] = []
         at: list[int] = []
         owed: list[int] = []  # turns sent as summaries
+        if c.fold:
+            self._fill_fold(c, evs, head, cache, key)
+            return
         idx = None if self.redact else kept(evs)
         if idx is None and not self.redact:
             # A recording agent's events come as (event, frame) pairs: its turns go whole (see splice).
@@ -823,6 +867,53 @@ class ClientQueues:
             c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
         if cache is not None:
             cache[key] = (bytes(data), len(out) - lost, jpos, owed, head)
+        self._emit(c, b"", data, len(out) - lost)
+
+    def _fill_fold(
+        self, c: Client, evs: list[Any], head: int, cache: dict[Any, Any] | None, key: tuple[Any, ...]
+    ) -> None:
+        """_fill_elided for a fold client (see elide.fold_out): ring slots c.cursor..head, every event
+        (a recording agent's without its frame, redacted when the server redacts), in `batch` frames
+        with their journal positions."""
+        plain = [ev[0] if type(ev) is tuple else ev for ev in evs]
+        if self.redact:
+            plain = [redact_event(ev) if type(ev) is dict else ev for ev in plain]
+        out = fold_out(plain)
+        jpos = c.jpos
+        at: list[int] = []
+        if out is None:  # not every slot a journal event (nothing the engine publishes): those left out
+            pairs = [(jpos + i, ev) for i, ev in enumerate(plain) if type(ev) is dict]
+            out = fold_out([ev for _, ev in pairs]) or []
+            at = [p for p, _ in pairs]
+        else:
+            at = list(range(jpos, jpos + len(out)))
+        jpos += len(evs)
+        c.cursor, c.jpos = head, jpos
+        data = bytearray()
+        lost = 0
+        for i in range(0, len(out), BATCH_EVENTS):
+            batch = {
+                "k": "batch",
+                "events": out[i : i + BATCH_EVENTS],
+                "at": at[i : i + BATCH_EVENTS],
+                "end": jpos,
+            }
+            frame = self._encode_event(batch, redacted=True)
+            if frame is None:  # one of them cannot be encoded: each alone, and the one that cannot is lost
+                for ev, p in zip(out[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], strict=True):
+                    one = self._encode_event(
+                        {"k": "batch", "events": [ev], "at": [p], "end": jpos}, redacted=True
+                    )
+                    if one is None:
+                        lost += 1
+                    else:
+                        data += one
+                continue
+            data += frame
+        if lost:
+            c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
+        if cache is not None:
+            cache[key] = (bytes(data), len(out) - lost, jpos, [], head)
         self._emit(c, b"", data, len(out) - lost)
 
     def _fill_framed(
@@ -1147,6 +1238,9 @@ class ClientQueues:
             self._nlean -= 1
         if c.quiet:
             self._nquiet -= 1
+        if c.fold:
+            self._nfold -= 1
+            self._fold_changed()
         self.bracket = self._nclients > self._nquiet
         if self._nclients == 0:
             # Nobody reads: release the event references the ring and the queue hold.

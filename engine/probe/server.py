@@ -53,8 +53,22 @@ the newest of each send as `turn_summary`, and it may send `{"k": "fetch", "turn
 `trace` events. The agent's hello waits for the client's (HELLO_WAIT at most, see handshake._start): a
 client of the elided stream whose hello says `"tail": true` is sent only the snapshot's tail, from the
 journal's newest turn on (the hello's `snapshot_at` is its first event's position), and fetches the rest
-by range, so an inspector attaching to a long session shows its newest turn at once. Any other kind
-("unknown_kind": the stream is
+by range, so an inspector attaching to a long session shows its newest turn at once.
+
+Protocol 2 (the agent speaks 1 and 2, and answers a client's hello in the client's version; a client
+that does not ask for what follows announces 1, so it attaches to any agent): a quiet elided client
+whose hello says `"protocol": 2, "fold": true` gets the fold stream (see elide.fold_out), for a client
+that folds the journal and builds the turns' traces itself, so that its attaching does not make the
+agent build each turn's trace as it comes (Pipeline._unwatched counts only `tracing_clients`). Its live
+`batch` frames carry every journal event with its position ("at"), no turn summarized; where the agent
+left a turn's trace unbuilt, `{"k": "turn_deferred", "turn": N}` holds the `turn` event's place; an
+annotation of such a turn comes as `{"k": "annotate", "turn": N, "key": K, "value": V}`. The client may
+send `{"k": "trace", "turn": N}` (a turn it could not rebuild to its request's hash, or from before it
+attached), answered by a `trace` event as a fetch is; a malformed one gets `{"k": "error", "code":
+"bad_request", "message": ..., "fatal": false}` and the connection stays. An agent from before 2 refuses
+a client of 2 with "protocol_mismatch", and the client attaches again with 1 (inspector/sources/live.py).
+
+Any other kind ("unknown_kind": the stream is
 read-only), a corrupt frame ("bad_frame"), a frame above CLIENT_FRAME_LIMIT ("frame_too_large") or a
 different protocol version ("protocol_mismatch", naming both) gets an error frame and that connection
 is closed; the agent and other clients carry on. A peer with another uid gets "permission_denied".
@@ -84,7 +98,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.probe.agent_send import DEFER_EVENTS, HOLD_MAX, AgentSend
-from engine.probe.elide import ELIDED_KINDS, ELIDED_STAND_IN
+from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
 from engine.probe.loop import FLUSH_MAX, JOIN_SLACK
@@ -213,7 +227,7 @@ class ProbeServer(AgentSend):
                 # append below pushes the oldest out. (Racing with a popleft this may over-count by one.)
                 self._overflow += 1
             quiet_only = not self._held and not self._wake_pending and self._nquiet == self._nclients
-            if quiet_only and type(event) is dict and event.get("k") in ELIDED_KINDS and len(pending) < DEFER_EVENTS:
+            if quiet_only and type(event) is dict and event.get("k") in self._defer_kinds and len(pending) < DEFER_EVENTS:
                 # Every client is quiet, so the Pipeline does not bracket its calls (see `bracket`) and
                 # publish does what a call's flush would: an elided kind waits for the next event worth
                 # sending (up to DEFER_EVENTS), which is then sent with them (see agent_send). No quiet
@@ -229,7 +243,7 @@ class ProbeServer(AgentSend):
                     return  # (the one ring client's straight path: see agent_send)
                 self._send_now()
                 return
-            if type(event) is not dict or event.get("k") not in ELIDED_KINDS:
+            if type(event) is not dict or event.get("k") not in self._defer_kinds:
                 self._loud = True  # the call's flush has something to send (see agent_send.flush)
             # ~0.1 us (vDSO clock): lets the I/O thread end a burst once events stop (see _flowing).
             now = self._published_at = _monotonic()

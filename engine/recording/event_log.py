@@ -43,6 +43,11 @@ class Deferred:
     def resolve(self) -> Event:
         raise NotImplementedError
 
+    def marker(self) -> Event | None:
+        """What a subscriber that does not want the event built is handed in its place (see
+        Journal.append_deferred), or None for nothing."""
+        return None
+
 
 def _event(ev: Event | Deferred) -> Event:
     return ev.resolve() if isinstance(ev, Deferred) else ev

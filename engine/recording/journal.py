@@ -57,7 +57,7 @@ class Journal:
     def append_deferred(self, event: Deferred, wanted: Callable[[], bool] | None = None) -> None:
         """Journal an event kept as a recipe until read (see event_log.Deferred); a subscriber gets it
         built, now. `wanted`, if given, says whether the subscribers want it now, asked once the event
-        is in the log: if not, it stays a recipe there (a subscriber that wants events later reads them
+        is in the log: if not, it stays a recipe there and they get its `marker()` (a subscriber that wants events later reads them
         from the log, where reading builds it: the live probe's snapshot of a client that attaches)."""
         if not self._sinks:
             self.events.append(event)
@@ -65,8 +65,10 @@ class Journal:
             self.append(event.resolve())
         else:
             self.events.append(event)
-            if wanted():
-                ev = event.resolve()  # (the log hands back this very dict: see TurnEvent.resolve)
+            # Not wanted now, the subscribers get its marker, if it has one, in its place (a live
+            # probe's fold clients, which build what it stands for themselves, keep their positions).
+            ev = event.resolve() if wanted() else event.marker()  # (resolve: the log's own dict)
+            if ev is not None:
                 for sink in self._sinks:
                     try:
                         sink(ev)

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from engine.probe.client import ProbeClient, ProbeError
+from engine.probe.client import ProbeClient, ProbeError, ProtocolMismatch
 from engine.probe.elide import RANGE_MAX
 from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.probe.readable import readable
@@ -29,6 +29,7 @@ from inspector.sources import (
     NewTurn,
     SourceEvent,
 )
+from inspector.sources.live_fold import Folded, TraceFold
 from inspector.sources.replaying import ReplayingSource
 from inspector.timeline import summarize
 
@@ -102,10 +103,13 @@ class LiveSource(ReplayingSource):
         lean: bool = True,
         elide: bool = True,
         backfill_idle: float | None = BACKFILL_IDLE,
+        fold: bool = False,
     ) -> None:
         """`lean=False` asks for every turn whole (the stream before the lean one); `elide=False` (with
         lean) for every event (the lean stream before the elided one); `backfill_idle=None` fetches
-        summarized traces and elided events only when they are needed."""
+        summarized traces and elided events only when they are needed. `fold=True` (with elide) asks for
+        the fold stream (see _fold_new), so that the agent need not build its turns' traces for us
+        (`cp-inspect attach` asks; from an agent that does not offer it, the elided stream)."""
         super().__init__()
         self.pid, self.timeout = pid, timeout
         self.backfill_idle = backfill_idle
@@ -113,6 +117,17 @@ class LiveSource(ReplayingSource):
         self.lean = lean
         self.elide = lean and elide  # asked for; `_elided` says whether the agent sends it
         self._elided = False
+        # The fold stream (engine.probe.elide.fold_out), asked for with `fold=True`; from an agent
+        # from before it (it refuses protocol 2) the elided stream, as ever (`_fold_refused`).
+        self.fold = self.elide and fold
+        self._fold_refused = False
+        self._folding = False  # the agent sends the fold stream
+        self._tf: TraceFold | None = None  # our fold of `events` (see _fold_new)
+        self._tf_at = 0  # events folded so far
+        # Turns closed by a marker that the fold could not build yet (their request before what it has,
+        # a mismatch): their timeline entry, filled when the agent's own trace (asked for) or the
+        # fold's arrives.
+        self._fold_views: dict[int, dict[str, Any]] = {}
         self._jpos = 0  # journal position where `events` ends (elided stream)
         self._ahead: dict[int, dict[str, Any]] = {}  # position -> event received beyond _jpos, in order
         self._ahead_turns: dict[int, int] = {}  # turn -> position of its event in _ahead
@@ -140,6 +155,8 @@ class LiveSource(ReplayingSource):
         self._asked: set[int] = set()  # fetched, not answered yet
         self._unavailable: set[int] = set()  # the agent answered that it has no such turn
         self.fetched = 0  # traces fetched (diagnostics, tests)
+        self.folded_turns = 0  # turns whose trace our fold rebuilt (fold stream; diagnostics, tests)
+        self.asked_traces = 0  # turns whose trace the fold stream had us ask the agent for (`trace N`)
         self._shown: int | None = None  # the turn full_trace was last asked for (None: not yet)
         # Attached to the snapshot's tail (see _connect): the journal before `_history_at` is fetched
         # by range at once, and `_history` holds, by turn, the timeline's stand-in for each turn in it
@@ -215,15 +232,7 @@ class LiveSource(ReplayingSource):
         with self._io:
             # The snapshot's tail only (from the newest turn on): the first frame shows that turn at
             # once, and the journal before it comes by range meanwhile (engine.probe.handshake._start).
-            self.client = ProbeClient.connect(
-                self.pid,
-                timeout=self.timeout,
-                session=self.session,
-                lean=self.lean,
-                elide=self.elide,
-                poll=True,
-                tail=self.elide and (self._seen_turns < 0 or keep),
-            )
+            self.client = self._attach(tail=self.elide and (self._seen_turns < 0 or keep))
             self.header = {**dict(self.client.hello), "pid": self.pid}
             if self.session is not None:
                 # The conversation of a process that serves several (a proxy's, a served fork's): what
@@ -236,7 +245,10 @@ class LiveSource(ReplayingSource):
             self._asked, self._range_end = set(), None  # (asked on the old connection: never answered)
             self._told = not self.client.quiet
             keep = keep and self.client.elide and at > 0 and at >= self._jpos
+            keep = keep and self.client.fold == self._folding  # (the other stream's journal: from scratch)
+            self._folding = self.client.fold
             if not keep:
+                self._tf, self._tf_at, self._fold_views = None, 0, {}
                 self.events = []
                 self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
                 self._missing, self._unavailable = {}, set()
@@ -267,6 +279,87 @@ class LiveSource(ReplayingSource):
                 if keep:  # the turns lost: those the agent has beyond what the timeline has and the tail
                     turns -= self._handed + len(self._initial) - 1
                 self._stand_ins(turns)
+
+    def _attach(self, tail: bool) -> ProbeClient:
+        """Connect, asking for the fold stream if we may; an agent from before it refuses protocol 2,
+        and is attached to again without it (as every client before it)."""
+        fold = self.fold and not self._fold_refused
+        while True:
+            try:
+                return ProbeClient.connect(
+                    self.pid,
+                    timeout=self.timeout,
+                    session=self.session,
+                    lean=self.lean,
+                    elide=self.elide,
+                    poll=True,
+                    tail=tail,
+                    fold=fold,
+                )
+            except ProtocolMismatch:
+                if not fold:
+                    raise
+                self._fold_refused, fold = True, False
+
+    def _fold_new(self) -> dict[int, Folded]:
+        """Fold the events that joined `events` since the last call (under `_state`) into our own replay
+        Pipeline (inspector.sources.live_fold), and hand back the turns they closed. On the fold stream
+        the agent builds no trace (engine.probe.elide.fold_out): a turn's is rebuilt here from the
+        journal, checked against the request's hash. A turn the fold could not build (a mismatch, a
+        request from before what it folded) and that waits in `_fold_views` is asked of the agent
+        (`trace N`); one the fold builds later (the history before the tail arrived) is filled then."""
+        done: dict[int, Folded] = {}
+        if not self._folding:
+            return done
+        if self._tf is None:
+            self._tf = TraceFold(self._counter())
+        tf, evs = self._tf, self.events
+        while self._tf_at < len(evs):
+            ev = evs[self._tf_at]
+            self._tf_at += 1
+            try:
+                r = tf.feed(ev)
+            except Exception:
+                # A journal our engine cannot fold (another engine version's): every turn from here is
+                # the agent's own trace, asked for.
+                self._folding = False
+                break
+            if r is not None:
+                done[r.turn] = r
+                if r.trace is not None and r.turn in self._fold_views and r.turn in self._missing:
+                    # A marker's turn the fold could not build when it came (the history before it
+                    # had not arrived): whole now, whether or not the agent's answer comes first.
+                    # (A turn of the history the agent built, summarized, stays the agent's to fetch.)
+                    self._answer({"k": "trace", "turn": r.turn, "trace": r.trace})
+        return done
+
+    def _folded_turn(self, obj: dict[str, Any], turn: int) -> dict[str, Any]:
+        """A fold stream's marker of `turn` (`obj`, where the journal has it): the turn's trace, rebuilt
+        (the marker becomes the `turn` event the agent would have journaled), or, if the fold cannot
+        build it, the agent's own asked for (`trace N`: the marker becomes a placeholder filled by the
+        answer, and the timeline's entry a stand-in filled with it). The timeline's form of the turn."""
+        r = self._fold_new().get(turn)
+        trace = r.trace if r is not None else None
+        known = self._by_turn.get(turn)
+        if trace is None and known is not None:
+            trace = known
+        if trace is not None:
+            obj.clear()
+            obj.update({"k": "turn", "turn": turn, "trace": trace})
+            self._by_turn[turn] = trace
+            self._fill_placeholder(turn, trace)
+            self.folded_turns += r is not None and r.trace is not None
+            return trace
+        view = _stand_in(turn)
+        obj.clear()
+        obj.update({"k": "turn", "turn": turn, "summary": view})
+        self._missing[turn] = obj
+        self._summaries[turn] = view
+        self._fold_views[turn] = view
+        if turn not in self._asked and self.client.request_trace(turn):
+            self._asked.add(turn)
+            self.asked_traces += 1
+        return view
 
     def _stand_ins(self, turns: int) -> None:
         """The timeline's turns before the snapshot's tail, as stand-ins filled in place when their
@@ -324,6 +417,9 @@ class LiveSource(ReplayingSource):
     def _filled(self, turn: int, summary: dict[str, Any]) -> None:
         """A stand-in's turn summarized (or whole): the timeline's dict takes its values, key by key (the
         app may be drawing it meanwhile: every key is there throughout)."""
+        view = self._fold_views.pop(turn, None)
+        if view is not None:
+            view.update(summarize(summary))
         view = self._history.pop(turn, None)
         if view is not None:
             view.update(summarize(summary))
@@ -335,6 +431,8 @@ class LiveSource(ReplayingSource):
         if kind == "trace":
             self._answer(ev)
             return None
+        if kind == "error" and "code" in ev:
+            return None  # a request of ours the agent refused (fatal errors end the stream in recv)
         if kind == "journal":
             self._extend(ev)
             return None
@@ -411,6 +509,11 @@ class LiveSource(ReplayingSource):
             if turn > self._seen_turns:
                 self._seen_turns = turn
                 out = summarize(summary)
+        elif kind == "turn_deferred":  # the fold stream's: the turn closed here, its trace not built
+            turn = ev.get("turn")
+            if type(turn) is not int:
+                return None
+            obj = {"k": "turn_deferred", "turn": turn}
         else:
             obj = unpack_event(ev)
             if kind == "turn" and type(obj.get("turn")) is int and isinstance(obj.get("trace"), dict):
@@ -420,18 +523,49 @@ class LiveSource(ReplayingSource):
                 if turn > self._seen_turns:
                     self._seen_turns = turn
                     out = obj["trace"]
-        if out is not None:
+        if kind != "turn_deferred" and out is not None:
             self._initial.append(out)
         if at < self._jpos:
+            if kind == "turn_deferred":  # the journal fetched got here first (as the turn's summary)
+                obj = next((e for e in self.events[at : at + 1] if e.get("turn") == obj["turn"]), obj)
+                return self._new_turn(obj, obj["turn"])
             return out  # the journal fetched got here first: the event is in `events` already
         if at == self._jpos and not self._ahead:
             self.events.append(obj)  # nothing left out before it
             self._jpos += 1
         else:
             self._ahead[at] = obj
-            if obj.get("k") == "turn":
+            if obj.get("k") in ("turn", "turn_deferred"):
                 self._ahead_turns[obj["turn"]] = at
+            if self._folding:
+                self._drain_ahead()
+        if kind == "turn_deferred":
+            return self._new_turn(obj, obj["turn"])
         return out
+
+    def _drain_ahead(self) -> None:
+        """The fold stream leaves nothing out: what waits in `_ahead` from `_jpos` on is the journal
+        itself, so it joins `events` as soon as the journal before it is there (the elided stream's
+        waits for a range, which has the events it left out), and the fold reaches the newest turn."""
+        ahead = self._ahead
+        while self._jpos in ahead:
+            obj = ahead.pop(self._jpos)
+            self.events.append(obj)
+            if obj.get("k") in ("turn", "turn_deferred"):
+                self._ahead_turns.pop(obj["turn"], None)
+            self._jpos += 1
+
+    def _new_turn(self, obj: dict[str, Any], turn: int) -> dict[str, Any] | None:
+        """A fold stream's turn closed at `obj` (see _folded_turn): the timeline's new entry, if newer."""
+        if obj.get("k") == "turn" and isinstance(obj.get("trace"), dict):
+            shown = obj["trace"]  # (the history's journal had it whole)
+        else:
+            shown = self._folded_turn(obj, turn)
+        if turn <= self._seen_turns:
+            return None
+        self._seen_turns = turn
+        self._initial.append(shown)
+        return shown
 
     def _extend(self, frame: dict[str, Any]) -> None:
         """A range of the agent's journal (the answer to fetch_journal): appended to `events` from
@@ -455,6 +589,9 @@ class LiveSource(ReplayingSource):
                     break
                 for a in sorted(ready):
                     self._extend_at(self._early.pop(a))
+            if self._folding:
+                self._drain_ahead()
+                self._fold_new()
 
     def _extend_at(self, frame: dict[str, Any]) -> None:
         """_extend's part for a frame that starts at or before `_jpos` (under `_state`)."""
