@@ -14,7 +14,7 @@ and write no wake-up byte; `flush`, on the agent's thread:
   no burst being coalesced, no pass owed), one or two clients (AGENT_CLIENTS), each on the lean
   stream, with no snapshot, fetch or error frame to send and nothing waiting in its buffer; and it
   takes the pass lock without waiting (the I/O thread holds it for each pass, from select()
-  returning until it blocks again);
+  returning until it blocks again, in select() or in a rest its CPU budget imposes);
 * moves the events into the ring and fills each client's buffer as the I/O thread would (at most
   AGENT_EVENTS events behind the head, so one flush's encoding is bounded by what the agent's own
   call published), then makes one non-blocking send() per client;
@@ -40,6 +40,9 @@ the common case has a short path of its own (`_ring_turn`): the one client reads
 the head, nothing else owed to it; the turn's kept events go in one batch frame (a recording agent's
 turn as the frame its recorder encoded, `_ring_framed`), and they are not written into the event ring
 (no client will read them there: see queues._take_pending). Anything else takes the general fill.
+That client's socket may meanwhile carry its history by range (an inspector attached to a long
+session fills it for minutes, the I/O thread resting between passes by its CPU budget): what waits
+there is no reason to leave the turn to that thread, whose rest it would wait out (see _in_step).
 
 Measured on that turn, what cost the agent's thread most beyond the turn's encoding and copy was the
 path itself: ~30 us of calls and checks, cold (a prototype with none of them: 58 against 89 us a turn).
@@ -115,8 +118,10 @@ def _in_step(c: Client, head: int) -> bool:
     client state cannot be checked by one and missed by the other."""
     return (
         c.quiet
-        and not c.outbuf
-        and not c.fetch
+        # A ring client's socket (its buffer, its fetches) carries nothing its ring's frames must follow
+        # (range answers and traces say their positions): an inspector filling its history by range
+        # keeps a fetch waiting for minutes, and its live turns are still the agent's to send.
+        and (c.ring is not None or (not c.outbuf and not c.fetch))
         and c.snap_src is None
         and c.skip_hold is None
         and not c.dropped_pending
@@ -265,7 +270,8 @@ class AgentSend(IOLoop):
         one attached, reading the quiet elided stream from a ring, in step with the head, nothing owed
         to it or in progress. Read under the pass lock (by the I/O thread before it sleeps with nothing
         due, and by `_send_here` after a send): every change to that state is made under it."""
-        if self._nclients != 1 or self.redact or self._stopping or self._due is not None or self._more:
+        # (Not `_more`: what this thread has left to send a ring client in step is for its socket.)
+        if self._nclients != 1 or self.redact or self._stopping or self._due is not None:
             return None
         for c in self._clients.values():
             # (Not a fold client: the straight path sends the one event, and a fold client reads every
@@ -293,7 +299,6 @@ class AgentSend(IOLoop):
             if (
                 self._ring_one is not c
                 or ring is None
-                or c.outbuf
                 or c.cursor != head
                 or self._stopping
                 or self._overflow != self._overflow_seen
@@ -348,7 +353,7 @@ class AgentSend(IOLoop):
 
     def _send_here(self) -> bool:
         """Fill and send on this thread; True if nothing is left for the I/O thread."""
-        if self._stopping or self._due is not None or self._more:
+        if self._stopping or self._due is not None:
             return False
         if self._window_full():
             return False
@@ -358,14 +363,18 @@ class AgentSend(IOLoop):
             return False  # the I/O thread is in a pass (it takes the events with the rest)
         try:
             # Again under the lock: the I/O thread may have changed them before it blocked.
-            if self._stopping or self._due is not None or self._more or self._wake_pending:
+            if self._stopping or self._due is not None or self._wake_pending:
                 return False
             self._ring_one = None  # (what follows may change what it needs; set again after)
+            # The one ring client in step, even while the I/O thread has more to send it on its socket
+            # (`_more`: a history fill, between the rests of its CPU budget; see _in_step).
             if self._nclients == 1:
                 for one in self._clients.values():
                     if one.ring is not None and self._ring_turn(one):
                         self._ring_one = self._ring_candidate()
                         return True
+            if self._more:
+                return False
             clients = list(self._clients.values())
             if not 0 < len(clients) <= AGENT_CLIENTS:
                 return False

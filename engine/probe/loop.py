@@ -24,8 +24,9 @@ flushes to clients while they keep reading (FLUSH_ON_CLOSE without progress ends
 then tears everything down itself:
 no other thread ever touches the selector, and the only other thread that touches the clients (the
 agent's, sending what one of its calls published: see `agent_send`) does so only while it holds the
-pass lock, which this thread holds from select() returning until it blocks again, through the flush
-and the teardown: there is no moment at which a close can race the loop.
+pass lock, which this thread holds from select() returning until it blocks again (in select(), or in
+a rest the CPU budget imposes: between passes), through the flush and the teardown: there is no moment
+at which a close can race the loop.
 """
 
 from __future__ import annotations
@@ -370,7 +371,29 @@ class IOLoop(Handshake):
         self._due = None
 
     def _rest(self, seconds: float) -> None:
-        """Sleep without holding the GIL, waking early only to stop. Clients are not served meanwhile."""
+        """Sleep without holding the GIL or the pass lock, waking early only to stop. This thread serves
+        no client meanwhile; the agent's thread may send its own calls' events (see agent_send), as
+        while this thread sleeps in select(): between passes every client's state is settled. While an
+        inspector fills a long history the budget makes this thread rest most of the time, and each of
+        the agent's turns then woke it (and waited for its next pass) where it can send itself."""
+        lock = self._pass_lock
+        if any(c.fetch for c in self._clients.values()):
+            # A client fills its history (minutes, on a long session): the agent's next call finds the
+            # flag clear and sends its events itself, or wakes us (see agent_send). With the flag set
+            # they waited for the rest's end, and the next pass. Events waiting now are taken by the
+            # pass after the rest as ever (select() does not block while any wait, see _timeout).
+            # Otherwise the flag is left as it is: a burst of turns back to back goes on after the
+            # rest with no wake-up byte.
+            self._wake_pending = False
+            self._ring_one = self._ring_candidate()
+        lock.release()
+        try:
+            self._rest_unlocked(seconds)
+        finally:
+            lock.acquire()
+            self._ring_one = None
+
+    def _rest_unlocked(self, seconds: float) -> None:
         r = self._wake_r
         deadline = time.monotonic() + seconds
         while not self._stopping:

@@ -79,6 +79,9 @@ INPUT_RATE = 64.0
 # Live events for a lean client go out in `batch` frames of at most this many events (bounds how far
 # one frame takes a client's buffer beyond HIGH_WATER).
 BATCH_EVENTS = 128
+# A range answer looks at the pass's CPU clock (a system call) once every this many events it reads, a
+# power of two (each read is ~20-40 us: from disk, unpickled, summarized; looking at every one cost ~5%).
+RANGE_SPENT_EVERY = 4
 # Ring events an elided client's fill looks at, at most (see _fill_elided).
 ELIDE_SCAN = 2048
 # Clients given a shared-memory ring (see ring) at most: RING_SIZE each; the rest keep the socket.
@@ -413,6 +416,13 @@ class ClientQueues:
                 return
             if c.cursor >= self._head and not c.fetch and c.snap_src is None:
                 break  # all sent and nothing left to fill: no second (empty) fill, as every pass made
+            if self._spent():
+                # The pass's CPU budget is spent: the rest at the next pass, after the rest that repays
+                # it. Filling on to PUMP_BUDGET, each fill cut short by the budget to a frame of one
+                # event and a send() of its own, made a history fill's pass 3-4x its budget (~6-9 ms of
+                # the agent's GIL a pass, 11-17 ms of CPU a second behind a paced agent, not ~4).
+                self._more = True
+                break
         if c.closing_deadline is not None:
             self._drop(c)  # error frame delivered
             return
@@ -1127,7 +1137,7 @@ class ClientQueues:
                         ev = summary_event(ev)
                 evs.append(ev)
                 i += 1
-                if self._spent():
+                if not i & (RANGE_SPENT_EVERY - 1) and self._spent():
                     # A frame also ends where the pass's budget does: each event may be read back from
                     # disk, or have its trace built, and a whole frame of those (an inspector fetching a
                     # long session's history after its first frame) held the GIL for milliseconds.

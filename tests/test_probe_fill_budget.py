@@ -1,0 +1,221 @@
+"""An inspector filling a long session's history, within the probe's CPU budget, and the agent's own turns.
+
+The inspector attached to a long session fetches the journal before the snapshot's tail by range,
+keeping a request waiting until it has it all (minutes on a 30,000-turn session). Two costs to the
+agent were left (issue 15 item 4):
+
+* A pass of the I/O thread filled the client's buffer until the pass's CPU budget was spent, and then
+  pumped on, each fill cut by the spent budget to a frame of one event and a send() of its own, until
+  1 MB had gone or the socket was full: a pass was 3-4x its budget, the agent's GIL held that long.
+* The agent's thread did not send its own turns while a fetch was waiting (the short path wanted
+  nothing owed on the socket, though a ring client's live frames go to its ring), and the I/O thread
+  held the pass lock through the rests its budget imposed: each live turn was left to the I/O thread.
+
+These tests run a real Pipeline behind a real ProbeServer and a real client on the socket (and its
+shared-memory ring), filling as the inspector does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from engine.probe.client import ProbeClient
+from engine.probe.elide import RANGE_MAX
+from engine.probe.lean import summary_event
+from tests.test_probe_lean import T, _pipeline, _turns
+
+HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most of them on disk
+PACE = 0.05
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpfb-", dir="/tmp"))
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class _Filler:
+    """Fills the journal before the tail by range as the inspector does (a request always waiting at the
+    agent), keeping every range answer and the live turns in the order they came."""
+
+    def __init__(self, c: ProbeClient) -> None:
+        self.c = c
+        self.journal: list[Any] = []
+        self.frames: list[int] = []  # events in each range answer
+        self.order: list[int] = []
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def _run(self) -> None:
+        c = self.c
+        at = c.snapshot_at
+        asked = 0
+
+        def ask() -> None:
+            nonlocal asked
+            if asked < at:
+                hi = min(at, asked + RANGE_MAX)
+                assert c.fetch_journal(asked, hi)
+                asked = hi
+
+        ask()
+        ask()
+        while not self.stop.is_set():
+            ev = c.recv(0.05)
+            if ev is None:
+                continue
+            k = ev.get("k")
+            if k == "journal":
+                assert ev["at"] == len(self.journal), "range answers in order"
+                events = ev["events"][: at - len(self.journal)]
+                if events and ev["at"] + len(events) > asked - RANGE_MAX:
+                    ask()
+                self.journal += events
+                self.frames.append(len(events))
+                if len(self.journal) >= at:
+                    self.done.set()
+            elif k in ("batch", "turn", "turn_summary"):
+                self.order += [
+                    e["turn"] for e in ev.get("events", [ev]) if e.get("k") in ("turn", "turn_summary")
+                ]
+            elif k == "dropped":
+                raise AssertionError(f"the client lost events: {ev}")
+
+
+def _attach(pipe: Any, ring: bool) -> tuple[ProbeClient, _Filler, threading.Thread]:
+    c = ProbeClient.connect_path(
+        pipe.probe.path, os.getpid(), T, lean=True, elide=True, tail=True, quiet=True, poll=True, ring=ring
+    )
+    assert c.snapshot_at > 2 * RANGE_MAX, "most of the journal comes by range"
+    for _ in range(c.hello["snapshot"]):
+        assert c.recv(T) is not None
+    f = _Filler(c)
+    th = threading.Thread(target=f.run, daemon=True)
+    th.start()
+    return c, f, th
+
+
+def _as_sent(ev: dict[str, Any]) -> Any:
+    """A journal event as a range answer carries it (a turn as its summary), through msgpack."""
+    if ev.get("k") == "turn":
+        ev = summary_event(ev)
+    return msgpack.unpackb(msgpack.packb(ev, use_bin_type=True), raw=False)
+
+
+@pytest.fixture
+def long_pipe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> Iterator[Any]:
+    from engine.recording.journal import Journal
+
+    monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=256))
+    pipe = _pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, range(HISTORY))
+        yield pipe
+    finally:
+        pipe.close()
+
+
+def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(long_pipe: Any) -> None:
+    """During the fill each paced turn reaches the ring from the agent's own thread, waking no probe
+    thread; every turn once and in order, and the history whole and equal to the journal. On the old code
+    no turn was the agent thread's to send while the fill ran (0 of ~40)."""
+    pipe = long_pipe
+    probe = pipe.probe
+    c, f, th = _attach(pipe, ring=True)
+    wakes = [0]
+    real_wake = probe._wake
+
+    def counted_wake() -> None:
+        wakes[0] += 1
+        real_wake()
+
+    probe._wake = counted_wake
+    try:
+        turn = HISTORY
+        sends0, falls0, wakes0 = probe.agent_sends, probe.agent_fallbacks, wakes[0]
+        during = 0
+        deadline = time.monotonic() + 90
+        while not f.done.is_set() and f.error is None:
+            assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
+            _turns(pipe, range(turn, turn + 1))
+            turn += 1
+            during += 1
+            time.sleep(PACE)
+        sends, falls, woke = probe.agent_sends - sends0, probe.agent_fallbacks - falls0, wakes[0] - wakes0
+        _turns(pipe, range(turn, turn + 1))
+        end = time.monotonic() + T
+        while turn not in f.order and f.error is None and time.monotonic() < end:
+            time.sleep(0.01)
+        f.stop.set()
+        th.join(T)
+        assert f.error is None, f.error
+        assert during >= 10, f"the fill ran for {during} turns only: too short to tell"
+        assert c.ring, "the client read its live frames from a ring"
+        assert f.order == list(range(HISTORY, turn + 1)), "each live turn once, in order"
+        # (A turn that comes while the I/O thread is in a pass, its lock held, is that thread's to send.)
+        assert sends >= 0.75 * during, (
+            f"the agent's thread sent {sends} of the {during} turns made during the fill"
+        )
+        assert woke <= 0.25 * during and falls <= 0.25 * during, (
+            f"{woke} wake-ups ({falls} fallbacks) for {during} turns made during the fill"
+        )
+        journal = pipe.journal.events
+        assert f.journal == [_as_sent(journal[i]) for i in range(c.snapshot_at)], (
+            "the history is the journal's"
+        )
+    finally:
+        probe._wake = real_wake
+        c.close()
+
+
+@pytest.mark.parametrize("ring", [False, True], ids=["socket", "ring"])
+def test_a_fill_pass_stops_at_its_budget_in_frames_of_many_events(long_pipe: Any, ring: bool) -> None:
+    """The history comes in range answers of many events each (a pass ends its frame where its budget
+    ends, and pumps no more): on the old code, once a pass had spent its budget it went on filling to
+    1 MB, a frame of one event and a send() each, and most answers held one event. The passes' CPU
+    stays near the budget's bound (CPU_BURST of tokens and one burst more, CPU_BURST = 2 ms)."""
+    pipe = long_pipe
+    c, f, th = _attach(pipe, ring=ring)
+    try:
+        turn = HISTORY
+        deadline = time.monotonic() + 90
+        while not f.done.is_set() and f.error is None:
+            assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
+            _turns(pipe, range(turn, turn + 1))
+            turn += 1
+            time.sleep(PACE)
+        f.stop.set()
+        th.join(T)
+        assert f.error is None, f.error
+        assert c.ring == ring
+        frames = sorted(f.frames)
+        median = frames[len(frames) // 2]
+        assert median >= 16 and len(frames) <= c.snapshot_at / 16, (
+            f"{len(frames)} range answers for {c.snapshot_at} events, median {median} events"
+        )
+        journal = pipe.journal.events
+        assert f.journal == [_as_sent(journal[i]) for i in range(c.snapshot_at)], (
+            "the history is the journal's"
+        )
+    finally:
+        c.close()
