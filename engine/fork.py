@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import ConfigError
 from engine.request_diff import ParsedRequest, RequestDiff, diff_parsed, parse_request
 from engine.types import CacheScope
+from engine.wording import counted
 
 if TYPE_CHECKING:
     from engine.pipeline import Pipeline
@@ -212,7 +213,7 @@ def validate_spawn(
     ok = d.cause != "model_changed" and (d.offset >= shared_bytes or d.identical)
     readable = _readable(pa, pb, n, provider or getattr(ser, "provider", None), tokens) if ok else False
     if ok:
-        msg = f"ok: the child repeats the parent's first {n} unit(s) ({shared_bytes} bytes"
+        msg = f"ok: the child repeats the parent's first {counted(n, 'unit')} ({shared_bytes} bytes"
         msg += f", {tokens} tokens)" if tokens is not None else ")"
         if readable is False:
             msg += "; but the provider cannot serve it from the parent's cache (no breakpoint on the boundary"

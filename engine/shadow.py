@@ -38,6 +38,7 @@ from engine.policy.state import CompactionState
 from engine.providers import POLICIES, SerializedRequest, canonical_provider
 from engine.providers.base import Block
 from engine.whatif import Overrides, gate_key, threshold_key
+from engine.wording import counted
 
 if TYPE_CHECKING:
     from engine.pipeline import Built, Pipeline
@@ -116,7 +117,7 @@ def first_block_diff(a: SerializedRequest, b: SerializedRequest) -> dict[str, An
             "unit": i,
             "segment": longer[i].segment,
             "section": longer[i].section,
-            "cause": f"the {who} request has {abs(len(a.blocks) - len(b.blocks))} more block(s)",
+            "cause": f"the {who} request has {counted(abs(len(a.blocks) - len(b.blocks)), 'more block')}",
         }
     if a.request_sha256 != b.request_sha256:
         return {

@@ -82,6 +82,13 @@ def test_each_accident_is_a_new_cache_break_named_by_cause_and_section(
     out = json.loads(res.stdout)
     assert out["failures"] and out["failures"][0].startswith("cache-break")
     assert cause in out["totals"]["new_cache_breaks"]
+    # Counted in words ("1 new cache break(s)" before): one accident at one turn, a timestamp at each.
+    n = sum(out["totals"]["new_cache_breaks"].values())
+    said = "1 new cache break in" if n == 1 else f"{n} new cache breaks in"
+    assert out["failures"][0].startswith(f"cache-break: {said} the candidate ({cause} x{n})"), (
+        n,
+        out["failures"],
+    )
     turns = out["sessions"][0]["per_turn"]
     first = next(t for t in turns if t["first_difference"] is not None)
     assert first["first_difference"]["section"] == section

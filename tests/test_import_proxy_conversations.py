@@ -170,7 +170,7 @@ def test_the_listing_names_restarts_and_forks_and_conversation_picks_one(tmp_pat
     forked = load(log, conversation=2)
     assert [c.response.tool_calls[0].id for c in forked.calls if c.response] == ["call_f1", "call_f2"]
     assert "(2 calls, forked from 1 at message 4)" in forked.meta["notes"][0]
-    with pytest.raises(NoSuchConversation, match=r"has 3 conversation\(s\); conversation 5 does not exist"):
+    with pytest.raises(NoSuchConversation, match="has 3 conversations; conversation 5 does not exist"):
         load(log, conversation=5)
     with pytest.raises(NoSuchConversation, match="holds one conversation"):
         load(Path(__file__).parent / "fixtures" / "synthetic" / "mini_repr_strings.traj.json", conversation=2)

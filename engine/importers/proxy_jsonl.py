@@ -595,7 +595,7 @@ def one_conversation(
             fmt,
             path,
             "",
-            f"has {len(ranked)} conversation(s); conversation {conversation} does not exist (give 1 to "
+            f"has {counted(len(ranked), 'conversation')}; conversation {conversation} does not exist (give 1 to "
             f"{len(ranked)})",
             listing,
         )

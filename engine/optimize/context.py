@@ -12,6 +12,7 @@ from engine.plan import Plan
 from engine.providers.policy import ProviderCachePolicy
 from engine.spill import SpillBackend
 from engine.types import Tier
+from engine.wording import nouned
 
 # A summary callback: (texts of the rounds to summarize) -> summary text. The application owns the model.
 Summarizer = Callable[[list[str]], str]
@@ -43,7 +44,9 @@ class OptimizeLimits:
     def with_gates(self, gates: dict[str, bool]) -> OptimizeLimits:
         unknown = sorted(set(gates) - set(self.GATES))
         if unknown:
-            raise ConfigError(f"unknown optimizer gate(s) {unknown}; known gates: {', '.join(self.GATES)}")
+            raise ConfigError(
+                f"unknown optimizer {nouned(len(unknown), 'gate')} {unknown}; known gates: {', '.join(self.GATES)}"
+            )
         return replace(self, **gates)
 
     @classmethod

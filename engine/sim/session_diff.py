@@ -50,7 +50,7 @@ from engine.sim.simulate import (
 )
 from engine.tokens import TokenCounter
 from engine.whatif import GATE_KEYS, THRESHOLD_ALIASES, THRESHOLD_KEYS, Overrides
-from engine.wording import counted
+from engine.wording import counted, nouned
 
 
 class DiffError(ContextPipeError, ValueError):
@@ -92,11 +92,11 @@ def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
     known = {"window", "provider", "gates", "thresholds"}
     unknown = sorted(set(d) - known)
     if unknown:
-        raise DiffError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+        raise DiffError(f"{where}: unknown {nouned(len(unknown), 'setting')} {unknown}; known: {sorted(known)}")
     gates = _table(d, "gates", where)
     bad = sorted(set(gates) - set(GATE_KEYS))
     if bad:
-        raise DiffError(f"{where}: unknown gate(s) {bad}; known gates: {', '.join(GATE_KEYS)}")
+        raise DiffError(f"{where}: unknown {nouned(len(bad), 'gate')} {bad}; known gates: {', '.join(GATE_KEYS)}")
     on = {k: _gate_value(v, k, where) for k, v in gates.items()}
     # The short names (trim, compact, prune) as explain and simulate take them.
     thresholds: dict[str, float] = {}
@@ -113,7 +113,7 @@ def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
     if bad:
         short = ", ".join(f"{a} ({k})" for a, k in THRESHOLD_ALIASES.items())
         raise DiffError(
-            f"{where}: unknown threshold(s) {bad}; known: {', '.join(THRESHOLD_KEYS)} (or {short})"
+            f"{where}: unknown {nouned(len(bad), 'threshold')} {bad}; known: {', '.join(THRESHOLD_KEYS)} (or {short})"
         )
     provider = d.get("provider")
     if provider is not None:
@@ -679,7 +679,7 @@ class DiffReport:
                 n = sum(tot["new_cache_breaks"].values())
                 if n:
                     causes = ", ".join(f"{k} x{v}" for k, v in tot["new_cache_breaks"].items())
-                    out.append(f"cache-break: {n} new cache break(s) in the candidate ({causes})")
+                    out.append(f"cache-break: {counted(n, 'new cache break')} in the candidate ({causes})")
             elif kind in ("cost", "tokens"):
                 pct = _pct(arg, g)
                 if kind == "cost":

@@ -74,7 +74,7 @@ from engine.sim.pricing import (
 )
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
-from engine.wording import counted
+from engine.wording import counted, nouned
 
 if TYPE_CHECKING:
     from engine.sim.policies import TurnView
@@ -327,7 +327,9 @@ def _check_thresholds(th: Mapping[str, float] | None) -> dict[str, float] | None
     known = tuple(Thresholds().to_dict())
     unknown = sorted(set(th) - set(known))
     if unknown:
-        raise SimulateError(f"unknown threshold(s) {unknown}; known thresholds: {', '.join(known)}")
+        raise SimulateError(
+            f"unknown {nouned(len(unknown), 'threshold')} {unknown}; known thresholds: {', '.join(known)}"
+        )
     try:
         Thresholds(**{**Thresholds().to_dict(), **th})
     except (TypeError, ValueError) as exc:

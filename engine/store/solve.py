@@ -18,6 +18,7 @@ from engine.store.solve_reuse import Reuse
 from engine.store.state import StoreState
 from engine.store.window import MAX_CONSECUTIVE_MISSES, Dropped, DroppedList, Entry, Option, Window
 from engine.tokens import REPLY_PRIMING_TOKENS, Budget, Tokenizer
+from engine.wording import counted
 
 _size = attrgetter("size")
 _NO_FIT = "did not fit: lower value per token than what was kept"
@@ -136,7 +137,7 @@ class Solver:
             if rel > 0:
                 out.append(f"relevant to query (bm25 {rel:.2f})")
             if m.inbound:
-                out.append(f"referenced by {m.inbound} item(s)")
+                out.append(f"referenced by {counted(m.inbound, 'item')}")
             if min(m.importance, imp_cap) > 0:
                 out.append(f"importance {min(m.importance, imp_cap):g}")
             if not out:
