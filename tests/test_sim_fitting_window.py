@@ -5,7 +5,6 @@ runs it for several policies a turn). Differential against the measure-everythin
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import given, settings
@@ -13,8 +12,12 @@ from hypothesis import strategies as st
 
 from engine.artifacts import Message, Text, ToolCall, ToolResult
 from engine.assembly import Measure
-from engine.sim.policies.base import last_fitting_window, round_starts
+from engine.sim.policies.base import TurnView, last_fitting_window, round_starts
 from engine.tokens import CharTokenizer, TokenCounter
+
+
+def _view(m: Measure, msgs: tuple[Message, ...]) -> TurnView:
+    return TurnView(1, (), msgs, 200_000, 180_000, True, m)
 
 
 def _reference(m: Measure, messages: tuple[Message, ...], budget: int) -> tuple[Message, ...]:
@@ -49,9 +52,8 @@ def test_equals_measuring_every_message(spec: list[tuple[int, int]], task: bool,
     msgs = _session(spec, task)
     m = Measure(TokenCounter(CharTokenizer()))
     expected = _reference(Measure(TokenCounter(CharTokenizer())), msgs, budget)
-    got = last_fitting_window(SimpleNamespace(measure=m), msgs, budget)  # type: ignore[arg-type]
-    assert got == expected
-    assert last_fitting_window(SimpleNamespace(measure=m), msgs, budget) == expected  # counts remembered
+    assert last_fitting_window(_view(m, msgs), msgs, budget) == expected
+    assert last_fitting_window(_view(m, msgs), msgs, budget) == expected  # counts remembered
 
 
 class _Counting(Measure):
@@ -74,6 +76,6 @@ def test_reads_only_the_rounds_it_weighs() -> None:
     m = _Counting(TokenCounter(CharTokenizer()))
     per_round = m.items(msgs[1:3])
     _Counting.measured = 0
-    kept = last_fitting_window(SimpleNamespace(measure=m), msgs, 10 * per_round + 5)  # type: ignore[arg-type]
+    kept = last_fitting_window(_view(m, msgs), msgs, 10 * per_round + 5)
     assert len(kept) == 20
     assert _Counting.measured <= 22, _Counting.measured

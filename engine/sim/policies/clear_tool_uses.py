@@ -21,6 +21,7 @@ client must do before the API rejects the prompt).
 from __future__ import annotations
 
 from engine.artifacts import Message, ToolResult
+from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies.base import (
     PeerRequest,
@@ -63,11 +64,17 @@ class ClearToolUses:
         self._rehashed: dict[str, Message] = {}
         # The conversation last scanned for results and what was found (see _results).
         self._scanned: tuple[tuple[Message, ...], list[tuple[int, int]]] = ((), [])
+        # The last turn's edit, when it cleared (see _clear): (its conversation, results cleared, their
+        # places by message, the edited conversation, tokens freed).
+        self._carry: (
+            tuple[tuple[Message, ...], int, dict[int, list[int]], tuple[Message, ...], int] | None
+        ) = None
 
     def reset(self) -> None:
         self._cleared.clear()
         self._rehashed.clear()
         self._scanned = ((), [])
+        self._carry = None
 
     def _results(self, msgs: tuple[Message, ...]) -> list[tuple[int, int]]:
         """(message, part) of every result clearing may take, in order. Each turn's conversation is the
@@ -97,6 +104,92 @@ class ClearToolUses:
             return self.trigger
         return documented_trigger(v, DEFAULT_TRIGGER)
 
+    def _cleared_form(self, x: Message, js: list[int], m: Measure) -> tuple[Message, int]:
+        """`x` with its parts `js` cleared, and the tokens that frees (made once per message and parts)."""
+        key = (x.sha, tuple(js))
+        got = self._cleared.get(key)
+        if got is None:
+            parts = list(x.parts)
+            gain = 0
+            for j in js:
+                p = parts[j]
+                assert isinstance(p, ToolResult)
+                cleared = ToolResult(p.call_id, PLACEHOLDER, p.is_error, "cleared")
+                gain += m.part(p) - m.part(cleared)
+                parts[j] = cleared
+            got = self._cleared[key] = (Message(x.role, tuple(parts)), gain)
+        return got
+
+    def _rehash(self, x: Message) -> Message:
+        """A message the clearing leaves as it was, made again from its parts (its hash recomputed), once."""
+        y = self._rehashed.get(x.sha)
+        if y is None:
+            y = self._rehashed[x.sha] = Message(x.role, x.parts)
+        return y
+
+    def _clear(self, msgs: tuple[Message, ...], m: Measure) -> tuple[Message, ...] | None:
+        """The conversation with every result but the newest `keep` cleared, or None when that clears
+        nothing or frees less than clear_at_least.
+
+        Each turn's conversation is the last one's and a few more messages, and the results to clear
+        the last one's and a few more: the edit is carried from the last turn's (its messages, the
+        results it cleared, the tokens they freed), and a turn makes only the new messages and the
+        messages with a newly cleared result (_clear_all does the whole conversation: the reference)."""
+        results = self._results(msgs)
+        n = max(0, len(results) - self.keep)
+        carry, self._carry = self._carry, None
+        if carry is None or self.exclude_tools:
+            return self._clear_all(msgs, results[:n], m)
+        src, done, by_msg, was, freed = carry
+        k = len(src)
+        if n < done or len(msgs) < k or (msgs is not src and msgs[:k] != src):
+            return self._clear_all(msgs, results[:n], m)
+        new = list(was)
+        new.extend(map(self._rehash, msgs[k:]))
+        touched: dict[int, None] = {}
+        for i, j in results[done:n]:
+            js = by_msg.get(i)
+            if js is None:
+                by_msg[i] = [j]
+            else:
+                if i not in touched:
+                    freed -= self._cleared_form(msgs[i], js, m)[1]  # what it freed with fewer cleared
+                js.append(j)
+            touched[i] = None
+        for i in touched:
+            new[i], gain = self._cleared_form(msgs[i], by_msg[i], m)
+            freed += gain
+        return self._applied(msgs, n, by_msg, new, freed)
+
+    def _clear_all(
+        self, msgs: tuple[Message, ...], clear: list[tuple[int, int]], m: Measure
+    ) -> tuple[Message, ...] | None:
+        by_msg: dict[int, list[int]] = {}
+        for i, j in clear:
+            by_msg.setdefault(i, []).append(j)
+        freed = 0
+        new = list(msgs)
+        for i, js in by_msg.items():
+            new[i], gain = self._cleared_form(msgs[i], js, m)
+            freed += gain
+        if not clear or freed < self.clear_at_least:
+            return None
+        for i, x in enumerate(new):
+            if i not in by_msg:
+                new[i] = self._rehash(x)
+        return self._applied(msgs, len(clear), by_msg, new, freed)
+
+    def _applied(
+        self, msgs: tuple[Message, ...], n: int, by_msg: dict[int, list[int]], new: list[Message], freed: int
+    ) -> tuple[Message, ...] | None:
+        """The edited conversation when the clearing applies (and the edit carried to the next turn)."""
+        if not n or freed < self.clear_at_least:
+            return None
+        out = tuple(new)
+        if not self.exclude_tools:
+            self._carry = (msgs, n, by_msg, out, freed)
+        return out
+
     def request(self, v: TurnView) -> PeerRequest:
         m = v.measure
         msgs = v.messages
@@ -105,38 +198,9 @@ class ClearToolUses:
         actions: list[str] = []
         blocks_of: list[Block] | None = every
         if full > self._trigger(v):
-            results = self._results(msgs)
-            clear = results[: max(0, len(results) - self.keep)]
-            by_msg: dict[int, list[int]] = {}
-            for i, j in clear:
-                by_msg.setdefault(i, []).append(j)
-            freed = 0
-            new = list(msgs)
-            for i, js in by_msg.items():
-                x = msgs[i]
-                key = (x.sha, tuple(js))
-                got = self._cleared.get(key)
-                if got is None:
-                    parts = list(x.parts)
-                    gain = 0
-                    for j in js:
-                        p = parts[j]
-                        assert isinstance(p, ToolResult)
-                        cleared = ToolResult(p.call_id, PLACEHOLDER, p.is_error, "cleared")
-                        gain += m.part(p) - m.part(cleared)
-                        parts[j] = cleared
-                    got = self._cleared[key] = (Message(x.role, tuple(parts)), gain)
-                new[i], gain = got
-                freed += gain
-            if clear and freed >= self.clear_at_least:
-                rehashed = self._rehashed
-                for i, x in enumerate(new):
-                    if i not in by_msg:  # the rest made again from their parts (their hashes recomputed)
-                        y = rehashed.get(x.sha)
-                        if y is None:
-                            y = rehashed[x.sha] = Message(x.role, x.parts)
-                        new[i] = y
-                msgs = tuple(new)
+            cleared = self._clear(msgs, m)
+            if cleared is not None:
+                msgs = cleared
                 blocks_of = None
                 actions.append("clear_tool_uses")
         budget = v.ceiling - system_tokens(v)
