@@ -89,6 +89,7 @@ POLICY_NAMES = ("pipeline", "gates_closed", "as_sent", "actual")
 TRACE_FIELDS = ("sections",)
 _SHA = attrgetter("sha")
 _MARKER = attrgetter("marker")
+_SECTION = attrgetter("section")
 # Turns checked with an extra recorded-settings build when carried counts are in use and no column
 # runs the recorded settings (an import simulated under a what-if): about this many, evenly spread.
 CHECK_SAMPLE = 16
@@ -566,8 +567,16 @@ def _build_pass(
                 # The whole conversation, never compacted, laid out as the engine would send it.
                 full = builder.build(bound, cfgs.full)
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
-                msgs = tuple(i for i in (hist.items if hist is not None else ()) if isinstance(i, Message))
-                system = tuple(b for b in full.blocks if b.section != "history")
+                items = hist.items if hist is not None else ()
+                # Tested in C: the conversation grows every turn, and a history holds only messages.
+                msgs = cast(
+                    "tuple[Message, ...]",
+                    items
+                    if all(map(isinstance, items, repeat(Message)))
+                    else tuple(i for i in items if isinstance(i, Message)),
+                )
+                blocks = full.blocks
+                system = tuple(compress(blocks, map(ne, map(_SECTION, blocks), repeat("history"))))
                 views.append(
                     TurnView(
                         ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks
