@@ -86,6 +86,7 @@ from engine.tokens import TokenCounter, Tokenizer
 from engine.trace import build_trace, check_budget, figures_of, section_shas_of
 from engine.trace_lazy import Traces, TurnEvent, TurnRecord
 from engine.types import CacheScope, Lifecycle, Priority, SectionKind
+from engine.wording import counted, nouned
 
 if TYPE_CHECKING:
     from engine.bind import BindJob
@@ -1058,7 +1059,8 @@ class Pipeline:
         if missing:
             raise UnpairedToolResultError(
                 missing[0],
-                f"the assistant's tool call(s) {missing} have no result before {before}; answer each with "
+                f"the assistant's {nouned(len(missing), 'tool call')} {missing} "
+                f"{'has' if len(missing) == 1 else 'have'} no result before {before}; answer each with "
                 "tool_result(call_id, output) (is_error=True with a short reason for a call that was not "
                 "run): the provider rejects a request with an unanswered call",
             )
@@ -1198,7 +1200,7 @@ class Pipeline:
                 continue
             name, why = _REFUSE_EMPTY[canonical_provider(self.config.provider)]
             said = (
-                f"{n} text(s) of whitespace only: sent to {name} as {EMPTY_SYSTEM_TEXT!r}, "
+                f"{counted(n, 'text')} of whitespace only: sent to {name} as {EMPTY_SYSTEM_TEXT!r}, "
                 f"since {why} refuses blank text in the system prompt"
             )
             if out is None:
@@ -1220,9 +1222,9 @@ class Pipeline:
         name, why = _REFUSE_EMPTY[provider]
         said = []
         for held, pending_too, what, sent_as, refused in (
-            (self._empty_msgs, sends_nothing, "message(s) with no content", EMPTY_TEXT,
+            (self._empty_msgs, sends_nothing, ("message", "with no content"), EMPTY_TEXT,
              "a blank text and a message without content"),
-            (self._silent_errors, silent_error, "error result(s) with no output", ERROR_NO_OUTPUT,
+            (self._silent_errors, silent_error, ("error result", "with no output"), ERROR_NO_OUTPUT,
              "an error result without content"),
         ):  # fmt: skip
             idx = [i for i in held if i < te or i >= te + elided]
@@ -1231,7 +1233,8 @@ class Pipeline:
             if idx:
                 which = ", ".join(map(str, idx[:10])) + (f" and {len(idx) - 10} more" if len(idx) > 10 else "")
                 said.append(
-                    f"{len(idx)} {what} (conversation message {which}): sent to {name} as {sent_as!r}, "
+                    f"{counted(len(idx), what[0])} {what[1]} (conversation message {which}): sent to {name} as "
+                    f"{sent_as!r}, "
                     f"since {why} refuses {refused}"
                 )
         return "; ".join(said)
@@ -1250,7 +1253,7 @@ class Pipeline:
         rule = CALL_ID_RULES[canonical_provider(self.config.provider)]
         newest = "; ".join(f"message {i}: {own!r} as {sent!r}" for i, own, sent in ren[-3:])
         said = (
-            f"{len(ren)} tool call(s) of the conversation sent to {rule.name} with another id than the agent "
+            f"{counted(len(ren), 'tool call')} of the conversation sent to {rule.name} with another id than the agent "
             f"gave ({newest}{'; and earlier ones' if len(ren) > 3 else ''}), since {rule.why}; their "
             "results go with them, and each keeps its id on every later turn"
         )

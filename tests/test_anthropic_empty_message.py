@@ -59,7 +59,7 @@ def test_empty_messages_go_to_anthropic_as_text_the_api_takes() -> None:
     assert msgs[6]["content"] == [{"type": "text", "text": EMPTY_TEXT}]
     hist = next(s for s in trace["sections"] if s["kind"] == "history")
     assert hist["note"] == (
-        "3 message(s) with no content (conversation message 1, 2, 6): sent to Anthropic as "
+        "3 messages with no content (conversation message 1, 2, 6): sent to Anthropic as "
         f"{EMPTY_TEXT!r}, since the Messages API refuses a blank text and a message without content"
     )
 
@@ -131,6 +131,6 @@ def test_an_error_result_with_no_output_goes_with_text_and_is_said() -> None:
             continue
         name, api = ("Anthropic", "the Messages API") if provider == "anthropic" else ("Bedrock", "Converse")
         assert hist["note"] == (
-            f"1 error result(s) with no output (conversation message 2): sent to {name} as "
+            f"1 error result with no output (conversation message 2): sent to {name} as "
             f"{ERROR_NO_OUTPUT!r}, since {api} refuses an error result without content"
         )

@@ -49,7 +49,7 @@ def test_empty_messages_go_to_bedrock_as_text_converse_takes() -> None:
     assert msgs[4]["content"][0]["toolResult"]["content"] == [{"text": ""}]
     assert msgs[6]["content"][0] == {"text": EMPTY_TEXT}  # the tail (marked: its cachePoint follows)
     hist = next(s for s in trace["sections"] if s["kind"] == "history")
-    assert hist["note"].startswith("3 message(s) with no content (conversation message 1, 2, 6): sent to Bedrock")
+    assert hist["note"].startswith("3 messages with no content (conversation message 1, 2, 6): sent to Bedrock")
     assert repr(EMPTY_TEXT) in hist["note"]
 
 

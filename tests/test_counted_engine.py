@@ -92,3 +92,60 @@ def test_a_proxy_log_of_one_conversation_says_so(tmp_path: Path) -> None:
     log = _write(tmp_path, [_run("a", 0), _run("a", 1)])
     with pytest.raises(NoSuchConversation, match=r"has 1 conversation; conversation 2 does not exist"):
         load(log, conversation=2)
+
+
+def test_the_note_on_a_blank_system_text_counts_it() -> None:
+    # A section holds one text through the public API ("1 text(s) of whitespace only" before).
+    p = Pipeline("claude-sonnet-4-5", "anthropic", 200_000, serve=False)
+    p.identity("You are terse.")
+    p.add_source("notes", "memory", binder=lambda budget: " \n", estimate=100)
+    p.user("List the files.")
+    notes = {s["id"]: s["note"] for s in p.next_request().trace["sections"]}
+    p.close()
+    assert notes["notes"].startswith("1 text of whitespace only: sent to Anthropic as "), notes["notes"]
+
+
+@pytest.mark.parametrize(
+    "ids,said", [(["c1"], "tool call ['c1'] has"), (["c1", "c2"], "tool calls ['c1', 'c2'] have")]
+)
+def test_unanswered_calls_are_counted(ids: list[str], said: str) -> None:
+    from engine.errors import UnpairedToolResultError
+
+    p = Pipeline("claude-sonnet-4", "anthropic", serve=False)
+    p.identity("You are a careful coding agent.")
+    p.user("List the files.")
+    p.next_request()
+    p.assistant("Let me look.", tool_calls=[{"id": c, "name": "bash", "arguments": "{}"} for c in ids])
+    with pytest.raises(UnpairedToolResultError) as exc:
+        p.next_request()
+    p.close()
+    assert f"the assistant's {said} no result before the next request" in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("turns,said", [(2, "1 tool call of"), (3, "2 tool calls of")])
+def test_the_note_on_renamed_calls_counts_them(turns: int, said: str) -> None:
+    # An agent that numbers its calls per turn sends "toolu_1" each turn: each after the first is renamed.
+    p = Pipeline("claude-sonnet-4", "anthropic", serve=False)
+    p.identity("You are a careful coding agent.")
+    p.user("List the files.")
+    for t in range(turns):
+        p.next_request()
+        p.record_usage({"input_tokens": 10, "output_tokens": 1})
+        calls = p.assistant("Let me look.", tool_calls=[{"id": "toolu_1", "name": "bash", "arguments": "{}"}])
+        p.tool_result(calls[0].id, f"listing {t}")
+    trace = p.next_request().trace
+    p.close()
+    note = str(next(s for s in trace["sections"] if s["kind"] == "history").get("note", ""))
+    assert note.startswith(
+        f"{said} the conversation sent to Anthropic with another id than the agent gave"
+    ), note
+
+
+def test_the_note_on_calls_renamed_at_another_provider_counts_them(tmp_path: Path) -> None:
+    # A what-if at OpenAI of an Anthropic session with one id too long for OpenAI (two: test_whatif_call_ids).
+    from engine.whatif import Overrides
+    from tests.test_whatif_call_ids import LONG, _history_note, _replayer, _session
+
+    rp = _replayer(_session(tmp_path, "anthropic", [[LONG], ["call_1"]]))
+    note = _history_note(rp.replan(rp.turns - 1, Overrides(provider="openai")).trace)
+    assert note.startswith("1 tool call of the conversation sent to OpenAI with another id"), note

@@ -183,7 +183,7 @@ def test_an_unanswered_call_is_refused_at_the_request_not_by_the_api(provider: s
     pipe = _with_call(_pipe(provider))
     pipe.user("Actually, also check the tests.")  # legal so far: the serializer puts results first
     n = len(pipe.journal.events)
-    with pytest.raises(UnpairedToolResultError, match=r"\['c1'\] have no result before the next request"):
+    with pytest.raises(UnpairedToolResultError, match=r"tool call \['c1'\] has no result before the next request"):
         pipe.next_request()
     with pytest.raises(UnpairedToolResultError, match=r"before the next assistant message.*is_error=True"):
         pipe.assistant("More.")

@@ -137,7 +137,7 @@ def test_an_upstream_that_repeats_its_tool_use_id_gets_unique_ids_back(standin: 
     ]
     assert results == [(seen[-1][t], f"listing {t}") for t in range(5)]
     note = _history_note(req.trace)
-    assert "4 tool call(s) of the conversation sent to Anthropic with another id" in note
+    assert "4 tool calls of the conversation sent to Anthropic with another id" in note
     assert "'toolu_1' as 'toolu_1_r4'" in note
     pipe.close()
 
@@ -168,7 +168,7 @@ def test_call_0_every_turn_pairs_each_result_with_its_turns_call(provider: str) 
         assert '{"content":"out 9","tool_use_id":"call_0_r9","type":"tool_result"}' in text
     else:
         assert '{"toolResult":{"content":[{"text":"out 9"}],"toolUseId":"call_0_r9"}}' in text
-    assert "11 tool call(s)" in _history_note(req.trace)
+    assert "11 tool calls of the conversation" in _history_note(req.trace)
     pipe.close()
 
 

@@ -60,6 +60,7 @@ def test_a_whatif_at_openai_of_an_anthropic_session_cuts_its_long_ids(tmp_path: 
     assert _check_sendable(body, "openai") == ["toolu_" + "a" * 22 + "_r1", "call_0", "call_0_r1", KIMI]
     note = _history_note(built.trace)
     assert "sent to OpenAI with another id than the agent gave" in note and "Anthropic" not in note, note
+    assert note.startswith("2 tool calls of the conversation sent to OpenAI"), note  # "2 tool call(s)"
     # each result goes with its own call, under the new id
     results = [m for m in body["messages"] if m["role"] == "tool"]
     assert [r["tool_call_id"] for r in results] == ["toolu_" + "a" * 22 + "_r1", "call_0", "call_0_r1", KIMI]

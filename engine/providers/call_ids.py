@@ -35,6 +35,7 @@ from typing import NamedTuple
 from engine.artifacts import Message, Part, ToolCall, ToolResult
 from engine.assembly import Assembly, Section
 from engine.types import SectionKind
+from engine.wording import counted
 
 
 class IdRule(NamedTuple):
@@ -219,8 +220,8 @@ class AtProvider:
             return ""
         newest = "; ".join(f"message {i}: {own!r} as {sent!r}" for i, own, sent in ren[-3:])
         return (
-            f"{len(ren)} tool call(s) of the conversation sent to {self.rule.name} with another id than the agent "
-            f"gave ({newest}{'; and earlier ones' if len(ren) > 3 else ''}), since {self.rule.why}; their "
+            f"{counted(len(ren), 'tool call')} of the conversation sent to {self.rule.name} with another id "
+            f"than the agent gave ({newest}{'; and earlier ones' if len(ren) > 3 else ''}), since {self.rule.why}; their "
             "results go with them, and each keeps its id on every later turn"
         )
 

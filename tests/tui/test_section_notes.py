@@ -54,7 +54,7 @@ def _note_of(path: Path, turn: int) -> str:
 async def test_the_history_note_is_shown_with_the_section(tmp_path: Path, size: tuple[int, int]) -> None:
     path = _bedrock_recording(tmp_path / "bedrock.cpsession")
     note = _note_of(path, 1)
-    assert note.startswith("2 message(s) with no content") and repr(EMPTY_TEXT) in note, note
+    assert note.startswith("2 messages with no content") and repr(EMPTY_TEXT) in note, note
     app = InspectorApp(FileSource(path))
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
@@ -72,7 +72,7 @@ async def test_the_history_note_is_shown_with_the_section(tmp_path: Path, size: 
         assert viewer.title.startswith("history · turn 1") and viewer.note == note
         assert line.display and line.region.height >= 1
         shown = " ".join(line.render_line(y).text.strip() for y in range(line.region.height))
-        assert shown.startswith("note: 2 message(s) with no content"), shown
+        assert shown.startswith("note: 2 messages with no content"), shown
         if size[0] >= 120:
             assert shown.replace(" ", "") == f"note: {note}".replace(" ", ""), shown  # whole, wrapped
         await pilot.press("left")  # turn 0 sent no empty message: no note, and the line goes
