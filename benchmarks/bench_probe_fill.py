@@ -1,7 +1,7 @@
 """What an inspector filling a long session's history costs the agent: this tree's probe against another's.
 
     .venv/bin/python benchmarks/bench_probe_fill.py --base /tmp/attach30base [--history 20000] [--rounds 2]
-                                                    [--pace 0.05] [--max-fill 300]
+                                                    [--pace 0.05] [--max-fill 300] [--fold]
 
 One Pipeline (a 1-2 ms turn) builds --history turns unpaced (the journal keeps 4,096 events in memory and
 spills the rest to disk, as an agent's does). Then rounds of blocks A B B A / B A A B (A: the probe of
@@ -73,6 +73,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--pace", type=float, default=0.05, help="seconds of model call after each turn")
     ap.add_argument("--max-fill", type=float, default=300.0, help="give a block up after this many seconds")
+    ap.add_argument(
+        "--fold", action="store_true", help="the reader asks for the fold stream, as cp-inspect attach"
+    )
     args = ap.parse_args()
 
     from engine.recording.journal import Journal
@@ -95,6 +98,10 @@ def main() -> None:
         flush=True,
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    reader_src = bp.FIRST_READER
+    if args.fold:  # (an agent that cannot serve it sends the elided stream, as to cp-inspect attach)
+        reader_src = reader_src.replace("timeout=30)", "timeout=30, fold=True)")
+        assert "fold=True" in reader_src
 
     def block(mode: str) -> dict[str, float]:
         nonlocal turn
@@ -106,7 +113,7 @@ def main() -> None:
         filled: list[float] = []
         if mode != "none":
             reader = subprocess.Popen(
-                [sys.executable, "-c", bp.FIRST_READER, str(os.getpid())],
+                [sys.executable, "-c", reader_src, str(os.getpid())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,

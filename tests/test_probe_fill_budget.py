@@ -34,6 +34,8 @@ from engine.probe.elide import RANGE_MAX
 from engine.probe.lean import summary_event
 from tests.test_probe_lean import T, _pipeline, _turns
 
+# A live turn's event: whole or summarized (the elided stream), or its marker (the fold stream).
+TURN_KINDS = ("turn", "turn_summary", "turn_deferred")
 HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most of them on disk
 PACE = 0.05
 
@@ -94,18 +96,26 @@ class _Filler:
                 self.frames.append(len(events))
                 if len(self.journal) >= at:
                     self.done.set()
-            elif k in ("batch", "turn", "turn_summary"):
-                self.order += [
-                    e["turn"] for e in ev.get("events", [ev]) if e.get("k") in ("turn", "turn_summary")
-                ]
+            elif k in ("batch", "turn", "turn_summary", "turn_deferred"):
+                self.order += [e["turn"] for e in ev.get("events", [ev]) if e.get("k") in TURN_KINDS]
             elif k == "dropped":
                 raise AssertionError(f"the client lost events: {ev}")
 
 
-def _attach(pipe: Any, ring: bool) -> tuple[ProbeClient, _Filler, threading.Thread]:
+def _attach(pipe: Any, ring: bool, fold: bool = False) -> tuple[ProbeClient, _Filler, threading.Thread]:
     c = ProbeClient.connect_path(
-        pipe.probe.path, os.getpid(), T, lean=True, elide=True, tail=True, quiet=True, poll=True, ring=ring
+        pipe.probe.path,
+        os.getpid(),
+        T,
+        lean=True,
+        elide=True,
+        tail=True,
+        quiet=True,
+        poll=True,
+        ring=ring,
+        fold=fold,
     )
+    assert c.fold == fold
     assert c.snapshot_at > 2 * RANGE_MAX, "most of the journal comes by range"
     for _ in range(c.hello["snapshot"]):
         assert c.recv(T) is not None
@@ -135,13 +145,17 @@ def long_pipe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> Iterator[Any]:
         pipe.close()
 
 
-def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(long_pipe: Any) -> None:
+@pytest.mark.parametrize("fold", [False, True], ids=["elided", "fold"])
+def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
+    long_pipe: Any, fold: bool
+) -> None:
     """During the fill each paced turn reaches the ring from the agent's own thread, waking no probe
     thread; every turn once and in order, and the history whole and equal to the journal. On the old code
-    no turn was the agent thread's to send while the fill ran (0 of ~40)."""
+    no turn was the agent thread's to send while the fill ran (1 of 106). Also on the fold stream, which
+    `cp-inspect attach` asks for."""
     pipe = long_pipe
     probe = pipe.probe
-    c, f, th = _attach(pipe, ring=True)
+    c, f, th = _attach(pipe, ring=True, fold=fold)
     wakes = [0]
     real_wake = probe._wake
 
