@@ -73,6 +73,9 @@ class Carried(NamedTuple):
     at: int  # the history's index in `layout`
     slot: int  # cost_aware's carry slot of (limits, settings)
     record: TurnRecord | None = None  # the lane's record of that turn (None: the general path made it)
+    # The cache markers on the sections before the history in that request, when the lane made it
+    # (Anthropic, Bedrock; None: not known, see _moved_markers).
+    before_marks: tuple[Any, ...] | None = None
 
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
@@ -132,9 +135,9 @@ def eligible(pipe: Pipeline, cfg: PipelineConfig) -> Serializer | None:
 
 def _moved_markers(
     cfg: PipelineConfig, rev2: bool, full: Assembly, applied: Assembly, c: Carried, m: Any
-) -> tuple[frozenset[int], list[dict[str, Any]]] | None:
-    """At a provider with cache markers (Anthropic, Bedrock): the history's marked items and the turn's
-    actions (the markers step's, as optimize writes it), or None when the markers would touch a section
+) -> tuple[frozenset[int], list[dict[str, Any]], tuple[Any, ...]] | None:
+    """At a provider with cache markers (Anthropic, Bedrock): the history's marked items, the turn's
+    actions (the markers step's, as optimize writes it) and the markers before the history, or None when the markers would touch a section
     before the history (the general path's turn then).
 
     The markers rule is run as cost_aware.run runs it on a held turn that fits as planned (the lane has
@@ -142,32 +145,46 @@ def _moved_markers(
     the tail marker moved (markers._carried: a few identity checks), so the sections before the
     history keep the marks their carried runs have and only the history's run changes: the old tail
     written again unmarked, the new messages after it."""
-    ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, False)
-    if rev2:
-        items = full[c.hidx].items
-        ctx = ctx._replace(
-            task_noted=applied is not full and bool(items) and getattr(items[0], "role", "") == "user"
-        )
+    items = full[c.hidx].items
+    noted = rev2 and applied is not full and bool(items) and getattr(items[0], "role", "") == "user"
+    ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, noted)
     out = markers.apply(applied, ctx)  # type: ignore[arg-type]
     if out.asm is not applied or out.reason_not_applied:
         return None
     hist_id = applied[c.hidx].id
-    marked: dict[str, set[int]] = {}
+    hitems: list[int] = []
+    others: list[Any] = []
     for mk in out.markers:
+        if mk.section == hist_id:
+            hitems.append(mk.item)
+        else:
+            others.append(mk)
+    before = tuple(others)
+    # The markers before the history as the last lane turn had them (the very objects, as the rule
+    # carries them): the carried runs have their marks. Else (the general path's turn before this, or
+    # a marker that changed) each section's marks are compared with its carried run's.
+    if before != c.before_marks and not _marks_kept(before, c.layout, hist_id):
+        return None
+    n = len(applied[c.hidx].items)
+    hmarks = frozenset(i for i in hitems if 0 <= i < n)
+    if not out.changed:
+        return hmarks, [], before
+    return hmarks, [{"step": markers.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}], before
+
+
+def _marks_kept(before: tuple[Any, ...], layout: list[tuple[Section, _SectionRun]], hist_id: str) -> bool:
+    """Whether the markers on the sections before the history give each carried run its own marks."""
+    marked: dict[str, set[int]] = {}
+    for mk in before:
         marked.setdefault(mk.section, set()).add(mk.item)
-    for s, run in c.layout:
+    for s, run in layout:
         if s.id == hist_id:
             continue
         got = marked.get(s.id)
         marks = frozenset(i for i in got if 0 <= i < len(s.items)) if got else frozenset()
         if marks != run.marks:
-            return None  # a marker moved before the history
-    got = marked.get(hist_id)
-    n = len(applied[c.hidx].items)
-    hmarks = frozenset(i for i in got if 0 <= i < n) if got else frozenset()
-    if not out.changed:
-        return hmarks, []
-    return hmarks, [{"step": markers.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}]
+            return False  # a marker moved before the history
+    return True
 
 
 def turn(pipe: Pipeline, c: Carried) -> Request | None:
@@ -277,11 +294,12 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     ser_obj = c.serializer
     actions: list[dict[str, Any]] = []
     hmarks: frozenset[int] = frozenset()
+    before_marks: tuple[Any, ...] | None = None
     if ser_obj.policy.supports_markers:
         moved = _moved_markers(cfg, settings.revision >= 2, full, applied, c, m)
         if moved is None:
             return None
-        hmarks, actions = moved
+        hmarks, actions, before_marks = moved
     tok = m.counter.tokenizer.name
     hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m)
     layout = list(c.layout)
@@ -377,7 +395,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = carried = Carried(
         cfg, st, c.sources_version, m, ser_obj, c.task_end, full, hidx, elided, history_len, new_pending,
-        layout, c.at, c.slot, rec,
+        layout, c.at, c.slot, rec, before_marks,
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, {sid: sha[:16] for sid, sha in shas.items()})
