@@ -66,6 +66,10 @@ def test_export_counts_sessions_skipped_and_damaged_recordings(tmp_path: Path) -
         assert code == 0, out
         assert "exported 20 model-call spans from 1 session, " in out, out
         assert "; 1 damaged recording exported up to their damage (see above)" in out, out
+        early = corrupt_copy(tmp_path / "early.cpsession", turn=1)[0]  # one call precedes the damage
+        code, out = _run("export", str(early), "--otlp", rx.url)
+        assert code == 0 and "exported the 1 model call before the damage" in out, out
+        assert "exported 1 model-call span from 1 session, " in out, out
         # Nothing readable: "none of the 1 recording(s) could be read" named no file.
         code, out = _run("export", str(bad[0]), "--otlp", rx.url)
         assert code == 1 and f"{bad[0]} could not be read" in out and "none of" not in out, out
