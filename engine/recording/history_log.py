@@ -111,9 +111,17 @@ class HistoryLog(Sequence[Message]):
         if n < chunk or upto < self._retry_at:
             return []
         moved = self._tail[:n]
+        kept = len(self._starts)
         try:
-            self._write(moved)
+            # A replay's checkpoints parked most of these already (the same message objects at the same
+            # places): their records are indexed again, not written again (see _Parked).
+            i = len(self._reuse(moved)[1])
+            if i < n:
+                self._base += i
+                self._write(moved[i:])
         except OSError as exc:
+            self._base = upto - n
+            self._unindex(kept)
             # Nothing is lost: the messages stay in memory; try again once another chunk could go.
             self._retry_at = upto + chunk
             if self.spill_error is None:
@@ -148,6 +156,41 @@ class HistoryLog(Sequence[Message]):
         if self.keep_calls:
             self._calls.append(list(map(call_pairs, msgs)))
         self._starts.append(self._base)
+
+    def _reuse(
+        self, msgs: list[Message]
+    ) -> tuple[list[tuple[int, list[Message], array[int], array[int]]], list[Message]]:
+        """Index, as this log's next chunks, the records the last park (of this log or a copy) wrote for
+        the longest prefix of `msgs` (the messages from `_base` on) it holds: the same objects at the
+        same places. (the segments indexed, the messages they cover)."""
+        memo, base = self._parked, self._base
+        if memo.file is None or (self._file is not None and memo.file is not self._file):
+            return [], []
+        self._file = memo.file  # a copy parked before: the same scratch file, so its records serve
+        segments: list[tuple[int, list[Message], array[int], array[int]]] = []
+        i = 0  # messages of `msgs` indexed so far
+        for s0, held, offs, crcs in memo.segments:
+            j = base + i - s0
+            if not 0 <= j < len(held):
+                continue
+            n = 0
+            while i + n < len(msgs) and j + n < len(held) and held[j + n] is msgs[i + n]:
+                n += 1
+            if not n:
+                break
+            # Offsets and checksums of records already written: a chunk of this log's index now.
+            self._starts.append(base + i)
+            self._offs.append(offs[j : j + n + 1])
+            self._crcs.append(crcs[j : j + n])
+            if self.keep_calls:
+                self._calls.append(list(map(call_pairs, msgs[i : i + n])))
+            segments.append((base + i, msgs[i : i + n], offs[j : j + n + 1], crcs[j : j + n]))
+            i += n
+        return segments, msgs[:i]
+
+    def _unindex(self, kept: int) -> None:
+        """Forget the chunks indexed after the first `kept` (a write that failed after them)."""
+        del self._starts[kept:], self._offs[kept:], self._crcs[kept:], self._calls[kept:]
 
     # ---------------------------------------------------------------- reading
     def _read_range(self, a: int, b: int) -> list[Message]:
@@ -327,36 +370,16 @@ class HistoryLog(Sequence[Message]):
         if self.chunk is None or not self._fixed or not self._tail:
             return False
         memo, tail, base = self._parked, self._tail, self._base
-        if self._file is None:
-            self._file = memo.file  # a copy parked before: the same scratch file, so its records serve
         kept = len(self._starts)
-        segments: list[tuple[int, list[Message], array[int], array[int]]] = []
-        i = 0  # messages of the tail indexed so far
-        if memo.file is not None and memo.file is self._file:
-            for s0, msgs, offs, crcs in memo.segments:
-                j = base + i - s0
-                if not 0 <= j < len(msgs):
-                    continue
-                n = 0
-                while i + n < len(tail) and j + n < len(msgs) and msgs[j + n] is tail[i + n]:
-                    n += 1
-                if not n:
-                    break
-                # Offsets and checksums of records already written: a chunk of this log's index now.
-                self._starts.append(base + i)
-                self._offs.append(offs[j : j + n + 1])
-                self._crcs.append(crcs[j : j + n])
-                if self.keep_calls:
-                    self._calls.append(list(map(call_pairs, tail[i : i + n])))
-                segments.append((base + i, tail[i : i + n], offs[j : j + n + 1], crcs[j : j + n]))
-                i += n
+        segments, reused = self._reuse(tail)
+        i = len(reused)
         if i < len(tail):
             self._base = base + i
             try:
                 self._write(tail[i:])
             except OSError:
                 self._base = base
-                del self._starts[kept:], self._offs[kept:], self._crcs[kept:], self._calls[kept:]
+                self._unindex(kept)
                 return False
             segments.append((base + i, tail[i:], self._offs[-1], self._crcs[-1]))
         memo.file, memo.segments = self._file, segments
