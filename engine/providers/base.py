@@ -206,6 +206,10 @@ _SEGMENT, _BLOCK = itemgetter(1), itemgetter(2)  # of an item hit (fragment, seg
 # is dropped: memory follows the live window, not the session.
 CACHE_SLACK = 4
 CACHE_FLOOR = 512
+# The same bound in bytes of fragments: 512 entries of a session whose tool outputs run to hundreds of KB
+# held a hundred MB or more. Past the floor, the caches are pruned once they hold twice what the last
+# prune kept (what recent runs send). Ordinary sessions' fragments are ~1 KB: the count bound acts first.
+CACHE_FLOOR_BYTES = 8 << 20
 
 
 @dataclass
@@ -490,6 +494,8 @@ class Serializer:
         self._digests = DigestChain(keep=self.RUNS)  # what deferred prefix hashes resume from
         self._pairs: dict[str, _PairInfo] = {}  # message hash -> what check_pairing needs from it
         self._kept = 0  # item cache entries left by the last prune
+        self._held = 0  # bytes of the item cache's fragments (an entry's, each time one is added)
+        self._held_kept = 0  # the same, left by the last prune
         # The bytes after the last message in the last body whose messages' end was found (see
         # _messages_end_of): the envelope's tail, the same turn after turn.
         self._tail: bytes | None = None
@@ -932,6 +938,10 @@ class Serializer:
             "pairing": len(self._pairs),
         }
 
+    def cache_bytes(self) -> int:
+        """Bytes of the fragments the per-item cache holds (the content cache's are the same objects)."""
+        return sum(len(hit[0]) for hit in self._items.values())
+
     def _item_hit(
         self, s: Section, it: SectionItem, key: tuple[str, str, str, bool], measure: Measure
     ) -> tuple[bytes, str, Block]:
@@ -960,6 +970,7 @@ class Serializer:
             else:
                 frag, segment = self._item_fragment(s, it, mk)
             hit = self._items[key] = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
+            self._held += len(frag)
         return hit
 
     def _laid_out(
@@ -988,11 +999,14 @@ class Serializer:
         # Never less than twice what the last prune kept: the recent runs of every interleaved sequence
         # can need more than CACHE_SLACK requests' worth, and a prune that keeps almost everything
         # would otherwise run (and walk the whole cache) on every request.
-        if len(self._items) <= max(CACHE_FLOOR, CACHE_SLACK * live, 2 * self._kept):
+        if len(self._items) <= max(CACHE_FLOOR, CACHE_SLACK * live, 2 * self._kept) and self._held <= max(
+            CACHE_FLOOR_BYTES, 2 * self._held_kept
+        ):
             return
         keep = {key for runs in self._runs.values() for run in runs for key in run.keys}
         self._items = {key: hit for key, hit in self._items.items() if key in keep}
         self._kept = len(self._items)
+        self._held = self._held_kept = sum(len(hit[0]) for hit in self._items.values())
         self._cache.clear()  # fragments by content: rebuilt on the next miss
         self._pairs.clear()  # likewise
 
