@@ -91,7 +91,8 @@ class FileSource(ReplayingSource):
         if k == "blob" and isinstance(ev.get("h"), str) and isinstance(ev.get("data"), str):
             return self.texts.blob_event(ev["h"], at, ev["data"])
         if k == "turn" and type(ev.get("turn")) is int and isinstance(ev.get("trace"), dict):
-            return self.texts.turn_event(ev["turn"])  # the index finds it again by its number
+            # Held for a while (the fold reads it soon), then found again by its number through the index.
+            return self.texts.hold_trace(ev["turn"], ev["trace"])
         return _light(ev)
 
     def _table(self) -> CountTable | None:
@@ -162,7 +163,10 @@ class FileSource(ReplayingSource):
         with self._lock:
             trace = self._traces.get(turn)
             if trace is None:
-                trace = self._remember(turn, trace_of(self.reader.turn(turn)))
+                # The read-ahead's copy when it is still held: reading the turn's chunk here decompressed
+                # it again, and from its stream's start (the reader's stream had moved on past it).
+                held = self.texts.held_trace(turn)
+                trace = self._remember(turn, held if held is not None else trace_of(self.reader.turn(turn)))
             else:
                 self._traces.move_to_end(turn)
             return cast(Trace, trace)  # decoded from the recording: the shape engine.trace built
