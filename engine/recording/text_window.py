@@ -27,18 +27,22 @@ from engine.recording.cpsession import RecordingError, RecordingReader
 # What a replay keeps of the texts it has read: a few hundred turns of a busy session, well under the
 # ~300 MB an inspector on a long recording is allowed.
 DEFAULT_BUDGET = 64 << 20
-# Traces handed over by the reader that read the journal ahead of the fold (see hold_trace), newest kept:
-# a few hundred turns of ~13 KB decoded traces.
+# Traces handed over by the reader that read the journal ahead of the fold (see hold_trace), at most this
+# many (~13 KB each, decoded), and none more than TRACES_BEHIND turns before the last one asked for.
 HELD_TRACES = 320
+TRACES_BEHIND = 8
 
 
 class TextWindow:
     """Blob texts of one recording by (hash, frame offset), the most recently used kept up to `budget`
     bytes (what the str objects take: `sys.getsizeof`)."""
 
-    def __init__(self, path: str | Path, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self, path: str | Path, budget: int = DEFAULT_BUDGET, held_traces: int = HELD_TRACES
+    ) -> None:
         if budget < 0:
             raise ValueError(f"budget must be >= 0 bytes, got {budget}")
+        self.held_traces = held_traces
         self.path = Path(path)
         self.budget = budget
         self.held = 0  # bytes of the texts kept
@@ -104,19 +108,30 @@ class TextWindow:
             held = self._traces
             held[n] = trace
             held.move_to_end(n)
-            if len(held) > HELD_TRACES:
+            while len(held) > self.held_traces:
                 held.popitem(last=False)
         return LazyTurn(n, self)
 
     def held_trace(self, n: int) -> dict[str, Any] | None:
         """Turn `n`'s trace when it is held (see hold_trace), else None: nothing is read."""
         with self._lock:
-            return self._traces.get(n)
+            return self._passed(n)
+
+    def _passed(self, n: int) -> dict[str, Any] | None:
+        """Turn `n`'s held trace, the traces of turns well before it let go: a fold or a person asking for
+        turn n has moved past those (stepping back a few turns finds them still held)."""
+        held = self._traces
+        while held:
+            first = next(iter(held))
+            if first >= n - TRACES_BEHIND:
+                break
+            del held[first]
+        return held.get(n)
 
     def trace(self, n: int) -> dict[str, Any]:
         """The trace of turn `n` (RecordingError or IndexError when the file no longer holds it)."""
         with self._lock:
-            held = self._traces.get(n)
+            held = self._passed(n)
             if held is not None:
                 return held
             self.trace_reads += 1

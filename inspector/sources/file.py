@@ -46,7 +46,7 @@ class FileSource(ReplayingSource):
     stepping through a 1 GB recording holds a window of it, not the whole of it."""
 
     TRACE_CACHE = 64
-    READ_AHEAD = 256
+    READ_AHEAD = 64
     TEXT_BUDGET = DEFAULT_BUDGET
     HISTORY_CHUNK = 64  # messages written at a time by the replay's fold (a live session writes 256)
 
@@ -61,7 +61,8 @@ class FileSource(ReplayingSource):
         self.follow_file = follow
         self._read_pos = self.reader.data_start  # file offset up to which `events` holds the journal
         self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
-        self.texts = TextWindow(self.path, self.TEXT_BUDGET)
+        # Traces the read-ahead decoded are held until the fold passes them (see TextWindow.hold_trace).
+        self.texts = TextWindow(self.path, self.TEXT_BUDGET, held_traces=self.READ_AHEAD + 64)
         # The recording's token-count table (see _counter): unread (False), absent or unusable (None).
         self._counts: CountTable | None | bool = False
         self._carried: CarriedCounter | None = None
