@@ -13,8 +13,10 @@ what is shown is what the recording holds."""
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import random
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,46 @@ def test_stepping_as_the_app_does_decompresses_each_chunk_once(
     finally:
         src.close()
     assert max(fed.values()) == 1, sorted(fed.values())[-5:]
+
+
+def _decoded_held() -> int:
+    """Bytes still held of what the recording reader decoded (events, texts, traces)."""
+    gc.collect()
+    snap = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(True, "*/engine/recording/frames.py")]
+    )
+    return sum(stat.size for stat in snap.statistics("filename"))
+
+
+def test_the_journal_a_replay_holds_does_not_grow_with_the_turns_stepped(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each event but the texts and traces was held decoded, ~4 KB a turn (52 MB over 12,000 turns): the
+    # journal is paged now (engine/recording/paged_events.py), the frames of its recent turns decoded.
+    monkeypatch.setattr(FileSource, "READ_AHEAD", 16)
+    monkeypatch.setattr(FileSource, "TEXT_BUDGET", 64 << 10)  # ~20 turns of texts
+    src = FileSource(recording)
+    try:
+        tracemalloc.start()
+        try:
+            for t in range(100):
+                src._built(t)
+            at_100 = _decoded_held()
+            want = {t: src._built(t).serialized.request_sha256 for t in range(100, TURNS)}
+            at_end = _decoded_held()
+        finally:
+            tracemalloc.stop()
+        per_turn = (at_end - at_100) / (TURNS - 100)
+        assert per_turn < 1_000, f"{per_turn:,.0f} bytes a turn held"
+        # Stepping back reads the pages again from the file, and builds the same requests as a fresh replay.
+        back = [TURNS - 1, 40, 170, 3]
+        again = {t: src._built(t).serialized.request_sha256 for t in back}
+        fresh = FileSource(recording)
+        try:
+            assert again == {t: fresh._built(t).serialized.request_sha256 for t in back}
+            assert {t: want[t] for t in (170, TURNS - 1)} == {t: again[t] for t in (170, TURNS - 1)}
+        finally:
+            fresh.close()
+        assert src.events[0]["k"] == "session" and len(src.events) == len(fresh.events)
+    finally:
+        src.close()

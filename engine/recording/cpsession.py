@@ -1128,6 +1128,16 @@ class RecordingReader:
         except FrameError as exc:
             raise self._error(f"turn {n} unreadable ({_why(exc)})", pos) from None
 
+    def frame_events(self, pos: int) -> list[dict[str, Any]]:
+        """The events of the frame at `pos` (an offset `event_frames` handed out), in order: a version-2
+        chunk's, or a version-1 frame's one event. RecordingError when no event frame is there."""
+        if not self._start <= pos < self._end:
+            raise self._error(f"no event frame at offset {pos}", self._start)
+        try:
+            return list(self._events_at(pos))
+        except FrameError as exc:
+            raise self._error(f"events unreadable ({_why(exc)})", pos) from None
+
     def token_counts(self) -> CountTable | None:
         """The token counts the agent made, stored at close (engine/recording/counts.py), or None: a
         file written before the table existed, by a writer given no counter, resumed, or never closed.

@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.alerts import LOOKBACK
 from engine.assembly import Measure
@@ -177,7 +177,12 @@ class Replayer:
         of at least this many messages, as a live session's is (engine/recording/history_log.py), and
         checkpoints parked there whole: what a long replay holds is then its live window, not every
         message it passed. None (the default): everything in memory, no scratch file."""
-        self.events: list[Event] = list(events)
+        # A paged journal (engine/recording/paged_events.py: a recording's events kept in its file) is
+        # held as it is, and grows by itself; anything else is copied into a list.
+        self.events: Sequence[Event] = (
+            cast(Sequence[Event], events) if getattr(events, "paged", False) else list(events)
+        )
+        self._indexed = 0  # events indexed so far
         if not self.events:
             # A header and nothing else: its agent stopped before the first chunk was written, which is
             # not the foreign file the message below describes.
@@ -207,8 +212,10 @@ class Replayer:
         self._index_from(0)
 
     def _index_from(self, start: int) -> None:
-        for i in range(start, len(self.events)):
-            self._index_one(i, self.events[i])
+        events = self.events
+        for i in range(start, len(events)):
+            self._index_one(i, events[i])
+        self._indexed = len(events)
 
     def _index_one(self, i: int, e: Event) -> None:
         if not isinstance(e, dict):
@@ -228,10 +235,12 @@ class Replayer:
 
     def extend(self, events: Iterable[Event]) -> None:
         """Append the journal's next events (a recording read lazily, a live session). The fold cache
-        stays valid: only the new events are folded when a later turn is asked for."""
+        stays valid: only the new events are folded when a later turn is asked for. A paged journal has
+        grown by itself: `events` is not read, the events it gained are indexed."""
         with self._lock:
-            start = len(self.events)
-            self.events.extend(events)
+            start = self._indexed
+            if not getattr(self.events, "paged", False):
+                cast(list[Event], self.events).extend(events)
             self._index_from(start)
             self.__dict__.pop("recorded_traces", None)
 

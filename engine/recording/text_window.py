@@ -95,6 +95,16 @@ class TextWindow:
         self.keep(h, text)
         return text
 
+    def frame_events(self, at: int) -> list[dict[str, Any]]:
+        """The events of the frame at offset `at`, as the reader decodes them (engine/recording/
+        paged_events.py reads a page of the journal again this way)."""
+        with self._lock:
+            if self._reader is None:
+                self._reader = self._open()
+            elif at >= self._reader.data_end:
+                self._reader.refresh()  # a file still being written, as in text()
+            return self._reader.frame_events(at)
+
     def turn_event(self, n: int) -> LazyTurn:
         return LazyTurn(n, self)
 

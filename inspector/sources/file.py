@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import trace_of, unpack_event
+from engine.recording.paged_events import PagedEvents
 from engine.recording.text_window import DEFAULT_BUDGET, TextWindow
 from engine.tokens import TokenCounter
 from engine.trace_schema import Trace
@@ -63,6 +64,9 @@ class FileSource(ReplayingSource):
         self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
         # Traces the read-ahead decoded are held until the fold passes them (see TextWindow.hold_trace).
         self.texts = TextWindow(self.path, self.TEXT_BUDGET, held_traces=self.READ_AHEAD + 64)
+        # The journal read so far, its events in the file (a page per frame; the recent ones decoded).
+        self.paged = PagedEvents(self.texts, self._held, pages=self.READ_AHEAD + 96)
+        self.events = self.paged  # type: ignore[assignment]  # a Sequence read as the list it replaces
         # The recording's token-count table (see _counter): unread (False), absent or unusable (None).
         self._counts: CountTable | None | bool = False
         self._carried: CarriedCounter | None = None
@@ -80,13 +84,13 @@ class FileSource(ReplayingSource):
                     return
                 stop = min(stop, end)
             if stop > self._read_pos:
-                self.events.extend(self._held(at, ev) for at, ev in reader.event_frames(self._read_pos, stop))
+                self.paged.extend_frames(reader.event_frames(self._read_pos, stop))
                 self._read_pos = stop
 
     def _held(self, at: int, ev: dict[str, Any]) -> dict[str, Any]:
-        """What `events` keeps of the event read from the frame at `at`: a text blob by its place in the
-        file (its text starts in the window: the fold that follows a read-ahead reads it), anything
-        else as _light keeps it."""
+        """What `events` keeps of the event read from the frame at `at` while its page is decoded: a text
+        blob by its place in the file (its text starts in the window: the fold that follows a read-ahead
+        reads it), anything else as _light keeps it."""
         k = ev.get("k")
         # A file still being written (follow) too: the window's reader reads on past where it was opened.
         if k == "blob" and isinstance(ev.get("h"), str) and isinstance(ev.get("data"), str):
@@ -211,8 +215,7 @@ class FileSource(ReplayingSource):
             new = self.reader.refresh()
             if caught_up and self.reader.data_end > self._read_pos:
                 stop = self.reader.data_end
-                frames = self.reader.event_frames(self._read_pos, stop)
-                self.events.extend(self._held(at, ev) for at, ev in frames)
+                self.paged.extend_frames(self.reader.event_frames(self._read_pos, stop))
                 self._read_pos = stop
         return new
 

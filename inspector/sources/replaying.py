@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from engine.assembly import Section
     from engine.pipeline import Built
     from engine.recording.counts import CountTable
+    from engine.recording.paged_events import PagedEvents
     from engine.recording.replay import Replayer
 
 _COUNTER: TokenCounter | None = None
@@ -78,7 +79,7 @@ class _Cancellable(list):  # type: ignore[type-arg]
             yield ev
 
 
-def _sent_pair(events: list[dict[str, Any]], turn: int) -> dict[int, dict[str, Any]]:
+def _sent_pair(events: Iterable[dict[str, Any]], turn: int) -> dict[int, dict[str, Any]]:
     """The requests the agent sent at turns `turn - 1` and `turn` (none for an engine's own session):
     what the request view and why_missed compare. Every turn's body, built and kept, held the session's
     texts again (and read every one a recording kept in its file)."""
@@ -149,10 +150,41 @@ class ReplayingSource:
 
                 self._replayer = Replayer(self.events, self._counter(), self.HISTORY_CHUNK)
             elif self._replayer_len != len(self.events):
-                # Only the new events are added: the fold cursor and checkpoints stay valid.
-                self._replayer.extend(self.events[self._replayer_len :])
+                # Only the new events are added: the fold cursor and checkpoints stay valid (a paged
+                # journal has them already: the replayer holds it).
+                self._replayer.extend(() if self._paged() else self.events[self._replayer_len :])
             self._replayer_len = len(self.events)
             return self._replayer
+
+    def _paged(self) -> bool:
+        """Whether `events` keeps its events in the recording (FileSource: engine/recording/paged_events.py)."""
+        return getattr(self.events, "paged", False)
+
+    def _journal(self) -> Sequence[dict[str, Any]]:
+        """The events seen so far, to read outside the lock: a paged journal as it is (it only grows, and
+        reads its pages from the file), a list copied (a live source appends to it)."""
+        return self.events if self._paged() else list(self.events)
+
+    def _around(self, events: Sequence[dict[str, Any]], turn: int) -> Sequence[dict[str, Any]]:
+        """What the request view and why_missed read of turn `turn`'s own events (its usage, its error):
+        that turn's events of a paged journal (read from the file), all of a list."""
+        if not self._paged():
+            return events
+        from engine.recording.paged_events import turn_span
+
+        return turn_span(events, self.replayer(turn).request_index, turn)
+
+    def _sent(self, events: Sequence[dict[str, Any]], turn: int) -> dict[int, dict[str, Any]]:
+        """_sent_pair of turn `turn`: nothing read for a paged journal without `actual` events (an
+        engine's own session), else the events up to two turns on (a turn's actual request is recorded
+        before the next turn's request), each page read from the file in order and let go."""
+        if not self._paged():
+            return _sent_pair(list(events), turn)
+        paged = cast("PagedEvents", events)
+        if "actual" not in paged.kinds:
+            return {}
+        stop = self.replayer(turn).request_index.get(turn + 2, len(paged))
+        return _sent_pair(paged.upto(stop), turn)
 
     def _built(self, turn: int) -> Built:
         cached = self._cache
@@ -179,19 +211,20 @@ class ReplayingSource:
 
         with self._lock:
             self._load_events(turn)
-            events = list(self.events)
-        bodies = _sent_pair(events, turn)
+            events = self._journal()
+        bodies = self._sent(events, turn)
         if turn not in bodies:
             return engine_body
         cache_break = None
+        around = self._around(events, turn)
         try:
-            why = why_missed(events, turn, replayer=self.replayer(turn), actual=bodies)
+            why = why_missed(around, turn, replayer=self.replayer(turn), actual=bodies)
             sent_diff = why.get("as_sent") or {}
             cache_break = sent_diff.get("summary")
         except Exception:  # the diff is a help, not a condition for showing the request
             cache_break = None
         sent = sent_view(
-            events, turn, shared_counter(), model=str(self.header.get("model", "")), bodies=bodies,
+            around, turn, shared_counter(), model=str(self.header.get("model", "")), bodies=bodies,
             cache_break=cache_break,
         )
         trace = self._built(turn).trace
@@ -222,8 +255,10 @@ class ReplayingSource:
 
         replayer = self.replayer(turn)
         with self._lock:
-            events = list(self.events)
-        return why_missed(events, turn, replayer=replayer, actual=_sent_pair(events, turn))
+            events = self._journal()
+        return why_missed(
+            self._around(events, turn), turn, replayer=replayer, actual=self._sent(events, turn)
+        )
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Session-wide what-if through engine.sim.simulate on the events seen so far."""
@@ -251,12 +286,14 @@ class ReplayingSource:
 
         with self._lock:
             self._load_events()
-            events = list(self.events)
+            events = self._journal()  # a paged journal is read a page at a time as it is written
         with RecordingWriter(
             path, {k: self.header.get(k) for k in ("model", "provider", "engine_version")}
         ) as w:
+            turns = 0
             for ev in events:
                 w.append(ev.whole() if isinstance(ev, LazyBlob | LazyTurn) else ev)
-        return sum(1 for ev in events if ev.get("k") == "turn")
+                turns += ev.get("k") == "turn"
+        return turns
 
 
