@@ -118,6 +118,9 @@ class Measure:
         # Carried scans of the history by Optimize rules, by scan name, newest first: (items, result)
         # (engine/optimize/history_scans.py reads and writes them).
         self.scans: dict[str, list[tuple[tuple[SectionItem, ...], Any]]] = {}
+        # Cleared forms of messages by (message hash, part index): (the message, tokens freed), or
+        # (None, 0) for a result too small to clear (engine/optimize/clear_results.py).
+        self.cleared: dict[tuple[str, int], tuple[Any, int]] = {}
         # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
         # `items` was found to start with).
         self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
@@ -276,7 +279,13 @@ class Measure:
                 out = sums + list(accumulate(map(self.item, items[k:]), initial=sums[-1]))[1:]
                 break
         else:
-            out = list(accumulate(map(self.item, items), initial=0))
+            counts: Iterable[int] = map(self.item, items)
+            if all(map(isinstance, items, repeat(Message))):
+                try:  # counted messages: their remembered counts, read in C (see items())
+                    counts = list(map(self._msg.__getitem__, map(_SHA, items)))
+                except KeyError:
+                    pass
+            out = list(accumulate(counts, initial=0))
         self._cums.insert(0, (items, out))
         del self._cums[RECENT_RUNS:]
         return out

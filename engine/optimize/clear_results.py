@@ -9,19 +9,34 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.artifacts import Message, ToolResult
-from engine.assembly import Assembly
+from engine.assembly import Assembly, Measure
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_scans import carried_results
 from engine.types import Form, SectionKind
 
 NAME = "clear_tool_results"
 CLEAR_BATCH = 4
+CLEARED_MEMO = 4096  # remembered cleared forms (Measure.cleared); a turn clears up to max_clear_tokens' worth
 MIN_WORTH_CLEARING = 64  # tokens: a placeholder costs ~20, clearing tiny results only churns the cache
 
 
 def placeholder(r: ToolResult, tokens: int) -> ToolResult:
     note = f"[tool result cleared to save context: {tokens} tokens, call {r.call_id}]"
     return ToolResult(r.call_id, note, r.is_error, "cleared")
+
+
+def _cleared(msg: Message, j: int, m: Measure) -> tuple[Message | None, int]:
+    """`msg` with its part `j` (a full tool result) cleared and the tokens that frees, or (None, 0) when
+    the result is too small to be worth clearing."""
+    part = msg.parts[j]
+    assert isinstance(part, ToolResult)
+    before = m.part(part)
+    if before < MIN_WORTH_CLEARING:
+        return None, 0
+    new_part = placeholder(part, before)
+    parts = list(msg.parts)
+    parts[j] = new_part
+    return replace(msg, parts=tuple(parts), sha=""), before - m.part(new_part)
 
 
 def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
@@ -42,22 +57,26 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     saved = 0
     cleared = 0
     tripped = False
+    # Wave 1 clears the same oldest results from the raw history every turn: each message's cleared
+    # form and what it frees are made once and remembered on the Measure (same values, same objects).
+    memo = m.cleared
     for i, j in candidates:  # oldest first
         msg = items[i]
         assert isinstance(msg, Message)
-        part = msg.parts[j]
-        assert isinstance(part, ToolResult)
-        before = m.part(part)
-        if before < MIN_WORTH_CLEARING:
+        key = (msg.sha, j)
+        got = memo.get(key)
+        if got is None:
+            got = _cleared(msg, j, m)
+            if len(memo) >= CLEARED_MEMO:
+                memo.clear()
+            memo[key] = got
+        new_msg, gain = got
+        if new_msg is None:
             continue
-        new_part = placeholder(part, before)
-        gain = before - m.part(new_part)
         if saved + gain > ctx.limits.max_clear_tokens:
             tripped = True
             break
-        parts = list(msg.parts)
-        parts[j] = new_part
-        items[i] = replace(msg, parts=tuple(parts), sha="")
+        items[i] = new_msg
         saved += gain
         cleared += 1
     if cleared == 0:

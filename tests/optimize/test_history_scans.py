@@ -199,3 +199,56 @@ def test_measure_items_reads_counts_of_any_items() -> None:
     assert m.items(tuple(msgs)) == sum(m.item(i) for i in msgs)
     m.forget(msgs[:1])  # no longer remembered: counted again
     assert m.items(msgs) == sum(_measure().item(i) for i in msgs)
+
+
+def test_measure_cumulative_reads_counts_of_any_items() -> None:
+    """Measure.cumulative from scratch: remembered message counts read in C, anything else counted."""
+    msgs = tuple(Message("user", (Text("a" * n),)) for n in (4, 40, 400))
+    for items in (msgs, msgs[:2] + (Text("system text"),), ()):
+        m = _measure()
+        want = [sum(_measure().item(i) for i in items[:k]) for k in range(len(items) + 1)]
+        assert m.cumulative(items) == want  # nothing counted yet
+        m2 = _measure()
+        m2.items(items)
+        assert m2.cumulative(items) == want  # every count remembered
+
+
+def test_the_same_results_are_cleared_from_remembered_forms(monkeypatch: Any) -> None:
+    """Wave 1 clears the same oldest results from the raw history every turn: the placeholders of 20
+    turns are made for the results cleared the first time and the few cleared later, not every turn."""
+    made = [0]
+    real = clear_results.placeholder
+
+    def counted(r: ToolResult, tokens: int) -> ToolResult:
+        made[0] += 1
+        return real(r, tokens)
+
+    monkeypatch.setattr(clear_results, "placeholder", counted)
+    m = _measure()
+    items: tuple[Any, ...] = (Message("user", (Text("Fix the failing test."),)),)
+    for k in range(100):
+        items += (
+            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"c{k}", "r" * 800),)),
+        )
+    limits = OptimizeLimits(max_clear_tokens=2_000)  # about ten results a turn
+    cleared = 0
+    for t in range(20):
+        items += (
+            Message("assistant", (ToolCall(f"n{t}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"n{t}", "r" * 800),)),
+        )
+        asm = (identity(), history(items))
+        c = ctx(asm, Tier.COMPACT_HISTORY, limits=limits)
+        c.measure = m
+        out = clear_results.apply(asm, c)
+        assert out.changed
+        cleared += sum(
+            p.form == "cleared"
+            for x in out.asm[-1].items
+            if isinstance(x, Message)
+            for p in x.parts
+            if isinstance(p, ToolResult)
+        )
+    assert cleared >= 20 * 9
+    assert made[0] <= 12, made[0]
