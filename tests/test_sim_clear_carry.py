@@ -101,3 +101,29 @@ def test_a_turn_edits_the_new_messages_not_the_whole_conversation() -> None:
     for v in views[200:]:
         assert "clear_tool_uses" in p.request(v).actions
     assert _Looks.n <= 100 * 8, _Looks.n
+
+
+def test_the_compaction_peers_hand_out_a_message_s_block_once() -> None:
+    """server_compaction and threshold_compaction lay out the messages they send from the session's
+    HistoryBlocks: the same Block object for a message every turn (they made a new one per message
+    sent, every turn)."""
+    from engine.sim.policies import PEERS
+
+    m = Measure(TokenCounter(CharTokenizer()))
+    history = HistoryBlocks()
+    msgs = [Message("user", (Text("the task"),))]
+    views = []
+    for k in range(80):
+        msgs += [
+            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"c{k}", "r" * 300),)),
+        ]
+        views.append(TurnView(k, SYSTEM, tuple(msgs), 8_000, 7_200, True, m, history))
+    for name in ("server_compaction", "threshold_compaction"):
+        p = PEERS[name]()
+        made: dict[str, Block] = {}
+        for v in views:
+            for b in p.request(v).blocks[1:-1]:
+                if b.section == "history" and not b.marker:
+                    assert made.setdefault(b.sha, b) is b, f"{name}: turn {v.turn} made a Block again"
+        assert len(made) > 40, name

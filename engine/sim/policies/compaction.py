@@ -36,7 +36,6 @@ from engine.sim.policies.base import (
     TurnView,
     documented_trigger,
     last_fitting_window,
-    message_block,
     round_starts,
     system_tokens,
     text_block,
@@ -70,12 +69,14 @@ class SummaryCompaction:
 
     def _blocks(self, v: TurnView, msgs: tuple[Message, ...]) -> list[Block]:
         head = list(v.system) + ([self.summary] if self.summary is not None else [])
-        return head + [message_block(x, v.measure) for x in msgs]
+        # The session's Blocks of these messages, made once each (HistoryBlocks): a Block made again
+        # for every message sent, every turn, was the peers' largest share of a long what-if.
+        return head + v.history.of(msgs, v.measure)
 
     def _fit(self, v: TurnView, msgs: tuple[Message, ...], actions: list[str]) -> tuple[Message, ...]:
         """What a client must do before the API rejects the prompt: drop the oldest whole rounds."""
         budget = v.ceiling - system_tokens(v) - (self.summary.tokens if self.summary is not None else 0)
-        if sum(v.measure.item(x) for x in msgs) > budget:
+        if v.measure.items(msgs) > budget:
             actions.append("drop_oldest_rounds")
             return last_fitting_window(v, msgs, budget)
         return msgs
