@@ -121,6 +121,9 @@ class Measure:
         # Cleared forms of messages by (message hash, part index): (the message, tokens freed), or
         # (None, 0) for a result too small to clear (engine/optimize/clear_results.py).
         self.cleared: dict[tuple[str, int], tuple[Any, int]] = {}
+        # The last history cleared_from recorded, and the one it was cleared from (one slot: a turn
+        # clears one history).
+        self._cleared_from: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...]] = ((), ())
         # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
         # `items` was found to start with).
         self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
@@ -259,7 +262,7 @@ class Measure:
         held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
         held += [t for t, _ in self._rounds] + [d.items for d in self.drops] + [p.task for p in self.placed]
         held += [t for pair in self._links.values() for t in pair]
-        held += [t for memo in self.scans.values() for t, _ in memo]
+        held += [t for memo in self.scans.values() for t, _ in memo] + list(self._cleared_from)
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
@@ -302,6 +305,12 @@ class Measure:
                     return found
                 start = k
                 break
+        else:
+            was, like = self._cleared_from
+            if was is items and items:
+                # Clearing only removes full results: no message before like's first holds one over
+                # the limit here either.
+                start = self.first_over(like, limit)
         found = len(items)
         big = self.largest_result
         for i in range(start, len(items)):
@@ -370,12 +379,14 @@ class Measure:
                 pass
         return sum(self.item(i) for i in seq)
 
-    def same_rounds(self, items: tuple[SectionItem, ...], like: tuple[SectionItem, ...]) -> None:
-        """Remember that `items` splits into the rounds of `like`: each of its items has the role of the
-        same item in `like` (an edit inside messages, such as clear_tool_results' placeholders), and a
-        split reads only roles, so the next rounds(items) is one lookup instead of a split afresh."""
+    def cleared_from(self, items: tuple[SectionItem, ...], like: tuple[SectionItem, ...]) -> None:
+        """Remember that `items` is `like` with some tool results cleared, item for item (clear_tool_results'
+        placeholders): each item has the role of the same item in `like`, and no full tool result that
+        `like`'s has not. A split reads only roles, so the next rounds(items) is one lookup instead of a
+        split afresh; first_over(items) scans from like's answer, which nothing before it can precede."""
         if len(items) != len(like):
-            raise ValueError("same_rounds: the two histories differ in length")
+            raise ValueError("cleared_from: the two histories differ in length")
+        self._cleared_from = (items, like)
         memo = self._rounds
         memo.insert(0, (items, self.rounds(like)))
         del memo[RECENT_ROUNDS:]

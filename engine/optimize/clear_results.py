@@ -84,10 +84,11 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
         return RuleOutcome(asm, False, "nothing old enough to clear", reason_not_applied=reason)
     new_hist = hist.with_items(tuple(items), Form.CLEARED if hist.form == Form.FULL else hist.form, saved)
     # Its total is the old one less what the placeholders saved (each message's count is the sum of its
-    # parts'), and its rounds are the old ones (every message keeps its role): the rules after this one
-    # measure and split it without reading every item again.
+    # parts'), its rounds are the old ones (every message keeps its role), and it holds no full result
+    # the old one did not: the rules after this one measure, split and search it without reading every
+    # item again.
     m.derived(new_hist, m.section(hist) - saved)
-    m.same_rounds(new_hist.items, hist.items)
+    m.cleared_from(new_hist.items, hist.items)
     detail = f"cleared {cleared} oldest tool results"
     if tripped:
         detail += f" (circuit breaker stopped at max_clear_tokens={ctx.limits.max_clear_tokens})"

@@ -139,6 +139,8 @@ def test_rules_on_a_carrying_measure_equal_a_fresh_one(data: Any) -> None:
                 new = got.asm[-1]
                 assert m.section(new) == _measure().section(new)
                 assert m.rounds(new.items) == history_rounds(new.items)
+                for limit in (50, 200, 10_000):  # the first result over the limit, searched afresh
+                    assert m.first_over(new.items, limit) == _measure().first_over(new.items, limit)
         assert trim_schemas.carried_used(asm, carried) == trim_schemas.used_tool_names(asm)
 
 
@@ -252,3 +254,40 @@ def test_the_same_results_are_cleared_from_remembered_forms(monkeypatch: Any) ->
         )
     assert cleared >= 20 * 9
     assert made[0] <= 12, made[0]
+
+
+def test_a_cleared_history_is_searched_from_where_the_raw_one_was(monkeypatch: Any) -> None:
+    """spill_large looks for the first result over its threshold in the history clear_tool_results left
+    (a new tuple every wave-1 turn): with none in the raw history, none is looked for message by
+    message (it read every message of the cleared history, every turn)."""
+    m = _measure()
+    looked = [0]
+    real = Measure.largest_result
+
+    def counted(self: Measure, msg: Message) -> int:
+        looked[0] += 1
+        return real(self, msg)
+
+    monkeypatch.setattr(Measure, "largest_result", counted)
+    items: tuple[Any, ...] = (Message("user", (Text("Fix the failing test."),)),)
+    for k in range(300):
+        items += (
+            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"c{k}", "r" * 800),)),
+        )
+    limits = OptimizeLimits(max_clear_tokens=2_000)
+    for t in range(10):
+        items += (
+            Message("assistant", (ToolCall(f"n{t}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"n{t}", "r" * 800),)),
+        )
+        m.first_over(items, 10_000)  # the raw history, as a turn searches it (carried)
+        asm = (identity(), history(items))
+        c = ctx(asm, Tier.COMPACT_HISTORY, limits=limits)
+        c.measure = m
+        out = clear_results.apply(asm, c)
+        assert out.changed
+        if t == 0:
+            looked[0] = 0
+        assert m.first_over(out.asm[-1].items, 10_000) == len(items)
+    assert looked[0] <= 9 * 4, looked[0]
