@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
@@ -43,6 +43,13 @@ class PagedEvents(Sequence[Event]):
         self._firsts = array("q")  # index of its first event
         self._n = 0
         self._recent: OrderedDict[int, list[Event]] = OrderedDict()  # frame slot -> held events
+        # Frames read but not yet asked for (the read-ahead, or all of a jump's): kept until their first
+        # read, the fold's, which follows at once (let go at once, a jump to turn 6,000 of a 12,000-turn
+        # recording read each of them from the file again: ~1.5x its CPU). Then they go to `_recent`.
+        self._ahead: dict[int, list[Event]] = {}
+        # (event index, turn, spill failures) of each request event: what Replayer indexes (without
+        # reading every page again) and what turn_span finds a turn's events by.
+        self.requests: list[tuple[int, Any, Any]] = []
         self.page_reads = 0  # pages read from the file again (not recent), for tests and benchmarks
         self.kinds: set[str] = set()  # the kinds of event seen (the request view asks for "actual")
         self._lock = threading.Lock()  # the recent pages (a fold and the reader's read-ahead on two threads)
@@ -56,10 +63,14 @@ class PagedEvents(Sequence[Event]):
                 frames_at.append(at)
                 self._firsts.append(self._n)
                 page = []
-                self._keep(len(frames_at) - 1, page)
+                with self._lock:
+                    self._ahead[len(frames_at) - 1] = page
             k = ev.get("k")
             if isinstance(k, str):
                 self.kinds.add(k)
+            if k == "request":
+                failures = ev.get("spill_failures", ())
+                self.requests.append((self._n, ev.get("turn"), () if failures == [] else failures))
             page.append(self._held(at, ev))
             self._n += 1
 
@@ -72,6 +83,16 @@ class PagedEvents(Sequence[Event]):
                 recent.popitem(last=False)
 
     def _page(self, slot: int) -> list[Event]:
+        with self._lock:
+            page = self._ahead.pop(slot, None)
+            if page is None:
+                page = self._recent.get(slot)
+                if page is not None:
+                    self._recent.move_to_end(slot)
+                    return page
+        if page is not None:
+            self._keep(slot, page)
+            return page
         with self._lock:
             page = self._recent.get(slot)
             if page is not None:
@@ -90,6 +111,10 @@ class PagedEvents(Sequence[Event]):
         self.page_reads += 1
         self._keep(slot, page)
         return page
+
+    def request_marks(self, start: int) -> list[tuple[int, Any, Any]]:
+        """(event index, turn, spill failures) of the request events from index `start` on."""
+        return self.requests[bisect_left(self.requests, (start,)) :]
 
     def __len__(self) -> int:
         return self._n

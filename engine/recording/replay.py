@@ -213,8 +213,14 @@ class Replayer:
 
     def _index_from(self, start: int) -> None:
         events = self.events
-        for i in range(start, len(events)):
-            self._index_one(i, events[i])
+        marks = getattr(events, "request_marks", None)
+        if marks is not None:
+            # A paged journal noted its requests as it read them: its pages are not read again here.
+            for i, turn, failures in marks(start):
+                self._index_one(i, {"k": "request", "turn": turn, "spill_failures": failures})
+        else:
+            for i in range(start, len(events)):
+                self._index_one(i, events[i])
         self._indexed = len(events)
 
     def _index_one(self, i: int, e: Event) -> None:
