@@ -291,3 +291,39 @@ def test_a_cleared_history_is_searched_from_where_the_raw_one_was(monkeypatch: A
             looked[0] = 0
         assert m.first_over(out.asm[-1].items, 10_000) == len(items)
     assert looked[0] <= 9 * 4, looked[0]
+
+
+class _CountingMeasure(Measure):
+    """A Measure that counts the items it is asked to sum."""
+
+    summed = 0
+
+    def items(self, items: Any) -> int:
+        seq = tuple(items)
+        _CountingMeasure.summed += len(seq)
+        return super().items(seq)
+
+
+def test_dropping_most_rounds_sums_what_stays() -> None:
+    """drop_rounds at high pressure drops 3/4 of the rounds of the whole history (wave 1, every turn):
+    the tokens dropped are the section's total less what stays, the shorter sum, and equal the sum of
+    what goes (it summed the dropped range: 300 of 401 messages)."""
+    from engine.optimize import drop_rounds
+    from tests.optimize.fixtures import rounds
+
+    for n in (12, 200):
+        msgs = rounds(n)
+        asm = (identity(), history(msgs))
+        c = ctx(asm, Tier.AGGRESSIVE_PRUNE, pressure=1.5)
+        c.measure = m = _CountingMeasure(TokenCounter(CharTokenizer()))
+        m.section(asm[-1])
+        _CountingMeasure.summed = 0
+        out = drop_rounds.apply(asm, c)
+        assert out.changed
+        kept = out.asm[-1].items
+        reference = _measure()
+        gone = reference.items(msgs[1 : len(msgs) - len(kept) + 1])
+        note = reference.item(kept[0]) - reference.item(msgs[0])
+        assert out.tokens_saved == gone - note
+        assert m.section(out.asm[-1]) == reference.section(out.asm[-1])
+        assert _CountingMeasure.summed <= len(msgs) // 2 + 2, (n, _CountingMeasure.summed)
