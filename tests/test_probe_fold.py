@@ -114,14 +114,14 @@ session_ops = st.lists(
     st.tuples(
         st.integers(min_value=0, max_value=1500),  # the tool result's size (words): compactions, spills
         st.booleans(),  # annotate
-        st.integers(min_value=0, max_value=9),  # 0: an error, 1: a window change, else a plain turn
+        st.integers(min_value=0, max_value=9),  # 0: an error, 1: a window change, 2: a spill, else plain
     ),
     min_size=3,
     max_size=14,
 )
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(before=st.integers(min_value=0, max_value=4), ops=session_ops)
 def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bool, int]]) -> None:
     base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
@@ -141,7 +141,8 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
             t = before + i
             if kind == 1:
                 pipe.set_window(8_000 + 1000 * (size % 9))
-            _turn(pipe, t, size, note=note, error=kind == 0)
+            # (A result over the spill threshold, 10k tokens, is spilled the turn after.)
+            _turn(pipe, t, 12_000 if kind == 2 else size, note=note, error=kind == 0)
             live.append(t)
         pipe.close_turn()
         view.wait_for(live[-1])
