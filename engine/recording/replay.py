@@ -298,37 +298,7 @@ class Replayer:
         if self._kept is not None and stop not in self._kept:
             raise ReplayError(f"turn {turn} was not kept by this replayer (it re-plans turns {sorted(self._req_turns())})")
         with self._lock:
-            at, pipe = self._start_near(stop)
-            # Building a turn reads only the previous turn's trace, so a turn event is decoded only when
-            # it is the last one before a snapshot or the stop: a long fold decodes a few, not thousands.
-            last_turn: Event | None = None
-            i = at
-            try:
-                for i in range(at, stop):
-                    ev = self.events[i]
-                    k = ev.get("k")
-                    if k == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
-                        self._take_trace(pipe, last_turn)
-                        last_turn = None
-                        self._checkpoints[i] = _parked(pipe)
-                    if k == "turn":
-                        last_turn = ev
-                    else:
-                        pipe.fold(ev)
-                self._take_trace(pipe, last_turn)
-            except Exception as exc:  # a damaged or hostile event: the folded state is unusable
-                self._cursor = None
-                self._checkpoints.clear()
-                self._recent.clear()
-                if isinstance(exc, ReplayError):
-                    raise
-                raise _malformed(i, self.events[i], exc) from None
-            if self.history_chunk is not None:
-                # The running token count of the conversation is kept by whoever builds, and only the
-                # copies handed out build: the cursor's stayed at 0, so every build counted the whole
-                # history again, read back from disk once it was released (a step grew with the file).
-                pipe.history_tokens()
-            self._cursor = (stop, pipe)
+            pipe = self._fold_to(stop)
             # Closing pending parts and setting the turn is what folding the request event does first,
             # so the cursor stays a plain fold; the caller gets its own copy to build on.
             pipe.begin_request(turn)
@@ -338,6 +308,53 @@ class Replayer:
             while len(self._recent) > RECENT_STATES:
                 del self._recent[next(iter(self._recent))]
             return _snapshot(pipe), self.events[stop] if self._kept is None else self._kept[stop]
+
+    def advance(self, turn: int) -> None:
+        """Fold the cursor on up to turn `turn`'s request (a checkpoint turn: the turn events folded are
+        the ones a fold straight past it folds), nothing built or kept beyond the fold's own checkpoints.
+        A reader of a long recording folds a far jump this way a step at a time, so the texts it has
+        just read are still in its window when they are folded (engine/recording/text_window.py)."""
+        stop = self.request_index.get(turn)
+        if stop is None or (self._kept is not None and stop not in self._kept):
+            return
+        with self._lock:
+            if self._cursor is None or self._cursor[0] < stop:  # never back: a later turn was asked for
+                self._fold_to(stop)
+
+    def _fold_to(self, stop: int) -> Pipeline:
+        """The cursor folded up to (not including) event `stop` (held by the caller's lock)."""
+        at, pipe = self._start_near(stop)
+        # Building a turn reads only the previous turn's trace, so a turn event is decoded only when
+        # it is the last one before a snapshot or the stop: a long fold decodes a few, not thousands.
+        last_turn: Event | None = None
+        i = at
+        try:
+            for i in range(at, stop):
+                ev = self.events[i]
+                k = ev.get("k")
+                if k == "request" and ev["turn"] % CHECKPOINT_EVERY == 0 and i not in self._checkpoints:
+                    self._take_trace(pipe, last_turn)
+                    last_turn = None
+                    self._checkpoints[i] = _parked(pipe)
+                if k == "turn":
+                    last_turn = ev
+                else:
+                    pipe.fold(ev)
+            self._take_trace(pipe, last_turn)
+        except Exception as exc:  # a damaged or hostile event: the folded state is unusable
+            self._cursor = None
+            self._checkpoints.clear()
+            self._recent.clear()
+            if isinstance(exc, ReplayError):
+                raise
+            raise _malformed(i, self.events[i], exc) from None
+        if self.history_chunk is not None:
+            # The running token count of the conversation is kept by whoever builds, and only the
+            # copies handed out build: the cursor's stayed at 0, so every build counted the whole
+            # history again, read back from disk once it was released (a step grew with the file).
+            pipe.history_tokens()
+        self._cursor = (stop, pipe)
+        return pipe
 
     def _req_turns(self) -> list[int]:
         return [t for t, i in self.request_index.items() if self._kept is not None and i in self._kept]

@@ -25,6 +25,7 @@ from inspector.timeline import summarize
 
 if TYPE_CHECKING:
     from engine.pipeline import Built
+    from engine.recording.replay import Replayer
 
 
 def _light(ev: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +51,7 @@ class FileSource(ReplayingSource):
     READ_AHEAD = 64
     TEXT_BUDGET = DEFAULT_BUDGET
     HISTORY_CHUNK = 64  # messages written at a time by the replay's fold (a live session writes 256)
+    FOLD_STEPS = 1  # a far jump reads and folds this many checkpoint spans at a time (replayer())
 
     def __init__(self, path: str | Path, follow: bool = False, reader: RecordingReader | None = None) -> None:
         """`reader`: the file already opened (by the CLI, which checks it first), so it is not read twice."""
@@ -61,6 +63,7 @@ class FileSource(ReplayingSource):
             self.header["damage"] = self.reader.damage.message
         self.follow_file = follow
         self._read_pos = self.reader.data_start  # file offset up to which `events` holds the journal
+        self._loaded_turn = -1  # the last turn whose events `events` holds (or more: see _load_events)
         self._traces: OrderedDict[int, dict[str, Any]] = OrderedDict()  # LRU of decoded traces
         # Traces the read-ahead decoded are held until the fold passes them (see TextWindow.hold_trace).
         self.texts = TextWindow(self.path, self.TEXT_BUDGET, held_traces=self.READ_AHEAD + 64)
@@ -72,20 +75,44 @@ class FileSource(ReplayingSource):
         self._carried: CarriedCounter | None = None
         self._counts_checked = False
 
-    def _load_events(self, upto_turn: int | None = None) -> None:
+    def _load_events(self, upto_turn: int | None = None, ahead: int | None = None) -> None:
+        """`events` through turn `upto_turn` and `ahead` turns more (None: READ_AHEAD), or all of it."""
         with self._lock:
             reader = self.reader
             stop = reader.data_end
             nums = reader.turn_numbers() if upto_turn is not None else []
             if upto_turn is not None and nums:
                 slot = bisect.bisect_left(nums, upto_turn)
-                pos, end = reader.turn_frame(nums[min(len(nums) - 1, slot + self.READ_AHEAD)])
+                last = nums[min(len(nums) - 1, slot + (self.READ_AHEAD if ahead is None else ahead))]
+                pos, end = reader.turn_frame(last)
                 if pos < self._read_pos:
                     return
                 stop = min(stop, end)
+                self._loaded_turn = max(self._loaded_turn, last)
+            elif upto_turn is None:
+                self._loaded_turn = max(self._loaded_turn, *reader.turn_numbers()[-1:])
             if stop > self._read_pos:
                 self.paged.extend_frames(reader.event_frames(self._read_pos, stop))
                 self._read_pos = stop
+
+    def replayer(self, upto_turn: int | None = None) -> Replayer:
+        """As ReplayingSource's; a turn far past what was read is reached a checkpoint span (FOLD_STEPS
+        of them) at a time, each read (no read-ahead) then folded. Read whole before the fold began, a
+        jump to the last turn of a 218 MB recording read far more texts than the window keeps, and the
+        fold read each of them from the file again (14,000 chunks fed to zstd for 7,000, 436 MB peak)."""
+        if upto_turn is not None:
+            from engine.recording.replay import CHECKPOINT_EVERY
+
+            step = CHECKPOINT_EVERY * self.FOLD_STEPS
+            with self._lock:
+                # Steps end on checkpoint turns, where a fold straight through keeps the turn event it
+                # folds: the turn built is the one a single fold builds. A step reads no turns past its
+                # end: read then, their texts would be the window's oldest after the fold (it reads the
+                # step's), the first let go as the next step reads.
+                for nxt in range((self._loaded_turn // step + 1) * step, upto_turn, step):
+                    self._load_events(nxt, ahead=0)
+                    self._caught_up().advance(nxt)
+        return super().replayer(upto_turn)
 
     def _held(self, at: int, ev: dict[str, Any]) -> dict[str, Any]:
         """What `events` keeps of the event read from the frame at `at` while its page is decoded: a text

@@ -145,6 +145,11 @@ class ReplayingSource:
     def replayer(self, upto_turn: int | None = None) -> Replayer:
         with self._lock:
             self._load_events(upto_turn)
+            return self._caught_up()
+
+    def _caught_up(self) -> Replayer:
+        """The replayer, made or given the events `events` gained since it last looked (under the lock)."""
+        with self._lock:
             if self._replayer is None:
                 from engine.recording.replay import Replayer
 
