@@ -44,6 +44,8 @@ from engine.providers.policy import anthropic_min, bedrock_min  # one table for 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 _TOKENS = attrgetter("tokens")
 _SHA = attrgetter("sha")
+_AVAILABLE = attrgetter("available_at")
+_GROUP = attrgetter("group")
 SEGMENT_ORDER = {"tools": 0, "system": 1, "messages": 2}
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
@@ -252,6 +254,7 @@ class _KeyChain:
         # keys[:old] of the last take were in the table before it; keys[old:] were handed out by it. A
         # prefix first met in this call is in no policy's dict yet: lookups can stop at `old`.
         self.old = 1
+        self.common = 0  # the last take's blocks[:common] (keys[: common + 1]) were the take's before it
 
     def keys_for(self, blocks: Sequence[Block]) -> list[Key]:
         return self.take(blocks)[0]
@@ -279,7 +282,7 @@ class _KeyChain:
         cum += accumulate(tokens, initial=cum[-1])
         del cum[common + 1]  # accumulate repeats its initial value
         self.blocks, self.keys, self.cum, self.order_checked = blocks, keys, cum, check_order
-        self.old = old
+        self.old, self.common = old, common
         return keys, cum
 
 
@@ -498,6 +501,9 @@ class _OpenAIPolicy(_Policy):
         self.seen: dict[Key, tuple[float, float]] = {}
         self.last_now = -math.inf
         self.ordered = True  # calls arrived in time order so far
+        # What `_read_certain` found in the last call's prefix, carried to the next call that keeps it.
+        self._contained: _Contained | None = None
+        self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
 
     def step(self, call: Call) -> CallCache:
         keys, cum = self._chain.take(call.blocks)
@@ -550,6 +556,61 @@ def deepseek_persist_probability(system_fingerprint: str | None) -> float:
     return DEEPSEEK_PERSIST_BY_FINGERPRINT.get(system_fingerprint or "", 1.0)
 
 
+class _Contained:
+    """The units a call's prefix keys[1:end] contains, as `_read_certain` ranks them, kept from call to
+    call while the prefix stays: per writing request (group) [position of its first visible unit, its
+    longest unit's tokens, that unit's position, its key], and the group that wins (longest, then first
+    met). Units are only ever added to it (a call that drops any starts a new one), so each addition
+    updates the winner in O(1). Units not yet visible wait in `pending` until they are."""
+
+    def __init__(self) -> None:
+        self.end = 1
+        self.inside: set[Key] = set()
+        self.pending: list[tuple[int, Key]] = []
+        self.groups: dict[int, list[Any]] = {}
+        self.best: int | None = None
+
+    def scan(self, keys: list[Key], start: int, end: int, units: dict[Key, _Unit], now: float) -> None:
+        for pos in compress(range(start, end), map(units.__contains__, keys[start:end])):
+            self.admit(pos, keys[pos], units[keys[pos]], now)
+        self.end = max(self.end, end)
+
+    def recheck(self, units: dict[Key, _Unit], now: float) -> None:
+        waiting, self.pending = self.pending, []
+        for pos, key in waiting:
+            u = units.get(key)
+            if u is not None:
+                self.inside.discard(key)
+                self.admit(pos, key, u, now)
+
+    def written(self, added: list[tuple[int, Key]]) -> None:
+        # A unit written inside the scanned prefix is met by no later scan: it waits to be admitted.
+        end = self.end
+        self.pending.extend(a for a in added if a[0] < end and a[1] not in self.inside)
+
+    def admit(self, pos: int, key: Key, u: _Unit, now: float) -> None:
+        if key in self.inside:
+            return
+        self.inside.add(key)
+        if not u.available_at < now:
+            self.pending.append((pos, key))
+            return
+        g = self.groups.get(u.group)
+        if g is None:
+            g = self.groups[u.group] = [pos, u.tokens, pos, key]
+        else:
+            if pos < g[0]:
+                g[0] = pos
+            if u.tokens > g[1] or (u.tokens == g[1] and pos < g[2]):
+                g[1], g[2], g[3] = u.tokens, pos, key
+        if self.best is None:
+            self.best = u.group
+        else:
+            b = self.groups[self.best]
+            if g[1] > b[1] or (g[1] == b[1] and g[0] < b[0]):
+                self.best = u.group
+
+
 class _DeepSeekPolicy(_Policy):
     """Context caching on disk.
 
@@ -588,6 +649,9 @@ class _DeepSeekPolicy(_Policy):
         self.requests = 0
         self.last_now = -math.inf
         self.ordered = True  # calls arrived in time order so far
+        # What `_read_certain` found in the last call's prefix, carried to the next call that keeps it.
+        self._contained: _Contained | None = None
+        self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
 
     @property
     def seen(self) -> dict[Key, float]:
@@ -676,11 +740,118 @@ class _DeepSeekPolicy(_Policy):
             self.ordered = False
         self.last_now = max(self.last_now, now)
         ttl = self.ttl
+        held = len(self.units)
         _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
+        removed = len(self.units) < held
         self._seen_expire(now)
         fresh = keys[1:]
         shared = self._seen_shared(fresh)
 
+        added: list[tuple[int, Key]] = []  # the units this call writes inside its own prefix
+        if self.persist == 1.0 and self.carry and self.ordered:
+            read, longest_unit = self._read_carried(keys, old, total, now, removed)
+        elif self.persist == 1.0:
+            self._contained = None
+            read, longest_unit = self._read_certain(keys, old, total, now)
+        else:
+            read, longest_unit = self._read_expected(keys, old, total, now)
+
+        # Persist this request's units, usable once it has completed.
+        group = self.requests
+        self.requests += 1
+        done = call.completed_at if call.completed_at is not None else now
+        self._add(keys[-1], total, group, done, now)
+        added.append((len(keys) - 1, keys[-1]))
+        if call.output_sha is not None:
+            self._add(_chain(keys[-1], call.output_sha, self._chain.ids), total + call.output_tokens, group, done, now)
+        if self.common_prefix:
+            # The longest proper prefix an earlier request also sent (searched in C, from the longest
+            # one met before this call), and where it is.
+            j = self._seen_longest(keys, min(old, len(keys) - 1), shared)
+            if j and cum[j] > longest_unit:
+                self._add(keys[j], cum[j], group, done, now)
+                added.append((j, keys[j]))
+        if self.interval:
+            m = self.interval
+            j = 1
+            while m <= total:
+                while j < len(cum) - 1 and cum[j + 1] <= m:
+                    j += 1
+                if cum[j] <= m:
+                    self._add(keys[j], cum[j], group, done, now)
+                    added.append((j, keys[j]))
+                m += self.interval
+        if self._contained is not None:
+            self._contained.written(added)
+        self._seen_stamp(fresh, old - 1, shared, now)
+        return CallCache(total, read, 0, total - read)
+
+    def _read_carried(
+        self, keys: list[Key], old: int, total: int, now: float, removed: bool
+    ) -> tuple[int, int]:
+        """`_read_certain`, with what the last call's prefix contained carried over: a call that keeps
+        the last one's prefix (an appended conversation) looks up only its new prefixes and the units
+        written or made visible since, not one per earlier request. Scans from scratch when the prefix
+        changed, a unit expired, or the longest unit is longer than this prompt."""
+        units = self.units
+        c = self._contained
+        if c is None or removed or c.end > self._chain.common + 1 or c.end > old:
+            c = self._contained = _Contained()
+            c.scan(keys, c.end, old, units, now)
+        else:
+            c.recheck(units, now)
+            c.scan(keys, c.end, old, units, now)
+        if c.best is None:
+            return 0, 0
+        g = c.groups[c.best]
+        longest = g[1]
+        if longest > total:  # clipped to this prompt: the carried order of lengths does not hold
+            self._contained = None
+            return self._read_certain(keys, old, total, now)
+        key = g[3]
+        u = units.pop(key)
+        u.last_used = now
+        units[key] = u
+        return min(total, self._floor(longest)), longest
+
+    def _read_certain(self, keys: list[Key], old: int, total: int, now: float) -> tuple[int, int]:
+        """`_read_expected` when every unit persists (probability 1, current DeepSeek builds): the read
+        is the longest visible unit the prompt contains (clipped to `total`, floored to 64), and that
+        unit alone is touched. An appended conversation contains a unit of every earlier request, so
+        the per-unit work of the general rule (best per request, sorted, summed) was a Python loop
+        over thousands of units a call on a long session; here each pass over them runs in C and only
+        the longest units' requests are looked at. Returns the read and the longest unit's tokens."""
+        units = self.units
+        found = list(filter(units.__contains__, keys[1:old]))
+        if not found:
+            return 0, 0
+        us = list(map(units.__getitem__, found))
+        visible = list(map(now.__gt__, map(_AVAILABLE, us)))
+        if not all(visible):
+            found = list(compress(found, visible))
+            us = list(compress(us, visible))
+            if not us:
+                return 0, 0
+        tokens = list(map(min, map(_TOKENS, us), repeat(total)))
+        longest = max(tokens)
+        # The general rule keeps per request its first unit of its longest length, and the sort is
+        # stable over requests in the order their first visible unit came: among the requests with a
+        # unit this long, the first met wins, and of it the first unit this long.
+        groups = list(map(_GROUP, us))
+        winner = -1
+        first_met = len(us)
+        for i in compress(range(len(tokens)), map(longest.__eq__, tokens)):
+            met = groups.index(groups[i])
+            if met < first_met:
+                first_met, winner = met, i
+        u = units.pop(found[winner])
+        u.last_used = now
+        units[found[winner]] = u
+        return min(total, self._floor(longest)), longest
+
+    def _read_expected(self, keys: list[Key], old: int, total: int, now: float) -> tuple[int, int]:
+        """The expected read under independent per-request persistence (the longest unit that exists
+        wins), touching the units that could be it; and the longest unit's tokens."""
         # Units this prompt contains entirely, best (longest) per writing request.
         best: dict[int, tuple[int, float, Key]] = {}
         units = self.units
@@ -705,32 +876,7 @@ class _DeepSeekPolicy(_Policy):
             if none_longer <= 0.0:
                 break
         read = min(total, int(round(expected)))
-
-        # Persist this request's units, usable once it has completed.
-        group = self.requests
-        self.requests += 1
-        done = call.completed_at if call.completed_at is not None else now
-        self._add(keys[-1], total, group, done, now)
-        if call.output_sha is not None:
-            self._add(_chain(keys[-1], call.output_sha, self._chain.ids), total + call.output_tokens, group, done, now)
-        if self.common_prefix:
-            longest_unit = max((t for t, _, _ in best.values()), default=0)
-            # The longest proper prefix an earlier request also sent (searched in C, from the longest
-            # one met before this call), and where it is.
-            j = self._seen_longest(keys, min(old, len(keys) - 1), shared)
-            if j and cum[j] > longest_unit:
-                self._add(keys[j], cum[j], group, done, now)
-        if self.interval:
-            m = self.interval
-            j = 1
-            while m <= total:
-                while j < len(cum) - 1 and cum[j + 1] <= m:
-                    j += 1
-                if cum[j] <= m:
-                    self._add(keys[j], cum[j], group, done, now)
-                m += self.interval
-        self._seen_stamp(fresh, old - 1, shared, now)
-        return CallCache(total, read, 0, total - read)
+        return read, max((t for t, _, _ in best.values()), default=0)
 
 
 _POLICIES: dict[str, type[_Policy]] = {
