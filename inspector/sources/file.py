@@ -104,14 +104,16 @@ class FileSource(ReplayingSource):
             from engine.recording.replay import CHECKPOINT_EVERY
 
             step = CHECKPOINT_EVERY * self.FOLD_STEPS
-            with self._lock:
-                # Steps end on checkpoint turns, where a fold straight through keeps the turn event it
-                # folds: the turn built is the one a single fold builds. A step reads no turns past its
-                # end: read then, their texts would be the window's oldest after the fold (it reads the
-                # step's), the first let go as the next step reads.
-                for nxt in range((self._loaded_turn // step + 1) * step, upto_turn, step):
+            # Steps end on checkpoint turns, where a fold straight through keeps the turn event it
+            # folds: the turn built is the one a single fold builds. A step reads no turns past its
+            # end: read then, their texts would be the window's oldest after the fold (it reads the
+            # step's), the first let go as the next step reads. The fold runs outside this source's
+            # lock, as a re-plan's does (the app's thread reads traces under it while a worker folds).
+            for nxt in range((self._loaded_turn // step + 1) * step, upto_turn, step):
+                with self._lock:
                     self._load_events(nxt, ahead=0)
-                    self._caught_up().advance(nxt)
+                    replayer = self._caught_up()
+                replayer.advance(nxt)
         return super().replayer(upto_turn)
 
     def _held(self, at: int, ev: dict[str, Any]) -> dict[str, Any]:
