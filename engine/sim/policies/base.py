@@ -52,11 +52,49 @@ class HistoryBlocks:
     (dataclass __eq__), where the very same objects compare in C. A message's Block depends only on its
     hash and the session's Measure (`message_block`), so the figures are the same."""
 
+    # The last few conversations laid out, with their Blocks. Each turn every peer asks for the whole
+    # conversation (the same tuple), and next turn's is this one with the new messages appended: the
+    # Blocks are carried, and only the messages after the carried ones are looked up (a lookup by hash
+    # per message, per peer, per turn was the peers' largest share left of a long what-if). A window of
+    # the newest messages is the tail of a carried list. Several, the last extended kept: each peer
+    # that edits the conversation (clear_tool_uses' variants, a compaction) asks for its own, in between.
+    CARRIED = 16
+
     def __init__(self) -> None:
         self.by_sha: dict[str, Block] = {}
+        self.carried: list[tuple[tuple[Message, ...], list[Block]]] = []
 
     def of(self, msgs: tuple[Message, ...] | list[Message], measure: Measure) -> list[Block]:
         """message_block(m, measure) of each message, in order."""
+        if not isinstance(msgs, tuple):
+            return self.looked_up(msgs, measure)
+        carried = self.carried
+        for done, blocks in carried:
+            if done is msgs:
+                return blocks.copy()
+        for i, (done, blocks) in enumerate(carried):
+            k = len(done)
+            # Equal messages have equal hashes, so equal Blocks; the same objects compare in C.
+            # (The last carried message first: a window that starts elsewhere fails there, not after a slice.)
+            if k <= len(msgs) and (not k or msgs[k - 1] is done[-1]) and msgs[:k] == done:
+                blocks = blocks + self.looked_up(msgs[k:], measure)
+                del carried[i]
+                carried.append((msgs, blocks))
+                return blocks.copy()
+        for done, blocks in carried:
+            # A window of the newest messages (what a peer keeps when the whole does not fit).
+            d = len(done) - len(msgs)
+            if msgs and d >= 0 and msgs[-1] is done[-1] and msgs[0] is done[d] and done[d:] == msgs:
+                return blocks[d:]
+        blocks = self.looked_up(msgs, measure)
+        carried.append((msgs, blocks))
+        if len(carried) > self.CARRIED:
+            del carried[0]
+        return blocks.copy()
+
+    def looked_up(self, msgs: tuple[Message, ...] | list[Message], measure: Measure) -> list[Block]:
+        """message_block(m, measure) of each message, each looked up by its hash (the reference `of`
+        carries from)."""
         by_sha = self.by_sha
         try:
             return list(map(by_sha.__getitem__, map(_SHA, msgs)))
