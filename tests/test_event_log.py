@@ -181,3 +181,68 @@ def test_a_journal_damaged_on_disk_fails_loudly() -> None:
     with pytest.raises(SpillReadError, match="damaged on disk"):
         list(log)
     assert log[-1] == {"i": 9}  # what is in memory still reads
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, st.integers(0, 9), st.integers(1, 7), st.integers(0, 70), st.integers(0, 70))
+def test_a_run_reads_back_what_indexing_does(evs: list[dict], keep: int, chunk: int, a: int, b: int) -> None:
+    """read_run(lo, hi) hands back log[lo:hi], across spilled chunks and into the in-memory tail."""
+    log = EventLog(keep, chunk)
+    for e in evs:
+        log.append(e)
+    lo, hi = sorted((min(a, len(evs)), min(b, len(evs))))
+    got = list(log.read_run(lo, hi))
+    assert got == evs[lo:hi] and [repr(e) for e in got] == [repr(e) for e in evs[lo:hi]]
+    with pytest.raises(IndexError):
+        list(log.read_run(len(evs), len(evs) + 1))
+
+
+def test_a_run_of_spilled_events_is_one_read_from_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A range of events on disk is read a run at a time (one pread for up to READ_RUN_EVENTS of them),
+    not one pread each; a reader that stops early has decoded only what it took."""
+    from engine.recording import event_log
+
+    log = EventLog(256, 256)
+    for i in range(2000):
+        log.append({"k": "msg", "i": i, "text": "x" * 100})
+    assert log.in_memory() < 500
+    preads: list[int] = []
+    pread = os.pread
+
+    def counted(fd: int, size: int, at: int) -> bytes:
+        preads.append(size)
+        return pread(fd, size, at)
+
+    monkeypatch.setattr(os, "pread", counted)
+    loads = [0]
+    import pickle
+
+    real_loads = pickle.loads
+
+    def counted_loads(data: Any) -> Any:
+        loads[0] += 1
+        return real_loads(data)
+
+    monkeypatch.setattr(pickle, "loads", counted_loads)
+    want = [{"k": "msg", "i": i, "text": "x" * 100} for i in range(100, 1300)]
+    assert list(log.read_run(100, 1300)) == want
+    # 1,200 events over five spilled chunks of 256: 1,200 / 64 runs and one more per chunk at most.
+    assert len(preads) <= 1200 // event_log.READ_RUN_EVENTS + 5 and loads[0] == 1200
+    preads.clear()
+    loads[0] = 0
+    run = log.read_run(0, 900)
+    assert [next(run) for _ in range(5)] == [{"k": "msg", "i": i, "text": "x" * 100} for i in range(5)]
+    assert len(preads) == 1 and loads[0] == 5
+
+
+def test_a_run_over_a_damaged_event_fails_loudly() -> None:
+    log = EventLog(2, 2)
+    for i in range(10):
+        log.append({"i": i})
+    f = log._file
+    assert f is not None and f._fd is not None
+    first = os.pread(f._fd, 1, 8)
+    os.pwrite(f._fd, bytes([first[0] ^ 0xFF]), 8)
+    with pytest.raises(SpillReadError, match="damaged on disk"):
+        list(log.read_run(0, 5))
+    assert list(log.read_run(8, 10)) == [{"i": 8}, {"i": 9}]

@@ -28,7 +28,7 @@ import zlib
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import call
@@ -49,6 +49,7 @@ from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
 from engine.probe.ring import RingWriter
 from engine.probe.splice import batch_payload, payload_of
+from engine.recording.event_log import Deferred
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame, pack_payload_fast
 
 log = logging.getLogger("contextpipe.probe")
@@ -86,9 +87,88 @@ RANGE_SPENT_EVERY = 4
 ELIDE_SCAN = 2048
 # Clients given a shared-memory ring (see ring) at most: RING_SIZE each; the rest keep the socket.
 MAX_RINGS = 4
+# Events a trace request's bisect of the journal in memory looks ahead from a position for one that
+# carries a turn number (see _recent_turn; a turn's events carry it every few).
+TURN_PROBE = 64
 _MISSING: Any = object()
 _DROPPED_ONE = encode_frame({"k": "dropped", "count": 1})
 _OMITTED = {"k": "omitted"}
+
+
+def _turn_number(e: Any) -> int | None:
+    """The turn number an event carries, as it is kept (a trace still a recipe is not built), or None."""
+    if type(e) is dict:
+        t = e.get("turn")
+    elif isinstance(e, Deferred):
+        m = e.marker()  # (a turn's is None once built: then its event is at hand)
+        if m is None and e.kind != "turn":
+            return None  # (not built for a lookup)
+        t = (m if m is not None else e.resolve()).get("turn")
+    else:
+        return None
+    return t if type(t) is int else None
+
+
+def _recent_turn(src: Sequence[Any], turn: int) -> dict[str, Any] | None:
+    """Turn `turn`'s event if it is among the journal's events held in memory, else None (it is on
+    disk, or not in the journal). Reads the events as they are kept (EventLog.entry) and bisects them
+    by the turn numbers they carry (they come in turn order): a fold client asks for the trace of turns
+    whose ring slots hold only their `turn_deferred` markers, so the ring scan went through a thousand
+    slots in vain and the journal's bisect read ~30 events back from disk, for each answer (~1-2 ms of
+    the probe's CPU: while a history fill ran, more than the budget left the fill). Only the event
+    found is built."""
+    entry = getattr(src, "entry", None)
+    in_memory = getattr(src, "in_memory", None)
+    if entry is None or in_memory is None:
+        return None
+    n = len(src)
+    lo, hi = max(0, n - in_memory()), n
+    # The first position in [lo, hi) whose next turn-carrying event (within TURN_PROBE) is >= turn.
+    while lo < hi:
+        mid = (lo + hi) // 2
+        t = None
+        for k in range(mid, min(n, mid + TURN_PROBE)):
+            e = entry(k)
+            if e is None:
+                return None  # a spill moved it to disk meanwhile: the journal's own lookup
+            t = _turn_number(e)
+            if t is not None:
+                break
+        if t is None or t >= turn:
+            hi = mid
+        else:
+            lo = mid + 1
+    for k in range(lo, min(n, lo + 4 * TURN_PROBE)):
+        e = entry(k)
+        if e is None:
+            return None
+        t = _turn_number(e)
+        if t is not None and t > turn:
+            return None
+        if t == turn and (getattr(e, "kind", None) == "turn" or (type(e) is dict and e.get("k") == "turn")):
+            return e.resolve() if isinstance(e, Deferred) else e
+    return None
+
+
+def _journal_run(src: Sequence[Any], lo: int, hi: int) -> Iterator[Any]:
+    """src[lo:hi], one event at a time, read in runs where the journal can (EventLog.read_run: one
+    pread for many events on disk), and _OMITTED in the place of one that cannot be read (the journal
+    shrank or its file failed: an empty slot keeps the place)."""
+    read_run = getattr(src, "read_run", None)
+    i = lo
+    while i < hi:
+        try:
+            if read_run is None:
+                ev = src[i]
+            else:
+                for ev in read_run(i, hi):
+                    i += 1
+                    yield ev
+                return
+        except Exception:
+            ev = _OMITTED
+        i += 1
+        yield ev
 
 
 @dataclass(frozen=True)
@@ -1121,15 +1201,13 @@ class ClientQueues:
         if lo >= hi:  # past the end: an empty answer says where the end is
             self._emit(c, b"", encode_frame({"k": "journal", "at": lo, "events": [], "size": n}), 0)
             return None
+        run = _journal_run(src, lo, hi)
         while lo < hi:
             stop = min(hi, lo + RANGE_FRAME_EVENTS)
             evs = []
             i = lo
             while i < stop:
-                try:
-                    ev = src[i]
-                except Exception:  # the journal shrank or its file failed: an empty slot keeps the place
-                    ev = _OMITTED
+                ev = next(run)
                 if type(ev) is dict:
                     if self.redact:
                         ev = redact_event(ev)
@@ -1163,7 +1241,15 @@ class ClientQueues:
         return self._range_frames(at, evs[:half], size) + self._range_frames(at + half, evs[half:], size)
 
     def _turn_event(self, turn: int) -> dict[str, Any] | None:
-        """Turn `turn`'s event: from the ring if it is still there, else from the journal."""
+        """Turn `turn`'s event: from the journal's newest events if it is one of them, from the ring if
+        it is still there, else from the journal (a bisect, reading from disk for an old turn)."""
+        try:
+            ev = _recent_turn(self._journal(), turn)
+        except Exception:
+            log.exception("probe could not look up turn %s in the journal", turn)
+            ev = None
+        if ev is not None:
+            return ev
         ring = self._ring
         cap = self._cap
         head = self._head

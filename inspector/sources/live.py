@@ -326,11 +326,16 @@ class LiveSource(ReplayingSource):
                 break
             if r is not None:
                 done[r.turn] = r
-                if r.trace is not None and r.turn in self._fold_views and r.turn in self._missing:
+                if r.turn in self._fold_views and r.turn in self._missing:
                     # A marker's turn the fold could not build when it came (the history before it
                     # had not arrived): whole now, whether or not the agent's answer comes first.
                     # (A turn of the history the agent built, summarized, stays the agent's to fetch.)
-                    self._answer({"k": "trace", "turn": r.turn, "trace": r.trace})
+                    if r.trace is not None:
+                        self._answer({"k": "trace", "turn": r.turn, "trace": r.trace})
+                    elif r.turn not in self._asked and self.client.request_trace(r.turn):
+                        # Rebuilt to another hash (see _folded_turn): the agent's own, asked for now.
+                        self._asked.add(r.turn)
+                        self.asked_traces += 1
         return done
 
     def _folded_turn(self, obj: dict[str, Any], turn: int) -> dict[str, Any]:
@@ -356,6 +361,14 @@ class LiveSource(ReplayingSource):
         self._missing[turn] = obj
         self._summaries[turn] = view
         self._fold_views[turn] = view
+        if r is None and not self._history_told:
+            # The history before the snapshot's tail is still arriving: the fold builds this turn once
+            # it has (see _fold_new), so the agent is not asked for it meanwhile. Asking for every turn
+            # that closed during a fill had the probe build and send a trace a turn (the work the fold
+            # stream spares the agent), a queue of them it answered far slower than a busy agent's turns
+            # came, within the CPU budget that the fill itself then lacked (bench_probe_fill --fold:
+            # the fill of a 1,500-turn history never ended). A stand-in stepped onto is fetched as ever.
+            return view
         if turn not in self._asked and self.client.request_trace(turn):
             self._asked.add(turn)
             self.asked_traces += 1
