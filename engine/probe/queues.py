@@ -939,24 +939,11 @@ class ClientQueues:
         # fetched even when all of a pass's events were left out (one empty batch says it then), but
         # for a client that asked not to be told that alone (`quiet`): on an agent paced by its model,
         # three of a turn's four sends were such batches, and each send costs the agent (see elide).
-        data = bytearray()
-        lost = 0
-        for i in range(0, len(out) if c.quiet else max(len(out), 1), BATCH_EVENTS):
-            batch = {"k": "batch", "events": out[i : i + BATCH_EVENTS], "at": at[i : i + BATCH_EVENTS], "end": jpos}
-            frame = self._encode_event(batch, redacted=True)
-            if frame is None:  # one of them cannot be encoded: each alone, and the one that cannot is lost
-                for ev, p in zip(out[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], strict=True):
-                    one = self._encode_event({"k": "batch", "events": [ev], "at": [p], "end": jpos}, redacted=True)
-                    if one is None:
-                        lost += 1
-                    else:
-                        data += one
-                continue
-            data += frame
+        data, lost = self._batches(out, at, jpos, empty_too=not c.quiet)
         if lost:
             c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
         if cache is not None:
-            cache[key] = (bytes(data), len(out) - lost, jpos, owed, head)
+            cache[key] = (data, len(out) - lost, jpos, owed, head)
         self._emit(c, b"", data, len(out) - lost)
 
     def _fill_fold(
@@ -979,32 +966,33 @@ class ClientQueues:
             at = list(range(jpos, jpos + len(out)))
         jpos += len(evs)
         c.cursor, c.jpos = head, jpos
+        data, lost = self._batches(out, at, jpos, empty_too=False)
+        if lost:
+            c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
+        if cache is not None:
+            cache[key] = (data, len(out) - lost, jpos, [], head)
+        self._emit(c, b"", data, len(out) - lost)
+
+    def _batches(self, out: list[Any], at: list[int], jpos: int, empty_too: bool) -> tuple[bytes, int]:
+        """`out` (events at journal positions `at`) as `batch` frames of BATCH_EVENTS, each saying where
+        the journal has reached (`jpos`); one empty batch when there is nothing and `empty_too`. An
+        event that cannot be encoded is left out (its batch sent an event at a time). Returns the
+        frames and how many events were lost."""
         data = bytearray()
         lost = 0
-        for i in range(0, len(out), BATCH_EVENTS):
-            batch = {
-                "k": "batch",
-                "events": out[i : i + BATCH_EVENTS],
-                "at": at[i : i + BATCH_EVENTS],
-                "end": jpos,
-            }
-            frame = self._encode_event(batch, redacted=True)
+        for i in range(0, max(len(out), 1) if empty_too else len(out), BATCH_EVENTS):
+            evs, pos = out[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS]
+            frame = self._encode_event({"k": "batch", "events": evs, "at": pos, "end": jpos}, redacted=True)
             if frame is None:  # one of them cannot be encoded: each alone, and the one that cannot is lost
-                for ev, p in zip(out[i : i + BATCH_EVENTS], at[i : i + BATCH_EVENTS], strict=True):
-                    one = self._encode_event(
-                        {"k": "batch", "events": [ev], "at": [p], "end": jpos}, redacted=True
-                    )
+                for ev, p in zip(evs, pos, strict=True):
+                    one = self._encode_event({"k": "batch", "events": [ev], "at": [p], "end": jpos}, redacted=True)
                     if one is None:
                         lost += 1
                     else:
                         data += one
                 continue
             data += frame
-        if lost:
-            c.lose(lost)  # a client told `dropped` re-syncs: its positions would no longer hold
-        if cache is not None:
-            cache[key] = (bytes(data), len(out) - lost, jpos, [], head)
-        self._emit(c, b"", data, len(out) - lost)
+        return bytes(data), lost
 
     def _fill_framed(
         self,
