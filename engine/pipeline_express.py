@@ -39,6 +39,7 @@ from engine.alerts import LOOKBACK
 from engine.artifacts import Message
 from engine.assembly import Assembly, Section, wire_order
 from engine.optimize import OptimizeContext, markers, trim_sections
+from engine.optimize.history_ops import task_end
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
 from engine.policy import cost_aware
 from engine.policy.settings import WAVE1
@@ -76,6 +77,7 @@ class Carried(NamedTuple):
     # The cache markers on the sections before the history in that request, when the lane made it
     # (Anthropic, Bedrock; None: not known, see _moved_markers).
     before_marks: tuple[Any, ...] | None = None
+    marks: _Marks | None = None  # the markers rule's outcome on that turn, when the lane made it
 
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
@@ -133,25 +135,46 @@ def eligible(pipe: Pipeline, cfg: PipelineConfig) -> Serializer | None:
     return pipe._serializer(cfg.provider)
 
 
+class _Marks(NamedTuple):
+    """The markers rule's outcome on a lane turn when it is the Measure's newest placement with the tail
+    marker on the history's last item (markers._carried's form), for the next lane turn to move that
+    marker without running the rule (_tail_moved)."""
+
+    entry: Any  # the placement (markers._Placed): the Measure's newest after the rule ran
+    noted: bool  # the context's task_noted (its other fields follow from the config)
+    applied: Assembly  # the sections the rule ran on
+    other: frozenset[int]  # the history's marked items but its tail (the task's breakpoint)
+    actions: list[dict[str, Any]]
+    before: tuple[Any, ...]  # the markers before the history
+
+
 def _moved_markers(
     cfg: PipelineConfig, rev2: bool, full: Assembly, applied: Assembly, c: Carried, m: Any
-) -> tuple[frozenset[int], list[dict[str, Any]], tuple[Any, ...]] | None:
+) -> tuple[frozenset[int], list[dict[str, Any]], tuple[Any, ...], _Marks | None] | None:
     """At a provider with cache markers (Anthropic, Bedrock): the history's marked items, the turn's
-    actions (the markers step's, as optimize writes it) and the markers before the history, or None when the markers would touch a section
-    before the history (the general path's turn then).
+    actions (the markers step's, as optimize writes it), the markers before the history and what the
+    next lane turn may carry of them, or None when the markers would touch a section before the history
+    (the general path's turn then).
 
     The markers rule is run as cost_aware.run runs it on a held turn that fits as planned (the lane has
     proved that), in the context it gets there; on an append turn it carries the last placement with
     the tail marker moved (markers._carried: a few identity checks), so the sections before the
     history keep the marks their carried runs have and only the history's run changes: the old tail
-    written again unmarked, the new messages after it."""
-    items = full[c.hidx].items
+    written again unmarked, the new messages after it. After a lane turn whose outcome was that
+    placement's, the rule is not run: _tail_moved proves it would answer the same with the tail moved."""
+    hidx = c.hidx
+    items = full[hidx].items
     noted = rev2 and applied is not full and bool(items) and getattr(items[0], "role", "") == "user"
+    k = c.marks
+    if k is not None and k.noted == noted and _tail_moved(k, applied, hidx, m):
+        # (The very actions' content: the step's detail is the placement's, as _carried gives it.)
+        tail = len(applied[hidx].items) - 1
+        return k.other | {tail}, [dict(a) for a in k.actions], k.before, k
     ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, noted)
     out = markers.apply(applied, ctx)  # type: ignore[arg-type]
     if out.asm is not applied or out.reason_not_applied:
         return None
-    hist_id = applied[c.hidx].id
+    hist_id = applied[hidx].id
     hitems: list[int] = []
     others: list[Any] = []
     for mk in out.markers:
@@ -165,11 +188,71 @@ def _moved_markers(
     # a marker that changed) each section's marks are compared with its carried run's.
     if before != c.before_marks and not _marks_kept(before, c.layout, hist_id):
         return None
-    n = len(applied[c.hidx].items)
+    n = len(applied[hidx].items)
     hmarks = frozenset(i for i in hitems if 0 <= i < n)
     if not out.changed:
-        return hmarks, [], before
-    return hmarks, [{"step": markers.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}], before
+        return hmarks, [], before, None
+    actions = [{"step": markers.NAME, "detail": out.detail, "tokens_saved": out.tokens_saved}]
+    placed = m.placed
+    entry = placed[0] if placed else None
+    carried = None
+    if entry is not None and n - 1 in hmarks and _outcome_of(entry, out, hist_id, n):
+        carried = _Marks(entry, noted, applied, hmarks - {n - 1}, actions, before)
+    return hmarks, actions, before, carried
+
+
+def _outcome_of(entry: Any, out: Any, hist_id: str, n: int) -> bool:
+    """Whether the markers rule's outcome is `entry`'s (the placement it just made, or the one it
+    carried: its markers the very objects but the tail, which is on the history's last item)."""
+    got = out.markers
+    if got is entry.markers:
+        return True
+    want = entry.markers
+    t = entry.tail
+    if out.detail is not entry.detail or len(got) != len(want):
+        return False
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        if a is not b and i != t:
+            return False
+    tail = got[t]
+    return tail.section == hist_id and tail.item == n - 1
+
+
+def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any) -> bool:
+    """Whether the markers rule, run on `applied` in the context it ran in on the last lane turn, would
+    answer that turn's outcome with the tail marker moved to the history's new last item: the rule
+    tries the Measure's newest placement first, and it is still k.entry; markers._carried then carries
+    it when the sections before the history are the very ones of that turn (its identity checks held
+    on them), the history is that one with messages appended (its kind, id and scope), reaches the
+    minimum cacheable prefix with more tokens than the sections before it, and the task's breakpoint
+    (revision 2) is where it was. Any doubt: False (the rule is run)."""
+    placed = m.placed
+    e = k.entry
+    prev = k.applied
+    if not placed or placed[0] is not e or len(applied) != len(prev):
+        return False
+    for i, (a, b) in enumerate(zip(applied, prev, strict=True)):
+        if a is not b and i != hidx:
+            return False
+    hist, was = applied[hidx], prev[hidx]
+    items = hist.items
+    if hist.kind is not was.kind or hist.id != was.id or hist.scope is not was.scope or not items:
+        return False
+    cum = e.cum_before + m.section(hist)
+    if cum <= e.cum_before or cum < e.policy.min_cacheable_tokens:
+        return False
+    if e.task_marker:
+        te = task_end(items) - (1 if k.noted else 0)
+        if (0 < te < len(items)) != e.task_fits:
+            return False
+        if e.task_fits:
+            task = e.task
+            if te != len(task):
+                return False
+            for x, y in zip(items, task, strict=False):
+                if x is not y:
+                    return False
+    return True
 
 
 def _marks_kept(before: tuple[Any, ...], layout: list[tuple[Section, _SectionRun]], hist_id: str) -> bool:
@@ -295,11 +378,12 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     actions: list[dict[str, Any]] = []
     hmarks: frozenset[int] = frozenset()
     before_marks: tuple[Any, ...] | None = None
+    marks_kept: _Marks | None = None
     if ser_obj.policy.supports_markers:
         moved = _moved_markers(cfg, settings.revision >= 2, full, applied, c, m)
         if moved is None:
             return None
-        hmarks, actions, before_marks = moved
+        hmarks, actions, before_marks, marks_kept = moved
     tok = m.counter.tokenizer.name
     hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m)
     layout = list(c.layout)
@@ -395,7 +479,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = carried = Carried(
         cfg, st, c.sources_version, m, ser_obj, c.task_end, full, hidx, elided, history_len, new_pending,
-        layout, c.at, c.slot, rec, before_marks,
+        layout, c.at, c.slot, rec, before_marks, marks_kept,
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, {sid: sha[:16] for sid, sha in shas.items()})

@@ -194,3 +194,78 @@ def test_an_observed_journal_keeps_the_general_path() -> None:
     ops = [("round", i) for i in range(8)] + [("observe", 0)] + [("round", 10 + i) for i in range(12)]
     taken, _ = side_by_side(ops, 40_001, "cost_aware", True)
     assert 4 <= taken <= 8
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+def test_steady_lane_turns_move_the_tail_marker_without_the_markers_rule(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane turn after a lane turn moves the tail cache marker as the markers rule would (its outcome
+    the last placement's with the tail on the newest message, _tail_moved's proof) without running the
+    rule: the rule runs on the first lane turn after a general-path turn only. Before, every lane turn
+    ran it (markers.apply: ~6-17 us a turn). Same bytes: test_the_express_lane_changes_no_byte."""
+    from engine.optimize import markers
+
+    inside = [False]
+    lane_turns = [0]
+    rule_runs = [0]
+    real_turn, real_apply = express.turn, markers.apply
+
+    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+        inside[0] = True
+        try:
+            got = real_turn(pipe, c)
+        finally:
+            inside[0] = False
+        lane_turns[0] += got is not None
+        return got
+
+    def apply(asm: Any, ctx: Any) -> Any:
+        rule_runs[0] += inside[0]
+        return real_apply(asm, ctx)
+
+    monkeypatch.setattr(express, "turn", turn)
+    monkeypatch.setattr(markers, "apply", apply)
+    pipe = _pipe(40_001, "cost_aware", False, True)
+    ev = {"k": "config", "config": replace(pipe.config, provider=provider).to_event()}
+    pipe.fold(ev)
+    pipe.journal.append(ev)
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    # A task over the minimum cacheable prefix: the conversation tail carries a marker from the start.
+    pipe.user("Fix the bug. " + " ".join(f"step {i}: read the log and check the value." for i in range(150)))
+    for t, (op, r) in enumerate(STEADY):
+        _feed(pipe, op, r, t, [])
+        req = pipe.next_request()
+        pipe.record_usage({"input_tokens": int(req.final_tokens * 1.1), "output_tokens": 20 + r % 300})
+    pipe.close()
+    assert lane_turns[0] >= len(STEADY) - 2
+    # On the first lane turn only (the turn before it took the general path).
+    assert rule_runs[0] == 1, (rule_runs[0], lane_turns[0])
+
+
+def test_a_marker_providers_lane_turn_carries_the_history_runs_sums(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At Anthropic the tail marker moves every turn, so the history's run is written beside the one it
+    extends (the old tail written again unmarked): its segment set and token sum come from that run's,
+    less the items written again, with the new ones, as they do where no marker moves. Before, each
+    lane turn's request walked every block of the history for them (Serializer.request_of)."""
+    from engine.providers.base import Serializer
+
+    seen: list[tuple[Any, Any, Any, Any]] = []
+    real = Serializer.request_of
+
+    def request_of(self: Serializer, layout: Any, *a: Any, **k: Any) -> Any:
+        for s, run in layout:
+            if s.id == "history":
+                seen.append(
+                    (run.segset, run.tokens, frozenset(run.segments), sum(b.tokens for b in run.blocks))
+                )
+        return real(self, layout, *a, **k)
+
+    monkeypatch.setattr(Serializer, "request_of", request_of)
+    taken, _ = side_by_side(STEADY, 40_001, "cost_aware", True, "anthropic")
+    assert taken >= len(STEADY) - 2
+    # Every lane turn's history run came with its sums, and they are the walked ones.
+    carried = [x for x in seen if x[0] is not None]
+    assert len(carried) >= taken, (len(carried), taken, len(seen))
+    assert all(segset == segs and tokens == total for segset, tokens, segs, total in carried)

@@ -715,6 +715,14 @@ class Serializer:
             del runs[j]
             runs.insert(0, run)
         else:
+            # Beside the run it came from (kept, as the general path keeps it). Its segment set and token
+            # sum from that run's, less the items written again and with the new ones (the same items'
+            # blocks have the same tokens and segment): serialize would walk every block for them.
+            if last.segset is not None and last.tokens is not None:
+                run.segset = last.segset.union(map(_SEGMENT, hits))
+                run.tokens = (
+                    last.tokens - sum(map(_TOKENS, last.blocks[d:k])) + sum(map(_TOKENS, map(_BLOCK, hits)))
+                )
             runs.insert(0, run)
             del runs[self.RUNS :]
         return run
