@@ -13,6 +13,7 @@ valid provider body: a placeholder or a summary is a block with its own hash and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -62,35 +63,79 @@ class HistoryBlocks:
 
     def __init__(self) -> None:
         self.by_sha: dict[str, Block] = {}
-        self.carried: list[tuple[tuple[Message, ...], list[Block]]] = []
+        # (conversation, its Blocks, their tokens), the last extended or edited last.
+        self.carried: list[tuple[tuple[Message, ...], list[Block], int]] = []
+
+    def _keep(self, msgs: tuple[Message, ...], blocks: list[Block], tokens: int) -> list[Block]:
+        carried = self.carried
+        carried.append((msgs, blocks, tokens))
+        if len(carried) > self.CARRIED:
+            del carried[0]
+        return blocks.copy()
 
     def of(self, msgs: tuple[Message, ...] | list[Message], measure: Measure) -> list[Block]:
         """message_block(m, measure) of each message, in order."""
         if not isinstance(msgs, tuple):
             return self.looked_up(msgs, measure)
         carried = self.carried
-        for done, blocks in carried:
+        for done, blocks, _ in carried:
             if done is msgs:
                 return blocks.copy()
-        for i, (done, blocks) in enumerate(carried):
+        for i, (done, blocks, tokens) in enumerate(carried):
             k = len(done)
             # Equal messages have equal hashes, so equal Blocks; the same objects compare in C.
             # (The last carried message first: a window that starts elsewhere fails there, not after a slice.)
             if k <= len(msgs) and (not k or msgs[k - 1] is done[-1]) and msgs[:k] == done:
-                blocks = blocks + self.looked_up(msgs[k:], measure)
+                added = self.looked_up(msgs[k:], measure)
                 del carried[i]
-                carried.append((msgs, blocks))
-                return blocks.copy()
-        for done, blocks in carried:
+                return self._keep(msgs, blocks + added, tokens + blocks_tokens(added))
+        for done, blocks, _ in carried:
             # A window of the newest messages (what a peer keeps when the whole does not fit).
             d = len(done) - len(msgs)
             if msgs and d >= 0 and msgs[-1] is done[-1] and msgs[0] is done[d] and done[d:] == msgs:
                 return blocks[d:]
         blocks = self.looked_up(msgs, measure)
-        carried.append((msgs, blocks))
-        if len(carried) > self.CARRIED:
-            del carried[0]
-        return blocks.copy()
+        return self._keep(msgs, blocks, blocks_tokens(blocks))
+
+    def tokens(self, msgs: tuple[Message, ...], measure: Measure) -> int:
+        """blocks_tokens(self.of(msgs, measure)): for a conversation laid out or edited here, its total
+        carried with it (the peers weigh the whole conversation every turn: summing its Blocks again
+        was a read of every message per peer per turn)."""
+        for done, _, tokens in self.carried:
+            if done is msgs:
+                return tokens
+        blocks = self.of(msgs, measure)
+        last = self.carried[-1] if self.carried else None
+        if last is not None and last[0] is msgs:
+            return last[2]
+        return blocks_tokens(blocks)  # a list, or a window of a carried conversation
+
+    def edited(
+        self, msgs: tuple[Message, ...], was: tuple[Message, ...], changed: Iterable[int], measure: Measure
+    ) -> list[Block]:
+        """self.of(msgs, measure) for `msgs` that is `was` with the messages at `changed` replaced and
+        messages appended (an index past `was` is one of those): `was`'s Blocks carried, only the changed and the new
+        messages looked up (clear_tool_uses clears a few more results every turn: its edited
+        conversation, looked up whole, was a lookup of every message per turn)."""
+        at = next((i for i, c in enumerate(self.carried) if c[0] is was), None)
+        if at is None:
+            return self.of(msgs, measure)
+        _, blocks, tokens = self.carried[at]
+        k = len(was)
+        out = blocks.copy()
+        by_sha = self.by_sha
+        for j in changed:
+            if j >= k:  # an appended message (cleared in the turn it came): looked up below
+                continue
+            b = by_sha.get(msgs[j].sha)
+            if b is None:
+                b = by_sha[msgs[j].sha] = message_block(msgs[j], measure)
+            tokens += b.tokens - out[j].tokens
+            out[j] = b
+        added = self.looked_up(msgs[k:], measure)
+        out += added
+        del self.carried[at]
+        return self._keep(msgs, out, tokens + blocks_tokens(added))
 
     def looked_up(self, msgs: tuple[Message, ...] | list[Message], measure: Measure) -> list[Block]:
         """message_block(m, measure) of each message, each looked up by its hash (the reference `of`
@@ -167,12 +212,39 @@ def round_starts(messages: tuple[Message, ...]) -> list[int]:
 
 def last_fitting_window(v: TurnView, messages: tuple[Message, ...], budget: int) -> tuple[Message, ...]:
     """The longest tail of whole rounds within `budget` tokens (at least the newest round): what every
-    policy falls back to when its own rule leaves the request over the window."""
+    policy falls back to when its own rule leaves the request over the window.
+
+    Read from the newest message back, one message at a time, as far as the rounds kept and the one
+    that does not fit: the rounds past it are never read. The round starts (history_rounds' after its
+    first: the assistant messages past index 0) were found by splitting the whole conversation every
+    call, and each round measured as a slice: a conversation whose cleared results leave thousands of
+    short rounds within the window (clear_tool_uses on a long session) paid both for every one of them,
+    every turn. last_fitting_window_reference is what this was: the tests hold the two equal."""
+    item = v.measure.item
+    n = len(messages)
+    acc = 0  # tokens of the rounds kept, messages[start:]
+    size = 0  # tokens of the round being read, messages[i:start]
+    start = n
+    for i in range(n - 1, 0, -1):
+        x = messages[i]
+        size += item(x)
+        if x.role == "assistant":  # the round [i, start) is whole
+            if acc + size > budget and start < n:
+                return messages[start:]
+            acc += size
+            start = i
+            size = 0
+    # Every round fitted (what comes before the first is no round), or there is no round: everything.
+    return messages[start:] if start < n else messages
+
+
+def last_fitting_window_reference(
+    v: TurnView, messages: tuple[Message, ...], budget: int
+) -> tuple[Message, ...]:
+    """last_fitting_window read round by round from the newest back (what it was)."""
     m = v.measure
     acc = 0
     start = len(messages)
-    # Newest round first, each measured as it is reached: the rounds past the first that does not fit
-    # are never read (measuring every message first made each turn read the whole conversation).
     for s in reversed(round_starts(messages) or [0]):
         size = m.items(messages[s:start])
         if acc + size > budget and start < len(messages):

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
-from engine.providers.base import Block
 from engine.sim.policies.base import (
     PeerRequest,
     TurnView,
-    blocks_tokens,
     documented_trigger,
     last_fitting_window,
     system_tokens,
@@ -69,12 +67,16 @@ class ClearToolUses:
         self._carry: (
             tuple[tuple[Message, ...], int, dict[int, list[int]], tuple[Message, ...], int] | None
         ) = None
+        # What this turn's edit changed of the last turn's edited conversation, when it was carried:
+        # (that conversation, the messages it re-cleared), so its Blocks are carried too (see request).
+        self._edit: tuple[tuple[Message, ...], list[int]] | None = None
 
     def reset(self) -> None:
         self._cleared.clear()
         self._rehashed.clear()
         self._scanned = ((), [])
         self._carry = None
+        self._edit = None
 
     def _results(self, msgs: tuple[Message, ...]) -> list[tuple[int, int]]:
         """(message, part) of every result clearing may take, in order. Each turn's conversation is the
@@ -138,6 +140,7 @@ class ClearToolUses:
         results = self._results(msgs)
         n = max(0, len(results) - self.keep)
         carry, self._carry = self._carry, None
+        self._edit = None
         if carry is None or self.exclude_tools:
             return self._clear_all(msgs, results[:n], m)
         src, done, by_msg, was, freed = carry
@@ -159,6 +162,7 @@ class ClearToolUses:
         for i in touched:
             new[i], gain = self._cleared_form(msgs[i], by_msg[i], m)
             freed += gain
+        self._edit = (was, list(touched))
         return self._applied(msgs, n, by_msg, new, freed)
 
     def _clear_all(
@@ -194,19 +198,28 @@ class ClearToolUses:
         m = v.measure
         msgs = v.messages
         every = v.history.of(msgs, m)
-        full = system_tokens(v) + blocks_tokens(every)
+        # The conversation's total carried with its Blocks (HistoryBlocks.tokens), not summed again.
+        tokens = v.history.tokens(msgs, m)
+        full = system_tokens(v) + tokens
         actions: list[str] = []
-        blocks_of: list[Block] | None = every
+        blocks_of = every
         if full > self._trigger(v):
             cleared = self._clear(msgs, m)
             if cleared is not None:
+                edit, self._edit = self._edit, None
+                # Last turn's edited conversation with a few results cleared and the new messages: its
+                # Blocks carried, only those messages looked up (looked up whole, every turn, it was
+                # most of this policy's CPU on a long session).
+                blocks_of = (
+                    v.history.edited(cleared, edit[0], edit[1], m)
+                    if edit is not None
+                    else v.history.of(cleared, m)
+                )
+                tokens = v.history.tokens(cleared, m)
                 msgs = cleared
-                blocks_of = None
                 actions.append("clear_tool_uses")
         budget = v.ceiling - system_tokens(v)
-        if blocks_of is None:
-            blocks_of = v.history.of(msgs, m)
-        if blocks_tokens(blocks_of) > budget:
+        if tokens > budget:
             msgs = last_fitting_window(v, msgs, budget)
             blocks_of = v.history.of(msgs, m)
             actions.append("drop_oldest_rounds")

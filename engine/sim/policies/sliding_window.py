@@ -20,7 +20,6 @@ from __future__ import annotations
 from engine.sim.policies.base import (
     PeerRequest,
     TurnView,
-    blocks_tokens,
     last_fitting_window,
     system_tokens,
     with_tail_marker,
@@ -42,7 +41,7 @@ class SlidingWindow:
     def request(self, v: TurnView) -> PeerRequest:
         budget = v.ceiling - system_tokens(v)
         every = v.history.of(v.messages, v.measure)
-        full = blocks_tokens(every)
+        full = v.history.tokens(v.messages, v.measure)  # carried with the Blocks, not summed again
         kept = v.messages if full <= budget else last_fitting_window(v, v.messages, budget)
         blocks = list(v.system) + (every if kept is v.messages else v.history.of(kept, v.measure))
         trimmed = len(kept) < len(v.messages)
