@@ -64,19 +64,32 @@ def section_text(section: Section) -> str:
     return "\n\n".join(out)
 
 
-class _Cancellable(list):  # type: ignore[type-arg]
-    """The event list engine.sim.simulate walks (several times); every walk checks whether a newer
-    what-if has replaced this one, so a cancelled simulation stops within one pass."""
+def _cancellable(events: Iterable[dict[str, Any]], cancelled: Callable[[], bool]) -> Iterator[dict[str, Any]]:
+    """`events` as one of engine.sim.simulate's passes reads them, checking every 64 events whether a
+    newer what-if has replaced this one, so a cancelled simulation stops within one pass."""
+    for i, ev in enumerate(events):
+        if i % 64 == 0 and cancelled():
+            raise SimulationCancelled()
+        yield ev
 
-    def __init__(self, events: list[dict[str, Any]], cancelled: Callable[[], bool]) -> None:
-        super().__init__(events)
-        self._cancelled = cancelled
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for i, ev in enumerate(super().__iter__()):
-            if i % 64 == 0 and self._cancelled():
-                raise SimulationCancelled()
-            yield ev
+def _shadow_inputs(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What engine.shadow.shadow_summary reads of a journal, read in one pass: the shadow, shadow_config,
+    session and usage events (unpacked), and of each turn event its trace's final_tokens alone. Every
+    event unpacked and held (each turn's whole trace decoded) was the whole journal in memory again."""
+    from engine.recording.journal import trace_of, unpack_event
+
+    out: list[dict[str, Any]] = []
+    for e in events:
+        k = e.get("k")
+        if k in ("shadow", "shadow_config", "session", "usage"):
+            out.append(unpack_event(e))
+        elif k == "turn":
+            ev = unpack_event(e)
+            out.append(
+                {"k": "turn", "turn": ev["turn"], "trace": {"final_tokens": trace_of(ev).get("final_tokens")}}
+            )
+    return out
 
 
 def _sent_pair(events: Iterable[dict[str, Any]], turn: int) -> dict[int, dict[str, Any]]:
@@ -229,7 +242,11 @@ class ReplayingSource:
         except Exception:  # the diff is a help, not a condition for showing the request
             cache_break = None
         sent = sent_view(
-            around, turn, shared_counter(), model=str(self.header.get("model", "")), bodies=bodies,
+            around,
+            turn,
+            shared_counter(),
+            model=str(self.header.get("model", "")),
+            bodies=bodies,
             cache_break=cache_break,
         )
         trace = self._built(turn).trace
@@ -243,16 +260,21 @@ class ReplayingSource:
         return cast(Trace, self.replayer(turn).replan(turn, overrides).trace)
 
     def shadow_summary(self) -> dict[str, Any] | None:
-        from engine.recording.journal import unpack_event
         from engine.shadow import shadow_summary
 
         with self._lock:
             self._load_events()
-            if self._shadow is not None and self._shadow[0] == len(self.events):
+            n = len(self.events)
+            if self._shadow is not None and self._shadow[0] == n:
                 return self._shadow[1]
-            # Turn events may be held packed (FileSource); shadow_summary reads their traces.
-            summary = shadow_summary([unpack_event(e) if e.get("k") != "blob" else e for e in self.events])
-            self._shadow = (len(self.events), summary)
+            if self._paged() and "shadow_config" not in cast("PagedEvents", self.events).kinds:
+                summary = None  # what shadow_summary says of a journal without a shadow, read from none
+            else:
+                # Turn events may be held packed (FileSource); shadow_summary reads their traces. Read a
+                # page at a time from a paged journal, each trace decoded and let go (_shadow_inputs).
+                journal = cast("PagedEvents", self.events).upto(n) if self._paged() else self.events
+                summary = shadow_summary(_shadow_inputs(journal))
+            self._shadow = (n, summary)
             return summary
 
     def why_missed(self, turn: int) -> dict[str, Any]:
@@ -266,12 +288,22 @@ class ReplayingSource:
         )
 
     def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
-        """Session-wide what-if through engine.sim.simulate on the events seen so far."""
-        from engine.sim.simulate import SimSettings, simulate_events
+        """Session-wide what-if through engine.sim.simulate on the events seen so far, each of its passes
+        reading them afresh: a paged journal (FileSource) page by page from the file, none held (a list
+        of every event, held for the whole what-if, was the journal in memory again), a live source's
+        list as copied under the lock (it appends)."""
+        from engine.sim.simulate import SimSettings, simulate_stream
 
         with self._lock:
             self._load_events()
-            events = _Cancellable(self.events, cancelled) if cancelled is not None else list(self.events)
+            journal = self._journal()
+            n = len(journal)
+        paged = self._paged()
+
+        def read() -> Iterable[dict[str, Any]]:
+            events = cast("PagedEvents", journal).upto(n) if paged else journal
+            return _cancellable(events, cancelled) if cancelled is not None else events
+
         settings = SimSettings(
             provider=overrides.provider,
             window=overrides.window,
@@ -280,8 +312,8 @@ class ReplayingSource:
             policies=["all"],  # the panel compares every context policy on this session
         )
         counter, counts = self._sim_counts()
-        report = simulate_events(
-            events, settings, source=str(self.header.get("path", "live")), counter=counter, counts=counts
+        report = simulate_stream(
+            read, settings, source=str(self.header.get("path", "live")), counter=counter, counts=counts
         )
         return charted(report.to_json(per_turn=True))
 
@@ -300,5 +332,3 @@ class ReplayingSource:
                 w.append(ev.whole() if isinstance(ev, LazyBlob | LazyTurn) else ev)
                 turns += ev.get("k") == "turn"
         return turns
-
-

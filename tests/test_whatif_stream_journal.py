@@ -1,0 +1,92 @@
+"""The session-wide what-if of a recording (FileSource.simulate, the TUI's `w` over the whole session)
+reads the journal pass by pass from the file, as `cp-inspect simulate` does: each of engine.sim's passes
+reads the paged journal afresh, a page at a time. A list of every event, held for the whole what-if, was
+the journal in memory again (~4.3 KB a turn). shadow_summary reads what it needs in one pass.
+
+Counted: the request events alive while the what-if folds the session (gc), which a list held all of."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import engine.sim.simulate as sim
+from engine.pipeline import Pipeline
+from engine.shadow import shadow_summary
+from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.whatif import Overrides
+from inspector.sources.file import FileSource
+
+TURNS = 300
+
+
+def _record(path: Path, turns: int) -> None:
+    now = [1_000.0]
+    pipe = Pipeline("deepseek-chat", "deepseek", 16_000, record=path, serve=False, clock=lambda: now[0])
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool(
+        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
+    pipe.user("Fix the failing test.")
+    for t in range(turns):
+        req = pipe.next_request()
+        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 40})
+        now[0] += 5
+        args = json.dumps({"cmd": f"cat src/m{t % 7}.py"})
+        calls = pipe.assistant(f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": args}])
+        pipe.tool_result(calls[0].id, "\n".join(f"line {i} of step {t}" for i in range(5 + t % 40)))
+    pipe.close()
+
+
+class _Small(FileSource):
+    READ_AHEAD = 8  # pages kept: READ_AHEAD + 96
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("stream") / "s.cpsession"
+    _record(path, TURNS)
+    return path
+
+
+def _requests_alive() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is dict and o.get("k") == "request")
+
+
+def test_the_what_if_holds_a_window_of_the_journal_not_all_of_it(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+    build_pass = sim._build_pass
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        seen.append(_requests_alive())
+        return build_pass(*args, **kw)
+
+    monkeypatch.setattr(sim, "_build_pass", counted)
+    src = _Small(recording)
+    got = src.simulate(Overrides(window=8000))
+    assert got["simulated_turns"] == TURNS
+    # A page is a turn: at most the pages kept (104) and the build pass's own. A held list: all 300.
+    assert seen and seen[0] <= _Small.READ_AHEAD + 96 + 8, seen
+
+
+def test_a_streamed_what_if_and_shadow_summary_give_what_the_whole_journal_gives(recording: Path) -> None:
+    src = FileSource(recording)
+    events = load_recording_events(recording)[0]
+    got = src.simulate(Overrides(window=8000))
+    want = simulate_events(events, SimSettings(window=8000, policies=["all"])).to_json(per_turn=True)
+    for name in got["policies"]:
+        pol, ref = got["policies"][name], want["policies"][name]
+        if pol is None:
+            assert ref is None
+            continue
+        assert {k: v for k, v in pol.items() if k != "per_turn"} == {
+            k: v for k, v in ref.items() if k != "per_turn"
+        }
+    assert src.shadow_summary() is None is shadow_summary(events)
