@@ -90,3 +90,29 @@ def test_a_streamed_what_if_and_shadow_summary_give_what_the_whole_journal_gives
             k: v for k, v in ref.items() if k != "per_turn"
         }
     assert src.shadow_summary() is None is shadow_summary(events)
+
+
+def test_each_call_is_let_go_after_its_simulator_step(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column's calls go to the cache simulator one at a time: at its last step no earlier call of the
+    column is alive (a list of them held every request's Blocks a second time; 300 alive before)."""
+    from engine.sim.cachesim import CacheSimulator, Call
+
+    alive: list[int] = []
+    step = CacheSimulator.step
+
+    def counted(self: CacheSimulator, call: Call) -> Any:
+        counted.n += 1  # type: ignore[attr-defined]
+        if counted.n == TURNS:  # the pipeline column's last call
+            gc.collect()
+            alive.append(sum(1 for o in gc.get_objects() if type(o) is Call))
+        return step(self, call)
+
+    counted.n = 0  # type: ignore[attr-defined]
+    monkeypatch.setattr(CacheSimulator, "step", counted)
+    monkeypatch.setattr(CacheSimulator, "simulate", lambda self, calls: [self.step(c) for c in calls])
+    events = load_recording_events(recording)[0]
+    got = simulate_events(events, SimSettings(window=8000))
+    assert alive and alive[0] <= 2, alive
+    assert got.simulated_turns == TURNS

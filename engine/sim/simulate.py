@@ -792,7 +792,12 @@ def _simulate(
     scale: float = 1.0,
     converted: dict[tuple[str, int, bool, str, str], cachesim.Block] | None = None,
 ) -> PolicyFigures:
-    calls: list[Call] = []
+    # Each call goes to the simulator as it is made and is let go after its step: the list of every
+    # call held each request's Blocks a second time (a column sending the whole conversation holds
+    # turns x messages of them: ~70 MB of a 3,000-turn what-if's peak). The same steps, in order.
+    sim = CacheSimulator(rules, model, **dict(options))
+    step = sim.step
+    results: list[CallCache] = []
     last = float("-inf")
     # A long session sends the same blocks again and again (every request repeats the history), so each
     # distinct block is converted once; building a frozen dataclass per block per call was most of the
@@ -858,9 +863,7 @@ def _simulate(
             cblocks = prev_cblocks[:common]
             cblocks += convert(new)
         prev_blocks, prev_cblocks = r.blocks, cblocks
-        calls.append(Call(tuple(cblocks), ts, model, _output(r, outputs), out_sha))
-    sim = CacheSimulator(rules, model, **dict(options))
-    results = sim.simulate(calls)
+        results.append(step(Call(tuple(cblocks), ts, model, _output(r, outputs), out_sha)))
     causes: Counter[str] = Counter()
     per_turn: list[TurnFigures] = []
     compactions = 0
