@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, ne, not_
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Measure
@@ -72,12 +72,10 @@ from engine.sim.pricing import (
     rates_at,
     usage_call,
 )
+from engine.sim.turn_views import TurnViews
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from engine.types import SectionKind
 from engine.wording import counted, nouned
-
-if TYPE_CHECKING:
-    from engine.sim.policies import TurnView
 
 # engine.sim.policies (the peer policies, ~3 ms of CPU to import) is imported where a column or a name
 # needs it: only `--policies` (and --json's policy docs) do.
@@ -458,7 +456,7 @@ class _Pass:
     gates_closed: list[_Req]
     recorded: list[_Req] | None
     engine: dict[str, list[_Req]]  # engine policy columns by name
-    views: list[TurnView]  # the uncompacted conversation per turn, for the peers
+    views: TurnViews  # the uncompacted conversation per turn, for the peers
     calibration: float  # provider tokens per engine token, learned from the recorded usage
     recorded_is_pipeline: bool = False  # every turn's recorded-settings request is the pipeline one
     closed_is_pipeline: bool = False  # likewise the gates-closed request
@@ -488,7 +486,6 @@ def _build_pass(
     turn's `turn` event comes (right after its request and usage); turns where no column runs the
     recorded settings get a recorded-settings build for the check on a sample of turns."""
     if peers:
-        from engine.sim.policies import TurnView
         from engine.sim.policies.base import HistoryBlocks
 
         history_blocks = HistoryBlocks()  # one for every turn's view: each message's Block made once
@@ -503,7 +500,7 @@ def _build_pass(
     out_r: list[_Req] | None = [] if need_recorded else None
     out_e: dict[str, list[_Req]] = {n: [] for n in engine_policies}
     st_e: dict[str, CompactionState] = {n: CompactionState() for n in engine_policies}
-    views: list[TurnView] = []
+    views = TurnViews()
     st_p = st_c = st_r = CompactionState()
     cfgs: _Configs | None = None
     replies: dict[int, int] = {}
@@ -577,11 +574,7 @@ def _build_pass(
                 )
                 blocks = full.blocks
                 system = tuple(compress(blocks, map(ne, map(_SECTION, blocks), repeat("history"))))
-                views.append(
-                    TurnView(
-                        ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks
-                    )
-                )
+                views.add(ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks)
         pipe.fold(ev)
         if k == "request":
             awaiting = ev["turn"]

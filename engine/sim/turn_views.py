@@ -1,0 +1,61 @@
+"""The peers' per-turn views of one simulate (engine.sim.policies.TurnView), held as runs of messages.
+
+Every turn's view holds the whole uncompacted conversation so far: held as a tuple per turn, a session
+of n turns held ~n^2/2 message references (a 3,000-turn what-if: 69 MB of its peak). A turn's
+conversation is the last one's with messages appended (the same objects), so the views share one list
+of messages and each keeps its length; a conversation that is not such an extension (a message made
+again) starts a run of its own. The views are made again, one at a time, for each pass over them (each
+peer's): the same values, in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from operator import is_
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.artifacts import Message
+    from engine.assembly import Measure
+    from engine.providers.base import Block
+    from engine.sim.policies.base import HistoryBlocks, TurnView
+
+
+class TurnViews:
+    def __init__(self) -> None:
+        self._runs: list[list[Message]] = []
+        # Per turn: (turn, system, run, messages in it, window, ceiling, markers, measure, history).
+        self._rows: list[tuple[int, tuple[Block, ...], int, int, int, int, bool, Measure, HistoryBlocks]] = []
+
+    def add(
+        self,
+        turn: int,
+        system: tuple[Block, ...],
+        msgs: tuple[Message, ...],
+        window: int,
+        ceiling: int,
+        markers: bool,
+        measure: Measure,
+        history: HistoryBlocks,
+    ) -> None:
+        """The view TurnView(turn, system, msgs, window, ceiling, markers, measure, history), held."""
+        runs = self._runs
+        run = runs[-1] if runs else None
+        # The run's messages are msgs' first ones, the same objects (map stops at the shorter: the run).
+        if run is not None and len(msgs) >= len(run) and all(map(is_, msgs, run)):
+            run += msgs[len(run) :]
+        else:
+            runs.append(list(msgs))
+        self._rows.append(
+            (turn, system, len(runs) - 1, len(msgs), window, ceiling, markers, measure, history)
+        )
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[TurnView]:
+        from engine.sim.policies.base import TurnView
+
+        runs = self._runs
+        for turn, system, r, n, window, ceiling, markers, measure, history in self._rows:
+            yield TurnView(turn, system, tuple(runs[r][:n]), window, ceiling, markers, measure, history)
