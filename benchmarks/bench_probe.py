@@ -139,6 +139,10 @@ agent with no client then builds no trace: the reader's cost includes the trace 
 build):
 
     .venv/bin/python benchmarks/bench_probe.py --twin none,reader --rounds 6 --pairs 150 --pace 0.2 --settle 10 [--untraced]
+
+`foldpath` is an A/B of the fold stream's send on the agent's thread: a fold reader attached to both twins,
+A's turns sent by the general path (_send_now, _send_here, _ring_turn: the server's `fold_straight` off),
+B's by publish()'s straight path (agent_send._fold_now); "added" is then B - A (negative: saved).
 """
 
 from __future__ import annotations
@@ -722,7 +726,13 @@ def twin(args: argparse.Namespace, subject: str) -> None:
             for _, step, _ in twins:
                 step(t)
         a, b = twins if (rnd + seed) % 2 == 0 else twins[::-1]
-        proc = start_subject(subject, b[0], rt)
+        # foldpath: the fold reader on both twins, A's turns sent by the general path (fold_straight off,
+        # as before fold31), B's by publish()'s straight path: B - A is what that path saves a turn.
+        proc_a = None
+        if subject == "foldpath":
+            a[0].fold_straight = False
+            proc_a = start_subject("foldreader", a[0], rt)
+        proc = start_subject("foldreader" if subject == "foldpath" else subject, b[0], rt)
         if pace:
             time.sleep(1.0)  # past the attach's after-effect on the I/O thread (see paired())
         gc.collect()
@@ -752,10 +762,13 @@ def twin(args: argparse.Namespace, subject: str) -> None:
                 continue
             pairs.append((cost[False][0], cost[True][0], cost[True][1]))
         gc.enable()
-        if proc is not None:
-            if subject in READERS:
-                drain(b[0])
-            stop_subject(subject, proc, b[0])
+        for side, p in ((a, proc_a), (b, proc)):
+            if p is None:
+                continue
+            reader = "foldreader" if subject == "foldpath" else subject
+            if reader in READERS:
+                drain(side[0])
+            stop_subject(reader, p, side[0])
         for _, _, pipe in twins:
             pipe.close()
     shutil.rmtree(rt.parent, ignore_errors=True)
@@ -1913,7 +1926,8 @@ def main() -> None:
     ap.add_argument(
         "--twin",
         default=None,
-        help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; mute): what each adds to a turn, two Pipelines' "
+        help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; mute; foldpath: a fold reader on both, "
+        "A's turns by the general send path, B's by publish's straight path): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")

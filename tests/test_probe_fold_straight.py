@@ -1,0 +1,108 @@
+"""A paced turn on the probe's fold stream goes from publish() straight into the inspector's ring.
+
+The agent's thread sends a fold client's turn itself at the turn's close (its marker), all of the
+turn's events in one batch frame. That send ran cold after the model call through _send_now,
+_send_here and _ring_turn, each with its own checks (~25 us of the send's ~65, measured); the I/O
+thread, asleep with nothing due, now names the fold client for publish()'s straight path as it does a
+quiet elided reader (agent_send._ring_candidate, _fold_now). Real agent (a Pipeline serving its
+probe), real socket and ring, the real live source folding the stream: the turns it shows are the
+agent's own, key order included.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.probe.agent_send import AGENT_WINDOW
+from inspector.sources.live import LiveSource
+from tests.test_probe_fold import T, _agent_traces, _Follower, _kinds, _shown, _turn
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _pipeline(rtdir: Path, record: str | None) -> Any:
+    from engine.pipeline import Pipeline
+
+    os.environ["XDG_RUNTIME_DIR"] = str(rtdir.parent)
+    pipe = Pipeline(
+        "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, record=record
+    )
+    assert pipe.probe is not None
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("Fix the failing test.")
+    return pipe
+
+
+def _wait(cond: Any, what: str) -> None:
+    deadline = time.monotonic() + T
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_paced_fold_turn_is_one_ring_frame_from_publish_with_no_wake_up(rtdir: Path, record: bool) -> None:
+    pipe = _pipeline(rtdir, record=str(rtdir.parent / "a.cpsession") if record else None)
+    probe = pipe.probe
+    try:
+        _turn(pipe, 0)
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
+        assert src._folding
+        view = _Follower(src)
+        _wait(
+            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
+        )
+        _turn(pipe, 1)
+        view.wait_for(1)
+        _wait(
+            lambda: probe._ring_one is not None and probe._ring_one.fold,
+            "the I/O thread, asleep with nothing due, never named the fold client for publish's straight path",
+        )
+        # Spies (the real methods still run): the general send path and the I/O thread's wake-up byte.
+        called: list[str] = []
+        for name in ("_send_now", "_send_here", "_ring_turn", "_wake"):
+            real = getattr(probe, name)
+
+            def spy(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+                called.append(_name)
+                return _real(*a, **k)
+
+            setattr(probe, name, spy)
+        c = probe._ring_one
+        written, sends, wakeups = c.ring.written, probe.agent_sends, probe.wakeups
+        turns = list(range(2, 6))
+        for t in turns:
+            time.sleep(AGENT_WINDOW / 4)  # paced: a model call between turns
+            _turn(pipe, t)
+        pipe.close_turn()
+        view.wait_for(turns[-1])
+        assert called == [], f"a paced fold turn took the general send path: {called}"
+        assert probe.wakeups == wakeups, "the I/O thread was woken for a paced fold turn"
+        assert probe.agent_sends - sends == len(turns)  # one send (one batch frame) a turn, at its close
+        assert c.ring.written > written
+        if not record:
+            assert _kinds(pipe, 2) == {"TurnRecord"}  # still unbuilt: the fold client does not trace
+        shown = _shown(src, turns)
+        view.stop()
+        assert src.asked_traces == 0
+        agent = _agent_traces(pipe)
+        for t in turns:
+            assert shown[t] == agent[t], t
+            assert list(shown[t]) == list(agent[t])
+    finally:
+        pipe.close()
