@@ -42,6 +42,7 @@ from engine.optimize import OptimizeContext, markers, trim_sections
 from engine.optimize.history_ops import task_end
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
 from engine.policy import cost_aware
+from engine.policy.cachecost import compacts_early
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers.anthropic import sends_nothing, silent_error
@@ -149,7 +150,7 @@ class _Marks(NamedTuple):
 
 
 def _moved_markers(
-    cfg: PipelineConfig, rev2: bool, full: Assembly, applied: Assembly, c: Carried, m: Any
+    cfg: PipelineConfig, rev2: bool, full: Assembly, applied: Assembly, c: Carried, m: Any, lin: Any
 ) -> tuple[frozenset[int], list[dict[str, Any]], tuple[Any, ...], _Marks | None] | None:
     """At a provider with cache markers (Anthropic, Bedrock): the history's marked items, the turn's
     actions (the markers step's, as optimize writes it), the markers before the history and what the
@@ -166,7 +167,7 @@ def _moved_markers(
     items = full[hidx].items
     noted = rev2 and applied is not full and bool(items) and getattr(items[0], "role", "") == "user"
     k = c.marks
-    if k is not None and k.noted == noted and _tail_moved(k, applied, hidx, m):
+    if k is not None and k.noted == noted and _tail_moved(k, applied, hidx, m, lin.applied is k.applied):
         # (The very actions' content: the step's detail is the placement's, as _carried gives it.)
         tail = len(applied[hidx].items) - 1
         return k.other | {tail}, [dict(a) for a in k.actions], k.before, k
@@ -218,14 +219,16 @@ def _outcome_of(entry: Any, out: Any, hist_id: str, n: int) -> bool:
     return tail.section == hist_id and tail.item == n - 1
 
 
-def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any) -> bool:
+def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any, extends: bool) -> bool:
     """Whether the markers rule, run on `applied` in the context it ran in on the last lane turn, would
     answer that turn's outcome with the tail marker moved to the history's new last item: the rule
     tries the Measure's newest placement first, and it is still k.entry; markers._carried then carries
     it when the sections before the history are the very ones of that turn (its identity checks held
     on them), the history is that one with messages appended (its kind, id and scope), reaches the
     minimum cacheable prefix with more tokens than the sections before it, and the task's breakpoint
-    (revision 2) is where it was. Any doubt: False (the rule is run)."""
+    (revision 2) is where it was. Any doubt: False (the rule is run). `extends`: the history is that
+    turn's with messages appended (its lineage extended: the same items first), so a task that ended
+    inside it ends there still."""
     placed = m.placed
     e = k.entry
     prev = k.applied
@@ -241,7 +244,7 @@ def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any) -> bool:
     cum = e.cum_before + m.section(hist)
     if cum <= e.cum_before or cum < e.policy.min_cacheable_tokens:
         return False
-    if e.task_marker:
+    if e.task_marker and not (extends and e.task_fits):
         te = task_end(items) - (1 if k.noted else 0)
         if (0 < te < len(items)) != e.task_fits:
             return False
@@ -367,11 +370,9 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
                 horizon, reach = min(float(max(1, turn_no)) * settings.horizon_scale, to_trigger), 0.0
             rules = pipe.cache_rules(cfg)
             served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
-            pb = cost_aware.payback(
-                rules, t1 - cand.after, cand.after, t1 - hist_tokens, horizon, False, served, reach
-            )
-            economic = cost_aware.economic_saving(pb, growth) if rev2 else 0.0
-            if pb.worth and pb.saves_per_turn >= economic:
+            if compacts_early(
+                rules, t1 - cand.after, cand.after, t1 - hist_tokens, horizon, served, reach, growth, rev2
+            ):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
     ser_obj = c.serializer
@@ -380,7 +381,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     before_marks: tuple[Any, ...] | None = None
     marks_kept: _Marks | None = None
     if ser_obj.policy.supports_markers:
-        moved = _moved_markers(cfg, settings.revision >= 2, full, applied, c, m)
+        moved = _moved_markers(cfg, settings.revision >= 2, full, applied, c, m, lin)
         if moved is None:
             return None
         hmarks, actions, before_marks, marks_kept = moved
@@ -395,7 +396,12 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     last = traces.raw(-1) if traces else None
     prev_sections = last.section_shas if isinstance(last, TurnRecord) else section_shas_of(last)
     got = ser.section_shas.get
-    shas = {s.id: got(s.id, _EMPTY_SHA) for s in wire_order(applied)}
+    # The trace's section hashes and the request event's short ones, in one plain loop.
+    shas: dict[str, str] = {}
+    short: dict[str, str] = {}
+    for s in wire_order(applied):
+        sha = shas[s.id] = got(s.id, _EMPTY_SHA)
+        short[s.id] = sha[:16]
     prev = pipe._prev
     earlier = traces.views(len(traces), LOOKBACK)
     this_turn = pipe.turn
@@ -482,7 +488,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         layout, c.at, c.slot, rec, before_marks, marks_kept,
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
-    return pipe._lane_record(rec, ser, {sid: sha[:16] for sid, sha in shas.items()})
+    return pipe._lane_record(rec, ser, short)
 
 
 class _MarkersView(NamedTuple):

@@ -14,6 +14,7 @@ built eagerly and the lane stands aside). The counting tests show the lane is ta
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -269,3 +270,82 @@ def test_a_marker_providers_lane_turn_carries_the_history_runs_sums(monkeypatch:
     carried = [x for x in seen if x[0] is not None]
     assert len(carried) >= taken, (len(carried), taken, len(seen))
     assert all(segset == segs and tokens == total for segset, tokens, segs, total in carried)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    rules=st.sampled_from(("anthropic", "bedrock", "deepseek", "openai", "none")),
+    ratios=st.tuples(st.floats(0.0, 2.0), st.floats(0.0, 3.0)) | st.none(),
+    saves=st.integers(-50, 60_000),
+    kept=st.integers(0, 200_000),
+    stable=st.integers(-10, 60_000),
+    horizon=st.floats(0.0, 1e6) | st.just(math.inf),
+    served=st.booleans(),
+    credit=st.floats(0.0, 1.0),
+    growth=st.floats(-1.0, 1e5),
+    economic=st.booleans(),
+)
+def test_the_lanes_early_rule_weighs_as_payback_does(
+    rules: str,
+    ratios: tuple[float, float] | None,
+    saves: int,
+    kept: int,
+    stable: int,
+    horizon: float,
+    served: bool,
+    credit: float,
+    growth: float,
+    economic: bool,
+) -> None:
+    """compacts_early (the lane's weighing of a cut, without the Payback) answers what cost_aware's early
+    rule reads of payback() and economic_saving(), on any figures."""
+    from engine.policy.cachecost import DEFAULTS, CacheRules, compacts_early, economic_saving, payback
+
+    cache = CacheRules(rules, *(ratios if ratios is not None else DEFAULTS[rules]))
+    pb = payback(cache, saves, kept, stable, horizon, False, served, credit)
+    want = pb.worth and pb.saves_per_turn >= (economic_saving(pb, growth) if economic else 0.0)
+    assert compacts_early(cache, saves, kept, stable, horizon, served, credit, growth, economic) == want
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+def test_a_lane_turn_weighs_a_cut_and_writes_a_tool_call_without_the_general_paths_objects(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane turn over the policy's target weighs the early cut as payback() and economic_saving() do
+    without making the Payback (cachecost.compacts_early), and a new tool call's input is scanned by
+    json.loads' own scanner at once (anthropic._object_of). Before, each weighed lane turn made a Payback
+    and each new call went through json.loads. Same bytes: test_the_express_lane_changes_no_byte."""
+    import json as json_mod
+
+    from engine.policy import cachecost
+
+    inside = [False]
+    lane_turns = [0]
+    made: dict[str, int] = {"payback": 0, "loads": 0}
+    real_turn, real_loads, real_init = express.turn, json_mod.loads, cachecost.Payback.__init__
+
+    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+        inside[0] = True
+        try:
+            got = real_turn(pipe, c)
+        finally:
+            inside[0] = False
+        lane_turns[0] += got is not None
+        return got
+
+    def loads(*a: Any, **k: Any) -> Any:
+        # (input_json's own parse; ToolCall.arguments_obj, which a call with other than string values
+        # goes through as before, passes its hooks.)
+        made["loads"] += inside[0] and not k
+        return real_loads(*a, **k)
+
+    def init(self: Any, *a: Any, **k: Any) -> None:
+        made["payback"] += inside[0]
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(express, "turn", turn)
+    monkeypatch.setattr(json_mod, "loads", loads)
+    monkeypatch.setattr(cachecost.Payback, "__init__", init)
+    taken, compactions = side_by_side(STEADY, 4_001, "cost_aware", True, provider)
+    assert compactions >= 1 and lane_turns[0] >= 20
+    assert made == {"payback": 0, "loads": 0}

@@ -183,6 +183,36 @@ def payback(
     return Payback(saves, resend, turns, horizon, forced, extra, per_turn, credit)
 
 
+def compacts_early(
+    rules: CacheRules,
+    saves: int,
+    kept_total: int,
+    stable_prefix: int,
+    horizon: float,
+    prefix_served: bool,
+    credit: float,
+    growth: float,
+    economic: bool,
+) -> bool:
+    """payback(rules, saves, kept_total, stable_prefix, horizon, False, prefix_served, credit).worth, and
+    with `economic` its saves_per_turn >= economic_saving(pb, growth): whether cost_aware's early rule
+    cuts, the same arithmetic without making the Payback (the express lane weighs every turn over the
+    target and reads nothing else of it)."""
+    resend = max(0, kept_total - (rules.cached(stable_prefix) if prefix_served else 0))
+    extra = resend * max(0.0, rules.write_ratio - rules.read_ratio)
+    per_turn = rules.turn_cost(kept_total + saves) - rules.turn_cost(kept_total)
+    turns = (
+        (0.0 if per_turn > 0 else math.inf)
+        if extra <= 0
+        else (extra / per_turn if per_turn > 0 else math.inf)
+    )
+    if not (saves > 0 and turns * (1.0 - credit) <= horizon):
+        return False
+    if not economic or per_turn <= 0 or growth <= 0:
+        return True  # (the economic saving is 0 there, and saves > 0)
+    return saves >= math.sqrt(2.0 * extra * growth / (per_turn / saves))
+
+
 def remaining_turns(turns_so_far: int, scale: float, cap: float) -> tuple[float, float]:
     """How long a saving made now is expected to last, and the chance the session outlives `cap` turns.
 

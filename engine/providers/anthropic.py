@@ -121,6 +121,28 @@ _EMPTY_JSON = '"text":' + json_string(EMPTY_TEXT) + ',"type":"text"'
 _NO_OUTPUT_JSON = json_string(ERROR_NO_OUTPUT)
 
 
+# json.loads' own scanner (its default decoder's settings): what json.loads runs after skipping leading
+# whitespace and before checking for trailing data (two regex matches and three Python calls).
+_SCAN = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (set by its __init__)
+
+
+def _object_of(text: str) -> Any:
+    """json.loads(text), or None where it raises: an agent's arguments (`{"command": ...}`) scanned at
+    once when they start with the brace and end with the value; anything else (whitespace around,
+    trailing data, not JSON) goes through json.loads itself."""
+    if text[0] == "{":
+        try:
+            v, end = _SCAN(text, 0)
+        except (StopIteration, ValueError):
+            v, end = None, -1
+        if end == len(text):
+            return v
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def input_json(p: ToolCall) -> str:
     """The canonical JSON of a tool call's input object (p.arguments_obj()), as Anthropic's tool_use
     `input` and Bedrock's toolUse `input` send it. Arguments that are an object of string values (an
@@ -131,10 +153,7 @@ def input_json(p: ToolCall) -> str:
     constant, so both parses give the same object."""
     text = p.arguments
     if text:
-        try:
-            v = json.loads(text)
-        except ValueError:
-            v = None
+        v = _object_of(text)
         if type(v) is dict:
             out = []
             for k in sorted(v):
