@@ -5,12 +5,23 @@ replayed call by call at ONE window (--window, default 32k) for everybody. In ev
 things run on the same growing history (the first three interleaved turn by turn), each timed in wall
 and thread-CPU time:
 
-  engine     one turn = add the call's new messages (Pipeline.user/assistant/tool_result)
-             + next_request() (plan, compact, serialize, trace, journal) + record_usage()
+  engine     one turn = everything the agent calls on the engine between two model calls: the new
+             messages (Pipeline.user/tool_result) + next_request() (plan, compact, serialize, trace,
+             journal) + record_usage() with the usage as the provider's SDK returns it (anthropic's
+             `Usage`, openai's `CompletionUsage`, Bedrock's dict; --usage dict: our own dict) + the
+             model's reply (Pipeline.assistant()). The SDK's usage object is made before the region
+             (the SDK parses the response).
   floor      json.dumps of that turn's request body: it must be serialized anyway
   trim       langchain_core trim_messages(strategy="last") with a tiktoken cl100k counter that
              re-tokenizes every message on every call: what the docs show
-  trim+memo  the same, with the per-message count memoized (what a careful user writes)
+  trim+memo  the same, with the per-message count memoized (what a careful user writes); its timed
+             region holds what its agent does per turn: build the LangChain message of each new
+             message (ToolMessage, HumanMessage) and append it, trim, then build and append the
+             reply's AIMessage (with its parsed tool calls)
+
+Before the thirty-first session neither side's region held the reply: the engine's assistant() and the
+peer's AIMessage were made outside (the engine's ~45 us a turn, ~12% of a steady django turn at 32k),
+record_usage() got a plain dict, and the peer's messages were all built before the first turn.
 
 Both trims get max_tokens = the engine's own ceiling that turn (window minus margin and reserves), so
 all three fit the same budget. Each turn's time is the minimum over repeats (noise only adds time).
@@ -33,6 +44,7 @@ every turn on 20k messages would take hours).
         [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
         [--skip-long | --only-long] [--no-peer] [--peer-counter tiktoken|bpe] [--profile] [--identity OUT.json [--compare EARLIER.json]]
         [--ab BASE_DIR [--rounds 6] [--procs 3]] [--iso [--evict] [--peer-counter bpe] [--rounds 6] [--procs 3]]
+        [--usage sdk|dict]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
 (traces included) of many runs, hashed per run: real trajectories x providers x windows x policies
@@ -178,6 +190,35 @@ def tiktoken_counter() -> Callable[[list[Any]], int]:
 PEER_COUNTER = "tiktoken"  # --peer-counter: what trim_messages' counters tokenize with
 PROVIDER = "openai"  # --provider: the engine's serializer and cache rules in part 1 (the recording's model)
 OBSERVE = "none"  # --observe: none, record or read (see main)
+USAGE = "sdk"  # --usage: what record_usage() is given (see agent_usage)
+
+
+def agent_usage(call: Any) -> Any:
+    """The call's usage as the agent has it to pass to record_usage(): with --usage sdk (the default)
+    the object the provider's SDK returns (anthropic.types.Usage, openai's CompletionUsage, Bedrock
+    Converse's dict: boto3 returns dicts), which record_usage() must read field by field; with --usage
+    dict our own dict. None for a call that failed. Made outside the timed regions: the SDK's work."""
+    u = call.usage
+    if u is None:
+        return None
+    read = u.cache_read_tokens or 0
+    if USAGE == "dict":
+        return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cache_read_tokens": read}
+    if PROVIDER == "anthropic":
+        from anthropic.types import Usage as AnthropicUsage
+
+        # Anthropic's input_tokens is the uncached part only.
+        return AnthropicUsage(input_tokens=u.input_tokens - read, output_tokens=u.output_tokens,
+                              cache_read_input_tokens=read, cache_creation_input_tokens=0)  # fmt: skip
+    if PROVIDER == "bedrock":
+        return {"inputTokens": u.input_tokens - read, "outputTokens": u.output_tokens, "cacheReadInputTokens": read,
+                "cacheWriteInputTokens": 0, "totalTokens": u.input_tokens + u.output_tokens}  # fmt: skip
+    from openai.types import CompletionUsage
+    from openai.types.completion_usage import PromptTokensDetails
+
+    return CompletionUsage(prompt_tokens=u.input_tokens, completion_tokens=u.output_tokens,
+                           total_tokens=u.input_tokens + u.output_tokens,
+                           prompt_tokens_details=PromptTokensDetails(cached_tokens=read))  # fmt: skip
 
 
 def text_counter() -> Callable[[str], int]:
@@ -265,7 +306,7 @@ ENGINE_TIMED = ("engine", "floor", "tokenize")  # --no-peer: the engine and its 
 def one_repeat(
     imp: ImportedSession,
     window: int,
-    lc_history: list[list[Any]],
+    lc_plan: LcPlan | None,
     naive: Callable[[list[Any]], int],
     count_one: Callable[[Any], int],
     peers: bool = True,
@@ -284,12 +325,14 @@ def one_repeat(
     run = EngineRun(imp, window)
     pipe = run.pipe
     memo = memo_counter(count_one)  # fresh per repeat: its first turns pay for counting, as in real use
+    lc_agent = LcAgent(lc_plan) if peers and lc_plan is not None else None
     fed = 0
     out: dict[str, list[tuple[float, float]]] = {k: [] for k in TIMED}
     sizes: list[int] = []
     limits: list[int] = []
     for k, call in enumerate(imp.calls):
         new = call.messages[fed:]
+        usage = agent_usage(call)
         tok0 = run.tokenizer.cpu
         if evict is not None:
             evict()
@@ -299,16 +342,12 @@ def one_repeat(
         req = pipe.next_request()
         if OBSERVE == "read":
             req.trace  # noqa: B018  (an agent that reads every turn's trace: built in the turn)
-        if call.usage is not None:
-            pipe.record_usage(
-                {
-                    "input_tokens": call.usage.input_tokens,
-                    "output_tokens": call.usage.output_tokens,
-                    "cache_read_tokens": call.usage.cache_read_tokens or 0,
-                }
-            )
+        if usage is not None:
+            pipe.record_usage(usage)
         else:
             pipe.record_error("error", call.error or "no response")
+        if call.response is not None:
+            run.feed(call.response)  # the model's reply: assistant(), which every agent calls
         out["engine"].append(t.stop())
         out["tokenize"].append((0.0, run.tokenizer.cpu - tok0))
         body = req.body  # parsed from the canonical bytes outside the timed regions
@@ -322,16 +361,15 @@ def one_repeat(
         if peers:
             if evict is not None:
                 evict()
-            out["memo"].append(time_trim(trim_messages, lc_history[k], limit, memo))
+            assert lc_agent is not None
+            out["memo"].append(lc_agent.turn(k, trim_messages, limit, memo)[0])
         sizes.append(len(req.bytes))
-        fed = len(call.messages)
-        if call.response is not None:
-            run.feed(call.response)
-            fed += 1
+        fed = len(call.messages) + (call.response is not None)
     run.close()
     if peers:
         for k, limit in enumerate(limits):
-            out["trim"].append(time_trim(trim_messages, lc_history[k], limit, naive))
+            assert lc_agent is not None
+            out["trim"].append(time_trim(trim_messages, lc_agent.rows[k], limit, naive))
     return out, sizes
 
 
@@ -376,14 +414,9 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
             run.feed(m)
         req = run.pipe.next_request()
         ceilings.append(_ceiling(req))
-        if call.usage is not None:
-            run.pipe.record_usage(
-                {
-                    "input_tokens": call.usage.input_tokens,
-                    "output_tokens": call.usage.output_tokens,
-                    "cache_read_tokens": call.usage.cache_read_tokens or 0,
-                }
-            )
+        usage = agent_usage(call)
+        if usage is not None:
+            run.pipe.record_usage(usage)
         else:
             run.pipe.record_error("error", call.error or "no response")
         fed = len(call.messages)
@@ -394,37 +427,89 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
     return ceilings
 
 
-def lc_histories(imp: ImportedSession) -> list[list[Any]]:
-    """Each call's history as LangChain messages. One object per distinct message, shared by every
-    call that contains it, as an agent appending to its message list has (the memo keys on it)."""
-    objs: dict[tuple[Any, ...], Any] = {}
-    out: list[list[Any]] = []
-    for call in imp.calls:
-        row = []
-        for m in call.messages:
-            key = (m.role, m.content, m.tool_call_id, tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
-            o = objs.get(key)
-            if o is None:
-                o = objs[key] = langchain_messages([m])[0]
-            row.append(o)
-        out.append(row)
-    return out
+def _lc_key(m: MessageRec) -> tuple[Any, ...]:
+    return (m.role, m.content, m.tool_call_id, tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
+
+
+class LcPlan:
+    """What trim+memo's agent is handed each turn, worked out before any timing: per call, the
+    messages new since the previous call's history and its reply (which the agent appended itself),
+    or, for a call whose history is not that one extended (an importer's rewritten history), the whole
+    list (the agent then reuses the objects it has for messages it saw before, by content)."""
+
+    def __init__(self, imp: ImportedSession) -> None:
+        self.steps: list[tuple[list[tuple[MessageRec, tuple[Any, ...]]], bool]] = []  # (messages, whole)
+        self.replies: list[tuple[MessageRec, tuple[Any, ...]] | None] = []
+        prev: list[tuple[Any, ...]] = []
+        for call in imp.calls:
+            keys = [_lc_key(m) for m in call.messages]
+            pairs = list(zip(call.messages, keys, strict=True))
+            if keys[: len(prev)] == prev:
+                self.steps.append((pairs[len(prev) :], False))
+            else:
+                self.steps.append((pairs, True))
+            reply = call.response
+            self.replies.append((reply, _lc_key(reply)) if reply is not None else None)
+            prev = keys + ([_lc_key(reply)] if reply is not None else [])
+        # LangChain's first messages of a process pay for its lazy set-up (pydantic validators): paid
+        # here, so no repeat's first turn does.
+        first = imp.calls[0]
+        langchain_messages(list(first.messages) + ([first.response] if first.response is not None else []))
+
+
+class LcAgent:
+    """trim+memo's agent over one repeat: it holds its history as LangChain messages, built as they come
+    (one object per message, kept across turns: the memo keys on it) and appended to one list."""
+
+    def __init__(self, plan: LcPlan) -> None:
+        self.plan = plan
+        self.history: list[Any] = []
+        self.seen: dict[tuple[Any, ...], Any] = {}
+        self.rows: list[list[Any]] = []  # each turn's history as trimmed (for the naive trim's pass)
+
+    def _obj(self, m: MessageRec, key: tuple[Any, ...]) -> Any:
+        o = self.seen.get(key)
+        if o is None:
+            o = self.seen[key] = langchain_messages([m])[0]
+        return o
+
+    def turn(
+        self, k: int, trim_messages: Any, limit: int, counter: Callable[[list[Any]], int]
+    ) -> tuple[tuple[float, float], list[Any]]:
+        """Turn k's timed region: the new messages' LangChain objects, trim_messages under the engine's
+        ceiling of the turn, the reply's AIMessage. Returns the time and what trim kept."""
+        pairs, whole = self.plan.steps[k]
+        reply = self.plan.replies[k]
+        t = Timer()
+        if whole:
+            self.history = [self._obj(m, key) for m, key in pairs]
+        else:
+            for m, key in pairs:
+                self.history.append(self._obj(m, key))
+        n = len(self.history)
+        kept = trim_messages(self.history, max_tokens=limit, token_counter=counter, strategy="last",
+                             include_system=True, start_on="human")  # fmt: skip
+        if reply is not None:
+            self.history.append(self._obj(*reply))
+        took = t.stop()
+        self.rows.append(self.history[:n])
+        return took, kept
 
 
 def part1(args: argparse.Namespace) -> None:
     imp = load(args.file)
-    lc_history = lc_histories(imp)  # built outside the timed region: the agent already holds them
+    lc_plan = LcPlan(imp)
     naive = tiktoken_counter()
     count_one = tiktoken_one()
     TokenCounter().count("warm up the tokenizer")
-    naive(lc_history[0])
+    naive(langchain_messages(imp.calls[0].messages))
     n = len(imp.calls)
     best: dict[str, list[list[float]]] = {k: [[math.inf] * n, [math.inf] * n] for k in TIMED}
     sizes: list[int] = []
     gc.collect()
     for _ in range(args.repeats):
         out, sizes = one_repeat(
-            imp, args.window, lc_history, naive, count_one, not args.no_peer, cache_evictor() if args.evict else None
+            imp, args.window, lc_plan, naive, count_one, not args.no_peer, cache_evictor() if args.evict else None
         )
         for kind in TIMED if not args.no_peer else ENGINE_TIMED:
             for i, (w, c) in enumerate(out[kind]):
@@ -498,7 +583,7 @@ def pair_child(args: argparse.Namespace) -> int:
     naive, count_one = tiktoken_counter(), tiktoken_one()  # unused without peers; one_repeat's signature
     for _line in sys.stdin:
         gc.collect()
-        out, _sizes = one_repeat(imp, args.window, [], naive, count_one, peers=False)
+        out, _sizes = one_repeat(imp, args.window, None, naive, count_one, peers=False)
         print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
     return 0
 
@@ -549,7 +634,8 @@ def ab(args: argparse.Namespace) -> int:
         for name, tree in trees.items():
             env = dict(os.environ, PYTHONPATH=str(tree))
             cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
-                   "--backend", args.backend, "--provider", args.provider, "--observe", args.observe]  # fmt: skip
+                   "--backend", args.backend, "--provider", args.provider, "--observe", args.observe,
+                   "--usage", args.usage]  # fmt: skip
             kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
     best = alternate(kids, args.rounds)
     ms = 1000.0
@@ -589,15 +675,15 @@ def iso_child(args: argparse.Namespace) -> int:
     if args.iso_child == "engine":
         for _line in sys.stdin:
             gc.collect()
-            out, _sizes = one_repeat(imp, args.window, [], tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
+            out, _sizes = one_repeat(imp, args.window, None, tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
             print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
         return 0
     from langchain_core.messages import convert_to_openai_messages, trim_messages
 
     limits = json.loads(args.iso_limits.read_text())
-    lc_history = lc_histories(imp)  # built outside the timed region: the agent already holds them
+    lc_plan = LcPlan(imp)
     count_one = tiktoken_one()
-    count_one(lc_history[0][0])
+    count_one(langchain_messages(imp.calls[0].messages[:1])[0])
     # The request the peer's agent sends around the trimmed messages: the engine's own first request's
     # fields (model, max tokens, tool schemas), so both bodies carry the same things.
     first = EngineRun(imp, args.window)
@@ -607,15 +693,14 @@ def iso_child(args: argparse.Namespace) -> int:
     for _line in sys.stdin:
         gc.collect()
         memo = memo_counter(count_one)  # fresh per repeat, as in one_repeat
+        agent = LcAgent(lc_plan)
         cpu: list[float] = []
         wire: list[float] = []
         for k, limit in enumerate(limits):
             if evict is not None:
                 evict()
-            t = Timer()
-            kept = trim_messages(lc_history[k], max_tokens=limit, token_counter=memo, strategy="last",
-                                 include_system=True, start_on="human")  # fmt: skip
-            cpu.append(t.stop()[1])
+            took, kept = agent.turn(k, trim_messages, limit, memo)
+            cpu.append(took[1])
             # What trim_messages leaves is LangChain objects; the engine's turn ends with the request's
             # bytes. Turning the kept messages into the provider's wire form and serializing the body is
             # what the peer's agent (or its SDK) does next: timed apart, so both figures are reported.
@@ -645,7 +730,7 @@ def iso(args: argparse.Namespace) -> int:
             for kind in ("engine", "memo"):
                 cmd = [sys.executable, str(here), "--iso-child", kind, "--iso-limits", str(limits_file),
                        "--file", str(args.file), "--window", str(args.window), "--backend", args.backend,
-                       "--provider", args.provider, "--peer-counter", args.peer_counter]  # fmt: skip
+                       "--provider", args.provider, "--peer-counter", args.peer_counter, "--usage", args.usage]  # fmt: skip
                 if args.evict:
                     cmd.append("--evict")
                 kids.append((kind, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
@@ -995,6 +1080,13 @@ def main() -> int:
         "the default), record (the pipeline records to a scratch file, as CONTEXTPIPE_RECORD does), read "
         "(the turn reads its request's trace, as an agent that logs it would)",
     )
+    ap.add_argument(
+        "--usage",
+        choices=("sdk", "dict"),
+        default="sdk",
+        help="part 1 (and --ab, --iso): what record_usage() is given: the provider SDK's usage object "
+        "(anthropic Usage, openai CompletionUsage, Bedrock's dict; the default) or our own dict",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile one engine repeat and print hot spots")
     ap.add_argument("--ab", metavar="BASE_DIR", help="part 1's engine, this tree vs BASE_DIR, repeat by repeat")
     ap.add_argument("--rounds", type=int, default=6, help="with --ab: repeats of each process, A B / B A in turn")
@@ -1012,8 +1104,9 @@ def main() -> int:
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
     args = ap.parse_args()
-    global PEER_COUNTER, PROVIDER, OBSERVE
+    global PEER_COUNTER, PROVIDER, OBSERVE, USAGE
     PEER_COUNTER = args.peer_counter
+    USAGE = args.usage
     PROVIDER = args.provider
     OBSERVE = args.observe
     if args.backend == "tiktoken":
