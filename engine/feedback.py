@@ -160,6 +160,134 @@ def _own_usage(u: dict[str, Any]) -> Usage | None:
     )
 
 
+def _count(d: dict[str, Any], name: str) -> int | None:
+    """d[name] when it is absent/None (None) or an exact non-negative int; -1 for anything else (a float,
+    a bool, a negative, a string: _provider_usage then leaves the dict to the general reader, which
+    accepts or names it)."""
+    v = d.get(name)
+    if v is None or (type(v) is int and v >= 0):
+        return v
+    return -1
+
+
+# The SDKs whose usage models _provider_usage reads from their fields directly (see _sdk_fields).
+_SDK_MODULES = ("anthropic.types.", "openai.types.")
+
+
+def _sdk_fields(obj: Any) -> dict[str, Any] | None:
+    """An Anthropic or OpenAI SDK model's fields (a pydantic model's __dict__, values as they are: nested
+    models stay models), when that holds what model_dump() gives at its top level: no extra fields kept
+    beside them, no computed ones. None for anything else (it is dumped, or read by attribute). Dumping
+    a usage model, nested details included, cost ~1.5 us a call of ~5."""
+    cls = type(obj)
+    if (
+        not cls.__module__.startswith(_SDK_MODULES)
+        or getattr(obj, "__pydantic_extra__", None)
+        or getattr(cls, "__pydantic_computed_fields__", None)
+    ):
+        return None
+    d = getattr(obj, "__dict__", None)
+    return d if type(d) is dict else None
+
+
+def _nested(v: Any) -> dict[str, Any] | None:
+    """A nested usage object (details, cache_creation) as a dict of its fields, None if not readable so."""
+    return v if type(v) is dict else _sdk_fields(v)
+
+
+def _provider_usage(u: dict[str, Any]) -> Usage | None:
+    """normalize_usage's reading of the two shapes nearly every call brings, the Anthropic Messages and
+    the OpenAI Chat Completions usage (as dicts, or the SDK's objects dumped), when every field it reads
+    is a plain count and nothing unusual is there (diagnostics, a per-TTL write split, a Responses or
+    Bedrock field); None sends the dict to the general reader below, which reaches the same Usage by
+    ~25 look-ups through _get/_int (~10 us a call; this is a few dict reads).
+
+    Kept exactly the general reader's answer for what it accepts: tests/test_usage_fast.py compares the
+    two over every combination of these fields' values."""
+    get = u.get
+    for k in DIAGNOSTIC_KEYS:
+        if get(k) is not None:
+            return None
+    if get("reasoning_tokens") is not None:
+        return None
+    # Reasoning tokens, as _reasoning_tokens finds them: the first of the two holders that has a count.
+    reasoning = None
+    for holder in ("completion_tokens_details", "output_tokens_details"):
+        details = get(holder)
+        if details is None:
+            continue
+        details = _nested(details)
+        if details is None:
+            return None
+        reasoning = _count(details, "reasoning_tokens")
+        if reasoning is not None:
+            break
+    if reasoning == -1:
+        return None
+    extra: tuple[tuple[str, Any], ...] = (("reasoning_tokens", reasoning),) if reasoning else ()
+    if get("prompt_tokens") is not None:  # OpenAI Chat (prompt_tokens includes the cached part)
+        if get("cache_creation") is not None:
+            return None
+        total, out = _count(u, "prompt_tokens"), _count(u, "completion_tokens")
+        hit, read, write = _count(u, "prompt_cache_hit_tokens"), _count(u, "cache_read_input_tokens"), None
+        details = get("prompt_tokens_details")
+        if details is not None:
+            details = _nested(details)
+            if details is None or details.get("cache_creation_token_details") is not None:
+                return None
+            cached = _count(details, "cached_tokens")
+            created, written = _count(details, "cache_creation_tokens"), _count(details, "cache_write_tokens")
+            if -1 in (cached, created, written):
+                return None
+            write = created if created is not None else written
+            if read is None:
+                read = cached
+        if hit is not None:
+            read = hit
+        if get("cache_creation_input_tokens") is not None:
+            write = _count(u, "cache_creation_input_tokens")
+        if -1 in (total, out, hit, read, write):
+            return None
+        total, read, write = total or 0, read or 0, write or 0
+        if total < read + write:
+            total += write  # as the general reader: older litellm left cache writes out of prompt_tokens
+        return Usage(total, out or 0, read, write, 0, extra)
+    if (
+        get("inputTokens") is not None
+        or get("input_tokens") is None
+        or get("input_tokens_details") is not None
+    ):
+        return None  # Bedrock, our own dict (its own fast path above) or OpenAI Responses
+    total, out = _count(u, "input_tokens"), _count(u, "output_tokens")
+    read, write = _count(u, "cache_read_input_tokens"), _count(u, "cache_creation_input_tokens")
+    # The writes split by TTL (Anthropic's cache_creation), as _writes_1h reads them.
+    m5 = h1 = None
+    split = get("cache_creation")
+    if split is not None:
+        split = _nested(split)
+        if split is None:
+            return None
+        m5, h1 = _count(split, "ephemeral_5m_input_tokens"), _count(split, "ephemeral_1h_input_tokens")
+        if m5 is not None or h1 is not None:
+            m5, h1 = m5 or 0, h1 or 0
+    if -1 in (total, out, read, write, m5, h1):
+        return None
+    if write is None and m5 is not None:
+        write = m5 + (h1 or 0)
+    if read is None and write is None:
+        # No Anthropic cache field (an Anthropic usage without them, or our own dict with a field more):
+        # the total already includes any cached part, counted in our own fields if there.
+        own_read, own_write = _count(u, "cache_read_tokens"), _count(u, "cache_write_tokens")
+        own_1h = _count(u, "cache_write_1h_tokens")
+        if -1 in (own_read, own_write, own_1h):
+            return None
+        own_write = own_write or 0
+        return Usage(total or 0, out or 0, own_read or 0, own_write, min(own_1h or 0, own_write), extra)
+    # Anthropic: input_tokens counts only the uncached part.
+    read, write = read or 0, write or 0
+    return Usage((total or 0) + read + write, out or 0, read, write, min(h1 or 0, write), extra)
+
+
 def normalize_usage(u: Any) -> Usage:
     """The one usage normaliser every path uses. Accepts, as dicts or SDK objects:
 
@@ -182,6 +310,12 @@ def normalize_usage(u: Any) -> Usage:
         own = _own_usage(u)
         if own is not None:
             return own
+    if type(u) is not dict:
+        fields = _sdk_fields(u)
+        if fields is not None:
+            fast = _provider_usage(fields)
+            if fast is not None:
+                return fast
     if u is None:
         raise UsageFormatError(
             "usage is None: pass the provider response's usage object (a stream: OpenAI sends it only "
@@ -194,6 +328,10 @@ def normalize_usage(u: Any) -> Usage:
             u = u.model_dump()
         except Exception:  # an SDK object that cannot dump itself: read its attributes instead
             pass
+    if type(u) is dict:
+        fast = _provider_usage(u)
+        if fast is not None:
+            return fast
     extra = tuple(sorted(_diagnostics(u).items()))
     if _get(u, "prompt_tokens") is not None:  # OpenAI / DeepSeek / litellm: prompt_tokens includes cached
         details = _get(u, "prompt_tokens_details")
