@@ -1051,11 +1051,21 @@ class Pipeline:
         newest = self.history.newest()
         if newest is None or newest.role != "assistant" or not self.check_pairing:
             return
-        open_ids = [p.id for p in newest.parts if isinstance(p, ToolCall)]
+        # Plain loops: each comprehension is a frame of its own, three every assistant message.
+        open_ids = []
+        for p in newest.parts:
+            if isinstance(p, ToolCall):
+                open_ids.append(p.id)
         if not open_ids:
             return
-        answered = {p.call_id for p in self.pending if isinstance(p, ToolResult)}
-        missing = [c for c in open_ids if c not in answered]
+        answered = set()
+        for p in self.pending:
+            if isinstance(p, ToolResult):
+                answered.add(p.call_id)
+        missing = []
+        for c in open_ids:
+            if c not in answered:
+                missing.append(c)
         if missing:
             raise UnpairedToolResultError(
                 missing[0],
@@ -2098,6 +2108,12 @@ def _call_of(c: Any) -> ToolCall:
     OpenAI's {"id", "function": {"name", "arguments"}}, or the SDK's own object for either (Anthropic's
     ToolUseBlock, OpenAI's ChatCompletionMessageToolCall), so `resp.content`'s tool_use blocks and
     `message.tool_calls` go in as the SDK returns them."""
+    if type(c) is dict:
+        # Our own shape, what most agents pass every turn: read without the general path's Mapping check
+        # (an ABC instance check), the `function` look-up and _args' defaults (the same ToolCall).
+        cid, name, args = c.get("id"), c.get("name"), c.get("arguments")
+        if type(cid) is str and cid and type(name) is str and name and type(args) is str:
+            return ToolCall(cid, name, args)
     d = c
     if type(d) is not dict and not isinstance(d, Mapping) and hasattr(d, "model_dump"):
         d = d.model_dump()
