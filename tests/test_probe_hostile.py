@@ -145,6 +145,20 @@ def test_an_attach_past_the_client_limit_is_told_so_promptly_behind_a_full_backl
                 s.close()
 
 
+def test_a_one_client_cap_is_named_in_words_that_read_right(rtdir: Path) -> None:
+    """An agent that serves one client (its limit) says so of the second: "1 probe client", not "1 probe
+    clients"."""
+    journal = [{"k": "turn", "turn": 0, "trace": {}}]
+    server = ProbeServer(HELLO, lambda: journal, runtime_dir=rtdir, max_clients=1)
+    with server:
+        first = ProbeClient.connect(os.getpid(), runtime_dir=rtdir, timeout=3.0)
+        try:
+            with pytest.raises(ProbeError, match=r"already serves 1 probe client \(the limit"):
+                ProbeClient.connect(os.getpid(), runtime_dir=rtdir, timeout=3.0)
+        finally:
+            first.close()
+
+
 # ------------------------------------------------------------------ memory
 
 

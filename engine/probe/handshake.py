@@ -40,6 +40,7 @@ from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, Cli
 from engine.probe.redact import redact_event
 from engine.probe.ring import rings_supported
 from engine.recording.frames import FrameError, decode_frames, encode_frame
+from engine.wording import counted
 
 log = logging.getLogger("contextpipe.probe")
 
@@ -184,7 +185,7 @@ class Handshake(ClientQueues):
                 _refuse(
                     sock,
                     "too_many_clients",
-                    f"this agent already serves {len(self._clients)} probe clients (the limit, "
+                    f"this agent already serves {counted(len(self._clients), 'probe client')} (the limit, "
                     f"{MAX_CLIENTS_ENV}={self.max_clients}); close one and retry",
                 )
                 continue

@@ -20,6 +20,7 @@ from engine.probe.lean import FETCH_MAX, FETCH_QUEUE
 from engine.probe.readable import readable
 from engine.recording.journal import unpack_event
 from engine.trace_schema import Trace
+from engine.wording import counted
 from inspector.sources import (
     Chunk,
     Disconnected,
@@ -903,8 +904,9 @@ class LiveSource(ReplayingSource):
             short = self._streamed_end() - self._jpos
             if short > 0:
                 raise ProbeError(
-                    f"{short} events of the agent's journal were not received (it exited before they "
-                    "were fetched); `cp-inspect attach PID --record FILE` keeps every event as it comes"
+                    f"{counted(short, 'event')} of the agent's journal {'was' if short == 1 else 'were'} not "
+                    f"received (it exited before {'it was' if short == 1 else 'they were'} fetched); "
+                    "`cp-inspect attach PID --record FILE` keeps every event as it comes"
                 )
         if not self._missing:
             return
