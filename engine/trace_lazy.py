@@ -253,6 +253,12 @@ class TurnEvent(Deferred):
         rec = self._record
         return {"k": "turn_deferred", "turn": rec.turn} if rec is not None else None
 
+    def private(self) -> bool:
+        # Annotations (Pipeline.annotate) are journaled on their own only while a probe has clients;
+        # the outcome (usage, error) always is.
+        rec = self._record
+        return rec is not None and any(k not in ("usage", "error") for k in rec._later)
+
 
 class Traces(deque[Any]):
     """Pipeline.traces: the recent traces, oldest first. An entry may be a TurnRecord; reading it

@@ -137,6 +137,9 @@ def long_pipe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> Iterator[Any]:
     from engine.recording.journal import Journal
 
     monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=256))
+    # Five times the declared share: at 3% of a paced test agent's CPU (tests/test_probe_fill_share.py)
+    # this history takes minutes to fill, and what is tested here is not the share.
+    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.15)
     pipe = _pipeline(monkeypatch, rtdir)
     try:
         _turns(pipe, range(HISTORY))

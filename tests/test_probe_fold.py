@@ -150,6 +150,8 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
         assert _kinds(pipe, before) == {"TurnRecord"}
         shown = _shown(src, live)
         view.stop()
+        # (Not the turns before the attach: annotated while nobody was attached, they are sent built;
+        # see tests/test_attach_fold_snapshot.py.)
         assert src.folded_turns == len(live) and src.asked_traces == 0
         agent = _agent_traces(pipe)
         for t in live:

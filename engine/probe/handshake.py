@@ -39,6 +39,7 @@ from engine.probe.optin import MAX_CLIENTS_ENV
 from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, ClientQueues
 from engine.probe.redact import redact_event
 from engine.probe.ring import rings_supported
+from engine.recording.event_log import Deferred
 from engine.recording.frames import FrameError, decode_frames, encode_frame
 from engine.wording import counted
 
@@ -311,7 +312,10 @@ class Handshake(ClientQueues):
             # between the two), which comes live later. The engine publishes the very object it
             # journals, so identity finds them (anything else is delivered twice, and a client of the
             # elided stream, which counts journal positions, would read the journal one place off).
-            tail = [src[i] for i in range(max(0, n - k - 1), n)]
+            # (As kept: a turn whose trace nobody has built is held as it is, not built for this; see
+            # queues._skip_snapshot_tail for what it is published as.)
+            entry = getattr(src, "entry", None)
+            tail = [_kept(src, i, entry) for i in range(max(0, n - k - 1), n)]
             c.skip_ids = frozenset(id(e) for e in tail)
             c.skip_hold = tail
             self._windows += 1  # (no stand-ins meanwhile: see elide.ELIDED_STAND_IN)
@@ -340,7 +344,7 @@ class Handshake(ClientQueues):
         at = 0
         if c.tail and c.elide and src is not None and n > TAIL_MIN:
             at = _newest_turn_at(src, n)
-            c.snap_index = at
+            c.snap_index = c.snap_built = at
             c.jdone = 0  # its copy of the journal is [0, 0): an agent that closes sends it from there
         c.outbuf += encode_frame(
             self._hello_frame(n - at, turns, tap_errors, at if c.tail and c.elide else None, c.protocol)
@@ -557,6 +561,14 @@ class Handshake(ClientQueues):
             "read-only: connect, optionally send hello, then read",
         )
         return False
+
+
+def _kept(src: Sequence[Any], i: int, entry: Any) -> Any:
+    """Journal event i as the journal keeps it (a Deferred not built yet stays one), else as read."""
+    e = entry(i) if entry is not None else None
+    if isinstance(e, Deferred) and e.marker() is not None:
+        return e
+    return src[i]
 
 
 def _newest_turn_at(src: Sequence[Any], n: int) -> int:

@@ -77,8 +77,9 @@ IDLE_SHARE = 0.2
 IDLE_BURST = 0.005
 IDLE_RATE = 0.02
 RATE_WINDOW = 0.5
-# The longest single rest the CPU budget imposes (close() interrupts it anyway).
-MAX_REST = 0.5
+# The longest the CPU budget makes the thread rest before a pass (close() interrupts it anyway): a client
+# it serves may wait that long for its live events while a history fill is repaid (see _budget).
+DEBT_REST = 1.0
 
 
 class IOLoop(Handshake):
@@ -149,7 +150,13 @@ class IOLoop(Handshake):
                 # snapshot for each of many clients, say. So a pass stops once it has spent its tokens
                 # and one burst more: what it left is still ready at the next select(), after the rest
                 # that repays it (the selector returns the clients it left first, then the others).
-                self._pass_allow = self._cpu_mark + min(max(self._cpu_tokens, 0.0), CPU_BURST) + CPU_BURST
+                # A pass in debt (its rests are DEBT_REST at most, less than a slow agent takes to earn
+                # a burst back) gets no burst: with one, every pass after a rest capped at 0.5 s spent
+                # another burst, and the thread took ~4 ms a second whatever the agent earned it (a
+                # history fill behind an agent paced at 0.05 s: 14% of its CPU, not 3%).
+                tokens = self._cpu_tokens
+                allow = min(tokens, CPU_BURST) + CPU_BURST if tokens >= 0 else 0.0
+                self._pass_allow = self._cpu_mark + allow
                 woke = accepted = spent = False
                 for key, mask in ready:
                     data = key.data
@@ -271,6 +278,10 @@ class IOLoop(Handshake):
         """This pass has used its CPU tokens and one burst more (set at the top of each pass)."""
         return time.thread_time() > self._pass_allow
 
+    def _in_debt(self) -> bool:
+        """This pass began owing the CPU budget (it was given no burst, see _loop): only what cannot wait."""
+        return self._cpu_tokens < 0.0
+
     def _flowing(self) -> bool:
         """Events were still being published in the second half of the wait that just ended: the burst
         goes on. One published only early in it (a turn, then the agent waits on its model) has ended
@@ -314,6 +325,27 @@ class IOLoop(Handshake):
         a wall-clock refill over a long sleep would otherwise allow any pass); the burst cap drops back
         as soon as the agent is busy.
         """
+        tokens, rate, _ = self._refill()
+        # Rest until the debt is repaid, by what the agent's threads used meanwhile (measured after
+        # each rest, and the next rest sized by the rate the agent used in it: the smoothed rate holds
+        # a busy moment's peak, so the first is too short behind a paced agent), or DEBT_REST in all,
+        # so a client that this thread serves waits no longer than that for its live events. One rest
+        # and then a pass (which began in debt, so did almost nothing but cost a wake-up) made passes
+        # so frequent behind an agent paced by its model that their overhead took what it earned.
+        waited = 0.0
+        while tokens < 0 and not self._stopping and waited < DEBT_REST:
+            # (Every rest costs a wake-up, ~90 us of this thread's CPU on a shared VM, charged too: as few
+            # as may be, so a quarter longer than the rate says.)
+            pause = min(1.25 * -tokens / rate, DEBT_REST - waited)
+            self.rested += pause
+            waited += pause
+            self._rest(pause)
+            tokens, _, rate = self._refill()
+
+    def _refill(self) -> tuple[float, float, float]:
+        """The bucket charged with this thread's CPU since the last charge and refilled by the agent's
+        (see _budget): the tokens, and the rate (a second of wall time) they refill at, by the agent's
+        smoothed share of a core and by its share since the last charge."""
         now_cpu = time.thread_time()
         used = now_cpu - self._cpu_mark
         self._cpu_mark = now_cpu
@@ -326,8 +358,8 @@ class IOLoop(Handshake):
         # The agent's share of a core: it rises at once (the first pass in which the agent ran ends any
         # idle allowance) and decays over about RATE_WINDOW (over a single pass the agent reads as idle
         # whenever this thread had just held the GIL, which is when the budget matters most).
+        inst = others / wall if wall > 0 else 0.0
         if wall > 0:
-            inst = others / wall
             if inst >= self._agent_rate:
                 self._agent_rate = inst
             else:
@@ -335,15 +367,13 @@ class IOLoop(Handshake):
         idle = self._agent_rate < IDLE_RATE
         if idle:
             tokens = min(IDLE_BURST, self._cpu_tokens + IDLE_SHARE * wall) - used
-            rate = IDLE_SHARE
+            rate = lately = IDLE_SHARE
         else:
             tokens = min(CPU_BURST, self._cpu_tokens) + CPU_SHARE * others - used
             rate = CPU_SHARE * self._agent_rate
+            lately = CPU_SHARE * max(inst, IDLE_RATE)
         self._cpu_tokens = tokens
-        if tokens < 0:
-            pause = min(MAX_REST, -tokens / rate)
-            self.rested += pause
-            self._rest(pause)
+        return tokens, max(rate, 1e-6), lately
 
     def _start_wait(self) -> None:
         """Let the burst accumulate before the next send: COALESCE, or, while the agent is busy (turns
@@ -460,6 +490,7 @@ class IOLoop(Handshake):
         # last pass's budget (long spent by now) every fill stopped after one trace or one journal frame,
         # a frame and a send each, and an inspector owed a few hundred traces missed most of them.
         self._pass_allow = float("inf")
+        self._cpu_tokens = max(self._cpu_tokens, 0.0)  # (and ranges are answered: see _in_debt)
         # Stop accepting and stop listening for wake-ups: both would only make select() spin here.
         for s in (self._listener, self._wake_r):
             if s is not None:

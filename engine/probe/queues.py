@@ -150,15 +150,29 @@ def _recent_turn(src: Sequence[Any], turn: int) -> dict[str, Any] | None:
     return None
 
 
-def _journal_run(src: Sequence[Any], lo: int, hi: int) -> Iterator[Any]:
+def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> Iterator[Any]:
     """src[lo:hi], one event at a time, read in runs where the journal can (EventLog.read_run: one
     pread for many events on disk), and _OMITTED in the place of one that cannot be read (the journal
-    shrank or its file failed: an empty slot keeps the place)."""
+    shrank or its file failed: an empty slot keeps the place). `fold`: for a fold client, the events
+    held in memory as they are kept (see _for_fold): reading them built every turn's trace there."""
     read_run = getattr(src, "read_run", None)
+    entry = getattr(src, "entry", None) if fold else None
+    in_memory = getattr(src, "in_memory", None)
     i = lo
     while i < hi:
         try:
-            if read_run is None:
+            if entry is not None and in_memory is not None:
+                e = entry(i)
+                if e is not None:
+                    ev = _for_fold(e)
+                else:  # on disk: a run of them, up to where the journal's memory begins
+                    stop = max(i + 1, min(hi, len(src) - in_memory()))
+                    run = read_run(i, stop) if read_run is not None else map(src.__getitem__, range(i, stop))
+                    for ev in run:
+                        i += 1
+                        yield ev
+                    continue
+            elif read_run is None:
                 ev = src[i]
             else:
                 for ev in read_run(i, hi):
@@ -169,6 +183,35 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int) -> Iterator[Any]:
             ev = _OMITTED
         i += 1
         yield ev
+
+
+def _lazy_twin(ev: Any, held: list[Any] | None) -> bool:
+    """Whether live event `ev` is what one of the snapshot's last events held as a Deferred (not built
+    when the snapshot was taken: see handshake._register) was published as: its marker (a fresh dict
+    each time, so by what it says) or, built since, the event itself."""
+    if type(ev) is not dict or not held:
+        return False
+    for d in held:
+        if isinstance(d, Deferred):
+            m = d.marker()
+            if m is None:
+                if d.resolve() is ev:  # (built: resolve hands back the event, not building it again)
+                    return True
+            elif ev == m:
+                return True
+    return False
+
+
+def _for_fold(e: Any) -> Any:
+    """A journal event as kept (EventLog.entry), for a fold client: a turn whose trace nobody has built
+    as its marker (`{"k": "turn_deferred", "turn": N}`, as the live fold stream sends it: the client's
+    fold builds the trace from the events before it), anything else as reading it gives it (a turn
+    whose annotations the journal does not hold apart, built: Deferred.private)."""
+    if isinstance(e, Deferred):
+        m = e.marker()
+        # (resolve: built already, the event itself; or one the fold could not rebuild, built now)
+        return m if m is not None and not e.private() else e.resolve()
+    return e
 
 
 @dataclass(frozen=True)
@@ -206,6 +249,7 @@ class Client:
         "snap_src",
         "snap_index",
         "snap_end",
+        "snap_built",
         "chunk",
         "skip_ids",
         "skip_hold",
@@ -245,6 +289,8 @@ class Client:
         self.snap_src: Sequence[Any] | None = None  # the journal list, read by index up to snap_end
         self.snap_index = 0
         self.snap_end = 0
+        # A fold client's snapshot event sent built whatever it is (a tail's first: see _chunk_at), or -1.
+        self.snap_built = -1
         self.chunk: SnapChunk | None = None
         # Live events that may also be in the snapshot (published while it was taken, or journaled
         # before it and published after), by identity: skipped while the live stream starts with them
@@ -365,7 +411,7 @@ class ClientQueues:
         self._more = False  # a client hit PUMP_BUDGET with more to send: the loop must not sleep
         # Shared snapshot chunks, by start index, for one snapshot source (the journal list).
         self._chunk_src: Sequence[Any] | None = None
-        self._chunks: weakref.WeakValueDictionary[int, SnapChunk] = weakref.WeakValueDictionary()
+        self._chunks: weakref.WeakValueDictionary[Any, SnapChunk] = weakref.WeakValueDictionary()
         self._chunk_keep: deque[SnapChunk] = deque(maxlen=SNAP_CACHE_CHUNKS)
         # Reused by the I/O thread only. msgpack.packb builds a Packer per call, which costs more than
         # packing a typical 1 KB event; the bytes are identical to engine.recording.frames.encode_frame.
@@ -373,6 +419,9 @@ class ClientQueues:
 
     def _spent(self) -> bool:  # IOLoop's: this pass of the I/O loop has used its CPU budget
         raise NotImplementedError
+
+    def _in_debt(self) -> bool:  # IOLoop's: this pass began owing the CPU budget
+        return False
 
     def stats(self) -> list[ClientStats]:
         head = self._head
@@ -562,14 +611,21 @@ class ClientQueues:
 
     # ---------------------------------------------------------------- the snapshot, in shared chunks
 
-    def _chunk_at(self, src: Sequence[Any], start: int) -> SnapChunk:
+    def _chunk_at(self, src: Sequence[Any], start: int, fold: bool = False, built: int = -1) -> SnapChunk:
+        """The shared chunk of snapshot events from `start`. `fold`: for fold clients (their own
+        chunks): turns whose traces nobody has built go as their markers (see _for_fold), so attaching
+        builds none (the client's fold builds them from the events), but the one at `built` (a tail
+        snapshot's first event, the newest turn: the client shows it at once, and cannot fold it
+        without the history before it)."""
         if self._chunk_src is not src:
             self._chunk_src = src
             self._chunks = weakref.WeakValueDictionary()
             self._chunk_keep.clear()
-        ch = self._chunks.get(start)
+        key: Any = start if not fold else ("fold", start, built == start)
+        ch = self._chunks.get(key)
         if ch is not None:
             return ch
+        entry = getattr(src, "entry", None) if fold else None
         data = bytearray()
         offsets = array("Q", [0])
         stop = min(len(src), start + SNAP_CHUNK_EVENTS)
@@ -578,13 +634,14 @@ class ClientQueues:
         # read back from disk or have its trace built first (a turn nobody had read, engine.trace_lazy),
         # and a whole chunk of those held the GIL from the agent's turns for tens of milliseconds.
         while i < stop and len(data) < SNAP_CHUNK_BYTES and (i == start or not self._spent()):
-            frame = self._encode_event(src[i])
+            e = entry(i) if entry is not None and i != built else None
+            frame = self._encode_event(src[i] if e is None else _for_fold(e))
             # An event that cannot be encoded is announced in its place, so offsets stay one per event.
             data += _DROPPED_ONE if frame is None else frame
             offsets.append(len(data))
             i += 1
         ch = SnapChunk(start, i, bytes(data), offsets)
-        self._chunks[start] = ch
+        self._chunks[key] = ch
         self._chunk_keep.append(ch)
         return ch
 
@@ -602,7 +659,7 @@ class ClientQueues:
                     self._more = True
                     return False
                 try:
-                    ch = c.chunk = self._chunk_at(src, c.snap_index)
+                    ch = c.chunk = self._chunk_at(src, c.snap_index, c.fold, c.snap_built)
                 except IndexError:
                     # The journal list shrank (it is meant to be append-only): end the snapshot here.
                     c.snap_end = c.snap_index
@@ -729,7 +786,11 @@ class ClientQueues:
         seq = c.cursor
         while seq < head:
             ev = ring[seq % cap]
-            if ev is not ELIDED_STAND_IN and id(ev[0] if type(ev) is tuple else ev) not in ids:
+            if (
+                ev is not ELIDED_STAND_IN
+                and id(ev[0] if type(ev) is tuple else ev) not in ids
+                and not _lazy_twin(ev, c.skip_hold)
+            ):
                 c.cursor = seq
                 c.skip_ids = frozenset()
                 c.skip_hold = None
@@ -1145,6 +1206,11 @@ class ClientQueues:
         size = len(c.outbuf)
         while c.fetch and size < HIGH_WATER:
             item = c.fetch[0]
+            if type(item) is tuple and self._in_debt():
+                # A journal range is a history fill's work (minutes of it): not in a pass that owes the
+                # CPU budget (IOLoop._budget); the live stream and traces asked for still go.
+                self._more = True
+                break
             if type(item) is tuple:  # a journal range (elided clients): answered in order with the rest
                 if run:
                     self._append_run(c, run)
@@ -1189,7 +1255,7 @@ class ClientQueues:
         if lo >= hi:  # past the end: an empty answer says where the end is
             self._emit(c, b"", encode_frame({"k": "journal", "at": lo, "events": [], "size": n}), 0)
             return None
-        run = _journal_run(src, lo, hi)
+        run = _journal_run(src, lo, hi, c.fold)
         while lo < hi:
             stop = min(hi, lo + RANGE_FRAME_EVENTS)
             evs = []

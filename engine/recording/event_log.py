@@ -48,6 +48,12 @@ class Deferred:
         Journal.append_deferred), or None for nothing."""
         return None
 
+    def private(self) -> bool:
+        """Whether the event holds what no other event of the journal says (an annotation set while no
+        client was attached to journal it on its own): a reader that rebuilds it from the journal (the
+        probe's fold clients, engine.probe.queues._for_fold) cannot, and is sent it built."""
+        return False
+
 
 def _event(ev: Event | Deferred) -> Event:
     return ev.resolve() if isinstance(ev, Deferred) else ev

@@ -129,6 +129,10 @@ class LiveSource(ReplayingSource):
         # a mismatch): their timeline entry, filled when the agent's own trace (asked for) or the
         # fold's arrives.
         self._fold_views: dict[int, dict[str, Any]] = {}
+        # Markers of turns the agent sent in a range answer or its snapshot unbuilt (`turn_deferred`, the
+        # fold stream's: see engine.probe.queues._for_fold), by turn, until our fold closes them: each
+        # is then the turn event, with the fold's trace (or a placeholder for the agent's, asked for).
+        self._marks: dict[int, dict[str, Any]] = {}
         self._jpos = 0  # journal position where `events` ends (elided stream)
         self._ahead: dict[int, dict[str, Any]] = {}  # position -> event received beyond _jpos, in order
         self._ahead_turns: dict[int, int] = {}  # turn -> position of its event in _ahead
@@ -249,7 +253,7 @@ class LiveSource(ReplayingSource):
             keep = keep and self.client.fold == self._folding  # (the other stream's journal: from scratch)
             self._folding = self.client.fold
             if not keep:
-                self._tf, self._tf_at, self._fold_views = None, 0, {}
+                self._tf, self._tf_at, self._fold_views, self._marks = None, 0, {}, {}
                 self.events = []
                 self._replayer, self._replayer_len = None, 0  # the old fold may have gaps: rebuild from scratch
                 self._missing, self._unavailable = {}, set()
@@ -327,6 +331,9 @@ class LiveSource(ReplayingSource):
                 break
             if r is not None:
                 done[r.turn] = r
+                mark = self._marks.pop(r.turn, None)
+                if mark is not None:
+                    self._mark_folded(mark, r)
                 if r.turn in self._fold_views and r.turn in self._missing:
                     # A marker's turn the fold could not build when it came (the history before it
                     # had not arrived): whole now, whether or not the agent's answer comes first.
@@ -339,12 +346,40 @@ class LiveSource(ReplayingSource):
                         self.asked_traces += 1
         return done
 
+    def _mark_folded(self, obj: dict[str, Any], r: Folded) -> None:
+        """A marker from a range answer (or the snapshot) closed by our fold: it becomes the turn event,
+        with the trace rebuilt, filling the history's stand-in for it; or, the fold having rebuilt
+        another request (or none), a placeholder for the agent's own trace, asked for."""
+        turn = r.turn
+        if r.trace is not None:
+            obj.clear()
+            obj.update({"k": "turn", "turn": turn, "trace": r.trace})
+            self._by_turn[turn] = r.trace
+            self._fill_placeholder(turn, r.trace)
+            self._filled(turn, r.trace)
+            self.folded_turns += 1
+            return
+        if turn in self._by_turn:  # (the agent sent it whole meanwhile)
+            obj.clear()
+            obj.update({"k": "turn", "turn": turn, "trace": self._by_turn[turn]})
+            return
+        view = self._history.get(turn) or self._summaries.get(turn) or _stand_in(turn)
+        obj.clear()
+        obj.update({"k": "turn", "turn": turn, "summary": view})
+        self._missing[turn] = obj
+        self._summaries[turn] = view
+        if turn not in self._asked and self.client.request_trace(turn):
+            self._asked.add(turn)
+            self.asked_traces += 1
+
     def _folded_turn(self, obj: dict[str, Any], turn: int) -> dict[str, Any]:
         """A fold stream's marker of `turn` (`obj`, where the journal has it): the turn's trace, rebuilt
         (the marker becomes the `turn` event the agent would have journaled), or, if the fold cannot
         build it, the agent's own asked for (`trace N`: the marker becomes a placeholder filled by the
         answer, and the timeline's entry a stand-in filled with it). The timeline's form of the turn."""
         r = self._fold_new().get(turn)
+        if obj.get("k") == "turn" and isinstance(obj.get("trace"), dict):
+            return obj["trace"]  # (a range answer's marker, `obj` itself, closed by that fold: _mark_folded)
         trace = r.trace if r is not None else None
         known = self._by_turn.get(turn)
         if trace is None and known is not None:
@@ -421,6 +456,27 @@ class LiveSource(ReplayingSource):
         view.clear()  # (a fetch under the guessed number may have filled it with another turn)
         view.update(summarize(summary))
 
+    def _history_mark(self, turn: int) -> None:
+        """The next turn of the journal before the tail arrived as its marker (its trace not built by
+        the agent): it takes the next stand-in, which our fold fills (see _mark_folded)."""
+        k = self._history_next
+        if k >= len(self._history_views):
+            return
+        self._history_next = k + 1
+        view = self._history_views[k]
+        guess = view["turn"]
+        if guess != turn:
+            if self._history.get(guess) is view:
+                del self._history[guess]
+            held = self._missing.get(guess)
+            if held is not None and held.get("summary") is view:
+                del self._missing[guess]
+            if self._summaries.get(guess) is view:
+                del self._summaries[guess]
+            self._unavailable.discard(guess)
+            view["turn"] = turn
+        self._history[turn] = view
+
     def history_progress(self) -> tuple[int, int, int] | None:
         """(stand-ins filled, stand-ins, the first one's timeline position) while the history before
         the tail is arriving, else None."""
@@ -456,6 +512,15 @@ class LiveSource(ReplayingSource):
         if kind in ("hello", "pong", "dropped"):
             return None
         self._jpos += 1  # (before the agent read our hello, the stream was the journal itself)
+        if kind == "turn_deferred" and self._folding:
+            # A whole snapshot's turn the agent did not build (engine.probe.queues._for_fold): our fold,
+            # which has the journal from its start, builds it.
+            turn = ev.get("turn")
+            if type(turn) is not int:
+                return None
+            obj: dict[str, Any] = {"k": "turn_deferred", "turn": turn}
+            self.events.append(obj)
+            return self._new_turn(obj, turn)
         if kind == "turn_summary":
             turn, summary = ev.get("turn"), ev.get("summary")
             if type(turn) is not int or not isinstance(summary, dict) or turn <= self._seen_turns:
@@ -636,6 +701,16 @@ class LiveSource(ReplayingSource):
         kind = e.get("k")
         if kind == "omitted":
             return None
+        if kind == "turn_deferred":  # the fold stream's (see _marks): our fold builds its trace
+            turn = e.get("turn")
+            if type(turn) is not int:
+                return None
+            if turn in self._by_turn:
+                return {"k": "turn", "turn": turn, "trace": self._by_turn[turn]}
+            if history and self._history_views and turn > self._history_after:
+                self._history_mark(turn)
+            mark = self._marks[turn] = {"k": "turn_deferred", "turn": turn}
+            return mark
         if kind != "turn_summary":
             ev = unpack_event(e)
             if (

@@ -1,0 +1,112 @@
+"""A history fill within the CPU share the probe declares (engine.probe.loop: CPU_SHARE of the agent's
+own CPU while it is busy), behind an agent paced by its model.
+
+The inspector attached to a long session fetches the journal before the snapshot's tail by range, a
+request always waiting. Each pass of the I/O thread that began in debt still got a burst of CPU
+(CPU_BURST) beyond its tokens, and a rest was capped at half a second: behind an agent paced at 0.05 s
+(~30 ms of CPU a second) the thread took ~4-5 ms a second, 14% of the agent's CPU, not 3%, however
+little the agent earned it.
+
+A real Pipeline behind a real ProbeServer, and the inspector's own live source (the fold stream, as
+`cp-inspect attach` asks) in another process, so that its CPU is not the agent's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.probe.loop import CPU_BURST, CPU_SHARE
+from tests.test_probe_lean import _pipeline, _turns
+
+REPO = Path(__file__).resolve().parent.parent
+HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk
+PACE = 0.05
+SECONDS = 6.0
+
+READER = """
+import sys, threading
+from inspector.sources.live import LiveSource
+src = LiveSource(int(sys.argv[1]), timeout=30, fold=True)
+src.load_initial()
+print("ATTACHED", flush=True)
+threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True).start()
+for line in sys.stdin:
+    break
+src.close()
+"""
+
+
+@pytest.fixture
+def rtdir() -> Iterator[Path]:
+    base = Path(tempfile.mkdtemp(prefix="cpfs-", dir="/tmp"))
+    try:
+        yield base / "rt"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _thread_cpu(th: Any) -> float:
+    return time.clock_gettime(time.pthread_getcpuclockid(th.ident))
+
+
+def test_a_history_fill_takes_no_more_than_its_share_of_a_paced_agents_cpu(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """For SECONDS of paced turns while the inspector fills its history, the probe's thread uses at most
+    CPU_SHARE of the CPU the agent's thread used, plus the bursts a pass may take ahead. On the old
+    code ~4-5 ms a second whatever the agent used."""
+    from engine.recording.journal import Journal
+
+    monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=256))
+    pipe = _pipeline(monkeypatch, rtdir)
+    reader = None
+    try:
+        _turns(pipe, range(HISTORY))
+        probe = pipe.probe
+        env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_RUNTIME_DIR": str(rtdir.parent)}
+        reader = subprocess.Popen(
+            [sys.executable, "-c", READER, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(REPO),
+        )
+        assert reader.stdout is not None
+        assert reader.stdout.readline().strip() == "ATTACHED", "the inspector did not attach"
+        io0 = _thread_cpu(probe._thread)
+        agent = 0.0
+        turn = HISTORY
+        start = time.monotonic()
+        while time.monotonic() - start < SECONDS:
+            c0 = time.thread_time()
+            _turns(pipe, range(turn, turn + 1))
+            agent += time.thread_time() - c0
+            turn += 1
+            time.sleep(PACE)
+        io = _thread_cpu(probe._thread) - io0
+        fills = [c for c in probe._clients.values() if c.fetch]
+        assert fills, "the inspector was still filling its history (the test measured a fill)"
+        allowed = CPU_SHARE * agent + 2 * CPU_BURST
+        assert io <= allowed, (
+            f"the probe's thread used {io * 1e3:.1f} ms of CPU while the agent's used {agent * 1e3:.1f} "
+            f"({turn - HISTORY} paced turns): {io / agent:.1%}, over {CPU_SHARE:.0%} and the bursts "
+            f"({allowed * 1e3:.1f} ms)"
+        )
+    finally:
+        if reader is not None:
+            assert reader.stdin is not None
+            reader.stdin.write("\n")
+            reader.stdin.flush()
+            reader.wait(30)
+        pipe.close()
