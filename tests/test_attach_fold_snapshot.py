@@ -74,7 +74,7 @@ def _follow_until_filled(src: LiveSource) -> None:
     deadline = time.monotonic() + 3 * T
     while True:
         with src._state:
-            if src._history_told and src._jpos >= src._history_at and not src._marks:
+            if src._history_told and src._jpos >= src._history_at and not getattr(src, "_marks", None):
                 return
         assert time.monotonic() < deadline, f"the history did not arrive ({src._jpos} of {src._history_at})"
         time.sleep(0.02)
