@@ -153,6 +153,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -469,7 +470,14 @@ def fresh_pipeline(
 # How the readers wait (--reader-wait; see attach_reader).
 READER_WAIT = ["poll"]
 # The reading subjects and the stream each asks for (see attach_reader).
-READERS = {"reader": "elide", "leanreader": "lean", "fullreader": "full", "mute": "elide", "foldreader": "fold"}
+READERS = {
+    "reader": "elide",
+    "leanreader": "lean",
+    "fullreader": "full",
+    "mute": "elide",
+    "foldreader": "fold",
+    "foldmute": "fold",
+}
 
 # The inspector's live source itself (inspector/sources/live.py) on the fold stream (engine.probe.elide
 # fold_out): the agent leaves its turns' traces unbuilt and the source rebuilds each one from the journal
@@ -518,6 +526,15 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
         return proc
     if subject == "foldreader":
         return attach_fold_reader(server)
+    if subject == "foldmute":
+        # The fold reader attached, then stopped: the agent still writes each turn into its ring (a ring
+        # is never waited on), and the reader's process does nothing meanwhile (no poll, no fold). Against
+        # foldreader, what the reader's own work costs the agent's process (caches, the CPU it shares).
+        # Its ring holds 256 KB: keep a round's turns under ~130 (--pairs 120), or it resyncs at the end.
+        proc = attach_fold_reader(server)
+        time.sleep(0.5)  # past its first polls
+        proc.send_signal(signal.SIGSTOP)
+        return proc
     if subject in READERS:
         return attach_reader(server, rt, READERS[subject])
     attacker = subprocess.Popen(
@@ -532,6 +549,9 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
 
 
 def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer) -> None:
+    if subject == "foldmute":
+        proc.send_signal(signal.SIGCONT)
+        subject = "foldreader"
     if subject == "mute":
         assert proc.stdin is not None
         proc.stdin.write("\n")
@@ -1926,7 +1946,7 @@ def main() -> None:
     ap.add_argument(
         "--twin",
         default=None,
-        help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; mute; foldpath: a fold reader on both, "
+        help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )

@@ -22,7 +22,7 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
         sys.executable,
         str(REPO / "benchmarks" / "bench_probe.py"),
         "--twin",
-        "none,reader,foldpath",
+        "none,reader,foldpath,foldmute",
         "--rounds",
         "2",
     ]
@@ -30,7 +30,7 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=REPO)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    for subject in ("none", "reader", "foldpath"):
+    for subject in ("none", "reader", "foldpath", "foldmute"):
         (head,) = [i for i, line in enumerate(lines) if line.startswith(f"{subject:8s}: turn ")]
         assert re.search(
             r"added [+-]\d+\.\d us a turn \[95% [+-]\d+\.\d to [+-]\d+\.\d\] = ratio \d\.\d{3}", lines[head]
