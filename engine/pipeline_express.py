@@ -402,68 +402,14 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     for s in wire_order(applied):
         sha = shas[s.id] = got(s.id, _EMPTY_SHA)
         short[s.id] = sha[:16]
-    prev = pipe._prev
     earlier = traces.views(len(traces), LOOKBACK)
     this_turn = pipe.turn
-    summaries = pipe.summaries
-    spill = pipe.spill
-    rules = pipe.cache_rules(cfg)
     elided = c.elided
     hidx = c.hidx
-
-    def make() -> tuple[Any, ...]:
-        # The general policy run over this turn's assembly, planned with this turn's calibration and
-        # reserves: the plan, result and decision the general path made or would make. Read before the
-        # next turn (an agent reading each request's trace), with the pipeline's carried memos, which
-        # then hold this very turn (the same answers, without re-applying the state); later, afresh.
-        m.prime(full[hidx], n_raw)
-        live = pipe._carry if pipe._express is carried else None
-
-        def plan_fn(a: Assembly) -> tuple[Any, Reserves, float]:
-            est = tuple(SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in a)
-            p = plan_of(
-                int(budget.limit / ratio), int(budget.usable / ratio), cfg.thresholds, reserves, est, False
-            )
-            return p, reserves, ratio
-
-        def make_ctx(p: Any) -> OptimizeContext:
-            return OptimizeContext(
-                p, cfg.limits, cache_policy(cfg.provider, cfg.model), m, spill, None, False
-            )
-
-        out = cost_aware.run(
-            full,
-            st,
-            settings=cfg.policy,
-            limits=cfg.limits,
-            cache=rules,
-            measure=m,
-            plan_fn=plan_fn,
-            make_ctx=make_ctx,
-            turn=this_turn,
-            summary_text=summaries.get,
-            elided=elided,
-            carry=live,
-        )
-        fig = figures_of(out.before, out.res, ser, m)
-        return (
-            cfg,
-            out.plan,
-            out.reserves,
-            out.res,
-            fig,
-            prev_sections,
-            [],
-            list(out.spill_failures),
-            out.ratio,
-            out.decision,
-            None,
-            (prev[0], prev[1]) if prev else None,
-            bool(prev and prev[2] != cfg.model),
-            earlier,
-        )
-
-    carried: Carried | None = None
+    make = _LaneInputs(
+        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, pipe.cache_rules(cfg), ser,
+        prev_sections, pipe._prev, earlier,
+    )  # fmt: skip
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
     rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
     # The lineage the next turn (either path) extends: this one.
@@ -483,12 +429,112 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         lin.task_end,
     )
     # Before the request event is folded (it closes the pending parts into the history).
-    pipe._express = carried = Carried(
+    pipe._express = Carried(
         cfg, st, c.sources_version, m, ser_obj, c.task_end, full, hidx, elided, history_len, new_pending,
         layout, c.at, c.slot, rec, before_marks, marks_kept,
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)
+
+
+class _LaneInputs:
+    """What a lane turn's record is made from when its trace is first read (TurnRecord.later): called,
+    the general policy run over the turn's assembly, planned with the turn's calibration and reserves,
+    gives the plan, result and decision the general path made or would make, in TurnRecord's order.
+
+    One slotted object, not a closure: a closure kept ~20 cells, a function and its tuple alive per
+    turn (until the journal lets the record go), each tracked by the garbage collector, so young
+    collections ran more often inside lane turns; and its cell of the turn's Carried held that Carried
+    (its layout list, assembly) alive through the record. It holds no Carried: whether the pipeline
+    still carries this turn is asked of the carried record (TurnRecord.made_by)."""
+
+    __slots__ = (
+        "pipe", "cfg", "state", "measure", "full", "hidx", "n_raw", "elided", "budget", "ratio", "reserves",
+        "rules", "ser", "prev_sections", "prev", "earlier", "summaries", "spill", "turn",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        pipe: Pipeline,
+        cfg: PipelineConfig,
+        state: CompactionState,
+        measure: Any,
+        full: Assembly,
+        hidx: int,
+        n_raw: int,
+        elided: int,
+        budget: Any,
+        ratio: float,
+        reserves: Reserves,
+        rules: Any,
+        ser: Any,
+        prev_sections: dict[str, str],
+        prev: tuple[Any, ...] | None,
+        earlier: list[dict[str, Any]],
+    ) -> None:
+        self.pipe, self.cfg, self.state, self.measure, self.full = pipe, cfg, state, measure, full
+        self.hidx, self.n_raw, self.elided, self.budget, self.ratio = hidx, n_raw, elided, budget, ratio
+        self.reserves, self.rules, self.ser, self.prev_sections = reserves, rules, ser, prev_sections
+        self.prev, self.earlier, self.turn = prev, earlier, pipe.turn
+        self.summaries, self.spill = pipe.summaries, pipe.spill
+
+    def __call__(self) -> tuple[Any, ...]:
+        # Read before the next turn (an agent reading each request's trace), with the pipeline's carried
+        # memos, which then hold this very turn (the same answers, without re-applying the state); later,
+        # afresh.
+        pipe, cfg, m, full, hidx = self.pipe, self.cfg, self.measure, self.full, self.hidx
+        budget, ratio, reserves, spill = self.budget, self.ratio, self.reserves, self.spill
+        m.prime(full[hidx], self.n_raw)
+        now = pipe._express
+        live = (
+            pipe._carry if now is not None and now.record is not None and now.record.made_by(self) else None
+        )
+
+        def plan_fn(a: Assembly) -> tuple[Any, Reserves, float]:
+            est = tuple(SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s)) for s in a)
+            p = plan_of(
+                int(budget.limit / ratio), int(budget.usable / ratio), cfg.thresholds, reserves, est, False
+            )
+            return p, reserves, ratio
+
+        def make_ctx(p: Any) -> OptimizeContext:
+            return OptimizeContext(
+                p, cfg.limits, cache_policy(cfg.provider, cfg.model), m, spill, None, False
+            )
+
+        out = cost_aware.run(
+            full,
+            self.state,
+            settings=cfg.policy,
+            limits=cfg.limits,
+            cache=self.rules,
+            measure=m,
+            plan_fn=plan_fn,
+            make_ctx=make_ctx,
+            turn=self.turn,
+            summary_text=self.summaries.get,
+            elided=self.elided,
+            carry=live,
+        )
+        ser = self.ser
+        fig = figures_of(out.before, out.res, ser, m)
+        prev = self.prev
+        return (
+            cfg,
+            out.plan,
+            out.reserves,
+            out.res,
+            fig,
+            self.prev_sections,
+            [],
+            list(out.spill_failures),
+            out.ratio,
+            out.decision,
+            None,
+            (prev[0], prev[1]) if prev else None,
+            bool(prev and prev[2] != cfg.model),
+            self.earlier,
+        )
 
 
 class _MarkersView(NamedTuple):

@@ -152,6 +152,12 @@ class TurnRecord:
         rec._later, rec._outcome, rec._trace, rec._earlier, rec._said = {}, False, None, earlier, ()
         return rec
 
+    def made_by(self, make: object) -> bool:
+        """Whether this record's inputs are still to be made by `make` (the `later` argument), or are
+        being made by it now: the express lane's maker asks it of the record its pipeline carries, to
+        know that no turn came since its own (holding that turn's Carried would keep it alive)."""
+        return self._inputs is make
+
     def read(self) -> bool:
         """Whether the trace was built (something read it)."""
         return self._trace is not None
