@@ -15,8 +15,9 @@ that says `{"k": "hello", "lean": true, "elide": true}` to an agent whose hello 
   RANGE_MAX events a request; Q past the end means "to the end") is answered, in order with the other
   fetches and within the probe's CPU budget, by `{"k": "journal", "at": P, "events": [...], "size": N}`
   frames (N: the journal's length when answered; an answer short of Q at N is the end), with `turn`
-  events as `turn_summary` (their traces come by the lean stream's trace fetch) and an event that
-  cannot be encoded as `{"k": "omitted"}` (it keeps its position).
+  events as `turn_summary` (their traces come by the lean stream's trace fetch; to a fold client, below,
+  a turn the agent left unbuilt comes as its `turn_deferred` marker, which the client's fold rebuilds)
+  and an event that cannot be encoded as `{"k": "omitted"}` (it keeps its position).
 
 A client that also says `"quiet": true` (to an agent whose hello says `"quiet": true`) is not sent a
 batch that would hold no event and only say where the journal has reached ("end"): an agent that waits
