@@ -1760,11 +1760,10 @@ class Pipeline:
             check_budget(rec.trace())  # raises, naming what could not be evicted
         if (
             lane is not None
-            and d.state is st
-            and express.only_markers(d.res.actions)
             and not d.spill_failures
-            and (d.decision or {}).get("decision", "held") == "held"
-        ):  # a held turn the next may extend (before the request event closes the pending parts)
+            and d.state is not None
+            and express.extendable(d.decision, d.res.actions, d.state is st)
+        ):  # a held or compacting turn the next may extend (before the request event closes the pending)
             asm, elided = self._decided_from
             self._express = express.carry(self, cfg, asm, elided, serializer)
         self._emit(
@@ -1776,6 +1775,10 @@ class Pipeline:
                 list(d.spill_failures),
             )
         )
+        got = self._express
+        if got is not None and got.state is not self.compaction:
+            # A compaction: the state the request event folded in is the one the next turn sees.
+            self._express = got._replace(state=self.compaction)
         self._prev = (ser.blocks, _prefix_blocks(ser), self.config.model)
         self._open = rec
         self._open_alerts = None

@@ -93,6 +93,23 @@ def only_markers(actions: list[dict[str, Any]]) -> bool:
     return not actions or (len(actions) == 1 and actions[0].get("step") == markers.NAME)
 
 
+def extendable(decision: dict[str, Any] | None, actions: list[dict[str, Any]], same_state: bool) -> bool:
+    """Whether a turn the general path decided leaves one the lane may extend: held with only the cache
+    markers, or a compaction (cost_aware's step) with nothing else but the markers. After a compaction
+    the next turn only appends to what it sent, as after a held turn: the lane extends the assembly
+    that turn was decided from (the history from the cut before it, `elided` as then), to which
+    cost_aware applied the new state and which its lineage remembers (cost_aware.run's stage1 of that
+    state); apply_state leaves the same history from either cut. Without it the turn after each
+    compaction took the general path (2 of 26 steady turns of a 32k trajectory that compacts twice).
+    `same_state`: the decided state is the one the turn started from (a held turn's must be)."""
+    got = (decision or {}).get("decision", "held")
+    if got == "held":
+        return same_state and only_markers(actions)
+    if got != "compacted" or not actions or actions[0].get("step") != cost_aware.STEP:
+        return False
+    return only_markers(actions[1:])
+
+
 def carry(
     pipe: Pipeline, cfg: PipelineConfig, full: Assembly, elided: int, ser: Serializer
 ) -> Carried | None:

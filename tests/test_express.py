@@ -162,7 +162,21 @@ ops_st = st.lists(
 def test_the_express_lane_changes_no_byte(
     ops: list[tuple[str, int]], window: int, policy: str, late: bool, provider: str
 ) -> None:
-    taken, compactions = side_by_side(ops, window, policy, late, provider)
+    real = express.turn
+    after = [0]
+
+    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+        got = real(pipe, c)
+        st = pipe.compaction
+        after[0] += got is not None and st.compactions > 0 and got.turn == st.turn + 1
+        return got
+
+    express.turn = turn  # type: ignore[assignment]
+    try:
+        taken, compactions = side_by_side(ops, window, policy, late, provider)
+    finally:
+        express.turn = real  # type: ignore[assignment]
+    event(f"lane turns right after a compaction: {'none' if not after[0] else 'some'}")
     event(f"provider: {provider}")
     event(f"compactions: {min(compactions, 3)}+")
     event(f"lane turns: {'none' if not taken else '1-9' if taken < 10 else '10+'}")
@@ -412,3 +426,29 @@ def test_a_lane_turns_record_keeps_few_objects_for_the_collector(provider: str) 
         assert [t["turn"] for t in list(pipe.traces)[-turns:]] == list(range(10, 10 + turns))
     finally:
         pipe.close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "bedrock"])
+def test_the_turn_after_a_compaction_takes_the_lane(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compacting turn (the general path's) leaves the lane its assembly, state and layout: the next
+    turn only appends, so it takes the lane, extending the assembly that turn was decided from (the
+    history from the cut before it) to which the new state applies. The same bytes, traces and journals
+    as the general path's (side_by_side compares them all). Before, the turn after each compaction took
+    the general path: no lane turn right after a compaction."""
+    after: list[int] = []
+    lane_turns = [0]
+    real = express.turn
+
+    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+        got = real(pipe, c)
+        if got is not None:
+            lane_turns[0] += 1
+            st = pipe.compaction
+            after.append(st.compactions > 0 and got.turn == st.turn + 1)
+        return got
+
+    monkeypatch.setattr(express, "turn", turn)
+    ops = [("round", i) for i in range(60)]
+    taken, compactions = side_by_side(ops, 4_001, "cost_aware", True, provider)
+    assert compactions >= 1  # (4 at OpenAI, 1 at Anthropic and Bedrock)
+    assert sum(after) == compactions, (sum(after), compactions, lane_turns[0])
