@@ -23,10 +23,10 @@ from __future__ import annotations
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
 from engine.sim.policies.base import (
+    FittingWindow,
     PeerRequest,
     TurnView,
     documented_trigger,
-    last_fitting_window,
     system_tokens,
     with_tail_marker,
 )
@@ -70,8 +70,12 @@ class ClearToolUses:
         # What this turn's edit changed of the last turn's edited conversation, when it was carried:
         # (that conversation, the messages it re-cleared), so its Blocks are carried too (see request).
         self._edit: tuple[tuple[Message, ...], list[int]] | None = None
+        # The window of the edited conversation once it outgrows the budget, moved from the last turn's
+        # start: the edit changes a few messages and appends the new ones (see FittingWindow).
+        self._window = FittingWindow()
 
     def reset(self) -> None:
+        self._window.reset()
         self._cleared.clear()
         self._rehashed.clear()
         self._scanned = ((), [])
@@ -203,6 +207,7 @@ class ClearToolUses:
         full = system_tokens(v) + tokens
         actions: list[str] = []
         blocks_of = every
+        edit: tuple[tuple[Message, ...], list[int]] | None = None
         if full > self._trigger(v):
             cleared = self._clear(msgs, m)
             if cleared is not None:
@@ -220,8 +225,16 @@ class ClearToolUses:
                 actions.append("clear_tool_uses")
         budget = v.ceiling - system_tokens(v)
         if tokens > budget:
-            msgs = last_fitting_window(v, msgs, budget)
+            # Last turn's window moved, when this turn's conversation is last turn's edited one edited
+            # again (what the edit changed is known); else found afresh (FittingWindow.window).
+            msgs = (
+                self._window.window(v, msgs, budget, edit[0], edit[1])
+                if edit is not None
+                else self._window.window(v, msgs, budget)
+            )
             blocks_of = v.history.of(msgs, m)
             actions.append("drop_oldest_rounds")
+        else:
+            self._window.reset()
         blocks = list(v.system) + blocks_of
         return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions))

@@ -1,0 +1,135 @@
+"""FittingWindow (engine/sim/policies/base.py): clear_tool_uses' window of its edited conversation moved
+from the last turn's start, not read again from the newest message back every turn.
+
+Past the point where its window fills, clear_tool_uses keeps thousands of short cleared rounds in the
+window, and last_fitting_window read all of them every turn (a 3,000-turn what-if: ~1.6 s CPU, the
+column's share growing with the square of the session). Differential: whatever the edits, appends and
+budgets, the moved window is last_fitting_window's."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.assembly import Measure, SectionItem
+from engine.providers.base import Block
+from engine.sim.policies import TurnView
+from engine.sim.policies.base import FittingWindow, HistoryBlocks, last_fitting_window
+from engine.sim.policies.clear_tool_uses import ClearToolUses
+from engine.tokens import CharTokenizer, TokenCounter
+
+M = Measure(TokenCounter(CharTokenizer()))
+Role = Literal["user", "assistant"]
+SYSTEM = (Block("identity", "system", "s" * 64, 100, True),)
+
+
+class CountingMeasure(Measure):
+    """A Measure counting the conversation items it is asked to weigh."""
+
+    weighed = 0
+
+    def item(self, it: SectionItem) -> int:
+        CountingMeasure.weighed += 1
+        return super().item(it)
+
+
+def _session(turns: int, size: int) -> list[tuple[Message, ...]]:
+    msgs = [Message("user", (Text("the task"),))]
+    out = []
+    for k in range(turns):
+        msgs += [
+            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"c{k}", "r" * size),)),
+        ]
+        out.append(tuple(msgs))
+    return out
+
+
+def test_clear_tool_uses_moves_its_window_instead_of_reading_every_round_it_keeps() -> None:
+    """600 turns whose window keeps ~300 short cleared rounds once it fills: a turn weighs its new and
+    newly cleared messages and the few its window's start moves past, where reading the window back
+    weighed every message in it every turn (old code: 161,780 items weighed; now 4,592)."""
+    m = CountingMeasure(TokenCounter(CharTokenizer()))
+    history = HistoryBlocks()
+    p = ClearToolUses(trigger=2_000)
+    turns = 600
+    CountingMeasure.weighed = 0
+    for k, msgs in enumerate(_session(turns, 600)):
+        got = p.request(TurnView(k, SYSTEM, msgs, 12_000, 11_000, False, m, history))
+    weighed = CountingMeasure.weighed
+    assert got.actions == ["clear_tool_uses", "drop_oldest_rounds"]
+    assert len(got.blocks) > 500  # the window keeps hundreds of rounds
+    fresh = ClearToolUses(trigger=2_000).request(TurnView(k, SYSTEM, msgs, 12_000, 11_000, False, M))
+    assert (got.blocks, got.actions) == (fresh.blocks, fresh.actions)
+    assert weighed <= 8 * turns, weighed
+
+
+def test_clear_tool_uses_with_a_moving_window_gives_a_fresh_peers_requests() -> None:
+    """Budgets that shrink and grow from turn to turn (the ceiling of each turn's build): the start moves
+    both ways; every turn's request is the one a peer with nothing carried makes."""
+    history = HistoryBlocks()
+    carrying = ClearToolUses(trigger=1_500)
+    drops = 0
+    for k, msgs in enumerate(_session(250, 300)):
+        ceiling = 1_800 + (k * 7_919) % 1_200
+        v = TurnView(k, SYSTEM, msgs, 12_000, ceiling, False, M, history)
+        fresh = TurnView(k, SYSTEM, msgs, 12_000, ceiling, False, M, HistoryBlocks())
+        got, want = carrying.request(v), ClearToolUses(trigger=1_500).request(fresh)
+        assert (got.blocks, got.actions, got.compaction) == (want.blocks, want.actions, want.compaction)
+        drops += "drop_oldest_rounds" in got.actions
+    assert drops > 150, drops
+
+
+def _message(role: Role, size: int, tag: str) -> Message:
+    return Message(role, (Text(tag + "x" * size),))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=12),
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), max_size=4),  # edits: (at, size)
+            st.lists(st.tuples(st.booleans(), st.integers(0, 60)), max_size=6),  # appended: (a round?, size)
+            st.integers(0, 900),  # budget
+            st.sampled_from(["carried", "carried", "carried", "unknown", "none"]),
+        ),
+        max_size=25,
+    ),
+)
+def test_the_moved_window_is_last_fitting_windows(
+    first: list[int], steps: list[tuple[list[tuple[int, int]], list[tuple[bool, int]], int, str]]
+) -> None:
+    n = 0
+
+    def fresh(role: Role, size: int) -> Message:
+        nonlocal n
+        n += 1
+        return _message(role, size, f"{n}:")
+
+    msgs = tuple(fresh("assistant" if i % 2 else "user", s) for i, s in enumerate(first))
+    w = FittingWindow()
+    v = TurnView(1, (), msgs, 200_000, 180_000, False, M)
+    assert w.window(v, msgs, 100) == last_fitting_window(v, msgs, 100)
+    for edits, appended, budget, how in steps:
+        was = msgs
+        new = list(msgs)
+        changed = []
+        for at, size in edits:
+            i = at % len(new)
+            new[i] = fresh(new[i].role, size)  # an edit keeps the message's role
+            changed.append(i)
+        for is_round, size in appended:
+            new.append(fresh("assistant" if is_round else "user", size))
+        changed += [len(was) + j for j in range(len(appended)) if j % 2]  # appended ones may be named
+        msgs = tuple(new)
+        if how == "carried":
+            got = w.window(v, msgs, budget, was, changed)
+        elif how == "unknown":
+            got = w.window(v, msgs, budget, tuple(was), changed)  # not the conversation carried
+        else:
+            got = w.window(v, msgs, budget)
+        assert got == last_fitting_window(v, msgs, budget)
