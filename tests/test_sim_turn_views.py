@@ -104,3 +104,41 @@ def test_a_simulate_holds_each_message_of_its_views_once(
     report = simulate_events(events, SimSettings(policies=["all"]))
     assert report.simulated_turns == 300
     assert held and held[0] <= 20 * 601, held  # the memos of a few recent histories, and the runs
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["append", "other", "same", "copy", "cut", "edit"]), st.integers(0, 5)),
+        max_size=30,
+    )
+)
+def test_views_added_from_history_items_are_the_views_of_their_messages(ops: list[tuple[str, int]]) -> None:
+    """add_items (the build pass: a history's items, which may hold other items than messages, checked
+    only past the last run) gives the views add() gives for the messages among the items."""
+    by_items, by_msgs = TurnViews(), TurnViews()
+    items: tuple[Any, ...] = ()
+    n = 0
+    for t, (op, k) in enumerate(ops):
+        if op == "append":
+            items = items + tuple(_msg(n + j) for j in range(k))
+            n += k
+        elif op == "other":  # an item that is not a message (a system text) among them
+            items = items + (Text(f"t{n}"),) + tuple(_msg(n + 1 + j) for j in range(k % 2))
+            n += 2
+        elif op == "copy":
+            items = tuple(Message(x.role, x.parts) if isinstance(x, Message) else x for x in items)
+        elif op == "cut":
+            items = items[: max(0, len(items) - k)]
+        elif op == "edit" and items:
+            i = k % len(items)
+            items = items[:i] + (_msg(1000 + n),) + items[i + 1 :]
+            n += 1
+        system = (Block("identity", "system", f"s{t}", t, False),)
+        msgs = tuple(x for x in items if isinstance(x, Message))
+        by_items.add_items(t, system, items, 1000, 900, False, M, H)
+        by_msgs.add(t, system, msgs, 1000, 900, False, M, H)
+    got, want = list(by_items), list(by_msgs)
+    assert got == want
+    for g, w in zip(got, want, strict=True):
+        assert all(map(lambda a, b: a is b, g.messages, w.messages))

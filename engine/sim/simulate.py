@@ -41,7 +41,7 @@ from operator import attrgetter, is_, ne, not_
 from pathlib import Path
 from typing import Any, cast
 
-from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.artifacts import Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Measure
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
@@ -565,16 +565,12 @@ def _build_pass(
                 full = builder.build(bound, cfgs.full)
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 items = hist.items if hist is not None else ()
-                # Tested in C: the conversation grows every turn, and a history holds only messages.
-                msgs = cast(
-                    "tuple[Message, ...]",
-                    items
-                    if all(map(isinstance, items, repeat(Message)))
-                    else tuple(i for i in items if isinstance(i, Message)),
-                )
                 blocks = full.blocks
                 system = tuple(compress(blocks, map(ne, map(_SECTION, blocks), repeat("history"))))
-                views.add(ev["turn"], system, msgs, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks)
+                # The history's messages (only the items past the last turn's conversation checked).
+                views.add_items(
+                    ev["turn"], system, items, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks
+                )
         pipe.fold(ev)
         if k == "request":
             awaiting = ev["turn"]

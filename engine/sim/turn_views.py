@@ -10,12 +10,14 @@ peer's): the same values, in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from operator import is_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from engine.artifacts import Message
 
 if TYPE_CHECKING:
-    from engine.artifacts import Message
     from engine.assembly import Measure
     from engine.providers.base import Block
     from engine.sim.policies.base import HistoryBlocks, TurnView
@@ -49,6 +51,38 @@ class TurnViews:
         self._rows.append(
             (turn, system, len(runs) - 1, len(msgs), window, ceiling, markers, measure, history)
         )
+
+    def add_items(
+        self,
+        turn: int,
+        system: tuple[Block, ...],
+        items: Sequence[Any],
+        window: int,
+        ceiling: int,
+        markers: bool,
+        measure: Measure,
+        history: HistoryBlocks,
+    ) -> None:
+        """add() of the messages among a history's `items`, in order. Items that start with the last
+        run (the same objects) are messages there already (a run holds only messages): only the items
+        after it are checked, not the whole conversation every turn (the build pass checked every item of
+        it, then the run's identity again)."""
+        runs = self._runs
+        run = runs[-1] if runs else None
+        if run is not None and len(items) >= len(run) and all(map(is_, items, run)):
+            tail = items[len(run) :]
+            if all(map(isinstance, tail, repeat(Message))):
+                run += tail
+                self._rows.append(
+                    (turn, system, len(runs) - 1, len(items), window, ceiling, markers, measure, history)
+                )
+                return
+        msgs = (
+            tuple(items)
+            if all(map(isinstance, items, repeat(Message)))
+            else tuple(i for i in items if isinstance(i, Message))
+        )
+        self.add(turn, system, msgs, window, ceiling, markers, measure, history)
 
     def __len__(self) -> int:
         return len(self._rows)
