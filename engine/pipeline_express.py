@@ -65,7 +65,7 @@ class Carried(NamedTuple):
     sources_version: int
     measure: Any
     serializer: Serializer
-    task_end: int
+    task_end: int | None  # Pipeline._first_assistant then (None: no assistant message was seen yet)
     full: Assembly  # the raw assembly: the sources and the history as the pipeline assembled it
     hidx: int  # the history's index in it (and in `applied`)
     elided: int
@@ -116,7 +116,12 @@ def carry(
     """What the turn just built leaves for the lane, or None when the next turn cannot take the lane
     from it (the caller has checked that the turn held, applied nothing and spilled nothing)."""
     hidx = len(full) - 1
-    if hidx < 0 or full[hidx].id != "history" or pipe._first_assistant is None:
+    # (Turn 0 too, before the first assistant message: the next turn's appended reply and results only
+    # extend the history, which no cut has touched, so where the task ends changes nothing the lane
+    # reuses: with no cut the assembly is the whole history, the markers rule is run in full after a
+    # general-path turn and finds the task's end in the items, and cost_aware's lineage keeps the task
+    # end it remembered, as the general path's extension of it does. See turn's task end check.)
+    if hidx < 0 or full[hidx].id != "history":
         return None
     layout = ser.layout
     at = next((i for i, (s, _run) in enumerate(layout) if s.id == "history"), -1)
@@ -305,7 +310,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         or st is not c.state
         or m is not c.measure
         or pipe._sources_version != c.sources_version
-        or pipe._first_assistant != c.task_end
+        or (pipe._first_assistant != c.task_end and (c.task_end is not None or st.cut > 0))
         or pipe._serializers.get(cfg.provider) is not c.serializer
         or pipe.flipped
         or pipe._empty_msgs
@@ -447,7 +452,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     )
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = Carried(
-        cfg, st, c.sources_version, m, ser_obj, c.task_end, full, hidx, elided, history_len, new_pending,
+        cfg, st, c.sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
         layout, c.at, c.slot, rec, before_marks, marks_kept,
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
