@@ -85,6 +85,20 @@ class BlockSerializer(Serializer):
             out += run.blocks
         return out
 
+    def blocks_apart(
+        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure, section: str
+    ) -> tuple[list[Block], tuple[Block, ...]]:
+        """(blocks(asm, markers, measure), those of them not of `section`), the second taken by whole
+        section runs: a run's Blocks are all of its section (each is made under its section's id), so
+        a turn's system blocks are not picked out of the whole conversation's Blocks one by one."""
+        out: list[Block] = []
+        others: list[Block] = []
+        for s, run in self._laid_out(asm, markers, measure):
+            out += run.blocks
+            if s.id != section:
+                others += run.blocks
+        return out, tuple(others)
+
 
 @dataclass
 class SimBuilt:
@@ -97,6 +111,8 @@ class SimBuilt:
     state: CompactionState | None  # the compaction state after this request (cost_aware policy)
     asm: Assembly  # what is sent, by section
     measure: Measure
+    # The Blocks not of the section build(..., apart=...) named (a peer's system blocks), else None.
+    others: tuple[Block, ...] | None = None
 
     def check_counts(self, turn: int, recorded: Mapping[str, tuple[str, int, int]]) -> None:
         """A section with the recorded content must have the recorded token total, whatever else the
@@ -179,7 +195,9 @@ class SimBuilder:
         cfg: PipelineConfig,
         state: CompactionState | None = None,
         cache: CacheRules | None = None,
+        apart: str | None = None,
     ) -> SimBuilt:
+        """The turn under `cfg` from `state`; with `apart`, its Blocks not of that section too (others)."""
         pipe = self.pipe
         ser = self._serializers.get(cfg.provider)
         if ser is None:
@@ -188,16 +206,24 @@ class SimBuilder:
         st = pipe.compaction if state is None else state
         if self.closed_fast and st.cut <= 0 and self._uncut_cfg(cfg):
             asm, marks, actions, ceiling = self._closed(bound, cfg)
+            if apart is not None:
+                blocks, others = ser.blocks_apart(asm, marks, m, apart)
+                return SimBuilt(blocks, actions, list(pipe.flipped), ceiling, st, asm, m, others)
             return SimBuilt(ser.blocks(asm, marks, m), actions, list(pipe.flipped), ceiling, st, asm, m)
         d = pipe.decide(bound, cfg, state, cache, lean=True)
+        if apart is not None:
+            blocks, apart_blocks = ser.blocks_apart(d.res.asm, d.res.markers, m, apart)
+        else:
+            blocks, apart_blocks = ser.blocks(d.res.asm, d.res.markers, m), None
         return SimBuilt(
-            ser.blocks(d.res.asm, d.res.markers, m),
+            blocks,
             [str(a["step"]) for a in d.res.actions],
             list(pipe.flipped),
             d.plan.ceiling,
             d.state,
             d.res.asm,
             m,
+            apart_blocks,
         )
 
     def _uncut_cfg(self, cfg: PipelineConfig) -> bool:

@@ -562,11 +562,11 @@ def _build_pass(
                 out_e[name].append(_req(ev["turn"], t, b))
             if peers:
                 # The whole conversation, never compacted, laid out as the engine would send it.
-                full = builder.build(bound, cfgs.full)
+                # Its system blocks (every Block not of the history section) taken by section runs.
+                full = builder.build(bound, cfgs.full, apart="history")
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 items = hist.items if hist is not None else ()
-                blocks = full.blocks
-                system = tuple(compress(blocks, map(ne, map(_SECTION, blocks), repeat("history"))))
+                system = cast("tuple[Block, ...]", full.others)
                 # The history's messages (only the items past the last turn's conversation checked).
                 views.add_items(
                     ev["turn"], system, items, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks

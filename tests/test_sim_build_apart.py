@@ -1,0 +1,64 @@
+"""The build pass's system blocks of each turn's whole conversation (the peers' view): taken by section
+runs (BlockSerializer.blocks_apart), not picked out of the whole conversation's Blocks one by one every
+turn (a 3,000-turn what-if: ~18 million Block reads). Differential: every build's others are exactly the
+Blocks not of the history section, in order (the same objects), at a provider with markers and one
+without, with every policy column running."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.pipeline import Pipeline
+from engine.sim.blocks import BlockSerializer
+from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+
+
+def _record(path: Path, turns: int) -> None:
+    now = [1_000.0]
+    pipe = Pipeline("deepseek-chat", "deepseek", 16_000, record=path, serve=False, clock=lambda: now[0])
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool(
+        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
+    pipe.user("Fix the failing test.")
+    for t in range(turns):
+        req = pipe.next_request()
+        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 40})
+        now[0] += 5
+        calls = pipe.assistant(
+            f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"t": t})}]
+        )
+        pipe.tool_result(calls[0].id, f"output of step {t} " + "x" * (t % 50) * 20)
+    pipe.close()
+
+
+@pytest.mark.parametrize("provider", ["deepseek", "anthropic"])
+def test_the_system_blocks_taken_by_section_are_the_blocks_not_of_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str
+) -> None:
+    path = tmp_path / "a.cpsession"
+    _record(path, 120)
+    apart = BlockSerializer.blocks_apart
+    checked: list[int] = []
+
+    def held_to_the_whole(self: BlockSerializer, *args: Any) -> Any:
+        blocks, others = apart(self, *args)
+        section = args[-1]
+        assert blocks == self.blocks(*args[:-1])
+        want = tuple(b for b in blocks if b.section != section)
+        assert others == want and all(map(lambda a, b: a is b, others, want))
+        checked.append(len(others))
+        return blocks, others
+
+    monkeypatch.setattr(BlockSerializer, "blocks_apart", held_to_the_whole)
+    events = load_recording_events(path)[0]
+    settings = SimSettings(policies=["all"], window=8_000)
+    if provider == "anthropic":
+        settings = SimSettings(policies=["all"], window=8_000, provider="anthropic", model="claude-sonnet-4")
+    report = simulate_events(events, settings)
+    assert report.simulated_turns == 120
+    assert len(checked) == 120 and min(checked) > 0
