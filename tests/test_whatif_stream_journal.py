@@ -58,6 +58,11 @@ def _requests_alive() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is dict and o.get("k") == "request")
 
 
+def _calls_alive(kind: type) -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is kind)
+
+
 def test_the_what_if_holds_a_window_of_the_journal_not_all_of_it(
     recording: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,11 +70,13 @@ def test_the_what_if_holds_a_window_of_the_journal_not_all_of_it(
     build_pass = sim._build_pass
 
     def counted(*args: Any, **kw: Any) -> Any:
-        seen.append(_requests_alive())
+        seen.append(_requests_alive() - before)
         return build_pass(*args, **kw)
 
     monkeypatch.setattr(sim, "_build_pass", counted)
     src = _Small(recording)
+    # Request events earlier tests of the process left alive are not this what-if's: counted from here.
+    before = _requests_alive()
     got = src.simulate(Overrides(window=8000))
     assert got["simulated_turns"] == TURNS
     # A page is a turn: at most the pages kept (104) and the build pass's own. A held list: all 300.
@@ -105,14 +112,14 @@ def test_each_call_is_let_go_after_its_simulator_step(
     def counted(self: CacheSimulator, call: Call) -> Any:
         counted.n += 1  # type: ignore[attr-defined]
         if counted.n == TURNS:  # the pipeline column's last call
-            gc.collect()
-            alive.append(sum(1 for o in gc.get_objects() if type(o) is Call))
+            alive.append(_calls_alive(Call) - before)
         return step(self, call)
 
     counted.n = 0  # type: ignore[attr-defined]
     monkeypatch.setattr(CacheSimulator, "step", counted)
     monkeypatch.setattr(CacheSimulator, "simulate", lambda self, calls: [self.step(c) for c in calls])
     events = load_recording_events(recording)[0]
+    before = _calls_alive(Call)  # what earlier tests of the process left alive is not this simulate's
     got = simulate_events(events, SimSettings(window=8000))
     assert alive and alive[0] <= 2, alive
     assert got.simulated_turns == TURNS
