@@ -267,16 +267,7 @@ def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any, extends: bool) 
     if cum <= e.cum_before or cum < e.policy.min_cacheable_tokens:
         return False
     if e.task_marker and not (extends and e.task_fits):
-        te = task_end(items) - (1 if k.noted else 0)
-        if (0 < te < len(items)) != e.task_fits:
-            return False
-        if e.task_fits:
-            task = e.task
-            if te != len(task):
-                return False
-            for x, y in zip(items, task, strict=False):
-                if x is not y:
-                    return False
+        return markers.task_where_it_was(items, task_end(items) - (1 if k.noted else 0), e.task_fits, e.task)
     return True
 
 

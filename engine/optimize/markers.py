@@ -13,7 +13,7 @@ with the tail marker moved instead of placing again (_carried; the Measure remem
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from engine.assembly import Assembly, Section, wire_order
@@ -114,17 +114,8 @@ def _carried(last: _Placed, asm: Assembly, order: Assembly, ctx: OptimizeContext
     cum = last.cum_before + ctx.measure.section(hist)
     if cum <= last.cum_before or cum < pol.min_cacheable_tokens:
         return None
-    if last.task_marker:
-        te = _task_cut(items, ctx)
-        if (0 < te < len(items)) != last.task_fits:
-            return None
-        if last.task_fits:
-            task = last.task
-            if te != len(task):
-                return None
-            for x, y in zip(items, task, strict=False):
-                if x is not y:
-                    return None
+    if last.task_marker and not task_where_it_was(items, _task_cut(items, ctx), last.task_fits, last.task):
+        return None
     tail = Marker(hist.id, len(items) - 1, hist.scope.label, "conversation tail")
     k = last.tail
     return RuleOutcome(asm, True, last.detail, markers=(*last.markers[:k], tail, *last.markers[k + 1 :]))
@@ -254,3 +245,18 @@ def note_of(steps: Iterable[Mapping[str, Any]]) -> str:
             # Recordings journaled before the count was worded say "1 prefix(es) under": read as now.
             return _OLD_SHORT.sub(lambda m: counted(int(m[1]), "prefix", "prefixes"), note)
     return ""
+
+
+def task_where_it_was(items: Sequence[Any], te: int, task_fits: bool, task: Sequence[Any]) -> bool:
+    """Whether the task's breakpoint is where the carried layout put it: the history's task ends at `te`
+    inside it exactly when it did before, and then its items are the carried task's own objects (the
+    markers rule's carry check and the express lane's tail move ask the same)."""
+    if (0 < te < len(items)) != task_fits:
+        return False
+    if task_fits:
+        if te != len(task):
+            return False
+        for x, y in zip(items, task, strict=False):
+            if x is not y:
+                return False
+    return True

@@ -169,6 +169,14 @@ def payback(
     the read ratio r, as far as the provider caches); once, the rewritten part is billed at the write
     ratio w instead of r. Pay-back turns = resend x (w - r) / saving per turn.
     """
+    resend, extra, per_turn, turns = _payback_terms(rules, saves, kept_total, stable_prefix, prefix_served)
+    return Payback(saves, resend, turns, horizon, forced, extra, per_turn, credit)
+
+
+def _payback_terms(
+    rules: CacheRules, saves: int, kept_total: int, stable_prefix: int, prefix_served: bool
+) -> tuple[int, float, float, float]:
+    """payback()'s arithmetic (resend, extra, per_turn, turns), shared with compacts_early."""
     resend = max(0, kept_total - (rules.cached(stable_prefix) if prefix_served else 0))
     extra = resend * max(0.0, rules.write_ratio - rules.read_ratio)
     # A request in steady state is read from the cache as far as the provider's rules cache it, the
@@ -180,7 +188,7 @@ def payback(
         if extra <= 0
         else (extra / per_turn if per_turn > 0 else math.inf)
     )
-    return Payback(saves, resend, turns, horizon, forced, extra, per_turn, credit)
+    return resend, extra, per_turn, turns
 
 
 def compacts_early(
@@ -198,14 +206,7 @@ def compacts_early(
     with `economic` its saves_per_turn >= economic_saving(pb, growth): whether cost_aware's early rule
     cuts, the same arithmetic without making the Payback (the express lane weighs every turn over the
     target and reads nothing else of it)."""
-    resend = max(0, kept_total - (rules.cached(stable_prefix) if prefix_served else 0))
-    extra = resend * max(0.0, rules.write_ratio - rules.read_ratio)
-    per_turn = rules.turn_cost(kept_total + saves) - rules.turn_cost(kept_total)
-    turns = (
-        (0.0 if per_turn > 0 else math.inf)
-        if extra <= 0
-        else (extra / per_turn if per_turn > 0 else math.inf)
-    )
+    _, extra, per_turn, turns = _payback_terms(rules, saves, kept_total, stable_prefix, prefix_served)
     if not (saves > 0 and turns * (1.0 - credit) <= horizon):
         return False
     if not economic or per_turn <= 0 or growth <= 0:
