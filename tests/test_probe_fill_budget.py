@@ -38,6 +38,8 @@ from tests.test_probe_lean import T, _pipeline, _turns
 TURN_KINDS = ("turn", "turn_summary", "turn_deferred")
 HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most of them on disk
 PACE = 0.05
+# A fill at five times the declared share took ~60-100 s in a fresh-clone CI run (2 cores, the suite running).
+FILL_DEADLINE = 240
 
 
 @pytest.fixture
@@ -171,7 +173,7 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
         turn = HISTORY
         sends0, falls0, wakes0 = probe.agent_sends, probe.agent_fallbacks, wakes[0]
         during = 0
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + FILL_DEADLINE
         while not f.done.is_set() and f.error is None:
             assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
             _turns(pipe, range(turn, turn + 1))
@@ -197,9 +199,17 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
             f"{woke} wake-ups ({falls} fallbacks) for {during} turns made during the fill"
         )
         journal = pipe.journal.events
-        assert f.journal == [_as_sent(journal[i]) for i in range(c.snapshot_at)], (
-            "the history is the journal's"
-        )
+        want = [_as_sent(journal[i]) for i in range(c.snapshot_at)]
+        if fold:
+            # A turn the agent had not built when its range was answered comes to a fold client as its
+            # marker (its fold rebuilds the trace); one built by then (spilled, or read) as its summary.
+            want = [
+                got
+                if got == {"k": "turn_deferred", "turn": w.get("turn")} and w.get("k") == "turn_summary"
+                else w
+                for got, w in zip(f.journal, want, strict=False)
+            ] + want[len(f.journal) :]
+        assert f.journal == want, "the history is the journal's"
     finally:
         probe._wake = real_wake
         c.close()
@@ -215,7 +225,7 @@ def test_a_fill_pass_stops_at_its_budget_in_frames_of_many_events(long_pipe: Any
     c, f, th = _attach(pipe, ring=ring)
     try:
         turn = HISTORY
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + FILL_DEADLINE
         while not f.done.is_set() and f.error is None:
             assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
             _turns(pipe, range(turn, turn + 1))
