@@ -127,7 +127,11 @@ def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_i
                 assert time.monotonic() < deadline, "the stream did not say where the journal ends"
             time.sleep(AGENT_WINDOW)  # the model call
         journal = list(pipe.journal.events)
-        assert probe.wakeups == passes  # the I/O thread slept through all six turns
+        # The I/O thread slept through the six turns: none of them woke it (no fallback, every call sent
+        # its events itself). One pass of its own may fall in the window on a loaded machine (a CPU-budget
+        # rest from the two attaches ending: 2 against 1 in a fresh-clone CI run); a turn that woke it
+        # would wake it on every turn (six).
+        assert probe.wakeups <= passes + 1
         assert probe.agent_fallbacks == fallbacks
         assert probe.agent_sends >= 6 * 4  # every call sent its events itself
         assert got_lean == journal[n0:]  # each turn is the newest of its send: whole
