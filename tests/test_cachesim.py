@@ -36,6 +36,7 @@ from engine.sim.cachesim import (
     simulate_session,
     totals,
 )
+from engine.sim.held_prefixes import HeldPrefixes
 from engine.sim.pricing import PriceTable, UnknownModelError, cost, load_prices
 
 
@@ -429,7 +430,9 @@ def test_key_chain_gives_the_keys_sums_and_errors_of_a_fresh_computation(
     pool: dict[tuple[str, int, str], Block] = {}
     for specs, reuse, order in seqs:
         blocks = [
-            pool.setdefault(sp, blk(sp[0], sp[1], segment=sp[2])) if reuse else blk(sp[0], sp[1], segment=sp[2])
+            pool.setdefault(sp, blk(sp[0], sp[1], segment=sp[2]))
+            if reuse
+            else blk(sp[0], sp[1], segment=sp[2])
             for sp in specs
         ]
         before = chain.ids.next  # keys below it were handed out before this call
@@ -503,22 +506,18 @@ def test_the_eager_reference_is_the_rule() -> None:
     assert list(ref._policy.seen.values()) == [1_050.0, 1_120.0]
 
 
-class _CountingDict(dict[int, float]):
-    """A dict that counts the entries written into it (set, updated or popped)."""
+class _CountingHeld(HeldPrefixes):
+    """The held prefixes, counting the keys written into them (added or taken out)."""
 
     writes = 0
 
-    def __setitem__(self, k: int, v: float) -> None:
-        self.writes += 1
-        super().__setitem__(k, v)
+    def add(self, keys: Any, t: float) -> None:
+        self.writes += len(keys)
+        super().add(keys, t)
 
-    def update(self, other: Any = (), **kw: float) -> None:
-        self.writes += len(other)
-        super().update(other, **kw)
-
-    def pop(self, k: int, *default: Any) -> Any:
-        self.writes += 1
-        return super().pop(k, *default)
+    def discard(self, keys: Any) -> None:
+        self.writes += len(keys)
+        super().discard(keys)
 
 
 def test_deepseek_writes_only_what_a_call_does_not_share_with_the_last() -> None:
@@ -527,8 +526,8 @@ def test_deepseek_writes_only_what_a_call_does_not_share_with_the_last() -> None
     wrote ~20,000 entries; a call that drops the first message writes the last call's prefixes it
     drops (kept, with their time)."""
     sim = CacheSimulator("deepseek", "deepseek-chat")
-    pol = sim._policy
-    pol._held = held = _CountingDict()  # type: ignore[attr-defined]
+    pol: Any = sim._policy
+    pol._held = held = _CountingHeld()
     blocks = [blk("task", 500)]
     for k in range(200):
         blocks.append(blk(f"m{k}", 100))
@@ -572,7 +571,8 @@ def test_deepseek_restamping_seen_in_place_keeps_its_order(
         fp, sp = fast._policy, slow._policy
         assert list(fp.seen.items()) == list(sp.seen.items())  # type: ignore[attr-defined]
         assert [(k, vars(u)) for k, u in fp.units.items()] == [  # type: ignore[attr-defined]
-            (k, vars(u)) for k, u in sp.units.items()  # type: ignore[attr-defined]
+            (k, vars(u))
+            for k, u in sp.units.items()  # type: ignore[attr-defined]
         ]
 
 
@@ -615,7 +615,11 @@ def test_deepseek_lookups_stop_at_prefixes_first_met_in_the_call(
         names = names[:keep] + more or ["a"]
         blocks = [blk(n, 100 + 40 * i) for i, n in enumerate(names)]
         calls.append(call(blocks, t, output_tokens=30, output_sha=f"o{k % 3}"))
-    opts: dict[str, Any] = {"ttl_seconds": 10_000, "persist_probability": persist, "interval_tokens": interval}
+    opts: dict[str, Any] = {
+        "ttl_seconds": 10_000,
+        "persist_probability": persist,
+        "interval_tokens": interval,
+    }
     fast = CacheSimulator("deepseek", "deepseek-chat", **opts)
     slow = CacheSimulator("deepseek", "deepseek-chat", **opts)
     slow._policy._chain = _AllKnownChain()
@@ -624,7 +628,8 @@ def test_deepseek_lookups_stop_at_prefixes_first_met_in_the_call(
         fp, sp = fast._policy, slow._policy
         assert list(fp.seen.items()) == list(sp.seen.items())  # type: ignore[attr-defined]
         assert [(k, vars(u)) for k, u in fp.units.items()] == [  # type: ignore[attr-defined]
-            (k, vars(u)) for k, u in sp.units.items()  # type: ignore[attr-defined]
+            (k, vars(u))
+            for k, u in sp.units.items()  # type: ignore[attr-defined]
         ]
 
 
@@ -647,7 +652,9 @@ def test_shared_prefix_len_is_common_prefix_len(a: list[tuple[str, bool]], b: li
 @settings(max_examples=200, deadline=None)
 @given(
     seqs=st.lists(
-        st.tuples(st.integers(0, 8), st.lists(st.sampled_from("abcd"), max_size=6), st.sampled_from([1.0, 20_000.0])),
+        st.tuples(
+            st.integers(0, 8), st.lists(st.sampled_from("abcd"), max_size=6), st.sampled_from([1.0, 20_000.0])
+        ),
         min_size=1,
         max_size=14,
     )
@@ -673,5 +680,7 @@ def test_deepseek_seen_shared_bisects_to_the_common_prefix(seqs: list[tuple[int,
     for k, (keep, more, dt) in enumerate(seqs):
         t += dt
         names = names[:keep] + more or ["a"]
-        sim.step(call([blk(n, 100 + 40 * i) for i, n in enumerate(names)], t, output_tokens=30, output_sha=f"o{k}"))
+        sim.step(
+            call([blk(n, 100 + 40 * i) for i, n in enumerate(names)], t, output_tokens=30, output_sha=f"o{k}")
+        )
     assert checked[0] == len(seqs)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, count, repeat
@@ -40,6 +39,7 @@ from typing import Any
 from engine.common_prefix import common_prefix_len
 from engine.errors import ContextPipeError
 from engine.providers.policy import anthropic_min, bedrock_min  # one table for the engine and the simulator
+from engine.sim.held_prefixes import HeldPrefixes
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
 _TOKENS = attrgetter("tokens")
@@ -690,8 +690,9 @@ class _DeepSeekPolicy(_Policy):
         self.units: dict[Key, _Unit] = {}
         # Every prefix any request has sent, with when it was last sent, in order of last use (see
         # `seen`), kept in two parts: the last call's prefixes (`_live`, all sent at `_live_at`, the
-        # newest entries) and every other one (`_held`, prefix -> last time). No key is in both.
-        self._held: dict[Key, float] = {}
+        # newest entries) and every other one (`_held`, prefix -> last time, kept as runs of keys: see
+        # engine/sim/held_prefixes.py). No key is in both.
+        self._held = HeldPrefixes()
         self._live: list[Key] = []
         self._live_at = -math.inf
         self.requests = 0
@@ -704,7 +705,7 @@ class _DeepSeekPolicy(_Policy):
     @property
     def seen(self) -> dict[Key, float]:
         """Every prefix any request has sent -> when it was last sent, in order of last use."""
-        return {**self._held, **dict.fromkeys(self._live, self._live_at)}
+        return {**dict(self._held.items()), **dict.fromkeys(self._live, self._live_at)}
 
     # `seen` as the step reads and writes it. A call re-sends most of the last call's prefixes, and
     # each of them moves to the end of `seen`, stamped with this call's time: done entry by entry
@@ -718,7 +719,7 @@ class _DeepSeekPolicy(_Policy):
     def _seen_expire(self, now: float) -> None:
         """Forget what was last sent more than `ttl` before `now`, as _expire_ordered over `seen`."""
         ttl = self.ttl
-        _expire_ordered(self._held, lambda t: now - t > ttl, self.ordered)
+        self._held.expire(now, ttl, self.ordered)
         # The last call's prefixes share one time, and in time order no held entry is newer: if any
         # held entry is still live, so are they (in order, the scan above stopped before them).
         if self._live and now - self._live_at > ttl:
@@ -745,10 +746,7 @@ class _DeepSeekPolicy(_Policy):
         _seen_shared(keys[1:]), so keys[1 : shared + 1] are in it."""
         if hi - 1 <= shared:
             return max(hi - 1, 0)
-        held = self._held
-        return next(
-            compress(range(hi - 1, shared, -1), map(held.__contains__, reversed(keys[shared + 1 : hi]))), shared
-        )
+        return self._held.longest(keys, hi, shared)
 
     def _seen_stamp(self, fresh: list[Key], old: int, shared: int, now: float) -> None:
         """Move every prefix of this call (`fresh`; fresh[old:] first handed out by it, in no dict) to
@@ -756,10 +754,10 @@ class _DeepSeekPolicy(_Policy):
         and stay where they are, before it."""
         held = self._held
         if shared < old:
-            deque(map(held.pop, fresh[shared:old], repeat(None)), maxlen=0)
+            held.discard(fresh[shared:old])
         live = self._live
         if len(live) > shared:
-            held.update(dict.fromkeys(live[shared:] if shared else live, self._live_at))
+            held.add(live[shared:] if shared else live, self._live_at)
         self._live, self._live_at = fresh, now
 
     def _floor(self, n: int) -> int:
@@ -809,7 +807,13 @@ class _DeepSeekPolicy(_Policy):
         self._add(keys[-1], total, group, done, now)
         added.append((len(keys) - 1, keys[-1]))
         if call.output_sha is not None:
-            self._add(_chain(keys[-1], call.output_sha, self._chain.ids), total + call.output_tokens, group, done, now)
+            self._add(
+                _chain(keys[-1], call.output_sha, self._chain.ids),
+                total + call.output_tokens,
+                group,
+                done,
+                now,
+            )
         if self.common_prefix:
             # The longest proper prefix an earlier request also sent (searched in C, from the longest
             # one met before this call), and where it is.

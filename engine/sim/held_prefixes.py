@@ -1,0 +1,203 @@
+"""The DeepSeek cache simulator's `seen` prefixes other than the last call's, kept as runs of keys.
+
+`seen` maps every prefix a request sent to when it was last sent, in order of last use; the last call's
+prefixes are one list with one time (`_DeepSeekPolicy._live`) and the rest is this store. A prefix key
+is an int handed out by the simulator's intern table in runs (cachesim.KeyTable): a call's prefixes are
+a few runs of consecutive numbers. A column that changes its requests early every call (a sliding
+window, or clear_tool_uses clearing one more old result every turn past its trigger) sends a new run
+of thousands of prefixes a call, and each call's are held until they expire (DeepSeek: 4 h): held one
+dict entry per prefix, a 3,000-turn what-if's clear_tool_uses column held ~1.9 M (~150 MB of its
+peak). Here a call's prefixes are one batch (their time, and their runs in the order they were sent):
+what is stored follows how many runs were sent, not how many prefixes.
+
+The same entries, times and order as the dict it replaces (`items()`): a batch is appended when the
+last call's prefixes are let go (a key is never in two batches: a prefix sent again is taken out of
+its batch first), expiry takes whole batches (their keys share one time) and, in time order, only from
+the front, where the dict's scan stopped at its first live entry.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import compress, count, islice, pairwise, repeat
+from operator import add, ne
+
+
+class _Run:
+    """Keys lo .. hi - 1 of one batch (one call's prefixes, sent at one time)."""
+
+    __slots__ = ("lo", "hi", "batch")
+
+    def __init__(self, lo: int, hi: int, batch: _Batch) -> None:
+        self.lo, self.hi, self.batch = lo, hi, batch
+
+
+class _Batch:
+    __slots__ = ("t", "runs")
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.runs: list[_Run] = []  # in the order the keys were sent (each run ascending)
+
+
+def runs_of(keys: Sequence[int]) -> list[tuple[int, int]]:
+    """`keys` (ascending, as a call's prefix keys always are: each extends the one before it, and an
+    extension is handed out after what it extends) as runs of consecutive numbers [(lo, hi), ...], in
+    order: a call's new prefixes are one run."""
+    out: list[tuple[int, int]] = []
+    if keys:
+        _runs(keys, 0, len(keys), out)
+    return out
+
+
+def _runs(keys: Sequence[int], a: int, b: int, out: list[tuple[int, int]]) -> None:
+    # Ascending keys[a:b] without a gap end b - a - 1 above where they start. A call's keys are a few
+    # runs (its earliest prefixes met in earlier calls, then its own new ones): halving finds their
+    # ends in a few dozen steps where a scan of a 5,000-block request's keys read every one.
+    lo = keys[a]
+    if keys[b - 1] - lo == b - 1 - a:
+        if out and out[-1][1] == lo:
+            out[-1] = (out[-1][0], lo + b - a)
+        else:
+            out.append((lo, lo + b - a))
+    elif b - a <= 32:
+        part = keys[a:b]
+        # Where a key is not the one before it plus one (in C).
+        cuts = list(compress(count(1), map(ne, islice(part, 1, None), map(add, part, repeat(1)))))
+        bounds = [0, *cuts, b - a]
+        for i, j in pairwise(bounds):
+            _runs(part, i, j, out)
+    else:
+        mid = (a + b) // 2
+        _runs(keys, a, mid, out)
+        _runs(keys, mid, b, out)
+
+
+class HeldPrefixes:
+    """prefix key -> time last sent, in order of last use, stored as batches of runs (see the module)."""
+
+    def __init__(self) -> None:
+        self._batches: deque[_Batch] = deque()  # in order of last use
+        # Every run of every batch by its first key, ascending (runs never overlap: a key is held once).
+        self._los: list[int] = []
+        self._runs: list[_Run] = []
+        self._n = 0  # keys held
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __contains__(self, key: int) -> bool:
+        i = bisect_right(self._los, key) - 1
+        return i >= 0 and key < self._runs[i].hi
+
+    def runs_held(self) -> int:
+        """How many runs are stored (what the store's size follows)."""
+        return len(self._runs)
+
+    def items(self) -> Iterator[tuple[int, float]]:
+        for b in self._batches:
+            t = b.t
+            for r in b.runs:
+                yield from zip(range(r.lo, r.hi), repeat(t))
+
+    def add(self, keys: Sequence[int], t: float) -> None:
+        """Put `keys` (none of them held) at the end, sent at `t`."""
+        spans = runs_of(keys)
+        if not spans:
+            return
+        b = _Batch(t)
+        los, runs = self._los, self._runs
+        for lo, hi in spans:
+            r = _Run(lo, hi, b)
+            b.runs.append(r)
+            i = bisect_right(los, lo)
+            los.insert(i, lo)
+            runs.insert(i, r)
+            self._n += hi - lo
+        self._batches.append(b)
+
+    def discard(self, keys: Sequence[int]) -> None:
+        """Take out those of `keys` that are held (a prefix sent again leaves its batch)."""
+        for lo, hi in runs_of(keys):
+            self._cut(lo, hi)
+
+    def _cut(self, a: int, b: int) -> None:
+        los, runs = self._los, self._runs
+        i = max(bisect_right(los, a) - 1, 0)
+        while i < len(runs):
+            r = runs[i]
+            if r.lo >= b:
+                return
+            if r.hi <= a:
+                i += 1
+                continue
+            lo, hi = r.lo, r.hi
+            if lo < a and hi > b:  # the middle goes: the rest is two runs, in the batch's order
+                r.hi = a
+                rest = _Run(b, hi, r.batch)
+                br = r.batch.runs
+                br.insert(_index(br, r) + 1, rest)
+                los.insert(i + 1, b)
+                runs.insert(i + 1, rest)
+                self._n -= b - a
+                return
+            if lo < a:
+                r.hi = a
+                self._n -= hi - a
+                i += 1
+            elif hi > b:
+                r.lo = los[i] = b
+                self._n -= b - lo
+                return
+            else:
+                del los[i], runs[i]
+                br = r.batch.runs
+                del br[_index(br, r)]
+                self._n -= hi - lo
+
+    def expire(self, now: float, ttl: float, ordered: bool) -> None:
+        """Forget what was last sent more than `ttl` before `now`. In time order the batches' times
+        ascend: only front batches can be past it (the dict's scan stopped at its first live entry)."""
+        batches = self._batches
+        if ordered:
+            while batches and (not batches[0].runs or now - batches[0].t > ttl):
+                self._drop(batches.popleft())
+            return
+        if any(now - b.t > ttl for b in batches):
+            keep: deque[_Batch] = deque()
+            for b in batches:
+                if now - b.t > ttl:
+                    self._drop(b)
+                elif b.runs:
+                    keep.append(b)
+            self._batches = keep
+
+    def _drop(self, b: _Batch) -> None:
+        los, runs = self._los, self._runs
+        for r in b.runs:
+            i = bisect_right(los, r.lo) - 1
+            del los[i], runs[i]
+            self._n -= r.hi - r.lo
+        b.runs = []
+
+    def longest(self, keys: Sequence[int], hi: int, shared: int) -> int:
+        """The largest j with shared < j < hi and keys[j] held, else `shared`."""
+        if not self._n:
+            return shared
+        los, runs = self._los, self._runs
+        for j in range(hi - 1, shared, -1):
+            k = keys[j]
+            i = bisect_right(los, k) - 1
+            if i >= 0 and k < runs[i].hi:
+                return j
+        return shared
+
+
+def _index(runs: list[_Run], r: _Run) -> int:
+    # By identity (two runs of a batch are never equal as objects; _Run has no __eq__).
+    return runs.index(r)

@@ -1,0 +1,146 @@
+"""The DeepSeek simulator's held prefixes as runs of keys (engine/sim/held_prefixes.py): the same entries,
+times and order as the one-entry-per-prefix dict they replace, and a size that follows the calls, not
+the prefixes they send."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.sim.cachesim import Block, CacheSimulator, Call
+from engine.sim.held_prefixes import HeldPrefixes, runs_of
+
+
+class _DictHeld:
+    """The reference: the dict the simulator kept until whatif32 (prefix -> time, in order of last use)."""
+
+    def __init__(self) -> None:
+        self.d: dict[int, float] = {}
+
+    def add(self, keys: list[int], t: float) -> None:
+        self.d.update(dict.fromkeys(keys, t))
+
+    def discard(self, keys: list[int]) -> None:
+        for k in keys:
+            self.d.pop(k, None)
+
+    def expire(self, now: float, ttl: float, ordered: bool) -> None:
+        for k, t in list(self.d.items()):
+            if now - t > ttl:
+                del self.d[k]
+            elif ordered:
+                break
+
+    def longest(self, keys: list[int], hi: int, shared: int) -> int:
+        return next((j for j in range(hi - 1, shared, -1) if keys[j] in self.d), shared)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "discard", "expire", "longest"]),
+            st.lists(st.integers(0, 40), max_size=12, unique=True),
+            st.sampled_from([0.0, 10.0, 100.0]),
+        ),
+        max_size=30,
+    ),
+    ordered=st.booleans(),
+)
+def test_held_prefixes_equal_the_dict(ops: list[tuple[str, list[int], float]], ordered: bool) -> None:
+    """Random adds (keys not held, ascending, as a call's are; times ascending when `ordered`), discards,
+    expiries and longest-prefix searches: entries, times, order, membership and answers equal the dict."""
+    ref, got = _DictHeld(), HeldPrefixes()
+    t = 0.0
+    for op, keys, dt in ops:
+        t = t + dt if ordered else dt * (len(keys) % 3)
+        ks = sorted(keys)
+        if op == "add":
+            ks = [k for k in ks if k not in ref.d]
+            ref.add(ks, t)
+            got.add(ks, t)
+        elif op == "discard":
+            ref.discard(ks)
+            got.discard(ks)
+        elif op == "expire":
+            ref.expire(t, 50.0, ordered)
+            got.expire(t, 50.0, ordered)
+        else:
+            for hi in range(len(ks) + 1):
+                for shared in range(hi):
+                    assert got.longest(ks, hi, shared) == ref.longest(ks, hi, shared)
+        assert list(got.items()) == list(ref.d.items())
+        assert len(got) == len(ref.d)
+        assert all((k in got) == (k in ref.d) for k in range(-1, 45))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 60), max_size=20, unique=True),
+    spans=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 90)), max_size=12),
+)
+def test_runs_of_ascending_keys(keys: list[int], spans: list[tuple[int, int]]) -> None:
+    """Short lists of any ascending keys, and long ones made of a few runs (a call's keys: halved)."""
+    long: list[int] = []
+    for gap, length in spans:
+        start = (long[-1] + gap) if long else gap
+        long += range(start, start + length)
+    for ks in (sorted(keys), long):
+        _check_runs(ks)
+
+
+def _check_runs(ks: list[int]) -> None:
+    spans = runs_of(ks)
+    assert [k for lo, hi in spans for k in range(lo, hi)] == ks
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))  # maximal runs
+
+
+def _sliding_session(calls: int) -> list[Call]:
+    """A conversation that grows by one round a call and changes early every call (a sliding window
+    or a clearing of old results): every request is a new run of prefixes, one block longer than the
+    last. DeepSeek keeps them all for 4 h; the calls are 1 s apart."""
+    out = []
+    for k in range(calls):
+        blocks = [Block(f"task{k}", 200), *(Block(f"m{i}", 50) for i in range(k + 1))]
+        out.append(Call(tuple(blocks), 1_000.0 + k, output_tokens=20, output_sha=None))
+    return out
+
+
+def _held_bytes(calls: list[Call]) -> int:
+    """Bytes the simulator's `seen` prefixes other than the last call's hold after `calls`."""
+    sim = CacheSimulator("deepseek", "deepseek-chat")
+    for c in calls:
+        sim.step(c)
+    pol: Any = sim._policy
+    return _deep_size(pol._held)
+
+
+def _deep_size(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes of `obj` and everything it refers to (ints, floats, containers, slotted objects)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(_deep_size(k, seen) + _deep_size(v, seen) for k, v in obj.items())
+    elif isinstance(obj, list | tuple | set | frozenset) or type(obj).__name__ == "deque":
+        size += sum(_deep_size(x, seen) for x in obj)
+    elif hasattr(obj, "__slots__"):
+        size += sum(_deep_size(getattr(obj, s), seen) for s in obj.__slots__ if hasattr(obj, s))
+    elif hasattr(obj, "__dict__"):
+        size += _deep_size(vars(obj), seen)
+    return size
+
+
+def test_held_prefixes_follow_the_calls_not_the_prefixes() -> None:
+    """400 calls of a conversation that changes early every call hold every earlier call's prefixes
+    (~80,000 at 400 calls, n^2/2): one dict entry each was ~4x the bytes for twice the calls; as runs
+    of keys, one batch a call, twice the calls hold at most ~2.2x (here 2.0x)."""
+    n = _held_bytes(_sliding_session(200))
+    n2 = _held_bytes(_sliding_session(400))
+    assert n2 <= 2.2 * n, (n, n2)
+    assert n2 / 400 < 1_000  # a few hundred bytes a call, not ~70 bytes a prefix
