@@ -34,7 +34,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, ne, not_
@@ -768,7 +768,7 @@ def _first_changed(a: Sequence[Block], b: Sequence[Block], shared: int, m: int) 
 
 def _simulate(
     name: str,
-    reqs: Sequence[_Req],
+    reqs: Iterable[_Req],
     *,
     rules: str,
     model: str,
@@ -784,6 +784,10 @@ def _simulate(
     # Each call goes to the simulator as it is made and is let go after its step: the list of every
     # call held each request's Blocks a second time (a column sending the whole conversation holds
     # turns x messages of them: ~70 MB of a 3,000-turn what-if's peak). The same steps, in order.
+    # `reqs` is read once, one request ahead (the next request tells this one's reply), and each
+    # request's figures are made right after its step: a peer's requests, made turn by turn, are let
+    # go as they are simulated (held in a list, a 3,000-turn clear_tool_uses column's were ~8.6 million
+    # Block references, quadratic in the session).
     sim = CacheSimulator(rules, model, **dict(options))
     step = sim.step
     results: list[CallCache] = []
@@ -796,15 +800,15 @@ def _simulate(
     conv: dict[tuple[str, int, bool, str, str], cachesim.Block] = {} if converted is None else converted
     # The same Block object is converted by one lookup of its id, done in C for a whole request (a
     # sliding window sends ~100 Blocks a turn that the previous request did not start with, nearly all
-    # of them objects sent before). Every Block here is held by `reqs` for the whole call, so no id is
-    # reused meanwhile.
+    # of them objects sent before). An id is a Block's only while the Block lives: `keep` holds every
+    # Block converted by id until the column is done (the requests themselves are let go).
     by_id: dict[int, cachesim.Block] = {}
     by_id_get = by_id.get
+    keep: list[Block] = []
     prev_blocks: list[Block] = []
     prev_cblocks: list[cachesim.Block] = []
-    shared: list[int] = []  # per request, how many leading Blocks it shares with the one before
     marks: list[int] = []  # where the request's markers are (see _prefix_counts)
-    prefix_n: list[int] = []  # per request, the cached prefix the next one is checked against
+    prev_n = 0  # the previous request's cached prefix, which this one is checked against
 
     def convert(blocks: Sequence[Block]) -> list[cachesim.Block]:
         got = list(map(by_id_get, map(id, blocks)))
@@ -819,30 +823,39 @@ def _simulate(
                     b.sha, round(b.tokens * scale), breakpoint=b.marker, ttl=ttl, segment=b.segment
                 )
             got[i] = by_id[id(b)] = cb
+            keep.append(b)
         return cast(list[cachesim.Block], got)
 
-    for k, r in enumerate(reqs):
+    causes: Counter[str] = Counter()
+    per_turn: list[TurnFigures] = []
+    compactions = 0
+    out_total = 0
+    times: list[float] = []
+    prev: _Req | None = None
+    price = table.get(model)  # the row cost() looks up for every call: looked up once
+    it = iter(reqs)
+    r = next(it, None)
+    while r is not None:
+        nreq = next(it, None)
         ts = max(r.time, last + MIN_STEP_S)
         last = ts
         out_sha: str | None = None
-        if link_outputs and k + 1 < len(reqs):
+        if link_outputs and nreq is not None:
             # The reply's identity as later prompts carry it: the block the next request appends
             # right after this one's prompt. If the next request does not extend this one, the
             # prompt+reply unit can never be matched anyway, so any value is harmless.
-            nxt = reqs[k + 1].blocks
+            nxt = nreq.blocks
             if len(nxt) > len(r.blocks):
                 out_sha = nxt[len(r.blocks)].sha
         # The engine hands consecutive requests the same Block objects for what did not change, so
         # the converted prefix of the previous call is reused (list compares check identity first).
         common = cachesim.shared_prefix_len(prev_blocks, r.blocks)
-        shared.append(common)
         new = r.blocks[common:]
         # A sliding window (the gates-closed column): a few new Blocks (the task with its new omission
         # note), then a stretch the previous request sent from a later point on, then the newest round.
         # The stretch's conversions and markers are the previous call's: not ~180 lookups a call.
         h, a, m = _stretch(prev_blocks, new, common)
         marks = _marks_shifted(marks, common, new, h, a, m) if m else _marks_after(marks, common, new)
-        prefix_n.append(_prefix_from_marks(marks, len(r.blocks), automatic_prefix))
         if m:
             cblocks = prev_cblocks[:common]
             cblocks += convert(new[:h])
@@ -852,21 +865,16 @@ def _simulate(
             cblocks = prev_cblocks[:common]
             cblocks += convert(new)
         prev_blocks, prev_cblocks = r.blocks, cblocks
-        results.append(step(Call(tuple(cblocks), ts, model, _output(r, outputs), out_sha)))
-    causes: Counter[str] = Counter()
-    per_turn: list[TurnFigures] = []
-    compactions = 0
-    prev: _Req | None = None
-    price = table.get(model)  # the row cost() looks up for every call: looked up once
-    for k, (r, c, common) in enumerate(zip(reqs, results, shared, strict=True)):
+        out_t = _output(r, outputs)
+        c = step(Call(tuple(cblocks), ts, model, out_t, out_sha))
+        results.append(c)
         brk = None
         if prev is not None:
-            n = prefix_n[k - 1]  # _prefix_count(prev.blocks, automatic_prefix), found as the blocks were
-            m = min(n, len(prev.blocks))
+            mm = min(prev_n, len(prev.blocks))
             # The common case (the request keeps the previous one's cached prefix) is settled by the
             # Blocks the two share (found above, in C); attribute_cache_break walks the prefix block by
             # block to name the cause.
-            j = _first_changed(prev.blocks, r.blocks, common, m)
+            j = _first_changed(prev.blocks, r.blocks, common, mm)
             if j is not None:
                 # attribute_cache_break names the cause from the first changed Block (j) alone: handed
                 # that one, it does not list the ~180 hashes of a sliding window's prefix a turn again.
@@ -898,7 +906,6 @@ def _simulate(
         else:
             comp = not COMPACTION_STEPS.isdisjoint(r.actions)  # in C: no generator frame a turn
         compactions += comp
-        out_t = _output(r, outputs)
         per_turn.append(
             TurnFigures(
                 r.turn,
@@ -912,10 +919,12 @@ def _simulate(
                 brk,
             )
         )
-        prev = r
+        out_total += out_t
+        times.append(r.time)
+        prev_n = _prefix_from_marks(marks, len(r.blocks), automatic_prefix)
+        prev, r = r, nreq
     tot = cachesim.totals(results)
-    out_total = sum(_output(r, outputs) for r in reqs)
-    usd, crossed, off = _column_cost(price, model, table, tot, out_total, per_turn, [r.time for r in reqs])
+    usd, crossed, off = _column_cost(price, model, table, tot, out_total, per_turn, times)
     return PolicyFigures(
         name,
         model,
@@ -929,6 +938,20 @@ def _simulate(
         crossed,
         off,
     )
+
+
+def _peer_requests(peer: Any, views: Iterable[Any], reqs_p: Sequence[_Req]) -> Iterator[_Req]:
+    """A peer policy's requests, turn by turn, from the uncompacted view of each turn (`views`) and the
+    pipeline's request of it (its time and latch flips)."""
+    peer.reset()
+    for v, r in zip(views, reqs_p, strict=True):
+        pr = peer.request(v)
+        # A summarizing call goes out first, in the same turn: billed and cached like any request. The
+        # session's latch flips are the pipeline's (the same events).
+        at, flips = r.time, r.latch_flips
+        for sc in pr.side_calls:
+            yield _Req(v.turn, at, sc.blocks, pr.actions, flips, sc.output_tokens, False)
+        yield _Req(v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction)
 
 
 def _column_cost(
@@ -1291,8 +1314,8 @@ def _simulate_events(
             "replies with the engine's tokenizer"
         )
 
-    def ok(reqs: list[_Req]) -> list[_Req]:
-        return [r for r in reqs if r.turn not in failed]
+    def ok(reqs: Iterable[_Req]) -> Iterator[_Req]:
+        return (r for r in reqs if r.turn not in failed)
 
     link = (
         rules == "deepseek"
@@ -1309,7 +1332,7 @@ def _simulate_events(
     converted: dict[tuple[str, int, bool, str, str], cachesim.Block] = {}
 
     def run(
-        name: str, reqs: list[_Req], as_sent: bool = False, outs: Mapping[int, int] | None = None
+        name: str, reqs: Iterable[_Req], as_sent: bool = False, outs: Mapping[int, int] | None = None
     ) -> PolicyFigures:
         return _simulate(
             name,
@@ -1363,18 +1386,9 @@ def _simulate_events(
             elif name == "paper" and has_actual:
                 extra[name] = replace(pol_s, name="paper")
             elif name in peer_cols:
-                peer = PEERS[name]()
-                peer.reset()
-                preqs: list[_Req] = []
-                for v, r in zip(bp.views, reqs_p, strict=True):
-                    pr = peer.request(v)
-                    # A summarizing call goes out first, in the same turn: billed and cached like any
-                    # request. The session's latch flips are the pipeline's (the same events).
-                    at, flips = r.time, r.latch_flips
-                    for sc in pr.side_calls:
-                        preqs.append(_Req(v.turn, at, sc.blocks, pr.actions, flips, sc.output_tokens, False))
-                    preqs.append(_Req(v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction))
-                extra[name] = run(name, preqs, as_sent=True)
+                # The peer's requests are made as the simulator takes them, turn by turn, and let go
+                # after their step (see _simulate).
+                extra[name] = run(name, _peer_requests(PEERS[name](), bp.views, reqs_p), as_sent=True)
     except cachesim.CacheSimError as exc:
         raise SimulateError(f"the cache simulator rejected the requests: {exc}") from exc
     if "paper" in extra and not has_actual:
@@ -1432,7 +1446,7 @@ def _simulate_events(
         cache_rules=rules,
         window=s.window or int(rec_cfg["window"]),
         turns=replayer.turns,
-        simulated_turns=len(ok(reqs_p)),
+        simulated_turns=sum(1 for r in reqs_p if r.turn not in failed),
         policies=cols,
         break_even_cached_price_ratio=be,
         notes=notes,
