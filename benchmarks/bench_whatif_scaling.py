@@ -1,0 +1,124 @@
+"""The TUI's session-wide what-if (`FileSource.simulate`, every context policy) as the session grows.
+
+Issue 15 item 6 asks simulate to be linear in the session. The what-if panel simulates every policy
+(`policies=["all"]`: eleven columns) on the recording shown; this times that call on synthetic sessions
+recorded by the real engine (`bench_simulate.make_synthetic`: a coding agent, one tool call a turn,
+DeepSeek at a 128k window, 5 s a turn) of each length asked for, each run as its own process: the
+process CPU of the what-if alone (after the imports and the source's open) and the process's peak RSS.
+With --ab DIR, the code under DIR (e.g. a `git archive` of the session's start) and this checkout
+alternate (the order flips every round), and each side's JSON is compared byte for byte with the other's
+(the figures must not move): per length, the median CPU and RSS of each side, and the ratio of lengths
+(2N / N: linear is ~2).
+
+    .venv/bin/python benchmarks/bench_whatif_scaling.py [--turns 750,1500,3000] [--rounds 3]
+        [--ab DIR] [--dir /tmp/whatif_scaling]
+
+The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
+panel's rendering, the worker thread and the reading of a live source; the first run's bytecode
+compilation (each tree's modules are compiled before the timed rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, resource, sys, time
+from engine.whatif import Overrides
+from inspector.sources.file import FileSource
+src = FileSource(sys.argv[1])
+t0 = time.process_time()
+rep = src.simulate(Overrides())
+cpu = time.process_time() - t0
+rep.pop("elapsed_s", None)
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps(rep, sort_keys=True, indent=1))
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"cpu": cpu, "rss_mb": rss}))
+"""
+
+
+def _recording(folder: Path, turns: int) -> Path:
+    path = folder / f"whatif_{turns}.cpsession"
+    if not path.exists():
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from bench_simulate import make_synthetic
+
+        make_synthetic(path, turns)
+    return path
+
+
+def _run(code: Path, rec: Path, out: Path) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    # cwd too: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH.
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, str(rec), str(out)],
+        env=env,
+        cwd=code,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", default="750,1500,3000", help="comma-separated session lengths")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--ab", type=Path, help="other code (a checkout or `git archive`): alternated with this one"
+    )
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/whatif_scaling"), help="recordings and outputs")
+    a = ap.parse_args(argv)
+    turns = [int(x) for x in a.turns.split(",") if x]
+    if not turns or min(turns) < 1:
+        ap.error("--turns takes positive session lengths, e.g. 750,1500,3000")
+    if a.ab is not None and not (a.ab / "engine").is_dir():
+        ap.error(f"--ab {a.ab}: no engine/ there; give a checkout or a `git archive` of the code to compare")
+    a.dir.mkdir(parents=True, exist_ok=True)
+    recs = {n: _recording(a.dir, n) for n in turns}
+    sides = {"this": REPO} if a.ab is None else {"base": a.ab.resolve(), "this": REPO}
+    got: dict[tuple[str, int], list[dict[str, float]]] = {}
+    differ: list[str] = []
+    for r in range(a.rounds):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for n in turns:
+            outs = {}
+            for side in order:
+                outs[side] = a.dir / f"out_{side}_{n}.json"
+                m = _run(sides[side], recs[n], outs[side])
+                got.setdefault((side, n), []).append(m)
+                print(
+                    f"round {r + 1} {side:4s} {n:5d} turns: cpu {m['cpu']:.2f} s, peak RSS {m['rss_mb']:.0f} MB",
+                    flush=True,
+                )
+            if len(outs) == 2 and outs["base"].read_bytes() != outs["this"].read_bytes():
+                differ.append(f"{n} turns (round {r + 1})")
+    print()
+    print("| side | turns | CPU s (median) | peak RSS MB (median) | CPU 2N/N |")
+    print("|---|---:|---:|---:|---:|")
+    for side in sides:
+        prev = None
+        for n in turns:
+            cpu = statistics.median(m["cpu"] for m in got[(side, n)])
+            rss = statistics.median(m["rss_mb"] for m in got[(side, n)])
+            ratio = f"{cpu / prev[1]:.2f} ({n // prev[0]}x turns)" if prev else ""
+            print(f"| {side} | {n:,} | {cpu:.2f} | {rss:.0f} | {ratio} |")
+            prev = (n, cpu)
+    if a.ab is not None:
+        print()
+        print("JSON identical on every length" if not differ else "JSON DIFFERS: " + ", ".join(differ))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
