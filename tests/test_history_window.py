@@ -66,14 +66,19 @@ def _round(pipe: Pipeline, t: int, size: int = 0) -> bytes:
     return req.bytes
 
 
-def _held(pipe: Pipeline) -> dict[str, int]:
-    """What the pipeline holds in memory for its conversation, counted without asking the new code:
-    live Message objects, texts in the journal's content store, per-message memo and count entries."""
+def _messages_alive() -> int:
     gc.collect()
+    return sum(isinstance(o, Message) for o in gc.get_objects())
+
+
+def _held(pipe: Pipeline, messages_before: int) -> dict[str, int]:
+    """What the pipeline holds in memory for its conversation, counted without asking the new code:
+    live Message objects (past those alive before the pipeline: earlier tests of the process leave
+    some), texts in the journal's content store, per-message memo and count entries."""
     blobs: Any = pipe.journal.blobs
     mem = getattr(blobs, "_mem", blobs)  # a plain dict on the code before the blob store
     return {
-        "messages": sum(isinstance(o, Message) for o in gc.get_objects()),
+        "messages": _messages_alive() - messages_before,
         "texts": len(mem),
         "text chars": sum(map(len, mem.values())),
         "message totals": len(pipe.measure._msg),
@@ -85,12 +90,13 @@ def test_memory_is_bounded_by_the_live_window_and_old_history_still_answers() ->
     """After N turns with compactions, what is held does not grow with N (it did: every message,
     text and count stayed); a what-if that needs the old history gives the same request as a session
     that kept everything in memory."""
+    before = _messages_alive()
     pipe = _pipe(8)
     samples: list[dict[str, int]] = []
     for t in range(900):
         _round(pipe, t)
         if t >= 150 and t % 50 == 49:
-            samples.append(_held(pipe))
+            samples.append(_held(pipe, before))
     early, late = samples[:3], samples[-6:]  # turns 150-300; 600-900
     assert pipe.compaction.compactions >= 10
     for k in early[0]:

@@ -159,14 +159,15 @@ def test_litellm_call_is_stamped_when_it_was_made(
     upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path
 ) -> None:
     # litellm calls its loggers once a call has ended; the as-sent request's time must be when it was
-    # made (simulate reads the gaps between requests against the cache's lifetime), not 1.5 s later.
+    # made (simulate reads the gaps between requests against the cache's lifetime), not 4 s later (the
+    # answer's delay; 2 s of room for a loaded machine between the call and the stamp).
     kw: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": upstream.url + "/v1", "api_key": "k"}
     made = time.time()
-    litellm.completion(messages=[{"role": "user", "content": "[standin tokens=3 delay=1.5]"}], **kw)
+    litellm.completion(messages=[{"role": "user", "content": "[standin tokens=3 delay=4]"}], **kw)
     _wait_for(logger, 1)
     ev = _finish(logger, tmp_path / "lite.cpsession", 1)
     (actual,) = [e for e in ev if e["k"] == "actual"]
-    assert abs(actual["time"] - made) < 0.5, actual["time"] - made
+    assert made - 0.01 <= actual["time"] < made + 2.0, actual["time"] - made
 
 
 def test_litellm_legacy_functions(upstream: StandIn, logger: ContextPipeLogger, tmp_path: Path) -> None:

@@ -35,8 +35,11 @@ T = 10.0
 
 
 @pytest.fixture
-def rtdir() -> Iterator[Path]:
+def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
+    # Set for this test alone: set by hand, it outlived the test and named a removed directory for
+    # every later test of the process (which then fell back to the machine-wide /tmp/contextpipe-<uid>).
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
     try:
         yield base / "rt"
     finally:
@@ -46,7 +49,6 @@ def rtdir() -> Iterator[Path]:
 def _pipeline(rtdir: Path, window: int = 200_000) -> Any:
     from engine.pipeline import Pipeline
 
-    os.environ["XDG_RUNTIME_DIR"] = str(rtdir.parent)
     pipe = Pipeline("claude-sonnet-4", "anthropic", window, serve=True, max_output_tokens=1024)
     assert pipe.probe is not None
     pipe.identity("You are a careful coding agent.")

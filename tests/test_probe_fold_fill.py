@@ -31,8 +31,11 @@ T = 10.0
 
 
 @pytest.fixture
-def rtdir() -> Iterator[Path]:
+def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="cpff-", dir="/tmp"))
+    # Set for this test alone: set by hand, it outlived the test and named a removed directory for
+    # every later test of the process (which then fell back to the machine-wide /tmp/contextpipe-<uid>).
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
     try:
         yield base / "rt"
     finally:
@@ -51,7 +54,6 @@ def test_trace_requests_for_new_turns_read_nothing_from_disk(
 ) -> None:
     from engine.pipeline import Pipeline
 
-    os.environ["XDG_RUNTIME_DIR"] = str(rtdir.parent)
     pipe = Pipeline(
         "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
     )
@@ -128,7 +130,6 @@ def test_a_range_answer_reads_the_journal_on_disk_a_run_at_a_time(
     EventLog.read_run), not one pread and one lookup each (about half of a range answer's CPU)."""
     from engine.pipeline import Pipeline
 
-    os.environ["XDG_RUNTIME_DIR"] = str(rtdir.parent)
     pipe = Pipeline(
         "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
     )
@@ -192,7 +193,6 @@ def test_turns_closed_during_the_history_fill_are_folded_not_asked_of_the_agent(
     from inspector.sources import NewTurn
     from inspector.sources.live import LiveSource
 
-    os.environ["XDG_RUNTIME_DIR"] = str(rtdir.parent)
     pipe = Pipeline(
         "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
     )

@@ -27,8 +27,11 @@ from tests.test_probe_fold import T, _agent_traces, _Follower, _kinds, _shown, _
 
 
 @pytest.fixture
-def rtdir() -> Iterator[Path]:
+def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
+    # Set for this test alone: set by hand, it outlived the test and named a removed directory for
+    # every later test of the process (which then fell back to the machine-wide /tmp/contextpipe-<uid>).
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
     try:
         yield base / "rt"
     finally:
@@ -38,7 +41,6 @@ def rtdir() -> Iterator[Path]:
 def _pipeline(rtdir: Path, record: str | None) -> Any:
     from engine.pipeline import Pipeline
 
-    os.environ["XDG_RUNTIME_DIR"] = str(rtdir.parent)
     pipe = Pipeline(
         "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, record=record
     )

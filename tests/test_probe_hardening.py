@@ -35,6 +35,9 @@ from engine.recording.frames import decode_frames, encode_frame
 
 REPO = Path(__file__).resolve().parents[1]
 T = 30.0  # generous: only reached when something is broken
+# close() waits at most FLUSH_MAX + JOIN_SLACK by design; what a loaded machine adds on top, well under the
+# T a close held up by the I/O thread took.
+CLOSE_LOAD_SLACK = 8.0
 MARKER = "ZqXsecretMarker"
 HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
 
@@ -550,7 +553,7 @@ def test_close_while_the_io_thread_is_held_up_is_orderly(xdg: Path) -> None:
         assert t is not None
         t.join(T)
         assert not t.is_alive()
-        assert took < FLUSH_MAX + JOIN_SLACK + 1.0, f"close() took {took:.2f} s"
+        assert took < FLUSH_MAX + JOIN_SLACK + CLOSE_LOAD_SLACK, f"close() took {took:.2f} s"
         s.close()
         assert not errors.records, [r.getMessage() for r in errors.records]
         assert not thread_errors, thread_errors
@@ -631,7 +634,9 @@ def test_close_at_random_moments(xdg: Path) -> None:
             assert t is not None
             t.join(T)
             assert not t.is_alive(), f"iteration {it}: the I/O thread did not end"
-            assert took < FLUSH_MAX + JOIN_SLACK + 1.0, f"iteration {it}: close() took {took:.2f} s"
+            assert took < FLUSH_MAX + JOIN_SLACK + CLOSE_LOAD_SLACK, (
+                f"iteration {it}: close() took {took:.2f} s"
+            )
             for s in socks:
                 s.close()
             for r in readers:

@@ -155,11 +155,12 @@ def test_ps_drops_a_socket_whose_pid_now_names_another_process(rtdir: Path, othe
     listener, path = _planted(rtdir, other.pid)
     try:
         t0 = time.monotonic()
-        agents = list_agents(rtdir, timeout=1.0)
-        # It was listed with an error (its hello never came) after a whole timeout, on every `ps`.
+        agents = list_agents(rtdir, timeout=10.0)
+        # It was listed with an error (its hello never came) after a whole timeout, on every `ps`: a
+        # timeout far above the bound tells that wait from a loaded machine's slowness.
         assert [a.pid for a in agents] == []
         assert not path.exists()
-        assert time.monotonic() - t0 < 0.9
+        assert time.monotonic() - t0 < 5.0
     finally:
         listener.close()
 

@@ -23,13 +23,18 @@ def _open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+# The count is the whole process's: something else of it (another test's thread, a library's first use)
+# may open a descriptor meanwhile. A leak is one per reader, tens here: a few others are allowed.
+OTHERS = 3
+
+
 def test_readers_dropped_without_close_give_their_descriptors_back() -> None:
     before = _open_descriptors()
     for _ in range(50):
         r = RecordingReader.open(DEMO)
         assert r.header  # used, then dropped without close()
         del r
-    assert _open_descriptors() == before  # it was before + 50
+    assert _open_descriptors() <= before + OTHERS  # it was before + 50
 
 
 def test_a_closed_or_dropped_reader_never_closes_a_descriptor_it_no_longer_owns() -> None:
@@ -51,4 +56,4 @@ def test_loading_a_recordings_events_keeps_no_descriptor() -> None:
     for _ in range(20):
         events, header = load_recording_events(DEMO)
         assert events and header
-    assert _open_descriptors() == before
+    assert _open_descriptors() <= before + OTHERS

@@ -206,9 +206,10 @@ def test_a_stream_left_open_by_one_thread_holds_others_only_briefly(
 
 
 def test_a_call_held_behind_another_keeps_the_time_it_was_made(upstream: StandIn, tmp_path: Path) -> None:
-    # Thread A's call takes 1.5 s; thread B calls 0.3 s in and is answered at once, but its turn is
+    # Thread A's call takes 4 s; thread B calls 0.3 s in and is answered at once, but its turn is
     # journaled only after A's. Its time must be when B called (simulate reads the gaps between the
-    # requests' times against the cache's lifetime), not when the journal got to it.
+    # requests' times against the cache's lifetime), not when the journal got to it. A stamp is checked
+    # against the call's own start with 2 s of room for a loaded machine: the journal's time is ~3.7 s late.
     rec = tmp_path / "held.cpsession"
     client = tap(openai.OpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec)
     made: dict[int, float] = {}
@@ -217,7 +218,7 @@ def test_a_call_held_behind_another_keeps_the_time_it_was_made(upstream: StandIn
         time.sleep(0.3 * k)
         made[k] = time.time()
         client.chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 1.5 - k)}]
+            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 0.5 if k else 4.0)}]
         )
 
     with ThreadPoolExecutor(2) as pool:
@@ -225,7 +226,7 @@ def test_a_call_held_behind_another_keeps_the_time_it_was_made(upstream: StandIn
     client.contextpipe_tap.close()
     ev = _check(rec, 2)
     times = {e["turn"]: e["time"] for e in ev if e["k"] == "actual"}
-    assert abs(times[0] - made[0]) < 0.2 and abs(times[1] - made[1]) < 0.2, (times, made)
+    assert all(made[k] - 0.01 <= times[k] < made[k] + 2.0 for k in (0, 1)), (times, made)
 
 
 async def test_a_cancelled_call_ends_its_turn_and_holds_no_one(upstream: StandIn, tmp_path: Path) -> None:
@@ -269,9 +270,10 @@ async def test_a_cancelled_call_ends_its_turn_and_holds_no_one(upstream: StandIn
 
 
 def test_a_call_held_behind_another_keeps_the_time_its_answer_came(upstream: StandIn, tmp_path: Path) -> None:
-    # As above, B answered 0.2 s after it called, 1 s before A's turn ends and B's is journaled: B's usage
-    # is stamped when its answer came (the OpenTelemetry export ends B's span there), not when the journal
-    # got to it, after A's answer.
+    # As above, B answered 0.2 s after it called, 3.5 s before A's turn ends and B's is journaled: B's
+    # usage is stamped when its answer came (the OpenTelemetry export ends B's span there), not when the
+    # journal got to it, after A's answer. A stamp within 1 s of the call's return allows for a loaded
+    # machine.
     rec = tmp_path / "held.cpsession"
     client = tap(openai.OpenAI(api_key="k", base_url=upstream.url + "/v1", max_retries=0), record=rec)
     answered: dict[int, float] = {}
@@ -279,7 +281,7 @@ def test_a_call_held_behind_another_keeps_the_time_its_answer_came(upstream: Sta
     def one(k: int) -> None:
         time.sleep(0.3 * k)
         client.chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 1.5 if k == 0 else 0.2)}]
+            model="gpt-4o", messages=[{"role": "user", "content": _prompt(k, 4.0 if k == 0 else 0.2)}]
         )
         answered[k] = time.time()
 
@@ -288,5 +290,5 @@ def test_a_call_held_behind_another_keeps_the_time_its_answer_came(upstream: Sta
     client.contextpipe_tap.close()
     ev = _check(rec, 2)
     ended = {e["turn"]: e["time"] for e in ev if e["k"] == "usage"}
-    assert abs(ended[0] - answered[0]) < 0.2 and abs(ended[1] - answered[1]) < 0.2, (ended, answered)
+    assert all(answered[k] - 1.0 < ended[k] < answered[k] + 1.0 for k in (0, 1)), (ended, answered)
     assert ended[1] < ended[0] - 0.5

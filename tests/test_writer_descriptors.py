@@ -20,6 +20,11 @@ def _open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+# The count is the whole process's: something else of it (another test's thread, a library's first use)
+# may open a descriptor meanwhile. A leak is one per writer, 40 here: a few others are allowed.
+OTHERS = 3
+
+
 def _turn(n: int) -> dict:
     return {"k": "turn", "turn": n, "trace": {"turn": n, "final_tokens": 10 * n}}
 
@@ -30,7 +35,7 @@ def test_writers_dropped_without_close_give_their_descriptors_back(tmp_path: Pat
         w = RecordingWriter(tmp_path / f"r{i}.cpsession", {"model": "m"})
         w.append(_turn(0))
         del w  # dropped without close()
-    assert _open_descriptors() == before  # it was before + 40
+    assert _open_descriptors() <= before + OTHERS  # it was before + 40
 
 
 def test_a_dropped_writer_leaves_every_turn_and_no_half_frame(tmp_path: Path) -> None:

@@ -53,8 +53,9 @@ def test_a_refused_connection_is_one_line_at_once() -> None:
         "nothing was sent\n"
     )
     assert out.stdout == ""
-    # The SDK's backoff alone is 1 + 2 + 4 s; the process itself starts in well under a second.
-    assert took < 4.0, f"export took {took:.1f} s to say the collector refused"
+    # The SDK's backoff alone is 1 + 2 + 4 s; the process itself starts in well under a second unloaded
+    # (the bound leaves a loaded machine's start-up room below the backoff's 7 s).
+    assert took < 6.0, f"export took {took:.1f} s to say the collector refused"
 
 
 def test_a_host_that_does_not_resolve_is_one_line() -> None:
@@ -92,7 +93,7 @@ def test_a_refused_grpc_connection_is_one_line_at_once() -> None:
         f"127.0.0.1 port {port}): start a collector there, or give its address with --otlp; nothing was sent\n"
     )
     assert out.stdout == ""
-    assert took < 4.0, f"export took {took:.1f} s to say the collector refused"
+    assert took < 6.0, f"export took {took:.1f} s to say the collector refused"  # ~8.7 s before
 
 
 def test_a_listening_grpc_collector_still_gets_the_spans() -> None:

@@ -84,8 +84,9 @@ def test_an_endpoint_without_a_scheme_is_refused_by_name(monkeypatch: pytest.Mon
 
 def test_the_timeout_variable_is_milliseconds(monkeypatch: pytest.MonkeyPatch) -> None:
     """configuration/common.md: a Timeout is milliseconds. The Python exporters read the variable as
-    seconds, so OTEL_EXPORTER_OTLP_TIMEOUT=500 waited 500 s for a batch; now it gives up after 0.5 s."""
-    with OtlpReceiver(delay_s=3.0) as rx:
+    seconds, so OTEL_EXPORTER_OTLP_TIMEOUT=500 waited 500 s for a batch; now it gives up after 0.5 s.
+    The receiver's 8 s delay leaves a loaded machine room under the 5 s bound."""
+    with OtlpReceiver(delay_s=8.0) as rx:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
         pipe = Pipeline("gpt-4o", provider="openai", window=8000, otel=True)
@@ -97,7 +98,7 @@ def test_the_timeout_variable_is_milliseconds(monkeypatch: pytest.MonkeyPatch) -
             time.sleep(0.05)
         waited = time.monotonic() - started
         assert sink.emitter.failed == 1, "the batch should have timed out, not waited for the slow receiver"
-        assert waited < 2.5, waited
+        assert waited < 5.0, waited
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             pipe.close()
@@ -137,10 +138,11 @@ def test_a_span_lasts_as_long_as_the_model_call() -> None:
 
 
 def test_close_waits_no_longer_than_its_timeout_for_a_slow_receiver_and_counts_the_loss() -> None:
-    """A receiver that takes 3 s per batch: close(timeout_s=1) used to join for 1 s, then drain the rest
+    """A receiver that takes 8 s per batch: close(timeout_s=1) used to join for 1 s, then drain the rest
     on the agent's thread (another full export) alongside the still-running export thread, holding
-    Pipeline.close() for the receiver's delay and more. What did not arrive was counted nowhere."""
-    with OtlpReceiver(delay_s=3.0) as rx:
+    Pipeline.close() for the receiver's delay and more. What did not arrive was counted nowhere. (The
+    bound, 4 s, leaves a loaded machine room; the old close took the receiver's 8 s and more.)"""
+    with OtlpReceiver(delay_s=8.0) as rx:
         pipe = Pipeline("gpt-4o", provider="openai", window=8000)
         sink = OtelSink({"provider": "openai"}, endpoint=rx.url)
         sink.GATHER_S = 0.0
@@ -155,7 +157,7 @@ def test_close_waits_no_longer_than_its_timeout_for_a_slow_receiver_and_counts_t
         with pytest.warns(RuntimeWarning, match=rf"OpenTelemetry export: \d+ of 6 spans did not reach {rx.url}"):
             sink.close(timeout_s=1.0)
         took = time.monotonic() - started
-    assert took < 2.0, f"close took {took:.1f} s with a 1 s timeout"
+    assert took < 4.0, f"close took {took:.1f} s with a 1 s timeout"
     assert sink.turns == 6 and 1 <= sink.lost <= 6
 
 
@@ -163,8 +165,9 @@ def test_a_slow_endpoint_does_not_hold_another_endpoints_spans() -> None:
     """Every sink of the process shared one export thread: while it waited 3 s on a slow receiver, the
     spans of a session exporting to a healthy one waited too (a proxy with one slow tenant's collector
     delayed every tenant's). Each endpoint has its own thread now: the healthy endpoint's span arrives
-    within GATHER_S (0.5 s) and its own receiver's answer, whatever the slow one does."""
-    with OtlpReceiver(delay_s=3.0) as slow_rx, OtlpReceiver() as fast_rx:
+    within GATHER_S (0.5 s) and its own receiver's answer, whatever the slow one does. (The slow one takes
+    8 s, the bound is 4 s: room for a loaded machine, and the slow batch is still in flight at the end.)"""
+    with OtlpReceiver(delay_s=8.0) as slow_rx, OtlpReceiver() as fast_rx:
         slow_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
         slow = OtelSink({"provider": "openai"}, endpoint=slow_rx.url)
         fast_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
@@ -180,17 +183,17 @@ def test_a_slow_endpoint_does_not_hold_another_endpoints_spans() -> None:
         assert slow_rx.paths, "the slow receiver got its batch"
         started = time.monotonic()
         _turns(fast_pipe, 1)
-        while not fast_rx.calls and time.monotonic() - started < 5:
+        while not fast_rx.calls and time.monotonic() - started < 10:
             time.sleep(0.02)
         took = time.monotonic() - started
         assert fast_rx.calls, "the healthy endpoint's span arrived"
-        assert took < 1.5, f"the healthy endpoint's span took {took:.2f} s behind the slow one's 3 s batch"
+        assert took < 4.0, f"the healthy endpoint's span took {took:.2f} s behind the slow one's 8 s batch"
         assert not slow_rx.calls, "the slow batch was still in flight: the two ran side by side"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             for pipe, sink in ((slow_pipe, slow), (fast_pipe, fast)):
                 pipe.close()
-                sink.close(timeout_s=4.0)
+                sink.close(timeout_s=20.0)  # the slow batch arrives once its 8 s are up
     assert sorted(s["attributes"]["contextpipe.turn"] for s in fast_rx.calls) == [0]
     assert sorted(s["attributes"]["contextpipe.turn"] for s in slow_rx.calls) == [0]
 
@@ -444,12 +447,17 @@ def test_a_collector_that_is_down_costs_the_agent_no_noise_and_no_wait_at_close(
         sink(ev)
     pipe.journal.subscribe(sink)
     _turns(pipe, 2)
-    give_up = time.monotonic() + 10
-    while not otel._RETRYING and time.monotonic() < give_up:  # the export thread met the refusal
+    # This sink's own export thread met the refusal (_RETRYING is process-wide: another test's thread
+    # still retrying would have ended the wait before this one got there).
+    assert sink._worker is not None
+    worker = sink._worker.thread
+    give_up = time.monotonic() + 30
+    while worker.ident not in otel._RETRYING and time.monotonic() < give_up:
         time.sleep(0.05)
-    assert otel._RETRYING, "the exporter never retried"
+    assert worker.ident in otel._RETRYING, "the exporter never retried"
     started = time.monotonic()
     with pytest.warns(RuntimeWarning, match="2 of 2 spans did not reach"):
-        sink.close(timeout_s=5.0)
-    assert time.monotonic() - started < 2.0
+        sink.close(timeout_s=30.0)
+    # At once (RETRYING_GRACE_S), not the whole 30 s timeout; the bound leaves a loaded machine room.
+    assert time.monotonic() - started < 10.0
     pipe.close()
