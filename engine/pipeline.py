@@ -79,6 +79,7 @@ from engine.providers.policy import cache_policy
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
 from engine.recording.journal import Event, Journal, trace_of
+from engine.recording.turn_fold import TurnFold
 from engine.sections import history_section, source_sections
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
@@ -394,6 +395,9 @@ class Pipeline:
         self.measure = Measure(self.counter)
         self.clock = clock
         self.journal = Journal(journal_keep)
+        # A turn the journal moves to disk before anything read its trace is written as its marker and
+        # rebuilt where it is read (engine/recording/turn_fold.py), with this session's tokenizer.
+        self.journal.events.refold = functools.partial(TurnFold, self.counter.tokenizer)
         self.summarizer = summarizer
         if spill is not None:
             self.spill: SpillBackend | None = spill

@@ -21,10 +21,14 @@ annotations (usage, an error, `Pipeline.annotate`) are remembered in order
 and applied after the request-time alerts, as the eager path applies them, so the dict, its key order
 and its alerts are the same whenever it is built (tests/test_trace_lazy.py compares the two sides).
 
-What is not read is never built while the journal holds the event in memory; a session longer than
-that bound (event_log.KEEP_DEFAULT, ~700 turns) builds each record as the journal writes it to disk,
-in the batch it spills, so there the work moves out of the turn rather than away. Records are only
-made for a bounded journal (an unbounded one would keep every record's inputs for the session).
+What is not read is never built, in memory or on disk: a session longer than the journal's bound
+(event_log.KEEP_DEFAULT, ~700 turns) writes a turn nobody read as its `turn_deferred` marker (its
+record is dropped then) and a reader of the journal gets the turn event rebuilt from the journal's own
+events by the fold a fold client runs (engine/recording/turn_fold.py), the same dict, in the reader's
+thread. (Before, the spill built each record as it wrote it, in the agent's thread: ~40 traces in one
+turn every ~40 turns.) A record something read, or one holding an annotation no other event says
+(TurnEvent.private), is written built. Records are only made for a bounded journal (an unbounded one
+would keep every record's inputs for the session).
 """
 
 from __future__ import annotations
@@ -258,6 +262,10 @@ class TurnEvent(Deferred):
         # are told where the turn event is, and which turn, so journal positions hold.
         rec = self._record
         return {"k": "turn_deferred", "turn": rec.turn} if rec is not None else None
+
+    def built(self) -> bool:
+        rec = self._record
+        return rec is None or rec.read()
 
     def private(self) -> bool:
         # Annotations (Pipeline.annotate) are journaled on their own only while a probe has clients;

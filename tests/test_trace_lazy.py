@@ -353,3 +353,20 @@ def test_a_replay_snapshot_shares_the_kept_traces_and_builds_none() -> None:
     assert all(e._trace is None for e in kept)  # nothing was built by the copy
     c.traces.append({"turn": -1})
     assert len(p.traces) == len(kept)  # the copy is its own deque
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=ops_st,
+    window=st.sampled_from((2_401, 3_000, 4_001, 6_000)),
+    policy=st.sampled_from(("cost_aware", "cost_aware:early=off", "wave1", "gates_closed")),
+    read=st.sampled_from(("later", "end")),
+    keep=st.sampled_from((4, 9, 40)),
+)
+def test_turns_moved_to_disk_unbuilt_read_back_as_the_request_built_them(
+    ops: list[tuple[str, int]], window: int, policy: str, read: str, keep: int
+) -> None:
+    """A journal that spills writes a turn nobody read as its marker and rebuilds it from the journal
+    where it is read (engine/recording/turn_fold.py): random sessions (compactions, latch flips,
+    errors, annotations, tiny windows) read back the eager pipeline's journal, key for key."""
+    run_both(ops, window, policy, read, keep=keep)

@@ -154,7 +154,8 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
     """src[lo:hi], one event at a time, read in runs where the journal can (EventLog.read_run: one
     pread for many events on disk), and _OMITTED in the place of one that cannot be read (the journal
     shrank or its file failed: an empty slot keeps the place). `fold`: for a fold client, the events
-    held in memory as they are kept (see _for_fold): reading them built every turn's trace there."""
+    held in memory as they are kept (see _for_fold): reading them built every turn's trace there; and
+    a turn written to disk unbuilt as its marker (EventLog.read_run's `markers`), not rebuilt here."""
     read_run = getattr(src, "read_run", None)
     entry = getattr(src, "entry", None) if fold else None
     in_memory = getattr(src, "in_memory", None)
@@ -167,7 +168,12 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
                     ev = _for_fold(e)
                 else:  # on disk: a run of them, up to where the journal's memory begins
                     stop = max(i + 1, min(hi, len(src) - in_memory()))
-                    run = read_run(i, stop) if read_run is not None else map(src.__getitem__, range(i, stop))
+                    # (A turn the journal wrote to disk unbuilt as its marker too: the client rebuilds it.)
+                    run = (
+                        read_run(i, stop, markers=True)
+                        if read_run is not None
+                        else map(src.__getitem__, range(i, stop))
+                    )
                     for ev in run:
                         i += 1
                         yield ev

@@ -15,15 +15,22 @@ every type, key order and value; the file is private to this process, so nothing
 unpickled). Reads are positional (`os.pread`), so the probe's I/O thread can read by index while the
 agent's thread appends and spills. The file is a `SpillFile` (engine/recording/spill_file.py), as the
 history's is: all-or-nothing writes, and a forked child that journals on copies it first.
+
+A `Deferred` (a turn's trace nobody read, engine/trace_lazy.py) is not built to be written: when the
+log's owner gave it a `refold` (the Pipeline does) and the log starts with its session, its marker is
+written instead, and a read of that position (indexing, iterating, `read_run`) hands back the event
+rebuilt from the events before it (engine/recording/turn_fold.py; `read_run(..., markers=True)` hands
+back the marker, for a reader that rebuilds it itself). The fold is kept where it stopped, so reading
+forward folds each event once; it holds a replay pipeline's state while kept (the reader's cost).
 """
 
 from __future__ import annotations
 
 import threading
 from array import array
-from bisect import bisect_right
-from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, overload
 
 from engine.recording.spill_file import SpillFile, SpillReadError, checksum, same_items, warn
 
@@ -54,9 +61,22 @@ class Deferred:
         probe's fold clients, engine.probe.queues._for_fold) cannot, and is sent it built."""
         return False
 
+    def built(self) -> bool:
+        """Whether what it stands for is built already (reading it costs nothing more)."""
+        return False
+
 
 def _event(ev: Event | Deferred) -> Event:
     return ev.resolve() if isinstance(ev, Deferred) else ev
+
+
+class Refold(Protocol):
+    """What rebuilds the turns the log moved to disk as their markers (engine/recording/turn_fold.py):
+    fed every event from the first, in order (markers as markers), it hands back (turn, its trace or
+    None if it cannot be rebuilt) for each marker."""
+
+    def feed(self, ev: Event) -> tuple[int, Event | None] | None: ...
+
 
 # Events kept in memory. A turn journals about six events, so this is some 700 turns of a session, far
 # more than anything looks back on (alert rules: ten turns; recent traces: 32), and a few MB of RAM.
@@ -99,6 +119,17 @@ class EventLog(Sequence[Event]):
         self._census: tuple[int, dict[str, int], dict[str, int]] = (0, {}, {})
         self.spill_error: str | None = None  # why the last write to disk failed, if one did
         self._retry_at = 0  # after a failed write: the event count at which to try again
+        # Set by the log's owner (the Pipeline): makes the fold that rebuilds a turn written to disk as
+        # its marker. None: a Deferred is built when it is written (nothing could rebuild it).
+        self.refold: Callable[[], Refold] | None = None
+        # Whether the log starts with its session (decided at the first spill).
+        self._foldable: bool | None = None
+        # Positions on disk that hold a turn's marker (ascending: spills go in order), and the fold that
+        # rebuilt the last one read with the position it has folded to (readers mostly go forward).
+        self._unbuilt: array[int] = array("q")
+        self._fold: tuple[Refold, int] | None = None
+        self._fold_lock = threading.Lock()
+        self._fold_warned = False
 
     # ---------------------------------------------------------------- writing
     def append(self, event: Event | Deferred) -> None:
@@ -120,7 +151,7 @@ class EventLog(Sequence[Event]):
         import pickle  # here, not at the top: a reader of recordings never spills (see spill_file.warn)
 
         n = max(self.chunk, len(mem) - self.keep)
-        evs = [_event(ev) for ev in mem[:n]]
+        evs, kinds_of, marks = self._to_write(base, mem[:n])
         out = [pickle.dumps(ev, protocol=pickle.HIGHEST_PROTOCOL) for ev in evs]
         if self._file is None:
             self._file = SpillFile("journal")
@@ -149,16 +180,46 @@ class EventLog(Sequence[Event]):
         self._starts.append(base)
         _counted, kinds, most = self._census
         kinds, most = dict(kinds), dict(most)  # (copies: a reader may hold the previous ones)
-        for ev in evs:
-            k = ev.get("k") if type(ev) is dict else None
+        for ev, k in zip(evs, kinds_of, strict=True):
             if type(k) is str:
                 kinds[k] = kinds.get(k, 0) + 1
                 count = ev.get("count")
                 if type(count) is int and count > most.get(k, -1):
                     most[k] = count
-        # Before the state: a reader that sees the new count finds the census of what it covers.
+        # Before the state: a reader that sees the new count finds the census of what it covers, and
+        # which of those events are markers.
+        self._unbuilt.extend(marks)
         self._census = (base + n, kinds, most)
         self._state = (base + n, mem[n:])
+
+    def _to_write(self, base: int, evs: list[Event | Deferred]) -> tuple[list[Event], list[Any], list[int]]:
+        """What is written for events base.. (`evs`): each as it is, or built; a turn nobody read as its
+        marker when the log can rebuild it where it is read (`refold`), so the trace an untraced agent
+        never asked for is not built in its thread as the journal spills (issue 15). A turn with an
+        annotation no other event holds (Deferred.private) is built: the journal could not rebuild it.
+        Also each event's kind, as the census counts it (a marker as the event it stands for), and the
+        positions of the markers."""
+        if self.refold is not None and self._foldable is None:
+            # Rebuilding folds from the session on: a log that does not start with it cannot.
+            first = evs[0] if base == 0 and evs else None
+            self._foldable = type(first) is dict and first.get("k") == "session"
+        mark = self.refold is not None and self._foldable is True
+        out: list[Event] = []
+        kinds: list[Any] = []
+        marks: list[int] = []
+        for j, ev in enumerate(evs):
+            if isinstance(ev, Deferred):
+                m = ev.marker() if mark and ev.kind is not None else None
+                # (Built already: it is written as it is, the annotations set on it included.)
+                if m is not None and not ev.private() and not ev.built():
+                    out.append(m)
+                    kinds.append(ev.kind)
+                    marks.append(base + j)
+                    continue
+                ev = ev.resolve()
+            out.append(ev)
+            kinds.append(ev.get("k") if type(ev) is dict else None)
+        return out, kinds, marks
 
     # ---------------------------------------------------------------- reading
     def _read(self, i: int) -> Event:
@@ -174,16 +235,67 @@ class EventLog(Sequence[Event]):
             raise SpillReadError(f"journal event {i} is damaged on disk (checksum mismatch)")
         import pickle  # only spilled events are read here
 
-        return pickle.loads(data)  # type: ignore[no-any-return]
+        ev: Event = pickle.loads(data)
+        return self._rebuild(i, ev) if self._marked(i) else ev
 
-    def read_run(self, lo: int, hi: int) -> Iterator[Event]:
+    def _marked(self, i: int) -> bool:
+        """Whether spilled event i is a turn's marker (see _to_write)."""
+        u = self._unbuilt
+        if not u:
+            return False
+        k = bisect_left(u, i)
+        return k < len(u) and u[k] == i
+
+    def _rebuild(self, i: int, marker: Event) -> Event:
+        """The turn event spilled event i (`marker`) stands for, rebuilt from the events before it
+        (engine/recording/turn_fold.py), as a fresh dict each read as an unpickled event is. The fold is
+        kept at where it stopped, so a reader going forward folds each event once; one going back
+        starts again from the session. The marker itself if the turn cannot be rebuilt (said once)."""
+        import pickle
+
+        refold = self.refold
+        assert refold is not None  # (markers are written only with it)
+        with self._fold_lock:
+            fold, at = self._fold if self._fold is not None and self._fold[1] <= i else (None, 0)
+            self._fold = None  # (an error part way leaves no half-fed fold behind)
+            try:
+                if fold is None:
+                    fold = refold()
+                got = None
+                for ev in self.read_run(at, i + 1, markers=True):
+                    got = fold.feed(ev)
+            except Exception as exc:  # a reader gets the marker, never a failure of the rebuild
+                self._unrebuilt(i, f"{type(exc).__name__}: {exc}")
+                return marker
+            self._fold = (fold, i + 1)
+        if got is None or got[1] is None:
+            self._unrebuilt(i, "its rebuilt request is not the one the journal holds")
+            return marker
+        turn, trace = got
+        # A copy: the fold's trace is what the alert rules of the turns after it read.
+        copy = pickle.loads(pickle.dumps(trace, pickle.HIGHEST_PROTOCOL))
+        return {"k": "turn", "turn": turn, "trace": copy}
+
+    def _unrebuilt(self, i: int, why: str) -> None:
+        if not self._fold_warned:
+            self._fold_warned = True
+            warn(
+                LOGGER,
+                "contextpipe: journal event %d (a turn moved to disk unbuilt) could not be rebuilt (%s); it "
+                "reads as its turn_deferred marker",
+                i,
+                why,
+            )
+
+    def read_run(self, lo: int, hi: int, markers: bool = False) -> Iterator[Event]:
         """Events lo..hi-1 in order, as indexing would hand them back, for a reader that goes through a
         range (the probe answering a client's journal fetch): the spilled ones are read a run of up to
         READ_RUN_EVENTS consecutive events (READ_RUN_BYTES) in one pread, each checked and unpickled
         only as it is taken, so a reader that stops early (its CPU budget spent) has decoded no more
         than it took. Indexing each one cost a pread, an index lookup and a copy per event: about half
         of a range answer's CPU. Raises IndexError past the end, SpillReadError for a damaged event
-        (what came before it was handed out)."""
+        (what came before it was handed out). `markers`: a turn written to disk unbuilt is handed back as
+        its `turn_deferred` marker (for a reader that rebuilds it itself, as a fold does), not rebuilt."""
         import pickle  # only spilled events are read here
 
         i = lo
@@ -206,11 +318,17 @@ class EventLog(Sequence[Event]):
             # At most READ_RUN_BYTES, and at least one event however large.
             last = max(j + 1, min(last, bisect_right(offs, start + READ_RUN_BYTES, j + 1, last + 1) - 1))
             view = memoryview(f.read(start, offs[last] - start))
+            # The markers in this run, if any are rebuilt (their positions, ascending).
+            u = self._unbuilt
+            marked = set() if markers or not u else set(u[bisect_left(u, i) : bisect_left(u, i + last - j)])
             for m in range(j, last):
                 data = view[offs[m] - start : offs[m + 1] - start]
                 if checksum(data) != crcs[m]:
                     raise SpillReadError(f"journal event {i} is damaged on disk (checksum mismatch)")
-                yield pickle.loads(data)
+                ev = pickle.loads(data)
+                if marked and i in marked:
+                    ev = self._rebuild(i, ev)
+                yield ev
                 i += 1
 
     def __len__(self) -> int:
@@ -285,3 +403,4 @@ class EventLog(Sequence[Event]):
         with self._lock:
             if self._file is not None:
                 self._file.close()
+        self._fold = None
