@@ -46,9 +46,12 @@ class TurnFold:
         k = ev.get("k")
         pipe = self.pipe
         if k == "session" and pipe is None:
+            from engine.recording.history_log import CHUNK_DEFAULT
             from engine.recording.replay import Replayer
 
-            self.pipe = pipe = Replayer([ev], self.counter).new_pipeline()
+            # The conversation behind the compaction cut on disk, as the agent's own is: a fold kept
+            # for a reader of a long session holds its live window, not every message.
+            self.pipe = pipe = Replayer([ev], self.counter, history_chunk=CHUNK_DEFAULT).new_pipeline()
         if pipe is None:
             return None
         if k == "request":
