@@ -24,14 +24,15 @@ from engine.tokens import CharTokenizer, TokenCounter
 from engine.trace_lazy import TurnRecord
 
 
-def _pipe() -> Pipeline:
+def _pipe(**kw: Any) -> Pipeline:
     p = Pipeline(
-        "deepseek-chat",
-        "openai",
+        kw.pop("model", "deepseek-chat"),
+        kw.pop("provider", "openai"),
         6_000,
         counter=TokenCounter(CharTokenizer()),
         serve=False,
         clock=lambda: 0.0,
+        **kw,
     )
     p.identity("You are a careful coding agent.")
     p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
@@ -111,6 +112,31 @@ def test_a_long_sessions_spilled_turns_read_back_as_built_at_their_requests() ->
             w for i, w in enumerate(want) if i not in set(a._unbuilt)
         ]
         assert Replayer(a, lazy.counter).verify().ok
+    finally:
+        lazy.close()
+        ref.close()
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"summarizer": lambda texts: f"summary of {len(texts)} messages"},
+        {"policy": "wave1", "provider": "anthropic", "model": "claude-sonnet-4"},
+        {"policy": "cost_aware:early=off", "provider": "bedrock", "model": "claude-sonnet-4"},
+    ],
+    ids=["summarizer", "wave1-anthropic", "early-off-bedrock"],
+)
+def test_other_policies_providers_and_a_summarizer_read_back_alike(kw: dict[str, Any]) -> None:
+    """The rebuild folds what each policy, provider and a summarizer did (the summaries come from the
+    journal): 400 turns, 240 events in memory, read back as the reference journaled them."""
+    lazy, ref = _pipe(**dict(kw)), _pipe(**dict(kw))
+    lazy.journal.events.keep = ref.journal.events.keep = 240
+    lazy.journal.events.chunk = ref.journal.events.chunk = 48
+    try:
+        _turns(lazy, 0, 400, read=False)
+        _turns(ref, 0, 400, read=True)
+        assert len(lazy.journal.events._unbuilt) > 300
+        assert _dumps(lazy.journal.events) == _dumps(ref.journal.events)
     finally:
         lazy.close()
         ref.close()
