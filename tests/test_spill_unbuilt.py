@@ -220,3 +220,46 @@ def test_a_turn_that_cannot_be_rebuilt_reads_as_its_marker(caplog: pytest.LogCap
         evs = list(log)
     assert evs[1] == {"k": "turn_deferred", "turn": 0} and evs[-1]["k"] == "turn"
     assert len([r for r in caplog.records if "could not be rebuilt" in r.getMessage()]) == 1
+
+
+def test_the_probes_lookup_of_a_spilled_turn_rebuilds_that_turn_only() -> None:
+    """A client's `trace N` for a turn on disk (engine.probe.lean.find_turn) bisects the journal by
+    turn number: it reads the markers it passes as they are (EventLog.peek) and rebuilds only the turn
+    it finds, one fold (forward from the last, or from the session), not one per marker it passed."""
+    from engine.probe.lean import find_turn
+
+    lazy, ref = _pipe(), _pipe()
+    log, want = lazy.journal.events, ref.journal.events
+    log.keep = want.keep = 600
+    log.chunk = want.chunk = 120
+    try:
+        _turns(lazy, 0, 500, read=False)
+        _turns(ref, 0, 500, read=True)
+        folds, fed = [0], [0]
+        real: Any = log.refold
+        assert real is not None
+
+        class Counted:
+            def __init__(self) -> None:
+                folds[0] += 1
+                self.fold = real()
+
+            def feed(self, ev: dict[str, Any]) -> Any:
+                fed[0] += 1
+                return self.fold.feed(ev)
+
+        log.refold = Counted
+        at = {e["turn"]: i for i, e in enumerate(want) if e.get("k") == "turn"}
+        for turn in (300, 40, 41, 250, 5):
+            before = folds[0]
+            got = find_turn(log, turn)
+            assert got is not None and json.dumps(got, default=repr) == json.dumps(
+                find_turn(want, turn), default=repr
+            )
+            assert folds[0] - before <= 1
+        assert folds[0] == 3  # 41 after 40, and 250 after 41: the same fold goes on
+        # Events folded: to turn 300's event, to 40's, on to 250's, to 5's (each once).
+        assert fed[0] == at[300] + at[250] + at[5] + 3, (fed[0], at)
+    finally:
+        lazy.close()
+        ref.close()

@@ -90,8 +90,10 @@ def is_turn(ev: Any) -> bool:
 
 def _turn_at(src: Sequence[Any], i: int, n: int) -> int | None:
     """The turn number of the first event at or after i (within _SCAN events) that carries one."""
+    # (A journal's `peek`: a turn on disk unbuilt stays its marker, which carries the number.)
+    peek = getattr(src, "peek", src.__getitem__)
     for j in range(i, min(n, i + _SCAN)):
-        ev = src[j]
+        ev = peek(j)
         if type(ev) is dict:
             t = ev.get("turn")
             if type(t) is int:
@@ -114,10 +116,13 @@ def find_turn(src: Sequence[Any], turn: int) -> dict[str, Any] | None:
             return float("inf") if t is None else t
 
     lo = bisect_left(_Turns(), turn)  # type: ignore[arg-type]
+    peek = getattr(src, "peek", src.__getitem__)
     for j in range(lo, min(n, lo + 4 * _SCAN)):
-        ev = src[j]
+        ev = peek(j)
         if type(ev) is dict:
             t = ev.get("turn")
+            if ev.get("k") == "turn_deferred" and t == turn:
+                ev = src[j]  # rebuilt (the only one this lookup builds), or the marker again if it cannot be
             if ev.get("k") == "turn" and t == turn:
                 return ev
             if type(t) is int and t > turn:

@@ -238,6 +238,17 @@ class EventLog(Sequence[Event]):
         ev: Event = pickle.loads(data)
         return self._rebuild(i, ev) if self._marked(i) else ev
 
+    def peek(self, i: int) -> Event:
+        """Event i as indexing hands it back, but a turn written to disk unbuilt as its marker (not
+        rebuilt): for a reader that only looks for turn numbers (the probe's bisect for a turn's trace,
+        engine.probe.lean.find_turn), which would otherwise rebuild every turn it passes."""
+        base, mem = self._state
+        if i < 0:
+            i += base + len(mem)
+        if i >= base:
+            return self[i]
+        return next(self.read_run(i, i + 1, markers=True))
+
     def _marked(self, i: int) -> bool:
         """Whether spilled event i is a turn's marker (see _to_write)."""
         u = self._unbuilt
