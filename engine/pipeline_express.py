@@ -403,7 +403,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     layout = list(c.layout)
     layout[c.at] = (applied[c.hidx], hrun)
     ser_obj._prune(sum(len(run.keys) for _s, run in layout))
-    ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, prefix_hash=False)
+    ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, c.at)
     # What the turn and the next read at once; the rest of the trace when it is read.
     traces = pipe.traces
     last = traces.raw(-1) if traces else None

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from engine.artifacts import (
     Media,
@@ -212,6 +212,20 @@ CACHE_FLOOR = 512
 CACHE_FLOOR_BYTES = 8 << 20
 
 
+_MESSAGES = frozenset(("messages",))
+_STAND_IN = b"\x00"  # a message fragment no canonical JSON holds (see Serializer._messages_end_exact)
+
+
+class _BodyAt(NamedTuple):
+    """The last request's body and what Serializer._spliced reads of it."""
+
+    layout: list[tuple[Section, _SectionRun]]
+    body: bytes
+    model: str
+    max_tokens: int
+    end: int | None  # where its messages end (None: not known yet)
+
+
 @dataclass
 class _SectionRun:
     """What the previous serialization produced for one section: its item hashes, which of its items
@@ -401,15 +415,19 @@ class _PrefixHasher:
                 hi = mid - 1
         return lo
 
-    def _resume(self, body: bytes) -> tuple[int, int, list[Any], Any, bool]:
+    def _resume(self, body: bytes, base: bytes | None, shared: int) -> tuple[int, int, list[Any], Any, bool]:
         """(stream it resumes, bytes it skips, checkpoints it keeps, hash state there, whether at that
         stream's mark); stream -1: none.
         An earlier body's mark when this body repeats everything before it (between compactions: the
         previous request's messages, so only the new ones and the envelope's tail are hashed), else
-        the furthest shared checkpoint."""
+        the furthest shared checkpoint. `base`, `shared`: the caller made this body from `base`'s first
+        `shared` bytes (the express lane's spliced body), so a mark of that very body within them is
+        taken without comparing the bytes again."""
         step = self.CHECKPOINT
         for i, (prev, states, mark) in enumerate(self._streams):
-            if mark is not None and len(body) >= mark[0] and body.startswith(memoryview(prev)[: mark[0]]):
+            if mark is None or len(body) < mark[0]:
+                continue
+            if (prev is base and mark[0] <= shared) or body.startswith(memoryview(prev)[: mark[0]]):
                 at = mark[0]
                 return i, at, states[: at // step], mark[1].copy(), True
         best, n = -1, 0
@@ -426,10 +444,11 @@ class _PrefixHasher:
         states = self._streams[best][1][:n] if best >= 0 else []
         return best, n * step, states, states[-1].copy() if n else hashlib.sha256(), False
 
-    def hexdigest(self, body: bytes, mark: int = 0) -> str:
-        """sha256 of `body`; `mark` (0: none): an offset to keep the hash state at for the next body."""
+    def hexdigest(self, body: bytes, mark: int = 0, base: bytes | None = None, shared: int = 0) -> str:
+        """sha256 of `body`; `mark` (0: none): an offset to keep the hash state at for the next body.
+        `base`, `shared`: body[:shared] is base[:shared] (see _resume)."""
         step = self.CHECKPOINT
-        best, pos, states, h, at_mark = self._resume(body)
+        best, pos, states, h, at_mark = self._resume(body, base, shared)
         skipped, inherited = pos, len(states)
         view = memoryview(body)
         kept: tuple[int, Any] | None = None
@@ -501,6 +520,11 @@ class Serializer:
         self._tail: bytes | None = None
         # The last request's layout (see request_of).
         self.layout: list[tuple[Section, _SectionRun]] = []
+        # The last request's body and what a body extending it is spliced from (see _spliced).
+        self._body_at: _BodyAt | None = None
+        # The last run _appended made (run, the run it extends, its items reused as they were): what
+        # _spliced knows of the history's new run without comparing its fragments.
+        self._grew: tuple[_SectionRun, _SectionRun, int] | None = None
 
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
@@ -698,6 +722,7 @@ class Serializer:
         run = _SectionRun(
             tok, shas, marks, frags, segments, blocks, keys, items, self._section_hash.hexdigest(hexes), hexes
         )
+        self._grew = (run, last, d)
         if frags is last.frags:
             # In place of the run it extends (which gave it its lists), moved to the front as the most
             # recently used, as the general path moves it. Its hash index, if one was built, is taken
@@ -834,11 +859,15 @@ class Serializer:
         max_tokens: int,
         body: bool = True,
         prefix_hash: bool = True,
+        grown: int = -1,
     ) -> SerializedRequest:
         """The request of a laid-out assembly (each section in wire order with its run): serialize's
         second half, which the express lane (engine/pipeline_express.py) calls with the last layout and the
-        history's appended run."""
+        history's appended run. `grown`: the index of that run in `layout` (the rest is the last
+        request's layout as it was), whose body is then spliced from the last body (see _spliced)."""
         self.layout = layout  # what the express lane carries to the next turn
+        spliced = self._spliced(layout, grown, model, max_tokens) if body and grown >= 0 else None
+        fill = body and spliced is None  # the envelope's lists are built
         out: dict[str, list[bytes]] = {"system": [], "tools": [], "messages": []}
         blocks: list[Block] = []
         tool_shas: dict[str, str] = {}
@@ -864,9 +893,9 @@ class Serializer:
                 tail_marked = last_msg in run.marks
             elif "messages" in segs:
                 tail_marked = False
-            if body and len(segs) == 1:
+            if fill and len(segs) == 1:
                 out[run.segments[0]].extend(run.frags)
-            elif body:
+            elif fill:
                 for frag, seg in zip(run.frags, run.segments, strict=True):
                     out[seg].append(frag)
             if "tools" in segs:
@@ -892,21 +921,30 @@ class Serializer:
         kind = SerializedRequest
         prefix_sha: str | PrefixDigest
         if body:
-            data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
-            mark = self._messages_end_of(data, out["messages"])
+            if spliced is None:
+                data = self._envelope(model, max_tokens, out["system"], out["tools"], out["messages"])
+                mark = self._messages_end_of(data, out["messages"])
+                base, shared, end = None, 0, None
+                last_frag = out["messages"][-1] if out["messages"] else b""
+            else:
+                data, end, base, shared = spliced
+                mark = end
+                last_frag = layout[grown][1].frags[-1]
+            self._body_at = _BodyAt(layout, data, model, max_tokens, end)
             if tail_marked and mark:
                 # The tail breakpoint (Anthropic, Bedrock) is on the newest message and moves to the next
                 # newest next turn, which rewrites this message without it: the next body repeats this
                 # one up to this message's start, not its end. Kept there, the hash state lets it resume
                 # with one memcmp instead of searching the checkpoints and re-hashing up to 16 KB.
-                mark -= len(out["messages"][-1])
-            request_sha = self._body_hash.hexdigest(data, mark)
+                mark -= len(last_frag)
+            request_sha = self._body_hash.hexdigest(data, mark, base, shared)
             if prefix_hash or hexes is None:
                 prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
             else:
                 prefix_sha, kind = PrefixDigest(hexes, len(prefix), self._digests), DeferredPrefixRequest
         else:
             data, request_sha, prefix_sha = b"", "", ""
+            self._body_at = None
         # Positional, in field order (provider, body, blocks, request_sha256, prefix_sha256 (a PrefixDigest:
         # DeferredPrefixRequest's), cacheable_prefix_tokens, tool_shas, section_shas, last_marked).
         return kind(
@@ -920,6 +958,96 @@ class Serializer:
             section_shas,
             marked,
         )
+
+    def _spliced(
+        self, layout: list[tuple[Section, _SectionRun]], at: int, model: str, max_tokens: int
+    ) -> tuple[bytes, int, bytes, int] | None:
+        """The body of `layout` made from the last request's body, when the two layouts differ only in
+        the run at `at`, a history run _appended made from the last layout's run there (its first d
+        fragments that run's), whose fragments end the body's messages: (body, where its messages end,
+        the last body, how many of its bytes the new one starts with); None otherwise (the envelope
+        then joins every fragment).
+
+        A steady turn's body is the last one with a few messages appended (and at Anthropic and Bedrock
+        the old tail message written again unmarked): the bytes before the first fragment written again
+        and the envelope's tail after the messages (the model, system, tools: a function of the other
+        runs, the model and max_tokens, all unchanged) are taken from the last body as two slices, so
+        one copy of the body is made, not a list of every fragment joined with its commas, and the body
+        hash resumes at the last body's mark without comparing what the splice already knows is shared.
+        The same bytes as the envelope's (tests/test_express_splice.py)."""
+        b = self._body_at
+        grew = self._grew
+        if b is None or grew is None or b.model != model or b.max_tokens != max_tokens:
+            return None
+        was = b.layout
+        run = layout[at][1]
+        new_run, old, d = grew
+        if new_run is not run or len(was) != len(layout) or was[at][1] is not old:
+            return None
+        for i, pair in enumerate(layout):
+            if pair is not was[i] and i != at:
+                return None
+        # The history's fragments end the messages: every one a message, no message in a run after it.
+        segs = run.segset
+        if segs is None:
+            segs = run.segset = frozenset(run.segments)
+        if segs != _MESSAGES or old.segset != _MESSAGES:
+            return None
+        for _s, r in layout[at + 1 :]:
+            if r.segset is None or "messages" in r.segset:
+                return None
+        prev = b.body
+        end = b.end
+        k = len(old.items)
+        if end is None:
+            end = self._messages_end_exact(was, model, max_tokens, prev, old.frags[k - 1])
+            if end is None:
+                return None
+        new = run.frags[d:]
+        if not new:
+            return None
+        view = memoryview(prev)
+        # Where the first fragment written again starts (d < k), or where the last one ends (d == k: the
+        # appended ones follow it after a comma).
+        start = end - sum(map(len, old.frags[d:k])) - (k - 1 - d) if d < k else end
+        # [head, f0, b",", f1, ..., fn, tail], as comma_joined lays them out (a comma after the head when
+        # the appended fragments follow the last one).
+        parts: list[bytes | memoryview] = [b","] * (2 * len(new) + 1)
+        parts[1::2] = new
+        parts[0] = view[:start]
+        parts[-1] = view[end:]
+        if d == k:
+            parts.insert(1, b",")
+        data = b"".join(parts)
+        return data, end + len(data) - len(prev), prev, start
+
+    def _messages_end_exact(
+        self, layout: list[tuple[Section, _SectionRun]], model: str, max_tokens: int, body: bytes, last: bytes
+    ) -> int | None:
+        """Where the messages end in `body` (the body of `layout`, whose last message fragment is `last`):
+        the envelope's bytes after the messages depend only on the model, max_tokens, the system and
+        tool fragments, so the envelope of those with one stand-in message (a NUL byte: never in JSON)
+        gives them exactly. None when the body does not end that way."""
+        system: list[bytes] = []
+        tools: list[bytes] = []
+        for _s, r in layout:
+            segs = r.segset if r.segset is not None else frozenset(r.segments)
+            if segs == _MESSAGES:
+                continue
+            for frag, seg in zip(r.frags, r.segments, strict=True):
+                if seg == "system":
+                    system.append(frag)
+                elif seg == "tools":
+                    tools.append(frag)
+        probe = self._envelope(model, max_tokens, system, tools, [_STAND_IN])
+        at = probe.find(_STAND_IN)
+        if at < 0 or probe.find(_STAND_IN, at + 1) >= 0:
+            return None
+        tail = probe[at + len(_STAND_IN) :]
+        end = len(body) - len(tail)
+        if not body.endswith(tail) or end < len(last) or not body.startswith(last, end - len(last)):
+            return None
+        return end
 
     def _messages_end_of(self, body: bytes, msgs: list[bytes]) -> int:
         """_messages_end(body, msgs), found where the last body's was when this body ends with the same
