@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from engine.alerts import LOOKBACK
 from engine.artifacts import Message
-from engine.assembly import Assembly, Section, wire_order
+from engine.assembly import Assembly, Section
 from engine.optimize import OptimizeContext, markers, trim_sections
 from engine.optimize.history_ops import task_end
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
@@ -165,7 +165,10 @@ class _Marks(NamedTuple):
 
     entry: Any  # the placement (markers._Placed): the Measure's newest after the rule ran
     noted: bool  # the context's task_noted (its other fields follow from the config)
-    applied: Assembly  # the sections the rule ran on
+    # The sections the rule ran on, or those of the last lane turn that moved its tail marker: each such
+    # turn's history extends the one before (the lineage it extends), so the task that ended inside the
+    # rule's history ends at the same item in each (_tail_moved's `extends`).
+    applied: Assembly
     other: frozenset[int]  # the history's marked items but its tail (the task's breakpoint)
     actions: list[dict[str, Any]]
     before: tuple[Any, ...]  # the markers before the history
@@ -192,7 +195,10 @@ def _moved_markers(
     if k is not None and k.noted == noted and _tail_moved(k, applied, hidx, m, lin.applied is k.applied):
         # (The very actions' content: the step's detail is the placement's, as _carried gives it.)
         tail = len(applied[hidx].items) - 1
-        return k.other | {tail}, [dict(a) for a in k.actions], k.before, k
+        # Carried on with this turn's sections: the next turn's history extends these, so _tail_moved
+        # knows the task still ends where it did without looking for its end (see _Marks.applied).
+        moved = _Marks(k.entry, k.noted, applied, k.other, k.actions, k.before)
+        return k.other | {tail}, [dict(a) for a in k.actions], k.before, moved
     ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, noted)
     out = markers.apply(applied, ctx)  # type: ignore[arg-type]
     if out.asm is not applied or out.reason_not_applied:
@@ -412,7 +418,9 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # The trace's section hashes and the request event's short ones, in one plain loop.
     shas: dict[str, str] = {}
     short: dict[str, str] = {}
-    for s in wire_order(applied):
+    # (The layout holds the turn's sections in wire order: the history's run is this turn's, the other
+    # runs' sections are the very ones `applied` holds.)
+    for s, _run in layout:
         sha = shas[s.id] = got(s.id, _EMPTY_SHA)
         short[s.id] = sha[:16]
     earlier = traces.views(len(traces), LOOKBACK)

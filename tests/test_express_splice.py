@@ -100,3 +100,71 @@ def test_the_splice_holds_across_compactions_and_section_changes(provider: str) 
     ops[45] = ("tool", 15)
     taken, compactions = side_by_side(ops, 4_001, "cost_aware", True, provider)
     assert taken >= 5 and compactions >= 1
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+def test_steady_lane_turns_do_not_look_for_the_tasks_end(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane turn that moves the tail marker carries the markers' outcome on with its own sections
+    (_Marks.applied), so the next turn, whose history extends them, knows the task's breakpoint is where
+    it was without finding the task's end again (markers.task_where_it_was). Before, every lane turn
+    after the one that ran the rule looked for it (the outcome held that turn's sections only). Same
+    bytes: tests/test_express.py."""
+    from engine.optimize import markers
+
+    inside = [False]
+    lane_turns = [0]
+    looked = [0]
+    real_turn, real_where = express.turn, markers.task_where_it_was
+
+    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+        inside[0] = True
+        try:
+            got = real_turn(pipe, c)
+        finally:
+            inside[0] = False
+        lane_turns[0] += got is not None
+        return got
+
+    def where(*a: Any) -> bool:
+        looked[0] += inside[0]
+        return real_where(*a)
+
+    monkeypatch.setattr(express, "turn", turn)
+    monkeypatch.setattr(markers, "task_where_it_was", where)
+    pipe = _steady_pipe(provider)
+    try:
+        for t in range(30):
+            _round(pipe, t)
+    finally:
+        pipe.close()
+    assert lane_turns[0] >= 28
+    assert looked[0] <= 1, looked[0]
+
+
+def test_sections_and_blocks_are_frozen_dataclasses_as_before() -> None:
+    """Section and Block set their fields in one call (not one object.__setattr__ a field): the same
+    values, equality, hashing, replace() and immutability."""
+    import dataclasses
+
+    from engine.assembly import Section
+    from engine.providers.base import Block
+    from engine.types import CacheScope, Form, Priority, SectionKind
+
+    s = Section("history", "History", SectionKind.HISTORY, CacheScope.NONE, Priority.NORMAL, ())
+    t = Section(
+        id="history", name="History", kind=SectionKind.HISTORY, scope=CacheScope.NONE,
+        priority=Priority.NORMAL, items=(), form=Form.FULL, omitted=0, note="",
+    )  # fmt: skip
+    assert s == t and hash(s) == hash(t)
+    assert [f.name for f in dataclasses.fields(s)] == list(vars(s))
+    u = dataclasses.replace(s, note="x", omitted=3)
+    assert (u.note, u.omitted, u.items, u.form) == ("x", 3, (), Form.FULL)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.note = "y"  # type: ignore[misc]
+    b = Block("history", "messages", "ab" * 32, 12, True)
+    assert b == Block(section="history", segment="messages", sha="ab" * 32, tokens=12, marker=True)
+    assert dataclasses.astuple(b) == ("history", "messages", "ab" * 32, 12, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.tokens = 1  # type: ignore[misc]

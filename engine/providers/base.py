@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from engine.optimize.context import Marker
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Block:
     """One unit of the serialized request, in wire order: what the cache simulator and the
     cache-break attribution compare turn to turn."""
@@ -46,6 +46,10 @@ class Block:
     sha: str
     tokens: int
     marker: bool
+
+    def __init__(self, section: str, segment: str, sha: str, tokens: int, marker: bool) -> None:
+        # In one call (see engine.assembly.Section.__init__): each new item of a turn makes one.
+        self.__dict__.update(section=section, segment=segment, sha=sha, tokens=tokens, marker=marker)
 
 
 @dataclass
