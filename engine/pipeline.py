@@ -412,6 +412,10 @@ class Pipeline:
         self.binders: dict[str, Binder] = {}
         self.tools: list[ToolSchema] = []
         self.history = HistoryLog(None if replay else history_chunk)
+        # Each folded part's journal blob (the part's hash -> its text's blob hash), while the history
+        # may release messages: a release evicts their texts by these hashes instead of hashing every
+        # text again (see _release_history). An entry goes with its message.
+        self._blob_of: dict[str, str] | None = None if self.history.chunk is None else {}
         self.pending: list[Part] = []  # tool results / user text not yet closed into a message
         self._pending_msg: Message | None = None  # see _close_pending
         # A running token total of `history` (history only grows): a turn measures only the messages
@@ -754,29 +758,37 @@ class Pipeline:
             return
         moved = hist.release(te, cut)
         if moved:
-            self.journal.blobs.evict(_blob_hashes(moved))
+            self.journal.blobs.evict(_blob_hashes(moved, self._blob_of))
             self.measure.forget(moved)
             self.counter.forget(p.sha for m in moved for p in m.parts)
 
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]
+        part: Text | ToolCall | ToolResult | Thinking
         if t == "text":
             h = p["h"]
             last = self._last_blob
-            return Text(last[1] if last[0] == h else self._text(h))
-        if t == "call":
+            part = Text(last[1] if last[0] == h else self._text(h))
+        elif t == "call":
             # assistant() built this very call a moment ago (hashing it costs a JSON encoding): reuse it.
-            hit = self._call_hint.get((p["id"], p["name"], p["h"]))
-            return hit if hit is not None else ToolCall(p["id"], p["name"], self._text(p["h"]))
-        if t == "result":
+            h = p["h"]
+            hit = self._call_hint.get((p["id"], p["name"], h))
+            part = hit if hit is not None else ToolCall(p["id"], p["name"], self._text(h))
+        elif t == "result":
             h = p["h"]
             last = self._last_blob
-            return ToolResult(p["id"], last[1] if last[0] == h else self._text(h), bool(p.get("err")))
-        if t == "thinking":
-            return Thinking(self._text(p["h"]), p.get("sig", ""), redacted=bool(p.get("redacted")))
-        if t == "media":
+            part = ToolResult(p["id"], last[1] if last[0] == h else self._text(h), bool(p.get("err")))
+        elif t == "thinking":
+            h = p["h"]
+            part = Thinking(self._text(h), p.get("sig", ""), redacted=bool(p.get("redacted")))
+        elif t == "media":
             return Media(p["media_type"], p["ref"], p["size"], p.get("tokens", 0))
-        raise ValueError(f"unknown part type {t!r} in journal")
+        else:
+            raise ValueError(f"unknown part type {t!r} in journal")
+        blob_of = self._blob_of
+        if blob_of is not None:
+            blob_of[part.sha] = h
+        return part
 
     def _close_pending(self) -> None:
         if self.pending:
@@ -2011,17 +2023,22 @@ def _prefix_blocks(ser: SerializedRequest) -> int:
     return max(0, len(ser.blocks) - 1) if ser.provider in ("openai", "prefix") else 0
 
 
-def _blob_hashes(msgs: Sequence[Message]) -> list[str]:
-    """The journal blobs the parts of `msgs` were folded from (a part's text is its blob's text)."""
+def _blob_hashes(msgs: Sequence[Message], blob_of: dict[str, str] | None) -> list[str]:
+    """The journal blobs the parts of `msgs` were folded from (a part's text is its blob's text), taken
+    out of `blob_of` (see Pipeline._part); a part not found there (another part with the same hash took
+    it out) has its text hashed."""
     out: list[str] = []
+    known: dict[str, str] = blob_of if blob_of is not None else {}
+    pop = known.pop
+    # ("" for a part not there: no blob hash is empty)
     for m in msgs:
         for p in m.parts:
             if isinstance(p, (Text, Thinking)):
-                out.append(sha256_hex(p.text))
+                out.append(pop(p.sha, "") or sha256_hex(p.text))
             elif isinstance(p, ToolResult):
-                out.append(sha256_hex(p.content))
+                out.append(pop(p.sha, "") or sha256_hex(p.content))
             elif isinstance(p, ToolCall):
-                out.append(sha256_hex(p.arguments))
+                out.append(pop(p.sha, "") or sha256_hex(p.arguments))
     return out
 
 
