@@ -436,6 +436,7 @@ class Pipeline:
         self._call_ids = CallIds()
         self._renamed: list[tuple[int, str, str]] = []
         self._call_alias: dict[str, str] = {}
+        self._id_rule: tuple[str, IdRule] = ("", CALL_ID_RULES["openai"])  # see assistant()
         self._renamed_memo: tuple[int, str] = (0, "")
         self.latches = LatchTable()
         self.emergent = EmergentQueue()
@@ -664,14 +665,28 @@ class Pipeline:
             self.pending.append(self._part(ev["part"]))
         elif k == "msg":
             self._close_pending()
-            msg = Message(ev["role"], tuple(self._part(p) for p in ev["parts"]))
-            self.history.append(msg)
+            jparts = ev["parts"]
+            part = self._part
+            parts = tuple([part(p) for p in jparts])  # (a generator resumes a frame per part)
+            hist = self.history
+            hist.append(Message(ev["role"], parts))
             if ev["role"] == "assistant":
-                self._fold_call_ids(ev["parts"])
-            if sends_nothing(msg.parts):
-                self._empty_msgs.append(len(self.history) - 1)
-            if silent_error(msg.parts):
-                self._silent_errors.append(len(self.history) - 1)
+                # The newest assistant message's call ids into the session's (engine/providers/call_ids.py):
+                # each id sent, and the agent's own id of a call sent with another (the part's `as`).
+                alias: dict[str, str] = {}
+                ids = self._call_ids
+                for p in jparts:
+                    if p["t"] == "call":
+                        ids.add(p["id"])
+                        own = p.get("as")
+                        if own is not None:
+                            alias[own] = p["id"]
+                            self._renamed.append((len(hist) - 1, own, p["id"]))
+                self._call_alias = alias
+            if sends_nothing(parts):
+                self._empty_msgs.append(len(hist) - 1)
+            if silent_error(parts):
+                self._silent_errors.append(len(hist) - 1)
         elif k == "request":
             for sid, b in ev.get("bound", {}).items():
                 if "h" in b:  # the last good value: what a later failing binder falls back to
@@ -720,19 +735,6 @@ class Pipeline:
             self.emergent.push(ev["list"], self._text(ev["h"]), ev["turn"])
         elif k == "summary":
             self.summaries[ev["in"]] = self._text(ev["h"])
-
-    def _fold_call_ids(self, parts: list[dict[str, Any]]) -> None:
-        """The newest assistant message's call ids into the session's (see engine/providers/call_ids.py):
-        each id sent, and the agent's own id of a call sent with another (the part's `as`)."""
-        alias: dict[str, str] = {}
-        for p in parts:
-            if p["t"] == "call":
-                self._call_ids.add(p["id"])
-                own = p.get("as")
-                if own is not None:
-                    alias[own] = p["id"]
-                    self._renamed.append((len(self.history) - 1, own, p["id"]))
-        self._call_alias = alias
 
     def _release_history(self) -> None:
         """Move the messages behind the compaction cut out of memory (with their texts and per-message
@@ -1012,12 +1014,17 @@ class Pipeline:
                 "tool_calls required); skip the call when the model returned nothing"
             )
         ids = [c.id for c in calls]
-        if len(set(ids)) != len(ids):
+        if len(ids) > 1 and len(set(ids)) != len(ids):
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
         # The ids the provider takes (call_ids.py): the agent's own unless refused or sent before.
         sent_ids = ids
         if ids:
-            sent_ids = self._call_ids.assign(CALL_ID_RULES[canonical_provider(self.config.provider)], ids)
+            provider, rule = self._id_rule
+            if provider is not self.config.provider:  # (the provider's name resolved once, not per reply)
+                provider = self.config.provider
+                rule = CALL_ID_RULES[canonical_provider(provider)]
+                self._id_rule = (provider, rule)
+            sent_ids = self._call_ids.assign(rule, ids)
         parts: list[dict[str, Any]] = _thinking_parts(thinking, self._blob) if thinking else []
         if (
             self.check_content

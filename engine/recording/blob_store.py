@@ -67,7 +67,8 @@ class BlobStore(MutableMapping[str, str]):
         or on disk and now read back, as the membership test reads it)."""
         if h in self._mem:
             return False
-        if self._disk and self._load(h) is not None:
+        # (The index's count read as it is: its __len__ is a Python call, three journaled texts a turn.)
+        if self._disk._used and self._load(h) is not None:
             return False
         self._mem[h] = text
         return True
