@@ -263,3 +263,40 @@ def test_the_probes_lookup_of_a_spilled_turn_rebuilds_that_turn_only() -> None:
     finally:
         lazy.close()
         ref.close()
+
+
+def test_a_turn_rebuilt_once_is_read_back_not_rebuilt_again() -> None:
+    """The first reader's rebuild is written back to the journal's file: a second reader from the start
+    (another client's fill, a recorder after a probe) reads the same events and folds nothing."""
+    lazy, ref = _pipe(), _pipe()
+    log = lazy.journal.events
+    log.keep = ref.journal.events.keep = 300
+    log.chunk = ref.journal.events.chunk = 60
+    try:
+        _turns(lazy, 0, 300, read=False)
+        _turns(ref, 0, 300, read=True)
+        fed = [0]
+        real: Any = log.refold
+
+        class Counted:
+            def __init__(self) -> None:
+                self.fold = real()
+
+            def feed(self, ev: dict[str, Any]) -> Any:
+                fed[0] += 1
+                return self.fold.feed(ev)
+
+        log.refold = Counted
+        want = _dumps(ref.journal.events)
+        assert _dumps(log) == want
+        first = fed[0]
+        assert first > 1_000
+        assert _dumps(log.read_run(0, len(log))) == want and _dumps(log) == want
+        assert fed[0] == first  # nothing folded again
+        _turns(lazy, 300, 100, read=False)  # more spilled: only those are rebuilt, on from the last fold
+        _turns(ref, 300, 100, read=True)
+        assert _dumps(log) == _dumps(ref.journal.events)
+        assert fed[0] - first < 1_000
+    finally:
+        lazy.close()
+        ref.close()

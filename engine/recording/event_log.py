@@ -21,7 +21,9 @@ log's owner gave it a `refold` (the Pipeline does) and the log starts with its s
 written instead, and a read of that position (indexing, iterating, `read_run`) hands back the event
 rebuilt from the events before it (engine/recording/turn_fold.py; `read_run(..., markers=True)` hands
 back the marker, for a reader that rebuilds it itself). The fold is kept where it stopped, so reading
-forward folds each event once; it holds a replay pipeline's state while kept (the reader's cost).
+forward folds each event once; it holds a replay pipeline's state while kept (the reader's cost). A
+rebuilt turn is written back to the end of the file (24 bytes of index a turn), so the next reader of
+it reads it as a spilled event, and folds nothing.
 """
 
 from __future__ import annotations
@@ -127,6 +129,11 @@ class EventLog(Sequence[Event]):
         # Positions on disk that hold a turn's marker (ascending: spills go in order), and the fold that
         # rebuilt the last one read with the position it has folded to (readers mostly go forward).
         self._unbuilt: array[int] = array("q")
+        # Where the k-th marker's rebuilt event was written back (-1: not yet), its end and checksum:
+        # a second reader (another client's fill, the recorder after the probe) reads it, not a fold.
+        self._rb_at: array[int] = array("q")
+        self._rb_end: array[int] = array("q")
+        self._rb_crc: array[int] = array("I")
         self._fold: tuple[Refold, int] | None = None
         self._fold_lock = threading.Lock()
         self._fold_warned = False
@@ -188,6 +195,9 @@ class EventLog(Sequence[Event]):
                     most[k] = count
         # Before the state: a reader that sees the new count finds the census of what it covers, and
         # which of those events are markers.
+        self._rb_end.extend([0] * len(marks))
+        self._rb_crc.extend([0] * len(marks))
+        self._rb_at.extend([-1] * len(marks))
         self._unbuilt.extend(marks)
         self._census = (base + n, kinds, most)
         self._state = (base + n, mem[n:])
@@ -264,9 +274,16 @@ class EventLog(Sequence[Event]):
         starts again from the session. The marker itself if the turn cannot be rebuilt (said once)."""
         import pickle
 
+        k = bisect_left(self._unbuilt, i)
+        ev = self._written_back(k, i)
+        if ev is not None:
+            return ev
         refold = self.refold
         assert refold is not None  # (markers are written only with it)
         with self._fold_lock:
+            ev = self._written_back(k, i)  # (another reader rebuilt it meanwhile)
+            if ev is not None:
+                return ev
             fold, at = self._fold if self._fold is not None and self._fold[1] <= i else (None, 0)
             self._fold = None  # (an error part way leaves no half-fed fold behind)
             try:
@@ -283,9 +300,38 @@ class EventLog(Sequence[Event]):
             self._unrebuilt(i, "its rebuilt request is not the one the journal holds")
             return marker
         turn, trace = got
+        blob = pickle.dumps({"k": "turn", "turn": turn, "trace": trace}, pickle.HIGHEST_PROTOCOL)
+        self._write_back(k, blob)
         # A copy: the fold's trace is what the alert rules of the turns after it read.
-        copy = pickle.loads(pickle.dumps(trace, pickle.HIGHEST_PROTOCOL))
-        return {"k": "turn", "turn": turn, "trace": copy}
+        return pickle.loads(blob)  # type: ignore[no-any-return]
+
+    def _write_back(self, k: int, blob: bytes) -> None:
+        """Keep the k-th marker's rebuilt event at the end of the file, so it is read, not rebuilt, the
+        next time. Under the log's lock: the agent's thread appends to the file as it spills. A write
+        the disk refuses keeps nothing (the next read rebuilds it again)."""
+        with self._lock:
+            f = self._file
+            if f is None or self._rb_at[k] >= 0:
+                return
+            try:
+                at = f.append(blob)
+            except OSError:
+                return
+            self._rb_end[k], self._rb_crc[k] = at + len(blob), checksum(blob)
+            self._rb_at[k] = at  # (last: a reader that sees it finds the rest set)
+
+    def _written_back(self, k: int, i: int) -> Event | None:
+        """Marker k's rebuilt event (spilled event i) as written back, or None if it is not."""
+        at = self._rb_at[k]
+        f = self._file
+        if at < 0 or f is None:
+            return None
+        data = f.read(at, self._rb_end[k] - at)
+        if checksum(data) != self._rb_crc[k]:
+            raise SpillReadError(f"journal event {i} is damaged on disk (checksum mismatch)")
+        import pickle
+
+        return pickle.loads(data)  # type: ignore[no-any-return]
 
     def _unrebuilt(self, i: int, why: str) -> None:
         if not self._fold_warned:
