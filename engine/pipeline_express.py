@@ -405,7 +405,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             return None
         hmarks, actions, before_marks, marks_kept = moved
     tok = m.counter.tokenizer.name
-    hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m)
+    hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m, True)
     layout = list(c.layout)
     layout[c.at] = (applied[c.hidx], hrun)
     ser_obj._prune(sum(len(run.keys) for _s, run in layout))

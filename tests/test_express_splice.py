@@ -168,3 +168,41 @@ def test_sections_and_blocks_are_frozen_dataclasses_as_before() -> None:
     assert dataclasses.astuple(b) == ("history", "messages", "ab" * 32, 12, True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.tokens = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "bedrock"])
+def test_a_marker_providers_lane_turn_takes_over_the_history_runs_lists(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At Anthropic and Bedrock the tail marker moves every turn, so the message it leaves is written
+    again: the lane's history run takes over the last run's lists, cut back before that message, and
+    appends (Serializer._appended with `own`), as it does where no marker moves. Before, each such turn
+    copied the history's fragments, segments, blocks, keys and hashes into new lists and kept the last
+    run beside it. Same bytes: tests/test_express.py, and the sums the request reads are the walked
+    ones."""
+    taken: list[bool] = []
+    real_turn = express.turn
+
+    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+        before = c.layout[c.at][1]
+        lists = (before.frags, before.segments, before.blocks, before.keys, before.shas)
+        got = real_turn(pipe, c)
+        if got is not None:
+            run = c.serializer.layout[c.at][1]
+            now = (run.frags, run.segments, run.blocks, run.keys, run.shas)
+            taken.append(all(a is b for a, b in zip(lists, now, strict=True)))
+            assert run.tokens == sum(b.tokens for b in run.blocks)
+            assert run.segset == frozenset(run.segments)
+            assert len(run.frags) == len(run.items) == len(run.shas) == len(run.keys)
+            assert [b.marker for b in run.blocks].count(True) == len(run.marks)
+        return got
+
+    monkeypatch.setattr(express, "turn", turn)
+    pipe = _steady_pipe(provider)
+    try:
+        for t in range(30):
+            _round(pipe, t)
+    finally:
+        pipe.close()
+    assert len(taken) >= 28
+    assert all(taken[1:]), taken

@@ -528,7 +528,9 @@ class Serializer:
         self._body_at: _BodyAt | None = None
         # The last run _appended made (run, the run it extends, its items reused as they were): what
         # _spliced knows of the history's new run without comparing its fragments.
-        self._grew: tuple[_SectionRun, _SectionRun, int] | None = None
+        # (Also the bytes of the fragments written again, with their commas, and the last fragment, as
+        # the last body held them: with `own` that run's lists were cut back.)
+        self._grew: tuple[_SectionRun, _SectionRun, int, int, bytes] | None = None
 
     def _frag(self, key: tuple[str, bool], make: Callable[[], Any]) -> bytes:
         b = self._cache.get(key)
@@ -536,11 +538,14 @@ class Serializer:
             b = self._cache[key] = _canonical(make())
         return b
 
-    def _section(self, s: Section, marks: frozenset[int], tok: str, measure: Measure) -> _SectionRun:
+    def _section(
+        self, s: Section, marks: frozenset[int], tok: str, measure: Measure, own: bool = False
+    ) -> _SectionRun:
         """The fragments and blocks of one section: the longest prefix whose item hashes match one of
         this section's recent serializations (markers permitting) is reused as is; the rest is looked
         up (or built) item by item. The result is the same as building every item afresh: a fragment
-        and a block are pure functions of (tokenizer, section, item hash, marked)."""
+        and a block are pure functions of (tokenizer, section, item hash, marked). `own`: see
+        _appended."""
         items = s.items
         runs = self._runs.setdefault(s.id, [])
         for j, r in enumerate(runs):
@@ -555,7 +560,7 @@ class Serializer:
             n = len(items)
             for j, r in enumerate(runs):
                 if 0 < n - len(r.items) <= SLICE_MIN:
-                    fast = self._appended(s, j, marks, tok, measure)
+                    fast = self._appended(s, j, marks, tok, measure, own)
                     if fast is not None:
                         return fast
             if not marks and len(items) > 2 * SLICE_MIN:
@@ -652,7 +657,7 @@ class Serializer:
         return run
 
     def _appended(
-        self, s: Section, j: int, marks: frozenset[int], tok: str, measure: Measure
+        self, s: Section, j: int, marks: frozenset[int], tok: str, measure: Measure, own: bool = False
     ) -> _SectionRun | None:
         """The history's usual turn between compactions: one of the section's recent runs (runs[j])
         holds the first items of these (the same objects, or equal ones) and a few messages were
@@ -665,7 +670,10 @@ class Serializer:
         - markers (Anthropic, Bedrock), which move as the history grows (the tail breakpoint is on the
           newest message): the items before the first one whose marking changed are reused, the few
           from there on are written (a moved marker changes an item's bytes); the run is kept beside
-          the new one, as the general path keeps it.
+          the new one, as the general path keeps it. With `own` (the express lane, whose next turn
+          extends the new run) the new run takes over that run's lists too, cut back to the reused
+          items, and it drops out of `runs`: five copies of the history's lists a turn fewer (a run is
+          a cache: a request that wants the old marking again writes it from the per-item cache).
 
         None when the turn is not like that (the general path then decides)."""
         runs = self._runs[s.id]
@@ -710,9 +718,15 @@ class Serializer:
             key = (tok, sid, sha, at in marks)
             keys_new.append(key)
             hits.append(cache.get(key) or self._item_hit(s, it, key, measure))
-        # Nothing raised: only now is a run changed.
-        if d == k:  # every reused item as it was: the new run extends that one and takes its place
+        # Nothing raised: only now is a run changed. What the body held of the items written again (their
+        # fragments and the commas between them, its last fragment) and their tokens, read first.
+        rewritten = sum(map(len, last.frags[d:k])) + (k - 1 - d) if d < k else 0
+        was_last = last.frags[k - 1]
+        gone = sum(map(_TOKENS, last.blocks[d:k])) if d < k else 0
+        if d == k or own:  # the new run extends that one and takes its place
             frags, segments, blocks, keys, shas = last.frags, last.segments, last.blocks, last.keys, last.shas
+            if d < k:
+                del frags[d:], segments[d:], blocks[d:], keys[d:]
         else:
             frags, segments, blocks, keys = last.frags[:d], last.segments[:d], last.blocks[:d], last.keys[:d]
             shas = last.shas[:]
@@ -726,7 +740,7 @@ class Serializer:
         run = _SectionRun(
             tok, shas, marks, frags, segments, blocks, keys, items, self._section_hash.hexdigest(hexes), hexes
         )
-        self._grew = (run, last, d)
+        self._grew = (run, last, d, rewritten, was_last)
         if frags is last.frags:
             # In place of the run it extends (which gave it its lists), moved to the front as the most
             # recently used, as the general path moves it. Its hash index, if one was built, is taken
@@ -735,7 +749,7 @@ class Serializer:
             # segment set and token sum, with the appended items' (the same sets and sums).
             if last.segset is not None and last.tokens is not None:
                 run.segset = last.segset.union(map(_SEGMENT, hits))
-                run.tokens = last.tokens + sum(map(_TOKENS, map(_BLOCK, hits)))
+                run.tokens = last.tokens - gone + sum(map(_TOKENS, map(_BLOCK, hits)))
             where = last.where
             if where is not None:
                 for x, sha in enumerate(new_shas, k):
@@ -749,9 +763,7 @@ class Serializer:
             # blocks have the same tokens and segment): serialize would walk every block for them.
             if last.segset is not None and last.tokens is not None:
                 run.segset = last.segset.union(map(_SEGMENT, hits))
-                run.tokens = (
-                    last.tokens - sum(map(_TOKENS, last.blocks[d:k])) + sum(map(_TOKENS, map(_BLOCK, hits)))
-                )
+                run.tokens = last.tokens - gone + sum(map(_TOKENS, map(_BLOCK, hits)))
             runs.insert(0, run)
             del runs[self.RUNS :]
         return run
@@ -985,7 +997,7 @@ class Serializer:
             return None
         was = b.layout
         run = layout[at][1]
-        new_run, old, d = grew
+        new_run, old, d, rewritten, was_last = grew
         if new_run is not run or len(was) != len(layout) or was[at][1] is not old:
             return None
         for i, pair in enumerate(layout):
@@ -1004,7 +1016,7 @@ class Serializer:
         end = b.end
         k = len(old.items)
         if end is None:
-            end = self._messages_end_exact(was, model, max_tokens, prev, old.frags[k - 1])
+            end = self._messages_end_exact(was, model, max_tokens, prev, was_last)
             if end is None:
                 return None
         new = run.frags[d:]
@@ -1013,7 +1025,7 @@ class Serializer:
         view = memoryview(prev)
         # Where the first fragment written again starts (d < k), or where the last one ends (d == k: the
         # appended ones follow it after a comma).
-        start = end - sum(map(len, old.frags[d:k])) - (k - 1 - d) if d < k else end
+        start = end - rewritten
         # [head, f0, b",", f1, ..., fn, tail], as comma_joined lays them out (a comma after the head when
         # the appended fragments follow the last one).
         parts: list[bytes | memoryview] = [b","] * (2 * len(new) + 1)
