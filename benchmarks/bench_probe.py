@@ -143,6 +143,11 @@ build):
 `foldpath` is an A/B of the fold stream's send on the agent's thread: a fold reader attached to both twins,
 A's turns sent by the general path (_send_now, _send_here, _ring_turn: the server's `fold_straight` off),
 B's by publish()'s straight path (agent_send._fold_now); "added" is then B - A (negative: saved).
+--model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
+call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
+runs cold as it does in an agent (without it the close follows the request at once):
+
+    .venv/bin/python benchmarks/bench_probe.py --twin foldreader --untraced --rounds 2 --pairs 150 --pace 0.2 --model-wait 0.2 --settle 10
 """
 
 from __future__ import annotations
@@ -447,11 +452,14 @@ def fresh_pipeline(
     texts = [p.read_text()[:size] for p in sources] or ["x" * size]
     untraced = getattr(args, "untraced", False)
 
-    def step(t: int, content: int | None = None) -> None:
+    def step(t: int, content: int | None = None, model_wait: float = 0.0) -> None:
         """Turn t; `content`: which file the turn reads (default t: they cycle), so two blocks of turns
-        can read the same files and differ only in what is measured (--paired)."""
+        can read the same files and differ only in what is measured (--paired). `model_wait`: seconds of
+        sleep between the request and its usage (the model call; --model-wait)."""
         k = t if content is None else content
         req = pipe.next_request()
+        if model_wait:
+            time.sleep(model_wait)
         # Reading req.trace builds the turn's trace (~100 us, ~7% of the turn), which an agent with no
         # probe client, recorder or exporter otherwise skips (pipeline._unwatched): --untraced reads only
         # the count, so what an attached reader makes the engine build is the reader's cost too.
@@ -737,6 +745,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
     rng = random.Random(seed)
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
     pace = args.pace
+    model_wait = args.model_wait
     # Per timed pair: (A's CPU, B's CPU, B's probe thread).
     pairs: list[tuple[float, float, float]] = []
     spilled = 0
@@ -760,7 +769,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         turn = args.warmup
         for i in range(args.settle):
             for _, step, _ in (a, b):
-                step(turn + i, i)
+                step(turn + i, i, model_wait)
                 if pace:
                     time.sleep(pace)
         turn += args.settle
@@ -771,7 +780,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
                 server, step, pipe = side
                 w0, io0 = spills(pipe), thread_cpu(server)
                 c0 = time.thread_time()
-                step(turn + k, k)
+                step(turn + k, k, model_wait)
                 agent = time.thread_time() - c0
                 if pace:
                     time.sleep(pace)
@@ -812,6 +821,8 @@ def twin(args: argparse.Namespace, subject: str) -> None:
     r, (rlo, rhi) = summed(pairs), interval(summed)
     rec = " (recording)" if args.recording else ""
     how = f"each turn followed by {pace:g} s of sleep" if pace else "turns back to back"
+    if model_wait:
+        how += f", {model_wait:g} s between its request and its usage"
     print(
         f"{subject:8s}{rec}: turn {turn_a * 1e6:.0f} us CPU (median A) | added {d * 1e6:+.1f} us a turn "
         f"[95% {dlo * 1e6:+.1f} to {dhi * 1e6:+.1f}] = ratio {1 + d / turn_a:.3f} [{1 + dlo / turn_a:.3f}-"
@@ -1965,6 +1976,13 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="where the probe thread's time goes (see above)")
     ap.add_argument(
         "--pace", type=float, default=0.0, help="--profile, --paired: sleep after each turn (a model call)"
+    )
+    ap.add_argument(
+        "--model-wait",
+        type=float,
+        default=0.0,
+        help="--twin: sleep inside each turn between its request and its usage (the model call; --pace is then "
+        "what follows the turn: the agent running its tool)",
     )
     ap.add_argument("--block", type=int, default=10, help="--paired: turns timed per block (octets of eight blocks)")
     ap.add_argument("--settle", type=int, default=10, help="--paired: turns before each block's, timed apart")

@@ -239,7 +239,8 @@ class ProbeServer(AgentSend):
             # recognises it by in its snapshot (see handshake._register).
             pending.append(event if frame is None or self.redact else (event, frame))
             if quiet_only:
-                if self._ring_one is not None and self._ring_now(event, frame):
+                c = self._ring_one
+                if c is not None and (self._fold_now(c) if c.fold else self._ring_now(event, frame)):
                     return  # (the one ring client's straight path: see agent_send)
                 self._send_now()
                 return
