@@ -408,7 +408,10 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m, True)
     layout = list(c.layout)
     layout[c.at] = (applied[c.hidx], hrun)
-    ser_obj._prune(sum(len(run.keys) for _s, run in layout))
+    live = 0
+    for _s, run in layout:  # (a plain loop: a generator is a frame and a resume a section)
+        live += len(run.keys)
+    ser_obj._prune(live)
     ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, c.at)
     # What the turn and the next read at once; the rest of the trace when it is read.
     traces = pipe.traces

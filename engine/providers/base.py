@@ -692,11 +692,12 @@ class Serializer:
             return None
         # The first of the reused items whose marking changed: its bytes (and everything after it) are
         # written again. A marker on an appended item changes nothing before it.
-        d = (
-            k
-            if not marks and not last.marks  # (OpenAI, DeepSeek, the prefix policy: never a marker)
-            else min((x for x in marks.symmetric_difference(last.marks) if x < k), default=k)
-        )
+        # (A plain loop over the few markers: a generator is a frame and a resume each.)
+        d = k
+        if marks or last.marks:  # (OpenAI, DeepSeek, the prefix policy: never a marker)
+            for x in marks.symmetric_difference(last.marks):
+                if x < d:
+                    d = x
         if k - d > SLICE_MIN:
             return None
         new = items[d:]
