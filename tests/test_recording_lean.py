@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from pathlib import Path
@@ -14,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.pipeline import Pipeline
 from engine.recording.cpsession import RecordingError, RecordingReader
 from engine.recording.frames import FrameError, decode_frames, encode_frame
 from engine.recording.lean_turns import decode_frames_lean
 from engine.sim.simulate import TRACE_FIELDS, simulate_events, simulate_file
+from tests.support.recordings import record_coding_session
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = sorted((ROOT / "demo_sessions").glob("*.cpsession"))
@@ -26,24 +25,13 @@ DEMOS = sorted((ROOT / "demo_sessions").glob("*.cpsession"))
 
 def _record(path: Path, turns: int, window: int, lines: int) -> None:
     """A coding-agent loop recorded by the real engine (tool outputs of up to `lines` lines)."""
-    now = [1_000.0]
-    pipe = Pipeline("deepseek-chat", "deepseek", window, record=path, serve=False, clock=lambda: now[0])
-    pipe.identity("You are a careful coding agent.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    record_coding_session(
+        path,
+        turns,
+        window=window,
+        arguments=lambda t: {"cmd": str(t)},
+        output=lambda t: "".join(f"line {t}.{i}: value {i * t}\n" for i in range(5 + (t * 37) % lines)),
     )
-    pipe.user("Fix the failing test.")
-    for t in range(turns):
-        req = pipe.next_request()
-        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 40})
-        now[0] += 5
-        calls = pipe.assistant(
-            f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"cmd": str(t)})}]
-        )
-        pipe.tool_result(
-            calls[0].id, "".join(f"line {t}.{i}: value {i * t}\n" for i in range(5 + (t * 37) % lines))
-        )
-    pipe.close()
 
 
 @pytest.fixture(scope="module")

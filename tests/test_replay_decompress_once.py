@@ -12,45 +12,23 @@ what is shown is what the recording holds."""
 
 from __future__ import annotations
 
-import collections
 import gc
-import json
-import random
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from engine.pipeline import Pipeline
-from engine.recording import cpsession
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import trace_of
 from inspector.sources.file import FileSource
+from tests.support.recordings import chunks_fed, record_reading_session
 
 TURNS = 300
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("once") / "run.cpsession"
-    rnd = random.Random(3)
-    pipe = Pipeline(
-        "deepseek-chat", "openai", 16_000, record=path, serve=False, clock=lambda: 1_767_225_600.0
-    )
-    pipe.identity("You are a synthetic agent.")
-    pipe.add_tool("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
-    pipe.user("Read every file.")
-    for t in range(TURNS):
-        req = pipe.next_request()
-        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
-        calls = pipe.assistant(
-            f"step {t}", [{"id": f"c{t}", "name": "read", "arguments": json.dumps({"path": f"f{t}"})}]
-        )
-        body = f"file f{t}:\n" + "".join(rnd.choice("abcdefgh \n") for _ in range(3000))
-        pipe.tool_result(calls[0].id, body)
-    pipe.close()
-    return path
+    return record_reading_session(tmp_path_factory.mktemp("once") / "run.cpsession", TURNS, seed=3)
 
 
 def test_stepping_as_the_app_does_decompresses_each_chunk_once(
@@ -61,24 +39,17 @@ def test_stepping_as_the_app_does_decompresses_each_chunk_once(
         turns = r.turn_numbers()
         recorded = {t: r.turn(t)["trace"] for t in turns}
     assert streams >= 3 and len(turns) == TURNS  # random access into a stream has work to repeat
-    fed: collections.Counter[int] = collections.Counter()
-    real = cpsession.RecordingReader._feed
-
-    def feed(self: RecordingReader, st: Any, pos: int, obj: dict[str, Any], end: int) -> bytes:
-        fed[pos] += 1
-        return real(self, st, pos, obj, end)
-
-    monkeypatch.setattr(cpsession.RecordingReader, "_feed", feed)
-    src = FileSource(recording)
-    try:
-        for t in turns:
-            built = src._built(t)
-            shown = src.full_trace(t)
-            assert shown == recorded[t] and trace_of({"trace": shown}) is shown
-            assert built.trace["final_tokens"] == recorded[t]["final_tokens"]
-        assert src.texts.trace_reads == 0
-    finally:
-        src.close()
+    with chunks_fed(monkeypatch) as fed:
+        src = FileSource(recording)
+        try:
+            for t in turns:
+                built = src._built(t)
+                shown = src.full_trace(t)
+                assert shown == recorded[t] and trace_of({"trace": shown}) is shown
+                assert built.trace["final_tokens"] == recorded[t]["final_tokens"]
+            assert src.texts.trace_reads == 0
+        finally:
+            src.close()
     assert max(fed.values()) == 1, sorted(fed.values())[-5:]
 
 

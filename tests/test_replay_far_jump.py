@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import collections
 import json
-import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from engine.pipeline import Pipeline
-from engine.recording import cpsession
 from engine.recording.cpsession import RecordingReader
 from engine.recording.replay import CHECKPOINT_EVERY
 from inspector.sources.file import FileSource
+from tests.support.recordings import chunks_fed, record_reading_session
 
 TURNS = 330
 # The texts of a checkpoint span and the read-ahead fit (~3 KB a turn), those of the whole file do not.
@@ -34,40 +31,16 @@ READ_AHEAD = 8
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("jump") / "run.cpsession"
-    rnd = random.Random(5)
-    pipe = Pipeline(
-        "deepseek-chat", "openai", 16_000, record=path, serve=False, clock=lambda: 1_767_225_600.0
-    )
-    pipe.identity("You are a synthetic agent.")
-    pipe.add_tool("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
-    pipe.user("Read every file.")
-    for t in range(TURNS):
-        req = pipe.next_request()
-        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
-        calls = pipe.assistant(
-            f"step {t}", [{"id": f"c{t}", "name": "read", "arguments": json.dumps({"path": f"f{t}"})}]
-        )
-        body = f"file f{t}:\n" + "".join(rnd.choice("abcdefgh \n") for _ in range(3000))
-        pipe.tool_result(calls[0].id, body)
-    pipe.close()
-    return path
+    return record_reading_session(tmp_path_factory.mktemp("jump") / "run.cpsession", TURNS, seed=5)
 
 
 @pytest.fixture
 def fed(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counter[int]]:
     """Chunks fed to zstd, by file offset, from here on (every reader of the process)."""
-    counts: collections.Counter[int] = collections.Counter()
-    real = cpsession.RecordingReader._feed
-
-    def feed(self: RecordingReader, st: Any, pos: int, obj: dict[str, Any], end: int) -> bytes:
-        counts[pos] += 1
-        return real(self, st, pos, obj, end)
-
-    monkeypatch.setattr(cpsession.RecordingReader, "_feed", feed)
     monkeypatch.setattr(FileSource, "TEXT_BUDGET", BUDGET)
     monkeypatch.setattr(FileSource, "READ_AHEAD", READ_AHEAD)
-    yield counts
+    with chunks_fed(monkeypatch) as counts:
+        yield counts
 
 
 def _shown(src: FileSource, turn: int) -> tuple[str, str, str]:

@@ -6,34 +6,23 @@ without, with every policy column running."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.pipeline import Pipeline
 from engine.sim.blocks import BlockSerializer
 from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from tests.support.recordings import record_coding_session
 
 
 def _record(path: Path, turns: int) -> None:
-    now = [1_000.0]
-    pipe = Pipeline("deepseek-chat", "deepseek", 16_000, record=path, serve=False, clock=lambda: now[0])
-    pipe.identity("You are a careful coding agent.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    record_coding_session(
+        path,
+        turns,
+        arguments=lambda t: {"t": t},
+        output=lambda t: f"output of step {t} " + "x" * (t % 50) * 20,
     )
-    pipe.user("Fix the failing test.")
-    for t in range(turns):
-        req = pipe.next_request()
-        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 40})
-        now[0] += 5
-        calls = pipe.assistant(
-            f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"t": t})}]
-        )
-        pipe.tool_result(calls[0].id, f"output of step {t} " + "x" * (t % 50) * 20)
-    pipe.close()
 
 
 @pytest.mark.parametrize("provider", ["deepseek", "anthropic"])

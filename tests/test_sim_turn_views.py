@@ -8,7 +8,6 @@ simulate's build pass leaves held."""
 from __future__ import annotations
 
 import gc
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,12 @@ from hypothesis import strategies as st
 import engine.sim.simulate as sim
 from engine.artifacts import Message, Text
 from engine.assembly import Measure
-from engine.pipeline import Pipeline
 from engine.providers.base import Block
 from engine.sim.policies.base import HistoryBlocks, TurnView
 from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
 from engine.sim.turn_views import TurnViews
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.recordings import record_coding_session
 
 M = Measure(TokenCounter(CharTokenizer()))
 H = HistoryBlocks()
@@ -66,19 +65,9 @@ def test_the_views_handed_out_are_the_views_added(ops: list[tuple[str, int]]) ->
 
 
 def _record(path: Path, turns: int) -> None:
-    now = [1_000.0]
-    pipe = Pipeline("deepseek-chat", "deepseek", 16_000, record=path, serve=False, clock=lambda: now[0])
-    pipe.identity("You are a careful coding agent.")
-    pipe.user("Fix the failing test.")
-    for t in range(turns):
-        req = pipe.next_request()
-        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 40})
-        now[0] += 5
-        calls = pipe.assistant(
-            f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": json.dumps({"t": t})}]
-        )
-        pipe.tool_result(calls[0].id, f"output of step {t}")
-    pipe.close()
+    record_coding_session(
+        path, turns, arguments=lambda t: {"t": t}, output=lambda t: f"output of step {t}", with_tool=False
+    )
 
 
 def test_a_simulate_holds_each_message_of_its_views_once(

@@ -8,38 +8,28 @@ Counted: the request events alive while the what-if folds the session (gc), whic
 from __future__ import annotations
 
 import gc
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import engine.sim.simulate as sim
-from engine.pipeline import Pipeline
 from engine.shadow import shadow_summary
 from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource
+from tests.support.recordings import record_coding_session
 
 TURNS = 300
 
 
 def _record(path: Path, turns: int) -> None:
-    now = [1_000.0]
-    pipe = Pipeline("deepseek-chat", "deepseek", 16_000, record=path, serve=False, clock=lambda: now[0])
-    pipe.identity("You are a careful coding agent.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    record_coding_session(
+        path,
+        turns,
+        arguments=lambda t: {"cmd": f"cat src/m{t % 7}.py"},
+        output=lambda t: "\n".join(f"line {i} of step {t}" for i in range(5 + t % 40)),
     )
-    pipe.user("Fix the failing test.")
-    for t in range(turns):
-        req = pipe.next_request()
-        pipe.record_usage({"prompt_tokens": req.trace["final_tokens"], "completion_tokens": 40})
-        now[0] += 5
-        args = json.dumps({"cmd": f"cat src/m{t % 7}.py"})
-        calls = pipe.assistant(f"Step {t}.", [{"id": f"c{t}", "name": "bash", "arguments": args}])
-        pipe.tool_result(calls[0].id, "\n".join(f"line {i} of step {t}" for i in range(5 + t % 40)))
-    pipe.close()
 
 
 class _Small(FileSource):
