@@ -11,7 +11,6 @@ config closes are read once per config, not on every build.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -21,20 +20,9 @@ from engine.policy.state import CompactionState
 from engine.recording.replay import Replayer
 from engine.sim import blocks as blocks_mod
 from engine.sim.blocks import SimBuilder
+from tests.support.counting import count_calls
 from tests.test_sim_closed_build import _columns, _session
 from tests.test_simulate import COUNTER
-
-
-def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
-    calls = [0]
-    real = getattr(owner, name)
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        calls[0] += 1
-        return real(*a, **kw)
-
-    monkeypatch.setattr(owner, name, counted)
-    return calls
 
 
 @pytest.mark.parametrize("provider", ["deepseek", "openai"])
@@ -43,8 +31,8 @@ def test_no_markers_rule_after_the_cut_at_an_automatic_provider(
 ) -> None:
     events = _session(provider, 18, [60, 150], 2, None, 11)
     ref = _columns(events, False, 6000)
-    rule = _count(monkeypatch, blocks_mod, "optimize")
-    task = _count(monkeypatch, marker_rule, "task_marker")
+    rule = count_calls(monkeypatch, blocks_mod, "optimize")
+    task = count_calls(monkeypatch, marker_rule, "task_marker")
     got = _columns(events, True, 6000)
     closed = got[1::2]
     assert sum("trim_sections" in c[1] for c in closed) >= 12  # the carried cut took these turns
@@ -56,11 +44,11 @@ def test_no_markers_rule_after_the_cut_at_an_automatic_provider(
 def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     events = _session("anthropic", 18, [60, 150], 2, None, 11, task=300)
     ref = _columns(events, False, 9000)
-    rule = _count(monkeypatch, blocks_mod, "optimize")
+    rule = count_calls(monkeypatch, blocks_mod, "optimize")
     # The rule decides on every trimming build: placing from the sections, or taking a placement an
     # earlier build made on the same sections (markers._carried: tried, not always taken).
-    placed = _count(monkeypatch, marker_rule, "_placed")
-    carried = _count(monkeypatch, marker_rule, "_carried")
+    placed = count_calls(monkeypatch, marker_rule, "_placed")
+    carried = count_calls(monkeypatch, marker_rule, "_carried")
     got = _columns(events, True, 9000)
     trims = sum("trim_sections" in c[1] for c in got[1::2])
     assert trims >= 5
@@ -71,7 +59,7 @@ def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest
 def test_a_config_s_gates_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """As simulate builds (each column's config derived once): closed_uncut runs once per config."""
     events = _session("deepseek", 10, [20, 150], 2, None, 5)
-    checks = _count(monkeypatch, blocks_mod, "closed_uncut")
+    checks = count_calls(monkeypatch, blocks_mod, "closed_uncut")
     replayer = Replayer(events, COUNTER)
     pipe = replayer.new_pipeline()
     builder = SimBuilder(pipe)

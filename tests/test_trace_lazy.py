@@ -23,6 +23,7 @@ from engine import alerts as alert_rules
 from engine import pipeline as pipeline_mod
 from engine.pipeline import Pipeline
 from engine.trace_lazy import TurnRecord
+from tests.support.counting import count_calls
 from tests.test_turn_lineage import _feed, _pipe
 
 
@@ -161,17 +162,6 @@ def test_records_the_journal_moves_to_disk_are_built_as_they_go() -> None:
     assert run_both(SESSION, 4_001, "cost_aware", "end", keep=8) >= 30
 
 
-def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
-    real, n = getattr(owner, name), [0]
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        n[0] += 1
-        return real(*a, **kw)
-
-    monkeypatch.setattr(owner, name, counted)
-    return n
-
-
 def _turns(p: Pipeline, n: int, start: int = 0) -> list[Any]:
     out = []
     for t in range(start, start + n):
@@ -186,11 +176,11 @@ def test_an_unobserved_turn_builds_no_trace_until_read(monkeypatch: pytest.Monke
     """30 turns nobody observes build no trace, run no alert rule and attribute no cache break (on
     3e11df2: 30 traces, 30 + 30 rule passes, 30 attributions); reading one builds that one, once;
     reading the journal builds the rest; an observed pipeline builds every turn's at its request."""
-    built = _count(monkeypatch, trace_lazy, "trace_from")
-    eager_built = _count(monkeypatch, pipeline_mod, "build_trace")
-    rules = _count(monkeypatch, alert_rules, "evaluate_rules")
-    breaks = _count(monkeypatch, trace_lazy, "attribute_cache_break")
-    eager_breaks = _count(monkeypatch, pipeline_mod, "attribute_cache_break")
+    built = count_calls(monkeypatch, trace_lazy, "trace_from")
+    eager_built = count_calls(monkeypatch, pipeline_mod, "build_trace")
+    rules = count_calls(monkeypatch, alert_rules, "evaluate_rules")
+    breaks = count_calls(monkeypatch, trace_lazy, "attribute_cache_break")
+    eager_breaks = count_calls(monkeypatch, pipeline_mod, "attribute_cache_break")
     p = _pipe(6_001, "cost_aware", False, True)
     _start(p)
     reqs = _turns(p, 30)
@@ -212,7 +202,7 @@ def test_an_unobserved_turn_builds_no_trace_until_read(monkeypatch: pytest.Monke
 def test_a_recording_pipeline_builds_every_trace_at_its_request(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    eager_built = _count(monkeypatch, pipeline_mod, "build_trace")
+    eager_built = count_calls(monkeypatch, pipeline_mod, "build_trace")
     p = _pipe(6_001, "cost_aware", False, True)
     p.close()
     rec = Pipeline("deepseek-chat", "openai", 6_001, serve=False, record=tmp_path / "r.cpsession")
@@ -311,7 +301,7 @@ def test_an_unobserved_held_turn_leaves_its_decision_texts_to_the_trace(
     and then once a turn, in the eager path's key order (the side-by-side tests above compare them)."""
     from engine.policy.cachecost import Payback
 
-    made = _count(monkeypatch, Payback, "to_dict")
+    made = count_calls(monkeypatch, Payback, "to_dict")
     p = _pipe(4_001, "cost_aware", False, True)
     _start(p)
     for t, (op, r) in enumerate(SESSION):

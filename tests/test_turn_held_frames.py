@@ -35,8 +35,9 @@ from engine.providers.base import Serializer, _messages_end
 from engine.providers.policy import OPENAI
 from engine.recording.blob_store import BlobStore
 from engine.tokens import TiktokenTokenizer
+from tests.support.counting import count_calls
 from tests.test_turn_carry import _pipe, reuses_counted
-from tests.test_turn_lineage import _count, _feed
+from tests.test_turn_lineage import _feed
 
 
 def _start(pipe: Pipeline) -> None:
@@ -83,7 +84,7 @@ def test_a_held_turn_hashes_its_limits_and_settings_once_per_config(monkeypatch:
     n = _count_hashes(monkeypatch)
     # (A build that does not extend the one before it, one that compacts, keys the stable rules' carry
     # by the limits: a look-up and a store, at most.)
-    keyed = _count(monkeypatch, cost_aware, "_stable_key")
+    keyed = count_calls(monkeypatch, cost_aware, "_stable_key")
     for k in range(20):
         _turn(pipe, t + k)
     assert keyed[0] < 10  # most of these turns were held
@@ -173,7 +174,7 @@ def test_two_columns_keep_their_own_slots() -> None:
 def test_the_body_mark_is_found_without_searching(monkeypatch: pytest.MonkeyPatch) -> None:
     """30 appending turns search for the last message's end at most once (73b6938: 30 times)."""
     pipe, t = _compacted(4_001)  # (an odd window: the OpenAI serializer, its tools after the messages)
-    searched = _count(monkeypatch, provider_base, "_messages_end")
+    searched = count_calls(monkeypatch, provider_base, "_messages_end")
     for k in range(30):
         _turn(pipe, t + k)
     assert searched[0] <= 1
@@ -213,7 +214,7 @@ def test_a_folded_result_or_text_is_not_read_back_from_the_store(monkeypatch: py
     """The text folded into a part is the one journaled under its hash: an assistant message's text (its
     calls come from the call hint) and a tool result's (73b6938 read both back: 40 reads in 20 rounds)."""
     pipe, t = _compacted()
-    reads = _count(monkeypatch, BlobStore, "__getitem__")
+    reads = count_calls(monkeypatch, BlobStore, "__getitem__")
     for k in range(20):
         _turn(pipe, t + k)
     assert reads[0] == 0

@@ -31,6 +31,7 @@ import engine.pipeline as pipeline_mod
 from engine import sections
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
+from tests.support.counting import count_calls
 from tests.test_turn_carry import _feed as _carry_feed
 from tests.test_turn_carry import _pipe, reuses_counted
 
@@ -139,17 +140,6 @@ def test_the_fixed_session_matches_and_compacts() -> None:
     assert run_side_by_side(FIXED, 4_001, "cost_aware", False) >= 1
 
 
-def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
-    real, n = getattr(owner, name), [0]
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        n[0] += 1
-        return real(*a, **kw)
-
-    monkeypatch.setattr(owner, name, counted)
-    return n
-
-
 def _appending(pipe: Pipeline, turns: int, start: int = 0) -> None:
     for t in range(start, start + turns):
         _feed(pipe, "round", t, t)
@@ -164,7 +154,7 @@ def test_append_only_turns_do_not_rebuild_the_sources(monkeypatch: pytest.Monkey
     pipe.identity("You are a careful coding agent.")
     pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
     pipe.user("Fix the bug.")
-    n = _count(monkeypatch, sections, "sort_key")
+    n = count_calls(monkeypatch, sections, "sort_key")
     _appending(pipe, 20)
     assert n[0] == 1  # the first build's one source
     pipe.latch("mode", "fast")  # a change: sorted again once, then carried again
@@ -186,8 +176,8 @@ def test_append_only_turns_extend_the_applied_state(monkeypatch: pytest.MonkeyPa
         _appending(pipe, 1, t)
         t += 1
         assert t < 200
-    applied = _count(monkeypatch, cost_aware, "apply_state")
-    keyed = _count(monkeypatch, cost_aware, "_stable_key")
+    applied = count_calls(monkeypatch, cost_aware, "apply_state")
+    keyed = count_calls(monkeypatch, cost_aware, "_stable_key")
     before, builds = pipe.compaction, 0
     while pipe.compaction == before and builds < 12:
         _appending(pipe, 1, t)
