@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support.probe_dirs import short_runtime_dir
+
 # Property tests check behaviour, not speed: on a shared 2-core machine input generation and examples run
 # several times slower under load, and Hypothesis' timing checks (the per-example deadline, the "input
 # generation is slow" health check) then fail tests whose behaviour is fine. Tests that set their own
@@ -48,6 +50,15 @@ def trajectories_dir() -> Path:
             "repository or set CONTEXTPIPE_TRAJECTORIES"
         )
     return TRAJECTORIES
+
+
+@pytest.fixture
+def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A probe runtime directory under a short new directory in /tmp (see tests.support.probe_dirs), with
+    XDG_RUNTIME_DIR pointing at that directory for this test alone."""
+    with short_runtime_dir() as d:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(d.parent))
+        yield d
 
 
 @contextmanager

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from inspector.attach_command import plain_attach
-from tests.test_probe_lean import _pipeline, _turns
+from tests.support.probe_agent import run_turns, serving_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
@@ -101,15 +98,6 @@ def _run(argv: list[str], typer_dispatch: bool) -> subprocess.CompletedProcess[s
     )
 
 
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpaa-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 @pytest.mark.parametrize(
     "argv",
     [
@@ -123,9 +111,9 @@ def rtdir() -> Iterator[Path]:
 def test_the_console_script_answers_as_typer_does(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)  # a real agent serving its probe over a Unix socket
+    pipe = serving_pipeline(monkeypatch, rtdir)  # a real agent serving its probe over a Unix socket
     try:
-        _turns(pipe, range(6))
+        run_turns(pipe, range(6))
         argv = [a.format(pid=os.getpid()) for a in argv]
         direct, typed = _run(argv, typer_dispatch=False), _run(argv, typer_dispatch=True)
         assert (direct.returncode, direct.stderr) == (typed.returncode, typed.stderr), (direct, typed)

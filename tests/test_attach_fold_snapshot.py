@@ -16,11 +16,8 @@ TurnEvent.resolve (the one place a journaled turn's trace is built).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +31,6 @@ from inspector.sources.live import LiveSource
 from tests.test_probe_fold import _pipeline, _turn
 
 T = 20.0
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpaf-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from engine.probe.server import ProbeServer
-from tests.test_probe_lean import T, _pipeline, _turns
+from tests.support.probe_agent import T, run_turns, serving_pipeline
 
 TURNS = 220  # a real agent's ~6 events a turn: past TAIL_MIN, so the snapshot is sent as its tail
 CUT = 100  # where the numbering changes
@@ -46,9 +46,9 @@ def _journal(
 ) -> list[dict[str, Any]]:
     """A real Pipeline's journal of TURNS turns, each turn renumbered `number(turn)` (in every event that
     names it and in its trace)."""
-    pipe = _pipeline(monkeypatch, base / "agent" / "rt")
+    pipe = serving_pipeline(monkeypatch, base / "agent" / "rt")
     try:
-        _turns(pipe, range(TURNS))
+        run_turns(pipe, range(TURNS))
         events = [copy.deepcopy(dict(e)) for e in pipe.journal.events]
     finally:
         pipe.close()
@@ -171,11 +171,11 @@ def test_a_resync_after_lost_events_takes_only_what_is_missing(
     if not ring.rings_supported():
         pytest.skip("needs memfd_create and file seals (Linux)")
     monkeypatch.setattr(ring, "RING_SIZE", 4096)  # a few turns go round it
-    pipe = _pipeline(monkeypatch, base / "rt")
+    pipe = serving_pipeline(monkeypatch, base / "rt")
     stop = threading.Event()
     src = None
     try:
-        _turns(pipe, range(TURNS))
+        run_turns(pipe, range(TURNS))
         src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
         timeline = src.load_initial()
         # follow() on a thread of its own, as the app's reader runs it, pulled only while `reading` is
@@ -218,7 +218,7 @@ def test_a_resync_after_lost_events_takes_only_what_is_missing(
         fetched = src.fetched_events
         # The agent runs on while the inspector does not read: its frames go round the ring, unread.
         for t in range(TURNS, TURNS + 30):
-            _turns(pipe, range(t, t + 1))
+            run_turns(pipe, range(t, t + 1))
             time.sleep(AGENT_WINDOW)
         n = len(pipe.journal.events)
         got = until(lambda ev: isinstance(ev, HistoryFilled))
@@ -227,7 +227,7 @@ def test_a_resync_after_lost_events_takes_only_what_is_missing(
         tail = int(src.client.hello["snapshot"])
         assert src.client.snapshot_at > 0 and tail < 20, src.client.hello
         assert src.fetched_events - fetched <= n - held, (src.fetched_events - fetched, n - held)
-        _turns(pipe, range(TURNS + 30, TURNS + 31))
+        run_turns(pipe, range(TURNS + 30, TURNS + 31))
         until(lambda ev: isinstance(ev, NewTurn) and ev.trace["turn"] == TURNS + 30)
         traces = [e["trace"] for e in pipe.journal.events if e["k"] == "turn"]
         assert [t["turn"] for t in timeline] == list(range(TURNS + 31))
@@ -322,11 +322,11 @@ def test_a_drop_during_the_first_fill_resumes_it(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(ring, "RING_SIZE", 4096)  # a few turns go round it
     monkeypatch.setattr("inspector.sources.live.RANGE_MAX", 120)  # the history in ~11 ranges
     monkeypatch.setattr("inspector.sources.live.PROGRESS_EVERY", 0.0)
-    pipe = _pipeline(monkeypatch, base / "rt")
+    pipe = serving_pipeline(monkeypatch, base / "rt")
     stop = threading.Event()
     src = None
     try:
-        _turns(pipe, range(TURNS))
+        run_turns(pipe, range(TURNS))
         src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
         timeline = src.load_initial()
         assert len(timeline) == TURNS and src.client.snapshot_at > 0
@@ -373,14 +373,14 @@ def test_a_drop_during_the_first_fill_resumes_it(monkeypatch: pytest.MonkeyPatch
         fetched = src.fetched_events
         # The agent runs on while the inspector reads nothing: its frames go round the ring, unread.
         for t in range(TURNS, TURNS + 30):
-            _turns(pipe, range(t, t + 1))
+            run_turns(pipe, range(t, t + 1))
             time.sleep(AGENT_WINDOW)
         n = len(pipe.journal.events)
         until(lambda ev: isinstance(ev, HistoryFilled))
         assert any(isinstance(e, EventsLost) for e in got), "the source fell behind the ring"
         # What it fetched after the drop: the journal it had not reached, not the journal again.
         assert src.fetched_events <= n, (fetched, src.fetched_events, n)
-        _turns(pipe, range(TURNS + 30, TURNS + 31))
+        run_turns(pipe, range(TURNS + 30, TURNS + 31))
         until(lambda ev: isinstance(ev, NewTurn) and ev.trace["turn"] == TURNS + 30)
         traces = [e["trace"] for e in pipe.journal.events if e["k"] == "turn"]
         assert [t["turn"] for t in timeline] == list(range(TURNS + 31))

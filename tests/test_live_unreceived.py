@@ -3,34 +3,23 @@ turns it lacks, in words that read right for one turn ("1 turns' traces were not
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.probe.client import ProbeError
-from tests.test_probe_lean import T, _followed_burst, _pipeline, _turns
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpu-", dir="/tmp"))  # short: a socket path has a length limit
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+from tests.support.probe_agent import T, run_turns, serving_pipeline
+from tests.test_probe_lean import _followed_burst
 
 
 @pytest.mark.parametrize("left", [1, 3])
 def test_a_save_after_the_agent_exited_counts_the_turns_it_lacks(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path, left: int
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src, _ = _followed_burst(pipe, range(2, 6), elide=False)
         assert sorted(src._missing) == [2, 3, 4]  # the newest came whole
         if left == 1:
@@ -70,11 +59,11 @@ def test_a_save_after_the_agent_exited_counts_the_journal_events_it_lacks(
     of the agent's journal were not received" before)."""
     from tests.test_probe_lean import _live
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(1))
+        run_turns(pipe, range(1))
         src = _live(pipe)
-        _turns(pipe, range(1, 4))  # (streamed without the kinds the elided stream leaves out)
+        run_turns(pipe, range(1, 4))  # (streamed without the kinds the elided stream leaves out)
         n = len(pipe.journal.events)
         src._fetch_journal(n - left)  # a range answer: the journal's length, and all but `left` of it
         assert src._jpos == n - left and src._journal_size == n

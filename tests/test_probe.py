@@ -11,12 +11,10 @@ import hashlib
 import os
 import random
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -60,16 +58,6 @@ HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": 
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    # Short path under /tmp: a Unix socket path must fit in 107 bytes, and pytest's tmp_path may not.
-    base = Path(tempfile.mkdtemp(prefix="cpt-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class Agent:

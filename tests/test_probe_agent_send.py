@@ -10,11 +10,8 @@ redaction still applies. Real sockets, real ProbeClients, real threads.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,42 +22,7 @@ from engine.probe.agent_send import AGENT_WINDOW, AGENT_WINDOW_SENDS
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.queues import HIGH_WATER
-
-T = 10.0
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpa-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _pipeline(monkeypatch: pytest.MonkeyPatch, rtdir: Path, **kw: Any) -> Any:
-    from engine.pipeline import Pipeline
-
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
-    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, **kw)
-    assert pipe.probe is not None
-    pipe.identity("You are a careful coding agent.")
-    pipe.user("Fix the failing test.")
-    return pipe
-
-
-def _turn(pipe: Any, t: int, result: str = "") -> None:
-    req = pipe.next_request()
-    pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
-    calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
-    pipe.tool_result(calls[0].id, result or f"output of step {t}")
-
-
-def _connect(pipe: Any, **kw: Any) -> ProbeClient:
-    c = ProbeClient.connect(os.getpid(), timeout=T, runtime_dir=pipe.probe.path.parent, **kw)
-    for _ in range(c.hello["snapshot"]):
-        assert c.recv(T) is not None
-    return c
+from tests.support.probe_agent import T, connect, one_turn, serving_pipeline, settle, wait_for
 
 
 def _events_at(c: ProbeClient, n: int) -> list[tuple[dict[str, Any], int | None]]:
@@ -75,45 +37,22 @@ def _events_at(c: ProbeClient, n: int) -> list[tuple[dict[str, Any], int | None]
     return out
 
 
-def _wait(cond: Any, what: str) -> None:
-    deadline = time.monotonic() + T
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
-def _asleep(probe: Any) -> bool:
-    """The I/O thread has nothing in progress and is blocked in select() (not in a pass, nor resting
-    off its CPU budget after a client's snapshot): what the agent's thread needs to send itself."""
-    return (
-        not probe._pass_lock.locked()
-        and not probe._pending
-        and not probe._wake_pending
-        and probe._due is None
-        and all(not c.outbuf and c.lean for c in probe._clients.values())
-    )
-
-
-def _settle(probe: Any, clients: int) -> None:
-    _wait(lambda: probe.client_count == clients and _asleep(probe), "the probe did not settle")
-
-
 def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_io_thread(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        lean = _connect(pipe, lean=True)
-        elided = _connect(pipe, lean=True, elide=True, quiet=False)  # told where the journal ends
-        _settle(probe, 2)
+        lean = connect(pipe, lean=True)
+        elided = connect(pipe, lean=True, elide=True, quiet=False)  # told where the journal ends
+        settle(probe, 2)
         n0 = len(pipe.journal.events)
         passes, fallbacks = probe.wakeups, probe.agent_fallbacks
         got_lean: list[dict[str, Any]] = []
         got_elided: list[tuple[dict[str, Any] | None, int | None]] = []
         for t in range(6):
             before = len(pipe.journal.events)
-            _turn(pipe, t)
+            one_turn(pipe, t)
             # The agent waits on its model now: what the turn published is on the sockets already.
             for _ in range(len(pipe.journal.events) - before):
                 got_lean.append(lean.recv(T))  # type: ignore[arg-type]
@@ -146,18 +85,18 @@ def test_an_event_published_outside_a_call_still_arrives(
 ) -> None:
     """A capture layer may journal on its own, outside any Pipeline call: no flush follows, so the
     publish wakes the I/O thread as before."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True)
+        settle(probe, 1)
         passes = probe.wakeups
         ev = {"k": "note", "turn": 0, "text": "journaled by a capture layer"}
         pipe.journal.append(ev)
         assert c.recv(T) == ev
         assert probe.wakeups > passes
         # And a call after it is the agent's again, once the I/O thread's burst has ended.
-        _settle(probe, 1)
+        settle(probe, 1)
         sends = probe.agent_sends
         pipe.user("more")
         assert c.recv(T) is not None
@@ -172,16 +111,16 @@ def test_a_client_that_stops_reading_makes_the_agent_hand_over_not_wait(
     """The agent's send never blocks: what the socket does not take stays in the client's buffer and
     the I/O thread finishes it; while that backlog stands the agent does not fill again. Once the client
     reads, it gets everything in order."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True)
+        settle(probe, 1)
         n0 = len(pipe.journal.events)
         big = "x" * 60_000
         t = 0
         while probe.agent_fallbacks == 0:
-            _turn(pipe, t, result=f"{t} {big}")  # unique, so each result is a new blob
+            one_turn(pipe, t, result=f"{t} {big}")  # unique, so each result is a new blob
             t += 1
             assert t < 200, "the socket never filled"
             time.sleep(AGENT_WINDOW)  # paced: the fallback is the socket's doing, not the rate's
@@ -189,7 +128,7 @@ def test_a_client_that_stops_reading_makes_the_agent_hand_over_not_wait(
         assert probe.stats()[0].buffered_bytes > 0
         sends = probe.agent_sends
         for _ in range(6):
-            _turn(pipe, t, result=f"{t} {big}")
+            one_turn(pipe, t, result=f"{t} {big}")
             t += 1
             time.sleep(AGENT_WINDOW)
         assert probe.agent_sends == sends  # with a backlog the agent only queues, the I/O thread sends
@@ -216,12 +155,12 @@ def test_io_thread_passes_and_agent_flushes_never_interleave(
     """A stress loop: a client pinging (each ping is an I/O-thread pass) while the agent runs turns,
     some back to back (the I/O thread's bursts) and some paced (the agent's own sends). Both streams
     arrive whole and in order: every frame decodes, positions match the journal."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        lean = _connect(pipe, lean=True)
-        elided = _connect(pipe, lean=True, elide=True)
-        _settle(probe, 2)
+        lean = connect(pipe, lean=True)
+        elided = connect(pipe, lean=True, elide=True)
+        settle(probe, 2)
         n0 = len(pipe.journal.events)
         stop = threading.Event()
         got_lean: list[dict[str, Any]] = []
@@ -251,13 +190,13 @@ def test_io_thread_passes_and_agent_flushes_never_interleave(
             sends0, wakes0 = probe.agent_sends, probe.wakeups
             turns = 0
             while turns < 40 or (turns < 400 and not (probe.agent_sends > sends0 and probe.wakeups > wakes0)):
-                _turn(pipe, turns)
+                one_turn(pipe, turns)
                 if turns % 4 == 3:
                     time.sleep(0.15)  # a model call: the burst ends, the next turns are the agent's to send
                 turns += 1
             journal = list(pipe.journal.events)
             kept = [(e, i) for i, e in enumerate(journal) if i >= n0 and e["k"] not in ELIDED_KINDS]
-            _wait(
+            wait_for(
                 lambda: len(got_lean) >= len(journal) - n0 and len(got_elided) >= len(kept), "not all arrived"
             )
         finally:
@@ -278,14 +217,14 @@ def test_io_thread_passes_and_agent_flushes_never_interleave(
 
 def test_redaction_applies_to_what_the_agent_sends(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     secret = "the password is hunter2"
-    pipe = _pipeline(monkeypatch, rtdir, redact=True)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000, redact=True)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True)
+        settle(probe, 1)
         sends = probe.agent_sends
         before = len(pipe.journal.events)
-        _turn(pipe, 0, result=secret)
+        one_turn(pipe, 0, result=secret)
         got = [c.recv(T) for _ in range(len(pipe.journal.events) - before)]
         assert probe.agent_sends > sends
     finally:
@@ -299,18 +238,18 @@ def test_redaction_applies_to_what_the_agent_sends(monkeypatch: pytest.MonkeyPat
 def test_events_iterates_past_a_batch_with_no_events(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     """A call that journals only elided kinds sends an elided client a batch that says only where the
     journal ends; `ProbeClient.events()` must go on to the next event, not end as if disconnected."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
-        c = _connect(pipe, lean=True, elide=True, quiet=False)
-        _settle(pipe.probe, 1)
+        c = connect(pipe, lean=True, elide=True, quiet=False)
+        settle(pipe.probe, 1)
         got: list[dict[str, Any]] = []
         th = threading.Thread(target=lambda: got.extend(c.events()), daemon=True)
         th.start()
         pipe.user("only a part and a blob: both elided")
-        _wait(lambda: c.journal_end == len(pipe.journal.events), "the empty batch did not arrive")
+        wait_for(lambda: c.journal_end == len(pipe.journal.events), "the empty batch did not arrive")
         time.sleep(0.1)
-        _turn(pipe, 0)
-        _wait(lambda: any(e["k"] == "turn" for e in got), "the turn after the empty batch did not arrive")
+        one_turn(pipe, 0)
+        wait_for(lambda: any(e["k"] == "turn" for e in got), "the turn after the empty batch did not arrive")
         assert th.is_alive()
     finally:
         pipe.close()
@@ -322,10 +261,10 @@ def test_send_hands_the_request_over_before_the_model_answers(
 ) -> None:
     """`Pipeline.send` waits on the model between next_request and record_usage: the request's events
     must reach the client while the model call runs, not when it returns."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
-        c = _connect(pipe, lean=True)
-        _settle(pipe.probe, 1)
+        c = connect(pipe, lean=True)
+        settle(pipe.probe, 1)
         seen: list[str] = []
 
         def model(body: dict[str, Any]) -> dict[str, Any]:
@@ -349,19 +288,19 @@ def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.Monk
     still arrives, in order. (A quiet client's turn is one flush that sends, four for one told where
     the journal ends.)"""
     monkeypatch.setattr(agent_send, "AGENT_WINDOW", 3600.0)  # one window for the whole test, however slow
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     turns = 20 if quiet else 10
     try:
-        c = _connect(pipe, lean=True, elide=True, quiet=quiet)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True, elide=True, quiet=quiet)
+        settle(probe, 1)
         n0 = len(pipe.journal.events)
         passes = probe.wakeups
         for t in range(turns):
-            _turn(pipe, t)
+            one_turn(pipe, t)
         assert probe.agent_sends == AGENT_WINDOW_SENDS
         assert probe.agent_fallbacks > 0  # the rest woke the I/O thread
-        _wait(lambda: probe.wakeups > passes, "the I/O thread was not woken")
+        wait_for(lambda: probe.wakeups > passes, "the I/O thread was not woken")
         journal = list(pipe.journal.events)
         kept = [(e, i) for i, e in enumerate(journal) if i >= n0 and e["k"] not in ELIDED_KINDS]
         got = _events_at(c, len(kept))
@@ -376,10 +315,10 @@ def test_a_forked_childs_calls_send_nothing_on_the_parents_stream(
 ) -> None:
     """The child inherits the server and its client sockets but not the I/O thread (which may have held
     the pass lock): its calls' flushes must neither send on the parent's sockets nor block."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
-        c = _connect(pipe, lean=True)
-        _settle(pipe.probe, 1)
+        c = connect(pipe, lean=True)
+        settle(pipe.probe, 1)
         pid = os.fork()
         if pid == 0:
             code = 0

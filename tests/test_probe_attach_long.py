@@ -13,11 +13,8 @@ source draws that turn in its first frame, with the turns before it filled in as
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +24,11 @@ from engine.probe.client import ProbeClient
 from engine.probe.elide import RANGE_MAX
 from engine.probe.server import ProbeServer
 from engine.recording.event_log import Deferred, EventLog
-from tests.test_probe_lean import T, _pipeline, _turns
+from tests.support.probe_agent import T, run_turns, serving_pipeline
 
 TURNS = 400
 EVENTS_A_TURN = 6
 TURNS_LIVE = 200  # a real agent's: more journal events than TAIL_MIN, so the snapshot is sent as its tail
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpa-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class _Turn(Deferred):
@@ -218,9 +206,9 @@ def test_the_first_frame_shows_the_newest_turn_and_the_history_fills_in(
     from inspector.timeline import summarize
 
     monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=64))
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(TURNS_LIVE))
+        run_turns(pipe, range(TURNS_LIVE))
         assert pipe.journal.events.in_memory() < len(pipe.journal.events), "some of the journal on disk"
         src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
         assert src.client.snapshot_at > 0, "attached to the snapshot's tail"
@@ -244,7 +232,7 @@ def test_the_first_frame_shows_the_newest_turn_and_the_history_fills_in(
             time.sleep(0.01)
         traces = [e["trace"] for e in pipe.journal.events if e["k"] == "turn"]
         assert [summarize(t) for t in traces][:-1] == initial[:-1], "filled in place, turn for turn"
-        _turns(pipe, range(TURNS_LIVE, TURNS_LIVE + 2))
+        run_turns(pipe, range(TURNS_LIVE, TURNS_LIVE + 2))
         th.join(T)
         assert [e.trace["turn"] for e in got if isinstance(e, NewTurn)] == [TURNS_LIVE, TURNS_LIVE + 1]
         assert sum(isinstance(e, HistoryFilled) for e in got) == 1

@@ -10,11 +10,8 @@ not ask (or an agent that cannot) keeps the stream it had, and that range fetche
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +22,8 @@ from hypothesis import strategies as st
 from engine.probe.client import ProbeClient, ProbeError
 from engine.probe.elide import ELIDED_KINDS, RANGE_MAX, kept
 from engine.probe.lean import turn_summary
-from tests.test_probe_lean import (
-    T,
-    _burst,
-    _caught_up,
-    _follow_all,
-    _journal_turns,
-    _live,
-    _pipeline,
-    _turns,
-    whole_replan,
-)
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpe-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+from tests.support.probe_agent import T, run_turns, serving_pipeline
+from tests.test_probe_lean import _burst, _caught_up, _follow_all, _journal_turns, _live, whole_replan
 
 
 def _elided_client(pipe: Any, quiet: bool = True) -> ProbeClient:
@@ -97,9 +76,9 @@ def _range(c: ProbeClient, start: int, stop: int) -> tuple[list[dict[str, Any]],
 def test_an_elided_client_gets_every_other_event_at_its_journal_position(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         with _elided_client(pipe, quiet=False) as c:
             n0 = len(pipe.journal.events)
             _burst(pipe, range(2, 14))
@@ -128,7 +107,7 @@ def test_a_client_that_does_not_ask_for_the_elided_stream_gets_every_event(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
     """Older inspectors: a lean client, and one that says elide without lean, get every event."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         clients = [
             ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=lean, elide=elide)
@@ -156,9 +135,9 @@ def test_a_client_that_does_not_ask_for_the_elided_stream_gets_every_event(
 def test_the_journal_read_by_position_is_the_agents(monkeypatch: pytest.MonkeyPatch, rtdir: Path, keep: int | None) -> None:
     """From memory and from a journal whose older events are on disk (keep=64); past the end the
     answer is empty and says where the end is."""
-    pipe = _pipeline(monkeypatch, rtdir, **({} if keep is None else {"journal_keep": keep}))
+    pipe = serving_pipeline(monkeypatch, rtdir, **({} if keep is None else {"journal_keep": keep}))
     try:
-        _turns(pipe, range(40))
+        run_turns(pipe, range(40))
         journal = list(pipe.journal.events)
         if keep is not None:
             assert pipe.journal.events.in_memory() < len(journal)
@@ -181,9 +160,9 @@ def test_range_fetches_are_bounded_and_malformed_ones_answered_empty(
     the elided stream, is answered at once with no events and no size (not a reason to close it)."""
     from engine.recording.frames import encode_frame
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(3))
+        run_turns(pipe, range(3))
         for _ in range(RANGE_MAX + 10 - len(pipe.journal.events)):
             pipe.user("x")  # a journal longer than one range
         n = len(pipe.journal.events)
@@ -213,9 +192,9 @@ def test_range_fetches_are_bounded_and_malformed_ones_answered_empty(
 def test_a_range_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     """Range fetches are input like pings and trace fetches: a flooder is rate-limited and closed, it
     never has more than FETCH_QUEUE requests queued, and another client carries on."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(3))
+        run_turns(pipe, range(3))
         with _elided_client(pipe) as good:
             bad = _elided_client(pipe)
             for _ in range(3000):  # a flood at any pace (see the trace fetch flood test)
@@ -283,9 +262,9 @@ def test_a_live_source_on_the_elided_stream_folds_and_saves_the_whole_journal(
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(1))
+        run_turns(pipe, range(1))
         src = _live(pipe)
         _follow_all(src)
         t = 1
@@ -314,9 +293,9 @@ def test_following_the_elided_stream_fetches_nothing_and_stepping_back_fetches_t
 ) -> None:
     """Following, the source holds the snapshot and what arrived; the first content shown fetches the
     journal through that turn in one or two ranges, and the next steps back fetch nothing more."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe)
         _follow_all(src)
         n0 = len(src.events)
@@ -349,9 +328,9 @@ def test_a_failed_call_in_the_journal_does_not_end_the_live_stream(
     from inspector.sources import Disconnected, NewTurn
     from inspector.sources.live import LiveSource
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe) if lean else LiveSource(os.getpid(), timeout=T, backfill_idle=None, lean=False)
         got: list[Any] = []
 
@@ -365,7 +344,7 @@ def test_a_failed_call_in_the_journal_does_not_end_the_live_stream(
         th.start()
         pipe.next_request()
         pipe.record_error("overloaded", "the provider is overloaded")
-        _turns(pipe, range(3, 5))
+        run_turns(pipe, range(3, 5))
         th.join(T)
         assert not any(isinstance(e, Disconnected) for e in got)
         assert [e.trace["turn"] for e in got if isinstance(e, NewTurn)][-1] == 4
@@ -391,9 +370,9 @@ def test_an_agent_without_the_elided_stream_is_read_as_before(monkeypatch: pytes
     monkeypatch.setattr(Handshake, "_hello_frame", old_hello)
     # ... and that does not know the hello's "elide" (a client asks before it has read the agent's hello).
     monkeypatch.setattr(Client, "elide", property(lambda self: False, lambda self, value: None))
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         from inspector.sources.live import LiveSource
 
         src = LiveSource(os.getpid(), timeout=T, backfill_idle=None)
@@ -440,12 +419,12 @@ def test_an_agent_that_exits_sends_an_elided_client_the_rest_of_its_journal(
     """The inspector fetched nothing (no content shown, no quiet second for the background fetch) and
     the agent exits: closing, the probe sends it the journal past what it had, so what a save after the
     exit writes is the agent's journal (its summarized turns' traces aside, as on the lean stream)."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe)
         th = _follow_all(src)
-        _turns(pipe, range(2, 8))
+        run_turns(pipe, range(2, 8))
         _caught_up(src, pipe)
         assert src.fetched_events == 0 and src._jpos < len(pipe.journal.events)
         journal = list(pipe.journal.events)
@@ -579,13 +558,13 @@ def test_a_request_the_agent_cannot_take_any_more_does_not_end_the_stream(monkey
     """The agent flushed its last events to the client and exited; the client, not having read them
     yet, sends a request, which fails (the agent's end is closed). What was flushed is still read, and
     then the end of the stream."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         c = ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent)
         for _ in range(c.hello["snapshot"]):
             assert c.recv(T) is not None
         n0 = len(pipe.journal.events)
-        _turns(pipe, range(3))
+        run_turns(pipe, range(3))
         journal = list(pipe.journal.events[n0:])
     finally:
         pipe.close()  # flushes what was published to the client, then closes its socket
@@ -608,9 +587,9 @@ def test_a_live_source_whose_background_fetch_finds_the_agent_gone_reads_what_it
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe)
         reading, parked = threading.Event(), threading.Event()
         reading.set()
@@ -634,7 +613,7 @@ def test_a_live_source_whose_background_fetch_finds_the_agent_gone_reads_what_it
         src._read = read
         src.client.fetch_journal = fetch_journal
         th = _follow_all(src)
-        _turns(pipe, range(2, 8))
+        run_turns(pipe, range(2, 8))
         _caught_up(src, pipe)
         assert src.fetched_events == 0 and src._jpos < len(pipe.journal.events)
         reading.clear()

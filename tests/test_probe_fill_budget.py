@@ -18,8 +18,6 @@ shared-memory ring), filling as the inspector does.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +30,7 @@ import pytest
 from engine.probe.client import ProbeClient
 from engine.probe.elide import RANGE_MAX
 from engine.probe.lean import summary_event
-from tests.test_probe_lean import T, _pipeline, _turns
+from tests.support.probe_agent import T, run_turns, serving_pipeline
 
 # A live turn's event: whole or summarized (the elided stream), or its marker (the fold stream).
 TURN_KINDS = ("turn", "turn_summary", "turn_deferred")
@@ -40,15 +38,6 @@ HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most o
 PACE = 0.05
 # A fill at five times the declared share took ~60-100 s in a fresh-clone CI run (2 cores, the suite running).
 FILL_DEADLINE = 240
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpfb-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class _Filler:
@@ -142,9 +131,9 @@ def long_pipe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> Iterator[Any]:
     # Five times the declared share: at 3% of a paced test agent's CPU (tests/test_probe_fill_share.py)
     # this history takes minutes to fill, and what is tested here is not the share.
     monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.15)
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(HISTORY))
+        run_turns(pipe, range(HISTORY))
         yield pipe
     finally:
         pipe.close()
@@ -176,12 +165,12 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
         deadline = time.monotonic() + FILL_DEADLINE
         while not f.done.is_set() and f.error is None:
             assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
-            _turns(pipe, range(turn, turn + 1))
+            run_turns(pipe, range(turn, turn + 1))
             turn += 1
             during += 1
             time.sleep(PACE)
         sends, falls, woke = probe.agent_sends - sends0, probe.agent_fallbacks - falls0, wakes[0] - wakes0
-        _turns(pipe, range(turn, turn + 1))
+        run_turns(pipe, range(turn, turn + 1))
         end = time.monotonic() + T
         while turn not in f.order and f.error is None and time.monotonic() < end:
             time.sleep(0.01)
@@ -228,7 +217,7 @@ def test_a_fill_pass_stops_at_its_budget_in_frames_of_many_events(long_pipe: Any
         deadline = time.monotonic() + FILL_DEADLINE
         while not f.done.is_set() and f.error is None:
             assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
-            _turns(pipe, range(turn, turn + 1))
+            run_turns(pipe, range(turn, turn + 1))
             turn += 1
             time.sleep(PACE)
         f.stop.set()

@@ -14,19 +14,16 @@ A real Pipeline behind a real ProbeServer, and the inspector's own live source (
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.probe.loop import CPU_BURST, CPU_SHARE
-from tests.test_probe_lean import _pipeline, _turns
+from tests.support.probe_agent import run_turns, serving_pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk
@@ -46,15 +43,6 @@ src.close()
 """
 
 
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpfs-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def _thread_cpu(th: Any) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(th.ident))
 
@@ -68,10 +56,10 @@ def test_a_history_fill_takes_no_more_than_its_share_of_a_paced_agents_cpu(
     from engine.recording.journal import Journal
 
     monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=256))
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     reader = None
     try:
-        _turns(pipe, range(HISTORY))
+        run_turns(pipe, range(HISTORY))
         probe = pipe.probe
         env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_RUNTIME_DIR": str(rtdir.parent)}
         reader = subprocess.Popen(
@@ -89,7 +77,7 @@ def test_a_history_fill_takes_no_more_than_its_share_of_a_paced_agents_cpu(
         turn = HISTORY
         start = time.monotonic()
         while time.monotonic() - start < SECONDS:
-            _turns(pipe, range(turn, turn + 1))
+            run_turns(pipe, range(turn, turn + 1))
             turn += 1
             time.sleep(PACE)
         io = _thread_cpu(probe._thread) - io0

@@ -17,11 +17,9 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,18 +30,6 @@ from inspector.sources import NewTurn
 from inspector.sources.live import LiveSource
 
 T = 10.0
-
-
-@pytest.fixture
-def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
-    # Set for this test alone: set by hand, it outlived the test and named a removed directory for
-    # every later test of the process (which then fell back to the machine-wide /tmp/contextpipe-<uid>).
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _pipeline(rtdir: Path, window: int = 200_000) -> Any:

@@ -14,11 +14,8 @@ client; the journal's reads from disk are counted where they happen (EventLog._r
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +25,6 @@ from engine.probe.client import ProbeClient
 from engine.recording.event_log import EventLog
 
 T = 10.0
-
-
-@pytest.fixture
-def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpff-", dir="/tmp"))
-    # Set for this test alone: set by hand, it outlived the test and named a removed directory for
-    # every later test of the process (which then fell back to the machine-wide /tmp/contextpipe-<uid>).
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _turn(pipe: Any, t: int) -> None:

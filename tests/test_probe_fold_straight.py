@@ -12,11 +12,8 @@ agent's own, key order included.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +22,6 @@ import pytest
 from engine.probe.agent_send import AGENT_WINDOW
 from inspector.sources.live import LiveSource
 from tests.test_probe_fold import T, _agent_traces, _Follower, _kinds, _shown, _turn
-
-
-@pytest.fixture
-def rtdir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
-    # Set for this test alone: set by hand, it outlived the test and named a removed directory for
-    # every later test of the process (which then fell back to the machine-wide /tmp/contextpipe-<uid>).
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _pipeline(rtdir: Path, record: str | None) -> Any:

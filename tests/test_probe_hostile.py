@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +21,6 @@ from engine.probe.runtime_dir import default_runtime_dir, ensure_runtime_dir, pa
 from engine.probe.server import ProbeServer
 
 HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    # A short path under /tmp: a Unix socket path must fit in 107 bytes.
-    base = Path(tempfile.mkdtemp(prefix="cph-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ junk names in the runtime directory

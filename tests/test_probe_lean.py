@@ -9,11 +9,8 @@ those from the whole journal, and a client that asks for too much or nonsense ca
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,36 +25,7 @@ from engine.probe.server import ProbeServer
 from engine.recording.frames import encode_frame
 from inspector.sources import NewTurn
 from inspector.timeline import summarize
-
-T = 10.0
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpl-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _pipeline(monkeypatch: pytest.MonkeyPatch, rtdir: Path, **kw: Any) -> Any:
-    from engine.pipeline import Pipeline
-
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
-    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, serve=True, **kw)
-    assert pipe.probe is not None
-    pipe.identity("You are a careful coding agent.")
-    pipe.user("Fix the failing test.")
-    return pipe
-
-
-def _turns(pipe: Any, turns: range) -> None:
-    for t in turns:
-        req = pipe.next_request()
-        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10, "cache_read_tokens": t})
-        calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
-        pipe.tool_result(calls[0].id, f"output of step {t}\n" + "line of output\n" * (t % 7))
+from tests.support.probe_agent import T, run_turns, serving_pipeline
 
 
 def _burst(pipe: Any, turns: range) -> None:
@@ -68,7 +36,7 @@ def _burst(pipe: Any, turns: range) -> None:
     real = probe.publish
     probe.publish = lambda ev, frame=None: held.append((ev, frame))
     try:
-        _turns(pipe, turns)
+        run_turns(pipe, turns)
     finally:
         probe.publish = real
     # Published as in a call that outlasted HOLD_MAX: each publish wakes the I/O thread (the first's
@@ -114,9 +82,9 @@ def test_summary_reads_as_the_trace_for_the_timeline(monkeypatch: pytest.MonkeyP
     the synthetic ones with alerts, cache breaks, compactions and errors)."""
     from inspector.sources.synthetic import SyntheticSource
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(6))
+        run_turns(pipe, range(6))
         traces = [e["trace"] for e in _journal_turns(pipe).values()]
     finally:
         pipe.close()
@@ -173,7 +141,7 @@ def test_a_summary_reads_as_its_trace_and_carries_a_compaction_only_when_one_was
 def test_a_burst_reaches_a_lean_client_as_summaries_and_the_newest_whole(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
             for _ in range(c.hello["snapshot"]):
@@ -207,7 +175,7 @@ def test_a_lean_burst_goes_out_in_batch_frames(monkeypatch: pytest.MonkeyPatch, 
     from engine.recording.frames import HEADER
     from engine.recording.frames import encode_frame as enc
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(T)
@@ -251,7 +219,7 @@ def test_a_lean_burst_goes_out_in_batch_frames(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_a_client_that_does_not_ask_gets_every_turn_whole(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent) as full, ProbeClient.connect(
             os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True
@@ -316,9 +284,9 @@ def test_fetch_returns_the_journaled_trace_from_the_ring_and_from_the_journal(rt
 
 def test_find_turn_in_a_journal_on_disk(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     """The journal lookup bisects a real journal whose older events were moved to disk."""
-    pipe = _pipeline(monkeypatch, rtdir, journal_keep=64)
+    pipe = serving_pipeline(monkeypatch, rtdir, journal_keep=64)
     try:
-        _turns(pipe, range(60))
+        run_turns(pipe, range(60))
         events = pipe.journal.events
         assert events.in_memory() < len(events)  # most of it is on disk
         turns = _journal_turns(pipe)
@@ -336,9 +304,9 @@ def test_a_fetch_flood_is_cut_off_and_the_agent_carries_on(monkeypatch: pytest.M
     and another client carry on, and the flooder never held more than FETCH_QUEUE turns."""
     from engine.probe.client import ProbeError
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(3))
+        run_turns(pipe, range(3))
         with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as good:
             for _ in range(good.hello["snapshot"]):
                 assert good.recv(T) is not None
@@ -453,9 +421,9 @@ def _followed_burst(pipe: Any, turns: range, elide: bool = True) -> tuple[Any, l
 def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_demand(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path, elide: bool
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src, got = _followed_burst(pipe, range(2, 14), elide)
         journal_turns = _journal_turns(pipe)
         # Every turn reached the timeline, in order, reading as its whole trace would.
@@ -490,9 +458,9 @@ def test_coalesced_turns_reach_the_inspector_and_older_traces_are_fetched_on_dem
 def test_following_the_live_tail_fetches_only_the_turns_shown(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     """A view that follows the tail asks for ever newer turns: each is fetched alone, none of the
     summarized turns before it (nobody is looking at them). Stepping back brings the ones behind."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src, got = _followed_burst(pipe, range(2, 22))
         journal_turns = _journal_turns(pipe)
         assert len(src._missing) == 19 and src.fetched == 0
@@ -519,9 +487,9 @@ def test_the_shadow_summary_of_a_lean_session_fetches_nothing(
     from engine.shadow import shadow_summary
     from engine.whatif import Overrides
 
-    pipe = _pipeline(monkeypatch, rtdir, shadow=Overrides(gates={"drop_rounds": False}))
+    pipe = serving_pipeline(monkeypatch, rtdir, shadow=Overrides(gates={"drop_rounds": False}))
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src, got = _followed_burst(pipe, range(2, 14), elide)
         assert len(src._missing) == 11
         whole = shadow_summary(list(pipe.journal.events))
@@ -545,9 +513,9 @@ def test_a_lean_live_session_saves_the_recording_of_the_whole_journal(
 ) -> None:
     from engine.recording.cpsession import RecordingReader
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe, elide=elide)
         _follow_all(src)
         _burst(pipe, range(2, 12))
@@ -575,9 +543,9 @@ def test_an_agent_that_exits_sends_the_traces_it_summarized(
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe, elide=elide)
         th = _follow_all(src)
         _burst(pipe, range(2, 12))
@@ -608,7 +576,7 @@ def test_an_exiting_agent_keeps_sending_while_the_inspector_keeps_reading(
 
     monkeypatch.setattr(loop, "FLUSH_ON_CLOSE", 0.5)
     monkeypatch.setattr(loop, "FLUSH_MAX", 30.0, raising=False)
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     closing = threading.Event()
     try:
         src = _live(pipe, elide=True)
@@ -644,7 +612,7 @@ def test_summarized_traces_are_backfilled_when_the_agent_is_quiet(
     """After a burst, an idle agent's summarized traces (and on the elided stream, the journal's events
     it left out) arrive without being asked for, so they are there after the agent exits; then the
     probe's thread sleeps (no pass while nothing is sent)."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         src = _live(pipe, backfill=True, elide=elide)
         th = _follow_all(src)
@@ -672,7 +640,7 @@ def test_a_lean_client_of_a_recording_agent_gets_its_frames_as_they_are(
 ) -> None:
     """A recording agent hands the probe each event's frame: copying it is cheaper than summarizing,
     so a lean client gets the journal as it is, turns whole."""
-    pipe = _pipeline(monkeypatch, rtdir, record=str(tmp_path / "r.cpsession"))
+    pipe = serving_pipeline(monkeypatch, rtdir, record=str(tmp_path / "r.cpsession"))
     try:
         with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
             for _ in range(c.hello["snapshot"]):
@@ -695,7 +663,7 @@ def test_a_trace_that_cannot_be_had_is_shown_in_the_shape_of_its_neighbours(
     (every key the panels read) and an error saying why, not a crash."""
     from engine.probe import loop
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     monkeypatch.setattr(loop, "FLUSH_ON_CLOSE", 0.0)
     try:
         src = _live(pipe)
@@ -731,7 +699,7 @@ def test_lean_clients_in_the_same_place_share_one_encoding(
     had only as summaries, which is that client's own fetch, not the live stream."""
     import engine.probe.queues as queues
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     probe = pipe.probe
     try:
         clients = [
@@ -807,7 +775,7 @@ def test_attach_with_record_keeps_every_turn_of_an_agent_that_exits_during_a_bur
     from inspector.sources import Disconnected
     from inspector.sources.live import LiveSource
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     journal: list[dict[str, Any]] = []
     seen: list[LiveSource] = []
 
@@ -847,9 +815,9 @@ def test_an_inspector_fetching_a_trace_every_turn_of_a_fast_agent_is_not_cut_off
     second (the old INPUT_RATE, ~144 tokens in 5 s) ran dry on: the probe cut the inspector off as
     "rate_limited" mid-session (found in tmux: `cp-inspect attach` on the demo agent stopped at turn
     ~500 of 600 and its save failed). Every fetch must be answered and the stream stay up."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(3))
+        run_turns(pipe, range(3))
         with ProbeClient.connect(os.getpid(), runtime_dir=pipe.probe.path.parent, lean=True) as c:
             for _ in range(c.hello["snapshot"]):
                 assert c.recv(T) is not None

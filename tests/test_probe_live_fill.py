@@ -13,18 +13,15 @@ the socket and in the shared-memory ring, every turn once and in order, and the 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.probe.client import ProbeClient
 from engine.probe.elide import RANGE_MAX
-from tests.test_probe_lean import T, _pipeline, _turns
+from tests.support.probe_agent import T, run_turns, serving_pipeline
 
 HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most of them on disk
 PACE = 0.05  # the agent's turns, one each PACE seconds while the client fills
@@ -33,15 +30,6 @@ PACE = 0.05  # the agent's turns, one each PACE seconds while the client fills
 # polls, with room for a loaded machine. Before, the turns made during the fill reached it only at its
 # end, ~5 s later.
 BOUND = 2.5
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cplf-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class _Filler:
@@ -111,9 +99,9 @@ def test_live_turns_reach_a_client_while_it_fills_the_history(
     # Five times the declared share: at 3% of a paced test agent's CPU (tests/test_probe_fill_share.py)
     # this history takes minutes to fill, and what is tested here is not the share.
     monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.15)
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir)
     try:
-        _turns(pipe, range(HISTORY))
+        run_turns(pipe, range(HISTORY))
         probe = pipe.probe
         c = ProbeClient.connect_path(
             probe.path, os.getpid(), T, lean=True, elide=True, tail=True, quiet=True, poll=True, ring=ring
@@ -130,12 +118,12 @@ def test_live_turns_reach_a_client_while_it_fills_the_history(
             deadline = time.monotonic() + 240  # a fill at five times the share: ~60-100 s in a busy CI run
             while f.fill_done is None and f.error is None:
                 assert time.monotonic() < deadline, f"the fill did not end ({f.filled} of {c.snapshot_at})"
-                _turns(pipe, range(turn, turn + 1))
+                run_turns(pipe, range(turn, turn + 1))
                 made[turn] = time.monotonic()
                 turn += 1
                 time.sleep(PACE)
             fill_done = f.fill_done
-            _turns(pipe, range(turn, turn + 1))  # one after the fill: every turn before it has gone out
+            run_turns(pipe, range(turn, turn + 1))  # one after the fill: every turn before it has gone out
             made[turn] = time.monotonic()
             end = time.monotonic() + T
             while turn not in f.arrived and f.error is None and time.monotonic() < end:

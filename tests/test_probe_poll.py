@@ -15,9 +15,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
-import shutil
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +28,7 @@ from engine.probe.agent_send import AGENT_WINDOW
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS, RANGE_MAX
 from engine.probe.poll import POLL_MAX, POLL_MIN, PollInterval
-from tests.test_probe_agent_send import _connect, _pipeline, _settle, _turn, _wait
+from tests.support.probe_agent import connect, one_turn, serving_pipeline, settle, wait_for
 from tests.test_probe_lean import _follow, _live
 
 T = 10.0
@@ -60,15 +58,6 @@ pytestmark = pytest.mark.skipif(
     or not Path(f"/proc/self/task/{threading.get_native_id()}/syscall").exists(),
     reason="reads x86_64 system call numbers from /proc/self/task/TID/syscall",
 )
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpp-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _polled(mem: int, array: int, count: int) -> frozenset[int] | None:
@@ -175,19 +164,19 @@ def test_a_polling_client_waits_on_its_own_timer_never_on_the_agents_socket(
 ) -> None:
     """recv(timeout) keeps its contract (the next event, or None once the timeout passes) while the
     thread sleeps between looks; a blocking client (the default) waits in select() on the socket."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
-        polling = _connect(pipe, lean=True, elide=True, poll=True)
-        blocking = _connect(pipe, lean=True, elide=True)
+        polling = connect(pipe, lean=True, elide=True, poll=True)
+        blocking = connect(pipe, lean=True, elide=True)
         fd_of = {"polling": polling.fileno(), "blocking": blocking.fileno()}  # (while both are open)
         assert numbers != "past_1024" or min(fd_of.values()) > 1024  # (readable() polls there)
-        _settle(pipe.probe, 2)
+        settle(pipe.probe, 2)
         got: dict[str, list[Any]] = {"polling": [], "blocking": []}
         threads = {}
         for name, c in (("polling", polling), ("blocking", blocking)):
             threads[name] = _thread(lambda c=c, out=got[name]: out.append(c.recv(timeout=T)))
         waits = {name: _waits(tid, 0.6) for name, (_, tid) in threads.items()}
-        _turn(pipe, 0)  # the agent's turn: its `turn` event reaches both
+        one_turn(pipe, 0)  # the agent's turn: its `turn` event reaches both
         for name, (th, _) in threads.items():
             th.join(T)
             assert not th.is_alive()
@@ -210,7 +199,7 @@ def test_the_live_source_follows_without_waiting_on_the_agents_socket(
 ) -> None:
     """The inspector's reader thread (LiveSource.follow) between turns of a paced agent: asleep on its
     own timer and its fetchers' wake-up, never on the probe socket; each turn still reaches it."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
         src = _live(pipe)
         fd = src.client.fileno()
@@ -222,7 +211,7 @@ def test_the_live_source_follows_without_waiting_on_the_agents_socket(
         assert reader is not None
         waits: list[Wait] = []
         for t in range(4):
-            _turn(pipe, t)
+            one_turn(pipe, t)
             waits += _waits(reader, AGENT_WINDOW * 3)  # the model call
         th.join(T)
         assert [tr["turn"] for tr in out] == [0, 1, 2, 3]
@@ -240,20 +229,20 @@ def test_a_quiet_elided_client_costs_the_agent_one_send_a_turn_and_still_learns_
     turn. A quiet one (what ProbeClient asks for by default) gets the turn's one batch with an event:
     one. It receives the same events at the same positions, and a range fetch past them says how long
     the journal is."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     writes: dict[bool, int] = {}
     got: dict[bool, list[tuple[dict[str, Any], int | None]]] = {}
     try:
         for quiet in (False, True):
-            c = _connect(pipe, lean=True, elide=True, quiet=quiet)
+            c = connect(pipe, lean=True, elide=True, quiet=quiet)
             assert c.quiet is quiet
-            _settle(probe, 1)
+            settle(probe, 1)
             n0 = len(pipe.journal.events)
             w0, f0, p0, s0 = probe.agent_writes, probe.agent_fallbacks, probe.wakeups, probe.agent_sends
             got[quiet] = []
             for t in range(5):
-                _turn(pipe, 10 * quiet + t)
+                one_turn(pipe, 10 * quiet + t)
                 got[quiet].append(c.recv_at(T))  # the turn's one kept event
                 time.sleep(AGENT_WINDOW)  # the model call
             writes[quiet] = probe.agent_writes - w0
@@ -275,11 +264,11 @@ def test_a_quiet_elided_client_costs_the_agent_one_send_a_turn_and_still_learns_
                 assert ans["size"] == len(journal)  # ...but by a range answer
                 assert ans["events"] == journal[last + 1 :]
             else:
-                _wait(
+                wait_for(
                     lambda c=c: c.recv(0.05) is None and c.journal_end == len(pipe.journal.events), "no end"
                 )
             c.close()
-            _settle(probe, 0)
+            settle(probe, 0)
     finally:
         pipe.close()
     assert writes == {False: 20, True: 5}
@@ -296,7 +285,7 @@ def test_a_quiet_live_source_backfills_the_whole_journal_while_the_agent_waits(
     the agent's queue for the next turn's close."""
     from inspector.sources.live import LiveSource
 
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
         src = LiveSource(os.getpid(), timeout=T, backfill_idle=0.2, fold=fold)
         assert src._folding == fold
@@ -304,9 +293,9 @@ def test_a_quiet_live_source_backfills_the_whole_journal_while_the_agent_waits(
         out: list[dict[str, Any]] = []
         th = _follow(src, 10**9, out)
         for t in range(3):
-            _turn(pipe, t)
+            one_turn(pipe, t)
             time.sleep(AGENT_WINDOW)
-        _wait(lambda: len(out) == 3 and src._jpos == len(pipe.journal.events), "the backfill did not finish")
+        wait_for(lambda: len(out) == 3 and src._jpos == len(pipe.journal.events), "the backfill did not finish")
         assert src.fetched_events > 0 or fold
         journal = list(pipe.journal.events)  # (reading builds the agent's turns: after the view has them)
         assert [e for e in src.events if e["k"] != "turn"] == [e for e in journal if e["k"] != "turn"]
@@ -321,12 +310,12 @@ def test_events_a_quiet_client_was_not_sent_reach_a_client_that_attaches_later_o
     """The agent's thread leaves a call's elided events waiting while only quiet clients are attached.
     A client of the whole stream attaching then gets them in its snapshot and not again live, and from
     then on every call's events are sent (no more waiting: it is not quiet)."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        quiet = _connect(pipe, lean=True, elide=True)
-        _settle(probe, 1)
-        _turn(pipe, 0)
+        quiet = connect(pipe, lean=True, elide=True)
+        settle(probe, 1)
+        one_turn(pipe, 0)
         assert quiet.recv(T)["k"] == "turn"  # type: ignore[index]
         assert probe._pending  # the turn's last calls' events wait (all elided)
         whole = ProbeClient.connect(os.getpid(), timeout=T, runtime_dir=probe.path.parent)
@@ -334,7 +323,7 @@ def test_events_a_quiet_client_was_not_sent_reach_a_client_that_attaches_later_o
         assert snap == list(pipe.journal.events)
         d0 = probe.agent_deferred
         n0 = len(pipe.journal.events)
-        _turn(pipe, 1)
+        one_turn(pipe, 1)
         journal = list(pipe.journal.events)
         live = [whole.recv(T) for _ in range(len(journal) - n0)]
         assert live == journal[n0:]
@@ -358,17 +347,17 @@ def test_elided_events_wait_for_a_later_flush_only_up_to_a_bound(
 
     monkeypatch.setattr(agent_send, "DEFER_EVENTS", 8)
     monkeypatch.setattr(server, "DEFER_EVENTS", 8)  # (publish's own bound, for calls not bracketed)
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True, elide=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True, elide=True)
+        settle(probe, 1)
         w0 = probe.agent_writes
         for i in range(12):
             pipe.record_usage({"input_tokens": 10 + i, "output_tokens": 1})
         assert len(probe._pending) <= 8 + 1
         assert probe.agent_writes == w0  # moved, nothing sent
-        _turn(pipe, 0)
+        one_turn(pipe, 0)
         journal = list(pipe.journal.events)
         ev, at = c.recv_at(T)
         assert at is not None and ev == journal[at] and journal[at]["k"] == "turn"

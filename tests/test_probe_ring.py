@@ -15,14 +15,11 @@ import fcntl
 import mmap
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +34,13 @@ from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.ring import RING_HEADER, RING_MAGIC, RingOverrun, RingReader, RingWriter, rings_supported
 from engine.recording.frames import decode_frames, encode_frame
-from tests.test_probe_agent_send import _connect, _pipeline, _settle, _turn, _wait
+from tests.support.probe_agent import connect, one_turn, serving_pipeline, settle, wait_for
 
 T = 10.0
 
 pytestmark = pytest.mark.skipif(
     not ring.rings_supported(), reason="needs memfd_create and file seals (Linux)"
 )
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpr-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _kept(journal: list[dict[str, Any]], start: int) -> list[tuple[dict[str, Any], int]]:
@@ -75,7 +63,7 @@ def _readable(c: ProbeClient) -> bool:
 
 def _wait_ring(c: ProbeClient) -> None:
     """The ring frame comes after the snapshot; a recv that finds nothing else takes it."""
-    _wait(lambda: c.recv(0.01) is None and c.ring, "the agent did not hand over a ring")
+    wait_for(lambda: c.recv(0.01) is None and c.ring, "the agent did not hand over a ring")
 
 
 @pytest.mark.parametrize("record", [False, True])
@@ -86,15 +74,14 @@ def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every
     sent by the agent's own thread with no send() call (nothing arrives on the socket), where the same
     client on the socket (ring=False) costs one a turn. Both get the same events at the same positions,
     from a recording agent too (its turn goes as the frame its recorder encoded)."""
-    pipe = _pipeline(
-        monkeypatch, rtdir, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
     )
     probe = pipe.probe
     writes: dict[bool, int] = {}
     try:
         for use_ring in (False, True):
-            c = _connect(pipe, lean=True, elide=True, poll=True, ring=None if use_ring else False)
-            _settle(probe, 1)
+            c = connect(pipe, lean=True, elide=True, poll=True, ring=None if use_ring else False)
+            settle(probe, 1)
             if use_ring:
                 _wait_ring(c)
             assert c.ring is use_ring
@@ -102,7 +89,7 @@ def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every
             w0, s0, p0 = probe.agent_writes, probe.agent_sends, probe.wakeups
             got = []
             for t in range(5):
-                _turn(pipe, 10 * use_ring + t)
+                one_turn(pipe, 10 * use_ring + t)
                 time.sleep(AGENT_WINDOW)  # the model call
                 if use_ring:
                     assert not _readable(c)  # nothing on the socket: the turn went to the ring
@@ -111,7 +98,7 @@ def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every
             assert probe.agent_sends - s0 == 5 and probe.wakeups == p0  # the agent's thread, no wake-up
             assert got == _kept(list(pipe.journal.events), n0)
             c.close()
-            _settle(probe, 0)
+            settle(probe, 0)
     finally:
         pipe.close()
     assert writes == {False: 5, True: 0}
@@ -129,23 +116,22 @@ def test_a_ring_client_that_does_not_check_checksums_is_given_none_and_gets_ever
     on every frame, and reads the same events."""
     from tests.test_probe_unbracketed import older_client_hello, ring_frames
 
-    pipe = _pipeline(
-        monkeypatch, rtdir, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
     )
     probe = pipe.probe
     try:
         for unchecked in (True, False):
             if not unchecked:
                 older_client_hello(monkeypatch)
-            c = _connect(pipe, lean=True, elide=True, poll=True)
-            _settle(probe, 1)
+            c = connect(pipe, lean=True, elide=True, poll=True)
+            settle(probe, 1)
             _wait_ring(c)
             (sc,) = probe._clients.values()
             assert sc.ring_unchecked is unchecked
             w0, n0, s0 = sc.ring.written, len(pipe.journal.events), probe.agent_sends
             got = []
             for t in range(4):
-                _turn(pipe, 10 * unchecked + t)
+                one_turn(pipe, 10 * unchecked + t)
                 time.sleep(AGENT_WINDOW)  # the model call
                 got += _recv_n(c, 1)
             assert probe.agent_sends - s0 == 4  # each turn's batch written by the agent's own thread
@@ -160,7 +146,7 @@ def test_a_ring_client_that_does_not_check_checksums_is_given_none_and_gets_ever
             else:  # the recorder's frames (announced by empty batches), or a client that checks
                 decode_frames(bytes(sc.ring._mm[RING_HEADER + w0 : RING_HEADER + sc.ring.written]))
             c.close()
-            _settle(probe, 0)
+            settle(probe, 0)
     finally:
         pipe.close()
 
@@ -170,13 +156,13 @@ def test_a_ring_client_reads_to_the_end_when_the_agent_closes(
 ) -> None:
     """What the agent wrote to the ring before it closed is read before the client reports the end, and
     what a closing agent sends on the socket (the journal past what the client had) follows it."""
-    pipe = _pipeline(monkeypatch, rtdir)
-    c = _connect(pipe, lean=True, elide=True, poll=True)
-    _settle(pipe.probe, 1)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
+    c = connect(pipe, lean=True, elide=True, poll=True)
+    settle(pipe.probe, 1)
     _wait_ring(c)
     n0 = len(pipe.journal.events)
     for t in range(6):
-        _turn(pipe, t)
+        one_turn(pipe, t)
     pipe.close()
     journal = list(pipe.journal.events)
     live, ranges = [], []
@@ -193,20 +179,20 @@ def test_a_client_that_lets_the_ring_go_round_is_told_dropped_and_goes_on(
     """The agent never waits for a ring reader: one that looks too late finds its frames overwritten,
     gets `dropped` (the live source re-syncs on it) and then the events written after."""
     monkeypatch.setattr(ring, "RING_SIZE", 4096)
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 1)
         _wait_ring(c)
         for t in range(12):  # a whole trace is ~1.5-3 KB: several times round a 4 KB ring, unread
-            _turn(pipe, t)
+            one_turn(pipe, t)
             time.sleep(AGENT_WINDOW)
         first = c.recv(T)
         assert first is not None and first["k"] == "dropped" and first["ring_overrun"] > 0
         assert c.dropped >= 1
         n0 = len(pipe.journal.events)
-        _turn(pipe, 99)
+        one_turn(pipe, 99)
         got = _recv_n(c, 1)
         assert got == _kept(list(pipe.journal.events), n0)
         assert probe.client_count == 1 and probe.agent_writes == 0  # still the ring, never the socket
@@ -253,7 +239,7 @@ def test_a_hostile_client_cannot_break_the_agent_through_its_ring(
     reads (the agent never reads the ring); shrinking it (which would kill the agent with SIGBUS on its
     next write), growing it and adding seals are refused by the kernel. The agent runs on, and another
     client on the same agent gets every event."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
         hostile, fd, size = _raw_ring_client(probe.path)
@@ -267,12 +253,12 @@ def test_a_hostile_client_cannot_break_the_agent_through_its_ring(
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
         mm = mmap.mmap(fd, RING_HEADER + size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(fd)
-        honest = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 2)
+        honest = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 2)
         n0 = len(pipe.journal.events)
         for t in range(4):
             mm[:] = b"\xff" * len(mm)  # the header's total and every byte of data, between turns
-            _turn(pipe, t)
+            one_turn(pipe, t)
             mm[8:16] = (2**64 - 1).to_bytes(8, "little")
             time.sleep(AGENT_WINDOW)
         assert _recv_n(honest, 4) == _kept(list(pipe.journal.events), n0)
@@ -288,7 +274,7 @@ def test_the_agent_survives_a_ring_client_that_is_killed_mid_stream(
 ) -> None:
     """A real inspector process holding the ring mapped, killed while the agent runs turns: the agent
     drops the connection and frees the ring; nothing it does waits on the dead reader."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     reader = (
         "import sys, time\n"
@@ -308,14 +294,14 @@ def test_the_agent_survives_a_ring_client_that_is_killed_mid_stream(
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "RING"
-        _wait(lambda: probe._nrings == 1, "no ring")
-        _turn(pipe, 0)
+        wait_for(lambda: probe._nrings == 1, "no ring")
+        one_turn(pipe, 0)
         proc.send_signal(signal.SIGKILL)
         proc.wait(T)
         for t in range(1, 4):
-            _turn(pipe, t)
+            one_turn(pipe, t)
             time.sleep(AGENT_WINDOW)
-        _wait(lambda: probe.client_count == 0 and probe._nrings == 0, "the dead reader was not dropped")
+        wait_for(lambda: probe.client_count == 0 and probe._nrings == 0, "the dead reader was not dropped")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -328,14 +314,14 @@ def test_a_client_of_an_agent_that_offers_no_ring_reads_the_socket(
     """An agent without rings (an older one, or no memfd here) never hands one over: the client's ask is
     ignored and it reads the socket as before."""
     monkeypatch.setattr(handshake, "rings_supported", lambda: False)
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True, elide=True, poll=True)
+        c = connect(pipe, lean=True, elide=True, poll=True)
         assert c.hello["ring"] is False
-        _settle(probe, 1)
+        settle(probe, 1)
         n0 = len(pipe.journal.events)
-        _turn(pipe, 0)
+        one_turn(pipe, 0)
         assert _recv_n(c, 1) == _kept(list(pipe.journal.events), n0)
         assert not c.ring and probe.agent_writes == 1
     finally:
@@ -393,19 +379,19 @@ def test_a_flush_after_the_last_client_left_has_nothing_left_to_send(
     """An event that is not elided, published just before the last client leaves, is dropped with it:
     the next client's first paced turn is one flush that sends (the turn's), as every turn after it, not
     one more for what is gone."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        first = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 1)
+        first = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 1)
         probe.publish({"k": "note", "text": "outside a call"})
         first.close()
-        _settle(probe, 0)
-        second = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 1)
+        settle(probe, 0)
+        second = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 1)
         _wait_ring(second)
         sends, wakeups = probe.agent_sends, probe.wakeups
-        _turn(pipe, 0)
+        one_turn(pipe, 0)
         assert (probe.agent_sends - sends, probe.wakeups - wakeups) == (1, 0)
     finally:
         pipe.close()

@@ -7,12 +7,10 @@ child the dead agent forked) defeats. Real agent processes, real sockets, real s
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,15 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cps-", dir="/tmp"))  # short: a socket path fits in 107 bytes
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 AGENT = r"""

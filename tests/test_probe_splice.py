@@ -11,10 +11,8 @@ the agent's journal.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +28,8 @@ from engine.probe.queues import HIGH_WATER, Client
 from engine.probe.server import ProbeServer
 from engine.probe.splice import batch_payload
 from engine.recording.frames import HEADER, decode_frames, encode_frame, pack_payload
-from tests.test_probe_lean import _burst, _caught_up, _follow_all, _live, _pipeline, _turns
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cps-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
+from tests.support.probe_agent import run_turns, serving_pipeline
+from tests.test_probe_lean import _burst, _caught_up, _follow_all, _live
 
 # Values an engine event may hold (msgpack's types; str keys).
 _leaf = st.one_of(
@@ -267,9 +256,9 @@ def test_a_recording_agents_turns_reach_the_live_source_whole(
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
 
-    pipe = _pipeline(monkeypatch, rtdir, record=str(tmp_path / "agent.cpsession"))
+    pipe = serving_pipeline(monkeypatch, rtdir, record=str(tmp_path / "agent.cpsession"))
     try:
-        _turns(pipe, range(2))
+        run_turns(pipe, range(2))
         src = _live(pipe)
         _follow_all(src)
         _burst(pipe, range(2, 14))

@@ -12,11 +12,8 @@ Real agents (Pipelines with their probe), real Unix sockets, the real client.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +21,9 @@ import pytest
 
 from engine.probe.client import ProbeClient
 from engine.trace_lazy import TurnEvent, TurnRecord
-from tests.test_probe_agent_send import _pipeline, _wait
+from tests.support.probe_agent import serving_pipeline, wait_for
 
 T = 10.0
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpn-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _request(pipe: Any) -> Any:
@@ -55,7 +43,7 @@ def _kinds(pipe: Any) -> list[type]:
 def test_turns_wait_as_records_until_a_client_attaches_and_it_gets_every_trace_whole(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
         for t in range(4):
@@ -66,7 +54,7 @@ def test_turns_wait_as_records_until_a_client_attaches_and_it_gets_every_trace_w
         req = _request(pipe)
         c = ProbeClient.connect(os.getpid(), timeout=T, runtime_dir=probe.path.parent)
         got = [c.recv(T) for _ in range(c.hello["snapshot"])]
-        _wait(lambda: probe.client_count == 1, "the client was not counted")
+        wait_for(lambda: probe.client_count == 1, "the client was not counted")
         _outcome(pipe, req, 4)  # the open turn, journaled now: sent live, whole
         for t in range(5, 7):
             _outcome(pipe, _request(pipe), t)
@@ -83,7 +71,7 @@ def test_turns_wait_as_records_until_a_client_attaches_and_it_gets_every_trace_w
             assert {"sections", "steps", "usage", "alerts"} <= set(e["trace"])
             assert e["trace"] == pipe.traces[e["turn"]]
         c.close()
-        _wait(lambda: probe.client_count == 0, "the client was not let go")
+        wait_for(lambda: probe.client_count == 0, "the client was not let go")
         _outcome(pipe, _request(pipe), 7)
         assert _kinds(pipe)[-1] is TurnRecord  # gone: records again
     finally:
@@ -94,7 +82,7 @@ def test_a_recording_agent_still_builds_its_traces_as_they_come(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path
 ) -> None:
     """The recorder writes every event as it comes: its turns are built at once, probe or not."""
-    pipe = _pipeline(monkeypatch, rtdir, record=str(rtdir.parent / "run.cpsession"))
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000, record=str(rtdir.parent / "run.cpsession"))
     try:
         for t in range(2):
             _outcome(pipe, _request(pipe), t)
@@ -108,7 +96,7 @@ def test_a_turn_event_read_by_two_threads_at_once_is_one_dict(
 ) -> None:
     """The probe's I/O thread (a client's snapshot) and the agent's thread (handing the event to the
     probe) may build a turn's event at once; the probe knows an event in both by its identity."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     try:
         _outcome(pipe, _request(pipe), 0)
         req = _request(pipe)

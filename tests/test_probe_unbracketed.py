@@ -11,10 +11,7 @@ client all the same.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ from engine.probe.agent_send import AGENT_WINDOW
 from engine.probe.ring import RING_HEADER
 from engine.probe.server import ProbeServer
 from engine.recording.frames import HEADER, decode_frames
-from tests.test_probe_agent_send import _connect, _pipeline, _settle, _turn, _wait
+from tests.support.probe_agent import connect, one_turn, serving_pipeline, settle, wait_for
 from tests.test_probe_ring import _kept, _recv_n, _wait_ring
 
 T = 10.0
@@ -33,15 +30,6 @@ T = 10.0
 pytestmark = pytest.mark.skipif(
     not ring.rings_supported(), reason="needs memfd_create and file seals (Linux)"
 )
-
-
-@pytest.fixture
-def rtdir() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="cpu-", dir="/tmp"))
-    try:
-        yield base / "rt"
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class _Calls:
@@ -71,8 +59,7 @@ def test_a_quiet_ring_client_costs_a_paced_turn_no_call_into_the_probe_but_publi
     only to leave the call's events waiting). Now none does while the one client is quiet; the turn's
     event is sent by the publish that hands it over, with no send() and no wake-up, and the client
     gets every kept event at its journal position, from a recording agent too."""
-    pipe = _pipeline(
-        monkeypatch, rtdir, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000, **({"record": str(rtdir.parent / "run.cpsession")} if record else {})
     )
     probe = pipe.probe
     calls = _Calls(probe)
@@ -85,10 +72,10 @@ def test_a_quiet_ring_client_costs_a_paced_turn_no_call_into_the_probe_but_publi
 
     probe._ring_turn = counted
     try:
-        c = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 1)
         _wait_ring(c)
-        _turn(pipe, 99)  # (the first live events close the snapshot's window: see queues._skip_snapshot_tail)
+        one_turn(pipe, 99)  # (the first live events close the snapshot's window: see queues._skip_snapshot_tail)
         assert len(_recv_n(c, 1)) == 1
         assert not probe.bracket
         n0 = len(pipe.journal.events)
@@ -96,7 +83,7 @@ def test_a_quiet_ring_client_costs_a_paced_turn_no_call_into_the_probe_but_publi
         w0, s0, p0 = probe.agent_writes, probe.agent_sends, probe.wakeups
         got = []
         for t in range(5):
-            _turn(pipe, t)
+            one_turn(pipe, t)
             time.sleep(AGENT_WINDOW)  # the model call
             got += _recv_n(c, 1)
         assert (calls.hold - h0, calls.flush - f0) == (0, 0)
@@ -113,27 +100,27 @@ def test_a_client_that_is_not_quiet_brings_the_bracketing_back(
     """A client that is not quiet (told where the journal ends after each call) attaching beside the
     quiet one: every call is bracketed again, and once it leaves the calls are not; both clients get
     what they should throughout."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     calls = _Calls(probe)
     try:
-        quiet = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 1)
+        quiet = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 1)
         assert not probe.bracket
-        loud = _connect(pipe, lean=True, elide=True, quiet=False)  # told where the journal ends
-        _settle(probe, 2)
+        loud = connect(pipe, lean=True, elide=True, quiet=False)  # told where the journal ends
+        settle(probe, 2)
         assert probe.bracket
         n0 = len(pipe.journal.events)
         h0 = calls.hold
-        _turn(pipe, 0)
+        one_turn(pipe, 0)
         assert calls.hold - h0 == 4  # next_request, record_usage, assistant, tool_result
         assert _recv_n(loud, 1) == _kept(list(pipe.journal.events), n0)
-        _wait(lambda: loud.recv(0.05) is None and loud.journal_end == len(pipe.journal.events), "no end")
+        wait_for(lambda: loud.recv(0.05) is None and loud.journal_end == len(pipe.journal.events), "no end")
         loud.close()
-        _settle(probe, 1)
+        settle(probe, 1)
         assert not probe.bracket
         h0 = calls.hold
-        _turn(pipe, 1)
+        one_turn(pipe, 1)
         assert calls.hold == h0
         got = _recv_n(quiet, 2)
         assert got == _kept(list(pipe.journal.events), n0)
@@ -191,7 +178,7 @@ def _published_turns(
     probe.start()
     try:
         c = _connect_server(probe)
-        _settle(probe, 1)
+        settle(probe, 1)
         _wait_ring(c)
         assert [sc.ring_unchecked for sc in probe._clients.values()] == [unchecked]
         for t in range(6):
@@ -264,20 +251,20 @@ def test_events_the_short_path_took_and_left_to_the_fill_reach_the_client(
     """An event the fast encoder refuses (a map with a non-str key) makes the short path give up after
     it took the waiting events from the queue: it puts them in the event ring first, so the general
     fill sends them, each at its journal position."""
-    pipe = _pipeline(monkeypatch, rtdir)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     try:
-        c = _connect(pipe, lean=True, elide=True, poll=True)
-        _settle(probe, 1)
+        c = connect(pipe, lean=True, elide=True, poll=True)
+        settle(probe, 1)
         _wait_ring(c)
-        _turn(pipe, 0)  # (its first live events close the snapshot's window: see queues._skip_snapshot_tail)
+        one_turn(pipe, 0)  # (its first live events close the snapshot's window: see queues._skip_snapshot_tail)
         assert len(_recv_n(c, 1)) == 1
         n0 = len(pipe.journal.events)
         taken = probe.agent_sends
         odd = {"k": "note", "table": {1: "one", 2: "two"}}
         pipe.journal.append(odd)
         assert probe.agent_sends == taken + 1  # sent by the agent's thread, by the general fill
-        _turn(pipe, 1)
+        one_turn(pipe, 1)
         got = _recv_n(c, 2)
         journal = list(pipe.journal.events)
         assert got == _kept(journal, n0)

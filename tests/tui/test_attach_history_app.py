@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from engine.probe.server import ProbeServer
+from tests.support.probe_agent import T
 from tests.test_attach_history import CUT, TURNS, _journal
-from tests.test_probe_lean import T
 
 
 class _Held(list):  # type: ignore[type-arg]
