@@ -9,7 +9,6 @@ generated through the real engine; every request rebuilt is the recorded one."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import deque
 from pathlib import Path
@@ -17,31 +16,23 @@ from pathlib import Path
 import pytest
 
 from engine.alerts import LOOKBACK
-from engine.pipeline import Pipeline
 from engine.recording.replay import CHECKPOINT_EVERY
 from inspector.sources.file import FileSource
+from tests.support.recordings import record_reading_session
 
 TURNS = 4 * CHECKPOINT_EVERY + 40
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("held_per_turn") / "long.cpsession"
-    pipe = Pipeline(
-        "claude-sonnet-4", "anthropic", 8_000, record=path, serve=False, clock=lambda: 1_767_225_600.0
+    return record_reading_session(
+        tmp_path_factory.mktemp("held_per_turn") / "long.cpsession",
+        TURNS,
+        body=lambda t: f"file f{t}: " + f"line {t}\n" * (20 + t % 30),
+        model="claude-sonnet-4",
+        provider="anthropic",
+        window=8_000,
     )
-    pipe.identity("You are a synthetic agent.")
-    pipe.add_tool("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
-    pipe.user("Read every file.")
-    for t in range(TURNS):
-        req = pipe.next_request()
-        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
-        calls = pipe.assistant(
-            f"step {t}", [{"id": f"c{t}", "name": "read", "arguments": json.dumps({"path": f"f{t}"})}]
-        )
-        pipe.tool_result(calls[0].id, f"file f{t}: " + f"line {t}\n" * (20 + t % 30))
-    pipe.close()
-    return path
 
 
 class SmallWindow(FileSource):

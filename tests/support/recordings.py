@@ -50,13 +50,26 @@ def record_coding_session(
     pipe.close()
 
 
-def record_reading_session(path: Path, turns: int, seed: int) -> Path:
-    """deepseek-chat on the OpenAI wire reading one file a turn: each ~3 KB of random text (from
-    random.Random(seed)), so the recording spans several compressed streams. A fixed clock."""
-    rnd = random.Random(seed)
-    pipe = Pipeline(
-        "deepseek-chat", "openai", 16_000, record=path, serve=False, clock=lambda: 1_767_225_600.0
-    )
+def record_reading_session(
+    path: Path,
+    turns: int,
+    seed: int = 0,
+    *,
+    body: Callable[[int], str] | None = None,
+    model: str = "deepseek-chat",
+    provider: str = "openai",
+    window: int = 16_000,
+) -> Path:
+    """An agent reading one file a turn on a fixed clock: by default deepseek-chat on the OpenAI wire, each
+    file ~3 KB of random text (from random.Random(seed)) so that the recording spans several compressed
+    streams; `body(t)` gives turn t's file instead."""
+    if body is None:
+        rnd = random.Random(seed)
+
+        def body(t: int) -> str:
+            return f"file f{t}:\n" + "".join(rnd.choice("abcdefgh \n") for _ in range(3000))
+
+    pipe = Pipeline(model, provider, window, record=path, serve=False, clock=lambda: 1_767_225_600.0)
     pipe.identity("You are a synthetic agent.")
     pipe.add_tool("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
     pipe.user("Read every file.")
@@ -66,8 +79,7 @@ def record_reading_session(path: Path, turns: int, seed: int) -> Path:
         calls = pipe.assistant(
             f"step {t}", [{"id": f"c{t}", "name": "read", "arguments": json.dumps({"path": f"f{t}"})}]
         )
-        body = f"file f{t}:\n" + "".join(rnd.choice("abcdefgh \n") for _ in range(3000))
-        pipe.tool_result(calls[0].id, body)
+        pipe.tool_result(calls[0].id, body(t))
     pipe.close()
     return path
 
