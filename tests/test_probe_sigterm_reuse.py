@@ -100,10 +100,13 @@ def test_a_handler_the_agent_set_before_keeps_it_and_its_probe_running(rtdir: Pa
     proc, path = _agent(rtdir, "returns", tmp_path / "marker")
     try:
         proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while not (tmp_path / "marker").exists() and time.monotonic() < deadline:
+        # Wait for the text, not the file: write_text creates the file before it writes, and a read in
+        # between got '' (seen in a loaded run).
+        marker = tmp_path / "marker"
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text() == "handled") and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert (tmp_path / "marker").read_text() == "handled"
+        assert marker.read_text() == "handled"
         time.sleep(0.2)
         assert proc.poll() is None  # its handler returned: it lives on, and so does its probe
         with ProbeClient.connect(proc.pid, runtime_dir=rtdir, timeout=5) as c:
