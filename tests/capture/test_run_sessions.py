@@ -16,6 +16,7 @@ import openai
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
+from inspector import run_tui
 from inspector.run_tui import RunInspectorApp, RunWatcher, pick_session
 from inspector.sources.live import LiveSource
 from inspector.top_app import TopApp
@@ -154,6 +155,7 @@ def test_pick_session_skips_a_session_that_went_away(monkeypatch: Any) -> None:
 
     picks = iter(["7.1", "8.2", "7.2", None])
     monkeypatch.setattr(TopApp, "run", lambda self: next(picks))
+    monkeypatch.setattr(run_tui._Screen, "stopping", False)  # a run told to stop shows no list at all
     opened: list[int] = []
 
     def open_session(n: int) -> Any:

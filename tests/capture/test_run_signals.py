@@ -54,6 +54,9 @@ def test_a_signal_inside_an_app_callback_ends_the_run(
     signum: int, tmp_path: Path, rtdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: dict[str, Any] = {}
+    # The signal leaves the run stopping (run_tui._Screen.stopping, a class attribute): restored after the
+    # test, or every later pick_session of the process showed no list and returned None.
+    monkeypatch.setattr(run_tui._Screen, "stopping", False)
 
     def fake_tui(child: Any, px: Any, theme: Any, agent_log: Any) -> None:
         # The real follow_run, with the stand-in for the inspector (no agent sessions to list after it).
