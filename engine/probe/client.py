@@ -145,6 +145,7 @@ class ProbeClient:
         self._ring_wanted = False  # asked for one: read the socket with recvmsg to take its descriptor
         self._fds: list[int] = []  # descriptors received, not yet claimed by a `ring` frame
         self._overrun = 0  # ring bytes lost since the last look, to report as `dropped`
+        self._ring_held = False  # the agent marks the events it holds back in the ring (see ring)
 
     # ---------------------------------------------------------------- connecting
 
@@ -419,6 +420,7 @@ class ProbeClient:
             if fd is None:
                 raise ValueError("no descriptor came with it")
             self._ring = RingReader(fd, frame.get("size"))  # type: ignore[arg-type]
+            self._ring_held = frame.get("held") is True
         except (OSError, ValueError) as exc:
             self._mark_disconnected()
             self._close_socket()
@@ -451,6 +453,18 @@ class ProbeClient:
     def ring(self) -> bool:
         """The agent writes this client's live frames to a shared-memory ring (engine.probe.ring)."""
         return self._ring is not None
+
+    def held(self) -> int | None:
+        """None if the agent does not say when it holds events back (no ring, or one from before it did:
+        see ring, "Held events"); else how many it had held when it held the newest, if it still holds
+        them (nothing written to the ring since), or 0."""
+        ring = self._ring
+        if ring is None or not self._ring_held:
+            return None
+        try:
+            return ring.held()
+        except ValueError:  # (closed)
+            return None
 
     def _mark_disconnected(self) -> None:
         self.disconnected = True

@@ -409,6 +409,10 @@ class ClientQueues:
         # and cleared under it by every pass and every other send before they change anything.
         self._ring_one: Client | None = None
         self._nrings = 0  # clients with a ring (see ring), at most MAX_RINGS
+        # Their rings, for publish() to mark the events it holds back (ring: "Held events"): a tuple
+        # the I/O thread replaces, never changes, so the agent's thread may read it at any moment.
+        self._held_rings: tuple[RingWriter, ...] = ()
+        self._holds = 0  # events publish() held back while a ring client was attached
         self._clients: dict[int, Client] = {}
         self._sel: selectors.BaseSelector | None = None
         # This pass's encodings, shared by clients: an event's frame by sequence number; a lean run's
@@ -904,7 +908,7 @@ class ClientQueues:
         except Exception as exc:
             log.warning("probe could not make a ring for a client, it keeps the socket: %s", exc)
             return
-        frame = encode_frame({"k": "ring", "size": ring.size})
+        frame = encode_frame({"k": "ring", "size": ring.size, "held": True})
         try:
             n = socket.send_fds(c.sock, [frame], [ring.fd])  # type: ignore[list-item]
         except (BlockingIOError, InterruptedError):
@@ -917,6 +921,7 @@ class ClientQueues:
         ring.release_fd()  # the client has its own descriptor now; the mapping stays
         c.ring = ring
         self._nrings += 1
+        self._held_rings = (*self._held_rings, ring)
         if n < len(frame):  # the descriptor went with the first byte; the rest of the frame follows
             c.outbuf += frame[n:]
             self._want_write(c, True)
@@ -1386,6 +1391,7 @@ class ClientQueues:
         c.outbuf = bytearray()
         c.inbuf = bytearray()
         if c.ring is not None:
+            self._held_rings = tuple(r for r in self._held_rings if r is not c.ring)
             c.ring.close()
             c.ring = None
             self._nrings -= 1

@@ -39,6 +39,16 @@ A reader that falls more than `size` bytes behind has lost frames (the writer we
 that from the total (before and after copying, since the writer may go round while it copies) and
 starts again at the writer's current total, a frame boundary; the client reports it as `dropped`, as
 it would events lost in the agent's own queue.
+
+Held events: a quiet client is sent no frame that only says where the journal has reached, so events
+the agent journals after its last frame (the reply and tool results while a turn's close is awaited)
+wait in its queue, and the client learns of them only by asking for the journal's end, which wakes the
+agent's I/O thread (~350 us of its CPU a turn). So the agent says in the header when it holds events
+back (a ring frame with `"held": true`): at HELD_AT, a u64 count of events held so far and the u64
+total written + 1 when the newest of them was held. The reader sees events held since the last frame
+exactly when that total is the current one (a frame written since carried them), and asks only then,
+once per count: an agent paced by its model journals nothing between a turn's close and its model's
+answer, and no longer answers a useless ask.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ WRITTEN_AT = 8
 # POLL_MAX (0.1 s): seconds of slack. Populated when made (see RingWriter), so kept small.
 RING_SIZE = 256 * 1024
 _U64 = struct.Struct("<Q")
+HELD_AT = 16  # events held (u64), then the total written + 1 when the newest was held (u64)
+_HELD = struct.Struct("<QQ")
 # No shrinking (SIGBUS for the writer), no growing, and no further seals (F_SEAL_WRITE cannot be added
 # anyway while the agent's writable mapping exists; F_SEAL_SEAL closes the question).
 _SEALS = (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL) if hasattr(fcntl, "F_ADD_SEALS") else 0
@@ -148,6 +160,14 @@ class RingWriter:
     def written(self) -> int:
         return self._written
 
+    def mark_held(self, held: int) -> None:
+        """Say that `held` events have been held back so far, the newest after what is written now (see
+        "Held events"). One 16-byte store; the agent's thread calls it for each event it holds back."""
+        try:
+            _HELD.pack_into(self._mm, HELD_AT, held, self._written + 1)
+        except ValueError:
+            pass  # the I/O thread closed it (the client left) since publish() read the ring list
+
     def release_fd(self) -> None:
         """The client has its descriptor (or will never get it): the agent keeps only the mapping."""
         fd, self.fd = self.fd, None
@@ -201,6 +221,13 @@ class RingReader:
 
     def written(self) -> int:
         return int(_U64.unpack_from(self._mm, WRITTEN_AT)[0])
+
+    def held(self) -> int:
+        """How many events the agent had held back when it held the newest, if no frame has been written
+        since it did (it waits in the agent's queue: ask for the journal's end), else 0 (see "Held
+        events")."""
+        held, since = _HELD.unpack_from(self._mm, HELD_AT)
+        return int(held) if since and since - 1 == self.written() else 0
 
     def take(self) -> bytes:
         """The bytes written since the last call (b"" if none). Raises RingOverrun, after moving on to the

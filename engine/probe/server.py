@@ -234,6 +234,13 @@ class ProbeServer(AgentSend):
                 # client is sent it, so what waits is a stand-in holding its place (see elide).
                 stand_in = self._stand_in
                 pending.append(event if stand_in is None or self._windows else stand_in)
+                rings = self._held_rings
+                if rings:
+                    # A ring client learns from its header that it should ask for the journal's end
+                    # (see ring, "Held events"), rather than asking after every quiet period.
+                    self._holds += 1
+                    for ring in rings:
+                        ring.mark_held(self._holds)
                 return
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).

@@ -142,6 +142,11 @@ class LiveSource(ReplayingSource):
         # The journal's length has been asked for since the last live event (an agent that sends no
         # batch only to say where its journal has reached: see _backfill).
         self._told = False
+        # From an agent that says in our ring when it holds events back (engine.probe.ring, "Held
+        # events"), the journal's end is asked for only then, once it has journaled nothing for
+        # backfill_idle: the count of held events asked for last.
+        self._held_asked = 0
+        self._held_seen, self._held_since = 0, 0.0  # the count seen last, and since when
         self.fetched_events = 0  # journal events fetched (diagnostics, tests)
         # Guards the stream's state (`events` growing, `_ahead`, `_jpos`, the range asked for) for the
         # reader and a fetcher. Held only briefly, never while waiting on the socket: `_lock` is held by
@@ -1034,13 +1039,40 @@ class LiveSource(ReplayingSource):
     def _backfill(self) -> None:
         """While the agent is quiet: fetch the journal it left out of the stream (range after range, to
         the end it has streamed), then the traces it summarized, FETCH_MAX a request."""
-        if self._elided and self._range_end is None and (self._jpos < self._streamed_end() or not self._told):
+        if (
+            self._elided
+            and self._range_end is None
+            and (self._jpos < self._streamed_end() or not self._told or self._held_news())
+        ):
             # An agent that leaves out the batches that only say where its journal has reached (quiet)
             # has journaled past what it told us: the range asked for is answered with its length.
             if self._ask_range(None) == "asked" or not self.client.quiet:
                 self._told = True
         if self._missing and not self._asked:
             self._fetch(list(self._missing)[:FETCH_MAX], wait=False)
+
+    def _held_news(self) -> bool:
+        """Whether the agent holds back events it journaled after its last frame, has journaled nothing
+        for backfill_idle since, and we have not asked for them (engine.probe.ring, "Held events"):
+        marks them asked for. An agent whose next turn closes within backfill_idle sends them with it
+        (nothing to ask: the ask would wake its I/O thread, ~350 us of its CPU); one that runs a long
+        tool shows its reply after backfill_idle. False from an agent that does not say (it is asked
+        once every quiet period instead: `_told`)."""
+        held = self._note_held()
+        if not held or held == self._held_asked:
+            return False
+        if self.backfill_idle is not None and time.monotonic() - self._held_since < self.backfill_idle:
+            return False
+        self._held_asked = held
+        return True
+
+    def _note_held(self) -> int | None:
+        """The agent's count of events held back (see _held_news), noting when it last changed: at each
+        look while the stream is idle, so that quiet is counted from the newest event it journaled."""
+        held = self.client.held()
+        if held and held != self._held_seen:  # it journals on: quiet from now
+            self._held_seen, self._held_since = held, time.monotonic()
+        return held
 
     def _fetch_history(self) -> bool:
         """Ask for the next range of the journal before the snapshot's tail (see _connect), whether
@@ -1077,6 +1109,7 @@ class LiveSource(ReplayingSource):
                     # The app quit while the agent is idle: end here, since the reader only looks at its
                     # cancel flag between events and the process would wait for this thread at exit.
                     return
+                self._note_held()
                 idle = self.backfill_idle
                 if idle is not None and time.monotonic() - quiet_since >= idle:
                     # The agent is quiet: fetch what the stream left out or summarized while it was busy.
@@ -1089,7 +1122,8 @@ class LiveSource(ReplayingSource):
                     self._backfill()  # the next range (or traces) at once
                 continue
             quiet_since = time.monotonic()
-            self._told = not self.client.quiet  # the agent journals on: ask how far once it is quiet
+            # The agent journals on: ask how far once it is quiet, unless it says when it holds events back.
+            self._told = not self.client.quiet or self.client.held() is not None
             if ev.get("k") == "dropped":
                 # We were too slow and lost events: re-sync (the journal we replay from must stay whole),
                 # then hand on the turns that arrived meanwhile (or stand-ins for them, filled as the

@@ -1,0 +1,119 @@
+"""An attached fold inspector asks a quiet agent how far its journal reached only when it holds events back.
+
+The fold stream sends no batch that only says where the journal has reached (`quiet`), so an inspector
+used to ask for the journal's end after every quiet period of backfill_idle, and the agent's I/O thread
+woke to answer (~350 us of its CPU a turn on a small VM) even when nothing had been journaled since the
+turn's batch. The agent now marks in the client's ring the events it holds back (engine.probe.ring,
+"Held events"): the inspector asks once the agent has journaled nothing for backfill_idle after holding
+some, and not at all when it holds none. Real agent (a Pipeline serving its probe), real socket and
+ring, the real live source following the stream.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from inspector.sources.live import LiveSource
+from tests.test_probe_fold import T, _Follower, _pipeline
+
+IDLE = 0.15  # the inspector's backfill_idle here
+GAP = 0.5  # a quiet gap: longer than IDLE, with room for a loaded machine's poll
+
+
+def _close(pipe: Any, t: int) -> None:
+    """A turn's request and its usage (which closes it: the turn's batch goes out with its marker)."""
+    req = pipe.next_request()
+    pipe.record_usage({"input_tokens": req.final_tokens, "output_tokens": 10 + t})
+
+
+def _reply(pipe: Any, t: int) -> None:
+    """The model's reply and the tool's result: journaled after the turn's batch, held back by the agent."""
+    calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+    pipe.tool_result(calls[0].id, f"output of step {t}")
+
+
+def _attach(pipe: Any) -> tuple[LiveSource, _Follower]:
+    probe = pipe.probe
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=IDLE, fold=True)
+    assert src._folding
+    view = _Follower(src)
+    deadline = time.monotonic() + T
+    while not (probe.client_count == 1 and src.client.held() is not None):
+        assert time.monotonic() < deadline, "the fold client never got a ring that says what is held"
+        time.sleep(0.005)
+    return src, view
+
+
+def _settled(pipe: Any, src: LiveSource) -> None:
+    """Wait until the inspector has the whole journal (asking for it as it would)."""
+    deadline = time.monotonic() + T
+    while src._jpos < len(pipe.probe._journal()):
+        have, end = src._jpos, len(pipe.probe._journal())
+        assert time.monotonic() < deadline, f"the inspector has {have} of the journal's {end} events"
+        time.sleep(0.01)
+
+
+def test_a_quiet_gap_with_nothing_journaled_since_the_batch_wakes_no_probe_thread(rtdir: Path) -> None:
+    pipe = _pipeline(rtdir)
+    probe = pipe.probe
+    try:
+        _close(pipe, 0)
+        _reply(pipe, 0)
+        src, view = _attach(pipe)
+        _close(pipe, 1)
+        _settled(pipe, src)
+        time.sleep(GAP)  # (the ask after attaching, if any, is answered)
+        wakeups, asked = probe.wakeups, src.fetched_events
+        turns = range(2, 8)
+        for t in turns:
+            # The reply, the tool result and the next request come together; then the turn's batch, and a
+            # gap longer than the inspector's idle with nothing journaled after that batch.
+            _reply(pipe, t - 1)
+            _close(pipe, t)
+            time.sleep(GAP)
+        view.wait_for(turns[-1])
+        per_turn = (probe.wakeups - wakeups) / len(turns)
+        # Before: one ask after every gap (the I/O thread woke 1.0 a turn) for a journal end it had sent.
+        assert per_turn < 0.5, f"the probe thread woke {per_turn:.2f} times a turn with nothing held back"
+        assert src.fetched_events == asked, "the inspector fetched events the turns' batches had sent"
+        assert src._jpos == len(probe._journal())  # it has all of the journal all the same
+        view.stop()
+    finally:
+        pipe.close()
+
+
+def test_the_reply_and_tool_result_held_during_a_long_tool_run_arrive_within_the_idle(rtdir: Path) -> None:
+    pipe = _pipeline(rtdir)
+    probe = pipe.probe
+    try:
+        _close(pipe, 0)
+        src, view = _attach(pipe)
+        _reply(pipe, 0)
+        _close(pipe, 1)
+        _settled(pipe, src)
+        for t in range(1, 4):
+            time.sleep(GAP)
+            wakeups = probe.wakeups
+            _reply(pipe, t)  # then a long tool run: nothing more journaled, nothing sent
+            end = len(probe._journal())
+            assert src._jpos < end
+            start = time.monotonic()
+            deadline = start + T
+            while src._jpos < end:
+                assert time.monotonic() < deadline, f"turn {t}'s reply and tool result never arrived"
+                time.sleep(0.005)
+            took = time.monotonic() - start
+            assert took >= IDLE * 0.9, "asked before the agent had been quiet for the idle"
+            kinds = [e.get("k") for e in src.events[-3:]]
+            assert "msg" in kinds and "part" in kinds, kinds
+            # One ask answers them (the count the agent said was held changes no more).
+            time.sleep(GAP)
+            assert probe.wakeups - wakeups <= 2, probe.wakeups - wakeups
+            _close(pipe, t + 1)
+        view.wait_for(3)
+        view.stop()
+    finally:
+        pipe.close()
