@@ -112,7 +112,11 @@ session_ops = st.lists(
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(before=st.integers(min_value=0, max_value=4), ops=session_ops)
 def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bool, int]]) -> None:
+    # Each example's own runtime directory (the rtdir fixture is made once per test, not per example):
+    # earlier examples' pipelines of this process served there, and the attach by pid must find this one.
     base = Path(tempfile.mkdtemp(prefix="cpf-", dir="/tmp"))
+    was = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(base)
     pipe = _pipeline(base / "rt", window=12_000)
     try:
         for t in range(before):
@@ -140,7 +144,13 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
         view.stop()
         # (Not the turns before the attach: annotated while nobody was attached, they are sent built;
         # see tests/test_attach_fold_snapshot.py.)
-        assert src.folded_turns == len(live) and src.asked_traces == 0
+        # Every turn without an annotation came as its marker and was folded here. An annotated one may
+        # come built (Deferred.private: the record cannot tell whether its annotation was journaled
+        # apart, so a turn that leaves through the queue rather than the ring is resolved in the
+        # probe's thread; seen in about half the runs of one example since the fold stream's fill
+        # changes): built from the same record, so it is compared with the agent's below all the same.
+        plain = sum(1 for _, note, _ in ops if not note)
+        assert plain <= src.folded_turns <= len(live) and src.asked_traces == 0
         agent = _agent_traces(pipe)
         for t in live:
             assert shown[t] == agent[t], t
@@ -148,6 +158,10 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
         assert any(t.get("note") for t in shown.values()) == any(n for _, n, _ in ops)
     finally:
         pipe.close()
+        if was is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = was
         shutil.rmtree(base, ignore_errors=True)
 
 
