@@ -80,17 +80,8 @@ class TurnFold:
         return None
 
     def _outcome(self, pipe: Pipeline, key: str, value: Any) -> None:
-        """What Pipeline._settle does to the open trace: the outcome on it, the rules that read it again."""
-        t = self._open
-        if t is None:
-            return
-        t[key] = value
-        traces = pipe.traces
-        if self._said is not None and traces and traces.raw(-1) is t:
-            out = alert_rules.reevaluate(t, traces.views(len(traces) - 1, alert_rules.LOOKBACK), self._said)
-        else:
-            out = alert_rules.evaluate_rules(t, traces.views(len(traces) - 1, len(traces)))
-        t["alerts"] = alert_rules.alerts_of(out)
+        if self._open is not None:
+            settle_outcome(pipe, self._open, self._said, key, value)
 
     def _close(self, turn: Any) -> tuple[int, dict[str, Any] | None] | None:
         t, matched = self._open, self._matched
@@ -100,3 +91,17 @@ class TurnFold:
         if t is None or t.get("turn") != turn or not matched:
             return turn, None
         return turn, t
+
+
+def settle_outcome(pipe: Pipeline, t: dict[str, Any], said: Any, key: str, value: Any) -> None:
+    """What Pipeline._settle does to an open turn's rebuilt trace `t`: the outcome (`usage` or `error`)
+    on it, and the alert rules that read it run again (against what they said at the request, `said`,
+    when `t` is still the newest trace). Shared by this fold and the inspector's (live_fold.TraceFold):
+    both must settle a rebuilt turn exactly as the agent did."""
+    t[key] = value
+    traces = pipe.traces
+    if said is not None and traces and traces.raw(-1) is t:
+        out = alert_rules.reevaluate(t, traces.views(len(traces) - 1, alert_rules.LOOKBACK), said)
+    else:
+        out = alert_rules.evaluate_rules(t, traces.views(len(traces) - 1, len(traces)))
+    t["alerts"] = alert_rules.alerts_of(out)

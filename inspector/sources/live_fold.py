@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine import alerts as alert_rules
 from engine.pipeline import Pipeline
 from engine.recording.journal import trace_of
 from engine.recording.replay import Replayer
+from engine.recording.turn_fold import settle_outcome
 from engine.tokens import TokenCounter
 
 
@@ -100,16 +100,8 @@ class TraceFold:
 
     def _outcome(self, pipe: Pipeline, key: str, value: Any) -> None:
         """Pipeline._settle on the open turn's trace: the outcome, and the rules that read it again."""
-        t = self._open
-        if t is None:
-            return
-        t[key] = value
-        traces = pipe.traces
-        if self._said is not None and traces and traces.raw(-1) is t:
-            out = alert_rules.reevaluate(t, traces.views(len(traces) - 1, alert_rules.LOOKBACK), self._said)
-        else:
-            out = alert_rules.evaluate_rules(t, traces.views(len(traces) - 1, len(traces)))
-        t["alerts"] = alert_rules.alerts_of(out)
+        if self._open is not None:
+            settle_outcome(pipe, self._open, self._said, key, value)
 
     def _close(self, turn: Any) -> Folded | None:
         t, bad = self._open, self._bad
