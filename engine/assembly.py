@@ -35,11 +35,6 @@ SECTION_MEMO = 64
 # trimmed one; a what-if (simulate) builds two to five columns a turn from one Measure, each its own
 # lineage of histories that only grow between compactions. Each entry pins one item tuple.
 RECENT_ROUNDS = 6
-# Remembered running sums and first_over scans (Measure.cumulative, Measure.first_over): one entry per
-# lineage of histories, as for the splits. A what-if's build pass asks them of up to five columns' histories
-# a turn; with three entries a column's lineage was pushed out before its next turn and its whole history
-# was summed or scanned again (O(history) a turn: 3,000 turns' what-if spent seconds there).
-RECENT_LINEAGES = 6
 # Verified prefixes (Measure.starts_with): one link per item tuple, to the longest tuple it was found to
 # start with. A build checks its history against the previous build's in several memos (section runs,
 # running sums, rounds, the remembered cuts and lineage); a what-if builds a few columns a turn. Each
@@ -299,18 +294,12 @@ class Measure:
         """Running token sums: result[i] is the tokens of items[:i] (len(items) + 1 entries), so the
         tokens of any slice are one subtraction. Extended from a recent run when `items` starts with
         it (a history that grew), so a turn adds only the new items. Do not modify the list."""
-        memo = self._cums
-        for j, (prev, sums) in enumerate(memo):
+        for prev, sums in self._cums:
             k = len(prev)
             if self.starts_with(items, prev):
                 if k == len(items):
-                    if j:
-                        memo.insert(0, memo.pop(j))
                     return sums
                 out = sums + list(accumulate(map(self.item, items[k:]), initial=sums[-1]))[1:]
-                # The longer history supersedes its prefix (the same lineage): keeping both would
-                # push another lineage's entry out.
-                del memo[j]
                 break
         else:
             counts: Iterable[int] = map(self.item, items)
@@ -320,8 +309,8 @@ class Measure:
                 except KeyError:
                     pass
             out = list(accumulate(counts, initial=0))
-        memo.insert(0, (items, out))
-        del memo[RECENT_LINEAGES:]
+        self._cums.insert(0, (items, out))
+        del self._cums[RECENT_RUNS:]
         return out
 
     def first_over(self, items: tuple[SectionItem, ...], limit: int) -> int:
@@ -329,14 +318,10 @@ class Measure:
         len(items) when none does. Remembered like section totals: a history that only grew since
         the last scan is scanned from where that one ended."""
         start = 0
-        memo = self._over
-        for j, (lim, prev, found) in enumerate(memo):
+        for lim, prev, found in self._over:
             k = len(prev)
             if lim == limit and self.starts_with(items, prev):
-                # The longer history supersedes its prefix (see cumulative).
-                del memo[j]
                 if found < k:
-                    memo.insert(0, (limit, items, found))
                     return found
                 start = k
                 break
@@ -353,8 +338,8 @@ class Measure:
             if isinstance(it, Message) and big(it) > limit:
                 found = i
                 break
-        memo.insert(0, (limit, items, found))
-        del memo[RECENT_LINEAGES:]
+        self._over.insert(0, (limit, items, found))
+        del self._over[RECENT_RUNS:]
         return found
 
     def rounds(self, items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
