@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from engine import pipeline_express as express
 from engine.pipeline import Pipeline
+from tests.support.counting import LaneTurns
 from tests.test_turn_carry import _pipe
 from tests.test_turn_lineage import _feed as _lineage_feed
 
@@ -224,25 +225,14 @@ def test_steady_lane_turns_move_the_tail_marker_without_the_markers_rule(
     ran it (markers.apply: ~6-17 us a turn). Same bytes: test_the_express_lane_changes_no_byte."""
     from engine.optimize import markers
 
-    inside = [False]
-    lane_turns = [0]
     rule_runs = [0]
-    real_turn, real_apply = express.turn, markers.apply
-
-    def turn(pipe: Pipeline, c: express.Carried) -> Any:
-        inside[0] = True
-        try:
-            got = real_turn(pipe, c)
-        finally:
-            inside[0] = False
-        lane_turns[0] += got is not None
-        return got
+    real_apply = markers.apply
+    lane = LaneTurns(monkeypatch)
 
     def apply(asm: Any, ctx: Any) -> Any:
-        rule_runs[0] += inside[0]
+        rule_runs[0] += lane.inside
         return real_apply(asm, ctx)
 
-    monkeypatch.setattr(express, "turn", turn)
     monkeypatch.setattr(markers, "apply", apply)
     pipe = _pipe(40_001, "cost_aware", False, True)
     ev = {"k": "config", "config": replace(pipe.config, provider=provider).to_event()}
@@ -257,9 +247,9 @@ def test_steady_lane_turns_move_the_tail_marker_without_the_markers_rule(
         req = pipe.next_request()
         pipe.record_usage({"input_tokens": int(req.final_tokens * 1.1), "output_tokens": 20 + r % 300})
     pipe.close()
-    assert lane_turns[0] >= len(STEADY) - 2
+    assert lane.taken >= len(STEADY) - 2
     # On the first lane turn only (the turn before it took the general path).
-    assert rule_runs[0] == 1, (rule_runs[0], lane_turns[0])
+    assert rule_runs[0] == 1, (rule_runs[0], lane.taken)
 
 
 def test_a_marker_providers_lane_turn_carries_the_history_runs_sums(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,35 +326,24 @@ def test_a_lane_turn_weighs_a_cut_and_writes_a_tool_call_without_the_general_pat
 
     from engine.policy import cachecost
 
-    inside = [False]
-    lane_turns = [0]
     made: dict[str, int] = {"payback": 0, "loads": 0}
-    real_turn, real_loads, real_init = express.turn, json_mod.loads, cachecost.Payback.__init__
-
-    def turn(pipe: Pipeline, c: express.Carried) -> Any:
-        inside[0] = True
-        try:
-            got = real_turn(pipe, c)
-        finally:
-            inside[0] = False
-        lane_turns[0] += got is not None
-        return got
+    real_loads, real_init = json_mod.loads, cachecost.Payback.__init__
+    lane = LaneTurns(monkeypatch)
 
     def loads(*a: Any, **k: Any) -> Any:
         # (input_json's own parse; ToolCall.arguments_obj, which a call with other than string values
         # goes through as before, passes its hooks.)
-        made["loads"] += inside[0] and not k
+        made["loads"] += lane.inside and not k
         return real_loads(*a, **k)
 
     def init(self: Any, *a: Any, **k: Any) -> None:
-        made["payback"] += inside[0]
+        made["payback"] += lane.inside
         real_init(self, *a, **k)
 
-    monkeypatch.setattr(express, "turn", turn)
     monkeypatch.setattr(json_mod, "loads", loads)
     monkeypatch.setattr(cachecost.Payback, "__init__", init)
     taken, compactions = side_by_side(STEADY, 4_001, "cost_aware", True, provider)
-    assert compactions >= 1 and lane_turns[0] >= 20
+    assert compactions >= 1 and lane.taken >= 20
     assert made == {"payback": 0, "loads": 0}
 
 

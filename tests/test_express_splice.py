@@ -14,6 +14,7 @@ import pytest
 from engine import pipeline_express as express
 from engine.pipeline import Pipeline
 from engine.providers.base import Serializer
+from tests.support.counting import LaneTurns
 from tests.test_express import _round, _steady_pipe, side_by_side
 
 
@@ -113,25 +114,14 @@ def test_steady_lane_turns_do_not_look_for_the_tasks_end(
     bytes: tests/test_express.py."""
     from engine.optimize import markers
 
-    inside = [False]
-    lane_turns = [0]
     looked = [0]
-    real_turn, real_where = express.turn, markers.task_where_it_was
-
-    def turn(pipe: Pipeline, c: express.Carried) -> Any:
-        inside[0] = True
-        try:
-            got = real_turn(pipe, c)
-        finally:
-            inside[0] = False
-        lane_turns[0] += got is not None
-        return got
+    real_where = markers.task_where_it_was
+    lane = LaneTurns(monkeypatch)
 
     def where(*a: Any) -> bool:
-        looked[0] += inside[0]
+        looked[0] += lane.inside
         return real_where(*a)
 
-    monkeypatch.setattr(express, "turn", turn)
     monkeypatch.setattr(markers, "task_where_it_was", where)
     pipe = _steady_pipe(provider)
     try:
@@ -139,7 +129,7 @@ def test_steady_lane_turns_do_not_look_for_the_tasks_end(
             _round(pipe, t)
     finally:
         pipe.close()
-    assert lane_turns[0] >= 28
+    assert lane.taken >= 28
     assert looked[0] <= 1, looked[0]
 
 

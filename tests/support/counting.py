@@ -18,3 +18,27 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[
 
     monkeypatch.setattr(owner, name, counted)
     return n
+
+
+class LaneTurns:
+    """express.turn replaced for the test by a wrapper that counts the turns the express lane took
+    (`taken`) and says whether the code now running is inside one (`inside`): a test counts what else
+    runs during lane turns by reading `inside` from its own wrapper of that function."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from engine import pipeline_express as express
+
+        self.inside = False
+        self.taken = 0
+        real = express.turn
+
+        def turn(pipe: Any, c: Any) -> Any:
+            self.inside = True
+            try:
+                got = real(pipe, c)
+            finally:
+                self.inside = False
+            self.taken += got is not None
+            return got
+
+        monkeypatch.setattr(express, "turn", turn)
