@@ -43,8 +43,16 @@ def guess_language(text: str) -> str:
 def lexer_class(language: str) -> type[Lexer]:
     """pygments' lexer for a `guess_language` answer (plain text for anything else). pygments (and rich's
     Syntax, which imports it) are imported on the first text shown, not with the app: ~40 ms of
-    start-up, and the first screen shows no content."""
-    from pygments.lexers import JsonLexer, MarkdownLexer, PythonLexer, TextLexer
+    start-up, and the first screen shows no content.
+
+    Imported from their own modules, never as `from pygments.lexers import ...`: at the end of its first
+    import that package replaces itself in sys.modules with a lazy module, and a thread importing it at
+    that moment (the content worker, while the UI thread highlights) gets the module from before the
+    swap, which has no lexer classes: "cannot import name 'TextLexer'" on the first frame."""
+    from pygments.lexers.data import JsonLexer
+    from pygments.lexers.markup import MarkdownLexer
+    from pygments.lexers.python import PythonLexer
+    from pygments.lexers.special import TextLexer
 
     lexers: dict[str, type[Lexer]] = {"json": JsonLexer, "python": PythonLexer, "markdown": MarkdownLexer}
     return lexers.get(language, TextLexer)

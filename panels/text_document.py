@@ -40,7 +40,7 @@ def _theme(dark: bool) -> tuple[Style, PygmentsSyntaxTheme, dict[_TokenType, Sty
     """(base style, pygments theme, styles by token type) of the dark or light theme, shared by every
     document (building a theme's styles took ~8 ms; a dict shared by threads is safe under the GIL)."""
     if dark not in _THEMES:
-        from pygments.lexers import TextLexer
+        from pygments.lexers.special import TextLexer  # its own module: see highlight.lexer_class
         from rich.syntax import PygmentsSyntaxTheme, Syntax
 
         name = "monokai" if dark else "friendly"
@@ -58,7 +58,7 @@ class LineHighlighter:
     def __init__(self, text: str, language: str, dark: bool) -> None:
         self.text = text
         self.base_style, self._theme, self._styles = _theme(dark)
-        from pygments.lexers import TextLexer
+        from pygments.lexers.special import TextLexer  # its own module: see highlight.lexer_class
         from pygments.token import Token
 
         lexer = lexer_class(language)
