@@ -1917,9 +1917,10 @@ class Pipeline:
         Folding ignores the kind; a recording never has one (its turns are built as they come)."""
         t = self._open
         if isinstance(t, TurnRecord):
-            t.set(key, value)
             probe = self.probe
-            if probe is not None and probe.client_count:
+            apart = probe is not None and probe.client_count > 0
+            t.set(key, value, apart)  # (the record knows whether a fold of the journal can set it too)
+            if apart:
                 self.journal.append({"k": "annotate", "turn": t.turn, "key": key, "value": value})
         elif t is not None:
             t[key] = value

@@ -80,6 +80,7 @@ class TurnRecord:
         "_trace",
         "_earlier",
         "_said",
+        "_unsaid",
     )
 
     def __init__(
@@ -134,6 +135,9 @@ class TurnRecord:
         # comes after the trace was built runs only the outcome rules again).
         self._earlier: list[dict[str, Any]] = earlier
         self._said: alert_rules.Outcomes = ()
+        # An annotation set on it that no other journal event says (see `set`): a reader that rebuilds
+        # the turn from the journal cannot, and is given it built (TurnEvent.private).
+        self._unsaid = False
 
     @classmethod
     def later(
@@ -154,6 +158,7 @@ class TurnRecord:
         rec.section_shas, rec.alert_view = section_shas, alert_view
         rec._inputs = make  # type: ignore[assignment]
         rec._later, rec._outcome, rec._trace, rec._earlier, rec._said = {}, False, None, earlier, ()
+        rec._unsaid = False
         return rec
 
     def made_by(self, make: object) -> bool:
@@ -166,9 +171,17 @@ class TurnRecord:
         """Whether the trace was built (something read it)."""
         return self._trace is not None
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: Any, apart: bool = False) -> None:
         """What `trace[key] = value` on the open turn's trace does (an annotation). Under the build's
-        lock: another thread may be building the trace (it reads what was set after the request)."""
+        lock: another thread may be building the trace (it reads what was set after the request).
+
+        `apart`: the caller journals it on its own too (Pipeline.annotate, while a probe has clients),
+        so a fold of the journal sets it as this does, in the same order among the turn's other later
+        keys (the outcome's events are journaled too). One set not so journaled, or of `alerts` (a
+        rebuild sets it before an outcome that comes after, where the build re-evaluates it last),
+        makes the record one only its own build can give (`_unsaid`)."""
+        if not apart or key == "alerts":
+            self._unsaid = True
         with _BUILD:
             t = self._trace
             if t is None:
@@ -268,10 +281,10 @@ class TurnEvent(Deferred):
         return rec is None or rec.read()
 
     def private(self) -> bool:
-        # Annotations (Pipeline.annotate) are journaled on their own only while a probe has clients;
-        # the outcome (usage, error) always is.
+        # Annotations (Pipeline.annotate) are journaled on their own only while a probe has clients
+        # (the record knows which were: TurnRecord.set); the outcome (usage, error) always is.
         rec = self._record
-        return rec is not None and any(k not in ("usage", "error") for k in rec._later)
+        return rec is not None and rec._unsaid
 
 
 class Traces(deque[Any]):

@@ -144,13 +144,9 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
         view.stop()
         # (Not the turns before the attach: annotated while nobody was attached, they are sent built;
         # see tests/test_attach_fold_snapshot.py.)
-        # Every turn without an annotation came as its marker and was folded here. An annotated one may
-        # come built (Deferred.private: the record cannot tell whether its annotation was journaled
-        # apart, so a turn that leaves through the queue rather than the ring is resolved in the
-        # probe's thread; seen in about half the runs of one example since the fold stream's fill
-        # changes): built from the same record, so it is compared with the agent's below all the same.
-        plain = sum(1 for _, note, _ in ops if not note)
-        assert plain <= src.folded_turns <= len(live) and src.asked_traces == 0
+        # Every turn came as its marker and was folded here, the annotated ones too: their annotations
+        # were journaled apart while the client was attached (the record knows it: TurnEvent.private).
+        assert src.folded_turns == len(live) and src.asked_traces == 0
         agent = _agent_traces(pipe)
         for t in live:
             assert shown[t] == agent[t], t
