@@ -9,7 +9,7 @@ changed. The lane starts from the previous turn's outcome instead and does only 
   sources, Measure, serializer and task end; only messages appended; no latch flip, note, bind,
   recovery or emergent item; the stable rules left the last request as it was and the new messages
   hold no tool result over the spill threshold: cost_aware's own append-only proof, `_extend` and
-  `_extended_stable`);
+  `_stable_holds`);
 - counts the new content, re-plans the ceiling from the current calibration and reserves, and weighs a
   cut exactly as cost_aware.run does (`_choose_cut`, the pay-back): a turn the policy would compact,
   force or trim, or one the lane cannot prove, goes to the general path, which then decides as always;
@@ -351,9 +351,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         return None
     applied, _lin, new = ext
     # The stable rules' proof reads only the context's limits, spill backend, Measure and dry run.
-    stable_ctx = _StableView(cfg.limits, pipe.spill, m)
-    stable = cost_aware._extended_stable(lin, new, applied, stable_ctx)  # type: ignore[arg-type]
-    if stable is None or stable.actions:
+    if not cost_aware._stable_holds(lin, new, cfg.limits, pipe.spill, m, False):
         return None
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
@@ -437,20 +435,17 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
     rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
     # The lineage the next turn (either path) extends: this one.
-    cost_aware._remember_lineage(
+    cost_aware._extended_lineage(
         lineages,  # type: ignore[arg-type]
         c.slot,
         (cfg.limits, cfg.policy),
+        lin,
         full,
         hidx,
         st,
-        elided,
-        note,
         applied,
         m,
-        stable_ctx,  # type: ignore[arg-type]
-        stable,
-        lin.task_end,
+        cfg.limits,
     )
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = Carried(
@@ -570,12 +565,3 @@ class _MarkersView(NamedTuple):
     latch_flipped: bool
     task_marker: bool
     task_noted: bool
-
-
-class _StableView(NamedTuple):
-    """What cost_aware._extended_stable and _remember_lineage read of an optimize context."""
-
-    limits: Any
-    spill: Any
-    measure: Any
-    dry_run: bool = False

@@ -451,3 +451,47 @@ def test_the_turn_after_a_task_only_first_request_takes_the_lane(provider: str) 
     taken, compactions = side_by_side(ops, 40_001, "cost_aware", True, provider)
     assert compactions == 0
     assert taken == len(ops) - 1
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_lane_turns_remember_the_stable_steps_without_copying_them(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane turn proves the stable rules' outcome holds (cost_aware._stable_holds) and remembers the
+    lineage it extends with the very steps that lineage held: nothing reads them in a lane turn (its
+    trace runs the policy afresh), so they are not copied into an OptimizeResult to be remembered again.
+    Before, each lane turn copied both step lists (a dict per step) and made an OptimizeResult. A trace
+    still gets steps of its own: changing a read trace's steps leaves what the next turns remember (the
+    general path remembers a copy of the steps it ran, not its trace's lists)."""
+    from engine.policy import cost_aware
+
+    lane = LaneTurns(monkeypatch)
+    real_lineage = cost_aware._Lineage
+    remembered: list[tuple[bool, Any]] = []
+
+    def lineage(*a: Any) -> Any:
+        got = real_lineage(*a)
+        remembered.append((lane.inside, got.stable))
+        return got
+
+    monkeypatch.setattr(cost_aware, "_Lineage", lineage)
+    pipe = _steady_pipe(provider)
+    try:
+        for t in range(24):
+            _round(pipe, t)
+        assert lane.taken >= 20
+        steady = [s for inside, s in remembered if inside]
+        assert len(steady) == lane.taken and steady[0] is not None
+        assert all(s is steady[0] for s in steady), len({id(s) for s in steady})
+        want = json.dumps(steady[0], sort_keys=True)
+        # The first turn's trace (the general path ran the rules) and a lane turn's (its record runs the
+        # policy now), both changed by their reader.
+        for trace in (pipe.traces[0], pipe.traces[-1]):
+            steps = [s for s in trace["steps"] if s.get("step") in ("reorder", "spill")]
+            assert steps, trace["steps"]
+            for s in steps:
+                s["status"] = "changed by the reader"
+        _round(pipe, 24)
+        assert json.dumps(remembered[-1][1], sort_keys=True) == want
+    finally:
+        pipe.close()

@@ -403,27 +403,28 @@ def run(
             r = _extended_stable(ext[1], ext[2], applied, ctx)
             if r is not None:
                 assert lineages is not None and hidx is not None
-                _remember_lineage(
-                    lineages, slot, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, r, ext[1].task_end
-                )
+                _extended_lineage(lineages, slot, lin_slot, ext[1], asm_full, hidx, s, applied, m, ctx.limits)
                 return applied, applied, ctx, r, [], planned
         key = _stable_key(applied, ctx) if carry is not None else None
         if carry is not None and key is not None:
             carried = _carried_stable(carry, key, applied)
             if carried is not None:
                 if lineages is not None and hidx is not None:
+                    kept = carry[STABLE_CARRY][key[2]][1:]  # (the steps the memo holds: never a trace's)
                     _remember_lineage(
-                        lineages, slot, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, carried
+                        lineages, slot, lin_slot, asm_full, hidx, s, elided, note, applied, m, ctx, kept
                     )
                 return applied, applied, ctx, carried, [], planned
         r = optimize(applied, ctx, STABLE_RULES)
         unchanged = r.asm is applied and not ctx.spill_failures
-        if carry is not None and key is not None and unchanged:
+        # What is remembered of the steps is a copy: r's are the trace's, and a reader may change them.
+        kept_steps = (list(map(dict, r.steps)), list(map(dict, r.skipped))) if key and unchanged else None
+        if carry is not None and key is not None and kept_steps is not None:
             # Nothing changed: the outcome holds for the next build with an equal key.
             slots = carry.setdefault(STABLE_CARRY, {})
             if len(slots) >= CARRY_SLOTS and key[2] not in slots:
                 slots.clear()
-            slots[key[2]] = (key, r.steps, r.skipped)
+            slots[key[2]] = (key, *kept_steps)
         if lineages is not None and hidx is not None:
             _remember_lineage(
                 lineages,
@@ -437,7 +438,7 @@ def run(
                 applied,
                 m,
                 ctx,
-                r if key and unchanged else None,
+                kept_steps,
             )
         return applied, r.asm, ctx, r, list(ctx.spill_failures), planned
 
@@ -707,11 +708,12 @@ def _remember_lineage(
     applied: Assembly,
     m: Measure,
     ctx: OptimizeContext,
-    stable: OptimizeResult | None,
+    stable: tuple[list[dict[str, object]], list[dict[str, object]]] | None,
     te: int | None = None,
 ) -> None:
-    """Remember this build for the next to extend (see _Lineage). `te`: the raw history's task end, when
-    known (an extended build's is the one it extends: the task ended inside the history it extends)."""
+    """Remember this build for the next to extend (see _Lineage). `stable`: the stable rules' steps and
+    skipped steps when they changed nothing (lists no trace holds: a build that extends this one copies
+    them for its own trace). `te`: the raw history's task end, when known."""
     if ctx.dry_run:
         return
     if len(lineages) >= CARRY_SLOTS and slot not in lineages:
@@ -728,7 +730,7 @@ def _remember_lineage(
         m,
         ctx.limits,
         ctx.spill is None,
-        (stable.steps, stable.skipped) if stable is not None else None,
+        stable,
     )
 
 
@@ -791,31 +793,75 @@ def _extend(
     return asm_full[:hidx] + (applied_hist,) + asm_full[hidx + 1 :], lin, new
 
 
+def _stable_holds(
+    lin: _Lineage, new: tuple[Any, ...], limits: OptimizeLimits, spill: Any, m: Measure, dry_run: bool
+) -> bool:
+    """Whether the stable rules' outcome remembered with `lin` holds on an append-only turn (see _extend):
+    the rules changed nothing then and the appended messages hold no tool result over the spill
+    threshold. What _stable_key and _carried_stable establish, read from what _extend checked: the other
+    sections are the same objects, the Measure the same, the limits the same (the lineage's slot), and
+    the history's messages over the threshold (none then) only those appended; whether a spill backend
+    is configured (`spill`, the context's) or a dry run is compared here."""
+    if (
+        lin.stable is None
+        or dry_run
+        or lin.spill_none != (spill is None)
+        or (lin.limits is not limits and lin.limits != limits)
+    ):
+        return False
+    limit = limits.spill_threshold
+    big = m.largest_result
+    for it in new:
+        if isinstance(it, Message) and big(it) > limit:
+            return False
+    return True
+
+
 def _extended_stable(
     lin: _Lineage, new: tuple[Any, ...], applied: Assembly, ctx: OptimizeContext
 ) -> OptimizeResult | None:
     """The stable rules' outcome on an append-only turn (see _extend): the one remembered with the
-    build it extends, when the rules changed nothing then and the appended messages hold no tool
-    result over the spill threshold. What _stable_key and _carried_stable establish, read from what
-    _extend checked: the other sections are the same objects, the Measure the same, the limits the
-    same (the lineage's slot), and the history's messages over the threshold (none then) only those
-    appended; whether a spill backend is configured (or a dry run) is compared here."""
-    if (
-        lin.stable is None
-        or ctx.dry_run
-        or lin.spill_none != (ctx.spill is None)
-        or (lin.limits is not ctx.limits and lin.limits != ctx.limits)
-    ):
+    build it extends, when it holds (_stable_holds); its steps copied (a trace's steps are its own)."""
+    if lin.stable is None or not _stable_holds(lin, new, ctx.limits, ctx.spill, ctx.measure, ctx.dry_run):
         return None
-    limit = ctx.limits.spill_threshold
-    big = ctx.measure.largest_result
-    for it in new:
-        if isinstance(it, Message) and big(it) > limit:
-            return None
     r = OptimizeResult(applied)
     r.steps = list(map(dict, lin.stable[0]))  # copies (a trace's steps are its own), made in C
     r.skipped = list(map(dict, lin.stable[1]))
     return r
+
+
+def _extended_lineage(
+    lineages: dict[Any, _Lineage],
+    slot: Any,
+    owner: tuple[OptimizeLimits, PolicySettings],
+    lin: _Lineage,
+    asm_full: Assembly,
+    hidx: int,
+    st: CompactionState,
+    applied: Assembly,
+    m: Measure,
+    limits: OptimizeLimits,
+) -> None:
+    """What _remember_lineage remembers of a build that extended `lin` (_extend) and whose stable rules'
+    outcome held (_stable_holds) under `limits`, made from `lin`: the same elision, note, task end,
+    Measure and spill backend (_extend and _stable_holds compared them), and its remembered steps
+    shared, not copied. The express lane's turns never hand those steps to a trace (a lane turn's trace
+    runs the policy afresh), so a copy made only to be remembered again (two lists of dicts each turn)
+    is left out; a build that reads them (_extended_stable) copies them as before."""
+    lineages[slot] = _Lineage(
+        owner,
+        asm_full,
+        st,
+        lin.elided,
+        lin.note,
+        lin.task_end,
+        applied,
+        m.section(applied[hidx]),
+        m,
+        limits,
+        lin.spill_none,
+        lin.stable,
+    )
 
 
 STABLE_CARRY = "stable rules"
