@@ -18,7 +18,7 @@ from textual.worker import get_current_worker
 
 from engine.trace_schema import Trace
 from inspector.messages import ContentLoaded
-from inspector.sources import Source
+from inspector.sources import FoldCancelled, Source
 from panels.content_viewer import Screenful, prerender
 from panels.text_document import TextDocument, prepare
 
@@ -120,8 +120,11 @@ class ContentLoader:
                 if worker.is_cancelled:
                     return
             if not shown:
-                text = (self.source.request_body(turn) if section_id is None
-                        else self.source.section_content(turn, section_id))
+                try:
+                    text = (self.source.request_body(turn) if section_id is None
+                            else self.source.section_content(turn, section_id))
+                except FoldCancelled:  # a newer step replaced this worker mid-fold: nothing to show
+                    return
                 if worker.is_cancelled:
                     return
                 document = document_for(text)

@@ -12,7 +12,7 @@ from textual.worker import get_current_worker
 
 from engine.whatif import Overrides
 from inspector.messages import ReplanFinished, ShadowLoaded, SimulationFinished, WhyMissed
-from inspector.sources import SimulationCancelled, Source
+from inspector.sources import FoldCancelled, SimulationCancelled, Source
 
 
 class WhatIfRunner:
@@ -32,7 +32,10 @@ class WhatIfRunner:
     def replan(self, index: int, turn: int, overrides: Overrides) -> None:
         def work() -> None:
             worker = get_current_worker()
-            trace = self.source.replan(turn, overrides)
+            try:
+                trace = self.source.replan(turn, overrides)
+            except FoldCancelled:  # a newer setting or step replaced this re-plan mid-fold
+                return
             if not worker.is_cancelled:
                 self.app.post_message(ReplanFinished(index, overrides, trace))
 

@@ -128,3 +128,8 @@ def cancelled_event() -> threading.Event | None:
 
 class SimulationCancelled(Exception):
     """A newer session-wide what-if replaced this one."""
+
+
+class FoldCancelled(Exception):
+    """The worker folding a recording toward a far turn was cancelled (a step to another turn replaced
+    it, or the app quits): the fold stopped between two checkpoint spans and keeps what it folded."""

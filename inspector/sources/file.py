@@ -19,7 +19,7 @@ from engine.recording.paged_events import PagedEvents
 from engine.recording.text_window import DEFAULT_BUDGET, TextWindow
 from engine.tokens import TokenCounter
 from engine.trace_schema import Trace
-from inspector.sources import Chunk, NewTurn, SourceEvent, cancelled_event
+from inspector.sources import Chunk, FoldCancelled, NewTurn, SourceEvent, cancelled_event
 from inspector.sources.replaying import ReplayingSource, shared_counter
 from inspector.timeline import summarize
 
@@ -104,12 +104,19 @@ class FileSource(ReplayingSource):
             from engine.recording.replay import CHECKPOINT_EVERY
 
             step = CHECKPOINT_EVERY * self.FOLD_STEPS
+            # A worker replaced while it folds stops at the next span: the opening turn of a 12,000-turn
+            # recording took ~2 s of CPU to fold, and after a step elsewhere it ran on beside the
+            # turns the person went to, and their what-ifs (issue 15.2: later re-plans 110 ms of process
+            # CPU p95 against ~5 ms alone). What was folded stays: the replayer's cursor and checkpoints.
+            stop = cancelled_event()
             # Steps end on checkpoint turns, where a fold straight through keeps the turn event it
             # folds: the turn built is the one a single fold builds. A step reads no turns past its
             # end: read then, their texts would be the window's oldest after the fold (it reads the
             # step's), the first let go as the next step reads. The fold runs outside this source's
             # lock, as a re-plan's does (the app's thread reads traces under it while a worker folds).
             for nxt in range((self._loaded_turn // step + 1) * step, upto_turn, step):
+                if stop is not None and stop.is_set():
+                    raise FoldCancelled(f"the fold toward turn {upto_turn} was cancelled at turn {nxt}")
                 with self._lock:
                     self._load_events(nxt, ahead=0)
                     replayer = self._caught_up()
