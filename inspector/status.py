@@ -89,7 +89,9 @@ def status_parts(
         # PID.SESSION for one conversation of a process that serves several (a proxy's, a served fork's):
         # "pid 19439" alone did not say whether it was the parent or its child.
         session = f".{h['session']}" if h.get("session") is not None else ""
-        kind, name = "[bold $success]● LIVE[/]", f"pid {h.get('pid', '?')}{session}"
+        # Once the agent is gone the line no longer says LIVE in green beside the red "Agent disconnected".
+        kind = "[bold $success]● LIVE[/]" if disconnected is None else "[bold $text-muted]○ ENDED[/]"
+        name = f"pid {h.get('pid', '?')}{session}"
     else:
         kind, name = "[bold $primary]REPLAY[/]", str(h.get("path", "")).rsplit("/", 1)[-1]
     origin = f"{kind} {escape(name if live else one_line(short_name(name)))}"

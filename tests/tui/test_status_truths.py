@@ -55,6 +55,8 @@ async def test_a_disconnected_agents_banner_gives_way_to_the_turn_and_play_state
         # the banner still says the agent is gone and where its recording is (its path shortened in the
         # middle, the file's name kept), the path whole in the tooltip and `?`
         assert "Agent disconnected — 12 turns kept; recording kept at /tmp/" in drawn, drawn
+        # and the line no longer calls it live (it read "● LIVE pid 24251  Agent disconnected ...")
+        assert drawn.startswith("○ ENDED ") and "LIVE" not in drawn, drawn
         assert "…" in drawn and "demo.cpsession " in drawn, drawn
         assert "recording kept at /tmp/cp-demo-op4d99m9/demo.cpsession" in "\n".join(app.status_whole())
 
