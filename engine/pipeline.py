@@ -108,13 +108,10 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _journals(
-    method: Callable[Concatenate[Pipeline, _P], _R], batch: bool = False
-) -> Callable[Concatenate[Pipeline, _P], _R]:
+def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Concatenate[Pipeline, _P], _R]:
     """A public call that may journal events. With a live probe, the outermost such call brackets them:
     its events are sent when it returns (`ProbeServer.hold`/`flush`), on this thread when that is cheap
-    and safe, so an agent waiting on its model between turns wakes no probe thread (engine.probe.agent_send).
-    `batch`: the call journals several events a turn (see _batches)."""
+    and safe, so an agent waiting on its model between turns wakes no probe thread (engine.probe.agent_send)."""
 
     name = method.__name__
 
@@ -131,14 +128,6 @@ def _journals(
             # its publish() then sends by itself, and the two calls would only run cold after a model
             # call.)
             if probe is None or self._in_call or not probe.bracket:
-                if batch:
-                    journal = self.journal
-                    held = journal.batch()
-                    if held is not None:
-                        try:
-                            return method(self, *args, **kwargs)
-                        finally:
-                            journal.release(held)
                 return method(self, *args, **kwargs)
             self._in_call = True
             probe.hold()
@@ -149,15 +138,6 @@ def _journals(
                 probe.flush()
 
     return call
-
-
-def _batches(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Concatenate[Pipeline, _P], _R]:
-    """`_journals` for a call that journals several events every turn (a text's blob and its part; the
-    reply's blobs and message; a turn's outcome and its trace): while nothing subscribes to the journal,
-    they go to its log as one batch when the call returns (Journal.batch), one acquisition of the log's
-    lock a call instead of one an event. A steady turn took it eight times, four now; what any reader
-    gets is the same events in the same order."""
-    return _journals(method, batch=True)
 
 
 def _journals_async(
@@ -993,7 +973,7 @@ class Pipeline:
         self._emit({"k": "config", "config": cfg.to_event()})
 
     # ----------------------------------------------------------------- conversation
-    @_batches
+    @_journals
     def user(self, text: str) -> None:
         if self.check_content and type(text) is str and (not text or text.isspace()):
             raise ContentError(
@@ -1003,7 +983,7 @@ class Pipeline:
             )
         self._emit({"k": "part", "part": {"t": "text", "h": self._blob(text)}})
 
-    @_batches
+    @_journals
     def assistant(
         self,
         text: str = "",
@@ -1118,7 +1098,7 @@ class Pipeline:
                 "run): the provider rejects a request with an unanswered call",
             )
 
-    @_batches
+    @_journals
     def tool_result(self, call_id: str, content: str, is_error: bool = False) -> None:
         """The result of the newest assistant message's call `call_id` (the id the agent gave it: a call
         sent with another id, see engine/providers/call_ids.py, is answered by the agent's own)."""
@@ -1946,7 +1926,7 @@ class Pipeline:
             t[key] = value
 
     # ----------------------------------------------------------------- feedback
-    @_batches
+    @_journals
     def record_usage(self, usage: Any, *, finish_reason: str | None = None) -> Usage:
         """Feedback after a successful call: statistics learn, the turn's trace gets real usage.
         `finish_reason`: why the model stopped, as the response says it (Anthropic's `stop_reason`,
@@ -1966,7 +1946,7 @@ class Pipeline:
         self._settle(t, "usage", dict(d))  # what u.to_dict() gives, as its own dict
         return u
 
-    @_batches
+    @_journals
     def record_error(self, kind: str, message: str = "") -> None:
         """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
         if type(kind) is not str or not kind or type(message) is not str:

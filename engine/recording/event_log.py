@@ -146,18 +146,6 @@ class EventLog(Sequence[Event]):
             if self.keep is not None and len(mem) >= self.keep + self.chunk and base + len(mem) >= self._retry_at:
                 self._spill(base, mem)
 
-    def extend(self, events: list[Event | Deferred]) -> None:
-        """Append `events` in order, under one acquisition of the lock (a Pipeline call journals its
-        events as one batch: see Journal.batch). Readers get what appending them one by one gives, and
-        the log spills where it would have: a batch that reaches the spill point goes one at a time."""
-        with self._lock:
-            base, mem = self._state
-            if self.keep is None or len(mem) + len(events) < self.keep + self.chunk:
-                mem.extend(events)
-                return
-        for ev in events:  # (rare: once a chunk)
-            self.append(ev)
-
     def _spill(self, base: int, mem: list[Event | Deferred]) -> None:
         """Write the oldest in-memory events to the file, then drop them from memory. Pickled now, not
         when journaled, so an event's final form is what is kept (a trace is completed before its turn

@@ -32,40 +32,10 @@ class Journal:
         # own (a turn journals some five events, each one call instead of two). The first subscriber
         # brings the method back.
         self.append = self.events.append  # type: ignore[method-assign]
-        # The events of the call under way while it batches them (see batch), or None.
-        self._held: list[Event | Deferred] | None = None
 
     def subscribe(self, sink: Sink) -> None:
-        held = self._held
-        if held is not None:  # (the batch goes to the log first: a new sink reads the log, then events)
-            self._held = None
-            self.events.extend(held)
-            held.clear()
         self._sinks.append(sink)
         self.__dict__.pop("append", None)  # every event goes to the sinks too: Journal.append
-
-    def batch(self) -> list[Event | Deferred] | None:
-        """Hold the events journaled from now on until `release`, which appends them to the log as one
-        batch (one acquisition of its lock, not one per event: a steady turn journals eight events in
-        four Pipeline calls). Only while nothing subscribes (a subscriber is handed each event as it is
-        journaled, when it is in the log), and not inside another batch: None then, and events are
-        journaled as they come. A reader of the log sees a call's events when the call returns: the
-        Pipeline reads none of its own while journaling them."""
-        if self._sinks or self._held is not None:
-            return None
-        held: list[Event | Deferred] = []
-        self._held = held
-        self.append = held.append  # type: ignore[assignment]
-        return held
-
-    def release(self, held: list[Event | Deferred]) -> None:
-        """Append the events `batch` held, in order, and journal as before."""
-        if self._held is not held:
-            return  # (a subscriber came meanwhile and took the batch to the log)
-        self._held = None
-        self.append = self.events.append  # type: ignore[method-assign]
-        if held:
-            self.events.extend(held)
 
     def append(self, event: Event) -> None:
         self.events.append(event)
@@ -90,11 +60,7 @@ class Journal:
         is in the log: if not, it stays a recipe there and they get its `marker()` (a subscriber that wants events later reads them
         from the log, where reading builds it: the live probe's snapshot of a client that attaches)."""
         if not self._sinks:
-            held = self._held
-            if held is not None:  # (a batch: see batch)
-                held.append(event)
-            else:
-                self.events.append(event)
+            self.events.append(event)
         elif wanted is None:
             self.append(event.resolve())
         else:
