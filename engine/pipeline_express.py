@@ -79,6 +79,20 @@ class Carried(NamedTuple):
     # (Anthropic, Bedrock; None: not known, see _moved_markers).
     before_marks: tuple[Any, ...] | None = None
     marks: _Marks | None = None  # the markers rule's outcome on that turn, when the lane made it
+    fixed: _Fixed | None = None  # what the lane's turns read of the config and state (None: not yet)
+
+
+class _Fixed(NamedTuple):
+    """What a lane turn reads of its config and compaction state, worked out on the first lane turn after
+    a general-path turn and carried on from lane turn to lane turn: each of those has the very config
+    and state objects and the same sections before the history (turn's first checks, cost_aware._extend),
+    so these hold as they were. Before, each lane turn asked again (the cache rules twice, the budget,
+    the gate, whether the sections' ids are unique, whether a rewrite is served from the cache)."""
+
+    rules: Any  # Pipeline.cache_rules(cfg)
+    budget: Any  # budget_of(cfg.window, cfg.margin)
+    served: bool  # a rewrite's prefix served from the cache (revision 2: prefix_served_on_rewrite)
+    rev2: bool  # the policy's revision is 2 or later
 
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
@@ -353,22 +367,25 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # The stable rules' proof reads only the context's limits, spill backend, Measure and dry run.
     if not cost_aware._stable_holds(lin, new, cfg.limits, pipe.spill, m, False):
         return None
+    settings = cfg.policy
+    fixed = c.fixed
+    if fixed is None:
+        if not getattr(cfg.limits, cost_aware.GATE) or len({s.id for s in applied}) != len(applied):
+            return None  # a closed gate's account: the general path's
+        rules = pipe.cache_rules(cfg)
+        rev2 = settings.revision >= 2
+        served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
+        fixed = _Fixed(rules, budget_of(cfg.window, cfg.margin), served, rev2)
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
-    budget = budget_of(cfg.window, cfg.margin)
+    budget = fixed.budget
     ceiling = ceiling_for(int(budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema)
     t1 = m.total(applied)
-    settings = cfg.policy
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
-    if (
-        t1 > trigger_tokens
-        or t1 + trim_sections.REPLY_PRIMING_TOKENS > ceiling
-        or not getattr(cfg.limits, cost_aware.GATE)
-        or len({s.id for s in applied}) != len(applied)
-    ):
-        return None  # forced, trimmed, or a closed gate's account: the general path's
+    if t1 > trigger_tokens or t1 + trim_sections.REPLY_PRIMING_TOKENS > ceiling:
+        return None  # forced or trimmed: the general path's
     if t1 > target_tokens:
         # Weighed as cost_aware.run weighs it: a cut the early rule would make goes to the general path.
         full_len = history_len + (1 if new_pending is not None else 0)
@@ -380,15 +397,21 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             hist_tokens = m.section(applied[c.hidx])
             growth = n_raw / max(1, turn_no)
             to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
-            rev2 = settings.revision >= 2
+            rev2 = fixed.rev2
             if rev2:
                 horizon, reach = cost_aware.remaining_turns(turn_no, settings.horizon_scale, to_trigger)
             else:
                 horizon, reach = min(float(max(1, turn_no)) * settings.horizon_scale, to_trigger), 0.0
-            rules = pipe.cache_rules(cfg)
-            served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
             if compacts_early(
-                rules, t1 - cand.after, cand.after, t1 - hist_tokens, horizon, served, reach, growth, rev2
+                fixed.rules,
+                t1 - cand.after,
+                cand.after,
+                t1 - hist_tokens,
+                horizon,
+                fixed.served,
+                reach,
+                growth,
+                rev2,
             ):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
@@ -398,7 +421,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     before_marks: tuple[Any, ...] | None = None
     marks_kept: _Marks | None = None
     if ser_obj.policy.supports_markers:
-        moved = _moved_markers(cfg, settings.revision >= 2, full, applied, c, m, lin)
+        moved = _moved_markers(cfg, fixed.rev2, full, applied, c, m, lin)
         if moved is None:
             return None
         hmarks, actions, before_marks, marks_kept = moved
@@ -429,7 +452,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     elided = c.elided
     hidx = c.hidx
     make = _LaneInputs(
-        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, pipe.cache_rules(cfg), ser,
+        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, fixed.rules, ser,
         prev_sections, pipe._prev, earlier,
     )  # fmt: skip
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
@@ -450,7 +473,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = Carried(
         cfg, st, c.sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
-        layout, c.at, c.slot, rec, before_marks, marks_kept,
+        layout, c.at, c.slot, rec, before_marks, marks_kept, fixed,
     )  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)

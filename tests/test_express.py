@@ -495,3 +495,27 @@ def test_lane_turns_remember_the_stable_steps_without_copying_them(
         assert json.dumps(remembered[-1][1], sort_keys=True) == want
     finally:
         pipe.close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_lane_turns_read_the_config_once_per_run_of_lane_turns(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a lane turn reads of its config and compaction state (the cache rules, the budget, the
+    gate, whether a rewrite is served from the cache) is worked out on the first lane turn after a
+    general-path turn and carried on (express._Fixed): the next lane turns have the very config and
+    state. Before, every lane turn asked for the cache rules twice (the early rule's weighing and the
+    record's inputs). Same bytes: test_the_express_lane_changes_no_byte."""
+    lane = LaneTurns(monkeypatch)
+    asked = [0]
+    real = Pipeline.cache_rules
+
+    def cache_rules(self: Pipeline, cfg: Any) -> Any:
+        asked[0] += lane.inside
+        return real(self, cfg)
+
+    monkeypatch.setattr(Pipeline, "cache_rules", cache_rules)
+    taken, compactions = side_by_side(STEADY, 4_001, "cost_aware", True, provider)
+    assert compactions >= 1 and lane.taken >= 20
+    # Once per run of lane turns: each compaction (a general-path turn) starts a new run.
+    assert 1 <= asked[0] <= 1 + compactions, (asked[0], lane.taken, compactions)
