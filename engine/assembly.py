@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -23,6 +23,7 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
+from engine.lineage_memo import LineageMemo
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
 
@@ -123,10 +124,8 @@ class Measure:
         # was appended (between compactions), so its total is the previous total plus the new items:
         # a turn sums what is new, not everything it sends. The prefix is compared in C.
         self._runs: dict[str, list[tuple[tuple[SectionItem, ...], int]]] = {}
-        # Recent running sums of item tokens, (items, sums) with sums[i] = tokens of items[:i].
-        self._cums: list[tuple[tuple[SectionItem, ...], list[int]]] = []
-        # Recent "first message with a tool result over a limit" scans: (limit, items, index or -1).
-        self._over: list[tuple[int, tuple[SectionItem, ...], int]] = []
+        # Running sums of item tokens and first_over's scans, one entry per lineage of histories.
+        self._lineages = LineageMemo(self.starts_with)
         # Recent history splits into rounds, newest first: (items, history_rounds(items)).
         self._rounds: list[tuple[tuple[SectionItem, ...], list[tuple[int, int]]]] = []
         # Recent history cuts of the budget guarantee, newest first (trim_sections._carried_drop reads
@@ -278,8 +277,8 @@ class Measure:
     def cache_sizes(self) -> dict[str, int]:
         """Entries in the per-turn memos, and the longest item tuple they hold (a memo that held the whole
         conversation would pin every message of it, once per entry)."""
-        held = [s.items for s, _ in self._sec.values()] + [i for i, _ in self._cums]
-        held += [t for runs in self._runs.values() for t, _ in runs] + [t for _, t, _ in self._over]
+        held = [s.items for s, _ in self._sec.values()] + self._lineages.held()
+        held += [t for runs in self._runs.values() for t, _ in runs]
         held += [t for t, _ in self._rounds] + [d.items for d in self.drops] + [p.task for p in self.placed]
         held += [t for pair in self._links.values() for t in pair]
         held += [t for memo in self.scans.values() for t, _ in memo] + list(self._cleared_from)
@@ -291,56 +290,46 @@ class Measure:
         }
 
     def cumulative(self, items: tuple[SectionItem, ...]) -> list[int]:
-        """Running token sums: result[i] is the tokens of items[:i] (len(items) + 1 entries), so the
-        tokens of any slice are one subtraction. Extended from a recent run when `items` starts with
-        it (a history that grew), so a turn adds only the new items. Do not modify the list."""
-        for prev, sums in self._cums:
-            k = len(prev)
-            if self.starts_with(items, prev):
-                if k == len(items):
-                    return sums
-                out = sums + list(accumulate(map(self.item, items[k:]), initial=sums[-1]))[1:]
-                break
-        else:
-            counts: Iterable[int] = map(self.item, items)
-            if all(map(isinstance, items, repeat(Message))):
+        """Running token sums: result[i] is the tokens of items[:i] for i <= len(items), so the tokens of
+        any slice are one subtraction. One list per lineage of histories (engine/lineage_memo.py),
+        extended in place by what a turn appended: index it, never by its end (it may already be longer,
+        by a later history of the lineage). Do not modify the list."""
+        e = self._lineages.get(items)
+        sums = e.sums
+        k = len(sums) - 1
+        if k < len(items):
+            if k == 0 and all(map(isinstance, items, repeat(Message))):
                 try:  # counted messages: their remembered counts, read in C (see items())
-                    counts = list(map(self._msg.__getitem__, map(_SHA, items)))
+                    sums += accumulate(map(self._msg.__getitem__, map(_SHA, items)))
+                    return sums
                 except KeyError:
-                    pass
-            out = list(accumulate(counts, initial=0))
-        self._cums.insert(0, (items, out))
-        del self._cums[RECENT_RUNS:]
-        return out
+                    del sums[1:]
+            sums += islice(accumulate(map(self.item, items[k:]), initial=sums[-1]), 1, None)
+        return sums
 
     def first_over(self, items: tuple[SectionItem, ...], limit: int) -> int:
         """Index of the first message in `items` holding a full tool result over `limit` tokens, or
-        len(items) when none does. Remembered like section totals: a history that only grew since
-        the last scan is scanned from where that one ended."""
-        start = 0
-        for lim, prev, found in self._over:
-            k = len(prev)
-            if lim == limit and self.starts_with(items, prev):
-                if found < k:
-                    return found
-                start = k
-                break
-        else:
+        len(items) when none does. Remembered per lineage of histories (engine/lineage_memo.py): a
+        history that only grew since the last scan is scanned from where that one ended."""
+        e = self._lineages.get(items)
+        start, found = e.over.get(limit, (0, -1))
+        if found >= 0:
+            return found
+        if start == 0:
             was, like = self._cleared_from
             if was is items and items:
                 # Clearing only removes full results: no message before like's first holds one over
                 # the limit here either.
                 start = self.first_over(like, limit)
-        found = len(items)
+        n = len(items)
         big = self.largest_result
-        for i in range(start, len(items)):
+        for i in range(start, n):
             it = items[i]
             if isinstance(it, Message) and big(it) > limit:
-                found = i
-                break
-        self._over.insert(0, (limit, items, found))
-        del self._over[RECENT_RUNS:]
-        return found
+                e.over[limit] = (i + 1, i)
+                return i
+        e.over[limit] = (n, -1)
+        return n
 
     def rounds(self, items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
         """history_rounds(items), remembered: the same tuple again is one lookup, and a history that
