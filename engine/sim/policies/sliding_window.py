@@ -13,14 +13,19 @@ tests/test_sim_policies.py holds this equal to langchain_core's own trim_message
 
 Trimming is recomputed from the full history every call, so once the conversation outgrows the window
 the first kept message moves on almost every turn and the cached prefix ends at the system prompt.
+
+The window is moved from where the last call's started (base.FittingWindow), not read again from the
+newest message back: the conversation only grows, so the start moves forward by what the new messages
+push out (read back every call, a 3,000-turn what-if read ~210 messages a call, 609k counts).
 """
 
 from __future__ import annotations
 
+from engine.artifacts import Message
 from engine.sim.policies.base import (
+    FittingWindow,
     PeerRequest,
     TurnView,
-    last_fitting_window,
     system_tokens,
     with_tail_marker,
 )
@@ -35,14 +40,28 @@ DOC = (
 class SlidingWindow:
     name = NAME
 
+    def __init__(self) -> None:
+        self._window = FittingWindow()
+        self._was: tuple[Message, ...] | None = None  # the last call's conversation
+
     def reset(self) -> None:
-        pass
+        self._window.reset()
+        self._was = None
 
     def request(self, v: TurnView) -> PeerRequest:
         budget = v.ceiling - system_tokens(v)
         every = v.history.of(v.messages, v.measure)
         full = v.history.tokens(v.messages, v.measure)  # carried with the Blocks, not summed again
-        kept = v.messages if full <= budget else last_fitting_window(v, v.messages, budget)
+        was, self._was = self._was, v.messages
+        if full <= budget:
+            kept = v.messages
+            self._window.reset()
+        else:
+            # The last call's window moved on, when this conversation appended to that one (checked:
+            # the view's conversation is the recording's, which only grows between its own rewrites).
+            if was is not None and not v.measure.starts_with(v.messages, was):
+                was = None
+            kept = self._window.window(v, v.messages, budget, was)
         blocks = list(v.system) + (every if kept is v.messages else v.history.of(kept, v.measure))
         trimmed = len(kept) < len(v.messages)
         return PeerRequest(with_tail_marker(blocks, v.markers), ["trim_messages"] if trimmed else [], trimmed)
