@@ -119,7 +119,7 @@ class InspectorApp(App[None]):
         Binding("N,left_square_bracket", "prev_interesting", "Prev ★", show=False,
                 tooltip="previous interesting turn"),
         Binding("c", "content", "Content", show=False, tooltip="show the Content tab"),
-        Binding("w", "tab('tab-whatif')", "What-if", tooltip="show the What-if tab"),
+        Binding("w", "tab('tab-whatif')", "What-if", tooltip="show the What-if tab (again: focus its first slider)"),
         Binding("W", "session_whatif", "Session what-if", show=False,
                 tooltip="session-wide what-if: re-run and price the whole session (toggle)"),
         Binding("k", "tab('tab-skipped')", "Skipped", show=False, tooltip="show the Skipped tab"),
@@ -759,9 +759,13 @@ class InspectorApp(App[None]):
             return
         # Showing a tab never moves focus: ←/→/Home/End keep stepping turns. A slider takes the arrows
         # only once focused (Tab or a click), and the footer then says so and how to leave (Esc).
+        details = self.query_one("#details", TabbedContent)
         if tab == "tab-whatif":  # its controls skip the steps taken while it was hidden: catch up first
-            self.query_one("#whatif", WhatIfPanel).sync()
-        self.query_one("#details", TabbedContent).active = tab
+            whatif = self.query_one("#whatif", WhatIfPanel)
+            if details.active == tab and whatif.focus_first_slider():
+                return  # `w` on the shown What-if tab: its first slider takes the arrows (Esc gives them back)
+            whatif.sync()
+        details.active = tab
         if self._short:  # the tab has no rows beside the rest on a short terminal: it takes the screen
             self._set_zoom(True)
 

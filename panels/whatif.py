@@ -51,6 +51,11 @@ class ResultText(Static):
         self.post_message(self.Resized())
 
 
+# What the pane says until a re-plan: how to reach the sliders too. From the manifest a first Tab stops at
+# the tab strip, where ←/→ change tabs: "w, Tab, ←" left the What-if tab for the Content tab.
+HINT = "w again for the sliders (←/→ move one, Esc steps turns again); a gate or a provider re-plans this turn too"
+
+
 class WhatIfPanel(VerticalScroll, can_focus=False):
     """The What-if tab's scrolling pane. Not a focus stop of its own: Tab from the tab strip went first to
     the pane (where only ↑/↓ scroll it) and a second Tab reached the first slider. Reading needs no such
@@ -200,7 +205,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
             yield Button("Reset", id="reset", variant="default")
         # The answer is scrolled into view when it changes and too little of it shows (at 80x24 this
         # pane has ~6 rows): see _reveal_result.
-        yield ResultText("move a slider, flip a gate or pick a provider to re-plan this turn", id="whatif-result")
+        yield ResultText(HINT, id="whatif-result")
 
     def overrides(self) -> Overrides:
         """Only what the person touched; everything else stays as recorded."""
@@ -259,6 +264,14 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         if self._stale and self._controls_ready and self.trace is not None:
             self._follow_recorded(self.trace)
 
+    def focus_first_slider(self) -> bool:
+        """Focus the budget slider (the app's `w` while this tab shows); False when the controls are not
+        mounted yet or a slider already has focus."""
+        if not self._controls_ready or isinstance(self.app.focused, Slider):
+            return False
+        self.query_one("#budget", Slider).focus()
+        return True
+
     def on_show(self) -> None:
         self.add_controls()
         self.sync()  # shown some other way than the app's tab switch (a click on the tab)
@@ -287,7 +300,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
     def watch_result(self, result: tuple[Trace, Trace] | None) -> None:
         if self.session:
             return
-        text = compare(*result) if result else "move a slider, flip a gate or pick a provider to re-plan this turn"
+        text = compare(*result) if result else HINT
         shown = self.query_one("#whatif-result", Static)
         shown.update(text)
         self._reveal_pending = bool(result)

@@ -84,3 +84,31 @@ async def test_the_arrows_scroll_the_whatif_pane_from_a_slider() -> None:
         await pilot.press("up")
         await settle(pilot)
         assert pane.scroll_y == 1
+
+
+async def test_w_again_puts_the_arrows_on_the_first_slider_and_esc_gives_them_back() -> None:
+    # Seen in tmux: `w`, then Tab (to the tab strip) and ← showed the Content tab instead of moving the
+    # budget. The pane says how to reach the sliders, and a second `w` does it.
+    app = InspectorApp(FileSource(DEMO), start_turn=11)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        details = app.query_one("#details", TabbedContent)
+        # showing the tab moves no focus
+        assert details.active == "tab-whatif" and not isinstance(app.focused, Slider)
+        hint = str(app.query_one("#whatif-result").render())
+        assert hint.startswith("w again for the sliders"), hint
+        await pilot.press("w")
+        await settle(pilot)
+        budget = app.query_one("#budget", Slider)
+        assert app.focused is budget and details.active == "tab-whatif"
+        before, turn = budget.value, app.index
+        await pilot.press("left")  # the budget moves, the turn does not
+        await settle(pilot)
+        assert budget.value < before and app.index == turn
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("left")  # the arrows step turns again
+        await settle(pilot)
+        assert app.index == turn - 1
