@@ -33,7 +33,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, count, repeat
-from operator import attrgetter, is_not
+from operator import add, attrgetter, is_, is_not
 from typing import Any
 
 from engine.common_prefix import common_prefix_len
@@ -242,12 +242,18 @@ class _KeyChain:
 
     The shared part is found by comparing the blocks themselves (the engine hands consecutive requests
     the same objects, so this is an identity check in C; equal blocks have equal hashes and counts),
-    not a list of hashes built from every block of every call. What is carried is only a cache of
-    values that are functions of the blocks: a call that raises leaves it as it was."""
+    not a list of hashes built from every block of every call. A request that shifted (a window that
+    moved on: clear_tool_uses past its window, a sliding window) is a few new blocks, then a stretch of
+    the previous request from a later point on, then the new ones: the stretch's hashes are the previous
+    call's (carried), its sums the previous call's moved by one difference, and its blocks passed the
+    checks there, so a shifted call reads the blocks around the stretch, not the thousands in it (a
+    3,000-turn what-if's clear_tool_uses column: half its calls past the window shift). What is carried
+    is only a cache of values that are functions of the blocks: a call that raises leaves it as it was."""
 
     def __init__(self, ids: KeyTable | None = None) -> None:
         self.ids = KeyTable() if ids is None else ids  # the intern table of the keys (see _extend_keys)
         self.blocks: tuple[Block, ...] = ()
+        self.shas: list[str] = []  # the blocks' hashes (extended and cut in place)
         self.keys: list[Key] = [0]
         self.cum: list[int] = [0]
         self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
@@ -263,27 +269,77 @@ class _KeyChain:
         """(keys, cumulative tokens) of `blocks`; with check_order, first `_check_order`'s check. Raises
         as `_check_order` and `_cumulative` do, for the same block."""
         blocks = tuple(blocks)
-        common = shared_prefix_len(self.blocks, blocks)
+        prev = self.blocks
+        common = shared_prefix_len(prev, blocks)
         new = blocks[common:]
+        h, a, m = _stretch(prev, new, common)
+        # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
+        # order and count checks in an earlier call, as one run of the sequence they are in here).
+        head, tail = (new[:h], new[h + m :]) if m else (new, ())
         if check_order and self.order_checked:
             # The shared part passed this check already: only the new blocks, from the rank before them.
-            _check_order(new, SEGMENT_ORDER.get(blocks[common - 1].segment, 0) if common else 0, common)
+            last = SEGMENT_ORDER.get(blocks[common - 1].segment, 0) if common else 0
+            if m:
+                _check_order(new[: h + 1], last, common)
+                _check_order(tail, SEGMENT_ORDER.get(new[h + m - 1].segment, 0), common + h + m)
+            else:
+                _check_order(new, last, common)
         elif check_order:
             _check_order(blocks)
-        tokens = list(map(_TOKENS, new))
-        if tokens and min(tokens) < 0:
-            b = next(b for b in new if b.tokens < 0)
+        tokens = list(map(_TOKENS, head))
+        after = list(map(_TOKENS, tail))
+        if (tokens and min(tokens) < 0) or (after and min(after) < 0):
+            b = next(b for b in (*head, *tail) if b.tokens < 0)
             raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        shas = self.shas
+        if m:
+            new_shas = list(map(_SHA, head))
+            new_shas += shas[a : a + m]
+            new_shas += map(_SHA, tail)
+        else:
+            new_shas = list(map(_SHA, new))
         known = self.ids.next
-        keys = _extend_keys(self.keys[: common + 1], list(map(_SHA, new)), self.ids)
+        keys = _extend_keys(self.keys[: common + 1], new_shas, self.ids)
         # The keys handed out are the last ones (after the first prefix not in the table, every one is new).
         old = len(keys) - (self.ids.next - known)
-        cum = self.cum[: common + 1]
+        prev_cum = self.cum
+        cum = prev_cum[: common + 1]
         cum += accumulate(tokens, initial=cum[-1])
         del cum[common + 1]  # accumulate repeats its initial value
+        if m:
+            # The stretch's sums are the previous call's, less what preceded it there, plus what does here.
+            cum += map(add, prev_cum[a + 1 : a + m + 1], repeat(cum[-1] - prev_cum[a]))
+            cum += accumulate(after, initial=cum[-1])
+            del cum[common + h + m + 1]
+        del shas[common:]
+        shas += new_shas
         self.blocks, self.keys, self.cum, self.order_checked = blocks, keys, cum, check_order
         self.old, self.common = old, common
         return keys, cum
+
+
+# A shifted request (see _KeyChain): the stretch starts within the first STRETCH_HEAD new blocks, at one of
+# the previous request's next STRETCH_SEARCH blocks, and runs at least STRETCH_MIN blocks (shorter ones are
+# read as they are).
+STRETCH_HEAD = 4
+STRETCH_SEARCH = 256
+STRETCH_MIN = 16
+
+
+def _stretch(prev: Sequence[Block], new: Sequence[Block], common: int) -> tuple[int, int, int]:
+    """(h, a, m): new[h : h + m] are the blocks prev[a : a + m] (the same objects or equal ones), with
+    h < STRETCH_HEAD and m >= STRETCH_MIN; (0, 0, 0) when the blocks after the `common` shared ones
+    hold no such stretch. The start is found by identity, in C."""
+    if len(new) < STRETCH_MIN:
+        return 0, 0, 0
+    window = prev[common : common + STRETCH_SEARCH]
+    for h in range(min(STRETCH_HEAD, len(new) - STRETCH_MIN + 1)):
+        x = new[h]
+        at = next(compress(count(common), map(is_, window, repeat(x))), -1)
+        if at >= 0:
+            m = shared_prefix_len(prev[at:], new[h:])
+            return (h, at, m) if m >= STRETCH_MIN else (0, 0, 0)
+    return 0, 0, 0
 
 
 def _chain(key: Key, sha: str, ids: KeyTable) -> Key:
