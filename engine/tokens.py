@@ -107,7 +107,7 @@ def default_tokenizer() -> TiktokenTokenizer:
 
 
 # Short texts are also remembered by their text (see TokenCounter._compute): at most this many
-# characters, and this many of them before the memo starts over.
+# characters, and the newest this many of them to the older (so between one and two times as many).
 SHORT_TEXT = 256
 SHORT_MEMO = 1024
 
@@ -118,8 +118,10 @@ class TokenCounter:
     def __init__(self, tokenizer: Tokenizer | None = None) -> None:
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else default_tokenizer()
         self._cache: dict[tuple[str, str], int] = {}
-        # Counts of short texts by the text itself, for the tokenizer that counted them (see _compute).
+        # Counts of short texts by the text itself, for the tokenizer that counted them (see _compute):
+        # the newest up to SHORT_MEMO texts, and the SHORT_MEMO before them.
         self._short: dict[str, int] = {}
+        self._short_old: dict[str, int] = {}
         self._short_by: Tokenizer | None = None
         self.hits = 0
         self.misses = 0
@@ -156,7 +158,12 @@ class TokenCounter:
         call id: the same short output (an empty `<returncode>0</returncode>` one, 16 times in a 93-call
         trajectory) or the same command under a new call is a new key. Short texts are remembered by
         their text too, so those are tokenized once; long ones rarely repeat under another id, and
-        keeping their texts would hold memory the cache's `forget` means to free."""
+        keeping their texts would hold memory the cache's `forget` means to free.
+
+        The memo is two generations: when the newest fills, it becomes the older and the one before is
+        dropped. Clearing it whole (as before) made every short text recur as new right after a clear: a
+        long session's repeated commands (a 1,500-turn run: 97 texts, some three times) were tokenized
+        again though seen a few turns before. A text found in the older generation moves to the newest."""
         self.misses += 1
         tok = self.tokenizer
         if len(text) > SHORT_TEXT:
@@ -164,12 +171,17 @@ class TokenCounter:
         short = self._short
         if self._short_by is not tok:  # another tokenizer: its counts are not these
             short.clear()
+            self._short_old = {}
             self._short_by = tok
         n = short.get(text)
         if n is None:
+            n = self._short_old.get(text)
+            if n is None:
+                n = tok.count(text)
             if len(short) >= SHORT_MEMO:
-                short.clear()
-            n = short[text] = tok.count(text)
+                self._short_old, short = short, {}
+                self._short = short
+            short[text] = n
         return n
 
     def __len__(self) -> int:
