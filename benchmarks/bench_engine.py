@@ -246,7 +246,10 @@ class TimedTokenizer:
     Timed by perf_counter, not thread_time: the two calls around each count are inside the engine turn
     being timed, and thread_time is a system call (~0.45 us here, against ~0.04 us: ~2.4 us of a ~200 us
     turn was this instrument). A count is CPU work on the turn's thread with nothing to wait for, and
-    each turn's figure is the minimum over repeats, so wall time is its CPU time."""
+    each turn's figure is the minimum over repeats, so wall time is its CPU time. `chars` (of every
+    instance: --iso reports it per repeat) is what was tokenized."""
+
+    chars = 0
 
     def __init__(self) -> None:
         from engine.tokens import default_tokenizer
@@ -259,6 +262,24 @@ class TimedTokenizer:
         t = WALL()
         n = self.inner.count(text)
         self.cpu += WALL() - t
+        TimedTokenizer.chars += len(text)
+        return n
+
+
+class TimedText:
+    """The peer's text counter timed as TimedTokenizer times the engine's (--iso): so both sides' turns
+    can be compared without their tokenizing, and the characters each tokenized side by side."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self.inner = count
+        self.cpu = 0.0
+        self.chars = 0
+
+    def __call__(self, text: str) -> int:
+        t = WALL()
+        n = self.inner(text)
+        self.cpu += WALL() - t
+        self.chars += len(text)
         return n
 
 
@@ -675,14 +696,17 @@ def iso_child(args: argparse.Namespace) -> int:
     if args.iso_child == "engine":
         for _line in sys.stdin:
             gc.collect()
+            chars = TimedTokenizer.chars
             out, _sizes = one_repeat(imp, args.window, None, tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
-            print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
+            print(json.dumps({**{k: [c for _w, c in out[k]] for k in ENGINE_TIMED},
+                              "tokenize_chars": [TimedTokenizer.chars - chars]}), flush=True)  # fmt: skip
         return 0
     from langchain_core.messages import convert_to_openai_messages, trim_messages
 
     limits = json.loads(args.iso_limits.read_text())
     lc_plan = LcPlan(imp)
-    count_one = tiktoken_one()
+    timed = TimedText(text_counter())
+    count_one = tiktoken_one(timed)
     count_one(langchain_messages(imp.calls[0].messages[:1])[0])
     # The request the peer's agent sends around the trimmed messages: the engine's own first request's
     # fields (model, max tokens, tool schemas), so both bodies carry the same things.
@@ -696,18 +720,23 @@ def iso_child(args: argparse.Namespace) -> int:
         agent = LcAgent(lc_plan)
         cpu: list[float] = []
         wire: list[float] = []
+        tokenize: list[float] = []
+        chars = timed.chars
         for k, limit in enumerate(limits):
             if evict is not None:
                 evict()
+            tok0 = timed.cpu
             took, kept = agent.turn(k, trim_messages, limit, memo)
             cpu.append(took[1])
+            tokenize.append(timed.cpu - tok0)
             # What trim_messages leaves is LangChain objects; the engine's turn ends with the request's
             # bytes. Turning the kept messages into the provider's wire form and serializing the body is
             # what the peer's agent (or its SDK) does next: timed apart, so both figures are reported.
             t = Timer()
             json.dumps({**frame, "messages": convert_to_openai_messages(kept)})
             wire.append(t.stop()[1])
-        print(json.dumps({"memo": cpu, "wire": wire}), flush=True)
+        print(json.dumps({"memo": cpu, "wire": wire, "memo_tokenize": tokenize,
+                          "memo_tokenize_chars": [timed.chars - chars]}), flush=True)  # fmt: skip
     return 0
 
 
@@ -747,6 +776,14 @@ def iso(args: argparse.Namespace) -> int:
           f"trim_messages+memo {sum(mm) * ms:.1f} ms, json.dumps floor {sum(f) * ms:.1f} ms")  # fmt: skip
     print(f"[CPU]   engine / trim+memo {sum(e) / sum(mm):.2f}x (goal <= 1); without the engine's tokenizing "
           f"{sum(rest) / sum(mm):.2f}x")  # fmt: skip
+    # Both sides tokenize each message once: the engine's tokenizing against the peer's own (its counter
+    # timed alike), and each turn without either's.
+    ptk = best["memo_tokenize"]
+    prest = [max(0.0, a - b) for a, b in zip(mm, ptk, strict=True)]
+    print(f"[CPU]   tokenizing: engine {sum(tk) * ms:.1f} ms over {best['tokenize_chars'][0]:,.0f} characters, "
+          f"trim+memo {sum(ptk) * ms:.1f} ms over {best['memo_tokenize_chars'][0]:,.0f} ({args.peer_counter}); "
+          f"without either's tokenizing engine / trim+memo {sum(rest) / sum(prest):.2f}x "
+          f"({sum(rest) * ms:.1f} against {sum(prest) * ms:.1f} ms)")  # fmt: skip
     wire = best["wire"]
     print(f"[CPU]   the peer's request on the wire (convert_to_openai_messages + json.dumps of the body) "
           f"{sum(wire) * ms:.1f} ms: engine / (trim+memo+wire) {sum(e) / (sum(mm) + sum(wire)):.2f}x "
@@ -896,14 +933,15 @@ def part2(args: argparse.Namespace) -> None:
     print()
 
 
-def tiktoken_one() -> Callable[[Any], int]:
-    """Tokens of one LangChain message, the same formula as tiktoken_counter."""
-    tokens = text_counter()
+def tiktoken_one(tokens: Callable[[str], int] | None = None) -> Callable[[Any], int]:
+    """Tokens of one LangChain message, the same formula as tiktoken_counter (`tokens`: its text
+    counter, text_counter()'s by default)."""
+    count = tokens if tokens is not None else text_counter()
 
     def one(m: Any) -> int:
-        n = 3 + tokens(m.content if isinstance(m.content, str) else json.dumps(m.content))
+        n = 3 + count(m.content if isinstance(m.content, str) else json.dumps(m.content))
         for c in getattr(m, "tool_calls", None) or ():
-            n += tokens(c["name"] + json.dumps(c["args"]))
+            n += count(c["name"] + json.dumps(c["args"]))
         return n
 
     return one
