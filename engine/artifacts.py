@@ -16,14 +16,19 @@ from engine.hashing import call_hash, canonical_json, content_hash, result_hash,
 _SHA = attrgetter("sha")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Text:
     text: str
     sha: str = field(default="", compare=False)
 
-    def __post_init__(self) -> None:
-        if not self.sha:
-            object.__setattr__(self, "sha", sha256_hex("text\x00" + self.text))
+    def __init__(self, text: str, sha: str = "") -> None:
+        # Stored into the instance's dict one by one: the generated __init__ of a frozen dataclass sets
+        # each field through object.__setattr__ (~3x the cost; every agent call makes parts and a message),
+        # and __dict__.update(...) builds a dict of keywords first (~2x). Frozen as before: assigning a
+        # field still raises.
+        d = self.__dict__
+        d["text"] = text
+        d["sha"] = sha or sha256_hex("text\x00" + text)
 
 
 @dataclass(frozen=True)
@@ -58,21 +63,25 @@ class Media:
             object.__setattr__(self, "sha", content_hash(["media", self.media_type, self.ref, self.size]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text exactly as the model produced it
     sha: str = field(default="", compare=False)
 
-    def __post_init__(self) -> None:
-        if not self.sha:
-            if type(self.id) is str and type(self.name) is str and type(self.arguments) is str:
+    def __init__(self, id: str, name: str, arguments: str, sha: str = "") -> None:
+        d = self.__dict__  # (see Text.__init__)
+        d["id"] = id
+        d["name"] = name
+        d["arguments"] = arguments
+        if not sha:
+            if type(id) is str and type(name) is str and type(arguments) is str:
                 # Escaped through the memo the request fragment reads again (see json_string).
-                sha = call_hash(self.id, self.name, self.arguments)
+                sha = call_hash(id, name, arguments)
             else:
-                sha = content_hash(["call", self.id, self.name, self.arguments])
-            object.__setattr__(self, "sha", sha)
+                sha = content_hash(["call", id, name, arguments])
+        d["sha"] = sha
 
     def arguments_obj(self) -> Any:
         import json
@@ -106,7 +115,7 @@ def _finite_float(text: str) -> float:
     return f
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolResult:
     call_id: str
     content: str
@@ -115,19 +124,26 @@ class ToolResult:
     form: Literal["full", "cleared", "spilled"] = "full"
     sha: str = field(default="", compare=False)
 
-    def __post_init__(self) -> None:
-        if not self.sha:
-            if (
-                type(self.call_id) is str
-                and type(self.content) is str
-                and type(self.is_error) is bool
-                and type(self.form) is str
-            ):
+    def __init__(
+        self,
+        call_id: str,
+        content: str,
+        is_error: bool = False,
+        form: Literal["full", "cleared", "spilled"] = "full",
+        sha: str = "",
+    ) -> None:
+        d = self.__dict__  # (see Text.__init__)
+        d["call_id"] = call_id
+        d["content"] = content
+        d["is_error"] = is_error
+        d["form"] = form
+        if not sha:
+            if type(call_id) is str and type(content) is str and type(is_error) is bool and type(form) is str:
                 # Escaped through the memo the request fragment reads again (see json_string).
-                sha = result_hash(self.call_id, self.content, self.is_error, self.form)
+                sha = result_hash(call_id, content, is_error, form)
             else:
-                sha = content_hash(["result", self.call_id, self.content, self.is_error, self.form])
-            object.__setattr__(self, "sha", sha)
+                sha = content_hash(["result", call_id, content, is_error, form])
+        d["sha"] = sha
 
 
 @dataclass(frozen=True)
@@ -155,7 +171,7 @@ class SpillReference:
 Part = Text | Thinking | Media | ToolCall | ToolResult
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Message:
     """One conversation message. Tool results live in a user message, as in Anthropic's shape;
     OpenAI-style serializers split them into `tool` messages."""
@@ -164,11 +180,13 @@ class Message:
     parts: tuple[Part, ...]
     sha: str = field(default="", compare=False)
 
-    def __post_init__(self) -> None:
-        if not self.sha:
-            # The parts' hashes read in C (a generator is a Python frame per part; a message is made
-            # every turn).
-            object.__setattr__(self, "sha", sha256_hex(self.role + "\x00" + "\x00".join(map(_SHA, self.parts))))
+    def __init__(self, role: Literal["user", "assistant"], parts: tuple[Part, ...], sha: str = "") -> None:
+        d = self.__dict__  # (see Text.__init__)
+        d["role"] = role
+        d["parts"] = parts
+        # The parts' hashes read in C (a generator is a Python frame per part; a message is made every
+        # turn).
+        d["sha"] = sha or sha256_hex(role + "\x00" + "\x00".join(map(_SHA, parts)))
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

@@ -23,7 +23,7 @@ class UsageFormatError(ContextPipeError, ValueError):
     """A usage object whose fields are not what any provider sends (names the field)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Usage:
     """One call's usage, the same on every path (engine, tap, proxy, importers, litellm).
 
@@ -39,6 +39,24 @@ class Usage:
     cache_write_tokens: int = 0
     cache_write_1h_tokens: int = 0
     extra: tuple[tuple[str, Any], ...] = ()
+
+    def __init__(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
+        extra: tuple[tuple[str, Any], ...] = (),
+    ) -> None:
+        # Stored into the instance's dict (see engine.artifacts.Text.__init__): every call's usage is one.
+        d = self.__dict__
+        d["input_tokens"] = input_tokens
+        d["output_tokens"] = output_tokens
+        d["cache_read_tokens"] = cache_read_tokens
+        d["cache_write_tokens"] = cache_write_tokens
+        d["cache_write_1h_tokens"] = cache_write_1h_tokens
+        d["extra"] = extra
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

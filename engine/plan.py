@@ -59,12 +59,20 @@ class SectionEstimate:
     max_tokens: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Reserves:
     response: int
     thinking: int
     schema: int
     percentile: int = 75
+
+    def __init__(self, response: int, thinking: int, schema: int, percentile: int = 75) -> None:
+        # Stored into the instance's dict (see engine.artifacts.Text.__init__): every turn makes one.
+        d = self.__dict__
+        d["response"] = response
+        d["thinking"] = thinking
+        d["schema"] = schema
+        d["percentile"] = percentile
 
     @property
     def total(self) -> int:

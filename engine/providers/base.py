@@ -48,8 +48,14 @@ class Block:
     marker: bool
 
     def __init__(self, section: str, segment: str, sha: str, tokens: int, marker: bool) -> None:
-        # In one call (see engine.assembly.Section.__init__): each new item of a turn makes one.
-        self.__dict__.update(section=section, segment=segment, sha=sha, tokens=tokens, marker=marker)
+        # Stored into the instance's dict (see engine.artifacts.Text.__init__): each new item of a turn
+        # makes one.
+        d = self.__dict__
+        d["section"] = section
+        d["segment"] = segment
+        d["sha"] = sha
+        d["tokens"] = tokens
+        d["marker"] = marker
 
 
 @dataclass

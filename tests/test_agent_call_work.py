@@ -1,0 +1,111 @@
+"""The work an agent's calls around next_request do (tool_result/user, record_usage, assistant), counted.
+
+- The artifacts made on every call (Text, ToolCall, ToolResult, Message, Usage) and each turn (Block,
+  Section, Reserves) store their fields into the instance dict: no dataclass-generated __init__ (which
+  sets each field through object.__setattr__) and no __post_init__ runs in a steady turn. They stay
+  frozen dataclasses with the same fields, equality, hashes and content hashes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import sys
+from collections import Counter
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.assembly import Section
+from engine.feedback import Usage
+from engine.hashing import content_hash, sha256_hex
+from engine.plan import Reserves
+from engine.providers.base import Block
+from engine.types import CacheScope, Priority, SectionKind
+from tests.turn_session import char_pipe, tool_round
+
+
+def _frames(fn: Callable[[], Any]) -> Counter[tuple[str, str]]:
+    """(file, function) of every Python frame `fn` runs, counted; a dataclass-generated __init__ (its file
+    is "<string>") of a frozen dataclass as ("frozen", the class's name)."""
+    seen: Counter[tuple[str, str]] = Counter()
+
+    def prof(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code.co_filename == "<string>" and code.co_name == "__init__":
+                cls = type(frame.f_locals.get("self"))
+                params = getattr(cls, "__dataclass_params__", None)
+                if params is not None and params.frozen:
+                    seen[("frozen", cls.__qualname__)] += 1
+                    return
+            seen[(code.co_filename, code.co_name)] += 1
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def _steady_pipe() -> Any:
+    pipe = char_pipe(200_000)
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("Fix the failing test.")
+    for t in range(12):
+        tool_round(pipe, t, f"output of step {t}\n" * 20)
+        pipe.next_request()
+        pipe.record_usage({"input_tokens": 900 + t, "output_tokens": 40, "cache_read_tokens": 800})
+    return pipe
+
+
+def test_a_steady_turn_runs_no_generated_init_nor_post_init() -> None:
+    pipe = _steady_pipe()
+
+    def turn() -> None:
+        tool_round(pipe, 99, "the newest output\n" * 30)
+        pipe.next_request()
+        pipe.record_usage({"input_tokens": 1200, "output_tokens": 40, "cache_read_tokens": 900})
+
+    seen = _frames(turn)
+    generated = {k: n for k, n in seen.items() if k[0] == "frozen"}
+    post = {k: n for k, n in seen.items() if k[1] == "__post_init__"}
+    assert not generated and not post, (generated, post)
+    pipe.close()
+
+
+def test_the_artifacts_stay_frozen_dataclasses_with_the_same_hashes() -> None:
+    text = Text("hello é")
+    assert text.sha == sha256_hex("text\x00hello é")
+    call = ToolCall("c1", "bash", '{"cmd": "ls"}')
+    assert call.sha == content_hash(["call", "c1", "bash", '{"cmd": "ls"}'])
+    res = ToolResult("c1", "out\n\"x\"", True)
+    assert res.sha == content_hash(["result", "c1", "out\n\"x\"", True, "full"])
+    assert ToolResult("c1", "out", form="cleared").sha == content_hash(["result", "c1", "out", False, "cleared"])
+    msg = Message("assistant", (text, call))
+    assert msg.sha == sha256_hex("assistant\x00" + text.sha + "\x00" + call.sha)
+    # Keyword construction, a given hash kept, equality without the hash, replace() and copies.
+    assert Message(role="user", parts=(res,), sha="given").sha == "given"
+    assert Text("a", sha="x") == Text("a") and hash(Text("a", sha="x")) == hash(Text("a"))
+    assert dataclasses.replace(msg, role="user").role == "user"
+    usage = Usage(10, 2, cache_read_tokens=5, extra=(("finish_reason", "stop"),))
+    reserves = Reserves(100, 0, 20)
+    block = Block("history", "messages", "abc", 7, True)
+    section = Section("goal", "Goal", SectionKind.GOAL, CacheScope.SESSION, Priority.NEVER, (text,))
+    for obj in (text, call, res, msg, usage, reserves, block, section):
+        assert pickle.loads(pickle.dumps(obj)) == obj
+        assert copy.deepcopy(obj) == obj
+        first = dataclasses.fields(obj)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, first, None)
+    assert usage.to_dict() == {
+        "input_tokens": 10, "output_tokens": 2, "cache_read_tokens": 5, "cache_write_tokens": 0,
+        "finish_reason": "stop",
+    }  # fmt: skip
+    assert reserves.percentile == 75 and reserves.total == 120
+    assert section.form.value == "full" and section.omitted == 0 and section.note == ""
