@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
-from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256_hex
+from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256, sha256_hex
 
 _SHA = attrgetter("sha")
 
@@ -28,7 +28,7 @@ class Text:
         # field still raises.
         d = self.__dict__
         d["text"] = text
-        d["sha"] = sha or sha256_hex("text\x00" + text)
+        d["sha"] = sha or sha256(("text\x00" + text).encode()).hexdigest()  # sha256_hex, without its frame
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class Message:
         d["parts"] = parts
         # The parts' hashes read in C (a generator is a Python frame per part; a message is made every
         # turn).
-        d["sha"] = sha or sha256_hex(role + "\x00" + "\x00".join(map(_SHA, parts)))
+        d["sha"] = sha or sha256((role + "\x00" + "\x00".join(map(_SHA, parts))).encode()).hexdigest()
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

@@ -45,27 +45,32 @@ def json_string(text: str) -> str:
     return got
 
 
+# hashlib.sha256 read once. The hashes an agent's call makes (a journaled text, a part, a message:
+# some eight a turn) call it directly on the UTF-8 bytes, as sha256_hex does, without a frame of their own.
+sha256 = hashlib.sha256
+
+
 def result_hash(call_id: str, content: str, is_error: bool, form: str) -> str:
     """content_hash(["result", call_id, content, is_error, form]) (the same digest), the content escaped
     through json_string's memo, where the request fragment finds it again."""
-    return sha256_hex(
+    return sha256((
         '["result",' + encode_basestring(call_id) + "," + json_string(content)
         + (",true," if is_error else ",false,") + encode_basestring(form) + "]"
-    )  # fmt: skip
+    ).encode()).hexdigest()  # fmt: skip
 
 
 def call_hash(call_id: str, name: str, arguments: str) -> str:
     """content_hash(["call", call_id, name, arguments]) (the same digest), the arguments escaped through
     json_string's memo."""
-    return sha256_hex(
+    return sha256((
         '["call",' + encode_basestring(call_id) + "," + encode_basestring(name) + "," + json_string(arguments) + "]"
-    )
+    ).encode()).hexdigest()  # fmt: skip
 
 
 def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def content_hash(value: Any) -> str:

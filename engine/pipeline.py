@@ -452,7 +452,7 @@ class Pipeline:
         self.traces = Traces(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
-        self._call_hint: dict[tuple[str, str, str], ToolCall] = {}  # see _part("call")
+        self._call_hint: Mapping[tuple[str, str, str], ToolCall] = _NO_HINT  # see _part("call")
         self._last_blob: tuple[str, str] = ("", "")  # see _blob
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
         # The sections before the history of the last build, with the version of their inputs (sources,
@@ -1064,7 +1064,7 @@ class Pipeline:
         try:
             self._emit({"k": "msg", "role": "assistant", "parts": parts})
         finally:
-            self._call_hint = {}
+            self._call_hint = _NO_HINT
         return calls
 
     def _check_answered(self, before: str) -> None:
@@ -2016,6 +2016,9 @@ class Pipeline:
 
 
 _MARKER = attrgetter("marker")
+# Pipeline._call_hint between assistant() calls: read only (a new empty dict after every reply was one
+# more object made and freed).
+_NO_HINT: Mapping[tuple[str, str, str], ToolCall] = {}
 # Journal events whose fold changes what the sections before the history are made of (source specs and
 # their text, tools, latches, emergent items): see Pipeline._assemble_from.
 _SOURCE_KINDS = frozenset({"source", "content", "tool", "untool", "latch", "emergent"})

@@ -84,9 +84,11 @@ def test_the_artifacts_stay_frozen_dataclasses_with_the_same_hashes() -> None:
     assert text.sha == sha256_hex("text\x00hello é")
     call = ToolCall("c1", "bash", '{"cmd": "ls"}')
     assert call.sha == content_hash(["call", "c1", "bash", '{"cmd": "ls"}'])
-    res = ToolResult("c1", "out\n\"x\"", True)
-    assert res.sha == content_hash(["result", "c1", "out\n\"x\"", True, "full"])
-    assert ToolResult("c1", "out", form="cleared").sha == content_hash(["result", "c1", "out", False, "cleared"])
+    res = ToolResult("c1", 'out\n"x"', True)
+    assert res.sha == content_hash(["result", "c1", 'out\n"x"', True, "full"])
+    assert ToolResult("c1", "out", form="cleared").sha == content_hash(
+        ["result", "c1", "out", False, "cleared"]
+    )
     msg = Message("assistant", (text, call))
     assert msg.sha == sha256_hex("assistant\x00" + text.sha + "\x00" + call.sha)
     # Keyword construction, a given hash kept, equality without the hash, replace() and copies.
@@ -109,3 +111,38 @@ def test_the_artifacts_stay_frozen_dataclasses_with_the_same_hashes() -> None:
     }  # fmt: skip
     assert reserves.percentile == 75 and reserves.total == 120
     assert section.form.value == "full" and section.omitted == 0 and section.note == ""
+
+
+def _c_calls(fn: Callable[[], Any]) -> Counter[str]:
+    """The names of the C functions `fn` calls, counted."""
+    seen: Counter[str] = Counter()
+
+    def prof(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call":
+            seen[getattr(arg, "__qualname__", getattr(arg, "__name__", "?"))] += 1
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_hashes_taken_by_a_reply_and_a_result() -> None:
+    """A reply (a text and a call) takes five SHA-256 (the text's blob and part, the arguments' blob, the
+    call, the message) and a tool result two (its blob and part), each where it is needed: no
+    sha256_hex frame of its own."""
+    pipe = _steady_pipe()
+    answer = _c_calls(
+        lambda: pipe.assistant("step 99", [{"id": "c99", "name": "bash", "arguments": '{"n": 99}'}])
+    )
+    result = _c_calls(lambda: pipe.tool_result("c99", "the newest output\n" * 30))
+    assert answer["openssl_sha256"] == 5 and result["openssl_sha256"] == 2, (answer, result)
+    # A call id the session has not sent, without `_rN`, is taken without the renamed-id pattern.
+    assert answer["Pattern.fullmatch"] == 0, answer
+    pipe.next_request()
+    frames = _frames(lambda: pipe.assistant("step 100", [{"id": "c100", "name": "bash", "arguments": "{}"}]))
+    frames += _frames(lambda: pipe.tool_result("c100", "done"))
+    assert not [k for k in frames if k[1] == "sha256_hex"], frames
+    pipe.close()

@@ -98,6 +98,8 @@ class CallIds:
 
     def add(self, cid: str) -> None:
         self.sent.add(cid)
+        if "_r" not in cid:  # (no `{stem}_rN` then: a substring test, not the pattern, on every call sent)
+            return
         m = _RENAMED.fullmatch(cid)
         if m is not None:
             stem, n = m.group(1), int(m.group(2))
