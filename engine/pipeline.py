@@ -667,7 +667,8 @@ class Pipeline:
             self._close_pending()
             jparts = ev["parts"]
             part = self._part
-            parts = tuple([part(p) for p in jparts])  # (a generator resumes a frame per part)
+            # (map calls _part from C: a generator resumes a frame per part, a comprehension is one more)
+            parts = tuple(map(part, jparts))
             hist = self.history
             hist.append(Message(ev["role"], parts))
             if ev["role"] == "assistant":
@@ -1002,7 +1003,7 @@ class Pipeline:
         if tool_calls is None:  # OpenAI's message.tool_calls when the model made none
             tool_calls = ()
         # The calls are read and checked before anything is journaled: a bad one leaves no trace.
-        calls = [c if isinstance(c, ToolCall) else _call_of(c) for c in tool_calls]
+        calls = list(map(_call_of, tool_calls))  # (from C: a comprehension is a frame of its own)
         if self.check_content and type(text) is str and text.isspace():
             # Whitespace the model wrote beside its calls or thinking: Anthropic refuses a text block of
             # whitespace only ("must contain non-whitespace text"), and it says nothing to the model.
@@ -1013,7 +1014,7 @@ class Pipeline:
                 "message (Anthropic: 'text content blocks must be non-empty'; OpenAI: content or "
                 "tool_calls required); skip the call when the model returned nothing"
             )
-        ids = [c.id for c in calls]
+        ids = list(map(_CALL_ID, calls))  # (read in C: a comprehension is a frame of its own)
         if len(ids) > 1 and len(set(ids)) != len(ids):
             raise ConfigError(f"duplicate tool call ids in one assistant message: {ids}")
         # The ids the provider takes (call_ids.py): the agent's own unless refused or sent before.
@@ -2016,6 +2017,7 @@ class Pipeline:
 
 
 _MARKER = attrgetter("marker")
+_CALL_ID = attrgetter("id")
 # Pipeline._call_hint between assistant() calls: read only (a new empty dict after every reply was one
 # more object made and freed).
 _NO_HINT: Mapping[tuple[str, str, str], ToolCall] = {}
@@ -2139,16 +2141,18 @@ def _tool_schema(name: Any, description: Any, parameters: Any) -> ToolSchema:
 
 
 def _call_of(c: Any) -> ToolCall:
-    """A tool call as the agent has it: {"id", "name", "arguments" (JSON text) or "input" (an object)},
-    OpenAI's {"id", "function": {"name", "arguments"}}, or the SDK's own object for either (Anthropic's
-    ToolUseBlock, OpenAI's ChatCompletionMessageToolCall), so `resp.content`'s tool_use blocks and
-    `message.tool_calls` go in as the SDK returns them."""
+    """A tool call as the agent has it: a ToolCall (as it is), {"id", "name", "arguments" (JSON text) or
+    "input" (an object)}, OpenAI's {"id", "function": {"name", "arguments"}}, or the SDK's own object for
+    either (Anthropic's ToolUseBlock, OpenAI's ChatCompletionMessageToolCall), so `resp.content`'s
+    tool_use blocks and `message.tool_calls` go in as the SDK returns them."""
     if type(c) is dict:
         # Our own shape, what most agents pass every turn: read without the general path's Mapping check
         # (an ABC instance check), the `function` look-up and _args' defaults (the same ToolCall).
         cid, name, args = c.get("id"), c.get("name"), c.get("arguments")
         if type(cid) is str and cid and type(name) is str and name and type(args) is str:
             return ToolCall(cid, name, args)
+    elif isinstance(c, ToolCall):
+        return c
     d = c
     if type(d) is not dict and not isinstance(d, Mapping) and hasattr(d, "model_dump"):
         d = d.model_dump()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import pickle
 import sys
 from collections import Counter
@@ -145,4 +146,23 @@ def test_hashes_taken_by_a_reply_and_a_result() -> None:
     frames = _frames(lambda: pipe.assistant("step 100", [{"id": "c100", "name": "bash", "arguments": "{}"}]))
     frames += _frames(lambda: pipe.tool_result("c100", "done"))
     assert not [k for k in frames if k[1] == "sha256_hex"], frames
+    pipe.close()
+
+
+def test_a_reply_runs_no_comprehension_frame() -> None:
+    """A reply's call ids, the ids it is sent with and its parts folded are read in C or plain loops: no
+    comprehension frame (one each in Python 3.11) in the pipeline or the call ids."""
+    pipe = _steady_pipe()
+    frames = _frames(
+        lambda: pipe.assistant("step 99", [{"id": "c99", "name": "bash", "arguments": '{"n": 99}'}])
+    )
+    comprehensions = {k: n for k, n in frames.items() if k[1] in ("<listcomp>", "<genexpr>", "<setcomp>")}
+    assert not comprehensions, comprehensions
+    # A repeated id is still sent with another (the list of ids to keep is made then).
+    pipe.tool_result("c99", "out")
+    pipe.next_request()
+    again = pipe.assistant("step 100", [{"id": "c99", "name": "bash", "arguments": "{}"}])
+    assert again[0].id == "c99"
+    pipe.tool_result("c99", "done")
+    assert json.dumps(pipe.next_request().body).count('"c99_r1"') == 2
     pipe.close()

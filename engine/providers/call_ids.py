@@ -111,9 +111,14 @@ class CallIds:
         call of the session has stays as it is; the others get ids no call of the session, nor another
         of this message, has. Changes nothing: the ids are the session's once folded (`add`)."""
         sent = self.sent
-        keep = [acceptable(rule, c) and c not in sent for c in ids]
-        if all(keep):
+        # Nearly every message's ids are all kept: found in a plain loop (a comprehension is a frame of
+        # its own), the list of what to keep made only when one is not.
+        for c in ids:
+            if c in sent or not acceptable(rule, c):
+                break
+        else:
             return list(ids)
+        keep = [acceptable(rule, c) and c not in sent for c in ids]
         taken = {c for c, k in zip(ids, keep, strict=True) if k}
         out = []
         for c, k in zip(ids, keep, strict=True):
