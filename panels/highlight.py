@@ -27,6 +27,14 @@ def guess_language(text: str) -> str:
     # view "python" (its title said so and Python's keywords were coloured through the transcript).
     if stripped.startswith("SENT: "):
         return "text"
+    # A history section's messages ("## user", tool calls and results): lexed part by part, each as what
+    # it is (panels/transcript_lexer.py); as "python" (for a `def` in one tool result) every "is" and
+    # "not" of its prose was coloured as a keyword.
+    if stripped.startswith("## ") or "\n## " in text[:MAX_CHARS]:
+        from panels.transcript_lexer import is_transcript
+
+        if is_transcript(text[:MAX_CHARS]):
+            return "transcript"
     if stripped[:1] in "{[" and not stripped.startswith("[..."):
         try:
             json.loads(text)
@@ -54,6 +62,10 @@ def lexer_class(language: str) -> type[Lexer]:
     from pygments.lexers.python import PythonLexer
     from pygments.lexers.special import TextLexer
 
+    if language == "transcript":
+        from panels.transcript_lexer import TranscriptLexer
+
+        return TranscriptLexer
     lexers: dict[str, type[Lexer]] = {"json": JsonLexer, "python": PythonLexer, "markdown": MarkdownLexer}
     return lexers.get(language, TextLexer)
 
