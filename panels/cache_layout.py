@@ -60,18 +60,27 @@ class CacheLayoutPanel(LinePanel):
             return min(width - 1, round(offset / total * width))
 
         markers = tuple(max(0, col(m["offset_tokens"]) - 1) for m in t.get("markers") or [])
-        prefix = col(t.get("cacheable_prefix_tokens") or 0)
+        prefix_tokens = t.get("cacheable_prefix_tokens") or 0
+        prefix = col(prefix_tokens)
         usage = t.get("usage") or {}
         read = usage.get("cache_read_tokens") or 0
         prompt = usage.get("input_tokens") or 0
         # The reads are the provider's tokens, the strip's scale the engine's (its sections): the served
         # line covers the share of the request the provider read from cache, the hit rate printed
         # beside it, not the provider's count laid on the engine's axis (6% further on the demo agent's
-        # recording, past what the hit rate says).
-        served = col(round(min(read / prompt, 1.0) * total) if prompt else read)
+        # recording, past what the hit rate says). The figure printed is on that scale too: the
+        # provider's count beside the engine's prefix read "prefix 33k ━ served 37k (98%)", a part
+        # larger than its whole; the provider's own count follows, labelled.
+        served_tokens = round(min(read / prompt, 1.0) * total) if prompt else read
+        served = col(served_tokens)
         hit = f"{read / (prompt or 1):.0%}" if usage else "n/a"
         cause = f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}" if broke else None
-        summary = (len(markers), tok(t.get("cacheable_prefix_tokens")), tok(read), hit, cause)
+        # Past the prefix the engine marked only when the provider caches on its own (OpenAI's automatic
+        # prefix caching reads whatever the previous request shared): said, not left to look like an error.
+        # (Said when the printed figures differ: the share scaled to the engine's count is a few tokens off.)
+        beyond = served_tokens > prefix_tokens and tok(served_tokens) != tok(prefix_tokens)
+        provider = (tok(read), tok(prompt)) if read and prompt else None
+        summary = (len(markers), tok(prefix_tokens), tok(served_tokens), hit, provider, beyond, cause, width)
         out: list[Line] = [
             Keyed(("blocks", blocks), lambda: _blocks(blocks)),
             Keyed(("cache", markers, served, prefix), lambda: _cache_line(width, markers, served, prefix)),
@@ -120,10 +129,24 @@ def _cache_line(width: int, markers: tuple[int, ...], served: int, prefix: int) 
     return Content.assemble(*merge_runs(cache_line))
 
 
-def _summary(markers: int, prefix: str, read: str, hit: str, cause: str | None) -> Content:
+def _summary(markers: int, prefix: str, served: str, hit: str, provider: tuple[str, str] | None, beyond: bool,
+             cause: str | None, width: int) -> Content:
+    """The cache line's figures, all in the engine's tokens (the strip's scale), then what explains them as
+    far as the row holds: why served runs past the prefix when it does, and the provider's own count of
+    its reads and of the prompt (what the hit rate is of). The break's cause is never pushed out by them."""
     # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
-    return Content.assemble(
+    parts: list[str | tuple[str, str]] = [
         ("▲", "$accent"), f" {counted(markers, 'marker')}  ", ("─", "$primary"), f" prefix {prefix}  ",
-        ("━", "$cache-served"), f" served {read} ({hit})",
-        *(("  ", (cause, "bold $cache-break")) if cause is not None else ()),
-    )
+        ("━", "$cache-served"), f" served {served} ({hit})",
+    ]
+    broke = f"  {cause}" if cause is not None else ""
+    used = sum(cell_len(p if isinstance(p, str) else p[0]) for p in parts) + cell_len(broke)
+    extras = ["  read past the marked prefix" if beyond else "",
+              f"  provider counts {provider[0]} of {provider[1]}" if provider is not None else ""]
+    for extra in extras:  # each said whole or not at all: a cut figure would mislead
+        if extra and used + cell_len(extra) <= width:
+            parts.append((extra, "$text-muted"))
+            used += cell_len(extra)
+    if cause is not None:
+        parts += ["  ", (cause, "bold $cache-break")]
+    return Content.assemble(*parts)

@@ -39,17 +39,20 @@ def fit_cells(text: str, cells: int) -> str:
 
 
 def tok(n: int | float | None) -> str:
-    """Token counts the way people read them: 850, 9.8k, 1.2M."""
+    """Token counts the way people read them: 850, 9.8k, 33k, 1.2M. One rule for every panel: a count
+    is rounded once, at the precision of the size it rounds to. Choosing the precision from the count
+    before rounding printed 9,996 as "10.0k" beside a 10,200 printed "10k" (the pressure panel's "of
+    10.0k usable / 10k"), and 999,960 as "1000k"."""
     if n is None:
         return "-"
     n = int(n)
-    if abs(n) >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if abs(n) >= 10_000:
-        return f"{n / 1000:.0f}k"
-    if abs(n) >= 1000:
+    if abs(n) < 1000:
+        return str(n)
+    if abs(round(n / 1000, 1)) < 10:
         return f"{n / 1000:.1f}k"
-    return str(n)
+    if abs(round(n / 1000)) < 1000:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1_000_000:.1f}M"
 
 
 def signed(n: int) -> str:

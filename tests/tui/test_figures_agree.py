@@ -3,6 +3,8 @@ and the exported spans say of the same turn of the same recording."""
 
 from __future__ import annotations
 
+import copy
+import re
 from pathlib import Path
 
 from engine.export.spans import turn_span
@@ -13,7 +15,7 @@ from inspector.cli import load_events
 from inspector.timeline import summarize
 from panels.cache_layout import CacheLayoutPanel
 from panels.fmt import tok
-from panels.line_panel import Keyed
+from panels.line_panel import Keyed, content_of
 from panels.timeline_strip import HIT_SHADES, TimelineStrip
 from panels.whatif_compare import compare
 
@@ -72,3 +74,43 @@ def test_whatif_tokens_saved_is_what_the_steps_saved() -> None:
     explained = [sum(int(a.get("tokens_saved") or 0) for a in t["actions"]) for t in (actual, whatif)]
     assert explained == [81626, 6055]
     assert cells[2:4] == [tok(n) for n in explained] == ["82k", "6.1k"]
+
+
+def _summary_row(panel: CacheLayoutPanel, trace: dict, width: int = 120) -> str:
+    panel.set_reactive(CacheLayoutPanel.trace, trace)
+    return next(content_of(line).plain for line in panel.lines(width)
+                if isinstance(line, Keyed) and line.key[0] == "summary")
+
+
+def test_cache_layout_prints_served_and_prefix_on_one_scale() -> None:
+    # "prefix 33k ━ served 37k (98%)": the prefix was the engine's count, served the provider's, so the
+    # part read larger than the whole. Both are the engine's now (the strip's scale), the provider's count
+    # beside them, labelled.
+    panel = CacheLayoutPanel()
+    rows = {t["turn"]: (t, _summary_row(panel, t)) for t in _traces() if t.get("usage")}
+    t, row = rows[10]
+    usage = t["usage"]
+    total = sum(s["tokens"] for s in t["sections"])
+    read, prompt = usage["cache_read_tokens"], usage["input_tokens"]
+    assert (t["cacheable_prefix_tokens"], total, read, prompt) == (5033, 5033, 4265, 5334)
+    assert "prefix 5.0k  ━ served 4.0k (80%)  provider counts 4.3k of 5.3k" in row, row
+    for _, row in rows.values():
+        prefix, served = re.search(r"prefix (\S+) .* served (\S+) ", row).groups()  # type: ignore[union-attr]
+        assert _count(served) <= _count(prefix) or "read past the marked prefix" in row, row
+
+
+def test_cache_layout_says_why_served_runs_past_the_prefix() -> None:
+    # OpenAI caches the previous request's prefix on its own, past what the engine marked cacheable (an
+    # imported mini-swe-agent run's first turn: prefix 57, 320 of 1,575 read): the row says so.
+    t = copy.deepcopy(_traces()[10])
+    t["cacheable_prefix_tokens"] = 1000
+    row = _summary_row(CacheLayoutPanel(), t)
+    assert "prefix 1.0k  ━ served 4.0k (80%)  read past the marked prefix" in row, row
+    # too narrow for the note whole: left out, never cut; the break's cause is not pushed out by it
+    t["cache_break"] = {"section": "history", "cause": "history changed"}
+    row = _summary_row(CacheLayoutPanel(), t, width=60)
+    assert "past" not in row and row.endswith("✖ broke at history: history changed"), row
+
+
+def _count(shown: str) -> float:
+    return float(shown[:-1]) * {"k": 1e3, "M": 1e6}[shown[-1]] if shown[-1] in "kM" else float(shown)
