@@ -117,3 +117,83 @@ def test_the_reply_and_tool_result_held_during_a_long_tool_run_arrive_within_the
         view.stop()
     finally:
         pipe.close()
+
+
+def test_a_long_model_call_wakes_no_probe_thread(rtdir: Path) -> None:
+    """Model calls longer than the inspector's idle: the tool results and the request journaled before
+    each call go out before it (the agent learned from the first call how long its calls take), so the
+    inspector has nothing held back to ask for while it waits. Before: the I/O thread woke to answer
+    the inspector's ask once a turn (~360 us of its CPU). The inspector's journal is the agent's."""
+    from engine.probe.agent_send import LONG_WAIT
+
+    pipe = _pipeline(rtdir)
+    probe = pipe.probe
+    wait = max(GAP, LONG_WAIT + 0.1)  # a model call longer than the idle and than LONG_WAIT
+
+    def turn(t: int) -> None:
+        req = pipe.next_request()
+        time.sleep(wait)  # the model call
+        pipe.record_usage({"input_tokens": req.final_tokens, "output_tokens": 10 + t})
+        _reply(pipe, t)  # (a quick tool)
+
+    try:
+        _close(pipe, 0)
+        _reply(pipe, 0)
+        src, view = _attach(pipe)
+        turn(1)  # (learns how long a call takes)
+        _settled(pipe, src)
+        time.sleep(GAP)  # (the ask for the reply held after the close, if any, is answered)
+        wakeups = probe.wakeups
+        turns = range(2, 6)
+        for t in turns:
+            turn(t)
+        view.wait_for(turns[-1])
+        per_turn = (probe.wakeups - wakeups) / len(turns)
+        assert per_turn < 0.5, f"the probe thread woke {per_turn:.2f} times a turn during the model calls"
+        pipe.close_turn()
+        _settled(pipe, src)
+        src._load_events()
+        assert [dict(e) for e in src.events] == [dict(e) for e in probe._journal()]
+        view.stop()
+    finally:
+        pipe.close()
+
+
+def test_a_long_tool_run_wakes_no_probe_thread(rtdir: Path) -> None:
+    """Tool runs longer than the inspector's idle (the model quick): the model's reply goes out before
+    each run (the agent learned from the first run how long its tools take), so the inspector has
+    nothing held back to ask for meanwhile, and shows the reply at once. Before: the I/O thread woke to
+    answer the inspector's ask once a turn."""
+    from engine.probe.agent_send import LONG_WAIT
+
+    pipe = _pipeline(rtdir)
+    probe = pipe.probe
+    run = max(GAP, LONG_WAIT + 0.1)  # a tool run longer than the idle and than LONG_WAIT
+
+    def turn(t: int) -> None:
+        _close(pipe, t)
+        calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
+        time.sleep(run)  # the tool runs
+        pipe.tool_result(calls[0].id, f"output of step {t}")
+
+    try:
+        _close(pipe, 0)
+        _reply(pipe, 0)
+        src, view = _attach(pipe)
+        turn(1)  # (learns how long a tool runs)
+        turn(2)
+        _settled(pipe, src)
+        wakeups = probe.wakeups
+        turns = range(3, 7)
+        for t in turns:
+            turn(t)
+        view.wait_for(turns[-1])
+        per_turn = (probe.wakeups - wakeups) / len(turns)
+        assert per_turn < 0.5, f"the probe thread woke {per_turn:.2f} times a turn during the tool runs"
+        pipe.close_turn()
+        _settled(pipe, src)
+        src._load_events()
+        assert [dict(e) for e in src.events] == [dict(e) for e in probe._journal()]
+        view.stop()
+    finally:
+        pipe.close()

@@ -61,6 +61,23 @@ writes every event waiting, as they are, in one batch into its ring (`_fold_now`
 `_send_here` and `_ring_turn` that send cost the agent's thread ~60 us a paced turn, cold after the
 model call, ~20 us of it their calls and checks (bench_probe --twin foldpath measures the two paths).
 
+Before a long wait: the fold client's turn waits whole for its close, so what the agent journals before
+its model call (the tool results, the request) is held through the call, and an inspector that has
+been quiet for its idle (1 s) asks for it: its I/O thread woke to answer once a turn (~360 us of its CPU)
+whenever the model took longer than that, as a real model mostly does. So at each outcome the agent's
+thread notes how long the model call took (the request's and the outcome's journal times, noted as
+publish() holds them back or sends the request: `_timed`): while that is at least LONG_WAIT, a request
+is not left waiting and goes out at once with what waits before it, as a close does. A long tool run holds the model's reply (its `msg`, the last event
+assistant() journals) likewise, and is learned likewise (from the outcome's time to the next
+request's): while the tools run that long, the reply goes at once. While the model is slow and the
+tools quick, the close itself waits for the next request, which comes within LONG_WAIT, and goes with
+it: one send a turn still, on the agent's thread, in place of a wake-up of the I/O thread (the turn
+is shown when the next request is made). Slow tools make it two or three (the reply's, the request's
+if the model is slow too, the close's), each in place of a wake-up. An agent whose model and tools
+answer within LONG_WAIT sends at the close as before. The same events in the same order; a guess
+that fails (a quick model after slow ones, a slow tool after quick ones) leaves events held back
+that the inspector asks for after its idle, as before.
+
 While every client attached is quiet (or none is), the Pipeline does not call hold() and flush() at
 all (`bracket`, one attribute test at each call's start): publish() does their part itself, outside
 any call. An event of an elided kind is left waiting (up to DEFER_EVENTS); any other event is handed on
@@ -84,7 +101,13 @@ import time
 import zlib
 from typing import Any
 
-from engine.probe.elide import ELIDED_STAND_IN, fold_out, kept
+from engine.probe.elide import (
+    ELIDED_KINDS,
+    ELIDED_STAND_IN,
+    FOLD_DEFER_KINDS,
+    fold_out,
+    kept,
+)
 from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, IOLoop
 from engine.probe.queues import Client
@@ -113,6 +136,23 @@ AGENT_WINDOW_SENDS = 16
 # next_request), up to this many. After a model call each flush runs cold, and on this VM one that
 # fills and finds nothing to send still cost its thread ~30-40 us (BENCHMARKS.md): three a turn.
 DEFER_EVENTS = 256
+# A model call at least this long (the time between a turn's request and its outcome, as the journal
+# stamps them) makes the next turn's request go to a fold client at once, a tool run (from an outcome to
+# the next request) the next reply (see "Before a long wait"): the inspector asks for events held back
+# once the agent has been quiet for its idle (1 s by default).
+LONG_WAIT = 0.5
+# The kinds publish() hands to `_timed` when it holds one back for a fold client.
+OUTCOME_KINDS = frozenset(("usage", "error"))
+# What publish() holds back for fold clients, by whether the request and the reply go at once. While
+# only the request does (the tools are quick), so does the turn's close (its marker, or its built turn):
+# the next request comes within LONG_WAIT and takes it along, one send a turn.
+_CLOSE = frozenset(("turn_deferred", "turn"))
+_FOLD_DEFER = {
+    (False, False): FOLD_DEFER_KINDS,
+    (True, False): (FOLD_DEFER_KINDS - {"request"}) | _CLOSE,
+    (False, True): FOLD_DEFER_KINDS - {"msg"},
+    (True, True): FOLD_DEFER_KINDS - {"request", "msg"},
+}
 
 _monotonic = time.monotonic
 _DICT_ONLY = {dict}
@@ -162,6 +202,10 @@ class AgentSend(IOLoop):
         # The fast encoder's (packb, options) for `_fold_now`, loaded when a fold client is first named
         # for it (an agent nobody attaches to on the fold stream never imports it for the probe).
         self._fold_pack: tuple[Any, int] | None = None
+        # For a fold client (see "Before a long wait"): the journal's time of the open turn's request,
+        # and of the last outcome.
+        self._request_time: Any = None
+        self._outcome_time: Any = None
 
     def hold(self) -> None:
         """A public call that may publish has begun on the agent's thread: its publishes write no
@@ -436,9 +480,35 @@ class AgentSend(IOLoop):
             c.cursor = head + n
             c.jpos = end
             self.agent_sends += 1
+            last = plain[-1]
+            if last.get("k") == "request":  # (sent at once: see "Before a long wait")
+                self._request_time = last.get("time")
             return True
         finally:
             lock.release()
+
+    def _timed(self, at: Any) -> None:
+        """publish() holds back a fold client's outcome (usage or error) stamped `at` by the journal:
+        how long the model took since the request (`_request_time`, noted as it went), and how long the
+        tools ran before that request since the last outcome, say whether the next request and the next
+        reply (its `msg`) go at once or are held back like the rest (see "Before a long wait")."""
+        asked, since = self._request_time, self._outcome_time
+        self._request_time, self._outcome_time = None, at
+        try:
+            want = (at - asked >= LONG_WAIT, since is not None and asked - since >= LONG_WAIT)
+        except TypeError:
+            return  # (no request noted since the last outcome, or a clock that says no time)
+        kinds = _FOLD_DEFER[want]
+        # Under the pass lock, as the I/O thread sets them (queues._fold_changed), taken without waiting:
+        # if a pass holds it, the next outcome tries again.
+        if kinds is self._fold_defer or not self._pass_lock.acquire(False):
+            return
+        try:
+            self._fold_defer = kinds
+            if self._defer_kinds is not ELIDED_KINDS:  # (every client a fold client)
+                self._defer_kinds = kinds
+        finally:
+            self._pass_lock.release()
 
     def _window_full(self) -> bool:
         """Whether this AGENT_WINDOW's sends on the agent's thread are used up (a new window starts

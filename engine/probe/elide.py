@@ -94,6 +94,8 @@ def range_request(frame: dict[str, Any]) -> tuple[int, int] | None:
 # hands them on at once: a paced turn is one send, at its close, with all of its events (see
 # server.publish); the inspector shows the turn then, as it does an elided stream's `turn`.
 FOLD_DEFER_KINDS = ELIDED_KINDS | {"error", "annotate"}
+# (Less the request, or the reply's `msg`, while the agent's model calls, or its tools' runs, are long:
+# see agent_send, "Before a long wait".)
 
 
 def fold_out(events: Sequence[Any]) -> list[Any] | None:

@@ -396,6 +396,9 @@ class ClientQueues:
         # The kinds publish() may leave waiting while every client is quiet (see server.publish): the
         # elided ones, or with a fold client attached the fold stream's (see elide.FOLD_DEFER_KINDS).
         self._defer_kinds: frozenset[str] = ELIDED_KINDS
+        # Which of the fold stream's sets that is while every client is a fold client: it changes with
+        # how long the agent's model calls take (see agent_send, "Before a long wait").
+        self._fold_defer: frozenset[str] = FOLD_DEFER_KINDS
         # Whether a Pipeline call must be bracketed by hold()/flush() (see agent_send): while every
         # client attached is quiet (or none is), publish() itself leaves elided kinds waiting and sends
         # the rest, so the Pipeline skips both calls: after a model call each runs cold. Written by
@@ -778,7 +781,7 @@ class ClientQueues:
         else:
             self._stand_in = None
             # (With a quiet elided client too, what it needs at once: the agent builds every turn then.)
-            self._defer_kinds = FOLD_DEFER_KINDS if self._nfold == self._nquiet else ELIDED_KINDS
+            self._defer_kinds = self._fold_defer if self._nfold == self._nquiet else ELIDED_KINDS
 
     def _skip_snapshot_tail(self, c: Client) -> bool:
         """Step a newly attached client's cursor past the live events its snapshot had already: True

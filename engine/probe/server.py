@@ -97,7 +97,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.probe.agent_send import DEFER_EVENTS, HOLD_MAX, AgentSend
+from engine.probe.agent_send import DEFER_EVENTS, HOLD_MAX, OUTCOME_KINDS, AgentSend
 from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
@@ -227,13 +227,23 @@ class ProbeServer(AgentSend):
                 # append below pushes the oldest out. (Racing with a popleft this may over-count by one.)
                 self._overflow += 1
             quiet_only = not self._held and not self._wake_pending and self._nquiet == self._nclients
-            if quiet_only and type(event) is dict and event.get("k") in self._defer_kinds and len(pending) < DEFER_EVENTS:
+            if (
+                quiet_only
+                and type(event) is dict
+                and (kind := event.get("k")) in self._defer_kinds
+                and len(pending) < DEFER_EVENTS
+            ):
                 # Every client is quiet, so the Pipeline does not bracket its calls (see `bracket`) and
                 # publish does what a call's flush would: an elided kind waits for the next event worth
                 # sending (up to DEFER_EVENTS), which is then sent with them (see agent_send). No quiet
                 # client is sent it, so what waits is a stand-in holding its place (see elide).
                 stand_in = self._stand_in
                 pending.append(event if stand_in is None or self._windows else stand_in)
+                if stand_in is None:  # (a fold client's: see agent_send, "Before a long wait")
+                    if kind == "request":
+                        self._request_time = event.get("time")
+                    elif kind in OUTCOME_KINDS:
+                        self._timed(event.get("time"))
                 rings = self._held_rings
                 if rings:
                     # A ring client learns from its header that it should ask for the journal's end
