@@ -13,7 +13,9 @@ from rich.text import Span, Text
 if TYPE_CHECKING:
     from pygments.lexer import Lexer
 
-OMISSION = re.compile(r"\[\.\.\.\d[\d,]* tokens omitted\.\.\.\]")
+# engine/assembly.omission_marker: "[...N tokens omitted...]", or with what was cut ("... omitted (28 earlier
+# rounds dropped)...]", compaction's marker, which this missed: the history's biggest cut was not marked).
+OMISSION = re.compile(r"\[\.\.\.\d[\d,]* tokens omitted(?: \([^()\n]*\))?\.\.\.\]")
 SPILL = re.compile(r"spill://[\w./-]+|\[(?:spilled|tool result cleared)[^\]]*\]")
 MAX_CHARS = 200_000  # beyond this the viewer shows a prefix; highlighting megabytes would stall a frame
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from rich.style import Style
 
 from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.assembly import omission_marker
 from inspector.app import InspectorApp
 from inspector.sources.replaying import section_text
 from inspector.sources.synthetic import SyntheticSource
@@ -102,3 +103,13 @@ async def test_the_content_view_titles_a_history_transcript() -> None:
         assert doc is not None and doc.language == "transcript"
         assert viewer._title_line is not None
         assert "·  transcript  ·" in str(viewer._title_line.render())  # was "·  python  ·"
+
+
+def test_compactions_omission_marker_is_marked_in_a_history() -> None:
+    # The engine's marker with what was cut in it ("(28 earlier rounds dropped)", the demo's history at turn
+    # 39) was drawn as plain prose: only the bare "[...N tokens omitted...]" was marked.
+    marker = omission_marker(15996, "28 earlier rounds dropped")
+    text = _transcript([Message("user", (Text(f"Explain the tiers.\n\n{marker}"),)), *MESSAGES[1:]])
+    doc = prepare(text, dark=True, width=200)
+    pieces = _styles(doc, marker)
+    assert (marker, "bold black on yellow") in pieces, pieces
