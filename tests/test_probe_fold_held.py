@@ -197,3 +197,35 @@ def test_a_long_tool_run_wakes_no_probe_thread(rtdir: Path) -> None:
         view.stop()
     finally:
         pipe.close()
+
+
+def test_a_pause_after_the_tool_results_sends_the_reply_with_the_turn(rtdir: Path) -> None:
+    """A quick model and quick tools, then a pause before the next request (the agent doing something
+    else): the reply is not sent on its own (a tool run is timed from the reply to the tools' first
+    result, not from the outcome to the next request), so a turn is still one send on the agent's
+    thread. Timed from the outcome, the pause made every reply a send of its own (two a turn)."""
+    from engine.probe.agent_send import LONG_WAIT
+
+    pipe = _pipeline(rtdir)
+    probe = pipe.probe
+    pause = LONG_WAIT + 0.1
+    try:
+        _close(pipe, 0)
+        _reply(pipe, 0)
+        src, view = _attach(pipe)
+        for t in range(1, 3):  # (what the agent learns from these)
+            _close(pipe, t)
+            _reply(pipe, t)
+            time.sleep(pause)
+        sends = probe.agent_sends
+        turns = range(3, 7)
+        for t in turns:
+            _close(pipe, t)
+            _reply(pipe, t)
+            time.sleep(pause)
+        per_turn = (probe.agent_sends - sends) / len(turns)
+        assert per_turn == 1.0, f"{per_turn:.2f} sends a turn on the agent's thread"
+        view.wait_for(turns[-1])
+        view.stop()
+    finally:
+        pipe.close()

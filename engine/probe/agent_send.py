@@ -68,8 +68,9 @@ whenever the model took longer than that, as a real model mostly does. So at eac
 thread notes how long the model call took (the request's and the outcome's journal times, noted as
 publish() holds them back or sends the request: `_timed`): while that is at least LONG_WAIT, a request
 is not left waiting and goes out at once with what waits before it, as a close does. A long tool run holds the model's reply (its `msg`, the last event
-assistant() journals) likewise, and is learned likewise (from the outcome's time to the next
-request's): while the tools run that long, the reply goes at once. While the model is slow and the
+assistant() journals) likewise, and is learned likewise (on the agent's clock, from the reply to the
+next event, the tools' first result: `_tools_ran`): while the tools run that long, the reply goes at
+once. While the model is slow and the
 tools quick, the close itself waits for the next request, which comes within LONG_WAIT, and goes with
 it: one send a turn still, on the agent's thread, in place of a wake-up of the I/O thread (the turn
 is shown when the next request is made). Slow tools make it two or three (the reply's, the request's
@@ -137,9 +138,9 @@ AGENT_WINDOW_SENDS = 16
 # fills and finds nothing to send still cost its thread ~30-40 us (BENCHMARKS.md): three a turn.
 DEFER_EVENTS = 256
 # A model call at least this long (the time between a turn's request and its outcome, as the journal
-# stamps them) makes the next turn's request go to a fold client at once, a tool run (from an outcome to
-# the next request) the next reply (see "Before a long wait"): the inspector asks for events held back
-# once the agent has been quiet for its idle (1 s by default).
+# stamps them) makes the next turn's request go to a fold client at once, a tool run (from a reply to the
+# next event) the next reply (see "Before a long wait"): the inspector asks for events held back once
+# the agent has been quiet for its idle (1 s by default).
 LONG_WAIT = 0.5
 # The kinds publish() hands to `_timed` when it holds one back for a fold client.
 OUTCOME_KINDS = frozenset(("usage", "error"))
@@ -202,10 +203,13 @@ class AgentSend(IOLoop):
         # The fast encoder's (packb, options) for `_fold_now`, loaded when a fold client is first named
         # for it (an agent nobody attaches to on the fold stream never imports it for the probe).
         self._fold_pack: tuple[Any, int] | None = None
-        # For a fold client (see "Before a long wait"): the journal's time of the open turn's request,
-        # and of the last outcome.
+        # For a fold client (see "Before a long wait"): the journal's time of the open turn's request;
+        # the agent's clock at the last reply (0.0: none since the tools ran); whether the model's last
+        # call, and the tools' last run, were long (what `_fold_defer` was chosen by).
         self._request_time: Any = None
-        self._outcome_time: Any = None
+        self._reply_at = 0.0
+        self._slow_model = False
+        self._slow_tools = False
 
     def hold(self) -> None:
         """A public call that may publish has begun on the agent's thread: its publishes write no
@@ -489,15 +493,25 @@ class AgentSend(IOLoop):
 
     def _timed(self, at: Any) -> None:
         """publish() holds back a fold client's outcome (usage or error) stamped `at` by the journal:
-        how long the model took since the request (`_request_time`, noted as it went), and how long the
-        tools ran before that request since the last outcome, say whether the next request and the next
-        reply (its `msg`) go at once or are held back like the rest (see "Before a long wait")."""
-        asked, since = self._request_time, self._outcome_time
-        self._request_time, self._outcome_time = None, at
+        how long the model took since the request (`_request_time`, noted as it went) says whether the
+        next request goes at once or is held back like the rest (see "Before a long wait")."""
+        asked, self._request_time = self._request_time, None
         try:
-            want = (at - asked >= LONG_WAIT, since is not None and asked - since >= LONG_WAIT)
+            slow = at - asked >= LONG_WAIT
         except TypeError:
             return  # (no request noted since the last outcome, or a clock that says no time)
+        self._fold_wants((slow, self._slow_tools))
+
+    def _tools_ran(self, took: float) -> None:
+        """publish() holds back a fold client's first event after a reply (`msg`), `took` seconds of the
+        agent's clock after it: the tools' run. Whether the next reply goes at once (see "Before a long
+        wait")."""
+        self._reply_at = 0.0
+        self._fold_wants((self._slow_model, took >= LONG_WAIT))
+
+    def _fold_wants(self, want: tuple[bool, bool]) -> None:
+        """Hold back for fold clients what `_FOLD_DEFER[want]` says (whether the request, and the
+        reply, go at once)."""
         kinds = _FOLD_DEFER[want]
         # Under the pass lock, as the I/O thread sets them (queues._fold_changed), taken without waiting:
         # if a pass holds it, the next outcome tries again.
@@ -505,6 +519,7 @@ class AgentSend(IOLoop):
             return
         try:
             self._fold_defer = kinds
+            self._slow_model, self._slow_tools = want
             if self._defer_kinds is not ELIDED_KINDS:  # (every client a fold client)
                 self._defer_kinds = kinds
         finally:

@@ -244,6 +244,10 @@ class ProbeServer(AgentSend):
                         self._request_time = event.get("time")
                     elif kind in OUTCOME_KINDS:
                         self._timed(event.get("time"))
+                    elif kind == "msg":
+                        self._reply_at = _monotonic()
+                    elif self._reply_at:  # (the first event after a reply: the tools have run)
+                        self._tools_ran(_monotonic() - self._reply_at)
                 rings = self._held_rings
                 if rings:
                     # A ring client learns from its header that it should ask for the journal's end
