@@ -14,6 +14,7 @@ from typing import Any, Literal
 from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256, sha256_hex
 
 _SHA = attrgetter("sha")
+_set = object.__setattr__  # how a frozen artifact's __init__ sets its fields (see Text.__init__)
 
 
 @dataclass(frozen=True, init=False)
@@ -22,13 +23,13 @@ class Text:
     sha: str = field(default="", compare=False)
 
     def __init__(self, text: str, sha: str = "") -> None:
-        # Stored into the instance's dict one by one: the generated __init__ of a frozen dataclass sets
-        # each field through object.__setattr__ (~3x the cost; every agent call makes parts and a message),
-        # and __dict__.update(...) builds a dict of keywords first (~2x). Frozen as before: assigning a
-        # field still raises.
-        d = self.__dict__
-        d["text"] = text
-        d["sha"] = sha or sha256(("text\x00" + text).encode()).hexdigest()  # sha256_hex, without its frame
+        # Set through object.__setattr__ read once (_set), the hash computed here: the generated __init__
+        # of a frozen dataclass looks the setter up for each field and calls __post_init__ (~2x the cost;
+        # every agent call makes parts and a message). Not stored through self.__dict__, which would
+        # give each instance a dict of its own (+64 bytes, and a message's one the collector tracks).
+        # Frozen as before: assigning a field still raises.
+        _set(self, "text", text)
+        _set(self, "sha", sha or sha256(("text\x00" + text).encode()).hexdigest())  # sha256_hex, frameless
 
 
 @dataclass(frozen=True)
@@ -71,17 +72,16 @@ class ToolCall:
     sha: str = field(default="", compare=False)
 
     def __init__(self, id: str, name: str, arguments: str, sha: str = "") -> None:
-        d = self.__dict__  # (see Text.__init__)
-        d["id"] = id
-        d["name"] = name
-        d["arguments"] = arguments
+        _set(self, "id", id)  # (see Text.__init__)
+        _set(self, "name", name)
+        _set(self, "arguments", arguments)
         if not sha:
             if type(id) is str and type(name) is str and type(arguments) is str:
                 # Escaped through the memo the request fragment reads again (see json_string).
                 sha = call_hash(id, name, arguments)
             else:
                 sha = content_hash(["call", id, name, arguments])
-        d["sha"] = sha
+        _set(self, "sha", sha)
 
     def arguments_obj(self) -> Any:
         import json
@@ -132,18 +132,17 @@ class ToolResult:
         form: Literal["full", "cleared", "spilled"] = "full",
         sha: str = "",
     ) -> None:
-        d = self.__dict__  # (see Text.__init__)
-        d["call_id"] = call_id
-        d["content"] = content
-        d["is_error"] = is_error
-        d["form"] = form
+        _set(self, "call_id", call_id)  # (see Text.__init__)
+        _set(self, "content", content)
+        _set(self, "is_error", is_error)
+        _set(self, "form", form)
         if not sha:
             if type(call_id) is str and type(content) is str and type(is_error) is bool and type(form) is str:
                 # Escaped through the memo the request fragment reads again (see json_string).
                 sha = result_hash(call_id, content, is_error, form)
             else:
                 sha = content_hash(["result", call_id, content, is_error, form])
-        d["sha"] = sha
+        _set(self, "sha", sha)
 
 
 @dataclass(frozen=True)
@@ -181,12 +180,11 @@ class Message:
     sha: str = field(default="", compare=False)
 
     def __init__(self, role: Literal["user", "assistant"], parts: tuple[Part, ...], sha: str = "") -> None:
-        d = self.__dict__  # (see Text.__init__)
-        d["role"] = role
-        d["parts"] = parts
+        _set(self, "role", role)  # (see Text.__init__)
+        _set(self, "parts", parts)
         # The parts' hashes read in C (a generator is a Python frame per part; a message is made every
         # turn).
-        d["sha"] = sha or sha256((role + "\x00" + "\x00".join(map(_SHA, parts))).encode()).hexdigest()
+        _set(self, "sha", sha or sha256((role + "\x00" + "\x00".join(map(_SHA, parts))).encode()).hexdigest())
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

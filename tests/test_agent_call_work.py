@@ -1,9 +1,12 @@
 """The work an agent's calls around next_request do (tool_result/user, record_usage, assistant), counted.
 
 - The artifacts made on every call (Text, ToolCall, ToolResult, Message, Usage) and each turn (Block,
-  Section, Reserves) store their fields into the instance dict: no dataclass-generated __init__ (which
-  sets each field through object.__setattr__) and no __post_init__ runs in a steady turn. They stay
-  frozen dataclasses with the same fields, equality, hashes and content hashes.
+  Section, Reserves) set their fields in an __init__ of their own: no dataclass-generated __init__
+  (which looks object.__setattr__ up for each field) and no __post_init__ runs in a steady turn. They
+  stay frozen dataclasses with the same fields, equality, hashes and content hashes, and those a
+  session keeps (parts, messages, blocks) hold no dict of their own.
+- A reply hashes five times, a tool result twice, each without a sha256_hex frame; a reply's calls, ids
+  and parts are read without comprehension frames.
 """
 
 from __future__ import annotations
@@ -166,3 +169,21 @@ def test_a_reply_runs_no_comprehension_frame() -> None:
     pipe.tool_result("c99", "done")
     assert json.dumps(pipe.next_request().body).count('"c99_r1"') == 2
     pipe.close()
+
+
+def test_the_kept_artifacts_hold_no_dict_of_their_own() -> None:
+    """The parts and messages a session keeps set their fields without a dict per instance (their values
+    stay in the instance: +64 bytes each otherwise, and a message's dict is one more object the collector
+    tracks every turn)."""
+    import gc
+
+    text = Text("hello")
+    kept = [
+        text,
+        ToolCall("c1", "bash", "{}"),
+        ToolResult("c1", "out"),
+        Message("assistant", (text,)),
+    ]
+    for obj in kept:
+        assert not [r for r in gc.get_referents(obj) if type(r) is dict], type(obj).__name__
+        assert obj.__dict__  # (read on demand, as before)

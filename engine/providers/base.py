@@ -48,7 +48,8 @@ class Block:
     marker: bool
 
     def __init__(self, section: str, segment: str, sha: str, tokens: int, marker: bool) -> None:
-        # Stored into the instance's dict (see engine.artifacts.Text.__init__): each new item of a turn
+        # Stored into the instance's dict one by one (see engine.assembly.Section.__init__; ~2x faster
+        # than __dict__.update(...), which builds a dict of keywords first): each new item of a turn
         # makes one.
         d = self.__dict__
         d["section"] = section
