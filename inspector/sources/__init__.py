@@ -8,6 +8,7 @@ What-if settings are `engine.whatif.Overrides`: the panels and the engine share 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -118,10 +119,11 @@ class Source(Protocol):
 def cancelled_event() -> threading.Event | None:
     """The cancel flag of the Textual worker this runs in (set when the app quits), for a source's
     `follow()` to wait on instead of sleeping through it; None outside a worker (a test, a tool)."""
+    worker = sys.modules.get("textual.worker")
+    if worker is None:  # textual never loaded: no worker can be running; importing it here would load
+        return None  # textual, rich and asyncio into every FileSource replay a CLI tool makes
     try:
-        from textual.worker import get_current_worker
-
-        return get_current_worker().cancelled_event
+        return worker.get_current_worker().cancelled_event  # type: ignore[no-any-return]
     except Exception:  # not inside a worker (or no textual): nobody to cancel us
         return None
 
