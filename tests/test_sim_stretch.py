@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from engine.providers.base import Block
 from engine.sim import cachesim
 from engine.sim import simulate as sim_mod
+from engine.sim.cachesim import STRETCH_MIN
 from engine.sim.pricing import load_prices
-from engine.sim.simulate import STRETCH_MIN, _marks_after, _marks_shifted, _Req, _simulate, _stretch
+from engine.sim.simulate import _marks_after, _marks_shifted, _Req, _simulate, _stretch
 
 TABLE = load_prices()
 

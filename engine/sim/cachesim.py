@@ -272,7 +272,7 @@ class _KeyChain:
         prev = self.blocks
         common = shared_prefix_len(prev, blocks)
         new = blocks[common:]
-        h, a, m = _stretch(prev, new, common)
+        h, a, m = find_stretch(prev, new, common)
         # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
         # order and count checks in an earlier call, as one run of the sequence they are in here).
         head, tail = (new[:h], new[h + m :]) if m else (new, ())
@@ -326,10 +326,12 @@ STRETCH_SEARCH = 256
 STRETCH_MIN = 16
 
 
-def _stretch(prev: Sequence[Block], new: Sequence[Block], common: int) -> tuple[int, int, int]:
+def find_stretch(prev: Sequence[Any], new: Sequence[Any], common: int) -> tuple[int, int, int]:
     """(h, a, m): new[h : h + m] are the blocks prev[a : a + m] (the same objects or equal ones), with
     h < STRETCH_HEAD and m >= STRETCH_MIN; (0, 0, 0) when the blocks after the `common` shared ones
-    hold no such stretch. The start is found by identity, in C."""
+    hold no such stretch. The start is found by identity, in C (no block's __eq__ runs to find it).
+    For the simulator's Blocks here and the engine's Blocks in simulate (a sliding window's request is
+    its new first message, then what the previous request sent from a later point on)."""
     if len(new) < STRETCH_MIN:
         return 0, 0, 0
     window = prev[common : common + STRETCH_SEARCH]

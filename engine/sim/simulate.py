@@ -36,8 +36,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress, count, repeat
-from operator import attrgetter, is_, ne, not_
+from itertools import compress, count
+from operator import attrgetter, ne, not_
 from pathlib import Path
 from typing import Any, cast
 
@@ -59,6 +59,9 @@ from engine.recording.replay import MALFORMED, Replayer, ReplayError
 from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree, SimBuilder, SimBuilt
 from engine.sim.cachesim import CacheSimulator, Call, CallCache, deepseek_persist_probability
+from engine.sim.cachesim import (
+    find_stretch as _stretch,  # one search for a shifted stretch: the cache simulator's
+)
 from engine.sim.few_texts import FewTextsTokenizer
 from engine.sim.pricing import (
     ENV_VAR,
@@ -313,7 +316,9 @@ def _price_row(
         ) from exc
 
 
-NO_MODEL_OPTION_UNNAMED = "Import it again with --model M (cp-inspect import FORMAT SOURCE -o FILE --model M)."
+NO_MODEL_OPTION_UNNAMED = (
+    "Import it again with --model M (cp-inspect import FORMAT SOURCE -o FILE --model M)."
+)
 NO_MODEL_OPTION_FIX = (
     f"Add a row for it to a price table of your own (the bundled one's shape) and give it with --prices FILE "
     f"or ${ENV_VAR}."
@@ -724,31 +729,6 @@ def _sent_tools(ev: Event, blobs: Mapping[str, str], counter: TokenCounter) -> l
     return out
 
 
-# A stretch reused by _stretch: its first Block within this many of a request's new Blocks, starting
-# within this many Blocks after the part shared with the previous request, and at least this long.
-STRETCH_HEAD = 4
-STRETCH_SEARCH = 256
-STRETCH_MIN = 16
-
-
-def _stretch(prev: Sequence[Block], new: Sequence[Block], common: int) -> tuple[int, int, int]:
-    """(h, a, m): new[h : h + m] are the Blocks prev[a : a + m] (the same objects, or equal ones: equal
-    Blocks convert to the same simulator Block), with h < STRETCH_HEAD and m >= STRETCH_MIN; (0, 0, 0)
-    when a request's new Blocks (those after the `common` it shares with `prev`) hold no such stretch.
-    A sliding window's request is so: its new first message, then what the previous request sent from
-    a later point on. The start is found by identity, in C (no Block's __eq__ runs to find it)."""
-    if len(new) < STRETCH_MIN:
-        return 0, 0, 0
-    window = prev[common : common + STRETCH_SEARCH]
-    for h in range(min(STRETCH_HEAD, len(new) - STRETCH_MIN + 1)):
-        x = new[h]
-        at = next(compress(count(common), map(is_, window, repeat(x))), -1)
-        if at >= 0:
-            m = cachesim.shared_prefix_len(prev[at:], new[h:])
-            return (h, at, m) if m >= STRETCH_MIN else (0, 0, 0)
-    return 0, 0, 0
-
-
 def _first_changed(a: Sequence[Block], b: Sequence[Block], shared: int, m: int) -> int | None:
     """The first position below m where b's Block hash is not a's (or b has no Block), given that the
     first `shared` are equal Blocks (so equal hashes); None when b's first m Blocks have a's hashes.
@@ -902,7 +882,10 @@ def _simulate(
             )
         elif as_sent:
             # The agent's own compaction: its request no longer starts with everything it sent before.
-            comp = prev is not None and _first_changed(prev.blocks, r.blocks, common, len(prev.blocks)) is not None
+            comp = (
+                prev is not None
+                and _first_changed(prev.blocks, r.blocks, common, len(prev.blocks)) is not None
+            )
         else:
             comp = not COMPACTION_STEPS.isdisjoint(r.actions)  # in C: no generator frame a turn
         compactions += comp
@@ -977,7 +960,11 @@ def _column_cost(
             for t in per
             if crosses_long_context(
                 price,
-                {"uncached": t.uncached_tokens, "cache_read": t.cache_read_tokens, "cache_write": t.cache_write_tokens},
+                {
+                    "uncached": t.uncached_tokens,
+                    "cache_read": t.cache_read_tokens,
+                    "cache_write": t.cache_write_tokens,
+                },
             )
         )
     if crossed or off:
@@ -1014,8 +1001,19 @@ def _actual(
         calls.append(c)
         out_total += o
         at.append((times or {}).get(t))
-        per.append(TurnFigures(t, c.input_tokens, c.cache_read, c.cache_write, c.uncached, o,
-                               call_cost(price, c, o, at[-1]), False, None))
+        per.append(
+            TurnFigures(
+                t,
+                c.input_tokens,
+                c.cache_read,
+                c.cache_write,
+                c.uncached,
+                o,
+                call_cost(price, c, o, at[-1]),
+                False,
+                None,
+            )
+        )
     tot = cachesim.totals(calls)
     usd, crossed, off = _column_cost(price, model, table, tot, out_total, per, at)
     return PolicyFigures("actual", model, "provider", tot, out_total, usd, None, None, per, crossed, off)
@@ -1298,7 +1296,9 @@ def _simulate_events(
     failed, usages = index.usages(read)
     if failed:
         # A failed call (server error, prompt too long) is not billed and leaves nothing in the cache.
-        notes.append(f"{counted(len(failed), 'failed call')} left out of every column: turns {sorted(failed)}")
+        notes.append(
+            f"{counted(len(failed), 'failed call')} left out of every column: turns {sorted(failed)}"
+        )
     outputs: dict[int, int] = {}
     for t, u in usages.items():
         outputs[t] = int(u.get("output_tokens") or 0)
@@ -1411,11 +1411,11 @@ def _simulate_events(
         limit = int(rec_cfg["window"]) if name == "paper" else int(s.window or rec_cfg["window"])
         n = sum(1 for t in f.turns if t.prompt_tokens > limit) if f is not None else 0
         if n:
-            over.append(f"{name} {n} of {counted(len(f.turns) if f is not None else 0, 'call')} (window {limit:,})")
+            over.append(
+                f"{name} {n} of {counted(len(f.turns) if f is not None else 0, 'call')} (window {limit:,})"
+            )
     if over:
-        notes.append(
-            "requests larger than their window, which a provider would reject: " + "; ".join(over)
-        )
+        notes.append("requests larger than their window, which a provider would reject: " + "; ".join(over))
 
     real_model = str(rec_cfg["model"])
     try:
@@ -1496,7 +1496,9 @@ def _price_notes(cols: Mapping[str, PolicyFigures | None], table: PriceTable) ->
         hours = " and ".join(f"{a:02d}:00-{b:02d}:00" for a, b in row.peak_hours)
         notes.append(
             f"{row.model}: calls made off-peak by their recorded time billed at the off-peak rates (${op.input}/M "
-            f"input, ${op.cache_read}/M cached, ${op.output}/M output): " + "; ".join(parts) + f". Peak hours "
+            f"input, ${op.cache_read}/M cached, ${op.output}/M output): "
+            + "; ".join(parts)
+            + f". Peak hours "
             f"are {hours} UTC{' on weekdays' if row.peak_weekdays_only else ''}. A call with no real time "
             "(an import without timestamps, or one from before off-peak billing began) and one on a public "
             "holiday the provider bills off-peak (not known here) bill at the list rate"
@@ -1650,7 +1652,9 @@ def simulate_file(
 
     with RecordingReader.open(path) as r:
         counts, why = read_counts(r) if counter is None else (None, None)
-        report = simulate_stream(recording_events(r), settings, source=str(path), counter=counter, counts=counts)
+        report = simulate_stream(
+            recording_events(r), settings, source=str(path), counter=counter, counts=counts
+        )
     if why:
         report.notes.append(why)
     return report
