@@ -262,6 +262,11 @@ class _SectionRun:
     # and the sum of the blocks' tokens. None: not known yet (serialize computes and keeps them).
     segset: frozenset[str] | None = None
     tokens: int | None = None
+    # The sha256 state after `hexes` (its own: no other run or hasher updates it), kept by a run
+    # _appended made so the next turn's run, which extends these hashes, resumes its section hash here:
+    # the history's hashes are not searched for in the chain hasher's texts and compared again (~64
+    # characters an item, every turn). None: resumed through the chain hasher.
+    hstate: Any = None
 
 
 # Tool-call pairing. The scan's state (the calls of the last assistant message, and those of them still
@@ -744,10 +749,24 @@ class Serializer:
             blocks.append(block)
         keys += keys_new
         shas += new_shas
-        hexes = last.hexes + "".join(new_shas)
-        run = _SectionRun(
-            tok, shas, marks, frags, segments, blocks, keys, items, self._section_hash.hexdigest(hexes), hexes
-        )
+        added = "".join(new_shas)
+        hexes = last.hexes + added
+        h = last.hstate
+        if h is None:
+            hasher = self._section_hash
+            if type(hasher) is ChainHasher:
+                sha, h = hasher.hexdigest_state(hexes)
+            else:  # a stand-in that hashes nothing (simulate's block layout: engine/sim/blocks.py)
+                sha = hasher.hexdigest(hexes)
+        else:
+            if frags is last.frags:
+                last.hstate = None  # taken over with its lists: that run is not extended again
+            else:
+                h = h.copy()  # that run is kept beside the new one
+            h.update(added.encode())  # (64 hex digits an item: ASCII, as the chain hasher encodes them)
+            sha = h.hexdigest()
+        run = _SectionRun(tok, shas, marks, frags, segments, blocks, keys, items, sha, hexes)
+        run.hstate = h
         self._grew = (run, last, d, rewritten, was_last)
         if frags is last.frags:
             # In place of the run it extends (which gave it its lists), moved to the front as the most

@@ -31,6 +31,16 @@ class ChainHasher:
         self.hashed = 0  # characters hashed (what resuming saved is the rest)
 
     def hexdigest(self, text: str) -> str:
+        return self._hashed(text).hexdigest()  # leaves the state as it is
+
+    def hexdigest_state(self, text: str) -> tuple[str, Any]:
+        """hexdigest(text) and a copy of the hash state after `text`, the caller's own to update: it
+        resumes from there without this hasher (see providers.base._SectionRun.hstate)."""
+        h = self._hashed(text)
+        return h.hexdigest(), h.copy()
+
+    def _hashed(self, text: str) -> Any:
+        """The hash state after `text` (remembered here: not to be updated by the caller)."""
         best, start = -1, 0
         for i, (old, _state) in enumerate(self._states):
             if len(old) > start and text.startswith(old):
@@ -47,4 +57,4 @@ class ChainHasher:
         if text:
             self._states.insert(0, (text, h))
             del self._states[self.keep :]
-        return h.hexdigest()  # leaves the state as it is
+        return h
