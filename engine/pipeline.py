@@ -1944,7 +1944,12 @@ class Pipeline:
             self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()})
         finally:
             self._usage_hint = None
-        self._settle(t, "usage", dict(d))  # what u.to_dict() gives, as its own dict
+        # What u.to_dict() gives, as its own dict. (_settle's work, a deferred record's in line: every turn.)
+        if isinstance(t, TurnRecord):
+            t.outcome("usage", dict(d))  # (the record runs the outcome rules when it is built)
+            self._close_turn()
+        else:
+            self._settle(t, "usage", dict(d))
         return u
 
     @_journals

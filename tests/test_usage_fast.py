@@ -157,3 +157,49 @@ def test_sdk_usage_is_read_without_a_dump_or_the_general_lookups(monkeypatch: py
     for obj in objs:
         normalize_usage(obj.model_dump())
     assert counts["get"] == 0
+
+
+def test_sdk_usage_is_read_without_a_call_per_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SDK usage object (and its dump) is read in line: no _count call per field (~8 a usage, every
+    turn), and whether its class is one whose fields can be read as they are (an SDK model without
+    computed fields) is asked once a class, not for every object and its nested details."""
+    from tests.support.counting import count_calls
+
+    # The shapes a provider sends every turn: Anthropic's with its cache fields, OpenAI's.
+    objs = [
+        o for o in _sdk_objects() if not o.__pydantic_extra__ and o.__dict__.get("cache_creation") is None
+    ]
+    objs = [
+        o for o in objs if not isinstance(o, anthropic.types.Usage) or o.cache_read_input_tokens is not None
+    ]
+    counted = count_calls(monkeypatch, feedback, "_count")
+    for obj in objs:
+        assert normalize_usage(obj) == normalize_usage(obj.model_dump())
+    assert counted[0] == 0
+    classes = count_calls(monkeypatch, feedback, "_sdk_class")
+    monkeypatch.setattr(feedback, "_SDK_CLASSES", {})
+    for _ in range(5):
+        for obj in objs:
+            normalize_usage(obj)
+    # anthropic.types.Usage, CompletionUsage, PromptTokensDetails, CompletionTokensDetails: once each
+    assert classes[0] == 4, classes[0]
+
+
+def test_record_usage_settles_a_deferred_turn_in_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn nothing observed (its record built when read: engine/trace_lazy.py) gets its usage and is
+    journaled by record_usage itself, not through _settle (a call more every turn); the trace has the
+    usage, and the turn is journaled once, as before."""
+    from tests.support.counting import count_calls
+
+    settled = count_calls(monkeypatch, Pipeline, "_settle")
+    pipe = Pipeline("claude-sonnet-4-5", "anthropic", 32_000, serve=False, clock=lambda: 0.0)
+    pipe.identity("You are terse.")
+    obj = _sdk_objects()[0]
+    for _ in range(3):
+        pipe.user("go on")
+        pipe.next_request()
+        pipe.record_usage(obj)
+    assert settled[0] == 0
+    assert [t["usage"] for t in pipe.traces] == [normalize_usage(obj).to_dict()] * 3
+    assert sum(1 for ev in pipe.journal.events if ev["k"] == "turn") == 3
+    pipe.close()
