@@ -153,3 +153,21 @@ def test_a_tool_calls_string_arguments_are_written_without_the_hooked_parse(monk
         ]
         assert got == want[c]
     assert set(calls) == {"c2"}
+
+
+def test_a_message_of_tool_results_is_written_without_sorting_or_filtering(monkeypatch: Any) -> None:
+    """An agent's usual user message, tool results only (every turn), is in its order and sends every part:
+    written without the sort (a key call a part) and sent_parts' two scans. The encoder's bytes, marked or
+    not; a message with a text among its results still sorts them first and leaves blank texts out."""
+    from tests.support.counting import count_calls
+
+    results = Message("user", tuple(ToolResult(f"c{i}", f'out {i} "q"\n', is_error=i == 1) for i in range(3)))
+    mixed = Message("user", (Text("then?"), ToolResult("c1", "ok"), Text("  "), ToolResult("c2", "")))
+    want = {(m, marked): _encoded(m, marked) for m in (results, mixed) for marked in (False, True)}
+    filtered = count_calls(monkeypatch, anthropic, "sent_parts")
+    for marked in (False, True):
+        assert anthropic.message_json(results, marked) == want[results, marked]
+    assert filtered[0] == 0
+    for marked in (False, True):
+        assert anthropic.message_json(mixed, marked) == want[mixed, marked]
+    assert filtered[0] == 2

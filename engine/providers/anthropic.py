@@ -200,12 +200,19 @@ def message_json(m: Message, marked: bool) -> bytes | None:
     """The canonical bytes message_blocks' dicts give for a message, written directly; None when a part
     is of another kind or holds a field of another type (media: the dicts then). tests/test_provider_fragments.py
     holds them equal to the encoder's bytes."""
-    if type(m.role) is not str:
+    role = m.role
+    if type(role) is not str:
         return None
-    parts: Sequence[object] = (
-        sorted(m.parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1) if m.role == "user" else m.parts
-    )
-    parts = sent_parts(parts)
+    parts: Sequence[object] = m.parts
+    if role == "user":
+        # A message of tool results only (an agent's usual one, every turn) is in its order and sends every
+        # part: sorting (a key call a part) and sent_parts (two scans) would give the same parts back.
+        for p in parts:
+            if type(p) is not ToolResult:
+                parts = sent_parts(sorted(parts, key=lambda p: 0 if isinstance(p, ToolResult) else 1))
+                break
+    else:
+        parts = sent_parts(parts)
     blocks = []
     for p in parts:
         got = _part_json(p)
@@ -219,8 +226,14 @@ def message_json(m: Message, marked: bool) -> bytes | None:
         i = _marked_index(parts, len(blocks))
         if i >= 0:
             blocks[i] = _MARK + blocks[i]
-    body = "},{".join(blocks)
-    return ('{"content":[{' + body + '}],"role":' + encode_basestring(m.role) + "}").encode("utf-8")
+    tail = _ROLE_TAILS.get(role)
+    if tail is None:
+        tail = '}],"role":' + encode_basestring(role) + "}"
+    # One join: concatenating around the body copied the whole message once a piece.
+    return "".join(('{"content":[{', "},{".join(blocks), tail)).encode("utf-8")
+
+
+_ROLE_TAILS = {role: '}],"role":' + encode_basestring(role) + "}" for role in ("user", "assistant")}
 
 
 def message_blocks(m: Message, marked: bool) -> list[dict[str, Any]] | bytes:
