@@ -217,7 +217,13 @@ def _extend_keys(keys: list[Key], shas: list[str], table: KeyTable) -> list[Key]
             run = runs[r]
             j = h - starts[r] + 1  # where h's extension within its run would be
             if j < len(run) and run[j] == sha:
-                m = common_prefix_len(run[j:], shas[i:])  # as far as the run goes the same way, in C
+                # As far as the run goes the same way, in C. Only the stretch both can share is copied: a
+                # prefix built over many calls is thousands of short runs (each call's few new blocks, an
+                # output's key between them), and comparing the whole rest of the call with each run's
+                # rest copied ~n entries per run, ~n^2/4 a call (tests/test_sim_key_runs_walk.py).
+                k = min(len(run) - j, n - i)
+                a, b = run[j : j + k], shas[i : i + k]
+                m = k if a == b else common_prefix_len(a, b)  # (the whole stretch, nearly always)
                 keys += range(h + 1, h + 1 + m)
                 h += m
                 i += m
