@@ -144,3 +144,59 @@ def test_held_prefixes_follow_the_calls_not_the_prefixes() -> None:
     n2 = _held_bytes(_sliding_session(400))
     assert n2 <= 2.2 * n, (n, n2)
     assert n2 / 400 < 1_000  # a few hundred bytes a call, not ~70 bytes a prefix
+
+
+class _MovesCounted(list):  # type: ignore[type-arg]
+    """A run list that counts the entries its edits move (what a delete or insert in the middle costs)."""
+
+    moved = 0
+
+    def __delitem__(self, i: Any) -> None:
+        if isinstance(i, int):
+            _MovesCounted.moved += len(self) - i - 1
+        else:
+            _MovesCounted.moved += len(self)
+        super().__delitem__(i)
+
+    def insert(self, i: Any, x: Any) -> None:
+        _MovesCounted.moved += len(self) - i
+        super().insert(i, x)
+
+    def __setitem__(self, i: Any, x: Any) -> None:
+        if isinstance(i, slice):
+            x = list(x)
+            _MovesCounted.moved += len(self) - (i.stop if i.stop is not None else len(self)) + len(x)
+        super().__setitem__(i, x)
+
+
+def _counted(h: HeldPrefixes) -> HeldPrefixes:
+    h._los, h._runs = _MovesCounted(h._los), _MovesCounted(h._runs)  # type: ignore[assignment]
+    return h
+
+
+def test_many_runs_let_go_or_sent_again_cost_what_they_are_not_the_runs_held_times_them() -> None:
+    """Right after clear_tool_uses' window fills, a call lets go of the prefixes of the ~2,300 appending
+    calls before it (one run each: other columns' keys lie between) and later ones send runs of them
+    again. Putting those runs among the held ones, or taking them out, moves each run held about once,
+    not once per run added or taken (a delete or an insert per run: ~n^2/2 moves)."""
+    n = 3_000
+    h = _counted(HeldPrefixes())
+    ref = _DictHeld()
+    for k in range(0, 4 * n, 4):  # held: one-key runs with gaps
+        h.add([k], float(k))
+        ref.add([k], float(k))
+    _MovesCounted.moved = 0
+    many = [k for k in range(2, 4 * n, 4)]  # one batch of n one-key runs, each between two held ones
+    h.add(many, 1e6)
+    ref.add(many, 1e6)
+    assert _MovesCounted.moved <= 8 * n, _MovesCounted.moved
+    _MovesCounted.moved = 0
+    again = [k for k in range(0, 4 * n, 2)][n // 2 :]  # sent again: the later runs of both batches
+    h.discard(again)
+    ref.discard(again)
+    assert _MovesCounted.moved <= 8 * n, _MovesCounted.moved
+    assert list(h.items()) == list(ref.d.items()) and len(h) == len(ref.d)
+    _MovesCounted.moved = 0
+    h.expire(2e6, 5e5, True)  # every batch but the last expires
+    ref.expire(2e6, 5e5, True)
+    assert list(h.items()) == list(ref.d.items()) and len(h) == len(ref.d)

@@ -18,11 +18,17 @@ the front, where the dict's scan stopped at its first live entry.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import compress, count, islice, pairwise, repeat
-from operator import add, ne
+from operator import add, attrgetter, ne
+
+_LO = attrgetter("lo")
+# Keys read by one scan in C when their ends show a gap, rather than halved further (see _runs).
+_LEAF = 128
+# Up to this many runs a batch is put among those held one by one; more are merged in one sort.
+_FEW = 8
 
 
 class _Run:
@@ -62,13 +68,18 @@ def _runs(keys: Sequence[int], a: int, b: int, out: list[tuple[int, int]]) -> No
             out[-1] = (out[-1][0], lo + b - a)
         else:
             out.append((lo, lo + b - a))
-    elif b - a <= 32:
+    elif b - a <= _LEAF:
         part = keys[a:b]
-        # Where a key is not the one before it plus one (in C).
+        # Where a key is not the one before it plus one (in C): between two such cuts, one run. (A prefix
+        # built over many calls is thousands of runs of two or three keys: one halving step per run
+        # was ~600 calls a call for a clear_tool_uses call past its window.)
         cuts = list(compress(count(1), map(ne, islice(part, 1, None), map(add, part, repeat(1)))))
-        bounds = [0, *cuts, b - a]
-        for i, j in pairwise(bounds):
-            _runs(part, i, j, out)
+        for i, j in pairwise([0, *cuts, b - a]):
+            lo = part[i]
+            if out and out[-1][1] == lo:
+                out[-1] = (out[-1][0], lo + j - i)
+            else:
+                out.append((lo, lo + j - i))
     else:
         mid = (a + b) // 2
         _runs(keys, a, mid, out)
@@ -111,54 +122,99 @@ class HeldPrefixes:
         if not spans:
             return
         b = _Batch(t)
+        b.runs = new = [_Run(lo, hi, b) for lo, hi in spans]
+        self._n += sum(hi - lo for lo, hi in spans)
         los, runs = self._los, self._runs
-        for lo, hi in spans:
-            r = _Run(lo, hi, b)
-            b.runs.append(r)
-            i = bisect_right(los, lo)
-            los.insert(i, lo)
-            runs.insert(i, r)
-            self._n += hi - lo
+        if not runs or spans[0][0] > los[-1]:
+            # Past every run held (a call's new prefixes are the keys handed out last): appended.
+            los += [lo for lo, _ in spans]
+            runs += new
+        elif len(new) <= _FEW:
+            for r in new:
+                i = bisect_right(los, r.lo)
+                los.insert(i, r.lo)
+                runs.insert(i, r)
+        else:
+            # Many runs among those held (right after clear_tool_uses' window fills, a call lets go of
+            # the ~2,300 one-call runs it had appended to): one merge of two ascending lists (timsort,
+            # in C), not a bisect and two inserts (each moving every run after it) per run.
+            runs += new
+            runs.sort(key=_LO)
+            los[:] = map(_LO, runs)
         self._batches.append(b)
 
     def discard(self, keys: Sequence[int]) -> None:
-        """Take out those of `keys` that are held (a prefix sent again leaves its batch)."""
-        for lo, hi in runs_of(keys):
-            self._cut(lo, hi)
+        """Take out those of `keys` that are held (a prefix sent again leaves its batch).
 
-    def _cut(self, a: int, b: int) -> None:
+        One pass over the runs the keys meet: each is cut to what is left of it, the run lists are
+        spliced once, and each batch that lost or split a run is rebuilt once. Cut run by run (a delete
+        from the run lists, moving every run after it, and a search of the run's batch for it), a call
+        that sent again the prefixes of many earlier calls paid for each of them times the runs held."""
+        spans = runs_of(keys)
+        if not spans or not self._n:
+            return
         los, runs = self._los, self._runs
-        i = max(bisect_right(los, a) - 1, 0)
-        while i < len(runs):
+        n = len(runs)
+        # The indices of the runs some span meets, ascending, each once (a run two spans meet too).
+        hit: list[int] = []
+        for a, b in spans:
+            s = max(bisect_right(los, a) - 1, 0)
+            if s < n and runs[s].hi <= a:
+                s += 1
+            if hit and hit[-1] >= s:
+                s = hit[-1] + 1
+            e = bisect_left(los, b)
+            if s < e:
+                hit.extend(range(s, e))
+        if not hit:
+            return
+        ns = len(spans)
+        j = 0
+        gone = 0
+        parts: dict[_Run, list[_Run]] = {}  # a run the keys met -> what is left of it, in order
+        for i in hit:
             r = runs[i]
-            if r.lo >= b:
-                return
-            if r.hi <= a:
-                i += 1
-                continue
             lo, hi = r.lo, r.hi
-            if lo < a and hi > b:  # the middle goes: the rest is two runs, in the batch's order
-                r.hi = a
-                rest = _Run(b, hi, r.batch)
-                br = r.batch.runs
-                br.insert(_index(br, r) + 1, rest)
-                los.insert(i + 1, b)
-                runs.insert(i + 1, rest)
-                self._n -= b - a
-                return
-            if lo < a:
-                r.hi = a
-                self._n -= hi - a
-                i += 1
-            elif hi > b:
-                r.lo = los[i] = b
-                self._n -= b - lo
-                return
+            while spans[j][1] <= lo:
+                j += 1
+            a, b = spans[j]
+            if a <= lo and b >= hi:  # the whole run goes (the usual case: a call's keys sent again)
+                gone += hi - lo
+                parts[r] = []
+                continue
+            left: list[tuple[int, int]] = []
+            cur = lo
+            k = j
+            while k < ns and spans[k][0] < hi:
+                a, b = spans[k]
+                if a > cur:
+                    left.append((cur, a))
+                    gone -= a - cur
+                cur = max(cur, b)
+                k += 1
+            if cur < hi:
+                left.append((cur, hi))
+                gone -= hi - cur
+            gone += hi - lo
+            if left:
+                r.lo, r.hi = left[0]
+                parts[r] = [r, *(_Run(p, q, r.batch) for p, q in left[1:])]
             else:
-                del los[i], runs[i]
-                br = r.batch.runs
-                del br[_index(br, r)]
-                self._n -= hi - lo
+                parts[r] = []
+        first, end = hit[0], hit[-1] + 1
+        mid: list[_Run] = []
+        at = first
+        for i in hit:
+            if i > at:
+                mid += runs[at:i]
+            mid += parts[runs[i]]
+            at = i + 1
+        runs[first:end] = mid
+        los[first:end] = map(_LO, mid)
+        self._n -= gone
+        # Each batch that lost or split a run, rebuilt once, its runs still in the order they were sent.
+        for bt in {r.batch for r, rest in parts.items() if len(rest) != 1}:
+            bt.runs = [x for r in bt.runs for x in parts.get(r, (r,))]
 
     def expire(self, now: float, ttl: float, ordered: bool) -> None:
         """Forget what was last sent more than `ttl` before `now`. In time order the batches' times
@@ -179,6 +235,13 @@ class HeldPrefixes:
 
     def _drop(self, b: _Batch) -> None:
         los, runs = self._los, self._runs
+        if len(b.runs) > _FEW:
+            # A batch of many runs (see add) leaves in one pass, not a delete per run.
+            runs[:] = [r for r in runs if r.batch is not b]
+            los[:] = map(_LO, runs)
+            self._n -= sum(r.hi - r.lo for r in b.runs)
+            b.runs = []
+            return
         for r in b.runs:
             i = bisect_right(los, r.lo) - 1
             del los[i], runs[i]
@@ -196,8 +259,3 @@ class HeldPrefixes:
             if i >= 0 and k < runs[i].hi:
                 return j
         return shared
-
-
-def _index(runs: list[_Run], r: _Run) -> int:
-    # By identity (two runs of a batch are never equal as objects; _Run has no __eq__).
-    return runs.index(r)
