@@ -39,7 +39,6 @@ from engine.sim.policies.base import (
     round_starts,
     system_tokens,
     text_block,
-    total,
     with_tail_marker,
 )
 
@@ -73,12 +72,25 @@ class SummaryCompaction:
         # for every message sent, every turn, was the peers' largest share of a long what-if.
         return head + v.history.of(msgs, v.measure)
 
+    def _messages_tokens(self, v: TurnView, msgs: tuple[Message, ...]) -> int:
+        """The tokens of `msgs`, a tail of the conversation (what follows the cut, or a window of it),
+        from its running sums (Measure.cumulative, one list per lineage, extended by what each turn
+        appended): summed afresh, each check read every message since the cut, every call (a
+        3,000-turn what-if: the whole session, two or three times a turn, per compaction column). A
+        message's Block holds its Measure count (message_block), so this is their Blocks' total too."""
+        sums = v.measure.cumulative(v.messages)
+        n = len(v.messages)
+        return sums[n] - sums[n - len(msgs)]
+
+    def _head_tokens(self, v: TurnView) -> int:
+        return system_tokens(v) + (self.summary.tokens if self.summary is not None else 0)
+
     def _fit(self, v: TurnView, msgs: tuple[Message, ...], actions: list[str]) -> tuple[Message, ...]:
-        """What a client must do before the API rejects the prompt: drop the oldest whole rounds."""
-        budget = v.ceiling - system_tokens(v) - (self.summary.tokens if self.summary is not None else 0)
-        if v.measure.items(msgs) > budget:
+        """What a client must do before the API rejects the prompt: drop the oldest whole rounds.
+        `msgs`: the conversation from the cut on (v.messages[self.cut:])."""
+        if self._messages_tokens(v, msgs) > v.ceiling - self._head_tokens(v):
             actions.append("drop_oldest_rounds")
-            return last_fitting_window(v, msgs, budget)
+            return last_fitting_window(v, msgs, v.ceiling - self._head_tokens(v))
         return msgs
 
     def _summarize(self, v: TurnView, msgs: tuple[Message, ...], upto: int) -> int:
@@ -99,7 +111,9 @@ class ServerCompaction(SummaryCompaction):
         msgs = self._fit(v, v.messages[self.cut :], actions)
         blocks = self._blocks(v, msgs)
         side: list[SideCall] = []
-        if msgs and total(blocks) > documented_trigger(v, SERVER_TRIGGER):
+        if msgs and self._head_tokens(v) + self._messages_tokens(v, msgs) > documented_trigger(
+            v, SERVER_TRIGGER
+        ):
             # The compaction iteration reads the whole prompt and writes the summary; the message
             # iteration then answers from the system prompt and the compaction block alone.
             actions.append("compact")
@@ -119,7 +133,7 @@ class ThresholdCompaction(SummaryCompaction):
         side: list[SideCall] = []
         # At 95% of the window, or where the request would no longer fit below that (a small window's
         # response reserve): Claude Code compacts before it overflows, it never drops rounds instead.
-        if total(self._blocks(v, msgs)) > min(int(self.share * v.window), v.ceiling):
+        if self._head_tokens(v) + self._messages_tokens(v, msgs) > min(int(self.share * v.window), v.ceiling):
             starts = [s for s in round_starts(v.messages) if s > self.cut]
             upto = starts[-1] if starts else len(v.messages)  # keep the newest round
             if upto > self.cut:
