@@ -131,8 +131,11 @@ class Measure:
         # was appended (between compactions), so its total is the previous total plus the new items:
         # a turn sums what is new, not everything it sends. The prefix is compared in C.
         self._runs: dict[str, list[tuple[tuple[SectionItem, ...], int]]] = {}
+        # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
+        # `items` was found to start with). Let go of with the lineages' entries (lineage_memo).
+        self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         # Running sums of item tokens and first_over's scans, one entry per lineage of histories.
-        self._lineages = LineageMemo(self.starts_with)
+        self._lineages = LineageMemo(self.starts_with, self._links)
         # Recent history splits into rounds, newest first: (items, history_rounds(items)).
         self._rounds: list[tuple[tuple[SectionItem, ...], list[tuple[int, int]]]] = []
         # Recent history cuts of the budget guarantee, newest first (trim_sections._carried_drop reads
@@ -150,9 +153,6 @@ class Measure:
         # The last history cleared_from recorded, and the one it was cleared from (one slot: a turn
         # clears one history).
         self._cleared_from: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...]] = ((), ())
-        # Verified prefixes, by identity (see starts_with): id(items) -> (items, the longest tuple
-        # `items` was found to start with).
-        self._links: dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.prefix_min = PREFIX_MIN  # (tests set it: 1 follows links for every prefix, a huge one never)
 
     def starts_with(self, items: tuple[Any, ...], prev: tuple[Any, ...]) -> bool:

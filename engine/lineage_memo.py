@@ -47,11 +47,16 @@ class Lineage:
 
 
 class LineageMemo:
-    """The entries, newest first. `starts_with(items, prev)`: Measure.starts_with (remembered prefixes)."""
+    """The entries, newest first. `starts_with(items, prev)`: Measure.starts_with (remembered prefixes);
+    `links`: its verified prefixes (id(items) -> (items, a tuple items starts with)), which hold
+    histories too: let go of with the entries (see _release)."""
 
-    def __init__(self, starts_with: Callable[[Items, Items], bool]) -> None:
+    def __init__(
+        self, starts_with: Callable[[Items, Items], bool], links: dict[int, tuple[Items, Items]] | None = None
+    ) -> None:
         self.starts_with = starts_with
         self.entries: list[Lineage] = []
+        self.links: dict[int, tuple[Items, Items]] = {} if links is None else links
 
     def get(self, items: Items) -> Lineage:
         """The entry of `items`: the entry of a history `items` starts with, moved on to `items`, else a
@@ -75,9 +80,41 @@ class LineageMemo:
         return e
 
     def _release(self) -> None:
-        """Let go of every entry whose history nobody else holds."""
+        """Let go of every entry whose history nobody else holds (the links first: a link holds its
+        history, and so did the entry of a history a link holds, for as long as the link lived)."""
+        if self.links:
+            release_links(self.links, self.entries)
         if any(sys.getrefcount(e.items) <= _ONLY_HERE for e in self.entries):
             self.entries = [e for e in self.entries if sys.getrefcount(e.items) > _ONLY_HERE]
 
     def held(self) -> list[Items]:
         return [e.items for e in self.entries]
+
+
+def release_links(links: dict[int, tuple[Items, Items]], entries: list[Lineage]) -> None:
+    """Drop the links (Measure.starts_with's verified prefixes) whose history only these memos hold.
+
+    A link (items, prev) holds both tuples; a history a replay or a what-if let go of stayed alive in
+    up to PREFIX_LINKS links (each thousands of messages long) until they were next cleared. A tuple's
+    references from the links and the entries are counted: when that is all it has, nothing outside
+    the memos can ask about it again, and its links go. Dropping one can leave the tuple it pointed
+    to held by nothing else (a chain of turns): repeated until nothing more goes."""
+    while links:
+        held: dict[int, int] = {}
+        for a, b in links.values():
+            held[id(a)] = held.get(id(a), 0) + 1
+            held[id(b)] = held.get(id(b), 0) + 1
+        a = b = ()  # (the loop's names no longer hold the last link's tuples)
+        for e in entries:
+            held[id(e.items)] = held.get(id(e.items), 0) + 1
+        # getrefcount counts the loop's binding and its own argument as well.
+        dead = [k for k, (a, _) in links.items() if sys.getrefcount(a) - _IN_LOOP <= held[id(a)]]
+        if not dead:
+            return
+        for k in dead:
+            del links[k]
+
+
+# sys.getrefcount of a link's tuple in release_links' scan beyond the memos' references: the scan's
+# binding and the call's argument.
+_IN_LOOP = 2

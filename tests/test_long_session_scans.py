@@ -106,12 +106,13 @@ def test_first_over_scans_each_column_lineage_from_where_it_ended() -> None:
     assert max(per_call[5:]) <= 2, per_call
 
 
-def _released_after(m: Measure, scan: Any) -> bool:
+def _released_after(m: Measure, scan: Any, links: bool = False) -> bool:
     """Whether a history asked about with `scan` (cumulative or first_over) and then let go of is freed
     once the memo is next used for another lineage: weakly watched through a message only it holds.
-    The verified-prefix links (Measure.starts_with, a memo of its own, bounded) are not followed here:
-    every prefix is compared by value."""
-    m.prefix_min = 1 << 30
+    Without `links`, the verified-prefix links (Measure.starts_with) are not followed: every prefix is
+    compared by value."""
+    if not links:
+        m.prefix_min = 1 << 30
     items: tuple[Message, ...] = (Message("user", (Text("the released task"),)),)
     for t in range(300):
         items += _round("r", t, big=(t % 50 == 0))
@@ -157,3 +158,12 @@ def test_a_lineage_a_caller_still_holds_keeps_its_sums() -> None:
             got = m.cumulative(lineages[c])
             assert reads.reads - before <= 4  # the round appended (two messages), not the history
             assert got[: len(lineages[c]) + 1] == _measure().cumulative(lineages[c])
+
+
+def test_the_verified_prefixes_let_go_of_a_history_nobody_holds() -> None:
+    """The same with Measure.starts_with's links followed (a history past PREFIX_MIN items): a link
+    holds its history and the one it starts with, and held a released history (and so the running
+    sums' entry of it) until the links were next cleared, 16 links later."""
+    m = _measure()
+    assert _released_after(m, lambda m, items: m.cumulative(items), links=True)
+    assert m.cache_sizes()["longest item tuple held"] <= 5
