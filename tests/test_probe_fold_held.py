@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,6 @@ def test_a_long_model_call_wakes_no_probe_thread(rtdir: Path) -> None:
     from engine.probe.agent_send import LONG_WAIT
 
     pipe = _pipeline(rtdir)
-    probe = pipe.probe
     wait = max(GAP, LONG_WAIT + 0.1)  # a model call longer than the idle and than LONG_WAIT
 
     def turn(t: int) -> None:
@@ -143,18 +143,9 @@ def test_a_long_model_call_wakes_no_probe_thread(rtdir: Path) -> None:
         turn(1)  # (learns how long a call takes)
         _settled(pipe, src)
         time.sleep(GAP)  # (the ask for the reply held after the close, if any, is answered)
-        wakeups = probe.wakeups
-        turns = range(2, 6)
-        for t in turns:
-            turn(t)
-        view.wait_for(turns[-1])
-        per_turn = (probe.wakeups - wakeups) / len(turns)
+        per_turn = _wakeups_a_turn(pipe, src, view, turn, range(2, 6))
         assert per_turn < 0.5, f"the probe thread woke {per_turn:.2f} times a turn during the model calls"
-        pipe.close_turn()
-        _settled(pipe, src)
-        src._load_events()
-        assert [dict(e) for e in src.events] == [dict(e) for e in probe._journal()]
-        view.stop()
+        _journals_agree(pipe, src, view)
     finally:
         pipe.close()
 
@@ -167,7 +158,6 @@ def test_a_long_tool_run_wakes_no_probe_thread(rtdir: Path) -> None:
     from engine.probe.agent_send import LONG_WAIT
 
     pipe = _pipeline(rtdir)
-    probe = pipe.probe
     run = max(GAP, LONG_WAIT + 0.1)  # a tool run longer than the idle and than LONG_WAIT
 
     def turn(t: int) -> None:
@@ -183,18 +173,9 @@ def test_a_long_tool_run_wakes_no_probe_thread(rtdir: Path) -> None:
         turn(1)  # (learns how long a tool runs)
         turn(2)
         _settled(pipe, src)
-        wakeups = probe.wakeups
-        turns = range(3, 7)
-        for t in turns:
-            turn(t)
-        view.wait_for(turns[-1])
-        per_turn = (probe.wakeups - wakeups) / len(turns)
+        per_turn = _wakeups_a_turn(pipe, src, view, turn, range(3, 7))
         assert per_turn < 0.5, f"the probe thread woke {per_turn:.2f} times a turn during the tool runs"
-        pipe.close_turn()
-        _settled(pipe, src)
-        src._load_events()
-        assert [dict(e) for e in src.events] == [dict(e) for e in probe._journal()]
-        view.stop()
+        _journals_agree(pipe, src, view)
     finally:
         pipe.close()
 
@@ -229,3 +210,21 @@ def test_a_pause_after_the_tool_results_sends_the_reply_with_the_turn(rtdir: Pat
         view.stop()
     finally:
         pipe.close()
+
+
+def _wakeups_a_turn(pipe: Any, src: Any, view: Any, turn: Callable[[int], None], turns: range) -> float:
+    """The probe thread's wake-ups a turn over `turns`, each run by `turn`, until the view has the last."""
+    wakeups = pipe.probe.wakeups
+    for t in turns:
+        turn(t)
+    view.wait_for(turns[-1])
+    return float(pipe.probe.wakeups - wakeups) / len(turns)
+
+
+def _journals_agree(pipe: Any, src: Any, view: Any) -> None:
+    """The last turn closed and settled: the inspector holds the agent's journal, event for event."""
+    pipe.close_turn()
+    _settled(pipe, src)
+    src._load_events()
+    assert [dict(e) for e in src.events] == [dict(e) for e in pipe.probe._journal()]
+    view.stop()

@@ -14,26 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, Text, ToolCall, ToolResult
-from engine.assembly import Measure, SectionItem
+from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies import TurnView
 from engine.sim.policies.base import FittingWindow, HistoryBlocks, last_fitting_window
 from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.counting import CountingMeasure
 
 M = Measure(TokenCounter(CharTokenizer()))
 Role = Literal["user", "assistant"]
 SYSTEM = (Block("identity", "system", "s" * 64, 100, True),)
-
-
-class CountingMeasure(Measure):
-    """A Measure counting the conversation items it is asked to weigh."""
-
-    weighed = 0
-
-    def item(self, it: SectionItem) -> int:
-        CountingMeasure.weighed += 1
-        return super().item(it)
 
 
 def _session(turns: int, size: int) -> list[tuple[Message, ...]]:

@@ -9,25 +9,16 @@ call's request is the one a peer with nothing carried makes, whatever the budget
 from __future__ import annotations
 
 from engine.artifacts import Message, Text, ToolCall, ToolResult
-from engine.assembly import Measure, SectionItem
+from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies import TurnView
 from engine.sim.policies.base import HistoryBlocks
 from engine.sim.policies.sliding_window import SlidingWindow
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.counting import CountingMeasure
 
 M = Measure(TokenCounter(CharTokenizer()))
 SYSTEM = (Block("identity", "system", "s" * 64, 100, True),)
-
-
-class CountingMeasure(Measure):
-    """A Measure counting the conversation items it is asked to weigh."""
-
-    weighed = 0
-
-    def item(self, it: SectionItem) -> int:
-        CountingMeasure.weighed += 1
-        return super().item(it)
 
 
 def _session(turns: int, size: int) -> list[tuple[Message, ...]]:

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from engine.assembly import Measure, SectionItem
+
 
 def count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
     """`owner.name` replaced for the test by a wrapper that counts its calls: the count is the returned
@@ -42,3 +44,14 @@ class LaneTurns:
             return got
 
         monkeypatch.setattr(express, "turn", turn)
+
+
+class CountingMeasure(Measure):
+    """A Measure counting the conversation items it is asked to weigh (a class-wide count: reset it
+    before the run it counts)."""
+
+    weighed = 0
+
+    def item(self, it: SectionItem) -> int:
+        CountingMeasure.weighed += 1
+        return super().item(it)
