@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.sim.simulate import SimulationReport
 from engine.wording import counted
+from panels.token_counts import tok
 
 
 def session_row(path: Path, rep: SimulationReport, stood_in: bool = False) -> dict[str, Any]:
@@ -82,10 +83,6 @@ def totals_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def _tok(n: int) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
-
-
 def _share(part: float, whole: float) -> float:
     """part / whole, 0 when there is no whole; under 0.05% is 0 (so the table never reads "-0.0%")."""
     share = part / whole if whole else 0.0
@@ -116,11 +113,11 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
     for r, name in zip(rows, session_names(rows), strict=True):
         saves = _share(r["engine_saving_usd"], r["cost_usd"])
         basis = "*" if r["basis"] == "as_sent" else ""
-        lines.append(f"{name:<34}{r['calls']:>6}{_tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
+        lines.append(f"{name:<34}{r['calls']:>6}{tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
                      f"{r['cache_breaks']:>7}{r['cost_usd']:>9.4f}{basis:1}{r['engine_cost_usd']:>10.4f}{saves:>8.1%}")
     saves = _share(total["engine_saving_usd"], total["cost_usd"])
     lines.append(f"{'TOTAL (' + counted(total['sessions'], 'session') + ')':<34}{total['calls']:>6}"
-                 f"{_tok(total['prompt_tokens']):>9}{total['cache_hit_rate']:>7.1%}{total['cache_breaks']:>7}"
+                 f"{tok(total['prompt_tokens']):>9}{total['cache_hit_rate']:>7.1%}{total['cache_breaks']:>7}"
                  f"{total['cost_usd']:>9.4f} {total['engine_cost_usd']:>10.4f}{saves:>8.1%}")
     if total["cache_break_causes"]:
         lines.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))

@@ -5,6 +5,9 @@ from __future__ import annotations
 from rich.cells import cell_len, set_cell_size
 from textual.markup import escape
 
+# The one rounding rule lives in panels/token_counts.py (no UI imports: the fleet report prints with it too).
+from panels.token_counts import signed as signed
+from panels.token_counts import tok as tok
 from themes.palette import SCOPE_VARIABLE, TIER_VARIABLE
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -36,27 +39,6 @@ def fit_cells(text: str, cells: int) -> str:
     if cell_len(text) <= cells:
         return text
     return set_cell_size(text, max(0, cells - 1)) + "…" if cells > 0 else ""
-
-
-def tok(n: int | float | None) -> str:
-    """Token counts the way people read them: 850, 9.8k, 33k, 1.2M. One rule for every panel: a count
-    is rounded once, at the precision of the size it rounds to. Choosing the precision from the count
-    before rounding printed 9,996 as "10.0k" beside a 10,200 printed "10k" (the pressure panel's "of
-    10.0k usable / 10k"), and 999,960 as "1000k"."""
-    if n is None:
-        return "-"
-    n = int(n)
-    if abs(n) < 1000:
-        return str(n)
-    if abs(round(n / 1000, 1)) < 10:
-        return f"{n / 1000:.1f}k"
-    if abs(round(n / 1000)) < 1000:
-        return f"{n / 1000:.0f}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def signed(n: int) -> str:
-    return "±0" if n == 0 else f"+{tok(n)}" if n > 0 else f"−{tok(-n)}"
 
 
 def tier_style(tier: str) -> str:
