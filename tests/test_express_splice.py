@@ -14,8 +14,8 @@ import pytest
 from engine import pipeline_express as express
 from engine.pipeline import Pipeline
 from engine.providers.base import Serializer
-from tests.support.counting import LaneTurns
-from tests.test_express import _round, _steady_pipe, side_by_side
+from tests.support.counting import LaneTurns, steady_rounds
+from tests.test_express import side_by_side
 
 
 def _envelope_body(ser: Serializer, layout: Any, model: str, max_tokens: int) -> bytes:
@@ -35,38 +35,29 @@ def test_steady_lane_turns_splice_the_body_and_call_no_envelope(
     called: before, each lane turn joined every fragment of the body through it), equal to the
     envelope's join, its hash that of its bytes. The first lane turn after a general-path turn calls the
     envelope once, with a stand-in message, to find where the last body's messages end."""
-    inside = [False]
-    lane_turns = [0]
     envelopes = [0]
     spliced: list[bool] = []
-    real_turn, real_spliced = express.turn, getattr(Serializer, "_spliced", None)
+    real_spliced = getattr(Serializer, "_spliced", None)
+    lane: LaneTurns
 
-    def envelope_of(ser: Serializer) -> None:
+    def envelope_of(pipe: Pipeline, c: express.Carried) -> None:
+        ser = c.serializer
         real_env = ser._envelope
         if getattr(real_env, "counted", False):
             return
 
         def envelope(*a: Any) -> bytes:
-            envelopes[0] += inside[0]
+            envelopes[0] += lane.inside
             return real_env(*a)
 
         envelope.counted = True  # type: ignore[attr-defined]
         monkeypatch.setattr(ser, "_envelope", envelope)
 
-    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+    def check(pipe: Pipeline, c: express.Carried, got: Any, _: None) -> None:
         ser = c.serializer
-        envelope_of(ser)
-        inside[0] = True
-        try:
-            got = real_turn(pipe, c)
-        finally:
-            inside[0] = False
-        if got is not None:
-            lane_turns[0] += 1
-            want = _envelope_body(ser, ser.layout, pipe.config.model, pipe.config.max_output_tokens)
-            assert got.bytes == want
-            assert got.serialized.request_sha256 == hashlib.sha256(want).hexdigest()
-        return got
+        want = _envelope_body(ser, ser.layout, pipe.config.model, pipe.config.max_output_tokens)
+        assert got.bytes == want
+        assert got.serialized.request_sha256 == hashlib.sha256(want).hexdigest()
 
     def spliced_of(self: Serializer, *a: Any) -> Any:
         assert real_spliced is not None
@@ -74,18 +65,13 @@ def test_steady_lane_turns_splice_the_body_and_call_no_envelope(
         spliced.append(got is not None)
         return got
 
-    pipe = _steady_pipe(provider)
-    monkeypatch.setattr(express, "turn", turn)
+    lane = LaneTurns(monkeypatch, check, before=envelope_of)
     monkeypatch.setattr(Serializer, "_spliced", spliced_of, raising=False)
-    try:
-        for t in range(30):
-            _round(pipe, t)
-    finally:
-        pipe.close()
-    assert lane_turns[0] >= 28
+    steady_rounds(provider)
+    assert lane.taken >= 28
     assert envelopes[0] == 1, envelopes  # the stand-in, on the first lane turn
     assert spliced and all(spliced), spliced
-    assert len(spliced) == lane_turns[0]
+    assert len(spliced) == lane.taken
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "bedrock"])
@@ -123,12 +109,7 @@ def test_steady_lane_turns_do_not_look_for_the_tasks_end(
         return real_where(*a)
 
     monkeypatch.setattr(markers, "task_where_it_was", where)
-    pipe = _steady_pipe(provider)
-    try:
-        for t in range(30):
-            _round(pipe, t)
-    finally:
-        pipe.close()
+    steady_rounds(provider)
     assert lane.taken >= 28
     assert looked[0] <= 1, looked[0]
 
@@ -171,28 +152,21 @@ def test_a_marker_providers_lane_turn_takes_over_the_history_runs_lists(
     run beside it. Same bytes: tests/test_express.py, and the sums the request reads are the walked
     ones."""
     taken: list[bool] = []
-    real_turn = express.turn
 
-    def turn(pipe: Pipeline, c: express.Carried) -> Any:
+    def lists_of(pipe: Pipeline, c: express.Carried) -> tuple[list[Any], ...]:
         before = c.layout[c.at][1]
-        lists = (before.frags, before.segments, before.blocks, before.keys, before.shas)
-        got = real_turn(pipe, c)
-        if got is not None:
-            run = c.serializer.layout[c.at][1]
-            now = (run.frags, run.segments, run.blocks, run.keys, run.shas)
-            taken.append(all(a is b for a, b in zip(lists, now, strict=True)))
-            assert run.tokens == sum(b.tokens for b in run.blocks)
-            assert run.segset == frozenset(run.segments)
-            assert len(run.frags) == len(run.items) == len(run.shas) == len(run.keys)
-            assert [b.marker for b in run.blocks].count(True) == len(run.marks)
-        return got
+        return (before.frags, before.segments, before.blocks, before.keys, before.shas)
 
-    monkeypatch.setattr(express, "turn", turn)
-    pipe = _steady_pipe(provider)
-    try:
-        for t in range(30):
-            _round(pipe, t)
-    finally:
-        pipe.close()
+    def check(pipe: Pipeline, c: express.Carried, got: Any, lists: tuple[list[Any], ...]) -> None:
+        run = c.serializer.layout[c.at][1]
+        now = (run.frags, run.segments, run.blocks, run.keys, run.shas)
+        taken.append(all(a is b for a, b in zip(lists, now, strict=True)))
+        assert run.tokens == sum(b.tokens for b in run.blocks)
+        assert run.segset == frozenset(run.segments)
+        assert len(run.frags) == len(run.items) == len(run.shas) == len(run.keys)
+        assert [b.marker for b in run.blocks].count(True) == len(run.marks)
+
+    LaneTurns(monkeypatch, check, before=lists_of)
+    steady_rounds(provider)
     assert len(taken) >= 28
     assert all(taken[1:]), taken

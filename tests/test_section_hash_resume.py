@@ -13,7 +13,7 @@ import pytest
 from engine import pipeline_express as express
 from engine.pipeline import Pipeline
 from engine.providers.hex_chain import ChainHasher
-from tests.test_express import _round, _steady_pipe
+from tests.support.counting import LaneTurns, steady_rounds
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "bedrock"])
@@ -22,39 +22,26 @@ def test_lane_turns_resume_the_history_hash_without_the_chain_hasher(
 ) -> None:
     """Inside lane turns the chain hasher hashes nothing (before: once a lane turn, for the history), and
     every section hash of every lane turn's request is sha256 of its sections' item hashes joined."""
-    inside = [False]
-    taken, chained = [0], [0]
-    real_turn, real_hex = express.turn, ChainHasher.hexdigest
+    chained = [0]
+    real_hex = ChainHasher.hexdigest
 
-    def turn(pipe: Pipeline, c: express.Carried) -> Any:
-        inside[0] = True
-        try:
-            got = real_turn(pipe, c)
-        finally:
-            inside[0] = False
-        if got is not None:
-            taken[0] += 1
-            for s, run in c.serializer.layout:
-                want = hashlib.sha256("".join(it.sha for it in s.items).encode()).hexdigest()
-                assert run.sha == want == got.serialized.section_shas[s.id], s.id
-                state = getattr(run, "hstate", None)
-                if state is not None:  # the state it keeps is the one after its own hashes
-                    assert state.hexdigest() == want
-        return got
+    def check(pipe: Pipeline, c: express.Carried, got: Any, _: None) -> None:
+        for s, run in c.serializer.layout:
+            want = hashlib.sha256("".join(it.sha for it in s.items).encode()).hexdigest()
+            assert run.sha == want == got.serialized.section_shas[s.id], s.id
+            state = getattr(run, "hstate", None)
+            if state is not None:  # the state it keeps is the one after its own hashes
+                assert state.hexdigest() == want
+
+    lane = LaneTurns(monkeypatch, check)
 
     def hexdigest(self: ChainHasher, text: str) -> str:
-        chained[0] += inside[0]
+        chained[0] += lane.inside
         return real_hex(self, text)
 
-    monkeypatch.setattr(express, "turn", turn)
     monkeypatch.setattr(ChainHasher, "hexdigest", hexdigest)
-    pipe = _steady_pipe(provider)
-    try:
-        for t in range(30):
-            _round(pipe, t)
-    finally:
-        pipe.close()
-    assert taken[0] >= 28
+    steady_rounds(provider)
+    assert lane.taken >= 28
     assert chained[0] == 0, chained[0]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,9 +26,18 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[
 class LaneTurns:
     """express.turn replaced for the test by a wrapper that counts the turns the express lane took
     (`taken`) and says whether the code now running is inside one (`inside`): a test counts what else
-    runs during lane turns by reading `inside` from its own wrapper of that function."""
+    runs during lane turns by reading `inside` from its own wrapper of that function.
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    `before(pipe, c)` runs ahead of each turn the lane is asked for (outside it), and what it returns is
+    handed to `check(pipe, c, got, before_result)` after each turn the lane took: the checks a test makes
+    of every lane turn (its body, its hashes, its runs' lists) without writing the wrapper again."""
+
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        check: Callable[[Any, Any, Any, Any], None] | None = None,
+        before: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         from engine import pipeline_express as express
 
         self.inside = False
@@ -35,15 +45,33 @@ class LaneTurns:
         real = express.turn
 
         def turn(pipe: Any, c: Any) -> Any:
+            seen = before(pipe, c) if before is not None else None
             self.inside = True
             try:
                 got = real(pipe, c)
             finally:
                 self.inside = False
-            self.taken += got is not None
+            if got is not None:
+                self.taken += 1
+                if check is not None:
+                    check(pipe, c, got, seen)
             return got
 
         monkeypatch.setattr(express, "turn", turn)
+
+
+def steady_rounds(provider: str, rounds: int = 30) -> None:
+    """tests/test_express.py's steady session at `provider` (a task over the minimum cacheable prefix, a
+    window the rounds never compact), `rounds` rounds of it, the pipeline closed after: the run the lane
+    tests count and check their lane turns over."""
+    from tests.test_express import _round, _steady_pipe
+
+    pipe = _steady_pipe(provider)
+    try:
+        for t in range(rounds):
+            _round(pipe, t)
+    finally:
+        pipe.close()
 
 
 class CountingMeasure(Measure):
