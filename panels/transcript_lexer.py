@@ -9,7 +9,12 @@ twice Python's time. Here the structure is what it is and each part gets the lex
   - a tool result's output by what it holds (a JSON document, a unified diff, Python code or a
     traceback), else plain; a tool call's arguments as JSON when they parse;
   - a message's text plain, but for Markdown headings and fenced code blocks, which are lexed by the
-    language their fence names (python, json, diff, bash...), plain when it names none or one not here.
+    language their fence names (python, json, diff, bash...), plain when it names none or one not here;
+  - mini-swe-agent's observation (`<returncode>N</returncode>`, then `<output>...</output>`, or for a long
+    one `<warning>`, `<output_head>`, `<elided_chars>`, `<output_tail>`): its tags quiet (a non-zero
+    return code as an error), what the command printed by what it holds, as a tool's output is. A
+    tool-calling run sends it as the tool result; older runs (the command in a ```bash fence of the
+    assistant's text) as the next user message, whose text was shown plain.
 Prose, most of a transcript, is one regex scan, and a part's tokens are kept (by its text) for the next
 document: a history repeats all but its newest messages from one turn to the next, so a step lexes what
 the turn added.
@@ -38,6 +43,12 @@ _HEADER = re.compile(rf"^(?:(## (?:{ROLES}))$|(\[tool result [^\n]*\])$|(\[tool 
 # so any role heading on a line of its own, followed by a tool part or another role heading, will do).
 _ROLE_LINE = re.compile(rf"^## (?:{ROLES})$", re.M)
 _PROSE_MARKS = re.compile(r"^(#{1,6} [^\n]*)$|^(```|~~~)[ \t]*([\w+#.-]*)[^\n]*\n", re.M)
+# mini-swe-agent's observation template: it starts with the return code; the command's output follows in
+# <output> (or, cut for length, in <output_head> and <output_tail> around <elided_chars> after a <warning>).
+_OBSERVATION = re.compile(r"\s*<returncode>-?\d+</returncode>")
+_OBSERVATION_MARK = re.compile(
+    r"<returncode>(-?\d+)</returncode>|<(output|output_head|output_tail)>\n?|<(warning|elided_chars)>.*?</\3>", re.S
+)
 _DIFF = re.compile(r"^(?:diff --git |--- a/|\+\+\+ b/|@@ -\d)", re.M)
 _PYTHON = re.compile(r"^(?:\s*def |\s*class |import \w|from [\w.]+ import )", re.M)
 
@@ -109,8 +120,40 @@ def _lexed(cls: type[Lexer] | None, text: str) -> Iterator[tuple[int, _TokenType
         yield from _lexer(cls).get_tokens_unprocessed(text)
 
 
+def _observation(text: str) -> Iterator[tuple[int, _TokenType, str]]:
+    """mini-swe-agent's report of a command: the tags quiet (Comment; a non-zero return code as an error),
+    each output block's body by what it holds (_output_lexer), anything else plain."""
+    at = 0
+    while (m := _OBSERVATION_MARK.search(text, at)) is not None:
+        if m.start() > at:
+            yield at, Text, text[at : m.start()]
+        at = m.end()
+        code, block = m.group(1), m.group(2)
+        if block is None:
+            yield m.start(), Generic.Error if code is not None and code != "0" else Comment, m.group()
+            continue
+        yield m.start(), Comment, m.group()
+        # The body runs to the block's last closing tag: what the command printed may hold the tag itself.
+        end_tag = f"</{block}>"
+        close = text.rfind(end_tag, at)
+        body_end = close if close >= 0 else len(text)
+        body = text[at:body_end]
+        for start, ttype, value in _lexed(_output_lexer(body), body):
+            yield at + start, ttype, value
+        at = body_end
+        if close >= 0:
+            yield close, Comment, end_tag
+            at = close + len(end_tag)
+    if at < len(text):
+        yield at, Text, text[at:]
+
+
 def _prose(text: str) -> Iterator[tuple[int, _TokenType, str]]:
-    """A message's text: plain, but for Markdown headings and fenced code (by its fence's language)."""
+    """A message's text: plain, but for Markdown headings and fenced code (by its fence's language). A
+    user message that is mini-swe-agent's observation (a run without tool calls) is lexed as one."""
+    if _OBSERVATION.match(text):
+        yield from _observation(text)
+        return
     at = 0
     while (m := _PROSE_MARKS.search(text, at)) is not None:
         if m.start() > at:
@@ -145,7 +188,8 @@ def _part(kind: str, text: str) -> _Tokens:
     if kind == "prose":
         tokens = tuple(_prose(text))
     elif kind == "output":
-        tokens = tuple(_lexed(_output_lexer(text), text))
+        observed = _OBSERVATION.match(text) is not None
+        tokens = tuple(_observation(text) if observed else _lexed(_output_lexer(text), text))
     else:
         tokens = tuple(_lexed(_output_lexer(text) if text.lstrip()[:1] in "{[" else None, text))
     if len(text) <= KEPT_CHARS // 4:  # a huge part would push out every other
