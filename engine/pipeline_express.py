@@ -32,7 +32,6 @@ compare it with).
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from engine.alerts import LOOKBACK
@@ -42,7 +41,7 @@ from engine.optimize import OptimizeContext, markers, trim_sections
 from engine.optimize.history_ops import task_end
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
 from engine.policy import cost_aware
-from engine.policy.cachecost import compacts_early
+from engine.policy.early_weigh import EarlyRule
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers.anthropic import sends_nothing, silent_error
@@ -93,6 +92,7 @@ class _Fixed(NamedTuple):
     budget: Any  # budget_of(cfg.window, cfg.margin)
     served: bool  # a rewrite's prefix served from the cache (revision 2: prefix_served_on_rewrite)
     rev2: bool  # the policy's revision is 2 or later
+    early: EarlyRule  # the early rule's weighing under these rules, settings and state
 
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
@@ -375,7 +375,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         rules = pipe.cache_rules(cfg)
         rev2 = settings.revision >= 2
         served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
-        fixed = _Fixed(rules, budget_of(cfg.window, cfg.margin), served, rev2)
+        early = EarlyRule(rules, settings.horizon_scale, rev2, served)
+        fixed = _Fixed(rules, budget_of(cfg.window, cfg.margin), served, rev2, early)
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
@@ -392,27 +393,11 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         cand = cost_aware._choose_cut(
             applied, st, target_tokens, m, full_len, pipe._carry, c.slot, (c.hidx, t1)
         )
+        # The pay-back and economic size, as cost_aware.run weighs them (the horizon from the turn, the
+        # growth from the raw history), by the rule worked out on the first lane turn (early_weigh).
         if cand is not None and settings.early:
-            turn_no = pipe.turn
-            hist_tokens = m.section(applied[c.hidx])
-            growth = n_raw / max(1, turn_no)
-            to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
-            rev2 = fixed.rev2
-            if rev2:
-                horizon, reach = cost_aware.remaining_turns(turn_no, settings.horizon_scale, to_trigger)
-            else:
-                horizon, reach = min(float(max(1, turn_no)) * settings.horizon_scale, to_trigger), 0.0
-            if compacts_early(
-                fixed.rules,
-                t1 - cand.after,
-                cand.after,
-                t1 - hist_tokens,
-                horizon,
-                fixed.served,
-                reach,
-                growth,
-                rev2,
-            ):
+            stable = t1 - m.section(applied[c.hidx])
+            if fixed.early.compacts(pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, stable):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
     ser_obj = c.serializer
