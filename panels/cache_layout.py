@@ -65,22 +65,33 @@ class CacheLayoutPanel(LinePanel):
         usage = t.get("usage") or {}
         read = usage.get("cache_read_tokens") or 0
         prompt = usage.get("input_tokens") or 0
-        # The reads are the provider's tokens, the strip's scale the engine's (its sections): the served
-        # line covers the share of the request the provider read from cache, the hit rate printed
-        # beside it, not the provider's count laid on the engine's axis (6% further on the demo agent's
-        # recording, past what the hit rate says). The figure printed is on that scale too: the
-        # provider's count beside the engine's prefix read "prefix 33k ━ served 37k (98%)", a part
-        # larger than its whole; the provider's own count follows, labelled.
-        served_tokens = round(min(read / prompt, 1.0) * total) if prompt else read
-        served = col(served_tokens)
-        hit = f"{read / (prompt or 1):.0%}" if usage else "n/a"
+        # The figures are the provider's tokens, what the cache is billed in: the reads and the prompt as the
+        # provider counted them. The marked prefix it does not count: estimated on its scale, as its share of
+        # the prompt the provider counted (this request's own ratio), or, before the provider's count
+        # arrives (a live turn) or from a provider that gives none, with the session's learned calibration
+        # (the trace's `calibration`, the ratio the plan used). The calibration beside the provider's own
+        # counts contradicted them: a prefix printed larger than the prompt it is part of, or served past
+        # it while the hit rate says it was not (2 of 93 turns of the pydicom-1413 mini-swe-agent import).
+        ratio = prompt / total if prompt else float(t.get("calibration") or 1.0)
+        prefix_est = round(prefix_tokens * ratio)
+        # The strip's scale is the engine's (its sections): the served line covers the share of the request
+        # the provider read from cache, the hit rate printed beside it, not the provider's count laid on
+        # the engine's axis (6% further on the demo agent's recording, past what the hit rate says).
+        served = col(round(min(read / prompt, 1.0) * total) if prompt else min(round(read / ratio), total))
+        # Over the provider's count of the prompt, as the timeline, `top`, simulate and the spans state it; a
+        # usage without one (reads only) over the calibrated estimate of it, shown as such.
+        whole = prompt or round(total * ratio)
+        hit = f"{read / whole:.0%}" if usage else "n/a"
+        of = tok(prompt) if prompt else "≈" + tok(whole) if usage else None
         cause = f"✖ broke at {broke}: {(t['cache_break'] or {}).get('cause', '')}" if broke else None
         # Past the prefix the engine marked only when the provider caches on its own (OpenAI's automatic
         # prefix caching reads whatever the previous request shared): said, not left to look like an error.
-        # (Said when the printed figures differ: the share scaled to the engine's count is a few tokens off.)
-        beyond = served_tokens > prefix_tokens and tok(served_tokens) != tok(prefix_tokens)
-        provider = (tok(read), tok(prompt)) if read and prompt else None
-        summary = (len(markers), tok(prefix_tokens), tok(served_tokens), hit, provider, beyond, cause, width)
+        # (Said when the printed figures differ: the prefix's estimate is a few tokens off.)
+        beyond = read > prefix_est and tok(read) != tok(prefix_est)
+        scale = (SCALE_COUNTED if prompt else SCALE_LEARNED.format(ratio) if ratio != 1.0 else SCALE_UNCALIBRATED)
+        shown = ("≈" if prefix_est else "") + tok(prefix_est)  # an estimate; none marked is none
+        summary = (len(markers), shown, tok(read), of, hit, scale,
+                   beyond, cause, width)
         out: list[Line] = [
             Keyed(("blocks", blocks), lambda: _blocks(blocks)),
             Keyed(("cache", markers, served, prefix), lambda: _cache_line(width, markers, served, prefix)),
@@ -96,6 +107,10 @@ class CacheLayoutPanel(LinePanel):
 
 
 LEFT_OUT = "▲ left out: "
+# What scale the summary's figures are on, said after them as far as the row holds (panels/fmt.tok rounds).
+SCALE_COUNTED = "all in the provider's tokens"  # the prefix's ≈: its share of the prompt the provider counted
+SCALE_LEARNED = "≈ the provider's tokens: the engine's ×{:.2f}, learned"
+SCALE_UNCALIBRATED = "≈ the provider's tokens: the engine's, not calibrated yet"
 
 
 def _left_out(note: str, width: int) -> Content:
@@ -129,20 +144,21 @@ def _cache_line(width: int, markers: tuple[int, ...], served: int, prefix: int) 
     return Content.assemble(*merge_runs(cache_line))
 
 
-def _summary(markers: int, prefix: str, served: str, hit: str, provider: tuple[str, str] | None, beyond: bool,
+def _summary(markers: int, prefix: str, served: str, prompt: str | None, hit: str, scale: str, beyond: bool,
              cause: str | None, width: int) -> Content:
-    """The cache line's figures, all in the engine's tokens (the strip's scale), then what explains them as
-    far as the row holds: why served runs past the prefix when it does, and the provider's own count of
-    its reads and of the prompt (what the hit rate is of). The break's cause is never pushed out by them."""
+    """The cache line's figures, all on the provider's scale (its counts of the reads and of the prompt, the
+    prefix estimated on it, marked ≈), then what explains them as far as the row holds: why served runs
+    past the prefix when it does, and which scale the figures are on. The break's cause is never pushed
+    out by them."""
     # Assembled from (text, style) parts, not markup: parsing markup was most of this panel's work.
+    of = f" of {prompt}" if prompt is not None else ""
     parts: list[str | tuple[str, str]] = [
         ("▲", "$accent"), f" {counted(markers, 'marker')}  ", ("─", "$primary"), f" prefix {prefix}  ",
-        ("━", "$cache-served"), f" served {served} ({hit})",
+        ("━", "$cache-served"), f" served {served}{of} ({hit})",
     ]
     broke = f"  {cause}" if cause is not None else ""
     used = sum(cell_len(p if isinstance(p, str) else p[0]) for p in parts) + cell_len(broke)
-    extras = ["  read past the marked prefix" if beyond else "",
-              f"  provider counts {provider[0]} of {provider[1]}" if provider is not None else ""]
+    extras = ["  read past the marked prefix" if beyond else "", f"  {scale}" if scale else ""]
     for extra in extras:  # each said whole or not at all: a cut figure would mislead
         if extra and used + cell_len(extra) <= width:
             parts.append((extra, "$text-muted"))

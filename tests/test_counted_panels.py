@@ -43,9 +43,9 @@ def test_the_tier_panel_counts_alerts_and_actions(n: int, alerts: str, actions: 
 
 
 def test_the_cache_line_counts_markers() -> None:
-    assert _summary(1, "5.9k", "5.7k", "92%", None, False, None, 120).plain.startswith("▲ 1 marker  ─ prefix 5.9k")
-    assert _summary(0, "0", "0", "0%", None, False, None, 120).plain.startswith("▲ 0 markers  ─ prefix 0")
-    assert _summary(3, "17k", "17k", "99%", None, False, None, 120).plain.startswith("▲ 3 markers  ─ prefix 17k")
+    assert _summary(1, "≈5.9k", "5.7k", "6.2k", "92%", "", False, None, 120).plain.startswith("▲ 1 marker  ─ prefix ≈5.9k")
+    assert _summary(0, "0", "0", "382", "0%", "", False, None, 120).plain.startswith("▲ 0 markers  ─ prefix 0")
+    assert _summary(3, "≈17k", "17k", "17k", "99%", "", False, None, 120).plain.startswith("▲ 3 markers  ─ prefix ≈17k")
 
 
 def test_a_turns_reasons_to_stop_count_its_alerts() -> None:

@@ -7,17 +7,23 @@ import copy
 import re
 from pathlib import Path
 
+import pytest
+
 from engine.export.spans import turn_span
+from engine.importers import load
+from engine.importers.ingest import ingest
 from engine.recording.journal import trace_of
 from engine.recording.replay import Replayer
 from engine.whatif import Overrides
 from inspector.cli import load_events
+from inspector.sources.file import FileSource
 from inspector.timeline import summarize
 from panels.cache_layout import CacheLayoutPanel
 from panels.fmt import tok
 from panels.line_panel import Keyed, content_of
 from panels.timeline_strip import HIT_SHADES, TimelineStrip
 from panels.whatif_compare import compare
+from tests.conftest import TRAJECTORIES
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
 
@@ -84,8 +90,10 @@ def _summary_row(panel: CacheLayoutPanel, trace: dict, width: int = 120) -> str:
 
 def test_cache_layout_prints_served_and_prefix_on_one_scale() -> None:
     # "prefix 33k ━ served 37k (98%)": the prefix was the engine's count, served the provider's, so the
-    # part read larger than the whole. Both are the engine's now (the strip's scale), the provider's count
-    # beside them, labelled.
+    # part read larger than the whole. Then both were the engine's, the provider's counts beside them
+    # ("prefix 5.0k ━ served 4.0k (80%)  provider counts 4.3k of 5.3k"): two scales in one row. Now every
+    # figure is the provider's (what the cache is billed in), the prefix, which it does not count,
+    # estimated on its scale as its share of the prompt the provider counted, marked ≈, the scale said.
     panel = CacheLayoutPanel()
     rows = {t["turn"]: (t, _summary_row(panel, t)) for t in _traces() if t.get("usage")}
     t, row = rows[10]
@@ -93,10 +101,17 @@ def test_cache_layout_prints_served_and_prefix_on_one_scale() -> None:
     total = sum(s["tokens"] for s in t["sections"])
     read, prompt = usage["cache_read_tokens"], usage["input_tokens"]
     assert (t["cacheable_prefix_tokens"], total, read, prompt) == (5033, 5033, 4265, 5334)
-    assert "prefix 5.0k  ━ served 4.0k (80%)  provider counts 4.3k of 5.3k" in row, row
+    assert "prefix ≈5.3k  ━ served 4.3k of 5.3k (80%)  all in the provider's tokens" in row, row
     for _, row in rows.values():
-        prefix, served = re.search(r"prefix (\S+) .* served (\S+) ", row).groups()  # type: ignore[union-attr]
-        assert _count(served) <= _count(prefix) or "read past the marked prefix" in row, row
+        _assert_one_scale(row)
+
+
+def _assert_one_scale(row: str) -> None:
+    """The row's figures read as parts of one whole: the prefix no larger than the prompt it is part of,
+    served no larger than the prefix unless the row says the provider read past it."""
+    prefix, served, prompt = re.search(r"prefix ≈?(\S+) .* served (\S+) of (\S+) ", row).groups()  # type: ignore[union-attr]
+    assert _count(prefix) <= _count(prompt), row
+    assert _count(served) <= _count(prefix) or "read past the marked prefix" in row, row
 
 
 def test_cache_layout_says_why_served_runs_past_the_prefix() -> None:
@@ -105,11 +120,46 @@ def test_cache_layout_says_why_served_runs_past_the_prefix() -> None:
     t = copy.deepcopy(_traces()[10])
     t["cacheable_prefix_tokens"] = 1000
     row = _summary_row(CacheLayoutPanel(), t)
-    assert "prefix 1.0k  ━ served 4.0k (80%)  read past the marked prefix" in row, row
+    assert "prefix ≈1.1k  ━ served 4.3k of 5.3k (80%)  read past the marked prefix  all in the provider's tokens" in row, row
     # too narrow for the note whole: left out, never cut; the break's cause is not pushed out by it
     t["cache_break"] = {"section": "history", "cause": "history changed"}
     row = _summary_row(CacheLayoutPanel(), t, width=60)
     assert "past" not in row and row.endswith("✖ broke at history: history changed"), row
+
+
+def test_cache_layout_before_the_providers_count_uses_the_learned_calibration() -> None:
+    # A live turn before its reply (or a provider that gives no prompt count): the prefix is the engine's
+    # count times the session's learned calibration (the ratio the plan used), said as such, on the scale
+    # the row has once the count arrives. It was the engine's count, unlabelled.
+    t = copy.deepcopy(_traces()[10])
+    assert t["calibration"] == 1.0563
+    del t["usage"]
+    row = _summary_row(CacheLayoutPanel(), t)
+    assert "prefix ≈5.3k  ━ served 0 (n/a)  ≈ the provider's tokens: the engine's ×1.06, learned" in row, row
+    t["calibration"] = 1.0  # fewer than three replies seen: nothing learned yet
+    row = _summary_row(CacheLayoutPanel(), t)
+    assert "prefix ≈5.0k  ━ served 0 (n/a)  ≈ the provider's tokens: the engine's, not calibrated yet" in row, row
+    # reads counted but no prompt: the hit rate is over the calibrated estimate of the prompt, marked ≈
+    t["calibration"], t["usage"] = 1.0563, {"cache_read_tokens": 4265}
+    row = _summary_row(CacheLayoutPanel(), t)
+    assert "prefix ≈5.3k  ━ served 4.3k of ≈5.3k (80%)" in row, row
+
+
+def test_cache_layout_on_a_real_import_reads_as_one_whole(tmp_path: Path) -> None:
+    # DeepSeek's own counts (mini-swe-agent, pydicom-1413): the session's calibration (a running average)
+    # beside this request's counts printed a prefix larger than the prompt, or served past it while the
+    # hit rate said it was not, on 2 of 93 turns; the prefix's share of the prompt never does.
+    src = TRAJECTORIES / "mini-swe-agent-pr816" / "deepseek_chat_dev__pydicom__pydicom-1413.traj.json"
+    if not src.is_file():
+        pytest.skip(f"real trajectories not found at {TRAJECTORIES}")
+    rec = tmp_path / "pydicom.cpsession"
+    pipe, _ = ingest(load(src), rec)
+    pipe.close()
+    panel = CacheLayoutPanel()
+    traces = [t for t in FileSource(rec).load_initial() if t.get("usage")]
+    assert len(traces) == 93
+    for summary in traces:
+        _assert_one_scale(_summary_row(panel, FileSource(rec).full_trace(summary["turn"])))
 
 
 def _count(shown: str) -> float:
