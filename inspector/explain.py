@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.optimize.markers import note_of as marker_note
+from engine.marker_note import note_of as marker_note
 from engine.wording import counted
 
 JSON_KEYS = (

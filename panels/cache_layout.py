@@ -10,7 +10,7 @@ from rich.cells import cell_len
 from textual.content import Content
 from textual.reactive import reactive
 
-from engine.optimize.markers import note_of as marker_note
+from engine.marker_note import note_of as marker_note
 from engine.trace_schema import Trace
 from engine.wording import counted
 from panels.fmt import fit_cells, one_line, scope_style, tok

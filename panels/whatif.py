@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
@@ -49,6 +49,16 @@ class ResultText(Static):
 
     def on_resize(self) -> None:
         self.post_message(self.Resized())
+
+
+class ProviderSelect(Select[str]):
+    """The provider selector. It is mounted after the first frame (WhatIfPanel.add_controls), so the app
+    may close while it is being mounted: Select's own mount handler queries its overlay, which is gone by
+    then, and raised NoMatches on the way out. Then there is nothing to set up."""
+
+    def _on_mount(self, event: events.Mount) -> None:
+        if not self.query("SelectOverlay"):  # (Select's handler runs next, unless prevented here)
+            event.prevent_default()
 
 
 # What the pane says until a re-plan: how to reach the sliders too. From the manifest a first Tab stops at
@@ -99,14 +109,14 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         self._touched_gates: set[str] = set()
         self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
         self._gate_labels: dict[str, str] = {}
-        # The sliders and switches (~35 widgets) are mounted once the app's first screen is drawn, in
-        # pieces between key presses (add_controls), or at once when the pane is first shown if that
-        # comes sooner: the pane is hidden behind the Content tab when
-        # the app opens, and styling and mounting them was about a fifth of the CPU to a long
-        # recording's first frame (BENCHMARKS.md, Start-up). Until then nothing is touched, so what
-        # the panel is asked (overrides) and told (trace) needs no controls. The provider row and the
-        # result line are composed at once: Select queries its own children when it mounts, which
-        # fails if the app closes in the middle of mounting it later.
+        # The sliders, switches and the provider row (~40 widgets) are mounted once the app's first
+        # screen is drawn, in pieces between key presses (add_controls), or at once when the pane is
+        # first shown if that comes sooner: the pane is hidden behind the Content tab when the app
+        # opens, and styling and mounting them was about a fifth of the CPU to a long recording's
+        # first frame (BENCHMARKS.md, Start-up); the provider row alone (a Select is a Static, an
+        # overlay and an option list; Button's stylesheet is the largest of any widget's) ~10%. Until
+        # then nothing is touched, so what the panel is asked (overrides) and told (trace) needs no
+        # controls. The result line is composed at once (the hint says how to reach the controls).
         self._controls_wanted = False  # add_controls was called
         self._controls_ready = False  # the controls are mounted
         self._toggle_session = False  # `W` came before the controls: toggle once they are there
@@ -146,8 +156,11 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
             self._pace(go)
 
     def _control_pieces(self) -> list[tuple[Widget, str | None, str | None]]:
-        """(widget, before, after) in mounting order: the sliders and the gates above the provider row,
-        the session switch below it."""
+        """(widget, before, after) in mounting order: the provider row above the result line, the sliders
+        and the gates above the provider row, the session switch below it."""
+        row = Horizontal(ProviderSelect([(p, p) for p in PROVIDERS], prompt="provider (as recorded)",
+                                        id="provider", compact=True),
+                         Button("Reset", id="reset", variant="default"), id="whatif-row")
         sliders = [Slider("budget", 4000, 200_000, 1000, 32000, fmt=lambda v: tok(v), id="budget")]
         sliders += [Slider(SHORT[key], 0.30, 1.00, 0.01, 0.6, fmt=lambda v: f"{v:.2f}", id=f"th-{key}")
                     for key in THRESHOLD_KEYS]
@@ -157,7 +170,8 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         session = Horizontal(Switch(value=False, id="session", animate=False),
                              Label("session-wide: re-run the session, priced", id="session-label"),
                              id="session-row")
-        return [*((w, "#whatif-row", None) for w in [*sliders, gates]), (session, None, "#whatif-row")]
+        return [(row, "#whatif-result", None), *((w, "#whatif-row", None) for w in [*sliders, gates]),
+                (session, None, "#whatif-row")]
 
     async def _mount_piece(self, turn: int) -> None:
         if turn != self._piece_turn or self._mounting or not self.is_attached:
@@ -198,11 +212,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
             self.add_controls()
 
     def compose(self) -> ComposeResult:
-        # (the sliders, the gates and the session row: add_controls)
-        with Horizontal(id="whatif-row"):
-            yield Select([(p, p) for p in PROVIDERS], prompt="provider (as recorded)", id="provider",
-                         compact=True)
-            yield Button("Reset", id="reset", variant="default")
+        # (the provider row, the sliders, the gates and the session row: add_controls)
         # The answer is scrolled into view when it changes and too little of it shows (at 80x24 this
         # pane has ~6 rows): see _reveal_result.
         yield ResultText(HINT, id="whatif-result")

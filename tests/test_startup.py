@@ -77,6 +77,8 @@ from inspector.replay_command import replay_app
 from inspector.sources.file import FileSource
 
 FileSource.load_chunks.__defaults__ = (3, 7)
+DEFERRED = ("pygments", "rich.syntax", "importlib.metadata", "engine.optimize")
+CONTROLS = "Slider, Switch, Select, Button"
 out = {}
 async def main():
     app = replay_app(Path(sys.argv[1]))
@@ -84,8 +86,8 @@ async def main():
     first_frame_drawn = app._first_frame_drawn
     def probe():  # the app's "first frame drawn" (again until the footer is in), before the rest starts
         out["first"] = {
-            "modules": [m for m in ("pygments", "rich.syntax", "importlib.metadata") if m in sys.modules],
-            "whatif_controls": len(app.query_one("#whatif").query("Slider, Switch")),
+            "modules": [m for m in DEFERRED if m in sys.modules],
+            "whatif_controls": len(app.query_one("#whatif").query(CONTROLS)),
             "turns": len(app.timeline),
             "collector_on": gc.isenabled(),
         }
@@ -99,7 +101,7 @@ async def main():
         await settle(pilot)
         out["settled"] = {
             "turns": len(app.timeline),
-            "whatif_controls": len(app.query_one("#whatif").query("Slider, Switch")),
+            "whatif_controls": len(app.query_one("#whatif").query(CONTROLS)),
             "budget": app.query_one("#budget").value,
             "collector_on": gc.isenabled(),
             "frozen": gc.get_freeze_count(),
@@ -121,15 +123,18 @@ def _first_frame_probe(path: Path) -> dict:
 
 
 def test_replay_first_frame_defers_what_it_does_not_show() -> None:
-    """The first frame imports no syntax highlighter (no content is shown yet) and no package metadata
-    (a reader never needs the writer's version), mounts none of the hidden What-if controls, and is
-    drawn with the cyclic collector held off; all of them come after, and the app works as before."""
+    """The first frame imports no syntax highlighter (no content is shown yet), no package metadata
+    (a reader never needs the writer's version) and no optimizer (the cache layout reads the markers
+    step's note from engine.marker_note), mounts none of the hidden What-if controls (the provider row
+    either), and is drawn with the cyclic collector held off; all of them come after, and the app works
+    as before."""
     out = _first_frame_probe(DEMO)
     assert out["collector_off_while_starting"]
     assert out["first"] == {"modules": [], "whatif_controls": 0, "turns": 3, "collector_on": False}
     settled = out["settled"]
     assert settled["turns"] > 3  # the rest of the recording, read after the first frame
-    assert settled["whatif_controls"] == 11 and settled["budget"] > 0  # 4 sliders, 7 switches, set to the turn
+    # 4 sliders, 7 switches, the provider selector and Reset; the sliders set to the turn
+    assert settled["whatif_controls"] == 13 and settled["budget"] > 0
     assert settled["collector_on"] and settled["frozen"] > 0  # start-up's objects frozen, then collected again
     assert out["content_shown"]  # the highlighter still comes when a text is shown
 

@@ -12,19 +12,20 @@ with the tail marker moved instead of placing again (_carried; the Measure remem
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from engine.assembly import Assembly, Section, wire_order
+
+# The step's name and how a trace's reader reads its note live in engine/marker_note.py, which the
+# readers import without this package (note_of is re-exported here for the engine's own callers).
+from engine.marker_note import NAME as NAME
+from engine.marker_note import note_of as note_of
 from engine.optimize.context import Marker, OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import task_end
 from engine.providers.policy import ProviderCachePolicy
 from engine.types import CacheScope, SectionKind
 from engine.wording import counted
-
-NAME = "place_markers"
-_OLD_SHORT = re.compile(r"\b(\d+) prefix\(es\)")
 
 
 def automatic(pol: ProviderCachePolicy) -> str | None:
@@ -231,20 +232,6 @@ def task_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) 
         task = Marker(s.id, te - 1, s.scope.label, "end of task")
         return tuple(sorted((*marks, task), key=lambda k: (pos.get(k.section, -1), k.item)))
     return marks
-
-
-def note_of(steps: Iterable[Mapping[str, Any]]) -> str:
-    """Why a trace's place_markers step placed fewer markers than its provider allows (what follows the
-    count in its detail or reason), or "": for the trace's readers (explain, the cache layout)."""
-    for s in steps:
-        if s.get("step") == NAME:
-            text = str(s.get("detail") or s.get("reason") or "")
-            count, sep, rest = text.partition("; ")
-            # A provider that caches by itself (automatic) has no count: its whole text is the note.
-            note = rest if sep else ("" if count.split(" ")[0].isdigit() else text)
-            # Recordings journaled before the count was worded say "1 prefix(es) under": read as now.
-            return _OLD_SHORT.sub(lambda m: counted(int(m[1]), "prefix", "prefixes"), note)
-    return ""
 
 
 def task_where_it_was(items: Sequence[Any], te: int, task_fits: bool, task: Sequence[Any]) -> bool:
