@@ -390,8 +390,10 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     if t1 > target_tokens:
         # Weighed as cost_aware.run weighs it: a cut the early rule would make goes to the general path.
         full_len = history_len + (1 if new_pending is not None else 0)
+        # (Its history is the lineage's plus the appended messages, so a cut remembered in that one is
+        # followed without comparing the two.)
         cand = cost_aware._choose_cut(
-            applied, st, target_tokens, m, full_len, pipe._carry, c.slot, (c.hidx, t1)
+            applied, st, target_tokens, m, full_len, pipe._carry, c.slot, (c.hidx, t1), lin.applied[c.hidx].items
         )
         # The pay-back and economic size, as cost_aware.run weighs them (the horizon from the turn, the
         # growth from the raw history), by the rule worked out on the first lane turn (early_weigh).

@@ -177,12 +177,17 @@ def _choose_cut(
     carry: dict[str, Any] | None = None,
     slot: Any = None,
     known: tuple[int | None, int] | None = None,
+    grown: tuple[Any, ...] | None = None,
 ) -> _Cut | None:
     """The shallowest cut at a round boundary that brings the request to `target` tokens or below
     (the deepest possible one if none does). None when nothing can be dropped.
 
     `carry`: the choice is remembered under `slot` and reused while only messages were appended (see
-    _carried_cut); None chooses afresh. `known`: the caller's (history_index(asm), m.total(asm))."""
+    _carried_cut); None chooses afresh. `known`: the caller's (history_index(asm), m.total(asm)).
+    `grown`: a history the caller made this one from by appending messages to it (the express lane's
+    applied history is the last turn's plus what was appended, cost_aware._extend): a cut remembered in
+    it is carried or counted on without comparing the two histories, and a carried cut is remembered
+    again in this one, so the next turn's history grew from the history its memo holds."""
     idx, total = known if known is not None else (history_index(asm), -1)
     if idx is None:
         return None
@@ -192,8 +197,12 @@ def _choose_cut(
     need = total + NOTE_ALLOWANCE - target
     slots = carry.setdefault(CUT_CARRY, {}) if carry is not None else None
     if slots is not None:
-        got = _carried_cut(slots.get(slot), items, st, m, need, full_len)
+        memo = slots.get(slot)
+        got = _carried_cut(memo, items, st, m, need, full_len, grown)
         if got is not None:
+            if grown is not None and memo is not None and memo.items is grown:
+                # The same rounds, the same bounds, in the history this one grew from.
+                slots[slot] = _CutMemo(items, memo.state_cut, m, memo.below, got, memo.task_end)
             return _Cut(
                 got.cut,
                 got.dropped_items,
@@ -201,7 +210,7 @@ def _choose_cut(
                 got.dropped_rounds,
                 total - got.dropped_tokens + NOTE_ALLOWANCE,
             )
-    counted = _counted_on(slots.get(slot), items, st, m, need) if slots is not None else None
+    counted = _counted_on(slots.get(slot), items, st, m, need, grown) if slots is not None else None
     below: float | None = None
     if counted is not None:
         te, e, k, acc, below = counted
@@ -248,6 +257,7 @@ def _counted_on(
     st: CompactionState,
     m: Measure,
     need: int,
+    grown: tuple[Any, ...] | None = None,
 ) -> tuple[int, int, int, int, float] | None:
     """What _choose_cut computes from scratch (task end, count, end and tokens of the oldest rounds to
     drop, and the tokens of one round fewer), counted on from the cut an earlier build chose when this
@@ -262,14 +272,15 @@ def _counted_on(
     round's tokens its items' (Measure.item, remembered), not from the whole history's rounds and
     running sums: a held turn counts on one or two rounds, and splitting and summing a history of a
     few hundred messages cost more than the rest of the choice. None when the turn is not like that,
-    or when no round after the k is droppable."""
+    or when no round after the k is droppable. `grown`: see _choose_cut (a memo of that very history
+    needs no comparison)."""
     if memo is None or memo.measure is not m or memo.state_cut != st.cut or memo.task_end < 0:
         return None
     prev, cut = memo.items, memo.cut
     n0 = len(prev)
     if need <= cut.dropped_tokens or not 0 < n0 <= len(items) or cut.dropped_rounds <= 0:
         return None
-    if not m.starts_with(items, prev):
+    if prev is not grown and not m.starts_with(items, prev):
         return None
     n = len(items)
     te = memo.task_end
@@ -323,19 +334,28 @@ def _slot_key(carry: dict[str, Any], limits: OptimizeLimits, settings: PolicySet
 
 
 def _carried_cut(
-    memo: _CutMemo | None, items: tuple[Any, ...], st: CompactionState, m: Measure, need: int, full_len: int
+    memo: _CutMemo | None,
+    items: tuple[Any, ...],
+    st: CompactionState,
+    m: Measure,
+    need: int,
+    full_len: int,
+    grown: tuple[Any, ...] | None = None,
 ) -> _Cut | None:
     """The cut chosen at an earlier build, when it is the one _choose_cut would choose now: this
     history only appended to that one under the same state cut and Measure, the same rounds reach
     `need` (history_ops.cut_holds_after_appends; the task is the same, so their positions are), and the
     cut is still inside the history. Only `after` (the request's tokens after the cut) is the caller's
-    to recompute."""
+    to recompute. `grown`: see _choose_cut (the history of a memo made in it is known to be a prefix:
+    what cut_holds_after_appends checks of the tokens, without the comparison)."""
     if memo is None or memo.measure is not m or memo.state_cut != st.cut:
         return None
     cut = memo.cut
-    if cut.cut > full_len or not cut_holds_after_appends(
-        memo.items, items, memo.below, cut.dropped_tokens, need, m
-    ):
+    if cut.cut > full_len:
+        return None
+    if memo.items is grown:
+        return cut if memo.below < need <= cut.dropped_tokens and len(grown) <= len(items) else None
+    if not cut_holds_after_appends(memo.items, items, memo.below, cut.dropped_tokens, need, m):
         return None
     return cut
 
