@@ -266,7 +266,8 @@ def _provider_usage(u: dict[str, Any]) -> Usage | None:
                 return None
         details = get("prompt_tokens_details")
         if details is not None:
-            details = _nested(details)
+            if type(details) is not dict:  # _nested(details) in line: every OpenAI usage has details
+                details = _sdk_fields(details)
             if details is None or details.get("cache_creation_token_details") is not None:
                 return None
             dget = details.get

@@ -664,7 +664,10 @@ class Pipeline:
         elif k == "part":
             self.pending.append(self._part(ev["part"]))
         elif k == "msg":
-            self._close_pending()
+            if self.pending:
+                self._close_pending()
+            else:  # (what _close_pending does with nothing pending, without its frame: every reply)
+                self._pending_msg = None
             jparts = ev["parts"]
             part = self._part
             # (map calls _part from C: a generator resumes a frame per part, a comprehension is one more)
@@ -707,7 +710,8 @@ class Pipeline:
             self.stats.record_completion(self.config.model, self.config.query_source, u.output_tokens)
             if ev.get("estimated"):
                 self.stats.record_calibration(self.config.model, ev["estimated"], u.input_tokens)
-            self.stats.turn_succeeded()
+            if self.stats.recovery_turns_left > 0:  # (turn_succeeded's one test, without its frame)
+                self.stats.turn_succeeded()
         elif k == "turn":
             self.traces.append(trace_of(ev))
         elif k == "error":

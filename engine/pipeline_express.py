@@ -32,7 +32,7 @@ compare it with).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.alerts import LOOKBACK
 from engine.artifacts import Message
@@ -350,7 +350,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     if not appended:
         return None
     old_hist = c.full[c.hidx]
-    hist = history_section(cast("tuple[Message, ...]", (*old_hist.items, *appended)), ())
+    # (A type: ignore, not typing.cast: that is a Python call every turn.)
+    hist = history_section((*old_hist.items, *appended), ())  # type: ignore[arg-type]
     full = c.full[: c.hidx] + (hist,)
     # The raw history's total, as _assemble_from primes it: the whole conversation's running sum.
     n_raw = pipe.history_tokens() + (m.item(new_pending) if new_pending is not None else 0)
@@ -413,7 +414,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             return None
         hmarks, actions, before_marks, marks_kept = moved
     tok = m.counter.tokenizer.name
-    hrun = ser_obj._section(applied[c.hidx], hmarks, tok, m, True)
+    hrun = ser_obj.grown(applied[c.hidx], c.layout[c.at][1], hmarks, tok, m)
     layout = list(c.layout)
     layout[c.at] = (applied[c.hidx], hrun)
     live = 0

@@ -333,7 +333,10 @@ def _pair_state(items: tuple[SectionItem, ...], end: int, memo: dict[str, _PairI
     for x in range(end - 1, -1, -1):
         it = items[x]
         if isinstance(it, Message):
-            assistant, calls, _results, sets = _info(it, memo)
+            info = memo.get(it.sha)  # _info(it, memo) in line: a frame fewer, every append turn
+            if info is None:
+                info = memo[it.sha] = _pair_info(it)
+            assistant, calls, _results, sets = info
             if sets:
                 return (calls, calls) if assistant else _START
     return _START
@@ -668,6 +671,21 @@ class Serializer:
         del runs[self.RUNS :]
         return run
 
+    def grown(
+        self, s: Section, prev: _SectionRun, marks: frozenset[int], tok: str, measure: Measure
+    ) -> _SectionRun:
+        """_section(s, marks, tok, measure, own=True) for the express lane's history section, which is
+        the last request's (whose run was `prev`) with a few messages appended: when `prev` is still this
+        section's most recent run (as the lane's last turn left it), _appended extends it straight
+        away. _section would come to the same call after two walks of the section's runs (the first
+        looks for the very same items: a new tuple never is); anything else goes through _section."""
+        runs = self._runs.get(s.id)
+        if runs and runs[0] is prev and 0 < len(s.items) - len(prev.items) <= SLICE_MIN:
+            fast = self._appended(s, 0, marks, tok, measure, True)
+            if fast is not None:
+                return fast
+        return self._section(s, marks, tok, measure, True)
+
     def _appended(
         self, s: Section, j: int, marks: frozenset[int], tok: str, measure: Measure, own: bool = False
     ) -> _SectionRun | None:
@@ -720,7 +738,10 @@ class Serializer:
         pairing = _pair_state(items, d, memo)
         for it in new:
             if isinstance(it, Message):
-                pairing = _pair_one(_info(it, memo), pairing)
+                info = memo.get(it.sha)  # _info(it, memo) in line (a frame fewer a new message)
+                if info is None:
+                    info = memo[it.sha] = _pair_info(it)
+                pairing = _pair_one(info, pairing)
         sid = s.id
         shas_new = last.shas[d:k] + new_shas  # the hashes of items[d:]
         cache = self._items

@@ -1,0 +1,113 @@
+"""A steady express-lane turn's fixed work, counted in Python frames (issue 12: a steady turn's cost is
+mostly a few hundred small calls, each run cold once a turn).
+
+- The lane extends the history's run through Serializer.grown, straight to _appended (not _section's two
+  walks of the section's runs first), and its pairing check reads the pairing memo in line (no _info
+  frame); the lane's history tuple is not passed through typing.cast (a Python call).
+- record_usage reads an OpenAI usage's details without a _nested frame and, outside a recovery, does not
+  call turn_succeeded; a reply folded with nothing pending does not call _close_pending.
+- Serializer.grown gives what _section gives, also when the run it is told about is no longer the
+  section's most recent one (it then goes through _section).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from engine.artifacts import Message, Text
+from engine.assembly import Measure
+from engine.providers.openai import serializer
+from engine.sections import history_section
+from engine.tokens import CharTokenizer, TokenCounter
+from tests.turn_session import char_pipe, tool_round
+
+
+def _frames(fn: Callable[[], Any]) -> Counter[tuple[str, str]]:
+    """(file name, function) of every Python frame `fn` runs, counted."""
+    seen: Counter[tuple[str, str]] = Counter()
+
+    def prof(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            seen[(code.co_filename.rsplit("/", 1)[-1], code.co_name)] += 1
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def _usage(t: int) -> Any:
+    from openai.types import CompletionUsage
+    from openai.types.completion_usage import PromptTokensDetails
+
+    return CompletionUsage(
+        prompt_tokens=900 + t,
+        completion_tokens=40,
+        total_tokens=940 + t,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=800),
+    )
+
+
+def test_a_steady_lane_turn_skips_the_dispatch_and_helper_frames() -> None:
+    pipe = char_pipe(200_000)
+    pipe.identity("You are a careful coding agent.")
+    pipe.user("Fix the failing test.")
+    for t in range(12):
+        tool_round(pipe, t, f"output of step {t}\n" * 20)
+        pipe.next_request()
+        pipe.record_usage(_usage(t))
+
+    def turn() -> None:
+        tool_round(pipe, 99, "the newest output\n" * 30)
+        pipe.next_request()
+        pipe.record_usage(_usage(99))
+
+    seen = _frames(turn)
+    # The lane made this turn's request (its append path ran), through grown.
+    assert seen[("pipeline_express.py", "turn")] == 1 and seen[("base.py", "_appended")] == 1, seen
+    assert seen[("base.py", "grown")] == 1
+    avoided = {
+        ("typing.py", "cast"),
+        ("base.py", "_section"),
+        ("base.py", "_info"),
+        ("feedback.py", "_nested"),
+        ("stats.py", "turn_succeeded"),
+        ("pipeline.py", "_close_pending"),  # (the reply's fold; the request's closes the results)
+    }
+    ran = {k: n for k, n in seen.items() if k in avoided and not (k[1] == "_close_pending" and n == 1)}
+    assert not ran, ran
+    pipe.close()
+
+
+def _hist(n: int) -> tuple[Message, ...]:
+    return tuple(Message("user" if i % 2 else "assistant", (Text(f"message {i}"),)) for i in range(n))
+
+
+def test_grown_is_section_also_when_its_run_is_not_the_newest() -> None:
+    m = Measure(TokenCounter(CharTokenizer()))
+    tok = m.counter.tokenizer.name
+    base = _hist(20)
+    a, b = serializer(), serializer()
+    prev_a = a._section(history_section(base, ()), frozenset(), tok, m, True)
+    prev_b = b._section(history_section(base, ()), frozenset(), tok, m, True)
+    # Another history of the same section serialized in between: prev is no longer the newest run.
+    other = _hist(5)
+    a._section(history_section(other, ()), frozenset(), tok, m, True)
+    b._section(history_section(other, ()), frozenset(), tok, m, True)
+    longer = history_section((*base, *_hist(23)[20:]), ())
+    got = a.grown(longer, prev_a, frozenset(), tok, m)
+    want = b._section(longer, frozenset(), tok, m, True)
+    assert (got.frags, got.shas, got.keys, got.sha) == (want.frags, want.shas, want.keys, want.sha)
+    # And as the lane uses it: the newest run extended in place.
+    more = history_section((*longer.items, *_hist(25)[23:]), ())
+    got2 = a.grown(more, got, frozenset(), tok, m)
+    want2 = b._section(more, frozenset(), tok, m, True)
+    assert (got2.frags, got2.shas, got2.sha) == (want2.frags, want2.shas, want2.sha)
+    assert prev_b.sha == prev_a.sha
