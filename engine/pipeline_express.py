@@ -361,7 +361,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     if lin is None or lin.full is not c.full or lin.slot != (cfg.limits, cfg.policy):
         return None
     note = lin.note
-    ext = cost_aware._extend(lin, full, c.hidx, st, c.elided, note, m)
+    # (`hist` is the lineage's raw history plus `appended`: lin.full is c.full.)
+    ext = cost_aware._extend(lin, full, c.hidx, st, c.elided, note, m, True)
     if ext is None:
         return None
     applied, _lin, new = ext

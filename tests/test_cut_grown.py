@@ -1,4 +1,5 @@
-"""The express lane's remembered cut, carried or counted on from the history it grew from.
+"""The express lane's remembered cut, carried or counted on from the history it grew from; and its
+lineage, extended from the raw history it grew from.
 
 The lane's applied history is the last turn's plus what was appended (cost_aware._extend builds it so),
 so it hands that last history to cost_aware._choose_cut (`grown`): a cut remembered in it is carried
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +25,7 @@ from engine.assembly import Measure, Section
 from engine.policy import CompactionState, cost_aware
 from engine.tokens import CharTokenizer, TokenCounter
 from engine.types import CacheScope, Priority, SectionKind
+from tests.support.counting import LaneTurns, steady_rounds
 from tests.test_held_turn_work import _round
 
 SLOT = 7  # any hashable: _choose_cut keys its memo by it
@@ -122,3 +125,29 @@ def test_the_lane_follows_its_memo_without_comparing_histories() -> None:
         followed += prev is not None and seen.calls == 0
         prev = items
     assert followed >= 50, followed
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_lane_turn_extends_its_lineage_without_comparing_the_raw_histories(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lane makes the turn's raw history as the last one's plus the appended messages and tells
+    cost_aware._extend so (`appended`): no lane turn compares the two (Measure.starts_with), which on the
+    old code each lane turn did once over the whole raw history since the cut."""
+    lane_raw: list[Any] = []
+    compared: list[int] = []
+    real = Measure.starts_with
+
+    def starts_with(self: Measure, items: Any, prev: Any) -> bool:
+        if lane.inside and lane_raw and prev is lane_raw[-1]:
+            compared.append(len(prev))
+        return real(self, items, prev)
+
+    def before(pipe: Any, c: Any) -> None:
+        lane_raw.append(c.full[c.hidx].items)
+
+    lane = LaneTurns(monkeypatch, before=before)
+    monkeypatch.setattr(Measure, "starts_with", starts_with)
+    steady_rounds(provider)
+    assert lane.taken >= 20, lane.taken
+    assert compared == []

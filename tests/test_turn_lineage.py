@@ -206,10 +206,10 @@ def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, bro
     else:
         real = cost_aware._extend
 
-        def loose(lin: Any, asm_full: Any, hidx: Any, s: Any, elided: Any, note: Any, m: Any) -> Any:
+        def loose(lin: Any, asm_full: Any, hidx: Any, s: Any, elided: Any, note: Any, m: Any, *rest: Any) -> Any:
             if lin is not None:  # extends the history applied under the state (and note) it remembers
                 s, note = lin.state, lin.note
-            return real(lin, asm_full, hidx, s, elided, note, m)
+            return real(lin, asm_full, hidx, s, elided, note, m, *rest)  # (rest: the lane's `appended`)
 
         monkeypatch.setattr(cost_aware, "_extend", loose)
         ops = FIXED

@@ -762,13 +762,16 @@ def _extend(
     elided: int,
     note: str,
     m: Measure,
+    appended: bool = False,
 ) -> tuple[Assembly, _Lineage, tuple[Any, ...]] | None:
     """apply_state(asm_full, st, ...) from the build `lin` remembers, when this one only appended
     messages to its raw history: the same sections otherwise (the same objects), the same state, note,
     elision and Measure. Then the applied history is the one applied then plus the appended messages
     (apply_state keeps the task, puts the note after it or on it, and sends everything from the cut on:
     with the task ending inside the old history and the cut not past it, only the tail grows). Returns
-    (applied, lin, the appended messages), its history total recorded in `m`; None otherwise."""
+    (applied, lin, the appended messages), its history total recorded in `m`; None otherwise.
+    `appended`: the caller made this history by appending messages to the one `lin` holds (the express
+    lane does), so it starts with it without being compared."""
     if (
         lin is None
         or lin.measure is not m
@@ -799,7 +802,7 @@ def _extend(
             old_hist.omitted,
             old_hist.note,
         )
-        or not m.starts_with(items, old)
+        or not (appended or m.starts_with(items, old))
     ):
         return None
     new = items[k:]
