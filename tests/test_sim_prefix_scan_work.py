@@ -1,0 +1,120 @@
+"""Where two requests part, and how far a key run agrees with a call, found with work that follows
+the answer (engine/sim/cachesim.py: shared_prefix_len, _agreeing).
+
+A clear_tool_uses column past its trigger clears one more old result a turn: its request differs from
+the last one a few blocks from its end. shared_prefix_len found that pair by scanning every pair from
+the start through an iterator chain (~40 ns a pair, ~3,000 pairs a call); it now compares stretches
+of pairs as slices (identity first, in C) and looks inside only the stretch that differs. Walking a
+prefix an earlier call left as many short runs, _extend_keys copied and bisected each run's whole
+shareable stretch; it now reads a run in growing stretches as far as it agrees. The answers are the
+value-based ones (common_prefix_len) in both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.common_prefix import common_prefix_len
+from engine.sim import cachesim
+from engine.sim.cachesim import Block, KeyTable, _agreeing, _chain, _extend_keys, shared_prefix_len
+
+
+def blk(name: str, tokens: int = 10) -> Block:
+    return Block(name, tokens, segment="messages")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    a=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=40),
+    b=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=40),
+    scan=st.integers(1, 9),
+)
+def test_shared_prefix_len_by_stretches_is_common_prefix_len(
+    a: list[tuple[str, bool]], b: list[tuple[str, bool]], scan: int
+) -> None:
+    """At any stretch length (the boundaries of the stretches fall everywhere), on sequences mixing the
+    same Blocks, equal Blocks that are other objects (the flag) and different ones: the equal prefix."""
+    pool = {n: blk(n) for n in "abc"}
+    xs = [blk(n) if fresh else pool[n] for n, fresh in a]
+    ys = [blk(n) if fresh else pool[n] for n, fresh in b]
+    old = cachesim._SCAN
+    cachesim._SCAN = scan
+    try:
+        assert shared_prefix_len(xs, ys) == common_prefix_len(xs, ys)
+        assert shared_prefix_len(ys, xs) == common_prefix_len(xs, ys)
+        assert shared_prefix_len(xs, list(xs)) == len(xs)
+    finally:
+        cachesim._SCAN = old
+
+
+def test_a_late_difference_looks_inside_one_stretch() -> None:
+    """A 3,000-block request that differs from the last one 8 blocks from its end: the pairs looked at
+    one by one are those of one stretch, not all 3,000 (the old scan: 2,992)."""
+    prev = [blk(f"m{i}") for i in range(3000)]
+    cur = list(prev)
+    cur[2992] = blk("cleared")
+    looked = 0
+    real = cachesim.is_not
+
+    def counted(x: Any, y: Any) -> bool:
+        nonlocal looked
+        looked += 1
+        return real(x, y)
+
+    cachesim.is_not = counted  # type: ignore[attr-defined]
+    try:
+        assert shared_prefix_len(prev, cur) == 2992
+    finally:
+        cachesim.is_not = real  # type: ignore[attr-defined]
+    assert looked <= cachesim._SCAN, looked
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    run=st.lists(st.sampled_from("ab"), max_size=300),
+    shas=st.lists(st.sampled_from("ab"), max_size=300),
+    j=st.integers(0, 20),
+    i=st.integers(0, 20),
+)
+def test_agreeing_is_common_prefix_len(run: list[str], shas: list[str], j: int, i: int) -> None:
+    k = max(0, min(len(run) - j, len(shas) - i))
+    assert _agreeing(run, j, shas, i, k) == common_prefix_len(run[j : j + k], shas[i : i + k])
+
+
+class _CountedShas(list):  # type: ignore[type-arg]
+    """A call's block hashes, counting the hashes its slices copy."""
+
+    copied = 0
+
+    def __getitem__(self, i: Any) -> Any:
+        got = super().__getitem__(i)
+        if isinstance(i, slice):
+            _CountedShas.copied += len(got)
+        return got
+
+
+def test_walking_runs_that_go_on_elsewhere_reads_what_agrees() -> None:
+    """Each call sends the conversation and a tail of its own (200 blocks no other call sends): its new
+    keys are one run, its round then its tail. Walking the conversation alone again meets every call's
+    run, which agrees for two blocks and goes on with the tail: the old walk copied each run's whole
+    shareable stretch (~200 hashes a run: 50,204 here); now about what agrees, in growing stretches
+    (9,344)."""
+    table = KeyTable()
+    conv = [f"system {i}" for i in range(4)]
+    calls = 300
+    for c in range(calls):
+        conv += [f"assistant {c}", f"tool {c}"]
+        keys = _extend_keys([0], conv + [f"tail {c} {t}" for t in range(200)], table)
+        _chain(keys[-1], f"reply {c}", table)
+    fresh = KeyTable()
+    want = _extend_keys([0], list(conv), fresh)  # for the count of prefixes
+    counted = _CountedShas(conv)
+    _CountedShas.copied = 0
+    known = table.next
+    got = _extend_keys([0], counted, table)
+    assert len(got) == len(want)
+    assert table.next == known  # every prefix was met before: found, none handed out
+    assert _CountedShas.copied <= 40 * calls, _CountedShas.copied  # old: 50,204
