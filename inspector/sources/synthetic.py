@@ -244,7 +244,8 @@ class SyntheticSource:
     """`n_turns` synthetic turns; in live mode `follow()` delivers the ones after `initial`, then disconnects."""
 
     def __init__(self, n_turns: int = 40, *, live: bool = False, initial: int | None = None,
-                 delay: float = 0.0, disconnect: bool = True, seed: int = 7) -> None:
+                 delay: float = 0.0, disconnect: bool = True, seed: int = 7,
+                 hold: threading.Event | None = None) -> None:
         self.kind = "live" if live else "replay"
         self.n, self.seed, self.delay, self.disconnect = n_turns, seed, delay, disconnect
         self.initial = n_turns if initial is None else initial
@@ -255,6 +256,9 @@ class SyntheticSource:
             self.header |= {"path": "demo_sessions/synthetic.cpsession"}
         self.received: list[dict] = []
         self._made: dict[int, dict] = {}
+        # A test's gate: the turns after the initial ones wait until it is set, so a test decides when the
+        # agent "goes on" instead of racing a timer (under load a run could outlast every delay).
+        self.hold = hold
         self.replans = 0  # tests check how many re-plans actually ran
         self.simulations = 0
 
@@ -278,6 +282,9 @@ class SyntheticSource:
         if self.kind == "replay":
             return
         stop = cancelled_event() or threading.Event()  # the app's quit ends the wait between turns
+        while self.hold is not None and not self.hold.wait(0.05):
+            if stop.is_set():
+                return
         for t in range(self.initial, self.n):
             if self.delay and stop.wait(self.delay):
                 return

@@ -221,11 +221,13 @@ async def test_hidden_whatif_panel_does_nothing_on_a_step_and_catches_up_when_sh
 async def test_a_session_wide_result_says_when_more_turns_arrived_after_it() -> None:
     """Attached to a live agent, `W` priced the turns there were then; the agent went on and the figures
     did not say they were older than the session shown. They say how many turns came after their run."""
+    import threading
     import time
 
-    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.1))
+    agent_goes_on = threading.Event()  # the last 10 turns arrive only once the first run has finished
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01, hold=agent_goes_on))
     async with app.run_test(size=(120, 40)) as pilot:
-        give_up = time.monotonic() + 15
+        give_up = time.monotonic() + 30
         while len(app.timeline) < 20 and time.monotonic() < give_up:
             await pilot.pause(0.05)
         await pilot.press("W")
@@ -233,6 +235,8 @@ async def test_a_session_wide_result_says_when_more_turns_arrived_after_it() -> 
         while whatif.session_result is None and time.monotonic() < give_up:
             await pilot.pause(0.05)
         ran_on = whatif.session_result["turns"]  # type: ignore[index]
+        assert ran_on == 20
+        agent_goes_on.set()
         while len(app.timeline) < 30 and time.monotonic() < give_up:
             await pilot.pause(0.05)
         await pilot.pause(0.1)
