@@ -82,3 +82,21 @@ def test_carried_blocks_equal_a_lookup_of_every_message(ops: list[tuple[str, int
         assert got == fresh.looked_up(ask, M) == [message_block(m, M) for m in ask]
         got.append(message_block(msg(9999), M))  # a caller may extend what it was handed
         assert h.of(ask, M) == fresh.looked_up(ask, M)
+
+
+def test_a_growing_conversation_extends_its_carried_list_and_hands_out_copies() -> None:
+    """The carried list of a conversation that grows is extended where it is (one list a lineage, not a
+    copy of the whole conversation a turn besides the one handed out), and what callers get are copies:
+    a caller that changes its list (a peer marking its newest message) changes nothing carried."""
+    h = HistoryBlocks()
+    msgs: tuple[Message, ...] = (msg(0), msg(1))
+    got = h.of(msgs, M)
+    lists = {id(h.carried[-1][1])}
+    for t in range(1, 40):
+        msgs = msgs + (msg(2 * t), msg(2 * t + 1))
+        got = h.of(msgs, M)
+        lists.add(id(h.carried[-1][1]))
+        got[-1] = message_block(msg(0), M)  # a caller's own change
+        got.append(message_block(msg(1), M))
+        assert h.of(msgs, M) == [message_block(m, M) for m in msgs]
+    assert len(lists) == 1  # the old code: a new list every turn (12 ids here, some reused)

@@ -88,7 +88,10 @@ class HistoryBlocks:
             if k <= len(msgs) and (not k or msgs[k - 1] is done[-1]) and msgs[:k] == done:
                 added = self.looked_up(msgs[k:], measure)
                 del carried[i]
-                return self._keep(msgs, blocks + added, tokens + blocks_tokens(added))
+                # The carried list is this store's own (every caller got a copy): extended in place, not
+                # copied whole a second time each turn (a peer's conversation grows with the session).
+                blocks += added
+                return self._keep(msgs, blocks, tokens + blocks_tokens(added))
         for done, blocks, _ in carried:
             # A window of the newest messages (what a peer keeps when the whole does not fit).
             d = len(done) - len(msgs)
