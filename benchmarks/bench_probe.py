@@ -140,7 +140,9 @@ build):
 
     .venv/bin/python benchmarks/bench_probe.py --twin none,reader --rounds 6 --pairs 150 --pace 0.2 --settle 10 [--untraced]
 
-`foldpath` is an A/B of the fold stream's send on the agent's thread: a fold reader attached to both twins,
+`foldcoalesce` is the same A/B for agent_send.FOLD_COALESCE (A sends every turn at its close, B holds a
+close that comes within FOLD_COALESCE of its last send for the next). `foldpath` is an A/B of the fold
+stream's send on the agent's thread: a fold reader attached to both twins,
 A's turns sent by the general path (_send_now, _send_here, _ring_turn: the server's `fold_straight` off),
 B's by publish()'s straight path (agent_send._fold_now); "added" is then B - A (negative: saved).
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
@@ -749,6 +751,8 @@ def twin(args: argparse.Namespace, subject: str) -> None:
     # Per timed pair: (A's CPU, B's CPU, B's probe thread).
     pairs: list[tuple[float, float, float]] = []
     spilled = 0
+    # Per twin, over the rounds: the sends on the agent's thread, and the closes it held back.
+    sends = {"A": [0, 0], "B": [0, 0]}
     for rnd in range(args.rounds):
         twins = [fresh_pipeline(args, rt, 2 * rnd), fresh_pipeline(args, rt, 2 * rnd + 1)]
         for t in range(args.warmup):
@@ -757,11 +761,17 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         a, b = twins if (rnd + seed) % 2 == 0 else twins[::-1]
         # foldpath: the fold reader on both twins, A's turns sent by the general path (fold_straight off,
         # as before fold31), B's by publish()'s straight path: B - A is what that path saves a turn.
+        # foldcoalesce: likewise, A's every turn sent at its close (fold_coalesce 0, as before fold34), B's
+        # closes within FOLD_COALESCE of the last send held for the next (agent_send.FOLD_COALESCE).
         proc_a = None
+        ab = subject in ("foldpath", "foldcoalesce")
         if subject == "foldpath":
             a[0].fold_straight = False
+        if subject == "foldcoalesce":
+            a[0].fold_coalesce = 0.0
+        if ab:
             proc_a = start_subject("foldreader", a[0], rt)
-        proc = start_subject("foldreader" if subject == "foldpath" else subject, b[0], rt)
+        proc = start_subject("foldreader" if ab else subject, b[0], rt)
         if pace:
             time.sleep(1.0)  # past the attach's after-effect on the I/O thread (see paired())
         gc.collect()
@@ -794,10 +804,17 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         for side, p in ((a, proc_a), (b, proc)):
             if p is None:
                 continue
-            reader = "foldreader" if subject == "foldpath" else subject
+            reader = "foldreader" if ab else subject
+            if reader == "foldmute":
+                # Running again before the drain: the agent's last turns may be held for a send that
+                # never comes (engine.probe.agent_send.FOLD_COALESCE) until the reader asks for them.
+                p.send_signal(signal.SIGCONT)
             if reader in READERS:
                 drain(side[0])
             stop_subject(reader, p, side[0])
+        for side, name in ((a, "A"), (b, "B")):
+            sends[name][0] += side[0].agent_sends
+            sends[name][1] += getattr(side[0], "fold_closes_held", 0)
         for _, _, pipe in twins:
             pipe.close()
     shutil.rmtree(rt.parent, ignore_errors=True)
@@ -832,6 +849,11 @@ def twin(args: argparse.Namespace, subject: str) -> None:
     print(
         f"  {n} pairs of turns ({args.rounds} rounds of {args.pairs} after {args.warmup} + {args.settle}; seed {seed}), "
         f"{how}" + (f"; {spilled} pairs left out (a turn wrote to disk)" if spilled else "")
+    )
+    print(
+        "  sends on the agent's thread (closes held back): "
+        + ", ".join(f"{k} {v[0]} ({v[1]})" for k, v in sends.items())
+        + " over all turns of the rounds, warm-up and settling included"
     )
 
 
@@ -1958,7 +1980,8 @@ def main() -> None:
         "--twin",
         default=None,
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
-        "A's turns by the general send path, B's by publish's straight path): what each adds to a turn, two Pipelines' "
+        "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
+        "turn sent at its close, B's closes coalesced): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")

@@ -121,7 +121,9 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
     try:
         for t in range(before):
             _turn(pipe, t, 200)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
+        # (It asks for what the agent holds back once the agent is idle: the turns that closed within
+        # FOLD_COALESCE of the agent's last send, engine.probe.agent_send, held for its next.)
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=0.15, fold=True)
         assert src._folding and src.client.fold and src.client.hello["protocol"] == FOLD_PROTOCOL
         view = _Follower(src)
         deadline = time.monotonic() + T
@@ -163,6 +165,9 @@ def test_folded_traces_equal_the_agents_own(before: int, ops: list[tuple[int, bo
 
 def test_a_turn_that_does_not_rebuild_to_its_hash_is_asked_of_the_agent(rtdir: Path) -> None:
     pipe = _pipeline(rtdir)
+    # Every turn sent at its close: this inspector never asks for what the agent holds back (turns
+    # closer than FOLD_COALESCE wait for a later send: tests/test_probe_fold_coalesce.py).
+    pipe.probe.fold_coalesce = 0.0
     try:
         _turn(pipe, 0)
         src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)

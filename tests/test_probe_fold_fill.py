@@ -186,6 +186,10 @@ def test_turns_closed_during_the_history_fill_are_folded_not_asked_of_the_agent(
         "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
     )
     assert pipe.probe is not None
+    # Every live turn sent at its close: this inspector never asks for what the agent holds back
+    # (backfill_idle None), and turns closer than FOLD_COALESCE wait for a later send (tests of that
+    # in tests/test_probe_fold_coalesce.py).
+    pipe.probe.fold_coalesce = 0.0
     try:
         pipe.identity("You are a careful coding agent.")
         pipe.user("Fix the failing test.")

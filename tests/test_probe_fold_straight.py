@@ -61,6 +61,9 @@ def test_a_paced_fold_turn_is_one_ring_frame_from_publish_with_no_wake_up(rtdir:
             lambda: probe._ring_one is not None and probe._ring_one.fold,
             "the I/O thread, asleep with nothing due, never named the fold client for publish's straight path",
         )
+        # Every turn sent at its close, as by an agent whose turns come further apart than FOLD_COALESCE
+        # (tests/test_probe_fold_coalesce.py has the closer ones).
+        probe.fold_coalesce = 0.0
         # Spies (the real methods still run): the general send path and the I/O thread's wake-up byte.
         called: list[str] = []
         for name in ("_send_now", "_send_here", "_ring_turn", "_wake"):
@@ -120,6 +123,9 @@ def test_a_paced_fold_turns_close_is_one_python_call_past_publish(rtdir: Path, r
             lambda: probe._ring_one is not None and probe._ring_one.fold,
             "the I/O thread, asleep with nothing due, never named the fold client for publish's straight path",
         )
+        # Every turn sent at its close, as by an agent whose turns come further apart than FOLD_COALESCE
+        # (tests/test_probe_fold_coalesce.py has the closer ones).
+        probe.fold_coalesce = 0.0
         calls: list[list[str]] = []
         real = probe.publish
 

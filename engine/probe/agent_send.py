@@ -66,10 +66,10 @@ its model call (the tool results, the request) is held through the call, and an 
 been quiet for its idle (1 s) asks for it: its I/O thread woke to answer once a turn (~360 us of its CPU)
 whenever the model took longer than that, as a real model mostly does. So at each outcome the agent's
 thread notes how long the model call took (the request's and the outcome's journal times, noted as
-publish() holds them back or sends the request: `_timed`): while that is at least LONG_WAIT, a request
+publish() holds them back or sends the request): while that is at least LONG_WAIT, a request
 is not left waiting and goes out at once with what waits before it, as a close does. A long tool run holds the model's reply (its `msg`, the last event
 assistant() journals) likewise, and is learned likewise (on the agent's clock, from the reply to the
-next event, the tools' first result: `_tools_ran`): while the tools run that long, the reply goes at
+next event, the tools' first result): while the tools run that long, the reply goes at
 once. While the model is slow and the
 tools quick, the close itself waits for the next request, which comes within LONG_WAIT, and goes with
 it: one send a turn still, on the agent's thread, in place of a wake-up of the I/O thread (the turn
@@ -78,6 +78,15 @@ if the model is slow too, the close's), each in place of a wake-up. An agent who
 answer within LONG_WAIT sends at the close as before. The same events in the same order; a guess
 that fails (a quick model after slow ones, a slow tool after quick ones) leaves events held back
 that the inspector asks for after its idle, as before.
+
+Turns closer together than FOLD_COALESCE: the close's send, one batch frame a turn, was ~40 us of the
+~60 us a fold inspector added to a paced 1.1 ms turn, nearly all of it fixed per send (ormsgpack's
+first call since the last turn, the ring's write, the path's calls and checks, all cold), and a batch
+of three turns encodes for little more than one. So a close that comes within FOLD_COALESCE of the last
+send here (`_fold_sent_at`) is held back by publish() like the rest of the turn, marked held in the
+ring, and goes with the next close past it, or the next request or reply sent at once; an agent that
+pauses after it has the inspector ask for it after its idle. The inspector shows such a turn up to
+FOLD_COALESCE (or its idle) late; an agent whose model takes longer than that sends every turn as before.
 
 While every client attached is quiet (or none is), the Pipeline does not call hold() and flush() at
 all (`bracket`, one attribute test at each call's start): publish() does their part itself, outside
@@ -110,7 +119,7 @@ from engine.probe.elide import (
     kept,
 )
 from engine.probe.lean import summary_event
-from engine.probe.loop import COALESCE, IOLoop
+from engine.probe.loop import COALESCE, MAX_LATENCY, IOLoop
 from engine.probe.queues import Client
 from engine.probe.ring import RingWriter
 from engine.recording import frames
@@ -142,7 +151,16 @@ DEFER_EVENTS = 256
 # next event) the next reply (see "Before a long wait"): the inspector asks for events held back once
 # the agent has been quiet for its idle (1 s by default).
 LONG_WAIT = 0.5
-# The kinds publish() hands to `_timed` when it holds one back for a fold client.
+# A fold client's turn that closes less than this long after the agent's thread last sent it a batch
+# (`_fold_now`) waits, held back, for the next turn's close, so an agent whose turns come faster than
+# this sends fewer than one batch a turn: that send, cold after the model call, was ~40 us of the ~60 us
+# an attached fold inspector added to a paced 1.1 ms turn (fold34), ~17 us of it ormsgpack, ~5 the
+# ring's write and the rest its calls and checks, nearly all fixed per send. The bound on what the
+# inspector waits for a turn: this, or while the agent pauses after it, the inspector's idle (it asks
+# for what is held: see ring, "Held events"). The I/O thread lets a burst wait as long (loop.MAX_LATENCY).
+FOLD_COALESCE = MAX_LATENCY
+# The kinds whose journal time publish() measures the model call by when it holds one back for a fold
+# client (see "Before a long wait").
 OUTCOME_KINDS = frozenset(("usage", "error"))
 # What publish() holds back for fold clients, by whether the request and the reply go at once. While
 # only the request does (the tools are quick), so does the turn's close (its marker, or its built turn):
@@ -200,6 +218,13 @@ class AgentSend(IOLoop):
         # False: a fold client's turns take the general send path (_send_now, _send_here, _ring_turn),
         # as before publish()'s straight path served them (`_fold_now`): bench_probe's A/B of the two.
         self.fold_straight = True
+        # A fold client's turn that closes within this many seconds of the last send waits for the next
+        # (FOLD_COALESCE; 0: every turn sent at its close, as before, for bench_probe's A/B).
+        self.fold_coalesce = FOLD_COALESCE
+        # Closes publish() held back for a fold client: coalesced so, or waiting for the next request
+        # while the model is slow (see "Before a long wait"). Diagnostics, tests, benchmarks.
+        self.fold_closes_held = 0
+        self._fold_sent_at = 0.0  # the agent's clock at `_fold_now`'s last send
         # The fast encoder's (packb, options) for `_fold_now`, loaded when a fold client is first named
         # for it (an agent nobody attaches to on the fold stream never imports it for the probe).
         self._fold_pack: tuple[Any, int] | None = None
@@ -477,6 +502,7 @@ class AgentSend(IOLoop):
                 popleft()
             self._head = head + n
             self._window_sends += 1
+            self._fold_sent_at = now
             ring.write_frame(
                 HEADER.pack(len(payload), 0 if c.ring_unchecked else zlib.crc32(payload)), payload
             )
@@ -491,27 +517,11 @@ class AgentSend(IOLoop):
         finally:
             lock.release()
 
-    def _timed(self, at: Any) -> None:
-        """publish() holds back a fold client's outcome (usage or error) stamped `at` by the journal:
-        how long the model took since the request (`_request_time`, noted as it went) says whether the
-        next request goes at once or is held back like the rest (see "Before a long wait")."""
-        asked, self._request_time = self._request_time, None
-        try:
-            slow = at - asked >= LONG_WAIT
-        except TypeError:
-            return  # (no request noted since the last outcome, or a clock that says no time)
-        self._fold_wants((slow, self._slow_tools))
-
-    def _tools_ran(self, took: float) -> None:
-        """publish() holds back a fold client's first event after a reply (`msg`), `took` seconds of the
-        agent's clock after it: the tools' run. Whether the next reply goes at once (see "Before a long
-        wait")."""
-        self._reply_at = 0.0
-        self._fold_wants((self._slow_model, took >= LONG_WAIT))
-
     def _fold_wants(self, want: tuple[bool, bool]) -> None:
         """Hold back for fold clients what `_FOLD_DEFER[want]` says (whether the request, and the
-        reply, go at once)."""
+        reply, go at once). publish() calls it when a held outcome (usage or error) says the model took
+        longer, or shorter, than LONG_WAIT since the request (`_request_time`, noted as it went), or the
+        first event held after a reply says the tools did (from `_reply_at`), than the last time."""
         kinds = _FOLD_DEFER[want]
         # Under the pass lock, as the I/O thread sets them (queues._fold_changed), taken without waiting:
         # if a pass holds it, the next outcome tries again.

@@ -97,7 +97,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.probe.agent_send import DEFER_EVENTS, HOLD_MAX, OUTCOME_KINDS, AgentSend
+from engine.probe.agent_send import _CLOSE, DEFER_EVENTS, HOLD_MAX, LONG_WAIT, OUTCOME_KINDS, AgentSend
 from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
@@ -111,6 +111,7 @@ from engine.probe.optin import (
 )
 from engine.probe.queues import HIGH_WATER, ClientStats
 from engine.probe.redact import redact_event
+from engine.probe.ring import _HELD, HELD_AT
 from engine.probe.runtime_dir import SERVE_ENV
 from engine.recording.frames import encode_frame
 
@@ -230,7 +231,17 @@ class ProbeServer(AgentSend):
             if (
                 quiet_only
                 and type(event) is dict
-                and (kind := event.get("k")) in self._defer_kinds
+                and (
+                    (kind := event.get("k")) in self._defer_kinds
+                    # A fold client's turn that closes within fold_coalesce of the straight path's last
+                    # send waits for the next, held back as the rest of the turn is (see FOLD_COALESCE).
+                    or (
+                        kind in _CLOSE
+                        and (one := self._ring_one) is not None
+                        and one.fold
+                        and _monotonic() - self._fold_sent_at < self.fold_coalesce
+                    )
+                )
                 and len(pending) < DEFER_EVENTS
             ):
                 # Every client is quiet, so the Pipeline does not bracket its calls (see `bracket`) and
@@ -240,21 +251,42 @@ class ProbeServer(AgentSend):
                 stand_in = self._stand_in
                 pending.append(event if stand_in is None or self._windows else stand_in)
                 if stand_in is None:  # (a fold client's: see agent_send, "Before a long wait")
+                    # Whether the model call (request to outcome, by the journal's times) or the tools'
+                    # run (the reply to the next event, by the agent's clock) took LONG_WAIT, tested in
+                    # line: a paced agent's are as quick (or as slow) as the last ones, so nothing changes
+                    # and no method is called (_fold_wants). This runs cold after the model call for every
+                    # held event: two calls cost the turn's usage and its first tool result ~4 us each.
                     if kind == "request":
                         self._request_time = event.get("time")
                     elif kind in OUTCOME_KINDS:
-                        self._timed(event.get("time"))
+                        asked, self._request_time = self._request_time, None
+                        try:
+                            slow = event.get("time") - asked >= LONG_WAIT
+                        except TypeError:
+                            pass  # (no request noted since the last outcome, or a clock that says no time)
+                        else:
+                            if slow != self._slow_model:
+                                self._fold_wants((bool(slow), self._slow_tools))
                     elif kind == "msg":
                         self._reply_at = _monotonic()
+                    elif kind in _CLOSE:  # (never the first event after a reply: see Pipeline.record_usage)
+                        self.fold_closes_held += 1
                     elif self._reply_at:  # (the first event after a reply: the tools have run)
-                        self._tools_ran(_monotonic() - self._reply_at)
+                        slow = _monotonic() - self._reply_at >= LONG_WAIT
+                        self._reply_at = 0.0
+                        if slow != self._slow_tools:
+                            self._fold_wants((self._slow_model, slow))
                 rings = self._held_rings
                 if rings:
                     # A ring client learns from its header that it should ask for the journal's end
-                    # (see ring, "Held events"), rather than asking after every quiet period.
-                    self._holds += 1
+                    # (see ring, "Held events"), rather than asking after every quiet period. The
+                    # store is RingWriter.mark_held's, in line (a call a held event, cold, ~1 us).
+                    holds = self._holds = self._holds + 1
                     for ring in rings:
-                        ring.mark_held(self._holds)
+                        try:
+                            _HELD.pack_into(ring._mm, HELD_AT, holds, ring._written + 1)
+                        except ValueError:
+                            pass  # the I/O thread closed it (the client left) since we read the list
                 return
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).
