@@ -357,9 +357,16 @@ def import_cmd(
             "swe-smith, claude-trace or proxy-jsonl.",
         ),
     ] = None,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again",
+            help="Add the file even if the store already holds it (every message a second time).",
+        ),
+    ] = False,
 ) -> None:
     """Load a recording or trajectory into the store (system prompt and task pinned); prints how many items
-    were added.
+    were added. A file the store already holds (the same bytes) is refused unless --again is given.
 
     \b
     Example:
@@ -374,7 +381,7 @@ def import_cmd(
     if not file.is_file():
         fail(f"{file} is not a regular file (a FIFO or a device): give the recording or trajectory itself", 2)
     if format == "cpsession" or (format is None and _is_recording(file)):
-        _import_recording(db, file)
+        _import_recording(db, file, again)
         return
     from engine.importers import ImportFormatError, load
 
@@ -391,7 +398,10 @@ def import_cmd(
         return
     store = _open(db, importing=file)
     try:
-        ids = ingest_session(store, session)
+        digest = _refuse_twice(store, db, file, again)
+        with store.batch():  # the items and the mark that they are in, together or not at all
+            ids = ingest_session(store, session)
+            _mark(store, digest, file, ids)
     except ContextPipeError as exc:
         fail(f"nothing imported from {file} (the store is as it was): {exc}{_retry(exc)}")
         return
@@ -464,7 +474,33 @@ def _is_recording(file: Path) -> bool:
     return b"@header" in head and b"cpsession" in head
 
 
-def _import_recording(db: Path, file: Path) -> None:
+def _refuse_twice(store: ContextStore, db: Path, file: Path, again: bool) -> str:
+    """The file's digest, after exiting (2; the caller's `finally` closes the store) if the store already holds it and
+    --again was not given: a second import added every message again, with nothing said."""
+    from engine.store.import_marks import file_digest, previous_import
+
+    try:
+        digest = file_digest(file)
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
+    before = previous_import(store, digest) if not again else None
+    if before is not None:
+        fail(
+            f"{db} already holds {file} ({before}): importing it again would add every message a second "
+            "time; pass --again to add it anyway, or give another --db",
+            2,
+        )
+    return digest
+
+
+def _mark(store: ContextStore, digest: str, file: Path, ids: list[int]) -> None:
+    from engine.store.import_marks import mark_import
+
+    if ids:
+        mark_import(store, digest, f"imported as items #{ids[0]}..#{ids[-1]} from {file.name}")
+
+
+def _import_recording(db: Path, file: Path, again: bool = False) -> None:
     from engine.recording.cpsession import RecordingError
     from engine.store.ingest import ingest_recording
 
@@ -476,7 +512,10 @@ def _import_recording(db: Path, file: Path) -> None:
     open_recording(file).close()
     store = _open(db, importing=file)
     try:
-        ids, requests = ingest_recording(store, file)
+        digest = _refuse_twice(store, db, file, again)
+        with store.batch():  # the items and the mark that they are in, together or not at all
+            ids, requests = ingest_recording(store, file)
+            _mark(store, digest, file, ids)
     except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:
         msg = str(exc).removeprefix(f"{file}: ")
         fail(f"nothing imported from {file} (the store is as it was): {msg}{_retry(exc)}")
