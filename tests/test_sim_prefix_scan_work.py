@@ -31,28 +31,29 @@ def blk(name: str, tokens: int = 10) -> Block:
     a=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=40),
     b=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), max_size=40),
     scan=st.integers(1, 9),
+    head=st.integers(0, 5),
 )
 def test_shared_prefix_len_by_stretches_is_common_prefix_len(
-    a: list[tuple[str, bool]], b: list[tuple[str, bool]], scan: int
+    a: list[tuple[str, bool]], b: list[tuple[str, bool]], scan: int, head: int
 ) -> None:
     """At any stretch length (the boundaries of the stretches fall everywhere), on sequences mixing the
     same Blocks, equal Blocks that are other objects (the flag) and different ones: the equal prefix."""
     pool = {n: blk(n) for n in "abc"}
     xs = [blk(n) if fresh else pool[n] for n, fresh in a]
     ys = [blk(n) if fresh else pool[n] for n, fresh in b]
-    old = cachesim._SCAN
-    cachesim._SCAN = scan
+    old = cachesim._SCAN, cachesim._HEAD
+    cachesim._SCAN, cachesim._HEAD = scan, head
     try:
         assert shared_prefix_len(xs, ys) == common_prefix_len(xs, ys)
         assert shared_prefix_len(ys, xs) == common_prefix_len(xs, ys)
         assert shared_prefix_len(xs, list(xs)) == len(xs)
     finally:
-        cachesim._SCAN = old
+        cachesim._SCAN, cachesim._HEAD = old
 
 
 def test_a_late_difference_looks_inside_one_stretch() -> None:
     """A 3,000-block request that differs from the last one 8 blocks from its end: the pairs looked at
-    one by one are those of one stretch, not all 3,000 (the old scan: 2,992)."""
+    one by one are the first few and those of one stretch, not all 3,000 (the old scan: 2,993)."""
     prev = [blk(f"m{i}") for i in range(3000)]
     cur = list(prev)
     cur[2992] = blk("cleared")
@@ -69,7 +70,7 @@ def test_a_late_difference_looks_inside_one_stretch() -> None:
         assert shared_prefix_len(prev, cur) == 2992
     finally:
         cachesim.is_not = real  # type: ignore[attr-defined]
-    assert looked <= cachesim._SCAN, looked
+    assert looked <= cachesim._HEAD + cachesim._SCAN, looked
 
 
 @settings(max_examples=300, deadline=None)
