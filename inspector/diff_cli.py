@@ -16,7 +16,7 @@ import typer
 from engine.wording import counted
 
 from .cli_common import fail
-from .recording_open import about, warn
+from .recording_open import about, trajectory_hint, warn
 
 
 def diff(
@@ -75,7 +75,7 @@ def diff(
         report = diff_recordings(base, cand, recordings or [], prices=prices)
         failures = report.failures(fail_on or [])
     except ContextPipeError as exc:
-        fail(str(exc), 2)
+        fail(_json_hint([baseline, candidate], recordings or [], exc) or str(exc), 2)
     if as_json:
         out = report.to_json()
         out["failures"] = failures
@@ -127,7 +127,7 @@ def forks(
                 if not events:
                     why = f"{p} holds no events: its agent stopped before its first turn was recorded"
             except ContextPipeError as exc:
-                why = about(p, exc)
+                why = trajectory_hint(p) or about(p, exc)
         if why is None:
             return events
         if named:
@@ -222,6 +222,17 @@ def forks(
         typer.echo(f"no forks in {parent} ({counted(turns, 'turn')})")
         return
     typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
+
+
+def _json_hint(sides: list[str], recordings: list[Path], exc: Exception) -> str | None:
+    """For a trajectory or proxy log given where a recording goes, what to do (import it first), where
+    the frame reader said 'not a cpsession recording ... frame length 2065850658 exceeds the limit'.
+    A side ending .json is a config, not a recording, and keeps its own message."""
+    named = [Path(s) for s in sides if not s.endswith((".json", ".toml"))] + list(recordings)
+    for p in named:
+        if str(p) in str(exc) and (hint := trajectory_hint(p)) is not None:
+            return hint
+    return None
 
 
 def _read_events(p: Path) -> tuple[list[dict], str | None]:
