@@ -4,6 +4,12 @@ Textual's Footer recomposes its keys on every "bindings updated" signal of its s
 starts, focus moves and the tabs settle, and that signal comes three times with the same keys each time:
 every recompose removes and re-creates the ~13 key widgets and restyles each one (~30 ms of CPU each on
 this machine, two of the three spent before the first complete screen; BENCHMARKS.md, Start-up).
+What is compared is what the keys show, not the bindings: focus moving between widgets whose bindings
+differ only in what the footer never shows (hidden ones, or `app.step(1)` where the app has `step(1)`,
+both shown as "→") composes nothing. So the keys are composed with the footer itself, from the screen's
+bindings before anything has focus: Textual's first recompose, asked for once the app has focus, ran on
+the footer's queue after the first turn's frames, one recompose (~30 ms) before the screen was complete,
+and now finds the same keys on screen.
 
 Textual's Footer cuts its keys at its right edge wherever that falls: a narrow terminal showed a key
 without its label ("q" alone in the bottom-right cell at 55 columns, "w W" at 40, "q Qui" at 59), which
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.events import Resize
 from textual.widgets import Footer, Label
@@ -31,14 +38,34 @@ class KeysFooter(Footer):
         self._fit_tries = 0  # fit_keys waiting for new keys to be laid out
         self._spans: list[tuple[int, int]] | None = None  # each key's columns in the row (fit_keys)
 
+    def compose(self) -> ComposeResult:
+        # Textual's Footer composes nothing until the screen first signals its bindings; they can be read
+        # already (the footer is attached to its screen when it composes), and shown keys are never
+        # composed twice (recompose), so the keys on the first complete screen are these.
+        self.set_reactive(Footer._bindings_ready, True)
+        self._shown = self._what_it_shows()
+        self.call_after_refresh(self.fit_keys)
+        return super().compose()
+
     def _what_it_shows(self) -> Hashable:
-        """Everything Footer.compose reads that can change: the screen's active bindings with their
-        enabled state and tooltip (a Binding is a frozen dataclass: equal bindings compare equal; the
-        hidden ones too, as the command palette's key is one), and the footer's own settings."""
-        bindings = tuple((key, binding, enabled, tooltip)
-                         for key, (_node, binding, enabled, tooltip) in self.screen.active_bindings.items())
-        return bindings, self.app.ENABLE_COMMAND_PALETTE, self.show_command_palette, self.combine_groups, \
-            self._bindings_ready
+        """Everything Footer.compose puts on screen: for each key shown, in order, its key, how it is
+        displayed, its description, enabled state, tooltip and group (a group's keys are shown together
+        when it has more than one action), the command palette's key, and the footer's own settings.
+        An action is compared only as Footer groups by it, by the order it first comes in: a key runs
+        its binding through the app (FooterKey simulates the key), not the action it was composed with."""
+        app = self.app
+        actions: dict[str, int] = {}
+        keys = tuple((actions.setdefault(binding.action, len(actions)), binding.key, app.get_key_display(binding),
+                      binding.description, enabled, tooltip, binding.group)
+                     for _node, binding, enabled, tooltip in self.screen.active_bindings.values() if binding.show)
+        palette = None
+        if self.show_command_palette and app.ENABLE_COMMAND_PALETTE:
+            found = self.screen.active_bindings.get(app.COMMAND_PALETTE_BINDING)
+            if found is not None:
+                _node, binding, enabled, _tooltip = found
+                palette = (binding.key, app.get_key_display(binding), binding.description, enabled,
+                           binding.tooltip)
+        return keys, palette, self.combine_groups
 
     async def recompose(self) -> None:
         if not self.is_attached:

@@ -1,5 +1,6 @@
-"""The footer composes its keys once at start-up (Textual's recomposes on each of the three "bindings
-updated" signals of the start, with the same keys), and still follows a real change of the keys."""
+"""The footer composes its keys with itself at start-up and never again for the same keys shown (Textual's
+recomposes on each of the three "bindings updated" signals of the start, and on every focus change), and
+still follows a real change of the keys."""
 
 from __future__ import annotations
 
@@ -29,17 +30,45 @@ async def test_the_keys_are_composed_once_at_start_up_and_follow_a_change(monkey
     app = InspectorApp(SyntheticSource(40))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert len(composed) == 1  # (three on the old code)
+        assert composed == []  # composed with the footer, before focus (three recomposes, then one)
         keys = _shown(app)
         assert "g:Go to" in keys and "q:Quit" in keys
         await pilot.press("w")
         await settle(pilot)
         app.query_one("#budget", Slider).focus()  # a slider's own key joins the footer
         await settle(pilot)
-        assert any(k.startswith("escape:Done") for k in _shown(app)) and len(composed) == 2
+        assert any(k.startswith("escape:Done") for k in _shown(app)) and len(composed) == 1
         await pilot.press("escape")  # back to the manifest: the keys as they were
         await settle(pilot)
         assert _shown(app) == keys
+
+
+async def test_a_focus_change_that_shows_the_same_keys_composes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The manifest's ←/→ are `app.step(...)`, the content's and the app's `step(...)`; each has hidden keys
+    # of its own (↑/↓, PgUp/PgDn): the footer shows the same "←→ Turn" and the same keys for all of them,
+    # and recomposed its ~13 key widgets on each such focus change (and once more at start-up, ~30 ms).
+    composed: list[str] = []
+    original = Footer.recompose
+
+    async def counting(self: Footer) -> None:
+        composed.append(type(self).__name__)
+        await original(self)
+
+    monkeypatch.setattr(Footer, "recompose", counting)
+    app = InspectorApp(SyntheticSource(40))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        keys = _shown(app)
+        footer = app.query_one(Footer)
+        widgets = list(footer.children)
+        for target in ("#content-body", "#manifest", "#content-body", "#manifest"):
+            app.query_one(target).focus()
+            await settle(pilot)
+            assert _shown(app) == keys, target
+        app.set_focus(None)  # the app's own bindings only: the same keys again
+        await settle(pilot)
+        assert _shown(app) == keys
+        assert composed == [] and list(footer.children) == widgets  # (old code: 1 at start, 1 a change)
 
 
 @pytest.mark.parametrize("tab", ["c", "w", "a"])
