@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,6 +214,20 @@ def _wait_for_signal() -> str:
     return got[0]
 
 
+def _check_runnable(program: str) -> None:
+    """Exit 1 if `program` cannot be started, before the proxy starts: a misspelt command started the
+    proxy, printed its URL as if all were well, left a proxy log in the record directory, and only
+    then said it could not start the agent."""
+    if shutil.which(program) is not None:
+        return
+    if os.sep in program or (os.altsep and os.altsep in program):
+        p = Path(program)
+        why = "no such file" if not p.exists() else "not an executable file (check its mode)"
+    else:
+        why = "no such command on PATH"
+    fail(f"cannot start {program!r}: {why}")
+
+
 def _check_port(port: int) -> None:
     # Out of range, the bind failed with exit 1 and "try another --port", as if the port were taken.
     if not 0 <= port <= 65535:
@@ -248,6 +263,7 @@ def run(
     _check_port(port)
     if not no_tui:  # before the proxy and the agent are started
         need_terminal("run", "or `cp-inspect run --no-tui -- CMD ...` to only record")
+    _check_runnable(cmd[0])
     ups = upstreams_from_env(upstream or [], dict(os.environ))
     try:
         record_dir.mkdir(parents=True, exist_ok=True)
