@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.importers import claude_trace, mini_swe_agent, openhands, proxy_jsonl, swe_agent, swe_smith
-from engine.importers._common import Ctx, parse_json, read_text
+from engine.importers._common import EMPTY_FILE, Ctx, parse_json, read_text
 from engine.importers.model import (
     ANY_FORMAT,
     CallRec,
@@ -140,6 +140,8 @@ def sniff(path: str | Path, text: str | None = None) -> str:
     by_suffix = next((n for n, f in FORMATS.items() if any(p.endswith(s) for s in f.suffixes)), None)
     if data is _NOT_JSON:
         fmt_name = by_suffix or ANY_FORMAT
+        if not text.strip():  # it said "invalid JSON at line 1, column 1: Expecting value"
+            raise ImportFormatError(fmt_name, p, "", EMPTY_FILE)
         raise ImportFormatError(
             fmt_name, p, "", f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
         )

@@ -98,11 +98,16 @@ def read_text(path: str, fmt: str) -> str:
         raise ImportFormatError(fmt, path, "", f"is not UTF-8 text (byte {e.start})") from e
 
 
+EMPTY_FILE = "the file is empty (the agent may have stopped before writing it)"
+
+
 def parse_json(text: str, ctx: Ctx, where: str = "") -> Any:
     """json.loads with the position of the first bad character in the error (truncated files)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
+        if not where and not text.strip():  # a whole file with nothing in it, not a JSON syntax error
+            ctx.fail("", EMPTY_FILE)
         loc = f"{where}: " if where else ""
         ctx.fail("", f"{loc}invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}")
 
