@@ -591,6 +591,13 @@ def import_(
     # disk, an error in a later call) left a shorter recording at OUT that verified and replayed as if
     # it were the whole session, and with --force the file it replaced was already gone.
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:  # can a file be made there? Asked before the import's work, and said of OUT, not of the partial
+        # file (its error named a temporary path the person never gave: /proc/.x.cps.30891.partial).
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        partial.unlink()
+    except OSError as exc:
+        fail(f"-o {out}: cannot create a file in {out.resolve().parent} ({exc.strerror or exc}): "
+             "give a path in a directory you can write to", 2)
     try:
         pipe, report = ingest(imp, partial, window=window, provider=provider, model=model)
         pipe.close()

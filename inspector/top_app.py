@@ -40,6 +40,23 @@ class TopView:
     notice: str = ""
 
 
+TOP_ABOUT = """
+## Columns
+- **PID**: the agent's process. **MODEL**: the model of its
+  last call. **TURN**: turns so far.
+- **PRESS**: the newest turn's predictive pressure (its request and the reply it reserves, over the window: 1.00
+  is full). **TIER**: the compaction tier it ran at.
+- **HIT 10** / **HIT**: the share of prompt tokens the provider served from cache, over the last 10 turns and
+  the whole session. **COST $**: what the session has cost at the model's prices (`+`: some calls' model
+  has no known price, so this is a lower bound).
+- **ALERTS**: alerts raised so far. **TOK/MIN**: prompt tokens sent a minute, over the last minute.
+- **STATE**: live, ended, not answering, or no socket (it cannot be attached: restart it to serve again).
+- **COMMAND**: the agent's command line.
+
+Enter on a row opens the inspector on that agent; leaving the inspector brings you back here.
+"""
+
+
 class TopApp(App[str | None]):
     TITLE = "ContextPipe top"
     CSS = """
@@ -58,6 +75,7 @@ class TopApp(App[str | None]):
         # after `/` are handed out (see action_filter); in the box, `/` is text (check_action).
         Binding("slash", "filter", "Filter", key_display="/", tooltip="filter rows by text", priority=True),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="this help"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -152,6 +170,13 @@ class TopApp(App[str | None]):
         if action == "filter" and isinstance(self.focused, Input):
             return False  # `/` typed in the filter box is part of the filter
         return True
+
+    def action_help(self) -> None:
+        from inspector.screens.help import HelpScreen
+
+        # The table's own Enter is listed too: it is the key that leads on to the inspector.
+        keys = [b for b in (*FleetTable.BINDINGS, *self.BINDINGS) if isinstance(b, Binding)]
+        self.push_screen(HelpScreen(keys, title="ContextPipe top", about=TOP_ABOUT))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

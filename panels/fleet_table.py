@@ -89,7 +89,7 @@ def cells(a: AgentRow) -> tuple[Text, ...]:
 
 
 class FleetTable(DataTable[str | Text]):
-    BINDINGS = [Binding("enter", "attach", "Attach", show=True)]
+    BINDINGS = [Binding("enter", "attach", "Attach", show=True, tooltip="open the inspector on the highlighted agent")]
 
     @dataclass
     class AttachRequested(Message):
@@ -170,3 +170,6 @@ class FleetTable(DataTable[str | Text]):
         target = self.selected_target()
         if target is not None:
             self.post_message(self.AttachRequested(target))
+        else:  # Enter on an empty table did nothing at all: say why
+            self.app.notify("no agent to attach to: none is shown yet", title="attach", severity="warning",
+                            timeout=5, markup=False)

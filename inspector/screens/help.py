@@ -50,9 +50,12 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,question_mark", "dismiss(None)", "Close")]
 
-    def __init__(self, bindings: list[Binding], session: list[str] | None = None) -> None:
+    def __init__(self, bindings: list[Binding], session: list[str] | None = None, *, title: str = "ContextPipe Inspector",
+                 about: str = PANELS) -> None:
         super().__init__()
         self.bindings_list = bindings
+        # The app's name and what its screen shows: `top` has its own columns, not the inspector's panels.
+        self.title, self.about = title, about
         # What the status line cut at this width, and the source's file or command (InspectorApp.status_whole):
         # a person on the keyboard has no tooltip to show it.
         self.session = session or []
@@ -61,14 +64,14 @@ class HelpScreen(ModalScreen[None]):
         from textual.widgets import Markdown  # markdown-it and friends: only when help is opened
 
         with VerticalScroll():
-            yield Markdown("\n".join(self.compose_rows()) + "\n" + PANELS)
+            yield Markdown("\n".join(self.compose_rows()) + "\n" + self.about)
         # Its own footer: the main screen's showed through beneath it, offering keys that do nothing here
         # (←→ Turn, g Go to, q Quit) and not the one that closes it.
         yield KeysFooter(compact=True)
 
     def compose_rows(self) -> list[str]:
         """The keys table as Markdown lines."""
-        rows = ["# ContextPipe Inspector", ""]
+        rows = [f"# {self.title}", ""]
         if self.session:
             # Code spans: a path or a command is the agent's text, never Markdown.
             rows += ["## This session", "", *(f"- {_code(line)}" for line in self.session), ""]
