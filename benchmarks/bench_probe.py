@@ -110,6 +110,15 @@ moves work from the I/O thread to publish: see publish_cost_blocks()):
 
     .venv/bin/python benchmarks/bench_probe.py --publish-cost --rounds 8 --turns 60
 
+The probe's part of a paced agent's thread, piece by piece (issue 15 item 4): each publish() by the
+event's kind on the thread's clock, with the quiet elided ring reader of --flush-ab attached against none
+(blocks none, reader, reader, none, one Pipeline a round), and inside publish()'s straight path for the
+turn (agent_send._ring_now) its encode, header, taking the waiting events and ring write (each wrapped
+call's clock reads subtracted; "rest" is its checks, lock and bookkeeping):
+
+    .venv/bin/python benchmarks/bench_probe.py --publish-split 0.5 --rounds 4 --turns 8
+    .venv/bin/python benchmarks/bench_probe.py --publish-split 0.2 --split-reader fold --untraced --rounds 4 --turns 8
+
 In paired mode every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool
 results: a 1-2 ms turn while the history is 70-230 turns long), warms it up --warmup turns (default
 70), then runs one octet of --block timed turns a block (default 10), A B B A B A A B or its mirror at
@@ -1907,6 +1916,137 @@ def ship_floor(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def publish_split(args: argparse.Namespace) -> None:
+    """Where the probe's part of a paced agent's thread goes, piece by piece (see the module docstring).
+
+    Per block, each publish() on the agent's thread clock by the event's kind; the `none` blocks' figures
+    are the timing wrapper's and publish()'s no-client test (one attribute), so reader less none is what
+    the attached reader makes each publish do. Inside the turn's straight path (`_ring_now`), the calls it
+    makes are wrapped on a wall clock (the thread runs throughout; a vDSO read, ~0.1 us, where the
+    thread clock is a system call): the ormsgpack encode (`pack_payload_fast`), the frame header
+    (`HEADER.pack`), taking the waiting events (`_take_pending`) and the ring's write (`write_frame`);
+    the rest of `_ring_now`'s own time is its checks, the pass lock and the bookkeeping."""
+    import engine.probe.agent_send as agent_send
+    from engine.probe.ring import RingWriter
+
+    rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
+    fold = args.split_reader == "fold"
+    wall = time.perf_counter_ns
+    pair = statistics.median([-(wall() - wall()) for _ in range(1000)])
+    pieces: dict[str, list[float]] = {}  # piece -> ns of each call in the reader blocks' timed turns
+    timing = [False]  # (not the turns that settle a block)
+
+    def piece(key: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            t0 = wall()
+            try:
+                return f(*a, **kw)
+            finally:
+                if timing[0]:
+                    pieces.setdefault(key, []).append(wall() - t0 - pair)
+
+        return wrapper
+
+    class _Header:  # agent_send's HEADER with its pack() timed
+        def __init__(self, inner: Any) -> None:
+            self.pack = piece("header (HEADER.pack)", inner.pack)
+            self.size = inner.size
+
+    real = (agent_send.pack_payload_fast, agent_send.HEADER, RingWriter.write_frame)
+    kinds: dict[str, dict[str, list[float]]] = {"none": {}, "reader": {}}  # mode -> kind -> [us a turn by round]
+    agent: dict[str, list[float]] = {"none": [], "reader": []}
+    for rnd in range(args.rounds):
+        server, step, pipe = fresh_pipeline(args, rt, rnd)
+        cur: dict[str, float] = {}
+        publish = server.publish
+
+        def timed_publish(
+            ev: Any, frame: Any = None, publish: Callable[..., None] = publish, cur: dict[str, float] = cur
+        ) -> None:
+            t0 = time.thread_time_ns()
+            publish(ev, frame)
+            k = ev.get("k") if type(ev) is dict else "?"
+            cur[k] = cur.get(k, 0.0) + time.thread_time_ns() - t0
+
+        server.publish = timed_publish  # type: ignore[method-assign]
+        run_block(step, 0, args.warmup)
+        turn = args.warmup
+        sums: dict[str, dict[str, float]] = {"none": {}, "reader": {}}
+        spent = {"none": 0.0, "reader": 0.0}
+        for mode in ("none", "reader", "reader", "none"):
+            reader = None if mode == "none" else attach_fold_reader(server) if fold else attach_reader(server, rt)
+            if reader is not None:
+                agent_send.pack_payload_fast = piece("encode (pack_payload_fast)", real[0])  # type: ignore[assignment]
+                agent_send.HEADER = _Header(real[1])  # type: ignore[assignment]
+                RingWriter.write_frame = piece("ring write (write_frame)", real[2])  # type: ignore[method-assign]
+                server._take_pending = piece("take (_take_pending)", server._take_pending)  # type: ignore[method-assign]
+                server._ring_now = piece("_ring_now, all of it", server._ring_now)  # type: ignore[method-assign]
+                server._fold_now = piece("_fold_now, all of it", server._fold_now)  # type: ignore[method-assign]
+            for t in range(turn, turn + 2):  # the attach's after-effect and the wrappers' first calls
+                step(t)
+                time.sleep(args.pace)
+            turn += 2
+            fast = getattr(server, "_fold_pack", None)
+            if reader is not None and fast is not None:  # (_fold_now's encoder, named for it by now)
+                server._fold_pack = (piece("encode (ormsgpack packb)", fast[0]), fast[1])
+            drain(server)
+            gc.collect()
+            cur.clear()
+            timing[0] = True
+            for t in range(turn, turn + args.turns):
+                a0 = time.thread_time()
+                step(t)
+                spent[mode] += time.thread_time() - a0
+                time.sleep(args.pace)
+            timing[0] = False
+            turn += args.turns
+            for k, v in cur.items():
+                sums[mode][k] = sums[mode].get(k, 0.0) + v
+            if reader is not None:
+                agent_send.pack_payload_fast, agent_send.HEADER, RingWriter.write_frame = real  # type: ignore[assignment, method-assign]
+                del server._take_pending, server._ring_now, server._fold_now  # type: ignore[method-assign]
+                if fast is not None:
+                    server._fold_pack = fast
+                stop_subject("foldreader" if fold else "reader", reader, server)
+        pipe.close()
+        for mode in sums:
+            agent[mode].append(spent[mode] / (2 * args.turns))
+            for k, v in sums[mode].items():
+                kinds[mode].setdefault(k, []).append(v / (2 * args.turns) / 1e3)
+    med = statistics.median
+    turn_us = med(agent["none"]) * 1e6
+    print(
+        f"publish() on the agent's thread a turn, by kind (us, thread clock; median of {args.rounds} rounds, "
+        f"2 x {args.turns} turns each; agent turn {turn_us:.0f} us with no client, {med(agent['reader']) * 1e6:.0f} attached):"
+    )
+    names = sorted(set(kinds["reader"]) | set(kinds["none"]), key=lambda k: -med(kinds["reader"].get(k, [0.0])))
+    tot_r = tot_n = 0.0
+    for k in names:
+        r, n = med(kinds["reader"].get(k, [0.0])), med(kinds["none"].get(k, [0.0]))
+        tot_r, tot_n = tot_r + r, tot_n + n
+        print(f"  {k:14s} reader {r:6.1f}  none {n:5.1f}  added {r - n:6.1f}")
+    print(
+        f"  {'all':14s} reader {tot_r:6.1f}  none {tot_n:5.1f}  added {tot_r - tot_n:6.1f} "
+        f"({(tot_r - tot_n) / turn_us * 100:.2f}% of the turn)"
+    )
+    counted = 2 * args.turns * args.rounds
+    inner = 0.0
+    straight = "_fold_now" if fold else "_ring_now"
+    whole = med(pieces.get(f"{straight}, all of it", [0.0]))
+    print(
+        f"inside the straight path ({straight}), us a call, median (wall clock: a call the scheduler cut into "
+        f"is the tail the median leaves out; {pair:.0f} ns of clock reads subtracted a call):"
+    )
+    for k, ns in sorted(pieces.items(), key=lambda kv: -med(kv[1])):
+        if not k.startswith("_"):
+            inner += med(ns)
+        print(f"  {k:28s} {med(ns) / 1e3:6.1f}  ({len(ns) / counted:.2f} calls a turn)")
+    print(f"  {'rest (checks, lock, bookkeeping)':28s} {(whole - inner) / 1e3:6.1f}")
+    who = "the live source on the fold stream" if fold else "the quiet elided ring reader"
+    print(f"  ({args.rounds} rounds, each turn followed by {args.pace:g} s of sleep; {who})")
+    shutil.rmtree(rt.parent, ignore_errors=True)
+
+
 def publish_cost_blocks(args: argparse.Namespace) -> None:
     """`ProbeServer.publish`'s own cost on the agent's thread, per turn of a real Pipeline, as an elided
     reader would have it: a lean client is counted but none is attached and the wake-up flag is held set,
@@ -2021,6 +2161,21 @@ def main() -> None:
     )
     ap.add_argument("--publish-cost", action="store_true", help="publish()'s own cost on the agent's thread (see above)")
     ap.add_argument(
+        "--publish-split",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="turns each followed by this much sleep: the probe's part of the agent's thread by publish kind and "
+        "straight-path piece (see above)",
+    )
+    ap.add_argument(
+        "--split-reader",
+        choices=("elide", "fold"),
+        default="elide",
+        help="--publish-split: the quiet elided ring reader (as --flush-ab) or the live source on the fold stream "
+        "(as cp-inspect attach; with --untraced the agent builds no trace for it)",
+    )
+    ap.add_argument(
         "--pace-ab",
         type=float,
         default=None,
@@ -2095,6 +2250,12 @@ def main() -> None:
         args.warmup = 70 if args.warmup is None else args.warmup
         args.pace = args.pace_ab
         pace_ab(args)
+        return
+    if args.publish_split is not None:
+        args.window = 200_000 if args.window == 16_000 else args.window
+        args.warmup = 70 if args.warmup is None else args.warmup
+        args.pace = args.publish_split
+        publish_split(args)
         return
     if args.publish_cost:
         args.window = 200_000 if args.window == 16_000 else args.window
