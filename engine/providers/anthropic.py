@@ -8,7 +8,7 @@ from json.encoder import encode_basestring
 from typing import Any, TypeVar
 
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
-from engine.hashing import canonical_json, json_string
+from engine.hashing import canonical_json, escaped, json_string
 from engine.providers.base import Serializer, comma_joined
 from engine.providers.policy import ANTHROPIC
 
@@ -143,6 +143,45 @@ def _object_of(text: str) -> Any:
         return None
 
 
+# json's own C string scanner: (the decoded string, the index after its closing quote) for the literal
+# whose opening quote is just before the index given; raises ValueError where it is not one (strict:
+# a raw control character inside is refused, as json.loads refuses it).
+_SCANSTRING = json.decoder.scanstring  # type: ignore[attr-defined]  # (c_scanstring, else its Python twin)
+
+
+def _one_member(text: str) -> str | None:
+    """input_json's answer for arguments written `{"key": "value"}` or `{"key":"value"}` (an agent's
+    usual `{"command": ...}`), without parsing them into an object and escaping the value again: the
+    two literals as written are the canonical ones when the key holds no escape and the value holds
+    none but \\" \\\\ \\n \\r \\t \\b \\f (no \\u, no \\/): each of those is the escape
+    encode_basestring writes for the character it stands for, a literal holds no raw `"`, backslash or
+    control character, and every other character is written as is by both. None for anything else
+    (input_json's general way then; a stray `\\u` text in the value, an escaped backslash before a
+    `u`, also goes that way). The same string as that way: tests/test_input_json_literal.py."""
+    if not text.startswith('{"') or text[-1] != "}":
+        return None
+    try:
+        _key, at = _SCANSTRING(text, 2)
+        raw_key = text[1:at]
+        if "\\" in raw_key:
+            return None
+        if text.startswith(': "', at):
+            start = at + 2
+        elif text.startswith(':"', at):
+            start = at + 1
+        else:
+            return None
+        _value, end = _SCANSTRING(text, start + 1)
+    except ValueError:
+        return None
+    if end != len(text) - 1:
+        return None
+    raw = text[start:end]
+    if "\\u" in raw or "\\/" in raw:
+        return None
+    return "{" + raw_key + ":" + raw + "}"
+
+
 def input_json(p: ToolCall) -> str:
     """The canonical JSON of a tool call's input object (p.arguments_obj()), as Anthropic's tool_use
     `input` and Bedrock's toolUse `input` send it. Arguments that are an object of string values (an
@@ -153,6 +192,9 @@ def input_json(p: ToolCall) -> str:
     constant, so both parses give the same object."""
     text = p.arguments
     if text:
+        one = _one_member(text)
+        if one is not None:
+            return one
         v = _object_of(text)
         if type(v) is dict:
             out = []
@@ -160,7 +202,7 @@ def input_json(p: ToolCall) -> str:
                 x = v[k]
                 if type(x) is not str:
                     break
-                out.append(encode_basestring(k) + ":" + encode_basestring(x))
+                out.append(encode_basestring(k) + ":" + escaped(x))
             else:
                 return "{" + ",".join(out) + "}"
     return canonical_json(p.arguments_obj()).decode("utf-8")
