@@ -1,6 +1,6 @@
 """Benchmark: `cp-inspect` start-up as a person meets it, in fresh processes (issue 15.3).
 
-    .venv/bin/python benchmarks/bench_startup.py [--runs 7] [--recording PATH] [--only replay --compare BASE_DIR]
+    .venv/bin/python benchmarks/bench_startup.py [--runs 7] [--recording PATH] [--only PART] [--compare BASE_DIR]
 
 Parts (every figure is CPU beside wall; CPU of a whole child from resource.getrusage(RUSAGE_CHILDREN)):
 
@@ -9,6 +9,11 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            (the order alternates). Goal: CPU ratio <= 2x.
   explain  `cp-inspect explain demo_sessions/scout-anthropic.cpsession --format json` (a headless
            command that does real work), reported beside the same baseline.
+  headless the other command lines people run in scripts and loops, each beside the same baseline:
+           `explain FILE` (text), `verify FILE`, `ps --json`, `salvage FILE -o OUT --force` (FILE the demo
+           recording; ps with no agent running). With `--compare DIR`, help, explain and headless run
+           the same command lines on the code in DIR as well, interleaved run by run with this tree's
+           and the baseline (the order rotates), and print this / base beside each.
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
            benchmarks/bench_tui.py generates, or --recording; CONTEXTPIPE_TRAJECTORIES is not needed):
            from process start to the first complete screen (the current turn and the footer's keys).
@@ -103,11 +108,12 @@ def replay_child(root: Path, rec: Path) -> tuple[float, float]:
     return res["cpu_ms"], res["wall_ms"]
 
 
-def spawn(cmd: list[str]) -> tuple[float, float, str]:
-    """(CPU ms, wall ms, stdout) of one child process."""
+def spawn(cmd: list[str], root: Path = ROOT) -> tuple[float, float, str]:
+    """(CPU ms, wall ms, stdout) of one child process running the code in `root`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
+    # cwd is the tree too: `python -c` puts the working directory first on sys.path, before PYTHONPATH.
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(root), cwd=root)
     wall = (time.perf_counter() - w0) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -131,6 +137,36 @@ def interleaved(
     return ac, aw, bc, bw
 
 
+def rotated(subjects: list[tuple[list[str], Path]], runs: int) -> list[tuple[list[float], list[float]]]:
+    """(CPU ms, wall ms) of each (command line, code tree) subject over `runs` rounds, one run of each a
+    round, the order rotating round by round (so no subject always follows the same one)."""
+    out: list[tuple[list[float], list[float]]] = [([], []) for _ in subjects]
+    for cmd, root in subjects:
+        spawn(cmd, root)  # warm the OS file cache and the byte-code, untimed
+    for i in range(runs):
+        for j in range(len(subjects)):
+            k = (i + j) % len(subjects)
+            c, w, _ = spawn(*subjects[k])
+            out[k][0].append(c)
+            out[k][1].append(w)
+    return out
+
+
+def side_by_side(label: str, args: list[str], baseline: list[str], base: Path | None, runs: int) -> None:
+    """One command line on this tree (and on `base`), beside the typer baseline, interleaved."""
+    subjects = [([*console_script(ROOT), *args], ROOT), (baseline, ROOT)]
+    if base is not None:
+        subjects.append(([*console_script(base), *args], base))
+    res = rotated(subjects, runs)
+    (sc, sw), (bc, bw) = res[0], res[1]
+    line = (f"{label:<38} CPU p50 {med(sc):5.0f} ms  wall {med(sw):5.0f} ms   typer --help CPU {med(bc):5.0f} ms"
+            f"  wall {med(bw):5.0f} ms   ratio {med(sc) / med(bc):.2f}x")
+    if base is not None:
+        oc, ow = res[2]
+        line += f"   base CPU {med(oc):5.0f} ms  wall {med(ow):5.0f} ms   this / base CPU {med(sc) / med(oc):.2f}x"
+    print(line)
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
@@ -143,24 +179,28 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--recording", default=None)
-    ap.add_argument("--only", choices=["help", "explain", "replay"], default=None)
+    ap.add_argument("--only", choices=["help", "explain", "headless", "replay"], default=None)
     ap.add_argument("--compare", default=None, metavar="DIR",
-                    help="replay: alternate runs with the code in DIR (e.g. a git archive of the base)")
+                    help="alternate runs with the code in DIR (e.g. a git archive of the base)")
     args = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         base_file = Path(tmp) / "two_commands.py"
         base_file.write_text(BASELINE_APP)
         baseline = [py, str(base_file), "--help"]
-        if args.only in (None, "help"):
+        base = None if args.compare is None else Path(args.compare).resolve()
+        if base is not None and args.only != "replay":
+            compile_tree(ROOT)
+            compile_tree(base)
+        if args.only in (None, "help") and base is None:
             sc, sw, bc, bw = interleaved([*console_script(ROOT), "--help"], baseline, args.runs)
             print(
                 f"help     cp-inspect --help      CPU {med(sc):6.0f} ms  wall {med(sw):6.0f} ms   "
                 f"baseline typer --help CPU {med(bc):6.0f} ms  wall {med(bw):6.0f} ms   "
                 f"CPU ratio {med(sc) / med(bc):.2f}x (goal <= 2x: {'MET' if med(sc) <= 2 * med(bc) else 'MISSED'})"
             )
-        if args.only in (None, "explain"):
-            demo = str(ROOT / "demo_sessions" / "scout-anthropic.cpsession")
+        demo = str(ROOT / "demo_sessions" / "scout-anthropic.cpsession")
+        if args.only in (None, "explain") and base is None:
             sc, sw, bc, bw = interleaved(
                 [*console_script(ROOT), "explain", demo, "--format", "json"], baseline, args.runs
             )
@@ -168,6 +208,21 @@ def main() -> None:
                 f"explain  explain --format json  CPU {med(sc):6.0f} ms  wall {med(sw):6.0f} ms   "
                 f"baseline typer --help CPU {med(bc):6.0f} ms  wall {med(bw):6.0f} ms   CPU ratio {med(sc) / med(bc):.2f}x"
             )
+        lines: list[tuple[str, list[str]]] = []
+        if args.only in (None, "help") and base is not None:
+            lines.append(("help     --help", ["--help"]))
+        if args.only in (None, "explain") and base is not None:
+            lines.append(("explain  explain FILE --format json", ["explain", demo, "--format", "json"]))
+        if args.only in (None, "headless"):
+            salvaged = str(Path(tmp) / "salvaged.cpsession")
+            lines += [
+                ("headless explain FILE", ["explain", demo]),
+                ("headless verify FILE", ["verify", demo]),
+                ("headless ps --json", ["ps", "--json"]),
+                ("headless salvage FILE -o OUT --force", ["salvage", demo, "-o", salvaged, "--force"]),
+            ]
+        for label, argv in lines:
+            side_by_side(label, argv, baseline, base, args.runs)
     if args.only in (None, "replay"):
         rec = Path(args.recording) if args.recording else default_recording(10_000)
         if not rec.exists():

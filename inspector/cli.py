@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from typer.models import CommandInfo
@@ -18,35 +15,17 @@ from engine.errors import ContextPipeError
 from engine.wording import counted
 
 from . import fleet_cli, replay_command, startup_gc
-from .cli_common import (
-    GateOpt,
-    MalformedTurn,
-    ThresholdOpt,
-    check_turn_event,
-    check_window,
-    event_frames,
-    event_offset,
-    fail,
-    iter_events_for_turn,
-    need_terminal,
-    open_recording,
-    parse_gates,
-    parse_thresholds,
-    read_events,
-    read_events_for_turn,
-)
+from .cli_common import GateOpt, ThresholdOpt, check_window, fail, need_terminal
+
+# explain's work lives in cli_explain.py (typer-free, for cli_argv.py); its names stay reachable here.
+from .cli_explain import _DAMAGED, _DISAGREE, _explain_once, _explain_streamed, load_events  # noqa: F401
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import run_plain_command
 from .missing_param import OneLineMissing
 from .proxy_cli import proxy, run
-from .recording_open import warn
 from .simulate_cli import simulate
-from .token_arg import number_option, parse_turn, tokens_option
-
-if TYPE_CHECKING:
-    from engine.recording.cpsession import RecordingReader
-    from engine.whatif import Overrides
+from .token_arg import number_option, tokens_option
 
 
 class CommandLine(typer.Typer):
@@ -80,28 +59,6 @@ app = CommandLine(
     # the flag took a value.
     rich_markup_mode=None,
 )
-
-
-def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list[int]]:
-    """Journal events from a recording path or a live pid (`PID` or `PID.SESSION`), with each event's file
-    offset (recordings)."""
-    from engine.probe.runtime_dir import parse_target
-
-    live = parse_target(target)
-    if live is not None and not Path(target).exists():
-        from inspector.sources.live import LiveSource
-
-        try:
-            src = LiveSource(live[0], session=live[1], fold=True)  # (see attach_command)
-        except ContextPipeError as exc:
-            fail(str(exc))
-        src.client.close()
-        from engine.recording.journal import unpack_event
-
-        return [unpack_event(e) for e in src.events], src.header, []
-    r = open_recording(Path(target))
-    events, offsets = read_events(r)
-    return events, r.header, offsets
 
 
 # ------------------------------------------------------------------ ps / explain / verify
@@ -139,39 +96,9 @@ def ps(
     stderr, one line each, with why and what to do.
     Exit status: 0 when the runtime directory could be read (also with no agents, or with
     sockets skipped); 1 when it is not safely yours (the message says how to fix it)."""
-    from engine.probe.client import SkippedSocket, list_agents
+    from .cli_ps import ps as run
 
-    skipped: list[SkippedSocket] = []
-    try:
-        agents = list_agents(skipped=skipped)
-    except ContextPipeError as exc:
-        # The runtime directory refused (another user's, or group/other bits: `chmod 755` on it): a
-        # traceback ended `ps` where `attach` and `top` say what is wrong and how to fix it.
-        fail(str(exc))
-    # On stderr, so that --json and the table stay what a script parses; a refused socket made ps say
-    # only "no live agents" where `attach PID` explained it.
-    for s in skipped:
-        typer.echo(f"ps: skipped {s.target}: {s.reason}", err=True)
-    if as_json:
-        typer.echo(json.dumps([a.to_json() for a in agents], indent=2))
-        return
-    if not agents:
-        more = f" that you can attach to ({len(skipped)} skipped, see above)" if skipped else ""
-        typer.echo(f"no live agents{more} (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
-                   "or runs under `cp-inspect run -- CMD`)")
-        return
-    typer.echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
-    for a in agents:
-        errs = f"  [{a.tap_errors} tap errors]" if a.tap_errors else ""
-        if a.error:  # alive, but it did not answer (stopped, busy): its figures are unknown, not "None"
-            errs += f"  [not answering: {a.error}]"
-
-        def shown(v: object) -> str:
-            return "-" if v is None else str(v)
-
-        typer.echo(
-            f"{a.target:>9}  {shown(a.model):<22}{shown(a.provider):<11}{shown(a.turns):>6}  {a.command[:60]}{errs}"
-        )
+    run(as_json)
 
 
 @app.command(context_settings=ONE_FILE)
@@ -196,219 +123,10 @@ def explain(
     Example:
       cp-inspect explain demo_sessions/scout-anthropic.cpsession --turn 17 --gate drop_rounds=off
     """
-    from engine.recording.journal import trace_of
-    from engine.recording.replay import Replayer, ReplayError
-    from engine.recording.why import why_missed
-    from engine.whatif import Overrides
-
-    from .explain import to_json, to_text
+    from .cli_explain import explain as run
 
     one_file_only(ctx, "explain", target, "recording or agent")
-    if as_json:
-        if fmt not in ("text", "json"):
-            fail(f"--json and --format {fmt} ask for two formats: give one", 2)
-        fmt = "json"
-    if fmt not in ("text", "json"):
-        fail("--format must be text or json", 2)
-    budget = tokens_option(budget_text, "--budget")
-    if budget is not None and budget <= 0:
-        # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
-        fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
-    r, n, live = _explain_target(target, turn)
-    ov = Overrides(
-        budget,
-        parse_thresholds(threshold) or None,
-        parse_gates(gate) or None,
-        provider,
-    )
-    streamed = _explain_streamed(r, n, ov, fmt) if r is not None else None
-    if streamed is not None:
-        typer.echo(streamed)
-        return
-    # A live agent's journal, or a recording the single pass could not explain: everything read and held,
-    # which also says any damage or malformed event as it always has.
-    events, offsets, actual_ev = live if live is not None else _explain_read(target, r, n)
-    actual = trace_of(actual_ev)
-    trace, base = actual, None
-    try:
-        replayer = Replayer(events)
-        if not ov.is_empty():
-            trace = replayer.replan(n, ov).trace
-            base = actual
-        why = why_missed(events, n, None if ov.is_empty() else ov, replayer=replayer)
-    except ReplayError as exc:
-        fail(f"{target}: {exc}{event_offset(offsets, exc.event_index)}; {_DAMAGED}")
-    except ContextPipeError as exc:
-        fail(str(exc), 2)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # hostile event contents
-        fail(f"{target}: the events before turn {n} are malformed ({type(exc).__name__}: {exc}); {_DAMAGED}")
-    try:
-        out = json.dumps(to_json(trace, base, why), indent=2) if fmt == "json" else to_text(trace, base, why)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        where = f" (turn {n} at offset {offsets[events.index(actual_ev)]})" if offsets else ""
-        fail(f"{target}: turn {n}'s trace is malformed ({type(exc).__name__}: {exc}){where}; {_DAMAGED}")
-    typer.echo(out)
-
-
-def _explain_streamed(r: RecordingReader, n: int, ov: Overrides, fmt: str) -> str | None:
-    """`explain`'s output for turn `n` of a recording, read once and folded as it is read
-    (Replayer.for_turns): no event is held, only the folded state before turns n-1 and n, turn n's
-    usage events and the as-sent bodies of those two turns. The events were held whole (the replayer
-    keeps the journal for random access), ~18x the file in memory for the last turn of a long one.
-
-    Texts are counted from the recording's token-count table when it has one (as `simulate` counts
-    them): rebuilding turn n-1 measures the whole folded history, every text of it tokenized afresh,
-    ~90% of explaining the last turn of a long session (27,000 turns of ~48 KB tool outputs: ~70 s of
-    ~80 s CPU). The rebuilt turns are held against their recorded traces (a section with the recorded
-    content has the recorded tokens); if the table disagrees, the turn is explained again with every
-    text tokenized, so the output is what a fresh count gives either way.
-
-    None when anything goes wrong (damage before turn n, a malformed event, a journal with spill
-    failures): the caller then reads the events whole and says it exactly as it did before."""
-    counter = _carried_counter(r)
-    if counter is not None:
-        out = _explain_once(r, n, ov, fmt, counter)
-        if out is not _DISAGREE:
-            return out
-    out = _explain_once(r, n, ov, fmt, None)
-    return None if out is _DISAGREE else out
-
-
-_DISAGREE = "counts disagree"  # _explain_once's answer when the count table does not match the traces
-
-
-def _carried_counter(r: RecordingReader) -> Any:
-    """A counter answering from the recording's token-count table, or None (no table, an unreadable one
-    or another tokenizer's: every text is tokenized, as before)."""
-    from engine.recording.counts import CarriedCounter, CountTableError
-    from engine.sim.few_texts import FewTextsTokenizer
-
-    try:
-        table = r.token_counts()
-        return CarriedCounter(table, FewTextsTokenizer()) if table is not None else None
-    except (CountTableError, OSError):
-        return None
-    except ContextPipeError:  # damage where the table is: counted afresh, the damage said by the read
-        return None
-
-
-def _explain_once(r: RecordingReader, n: int, ov: Overrides, fmt: str, counter: Any) -> str | None:
-    """_explain_streamed with `counter` (None: a fresh one); _DISAGREE when `counter`'s counts do not
-    give the recorded tokens of turn n-1's or n's sections."""
-    from engine.recording.journal import trace_of
-    from engine.recording.replay import Replayer
-    from engine.recording.why import ActualBodies, why_missed
-
-    from .explain import to_json, to_text
-
-    pair = {n - 1, n} if n > 0 else {n}
-    damage: list[str] = []
-    found: dict[int, dict[str, Any]] = {}  # the turn events of turns n-1 and n
-    usage: list[dict[str, Any]] = []  # turn n's usage events: all of the journal diagnostics() reads
-    sent = ActualBodies(pair)
-
-    def events() -> Iterator[dict[str, Any]]:
-        for _, ev in iter_events_for_turn(r, n, damage.append):
-            k = ev.get("k")
-            if k == "turn" and ev.get("turn") in pair:
-                found[ev["turn"]] = ev
-            elif k == "usage" and ev.get("turn") == n:
-                usage.append(ev)
-            sent.feed(ev)
-            yield ev
-
-    try:
-        replayer = Replayer.for_turns(events(), pair, counter)
-        actual = trace_of(found[n])
-        if counter is not None:
-            for t in sorted(pair):
-                if t in found and not _sections_agree(replayer.replan(t).trace, trace_of(found[t])):
-                    return _DISAGREE
-        trace, base = actual, None
-        if not ov.is_empty():
-            trace = replayer.replan(n, ov).trace
-            base = actual
-        why = why_missed(usage, n, None if ov.is_empty() else ov, replayer=replayer, actual=sent.out)
-        out = json.dumps(to_json(trace, base, why), indent=2) if fmt == "json" else to_text(trace, base, why)
-    except Exception:  # noqa: BLE001 - said by the caller's second, whole read, as it always was
-        return None
-    for message in damage:
-        warn(message)
-    return out
-
-
-def _sections_agree(built: dict[str, Any], recorded: dict[str, Any]) -> bool:
-    """Whether every section of a rebuilt trace with a recorded section's content (id and hash) has its
-    recorded token total: counts are a function of the content alone (SimBuilt.check_counts' rule)."""
-    rec = {s.get("id"): s for s in recorded.get("sections", ()) if isinstance(s, dict)}
-    for s in built.get("sections", ()):
-        got = rec.get(s["id"])
-        if got is not None and got.get("sha256") == s["sha256"] and got.get("tokens") != s["tokens"]:
-            return False
-    return True
-
-
-def _explain_read(target: str, r: Any, n: int) -> tuple[list[dict[str, Any]], list[int], dict[str, Any]]:
-    """The events `explain` folds to rebuild turn `n` of recording `r`, their frame offsets, and that
-    turn's event, read through its index up to that turn only (cli_common.read_events_for_turn)."""
-    from engine.recording.cpsession import RecordingError
-
-    try:
-        return read_events_for_turn(r, n)
-    except MalformedTurn as exc:
-        fail(f"{target}: {exc}{event_offset(exc.offsets, exc.index)}; {_DAMAGED}")
-    except RecordingError as exc:
-        fail(f"{exc}{_readable_before(r, exc.offset)}")
-    except OSError as exc:
-        fail(f"cannot read {target}: {exc.strerror or exc}")
-
-
-def _explain_target(
-    target: str, turn_text: str | None
-) -> tuple[Any, int, tuple[list[dict[str, Any]], list[int], dict[str, Any]] | None]:
-    """The turn `explain` is asked for (`turn_text`: None for the last, negative from the last): (the open
-    recording, n, None), or for a live agent (None, n, its events whole, [], turn n's event)."""
-    from engine.probe.runtime_dir import parse_target
-
-    is_live = parse_target(target) is not None and not Path(target).exists()
-    if is_live:
-        events, _, offsets = load_events(target)
-        nums: list[int] = []
-        for i, e in enumerate(events):
-            if e.get("k") == "turn":
-                try:
-                    check_turn_event(e, i, [], 0)
-                except MalformedTurn as exc:
-                    fail(f"{target}: {exc}{event_offset(offsets, i)}; {_DAMAGED}")
-                nums.append(e["turn"])
-    else:
-        r = open_recording(Path(target))
-        nums = r.turn_numbers()
-    if not nums:
-        fail(f"{target} has no completed turns yet")
-    try:
-        turn = None if turn_text is None else parse_turn(turn_text)
-    except ValueError:
-        fail(f"--turn: turn numbers are integers, got {turn_text!r} ({target} has turns {min(nums)}..{max(nums)}; "
-             "-1 is the last)", 2)
-    n = max(nums) if turn is None else (turn if turn >= 0 else max(nums) + 1 + turn)
-    if n not in nums:
-        # The turn as given (-100 was reported as "turn -60"), and a usage error as in `replay --turn`.
-        fail(f"turn {turn} is not in {target} (it has turns {min(nums)}..{max(nums)}; -1 is the last)", 2)
-    if is_live:
-        return None, n, (events, offsets, next(e for e in events if e.get("k") == "turn" and e.get("turn") == n))
-    return r, n, None
-
-
-def _readable_before(r: Any, offset: int | None) -> str:
-    """What `explain` can still show of a recording damaged at `offset`: the turns whose frames the index
-    puts before it (each read only what precedes it)."""
-    if offset is None:
-        return ""
-    before = r.turns_before(offset)
-    if not before:
-        return ""
-    return f"; turns {before[0]}..{before[-1]} precede the damage and can be explained (--turn {before[-1]})"
+    run(target, turn, budget_text, gate, threshold, provider, fmt, as_json)
 
 
 @app.command(context_settings=ONE_FILE)
@@ -419,50 +137,10 @@ def verify(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cps
     Example:
       cp-inspect verify demo_sessions/scout-anthropic.cpsession
     """
-    from engine.recording.cpsession import RecordingError
-    from engine.recording.replay import Replayer, ReplayError
+    from .cli_verify import verify as run
 
     one_file_only(ctx, "verify", file)
-    r = open_recording(file)
-    if r.data_end <= r.data_start:  # no events; not damage: the salvage hint below would send its reader looking for some
-        fail(f"{file} holds no events: its agent stopped before its first turn was recorded; nothing to verify")
-    t0 = time.perf_counter()
-    try:
-        # Read twice, none of it held (Replayer.verify_stream): memory no longer grows with the file.
-        report = Replayer.verify_stream(lambda: (ev for _, ev in event_frames(r)))
-    except ReplayError as exc:
-        at = exc.event_index
-        offsets = [pos for _, (pos, _ev) in zip(range((at or 0) + 1), event_frames(r), strict=False)] if at is not None else []
-        fail(f"{file}: {exc}{event_offset(offsets, at)}; {_DAMAGED}")
-    except RecordingError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror or exc}")
-    ms = (time.perf_counter() - t0) * 1000
-    if report.ok:
-        typer.echo(f"ok: {counted(report.turns, 'turn')} replayed, every request hash matches ({ms:.0f} ms)")
-        if not r.finished and r.damage is None:
-            # A clean end without the footer close() writes: nothing is damaged, but the session may
-            # have gone on past what the file holds.
-            typer.echo(
-                "note: the recording was not closed (its agent was killed, its disk filled, or it is still "
-                "being written): it ends after the turns above"
-            )
-        return
-    typer.echo(
-        f"FAILED: {len(report.mismatches)} of {counted(report.turns, 'turn')} differ; first: {report.mismatches[0]}"
-    )
-    from engine.pipeline import ENGINE_VERSION
-
-    recorded = r.header.get("engine_version")
-    if recorded and recorded != ENGINE_VERSION:
-        typer.echo(
-            f"note: recorded by engine {recorded}, replayed by {ENGINE_VERSION}: a newer engine may plan differently"
-        )
-    raise typer.Exit(1)
-
-
-_DAMAGED = "check the file came from an engine recording; `cp-inspect salvage FILE -o OUT` keeps what precedes damage"
+    run(file)
 
 
 @app.command()
@@ -477,48 +155,9 @@ def salvage(
     Example:
       cp-inspect salvage damaged.cpsession -o intact.cpsession
     """
-    from engine.recording.cpsession import RecordingError, RecordingWriter
+    from .cli_salvage import salvage as run
 
-    # Usage errors (exit 2), as for import -o and demo --record.
-    if out.exists() and not force:
-        fail(f"{out} already exists: choose another path or pass --force", 2)
-    if out.resolve() == file.resolve():
-        fail("the salvaged copy must go to another path than the damaged file", 2)
-    r = open_recording(file, salvage=True)
-    kept: list[dict[str, Any]] = []
-    lost = r.damage.message if r.damage is not None else None
-    try:
-        for _, ev in r.event_frames():
-            kept.append(ev)
-    except RecordingError as exc:
-        lost = str(exc).split(". Frames before it", 1)[0]
-    while lost and kept and kept[-1].get("k") != "turn":
-        kept.pop()  # damage cut the last turn short: its events are dropped with it
-    header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
-    # Written beside OUT and renamed over it when complete, as import does: a failure or Ctrl-C while
-    # writing left a partial OUT (and, with --force, the file it replaced was already truncated).
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    try:
-        with RecordingWriter(partial, header) as w:
-            for ev in kept:
-                w.append(ev)
-        os.replace(partial, out)
-    except (RecordingError, ValueError) as exc:
-        partial.unlink(missing_ok=True)
-        fail(f"cannot write {out}: {exc}")
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    except KeyboardInterrupt:
-        partial.unlink(missing_ok=True)
-        fail(f"interrupted: nothing written{f'; {out} is as it was' if out.exists() else ''}", 130)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    turns = sum(1 for e in kept if e.get("k") == "turn")
-    typer.echo(f"wrote {out}: {counted(turns, 'complete turn')}, {counted(len(kept), 'event')}")
-    if lost:
-        typer.echo(f"  dropped: {lost}")
+    run(file, out, force)
 
 
 @app.command("import")

@@ -5,7 +5,8 @@ neither typer nor the other commands: typer's dispatch of it built every command
 arguments through pydantic, and importing typer and the command modules cost a further 60-80 ms of
 CPU before a long recording's first frame (BENCHMARKS.md, Start-up). A plain `simulate FILE...
 [options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_command.py, without typer), and
-a plain `attach PID [--theme NAME]` runs `attach` (attach_command.py).
+a plain `attach PID [--theme NAME]` runs `attach` (attach_command.py), and plain `explain`, `verify`,
+`salvage` and `ps` lines run those commands (cli_argv.py).
 Every other command line goes to typer (cli.py).
 `inspector.cli:app` takes the same shortcuts, for console scripts installed before this entry point
 existed.
@@ -35,8 +36,8 @@ _ran: list[str] = []
 
 
 def run_plain_command(argv: list[str]) -> None:
-    """Run a plain `replay`, `attach` or `simulate` command line directly and exit; return for anything else
-    (typer's to read)."""
+    """Run a plain `replay`, `attach`, `simulate`, `explain`, `verify`, `salvage` or `ps` command line
+    directly and exit; return for anything else (typer's to read)."""
     from .replay_argv import plain_replay
     from .simulate_argv import plain_simulate
 
@@ -62,6 +63,12 @@ def run_plain_command(argv: list[str]) -> None:
 
         _ran[:] = ["simulate"]
         run_standalone(lambda: simulate(**sim))
+    from .cli_argv import plain_command
+
+    headless = plain_command(argv, os.environ)
+    if headless is not None:
+        _ran[:] = [argv[0]]
+        run_standalone(headless)
 
 
 def exit_without_teardown() -> None:

@@ -1,0 +1,71 @@
+"""What-if option values every command reads alike, without typer: --gate NAME=on|off, --threshold
+NAME=VALUE and --window's range. Kept apart from cli_common.py (which builds typer's option annotations)
+so that the typer-free command paths (cli_argv.py) read them without importing typer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .recording_open import fail
+
+
+def check_window(window: int | None) -> None:
+    """A --window the planner can use, or the option's usage error (exit 2) before any work is done."""
+    if window is None:
+        return
+    from engine.errors import ConfigError
+    from engine.tokens import Budget
+
+    if window <= 0:
+        fail(f"--window must be a positive number of tokens, got {window}", 2)
+    try:
+        Budget(window)
+    except ConfigError as exc:
+        fail(f"--window: {exc}", 2)
+
+
+def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for v in values or []:
+        if "=" not in v:
+            fail(f"--{what} expects NAME=VALUE, got {v!r}", 2)
+        k, raw = v.split("=", 1)
+        try:
+            out[k.strip()] = conv(raw.strip())
+        except ValueError as exc:
+            fail(f"--{what} {v!r}: {exc}", 2)
+    return out
+
+
+def parse_thresholds(values: list[str] | None) -> dict[str, float]:
+    from engine.whatif import threshold_key
+
+    out: dict[str, float] = {}
+    for k, v in parse_pairs(values, "threshold", float).items():
+        try:
+            out[threshold_key(k)] = v
+        except ValueError as exc:
+            fail(f"--threshold: {exc}", 2)
+        if not 0.0 < v <= 10.0:
+            fail(f"--threshold {k}={v:g}: a threshold is a fraction of the window, e.g. {k}=0.7", 2)
+    return out
+
+
+def parse_gates(values: list[str] | None) -> dict[str, bool]:
+    from engine.whatif import gate_key
+
+    out: dict[str, bool] = {}
+    for k, v in parse_pairs(values, "gate", on_off).items():
+        try:
+            out[gate_key(k)] = v
+        except ValueError as exc:
+            fail(f"--gate: {exc}", 2)
+    return out
+
+
+def on_off(v: str) -> bool:
+    if v.lower() in ("on", "true", "1", "yes"):
+        return True
+    if v.lower() in ("off", "false", "0", "no"):
+        return False
+    raise ValueError("use on or off")

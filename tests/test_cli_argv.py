@@ -1,0 +1,255 @@
+"""The console script's direct path for plain `explain`, `verify`, `salvage` and `ps` command lines
+(inspector/cli_argv.py) hands each command exactly what typer's dispatch hands it, and the program answers
+as under typer (output, messages, exit status), with neither typer nor pydantic imported when it succeeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import inspector.cli as cli
+import inspector.cli_explain as cli_explain
+import inspector.cli_ps as cli_ps
+import inspector.cli_salvage as cli_salvage
+import inspector.cli_verify as cli_verify
+from inspector.cli_argv import plain_command
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+# Each command's work, as the typer command and the direct path call it: (module, function name).
+WORK = {"explain": (cli_explain, "explain"), "verify": (cli_verify, "verify"), "salvage": (cli_salvage, "salvage"),
+        "ps": (cli_ps, "ps")}
+
+
+def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """Replace each command's work by a recorder of the arguments it is given."""
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    for name, (module, fn) in WORK.items():
+        monkeypatch.setattr(module, fn, lambda *args, _name=name: calls.append((_name, args)))
+    return calls
+
+
+def _typer_hands(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]] | None:
+    """What typer's dispatch hands the command's work, or None when it refuses the command line."""
+    calls = _record(monkeypatch)
+    try:
+        command.main(args=argv, prog_name="cp-inspect", standalone_mode=False)
+    except (Exception, SystemExit):  # a usage error, help (its exit), explain's refusal of a second file
+        return None
+    return calls or None
+
+
+def _direct_hands(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]] | None:
+    run = plain_command(argv, {})
+    if run is None:
+        return None
+    calls = _record(monkeypatch)
+    run()
+    return calls
+
+
+def _types(calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    return [[type(a) if not isinstance(a, list) else [type(v) for v in a] for a in args] for _, args in calls]
+
+
+@pytest.fixture(scope="module")
+def command() -> Any:
+    return typer.main.get_command(cli.app)
+
+
+FILES = ["a.cpsession", "dir/b c.cpsession", "é.cpsession", "5", "4242.1", "0"]
+# Tokens typer reads its own way, or that a plain line never holds.
+ODD = ["-3", "--", "-", "", "--help", "-h", "--bogus", "--turn", "--turn=", "--json=1", "--force=yes", "-o",
+       "-ox.cpsession", "-o=x.cpsession", "--out", "--gate", "--budget", "--format", "surrogate\udcff.cpsession",
+       "--turn=--json", "--budget=-", "explain"]
+OPTIONS = {
+    "explain": [["--turn", "3"], ["--turn", "-1"], ["--turn=-2"], ["--turn", "+4"], ["--turn", "1_0"], ["--turn", "x"],
+                ["--budget", "20k"], ["--budget=-5"], ["--budget", "1.5M"], ["--gate", "drop_rounds=off"],
+                ["--gate=spill=on"], ["--threshold", "trim=0.5"], ["--threshold=compact=0.7"],
+                ["--provider", "openai"], ["--provider=deepseek"], ["--format", "json"], ["--format=text"],
+                ["--format", "xml"], ["--json"]],
+    "verify": [],
+    "salvage": [["-o", "out.cpsession"], ["--out", "o u t.cpsession"], ["--out=x.cpsession"], ["--force"]],
+    "ps": [["--json"]],
+}
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    """Mostly lines people type (arguments and options in any order, options now and then repeated), now
+    and then with odd tokens."""
+    name = draw(st.sampled_from(sorted(OPTIONS)))
+    parts = [[f] for f in draw(st.lists(st.sampled_from(FILES), min_size=0 if name == "ps" else 1,
+                                         max_size=1 if name == "ps" else 2))]
+    if OPTIONS[name]:
+        parts += draw(st.lists(st.sampled_from(OPTIONS[name]), max_size=4))
+    parts += [[t] for t in draw(st.lists(st.sampled_from(ODD), max_size=2))]
+    order = draw(st.permutations(parts))
+    return [name, *(token for part in order for token in part)]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command_lines())
+def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      argv: list[str]) -> None:
+    direct = _direct_hands(argv, monkeypatch)
+    if direct is not None:  # read directly only if typer hands the command the same values (and types)
+        typed = _typer_hands(command, argv, monkeypatch)
+        assert typed == direct
+        assert _types(typed) == _types(direct)
+
+
+@pytest.mark.parametrize("argv", [
+    ["explain", "a.cpsession"],
+    ["explain", "a.cpsession", "--format", "json"],
+    ["explain", "a.cpsession", "--turn", "-1", "--budget", "20k", "--gate", "drop_rounds=off", "--gate=spill=on"],
+    ["explain", "--json", "4242", "--threshold", "trim=0.5", "--provider", "openai"],
+    ["verify", "a.cpsession"],
+    ["salvage", "a.cpsession", "-o", "b.cpsession", "--force"],
+    ["salvage", "--out=b.cpsession", "a.cpsession"],
+    ["ps"], ["ps", "--json"],
+])
+def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 argv: list[str]) -> None:
+    direct = _direct_hands(argv, monkeypatch)
+    assert direct is not None and direct == _typer_hands(command, argv, monkeypatch)
+
+
+@pytest.mark.parametrize("argv", [
+    ["explain"], ["explain", "--help"], ["explain", "a", "b"], ["explain", "a", "--turn"], ["explain", "a", "--bogus"],
+    ["explain", "a", "--format", "json", "--format", "text"], ["explain", "a", "--json=1"], ["explain", "--", "a"],
+    ["explain", "a", "--provider", "--json"], ["verify"], ["verify", "a", "b"], ["verify", "--help"],
+    ["salvage", "a"], ["salvage", "a", "-ob"], ["salvage", "a", "-o=b"], ["salvage", "a", "-o", "b", "--out", "c"],
+    ["ps", "x"], ["ps", "--json", "--json"], ["ps", "-h"], ["import", "auto", "a"], [],
+])
+def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
+    assert plain_command(argv, {}) is None
+
+
+def test_shell_completion_is_left_to_typer() -> None:
+    assert plain_command(["verify", "a"], {"_CP_INSPECT_COMPLETE": "bash_complete"}) is None
+
+
+# ---- the program as the console script runs it, against typer's dispatch of the same line ---------
+
+SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
+ENTRIES = sorted({SCRIPT, "inspector.cli:app"})
+
+# The modules are reported by an atexit callback, after the command's own output.
+RUN = r'''
+import atexit, importlib, json, sys
+module, _, name = sys.argv[2].partition(":")
+sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
+atexit.register(lambda: print(json.dumps(sorted(m for m in ("pydantic", "typer") if m in sys.modules)), file=sys.stderr))
+if "--typer" in sys.argv:  # typer's own dispatch of the same line
+    sys.argv.remove("--typer")
+    import inspector.cli as cli
+    cli.app(sys.argv[1:], prog_name="cp-inspect")
+getattr(importlib.import_module(module), name)()  # the console script
+'''
+
+
+def _run(argv: list[str], entry: str, typer_dispatch: bool, home: Path) -> subprocess.CompletedProcess[str]:
+    # XDG_RUNTIME_DIR: ps looks for agents in a directory of the test's own (none run there).
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(home))
+    args = [*argv, "--typer"] if typer_dispatch else argv
+    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args), entry], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=home)
+
+
+def _same_but_timing(text: str) -> str:
+    return re.sub(r"\(\d+ ms\)", "(N ms)", text)  # verify's measured time
+
+
+CASES = [
+    ["explain", str(DEMO), "--format", "json"],
+    ["explain", str(DEMO), "--turn", "-3", "--budget", "20k", "--gate", "drop_rounds=off"],
+    ["explain", str(DEMO), "--turn", "17", "--threshold", "trim=0.5", "--provider", "openai", "--json"],
+    ["explain", "/no/such/file.cpsession"],
+    ["explain", str(DEMO), "--turn", "abc"],  # a wrong type, said by explain itself
+    ["explain", str(DEMO), "--turn", "999"],
+    ["explain", str(DEMO), "--budget", "lots"],
+    ["explain", str(DEMO), "--budget", "-5"],
+    ["explain", str(DEMO), "--format", "xml"],
+    ["explain", str(DEMO), "--format", "text", "--json"],
+    ["explain", str(DEMO), "--gate", "nosuchgate=off"],
+    ["explain", str(DEMO), "--threshold", "trim"],
+    ["explain", str(DEMO), "--provider", "nosuch"],
+    ["explain", str(ROOT / "demo_sessions")],  # a directory
+    ["explain", str(ROOT / "pyproject.toml")],  # not a recording
+    ["explain", str(DEMO), str(DEMO)],  # left to typer, answered by explain's own line
+    ["explain", str(DEMO), "--bogus"],  # bad flags: typer's answers either way
+    ["explain", str(DEMO), "--turn"],
+    ["explain"],
+    ["explain", "--help"],
+    ["verify", str(DEMO)],
+    ["verify", "/no/such/file.cpsession"],
+    ["verify", str(ROOT / "pyproject.toml")],
+    ["verify", "--help"],
+    ["salvage", str(DEMO), "-o", "copy.cpsession"],
+    ["salvage", str(DEMO), "-o", str(DEMO)],  # exists, no --force
+    ["salvage", "/no/such/file.cpsession", "--out", "x.cpsession"],
+    ["salvage", str(DEMO)],  # no -o
+    ["ps", "--json"],
+    ["ps"],
+    ["ps", "--help"],
+]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("argv", CASES, ids=lambda a: " ".join(Path(t).name if "/" in t else t for t in a))
+def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, tmp_path: Path) -> None:
+    (tmp_path / "direct").mkdir()
+    (tmp_path / "typer").mkdir()
+    direct = _run(argv, entry, typer_dispatch=False, home=tmp_path / "direct")
+    typed = _run(argv, entry, typer_dispatch=True, home=tmp_path / "typer")
+    *direct_err, direct_mods = direct.stderr.splitlines()
+    *typed_err, typed_mods = typed.stderr.splitlines()
+    assert (direct.returncode, direct_err) == (typed.returncode, typed_err)
+    assert _same_but_timing(direct.stdout) == _same_but_timing(typed.stdout)
+    if "copy.cpsession" in argv:  # the same file written either way
+        assert (tmp_path / "direct" / "copy.cpsession").read_bytes() == (tmp_path / "typer" / "copy.cpsession").read_bytes()
+    if entry == SCRIPT and plain_command(argv, {}) is not None:
+        # Read directly: pydantic never imported, nor typer unless the command fails (fail() prints and
+        # exits through it) or verify reports a mismatch.
+        assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
+    assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
+
+
+# Both paths print through cli_output.echo (the commands' work is shared), so it is held to typer.echo here.
+ECHO = r'''
+import json, sys
+texts = json.loads(sys.argv[1])
+if sys.argv[2] == "typer":
+    import typer
+    for t in texts:
+        typer.echo(t)
+        typer.echo(t, err=True)
+else:
+    from inspector.cli_output import echo
+    for t in texts:
+        echo(t)
+        echo(t, err=True)
+'''
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1"])
+def test_echo_writes_what_typer_echo_writes(encoding: str) -> None:
+    texts = ["ok: 3 turns", "", "two\nlines", "é ünïcode ß", "\x1b[31mred\x1b[0m and \x1b]8;;x\x1b\\", "tab\there",
+             json.dumps({"a": [1, 2]}, indent=2)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING=encoding)
+    outs = [subprocess.run([sys.executable, "-c", ECHO, json.dumps(texts), side], capture_output=True, env=env,
+                           timeout=120) for side in ("typer", "ours")]
+    assert [(o.returncode, o.stdout, o.stderr) for o in outs[1:]] == [(outs[0].returncode, outs[0].stdout, outs[0].stderr)]
