@@ -15,10 +15,6 @@ import copy
 import dataclasses
 import json
 import pickle
-import sys
-from collections import Counter
-from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -30,53 +26,21 @@ from engine.hashing import content_hash, sha256_hex
 from engine.plan import Reserves
 from engine.providers.base import Block
 from engine.types import CacheScope, Priority, SectionKind
-from tests.turn_session import char_pipe, tool_round
+from tests.support.turn_work import c_calls, python_frames, steady_pipe, steady_turn
 
 
-def _frames(fn: Callable[[], Any]) -> Counter[tuple[str, str]]:
-    """(file, function) of every Python frame `fn` runs, counted; a dataclass-generated __init__ (its file
-    is "<string>") of a frozen dataclass as ("frozen", the class's name)."""
-    seen: Counter[tuple[str, str]] = Counter()
-
-    def prof(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code
-            if code.co_filename == "<string>" and code.co_name == "__init__":
-                cls = type(frame.f_locals.get("self"))
-                params = getattr(cls, "__dataclass_params__", None)
-                if params is not None and params.frozen:
-                    seen[("frozen", cls.__qualname__)] += 1
-                    return
-            seen[(code.co_filename, code.co_name)] += 1
-
-    sys.setprofile(prof)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return seen
+def _usage(t: int) -> dict[str, int]:
+    return {"input_tokens": 900 + t, "output_tokens": 40, "cache_read_tokens": 800}
 
 
 def _steady_pipe() -> Any:
-    pipe = char_pipe(200_000)
-    pipe.identity("You are a careful coding agent.")
-    pipe.user("Fix the failing test.")
-    for t in range(12):
-        tool_round(pipe, t, f"output of step {t}\n" * 20)
-        pipe.next_request()
-        pipe.record_usage({"input_tokens": 900 + t, "output_tokens": 40, "cache_read_tokens": 800})
-    return pipe
+    return steady_pipe(_usage)
 
 
 def test_a_steady_turn_runs_no_generated_init_nor_post_init() -> None:
     pipe = _steady_pipe()
-
-    def turn() -> None:
-        tool_round(pipe, 99, "the newest output\n" * 30)
-        pipe.next_request()
-        pipe.record_usage({"input_tokens": 1200, "output_tokens": 40, "cache_read_tokens": 900})
-
-    seen = _frames(turn)
+    seen = python_frames(steady_turn(pipe, {"input_tokens": 1200, "output_tokens": 40, "cache_read_tokens": 900}),
+                         frozen=True)
     generated = {k: n for k, n in seen.items() if k[0] == "frozen"}
     post = {k: n for k, n in seen.items() if k[1] == "__post_init__"}
     assert not generated and not post, (generated, post)
@@ -117,37 +81,22 @@ def test_the_artifacts_stay_frozen_dataclasses_with_the_same_hashes() -> None:
     assert section.form.value == "full" and section.omitted == 0 and section.note == ""
 
 
-def _c_calls(fn: Callable[[], Any]) -> Counter[str]:
-    """The names of the C functions `fn` calls, counted."""
-    seen: Counter[str] = Counter()
-
-    def prof(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "c_call":
-            seen[getattr(arg, "__qualname__", getattr(arg, "__name__", "?"))] += 1
-
-    sys.setprofile(prof)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return seen
-
-
 def test_hashes_taken_by_a_reply_and_a_result() -> None:
     """A reply (a text and a call) takes five SHA-256 (the text's blob and part, the arguments' blob, the
     call, the message) and a tool result two (its blob and part), each where it is needed: no
     sha256_hex frame of its own."""
     pipe = _steady_pipe()
-    answer = _c_calls(
+    answer = c_calls(
         lambda: pipe.assistant("step 99", [{"id": "c99", "name": "bash", "arguments": '{"n": 99}'}])
     )
-    result = _c_calls(lambda: pipe.tool_result("c99", "the newest output\n" * 30))
+    result = c_calls(lambda: pipe.tool_result("c99", "the newest output\n" * 30))
     assert answer["openssl_sha256"] == 5 and result["openssl_sha256"] == 2, (answer, result)
     # A call id the session has not sent, without `_rN`, is taken without the renamed-id pattern.
     assert answer["Pattern.fullmatch"] == 0, answer
     pipe.next_request()
-    frames = _frames(lambda: pipe.assistant("step 100", [{"id": "c100", "name": "bash", "arguments": "{}"}]))
-    frames += _frames(lambda: pipe.tool_result("c100", "done"))
+    frames = python_frames(lambda: pipe.assistant("step 100", [{"id": "c100", "name": "bash", "arguments": "{}"}]),
+                           frozen=True)
+    frames += python_frames(lambda: pipe.tool_result("c100", "done"), frozen=True)
     assert not [k for k in frames if k[1] == "sha256_hex"], frames
     pipe.close()
 
@@ -156,8 +105,8 @@ def test_a_reply_runs_no_comprehension_frame() -> None:
     """A reply's call ids, the ids it is sent with and its parts folded are read in C or plain loops: no
     comprehension frame (one each in Python 3.11) in the pipeline or the call ids."""
     pipe = _steady_pipe()
-    frames = _frames(
-        lambda: pipe.assistant("step 99", [{"id": "c99", "name": "bash", "arguments": '{"n": 99}'}])
+    frames = python_frames(
+        lambda: pipe.assistant("step 99", [{"id": "c99", "name": "bash", "arguments": '{"n": 99}'}]), frozen=True
     )
     comprehensions = {k: n for k, n in frames.items() if k[1] in ("<listcomp>", "<genexpr>", "<setcomp>")}
     assert not comprehensions, comprehensions

@@ -17,21 +17,13 @@ from hypothesis import strategies as st
 from engine.policy.cachecost import DEFAULTS, CacheRules, compacts_early, remaining_turns
 from engine.policy.early_weigh import EarlyRule
 
+# A weighing's figures, in EarlyRule.compacts' order: (turn, t1, trigger_tokens, n_raw, saves, kept, stable).
+Figures = tuple[int, int, int, int, int, int, int]
 
-def _from_scratch(
-    rules: CacheRules,
-    scale: float,
-    rev2: bool,
-    served: bool,
-    turn: int,
-    t1: int,
-    trigger_tokens: int,
-    n_raw: int,
-    saves: int,
-    kept: int,
-    stable: int,
-) -> bool:
+
+def _from_scratch(rules: CacheRules, scale: float, rev2: bool, served: bool, figures: Figures) -> bool:
     """The lane's weighing as it was written before EarlyRule (and as cost_aware.run weighs a cut)."""
+    turn, t1, trigger_tokens, n_raw, saves, kept, stable = figures
     growth = n_raw / max(1, turn)
     to_trigger = math.inf if growth <= 0 else max(0.0, (trigger_tokens - t1) / growth)
     if rev2:
@@ -59,37 +51,24 @@ _TOKENS = st.one_of(st.integers(-50, 3_000), st.integers(-50, 300_000), _STEPS)
     scale=st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False),
     rev2=st.booleans(),
     served=st.booleans(),
-    turn=st.integers(-2, 5_000),
-    t1=_TOKENS,
-    trigger_tokens=_TOKENS,
-    n_raw=st.integers(-10, 2_000_000),
-    saves=_TOKENS,
-    kept=_TOKENS,
-    stable=_TOKENS,
+    figures=st.tuples(st.integers(-2, 5_000), _TOKENS, _TOKENS, st.integers(-10, 2_000_000), _TOKENS, _TOKENS, _TOKENS),
 )
 # Cases at the edges: no growth (to_trigger infinite), the trigger already passed (to_trigger 0), a
 # request under the minimum cacheable prefix, revision 1's horizon capped by to_trigger.
-@example("openai", None, 1.0, True, True, 12, 9_000, 27_000, 0, 2_000, 7_000, 3_000)
-@example("anthropic", None, 1.0, True, False, 30, 28_000, 27_000, 90_000, 9_000, 19_000, 3_000)
-@example("openai", None, 1.0, True, True, 30, 1_500, 27_000, 90_000, 200, 900, 300)
-@example("deepseek", None, 0.5, False, True, 400, 20_000, 21_000, 900_000, 8_000, 12_000, 2_000)
+@example("openai", None, 1.0, True, True, (12, 9_000, 27_000, 0, 2_000, 7_000, 3_000))
+@example("anthropic", None, 1.0, True, False, (30, 28_000, 27_000, 90_000, 9_000, 19_000, 3_000))
+@example("openai", None, 1.0, True, True, (30, 1_500, 27_000, 90_000, 200, 900, 300))
+@example("deepseek", None, 0.5, False, True, (400, 20_000, 21_000, 900_000, 8_000, 12_000, 2_000))
 def test_the_early_rule_answers_as_weighing_from_scratch(
     name: str,
     ratios: tuple[float, float] | None,
     scale: float,
     rev2: bool,
     served: bool,
-    turn: int,
-    t1: int,
-    trigger_tokens: int,
-    n_raw: int,
-    saves: int,
-    kept: int,
-    stable: int,
+    figures: Figures,
 ) -> None:
     rules = CacheRules(name, *(ratios if ratios is not None else DEFAULTS[name]))
-    figures = (turn, t1, trigger_tokens, n_raw, saves, kept, stable)
-    want = _from_scratch(rules, scale, rev2, served, *figures)
+    want = _from_scratch(rules, scale, rev2, served, figures)
     assert EarlyRule(rules, scale, rev2, served).compacts(*figures) == want
 
 
@@ -104,6 +83,6 @@ def test_the_figures_of_a_steady_run_cross_the_rule_both_ways() -> None:
         saves = 40 * turn  # the cut deepens as the rounds behind it grow
         figures = (turn, t1, 120_000, 150 * turn, saves, t1 - saves, 2_500)
         got = rule.compacts(*figures)
-        assert got == _from_scratch(rules, 1.0, True, True, *figures)
+        assert got == _from_scratch(rules, 1.0, True, True, figures)
         answers.add(got)
     assert answers == {True, False}

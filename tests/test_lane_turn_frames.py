@@ -12,10 +12,6 @@ mostly a few hundred small calls, each run cold once a turn).
 
 from __future__ import annotations
 
-import sys
-from collections import Counter
-from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from engine.artifacts import Message, Text
@@ -23,24 +19,7 @@ from engine.assembly import Measure
 from engine.providers.openai import serializer
 from engine.sections import history_section
 from engine.tokens import CharTokenizer, TokenCounter
-from tests.turn_session import char_pipe, tool_round
-
-
-def _frames(fn: Callable[[], Any]) -> Counter[tuple[str, str]]:
-    """(file name, function) of every Python frame `fn` runs, counted."""
-    seen: Counter[tuple[str, str]] = Counter()
-
-    def prof(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code
-            seen[(code.co_filename.rsplit("/", 1)[-1], code.co_name)] += 1
-
-    sys.setprofile(prof)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return seen
+from tests.support.turn_work import python_frames, steady_pipe, steady_turn
 
 
 def _usage(t: int) -> Any:
@@ -56,20 +35,8 @@ def _usage(t: int) -> Any:
 
 
 def test_a_steady_lane_turn_skips_the_dispatch_and_helper_frames() -> None:
-    pipe = char_pipe(200_000)
-    pipe.identity("You are a careful coding agent.")
-    pipe.user("Fix the failing test.")
-    for t in range(12):
-        tool_round(pipe, t, f"output of step {t}\n" * 20)
-        pipe.next_request()
-        pipe.record_usage(_usage(t))
-
-    def turn() -> None:
-        tool_round(pipe, 99, "the newest output\n" * 30)
-        pipe.next_request()
-        pipe.record_usage(_usage(99))
-
-    seen = _frames(turn)
+    pipe = steady_pipe(_usage)
+    seen = python_frames(steady_turn(pipe, _usage(99)), basename=True)
     # The lane made this turn's request (its append path ran), through grown.
     assert seen[("pipeline_express.py", "turn")] == 1 and seen[("base.py", "_appended")] == 1, seen
     assert seen[("base.py", "grown")] == 1

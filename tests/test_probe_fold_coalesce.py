@@ -11,16 +11,14 @@ as the agent's own trace.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 from engine.probe.agent_send import FOLD_COALESCE
-from inspector.sources.live import LiveSource
-from tests.test_probe_fold import T, _agent_traces, _Follower, _kinds, _shown, _turn
-from tests.test_probe_fold_straight import _pipeline, _wait
+from tests.support.fold_stream import assert_shown_as_sent, fold_stream
+from tests.test_probe_fold import _kinds, _turn
 
 IDLE = 0.15  # the inspector's backfill_idle here
 PACE = FOLD_COALESCE / 10  # between turns: an agent whose model answers at once
@@ -30,22 +28,8 @@ PACE = FOLD_COALESCE / 10  # between turns: an agent whose model answers at once
 def test_turns_closer_than_fold_coalesce_share_a_batch_and_every_one_reaches_the_view(
     rtdir: Path, record: bool
 ) -> None:
-    pipe = _pipeline(rtdir, record=str(rtdir.parent / "a.cpsession") if record else None)
-    probe = pipe.probe
-    try:
-        _turn(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=IDLE, fold=True)
-        assert src._folding
-        view = _Follower(src)
-        _wait(
-            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-        )
-        _turn(pipe, 1)
-        view.wait_for(1)
-        _wait(
-            lambda: probe._ring_one is not None and probe._ring_one.fold,
-            "the I/O thread, asleep with nothing due, never named the fold client for publish's straight path",
-        )
+    with fold_stream(rtdir, record, backfill_idle=IDLE) as fs:
+        pipe, probe, src, view = fs.pipe, fs.probe, fs.src, fs.view
         time.sleep(FOLD_COALESCE)  # (the next close is sent: the last send is that long ago)
         sends, held = probe.agent_sends, probe.fold_closes_held
         turns = list(range(2, 12))
@@ -64,32 +48,15 @@ def test_turns_closer_than_fold_coalesce_share_a_batch_and_every_one_reaches_the
         view.wait_for(turns[-1])
         if not record:
             assert _kinds(pipe, 2) == {"TurnRecord"}  # still unbuilt: the fold client does not trace
-        shown = _shown(src, turns)
-        view.stop()
+        assert_shown_as_sent(fs, turns)
         assert src.asked_traces == 0
-        agent = _agent_traces(pipe)
-        for t in turns:
-            assert shown[t] == agent[t], t
-            assert list(shown[t]) == list(agent[t])
-    finally:
-        pipe.close()
 
 
 def test_a_turn_past_fold_coalesce_is_sent_at_its_close(rtdir: Path) -> None:
     """The bound on what the inspector waits for a turn while the agent goes on: a close FOLD_COALESCE
     after the last send goes at once, with every turn held back before it."""
-    pipe = _pipeline(rtdir, record=None)
-    probe = pipe.probe
-    try:
-        _turn(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)  # (it never asks)
-        view = _Follower(src)
-        _wait(
-            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-        )
-        _turn(pipe, 1)
-        view.wait_for(1)
-        _wait(lambda: probe._ring_one is not None and probe._ring_one.fold, "the fold client was never named")
+    with fold_stream(rtdir, record=False, backfill_idle=None) as fs:  # (it never asks)
+        pipe, probe, view = fs.pipe, fs.probe, fs.view
         time.sleep(FOLD_COALESCE)
         _turn(pipe, 2)  # sent at its close
         view.wait_for(2)
@@ -103,10 +70,4 @@ def test_a_turn_past_fold_coalesce_is_sent_at_its_close(rtdir: Path) -> None:
         assert probe.agent_sends == sends + 1
         view.wait_for(5)
         assert {3, 4} <= {t.get("turn") for t in view.turns}
-        shown = _shown(src, [3, 4, 5])
-        view.stop()
-        agent = _agent_traces(pipe)
-        for t in (3, 4, 5):
-            assert shown[t] == agent[t], t
-    finally:
-        pipe.close()
+        assert_shown_as_sent(fs, [3, 4, 5], key_order=False)

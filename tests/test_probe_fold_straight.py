@@ -11,7 +11,6 @@ agent's own, key order included.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,47 +19,14 @@ from typing import Any
 import pytest
 
 from engine.probe.agent_send import AGENT_WINDOW
-from inspector.sources.live import LiveSource
-from tests.test_probe_fold import T, _agent_traces, _Follower, _kinds, _shown, _turn
-
-
-def _pipeline(rtdir: Path, record: str | None) -> Any:
-    from engine.pipeline import Pipeline
-
-    pipe = Pipeline(
-        "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, record=record
-    )
-    assert pipe.probe is not None
-    pipe.identity("You are a careful coding agent.")
-    pipe.user("Fix the failing test.")
-    return pipe
-
-
-def _wait(cond: Any, what: str) -> None:
-    deadline = time.monotonic() + T
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
+from tests.support.fold_stream import assert_shown_as_sent, fold_stream
+from tests.test_probe_fold import _kinds, _turn
 
 
 @pytest.mark.parametrize("record", [False, True])
 def test_a_paced_fold_turn_is_one_ring_frame_from_publish_with_no_wake_up(rtdir: Path, record: bool) -> None:
-    pipe = _pipeline(rtdir, record=str(rtdir.parent / "a.cpsession") if record else None)
-    probe = pipe.probe
-    try:
-        _turn(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
-        assert src._folding
-        view = _Follower(src)
-        _wait(
-            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-        )
-        _turn(pipe, 1)
-        view.wait_for(1)
-        _wait(
-            lambda: probe._ring_one is not None and probe._ring_one.fold,
-            "the I/O thread, asleep with nothing due, never named the fold client for publish's straight path",
-        )
+    with fold_stream(rtdir, record) as fs:
+        pipe, probe, src, view = fs.pipe, fs.probe, fs.src, fs.view
         # Every turn sent at its close, as by an agent whose turns come further apart than FOLD_COALESCE
         # (tests/test_probe_fold_coalesce.py has the closer ones).
         probe.fold_coalesce = 0.0
@@ -88,15 +54,8 @@ def test_a_paced_fold_turn_is_one_ring_frame_from_publish_with_no_wake_up(rtdir:
         assert c.ring.written > written
         if not record:
             assert _kinds(pipe, 2) == {"TurnRecord"}  # still unbuilt: the fold client does not trace
-        shown = _shown(src, turns)
-        view.stop()
+        assert_shown_as_sent(fs, turns)
         assert src.asked_traces == 0
-        agent = _agent_traces(pipe)
-        for t in turns:
-            assert shown[t] == agent[t], t
-            assert list(shown[t]) == list(agent[t])
-    finally:
-        pipe.close()
 
 
 @pytest.mark.parametrize("record", [False, True])
@@ -108,21 +67,8 @@ def test_a_paced_fold_turns_close_is_one_python_call_past_publish(rtdir: Path, r
     comprehension, a call of its own before Python 3.12). It went through _ring_now, _window_full,
     _fold_now, _take_pending, _types and pack_payload_fast (~57 against ~49 us a turn's publishes,
     measured in one process)."""
-    pipe = _pipeline(rtdir, record=str(rtdir.parent / "a.cpsession") if record else None)
-    probe = pipe.probe
-    try:
-        _turn(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
-        view = _Follower(src)
-        _wait(
-            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-        )
-        _turn(pipe, 1)
-        view.wait_for(1)
-        _wait(
-            lambda: probe._ring_one is not None and probe._ring_one.fold,
-            "the I/O thread, asleep with nothing due, never named the fold client for publish's straight path",
-        )
+    with fold_stream(rtdir, record) as fs:
+        pipe, probe, view = fs.pipe, fs.probe, fs.view
         # Every turn sent at its close, as by an agent whose turns come further apart than FOLD_COALESCE
         # (tests/test_probe_fold_coalesce.py has the closer ones).
         probe.fold_coalesce = 0.0
@@ -159,10 +105,4 @@ def test_a_paced_fold_turns_close_is_one_python_call_past_publish(rtdir: Path, r
         strip = ["<listcomp>"] if record and sys.version_info < (3, 12) else []
         for names in calls:
             assert names == ["publish", "_fold_now", *strip, "write_frame"], names
-        shown = _shown(src, turns)
-        view.stop()
-        agent = _agent_traces(pipe)
-        for t in turns:
-            assert shown[t] == agent[t], t
-    finally:
-        pipe.close()
+        assert_shown_as_sent(fs, turns, key_order=False)

@@ -9,21 +9,8 @@ Each run is now compared over the stretch both can share."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine.sim.cachesim import KeyTable, _chain, _extend_keys
-
-
-class _CountedShas(list):  # type: ignore[type-arg]
-    """A call's block hashes, counting the hashes its slices copy."""
-
-    copied = 0
-
-    def __getitem__(self, i: Any) -> Any:
-        got = super().__getitem__(i)
-        if isinstance(i, slice):
-            _CountedShas.copied += len(got)
-        return got
+from tests.support.counted_shas import walk_counted
 
 
 def _appending_session(calls: int) -> tuple[KeyTable, list[str], list[int]]:
@@ -42,8 +29,6 @@ def test_walking_many_short_runs_copies_each_hash_about_once() -> None:
     n_calls = 600
     table, shas, keys = _appending_session(n_calls)
     assert len(table.runs) >= n_calls  # one run a call: the reply's key lies between two calls' runs
-    counted = _CountedShas(shas)
-    _CountedShas.copied = 0
-    got = _extend_keys([0], counted, table)
+    got, copied = walk_counted(shas, table)
     assert got == keys  # the same prefixes found again, no key handed out
-    assert _CountedShas.copied <= 4 * len(shas), _CountedShas.copied  # old: ~n^2/4 = ~360,000
+    assert copied <= 4 * len(shas), copied  # old: ~n^2/4 = ~360,000

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from engine.common_prefix import common_prefix_len
 from engine.sim import cachesim
 from engine.sim.cachesim import Block, KeyTable, _agreeing, _chain, _extend_keys, shared_prefix_len
+from tests.support.counted_shas import walk_counted
 
 
 def blk(name: str, tokens: int = 10) -> Block:
@@ -85,18 +86,6 @@ def test_agreeing_is_common_prefix_len(run: list[str], shas: list[str], j: int, 
     assert _agreeing(run, j, shas, i, k) == common_prefix_len(run[j : j + k], shas[i : i + k])
 
 
-class _CountedShas(list):  # type: ignore[type-arg]
-    """A call's block hashes, counting the hashes its slices copy."""
-
-    copied = 0
-
-    def __getitem__(self, i: Any) -> Any:
-        got = super().__getitem__(i)
-        if isinstance(i, slice):
-            _CountedShas.copied += len(got)
-        return got
-
-
 def test_walking_runs_that_go_on_elsewhere_reads_what_agrees() -> None:
     """Each call sends the conversation and a tail of its own (200 blocks no other call sends): its new
     keys are one run, its round then its tail. Walking the conversation alone again meets every call's
@@ -112,10 +101,8 @@ def test_walking_runs_that_go_on_elsewhere_reads_what_agrees() -> None:
         _chain(keys[-1], f"reply {c}", table)
     fresh = KeyTable()
     want = _extend_keys([0], list(conv), fresh)  # for the count of prefixes
-    counted = _CountedShas(conv)
-    _CountedShas.copied = 0
     known = table.next
-    got = _extend_keys([0], counted, table)
+    got, copied = walk_counted(conv, table)
     assert len(got) == len(want)
     assert table.next == known  # every prefix was met before: found, none handed out
-    assert _CountedShas.copied <= 40 * calls, _CountedShas.copied  # old: 50,204
+    assert copied <= 40 * calls, copied  # old: 50,204

@@ -7,17 +7,13 @@ from pathlib import Path
 
 from textual.widgets import Markdown
 
-from engine.probe.watch import FleetWatcher
 from inspector.screens.help import HelpScreen
-from inspector.top_app import TopApp
+from tests.support.top_pilot import empty_top, press
 
 
 async def test_question_mark_opens_top_help_with_its_keys_and_columns(tmp_path: Path) -> None:
-    app = TopApp(FleetWatcher(tmp_path / "none"), refresh_s=0.2)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        await pilot.press("question_mark")
-        await pilot.pause()
+    async with empty_top(tmp_path) as (app, pilot):
+        await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         rows = "\n".join(app.screen.compose_rows())
         assert rows.startswith("# ContextPipe top")
@@ -27,18 +23,14 @@ async def test_question_mark_opens_top_help_with_its_keys_and_columns(tmp_path: 
         shown = app.screen.query_one(Markdown).source
         assert "HIT 10" in shown and "TOK/MIN" in shown  # top's columns ...
         assert "Cache layout" not in shown  # ... not the inspector's panels
-        await pilot.press("escape")
-        await pilot.pause()
+        await press(pilot, "escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("q")
 
 
 async def test_enter_on_an_empty_table_says_there_is_no_agent(tmp_path: Path) -> None:
-    app = TopApp(FleetWatcher(tmp_path / "none"), refresh_s=0.2)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        await pilot.press("enter")
-        await pilot.pause()
+    async with empty_top(tmp_path) as (app, pilot):
+        await press(pilot, "enter")
         assert any("no agent to attach to" in str(n.message) for n in app._notifications), list(app._notifications)
         await pilot.press("q")
     assert app.return_value is None

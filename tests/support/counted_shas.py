@@ -1,0 +1,30 @@
+"""Walking a call's block hashes through the cache simulator's key table (engine/sim/cachesim.py,
+_extend_keys) and counting the hashes the walk copies: the measure of the key-run walk tests
+(test_sim_key_runs_walk.py, test_sim_prefix_scan_work.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.sim.cachesim import KeyTable, _extend_keys
+
+
+class CountedShas(list):  # type: ignore[type-arg]
+    """A call's block hashes, counting the hashes its slices copy (`copied`)."""
+
+    def __init__(self, shas: list[str]) -> None:
+        super().__init__(shas)
+        self.copied = 0
+
+    def __getitem__(self, i: Any) -> Any:
+        got = super().__getitem__(i)
+        if isinstance(i, slice):
+            self.copied += len(got)
+        return got
+
+
+def walk_counted(shas: list[str], table: KeyTable) -> tuple[list[int], int]:
+    """The prefix keys _extend_keys finds for `shas` from the root in `table`, and the hashes it copied."""
+    counted = CountedShas(shas)
+    got = _extend_keys([0], counted, table)
+    return got, counted.copied
