@@ -20,7 +20,9 @@ def summarize(trace: dict) -> dict:
     """A turn's trace reduced to what the timeline strip, sparkline, alerts and stepping read (~0.5 KB
     instead of ~13 KB decoded): same keys and shapes, so every session-wide view accepts either.
     Repeated words (tiers, rules, steps) are interned: 10,000 turns share one copy of each."""
-    out = {k: trace.get(k) for k in ("turn", "final_tokens", "error")}
+    # The calibration puts final_tokens on the provider's scale (the strip's bars and hit rate, where the
+    # provider gave no prompt count: panels/provider_scale.sent).
+    out = {k: trace.get(k) for k in ("turn", "final_tokens", "calibration", "error")}
     if trace.get("tap_errors"):  # a tapped client's journaling failures so far (the status line shows it)
         out["tap_errors"] = trace["tap_errors"]
     out["tier"] = sys.intern(str(trace.get("tier")))

@@ -15,6 +15,7 @@ from engine.trace_schema import Trace
 from engine.wording import counted
 from panels.fmt import fit_cells, one_line, scope_style, tok
 from panels.line_panel import Keyed, Line, LinePanel, merge_runs
+from panels.provider_scale import SCALE_COUNTED, SCALE_LEARNED, SCALE_UNCALIBRATED
 
 # The same every turn: parsed once (theme variables are resolved when drawn, so a theme change is fine).
 LEGEND = Content.from_markup(
@@ -107,10 +108,6 @@ class CacheLayoutPanel(LinePanel):
 
 
 LEFT_OUT = "▲ left out: "
-# What scale the summary's figures are on, said after them as far as the row holds (panels/fmt.tok rounds).
-SCALE_COUNTED = "all in the provider's tokens"  # the prefix's ≈: its share of the prompt the provider counted
-SCALE_LEARNED = "≈ the provider's tokens: the engine's ×{:.2f}, learned"
-SCALE_UNCALIBRATED = "≈ the provider's tokens: the engine's, not calibrated yet"
 
 
 def _left_out(note: str, width: int) -> Content:

@@ -25,6 +25,7 @@ from textual.strip import Strip
 from engine.trace_schema import Trace, TraceSection
 from panels.fmt import fit_cells, one_line, tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
+from panels.provider_scale import prompt_count, ratio
 from panels.repaint import repaint
 from panels.row_frame import FramedRows, kept_rich_style
 
@@ -60,6 +61,26 @@ def name_cell(section: TraceSection) -> Cell:
 @dataclass
 class SectionSelected(Message):
     section_id: str
+
+
+def scale_note(trace: Trace | None, room: int) -> str:
+    """What scale budget, plan and sent are on, the longest wording that fits `room` cells ("" for none):
+    the engine's (cl100k), and the provider's tokens per engine token for this request (its own count over
+    the engine's once it arrives, else the session's learned calibration)."""
+    if trace is None:
+        return ""
+    per = ratio(trace)
+    if prompt_count(trace):
+        to, short = f"the provider counted ×{per:.2f}", f"provider ×{per:.2f}"
+    elif per != 1.0:
+        to, short = f"the provider's ≈×{per:.2f}, learned", f"provider ≈×{per:.2f}"
+    else:  # fewer than three replies seen: nothing to say how the provider counts
+        to, short = "no provider count yet", "uncalibrated"
+    for note in (f"the engine's tokens (cl100k), what budgets are planned in; {to}",
+                 f"the engine's tokens (cl100k); {to}", f"engine's tokens; {short}", "engine's tokens"):
+        if len(note) <= room:
+            return note
+    return ""
 
 
 def _width(cell: Cell) -> int:
@@ -144,6 +165,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         again only when a column must widen or the number of rows changes."""
         selected = self.selected_section()
         self._trace = trace
+        self._say_scale()
         sections = trace["sections"] if trace is not None else []
         ids = [s["id"] for s in sections]
         rows = [self._row_cells(s) for s in sections]
@@ -168,6 +190,17 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         else:
             for row in changed:
                 self._refresh_row(row)
+
+    def _say_scale(self) -> None:
+        """The table's scale, on its bottom border: the engine's tokens, which its budgets are planned in,
+        beside panels (timeline, tier, cache layout) that show the provider's count of the same prompt; and
+        what one of its tokens is on the provider's scale, so a person can go from one to the other."""
+        note = scale_note(self._trace, self.size.width - 4)
+        if note != self.border_subtitle:
+            self.border_subtitle = note
+
+    def on_resize(self) -> None:
+        self._say_scale()
 
     @staticmethod
     def _row_cells(s: TraceSection) -> dict[str, Cell]:

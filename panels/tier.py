@@ -8,8 +8,9 @@ from textual.reactive import reactive
 from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY, ambiguous_short, branch_short
 from engine.trace_schema import Trace
 from engine.wording import counted
-from panels.fmt import one_line, signed, tier_style, tok
+from panels.fmt import one_line, signed, tier_style
 from panels.line_panel import LinePanel
+from panels.provider_scale import PROVIDER, ratio, sent, shown
 
 
 class TierPanel(LinePanel):
@@ -31,17 +32,29 @@ class TierPanel(LinePanel):
         why = t["tier_reason"]
         muted = "$text-muted"
         recovery = ("yes", "bold $error") if why.get("recovery") else "no"
-        saved = t["final_tokens"] - t["estimated_tokens"]
+        # On the provider's scale, as the timeline's "sent" and the cache layout's "of": the engine's own
+        # counts here (planned 16k -> sent 16k) beside the provider's count there (of 18k) read as two sizes
+        # of one prompt. Sent is the provider's count once it arrives; the plan, which it does not count, is
+        # estimated with this request's own ratio (≈), as the cache layout's prefix is.
+        size, estimated = sent(t)
+        per = ratio(t)
+        planned = round(t["estimated_tokens"] * per)
+        saved = size - planned
         alerts = len(t.get("alerts") or [])
         lines = [
             Content.assemble((t["tier"], f"bold {tier_style(t['tier'])}"), "  ", ("turn", muted), f" {t['turn']}",
                              *(("  ", (counted(alerts, "alert"), "$warning")) if alerts else ())),
             Content.assemble(("why", muted), f" {why.get('text', '')}"),
             _tiers(why.get("raw", "-"), why.get("predictive", "-"), recovery, width),
-            Content.assemble(("planned", muted), f" {tok(t['estimated_tokens'])} ", ("→ sent", muted), " ",
-                             (tok(t["final_tokens"]), "bold"),
-                             f" ({signed(saved)}), {counted(len(t.get('actions') or []), 'action')}"),
+            _planned(shown(planned, True), shown(size, estimated), signed(saved),
+                     counted(len(t.get("actions") or []), "action")),
         ]
+        # The scale after the figures where the row holds it, else on a row of its own while the panel has
+        # one spare (the pressure panel beside it has five; at 120 columns this one is 46 wide).
+        if lines[-1].cell_length + len(SCALE) <= width:
+            lines[-1] += Content.styled(SCALE, muted)
+        else:
+            lines.append(Content.styled(SCALE_ROW, muted))
         if t.get("error"):
             lines.append(Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
         branch = t.get(BRANCH_KEY)
@@ -70,3 +83,14 @@ def _tiers(raw: str, pred: str, recovery: str | tuple[str, str], width: int) -> 
     if line.cell_length > width and raw == pred:
         line = Content.assemble(("raw, pred", muted), f" {raw} ", ("· recovery", muted), " ", recovery)
     return line if line.cell_length <= width else line.truncate(width, ellipsis=True)
+
+
+SCALE = f"  {PROVIDER}"
+SCALE_ROW = f"planned, sent: the {PROVIDER}"
+
+
+def _planned(planned: str, sent: str, saved: str, actions: str) -> Content:
+    """The plan's size against what was sent, both on the provider's scale (the plan estimated: ≈)."""
+    muted = "$text-muted"
+    return Content.assemble(("planned", muted), f" {planned} ", ("→ sent", muted), " ", (sent, "bold"),
+                            f" ({saved}), {actions}")

@@ -14,6 +14,8 @@ from textual.reactive import reactive
 from panels.fmt import block, tier_style, tok
 from panels.line_panel import LinePanel
 from panels.navigation import JumpToTurn
+from panels.provider_scale import sent as provider_sent
+from panels.provider_scale import shown
 
 TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrune": 3}
 # Steps that rewrite history already sent. Not "spill": a large tool output is spilled when it first
@@ -41,16 +43,20 @@ EV_COMPACT, EV_ERROR, EV_BREAK = 1, 2, 3
 EV_MARKS = {0: (" ", "$text-muted"), EV_COMPACT: ("c", "$tier-compact"), EV_ERROR: ("!", "bold $error"),
             EV_BREAK: ("✖", "bold $cache-break")}
 NO_USAGE = math.inf  # above any hit rate: a column's min is NO_USAGE only if none of its turns has usage
-LEGEND = Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
+# The scale of the bars and of the "sent" and "peak" figures said where the strip holds it (≈: estimated).
+LEGEND = Content.from_markup(
+    "[$text-muted]▁█ sent, in the provider's tokens (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
+LEGEND_SHORT = Content.from_markup("[$text-muted]▁█ sent (tier colour)  ░▓ cache hit  ✖ cache break  c compaction  ! error[/]")
 
 
-def hit_rate(usage: dict, final_tokens: int) -> float:
+def hit_rate(usage: dict, estimate: int) -> float:
     """A turn's cache hit rate as the cache layout, `top`, simulate and the exported spans state it: cache
     reads over the prompt the provider counted (input_tokens, cached parts included). Not over the engine's
-    own estimate (final_tokens), which is in the engine's tokens, not the provider's: with a provider that
-    counts 6% more, a 93% hit was drawn as a full one. The estimate only stands in for a usage that has
-    no prompt count."""
-    return (usage.get("cache_read_tokens") or 0) / max(1, usage.get("input_tokens") or final_tokens)
+    own count (final_tokens), which is in the engine's tokens, not the provider's: with a provider that
+    counts 6% more, a 93% hit was drawn as a full one. A usage with no prompt count (reads only) is over
+    `estimate`, the engine's count on the provider's scale (panels/provider_scale.sent: times the learned
+    calibration, as the cache layout's hit rate is)."""
+    return (usage.get("cache_read_tokens") or 0) / max(1, usage.get("input_tokens") or estimate)
 
 
 class TimelineStrip(LinePanel):
@@ -65,7 +71,7 @@ class TimelineStrip(LinePanel):
         # max/min over slices of these, in C. Summarising the traces themselves, column by column, was
         # ~60 ms at 20,000 turns for every turn a live agent added (and ~2 s of an attach's first frame,
         # the app redrawing the strip for each turn that came while it started).
-        self._tok: list[int] = []  # final_tokens
+        self._tok: list[int] = []  # the request's size on the provider's scale (provider_scale.sent)
         self._rank: list[int] = []  # TIER_RANK of its tier
         self._tier: list[str] = []
         self._hit: list[float] = []  # hit rate; NO_USAGE for a turn with no usage
@@ -121,11 +127,14 @@ class TimelineStrip(LinePanel):
         self.redraw()
 
     def _set_turn(self, i: int, t: dict) -> None:
-        self._tok[i] = t["final_tokens"]
+        # The bars, the peak and the hit rate on the provider's scale, as the cache layout's figures: the
+        # engine's count here beside the provider's there read as two sizes of one prompt (16k and 18k on
+        # DeepSeek's pydicom-1413 run).
+        self._tok[i] = size = provider_sent(t)[0]
         self._tier[i] = tier = t["tier"]
         self._rank[i] = TIER_RANK.get(tier, 0)
         usage = t.get("usage")
-        self._hit[i] = hit_rate(usage, t["final_tokens"]) if usage else NO_USAGE
+        self._hit[i] = hit_rate(usage, size) if usage else NO_USAGE
         if unintended_break(t):
             self._ev[i] = EV_BREAK
         elif t.get("error"):
@@ -214,7 +223,7 @@ class TimelineStrip(LinePanel):
                     hits.marked(start, end, hit * k, "$cache-served reverse")]
         trace = self.traces[self.current]
         pointer = " " * cur + "▲"
-        axis = f"turn {trace['turn']} ({self.current + 1}/{n})  sent {tok(trace['final_tokens'])}"
+        axis = f"turn {trace['turn']} ({self.current + 1}/{n})  sent {shown(*provider_sent(trace))}"
         comp = trace.get("compaction")
         if comp and comp.get("decision") == "compacted" and comp.get("text"):
             # The compaction's pay-back (what it saves per turn against what it re-sends uncached once)
@@ -229,7 +238,7 @@ class TimelineStrip(LinePanel):
             label = Content.assemble((pointer, "bold $accent"), "  ", (_fit(axis, right), "$text-muted"))
         else:
             label = Content.assemble(((_fit(axis, left) + " ").rjust(cur), "$text-muted"), ("▲", "bold $accent"))
-        return [*rows, label, LEGEND]
+        return [*rows, label, LEGEND if LEGEND.cell_length <= width else LEGEND_SHORT]
 
 
 def _fit(text: str, room: int) -> str:

@@ -67,6 +67,9 @@ def turn_summary(trace: dict[str, Any]) -> dict[str, Any]:
         out = {k: trace.get(k) for k in _SUMMARY_KEYS}
     if "tap_errors" in trace:
         out["tap_errors"] = trace["tap_errors"]
+    # The plan's calibration (one float): the inspector's timeline puts the engine's count on the provider's
+    # scale with it (its bars, and the hit rate of a turn whose usage has no prompt count).
+    out["calibration"] = trace.get("calibration")
     # The compaction record (~23 objects, as many as the rest of the summary's sub-objects) is read
     # by the timeline only for a turn that compacted (the strip shows its pay-back); a turn that held,
     # the common case, leaves it out: every object here is one the I/O thread touches cold.

@@ -12,6 +12,7 @@ import pytest
 from engine.export.spans import turn_span
 from engine.importers import load
 from engine.importers.ingest import ingest
+from engine.probe.lean import turn_summary
 from engine.recording.journal import trace_of
 from engine.recording.replay import Replayer
 from engine.whatif import Overrides
@@ -21,6 +22,8 @@ from inspector.timeline import summarize
 from panels.cache_layout import CacheLayoutPanel
 from panels.fmt import tok
 from panels.line_panel import Keyed, content_of
+from panels.manifest import scale_note
+from panels.tier import TierPanel
 from panels.timeline_strip import HIT_SHADES, TimelineStrip
 from panels.whatif_compare import compare
 from tests.conftest import TRAJECTORIES
@@ -164,3 +167,103 @@ def test_cache_layout_on_a_real_import_reads_as_one_whole(tmp_path: Path) -> Non
 
 def _count(shown: str) -> float:
     return float(shown[:-1]) * {"k": 1e3, "M": 1e6}[shown[-1]] if shown[-1] in "kM" else float(shown)
+
+
+def _panel_rows(panel: object, trace: dict, width: int) -> list[str]:
+    panel.set_reactive(type(panel).trace, trace)  # type: ignore[attr-defined]
+    return [content_of(line).plain for line in panel.lines(width)]  # type: ignore[attr-defined]
+
+
+def _strip_axis(strip: TimelineStrip, at: int, width: int = 200) -> str:
+    strip.set_reactive(TimelineStrip.current, at)
+    return content_of(strip.lines(width)[3]).plain
+
+
+def _pydicom(tmp_path: Path) -> Path:
+    src = TRAJECTORIES / "mini-swe-agent-pr816" / "deepseek_chat_dev__pydicom__pydicom-1413.traj.json"
+    if not src.is_file():
+        pytest.skip(f"real trajectories not found at {TRAJECTORIES}")
+    rec = tmp_path / "pydicom.cpsession"
+    pipe, _ = ingest(load(src), rec)
+    pipe.close()
+    return rec
+
+
+@pytest.mark.parametrize("which", ["demo", "pydicom"])
+def test_timeline_tier_and_cache_layout_give_one_size_of_the_prompt(which: str, tmp_path: Path) -> None:
+    # The timeline's "sent" and the tier's "planned → sent" were the engine's count (cl100k), the cache
+    # layout's "of" the provider's: "sent 16k" beside "served 18k of 18k" on turn 30 of DeepSeek's
+    # pydicom-1413 run, "sent 5.9k" beside "of 6.2k" on the demo's last turn. All three are the provider's
+    # count of the prompt now, and the strip and the tier say so.
+    rec = DEMO if which == "demo" else _pydicom(tmp_path)
+    src = FileSource(rec)
+    summaries = src.load_initial()
+    strip = TimelineStrip()
+    strip.traces = [summarize(s) for s in summaries]
+    strip.set_reactive(TimelineStrip.count, len(summaries))
+    tier, layout = TierPanel(), CacheLayoutPanel()
+    counted = 0
+    for i, s in enumerate(summaries):
+        t = src.full_trace(s["turn"])
+        axis = _strip_axis(strip, i)
+        shown_sent = re.search(r"  sent (≈?\S+)  ", axis).group(1)  # type: ignore[union-attr]
+        row = next(r for r in _panel_rows(tier, t, 80) if r.startswith("planned"))
+        tier_sent = re.search(r"→ sent (≈?\S+) ", row).group(1)  # type: ignore[union-attr]
+        assert shown_sent == tier_sent, (t["turn"], axis, row)
+        assert row.endswith("provider's tokens"), row
+        prompt = (t.get("usage") or {}).get("input_tokens")
+        if prompt:
+            counted += 1
+            of = re.search(r"served \S+ of (\S+) ", _summary_row(layout, t)).group(1)  # type: ignore[union-attr]
+            assert shown_sent == of == tok(prompt), (t["turn"], axis, of)
+    assert counted == (93 if which == "pydicom" else 40)
+    assert "in the provider's tokens" in content_of(strip.lines(200)[4]).plain
+    if which == "pydicom":
+        t30 = src.full_trace(30)
+        assert "sent 18k" in _strip_axis(strip, 30) and t30["final_tokens"] == 15978  # the engine's 16k
+        assert "planned ≈18k → sent 18k (+3), 0 actions  provider's tokens" in _panel_rows(tier, t30, 80)
+
+
+def test_before_the_providers_count_the_timeline_and_tier_use_the_learned_calibration() -> None:
+    # A live turn before its reply, or a provider with no prompt count: the size is the engine's count times
+    # the calibration the plan used, marked ≈, on the strip and in the tier alike; the strip's hit shade of
+    # reads with no prompt count is over that estimate, as the cache layout's hit rate is (it was over the
+    # engine's count: 4500 read of 5036 drew 89%, a full block, where the cache layout says 85%).
+    t = copy.deepcopy(_traces()[10])
+    assert (t["final_tokens"], t["calibration"]) == (5036, 1.0563)
+    del t["usage"]
+    strip = TimelineStrip()
+    strip.traces = [summarize(t)]
+    strip.set_reactive(TimelineStrip.count, 1)
+    assert "sent ≈5.3k" in _strip_axis(strip, 0)
+    assert "planned ≈5.3k → sent ≈5.3k (+4), 2 actions" in next(
+        r for r in _panel_rows(TierPanel(), t, 80) if r.startswith("planned"))
+    t["usage"] = {"cache_read_tokens": 4500}  # reads only: 4500 of ≈5320 is 85% ("▓"); of the engine's 5036, 89% ("█")
+    strip.traces = [summarize(t)]
+    strip.restate()
+    cols, _ = strip._summary(10)
+    assert cols[0][3] == HIT_SHADES[round(4500 / round(5036 * 1.0563) * 4)] == "▓"
+    assert "served 4.5k of ≈5.3k (85%)" in _summary_row(CacheLayoutPanel(), t)
+
+
+def test_the_lean_streams_turn_summary_carries_the_calibration() -> None:
+    # A live inspector's timeline is built from the probe's turn summaries: without the calibration a turn
+    # with no prompt count could only be drawn on the engine's scale.
+    t = _traces()[10]
+    assert turn_summary(t)["calibration"] == summarize(t)["calibration"] == summarize(turn_summary(t))["calibration"] == 1.0563
+
+
+def test_the_section_manifest_says_it_is_on_the_engines_scale() -> None:
+    # Budgets are planned in the engine's tokens, so the manifest stays on them; it said nothing of it beside
+    # panels that show the provider's count. Its bottom border says so, with what one of its tokens is on the
+    # provider's scale: this request's own ratio once counted, else the learned calibration.
+    t = copy.deepcopy(_traces()[10])
+    assert scale_note(t, 120) == "the engine's tokens (cl100k), what budgets are planned in; the provider counted ×1.06"
+    assert scale_note(t, 60) == "the engine's tokens (cl100k); the provider counted ×1.06"
+    assert scale_note(t, 31) == "engine's tokens; provider ×1.06"
+    assert scale_note(t, 30) == "engine's tokens"
+    del t["usage"]
+    assert scale_note(t, 60) == "the engine's tokens (cl100k); the provider's ≈×1.06, learned"
+    t["calibration"] = 1.0
+    assert scale_note(t, 60) == "the engine's tokens (cl100k); no provider count yet"
+    assert scale_note(t, 31) == "engine's tokens; uncalibrated"
