@@ -12,6 +12,8 @@ from textual.widget import Widget
 from engine.trace_schema import Trace
 from panels.fmt import tok
 
+SAVED_SCALE = "tokens saved: the engine's (cl100k), as the sections manifest counts"
+
 
 class SkippedPanel(Widget):
     DEFAULT_CSS = "SkippedPanel { height: auto; }"
@@ -85,14 +87,20 @@ class SkippedPanel(Widget):
         if would:
             lines.append(("", f"[$text-muted]total left on the table:[/] [bold]{tok(would)}[/] tokens"))
         lines.append(("", ""))
+        actions = t.get("actions") or []
         lines.append(
-            ("", "[$text-muted]applied:[/]" if t.get("actions") else "[$text-muted]applied: nothing[/]")
+            ("", "[$text-muted]applied:[/]" if actions else "[$text-muted]applied: nothing[/]")
         )
-        for a in t.get("actions") or []:
+        for a in actions:
             saved = (
                 f"  [$text-muted]saved[/] {tok(a.get('tokens_saved'))} tokens"
                 if a.get("tokens_saved")
                 else ""
             )
             lines.append(("  [$success]✓[/] ", f"{escape(a['step'])}  {escape(a.get('detail', ''))}{saved}"))
+        if would or any(a.get("tokens_saved") for a in actions):
+            # The steps measure what they save with the engine's tokenizer (as the manifest and explain
+            # count it), not on the provider's scale the tier and the timeline show: said once, under them.
+            lines.append(("", ""))
+            lines.append(("", f"[$text-muted]{SAVED_SCALE}[/]"))
         return lines

@@ -8,6 +8,9 @@ from textual.markup import escape
 from engine.trace_schema import Trace
 from panels.fmt import signed, tier_markup, tok
 
+ENGINE = "engine's tokens"  # the label cell of the header: the scale of the figures under it
+WINDOW = "window (provider)"  # 17 cells: the label column's width
+
 
 def _saved(t: Trace) -> int:
     """What the turn's optimize steps saved, as explain lists them (`-> spill: ... (saved N)`). Not
@@ -17,14 +20,18 @@ def _saved(t: Trace) -> int:
 
 
 def compare(actual: Trace, whatif: Trace) -> Content:
-    rows = [f"[$text-muted]{'':<17}{'actual':>7} {'what-if':>7}[/]"]
+    # A re-plan has no provider count: its figures are the plan's, the engine's tokens (cl100k), as the
+    # manifest's and explain's are, and its header says so; the tier and the timeline show the provider's
+    # count of the same request (9.3k beside this 8.8k on the demo recording's turn 25). The window is
+    # the provider's (the configured one, the plan divides it by the calibration): its row says so.
+    rows = [f"[$text-muted]{ENGINE:<17}{'actual':>7} {'what-if':>7}[/]"]
 
     def row(label: str, a: str, b: str, note: str = "") -> None:
         rows.append(f"{escape(label):<17}{a:>7} {b:>7}  {note}")
 
     # Tier names are wider than the number columns: one line, actual → what-if.
     rows.append(f"{'tier':<17}{tier_markup(actual['tier'])} → {tier_markup(whatif['tier'])}")
-    row("window", tok(actual["limit"]), tok(whatif["limit"]))
+    row(WINDOW, tok(actual["limit"]), tok(whatif["limit"]))
     row("pressure (pred.)", f"{actual['pressure']['predictive']:.2f}", f"{whatif['pressure']['predictive']:.2f}")
     diff = whatif["final_tokens"] - actual["final_tokens"]
     row("tokens sent", tok(actual["final_tokens"]), tok(whatif["final_tokens"]), f"[bold]{signed(diff)}[/]")

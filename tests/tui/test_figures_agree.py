@@ -267,3 +267,18 @@ def test_the_section_manifest_says_it_is_on_the_engines_scale() -> None:
     t["calibration"] = 1.0
     assert scale_note(t, 60) == "the engine's tokens (cl100k); no provider count yet"
     assert scale_note(t, 31) == "engine's tokens; uncalibrated"
+
+
+def test_the_whatif_comparison_says_its_figures_are_the_engines() -> None:
+    # The what-if pane printed "tokens sent 8.8k" (the plan's count, the engine's) under an unlabelled
+    # header beside the tier's provider-scale "sent 9.3k", and the window (the provider's) in the same
+    # column. A re-plan has no provider count, so its figures stay the plan's, as explain's, and say so.
+    events, _, _ = load_events(str(DEMO))
+    actual = _traces()[25]
+    whatif = Replayer(events).replan(25, Overrides(window=20000)).trace
+    lines = compare(actual, whatif).plain.splitlines()
+    assert lines[0].split() == ["engine's", "tokens", "actual", "what-if"], lines[0]
+    assert lines[2].split() == ["window", "(provider)", "10k", "20k"], lines[2]
+    sent_row = next(line for line in lines if line.startswith("tokens sent"))
+    assert sent_row.split()[2] == tok(actual["final_tokens"]) == "8.8k"
+    assert "sent 9.3k" in next(r for r in _panel_rows(TierPanel(), actual, 80) if r.startswith("planned"))

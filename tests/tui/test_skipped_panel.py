@@ -40,3 +40,19 @@ def test_applied_and_skipped_steps_give_tokens_and_no_saved_0() -> None:
                     seen_skip = True
                     assert row.endswith(" tokens") and "  would save " in row, row
     assert seen_skip and seen_saving
+
+
+def test_the_tokens_saved_say_they_are_the_engines() -> None:
+    # "saved 82k tokens" beside the tier's provider-scale "sent" said nothing of which tokens: the steps
+    # measure with the engine's tokenizer. Said once, last, where a figure of tokens saved is shown, and
+    # not on a turn that shows none.
+    events, _, _ = load_events(str(DEMOS / "scout-anthropic.cpsession"))
+    traces = [cast(Trace, trace_of(e)) for e in events if e.get("k") == "turn"]
+    saving = [t for t in traces if any(s.get("tokens_saved") for s in (t.get("actions") or []) + (t.get("skipped") or []))]
+    assert saving and len(saving) < len(traces)
+    for t in traces:
+        rows = _shown(t)
+        if t in saving:
+            assert rows[-1] == "tokens saved: the engine's (cl100k), as the sections manifest counts", rows
+        else:
+            assert not any("engine's" in r for r in rows), rows
