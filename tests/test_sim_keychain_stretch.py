@@ -109,3 +109,107 @@ def test_a_shifting_session_gets_a_fresh_computations_keys_sums_and_errors(
         assert got == _fresh(blocks, order, chain.ids)
         if not isinstance(got, str):
             msgs = head + msgs[drop:] + tail  # the window as sent: the next call shifts from it
+
+
+def test_a_window_that_moves_back_reads_the_blocks_around_the_stretch() -> None:
+    """clear_tool_uses past its window: a cleared result frees room and the window takes in older rounds
+    again, then moves on. A call whose window starts earlier than the last one (older blocks, then the
+    last call's from its first message on) reads the older blocks only, not the ~thousands after them
+    (old code: the stretch was looked for among the first 4 new blocks only: every block read)."""
+    system = [_Read("sys", 500, segment="system")]
+    msgs = [_Read(f"m{i}", 10 + i % 17) for i in range(3_000)]
+    chain = _KeyChain()
+    start = 1_000
+    chain.take(system + msgs[start:], check_order=True)
+    per_call = []
+    for t in range(40):
+        start += 6 if t % 2 else -30  # back by 30 blocks, on by 6 (already sent prefixes come back)
+        blocks = system + msgs[start:]
+        _Read.reads = 0
+        keys, cum = chain.take(blocks, check_order=True)
+        per_call.append(_Read.reads)
+        assert cum == _cumulative(blocks) and keys == _prefix_keys(blocks, chain.ids)
+    assert max(per_call) <= 80, per_call
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(16, 60),
+    st.lists(
+        st.tuples(
+            st.integers(-8, 6),
+            st.integers(0, 3),
+            st.booleans(),
+            st.one_of(st.none(), st.integers(1, 12)),
+            st.sampled_from([None, None, None, "negative", "tools"]),
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+)
+def test_a_window_moving_both_ways_gets_a_fresh_computations_keys_sums_and_errors(
+    start: int, steps: list[tuple[int, int, bool, int | None, str | None]]
+) -> None:
+    """A window over a conversation that moves on or back by a drawn amount (coming back to where
+    earlier calls started), new blocks appended, a block edited some way from the end (a cleared result),
+    some calls with a new block before the window or a bad block at the end: every call's keys, sums
+    and errors are a fresh computation's."""
+    chain = _KeyChain()
+    system = [Block("sys", 100, segment="system")]
+    conv = [Block(f"m{i}", i % 9) for i in range(start + 40)]
+    lo = 30
+    for t, (move, after, lead, edit, bad) in enumerate(steps):
+        lo = min(max(lo + move, 0), len(conv) - 1)
+        conv += [Block(f"n{len(conv) + i}", 2 + i) for i in range(after)]
+        if edit is not None and edit <= len(conv) - lo:
+            conv[-edit] = Block(f"e{t}", 1)
+        head = [Block(f"lead{len(conv)}.{lo}", 7)] if lead else []
+        tail = []
+        if bad is not None:
+            tail = [Block(f"bad{t}", -1) if bad == "negative" else Block(f"bad{t}", 4, segment="tools")]
+        blocks = system + head + conv[lo:] + tail
+        try:
+            got: tuple[list[int], list[int]] | str = chain.take(blocks, check_order=True)
+        except CacheSimError as exc:
+            got = str(exc)
+        assert got == _fresh(blocks, True, chain.ids)
+
+
+class _Walks(KeyTable):
+    """An intern table counting the lookups `_extend_keys` makes in it (its walk of a prefix's runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookups = 0
+        real = self.ids
+
+        class _Counted(dict):  # type: ignore[type-arg]
+            def get(inner, key: Any, default: Any = None) -> Any:  # noqa: N805
+                self.lookups += 1
+                return dict.get(inner, key, default)
+
+        self.ids = _Counted(real)
+
+
+def test_a_window_that_comes_back_to_an_earlier_start_copies_that_calls_keys() -> None:
+    """clear_tool_uses past its window: the start oscillates between a few rounds, and each call clears
+    one more result near its end, so a call whose window starts where an earlier one's did sends again
+    most of that call's prefix, which the intern table holds as one run per call that went that way.
+    Its keys are that earlier call's, copied: a handful of table lookups a call (old code: one walk step
+    per run of the prefix, growing with the calls that took that start)."""
+    system = [Block("sys", 500, segment="system")]
+    conv = [Block(f"m{i}", 10 + i % 17) for i in range(1_500)]
+    table = _Walks()
+    chain = _KeyChain(table)
+    per_call = []
+    for t in range(120):
+        conv[1_000 + t] = Block(f"cleared{t}", 3)  # one more result cleared, near the end
+        conv.append(Block(f"new{t}", 40))
+        start = (0, 2, 4)[t % 3]  # the window's start moves on and back
+        blocks = system + conv[start:]
+        table.lookups = 0
+        keys, cum = chain.take(blocks)
+        per_call.append(table.lookups)
+        assert cum == _cumulative(blocks)
+        assert keys == _prefix_keys(blocks, chain.ids)
+    assert max(per_call[10:]) <= 8, per_call

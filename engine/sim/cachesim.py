@@ -312,6 +312,16 @@ class _KeyChain:
         # prefix first met in this call is in no policy's dict yet: lookups can stop at `old`.
         self.old = 1
         self.common = 0  # the last take's blocks[:common] (keys[: common + 1]) were the take's before it
+        # The last call of each of the last EARLIER_CALLS lines, by the block where the line parted from
+        # the call before it (id -> (that position, blocks, keys, sums, checked)); a line is a
+        # call and the calls after it that keep its start.
+        # A window that comes back to where an earlier call's started (clear_tool_uses past its window:
+        # the start moves back and on by a round or two) sends again most of that call's prefix: its
+        # keys and sums are that call's, copied, where walking the intern table's runs of that prefix
+        # (one per call that went that way) cost ~3-4 ms a call. Held by the blocks' ids: each state
+        # keeps its blocks alive, so an id names the one block while it is here.
+        self._earlier: dict[int, tuple[int, tuple[Block, ...], list[Key], list[int], bool]] = {}
+        self._line = 0  # where the last call's line parted (see _done)
 
     def keys_for(self, blocks: Sequence[Block]) -> list[Key]:
         return self.take(blocks)[0]
@@ -322,6 +332,9 @@ class _KeyChain:
         blocks = tuple(blocks)
         prev = self.blocks
         common = shared_prefix_len(prev, blocks)
+        back = self._from_earlier(blocks, common, check_order)
+        if back is not None:
+            return back
         new = blocks[common:]
         h, a, m = find_stretch(prev, new, common)
         # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
@@ -364,13 +377,76 @@ class _KeyChain:
             del cum[common + h + m + 1]
         del shas[common:]
         shas += new_shas
-        self.blocks, self.keys, self.cum, self.order_checked = blocks, keys, cum, check_order
-        self.old, self.common = old, common
+        self._done(blocks, common, keys, cum, shas, check_order, old)
         return keys, cum
 
+    def _from_earlier(
+        self, blocks: tuple[Block, ...], common: int, check_order: bool
+    ) -> tuple[list[Key], list[int]] | None:
+        """take(blocks) from an earlier call (not the last one) that parted from its own previous call
+        at the block this one parts at, when it shares most of what follows with this one: its keys,
+        sums and hashes as far as the two agree, then the rest read. None when there is none such."""
+        if common >= len(blocks) - STRETCH_MIN:
+            return None
+        got = self._earlier.get(id(blocks[common]))
+        if got is None or got[0] != common or got[1][common] is not blocks[common]:
+            return None
+        _, eb, ekeys, ecum, echecked = got
+        c = shared_prefix_len(eb, blocks)
+        rest = blocks[c:]
+        if c - common < len(rest) or c - common < STRETCH_MIN:
+            return None  # it shares less than is left to read: the usual way
+        if check_order and echecked:
+            _check_order(rest, SEGMENT_ORDER.get(blocks[c - 1].segment, 0), c)
+        elif check_order:
+            _check_order(blocks)
+        tokens = list(map(_TOKENS, rest))
+        if tokens and min(tokens) < 0:
+            b = next(b for b in rest if b.tokens < 0)
+            raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        # The hashes carried to the next call: read from the blocks (the earlier call's list was cut
+        # in place since; kept whole per call, every call paid a copy of it for these few).
+        shas = list(map(_SHA, blocks))
+        known = self.ids.next
+        keys = _extend_keys(ekeys[: c + 1], shas[c:], self.ids)
+        old = len(keys) - (self.ids.next - known)
+        cum = ecum[: c + 1]
+        cum += accumulate(tokens, initial=cum[-1])
+        del cum[c + 1]  # accumulate repeats its initial value
+        self._done(blocks, common, keys, cum, shas, check_order, old)
+        return keys, cum
+
+    def _done(
+        self,
+        blocks: tuple[Block, ...],
+        common: int,
+        keys: list[Key],
+        cum: list[int],
+        shas: list[str],
+        checked: bool,
+        old: int,
+    ) -> None:
+        """Carry this call's figures to the next, and keep them by where its line parted (see _earlier)."""
+        # A call that keeps most of the last one (appends, or edits near the end) goes on its line: kept
+        # under the line's start in the last call's place. Else (a window that moved) it starts a line
+        # where it parted from the last call.
+        at = self._line if self._line < common and 2 * common >= len(self.blocks) else common
+        self.blocks, self.keys, self.cum, self.shas, self.order_checked = blocks, keys, cum, shas, checked
+        self.old, self.common, self._line = old, common, at
+        if at < len(blocks):
+            earlier = self._earlier
+            earlier.pop(id(blocks[at]), None)
+            earlier[id(blocks[at])] = (at, blocks, keys, cum, checked)
+            if len(earlier) > EARLIER_CALLS:
+                del earlier[next(iter(earlier))]
+
+
+# Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
+EARLIER_CALLS = 32
 
 # A shifted request (see _KeyChain): the stretch starts within the first STRETCH_HEAD new blocks, at one of
-# the previous request's next STRETCH_SEARCH blocks, and runs at least STRETCH_MIN blocks (shorter ones are
+# the previous request's next STRETCH_SEARCH blocks (or, moved back, at the previous request's first new
+# block, within the first STRETCH_SEARCH new ones), and runs at least STRETCH_MIN blocks (shorter ones are
 # read as they are).
 STRETCH_HEAD = 4
 STRETCH_SEARCH = 256
@@ -379,7 +455,8 @@ STRETCH_MIN = 16
 
 def find_stretch(prev: Sequence[Any], new: Sequence[Any], common: int) -> tuple[int, int, int]:
     """(h, a, m): new[h : h + m] are the blocks prev[a : a + m] (the same objects or equal ones), with
-    h < STRETCH_HEAD and m >= STRETCH_MIN; (0, 0, 0) when the blocks after the `common` shared ones
+    m >= STRETCH_MIN and either h < STRETCH_HEAD (a window that moved on) or a == common and
+    h < STRETCH_SEARCH (one that moved back); (0, 0, 0) when the blocks after the `common` shared ones
     hold no such stretch. The start is found by identity, in C (no block's __eq__ runs to find it).
     For the simulator's Blocks here and the engine's Blocks in simulate (a sliding window's request is
     its new first message, then what the previous request sent from a later point on)."""
@@ -392,6 +469,17 @@ def find_stretch(prev: Sequence[Any], new: Sequence[Any], common: int) -> tuple[
         if at >= 0:
             m = shared_prefix_len(prev[at:], new[h:])
             return (h, at, m) if m >= STRETCH_MIN else (0, 0, 0)
+    # A window that moved back: older blocks first, then the previous request from where it parted
+    # (clear_tool_uses past its window: a cleared result frees room and the window takes in a round or
+    # more again, ~40% of its calls there). Looked for as the previous request's first new block among
+    # this one's first STRETCH_SEARCH: read whole, these ~4,700-block calls were most of that column.
+    if common < len(prev):
+        y = prev[common]
+        h = next(compress(count(), map(is_, new[:STRETCH_SEARCH], repeat(y))), -1)
+        if h >= STRETCH_HEAD:  # (nearer the front the search above met it already)
+            m = shared_prefix_len(prev[common:], new[h:])
+            if m >= STRETCH_MIN:
+                return h, common, m
     return 0, 0, 0
 
 
