@@ -12,17 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from inspector.attach_command import plain_attach
+from tests.support.console_script import program, run_program
 from tests.support.probe_agent import run_turns, serving_pipeline
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
 
 
 @pytest.mark.parametrize(
@@ -63,11 +59,8 @@ def test_shell_completion_is_left_to_typer() -> None:
     assert plain_attach(["attach", "4242"], {"_CP_INSPECT_COMPLETE": "bash_complete"}) is None
 
 
-RUN = r"""
-import importlib, json, sys
+RUN = program(r"""
 import inspector.app_exit as app_exit
-module, _, name = sys.argv[2].partition(":")
-sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
 if "--open" in sys.argv:  # an agent that answers: the app is built, not run; what it holds is printed
     sys.argv.remove("--open")
     sys.stdin.isatty = lambda: True  # attach refuses a stdin that is no terminal; this run reads no keys
@@ -77,25 +70,11 @@ if "--open" in sys.argv:  # an agent that answers: the app is built, not run; wh
         print(json.dumps({"turns": [t["turn"] for t in turns], "theme": app.theme, "modules": mods}))
         app.source.close()
     app_exit.run_app = run_app
-if "--typer" in sys.argv:  # typer's own dispatch of the same line
-    sys.argv.remove("--typer")
-    import inspector.cli as cli
-    cli.app(sys.argv[1:], prog_name="cp-inspect")
-getattr(importlib.import_module(module), name)()  # the console script
-"""
+""")
 
 
 def _run(argv: list[str], typer_dispatch: bool) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = [*argv, "--typer"] if typer_dispatch else argv
-    return subprocess.run(
-        [sys.executable, "-c", RUN, json.dumps(args), SCRIPT],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_program(RUN, argv, typer_dispatch=typer_dispatch, timeout=120, stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import inspector.cli_ps as cli_ps
 import inspector.cli_salvage as cli_salvage
 import inspector.cli_verify as cli_verify
 from inspector.cli_argv import plain_command
+from tests.support.console_script import ENTRIES, SCRIPT, program, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -144,29 +144,13 @@ def test_shell_completion_is_left_to_typer() -> None:
 
 # ---- the program as the console script runs it, against typer's dispatch of the same line ---------
 
-SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
-ENTRIES = sorted({SCRIPT, "inspector.cli:app"})
-
-# The modules are reported by an atexit callback, after the command's own output.
-RUN = r'''
-import atexit, importlib, json, sys
-module, _, name = sys.argv[2].partition(":")
-sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
-atexit.register(lambda: print(json.dumps(sorted(m for m in ("pydantic", "typer") if m in sys.modules)), file=sys.stderr))
-if "--typer" in sys.argv:  # typer's own dispatch of the same line
-    sys.argv.remove("--typer")
-    import inspector.cli as cli
-    cli.app(sys.argv[1:], prog_name="cp-inspect")
-getattr(importlib.import_module(module), name)()  # the console script
-'''
+RUN = program(modules=("pydantic", "typer"))
 
 
 def _run(argv: list[str], entry: str, typer_dispatch: bool, home: Path) -> subprocess.CompletedProcess[str]:
     # XDG_RUNTIME_DIR: ps looks for agents in a directory of the test's own (none run there).
-    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(home))
-    args = [*argv, "--typer"] if typer_dispatch else argv
-    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args), entry], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=home)
+    return run_program(RUN, argv, entry=entry, typer_dispatch=typer_dispatch, cwd=home,
+                       env={"XDG_RUNTIME_DIR": str(home)})
 
 
 def _same_but_timing(text: str) -> str:

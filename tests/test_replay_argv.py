@@ -4,10 +4,8 @@ exactly what typer would, and the program behaves as under typer's dispatch (exi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from hypothesis import strategies as st
 import inspector.cli as cli
 import inspector.replay_command as replay_command
 from inspector.replay_argv import plain_replay
+from tests.support.console_script import program, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -116,14 +115,8 @@ def test_shell_completion_is_left_to_typer() -> None:
 
 # ---- the program as the console script runs it, against typer's dispatch of the same line ---------
 
-# The console script's entry point, as pyproject.toml names it (what `cp-inspect` runs).
-SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
-
-RUN = r'''
-import importlib, json, sys
+RUN = program(r'''
 import inspector.replay_command as replay_command
-module, _, name = sys.argv[2].partition(":")
-sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
 if "--open" in sys.argv:  # a recording that opens: the app is not run, its arguments are printed
     sys.argv.remove("--open")
     sys.stdin.isatty = lambda: True  # replay refuses a stdin that is no terminal; this run reads no keys
@@ -135,19 +128,11 @@ if "--open" in sys.argv:  # a recording that opens: the app is not run, its argu
     def replay_app(*args):
         o = Opened(); o.args = args; return o
     replay_command.replay_app = replay_app
-if "--typer" in sys.argv:  # typer's own dispatch of the same line
-    sys.argv.remove("--typer")
-    import inspector.cli as cli
-    cli.app(sys.argv[1:], prog_name="cp-inspect")
-getattr(importlib.import_module(module), name)()  # the console script
-'''
+''')
 
 
 def _run(argv: list[str], typer_dispatch: bool) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = [*argv, "--typer"] if typer_dispatch else argv
-    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args), SCRIPT], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return run_program(RUN, argv, typer_dispatch=typer_dispatch, timeout=120)
 
 
 @pytest.mark.parametrize("argv", [

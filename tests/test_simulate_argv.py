@@ -5,10 +5,7 @@ messages)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ from hypothesis import strategies as st
 import inspector.cli as cli
 import inspector.simulate_command as simulate_command
 from inspector.simulate_argv import plain_simulate
+from tests.support.console_script import ENTRIES, SCRIPT, program, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -113,31 +111,13 @@ def test_shell_completion_is_left_to_typer() -> None:
 
 # ---- the program as the console script runs it, against typer's dispatch of the same line ---------
 
-# The console script's entry point as pyproject.toml names it (what `cp-inspect` runs), and the typer app
-# itself (`python -m inspector.cli`, a console script installed before entry.py existed).
-SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
-ENTRIES = sorted({SCRIPT, "inspector.cli:app"})
-
 # The modules are reported by an atexit callback (a `finally` would not run: a plain simulate that
 # succeeded leaves without teardown unless something is registered to run at exit, entry.py).
-RUN = r'''
-import atexit, importlib, json, sys
-module, _, name = sys.argv[2].partition(":")
-sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
-atexit.register(lambda: print(json.dumps(sorted(m for m in ("pydantic", "inspector.cli", "typer", "asyncio") if m in sys.modules)), file=sys.stderr))
-if "--typer" in sys.argv:  # typer's own dispatch of the same line
-    sys.argv.remove("--typer")
-    import inspector.cli as cli
-    cli.app(sys.argv[1:], prog_name="cp-inspect")
-getattr(importlib.import_module(module), name)()  # the console script
-'''
+RUN = program(modules=("pydantic", "inspector.cli", "typer", "asyncio"))
 
 
 def _run(argv: list[str], entry: str, typer_dispatch: bool) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = [*argv, "--typer"] if typer_dispatch else argv
-    return subprocess.run([sys.executable, "-c", RUN, json.dumps(args), entry], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT)
+    return run_program(RUN, argv, entry=entry, typer_dispatch=typer_dispatch, cwd=ROOT)
 
 
 @pytest.mark.parametrize("entry", ENTRIES)

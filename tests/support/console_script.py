@@ -1,0 +1,60 @@
+"""The program as the `cp-inspect` console script runs it, and typer's own dispatch of the same command
+line, each in a fresh process: what the tests of the console script's typer-free paths compare
+(test_replay_argv.py, test_attach_argv.py, test_simulate_argv.py, test_cli_argv.py).
+
+The child is `python -c PROGRAM ARGV_JSON ENTRY`: it sets sys.argv, runs the test's `prelude` (patches:
+an app that is not run, a stdin that says it is a terminal), then, with "--typer" among the arguments
+(removed), typer's dispatch (`inspector.cli.app(argv)`, which takes no shortcut), else the entry point
+ENTRY (MODULE:FUNCTION) as the console script calls it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The console script's entry point as pyproject.toml names it (what `cp-inspect` runs), and the typer app
+# itself (`python -m inspector.cli`, a console script installed before entry.py existed).
+SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
+ENTRIES = sorted({SCRIPT, "inspector.cli:app"})
+
+_PROGRAM = r'''
+import atexit, importlib, json, sys
+module, _, name = sys.argv[2].partition(":")
+sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
+%s
+if "--typer" in sys.argv:  # typer's own dispatch of the same line
+    sys.argv.remove("--typer")
+    import inspector.cli as cli
+    cli.app(sys.argv[1:], prog_name="cp-inspect")
+getattr(importlib.import_module(module), name)()  # the console script
+'''
+
+
+def program(prelude: str = "", modules: tuple[str, ...] = ()) -> str:
+    """The child's program: `prelude` (Python, at the top level, after sys.argv is set) and, with
+    `modules`, an atexit callback that prints as stderr's last line a JSON list of those of `modules`
+    imported by then (after the command's own output; a `finally` would not run where a command leaves
+    without teardown)."""
+    report = ""
+    if modules:
+        report = (f"atexit.register(lambda: print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)), "
+                  "file=sys.stderr))\n")
+    return _PROGRAM % (report + prelude)
+
+
+def run_program(code: str, argv: list[str], *, typer_dispatch: bool, entry: str = SCRIPT,
+                **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run `code` (from program()) on `argv`, through typer's dispatch or the entry point; `kwargs` go to
+    subprocess.run (cwd, stdin), `env` merged into this environment with the project first on the path."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **kwargs.pop("env", {}))
+    args = [*argv, "--typer"] if typer_dispatch else argv
+    kwargs.setdefault("timeout", 300)
+    return subprocess.run([sys.executable, "-c", code, json.dumps(args), entry], capture_output=True, text=True,
+                          env=env, **kwargs)
