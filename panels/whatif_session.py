@@ -36,6 +36,17 @@ def _bars(costs: list[float], width: int, top: float) -> str:
     return "".join(out)
 
 
+def tokens_scale(calibration: float | None) -> str:
+    """Which tokens the table's counts are: simulate re-plans in the engine's tokens (cl100k) and scales
+    them by the calibration learned from the recorded usage (the report's `calibration`), so they are
+    estimates on the provider's scale, as the tier's and the timeline's counts are; unscaled (nothing
+    learned, or --no-calibrate), the engine's. Said under the rows: the table sits beside the tier's
+    provider-scale "sent" and the manifest's engine-scale counts."""
+    if calibration and calibration != 1.0:
+        return f"tokens: ≈ the provider's (the engine's ×{calibration:.2f}, learned)"
+    return "tokens: the engine's (cl100k), not calibrated"
+
+
 def session_view(report: dict, width: int = 60, received: int | None = None) -> Content:
     """`received`: the turns the inspector holds now. Attached to a live agent, the run covers the
     turns there were when it started; the agent goes on, and the figures did not say they were older."""
@@ -63,6 +74,7 @@ def session_view(report: dict, width: int = 60, received: int | None = None) -> 
     row("cost", _money, "cost_usd")
     row("compactions", str, "compactions")
     row("cache breaks", str, "cache_breaks")
+    rows.append(f"[$text-muted]{tokens_scale(report.get('calibration'))}[/]")
     p, c = pol["pipeline"], pol["gates_closed"]
     diff = p["cost_usd"] - c["cost_usd"]
     verdict = ("[$success]cheaper[/]" if diff < 0 else "[$error]dearer[/]" if diff > 0 else "same")

@@ -282,3 +282,25 @@ def test_the_whatif_comparison_says_its_figures_are_the_engines() -> None:
     sent_row = next(line for line in lines if line.startswith("tokens sent"))
     assert sent_row.split()[2] == tok(actual["final_tokens"]) == "8.8k"
     assert "sent 9.3k" in next(r for r in _panel_rows(TierPanel(), actual, 80) if r.startswith("planned"))
+
+
+def test_the_session_wide_whatif_says_which_tokens_it_counts() -> None:
+    # Simulate's token columns are the engine's counts scaled by the calibration learned from the recorded
+    # usage (1.059 on the demo recording): provider-scale estimates, printed unlabelled beside the tier's
+    # provider-scale "sent" and the manifest's engine-scale counts. Said under the rows now.
+    import json
+
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+    from panels.whatif_session import session_view
+
+    res = CliRunner().invoke(app, ["simulate", str(DEMO), "--json", "--per-turn"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["calibration"] == 1.059
+    rows = session_view(report, width=80).plain.splitlines()
+    assert rows[rows.index(next(r for r in rows if r.startswith("cache breaks"))) + 1] == (
+        "tokens: ≈ the provider's (the engine's ×1.06, learned)"), rows
+    report["calibration"] = 1.0
+    assert "tokens: the engine's (cl100k), not calibrated" in session_view(report, width=80).plain
