@@ -21,17 +21,23 @@ PANELS = """
 - **Pressure**: raw (█) and predictive (▒) pressure (the request's tokens over the window: 1.00 is full)
   against the tier thresholds (T, C, A); `uncompacted`: the whole history's pressure, had none of it been
   compacted; the reserves (tokens) that make up the difference, and the history of predictive pressure.
-- **Tier**: the compaction tier and why (raw, predictive, recovery after an error).
+- **Tier**: the compaction tier and why (raw, predictive, recovery after an error); the plan's size and
+  what was sent, in the provider's tokens.
 - **Cache layout**: the request as blocks proportional to tokens, coloured by cache scope; ▲ markers,
   ─ cacheable prefix, ━ what the provider served from cache, ✖ where the cache broke and why.
-- **Timeline**: tokens sent per turn (coloured by tier), cache-hit shading, ✖ cache breaks, c compactions
+- **Timeline**: tokens sent per turn, the provider's count (coloured by tier), cache-hit shading, ✖ cache breaks, c compactions
   (a compaction's own rewrite of the history is its c), ! errors. Click a column to jump there; on a
   compaction's turn the line under it says what the compaction saves and when it pays back.
 - **Sections**: the manifest in send order. `kind` of content; `scope`: the cache scope (global, session,
   none); `prio`: when it gives way under pressure (`first` before `normal`, `last_resort`; `never`);
   `budget`, `plan`, `sent`: the tokens it may take, the plan gave it and were sent; `form`: full, trimmed
   (−tokens cut), spilled, ...; `Δ` ●: its content changed since the previous turn; `hash`: its content's
-  sha256, first 7 digits. Enter or cursor shows the section in **Content**.
+  sha256, first 7 digits. Enter or cursor shows the section in **Content**. Its counts are the engine's
+  tokens (cl100k), what budgets are planned in; its bottom border says how the provider's compare.
+- **Token scales**: the tier, the cache layout and the timeline show the provider's tokens (what the
+  prompt is billed and cached in): its own count once the reply's usage arrives, before that (or from a
+  provider with none) the engine's count times the calibration learned from earlier replies, marked ≈.
+  The sections, what-if and skipped figures are the engine's, and say so.
 - **Content**: the selected section's text as sent (`b`: the whole request body).
 - **What-if**: sliders (arrows, shift+arrows, mouse), gate switches and provider; every change re-plans
   this turn and shows it beside the actual plan. `W`: the whole session re-run and priced.

@@ -304,3 +304,13 @@ def test_the_session_wide_whatif_says_which_tokens_it_counts() -> None:
         "tokens: ≈ the provider's (the engine's ×1.06, learned)"), rows
     report["calibration"] = 1.0
     assert "tokens: the engine's (cl100k), not calibrated" in session_view(report, width=80).plain
+
+
+def test_the_help_says_which_panels_show_which_tokens() -> None:
+    # `?` described "tokens sent per turn" and the manifest's "tokens" with no word of whose: two counts
+    # of one prompt on screen and nothing to say why.
+    from inspector.screens.help import PANELS
+
+    text = " ".join(PANELS.split())
+    assert "**Token scales**: the tier, the cache layout and the timeline show the provider's tokens" in text
+    assert "Its counts are the engine's tokens (cl100k), what budgets are planned in" in text
