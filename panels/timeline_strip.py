@@ -23,6 +23,7 @@ TIER_RANK = {"Normal": 0, "TrimSchemas": 1, "CompactHistory": 2, "AggressivePrun
 # after it; marking it drew a "c" on nearly every turn of a session that compacted twice.
 COMPACTING = {"clear_tool_results", "llm_summary", "drop_rounds", "compact_history"}
 HIT_SHADES = " ░▒▓█"
+PAYBACK_SCALE = " (engine's tokens)"
 HISTORY_REWRITTEN_BY = "history rewritten by "  # engine.feedback.attribute_cache_break's cause for a rewrite
 
 
@@ -229,9 +230,15 @@ class TimelineStrip(LinePanel):
             # The compaction's pay-back (what it saves per turn against what it re-sends uncached once)
             # takes the place of the session's peak, which the bars above show anyway.
             axis += f"  compaction: {comp['text']}"
+            # Its figures are the plan's, the engine's tokens (the cost_aware policy weighs its sections),
+            # beside "sent" on the provider's scale: said after them when the line holds it whole.
+            labelled = axis + PAYBACK_SCALE
         else:
             axis += f"  peak {tok(top)}"
+            labelled = axis
         right, left = width - cur - 3, cur - 1  # room for the label beside the pointer, on each side
+        if len(labelled) <= max(right, left):
+            axis = labelled
         if len(axis) <= right or right >= left:
             # A label longer than the room (a compaction's pay-back on a narrow strip) is cut, never
             # wrapped: a wrapped line would push the pointer off its turn.

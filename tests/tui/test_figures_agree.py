@@ -314,3 +314,16 @@ def test_the_help_says_which_panels_show_which_tokens() -> None:
     text = " ".join(PANELS.split())
     assert "**Token scales**: the tier, the cache layout and the timeline show the provider's tokens" in text
     assert "Its counts are the engine's tokens (cl100k), what budgets are planned in" in text
+
+
+def test_a_compactions_payback_on_the_timeline_says_its_tokens_are_the_engines() -> None:
+    # The axis read "sent 6.2k  compaction: saves 3.1k/turn, re-sends ..." : sent the provider's count, the
+    # pay-back's figures the plan's (the engine's) with nothing to tell them apart.
+    traces = _traces()
+    k = next(i for i, t in enumerate(traces) if (t.get("compaction") or {}).get("decision") == "compacted")
+    strip = TimelineStrip()
+    strip.traces = [summarize(t) for t in traces]
+    strip.set_reactive(TimelineStrip.count, len(traces))
+    axis = _strip_axis(strip, k, width=240)
+    assert f"compaction: {traces[k]['compaction']['text']} (engine's tokens)" in axis, axis
+    assert "(engine's" not in _strip_axis(strip, k, width=100)  # said whole or not at all
