@@ -412,8 +412,8 @@ class ClientQueues:
         # and cleared under it by every pass and every other send before they change anything.
         self._ring_one: Client | None = None
         self._nrings = 0  # clients with a ring (see ring), at most MAX_RINGS
-        # Their rings, for publish() to mark the events it holds back (ring: "Held events"): a tuple
-        # the I/O thread replaces, never changes, so the agent's thread may read it at any moment.
+        # The fold clients' rings, for publish() to mark the events it holds back (ring: "Held events"):
+        # a tuple the I/O thread replaces, never changes, so the agent's thread may read it at any moment.
         self._held_rings: tuple[RingWriter, ...] = ()
         self._holds = 0  # events publish() held back while a ring client was attached
         self._clients: dict[int, Client] = {}
@@ -911,7 +911,9 @@ class ClientQueues:
         except Exception as exc:
             log.warning("probe could not make a ring for a client, it keeps the socket: %s", exc)
             return
-        frame = encode_frame({"k": "ring", "size": ring.size, "held": True})
+        # Only a fold client is told that the agent marks what it holds back (see ring, "Held events"):
+        # the marks are stored for the rings in _held_rings, one store a held event.
+        frame = encode_frame({"k": "ring", "size": ring.size, "held": c.fold})
         try:
             n = socket.send_fds(c.sock, [frame], [ring.fd])  # type: ignore[list-item]
         except (BlockingIOError, InterruptedError):
@@ -924,7 +926,8 @@ class ClientQueues:
         ring.release_fd()  # the client has its own descriptor now; the mapping stays
         c.ring = ring
         self._nrings += 1
-        self._held_rings = (*self._held_rings, ring)
+        if c.fold:
+            self._held_rings = (*self._held_rings, ring)
         if n < len(frame):  # the descriptor went with the first byte; the rest of the frame follows
             c.outbuf += frame[n:]
             self._want_write(c, True)

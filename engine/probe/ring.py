@@ -49,6 +49,13 @@ total written + 1 when the newest of them was held. The reader sees events held 
 exactly when that total is the current one (a frame written since carried them), and asks only then,
 once per count: an agent paced by its model journals nothing between a turn's close and its model's
 answer, and no longer answers a useless ask.
+
+Only a fold client's ring is marked (its ring frame says `"held": true`; others `false`, which a reader
+takes as no marks, as from an agent before them). A client of the quiet elided stream is never spared an
+ask by them: the request and the reply are elided kinds, held through every model call and tool run, so
+after any quiet gap something is held, and it asks once a quiet period with or without marks. Marking
+each of a paced turn's five held events, cold after the model call, cost the agent's thread ~15-30 us a
+turn (bench_probe --publish-split; an in-process A/B, 0.5 s pace: 120 -> 88 us of publish a turn).
 """
 
 from __future__ import annotations
