@@ -146,24 +146,27 @@ async def test_the_save_status_counts_the_turns_the_file_holds(tmp_path: Path) -
 async def test_go_to_takes_a_turn_that_arrived_while_the_prompt_was_open() -> None:
     """Attached to a live agent, `g` opened "Go to turn (0–19)"; turns went on arriving, and typing one of
     them was refused as "outside 0–19" though it was there. The range follows the turns received."""
+    import threading
     import time
 
     from inspector.screens import GoToTurnScreen
 
-    # 0.3 s a turn: at 0.1 the app's start-up (0.3 s here) and the 0.1 s pause after `g` let 8 or 9 of the
-    # 10 later turns arrive before the prompt was read, so `last` was 28 or 29 already (failed on main).
-    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.3))
+    # The later turns wait for the gate, opened only once the prompt is up: a timer (a turn every 0.3 s)
+    # raced the app's start-up, and under load 8 or 9 of them arrived before `g` was read.
+    agent_goes_on = threading.Event()
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01, hold=agent_goes_on))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        give_up = time.monotonic() + 15
+        give_up = time.monotonic() + 30
         while len(app.timeline) < 20 and time.monotonic() < give_up:  # (settle would wait for the end)
             await pilot.pause(0.05)
         await pilot.press("g")
         await pilot.pause(0.1)
         assert isinstance(app.screen, GoToTurnScreen)
-        opened_at = app.screen.last
+        assert app.screen.last == 19
+        agent_goes_on.set()
         while len(app.timeline) < 30 and time.monotonic() < give_up:
             await pilot.pause(0.05)
-        assert opened_at < 28
+        assert len(app.timeline) == 30
         await pilot.press("2", "8", "enter")
         await pilot.pause(0.1)
         assert not isinstance(app.screen, GoToTurnScreen), toasts(app)
