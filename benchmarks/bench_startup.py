@@ -11,7 +11,10 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            command that does real work), reported beside the same baseline.
   headless the other command lines people run in scripts and loops, each beside the same baseline:
            `explain FILE` (text), `verify FILE`, `ps --json`, `salvage FILE -o OUT --force` (FILE the demo
-           recording; ps with no agent running). With `--compare DIR`, help, explain and headless run
+           recording; ps with no agent running), and what an agent keeping its context in the store runs
+           each turn: `ctx get --db S --budget 12k` (sticky, as in a loop), `ctx add --db S2 TEXT`,
+           `ctx expand --db S 5` (S a store made by `ctx import` of the demo recording, once; S2 a copy of
+           it that the adds grow by a row a run). With `--compare DIR`, help, explain and headless run
            the same command lines on the code in DIR as well, interleaved run by run with this tree's
            and the baseline (the order rotates), and print this / base beside each.
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
@@ -220,6 +223,14 @@ def main() -> None:
                 ("headless verify FILE", ["verify", demo]),
                 ("headless ps --json", ["ps", "--json"]),
                 ("headless salvage FILE -o OUT --force", ["salvage", demo, "-o", salvaged, "--force"]),
+            ]
+            store, grown = str(Path(tmp) / "ctx.sqlite"), str(Path(tmp) / "ctx-add.sqlite")
+            spawn([*console_script(ROOT), "ctx", "import", demo, "--db", store])
+            spawn([*console_script(ROOT), "ctx", "import", demo, "--db", grown])
+            lines += [
+                ("headless ctx get --budget 12k", ["ctx", "get", "--db", store, "--budget", "12k"]),
+                ("headless ctx add TEXT", ["ctx", "add", "--db", grown, "The build runs on Python 3.11."]),
+                ("headless ctx expand 5", ["ctx", "expand", "--db", store, "5"]),
             ]
         for label, argv in lines:
             side_by_side(label, argv, baseline, base, args.runs)

@@ -1,31 +1,31 @@
-"""Plain `explain`, `verify`, `salvage` and `ps` command lines, read without typer's dispatch.
+"""Plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand` and `diff` command
+lines, read without typer's dispatch.
 
 These are the headless commands people run in scripts and loops (`for f in *.cpsession; do cp-inspect
-explain "$f" --format json; done`, a CI step's `verify`, a poll of `ps --json`). Under typer each run
-imported typer, built every command of the program (~20) and pydantic's argument adapters: 40-80% of
-the CPU of a run on a demo recording (BENCHMARKS.md, Start-up). Their values are plain (a path or a
-pid, texts, repeatable NAME=VALUE texts, flags) and come out of typer exactly as read here, and the
-commands' work is in typer-free modules (cli_explain.py, cli_verify.py, cli_salvage.py, cli_ps.py) that
-the typer commands call too, so the console script (entry.py) runs them directly.
+explain "$f" --format json; done`, a CI step's `verify`, a poll of `ps --json`, an agent's `ctx add` and
+`ctx get` every turn, a CI gate's `diff --fail-on`). Under typer each run imported typer, built every
+command of the program (~20) and pydantic's argument adapters: 40-80% of the CPU of a run on a demo
+recording, ~80% of a `ctx get` (BENCHMARKS.md, Start-up). Their values are plain (a path or a pid,
+texts, repeatable NAME=VALUE texts, flags, numbers read as the typer commands' parsers read them) and
+come out of typer exactly as read here, and the commands' work is in typer-free modules
+(cli_explain.py, cli_verify.py, cli_salvage.py, cli_ps.py, cli_ctx.py, cli_diff.py) that the typer
+commands call too, so the console script (entry.py) runs them directly.
 
 Anything else returns None and goes through typer as before, so its answers stay typer's own: help, an
-unknown or repeated option (other than --gate/--threshold), a value that looks like an option (except
-a signed whole number for --turn and --budget, which click takes as the value too), an option without
-its value, a missing or second argument, `--`, a token that is empty, holds NUL or cannot be encoded,
-shell completion. tests/test_cli_argv.py checks the two agree: what each hands the command, and the
-program's output and exit status on the same command lines.
+unknown or repeated option (other than --gate, --threshold, --fail-on), a value that looks like an
+option (except a signed whole number for --turn, --budget, --offset and --limit, which click takes as
+the value too), an option without its value, a number its parser refuses, a missing or extra argument,
+`--`, a lone `-` (except `ctx add`'s TEXT: stdin), a token that is empty, holds NUL or cannot be
+encoded, shell completion. tests/test_cli_argv.py checks the two agree: what each hands the command,
+and the program's output, files and exit status on the same command lines.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from .replay_argv import plain_token, shell_completing
-
-# A value click hands an option that takes one even though it starts with "-": a signed whole number.
-_SIGNED = re.compile(r"-[0-9]+")
+from .replay_argv import scan_plain, shell_completing
 
 
 def scan(
@@ -34,36 +34,18 @@ def scan(
     valued: Collection[str],
     repeated: Collection[str] = (),
     signed: Collection[str] = (),
+    dash: bool = False,
 ) -> tuple[list[str], dict[str, list[str]]] | None:
     """A plain command line's positional arguments in order and each option's values in order (a flag's
-    value ""), or None when typer must read it (see the module's docstring). Options in `signed` also
-    take a value like -1."""
-    args: list[str] = []
+    value ""), or None when typer must read it: replay_argv.scan_plain's reading, its options grouped
+    by name."""
+    scanned = scan_plain(rest, flags, valued, repeated, signed, dash)
+    if scanned is None:
+        return None
     options: dict[str, list[str]] = {}
-    left = list(rest)
-    while left:
-        token = left.pop(0)
-        if not plain_token(token):
-            return None
-        if not token.startswith("-"):
-            args.append(token)
-            continue
-        name, eq, value = token.partition("=")
-        if name in options and name not in repeated:
-            return None  # click keeps the last: left to typer
-        if name in flags and not eq:
-            options[name] = [""]
-            continue
-        if name not in valued and name not in repeated:
-            return None  # --help, an unknown option, a flag given a value, `--`
-        if not eq:
-            if not left:
-                return None  # a missing value: typer's one-line refusal
-            value = left.pop(0)
-        if not plain_token(value) or (value.startswith("-") and not (name in signed and _SIGNED.fullmatch(value))):
-            return None
+    for name, value in scanned[1]:
         options.setdefault(name, []).append(value)
-    return args, options
+    return scanned[0], options
 
 
 def _one(options: dict[str, list[str]], name: str) -> str | None:
@@ -131,14 +113,108 @@ def plain_ps(rest: Sequence[str]) -> Callable[[], None] | None:
     return run
 
 
+def plain_ctx_get(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--explain", "--json", "--fresh"), ("--db", "--budget", "--query", "--model"),
+                   signed=("--budget",))
+    if scanned is None or scanned[0] or "--db" not in scanned[1] or "--budget" not in scanned[1]:
+        return None  # an argument, or no --db or --budget: typer's one-line refusals
+    opts = scanned[1]
+    db, budget = Path(opts["--db"][0]), opts["--budget"][0]
+
+    def run() -> None:
+        from . import cli_ctx
+
+        cli_ctx.get(db, budget, _one(opts, "--query"), _one(opts, "--model"), "--explain" in opts,
+                    "--json" in opts, "--fresh" in opts)
+
+    return run
+
+
+def plain_ctx_add(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--pin",), ("--db", "--kind", "--importance", "--source"), dash=True)
+    if scanned is None or len(scanned[0]) > 1 or "--db" not in scanned[1]:
+        return None
+    args, opts = scanned
+    importance = 0.0
+    if "--importance" in opts:
+        from .token_arg import parse_real
+
+        try:
+            importance = parse_real(opts["--importance"][0])
+        except ValueError:
+            return None  # typer's parser says so (number_option's one line)
+    db, text = Path(opts["--db"][0]), (args[0] if args else None)
+
+    def run() -> None:
+        from . import cli_ctx
+
+        cli_ctx.add(db, text, _one(opts, "--kind") or "user", "--pin" in opts, importance, _one(opts, "--source"))
+
+    return run
+
+
+def plain_ctx_expand(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--all",), ("--db", "--offset", "--limit"), signed=("--offset", "--limit"))
+    if scanned is None or len(scanned[0]) != 1 or "--db" not in scanned[1]:
+        return None
+    (item,), opts = scanned
+    from .token_arg import parse_whole
+
+    try:
+        item_id = parse_whole(item)
+        offset, limit = (None if n not in opts else parse_whole(opts[n][0]) for n in ("--offset", "--limit"))
+    except ValueError:
+        return None  # number_option's one line, from typer, which reads the parameters in its own order
+    db = Path(opts["--db"][0])
+
+    def run() -> None:
+        from . import cli_ctx
+
+        cli_ctx.expand(db, item_id, offset, limit, "--all" in opts)
+
+    return run
+
+
+def plain_diff(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--json", "--markdown", "--all"), ("--prices",), ("--fail-on",))
+    if scanned is None or len(scanned[0]) < 2:
+        return None  # no CANDIDATE: typer's one line
+    args, opts = scanned
+    recordings = [Path(a) for a in args[2:]] or None
+    prices = None if "--prices" not in opts else Path(opts["--prices"][0])
+
+    def run() -> None:
+        from . import cli_diff
+
+        cli_diff.diff(args[0], args[1], recordings, opts.get("--fail-on"), "--json" in opts, "--markdown" in opts,
+                      "--all" in opts, prices)
+
+    return run
+
+
+_CTX: dict[str, Callable[[Sequence[str]], Callable[[], None] | None]] = {
+    "get": plain_ctx_get, "add": plain_ctx_add, "expand": plain_ctx_expand,
+}
+
+
+def plain_ctx(rest: Sequence[str]) -> Callable[[], None] | None:
+    """`ctx get`, `ctx add` and `ctx expand`: what an agent that keeps its context in the store runs in
+    its loop (cli_ctx.py)."""
+    if not rest or rest[0] not in _CTX:
+        return None
+    return _CTX[rest[0]](rest[1:])
+
+
 _COMMANDS: dict[str, Callable[[Sequence[str]], Callable[[], None] | None]] = {
-    "explain": plain_explain, "verify": plain_verify, "salvage": plain_salvage, "ps": plain_ps,
+    "explain": plain_explain, "verify": plain_verify, "salvage": plain_salvage, "ps": plain_ps, "ctx": plain_ctx,
+    "diff": plain_diff,
 }
 
 
 def plain_command(argv: Sequence[str], environ: Mapping[str, str]) -> Callable[[], None] | None:
-    """The command a plain `explain`, `verify`, `salvage` or `ps` command line runs, as typer would run
-    it, or None when typer must read the line (see the module's docstring)."""
+    """The command a plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand` or
+    `diff` command line runs, as typer would run it, or None when typer must read the line (see the module's
+    docstring)."""
     if not argv or argv[0] not in _COMMANDS or shell_completing(environ):
         return None
     return _COMMANDS[argv[0]](argv[1:])

@@ -13,15 +13,16 @@ import codecs
 import sys
 
 
-def echo(text: str, err: bool = False) -> None:
-    """Print `text` and a newline to stdout (stderr with `err`), as typer.echo(text, err=err) does."""
+def echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print `text` and a newline (none with nl=False) to stdout (stderr with `err`), as
+    typer.echo(text, err=err, nl=nl) does."""
     out = sys.stderr if err else sys.stdout
     if out is None or "\x1b" in text or not _utf8(out):
         import typer
 
-        typer.echo(text, err=err)
+        typer.echo(text, err=err, nl=nl)
         return
-    out.write(text + "\n")
+    out.write(text + "\n" if nl else text)
     out.flush()
 
 

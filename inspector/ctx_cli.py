@@ -6,21 +6,23 @@ The lead mounts `ctx_app` as the `ctx` group and `eval_command` as `eval` in ins
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engine.errors import ContextPipeError
-from engine.store.items import Kind, replace_surrogates
+from engine.store.items import Kind
 from engine.wording import counted
+from inspector import cli_ctx
 from inspector.cli_common import fail
+from inspector.cli_ctx import _explain as _explain  # the window explanation, which tests read from here
+from inspector.cli_ctx import _open, _retry
 from inspector.missing_param import OneLineMissing
-from inspector.token_arg import number_option, tokens_option
+from inspector.token_arg import number_option
 
 if TYPE_CHECKING:
-    from engine.store import ContextStore, Window
+    from engine.store import ContextStore
 
 ctx_app = typer.Typer(
     name="ctx",
@@ -40,59 +42,6 @@ DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (crea
 # get and expand read a store: a mistyped --db must not become a new, empty one that answers "no item
 # #5" or an empty window as if that were the store's content.
 ExistingDbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (ctx add or ctx import makes one).")]
-
-
-def _open(db: Path, *, create: bool = True, importing: Path | None = None) -> ContextStore:
-    """The store at `db`, or exit with why not. `importing`: the file an import would have read, named in
-    the error with the fact that nothing of it was imported (a store locked as it opened said only that
-    it was locked, which left open whether part of the import had gone in)."""
-    # The store (SQLite, scoring, tokenizer) is imported when a command opens one, not for --help.
-    from engine.store import ContextStore
-
-    # A --db that cannot name a store file is a usage error (exit 2), as a missing one for get is.
-    if db.is_dir():
-        fail(f"{db} is a directory: give --db the path of a store file (e.g. {db / 'ctx.sqlite'})", 2)
-    if not create and not db.exists():
-        fail(f"{db}: no context store there; check --db (ctx add or ctx import creates a store)", 2)
-    if not db.parent.is_dir():
-        fail(f"cannot create {db}: directory {db.parent} does not exist (check --db)", 2)
-    if not create and _empty_file(db):
-        # SQLite takes an empty file for an empty database: get made it a store and printed nothing.
-        fail(f"{db} is an empty file, not a context store; check --db (ctx add or ctx import creates a store)", 2)
-    try:
-        return ContextStore(db)
-    except ContextPipeError as exc:
-        if importing is None:
-            fail(str(exc))
-        fail(f"nothing imported from {importing} (the store is as it was): {exc}{_retry(exc)}")
-
-
-def _retry(exc: BaseException) -> str:
-    """What a failed import adds when the store was locked: the import itself may be run again. Said
-    whether the lock was met as the store opened or as the import began writing (a reader no longer
-    needs the lock to open it, so an import now opens and meets the other writer at its first write)."""
-    from engine.store import StoreLockedError
-
-    return "; then run the import again" if isinstance(exc, StoreLockedError) else ""
-
-
-def _fresh_hint(exc: BaseException) -> str:
-    """What a sticky get that met another writer adds: --fresh reads the store without waiting for it."""
-    from engine.store import StoreLockedError
-
-    return "; or look now with `ctx get --fresh`, which only reads" if isinstance(exc, StoreLockedError) else ""
-
-
-def _empty_file(db: Path) -> bool:
-    """A 0-byte file with no write-ahead log beside it (a store's log can hold every page before the
-    first checkpoint, but SQLite writes the file's first page when it makes the store)."""
-    try:
-        if not db.is_file() or db.stat().st_size:
-            return False
-        wal = db.with_name(db.name + "-wal")
-        return not (wal.is_file() and wal.stat().st_size)
-    except OSError:
-        return False
 
 
 # short_help: `ctx --help` cut each docstring at the list's width with "..." (at 60 columns four of the five).
@@ -117,94 +66,7 @@ def add_cmd(
     Example:
       cp-inspect ctx add --db ctx.sqlite --kind memory --pin "The build runs on Python 3.11."
     """
-    try:
-        k = Kind.parse(kind)
-    except ValueError as exc:
-        fail(str(exc), 2)
-        return
-    if not 0.0 <= importance <= 1.0:  # an option out of range, said before a store is opened (exit 2)
-        fail(f"--importance must be between 0 and 1, got {importance:g}", 2)
-    # Bytes that are not UTF-8 (a binary tool output piped in, a latin-1 argument) are kept as U+FFFD,
-    # as `--kind file_read` reads a file: the store holds text, and a lone surrogate cannot be stored.
-    if k is Kind.FILE_READ and source and text is None and not Path(source).exists():
-        # The path given is wrong: a usage error (exit 2), as `ctx import` of a missing file is.
-        fail(f"--source {source}: no such file (give the path of the file the agent read)", 2)
-    if text is None and not (k is Kind.FILE_READ and source) and sys.stdin.isatty():
-        # No TEXT and nothing piped in: reading the terminal waited, with no prompt, for an EOF that a
-        # user who forgot TEXT does not know to type. `-` still reads a terminal (the user asked for it).
-        fail("nothing to add: give the item's text as TEXT, or pipe it in (`... | cp-inspect ctx add --db DB -`)", 2)
-    if text is None or text == "-":
-        body = sys.stdin.buffer.read().decode("utf-8", "replace")
-    else:
-        body = replace_surrogates(text)
-    if not (k is Kind.FILE_READ and source and text is None) and not body.strip():
-        fail("nothing to add: the item's text is empty (give TEXT, or - with the text on stdin)", 2)
-    store = _open(db)
-    try:
-        if k is Kind.FILE_READ and source and text is None:
-            new_id = store.add_file_read(source, pin=pin, importance=importance)
-        else:
-            new_id = store.add(body, k, pin=pin, importance=importance, source=source)
-    except (ContextPipeError, ValueError) as exc:
-        fail(str(exc))
-        return
-    finally:
-        store.close()
-    typer.echo(str(new_id))
-
-
-_HEADINGS = ("pinned", "recent", "relevant", "other (references, importance, value per token)", "summaries",
-             "stubs")
-
-
-def _heading(r: dict[str, Any]) -> str:
-    """The one heading of `ctx get --explain` an item of the window's manifest goes under: the first of
-    pinned, a summary or stub form, recent (or appended since the last window), relevant to the query."""
-    if r["pinned"]:
-        return "pinned"
-    if r["form"] == "summary":
-        return "summaries"
-    if r["form"] == "stub":
-        return "stubs"
-    if any(x.startswith(("recent", "appended", "kept")) for x in r["reasons"]):
-        return "recent"
-    if any(x.startswith("relevant") for x in r["reasons"]):
-        return "relevant"
-    return _HEADINGS[3]
-
-
-def _explain(window: Window) -> str:
-    m = window.manifest()
-    lines = [
-        f"window: {window.used} of {window.budget} tokens used ({window.usable} usable after margin), "
-        f"mode {window.mode}, turn {window.turn}, tokenizer {window.tokenizer}",
-    ]
-    for note in window.notes:
-        lines.append(f"  note: {note}")
-
-    def section(title: str, rows: list[dict[str, Any]]) -> None:
-        lines.append(f"{title} ({len(rows)}, {sum(int(r['tokens']) for r in rows)} tokens)")
-        for r in rows:
-            lines.append(
-                f"  #{r['id']:<6} {r['kind']:<11} {r['form']:<8} {r['tokens']:>6}t  score {r['score']:.3f}  "
-                + "; ".join(r["reasons"])
-            )
-
-    # Each item under one heading, so the headings' counts and tokens add up to the window's (items
-    # both recent and relevant were listed twice; those in for references, importance or value per
-    # token under none: 48 of 136 items of an imported DeepSeek session at 30k).
-    groups: dict[str, list[dict[str, Any]]] = {h: [] for h in _HEADINGS}
-    for r in m["items"]:
-        groups[_heading(r)].append(r)
-    for title, rows in groups.items():
-        section(title, rows)
-    dropped = m["dropped"]
-    lines.append(f"dropped ({len(dropped)})")
-    for d in dropped:
-        lines.append(
-            f"  #{d['id']:<6} {d['kind']:<11} {d['tokens']:>6}t  score {d['score']:.3f}  {d['reason']}"
-        )
-    return "\n".join(lines)
+    cli_ctx.add(db, text, kind, pin, importance, source)
 
 
 @ctx_app.command("get", short_help="Serve a window that fits BUDGET and print it.")
@@ -235,43 +97,7 @@ def get_cmd(
     Example:
       cp-inspect ctx get --db ctx.sqlite --budget 12000 --explain     (a store from `ctx import` or `ctx add`)
     """
-    from engine.errors import ConfigError
-    from engine.store.budget import MAX_BUDGET, parse_budget
-
-    if as_json and explain:  # --explain was dropped without a word: the JSON manifest is its data
-        fail("choose one of --json (the manifest) and --explain (the same, as text)", 2)
-
-    budget = tokens_option(budget_text, "--budget")
-    assert budget is not None  # a required option
-    if budget <= 0 or budget > MAX_BUDGET:
-        fail(f"--budget must be between 1 and {MAX_BUDGET:,} tokens, got {budget}", 2)
-    try:
-        parse_budget(budget)  # a budget too small for one message is a usage error too (exit 2)
-    except ConfigError as exc:
-        fail(f"--budget: {exc}", 2)
-    store = _open(db, create=False)
-    try:
-        # --fresh is a look at the store: it moves no turn and records nothing, so it takes no write
-        # lock and is served beside another process's import (the sticky get records its window).
-        window = store.context_get(budget, model=model, query=query, sticky=not fresh, advance_turn=not fresh)
-        empty = not window.entries and len(store) == 0
-    except (ContextPipeError, ValueError) as exc:
-        fail(f"{exc}{_fresh_hint(exc) if not fresh else ''}")
-        return
-    finally:
-        store.close()
-    if empty and not as_json:  # the plain output was nothing at all, exit 0, as if the command had hung up
-        typer.echo(f"{db} holds no items yet: add some with `ctx add` or `ctx import`", err=True)
-    if as_json:
-        m = window.manifest()
-        m["messages"] = [{"role": e.role, "content": e.text} for e in window.entries]
-        typer.echo(json.dumps(m, indent=2, ensure_ascii=False, sort_keys=True))
-    elif explain:
-        typer.echo(_explain(window))
-    else:
-        for e in window.entries:
-            typer.echo(f"--- {e.role} #{e.id} ({e.kind}, {e.form}, {e.tokens} tokens)")
-            typer.echo(e.text)
+    cli_ctx.get(db, budget_text, query, model, explain, as_json, fresh)
 
 
 # "-1" would otherwise be read as an unknown option ("No such option: -1"): it reaches the id check.
@@ -300,43 +126,7 @@ def expand_cmd(
     Example:
       cp-inspect ctx expand --db ctx.sqlite 5     (5: the number after # in a stub)
     """
-    from engine.store.paging import EXPAND_PAGE_CHARS
-
-    if item_id < 1:
-        fail(f"item ids start at 1, got {item_id}: give the number after # in a stub, e.g. `ctx expand --db DB 5`", 2)
-    if whole and (offset is not None or limit is not None):
-        fail("choose --all (the whole text) or --offset/--limit (a page), not both", 2)
-    if offset is not None and offset < 0:
-        fail(f"--offset must be 0 or more characters, got {offset}", 2)
-    if limit is not None and limit < 1:
-        fail(f"--limit must be at least 1 character, got {limit}", 2)
-    paged = offset is not None or limit is not None
-    store = _open(db, create=False)
-    try:
-        if whole:
-            text = store.expand(item_id)
-        else:
-            # Asked for whole by default only when it is short: a 50 MB tool output filled the terminal.
-            page = store.expand_page(item_id, offset or 0, limit or EXPAND_PAGE_CHARS)
-            text = page.text
-    except (ContextPipeError, KeyError) as exc:
-        fail(str(exc))
-        return
-    except ValueError as exc:  # an --offset past the end of the text
-        fail(f"--offset: {exc}", 2)
-        return
-    finally:
-        store.close()
-    if whole or (not paged and not page.left):
-        typer.echo(text)
-        return
-    # The page exactly as stored (no newline added), so that pages written one after another are the
-    # text; where it stands and how to get the rest go to stderr.
-    typer.echo(text, nl=False)
-    lead = "\n" if text and not text.endswith("\n") else ""  # the note starts a line of its own
-    rest = f"\nnext page: ctx expand --db {db} {page.item_id} --offset {page.end} (or --all)" if page.left else ""
-    if page.note():
-        typer.echo(f"{lead}{page.note()}{rest}", err=True)
+    cli_ctx.expand(db, item_id, offset, limit, whole)
 
 
 @ctx_app.command("import", short_help="Load a recording or trajectory into the store.")

@@ -15,6 +15,7 @@ import typer
 
 from engine.wording import counted
 
+from . import cli_diff
 from .cli_common import fail
 from .recording_open import about, trajectory_hint, warn
 
@@ -58,36 +59,7 @@ def diff(
       cp-inspect diff recorded gate.drop_rounds=off demo_sessions/scout-anthropic.cpsession
       cp-inspect diff main.cpsession branch.cpsession --fail-on cache-break --markdown
     """
-    from engine.errors import ContextPipeError
-    from engine.sim.session_diff import diff_recordings, parse_side, to_markdown, to_text
-
-    if as_json and markdown:
-        fail("choose one of --json and --markdown", 2)
-    if all_turns and (as_json or markdown):  # ignored there: the JSON has every turn, the report none
-        fail("--all lists identical turns in the text report: leave out --json / --markdown", 2)
-    if prices is not None and not prices.exists():
-        fail(f"no such price table: {prices}", 2)
-    for p in recordings or []:
-        if not p.exists():
-            fail(f"no such recording: {p}", 2)
-    try:
-        base, cand = parse_side(baseline), parse_side(candidate)
-        report = diff_recordings(base, cand, recordings or [], prices=prices)
-        failures = report.failures(fail_on or [])
-    except ContextPipeError as exc:
-        fail(_json_hint([baseline, candidate], recordings or [], exc) or str(exc), 2)
-    if as_json:
-        out = report.to_json()
-        out["failures"] = failures
-        typer.echo(json.dumps(out, indent=2))
-    elif markdown:
-        typer.echo(to_markdown(report, failures))
-    else:
-        typer.echo(to_text(report, all_turns=all_turns))
-        for f in failures:
-            typer.secho(f"FAILED {f}", fg=typer.colors.RED, err=True)
-    if failures:
-        raise typer.Exit(1)
+    cli_diff.diff(baseline, candidate, recordings, fail_on, as_json, markdown, all_turns, prices)
 
 
 def forks(
@@ -222,17 +194,6 @@ def forks(
         typer.echo(f"no forks in {parent} ({counted(turns, 'turn')})")
         return
     typer.echo(json.dumps(report, indent=2) if as_json else tree_text(report))
-
-
-def _json_hint(sides: list[str], recordings: list[Path], exc: Exception) -> str | None:
-    """For a trajectory or proxy log given where a recording goes, what to do (import it first), where
-    the frame reader said 'not a cpsession recording ... frame length 2065850658 exceeds the limit'.
-    A side ending .json is a config, not a recording, and keeps its own message."""
-    named = [Path(s) for s in sides if not s.endswith((".json", ".toml"))] + list(recordings)
-    for p in named:
-        if str(p) in str(exc) and (hint := trajectory_hint(p)) is not None:
-            return hint
-    return None
 
 
 def _read_events(p: Path) -> tuple[list[dict], str | None]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 DECIMAL = re.compile(r"[0-9]{1,18}")  # what int() and pydantic read alike (no sign, space or "_")
+SIGNED = re.compile(r"-[0-9]+")  # a value click hands an option that takes one, though it starts with "-"
 _VALUED = ("--turn", "--theme")
 _FLAGS = {"--follow": True, "--no-follow": False}
 
@@ -39,26 +40,33 @@ def shell_completing(environ: Mapping[str, str]) -> bool:
     return any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ)
 
 
-def option_value(eq: str, value: str, rest: list[str]) -> str | None:
+def option_value(eq: str, value: str, rest: list[str], signed: bool = False) -> str | None:
     """The value of an option read as `--name=value` (eq set) or `--name value` (taken from rest), or
-    None when typer must read it: missing, or not plain, or looking like an option."""
+    None when typer must read it: missing, or not plain, or looking like an option (with `signed`, a
+    signed whole number such as -1 is a value: click hands it to an option that takes one)."""
     if not eq:
         if not rest:
             return None  # a missing value: typer's usage error
         value = rest.pop(0)
-    if not plain_token(value) or value.startswith("-"):
+    if not plain_token(value) or (value.startswith("-") and not (signed and SIGNED.fullmatch(value))):
         return None
     return value
 
 
 def scan_plain(
-    rest: Sequence[str], flags: Collection[str], valued: Collection[str], repeated: Collection[str] = ()
+    rest: Sequence[str],
+    flags: Collection[str],
+    valued: Collection[str],
+    repeated: Collection[str] = (),
+    signed: Collection[str] = (),
+    dash: bool = False,
 ) -> tuple[list[str], list[tuple[str, str]]] | None:
-    """A plain command line's arguments (what follows the command's name), as the typer-free paths of
-    replay, simulate and attach read them: the positional arguments in order and each option as
-    (name, value) in order (a flag's value ""), or None when typer must read it: a token that is not
-    plain, an unknown option, a flag given a value, an option without a plain value, an option given
-    twice (other than those in `repeated`)."""
+    """A plain command line's arguments (what follows the command's name), as every typer-free path
+    (replay, simulate, attach, cli_argv's commands) reads them: the positional arguments in order and
+    each option as (name, value) in order (a flag's value ""), or None when typer must read it: a token
+    that is not plain, an unknown option, a flag given a value, an option without a plain value (those
+    in `signed` also take a value like -1), an option given twice (other than those in `repeated`), a
+    lone "-" (unless `dash`: then it is a positional argument, as click reads it, e.g. stdin)."""
     args: list[str] = []
     options: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -67,7 +75,7 @@ def scan_plain(
         token = left.pop(0)
         if not plain_token(token):
             return None
-        if not token.startswith("-"):
+        if not token.startswith("-") or (dash and token == "-"):
             args.append(token)
             continue
         name, eq, value = token.partition("=")
@@ -76,12 +84,12 @@ def scan_plain(
         if name in flags and not eq:
             options.append((name, ""))
         elif name in valued or name in repeated:
-            read = option_value(eq, value, left)
+            read = option_value(eq, value, left, name in signed)
             if read is None:
                 return None
             options.append((name, read))
         else:
-            return None  # --help, an unknown option, a flag given a value
+            return None  # --help, an unknown option, a flag given a value, `--`
         seen.add(name)
     return args, options
 

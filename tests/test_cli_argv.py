@@ -1,4 +1,5 @@
-"""The console script's direct path for plain `explain`, `verify`, `salvage` and `ps` command lines
+"""The console script's direct path for plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add` and
+`ctx expand` command lines
 (inspector/cli_argv.py) hands each command exactly what typer's dispatch hands it, and the program answers
 as under typer (output, messages, exit status), with neither typer nor pydantic imported when it succeeds."""
 
@@ -7,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inspector.cli as cli
+import inspector.cli_ctx as cli_ctx
+import inspector.cli_diff as cli_diff
 import inspector.cli_explain as cli_explain
 import inspector.cli_ps as cli_ps
 import inspector.cli_salvage as cli_salvage
@@ -30,7 +35,8 @@ DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 
 # Each command's work, as the typer command and the direct path call it: (module, function name).
 WORK = {"explain": (cli_explain, "explain"), "verify": (cli_verify, "verify"), "salvage": (cli_salvage, "salvage"),
-        "ps": (cli_ps, "ps")}
+        "ps": (cli_ps, "ps"), "ctx get": (cli_ctx, "get"), "ctx add": (cli_ctx, "add"),
+        "ctx expand": (cli_ctx, "expand"), "diff": (cli_diff, "diff")}
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
@@ -73,7 +79,7 @@ FILES = ["a.cpsession", "dir/b c.cpsession", "é.cpsession", "5", "4242.1", "0"]
 # Tokens typer reads its own way, or that a plain line never holds.
 ODD = ["-3", "--", "-", "", "--help", "-h", "--bogus", "--turn", "--turn=", "--json=1", "--force=yes", "-o",
        "-ox.cpsession", "-o=x.cpsession", "--out", "--gate", "--budget", "--format", "surrogate\udcff.cpsession",
-       "--turn=--json", "--budget=-", "explain"]
+       "--turn=--json", "--budget=-", "explain", "--db", "--offset", "-1", "--importance", "--all=1", "get"]
 OPTIONS = {
     "explain": [["--turn", "3"], ["--turn", "-1"], ["--turn=-2"], ["--turn", "+4"], ["--turn", "1_0"], ["--turn", "x"],
                 ["--budget", "20k"], ["--budget=-5"], ["--budget", "1.5M"], ["--gate", "drop_rounds=off"],
@@ -83,7 +89,23 @@ OPTIONS = {
     "verify": [],
     "salvage": [["-o", "out.cpsession"], ["--out", "o u t.cpsession"], ["--out=x.cpsession"], ["--force"]],
     "ps": [["--json"]],
+    "ctx get": [["--budget", "-5"], ["--budget=1.5M"], ["--budget", "12,000"], ["--query", "fix the bug"],
+                ["--query=x"], ["--model", "gpt-4o"], ["--model=chars"], ["--explain"], ["--json"], ["--fresh"],
+                ["--db", "other.sqlite"]],
+    "ctx add": [["--kind", "memory"], ["--kind=tool_result"], ["--pin"], ["--importance", "0.5"],
+                ["--importance=1"], ["--importance", "x"], ["--importance", "-0.5"], ["--importance", "1_0"],
+                ["--source", "call_1"], ["--source=a.py"]],
+    "ctx expand": [["--offset", "100"], ["--offset", "-1"], ["--offset=x"], ["--offset", "1,000"], ["--limit", "10"],
+                   ["--limit=-3"], ["--limit", "1.5"], ["--all"]],
+    "diff": [["--json"], ["--markdown"], ["--all"], ["--fail-on", "cache-break"], ["--fail-on=cost:+5%"],
+             ["--prices", "p.json"], ["--prices=x y.json"]],
 }
+# The ctx commands' arguments, and their required options (each left out now and then).
+ARGUMENTS = {"ctx get": ["5", "x"], "ctx add": ["hello", "two words", "-", "é"],
+             "ctx expand": ["5", "+5", "1,000", "x", "0", "1e3"],
+             "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"]}
+REQUIRED = {"ctx get": [["--db", "s.sqlite"], ["--budget", "12k"]], "ctx add": [["--db=d/s.sqlite"]],
+            "ctx expand": [["--db", "s.sqlite"]], "diff": []}
 
 
 @st.composite
@@ -91,13 +113,17 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     """Mostly lines people type (arguments and options in any order, options now and then repeated), now
     and then with odd tokens."""
     name = draw(st.sampled_from(sorted(OPTIONS)))
-    parts = [[f] for f in draw(st.lists(st.sampled_from(FILES), min_size=0 if name == "ps" else 1,
-                                         max_size=1 if name == "ps" else 2))]
+    if name in ARGUMENTS:
+        parts = [[a] for a in draw(st.lists(st.sampled_from(ARGUMENTS[name]), max_size=4 if name == "diff" else 2))]
+        parts += [part for part in REQUIRED[name] if draw(st.integers(0, 9))]
+    else:
+        parts = [[f] for f in draw(st.lists(st.sampled_from(FILES), min_size=0 if name == "ps" else 1,
+                                             max_size=1 if name == "ps" else 2))]
     if OPTIONS[name]:
         parts += draw(st.lists(st.sampled_from(OPTIONS[name]), max_size=4))
     parts += [[t] for t in draw(st.lists(st.sampled_from(ODD), max_size=2))]
     order = draw(st.permutations(parts))
-    return [name, *(token for part in order for token in part)]
+    return [*name.split(), *(token for part in order for token in part)]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -120,6 +146,19 @@ def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch:
     ["salvage", "a.cpsession", "-o", "b.cpsession", "--force"],
     ["salvage", "--out=b.cpsession", "a.cpsession"],
     ["ps"], ["ps", "--json"],
+    ["ctx", "get", "--db", "ctx.sqlite", "--budget", "12k"],
+    ["ctx", "get", "--db=ctx.sqlite", "--budget", "1.5M", "--query", "fix the bug", "--explain", "--model", "chars"],
+    ["ctx", "get", "--json", "--fresh", "--budget=-5", "--db", "s.sqlite"],
+    ["ctx", "add", "--db", "ctx.sqlite", "--kind", "memory", "--pin", "The build runs on Python 3.11."],
+    ["ctx", "add", "--db", "ctx.sqlite", "-", "--importance", "0.8", "--source", "call_7"],
+    ["ctx", "add", "--db", "ctx.sqlite"],
+    ["ctx", "expand", "--db", "ctx.sqlite", "5"],
+    ["ctx", "expand", "--db", "ctx.sqlite", "+5", "--offset", "1,000", "--limit=-3"],
+    ["ctx", "expand", "--all", "--db", "ctx.sqlite", "12"],
+    ["diff", "recorded", "gate.drop_rounds=off", "a.cpsession"],
+    ["diff", "main.cpsession", "branch.cpsession", "--fail-on", "cache-break", "--markdown"],
+    ["diff", "recorded", "window=8000", "a.cpsession", "b.cpsession", "--json", "--fail-on=cost:+5%", "--fail-on",
+     "tokens:+1%", "--prices", "p.json"],
 ])
 def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pytest.MonkeyPatch,
                                                  argv: list[str]) -> None:
@@ -133,6 +172,16 @@ def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pyte
     ["explain", "a", "--provider", "--json"], ["verify"], ["verify", "a", "b"], ["verify", "--help"],
     ["salvage", "a"], ["salvage", "a", "-ob"], ["salvage", "a", "-o=b"], ["salvage", "a", "-o", "b", "--out", "c"],
     ["ps", "x"], ["ps", "--json", "--json"], ["ps", "-h"], ["import", "auto", "a"], [],
+    ["ctx"], ["ctx", "--help"], ["ctx", "get"], ["ctx", "get", "--db", "s"], ["ctx", "get", "--budget", "5"],
+    ["ctx", "get", "--db", "s", "--budget", "5", "--help"], ["ctx", "get", "--db", "s", "--budget", "5", "x"],
+    ["ctx", "get", "--db", "s", "--budget"], ["ctx", "get", "--db", "s", "--budget", "5", "--json=1"],
+    ["ctx", "get", "--db", "s", "--db", "t", "--budget", "5"], ["ctx", "import", "a", "--db", "s"],
+    ["ctx", "reindex", "--db", "s"], ["ctx", "add", "--db", "s", "a", "b"], ["ctx", "add", "--db", "s", "--importance", "x"],
+    ["ctx", "add", "a"], ["ctx", "add", "--db", "s", "--", "-a"], ["ctx", "expand", "--db", "s"],
+    ["ctx", "expand", "--db", "s", "-1"], ["ctx", "expand", "--db", "s", "x"], ["ctx", "expand", "--db", "s", "5", "6"],
+    ["ctx", "expand", "--db", "s", "5", "--offset", "1.5"],
+    ["diff"], ["diff", "recorded"], ["diff", "a", "b", "--help"], ["diff", "a", "b", "--json", "--json"],
+    ["diff", "a", "b", "--prices"], ["diff", "a", "b", "--", "c"], ["diff", "a", "-b"],
 ])
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
     assert plain_command(argv, {}) is None
@@ -189,6 +238,21 @@ CASES = [
     ["ps", "--json"],
     ["ps"],
     ["ps", "--help"],
+    ["diff", "recorded", "gate.drop_rounds=off", str(DEMO)],
+    ["diff", "recorded", "window=8000", str(DEMO), "--json", "--fail-on", "cache-break"],
+    ["diff", "recorded", "window=8000", str(DEMO), "--markdown", "--fail-on", "tokens:+1%", "--fail-on=cost:+1%"],
+    ["diff", "recorded", "window=8000", str(DEMO), "--fail-on", "tokens:-1%", "--all"],
+    ["diff", "recorded", "window=8000", str(DEMO), "--fail-on", "nosuchgate"],
+    ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--fail-on", "tokens:+0%", "--fail-on", "cache-break"],
+    ["diff", "recorded", "window=4000", str(DEMO), "--json", "--fail-on", "cache-break"],  # a gate fails: exit 1
+    ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--json", "--markdown"],
+    ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--all", "--json"],
+    ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--prices", "nosuch.json"],
+    ["diff", "recorded", "gate.drop_rounds=off", "/no/such/file.cpsession"],
+    ["diff", "recorded", "bogus=1", str(DEMO)],
+    ["diff", "recorded", "gate.drop_rounds=off", str(ROOT / "pyproject.toml")],
+    ["diff", "recorded"],  # left to typer
+    ["diff", "--help"],
 ]
 
 
@@ -237,3 +301,108 @@ def test_echo_writes_what_typer_echo_writes(encoding: str) -> None:
     outs = [subprocess.run([sys.executable, "-c", ECHO, json.dumps(texts), side], capture_output=True, env=env,
                            timeout=120) for side in ("typer", "ours")]
     assert [(o.returncode, o.stdout, o.stderr) for o in outs[1:]] == [(outs[0].returncode, outs[0].stdout, outs[0].stderr)]
+
+
+# ---- ctx get / add / expand on a store made from the demo recording, run in a directory of its own ----
+
+def _store_rows(db: Path) -> dict[str, list[Any]] | None:
+    """Every row of the store's own tables (an added item's time stamp left out), or None when there is no
+    store file: what a command left in it."""
+    if not db.is_file() or not db.stat().st_size:
+        return None
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql NOT LIKE "
+                                            "'CREATE VIRTUAL%' AND name NOT LIKE 'items_fts%'")]
+        rows = {t: sorted(map(repr, con.execute(f"SELECT * FROM '{t}'"))) for t in tables if t != "items"}
+        rows["items"] = list(con.execute("SELECT id, kind, body, hash, turn, source, file_hash, pinned, importance "
+                                         "FROM items ORDER BY id"))
+        rows["search"] = list(con.execute("SELECT rowid FROM items_fts WHERE items_fts MATCH 'repository' ORDER BY rowid"))
+        return rows
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from typer.testing import CliRunner
+
+    from inspector.ctx_cli import ctx_app
+
+    db = tmp_path_factory.mktemp("store") / "ctx.sqlite"
+    done = CliRunner().invoke(ctx_app, ["import", str(DEMO), "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    return db
+
+
+DB = ["--db", "ctx.sqlite"]
+# (argv, stdin): `ctx.sqlite` is a copy of the demo's store in the run's directory, `empty.sqlite` an empty file.
+CTX_CASES: list[tuple[list[str], str]] = [
+    (["ctx", "get", *DB, "--budget", "2k"], ""),  # sticky: records its window, moves the turn
+    (["ctx", "get", *DB, "--budget", "12k", "--explain"], ""),
+    (["ctx", "get", *DB, "--budget", "3,000", "--json", "--query", "test failure"], ""),
+    (["ctx", "get", "--fresh", "--model", "chars", "--budget=1.5k", *DB], ""),
+    (["ctx", "get", *DB, "--budget", "lots"], ""),
+    (["ctx", "get", *DB, "--budget", "-5"], ""),
+    (["ctx", "get", *DB, "--budget", "3"], ""),  # too small for one message
+    (["ctx", "get", *DB, "--budget", "99M"], ""),
+    (["ctx", "get", *DB, "--budget", "2k", "--json", "--explain"], ""),
+    (["ctx", "get", "--db", "nosuch.sqlite", "--budget", "2k"], ""),
+    (["ctx", "get", "--db", ".", "--budget", "2k"], ""),
+    (["ctx", "get", "--db", "empty.sqlite", "--budget", "2k"], ""),
+    (["ctx", "get", "--db", "nodir/ctx.sqlite", "--budget", "2k"], ""),
+    (["ctx", "get", *DB], ""),  # left to typer: no --budget
+    (["ctx", "get", *DB, "--budget"], ""),
+    (["ctx", "get", *DB, "--budget", "2k", "--bogus"], ""),
+    (["ctx", "get", *DB, "--budget", "2k", "extra"], ""),
+    (["ctx", "get", "--help"], ""),
+    (["ctx", "add", *DB, "--kind", "memory", "--pin", "The build runs on Python 3.11."], ""),
+    (["ctx", "add", *DB, "-", "--importance", "0.8", "--source", "call_7"], "piped tool output\n"),
+    (["ctx", "add", *DB, "--kind=tool_result"], "read from stdin"),
+    (["ctx", "add", "--db", "new.sqlite", "first item"], ""),  # makes a store
+    (["ctx", "add", *DB], ""),  # nothing piped in: empty text
+    (["ctx", "add", *DB, "--kind", "bogus", "x"], ""),
+    (["ctx", "add", *DB, "--importance", "2", "x"], ""),
+    (["ctx", "add", *DB, "--importance", "nan", "x"], ""),
+    (["ctx", "add", *DB, "--importance", "x", "x"], ""),  # left to typer: its parser's line
+    (["ctx", "add", *DB, "--kind", "file_read", "--source", "missing.py"], ""),
+    (["ctx", "add", "--db", "nodir/ctx.sqlite", "x"], ""),
+    (["ctx", "add", "--db", ".", "x"], ""),
+    (["ctx", "add", *DB, "a", "b"], ""),
+    (["ctx", "expand", *DB, "5"], ""),
+    (["ctx", "expand", *DB, "5", "--limit", "30"], ""),
+    (["ctx", "expand", *DB, "5", "--offset", "30", "--limit", "10"], ""),
+    (["ctx", "expand", *DB, "+5", "--offset", "1,000"], ""),
+    (["ctx", "expand", *DB, "5", "--all"], ""),
+    (["ctx", "expand", *DB, "9999"], ""),
+    (["ctx", "expand", *DB, "0"], ""),
+    (["ctx", "expand", *DB, "5", "--all", "--limit", "3"], ""),
+    (["ctx", "expand", *DB, "5", "--offset", "-1"], ""),
+    (["ctx", "expand", *DB, "5", "--limit", "0"], ""),
+    (["ctx", "expand", "--db", "nosuch.sqlite", "5"], ""),
+    (["ctx", "expand", *DB, "x"], ""),  # left to typer
+    (["ctx", "expand", *DB, "-1"], ""),
+    (["ctx", "expand", *DB], ""),
+]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize(("argv", "stdin"), CTX_CASES, ids=[" ".join(a[1:]) for a, _ in CTX_CASES])
+def test_the_ctx_commands_answer_and_store_as_under_typer(argv: list[str], stdin: str, entry: str, tmp_path: Path,
+                                                          demo_store: Path) -> None:
+    runs = {}
+    for side in ("direct", "typer"):
+        home = tmp_path / side
+        home.mkdir()
+        shutil.copy(demo_store, home / "ctx.sqlite")
+        (home / "empty.sqlite").touch()
+        runs[side] = run_program(RUN, argv, entry=entry, typer_dispatch=side == "typer", cwd=home, input=stdin)
+    direct, typed = runs["direct"], runs["typer"]
+    *direct_err, direct_mods = direct.stderr.splitlines()
+    *typed_err, typed_mods = typed.stderr.splitlines()
+    assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
+    for name in ("ctx.sqlite", "new.sqlite"):  # what the command left in the store, either way
+        assert _store_rows(tmp_path / "direct" / name) == _store_rows(tmp_path / "typer" / name)
+    if entry == SCRIPT and plain_command(argv, {}) is not None:
+        assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
+    assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
