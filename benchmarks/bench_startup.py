@@ -14,7 +14,7 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            recording; ps with no agent running), and what an agent keeping its context in the store runs
            each turn: `ctx get --db S --budget 12k` (sticky, as in a loop), `ctx add --db S2 TEXT`,
            `ctx expand --db S 5` (S a store made by `ctx import` of the demo recording, once; S2 a copy of
-           it that the adds grow by a row a run). With `--compare DIR`, help, explain and headless run
+           it that the adds grow by a row a run), and a CI gate's `diff recorded gate.drop_rounds=off FILE`. With `--compare DIR`, help, explain and headless run
            the same command lines on the code in DIR as well, interleaved run by run with this tree's
            and the baseline (the order rotates), and print this / base beside each.
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
@@ -231,6 +231,7 @@ def main() -> None:
                 ("headless ctx get --budget 12k", ["ctx", "get", "--db", store, "--budget", "12k"]),
                 ("headless ctx add TEXT", ["ctx", "add", "--db", grown, "The build runs on Python 3.11."]),
                 ("headless ctx expand 5", ["ctx", "expand", "--db", store, "5"]),
+                ("headless diff recorded gate FILE", ["diff", "recorded", "gate.drop_rounds=off", demo]),
             ]
         for label, argv in lines:
             side_by_side(label, argv, baseline, base, args.runs)
