@@ -14,9 +14,11 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            recording; ps with no agent running), and what an agent keeping its context in the store runs
            each turn: `ctx get --db S --budget 12k` (sticky, as in a loop), `ctx add --db S2 TEXT`,
            `ctx expand --db S 5` (S a store made by `ctx import` of the demo recording, once; S2 a copy of
-           it that the adds grow by a row a run), and a CI gate's `diff recorded gate.drop_rounds=off FILE`. With `--compare DIR`, help, explain and headless run
-           the same command lines on the code in DIR as well, interleaved run by run with this tree's
-           and the baseline (the order rotates), and print this / base beside each.
+           it that the adds grow by a row a run), a CI gate's `diff recorded gate.drop_rounds=off FILE`,
+           and `forks FILE --json` (a loop over recordings; the demo forked nothing: a tree of one).
+           With `--compare DIR`, help, explain and headless run the same command lines on the code in
+           DIR as well, interleaved run by run with this tree's and the baseline (the order rotates),
+           and print this / base beside each.
   replay   `cp-inspect replay FILE` of a long recording (default: the 10,000-turn recording that
            benchmarks/bench_tui.py generates, or --recording; CONTEXTPIPE_TRAJECTORIES is not needed):
            from process start to the first complete screen (the current turn and the footer's keys).
@@ -232,6 +234,7 @@ def main() -> None:
                 ("headless ctx add TEXT", ["ctx", "add", "--db", grown, "The build runs on Python 3.11."]),
                 ("headless ctx expand 5", ["ctx", "expand", "--db", store, "5"]),
                 ("headless diff recorded gate FILE", ["diff", "recorded", "gate.drop_rounds=off", demo]),
+                ("headless forks FILE --json", ["forks", demo, "--json"]),
             ]
         for label, argv in lines:
             side_by_side(label, argv, baseline, base, args.runs)

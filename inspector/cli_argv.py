@@ -1,15 +1,15 @@
-"""Plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand` and `diff` command
-lines, read without typer's dispatch.
+"""Plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`, `diff` and
+`forks` command lines, read without typer's dispatch.
 
 These are the headless commands people run in scripts and loops (`for f in *.cpsession; do cp-inspect
 explain "$f" --format json; done`, a CI step's `verify`, a poll of `ps --json`, an agent's `ctx add` and
-`ctx get` every turn, a CI gate's `diff --fail-on`). Under typer each run imported typer, built every
-command of the program (~20) and pydantic's argument adapters: 40-80% of the CPU of a run on a demo
-recording, ~80% of a `ctx get` (BENCHMARKS.md, Start-up). Their values are plain (a path or a pid,
-texts, repeatable NAME=VALUE texts, flags, numbers read as the typer commands' parsers read them) and
-come out of typer exactly as read here, and the commands' work is in typer-free modules
-(cli_explain.py, cli_verify.py, cli_salvage.py, cli_ps.py, cli_ctx.py, cli_diff.py) that the typer
-commands call too, so the console script (entry.py) runs them directly.
+`ctx get` every turn, a CI gate's `diff --fail-on`, `forks --json` over recordings). Under typer each
+run imported typer, built every command of the program (~20) and pydantic's argument adapters: 40-80% of
+the CPU of a run on a demo recording, ~80% of a `ctx get` (BENCHMARKS.md, Start-up). Their values are
+plain (a path or a pid, texts, repeatable NAME=VALUE texts, flags, numbers read as the typer commands'
+parsers read them) and come out of typer exactly as read here, and the commands' work is in typer-free
+modules (cli_explain.py, cli_verify.py, cli_salvage.py, cli_ps.py, cli_ctx.py, cli_diff.py,
+cli_forks.py) that the typer commands call too, so the console script (entry.py) runs them directly.
 
 Anything else returns None and goes through typer as before, so its answers stay typer's own: help, an
 unknown or repeated option (other than --gate, --threshold, --fail-on), a value that looks like an
@@ -192,6 +192,22 @@ def plain_diff(rest: Sequence[str]) -> Callable[[], None] | None:
     return run
 
 
+def plain_forks(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--json",), ("--prices",))
+    if scanned is None or not scanned[0]:
+        return None  # no PARENT: typer's one line
+    args, opts = scanned
+    children = [Path(a) for a in args[1:]] or None
+    prices = None if "--prices" not in opts else Path(opts["--prices"][0])
+
+    def run() -> None:
+        from . import cli_forks
+
+        cli_forks.forks(Path(args[0]), children, "--json" in opts, prices)
+
+    return run
+
+
 _CTX: dict[str, Callable[[Sequence[str]], Callable[[], None] | None]] = {
     "get": plain_ctx_get, "add": plain_ctx_add, "expand": plain_ctx_expand,
 }
@@ -207,13 +223,13 @@ def plain_ctx(rest: Sequence[str]) -> Callable[[], None] | None:
 
 _COMMANDS: dict[str, Callable[[Sequence[str]], Callable[[], None] | None]] = {
     "explain": plain_explain, "verify": plain_verify, "salvage": plain_salvage, "ps": plain_ps, "ctx": plain_ctx,
-    "diff": plain_diff,
+    "diff": plain_diff, "forks": plain_forks,
 }
 
 
 def plain_command(argv: Sequence[str], environ: Mapping[str, str]) -> Callable[[], None] | None:
-    """The command a plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand` or
-    `diff` command line runs, as typer would run it, or None when typer must read the line (see the module's
+    """The command a plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`,
+    `diff` or `forks` command line runs, as typer would run it, or None when typer must read the line (see the module's
     docstring)."""
     if not argv or argv[0] not in _COMMANDS or shell_completing(environ):
         return None

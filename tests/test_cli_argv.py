@@ -24,6 +24,7 @@ import inspector.cli as cli
 import inspector.cli_ctx as cli_ctx
 import inspector.cli_diff as cli_diff
 import inspector.cli_explain as cli_explain
+import inspector.cli_forks as cli_forks
 import inspector.cli_ps as cli_ps
 import inspector.cli_salvage as cli_salvage
 import inspector.cli_verify as cli_verify
@@ -36,7 +37,8 @@ DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 # Each command's work, as the typer command and the direct path call it: (module, function name).
 WORK = {"explain": (cli_explain, "explain"), "verify": (cli_verify, "verify"), "salvage": (cli_salvage, "salvage"),
         "ps": (cli_ps, "ps"), "ctx get": (cli_ctx, "get"), "ctx add": (cli_ctx, "add"),
-        "ctx expand": (cli_ctx, "expand"), "diff": (cli_diff, "diff")}
+        "ctx expand": (cli_ctx, "expand"), "diff": (cli_diff, "diff"),
+        "forks": (cli_forks, "forks")}
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
@@ -99,13 +101,14 @@ OPTIONS = {
                    ["--limit=-3"], ["--limit", "1.5"], ["--all"]],
     "diff": [["--json"], ["--markdown"], ["--all"], ["--fail-on", "cache-break"], ["--fail-on=cost:+5%"],
              ["--prices", "p.json"], ["--prices=x y.json"]],
+    "forks": [["--json"], ["--prices", "p.json"], ["--prices=x y.json"]],
 }
 # The ctx commands' arguments, and their required options (each left out now and then).
 ARGUMENTS = {"ctx get": ["5", "x"], "ctx add": ["hello", "two words", "-", "é"],
              "ctx expand": ["5", "+5", "1,000", "x", "0", "1e3"],
-             "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"]}
+             "forks": FILES, "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"]}
 REQUIRED = {"ctx get": [["--db", "s.sqlite"], ["--budget", "12k"]], "ctx add": [["--db=d/s.sqlite"]],
-            "ctx expand": [["--db", "s.sqlite"]], "diff": []}
+            "ctx expand": [["--db", "s.sqlite"]], "diff": [], "forks": []}
 
 
 @st.composite
@@ -114,7 +117,7 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     and then with odd tokens."""
     name = draw(st.sampled_from(sorted(OPTIONS)))
     if name in ARGUMENTS:
-        parts = [[a] for a in draw(st.lists(st.sampled_from(ARGUMENTS[name]), max_size=4 if name == "diff" else 2))]
+        parts = [[a] for a in draw(st.lists(st.sampled_from(ARGUMENTS[name]), max_size=4 if name in ("diff", "forks") else 2))]
         parts += [part for part in REQUIRED[name] if draw(st.integers(0, 9))]
     else:
         parts = [[f] for f in draw(st.lists(st.sampled_from(FILES), min_size=0 if name == "ps" else 1,
@@ -159,6 +162,7 @@ def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch:
     ["diff", "main.cpsession", "branch.cpsession", "--fail-on", "cache-break", "--markdown"],
     ["diff", "recorded", "window=8000", "a.cpsession", "b.cpsession", "--json", "--fail-on=cost:+5%", "--fail-on",
      "tokens:+1%", "--prices", "p.json"],
+    ["forks", "a.cpsession"], ["forks", "--json", "a.cpsession", "b.cpsession", "c.cpsession", "--prices=p.json"],
 ])
 def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pytest.MonkeyPatch,
                                                  argv: list[str]) -> None:
@@ -182,6 +186,7 @@ def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pyte
     ["ctx", "expand", "--db", "s", "5", "--offset", "1.5"],
     ["diff"], ["diff", "recorded"], ["diff", "a", "b", "--help"], ["diff", "a", "b", "--json", "--json"],
     ["diff", "a", "b", "--prices"], ["diff", "a", "b", "--", "c"], ["diff", "a", "-b"],
+    ["forks"], ["forks", "--json"], ["forks", "a", "--help"], ["forks", "a", "--all"],
 ])
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
     assert plain_command(argv, {}) is None
@@ -253,6 +258,13 @@ CASES = [
     ["diff", "recorded", "gate.drop_rounds=off", str(ROOT / "pyproject.toml")],
     ["diff", "recorded"],  # left to typer
     ["diff", "--help"],
+    ["forks", str(DEMO)],  # a recording that forked nothing: a tree of one, exit 0
+    ["forks", str(DEMO), "--json"],
+    ["forks", str(DEMO), str(DEMO)],  # a child that is no sub-agent of it
+    ["forks", "/no/such/file.cpsession"],
+    ["forks", str(ROOT / "pyproject.toml")],
+    ["forks", str(DEMO), "--prices", "nosuch.json"],
+    ["forks"],  # left to typer
 ]
 
 
@@ -406,3 +418,27 @@ def test_the_ctx_commands_answer_and_store_as_under_typer(argv: list[str], stdin
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
     assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
+
+
+@pytest.fixture(scope="module")
+def fork_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    from tests.test_fork import run_tree
+
+    return run_tree(tmp_path_factory.mktemp("forks"), "anthropic")
+
+
+@pytest.mark.parametrize("which", [[], ["--json"], ["child1"], ["child1", "child3", "--json"]])
+def test_forks_of_a_forked_run_answer_as_under_typer(which: list[str], fork_tree: tuple[Path, list[Path]],
+                                                     tmp_path: Path) -> None:
+    """A parent with two recorded sub-agents: the tree from its fork events, or from the children named
+    (one left out is a warning): the same output, warnings and exit status either way."""
+    parent, kids = fork_tree
+    named = {k.stem: str(k) for k in kids}
+    argv = ["forks", str(parent), *(named.get(w, w) for w in which)]
+    assert plain_command(argv, {}) is not None
+    direct, typed = (run_program(RUN, argv, typer_dispatch=side, cwd=tmp_path) for side in (False, True))
+    *direct_err, direct_mods = direct.stderr.splitlines()
+    *typed_err, _ = typed.stderr.splitlines()
+    assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
+    assert direct.returncode == 0 and direct.stdout.strip()
+    assert json.loads(direct_mods) == (["typer"] if direct_err else [])  # only a warning imports it
