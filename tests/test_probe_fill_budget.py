@@ -173,6 +173,10 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
         # A fold client's turn that closes within FOLD_COALESCE of the last send is held for the next
         # (engine.probe.agent_send): it goes with that send, from this thread too.
         sends += probe.fold_closes_held - held0
+        # The last turn is sent at its close: coalesced, it would wait for the idle ask the inspector
+        # makes (LiveSource) and this raw client does not, and the test failed 1 run in 4-8 (that ask
+        # is tested in tests/test_probe_fold_coalesce.py).
+        probe.fold_coalesce = 0
         run_turns(pipe, range(turn, turn + 1))
         end = time.monotonic() + T
         while turn not in f.order and f.error is None and time.monotonic() < end:
