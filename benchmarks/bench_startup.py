@@ -15,7 +15,10 @@ Parts (every figure is CPU beside wall; CPU of a whole child from resource.getru
            each turn: `ctx get --db S --budget 12k` (sticky, as in a loop), `ctx add --db S2 TEXT`,
            `ctx expand --db S 5` (S a store made by `ctx import` of the demo recording, once; S2 a copy of
            it that the adds grow by a row a run), a CI gate's `diff recorded gate.drop_rounds=off FILE`,
-           and `forks FILE --json` (a loop over recordings; the demo forked nothing: a tree of one).
+           `forks FILE --json` (a loop over recordings; the demo forked nothing: a tree of one), a cron
+           job's `report FILE --json`, `ctx import FILE --db S3 --again` (each run adds the demo's 84
+           items again to S3) and `eval --trajectories DIR --json` (DIR holding one small synthetic
+           trajectory: the command's start-up more than its work).
            With `--compare DIR`, help, explain and headless run the same command lines on the code in
            DIR as well, interleaved run by run with this tree's and the baseline (the order rotates),
            and print this / base beside each.
@@ -42,6 +45,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -229,12 +233,19 @@ def main() -> None:
             store, grown = str(Path(tmp) / "ctx.sqlite"), str(Path(tmp) / "ctx-add.sqlite")
             spawn([*console_script(ROOT), "ctx", "import", demo, "--db", store])
             spawn([*console_script(ROOT), "ctx", "import", demo, "--db", grown])
+            loaded = str(Path(tmp) / "ctx-import.sqlite")
+            trajs = Path(tmp) / "trajectories"  # one small trajectory: eval's start-up, not its work
+            trajs.mkdir()
+            shutil.copy(ROOT / "tests" / "fixtures" / "synthetic" / "mini_repr_strings.traj.json", trajs)
             lines += [
                 ("headless ctx get --budget 12k", ["ctx", "get", "--db", store, "--budget", "12k"]),
                 ("headless ctx add TEXT", ["ctx", "add", "--db", grown, "The build runs on Python 3.11."]),
                 ("headless ctx expand 5", ["ctx", "expand", "--db", store, "5"]),
                 ("headless diff recorded gate FILE", ["diff", "recorded", "gate.drop_rounds=off", demo]),
                 ("headless forks FILE --json", ["forks", demo, "--json"]),
+                ("headless report FILE --json", ["report", demo, "--json"]),
+                ("headless ctx import FILE --again", ["ctx", "import", demo, "--db", loaded, "--again"]),
+                ("headless eval --trajectories DIR --json", ["eval", "--trajectories", str(trajs), "--json"]),
             ]
         for label, argv in lines:
             side_by_side(label, argv, baseline, base, args.runs)

@@ -1,15 +1,17 @@
-"""Plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`, `diff` and
-`forks` command lines, read without typer's dispatch.
+"""Plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`, `ctx import`, `diff`,
+`forks`, `report` and `eval` command lines, read without typer's dispatch.
 
 These are the headless commands people run in scripts and loops (`for f in *.cpsession; do cp-inspect
 explain "$f" --format json; done`, a CI step's `verify`, a poll of `ps --json`, an agent's `ctx add` and
-`ctx get` every turn, a CI gate's `diff --fail-on`, `forks --json` over recordings). Under typer each
+`ctx get` every turn, `ctx import` of each run, a CI gate's `diff --fail-on`, `forks --json` over
+recordings, a cron job's `report runs/ --json`, `eval --json`). Under typer each
 run imported typer, built every command of the program (~20) and pydantic's argument adapters: 40-80% of
 the CPU of a run on a demo recording, ~80% of a `ctx get` (BENCHMARKS.md, Start-up). Their values are
 plain (a path or a pid, texts, repeatable NAME=VALUE texts, flags, numbers read as the typer commands'
 parsers read them) and come out of typer exactly as read here, and the commands' work is in typer-free
-modules (cli_explain.py, cli_verify.py, cli_salvage.py, cli_ps.py, cli_ctx.py, cli_diff.py,
-cli_forks.py) that the typer commands call too, so the console script (entry.py) runs them directly.
+modules (cli_explain.py, cli_verify.py, cli_salvage.py, cli_ps.py, cli_ctx.py, cli_ctx_import.py,
+cli_diff.py, cli_forks.py, cli_report.py, cli_eval.py) that the typer commands call too, so the console
+script (entry.py) runs them directly.
 
 Anything else returns None and goes through typer as before, so its answers stay typer's own: help, an
 unknown or repeated option (other than --gate, --threshold, --fail-on), a value that looks like an
@@ -208,14 +210,59 @@ def plain_forks(rest: Sequence[str]) -> Callable[[], None] | None:
     return run
 
 
+def plain_report(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--json",), ("--window", "--svg", "--model", "--prices"), signed=("--window",))
+    if scanned is None or not scanned[0]:
+        return None  # no FILES: typer's one line
+    files, opts = scanned
+    svg, prices = (None if n not in opts else Path(opts[n][0]) for n in ("--svg", "--prices"))
+
+    def run() -> None:
+        from . import cli_report
+
+        cli_report.report(files, "--json" in opts, _one(opts, "--window"), svg, _one(opts, "--model"), prices)
+
+    return run
+
+
+def plain_eval(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--per-trajectory", "--json"), ("--trajectories",))
+    if scanned is None or scanned[0]:
+        return None  # an argument: typer's usage error
+    opts = scanned[1]
+    root = None if "--trajectories" not in opts else Path(opts["--trajectories"][0])
+
+    def run() -> None:
+        from . import cli_eval
+
+        cli_eval.eval_(root, "--per-trajectory" in opts, "--json" in opts)
+
+    return run
+
+
+def plain_ctx_import(rest: Sequence[str]) -> Callable[[], None] | None:
+    scanned = scan(rest, ("--again",), ("--db", "--format"))
+    if scanned is None or len(scanned[0]) != 1 or "--db" not in scanned[1]:
+        return None  # no FILE, a second one, or no --db: typer's one-line refusals
+    (file,), opts = scanned
+    db = Path(opts["--db"][0])
+
+    def run() -> None:
+        from . import cli_ctx_import
+
+        cli_ctx_import.import_(db, Path(file), _one(opts, "--format"), "--again" in opts)
+
+    return run
+
+
 _CTX: dict[str, Callable[[Sequence[str]], Callable[[], None] | None]] = {
-    "get": plain_ctx_get, "add": plain_ctx_add, "expand": plain_ctx_expand,
+    "get": plain_ctx_get, "add": plain_ctx_add, "expand": plain_ctx_expand, "import": plain_ctx_import,
 }
 
 
 def plain_ctx(rest: Sequence[str]) -> Callable[[], None] | None:
     """`ctx get`, `ctx add` and `ctx expand`: what an agent that keeps its context in the store runs in
-    its loop (cli_ctx.py)."""
+    its loop (cli_ctx.py); `ctx import`, what loads each run into it (cli_ctx_import.py)."""
     if not rest or rest[0] not in _CTX:
         return None
     return _CTX[rest[0]](rest[1:])
@@ -223,13 +270,13 @@ def plain_ctx(rest: Sequence[str]) -> Callable[[], None] | None:
 
 _COMMANDS: dict[str, Callable[[Sequence[str]], Callable[[], None] | None]] = {
     "explain": plain_explain, "verify": plain_verify, "salvage": plain_salvage, "ps": plain_ps, "ctx": plain_ctx,
-    "diff": plain_diff, "forks": plain_forks,
+    "diff": plain_diff, "forks": plain_forks, "report": plain_report, "eval": plain_eval,
 }
 
 
 def plain_command(argv: Sequence[str], environ: Mapping[str, str]) -> Callable[[], None] | None:
     """The command a plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`,
-    `diff` or `forks` command line runs, as typer would run it, or None when typer must read the line (see the module's
+    `ctx import`, `diff`, `forks`, `report` or `eval` command line runs, as typer would run it, or None when typer must read the line (see the module's
     docstring)."""
     if not argv or argv[0] not in _COMMANDS or shell_completing(environ):
         return None

@@ -1,28 +1,27 @@
-"""`cp-inspect ctx ...` (the context store) and `cp-inspect eval` (store vs last-N on real trajectories).
+"""`cp-inspect ctx ...` (the context store) and `cp-inspect eval` (store vs last-N on real trajectories):
+their typer commands. The work of get, add, expand (cli_ctx.py), import (cli_ctx_import.py) and eval
+(cli_eval.py) is in typer-free modules, which the console script runs directly for a plain command line
+(cli_argv.py).
 
 The lead mounts `ctx_app` as the `ctx` group and `eval_command` as `eval` in inspector/cli.py.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from engine.errors import ContextPipeError
 from engine.store.items import Kind
 from engine.wording import counted
-from inspector import cli_ctx
+from inspector import cli_ctx, cli_ctx_import, cli_eval
 from inspector.cli_common import fail
 from inspector.cli_ctx import _explain as _explain  # the window explanation, which tests read from here
-from inspector.cli_ctx import _open, _retry
+from inspector.cli_ctx import _open
 from inspector.missing_param import OneLineMissing
 from inspector.token_arg import number_option
-
-if TYPE_CHECKING:
-    from engine.store import ContextStore
 
 ctx_app = typer.Typer(
     name="ctx",
@@ -162,50 +161,7 @@ def import_cmd(
     Example:
       cp-inspect ctx import demo_sessions/scout-anthropic.cpsession --db ctx.sqlite
     """
-    from engine.store.ingest import ingest_session
-
-    if file.is_dir():
-        fail(f"{file} is a directory: give one recording or trajectory file from it", 2)
-    if not file.exists():
-        fail(f"{file}: no such file", 2)
-    if not file.is_file():
-        fail(f"{file} is not a regular file (a FIFO or a device): give the recording or trajectory itself", 2)
-    if format == "cpsession" or (format is None and _is_recording(file)):
-        _import_recording(db, file, again)
-        return
-    from engine.importers import ImportFormatError, load
-
-    try:
-        session = load(file, format)
-    except ImportFormatError as exc:
-        fail(str(exc))
-        return
-    except ValueError as exc:  # an unknown --format: a usage error, as in `cp-inspect import`
-        fail(str(exc), 2)
-        return
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror or exc}")
-        return
-    store = _open(db, importing=file)
-    try:
-        digest = _refuse_twice(store, db, file, again)
-        with store.batch():  # the items and the mark that they are in, together or not at all
-            ids = ingest_session(store, session)
-            _mark(store, digest, file, ids)
-    except ContextPipeError as exc:
-        fail(f"nothing imported from {file} (the store is as it was): {exc}{_retry(exc)}")
-        return
-    except KeyboardInterrupt:
-        fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)
-        return
-    finally:
-        store.close()
-    first = ids[0] if ids else 0
-    last = ids[-1] if ids else 0
-    typer.echo(
-        f"imported {counted(len(ids), 'item')} (#{first}..#{last}) from {file} "
-        f"({session.format}, {counted(len(session.calls), 'call')})"
-    )
+    cli_ctx_import.import_(db, file, format, again)
 
 
 @ctx_app.command("reindex", short_help="Rebuild the search index of an older store.")
@@ -253,74 +209,6 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def _is_recording(file: Path) -> bool:
-    if file.suffix == ".cpsession":
-        return True
-    try:
-        with file.open("rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False
-    return b"@header" in head and b"cpsession" in head
-
-
-def _refuse_twice(store: ContextStore, db: Path, file: Path, again: bool) -> str:
-    """The file's digest, after exiting (2; the caller's `finally` closes the store) if the store already holds it and
-    --again was not given: a second import added every message again, with nothing said."""
-    from engine.store.import_marks import file_digest, previous_import
-
-    try:
-        digest = file_digest(file)
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror or exc}")
-    before = previous_import(store, digest) if not again else None
-    if before is not None:
-        fail(
-            f"{db} already holds {file} ({before}): importing it again would add every message a second "
-            "time; pass --again to add it anyway, or give another --db",
-            2,
-        )
-    return digest
-
-
-def _mark(store: ContextStore, digest: str, file: Path, ids: list[int]) -> None:
-    from engine.store.import_marks import mark_import
-
-    if ids:
-        mark_import(store, digest, f"imported as items #{ids[0]}..#{ids[-1]} from {file.name}")
-
-
-def _import_recording(db: Path, file: Path, again: bool = False) -> None:
-    from engine.recording.cpsession import RecordingError
-    from engine.store.ingest import ingest_recording
-
-    from .recording_open import open_recording
-
-    # Opened once first for what every reader of recordings says: a missing or foreign file in one line,
-    # and a cut-off last frame (a writer killed mid-write) as a warning: it imported silently, the
-    # turns after the cut missing without a word.
-    open_recording(file).close()
-    store = _open(db, importing=file)
-    try:
-        digest = _refuse_twice(store, db, file, again)
-        with store.batch():  # the items and the mark that they are in, together or not at all
-            ids, requests = ingest_recording(store, file)
-            _mark(store, digest, file, ids)
-    except (ContextPipeError, RecordingError, OSError, KeyError, ValueError) as exc:
-        msg = str(exc).removeprefix(f"{file}: ")
-        fail(f"nothing imported from {file} (the store is as it was): {msg}{_retry(exc)}")
-        return
-    except KeyboardInterrupt:
-        fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)
-        return
-    finally:
-        store.close()
-    first = ids[0] if ids else 0
-    last = ids[-1] if ids else 0
-    typer.echo(f"imported {counted(len(ids), 'item')} (#{first}..#{last}) from {file} "
-        f"(cpsession, {counted(requests, 'request')})")
-
-
 def eval_command(
     trajectories: Annotated[
         Path | None,
@@ -337,50 +225,4 @@ def eval_command(
     """Replay real trajectories through the store at full, half and quarter of each one's peak context,
     against the keep-the-last-N-messages baseline, and report how often what the agent used next was in
     the window."""
-    from engine.store.evaluate import (
-        BUDGET_FRACTIONS,
-        POLICIES,
-        default_root,
-        format_report,
-        run_eval,
-        trajectory_files,
-    )
-
-    if trajectories is not None and not trajectories.is_dir():
-        # Asked for by name: a mistyped folder is an error, not the "skipped" (exit 0) of a missing default.
-        fail(f"--trajectories {trajectories}: no such folder (give the folder holding the trajectories)", 2)
-    root = trajectories or default_root()
-    if not root.is_dir():
-        skipped = f"no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)"
-        if as_json:  # stdout stays one JSON document (this line went there as plain text)
-            typer.echo(f"skipped: {skipped}", err=True)
-            typer.echo(json.dumps({"skipped": skipped}))
-        else:
-            typer.echo(f"skipped: {skipped}")
-        return
-    if trajectories is not None and not trajectory_files(root):
-        # A table of zeros (it crashed on a KeyError before) would read as a result.
-        fail(f"--trajectories {trajectories}: no trajectory files (*.json, *.traj) in it, nor in its subfolders", 2)
-    report = run_eval(root, progress=None if as_json else (lambda s: typer.echo(s, err=True)))
-    if not report.results:
-        why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped[:3])
-        fail(f"no trajectory under {root} could be read ({counted(len(report.skipped), 'file')} skipped: {why})")
-    if as_json:
-        tot = report.totals()
-        out: dict[str, Any] = {
-            f"{lb}/{pol}": {
-                "uses": tot[(lb, pol)].uses,
-                "served": tot[(lb, pol)].served,
-                "recall": round(tot[(lb, pol)].recall, 4),
-                "macro_recall": round(report.macro(lb, pol), 4),
-                "task_present": round(tot[(lb, pol)].task_rate, 4),
-                "resolves": tot[(lb, pol)].resolves,
-            }
-            for lb, _ in BUDGET_FRACTIONS
-            for pol in POLICIES
-        }
-        if report.skipped:  # only then: the document's keys stay what they were for a clean run
-            out["skipped_files"] = [{"file": name, "reason": why} for name, why in report.skipped]
-        typer.echo(json.dumps(out, indent=2, sort_keys=True))
-    else:
-        typer.echo(format_report(report, per_trajectory=per_trajectory))
+    cli_eval.eval_(trajectories, per_trajectory, as_json)

@@ -6,7 +6,8 @@ arguments through pydantic, and importing typer and the command modules cost a f
 CPU before a long recording's first frame (BENCHMARKS.md, Start-up). A plain `simulate FILE...
 [options]` (simulate_argv.py) likewise runs `simulate` directly (simulate_command.py, without typer), and
 a plain `attach PID [--theme NAME]` runs `attach` (attach_command.py), and plain `explain`, `verify`,
-`salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`, `diff` and `forks` lines run those commands (cli_argv.py).
+`salvage`, `ps`, `ctx get`, `ctx add`, `ctx expand`, `ctx import`, `diff`, `forks`, `report` and `eval` lines
+run those commands (cli_argv.py).
 Every other command line goes to typer (cli.py).
 `inspector.cli:app` takes the same shortcuts, for console scripts installed before this entry point
 existed.

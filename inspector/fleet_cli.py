@@ -1,13 +1,10 @@
 """`cp-inspect export` (recordings -> an OpenTelemetry backend) and `cp-inspect report` (cost and health
 of many sessions). The figures come from the engine (engine.export, engine.sim.simulate); this module
-parses options, expands paths and prints."""
+parses options, expands paths and prints; report's work is in cli_report.py (typer-free, for cli_argv.py),
+with the reading of recordings export shares."""
 
 from __future__ import annotations
 
-import glob
-import json
-import re
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,103 +12,16 @@ import typer
 
 from engine.wording import counted
 
-from .cli_common import check_window, fail, need_terminal
+from . import cli_report
+from .cli_common import fail, need_terminal
+from .cli_report import _open, _skip, _why, expand_paths, unpack
 from .otlp_reach import unreachable, unreachable_grpc
-from .recording_open import trajectory_hint, warn
-from .token_arg import number_option, tokens_option
+from .recording_open import warn
+from .token_arg import number_option
 
 if TYPE_CHECKING:  # the commands import what they run lazily: `cp-inspect --help` stays quick
     from .sources.live import LiveSource
     from .top_app import TopView
-
-
-def expand_paths(patterns: list[str]) -> list[Path]:
-    """Files, directories (every .cpsession under them) and globs, in a stable order, each once."""
-    out: list[Path] = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern, recursive=True)) if any(c in pattern for c in "*?[") else [pattern]
-        if not matches:
-            fail(f"no recordings match {pattern}")
-        for m in matches:
-            p = Path(m)
-            if p.is_dir():
-                found = sorted(p.rglob("*.cpsession"))
-                if not found:
-                    fail(f"{p} is a directory with no .cpsession recordings in it")
-                out += found
-            elif not p.exists():
-                # As typed (Path drops a trailing slash): "report runs/" said "no such file: runs".
-                fail(f"no such file or directory: {m}")
-            else:
-                out.append(p)
-    unique: dict[Path, Path] = {}
-    for p in out:
-        unique.setdefault(p.resolve(), p)
-    return list(unique.values())
-
-
-class _Unreadable(Exception):
-    """A recording's events could not be read (`error`: what the reader raised), met by a command that
-    reads them as it goes: said as _why says it (one line), not as the simulation's error."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _report_events(reader: Any, trace_fields: tuple[str, ...]) -> Any:
-    """simulate_stream's `read` for `report` (engine.sim.simulate.recording_events), with what reading
-    the recording raises wrapped in _Unreadable: an error of the simulation's own, met between two
-    events, is not thrown into the generator and passes untouched."""
-    from engine.errors import ContextPipeError
-    from engine.sim.simulate import recording_events
-
-    try:
-        read = recording_events(reader, trace_fields, convert=unpack)  # a small recording is read here
-    except (ContextPipeError, OSError) as exc:
-        raise _Unreadable(exc) from None
-
-    def events() -> Any:
-        try:
-            yield from read()
-        except (ContextPipeError, OSError) as exc:
-            raise _Unreadable(exc) from None
-
-    return events
-
-
-def _open(path: Path) -> Any:
-    """An open RecordingReader (its cut-off tail warned of), or why the file cannot be read."""
-    from engine.recording.cpsession import RecordingReader
-
-    try:
-        reader = RecordingReader.open(path)
-    except Exception as exc:  # noqa: BLE001 (_why says the ones a recording raises, re-raises the rest)
-        return _why(path, exc)
-    if reader.damage is not None:
-        warn(f"{path}: {reader.damage.message}")
-    return reader
-
-
-def _why(path: Path, exc: Exception) -> str:
-    from engine.errors import ContextPipeError
-
-    if isinstance(exc, ContextPipeError):
-        hint = trajectory_hint(path)  # a trajectory where a recording goes: say to import it
-        if hint is not None:
-            return hint.removeprefix(f"{path} ")
-        return str(exc).removeprefix(f"{path}: ")  # a RecordingError names the file: _skip names it once
-    if isinstance(exc, PermissionError):
-        return "permission denied (check the file's owner and mode)"
-    if isinstance(exc, OSError):
-        return f"cannot read it: {exc.strerror or exc}"
-    raise exc
-
-
-def unpack(ev: dict[str, Any]) -> dict[str, Any]:
-    from engine.recording.journal import unpack_event
-
-    return unpack_event(ev)
 
 
 class _Stream:
@@ -140,17 +50,6 @@ def _blob_text(reader: Any) -> Any:
         return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
     return text
-
-
-def _unpriced_model(exc: Exception, header: dict[str, Any]) -> str:
-    """The model a price table had no row for: named in its error as `model 'NAME'`, else the
-    recording's own model."""
-    found = re.search(r"model '([^']*)'", str(exc))
-    return found.group(1) if found else str(header.get("model") or "?")
-
-
-def _skip(path: Path, reason: str) -> None:
-    typer.secho(f"skipped {path}: {reason}", fg=typer.colors.YELLOW, err=True)
 
 
 def export(
@@ -289,109 +188,7 @@ def report(
     Example:
       cp-inspect report 'demo_sessions/*.cpsession' --svg cost.svg
     """
-    from engine.errors import ContextPipeError
-    from engine.recording.replay import EmptyJournal
-    from engine.sim.pricing import UnknownModelError
-    from engine.sim.simulate import TRACE_FIELDS, NoRequests, SimSettings, simulate_stream
-
-    from .fleet_report import idle_row, render_svg, render_table, session_row, totals_row
-
-    # Wrong options are refused before any session is simulated: a bad --window was reported as every
-    # session "skipped" (exit 1), and an unwritable --svg was a traceback after all the work was done.
-    window = tokens_option(window_text, "--window")
-    check_window(window)
-    if svg is not None:
-        if svg.is_dir():
-            fail(f"--svg {svg} is a directory: give a file path, e.g. {svg / 'cost.svg'}", 2)
-        if not svg.resolve().parent.is_dir():
-            fail(f"--svg {svg}: directory {svg.resolve().parent} does not exist", 2)
-    if prices is not None or model is not None:
-        # Checked now, not when a session first needs them: a missing --prices file skipped every session
-        # (exit 1), and a mistyped --model was silently unused when each session had its own price.
-        from engine.sim.pricing import load_prices
-
-        try:
-            table = load_prices(prices)
-        except ContextPipeError as exc:
-            fail(f"--prices: {exc}", 2)
-        if model is not None:
-            try:
-                table.get(model)
-            except ContextPipeError as exc:
-                fail(f"--model: {exc}", 2)
-    paths = expand_paths(files)
-    rows: list[dict[str, Any]] = []
-    skipped: list[dict[str, str]] = []
-    # Sessions skipped because their model has no price, by model: said once, in one line, after the
-    # loop. Each used to print the whole price table's model list: a fleet of one unpriced model was a
-    # screen of the same long warning.
-    unpriced: dict[str, int] = {}
-    for path in paths:
-        opened = _open(path)
-        if isinstance(opened, str):
-            _skip(path, opened)
-            skipped.append({"session": str(path), "reason": opened})
-            continue
-        settings = SimSettings(window=window, prices=prices)
-        stood_in = False
-        try:
-            with opened as reader:
-                header = dict(reader.header)
-                # Of each turn's trace only what the simulation reads, as `simulate` reads it: the rest of
-                # a trace is ~2/3 of what decoding a recording builds. A big recording is read again for
-                # each of simulate's passes instead of held: 2.7 GB for a 126 MB one (recording_events).
-                # A read error is tagged (_Unreadable) to be said as one (_why), as before.
-                read = _report_events(reader, TRACE_FIELDS)
-                try:
-                    rep = simulate_stream(read, settings, source=str(path))
-                except ContextPipeError as exc:
-                    # A fleet mixes models: only the sessions whose own model has no price take --model.
-                    if model is None or not isinstance(exc.__cause__, UnknownModelError):
-                        raise
-                    rep = simulate_stream(read, replace(settings, model=model), source=str(path))
-                    stood_in = True
-                del read
-        except _Unreadable as exc:
-            why = _why(path, exc.error)
-            _skip(path, why)
-            skipped.append({"session": str(path), "reason": why})
-            continue
-        except (EmptyJournal, NoRequests):  # an agent that stopped before its first call: idle, not damaged
-            rows.append(idle_row(path, header))
-            continue
-        except ContextPipeError as exc:
-            if isinstance(exc.__cause__, UnknownModelError):
-                name = _unpriced_model(exc.__cause__, header)
-                unpriced[name] = unpriced.get(name, 0) + 1
-                skipped.append({"session": str(path), "reason": f"no price for model {name!r}"})
-                continue
-            _skip(path, str(exc))
-            skipped.append({"session": str(path), "reason": str(exc)})
-            continue
-        rows.append(session_row(path, rep, stood_in))
-    if unpriced:
-        count = sum(unpriced.values())
-        names = ", ".join(f"{name} ({n})" for name, n in sorted(unpriced.items(), key=lambda kv: (-kv[1], kv[0])))
-        todo = ("add their rows with --prices FILE" if model is not None
-                else "price them as a known model with --model MODEL, or add their rows with --prices FILE")
-        typer.secho(f"skipped {counted(count, 'session')} whose model has no price: {names}; {todo}",
-                    fg=typer.colors.YELLOW, err=True)
-    if not rows:
-        fail("no session could be reported")
-    total = totals_row(rows)
-    if svg is not None:
-        try:
-            svg.write_text(render_svg(rows), encoding="utf-8")
-        except OSError as exc:
-            fail(f"cannot write --svg {svg}: {exc.strerror or exc}")
-    if as_json:
-        typer.echo(json.dumps({"sessions": rows, "total": total, "skipped": skipped}, indent=2))
-        return
-    typer.echo(render_table(rows, total))
-    if skipped:
-        typer.echo(f"{counted(len(skipped), 'recording')} skipped: not in the totals (the reasons are above)")
-    if svg is not None:
-        typer.echo(f"chart written to {svg}")
+    cli_report.report(files, as_json, window_text, svg, model, prices)
 
 
 def attach_from_top(target: str, view: TopView) -> LiveSource | None:

@@ -1,5 +1,5 @@
-"""The console script's direct path for plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add` and
-`ctx expand` command lines
+"""The console script's direct path for plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`,
+`ctx expand`, `ctx import`, `diff`, `forks`, `report` and `eval` command lines
 (inspector/cli_argv.py) hands each command exactly what typer's dispatch hands it, and the program answers
 as under typer (output, messages, exit status), with neither typer nor pydantic imported when it succeeds."""
 
@@ -22,10 +22,13 @@ from hypothesis import strategies as st
 
 import inspector.cli as cli
 import inspector.cli_ctx as cli_ctx
+import inspector.cli_ctx_import as cli_ctx_import
 import inspector.cli_diff as cli_diff
+import inspector.cli_eval as cli_eval
 import inspector.cli_explain as cli_explain
 import inspector.cli_forks as cli_forks
 import inspector.cli_ps as cli_ps
+import inspector.cli_report as cli_report
 import inspector.cli_salvage as cli_salvage
 import inspector.cli_verify as cli_verify
 from inspector.cli_argv import plain_command
@@ -33,12 +36,14 @@ from tests.support.console_script import ENTRIES, SCRIPT, program, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+SYNTHETIC = ROOT / "tests" / "fixtures" / "synthetic"
 
 # Each command's work, as the typer command and the direct path call it: (module, function name).
 WORK = {"explain": (cli_explain, "explain"), "verify": (cli_verify, "verify"), "salvage": (cli_salvage, "salvage"),
         "ps": (cli_ps, "ps"), "ctx get": (cli_ctx, "get"), "ctx add": (cli_ctx, "add"),
         "ctx expand": (cli_ctx, "expand"), "diff": (cli_diff, "diff"),
-        "forks": (cli_forks, "forks")}
+        "forks": (cli_forks, "forks"), "ctx import": (cli_ctx_import, "import_"),
+        "report": (cli_report, "report"), "eval": (cli_eval, "eval_")}
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
@@ -102,13 +107,20 @@ OPTIONS = {
     "diff": [["--json"], ["--markdown"], ["--all"], ["--fail-on", "cache-break"], ["--fail-on=cost:+5%"],
              ["--prices", "p.json"], ["--prices=x y.json"]],
     "forks": [["--json"], ["--prices", "p.json"], ["--prices=x y.json"]],
+    "ctx import": [["--format", "swe-agent"], ["--format=cpsession"], ["--again"], ["--db", "other.sqlite"]],
+    "report": [["--json"], ["--window", "20k"], ["--window=-5"], ["--window", "1.5M"], ["--svg", "c.svg"],
+               ["--svg=x y.svg"], ["--model", "gpt-4o"], ["--model=claude-sonnet-4"], ["--prices", "p.json"],
+               ["--prices=x y.json"]],
+    "eval": [["--json"], ["--per-trajectory"], ["--trajectories", "t"], ["--trajectories=x y"]],
 }
 # The ctx commands' arguments, and their required options (each left out now and then).
 ARGUMENTS = {"ctx get": ["5", "x"], "ctx add": ["hello", "two words", "-", "é"],
              "ctx expand": ["5", "+5", "1,000", "x", "0", "1e3"],
-             "forks": FILES, "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"]}
+             "forks": FILES, "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"],
+             "ctx import": FILES, "report": [*FILES, "runs/", "demo_sessions/*.cpsession"], "eval": FILES}
 REQUIRED = {"ctx get": [["--db", "s.sqlite"], ["--budget", "12k"]], "ctx add": [["--db=d/s.sqlite"]],
-            "ctx expand": [["--db", "s.sqlite"]], "diff": [], "forks": []}
+            "ctx expand": [["--db", "s.sqlite"]], "diff": [], "forks": [], "ctx import": [["--db", "s.sqlite"]],
+            "report": [], "eval": []}
 
 
 @st.composite
@@ -117,7 +129,7 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     and then with odd tokens."""
     name = draw(st.sampled_from(sorted(OPTIONS)))
     if name in ARGUMENTS:
-        parts = [[a] for a in draw(st.lists(st.sampled_from(ARGUMENTS[name]), max_size=4 if name in ("diff", "forks") else 2))]
+        parts = [[a] for a in draw(st.lists(st.sampled_from(ARGUMENTS[name]), max_size=4 if name in ("diff", "forks", "report") else 2))]
         parts += [part for part in REQUIRED[name] if draw(st.integers(0, 9))]
     else:
         parts = [[f] for f in draw(st.lists(st.sampled_from(FILES), min_size=0 if name == "ps" else 1,
@@ -163,6 +175,12 @@ def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch:
     ["diff", "recorded", "window=8000", "a.cpsession", "b.cpsession", "--json", "--fail-on=cost:+5%", "--fail-on",
      "tokens:+1%", "--prices", "p.json"],
     ["forks", "a.cpsession"], ["forks", "--json", "a.cpsession", "b.cpsession", "c.cpsession", "--prices=p.json"],
+    ["ctx", "import", "a.cpsession", "--db", "ctx.sqlite"], ["ctx", "import", "--db=s.sqlite", "--again", "t.traj"],
+    ["ctx", "import", "t.json", "--db", "ctx.sqlite", "--format", "swe-agent"],
+    ["report", "a.cpsession"], ["report", "runs/", "--json"],
+    ["report", "demo_sessions/*.cpsession", "b.cpsession", "--window", "20k", "--svg", "cost.svg", "--model", "gpt-4o",
+     "--prices=p.json"],
+    ["eval"], ["eval", "--json"], ["eval", "--trajectories", "t", "--per-trajectory"],
 ])
 def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pytest.MonkeyPatch,
                                                  argv: list[str]) -> None:
@@ -179,7 +197,7 @@ def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pyte
     ["ctx"], ["ctx", "--help"], ["ctx", "get"], ["ctx", "get", "--db", "s"], ["ctx", "get", "--budget", "5"],
     ["ctx", "get", "--db", "s", "--budget", "5", "--help"], ["ctx", "get", "--db", "s", "--budget", "5", "x"],
     ["ctx", "get", "--db", "s", "--budget"], ["ctx", "get", "--db", "s", "--budget", "5", "--json=1"],
-    ["ctx", "get", "--db", "s", "--db", "t", "--budget", "5"], ["ctx", "import", "a", "--db", "s"],
+    ["ctx", "get", "--db", "s", "--db", "t", "--budget", "5"],
     ["ctx", "reindex", "--db", "s"], ["ctx", "add", "--db", "s", "a", "b"], ["ctx", "add", "--db", "s", "--importance", "x"],
     ["ctx", "add", "a"], ["ctx", "add", "--db", "s", "--", "-a"], ["ctx", "expand", "--db", "s"],
     ["ctx", "expand", "--db", "s", "-1"], ["ctx", "expand", "--db", "s", "x"], ["ctx", "expand", "--db", "s", "5", "6"],
@@ -187,6 +205,13 @@ def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pyte
     ["diff"], ["diff", "recorded"], ["diff", "a", "b", "--help"], ["diff", "a", "b", "--json", "--json"],
     ["diff", "a", "b", "--prices"], ["diff", "a", "b", "--", "c"], ["diff", "a", "-b"],
     ["forks"], ["forks", "--json"], ["forks", "a", "--help"], ["forks", "a", "--all"],
+    ["ctx", "import", "a"], ["ctx", "import", "--db", "s"], ["ctx", "import", "a", "b", "--db", "s"],
+    ["ctx", "import", "a", "--db", "s", "--help"], ["ctx", "import", "-", "--db", "s"],
+    ["ctx", "import", "a", "--db", "s", "--again=1"], ["ctx", "import", "a", "--db", "s", "--format"],
+    ["report"], ["report", "--json"], ["report", "a", "--help"], ["report", "a", "--window"],
+    ["report", "a", "--json", "--json"], ["report", "a", "--", "b"], ["report", "-a"], ["report", "a", "--all"],
+    ["eval", "x"], ["eval", "--help"], ["eval", "--trajectories"], ["eval", "--json=1"],
+    ["eval", "--trajectories", "a", "--trajectories", "b"],
 ])
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
     assert plain_command(argv, {}) is None
@@ -265,6 +290,22 @@ CASES = [
     ["forks", str(ROOT / "pyproject.toml")],
     ["forks", str(DEMO), "--prices", "nosuch.json"],
     ["forks"],  # left to typer
+    ["report", str(DEMO)],
+    ["report", str(DEMO), str(ROOT / "demo_sessions" / "scout-openai.cpsession"), "--json", "--window", "20k"],
+    ["report", str(ROOT / "demo_sessions"), "--svg", "cost.svg"],  # a directory: each recording in it; a chart
+    ["report", str(ROOT / "demo_sessions" / "*.cpsession"), "--model", "gpt-4o", "--window=1.5M"],  # a glob
+    ["report", str(DEMO), "--window", "lots"],
+    ["report", str(DEMO), "--window", "-5"],
+    ["report", str(DEMO), "--svg", str(ROOT / "demo_sessions")],
+    ["report", str(DEMO), "--svg", "nodir/cost.svg"],
+    ["report", str(DEMO), "--model", "nosuch-model"],
+    ["report", str(DEMO), "--prices", "nosuch.json"],
+    ["report", "/no/such/file.cpsession"],
+    ["report", "/no/such/*.cpsession"],
+    ["report", str(ROOT / "pyproject.toml")],  # nothing could be reported: exit 1
+    ["report", str(DEMO), str(ROOT / "pyproject.toml"), "--json"],  # one skipped (a yellow line), exit 0
+    ["report"],  # left to typer
+    ["report", "--help"],
 ]
 
 
@@ -275,16 +316,19 @@ def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, t
     (tmp_path / "typer").mkdir()
     direct = _run(argv, entry, typer_dispatch=False, home=tmp_path / "direct")
     typed = _run(argv, entry, typer_dispatch=True, home=tmp_path / "typer")
-    *direct_err, direct_mods = direct.stderr.splitlines()
-    *typed_err, typed_mods = typed.stderr.splitlines()
+    # Each side runs in a directory of its own, which a message about a relative path names.
+    *direct_err, direct_mods = direct.stderr.replace(str(tmp_path / "direct"), "HOME").splitlines()
+    *typed_err, typed_mods = typed.stderr.replace(str(tmp_path / "typer"), "HOME").splitlines()
     assert (direct.returncode, direct_err) == (typed.returncode, typed_err)
     assert _same_but_timing(direct.stdout) == _same_but_timing(typed.stdout)
-    if "copy.cpsession" in argv:  # the same file written either way
-        assert (tmp_path / "direct" / "copy.cpsession").read_bytes() == (tmp_path / "typer" / "copy.cpsession").read_bytes()
+    for written in ("copy.cpsession", "cost.svg"):  # the same file written either way
+        if written in argv:
+            assert (tmp_path / "direct" / written).read_bytes() == (tmp_path / "typer" / written).read_bytes()
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         # Read directly: pydantic never imported, nor typer unless the command fails (fail() prints and
-        # exits through it) or verify reports a mismatch.
-        assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
+        # exits through it), verify reports a mismatch or report skips a recording (its yellow line).
+        skipped = any(line.startswith("skipped") for line in direct_err)
+        assert json.loads(direct_mods) == ([] if direct.returncode == 0 and not skipped else ["typer"])
     assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
 
 
@@ -395,6 +439,23 @@ CTX_CASES: list[tuple[list[str], str]] = [
     (["ctx", "expand", *DB, "x"], ""),  # left to typer
     (["ctx", "expand", *DB, "-1"], ""),
     (["ctx", "expand", *DB], ""),
+    (["ctx", "import", str(DEMO), "--db", "new.sqlite"], ""),  # makes a store
+    (["ctx", "import", str(DEMO), *DB], ""),  # the store holds it already: refused
+    (["ctx", "import", "--again", str(DEMO), *DB], ""),
+    (["ctx", "import", str(DEMO), "--db", "new.sqlite", "--format", "cpsession"], ""),
+    (["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), *DB], ""),  # a trajectory, sniffed
+    (["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), "--db=new.sqlite", "--format", "proxy-jsonl"], ""),
+    (["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), *DB, "--format", "swe-agent"], ""),  # the wrong one
+    (["ctx", "import", str(SYNTHETIC / "mini_truncated.traj.json"), *DB], ""),  # damaged: exit 1
+    (["ctx", "import", str(DEMO), *DB, "--format", "nosuch"], ""),
+    (["ctx", "import", str(ROOT / "pyproject.toml"), *DB], ""),
+    (["ctx", "import", "/no/such.cpsession", *DB], ""),
+    (["ctx", "import", str(ROOT / "demo_sessions"), *DB], ""),  # a directory
+    (["ctx", "import", str(DEMO), "--db", "nodir/ctx.sqlite"], ""),
+    (["ctx", "import", str(DEMO), "--db", "."], ""),
+    (["ctx", "import", str(DEMO), "--db", "empty.sqlite"], ""),
+    (["ctx", "import", str(DEMO)], ""),  # left to typer: no --db
+    (["ctx", "import", "--help"], ""),
 ]
 
 
@@ -420,9 +481,44 @@ def test_the_ctx_commands_answer_and_store_as_under_typer(argv: list[str], stdin
     assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
 
 
+# `eval` in a directory holding t/ (one readable trajectory), bad/ (one that is not), empty/ (none);
+# the default folder ($CONTEXTPIPE_TRAJECTORIES) is t/ or a missing one.
+EVAL_CASES: list[tuple[list[str], str]] = [
+    (["eval", "--trajectories", "t"], "absent"),
+    (["eval", "--trajectories=t", "--json"], "absent"),
+    (["eval", "--per-trajectory", "--trajectories", "t"], "absent"),
+    (["eval"], "t"),
+    (["eval", "--json"], "absent"),  # no trajectories: skipped, exit 0
+    (["eval"], "absent"),
+    (["eval", "--trajectories", "none"], "t"),
+    (["eval", "--trajectories", "empty"], "t"),
+    (["eval", "--trajectories", "bad", "--json"], "t"),
+    (["eval", "--trajectories", "t", "x"], "t"),  # left to typer
+    (["eval", "--help"], "t"),
+]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize(("argv", "default"), EVAL_CASES, ids=[" ".join([*a[1:], d]) for a, d in EVAL_CASES])
+def test_eval_answers_as_under_typer(argv: list[str], default: str, entry: str, tmp_path: Path) -> None:
+    for name, fixture in (("t", "mini_repr_strings.traj.json"), ("bad", "mini_bad_role.traj.json"), ("empty", None)):
+        (tmp_path / name).mkdir()
+        if fixture is not None:
+            shutil.copy(SYNTHETIC / fixture, tmp_path / name / fixture)
+    env = {"CONTEXTPIPE_TRAJECTORIES": str(tmp_path / default)}
+    direct, typed = (run_program(RUN, argv, entry=entry, typer_dispatch=side, cwd=tmp_path, env=env)
+                     for side in (False, True))
+    *direct_err, direct_mods = direct.stderr.splitlines()
+    *typed_err, typed_mods = typed.stderr.splitlines()
+    assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
+    if entry == SCRIPT and plain_command(argv, {}) is not None:
+        assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
+    assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
+
+
 @pytest.fixture(scope="module")
 def fork_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    from tests.test_fork import run_tree
+    from tests.support.fork_tree import run_tree
 
     return run_tree(tmp_path_factory.mktemp("forks"), "anthropic")
 

@@ -24,11 +24,11 @@ from engine.request_diff import parse_request
 from engine.sim.forks import price_forks
 from engine.sim.simulate import load_recording_events
 from inspector.cli import app
+from tests.support.fork_tree import PARAMS, parent_pipeline, run_tree
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
-PARAMS = {"type": "object", "properties": {"cmd": {"type": "string"}}}
 REPLIES = {
     "/v1/messages": {
         "id": "msg_1",
@@ -79,20 +79,6 @@ def upstream() -> Iterator[str]:
     server.server_close()
 
 
-def parent_pipeline(provider: str, record: Path | None = None) -> Pipeline:
-    clock = iter(range(0, 1_000_000, 3))
-    model = "claude-sonnet-4" if provider == "anthropic" else "gpt-4o"
-    p = Pipeline(model, provider=provider, window=200_000, record=record, clock=lambda: next(clock))
-    p.identity("You are a careful coding agent. Read before you edit; run the tests after. " * 60)
-    p.constraints("Never push to main.")
-    p.add_tool("bash", "Run a shell command", PARAMS)
-    p.add_tool("read_file", "Read a file", PARAMS)
-    p.latch("permissions", "read-only")
-    p.goal("Make tests/test_io.py pass.")
-    p.user("The test fails with a KeyError.")
-    return p
-
-
 def send(provider: str, base: str, body: dict[str, Any]) -> bytes:
     if provider == "anthropic":
         anthropic.Anthropic(api_key="test", base_url=base, max_retries=0).messages.create(**body)
@@ -137,28 +123,6 @@ def test_child_repeats_the_parents_prefix_on_the_wire(provider: str, upstream: s
     assert grep.ok and grep.shared_units == 2 + 2
     with pytest.raises(ConfigError, match="fork scope"):
         p.fork("x", scope="everything")
-
-
-def run_tree(tmp_path: Path, provider: str) -> tuple[Path, list[Path]]:
-    p = parent_pipeline(provider, tmp_path / "parent.cpsession")
-    kids = []
-    for t in range(5):
-        req = p.next_request()
-        p.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 20})
-        calls = p.assistant(f"step {t}", tool_calls=[{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
-        p.tool_result(calls[0].id, "output\n" * 40)
-        if t in (1, 3):
-            path = tmp_path / f"child{t}.cpsession"
-            child = p.fork(f"subtask {t}", record=path)
-            for k in range(3):
-                cr = child.next_request()
-                child.record_usage({"input_tokens": cr.trace["final_tokens"], "output_tokens": 20})
-                cc = child.assistant(f"k{k}", tool_calls=[{"id": f"d{k}", "name": "bash", "arguments": "{}"}])
-                child.tool_result(cc[0].id, "o\n" * 10)
-            child.close()
-            kids.append(path)
-    p.close()
-    return tmp_path / "parent.cpsession", kids
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])

@@ -75,7 +75,7 @@ def test_diff_window_in_range_is_taken() -> None:
 
 
 def test_forks_of_a_sub_agents_recording_says_to_give_its_parent_first(tmp_path: Path) -> None:
-    from tests.test_fork import run_tree
+    from tests.support.fork_tree import run_tree
 
     parent, kids = run_tree(tmp_path, "anthropic")
     res = CliRunner().invoke(app, ["forks", str(kids[0])])
@@ -87,7 +87,7 @@ def test_forks_of_a_sub_agents_recording_says_to_give_its_parent_first(tmp_path:
 
 
 def test_forks_says_which_recorded_forks_the_named_children_leave_out(tmp_path: Path) -> None:
-    from tests.test_fork import run_tree
+    from tests.support.fork_tree import run_tree
 
     parent, kids = run_tree(tmp_path, "anthropic")
     res = CliRunner().invoke(app, ["forks", str(parent), str(kids[0])])
@@ -192,7 +192,7 @@ def test_simulate_says_a_bad_price_table_and_an_unknown_model_as_the_options_err
 def test_diff_and_forks_do_not_offer_a_model_option_they_lack(tmp_path: Path, command: str) -> None:
     import json
 
-    from tests.test_fork import run_tree
+    from tests.support.fork_tree import run_tree
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"models": {"gpt-4o": ROW}}))

@@ -1,0 +1,66 @@
+"""What `cp-inspect eval` does (the context store against keep-the-last-N on real trajectories),
+importable without typer: a plain eval command line (cli_argv.py) runs eval_() here directly, the typer
+command (ctx_cli.py) calls it too, so both check and answer alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.wording import counted
+
+from .cli_output import echo
+from .recording_open import fail
+
+
+def eval_(trajectories: Path | None, per_trajectory: bool, as_json: bool) -> None:
+    """`eval`'s work: every trajectory under the folder replayed through the store at full, half and quarter
+    of its peak context; a table (or JSON) of how often what the agent used next was in the window."""
+    from engine.store.evaluate import (
+        BUDGET_FRACTIONS,
+        POLICIES,
+        default_root,
+        format_report,
+        run_eval,
+        trajectory_files,
+    )
+
+    if trajectories is not None and not trajectories.is_dir():
+        # Asked for by name: a mistyped folder is an error, not the "skipped" (exit 0) of a missing default.
+        fail(f"--trajectories {trajectories}: no such folder (give the folder holding the trajectories)", 2)
+    root = trajectories or default_root()
+    if not root.is_dir():
+        skipped = f"no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)"
+        if as_json:  # stdout stays one JSON document (this line went there as plain text)
+            echo(f"skipped: {skipped}", err=True)
+            echo(json.dumps({"skipped": skipped}))
+        else:
+            echo(f"skipped: {skipped}")
+        return
+    if trajectories is not None and not trajectory_files(root):
+        # A table of zeros (it crashed on a KeyError before) would read as a result.
+        fail(f"--trajectories {trajectories}: no trajectory files (*.json, *.traj) in it, nor in its subfolders", 2)
+    report = run_eval(root, progress=None if as_json else (lambda s: echo(s, err=True)))
+    if not report.results:
+        why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped[:3])
+        fail(f"no trajectory under {root} could be read ({counted(len(report.skipped), 'file')} skipped: {why})")
+    if as_json:
+        tot = report.totals()
+        out: dict[str, Any] = {
+            f"{lb}/{pol}": {
+                "uses": tot[(lb, pol)].uses,
+                "served": tot[(lb, pol)].served,
+                "recall": round(tot[(lb, pol)].recall, 4),
+                "macro_recall": round(report.macro(lb, pol), 4),
+                "task_present": round(tot[(lb, pol)].task_rate, 4),
+                "resolves": tot[(lb, pol)].resolves,
+            }
+            for lb, _ in BUDGET_FRACTIONS
+            for pol in POLICIES
+        }
+        if report.skipped:  # only then: the document's keys stay what they were for a clean run
+            out["skipped_files"] = [{"file": name, "reason": why} for name, why in report.skipped]
+        echo(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        echo(format_report(report, per_trajectory=per_trajectory))
