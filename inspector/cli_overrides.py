@@ -4,6 +4,7 @@ so that the typer-free command paths (cli_argv.py) read them without importing t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .recording_open import fail
@@ -40,26 +41,32 @@ def parse_pairs(values: list[str] | None, what: str, conv: Any) -> dict[str, Any
 def parse_thresholds(values: list[str] | None) -> dict[str, float]:
     from engine.whatif import threshold_key
 
-    out: dict[str, float] = {}
-    for k, v in parse_pairs(values, "threshold", float).items():
-        try:
-            out[threshold_key(k)] = v
-        except ValueError as exc:
-            fail(f"--threshold: {exc}", 2)
-        if not 0.0 < v <= 10.0:
-            fail(f"--threshold {k}={v:g}: a threshold is a fraction of the window, e.g. {k}=0.7", 2)
-    return out
+    def fraction(name: str, value: float) -> None:
+        if not 0.0 < value <= 10.0:
+            fail(f"--threshold {name}={value:g}: a threshold is a fraction of the window, e.g. {name}=0.7", 2)
+
+    return parse_named(values, "threshold", float, threshold_key, fraction)
 
 
 def parse_gates(values: list[str] | None) -> dict[str, bool]:
     from engine.whatif import gate_key
 
-    out: dict[str, bool] = {}
-    for k, v in parse_pairs(values, "gate", on_off).items():
+    return parse_named(values, "gate", on_off, gate_key)
+
+
+def parse_named(values: list[str] | None, what: str, conv: Callable[[str], Any], key: Callable[[str], str],
+                check: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+    """--gate's and --threshold's NAME=VALUE pairs by the engine's name for each (`key`, which raises
+    ValueError naming the ones it knows for a NAME it does not), each value then passed to `check` with
+    the NAME as typed: one usage error (exit 2) for the first that is wrong, in the order given."""
+    out: dict[str, Any] = {}
+    for name, value in parse_pairs(values, what, conv).items():
         try:
-            out[gate_key(k)] = v
+            out[key(name)] = value
         except ValueError as exc:
-            fail(f"--gate: {exc}", 2)
+            fail(f"--{what}: {exc}", 2)
+        if check is not None:
+            check(name, value)
     return out
 
 
