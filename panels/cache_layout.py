@@ -15,7 +15,7 @@ from engine.trace_schema import Trace
 from engine.wording import counted
 from panels.fmt import fit_cells, one_line, scope_style, tok
 from panels.line_panel import Keyed, Line, LinePanel, merge_runs
-from panels.provider_scale import SCALE_COUNTED, SCALE_LEARNED, SCALE_UNCALIBRATED
+from panels.provider_scale import SCALE_COUNTED, SCALE_COUNTED_RATIO, SCALE_LEARNED, SCALE_UNCALIBRATED
 
 # The same every turn: parsed once (theme variables are resolved when drawn, so a theme change is fine).
 LEGEND = Content.from_markup(
@@ -89,7 +89,9 @@ class CacheLayoutPanel(LinePanel):
         # prefix caching reads whatever the previous request shared): said, not left to look like an error.
         # (Said when the printed figures differ: the prefix's estimate is a few tokens off.)
         beyond = read > prefix_est and tok(read) != tok(prefix_est)
-        scale = (SCALE_COUNTED if prompt else SCALE_LEARNED.format(ratio) if ratio != 1.0 else SCALE_UNCALIBRATED)
+        # Longest first: the first that fits is said.
+        scale = ((*(w.format(ratio) for w in SCALE_COUNTED_RATIO), SCALE_COUNTED) if prompt
+                 else (SCALE_LEARNED.format(ratio),) if ratio != 1.0 else (SCALE_UNCALIBRATED,))
         shown = ("≈" if prefix_est else "") + tok(prefix_est)  # an estimate; none marked is none
         summary = (len(markers), shown, tok(read), of, hit, scale,
                    beyond, cause, width)
@@ -141,7 +143,7 @@ def _cache_line(width: int, markers: tuple[int, ...], served: int, prefix: int) 
     return Content.assemble(*merge_runs(cache_line))
 
 
-def _summary(markers: int, prefix: str, served: str, prompt: str | None, hit: str, scale: str, beyond: bool,
+def _summary(markers: int, prefix: str, served: str, prompt: str | None, hit: str, scale: tuple[str, ...], beyond: bool,
              cause: str | None, width: int) -> Content:
     """The cache line's figures, all on the provider's scale (its counts of the reads and of the prompt, the
     prefix estimated on it, marked ≈), then what explains them as far as the row holds: why served runs
@@ -155,9 +157,11 @@ def _summary(markers: int, prefix: str, served: str, prompt: str | None, hit: st
     ]
     broke = f"  {cause}" if cause is not None else ""
     used = sum(cell_len(p if isinstance(p, str) else p[0]) for p in parts) + cell_len(broke)
-    extras = ["  read past the marked prefix" if beyond else "", f"  {scale}" if scale else ""]
-    for extra in extras:  # each said whole or not at all: a cut figure would mislead
-        if extra and used + cell_len(extra) <= width:
+    # Each said whole or not at all (a cut figure would mislead); the scale in the longest wording that fits.
+    extras = [("  read past the marked prefix",) if beyond else (), tuple(f"  {s}" for s in scale)]
+    for wordings in extras:
+        extra = next((w for w in wordings if used + cell_len(w) <= width), None)
+        if extra is not None:
             parts.append((extra, "$text-muted"))
             used += cell_len(extra)
     if cause is not None:

@@ -25,7 +25,7 @@ from textual.strip import Strip
 from engine.trace_schema import Trace, TraceSection
 from panels.fmt import fit_cells, one_line, tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
-from panels.provider_scale import prompt_count, ratio
+from panels.provider_scale import learned, prompt_count
 from panels.repaint import repaint
 from panels.row_frame import FramedRows, kept_rich_style
 
@@ -65,16 +65,21 @@ class SectionSelected(Message):
 
 def scale_note(trace: Trace | None, room: int) -> str:
     """What scale budget, plan and sent are on, the longest wording that fits `room` cells ("" for none):
-    the engine's (cl100k), and the provider's tokens per engine token for this request (its own count over
-    the engine's once it arrives, else the session's learned calibration)."""
+    the engine's (cl100k), and what one of its tokens is on the provider's scale as the session has learned
+    it (the trace's `calibration`, the ratio the plan used), or that nothing is learned yet.
+
+    The session's figure, not this request's: the request's own ratio changed the border on 14 of 30 steps
+    through pydicom-1413's first turns, and a new border repaints the whole table (~1.5-2.5 ms p50 a step,
+    BENCHMARKS.md, session 35). The calibration settles as replies come in (9 of those 30 steps, then about
+    one in 30); the request's exact ratio is in the cache layout, beside the provider's counts it is made of."""
     if trace is None:
         return ""
-    per = ratio(trace)
-    if prompt_count(trace):
-        to, short = f"the provider counted ×{per:.2f}", f"provider ×{per:.2f}"
-    elif per != 1.0:
+    per = learned(trace)
+    if per != 1.0:
         to, short = f"the provider's ≈×{per:.2f}, learned", f"provider ≈×{per:.2f}"
-    else:  # fewer than three replies seen: nothing to say how the provider counts
+    elif prompt_count(trace):  # counted, but fewer than three replies seen (or a trace from before the
+        to, short = "not calibrated yet", "uncalibrated"  # calibration was recorded): nothing learned
+    else:
         to, short = "no provider count yet", "uncalibrated"
     for note in (f"the engine's tokens (cl100k), what budgets are planned in; {to}",
                  f"the engine's tokens (cl100k); {to}", f"engine's tokens; {short}", "engine's tokens"):

@@ -4,7 +4,7 @@ billed and cached in. The engine counts with its own tokenizer (cl100k); a provi
 provider count is exact once its usage arrives; before (a live turn) or from a provider that gives
 none, it is the engine's count times the session's learned calibration (the trace's `calibration`, the
 ratio the plan used), shown with ≈. The section manifest stays on the engine's scale (budgets are
-planned in it) and says so. No UI imports: pure arithmetic over a trace or a timeline summary."""
+planned in it) and says so, with the learned calibration. No UI imports: pure arithmetic over a trace or a timeline summary."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from panels.token_counts import tok
 # What scale a figure is on, said after it where the row holds it.
 PROVIDER = "provider's tokens"
 SCALE_COUNTED = "all in the provider's tokens"  # the prefix's ≈: its share of the prompt the provider counted
+# ... with this request's own ratio, where the row holds it: the one place it is shown (the manifest's border
+# says the session's learned one, which does not change every turn).
+SCALE_COUNTED_RATIO = ("all in the provider's tokens: the engine's ×{:.2f} on this request",
+                       "all in the provider's tokens (the engine's ×{:.2f})")
 SCALE_LEARNED = "≈ the provider's tokens: the engine's ×{:.2f}, learned"
 SCALE_UNCALIBRATED = "≈ the provider's tokens: the engine's, not calibrated yet"
 
