@@ -154,6 +154,10 @@ close that comes within FOLD_COALESCE of its last send for the next). `foldpath`
 stream's send on the agent's thread: a fold reader attached to both twins,
 A's turns sent by the general path (_send_now, _send_here, _ring_turn: the server's `fold_straight` off),
 B's by publish()'s straight path (agent_send._fold_now); "added" is then B - A (negative: saved).
+`foldlinger`: a fold reader on both, A's turns sent on the agent's thread, B's handed to the I/O
+thread's lingering burst (ProbeServer.quiet_linger = LINGER, agent_send "Lingering"): what the whole
+process pays for taking the send off the agent's thread (the --flush-ab mode `agent-linger` shows what the
+agent's thread saves).
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -486,6 +490,8 @@ def fresh_pipeline(
     return pipe.probe, step, pipe
 
 
+# The `linger` flush mode's and the `foldlinger` twin's ProbeServer.quiet_linger (agent_send, "Lingering").
+LINGER = 1.0
 # How the readers wait (--reader-wait; see attach_reader).
 READER_WAIT = ["poll"]
 # The reading subjects and the stream each asks for (see attach_reader).
@@ -773,11 +779,13 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # foldcoalesce: likewise, A's every turn sent at its close (fold_coalesce 0, as before fold34), B's
         # closes within FOLD_COALESCE of the last send held for the next (agent_send.FOLD_COALESCE).
         proc_a = None
-        ab = subject in ("foldpath", "foldcoalesce")
+        ab = subject in ("foldpath", "foldcoalesce", "foldlinger")
         if subject == "foldpath":
             a[0].fold_straight = False
         if subject == "foldcoalesce":
             a[0].fold_coalesce = 0.0
+        if subject == "foldlinger":  # A's turns sent on the agent's thread, B's by the I/O thread's burst
+            b[0].quiet_linger = LINGER
         if ab:
             proc_a = start_subject("foldreader", a[0], rt)
         proc = start_subject("foldreader" if ab else subject, b[0], rt)
@@ -1155,6 +1163,12 @@ def flush_ab(args: argparse.Namespace) -> None:
             if handoff:
                 server._ring_now = lambda event, frame: False  # type: ignore[method-assign]
                 server._send_here = lambda: False  # type: ignore[method-assign]
+            # The turns handed to the I/O thread's lingering burst (engine.probe.agent_send, "Lingering"):
+            # nothing encoded or sent on the agent's thread.
+            lingering = "linger" in tags and hasattr(server, "quiet_linger")
+            linger = getattr(server, "quiet_linger", 0.0)
+            if lingering:
+                server.quiet_linger = LINGER
             events = "events" in tags and hasattr(server, "_stand_in")
             if events:  # elided events wait in the queue themselves, not a stand-in each
                 server._stand_in = None
@@ -1189,6 +1203,8 @@ def flush_ab(args: argparse.Namespace) -> None:
                 del server._ring_now  # type: ignore[method-assign]
             if handoff:
                 del server._send_here  # type: ignore[method-assign]
+            if lingering:
+                server.quiet_linger = linger
             if events:
                 from engine.probe.elide import ELIDED_STAND_IN
 
@@ -2121,7 +2137,8 @@ def main() -> None:
         default=None,
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
-        "turn sent at its close, B's closes coalesced): what each adds to a turn, two Pipelines' "
+        "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
+        "thread, B's by the I/O thread's lingering burst): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")
@@ -2201,7 +2218,8 @@ def main() -> None:
         "general path's short one), -events (elided events wait in the queue themselves, not a stand-in each), "
         "-bracketed (every Pipeline call calls hold() and flush(), as before publish served quiet clients), "
         "-handoff (nothing sent on the agent's thread: each event to send wakes the I/O thread, which "
-        "encodes it there)",
+        "encodes it there), -linger (the turns handed to the I/O thread's lingering burst, several a pass: "
+        "ProbeServer.quiet_linger = LINGER)",
     )
     ap.add_argument(
         "--follow-latency",

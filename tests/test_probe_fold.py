@@ -23,7 +23,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.probe.client import ProbeClient
 from engine.probe.handshake import FOLD_PROTOCOL
 from engine.recording.frames import decode_frames, encode_frame
 from inspector.sources import NewTurn
@@ -238,21 +237,12 @@ def test_an_old_protocol_client_and_an_unfolding_inspector_get_todays_stream(rtd
 
 
 def test_a_malformed_trace_request_gets_an_error_frame_and_nothing_else_changes(rtdir: Path) -> None:
+    from tests.support.fold_stream import raw_fold_client  # (it imports this module)
+
     pipe = _pipeline(rtdir)
     try:
         _turn(pipe, 0)
-        c = ProbeClient.connect(
-            os.getpid(),
-            timeout=T,
-            runtime_dir=pipe.probe.path.parent,
-            lean=True,
-            elide=True,
-            poll=True,
-            fold=True,
-        )
-        assert c.fold
-        for _ in range(c.hello["snapshot"]):
-            assert c.recv(T) is not None
+        c = raw_fold_client(pipe)
         for bad in ("three", -1, None, [1, 2], 1.5):
             assert c._send({"k": "trace", "turn": bad})
         errors: list[dict[str, Any]] = []

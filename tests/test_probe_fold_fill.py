@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from engine.probe.client import ProbeClient
 from engine.recording.event_log import EventLog
+from tests.support.fold_stream import raw_fold_client, spilling_pipeline
 
 T = 10.0
 
@@ -37,31 +37,11 @@ def _turn(pipe: Any, t: int) -> None:
 def test_trace_requests_for_new_turns_read_nothing_from_disk(
     rtdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.pipeline import Pipeline
-
-    pipe = Pipeline(
-        "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
-    )
-    assert pipe.probe is not None
+    pipe = spilling_pipeline(_turn)
     try:
-        pipe.identity("You are a careful coding agent.")
-        pipe.user("Fix the failing test.")
-        for t in range(150):
-            _turn(pipe, t)
         events = pipe.journal.events
         assert isinstance(events, EventLog) and len(events) - events.in_memory() > 500  # most of it on disk
-        c = ProbeClient.connect(
-            os.getpid(),
-            timeout=T,
-            runtime_dir=pipe.probe.path.parent,
-            lean=True,
-            elide=True,
-            poll=True,
-            fold=True,
-        )
-        assert c.fold
-        for _ in range(c.hello["snapshot"]):
-            assert c.recv(T) is not None
+        c = raw_fold_client(pipe)
         reads = [0]
         read = EventLog._read
 
@@ -113,31 +93,12 @@ def test_a_range_answer_reads_the_journal_on_disk_a_run_at_a_time(
 ) -> None:
     """The history fill's range answers read the journal's spilled events a run per pread (see
     EventLog.read_run), not one pread and one lookup each (about half of a range answer's CPU)."""
-    from engine.pipeline import Pipeline
-
-    pipe = Pipeline(
-        "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
-    )
-    assert pipe.probe is not None
+    pipe = spilling_pipeline(_turn)
     try:
-        pipe.identity("You are a careful coding agent.")
-        pipe.user("Fix the failing test.")
-        for t in range(150):
-            _turn(pipe, t)
         events = pipe.journal.events
         assert isinstance(events, EventLog) and len(events) - events.in_memory() >= 600
         own = list(events[:600])
-        c = ProbeClient.connect(
-            os.getpid(),
-            timeout=T,
-            runtime_dir=pipe.probe.path.parent,
-            lean=True,
-            elide=True,
-            poll=True,
-            fold=True,
-        )
-        for _ in range(c.hello["snapshot"]):
-            assert c.recv(T) is not None
+        c = raw_fold_client(pipe)
         preads = [0]
         pread = os.pread
 

@@ -103,6 +103,21 @@ HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes
 before; an event published early in a long call that publishes nothing after HOLD_MAX waits for the
 call's end. The CPU the agent's thread spends here is the agent's to the I/O thread's budget (see
 loop._budget), as any other work of its own.
+
+Lingering (off unless `quiet_linger` is set): the turn handed to the I/O thread instead. Everything
+above spends the agent's thread on the send, cold after the model call (~80-100 us a paced turn, 5% of
+a 1.5-2 ms turn; issue 15.4 asks <= 1%). With `quiet_linger` > 0, an event published while every client
+is quiet, in a turn that began less than that long after the last one (a paced agent's; a turn is its
+events less than TURN_GAP apart, judged at its first), is only appended to
+the queue, as a reference (the engine does not change a journal event once published: the tests compare
+what the inspector shows with the agent's own traces), with one wake-up byte if the I/O thread sleeps.
+That thread's burst then waits MAX_LATENCY between passes (loop._start_wait) while each pass finds
+something new, sending every turn waiting by the short path (`_ring_turn`, from loop._linger_pass), and
+ends (the flag cleared, the thread asleep) at the first pass that finds nothing. An agent slower than
+`quiet_linger` between publishes keeps the path above. Measured (bench_probe --twin foldlinger, paced
+0.2 s, load ~4): the agent's thread sends nothing, but each timed pass costs the I/O thread ~300 us
+(its wake-up on this VM ~150, the encode of ~2.5 turns and the ring's write ~100, the loop's calls), so
+the process's CPU rises by more than the agent's thread saves: hence off by default.
 """
 
 from __future__ import annotations
@@ -159,6 +174,12 @@ LONG_WAIT = 0.5
 # inspector waits for a turn: this, or while the agent pauses after it, the inspector's idle (it asks
 # for what is held: see ring, "Held events"). The I/O thread lets a burst wait as long (loop.MAX_LATENCY).
 FOLD_COALESCE = MAX_LATENCY
+# See "Lingering": an event published while every client is quiet, less than this long after the last
+# one, is left to the I/O thread's burst (which waits MAX_LATENCY between passes while turns keep coming).
+# 0: off (the agent's thread sends, as above): measured, the process's CPU rises by more than it saves.
+QUIET_LINGER = 0.0
+# Events closer together than this are one turn's, judged for lingering at its first (see "Lingering").
+TURN_GAP = 0.05
 # The kinds whose journal time publish() measures the model call by when it holds one back for a fold
 # client (see "Before a long wait").
 OUTCOME_KINDS = frozenset(("usage", "error"))
@@ -224,6 +245,11 @@ class AgentSend(IOLoop):
         # Closes publish() held back for a fold client: coalesced so, or waiting for the next request
         # while the model is slow (see "Before a long wait"). Diagnostics, tests, benchmarks.
         self.fold_closes_held = 0
+        # Turns published closer together than this many seconds go to the I/O thread's lingering burst
+        # (see "Lingering"; 0: the agent's thread sends them, as before, for bench_probe's A/B).
+        self.quiet_linger = QUIET_LINGER
+        self._linger_turn = False  # the open turn began within quiet_linger of the last one
+        self._turn_at = 0.0  # the agent's clock at the open turn's first event (while quiet_linger is set)
         self._fold_sent_at = 0.0  # the agent's clock at `_fold_now`'s last send
         # The fast encoder's (packb, options) for `_fold_now`, loaded when a fold client is first named
         # for it (an agent nobody attaches to on the fold stream never imports it for the probe).

@@ -97,7 +97,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.probe.agent_send import _CLOSE, DEFER_EVENTS, HOLD_MAX, LONG_WAIT, OUTCOME_KINDS, AgentSend
+from engine.probe.agent_send import (
+    _CLOSE,
+    DEFER_EVENTS,
+    HOLD_MAX,
+    LONG_WAIT,
+    OUTCOME_KINDS,
+    TURN_GAP,
+    AgentSend,
+)
 from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
@@ -228,6 +236,18 @@ class ProbeServer(AgentSend):
                 # append below pushes the oldest out. (Racing with a popleft this may over-count by one.)
                 self._overflow += 1
             quiet_only = not self._held and not self._wake_pending and self._nquiet == self._nclients
+            if self.quiet_linger:
+                # Turns that begin closer together than quiet_linger are handed to the I/O thread's
+                # lingering burst (see agent_send, "Lingering"): nothing is encoded or sent on this thread.
+                # A turn is judged at its first event (after TURN_GAP without one); the rest follow it.
+                now = _monotonic()
+                if now - self._published_at >= TURN_GAP:
+                    self._linger_turn = now - self._turn_at < self.quiet_linger
+                    self._turn_at = now
+                self._published_at = now
+                if quiet_only and self._linger_turn:
+                    quiet_only = False
+                    self._linger = True
             if (
                 quiet_only
                 and type(event) is dict

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.probe.client import ProbeClient
 from inspector.sources.live import LiveSource
 from tests.test_probe_fold import T, _agent_traces, _Follower, _shown, _turn
 
@@ -28,6 +29,44 @@ def fold_pipeline(rtdir: Path, record: str | None) -> Any:
     pipe.identity("You are a careful coding agent.")
     pipe.user("Fix the failing test.")
     return pipe
+
+
+def spilling_pipeline(turn: Callable[[Any, int], None], turns: int = 150) -> Any:
+    """A serving agent that keeps 256 journal events in memory (the rest spill to disk), after `turns`
+    turns made by `turn(pipe, t)`. The caller closes it."""
+    from engine.pipeline import Pipeline
+
+    pipe = Pipeline(
+        "claude-sonnet-4", "anthropic", 200_000, serve=True, max_output_tokens=1024, journal_keep=256
+    )
+    assert pipe.probe is not None
+    try:
+        pipe.identity("You are a careful coding agent.")
+        pipe.user("Fix the failing test.")
+        for t in range(turns):
+            turn(pipe, t)
+    except BaseException:
+        pipe.close()
+        raise
+    return pipe
+
+
+def raw_fold_client(pipe: Any) -> ProbeClient:
+    """A raw client of `pipe`'s fold stream (lean, elided, polled, as the inspector asks), past its
+    snapshot."""
+    c = ProbeClient.connect(
+        os.getpid(),
+        timeout=T,
+        runtime_dir=pipe.probe.path.parent,
+        lean=True,
+        elide=True,
+        poll=True,
+        fold=True,
+    )
+    assert c.fold
+    for _ in range(c.hello["snapshot"]):
+        assert c.recv(T) is not None
+    return c
 
 
 def wait_until(cond: Callable[[], bool], what: str) -> None:
