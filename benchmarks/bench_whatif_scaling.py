@@ -11,7 +11,15 @@ alternate (the order flips every round), and each side's JSON is compared byte f
 (2N / N: linear is ~2).
 
     .venv/bin/python benchmarks/bench_whatif_scaling.py [--turns 750,1500,3000] [--rounds 3]
-        [--ab DIR] [--dir /tmp/whatif_scaling]
+        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns]
+
+--columns (this checkout only) says where the time goes instead: per length, the build pass (every
+engine column's requests and the peers' views, one fold of the journal) and each column's simulation
+(its requests made, for a peer, and its cache-simulator steps), each in process CPU, its number of calls,
+the mean and largest request in Blocks, and the CPU per call over the first and the last tenth of the
+calls. With the 2N/N ratio of each, it tells a column whose per-call cost follows its request's size (a
+request that grows with the session: ~4x for 2x the turns, with no per-call waste) from one whose
+per-call cost grows with the call's index at a constant request size (work on the whole history a call).
 
 The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
 panel's rendering, the worker thread and the reading of a live source; the first run's bytecode
@@ -27,6 +35,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,6 +53,101 @@ with open(sys.argv[2], "w") as f:
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"cpu": cpu, "rss_mb": rss}))
 """
+
+
+# The --columns child: the same what-if, with simulate's build pass and each column's `_simulate` timed
+# (process CPU), the requests of a column timed one by one as the simulator takes them (a peer's are made
+# then; an engine column's were made in the build pass). The time between two requests is one step.
+COLUMNS_CHILD = r"""
+import json, sys, time
+import engine.sim.simulate as S
+from engine.whatif import Overrides
+from inspector.sources.file import FileSource
+pt = time.process_time
+cols = {}
+build = {}
+sim, bp = S._simulate, S._build_pass
+def timed_build(*a, **k):
+    t = pt()
+    try:
+        return bp(*a, **k)
+    finally:
+        build["cpu"] = pt() - t
+def timed(name, reqs, **kw):
+    per = []
+    def each():
+        t = pt()
+        for r in reqs:
+            # Since the last request was handed out: its step (and what follows it) and this one's making.
+            now = pt()
+            per.append([now - t, len(r.blocks)])
+            t = now
+            yield r
+    t0 = pt()
+    try:
+        return sim(name, each(), **kw)
+    finally:
+        cols[name] = {"cpu": pt() - t0, "calls": per}
+S._build_pass, S._simulate = timed_build, timed
+src = FileSource(sys.argv[1])
+t0 = pt()
+src.simulate(Overrides())
+print(json.dumps({"all": pt() - t0, "build": build["cpu"], "cols": cols}))
+"""
+
+
+def _columns(code: Path, rec: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    res = subprocess.run(
+        [sys.executable, "-c", COLUMNS_CHILD, str(rec)],
+        env=env,
+        cwd=code,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def _tenth_us(calls: list[list[float]], last: bool) -> float:
+    """Mean CPU per call (us) over the first or the last tenth of a column's calls: the step of the call
+    before it and its own request's making (a peer's)."""
+    k = max(1, len(calls) // 10)
+    part = calls[-k:] if last else calls[:k]
+    return 1e6 * sum(c[0] for c in part) / len(part)
+
+
+def columns_report(turns: list[int], folder: Path) -> None:
+    got = {n: _columns(REPO, _recording(folder, n)) for n in turns}
+    print(
+        "| part | "
+        + " | ".join(f"{n:,} turns: CPU s, calls, Blocks mean/max, us/call first/last tenth" for n in turns)
+        + " | CPU 2N/N |"
+    )
+    print("|---|" + "---|" * len(turns) + "---:|")
+    rows: list[tuple[str, list[str], list[float]]] = []
+    rows.append(
+        ("whole what-if", [f"{got[n]['all']:.2f}" for n in turns], [float(got[n]["all"]) for n in turns])
+    )
+    rows.append(
+        ("build pass", [f"{got[n]['build']:.2f}" for n in turns], [float(got[n]["build"]) for n in turns])
+    )
+    names = list(got[turns[0]]["cols"])
+    for name in names:
+        cells, cpus = [], []
+        for n in turns:
+            c = got[n]["cols"][name]
+            calls = c["calls"]
+            sizes = [x[1] for x in calls]
+            cells.append(
+                f"{c['cpu']:.2f}, {len(calls):,}, {sum(sizes) / max(len(sizes), 1):,.0f}/{max(sizes, default=0):,}, "
+                f"{_tenth_us(calls, False):,.0f}/{_tenth_us(calls, True):,.0f}"
+            )
+            cpus.append(float(c["cpu"]))
+        rows.append((name, cells, cpus))
+    for name, cells, cpus in rows:
+        ratio = " ".join(f"{b / a:.2f}" if a else "-" for a, b in zip(cpus, cpus[1:], strict=False))
+        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 def _recording(folder: Path, turns: int) -> Path:
@@ -78,6 +182,7 @@ def main(argv: list[str]) -> int:
         "--ab", type=Path, help="other code (a checkout or `git archive`): alternated with this one"
     )
     ap.add_argument("--dir", type=Path, default=Path("/tmp/whatif_scaling"), help="recordings and outputs")
+    ap.add_argument("--columns", action="store_true", help="where the time goes, per column (this checkout)")
     a = ap.parse_args(argv)
     turns = [int(x) for x in a.turns.split(",") if x]
     if not turns or min(turns) < 1:
@@ -85,6 +190,9 @@ def main(argv: list[str]) -> int:
     if a.ab is not None and not (a.ab / "engine").is_dir():
         ap.error(f"--ab {a.ab}: no engine/ there; give a checkout or a `git archive` of the code to compare")
     a.dir.mkdir(parents=True, exist_ok=True)
+    if a.columns:
+        columns_report(turns, a.dir)
+        return 0
     recs = {n: _recording(a.dir, n) for n in turns}
     sides = {"this": REPO} if a.ab is None else {"base": a.ab.resolve(), "this": REPO}
     got: dict[tuple[str, int], list[dict[str, float]]] = {}

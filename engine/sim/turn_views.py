@@ -91,5 +91,18 @@ class TurnViews:
         from engine.sim.policies.base import TurnView
 
         runs = self._runs
+        # The last view's run and conversation: a run only grows (add appends to it), so a later view of
+        # the same run is the last one's messages and those appended since, made as one tuple from the
+        # last (one copy, not a list slice and a tuple of it), and said so to the views' HistoryBlocks
+        # (the peers then know it extends the last turn's without comparing the two).
+        last_r = -1
+        last: tuple[Message, ...] = ()
         for turn, system, r, n, window, ceiling, markers, measure, history in self._rows:
-            yield TurnView(turn, system, tuple(runs[r][:n]), window, ceiling, markers, measure, history)
+            if r == last_r and n >= len(last):
+                msgs = last + tuple(runs[r][len(last) : n]) if n > len(last) else last
+                if msgs is not last:
+                    history.note_extends(msgs, last)
+            else:
+                msgs = tuple(runs[r][:n])
+            last_r, last = r, msgs
+            yield TurnView(turn, system, msgs, window, ceiling, markers, measure, history)

@@ -65,6 +65,26 @@ class HistoryBlocks:
         self.by_sha: dict[str, Block] = {}
         # (conversation, its Blocks, their tokens), the last extended or edited last.
         self.carried: list[tuple[tuple[Message, ...], list[Block], int]] = []
+        # (a conversation, the one it was made from by appending): see note_extends.
+        self._extended: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
+
+    def note_extends(self, msgs: tuple[Message, ...], was: tuple[Message, ...]) -> None:
+        """Say that `msgs` was made as `was` with messages appended (msgs[:len(was)] are was's objects).
+
+        The views of one pass over a session (TurnViews) are made so, one from the last, and each peer
+        asks every turn whether this turn's conversation starts with last turn's: by value that is a
+        copy and a comparison of the whole conversation (several a peer a turn, each O(history): a
+        peer's per-call cost grew with the call's index at a constant request size). Only the newest
+        such pair is held (both tuples, so their ids stay theirs)."""
+        self._extended = (msgs, was)
+
+    def extends(self, msgs: tuple[Message, ...], was: tuple[Message, ...]) -> bool:
+        """True when msgs[:len(was)] == was is known without reading them (note_extends said so, or
+        they are one object); False means not known (compare them)."""
+        if msgs is was:
+            return True
+        got = self._extended
+        return got is not None and got[0] is msgs and got[1] is was
 
     def _keep(self, msgs: tuple[Message, ...], blocks: list[Block], tokens: int) -> list[Block]:
         carried = self.carried
@@ -85,7 +105,11 @@ class HistoryBlocks:
             k = len(done)
             # Equal messages have equal hashes, so equal Blocks; the same objects compare in C.
             # (The last carried message first: a window that starts elsewhere fails there, not after a slice.)
-            if k <= len(msgs) and (not k or msgs[k - 1] is done[-1]) and msgs[:k] == done:
+            if (
+                k <= len(msgs)
+                and (not k or msgs[k - 1] is done[-1])
+                and (self.extends(msgs, done) or msgs[:k] == done)
+            ):
                 added = self.looked_up(msgs[k:], measure)
                 del carried[i]
                 # The carried list is this store's own (every caller got a copy): extended in place, not

@@ -24,6 +24,7 @@ from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
 from engine.sim.policies.base import (
     FittingWindow,
+    HistoryBlocks,
     PeerRequest,
     TurnView,
     documented_trigger,
@@ -73,6 +74,17 @@ class ClearToolUses:
         # The window of the edited conversation once it outgrows the budget, moved from the last turn's
         # start: the edit changes a few messages and appends the new ones (see FittingWindow).
         self._window = FittingWindow()
+        # The views' HistoryBlocks of the turn being made: it knows when this turn's conversation was
+        # made from the last one by appending (see _starts).
+        self._history: HistoryBlocks | None = None
+
+    def _starts(self, msgs: tuple[Message, ...], prev: tuple[Message, ...]) -> bool:
+        """msgs[:len(prev)] == prev: known without reading them when the view was made from the last
+        turn's (HistoryBlocks.extends), else compared."""
+        h = self._history
+        if h is not None and h.extends(msgs, prev):
+            return True
+        return len(msgs) >= len(prev) and msgs[: len(prev)] == prev
 
     def reset(self) -> None:
         self._window.reset()
@@ -94,7 +106,7 @@ class ClearToolUses:
                 if isinstance(p, ToolResult) and names.get(p.call_id) not in self.exclude_tools
             ]
         prev, found = self._scanned
-        if len(msgs) < len(prev) or msgs[: len(prev)] != prev:
+        if not self._starts(msgs, prev):
             prev, found = (), []
         found = found + [
             (i, j)
@@ -149,7 +161,7 @@ class ClearToolUses:
             return self._clear_all(msgs, results[:n], m)
         src, done, by_msg, was, freed = carry
         k = len(src)
-        if n < done or len(msgs) < k or (msgs is not src and msgs[:k] != src):
+        if n < done or len(msgs) < k or not self._starts(msgs, src):
             return self._clear_all(msgs, results[:n], m)
         new = list(was)
         new.extend(map(self._rehash, msgs[k:]))
@@ -199,6 +211,7 @@ class ClearToolUses:
         return out
 
     def request(self, v: TurnView) -> PeerRequest:
+        self._history = v.history
         m = v.measure
         msgs = v.messages
         every = v.history.of(msgs, m)

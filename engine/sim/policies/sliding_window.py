@@ -59,7 +59,9 @@ class SlidingWindow:
         else:
             # The last call's window moved on, when this conversation appended to that one (checked:
             # the view's conversation is the recording's, which only grows between its own rewrites).
-            if was is not None and not v.measure.starts_with(v.messages, was):
+            if was is not None and not (
+                v.history.extends(v.messages, was) or v.measure.starts_with(v.messages, was)
+            ):
                 was = None
             kept = self._window.window(v, v.messages, budget, was)
         blocks = list(v.system) + (every if kept is v.messages else v.history.of(kept, v.measure))
