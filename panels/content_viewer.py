@@ -32,6 +32,7 @@ from textual.style import Style as VisualStyle
 from textual.widget import Widget
 
 from panels.fmt import one_line
+from panels.highlight import OMISSION
 from panels.keys import TURN_KEYS
 from panels.markup_line import MarkupLine
 from panels.repaint import repaint
@@ -283,6 +284,19 @@ def prerender(doc: TextDocument, screen: Screenful, console: Console) -> None:
     doc.first_rows_style = screen.base
 
 
+# What scale the optimizer's omission markers count in ("[...812 tokens omitted...]", engine/assembly.py:
+# the engine's own tokenizer, as the manifest's figures; the timeline and tier show the provider's count),
+# said under the title of a text that holds one. Not in the title: at 120x40 the Content tab is 48 cells
+# wide and the title alone fills it. Not beside each marker: the text is what was sent, as it was sent.
+OMITTED_SCALE = "tokens omitted: the engine's tokens (cl100k)"
+
+
+def has_omission(text: str) -> bool:
+    """Whether the text holds an omission marker (a substring test first: most texts have none, and this
+    runs for every new text a step shows)."""
+    return "tokens omitted" in text and OMISSION.search(text) is not None
+
+
 class ContentViewer(Vertical):
     DEFAULT_CSS = """
     ContentViewer { height: 1fr; }
@@ -295,6 +309,8 @@ class ContentViewer(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._text, self._title, self._note = "", "", ""
+        self._omits = False  # the text holds an omission marker (has_omission), worked out once per text
+        self._note_shown: tuple[str, bool] = ("", False)  # what the note line says: (note, self._omits)
         self._theme_dark: bool | None = None
         self.key: tuple[str, str] | None = None  # (section id, content hash) of the text shown
         self._body: ContentBody | None = None
@@ -330,6 +346,8 @@ class ContentViewer(Vertical):
         what the trace says of the section (shown under the title; "" for none)."""
         current = self.app.current_theme.dark
         self.key = key
+        if text != self._text:
+            self._omits = has_omission(text)
         self._set_note(note)
         if (title, text) == (self._title, self._text) and self._theme_dark == current:
             return  # the same section of the same turn: nothing to redraw
@@ -367,14 +385,18 @@ class ContentViewer(Vertical):
         self._title_line.update([(f"{title}  ·  {language}  ·  {len(self._text):,} chars", "")])
 
     def _set_note(self, note: str) -> None:
-        if note == self._note:
-            return  # (every step asks: most sections never have one)
-        self._note = note
+        """The trace's note on the section, and the omission markers' scale when the text holds one."""
+        if (note, self._omits) == self._note_shown:
+            return  # (every step asks: most sections never have either, the rest keep theirs)
+        self._note, self._note_shown = note, (note, self._omits)
         if self._note_line is None:
             self._note_line = self.query_one("#content-note", MarkupLine)
         # Literal text: the note quotes the agent's own (a message's text, a section's name).
-        self._note_line.update([(f"note: {one_line(note)}", "")] if note else "")
-        self._note_line.display = bool(note)
+        parts = [(f"note: {one_line(note)}", "")] if note else []
+        if self._omits:
+            parts += [("  " if note else "", ""), (OMITTED_SCALE, "$text-muted")]
+        self._note_line.update(parts or "")
+        self._note_line.display = bool(parts)
 
     @property
     def title(self) -> str:

@@ -81,8 +81,10 @@ def scale_note(trace: Trace | None, room: int) -> str:
         to, short = "not calibrated yet", "uncalibrated"  # calibration was recorded): nothing learned
     else:
         to, short = "no provider count yet", "uncalibrated"
+    # (the last two for the compact table's header, which has only the cells its columns leave)
     for note in (f"the engine's tokens (cl100k), what budgets are planned in; {to}",
-                 f"the engine's tokens (cl100k); {to}", f"engine's tokens; {short}", "engine's tokens"):
+                 f"the engine's tokens (cl100k); {to}", f"engine's tokens; {short}", "engine's tokens",
+                 "engine tokens", "engine tok"):
         if len(note) <= room:
             return note
     return ""
@@ -138,6 +140,8 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         self._strips: dict[int | tuple[int, int, int], Strip] = {}
         self.cursor_row = 0
         self.compact = False
+        self._header_note = ""  # the scale, said after the compact table's column names (it has no border)
+        self._header_width = 0  # the width the header was drawn at
         self._row_base: tuple[Style, int] | None = None  # (base style, width) while a frame is drawn
 
     # ---- data ---------------------------------------------------------------------------------
@@ -170,7 +174,6 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         again only when a column must widen or the number of rows changes."""
         selected = self.selected_section()
         self._trace = trace
-        self._say_scale()
         sections = trace["sections"] if trace is not None else []
         ids = [s["id"] for s in sections]
         rows = [self._row_cells(s) for s in sections]
@@ -195,17 +198,32 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         else:
             for row in changed:
                 self._refresh_row(row)
+        self._say_scale()  # (after the widths: the compact header says it in the cells they leave)
 
     def _say_scale(self) -> None:
         """The table's scale, on its bottom border: the engine's tokens, which its budgets are planned in,
         beside panels (timeline, tier, cache layout) that show the provider's count of the same prompt; and
-        what one of its tokens is on the provider's scale, so a person can go from one to the other."""
+        what one of its tokens is on the provider's scale, so a person can go from one to the other.
+
+        The compact table (80 columns) has no border: there it follows the column names, as far as the
+        cells the columns leave hold it ("engine tok" on the demo recording at 80x24). Either is set only
+        when its words change: a new border repaints the whole table, a new header note its one line."""
+        if self.compact:
+            if self._header_words(self.scrollable_content_region.width) != self._header_note:
+                self._refresh_row(-1)  # (drawn again, its note worked out at the width it is drawn at)
+                repaint(self, Region(0, 0, self.scrollable_content_region.width, 1))
+            return
         note = scale_note(self._trace, self.size.width - 4)
-        if note != self.border_subtitle:
+        if note != (self.border_subtitle or ""):
             self.border_subtitle = note
 
     def on_resize(self) -> None:
         self._say_scale()
+
+    def _header_words(self, width: int) -> str:
+        """The compact header's note for a table `width` cells wide: the scale in the cells the columns
+        leave (one space after them), "" when not even the shortest wording fits."""
+        return scale_note(self._trace, width - sum(w + 2 * PAD for w in self._widths.values()) - 1)
 
     @staticmethod
     def _row_cells(s: TraceSection) -> dict[str, Cell]:
@@ -301,6 +319,11 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         base, width = self._row_base or (self.rich_style, self.scrollable_content_region.width)
         row = -1 if y == 0 else y - 1 + int(self.scroll_y)
+        if row < 0 and self.compact and width != self._header_width:
+            # The header's note fits the width it is drawn at: a scrollbar that comes or goes narrows or
+            # widens the table with no resize.
+            self._header_width = width
+            self._strips.pop(-1, None)
         if row >= len(self._rows):
             return Strip.blank(width, base)
         scroll_x = int(self.scroll_x)
@@ -333,6 +356,10 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
             else:
                 line.append(" " * (PAD + room - left))
         if row < 0:
+            if self.compact:
+                self._header_note = self._header_words(self._header_width)
+                if self._header_note:
+                    line.append(" " + self._header_note, style="not bold dim")
             pre, post = self.get_component_rich_style("manifest--header"), None
         elif row == self.cursor_row:
             # DataTable's defaults: the cursor's colour wins over a cell's, a cell's background over the cursor's.
