@@ -13,7 +13,7 @@ alternate (the order flips every round), and each side's JSON is compared byte f
     .venv/bin/python benchmarks/bench_whatif_scaling.py [--turns 750,1500,3000] [--rounds 3]
         [--ab DIR] [--dir /tmp/whatif_scaling] [--columns]
 
---columns (this checkout only) says where the time goes instead: per length, the build pass (every
+--columns says where the time goes instead (with --ab, for the other code first): per length, the build pass (every
 engine column's requests and the peers' views, one fold of the journal) and each column's simulation
 (its requests made, for a peer, and its cache-simulator steps), each in process CPU, its number of calls,
 the mean and largest request in Blocks, and the CPU per call over the first and the last tenth of the
@@ -117,8 +117,8 @@ def _tenth_us(calls: list[list[float]], last: bool) -> float:
     return 1e6 * sum(c[0] for c in part) / len(part)
 
 
-def columns_report(turns: list[int], folder: Path) -> None:
-    got = {n: _columns(REPO, _recording(folder, n)) for n in turns}
+def columns_report(turns: list[int], folder: Path, code: Path = REPO) -> None:
+    got = {n: _columns(code, _recording(folder, n)) for n in turns}
     print(
         "| part | "
         + " | ".join(f"{n:,} turns: CPU s, calls, Blocks mean/max, us/call first/last tenth" for n in turns)
@@ -182,7 +182,9 @@ def main(argv: list[str]) -> int:
         "--ab", type=Path, help="other code (a checkout or `git archive`): alternated with this one"
     )
     ap.add_argument("--dir", type=Path, default=Path("/tmp/whatif_scaling"), help="recordings and outputs")
-    ap.add_argument("--columns", action="store_true", help="where the time goes, per column (this checkout)")
+    ap.add_argument(
+        "--columns", action="store_true", help="where the time goes, per column (--ab: both sides)"
+    )
     a = ap.parse_args(argv)
     turns = [int(x) for x in a.turns.split(",") if x]
     if not turns or min(turns) < 1:
@@ -191,7 +193,11 @@ def main(argv: list[str]) -> int:
         ap.error(f"--ab {a.ab}: no engine/ there; give a checkout or a `git archive` of the code to compare")
     a.dir.mkdir(parents=True, exist_ok=True)
     if a.columns:
-        columns_report(turns, a.dir)
+        # With --ab, the other code's table first, then this checkout's (one process each, in turn).
+        for side, code in ([("base", a.ab.resolve())] if a.ab is not None else []) + [("this", REPO)]:
+            print(f"{side}: {code}")
+            columns_report(turns, a.dir, code)
+            print()
         return 0
     recs = {n: _recording(a.dir, n) for n in turns}
     sides = {"this": REPO} if a.ab is None else {"base": a.ab.resolve(), "this": REPO}
