@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from textual import events
 from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.screen import Screen
@@ -129,6 +130,18 @@ class MainScreen(Screen[None]):
     def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._compositor = DirtyRowsCompositor()
+        self._shown = False
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Textual restyles the whole screen each time it is shown (Screen._on_screen_resume, 8.2: for a
+        # theme or CSS change made while another screen was on top). The first time, every widget was
+        # styled as it mounted, moments before, and each change since (a class, focus) restyled the nodes
+        # it touched: that second pass over the ~50 widgets was 76 of 185 Stylesheet.apply calls, ~40 ms
+        # of CPU, before the first frame of `replay` (bench_startup.py). Textual calls this class's handler, then Screen's, which does the
+        # rest of the resume (layout, refresh, auto focus). Later resumes (after Help, Go to) restyle as before.
+        if not self._shown:
+            self._shown = True
+            event.refresh_styles = False
 
     def _compositor_refresh(self) -> None:
         timing = getattr(self.app, "step_timing", None)  # CONTEXTPIPE_STEP_TIMING (step_timing.py)
