@@ -111,13 +111,20 @@ is quiet, in a turn that began less than that long after the last one (a paced a
 events less than TURN_GAP apart, judged at its first), is only appended to
 the queue, as a reference (the engine does not change a journal event once published: the tests compare
 what the inspector shows with the agent's own traces), with one wake-up byte if the I/O thread sleeps.
-That thread's burst then waits MAX_LATENCY between passes (loop._start_wait) while each pass finds
+That thread's burst then waits quiet_linger (at least MAX_LATENCY) between passes (loop._start_wait),
+so the inspector sees a turn up to that late, while each pass finds
 something new, sending every turn waiting by the short path (`_ring_turn`, from loop._linger_pass), and
 ends (the flag cleared, the thread asleep) at the first pass that finds nothing. An agent slower than
-`quiet_linger` between publishes keeps the path above. Measured (bench_probe --twin foldlinger, paced
-0.2 s, load ~4): the agent's thread sends nothing, but each timed pass costs the I/O thread ~300 us
-(its wake-up on this VM ~150, the encode of ~2.5 turns and the ring's write ~100, the loop's calls), so
-the process's CPU rises by more than the agent's thread saves: hence off by default.
+`quiet_linger` between publishes keeps the path above. Each timed pass costs the I/O thread ~150-300 us
+(a bare timed select() wake-up on this VM ~60 us of thread CPU, the encode of the turns waiting and the
+ring's write, the loop's calls), so it pays only when a pass takes several turns. Measured with
+quiet_linger 1.0 (bench_probe, load 3-4.7): a fold reader, turns 0.2 s apart (`--twin foldlinger`): the
+process -29.8 us a turn [95% -41.4, -16.1] (0.978) against the agent's thread sending, probe thread
+41.5 us a turn; with MAX_LATENCY waits it was +140 to +181 us (2.5 times the passes). An elided ring
+reader, turns 0.5 s apart (`--flush-ab 0.5 --flush-modes agent,agent-linger`): the probe's part of the
+agent's thread 90.5 -> 42.2 us a turn (4.93% -> 2.26%; 17.6 us, 0.83%, in an earlier run), the probe
+thread 14 -> 157 us a turn. Off by default: one run each, the inspector then sees a paced agent's turn up
+to quiet_linger late, and the elided reader's process cost rises.
 """
 
 from __future__ import annotations
@@ -175,7 +182,7 @@ LONG_WAIT = 0.5
 # for what is held: see ring, "Held events"). The I/O thread lets a burst wait as long (loop.MAX_LATENCY).
 FOLD_COALESCE = MAX_LATENCY
 # See "Lingering": an event published while every client is quiet, less than this long after the last
-# one, is left to the I/O thread's burst (which waits MAX_LATENCY between passes while turns keep coming).
+# one, is left to the I/O thread's burst (which waits as long between passes while turns keep coming).
 # 0: off (the agent's thread sends, as above): measured, the process's CPU rises by more than it saves.
 QUIET_LINGER = 0.0
 # Events closer together than this are one turn's, judged for lingering at its first (see "Lingering").

@@ -86,6 +86,7 @@ class IOLoop(Handshake):
     # Set by ProbeServer.__init__ / start() / close().
     _stopping: bool
     _wake_r: socket.socket | None
+    quiet_linger: float  # AgentSend's (see agent_send, "Lingering")
 
     def _teardown(self) -> None:  # ProbeServer's: closes the clients and the sockets
         raise NotImplementedError
@@ -105,7 +106,7 @@ class IOLoop(Handshake):
         self._wait_cpu = 0.0
         self._wait_len = COALESCE  # the length of the current (or last) wait
         # A publish handed this burst a paced agent's turn (agent_send, "Lingering"): after a pass that
-        # sent something, the next wait is MAX_LATENCY and the burst goes on while each wait brings more.
+        # sent something, the next wait is quiet_linger and the burst goes on while each wait brings more.
         self._linger = False
         self.rested = 0.0  # seconds the CPU budget made the thread rest (diagnostics, benchmarks)
         self.wakeups = 0  # passes of the loop (diagnostics, benchmarks)
@@ -411,7 +412,11 @@ class IOLoop(Handshake):
         rate = self._cpu_rate
         wait = COALESCE if rate < BUSY_SHARE else min(MAX_LATENCY, max(COALESCE, COALESCE_CPU / rate))
         if linger:
-            wait = MAX_LATENCY  # (a paced agent's next turns, handed over: see agent_send, "Lingering")
+            # A paced agent's next turns, handed over (see agent_send, "Lingering"): each begins within
+            # quiet_linger of the last, so a wait that long finds one, and the burst ends only once the
+            # agent pauses longer. (MAX_LATENCY at a 0.5 s pace: a wait now and then found nothing, ended
+            # the burst, and the next turn wrote a wake-up byte, 20-30 us of the agent's thread, cold.)
+            wait = max(MAX_LATENCY, self.quiet_linger)
         now = time.monotonic()
         self._due = now + wait
         self._wait_len = wait
