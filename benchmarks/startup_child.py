@@ -21,6 +21,16 @@ import time
 from typing import Any
 
 
+def complete(app: Any) -> bool:
+    """The first screen as it stays: the current turn, and the footer's keys laid out (the footer
+    composes them when the bindings settle: a frame may come before it does). bench_tui.py (b) reads its
+    first frame by the same test."""
+    from textual.widgets._footer import FooterKey
+
+    keys = app.query(FooterKey)
+    return bool(app.index >= 0 and len(keys) > 0 and all(k.region.width > 0 for k in keys))
+
+
 def main() -> None:
     path, spawned_at = sys.argv[1], float(sys.argv[2])
     import asyncio
@@ -30,14 +40,6 @@ def main() -> None:
 
     # The console script's entry point (MODULE:FUNCTION) as the timed tree's pyproject.toml names it.
     module_name, _, attr = (sys.argv[3] if len(sys.argv) > 3 else "inspector.cli:app").partition(":")
-
-    def complete(app: Any) -> bool:
-        """The first screen as it stays: the current turn, and the footer's keys laid out (the footer
-        composes them when the bindings settle: a frame may come before it does)."""
-        from textual.widgets._footer import FooterKey
-
-        keys = app.query(FooterKey)
-        return app.index >= 0 and len(keys) > 0 and all(k.region.width > 0 for k in keys)
 
     async def first_frame(app: Any) -> None:
         drawn: asyncio.Future[dict[str, float]] = asyncio.get_running_loop().create_future()
