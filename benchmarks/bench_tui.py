@@ -546,7 +546,8 @@ async def _whatif_run(path: Path, turns: int, repeats: int, provider: str | None
     prepares that turn's fold state in the content worker while the person looks), then re-plan it
     under a new budget through the app's what-if runner, as the slider does. The first re-plan of each
     opened turn is timed apart from the later ones. Time = process CPU (the worker does the work) and
-    wall, from the request to the ReplanFinished message being handled on the UI thread. `provider`: the
+    wall, from the request to the ReplanFinished message being handled on the UI thread. The What-if tab
+    is shown (`w`) first, as it is when the person moves its slider. `provider`: the
     re-plans at that provider (each opened turn's first one is the first at it there)."""
     from engine.whatif import Overrides
     from inspector.app import InspectorApp
@@ -574,6 +575,9 @@ async def _whatif_run(path: Path, turns: int, repeats: int, provider: str | None
         while app.index < 0 or app.view.loading:
             await pilot.pause(0.05)
         await pilot.pause(0.5)
+        # The slider is on the What-if tab: the person shows it (`w`) before the first move, and the app
+        # loads the tokenizer then (WhatIfRunner.warm), as it would for them.
+        await pilot.press("w")
         watch = ContentWatch(app)
         stride = max(1, len(app.timeline) // (turns + 1))
         for k in range(turns):

@@ -650,6 +650,7 @@ class InspectorApp(App[None]):
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "tab-whatif":  # shown by a click on its tab
+            self.whatif.warm()
             self.query_one("#whatif", WhatIfPanel).sync()
         elif event.pane.id == "tab-why":
             self._refresh_why()
@@ -761,6 +762,7 @@ class InspectorApp(App[None]):
         # only once focused (Tab or a click), and the footer then says so and how to leave (Esc).
         details = self.query_one("#details", TabbedContent)
         if tab == "tab-whatif":  # its controls skip the steps taken while it was hidden: catch up first
+            self.whatif.warm()  # the tokenizer, before the first slider move needs it
             whatif = self.query_one("#whatif", WhatIfPanel)
             if details.active == tab and whatif.focus_first_slider():
                 return  # `w` on the shown What-if tab: its first slider takes the arrows (Esc gives them back)
