@@ -4,9 +4,11 @@ so neither the next chunk's decoding nor the GIL it holds stands between the per
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from textual.widgets import Switch
@@ -18,6 +20,8 @@ from inspector.sources import Chunk
 from inspector.sources.synthetic import SyntheticSource
 from panels.whatif import WhatIfPanel
 from tests.tui.conftest import settle
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ChunkedSource(SyntheticSource):
@@ -194,3 +198,35 @@ async def test_showing_the_pane_mounts_the_rest_at_once(monkeypatch: pytest.Monk
             assert not app.query_one("#budget").disabled
     finally:
         source.go.set()
+
+
+def _recording(path: Path, turns: int) -> Path:
+    """A real recording of `turns` turns (bench_tui's synthetic agent loop through the engine)."""
+    spec = importlib.util.spec_from_file_location("bench_tui_for_chunks", ROOT / "benchmarks" / "bench_tui.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.make_long_recording(path, turns)
+    return path
+
+
+async def test_a_recording_opens_on_a_small_first_chunk(tmp_path: Path) -> None:
+    """The first frame showing turns waits only for the first chunk's decoding (~0.25 ms a turn): a
+    120-turn recording arrives as 50 turns (the frame), then the other 70, and the replay ends on the
+    last turn as before. (Until session 36 the first chunk was 200 turns: this one came whole.)"""
+    from inspector.messages import TurnsReceived
+    from inspector.sources.file import FileSource
+
+    source = FileSource(_recording(tmp_path / "long.cpsession", 120))
+    received: list[tuple[int, bool]] = []
+
+    def hook(message: object) -> None:
+        if isinstance(message, TurnsReceived):
+            received.append((len(message.traces), message.more))
+
+    app = InspectorApp(source, theme="cp-dark")
+    async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
+        await settle(pilot)
+        assert received == [(50, True), (70, False)]
+        assert len(app.timeline) == 120 and app.index == 119 and not app.view.loading
+    source.close()
