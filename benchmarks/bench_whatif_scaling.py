@@ -97,16 +97,7 @@ print(json.dumps({"all": pt() - t0, "build": build["cpu"], "cols": cols}))
 
 
 def _columns(code: Path, rec: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    res = subprocess.run(
-        [sys.executable, "-c", COLUMNS_CHILD, str(rec)],
-        env=env,
-        cwd=code,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+    return _child(code, COLUMNS_CHILD, str(rec))
 
 
 def _tenth_us(calls: list[list[float]], last: bool) -> float:
@@ -160,18 +151,18 @@ def _recording(folder: Path, turns: int) -> Path:
     return path
 
 
-def _run(code: Path, rec: Path, out: Path) -> dict[str, float]:
+def _child(code: Path, script: str, *args: str) -> dict[str, Any]:
+    """`script` run by a fresh interpreter on `code`'s tree; the JSON object its last line prints."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     # cwd too: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH.
     res = subprocess.run(
-        [sys.executable, "-c", CHILD, str(rec), str(out)],
-        env=env,
-        cwd=code,
-        check=True,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", script, *args], env=env, cwd=code, check=True, capture_output=True, text=True
     )
     return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def _run(code: Path, rec: Path, out: Path) -> dict[str, float]:
+    return _child(code, CHILD, str(rec), str(out))
 
 
 def main(argv: list[str]) -> int:

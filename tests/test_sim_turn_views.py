@@ -23,6 +23,7 @@ from engine.sim.policies.base import HistoryBlocks, TurnView
 from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
 from engine.sim.turn_views import TurnViews
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.conversation_ops import conversations
 from tests.support.recordings import record_coding_session
 
 M = Measure(TokenCounter(CharTokenizer()))
@@ -38,20 +39,7 @@ def _msg(i: int) -> Message:
 def test_the_views_handed_out_are_the_views_added(ops: list[tuple[str, int]]) -> None:
     views = TurnViews()
     want: list[TurnView] = []
-    msgs: tuple[Message, ...] = ()
-    n = 0
-    for t, (op, k) in enumerate(ops):
-        if op == "append":
-            msgs = msgs + tuple(_msg(n + j) for j in range(k))
-            n += k
-        elif op == "copy":  # equal messages, new objects
-            msgs = tuple(Message(x.role, x.parts) for x in msgs)
-        elif op == "cut":
-            msgs = msgs[: max(0, len(msgs) - k)]
-        elif op == "edit" and msgs:
-            i = k % len(msgs)
-            msgs = msgs[:i] + (_msg(1000 + n),) + msgs[i + 1 :]
-            n += 1
+    for t, msgs in enumerate(conversations(ops, _msg)):
         system = (Block("identity", "system", f"s{t}", t, False),)
         views.add(t, system, msgs, 1000 + t, 900 + t, bool(t % 2), M, H)
         want.append(TurnView(t, system, msgs, 1000 + t, 900 + t, bool(t % 2), M, H))

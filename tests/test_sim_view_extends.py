@@ -23,6 +23,7 @@ from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.sim.policies.sliding_window import SlidingWindow
 from engine.sim.turn_views import TurnViews
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.conversation_ops import conversations
 
 M = Measure(TokenCounter(CharTokenizer()))
 
@@ -44,20 +45,7 @@ OPS = st.lists(
 def _views(ops: list[tuple[str, int]], history: HistoryBlocks) -> tuple[TurnViews, list[tuple[Message, ...]]]:
     views = TurnViews()
     added: list[tuple[Message, ...]] = []
-    msgs: tuple[Message, ...] = ()
-    n = 0
-    for t, (op, k) in enumerate(ops):
-        if op == "append":
-            msgs = msgs + tuple(_msg(n + j) for j in range(k))
-            n += k
-        elif op == "copy":  # equal messages, new objects: a run of its own
-            msgs = tuple(Message(x.role, x.parts) for x in msgs)
-        elif op == "cut":
-            msgs = msgs[: max(0, len(msgs) - k)]
-        elif op == "edit" and msgs:
-            i = k % len(msgs)
-            msgs = msgs[:i] + (_msg(1000 + n),) + msgs[i + 1 :]
-            n += 1
+    for t, msgs in enumerate(conversations(ops, _msg)):
         system = (Block("identity", "system", "s", 3, False),)
         views.add(t, system, msgs, 400, 300, False, M, history)
         added.append(msgs)
