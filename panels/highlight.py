@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from rich.style import Style
@@ -18,6 +20,15 @@ if TYPE_CHECKING:
 OMISSION = re.compile(r"\[\.\.\.\d[\d,]* tokens omitted(?: \([^()\n]*\))?\.\.\.\]")
 SPILL = re.compile(r"spill://[\w./-]+|\[(?:spilled|tool result cleared)[^\]]*\]")
 MAX_CHARS = 200_000  # beyond this the viewer shows a prefix; highlighting megabytes would stall a frame
+
+# Every import of pygments' lexers (and of rich.syntax, which imports them) goes through this lock. At the
+# end of its first import `pygments.lexers` swaps itself in sys.modules for a lazy module; a second thread
+# importing a lexer module in that moment (the content worker while the UI thread highlights) got the
+# module from before the swap ("cannot import name 'TextLexer'") or found no entry at all
+# (KeyError('pygments.lexers') from importlib). Importing one thread at a time closes both; once loaded,
+# an import is a dictionary lookup, so the lock costs nothing a frame would notice. Reentrant: loading
+# the transcript lexer imports lexer modules of its own.
+_PYGMENTS_IMPORTS = threading.RLock()
 
 
 def guess_language(text: str) -> str:
@@ -33,8 +44,8 @@ def guess_language(text: str) -> str:
     # it is (panels/transcript_lexer.py); as "python" (for a `def` in one tool result) every "is" and
     # "not" of its prose was coloured as a keyword.
     if stripped.startswith("## ") or "\n## " in text[:MAX_CHARS]:
-        from panels.transcript_lexer import is_transcript
-
+        with _PYGMENTS_IMPORTS:
+            from panels.transcript_lexer import is_transcript
         if is_transcript(text[:MAX_CHARS]):
             return "transcript"
     if stripped[:1] in "{[" and not stripped.startswith("[..."):
@@ -58,18 +69,28 @@ def lexer_class(language: str) -> type[Lexer]:
     Imported from their own modules, never as `from pygments.lexers import ...`: at the end of its first
     import that package replaces itself in sys.modules with a lazy module, and a thread importing it at
     that moment (the content worker, while the UI thread highlights) gets the module from before the
-    swap, which has no lexer classes: "cannot import name 'TextLexer'" on the first frame."""
-    from pygments.lexers.data import JsonLexer
-    from pygments.lexers.markup import MarkdownLexer
-    from pygments.lexers.python import PythonLexer
-    from pygments.lexers.special import TextLexer
+    swap, which has no lexer classes: "cannot import name 'TextLexer'" on the first frame. And only
+    under `_PYGMENTS_IMPORTS`: even their own modules raced, rarely, while the package loaded."""
+    with _PYGMENTS_IMPORTS:
+        from pygments.lexers.data import JsonLexer
+        from pygments.lexers.markup import MarkdownLexer
+        from pygments.lexers.python import PythonLexer
+        from pygments.lexers.special import TextLexer
 
-    if language == "transcript":
-        from panels.transcript_lexer import TranscriptLexer
+        if language == "transcript":
+            from panels.transcript_lexer import TranscriptLexer
 
-        return TranscriptLexer
+            return TranscriptLexer
     lexers: dict[str, type[Lexer]] = {"json": JsonLexer, "python": PythonLexer, "markdown": MarkdownLexer}
     return lexers.get(language, TextLexer)
+
+
+def rich_syntax() -> ModuleType:
+    """rich.syntax, imported (it imports pygments' lexers) under the same lock as `lexer_class`."""
+    with _PYGMENTS_IMPORTS:
+        import rich.syntax
+
+    return rich.syntax
 
 
 def _fg_only(style: str | Style) -> str | Style:
@@ -83,9 +104,7 @@ def highlight(text: str, language: str | None = None, dark: bool = True) -> Text
     text = text[:MAX_CHARS]
     language = language or guess_language(text)
     theme = "monokai" if dark else "friendly"
-    from rich.syntax import Syntax
-
-    syntax = Syntax(text, lexer_class(language)(), theme=theme, background_color="default")
+    syntax = rich_syntax().Syntax(text, lexer_class(language)(), theme=theme, background_color="default")
     out = syntax.highlight(text)
     out.rstrip()
     # Drop the pygments theme's background so the viewer sits on the app theme's surface.

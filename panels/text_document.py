@@ -22,7 +22,7 @@ from rich.text import Span, Text
 from textual.strip import Strip
 
 from panels.fmt import VISIBLE_CONTROLS  # (control characters made visible, not sent)
-from panels.highlight import MAX_CHARS, OMISSION, SPILL, _fg_only, guess_language, lexer_class
+from panels.highlight import MAX_CHARS, OMISSION, SPILL, _fg_only, guess_language, lexer_class, rich_syntax
 
 if TYPE_CHECKING:  # pygments and rich.syntax are imported when a text is first highlighted (lexer_class)
     from pygments.token import _TokenType
@@ -40,13 +40,12 @@ def _theme(dark: bool) -> tuple[Style, PygmentsSyntaxTheme, dict[_TokenType, Sty
     """(base style, pygments theme, styles by token type) of the dark or light theme, shared by every
     document (building a theme's styles took ~8 ms; a dict shared by threads is safe under the GIL)."""
     if dark not in _THEMES:
-        from pygments.lexers.special import TextLexer  # its own module: see highlight.lexer_class
-        from rich.syntax import PygmentsSyntaxTheme, Syntax
-
+        syntax = rich_syntax()  # (pygments' imports go through highlight's lock: see lexer_class)
         name = "monokai" if dark else "friendly"
         # The base style rich's Syntax gives the whole text (the theme's, on the default background).
-        base = Syntax("", TextLexer(), theme=name, background_color="default")._get_base_style()
-        _THEMES[dark] = (base, PygmentsSyntaxTheme(name), {})
+        plain = lexer_class("text")()
+        base = syntax.Syntax("", plain, theme=name, background_color="default")._get_base_style()
+        _THEMES[dark] = (base, syntax.PygmentsSyntaxTheme(name), {})
     return _THEMES[dark]
 
 
@@ -58,12 +57,11 @@ class LineHighlighter:
     def __init__(self, text: str, language: str, dark: bool) -> None:
         self.text = text
         self.base_style, self._theme, self._styles = _theme(dark)
-        from pygments.lexers.special import TextLexer  # its own module: see highlight.lexer_class
         from pygments.token import Token
 
         lexer = lexer_class(language)
         self._tokens: Iterator[tuple[int, _TokenType, str]] | None = (
-            None if lexer is TextLexer else iter(lexer().get_tokens_unprocessed(text)))
+            None if lexer is lexer_class("text") else iter(lexer().get_tokens_unprocessed(text)))
         self.lexed = 0 if self._tokens is not None else len(text)  # characters lexed so far
         # Plain text is one token (Token.Text) that the theme may still colour: every line gets it.
         self._whole = self._style(Token.Text) if self._tokens is None else None
