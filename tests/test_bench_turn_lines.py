@@ -1,0 +1,97 @@
+"""benchmarks/bench_turn_lines.py times an engine function statement by statement by compiling its source
+again with a checkpoint before each statement of its body. The figures are only worth reading if the
+rewritten function is the same function: these tests run sessions with the rewrite in place and hold
+every request's bytes (and the journal's events) equal to an unpatched run's, and check that every
+statement is marked, in order, once per pass."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.pipeline import Pipeline
+from engine.tokens import CharTokenizer, TokenCounter
+from tests.turn_session import tool_round
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_turn_lines as btl  # noqa: E402
+
+
+def _session(provider: str) -> tuple[list[bytes], int]:
+    """Thirty tool rounds at a small window (the lane's steady turns and a compaction): each request's
+    bytes, and how many events the journal holds."""
+    pipe = Pipeline(
+        "claude-sonnet-4-5" if provider == "anthropic" else "deepseek-chat",
+        provider,
+        6000,
+        counter=TokenCounter(CharTokenizer()),
+        serve=False,
+        clock=lambda: 0.0,
+    )
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool(
+        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
+    pipe.user("Fix the failing test.")
+    bodies = []
+    for t in range(30):
+        req = pipe.next_request()
+        bodies.append(bytes(req.bytes))
+        pipe.record_usage({"input_tokens": 900 + t, "output_tokens": 40})
+        tool_round(pipe, t, f"output of step {t}\n" * (5 + t % 9))
+    n = len(pipe.journal.snapshot())
+    pipe.close()
+    return bodies, n
+
+
+@pytest.mark.parametrize(
+    ("provider", "target"),
+    [
+        *(
+            (p, t)
+            for p in ("anthropic", "openai")
+            for t in ("express.turn", "Pipeline.assistant", "Serializer._appended")
+        ),
+        ("anthropic", "anthropic.message_json"),
+    ],
+)
+def test_the_rewritten_function_gives_the_same_requests(provider: str, target: str) -> None:
+    want = _session(provider)
+    owner, name, fn, ns = btl.resolve(target)
+    original = getattr(owner, name)
+    clock = btl.Clock()
+    timed, labels = btl.instrumented(fn, ns, clock)
+    passes: list[list[int]] = []
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        clock.marks.clear()
+        try:
+            return timed(*args, **kwargs)
+        finally:
+            passes.append([i for i, _t, _k in clock.marks])
+
+    patched: Any = wrapper
+    if original is not fn:  # a public call: its journaling wrapper kept, as the benchmark keeps it
+        from engine.pipeline import _journals
+
+        patched = _journals(wrapper)  # type: ignore[arg-type]
+    setattr(owner, name, patched)
+    try:
+        got = _session(provider)
+    finally:
+        setattr(owner, name, original)
+    assert got == want
+    assert labels and passes, (labels, len(passes))
+    # Each pass marks statements in source order, the first statement first (a statement inside a
+    # loop is not marked: only the body's top level is).
+    for marks in passes:
+        assert marks and marks[0] == 0 and marks == sorted(marks), marks
+
+
+def test_a_target_that_is_not_known_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        btl.resolve("nowhere.turn")
