@@ -194,3 +194,33 @@ def test_simulate_runs_no_trace_and_writes_no_fragment(
 
     r = simulate_events(synth_events, SimSettings(window=6000, policies=["all"]), counter=COUNTER)
     assert r.policies["pipeline"] is not None and r.policies["pipeline"].compactions
+
+
+def test_simulate_writes_no_held_turns_decision_texts(
+    synth_events: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn where cost_aware weighed a cut and held it writes why (the pay-back's fields, the reason)
+    only for the trace: simulate reads the steps taken and the state, so its builds leave those texts
+    to Decided.finish, which nothing calls (~4% of the 930-turn synthetic session's build pass)."""
+    from engine.policy import cost_aware
+    from engine.sim.simulate import SimSettings
+
+    calls = {"held": 0, "payback": 0}
+    real_held, real_payback = cost_aware._held, cost_aware.payback
+
+    def held(*a: Any, **k: Any) -> Any:
+        calls["held"] += 1
+        return real_held(*a, **k)
+
+    def payback(*a: Any, **k: Any) -> Any:
+        calls["payback"] += 1
+        return real_payback(*a, **k)
+
+    monkeypatch.setattr(cost_aware, "_held", held)
+    monkeypatch.setattr(cost_aware, "payback", payback)
+    r = simulate_events(synth_events, SimSettings(window=6000), counter=COUNTER)
+    p = r.policies["pipeline"]
+    assert p is not None
+    # Cuts were weighed on more turns than were compacted: some were held, and none wrote its texts.
+    assert calls["payback"] > p.compactions
+    assert calls["held"] == 0

@@ -210,7 +210,9 @@ class SimBuilder:
                 blocks, others = ser.blocks_apart(asm, marks, m, apart)
                 return SimBuilt(blocks, actions, list(pipe.flipped), ceiling, st, asm, m, others)
             return SimBuilt(ser.blocks(asm, marks, m), actions, list(pipe.flipped), ceiling, st, asm, m)
-        d = pipe.decide(bound, cfg, state, cache, lean=True)
+        # defer_texts: a held turn's pay-back and reason texts are only the trace's (Decided.finish, never
+        # called here): simulate reads the steps taken, the state and the request, not why a cut waited.
+        d = pipe.decide(bound, cfg, state, cache, lean=True, defer_texts=True)
         if apart is not None:
             blocks, apart_blocks = ser.blocks_apart(d.res.asm, d.res.markers, m, apart)
         else:
