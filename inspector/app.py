@@ -255,7 +255,9 @@ class InspectorApp(App[None]):
         if damage:  # a recovered tail or a rebuilt index: said on screen, not only after quitting
             self.notify(f"recording damaged: {damage}", severity="warning", timeout=12, markup=False)
         self.query_one("#manifest").focus()
-        self.reader.start()
+        first = self.reader.start()
+        if first is not None:  # a recording's first chunk, read now: the first frame shows its turns
+            self._turns_received(TurnsReceived(first.traces, more=first.more))
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseDown)) and not event.is_forwarded:

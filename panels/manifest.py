@@ -220,6 +220,15 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._say_scale()
 
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        # Textual sets a widget's size as it lays the screen out, before it draws it; its Resize event
+        # is handled after that frame. The scale note fits the width, so saying it here puts it in the
+        # frame that first shows the table (the first screen), not the one after.
+        resized = super()._size_updated(size, virtual_size, container_size, layout)
+        if resized and self._trace is not None:
+            self._say_scale()
+        return resized
+
     def _header_words(self, width: int) -> str:
         """The compact header's note for a table `width` cells wide: the scale in the cells the columns
         leave (one space after them), "" when not even the shortest wording fits."""

@@ -223,10 +223,13 @@ class FileSource(ReplayingSource):
         """Every turn's full trace (tests, tools; the app uses load_chunks)."""
         return [trace_of(self.reader.turn(t)) for t in self.reader.turn_numbers()]
 
-    # The first chunk: the turns decoded before the first frame showing turns (~0.25 ms a turn on the
-    # reader thread). 50 fill the 120x40 screen's timeline; 200 (until session 36) cost ~35 ms more
-    # before that frame. The rest follow in larger chunks once it is drawn (SourceReader).
+    # The first chunk: the turns decoded before the first frame (~0.25 ms a turn). 50 fill the 120x40
+    # screen's timeline; 200 (until session 36) cost ~35 ms more before that frame. The rest follow in
+    # larger chunks, on the reader thread, once it is drawn (SourceReader).
     FIRST_CHUNK = 50
+    # The file is at hand: SourceReader.start decodes the first chunk on the app's thread, before the
+    # first layout, so the first frame shows turns (a live agent's first turns are read on the thread).
+    first_chunk_at_once = True
 
     def load_chunks(self, first: int = FIRST_CHUNK, size: int = 2000) -> Iterator[Chunk]:
         """Every turn's summary through the index (opening a long recording does not replay it), a small

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Switch
@@ -212,8 +213,9 @@ def _recording(path: Path, turns: int) -> Path:
 
 async def test_a_recording_opens_on_a_small_first_chunk(tmp_path: Path) -> None:
     """The first frame showing turns waits only for the first chunk's decoding (~0.25 ms a turn): a
-    120-turn recording arrives as 50 turns (the frame), then the other 70, and the replay ends on the
-    last turn as before. (Until session 36 the first chunk was 200 turns: this one came whole.)"""
+    120-turn recording shows 50 turns (the first frame), then the other 70 arrive, and the replay ends on
+    the last turn as before. (Until session 36 the first chunk was 200 turns: this one came whole.) The
+    first chunk is read as the app mounts (SourceReader.start), so only the rest comes as a message."""
     from inspector.messages import TurnsReceived
     from inspector.sources.file import FileSource
 
@@ -225,8 +227,47 @@ async def test_a_recording_opens_on_a_small_first_chunk(tmp_path: Path) -> None:
             received.append((len(message.traces), message.more))
 
     app = InspectorApp(source, theme="cp-dark")
+    drawn = app.reader.first_frame_drawn
+    at_first_frame: list[int] = []
+
+    def logged() -> None:
+        at_first_frame.append(len(app.timeline))
+        drawn()
+
+    app.reader.first_frame_drawn = logged  # type: ignore[method-assign]
     async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
         await settle(pilot)
-        assert received == [(50, True), (70, False)]
+        assert at_first_frame == [50] and received == [(70, False)]
         assert len(app.timeline) == 120 and app.index == 119 and not app.view.loading
     source.close()
+
+
+async def test_the_first_frame_of_a_recording_shows_its_turns(tmp_path: Path) -> None:
+    """The first frame Textual hands to the terminal is the first screen as it stays: the first chunk's
+    last turn, and the section table's scale note on its border. Until session 37 the first chunk came
+    from the reader thread after the first layout: the screen was laid out and drawn empty ("waiting for
+    the first turn…", "no turns yet"), then again with the turns, and the scale note, which fits the
+    table's width, came a frame later still (set on the Resize event, handled after the frame it was for):
+    ~60-90 ms of CPU more before the screen a person reads."""
+    from inspector.sources.file import FileSource
+
+    source = FileSource(_recording(tmp_path / "long.cpsession", 120))
+    app = InspectorApp(source, theme="cp-dark")
+    frames: list[list[str]] = []
+    display = app._display
+
+    def displayed(screen: Any, update: Any) -> None:
+        display(screen, update)
+        if update is not None and not frames:
+            lines = screen._compositor.render_full_update().strips
+            frames.append(["".join(seg.text for strip in line for seg in strip) for line in lines])
+
+    app._display = displayed  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+    source.close()
+    first = frames[0]
+    assert "turn 49 (50/50)" in first[0], first[0]
+    assert not any("waiting for the first turn" in line or "no turns yet" in line for line in first)
+    manifest_bottom = first[38]  # the table's bottom border: the row above the footer
+    assert "the engine's tokens" in manifest_bottom, manifest_bottom
