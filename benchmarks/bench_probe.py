@@ -157,7 +157,9 @@ B's by publish()'s straight path (agent_send._fold_now); "added" is then B - A (
 `foldlinger`: a fold reader on both, A's turns sent on the agent's thread, B's handed to the I/O
 thread's lingering burst (ProbeServer.quiet_linger = LINGER, agent_send "Lingering"): what the whole
 process pays for taking the send off the agent's thread (the --flush-ab mode `agent-linger` shows what the
-agent's thread saves).
+agent's thread saves). `foldsender`: likewise, B's turns handed to the probe's hand-off thread, woken by
+a lock's release (engine.probe.handoff; `--flush-ab ... --flush-modes agent,agent-sender` and
+`--publish-split ... --split-sender` show the agent's thread's side).
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -379,10 +381,13 @@ def publish_cost(server: ProbeServer, n: int = 20_000) -> float:
 
 def thread_cpu(server: ProbeServer) -> float:
     """CPU seconds used so far by the probe's I/O thread (its POSIX per-thread CPU clock)."""
-    t = server._thread
-    if t is None or t.ident is None or not t.is_alive():
-        return 0.0
-    return time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    total = 0.0
+    # With its hand-off thread (engine.probe.handoff), which sends a paced agent's turns: both are the probe's.
+    for t in (server._thread, getattr(server, "_handoff_thread", None)):
+        if t is None or t.ident is None or not t.is_alive():
+            continue
+        total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    return total
 
 
 def read_line(reader: subprocess.Popen[str], server: ProbeServer, timeout: float = 60.0) -> str:
@@ -779,11 +784,14 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # foldcoalesce: likewise, A's every turn sent at its close (fold_coalesce 0, as before fold34), B's
         # closes within FOLD_COALESCE of the last send held for the next (agent_send.FOLD_COALESCE).
         proc_a = None
-        ab = subject in ("foldpath", "foldcoalesce", "foldlinger")
+        ab = subject in ("foldpath", "foldcoalesce", "foldlinger", "foldsender")
         if subject == "foldpath":
             a[0].fold_straight = False
         if subject == "foldcoalesce":
             a[0].fold_coalesce = 0.0
+        if subject == "foldsender":  # A's turns sent on the agent's thread, B's by the hand-off thread
+            b[0].handoff = True
+            b[0]._start_handoff()
         if subject == "foldlinger":  # A's turns sent on the agent's thread, B's by the I/O thread's burst
             b[0].quiet_linger = LINGER
         if ab:
@@ -1169,6 +1177,12 @@ def flush_ab(args: argparse.Namespace) -> None:
             linger = getattr(server, "quiet_linger", 0.0)
             if lingering:
                 server.quiet_linger = LINGER
+            # The straight path's turn handed to the probe's hand-off thread, woken by a lock's release
+            # (engine.probe.handoff), not sent on the agent's thread.
+            sender = "sender" in tags and hasattr(server, "handoff")
+            if sender:
+                server.handoff = True
+                server._start_handoff()
             events = "events" in tags and hasattr(server, "_stand_in")
             if events:  # elided events wait in the queue themselves, not a stand-in each
                 server._stand_in = None
@@ -1205,6 +1219,8 @@ def flush_ab(args: argparse.Namespace) -> None:
                 del server._send_here  # type: ignore[method-assign]
             if lingering:
                 server.quiet_linger = linger
+            if sender:
+                server.handoff = False
             if events:
                 from engine.probe.elide import ELIDED_STAND_IN
 
@@ -1973,6 +1989,9 @@ def publish_split(args: argparse.Namespace) -> None:
     agent: dict[str, list[float]] = {"none": [], "reader": []}
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
+        if args.split_sender:  # the turn handed to the hand-off thread (engine.probe.handoff)
+            server.handoff = True
+            server._start_handoff()
         cur: dict[str, float] = {}
         publish = server.publish
 
@@ -2138,7 +2157,7 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst): what each adds to a turn, two Pipelines' "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")
@@ -2177,6 +2196,12 @@ def main() -> None:
         help="turns each followed by this much sleep: the least shipping the turn's trace can cost (see above)",
     )
     ap.add_argument("--publish-cost", action="store_true", help="publish()'s own cost on the agent's thread (see above)")
+    ap.add_argument(
+        "--split-sender",
+        action="store_true",
+        help="--publish-split: the straight path's turn handed to the probe's hand-off thread (engine.probe.handoff); "
+        "its pieces are then that thread's, on the wall clock",
+    )
     ap.add_argument(
         "--publish-split",
         type=float,
@@ -2219,7 +2244,8 @@ def main() -> None:
         "-bracketed (every Pipeline call calls hold() and flush(), as before publish served quiet clients), "
         "-handoff (nothing sent on the agent's thread: each event to send wakes the I/O thread, which "
         "encodes it there), -linger (the turns handed to the I/O thread's lingering burst, several a pass: "
-        "ProbeServer.quiet_linger = LINGER)",
+        "ProbeServer.quiet_linger = LINGER), -sender (the turn handed to the probe's hand-off thread, woken by a "
+        "lock: engine.probe.handoff)",
     )
     ap.add_argument(
         "--follow-latency",

@@ -124,7 +124,9 @@ process -29.8 us a turn [95% -41.4, -16.1] (0.978) against the agent's thread se
 reader, turns 0.5 s apart (`--flush-ab 0.5 --flush-modes agent,agent-linger`): the probe's part of the
 agent's thread 90.5 -> 42.2 us a turn (4.93% -> 2.26%; 17.6 us, 0.83%, in an earlier run), the probe
 thread 14 -> 157 us a turn. Off by default: one run each, the inspector then sees a paced agent's turn up
-to quiet_linger late, and the elided reader's process cost rises.
+to quiet_linger late, and the elided reader's process cost rises. The turn handed at once to a thread
+of the probe's own, woken by a lock's release (the cheapest wake-up measured here), is engine.probe.handoff
+(opt-in too, for the same reason: the process pays more than the agent's thread saves).
 """
 
 from __future__ import annotations

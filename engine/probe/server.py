@@ -104,10 +104,10 @@ from engine.probe.agent_send import (
     LONG_WAIT,
     OUTCOME_KINDS,
     TURN_GAP,
-    AgentSend,
 )
 from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
+from engine.probe.handoff import Handoff
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
 from engine.probe.loop import FLUSH_MAX, JOIN_SLACK
 from engine.probe.optin import (
@@ -138,7 +138,7 @@ __all__ = [
 ]
 
 
-class ProbeServer(AgentSend):
+class ProbeServer(Handoff):
     """Serve the journal of this process over `<runtime_dir>/<pid>.sock`. See the module docstring."""
 
     def __init__(
@@ -162,6 +162,7 @@ class ProbeServer(AgentSend):
         self._init_admission()
         self._init_loop()
         self._init_agent_send()
+        self._init_handoff()
         self._hello = dict(hello)
         self._snapshot = snapshot
         self._runtime_dir = runtime_dir
@@ -313,8 +314,12 @@ class ProbeServer(AgentSend):
             pending.append(event if frame is None or self.redact else (event, frame))
             if quiet_only:
                 c = self._ring_one
-                if c is not None and (self._fold_now(c) if c.fold else self._ring_now(event, frame)):
-                    return  # (the one ring client's straight path: see agent_send)
+                if c is not None:
+                    if self.handoff and self._handoff_thread is not None:
+                        self._hand_off()  # (the straight path on the hand-off thread: see handoff)
+                        return
+                    if self._fold_now(c) if c.fold else self._ring_now(event, frame):
+                        return  # (the one ring client's straight path: see agent_send)
                 self._send_now()
                 return
             if type(event) is not dict or event.get("k") not in self._defer_kinds:
@@ -348,6 +353,7 @@ class ProbeServer(AgentSend):
             self._teardown()  # never started: nothing runs that could race us
             return
         self._wake()
+        self._stop_handoff(JOIN_SLACK)
         if t is not threading.current_thread():
             t.join(timeout=FLUSH_MAX + JOIN_SLACK)
         if t.is_alive():
@@ -391,6 +397,9 @@ class ProbeServer(AgentSend):
         self._pass_lock = threading.Lock()  # likewise (the I/O thread holds it for each pass)
         self._held = False
         self._wake_w = None
+        self._handoff_thread = None  # (did not survive the fork either)
+        self._kick = threading.Lock()
+        self._kick.acquire()
         self._pending = deque(maxlen=1)
         self._clients = {}
 
