@@ -23,6 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from engine.trace_schema import Trace, TraceSection
+from panels.border_note import set_border_subtitle
 from panels.fmt import fit_cells, one_line, tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.provider_scale import learned, prompt_count
@@ -215,7 +216,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
             return
         note = scale_note(self._trace, self.size.width - 4)
         if note != (self.border_subtitle or ""):
-            self.border_subtitle = note
+            set_border_subtitle(self, note)  # (the border's row alone: panels/border_note.py)
 
     def on_resize(self) -> None:
         self._say_scale()
