@@ -30,7 +30,7 @@ from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.config import PipelineConfig
 from engine.errors import ContextPipeError
 from engine.hashing import sha256_hex
-from engine.optimize import OptimizeResult, optimize, trim_sections
+from engine.optimize import RULES, OptimizeResult, optimize, trim_sections
 from engine.optimize import markers as marker_rule
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
@@ -153,6 +153,26 @@ _POLICY_GATES: tuple[str, ...] | None = (
 )
 
 
+# The rules optimize runs whatever the gates say (the budget guarantee, the markers): with every other
+# gate closed, a wave-1 build's request is what these make of the assembly (see closed_wave1).
+_ALWAYS_ON = tuple(r for r in RULES if r.gate is None)
+
+
+def closed_wave1(cfg: PipelineConfig) -> bool:
+    """Whether a wave-1 build under `cfg` has every gated rule closed, so `SimBuilder` may run only the
+    always-on rules. Read from Pipeline.decide and optimize: wave 1 plans the whole conversation and
+    runs `optimize` over it; a closed gate's rule only dry-runs (on a copy of the context, with no side
+    effects: it measures what it would have saved for the trace's skipped steps) and the assembly goes
+    on unchanged, with no action and no marker. What is left is the always-on rules over the same
+    assembly in the same context: the same request, markers and actions, without a walk per closed rule
+    over the whole conversation (the peers' uncompacted view of a session-wide what-if, every turn:
+    about a quarter of that build on a 930-turn session, and more as it grows)."""
+    if cfg.policy.name != WAVE1:
+        return False
+    lim = cfg.limits
+    return not any(getattr(lim, r.gate) for r in RULES if r.gate is not None)
+
+
 def closed_uncut(cfg: PipelineConfig, st: CompactionState) -> bool:
     """Whether cost_aware.run's request under `cfg` from state `st` is the budget guarantee and the
     markers applied to the assembled conversation, its state `st` (so `SimBuilder` may build it so).
@@ -185,6 +205,7 @@ class SimBuilder:
         # closed_uncut's answer for a config with a state that has no cut, by config (simulate derives a
         # column's config once and builds every turn with it; held, so its id is not reused).
         self._uncut: dict[int, tuple[PipelineConfig, bool]] = {}
+        self._wave1: dict[int, tuple[PipelineConfig, bool]] = {}  # closed_wave1's answers, likewise
         # The closed builds' history cut from carried running sums (closed_cut.py); False: through
         # trim_sections over the whole conversation every build (the reference the tests hold it to).
         self._cut = ClosedCut() if carry_cut else None
@@ -210,6 +231,18 @@ class SimBuilder:
                 blocks, others = ser.blocks_apart(asm, marks, m, apart)
                 return SimBuilt(blocks, actions, list(pipe.flipped), ceiling, st, asm, m, others)
             return SimBuilt(ser.blocks(asm, marks, m), actions, list(pipe.flipped), ceiling, st, asm, m)
+        if self.closed_fast and self._wave1_cfg(cfg):
+            asm = pipe.assembled(bound)  # as decide assembles for wave 1: the whole conversation
+            the_plan = pipe.planned(cfg, asm)
+            res = optimize(asm, pipe.optimize_context(cfg, the_plan), _ALWAYS_ON)
+            rest: tuple[Block, ...] | None = None  # the Blocks not of `apart`
+            if apart is not None:
+                blocks, rest = ser.blocks_apart(res.asm, res.markers, m, apart)
+            else:
+                blocks = ser.blocks(res.asm, res.markers, m)
+            actions = [str(a["step"]) for a in res.actions]
+            # Wave 1 keeps no compaction state (decide hands back None).
+            return SimBuilt(blocks, actions, list(pipe.flipped), the_plan.ceiling, None, res.asm, m, rest)
         # defer_texts: a held turn's pay-back and reason texts are only the trace's (Decided.finish, never
         # called here): simulate reads the steps taken, the state and the request, not why a cut waited.
         d = pipe.decide(bound, cfg, state, cache, lean=True, defer_texts=True)
@@ -227,6 +260,15 @@ class SimBuilder:
             m,
             apart_blocks,
         )
+
+    def _wave1_cfg(self, cfg: PipelineConfig) -> bool:
+        """closed_wave1(cfg), remembered by config (as _uncut_cfg)."""
+        hit = self._wave1.get(id(cfg))
+        if hit is None or hit[0] is not cfg:
+            if len(self._wave1) >= 16:
+                self._wave1.clear()
+            hit = self._wave1[id(cfg)] = (cfg, closed_wave1(cfg))
+        return hit[1]
 
     def _uncut_cfg(self, cfg: PipelineConfig) -> bool:
         """closed_uncut(cfg, st) for any state `st` with no cut (what it reads of the config), remembered."""
