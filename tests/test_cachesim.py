@@ -579,10 +579,12 @@ def test_deepseek_restamping_seen_in_place_keeps_its_order(
 class _AllKnownChain(_KeyChain):
     """A chain that reports every key of a call as met before it: lookups never stop early."""
 
-    def take(self, blocks: Any, check_order: bool = False) -> tuple[list[int], list[int]]:
-        keys, cum = super().take(blocks, check_order)
+    def take_raw(
+        self, blocks: Any, check_order: bool = False, shared: int | None = None
+    ) -> tuple[list[int], list[int], int]:
+        keys, raw, base = super().take_raw(blocks, check_order, shared)
         self.old = len(keys)
-        return keys, cum
+        return keys, raw, base
 
 
 @settings(max_examples=300, deadline=None)

@@ -31,10 +31,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from itertools import accumulate, compress, count, repeat
+from dataclasses import dataclass, field
+from itertools import accumulate, compress, count, islice, repeat
 from operator import add, attrgetter, is_, is_not, ne
-from typing import Any
+from typing import Any, cast
 
 from engine.common_prefix import common_prefix_len
 from engine.errors import ContextPipeError
@@ -79,6 +79,11 @@ class Call:
     # When the response finished. DeepSeek units become usable only then; None means "before the next
     # call in the sequence" (an agent loop waits for each reply).
     completed_at: float | None = None
+    # How many leading blocks are the previous call's own Block objects (the previous call this
+    # simulator stepped), when the caller knows it (simulate builds each request from the last one's
+    # blocks: it found this already). Lets the simulator skip comparing the shared prefix again: a call
+    # then costs what it adds, not the request's length. None: found by comparing the blocks.
+    shared: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def input_tokens(self) -> int:
@@ -306,21 +311,26 @@ class _KeyChain:
         self.blocks: tuple[Block, ...] = ()
         self.shas: list[str] = []  # the blocks' hashes (extended and cut in place)
         self.keys: list[Key] = [0]
-        self.cum: list[int] = [0]
+        # The running token sums, as raw[j] + base (see _Sums): a shifted request's stretch keeps the
+        # previous call's raw sums as they are and moves `base`, not every sum in it.
+        self.raw: list[int] = [0]
+        self.base = 0
         self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
         # keys[:old] of the last take were in the table before it; keys[old:] were handed out by it. A
         # prefix first met in this call is in no policy's dict yet: lookups can stop at `old`.
         self.old = 1
         self.common = 0  # the last take's blocks[:common] (keys[: common + 1]) were the take's before it
         # The last call of each of the last EARLIER_CALLS lines, by the block where the line parted from
-        # the call before it (id -> (that position, blocks, keys, sums, checked)); a line is a
+        # the call before it (id -> (that position, blocks, keys, raw sums, base, checked)); a line is a
         # call and the calls after it that keep its start.
         # A window that comes back to where an earlier call's started (clear_tool_uses past its window:
         # the start moves back and on by a round or two) sends again most of that call's prefix: its
         # keys and sums are that call's, copied, where walking the intern table's runs of that prefix
         # (one per call that went that way) cost ~3-4 ms a call. Held by the blocks' ids: each state
         # keeps its blocks alive, so an id names the one block while it is here.
-        self._earlier: dict[int, tuple[int, tuple[Block, ...], list[Key], list[int], bool]] = {}
+        # A call that goes on the last call's line extends that call's lists in place (see take_raw):
+        # they are then held by this chain and by that line's entry only, which the call replaces.
+        self._earlier: dict[int, tuple[int, tuple[Block, ...], list[Key], list[int], int, bool]] = {}
         self._line = 0  # where the last call's line parted (see _done)
 
     def keys_for(self, blocks: Sequence[Block]) -> list[Key]:
@@ -328,10 +338,31 @@ class _KeyChain:
 
     def take(self, blocks: Sequence[Block], check_order: bool = False) -> tuple[list[Key], list[int]]:
         """(keys, cumulative tokens) of `blocks`; with check_order, first `_check_order`'s check. Raises
-        as `_check_order` and `_cumulative` do, for the same block."""
+        as `_check_order` and `_cumulative` do, for the same block. Lists of the caller's own (take_raw's
+        change in place on the next call)."""
+        keys, raw, base = self.take_raw(blocks, check_order)
+        return list(keys), [x + base for x in raw]
+
+    def take_raw(
+        self, blocks: Sequence[Block], check_order: bool = False, shared: int | None = None
+    ) -> tuple[list[Key], list[int], int]:
+        """take(blocks), as (keys, raw, base): the cumulative tokens are raw[j] + base. The lists are the
+        chain's own, valid until its next call. `shared`: blocks[:shared] are the previous call's own
+        Block objects (Call.shared); None: found by comparing."""
         blocks = tuple(blocks)
         prev = self.blocks
-        common = shared_prefix_len(prev, blocks)
+        if shared is None:
+            common = shared_prefix_len(prev, blocks)
+        else:
+            common = min(shared, len(prev), len(blocks))
+            # A cheap guard on the caller's word (its last shared block): the prefix's own comparison
+            # is what the hint saves.
+            if (
+                common
+                and prev[common - 1] is not blocks[common - 1]
+                and prev[common - 1] != blocks[common - 1]
+            ):
+                common = shared_prefix_len(prev, blocks)
         back = self._from_earlier(blocks, common, check_order)
         if back is not None:
             return back
@@ -355,43 +386,60 @@ class _KeyChain:
         if (tokens and min(tokens) < 0) or (after and min(after) < 0):
             b = next(b for b in (*head, *tail) if b.tokens < 0)
             raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        # Nothing is changed above this line: a call that raises leaves the chain as it was.
         shas = self.shas
+        prev_raw, base = self.raw, self.base
+        known = self.ids.next
         if m:
             new_shas = list(map(_SHA, head))
             new_shas += shas[a : a + m]
             new_shas += map(_SHA, tail)
+            keys = _extend_keys(self.keys[: common + 1], new_shas, self.ids)
+            raw = prev_raw[: common + 1]
+            raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
+            d = raw[-1] - prev_raw[a]  # what the stretch's sums move by here
+            if d and m > len(raw):
+                # The stretch is most of the call: its raw sums are the previous call's as they are, and
+                # the base moves by d; the few before it are taken down by d instead.
+                raw = [x - d for x in raw]
+                base += d
+                raw += prev_raw[a + 1 : a + m + 1]
+            elif d:
+                raw += map(add, prev_raw[a + 1 : a + m + 1], repeat(d))
+            else:
+                raw += prev_raw[a + 1 : a + m + 1]
+            raw += islice(accumulate(after, initial=raw[-1]), 1, None)
         else:
             new_shas = list(map(_SHA, new))
-        known = self.ids.next
-        keys = _extend_keys(self.keys[: common + 1], new_shas, self.ids)
+            if self._line < common and 2 * common >= len(prev) and prev[self._line] is blocks[self._line]:
+                # On the last call's line (see _done): its lists are this chain's and that line's entry's
+                # only, and the entry is replaced by this call's. Cut and extended in place: a call that
+                # appends costs what it appends, not a copy of every key and sum before it.
+                keys, raw = self.keys, prev_raw
+                del keys[common + 1 :], raw[common + 1 :]
+            else:
+                keys, raw = self.keys[: common + 1], prev_raw[: common + 1]
+            keys = _extend_keys(keys, new_shas, self.ids)
+            raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
         # The keys handed out are the last ones (after the first prefix not in the table, every one is new).
         old = len(keys) - (self.ids.next - known)
-        prev_cum = self.cum
-        cum = prev_cum[: common + 1]
-        cum += accumulate(tokens, initial=cum[-1])
-        del cum[common + 1]  # accumulate repeats its initial value
-        if m:
-            # The stretch's sums are the previous call's, less what preceded it there, plus what does here.
-            cum += map(add, prev_cum[a + 1 : a + m + 1], repeat(cum[-1] - prev_cum[a]))
-            cum += accumulate(after, initial=cum[-1])
-            del cum[common + h + m + 1]
         del shas[common:]
         shas += new_shas
-        self._done(blocks, common, keys, cum, shas, check_order, old)
-        return keys, cum
+        self._done(blocks, common, keys, raw, base, shas, check_order, old)
+        return keys, raw, base
 
     def _from_earlier(
         self, blocks: tuple[Block, ...], common: int, check_order: bool
-    ) -> tuple[list[Key], list[int]] | None:
-        """take(blocks) from an earlier call (not the last one) that parted from its own previous call
-        at the block this one parts at, when it shares most of what follows with this one: its keys,
+    ) -> tuple[list[Key], list[int], int] | None:
+        """take_raw(blocks) from an earlier call (not the last one) that parted from its own previous
+        call at the block this one parts at, when it shares most of what follows with this one: its keys,
         sums and hashes as far as the two agree, then the rest read. None when there is none such."""
         if common >= len(blocks) - STRETCH_MIN:
             return None
         got = self._earlier.get(id(blocks[common]))
         if got is None or got[0] != common or got[1][common] is not blocks[common]:
             return None
-        _, eb, ekeys, ecum, echecked = got
+        _, eb, ekeys, eraw, ebase, echecked = got
         c = shared_prefix_len(eb, blocks)
         rest = blocks[c:]
         if c - common < len(rest) or c - common < STRETCH_MIN:
@@ -410,18 +458,18 @@ class _KeyChain:
         known = self.ids.next
         keys = _extend_keys(ekeys[: c + 1], shas[c:], self.ids)
         old = len(keys) - (self.ids.next - known)
-        cum = ecum[: c + 1]
-        cum += accumulate(tokens, initial=cum[-1])
-        del cum[c + 1]  # accumulate repeats its initial value
-        self._done(blocks, common, keys, cum, shas, check_order, old)
-        return keys, cum
+        raw = eraw[: c + 1]
+        raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
+        self._done(blocks, common, keys, raw, ebase, shas, check_order, old)
+        return keys, raw, ebase
 
     def _done(
         self,
         blocks: tuple[Block, ...],
         common: int,
         keys: list[Key],
-        cum: list[int],
+        raw: list[int],
+        base: int,
         shas: list[str],
         checked: bool,
         old: int,
@@ -429,16 +477,37 @@ class _KeyChain:
         """Carry this call's figures to the next, and keep them by where its line parted (see _earlier)."""
         # A call that keeps most of the last one (appends, or edits near the end) goes on its line: kept
         # under the line's start in the last call's place. Else (a window that moved) it starts a line
-        # where it parted from the last call.
+        # where it parted from the last call. (take_raw's in-place test is this one's first branch.)
         at = self._line if self._line < common and 2 * common >= len(self.blocks) else common
-        self.blocks, self.keys, self.cum, self.shas, self.order_checked = blocks, keys, cum, shas, checked
+        self.blocks, self.keys, self.raw, self.base = blocks, keys, raw, base
+        self.shas, self.order_checked = shas, checked
         self.old, self.common, self._line = old, common, at
         if at < len(blocks):
             earlier = self._earlier
             earlier.pop(id(blocks[at]), None)
-            earlier[id(blocks[at])] = (at, blocks, keys, cum, checked)
+            earlier[id(blocks[at])] = (at, blocks, keys, raw, base, checked)
             if len(earlier) > EARLIER_CALLS:
                 del earlier[next(iter(earlier))]
+
+
+class _Sums:
+    """Cumulative token sums read as raw[j] + base (see _KeyChain.take_raw): what a policy indexes."""
+
+    __slots__ = ("raw", "base")
+
+    def __init__(self, raw: list[int], base: int) -> None:
+        self.raw, self.base = raw, base
+
+    def __getitem__(self, j: int) -> int:
+        return self.raw[j] + self.base
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+def _sums(raw: list[int], base: int) -> Sequence[int]:
+    # (Indexed and measured only, as a Sequence of the sums.)
+    return cast(Sequence[int], _Sums(raw, base)) if base else raw
 
 
 # Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
@@ -592,13 +661,14 @@ class _AnthropicPolicy(_Policy):
     def _default_min(self, model: str) -> int:
         return anthropic_min(model)
 
-    def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
+    def _cacheable(self, bps: list[int], cum: Sequence[int]) -> list[int]:
         """Breakpoint boundaries (prefix lengths in blocks) that meet the minimum length."""
         return [j for j in bps if cum[j] >= self.min_tokens]
 
     def step(self, call: Call) -> CallCache:
         blocks = call.blocks
-        keys, cum = self._chain.take(blocks, check_order=True)
+        keys, raw, base = self._chain.take_raw(blocks, True, call.shared)
+        cum = _sums(raw, base)
         total = cum[-1]
         now = call.timestamp
         bps = [i + 1 for i, b in enumerate(blocks) if b.breakpoint]
@@ -670,7 +740,7 @@ class _BedrockPolicy(_AnthropicPolicy):
     def _default_min(self, model: str) -> int:
         return bedrock_min(model)
 
-    def _cacheable(self, bps: list[int], cum: list[int]) -> list[int]:
+    def _cacheable(self, bps: list[int], cum: Sequence[int]) -> list[int]:
         out: list[int] = []
         prev = 0
         for j in bps:
@@ -704,7 +774,8 @@ class _OpenAIPolicy(_Policy):
         self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
 
     def step(self, call: Call) -> CallCache:
-        keys, cum = self._chain.take(call.blocks)
+        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared)
+        cum = _sums(raw, base)
         total = cum[-1]
         now = call.timestamp
         if now < self.last_now:
@@ -973,7 +1044,8 @@ class _DeepSeekPolicy(_Policy):
             self.units[key] = u
 
     def step(self, call: Call) -> CallCache:
-        keys, cum = self._chain.take(call.blocks)
+        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared)
+        cum = _sums(raw, base)
         # keys[old:] were first met in this call (a long session's sliding window: most of each request):
         # no unit and no `seen` entry can have them, so neither is looked up past there.
         old = self._chain.old
