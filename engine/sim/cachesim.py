@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, islice, repeat
 from operator import add, attrgetter, is_, is_not, ne
 from typing import Any, cast
@@ -320,6 +320,9 @@ class _KeyChain:
         # prefix first met in this call is in no policy's dict yet: lookups can stop at `old`.
         self.old = 1
         self.common = 0  # the last take's blocks[:common] (keys[: common + 1]) were the take's before it
+        # The keys the last take cut from the list it extended in place (the one before it's keys after
+        # keys[common]), else None (the take made a new list; the one before it's is as it was).
+        self.cut: list[Key] | None = None
         # The last call of each of the last EARLIER_CALLS lines, by the block where the line parted from
         # the call before it (id -> (that position, blocks, keys, raw sums, base, checked)); a line is a
         # call and the calls after it that keep its start.
@@ -368,6 +371,7 @@ class _KeyChain:
             return back
         new = blocks[common:]
         h, a, m = find_stretch(prev, new, common)
+        cut: list[Key] | None = None  # what an in-place extension cut from the last call's keys
         # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
         # order and count checks in an earlier call, as one run of the sequence they are in here).
         head, tail = (new[:h], new[h + m :]) if m else (new, ())
@@ -416,6 +420,7 @@ class _KeyChain:
                 # only, and the entry is replaced by this call's. Cut and extended in place: a call that
                 # appends costs what it appends, not a copy of every key and sum before it.
                 keys, raw = self.keys, prev_raw
+                cut = keys[common + 1 :]
                 del keys[common + 1 :], raw[common + 1 :]
             else:
                 keys, raw = self.keys[: common + 1], prev_raw[: common + 1]
@@ -426,6 +431,7 @@ class _KeyChain:
         del shas[common:]
         shas += new_shas
         self._done(blocks, common, keys, raw, base, shas, check_order, old)
+        self.cut = cut
         return keys, raw, base
 
     def _from_earlier(
@@ -461,6 +467,7 @@ class _KeyChain:
         raw = eraw[: c + 1]
         raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
         self._done(blocks, common, keys, raw, ebase, shas, check_order, old)
+        self.cut = None
         return keys, raw, ebase
 
     def _done(
@@ -961,7 +968,10 @@ class _DeepSeekPolicy(_Policy):
         # newest entries) and every other one (`_held`, prefix -> last time, kept as runs of keys: see
         # engine/sim/held_prefixes.py). No key is in both.
         self._held = HeldPrefixes()
-        self._live: list[Key] = []
+        # The last call's prefixes are its keys[1:], held as the chain's list itself (no copy a call):
+        # the next call's take may cut and extend that list in place, and then says what it cut
+        # (_KeyChain.cut, see _last_live). None: no live prefixes (none sent, or expired).
+        self._live_keys: list[Key] | None = None
         self._live_at = -math.inf
         self.requests = 0
         self.last_now = -math.inf
@@ -974,6 +984,21 @@ class _DeepSeekPolicy(_Policy):
     def seen(self) -> dict[Key, float]:
         """Every prefix any request has sent -> when it was last sent, in order of last use."""
         return {**dict(self._held.items()), **dict.fromkeys(self._live, self._live_at)}
+
+    @property
+    def _live(self) -> list[Key]:
+        """The last call's prefixes (between calls)."""
+        return [] if self._live_keys is None else self._live_keys[1:]
+
+    def _last_live(self, keys: list[Key]) -> list[Key]:
+        """The last call's prefixes as they were, during this call's step (`keys`: this call's)."""
+        lv = self._live_keys
+        if lv is None:
+            return []
+        if lv is keys:  # this call's take cut and extended the last call's list in place
+            c, cut = self._chain.common, self._chain.cut
+            return keys[1 : c + 1] + (cut or [])
+        return lv[1:]
 
     # `seen` as the step reads and writes it. A call re-sends most of the last call's prefixes, and
     # each of them moves to the end of `seen`, stamped with this call's time: done entry by entry
@@ -990,20 +1015,34 @@ class _DeepSeekPolicy(_Policy):
         self._held.expire(now, ttl, self.ordered)
         # The last call's prefixes share one time, and in time order no held entry is newer: if any
         # held entry is still live, so are they (in order, the scan above stopped before them).
-        if self._live and now - self._live_at > ttl:
-            self._live = []
+        if self._live_keys is not None and now - self._live_at > ttl:
+            self._live_keys = None
 
-    def _seen_shared(self, fresh: list[Key]) -> int:
-        """How many of `fresh`'s first prefixes are the last call's (its first ones, in order). Past
-        there no prefix of `fresh` is one of the last call's: a key is one prefix, of one length, and
-        at the first difference the two have different blocks at the same position. So equal keys at
-        a position mean equal keys at every position before it: the boundary is found by bisection on
-        single keys, not by comparing slices (a sliding window's call parts at its first message)."""
-        live = self._live
-        lo, hi = 0, min(len(live), len(fresh))  # live[:lo] == fresh[:lo]; they differ at hi, if there
+    def _seen_shared(self, keys: list[Key]) -> int:
+        """How many of this call's first prefixes (keys[1:]) are the last call's (its first ones, in
+        order). Past there no prefix of this call is one of the last call's: a key is one prefix, of one
+        length, and at the first difference the two have different blocks at the same position. So
+        equal keys at a position mean equal keys at every position before it: the boundary is found by
+        bisection on single keys, not by comparing slices (a sliding window's call parts at its first
+        message). When this call's take extended the last call's list in place, its first
+        `_chain.common` prefixes are the last call's, and only what the take cut is compared."""
+        lv = self._live_keys
+        if lv is None:
+            return 0
+        if lv is keys:
+            c, cut = self._chain.common, self._chain.cut or []
+            lo, hi = 0, min(len(cut), len(keys) - 1 - c)  # cut[:lo] == keys[c + 1 : c + 1 + lo]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cut[mid] == keys[c + 1 + mid]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return c + lo
+        lo, hi = 0, min(len(lv), len(keys)) - 1  # lv[1 : 1 + lo] == keys[1 : 1 + lo]
         while lo < hi:
             mid = (lo + hi) // 2
-            if live[mid] == fresh[mid]:
+            if lv[mid + 1] == keys[mid + 1]:
                 lo = mid + 1
             else:
                 hi = mid
@@ -1016,17 +1055,23 @@ class _DeepSeekPolicy(_Policy):
             return max(hi - 1, 0)
         return self._held.longest(keys, hi, shared)
 
-    def _seen_stamp(self, fresh: list[Key], old: int, shared: int, now: float) -> None:
-        """Move every prefix of this call (`fresh`; fresh[old:] first handed out by it, in no dict) to
-        the end of `seen`, stamped `now`. The last call's prefixes it does not share keep their time
-        and stay where they are, before it."""
+    def _seen_stamp(self, keys: list[Key], old: int, shared: int, now: float) -> None:
+        """Move every prefix of this call (keys[1:]; keys[old + 1 :] first handed out by it, in no
+        dict) to the end of `seen`, stamped `now`. The last call's prefixes it does not share keep their
+        time and stay where they are, before it."""
         held = self._held
         if shared < old:
-            held.discard(fresh[shared:old])
-        live = self._live
-        if len(live) > shared:
-            held.add(live[shared:] if shared else live, self._live_at)
-        self._live, self._live_at = fresh, now
+            held.discard(keys[shared + 1 : old + 1])
+        lv = self._live_keys
+        if lv is not None:
+            if lv is keys:
+                c, cut = self._chain.common, self._chain.cut or []
+                dropped = cut[shared - c :]
+            else:
+                dropped = lv[shared + 1 :]
+            if dropped:
+                held.add(dropped, self._live_at)
+        self._live_keys, self._live_at = keys, now
 
     def _floor(self, n: int) -> int:
         return n - n % self.unit_tokens
@@ -1057,8 +1102,7 @@ class _DeepSeekPolicy(_Policy):
         ttl = self.ttl
         removed = _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
         self._seen_expire(now)
-        fresh = keys[1:]
-        shared = self._seen_shared(fresh)
+        shared = self._seen_shared(keys)
 
         added: list[tuple[int, Key]] = []  # the units this call writes inside its own prefix
         if self.persist == 1.0 and self.carry and self.ordered:
@@ -1102,7 +1146,7 @@ class _DeepSeekPolicy(_Policy):
                 m += self.interval
         if self._contained is not None:
             self._contained.written(added)
-        self._seen_stamp(fresh, old - 1, shared, now)
+        self._seen_stamp(keys, old - 1, shared, now)
         return CallCache(total, read, 0, total - read)
 
     def _read_carried(
@@ -1228,12 +1272,23 @@ class CacheSimulator:
         self.model = model
         self.options: dict[str, Any] = dict(options)
         self._policy = _POLICIES[p](model, dict(options))
+        # The last call raised: a caller's Call.shared counts from that call, which the simulator may
+        # not have taken in (a check failed before it was), so the next call's hint is not used.
+        self._raised = False
 
     def simulate(self, calls: Sequence[Call]) -> list[CallCache]:
-        return [self._policy.step(c) for c in calls]
+        return [self.step(c) for c in calls]
 
     def step(self, call: Call) -> CallCache:
-        return self._policy.step(call)
+        if self._raised and call.shared is not None:
+            call = replace(call, shared=None)
+        try:
+            out = self._policy.step(call)
+        except BaseException:
+            self._raised = True
+            raise
+        self._raised = False
+        return out
 
 
 def simulate_session(
