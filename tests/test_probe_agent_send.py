@@ -67,10 +67,10 @@ def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_i
             time.sleep(AGENT_WINDOW)  # the model call
         journal = list(pipe.journal.events)
         # The I/O thread slept through the six turns: none of them woke it (no fallback, every call sent
-        # its events itself). One pass of its own may fall in the window on a loaded machine (a CPU-budget
-        # rest from the two attaches ending: 2 against 1 in a fresh-clone CI run); a turn that woke it
-        # would wake it on every turn (six).
-        assert probe.wakeups <= passes + 1
+        # its events itself). Passes of its own may fall in the window on a loaded machine (CPU-budget
+        # rests from the two attaches ending: 2 against 1 in a fresh-clone CI run, 5 against 3 at load ~6);
+        # a turn that woke it would wake it on every turn (six more), so half that still tells them apart.
+        assert probe.wakeups <= passes + 3
         assert probe.agent_fallbacks == fallbacks
         assert probe.agent_sends >= 6 * 4  # every call sent its events itself
         assert got_lean == journal[n0:]  # each turn is the newest of its send: whole
