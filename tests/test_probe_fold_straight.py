@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from engine.probe.agent_send import AGENT_WINDOW
-from tests.support.fold_stream import assert_shown_as_sent, fold_stream
+from tests.support.fold_stream import assert_shown_as_sent, fold_stream, traced_turn_publishes
 from tests.test_probe_fold import _kinds, _turn
 
 
@@ -72,32 +72,12 @@ def test_a_paced_fold_turns_close_is_one_python_call_past_publish(rtdir: Path, r
         # Every turn sent at its close, as by an agent whose turns come further apart than FOLD_COALESCE
         # (tests/test_probe_fold_coalesce.py has the closer ones).
         probe.fold_coalesce = 0.0
-        calls: list[list[str]] = []
-        real = probe.publish
-
-        def traced(event: Any, frame: Any = None) -> None:
-            if event.get("k") not in ("turn_deferred", "turn"):  # (a recording agent builds its turns)
-                return real(event, frame)
-            names: list[str] = []
-            calls.append(names)
-
-            def profile(fr: Any, what: str, arg: Any) -> None:
-                if what == "call":
-                    names.append(fr.f_code.co_name)
-
-            sys.setprofile(profile)  # (this thread only: the I/O thread is not traced)
-            try:
-                return real(event, frame)
-            finally:
-                sys.setprofile(None)
-
-        probe.publish = traced
         sends = probe.agent_sends
         turns = list(range(2, 6))
-        for t in turns:
-            time.sleep(AGENT_WINDOW / 4)  # paced: a model call between turns
-            _turn(pipe, t)
-        del probe.publish
+        with traced_turn_publishes(probe) as calls:
+            for t in turns:
+                time.sleep(AGENT_WINDOW / 4)  # paced: a model call between turns
+                _turn(pipe, t)
         pipe.close_turn()
         view.wait_for(turns[-1])
         assert probe.agent_sends - sends == len(turns)

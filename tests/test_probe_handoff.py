@@ -11,7 +11,6 @@ woken for it; a hand-off thread that falls behind leaves the queue bounded, its 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from engine.probe.agent_send import AGENT_WINDOW
 from engine.probe.client import ProbeClient
 from engine.probe.loop import MAX_LATENCY
 from engine.probe.server import ProbeServer
-from tests.support.fold_stream import assert_shown_as_sent, fold_stream, wait_until
+from tests.support.fold_stream import assert_shown_as_sent, fold_stream, traced_turn_publishes, wait_until
 from tests.test_probe_fold import T, _turn
 
 
@@ -49,26 +48,6 @@ def test_a_paced_fold_turns_close_is_publish_and_a_lock_release_on_the_agents_th
             0.0  # every turn sent at its close (test_probe_fold_coalesce.py: the closer ones)
         )
         _handoff_thread(probe)
-        calls: list[list[str]] = []
-        real = probe.publish
-
-        def traced(event: Any, frame: Any = None) -> None:
-            if event.get("k") not in ("turn_deferred", "turn"):
-                return real(event, frame)
-            names: list[str] = []
-            calls.append(names)
-
-            def profile(fr: Any, what: str, arg: Any) -> None:
-                if what == "call":
-                    names.append(fr.f_code.co_name)
-
-            sys.setprofile(profile)  # (this thread only)
-            try:
-                return real(event, frame)
-            finally:
-                sys.setprofile(None)
-
-        probe.publish = traced
         c = probe._ring_one
         written, sends, wakeups, passes = (
             c.ring.written,
@@ -78,13 +57,13 @@ def test_a_paced_fold_turns_close_is_publish_and_a_lock_release_on_the_agents_th
         )
         turns = list(range(2, 6))
         lags = []
-        for t in turns:
-            time.sleep(AGENT_WINDOW / 4)  # paced: a model call between turns
-            _turn(pipe, t)
-            at = time.monotonic()
-            view.wait_for(t)
-            lags.append(time.monotonic() - at)
-        del probe.publish
+        with traced_turn_publishes(probe) as calls:
+            for t in turns:
+                time.sleep(AGENT_WINDOW / 4)  # paced: a model call between turns
+                _turn(pipe, t)
+                at = time.monotonic()
+                view.wait_for(t)
+                lags.append(time.monotonic() - at)
         assert len(calls) == len(turns)
         for names in calls:
             assert names == ["publish", "_hand_off"], names

@@ -25,7 +25,7 @@ from engine.policy.settings import WAVE1, PolicySettings
 from engine.recording.replay import Replayer
 from engine.sim.blocks import SimBuilder, closed_wave1
 from engine.sim.simulate import UNBOUNDED
-from tests.test_sim_closed_build import _session
+from tests.test_sim_closed_build import _session, observed
 from tests.test_simulate import COUNTER
 
 CLOSED = OptimizeLimits.all_closed()
@@ -51,19 +51,7 @@ def _wave1_columns(events: list[dict[str, Any]], closed_fast: bool, window: int)
                 builder.build(bound, pcfg),
                 builder.build(bound, full, apart="history"),
             ]
-            for b in built:
-                out.append(
-                    (
-                        b.blocks,
-                        b.others,
-                        b.actions,
-                        b.latch_flips,
-                        b.ceiling,
-                        b.state,
-                        tuple(b.asm),
-                        b.measure.total(b.asm),
-                    )
-                )
+            out.extend(observed(b) for b in built)
         pipe.fold(ev)
     return out
 

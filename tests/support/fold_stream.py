@@ -6,6 +6,7 @@ turn the inspector shows is the agent's own trace."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -74,6 +75,37 @@ def wait_until(cond: Callable[[], bool], what: str) -> None:
     while not cond():
         assert time.monotonic() < deadline, what
         time.sleep(0.005)
+
+
+@contextmanager
+def traced_turn_publishes(probe: Any) -> Iterator[list[list[str]]]:
+    """The Python calls each turn close's publish() makes on the agent's thread (the names, in order; one
+    list a close), while the block runs. sys.setprofile traces this thread only: the probe's own threads
+    are not traced. A recording agent builds its turns, so both closing kinds count."""
+    calls: list[list[str]] = []
+    real = probe.publish
+
+    def traced(event: Any, frame: Any = None) -> None:
+        if event.get("k") not in ("turn_deferred", "turn"):
+            return real(event, frame)
+        names: list[str] = []
+        calls.append(names)
+
+        def profile(fr: Any, what: str, arg: Any) -> None:
+            if what == "call":
+                names.append(fr.f_code.co_name)
+
+        sys.setprofile(profile)
+        try:
+            return real(event, frame)
+        finally:
+            sys.setprofile(None)
+
+    probe.publish = traced
+    try:
+        yield calls
+    finally:
+        del probe.publish
 
 
 @dataclass
