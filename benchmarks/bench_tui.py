@@ -237,6 +237,18 @@ async def _app_run(path: Path, steps: int, spawned_at: float) -> dict[str, float
         if isinstance(message, TurnsReceived) and "received" not in first:
             first["received"] = time.perf_counter() - t0
 
+    # The first turns in hand: a recording's first chunk is read as the app mounts (SourceReader.start,
+    # since session 37) and only the rest comes as TurnsReceived messages; an older tree's comes as one.
+    start_reader = app.reader.start
+
+    def started() -> Any:
+        chunk = start_reader()
+        if chunk is not None and "received" not in first:
+            first["received"] = time.perf_counter() - t0
+        return chunk
+
+    app.reader.start = started  # type: ignore[method-assign]
+
     out: dict[str, float] = {"open_s": opened, "footer": float(src.reader.finished)}
     drawn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     display = app._display  # where a screen update goes to the terminal (headless: nowhere)
@@ -707,7 +719,7 @@ def main() -> None:
          f"p95 {a['dumps_p95_ms']:.2f} ms (CPU {a['dumps_cpu_p95_ms']:.2f}; ratio {a['ratio']:.1f}x)"),
         (f"(b) first frame, {b['turns']:,}-turn recording", f"{b['first_frame_s']:.3f} s", "< 1 s",
          f"from App start; from process start: CPU {b['first_frame_cpu_s']:.3f} s, wall "
-         f"{b['first_frame_from_spawn_s']:.3f} s (cf. bench_startup --only replay); first TurnsReceived {b['first_message_s']:.3f} s; all turns in {b['all_turns_s']:.3f} s"),
+         f"{b['first_frame_from_spawn_s']:.3f} s (cf. bench_startup --only replay); first turns in hand {b['first_message_s']:.3f} s; all turns in {b['all_turns_s']:.3f} s"),
         ("(c) inspector memory, same recording", f"{b['peak_rss_mb']:.0f} MB RSS", "< 300 MB",
          f"peak RSS incl. opening the last turn's content; tracemalloc peak {c['tracemalloc_peak_mb']:.0f} MB"),
         ("(d) one step (Right), UI-thread CPU, 120x40", f"{d['step_p50_ms']:.1f} ms p50",
