@@ -165,7 +165,10 @@ class LiveSource(ReplayingSource):
         self._asked: set[int] = set()  # fetched, not answered yet
         self._unavailable: set[int] = set()  # the agent answered that it has no such turn
         self.fetched = 0  # traces fetched (diagnostics, tests)
-        self.folded_turns = 0  # turns whose trace our fold rebuilt (fold stream; diagnostics, tests)
+        # The turns whose trace our fold rebuilt (fold stream; diagnostics, tests). A set: a held turn's
+        # marker can come both in a range answer (the backfill after idle) and on the stream, and both
+        # paths close it with the same fold result (_mark_folded, then _folded_turn): one turn, not two.
+        self._folded: set[int] = set()
         self.asked_traces = 0  # turns whose trace the fold stream had us ask the agent for (`trace N`)
         self._shown: int | None = None  # the turn full_trace was last asked for (None: not yet)
         # Attached to the snapshot's tail (see _connect): the journal before `_history_at` is fetched
@@ -311,6 +314,11 @@ class LiveSource(ReplayingSource):
                     raise
                 self._fold_refused, fold = True, False
 
+    @property
+    def folded_turns(self) -> int:
+        """How many turns our fold rebuilt (each once, whichever way its marker came)."""
+        return len(self._folded)
+
     def _fold_new(self) -> dict[int, Folded]:
         """Fold the events that joined `events` since the last call (under `_state`) into our own replay
         Pipeline (inspector.sources.live_fold), and hand back the turns they closed. On the fold stream
@@ -362,7 +370,7 @@ class LiveSource(ReplayingSource):
             self._by_turn[turn] = r.trace
             self._fill_placeholder(turn, r.trace)
             self._filled(turn, r.trace)
-            self.folded_turns += 1
+            self._folded.add(turn)
             return
         if turn in self._by_turn:  # (the agent sent it whole meanwhile)
             obj.clear()
@@ -394,7 +402,8 @@ class LiveSource(ReplayingSource):
             obj.update({"k": "turn", "turn": turn, "trace": trace})
             self._by_turn[turn] = trace
             self._fill_placeholder(turn, trace)
-            self.folded_turns += r is not None and r.trace is not None
+            if r is not None and r.trace is not None:
+                self._folded.add(turn)
             return trace
         view = _stand_in(turn)
         obj.clear()
