@@ -51,7 +51,7 @@ def _wave1_columns(events: list[dict[str, Any]], closed_fast: bool, window: int)
                 builder.build(bound, pcfg),
                 builder.build(bound, full, apart="history"),
             ]
-            out.extend(observed(b) for b in built)
+            out.extend((*observed(b), b.others) for b in built)  # (others last: [-1])
         pipe.fold(ev)
     return out
 
@@ -83,10 +83,10 @@ def test_the_closed_wave1_builds_cover_trims_and_markers() -> None:
     events = _session("anthropic", 16, [60, 150], 2, 5, 7)
     got = _wave1_columns(events, True, 6000)
     tight, peers = got[0::3], got[2::3]
-    assert sum("trim_sections" in g[2] for g in tight) >= 5
+    assert sum("trim_sections" in g[1] for g in tight) >= 5
     assert sum(any(b.marker for b in g[0]) for g in tight) >= 10
     assert sum(any(b.marker for b in g[0]) for g in peers) >= 10
-    assert all(g[1] for g in peers)  # the system and tool Blocks, apart
+    assert all(g[-1] for g in peers)  # the system and tool Blocks, apart
 
 
 def test_closed_wave1_only_with_every_gate_closed() -> None:
