@@ -118,6 +118,9 @@ call's clock reads subtracted; "rest" is its checks, lock and bookkeeping):
 
     .venv/bin/python benchmarks/bench_probe.py --publish-split 0.5 --rounds 4 --turns 8
     .venv/bin/python benchmarks/bench_probe.py --publish-split 0.2 --split-reader fold --untraced --rounds 4 --turns 8
+    .venv/bin/python benchmarks/bench_probe.py --publish-split 0.2 --split-reader fold --untraced --rounds 8 --turns 8 --split-marks
+
+(--split-marks: the fold ring's held marks once an event, as before, against once a burst, ring.MARK_GAP.)
 
 In paired mode every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool
 results: a 1-2 ms turn while the history is 70-230 turns long), warms it up --warmup turns (default
@@ -159,7 +162,9 @@ thread's lingering burst (ProbeServer.quiet_linger = LINGER, agent_send "Lingeri
 process pays for taking the send off the agent's thread (the --flush-ab mode `agent-linger` shows what the
 agent's thread saves). `foldsender`: likewise, B's turns handed to the probe's hand-off thread, woken by
 a lock's release (engine.probe.handoff; `--flush-ab ... --flush-modes agent,agent-sender` and
-`--publish-split ... --split-sender` show the agent's thread's side).
+`--publish-split ... --split-sender` show the agent's thread's side). `foldmarks`: a fold reader on both,
+A's every held event marked in its ring (the count stored once an event, as before), B's once a burst
+(ring.MARK_GAP).
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -784,11 +789,15 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # foldcoalesce: likewise, A's every turn sent at its close (fold_coalesce 0, as before fold34), B's
         # closes within FOLD_COALESCE of the last send held for the next (agent_send.FOLD_COALESCE).
         proc_a = None
-        ab = subject in ("foldpath", "foldcoalesce", "foldlinger", "foldsender")
+        # foldmarks: likewise, A's every held event marked in its ring (mark_gap 0, as before probe38),
+        # B's marked once a burst (ring.MARK_GAP).
+        ab = subject in ("foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks")
         if subject == "foldpath":
             a[0].fold_straight = False
         if subject == "foldcoalesce":
             a[0].fold_coalesce = 0.0
+        if subject == "foldmarks":
+            a[0].mark_gap = 0.0
         if subject == "foldsender":  # A's turns sent on the agent's thread, B's by the hand-off thread
             b[0].handoff = True
             b[0]._start_handoff()
@@ -1985,8 +1994,11 @@ def publish_split(args: argparse.Namespace) -> None:
             self.size = inner.size
 
     real = (agent_send.pack_payload_fast, agent_send.HEADER, RingWriter.write_frame)
-    kinds: dict[str, dict[str, list[float]]] = {"none": {}, "reader": {}}  # mode -> kind -> [us a turn by round]
-    agent: dict[str, list[float]] = {"none": [], "reader": []}
+    # --split-marks: the fold reader's blocks, one with every held event marked in its ring (`marks`:
+    # mark_gap 0, as before probe38), one marked once a burst (`reader`), in turn by rounds.
+    marks = bool(getattr(args, "split_marks", False))
+    kinds: dict[str, dict[str, list[float]]] = {"none": {}, "reader": {}, "marks": {}}  # mode -> kind -> [us a turn]
+    agent: dict[str, list[float]] = {"none": [], "reader": [], "marks": []}
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
         if args.split_sender:  # the turn handed to the hand-off thread (engine.probe.handoff)
@@ -2006,10 +2018,14 @@ def publish_split(args: argparse.Namespace) -> None:
         server.publish = timed_publish  # type: ignore[method-assign]
         run_block(step, 0, args.warmup)
         turn = args.warmup
-        sums: dict[str, dict[str, float]] = {"none": {}, "reader": {}}
-        spent = {"none": 0.0, "reader": 0.0}
-        for mode in ("none", "reader", "reader", "none"):
+        sums: dict[str, dict[str, float]] = {"none": {}, "reader": {}, "marks": {}}
+        spent = {"none": 0.0, "reader": 0.0, "marks": 0.0}
+        middle = (("marks", "reader") if rnd % 2 == 0 else ("reader", "marks")) if marks else ("reader", "reader")
+        for mode in ("none", *middle, "none"):
             reader = None if mode == "none" else attach_fold_reader(server) if fold else attach_reader(server, rt)
+            gap = server.mark_gap
+            if mode == "marks":
+                server.mark_gap = 0.0
             if reader is not None:
                 agent_send.pack_payload_fast = piece("encode (pack_payload_fast)", real[0])  # type: ignore[assignment]
                 agent_send.HEADER = _Header(real[1])  # type: ignore[assignment]
@@ -2037,6 +2053,7 @@ def publish_split(args: argparse.Namespace) -> None:
             turn += args.turns
             for k, v in cur.items():
                 sums[mode][k] = sums[mode].get(k, 0.0) + v
+            server.mark_gap = gap
             if reader is not None:
                 agent_send.pack_payload_fast, agent_send.HEADER, RingWriter.write_frame = real  # type: ignore[assignment, method-assign]
                 del server._take_pending, server._ring_now, server._fold_now  # type: ignore[method-assign]
@@ -2045,9 +2062,12 @@ def publish_split(args: argparse.Namespace) -> None:
                 stop_subject("foldreader" if fold else "reader", reader, server)
         pipe.close()
         for mode in sums:
-            agent[mode].append(spent[mode] / (2 * args.turns))
+            blocks = (1 if mode != "none" else 2) if marks else 2
+            if mode == "marks" and not marks:
+                continue
+            agent[mode].append(spent[mode] / (blocks * args.turns))
             for k, v in sums[mode].items():
-                kinds[mode].setdefault(k, []).append(v / (2 * args.turns) / 1e3)
+                kinds[mode].setdefault(k, []).append(v / (blocks * args.turns) / 1e3)
     med = statistics.median
     turn_us = med(agent["none"]) * 1e6
     print(
@@ -2064,6 +2084,21 @@ def publish_split(args: argparse.Namespace) -> None:
         f"  {'all':14s} reader {tot_r:6.1f}  none {tot_n:5.1f}  added {tot_r - tot_n:6.1f} "
         f"({(tot_r - tot_n) / turn_us * 100:.2f}% of the turn)"
     )
+    if marks:
+        print("every held event marked (mark_gap 0, before) against once a burst (now), us a turn by kind:")
+        tot_m = 0.0
+        for k in names:
+            m, r = med(kinds["marks"].get(k, [0.0])), med(kinds["reader"].get(k, [0.0]))
+            tot_m += m
+            print(f"  {k:14s} before {m:6.1f}  now {r:6.1f}  now - before {r - m:6.1f}")
+        diffs = [
+            sum(kinds["reader"][k][i] for k in kinds["reader"]) - sum(kinds["marks"][k][i] for k in kinds["marks"])
+            for i in range(args.rounds)
+        ]
+        print(
+            f"  {'all':14s} before {tot_m:6.1f}  now {tot_r:6.1f}  now - before {tot_r - tot_m:6.1f} "
+            f"(by round: {' '.join(f'{d:+.1f}' for d in diffs)})"
+        )
     counted = 2 * args.turns * args.rounds
     inner = 0.0
     straight = "_fold_now" if fold else "_ring_now"
@@ -2157,7 +2192,7 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread): what each adds to a turn, two Pipelines' "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")
@@ -2209,6 +2244,12 @@ def main() -> None:
         metavar="SECONDS",
         help="turns each followed by this much sleep: the probe's part of the agent's thread by publish kind and "
         "straight-path piece (see above)",
+    )
+    ap.add_argument(
+        "--split-marks",
+        action="store_true",
+        help="--publish-split: the reader's two blocks a round, one with every held event marked in the fold ring "
+        "(as before probe38), one marked once a burst (ring.MARK_GAP), their order alternating by rounds",
     )
     ap.add_argument(
         "--split-reader",

@@ -145,7 +145,7 @@ from engine.probe.elide import (
 from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, MAX_LATENCY, IOLoop
 from engine.probe.queues import Client
-from engine.probe.ring import RingWriter
+from engine.probe.ring import MARK_GAP, RingWriter
 from engine.recording import frames
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, encode_frame, pack_payload_fast
 
@@ -251,6 +251,9 @@ class AgentSend(IOLoop):
         # A fold client's turn that closes within this many seconds of the last send waits for the next
         # (FOLD_COALESCE; 0: every turn sent at its close, as before, for bench_probe's A/B).
         self.fold_coalesce = FOLD_COALESCE
+        # A held event within this many seconds of a fold ring's newest held mark, with no frame since,
+        # is not marked again (ring.MARK_GAP; 0: every held event marked, as before, for bench_probe's A/B).
+        self.mark_gap = MARK_GAP
         # Closes publish() held back for a fold client: coalesced so, or waiting for the next request
         # while the model is slow (see "Before a long wait"). Diagnostics, tests, benchmarks.
         self.fold_closes_held = 0

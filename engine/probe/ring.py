@@ -48,7 +48,12 @@ back (a ring frame with `"held": true`): at HELD_AT, a u64 count of events held 
 total written + 1 when the newest of them was held. The reader sees events held since the last frame
 exactly when that total is the current one (a frame written since carried them), and asks only then,
 once per count: an agent paced by its model journals nothing between a turn's close and its model's
-answer, and no longer answers a useless ask.
+answer, and no longer answers a useless ask. The count changes once a burst, not once an event: a held
+event within MARK_GAP of the newest mark, with no frame since, leaves the mark as it is. Each store ran
+cold after the model call or the tool run (the first of a burst ~10 us, each later one ~2-3 us: five a
+paced turn, ~20 us, bench_probe --publish-split --split-reader fold; the page is not what is cold, the
+code is: a private bytearray's first store of a burst costs the same), and the reader, which asks only
+after it has seen the count stay put for backfill_idle, learns nothing more from the later ones.
 
 Only a fold client's ring is marked (its ring frame says `"held": true`; others `false`, which a reader
 takes as no marks, as from an agent before them). A client of the quiet elided stream is never spared an
@@ -77,6 +82,12 @@ RING_SIZE = 256 * 1024
 _U64 = struct.Struct("<Q")
 HELD_AT = 16  # events held (u64), then the total written + 1 when the newest was held (u64)
 _HELD = struct.Struct("<QQ")
+# A held event within MARK_GAP seconds of the ring's newest mark, with no frame written since, is not
+# marked again (see "Held events"). A reader asks only after backfill_idle of quiet from when it saw the
+# count change, so such an event was journaled before any ask that mark can prompt, and the answer (read
+# from the journal) holds it. Under the reader's own resolution: it looks at the count at most every
+# engine.probe.poll.POLL_MIN (16 ms), so the quiet it measures moves by less than it can tell.
+MARK_GAP = 0.01
 # No shrinking (SIGBUS for the writer), no growing, and no further seals (F_SEAL_WRITE cannot be added
 # anyway while the agent's writable mapping exists; F_SEAL_SEAL closes the question).
 _SEALS = (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL) if hasattr(fcntl, "F_ADD_SEALS") else 0
@@ -91,7 +102,9 @@ class RingWriter:
     """The agent's side: create the sealed memfd and write frames into it. `fd` is for handing to the
     client once (then `release_fd()`)."""
 
-    __slots__ = ("size", "fd", "_mm", "_view", "_written", "_room")
+    # (marked, marked_at: the total + 1 the newest held mark says, and when it was stored: see
+    # MARK_GAP, on the agent's thread only.)
+    __slots__ = ("size", "fd", "_mm", "_view", "_written", "_room", "marked", "marked_at")
 
     def __init__(self, size: int | None = None) -> None:
         size = RING_SIZE if size is None else size
@@ -117,6 +130,8 @@ class RingWriter:
         self._mm = mm
         self._view = memoryview(mm)
         self._written = 0
+        self.marked = 0
+        self.marked_at = 0.0
         mm.seek(RING_HEADER)
         self._room = size  # bytes from the position to the end of the data
 

@@ -301,13 +301,19 @@ class ProbeServer(Handoff):
                 if rings:
                     # A ring client learns from its header that it should ask for the journal's end
                     # (see ring, "Held events"), rather than asking after every quiet period. The
-                    # store is RingWriter.mark_held's, in line (a call a held event, cold, ~1 us).
+                    # store is RingWriter.mark_held's, in line, once a burst: an event held within
+                    # mark_gap of the ring's newest mark, no frame written since, needs none.
                     holds = self._holds = self._holds + 1
+                    now = _monotonic()
                     for ring in rings:
+                        total = ring._written + 1
+                        if total == ring.marked and now - ring.marked_at < self.mark_gap:
+                            continue
                         try:
-                            _HELD.pack_into(ring._mm, HELD_AT, holds, ring._written + 1)
+                            _HELD.pack_into(ring._mm, HELD_AT, holds, total)
                         except ValueError:
-                            pass  # the I/O thread closed it (the client left) since we read the list
+                            continue  # the I/O thread closed it (the client left) since we read the list
+                        ring.marked, ring.marked_at = total, now
                 return
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
             # recognises it by in its snapshot (see handshake._register).
