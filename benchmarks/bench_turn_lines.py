@@ -17,7 +17,8 @@ of those as a target of its own to go further down.
 Targets: `express.turn` (the express lane's steady turn, engine/pipeline_express.py), `Pipeline.NAME`
 (a method; a public call's journaling wrapper is kept around the timed body), `Serializer.NAME`
 (engine/providers/base.py) or `MODULE.NAME` for a function of engine.providers.anthropic / openai,
-engine.policy.cost_aware or engine.pipeline_express (e.g. `anthropic.message_json`). Only calls that
+engine.policy.cost_aware or engine.pipeline_express (e.g. `anthropic.message_json`), or `engine.MODULE:NAME` / `engine.MODULE:CLASS.NAME`
+for any other (e.g. `engine.trace_lazy:TurnRecord.outcome`). Only calls that
 return something other than None are counted for express.turn (a turn the lane hands to the general
 path is not a lane turn).
 
@@ -71,6 +72,14 @@ class Clock:
 
 def resolve(target: str) -> tuple[Any, str, Callable[..., Any], dict[str, Any]]:
     """(owner to patch, attribute, the plain function, its module's namespace) for a target name."""
+    if ":" in target:  # engine.MODULE:NAME or engine.MODULE:CLASS.NAME (any engine function or method)
+        modname, _, path = target.partition(":")
+        mod = importlib.import_module(modname)
+        owner_any: Any = mod
+        *outer, name = path.split(".")
+        for part in outer:
+            owner_any = getattr(owner_any, part)
+        return owner_any, name, inspect.unwrap(getattr(owner_any, name)), vars(mod)
     owner_name, _, name = target.partition(".")
     if owner_name in ("Pipeline", "Serializer"):
         mod = importlib.import_module(
