@@ -45,7 +45,9 @@ def _requests(draw: Any) -> list[list[Block]]:
         if op == "append":
             cur += [fresh() for _ in range(draw(st.integers(1, 4)))]
         elif op == "tail" and cur:
-            cur[-1] = replace(cur[-1], marker=not cur[-1].marker)
+            # (At most 4 marked Blocks a request: Anthropic's limit, which its simulator enforces.)
+            if cur[-1].marker or sum(b.marker for b in cur) < 4:
+                cur[-1] = replace(cur[-1], marker=not cur[-1].marker)
             cur += [fresh() for _ in range(draw(st.integers(0, 3)))]
         elif op in ("rewrite", "copy") and cur:
             i = draw(st.integers(0, len(cur) - 1))

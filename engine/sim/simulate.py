@@ -41,7 +41,7 @@ from operator import attrgetter, ne, not_
 from pathlib import Path
 from typing import Any, cast
 
-from engine.artifacts import Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult, ToolSchema
 from engine.assembly import Measure
 from engine.config import PipelineConfig
 from engine.errors import ConfigError, ContextPipeError
@@ -156,6 +156,32 @@ class TurnFigures:
     cost_usd: float
     compaction: bool
     cache_break: str | None  # the cause, when the request broke the previous request's cached prefix
+
+    def __init__(
+        self,
+        turn: int,
+        prompt_tokens: int,
+        cache_read_tokens: int,
+        cache_write_tokens: int,
+        uncached_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        compaction: bool,
+        cache_break: str | None,
+    ) -> None:
+        # Stored into the instance's dict one by one, as engine.providers.base.Block does: the frozen
+        # dataclass's own __init__ calls object.__setattr__ per field (~3x), and every simulated call of
+        # every column makes one.
+        d = self.__dict__
+        d["turn"] = turn
+        d["prompt_tokens"] = prompt_tokens
+        d["cache_read_tokens"] = cache_read_tokens
+        d["cache_write_tokens"] = cache_write_tokens
+        d["uncached_tokens"] = uncached_tokens
+        d["output_tokens"] = output_tokens
+        d["cost_usd"] = cost_usd
+        d["compaction"] = compaction
+        d["cache_break"] = cache_break
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -466,9 +492,14 @@ class _Pass:
     calibration: float  # provider tokens per engine token, learned from the recorded usage
     recorded_is_pipeline: bool = False  # every turn's recorded-settings request is the pipeline one
     closed_is_pipeline: bool = False  # likewise the gates-closed request
-    # Engine tokens of each turn's recorded reply (its text, tool calls and reasoning): the output
-    # tokens of a turn the source kept no usage for.
-    replies: dict[int, int] = field(default_factory=dict)
+    # Each turn's recorded reply (its text, tool calls and reasoning), whose engine tokens are the output
+    # tokens of a turn the source kept no usage for; counted (`reply_tokens`) only for such a turn.
+    replies: dict[int, Message] = field(default_factory=dict)
+    measure: Measure | None = None
+
+    def reply_tokens(self, turn: int) -> int:
+        assert self.measure is not None
+        return sum(map(self.measure.part, self.replies[turn].parts))
 
 
 def _build_pass(
@@ -509,7 +540,7 @@ def _build_pass(
     views = TurnViews()
     st_p = st_c = st_r = CompactionState()
     cfgs: _Configs | None = None
-    replies: dict[int, int] = {}
+    replies: dict[int, Message] = {}
     awaiting: int | None = None  # the turn whose reply is the next `msg` event
     # The builds of the last request still to be held against its turn's recorded trace: (turn, builds).
     # The trace comes two events later; the builds are immutable, so checking them then is checking them
@@ -582,11 +613,21 @@ def _build_pass(
             awaiting = ev["turn"]
         elif k == "msg" and awaiting is not None:
             # The model's reply to that request (a failed call has none: the next request comes first).
-            reply = pipe.history[-1]
-            replies[awaiting] = sum(map(pipe.measure.part, reply.parts))
+            replies[awaiting] = pipe.history[-1]
             awaiting = None
     ratio = pipe.stats.calibration_for(pipe.config.model)
-    return _Pass(out_p, out_c, out_r, out_e, views, ratio, same and out_r is not None, closed_same, replies)
+    return _Pass(
+        out_p,
+        out_c,
+        out_r,
+        out_e,
+        views,
+        ratio,
+        same and out_r is not None,
+        closed_same,
+        replies,
+        pipe.measure,
+    )
 
 
 class _Configs:
@@ -1340,7 +1381,7 @@ def _simulate_events(
     # A turn without provider usage (OpenHands, SWE-smith, SWE-agent imports have none) still generated
     # its reply: its output tokens are the recorded reply counted like the prompts (engine tokens at the
     # same scale). Pricing them at 0 left the output price out of every column's cost.
-    uncharged = {t: n for t, n in bp.replies.items() if t not in outputs and t not in failed}
+    uncharged = {t: bp.reply_tokens(t) for t in bp.replies if t not in outputs and t not in failed}
     if uncharged:
         for t, n in uncharged.items():
             outputs[t] = round(n * scale)
