@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
+from engine.providers.base import Block
 from engine.sim.policies.base import (
     FittingWindow,
     HistoryBlocks,
@@ -214,12 +215,12 @@ class ClearToolUses:
         self._history = v.history
         m = v.measure
         msgs = v.messages
-        every = v.history.of(msgs, m)
-        # The conversation's total carried with its Blocks (HistoryBlocks.tokens), not summed again.
+        # The conversation's total carried with its Blocks (HistoryBlocks.tokens), not summed again;
+        # its Blocks are read only when they are sent as they are (see the end).
         tokens = v.history.tokens(msgs, m)
         full = system_tokens(v) + tokens
         actions: list[str] = []
-        blocks_of = every
+        blocks_of: list[Block] | None = None
         edit: tuple[tuple[Message, ...], list[int]] | None = None
         if full > self._trigger(v):
             cleared = self._clear(msgs, m)
@@ -229,9 +230,9 @@ class ClearToolUses:
                 # Blocks carried, only those messages looked up (looked up whole, every turn, it was
                 # most of this policy's CPU on a long session).
                 blocks_of = (
-                    v.history.edited(cleared, edit[0], edit[1], m)
+                    v.history.edited(cleared, edit[0], edit[1], m, copy=False)
                     if edit is not None
-                    else v.history.of(cleared, m)
+                    else v.history.of(cleared, m, copy=False)
                 )
                 tokens = v.history.tokens(cleared, m)
                 msgs = cleared
@@ -245,9 +246,13 @@ class ClearToolUses:
                 if edit is not None
                 else self._window.window(v, msgs, budget)
             )
-            blocks_of = v.history.of(msgs, m)
+            blocks_of = v.history.of(msgs, m, copy=False)
             actions.append("drop_oldest_rounds")
         else:
             self._window.reset()
+        # The store's own lists (copy=False), read here once into the request: one copy of the
+        # conversation a call, not three (each a reference count touched per Block).
+        if blocks_of is None:
+            blocks_of = v.history.of(msgs, m, copy=False)
         blocks = list(v.system) + blocks_of
         return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions))

@@ -21,5 +21,6 @@ class Paper:
         pass
 
     def request(self, v: TurnView) -> PeerRequest:
-        blocks = list(v.system) + v.history.of(v.messages, v.measure)
+        # The store's own list (copy=False), copied once into the request.
+        blocks = list(v.system) + v.history.of(v.messages, v.measure, copy=False)
         return PeerRequest(with_tail_marker(blocks, v.markers))

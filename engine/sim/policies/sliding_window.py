@@ -50,8 +50,9 @@ class SlidingWindow:
 
     def request(self, v: TurnView) -> PeerRequest:
         budget = v.ceiling - system_tokens(v)
-        every = v.history.of(v.messages, v.measure)
-        full = v.history.tokens(v.messages, v.measure)  # carried with the Blocks, not summed again
+        # Carried with the conversation's Blocks, not summed again; the Blocks themselves are read only
+        # when the whole conversation is sent (a copy of all of them a call, for a window of ~180).
+        full = v.history.tokens(v.messages, v.measure)
         was, self._was = self._was, v.messages
         if full <= budget:
             kept = v.messages
@@ -64,6 +65,7 @@ class SlidingWindow:
             ):
                 was = None
             kept = self._window.window(v, v.messages, budget, was)
-        blocks = list(v.system) + (every if kept is v.messages else v.history.of(kept, v.measure))
+        # The store's own list (copy=False), copied once into the request.
+        blocks = list(v.system) + v.history.of(kept, v.measure, copy=False)
         trimmed = len(kept) < len(v.messages)
         return PeerRequest(with_tail_marker(blocks, v.markers), ["trim_messages"] if trimmed else [], trimmed)
