@@ -26,7 +26,7 @@ from engine.artifacts import Message, Text, ToolCall, ToolResult
 from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies import PEERS, TurnView
-from engine.sim.policies.base import HistoryBlocks, message_block
+from engine.sim.policies.base import HistoryBlocks, last_fitting_window_reference, message_block
 from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.sim.policies.compaction import SummaryCompaction
 from engine.sim.turn_views import TurnViews
@@ -204,3 +204,26 @@ def test_compaction_peers_weigh_the_views_without_comparing_them(
                 assert (got.blocks, got.actions) == (want.blocks, want.actions)
     assert "compact" in acted
     assert asked == 0, asked
+
+
+def test_clear_tool_uses_windows_are_the_blocks_of_the_newest_rounds_of_the_cleared_conversation() -> None:
+    """Past its window the request is the system Blocks and the Blocks of the newest whole rounds of the
+    cleared conversation that fit, every turn: checked against the reference edit (_clear_all) and the
+    reference window (last_fitting_window_reference), not against another peer of the same code (the
+    request is cut from the whole conversation's carried Blocks now)."""
+    history = HistoryBlocks()
+    p = ClearToolUses(trigger=500)
+    windows = 0
+    for k, msgs in enumerate(_session(200, 900)):
+        v = TurnView(k, SYSTEM, msgs, 3_000, 2_700, False, M, history)
+        got = p.request(v)
+        ref = ClearToolUses(trigger=500)
+        results = ref._results(msgs)
+        cleared = ref._clear_all(msgs, results[: max(0, len(results) - ref.keep)], M) or msgs
+        budget = v.ceiling - sum(b.tokens for b in SYSTEM)
+        sent = cleared
+        if sum(map(M.item, cleared)) > budget:
+            sent = last_fitting_window_reference(v, cleared, budget)
+            windows += len(sent) < len(cleared)
+        assert got.blocks == [*SYSTEM, *(message_block(x, M) for x in sent)]
+    assert windows > 100, windows

@@ -65,9 +65,11 @@ class ClearToolUses:
         # The conversation last scanned for results and what was found (see _results).
         self._scanned: tuple[tuple[Message, ...], list[tuple[int, int]]] = ((), [])
         # The last turn's edit, when it cleared (see _clear): (its conversation, results cleared, their
-        # places by message, the edited conversation, tokens freed).
+        # places by message, the edited conversation, tokens freed, the list the edited conversation
+        # was made from: the carry's own).
         self._carry: (
-            tuple[tuple[Message, ...], int, dict[int, list[int]], tuple[Message, ...], int] | None
+            tuple[tuple[Message, ...], int, dict[int, list[int]], tuple[Message, ...], int, list[Message]]
+            | None
         ) = None
         # What this turn's edit changed of the last turn's edited conversation, when it was carried:
         # (that conversation, the messages it re-cleared), so its Blocks are carried too (see request).
@@ -160,11 +162,12 @@ class ClearToolUses:
         self._edit = None
         if carry is None or self.exclude_tools:
             return self._clear_all(msgs, results[:n], m)
-        src, done, by_msg, was, freed = carry
+        src, done, by_msg, was, freed, new = carry
         k = len(src)
         if n < done or len(msgs) < k or not self._starts(msgs, src):
             return self._clear_all(msgs, results[:n], m)
-        new = list(was)
+        # `new` is the list `was` was made from, the carry's own: edited in place (a copy of `was`
+        # a call besides the tuple made of it was a reference count touched per message).
         new.extend(map(self._rehash, msgs[k:]))
         touched: dict[int, None] = {}
         for i, j in results[done:n]:
@@ -208,7 +211,7 @@ class ClearToolUses:
             return None
         out = tuple(new)
         if not self.exclude_tools:
-            self._carry = (msgs, n, by_msg, out, freed)
+            self._carry = (msgs, n, by_msg, out, freed, new)
         return out
 
     def request(self, v: TurnView) -> PeerRequest:
@@ -238,21 +241,26 @@ class ClearToolUses:
                 msgs = cleared
                 actions.append("clear_tool_uses")
         budget = v.ceiling - system_tokens(v)
+        start = 0  # the request's messages are msgs[start:]
         if tokens > budget:
             # Last turn's window moved, when this turn's conversation is last turn's edited one edited
             # again (what the edit changed is known); else found afresh (FittingWindow.window).
-            msgs = (
+            kept = (
                 self._window.window(v, msgs, budget, edit[0], edit[1])
                 if edit is not None
                 else self._window.window(v, msgs, budget)
             )
-            blocks_of = v.history.of(msgs, m, copy=False)
+            start = len(msgs) - len(kept)  # (a window is a tail of the conversation)
             actions.append("drop_oldest_rounds")
         else:
             self._window.reset()
         # The store's own lists (copy=False), read here once into the request: one copy of the
-        # conversation a call, not three (each a reference count touched per Block).
+        # conversation a call, not three (each a reference count touched per Block); a window is the
+        # tail of the whole conversation's Blocks (found among the carried ones, it was compared with
+        # them and copied twice more). The system Blocks go in front by moving the references, not
+        # touching them.
         if blocks_of is None:
             blocks_of = v.history.of(msgs, m, copy=False)
-        blocks = list(v.system) + blocks_of
+        blocks = blocks_of[start:] if start else blocks_of.copy()
+        blocks[0:0] = v.system
         return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions))
