@@ -227,3 +227,26 @@ def test_clear_tool_uses_windows_are_the_blocks_of_the_newest_rounds_of_the_clea
             windows += len(sent) < len(cleared)
         assert got.blocks == [*SYSTEM, *(message_block(x, M) for x in sent)]
     assert windows > 100, windows
+
+
+@pytest.mark.parametrize("markers", [False, True])
+@pytest.mark.parametrize("window", [1_000_000, 3_000])
+def test_clear_tool_uses_says_how_much_of_its_last_request_it_kept(markers: bool, window: int) -> None:
+    """PeerRequest.same, as simulate takes it (_said_shared), is the shared prefix simulate finds by
+    comparing the two requests (_shared_len), every turn; and it is said on the turns that clear one
+    more result of the whole conversation (they were compared over their whole length, several times)."""
+    from engine.sim.simulate import _said_shared, _shared_len
+
+    history = HistoryBlocks()
+    p = ClearToolUses(trigger=500)
+    prev: list[Block] = []
+    said = 0
+    for k, msgs in enumerate(_session(200, 900)):
+        got = p.request(TurnView(k, SYSTEM, msgs, window, int(window * 0.9), markers, M, history))
+        assert _said_shared(prev, got.blocks, got.same) == _shared_len(prev, got.blocks)
+        if got.same is not None:
+            said += 1
+            assert got.same == _shared_len(prev, got.blocks)
+        prev = got.blocks
+    if window > 100_000:
+        assert said >= 190, said

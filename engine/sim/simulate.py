@@ -439,6 +439,10 @@ class _Req:
     # compacted on it (None: judged from `actions`, or for an agent's own requests from its prefix).
     output: int | None = None
     compaction: bool | None = None
+    # The previous request's first `same` Blocks are this one's first, the same objects, and its Block
+    # at `same` (if both have one) is not this one's by value, when the maker knows it (a peer that
+    # edits its last request near its end): its shared prefix is then not compared again. None: found.
+    same: int | None = None
 
 
 def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
@@ -803,6 +807,19 @@ def _shared_len(prev: Sequence[Block], blocks: Sequence[Block]) -> int:
     return cachesim.shared_prefix_len(prev, blocks)
 
 
+def _said_shared(prev: Sequence[Block], blocks: Sequence[Block], same: int | None) -> int:
+    """_shared_len(prev, blocks), taken from `same` (see _Req.same) when its ends agree with it."""
+    if (
+        same is not None
+        and same <= len(prev)
+        and same <= len(blocks)
+        and (same == 0 or blocks[same - 1] is prev[same - 1])
+        and (same == len(prev) or same == len(blocks) or blocks[same] != prev[same])
+    ):
+        return same
+    return _shared_len(prev, blocks)
+
+
 def _simulate(
     name: str,
     reqs: Iterable[_Req],
@@ -886,7 +903,9 @@ def _simulate(
                 out_sha = nxt[len(r.blocks)].sha
         # The engine hands consecutive requests the same Block objects for what did not change, so
         # the converted prefix of the previous call is reused (list compares check identity first).
-        common = _shared_len(prev_blocks, r.blocks)
+        # A maker that says how much it kept (_Req.same) is checked at its last kept Block and the
+        # next: a request edited near its end was compared several times over its whole length.
+        common = _said_shared(prev_blocks, r.blocks, r.same)
         new = r.blocks[common:]
         # A sliding window (the gates-closed column): a few new Blocks (the task with its new omission
         # note), then a stretch the previous request sent from a later point on, then the newest round.
@@ -986,6 +1005,7 @@ def _peer_requests(peer: Any, views: Iterable[Any], reqs_p: Sequence[_Req]) -> I
     """A peer policy's requests, turn by turn, from the uncompacted view of each turn (`views`) and the
     pipeline's request of it (its time and latch flips)."""
     peer.reset()
+    side = True  # the last request was a side call (or there was none): a peer's `same` is not about it
     for v, r in zip(views, reqs_p, strict=True):
         pr = peer.request(v)
         # A summarizing call goes out first, in the same turn: billed and cached like any request. The
@@ -993,7 +1013,9 @@ def _peer_requests(peer: Any, views: Iterable[Any], reqs_p: Sequence[_Req]) -> I
         at, flips = r.time, r.latch_flips
         for sc in pr.side_calls:
             yield _Req(v.turn, at, sc.blocks, pr.actions, flips, sc.output_tokens, False)
-        yield _Req(v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction)
+        same = None if side or pr.side_calls else pr.same
+        side = bool(pr.side_calls)
+        yield _Req(v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction, same)
 
 
 def _column_cost(

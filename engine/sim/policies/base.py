@@ -210,6 +210,10 @@ class PeerRequest:
     actions: list[str] = field(default_factory=list)  # names of what the peer did this turn
     compaction: bool = False  # the peer rewrote or dropped part of the conversation this turn
     side_calls: list[SideCall] = field(default_factory=list)  # sent before `blocks`, this turn
+    # This request's first `same` Blocks are the peer's last request's, the same objects, and its
+    # Block at `same` (if both have one) differs from that one's, when the peer knows it (the
+    # simulator then does not compare the shared prefix again); None: not known.
+    same: int | None = None
 
 
 def documented_trigger(v: TurnView, default: int, documented_window: int = 200_000) -> int:

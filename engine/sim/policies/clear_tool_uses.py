@@ -20,6 +20,8 @@ client must do before the API rejects the prompt).
 
 from __future__ import annotations
 
+from operator import is_
+
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
 from engine.providers.base import Block
@@ -80,6 +82,8 @@ class ClearToolUses:
         # The views' HistoryBlocks of the turn being made: it knows when this turn's conversation was
         # made from the last one by appending (see _starts).
         self._history: HistoryBlocks | None = None
+        # The last request's system Blocks, the conversation it was cut from and where (see _same).
+        self._sent: tuple[tuple[Block, ...], tuple[Message, ...], int] | None = None
 
     def _starts(self, msgs: tuple[Message, ...], prev: tuple[Message, ...]) -> bool:
         """msgs[:len(prev)] == prev: known without reading them when the view was made from the last
@@ -96,6 +100,7 @@ class ClearToolUses:
         self._scanned = ((), [])
         self._carry = None
         self._edit = None
+        self._sent = None
 
     def _results(self, msgs: tuple[Message, ...]) -> list[tuple[int, int]]:
         """(message, part) of every result clearing may take, in order. Each turn's conversation is the
@@ -263,4 +268,34 @@ class ClearToolUses:
             blocks_of = v.history.of(msgs, m, copy=False)
         blocks = blocks_of[start:] if start else blocks_of.copy()
         blocks[0:0] = v.system
-        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions))
+        same = self._same(v, msgs, start, edit)
+        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions), same=same)
+
+    def _same(
+        self,
+        v: TurnView,
+        whole: tuple[Message, ...],
+        start: int,
+        edit: tuple[tuple[Message, ...], list[int]] | None,
+    ) -> int | None:
+        """PeerRequest.same of this request, whose messages are whole[start:], when the last request
+        sent a whole conversation this one keeps most of: the last one with a few results newly
+        cleared (the first of them is where the two part), or with messages appended. A message's
+        Block is one object per hash (HistoryBlocks), so the same messages are the same Blocks. A
+        window's request is not told (its start moves: the two part at once)."""
+        last, self._sent = self._sent, (v.system, whole, start)
+        if last is None or start or last[2]:
+            return None
+        system, was, _ = last
+        if len(system) != len(v.system) or not all(map(is_, system, v.system)):
+            return None
+        k = len(was)
+        if edit is not None and edit[0] is was:
+            d = min((i for i in edit[1] if i < k), default=k)
+        elif whole is was or (len(whole) >= k and v.history.extends(whole, was)):
+            d = k
+        else:
+            return None
+        if v.markers and k:
+            d = min(d, k - 1)  # the last request's newest message went with a marker: another Block
+        return len(v.system) + d
