@@ -901,7 +901,12 @@ class RecordingReader:
         if counter is not None:
             self._spend(EVENT_COST * len(events) + counter.used, pos)
             self._counted.add(~pos)
-        events = [self._plain(ev, pos) for ev in events]
+        # (_plain's answer for an event stored plain, every honest version-2 one, without its call)
+        plain = self._plain
+        events = [
+            ev if isinstance(ev.get("k"), str) and "tz" not in ev and "z" not in ev else plain(ev, pos)
+            for ev in events
+        ]
         if trace_fields is not None:
             return events  # not whole: turn(), blob() and events() must not find them in the cache
         self._chunks[pos] = events
@@ -1229,6 +1234,15 @@ class RecordingReader:
         version-2 chunk yields each of its events with the chunk's offset and end. A partial frame before
         `stop` is corruption unless `tail_ok` (following a file that is still being written). Format
         frames other than chunks are yielded as they are (refresh() stops at the footer)."""
+        for at, end, batch in self._frame_batches(pos, stop, tail_ok, trace_fields):
+            for ev in batch:
+                yield at, end, ev
+
+    def _frame_batches(
+        self, pos: int, stop: int, tail_ok: bool = False, trace_fields: Collection[str] | None = None
+    ) -> Iterator[tuple[int, int, list[dict[str, Any]]]]:
+        """_frames a frame at a time: (offset, end, its events), a chunk's events in one list (a reader
+        of every event takes them a list at a time: event_list)."""
         want = _CHUNK
         while pos < stop:
             buf = self._pread(pos, min(stop - pos, want))
@@ -1243,14 +1257,13 @@ class RecordingReader:
                     obj = decode_payload(buf[at + HEADER_SIZE : end], crc, pos + at)
                     kind = obj.get("k")
                     if kind == K_CHUNK and self.version >= 2:
-                        for ev in self._inflate_chunk(pos + at, obj, pos + end, trace_fields):
-                            yield pos + at, pos + end, ev
+                        yield pos + at, pos + end, self._inflate_chunk(pos + at, obj, pos + end, trace_fields)
                     elif isinstance(kind, str) and kind.startswith("@"):
-                        yield pos + at, pos + end, obj
+                        yield pos + at, pos + end, [obj]
                     elif self.version >= 2:
                         raise FrameError(f"a version-2 recording holds an uncompressed {kind!r} frame", pos + at)
                     else:
-                        yield pos + at, pos + end, self._plain(obj, pos + at)
+                        yield pos + at, pos + end, [self._plain(obj, pos + at)]
                     at = end
             except FrameError as exc:
                 raise self._error(f"corrupt frame ({_why(exc)})", exc.offset or pos + at) from None
@@ -1283,6 +1296,18 @@ class RecordingReader:
             yield obj
             if last is not None and obj.get("k") == "turn" and obj.get("turn") == last:
                 return
+
+    def event_list(self, trace_fields: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """list(events(trace_fields=trace_fields)), a chunk's events taken as one list (no generator
+        resumed per event): the same events, and the same RecordingError where events() raises it."""
+        out: list[dict[str, Any]] = []
+        for _, _, batch in self._frame_batches(self._start, self._end, trace_fields=trace_fields):
+            for obj in batch:
+                k = obj.get("k")
+                if isinstance(k, str) and k.startswith("@"):
+                    raise self._error(f"format frame {k!r} among the events", self._start)
+            out += batch
+        return out
 
     def refresh(self) -> list[dict[str, Any]]:
         """Complete event frames appended since the last read (follow a file another process writes)."""

@@ -26,6 +26,7 @@ from zlib import crc32
 import msgpack
 
 from engine.recording.frames import (
+    HEADER,
     HEADER_SIZE,
     MAX_FRAME_BYTES,
     FrameCountError,
@@ -50,20 +51,24 @@ def decode_frames_lean(
     """`frames.decode_frames(buf, limit, max_frames, counter)` with each turn event's trace holding only
     `trace_fields`."""
     out: list[dict[str, Any]] = []
+    append = out.append
+    header = HEADER.unpack_from  # decode_header's reading, without a slice and a call per frame
     pos = 0
     n = len(buf)
     while n - pos >= HEADER_SIZE:
         if max_frames is not None and len(out) >= max_frames:
             raise FrameCountError(f"more than {max_frames} frames", pos)
-        length, crc = decode_header(buf[pos : pos + HEADER_SIZE], pos, limit)
+        length, crc = header(buf, pos)
+        if length > limit:
+            decode_header(buf[pos : pos + HEADER_SIZE], pos, limit)  # raises what it says of the length
         end = pos + HEADER_SIZE + length
         if end > n:
             break
         payload = buf[pos + HEADER_SIZE : end]
         if payload[1:8] == _TURN_KIND and payload[0] & 0xF0 == 0x80:
-            out.append(_lean_turn(payload, crc, pos, trace_fields, counter))
+            append(_lean_turn(payload, crc, pos, trace_fields, counter))
         else:
-            out.append(decode_payload(payload, crc, pos, counter))
+            append(decode_payload(payload, crc, pos, counter))
         pos = end
     return out, pos
 

@@ -1738,7 +1738,10 @@ def recording_events(
         return got if convert is None else map(convert, got)
 
     if reader.data_end - reader.data_start <= limit:
-        events = list(fresh())
+        # A chunk's events a list at a time (RecordingReader.event_list): list(fresh()) resumed two
+        # generators per event.
+        event_list = getattr(reader, "event_list", None)
+        events = list(fresh()) if convert is not None or event_list is None else event_list(trace_fields)
         return lambda: events
     return fresh
 
