@@ -469,7 +469,9 @@ def phases(path: Path) -> None:
     try:
         c0 = time.thread_time()
         with RecordingReader.open(path) as reader:
-            events = [unpack_event(e) for e in cli_events(reader)]
+            # As the CLI reads it (simulate_command.run: recording_events, since 2026-12-03 with fields).
+            held = getattr(sim, "recording_events", None)
+            events = list(held(reader)()) if held is not None else [unpack_event(e) for e in cli_events(reader)]
             counts, _why = sim.read_counts(reader)
         read = time.thread_time() - c0
         c0 = time.thread_time()
