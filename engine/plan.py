@@ -89,7 +89,7 @@ class PlanInput:
     recovering: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Plan:
     raw_pressure: float
     predictive_pressure: float
@@ -101,6 +101,33 @@ class Plan:
     ceiling: int  # the most tokens the final request may hold
     estimated_tokens: int
     budgets: dict[str, int] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        raw_pressure: float,
+        predictive_pressure: float,
+        tier: Tier,
+        raw_tier: Tier,
+        predictive_tier: Tier,
+        recovery_escalated: bool,
+        reason: str,
+        ceiling: int,
+        estimated_tokens: int,
+        budgets: dict[str, int] | None = None,
+    ) -> None:
+        # Stored into the instance's dict (see Reserves.__init__): the generated frozen __init__ sets ten
+        # fields through object.__setattr__ one by one, and every build plans once or twice a column.
+        d = self.__dict__
+        d["raw_pressure"] = raw_pressure
+        d["predictive_pressure"] = predictive_pressure
+        d["tier"] = tier
+        d["raw_tier"] = raw_tier
+        d["predictive_tier"] = predictive_tier
+        d["recovery_escalated"] = recovery_escalated
+        d["reason"] = reason
+        d["ceiling"] = ceiling
+        d["estimated_tokens"] = estimated_tokens
+        d["budgets"] = {} if budgets is None else budgets
 
     def tier_reason(self) -> TierReason:
         return {
@@ -182,16 +209,33 @@ def allocate(sections: tuple[SectionEstimate, ...], ceiling: int) -> dict[str, i
     touched. Never sections and the goal keep their size."""
     budgets = {s.id: s.tokens if s.max_tokens is None else min(s.tokens, s.max_tokens) for s in sections}
     excess = sum(budgets.values()) - ceiling
-    for prio in (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT):
+    if excess <= 0:  # everything fits (most turns of a compacting policy)
+        return budgets
+    goal = SectionKind.GOAL
+    for prio in _GIVING_ORDER:
+        group = [s.id for s in sections if s.priority == prio and s.kind != goal]
+        if not group:  # (what the general step below does with none: cuts nothing)
+            continue
+        if len(group) == 1 and budgets[group[0]] >= 0:
+            # One section gives alone: what _water_fill([size], cut) frees, without sorting a list of
+            # one (a long session's gates-closed plan cuts its one Normal section, the history, every turn).
+            sid = group[0]
+            size = budgets[sid]
+            cut = min(excess, size)
+            budgets[sid] = size - cut
+        else:
+            sizes = [budgets[sid] for sid in group]
+            cut = min(excess, sum(sizes))
+            for sid, new in zip(group, _water_fill(sizes, cut), strict=True):
+                budgets[sid] = new
+        excess -= cut
         if excess <= 0:
             break
-        group = [s.id for s in sections if s.priority == prio and s.kind != SectionKind.GOAL]
-        sizes = [budgets[sid] for sid in group]
-        cut = min(excess, sum(sizes))
-        for sid, new in zip(group, _water_fill(sizes, cut), strict=True):
-            budgets[sid] = new
-        excess -= cut
     return budgets
+
+
+# Compression-priority order: the sections that give up tokens first come first.
+_GIVING_ORDER = (Priority.FIRST, Priority.NORMAL, Priority.LAST_RESORT)
 
 
 _TOKENS = attrgetter("tokens")
