@@ -84,6 +84,9 @@ def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every
             settle(probe, 1)
             if use_ring:
                 _wait_ring(c)
+                # The pass that handed the ring over may leave a CPU-budget rest behind it: asleep again
+                # before counting (a fresh-clone CI at load ~5 counted one pass more than before).
+                settle(probe, 1)
             assert c.ring is use_ring
             n0 = len(pipe.journal.events)
             w0, s0, p0 = probe.agent_writes, probe.agent_sends, probe.wakeups
@@ -95,7 +98,9 @@ def test_a_paced_turn_makes_no_send_with_a_ring_client_and_the_client_gets_every
                     assert not _readable(c)  # nothing on the socket: the turn went to the ring
                 got += _recv_n(c, 1)
             writes[use_ring] = probe.agent_writes - w0
-            assert probe.agent_sends - s0 == 5 and probe.wakeups == p0  # the agent's thread, no wake-up
+            # The agent's thread sent every turn. Passes of the I/O thread's own may still fall in the window on a
+            # loaded machine (a rest ending); a turn that woke it would wake it on every turn (five more).
+            assert probe.agent_sends - s0 == 5 and probe.wakeups <= p0 + 2
             assert got == _kept(list(pipe.journal.events), n0)
             c.close()
             settle(probe, 0)
