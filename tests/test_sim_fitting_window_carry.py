@@ -13,30 +13,19 @@ from typing import Literal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.artifacts import Message, Text
 from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies import TurnView
 from engine.sim.policies.base import FittingWindow, HistoryBlocks, last_fitting_window
 from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.conversation_ops import tool_rounds
 from tests.support.counting import CountingMeasure
 
 M = Measure(TokenCounter(CharTokenizer()))
 Role = Literal["user", "assistant"]
 SYSTEM = (Block("identity", "system", "s" * 64, 100, True),)
-
-
-def _session(turns: int, size: int) -> list[tuple[Message, ...]]:
-    msgs = [Message("user", (Text("the task"),))]
-    out = []
-    for k in range(turns):
-        msgs += [
-            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
-            Message("user", (ToolResult(f"c{k}", "r" * size),)),
-        ]
-        out.append(tuple(msgs))
-    return out
 
 
 def test_clear_tool_uses_moves_its_window_instead_of_reading_every_round_it_keeps() -> None:
@@ -48,7 +37,7 @@ def test_clear_tool_uses_moves_its_window_instead_of_reading_every_round_it_keep
     p = ClearToolUses(trigger=2_000)
     turns = 600
     CountingMeasure.weighed = 0
-    for k, msgs in enumerate(_session(turns, 600)):
+    for k, msgs in enumerate(tool_rounds(turns, 600)):
         got = p.request(TurnView(k, SYSTEM, msgs, 12_000, 11_000, False, m, history))
     weighed = CountingMeasure.weighed
     assert got.actions == ["clear_tool_uses", "drop_oldest_rounds"]
@@ -64,7 +53,7 @@ def test_clear_tool_uses_with_a_moving_window_gives_a_fresh_peers_requests() -> 
     history = HistoryBlocks()
     carrying = ClearToolUses(trigger=1_500)
     drops = 0
-    for k, msgs in enumerate(_session(250, 300)):
+    for k, msgs in enumerate(tool_rounds(250, 300)):
         ceiling = 1_800 + (k * 7_919) % 1_200
         v = TurnView(k, SYSTEM, msgs, 12_000, ceiling, False, M, history)
         fresh = TurnView(k, SYSTEM, msgs, 12_000, ceiling, False, M, HistoryBlocks())

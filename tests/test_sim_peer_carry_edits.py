@@ -17,13 +17,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.artifacts import Message, Text
 from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies import TurnView
 from engine.sim.policies.base import HistoryBlocks, blocks_tokens, last_fitting_window, message_block
 from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.conversation_ops import tool_rounds
 
 M = Measure(TokenCounter(CharTokenizer()))
 SYSTEM = (Block("identity", "system", "s" * 64, 100, True),)
@@ -43,18 +44,6 @@ class CountingDict(dict):  # type: ignore[type-arg]
         return super().get(key, default)
 
 
-def _session(turns: int, size: int = 400) -> list[tuple[Message, ...]]:
-    msgs = [Message("user", (Text("the task"),))]
-    out = []
-    for k in range(turns):
-        msgs += [
-            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
-            Message("user", (ToolResult(f"c{k}", "r" * size),)),
-        ]
-        out.append(tuple(msgs))
-    return out
-
-
 def test_clear_tool_uses_looks_up_the_changed_messages_not_the_whole_edited_conversation() -> None:
     """300 turns clearing from the first: a turn looks up its new messages and the newly cleared one,
     where the edited conversation was looked up whole every turn (180,209 look-ups in 300 turns)."""
@@ -63,7 +52,7 @@ def test_clear_tool_uses_looks_up_the_changed_messages_not_the_whole_edited_conv
     CountingDict.lookups = 0
     p = ClearToolUses(trigger=1000)
     turns = 300
-    for k, msgs in enumerate(_session(turns)):
+    for k, msgs in enumerate(tool_rounds(turns)):
         got = p.request(TurnView(k, SYSTEM, msgs, 1_000_000, 900_000, False, M, history))
         if k > 10:
             assert "clear_tool_uses" in got.actions
@@ -80,7 +69,7 @@ def test_clear_tool_uses_and_its_window_give_the_requests_a_fresh_peer_gives() -
     """A window smaller than the session: the edit, then the newest rounds that fit, every turn."""
     history = HistoryBlocks()
     carrying = ClearToolUses(trigger=500)
-    for k, msgs in enumerate(_session(200, 900)):
+    for k, msgs in enumerate(tool_rounds(200, 900)):
         v = TurnView(k, SYSTEM, msgs, 3_000, 2_700, False, M, history)
         fresh = TurnView(k, SYSTEM, msgs, 3_000, 2_700, False, M, HistoryBlocks())
         got, want = carrying.request(v), ClearToolUses(trigger=500).request(fresh)
@@ -160,7 +149,7 @@ def test_the_fitting_window_reads_the_rounds_it_keeps_not_the_whole_conversation
                 Counted.reads += 1
             return object.__getattribute__(self, name)
 
-    msgs = tuple(Counted(x.role, x.parts) for x in _session(1500, 100)[-1])
+    msgs = tuple(Counted(x.role, x.parts) for x in tool_rounds(1500, 100)[-1])
     Counted.reads = 0
     v = TurnView(1, SYSTEM, msgs, 6_000, 5_000, False, M)
     kept = last_fitting_window(v, msgs, 5_000)

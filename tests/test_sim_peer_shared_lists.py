@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.artifacts import Message, Text, ToolCall, ToolResult
+from engine.artifacts import Message, Text
 from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies import PEERS, TurnView
@@ -31,6 +31,7 @@ from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.sim.policies.compaction import SummaryCompaction
 from engine.sim.turn_views import TurnViews
 from engine.tokens import CharTokenizer, TokenCounter
+from tests.support.conversation_ops import tool_rounds
 
 M = Measure(TokenCounter(CharTokenizer()))
 SYSTEM = (Block("identity", "system", "s" * 64, 100, True),)
@@ -98,18 +99,6 @@ def test_lists_handed_out_unshared_or_shared_equal_a_lookup_of_every_message(
             assert h.of(old, M) == fresh.looked_up(old, M)
 
 
-def _session(turns: int, size: int = 400) -> list[tuple[Message, ...]]:
-    msgs = [Message("user", (Text("the task"),))]
-    out = []
-    for k in range(turns):
-        msgs += [
-            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
-            Message("user", (ToolResult(f"c{k}", "r" * size),)),
-        ]
-        out.append(tuple(msgs))
-    return out
-
-
 def test_clear_tool_uses_edits_its_carried_list_in_place() -> None:
     """300 turns clearing one more result a turn: the edited conversation's Blocks are one list carried
     and edited where it is (the old code copied it twice a turn: a new list every turn), and each
@@ -118,7 +107,7 @@ def test_clear_tool_uses_edits_its_carried_list_in_place() -> None:
     p = ClearToolUses(trigger=1000)
     lists: set[int] = set()
     kept: list[Any] = []
-    for k, msgs in enumerate(_session(300)):
+    for k, msgs in enumerate(tool_rounds(300)):
         got = p.request(TurnView(k, SYSTEM, msgs, 1_000_000, 900_000, False, M, history))
         if k > 10:
             assert "clear_tool_uses" in got.actions
@@ -188,7 +177,7 @@ def test_compaction_peers_weigh_the_views_without_comparing_them(
     m = Measure(TokenCounter(CharTokenizer()))
     history = HistoryBlocks()
     views = TurnViews()
-    for k, msgs in enumerate(_session(600, 200)):
+    for k, msgs in enumerate(tool_rounds(600, 200)):
         views.add(k, SYSTEM, msgs, 20_000, 19_000, False, m, history)
     p = PEERS[name]()
     acted: set[str] = set()
@@ -214,7 +203,7 @@ def test_clear_tool_uses_windows_are_the_blocks_of_the_newest_rounds_of_the_clea
     history = HistoryBlocks()
     p = ClearToolUses(trigger=500)
     windows = 0
-    for k, msgs in enumerate(_session(200, 900)):
+    for k, msgs in enumerate(tool_rounds(200, 900)):
         v = TurnView(k, SYSTEM, msgs, 3_000, 2_700, False, M, history)
         got = p.request(v)
         ref = ClearToolUses(trigger=500)
@@ -241,7 +230,7 @@ def test_clear_tool_uses_says_how_much_of_its_last_request_it_kept(markers: bool
     p = ClearToolUses(trigger=500)
     prev: list[Block] = []
     said = 0
-    for k, msgs in enumerate(_session(200, 900)):
+    for k, msgs in enumerate(tool_rounds(200, 900)):
         got = p.request(TurnView(k, SYSTEM, msgs, window, int(window * 0.9), markers, M, history))
         assert _said_shared(prev, got.blocks, got.same) == _shared_len(prev, got.blocks)
         if got.same is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from engine.artifacts import Message
+from engine.artifacts import Message, Text, ToolCall, ToolResult
 
 
 def conversations(ops: list[tuple[str, int]], msg: Callable[[int], Message]) -> Iterator[tuple[Message, ...]]:
@@ -27,3 +27,17 @@ def conversations(ops: list[tuple[str, int]], msg: Callable[[int], Message]) -> 
             msgs = msgs[:i] + (msg(1000 + n),) + msgs[i + 1 :]
             n += 1
         yield msgs
+
+
+def tool_rounds(turns: int, size: int = 400) -> list[tuple[Message, ...]]:
+    """Each turn's conversation of a session that appends one tool round a turn (a call, then its result of
+    `size` characters) to the task: what the peers' carry tests clear and window."""
+    msgs = [Message("user", (Text("the task"),))]
+    out = []
+    for k in range(turns):
+        msgs += [
+            Message("assistant", (ToolCall(f"c{k}", "bash", "{}"),)),
+            Message("user", (ToolResult(f"c{k}", "r" * size),)),
+        ]
+        out.append(tuple(msgs))
+    return out
