@@ -39,6 +39,7 @@ from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
+from engine.sim import held_lane
 from engine.sim.closed_cut import ClosedCut
 
 if TYPE_CHECKING:
@@ -198,7 +199,9 @@ class SimBuilder:
     `closed_fast=False` builds every turn through Pipeline.decide (the reference the tests hold the
     closed builds against)."""
 
-    def __init__(self, pipe: Pipeline, closed_fast: bool = True, carry_cut: bool = True) -> None:
+    def __init__(
+        self, pipe: Pipeline, closed_fast: bool = True, carry_cut: bool = True, held: bool = True
+    ) -> None:
         self.pipe = pipe
         self._serializers: dict[str, BlockSerializer] = {}
         self.closed_fast = closed_fast
@@ -209,6 +212,9 @@ class SimBuilder:
         # The closed builds' history cut from carried running sums (closed_cut.py); False: through
         # trim_sections over the whole conversation every build (the reference the tests hold it to).
         self._cut = ClosedCut() if carry_cut else None
+        # Per cost_aware column (by config): what its last turn leaves for a held turn to extend
+        # (held_lane.py); None when `held` is False (every such turn through Pipeline.decide).
+        self._held: dict[int, held_lane.Held] | None = {} if held else None
 
     def build(
         self,
@@ -243,9 +249,23 @@ class SimBuilder:
             actions = [str(a["step"]) for a in res.actions]
             # Wave 1 keeps no compaction state (decide hands back None).
             return SimBuilt(blocks, actions, list(pipe.flipped), the_plan.ceiling, None, res.asm, m, rest)
+        lanes = self._held if apart is None else None
+        if lanes is not None:
+            carried = lanes.pop(id(cfg), None)
+            if carried is not None:
+                got = held_lane.turn(pipe, carried, bound, cfg, st, cache)
+                if got is not None:  # held: the state applied to the assembly, nothing else done
+                    sent, ceiling, lanes[id(cfg)] = got
+                    return SimBuilt(ser.blocks(sent, (), m), [], list(pipe.flipped), ceiling, st, sent, m)
         # defer_texts: a held turn's pay-back and reason texts are only the trace's (Decided.finish, never
         # called here): simulate reads the steps taken, the state and the request, not why a cut waited.
         d = pipe.decide(bound, cfg, state, cache, lean=True, defer_texts=True)
+        if lanes is not None:
+            nxt = held_lane.after_decide(pipe, cfg, st, cache, d)
+            if nxt is not None:
+                if len(lanes) >= 16:
+                    lanes.clear()
+                lanes[id(cfg)] = nxt
         if apart is not None:
             blocks, apart_blocks = ser.blocks_apart(d.res.asm, d.res.markers, m, apart)
         else:
