@@ -580,9 +580,9 @@ class _AllKnownChain(_KeyChain):
     """A chain that reports every key of a call as met before it: lookups never stop early."""
 
     def take_raw(
-        self, blocks: Any, check_order: bool = False, shared: int | None = None
+        self, blocks: Any, check_order: bool = False, shared: int | None = None, stretch: Any = None
     ) -> tuple[list[int], list[int], int]:
-        keys, raw, base = super().take_raw(blocks, check_order, shared)
+        keys, raw, base = super().take_raw(blocks, check_order, shared, stretch)
         self.old = len(keys)
         return keys, raw, base
 

@@ -34,7 +34,7 @@ class _Scratch(_KeyChain):
     carried state is rebuilt every call)."""
 
     def take_raw(
-        self, blocks: Any, check_order: bool = False, shared: int | None = None
+        self, blocks: Any, check_order: bool = False, shared: int | None = None, stretch: Any = None
     ) -> tuple[list[int], list[int], int]:
         blocks = tuple(blocks)
         if check_order:

@@ -1,7 +1,7 @@
 """The simulator's per-call value classes keep their dataclass meaning under hand-written __init__s.
 
-TurnFigures (engine/sim/simulate.py), Call and CallCache (engine/sim/cachesim.py) are frozen dataclasses
-made once or twice a simulated call; their __init__ stores the fields into the instance dict instead of
+TurnFigures (engine/sim/simulate.py), Call, CallCache and Block (engine/sim/cachesim.py) are frozen
+dataclasses made once or twice a simulated call (a Block once a distinct block); their __init__ stores the fields into the instance dict instead of
 the generated one's object.__setattr__ per field. Held here against the dataclass's own field list, so a
 field added later without its line in __init__ (or two lines swapped) fails: every field stored under
 its own name, positional and keyword, defaults as declared, still frozen, and eq, hash, repr and
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from engine.sim.cachesim import Block, Call, CallCache
 from engine.sim.simulate import TurnFigures
 
-CLASSES = (TurnFigures, Call, CallCache)
+CLASSES = (TurnFigures, Call, CallCache, Block)
 
 
 def _values(cls: type, draw: Any) -> list[Any]:

@@ -64,6 +64,18 @@ class Block:
     ttl: str = "5m"  # "5m" | "1h" for breakpoints
     segment: str = "messages"  # "tools" | "system" | "messages" (Anthropic prefix order)
 
+    def __init__(
+        self, sha: str, tokens: int, breakpoint: bool = False, ttl: str = "5m", segment: str = "messages"
+    ) -> None:
+        # Stored into the instance's dict (see Call.__init__): simulate converts every distinct Block a
+        # session sends (~4,000 on the 930-call synthetic session's two columns).
+        d = self.__dict__
+        d["sha"] = sha
+        d["tokens"] = tokens
+        d["breakpoint"] = breakpoint
+        d["ttl"] = ttl
+        d["segment"] = segment
+
 
 @dataclass(frozen=True)
 class Call:
@@ -84,6 +96,11 @@ class Call:
     # blocks: it found this already). Lets the simulator skip comparing the shared prefix again: a call
     # then costs what it adds, not the request's length. None: found by comparing the blocks.
     shared: int | None = field(default=None, compare=False, repr=False)
+    # (h, a, m): past the `shared` ones, blocks[shared + h : shared + h + m] are the previous call's
+    # blocks [a, a + m), the same objects (a sliding window's stretch; see find_stretch), when the caller
+    # knows it (simulate found it on its own Blocks); m == 0: no such stretch worth carrying. Any such
+    # stretch gives the same keys and sums: the simulator then does not search for one again. None: found.
+    stretch: tuple[int, int, int] | None = field(default=None, compare=False, repr=False)
 
     def __init__(
         self,
@@ -94,6 +111,7 @@ class Call:
         output_sha: str | None = None,
         completed_at: float | None = None,
         shared: int | None = None,
+        stretch: tuple[int, int, int] | None = None,
     ) -> None:
         # Stored into the instance's dict one by one (as engine.providers.base.Block): the frozen
         # dataclass's own __init__ calls object.__setattr__ per field (~3x), and simulate makes one a call.
@@ -105,6 +123,7 @@ class Call:
         d["output_sha"] = output_sha
         d["completed_at"] = completed_at
         d["shared"] = shared
+        d["stretch"] = stretch
 
     @property
     def input_tokens(self) -> int:
@@ -380,15 +399,21 @@ class _KeyChain:
         return list(keys), [x + base for x in raw]
 
     def take_raw(
-        self, blocks: Sequence[Block], check_order: bool = False, shared: int | None = None
+        self,
+        blocks: Sequence[Block],
+        check_order: bool = False,
+        shared: int | None = None,
+        stretch: tuple[int, int, int] | None = None,
     ) -> tuple[list[Key], list[int], int]:
         """take(blocks), as (keys, raw, base): the cumulative tokens are raw[j] + base. The lists are the
         chain's own, valid until its next call. `shared`: blocks[:shared] are the previous call's own
-        Block objects (Call.shared); None: found by comparing."""
+        Block objects (Call.shared); None: found by comparing. `stretch`: Call.stretch, read only with
+        `shared` taken as given; None: searched for."""
         blocks = tuple(blocks)
         prev = self.blocks
         if shared is None:
             common = shared_prefix_len(prev, blocks)
+            stretch = None  # (counted from the caller's `shared`)
         else:
             common = min(shared, len(prev), len(blocks))
             # A cheap guard on the caller's word (its last shared block): the prefix's own comparison
@@ -399,11 +424,27 @@ class _KeyChain:
                 and prev[common - 1] != blocks[common - 1]
             ):
                 common = shared_prefix_len(prev, blocks)
+            if common != shared:
+                stretch = None
         back = self._from_earlier(blocks, common, check_order)
         if back is not None:
             return back
         new = blocks[common:]
-        h, a, m = find_stretch(prev, new, common)
+        h, a, m = (0, 0, 0) if stretch is None else stretch
+        # The caller's stretch, held to its ends (the same objects; as the guard on `shared` above):
+        # any stretch of equal blocks gives the same keys and sums, so a valid one needs no search.
+        if stretch is None or (
+            m
+            and not (
+                0 <= h
+                and 0 <= a
+                and h + m <= len(new)
+                and a + m <= len(prev)
+                and new[h] is prev[a]
+                and new[h + m - 1] is prev[a + m - 1]
+            )
+        ):
+            h, a, m = find_stretch(prev, new, common)
         cut: list[Key] | None = None  # what an in-place extension cut from the last call's keys
         # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
         # order and count checks in an earlier call, as one run of the sequence they are in here).
@@ -707,7 +748,7 @@ class _AnthropicPolicy(_Policy):
 
     def step(self, call: Call) -> CallCache:
         blocks = call.blocks
-        keys, raw, base = self._chain.take_raw(blocks, True, call.shared)
+        keys, raw, base = self._chain.take_raw(blocks, True, call.shared, call.stretch)
         cum = _sums(raw, base)
         total = cum[-1]
         now = call.timestamp
@@ -814,7 +855,7 @@ class _OpenAIPolicy(_Policy):
         self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
 
     def step(self, call: Call) -> CallCache:
-        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared)
+        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared, call.stretch)
         cum = _sums(raw, base)
         total = cum[-1]
         now = call.timestamp
@@ -1122,7 +1163,7 @@ class _DeepSeekPolicy(_Policy):
             self.units[key] = u
 
     def step(self, call: Call) -> CallCache:
-        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared)
+        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared, call.stretch)
         cum = _sums(raw, base)
         # keys[old:] were first met in this call (a long session's sliding window: most of each request):
         # no unit and no `seen` entry can have them, so neither is looked up past there.
@@ -1313,8 +1354,8 @@ class CacheSimulator:
         return [self.step(c) for c in calls]
 
     def step(self, call: Call) -> CallCache:
-        if self._raised and call.shared is not None:
-            call = replace(call, shared=None)
+        if self._raised and (call.shared is not None or call.stretch is not None):
+            call = replace(call, shared=None, stretch=None)
         try:
             out = self._policy.step(call)
         except BaseException:

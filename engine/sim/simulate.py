@@ -924,7 +924,8 @@ def _simulate(
         prev_blocks, prev_cblocks = r.blocks, cblocks
         out_t = _output(r, outputs)
         # cblocks[:common] are the last call's own Blocks: the simulator need not compare them again.
-        c = step(Call(cblocks, ts, model, out_t, out_sha, shared=common))
+        # And where the stretch is, so the simulator does not search for it again (m == 0: none).
+        c = step(Call(cblocks, ts, model, out_t, out_sha, None, common, (h, a, m)))
         results.append(c)
         brk = None
         if prev is not None:
