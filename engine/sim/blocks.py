@@ -40,6 +40,7 @@ from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
 from engine.sim import held_lane
+from engine.sim.block_layout import BlockLayout
 from engine.sim.closed_cut import ClosedCut
 
 if TYPE_CHECKING:
@@ -76,14 +77,14 @@ class BlockSerializer(Serializer):
     def __init__(self, provider: str) -> None:
         super().__init__(make_serializer(provider).policy, _no_block, _no_block, _no_bytes, _no_bytes)
         self._section_hash = _Unhashed()  # type: ignore[assignment]
+        self._layout = BlockLayout()
 
     def blocks(self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure) -> list[Block]:
-        """serialize(..., body=False)'s Blocks, laid out by the same per-section code, without what
-        only a request or a trace reads (the segments present, tool and section hashes, the
-        cacheable prefix's token sum: ~a quarter of serialize's CPU on a 128k-token window)."""
+        """serialize(..., body=False)'s Blocks, without what only a request or a trace reads: laid out
+        by BlockLayout (block_layout.py), which keeps only the Blocks of the serializer's runs."""
         out: list[Block] = []
-        for _s, run in self._laid_out(asm, markers, measure):
-            out += run.blocks
+        for _s, blocks in self._layout.sections(asm, markers, measure):
+            out += blocks
         return out
 
     def blocks_apart(
@@ -94,10 +95,10 @@ class BlockSerializer(Serializer):
         a turn's system blocks are not picked out of the whole conversation's Blocks one by one."""
         out: list[Block] = []
         others: list[Block] = []
-        for s, run in self._laid_out(asm, markers, measure):
-            out += run.blocks
+        for s, blocks in self._layout.sections(asm, markers, measure):
+            out += blocks
             if s.id != section:
-                others += run.blocks
+                others += blocks
         return out, tuple(others)
 
 
