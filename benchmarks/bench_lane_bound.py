@@ -63,7 +63,7 @@ LABELLED: list[tuple[Any, str, str]] = [
     (cost_aware, "prefix_served_on_rewrite", MUST + "weigh a cut"),
     (providers_base.Serializer, "_item_hit", MUST + "new fragments"),
     (providers_base._PrefixHasher, "hexdigest", MUST + "body hash"),
-    (pipeline_mod.Pipeline, "_emit", MUST + "journal events"),
+    (pipeline_mod.Pipeline, "fold", MUST + "journal events"),  # (the per-turn calls fold in line, not through _emit)
 ]
 
 

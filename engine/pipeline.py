@@ -56,7 +56,7 @@ from engine.errors import (
     UnpairedToolResultError,
 )
 from engine.feedback import Usage, attribute_cache_break, finish_reason_of, normalize_usage
-from engine.hashing import content_hash, sha256_hex
+from engine.hashing import content_hash, sha256, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
 from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, history_pressure, plan_of
 from engine.policy import cost_aware
@@ -629,8 +629,10 @@ class Pipeline:
                 else "pass str(value), or '' for no text"
             )
             raise ContentError(f"expected text (str), got {type(text).__name__}: {hint}")
+        journal = self.journal
         try:
-            h = self.journal.blob(text)
+            # Journal.blob's work in line (a frame fewer for each of the ~3 texts a turn journals).
+            h = sha256(text.encode()).hexdigest()
         except UnicodeEncodeError as exc:
             # Lone surrogates (os.listdir or subprocess output decoded with errors='surrogateescape')
             # cannot be sent as JSON to any provider; nothing was journaled yet.
@@ -640,6 +642,8 @@ class Pipeline:
                 "errors='replace', or re-encode it: text.encode('utf-8', 'surrogateescape')"
                 ".decode('utf-8', 'replace')"
             ) from None
+        if journal.blobs.add(h, text):
+            journal.append({"k": "blob", "h": h, "data": text})
         # The text journaled last, by its hash: the event that names it is usually folded next (a tool
         # result, a user text), and _part takes the text from here rather than looking the hash up in
         # the journal's store (two Python calls). A hash names one text, so either gives the same.
@@ -1067,7 +1071,9 @@ class Pipeline:
             # (the calls come from `hint`).
             self._last_blob = (text_h, text)
         try:
-            self._emit({"k": "msg", "role": "assistant", "parts": parts})
+            ev: Event = {"k": "msg", "role": "assistant", "parts": parts}
+            self.fold(ev)  # (_emit in line)
+            self.journal.append(ev)
         finally:
             self._call_hint = _NO_HINT
         return calls
@@ -1136,9 +1142,9 @@ class Pipeline:
         for p in self.pending:
             if isinstance(p, ToolResult) and p.call_id == call_id:
                 raise UnpairedToolResultError(call_id, "this call already has a result")
-        self._emit(
-            {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": bool(is_error)}}
-        )
+        ev = {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": bool(is_error)}}
+        self.fold(ev)  # (_emit's two calls in line: every turn's agent calls journal this way)
+        self.journal.append(ev)
 
     # ----------------------------------------------------------------- turns
     def _serializer(self, provider: str) -> Serializer:
@@ -1816,8 +1822,12 @@ class Pipeline:
     def _lane_record(self, rec: TurnRecord, ser: SerializedRequest, sections: dict[str, str]) -> Request:
         """The end of an express-lane turn (engine/pipeline_express.py): its request event and record, as
         _finish_unobserved ends a turn."""
-        self._emit(self._request_event(ser.request_sha256, sections, {}, self.compaction, []))
-        self._prev = (ser.blocks, _prefix_blocks(ser), self.config.model)
+        ev = self._request_event(ser.request_sha256, sections, {}, self.compaction, [])
+        self.fold(ev)  # (_emit in line)
+        self.journal.append(ev)
+        # (_prefix_blocks' answer where the serializer knows the last marked block, without its frame.)
+        last = ser.last_marked
+        self._prev = (ser.blocks, last + 1 if last is not None and last >= 0 else _prefix_blocks(ser), self.config.model)
         self._open = rec
         self._open_alerts = None
         self.traces.append(rec)
@@ -1945,7 +1955,9 @@ class Pipeline:
         self._usage_hint = (d, u)
         try:
             # `time`: when the call's outcome came, so a recording's spans last as long as their calls.
-            self._emit({"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()})
+            ev: Event = {"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()}
+            self.fold(ev)  # (_emit in line)
+            self.journal.append(ev)
         finally:
             self._usage_hint = None
         # What u.to_dict() gives, as its own dict. (_settle's work, a deferred record's in line: every turn.)

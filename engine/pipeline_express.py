@@ -32,6 +32,7 @@ compare it with).
 
 from __future__ import annotations
 
+from operator import is_not
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.alerts import LOOKBACK
@@ -276,9 +277,10 @@ def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any, extends: bool) 
     prev = k.applied
     if not placed or placed[0] is not e or len(applied) != len(prev):
         return False
-    for i, (a, b) in enumerate(zip(applied, prev, strict=True)):
-        if a is not b and i != hidx:
-            return False
+    # Every section but the history the very one of that turn, compared by identity in C (map over
+    # is_not: a Python loop with enumerate and zip was ~4 us of a lane turn).
+    if any(map(is_not, applied[:hidx], prev[:hidx])) or any(map(is_not, applied[hidx + 1 :], prev[hidx + 1 :])):
+        return False
     hist, was = applied[hidx], prev[hidx]
     items = hist.items
     if hist.kind is not was.kind or hist.id != was.id or hist.scope is not was.scope or not items:
@@ -328,7 +330,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         or pipe._silent_errors
         or pipe._renamed
         or pipe.stats.recovery_turns_left > 0
-        or pipe.emergent.due(pipe.turn)
+        or (pipe.emergent.items and pipe.emergent.due(pipe.turn))  # (due()'s frame only when any wait)
         or pipe._sources_carry is None
         or pipe._sources_carry[0] != c.sources_version
     ):

@@ -78,3 +78,64 @@ def test_grown_is_section_also_when_its_run_is_not_the_newest() -> None:
     want2 = b._section(more, frozenset(), tok, m, True)
     assert (got2.frags, got2.shas, got2.sha) == (want2.frags, want2.shas, want2.sha)
     assert prev_b.sha == prev_a.sha
+
+
+def test_a_steady_lane_turn_journals_its_events_without_the_helper_frames() -> None:
+    # The agent's per-turn calls (tool_result, assistant, record_usage) and the lane's request event fold
+    # and journal in line, not through Pipeline._emit; a journaled text is hashed and stored in
+    # Pipeline._blob, not through Journal.blob; the lane asks the emergent list for due items only when
+    # it holds any.
+    pipe = steady_pipe(_usage)
+    seen = python_frames(steady_turn(pipe, _usage(99)), basename=True)
+    assert seen[("pipeline_express.py", "turn")] == 1, seen
+    assert seen[("pipeline.py", "fold")] >= 4, seen  # the events were folded all the same
+    avoided = {("pipeline.py", "_emit"), ("journal.py", "blob"), ("catalog.py", "due")}
+    ran = {k: n for k, n in seen.items() if k in avoided}
+    assert not ran, ran
+    pipe.close()
+
+
+def test_a_blob_journaled_in_line_is_the_journals_own() -> None:
+    # Pipeline._blob hashes and stores the text as Journal.blob does: the same hash, one blob event for
+    # a text journaled twice, and the text readable by its hash.
+    from engine.hashing import sha256_hex
+    from engine.pipeline import Pipeline
+
+    pipe = Pipeline("gpt-4o", "openai", 200_000, counter=TokenCounter(CharTokenizer()), serve=False)
+    h = pipe._blob("some tool output")
+    assert h == sha256_hex("some tool output") == pipe.journal.blob("some tool output")
+    pipe._blob("some tool output")
+    blobs = [ev for ev in pipe.journal.events if ev["k"] == "blob" and ev["h"] == h]
+    assert blobs == [{"k": "blob", "h": h, "data": "some tool output"}]
+    assert pipe.journal.blobs[h] == "some tool output"
+    pipe.close()
+
+
+def test_tail_moved_compares_the_sections_before_the_history_by_identity() -> None:
+    # The lane carries the last placement's markers only when every section but the history is the very
+    # object of the turn that placed them: an equal copy is not enough (the rule is run then).
+    from types import SimpleNamespace
+
+    from engine import pipeline_express as ex
+    from engine.assembly import Section
+    from engine.types import CacheScope, Priority, SectionKind
+
+    def sec(sid: str, kind: SectionKind, items: tuple[Any, ...]) -> Section:
+        return Section(sid, sid, kind, CacheScope.NONE, Priority.NORMAL, items)
+
+    ident = sec("identity", SectionKind.IDENTITY, (Text("you are an agent"),))
+    hist = sec("history", SectionKind.HISTORY, _hist(6))
+    prev = (ident, sec("history", SectionKind.HISTORY, _hist(4)))
+    policy = SimpleNamespace(min_cacheable_tokens=1)
+    entry = SimpleNamespace(cum_before=5, policy=policy, task_marker=False, task_fits=True, task=None)
+    m = SimpleNamespace(placed=[entry], section=lambda s: 100)
+    k = ex._Marks(entry, False, prev, frozenset(), [], ())
+    assert ex._tail_moved(k, (ident, hist), 1, m, True)
+    copy = sec("identity", SectionKind.IDENTITY, (Text("you are an agent"),))
+    assert copy == ident and copy is not ident
+    assert not ex._tail_moved(k, (copy, hist), 1, m, True)
+    # A section after the history (none in the lane's assemblies) is held to the same rule.
+    tail = sec("notes", SectionKind.IDENTITY, ())
+    k2 = ex._Marks(entry, False, (*prev, tail), frozenset(), [], ())
+    assert ex._tail_moved(k2, (ident, hist, tail), 1, m, True)
+    assert not ex._tail_moved(k2, (ident, hist, sec("notes", SectionKind.IDENTITY, ())), 1, m, True)
