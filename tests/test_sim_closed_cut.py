@@ -116,15 +116,24 @@ def test_carried_cut_builds_equal_the_rule_builds(session: dict[str, Any], windo
 
 
 def _counting_trims(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Per call of the carried cut (ClosedCut.trim, and ClosedCut.carried where it built the request
+    from the last one), whether it built the turn."""
     taken: list[bool] = []
-    real = closed_cut.ClosedCut.trim
+    real, real_carried = closed_cut.ClosedCut.trim, closed_cut.ClosedCut.carried
 
     def counted(self: closed_cut.ClosedCut, *a: Any, **kw: Any) -> Any:
         out = real(self, *a, **kw)
         taken.append(out is not None)
         return out
 
+    def carried(self: closed_cut.ClosedCut, *a: Any, **kw: Any) -> Any:
+        out = real_carried(self, *a, **kw)
+        if out is not None:
+            taken.append(True)
+        return out
+
     monkeypatch.setattr(closed_cut.ClosedCut, "trim", counted)
+    monkeypatch.setattr(closed_cut.ClosedCut, "carried", carried)
     return taken
 
 

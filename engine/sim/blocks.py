@@ -39,6 +39,7 @@ from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
+from engine.providers.policy import cache_policy
 from engine.sim import held_lane
 from engine.sim.block_layout import BlockLayout
 from engine.sim.closed_cut import ClosedCut
@@ -307,6 +308,22 @@ class SimBuilder:
         context, then cost_aware.run's tail, step for step (see closed_uncut)."""
         pipe = self.pipe
         cut = self._cut
+        if cut is not None:
+            auto = marker_rule.automatic(cache_policy(cfg.provider, cfg.model))
+            got = cut.carried(pipe, bound, cfg, auto is None)
+            if got is not None:
+                # The rule's outcome (closed_cut.ClosedCut.carried), then the markers over it, as below.
+                sent, ceiling, ctx = got
+                if auto is not None:
+                    return sent, (), [trim_sections.NAME], ceiling
+                assert ctx is not None
+                res = optimize(sent, ctx, cost_aware.GUARANTEE_RULES[1:])
+                return (
+                    res.asm,
+                    res.markers,
+                    [trim_sections.NAME, *(str(a["step"]) for a in res.actions)],
+                    ceiling,
+                )
         # decide assembles from the state's cut, 0: the whole conversation. Planned from an assembly
         # with less of it when the carried cut is likely to take the turn (the same plan: the history's
         # total is the whole conversation's); the whole conversation only for the rule itself.

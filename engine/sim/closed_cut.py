@@ -27,14 +27,17 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from operator import attrgetter, is_not
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.artifacts import Message
-from engine.assembly import Assembly, Measure
+from engine.assembly import Assembly, Measure, Section
 from engine.config import PipelineConfig
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_range
 from engine.optimize.trim_sections import apply, cut_inside_results, protected
+from engine.plan import SectionEstimate, allocate, budget_of, ceiling_for
+from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import SectionKind
 
 if TYPE_CHECKING:
@@ -45,6 +48,21 @@ TRIMMED = "trimmed inside "  # trim_sections' detail, before the ids of the sect
 # Columns (configs) whose last cut and marked task are remembered: simulate's gates-closed column, and
 # any other column a what-if runs with every gate closed.
 LANES = 8
+_TOKENS = attrgetter("tokens")
+
+
+class _Sent(NamedTuple):
+    """What a column's last trimmed request sent, when the rule did nothing after dropping the rounds
+    (no result cut inside, no squeeze): the next build sends it again with the appended messages while
+    the same rounds are dropped (see ClosedCut.carried)."""
+
+    sources: tuple[Section, ...]  # the sections before the history (the assembly's very objects)
+    kept: Section  # the history sent: the task with the note, then the conversation from `end` on
+    kept_tokens: int
+    rounds: int  # rounds_to_drop's answer then (rounds, tokens, end)
+    acc: int
+    end: int
+    history_len: int  # len(pipe.history) then
 
 
 class _Lane:
@@ -53,12 +71,13 @@ class _Lane:
     drop_range again while those hold, as trim_sections does with a remembered cut, so the request
     holds the same object turn after turn (the serializer's memos then match it by identity)."""
 
-    __slots__ = ("cfg", "cut", "marked")
+    __slots__ = ("cfg", "cut", "marked", "sent")
 
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg  # held, so its id is not reused while the lane is kept
         self.cut = 0
         self.marked: tuple[Message, int, int, Message] | None = None
+        self.sent: _Sent | None = None  # the last build's request, when it may be carried
 
 
 class ClosedCut:
@@ -185,10 +204,49 @@ class ClosedCut:
         count, acc, end = self.rounds_to_drop(size, size - budget)
         if count == 0:
             return None
+        return self._drop(
+            pipe,
+            bound,
+            cfg,
+            ctx,
+            asm if end == first else None,
+            idx,
+            te,
+            size,
+            budget,
+            count,
+            acc,
+            end,
+            before,
+        )
+
+    def _drop(
+        self,
+        pipe: Pipeline,
+        bound: dict[str, dict[str, Any]],
+        cfg: PipelineConfig,
+        ctx: OptimizeContext,
+        asm: Assembly | None,
+        idx: int,
+        te: int,
+        size: int,
+        budget: int,
+        count: int,
+        acc: int,
+        end: int,
+        before: int,
+    ) -> RuleOutcome | None:
+        """trim's outcome once the rounds to drop are known: `count` rounds (`acc` tokens) ending at
+        `end`, from the history at index `idx` with the task ending at `te`, over `budget` by what the
+        whole conversation's `size` says; `asm`: the assembly from `end` (None: assembled here),
+        `before` its total."""
+        the_plan = ctx.plan
+        m = pipe.measure
+        history = pipe.history
         lane = self._lane(cfg)
-        if end != first:
+        if asm is None:
             asm = pipe.assembled(bound, end)
-            hist = asm[idx]
+        hist = asm[idx]
         # The assembly holds the task, then what follows the cut: exactly that (a pipeline that did not
         # elide would hand back the whole conversation, where the drop below would take the wrong range).
         if len(hist.items) != te + len(history) - end or m.section(hist) != size:
@@ -200,7 +258,9 @@ class ClosedCut:
         asm, _ = drop_range(asm, idx, te, te, count, acc, m, marked)
         kept = asm[idx]
         head = kept.items[0]
+        plain = True  # nothing done after the drop: the request may be carried to the next build
         if m.section(kept) > budget:
+            plain = False
             # Still over (a large newest result, or the note itself): the rule's next step, the same
             # code over the same kept history.
             asm = (*asm[:idx], cut_inside_results(kept, budget, m), *asm[idx + 1 :])
@@ -213,10 +273,124 @@ class ClosedCut:
             # history: no longer the whole conversation).
             out = apply(asm, ctx)
             asm = out.asm
+            plain = False
             if out.changed:
                 trimmed += [t for t in out.detail.removeprefix(TRIMMED).split(", ") if t not in trimmed]
         if isinstance(task, Message) and task.role == "user" and isinstance(head, Message):
             lane.marked = (task, count, acc, head)
         lane.cut = end
+        if plain and pipe.fast_path:
+            lane.sent = _Sent(asm[:idx], kept, m.section(kept), count, acc, end, len(history))
         saved = before - m.total(asm)
         return RuleOutcome(asm, True, TRIMMED + ", ".join(trimmed), saved)
+
+    def carried(
+        self, pipe: Pipeline, bound: dict[str, dict[str, Any]], cfg: PipelineConfig, need_ctx: bool
+    ) -> tuple[Assembly, int, OptimizeContext | None] | None:
+        """(request, the plan's ceiling, the optimize context of the plan: with `need_ctx` or when made
+        anyway, else None) of a build under `cfg` whose history is over its budget by the rule's usual
+        cut (see the module doc), from the column's last request; else None (the caller then builds as
+        always).
+
+        Carried when the last build's request was the rule's plain drop (`_Sent`), the sections before
+        the history are the very ones the pipeline carries (no bound values, nothing emergent due), the
+        conversation only grew (no pending parts, no note but the renamed calls'), and the rule would
+        drop the same rounds now: this turn's ceiling and budgets (the history's total the whole
+        conversation's, as assembled) put the history over its budget, no other section over its own,
+        and rounds_to_drop answers as it did. drop_range would then put the same task message
+        (lane.marked) before the same kept rounds: the last request's history with the appended
+        messages. When other rounds are dropped now, they are dropped as trim drops them (`_drop`),
+        planned once. What the rule does after a drop (a result cut inside, the squeeze) is checked as
+        trim checks it: then trim's outcome, or None. Each lane's request is carried at most from its
+        previous build (every build of the lane takes it back first)."""
+        lane = self._lane(cfg)
+        sent, lane.sent = lane.sent, None
+        if sent is None or bound or pipe.pending or not pipe.fast_path:
+            return None
+        carry = pipe._sources_carry
+        if (
+            carry is None
+            or carry[0] != pipe._sources_version
+            or pipe._empty_msgs
+            or pipe._silent_errors
+            or pipe.emergent.due(pipe.turn)
+        ):
+            return None
+        sources = carry[1]
+        if len(sources) != len(sent.sources) or any(map(is_not, sources, sent.sources)):
+            return None
+        history = pipe.history
+        m = pipe.measure
+        self._extend(history, m)
+        if self._lanes.get(id(cfg)) is not lane or len(history) < sent.history_len:
+            return None  # the sums started over (another conversation or Measure)
+        size = self.cum[-1]
+        if size != pipe.history_tokens():  # the history section's total as the pipeline primes it
+            return None
+        k = sent.kept
+        # What the rule reads of this turn's plan, its ceiling and budgets, is a function of the window's
+        # usable tokens, the reserves and the sections' totals (plan_of: ceiling_for, allocate); the
+        # history's total is the whole conversation's, as assembled. The Plan itself (pressures, tier,
+        # reason) only where a context is made from it: the markers rule, the rule's later steps.
+        reserves = pipe._reserves(cfg)
+        ratio = pipe.stats.calibration_for(cfg.model)
+        usable = int(budget_of(cfg.window, cfg.margin).usable / ratio)
+        ceiling = ceiling_for(usable, reserves.response + reserves.thinking + reserves.schema)
+        ests = (
+            *map(pipe._estimate, sources),
+            SectionEstimate(k.id, k.name, k.kind, k.scope, k.priority, size),
+        )
+        if sum(map(_TOKENS, ests)) + REPLY_PRIMING_TOKENS <= ceiling and len({e.id for e in ests}) == len(
+            ests
+        ):
+            return None  # fits as planned (trim_sections.fits_as_planned)
+        budgets = allocate(ests, ceiling)
+        for s in sources:
+            b = budgets.get(s.id)
+            if b is not None and not protected(s) and m.section(s) > b:
+                return None
+        budget = budgets.get(k.id)
+        if budget is None or size <= budget:
+            return None
+
+        def context() -> tuple[OptimizeContext, Assembly]:
+            # The plan trim's caller makes of the assembly from the old cut (the same sections and totals).
+            whole = Section(k.id, k.name, k.kind, k.scope, k.priority, ())
+            m.prime(whole, size)
+            plan_asm = (*sources, whole)
+            ctx = pipe.optimize_context(cfg, pipe.planned(cfg, plan_asm))
+            ctx.task_marker = cfg.policy.revision >= 2
+            return ctx, plan_asm
+
+        count, acc, end = self.rounds_to_drop(size, size - budget)
+        if (count, acc, end) != (sent.rounds, sent.acc, sent.end):
+            # Other rounds: dropped from an assembly at the new cut, as trim drops them.
+            if count == 0 or self.starts[0] == 0:
+                return None
+            ctx, plan_asm = context()
+            idx = len(sources)
+            before = m.total(plan_asm)
+            out = self._drop(
+                pipe, bound, cfg, ctx, None, idx, self.starts[0], size, budget, count, acc, end, before
+            )
+            if out is None:
+                return None
+            return out.asm, ceiling, ctx
+        appended = history.since(sent.history_len)
+        # The note the pipeline puts on the history (only the renamed calls' here: no empty or silent
+        # message), which counts the whole conversation's calls, as assembled this turn.
+        note = pipe._renamed_note() if pipe._renamed else ""
+        kept = Section(
+            k.id, k.name, k.kind, k.scope, k.priority, (*k.items, *appended), k.form, k.omitted, note
+        )
+        total = sent.kept_tokens
+        for msg in appended:
+            total += m.item(msg)
+        m.derived(kept, total)
+        if total > budget:
+            return None  # a result to cut inside: the rule's next step
+        asm = (*sources, kept)
+        if m.total(asm) > ceiling:
+            return None  # the squeeze
+        lane.sent = _Sent(sources, kept, total, count, acc, end, len(history))
+        return asm, ceiling, context()[0] if need_ctx else None
