@@ -5,10 +5,11 @@ the cache simulator's input and the cache-break attribution's), the optimize ste
 that flipped and the compaction state the next turn starts from. `Pipeline.build` also writes the
 provider request's fragments (canonical JSON of every new message), hashes every section, and builds
 the EXPLAIN trace; simulate read none of that but the section hashes and token totals of the
-token-count check. Here the same decision (`Pipeline.decide`) is laid out by a serializer whose
-provider hooks write nothing and which hashes no section: the Blocks come from the very same
-`Serializer` code, so they are the ones `build` gives; the check's section hashes are computed only
-where a token total disagrees (see `SimBuilt.check_counts`).
+token-count check. Here the same decision (`Pipeline.decide`) is laid out by BlockLayout
+(block_layout.py), which keeps only the Blocks of the serializer's section runs: a Block is a pure
+function of (tokenizer, section, item hash, marked), so they are the ones `build` gives
+(tests/test_sim_block_layout.py holds them to the provider serializer's); the check's section hashes
+are computed only where a token total disagrees (see `SimBuilt.check_counts`).
 
 A build with every gate cost_aware reads closed and no compaction cut (simulate's gates-closed column,
 every turn) skips the policy's decision machinery: with those gates closed, cost_aware.run provably
@@ -73,7 +74,8 @@ class _Unhashed:
 
 class BlockSerializer(Serializer):
     """The provider's serializer (its cache policy: where markers go, automatic prefix caching) with
-    hooks that write no fragment and no section hash; serialize(..., body=False) gives its Blocks."""
+    hooks that write no fragment and no section hash; serialize(..., body=False) gives its Blocks, and
+    so do blocks() and blocks_apart(), laid out by BlockLayout without the rest of a section run."""
 
     def __init__(self, provider: str) -> None:
         super().__init__(make_serializer(provider).policy, _no_block, _no_block, _no_bytes, _no_bytes)
