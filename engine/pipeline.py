@@ -412,6 +412,8 @@ class Pipeline:
         self.binders: dict[str, Binder] = {}
         self.tools: list[ToolSchema] = []
         self.history = HistoryLog(None if replay else history_chunk)
+        # (the log, task end, cut) _release_history last released to: asked again, it returns at once.
+        self._released: tuple[HistoryLog, int, int, int] | None = None
         # Each folded part's journal blob (the part's hash -> its text's blob hash), while the history
         # may release messages: a release evicts their texts by these hashes instead of hashing every
         # text again (see _release_history). An entry goes with its message.
@@ -764,10 +766,22 @@ class Pipeline:
         te = self._first_assistant  # _task_end(), remembered
         if te is None:
             te = self._task_end()
+        # Asked already with this task end and cut, and answered (nothing failed since): release moved
+        # everything it could below the cut then, so it would move nothing now. Most turns keep the cut
+        # (two calls into the log a turn fewer). The log's on-disk end is in the key: a replay's
+        # checkpoint that parks or reads messages back (park, unpark) moves it, and release then runs.
+        if not te < cut:
+            return  # (starts_round's first test: no cut past the task, nothing to release)
+        done = (hist, te, cut, hist._base)
+        was = self._released
+        if was is not None and was[0] is hist and was[1:] == done[1:]:  # (the log by identity)
+            return
         # At a round boundary only: there _assemble_from sends the task and history[cut:], nothing before.
         if not hist.starts_round(te, cut):
             return
         moved = hist.release(te, cut)
+        # (Its on-disk end after this release: asked again with this cut, it would move nothing.)
+        self._released = (hist, te, cut, hist._base) if hist.spill_error is None else None
         if moved:
             self.journal.blobs.evict(_blob_hashes(moved, self._blob_of))
             self.measure.forget(moved)

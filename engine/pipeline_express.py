@@ -96,6 +96,10 @@ class _Fixed(NamedTuple):
     early: EarlyRule  # the early rule's weighing under these rules, settings and state
 
 
+# A NamedTuple made from all its fields by tuple's own constructor, in C: the class's generated __new__
+# is a Python function (a frame for each of the lane's per-turn tuples).
+_new = tuple.__new__
+
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
 # that reads each request's trace would pay for the lane's turn and then for the general policy run that
 # makes the trace (~2-6% more a turn than the general path alone, measured); it is tried again after.
@@ -212,7 +216,7 @@ def _moved_markers(
         tail = len(applied[hidx].items) - 1
         # Carried on with this turn's sections: the next turn's history extends these, so _tail_moved
         # knows the task still ends where it did without looking for its end (see _Marks.applied).
-        moved = _Marks(k.entry, k.noted, applied, k.other, k.actions, k.before)
+        moved = _new(_Marks, (k.entry, k.noted, applied, k.other, k.actions, k.before))
         return k.other | {tail}, [dict(a) for a in k.actions], k.before, moved
     ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, noted)
     out = markers.apply(applied, ctx)  # type: ignore[arg-type]
@@ -462,10 +466,10 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         cfg.limits,
     )
     # Before the request event is folded (it closes the pending parts into the history).
-    pipe._express = Carried(
+    pipe._express = _new(Carried, (
         cfg, st, c.sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
         layout, c.at, c.slot, rec, before_marks, marks_kept, fixed,
-    )  # fmt: skip
+    ))  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)
 

@@ -994,7 +994,8 @@ class Serializer:
                 data, end, base, shared = spliced
                 mark = end
                 last_frag = layout[grown][1].frags[-1]
-            self._body_at = _BodyAt(layout, data, model, max_tokens, end)
+            # (tuple's constructor, in C: the NamedTuple's generated __new__ is a Python frame, every request)
+            self._body_at = tuple.__new__(_BodyAt, (layout, data, model, max_tokens, end))
             if tail_marked and mark:
                 # The tail breakpoint (Anthropic, Bedrock) is on the newest message and moves to the next
                 # newest next turn, which rewrites this message without it: the next body repeats this
