@@ -26,7 +26,7 @@ the caller builds through the rule. tests/test_sim_closed_cut.py holds the two e
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -208,7 +208,8 @@ class ClosedCut:
             pipe,
             bound,
             cfg,
-            ctx,
+            the_plan.ceiling,
+            lambda: ctx,
             asm if end == first else None,
             idx,
             te,
@@ -225,7 +226,8 @@ class ClosedCut:
         pipe: Pipeline,
         bound: dict[str, dict[str, Any]],
         cfg: PipelineConfig,
-        ctx: OptimizeContext,
+        ceiling: int,
+        context: Callable[[], OptimizeContext],
         asm: Assembly | None,
         idx: int,
         te: int,
@@ -239,8 +241,8 @@ class ClosedCut:
         """trim's outcome once the rounds to drop are known: `count` rounds (`acc` tokens) ending at
         `end`, from the history at index `idx` with the task ending at `te`, over `budget` by what the
         whole conversation's `size` says; `asm`: the assembly from `end` (None: assembled here),
-        `before` its total."""
-        the_plan = ctx.plan
+        `before` its total; `ceiling` the plan's, `context()` the optimize context of the plan (made
+        only for the squeeze)."""
         m = pipe.measure
         history = pipe.history
         lane = self._lane(cfg)
@@ -265,13 +267,13 @@ class ClosedCut:
             # code over the same kept history.
             asm = (*asm[:idx], cut_inside_results(kept, budget, m), *asm[idx + 1 :])
         trimmed = [hist.id]
-        if m.total(asm) > the_plan.ceiling:
+        if m.total(asm) > ceiling:
             if m.section(asm[idx]) > budget:
                 return None  # apply below would cut the history again; the rule goes on to its squeeze
             # Every section within its budget now, the whole still over the ceiling: what the rule does
             # next is its squeeze, from this very assembly, as apply over it does (over the sent
             # history: no longer the whole conversation).
-            out = apply(asm, ctx)
+            out = apply(asm, context())
             asm = out.asm
             plain = False
             if out.changed:
@@ -353,29 +355,37 @@ class ClosedCut:
         if budget is None or size <= budget:
             return None
 
-        def context() -> tuple[OptimizeContext, Assembly]:
-            # The plan trim's caller makes of the assembly from the old cut (the same sections and totals).
-            whole = Section(k.id, k.name, k.kind, k.scope, k.priority, ())
-            m.prime(whole, size)
-            plan_asm = (*sources, whole)
-            ctx = pipe.optimize_context(cfg, pipe.planned(cfg, plan_asm))
-            ctx.task_marker = cfg.policy.revision >= 2
-            return ctx, plan_asm
+        made: list[OptimizeContext] = []
+
+        def context() -> OptimizeContext:
+            # The plan trim's caller makes of the assembly from the old cut (the same sections and
+            # totals), and its context; made once, where it is read.
+            if not made:
+                whole = Section(k.id, k.name, k.kind, k.scope, k.priority, ())
+                m.prime(whole, size)
+                ctx = pipe.optimize_context(cfg, pipe.planned(cfg, (*sources, whole)))
+                ctx.task_marker = cfg.policy.revision >= 2
+                made.append(ctx)
+            return made[0]
 
         count, acc, end = self.rounds_to_drop(size, size - budget)
         if (count, acc, end) != (sent.rounds, sent.acc, sent.end):
             # Other rounds: dropped from an assembly at the new cut, as trim drops them.
             if count == 0 or self.starts[0] == 0:
                 return None
-            ctx, plan_asm = context()
+            # That assembly's total before the drop, as Measure.total sums it: the reply priming and
+            # each section's total, the history's the whole conversation's.
+            before = REPLY_PRIMING_TOKENS + size
+            for s in sources:
+                before += m.section(s)
             idx = len(sources)
-            before = m.total(plan_asm)
+            te = self.starts[0]
             out = self._drop(
-                pipe, bound, cfg, ctx, None, idx, self.starts[0], size, budget, count, acc, end, before
+                pipe, bound, cfg, ceiling, context, None, idx, te, size, budget, count, acc, end, before
             )
             if out is None:
                 return None
-            return out.asm, ceiling, ctx
+            return out.asm, ceiling, context() if need_ctx or made else None
         appended = history.since(sent.history_len)
         # The note the pipeline puts on the history (only the renamed calls' here: no empty or silent
         # message), which counts the whole conversation's calls, as assembled this turn.
@@ -393,4 +403,4 @@ class ClosedCut:
         if m.total(asm) > ceiling:
             return None  # the squeeze
         lane.sent = _Sent(sources, kept, total, count, acc, end, len(history))
-        return asm, ceiling, context()[0] if need_ctx else None
+        return asm, ceiling, context() if need_ctx else None

@@ -223,5 +223,19 @@ def turn(
         limits,
     )
     pipe._pending_msg = new_pending  # the message the request's fold closes into the history
-    nxt = c._replace(full=full, history_len=history_len, pending=new_pending, fixed=fixed)
+    # (The constructor, not _replace: a NamedTuple's _replace is a Python call through _make, every turn.)
+    nxt = Held(
+        cfg,
+        st,
+        cache,
+        m,
+        c.sources_version,
+        c.task_end,
+        full,
+        c.elided,
+        history_len,
+        new_pending,
+        c.slot,
+        fixed,
+    )
     return applied, ceiling, nxt
