@@ -449,7 +449,8 @@ def phases(path: Path) -> None:
 
         wrap(SimBuilder, "build", column)
         wrap(Pipeline, "decide", "  decide (plan + optimize)")
-        wrap(BlockSerializer, "blocks", "  block layout (providers' _laid_out)")
+        # (The providers' Serializer._laid_out until 2e0f9bd, engine/sim/block_layout.py since: one row.)
+        wrap(BlockSerializer, "blocks", "  block layout (BlockSerializer.blocks)")
         if hasattr(SimBuilder, "_closed"):  # gates-closed builds without the policy's decision, since 12-03
             wrap(SimBuilder, "_closed", "  closed build: plan + budget guarantee + markers (no decide)")
     try:  # the texts the recording's count table lacks (engine/sim/few_texts.py), since 2026-12-02
