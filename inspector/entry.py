@@ -67,6 +67,13 @@ def run_plain_command(argv: list[str]) -> None:
         run_standalone(lambda: attach_command.attach(*live))
     sim = plain_simulate(argv, os.environ)
     if sim is not None:
+        # The cyclic collector off for good: the process ends with this command (run_standalone exits).
+        # simulate holds it off while it runs (collector_held) and turned it back on at the end, and the
+        # first allocation after that set off a collection that scanned everything the simulate had made
+        # (~7 ms CPU on a 930-turn session, on the way out). collector_held leaves off what it found off.
+        import gc
+
+        gc.disable()
         # simulate_command imports neither typer nor the other commands, and nothing here builds
         # typer's command or coerces through pydantic (simulate_argv.py).
         from .simulate_command import simulate

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 
 from .recording_open import fail
+
+# decimal (~2 ms of CPU to import on the reference host) is imported by parse_tokens, when a count is
+# typed: most command lines type none, and nothing else `cp-inspect simulate` imports needs it.
 
 # k and M as the inspector prints them (thousands and millions, not 1024s). Commas group thousands
 # only where they sit every three digits ("32,000", not "3,2000", which is more likely a typo).
@@ -29,6 +31,8 @@ def parse_tokens(text: str) -> int:
     found = _TOKENS.fullmatch(text.strip())
     if found is None:
         raise ValueError(text)
+    from decimal import Decimal, InvalidOperation
+
     try:
         value = Decimal(found["num"].replace(",", "")) * _UNIT[found["unit"]]
     except InvalidOperation as exc:  # the pattern admits only decimals: kept so nothing is a traceback

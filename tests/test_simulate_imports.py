@@ -16,8 +16,10 @@ DEMO = ROOT / "demo_sessions" / "scout-openai.cpsession"
 # logging (warnings about a disk that refuses a spill), pickle (spilled events and messages), ormsgpack
 # (the probe's and the recorder's encoder), the peer policies, request_diff (the serializer and the
 # cache simulator need only its common_prefix_len, now engine/common_prefix.py), and the shadow rollout
-# with engine.whatif (a pipeline with a shadow candidate imports them; a replay never plans one).
+# with engine.whatif (a pipeline with a shadow candidate imports them; a replay never plans one), and
+# decimal (token_arg reads a typed count of tokens with it: a line that types none does not need it).
 DEFERRED = [
+    "decimal",
     "tempfile",
     "logging",
     "pickle",

@@ -45,9 +45,16 @@ class ObjectCounter:
     recording of compressed empty arrays took 3.6 GB), one of 2-byte strings ~20 (each a ~51-byte str):
     counted by their bytes alone, a normally compressed recording of short values built ~20x what its
     reader counted. A container is counted once built, its values before it: a caller bounds what one
-    payload may build before it is decoded (cpsession's WORST_PER_BYTE)."""
+    payload may build before it is decoded (cpsession's WORST_PER_BYTE).
 
-    __slots__ = ("left", "used")
+    A decode passes `map_hook` and `list_hook` (object_hook=, list_hook=): two closures over one count,
+    each knowing its container's kind. Every map and array of a recording goes through one (~35,000 in a
+    930-turn session's read), and a closure's call and cell cost about half of an instance's __call__
+    (a Python-level call slot, two class-attribute look-ups and a type test): msgpack's decode of every
+    event of that session with hooks took 99 ms against 81 ms with these, and 65 ms with none. The
+    instance stays callable as either hook, counting the same."""
+
+    __slots__ = ("left", "map_hook", "list_hook", "_used")
     COST = 64  # an empty dict is 64 bytes, an empty list 56, plus the slot that holds it
     # A value's object beyond the bytes it decodes from: a str's ~49-byte header (a 2-byte str measures 59.5
     # with its slot), an int's 28 bytes (both
@@ -56,14 +63,38 @@ class ObjectCounter:
 
     def __init__(self, left: int) -> None:
         self.left = left
-        self.used = 0
+        used = 0
+        cost, per_value, per_entry = self.COST, self.VALUE, 2 * self.VALUE
+
+        def refuse() -> FrameCountError:
+            return FrameCountError(f"more than {left} bytes of maps, arrays and the values they hold")
+
+        def map_hook(obj: Any) -> Any:  # a map's keys are values too
+            nonlocal used
+            used += cost + per_entry * len(obj)
+            if used > left:
+                raise refuse()
+            return obj
+
+        def list_hook(obj: Any) -> Any:
+            nonlocal used
+            used += cost + per_value * len(obj)
+            if used > left:
+                raise refuse()
+            return obj
+
+        def count() -> int:
+            return used
+
+        self.map_hook, self.list_hook, self._used = map_hook, list_hook, count
+
+    @property
+    def used(self) -> int:
+        """What the containers counted so far cost, in bytes."""
+        return self._used()
 
     def __call__(self, obj: Any) -> Any:
-        n = len(obj)
-        self.used += self.COST + self.VALUE * (n + n if type(obj) is dict else n)
-        if self.used > self.left:
-            raise FrameCountError(f"more than {self.left} bytes of maps, arrays and the values they hold")
-        return obj
+        return self.map_hook(obj) if type(obj) is dict else self.list_hook(obj)
 
 
 def _msgpack_shapes() -> list[tuple[int, int, int]]:
@@ -225,7 +256,9 @@ def decode_payload(
         if counter is None:
             obj = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         else:
-            obj = msgpack.unpackb(payload, raw=False, strict_map_key=False, object_hook=counter, list_hook=counter)
+            obj = msgpack.unpackb(
+                payload, raw=False, strict_map_key=False, object_hook=counter.map_hook, list_hook=counter.list_hook
+            )
     except FrameCountError as exc:
         raise FrameCountError(str(exc), offset) from None
     except Exception as exc:  # msgpack raises several unrelated exception types

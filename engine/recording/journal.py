@@ -253,7 +253,7 @@ def trace_of(
         sizes.append(len(raw))
     if check is not None:
         check(raw)
-    hooks = {} if counter is None else {"object_hook": counter, "list_hook": counter}
+    hooks = {} if counter is None else {"object_hook": counter.map_hook, "list_hook": counter.list_hook}
     try:
         trace = msgpack.unpackb(raw, raw=False, strict_map_key=False, **hooks)
     except Exception as exc:  # msgpack raises several unrelated types

@@ -90,7 +90,7 @@ def _lean_turn(
 def _walk(payload: bytes, fields: Collection[str], counter: ObjectCounter | None = None) -> dict[str, Any] | None:
     """The event with its trace's `fields` only, or None when the payload is not a plain turn event
     (the caller decodes it whole)."""
-    hooks = {} if counter is None else {"object_hook": counter, "list_hook": counter}
+    hooks = {} if counter is None else {"object_hook": counter.map_hook, "list_hook": counter.list_hook}
     u = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(payload), **hooks)
     u.feed(payload)
     event: dict[str, Any] = {}
