@@ -90,9 +90,9 @@ def chunks_fed(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counter[
     counts: collections.Counter[int] = collections.Counter()
     real = cpsession.RecordingReader._feed
 
-    def feed(self: cpsession.RecordingReader, st: Any, pos: int, obj: dict[str, Any], end: int) -> bytes:
+    def feed(self: cpsession.RecordingReader, st: Any, pos: int, obj: dict[str, Any], end: int, *rest: Any) -> bytes:
         counts[pos] += 1
-        return real(self, st, pos, obj, end)
+        return real(self, st, pos, obj, end, *rest)  # (rest: the chunk's fields, when the caller read them)
 
     monkeypatch.setattr(cpsession.RecordingReader, "_feed", feed)
     yield counts
