@@ -19,6 +19,7 @@ _set = object.__setattr__  # how a frozen artifact's __init__ sets its fields (s
 
 @dataclass(frozen=True, init=False)
 class Text:
+    """A piece of plain text in a section (a rule, a note, a message's text), with its content hash."""
     text: str
     sha: str = field(default="", compare=False)
 
@@ -66,6 +67,7 @@ class Media:
 
 @dataclass(frozen=True, init=False)
 class ToolCall:
+    """A tool call the model made: its id, the tool's name and the arguments as the model wrote them."""
     id: str
     name: str
     arguments: str  # JSON text exactly as the model produced it
@@ -117,6 +119,7 @@ def _finite_float(text: str) -> float:
 
 @dataclass(frozen=True, init=False)
 class ToolResult:
+    """A tool's output for one call id, and how it reached the request (full, cleared or spilled)."""
     call_id: str
     content: str
     is_error: bool = False
@@ -200,6 +203,7 @@ class Message:
 
 @dataclass(frozen=True)
 class ToolSchema:
+    """A tool the model may call: its name, description and parameters as canonical JSON."""
     name: str
     description: str
     parameters_json: str  # canonical JSON of the JSON-Schema object

@@ -51,6 +51,7 @@ PREFIX_MIN = 256
 
 @dataclass(frozen=True, init=False)
 class Section:
+    """One section of the assembled context: its items in order, cache scope, priority and what trimming took out."""
     id: str
     name: str
     kind: SectionKind

@@ -19,6 +19,7 @@ from engine.types import Priority
 
 @dataclass(frozen=True)
 class BindJob:
+    """One source to bind this turn: its binder, timeout, token budget and priority."""
     source_id: str
     binder: Callable[..., Any]
     timeout_s: float
@@ -28,6 +29,7 @@ class BindJob:
 
 @dataclass(frozen=True)
 class BindResult:
+    """What one binder returned (its text, or the error that replaced it) and how long it took."""
     source_id: str
     text: str | None
     error: str | None

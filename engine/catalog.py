@@ -127,6 +127,8 @@ def sort_key(spec: SourceSpec, registration_index: int) -> tuple[int, int]:
 
 @dataclass
 class Latch:
+    """A named value held for the session (e.g. a mode); `flips` counts how often it changed, as each change
+    breaks the cache."""
     name: str
     value: str
     sha: str
@@ -157,6 +159,7 @@ class LatchTable:
 
 @dataclass(frozen=True)
 class EmergentItem:
+    """A one-turn reminder queued on a list, injected only in `due_turn`."""
     list_name: str
     text: str
     sha: str

@@ -17,6 +17,7 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 @dataclass(frozen=True)
 class PipelineConfig:
+    """What a Pipeline is built for: the model, its provider and window, and the reserves and margins its plans keep."""
     model: str
     provider: str = "anthropic"
     window: int = 200_000

@@ -41,6 +41,7 @@ class AgentRow:
 
 @dataclass
 class AgentStats:
+    """One row of `cp-inspect top`: an agent (or proxy conversation), its state and its figures."""
     target: str  # PID or PID.SESSION, what `cp-inspect attach` takes
     pid: int
     session: int | None = None

@@ -145,6 +145,7 @@ def fork_pipeline(
 
 @dataclass(frozen=True)
 class SpawnReport:
+    """Whether a sub-agent's request can reuse its parent's cached prefix, and where they diverge if not."""
     ok: bool
     shared_units: int  # units (tools, system blocks) of the parent's request the child must repeat
     shared_bytes: int  # their length in the prefix stream (engine.request_diff)

@@ -17,6 +17,7 @@ TIER_LABELS = {t: t.label for t in Tier}
 
 @dataclass(frozen=True)
 class Thresholds:
+    """Pressure levels (fractions of the usable window) at which each compaction tier starts."""
     trim_schemas: float = 0.60
     compact_history: float = 0.80
     aggressive_prune: float = 0.90
@@ -61,6 +62,7 @@ class SectionEstimate:
 
 @dataclass(frozen=True, init=False)
 class Reserves:
+    """Tokens kept free in the window for the reply, thinking and tool schemas."""
     response: int
     thinking: int
     schema: int
@@ -81,6 +83,7 @@ class Reserves:
 
 @dataclass(frozen=True)
 class PlanInput:
+    """Everything plan_of reads: the window's limit, thresholds, reserves and each section's estimate."""
     limit: int
     usable: int  # limit minus the margin
     thresholds: Thresholds
@@ -91,6 +94,7 @@ class PlanInput:
 
 @dataclass(frozen=True, init=False)
 class Plan:
+    """The planner's answer for one turn: pressure, tier and why, the ceiling and each section's budget."""
     raw_pressure: float
     predictive_pressure: float
     tier: Tier

@@ -70,6 +70,7 @@ class Unit:
 
 @dataclass(frozen=True)
 class ParsedRequest:
+    """A provider request split into its prefix units (tools, system, messages) and the rest of its params."""
     shape: str  # anthropic | openai | responses | bedrock
     model: str
     units: tuple[Unit, ...]
@@ -92,6 +93,7 @@ class ParsedRequest:
 
 @dataclass(frozen=True)
 class RequestDiff:
+    """The first difference between two requests' prefixes, its cause and whether it breaks the cache."""
     cause: str
     breaks_cache: bool
     offset: int  # first differing byte of the prefix streams (== common prefix length)

@@ -29,6 +29,7 @@ def ranked(ordered: list[int], pct: float) -> int:
 
 @dataclass
 class Statistics:
+    """Usage statistics learned from the session's calls: completion lengths, token calibration, recovery turns."""
     completions: dict[str, list[int]] = field(default_factory=dict)  # "model|source" -> output token counts
     calibration: dict[str, float] = field(default_factory=dict)  # model -> actual/estimated input ratio
     calibration_samples: dict[str, int] = field(default_factory=dict)

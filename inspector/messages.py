@@ -26,6 +26,7 @@ class TurnsReceived(Message):
 
 @dataclass
 class SourceDisconnected(Message):
+    """The live source went away (the agent exited or closed its socket)."""
     reason: str
 
 
@@ -38,6 +39,7 @@ class SourceFailed(Message):
 
 @dataclass
 class EventsDropped(Message):
+    """The probe dropped events for this client; the view re-syncs."""
     count: int
 
 
@@ -58,6 +60,7 @@ class HistoryProgressed(Message):
 
 @dataclass
 class SimulationFinished(Message):
+    """A session-wide what-if finished: its report, or the error that stopped it."""
     overrides: Overrides
     report: dict | None
     error: str | None = None
@@ -65,6 +68,7 @@ class SimulationFinished(Message):
 
 @dataclass
 class ReplanFinished(Message):
+    """A what-if re-plan of one turn finished in the background."""
     index: int
     overrides: Overrides
     trace: Trace
@@ -72,6 +76,7 @@ class ReplanFinished(Message):
 
 @dataclass
 class ContentLoaded(Message):
+    """A content view's text, loaded (and wrapped) by a worker, ready to show."""
     title: str
     text: str
     # The text already split and wrapped in the worker for a dark (True) or light theme and the viewer's
@@ -85,10 +90,12 @@ class ContentLoaded(Message):
 
 @dataclass
 class WhyMissed(Message):
+    """Why a turn missed the cache, worked out in the background."""
     index: int
     why: dict
 
 
 @dataclass
 class ShadowLoaded(Message):
+    """The shadow session's summary arrived (None: there is none)."""
     summary: dict | None

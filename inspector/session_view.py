@@ -18,6 +18,7 @@ SPARK_TURNS = 240  # pressure sparkline history; more than any terminal is wide
 
 @dataclass
 class SessionView:
+    """What the inspector shows of one source: its timeline and how far loading has come."""
     source: Source
     start_turn: int | None = None
     timeline: Timeline = field(default_factory=Timeline)

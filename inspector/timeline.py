@@ -64,6 +64,7 @@ def interesting_reasons(trace: dict, previous: dict | None) -> list[str]:
 
 @dataclass
 class Timeline:
+    """The turns seen so far, the one shown, and whether the view follows the newest."""
     traces: list[dict] = field(default_factory=list)
     current: int = 0
     # Follow the newest turn until the person steps back; End (or stepping onto the last turn) resumes.

@@ -61,6 +61,7 @@ def name_cell(section: TraceSection) -> Cell:
 
 @dataclass
 class SectionSelected(Message):
+    """The person selected a section in the manifest."""
     section_id: str
 
 

@@ -31,6 +31,7 @@ SHORT = {"trim_schemas": "trim", "compact_history": "compact", "aggressive_prune
 
 @dataclass
 class ReplanRequested(Message):
+    """The what-if's settings changed: re-plan the turn (or, with `session`, the whole session)."""
     overrides: Overrides
     session: bool = False  # session-wide what-if: re-run the whole session, not the selected turn
 

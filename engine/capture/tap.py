@@ -361,6 +361,7 @@ MAX_CONVERSATIONS = 256
 
 @dataclass
 class _Conversation:
+    """A tapped conversation that is not the current one, with its saved state."""
     number: int
     state: dict[str, Any]  # its CONVERSATION_STATE while another is current
 

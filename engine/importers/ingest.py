@@ -29,6 +29,7 @@ _LAST_TIME = 253_402_300_799.0  # 9999-12-31T23:59:59Z, the last time a datetime
 
 @dataclass
 class IngestReport:
+    """What an import produced: the turns written and notes on what it could not carry over."""
     turns: int = 0
     notes: list[str] = field(default_factory=list)
 

@@ -22,6 +22,7 @@ ANY_FORMAT = "any known"  # ImportFormatError's format when sniffing found nothi
 
 @dataclass(frozen=True)
 class ToolCallRec:
+    """A tool call inside an imported assistant message."""
     id: str
     name: str
     arguments: str  # JSON text as sent (kept as text: re-serializing would change the bytes)
@@ -45,6 +46,7 @@ class ThinkingRec:
 
 @dataclass(frozen=True)
 class MessageRec:
+    """One message of an imported call, as the agent sent it."""
     role: str  # "system" | "user" | "assistant" | "tool"
     content: str  # text ("" when none)
     tool_calls: tuple[ToolCallRec, ...] = ()
@@ -58,6 +60,7 @@ class MessageRec:
 
 @dataclass(frozen=True)
 class ToolSchemaRec:
+    """A tool schema an imported call offered the model."""
     name: str
     description: str
     parameters: dict[str, Any]  # JSON Schema; a dict, so this record (unlike MessageRec) is unhashable
@@ -122,6 +125,7 @@ class CallRec:
 
 @dataclass
 class ImportedSession:
+    """A trajectory read by an importer, as calls the engine can replay into a recording."""
     format: str
     source: str
     model: str

@@ -38,6 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Rule:
+    """One optimization rule: its function, the gate that opens it (None: always on) and the lowest tier it runs at."""
     name: str
     fn: Callable[[Assembly, OptimizeContext], RuleOutcome]
     gate: str | None  # attribute of OptimizeLimits; None = always on (the budget guarantee, markers)
@@ -58,6 +59,8 @@ RULES: tuple[Rule, ...] = (
 
 @dataclass
 class OptimizeResult:
+    """What Optimize made of an assembly: the result, every rule's step, the actions taken and skipped, the
+    cache markers."""
     asm: Assembly
     steps: list[dict[str, object]] = field(default_factory=list)  # every rule, in order, with its status
     actions: list[dict[str, object]] = field(default_factory=list)

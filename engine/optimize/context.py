@@ -70,6 +70,8 @@ class OptimizeLimits:
 
 @dataclass
 class OptimizeContext:
+    """What every rule of one Optimize pass reads: the plan, the limits, the provider's cache policy and the
+    token measure."""
     plan: Plan
     limits: OptimizeLimits
     policy: ProviderCachePolicy
@@ -105,6 +107,7 @@ class Marker:
 
 @dataclass(frozen=True)
 class RuleOutcome:
+    """What one rule did to the assembly (or why it did not act), and the tokens it saved."""
     asm: Assembly
     changed: bool
     detail: str

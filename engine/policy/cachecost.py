@@ -34,6 +34,7 @@ DEFAULTS = {  # rules: (read ratio, write ratio)
 
 @dataclass(frozen=True)
 class CacheRules:
+    """A provider's cache rules and prices as ratios of the input price, for weighing a rewrite against its saving."""
     rules: str  # anthropic | bedrock | deepseek | openai | none
     read_ratio: float  # cached-read price / input price
     write_ratio: float  # price of (re)writing a token into the cache / input price
@@ -106,6 +107,7 @@ def from_price(
 
 @dataclass(frozen=True)
 class Payback:
+    """The expected pay-back of one compaction: tokens saved each later turn against the once-off uncached re-send."""
     saves_per_turn: int  # tokens fewer in every later request
     resend_uncached: int  # tokens sent again uncached (or written) once
     payback_turns: float  # turns until the saving has paid for the rewrite (inf: never)

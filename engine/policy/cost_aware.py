@@ -87,6 +87,8 @@ _Planned = tuple[Plan, Reserves, float]  # what a build's plan_fn hands back
 
 @dataclass
 class Outcome:
+    """One cost-aware decision: the plan, the optimized assembly, the compaction state after it and the
+    journaled decision."""
     plan: Plan
     reserves: Reserves
     ratio: float

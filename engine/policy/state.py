@@ -15,6 +15,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class CompactionState:
+    """The compacted history kept between turns: where the cut is, what it dropped and what replaced it."""
     cut: int = 0  # index of the first history item kept after the task; 0 = nothing cut
     dropped_tokens: int = 0  # tokens the cut part held (the note says so)
     dropped_rounds: int = 0

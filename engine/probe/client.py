@@ -607,6 +607,7 @@ class ProbeClient:
 
 @dataclass(frozen=True)
 class AgentInfo:
+    """A live agent found on this machine (for `ps` and `attach`): its pid, command, model and socket."""
     pid: int
     command: str
     model: str | None

@@ -61,6 +61,8 @@ class Block:
 
 @dataclass
 class SerializedRequest:
+    """A request as the provider receives it: the body bytes, its blocks, and the hashes the trace and cache
+    checks use."""
     provider: str
     body: bytes
     blocks: list[Block]

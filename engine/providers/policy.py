@@ -9,6 +9,7 @@ from functools import lru_cache
 
 @dataclass(frozen=True)
 class ProviderCachePolicy:
+    """How a provider caches prompts: explicit breakpoints or not, how many, and the shortest prefix it caches."""
     name: str
     supports_markers: bool  # explicit breakpoints (Anthropic cache_control, Bedrock cachePoint)
     max_markers: int  # how many breakpoints one request may carry

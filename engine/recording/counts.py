@@ -43,6 +43,7 @@ class CountTableError(ContextPipeError, ValueError):
 
 @dataclass(frozen=True)
 class CountTable:
+    """Token counts recorded with a session, by content hash, so replay and simulate need not tokenize again."""
     tokenizer: str
     counts: Mapping[bytes, int]  # first KEY_BYTES bytes of the content hash -> tokens
 

@@ -109,6 +109,7 @@ def _snapshot(pipe: Pipeline) -> Pipeline:
 
 @dataclass(frozen=True)
 class Mismatch:
+    """A replayed turn whose request hash differs from the recorded one."""
     turn: int
     expected: str
     actual: str
@@ -123,6 +124,7 @@ class Mismatch:
 
 @dataclass
 class VerifyReport:
+    """The outcome of replaying a recording: how many turns were checked and which did not match."""
     turns: int
     mismatches: list[Mismatch]
 

@@ -24,6 +24,7 @@ from engine.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 
 @dataclass(frozen=True)
 class SentPart:
+    """One part of the request as sent (a system block, a tool, a message), labelled for display."""
     section: str  # "system" | "tools" | "messages"
     label: str  # "system", "tool bash", "[3] user", "[4] assistant", "[5] tool call_1"
     role: str

@@ -79,6 +79,7 @@ class Block:
 
 @dataclass(frozen=True)
 class Call:
+    """One request as the cache simulator sees it: its blocks, when it was sent and what the reply added."""
     blocks: tuple[Block, ...]
     timestamp: float  # when the request was sent (seconds)
     model: str = ""
@@ -713,6 +714,7 @@ def min_cacheable_tokens(provider: str, model: str) -> int:
 
 @dataclass
 class _Entry:
+    """A cached prefix at an Anthropic breakpoint: its tokens, TTL and when it expires and became readable."""
     tokens: int
     ttl: float
     expires_at: float
@@ -884,6 +886,8 @@ class _OpenAIPolicy(_Policy):
 
 @dataclass
 class _Unit:
+    """A DeepSeek cache unit: its tokens, the chance it persisted, the request that wrote it and when it was
+    last used."""
     tokens: int
     prob: float  # probability that the unit was actually persisted (1.0 on current DeepSeek builds)
     group: int  # the request that wrote it: units of one request persist or fail together

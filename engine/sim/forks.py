@@ -44,6 +44,7 @@ class ForkError(ContextPipeError, ValueError):
 
 @dataclass
 class _Session:
+    """One session of a fork tree as the simulator reads it: its events, its parent and its calls."""
     label: str
     events: list[Event]
     session_id: str | None

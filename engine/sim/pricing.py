@@ -40,6 +40,7 @@ class UnknownModelError(ConfigError):
 
 @dataclass(frozen=True)
 class ModelPrice:
+    """A model's prices in USD per million tokens (input, output, cache read and write) and the date they are from."""
     model: str
     provider: str
     input: float  # USD per million uncached input tokens

@@ -237,6 +237,7 @@ def _markers(built: Built) -> list[str]:
 
 @dataclass
 class TurnDiff:
+    """One turn under two configurations: the first request difference and each side's figures."""
     turn: int
     first_difference: dict[str, Any] | None  # request_diff between the two sides (None: identical)
     sides: list[dict[str, Any]]  # per side: tokens, schema hash, markers, cache read/write, cost, break
@@ -254,6 +255,7 @@ class TurnDiff:
 
 @dataclass
 class SessionDiff:
+    """One recording under two configurations: turn by turn differences, totals and new cache breaks."""
     source: str
     turns: list[TurnDiff]
     totals: list[dict[str, Any]]  # per side
@@ -639,6 +641,7 @@ class Recording:
 
 @dataclass
 class DiffReport:
+    """`cp-inspect diff` over many recordings: each session's differences under two configurations."""
     baseline: str
     candidate: str
     sessions: list[SessionDiff]

@@ -147,6 +147,7 @@ class SimSettings:
 
 @dataclass(frozen=True)
 class TurnFigures:
+    """One simulated turn of one policy: prompt tokens split by cache outcome, output, cost and whether it compacted."""
     turn: int
     prompt_tokens: int
     cache_read_tokens: int
@@ -199,6 +200,7 @@ class TurnFigures:
 
 @dataclass
 class PolicyFigures:
+    """One policy's column of the simulate table: tokens, cache figures, cost, compactions and cache breaks by cause."""
     name: str
     model: str  # the model whose prices bill this column
     cache_rules: str  # cachesim provider, or "provider" for the real usage
@@ -247,6 +249,7 @@ class PolicyFigures:
 
 @dataclass
 class SimulationReport:
+    """What `simulate` prints for one recording: the settings it applied and every policy's figures."""
     source: str
     recorded: dict[str, Any]  # model, provider, window as recorded
     model: str
@@ -488,6 +491,7 @@ def _prefix_from_marks(marks: list[int], length: int, automatic: bool) -> int:
 
 @dataclass
 class _Pass:
+    """The requests of one pass over a recording, by column, and the conversation views the peers build from."""
     pipeline: list[_Req]
     gates_closed: list[_Req]
     recorded: list[_Req] | None

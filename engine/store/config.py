@@ -15,6 +15,7 @@ from engine.errors import ConfigError
 
 @dataclass(frozen=True)
 class StoreConfig:
+    """The context store's scoring weights, and when it offers a summary or stub instead of a full body."""
     # Score = w_recency*recency + w_refs*refs + w_relevance*bm25 + w_importance*importance + base.
     # Defaults were tuned once on the real trajectories (`cp-inspect eval`), the same for all of them.
     w_recency: float = 1.0

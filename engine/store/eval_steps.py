@@ -39,6 +39,7 @@ def path_anchors(text: str) -> set[str]:
 
 @dataclass(frozen=True)
 class Msg:
+    """One message of an evaluation step's prompt."""
     role: str
     text: str
     call_ids: tuple[str, ...] = ()  # tool-call ids an assistant message made
@@ -47,6 +48,7 @@ class Msg:
 
 @dataclass(frozen=True)
 class Step:
+    """One call of a trajectory for `cp-inspect eval`: its prompt and the output the window is scored against."""
     prompt: tuple[Msg, ...]
     output: str  # response text + decoded tool-call arguments (what the metric reads)
 

@@ -58,6 +58,7 @@ POLICIES = ("baseline", "store-sticky", "store-fresh")
 
 @dataclass
 class Cell:
+    """Counts for one budget and policy of `cp-inspect eval`."""
     uses: int = 0
     served: int = 0
     calls: int = 0
@@ -84,6 +85,7 @@ class Cell:
 
 @dataclass
 class TrajectoryResult:
+    """`cp-inspect eval`'s cells for one trajectory."""
     name: str
     calls: int
     peak: int
@@ -93,6 +95,7 @@ class TrajectoryResult:
 
 @dataclass
 class EvalReport:
+    """`cp-inspect eval`'s results over every trajectory it read, and the ones it skipped."""
     results: list[TrajectoryResult]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why it was not read)
 

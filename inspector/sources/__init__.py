@@ -21,11 +21,13 @@ from engine.whatif import Overrides
 
 @dataclass(frozen=True)
 class NewTurn:
+    """A turn's trace from the source."""
     trace: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Disconnected:
+    """The source ended, and why."""
     reason: str
 
 

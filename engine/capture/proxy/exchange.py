@@ -276,6 +276,7 @@ def _too_large(what: str, limit: int) -> ValueError:
 
 @dataclass
 class Exchange:
+    """One request through the proxy and the upstream's answer, as the recorder journals it."""
     route: Route
     request: bytes  # the request body exactly as the agent sent it (still encoded if it was)
     started: float  # wall clock when the request arrived

@@ -105,6 +105,7 @@ class ProxyCallError(ContextPipeError):
 
 @dataclass
 class SessionInfo:
+    """A conversation the proxy records: its number, key, wire format, model, file and attach target."""
     number: int
     key: str
     wire: str

@@ -77,6 +77,7 @@ HOP_BY_HOP = frozenset(
 
 @dataclass(frozen=True)
 class Route:
+    """Where the proxy sends a request and how it records it (the upstream, its wire format, its path)."""
     provider: str  # the upstream's name: anthropic, openai, deepseek, ...
     wire: str | None  # anthropic | openai-chat | openai-responses; None = forwarded, not recorded
     upstream_path: str  # the path (and query) to request from the upstream base URL

@@ -23,6 +23,7 @@ from engine.capture.proxy.responses_api import why_failed
 
 @dataclass
 class SSEEvent:
+    """One server-sent event: its event name and data."""
     event: str  # the `event:` field, "message" when absent (the SSE default)
     data: str
 

@@ -29,6 +29,7 @@ SUMMARY_TOKENS = 2_000
 
 @dataclass(frozen=True)
 class TurnView:
+    """What a peer policy sees on one turn: the uncompacted conversation, the window and the provider."""
     turn: int
     system: tuple[Block, ...]  # tools and system prompt blocks, in wire order, with their markers
     messages: tuple[Message, ...]  # the whole conversation so far, uncompacted
@@ -206,6 +207,7 @@ class SideCall:
 
 @dataclass
 class PeerRequest:
+    """What a peer policy sends on one turn: its blocks, what it did and any side calls before them."""
     blocks: list[Block]
     actions: list[str] = field(default_factory=list)  # names of what the peer did this turn
     compaction: bool = False  # the peer rewrote or dropped part of the conversation this turn
