@@ -113,3 +113,72 @@ def test_the_moved_window_is_last_fitting_windows(
         else:
             got = w.window(v, msgs, budget)
         assert got == last_fitting_window(v, msgs, budget)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 60)), min_size=1, max_size=12),  # (a round?, size)
+    st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), max_size=4),  # edits: (at, size)
+            st.lists(st.tuples(st.booleans(), st.integers(0, 60)), max_size=6),  # appended: (a round?, size)
+            st.integers(-300, 300),  # budget, from the conversation's total
+        ),
+        max_size=25,
+    ),
+)
+def test_a_window_moved_from_a_conversation_that_fitted_is_last_fitting_windows(
+    first: list[tuple[bool, int]], steps: list[tuple[list[tuple[int, int]], list[tuple[bool, int]], int]]
+) -> None:
+    """A turn whose conversation fits whole is carried (FittingWindow.fits) from its first round start:
+    the next turn's window, when that one does not fit, is last_fitting_window's."""
+    n = 0
+
+    def fresh(role: Role, size: int) -> Message:
+        nonlocal n
+        n += 1
+        return _message(role, size, f"{n}:")
+
+    msgs = tuple(fresh("assistant" if r else "user", s) for r, s in first)  # (the first may be a round's)
+    w = FittingWindow()
+    v = TurnView(1, (), msgs, 200_000, 180_000, False, M)
+    w.fits(v, msgs, M.items(msgs))
+    for edits, appended, off in steps:
+        was = msgs
+        new = list(msgs)
+        changed = []
+        for at, size in edits:
+            i = at % len(new)
+            new[i] = fresh(new[i].role, size)
+            changed.append(i)
+        for is_round, size in appended:
+            new.append(fresh("assistant" if is_round else "user", size))
+        msgs = tuple(new)
+        total = M.items(msgs)
+        budget = max(0, total + off)
+        if total <= budget:
+            w.fits(v, msgs, total)
+        else:
+            assert w.window(v, msgs, budget, was, changed) == last_fitting_window(v, msgs, budget)
+
+
+def test_clear_tool_uses_about_its_budget_moves_its_window_from_the_turn_that_fitted() -> None:
+    """A ceiling that lets the edited conversation fit every other turn: the turn after one that fitted
+    moves the window from that turn's first round start, where it read the whole conversation back
+    (old code: 160,020 items weighed over 400 turns; now 3,050). Same requests as a fresh peer's."""
+    m = CountingMeasure(TokenCounter(CharTokenizer()))
+    history = HistoryBlocks()
+    p = ClearToolUses(trigger=1_000)
+    fits = over = 0
+    CountingMeasure.weighed = 0
+    for k, msgs in enumerate(tool_rounds(400, 300)):
+        # The request's tokens with nothing dropped (the cleared conversation and the system block).
+        whole = ClearToolUses(trigger=1_000).request(TurnView(k, SYSTEM, msgs, 120_000, 10**9, False, M))
+        ceiling = sum(b.tokens for b in whole.blocks) + (40 if k % 2 else -40)
+        got = p.request(TurnView(k, SYSTEM, msgs, 120_000, ceiling, False, m, history))
+        want = ClearToolUses(trigger=1_000).request(TurnView(k, SYSTEM, msgs, 120_000, ceiling, False, M))
+        assert (got.blocks, got.actions) == (want.blocks, want.actions)
+        over += "drop_oldest_rounds" in got.actions
+        fits += "clear_tool_uses" in got.actions and "drop_oldest_rounds" not in got.actions
+    assert fits > 150 and over > 150, (fits, over)
+    assert CountingMeasure.weighed < 4_000, CountingMeasure.weighed

@@ -16,6 +16,7 @@ from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from engine.artifacts import Message
+from engine.sim.conversation import Conversation
 
 if TYPE_CHECKING:
     from engine.assembly import Measure
@@ -92,17 +93,18 @@ class TurnViews:
 
         runs = self._runs
         # The last view's run and conversation: a run only grows (add appends to it), so a later view of
-        # the same run is the last one's messages and those appended since, made as one tuple from the
-        # last (one copy, not a list slice and a tuple of it), and said so to the views' HistoryBlocks
-        # (the peers then know it extends the last turn's without comparing the two).
+        # the same run is the last one's messages and those appended since, said so to the views'
+        # HistoryBlocks (the peers then know it extends the last turn's without comparing the two).
         last_r = -1
-        last: tuple[Message, ...] = ()
+        last: Conversation | None = None
         for turn, system, r, n, window, ceiling, markers, measure, history in self._rows:
-            if r == last_r and n >= len(last):
-                msgs = last + tuple(runs[r][len(last) : n]) if n > len(last) else last
-                if msgs is not last:
+            if last is not None and r == last_r and n >= len(last):
+                if n > len(last):
+                    msgs = Conversation(runs[r], n)
                     history.note_extends(msgs, last)
+                else:
+                    msgs = last
             else:
-                msgs = tuple(runs[r][:n])
+                msgs = Conversation(runs[r], n)
             last_r, last = r, msgs
             yield TurnView(turn, system, msgs, window, ceiling, markers, measure, history)

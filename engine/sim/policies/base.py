@@ -13,7 +13,7 @@ valid provider body: a placeholder or a summary is a block with its own hash and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -21,6 +21,11 @@ from engine.artifacts import Message
 from engine.assembly import Measure, history_rounds
 from engine.hashing import sha256_hex
 from engine.providers.base import Block
+
+# A conversation as the peers read it: a tuple (an edited conversation, a window of one) or a view's
+# Conversation (engine/sim/conversation.py: the first n messages of a list, not copied per turn). Never
+# changed in place; a conversation's identity says it is the same one (HistoryBlocks).
+Messages = Sequence[Message]
 
 # A compaction summary's size when the peer's own model would write it: the simulator has no model,
 # so it stands in with a block of this many tokens (never more than a tenth of what it replaces).
@@ -32,7 +37,7 @@ class TurnView:
     """What a peer policy sees on one turn: the uncompacted conversation, the window and the provider."""
     turn: int
     system: tuple[Block, ...]  # tools and system prompt blocks, in wire order, with their markers
-    messages: tuple[Message, ...]  # the whole conversation so far, uncompacted
+    messages: Messages  # the whole conversation so far, uncompacted
     window: int  # the context window of the what-if
     ceiling: int  # the most tokens a request may hold (window minus margin and response reserve)
     markers: bool  # the provider caches at explicit breakpoints (Anthropic, Bedrock)
@@ -65,11 +70,11 @@ class HistoryBlocks:
     def __init__(self) -> None:
         self.by_sha: dict[str, Block] = {}
         # (conversation, its Blocks, their tokens), the last extended or edited last.
-        self.carried: list[tuple[tuple[Message, ...], list[Block], int]] = []
+        self.carried: list[tuple[Messages, list[Block], int]] = []
         # (a conversation, the one it was made from by appending): see note_extends.
-        self._extended: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
+        self._extended: tuple[Messages, Messages] | None = None
 
-    def note_extends(self, msgs: tuple[Message, ...], was: tuple[Message, ...]) -> None:
+    def note_extends(self, msgs: Messages, was: Messages) -> None:
         """Say that `msgs` was made as `was` with messages appended (msgs[:len(was)] are was's objects).
 
         The views of one pass over a session (TurnViews) are made so, one from the last, and each peer
@@ -79,7 +84,7 @@ class HistoryBlocks:
         such pair is held (both tuples, so their ids stay theirs)."""
         self._extended = (msgs, was)
 
-    def extends(self, msgs: tuple[Message, ...], was: tuple[Message, ...]) -> bool:
+    def extends(self, msgs: Messages, was: Messages) -> bool:
         """True when msgs[:len(was)] == was is known without reading them (note_extends said so, or
         they are one object); False means not known (compare them)."""
         if msgs is was:
@@ -87,7 +92,7 @@ class HistoryBlocks:
         got = self._extended
         return got is not None and got[0] is msgs and got[1] is was
 
-    def _keep(self, msgs: tuple[Message, ...], blocks: list[Block], tokens: int, copy: bool) -> list[Block]:
+    def _keep(self, msgs: Messages, blocks: list[Block], tokens: int, copy: bool) -> list[Block]:
         carried = self.carried
         carried.append((msgs, blocks, tokens))
         if len(carried) > self.CARRIED:
@@ -95,7 +100,7 @@ class HistoryBlocks:
         return blocks.copy() if copy else blocks
 
     def of(
-        self, msgs: tuple[Message, ...] | list[Message], measure: Measure, copy: bool = True
+        self, msgs: Messages, measure: Measure, copy: bool = True
     ) -> list[Block]:
         """message_block(m, measure) of each message, in order.
 
@@ -103,7 +108,7 @@ class HistoryBlocks:
         call and never change it. A peer that copies the Blocks into its request anyway (system blocks
         first) spares a copy of the whole conversation a call: each is a reference count touched per
         Block, thousands of scattered objects, ~0.1 ms a call on a 3,000-turn session, per peer."""
-        if not isinstance(msgs, tuple):
+        if isinstance(msgs, list):  # (a conversation is a tuple, or a view's Conversation)
             return self.looked_up(msgs, measure)
         carried = self.carried
         for done, blocks, _ in carried:
@@ -132,7 +137,7 @@ class HistoryBlocks:
         blocks = self.looked_up(msgs, measure)
         return self._keep(msgs, blocks, blocks_tokens(blocks), copy)
 
-    def tokens(self, msgs: tuple[Message, ...], measure: Measure) -> int:
+    def tokens(self, msgs: Messages, measure: Measure) -> int:
         """blocks_tokens(self.of(msgs, measure)): for a conversation laid out or edited here, its total
         carried with it (the peers weigh the whole conversation every turn: summing its Blocks again
         was a read of every message per peer per turn)."""
@@ -147,8 +152,8 @@ class HistoryBlocks:
 
     def edited(
         self,
-        msgs: tuple[Message, ...],
-        was: tuple[Message, ...],
+        msgs: Messages,
+        was: Messages,
         changed: Iterable[int],
         measure: Measure,
         copy: bool = True,
@@ -179,7 +184,7 @@ class HistoryBlocks:
         del self.carried[at]
         return self._keep(msgs, out, tokens + blocks_tokens(added), copy)
 
-    def looked_up(self, msgs: tuple[Message, ...] | list[Message], measure: Measure) -> list[Block]:
+    def looked_up(self, msgs: Messages, measure: Measure) -> list[Block]:
         """message_block(m, measure) of each message, each looked up by its hash (the reference `of`
         carries from)."""
         by_sha = self.by_sha
@@ -252,12 +257,12 @@ def total(blocks: list[Block]) -> int:
     return sum(b.tokens for b in blocks)
 
 
-def round_starts(messages: tuple[Message, ...]) -> list[int]:
+def round_starts(messages: Messages) -> list[int]:
     """Indices where a whole round starts (an assistant message with the results that follow it)."""
-    return [s for s, _ in history_rounds(messages)[1:]]
+    return [s for s, _ in history_rounds(tuple(messages))[1:]]
 
 
-def last_fitting_window(v: TurnView, messages: tuple[Message, ...], budget: int) -> tuple[Message, ...]:
+def last_fitting_window(v: TurnView, messages: Messages, budget: int) -> Messages:
     """The longest tail of whole rounds within `budget` tokens (at least the newest round): what every
     policy falls back to when its own rule leaves the request over the window.
 
@@ -300,19 +305,37 @@ class FittingWindow:
 
     def __init__(self) -> None:
         # (the conversation, its window's start, the tokens of conversation[start:]) of the last call.
-        self._last: tuple[tuple[Message, ...], int, int] | None = None
+        self._last: tuple[Messages, int, int] | None = None
 
     def reset(self) -> None:
+        self._last = None
+
+    def fits(self, v: TurnView, messages: Messages, tokens: int) -> None:
+        """This call's conversation fits whole (`tokens`: its messages' total, as Measure.item counts
+        them): carried from its first round start (a start whose tail fits: the walk back from it ends
+        at once), so the next call's window, if that one no longer fits, is moved from there.
+
+        clear_tool_uses where its edited conversation hovers about the budget (a newly cleared result
+        lets it fit, a turn's new messages not): each turn after one that fitted read the whole ~4,700
+        messages again (last_fitting_window: most of that column's window work on a 3,000-turn
+        what-if). The answers are window's own, from any carried round start (see window)."""
+        item = v.measure.item
+        head = 0  # tokens of messages[:s]
+        for s, x in enumerate(messages):
+            if s and x.role == "assistant":
+                self._last = (messages, s, tokens - head)
+                return
+            head += item(x)
         self._last = None
 
     def window(
         self,
         v: TurnView,
-        messages: tuple[Message, ...],
+        messages: Messages,
         budget: int,
-        was: tuple[Message, ...] | None = None,
+        was: Messages | None = None,
         changed: Iterable[int] = (),
-    ) -> tuple[Message, ...]:
+    ) -> Messages:
         """last_fitting_window(v, messages, budget), where `messages` may be `was` (the conversation of
         the last call) with the messages at `changed` replaced (same roles) and messages appended."""
         last, self._last = self._last, None
@@ -360,8 +383,8 @@ class FittingWindow:
 
 
 def last_fitting_window_reference(
-    v: TurnView, messages: tuple[Message, ...], budget: int
-) -> tuple[Message, ...]:
+    v: TurnView, messages: Messages, budget: int
+) -> Messages:
     """last_fitting_window read round by round from the newest back (what it was)."""
     m = v.measure
     acc = 0

@@ -28,6 +28,7 @@ from engine.providers.base import Block
 from engine.sim.policies.base import (
     FittingWindow,
     HistoryBlocks,
+    Messages,
     PeerRequest,
     TurnView,
     documented_trigger,
@@ -65,17 +66,17 @@ class ClearToolUses:
         # once: message hash -> that message.
         self._rehashed: dict[str, Message] = {}
         # The conversation last scanned for results and what was found (see _results).
-        self._scanned: tuple[tuple[Message, ...], list[tuple[int, int]]] = ((), [])
+        self._scanned: tuple[Messages, list[tuple[int, int]]] = ((), [])
         # The last turn's edit, when it cleared (see _clear): (its conversation, results cleared, their
         # places by message, the edited conversation, tokens freed, the list the edited conversation
         # was made from: the carry's own).
         self._carry: (
-            tuple[tuple[Message, ...], int, dict[int, list[int]], tuple[Message, ...], int, list[Message]]
+            tuple[Messages, int, dict[int, list[int]], Messages, int, list[Message]]
             | None
         ) = None
         # What this turn's edit changed of the last turn's edited conversation, when it was carried:
         # (that conversation, the messages it re-cleared), so its Blocks are carried too (see request).
-        self._edit: tuple[tuple[Message, ...], list[int]] | None = None
+        self._edit: tuple[Messages, list[int]] | None = None
         # The window of the edited conversation once it outgrows the budget, moved from the last turn's
         # start: the edit changes a few messages and appends the new ones (see FittingWindow).
         self._window = FittingWindow()
@@ -83,9 +84,9 @@ class ClearToolUses:
         # made from the last one by appending (see _starts).
         self._history: HistoryBlocks | None = None
         # The last request's system Blocks, the conversation it was cut from and where (see _same).
-        self._sent: tuple[tuple[Block, ...], tuple[Message, ...], int] | None = None
+        self._sent: tuple[tuple[Block, ...], Messages, int] | None = None
 
-    def _starts(self, msgs: tuple[Message, ...], prev: tuple[Message, ...]) -> bool:
+    def _starts(self, msgs: Messages, prev: Messages) -> bool:
         """msgs[:len(prev)] == prev: known without reading them when the view was made from the last
         turn's (HistoryBlocks.extends), else compared."""
         h = self._history
@@ -102,7 +103,7 @@ class ClearToolUses:
         self._edit = None
         self._sent = None
 
-    def _results(self, msgs: tuple[Message, ...]) -> list[tuple[int, int]]:
+    def _results(self, msgs: Messages) -> list[tuple[int, int]]:
         """(message, part) of every result clearing may take, in order. Each turn's conversation is the
         last one's and a few more messages: without tools to exclude, only the new ones are looked at."""
         if self.exclude_tools:
@@ -116,7 +117,9 @@ class ClearToolUses:
         prev, found = self._scanned
         if not self._starts(msgs, prev):
             prev, found = (), []
-        found = found + [
+        # Extended in place: the list is this scan's own (callers read it before the next call), and a
+        # copy of every result found so far, a call, grew with the session.
+        found += [
             (i, j)
             for i in range(len(prev), len(msgs))
             for j, p in enumerate(msgs[i].parts)
@@ -153,7 +156,7 @@ class ClearToolUses:
             y = self._rehashed[x.sha] = Message(x.role, x.parts)
         return y
 
-    def _clear(self, msgs: tuple[Message, ...], m: Measure) -> tuple[Message, ...] | None:
+    def _clear(self, msgs: Messages, m: Measure) -> Messages | None:
         """The conversation with every result but the newest `keep` cleared, or None when that clears
         nothing or frees less than clear_at_least.
 
@@ -191,8 +194,8 @@ class ClearToolUses:
         return self._applied(msgs, n, by_msg, new, freed)
 
     def _clear_all(
-        self, msgs: tuple[Message, ...], clear: list[tuple[int, int]], m: Measure
-    ) -> tuple[Message, ...] | None:
+        self, msgs: Messages, clear: list[tuple[int, int]], m: Measure
+    ) -> Messages | None:
         by_msg: dict[int, list[int]] = {}
         for i, j in clear:
             by_msg.setdefault(i, []).append(j)
@@ -209,8 +212,8 @@ class ClearToolUses:
         return self._applied(msgs, len(clear), by_msg, new, freed)
 
     def _applied(
-        self, msgs: tuple[Message, ...], n: int, by_msg: dict[int, list[int]], new: list[Message], freed: int
-    ) -> tuple[Message, ...] | None:
+        self, msgs: Messages, n: int, by_msg: dict[int, list[int]], new: list[Message], freed: int
+    ) -> Messages | None:
         """The edited conversation when the clearing applies (and the edit carried to the next turn)."""
         if not n or freed < self.clear_at_least:
             return None
@@ -229,7 +232,7 @@ class ClearToolUses:
         full = system_tokens(v) + tokens
         actions: list[str] = []
         blocks_of: list[Block] | None = None
-        edit: tuple[tuple[Message, ...], list[int]] | None = None
+        edit: tuple[Messages, list[int]] | None = None
         if full > self._trigger(v):
             cleared = self._clear(msgs, m)
             if cleared is not None:
@@ -258,7 +261,7 @@ class ClearToolUses:
             start = len(msgs) - len(kept)  # (a window is a tail of the conversation)
             actions.append("drop_oldest_rounds")
         else:
-            self._window.reset()
+            self._window.fits(v, msgs, tokens)
         # The store's own lists (copy=False), read here once into the request: one copy of the
         # conversation a call, not three (each a reference count touched per Block); a window is the
         # tail of the whole conversation's Blocks (found among the carried ones, it was compared with
@@ -274,9 +277,9 @@ class ClearToolUses:
     def _same(
         self,
         v: TurnView,
-        whole: tuple[Message, ...],
+        whole: Messages,
         start: int,
-        edit: tuple[tuple[Message, ...], list[int]] | None,
+        edit: tuple[Messages, list[int]] | None,
     ) -> int | None:
         """PeerRequest.same of this request, whose messages are whole[start:], when the last request
         sent a whole conversation this one keeps most of: the last one with a few results newly

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from itertools import accumulate, islice
 
-from engine.artifacts import Message
 from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies.base import (
     SUMMARY_TOKENS,
+    Messages,
     PeerRequest,
     SideCall,
     TurnView,
@@ -70,7 +70,7 @@ class SummaryCompaction:
         self.summary: Block | None = None
         # The conversation last weighed, the Measure it was weighed with, and its running sums (see
         # _running_sums).
-        self._sums: tuple[tuple[Message, ...], Measure, list[int]] | None = None
+        self._sums: tuple[Messages, Measure, list[int]] | None = None
 
     def _running_sums(self, v: TurnView) -> list[int]:
         """sums[i] = the tokens of v.messages[:i] (Measure.item each), carried from the last call's: a
@@ -96,13 +96,13 @@ class SummaryCompaction:
         self._sums = (msgs, m, sums)
         return sums
 
-    def _blocks(self, v: TurnView, msgs: tuple[Message, ...]) -> list[Block]:
+    def _blocks(self, v: TurnView, msgs: Messages) -> list[Block]:
         head = list(v.system) + ([self.summary] if self.summary is not None else [])
         # The session's Blocks of these messages, made once each (HistoryBlocks): a Block made again
         # for every message sent, every turn, was the peers' largest share of a long what-if.
         return head + v.history.of(msgs, v.measure, copy=False)  # (copied into the request here)
 
-    def _messages_tokens(self, v: TurnView, msgs: tuple[Message, ...]) -> int:
+    def _messages_tokens(self, v: TurnView, msgs: Messages) -> int:
         """The tokens of `msgs`, a tail of the conversation (what follows the cut, or a window of it),
         from its running sums (_running_sums, extended by what each turn appended): summed afresh, each check read every message since the cut, every call (a
         3,000-turn what-if: the whole session, two or three times a turn, per compaction column). A
@@ -114,7 +114,7 @@ class SummaryCompaction:
     def _head_tokens(self, v: TurnView) -> int:
         return system_tokens(v) + (self.summary.tokens if self.summary is not None else 0)
 
-    def _fit(self, v: TurnView, msgs: tuple[Message, ...], actions: list[str]) -> tuple[Message, ...]:
+    def _fit(self, v: TurnView, msgs: Messages, actions: list[str]) -> Messages:
         """What a client must do before the API rejects the prompt: drop the oldest whole rounds.
         `msgs`: the conversation from the cut on (v.messages[self.cut:])."""
         if self._messages_tokens(v, msgs) > v.ceiling - self._head_tokens(v):
@@ -122,7 +122,7 @@ class SummaryCompaction:
             return last_fitting_window(v, msgs, v.ceiling - self._head_tokens(v))
         return msgs
 
-    def _summarize(self, v: TurnView, msgs: tuple[Message, ...], upto: int) -> int:
+    def _summarize(self, v: TurnView, msgs: Messages, upto: int) -> int:
         """Replace the summary and messages before `upto` (of which `msgs` were sent) by a new summary."""
         replaced = sum(v.measure.item(x) for x in msgs)
         replaced += self.summary.tokens if self.summary is not None else 0

@@ -21,9 +21,9 @@ push out (read back every call, a 3,000-turn what-if read ~210 messages a call, 
 
 from __future__ import annotations
 
-from engine.artifacts import Message
 from engine.sim.policies.base import (
     FittingWindow,
+    Messages,
     PeerRequest,
     TurnView,
     system_tokens,
@@ -42,7 +42,7 @@ class SlidingWindow:
 
     def __init__(self) -> None:
         self._window = FittingWindow()
-        self._was: tuple[Message, ...] | None = None  # the last call's conversation
+        self._was: Messages | None = None  # the last call's conversation
 
     def reset(self) -> None:
         self._window.reset()
@@ -61,7 +61,8 @@ class SlidingWindow:
             # The last call's window moved on, when this conversation appended to that one (checked:
             # the view's conversation is the recording's, which only grows between its own rewrites).
             if was is not None and not (
-                v.history.extends(v.messages, was) or v.measure.starts_with(v.messages, was)
+                v.history.extends(v.messages, was)
+                or (len(v.messages) >= len(was) and v.messages[: len(was)] == was)
             ):
                 was = None
             kept = self._window.window(v, v.messages, budget, was)
