@@ -38,7 +38,7 @@ from engine.optimize.history_ops import drop_range
 from engine.optimize.trim_sections import apply, cut_inside_results, protected
 from engine.plan import SectionEstimate, allocate, budget_of, ceiling_for
 from engine.tokens import REPLY_PRIMING_TOKENS
-from engine.types import SectionKind
+from engine.types import Priority, SectionKind
 
 if TYPE_CHECKING:
     from engine.pipeline import Pipeline
@@ -65,19 +65,31 @@ class _Sent(NamedTuple):
     history_len: int  # len(pipe.history) then
 
 
+class _Alloc(NamedTuple):
+    """What the history's budget in a carried build's plan is, while the sections before it hold (see
+    ClosedCut.history_budget): allocate cuts the history, the one Normal section, to the ceiling less
+    what the others keep once the First ones gave all they have, whatever the history's size."""
+
+    sources: tuple[Section, ...]  # the sections before the history then (their estimates fixed)
+    measure: Measure
+    key: tuple[str, Any, Any]  # the history section's id, kind and priority
+    kept: int  # what the sections before the history keep: the budget is the ceiling less this
+
+
 class _Lane:
     """One column's last cut (its next build's first assembly is made from it: usually the cut holds)
     and its task message with the omission note, by what made it (task, rounds, tokens): handed to
     drop_range again while those hold, as trim_sections does with a remembered cut, so the request
     holds the same object turn after turn (the serializer's memos then match it by identity)."""
 
-    __slots__ = ("cfg", "cut", "marked", "sent")
+    __slots__ = ("alloc", "cfg", "cut", "marked", "sent")
 
     def __init__(self, cfg: PipelineConfig) -> None:
         self.cfg = cfg  # held, so its id is not reused while the lane is kept
         self.cut = 0
         self.marked: tuple[Message, int, int, Message] | None = None
         self.sent: _Sent | None = None  # the last build's request, when it may be carried
+        self.alloc: _Alloc | None = None  # the history's budget while only the history grows
 
 
 class ClosedCut:
@@ -286,6 +298,52 @@ class ClosedCut:
         saved = before - m.total(asm)
         return RuleOutcome(asm, True, TRIMMED + ", ".join(trimmed), saved)
 
+    @staticmethod
+    def history_budget(
+        pipe: Pipeline, lane: _Lane, sources: tuple[Section, ...], k: Section, size: int, ceiling: int
+    ) -> int | None:
+        """The history's budget in this turn's plan (`size` its total, `k` the history section), when
+        the history is over it and every section before it within its own (as trim reads the plan),
+        else None.
+
+        allocate lets the First sections give first, then the Normal ones, then the LastResort ones.
+        When the history is the one Normal section and was cut to a budget above 0, the First ones gave
+        all they have (and those over their budgets made this None), and the history keeps the ceiling
+        less what the others keep (`kept`): the same for any ceiling and any history total that put the
+        history over that budget, which stays above 0, so `lane.alloc` answers those without the
+        estimates and allocate (~15 us a carried build; the calibration moves the ceiling every turn;
+        tests/test_sim_closed_alloc.py)."""
+        m = pipe.measure
+        fixed = lane.alloc
+        if (
+            fixed is not None
+            and 0 < ceiling - fixed.kept < size
+            and fixed.measure is m
+            and fixed.key == (k.id, k.kind, k.priority)
+            and len(fixed.sources) == len(sources)
+            and not any(map(is_not, sources, fixed.sources))
+        ):
+            return ceiling - fixed.kept
+        ests = (
+            *map(pipe._estimate, sources),
+            SectionEstimate(k.id, k.name, k.kind, k.scope, k.priority, size),
+        )
+        unique = len({e.id for e in ests}) == len(ests)
+        if sum(map(_TOKENS, ests)) + REPLY_PRIMING_TOKENS <= ceiling and unique:
+            return None  # fits as planned (trim_sections.fits_as_planned)
+        budgets = allocate(ests, ceiling)
+        for s in sources:
+            b = budgets.get(s.id)
+            if b is not None and not protected(s) and m.section(s) > b:
+                return None
+        budget = budgets.get(k.id)
+        if budget is None or size <= budget:
+            return None
+        normal = [e for e in ests if e.priority is Priority.NORMAL and e.kind is not SectionKind.GOAL]
+        if unique and 0 < budget and len(normal) == 1 and normal[0] is ests[-1]:
+            lane.alloc = _Alloc(sources, m, (k.id, k.kind, k.priority), ceiling - budget)
+        return budget
+
     def carried(
         self, pipe: Pipeline, bound: dict[str, dict[str, Any]], cfg: PipelineConfig, need_ctx: bool
     ) -> tuple[Assembly, int, OptimizeContext | None] | None:
@@ -338,21 +396,8 @@ class ClosedCut:
         ratio = pipe.stats.calibration_for(cfg.model)
         usable = int(budget_of(cfg.window, cfg.margin).usable / ratio)
         ceiling = ceiling_for(usable, reserves.response + reserves.thinking + reserves.schema)
-        ests = (
-            *map(pipe._estimate, sources),
-            SectionEstimate(k.id, k.name, k.kind, k.scope, k.priority, size),
-        )
-        if sum(map(_TOKENS, ests)) + REPLY_PRIMING_TOKENS <= ceiling and len({e.id for e in ests}) == len(
-            ests
-        ):
-            return None  # fits as planned (trim_sections.fits_as_planned)
-        budgets = allocate(ests, ceiling)
-        for s in sources:
-            b = budgets.get(s.id)
-            if b is not None and not protected(s) and m.section(s) > b:
-                return None
-        budget = budgets.get(k.id)
-        if budget is None or size <= budget:
+        budget = self.history_budget(pipe, lane, sources, k, size, ceiling)
+        if budget is None:
             return None
 
         made: list[OptimizeContext] = []
