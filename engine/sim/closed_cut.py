@@ -30,13 +30,14 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from engine.artifacts import Message
-from engine.assembly import Assembly, Measure, Section
+from engine.artifacts import Message, Text
+from engine.assembly import Assembly, Measure, Section, omission_marker
 from engine.config import PipelineConfig
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import drop_range
 from engine.optimize.trim_sections import apply, cut_inside_results, protected
 from engine.plan import SectionEstimate, allocate, budget_of, ceiling_for
+from engine.sim.note_counts import NoteCounts
 from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import Priority, SectionKind
 
@@ -105,6 +106,7 @@ class ClosedCut:
         self.cum: list[int] = [0]
         self.starts: list[int] = []
         self._lanes: dict[int, _Lane] = {}
+        self._notes = NoteCounts()
 
     def first_cut(self, pipe: Pipeline, cfg: PipelineConfig) -> int:
         """Where a build under `cfg` assembles the conversation from to plan it (the plan reads only the
@@ -269,6 +271,12 @@ class ClosedCut:
         carried = lane.marked
         same = carried is not None and carried[0] is task and carried[1] == count and carried[2] == acc
         marked = carried[3] if carried is not None and same else None
+        if marked is None and isinstance(task, Message) and task.role == "user":
+            # The task with the new note, as drop_range makes it, the note's count known by its shape.
+            parts = tuple(p for p in task.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
+            note = Text(omission_marker(acc, f"{count} earlier rounds dropped"))
+            self._notes.seed(m.counter, note, count, acc)
+            marked = Message("user", (*parts, note))
         asm, _ = drop_range(asm, idx, te, te, count, acc, m, marked)
         kept = asm[idx]
         head = kept.items[0]
