@@ -12,7 +12,7 @@ content is what both the engine and its peer must do). A statement's figure incl
 of those as a target of its own to go further down.
 
     .venv/bin/python benchmarks/bench_turn_lines.py [--file PATH] [--provider anthropic] [--window 32000]
-        [--repeats 12] [--top 25] [--target express.turn] [--target Serializer._appended] ...
+        [--repeats 12] [--top 25] [--target express.turn] [--target Serializer._appended] [--turns 0,25] ...
 
 Targets: `express.turn` (the express lane's steady turn, engine/pipeline_express.py), `Pipeline.NAME`
 (a method; a public call's journaling wrapper is kept around the timed body), `Serializer.NAME`
@@ -20,7 +20,8 @@ Targets: `express.turn` (the express lane's steady turn, engine/pipeline_express
 engine.policy.cost_aware or engine.pipeline_express (e.g. `anthropic.message_json`), or `engine.MODULE:NAME` / `engine.MODULE:CLASS.NAME`
 for any other (e.g. `engine.trace_lazy:TurnRecord.outcome`). Only calls that
 return something other than None are counted for express.turn (a turn the lane hands to the general
-path is not a lane turn).
+path is not a lane turn, unless `--turns` names its turn). `--turns` keeps only the calls made in those turns (0-based: next_request's
+count so far), e.g. a trajectory's first turn and its compaction turn, which take the general path.
 
 The rewritten function runs a few per cent slower than the original (a call a statement); the shares
 are what to read, not the sum against bench_engine's figures. Thread CPU is not used: the time is
@@ -126,7 +127,7 @@ def instrumented(
 
 
 def run_target(
-    target: str, imp: Any, window: int, repeats: int
+    target: str, imp: Any, window: int, repeats: int, turns: frozenset[int] | None = None
 ) -> tuple[list[str], list[list[list[float]]], list[float]]:
     """Per repeat, per call, each statement's time less its tokenizing; and the tokenizer's time per repeat."""
     owner, name, fn, ns = resolve(target)
@@ -134,13 +135,14 @@ def run_target(
     clock = Clock()
     timed, labels = instrumented(fn, ns, clock)
     calls: list[list[float]] = []
+    turn = [0]  # the trajectory's turn: next_request calls made so far in this repeat
     lane = target == "express.turn"
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         clock.marks.clear()
         out = timed(*args, **kwargs)
         clock.mark(-1)
-        if lane and out is None:
+        if (lane and out is None and turns is None) or (turns is not None and turn[0] not in turns):
             return out
         row = [0.0] * len(labels)
         for (i, t, k), (_j, t2, k2) in zip(clock.marks, clock.marks[1:], strict=False):
@@ -162,13 +164,25 @@ def run_target(
         clock.tok += WALL() - t
         return n
 
+    from engine.pipeline import Pipeline
+
+    next_request = Pipeline.next_request
+
+    def counting(self: Any) -> Any:
+        try:
+            return next_request(self)
+        finally:
+            turn[0] += 1
+
     setattr(owner, name, patched)
+    Pipeline.next_request = counting  # type: ignore[method-assign]
     be.TimedTokenizer.count = counted  # type: ignore[method-assign]
     runs: list[list[list[float]]] = []
     toks: list[float] = []
     try:
         for r in range(repeats + 2):  # two warm-up repeats
             calls.clear()
+            turn[0] = 0
             clock.tok = 0.0
             gc.collect()
             be.engine_only(imp, window)
@@ -177,6 +191,7 @@ def run_target(
                 toks.append(clock.tok)
     finally:
         setattr(owner, name, original)
+        Pipeline.next_request = next_request  # type: ignore[method-assign]
         be.TimedTokenizer.count = count  # type: ignore[method-assign]
     return labels, runs, toks
 
@@ -189,12 +204,15 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=12)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--target", action="append", help="what to time (repeatable; default express.turn)")
+    ap.add_argument("--turns", default="", help="only calls made in these turns (0-based, comma-separated)")
     args = ap.parse_args()
     be.PROVIDER = args.provider
     imp = load(args.file)
     us = 1e6
     for target in args.target or ["express.turn"]:
-        labels, runs, toks = run_target(target, imp, args.window, args.repeats)
+        labels, runs, toks = run_target(
+            target, imp, args.window, args.repeats, frozenset(map(int, args.turns.split(","))) if args.turns else None
+        )
         n = min(map(len, runs)) if runs else 0
         if not n:
             print(f"{target}: never called")
