@@ -137,6 +137,9 @@ class LiveSource(ReplayingSource):
         self._ahead: dict[int, dict[str, Any]] = {}  # position -> event received beyond _jpos, in order
         self._ahead_turns: dict[int, int] = {}  # turn -> position of its event in _ahead
         self._range_end: int | None = None  # the end of the journal range asked for, until answered
+        # The connection a range request could not be sent on (the agent closed its end): not asked
+        # again. The follow loop, not reading meanwhile, would otherwise send one each idle pass.
+        self._unsent_on: Any = None
         self._early: dict[int, dict[str, Any]] = {}  # journal frames handled before the one before them
         self._journal_size = 0  # the agent's journal length, as its last range answer said
         # The journal's length has been asked for since the last live event (an agent that sends no
@@ -762,10 +765,13 @@ class LiveSource(ReplayingSource):
             hi = lo + RANGE_MAX if stop is None else min(stop, lo + RANGE_MAX)
             if hi <= lo or self.client.disconnected:
                 return None
+            if self._unsent_on is self.client:
+                return "unsent"
             self._range_end = hi
         if not self.client.fetch_journal(lo, hi):
             with self._state:
                 self._range_end = None  # not sent: no answer is coming
+                self._unsent_on = self.client
             return "unsent"
         return "asked"
 
