@@ -97,14 +97,19 @@ def test_a_steady_lane_turn_journals_its_events_without_the_helper_frames() -> N
 
 def test_a_blob_journaled_in_line_is_the_journals_own() -> None:
     # Pipeline._blob hashes and stores the text as Journal.blob does: the same hash, one blob event for
-    # a text journaled twice, and the text readable by its hash.
+    # a text journaled twice, and the text readable by its hash (through set_content, which journals
+    # its text by Pipeline._blob).
     from engine.hashing import sha256_hex
     from engine.pipeline import Pipeline
+    from engine.types import SectionKind
 
     pipe = Pipeline("gpt-4o", "openai", 200_000, counter=TokenCounter(CharTokenizer()), serve=False)
-    h = pipe._blob("some tool output")
+    pipe.add_source("env", SectionKind.CONTEXT, text="first")
+    pipe.set_content("env", "some tool output")
+    (ev,) = [e for e in pipe.journal.events if e["k"] == "content"]
+    h = ev["h"]
     assert h == sha256_hex("some tool output") == pipe.journal.blob("some tool output")
-    pipe._blob("some tool output")
+    pipe.set_content("env", "some tool output")
     blobs = [ev for ev in pipe.journal.events if ev["k"] == "blob" and ev["h"] == h]
     assert blobs == [{"k": "blob", "h": h, "data": "some tool output"}]
     assert pipe.journal.blobs[h] == "some tool output"

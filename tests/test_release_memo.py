@@ -61,7 +61,7 @@ def test_release_runs_again_when_the_cut_moves_or_the_log_read_messages_back() -
             disk = pipe.history.on_disk()
     # Messages read back into memory (a checkpoint restored): the next turn with the same cut releases
     # them again, although the task end and cut are those released to before.
-    te = pipe._task_end()
+    te = next(i for i, msg in enumerate(pipe.history) if msg.role == "assistant")  # the task's end
     pipe.history.unpark(te)
     assert pipe.history.on_disk() < disk
     cut = pipe.compaction.cut

@@ -1,4 +1,4 @@
-"""simulate's held turns of a cost_aware column, decided from the turn before (engine/sim/held_lane.py).
+"""simulate's held turns of a cost_aware column, decided from the turn before (engine/pipeline_held_lane.py).
 
 Held here: every turn of varied sessions (providers with and without breakpoints, both policy
 revisions, windows where the policy compacts early, is forced (below the ceiling too) or never needs to, latch flips, tool
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import pipeline_held_lane as held_lane
 from engine.optimize.context import OptimizeLimits
 from engine.policy.state import CompactionState
 from engine.recording.replay import Replayer
 from engine.sim import blocks as blocks_mod
-from engine.sim import held_lane
 from engine.sim import simulate as sim_mod
 from engine.sim.blocks import SimBuilder
 from engine.sim.simulate import SimSettings, simulate_events

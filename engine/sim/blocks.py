@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from engine import pipeline_held_lane as held_lane
 from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.config import PipelineConfig
 from engine.errors import ContextPipeError
@@ -41,7 +42,6 @@ from engine.policy.state import CompactionState
 from engine.providers import Serializer, make_serializer
 from engine.providers.base import Block
 from engine.providers.policy import cache_policy
-from engine.sim import held_lane
 from engine.sim.block_layout import BlockLayout
 from engine.sim.closed_cut import ClosedCut
 
@@ -217,7 +217,7 @@ class SimBuilder:
         # trim_sections over the whole conversation every build (the reference the tests hold it to).
         self._cut = ClosedCut() if carry_cut else None
         # Per cost_aware column (by config): what its last turn leaves for a held turn to extend
-        # (held_lane.py); None when `held` is False (every such turn through Pipeline.decide).
+        # (engine/pipeline_held_lane.py); None when `held` is False (every such turn through Pipeline.decide).
         self._held: dict[int, held_lane.Held] | None = {} if held else None
 
     def build(

@@ -26,6 +26,10 @@ pipeline and need only the decision (no request body, no trace, no journal):
 Anything else: None, and the caller decides through Pipeline.decide, which then finds every memo the
 lane touched as a general turn would have left it (the lineage extended, the cut memo, the primed
 history total). tests/test_sim_held_lane.py holds the lane's builds equal to decide's, turn by turn.
+
+It lives among the pipeline's own modules (engine/pipeline*.py) because it reads and sets a Pipeline's
+private state, as the express lane does; no other module may (tests/test_public_fold.py). The few reads
+of that state simulate's gates-closed column needs (engine/sim/closed_cut.py) are here too, at the end.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ from engine.providers.policy import cache_policy
 from engine.sections import history_section
 
 if TYPE_CHECKING:
-    from engine.assembly import Assembly, Measure
+    from engine.assembly import Assembly, Measure, Section
     from engine.config import PipelineConfig
     from engine.pipeline import Decided, Pipeline
+    from engine.plan import Reserves, SectionEstimate
 
 
 class _Fixed(NamedTuple):
@@ -239,3 +244,30 @@ def turn(
         fixed,
     )
     return applied, ceiling, nxt
+
+
+# ---------------------------------------------------------------- reads for simulate's carried cut
+
+
+def carried_sources(pipe: Pipeline) -> tuple[Section, ...] | None:
+    """The sections before the history as the pipeline last assembled them, when that assembly still
+    holds this turn (the sources' version unchanged, no empty or silent message to note); else None."""
+    carry = pipe._sources_carry
+    if carry is None or carry[0] != pipe._sources_version or pipe._empty_msgs or pipe._silent_errors:
+        return None
+    return carry[1]
+
+
+def reserves(pipe: Pipeline, cfg: PipelineConfig) -> Reserves:
+    """The reserves the pipeline's plan keeps for `cfg` now (Pipeline._reserves)."""
+    return pipe._reserves(cfg)
+
+
+def estimate(pipe: Pipeline, s: Section) -> SectionEstimate:
+    """The planner's view of section `s` (Pipeline._estimate, remembered per section object)."""
+    return pipe._estimate(s)
+
+
+def renamed_note(pipe: Pipeline) -> str:
+    """The history section's note on calls sent with other ids than the agent gave them ("" if none)."""
+    return pipe._renamed_note() if pipe._renamed else ""
