@@ -33,7 +33,7 @@ compare it with).
 from __future__ import annotations
 
 from operator import is_not
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from engine.alerts import LOOKBACK
 from engine.artifacts import Message
@@ -312,23 +312,40 @@ def _marks_kept(before: tuple[Any, ...], layout: list[tuple[Section, _SectionRun
     return True
 
 
-def turn(pipe: Pipeline, c: Carried) -> Request | None:
-    """This turn's request through the lane, its request event journaled and its record kept (what
-    Pipeline._finish_unobserved does after the general path), or None: the general path decides, and
-    nothing was changed but memos (token counts, remembered cuts) the general path would make alike."""
-    if c.record is not None and c.record.read():
-        pipe._lane_pause = READ_PAUSE  # the agent reads the traces (see READ_PAUSE)
-        return None
-    cfg = pipe.config
-    m = pipe.measure
-    st = pipe.compaction
+class _Steady(Protocol):
+    """What a lane's last turn left that appended_since compares (Carried, pipeline_held_lane.Held)."""
+
+    @property
+    def cfg(self) -> PipelineConfig: ...
+    @property
+    def state(self) -> CompactionState: ...
+    @property
+    def measure(self) -> Any: ...
+    @property
+    def sources_version(self) -> int: ...
+    @property
+    def task_end(self) -> int | None: ...
+    @property
+    def history_len(self) -> int: ...
+    @property
+    def pending(self) -> Message | None: ...
+
+
+def appended_since(
+    pipe: Pipeline, c: _Steady, cfg: PipelineConfig, st: CompactionState
+) -> tuple[list[Any], int, Message | None] | None:
+    """The messages a steady turn appends to the history `c`'s turn was built from, the history's
+    length now and the message of the pending parts (None: none pending), or None when the turn is not
+    one a lane may extend: another config, compaction state, Measure, sources or task end than `c`'s
+    turn, a latch flip, a note to carry (an empty or silent message, a rename, pending parts that send
+    nothing or fail silently), a recovery, an emergent item due, or nothing appended. Both lanes ask it
+    (the express lane's live turns, simulate's held turns in engine/pipeline_held_lane.py)."""
     if (
         cfg is not c.cfg
         or st is not c.state
-        or m is not c.measure
+        or pipe.measure is not c.measure
         or pipe._sources_version != c.sources_version
         or (pipe._first_assistant != c.task_end and (c.task_end is not None or st.cut > 0))
-        or pipe._serializers.get(cfg.provider) is not c.serializer
         or pipe.flipped
         or pipe._empty_msgs
         or pipe._silent_errors
@@ -355,6 +372,25 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         appended.append(new_pending)
     if not appended:
         return None
+    return appended, history_len, new_pending
+
+
+def turn(pipe: Pipeline, c: Carried) -> Request | None:
+    """This turn's request through the lane, its request event journaled and its record kept (what
+    Pipeline._finish_unobserved does after the general path), or None: the general path decides, and
+    nothing was changed but memos (token counts, remembered cuts) the general path would make alike."""
+    if c.record is not None and c.record.read():
+        pipe._lane_pause = READ_PAUSE  # the agent reads the traces (see READ_PAUSE)
+        return None
+    cfg = pipe.config
+    m = pipe.measure
+    st = pipe.compaction
+    if pipe._serializers.get(cfg.provider) is not c.serializer:
+        return None
+    since = appended_since(pipe, c, cfg, st)
+    if since is None:
+        return None
+    appended, history_len, new_pending = since
     old_hist = c.full[c.hidx]
     # (A type: ignore, not typing.cast: that is a Python call every turn.)
     hist = history_section((*old_hist.items, *appended), ())  # type: ignore[arg-type]

@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.artifacts import Message
 from engine.optimize import markers
+from engine.pipeline_express import appended_since
 from engine.plan import budget_of, ceiling_for
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules
 from engine.policy.early_weigh import EarlyRule
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
-from engine.providers.anthropic import sends_nothing, silent_error
 from engine.providers.policy import cache_policy
 from engine.sections import history_section
 
@@ -128,39 +128,12 @@ def turn(
     """This turn's request (the state applied to the assembly, nothing else done), its plan's ceiling
     and what the next turn extends, when the policy holds and the lane can prove it; else None."""
     m = pipe.measure
-    if (
-        cfg is not c.cfg
-        or st is not c.state
-        or cache is not c.cache
-        or m is not c.measure
-        or bound
-        or not pipe.fast_path
-        or pipe._sources_version != c.sources_version
-        or (pipe._first_assistant != c.task_end and (c.task_end is not None or st.cut > 0))
-        or pipe.flipped
-        or pipe._empty_msgs
-        or pipe._silent_errors
-        or pipe._renamed
-        or pipe.stats.recovery_turns_left > 0
-        or pipe.emergent.due(pipe.turn)
-        or pipe._sources_carry is None
-        or pipe._sources_carry[0] != c.sources_version
-    ):
+    if cache is not c.cache or bound or not pipe.fast_path:
         return None
-    pending = pipe.pending
-    if pending and (sends_nothing(pending) or silent_error(pending)):
-        return None  # the history section would carry a note
-    appended: list[Any] = pipe.history.since(c.history_len)
-    history_len = c.history_len + len(appended)
-    if c.pending is not None:
-        if not appended or appended[0] is not c.pending:
-            return None
-        del appended[0]
-    new_pending = Message("user", tuple(pending)) if pending else None
-    if new_pending is not None:
-        appended.append(new_pending)
-    if not appended:
+    since = appended_since(pipe, c, cfg, st)  # the express lane's checks and appended messages
+    if since is None:
         return None
+    appended, history_len, new_pending = since
     hidx = len(c.full) - 1
     hist = history_section((*c.full[hidx].items, *appended), ())  # type: ignore[arg-type]
     full = (*c.full[:hidx], hist)
