@@ -30,6 +30,7 @@ from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json
 from engine.providers.hex_chain import ChainHasher
 from engine.providers.policy import ProviderCachePolicy
+from engine.providers.stretch import SLICE_MIN, find_stretch
 from engine.types import SectionKind
 
 if TYPE_CHECKING:
@@ -374,10 +375,6 @@ def check_pairing(history: tuple[SectionItem, ...]) -> None:
     """Every tool result answers a call made in the assistant message right before it, and every
     call (except in the newest message) has its result in the user message right after it."""
     _pairing_step(history)
-
-
-# Items left after the reused prefix above which the rest is looked for in the previous run as slices.
-SLICE_MIN = 8
 
 
 def _index(run: _SectionRun) -> dict[str, int]:
@@ -828,26 +825,13 @@ class Serializer:
         older runs to find the stretch. Markers only where neither side has any (a marker changes an
         item's bytes); None when the turn is not like that (the general path then decides)."""
         items = s.items
-        n = len(items)
         for last in self._runs[s.id]:
-            old = last.items
-            k = len(old)
-            if last.tok != tok or last.marks or last.hexes is None or k <= SLICE_MIN:
+            if last.tok != tok or last.marks or last.hexes is None:
                 continue
-            tip = old[-1]
-            # e: where the stretch ends in these items (the run's last item is items[e - 1]).
-            e = next((n - t for t in range(min(SLICE_MIN, n - 1) + 1) if items[n - 1 - t] is tip), 0)
-            if e <= SLICE_MIN:
+            found = find_stretch(items, last.items)
+            if found is None:
                 continue
-            # h: where it starts (items[h] is old[a]); the smallest h reuses the most.
-            h = next(
-                (h for h in range(SLICE_MIN + 1) if 0 <= k - e + h < k and items[h] is old[k - e + h]), -1
-            )
-            if h < 0 or e - h <= SLICE_MIN:
-                continue
-            a = k - e + h
-            if items[h:e] != old[a:]:  # identity first, in C
-                continue
+            h, e, a = found
             head, tail = items[:h], items[e:]
             head_shas, tail_shas = list(map(_SHA, head)), list(map(_SHA, tail))
             if any(len(x) != 64 for x in head_shas) or any(len(x) != 64 for x in tail_shas):

@@ -27,7 +27,6 @@ from engine.providers.base import (
     _START,
     CACHE_FLOOR,
     CACHE_SLACK,
-    SLICE_MIN,
     Block,
     Serializer,
     _info,
@@ -38,6 +37,7 @@ from engine.providers.base import (
     _PairInfo,
     _PairState,
 )
+from engine.providers.stretch import SLICE_MIN, find_stretch
 from engine.types import SectionKind
 
 if TYPE_CHECKING:
@@ -209,24 +209,13 @@ class BlockLayout:
         """A sliding window (Serializer._shifted's shape): head + run.items[a:] + tail, head and tail of
         at most SLICE_MIN items, no markers on either side. None when the turn is not like that."""
         items = s.items
-        n = len(items)
         for last in self._runs[s.id]:
-            old = last.items
-            k = len(old)
-            if last.tok != tok or last.marks or k <= SLICE_MIN:
+            if last.tok != tok or last.marks:
                 continue
-            tip = old[-1]
-            e = next((n - t for t in range(min(SLICE_MIN, n - 1) + 1) if items[n - 1 - t] is tip), 0)
-            if e <= SLICE_MIN:
+            found = find_stretch(items, last.items)
+            if found is None:
                 continue
-            h = next(
-                (h for h in range(SLICE_MIN + 1) if 0 <= k - e + h < k and items[h] is old[k - e + h]), -1
-            )
-            if h < 0 or e - h <= SLICE_MIN:
-                continue
-            a = k - e + h
-            if items[h:e] != old[a:]:  # identity first, in C
-                continue
+            h, e, a = found
             memo = self._pairs
             state = _START
             for it in items[:h]:
