@@ -22,7 +22,7 @@ from engine.sim import closed_cut
 from engine.sim.closed_cut import ClosedCut, _Lane
 from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import CacheScope, Priority, SectionKind
-from tests.test_sim_closed_cut import _closed_builds, _session
+from tests.support.sim_builds import closed_builds, rounds_session
 
 
 class _Measure:
@@ -140,13 +140,13 @@ def test_nothing_is_remembered_where_another_section_shares_the_history_priority
 
 
 def test_a_wrong_remembered_budget_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    events = _session("deepseek", 60, [1, 2], [8, 40, 20], 2, 7, 0)
-    want = _closed_builds(events, 6000, carry=False)
-    assert _closed_builds(events, 6000, carry=True) == want
+    events = rounds_session("deepseek", 60, [1, 2], [8, 40, 20], 2, 7, 0)
+    want = closed_builds(events, 6000, carry=False)
+    assert closed_builds(events, 6000, carry=True) == want
     real = closed_cut._Alloc
 
     def off(*a: Any) -> Any:
         return real(*a[:-1], a[-1] - 300)
 
     monkeypatch.setattr(closed_cut, "_Alloc", off)
-    assert _closed_builds(events, 6000, carry=True) != want
+    assert closed_builds(events, 6000, carry=True) != want

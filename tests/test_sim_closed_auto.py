@@ -21,7 +21,7 @@ from engine.recording.replay import Replayer
 from engine.sim import blocks as blocks_mod
 from engine.sim.blocks import SimBuilder
 from tests.support.counting import count_calls
-from tests.test_sim_closed_build import _columns, _session
+from tests.support.sim_builds import coding_session, columns
 from tests.test_simulate import COUNTER
 
 
@@ -29,11 +29,11 @@ from tests.test_simulate import COUNTER
 def test_no_markers_rule_after_the_cut_at_an_automatic_provider(
     provider: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    events = _session(provider, 18, [60, 150], 2, None, 11)
-    ref = _columns(events, False, 6000)
+    events = coding_session(provider, 18, [60, 150], 2, None, 11)
+    ref = columns(events, 6000, closed_fast=False)
     rule = count_calls(monkeypatch, blocks_mod, "optimize")
     task = count_calls(monkeypatch, marker_rule, "task_marker")
-    got = _columns(events, True, 6000)
+    got = columns(events, 6000, closed_fast=True)
     closed = got[1::2]
     assert sum("trim_sections" in c[1] for c in closed) >= 12  # the carried cut took these turns
     assert rule[0] == 0
@@ -42,14 +42,14 @@ def test_no_markers_rule_after_the_cut_at_an_automatic_provider(
 
 
 def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest.MonkeyPatch) -> None:
-    events = _session("anthropic", 18, [60, 150], 2, None, 11, task=300)
-    ref = _columns(events, False, 9000)
+    events = coding_session("anthropic", 18, [60, 150], 2, None, 11, task=300)
+    ref = columns(events, 9000, closed_fast=False)
     rule = count_calls(monkeypatch, blocks_mod, "optimize")
     # The rule decides on every trimming build: placing from the sections, or taking a placement an
     # earlier build made on the same sections (markers._carried: tried, not always taken).
     placed = count_calls(monkeypatch, marker_rule, "_placed")
     carried = count_calls(monkeypatch, marker_rule, "_carried")
-    got = _columns(events, True, 9000)
+    got = columns(events, 9000, closed_fast=True)
     trims = sum("trim_sections" in c[1] for c in got[1::2])
     assert trims >= 5
     assert rule[0] >= trims and placed[0] + carried[0] >= trims
@@ -58,7 +58,7 @@ def test_markers_still_placed_at_a_provider_with_breakpoints(monkeypatch: pytest
 
 def test_a_config_s_gates_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """As simulate builds (each column's config derived once): closed_uncut runs once per config."""
-    events = _session("deepseek", 10, [20, 150], 2, None, 5)
+    events = coding_session("deepseek", 10, [20, 150], 2, None, 5)
     checks = count_calls(monkeypatch, blocks_mod, "closed_uncut")
     replayer = Replayer(events, COUNTER)
     pipe = replayer.new_pipeline()

@@ -18,86 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.optimize.context import OptimizeLimits
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
-from engine.recording.replay import Replayer
 from engine.sim import blocks as blocks_mod
 from engine.sim.blocks import SimBuilder, closed_uncut
 from engine.sim.simulate import SimSettings, simulate_events
+from tests.support.sim_builds import CLOSED, coding_session, columns
 from tests.test_simulate import COUNTER
-
-CLOSED = OptimizeLimits.all_closed()
-
-
-def _session(
-    provider: str,
-    turns: int,
-    sizes: list[int],
-    revision: int,
-    latch_at: int | None,
-    seed: int,
-    task: int = 30,
-) -> list[dict[str, Any]]:
-    """A coding-agent loop recorded by the engine: one tool call a turn, outputs of `sizes` lines; the
-    task ~5 tokens x `task` (past ~200, the prefix through it is long enough for a breakpoint of its own)."""
-    now = [1000.0]
-    model = "claude-sonnet-4" if provider == "anthropic" else "deepseek-chat"
-    pipe = Pipeline(model, provider, 200_000, serve=False, counter=COUNTER, clock=lambda: now[0])
-    pipe.config = replace(pipe.config, policy=PolicySettings(revision=revision))
-    pipe.identity(f"You are a careful coding agent #{seed}. Work in small, verified steps.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
-    )
-    pipe.latch("mode", "plan")
-    pipe.user(f"Fix the failing test {seed}. " + "Context about the repository. " * task)
-    for k in range(turns):
-        if latch_at is not None and k == latch_at:
-            pipe.latch("mode", "act")  # a flip: the history's breakpoints are suppressed this turn
-            pipe.add_tool("grep", "Search files", {"type": "object", "properties": {"q": {"type": "string"}}})
-        pipe.next_request()
-        pipe.record_usage({"input_tokens": 900 + 650 * k, "output_tokens": 30 + k})
-        calls = pipe.assistant(
-            f"Step {k}.", [{"id": f"c{k}", "name": "bash", "arguments": {"cmd": f"cat f{k}"}}]
-        )
-        n = sizes[k % len(sizes)]
-        pipe.tool_result(
-            calls[0].id, "".join(f"line {seed}.{k}.{i}: value = f({i}, {k})\n" for i in range(n))
-        )
-        now[0] += 7.0
-    pipe.next_request()
-    return list(pipe.journal.events)
-
-
-def observed(b: Any) -> tuple[Any, ...]:
-    """What a build gives simulate, as one comparable tuple: the Blocks, what it did (actions, latch
-    flips), its ceiling and state, and the request it measures. Indexed by the tests that import
-    `_columns` (test_sim_closed_auto, test_sim_stretch): [0] Blocks, [1] actions."""
-    return (b.blocks, b.actions, b.latch_flips, b.ceiling, b.state, tuple(b.asm), b.measure.total(b.asm))
-
-
-def _columns(events: list[dict[str, Any]], closed_fast: bool, window: int) -> list[tuple[Any, ...]]:
-    """Every turn's what-if (recorded settings at `window`) and gates-closed builds, as simulate
-    interleaves them on one pipeline, as tuples of what simulate reads."""
-    replayer = Replayer(events, COUNTER)
-    pipe = replayer.new_pipeline()
-    builder = SimBuilder(pipe, closed_fast=closed_fast)
-    out: list[tuple[Any, ...]] = []
-    st_p = st_c = CompactionState()
-    for ev in events:
-        if ev.get("k") == "request":
-            pipe.begin_request(ev["turn"])
-            bound = ev.get("bound", {})
-            pcfg = pipe.config.with_overrides(window=window)
-            ccfg = replace(pcfg, limits=CLOSED)
-            bp = builder.build(bound, pcfg, st_p)
-            bc = builder.build(bound, ccfg, st_c)
-            st_p, st_c = bp.state or st_p, bc.state or st_c
-            out.extend(observed(b) for b in (bp, bc))
-        pipe.fold(ev)
-    return out
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -121,9 +50,9 @@ def test_closed_builds_equal_the_decide_builds(
     seed: int,
     task: int,
 ) -> None:
-    events = _session(provider, turns, sizes, revision, latch_at, seed, task)
-    fast = _columns(events, True, window)
-    ref = _columns(events, False, window)
+    events = coding_session(provider, turns, sizes, revision, latch_at, seed, task)
+    fast = columns(events, window, closed_fast=True)
+    ref = columns(events, window, closed_fast=False)
     assert len(fast) == len(ref) == 2 * (turns + 1)
     for got, want in zip(fast, ref, strict=True):
         assert got == want
@@ -133,8 +62,8 @@ def test_the_closed_builds_cover_trims_markers_and_flips() -> None:
     """The equality above is not vacuous: on one such session the gates-closed column trims the history
     (an action), places breakpoints (Anthropic), one of them on the task (revision 2), and sees a latch
     flip, through the closed path."""
-    events = _session("anthropic", 16, [60, 150], 2, 5, 7, task=300)
-    got = _columns(events, True, 9000)[1::2]
+    events = coding_session("anthropic", 16, [60, 150], 2, 5, 7, task=300)
+    got = columns(events, 9000, closed_fast=True)[1::2]
     assert sum("trim_sections" in g[1] for g in got) >= 5
     assert sum(any(b.marker for b in g[0]) for g in got) >= 10
     # The task's breakpoint: a marked history block before the last one.
@@ -161,7 +90,7 @@ def test_simulate_decides_once_a_turn_and_reports_the_same(
 ) -> None:
     """simulate's gates-closed column no longer runs cost_aware's decision (a run a turn fewer than the
     reference builds, and than the code before), and its report is the one the reference builds give."""
-    events = _session("anthropic", 14, [20, 150], 2, None, 3)
+    events = coding_session("anthropic", 14, [20, 150], 2, None, 3)
     s = SimSettings(window=window)
     runs = [0]
     real_run = cost_aware.run

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.sim import closed_cut
-from tests.test_sim_closed_cut import _closed_builds, _session, sessions
+from tests.support.sim_builds import closed_builds, round_sessions, rounds_session
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
@@ -42,21 +42,21 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(session=sessions, window=st.sampled_from([2500, 4000, 8000, 12000]))
+@given(session=round_sessions, window=st.sampled_from([2500, 4000, 8000, 12000]))
 def test_carried_requests_equal_the_rule_builds(session: dict[str, Any], window: int) -> None:
-    events = _session(**session)
-    got = _closed_builds(events, window, carry=True)
-    want = _closed_builds(events, window, carry=False)
+    events = rounds_session(**session)
+    got = closed_builds(events, window, carry=True)
+    want = closed_builds(events, window, carry=False)
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
         assert a == b, f"turn {k}"
 
 
 @pytest.mark.parametrize("provider", ["deepseek", "anthropic"])
 def test_most_trimming_turns_are_carried(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    events = _session(provider, 60, [1, 2], [8, 40, 20], 2, 7, 0)
-    want = _closed_builds(events, 6000, carry=False)
+    events = rounds_session(provider, 60, [1, 2], [8, 40, 20], 2, 7, 0)
+    want = closed_builds(events, 6000, carry=False)
     counts = _counting(monkeypatch)
-    got = _closed_builds(events, 6000, carry=True)
+    got = closed_builds(events, 6000, carry=True)
     assert got == want
     trims = sum("trim_sections" in g[1] for g in got)
     assert trims >= 40
@@ -67,12 +67,12 @@ def test_most_trimming_turns_are_carried(provider: str, monkeypatch: pytest.Monk
 def test_a_wrong_carried_budget_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The carried plan's history budget off by a few hundred tokens (as if another section's total were
     left out): other rounds are dropped than the rule drops, and the builds differ."""
-    events = _session("deepseek", 60, [1, 2], [8, 40, 20], 2, 7, 0)
-    want = _closed_builds(events, 6000, carry=False)
+    events = rounds_session("deepseek", 60, [1, 2], [8, 40, 20], 2, 7, 0)
+    want = closed_builds(events, 6000, carry=False)
     real = closed_cut.allocate
 
     def wrong(ests: Any, ceiling: int) -> dict[str, int]:
         return real(ests, ceiling + 400)
 
     monkeypatch.setattr(closed_cut, "allocate", wrong)
-    assert _closed_builds(events, 6000, carry=True) != want
+    assert closed_builds(events, 6000, carry=True) != want

@@ -20,96 +20,24 @@ from hypothesis import strategies as st
 
 import engine.pipeline as pipeline_mod
 import engine.sim.simulate as sim_mod
-from engine.optimize.context import OptimizeLimits
 from engine.pipeline import Pipeline
-from engine.policy.settings import PolicySettings
 from engine.policy.state import CompactionState
 from engine.recording.replay import Replayer
 from engine.sim import closed_cut
 from engine.sim.blocks import SimBuilder
 from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from tests.support.sim_builds import CLOSED, closed_builds, round_sessions, rounds_session
 from tests.test_simulate import COUNTER
 
-CLOSED = OptimizeLimits.all_closed()
 DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
 
 
-def _session(
-    provider: str, turns: int, calls: list[int], sizes: list[int], revision: int, seed: int, asides: int
-) -> list[dict[str, Any]]:
-    """A tool-using agent recorded by the engine: round k makes calls[k % len] tool calls with outputs of
-    sizes[...] lines; every `asides`-th round the user adds a message of their own."""
-    now = [1000.0]
-    model = "claude-sonnet-4" if provider == "anthropic" else "deepseek-chat"
-    pipe = Pipeline(model, provider, 200_000, serve=False, counter=COUNTER, clock=lambda: now[0])
-    pipe.config = replace(pipe.config, policy=PolicySettings(revision=revision))
-    pipe.identity(f"You are agent #{seed}.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
-    )
-    pipe.user(f"Task {seed}: fix the failing test. " + "Some context. " * 20)
-    j = 0
-    for k in range(turns):
-        pipe.next_request()
-        pipe.record_usage({"input_tokens": 800 + 500 * k, "output_tokens": 20 + k})
-        n = calls[k % len(calls)]
-        made = pipe.assistant(
-            f"Round {k}.",
-            [{"id": f"c{k}.{i}", "name": "bash", "arguments": {"cmd": f"cat f{k}.{i}"}} for i in range(n)],
-        )
-        for c in made:
-            lines = sizes[j % len(sizes)]
-            j += 1
-            pipe.tool_result(c.id, "".join(f"out {seed}.{k}.{i}: v = g({i})\n" for i in range(lines)))
-        if asides and k % asides == asides - 1:
-            pipe.user(f"Note {k}: keep going.")
-        now[0] += 6.0
-    pipe.next_request()
-    return list(pipe.journal.events)
-
-
-def _closed_builds(events: list[dict[str, Any]], window: int, carry: bool) -> list[tuple[Any, ...]]:
-    """Every turn's gates-closed build at `window`, with a what-if build before it (as simulate
-    interleaves them on one pipeline), as a tuple of what simulate reads."""
-    replayer = Replayer(events, COUNTER)
-    pipe = replayer.new_pipeline()
-    builder = SimBuilder(pipe, carry_cut=carry)
-    out: list[tuple[Any, ...]] = []
-    st_p = CompactionState()
-    for ev in events:
-        if ev.get("k") == "request":
-            pipe.begin_request(ev["turn"])
-            bound = ev.get("bound", {})
-            pcfg = pipe.config.with_overrides(window=window)
-            bp = builder.build(bound, pcfg, st_p)
-            st_p = bp.state or st_p
-            b = builder.build(bound, replace(pcfg, limits=CLOSED), CompactionState())
-            out.append(
-                (b.blocks, b.actions, b.latch_flips, b.ceiling, b.state, tuple(b.asm), b.measure.total(b.asm))
-            )
-        pipe.fold(ev)
-    return out
-
-
-sessions = st.fixed_dictionaries(
-    {
-        "provider": st.sampled_from(["anthropic", "deepseek", "openai", "bedrock"]),
-        "turns": st.integers(4, 30),
-        "calls": st.lists(st.integers(1, 3), min_size=1, max_size=3),
-        "sizes": st.lists(st.sampled_from([1, 8, 40, 120, 700]), min_size=1, max_size=4),
-        "revision": st.sampled_from([1, 2]),
-        "seed": st.integers(0, 10**6),
-        "asides": st.sampled_from([0, 2, 5]),
-    }
-)
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(session=sessions, window=st.sampled_from([2500, 4000, 8000, 200_000]))
+@given(session=round_sessions, window=st.sampled_from([2500, 4000, 8000, 200_000]))
 def test_carried_cut_builds_equal_the_rule_builds(session: dict[str, Any], window: int) -> None:
-    events = _session(**session)
-    got = _closed_builds(events, window, carry=True)
-    want = _closed_builds(events, window, carry=False)
+    events = rounds_session(**session)
+    got = closed_builds(events, window, carry=True)
+    want = closed_builds(events, window, carry=False)
     assert len(got) == len(want) == session["turns"] + 1
     for k, (a, b) in enumerate(zip(got, want, strict=True)):
         assert a == b, f"turn {k}"
@@ -141,15 +69,15 @@ def test_carried_cut_is_taken_also_where_a_result_is_cut(monkeypatch: pytest.Mon
     """The equality above is not vacuous: the carried cut builds every trimming turn of a session whose
     newest outputs are at times too large for any round cut (the rule then cuts inside them)."""
     taken = _counting_trims(monkeypatch)
-    events = _session("anthropic", 40, [1, 2], [8, 40, 120, 1500], 2, 11, 3)
-    got = _closed_builds(events, 4000, carry=True)
+    events = rounds_session("anthropic", 40, [1, 2], [8, 40, 120, 1500], 2, 11, 3)
+    got = closed_builds(events, 4000, carry=True)
     trims = sum("trim_sections" in g[1] for g in got)
     assert trims >= 30 and sum(taken) == trims
     cut_inside = [
         g for g in got if any("tokens omitted..." in str(getattr(m, "parts", "")) for m in g[5][-1].items[1:])
     ]
     assert len(cut_inside) >= 3
-    assert got == _closed_builds(events, 4000, carry=False)
+    assert got == closed_builds(events, 4000, carry=False)
 
 
 def test_carried_cut_falls_back_where_another_section_is_trimmed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,16 +85,16 @@ def test_carried_cut_falls_back_where_another_section_is_trimmed(monkeypatch: py
     budget 0 at a 9k window) is built through the rule, and is the same."""
     taken = _counting_trims(monkeypatch)
     events, _ = load_recording_events(DEMO)
-    got = _closed_builds(events, 9000, carry=True)
+    got = closed_builds(events, 9000, carry=True)
     assert taken and not any(taken)
-    assert got == _closed_builds(events, 9000, carry=False)
+    assert got == closed_builds(events, 9000, carry=False)
 
 
 @pytest.mark.parametrize("window", [None, 5000])
 def test_simulate_reports_the_same_with_and_without_the_carry(
     window: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    events = _session("deepseek", 30, [1, 3], [8, 120, 40], 2, 5, 4)
+    events = rounds_session("deepseek", 30, [1, 3], [8, 120, 40], 2, 5, 4)
     s = SimSettings(window=window)
     fast = simulate_events(events, s, counter=COUNTER).to_json(per_turn=True)
 
@@ -206,7 +134,7 @@ def test_a_closed_build_assembles_the_window_not_the_conversation(monkeypatch: p
             closed_build[0] = False
 
     monkeypatch.setattr(SimBuilder, "_closed", flagged)
-    events = _session("deepseek", 150, [1], [20], 2, 3, 0)
+    events = rounds_session("deepseek", 150, [1], [20], 2, 3, 0)
     pipe_ref: list[Pipeline] = []
     replayer = Replayer(events, COUNTER)
     pipe = replayer.new_pipeline()
@@ -255,7 +183,7 @@ def test_a_closed_build_whose_cut_holds_assembles_once(monkeypatch: pytest.Monke
             closed_build[0] = False
 
     monkeypatch.setattr(SimBuilder, "_closed", flagged)
-    events = _session("deepseek", 150, [1], [5, 60, 20, 150, 8], 2, 3, 0)
+    events = rounds_session("deepseek", 150, [1], [5, 60, 20, 150, 8], 2, 3, 0)
     replayer = Replayer(events, COUNTER)
     pipe = replayer.new_pipeline()
     builder = SimBuilder(pipe)

@@ -25,10 +25,9 @@ from engine.policy.settings import WAVE1, PolicySettings
 from engine.recording.replay import Replayer
 from engine.sim.blocks import SimBuilder, closed_wave1
 from engine.sim.simulate import UNBOUNDED
-from tests.test_sim_closed_build import _session, observed
+from tests.support.sim_builds import CLOSED, coding_session, observed
 from tests.test_simulate import COUNTER
 
-CLOSED = OptimizeLimits.all_closed()
 WAVE1_SETTINGS = PolicySettings(name=WAVE1)
 
 
@@ -69,7 +68,7 @@ def _wave1_columns(events: list[dict[str, Any]], closed_fast: bool, window: int)
 def test_closed_wave1_builds_equal_the_decide_builds(
     provider: str, turns: int, sizes: list[int], revision: int, latch_at: int | None, window: int, seed: int
 ) -> None:
-    events = _session(provider, turns, sizes, revision, latch_at, seed)
+    events = coding_session(provider, turns, sizes, revision, latch_at, seed)
     fast = _wave1_columns(events, True, window)
     ref = _wave1_columns(events, False, window)
     assert len(fast) == len(ref) == 3 * (turns + 1)
@@ -80,7 +79,7 @@ def test_closed_wave1_builds_equal_the_decide_builds(
 def test_the_closed_wave1_builds_cover_trims_and_markers() -> None:
     """The equality above is not vacuous: on such a session the tight wave-1 column trims the history
     (an action) and places breakpoints (Anthropic), and the peers' view places them too."""
-    events = _session("anthropic", 16, [60, 150], 2, 5, 7)
+    events = coding_session("anthropic", 16, [60, 150], 2, 5, 7)
     got = _wave1_columns(events, True, 6000)
     tight, peers = got[0::3], got[2::3]
     assert sum("trim_sections" in g[1] for g in tight) >= 5
@@ -90,7 +89,7 @@ def test_the_closed_wave1_builds_cover_trims_and_markers() -> None:
 
 
 def test_closed_wave1_only_with_every_gate_closed() -> None:
-    events = _session("deepseek", 2, [2], 2, None, 1)
+    events = coding_session("deepseek", 2, [2], 2, None, 1)
     cfg = Replayer(events, COUNTER).new_pipeline().config
     wave1 = replace(cfg, limits=CLOSED, policy=WAVE1_SETTINGS)
     assert closed_wave1(wave1)
@@ -103,7 +102,7 @@ def test_closed_wave1_only_with_every_gate_closed() -> None:
 def test_closed_wave1_builds_dry_run_no_rule(window: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the path leaves out: the closed rules' dry runs (each a walk over the whole conversation
     for a skipped step nobody reads). The reference build through decide makes them."""
-    events = _session("deepseek", 10, [20, 150], 2, None, 5)
+    events = coding_session("deepseek", 10, [20, 150], 2, None, 5)
     dry = [0]
     real_replace = optimize_mod.replace
 

@@ -11,7 +11,6 @@ weighs a turn wrongly is caught.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,17 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import pipeline_held_lane as held_lane
-from engine.optimize.context import OptimizeLimits
-from engine.policy.state import CompactionState
-from engine.recording.replay import Replayer
 from engine.sim import blocks as blocks_mod
 from engine.sim import simulate as sim_mod
 from engine.sim.blocks import SimBuilder
 from engine.sim.simulate import SimSettings, simulate_events
-from tests.test_sim_closed_build import _session, observed
+from tests.support.sim_builds import coding_session, columns
 from tests.test_simulate import COUNTER
-
-CLOSED = OptimizeLimits.all_closed()
 
 
 def _columns(
@@ -37,13 +31,7 @@ def _columns(
 ) -> tuple[list[tuple[Any, ...]], int]:
     """Every turn's what-if (recorded settings at `window`) and gates-closed builds, interleaved on one
     pipeline as simulate builds them, and how many what-if turns the lane built."""
-    replayer = Replayer(events, COUNTER)
-    pipe = replayer.new_pipeline()
-    builder = SimBuilder(pipe, held=held)
-    out: list[tuple[Any, ...]] = []
-    st_p = st_c = CompactionState()
     lane_turns = [0]
-    cfgs: tuple[Any, Any, Any] | None = None
     real_turn = held_lane.turn
 
     def counted(*a: Any, **kw: Any) -> Any:
@@ -53,22 +41,7 @@ def _columns(
 
     held_lane.turn = counted  # type: ignore[assignment]
     try:
-        for ev in events:
-            if ev.get("k") == "request":
-                pipe.begin_request(ev["turn"])
-                bound = ev.get("bound", {})
-                if cfgs is None or cfgs[0] is not pipe.config:
-                    # Derived once per recorded config, as simulate derives its columns' (_Configs).
-                    pcfg = pipe.config.with_overrides(window=window)
-                    if not early or trigger != 1.0:
-                        pcfg = replace(pcfg, policy=replace(pcfg.policy, early=early, trigger=trigger))
-                    cfgs = (pipe.config, pcfg, replace(pcfg, limits=CLOSED))
-                _base, pcfg, ccfg = cfgs
-                bp = builder.build(bound, pcfg, st_p)
-                bc = builder.build(bound, ccfg, st_c)
-                st_p, st_c = bp.state or st_p, bc.state or st_c
-                out.extend(observed(b) for b in (bp, bc))
-            pipe.fold(ev)
+        out = columns(events, window, early, trigger, held=held)
     finally:
         held_lane.turn = real_turn  # type: ignore[assignment]
     return out, lane_turns[0]
@@ -97,7 +70,7 @@ def test_lane_builds_equal_the_decide_builds(
     trigger: float,
     seed: int,
 ) -> None:
-    events = _session(provider, turns, sizes, revision, latch_at, seed)
+    events = coding_session(provider, turns, sizes, revision, latch_at, seed)
     fast, _n = _columns(events, True, window, early, trigger)
     ref, none = _columns(events, False, window, early, trigger)
     assert none == 0
@@ -109,7 +82,7 @@ def test_lane_builds_equal_the_decide_builds(
 def test_the_lane_takes_held_turns_between_compactions() -> None:
     """Not vacuous: on a DeepSeek session that compacts, most what-if turns are the lane's, and the
     what-if column's state moves (compactions, through the general path) between them."""
-    events = _session("deepseek", 40, [60, 150], 2, None, 11)
+    events = coding_session("deepseek", 40, [60, 150], 2, None, 11)
     out, lane = _columns(events, True, 9000)
     states = {o[4] for o in out[0::2]}
     assert len(states) >= 3  # at least two compactions
@@ -119,7 +92,7 @@ def test_the_lane_takes_held_turns_between_compactions() -> None:
 def test_a_wrong_lane_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A lane that never lets the early rule compact (its weighing skipped) gives other builds than
     decide on a session where the early rule compacts: the comparison above would fail."""
-    events = _session("deepseek", 40, [60, 150], 2, None, 11)
+    events = coding_session("deepseek", 40, [60, 150], 2, None, 11)
     ref, _ = _columns(events, False, 30000)
     assert len({o[4] for o in ref[0::2]}) >= 2  # the what-if column compacts at this window
 
@@ -138,7 +111,7 @@ def test_a_wrong_lane_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("window", [None, 9000])
 def test_simulate_reports_the_same_with_the_lane(window: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    events = _session("deepseek", 30, [20, 150], 2, None, 5)
+    events = coding_session("deepseek", 30, [20, 150], 2, None, 5)
     s = SimSettings(window=window)
     fast = simulate_events(events, s, counter=COUNTER).to_json(per_turn=True)
 

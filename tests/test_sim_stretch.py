@@ -146,10 +146,10 @@ def test_the_gates_closed_column_converts_by_stretch(monkeypatch: pytest.MonkeyP
     of the requests that send more than a few new Blocks (the code before looked each of them up: ~180
     a call on the 930-call synthetic session)."""
     from engine.sim.simulate import SimSettings, simulate_events
-    from tests.test_sim_closed_build import _session
+    from tests.support.sim_builds import coding_session
     from tests.test_simulate import COUNTER
 
-    events = _session("deepseek", 80, [2, 5], 2, None, 3)
+    events = coding_session("deepseek", 80, [2, 5], 2, None, 3)
     after = [0]
     stretched = [0]
     real = sim_mod._stretch
