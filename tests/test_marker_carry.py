@@ -249,3 +249,60 @@ def test_a_carry_with_a_check_left_out_is_caught(monkeypatch: pytest.MonkeyPatch
     assert _outcomes(ops, 5_000, True, Measure(COUNTER)) == _outcomes(ops, 5_000, True, None)
     monkeypatch.setattr(markers, "_carried", loose)
     assert _outcomes(ops, 5_000, True, Measure(COUNTER)) != _outcomes(ops, 5_000, True, None)
+
+
+def _placing(monkeypatch: pytest.MonkeyPatch, ops: list[tuple[str, int]]) -> int:
+    """How many calls over `ops` placed every marker from the sections (markers._placed)."""
+    made = [0]
+    real = markers._placed
+
+    def counted(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+        made[0] += 1
+        return real(asm, order, ctx)
+
+    monkeypatch.setattr(markers, "_placed", counted)
+    _outcomes(ops, 5_000, True, Measure(COUNTER))
+    monkeypatch.undo()
+    return made[0]
+
+
+# The task alone (the first request), then the calls where the task's breakpoint moves on the same sections:
+# the task stops being the history's tail, a compaction's note goes after it, the task is rewritten.
+MOVES = [
+    ("same", 0),
+    ("round", 300),
+    ("round", 300),
+    ("note", 0),
+    ("round", 300),
+    ("task", 7),
+    ("round", 300),
+]
+
+
+def test_a_moved_task_breakpoint_keeps_the_other_markers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where only the task's breakpoint moved, the placement's other markers (tools, system, memory) are
+    kept and the breakpoint placed again, as a fresh Measure places everything: the first call places
+    from the sections, no later one does (on 737b726 the second call, the note and the rewritten task
+    each placed from the sections again)."""
+    assert _outcomes(MOVES, 5_000, True, Measure(COUNTER)) == _outcomes(MOVES, 5_000, True, None)
+    assert _placing(monkeypatch, MOVES) == 1
+
+
+def test_a_moved_task_breakpoint_carried_as_it_was_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison has teeth here too: a carry that keeps the last placement's task breakpoint (the
+    markers as they were with the tail moved) where it moved differs from the fresh placement."""
+    real = markers._carried
+
+    def stale(last: Any, asm: Assembly, order: Assembly, ctx: OptimizeContext) -> Any:
+        out = real(last, asm, order, ctx)
+        if isinstance(out, markers._Retask):
+            hist = order[-1]
+            tail = markers.Marker(hist.id, len(hist.items) - 1, hist.scope.label, "conversation tail")
+            k = last.tail
+            return RuleOutcome(
+                asm, True, last.detail, markers=(*last.markers[:k], tail, *last.markers[k + 1 :])
+            )
+        return out
+
+    monkeypatch.setattr(markers, "_carried", stale)
+    assert _outcomes(MOVES, 5_000, True, Measure(COUNTER)) != _outcomes(MOVES, 5_000, True, None)

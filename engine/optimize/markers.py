@@ -54,6 +54,12 @@ class _Placed(NamedTuple):
     markers: tuple[Marker, ...]
     tail: int  # where the conversation-tail marker is in `markers`
     detail: str
+    # What the placement was before the task's breakpoint was added (task_marker): the markers before
+    # the conversation tail, which the tail followed, and why any were left out (the detail's reasons).
+    # A later turn whose task breakpoint moved (the task grew past the history's first turn, or a
+    # compaction put its note after it) adds the breakpoint to these again (_carried's `retask`).
+    lead: tuple[Marker, ...] | None = None  # (None: not known)
+    why: tuple[str, ...] = ()
 
 
 RECENT = 4  # placements remembered per Measure (simulate builds several columns a turn from one)
@@ -66,13 +72,33 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
         return RuleOutcome(asm, False, auto)
     order = wire_order(asm)
     placed = ctx.measure.placed
+    retask: _Retask | None = None
     for j, last in enumerate(placed):
         out = _carried(last, asm, order, ctx)
-        if out is not None:
+        if isinstance(out, _Retask):
+            retask = retask or out
+        elif out is not None:
             if j:
                 placed.insert(0, placed.pop(j))
             return out
+    if retask is not None:
+        # None carries as it was, but one on these sections differs only in the task's breakpoint (the
+        # turn after the first, when the task stops being the tail; the first compaction, which notes
+        # it): its other markers are kept and the breakpoint worked out again, as _placed would.
+        last = retask.last
+        hist = order[-1]
+        tail = Marker(hist.id, len(hist.items) - 1, hist.scope.label, "conversation tail")
+        return _finished(
+            asm, order, ctx, (*(last.lead or ()), tail), list(last.why), retask.cum, True, last.cum_before
+        )
     return _placed(asm, order, ctx)
+
+
+class _Retask(NamedTuple):
+    """_carried's answer for a placement that holds on these sections but for the task's breakpoint."""
+
+    last: _Placed
+    cum: int  # the prefix's tokens through the history
 
 
 def _task_cut(items: Any, ctx: OptimizeContext) -> int:
@@ -80,7 +106,9 @@ def _task_cut(items: Any, ctx: OptimizeContext) -> int:
     return task_end(items) - (1 if ctx.task_noted else 0)
 
 
-def _carried(last: _Placed, asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome | None:
+def _carried(
+    last: _Placed, asm: Assembly, order: Assembly, ctx: OptimizeContext
+) -> RuleOutcome | _Retask | None:
     """_placed's outcome without placing, when it is `last`'s with the tail marker on the history's last
     item, else None: an agent's turn appends to the history and leaves the sections before it as they
     were, and this rule placed the same markers on those every turn (~16 us a turn, the tail's item the
@@ -92,14 +120,16 @@ def _carried(last: _Placed, asm: Assembly, order: Assembly, ctx: OptimizeContext
     sections before it: its tail candidate (rank 0, the largest prefix) is kept and sorted last, as it
     was in `last` (recorded only then). The task's breakpoint (revision 2) depends on the same count of
     markers and, when the task ends inside the history, on the prefix through it: the same items after
-    the same sections. A flipped latch (no tail candidate) is never carried."""
+    the same sections. A flipped latch (no tail candidate) is never carried.
+
+    A _Retask when all of that holds but the task's breakpoint may not be where it was (the flags differ,
+    or the task moved): the candidates, which markers are kept and why others were left out depend only
+    on the sections before the history and on the tail being kept, as above, and the breakpoint is
+    task_marker's, which reads those markers, the history and the flags (apply adds it to `last`'s
+    other markers and remembers the outcome as _placed does). Only for a placement that knows those
+    markers (`lead`)."""
     pol = ctx.policy
-    if (
-        ctx.latch_flipped
-        or (pol is not last.policy and pol != last.policy)
-        or ctx.task_marker != last.task_marker
-        or ctx.task_noted != last.task_noted
-    ):
+    if ctx.latch_flipped or (pol is not last.policy and pol != last.policy):
         return None
     before = last.before
     n = len(before)
@@ -115,8 +145,15 @@ def _carried(last: _Placed, asm: Assembly, order: Assembly, ctx: OptimizeContext
     cum = last.cum_before + ctx.measure.section(hist)
     if cum <= last.cum_before or cum < pol.min_cacheable_tokens:
         return None
-    if last.task_marker and not task_where_it_was(items, _task_cut(items, ctx), last.task_fits, last.task):
-        return None
+    if (
+        ctx.task_marker != last.task_marker
+        or ctx.task_noted != last.task_noted
+        or (
+            last.task_marker
+            and not task_where_it_was(items, _task_cut(items, ctx), last.task_fits, last.task)
+        )
+    ):
+        return _Retask(last, cum) if last.lead is not None else None
     tail = Marker(hist.id, len(items) - 1, hist.scope.label, "conversation tail")
     k = last.tail
     return RuleOutcome(asm, True, last.detail, markers=(*last.markers[:k], tail, *last.markers[k + 1 :]))
@@ -163,7 +200,28 @@ def _placed(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome
         why.append(f"{lead} the model's {least}-token minimum cacheable prefix ({where})")
     kept = sorted(cands, key=lambda c: (c[0], c[1]))[: pol.max_markers]
     kept.sort(key=lambda c: c[1])
-    markers = tuple(c[2] for c in kept)
+    return _finished(
+        asm, order, ctx, tuple(c[2] for c in kept), why, cum, bool(wire) and order[-1] is wire[-1]
+    )
+
+
+def _finished(
+    asm: Assembly,
+    order: Assembly,
+    ctx: OptimizeContext,
+    base: tuple[Marker, ...],
+    why: list[str],
+    cum: int,
+    hist_last: bool,
+    cum_before: int | None = None,
+) -> RuleOutcome:
+    """_placed's outcome from the markers the candidates left (`base`, in wire order), the reasons some
+    were left out and the prefix's tokens through the last non-empty section: the task's breakpoint
+    added, the detail written, the placement remembered. `hist_last`: the last section in wire order is
+    the last non-empty one; `cum_before`: the tokens of the non-empty sections before it (None: summed)."""
+    pol = ctx.policy
+    m = ctx.measure
+    markers = base
     if ctx.task_marker:
         # Counted with the rest: the step and its action say what the request carries.
         markers = task_marker(asm, markers, ctx)
@@ -174,9 +232,10 @@ def _placed(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome
     items = hist.items
     tail = Marker(hist.id, len(items) - 1, hist.scope.label, "conversation tail")
     before = tuple(order[:-1])
-    cum_before = sum(m.section(s) for s in before if s.items)
+    if cum_before is None:
+        cum_before = sum(m.section(s) for s in before if s.items)
     if (
-        hist is wire[-1]
+        hist_last
         and hist.kind == SectionKind.HISTORY
         and not ctx.latch_flipped
         and markers.count(tail) == 1
@@ -198,6 +257,9 @@ def _placed(asm: Assembly, order: Assembly, ctx: OptimizeContext) -> RuleOutcome
             markers,
             markers.index(tail),
             detail,
+            # (The tail is the last of `base`: its prefix, the whole request, is the largest.)
+            base[:-1] if base and base[-1] == tail else None,
+            tuple(why),
         )
         m.placed.insert(0, entry)
         del m.placed[RECENT:]
