@@ -184,13 +184,15 @@ def test_simulate_of_a_recording_with_counts_builds_no_encoder(tmp_path: Path) -
 
 
 def test_the_crate_counts_from_the_start_when_the_engine_tokenizer_would_use_it(monkeypatch: Any) -> None:
-    """With the bpe-openai crate installed, the engine's tokenizer loads it about as fast as the rank dict
+    """With the bpe-openai crate installed and no rank table file (engine/sim/rank_table.py), the engine's tokenizer loads it about as fast as the rank dict
     builds and counts faster: nothing is merged here and no rank dict is built. Without the crate (or
     for a tokenizer that is not the engine's), the few texts are counted here as before."""
     from engine import tokens_cl100k
+    from engine.sim import rank_table
     from engine.tokens import TiktokenTokenizer
 
     text = "bash\nRun a shell command"
+    monkeypatch.setattr(rank_table, "cl100k_rank", lambda: None)  # no rank table file at hand
     monkeypatch.setattr(tokens_cl100k, "installed", lambda: True)
     real = TiktokenTokenizer()
     t = FewTextsTokenizer(real, budget=10**9)
@@ -205,3 +207,53 @@ def test_the_crate_counts_from_the_start_when_the_engine_tokenizer_would_use_it(
     assert t.count(text) == real_count(text)
     assert t._ranks is not None and real._encode is None  # counted here, the encoder not built
 
+
+
+def test_with_the_rank_table_the_crate_is_not_loaded(monkeypatch: Any, tmp_path: Path) -> None:
+    """With a rank table file at hand, the few texts are counted here even with the crate installed:
+    the engine's tokenizer stays unloaded, and the counts are tiktoken's."""
+    from engine import tokens_cl100k
+    from engine.sim import rank_table
+    from engine.tokens import TiktokenTokenizer
+
+    table = rank_table.load_or_build(str(tmp_path / "t.ranks"), bpe_ranks._ranks_path())
+    assert table is not None
+    monkeypatch.setattr(rank_table, "cl100k_rank", lambda: table.rank)
+    monkeypatch.setattr(tokens_cl100k, "installed", lambda: True)
+    real = TiktokenTokenizer()
+    t = FewTextsTokenizer(real, budget=10**9)
+    for text in ("bash\nRun a shell command", "Grüße, 日本語 x\x85y  \n\n", SYNTHETIC):
+        assert t.count(text) == real_count(text)
+    assert real._encode is None and t._ranks is None  # neither the crate nor the rank dict
+
+
+# A tool output as the 930-turn synthetic session's (bench_simulate.synthetic_output): ~7.7k characters.
+SYNTHETIC = "".join(f"line 205.{i}: 0.{i * 7919 % 999983:06d} value = compute(x_{i}, y_205)\n" for i in range(150))
+
+SPLICE = st.text(alphabet="  \n\n\t\r x'lLsS1.\u00a0\u2028\u3000\x85ab!日", min_size=0, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    full=st.text(alphabet="  \n\n\t\r x'lLsS1.\u00a0\u2028\u3000\x85ab!日😀", min_size=512, max_size=900)
+    | st.just(SYNTHETIC),
+    cut=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    mid=SPLICE,
+)
+@example(full=SYNTHETIC, cut=(0.6, 0.6), mid="\n[...1234 tokens omitted...]\n")
+@example(full="x" + " " * 600 + "\n\n  y", cut=(0.5, 0.9), mid="")
+def test_a_text_sharing_a_known_texts_start_or_end_counts_as_tiktoken(
+    full: str, cut: tuple[float, float], mid: str
+) -> None:
+    """trim_text's head, tail and cut text (head, marker, tail) of a long text counted before are
+    counted from its pieces across the seams (engine/sim/few_texts.py, _seamed): the counts are
+    tiktoken's, whitespace runs across a seam included, and the texts are not split whole."""
+    a = int(len(full) * min(cut))
+    b = int(len(full) * max(cut))
+    t = FewTextsTokenizer(Watched(), budget=10**9)
+    assert t.count(full) == real_count(full)
+    for text in (full[:a] + mid + full[b:], full[:a] + mid, mid + full[b:]):
+        before = t.counted
+        assert t.count(text) == real_count(text)
+        if len(text) >= few_texts.LONG and len(text) - len(mid) >= len(text) // 2 + 8:
+            assert t.counted - before < len(text)  # counted from the known pieces, not split whole
