@@ -233,7 +233,7 @@ SYNTHETIC = "".join(f"line 205.{i}: 0.{i * 7919 % 999983:06d} value = compute(x_
 SPLICE = st.text(alphabet="  \n\n\t\r x'lLsS1.\u00a0\u2028\u3000\x85ab!日", min_size=0, max_size=6)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     full=st.text(alphabet="  \n\n\t\r x'lLsS1.\u00a0\u2028\u3000\x85ab!日😀", min_size=512, max_size=900)
     | st.just(SYNTHETIC),
