@@ -239,3 +239,31 @@ def test_clear_tool_uses_says_how_much_of_its_last_request_it_kept(markers: bool
         prev = got.blocks
     if window > 100_000:
         assert said >= 190, said
+
+
+@pytest.mark.parametrize("markers", [False, True])
+def test_clear_tool_uses_says_which_stretch_of_its_last_request_its_window_sends_again(markers: bool) -> None:
+    """PeerRequest.stretch past the window (which moves on or back by a round or two a turn): the told
+    Blocks are the last request's, the same objects, and simulate takes the stretch as it would have
+    found it (_told_stretch's (h, a, m) names the same Blocks as a search's); told on most turns past
+    the window (simulate searched two copies of each ~4,700-Block request a call for it)."""
+    from engine.sim.simulate import _shared_len, _told_stretch
+
+    history = HistoryBlocks()
+    p = ClearToolUses(trigger=500)
+    prev: list[Block] = []
+    told = windows = 0
+    for k, msgs in enumerate(tool_rounds(200, 900)):
+        got = p.request(TurnView(k, SYSTEM, msgs, 3_000, 2_700, markers, M, history))
+        windows += "drop_oldest_rounds" in got.actions
+        if got.stretch is not None:
+            s, a, m = got.stretch
+            assert m >= 1 and s + m <= len(got.blocks) and a + m <= len(prev)
+            assert all(x is y for x, y in zip(got.blocks[s : s + m], prev[a : a + m], strict=True))
+            common = _shared_len(prev, got.blocks)
+            h = _told_stretch(prev, got.blocks, common, got.stretch)
+            if h is not None:
+                told += 1
+                assert got.blocks[common + h[0] : common + h[0] + h[2]] == prev[h[1] : h[1] + h[2]]
+        prev = got.blocks
+    assert windows > 100 and told >= windows // 2, (told, windows)

@@ -446,6 +446,32 @@ class _Req:
     # at `same` (if both have one) is not this one's by value, when the maker knows it (a peer that
     # edits its last request near its end): its shared prefix is then not compared again. None: found.
     same: int | None = None
+    # (s, a, m): this request's Blocks [s, s + m) are the previous request's [a, a + m), the same
+    # objects, when the maker knows it (PeerRequest.stretch): not searched for. None: found.
+    stretch: tuple[int, int, int] | None = None
+
+
+def _told_stretch(
+    prev: Sequence[Block], blocks: Sequence[Block], common: int, told: tuple[int, int, int] | None
+) -> tuple[int, int, int] | None:
+    """A maker's stretch (_Req.stretch) as _stretch(prev, blocks[common:], common) gives one, (h, a, m)
+    with h counted from `common`, when it lies past the shared prefix and its ends are the previous
+    request's Blocks it names (the same objects): else None (searched for). Any stretch of the same
+    Blocks gives the same conversions, markers, keys and sums."""
+    if told is None:
+        return None
+    s, a, m = told
+    if (
+        m >= 1
+        and s >= common
+        and a >= common
+        and s + m <= len(blocks)
+        and a + m <= len(prev)
+        and blocks[s] is prev[a]
+        and blocks[s + m - 1] is prev[a + m - 1]
+    ):
+        return s - common, a, m
+    return None
 
 
 def _prefix_count(blocks: Sequence[Block], automatic: bool) -> int:
@@ -914,7 +940,9 @@ def _simulate(
         # A sliding window (the gates-closed column): a few new Blocks (the task with its new omission
         # note), then a stretch the previous request sent from a later point on, then the newest round.
         # The stretch's conversions and markers are the previous call's: not ~180 lookups a call.
-        h, a, m = _stretch(prev_blocks, new, common)
+        # A maker that says where it is (a window that moved on or back) is held to its ends instead.
+        told = _told_stretch(prev_blocks, r.blocks, common, r.stretch)
+        h, a, m = told if told is not None else _stretch(prev_blocks, new, common)
         marks = _marks_shifted(marks, common, new, h, a, m) if m else _marks_after(marks, common, new)
         # The call's Blocks are made as the tuple the simulator takes, in one copy of the shared prefix:
         # the last call's tuple itself when this request starts with all of it (a tuple's whole slice is
@@ -1018,9 +1046,12 @@ def _peer_requests(peer: Any, views: Iterable[Any], reqs_p: Sequence[_Req]) -> I
         at, flips = r.time, r.latch_flips
         for sc in pr.side_calls:
             yield _Req(v.turn, at, sc.blocks, pr.actions, flips, sc.output_tokens, False)
-        same = None if side or pr.side_calls else pr.same
+        told = not (side or pr.side_calls)
+        same = pr.same if told else None
         side = bool(pr.side_calls)
-        yield _Req(v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction, same)
+        yield _Req(
+            v.turn, at, pr.blocks, pr.actions, flips, None, pr.compaction, same, pr.stretch if told else None
+        )
 
 
 def _column_cost(

@@ -221,6 +221,10 @@ class PeerRequest:
     # Block at `same` (if both have one) differs from that one's, when the peer knows it (the
     # simulator then does not compare the shared prefix again); None: not known.
     same: int | None = None
+    # (s, a, m): this request's Blocks [s, s + m) are the peer's last request's [a, a + m), the same
+    # objects, when the peer knows it (a window that moved on or back over the conversation it sent
+    # last): the simulator then does not search the two requests for that stretch. None: not known.
+    stretch: tuple[int, int, int] | None = None
 
 
 def documented_trigger(v: TurnView, default: int, documented_window: int = 200_000) -> int:

@@ -271,8 +271,48 @@ class ClearToolUses:
             blocks_of = v.history.of(msgs, m, copy=False)
         blocks = blocks_of[start:] if start else blocks_of.copy()
         blocks[0:0] = v.system
+        last = self._sent
         same = self._same(v, msgs, start, edit)
-        return PeerRequest(with_tail_marker(blocks, v.markers), actions, bool(actions), same=same)
+        stretch = None if same is not None else self._stretch(v, last, msgs, start, edit)
+        return PeerRequest(
+            with_tail_marker(blocks, v.markers), actions, bool(actions), same=same, stretch=stretch
+        )
+
+    def _stretch(
+        self,
+        v: TurnView,
+        last: tuple[tuple[Block, ...], Messages, int] | None,
+        whole: Messages,
+        start: int,
+        edit: tuple[Messages, list[int]] | None,
+    ) -> tuple[int, int, int] | None:
+        """PeerRequest.stretch of this request (whole[start:] after the system Blocks), when the last
+        request sent `was`[last start:] of a conversation this one is `was` with a few results newly
+        cleared, or with messages appended: from the later of the two starts up to the first message
+        cleared since (or the last request's newest, which went with a marker), the messages are the
+        same and so are their Blocks (one object per hash: HistoryBlocks). The window past the budget
+        moves on or back by a round or two a turn, and simulate searched the two requests for this
+        stretch (two copies of a ~4,700-Block request, a call, on a 3,000-turn what-if)."""
+        if last is None:
+            return None
+        system, was, was_start = last
+        if len(system) != len(v.system) or not all(map(is_, system, v.system)):
+            return None
+        k = len(was)
+        if edit is not None and edit[0] is was:
+            touched = edit[1]
+        elif whole is was or (len(whole) >= k and v.history.extends(whole, was)):
+            touched = []
+        else:
+            return None
+        i0 = max(start, was_start)
+        i1 = min((i for i in touched if i0 <= i < k), default=k)
+        if v.markers:
+            i1 = min(i1, k - 1)  # the last request's newest message went with a marker: another Block
+        if i1 <= i0:
+            return None
+        n = len(v.system)
+        return n + i0 - start, n + i0 - was_start, i1 - i0
 
     def _same(
         self,
