@@ -49,7 +49,7 @@ from engine.providers.anthropic import sends_nothing, silent_error
 from engine.providers.base import Serializer, _SectionRun
 from engine.providers.policy import cache_policy
 from engine.sections import history_section
-from engine.trace import _EMPTY_SHA, figures_of, section_shas_of
+from engine.trace import figures_of, section_shas_of
 from engine.trace_lazy import TurnRecord
 
 if TYPE_CHECKING:
@@ -80,6 +80,10 @@ class Carried(NamedTuple):
     before_marks: tuple[Any, ...] | None = None
     marks: _Marks | None = None  # the markers rule's outcome on that turn, when the lane made it
     fixed: _Fixed | None = None  # what the lane's turns read of the config and state (None: not yet)
+    # What the lane's turn read of the traces before its own (Traces.views: the alert rules' look-back),
+    # and its request event's short section hashes; None: the general path made that turn.
+    earlier: list[dict[str, Any]] | None = None
+    short: dict[str, str] | None = None
 
 
 class _Fixed(NamedTuple):
@@ -99,6 +103,7 @@ class _Fixed(NamedTuple):
 # A NamedTuple made from all its fields by tuple's own constructor, in C: the class's generated __new__
 # is a Python function (a frame for each of the lane's per-turn tuples).
 _new = tuple.__new__
+_object_new = object.__new__  # (a slotted object made without its __init__ frame: _LaneInputs)
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
 # that reads each request's trace would pay for the lane's turn and then for the general policy run that
@@ -469,22 +474,34 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     traces = pipe.traces
     last = traces.raw(-1) if traces else None
     prev_sections = last.section_shas if isinstance(last, TurnRecord) else section_shas_of(last)
-    got = ser.section_shas.get
-    # The trace's section hashes and the request event's short ones, in one plain loop.
-    shas: dict[str, str] = {}
-    short: dict[str, str] = {}
-    # (The layout holds the turn's sections in wire order: the history's run is this turn's, the other
-    # runs' sections are the very ones `applied` holds.)
-    for s, _run in layout:
-        sha = shas[s.id] = got(s.id, _EMPTY_SHA)
-        short[s.id] = sha[:16]
-    earlier = traces.views(len(traces), LOOKBACK)
+    # The trace's section hashes: request_of's, one for each section of the layout, in its (wire) order
+    # (the lane's sections have distinct ids: see _Fixed). The request event's short ones: after a lane
+    # turn, that turn's with the history's changed (the other sections' runs are the very ones it laid
+    # out, so their hashes are the same), else each cut from the full one.
+    shas = ser.section_shas.copy()
+    hist_id = applied[c.hidx].id
+    short = c.short
+    if short is not None:
+        short = short.copy()
+        short[hist_id] = shas[hist_id][:16]
+    else:
+        short = {}
+        for sid, sha in shas.items():
+            short[sid] = sha[:16]
+    # What the alert rules read of the traces before this one: when the last entry is the last lane
+    # turn's record (the traces are only appended to), that turn's look-back moved on by its record.
+    was = c.record
+    if was is not None and last is was and c.earlier is not None:
+        earlier = [*c.earlier[1 - LOOKBACK :], was.alert_view]
+    else:
+        earlier = traces.views(len(traces), LOOKBACK)
     this_turn = pipe.turn
     elided = c.elided
     hidx = c.hidx
-    make = _LaneInputs(
-        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, fixed.rules, ser,
-        prev_sections, pipe._prev, earlier,
+    make = _object_new(_LaneInputs)
+    make.a = (
+        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, fixed.rules, ser, prev_sections,
+        pipe._prev, earlier, this_turn, pipe.summaries, pipe.spill,
     )  # fmt: skip
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
     rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
@@ -504,7 +521,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = _new(Carried, (
         cfg, st, c.sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
-        layout, c.at, c.slot, rec, before_marks, marks_kept, fixed,
+        layout, c.at, c.slot, rec, before_marks, marks_kept, fixed, earlier, short,
     ))  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)
@@ -521,43 +538,22 @@ class _LaneInputs:
     (its layout list, assembly) alive through the record. It holds no Carried: whether the pipeline
     still carries this turn is asked of the carried record (TurnRecord.made_by)."""
 
-    __slots__ = (
-        "pipe", "cfg", "state", "measure", "full", "hidx", "n_raw", "elided", "budget", "ratio", "reserves",
-        "rules", "ser", "prev_sections", "prev", "earlier", "summaries", "spill", "turn",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        pipe: Pipeline,
-        cfg: PipelineConfig,
-        state: CompactionState,
-        measure: Any,
-        full: Assembly,
-        hidx: int,
-        n_raw: int,
-        elided: int,
-        budget: Any,
-        ratio: float,
-        reserves: Reserves,
-        rules: Any,
-        ser: Any,
-        prev_sections: dict[str, str],
-        prev: tuple[Any, ...] | None,
-        earlier: list[dict[str, Any]],
-    ) -> None:
-        self.pipe, self.cfg, self.state, self.measure, self.full = pipe, cfg, state, measure, full
-        self.hidx, self.n_raw, self.elided, self.budget, self.ratio = hidx, n_raw, elided, budget, ratio
-        self.reserves, self.rules, self.ser, self.prev_sections = reserves, rules, ser, prev_sections
-        self.prev, self.earlier, self.turn = prev, earlier, pipe.turn
-        self.summaries, self.spill = pipe.summaries, pipe.spill
+    # One tuple, set where the lane makes the object (object.__new__, no __init__ frame), in this order:
+    # (pipe, cfg, state, measure, full, hidx, n_raw, elided, budget, ratio, reserves, rules, ser,
+    # prev_sections, prev, earlier, turn, summaries, spill). Nineteen slots set one by one were ~40 of
+    # the interpreter's steps more, every lane turn.
+    __slots__ = ("a",)
+    a: tuple[Any, ...]
 
     def __call__(self) -> tuple[Any, ...]:
         # Read before the next turn (an agent reading each request's trace), with the pipeline's carried
         # memos, which then hold this very turn (the same answers, without re-applying the state); later,
         # afresh.
-        pipe, cfg, m, full, hidx = self.pipe, self.cfg, self.measure, self.full, self.hidx
-        budget, ratio, reserves, spill = self.budget, self.ratio, self.reserves, self.spill
-        m.prime(full[hidx], self.n_raw)
+        (
+            pipe, cfg, state, m, full, hidx, n_raw, elided, budget, ratio, reserves, rules, ser, prev_sections,
+            prev, earlier, turn, summaries, spill,
+        ) = self.a  # fmt: skip
+        m.prime(full[hidx], n_raw)
         now = pipe._express
         live = (
             pipe._carry if now is not None and now.record is not None and now.record.made_by(self) else None
@@ -577,28 +573,26 @@ class _LaneInputs:
 
         out = cost_aware.run(
             full,
-            self.state,
+            state,
             settings=cfg.policy,
             limits=cfg.limits,
-            cache=self.rules,
+            cache=rules,
             measure=m,
             plan_fn=plan_fn,
             make_ctx=make_ctx,
-            turn=self.turn,
-            summary_text=self.summaries.get,
-            elided=self.elided,
+            turn=turn,
+            summary_text=summaries.get,
+            elided=elided,
             carry=live,
         )
-        ser = self.ser
         fig = figures_of(out.before, out.res, ser, m)
-        prev = self.prev
         return (
             cfg,
             out.plan,
             out.reserves,
             out.res,
             fig,
-            self.prev_sections,
+            prev_sections,
             [],
             list(out.spill_failures),
             out.ratio,
@@ -606,7 +600,7 @@ class _LaneInputs:
             None,
             (prev[0], prev[1]) if prev else None,
             bool(prev and prev[2] != cfg.model),
-            self.earlier,
+            earlier,
         )
 
 

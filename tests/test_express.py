@@ -367,6 +367,53 @@ def _round(pipe: Pipeline, t: int) -> None:
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_lane_turn_carries_the_look_back_and_short_hashes_of_the_one_before(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane turn after a lane turn takes the alert rules' look-back (what Traces.views gives of the
+    traces before it) and its request event's short section hashes from that turn, moved on by one
+    record and with the history's hash new: the very entries views gives (identity), in its order, and
+    each section's hash of the request cut to 16 digits, in wire order. More turns than the look-back
+    holds, so it slides. (Each lane turn is handed the Carried the turn before left: what it carried.)"""
+    from engine.alerts import LOOKBACK
+
+    handed: list[express.Carried] = []
+    real = express.turn
+
+    def turn(p: Pipeline, c: express.Carried) -> Any:
+        handed.append(c)
+        return real(p, c)
+
+    monkeypatch.setattr(express, "turn", turn)
+    pipe = _steady_pipe(provider)
+    try:
+        seen: dict[int, tuple[Any, list[Any], Any]] = {}  # id(record) -> (record, views before, event)
+        for t in range(LOOKBACK + 8):
+            want = pipe.traces.views(len(pipe.traces), LOOKBACK)
+            _round(pipe, t)
+            # (The log's in-memory tail as kept: reading it through the log would build the turn's trace,
+            # and a read trace makes the lane stand aside.)
+            tail = pipe.journal.events._state[1]
+            ev = next(e for e in reversed(tail) if isinstance(e, dict) and e.get("k") == "request")
+            rec = pipe.traces.raw(-1)
+            seen[id(rec)] = (rec, want, ev)
+        checked = 0
+        for c in handed:
+            if c.record is None or c.earlier is None:
+                continue  # left by the general path
+            rec, want, ev = seen[id(c.record)]
+            assert rec is c.record
+            assert len(c.earlier) == len(want) and all(map(lambda a, b: a is b, c.earlier, want))
+            assert ev["sections"] is c.short
+            assert c.short == {sid: sha[:16] for sid, sha in rec.section_shas.items()}
+            assert list(c.short) == [s.id for s, _run in c.layout]
+            checked += 1
+        assert checked >= LOOKBACK + 2
+    finally:
+        pipe.close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_lane_turns_record_keeps_few_objects_for_the_collector(provider: str) -> None:
     """A lane turn's record (kept until its trace is read or the journal lets it go) holds what its
     trace is made from in one slotted object (_LaneInputs), not a closure over ~20 cells, and holds no
