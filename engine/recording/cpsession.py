@@ -64,7 +64,6 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import zstandard
 
 from engine.errors import ContextPipeError
 from engine.recording.counts import (
@@ -93,8 +92,12 @@ from engine.recording.frames import (
 )
 from engine.recording.journal import MAX_INFLATE, InflateError, unpack_event
 from engine.recording.lean_turns import decode_frames_lean
+from engine.recording.zstd_backend import load as _load_zstd
 from engine.tokens import TokenCounter
 from engine.wording import counted
+
+# zstandard's C backend without the package's __init__ (its `platform` import: zstd_backend.py).
+zstandard = _load_zstd()
 
 FORMAT_NAME = "cpsession"
 FORMAT_VERSION = 2  # what the writer writes; READ_VERSIONS are read
