@@ -301,7 +301,7 @@ class ProbeServer(Handoff):
                 if rings:
                     # A ring client learns from its header that it should ask for the journal's end
                     # (see ring, "Held events"), rather than asking after every quiet period. The
-                    # store is RingWriter.mark_held's, in line, once a burst: an event held within
+                    # stores are RingWriter.mark_held's, in line, once a burst: an event held within
                     # mark_gap of the ring's newest mark, no frame written since, needs none.
                     holds = self._holds = self._holds + 1
                     now = _monotonic()
@@ -310,7 +310,12 @@ class ProbeServer(Handoff):
                         if total == ring.marked and now - ring.marked_at < self.mark_gap:
                             continue
                         try:
-                            _HELD.pack_into(ring._mm, HELD_AT, holds, total)
+                            q = ring.held_q
+                            if q is None:
+                                _HELD.pack_into(ring._mm, HELD_AT, holds, total)
+                            else:
+                                q[0] = holds
+                                q[1] = total
                         except ValueError:
                             continue  # the I/O thread closed it (the client left) since we read the list
                         ring.marked, ring.marked_at = total, now
