@@ -164,8 +164,9 @@ agent's thread saves). `foldsender`: likewise, B's turns handed to the probe's h
 a lock's release (engine.probe.handoff; `--flush-ab ... --flush-modes agent,agent-sender` and
 `--publish-split ... --split-sender` show the agent's thread's side). `foldmarks`: a fold reader on both,
 A's every held event marked in its ring (the count stored once an event, as before), B's once a burst
-(ring.MARK_GAP). `foldview`: a fold reader on both, A's held marks stored by `struct.pack_into` (as
-before probe40), B's as two items of the ring's u64 view (`RingWriter.held_q`).
+(ring.MARK_GAP). `foldview`: a fold reader on both, A's ring header (its held marks and written
+total) stored by `struct.pack_into` (as before probe40), B's as items of the ring's u64 views
+(`RingWriter.held_q`, `written_q`).
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -792,8 +793,8 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         proc_a = None
         # foldmarks: likewise, A's every held event marked in its ring (mark_gap 0, as before probe38),
         # B's marked once a burst (ring.MARK_GAP).
-        # foldview: likewise, A's held marks stored by struct.pack_into (as before probe40), B's through the
-        # ring's u64 view (RingWriter.held_q).
+        # foldview: likewise, A's ring header (held marks, written total) stored by struct.pack_into (as
+        # before probe40), B's through the ring's u64 views (RingWriter.held_q, written_q).
         ab = subject in ("foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview")
         if subject == "foldpath":
             a[0].fold_straight = False
@@ -817,7 +818,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
                 assert time.monotonic() < deadline, "A's fold reader never got its ring"
                 time.sleep(0.01)
             for ring in a[0]._held_rings:
-                ring.held_q = None  # (the view released as it is dropped: the mapping can still close)
+                ring.held_q = ring.written_q = None  # (the views released as dropped: the mapping can close)
         gc.collect()
         gc.disable()
         turn = args.warmup
@@ -2202,7 +2203,7 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's held marks stored by struct.pack_into, B's through the ring's u64 view): what each adds to a turn, two Pipelines' "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")

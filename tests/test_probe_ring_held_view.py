@@ -1,7 +1,8 @@
-"""The held mark stored through the ring's u64 view is the record struct.pack_into stored before.
+"""The ring's header stored through its u64 views is what struct.pack_into stored before.
 
-publish() marks a fold client's ring with two item stores of `RingWriter.held_q` (engine.probe.ring,
-`_NATIVE_LE`: cheaper cold than struct.pack_into). The inspector reads the record as `<QQ` (the count of
+publish() marks a fold client's ring with two item stores of `RingWriter.held_q`, and each frame's
+written total is one store of `written_q` (engine.probe.ring, `_NATIVE_LE`: cheaper cold than
+struct.pack_into). The inspector reads the record as `<QQ` (the count of
 events held, the total written + 1 when the newest was held): these tests hold the agent's real path
 (a Pipeline serving its probe, the live source on the fold stream) to those bytes, byte for byte, and
 check that a ring with the view still closes its mapping when its client leaves.
@@ -47,6 +48,31 @@ def test_mark_held_through_the_view_stores_the_pack_into_record() -> None:
     # The view is released before the mapping: close() leaves nothing mapped (a view still exported
     # would make mmap.close() fail, which close() swallows).
     assert view._mm.closed and packed._mm.closed
+
+
+def test_the_written_total_through_the_view_is_the_pack_into_header() -> None:
+    """Frames written (past the ring's end too) leave the same header and the same bytes to read."""
+    view, packed = RingWriter(4096), RingWriter(4096)
+    packed.held_q = packed.written_q = None  # struct.pack_into, as before the views
+    readers = [RingReader(w.fd, 4096) for w in (view, packed)]  # type: ignore[arg-type]
+    try:
+        assert view.written_q is not None or not ring_mod._NATIVE_LE
+        for i in range(12):
+            frame = bytes([i]) * (500 + 37 * i)
+            for w in (view, packed):
+                if i % 2:
+                    w.write_frame(frame[:8], frame[8:])
+                else:
+                    w.write(frame)
+            assert bytes(view._mm[:HELD_AT]) == bytes(packed._mm[:HELD_AT])
+            assert readers[0].take() == readers[1].take() == frame
+        assert readers[0].written() == view.written == sum(500 + 37 * i for i in range(12)) > 4096
+    finally:
+        for r in readers:
+            r.close()
+        view.close()
+        packed.close()
+    assert view._mm.closed
 
 
 def test_a_held_event_marks_the_fold_ring_with_the_exact_record(rtdir: Path) -> None:

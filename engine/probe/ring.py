@@ -89,7 +89,8 @@ _HELD = struct.Struct("<QQ")
 # stores of a view made once (bench_probe --publish-split --split-reader fold: the request's publish
 # 17.0 -> 10.1 us a turn; `--twin foldview`). The reader sees either as one 16-byte record: a look
 # between the two stores finds the total of the mark before, i.e. no held events or the old count
-# (the reader asks once per count), as a torn pack_into would.
+# (the reader asks once per count), as a torn pack_into would. The written total after each frame is
+# stored the same way (RingWriter.written_q): one u64 item store.
 _NATIVE_LE = sys.byteorder == "little" and struct.calcsize("Q") == 8
 # A held event within MARK_GAP seconds of the ring's newest mark, with no frame written since, is not
 # marked again (see "Held events"). A reader asks only after backfill_idle of quiet from when it saw the
@@ -112,9 +113,10 @@ class RingWriter:
     client once (then `release_fd()`)."""
 
     # (marked, marked_at: the total + 1 the newest held mark says, and when it was stored: see
-    # MARK_GAP, on the agent's thread only. held_q: the header's held record as two native u64 items,
-    # or None (see _NATIVE_LE); released before the mapping closes.)
-    __slots__ = ("size", "fd", "_mm", "_view", "_written", "_room", "marked", "marked_at", "held_q")
+    # MARK_GAP, on the agent's thread only. held_q, written_q: the header's held record as two native
+    # u64 items and its written total as one, or None (see _NATIVE_LE); released before the mapping
+    # closes.)
+    __slots__ = ("size", "fd", "_mm", "_view", "_written", "_room", "marked", "marked_at", "held_q", "written_q")
 
     def __init__(self, size: int | None = None) -> None:
         size = RING_SIZE if size is None else size
@@ -140,6 +142,7 @@ class RingWriter:
         self._mm = mm
         self._view = memoryview(mm)
         self.held_q = self._view[HELD_AT : HELD_AT + _HELD.size].cast("Q") if _NATIVE_LE else None
+        self.written_q = self._view[WRITTEN_AT : WRITTEN_AT + _U64.size].cast("Q") if _NATIVE_LE else None
         self._written = 0
         self.marked = 0
         self.marked_at = 0.0
@@ -155,7 +158,11 @@ class RingWriter:
             self._written += n
         else:
             self._wrap(data)
-        _U64.pack_into(self._mm, WRITTEN_AT, self._written)
+        q = self.written_q
+        if q is None:
+            _U64.pack_into(self._mm, WRITTEN_AT, self._written)
+        else:
+            q[0] = self._written
 
     def write_frame(self, header: bytes, payload: bytes) -> None:
         """`write(header + payload)` without joining them first (a turn's frame is a few KB)."""
@@ -169,7 +176,11 @@ class RingWriter:
         else:
             self._wrap(header)
             self._wrap(payload)
-        _U64.pack_into(mm, WRITTEN_AT, self._written)
+        q = self.written_q  # (see _NATIVE_LE: the total stored as the held mark is)
+        if q is None:
+            _U64.pack_into(mm, WRITTEN_AT, self._written)
+        else:
+            q[0] = self._written
 
     def _wrap(self, data: bytes | bytearray | memoryview) -> None:
         """Copy `data` in across the end of the ring (the rare case), leaving the position after it."""
@@ -219,8 +230,9 @@ class RingWriter:
     def close(self) -> None:
         self.release_fd()
         try:
-            if self.held_q is not None:
-                self.held_q.release()
+            for q in (self.held_q, self.written_q):
+                if q is not None:
+                    q.release()
             self._view.release()
             self._mm.close()
         except (BufferError, ValueError):
