@@ -23,6 +23,7 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
+from engine.dropped_history import dropped_rounds, dropped_sums
 from engine.lineage_memo import LineageMemo
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
@@ -154,6 +155,9 @@ class Measure:
         # The last history cleared_from recorded, and the one it was cleared from (one slot: a turn
         # clears one history).
         self._cleared_from: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...]] = ((), ())
+        # The last kept history drop_range made: (kept, the raw history it was cut from, start, end, the
+        # first item's token change); one slot, as _cleared_from (engine/dropped_history.py).
+        self._dropped: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...], int, int, int] = ((), (), 0, 0, 0)
         self.prefix_min = PREFIX_MIN  # (tests set it: 1 follows links for every prefix, a huge one never)
 
     def starts_with(self, items: tuple[Any, ...], prev: tuple[Any, ...]) -> bool:
@@ -290,6 +294,7 @@ class Measure:
         held += [t for t, _ in self._rounds] + [d.items for d in self.drops] + [p.task for p in self.placed]
         held += [t for pair in self._links.values() for t in pair]
         held += [t for memo in self.scans.values() for t, _ in memo] + list(self._cleared_from)
+        held += list(self._dropped[:2])
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
@@ -306,6 +311,11 @@ class Measure:
         sums = e.sums
         k = len(sums) - 1
         if k < len(items):
+            if k == 0 and self._dropped[0] is items:
+                derived = self._sums_dropped()
+                if derived is not None:
+                    sums[:] = derived
+                    return sums
             if k == 0 and all(map(isinstance, items, repeat(Message))):
                 try:  # counted messages: their remembered counts, read in C (see items())
                     sums += accumulate(map(self._msg.__getitem__, map(_SHA, items)))
@@ -361,10 +371,35 @@ class Measure:
             out = _extend_rounds(bounds, items, k)
             break
         else:
-            out = history_rounds(items)
+            got = self._rounds_dropped() if self._dropped[0] is items else None
+            out = history_rounds(items) if got is None else got
         memo.insert(0, (items, out))
         del memo[RECENT_ROUNDS:]
         return out
+
+    def dropped_from(
+        self, items: tuple[SectionItem, ...], raw: tuple[SectionItem, ...], start: int, end: int, head: int
+    ) -> None:
+        """Remember that `items` is raw[:start] + raw[end:] (drop_range's kept history: whole rounds
+        [start, end) gone, 1 <= start <= end), its first item `head` tokens more than raw[0] and of the same
+        role. A fresh split or running sum of `items` is then raw's remembered one with the range taken
+        out (engine/dropped_history.py), when raw's is remembered; else it is computed as before."""
+        self._dropped = (items, raw, start, end, head)
+
+    def _sums_dropped(self) -> list[int] | None:
+        _, raw, start, end, head = self._dropped
+        n = len(raw)
+        for e in self._lineages.entries:  # raw's running sums, if its lineage is remembered this far
+            if e.items is raw and len(e.sums) > n:
+                return dropped_sums(e.sums, n, start, end, head)
+        return None
+
+    def _rounds_dropped(self) -> list[tuple[int, int]] | None:
+        _, raw, start, end, _ = self._dropped
+        for prev, bounds in self._rounds:
+            if prev is raw:
+                return dropped_rounds(bounds, start, end)
+        return None
 
     def largest_result(self, msg: Message) -> int:
         """Tokens of the largest not-yet-cleared/spilled tool result in `msg` (0 when none), cached by

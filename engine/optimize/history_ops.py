@@ -137,11 +137,15 @@ def drop_range(
             parts = tuple(p for p in first.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
             marker = Text(omission_marker(saved, f"{rounds} earlier rounds dropped"))
             new_first = Message("user", parts + (marker,))
-        total += m.item(new_first) - m.item(first)
-        saved -= m.item(new_first) - m.item(first) + prior
+        head = m.item(new_first) - m.item(first)
+        total += head
+        saved -= head + prior
         items = (new_first,) + hist.items[1:start] + hist.items[end:]
     else:
+        head = 0
         items = hist.items[:start] + hist.items[end:]
     new_hist = hist.with_items(items, Form.TRIMMED, saved)
     m.derived(new_hist, total)
+    if start >= 1:  # (the kept history's split and running sums, from the cut one's: see dropped_from)
+        m.dropped_from(items, hist.items, start, end, head)
     return asm[:idx] + (new_hist,) + asm[idx + 1 :], saved
