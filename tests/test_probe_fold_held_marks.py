@@ -22,6 +22,23 @@ from tests.test_probe_fold import T, _Follower, _pipeline
 from tests.test_probe_fold_held import _close, _reply
 
 
+def _fold_client(pipe: Any) -> tuple[Any, _Follower]:
+    """Turn 0 closed and replied, then a fold client attached (the live source on the fold stream, which
+    never asks) and waited for until its ring says what is held: the client and the follower reading it."""
+    probe = pipe.probe
+    _close(pipe, 0)
+    _reply(pipe, 0)
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
+    assert src._folding
+    client = src.client
+    view = _Follower(src)
+    deadline = time.monotonic() + T
+    while not (probe.client_count == 1 and client.held() is not None):
+        assert time.monotonic() < deadline, "the fold client never got a ring that says what is held"
+        time.sleep(0.005)
+    return client, view
+
+
 def _sent(probe: Any, client: Any) -> None:
     """Wait until the turn's batch is in the ring (nothing held since) and the I/O thread has settled
     (it names the ring client again once it is about to sleep with nothing due: publish's straight path)."""
@@ -36,16 +53,7 @@ def test_a_burst_of_held_events_is_marked_once_and_marked_again_after_a_frame_or
     probe = pipe.probe
     probe.fold_coalesce = 0.0  # every close sent at once: frames where the test says
     try:
-        _close(pipe, 0)
-        _reply(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)  # (it never asks)
-        assert src._folding
-        client = src.client
-        view = _Follower(src)
-        deadline = time.monotonic() + T
-        while not (probe.client_count == 1 and client.held() is not None):
-            assert time.monotonic() < deadline, "the fold client never got a ring that says what is held"
-            time.sleep(0.005)
+        client, view = _fold_client(pipe)
         _close(pipe, 1)  # the turn's batch: a frame, nothing held since
         _sent(probe, client)
         # A gap longer than any scheduler delay here between the burst's calls (the default is 10 ms).

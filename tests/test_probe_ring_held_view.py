@@ -10,16 +10,14 @@ check that a ring with the view still closes its mapping when its client leaves.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from engine.probe import ring as ring_mod
 from engine.probe.ring import _HELD, HELD_AT, RingReader, RingWriter
-from inspector.sources.live import LiveSource
-from tests.test_probe_fold import T, _Follower, _pipeline
-from tests.test_probe_fold_held import _close, _reply
-from tests.test_probe_fold_held_marks import _sent
+from tests.test_probe_fold import T, _pipeline
+from tests.test_probe_fold_held import _close
+from tests.test_probe_fold_held_marks import _fold_client, _sent
 
 
 def _record(ring: RingWriter) -> bytes:
@@ -80,16 +78,7 @@ def test_a_held_event_marks_the_fold_ring_with_the_exact_record(rtdir: Path) -> 
     probe = pipe.probe
     probe.fold_coalesce = 0.0  # every close sent at once: frames where the test says
     try:
-        _close(pipe, 0)
-        _reply(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)  # (it never asks)
-        assert src._folding
-        client = src.client
-        view = _Follower(src)
-        deadline = time.monotonic() + T
-        while not (probe.client_count == 1 and client.held() is not None):
-            assert time.monotonic() < deadline, "the fold client never got a ring that says what is held"
-            time.sleep(0.005)
+        client, view = _fold_client(pipe)
         (ring,) = probe._held_rings
         assert ring.held_q is not None or not ring_mod._NATIVE_LE
         _close(pipe, 1)  # the turn's batch: a frame, nothing held since
