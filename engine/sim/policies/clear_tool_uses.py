@@ -296,15 +296,10 @@ class ClearToolUses:
         if last is None:
             return None
         system, was, was_start = last
-        if len(system) != len(v.system) or not all(map(is_, system, v.system)):
+        touched = _kept(v, system, was, whole, edit)
+        if touched is None:
             return None
         k = len(was)
-        if edit is not None and edit[0] is was:
-            touched = edit[1]
-        elif whole is was or (len(whole) >= k and v.history.extends(whole, was)):
-            touched = []
-        else:
-            return None
         i0 = max(start, was_start)
         i1 = min((i for i in touched if i0 <= i < k), default=k)
         if v.markers:
@@ -330,15 +325,26 @@ class ClearToolUses:
         if last is None or start or last[2]:
             return None
         system, was, _ = last
-        if len(system) != len(v.system) or not all(map(is_, system, v.system)):
+        touched = _kept(v, system, was, whole, edit)
+        if touched is None:
             return None
         k = len(was)
-        if edit is not None and edit[0] is was:
-            d = min((i for i in edit[1] if i < k), default=k)
-        elif whole is was or (len(whole) >= k and v.history.extends(whole, was)):
-            d = k
-        else:
-            return None
+        d = min((i for i in touched if i < k), default=k)
         if v.markers and k:
             d = min(d, k - 1)  # the last request's newest message went with a marker: another Block
         return len(v.system) + d
+
+
+def _kept(
+    v: TurnView, system: tuple[Block, ...], was: Messages, whole: Messages, edit: tuple[Messages, list[int]] | None
+) -> list[int] | None:
+    """Where `whole` (this request's conversation) parts from `was` (the last request's), when it keeps
+    it: the indices of the results newly cleared in it (`edit`: none when it only appended); None when
+    the system Blocks differ or `whole` is neither `was` edited nor `was` extended."""
+    if len(system) != len(v.system) or not all(map(is_, system, v.system)):
+        return None
+    if edit is not None and edit[0] is was:
+        return edit[1]
+    if whole is was or (len(whole) >= len(was) and v.history.extends(whole, was)):
+        return []
+    return None
