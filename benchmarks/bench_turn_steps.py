@@ -108,18 +108,9 @@ def child(args: argparse.Namespace) -> int:
             if traced:
                 sys.setprofile(counter.profile)
                 sys.settrace(counter.trace)
-            for m in call.messages[fed:]:
-                run.feed(m)
-            pipe.next_request()
-            if usage is not None:
-                pipe.record_usage(usage)
-            else:
-                pipe.record_error("error", call.error or "no response")
-            if call.response is not None:
-                run.feed(call.response)
+            _req, fed = be.engine_turn(run, call, fed, usage)
             sys.settrace(None)
             sys.setprofile(None)
-            fed = len(call.messages) + (call.response is not None)
             carried = getattr(pipe, "_express", None)
             lane = carried is not None and getattr(carried, "record", None) is not None
             if traced:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.pipeline import Pipeline
-from engine.tokens import CharTokenizer, TokenCounter
-from tests.turn_session import tool_round
+from tests.turn_session import char_pipe, coding_task, tool_round
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -59,19 +57,7 @@ def test_the_counter_charges_each_bytecode_to_its_function_and_its_callers() -> 
 def _turn_counts() -> list[dict[str, int]]:
     """Each turn's counts over thirty tool rounds of a fresh pipeline (steady lane turns and a
     compaction at this window)."""
-    pipe = Pipeline(
-        "claude-sonnet-4-5",
-        "anthropic",
-        6000,
-        counter=TokenCounter(CharTokenizer()),
-        serve=False,
-        clock=lambda: 0.0,
-    )
-    pipe.identity("You are a careful coding agent.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
-    )
-    pipe.user("Fix the failing test.")
+    pipe = coding_task(char_pipe(6000, "claude-sonnet-4-5", "anthropic"))
     counter = bts.Counter(False)
     out = []
     for t in range(30):
