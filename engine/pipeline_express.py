@@ -152,8 +152,8 @@ def carry(
     at = next((i for i, (s, _run) in enumerate(layout) if s.id == "history"), -1)
     if at < 0:
         return None
-    slot_got = pipe._carry.get(cost_aware.SLOT_CARRY)
-    if slot_got is None or slot_got[0] is not cfg.limits or slot_got[1] is not cfg.policy:
+    slot = cost_aware.carried_slot(pipe._carry, cfg.limits, cfg.policy)
+    if slot is None:
         return None
     return Carried(
         cfg,
@@ -169,7 +169,7 @@ def carry(
         pipe._pending_msg,
         layout,
         at,
-        slot_got[2],
+        slot,
     )
 
 
