@@ -9,6 +9,7 @@ what-if takes the table as `cp-inspect simulate` does.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from engine.sim.simulate import SimSettings, load_recording_events, simulate_eve
 from engine.tokens import TokenCounter
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource
-from inspector.sources.replaying import charted, section_text, shared_counter
+from inspector.sources.replaying import CHARTED, charted, section_text, shared_counter
 
 PARAMS = {"type": "object", "properties": {"path": {"type": "string"}}}
 
@@ -85,11 +86,29 @@ def test_the_session_what_if_gives_the_same_figures_with_the_table(tmp_path: Pat
     assert isinstance(src._table(), CountTable)
     got = src.simulate(Overrides())
     events, _ = load_recording_events(path)
-    want = charted(
-        simulate_events(
-            events, SimSettings(policies=["all"]), source=str(path), counter=TokenCounter()
-        ).to_json(per_turn=True)
-    )
-    for report in (got, want):
-        report.pop("elapsed_s", None)
+    report = simulate_events(events, SimSettings(policies=["all"]), source=str(path), counter=TokenCounter())
+    want = charted(report)
+    for r in (got, want):
+        r.pop("elapsed_s", None)
     assert got == want
+
+
+def test_the_charted_report_is_the_whole_report_with_only_the_charted_costs_per_turn(tmp_path: Path) -> None:
+    """charted() makes the panel's report from the figures: the same JSON as the whole report's with
+    every other per-turn row dropped and the charted ones cut to their cost (keys in the same order)."""
+    path = tmp_path / "r.cpsession"
+    record(path)
+    events, _ = load_recording_events(path)
+    report = simulate_events(events, SimSettings(policies=["all"]), source=str(path), counter=TokenCounter())
+    whole = report.to_json(per_turn=True)
+    for name, pol in whole["policies"].items():
+        if pol is None:
+            continue
+        if name in CHARTED:
+            pol["per_turn"] = [{"cost_usd": row["cost_usd"]} for row in pol["per_turn"]]
+        else:
+            del pol["per_turn"]
+    got = charted(report)
+    assert set(CHARTED) <= {k for k, v in got["policies"].items() if v is not None}
+    assert all(len(got["policies"][k]["per_turn"]) == report.simulated_turns for k in CHARTED)
+    assert json.dumps(got) == json.dumps(whole)

@@ -148,6 +148,7 @@ class SimSettings:
 @dataclass(frozen=True)
 class TurnFigures:
     """One simulated turn of one policy: prompt tokens split by cache outcome, output, cost and whether it compacted."""
+
     turn: int
     prompt_tokens: int
     cache_read_tokens: int
@@ -184,6 +185,10 @@ class TurnFigures:
         d["compaction"] = compaction
         d["cache_break"] = cache_break
 
+    def cost_json(self) -> float:
+        """The cost as the JSON gives it (the session what-if's chart reads only this of a turn)."""
+        return round(self.cost_usd, 8)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "turn": self.turn,
@@ -192,7 +197,7 @@ class TurnFigures:
             "cache_write_tokens": self.cache_write_tokens,
             "uncached_tokens": self.uncached_tokens,
             "output_tokens": self.output_tokens,
-            "cost_usd": round(self.cost_usd, 8),
+            "cost_usd": self.cost_json(),
             "compaction": self.compaction,
             "cache_break": self.cache_break,
         }
@@ -201,6 +206,7 @@ class TurnFigures:
 @dataclass
 class PolicyFigures:
     """One policy's column of the simulate table: tokens, cache figures, cost, compactions and cache breaks by cause."""
+
     name: str
     model: str  # the model whose prices bill this column
     cache_rules: str  # cachesim provider, or "provider" for the real usage
@@ -250,6 +256,7 @@ class PolicyFigures:
 @dataclass
 class SimulationReport:
     """What `simulate` prints for one recording: the settings it applied and every policy's figures."""
+
     source: str
     recorded: dict[str, Any]  # model, provider, window as recorded
     model: str
@@ -518,6 +525,7 @@ def _prefix_from_marks(marks: list[int], length: int, automatic: bool) -> int:
 @dataclass
 class _Pass:
     """The requests of one pass over a recording, by column, and the conversation views the peers build from."""
+
     pipeline: list[_Req]
     gates_closed: list[_Req]
     recorded: list[_Req] | None
