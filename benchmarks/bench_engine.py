@@ -424,6 +424,23 @@ def cache_evictor() -> Callable[[], object]:
     return evict
 
 
+def engine_turn(run: EngineRun, call: Any, fed: int, usage: Any) -> tuple[Any, int]:
+    """One engine turn as one_repeat times it: the call's messages after the first `fed`, the request,
+    the usage (agent_usage(call), made before: the SDK parses it) or the error, and the reply. The
+    request, and how many of the next call's messages are already fed."""
+    pipe = run.pipe
+    for m in call.messages[fed:]:
+        run.feed(m)
+    req = pipe.next_request()
+    if usage is not None:
+        pipe.record_usage(usage)
+    else:
+        pipe.record_error("error", call.error or "no response")
+    if call.response is not None:
+        run.feed(call.response)
+    return req, len(call.messages) + (call.response is not None)
+
+
 def engine_only(imp: ImportedSession, window: int) -> list[int]:
     """The engine's part of a repeat, alone (for profiling, and --iso's trim budgets): each turn's
     ceiling, fed exactly as one_repeat feeds it."""
@@ -431,19 +448,8 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
     fed = 0
     ceilings: list[int] = []
     for call in imp.calls:
-        for m in call.messages[fed:]:
-            run.feed(m)
-        req = run.pipe.next_request()
+        req, fed = engine_turn(run, call, fed, agent_usage(call))
         ceilings.append(_ceiling(req))
-        usage = agent_usage(call)
-        if usage is not None:
-            run.pipe.record_usage(usage)
-        else:
-            run.pipe.record_error("error", call.error or "no response")
-        fed = len(call.messages)
-        if call.response is not None:
-            run.feed(call.response)
-            fed += 1
     run.close()
     return ceilings
 

@@ -79,21 +79,10 @@ class Probe:
 def replay(imp: Any, window: int) -> None:
     """One repeat: the trajectory through the engine's turns, as bench_engine's one_repeat runs them."""
     run = be.EngineRun(imp, window)
-    pipe = run.pipe
     fed = 0
     for call in imp.calls:
-        usage = be.agent_usage(call)
-        for m in call.messages[fed:]:
-            run.feed(m)
-        req = pipe.next_request()
-        if usage is not None:
-            pipe.record_usage(usage)
-        else:
-            pipe.record_error("error", call.error or "no response")
-        if call.response is not None:
-            run.feed(call.response)
+        req, fed = be.engine_turn(run, call, fed, be.agent_usage(call))
         json.dumps(req.body)  # the floor, between turns, as in bench_engine
-        fed = len(call.messages) + (call.response is not None)
     run.close()
 
 

@@ -55,6 +55,8 @@ from engine.trace_lazy import TurnRecord
 if TYPE_CHECKING:
     from engine.config import PipelineConfig
     from engine.pipeline import Pipeline, Request
+    from engine.providers.base import SerializedRequest
+    from engine.spill import SpillBackend
 
 
 class Carried(NamedTuple):
@@ -103,7 +105,6 @@ class _Fixed(NamedTuple):
 # A NamedTuple made from all its fields by tuple's own constructor, in C: the class's generated __new__
 # is a Python function (a frame for each of the lane's per-turn tuples).
 _new = tuple.__new__
-_object_new = object.__new__  # (a slotted object made without its __init__ frame: _LaneInputs)
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
 # that reads each request's trace would pay for the lane's turn and then for the general policy run that
@@ -151,8 +152,8 @@ def carry(
     at = next((i for i, (s, _run) in enumerate(layout) if s.id == "history"), -1)
     if at < 0:
         return None
-    slot_got = pipe._carry.get(cost_aware.SLOT_CARRY)
-    if slot_got is None or slot_got[0] is not cfg.limits or slot_got[1] is not cfg.policy:
+    slot = cost_aware.carried_slot(pipe._carry, cfg.limits, cfg.policy)
+    if slot is None:
         return None
     return Carried(
         cfg,
@@ -168,7 +169,7 @@ def carry(
         pipe._pending_msg,
         layout,
         at,
-        slot_got[2],
+        slot,
     )
 
 
@@ -498,11 +499,10 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     this_turn = pipe.turn
     elided = c.elided
     hidx = c.hidx
-    make = _object_new(_LaneInputs)
-    make.a = (
+    make = _new(_LaneInputs, (
         pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, fixed.rules, ser, prev_sections,
         pipe._prev, earlier, this_turn, pipe.summaries, pipe.spill,
-    )  # fmt: skip
+    ))  # fmt: skip
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
     rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
     # The lineage the next turn (either path) extends: this one.
@@ -527,23 +527,39 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     return pipe._lane_record(rec, ser, short)
 
 
-class _LaneInputs:
+class _LaneInputs(NamedTuple):
     """What a lane turn's record is made from when its trace is first read (TurnRecord.later): called,
     the general policy run over the turn's assembly, planned with the turn's calibration and reserves,
     gives the plan, result and decision the general path made or would make, in TurnRecord's order.
 
-    One slotted object, not a closure: a closure kept ~20 cells, a function and its tuple alive per
-    turn (until the journal lets the record go), each tracked by the garbage collector, so young
-    collections ran more often inside lane turns; and its cell of the turn's Carried held that Carried
-    (its layout list, assembly) alive through the record. It holds no Carried: whether the pipeline
-    still carries this turn is asked of the carried record (TurnRecord.made_by)."""
+    One named tuple, not a closure: a closure kept ~20 cells, a function and its tuple alive per turn
+    (until the journal lets the record go), each tracked by the garbage collector, so young collections
+    ran more often inside lane turns; and its cell of the turn's Carried held that Carried (its layout
+    list, assembly) alive through the record. It holds no Carried: whether the pipeline still carries
+    this turn is asked of the carried record (TurnRecord.made_by, by identity). A tuple made by
+    tuple.__new__ (`_new`, in C) rather than a slotted object whose __init__ sets each field: ~40 of the
+    interpreter's steps fewer every lane turn, and one object, not two. (Callable, which a made record's
+    plain tuple of inputs is not: TurnRecord tells the two apart so.)"""
 
-    # One tuple, set where the lane makes the object (object.__new__, no __init__ frame), in this order:
-    # (pipe, cfg, state, measure, full, hidx, n_raw, elided, budget, ratio, reserves, rules, ser,
-    # prev_sections, prev, earlier, turn, summaries, spill). Nineteen slots set one by one were ~40 of
-    # the interpreter's steps more, every lane turn.
-    __slots__ = ("a",)
-    a: tuple[Any, ...]
+    pipe: Pipeline
+    cfg: PipelineConfig
+    state: CompactionState
+    measure: Any
+    full: Assembly
+    hidx: int
+    n_raw: int
+    elided: int
+    budget: Any
+    ratio: float
+    reserves: Reserves
+    rules: Any  # the cache rules (_Fixed.rules)
+    ser: SerializedRequest  # the turn's request (request_of's)
+    prev_sections: dict[str, str]  # the trace's section hashes before this turn's
+    prev: tuple[Any, ...] | None  # Pipeline._prev then
+    earlier: list[dict[str, Any]]  # the alert rules' look-back
+    turn: int
+    summaries: dict[str, str]  # Pipeline.summaries
+    spill: SpillBackend | None  # Pipeline.spill
 
     def __call__(self) -> tuple[Any, ...]:
         # Read before the next turn (an agent reading each request's trace), with the pipeline's carried
@@ -552,7 +568,7 @@ class _LaneInputs:
         (
             pipe, cfg, state, m, full, hidx, n_raw, elided, budget, ratio, reserves, rules, ser, prev_sections,
             prev, earlier, turn, summaries, spill,
-        ) = self.a  # fmt: skip
+        ) = self  # fmt: skip
         m.prime(full[hidx], n_raw)
         now = pipe._express
         live = (

@@ -99,8 +99,8 @@ def after_decide(
     full, elided = pipe._decided_from
     if not full or full[-1].id != "history":
         return None
-    slot_got = pipe._carry.get(cost_aware.SLOT_CARRY)
-    if slot_got is None or slot_got[0] is not cfg.limits or slot_got[1] is not cfg.policy:
+    slot = cost_aware.carried_slot(pipe._carry, cfg.limits, cfg.policy)
+    if slot is None:
         return None
     return Held(
         cfg,
@@ -113,7 +113,7 @@ def after_decide(
         elided,
         len(pipe.history),
         pipe._pending_msg,
-        slot_got[2],
+        slot,
     )
 
 

@@ -37,7 +37,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from engine import alerts as alert_rules
 from engine.feedback import attribute_cache_break
@@ -61,6 +61,14 @@ _BUILD = threading.Lock()
 # while the agent's thread hands it to the probe, which knows an event in both by its identity.
 # (Taken before _BUILD, never inside it.)
 _RESOLVE = threading.Lock()
+
+
+class InputsMaker(Protocol):
+    """What TurnRecord.later takes: called once, it makes the record's inputs. (A Protocol, not
+    Callable[[], ...]: mypy counts no NamedTuple as a Callable, whatever its __call__, and the express
+    lane's maker is one: pipeline_express._LaneInputs.)"""
+
+    def __call__(self) -> tuple[Any, ...]: ...
 
 
 class TurnRecord:
@@ -148,7 +156,7 @@ class TurnRecord:
         section_shas: dict[str, str],
         alert_view: dict[str, Any],
         earlier: list[dict[str, Any]],
-        make: Callable[[], tuple[Any, ...]],
+        make: InputsMaker,
     ) -> TurnRecord:
         """A record whose inputs (what __init__ takes, as a tuple in its order) are made by `make` when
         the trace is first built: the express lane's turn (engine/pipeline_express.py), which knows at

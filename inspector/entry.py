@@ -12,6 +12,7 @@ Every other command line goes to typer (cli.py).
 `inspector.cli:app` takes the same shortcuts, for console scripts installed before this entry point
 existed.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,6 +22,10 @@ from typing import NoReturn
 
 
 def main() -> None:
+    # `inspect` (which `dataclasses` imports) only once something reads it (lazy_inspect.py): ~5 ms.
+    from . import lazy_inspect
+
+    lazy_inspect.defer()
     # The engine's dataclasses' methods from the compiled table earlier runs left (dataclass_code.py):
     # ~60 ms less of every command's start-up; the table is saved on the way out.
     from . import dataclass_code

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.pipeline import Pipeline
-from engine.tokens import CharTokenizer, TokenCounter
-from tests.turn_session import tool_round
+from tests.turn_session import char_pipe, coding_task, tool_round
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -24,19 +22,9 @@ import bench_turn_lines as btl  # noqa: E402
 def _session(provider: str) -> tuple[list[bytes], int]:
     """Thirty tool rounds at a small window (the lane's steady turns and a compaction): each request's
     bytes, and how many events the journal holds."""
-    pipe = Pipeline(
-        "claude-sonnet-4-5" if provider == "anthropic" else "deepseek-chat",
-        provider,
-        6000,
-        counter=TokenCounter(CharTokenizer()),
-        serve=False,
-        clock=lambda: 0.0,
+    pipe = coding_task(
+        char_pipe(6000, "claude-sonnet-4-5" if provider == "anthropic" else "deepseek-chat", provider)
     )
-    pipe.identity("You are a careful coding agent.")
-    pipe.add_tool(
-        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
-    )
-    pipe.user("Fix the failing test.")
     bodies = []
     for t in range(30):
         req = pipe.next_request()

@@ -170,3 +170,38 @@ def test_a_marker_providers_lane_turn_takes_over_the_history_runs_lists(
     steady_rounds(provider)
     assert len(taken) >= 28
     assert all(taken[1:]), taken
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "bedrock"])
+def test_a_spliced_request_starts_from_the_sums_before_the_history(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """request_of keeps what it summed over the runs before the grown one (the tools and system runs:
+    their blocks, tokens, markers, tool and section hashes) with the body, and the next spliced request
+    walks from the history run on. Each lane turn's request is the one a walk over every run gives
+    (request_of without a grown run, its side effects undone), and the sums are carried on from the
+    first lane turn's, not made again."""
+    kept: list[Any] = []
+
+    def check(pipe: Pipeline, c: express.Carried, got: Any, _: None) -> None:
+        ser = c.serializer
+        at, layout = ser._body_at, ser.layout
+        assert at is not None and at.before is not None
+        kept.append(at.before)
+        try:
+            full = ser.request_of(layout, pipe.config.model, pipe.config.max_output_tokens, False, False)
+        finally:
+            ser._body_at, ser.layout = at, layout
+        req = got.serialized
+        assert req.blocks == full.blocks
+        assert req.tool_shas == full.tool_shas and req.tool_shas
+        assert req.section_shas == full.section_shas
+        assert list(req.section_shas) == list(full.section_shas)  # (the trace's wire order)
+        assert req.cacheable_prefix_tokens == full.cacheable_prefix_tokens
+        assert req.last_marked == full.last_marked
+        # (The prefix hash, made from the carried hexes: the differential test compares the traces'.)
+
+    lane = LaneTurns(monkeypatch, check)
+    steady_rounds(provider)
+    assert lane.taken >= 28
+    assert all(b is kept[0] for b in kept), "the sums are made once and carried on"

@@ -327,12 +327,22 @@ def _slot_key(carry: dict[str, Any], limits: OptimizeLimits, settings: PolicySet
     keyed by the number: a remembered cut holds only when its own checks pass, whatever slot it came
     from (see _carried_cut, _counted_on), and a lineage keeps the pair and is used only under an
     equal one (see run), so two pairs that hash alike share a slot but never a wrong answer."""
+    key = carried_slot(carry, limits, settings)
+    if key is None:
+        key = hash((limits, settings))
+        carry[SLOT_CARRY] = (limits, settings, key)
+    return key
+
+
+def carried_slot(carry: dict[str, Any], limits: OptimizeLimits, settings: PolicySettings) -> int | None:
+    """The slot key `carry` holds when the last build hashed these very objects (a config's limits and
+    settings, by identity), else None: its memos then were kept for another pair, or for none yet. The
+    express lanes (engine/pipeline_express.py, pipeline_held_lane.py) take a turn only under the slot
+    the general path's run last worked out (see _slot_key)."""
     got = carry.get(SLOT_CARRY)
     if got is not None and got[0] is limits and got[1] is settings:
         return got[2]  # type: ignore[no-any-return]
-    key = hash((limits, settings))
-    carry[SLOT_CARRY] = (limits, settings, key)
-    return key
+    return None
 
 
 def _carried_cut(

@@ -64,6 +64,7 @@ class Block:
 class SerializedRequest:
     """A request as the provider receives it: the body bytes, its blocks, and the hashes the trace and cache
     checks use."""
+
     provider: str
     body: bytes
     blocks: list[Block]
@@ -238,6 +239,23 @@ class _BodyAt(NamedTuple):
     model: str
     max_tokens: int
     end: int | None  # where its messages end (None: not known yet)
+    before: _Before | None  # request_of's sums over the runs before the grown one (None: not made)
+
+
+class _Before(NamedTuple):
+    """What request_of had summed over a layout's runs before the one at `at` (the express lane's
+    history run), when it reached that run: a request spliced from that layout (the same runs before
+    `at`, the very objects: _spliced checks them) starts its walk from here at `at`, not from the first
+    run (the tools and system runs, unchanged between compactions)."""
+
+    at: int
+    blocks: list[Block]  # (copied before it is extended)
+    total: int
+    last_marker: int
+    tail_marked: bool
+    tool_shas: dict[str, str]  # (copied: the request's own is written to)
+    section_shas: dict[str, str]  # (likewise)
+    hexes: list[str] | None  # (never written to: each run makes a new list)
 
 
 @dataclass
@@ -916,17 +934,45 @@ class Serializer:
         history's appended run. `grown`: the index of that run in `layout` (the rest is the last
         request's layout as it was), whose body is then spliced from the last body (see _spliced)."""
         self.layout = layout  # what the express lane carries to the next turn
+        was = self._body_at
         spliced = self._spliced(layout, grown, model, max_tokens) if body and grown >= 0 else None
         fill = body and spliced is None  # the envelope's lists are built
         out: dict[str, list[bytes]] = {"system": [], "tools": [], "messages": []}
-        blocks: list[Block] = []
-        tool_shas: dict[str, str] = {}
-        section_shas: dict[str, str] = {}
-        last_marker = -1
-        tail_marked = False  # whether the newest message carries a marker
-        hexes: list[str] | None = []
-        total = 0  # the blocks' tokens
-        for s, run in layout:
+        got = was.before if spliced is not None and was is not None else None
+        walk = layout
+        # The grown run, where the sums over the runs before it are kept for the next spliced request.
+        at_run = layout[grown][1] if grown >= 0 else None
+        before: _Before | None = None
+        if got is not None and got.at == grown:
+            # A spliced body: the runs before `grown` are the last request's, which summed them.
+            before, at_run, walk = got, None, layout[grown:]
+            blocks = got.blocks.copy()
+            tool_shas = got.tool_shas.copy()
+            section_shas = got.section_shas.copy()
+            last_marker, tail_marked, hexes, total = got.last_marker, got.tail_marked, got.hexes, got.total
+        else:
+            blocks = []
+            tool_shas = {}
+            section_shas = {}
+            last_marker = -1
+            tail_marked = False  # whether the newest message carries a marker
+            hexes = []
+            total = 0  # the blocks' tokens
+        for s, run in walk:
+            if run is at_run:
+                before = tuple.__new__(
+                    _Before,
+                    (
+                        grown,
+                        blocks.copy(),
+                        total,
+                        last_marker,
+                        tail_marked,
+                        tool_shas.copy(),
+                        section_shas.copy(),
+                        hexes,
+                    ),
+                )
             if run.marks:
                 last_marker = len(blocks) + max(run.marks)
             segs = run.segset
@@ -981,7 +1027,7 @@ class Serializer:
                 mark = end
                 last_frag = layout[grown][1].frags[-1]
             # (tuple's constructor, in C: the NamedTuple's generated __new__ is a Python frame, every request)
-            self._body_at = tuple.__new__(_BodyAt, (layout, data, model, max_tokens, end))
+            self._body_at = tuple.__new__(_BodyAt, (layout, data, model, max_tokens, end, before))
             if tail_marked and mark:
                 # The tail breakpoint (Anthropic, Bedrock) is on the newest message and moves to the next
                 # newest next turn, which rewrites this message without it: the next body repeats this

@@ -1,0 +1,195 @@
+"""An engine turn's interpreter steps and Python calls, counted, not timed (issue 12).
+
+On a shared machine a steady turn's time moves by more than a change of a few per cent makes (the
+fortieth session's A/Bs resolved nothing under 3% at load 3-8), while a steady turn is interpreter-bound
+(the tokenizer, hashing and copying aside, ~15 ns a bytecode): how many bytecodes it runs is a measure
+of the same work that does not depend on the load. This replays the trajectory as bench_engine replays
+it (one turn = the new messages, next_request, record_usage, the reply) under sys.settrace with opcode
+events, and reports per turn: Python calls (frames), line events, bytecodes (opcode events) and C
+calls (sys.setprofile's c_call), the median over the steady express-lane turns (turn >= --warm, made by
+the lane) and over all steady turns. Deterministic: the same code and trajectory give the same counts.
+
+    .venv/bin/python benchmarks/bench_turn_steps.py [--file PATH] [--provider anthropic] [--window 32000]
+        [--warm 10] [--ab BASE_DIR] [--top 30]
+
+--ab BASE_DIR counts under BASE_DIR's engine too (a `git archive` of older code; each tree in a child
+process under its own PYTHONPATH) and prints both side by side. --top N lists the functions with the
+most bytecodes of their own (and their calls) per steady lane turn, and the same inclusive of callees.
+Not counted: time in C (the tokenizer, sha256, bytes joins), which bench_engine's --ab times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+KEYS = ("calls", "lines", "steps", "c_calls")
+
+
+class Counter:
+    """Counts of the region being traced; per function when `funcs` (self and inclusive bytecodes)."""
+
+    def __init__(self, funcs: bool) -> None:
+        self.n = dict.fromkeys(KEYS, 0)
+        self.funcs = funcs
+        self.stack: list[tuple[str, str]] = []
+        self.own: dict[tuple[str, str], int] = {}
+        self.incl: dict[tuple[str, str], int] = {}
+        self.called: dict[tuple[str, str], int] = {}
+        self.root = str(Path(__file__).resolve().parents[1]) + "/"
+
+    def reset(self) -> None:
+        self.n = dict.fromkeys(KEYS, 0)
+        self.stack.clear()
+        self.own, self.incl, self.called = {}, {}, {}
+
+    def _key(self, frame: FrameType) -> tuple[str, str]:
+        code = frame.f_code
+        name = code.co_filename
+        return (name[len(self.root) :] if name.startswith(self.root) else name, code.co_name)
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            self.n["steps"] += 1
+            if self.funcs:
+                k = self._key(frame)
+                self.own[k] = self.own.get(k, 0) + 1
+                for s in set(self.stack):
+                    self.incl[s] = self.incl.get(s, 0) + 1
+        elif event == "line":
+            self.n["lines"] += 1
+        elif event == "call":
+            self.n["calls"] += 1
+            frame.f_trace_opcodes = True
+            if self.funcs:
+                k = self._key(frame)
+                self.called[k] = self.called.get(k, 0) + 1
+                self.stack.append(k)
+        elif event == "return" and self.funcs and self.stack:
+            self.stack.pop()
+        return self.trace
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call":
+            self.n["c_calls"] += 1
+
+
+def child(args: argparse.Namespace) -> int:
+    """Count every turn of one replay (after an untraced one: memos and imports warm) under this
+    process's PYTHONPATH; one JSON document on stdout."""
+    import bench_engine as be
+
+    from engine.importers import load
+    from engine.tokens import TokenCounter
+
+    be.PROVIDER = args.provider
+    imp = load(args.file)
+    TokenCounter().count("warm up the tokenizer")
+    counter = Counter(args.top > 0)
+    funcs: dict[str, dict[str, float]] = {"own": {}, "incl": {}, "called": {}}
+    turns: list[dict[str, Any]] = []
+    for traced in (False, True):
+        run = be.EngineRun(imp, args.window)
+        pipe = run.pipe
+        fed = 0
+        for k, call in enumerate(imp.calls):
+            usage = be.agent_usage(call)
+            counter.reset()
+            if traced:
+                sys.setprofile(counter.profile)
+                sys.settrace(counter.trace)
+            _req, fed = be.engine_turn(run, call, fed, usage)
+            sys.settrace(None)
+            sys.setprofile(None)
+            carried = getattr(pipe, "_express", None)
+            lane = carried is not None and getattr(carried, "record", None) is not None
+            if traced:
+                turns.append({"lane": lane, **counter.n})
+                if lane and k >= args.warm:
+                    for name, got in (
+                        ("own", counter.own),
+                        ("incl", counter.incl),
+                        ("called", counter.called),
+                    ):
+                        acc = funcs[name]
+                        for key, v in got.items():
+                            label = f"{key[0]}:{key[1]}"
+                            acc[label] = acc.get(label, 0) + v
+        run.close()
+    print(json.dumps({"turns": turns, "funcs": funcs}))
+    return 0
+
+
+def summary(turns: list[dict[str, Any]], warm: int) -> dict[str, Any]:
+    lane = [t for i, t in enumerate(turns) if i >= warm and t["lane"]]
+    steady = turns[warm:]
+    out: dict[str, Any] = {"lane_turns": len(lane), "steady_turns": len(steady)}
+    for key in KEYS:
+        out[key] = statistics.median(t[key] for t in lane) if lane else float("nan")
+        out["all_" + key] = statistics.median(t[key] for t in steady) if steady else float("nan")
+        out["total_" + key] = sum(t[key] for t in turns)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    import bench_engine as be
+
+    ap.add_argument("--file", type=Path, default=be.DEFAULT)
+    ap.add_argument("--provider", default="anthropic")
+    ap.add_argument("--window", type=int, default=32_000)
+    ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
+    ap.add_argument("--ab", metavar="BASE_DIR", help="count under BASE_DIR's engine too")
+    ap.add_argument("--top", type=int, default=0, help="list the N functions with the most bytecodes")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    here = Path(__file__).resolve()
+    trees = {"new": here.parents[1]}
+    if args.ab:
+        trees = {"base": Path(args.ab).resolve(), **trees}
+    got: dict[str, dict[str, Any]] = {}
+    for name, tree in trees.items():
+        cmd = [sys.executable, str(here), "--child", "--file", str(args.file), "--provider", args.provider,
+               "--window", str(args.window), "--warm", str(args.warm), "--top", str(args.top if name == "new" else 0)]  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        got[name] = json.loads(out)
+    print(
+        f"{args.file.name}, {args.provider}, window {args.window}: per turn, median over turns >= {args.warm}"
+    )
+    for name, data in got.items():
+        s = summary(data["turns"], args.warm)
+        print(f"  {name}: {s['lane_turns']} of {s['steady_turns']} steady turns by the lane; a lane turn: "
+              f"{s['steps']:.0f} bytecodes, {s['calls']:.0f} Python calls, {s['lines']:.0f} lines, "
+              f"{s['c_calls']:.0f} C calls; any steady turn {s['all_steps']:.0f} bytecodes, "
+              f"{s['all_calls']:.0f} calls; trajectory {s['total_steps']} bytecodes, {s['total_calls']} calls")  # fmt: skip
+    if "base" in got:
+        b, n = summary(got["base"]["turns"], args.warm), summary(got["new"]["turns"], args.warm)
+        print(f"  new / base: lane turn bytecodes {n['steps'] / b['steps']:.4f} ({n['steps'] - b['steps']:+.0f}), "
+              f"calls {n['calls'] / b['calls']:.4f} ({n['calls'] - b['calls']:+.0f}); trajectory bytecodes "
+              f"{n['total_steps'] / b['total_steps']:.4f}")  # fmt: skip
+    if args.top:
+        data = got["new"]
+        lanes = max(1, summary(data["turns"], args.warm)["lane_turns"])
+        f = data["funcs"]
+        for title, key in (("own bytecodes", "own"), ("inclusive of callees", "incl")):
+            print(f"per steady lane turn, {title} (calls):")
+            for label, v in sorted(f[key].items(), key=lambda kv: -kv[1])[: args.top]:
+                print(f"  {v / lanes:8.1f} ({f['called'].get(label, 0) / lanes:4.1f})  {label}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

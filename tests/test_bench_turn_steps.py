@@ -1,0 +1,83 @@
+"""benchmarks/bench_turn_steps.py counts an engine turn's bytecodes and Python calls instead of timing it:
+its figures are worth reading only if the counter counts what runs (every call and every bytecode of
+it, charged to the function running it and to each one below it on the stack) and if the same turns
+give the same counts run after run (what lets an A/B resolve changes a loaded machine's timings do
+not)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.turn_session import char_pipe, coding_task, tool_round
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_turn_steps as bts  # noqa: E402
+
+
+def _leaf(a: int, b: int) -> int:
+    c = a + b
+    return c * 2
+
+
+def _outer(n: int) -> int:
+    t = 0
+    for i in range(n):
+        t += _leaf(i, 1)
+    return t
+
+
+def _traced(counter: bts.Counter, n: int) -> None:
+    sys.setprofile(counter.profile)
+    sys.settrace(counter.trace)
+    try:
+        _outer(n)
+    finally:
+        sys.settrace(None)
+        sys.setprofile(None)
+
+
+def test_the_counter_charges_each_bytecode_to_its_function_and_its_callers() -> None:
+    one, three = bts.Counter(True), bts.Counter(True)
+    _traced(one, 1)
+    _traced(three, 3)
+    leaf = next(k for k in three.own if k[1] == "_leaf")
+    outer = next(k for k in three.own if k[1] == "_outer")
+    assert three.n["calls"] == 4 and three.called[leaf] == 3 and three.called[outer] == 1
+    # Each call of the leaf runs the same bytecodes; the outer's inclusive count is everything traced
+    # in it, its own and the leaf's.
+    assert three.own[leaf] == 3 * one.own[leaf] > 0
+    assert three.incl[outer] == three.own[outer] + three.own[leaf] == three.n["steps"]
+    assert three.incl[leaf] == three.own[leaf]
+    assert three.n["steps"] > one.n["steps"] and three.n["lines"] > one.n["lines"]
+    assert three.n["c_calls"] >= 1  # range()
+
+
+def _turn_counts() -> list[dict[str, int]]:
+    """Each turn's counts over thirty tool rounds of a fresh pipeline (steady lane turns and a
+    compaction at this window)."""
+    pipe = coding_task(char_pipe(6000, "claude-sonnet-4-5", "anthropic"))
+    counter = bts.Counter(False)
+    out = []
+    for t in range(30):
+        counter.reset()
+        sys.settrace(counter.trace)
+        try:
+            pipe.next_request()
+            pipe.record_usage({"input_tokens": 900 + t, "output_tokens": 40})
+            tool_round(pipe, t, f"output of step {t}\n" * (5 + t % 9))
+        finally:
+            sys.settrace(None)
+        out.append(dict(counter.n))
+    pipe.close()
+    return out
+
+
+def test_the_same_turns_count_the_same() -> None:
+    # (The first run in a process also counts one-time work, imports and module memos: the benchmark
+    # counts after an untraced replay.)
+    _turn_counts()
+    first, again = _turn_counts(), _turn_counts()
+    assert first == again
+    assert all(t["steps"] > t["calls"] > 0 for t in first)
