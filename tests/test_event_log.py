@@ -94,6 +94,33 @@ def test_journal_memory_is_bounded_over_a_long_session() -> None:
     assert len(pipe.traces) <= 32
 
 
+@pytest.mark.parametrize("bounds_first", [True, False])
+def test_bounds_set_after_construction_decide_when_append_spills(bounds_first: bool) -> None:
+    """append() spills once keep + chunk events are in memory, whether the log was made with its bounds or
+    they were set afterwards (a caller or test tightening them): the spill point follows both, and a
+    log without a bound never spills."""
+    log = EventLog(keep=3, chunk=2) if bounds_first else EventLog(keep=None)
+    if not bounds_first:
+        for i in range(50):
+            log.append({"i": i})
+        assert log.in_memory() == 50 and log.spilled_bytes() == 0  # unbounded: nothing on disk
+        log.keep, log.chunk = 3, 2
+    start = len(log)
+    for i in range(4):  # in memory: everything so far and 4 more; below keep + chunk only with bounds first
+        log.append({"j": i})
+    if bounds_first:
+        assert log.in_memory() == 4 and log.spilled_bytes() == 0
+    log.append({"j": 4})
+    assert log.spilled_bytes() > 0
+    assert log.in_memory() <= 3 + 2
+    assert [log[k] for k in range(start, len(log))] == [{"j": i} for i in range(5)]
+    log.keep = None  # no bound again: never spills, however many
+    was = log.spilled_bytes()
+    for i in range(20):
+        log.append({"k": i})
+    assert log.spilled_bytes() == was
+
+
 def test_reading_by_index_while_appending_and_spilling() -> None:
     """The probe's I/O thread reads the journal by index while the agent's thread appends (and the
     log spills): every read sees the event that was appended at that index."""
@@ -145,7 +172,9 @@ def test_a_forked_child_spills_to_its_own_file() -> None:
     assert list(log) == [{"i": i, "who": "both" if i < 20 else "parent"} for i in range(60)]
 
 
-def test_a_disk_that_refuses_the_journal_write_fails_no_turn(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+def test_a_disk_that_refuses_the_journal_write_fails_no_turn(
+    monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
     """Disk full while the journal spills: the agent's turns go on (before, the OSError came out of the
     turn that journaled the event), the events stay in memory, one warning says why; once the disk takes
     writes again they move, and the journal is the one a session that never spilled keeps."""

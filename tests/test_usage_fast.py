@@ -62,9 +62,21 @@ def usages(draw: Any) -> dict[str, Any]:
         elif kind == "dict":
             top[holder] = _dict(draw, names)
     if draw(st.booleans()):
+        # Set, or present as None (as an SDK object's dump has them): the direct reading skips looking
+        # for these only where none of them is a key at all.
         top[
-            draw(st.sampled_from(["cache_miss_reason", "finish_reason", "reasoning_tokens", "inputTokens"]))
-        ] = 5
+            draw(
+                st.sampled_from(
+                    [
+                        "cache_miss_reason",
+                        "finish_reason",
+                        "reasoning_tokens",
+                        "inputTokens",
+                        "input_tokens_details",
+                    ]
+                )
+            )
+        ] = draw(st.sampled_from([5, None]))
     return top
 
 
