@@ -30,6 +30,7 @@ from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json
 from engine.providers.hex_chain import ChainHasher
 from engine.providers.policy import ProviderCachePolicy
+from engine.providers.recent_runs import same_run
 from engine.providers.stretch import SLICE_MIN, find_stretch
 from engine.types import SectionKind
 
@@ -378,6 +379,17 @@ def _pair_checked(
     return state
 
 
+def _pair_stretched(
+    items: tuple[SectionItem, ...], h: int, e: int, memo: dict[str, _PairInfo]
+) -> _PairState:
+    """The scan's state after a sliding window's items (see find_stretch): the head items[:h] and the
+    tail items[e:] scanned, the stretch items[h:e] between them, which passed in the earlier run it was
+    taken from, checked at its first state-setting message only (_pair_checked)."""
+    state = _pairing_step(items[:h], _START, memo)
+    state = _pair_checked(items, h, e, state, memo)
+    return _pairing_step(items[e:], state, memo)
+
+
 def _pairing_step(
     items: Any, state: _PairState = _START, memo: dict[str, _PairInfo] | None = None
 ) -> _PairState:
@@ -580,12 +592,9 @@ class Serializer:
         _appended."""
         items = s.items
         runs = self._runs.setdefault(s.id, [])
-        for j, r in enumerate(runs):
-            if r.items is items and r.marks == marks and r.tok == tok:
-                # The very same items (an unchanged system section, the tools): nothing to do.
-                if j:
-                    runs.insert(0, runs.pop(j))
-                return r
+        same = same_run(runs, items, marks, tok)
+        if same is not None:
+            return same  # the very same items (an unchanged system section, the tools): nothing to do
         if runs and s.kind == SectionKind.HISTORY:
             # Any recent run, not only the newest: simulate interleaves two builds a turn (the what-if
             # and every gate closed), so the run this history extends is usually the one before last.
@@ -854,17 +863,8 @@ class Serializer:
             head_shas, tail_shas = list(map(_SHA, head)), list(map(_SHA, tail))
             if any(len(x) != 64 for x in head_shas) or any(len(x) != 64 for x in tail_shas):
                 return None
-            # Pairing as the general path checks it: the head scanned, the reused stretch checked at
-            # its first state-setting message only (it passed in that run), the tail scanned.
-            memo = self._pairs
-            pairing = _START
-            for it in head:
-                if isinstance(it, Message):
-                    pairing = _pair_one(_info(it, memo), pairing)
-            pairing = _pair_checked(items, h, e, pairing, memo)
-            for it in tail:
-                if isinstance(it, Message):
-                    pairing = _pair_one(_info(it, memo), pairing)
+            # Pairing as the general path checks it (raises as it would).
+            _pair_stretched(items, h, e, self._pairs)
             sid = s.id
             cache = self._items
             head_keys = [(tok, sid, sha, False) for sha in head_shas]

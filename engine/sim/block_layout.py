@@ -30,13 +30,14 @@ from engine.providers.base import (
     Block,
     Serializer,
     _info,
-    _pair_checked,
     _pair_info,
     _pair_one,
     _pair_state,
+    _pair_stretched,
     _PairInfo,
     _PairState,
 )
+from engine.providers.recent_runs import same_run
 from engine.providers.stretch import SLICE_MIN, find_stretch
 from engine.types import SectionKind
 
@@ -123,12 +124,9 @@ class BlockLayout:
     def _section(self, s: Section, marks: frozenset[int], tok: str, measure: Measure) -> list[Block]:
         items = s.items
         runs = self._runs.setdefault(s.id, [])
-        for j, r in enumerate(runs):
-            if r.items is items and r.marks == marks and r.tok == tok:
-                # The very same items (an unchanged system section, the tools).
-                if j:
-                    runs.insert(0, runs.pop(j))
-                return r.blocks
+        same = same_run(runs, items, marks, tok)
+        if same is not None:
+            return same.blocks  # the very same items (an unchanged system section, the tools)
         hist = s.kind == SectionKind.HISTORY
         if runs and hist:
             n = len(items)
@@ -216,15 +214,7 @@ class BlockLayout:
             if found is None:
                 continue
             h, e, a = found
-            memo = self._pairs
-            state = _START
-            for it in items[:h]:
-                if isinstance(it, Message):
-                    state = _pair_one(_info(it, memo), state)
-            state = _pair_checked(items, h, e, state, memo)
-            for it in items[e:]:
-                if isinstance(it, Message):
-                    state = _pair_one(_info(it, memo), state)
+            state = _pair_stretched(items, h, e, self._pairs)
             sid = s.id
             cache = self._blocks
             blocks: list[Block] = []
