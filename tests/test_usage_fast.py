@@ -19,8 +19,8 @@ from engine.feedback import normalize_usage
 from engine.pipeline import Pipeline
 
 # Every kind of value a field may hold: absent, None, counts, and what only the general reader accepts
-# (a whole float) or refuses (a negative, a bool, a string, a fraction).
-VALUES = st.sampled_from(["absent", None, 0, 7, 1200, 7.0, 2.5, -1, True, "7"])
+# (a whole float) or refuses (a negative: -1 and another, a bool, a string, a fraction).
+VALUES = st.sampled_from(["absent", None, 0, 7, 1200, 7.0, 2.5, -1, -7, True, "7"])
 
 
 def _dict(draw: Any, names: tuple[str, ...]) -> dict[str, Any]:
