@@ -33,9 +33,14 @@ class _Scratch(_KeyChain):
     """Every call's keys and sums computed from its blocks alone; nothing carried (common 0: the policies'
     carried state is rebuilt every call)."""
 
-    def take_raw(
-        self, blocks: Any, check_order: bool = False, shared: int | None = None, stretch: Any = None
-    ) -> tuple[list[int], list[int], int]:
+    def take_lazy(
+        self,
+        blocks: Any,
+        check_order: bool = False,
+        shared: int | None = None,
+        stretch: Any = None,
+        lazy: bool = True,
+    ) -> tuple[list[int], range, list[int], int]:
         blocks = tuple(blocks)
         if check_order:
             _check_order(blocks)
@@ -45,7 +50,7 @@ class _Scratch(_KeyChain):
         self.old = len(keys) - (self.ids.next - known)
         self.common = 0
         self.blocks = blocks
-        return keys, cum, 0
+        return keys, range(0), cum, 0
 
 
 def _pool(rng: random.Random, n: int, marks: bool) -> list[Block]:

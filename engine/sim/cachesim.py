@@ -80,6 +80,7 @@ class Block:
 @dataclass(frozen=True)
 class Call:
     """One request as the cache simulator sees it: its blocks, when it was sent and what the reply added."""
+
     blocks: tuple[Block, ...]
     timestamp: float  # when the request was sent (seconds)
     model: str = ""
@@ -280,10 +281,22 @@ def _extend_keys(keys: list[Key], shas: list[str], table: KeyTable) -> list[Key]
     both), so there is no collision to rule out, and the numbers depend only on the order prefixes were
     first met, which is the calls' order: deterministic. (A chained BLAKE2b until 2026-12-02, then one
     dict entry per prefix: the same answers.)"""
+    new = _walk_keys(keys, shas, table)
+    if new:
+        keys += range(table.next - new, table.next)
+    return keys
+
+
+def _walk_keys(keys: list[Key], shas: list[str], table: KeyTable, start: int = 0) -> int:
+    """_extend_keys(keys, shas[start:], table) without its last step: the keys of the prefixes already in
+    `table` are appended to `keys`; the rest, every one new, are handed out as one run and not appended.
+    Returns how many were handed out: they are range(table.next - that, table.next), in order (see
+    _KeyChain.tail). (`start`: a call's hashes are walked from where it parts from the last call, not
+    copied from there first.)"""
     h = keys[-1]
     get = table.ids.get
     starts, runs = table.starts, table.runs
-    i, n = 0, len(shas)
+    i, n = start, len(shas)
     while i < n:
         sha = shas[i]
         k = get((h, sha))
@@ -313,9 +326,8 @@ def _extend_keys(keys: list[Key], shas: list[str], table: KeyTable) -> list[Key]
         table.ids[(h, rest[0])] = first
         starts.append(first)
         runs.append(rest)
-        keys += range(first, table.next)
-        return keys
-    return keys
+        return len(rest)
+    return 0
 
 
 # The first stretch `_agreeing` compares; each next one is this many times longer.
@@ -366,6 +378,12 @@ class _KeyChain:
         # (see take_raw); else a new list, so an entry of _earlier holds its call's hashes as they were.
         self.shas: list[str] = []
         self.keys: list[Key] = [0]
+        # The keys after `keys`, not made into a list: those the last call handed out, when it was taken
+        # lazily (take_lazy). A window that moved to where no call started before (clear_tool_uses past
+        # its window, most of its calls there) has ~4,800 prefixes, every one new: made as ints in a
+        # list, each call, they were ~80 us of its ~240, and most such calls' keys are never read past
+        # the few before them (a later call that comes back to that start reads them: then they are made).
+        self.tail: range = _NO_KEYS
         # The running token sums, as raw[j] + base (see _Sums): a shifted request's stretch keeps the
         # previous call's raw sums as they are and moves `base`, not every sum in it.
         self.raw: list[int] = [0]
@@ -388,9 +406,9 @@ class _KeyChain:
         # keeps its blocks alive, so an id names the one block while it is here.
         # A call that goes on the last call's line extends that call's lists in place (see take_raw):
         # they are then held by this chain and by that line's entry only, which the call replaces.
-        # (position, blocks, keys, raw sums, base, checked, the blocks' hashes) each.
+        # (position, blocks, keys, raw sums, base, checked, the blocks' hashes, the keys' tail) each.
         self._earlier: dict[
-            int, tuple[int, tuple[Block, ...], list[Key], list[int], int, bool, list[str]]
+            int, tuple[int, tuple[Block, ...], list[Key], list[int], int, bool, list[str], range]
         ] = {}
         self._line = 0  # where the last call's line parted (see _done)
 
@@ -415,6 +433,20 @@ class _KeyChain:
         chain's own, valid until its next call. `shared`: blocks[:shared] are the previous call's own
         Block objects (Call.shared); None: found by comparing. `stretch`: Call.stretch, read only with
         `shared` taken as given; None: searched for."""
+        keys, _, raw, base = self.take_lazy(blocks, check_order, shared, stretch, lazy=False)
+        return keys, raw, base
+
+    def take_lazy(
+        self,
+        blocks: Sequence[Block],
+        check_order: bool = False,
+        shared: int | None = None,
+        stretch: tuple[int, int, int] | None = None,
+        lazy: bool = True,
+    ) -> tuple[list[Key], range, list[int], int]:
+        """take_raw(blocks) as (keys, tail, raw, base): the call's keys are keys + tail, where `tail` is the
+        keys it handed out (every prefix from the first one no call sent before: `old` on), not made into
+        ints in a list (lazy=False: made, and `tail` is empty)."""
         blocks = tuple(blocks)
         prev = self.blocks
         if shared is None:
@@ -432,7 +464,7 @@ class _KeyChain:
                 common = shared_prefix_len(prev, blocks)
             if common != shared:
                 stretch = None
-        back = self._from_earlier(blocks, common, check_order)
+        back = self._from_earlier(blocks, common, check_order, lazy)
         if back is not None:
             return back
         new = blocks[common:]
@@ -473,12 +505,14 @@ class _KeyChain:
         # Nothing is changed above this line: a call that raises leaves the chain as it was.
         shas = self.shas
         prev_raw, base = self.raw, self.base
-        known = self.ids.next
         if m:
-            new_shas = list(map(_SHA, head))
-            new_shas += shas[a : a + m]
-            new_shas += map(_SHA, tail)
-            keys = _extend_keys(self.keys[: common + 1], new_shas, self.ids)
+            # The call's hashes made once: walked from `common`, then carried as they are.
+            full = shas[:common]
+            full += map(_SHA, head)
+            full += shas[a : a + m]
+            full += map(_SHA, tail)
+            keys = _keys_upto(self.keys, self.tail, common + 1)
+            fresh = _walk_keys(keys, full, self.ids, common)
             raw = prev_raw[: common + 1]
             raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
             d = raw[-1] - prev_raw[a]  # what the stretch's sums move by here
@@ -498,29 +532,40 @@ class _KeyChain:
             if self._line < common and 2 * common >= len(prev) and prev[self._line] is blocks[self._line]:
                 # On the last call's line (see _done): its lists are this chain's and that line's entry's
                 # only, and the entry is replaced by this call's. Cut and extended in place: a call that
-                # appends costs what it appends, not a copy of every key and sum before it.
+                # appends costs what it appends, not a copy of every key and sum before it. (The last
+                # call's tail, the few keys it appended, made first: they are its list's from here.)
                 keys, raw = self.keys, prev_raw
+                if self.tail:
+                    keys += self.tail
+                    self.tail = _NO_KEYS
                 cut = keys[common + 1 :]
                 del keys[common + 1 :], raw[common + 1 :]
             else:
-                keys, raw = self.keys[: common + 1], prev_raw[: common + 1]
-            keys = _extend_keys(keys, new_shas, self.ids)
+                keys, raw = _keys_upto(self.keys, self.tail, common + 1), prev_raw[: common + 1]
+            fresh = _walk_keys(keys, new_shas, self.ids)
             raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
-        # The keys handed out are the last ones (after the first prefix not in the table, every one is new).
-        old = len(keys) - (self.ids.next - known)
-        if cut is not None:  # on the last call's line: its hashes cut and extended in place too
+        # The keys handed out are the last ones (after the first prefix not in the table, every one is
+        # new): keys[old:] of the call, its tail.
+        old = len(keys)
+        made = range(self.ids.next - fresh, self.ids.next)
+        if fresh and not lazy:
+            keys += made
+            made = _NO_KEYS
+        if m:
+            shas = full
+        elif cut is not None:  # on the last call's line: its hashes cut and extended in place too
             del shas[common:]
             shas += new_shas
         else:
             shas = shas[:common]
             shas += new_shas
-        self._done(blocks, common, keys, raw, base, shas, check_order, old)
+        self._done(blocks, common, keys, made, raw, base, shas, check_order, old)
         self.cut = cut
-        return keys, raw, base
+        return keys, made, raw, base
 
     def _from_earlier(
-        self, blocks: tuple[Block, ...], common: int, check_order: bool
-    ) -> tuple[list[Key], list[int], int] | None:
+        self, blocks: tuple[Block, ...], common: int, check_order: bool, lazy: bool
+    ) -> tuple[list[Key], range, list[int], int] | None:
         """take_raw(blocks) from an earlier call (not the last one) that parted from its own previous
         call at the block this one parts at, when it shares most of what follows with this one: its keys,
         sums and hashes as far as the two agree, then the rest read. None when there is none such."""
@@ -529,7 +574,7 @@ class _KeyChain:
         got = self._earlier.get(id(blocks[common]))
         if got is None or got[0] != common or got[1][common] is not blocks[common]:
             return None
-        _, eb, ekeys, eraw, ebase, echecked, eshas = got
+        _, eb, ekeys, eraw, ebase, echecked, eshas, etail = got
         c = shared_prefix_len(eb, blocks)
         rest = blocks[c:]
         if c - common < len(rest) or c - common < STRETCH_MIN:
@@ -547,20 +592,25 @@ class _KeyChain:
         # (~4,700 a clear_tool_uses call past its window), they were ~1.5 ms of such a call.
         shas = eshas[:c]
         shas += map(_SHA, rest)
-        known = self.ids.next
-        keys = _extend_keys(ekeys[: c + 1], shas[c:], self.ids)
-        old = len(keys) - (self.ids.next - known)
+        keys = _keys_upto(ekeys, etail, c + 1)
+        fresh = _walk_keys(keys, shas, self.ids, c)
+        old = len(keys)
+        made = range(self.ids.next - fresh, self.ids.next)
+        if fresh and not lazy:
+            keys += made
+            made = _NO_KEYS
         raw = eraw[: c + 1]
         raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
-        self._done(blocks, common, keys, raw, ebase, shas, check_order, old)
+        self._done(blocks, common, keys, made, raw, ebase, shas, check_order, old)
         self.cut = None
-        return keys, raw, ebase
+        return keys, made, raw, ebase
 
     def _done(
         self,
         blocks: tuple[Block, ...],
         common: int,
         keys: list[Key],
+        tail: range,
         raw: list[int],
         base: int,
         shas: list[str],
@@ -572,15 +622,32 @@ class _KeyChain:
         # under the line's start in the last call's place. Else (a window that moved) it starts a line
         # where it parted from the last call. (take_raw's in-place test is this one's first branch.)
         at = self._line if self._line < common and 2 * common >= len(self.blocks) else common
-        self.blocks, self.keys, self.raw, self.base = blocks, keys, raw, base
+        self.blocks, self.keys, self.tail, self.raw, self.base = blocks, keys, tail, raw, base
         self.shas, self.order_checked = shas, checked
         self.old, self.common, self._line = old, common, at
         if at < len(blocks):
             earlier = self._earlier
             earlier.pop(id(blocks[at]), None)
-            earlier[id(blocks[at])] = (at, blocks, keys, raw, base, checked, shas)
+            earlier[id(blocks[at])] = (at, blocks, keys, raw, base, checked, shas, tail)
             if len(earlier) > EARLIER_CALLS:
                 del earlier[next(iter(earlier))]
+
+
+_NO_KEYS = range(0)
+
+
+def _keys_upto(keys: list[Key], tail: range, e: int) -> list[Key]:
+    """The first `e` keys of keys + tail, as a new list."""
+    if e <= len(keys):
+        return keys[:e]
+    out = keys[:]
+    out += tail[: e - len(keys)]
+    return out
+
+
+def _key_at(keys: list[Key], tail: range, j: int) -> Key:
+    """(keys + tail)[j], for 0 <= j < len(keys) + len(tail)."""
+    return keys[j] if j < len(keys) else tail[j - len(keys)]
 
 
 class _Sums:
@@ -726,6 +793,7 @@ def min_cacheable_tokens(provider: str, model: str) -> int:
 @dataclass
 class _Entry:
     """A cached prefix at an Anthropic breakpoint: its tokens, TTL and when it expires and became readable."""
+
     tokens: int
     ttl: float
     expires_at: float
@@ -899,6 +967,7 @@ class _OpenAIPolicy(_Policy):
 class _Unit:
     """A DeepSeek cache unit: its tokens, the chance it persisted, the request that wrote it and when it was
     last used."""
+
     tokens: int
     prob: float  # probability that the unit was actually persisted (1.0 on current DeepSeek builds)
     group: int  # the request that wrote it: units of one request persist or fail together
@@ -1061,6 +1130,7 @@ class _DeepSeekPolicy(_Policy):
         # the next call's take may cut and extend that list in place, and then says what it cut
         # (_KeyChain.cut, see _last_live). None: no live prefixes (none sent, or expired).
         self._live_keys: list[Key] | None = None
+        self._live_tail: range = _NO_KEYS  # and the keys after that list, not made (_KeyChain.tail)
         self._live_at = -math.inf
         self.requests = 0
         self.last_now = -math.inf
@@ -1068,6 +1138,7 @@ class _DeepSeekPolicy(_Policy):
         # What `_read_certain` found in the last call's prefix, carried to the next call that keeps it.
         self._contained: _Contained | None = None
         self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
+        self.lazy = True  # False: every key made into the call's list (the reference the tests compare)
 
     @property
     def seen(self) -> dict[Key, float]:
@@ -1077,7 +1148,7 @@ class _DeepSeekPolicy(_Policy):
     @property
     def _live(self) -> list[Key]:
         """The last call's prefixes (between calls)."""
-        return [] if self._live_keys is None else self._live_keys[1:]
+        return [] if self._live_keys is None else [*self._live_keys[1:], *self._live_tail]
 
     def _last_live(self, keys: list[Key]) -> list[Key]:
         """The last call's prefixes as they were, during this call's step (`keys`: this call's)."""
@@ -1087,7 +1158,7 @@ class _DeepSeekPolicy(_Policy):
         if lv is keys:  # this call's take cut and extended the last call's list in place
             c, cut = self._chain.common, self._chain.cut
             return keys[1 : c + 1] + (cut or [])
-        return lv[1:]
+        return [*lv[1:], *self._live_tail]
 
     # `seen` as the step reads and writes it. A call re-sends most of the last call's prefixes, and
     # each of them moves to the end of `seen`, stamped with this call's time: done entry by entry
@@ -1105,33 +1176,36 @@ class _DeepSeekPolicy(_Policy):
         # The last call's prefixes share one time, and in time order no held entry is newer: if any
         # held entry is still live, so are they (in order, the scan above stopped before them).
         if self._live_keys is not None and now - self._live_at > ttl:
-            self._live_keys = None
+            self._live_keys, self._live_tail = None, _NO_KEYS
 
-    def _seen_shared(self, keys: list[Key]) -> int:
+    def _seen_shared(self, keys: list[Key], tail: range = _NO_KEYS) -> int:
         """How many of this call's first prefixes (keys[1:]) are the last call's (its first ones, in
         order). Past there no prefix of this call is one of the last call's: a key is one prefix, of one
         length, and at the first difference the two have different blocks at the same position. So
         equal keys at a position mean equal keys at every position before it: the boundary is found by
         bisection on single keys, not by comparing slices (a sliding window's call parts at its first
         message). When this call's take extended the last call's list in place, its first
-        `_chain.common` prefixes are the last call's, and only what the take cut is compared."""
+        `_chain.common` prefixes are the last call's, and only what the take cut is compared. (`tail`:
+        this call's keys after `keys`, see _KeyChain.take_lazy; the last call's are `_live_tail`.)"""
         lv = self._live_keys
         if lv is None:
             return 0
+        n = len(keys) + len(tail)
         if lv is keys:
             c, cut = self._chain.common, self._chain.cut or []
-            lo, hi = 0, min(len(cut), len(keys) - 1 - c)  # cut[:lo] == keys[c + 1 : c + 1 + lo]
+            lo, hi = 0, min(len(cut), n - 1 - c)  # cut[:lo] == keys[c + 1 : c + 1 + lo]
             while lo < hi:
                 mid = (lo + hi) // 2
-                if cut[mid] == keys[c + 1 + mid]:
+                if cut[mid] == _key_at(keys, tail, c + 1 + mid):
                     lo = mid + 1
                 else:
                     hi = mid
             return c + lo
-        lo, hi = 0, min(len(lv), len(keys)) - 1  # lv[1 : 1 + lo] == keys[1 : 1 + lo]
+        lvt = self._live_tail
+        lo, hi = 0, min(len(lv) + len(lvt), n) - 1  # lv[1 : 1 + lo] == keys[1 : 1 + lo]
         while lo < hi:
             mid = (lo + hi) // 2
-            if lv[mid + 1] == keys[mid + 1]:
+            if _key_at(lv, lvt, mid + 1) == _key_at(keys, tail, mid + 1):
                 lo = mid + 1
             else:
                 hi = mid
@@ -1144,7 +1218,7 @@ class _DeepSeekPolicy(_Policy):
             return max(hi - 1, 0)
         return self._held.longest(keys, hi, shared)
 
-    def _seen_stamp(self, keys: list[Key], old: int, shared: int, now: float) -> None:
+    def _seen_stamp(self, keys: list[Key], tail: range, old: int, shared: int, now: float) -> None:
         """Move every prefix of this call (keys[1:]; keys[old + 1 :] first handed out by it, in no
         dict) to the end of `seen`, stamped `now`. The last call's prefixes it does not share keep their
         time and stay where they are, before it."""
@@ -1153,14 +1227,16 @@ class _DeepSeekPolicy(_Policy):
             held.discard(keys[shared + 1 : old + 1])
         lv = self._live_keys
         if lv is not None:
+            more = _NO_KEYS  # (the last call's keys past its list: see _KeyChain.take_lazy)
             if lv is keys:
                 c, cut = self._chain.common, self._chain.cut or []
                 dropped = cut[shared - c :]
             else:
                 dropped = lv[shared + 1 :]
-            if dropped:
-                held.add(dropped, self._live_at)
-        self._live_keys, self._live_at = keys, now
+                more = self._live_tail[max(0, shared + 1 - len(lv)) :]
+            if dropped or more:
+                held.add(dropped, self._live_at, more)
+        self._live_keys, self._live_tail, self._live_at = keys, tail, now
 
     def _floor(self, n: int) -> int:
         return n - n % self.unit_tokens
@@ -1178,11 +1254,17 @@ class _DeepSeekPolicy(_Policy):
             self.units[key] = u
 
     def step(self, call: Call) -> CallCache:
-        keys, raw, base = self._chain.take_raw(call.blocks, False, call.shared, call.stretch)
+        # keys + tail are the call's prefixes' keys; tail, those first met in this call, not made into a
+        # list: a window that moved to a new start meets thousands (see _KeyChain.take_lazy).
+        keys, tail, raw, base = self._chain.take_lazy(
+            call.blocks, False, call.shared, call.stretch, self.lazy
+        )
         cum = _sums(raw, base)
         # keys[old:] were first met in this call (a long session's sliding window: most of each request):
         # no unit and no `seen` entry can have them, so neither is looked up past there.
         old = self._chain.old
+        n = len(keys) + len(tail)
+        last = tail[-1] if tail else keys[-1]
         total = cum[-1]
         now = call.timestamp
         if now < self.last_now:
@@ -1191,7 +1273,7 @@ class _DeepSeekPolicy(_Policy):
         ttl = self.ttl
         removed = _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
         self._seen_expire(now)
-        shared = self._seen_shared(keys)
+        shared = self._seen_shared(keys, tail)
 
         added: list[tuple[int, Key]] = []  # the units this call writes inside its own prefix
         if self.persist == 1.0 and self.carry and self.ordered:
@@ -1206,11 +1288,11 @@ class _DeepSeekPolicy(_Policy):
         group = self.requests
         self.requests += 1
         done = call.completed_at if call.completed_at is not None else now
-        self._add(keys[-1], total, group, done, now)
-        added.append((len(keys) - 1, keys[-1]))
+        self._add(last, total, group, done, now)
+        added.append((n - 1, last))
         if call.output_sha is not None:
             self._add(
-                _chain(keys[-1], call.output_sha, self._chain.ids),
+                _chain(last, call.output_sha, self._chain.ids),
                 total + call.output_tokens,
                 group,
                 done,
@@ -1219,7 +1301,7 @@ class _DeepSeekPolicy(_Policy):
         if self.common_prefix:
             # The longest proper prefix an earlier request also sent (searched in C, from the longest
             # one met before this call), and where it is.
-            j = self._seen_longest(keys, min(old, len(keys) - 1), shared)
+            j = self._seen_longest(keys, min(old, n - 1), shared)
             if j and cum[j] > longest_unit:
                 self._add(keys[j], cum[j], group, done, now)
                 added.append((j, keys[j]))
@@ -1230,12 +1312,13 @@ class _DeepSeekPolicy(_Policy):
                 while j < len(cum) - 1 and cum[j + 1] <= m:
                     j += 1
                 if cum[j] <= m:
-                    self._add(keys[j], cum[j], group, done, now)
-                    added.append((j, keys[j]))
+                    key = _key_at(keys, tail, j)
+                    self._add(key, cum[j], group, done, now)
+                    added.append((j, key))
                 m += self.interval
         if self._contained is not None:
             self._contained.written(added)
-        self._seen_stamp(keys, old - 1, shared, now)
+        self._seen_stamp(keys, tail, old - 1, shared, now)
         return CallCache(total, read, 0, total - read)
 
     def _read_carried(

@@ -29,6 +29,7 @@ _LO = attrgetter("lo")
 _LEAF = 128
 # Up to this many runs a batch is put among those held one by one; more are merged in one sort.
 _FEW = 8
+_NO_KEYS = range(0)
 
 
 class _Run:
@@ -116,9 +117,15 @@ class HeldPrefixes:
             for r in b.runs:
                 yield from zip(range(r.lo, r.hi), repeat(t))
 
-    def add(self, keys: Sequence[int], t: float) -> None:
-        """Put `keys` (none of them held) at the end, sent at `t`."""
+    def add(self, keys: Sequence[int], t: float, more: range = _NO_KEYS) -> None:
+        """Put `keys` and then `more` (none of them held; `more` above every key in `keys`) at the end, sent
+        at `t`. `more`: keys given as a range, one run (a call's new prefixes, never made into a list)."""
         spans = runs_of(keys)
+        if more:
+            if spans and spans[-1][1] == more.start:
+                spans[-1] = (spans[-1][0], more.stop)
+            else:
+                spans.append((more.start, more.stop))
         if not spans:
             return
         b = _Batch(t)
