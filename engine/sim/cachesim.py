@@ -33,7 +33,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, islice, repeat
-from operator import add, attrgetter, is_, is_not, ne
+from operator import add, attrgetter, is_, is_not, itemgetter, ne
 from typing import Any, cast
 
 from engine.common_prefix import common_prefix_len
@@ -46,6 +46,7 @@ _TOKENS = attrgetter("tokens")
 _SHA = attrgetter("sha")
 _AVAILABLE = attrgetter("available_at")
 _GROUP = attrgetter("group")
+_FIRST = itemgetter(0)
 SEGMENT_ORDER = {"tools": 0, "system": 1, "messages": 2}
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
@@ -1405,18 +1406,21 @@ class _DeepSeekPolicy(_Policy):
             if cur is None or t > cur[0]:
                 best[u.group] = (t, u.prob, key)
         # Expected hit under independent per-request persistence: the longest unit that exists wins.
+        # Longest first, requests of one length in the order they came (a reverse sort is stable).
+        ranked = sorted(best.values(), key=_FIRST, reverse=True)
         expected = 0.0
         none_longer = 1.0
-        for t, p, k in sorted(best.values(), key=lambda x: -x[0]):
-            expected += none_longer * p * self._floor(t)
+        unit = self.unit_tokens
+        for t, p, k in ranked:
+            expected += none_longer * p * (t - t % unit)  # (_floor, inlined)
             none_longer *= 1.0 - p
-            u = self.units.pop(k)
+            u = units.pop(k)
             u.last_used = now
-            self.units[k] = u
+            units[k] = u
             if none_longer <= 0.0:
                 break
         read = min(total, int(round(expected)))
-        return read, max((t for t, _, _ in best.values()), default=0)
+        return read, ranked[0][0] if ranked else 0
 
 
 _POLICIES: dict[str, type[_Policy]] = {
