@@ -33,7 +33,9 @@ its own after each repeat: interleaved, its ~25 ms a turn decided which subject 
 processes (--procs per subject), taking turns repeat by repeat (--rounds), so neither inherits the
 other's cache state; warm by default, every turn cold with --evict (as in an agent, where a model call
 separates turns). --peer-counter bpe gives trim+memo the fast tokenizer the engine uses, so the two
-differ only in what they do with the counts.
+differ only in what they do with the counts. --split prints each turn of both, with and without their
+tokenizing, and where the whole trajectory's difference lies: the first --warm turns, the later turns
+over twice the median (those the express lane hands to the general path: a compaction), the rest.
 
 Part 2, a synthetic 10,000-turn session (20,000+ messages) through the public API at --long-window
 (default 128k): engine turn vs the floor at 1,000, 5,000 and 20,000 messages of history (median of
@@ -43,7 +45,7 @@ every turn on 20k messages would take hours).
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
         [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
         [--skip-long | --only-long] [--no-peer] [--peer-counter tiktoken|bpe] [--profile] [--identity OUT.json [--compare EARLIER.json]]
-        [--ab BASE_DIR [--rounds 6] [--procs 3]] [--iso [--evict] [--peer-counter bpe] [--rounds 6] [--procs 3]]
+        [--ab BASE_DIR [--rounds 6] [--procs 3]] [--iso [--evict] [--peer-counter bpe] [--rounds 6] [--procs 3] [--split]]
         [--usage sdk|dict]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
@@ -801,7 +803,35 @@ def iso(args: argparse.Namespace) -> int:
     print(f"[CPU]   steady turn (median, turns >= {warm}): engine {statistics.median(e[warm:]) * ms:.3f} ms, "
           f"trim+memo {statistics.median(mm[warm:]) * ms:.3f} ms, floor {statistics.median(f[warm:]) * ms:.3f} ms; "
           f"engine / floor {steady:.2f}x (goal <= 2x)")  # fmt: skip
+    if args.split:
+        split_turns(e, tk, mm, ptk, warm)
     return 0
+
+
+def split_turns(e: list[float], tk: list[float], mm: list[float], ptk: list[float], warm: int) -> None:
+    """--split: per turn, the engine's and trim+memo's CPU with and without their tokenizing (each its
+    minimum over repeats, as above), and the whole trajectory's difference of the two without tokenizing
+    summed over three groups: the first turns (< warm), the later turns whose engine time without
+    tokenizing is over twice the median of those (a compaction, another turn the express lane hands to
+    the general path), and the rest (the steady turns, nearly all the express lane's)."""
+    ms = 1000.0
+    rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
+    prest = [max(0.0, a - b) for a, b in zip(mm, ptk, strict=True)]
+    mid = statistics.median(rest[warm:]) if rest[warm:] else 0.0
+    print("[CPU]   per turn, ms: engine (tokenizing, rest) | trim+memo (tokenizing, rest) | rest difference")
+    groups = {"first": 0.0, "over 2x": 0.0, "steady": 0.0}
+    count = dict.fromkeys(groups, 0)
+    for k in range(len(e)):
+        g = "first" if k < warm else "over 2x" if rest[k] > 2 * mid else "steady"
+        groups[g] += rest[k] - prest[k]
+        count[g] += 1
+        print(f"        {k:4d} {e[k] * ms:7.3f} ({tk[k] * ms:6.3f}, {rest[k] * ms:6.3f}) | {mm[k] * ms:7.3f} "
+              f"({ptk[k] * ms:6.3f}, {prest[k] * ms:6.3f}) | {(rest[k] - prest[k]) * ms:+7.3f}"
+              f"{'  (over 2x)' if g == 'over 2x' else ''}")  # fmt: skip
+    tok = sum(tk) - sum(ptk)
+    print(f"[CPU]   engine - trim+memo, whole trajectory {(sum(e) - sum(mm)) * ms:+.2f} ms: tokenizing "
+          f"{tok * ms:+.2f}; without it "
+          + ", ".join(f"{g} {v * ms:+.2f} ({count[g]} turns)" for g, v in groups.items()))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- part 2
@@ -1141,6 +1171,12 @@ def main() -> int:
         action="store_true",
         help="part 1's engine and trim+memo each alone in its own processes, alternating (--procs, --rounds; "
         "with --evict both cold)",
+    )
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="with --iso: each turn's engine and trim+memo with and without their tokenizing, and where the "
+        "whole trajectory's difference is (the first turns, the turns over 2x the median rest, the others)",
     )
     ap.add_argument("--iso-child", choices=("engine", "memo"), help=argparse.SUPPRESS)
     ap.add_argument("--iso-limits", type=Path, help=argparse.SUPPRESS)
