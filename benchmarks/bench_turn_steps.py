@@ -16,6 +16,12 @@ the lane) and over all steady turns. Deterministic: the same code and trajectory
 process under its own PYTHONPATH) and prints both side by side. --top N lists the functions with the
 most bytecodes of their own (and their calls) per steady lane turn, and the same inclusive of callees.
 Not counted: time in C (the tokenizer, sha256, bytes joins), which bench_engine's --ab times.
+
+A proxy, not a clock: fewer bytecodes is less time only for like-for-like Python. A loop over a turn's
+two or three items replaced by map/zip/filter runs fewer bytecodes and more time (each iterator object
+is made and freed: 4729b10 took Serializer._appended from 9,596 to 9,520 bytecodes a turn and from ~33
+to ~35.5 us; reverted). Check such a change with bench_turn_lines.py (the function's own time, minimum
+over repeats) on both trees.
 """
 
 from __future__ import annotations

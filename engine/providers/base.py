@@ -11,7 +11,6 @@ import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -217,11 +216,7 @@ def comma_joined(head: bytes, frags: list[bytes], tail: bytes) -> list[bytes]:
 
 _SHA = attrgetter("sha")
 _TOKENS = attrgetter("tokens")
-_FRAG, _SEGMENT, _BLOCK = (
-    itemgetter(0),
-    itemgetter(1),
-    itemgetter(2),
-)  # of an item hit (fragment, segment, block)
+_SEGMENT, _BLOCK = itemgetter(1), itemgetter(2)  # of an item hit (fragment, segment, block)
 # The per-item caches hold fragments of what recent requests sent. Once they hold this many times the
 # items of the current request (and at least CACHE_FLOOR), everything the current request did not use
 # is dropped: memory follows the live window, not the session.
@@ -384,9 +379,7 @@ def _pair_checked(
     return state
 
 
-def _pair_stretched(
-    items: tuple[SectionItem, ...], h: int, e: int, memo: dict[str, _PairInfo]
-) -> _PairState:
+def _pair_stretched(items: tuple[SectionItem, ...], h: int, e: int, memo: dict[str, _PairInfo]) -> _PairState:
     """The scan's state after a sliding window's items (see find_stretch): the head items[:h] and the
     tail items[e:] scanned, the stretch items[h:e] between them, which passed in the earlier run it was
     taken from, checked at its first state-setting message only (_pair_checked)."""
@@ -776,15 +769,13 @@ class Serializer:
         sid = s.id
         shas_new = last.shas[d:k] + new_shas  # the hashes of items[d:]
         cache = self._items
-        # Each item's key (tokenizer, section, hash, marked) and cached hit made in C (a Python loop was
-        # ~20 of the interpreter's steps an item; a comprehension is a frame of its own), then the misses
-        # (a turn's new messages, and the one the tail marker left) built.
-        keys_new = list(zip(repeat(tok), repeat(sid), shas_new, map(marks.__contains__, range(d, n))))
-        hits: list[Any] = list(map(cache.get, keys_new))  # (fragment, segment, block) each, None for a miss
-        if None in hits:
-            for i, key in enumerate(keys_new):
-                if hits[i] is None:
-                    hits[i] = self._item_hit(s, new[i], key, measure)
+        # Plain loops, not comprehensions: each of those is a frame of its own, and a turn appends two.
+        keys_new: list[tuple[str, str, str, bool]] = []
+        hits: list[tuple[bytes, str, Block]] = []
+        for at, (it, sha) in enumerate(zip(new, shas_new, strict=True), d):
+            key = (tok, sid, sha, at in marks)
+            keys_new.append(key)
+            hits.append(cache.get(key) or self._item_hit(s, it, key, measure))
         # Nothing raised: only now is a run changed. What the body held of the items written again (their
         # fragments and the commas between them, its last fragment) and their tokens, read first.
         rewritten = sum(map(len, last.frags[d:k])) + (k - 1 - d) if d < k else 0
@@ -797,10 +788,10 @@ class Serializer:
         else:
             frags, segments, blocks, keys = last.frags[:d], last.segments[:d], last.blocks[:d], last.keys[:d]
             shas = last.shas[:]
-        # (Extended from C: a loop appending to the three lists was ~25 of the interpreter's steps an item.)
-        frags += map(_FRAG, hits)
-        segments += map(_SEGMENT, hits)
-        blocks += map(_BLOCK, hits)
+        for frag, segment, block in hits:
+            frags.append(frag)
+            segments.append(segment)
+            blocks.append(block)
         keys += keys_new
         shas += new_shas
         added = "".join(new_shas)
