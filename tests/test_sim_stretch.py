@@ -108,7 +108,7 @@ def test_shifted_markers_equal_a_scan(reqs: list[_Req]) -> None:
         h, a, m = _stretch(prev, new, common)
         want = _marks_after(marks, common, new)
         if m:
-            assert _marks_shifted(marks, common, new, h, a, m) == want
+            assert _marks_shifted(marks, common, new[:h], new[h + m :], a, m) == want
         prev, marks = r.blocks, want
 
 

@@ -468,8 +468,8 @@ class _KeyChain:
         back = self._from_earlier(blocks, common, check_order, lazy)
         if back is not None:
             return back
-        new = blocks[common:]
         h, a, m = (0, 0, 0) if stretch is None else stretch
+        s = common + h  # where the stretch starts in this call
         # The caller's stretch, held to its ends (the same objects; as the guard on `shared` above):
         # any stretch of equal blocks gives the same keys and sums, so a valid one needs no search.
         if stretch is None or (
@@ -477,25 +477,28 @@ class _KeyChain:
             and not (
                 0 <= h
                 and 0 <= a
-                and h + m <= len(new)
+                and s + m <= len(blocks)
                 and a + m <= len(prev)
-                and new[h] is prev[a]
-                and new[h + m - 1] is prev[a + m - 1]
+                and blocks[s] is prev[a]
+                and blocks[s + m - 1] is prev[a + m - 1]
             )
         ):
-            h, a, m = find_stretch(prev, new, common)
+            h, a, m = find_stretch(prev, blocks[common:], common)
+            s = common + h
         cut: list[Key] | None = None  # what an in-place extension cut from the last call's keys
         # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
-        # order and count checks in an earlier call, as one run of the sequence they are in here).
-        head, tail = (new[:h], new[h + m :]) if m else (new, ())
+        # order and count checks in an earlier call, as one run of the sequence they are in here). Cut
+        # from `blocks` by where they are: the new ones as one slice were a copy of a shifted call's
+        # ~4,800 Blocks to read a few.
+        head, tail = (blocks[common:s], blocks[s + m :]) if m else (blocks[common:], ())
         if check_order and self.order_checked:
             # The shared part passed this check already: only the new blocks, from the rank before them.
             last = SEGMENT_ORDER.get(blocks[common - 1].segment, 0) if common else 0
             if m:
-                _check_order(new[: h + 1], last, common)
-                _check_order(tail, SEGMENT_ORDER.get(new[h + m - 1].segment, 0), common + h + m)
+                _check_order(blocks[common : s + 1], last, common)
+                _check_order(tail, SEGMENT_ORDER.get(blocks[s + m - 1].segment, 0), s + m)
             else:
-                _check_order(new, last, common)
+                _check_order(head, last, common)
         elif check_order:
             _check_order(blocks)
         tokens = list(map(_TOKENS, head))
@@ -529,7 +532,7 @@ class _KeyChain:
                 raw += prev_raw[a + 1 : a + m + 1]
             raw += islice(accumulate(after, initial=raw[-1]), 1, None)
         else:
-            new_shas = list(map(_SHA, new))
+            new_shas = list(map(_SHA, head))
             if self._line < common and 2 * common >= len(prev) and prev[self._line] is blocks[self._line]:
                 # On the last call's line (see _done): its lists are this chain's and that line's entry's
                 # only, and the entry is replaced by this call's. Cut and extended in place: a call that

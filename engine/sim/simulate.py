@@ -503,15 +503,16 @@ def _marks_after(prev_marks: list[int], common: int, new: Sequence[Block]) -> li
 
 
 def _marks_shifted(
-    prev_marks: list[int], common: int, new: Sequence[Block], h: int, a: int, m: int
+    prev_marks: list[int], common: int, head: Sequence[Block], tail: Sequence[Block], a: int, m: int
 ) -> list[int]:
-    """_marks_after(prev_marks, common, new) when new[h : h + m] are the previous request's Blocks
-    [a, a + m) (equal Blocks: the same markers, known from prev_marks), without reading their markers."""
+    """_marks_after(prev_marks, common, new) when new = head + the previous request's Blocks [a, a + m)
+    + tail (equal Blocks: the same markers, known from prev_marks), without reading the stretch's
+    markers (nor making `new`: a shifted request's ~4,800 Blocks copied to read the few around them)."""
     kept = prev_marks if not prev_marks or prev_marks[-1] < common else [i for i in prev_marks if i < common]
-    at = common + h  # where the stretch starts in this request
-    out = kept + list(compress(range(common, at), map(_MARKER, new[:h])))
+    at = common + len(head)  # where the stretch starts in this request
+    out = kept + list(compress(range(common, at), map(_MARKER, head)))
     out += [x - a + at for x in prev_marks if a <= x < a + m]
-    out += compress(range(at + m, common + len(new)), map(_MARKER, new[h + m :]))
+    out += compress(range(at + m, at + m + len(tail)), map(_MARKER, tail))
     return out
 
 
@@ -944,21 +945,32 @@ def _simulate(
         # A maker that says how much it kept (_Req.same) is checked at its last kept Block and the
         # next: a request edited near its end was compared several times over its whole length.
         common = _said_shared(prev_blocks, r.blocks, r.same)
-        new = r.blocks[common:]
         # A sliding window (the gates-closed column): a few new Blocks (the task with its new omission
         # note), then a stretch the previous request sent from a later point on, then the newest round.
         # The stretch's conversions and markers are the previous call's: not ~180 lookups a call.
         # A maker that says where it is (a window that moved on or back) is held to its ends instead.
+        # The Blocks around a told stretch are cut from the request by where they are, not from its
+        # new Blocks made as one slice (clear_tool_uses past its window: ~4,800 a call, to read a few).
         told = _told_stretch(prev_blocks, r.blocks, common, r.stretch)
-        h, a, m = told if told is not None else _stretch(prev_blocks, new, common)
-        marks = _marks_shifted(marks, common, new, h, a, m) if m else _marks_after(marks, common, new)
+        if told is not None:
+            h, a, m = told
+            new: Sequence[Block] = () if m else r.blocks[common:]
+        else:
+            new = r.blocks[common:]
+            h, a, m = _stretch(prev_blocks, new, common)
+        if m:
+            s = common + h
+            fresh, after = r.blocks[common:s], r.blocks[s + m :]
+            marks = _marks_shifted(marks, common, fresh, after, a, m)
+        else:
+            marks = _marks_after(marks, common, new)
         # The call's Blocks are made as the tuple the simulator takes, in one copy of the shared prefix:
         # the last call's tuple itself when this request starts with all of it (a tuple's whole slice is
         # the tuple). A list slice, then a tuple of the list, copied a whole-conversation request twice
         # a call (two passes over every Block's reference count, and the list's freeing).
         head = prev_cblocks if common == len(prev_cblocks) else prev_cblocks[:common]
         if m:
-            cblocks = (*head, *convert(new[:h]), *prev_cblocks[a : a + m], *convert(new[h + m :]))
+            cblocks = (*head, *convert(fresh), *prev_cblocks[a : a + m], *convert(after))
         else:
             cblocks = head + tuple(convert(new)) if new else head
         prev_blocks, prev_cblocks = r.blocks, cblocks
