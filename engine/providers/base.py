@@ -11,6 +11,7 @@ import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -1004,14 +1005,17 @@ class Serializer:
         if not self.policy.supports_markers:
             # Automatic prefix caching: everything but the newest message can be served from cache.
             last_marker = len(blocks) - 2
-        prefix = blocks[: last_marker + 1]
+        # The prefix's length (what blocks[: last_marker + 1] holds), not a copy of it: the prefix is
+        # nearly the whole request (a list as long as the history, every turn), and only its tokens and,
+        # without the item hashes, its blocks' hashes are read.
+        plen = min(max(last_marker + 1, 0), len(blocks))
         # The prefix's tokens: all the blocks' less those after it (a few: the prefix ends at the last
         # marker or before the newest message), or summed when it is the shorter side.
-        after = len(blocks) - len(prefix)
-        if after <= len(prefix):
-            prefix_tokens = total - sum(map(_TOKENS, blocks[len(prefix) :]))
+        after = len(blocks) - plen
+        if after <= plen:
+            prefix_tokens = total - sum(map(_TOKENS, blocks[plen:]))
         else:
-            prefix_tokens = sum(map(_TOKENS, prefix))
+            prefix_tokens = sum(map(_TOKENS, islice(blocks, plen)))
         kind = SerializedRequest
         prefix_sha: str | PrefixDigest
         if body:
@@ -1034,9 +1038,11 @@ class Serializer:
                 mark -= len(last_frag)
             request_sha = self._body_hash.hexdigest(data, mark, base, shared)
             if prefix_hash or hexes is None:
-                prefix_sha = self._prefix_hash.hexdigest(_prefix_hex(hexes, prefix))
+                prefix_sha = self._prefix_hash.hexdigest(
+                    _prefix_hex(hexes, blocks[:plen] if hexes is None else plen)
+                )
             else:
-                prefix_sha, kind = PrefixDigest(hexes, len(prefix), self._digests), DeferredPrefixRequest
+                prefix_sha, kind = PrefixDigest(hexes, plen, self._digests), DeferredPrefixRequest
         else:
             data, request_sha, prefix_sha = b"", "", ""
             self._body_at = None
