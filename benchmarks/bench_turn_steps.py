@@ -27,6 +27,7 @@ over repeats) on both trees.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -105,6 +106,11 @@ def child(args: argparse.Namespace) -> int:
     funcs: dict[str, dict[str, float]] = {"own": {}, "incl": {}, "called": {}}
     turns: list[dict[str, Any]] = []
     for traced in (False, True):
+        if traced:
+            # Garbage from the untraced replay (a recording writer's __del__, say) must not finalize
+            # inside a counted turn: the counts would depend on when the collector fires.
+            gc.collect()
+            gc.disable()
         run = be.EngineRun(imp, args.window)
         pipe = run.pipe
         fed = 0
@@ -132,6 +138,7 @@ def child(args: argparse.Namespace) -> int:
                             label = f"{key[0]}:{key[1]}"
                             acc[label] = acc.get(label, 0) + v
         run.close()
+    gc.enable()
     print(json.dumps({"turns": turns, "funcs": funcs}))
     return 0
 
