@@ -398,8 +398,10 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         return None
     appended, history_len, new_pending = since
     old_hist = c.full[c.hidx]
-    # (A type: ignore, not typing.cast: that is a Python call every turn.)
-    hist = history_section((*old_hist.items, *appended), ())  # type: ignore[arg-type]
+    # (A type: ignore, not typing.cast: that is a Python call every turn. Two tuples joined, not
+    # (*items, *appended), which builds a list of the whole history first and copies it into the tuple:
+    # 107 -> 75 ns at 41 messages, 546 -> 330 ns at 300, measured.)
+    hist = history_section(old_hist.items + tuple(appended), ())  # type: ignore[arg-type]
     full = c.full[: c.hidx] + (hist,)
     # The raw history's total, as _assemble_from primes it: the whole conversation's running sum.
     n_raw = pipe.history_tokens() + (m.item(new_pending) if new_pending is not None else 0)
