@@ -70,7 +70,14 @@ attached inspector adds, agent and probe threads together), in one process:
     .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--recording]
 
 (the agent's thread inside the Pipeline's flushes is printed beside it: the probe's part of that thread,
-measured directly). The benchmark's readers wait as the inspector does, on a timer of their own
+measured directly). The reader there is the quiet elided one; the stream the inspector reads since the
+thirtieth session is the fold stream (`cp-inspect attach`: the live source, which rebuilds each turn's
+trace itself, so an agent that does not read its traces builds none for it), the `fold` tag:
+
+    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 --untraced --flush-modes agent,agent-fold
+
+(the elided reader beside it; turns 0.5 s apart are farther apart than FOLD_COALESCE, so every turn's
+close is its own send, as with a model that answers in seconds). The benchmark's readers wait as the inspector does, on a timer of their own
 (engine.probe.poll; `--reader-wait block`: in select() on the socket, as every client did before), and
 ask for the quiet elided stream (engine.probe.elide). Other pairs of attached modes, e.g. the
 inspector's reader against one that blocks and is told where the journal ends (what main did), in one
@@ -1169,9 +1176,14 @@ def flush_ab(args: argparse.Namespace) -> None:
         for mode in ("none", pair[0], pair[1], pair[1], pair[0], "none"):
             tags = mode.split("-")
             wait = "block" if "block" in tags else "poll" if "poll" in tags else None
+            # -fold: the inspector's live source on the fold stream (attach_fold_reader), as `cp-inspect
+            # attach` reads since the thirtieth session, not the quiet elided reader; with --untraced the
+            # agent then builds no trace for it.
             reader = (
                 None
                 if mode == "none"
+                else attach_fold_reader(server)
+                if "fold" in tags
                 else attach_reader(server, rt, wait=wait, loud="loud" in tags, socket_only="socket" in tags)
             )
             io_path = tags[0] == "io"
@@ -1249,7 +1261,7 @@ def flush_ab(args: argparse.Namespace) -> None:
                 del type(server).bracket  # type: ignore[attr-defined]
                 server.bracket = server._nclients > server._nquiet
             if reader is not None:
-                stop_subject("reader", reader, server)
+                stop_subject("foldreader" if "fold" in tags else "reader", reader, server)
             turn += args.turns
         pipe.close()
         for mode in modes:
@@ -2297,7 +2309,8 @@ def main() -> None:
         "-handoff (nothing sent on the agent's thread: each event to send wakes the I/O thread, which "
         "encodes it there), -linger (the turns handed to the I/O thread's lingering burst, several a pass: "
         "ProbeServer.quiet_linger = LINGER), -sender (the turn handed to the probe's hand-off thread, woken by a "
-        "lock: engine.probe.handoff)",
+        "lock: engine.probe.handoff), -fold (the reader is the inspector's live source on the fold stream, as "
+        "cp-inspect attach reads: with --untraced)",
     )
     ap.add_argument(
         "--follow-latency",
