@@ -34,7 +34,7 @@ from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.ring import RING_HEADER, RING_MAGIC, RingOverrun, RingReader, RingWriter, rings_supported
 from engine.recording.frames import decode_frames, encode_frame
-from tests.support.probe_agent import connect, one_turn, serving_pipeline, settle, wait_for
+from tests.support.probe_agent import connect, one_turn, probe_asleep, serving_pipeline, settle, wait_for
 
 T = 10.0
 
@@ -425,3 +425,51 @@ def test_a_ring_that_could_shrink_under_the_reader_is_refused() -> None:
         reader.close()
     finally:
         writer.close()
+
+
+def test_a_ring_whose_hand_over_finds_the_socket_full_is_handed_over_once_it_drains(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The ring's frame goes on the socket right after the snapshot, which the client may not have read
+    yet: its send then fails with EAGAIN. The agent offers it again once the socket takes more, not at
+    "a later pass" that a paced agent never causes (its own thread sent the client's turns on the socket
+    then, each a send(), and the client never got its ring). Here the hand-over fails until the I/O thread
+    has gone to sleep (as it did with the socket full), or for half a second (a fake EAGAIN on a socket
+    that is writable has the retries come at once)."""
+    real = socket.send_fds
+    refused: list[float] = []
+    full = [True]
+
+    def send_fds(*args: Any, **kw: Any) -> int:
+        if full[0]:
+            refused.append(time.monotonic())
+            raise BlockingIOError(errno.EAGAIN, "the client has not read its snapshot yet")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(socket, "send_fds", send_fds)
+    pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
+    probe = pipe.probe
+    try:
+        c = connect(pipe, lean=True, elide=True, poll=True)
+        wait_for(lambda: refused, "the agent never handed the ring over")
+        wait_for(
+            lambda: probe_asleep(probe) or time.monotonic() - refused[0] > 0.5, "the probe did not settle"
+        )
+        full[0] = False
+        n0 = len(pipe.journal.events)
+        got = []
+        for t in range(4):
+            one_turn(pipe, t)
+            time.sleep(AGENT_WINDOW)  # the model call
+            got += _recv_n(c, 1)
+        assert c.ring, "the client never got its ring"
+        assert got == _kept(list(pipe.journal.events), n0)
+        w1 = probe.agent_writes
+        for t in range(4, 7):
+            one_turn(pipe, t)
+            time.sleep(AGENT_WINDOW)
+            assert not _readable(c)  # its turns go to the ring, not the socket
+        assert probe.agent_writes == w1
+        c.close()
+    finally:
+        pipe.close()

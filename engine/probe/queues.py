@@ -918,7 +918,13 @@ class ClientQueues:
             n = socket.send_fds(c.sock, [frame], [ring.fd])  # type: ignore[list-item]
         except (BlockingIOError, InterruptedError):
             ring.close()
-            c.ring_asked = True  # its socket buffer is full: at a later pass
+            # Its socket buffer is full (the snapshot just sent, not yet read): again once the socket
+            # takes more (the pump on writability ends here). Left to "a later pass", the offer waited
+            # for one that a paced agent never causes: its thread sent the client's turns on the socket
+            # itself (nothing owed, no ring), each a send() (in bench_probe, one reader in three attached
+            # in turn to one agent went without its ring for its whole block).
+            c.ring_asked = True
+            self._want_write(c, True)
             return
         except OSError:
             ring.close()
