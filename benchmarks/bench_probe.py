@@ -127,7 +127,8 @@ call's clock reads subtracted; "rest" is its checks, lock and bookkeeping):
     .venv/bin/python benchmarks/bench_probe.py --publish-split 0.2 --split-reader fold --untraced --rounds 4 --turns 8
     .venv/bin/python benchmarks/bench_probe.py --publish-split 0.2 --split-reader fold --untraced --rounds 8 --turns 8 --split-marks
 
-(--split-marks: the fold ring's held marks once an event, as before, against once a burst, ring.MARK_GAP.)
+(--split-marks: the fold ring's held marks once an event, as before, against once a burst, ring.MARK_GAP;
+--split-header: the straight path's frame header by HEADER.pack, as before, against one int's bytes.)
 
 In paired mode every round builds a fresh Pipeline (200k window, so no compaction, and ~1 KB tool
 results: a 1-2 ms turn while the history is 70-230 turns long), warms it up --warmup turns (default
@@ -2020,6 +2021,16 @@ def publish_split(args: argparse.Namespace) -> None:
     # --split-marks: the fold reader's blocks, one with every held event marked in its ring (`marks`:
     # mark_gap 0, as before probe38), one marked once a burst (`reader`), in turn by rounds.
     marks = bool(getattr(args, "split_marks", False))
+    # --split-header: likewise, one with the straight path's frame headers made by HEADER.pack (`marks`:
+    # header_struct, as before probe41), one as one int's bytes (its header piece then not wrapped: the
+    # wrapper's call would fall on one side only).
+    header = bool(getattr(args, "split_header", False))
+    before = (
+        ("the frame header by HEADER.pack (before)", "one int's bytes (now)")
+        if header
+        else ("every held event marked (mark_gap 0, before)", "once a burst (now)")
+    )
+    marks = marks or header
     kinds: dict[str, dict[str, list[float]]] = {"none": {}, "reader": {}, "marks": {}}  # mode -> kind -> [us a turn]
     agent: dict[str, list[float]] = {"none": [], "reader": [], "marks": []}
     for rnd in range(args.rounds):
@@ -2047,11 +2058,14 @@ def publish_split(args: argparse.Namespace) -> None:
         for mode in ("none", *middle, "none"):
             reader = None if mode == "none" else attach_fold_reader(server) if fold else attach_reader(server, rt)
             gap = server.mark_gap
-            if mode == "marks":
+            if mode == "marks" and header:
+                server.header_struct = True
+            elif mode == "marks":
                 server.mark_gap = 0.0
             if reader is not None:
                 agent_send.pack_payload_fast = piece("encode (pack_payload_fast)", real[0])  # type: ignore[assignment]
-                agent_send.HEADER = _Header(real[1])  # type: ignore[assignment]
+                if not header:
+                    agent_send.HEADER = _Header(real[1])  # type: ignore[assignment]
                 RingWriter.write_frame = piece("ring write (write_frame)", real[2])  # type: ignore[method-assign]
                 server._take_pending = piece("take (_take_pending)", server._take_pending)  # type: ignore[method-assign]
                 server._ring_now = piece("_ring_now, all of it", server._ring_now)  # type: ignore[method-assign]
@@ -2077,6 +2091,7 @@ def publish_split(args: argparse.Namespace) -> None:
             for k, v in cur.items():
                 sums[mode][k] = sums[mode].get(k, 0.0) + v
             server.mark_gap = gap
+            server.header_struct = False
             if reader is not None:
                 agent_send.pack_payload_fast, agent_send.HEADER, RingWriter.write_frame = real  # type: ignore[assignment, method-assign]
                 del server._take_pending, server._ring_now, server._fold_now  # type: ignore[method-assign]
@@ -2108,7 +2123,7 @@ def publish_split(args: argparse.Namespace) -> None:
         f"({(tot_r - tot_n) / turn_us * 100:.2f}% of the turn)"
     )
     if marks:
-        print("every held event marked (mark_gap 0, before) against once a burst (now), us a turn by kind:")
+        print(f"{before[0]} against {before[1]}, us a turn by kind:")
         tot_m = 0.0
         for k in names:
             m, r = med(kinds["marks"].get(k, [0.0])), med(kinds["reader"].get(k, [0.0]))
@@ -2273,6 +2288,12 @@ def main() -> None:
         action="store_true",
         help="--publish-split: the reader's two blocks a round, one with every held event marked in the fold ring "
         "(as before probe38), one marked once a burst (ring.MARK_GAP), their order alternating by rounds",
+    )
+    ap.add_argument(
+        "--split-header",
+        action="store_true",
+        help="--publish-split: the reader's two blocks a round, one with the straight path's frame headers made by "
+        "HEADER.pack (as before probe41), one as one int's bytes, their order alternating by rounds",
     )
     ap.add_argument(
         "--split-reader",

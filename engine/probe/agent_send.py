@@ -205,6 +205,12 @@ _FOLD_DEFER = {
 
 _monotonic = time.monotonic
 _DICT_ONLY = {dict}
+_U32 = 0xFFFFFFFF
+
+
+def _header(length: int, crc: int) -> bytes:
+    """frames.HEADER.pack(length, crc), as `_fold_now` and `_ring_now` make it in line (see there)."""
+    return (length << 32 | crc).to_bytes(8, "big")
 
 
 def _fast_encoder() -> tuple[Any, int] | None:
@@ -248,6 +254,9 @@ class AgentSend(IOLoop):
         # False: a fold client's turns take the general send path (_send_now, _send_here, _ring_turn),
         # as before publish()'s straight path served them (`_fold_now`): bench_probe's A/B of the two.
         self.fold_straight = True
+        # True: the straight paths' frame headers made by HEADER.pack, as before probe41 (not one int's
+        # bytes), for bench_probe's A/B (--split-header).
+        self.header_struct = False
         # A fold client's turn that closes within this many seconds of the last send waits for the next
         # (FOLD_COALESCE; 0: every turn sent at its close, as before, for bench_probe's A/B).
         self.fold_coalesce = FOLD_COALESCE
@@ -342,9 +351,7 @@ class AgentSend(IOLoop):
             if payload is None or len(payload) > MAX_FRAME_BYTES:
                 self._store(head, evs)
                 return False  # not one frame: _fill_fold's fallbacks (from the ring)
-            ring.write_frame(
-                HEADER.pack(len(payload), 0 if c.ring_unchecked else zlib.crc32(payload)), payload
-            )
+            ring.write_frame(_header(len(payload), 0 if c.ring_unchecked else zlib.crc32(payload)), payload)
             c.sent_events += n
             c.cursor = head + n
             c.jpos = jpos + n
@@ -370,7 +377,7 @@ class AgentSend(IOLoop):
                 self._store(head, evs)
                 return False  # not one frame: _fill_elided's fallbacks (from the ring)
             crc = 0 if c.ring_unchecked else zlib.crc32(payload)  # (see ring: "Checksums")
-            ring.write_frame(HEADER.pack(len(payload), crc), payload)
+            ring.write_frame(_header(len(payload), crc), payload)
             c.sent_events += len(out)
             if owed:
                 c.owed.update(owed)
@@ -450,7 +457,10 @@ class AgentSend(IOLoop):
                     return False
                 # A client that does not check its ring's checksums is not given one: on a paced turn
                 # the crc32 of the ~3 KB batch, cold, cost this thread ~10 us (see ring: "Checksums").
-                header = HEADER.pack(len(payload), 0 if c.ring_unchecked else zlib.crc32(payload))
+                n_crc = len(payload) << 32 | (0 if c.ring_unchecked else zlib.crc32(payload))
+                header = (
+                    HEADER.pack(n_crc >> 32, n_crc & _U32) if self.header_struct else n_crc.to_bytes(8, "big")
+                )  # (as _fold_now's: see there)
             elif c.frames:
                 payload = frame
                 header = encode_frame({"k": "batch", "events": [], "at": [jpos + n - 1], "end": jpos + n, "frames": 1})
@@ -541,8 +551,14 @@ class AgentSend(IOLoop):
             self._head = head + n
             self._window_sends += 1
             self._fold_sent_at = now
+            # The frame's header (frames.HEADER, ">II": the length, then the crc32) as one int's eight
+            # big-endian bytes: the same bytes as HEADER.pack, without the struct module, whose code
+            # nothing else on this thread runs (cold after the model call, HEADER.pack cost ~6 us a send:
+            # bench_probe --publish-split 0.6 --split-reader fold --untraced --split-header).
+            n_crc = len(payload) << 32 | (0 if c.ring_unchecked else zlib.crc32(payload))
             ring.write_frame(
-                HEADER.pack(len(payload), 0 if c.ring_unchecked else zlib.crc32(payload)), payload
+                HEADER.pack(n_crc >> 32, n_crc & _U32) if self.header_struct else n_crc.to_bytes(8, "big"),
+                payload,
             )
             c.sent_events += n
             c.cursor = head + n
