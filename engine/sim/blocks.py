@@ -91,15 +91,21 @@ class BlockSerializer(Serializer):
         return out
 
     def blocks_apart(
-        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure, section: str
+        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure, section: str, whole: bool = True
     ) -> tuple[list[Block], tuple[Block, ...]]:
         """(blocks(asm, markers, measure), those of them not of `section`), the second taken by whole
         section runs: a run's Blocks are all of its section (each is made under its section's id), so
-        a turn's system blocks are not picked out of the whole conversation's Blocks one by one."""
+        a turn's system blocks are not picked out of the whole conversation's Blocks one by one.
+
+        `whole=False`: the first is [] (not made). The build pass reads only the others of its whole
+        conversation's build; the list of all its Blocks was a copy of the conversation's every turn
+        (O(session) a turn: ~6,000 Blocks copied and freed a turn at the end of a 3,000-turn what-if).
+        Every section is laid out all the same (the layout's runs carry to the next turn)."""
         out: list[Block] = []
         others: list[Block] = []
         for s, blocks in self._layout.sections(asm, markers, measure):
-            out += blocks
+            if whole:
+                out += blocks
             if s.id != section:
                 others += blocks
         return out, tuple(others)
@@ -109,7 +115,7 @@ class BlockSerializer(Serializer):
 class SimBuilt:
     """One turn as a simulated column needs it."""
 
-    blocks: list[Block]
+    blocks: list[Block]  # ([] for a build(..., apart=..., whole=False): not made)
     actions: list[str]  # the optimize steps taken, by name
     latch_flips: list[str]
     ceiling: int
@@ -227,8 +233,10 @@ class SimBuilder:
         state: CompactionState | None = None,
         cache: CacheRules | None = None,
         apart: str | None = None,
+        whole: bool = True,
     ) -> SimBuilt:
-        """The turn under `cfg` from `state`; with `apart`, its Blocks not of that section too (others)."""
+        """The turn under `cfg` from `state`; with `apart`, its Blocks not of that section too (others),
+        and with `whole=False` as well, only those: its `blocks` are [] (see BlockSerializer.blocks_apart)."""
         pipe = self.pipe
         ser = self._serializers.get(cfg.provider)
         if ser is None:
@@ -238,7 +246,7 @@ class SimBuilder:
         if self.closed_fast and st.cut <= 0 and self._uncut_cfg(cfg):
             asm, marks, actions, ceiling = self._closed(bound, cfg)
             if apart is not None:
-                blocks, others = ser.blocks_apart(asm, marks, m, apart)
+                blocks, others = ser.blocks_apart(asm, marks, m, apart, whole)
                 return SimBuilt(blocks, actions, list(pipe.flipped), ceiling, st, asm, m, others)
             return SimBuilt(ser.blocks(asm, marks, m), actions, list(pipe.flipped), ceiling, st, asm, m)
         if self.closed_fast and self._wave1_cfg(cfg):
@@ -247,7 +255,7 @@ class SimBuilder:
             res = optimize(asm, pipe.optimize_context(cfg, the_plan), _ALWAYS_ON)
             rest: tuple[Block, ...] | None = None  # the Blocks not of `apart`
             if apart is not None:
-                blocks, rest = ser.blocks_apart(res.asm, res.markers, m, apart)
+                blocks, rest = ser.blocks_apart(res.asm, res.markers, m, apart, whole)
             else:
                 blocks = ser.blocks(res.asm, res.markers, m)
             actions = [str(a["step"]) for a in res.actions]
@@ -271,7 +279,7 @@ class SimBuilder:
                     lanes.clear()
                 lanes[id(cfg)] = nxt
         if apart is not None:
-            blocks, apart_blocks = ser.blocks_apart(d.res.asm, d.res.markers, m, apart)
+            blocks, apart_blocks = ser.blocks_apart(d.res.asm, d.res.markers, m, apart, whole)
         else:
             blocks, apart_blocks = ser.blocks(d.res.asm, d.res.markers, m), None
         return SimBuilt(

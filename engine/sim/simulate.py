@@ -643,7 +643,7 @@ def _build_pass(
             if peers:
                 # The whole conversation, never compacted, laid out as the engine would send it.
                 # Its system blocks (every Block not of the history section) taken by section runs.
-                full = builder.build(bound, cfgs.full, apart="history")
+                full = builder.build(bound, cfgs.full, apart="history", whole=False)
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 items = hist.items if hist is not None else ()
                 system = cast("tuple[Block, ...]", full.others)
