@@ -225,17 +225,6 @@ def _nested(v: Any) -> dict[str, Any] | None:
     return v if type(v) is dict else _sdk_fields(v)
 
 
-# Where reasoning tokens may be (_reasoning_tokens' order); the keys _provider_usage refuses when set
-# (the diagnostics, a top-level reasoning count); and those of every usage shape but Anthropic's that it
-# reads: a usage without any of them is read as Anthropic's without looking each one up.
-_REASONING_HOLDERS = ("completion_tokens_details", "output_tokens_details")
-_ANTHROPIC_HOLDERS = ("output_tokens_details",)
-_DIAGNOSED = frozenset((*DIAGNOSTIC_KEYS, "reasoning_tokens"))
-_NOT_ANTHROPIC = frozenset(
-    ("completion_tokens_details", "prompt_tokens", "inputTokens", "input_tokens_details")
-)
-
-
 def _provider_usage(u: dict[str, Any]) -> Usage | None:
     """normalize_usage's reading of the two shapes nearly every call brings, the Anthropic Messages and
     the OpenAI Chat Completions usage (as dicts, or the SDK's objects dumped), when every field it reads
@@ -246,20 +235,14 @@ def _provider_usage(u: dict[str, Any]) -> Usage | None:
     Kept exactly the general reader's answer for what it accepts: tests/test_usage_fast.py compares the
     two over every combination of these fields' values."""
     get = u.get
-    # Look-ups of keys a usage usually lacks, each skipped where one check in C (over the keys it has)
-    # says it would find its key absent: the diagnostics and a top-level reasoning count (nearly every
-    # usage has none), and every other shape's keys (an Anthropic usage, every turn at Anthropic).
-    keys = u.keys()
-    if not keys.isdisjoint(_DIAGNOSED):
-        for k in DIAGNOSTIC_KEYS:
-            if get(k) is not None:
-                return None
-        if get("reasoning_tokens") is not None:
+    for k in DIAGNOSTIC_KEYS:
+        if get(k) is not None:
             return None
-    anthropic = keys.isdisjoint(_NOT_ANTHROPIC)
+    if get("reasoning_tokens") is not None:
+        return None
     # Reasoning tokens, as _reasoning_tokens finds them: the first of the two holders that has a count.
     reasoning = None
-    for holder in _ANTHROPIC_HOLDERS if anthropic else _REASONING_HOLDERS:
+    for holder in ("completion_tokens_details", "output_tokens_details"):
         details = get(holder)
         if details is None:
             continue
@@ -272,8 +255,7 @@ def _provider_usage(u: dict[str, Any]) -> Usage | None:
                 return None  # (what _count's -1 leads to)
             break
     extra: tuple[tuple[str, Any], ...] = (("reasoning_tokens", reasoning),) if reasoning else ()
-    # OpenAI Chat (prompt_tokens includes the cached part)
-    if not anthropic and get("prompt_tokens") is not None:
+    if get("prompt_tokens") is not None:  # OpenAI Chat (prompt_tokens includes the cached part)
         if get("cache_creation") is not None:
             return None
         total, out = get("prompt_tokens"), get("completion_tokens")
@@ -310,21 +292,18 @@ def _provider_usage(u: dict[str, Any]) -> Usage | None:
         if total < read + write:
             total += write  # as the general reader: older litellm left cache writes out of prompt_tokens
         return Usage(total, out or 0, read, write, 0, extra)
-    total = get("input_tokens")
-    if total is None or (
-        not anthropic and (get("inputTokens") is not None or get("input_tokens_details") is not None)
+    if (
+        get("inputTokens") is not None
+        or get("input_tokens") is None
+        or get("input_tokens_details") is not None
     ):
         return None  # Bedrock, our own dict (its own fast path above) or OpenAI Responses
-    out = get("output_tokens")
+    total, out = get("input_tokens"), get("output_tokens")
     read, write = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
-    # Each a count or absent, as _count reads them (read in line, as above). The usual case, four exact
-    # ints none negative, in two tests (a chain of `is` and one min) where the loop makes sixteen.
-    if not (
-        type(total) is type(out) is type(read) is type(write) is int and min(total, out, read, write) >= 0
-    ):
-        for v in (total, out, read, write):
-            if v is not None and (type(v) is not int or v < 0):
-                return None
+    # Each a count or absent, as _count reads them (read in line, as above).
+    for v in (total, out, read, write):
+        if v is not None and (type(v) is not int or v < 0):
+            return None
     # The writes split by TTL (Anthropic's cache_creation), as _writes_1h reads them.
     m5 = h1 = None
     split = get("cache_creation")
