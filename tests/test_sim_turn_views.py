@@ -123,3 +123,94 @@ def test_views_added_from_history_items_are_the_views_of_their_messages(ops: lis
     assert got == want
     for g, w in zip(got, want, strict=True):
         assert all(map(lambda a, b: a is b, g.messages, w.messages))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["append", "pending", "close", "reclose", "copy", "newlog", "otherlog", "unknown"]
+            ),
+            st.integers(0, 3),
+        ),
+        max_size=30,
+    )
+)
+def test_views_backed_by_the_log_are_the_views_of_their_messages(ops: list[tuple[str, int]]) -> None:
+    """add_items told that the items start with an append-only log's own messages (`own`, as the build
+    pass's whole-conversation build says: blocks._log_own) compares only the run past what an earlier
+    turn's items had from the same log, and gives the views add() gives. A turn's pending message is a
+    new object after the log's; it is closed into the log as that object ("close") or as another one
+    ("reclose": then the last run does not go on, and a version that trusted the whole run as the
+    log's hands out the stale object)."""
+    by_items, by_msgs = TurnViews(), TurnViews()
+    log: list[Message] = []
+    n = 0
+    pending: Message | None = None
+    for t, (op, k) in enumerate(ops):
+        own = -1
+        if op == "append":
+            log += [_msg(n + j) for j in range(k)]
+            n += k
+        elif op == "pending":
+            pending = _msg(n)
+            n += 1
+        elif op == "close" and pending is not None:
+            log.append(pending)
+            pending = None
+        elif op == "reclose" and pending is not None:
+            log.append(Message(pending.role, pending.parts))
+            pending = None
+        elif op == "copy":  # the log's messages made again: not the log's own objects (own unknown)
+            log[:] = [Message(m.role, m.parts) for m in log]
+        elif op == "newlog":  # another log whose first messages are the same objects
+            log = list(log)
+        elif op == "otherlog":  # another log of other objects: what the last run was backed by says nothing
+            log = [Message(m.role, m.parts) for m in log]
+        items: tuple[Any, ...] = (*log, pending) if pending is not None else tuple(log)
+        if op not in ("copy", "unknown"):
+            own = len(log)
+        system = (Block("identity", "system", f"s{t}", t, False),)
+        by_items.add_items(t, system, items, 1000, 900, False, M, H, log, own)
+        by_msgs.add(t, system, items, 1000, 900, False, M, H)
+    got, want = list(by_items), list(by_msgs)
+    assert got == want
+    for g, w in zip(got, want, strict=True):
+        assert all(map(lambda a, b: a is b, g.messages, w.messages))
+
+
+def test_the_build_pass_views_are_backed_by_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build pass's whole-conversation build says its history starts with the log's own messages
+    (blocks._log_own) on the turns of a recorded session, and the views it adds so are those of the
+    same items added with every run compared (the scan add_items did before)."""
+    path = tmp_path / "b.cpsession"
+    _record(path, 200)
+    shadow = TurnViews()
+    owns: list[int] = []
+    added = TurnViews.add_items
+
+    def both(self: TurnViews, *args: Any) -> None:
+        added(self, *args)
+        owns.append(args[-1])
+        added(shadow, *args[:-2])  # no log, no own: compared in full
+
+    monkeypatch.setattr(TurnViews, "add_items", both)
+    got: list[TurnViews] = []
+    build_pass = sim._build_pass
+
+    def kept(*args: Any, **kw: Any) -> Any:
+        bp = build_pass(*args, **kw)
+        got.append(bp.views)
+        return bp
+
+    monkeypatch.setattr(sim, "_build_pass", kept)
+    events = load_recording_events(path)[0]
+    report = simulate_events(events, SimSettings(policies=["all"], window=8_000))
+    assert report.simulated_turns == 200
+    assert len(got) == 1 and len(owns) == 200
+    assert sum(o >= 0 for o in owns) >= 150, owns  # the wave-1 build's turns (the first, uncut, do not say)
+    views, want = list(got[0]), list(shadow)
+    assert views == want
+    for g, w in zip(views, want, strict=True):
+        assert all(map(lambda a, b: a is b, g.messages, w.messages))

@@ -44,6 +44,7 @@ from engine.providers.base import Block
 from engine.providers.policy import cache_policy
 from engine.sim.block_layout import BlockLayout
 from engine.sim.closed_cut import ClosedCut
+from engine.types import SectionKind
 
 if TYPE_CHECKING:
     from engine.optimize.context import Marker
@@ -124,6 +125,9 @@ class SimBuilt:
     measure: Measure
     # The Blocks not of the section build(..., apart=...) named (a peer's system blocks), else None.
     others: tuple[Block, ...] | None = None
+    # n >= 0: the history section's first n items are pipe.history's own messages [0, n), the very
+    # objects (see _log_own); -1: not known (the build took a path that does not say).
+    log_own: int = -1
 
     def check_counts(self, turn: int, recorded: Mapping[str, tuple[str, int, int]]) -> None:
         """A section with the recorded content must have the recorded token total, whatever else the
@@ -153,6 +157,34 @@ class SimBuilt:
                 f"turn {turn}, section {s.id}: {tokens} tokens from the recording's count "
                 f"table, {traced} in its trace"
             )
+
+
+def _history_of(asm: Assembly) -> Section | None:
+    return next((s for s in asm if s.kind == SectionKind.HISTORY), None)
+
+
+def _log_own(pipe: Pipeline, whole: Assembly, sent: Assembly) -> int:
+    """len(pipe.history) when `sent`'s history is `whole`'s, `whole` being pipe.assembled(bound) (no cut),
+    and the log keeps its messages in one list it only appends to (chunk None: it never writes any to
+    disk, so release, park and unpark leave it as it is); else -1.
+
+    Why its first len(log) items are then the log's own messages: Pipeline._assemble_from with no cut
+    takes the conversation as HistoryLog.since(0) (task_and_window(te, 0) is None: te < 0 never holds),
+    a copy of the log's list; history_section makes its items a tuple of those objects, with the
+    pending parts, if any, closed into one new message after them; a note is added by replace, which
+    keeps the items. A rule that changed the history would have made another Section (frozen), so the
+    same items tuple in what is sent says none did. The peers' views take it (TurnViews.add_items) to
+    check only what a turn appended, not the whole conversation's identity every turn."""
+    log = pipe.history
+    if log.chunk is not None:
+        return -1
+    h, w = _history_of(sent), _history_of(whole)
+    n = len(log)
+    if h is None or w is None or h.items is not w.items or len(h.items) < n:
+        return -1
+    if n and h.items[n - 1] is not log.newest():  # (cheap: what the reasoning above says, at its end)
+        return -1
+    return n
 
 
 # The gates cost_aware.run reads before its budget guarantee: its stable rules' and the compaction's.
@@ -259,8 +291,11 @@ class SimBuilder:
             else:
                 blocks = ser.blocks(res.asm, res.markers, m)
             actions = [str(a["step"]) for a in res.actions]
+            own = _log_own(pipe, asm, res.asm)
             # Wave 1 keeps no compaction state (decide hands back None).
-            return SimBuilt(blocks, actions, list(pipe.flipped), the_plan.ceiling, None, res.asm, m, rest)
+            return SimBuilt(
+                blocks, actions, list(pipe.flipped), the_plan.ceiling, None, res.asm, m, rest, own
+            )
         lanes = self._held if apart is None else None
         if lanes is not None:
             carried = lanes.pop(id(cfg), None)

@@ -647,9 +647,19 @@ def _build_pass(
                 hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
                 items = hist.items if hist is not None else ()
                 system = cast("tuple[Block, ...]", full.others)
-                # The history's messages (only the items past the last turn's conversation checked).
+                # The history's messages (only the items past the last turn's conversation checked; the
+                # first full.log_own of them, when known, the log's own: see blocks._log_own).
                 views.add_items(
-                    ev["turn"], system, items, pcfg.window, bp.ceiling, markers, pipe.measure, history_blocks
+                    ev["turn"],
+                    system,
+                    items,
+                    pcfg.window,
+                    bp.ceiling,
+                    markers,
+                    pipe.measure,
+                    history_blocks,
+                    pipe.history,
+                    full.log_own,
                 )
         pipe.fold(ev)
         if k == "request":
