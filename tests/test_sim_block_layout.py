@@ -104,3 +104,48 @@ def test_a_growing_history_keeps_its_block_objects() -> None:
         assert all(a is b for a, b in zip(prev, blocks, strict=False))
         assert len(blocks) == len(prev) + 2 or not prev
         prev = blocks
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    provider=st.sampled_from(PROVIDERS),
+    steps=st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from(["none", "pending", "close", "reclose"]), st.booleans()),
+        min_size=2,
+        max_size=30,
+    ),
+)
+def test_a_history_known_to_be_the_logs_is_laid_out_as_the_serializers(
+    provider: str, steps: list[tuple[int, str, bool]]
+) -> None:
+    """A history said to start with an append-only log's own messages (`own`, as the build pass's
+    whole-conversation build says: SimBuilt.log_own) is compared with the run it extends only past what
+    that run's log part was: the Blocks are still the fresh serializer's when a turn's pending message
+    (after the log's) is closed into the log as itself or as another message ("reclose": a layout that
+    trusted the whole earlier run hands out the pending message's Block again), with another column's
+    history laid out between turns now and then."""
+    ser = BlockSerializer(provider)
+    log: list[Message] = [TASK]
+    pending: Message | None = None
+    for t, (grow, op, other) in enumerate(steps):
+        for i in range(grow):
+            log += _round(100 + 10 * t + i)
+        if op == "pending":
+            pending = Message("user", (Text(f"pending at {t}"),))
+        elif op == "close" and pending is not None:
+            log.append(pending)
+            pending = None
+        elif op == "reclose" and pending is not None:
+            log.append(Message("user", (Text(f"closed at {t}"),)))
+            pending = None
+        hist = (*log, pending) if pending is not None else tuple(log)
+        asm = _asm(hist)
+        want = _fresh(provider, asm, ())
+        try:
+            got: Any = ser.blocks_apart(asm, (), Measure(CHAR), "history", True, (log, len(log)))[0]
+        except Exception as exc:  # noqa: BLE001 - the same error either way
+            got = (type(exc), str(exc))
+        assert got == want, t
+        if other:  # another column's history (not the log's): laid out with nothing known
+            side = _asm((TASK, *log[-2:]))
+            assert _lean(ser, side, (), True) == _fresh(provider, side, ())

@@ -35,9 +35,15 @@ def test_the_system_blocks_taken_by_section_are_the_blocks_not_of_the_history(
     checked: list[int] = []
 
     def held_to_the_whole(
-        self: BlockSerializer, asm: Any, markers: Any, measure: Any, section: str, whole: bool = True
+        self: BlockSerializer,
+        asm: Any,
+        markers: Any,
+        measure: Any,
+        section: str,
+        whole: bool = True,
+        own: Any = None,
     ) -> Any:
-        blocks, others = apart(self, asm, markers, measure, section, whole)
+        blocks, others = apart(self, asm, markers, measure, section, whole, own)
         # The build pass asks for the others alone (whole=False): no list of the whole conversation's
         # Blocks is made, and the others are those of the whole request laid out again.
         assert not whole and blocks == []

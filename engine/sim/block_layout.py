@@ -53,7 +53,7 @@ class _Run:
     a copy, so a run extended by the next request's append is changed in place), and the pairing scan's
     state after its items (a history's; they passed), which a run extending it starts from."""
 
-    __slots__ = ("tok", "items", "marks", "blocks", "state")
+    __slots__ = ("tok", "items", "marks", "blocks", "state", "own")
 
     def __init__(
         self,
@@ -62,8 +62,23 @@ class _Run:
         marks: frozenset[int],
         blocks: list[Block],
         state: _PairState = _START,
+        own: _Own = None,
     ) -> None:
         self.tok, self.items, self.marks, self.blocks, self.state = tok, items, marks, blocks, state
+        self.own = own  # (log, n): items[:n] are the log's own messages [0, n) (BlockLayout.sections)
+
+
+# (log, n): a history section's first n items are the log's own messages [0, n), the very objects, the log
+# only appending (SimBuilt.log_own); None: not known.
+_Own = tuple[object, int] | None
+
+
+def _known_same(was: _Own, now: _Own) -> int:
+    """How many first items of two histories are known to be the same objects without comparing them:
+    both the same append-only log's own messages, as far as the earlier one's were (0: none known)."""
+    if was is None or now is None or was[0] is not now[0] or was[1] > now[1]:
+        return 0
+    return was[1]
 
 
 def _segment(it: SectionItem) -> str:
@@ -81,12 +96,20 @@ class BlockLayout:
         self._blocks: dict[tuple[str, str, str, bool], Block] = {}  # (tokenizer, section, hash, marked)
         self._pairs: dict[str, _PairInfo] = {}  # message hash -> what the pairing check reads of it
         self._kept = 0  # Block cache entries left by the last prune
+        self._own: _Own = None  # the history's, for the sections() call under way
 
     def sections(
-        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure
+        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure, own: _Own = None
     ) -> list[tuple[Section, list[Block]]]:
-        """Each section of `asm` in wire order with its Blocks (the layout's own list: not to be changed)."""
+        """Each section of `asm` in wire order with its Blocks (the layout's own list: not to be changed).
+
+        `own` (log, n): the history section's first n items are `log`'s own messages [0, n), the log
+        only appending (the build pass's whole-conversation build: SimBuilt.log_own). A history laid out
+        so is then known to extend an earlier one laid out so as far as that one's log part went, and
+        only the rest is compared (the whole conversation's prefix compared every turn, in C but
+        O(session) a turn, was ~0.09 s of a 3,000-turn what-if)."""
         tok = measure.counter.tokenizer.name
+        self._own = own
         out: list[tuple[Section, list[Block]]] = []
         live = 0
         if not markers:  # (OpenAI, DeepSeek, the prefix policy: never a marker)
@@ -104,6 +127,7 @@ class BlockLayout:
                 blocks = self._section(s, marks, tok, measure)
                 out.append((s, blocks))
                 live += len(blocks)
+        self._own = None
         if len(self._blocks) > max(CACHE_FLOOR, CACHE_SLACK * live, 2 * self._kept):
             self._prune()
         return out
@@ -150,7 +174,7 @@ class BlockLayout:
                 state = _pair_one(_info(it, memo), state)
             key = (tok, sid, it.sha, i in marks)
             blocks.append(cache.get(key) or self._block(s, it, key, measure))
-        runs.insert(0, _Run(tok, items, marks, blocks, state))
+        runs.insert(0, _Run(tok, items, marks, blocks, state, self._own if hist else None))
         del runs[RUNS:]
         return blocks
 
@@ -165,7 +189,11 @@ class BlockLayout:
         old = last.items
         k = len(old)
         n = len(items)
-        if last.tok != tok or not 0 < k < n or n - k > SLICE_MIN or items[:k] != old:
+        if last.tok != tok or not 0 < k < n or n - k > SLICE_MIN:
+            return None
+        own = self._own  # (a history's: only histories reach here)
+        b = _known_same(last.own, own)  # items[:b] is old[:b]; the rest compared (all of it when b is 0)
+        if items[b:k] != old[b:]:
             return None
         d = k
         if marks or last.marks:
@@ -195,11 +223,11 @@ class BlockLayout:
             blocks = last.blocks
             blocks += new
             del runs[j]
-            runs.insert(0, _Run(tok, items, marks, blocks, state))
+            runs.insert(0, _Run(tok, items, marks, blocks, state, own))
             return blocks
         blocks = last.blocks[:d]
         blocks += new
-        runs.insert(0, _Run(tok, items, marks, blocks, state))
+        runs.insert(0, _Run(tok, items, marks, blocks, state, own))
         del runs[RUNS:]
         return blocks
 
@@ -226,7 +254,7 @@ class BlockLayout:
                 key = (tok, sid, it.sha, False)
                 blocks.append(cache.get(key) or self._block(s, it, key, measure))
             runs = self._runs[sid]
-            runs.insert(0, _Run(tok, items, _NO_MARKS, blocks, state))
+            runs.insert(0, _Run(tok, items, _NO_MARKS, blocks, state, self._own))
             del runs[RUNS:]
             return blocks
         return None

@@ -92,7 +92,13 @@ class BlockSerializer(Serializer):
         return out
 
     def blocks_apart(
-        self, asm: Assembly, markers: tuple[Marker, ...], measure: Measure, section: str, whole: bool = True
+        self,
+        asm: Assembly,
+        markers: tuple[Marker, ...],
+        measure: Measure,
+        section: str,
+        whole: bool = True,
+        own: tuple[object, int] | None = None,
     ) -> tuple[list[Block], tuple[Block, ...]]:
         """(blocks(asm, markers, measure), those of them not of `section`), the second taken by whole
         section runs: a run's Blocks are all of its section (each is made under its section's id), so
@@ -101,10 +107,11 @@ class BlockSerializer(Serializer):
         `whole=False`: the first is [] (not made). The build pass reads only the others of its whole
         conversation's build; the list of all its Blocks was a copy of the conversation's every turn
         (O(session) a turn: ~6,000 Blocks copied and freed a turn at the end of a 3,000-turn what-if).
-        Every section is laid out all the same (the layout's runs carry to the next turn)."""
+        Every section is laid out all the same (the layout's runs carry to the next turn). `own`: what
+        the history's first items are known to be (BlockLayout.sections)."""
         out: list[Block] = []
         others: list[Block] = []
-        for s, blocks in self._layout.sections(asm, markers, measure):
+        for s, blocks in self._layout.sections(asm, markers, measure, own):
             if whole:
                 out += blocks
             if s.id != section:
@@ -285,13 +292,14 @@ class SimBuilder:
             asm = pipe.assembled(bound)  # as decide assembles for wave 1: the whole conversation
             the_plan = pipe.planned(cfg, asm)
             res = optimize(asm, pipe.optimize_context(cfg, the_plan), _ALWAYS_ON)
+            own = _log_own(pipe, asm, res.asm)
             rest: tuple[Block, ...] | None = None  # the Blocks not of `apart`
             if apart is not None:
-                blocks, rest = ser.blocks_apart(res.asm, res.markers, m, apart, whole)
+                known = (pipe.history, own) if own >= 0 else None
+                blocks, rest = ser.blocks_apart(res.asm, res.markers, m, apart, whole, known)
             else:
                 blocks = ser.blocks(res.asm, res.markers, m)
             actions = [str(a["step"]) for a in res.actions]
-            own = _log_own(pipe, asm, res.asm)
             # Wave 1 keeps no compaction state (decide hands back None).
             return SimBuilt(
                 blocks, actions, list(pipe.flipped), the_plan.ceiling, None, res.asm, m, rest, own
