@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from engine import pipeline_express as express
 from engine.optimize.context import OptimizeLimits
 from engine.policy import cost_aware
@@ -33,24 +35,38 @@ def test_the_slot_holds_only_for_the_very_objects_it_was_worked_out_for() -> Non
     assert cost_aware.carried_slot(carry, other, settings) == hash((other, settings))
 
 
-def test_the_lane_carries_the_slot_of_its_configs_objects_and_none_under_others() -> None:
+def test_the_lane_carries_the_slot_of_its_configs_objects_and_none_under_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A steady pipeline's turn leaves the lane its config's slot; once the carried slot is another
-    pair's (a what-if column ran under other limits), the turn leaves the lane nothing."""
+    pair's (a what-if column ran under other limits), the same turn would leave the lane nothing.
+    (The lane's arguments and the carry are taken from the pipeline's own calls of express.carry and
+    carried_slot, not read from its private state.)"""
+    lanes: list[tuple[Any, ...]] = []
+    carries: list[dict[str, Any]] = []
+    real_carry, real_slot = express.carry, cost_aware.carried_slot
+
+    def carry_spy(*args: Any) -> Any:
+        got = real_carry(*args)
+        lanes.append((*args, got))
+        return got
+
+    def slot_spy(carry: dict[str, Any], limits: OptimizeLimits, settings: PolicySettings) -> int | None:
+        carries.append(carry)
+        return real_slot(carry, limits, settings)
+
+    monkeypatch.setattr(express, "carry", carry_spy)
+    monkeypatch.setattr(cost_aware, "carried_slot", slot_spy)
     pipe = _steady_pipe("openai")
     try:
         for t in range(4):
             _round(pipe, t)
-        c = pipe._express
-        assert c is not None
-        cfg = pipe.config
-        assert (
-            c.slot
-            == cost_aware.carried_slot(pipe._carry, cfg.limits, cfg.policy)
-            == hash((cfg.limits, cfg.policy))
-        )
-        ser = c.serializer
-        assert express.carry(pipe, cfg, c.full, c.elided, ser) is not None
-        cost_aware._slot_key(pipe._carry, replace(cfg.limits), cfg.policy)
-        assert express.carry(pipe, cfg, c.full, c.elided, ser) is None
+        assert lanes and carries
+        me, cfg, asm, elided, ser, c = lanes[-1]
+        assert me is pipe and c is not None
+        assert c.slot == real_slot(carries[-1], cfg.limits, cfg.policy) == hash((cfg.limits, cfg.policy))
+        assert real_carry(pipe, cfg, asm, elided, ser) is not None
+        cost_aware._slot_key(carries[-1], replace(cfg.limits), cfg.policy)  # a what-if column's build
+        assert real_carry(pipe, cfg, asm, elided, ser) is None
     finally:
         pipe.close()
