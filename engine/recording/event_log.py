@@ -28,7 +28,6 @@ it reads it as a spilled event, and folds nothing.
 
 from __future__ import annotations
 
-import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
@@ -97,20 +96,6 @@ LOGGER = "contextpipe.journal"
 
 
 class EventLog(Sequence[Event]):
-    # The in-memory count at which append() spills (keep + chunk; never without a bound): one attribute
-    # read where append compared three every event (~8 a turn). Kept in step with `keep` and `chunk` by
-    # __setattr__, which callers and tests may set after construction.
-    _spill_at: int = sys.maxsize
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        if name == "keep" or name == "chunk":
-            d = self.__dict__
-            keep, chunk = d.get("keep"), d.get("chunk")
-            object.__setattr__(
-                self, "_spill_at", sys.maxsize if keep is None or chunk is None else keep + chunk
-            )
-
     def __init__(self, keep: int | None = KEEP_DEFAULT, chunk: int = SPILL_CHUNK) -> None:
         """`keep`: events held in memory (None: all of them, nothing is ever written to disk)."""
         if keep is not None and keep < 0:
@@ -158,7 +143,7 @@ class EventLog(Sequence[Event]):
         with self._lock:
             base, mem = self._state
             mem.append(event)
-            if len(mem) >= self._spill_at and base + len(mem) >= self._retry_at:
+            if self.keep is not None and len(mem) >= self.keep + self.chunk and base + len(mem) >= self._retry_at:
                 self._spill(base, mem)
 
     def _spill(self, base: int, mem: list[Event | Deferred]) -> None:
