@@ -55,8 +55,10 @@ from engine.trace_lazy import TurnRecord
 if TYPE_CHECKING:
     from engine.config import PipelineConfig
     from engine.pipeline import Pipeline, Request
+    from engine.policy.cachecost import CacheRules
     from engine.providers.base import SerializedRequest
     from engine.spill import SpillBackend
+    from engine.tokens import Budget
 
 
 class Carried(NamedTuple):
@@ -81,25 +83,43 @@ class Carried(NamedTuple):
     # (Anthropic, Bedrock; None: not known, see _moved_markers).
     before_marks: tuple[Any, ...] | None = None
     marks: _Marks | None = None  # the markers rule's outcome on that turn, when the lane made it
-    fixed: _Fixed | None = None  # what the lane's turns read of the config and state (None: not yet)
+    fixed: LaneFixed | None = None  # what the lane's turns read of the config and state (None: not yet)
     # What the lane's turn read of the traces before its own (Traces.views: the alert rules' look-back),
     # and its request event's short section hashes; None: the general path made that turn.
     earlier: list[dict[str, Any]] | None = None
     short: dict[str, str] | None = None
 
 
-class _Fixed(NamedTuple):
-    """What a lane turn reads of its config and compaction state, worked out on the first lane turn after
-    a general-path turn and carried on from lane turn to lane turn: each of those has the very config
-    and state objects and the same sections before the history (turn's first checks, cost_aware._extend),
-    so these hold as they were. Before, each lane turn asked again (the cache rules twice, the budget,
-    the gate, whether the sections' ids are unique, whether a rewrite is served from the cache)."""
+class LaneFixed(NamedTuple):
+    """What a lane turn reads of its config, cache rules and compaction state, worked out on the first
+    lane turn after a general-path turn (`lane_fixed`) and carried on from lane turn to lane turn: each
+    of those has the very config, cache rules and state objects and the same sections before the
+    history (the lanes' first checks, cost_aware._extend), so these hold as they were, and the lane need
+    not ask again every turn (the cache rules twice, the budget, the gate, whether the sections' ids
+    are unique, whether a rewrite is served from the cache). Both lanes carry it (Carried.fixed,
+    pipeline_held_lane.Held.fixed)."""
 
-    rules: Any  # Pipeline.cache_rules(cfg)
-    budget: Any  # budget_of(cfg.window, cfg.margin)
+    rules: CacheRules  # the cache rules the turn is weighed by
+    budget: Budget  # budget_of(cfg.window, cfg.margin)
     served: bool  # a rewrite's prefix served from the cache (revision 2: prefix_served_on_rewrite)
     rev2: bool  # the policy's revision is 2 or later
     early: EarlyRule  # the early rule's weighing under these rules, settings and state
+
+
+def lane_fixed(
+    pipe: Pipeline, cfg: PipelineConfig, st: CompactionState, applied: Assembly, cache: CacheRules | None
+) -> LaneFixed | None:
+    """What the lanes' later turns read of `cfg`, the cache rules (`cache`, else the config's) and state
+    `st`, or None when the lane cannot take turns under them: a closed gate (its account is the general
+    path's) or a repeated section id in `applied` (the trace's section hashes are keyed by id)."""
+    if not getattr(cfg.limits, cost_aware.GATE) or len({s.id for s in applied}) != len(applied):
+        return None
+    rules = cache or pipe.cache_rules(cfg)
+    settings = cfg.policy
+    rev2 = settings.revision >= 2
+    served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
+    early = EarlyRule(rules, settings.horizon_scale, rev2, served)
+    return LaneFixed(rules, budget_of(cfg.window, cfg.margin), served, rev2, early)
 
 
 # A NamedTuple made from all its fields by tuple's own constructor, in C: the class's generated __new__
@@ -139,7 +159,8 @@ def carry(
     pipe: Pipeline, cfg: PipelineConfig, full: Assembly, elided: int, ser: Serializer
 ) -> Carried | None:
     """What the turn just built leaves for the lane, or None when the next turn cannot take the lane
-    from it (the caller has checked that the turn held, applied nothing and spilled nothing)."""
+    from it (the caller has checked that the turn is one the lane may extend, `extendable`, and that
+    nothing failed to spill)."""
     hidx = len(full) - 1
     # (Turn 0 too, before the first assistant message: the next turn's appended reply and results only
     # extend the history, which no cut has touched, so where the task ends changes nothing the lane
@@ -289,7 +310,9 @@ def _tail_moved(k: _Marks, applied: Assembly, hidx: int, m: Any, extends: bool) 
         return False
     # Every section but the history the very one of that turn, compared by identity in C (map over
     # is_not: a Python loop with enumerate and zip was ~4 us of a lane turn).
-    if any(map(is_not, applied[:hidx], prev[:hidx])) or any(map(is_not, applied[hidx + 1 :], prev[hidx + 1 :])):
+    if any(map(is_not, applied[:hidx], prev[:hidx])) or any(
+        map(is_not, applied[hidx + 1 :], prev[hidx + 1 :])
+    ):
         return False
     hist, was = applied[hidx], prev[hidx]
     items = hist.items
@@ -422,13 +445,9 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     settings = cfg.policy
     fixed = c.fixed
     if fixed is None:
-        if not getattr(cfg.limits, cost_aware.GATE) or len({s.id for s in applied}) != len(applied):
-            return None  # a closed gate's account: the general path's
-        rules = pipe.cache_rules(cfg)
-        rev2 = settings.revision >= 2
-        served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
-        early = EarlyRule(rules, settings.horizon_scale, rev2, served)
-        fixed = _Fixed(rules, budget_of(cfg.window, cfg.margin), served, rev2, early)
+        fixed = lane_fixed(pipe, cfg, st, applied, None)
+        if fixed is None:
+            return None
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
@@ -445,13 +464,23 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         # (Its history is the lineage's plus the appended messages, so a cut remembered in that one is
         # followed without comparing the two.)
         cand = cost_aware._choose_cut(
-            applied, st, target_tokens, m, full_len, pipe._carry, c.slot, (c.hidx, t1), lin.applied[c.hidx].items
+            applied,
+            st,
+            target_tokens,
+            m,
+            full_len,
+            pipe._carry,
+            c.slot,
+            (c.hidx, t1),
+            lin.applied[c.hidx].items,
         )
         # The pay-back and economic size, as cost_aware.run weighs them (the horizon from the turn, the
         # growth from the raw history), by the rule worked out on the first lane turn (early_weigh).
         if cand is not None and settings.early:
             stable = t1 - m.section(applied[c.hidx])
-            if fixed.early.compacts(pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, stable):
+            if fixed.early.compacts(
+                pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, stable
+            ):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
     ser_obj = c.serializer
@@ -478,7 +507,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     last = traces.raw(-1) if traces else None
     prev_sections = last.section_shas if isinstance(last, TurnRecord) else section_shas_of(last)
     # The trace's section hashes: request_of's, one for each section of the layout, in its (wire) order
-    # (the lane's sections have distinct ids: see _Fixed). The request event's short ones: after a lane
+    # (the lane's sections have distinct ids: see lane_fixed). The request event's short ones: after a lane
     # turn, that turn's with the history's changed (the other sections' runs are the very ones it laid
     # out, so their hashes are the same), else each cut from the full one.
     shas = ser.section_shas.copy()
@@ -551,10 +580,10 @@ class _LaneInputs(NamedTuple):
     hidx: int
     n_raw: int
     elided: int
-    budget: Any
+    budget: Budget
     ratio: float
     reserves: Reserves
-    rules: Any  # the cache rules (_Fixed.rules)
+    rules: CacheRules  # LaneFixed.rules
     ser: SerializedRequest  # the turn's request (request_of's)
     prev_sections: dict[str, str]  # the trace's section hashes before this turn's
     prev: tuple[Any, ...] | None  # Pipeline._prev then

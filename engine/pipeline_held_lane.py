@@ -29,7 +29,7 @@ history total). tests/test_sim_held_lane.py holds the lane's builds equal to dec
 
 It lives among the pipeline's own modules (engine/pipeline*.py) because it reads and sets a Pipeline's
 private state, as the express lane does; no other module may (tests/test_public_fold.py). The few reads
-of that state simulate's gates-closed column needs (engine/sim/closed_cut.py) are here too, at the end.
+of that state simulate's gates-closed column needs are in engine/pipeline_closed_reads.py.
 """
 
 from __future__ import annotations
@@ -38,28 +38,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.artifacts import Message
 from engine.optimize import markers
-from engine.pipeline_express import appended_since
-from engine.plan import budget_of, ceiling_for
+from engine.pipeline_express import LaneFixed, appended_since, lane_fixed
+from engine.plan import ceiling_for
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules
-from engine.policy.early_weigh import EarlyRule
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers.policy import cache_policy
 from engine.sections import history_section
 
 if TYPE_CHECKING:
-    from engine.assembly import Assembly, Measure, Section
+    from engine.assembly import Assembly, Measure
     from engine.config import PipelineConfig
     from engine.pipeline import Decided, Pipeline
-    from engine.plan import Reserves, SectionEstimate
-
-
-class _Fixed(NamedTuple):
-    """What a lane turn reads of its config, cache rules and state, worked out once while they hold."""
-
-    budget: Any  # budget_of(cfg.window, cfg.margin)
-    early: EarlyRule  # the early rule's weighing under these rules, settings and state
 
 
 class Held(NamedTuple):
@@ -76,7 +67,7 @@ class Held(NamedTuple):
     history_len: int  # len(pipe.history) then (the pending message not yet closed)
     pending: Message | None  # the pending parts' message its history ended with
     slot: int  # cost_aware's carry slot of (limits, settings)
-    fixed: _Fixed | None = None
+    fixed: LaneFixed | None = None  # what the lane's turns read of the config and state (None: not yet)
 
 
 def after_decide(
@@ -153,17 +144,12 @@ def turn(
         return None
     fixed = c.fixed
     if fixed is None:
-        # A closed gate's account, a repeated section id or markers to place: the general path's.
-        if not getattr(limits, cost_aware.GATE) or len({s.id for s in applied}) != len(applied):
-            return None
+        # Markers to place (a provider with breakpoints): the general path's, as are lane_fixed's Nones.
         if markers.automatic(cache_policy(cfg.provider, cfg.model)) is None:
             return None
-        rules = cache or pipe.cache_rules(cfg)
-        rev2 = settings.revision >= 2
-        served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
-        fixed = _Fixed(
-            budget_of(cfg.window, cfg.margin), EarlyRule(rules, settings.horizon_scale, rev2, served)
-        )
+        fixed = lane_fixed(pipe, cfg, st, applied, cache)
+        if fixed is None:
+            return None
     # The ceiling as the plan computes it from the calibration and reserves of now.
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
@@ -217,30 +203,3 @@ def turn(
         fixed,
     )
     return applied, ceiling, nxt
-
-
-# ---------------------------------------------------------------- reads for simulate's carried cut
-
-
-def carried_sources(pipe: Pipeline) -> tuple[Section, ...] | None:
-    """The sections before the history as the pipeline last assembled them, when that assembly still
-    holds this turn (the sources' version unchanged, no empty or silent message to note); else None."""
-    carry = pipe._sources_carry
-    if carry is None or carry[0] != pipe._sources_version or pipe._empty_msgs or pipe._silent_errors:
-        return None
-    return carry[1]
-
-
-def reserves(pipe: Pipeline, cfg: PipelineConfig) -> Reserves:
-    """The reserves the pipeline's plan keeps for `cfg` now (Pipeline._reserves)."""
-    return pipe._reserves(cfg)
-
-
-def estimate(pipe: Pipeline, s: Section) -> SectionEstimate:
-    """The planner's view of section `s` (Pipeline._estimate, remembered per section object)."""
-    return pipe._estimate(s)
-
-
-def renamed_note(pipe: Pipeline) -> str:
-    """The history section's note on calls sent with other ids than the agent gave them ("" if none)."""
-    return pipe._renamed_note() if pipe._renamed else ""

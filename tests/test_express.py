@@ -550,7 +550,7 @@ def test_lane_turns_read_the_config_once_per_run_of_lane_turns(
 ) -> None:
     """What a lane turn reads of its config and compaction state (the cache rules, the budget, the
     gate, whether a rewrite is served from the cache) is worked out on the first lane turn after a
-    general-path turn and carried on (express._Fixed): the next lane turns have the very config and
+    general-path turn and carried on (express.LaneFixed): the next lane turns have the very config and
     state. Before, every lane turn asked for the cache rules twice (the early rule's weighing and the
     record's inputs). Same bytes: test_the_express_lane_changes_no_byte."""
     lane = LaneTurns(monkeypatch)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import pipeline_held_lane as held_lane
+from engine import pipeline_closed_reads as closed_reads
 from engine.assembly import Section
 from engine.plan import SectionEstimate, allocate
 from engine.sim import closed_cut
@@ -51,7 +51,7 @@ def _fresh(pipe: _Pipe, sources: tuple[Section, ...], k: Section, size: int, cei
     """The history's budget as carried works it out from scratch (no memo), None where it hands back."""
     m = pipe.measure
     ests = (
-        *(held_lane.estimate(pipe, s) for s in sources),
+        *(closed_reads.estimate(pipe, s) for s in sources),
         SectionEstimate(k.id, k.name, k.kind, k.scope, k.priority, size),
     )
     if sum(e.tokens for e in ests) + REPLY_PRIMING_TOKENS <= ceiling and len({e.id for e in ests}) == len(

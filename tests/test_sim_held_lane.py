@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import pipeline_express as express
 from engine import pipeline_held_lane as held_lane
 from engine.sim import blocks as blocks_mod
 from engine.sim import simulate as sim_mod
@@ -103,7 +104,9 @@ def test_a_wrong_lane_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
         def compacts(self, *a: Any) -> bool:
             return False
 
-    monkeypatch.setattr(held_lane, "EarlyRule", _Never)
+    # (The lanes' shared first-turn setup, pipeline_express.lane_fixed, makes the rule; simulate's builds
+    # never take the express lane itself.)
+    monkeypatch.setattr(express, "EarlyRule", _Never)
     wrong, lane = _columns(events, True, 30000)
     assert lane > 0
     assert wrong != ref

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from engine import pipeline_held_lane as held_lane
+from engine import pipeline_closed_reads as closed_reads
 from engine.artifacts import Message, Text
 from engine.assembly import Assembly, Measure, Section, omission_marker
 from engine.config import PipelineConfig
@@ -334,7 +334,7 @@ class ClosedCut:
         ):
             return ceiling - fixed.kept
         ests = (
-            *(held_lane.estimate(pipe, s) for s in sources),
+            *(closed_reads.estimate(pipe, s) for s in sources),
             SectionEstimate(k.id, k.name, k.kind, k.scope, k.priority, size),
         )
         unique = len({e.id for e in ests}) == len(ests)
@@ -376,7 +376,7 @@ class ClosedCut:
         sent, lane.sent = lane.sent, None
         if sent is None or bound or pipe.pending or not pipe.fast_path:
             return None
-        sources = held_lane.carried_sources(pipe)
+        sources = closed_reads.carried_sources(pipe)
         if sources is None or pipe.emergent.due(pipe.turn):
             return None
         if len(sources) != len(sent.sources) or any(map(is_not, sources, sent.sources)):
@@ -394,7 +394,7 @@ class ClosedCut:
         # usable tokens, the reserves and the sections' totals (plan_of: ceiling_for, allocate); the
         # history's total is the whole conversation's, as assembled. The Plan itself (pressures, tier,
         # reason) only where a context is made from it: the markers rule, the rule's later steps.
-        reserves = held_lane.reserves(pipe, cfg)
+        reserves = closed_reads.reserves(pipe, cfg)
         ratio = pipe.stats.calibration_for(cfg.model)
         usable = int(budget_of(cfg.window, cfg.margin).usable / ratio)
         ceiling = ceiling_for(usable, reserves.response + reserves.thinking + reserves.schema)
@@ -436,7 +436,7 @@ class ClosedCut:
         appended = history.since(sent.history_len)
         # The note the pipeline puts on the history (only the renamed calls' here: no empty or silent
         # message), which counts the whole conversation's calls, as assembled this turn.
-        note = held_lane.renamed_note(pipe)
+        note = closed_reads.renamed_note(pipe)
         kept = Section(
             k.id, k.name, k.kind, k.scope, k.priority, (*k.items, *appended), k.form, k.omitted, note
         )
