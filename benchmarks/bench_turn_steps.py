@@ -10,11 +10,13 @@ calls (sys.setprofile's c_call), the median over the steady express-lane turns (
 the lane) and over all steady turns. Deterministic: the same code and trajectory give the same counts.
 
     .venv/bin/python benchmarks/bench_turn_steps.py [--file PATH] [--provider anthropic] [--window 32000]
-        [--warm 10] [--ab BASE_DIR] [--top 30]
+        [--warm 10] [--ab BASE_DIR] [--top 30 [--turns 0-9,25]]
 
 --ab BASE_DIR counts under BASE_DIR's engine too (a `git archive` of older code; each tree in a child
 process under its own PYTHONPATH) and prints both side by side. --top N lists the functions with the
-most bytecodes of their own (and their calls) per steady lane turn, and the same inclusive of callees.
+most bytecodes of their own (and their calls) per steady lane turn, and the same inclusive of callees;
+with --turns, per turn of those instead (each turn's count and path first): the first turn and a
+compaction, which the general path makes, or the lane's first turns after them.
 Not counted: time in C (the tokenizer, sha256, bytes joins), which bench_engine's --ab times.
 
 A proxy, not a clock: fewer bytecodes is less time only for like-for-like Python. A loop over a turn's
@@ -91,6 +93,15 @@ class Counter:
             self.n["c_calls"] += 1
 
 
+def turn_set(text: str) -> frozenset[int]:
+    """--turns: comma-separated turns and ranges (0-9,25)."""
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
 def child(args: argparse.Namespace) -> int:
     """Count every turn of one replay (after an untraced one: memos and imports warm) under this
     process's PYTHONPATH; one JSON document on stdout."""
@@ -127,7 +138,7 @@ def child(args: argparse.Namespace) -> int:
             lane = carried is not None and getattr(carried, "record", None) is not None
             if traced:
                 turns.append({"lane": lane, **counter.n})
-                if lane and k >= args.warm:
+                if (k in args.turns) if args.turns is not None else (lane and k >= args.warm):
                     for name, got in (
                         ("own", counter.own),
                         ("incl", counter.incl),
@@ -164,6 +175,13 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
     ap.add_argument("--ab", metavar="BASE_DIR", help="count under BASE_DIR's engine too")
     ap.add_argument("--top", type=int, default=0, help="list the N functions with the most bytecodes")
+    ap.add_argument(
+        "--turns",
+        type=turn_set,
+        default=None,
+        help="with --top: list the functions of these turns instead (0-based; e.g. 0-9 or 0,25): the "
+        "first turns and a compaction, which the general path makes",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -176,6 +194,8 @@ def main() -> int:
     for name, tree in trees.items():
         cmd = [sys.executable, str(here), "--child", "--file", str(args.file), "--provider", args.provider,
                "--window", str(args.window), "--warm", str(args.warm), "--top", str(args.top if name == "new" else 0)]  # fmt: skip
+        if args.turns is not None:
+            cmd += ["--turns", ",".join(map(str, sorted(args.turns)))]
         env = dict(os.environ, PYTHONPATH=str(tree))
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
         got[name] = json.loads(out)
@@ -195,10 +215,18 @@ def main() -> int:
               f"{n['total_steps'] / b['total_steps']:.4f}")  # fmt: skip
     if args.top:
         data = got["new"]
-        lanes = max(1, summary(data["turns"], args.warm)["lane_turns"])
+        if args.turns is not None:
+            lanes = max(1, len(args.turns & set(range(len(data["turns"])))))
+            what = f"per turn of {','.join(map(str, sorted(args.turns)))}"
+            print(f"  turns {','.join(map(str, sorted(args.turns)))}: " + ", ".join(
+                f"{k} {data['turns'][k]['steps']} bytecodes ({'lane' if data['turns'][k]['lane'] else 'general'})"
+                for k in sorted(args.turns) if k < len(data["turns"])))  # fmt: skip
+        else:
+            lanes = max(1, summary(data["turns"], args.warm)["lane_turns"])
+            what = "per steady lane turn"
         f = data["funcs"]
         for title, key in (("own bytecodes", "own"), ("inclusive of callees", "incl")):
-            print(f"per steady lane turn, {title} (calls):")
+            print(f"{what}, {title} (calls):")
             for label, v in sorted(f[key].items(), key=lambda kv: -kv[1])[: args.top]:
                 print(f"  {v / lanes:8.1f} ({f['called'].get(label, 0) / lanes:4.1f})  {label}")
     return 0
