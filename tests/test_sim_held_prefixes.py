@@ -200,3 +200,63 @@ def test_many_runs_let_go_or_sent_again_cost_what_they_are_not_the_runs_held_tim
     h.expire(2e6, 5e5, True)  # every batch but the last expires
     ref.expire(2e6, 5e5, True)
     assert list(h.items()) == list(ref.d.items()) and len(h) == len(ref.d)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4)), min_size=1, max_size=8),
+        min_size=1,
+        max_size=6,
+    ),
+    ops=st.lists(st.tuples(st.integers(0, 5), st.integers(-1, 30), st.integers(0, 2)), max_size=12),
+    whole_min=st.sampled_from([0, 2]),
+)
+def test_a_batch_sent_again_from_its_front_is_cut_as_the_dict(
+    batches: list[list[tuple[int, int]]], ops: list[tuple[int, int, int]], whole_min: int
+) -> None:
+    """A window that comes back to an earlier start sends again the first keys of a batch of many runs
+    (the line it left, up to where it parts from it): cut as a front of that batch (held_prefixes'
+    `_Whole`), the entries, times, order and membership equal the dict's; so after a front of another
+    length, keys moved past it, a front but for a key after a run's last, a batch's keys but its first,
+    a batch cut before, the same front again."""
+    import engine.sim.held_prefixes as hp
+
+    was = hp._WHOLE_MIN
+    hp._WHOLE_MIN = whole_min
+    try:
+        ref, got = _DictHeld(), HeldPrefixes()
+        added: list[list[int]] = []
+        for t, spans in enumerate(batches):
+            # Batches whose runs lie between each other's (each starts a little later, runs far apart).
+            keys: list[int] = []
+            at = 3 * t
+            for gap, length in spans:
+                keys += range(at, at + length)
+                at += length + 12 * gap
+            keys = [k for k in keys if k not in ref.d]
+            added.append(keys)
+            ref.add(keys, float(t))
+            got.add(keys, float(t))
+        top = max(max(k, default=0) for k in added) + 80
+        for which, cut, how in ops:
+            src = added[which % len(added)]
+            ks = src[:cut] if cut >= 0 else src[1:]  # (-1: all but its first key: not a front)
+            if how == 1:
+                ks = [k + 1 for k in ks]
+            elif how == 2:  # a run's last key for the one after it: its first keys and length kept
+                ends = [i for i in range(len(ks) - 1) if ks[i] + 2 < ks[i + 1]]
+                if ends:
+                    ks = [k + (i == ends[-1]) for i, k in enumerate(ks)]
+            ref.discard(ks)
+            got.discard(ks)
+            assert list(got.items()) == list(ref.d.items())
+            assert len(got) == len(ref.d)
+            assert all((k in got) == (k in ref.d) for k in range(-1, top))
+            # Let go again (the line taken up and left): a batch of the same keys, later.
+            back = [k for k in ks if k not in ref.d]
+            ref.add(back, 100.0 + which)
+            got.add(back, 100.0 + which)
+            assert list(got.items()) == list(ref.d.items())
+    finally:
+        hp._WHOLE_MIN = was
