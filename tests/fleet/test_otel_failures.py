@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -24,9 +25,18 @@ from engine.export.otel import OtelSink  # noqa: E402
 from .otlp_receiver import OtlpReceiver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-             "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER")
+OTEL_VARS = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_SDK_DISABLED",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_TRACES_EXPORTER",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -133,7 +143,9 @@ def test_a_span_lasts_as_long_as_the_model_call() -> None:
     assert ok["end_ns"] <= failed["start_ns"], "the second call started after the first ended"
     assert abs(ok["start_ns"] / 1e9 - time.time()) < 60, "the turn's real (wall-clock) time"
     assert ok["kind"] == 3 and failed["kind"] == 3  # SPAN_KIND_CLIENT
-    assert failed["status"][0] == 2 and failed["attributes"]["error.type"] == "overloaded"  # STATUS_CODE_ERROR
+    assert (
+        failed["status"][0] == 2 and failed["attributes"]["error.type"] == "overloaded"
+    )  # STATUS_CODE_ERROR
     assert ok["status"][0] == 0
 
 
@@ -154,7 +166,9 @@ def test_close_waits_no_longer_than_its_timeout_for_a_slow_receiver_and_counts_t
         _turns(pipe, 5)
         pipe.close()
         started = time.monotonic()
-        with pytest.warns(RuntimeWarning, match=rf"OpenTelemetry export: \d+ of 6 spans did not reach {rx.url}"):
+        with pytest.warns(
+            RuntimeWarning, match=rf"OpenTelemetry export: \d+ of 6 spans did not reach {rx.url}"
+        ):
             sink.close(timeout_s=1.0)
         took = time.monotonic() - started
     assert took < 4.0, f"close took {took:.1f} s with a 1 s timeout"
@@ -162,38 +176,44 @@ def test_close_waits_no_longer_than_its_timeout_for_a_slow_receiver_and_counts_t
 
 
 def test_a_slow_endpoint_does_not_hold_another_endpoints_spans() -> None:
-    """Every sink of the process shared one export thread: while it waited 3 s on a slow receiver, the
-    spans of a session exporting to a healthy one waited too (a proxy with one slow tenant's collector
-    delayed every tenant's). Each endpoint has its own thread now: the healthy endpoint's span arrives
-    within GATHER_S (0.5 s) and its own receiver's answer, whatever the slow one does. (The slow one takes
-    8 s, the bound is 4 s: room for a loaded machine, and the slow batch is still in flight at the end.)"""
-    with OtlpReceiver(delay_s=8.0) as slow_rx, OtlpReceiver() as fast_rx:
-        slow_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
-        slow = OtelSink({"provider": "openai"}, endpoint=slow_rx.url)
-        fast_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
-        fast = OtelSink({"provider": "openai"}, endpoint=fast_rx.url)
-        for pipe, sink in ((slow_pipe, slow), (fast_pipe, fast)):
-            for ev in pipe.journal.events:
-                sink(ev)
-            pipe.journal.subscribe(sink)
-        _turns(slow_pipe, 1)
-        deadline = time.monotonic() + 5
-        while not slow_rx.paths and time.monotonic() < deadline:  # the slow batch is in flight
-            time.sleep(0.02)
-        assert slow_rx.paths, "the slow receiver got its batch"
-        started = time.monotonic()
-        _turns(fast_pipe, 1)
-        while not fast_rx.calls and time.monotonic() - started < 10:
-            time.sleep(0.02)
-        took = time.monotonic() - started
-        assert fast_rx.calls, "the healthy endpoint's span arrived"
-        assert took < 4.0, f"the healthy endpoint's span took {took:.2f} s behind the slow one's 8 s batch"
-        assert not slow_rx.calls, "the slow batch was still in flight: the two ran side by side"
+    """Every sink of the process shared one export thread: while it waited on a slow receiver, the spans
+    of a session exporting to a healthy one waited too (a proxy with one slow tenant's collector delayed
+    every tenant's). Each endpoint has its own thread now: the healthy endpoint's span arrives within
+    GATHER_S (0.5 s) and its own receiver's answer, whatever the slow one does. The slow receiver sits on
+    its batch until the test lets it go (after the healthy span has arrived, or 4 s without it: room for
+    a loaded machine), so the slow batch is surely in flight throughout, with no 8 s wait to end it."""
+    release = threading.Event()
+    with OtlpReceiver(hold=release) as slow_rx, OtlpReceiver() as fast_rx:
+        try:
+            slow_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+            slow = OtelSink({"provider": "openai"}, endpoint=slow_rx.url)
+            fast_pipe = Pipeline("gpt-4o", provider="openai", window=8000)
+            fast = OtelSink({"provider": "openai"}, endpoint=fast_rx.url)
+            for pipe, sink in ((slow_pipe, slow), (fast_pipe, fast)):
+                for ev in pipe.journal.events:
+                    sink(ev)
+                pipe.journal.subscribe(sink)
+            _turns(slow_pipe, 1)
+            deadline = time.monotonic() + 5
+            while not slow_rx.paths and time.monotonic() < deadline:  # the slow batch is in flight
+                time.sleep(0.02)
+            assert slow_rx.paths, "the slow receiver got its batch"
+            started = time.monotonic()
+            _turns(fast_pipe, 1)
+            while not fast_rx.calls and time.monotonic() - started < 4.0:
+                time.sleep(0.02)
+            took = time.monotonic() - started
+            assert fast_rx.calls, (
+                f"the healthy endpoint's span did not arrive in {took:.2f} s behind the slow batch"
+            )
+            assert not slow_rx.calls, "the slow batch was still in flight: the two ran side by side"
+        finally:
+            release.set()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             for pipe, sink in ((slow_pipe, slow), (fast_pipe, fast)):
                 pipe.close()
-                sink.close(timeout_s=20.0)  # the slow batch arrives once its 8 s are up
+                sink.close(timeout_s=20.0)  # the slow batch arrives once it is let go
     assert sorted(s["attributes"]["contextpipe.turn"] for s in fast_rx.calls) == [0]
     assert sorted(s["attributes"]["contextpipe.turn"] for s in slow_rx.calls) == [0]
 
@@ -252,8 +272,14 @@ def _run_agent(endpoint: str) -> tuple[subprocess.CompletedProcess[str], float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, PYTHONPATH=str(ROOT))
     started = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", AGENT_WITHOUT_CLOSE], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", AGENT_WITHOUT_CLOSE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     return out, time.monotonic() - started
 
 
@@ -270,10 +296,14 @@ def test_an_agent_that_ends_without_close_says_when_its_spans_were_lost() -> Non
     out, took = _run_agent("http://127.0.0.1:9")  # nothing listens there
     assert out.returncode == 0, out.stderr
     assert took < 30, "the exit waits a bounded time for the receiver"
-    assert "OpenTelemetry export: 3 of 3 spans did not reach http://127.0.0.1:9/v1/traces" in out.stderr, out.stderr
+    assert "OpenTelemetry export: 3 of 3 spans did not reach http://127.0.0.1:9/v1/traces" in out.stderr, (
+        out.stderr
+    )
 
 
-def test_traces_switched_off_by_the_standard_variable_are_not_exported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traces_switched_off_by_the_standard_variable_are_not_exported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """OTEL_TRACES_EXPORTER=none turns trace export off (SDK environment variables), e.g. in a process
     whose OTEL_EXPORTER_OTLP_ENDPOINT is there for its metrics and logs; the engine exported anyway."""
     with OtlpReceiver() as rx:
@@ -291,7 +321,8 @@ def test_traces_switched_off_by_the_standard_variable_are_not_exported(monkeypat
 
 
 def test_timeout_zero_means_no_limit_and_a_bad_value_is_ignored_with_a_warning(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """configuration/common.md, Timeout: 0 is no limit; a negative value is warned about and ignored."""
     from engine.export.otel import resolve_timeout_s
 
@@ -318,8 +349,13 @@ def test_the_grpc_protocol_variable_sends_over_grpc(monkeypatch: pytest.MonkeyPa
 
     class Service(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
         def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC service's naming)
-            got.extend(span.name for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans
-                       if span.name != "invoke_agent")
+            got.extend(
+                span.name
+                for rs in request.resource_spans
+                for ss in rs.scope_spans
+                for span in ss.spans
+                if span.name != "invoke_agent"
+            )
             return trace_service_pb2.ExportTraceServiceResponse()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
@@ -363,8 +399,14 @@ def test_a_forked_child_leaves_its_parents_spans_alone() -> None:
     with OtlpReceiver() as rx:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.url, PYTHONPATH=str(ROOT))
-        out = subprocess.run([sys.executable, "-c", FORKING_AGENT], env=env, capture_output=True, text=True,
-                             timeout=120, cwd=ROOT)
+        out = subprocess.run(
+            [sys.executable, "-c", FORKING_AGENT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
         assert out.returncode == 0, out.stderr
         assert sorted(s["attributes"]["contextpipe.turn"] for s in rx.calls) == [0, 1, 2]
     assert "did not reach" not in out.stderr, out.stderr
@@ -389,10 +431,15 @@ def test_a_long_session_with_content_is_sent_in_posts_a_receiver_accepts() -> No
     limit = 4 * 2**20
     with OtlpReceiver(max_body=limit) as rx:
         emitter = SpanEmitter(make_exporter(rx.url, timeout_s=10), batch=True)
-        sent = export_events(iter(list(pipe.journal.events)), {"provider": "anthropic"}, emitter, content=True)
+        sent = export_events(
+            iter(list(pipe.journal.events)), {"provider": "anthropic"}, emitter, content=True
+        )
         emitter.close()
         assert sent == turns
-        assert emitter.failed == 0 and len(rx.calls) == turns and len(rx.agents) == 1, (emitter.failed, rx.sizes)
+        assert emitter.failed == 0 and len(rx.calls) == turns and len(rx.agents) == 1, (
+            emitter.failed,
+            rx.sizes,
+        )
         assert max(rx.sizes) <= limit and len(rx.sizes) > 1, rx.sizes
 
 
