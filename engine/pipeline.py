@@ -454,6 +454,7 @@ class Pipeline:
         self.traces = Traces(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
         self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
+        self._spec_hint: tuple[dict[str, Any], SourceSpec] | None = None  # see fold("source")
         self._call_hint: Mapping[tuple[str, str, str], ToolCall] = _NO_HINT  # see _part("call")
         self._last_blob: tuple[str, str] = ("", "")  # see _blob
         self._sections: dict[Any, Any] = {}  # unchanged source sections across turns (sections.assemble)
@@ -728,7 +729,11 @@ class Pipeline:
         elif k == "config":
             self.config = PipelineConfig.from_event(ev["config"])
         elif k == "source":
-            spec = SourceSpec.from_event(ev["spec"])
+            # add_source() built and checked this very spec a moment ago: reuse it (a replayed one is
+            # new). from_event's five enum look-ups and second check were ~1/4 of identity() on turn 0.
+            given = self._spec_hint
+            raw = ev["spec"]
+            spec = given[1] if given is not None and given[0] is raw else SourceSpec.from_event(raw)
             self.specs = [s for s in self.specs if s.id != spec.id] + [spec]
             if ev.get("h"):
                 self.content[spec.id] = self._text(ev["h"])
@@ -894,7 +899,11 @@ class Pipeline:
         ev: Event = {"k": "source", "spec": spec.to_event()}
         if text is not None:
             ev["h"] = self._blob(text)
-        self._emit(ev)
+        self._spec_hint = (ev["spec"], spec)
+        try:
+            self._emit(ev)
+        finally:
+            self._spec_hint = None
 
     @_journals
     def identity(self, text: str) -> None:
