@@ -35,7 +35,9 @@ other's cache state; warm by default, every turn cold with --evict (as in an age
 separates turns). --peer-counter bpe gives trim+memo the fast tokenizer the engine uses, so the two
 differ only in what they do with the counts. --split prints each turn of both, with and without their
 tokenizing, and where the whole trajectory's difference lies: the first --warm turns, the later turns
-over twice the median (those the express lane hands to the general path: a compaction), the rest.
+over twice the median (those the express lane hands to the general path: a compaction), the rest; and the
+first turns' share apart: turn 0 (the general path's first build), turn 1 (the lane's first turn) and the
+others (lane turns like the steady ones).
 
 Part 2, a synthetic 10,000-turn session (20,000+ messages) through the public API at --long-window
 (default 128k): engine turn vs the floor at 1,000, 5,000 and 20,000 messages of history (median of
@@ -832,6 +834,16 @@ def split_turns(e: list[float], tk: list[float], mm: list[float], ptk: list[floa
     print(f"[CPU]   engine - trim+memo, whole trajectory {(sum(e) - sum(mm)) * ms:+.2f} ms: tokenizing "
           f"{tok * ms:+.2f}; without it "
           + ", ".join(f"{g} {v * ms:+.2f} ({count[g]} turns)" for g, v in groups.items()))  # fmt: skip
+    if warm >= 3:
+        # The first turns apart: turn 0 (the general path's first build: sources, schemas, the first
+        # placement and serialization), turn 1 (the lane's first turn after it) and the rest, which the
+        # lane makes as it makes a steady turn (compare with the steady turns' median difference).
+        diff = [a - b for a, b in zip(rest, prest, strict=True)]
+        later = [diff[k] for k in range(warm, len(e)) if rest[k] <= 2 * mid]
+        usual = statistics.median(later) if later else 0.0
+        print(f"[CPU]     of the first: turn 0 {diff[0] * ms:+.2f}, turn 1 {diff[1] * ms:+.2f}, turns 2-{warm - 1} "
+              f"{sum(diff[2:warm]) * ms:+.2f} (a steady turn's median {usual * ms:+.3f}, x{warm - 2} = "
+              f"{usual * (warm - 2) * ms:+.2f})")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- part 2
