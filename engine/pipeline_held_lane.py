@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.artifacts import Message
 from engine.optimize import markers
-from engine.pipeline_express import LaneFixed, appended_since, lane_fixed
+from engine.pipeline_express import LaneFixed, appended_since, extendable, lane_fixed
 from engine.plan import ceiling_for
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules
@@ -79,13 +79,9 @@ def after_decide(
         return None
     if d.res.asm is not d.before:
         return None  # the stable rules or the budget guarantee changed the request
-    actions = d.res.actions
-    decision = d.decision or {}
-    got = decision.get("decision", "held")
-    if got == "held":
-        if d.state is not st or actions:
-            return None
-    elif got != "compacted" or len(actions) != 1 or actions[0].get("step") != cost_aware.STEP:
+    # The turns the express lane extends: held, or compacted by cost_aware's step. (Its markers step
+    # comes only at a provider with breakpoints, whose turns `turn` leaves to the general path.)
+    if not extendable(d.decision, d.res.actions, d.state is st):
         return None
     full, elided = pipe._decided_from
     if not full or full[-1].id != "history":
