@@ -453,7 +453,6 @@ class Pipeline:
         # A turn nothing observed holds a TurnRecord here until something reads it (see _finish).
         self.traces = Traces(maxlen=TRACE_HISTORY)
         self._serializers: dict[str, Serializer] = {}
-        self._usage_hint: tuple[dict[str, Any], Usage] | None = None  # see fold("usage")
         self._spec_hint: tuple[dict[str, Any], SourceSpec] | None = None  # see fold("source")
         self._call_hint: Mapping[tuple[str, str, str], ToolCall] = _NO_HINT  # see _part("call")
         self._last_blob: tuple[str, str] = ("", "")  # see _blob
@@ -711,14 +710,7 @@ class Pipeline:
             if self.history.chunk is not None:
                 self._release_history()
         elif k == "usage":
-            # record_usage() normalized this very dict a moment ago: reuse it (a replayed one is new).
-            hint = self._usage_hint
-            u = hint[1] if hint is not None and hint[0] is ev["usage"] else normalize_usage(ev["usage"])
-            self.stats.record_completion(self.config.model, self.config.query_source, u.output_tokens)
-            if ev.get("estimated"):
-                self.stats.record_calibration(self.config.model, ev["estimated"], u.input_tokens)
-            if self.stats.recovery_turns_left > 0:  # (turn_succeeded's one test, without its frame)
-                self.stats.turn_succeeded()
+            self._learn_usage(normalize_usage(ev["usage"]), ev.get("estimated"))
         elif k == "turn":
             self.traces.append(trace_of(ev))
         elif k == "error":
@@ -751,6 +743,17 @@ class Pipeline:
             self.emergent.push(ev["list"], self._text(ev["h"]), ev["turn"])
         elif k == "summary":
             self.summaries[ev["in"]] = self._text(ev["h"])
+
+    def _learn_usage(self, u: Usage, estimated: int | None) -> None:
+        """What folding a usage event teaches the statistics (record_usage does it with the Usage it
+        normalized, without folding its own event back through the dispatch)."""
+        stats = self.stats
+        cfg = self.config
+        stats.record_completion(cfg.model, cfg.query_source, u.output_tokens)
+        if estimated:
+            stats.record_calibration(cfg.model, estimated, u.input_tokens)
+        if stats.recovery_turns_left > 0:  # (turn_succeeded's one test, without its frame)
+            stats.turn_succeeded()
 
     def _release_history(self) -> None:
         """Move the messages behind the compaction cut out of memory (with their texts and per-message
@@ -1165,8 +1168,11 @@ class Pipeline:
         for p in self.pending:
             if isinstance(p, ToolResult) and p.call_id == call_id:
                 raise UnpairedToolResultError(call_id, "this call already has a result")
-        ev = {"k": "part", "part": {"t": "result", "id": call_id, "h": self._blob(content), "err": bool(is_error)}}
-        self.fold(ev)  # (_emit's two calls in line: every turn's agent calls journal this way)
+        part = {"t": "result", "id": call_id, "h": self._blob(content), "err": bool(is_error)}
+        ev = {"k": "part", "part": part}
+        # (_emit's two calls in line, and of fold(ev) its part branch: every turn's agent calls journal
+        # this way.)
+        self.pending.append(self._part(part))
         self.journal.append(ev)
 
     # ----------------------------------------------------------------- turns
@@ -1845,8 +1851,22 @@ class Pipeline:
     def _lane_record(self, rec: TurnRecord, ser: SerializedRequest, sections: dict[str, str]) -> Request:
         """The end of an express-lane turn (engine/pipeline_express.py): its request event and record, as
         _finish_unobserved ends a turn."""
-        ev = self._request_event(ser.request_sha256, sections, {}, self.compaction, [])
-        self.fold(ev)  # (_emit in line)
+        # _request_event's event and fold's request branch, for what the lane's turn is: nothing bound,
+        # the compaction state the pipeline holds (so no `compaction` field) and no spill failure.
+        turn = self.turn
+        ev: Event = {
+            "k": "request",
+            "turn": turn,
+            "sha": ser.request_sha256,
+            "time": self.clock(),
+            "sections": sections,
+        }
+        self._close_pending()
+        self.emergent.expire(turn - 1)
+        self.turn = turn + 1
+        self.flipped = []
+        if self.history.chunk is not None:
+            self._release_history()
         self.journal.append(ev)
         # (_prefix_blocks' answer where the serializer knows the last marked block, without its frame.)
         last = ser.last_marked
@@ -1975,14 +1995,11 @@ class Pipeline:
         t = self._open
         est = (t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]) if t else 0
         d = u.to_dict()
-        self._usage_hint = (d, u)
-        try:
-            # `time`: when the call's outcome came, so a recording's spans last as long as their calls.
-            ev: Event = {"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()}
-            self.fold(ev)  # (_emit in line)
-            self.journal.append(ev)
-        finally:
-            self._usage_hint = None
+        # `time`: when the call's outcome came, so a recording's spans last as long as their calls.
+        ev: Event = {"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()}
+        # (fold(ev)'s work: the usage branch with the Usage normalized above, not normalized again.)
+        self._learn_usage(u, est)
+        self.journal.append(ev)
         # What u.to_dict() gives, as its own dict. (_settle's work, a deferred record's in line: every turn.)
         if isinstance(t, TurnRecord):
             t.outcome("usage", dict(d))  # (the record runs the outcome rules when it is built)

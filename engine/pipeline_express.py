@@ -49,6 +49,7 @@ from engine.providers.anthropic import sends_nothing, silent_error
 from engine.providers.base import Serializer, _SectionRun
 from engine.providers.policy import cache_policy
 from engine.sections import history_section
+from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.trace import figures_of, section_shas_of
 from engine.trace_lazy import TurnRecord
 
@@ -88,6 +89,21 @@ class Carried(NamedTuple):
     # and its request event's short section hashes; None: the general path made that turn.
     earlier: list[dict[str, Any]] | None = None
     short: dict[str, str] | None = None
+    # Sums over the sections before the history that lane turns read every turn, worked out on the first
+    # lane turn after a general-path turn (None: not yet) and carried on, as `fixed` is (see _Sums).
+    sums: _Sums | None = None
+
+
+class _Sums(NamedTuple):
+    """Sums over the sections before the history, the same on every lane turn of a streak: those sections
+    are the very objects on each (each turn's assembly is the last one's with only the history replaced,
+    and cost_aware._extend keeps the others; the layout likewise keeps their runs), and a section's
+    count is a function of its items."""
+
+    # The request's tokens but the history's: Measure.total's sum (the reply priming included) less its
+    # last term, the history's.
+    before: int
+    live_other: int  # the per-item cache keys their runs hold: their share of the live keys _prune is told
 
 
 class LaneFixed(NamedTuple):
@@ -244,7 +260,7 @@ def _moved_markers(
         # Carried on with this turn's sections: the next turn's history extends these, so _tail_moved
         # knows the task still ends where it did without looking for its end (see _Marks.applied).
         moved = _new(_Marks, (k.entry, k.noted, applied, k.other, k.actions, k.before))
-        return k.other | {tail}, [dict(a) for a in k.actions], k.before, moved
+        return k.other | {tail}, list(map(dict, k.actions)), k.before, moved  # (map: no comprehension frame)
     ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, noted)
     out = markers.apply(applied, ctx)  # type: ignore[arg-type]
     if out.asm is not applied or out.reason_not_applied:
@@ -448,12 +464,23 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         fixed = lane_fixed(pipe, cfg, st, applied, None)
         if fixed is None:
             return None
+    sums = c.sums
+    if sums is None:
+        before = REPLY_PRIMING_TOKENS
+        for s in applied[: c.hidx]:  # (the history is the assembly's last section: see carry)
+            before += m.section(s)
+        live_other = 0
+        for i, (_s, run) in enumerate(c.layout):
+            if i != c.at:
+                live_other += len(run.keys)
+        sums = _Sums(before, live_other)
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
     budget = fixed.budget
     ceiling = ceiling_for(int(budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema)
-    t1 = m.total(applied)
+    # m.total(applied), from the sum carried for the sections before the history (_Sums.before).
+    t1 = sums.before + m.section(applied[c.hidx])
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
     if t1 > trigger_tokens or t1 + trim_sections.REPLY_PRIMING_TOKENS > ceiling:
@@ -477,9 +504,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         # The pay-back and economic size, as cost_aware.run weighs them (the horizon from the turn, the
         # growth from the raw history), by the rule worked out on the first lane turn (early_weigh).
         if cand is not None and settings.early:
-            stable = t1 - m.section(applied[c.hidx])
             if fixed.early.compacts(
-                pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, stable
+                pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, sums.before
             ):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
@@ -497,10 +523,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     hrun = ser_obj.grown(applied[c.hidx], c.layout[c.at][1], hmarks, tok, m)
     layout = list(c.layout)
     layout[c.at] = (applied[c.hidx], hrun)
-    live = 0
-    for _s, run in layout:  # (a plain loop: a generator is a frame and a resume a section)
-        live += len(run.keys)
-    ser_obj._prune(live)
+    ser_obj._prune(sums.live_other + len(hrun.keys))
     ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, c.at)
     # What the turn and the next read at once; the rest of the trace when it is read.
     traces = pipe.traces
@@ -552,7 +575,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = _new(Carried, (
         cfg, st, c.sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
-        layout, c.at, c.slot, rec, before_marks, marks_kept, fixed, earlier, short,
+        layout, c.at, c.slot, rec, before_marks, marks_kept, fixed, earlier, short, sums,
     ))  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)

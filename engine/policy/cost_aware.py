@@ -782,8 +782,9 @@ def _extend(
     (apply_state keeps the task, puts the note after it or on it, and sends everything from the cut on:
     with the task ending inside the old history and the cut not past it, only the tail grows). Returns
     (applied, lin, the appended messages), its history total recorded in `m`; None otherwise.
-    `appended`: the caller made this history by appending messages to the one `lin` holds (the express
-    lane does), so it starts with it without being compared."""
+    `appended`: the caller made `asm_full` from lin.full itself, with only its history replaced by one
+    that appends messages to lin.full's (both lanes do: engine/pipeline_express.py,
+    engine/pipeline_held_lane.py), so neither the other sections nor the history's start are compared."""
     if (
         lin is None
         or lin.measure is not m
@@ -794,9 +795,10 @@ def _extend(
     ):
         return None
     old_full = lin.full
-    for i, sec in enumerate(asm_full):
-        if sec is not old_full[i] and i != hidx:
-            return None
+    if not appended:
+        for i, sec in enumerate(asm_full):
+            if sec is not old_full[i] and i != hidx:
+                return None
     hist, old_hist = asm_full[hidx], old_full[hidx]
     if hist.kind is not SectionKind.HISTORY or old_hist.kind is not SectionKind.HISTORY:
         return None

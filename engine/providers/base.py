@@ -1182,32 +1182,32 @@ class Serializer:
     def _item_hit(
         self, s: Section, it: SectionItem, key: tuple[str, str, str, bool], measure: Measure
     ) -> tuple[bytes, str, Block]:
-        """An item's (fragment, segment, block) under `key` (tokenizer, section, item hash, marked):
-        from the per-item cache, else built and kept there. Block identity is the artifact's content
-        hash, not its wire bytes: a moved cache marker changes the bytes but not what is cached."""
-        hit = self._items.get(key)
-        if hit is None:
-            mk = key[3]
-            if isinstance(it, Message):
-                # What _item_fragment does for a message, without its closure and two calls: a turn's
-                # new messages are the usual misses.
-                fkey = ("m" + it.sha, mk)
-                frag = self._cache.get(fkey)
+        """An item's (fragment, segment, block) under `key` (tokenizer, section, item hash, marked),
+        built and kept in the per-item cache: asked on a miss there (every caller looks the key up first,
+        in line: `cache.get(key) or self._item_hit(...)`, so looking again here would always miss). Block
+        identity is the artifact's content hash, not its wire bytes: a moved cache marker changes the
+        bytes but not what is cached."""
+        mk = key[3]
+        if isinstance(it, Message):
+            # What _item_fragment does for a message, without its closure and two calls: a turn's
+            # new messages are the usual misses.
+            fkey = ("m" + it.sha, mk)
+            frag = self._cache.get(fkey)
+            if frag is None:
+                # The message the tail breakpoint just left (Anthropic, Bedrock): its marked bytes
+                # less the marker, not the message written again (its parts re-escaped, a tool
+                # call's arguments parsed and re-encoded).
+                was = None if mk or self._unmarked is None else self._cache.get(("m" + it.sha, True))
+                frag = self._unmarked(was) if was is not None else None  # type: ignore[misc]
                 if frag is None:
-                    # The message the tail breakpoint just left (Anthropic, Bedrock): its marked bytes
-                    # less the marker, not the message written again (its parts re-escaped, a tool
-                    # call's arguments parsed and re-encoded).
-                    was = None if mk or self._unmarked is None else self._cache.get(("m" + it.sha, True))
-                    frag = self._unmarked(was) if was is not None else None  # type: ignore[misc]
-                    if frag is None:
-                        v = self._message_blocks(it, mk)
-                        frag = v if isinstance(v, bytes) else _canonical(v)
-                    self._cache[fkey] = frag
-                segment = "messages"
-            else:
-                frag, segment = self._item_fragment(s, it, mk)
-            hit = self._items[key] = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
-            self._held += len(frag)
+                    v = self._message_blocks(it, mk)
+                    frag = v if isinstance(v, bytes) else _canonical(v)
+                self._cache[fkey] = frag
+            segment = "messages"
+        else:
+            frag, segment = self._item_fragment(s, it, mk)
+        hit = self._items[key] = (frag, segment, Block(s.id, segment, it.sha, measure.item(it), mk))
+        self._held += len(frag)
         return hit
 
     def _laid_out(
