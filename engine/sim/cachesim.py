@@ -29,7 +29,7 @@ Rules per provider (sources: the providers' public docs; see each class):
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, islice, repeat
@@ -412,6 +412,15 @@ class _KeyChain:
             int, tuple[int, tuple[Block, ...], list[Key], list[int], int, bool, list[str], range]
         ] = {}
         self._line = 0  # where the last call's line parted (see _done)
+        # The last take came back to an earlier line (_from_earlier): (that line's entry key, the blocks
+        # of the call it took from, how many blocks this call shares with it); else None.
+        self.back: tuple[int, tuple[Block, ...], int] | None = None
+
+    def line_key(self) -> int | None:
+        """The key of the last call's line among the earlier lines (see _earlier): what a later take
+        that comes back to that line finds it by. None before any call."""
+        at = self._line
+        return id(self.blocks[at]) if at < len(self.blocks) else None
 
     def keys_for(self, blocks: Sequence[Block]) -> list[Key]:
         return self.take(blocks)[0]
@@ -465,6 +474,7 @@ class _KeyChain:
                 common = shared_prefix_len(prev, blocks)
             if common != shared:
                 stretch = None
+        self.back = None
         back = self._from_earlier(blocks, common, check_order, lazy)
         if back is not None:
             return back
@@ -607,6 +617,7 @@ class _KeyChain:
         raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
         self._done(blocks, common, keys, made, raw, ebase, shas, check_order, old)
         self.cut = None
+        self.back = (id(blocks[common]), eb, c)
         return keys, made, raw, ebase
 
     def _done(
@@ -676,6 +687,9 @@ def _sums(raw: list[int], base: int) -> Sequence[int]:
 
 # Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
 EARLIER_CALLS = 32
+# Units created or expired since a line was left, at most, for its reading to be caught up rather than
+# made afresh (each is a search of the call's keys; a fresh reading, a lookup per prefix).
+LINE_CATCH_UP = 64
 
 # A shifted request (see _KeyChain): the stretch starts within the first STRETCH_HEAD new blocks, at one of
 # the previous request's next STRETCH_SEARCH blocks (or, moved back, at the previous request's first new
@@ -1143,6 +1157,13 @@ class _DeepSeekPolicy(_Policy):
         self._contained: _Contained | None = None
         self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
         self.lazy = True  # False: every key made into the call's list (the reference the tests compare)
+        # The carried reading (_Contained) of each line a call left, by the line's key (see
+        # _KeyChain._earlier): (the blocks of the line's last call, its reading, where the logs below
+        # stood). A call that comes back to the line takes it up, caught up on the units created and
+        # expired since, instead of scanning its whole prefix again.
+        self._lines: dict[int, tuple[tuple[Block, ...], _Contained, int, int]] = {}
+        self._created: list[Key] = []  # the units created since the oldest of them, in order
+        self._expired: list[Key] = []  # and those expired
 
     @property
     def seen(self) -> dict[Key, float]:
@@ -1251,6 +1272,8 @@ class _DeepSeekPolicy(_Policy):
         u = self.units.pop(key, None)
         if u is None:
             self.units[key] = _Unit(tokens, self.persist, group, available_at, now)
+            if self._lines:
+                self._created.append(key)
         else:
             # Written again: it now exists unless both writes failed.
             u.prob = 1.0 - (1.0 - u.prob) * (1.0 - self.persist)
@@ -1260,6 +1283,7 @@ class _DeepSeekPolicy(_Policy):
     def step(self, call: Call) -> CallCache:
         # keys + tail are the call's prefixes' keys; tail, those first met in this call, not made into a
         # list: a window that moved to a new start meets thousands (see _KeyChain.take_lazy).
+        line, was = self._chain.line_key(), self._chain.blocks  # the last call's line, before this take
         keys, tail, raw, base = self._chain.take_lazy(
             call.blocks, False, call.shared, call.stretch, self.lazy
         )
@@ -1281,7 +1305,7 @@ class _DeepSeekPolicy(_Policy):
 
         added: list[tuple[int, Key]] = []  # the units this call writes inside its own prefix
         if self.persist == 1.0 and self.carry and self.ordered:
-            read, longest_unit = self._read_carried(keys, old, total, now, removed)
+            read, longest_unit = self._read_carried(keys, old, total, now, removed, line, was)
         elif self.persist == 1.0:
             self._contained = None
             read, longest_unit = self._read_certain(keys, old, total, now)
@@ -1326,12 +1350,21 @@ class _DeepSeekPolicy(_Policy):
         return CallCache(total, read, 0, total - read)
 
     def _read_carried(
-        self, keys: list[Key], old: int, total: int, now: float, removed: list[Key]
+        self,
+        keys: list[Key],
+        old: int,
+        total: int,
+        now: float,
+        removed: list[Key],
+        line: int | None = None,
+        was: tuple[Block, ...] = (),
     ) -> tuple[int, int]:
         """`_read_certain`, with what the last call's prefix contained carried over: a call that keeps
         the last one's prefix (an appended conversation) looks up only its new prefixes and the units
-        written or made visible since, not one per earlier request. Scans from scratch when the prefix
-        changed, a unit expired, or the longest unit is longer than this prompt."""
+        written or made visible since, not one per earlier request; one that comes back to an earlier
+        line takes up that line's (see _line_back). Scans from scratch when the prefix changed
+        otherwise, or the longest unit is longer than this prompt. (`line`, `was`: the last call's line
+        key and blocks, where its reading is kept when this call leaves it.)"""
         units = self.units
         c = self._contained
         if c is not None and removed:
@@ -1339,12 +1372,19 @@ class _DeepSeekPolicy(_Policy):
             # whole prefix again (a session longer than the ttl expires one nearly every call: every
             # call of the 3,000-turn what-if's paper column past 4 h scanned ~1,400 units).
             c.forget(removed)
-        if c is None or c.end > self._chain.common + 1 or c.end > old:
-            c = self._contained = _Contained()
-            c.scan(keys, c.end, old, units, now)
-        else:
+        if removed and self._lines:
+            self._expired += removed
+        go_on = c is not None and c.end <= self._chain.common + 1 and c.end <= old
+        # Back on an earlier line: its reading, when it reaches further than the last call's (which
+        # may hold only the few prefixes the two calls share), is taken up.
+        got = self._line_back(keys, now, c.end if go_on and c is not None else 0)
+        if c is not None and go_on and got is None:
             c.recheck(units, now)
-            c.scan(keys, c.end, old, units, now)
+        else:
+            if c is not None and line is not None:
+                self._keep_line(line, was, c)
+            c = self._contained = _Contained() if got is None else got
+        c.scan(keys, c.end, old, units, now)
         if c.best is None:
             return 0, 0
         g = c.groups[c.best]
@@ -1357,6 +1397,60 @@ class _DeepSeekPolicy(_Policy):
         u.last_used = now
         units[key] = u
         return min(total, self._floor(longest)), longest
+
+    def _keep_line(self, line: int, blocks: tuple[Block, ...], c: _Contained) -> None:
+        """Keep the reading `c` of the line a call leaves (its last call's `blocks`), for a call that
+        comes back to it (the logs from here on catch it up)."""
+        lines = self._lines
+        if not lines:
+            self._created, self._expired = [], []  # (no reading refers to what they hold)
+        lines.pop(line, None)
+        lines[line] = (blocks, c, len(self._created), len(self._expired))
+        if len(lines) > EARLIER_CALLS:
+            del lines[next(iter(lines))]
+
+    def _line_back(self, keys: list[Key], now: float, beyond: int) -> _Contained | None:
+        """The reading of the line this call's take came back to (_KeyChain.back), as a scan of this
+        call's keys[1 : end] would make it (`end`: that reading's, at most where the two calls part):
+        the units past where they part taken out, those expired since taken out, those created since
+        on this call's prefix put in. None when there is none, when it would end at `beyond` or before,
+        or when too much happened since. clear_tool_uses past its window comes back to a line every few
+        calls (~115 calls of a 3,000-turn what-if): its ~4,700 prefixes and ~300 units read afresh
+        each time were half of such a call."""
+        back = self._chain.back
+        if back is None:
+            return None
+        got = self._lines.get(back[0])
+        if got is None or got[0] is not back[1]:
+            return None
+        _, c, at_created, at_expired = got
+        created, expired = self._created[at_created:], self._expired[at_expired:]
+        if min(c.end, back[2] + 1) <= beyond or len(created) + len(expired) > LINE_CATCH_UP:
+            return None
+        del self._lines[back[0]]
+        if expired:
+            c.forget(expired)
+        # Past where this call parts from the line's last call, the two prefixes differ.
+        end = back[2] + 1
+        if c.end > end:
+            off = [k for m in c.members.values() for p, k, _ in m if p >= end]
+            off += [k for p, k in c.pending if p >= end]
+            if off:
+                c.forget(off)
+                # (and the units its last call wrote there, waiting to be admitted: not inside yet)
+                c.pending = [x for x in c.pending if x[0] < end]
+            c.end = end
+        units, inside = self.units, c.inside
+        for k in created:
+            u = units.get(k)
+            if u is None or k in inside:
+                continue
+            # A path's keys ascend (each extends the one before it, and is handed out after it).
+            p = bisect_left(keys, k, 1, c.end)
+            if p < c.end and keys[p] == k:
+                c.admit(p, k, u, now)
+        c.recheck(units, now)
+        return c
 
     def _read_certain(self, keys: list[Key], old: int, total: int, now: float) -> tuple[int, int]:
         """`_read_expected` when every unit persists (probability 1, current DeepSeek builds): the read
