@@ -45,6 +45,25 @@ def real_count(text: str) -> int:
     return len(bpe_ranks.cl100k_offline().encode_ordinary(text))
 
 
+_LOADED: list[FewTextsTokenizer] = []  # the first tokenizer fresh() loaded the ranks of
+
+
+def fresh(real: Watched) -> FewTextsTokenizer:
+    """A new FewTextsTokenizer (its memos of pieces and long texts empty) with no budget, on the ranks
+    the first one loaded. Each loads the same read-only ranks (~20-25 ms: without a rank table file, as
+    under PYTHONDONTWRITEBYTECODE, a 100k-entry dict built from the rank file), which was most of each
+    property example's time (~25 s of the three property tests' ~1,050 examples); the first one still
+    loads them through FewTextsTokenizer._load."""
+    t = FewTextsTokenizer(real, budget=10**9)
+    if not _LOADED:
+        assert t._load()
+        _LOADED.append(t)
+    else:
+        was = _LOADED[0]
+        t._ranks, t._rank_of, t._split_ascii = was._ranks, was._rank_of, was._split_ascii
+    return t
+
+
 TEXTS = (
     st.text(max_size=200)
     | st.from_regex(r"[\w \n\t\[\].(){}\"':,-]{0,200}", fullmatch=True)
@@ -60,8 +79,7 @@ TEXTS = (
 @example("a" * MAX_PIECE + " " + "b" * (MAX_PIECE + 1))
 @example("x " + "=" * 22)  # equal-ranked pairs: merging the rightmost first gives another count
 def test_counts_equal_tiktokens(text: str) -> None:
-    watched = Watched()
-    t = FewTextsTokenizer(watched, budget=10**9)
+    t = fresh(Watched())
     assert t.count(text) == real_count(text)
 
 
@@ -83,7 +101,7 @@ def test_ascii_split_is_cl100ks(text: str) -> None:
     assert few_texts.re.findall(few_texts.ASCII_PAT_STR, text, few_texts.re.ASCII) == regex.findall(
         bpe_ranks.PAT_STR, text
     )
-    t = FewTextsTokenizer(Watched(), budget=10**9)
+    t = fresh(Watched())
     assert t.count(text) == real_count(text)
 
 
@@ -151,7 +169,9 @@ def test_simulate_of_a_recording_with_counts_builds_no_encoder(tmp_path: Path) -
     now = [1000.0]
     pipe = Pipeline("deepseek-chat", "deepseek", 64_000, record=rec, serve=False, clock=lambda: now[0])
     pipe.identity("You are a careful coding agent.")
-    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.add_tool(
+        "bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    )
     pipe.user("Fix the failing test in tests/test_io.py.")
     for k in range(12):
         req = pipe.next_request()
@@ -177,7 +197,9 @@ def test_simulate_of_a_recording_with_counts_builds_no_encoder(tmp_path: Path) -
         "print(json.dumps({'built': built, 'asked': len(asked) > 0, 'same': r == fresh}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-c", code, str(rec)], capture_output=True, text=True, env=env, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(rec)], capture_output=True, text=True, env=env, cwd=REPO
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"built": 0, "asked": True, "same": True}
@@ -208,7 +230,6 @@ def test_the_crate_counts_from_the_start_when_the_engine_tokenizer_would_use_it(
     assert t._ranks is not None and real._encode is None  # counted here, the encoder not built
 
 
-
 def test_with_the_rank_table_the_crate_is_not_loaded(monkeypatch: Any, tmp_path: Path) -> None:
     """With a rank table file at hand, the few texts are counted here even with the crate installed:
     the engine's tokenizer stays unloaded, and the counts are tiktoken's."""
@@ -228,7 +249,9 @@ def test_with_the_rank_table_the_crate_is_not_loaded(monkeypatch: Any, tmp_path:
 
 
 # A tool output as the 930-turn synthetic session's (bench_simulate.synthetic_output): ~7.7k characters.
-SYNTHETIC = "".join(f"line 205.{i}: 0.{i * 7919 % 999983:06d} value = compute(x_{i}, y_205)\n" for i in range(150))
+SYNTHETIC = "".join(
+    f"line 205.{i}: 0.{i * 7919 % 999983:06d} value = compute(x_{i}, y_205)\n" for i in range(150)
+)
 
 SPLICE = st.text(alphabet="  \n\n\t\r x'lLsS1.\u00a0\u2028\u3000\x85ab!日", min_size=0, max_size=6)
 
@@ -250,7 +273,7 @@ def test_a_text_sharing_a_known_texts_start_or_end_counts_as_tiktoken(
     tiktoken's, whitespace runs across a seam included, and the texts are not split whole."""
     a = int(len(full) * min(cut))
     b = int(len(full) * max(cut))
-    t = FewTextsTokenizer(Watched(), budget=10**9)
+    t = fresh(Watched())
     assert t.count(full) == real_count(full)
     for text in (full[:a] + mid + full[b:], full[:a] + mid, mid + full[b:]):
         before = t.counted
