@@ -688,8 +688,10 @@ def _sums(raw: list[int], base: int) -> Sequence[int]:
 # Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
 EARLIER_CALLS = 32
 # Units created or expired since a line was left, at most, for its reading to be caught up rather than
-# made afresh (each is a search of the call's keys; a fresh reading, a lookup per prefix).
-LINE_CATCH_UP = 64
+# made afresh: each is a search of the call's keys, ~10x a fresh reading's lookup of a prefix (and at
+# most one per 8 prefixes the reading holds). 64 left ~100 of the ~550 comebacks of a 6,000-turn what-if's
+# clear_tool_uses column to be read afresh.
+LINE_CATCH_UP = 256
 
 # A shifted request (see _KeyChain): the stretch starts within the first STRETCH_HEAD new blocks, at one of
 # the previous request's next STRETCH_SEARCH blocks (or, moved back, at the previous request's first new
@@ -1425,7 +1427,8 @@ class _DeepSeekPolicy(_Policy):
             return None
         _, c, at_created, at_expired = got
         created, expired = self._created[at_created:], self._expired[at_expired:]
-        if min(c.end, back[2] + 1) <= beyond or len(created) + len(expired) > LINE_CATCH_UP:
+        reach = min(c.end, back[2] + 1)
+        if reach <= beyond or len(created) + len(expired) > min(LINE_CATCH_UP, reach // 8):
             return None
         del self._lines[back[0]]
         if expired:
