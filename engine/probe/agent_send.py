@@ -127,6 +127,29 @@ thread 14 -> 157 us a turn. Off by default: one run each, the inspector then see
 to quiet_linger late, and the elided reader's process cost rises. The turn handed at once to a thread
 of the probe's own, woken by a lock's release (the cheapest wake-up measured here), is engine.probe.handoff
 (opt-in too, for the same reason: the process pays more than the agent's thread saves).
+
+Where the fold send stands against its floor (probe42, the 2-core EPYC host; bench_probe, load 2-6):
+about at the floor of a send from Python, and what it costs is the first touch of a working set.
+`--ship-floor 0.5`: the least a paced turn can pay to ship its ~2.9 KB trace from Python (a flag test,
+the encode, crc32 and header, the copy into a mapping, in one function) is 39.2 us cold, 4.4% of an
+882 us turn (the encode alone 15.3 us, 1.7%); `_fold_now` (no crc32 for the inspector's ring, a ~1.8
+KB batch) is 37.2 us a call, 15.0 of it ormsgpack (`--publish-split 0.5 --split-reader fold
+--untraced`: the probe's part of the agent's thread 56.3 us a turn, 7.1% of a 791 us untraced turn).
+A turn's batch encoded alone after 0.5 s of sleep: ormsgpack 35.3 us cold against 3.1 hot (marshal
+42.0 / 5.4, pickle 43.5 / 5.4, json 108 / 21; an empty call 5.0 / 1.1). So encoding each held event
+as it is published, while its data is in cache, costs more: the encoder's first call of a turn is as
+cold, and there are six (`--twin`, A the close encoding the batch, B each held event encoded at
+publish and its bytes spliced in: B +24.1 us a turn [95% +19.2, +33.5]). And moving work from one call
+to another moves the cold touch with it: with no held marks the held publishes fell 14.0 -> 8.4 us a
+turn and the close rose 42.3 -> 45.9 (all 56.3 -> 54.3). No resolved change in `--twin` at 0.2 s pace
+either from MARK_GAP 0.45 (a mark once a send, not once a turn: -0.5 us [-5.9, +6.0]) or from
+FOLD_COALESCE 0.9 (165 -> 123 sends: -1.4 us [-10.4, +4.0]). The hand-off thread on this host: the
+agent's thread 49.2 -> 31.9 us a turn (`--flush-ab 0.5 --untraced --flush-modes
+agent-fold,agent-fold-sender`), its own thread +42.5, the process +14.7 us a turn [+9.1, +23.4] against
+this path (`--twin foldsender`). So issue 15.4's 1% of the agent's thread is under what one send on
+that thread costs, and its process 1.02 under what one send on another thread costs with its wake-up:
+either takes fewer sends than one a turn (a longer coalescing: a later inspector) or less Python (and
+fewer C paths touched cold) between the event and the ring than this path has.
 """
 
 from __future__ import annotations
@@ -333,7 +356,12 @@ class AgentSend(IOLoop):
         here runs cold (a few us each on a small VM), so the fewer the better. False, with the client
         untouched, to leave it to `_fill` (the events are then in the event ring: `_store`)."""
         ring = c.ring
-        if ring is None or not _in_step(c, self._head) or self.redact or self._overflow != self._overflow_seen:
+        if (
+            ring is None
+            or not _in_step(c, self._head)
+            or self.redact
+            or self._overflow != self._overflow_seen
+        ):
             return False
         n = len(self._pending)
         if not n or n > AGENT_EVENTS:
@@ -372,7 +400,9 @@ class AgentSend(IOLoop):
                     if summary is not out[j]:
                         owed.append(out[j]["turn"])
                         out[j] = summary
-            payload = pack_payload_fast({"k": "batch", "events": out, "at": [jpos + i for i in idx], "end": jpos + n})
+            payload = pack_payload_fast(
+                {"k": "batch", "events": out, "at": [jpos + i for i in idx], "end": jpos + n}
+            )
             if payload is None or len(payload) > MAX_FRAME_BYTES:
                 self._store(head, evs)
                 return False  # not one frame: _fill_elided's fallbacks (from the ring)
@@ -398,7 +428,9 @@ class AgentSend(IOLoop):
             ev = evs[idx[0]]
             if type(ev) is not tuple:
                 return False
-            announce = encode_frame({"k": "batch", "events": [], "at": [jpos + idx[0]], "end": jpos + n, "frames": 1})
+            announce = encode_frame(
+                {"k": "batch", "events": [], "at": [jpos + idx[0]], "end": jpos + n, "frames": 1}
+            )
             ring.write_frame(announce, ev[1])
             c.sent_events += 1
         c.cursor = head + n
@@ -452,7 +484,9 @@ class AgentSend(IOLoop):
                 return False  # (a fold client's is _fold_now, which publish() calls for it)
             jpos = c.jpos
             if frame is None:
-                payload = pack_payload_fast({"k": "batch", "events": [event], "at": [jpos + n - 1], "end": jpos + n})
+                payload = pack_payload_fast(
+                    {"k": "batch", "events": [event], "at": [jpos + n - 1], "end": jpos + n}
+                )
                 if payload is None or len(payload) > MAX_FRAME_BYTES:
                     return False
                 # A client that does not check its ring's checksums is not given one: on a paced turn
@@ -463,7 +497,9 @@ class AgentSend(IOLoop):
                 )  # (as _fold_now's: see there)
             elif c.frames:
                 payload = frame
-                header = encode_frame({"k": "batch", "events": [], "at": [jpos + n - 1], "end": jpos + n, "frames": 1})
+                header = encode_frame(
+                    {"k": "batch", "events": [], "at": [jpos + n - 1], "end": jpos + n, "frames": 1}
+                )
             else:
                 return False
             evs = self._take_pending(n)
