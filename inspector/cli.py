@@ -69,6 +69,13 @@ app = CommandLine(
 # (ONE_FILE) and refuse them with the program's own one-line error.
 ONE_FILE: dict[str, Any] = {"allow_extra_args": True}
 
+# Every path parameter of the program is typer's with readable=False: typer checks a path it may read
+# (os.access) before the command runs, and a file without read permission got its usage block and
+# "Invalid value for 'src': path 'x' is not readable." (exit 2) where the same command line without
+# typer (cli_argv.py) says "cp-inspect: cannot open recording x: Permission denied" (exit 1): an
+# unreadable input is a file the command could not use, not a wrong argument. Each command opens its
+# files itself and says what went wrong (tests/test_cli_unreadable.py).
+
 
 def one_file_only(ctx: typer.Context, command: str, first: object, what: str = "recording") -> None:
     """Refuse the arguments after the first (ctx.args) with one line naming them and what to do."""
@@ -130,7 +137,9 @@ def explain(
 
 
 @app.command(context_settings=ONE_FILE)
-def verify(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cpsession recording.")]) -> None:
+def verify(
+    ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cpsession recording.", readable=False)]
+) -> None:
     """Replay a recording and check every turn's request hash (exit 0 when all match).
 
     \b
@@ -145,8 +154,8 @@ def verify(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="A .cps
 
 @app.command()
 def salvage(
-    file: Annotated[Path, typer.Argument(help="A damaged .cpsession recording.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Where to write the intact part.")],
+    file: Annotated[Path, typer.Argument(help="A damaged .cpsession recording.", readable=False)],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Where to write the intact part.", readable=False)],
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUT if it exists.")] = False,
 ) -> None:
     """Copy every intact event before the first damage into a new recording (also migrates old formats).
@@ -165,8 +174,9 @@ def import_(
     fmt: Annotated[
         str, typer.Argument(help="mini-swe-agent | swe-agent | openhands | swe-smith | claude-trace | proxy-jsonl | auto")
     ],
-    src: Annotated[Path, typer.Argument(help="The trajectory or log file.")],
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="The .cpsession file to write.")] = None,
+    src: Annotated[Path, typer.Argument(help="The trajectory or log file.", readable=False)],
+    out: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="The .cpsession file to write.", readable=False)] = None,
     model: Annotated[str | None, typer.Option(help="Model name, when the source lacks one.")] = None,
     provider: Annotated[
         str | None, typer.Option(
@@ -346,7 +356,7 @@ def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> N
 @app.command(context_settings=ONE_FILE)
 def replay(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A .cpsession recording.")],
+    file: Annotated[Path, typer.Argument(help="A .cpsession recording.", readable=False)],
     # Text, read by replay_command: `--turn abc` is one line naming the file's turns, not typer's usage block.
     turn: Annotated[str | None, typer.Option(
         metavar="<int>", help="Open at this turn (-1 is the last; default: the last).")] = None,
@@ -369,7 +379,7 @@ def attach(
         str, typer.Argument(help="The agent's process id, or PID.SESSION for a proxy's session (see `cp-inspect ps`).")
     ],
     record: Annotated[
-        Path | None, typer.Option(help="Also save everything received to this file on exit.")
+        Path | None, typer.Option(help="Also save everything received to this file on exit.", readable=False)
     ] = None,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
 ) -> None:
@@ -457,7 +467,8 @@ def demo(
     ] = False,
     turns: Annotated[int, typer.Option(
         parser=number_option("--turns", "a number of turns, e.g. 30"), help="Stop the demo agent after this many turns.")] = 40,
-    record: Annotated[Path | None, typer.Option(help="Keep the recording here (a new file).")] = None,
+    record: Annotated[Path | None, typer.Option(
+        help="Keep the recording here (a new file).", readable=False)] = None,
     delay: Annotated[float, typer.Option(
         parser=number_option("--delay", "seconds, e.g. 0.5", float), help="Seconds between the agent's turns.")] = 1.5,
     theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,

@@ -37,10 +37,12 @@ ctx_app = typer.Typer(
     cls=OneLineMissing,  # a missing parameter is one cp-inspect line (inspector/missing_param.py)
 )
 
-DbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (created if missing).")]
+DbOpt = Annotated[Path, typer.Option(
+    "--db", help="The store's SQLite file (created if missing).", readable=False)]
 # get and expand read a store: a mistyped --db must not become a new, empty one that answers "no item
 # #5" or an empty window as if that were the store's content.
-ExistingDbOpt = Annotated[Path, typer.Option("--db", help="The store's SQLite file (ctx add or ctx import makes one).")]
+ExistingDbOpt = Annotated[Path, typer.Option(
+    "--db", help="The store's SQLite file (ctx add or ctx import makes one).", readable=False)]
 
 
 # short_help: `ctx --help` cut each docstring at the list's width with "..." (at 60 columns four of the five).
@@ -135,7 +137,8 @@ def import_cmd(
         Path,
         typer.Argument(
             help="A .cpsession recording, or a trajectory file (mini-swe-agent, SWE-agent, OpenHands, "
-            "SWE-smith, claude-trace, proxy JSONL)."
+            "SWE-smith, claude-trace, proxy JSONL).",
+            readable=False,
         ),
     ],
     format: Annotated[
@@ -215,6 +218,7 @@ def eval_command(
         typer.Option(
             "--trajectories",
             help="Folder of trajectories (default: ../shared/trajectories or $CONTEXTPIPE_TRAJECTORIES).",
+            readable=False,
         ),
     ] = None,
     per_trajectory: Annotated[

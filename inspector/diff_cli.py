@@ -26,7 +26,8 @@ def diff(
     candidate: Annotated[str, typer.Argument(help="Candidate configuration, in the same forms.")],
     recordings: Annotated[
         list[Path] | None,
-        typer.Argument(help="Recordings to run both on (optional when a side is itself a recording)."),
+        typer.Argument(
+            help="Recordings to run both on (optional when a side is itself a recording).", readable=False),
     ] = None,
     fail_on: Annotated[
         list[str] | None,
@@ -44,7 +45,8 @@ def diff(
     ] = False,
     all_turns: Annotated[bool, typer.Option("--all", help="Text: list identical turns too.")] = False,
     prices: Annotated[
-        Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
+        Path | None, typer.Option(
+            help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).", readable=False)
     ] = None,
 ) -> None:
     """Diff two configurations over recordings: first differing block, tokens, cache reads/writes, cost.
@@ -58,14 +60,17 @@ def diff(
 
 
 def forks(
-    parent: Annotated[Path, typer.Argument(help="The parent session's .cpsession recording.")],
+    parent: Annotated[Path, typer.Argument(
+        help="The parent session's .cpsession recording.", readable=False)],
     children: Annotated[
         list[Path] | None,
-        typer.Argument(help="Child recordings (default: the paths the parent's fork events name)."),
+        typer.Argument(
+            help="Child recordings (default: the paths the parent's fork events name).", readable=False),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     prices: Annotated[
-        Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
+        Path | None, typer.Option(
+            help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).", readable=False)
     ] = None,
 ) -> None:
     """The fork tree: a parent, its sub-agents (and theirs), what each reads from the shared prefix, and

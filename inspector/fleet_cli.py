@@ -175,11 +175,12 @@ def report(
     window_text: Annotated[str | None, typer.Option(
         "--window", metavar="<tokens>",
         help="Window for the engine's what-if, in tokens: 32000, 32k, 1.5M (default: each recording's own).")] = None,
-    svg: Annotated[Path | None, typer.Option(help="Also write a bar chart of cost per session here.")] = None,
+    svg: Annotated[Path | None, typer.Option(
+        help="Also write a bar chart of cost per session here.", readable=False)] = None,
     model: Annotated[str | None, typer.Option(
         help="Price sessions whose own model has no price as this model (default: they are skipped).")] = None,
     prices: Annotated[Path | None, typer.Option(
-        help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")] = None,
+        help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).", readable=False)] = None,
 ) -> None:
     """Fleet cost and health: per-session and total tokens, cache-hit rate, cost, cache breaks by cause,
     and what the engine's compaction policy would have saved.

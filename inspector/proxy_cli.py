@@ -42,7 +42,8 @@ UpstreamOpt = Annotated[
     ),
 ]
 RecordDirOpt = Annotated[
-    Path, typer.Option("--record-dir", help="One .cpsession per conversation is written here.")
+    Path, typer.Option("--record-dir", help="One .cpsession per conversation is written here.",
+                       readable=False)
 ]
 DEFAULT_RECORD_DIR = Path("cpsessions")
 
@@ -106,7 +107,7 @@ def proxy(
     allow_remote: Annotated[
         bool, typer.Option(help="Listen on a non-loopback address (others could then use your API keys).")
     ] = False,
-    state_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
+    state_file: Annotated[Path | None, typer.Option(hidden=True, readable=False)] = None,
     forward_only: Annotated[
         bool,
         typer.Option("--forward-only", help="Record nothing: only forward (to measure the recorder's cost)."),

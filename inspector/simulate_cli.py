@@ -19,7 +19,8 @@ from .cli_common import GateOpt, ThresholdOpt
 def simulate(
     files: Annotated[
         list[Path],
-        typer.Argument(help="One or more .cpsession recordings (imported or recorded by an agent)."),
+        typer.Argument(
+            help="One or more .cpsession recordings (imported or recorded by an agent).", readable=False),
     ],
     provider: Annotated[
         str | None,
@@ -35,7 +36,8 @@ def simulate(
     gate: GateOpt = None,
     threshold: ThresholdOpt = None,
     prices: Annotated[
-        Path | None, typer.Option(help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).")
+        Path | None, typer.Option(
+            help="Price table JSON (default: $CONTEXTPIPE_PRICES or the bundled one).", readable=False)
     ] = None,
     policies: Annotated[
         str | None,
