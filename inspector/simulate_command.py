@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +96,25 @@ def run(
     if policies is not None and not policies.strip(" ,"):
         # An empty value read as not given: the plain what-if table came out as if --policies were absent.
         fail("--policies needs 'all' or a comma list of policy names (see simulate --help)", 2)
+    # --provider, --policies and --policy checked once, as the options' errors: each was found simulating
+    # the first file and said as that file's ("FILE: unknown policy 'all'; known policies: cost_aware,
+    # wave1"), and --policy all (the engine's column) did not point to --policies all (every column).
+    if provider is not None:
+        from engine.providers import canonical_provider
+
+        _option_check("--provider", canonical_provider, provider)
+    if policies is not None:
+        from engine.sim.simulate import _policy_list
+
+        _option_check("--policies", _policy_list, [policies])
+    if policy is not None:
+        from engine.policy.settings import POLICY_NAMES, PolicySettings
+        from engine.sim.policies import ALL as PEER_POLICIES
+
+        name = policy.strip().partition(":")[0]
+        peer = name not in POLICY_NAMES and (name == "all" or name in PEER_POLICIES)  # a peer's column
+        hint = f" (to compare policies side by side: --policies {name})" if peer else ""
+        _option_check("--policy", PolicySettings.parse, policy, hint=hint)
     seen: dict[Path, Path] = {}
     for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing
         if not file.exists() or file.is_dir():
@@ -119,10 +138,7 @@ def run(
     if model is not None:
         from engine.sim.simulate import _price_row
 
-        try:
-            _price_row(table, model)
-        except ContextPipeError as exc:
-            fail(f"--model: {exc}", 2)
+        _option_check("--model", _price_row, table, model)
     gates = thresholds = None
     if gate or threshold:
         # cli_common imports typer (its option annotations): only for the lines that give these.
@@ -131,12 +147,9 @@ def run(
         gates, thresholds = parse_gates(gate) or None, parse_thresholds(threshold) or None
         from engine.sim.simulate import _check_thresholds
 
-        try:
-            # Against the defaults, as simulate checks them: an out-of-order set was said as the first
-            # recording's error ("FILE: invalid thresholds ..."), as if the file were at fault.
-            _check_thresholds(thresholds)
-        except ContextPipeError as exc:
-            fail(f"--threshold: {exc}", 2)
+        # Against the defaults, as simulate checks them: an out-of-order set was said as the first
+        # recording's error ("FILE: invalid thresholds ..."), as if the file were at fault.
+        _option_check("--threshold", _check_thresholds, thresholds)
     settings = SimSettings(
         provider=provider,
         model=model,
@@ -189,6 +202,16 @@ def run(
         return
     for r in reports:
         print(render_text(r))
+
+
+def _option_check(option: str, check: Callable[..., object], *args: object, hint: str = "") -> None:
+    """`check(*args)`, its ContextPipeError said as the option's error (exit 2), `hint` after it."""
+    from engine.errors import ContextPipeError
+
+    try:
+        check(*args)
+    except ContextPipeError as exc:
+        fail(f"{option}: {exc}{hint}", 2)
 
 
 def _fmt_int(v: int | None) -> str:
