@@ -39,9 +39,11 @@ class SaveScreen(ModalScreen[str | None]):
         yield KeysFooter(compact=True)
 
     def _question(self) -> str:
-        what = (f"the turns received by Enter ({self.turns} so far)" if self.still_arriving
+        # "Save the turns received by Enter (38 so far) to (Enter to save, Esc to cancel):" read as if
+        # Enter were what sent the turns, and "to (" left the destination to the box below to guess.
+        what = (f"every turn received until you press Enter ({self.turns} so far)" if self.still_arriving
                 else f"{self.turns} received {nouned(self.turns, 'turn')}")
-        return f"Save {what} to (Enter to save, Esc to cancel):"
+        return f"Save {what} to this file (Enter saves, Esc cancels):"
 
     def set_turns(self, turns: int, still_arriving: bool) -> None:
         """Turns go on arriving while the prompt is open (attached to a live agent): the count follows

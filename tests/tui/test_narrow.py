@@ -148,6 +148,7 @@ async def test_the_save_prompt_counts_the_turns_that_arrive_while_it_is_open(dis
             await pilot.pause(0.05)
         await pilot.pause()
         question = str(app.screen.query_one(Label).render())
-        want = "Save 30 received turns" if disconnect else "Save the turns received by Enter (30 so far)"
+        want = ("Save 30 received turns to this file" if disconnect
+                else "Save every turn received until you press Enter (30 so far) to this file")
         assert len(app.timeline) == 30 and question.startswith(want), (first, question)
         assert "30" not in first, first
