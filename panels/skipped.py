@@ -70,10 +70,12 @@ class SkippedPanel(Widget):
         if not skipped:
             lines.append(("", "[$success]✓ no optimization was skipped on this turn[/]"))
         # Figures say they are tokens, and a step that saves none (reorder, place_markers: they move
-        # things for the cache) says nothing of it: "saved 0" after each read as if it had failed.
+        # things for the cache) says nothing of it: "saved 0" after each read as if it had failed. The
+        # figure is in parentheses, as explain gives it: run on after the reason it read as the reason's
+        # ("... costs more than waiting for a deeper one  would save 3.7k tokens").
         for s in skipped:
             saves = (
-                f"  [$text-muted]would save[/] [bold]{tok(s.get('tokens_saved'))}[/] tokens"
+                f"  ([$text-muted]would save[/] [bold]{tok(s.get('tokens_saved'))}[/] tokens)"
                 if s.get("tokens_saved")
                 else ""
             )
@@ -93,7 +95,7 @@ class SkippedPanel(Widget):
         )
         for a in actions:
             saved = (
-                f"  [$text-muted]saved[/] {tok(a.get('tokens_saved'))} tokens"
+                f"  ([$text-muted]saved[/] {tok(a.get('tokens_saved'))} tokens)"
                 if a.get("tokens_saved")
                 else ""
             )

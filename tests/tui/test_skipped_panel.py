@@ -8,6 +8,7 @@ from typing import cast
 from engine.recording.journal import trace_of
 from engine.trace_schema import Trace
 from inspector.cli import load_events
+from panels.fmt import tok
 from panels.skipped import SkippedPanel
 
 DEMOS = Path(__file__).resolve().parents[2] / "demo_sessions"
@@ -31,14 +32,16 @@ def test_applied_and_skipped_steps_give_tokens_and_no_saved_0() -> None:
                 row = next(r for r in rows if r.startswith(f"  ✓ {a['step']}  "))
                 if a.get("tokens_saved"):
                     seen_saving = True
-                    assert row.endswith(" tokens") and "  saved " in row, row
+                    assert row.endswith(f"{a.get('detail', '')}  (saved {tok(a['tokens_saved'])} tokens)"), row
                 else:
                     assert "saved" not in row.split(a.get("detail", ""), 1)[-1], row
             for s in t.get("skipped") or []:
                 row = next(r for r in rows if r.startswith(f"✗ {s['step']}  "))
                 if s.get("tokens_saved"):
                     seen_skip = True
-                    assert row.endswith(" tokens") and "  would save " in row, row
+                    # in parentheses after the reason: run on, it read as the reason's own figure
+                    want = f"{s.get('reason', '')}  (would save {tok(s['tokens_saved'])} tokens)"
+                    assert row.endswith(want), row
     assert seen_skip and seen_saving
 
 
