@@ -99,7 +99,12 @@ def _why(path: Path, exc: Exception) -> str:
         hint = trajectory_hint(path)  # a trajectory where a recording goes: say to import it
         if hint is not None:
             return hint.removeprefix(f"{path} ")
-        return str(exc).removeprefix(f"{path}: ")  # a RecordingError names the file: _skip names it once
+        # A RecordingError names the file ("P: ...", "P is empty: ...", "P is not a cpsession recording"):
+        # _skip names it once ("skipped P: P is empty" said it twice).
+        text = str(exc)
+        if text.startswith(f"{path}: "):
+            return text[len(f"{path}: "):]
+        return "it" + text[len(str(path)):] if text.startswith(f"{path} ") else text
     if isinstance(exc, PermissionError):
         return "permission denied (check the file's owner and mode)"
     if isinstance(exc, OSError):

@@ -190,3 +190,21 @@ def test_sessions_with_the_same_file_name_are_told_apart(tmp_path: Path) -> None
     rows = out.stdout.splitlines()[1:3]
     assert rows[0].startswith("agent-a/session.cpsession") and rows[1].startswith("agent-b/session.cpsession")
     assert "agent-a/session.cpsession" in svg.read_text() and "agent-b/session.cpsession" in svg.read_text()
+
+
+def test_a_skipped_recording_is_named_once(tmp_path: Path) -> None:
+    """"skipped P: P is empty: ..." and "skipped P: P is not a cpsession recording ...": the reason
+    repeated the path the line had just given."""
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    shutil.copy(DEMOS[0], fleet / DEMOS[0].name)
+    (fleet / "aa-corrupt.cpsession").write_bytes(b"not a recording at all\n")
+    (fleet / "bb-empty.cpsession").write_bytes(b"")
+    out = _cli("report", str(fleet))
+    assert out.returncode == 0, out.stderr
+    skipped = [line for line in out.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 2, out.stderr
+    for line, name, why in zip(skipped, ("aa-corrupt", "bb-empty"), ("it is not a cpsession", "it is empty"),
+                               strict=True):
+        path = str(fleet / f"{name}.cpsession")
+        assert line.startswith(f"skipped {path}: {why}") and line.count(path) == 1, line
