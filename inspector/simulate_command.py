@@ -184,7 +184,7 @@ def run(
         except (ReplayError, RecordingError) as exc:
             fail(about(file, exc))
         except ContextPipeError as exc:
-            fail(about(file, exc), 2)
+            fail(about(file, exc) + _unpriced_among_several(exc, files, model), 2)
     if as_json:
         docs = {n: policy_doc(n) for n in reports[0].policies if policy_doc(n)}
         if len(reports) == 1:
@@ -202,6 +202,19 @@ def run(
         return
     for r in reports:
         print(render_text(r))
+
+
+def _unpriced_among_several(exc: Exception, files: list[Path], model: str | None) -> str:
+    """What to do about one recording the table cannot price, given with others: the price error's own
+    advice ("Choose the model to price it as with --model M") would price every recording given as M
+    (`simulate all/*.cpsession --policies all` over the shared trajectories stopped at the first of
+    SWE-agent's unnamed ones, and --model would have priced the DeepSeek runs as that model too)."""
+    from engine.sim.pricing import UnknownModelError
+
+    if model is not None or len(files) < 2 or not isinstance(exc.__cause__, UnknownModelError):
+        return ""
+    return (f" With {len(files)} recordings, --model prices every one as M: to keep the others' own prices, "
+            "leave this one out (or give it a run of its own).")
 
 
 def _option_check(option: str, check: Callable[..., object], *args: object, hint: str = "") -> None:

@@ -64,3 +64,28 @@ def test_a_bad_simulate_option_is_the_options_error(opts: list[str], says: str, 
 def test_the_option_is_refused_before_a_missing_file_is_looked_for(tmp_path: Path) -> None:
     res = _plain("simulate", str(DEMO), str(tmp_path / "absent.cpsession"), "--policy", "all")
     assert res.returncode == 2 and res.stderr.startswith("cp-inspect: --policy: "), res.stderr
+
+
+def test_an_unpriced_recording_among_several_says_model_prices_them_all(tmp_path: Path) -> None:
+    """`simulate a b --policies all` where b names no model: its advice ("Choose the model to price it as
+    with --model M") would have priced a as M too; among several recordings it says so, and what keeps
+    the others' own prices. Alone, or with --model given, the advice is as it was."""
+    traj = tmp_path / "unnamed.json"
+    traj.write_text(
+        '{"info": {}, "trajectory_format": "mini-swe-agent-1", "instance_id": "t", "messages": ['
+        '{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix it."}, '
+        '{"role": "assistant", "content": "ls"}]}'
+    )
+    unnamed = tmp_path / "unnamed.cpsession"
+    made = _plain("import", "auto", str(traj), "-o", str(unnamed))
+    assert made.returncode == 0 and "recorded as 'unknown'" in made.stdout + made.stderr, made.stderr
+    several = _plain("simulate", str(DEMO), str(unnamed), "--policies", "all")
+    assert several.returncode == 2 and several.stdout == "", several.stderr
+    line = several.stderr.strip()
+    assert line.startswith(f"cp-inspect: {unnamed}: cannot price model 'unknown'"), line
+    assert line.endswith(
+        "With 2 recordings, --model prices every one as M: to keep the others' own prices, leave this one "
+        "out (or give it a run of its own)."
+    ), line
+    alone = _plain("simulate", str(unnamed))
+    assert alone.returncode == 2 and "--model prices every one" not in alone.stderr, alone.stderr
