@@ -1861,8 +1861,18 @@ class Pipeline:
             "time": self.clock(),
             "sections": sections,
         }
-        self._close_pending()
-        self.emergent.expire(turn - 1)
+        # _close_pending's work: the message the pending parts close into is the lane's own, made from
+        # these very parts this turn (_pending_msg), and the lane took the turn only because they send
+        # something and do not fail silently (express.appended_since): neither list is to be told.
+        closing = self._pending_msg
+        if closing is not None:
+            self.history.append(closing)
+            self.pending = []
+            self._pending_msg = None
+        else:
+            self._close_pending()
+        if self.emergent.items:  # (expire's own test, without its frame)
+            self.emergent.expire(turn - 1)
         self.turn = turn + 1
         self.flipped = []
         if self.history.chunk is not None:

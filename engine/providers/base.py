@@ -760,8 +760,10 @@ class Serializer:
         if set(map(len, new_shas)) != {64}:
             return None
         memo = self._pairs
-        pairing = _pair_state(items, d, memo)
-        for it in new:
+        # Pairing checked from the first appended item: those written again (d <= i < k) are that run's
+        # own items, checked when it was made, so the scan's state after them is _pair_state's.
+        pairing = _pair_state(items, k, memo)
+        for it in items[k:]:
             if isinstance(it, Message):
                 info = memo.get(it.sha)  # _info(it, memo) in line (a frame fewer a new message)
                 if info is None:
