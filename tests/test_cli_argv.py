@@ -32,18 +32,27 @@ import inspector.cli_report as cli_report
 import inspector.cli_salvage as cli_salvage
 import inspector.cli_verify as cli_verify
 from inspector.cli_argv import plain_command
-from tests.support.console_script import ENTRIES, SCRIPT, program, run_program
+from tests.support.console_script import ENTRIES, SCRIPT, program, run_program, typer_answer_once
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 SYNTHETIC = ROOT / "tests" / "fixtures" / "synthetic"
 
 # Each command's work, as the typer command and the direct path call it: (module, function name).
-WORK = {"explain": (cli_explain, "explain"), "verify": (cli_verify, "verify"), "salvage": (cli_salvage, "salvage"),
-        "ps": (cli_ps, "ps"), "ctx get": (cli_ctx, "get"), "ctx add": (cli_ctx, "add"),
-        "ctx expand": (cli_ctx, "expand"), "diff": (cli_diff, "diff"),
-        "forks": (cli_forks, "forks"), "ctx import": (cli_ctx_import, "import_"),
-        "report": (cli_report, "report"), "eval": (cli_eval, "eval_")}
+WORK = {
+    "explain": (cli_explain, "explain"),
+    "verify": (cli_verify, "verify"),
+    "salvage": (cli_salvage, "salvage"),
+    "ps": (cli_ps, "ps"),
+    "ctx get": (cli_ctx, "get"),
+    "ctx add": (cli_ctx, "add"),
+    "ctx expand": (cli_ctx, "expand"),
+    "diff": (cli_diff, "diff"),
+    "forks": (cli_forks, "forks"),
+    "ctx import": (cli_ctx_import, "import_"),
+    "report": (cli_report, "report"),
+    "eval": (cli_eval, "eval_"),
+}
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
@@ -54,7 +63,9 @@ def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]
     return calls
 
 
-def _typer_hands(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]] | None:
+def _typer_hands(
+    command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, tuple[Any, ...]]] | None:
     """What typer's dispatch hands the command's work, or None when it refuses the command line."""
     calls = _record(monkeypatch)
     try:
@@ -64,7 +75,9 @@ def _typer_hands(command: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch)
     return calls or None
 
 
-def _direct_hands(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]] | None:
+def _direct_hands(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, tuple[Any, ...]]] | None:
     run = plain_command(argv, {})
     if run is None:
         return None
@@ -84,43 +97,142 @@ def command() -> Any:
 
 FILES = ["a.cpsession", "dir/b c.cpsession", "é.cpsession", "5", "4242.1", "0"]
 # Tokens typer reads its own way, or that a plain line never holds.
-ODD = ["-3", "--", "-", "", "--help", "-h", "--bogus", "--turn", "--turn=", "--json=1", "--force=yes", "-o",
-       "-ox.cpsession", "-o=x.cpsession", "--out", "--gate", "--budget", "--format", "surrogate\udcff.cpsession",
-       "--turn=--json", "--budget=-", "explain", "--db", "--offset", "-1", "--importance", "--all=1", "get"]
+ODD = [
+    "-3",
+    "--",
+    "-",
+    "",
+    "--help",
+    "-h",
+    "--bogus",
+    "--turn",
+    "--turn=",
+    "--json=1",
+    "--force=yes",
+    "-o",
+    "-ox.cpsession",
+    "-o=x.cpsession",
+    "--out",
+    "--gate",
+    "--budget",
+    "--format",
+    "surrogate\udcff.cpsession",
+    "--turn=--json",
+    "--budget=-",
+    "explain",
+    "--db",
+    "--offset",
+    "-1",
+    "--importance",
+    "--all=1",
+    "get",
+]
 OPTIONS = {
-    "explain": [["--turn", "3"], ["--turn", "-1"], ["--turn=-2"], ["--turn", "+4"], ["--turn", "1_0"], ["--turn", "x"],
-                ["--budget", "20k"], ["--budget=-5"], ["--budget", "1.5M"], ["--gate", "drop_rounds=off"],
-                ["--gate=spill=on"], ["--threshold", "trim=0.5"], ["--threshold=compact=0.7"],
-                ["--provider", "openai"], ["--provider=deepseek"], ["--format", "json"], ["--format=text"],
-                ["--format", "xml"], ["--json"]],
+    "explain": [
+        ["--turn", "3"],
+        ["--turn", "-1"],
+        ["--turn=-2"],
+        ["--turn", "+4"],
+        ["--turn", "1_0"],
+        ["--turn", "x"],
+        ["--budget", "20k"],
+        ["--budget=-5"],
+        ["--budget", "1.5M"],
+        ["--gate", "drop_rounds=off"],
+        ["--gate=spill=on"],
+        ["--threshold", "trim=0.5"],
+        ["--threshold=compact=0.7"],
+        ["--provider", "openai"],
+        ["--provider=deepseek"],
+        ["--format", "json"],
+        ["--format=text"],
+        ["--format", "xml"],
+        ["--json"],
+    ],
     "verify": [],
     "salvage": [["-o", "out.cpsession"], ["--out", "o u t.cpsession"], ["--out=x.cpsession"], ["--force"]],
     "ps": [["--json"]],
-    "ctx get": [["--budget", "-5"], ["--budget=1.5M"], ["--budget", "12,000"], ["--query", "fix the bug"],
-                ["--query=x"], ["--model", "gpt-4o"], ["--model=chars"], ["--explain"], ["--json"], ["--fresh"],
-                ["--db", "other.sqlite"]],
-    "ctx add": [["--kind", "memory"], ["--kind=tool_result"], ["--pin"], ["--importance", "0.5"],
-                ["--importance=1"], ["--importance", "x"], ["--importance", "-0.5"], ["--importance", "1_0"],
-                ["--source", "call_1"], ["--source=a.py"]],
-    "ctx expand": [["--offset", "100"], ["--offset", "-1"], ["--offset=x"], ["--offset", "1,000"], ["--limit", "10"],
-                   ["--limit=-3"], ["--limit", "1.5"], ["--all"]],
-    "diff": [["--json"], ["--markdown"], ["--all"], ["--fail-on", "cache-break"], ["--fail-on=cost:+5%"],
-             ["--prices", "p.json"], ["--prices=x y.json"]],
+    "ctx get": [
+        ["--budget", "-5"],
+        ["--budget=1.5M"],
+        ["--budget", "12,000"],
+        ["--query", "fix the bug"],
+        ["--query=x"],
+        ["--model", "gpt-4o"],
+        ["--model=chars"],
+        ["--explain"],
+        ["--json"],
+        ["--fresh"],
+        ["--db", "other.sqlite"],
+    ],
+    "ctx add": [
+        ["--kind", "memory"],
+        ["--kind=tool_result"],
+        ["--pin"],
+        ["--importance", "0.5"],
+        ["--importance=1"],
+        ["--importance", "x"],
+        ["--importance", "-0.5"],
+        ["--importance", "1_0"],
+        ["--source", "call_1"],
+        ["--source=a.py"],
+    ],
+    "ctx expand": [
+        ["--offset", "100"],
+        ["--offset", "-1"],
+        ["--offset=x"],
+        ["--offset", "1,000"],
+        ["--limit", "10"],
+        ["--limit=-3"],
+        ["--limit", "1.5"],
+        ["--all"],
+    ],
+    "diff": [
+        ["--json"],
+        ["--markdown"],
+        ["--all"],
+        ["--fail-on", "cache-break"],
+        ["--fail-on=cost:+5%"],
+        ["--prices", "p.json"],
+        ["--prices=x y.json"],
+    ],
     "forks": [["--json"], ["--prices", "p.json"], ["--prices=x y.json"]],
     "ctx import": [["--format", "swe-agent"], ["--format=cpsession"], ["--again"], ["--db", "other.sqlite"]],
-    "report": [["--json"], ["--window", "20k"], ["--window=-5"], ["--window", "1.5M"], ["--svg", "c.svg"],
-               ["--svg=x y.svg"], ["--model", "gpt-4o"], ["--model=claude-sonnet-4"], ["--prices", "p.json"],
-               ["--prices=x y.json"]],
+    "report": [
+        ["--json"],
+        ["--window", "20k"],
+        ["--window=-5"],
+        ["--window", "1.5M"],
+        ["--svg", "c.svg"],
+        ["--svg=x y.svg"],
+        ["--model", "gpt-4o"],
+        ["--model=claude-sonnet-4"],
+        ["--prices", "p.json"],
+        ["--prices=x y.json"],
+    ],
     "eval": [["--json"], ["--per-trajectory"], ["--trajectories", "t"], ["--trajectories=x y"]],
 }
 # The ctx commands' arguments, and their required options (each left out now and then).
-ARGUMENTS = {"ctx get": ["5", "x"], "ctx add": ["hello", "two words", "-", "é"],
-             "ctx expand": ["5", "+5", "1,000", "x", "0", "1e3"],
-             "forks": FILES, "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"],
-             "ctx import": FILES, "report": [*FILES, "runs/", "demo_sessions/*.cpsession"], "eval": FILES}
-REQUIRED = {"ctx get": [["--db", "s.sqlite"], ["--budget", "12k"]], "ctx add": [["--db=d/s.sqlite"]],
-            "ctx expand": [["--db", "s.sqlite"]], "diff": [], "forks": [], "ctx import": [["--db", "s.sqlite"]],
-            "report": [], "eval": []}
+ARGUMENTS = {
+    "ctx get": ["5", "x"],
+    "ctx add": ["hello", "two words", "-", "é"],
+    "ctx expand": ["5", "+5", "1,000", "x", "0", "1e3"],
+    "forks": FILES,
+    "diff": ["recorded", "gate.drop_rounds=off", "a.cpsession", "window=8000", "b c.cpsession"],
+    "ctx import": FILES,
+    "report": [*FILES, "runs/", "demo_sessions/*.cpsession"],
+    "eval": FILES,
+}
+REQUIRED = {
+    "ctx get": [["--db", "s.sqlite"], ["--budget", "12k"]],
+    "ctx add": [["--db=d/s.sqlite"]],
+    "ctx expand": [["--db", "s.sqlite"]],
+    "diff": [],
+    "forks": [],
+    "ctx import": [["--db", "s.sqlite"]],
+    "report": [],
+    "eval": [],
+}
 
 
 @st.composite
@@ -129,11 +241,26 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     and then with odd tokens."""
     name = draw(st.sampled_from(sorted(OPTIONS)))
     if name in ARGUMENTS:
-        parts = [[a] for a in draw(st.lists(st.sampled_from(ARGUMENTS[name]), max_size=4 if name in ("diff", "forks", "report") else 2))]
+        parts = [
+            [a]
+            for a in draw(
+                st.lists(
+                    st.sampled_from(ARGUMENTS[name]), max_size=4 if name in ("diff", "forks", "report") else 2
+                )
+            )
+        ]
         parts += [part for part in REQUIRED[name] if draw(st.integers(0, 9))]
     else:
-        parts = [[f] for f in draw(st.lists(st.sampled_from(FILES), min_size=0 if name == "ps" else 1,
-                                             max_size=1 if name == "ps" else 2))]
+        parts = [
+            [f]
+            for f in draw(
+                st.lists(
+                    st.sampled_from(FILES),
+                    min_size=0 if name == "ps" else 1,
+                    max_size=1 if name == "ps" else 2,
+                )
+            )
+        ]
     if OPTIONS[name]:
         parts += draw(st.lists(st.sampled_from(OPTIONS[name]), max_size=4))
     parts += [[t] for t in draw(st.lists(st.sampled_from(ODD), max_size=2))]
@@ -143,8 +270,9 @@ def command_lines(draw: st.DrawFn) -> list[str]:
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command_lines())
-def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch: pytest.MonkeyPatch,
-                                                      argv: list[str]) -> None:
+def test_a_plain_command_line_reads_as_typer_reads_it(
+    command: Any, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
     direct = _direct_hands(argv, monkeypatch)
     if direct is not None:  # read directly only if typer hands the command the same values (and types)
         typed = _typer_hands(command, argv, monkeypatch)
@@ -152,67 +280,171 @@ def test_a_plain_command_line_reads_as_typer_reads_it(command: Any, monkeypatch:
         assert _types(typed) == _types(direct)
 
 
-@pytest.mark.parametrize("argv", [
-    ["explain", "a.cpsession"],
-    ["explain", "a.cpsession", "--format", "json"],
-    ["explain", "a.cpsession", "--turn", "-1", "--budget", "20k", "--gate", "drop_rounds=off", "--gate=spill=on"],
-    ["explain", "--json", "4242", "--threshold", "trim=0.5", "--provider", "openai"],
-    ["verify", "a.cpsession"],
-    ["salvage", "a.cpsession", "-o", "b.cpsession", "--force"],
-    ["salvage", "--out=b.cpsession", "a.cpsession"],
-    ["ps"], ["ps", "--json"],
-    ["ctx", "get", "--db", "ctx.sqlite", "--budget", "12k"],
-    ["ctx", "get", "--db=ctx.sqlite", "--budget", "1.5M", "--query", "fix the bug", "--explain", "--model", "chars"],
-    ["ctx", "get", "--json", "--fresh", "--budget=-5", "--db", "s.sqlite"],
-    ["ctx", "add", "--db", "ctx.sqlite", "--kind", "memory", "--pin", "The build runs on Python 3.11."],
-    ["ctx", "add", "--db", "ctx.sqlite", "-", "--importance", "0.8", "--source", "call_7"],
-    ["ctx", "add", "--db", "ctx.sqlite"],
-    ["ctx", "expand", "--db", "ctx.sqlite", "5"],
-    ["ctx", "expand", "--db", "ctx.sqlite", "+5", "--offset", "1,000", "--limit=-3"],
-    ["ctx", "expand", "--all", "--db", "ctx.sqlite", "12"],
-    ["diff", "recorded", "gate.drop_rounds=off", "a.cpsession"],
-    ["diff", "main.cpsession", "branch.cpsession", "--fail-on", "cache-break", "--markdown"],
-    ["diff", "recorded", "window=8000", "a.cpsession", "b.cpsession", "--json", "--fail-on=cost:+5%", "--fail-on",
-     "tokens:+1%", "--prices", "p.json"],
-    ["forks", "a.cpsession"], ["forks", "--json", "a.cpsession", "b.cpsession", "c.cpsession", "--prices=p.json"],
-    ["ctx", "import", "a.cpsession", "--db", "ctx.sqlite"], ["ctx", "import", "--db=s.sqlite", "--again", "t.traj"],
-    ["ctx", "import", "t.json", "--db", "ctx.sqlite", "--format", "swe-agent"],
-    ["report", "a.cpsession"], ["report", "runs/", "--json"],
-    ["report", "demo_sessions/*.cpsession", "b.cpsession", "--window", "20k", "--svg", "cost.svg", "--model", "gpt-4o",
-     "--prices=p.json"],
-    ["eval"], ["eval", "--json"], ["eval", "--trajectories", "t", "--per-trajectory"],
-])
-def test_the_lines_people_type_are_read_directly(command: Any, monkeypatch: pytest.MonkeyPatch,
-                                                 argv: list[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explain", "a.cpsession"],
+        ["explain", "a.cpsession", "--format", "json"],
+        [
+            "explain",
+            "a.cpsession",
+            "--turn",
+            "-1",
+            "--budget",
+            "20k",
+            "--gate",
+            "drop_rounds=off",
+            "--gate=spill=on",
+        ],
+        ["explain", "--json", "4242", "--threshold", "trim=0.5", "--provider", "openai"],
+        ["verify", "a.cpsession"],
+        ["salvage", "a.cpsession", "-o", "b.cpsession", "--force"],
+        ["salvage", "--out=b.cpsession", "a.cpsession"],
+        ["ps"],
+        ["ps", "--json"],
+        ["ctx", "get", "--db", "ctx.sqlite", "--budget", "12k"],
+        [
+            "ctx",
+            "get",
+            "--db=ctx.sqlite",
+            "--budget",
+            "1.5M",
+            "--query",
+            "fix the bug",
+            "--explain",
+            "--model",
+            "chars",
+        ],
+        ["ctx", "get", "--json", "--fresh", "--budget=-5", "--db", "s.sqlite"],
+        ["ctx", "add", "--db", "ctx.sqlite", "--kind", "memory", "--pin", "The build runs on Python 3.11."],
+        ["ctx", "add", "--db", "ctx.sqlite", "-", "--importance", "0.8", "--source", "call_7"],
+        ["ctx", "add", "--db", "ctx.sqlite"],
+        ["ctx", "expand", "--db", "ctx.sqlite", "5"],
+        ["ctx", "expand", "--db", "ctx.sqlite", "+5", "--offset", "1,000", "--limit=-3"],
+        ["ctx", "expand", "--all", "--db", "ctx.sqlite", "12"],
+        ["diff", "recorded", "gate.drop_rounds=off", "a.cpsession"],
+        ["diff", "main.cpsession", "branch.cpsession", "--fail-on", "cache-break", "--markdown"],
+        [
+            "diff",
+            "recorded",
+            "window=8000",
+            "a.cpsession",
+            "b.cpsession",
+            "--json",
+            "--fail-on=cost:+5%",
+            "--fail-on",
+            "tokens:+1%",
+            "--prices",
+            "p.json",
+        ],
+        ["forks", "a.cpsession"],
+        ["forks", "--json", "a.cpsession", "b.cpsession", "c.cpsession", "--prices=p.json"],
+        ["ctx", "import", "a.cpsession", "--db", "ctx.sqlite"],
+        ["ctx", "import", "--db=s.sqlite", "--again", "t.traj"],
+        ["ctx", "import", "t.json", "--db", "ctx.sqlite", "--format", "swe-agent"],
+        ["report", "a.cpsession"],
+        ["report", "runs/", "--json"],
+        [
+            "report",
+            "demo_sessions/*.cpsession",
+            "b.cpsession",
+            "--window",
+            "20k",
+            "--svg",
+            "cost.svg",
+            "--model",
+            "gpt-4o",
+            "--prices=p.json",
+        ],
+        ["eval"],
+        ["eval", "--json"],
+        ["eval", "--trajectories", "t", "--per-trajectory"],
+    ],
+)
+def test_the_lines_people_type_are_read_directly(
+    command: Any, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
     direct = _direct_hands(argv, monkeypatch)
     assert direct is not None and direct == _typer_hands(command, argv, monkeypatch)
 
 
-@pytest.mark.parametrize("argv", [
-    ["explain"], ["explain", "--help"], ["explain", "a", "b"], ["explain", "a", "--turn"], ["explain", "a", "--bogus"],
-    ["explain", "a", "--format", "json", "--format", "text"], ["explain", "a", "--json=1"], ["explain", "--", "a"],
-    ["explain", "a", "--provider", "--json"], ["verify"], ["verify", "a", "b"], ["verify", "--help"],
-    ["salvage", "a"], ["salvage", "a", "-ob"], ["salvage", "a", "-o=b"], ["salvage", "a", "-o", "b", "--out", "c"],
-    ["ps", "x"], ["ps", "--json", "--json"], ["ps", "-h"], ["import", "auto", "a"], [],
-    ["ctx"], ["ctx", "--help"], ["ctx", "get"], ["ctx", "get", "--db", "s"], ["ctx", "get", "--budget", "5"],
-    ["ctx", "get", "--db", "s", "--budget", "5", "--help"], ["ctx", "get", "--db", "s", "--budget", "5", "x"],
-    ["ctx", "get", "--db", "s", "--budget"], ["ctx", "get", "--db", "s", "--budget", "5", "--json=1"],
-    ["ctx", "get", "--db", "s", "--db", "t", "--budget", "5"],
-    ["ctx", "reindex", "--db", "s"], ["ctx", "add", "--db", "s", "a", "b"], ["ctx", "add", "--db", "s", "--importance", "x"],
-    ["ctx", "add", "a"], ["ctx", "add", "--db", "s", "--", "-a"], ["ctx", "expand", "--db", "s"],
-    ["ctx", "expand", "--db", "s", "-1"], ["ctx", "expand", "--db", "s", "x"], ["ctx", "expand", "--db", "s", "5", "6"],
-    ["ctx", "expand", "--db", "s", "5", "--offset", "1.5"],
-    ["diff"], ["diff", "recorded"], ["diff", "a", "b", "--help"], ["diff", "a", "b", "--json", "--json"],
-    ["diff", "a", "b", "--prices"], ["diff", "a", "b", "--", "c"], ["diff", "a", "-b"],
-    ["forks"], ["forks", "--json"], ["forks", "a", "--help"], ["forks", "a", "--all"],
-    ["ctx", "import", "a"], ["ctx", "import", "--db", "s"], ["ctx", "import", "a", "b", "--db", "s"],
-    ["ctx", "import", "a", "--db", "s", "--help"], ["ctx", "import", "-", "--db", "s"],
-    ["ctx", "import", "a", "--db", "s", "--again=1"], ["ctx", "import", "a", "--db", "s", "--format"],
-    ["report"], ["report", "--json"], ["report", "a", "--help"], ["report", "a", "--window"],
-    ["report", "a", "--json", "--json"], ["report", "a", "--", "b"], ["report", "-a"], ["report", "a", "--all"],
-    ["eval", "x"], ["eval", "--help"], ["eval", "--trajectories"], ["eval", "--json=1"],
-    ["eval", "--trajectories", "a", "--trajectories", "b"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explain"],
+        ["explain", "--help"],
+        ["explain", "a", "b"],
+        ["explain", "a", "--turn"],
+        ["explain", "a", "--bogus"],
+        ["explain", "a", "--format", "json", "--format", "text"],
+        ["explain", "a", "--json=1"],
+        ["explain", "--", "a"],
+        ["explain", "a", "--provider", "--json"],
+        ["verify"],
+        ["verify", "a", "b"],
+        ["verify", "--help"],
+        ["salvage", "a"],
+        ["salvage", "a", "-ob"],
+        ["salvage", "a", "-o=b"],
+        ["salvage", "a", "-o", "b", "--out", "c"],
+        ["ps", "x"],
+        ["ps", "--json", "--json"],
+        ["ps", "-h"],
+        ["import", "auto", "a"],
+        [],
+        ["ctx"],
+        ["ctx", "--help"],
+        ["ctx", "get"],
+        ["ctx", "get", "--db", "s"],
+        ["ctx", "get", "--budget", "5"],
+        ["ctx", "get", "--db", "s", "--budget", "5", "--help"],
+        ["ctx", "get", "--db", "s", "--budget", "5", "x"],
+        ["ctx", "get", "--db", "s", "--budget"],
+        ["ctx", "get", "--db", "s", "--budget", "5", "--json=1"],
+        ["ctx", "get", "--db", "s", "--db", "t", "--budget", "5"],
+        ["ctx", "reindex", "--db", "s"],
+        ["ctx", "add", "--db", "s", "a", "b"],
+        ["ctx", "add", "--db", "s", "--importance", "x"],
+        ["ctx", "add", "a"],
+        ["ctx", "add", "--db", "s", "--", "-a"],
+        ["ctx", "expand", "--db", "s"],
+        ["ctx", "expand", "--db", "s", "-1"],
+        ["ctx", "expand", "--db", "s", "x"],
+        ["ctx", "expand", "--db", "s", "5", "6"],
+        ["ctx", "expand", "--db", "s", "5", "--offset", "1.5"],
+        ["diff"],
+        ["diff", "recorded"],
+        ["diff", "a", "b", "--help"],
+        ["diff", "a", "b", "--json", "--json"],
+        ["diff", "a", "b", "--prices"],
+        ["diff", "a", "b", "--", "c"],
+        ["diff", "a", "-b"],
+        ["forks"],
+        ["forks", "--json"],
+        ["forks", "a", "--help"],
+        ["forks", "a", "--all"],
+        ["ctx", "import", "a"],
+        ["ctx", "import", "--db", "s"],
+        ["ctx", "import", "a", "b", "--db", "s"],
+        ["ctx", "import", "a", "--db", "s", "--help"],
+        ["ctx", "import", "-", "--db", "s"],
+        ["ctx", "import", "a", "--db", "s", "--again=1"],
+        ["ctx", "import", "a", "--db", "s", "--format"],
+        ["report"],
+        ["report", "--json"],
+        ["report", "a", "--help"],
+        ["report", "a", "--window"],
+        ["report", "a", "--json", "--json"],
+        ["report", "a", "--", "b"],
+        ["report", "-a"],
+        ["report", "a", "--all"],
+        ["eval", "x"],
+        ["eval", "--help"],
+        ["eval", "--trajectories"],
+        ["eval", "--json=1"],
+        ["eval", "--trajectories", "a", "--trajectories", "b"],
+    ],
+)
 def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
     assert plain_command(argv, {}) is None
 
@@ -228,8 +460,9 @@ RUN = program(modules=("pydantic", "typer"))
 
 def _run(argv: list[str], entry: str, typer_dispatch: bool, home: Path) -> subprocess.CompletedProcess[str]:
     # XDG_RUNTIME_DIR: ps looks for agents in a directory of the test's own (none run there).
-    return run_program(RUN, argv, entry=entry, typer_dispatch=typer_dispatch, cwd=home,
-                       env={"XDG_RUNTIME_DIR": str(home)})
+    return run_program(
+        RUN, argv, entry=entry, typer_dispatch=typer_dispatch, cwd=home, env={"XDG_RUNTIME_DIR": str(home)}
+    )
 
 
 def _same_but_timing(text: str) -> str:
@@ -270,11 +503,37 @@ CASES = [
     ["ps", "--help"],
     ["diff", "recorded", "gate.drop_rounds=off", str(DEMO)],
     ["diff", "recorded", "window=8000", str(DEMO), "--json", "--fail-on", "cache-break"],
-    ["diff", "recorded", "window=8000", str(DEMO), "--markdown", "--fail-on", "tokens:+1%", "--fail-on=cost:+1%"],
+    [
+        "diff",
+        "recorded",
+        "window=8000",
+        str(DEMO),
+        "--markdown",
+        "--fail-on",
+        "tokens:+1%",
+        "--fail-on=cost:+1%",
+    ],
     ["diff", "recorded", "window=8000", str(DEMO), "--fail-on", "tokens:-1%", "--all"],
     ["diff", "recorded", "window=8000", str(DEMO), "--fail-on", "nosuchgate"],
-    ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--fail-on", "tokens:+0%", "--fail-on", "cache-break"],
-    ["diff", "recorded", "window=4000", str(DEMO), "--json", "--fail-on", "cache-break"],  # a gate fails: exit 1
+    [
+        "diff",
+        "recorded",
+        "gate.drop_rounds=off",
+        str(DEMO),
+        "--fail-on",
+        "tokens:+0%",
+        "--fail-on",
+        "cache-break",
+    ],
+    [
+        "diff",
+        "recorded",
+        "window=4000",
+        str(DEMO),
+        "--json",
+        "--fail-on",
+        "cache-break",
+    ],  # a gate fails: exit 1
     ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--json", "--markdown"],
     ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--all", "--json"],
     ["diff", "recorded", "gate.drop_rounds=off", str(DEMO), "--prices", "nosuch.json"],
@@ -291,8 +550,20 @@ CASES = [
     ["forks", str(DEMO), "--prices", "nosuch.json"],
     ["forks"],  # left to typer
     ["report", str(DEMO)],
-    ["report", str(DEMO), str(ROOT / "demo_sessions" / "scout-openai.cpsession"), "--json", "--window", "20k"],
-    ["report", str(ROOT / "demo_sessions"), "--svg", "cost.svg"],  # a directory: each recording in it; a chart
+    [
+        "report",
+        str(DEMO),
+        str(ROOT / "demo_sessions" / "scout-openai.cpsession"),
+        "--json",
+        "--window",
+        "20k",
+    ],
+    [
+        "report",
+        str(ROOT / "demo_sessions"),
+        "--svg",
+        "cost.svg",
+    ],  # a directory: each recording in it; a chart
     ["report", str(ROOT / "demo_sessions" / "*.cpsession"), "--model", "gpt-4o", "--window=1.5M"],  # a glob
     ["report", str(DEMO), "--window", "lots"],
     ["report", str(DEMO), "--window", "-5"],
@@ -313,27 +584,37 @@ CASES = [
 @pytest.mark.parametrize("argv", CASES, ids=lambda a: " ".join(Path(t).name if "/" in t else t for t in a))
 def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, tmp_path: Path) -> None:
     (tmp_path / "direct").mkdir()
-    (tmp_path / "typer").mkdir()
     direct = _run(argv, entry, typer_dispatch=False, home=tmp_path / "direct")
-    typed = _run(argv, entry, typer_dispatch=True, home=tmp_path / "typer")
+
+    def typer_answer() -> tuple[int, list[str], str, str, dict[str, bytes]]:
+        home = tmp_path / "typer"
+        home.mkdir()
+        typed = _run(argv, entry, typer_dispatch=True, home=home)
+        *err, mods = typed.stderr.replace(str(home), "HOME").splitlines()
+        written = {
+            name: (home / name).read_bytes() for name in ("copy.cpsession", "cost.svg") if name in argv
+        }
+        return typed.returncode, err, mods, _same_but_timing(typed.stdout), written
+
+    typed_code, typed_err, typed_mods, typed_out, typed_files = typer_answer_once(
+        ("script", *argv), typer_answer
+    )
     # Each side runs in a directory of its own, which a message about a relative path names.
     *direct_err, direct_mods = direct.stderr.replace(str(tmp_path / "direct"), "HOME").splitlines()
-    *typed_err, typed_mods = typed.stderr.replace(str(tmp_path / "typer"), "HOME").splitlines()
-    assert (direct.returncode, direct_err) == (typed.returncode, typed_err)
-    assert _same_but_timing(direct.stdout) == _same_but_timing(typed.stdout)
-    for written in ("copy.cpsession", "cost.svg"):  # the same file written either way
-        if written in argv:
-            assert (tmp_path / "direct" / written).read_bytes() == (tmp_path / "typer" / written).read_bytes()
+    assert (direct.returncode, direct_err) == (typed_code, typed_err)
+    assert _same_but_timing(direct.stdout) == typed_out
+    for written, data in typed_files.items():  # the same file written either way
+        assert (tmp_path / "direct" / written).read_bytes() == data
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         # Read directly: pydantic never imported, nor typer unless the command fails (fail() prints and
         # exits through it), verify reports a mismatch or report skips a recording (its yellow line).
         skipped = any(line.startswith("skipped") for line in direct_err)
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 and not skipped else ["typer"])
-    assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
+    assert "pydantic" in json.loads(typed_mods) or typed_code != 0 or argv[-1] == "--help"
 
 
 # Both paths print through cli_output.echo (the commands' work is shared), so it is held to typer.echo here.
-ECHO = r'''
+ECHO = r"""
 import json, sys
 texts = json.loads(sys.argv[1])
 if sys.argv[2] == "typer":
@@ -346,20 +627,34 @@ else:
     for t in texts:
         echo(t)
         echo(t, err=True)
-'''
+"""
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1"])
 def test_echo_writes_what_typer_echo_writes(encoding: str) -> None:
-    texts = ["ok: 3 turns", "", "two\nlines", "é ünïcode ß", "\x1b[31mred\x1b[0m and \x1b]8;;x\x1b\\", "tab\there",
-             json.dumps({"a": [1, 2]}, indent=2)]
+    texts = [
+        "ok: 3 turns",
+        "",
+        "two\nlines",
+        "é ünïcode ß",
+        "\x1b[31mred\x1b[0m and \x1b]8;;x\x1b\\",
+        "tab\there",
+        json.dumps({"a": [1, 2]}, indent=2),
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING=encoding)
-    outs = [subprocess.run([sys.executable, "-c", ECHO, json.dumps(texts), side], capture_output=True, env=env,
-                           timeout=120) for side in ("typer", "ours")]
-    assert [(o.returncode, o.stdout, o.stderr) for o in outs[1:]] == [(outs[0].returncode, outs[0].stdout, outs[0].stderr)]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", ECHO, json.dumps(texts), side], capture_output=True, env=env, timeout=120
+        )
+        for side in ("typer", "ours")
+    ]
+    assert [(o.returncode, o.stdout, o.stderr) for o in outs[1:]] == [
+        (outs[0].returncode, outs[0].stdout, outs[0].stderr)
+    ]
 
 
 # ---- ctx get / add / expand on a store made from the demo recording, run in a directory of its own ----
+
 
 def _store_rows(db: Path) -> dict[str, list[Any]] | None:
     """Every row of the store's own tables (an added item's time stamp left out), or None when there is no
@@ -368,12 +663,23 @@ def _store_rows(db: Path) -> dict[str, list[Any]] | None:
         return None
     con = sqlite3.connect(db)
     try:
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND sql NOT LIKE "
-                                            "'CREATE VIRTUAL%' AND name NOT LIKE 'items_fts%'")]
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND sql NOT LIKE "
+                "'CREATE VIRTUAL%' AND name NOT LIKE 'items_fts%'"
+            )
+        ]
         rows = {t: sorted(map(repr, con.execute(f"SELECT * FROM '{t}'"))) for t in tables if t != "items"}
-        rows["items"] = list(con.execute("SELECT id, kind, body, hash, turn, source, file_hash, pinned, importance "
-                                         "FROM items ORDER BY id"))
-        rows["search"] = list(con.execute("SELECT rowid FROM items_fts WHERE items_fts MATCH 'repository' ORDER BY rowid"))
+        rows["items"] = list(
+            con.execute(
+                "SELECT id, kind, body, hash, turn, source, file_hash, pinned, importance "
+                "FROM items ORDER BY id"
+            )
+        )
+        rows["search"] = list(
+            con.execute("SELECT rowid FROM items_fts WHERE items_fts MATCH 'repository' ORDER BY rowid")
+        )
         return rows
     finally:
         con.close()
@@ -444,8 +750,21 @@ CTX_CASES: list[tuple[list[str], str]] = [
     (["ctx", "import", "--again", str(DEMO), *DB], ""),
     (["ctx", "import", str(DEMO), "--db", "new.sqlite", "--format", "cpsession"], ""),
     (["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), *DB], ""),  # a trajectory, sniffed
-    (["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), "--db=new.sqlite", "--format", "proxy-jsonl"], ""),
-    (["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), *DB, "--format", "swe-agent"], ""),  # the wrong one
+    (
+        [
+            "ctx",
+            "import",
+            str(SYNTHETIC / "proxy_openai.jsonl"),
+            "--db=new.sqlite",
+            "--format",
+            "proxy-jsonl",
+        ],
+        "",
+    ),
+    (
+        ["ctx", "import", str(SYNTHETIC / "proxy_openai.jsonl"), *DB, "--format", "swe-agent"],
+        "",
+    ),  # the wrong one
     (["ctx", "import", str(SYNTHETIC / "mini_truncated.traj.json"), *DB], ""),  # damaged: exit 1
     (["ctx", "import", str(DEMO), *DB, "--format", "nosuch"], ""),
     (["ctx", "import", str(ROOT / "pyproject.toml"), *DB], ""),
@@ -461,24 +780,33 @@ CTX_CASES: list[tuple[list[str], str]] = [
 
 @pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize(("argv", "stdin"), CTX_CASES, ids=[" ".join(a[1:]) for a, _ in CTX_CASES])
-def test_the_ctx_commands_answer_and_store_as_under_typer(argv: list[str], stdin: str, entry: str, tmp_path: Path,
-                                                          demo_store: Path) -> None:
-    runs = {}
-    for side in ("direct", "typer"):
+def test_the_ctx_commands_answer_and_store_as_under_typer(
+    argv: list[str], stdin: str, entry: str, tmp_path: Path, demo_store: Path
+) -> None:
+    def run(side: str) -> subprocess.CompletedProcess[str]:
         home = tmp_path / side
         home.mkdir()
         shutil.copy(demo_store, home / "ctx.sqlite")
         (home / "empty.sqlite").touch()
-        runs[side] = run_program(RUN, argv, entry=entry, typer_dispatch=side == "typer", cwd=home, input=stdin)
-    direct, typed = runs["direct"], runs["typer"]
+        return run_program(RUN, argv, entry=entry, typer_dispatch=side == "typer", cwd=home, input=stdin)
+
+    def typer_answer() -> tuple[int, list[str], str, str, list[Any]]:
+        typed = run("typer")
+        *err, mods = typed.stderr.splitlines()
+        rows = [_store_rows(tmp_path / "typer" / name) for name in ("ctx.sqlite", "new.sqlite")]
+        return typed.returncode, err, mods, typed.stdout, rows
+
+    direct = run("direct")
+    typed_code, typed_err, typed_mods, typed_out, typed_rows = typer_answer_once(
+        ("ctx", stdin, *argv), typer_answer
+    )
     *direct_err, direct_mods = direct.stderr.splitlines()
-    *typed_err, typed_mods = typed.stderr.splitlines()
-    assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
-    for name in ("ctx.sqlite", "new.sqlite"):  # what the command left in the store, either way
-        assert _store_rows(tmp_path / "direct" / name) == _store_rows(tmp_path / "typer" / name)
+    assert (direct.returncode, direct_err, direct.stdout) == (typed_code, typed_err, typed_out)
+    # What the command left in the store, either way.
+    assert [_store_rows(tmp_path / "direct" / name) for name in ("ctx.sqlite", "new.sqlite")] == typed_rows
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
-    assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
+    assert "pydantic" in json.loads(typed_mods) or typed_code != 0 or argv[-1] == "--help"
 
 
 # `eval` in a directory holding t/ (one readable trajectory), bad/ (one that is not), empty/ (none);
@@ -501,13 +829,19 @@ EVAL_CASES: list[tuple[list[str], str]] = [
 @pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize(("argv", "default"), EVAL_CASES, ids=[" ".join([*a[1:], d]) for a, d in EVAL_CASES])
 def test_eval_answers_as_under_typer(argv: list[str], default: str, entry: str, tmp_path: Path) -> None:
-    for name, fixture in (("t", "mini_repr_strings.traj.json"), ("bad", "mini_bad_role.traj.json"), ("empty", None)):
+    for name, fixture in (
+        ("t", "mini_repr_strings.traj.json"),
+        ("bad", "mini_bad_role.traj.json"),
+        ("empty", None),
+    ):
         (tmp_path / name).mkdir()
         if fixture is not None:
             shutil.copy(SYNTHETIC / fixture, tmp_path / name / fixture)
     env = {"CONTEXTPIPE_TRAJECTORIES": str(tmp_path / default)}
-    direct, typed = (run_program(RUN, argv, entry=entry, typer_dispatch=side, cwd=tmp_path, env=env)
-                     for side in (False, True))
+    direct, typed = (
+        run_program(RUN, argv, entry=entry, typer_dispatch=side, cwd=tmp_path, env=env)
+        for side in (False, True)
+    )
     *direct_err, direct_mods = direct.stderr.splitlines()
     *typed_err, typed_mods = typed.stderr.splitlines()
     assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
@@ -524,8 +858,9 @@ def fork_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path
 
 
 @pytest.mark.parametrize("which", [[], ["--json"], ["child1"], ["child1", "child3", "--json"]])
-def test_forks_of_a_forked_run_answer_as_under_typer(which: list[str], fork_tree: tuple[Path, list[Path]],
-                                                     tmp_path: Path) -> None:
+def test_forks_of_a_forked_run_answer_as_under_typer(
+    which: list[str], fork_tree: tuple[Path, list[Path]], tmp_path: Path
+) -> None:
     """A parent with two recorded sub-agents: the tree from its fork events, or from the children named
     (one left out is a warning): the same output, warnings and exit status either way."""
     parent, kids = fork_tree

@@ -14,8 +14,9 @@ import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # itself (`python -m inspector.cli`, a console script installed before entry.py existed).
 SCRIPT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["cp-inspect"]
 ENTRIES = sorted({SCRIPT, "inspector.cli:app"})
+T = TypeVar("T")
 
-_PROGRAM = r'''
+_PROGRAM = r"""
 import atexit, importlib, json, sys
 module, _, name = sys.argv[2].partition(":")
 sys.argv = ["cp-inspect", *json.loads(sys.argv[1])]
@@ -34,7 +36,7 @@ if "--typer" in sys.argv:  # typer's own dispatch of the same line
     import inspector.cli as cli
     cli.app(sys.argv[1:], prog_name="cp-inspect")
 getattr(importlib.import_module(module), name)()  # the console script
-'''
+"""
 
 
 def program(prelude: str = "", modules: tuple[str, ...] = ()) -> str:
@@ -44,17 +46,40 @@ def program(prelude: str = "", modules: tuple[str, ...] = ()) -> str:
     without teardown)."""
     report = ""
     if modules:
-        report = (f"atexit.register(lambda: print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)), "
-                  "file=sys.stderr))\n")
+        report = (
+            f"atexit.register(lambda: print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)), "
+            "file=sys.stderr))\n"
+        )
     return _PROGRAM % (report + prelude)
 
 
-def run_program(code: str, argv: list[str], *, typer_dispatch: bool, entry: str = SCRIPT,
-                **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def run_program(
+    code: str, argv: list[str], *, typer_dispatch: bool, entry: str = SCRIPT, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
     """Run `code` (from program()) on `argv`, through typer's dispatch or the entry point; `kwargs` go to
     subprocess.run (cwd, stdin), `env` merged into this environment with the project first on the path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), **kwargs.pop("env", {}))
     args = [*argv, "--typer"] if typer_dispatch else argv
     kwargs.setdefault("timeout", 300)
-    return subprocess.run([sys.executable, "-c", code, json.dumps(args), entry], capture_output=True, text=True,
-                          env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-c", code, json.dumps(args), entry],
+        capture_output=True,
+        text=True,
+        env=env,
+        **kwargs,
+    )
+
+
+# typer's own dispatch (`--typer`) never reaches the entry point (the child runs cli.app, which exits),
+# so its answer to a command line is the same under each of ENTRIES. The tests that compare each entry's
+# direct answer with it make it once a line (in the first test that asks, in that test's directory), not
+# again for the second entry (a quarter of test_cli_argv's ~560 child processes).
+_TYPER_ANSWERS: dict[tuple[Any, ...], Any] = {}
+
+
+def typer_answer_once(key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    """typer's answer to the command line `key` names (the line and whatever else its run reads), made
+    by `make()` the first time it is asked for."""
+    if key not in _TYPER_ANSWERS:
+        _TYPER_ANSWERS[key] = make()
+    return _TYPER_ANSWERS[key]  # type: ignore[no-any-return]
