@@ -177,7 +177,7 @@ def read_frames(sock: socket.socket, timeout: float = 5.0) -> list[dict[str, Any
     ("limit", "env", "refusal"),
     [
         (256, {}, "too_many_clients"),  # the default cap (32) binds first
-        (128, {"CONTEXTPIPE_PROBE_MAX_CLIENTS": "100000"}, "too_many_open_files"),  # the reserve binds
+        (64, {"CONTEXTPIPE_PROBE_MAX_CLIENTS": "100000"}, "too_many_open_files"),  # the reserve binds
     ],
 )
 def test_many_connections_never_take_the_agents_descriptors(
