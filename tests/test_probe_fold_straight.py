@@ -86,3 +86,30 @@ def test_a_paced_fold_turns_close_is_one_python_call_past_publish(rtdir: Path, r
         for names in calls:
             assert names == ["publish", "_fold_now", *strip, "write_frame"], names
         assert_shown_as_sent(fs, turns, key_order=False)
+
+
+@pytest.mark.parametrize("stray", [["not", "an", "event"], ("not", "an", "event")])
+def test_the_straight_path_leaves_a_queue_with_a_stray_object_as_it_was(rtdir: Path, stray: Any) -> None:
+    """`_fold_now` sends only journal events (dicts, or a recording agent's (event, frame) pairs): any
+    other object waiting (nothing the engine publishes, a capture layer's mistake), first, between or
+    last, makes it decline before it takes or writes anything, so the general path (which leaves such
+    slots out of the batch) decides. Its check is a loop over the waiting events (see `_fold_now`): one
+    that looked at fewer of them fails here."""
+    with fold_stream(rtdir, False) as fs:
+        probe = fs.probe
+        c = probe._ring_one
+        assert c is not None and c.fold
+        pending = probe._pending  # (the I/O thread sleeps with nothing due: nothing else takes from it)
+        held = list(pending)  # (turn 1's reply and tool result, held for the next close)
+        assert held and all(type(ev) is dict for ev in held)
+        for where in (0, len(held) // 2, len(held) + 1):
+            waiting: list[Any] = [*held, {"k": "note"}]
+            waiting.insert(where, stray)
+            pending.clear()
+            pending.extend(waiting)
+            before = (probe._head, c.jpos, c.ring.written, probe.agent_sends)
+            assert probe._fold_now(c) is False
+            assert list(pending) == waiting
+            assert (probe._head, c.jpos, c.ring.written, probe.agent_sends) == before
+        pending.clear()
+        pending.extend(held)

@@ -227,7 +227,6 @@ _FOLD_DEFER = {
 }
 
 _monotonic = time.monotonic
-_DICT_ONLY = {dict}
 _U32 = 0xFFFFFFFF
 
 
@@ -566,10 +565,17 @@ class AgentSend(IOLoop):
             if not 0 < n <= AGENT_EVENTS:
                 return False
             plain = evs
-            if not _DICT_ONLY.issuperset(map(type, evs)):  # a recording agent's (event, frame) pairs
-                plain = [ev[0] if type(ev) is tuple else ev for ev in evs]
-                if not _DICT_ONLY.issuperset(map(type, plain)):
-                    return False
+            # Every event a dict, or a recording agent's (event, frame) pairs stripped to theirs; by a
+            # loop of the interpreter's own steps, which the turn has just run, not set.issuperset over a
+            # map of type(), C code nothing else on this thread runs (cold after the model call: -1.5
+            # and -3.2 us a turn in two in-process A/Bs, 12 of 16 rounds lower; see the commit).
+            for ev in evs:
+                if type(ev) is not dict:
+                    plain = [ev[0] if type(ev) is tuple else ev for ev in evs]
+                    for one in plain:
+                        if type(one) is not dict:
+                            return False
+                    break
             jpos = c.jpos
             end = jpos + n
             packb, opts = fast
