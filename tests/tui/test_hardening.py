@@ -5,6 +5,7 @@ key; essential state is not cut at 80x24 and 120x40; a disconnected agent says w
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,14 @@ async def test_a_damaged_recording_shows_its_error_in_the_tui(tmp_path: Path) ->
     p.write_bytes(bytes(data))
     app = InspectorApp(FileSource(p))
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+        # Until the app says its source failed, and the screen after that: settle() would wait its
+        # whole 10 s for a start-up that a failed source never finishes.
+        give_up = time.monotonic() + 10
+        while app.failed is None and time.monotonic() < give_up:
+            await pilot.pause(0.02)
+        await app.screen.wait_for_refresh()
+        await app.screen.wait_for_refresh()
+        await pilot.pause()
         assert app.failed is not None and f"offset {bad}" in app.failed
         text = status_text(app)
         assert "cannot read it" in text and f"offset {bad}" in text
@@ -80,7 +88,9 @@ async def test_stepping_keys_always_step_after_opening_what_if() -> None:
         await pilot.press("left", "left")
         assert app.index == len(app.timeline) - 3
         await settle(pilot)
-        assert budget.value < 20_000 and not budget.touched  # the recorded 10.2k window (slider steps), not 200k
+        assert (
+            budget.value < 20_000 and not budget.touched
+        )  # the recorded 10.2k window (slider steps), not 200k
         assert before > 0
         # A slider takes the arrows only when focused, and the footer says so and how to leave.
         budget.focus()
@@ -186,8 +196,18 @@ async def test_session_wide_table_does_not_wrap(size: tuple[int, int]) -> None:
         lines = [ln for ln in str(content).splitlines() if ln.strip()]
         assert any("prompt tokens" in ln for ln in lines)
         # The tables and the chart (prose notes below them may wrap like prose)
-        heads = ("prompt tokens", "uncached", "cache hit", "cost", "compactions", "cache breaks", "what-if",
-                 "closed", "policy", *PEER_ORDER)
+        heads = (
+            "prompt tokens",
+            "uncached",
+            "cache hit",
+            "cost",
+            "compactions",
+            "cache breaks",
+            "what-if",
+            "closed",
+            "policy",
+            *PEER_ORDER,
+        )
         table = [ln for ln in lines if ln.lstrip().startswith(heads) and ":" not in ln]
         assert len(table) >= 10, table
         too_wide = [ln for ln in table if len(ln) > width]
