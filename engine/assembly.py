@@ -205,6 +205,21 @@ class Measure:
             links[id(items)] = (items, prev)
         return True
 
+    def grew(self, items: tuple[Any, ...], prev: tuple[Any, ...]) -> None:
+        """Record that `items` starts with `prev`, known from how `items` was made (the pipeline's
+        whole history from a log that only appends, read after `prev` was): starts_with then answers
+        by the link instead of comparing the whole conversation by value once per new history (wave 1
+        and simulate's columns ask it of every turn's history, several times a build)."""
+        if len(prev) < self.prefix_min or len(prev) > len(items):
+            return
+        links = self._links
+        got = links.get(id(items))
+        if got is not None and got[0] is items and len(got[1]) >= len(prev):
+            return
+        if len(links) >= PREFIX_LINKS:
+            links.clear()
+        links[id(items)] = (items, prev)
+
     def part(self, p: object) -> int:
         c = self.counter
         if isinstance(p, Text):

@@ -412,6 +412,8 @@ class Pipeline:
         self.binders: dict[str, Binder] = {}
         self.tools: list[ToolSchema] = []
         self.history = HistoryLog(None if replay else history_chunk)
+        # The last whole-conversation history tuple built from a log that only appends (see _assemble_from).
+        self._whole: tuple[HistoryLog | None, tuple[Any, ...]] = (None, ())
         # (the log, task end, cut) _release_history last released to: asked again, it returns at once.
         self._released: tuple[HistoryLog, int, int, int] | None = None
         # Each folded part's journal blob (the part's hash -> its text's blob hash), while the history
@@ -1235,6 +1237,14 @@ class Pipeline:
             ok = self.fast_path and not bound and not due
             self._sources_carry = (self._sources_version, sources) if ok else None
         hsec = history_section(history, self.pending)
+        log = self.history
+        if window is None and log.chunk is None:
+            # A log that never releases only appends (a replay's, simulate's): this turn's whole history
+            # starts with the last one built from it, known without comparing them (Measure.grew).
+            was_log, was = self._whole
+            if was_log is log and was and len(was) <= len(history):
+                self.measure.grew(hsec.items, was)
+            self._whole = (log, () if self.pending else hsec.items)  # (a pending message is not the log's)
         if (
             self._empty_msgs
             or self._silent_errors
