@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.probe.readable import readable
+from engine.probe.runtime_dir import agent_runtime_dir, default_runtime_dir, socket_path
 from engine.recording.cpsession import RecordingReader
 
 from .conftest import demo_agent
@@ -39,7 +40,12 @@ def _drain(fd: int, seconds: float) -> None:
 def test_attach_record_saves_on_termination(tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "attached.cpsession"
     with demo_agent(tmp_path, turns=400, delay=0.05) as agent:
-        time.sleep(1.5)  # the agent is serving its probe
+        # Until the agent serves its probe (its socket is there), not a fixed 1.5 s.
+        sock = socket_path(agent.pid, agent_runtime_dir(agent.pid) or default_runtime_dir())
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert agent.poll() is None and time.monotonic() < deadline, f"no probe socket at {sock}"
+            time.sleep(0.02)
         leader, follower = pty.openpty()
         env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
         inspector = subprocess.Popen(
