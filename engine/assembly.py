@@ -155,6 +155,8 @@ class Measure:
         # The last history cleared_from recorded, and the one it was cleared from (one slot: a turn
         # clears one history).
         self._cleared_from: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...]] = ((), ())
+        # The places cleared there (cleared_from's `at`), None when not given.
+        self._cleared_at: list[tuple[int, int]] | None = None
         # The last kept history drop_range made: (kept, the raw history it was cut from, start, end, the
         # first item's token change); one slot, as _cleared_from (engine/dropped_history.py).
         self._dropped: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...], int, int, int] = ((), (), 0, 0, 0)
@@ -446,14 +448,31 @@ class Measure:
                 pass
         return sum(self.item(i) for i in seq)
 
-    def cleared_from(self, items: tuple[SectionItem, ...], like: tuple[SectionItem, ...]) -> None:
+    def cleared_from(
+        self,
+        items: tuple[SectionItem, ...],
+        like: tuple[SectionItem, ...],
+        at: tuple[tuple[int, int], ...] | None = None,
+    ) -> None:
         """Remember that `items` is `like` with some tool results cleared, item for item (clear_tool_results'
         placeholders): each item has the role of the same item in `like`, and no full tool result that
         `like`'s has not. A split reads only roles, so the next rounds(items) is one lookup instead of a
-        split afresh; first_over(items) scans from like's answer, which nothing before it can precede."""
+        split afresh; first_over(items) scans from like's answer, which nothing before it can precede.
+
+        `at`: the (message, part) places cleared, in the order they were (each item of `items` is then
+        the item of `like` with those parts cleared, a function of the two). When the last cleared history
+        was cleared from a history `like` starts with, at the same places within it, `items` starts with
+        that cleared history: linked (grew), so the memos' next question about the pair is not a
+        comparison of the whole conversation by value (wave 1 clears the raw history every turn)."""
         if len(items) != len(like):
             raise ValueError("cleared_from: the two histories differ in length")
+        was, was_like = self._cleared_from
+        if at is not None and was and self._cleared_at is not None:
+            k = len(was_like)
+            if [p for p in at if p[0] < k] == self._cleared_at and self.starts_with(like, was_like):
+                self.grew(items, was)
         self._cleared_from = (items, like)
+        self._cleared_at = None if at is None else list(at)
         memo = self._rounds
         memo.insert(0, (items, self.rounds(like)))
         del memo[RECENT_ROUNDS:]

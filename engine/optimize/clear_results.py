@@ -57,6 +57,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     saved = 0
     cleared = 0
     tripped = False
+    at: list[tuple[int, int]] = []  # the places cleared, in order
     # Wave 1 clears the same oldest results from the raw history every turn: each message's cleared
     # form and what it frees are made once and remembered on the Measure (same values, same objects).
     memo = m.cleared
@@ -77,6 +78,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
             tripped = True
             break
         items[i] = new_msg
+        at.append((i, j))
         saved += gain
         cleared += 1
     if cleared == 0:
@@ -88,7 +90,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     # the old one did not: the rules after this one measure, split and search it without reading every
     # item again.
     m.derived(new_hist, m.section(hist) - saved)
-    m.cleared_from(new_hist.items, hist.items)
+    m.cleared_from(new_hist.items, hist.items, tuple(at))
     detail = f"cleared {cleared} oldest tool results"
     if tripped:
         detail += f" (circuit breaker stopped at max_clear_tokens={ctx.limits.max_clear_tokens})"
