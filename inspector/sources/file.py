@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
-from engine.recording.cpsession import RecordingReader
+from engine.recording.cpsession import RecordingError, RecordingReader
 from engine.recording.journal import trace_of, unpack_event
 from engine.recording.paged_events import PagedEvents
 from engine.recording.text_window import DEFAULT_BUDGET, TextWindow
@@ -92,7 +92,21 @@ class FileSource(ReplayingSource):
             elif upto_turn is None:
                 self._loaded_turn = max(self._loaded_turn, *reader.turn_numbers()[-1:])
             if stop > self._read_pos:
-                self.paged.extend_frames(reader.event_frames(self._read_pos, stop))
+                try:
+                    self.paged.extend_frames(reader.event_frames(self._read_pos, stop))
+                except RecordingError as exc:
+                    # A frame damaged part way through the file (the index at its end intact): the
+                    # read-ahead past the turn asked for met it, and a turn before the damage could not
+                    # show its content or be re-planned ("cannot show this content: corrupt frame").
+                    # Each frame's events are added whole, the damaged one's none: what was read stays,
+                    # and a turn whose frame ends before the damage is served; anything else raises.
+                    at = exc.offset
+                    if at is None or at < self._read_pos:
+                        raise
+                    self._read_pos = at
+                    if upto_turn is None or not nums or reader.turn_frame(upto_turn)[1] > at:
+                        raise
+                    return
                 self._read_pos = stop
 
     def replayer(self, upto_turn: int | None = None) -> Replayer:
@@ -238,7 +252,19 @@ class FileSource(ReplayingSource):
         numbers = self.reader.turn_numbers()
         at, n = 0, first
         while at < len(numbers):
-            chunk = [summarize(trace_of(self.reader.turn(t))) for t in numbers[at : at + n]]
+            chunk: list[dict[str, Any]] = []
+            try:
+                for t in numbers[at : at + n]:
+                    chunk.append(summarize(trace_of(self.reader.turn(t))))
+            except Exception:
+                # A recording damaged part way (a corrupt frame mid-file): the turns before the damage
+                # are handed on, then the error (the status line says what and how to salvage). The
+                # chunk holding the damaged turn was lost whole: the screen stayed at "waiting for the
+                # first turn…" though explain and salvage read every turn before it. `more`: the reader
+                # asks for the next chunk, and that is this error.
+                if chunk:
+                    yield Chunk(chunk, more=True)
+                raise
             at, n = at + n, size
             yield Chunk(chunk, more=at < len(numbers))
 

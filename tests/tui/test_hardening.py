@@ -60,6 +60,61 @@ async def test_a_damaged_recording_shows_its_error_in_the_tui(tmp_path: Path) ->
         assert "loading" not in text  # no silent wait for a turn that will never come
 
 
+@pytest.mark.parametrize("start", [None, 5])
+async def test_a_recording_damaged_part_way_shows_the_turns_before_the_damage(tmp_path: Path,
+                                                                             start: int | None) -> None:
+    """A corrupt frame at turn 20 of 40 (the index at the end intact): the first chunk of turns (50)
+    held it, and was lost whole: the screen said "waiting for the first turn…" and "no turns yet"
+    though turns 0..19 read (explain and salvage read them). Now they are shown, and the error with
+    them, opened at the last turn (the last readable one) or at --turn 5."""
+    p = tmp_path / "damaged.cpsession"
+    shutil.copy(DEMO, p)
+    with RecordingReader.open(p) as r:
+        bad = r._turn_offs[20]
+    data = bytearray(p.read_bytes())
+    data[bad + 30] ^= 0xFF
+    p.write_bytes(bytes(data))
+    app = InspectorApp(FileSource(p), start_turn=start)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.failed is not None and f"offset {bad}" in app.failed
+        assert len(app.timeline) == 20
+        assert app.timeline.traces[app.index]["turn"] == (19 if start is None else start)
+        await pilot.press("home")
+        await settle(pilot)
+        assert app.index == 0 and app.timeline.traces[0]["turn"] == 0
+
+
+def test_a_turn_before_the_damage_shows_its_content_and_re_plans(tmp_path: Path) -> None:
+    """The same damage: the read-ahead past a turn before it (64 turns) met the corrupt frame, and the
+    turn's content, request body, why-miss and what-if failed with it ("cannot show this content:
+    corrupt frame"). A turn before the damage is read as from the intact file, in any order; a turn
+    past it still says what is wrong."""
+    from engine.recording.cpsession import RecordingError
+    from engine.whatif import Overrides
+
+    p = tmp_path / "damaged.cpsession"
+    shutil.copy(DEMO, p)
+    with RecordingReader.open(p) as r:
+        bad = r._turn_offs[20]
+    data = bytearray(p.read_bytes())
+    data[bad + 30] ^= 0xFF
+    p.write_bytes(bytes(data))
+    damaged, intact = FileSource(p), FileSource(DEMO)
+    try:
+        for turn in (1, 19, 4, 0, 12):
+            assert damaged.request_body(turn) == intact.request_body(turn), turn
+            assert damaged.why_missed(turn) == intact.why_missed(turn), turn
+        replan = Overrides(window=20_000)
+        assert damaged.replan(7, replan) == intact.replan(7, replan)
+        with pytest.raises(RecordingError, match=f"offset {bad}"):
+            damaged.request_body(25)
+        assert damaged.request_body(3) == intact.request_body(3)  # and still after that
+    finally:
+        damaged.close()
+        intact.close()
+
+
 async def test_a_recovered_tail_is_visible_in_the_tui(tmp_path: Path) -> None:
     p = tmp_path / "killed.cpsession"
     with RecordingReader.open(DEMO) as r:
