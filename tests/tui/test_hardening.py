@@ -36,14 +36,21 @@ def screen_text(app: InspectorApp) -> str:
     return "\n".join(line.text for line in app.screen._compositor.render_update(full=True).strips)  # type: ignore[union-attr]
 
 
-async def test_a_damaged_recording_shows_its_error_in_the_tui(tmp_path: Path) -> None:
+def _damaged_at_turn_20(tmp_path: Path) -> tuple[Path, int]:
+    """A copy of the demo recording with a flipped byte in turn 20's frame (the footer and its index
+    intact, the turn not), and that frame's offset."""
     p = tmp_path / "damaged.cpsession"
     shutil.copy(DEMO, p)
     with RecordingReader.open(p) as r:
         bad = r._turn_offs[20]
     data = bytearray(p.read_bytes())
-    data[bad + 30] ^= 0xFF  # a flipped byte in turn 20: the footer is intact, the turn is not
+    data[bad + 30] ^= 0xFF
     p.write_bytes(bytes(data))
+    return p, bad
+
+
+async def test_a_damaged_recording_shows_its_error_in_the_tui(tmp_path: Path) -> None:
+    p, bad = _damaged_at_turn_20(tmp_path)
     app = InspectorApp(FileSource(p))
     async with app.run_test(size=(120, 40)) as pilot:
         # Until the app says its source failed, and the screen after that: settle() would wait its
@@ -67,13 +74,7 @@ async def test_a_recording_damaged_part_way_shows_the_turns_before_the_damage(tm
     held it, and was lost whole: the screen said "waiting for the first turn…" and "no turns yet"
     though turns 0..19 read (explain and salvage read them). Now they are shown, and the error with
     them, opened at the last turn (the last readable one) or at --turn 5."""
-    p = tmp_path / "damaged.cpsession"
-    shutil.copy(DEMO, p)
-    with RecordingReader.open(p) as r:
-        bad = r._turn_offs[20]
-    data = bytearray(p.read_bytes())
-    data[bad + 30] ^= 0xFF
-    p.write_bytes(bytes(data))
+    p, bad = _damaged_at_turn_20(tmp_path)
     app = InspectorApp(FileSource(p), start_turn=start)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -93,13 +94,7 @@ def test_a_turn_before_the_damage_shows_its_content_and_re_plans(tmp_path: Path)
     from engine.recording.cpsession import RecordingError
     from engine.whatif import Overrides
 
-    p = tmp_path / "damaged.cpsession"
-    shutil.copy(DEMO, p)
-    with RecordingReader.open(p) as r:
-        bad = r._turn_offs[20]
-    data = bytearray(p.read_bytes())
-    data[bad + 30] ^= 0xFF
-    p.write_bytes(bytes(data))
+    p, bad = _damaged_at_turn_20(tmp_path)
     damaged, intact = FileSource(p), FileSource(DEMO)
     try:
         for turn in (1, 19, 4, 0, 12):
