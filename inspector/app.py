@@ -76,7 +76,7 @@ from panels.tier import TierPanel
 from panels.timeline_strip import TimelineStrip
 from panels.whatif import ReplanRequested, WhatIfPanel
 from panels.why_miss import WhyMissPanel
-from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
+from themes import DEFAULT_VARIABLES, THEMES, pick_theme
 
 __all__ = ["InspectorApp", "SPEEDS", "main"]
 
@@ -189,13 +189,8 @@ class InspectorApp(App[None]):
         self._key_order = KeyOrder(self)
         for t in THEMES:
             self.register_theme(t)
-        wanted = theme or os.environ.get("TEXTUAL_THEME") or DEFAULT_THEME
-        wanted = ALIASES.get(wanted, wanted)
-        if wanted not in self.available_themes:
-            # As posting does: a bad theme name is a notification, not a crash.
-            self._theme_warning = f"unknown theme {wanted!r}; using {DEFAULT_THEME}"
-            wanted = DEFAULT_THEME
-        self.theme = wanted
+        wanted = theme or os.environ.get("TEXTUAL_THEME")
+        self.theme, self._theme_warning = pick_theme(wanted, self.available_themes)
 
     def get_default_screen(self) -> Screen:
         # A step changes rows at the top and the bottom of the screen: MainScreen's compositor renders

@@ -21,7 +21,7 @@ from engine.wording import counted, nouned
 from inspector.keys_footer import KeysFooter
 from inspector.terminal_driver import driver_for
 from panels.fleet_table import COLUMNS, SORT_KEYS, FleetTable
-from themes import ALIASES, DEFAULT_THEME, DEFAULT_VARIABLES, THEMES
+from themes import DEFAULT_VARIABLES, THEMES, pick_theme
 
 REFRESH_S = 0.5
 
@@ -88,9 +88,7 @@ class TopApp(App[str | None]):
         self._summary = ""
         for t in THEMES:
             self.register_theme(t)
-        self.theme = ALIASES.get(theme or DEFAULT_THEME, theme or DEFAULT_THEME)
-        if self.theme not in self.available_themes:
-            self.theme = DEFAULT_THEME
+        self.theme, self._theme_warning = pick_theme(theme, self.available_themes)
 
     def get_driver_class(self) -> type[Driver]:
         return driver_for(super().get_driver_class())  # one that survives its terminal closing
@@ -112,6 +110,8 @@ class TopApp(App[str | None]):
             box.value = self.view.filter
             box.add_class("shown")
         table.focus()
+        if self._theme_warning:
+            self.notify(self._theme_warning, severity="warning", markup=False)  # (the person's text)
         if self.view.notice:
             self.notify(self.view.notice, title="not attached", severity="warning", timeout=10, markup=False)
             self.view.notice = ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from themes.dark import DARK
 from themes.high_contrast import HIGH_CONTRAST
 from themes.light import LIGHT
@@ -10,6 +12,30 @@ from themes.palette import DEFAULT_VARIABLES, SCOPE_VARIABLE, TIER_VARIABLE
 THEMES = (DARK, LIGHT, HIGH_CONTRAST)
 DEFAULT_THEME = DARK.name
 # Short names accepted by --theme.
-ALIASES = {"dark": DARK.name, "light": LIGHT.name, "high-contrast": HIGH_CONTRAST.name, "hc": HIGH_CONTRAST.name}
+ALIASES = {
+    "dark": DARK.name,
+    "light": LIGHT.name,
+    "high-contrast": HIGH_CONTRAST.name,
+    "hc": HIGH_CONTRAST.name,
+}
 
-__all__ = ["THEMES", "DEFAULT_THEME", "ALIASES", "DEFAULT_VARIABLES", "SCOPE_VARIABLE", "TIER_VARIABLE"]
+__all__ = [
+    "THEMES",
+    "DEFAULT_THEME",
+    "ALIASES",
+    "DEFAULT_VARIABLES",
+    "SCOPE_VARIABLE",
+    "TIER_VARIABLE",
+    "pick_theme",
+]
+
+
+def pick_theme(wanted: str | None, available: Collection[str]) -> tuple[str, str | None]:
+    """The theme an app shows for `wanted` (--theme, or $TEXTUAL_THEME: a short name, a registered theme's
+    name, or None for the default), and the warning to show when no theme has that name (the default is
+    shown instead: a bad name is a notification, as posting does, not a crash; `cp-inspect top --theme
+    x` ended in Textual's InvalidThemeError traceback)."""
+    name = ALIASES.get(wanted, wanted) if wanted else DEFAULT_THEME
+    if name in available:
+        return name, None
+    return DEFAULT_THEME, f"unknown theme {wanted!r}; using dark (--theme takes dark, light or high-contrast)"

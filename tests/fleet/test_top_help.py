@@ -34,3 +34,19 @@ async def test_enter_on_an_empty_table_says_there_is_no_agent(tmp_path: Path) ->
         assert any("no agent to attach to" in str(n.message) for n in app._notifications), list(app._notifications)
         await pilot.press("q")
     assert app.return_value is None
+
+
+async def test_an_unknown_theme_is_a_warning_not_a_traceback(tmp_path: Path) -> None:
+    """`cp-inspect top --theme neon` ended in Textual's InvalidThemeError traceback (exit 1) before its
+    first frame; the inspector's own --theme warned and showed the default. Now both do that."""
+    from engine.probe.watch import FleetWatcher
+    from inspector.top_app import TopApp
+
+    app = TopApp(FleetWatcher(tmp_path / "none"), theme="neon", refresh_s=0.2)
+    assert app.theme == "cp-dark"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        told = [str(n.message) for n in app._notifications]
+        assert "unknown theme 'neon'; using dark (--theme takes dark, light or high-contrast)" in told, told
+        await pilot.press("q")
+    assert TopApp(FleetWatcher(tmp_path / "none"), theme="light").theme == "cp-light"
