@@ -59,6 +59,25 @@ def _retry(exc: BaseException) -> str:
     return "; then run the import again" if isinstance(exc, StoreLockedError) else ""
 
 
+def _pins_said(exc: BaseException, budget: int) -> str:
+    """The store's error, pins that do not fit said in the command's terms: its "Raise the budget or unpin
+    something" named no budget, and the command line has no way to unpin (a person who had imported a few
+    runs into one store, each of which pins its system prompt and task, was left without a next step)."""
+    from engine.store.errors import PinsExceedBudgetError
+
+    text = str(exc)
+    if not isinstance(exc, PinsExceedBudgetError) or exc.usable <= 0:
+        return text
+    # The smallest budget whose usable part (the margin is a share of it) holds the pins, rounded up.
+    need = -(-exc.pinned_tokens * budget // exc.usable)
+    need = -(-need // 100) * 100
+    return text.replace(
+        "Raise the budget or unpin something",
+        f"Give --budget {need} or more; or keep fewer pins in one store (each `ctx import` pins its run's "
+        "system prompt and task, `ctx add --pin` its item): import runs into separate stores (--db)",
+    )
+
+
 def _fresh_hint(exc: BaseException) -> str:
     """What a sticky get that met another writer adds: --fresh reads the store without waiting for it."""
     from engine.store import StoreLockedError
@@ -156,7 +175,7 @@ def get(db: Path, budget_text: str, query: str | None, model: str | None, explai
         window = store.context_get(budget, model=model, query=query, sticky=not fresh, advance_turn=not fresh)
         empty = not window.entries and len(store) == 0
     except (ContextPipeError, ValueError) as exc:
-        fail(f"{exc}{_fresh_hint(exc) if not fresh else ''}")
+        fail(f"{_pins_said(exc, budget)}{_fresh_hint(exc) if not fresh else ''}")
         return
     finally:
         store.close()

@@ -74,6 +74,25 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
     assert r.exit_code == 1 and "pinned items alone need" in r.output
 
 
+def test_pins_over_the_budget_say_the_budget_that_holds_them(tmp_path: Path) -> None:
+    """"Raise the budget or unpin something" named no budget, and no command unpins: the error now says the
+    budget that holds the pins, and the store-per-run way to keep fewer of them. That budget serves."""
+    import re
+
+    db = str(tmp_path / "c.db")
+    for n in (1200, 700, 300):
+        assert _run("add", "--db", db, "--pin", "word " * n).exit_code == 0
+    assert _run("add", "--db", db, "an unpinned note").exit_code == 0
+    r = _run("get", "--db", db, "--budget", "1000", "--fresh")
+    assert r.exit_code == 1 and "pinned items alone need" in r.output, r.output
+    assert "unpin something" not in r.output and "import runs into separate stores (--db)" in r.output
+    found = re.search(r"Give --budget (\d+) or more", r.output)
+    assert found is not None, r.output
+    need = int(found.group(1))
+    assert _run("get", "--db", db, "--budget", str(need), "--fresh").exit_code == 0
+    assert _run("get", "--db", db, "--budget", str(need - 200), "--fresh").exit_code == 1
+
+
 def _traj_root() -> Path:
     env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "trajectories"
