@@ -23,7 +23,7 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
-from engine.dropped_history import dropped_rounds, dropped_sums
+from engine.dropped_history import DroppedSums, Sums, dropped_rounds
 from engine.lineage_memo import LineageMemo
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
@@ -319,11 +319,12 @@ class Measure:
             "longest item tuple held": max(map(len, held), default=0),
         }
 
-    def cumulative(self, items: tuple[SectionItem, ...]) -> list[int]:
+    def cumulative(self, items: tuple[SectionItem, ...]) -> Sums:
         """Running token sums: result[i] is the tokens of items[:i] for i <= len(items), so the tokens of
         any slice are one subtraction. One list per lineage of histories (engine/lineage_memo.py),
         extended in place by what a turn appended: index it, never by its end (it may already be longer,
-        by a later history of the lineage). Do not modify the list."""
+        by a later history of the lineage). Do not modify the list. A history drop_range kept gets the
+        cut one's list read in place (DroppedSums), when that one's is remembered."""
         e = self._lineages.get(items)
         sums = e.sums
         k = len(sums) - 1
@@ -331,15 +332,15 @@ class Measure:
             if k == 0 and self._dropped[0] is items:
                 derived = self._sums_dropped()
                 if derived is not None:
-                    sums[:] = derived
-                    return sums
-            if k == 0 and all(map(isinstance, items, repeat(Message))):
+                    e.sums = derived
+                    return derived
+            if k == 0 and isinstance(sums, list) and all(map(isinstance, items, repeat(Message))):
                 try:  # counted messages: their remembered counts, read in C (see items())
                     sums += accumulate(map(self._msg.__getitem__, map(_SHA, items)))
                     return sums
                 except KeyError:
                     del sums[1:]
-            sums += islice(accumulate(map(self.item, items[k:]), initial=sums[-1]), 1, None)
+            sums.extend(islice(accumulate(map(self.item, items[k:]), initial=sums[-1]), 1, None))
         return sums
 
     def first_over(self, items: tuple[SectionItem, ...], limit: int) -> int:
@@ -403,12 +404,12 @@ class Measure:
         out (engine/dropped_history.py), when raw's is remembered; else it is computed as before."""
         self._dropped = (items, raw, start, end, head)
 
-    def _sums_dropped(self) -> list[int] | None:
+    def _sums_dropped(self) -> DroppedSums | None:
         _, raw, start, end, head = self._dropped
         n = len(raw)
         for e in self._lineages.entries:  # raw's running sums, if its lineage is remembered this far
             if e.items is raw and len(e.sums) > n:
-                return dropped_sums(e.sums, n, start, end, head)
+                return DroppedSums(e.sums, n, start, end, head)
         return None
 
     def _rounds_dropped(self) -> list[tuple[int, int]] | None:

@@ -15,8 +15,10 @@ reading a message.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from itertools import islice, repeat
 from operator import add, itemgetter
+from typing import overload
 
 _START = itemgetter(0)
 
@@ -49,3 +51,57 @@ def dropped_sums(sums: list[int], n: int, start: int, end: int, head: int) -> li
     out += map(add, islice(sums, 1, start + 1), repeat(head))
     out += map(add, islice(sums, end + 1, n + 1), repeat(out[-1] - sums[end]))
     return out
+
+
+class DroppedSums(Sequence[int]):
+    """dropped_sums(sums, n, start, end, head) read in place: each figure one lookup in `sums` (the cut
+    history's running sums, whose first n + 1 values never change: its lineage only extends them), not
+    a copy of every kept item's. Wave 1's budget guarantee trims the history the drop rule kept, which
+    keeps a growing share of the conversation (a quarter and more): the copy was O(history) every turn
+    the kept share moved, where oldest_to_drop reads a few figures and a bisection. Extended in place
+    (`extend`) by the figures of items appended later, as Measure.cumulative extends a lineage's list."""
+
+    __slots__ = ("_base", "_start", "_shift", "_head", "_mid", "_n0", "_extra")
+
+    def __init__(self, sums: Sequence[int], n: int, start: int, end: int, head: int) -> None:
+        self._base = sums
+        self._start = start
+        self._shift = end - start
+        self._head = head
+        self._mid = sums[start] + head - sums[end]  # what each later figure adds to sums[i + shift]
+        self._n0 = 1 + start + n - end  # figures read from `sums`
+        self._extra: list[int] = []
+
+    def __len__(self) -> int:
+        return self._n0 + len(self._extra)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+            if i < 0:
+                raise IndexError("DroppedSums index out of range")
+        if i <= self._start:
+            return self._base[i] + self._head if i else 0
+        if i < self._n0:
+            return self._base[i + self._shift] + self._mid
+        return self._extra[i - self._n0]
+
+    def extend(self, more: Iterable[int]) -> None:
+        self._extra.extend(more)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, DroppedSums)) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as the list it stands for)
+
+
+# A lineage's running sums (engine/lineage_memo.py): a list, or a kept history's read from the cut one's.
+Sums = list[int] | DroppedSums

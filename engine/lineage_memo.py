@@ -23,6 +23,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from engine.dropped_history import Sums
+
 # Lineages remembered at most: a what-if's five columns, and the raw history beside them.
 RECENT_LINEAGES = 6
 
@@ -41,7 +43,7 @@ class Lineage:
     def __init__(self, items: Items) -> None:
         self.items = items
         # sums[i] is the tokens of items[:i] for i < len(sums) (a prefix: extended when asked, in place).
-        self.sums: list[int] = [0]
+        self.sums: Sums = [0]
         # limit -> (items scanned, index found or -1): the first over-limit message of items[:scanned].
         self.over: dict[int, tuple[int, int]] = {}
 
