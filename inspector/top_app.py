@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.driver import Driver
 from textual.widgets import Input, Static
 
@@ -85,7 +86,7 @@ class TopApp(App[str | None]):
         self.watcher = watcher
         self.view = view if view is not None else TopView()
         self.refresh_s = refresh_s
-        self._summary = ""
+        self._summary: tuple[str, str, str] = ("", "", "")  # (markup, filter, error) shown
         for t in THEMES:
             self.register_theme(t)
         self.theme, self._theme_warning = pick_theme(theme, self.available_themes)
@@ -138,23 +139,28 @@ class TopApp(App[str | None]):
         # Live but not attachable: counted apart, with what to do (their rows say "no socket").
         orphans = sum(a.state == NO_SOCKET for a in agents)
         no_socket = (f"[b]{orphans} without a probe socket[/b] (restart to attach again), " if orphans else "")
+        # The filter is the person's text and the watcher's error names paths: both go in as the markup's
+        # variables ($filter, $message: text, never markup). In the markup, a filter of "[/]" ended the
+        # app (MarkupError, exit 1) and "[b]x" was styled away; escape() left "[/" and "x\\" to break it.
         text = (f"[b]{live}[/b] live {nouned(live, 'agent')}, {no_socket}{not_answering}{len(agents) - live - quiet - orphans} ended · "
                 f"total ${cost:.4f}{bound} · "
-                f"sort {sort}" + (f" · filter [b]{table.filter}[/b]" if table.filter else ""))
+                f"sort {sort}" + (" · filter [b]$filter[/b]" if table.filter else ""))
         skipped = len(self.watcher.skipped)
         refused = f"{counted(skipped, 'probe socket')} skipped (`cp-inspect ps` says why)" if skipped else ""
         if refused:
             text += f" · [b]{refused}[/b]"
         if self.watcher.error:
-            text = f"[b $error]{self.watcher.error}[/]"
+            text = "[b $error]$message[/]"
         elif not agents:
             text = ("no agents yet: an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
                     "or run one with `cp-inspect run -- CMD`")
             if refused:
                 text = f"no agents you can attach to: [b]{refused}[/b]"
-        if text != self._summary:
-            self._summary = text
-            self.query_one("#summary", Static).update(text)
+        shown = (text, table.filter, self.watcher.error or "")
+        if shown != self._summary:
+            self._summary = shown
+            self.query_one("#summary", Static).update(
+                Content.from_markup(text, filter=table.filter, message=self.watcher.error or ""))
 
     def action_sort(self, step: int) -> None:
         table = self.query_one(FleetTable)

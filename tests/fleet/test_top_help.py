@@ -50,3 +50,37 @@ async def test_an_unknown_theme_is_a_warning_not_a_traceback(tmp_path: Path) -> 
         assert "unknown theme 'neon'; using dark (--theme takes dark, light or high-contrast)" in told, told
         await pilot.press("q")
     assert TopApp(FleetWatcher(tmp_path / "none"), theme="light").theme == "cp-light"
+
+
+class _OneAgent:
+    """What TopApp reads of a FleetWatcher, with one live agent in it."""
+
+    skipped: list[str] = []
+    error: str | None = None
+
+    def snapshot(self) -> list[object]:
+        from engine.fleet import AgentRow
+
+        return [AgentRow(target="4242", pid=4242, model="gpt-4o", provider="openai", command="agent [x]",
+                         state="live", detail="", turns=3, last_turn=2, pressure=0.4, tier="Normal",
+                         hit_rate_recent=0.5, hit_rate=0.5, cost_usd=0.01, priced=True, alerts=0,
+                         cache_breaks=0, tap_errors=0, tokens_per_min=100.0)]
+
+
+async def test_a_filter_with_brackets_is_shown_as_typed(tmp_path: Path) -> None:
+    """The summary line shows the filter: as markup, a filter of `[/]` ended the app (MarkupError, exit 1,
+    Textual's traceback) and `[b]x` was styled away."""
+    from inspector.top_app import TopApp
+
+    app = TopApp(_OneAgent(), refresh_s=0.2)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        for typed in ("[/]", "[b]x"):
+            await press(pilot, "slash")
+            await pilot.press(*typed)
+            await press(pilot, "enter")
+            summary = str(app.query_one("#summary").render())
+            assert f"filter {typed}" in summary and "total $0.0100 · sort" in summary, summary
+            await press(pilot, "escape")
+        assert app.is_running
+        await pilot.press("q")
