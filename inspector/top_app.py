@@ -145,6 +145,8 @@ class TopApp(App[str | None]):
         text = (f"[b]{live}[/b] live {nouned(live, 'agent')}, {no_socket}{not_answering}{len(agents) - live - quiet - orphans} ended · "
                 f"total ${cost:.4f}{bound} · "
                 f"sort {sort}" + (" · filter [b]$filter[/b]" if table.filter else ""))
+        if table.filter and agents and not table.row_count:  # an empty table said nothing of why
+            text += " [b]matches no agent[/b] (Esc clears it)"
         skipped = len(self.watcher.skipped)
         refused = f"{counted(skipped, 'probe socket')} skipped (`cp-inspect ps` says why)" if skipped else ""
         if refused:

@@ -171,5 +171,7 @@ class FleetTable(DataTable[str | Text]):
         if target is not None:
             self.post_message(self.AttachRequested(target))
         else:  # Enter on an empty table did nothing at all: say why
-            self.app.notify("no agent to attach to: none is shown yet", title="attach", severity="warning",
+            why = ("none matches the filter (Esc clears it)" if self.filter and self._agents
+                   else "none is shown yet")
+            self.app.notify(f"no agent to attach to: {why}", title="attach", severity="warning",
                             timeout=5, markup=False)

@@ -84,3 +84,25 @@ async def test_a_filter_with_brackets_is_shown_as_typed(tmp_path: Path) -> None:
             await press(pilot, "escape")
         assert app.is_running
         await pilot.press("q")
+
+
+async def test_a_filter_that_hides_every_agent_says_so() -> None:
+    """A filter matching no agent left an empty table and no word of why (Enter said "none is shown
+    yet", as before any agent had been seen)."""
+    from inspector.top_app import TopApp
+
+    app = TopApp(_OneAgent(), refresh_s=0.2)  # type: ignore[arg-type]
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        await press(pilot, "slash")
+        await pilot.press(*"zzz")
+        await press(pilot, "enter")
+        summary = str(app.query_one("#summary").render())
+        assert "filter zzz matches no agent (Esc clears it)" in summary, summary
+        await press(pilot, "enter")
+        told = [str(n.message) for n in app._notifications]
+        assert "no agent to attach to: none matches the filter (Esc clears it)" in told, told
+        await press(pilot, "escape")
+        summary = str(app.query_one("#summary").render())
+        assert "matches no agent" not in summary and "filter" not in summary, summary
+        await pilot.press("q")
