@@ -136,3 +136,22 @@ async def test_a_skipped_tab_entry_that_wraps_hangs_under_its_own_text() -> None
         assert " ".join(row.strip() for row in [rows[at], *after]).startswith(
             "✓ compact_history  pays back"
         ), rows
+
+
+async def test_a_file_name_with_a_bracket_is_shown_as_it_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`cp-inspect replay 'x[.cpsession'`: textual's escape() leaves a lone "[" (it escapes what reads as a
+    tag), which opened a tag across the rest of the status line: MarkupError, and the app ended with
+    Textual's traceback (exit 1). The name is shown as it is, at 120 and at 80 columns."""
+    import shutil
+
+    for name in ("x[.cpsession", "run[1] [b.cpsession", "a[b]c.cpsession"):
+        path = tmp_path / name
+        shutil.copy(DEMO, path)
+        for size in ((120, 40), (80, 24)):
+            app = InspectorApp(FileSource(path))
+            async with app.run_test(size=size) as pilot:
+                await settle(pilot)
+                drawn = _drawn(app)
+                assert drawn.startswith(f"REPLAY {name[:8]}"), drawn
+                assert app.is_running
+            assert app.return_code in (None, 0), (name, size)
