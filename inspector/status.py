@@ -9,7 +9,7 @@ from rich.cells import cell_len
 
 from engine.wording import counted
 from inspector.session_view import SPEEDS, SessionView
-from panels.fmt import one_line
+from panels.fmt import literal, one_line
 from panels.markup_line import Part, as_markup, assemble, parse
 
 # The least of a recording's file name the status line keeps when the line is too long for the terminal
@@ -30,14 +30,6 @@ PATH_CHARS_NAMED = 24
 # an alias of "openai"), so beside any other model it is said to be the wire: "deepseek-chat · openai"
 # read as if DeepSeek's model ran at OpenAI. Bedrock hosts others' models: its name says where, as is.
 OWN_MODELS = {"anthropic": ("claude",), "openai": ("gpt", "o1", "o3", "o4", "chatgpt")}
-
-
-def _plain(text: str) -> str:
-    """`text` from outside (a file name, a model, an error) as markup that shows it as it is: every "["
-    escaped. textual's escape() escapes only what reads as a tag, and a name with a lone "["
-    (`cp-inspect replay 'x[.cpsession'`) opened a tag across the rest of the status line: MarkupError,
-    and the app ended with Textual's traceback (exit 1)."""
-    return text.replace("[", "\\[")
 
 
 def provider_label(model: str, provider: str) -> str:
@@ -101,12 +93,12 @@ def status_parts(
         name = f"pid {h.get('pid', '?')}{session}"
     else:
         kind, name = "[bold $primary]REPLAY[/]", str(h.get("path", "")).rsplit("/", 1)[-1]
-    origin = f"{kind} {_plain(name if live else one_line(short_name(name)))}"
+    origin = f"{kind} {literal(name if live else one_line(short_name(name)))}"
     provider = provider_label(str(h.get("model", "")), str(h.get("provider", "")))
-    model = f"[$text-muted]{_plain(one_line(str(h.get('model', ''))))} · {_plain(one_line(provider))}[/]"
+    model = f"[$text-muted]{literal(one_line(str(h.get('model', ''))))} · {literal(one_line(provider))}[/]"
     if failed is not None:
-        return (f"{origin} [bold $text on $error] cannot read it: {_plain(failed)} [/]",)
-    damage = f"  [$warning]⚠ {_plain(str(h['damage']))}[/]" if h.get("damage") else ""
+        return (f"{origin} [bold $text on $error] cannot read it: {literal(failed)} [/]",)
+    damage = f"  [$warning]⚠ {literal(str(h['damage']))}[/]" if h.get("damage") else ""
     if not len(tl):
         return (f"{origin}  {model}  [$text-muted]loading…[/]{damage}",)
     trace = tl.trace(index) or tl.traces[-1]
@@ -137,14 +129,14 @@ def status_parts(
 
         def banner(path: str, short: bool = False) -> str:
             # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too.
-            told = where.format(_plain(path)) if banner_path else where
+            told = where.format(literal(path)) if banner_path else where
             kept_n = "" if short else f" — {counted(len(tl), 'turn')} kept"
             return f"[bold $text on $error] Agent disconnected{kept_n}; {told} [/]"
 
         state = banner(banner_path)
     elif saved_to:
         held = f"{counted(saved_turns, 'turn')} " if saved_turns is not None else ""
-        state = f"[$success]saved {held}to {_plain(saved_to)}[/]"
+        state = f"[$success]saved {held}to {literal(saved_to)}[/]"
     elif live and not following:
         state = "" if tl.follow else "[$warning]stepped back (End to follow)[/]"
     else:
@@ -163,11 +155,11 @@ def status_parts(
     if not live and width is not None:
         # A recording's name: whole when the line has room for it and everything after it; else what
         # leaves the rest whole, but not under NAME_CHARS (the model, at the end, is cut first then).
-        whole = (f"{kind} {_plain(one_line(name))}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
+        whole = (f"{kind} {literal(one_line(name))}  ", *turn, f"  {mode}  {state}{dropped}  {model}")
         over = _cells(whole) - width
         if over <= 0:
             return whole
-        origin = f"{kind} {_plain(one_line(short_name(name, max(len(name) - over, NAME_CHARS))))}"
+        origin = f"{kind} {literal(one_line(short_name(name, max(len(name) - over, NAME_CHARS))))}"
     if disconnected is not None and width is not None:
         return _disconnected_line(origin, kind, turn, mode, state, f"{dropped}  {model}", width, banner,
                                   banner_path)
@@ -187,7 +179,7 @@ def status_parts(
         shown = name if room >= len(name) else ""
     else:
         shown = one_line(short_name(name, min(room, NAME_CHARS))) if room >= 12 else ""
-    start = f"{kind} {_plain(shown)}  " if shown else f"{kind} "
+    start = f"{kind} {literal(shown)}  " if shown else f"{kind} "
     if _cells((start, *turn)) < width:
         return (start, *turn, rest)
     return (start, *turn[:2], rest)

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from rich.cells import cell_len, set_cell_size
-from textual.markup import escape
 
 # The one rounding rule lives in panels/token_counts.py (no UI imports: the fleet report prints with it too).
 from panels.token_counts import signed as signed
 from panels.token_counts import tok as tok
 from themes.palette import SCOPE_VARIABLE, TIER_VARIABLE
+
+
+def literal(text: str) -> str:
+    """`text` from outside (a file name, a model, a tool's or step's words, an error) as markup that shows
+    it as it is: every "[" escaped. textual's escape() escapes only what reads as a tag: a lone "[" opened
+    one across the rest of the line (`cp-inspect replay 'x[.cpsession'`: MarkupError, the app ended with
+    Textual's traceback, exit 1), "keys [A-Z]" lost its "[A-Z]" (read as a style), "call_[3" showed "[/]".
+    (A text ending in a backslash still escapes a tag right after it: the markup has no escaped backslash.)"""
+    return text.replace("[", "\\[")
+
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -50,7 +59,7 @@ def scope_style(scope: str) -> str:
 
 
 def tier_markup(tier: str) -> str:
-    return f"[bold {tier_style(tier)}]{escape(tier)}[/]"
+    return f"[bold {tier_style(tier)}]{literal(tier)}[/]"
 
 
 def block(value: float, top: float) -> str:

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from textual.content import Content
-from textual.markup import escape
 from textual.visual import VisualType
 from textual.widget import Widget
 
+from panels.fmt import literal
 from panels.line_panel import LinePanel
 
 Part = str | tuple[str, str]  # markup, or (literal text, style)
@@ -40,8 +40,8 @@ def assemble(parts: Sequence[Part]) -> Content:
 
 def as_markup(parts: Sequence[Part]) -> str:
     """The parts as one markup string (what they stand for)."""
-    return "".join(part if isinstance(part, str) else f"[{part[1]}]{escape(part[0])}[/]" if part[1]
-                   else escape(part[0]) for part in parts)
+    return "".join(part if isinstance(part, str) else f"[{part[1]}]{literal(part[0])}[/]" if part[1]
+                   else literal(part[0]) for part in parts)
 
 
 class MarkupLine(LinePanel):

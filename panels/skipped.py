@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from textual.content import Content
 from textual.geometry import Size
-from textual.markup import escape
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from engine.trace_schema import Trace
-from panels.fmt import tok
+from panels.fmt import literal, tok
 
 SAVED_SCALE = "tokens saved: the engine's (cl100k), as the sections manifest counts"
 
@@ -82,7 +81,7 @@ class SkippedPanel(Widget):
             lines.append(
                 (
                     "[bold $warning]✗[/] ",
-                    f"[bold $warning]{escape(s['step'])}[/]  {escape(s.get('reason', ''))}{saves}",
+                    f"[bold $warning]{literal(s['step'])}[/]  {literal(s.get('reason', ''))}{saves}",
                 )
             )
         would = sum(s.get("tokens_saved") or 0 for s in skipped)
@@ -99,7 +98,7 @@ class SkippedPanel(Widget):
                 if a.get("tokens_saved")
                 else ""
             )
-            lines.append(("  [$success]✓[/] ", f"{escape(a['step'])}  {escape(a.get('detail', ''))}{saved}"))
+            lines.append(("  [$success]✓[/] ", f"{literal(a['step'])}  {literal(a.get('detail', ''))}{saved}"))
         if would or any(a.get("tokens_saved") for a in actions):
             # The steps measure what they save with the engine's tokenizer (as the manifest and explain
             # count it), not on the provider's scale the tier and the timeline show: said once, under them.

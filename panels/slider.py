@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from textual import events
 from textual.binding import Binding
 from textual.content import Content
-from textual.markup import escape
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
+
+from panels.fmt import literal
 
 
 class Slider(Widget, can_focus=True):
@@ -101,6 +102,6 @@ class Slider(Widget, can_focus=True):
         track = "━" * knob + "●" + "─" * (width - knob - 1)
         mark = "*" if self.touched else " "
         return Content.from_markup(
-            f"{escape(self.label[: start - 2]):<{start - 2}}{mark} [$primary]{track[:knob + 1]}[/]"
-            f"[$text-muted]{track[knob + 1:]}[/] [bold]{escape(self.fmt(self.value))}[/]"
+            f"{literal(self.label[: start - 2]):<{start - 2}}{mark} [$primary]{track[:knob + 1]}[/]"
+            f"[$text-muted]{track[knob + 1:]}[/] [bold]{literal(self.fmt(self.value))}[/]"
         )

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.markup import escape
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import MountError, Widget
@@ -20,7 +19,7 @@ from textual.widgets import Button, Label, Select, Static, Switch
 
 from engine.trace_schema import Trace
 from engine.whatif import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
-from panels.fmt import tok
+from panels.fmt import literal, tok
 from panels.keys import STEP_KEYS
 from panels.slider import Slider
 from panels.whatif_compare import compare
@@ -368,7 +367,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
             self.watch_session_result(report)
 
     def show_session_error(self, message: str) -> None:
-        self.query_one("#whatif-result", Static).update(f"[$error]{escape(message)}[/]")
+        self.query_one("#whatif-result", Static).update(f"[$error]{literal(message)}[/]")
 
     def _session_changed(self, value: bool) -> None:
         self.session = value

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.markup import escape
 
 from engine.trace_schema import Trace
-from panels.fmt import signed, tier_markup, tok
+from panels.fmt import literal, signed, tier_markup, tok
 
 ENGINE = "engine's tokens"  # the label cell of the header: the scale of the figures under it
 WINDOW = "window (provider)"  # 17 cells: the label column's width
@@ -27,7 +26,7 @@ def compare(actual: Trace, whatif: Trace) -> Content:
     rows = [f"[$text-muted]{ENGINE:<17}{'actual':>7} {'what-if':>7}[/]"]
 
     def row(label: str, a: str, b: str, note: str = "") -> None:
-        rows.append(f"{escape(label):<17}{a:>7} {b:>7}  {note}")
+        rows.append(f"{literal(label):<17}{a:>7} {b:>7}  {note}")
 
     # Tier names are wider than the number columns: one line, actual → what-if.
     rows.append(f"{'tier':<17}{tier_markup(actual['tier'])} → {tier_markup(whatif['tier'])}")
@@ -39,7 +38,7 @@ def compare(actual: Trace, whatif: Trace) -> Content:
     row("cacheable prefix", tok(actual["cacheable_prefix_tokens"]), tok(whatif["cacheable_prefix_tokens"]))
     am = [m["section"] for m in actual.get("markers") or []]
     wm = [m["section"] for m in whatif.get("markers") or []]
-    moved = "same" if am == wm else f"[$warning]moved: {escape(', '.join(wm) or 'none')}[/]"
+    moved = "same" if am == wm else f"[$warning]moved: {literal(', '.join(wm) or 'none')}[/]"
     row("markers", str(len(am)), str(len(wm)), moved)
     rows.append("")
     rows.append(f"[$text-muted]{'section':<17}{'actual':>7} {'what-if':>7}  change[/]")
@@ -52,6 +51,6 @@ def compare(actual: Trace, whatif: Trace) -> Content:
         delta = "" if s["tokens"] == w["tokens"] else f"{signed(w['tokens'] - s['tokens'])} "
         form = "" if s["form"] == w["form"] else f"[$warning]{s['form']}→{w['form']}[/]"
         row(s["name"][:16], tok(s["tokens"]), tok(w["tokens"]), delta + form)
-    skipped = ", ".join(escape(s["step"]) for s in whatif.get("skipped") or []) or "none"
+    skipped = ", ".join(literal(s["step"]) for s in whatif.get("skipped") or []) or "none"
     rows.append(f"\n[$text-muted]what-if skipped:[/] {skipped}")
     return Content.from_markup("\n".join(rows))

@@ -5,10 +5,9 @@ dict in, Content out). The report is `cp-inspect simulate --json` with per-turn 
 from __future__ import annotations
 
 from textual.content import Content
-from textual.markup import escape
 
 from engine.wording import counted
-from panels.fmt import BLOCKS, tok
+from panels.fmt import BLOCKS, literal, tok
 
 POLICIES = (("pipeline", "what-if"), ("gates_closed", "closed"), ("as_sent", "as sent"), ("actual", "actual"))
 LABEL = 14
@@ -66,7 +65,7 @@ def session_view(report: dict, width: int = 60, received: int | None = None) -> 
         for pname, _ in POLICIES:
             p = pol.get(pname)
             cells.append(f"{'-' if p is None or p.get(key) is None else fmt(p[key]):>{col}}")
-        rows.append(f"{escape(name):<{label}}" + "".join(cells))
+        rows.append(f"{literal(name):<{label}}" + "".join(cells))
 
     row("prompt tokens", tok, "prompt_tokens")
     row("uncached", tok, "uncached_tokens")
@@ -95,7 +94,7 @@ def session_view(report: dict, width: int = 60, received: int | None = None) -> 
     rows.append(f"{'closed':<9} [$warning]{_bars(series['gates_closed'], chart, top)}[/]")
     rows.extend(policy_rows(report, width))
     for note in report.get("notes") or []:
-        rows.append(f"[$text-muted]{escape(note)}[/]")
+        rows.append(f"[$text-muted]{literal(note)}[/]")
     return Content.from_markup("\n".join(rows))
 
 
@@ -126,6 +125,6 @@ def policy_rows(report: dict, width: int = 80) -> list[str]:
         rel = f"{p['cost_usd'] / paper:.2f}x" if paper > 0 else "-"
         mark = "[$success]" if p["cost_usd"] == best else ""
         tail = f"{p.get('compactions') or 0:>8}" if compact else ""
-        out.append(f"{mark}{escape(cut(n)):<{name_w}}{tok(p['prompt_tokens']):>7}{p['cache_hit_rate']:>7.1%}"
+        out.append(f"{mark}{literal(cut(n)):<{name_w}}{tok(p['prompt_tokens']):>7}{p['cache_hit_rate']:>7.1%}"
                    f"{_money(p['cost_usd']):>9}{rel:>9}{tail}" + ("[/]" if mark else ""))
     return out
