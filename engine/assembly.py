@@ -23,7 +23,7 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
-from engine.dropped_history import DroppedSums, Sums, dropped_rounds
+from engine.dropped_history import DroppedSums, Rounds, Sums, dropped_rounds
 from engine.lineage_memo import LineageMemo
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
@@ -139,7 +139,7 @@ class Measure:
         # Running sums of item tokens and first_over's scans, one entry per lineage of histories.
         self._lineages = LineageMemo(self.starts_with, self._links)
         # Recent history splits into rounds, newest first: (items, history_rounds(items)).
-        self._rounds: list[tuple[tuple[SectionItem, ...], list[tuple[int, int]]]] = []
+        self._rounds: list[tuple[tuple[SectionItem, ...], Rounds]] = []
         # Recent history cuts of the budget guarantee, newest first (trim_sections._carried_drop reads
         # and writes them; each holds the raw history it was chosen in).
         self.drops: list[Any] = []
@@ -367,7 +367,7 @@ class Measure:
         e.over[limit] = (n, -1)
         return n
 
-    def rounds(self, items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
+    def rounds(self, items: tuple[SectionItem, ...]) -> Rounds:
         """history_rounds(items), remembered: the same tuple again is one lookup, and a history that
         only grew since a recent split (appended messages, the usual turn between compactions) is
         split from where that one ended, so a turn pays for its new messages, not for the whole
@@ -412,7 +412,7 @@ class Measure:
                 return DroppedSums(e.sums, n, start, end, head)
         return None
 
-    def _rounds_dropped(self) -> list[tuple[int, int]] | None:
+    def _rounds_dropped(self) -> Rounds | None:
         _, raw, start, end, _ = self._dropped
         for prev, bounds in self._rounds:
             if prev is raw:
@@ -511,7 +511,7 @@ def history_rounds(items: tuple[SectionItem, ...]) -> list[tuple[int, int]]:
     return bounds
 
 
-def _extend_rounds(bounds: list[tuple[int, int]], items: tuple[SectionItem, ...], k: int) -> list[tuple[int, int]]:
+def _extend_rounds(bounds: Rounds, items: tuple[SectionItem, ...], k: int) -> Rounds:
     """history_rounds(items) from `bounds` = history_rounds(items[:k]) (0 < k < len(items)).
 
     Only the last round of the prefix changes (it ran to k, and now runs to the first new assistant

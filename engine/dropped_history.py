@@ -15,7 +15,7 @@ reading a message.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice, repeat
 from operator import add, itemgetter
 from typing import overload
@@ -23,9 +23,12 @@ from typing import overload
 _START = itemgetter(0)
 
 
-def dropped_rounds(bounds: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]] | None:
+Round = tuple[int, int]
+
+
+def dropped_rounds(bounds: Rounds, start: int, end: int) -> Rounds | None:
     """history_rounds(raw[:start] + raw[end:]) from bounds = history_rounds(raw), or None when start or
-    end is not where a round of raw starts (0 < start <= end < len(raw)).
+    end is not where a round of raw starts (0 < start <= end < len(raw)). Read in place (DroppedRounds).
 
     A round runs from an assistant message to the next one. With whole rounds [start, end) gone, the
     round that ended at start still ends there (raw[end] is an assistant message: the next round starts
@@ -35,10 +38,100 @@ def dropped_rounds(bounds: list[tuple[int, int]], start: int, end: int) -> list[
     j = bisect_left(bounds, end, key=_START)
     if i == 0 or j >= len(bounds) or bounds[i][0] != start or bounds[j][0] != end:
         return None
-    d = end - start
-    if d == 0:
-        return list(bounds)
-    return bounds[:i] + [(a - d, b - d) for a, b in islice(bounds, j, None)]
+    if end == start:
+        return bounds[:]
+    return DroppedRounds(bounds, i, j, end - start)
+
+
+class DroppedRounds(Sequence[Round]):
+    """The rounds of a history drop_range kept, read in place from the cut history's (`base`, which is
+    never modified: Measure.rounds makes a new list or view for a grown history): rounds [0, i) are
+    base's, and round p >= i is base[p + j - i] moved d places down. The copy that shifted every kept
+    round (a tuple each) was O(history) every turn wave 1's kept share moved (~2,100 of 6,000 turns),
+    where the callers read a few rounds and a bisection. As a list of rounds: sliced (step 1) into a
+    view, appended to and extended (Measure.rounds' _extend_rounds), compared by value.
+
+    The view shows rounds [lo, hi) of that sequence, then `extra` (rounds appended later)."""
+
+    __slots__ = ("_base", "_i", "_k", "_d", "_lo", "_hi", "_extra", "depth")
+    depth: int  # views a read passes through (1: base is a list)
+
+    def __init__(self, base: Rounds, i: int, j: int, d: int) -> None:
+        if isinstance(base, DroppedRounds) and base.depth >= MAX_DEPTH:
+            base = list(base)  # each level is a lookup more per read: a chain of cuts stays short
+        self._base = base
+        self._i = i
+        self._k = j - i  # base index = p + k for p >= i
+        self._d = d
+        self._lo = 0
+        self._hi = len(base) - self._k
+        self._extra: list[Round] = []
+        self.depth = base.depth + 1 if isinstance(base, DroppedRounds) else 1
+
+    def _at(self, p: int) -> Round:
+        if p < self._i:
+            return self._base[p]
+        a, b = self._base[p + self._k]
+        d = self._d
+        return (a - d, b - d)
+
+    def __len__(self) -> int:
+        return self._hi - self._lo + len(self._extra)
+
+    @overload
+    def __getitem__(self, i: int) -> Round: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> DroppedRounds: ...
+
+    def __getitem__(self, i: int | slice) -> Round | DroppedRounds:
+        m = self._hi - self._lo
+        if isinstance(i, slice):
+            s, e, step = i.indices(len(self))
+            if step != 1:
+                raise ValueError("DroppedRounds: only step-1 slices")
+            e = max(s, e)
+            out = DroppedRounds.__new__(DroppedRounds)
+            out._base, out._i, out._k, out._d, out.depth = self._base, self._i, self._k, self._d, self.depth
+            out._lo = self._lo + min(s, m)
+            out._hi = self._lo + min(e, m)
+            out._extra = self._extra[max(s - m, 0) : max(e - m, 0)]
+            return out
+        if i < 0:
+            i += len(self)
+            if i < 0:
+                raise IndexError("DroppedRounds index out of range")
+        if i < m:
+            return self._at(self._lo + i)
+        return self._extra[i - m]
+
+    def __iter__(self) -> Iterator[Round]:
+        at = self._at
+        for p in range(self._lo, self._hi):
+            yield at(p)
+        yield from self._extra
+
+    def append(self, r: Round) -> None:
+        self._extra.append(r)
+
+    def extend(self, more: Iterable[Round]) -> None:
+        self._extra.extend(more)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, DroppedRounds)) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as the list it stands for)
+
+    def __repr__(self) -> str:
+        return f"DroppedRounds({list(self)!r})"
+
+
+# Views over views a read passes through at most (a trim of a kept history cuts a view again); deeper,
+# the base is copied once.
+MAX_DEPTH = 3
+
+# A history's rounds (Measure.rounds): a list, or a kept history's read from the cut one's.
+Rounds = list[Round] | DroppedRounds
 
 
 def dropped_sums(sums: list[int], n: int, start: int, end: int, head: int) -> list[int]:

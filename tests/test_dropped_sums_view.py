@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, Text
-from engine.assembly import Measure, Section
+from engine.assembly import Measure
 from engine.dropped_history import DroppedSums, dropped_sums
-from engine.optimize.history_ops import drop_oldest
 from engine.tokens import CharTokenizer, TokenCounter
-from engine.types import CacheScope, Priority, SectionKind
+from tests.support.kept_history import kept_after_drop
 
 
 @settings(max_examples=300, deadline=None)
@@ -45,13 +44,7 @@ def test_the_view_reads_as_the_copy(
 
 
 def test_a_kept_histories_sums_are_the_view() -> None:
-    raw = (Message("user", (Text("task"),)),) + tuple(
-        Message(("assistant", "user")[k % 2], (Text("m" * (1 + k % 37)),)) for k in range(60)
-    )
-    m = Measure(TokenCounter(CharTokenizer()))
-    sec = Section("history", "History", SectionKind.HISTORY, CacheScope.SESSION, Priority.NORMAL, raw)
-    new, _ = drop_oldest((sec,), 0, 10, m)
-    kept = new[0].items
+    m, kept = kept_after_drop()
     got = m.cumulative(kept)
     assert isinstance(got, DroppedSums)
     fresh = Measure(TokenCounter(CharTokenizer())).cumulative(kept)

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.artifacts import Message, SectionItem, Text
 from engine.assembly import Assembly, Measure, omission_marker
+from engine.dropped_history import Rounds
 from engine.types import Form, SectionKind
 
 
@@ -51,7 +52,7 @@ def drop_oldest(asm: Assembly, idx: int, count: int, m: Measure) -> tuple[Assemb
 
 def oldest_to_drop(
     items: tuple[SectionItem, ...],
-    droppable: list[tuple[int, int]],
+    droppable: Rounds,
     hist_tokens: int,
     need: int,
     m: Measure,

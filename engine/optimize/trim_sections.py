@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from engine.artifacts import Message, SectionItem, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, omission_marker
+from engine.dropped_history import Rounds
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import cut_holds_after_appends, drop_range, oldest_to_drop
 from engine.plan import Plan
@@ -116,7 +117,7 @@ def _remember_drop(
     m: Measure,
     items: tuple[SectionItem, ...],
     size: int,
-    droppable: list[tuple[int, int]],
+    droppable: Rounds,
     count: int,
     acc: int,
     kept: tuple[SectionItem, ...],
