@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import startup_gc
+from .option_check import check_theme
 from .recording_open import fail
 from .replay_argv import scan_plain, shell_completing
 
@@ -46,6 +47,7 @@ def attach(pid: str, theme: str | None = None) -> None:
     target = parse_target(pid)
     if target is None:
         fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
+    check_theme(theme)  # (the plain path: typer's callback does it on the other)
     from inspector.sources.live import LiveSource
 
     try:

@@ -15,7 +15,7 @@ from engine.errors import ContextPipeError
 from engine.wording import counted
 
 from . import fleet_cli, replay_command, startup_gc
-from .cli_common import GateOpt, ThresholdOpt, check_window, fail, need_terminal
+from .cli_common import GateOpt, ThemeOpt, ThresholdOpt, check_window, fail, need_terminal
 
 # explain's work lives in cli_explain.py (typer-free, for cli_argv.py); its names stay reachable here.
 from .cli_explain import _DAMAGED, _DISAGREE, _explain_once, _explain_streamed, load_events  # noqa: F401
@@ -361,7 +361,7 @@ def replay(
     turn: Annotated[str | None, typer.Option(
         metavar="<int>", help="Open at this turn (-1 is the last; default: the last).")] = None,
     follow: Annotated[bool, typer.Option(help="Tail a file another process is still writing.")] = False,
-    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+    theme: ThemeOpt = None,
 ) -> None:
     """Step through a recorded session turn by turn.
 
@@ -381,7 +381,7 @@ def attach(
     record: Annotated[
         Path | None, typer.Option(help="Also save everything received to this file on exit.", readable=False)
     ] = None,
-    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+    theme: ThemeOpt = None,
 ) -> None:
     """Attach to a running agent's probe socket and watch it live.
 
@@ -471,7 +471,7 @@ def demo(
         help="Keep the recording here (a new file).", readable=False)] = None,
     delay: Annotated[float, typer.Option(
         parser=number_option("--delay", "seconds, e.g. 0.5", float), help="Seconds between the agent's turns.")] = 1.5,
-    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+    theme: ThemeOpt = None,
 ) -> None:
     """Start the scripted demo agent (probe + recording on) and attach the inspector to it.
 

@@ -18,6 +18,7 @@ from .cli_events import (
     read_events_for_turn,
 )
 from .cli_overrides import check_window, on_off, parse_gates, parse_pairs, parse_thresholds
+from .option_check import THEME_HELP, theme_option
 from .recording_open import fail, open_recording, warn
 
 # What-if options shared by `explain` and `simulate` (parsed with parse_gates / parse_thresholds).
@@ -29,6 +30,8 @@ GateOpt = Annotated[
         "spill, llm_summary, drop_rounds."
     ),
 ]
+# --theme of every command that starts a terminal UI (replay, attach, demo, top, run): one check, one help.
+ThemeOpt = Annotated[str | None, typer.Option(help=THEME_HELP, callback=theme_option)]
 ThresholdOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -48,6 +51,6 @@ def need_terminal(command: str, instead: str) -> None:
         fail(f"{command} is an interactive terminal UI and stdin is not a terminal: run it in one ({instead})", 2)
 
 
-__all__ = ["GateOpt", "ThresholdOpt", "check_window", "warn", "event_frames", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
+__all__ = ["GateOpt", "ThemeOpt", "ThresholdOpt", "check_window", "warn", "event_frames", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
            "parse_gates", "parse_pairs", "parse_thresholds", "read_events", "read_events_for_turn", "iter_events_for_turn",
            "MalformedTurn", "check_turn_event"]

@@ -5,6 +5,7 @@ command (ctx_cli.py) calls it too, so both check and answer alike."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,18 @@ def eval_(trajectories: Path | None, per_trajectory: bool, as_json: bool) -> Non
     )
 
     if trajectories is not None and not trajectories.is_dir():
-        # Asked for by name: a mistyped folder is an error, not the "skipped" (exit 0) of a missing default.
+        # Asked for by name: a mistyped folder is a wrong option (2); a missing default is a missing input (1).
         fail(f"--trajectories {trajectories}: no such folder (give the folder holding the trajectories)", 2)
     root = trajectories or default_root()
     if not root.is_dir():
-        skipped = f"no trajectories at {root} (set CONTEXTPIPE_TRAJECTORIES or --trajectories)"
-        if as_json:  # stdout stays one JSON document (this line went there as plain text)
-            echo(f"skipped: {skipped}", err=True)
-            echo(json.dumps({"skipped": skipped}))
-        else:
-            echo(f"skipped: {skipped}")
-        return
+        # Nothing was evaluated, so this is an error (exit 1, stdout empty even with --json), as the README's
+        # exit status says: it was "skipped: ..." with exit 0, which a script reads as a result.
+        env = os.environ.get("CONTEXTPIPE_TRAJECTORIES")
+        where = f"CONTEXTPIPE_TRAJECTORIES={env}" if env else f"the default folder {root}"
+        fail(
+            f"nothing to evaluate: {where} does not exist; give the folder holding the trajectories "
+            "with --trajectories DIR, or set CONTEXTPIPE_TRAJECTORIES"
+        )
     if trajectories is not None and not trajectory_files(root):
         # A table of zeros (it crashed on a KeyError before) would read as a result.
         fail(f"--trajectories {trajectories}: no trajectory files (*.json, *.traj) in it, nor in its subfolders", 2)

@@ -26,6 +26,7 @@ from .cli_events import (
 )
 from .cli_output import echo
 from .cli_overrides import parse_gates, parse_thresholds
+from .option_check import check_thresholds, option_check
 from .recording_open import fail, open_recording, warn
 from .token_arg import parse_turn, tokens_option
 
@@ -87,13 +88,15 @@ def explain(
     if budget is not None and budget <= 0:
         # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
         fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
+    thresholds = parse_thresholds(threshold) or None
+    # Checked before the recording is read, and said as the option's error, as simulate says them.
+    check_thresholds(thresholds)
+    if provider is not None:
+        from engine.providers import canonical_provider
+
+        option_check("--provider", canonical_provider, provider)
     r, n, live = _explain_target(target, turn)
-    ov = Overrides(
-        budget,
-        parse_thresholds(threshold) or None,
-        parse_gates(gate) or None,
-        provider,
-    )
+    ov = Overrides(budget, thresholds, parse_gates(gate) or None, provider)
     streamed = _explain_streamed(r, n, ov, fmt) if r is not None else None
     if streamed is not None:
         echo(streamed)

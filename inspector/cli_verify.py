@@ -39,7 +39,16 @@ def verify(file: Path) -> None:
     ms = (time.perf_counter() - t0) * 1000
     if report.ok:
         echo(f"ok: {counted(report.turns, 'turn')} replayed, every request hash matches ({ms:.0f} ms)")
-        if not r.finished and r.damage is None:
+        if r.damage is not None:
+            # Cut off at its end (a killed writer) or its footer damaged: the turns before the damage are
+            # whole and match, so this is exit 0 as every command reads such a file (with the reader's
+            # warning), but a check passing over a damaged file says what it left out and how to mend it.
+            echo(
+                f"note: {file} is damaged after the turns above (the warning says where and why): they are "
+                f"every whole turn it holds; to keep them as a closed recording that reads without the "
+                f"warning: cp-inspect salvage {file} -o FIXED.cpsession"
+            )
+        elif not r.finished:
             # A clean end without the footer close() writes: nothing is damaged, but the session may
             # have gone on past what the file holds.
             echo(

@@ -13,7 +13,7 @@ import typer
 from engine.wording import counted
 
 from . import cli_report
-from .cli_common import fail, need_terminal
+from .cli_common import ThemeOpt, fail, need_terminal
 from .cli_report import _open, _skip, _why, expand_paths, unpack
 from .otlp_reach import unreachable, unreachable_grpc
 from .recording_open import warn
@@ -212,7 +212,7 @@ def attach_from_top(target: str, view: TopView) -> LiveSource | None:
 
 
 def top(
-    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+    theme: ThemeOpt = None,
 ) -> None:
     """A live table of every agent on this machine (and every proxy session): Enter attaches, q comes back."""
     from engine.probe.watch import FleetWatcher

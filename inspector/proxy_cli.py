@@ -29,7 +29,7 @@ import typer
 
 from engine.wording import counted
 
-from .cli_common import fail, need_terminal
+from .cli_common import ThemeOpt, fail, need_terminal
 from .token_arg import number_option
 
 UpstreamOpt = Annotated[
@@ -244,7 +244,7 @@ def run(
     upstream: UpstreamOpt = None,
     record_dir: RecordDirOpt = DEFAULT_RECORD_DIR,
     port: Annotated[int, typer.Option(parser=PORT, help="The proxy's port (0: a free one).")] = 0,
-    theme: Annotated[str | None, typer.Option(help="dark, light or high-contrast.")] = None,
+    theme: ThemeOpt = None,
 ) -> None:
     """Run CMD with its model calls going through the recording proxy, and watch it live: `cp-inspect run -- CMD ...`.
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import startup_gc
+from .option_check import check_theme
 from .recording_open import fail, open_recording
 from .token_arg import parse_turn
 
@@ -24,6 +25,7 @@ def replay_app(file: Path, turn: int | str | None = None, follow: bool = False,
     """The app `replay` runs, built as it builds it (benchmarks/bench_startup.py times this path). The
     collector is held off from here to the app's first frame with data (startup_gc.py): the caller
     runs the app, or calls `startup_gc.release()` itself."""
+    check_theme(theme)  # an option's error, said before the file's (as typer's callback says it)
     startup_gc.hold()  # before the recording reader and the app are imported
     try:
         from inspector.app import InspectorApp

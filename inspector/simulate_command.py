@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.wording import counted
 
+from .option_check import check_thresholds, option_check
 from .recording_open import about, fail, open_recording
 from .token_arg import tokens_option
 
@@ -102,11 +103,11 @@ def run(
     if provider is not None:
         from engine.providers import canonical_provider
 
-        _option_check("--provider", canonical_provider, provider)
+        option_check("--provider", canonical_provider, provider)
     if policies is not None:
         from engine.sim.simulate import _policy_list
 
-        _option_check("--policies", _policy_list, [policies])
+        option_check("--policies", _policy_list, [policies])
     if policy is not None:
         from engine.policy.settings import POLICY_NAMES, PolicySettings
         from engine.sim.policies import ALL as PEER_POLICIES
@@ -114,7 +115,16 @@ def run(
         name = policy.strip().partition(":")[0]
         peer = name not in POLICY_NAMES and (name == "all" or name in PEER_POLICIES)  # a peer's column
         hint = f" (to compare policies side by side: --policies {name})" if peer else ""
-        _option_check("--policy", PolicySettings.parse, policy, hint=hint)
+        option_check("--policy", PolicySettings.parse, policy, hint=hint)
+    gates = thresholds = None
+    if gate or threshold:
+        # cli_common imports typer (its option annotations): only for the lines that give these.
+        from .cli_common import parse_gates, parse_thresholds
+
+        gates, thresholds = parse_gates(gate) or None, parse_thresholds(threshold) or None
+        # Against the defaults, as simulate checks them: an out-of-order set was said as the first
+        # recording's error ("FILE: invalid thresholds ..."), as if the file were at fault.
+        check_thresholds(thresholds)
     seen: dict[Path, Path] = {}
     for file in files:  # a missing one said before the sessions ahead of it are simulated for nothing
         if not file.exists() or file.is_dir():
@@ -138,18 +148,7 @@ def run(
     if model is not None:
         from engine.sim.simulate import _price_row
 
-        _option_check("--model", _price_row, table, model)
-    gates = thresholds = None
-    if gate or threshold:
-        # cli_common imports typer (its option annotations): only for the lines that give these.
-        from .cli_common import parse_gates, parse_thresholds
-
-        gates, thresholds = parse_gates(gate) or None, parse_thresholds(threshold) or None
-        from engine.sim.simulate import _check_thresholds
-
-        # Against the defaults, as simulate checks them: an out-of-order set was said as the first
-        # recording's error ("FILE: invalid thresholds ..."), as if the file were at fault.
-        _option_check("--threshold", _check_thresholds, thresholds)
+        option_check("--model", _price_row, table, model)
     settings = SimSettings(
         provider=provider,
         model=model,
@@ -215,16 +214,6 @@ def _unpriced_among_several(exc: Exception, files: list[Path], model: str | None
         return ""
     return (f" With {len(files)} recordings, --model prices every one as M: to keep the others' own prices, "
             "leave this one out (or give it a run of its own).")
-
-
-def _option_check(option: str, check: Callable[..., object], *args: object, hint: str = "") -> None:
-    """`check(*args)`, its ContextPipeError said as the option's error (exit 2), `hint` after it."""
-    from engine.errors import ContextPipeError
-
-    try:
-        check(*args)
-    except ContextPipeError as exc:
-        fail(f"{option}: {exc}{hint}", 2)
 
 
 def _fmt_int(v: int | None) -> str:

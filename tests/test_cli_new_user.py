@@ -428,15 +428,15 @@ def test_options_that_would_be_ignored_are_refused() -> None:
         assert r.exit_code == 2 and says in r.output, (args, r.exit_code, r.output)
 
 
-def test_eval_json_without_trajectories_is_still_json_on_stdout(tmp_path: Path) -> None:
+def test_eval_json_without_trajectories_is_an_error_with_nothing_on_stdout(tmp_path: Path) -> None:
+    """Nothing was evaluated: exit 1 and the error on stderr, stdout empty (it was {"skipped": ...}, exit 0,
+    which a script reads as a result)."""
     env = {**os.environ, "CONTEXTPIPE_TRAJECTORIES": str(tmp_path / "absent")}
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
     res = subprocess.run([sys.executable, "-c", code, "eval", "--json"], capture_output=True, text=True,
                          env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)  # was the plain-text "skipped: ..." line
-    assert set(out) == {"skipped"} and "absent" in out["skipped"]
-    assert "no trajectories at" in res.stderr
+    assert res.returncode == 1 and res.stdout == "", (res.returncode, res.stdout)
+    assert res.stderr.startswith("cp-inspect: nothing to evaluate:") and "absent" in res.stderr, res.stderr
 
 
 def test_import_helps_name_every_format_they_take() -> None:
@@ -576,3 +576,54 @@ def test_every_command_has_its_own_summary_and_a_missing_one_falls_back_to_the_d
     infos: list[CommandInfo] = extra.registered_commands
     assert summary_of(infos[0]) == "Do a brand new thing."
     assert summary_of(infos[1]) is None
+
+
+def test_explain_and_simulate_say_a_wrong_provider_or_threshold_alike(tmp_path: Path) -> None:
+    """explain said "unknown provider 'nope'" without the option's name, and a tier-order error listed
+    three values ("got (0.6, 0.5, 0.9)") without saying two of them were defaults the user never gave.
+    Both commands now say it as the option's error (exit 2), before any recording is read."""
+    missing = tmp_path / "absent.cpsession"  # the option is said first: it is checked before the file
+    for cmd in (["explain", str(missing), "--turn", "3"], ["simulate", str(missing)]):
+        r = CliRunner().invoke(app, [*cmd, "--provider", "nope"])
+        assert r.exit_code == 2 and r.output.startswith("cp-inspect: --provider: unknown provider 'nope'"), (
+            cmd, r.output)
+        r = CliRunner().invoke(app, [*cmd, "--threshold", "compact=0.5"])
+        assert r.exit_code == 2, (cmd, r.output)
+        assert r.output.startswith("cp-inspect: --threshold: invalid thresholds {'compact_history': 0.5}: "), r.output
+        assert r.output.rstrip().endswith(
+            "got (0.6, 0.5, 0.9); trim_schemas=0.6 and aggressive_prune=0.9 are the defaults "
+            "(give them with --threshold too to move them)"
+        ), (cmd, r.output)
+        r = CliRunner().invoke(app, [*cmd, "--threshold", "compact=0.5", "--threshold", "prune=0.4"])
+        assert "trim_schemas=0.6 is the default (give it with --threshold too" in r.output, (cmd, r.output)
+    r = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "3", "--threshold", "trim=0.5", "--provider", "deepseek"])
+    assert r.exit_code == 0 and r.output.startswith("EXPLAIN turn 3"), r.output
+
+
+def test_an_unknown_theme_is_the_options_error_in_every_command_with_a_terminal_ui(tmp_path: Path) -> None:
+    """One rule for unknown option values: `--theme neon` was a toast in the app and the default theme
+    (replay, attach, demo, top, run), while an unknown provider or policy was exit 2. It is exit 2 now,
+    before anything starts (no agent for `run` or `demo`), on typer's path and the plain one alike."""
+    said = "cp-inspect: --theme: unknown theme 'neon'; choose dark, light or high-contrast"
+    started = tmp_path / "started"
+    commands = [
+        ["replay", str(DEMO)], ["replay", str(tmp_path / "absent.cpsession")], ["attach", "4242"],
+        ["attach", "4242", "--record", str(tmp_path / "r.cpsession")], ["demo"], ["top"],
+        ["run", "--", "touch", str(started)],
+    ]
+    for cmd in commands:
+        r = CliRunner().invoke(app, [cmd[0], "--theme", "neon", *cmd[1:]])  # (before run's `--`)
+        assert r.exit_code == 2 and r.output.startswith(said), (cmd, r.exit_code, r.output)
+        assert "--theme" in CliRunner().invoke(app, [cmd[0], "--help"]).output
+    assert not started.exists()
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    for cmd in (["replay", str(DEMO), "--theme", "neon"], ["attach", "4242", "--theme=neon"]):  # no typer
+        res = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL)
+        assert res.returncode == 2 and res.stderr.startswith(said), (cmd, res.returncode, res.stderr)
+    help_text = " ".join(CliRunner().invoke(app, ["top", "--help"]).output.split())
+    assert "another name is an error (exit 2)" in help_text, help_text
+    # A known name passes the check (then the missing terminal is what stops it).
+    for theme in ("light", "hc", "nord"):
+        r = CliRunner().invoke(app, ["replay", str(DEMO), "--theme", theme])
+        assert r.exit_code == 2 and "--theme" not in r.output and "stdin is not a terminal" in r.output, r.output

@@ -227,6 +227,22 @@ def test_a_recording_that_was_never_closed_is_verified_with_a_note(tmp_path: Pat
     assert res.exit_code == 0 and "not closed" not in res.output
 
 
+def test_verify_of_a_cut_off_recording_passes_and_says_how_to_salvage_it(tmp_path: Path) -> None:
+    """A writer killed mid-write: the whole turns before the cut verify (exit 0, as every command reads such
+    a file), and verify says the file is damaged after them and names the command that keeps them closed."""
+    data = DEMO.read_bytes()
+    p = tmp_path / "cut.cpsession"
+    p.write_bytes(data[: len(data) * 2 // 3])
+    with RecordingReader.open(p) as r:
+        assert r.damage is not None and "incomplete" in r.damage.message
+        turns = r.turn_count
+    res = CliRunner().invoke(app, ["verify", str(p)])
+    assert res.exit_code == 0 and f"{turns} turns replayed, every request hash matches" in res.output, res.output
+    assert "damaged after the turns above" in res.output, res.output
+    assert f"cp-inspect salvage {p} -o FIXED.cpsession" in res.output, res.output
+    assert "not closed" not in res.output  # one note, the one that says what to do
+
+
 # ------------------------------------------------------------------------------ CLI messages
 def test_simulate_and_report_name_a_damaged_file_once(tmp_path: Path) -> None:
     p = tmp_path / "bad.cpsession"

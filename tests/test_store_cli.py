@@ -120,12 +120,15 @@ def test_import_bad_file(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "is a directory: give one recording or trajectory file" in r.output
 
 
-def test_eval_command_skips_without_trajectories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_command_without_trajectories_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing evaluated is exit 1 (README: it could not do what was asked), not "skipped: ..." and 0."""
     app = typer.Typer()
     app.command()(eval_command)
     monkeypatch.setenv("CONTEXTPIPE_TRAJECTORIES", str(tmp_path / "absent"))
     r = runner.invoke(app, [])
-    assert r.exit_code == 0 and "skipped: no trajectories" in r.output
+    assert r.exit_code == 1, r.output
+    assert f"cp-inspect: nothing to evaluate: CONTEXTPIPE_TRAJECTORIES={tmp_path / 'absent'} does not exist" in r.output
+    assert "--trajectories DIR" in r.output
 
 
 def test_eval_command_on_one_trajectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

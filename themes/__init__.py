@@ -27,6 +27,7 @@ __all__ = [
     "SCOPE_VARIABLE",
     "TIER_VARIABLE",
     "pick_theme",
+    "theme_known",
 ]
 
 
@@ -39,3 +40,12 @@ def pick_theme(wanted: str | None, available: Collection[str]) -> tuple[str, str
     if name in available:
         return name, None
     return DEFAULT_THEME, f"unknown theme {wanted!r}; using dark (--theme takes dark, light or high-contrast)"
+
+
+def theme_known(wanted: str) -> bool:
+    """Whether --theme names a theme the apps show: a short name, one of ours, or one of Textual's own
+    (the apps register those too; pick_theme takes them)."""
+    from textual.theme import BUILTIN_THEMES
+
+    name = ALIASES.get(wanted, wanted)
+    return name in BUILTIN_THEMES or any(t.name == name for t in THEMES)

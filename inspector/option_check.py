@@ -1,0 +1,70 @@
+"""An option's value checked before any file is read, its error said as the option's (exit 2): shared by
+`simulate` and `explain`, which said the same wrong value differently ("unknown provider 'x'" without
+the option's name, from explain; a tier-threshold order error naming values the user never gave)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from .recording_open import fail
+
+
+def option_check(option: str, check: Callable[..., object], *args: object, hint: str = "") -> None:
+    """`check(*args)`, its ContextPipeError said as the option's error (exit 2), `hint` after it."""
+    from engine.errors import ContextPipeError
+
+    try:
+        check(*args)
+    except ContextPipeError as exc:
+        fail(f"{option}: {exc}{hint}", 2)
+
+
+def check_thresholds(given: Mapping[str, float] | None) -> None:
+    """--threshold's values (names already checked by parse_thresholds) against the defaults of the rest:
+    the order error lists all three ("got (0.6, 0.5, 0.9)"), so it says which of them were not given."""
+    if not given:
+        return
+    from engine.errors import ContextPipeError
+    from engine.plan import Thresholds
+
+    defaults = Thresholds().to_dict()
+    try:
+        Thresholds(**{**defaults, **given})
+    except ContextPipeError as exc:
+        rest = [f"{name}={value:g}" for name, value in defaults.items() if name not in given]
+        note = ""
+        if rest:
+            one = len(rest) == 1
+            note = (
+                f"; {' and '.join(rest)} {'is the default' if one else 'are the defaults'} "
+                f"(give {'it' if one else 'them'} with --threshold too to move {'it' if one else 'them'})"
+            )
+        fail(f"--threshold: invalid thresholds {dict(given)}: {exc}{note}", 2)
+
+
+# --theme's help in every command that starts a terminal UI: one rule, said where the option is.
+THEME_HELP = (
+    "dark, light or high-contrast (Textual's own, e.g. nord, too); another name is an error (exit 2)."
+)
+
+
+def check_theme(theme: str | None) -> None:
+    """An unknown --theme is the option's error (exit 2) before anything starts (an agent, a proxy, the
+    app), as every other unknown option value is; it was a toast in the app and the default theme, while
+    an unknown provider or policy was exit 2. ($TEXTUAL_THEME, shared with other Textual apps, is still
+    a warning in the app: the environment is not this command line.)"""
+    if theme is None:
+        return
+    from themes import theme_known
+
+    if not theme_known(theme):
+        fail(
+            f"--theme: unknown theme {theme!r}; choose dark, light or high-contrast (or a Textual theme, e.g. nord)",
+            2,
+        )
+
+
+def theme_option(theme: str | None) -> str | None:
+    """typer's callback for --theme (check_theme, then the value as given)."""
+    check_theme(theme)
+    return theme
