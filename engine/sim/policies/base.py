@@ -266,6 +266,16 @@ def round_starts(messages: Messages) -> list[int]:
     return [s for s, _ in history_rounds(tuple(messages))[1:]]
 
 
+def newest_round_start(messages: Messages, after: int) -> int | None:
+    """The last of round_starts(messages) past `after` (None when none is), read from the newest message
+    back: threshold_compaction asks it at each compaction, and splitting the whole conversation for it
+    was O(session) each time, a compaction every few dozen turns (quadratic in the session)."""
+    for i in range(len(messages) - 1, max(after, 0), -1):
+        if messages[i].role == "assistant":
+            return i
+    return None
+
+
 def last_fitting_window(v: TurnView, messages: Messages, budget: int) -> Messages:
     """The longest tail of whole rounds within `budget` tokens (at least the newest round): what every
     policy falls back to when its own rule leaves the request over the window.

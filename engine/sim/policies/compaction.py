@@ -39,7 +39,7 @@ from engine.sim.policies.base import (
     TurnView,
     documented_trigger,
     last_fitting_window,
-    round_starts,
+    newest_round_start,
     system_tokens,
     text_block,
     with_tail_marker,
@@ -163,8 +163,8 @@ class ThresholdCompaction(SummaryCompaction):
         # At 95% of the window, or where the request would no longer fit below that (a small window's
         # response reserve): Claude Code compacts before it overflows, it never drops rounds instead.
         if self._head_tokens(v) + self._messages_tokens(v, msgs) > min(int(self.share * v.window), v.ceiling):
-            starts = [s for s in round_starts(v.messages) if s > self.cut]
-            upto = starts[-1] if starts else len(v.messages)  # keep the newest round
+            newest = newest_round_start(v.messages, self.cut)
+            upto = len(v.messages) if newest is None else newest  # keep the newest round
             if upto > self.cut:
                 actions.append("compact")
                 # The summarizing call: the conversation as it would have been sent, the summary out.
