@@ -31,9 +31,13 @@ its own after each repeat: interleaved, its ~25 ms a turn decided which subject 
 
 --iso, the like-for-like comparison: the engine (with its floor) and trim+memo each alone in its own
 processes (--procs per subject), taking turns repeat by repeat (--rounds), so neither inherits the
-other's cache state; warm by default, every turn cold with --evict (as in an agent, where a model call
-separates turns). --peer-counter bpe gives trim+memo the fast tokenizer the engine uses, so the two
-differ only in what they do with the counts. --split prints each turn of both, with and without their
+other's cache state. Each process runs every repeat twice, warm (nothing between turns) and cold (the
+CPU caches evicted before each subject's turn and each floor, the same pass in both subjects' processes:
+cache_evictor), and the summary gives the two side by side: an agent's turns are separated by a model
+call of seconds, so the cold figure is the one its user meets; the warm one is the figure earlier
+sessions reported. --evict: cold only (as before the forty-second session, when --iso alone was warm
+only); --iso-warm: warm only. --peer-counter bpe gives trim+memo the fast tokenizer the engine uses, so
+the two differ only in what they do with the counts. --split prints each turn of both, with and without their
 tokenizing, and where the whole trajectory's difference lies: the first --warm turns, the later turns
 over twice the median (those the express lane hands to the general path: a compaction), the rest; and the
 first turns' share apart: turn 0 (the general path's first build), turn 1 (the lane's first turn) and the
@@ -47,7 +51,7 @@ every turn on 20k messages would take hours).
     .venv/bin/python benchmarks/bench_engine.py [--repeats 7] [--window 32000] [--file PATH]
         [--long-turns 10000] [--long-window 128000] [--long-policy P] [--long-gates-closed]
         [--skip-long | --only-long] [--no-peer] [--peer-counter tiktoken|bpe] [--profile] [--identity OUT.json [--compare EARLIER.json]]
-        [--ab BASE_DIR [--rounds 6] [--procs 3]] [--iso [--evict] [--peer-counter bpe] [--rounds 6] [--procs 3] [--split]]
+        [--ab BASE_DIR [--rounds 6] [--procs 3]] [--iso [--evict | --iso-warm] [--peer-counter bpe] [--rounds 6] [--procs 3] [--split]]
         [--usage sdk|dict]
 
 Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes and the whole journal
@@ -619,11 +623,14 @@ def pair_child(args: argparse.Namespace) -> int:
     return 0
 
 
-def alternate(kids: list[tuple[str, Any]], rounds: int) -> dict[str, dict[str, list[float]]]:
-    """Ask every child process for one repeat a round ("go" on its stdin, one JSON line of per-turn
-    CPU lists back), in list order and reversed every other round, each round on one core (the core
-    changing round by round); per name, each list's minimum per turn over every repeat of every process
-    of that name. Closes the children."""
+def alternate(
+    kids: list[tuple[str, Any]], rounds: int, asks: Sequence[str] = ("go",)
+) -> dict[str, dict[str, list[float]]]:
+    """Ask every child process for one repeat a round for each of `asks` (the word on its stdin, one JSON
+    line of per-turn CPU lists back), in list order and reversed every other round (the asks too), each
+    round on one core (the core changing round by round); per name (with more than one ask, per "name
+    ask"), each list's minimum per turn over every repeat of every process of that name. Closes the
+    children."""
     best: dict[str, dict[str, list[float]]] = {}
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     try:
@@ -632,12 +639,14 @@ def alternate(kids: list[tuple[str, Any]], rounds: int) -> dict[str, dict[str, l
                 assert kid.stdin is not None and kid.stdout is not None
                 if cpus:
                     os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
-                kid.stdin.write("go\n")
-                kid.stdin.flush()
-                got = json.loads(kid.stdout.readline())
-                mine = best.setdefault(name, {k: [math.inf] * len(got[k]) for k in got})
-                for k, vals in got.items():
-                    mine[k] = [min(a, b) for a, b in zip(mine[k], vals, strict=True)]
+                for ask in asks if r % 2 == 0 else asks[::-1]:
+                    kid.stdin.write(f"{ask}\n")
+                    kid.stdin.flush()
+                    got = json.loads(kid.stdout.readline())
+                    key = name if len(asks) == 1 else f"{name} {ask}"
+                    mine = best.setdefault(key, {k: [math.inf] * len(got[k]) for k in got})
+                    for k, vals in got.items():
+                        mine[k] = [min(a, b) for a, b in zip(mine[k], vals, strict=True)]
     finally:
         for _name, kid in kids:
             if kid.stdin is not None:
@@ -698,19 +707,44 @@ def ab(args: argparse.Namespace) -> int:
 
 def iso_child(args: argparse.Namespace) -> int:
     """--iso-child KIND: one repeat of one subject per line read on stdin (engine: the engine and its
-    floor; memo: trim_messages with the memoized counter), answered with one JSON line of per-turn
+    floor; memo: trim_messages with the memoized counter), warm or cold as the line says ("cold": the
+    caches evicted before every turn and floor; "warm"), answered with one JSON line of per-turn
     thread-CPU lists."""
     imp = load(args.file)
     TokenCounter().count("warm up the tokenizer")
-    evict = cache_evictor() if args.evict else None
-    if args.iso_child == "engine":
-        for _line in sys.stdin:
-            gc.collect()
-            chars = TimedTokenizer.chars
-            out, _sizes = one_repeat(imp, args.window, None, tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
-            print(json.dumps({**{k: [c for _w, c in out[k]] for k in ENGINE_TIMED},
-                              "tokenize_chars": [TimedTokenizer.chars - chars]}), flush=True)  # fmt: skip
-        return 0
+    # One evictor for both states, its ~300k objects frozen out of the collector's passes: warm and cold
+    # repeats run on the same heap and differ only in whether the pass over it runs before each turn.
+    evictor = cache_evictor()
+    gc.freeze()
+
+    def state(line: str) -> Callable[[], object] | None:
+        return evictor if line.strip() == "cold" else None
+
+    repeat = engine_repeat(args, imp) if args.iso_child == "engine" else memo_repeat(args, imp)
+    # One repeat thrown away first: a process's first pays for what runs once (lazy imports, first
+    # calls), which would otherwise land on whichever state is asked first.
+    repeat(None)
+    for line in sys.stdin:
+        print(json.dumps(repeat(state(line))), flush=True)
+    return 0
+
+
+def engine_repeat(args: argparse.Namespace, imp: ImportedSession) -> Callable[[Any], dict[str, list[float]]]:
+    """--iso's engine subject: one repeat of the engine and its floor (part 1's, no peer), evicting the
+    caches before each turn and floor with `evict` (None: warm); per-turn thread-CPU lists."""
+
+    def repeat(evict: Callable[[], object] | None) -> dict[str, list[float]]:
+        gc.collect()
+        chars = TimedTokenizer.chars
+        out, _sizes = one_repeat(imp, args.window, None, tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
+        return {**{k: [c for _w, c in out[k]] for k in ENGINE_TIMED}, "tokenize_chars": [TimedTokenizer.chars - chars]}
+
+    return repeat
+
+
+def memo_repeat(args: argparse.Namespace, imp: ImportedSession) -> Callable[[Any], dict[str, list[float]]]:
+    """--iso's peer subject: one repeat of trim_messages with the memoized counter under the engine's
+    ceilings (--iso-limits), and the peer's request on the wire; `evict` as in engine_repeat."""
     from langchain_core.messages import convert_to_openai_messages, trim_messages
 
     limits = json.loads(args.iso_limits.read_text())
@@ -724,7 +758,8 @@ def iso_child(args: argparse.Namespace) -> int:
     for m in imp.calls[0].messages:
         first.feed(m)
     frame = {k: v for k, v in first.pipe.next_request().body.items() if k != "messages"}
-    for _line in sys.stdin:
+
+    def repeat(evict: Callable[[], object] | None) -> dict[str, list[float]]:
         gc.collect()
         memo = memo_counter(count_one)  # fresh per repeat, as in one_repeat
         agent = LcAgent(lc_plan)
@@ -742,25 +777,34 @@ def iso_child(args: argparse.Namespace) -> int:
             # What trim_messages leaves is LangChain objects; the engine's turn ends with the request's
             # bytes. Turning the kept messages into the provider's wire form and serializing the body is
             # what the peer's agent (or its SDK) does next: timed apart, so both figures are reported.
+            # Not evicted before: it continues the trim's turn, as the engine's serializing continues its plan.
             t = Timer()
             json.dumps({**frame, "messages": convert_to_openai_messages(kept)})
             wire.append(t.stop()[1])
-        print(json.dumps({"memo": cpu, "wire": wire, "memo_tokenize": tokenize,
-                          "memo_tokenize_chars": [timed.chars - chars]}), flush=True)  # fmt: skip
-    return 0
+        return {"memo": cpu, "wire": wire, "memo_tokenize": tokenize, "memo_tokenize_chars": [timed.chars - chars]}
+
+    return repeat
+
+
+ISO_STATES = {
+    "warm": "warm (nothing else between turns)",
+    "cold": "cold (caches evicted before every subject's turn and floor, as after a model call)",
+}
 
 
 def iso(args: argparse.Namespace) -> int:
     """--iso: the engine (with its floor) and trim_messages+memo, each alone in its own processes,
     taking turns repeat by repeat as --ab does. Nothing else runs in a subject's process, so neither
-    inherits the other's cache state: with --evict both start every turn cold (an agent's turns are
-    separated by a model call), without it both run warm. Each turn's minimum over every repeat of
-    every process of a subject. The trims get the engine's ceiling of each turn, as in part 1."""
+    inherits the other's cache state. Every process runs each repeat warm and cold (see iso_child; an
+    agent's turns are separated by a model call, so its user meets the cold figure), unless --evict
+    (cold only) or --iso-warm (warm only). Each turn's minimum over every repeat of every process of a
+    subject, per state. The trims get the engine's ceiling of each turn, as in part 1."""
     import subprocess
     import tempfile
 
     here = Path(__file__).resolve()
     imp = load(args.file)
+    states = ("cold",) if args.evict else ("warm",) if args.iso_warm else ("warm", "cold")
     with tempfile.TemporaryDirectory() as tmp:
         limits_file = Path(tmp) / "limits.json"
         limits_file.write_text(json.dumps(engine_only(imp, args.window)))
@@ -770,16 +814,30 @@ def iso(args: argparse.Namespace) -> int:
                 cmd = [sys.executable, str(here), "--iso-child", kind, "--iso-limits", str(limits_file),
                        "--file", str(args.file), "--window", str(args.window), "--backend", args.backend,
                        "--provider", args.provider, "--peer-counter", args.peer_counter, "--usage", args.usage]  # fmt: skip
-                if args.evict:
-                    cmd.append("--evict")
                 kids.append((kind, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
-        per_kind = alternate(kids, args.rounds)
-    ms = 1000.0
+        got = alternate(kids, args.rounds, states)
     warm = min(args.warm, len(imp.calls) - 1)
-    best = {**per_kind["engine"], **per_kind["memo"]}
+    figures: dict[str, dict[str, float]] = {}
+    for st in states:
+        tail = f" {st}" if len(states) > 1 else ""  # alternate's keys: "name ask" with more than one ask
+        best = {**got[f"engine{tail}"], **got[f"memo{tail}"]}
+        figures[st] = iso_summary(args, best, ISO_STATES[st], warm)
+    if len(states) > 1:
+        w, c = figures["warm"], figures["cold"]
+        print(f"[CPU] warm / cold: engine / trim+memo {w['ratio']:.2f}x / {c['ratio']:.2f}x (goal <= 1); "
+              f"engine / (trim+memo+wire) {w['ratio_wire']:.2f}x / {c['ratio_wire']:.2f}x; steady turn / floor "
+              f"{w['steady']:.2f}x / {c['steady']:.2f}x (goal <= 2x); whole trajectory engine {w['engine']:.1f} / "
+              f"{c['engine']:.1f} ms, trim+memo {w['memo']:.1f} / {c['memo']:.1f} ms, floor {w['floor']:.1f} / "
+              f"{c['floor']:.1f} ms (cold: what an agent's user meets)")  # fmt: skip
+    return 0
+
+
+def iso_summary(args: argparse.Namespace, best: dict[str, list[float]], state: str, warm: int) -> dict[str, float]:
+    """--iso's lines for one state (warm or cold) from each turn's minimum per list; its headline
+    figures (ms and ratios) for the line that sets the states side by side."""
+    ms = 1000.0
     e, f, tk, mm = best["engine"], best["floor"], best["tokenize"], best["memo"]
     rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
-    state = "cold (caches evicted before every subject's turn)" if args.evict else "warm (nothing else between turns)"
     print(f"--iso, {state}: {args.file.name}, {len(e)} calls at {args.window}; {args.procs} processes per "
           f"subject x {args.rounds} repeats, alternating; minimum per turn; thread CPU")  # fmt: skip
     print(f"[CPU] whole trajectory: engine {sum(e) * ms:.1f} ms (tokenizing new content {sum(tk) * ms:.1f}), "
@@ -807,7 +865,14 @@ def iso(args: argparse.Namespace) -> int:
           f"engine / floor {steady:.2f}x (goal <= 2x)")  # fmt: skip
     if args.split:
         split_turns(e, tk, mm, ptk, warm)
-    return 0
+    return {
+        "engine": sum(e) * ms,
+        "memo": sum(mm) * ms,
+        "floor": sum(f) * ms,
+        "ratio": sum(e) / sum(mm),
+        "ratio_wire": sum(e) / (sum(mm) + sum(wire)),
+        "steady": steady,
+    }
 
 
 def split_turns(e: list[float], tk: list[float], mm: list[float], ptk: list[float], warm: int) -> None:
@@ -1181,9 +1246,10 @@ def main() -> int:
     ap.add_argument(
         "--iso",
         action="store_true",
-        help="part 1's engine and trim+memo each alone in its own processes, alternating (--procs, --rounds; "
-        "with --evict both cold)",
+        help="part 1's engine and trim+memo each alone in its own processes, alternating (--procs, --rounds), "
+        "each repeat warm and cold side by side (with --evict cold only, with --iso-warm warm only)",
     )
+    ap.add_argument("--iso-warm", action="store_true", help="with --iso: warm only (the figure before cold)")
     ap.add_argument(
         "--split",
         action="store_true",
