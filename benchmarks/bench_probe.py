@@ -67,23 +67,24 @@ and the same agent's events sent by its own thread at the end of each Pipeline c
 agent_send) against by the I/O thread, with the agent's CPU with no client attached beside them (what an
 attached inspector adds, agent and probe threads together), in one process:
 
-    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--recording]
+    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--untraced] [--recording]
 
 (the agent's thread inside the Pipeline's flushes is printed beside it: the probe's part of that thread,
-measured directly). The reader there is the quiet elided one; the stream the inspector reads since the
-thirtieth session is the fold stream (`cp-inspect attach`: the live source, which rebuilds each turn's
-trace itself, so an agent that does not read its traces builds none for it), the `fold` tag:
+measured directly). The reader is, by default, what the inspector attaches to an agent's probe with
+(`cp-inspect attach PID`, `top`'s Enter, `explain PID`, a run's later sessions: LiveSource(fold=True)): the
+live source on the fold stream, which rebuilds each turn's trace itself, so an agent that does not read its
+traces (--untraced) builds none for it. (`attach --record` asks for every turn whole, and `cp-inspect run`'s
+first session for the elided stream, from the recording proxy's probe, not an agent's.) The default modes
+are `agent` (that reader) and `agent-elide` (the quiet elided ring reader, which --flush-ab measured before
+the forty-second session and `cp-inspect attach` no longer reads), so one run gives the figure both ways. `--flush-reader elide` makes the elided reader
+every untagged mode's, as before (the earlier sessions' commands, e.g. `--flush-modes agent,io`, measure
+what they did then with it). Turns 0.5 s apart are farther apart than FOLD_COALESCE, so every turn's
+close is its own send, as with a model that answers in seconds. The elided readers wait as the inspector
+did, on a timer of their own (engine.probe.poll; `--reader-wait block`: in select() on the socket, as every
+client did before). Other pairs of attached modes, e.g. the elided reader against one that blocks and is
+told where the journal ends (what main did), in one process:
 
-    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 --untraced --flush-modes agent,agent-fold
-
-(the elided reader beside it; turns 0.5 s apart are farther apart than FOLD_COALESCE, so every turn's
-close is its own send, as with a model that answers in seconds). The benchmark's readers wait as the inspector does, on a timer of their own
-(engine.probe.poll; `--reader-wait block`: in select() on the socket, as every client did before), and
-ask for the quiet elided stream (engine.probe.elide). Other pairs of attached modes, e.g. the
-inspector's reader against one that blocks and is told where the journal ends (what main did), in one
-process:
-
-    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 6 --turns 8 --flush-modes agent,agent-block-loud
+    .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 6 --turns 8 --flush-reader elide --flush-modes agent,agent-block-loud
 
 The inspector's side of that paced agent: when its live source (in its own process, as `cp-inspect
 attach`) sees each turn after the agent's next_request returned, and its CPU a turn and a minute while
@@ -1124,14 +1125,16 @@ def flush_ab(args: argparse.Namespace) -> None:
     thread at the end of each Pipeline call (`agent`, engine.probe.agent_send) against by the probe's I/O
     thread (`io`: the Pipeline's hold() made a no-op, so every publish wakes the thread as before), and
     the same agent with no client attached (`none`). One Pipeline per round, blocks none A B B A none
-    (A and B swapped every other round); a lean reader (the elided stream, as the inspector reads)
-    attaches before an A or B block (its snapshot drained) and detaches after it. Per turn, from the
+    (A and B swapped every other round); a reader (by default the live source on the fold stream, as
+    `cp-inspect attach` reads; the quiet elided ring reader for the modes flush_reader says) attaches
+    before an A or B block (its snapshot drained) and detaches after it. Per turn, from the
     thread clocks: the probe thread (the whole block, the sending after the last turn included), the
     agent's thread (its turns only: the sleeps are not counted), their sum, and that sum minus the agent's
     thread in the `none` blocks: what an attached inspector adds, as % of the turn."""
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
     a_mode, b_mode = args.flush_modes.split(",")
     modes = ("none", a_mode, b_mode)
+    readers = {m: flush_reader(m, args.flush_reader) for m in (a_mode, b_mode)}
     per: dict[str, list[tuple[float, ...]]] = {m: [] for m in modes}
     for rnd in range(args.rounds):
         server, step, pipe = fresh_pipeline(args, rt, rnd)
@@ -1177,14 +1180,15 @@ def flush_ab(args: argparse.Namespace) -> None:
         for mode in ("none", pair[0], pair[1], pair[1], pair[0], "none"):
             tags = mode.split("-")
             wait = "block" if "block" in tags else "poll" if "poll" in tags else None
-            # -fold: the inspector's live source on the fold stream (attach_fold_reader), as `cp-inspect
-            # attach` reads since the thirtieth session, not the quiet elided reader; with --untraced the
-            # agent then builds no trace for it.
+            # The inspector's live source on the fold stream (attach_fold_reader), as `cp-inspect attach`
+            # reads since the thirtieth session (with --untraced the agent then builds no trace for it), or
+            # the quiet elided ring reader (see flush_reader).
+            fold = mode != "none" and readers[mode] == "fold"
             reader = (
                 None
                 if mode == "none"
                 else attach_fold_reader(server)
-                if "fold" in tags
+                if fold
                 else attach_reader(server, rt, wait=wait, loud="loud" in tags, socket_only="socket" in tags)
             )
             io_path = tags[0] == "io"
@@ -1262,7 +1266,7 @@ def flush_ab(args: argparse.Namespace) -> None:
                 del type(server).bracket  # type: ignore[attr-defined]
                 server.bracket = server._nclients > server._nquiet
             if reader is not None:
-                stop_subject("foldreader" if "fold" in tags else "reader", reader, server)
+                stop_subject("foldreader" if fold else "reader", reader, server)
             turn += args.turns
         pipe.close()
         for mode in modes:
@@ -1279,7 +1283,8 @@ def flush_ab(args: argparse.Namespace) -> None:
         added = [r[0] + r[1] - b for r, b in zip(rows, base, strict=True)]
         share = [a / b for a, b in zip(added, base, strict=True)]
         print(
-            f"{mode:10s}: probe thread {med(r[0] for r in rows) * 1e6:6.1f} us, agent thread "
+            f"{mode:10s}: ({FLUSH_READERS[readers[mode]]}) probe thread {med(r[0] for r in rows) * 1e6:6.1f} us, "
+            f"agent thread "
             f"{med(r[1] for r in rows) * 1e6:6.1f} us, sum {med(r[0] + r[1] for r in rows) * 1e6:6.1f} us a turn; "
             f"added {med(added) * 1e6:6.1f} us = {med(share) * 100:.2f}% of the turn "
             f"[{' '.join(f'{x * 100:.1f}' for x in share)}]; {med(r[2] for r in rows):.2f} passes, "
@@ -1296,10 +1301,37 @@ def flush_ab(args: argparse.Namespace) -> None:
             f"[{' '.join(f'{x * 1e6:.0f}' for x in probe_part)}]"
         )
     rec = ", recording" if args.recording else ""
+    traced = (
+        "reads only each request's token count (--untraced)" if args.untraced else "reads each request's trace"
+    )
     print(
-        f"  ({args.rounds} rounds of 6 x {args.turns} turns{rec}, each turn followed by {args.pace:g} s of sleep)"
+        f"  ({args.rounds} rounds of 6 x {args.turns} turns{rec}, each turn followed by {args.pace:g} s of "
+        f"sleep; the agent {traced})"
     )
     shutil.rmtree(rt.parent, ignore_errors=True)
+
+
+# --flush-ab's readers, as its lines name them.
+FLUSH_READERS = {
+    "fold": "fold: the live source, as cp-inspect attach reads",
+    "elide": "elide: the quiet elided ring reader, not cp-inspect attach's",
+}
+# Mode tags that only the elided ring reader has (how it waits, what it asks for) or that take apart the
+# agent's paths to such a client (its short fill, publish's straight path to its ring, the elided stand-in,
+# the quiet bracket, the hand-off of its sends): a mode with one of them reads the elided stream.
+ELIDED_TAGS = frozenset(
+    {"elide", "block", "poll", "loud", "socket", "general", "winding", "events", "bracketed", "handoff"}
+)
+
+
+def flush_reader(mode: str, default: str) -> str:
+    """--flush-ab: which reader an attached mode attaches: `fold` (the live source on the fold stream,
+    what cp-inspect attach reads) for a -fold mode, `elide` (the quiet elided ring reader)
+    for a mode with an elided reader's tag (ELIDED_TAGS), else `default` (--flush-reader)."""
+    tags = set(mode.split("-"))
+    if "fold" in tags:
+        return "fold"
+    return "elide" if tags & ELIDED_TAGS else default
 
 
 # The inspector's live source following an agent (as `cp-inspect attach` does), in its own process:
@@ -2237,7 +2269,8 @@ def main() -> None:
     ap.add_argument(
         "--untraced",
         action="store_true",
-        help="--twin, --paired: the agent reads only each request's token count, not its trace (so a turn "
+        help="--twin, --paired, --flush-ab, --publish-split: the agent reads only each request's token count, "
+        "not its trace (so a turn "
         "nothing observes builds no trace, and an attached reader's cost includes building it)",
     )
     ap.add_argument(
@@ -2317,8 +2350,16 @@ def main() -> None:
         help="turns each followed by this much sleep: sent by the agent's thread against the I/O thread's",
     )
     ap.add_argument(
+        "--flush-reader",
+        choices=("fold", "elide"),
+        default="fold",
+        help="--flush-ab: the reader of a mode with no reader tag: fold (the live source on the fold stream, "
+        "as cp-inspect attach reads; the default) or elide (the quiet elided ring reader, --flush-ab's "
+        "before the forty-second session)",
+    )
+    ap.add_argument(
         "--flush-modes",
-        default="agent,io",
+        default="agent,agent-elide",
         help="--flush-ab: the two attached modes, agent (sent by the agent's thread) or io (by the I/O "
         "thread), each optionally -block or -poll (how the reader waits; else --reader-wait) and -loud "
         "(the reader does not ask for quiet: every call's batch is sent, as before) or -socket (a quiet reader "
@@ -2331,7 +2372,9 @@ def main() -> None:
         "encodes it there), -linger (the turns handed to the I/O thread's lingering burst, several a pass: "
         "ProbeServer.quiet_linger = LINGER), -sender (the turn handed to the probe's hand-off thread, woken by a "
         "lock: engine.probe.handoff), -fold (the reader is the inspector's live source on the fold stream, as "
-        "cp-inspect attach reads: with --untraced)",
+        "cp-inspect attach reads), -elide (the quiet elided ring reader; also with any of -block, -poll, "
+        "-loud, -socket, -general, -winding, -events, -bracketed, -handoff; else --flush-reader's). Default: "
+        "agent,agent-elide (the fold reader, then the elided one)",
     )
     ap.add_argument(
         "--follow-latency",
