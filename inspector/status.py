@@ -9,7 +9,7 @@ from rich.cells import cell_len
 
 from engine.wording import counted
 from inspector.session_view import SPEEDS, SessionView
-from panels.fmt import literal, one_line
+from panels.fmt import literal, model_in, one_line
 from panels.markup_line import Part, as_markup, assemble, parse
 
 # The least of a recording's file name the status line keeps when the line is too long for the terminal
@@ -36,7 +36,9 @@ def provider_label(model: str, provider: str) -> str:
     """The provider as the status line names it beside `model`: "openai wire" when the model is not
     the provider's own (DeepSeek, or Claude sent in the OpenAI format), else the provider."""
     own = OWN_MODELS.get(provider, () if provider == "prefix" else None)
-    if own is None or not provider or model.rsplit("/", 1)[-1].lower().startswith(own):
+    # Any piece of a routed name ("openai/o3-mini", "openrouter/anthropic/claude-..."): its last alone
+    # made "gpt-4o[/]" read as "]", no model of OpenAI's, so "openai wire".
+    if own is None or not provider or any(piece.lower().startswith(own) for piece in model.split("/")):
         return provider
     return f"{provider} wire"
 
@@ -94,8 +96,13 @@ def status_parts(
     else:
         kind, name = "[bold $primary]REPLAY[/]", str(h.get("path", "")).rsplit("/", 1)[-1]
     origin = f"{kind} {literal(name if live else one_line(short_name(name)))}"
-    provider = provider_label(str(h.get("model", "")), str(h.get("provider", "")))
-    model = f"[$text-muted]{literal(one_line(str(h.get('model', ''))))} · {literal(one_line(provider))}[/]"
+    model_name = one_line(str(h.get("model", "")))
+    provider = provider_label(model_name, str(h.get("provider", "")))
+
+    def model_markup(name: str) -> str:
+        return f"[$text-muted]{literal(name)} · {literal(one_line(provider))}[/]"
+
+    model = model_markup(model_name)
     if failed is not None:
         return (f"{origin} [bold $text on $error] cannot read it: {literal(failed)} [/]",)
     damage = f"  [$warning]⚠ {literal(str(h['damage']))}[/]" if h.get("damage") else ""
@@ -170,7 +177,9 @@ def status_parts(
     # What follows the turn number is cut at the edge, and the cut's last cell is an ellipsis: the number
     # must end before that cell.
     if width is None or _cells(full[: full.index(number) + 1]) < width:
-        return full  # the turn number is on screen; what follows it is cut at the edge with an ellipsis
+        # The turn number is on screen; what follows it is cut at the edge with an ellipsis, a routed
+        # model's prefix first ("…/claude-3.5-sonnet · openai wire", not "openrouter/anthropic/cla…").
+        return _model_fitted(full, model, model_name, model_markup, width)
     # Narrower: the name is shortened to leave the turn on screen (12 cells at least, else it goes), then
     # the count goes.
     rest = f"  {mode}  {state}{dropped}  {model}"
@@ -181,8 +190,21 @@ def status_parts(
         shown = one_line(short_name(name, min(room, NAME_CHARS))) if room >= 12 else ""
     start = f"{kind} {literal(shown)}  " if shown else f"{kind} "
     if _cells((start, *turn)) < width:
-        return (start, *turn, rest)
-    return (start, *turn[:2], rest)
+        return _model_fitted((start, *turn, rest), model, model_name, model_markup, width)
+    return _model_fitted((start, *turn[:2], rest), model, model_name, model_markup, width)
+
+
+def _model_fitted(
+    parts: tuple[Part, ...], model: str, name: str, markup: Callable[[str], str], width: int | None
+) -> tuple[Part, ...]:
+    """`parts` (ending with the model's markup, `model`) with the model's routing prefix left out as far
+    as the line needs (panels.fmt.model_in): the model that ran shows, and its provider when there is room."""
+    over = 0 if width is None else _cells(parts) - width
+    last = parts[-1]
+    if over <= 0 or not isinstance(last, str) or not last.endswith(model):
+        return parts
+    shown = model_in(name, max(1, cell_len(name) - over))
+    return parts if shown == name else (*parts[:-1], last[: len(last) - len(model)] + markup(shown))
 
 
 def _disconnected_line(

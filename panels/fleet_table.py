@@ -14,7 +14,7 @@ from textual.widgets import DataTable
 
 from engine.fleet import AgentRow
 from engine.probe.watch import NO_SOCKET
-from panels.fmt import tok
+from panels.fmt import fit_cells, model_in, tok
 
 # (column key, header, sort key)
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -72,7 +72,7 @@ def cells(a: AgentRow) -> tuple[Text, ...]:
     dim = "" if live else "dim"
     return (
         Text(a.target, style=dim),
-        Text((a.model or "?")[:18], style=dim),
+        Text(fit_cells(model_in(a.model or "?", WIDTHS["model"]), WIDTHS["model"]), style=dim),
         Text(str(a.last_turn) if a.last_turn >= 0 else "-", justify="right"),
         Text(f"{a.pressure:.2f}" if a.turns else "-", justify="right",
              style="bold red" if a.pressure >= 0.9 else "yellow" if a.pressure >= 0.8 else ""),

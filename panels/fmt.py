@@ -50,6 +50,26 @@ def fit_cells(text: str, cells: int) -> str:
     return set_cell_size(text, max(0, cells - 1)) + "…" if cells > 0 else ""
 
 
+def model_in(model: str, cells: int) -> str:
+    """A model's name in at most `cells` cells when it can be: its routing prefix goes first, a piece at a
+    time ("openrouter/anthropic/claude-3.5-sonnet" -> "…/anthropic/claude-3.5-sonnet" -> "…/claude-3.5-
+    sonnet"), so the model that ran shows, not the router; cutting its end (fit_cells) showed
+    "openrouter/anthrop". A piece that does not start like a name ("gpt-4o[/]": "]") is no model's: the
+    name is then cut whole. What is still too long is the caller's to cut."""
+    if cell_len(model) <= cells:
+        return model
+    pieces = model.split("/")
+    shown = model
+    for at in range(1, len(pieces)):
+        rest = "/".join(pieces[at:])
+        if not rest[:1].isalnum():
+            break
+        shown = f"…/{rest}"
+        if cell_len(shown) <= cells:
+            break
+    return shown
+
+
 def tier_style(tier: str) -> str:
     return "$" + TIER_VARIABLE.get(tier, "tier-normal")
 

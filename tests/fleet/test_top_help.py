@@ -106,3 +106,25 @@ async def test_a_filter_that_hides_every_agent_says_so() -> None:
         summary = str(app.query_one("#summary").render())
         assert "matches no agent" not in summary and "filter" not in summary, summary
         await pilot.press("q")
+
+
+def test_a_routed_models_column_shows_the_model_not_the_router() -> None:
+    """top's MODEL column kept the first 18 characters: "openrouter/anthrop" for every Claude run
+    through OpenRouter. The routing prefix goes first, then the end is cut with an ellipsis."""
+    from panels.fmt import model_in
+
+    assert model_in("openrouter/anthropic/claude-3.5-sonnet", 18) == "…/claude-3.5-sonnet"
+    assert model_in("openrouter/anthropic/claude-3.5-sonnet", 30) == "…/anthropic/claude-3.5-sonnet"
+    assert model_in("openrouter/anthropic/claude-3.5-sonnet", 60) == "openrouter/anthropic/claude-3.5-sonnet"
+    assert model_in("gpt-4o[/]", 5) == "gpt-4o[/]"  # "]" is no model's name: the caller cuts it whole
+    assert model_in("a/claude-sonnet-4-20250514-very-long", 18) == "…/claude-sonnet-4-20250514-very-long"
+    from dataclasses import replace
+
+    from engine.fleet import AgentRow
+    from panels.fleet_table import cells
+
+    row = _OneAgent().snapshot()[0]
+    assert isinstance(row, AgentRow)
+    assert cells(replace(row, model="openrouter/anthropic/claude-3.5-sonnet"))[1].plain == "…/claude-3.5-sonn…"
+    assert cells(replace(row, model="openrouter/openai/gpt-4o"))[1].plain == "…/openai/gpt-4o"
+    assert cells(row)[1].plain == "gpt-4o"

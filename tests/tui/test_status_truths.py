@@ -155,3 +155,28 @@ async def test_a_file_name_with_a_bracket_is_shown_as_it_is(tmp_path) -> None:  
                 assert drawn.startswith(f"REPLAY {name[:8]}"), drawn
                 assert app.is_running
             assert app.return_code in (None, 0), (name, size)
+
+
+async def test_a_routed_model_shows_the_model_that_ran_and_a_bracket_is_no_route() -> None:
+    """A model named through a router ("openrouter/anthropic/claude-3.5-sonnet") was cut at the edge of an
+    80-column line as "openrouter/anthropic/cla…": the router shown, the model not. Its routing prefix now
+    goes first ("…/claude-3.5-sonnet"); at 120 columns it is whole. "gpt-4o[/]" was judged by its last
+    piece ("]"): not OpenAI's own, so "openai wire"."""
+    from inspector.status import provider_label
+
+    routed = "openrouter/anthropic/claude-3.5-sonnet"
+    for model, size, shown in (
+        (routed, (80, 24), "⏸ 1×    …/claude-3.5-sonnet · op"),
+        (routed, (120, 40), f"⏸ 1×    {routed} · openai wire"),
+        ("gpt-4o[/]", (80, 24), "⏸ 1×    gpt-4o[/] · openai"),
+    ):
+        src = SyntheticSource(12)
+        src.header |= {"model": model, "provider": "openai"}
+        app = InspectorApp(src)
+        async with app.run_test(size=size) as pilot:
+            await settle(pilot)
+            drawn = _drawn(app)
+            assert shown in drawn and len(drawn) <= size[0], (model, size, drawn)
+            assert "openai wire" not in drawn or model == routed, drawn
+    assert provider_label("gpt-4o[/]", "openai") == "openai"
+    assert provider_label(routed, "anthropic") == "anthropic"
