@@ -76,13 +76,15 @@ live source on the fold stream, which rebuilds each turn's trace itself, so an a
 traces (--untraced) builds none for it. (`attach --record` asks for every turn whole, and `cp-inspect run`'s
 first session for the elided stream, from the recording proxy's probe, not an agent's.) The default modes
 are `agent` (that reader) and `agent-elide` (the quiet elided ring reader, which --flush-ab measured before
-the forty-second session and `cp-inspect attach` no longer reads), so one run gives the figure both ways. `--flush-reader elide` makes the elided reader
-every untagged mode's, as before (the earlier sessions' commands, e.g. `--flush-modes agent,io`, measure
-what they did then with it). Turns 0.5 s apart are farther apart than FOLD_COALESCE, so every turn's
-close is its own send, as with a model that answers in seconds. The elided readers wait as the inspector
-did, on a timer of their own (engine.probe.poll; `--reader-wait block`: in select() on the socket, as every
-client did before). Other pairs of attached modes, e.g. the elided reader against one that blocks and is
-told where the journal ends (what main did), in one process:
+the forty-second session and `cp-inspect attach` no longer reads), so one run gives the figure both ways.
+`--flush-reader elide` makes the elided reader every untagged mode's, as before: the commands earlier
+sessions cite (BENCHMARKS.md's `--flush-ab 0.5 --rounds 4 --turns 8` rows, agent / io;
+engine/probe/agent_send.py's `--flush-modes agent,agent-linger`, engine/probe/handoff.py's
+`agent,agent-sender`) measure what they did then with it added. Turns 0.5 s apart are farther apart than
+FOLD_COALESCE, so every turn's close is its own send, as with a model that answers in seconds. The elided
+readers wait as the inspector did, on a timer of their own (engine.probe.poll; `--reader-wait block`: in
+select() on the socket, as every client did before). Other pairs of attached modes, e.g. the elided reader
+against one that blocks and is told where the journal ends (what main did), in one process:
 
     .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 6 --turns 8 --flush-reader elide --flush-modes agent,agent-block-loud
 
