@@ -52,6 +52,7 @@ from inspector.messages import (
     WhyMissed,
 )
 from inspector.partial_compositor import MainScreen
+from inspector.recording_open import salvage_advice
 from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
@@ -248,7 +249,10 @@ class InspectorApp(App[None]):
             self.notify(self._theme_warning, severity="warning", markup=False)
         damage = self.source.header.get("damage")
         if damage:  # a recovered tail or a rebuilt index: said on screen, not only after quitting
-            self.notify(f"recording damaged: {damage}", severity="warning", timeout=12, markup=False)
+            path = self.source.header.get("path")
+            # What to do about it, as verify says it: the turns shown are whole, salvage makes a clean copy.
+            advice = f"; the turns shown are whole: {salvage_advice(path)}" if path else ""
+            self.notify(f"recording damaged: {damage}{advice}", severity="warning", timeout=12, markup=False)
         self.query_one("#manifest").focus()
         first = self.reader.start()
         if first is not None:  # a recording's first chunk, read now: the first frame shows its turns

@@ -13,7 +13,7 @@ from engine.wording import counted
 from .cli_events import event_frames, event_offset
 from .cli_explain import _DAMAGED
 from .cli_output import echo
-from .recording_open import fail, open_recording
+from .recording_open import fail, open_recording, salvage_advice
 
 
 def verify(file: Path) -> None:
@@ -45,8 +45,7 @@ def verify(file: Path) -> None:
             # warning), but a check passing over a damaged file says what it left out and how to mend it.
             echo(
                 f"note: {file} is damaged after the turns above (the warning says where and why): they are "
-                f"every whole turn it holds; to keep them as a closed recording that reads without the "
-                f"warning: cp-inspect salvage {file} -o FIXED.cpsession"
+                f"every whole turn it holds; {salvage_advice(file)}"
             )
         elif not r.finished:
             # A clean end without the footer close() writes: nothing is damaged, but the session may

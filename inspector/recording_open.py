@@ -53,6 +53,12 @@ def trajectory_hint(path: Path) -> str | None:
     )
 
 
+def salvage_advice(path: object) -> str:
+    """What to run for a recording damaged after its whole turns (cut off by a killed writer, or its
+    footer damaged): said by `verify` and by the inspector's damage toast alike."""
+    return f"to keep them as a closed recording that reads without the warning: cp-inspect salvage {path} -o FIXED.cpsession"
+
+
 def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
     from engine.recording.cpsession import RecordingError, RecordingReader

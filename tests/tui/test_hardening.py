@@ -285,3 +285,20 @@ async def test_what_if_answer_is_revealed_once_laid_out_even_if_the_refresh_came
         result = app.query_one("#whatif-result", Static)
         visible = whatif.region.intersection(result.region)
         assert visible.height >= 3, (result.region, whatif.region)
+
+
+async def test_a_cut_off_recordings_toast_says_how_to_salvage_it(tmp_path: Path) -> None:
+    """A recording cut off by a killed writer: its whole turns are shown, and the toast said only
+    "recording damaged: last frame ... incomplete ...", not what to do; it now names the salvage command,
+    as `cp-inspect verify` does."""
+    data = DEMO.read_bytes()
+    cut = tmp_path / "cut.cpsession"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    app = InspectorApp(FileSource(cut))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        told = [n.message for n in app._notifications]
+        said = [m for m in told if m.startswith("recording damaged: last frame at offset")]
+        assert len(said) == 1, told
+        assert said[0].endswith(f"the turns shown are whole: to keep them as a closed recording that reads "
+                                f"without the warning: cp-inspect salvage {cut} -o FIXED.cpsession"), said
