@@ -191,7 +191,8 @@ class InspectorApp(App[None]):
         for t in THEMES:
             self.register_theme(t)
         wanted = theme or os.environ.get("TEXTUAL_THEME")
-        self.theme, self._theme_warning = pick_theme(wanted, self.available_themes)
+        origin = "" if theme else "$TEXTUAL_THEME"
+        self.theme, self._theme_warning = pick_theme(wanted, self.available_themes, origin)
 
     def get_default_screen(self) -> Screen:
         # A step changes rows at the top and the bottom of the screen: MainScreen's compositor renders

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-def pick_theme(wanted: str | None, available: Collection[str]) -> tuple[str, str | None]:
+def pick_theme(wanted: str | None, available: Collection[str], origin: str = "") -> tuple[str, str | None]:
     """The theme an app shows for `wanted` (--theme, or $TEXTUAL_THEME: a short name, a registered theme's
     name, or None for the default), and the warning to show when no theme has that name (the default is
     shown instead: a bad name is a notification, as posting does, not a crash; `cp-inspect top --theme
@@ -39,7 +39,13 @@ def pick_theme(wanted: str | None, available: Collection[str]) -> tuple[str, str
     name = ALIASES.get(wanted, wanted) if wanted else DEFAULT_THEME
     if name in available:
         return name, None
-    return DEFAULT_THEME, f"unknown theme {wanted!r}; using dark (--theme takes dark, light or high-contrast)"
+    # `origin`: where the name came from when not --theme (the command line refuses an unknown --theme
+    # before the app starts: the warning is then $TEXTUAL_THEME's, which "--theme takes ..." alone hid).
+    said = f" (from {origin})" if origin else ""
+    return (
+        DEFAULT_THEME,
+        f"unknown theme {wanted!r}{said}; using dark (--theme takes dark, light or high-contrast)",
+    )
 
 
 def theme_known(wanted: str) -> bool:

@@ -170,3 +170,12 @@ async def test_theme_from_env_and_bad_name(monkeypatch, replay_source: Synthetic
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert any("unknown theme" in str(n.message) for n in app._notifications)
+    # The command line refuses an unknown --theme (exit 2): in the app, an unknown name is the
+    # environment's, and the warning says so (it read as if --theme had been given).
+    monkeypatch.setenv("TEXTUAL_THEME", "neon")
+    app = InspectorApp(replay_source)
+    assert app.theme == "cp-dark"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        told = [str(n.message) for n in app._notifications]
+        assert "unknown theme 'neon' (from $TEXTUAL_THEME); using dark (--theme takes dark, light or high-contrast)" in told, told
