@@ -160,6 +160,9 @@ class Measure:
         # The last kept history drop_range made: (kept, the raw history it was cut from, start, end, the
         # first item's token change); one slot, as _cleared_from (engine/dropped_history.py).
         self._dropped: tuple[tuple[SectionItem, ...], tuple[SectionItem, ...], int, int, int] = ((), (), 0, 0, 0)
+        # The last cleared history, a message index where it differs from the history it was cleared
+        # from, and that history's message there (see starts_with).
+        self._differs: tuple[tuple[SectionItem, ...], int, SectionItem | None] = ((), 0, None)
         self.prefix_min = PREFIX_MIN  # (tests set it: 1 follows links for every prefix, a huge one never)
 
     def starts_with(self, items: tuple[Any, ...], prev: tuple[Any, ...]) -> bool:
@@ -185,6 +188,14 @@ class Measure:
         x, y = items[0], prev[0]
         if x is not y and x != y:
             return False
+        # A cleared history against a history holding the message it cleared (this turn's raw history
+        # against last turn's cleared one, in the rounds memo): the two differ there, known in one
+        # lookup. By value they agree up to the first cleared result, most of a long conversation.
+        cut, p, was = self._differs
+        if (cut is prev or cut is items) and p < k:
+            x = items[p] if cut is prev else prev[p]
+            if x is was or x == was:
+                return False
         if k < self.prefix_min:
             return items[:k] == prev
         links = self._links
@@ -311,7 +322,7 @@ class Measure:
         held += [t for t, _ in self._rounds] + [d.items for d in self.drops] + [p.task for p in self.placed]
         held += [t for pair in self._links.values() for t in pair]
         held += [t for memo in self.scans.values() for t, _ in memo] + list(self._cleared_from)
-        held += list(self._dropped[:2])
+        held += list(self._dropped[:2]) + [self._differs[0]]
         return {
             "section totals": len(self._sec),
             "assembly totals": len(self._tot),
@@ -477,6 +488,10 @@ class Measure:
         memo = self._rounds
         memo.insert(0, (items, self.rounds(like)))
         del memo[RECENT_ROUNDS:]
+        if at:  # (after the split: `like` is asked against the last cleared history, see starts_with)
+            p = min(i for i, _ in at)
+            if items[p] != like[p]:
+                self._differs = (items, p, like[p])
 
     def total(self, asm: Assembly) -> int:
         hit = self._tot.get(id(asm))
