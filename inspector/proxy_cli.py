@@ -402,7 +402,7 @@ def _tui(
     child: subprocess.Popen[bytes], px: subprocess.Popen[bytes], theme: str | None, agent_log: Path
 ) -> None:
     from engine.errors import ContextPipeError
-    from inspector.sources.live import LiveSource
+    from inspector.run_tui import run_session_source
 
     typer.echo(f"waiting for the agent's first model call (agent output: {agent_log}) ...", err=True)
     src = None
@@ -411,7 +411,7 @@ def _tui(
             typer.echo("the agent ended before the inspector could attach", err=True)
             return
         try:
-            src = LiveSource(px.pid, timeout=2.0, session=1)
+            src = run_session_source(px.pid, 1, timeout=2.0)
         except ContextPipeError:
             time.sleep(0.1)
     from inspector.run_tui import follow_run

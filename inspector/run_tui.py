@@ -120,6 +120,13 @@ class RunInspectorApp(InspectorApp):
         self.exit()
 
 
+def run_session_source(pid: int, session: int, timeout: float = 3.0) -> LiveSource:
+    """A session of a `cp-inspect run`'s proxy, read as `cp-inspect attach` reads an agent: the fold
+    stream (the proxy builds no trace for the inspector; the inspector rebuilds each turn's). The first
+    session and the later ones come through here, so they cannot be read two ways."""
+    return LiveSource(pid, timeout=timeout, session=session, fold=True)
+
+
 def follow_run(pid: int, first: Source, theme: str | None = None) -> None:
     """Show the run of proxy `pid`, starting on its first session (`first`), until the user leaves."""
     _Screen.stopping = False
@@ -133,7 +140,7 @@ def follow_run(pid: int, first: Source, theme: str | None = None) -> None:
                 return
             if not app.show_sessions and len(watcher.snapshot()) <= 1:
                 return  # one conversation: q leaves, as it always did
-            picked = pick_session(watcher, pid, theme, lambda p: LiveSource(pid, session=p, fold=True))
+            picked = pick_session(watcher, pid, theme, lambda p: run_session_source(pid, p))
             if picked is None:
                 return
             source, target = picked

@@ -166,3 +166,24 @@ def test_pick_session_skips_a_session_that_went_away(monkeypatch: Any) -> None:
 
     got = pick_session(RunWatcher(7), 7, None, open_session)
     assert got == ("source 2", "7.2") and opened == [1, 2]  # 8.2 is another process: ignored
+
+
+async def test_a_runs_first_session_is_read_on_the_fold_stream_as_attach_reads_it(
+    proxied: Proxied, rtdir: Path
+) -> None:
+    # `cp-inspect run` opened its first session on the elided stream and its later ones on the fold
+    # stream: the first session's proxy then built every turn's trace for the inspector. Both come
+    # through run_session_source now; attached, the session's pipeline has a client and none tracing.
+    pid = os.getpid()
+    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", 2)
+    assert proxied.recorder.flush(60)
+    ((info, tap),) = proxied.recorder.sessions.values()
+    assert info.number == 1 and tap.pipe is not None and tap.pipe.probe is not None
+    probe = tap.pipe.probe
+    src = run_tui.run_session_source(pid, 1)
+    try:
+        await _until(lambda: probe.client_count == 1, 60)
+        await asyncio.sleep(0.5)  # (a tracing client would have said so by now)
+        assert probe.tracing_clients == 0
+    finally:
+        src.close()
