@@ -8,6 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,10 +268,11 @@ async def test_top_sorts_targets_by_number(tmp_path: Path) -> None:
         await pilot.press("q")
 
 
-def _wait(check: object, what: str, timeout: float = 60.0) -> None:
+def _wait(check: object, what: object, timeout: float = 60.0) -> None:
+    """`what` may be a callable, called for the message only on failure (so it says the state then)."""
     deadline = time.monotonic() + timeout
     while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what() if callable(what) else what
         time.sleep(0.1)
 
 
@@ -294,7 +296,9 @@ def test_a_stopped_agent_killed_while_stopped_ends(tmp_path: Path) -> None:
         _wait(sock.exists, "the agent never served")
         child.send_signal(signal.SIGSTOP)
         watcher.start()
-        _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"], "never shown as not answering")
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"],
+              lambda: f"never shown as not answering: {watcher.snapshot()}, error {watcher.error!r}, "
+              f"threads {[t.name for t in threading.enumerate() if t.name.startswith('contextpipe-top')]}")
         child.kill()
         child.wait(10)
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"],
@@ -332,7 +336,9 @@ def test_a_dying_agents_row_says_it_exited(tmp_path: Path) -> None:
         _wait(sock.exists, "the agent never served")
         child.send_signal(signal.SIGSTOP)
         watcher.start()
-        _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"], "never shown as not answering")
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"],
+              lambda: f"never shown as not answering: {watcher.snapshot()}, error {watcher.error!r}, "
+              f"threads {[t.name for t in threading.enumerate() if t.name.startswith('contextpipe-top')]}")
         sock.unlink()  # gone while its process lives (stopped): that is what the row says
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"], "the row did not end", timeout=15)
         assert watcher.snapshot()[0].detail.startswith("its probe socket is gone (it was not answering: ")
