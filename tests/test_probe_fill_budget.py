@@ -188,7 +188,12 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
         assert c.ring, "the client read its live frames from a ring"
         assert f.order == list(range(HISTORY, turn + 1)), "each live turn once, in order"
         # (A turn that comes while the I/O thread is in a pass, its lock held, is that thread's to send.)
-        assert sends >= 0.75 * during, (
+        # Before 32dcf75 the I/O thread rested holding that lock and sent nearly every turn (sends ~ 0).
+        # The share varies with how long the fill runs: range answers fill the first turns' passes, so a
+        # short fill (35-45 turns) gave 0.51-0.64 and a long one (100-120) 0.83-1.0 in 12 runs on a quiet
+        # machine (12-06 18:10); 0.75 failed a fresh-clone CI and most runs of this test alone, at
+        # af48a75 too.
+        assert sends >= 0.4 * during, (
             f"the agent's thread sent {sends} of the {during} turns made during the fill"
         )
         assert woke <= 0.25 * during and falls <= 0.25 * during, (
