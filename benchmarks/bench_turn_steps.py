@@ -19,6 +19,16 @@ with --turns, per turn of those instead (each turn's count and path first): the 
 compaction, which the general path makes, or the lane's first turns after them.
 Not counted: time in C (the tokenizer, sha256, bytes joins), which bench_engine's --ab times.
 
+--touch counts what a turn touches rather than what it runs (a cold turn, after a model call has
+evicted the CPU caches, pays for each distinct piece of code and data once, however often it runs):
+per turn the distinct code objects run, the distinct (code, line) pairs, the modules they are in, the
+bytes of bytecode of those code objects, the distinct C functions called (sys.settrace call and line
+events, sys.setprofile c_call; another replay than the bytecode count's, so neither perturbs the other),
+and, in a third replay under tracemalloc, the memory blocks allocated in the turn that are still alive
+at its end (the turn's new state: tomorrow's first touches). With --top N the modules and functions with
+the most distinct lines (per steady lane turn, or per turn of --turns), and the modules allocating the
+most surviving blocks. bench_engine.py --iso --split gives each turn's cold time to set beside them.
+
 A proxy, not a clock: fewer bytecodes is less time only for like-for-like Python. A loop over a turn's
 two or three items replaced by map/zip/filter runs fewer bytecodes and more time (each iterator object
 is made and freed: 4729b10 took Serializer._appended from 9,596 to 9,520 bytecodes a turn and from ~33
@@ -35,8 +45,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
@@ -93,6 +104,43 @@ class Counter:
             self.n["c_calls"] += 1
 
 
+TOUCH_KEYS = ("codes", "dlines", "modules", "code_bytes", "c_funcs")
+
+
+class Touch:
+    """What the region being traced touches, each thing once however often it runs: code objects with
+    the lines run in each, and C functions called (keyed by module and qualified name: `list.append` of
+    two lists is one function)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[CodeType, set[int]] = {}
+        self.c_funcs: set[tuple[str, str]] = set()
+
+    def reset(self) -> None:
+        self.codes = {}
+        self.c_funcs = set()
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.codes[frame.f_code].add(frame.f_lineno)
+        elif event == "call":
+            self.codes.setdefault(frame.f_code, set())
+        return self.trace
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call":
+            self.c_funcs.add((str(getattr(arg, "__module__", "")), str(getattr(arg, "__qualname__", arg))))
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "codes": len(self.codes),
+            "dlines": sum(len(v) for v in self.codes.values()),
+            "modules": len({c.co_filename for c in self.codes}),
+            "code_bytes": sum(len(c.co_code) for c in self.codes),
+            "c_funcs": len(self.c_funcs),
+        }
+
+
 def turn_set(text: str) -> frozenset[int]:
     """--turns: comma-separated turns and ranges (0-9,25)."""
     out: set[int] = set()
@@ -116,6 +164,7 @@ def child(args: argparse.Namespace) -> int:
     counter = Counter(args.top > 0)
     funcs: dict[str, dict[str, float]] = {"own": {}, "incl": {}, "called": {}}
     turns: list[dict[str, Any]] = []
+    touch: dict[str, Any] = {"turns": [], "lines": {}, "modules": {}, "alloc_modules": {}}
     for traced in (False, True):
         if traced:
             # Garbage from the untraced replay (a recording writer's __del__, say) must not finalize
@@ -149,16 +198,70 @@ def child(args: argparse.Namespace) -> int:
                             label = f"{key[0]}:{key[1]}"
                             acc[label] = acc.get(label, 0) + v
         run.close()
+    if args.touch:
+        touched(args, imp, turns, touch)
     gc.enable()
-    print(json.dumps({"turns": turns, "funcs": funcs}))
+    print(json.dumps({"turns": turns, "funcs": funcs, "touch": touch}))
     return 0
+
+
+def _label(root: str, name: str) -> str:
+    return name[len(root) :] if name.startswith(root) else name
+
+
+def touched(args: argparse.Namespace, imp: Any, turns: list[dict[str, Any]], out: dict[str, Any]) -> None:
+    """--touch: two more replays (the collector off, as the counted one): one under Touch, one under
+    tracemalloc, each turn's figures added to `turns`; per function and module the distinct lines (and per
+    module the surviving blocks) summed over the turns --top lists, as in child."""
+    import bench_engine as be
+
+    root = str(Path(__file__).resolve().parents[1]) + "/"
+    t = Touch()
+    for mode in ("touch", "alloc"):
+        gc.collect()
+        run = be.EngineRun(imp, args.window)
+        fed = 0
+        for k, call in enumerate(imp.calls):
+            usage = be.agent_usage(call)
+            listed = (k in args.turns) if args.turns is not None else (turns[k]["lane"] and k >= args.warm)
+            if mode == "touch":
+                t.reset()
+                sys.setprofile(t.profile)
+                sys.settrace(t.trace)
+                _req, fed = be.engine_turn(run, call, fed, usage)
+                sys.settrace(None)
+                sys.setprofile(None)
+                turns[k].update(t.counts())
+                if listed:
+                    for code, lines in t.codes.items():
+                        fn = f"{_label(root, code.co_filename)}:{code.co_qualname}"
+                        mod = _label(root, code.co_filename)
+                        out["lines"][fn] = out["lines"].get(fn, 0) + len(lines)
+                        out["modules"][mod] = out["modules"].get(mod, 0) + len(lines)
+            else:
+                # Only blocks allocated after start() are traced: what is left at the turn's end is
+                # what the turn made and kept.
+                tracemalloc.start(1)
+                _req, fed = be.engine_turn(run, call, fed, usage)
+                snap = tracemalloc.take_snapshot()
+                tracemalloc.stop()
+                stats = snap.statistics("filename")
+                turns[k]["kept_blocks"] = sum(st.count for st in stats)
+                turns[k]["kept_bytes"] = sum(st.size for st in stats)
+                if listed:
+                    for st in stats:
+                        mod = _label(root, st.traceback[0].filename)
+                        out["alloc_modules"][mod] = out["alloc_modules"].get(mod, 0) + st.count
+        run.close()
 
 
 def summary(turns: list[dict[str, Any]], warm: int) -> dict[str, Any]:
     lane = [t for i, t in enumerate(turns) if i >= warm and t["lane"]]
     steady = turns[warm:]
     out: dict[str, Any] = {"lane_turns": len(lane), "steady_turns": len(steady)}
-    for key in KEYS:
+    for key in KEYS + TOUCH_KEYS + ("kept_blocks", "kept_bytes"):
+        if key not in turns[0]:
+            continue
         out[key] = statistics.median(t[key] for t in lane) if lane else float("nan")
         out["all_" + key] = statistics.median(t[key] for t in steady) if steady else float("nan")
         out["total_" + key] = sum(t[key] for t in turns)
@@ -182,6 +285,12 @@ def main() -> int:
         help="with --top: list the functions of these turns instead (0-based; e.g. 0-9 or 0,25): the "
         "first turns and a compaction, which the general path makes",
     )
+    ap.add_argument(
+        "--touch",
+        action="store_true",
+        help="also count what each turn touches: distinct code objects, lines, modules, bytecode bytes, C "
+        "functions, and blocks allocated that survive the turn (with --top: by module and function)",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -196,6 +305,8 @@ def main() -> int:
                "--window", str(args.window), "--warm", str(args.warm), "--top", str(args.top if name == "new" else 0)]  # fmt: skip
         if args.turns is not None:
             cmd += ["--turns", ",".join(map(str, sorted(args.turns)))]
+        if args.touch:
+            cmd.append("--touch")
         env = dict(os.environ, PYTHONPATH=str(tree))
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
         got[name] = json.loads(out)
@@ -208,11 +319,23 @@ def main() -> int:
               f"{s['steps']:.0f} bytecodes, {s['calls']:.0f} Python calls, {s['lines']:.0f} lines, "
               f"{s['c_calls']:.0f} C calls; any steady turn {s['all_steps']:.0f} bytecodes, "
               f"{s['all_calls']:.0f} calls; trajectory {s['total_steps']} bytecodes, {s['total_calls']} calls")  # fmt: skip
+        if args.touch:
+            print(f"  {name}: a lane turn touches {s['codes']:.0f} code objects in {s['modules']:.0f} modules, "
+                  f"{s['dlines']:.0f} distinct lines, {s['code_bytes'] / 1024:.1f} KiB of bytecode, {s['c_funcs']:.0f} "
+                  f"C functions; keeps {s['kept_blocks']:.0f} blocks allocated in it ({s['kept_bytes'] / 1024:.1f} KiB)")  # fmt: skip
+            if args.turns is not None:
+                for k in sorted(args.turns):
+                    if k < len(data["turns"]):
+                        print("    " + touch_line(k, data["turns"][k]))
     if "base" in got:
         b, n = summary(got["base"]["turns"], args.warm), summary(got["new"]["turns"], args.warm)
         print(f"  new / base: lane turn bytecodes {n['steps'] / b['steps']:.4f} ({n['steps'] - b['steps']:+.0f}), "
               f"calls {n['calls'] / b['calls']:.4f} ({n['calls'] - b['calls']:+.0f}); trajectory bytecodes "
               f"{n['total_steps'] / b['total_steps']:.4f}")  # fmt: skip
+        if args.touch:
+            print(f"  new / base: a lane turn's distinct lines {n['dlines'] / b['dlines']:.4f} ({n['dlines'] - b['dlines']:+.0f}), "
+                  f"code objects {n['codes'] - b['codes']:+.0f}, modules {n['modules'] - b['modules']:+.0f}, blocks kept "
+                  f"{n['kept_blocks'] - b['kept_blocks']:+.0f}")  # fmt: skip
     if args.top:
         data = got["new"]
         if args.turns is not None:
@@ -229,7 +352,20 @@ def main() -> int:
             print(f"{what}, {title} (calls):")
             for label, v in sorted(f[key].items(), key=lambda kv: -kv[1])[: args.top]:
                 print(f"  {v / lanes:8.1f} ({f['called'].get(label, 0) / lanes:4.1f})  {label}")
+        if args.touch:
+            tc = data["touch"]
+            for title, key in (("distinct lines by module", "modules"), ("distinct lines by function", "lines"),
+                               ("blocks kept, by the module allocating them", "alloc_modules")):  # fmt: skip
+                print(f"{what}, {title} ({len(tc[key])} in all):")
+                for label, v in sorted(tc[key].items(), key=lambda kv: -kv[1])[: args.top]:
+                    print(f"  {v / lanes:8.1f}  {label}")
     return 0
+
+
+def touch_line(k: int, t: dict[str, Any]) -> str:
+    return (f"turn {k} ({'lane' if t['lane'] else 'general'}): {t['steps']} bytecodes, {t['codes']} code objects "
+            f"in {t['modules']} modules, {t['dlines']} distinct lines, {t['code_bytes'] / 1024:.1f} KiB bytecode, "
+            f"{t['c_funcs']} C functions, {t['kept_blocks']} blocks kept ({t['kept_bytes'] / 1024:.1f} KiB)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def _outer(n: int) -> int:
     return t
 
 
-def _traced(counter: bts.Counter, n: int) -> None:
+def _traced(counter: bts.Counter | bts.Touch, n: int) -> None:
     sys.setprofile(counter.profile)
     sys.settrace(counter.trace)
     try:
@@ -94,3 +94,23 @@ def test_the_same_turns_count_the_same() -> None:
     first, again = _turn_counts(), _turn_counts()
     assert first == again
     assert all(t["steps"] > t["calls"] > 0 for t in first)
+
+
+def _touched(n: int) -> bts.Touch:
+    t = bts.Touch()
+    _traced(t, n)
+    return t
+
+
+def test_touch_counts_each_line_and_function_once_however_often_it_runs() -> None:
+    # --touch's premise: a cold turn pays for each distinct piece of code once. Three calls of the leaf
+    # touch what one call does (two functions, their lines, range) while running three times the
+    # bytecodes; no call of it touches one function fewer.
+    one, three, none = _touched(1), _touched(3), _touched(0)
+    assert one.counts() == three.counts()
+    got = three.counts()
+    assert got["codes"] == 2 and got["modules"] == 1 and got["c_funcs"] >= 1
+    leaf = next(c for c in three.codes if c.co_name == "_leaf")
+    assert three.codes[leaf] == {leaf.co_firstlineno + 1, leaf.co_firstlineno + 2}
+    assert none.counts()["codes"] == 1 and none.counts()["dlines"] < got["dlines"] - 1
+    assert got["code_bytes"] == sum(len(c.co_code) for c in three.codes)
