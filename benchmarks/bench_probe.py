@@ -2235,6 +2235,12 @@ def publish_cost_blocks(args: argparse.Namespace) -> None:
     shutil.rmtree(rt.parent, ignore_errors=True)
 
 
+def each_subject(run: Callable[[argparse.Namespace, str], None], args: argparse.Namespace, subjects: str) -> None:
+    """--twin, --paired: `run` for each of the comma-separated subjects, in turn."""
+    for subject in subjects.split(","):
+        run(args, subject)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=300, help="turns per block")
@@ -2408,75 +2414,31 @@ def main() -> None:
         args.pace = args.pace or 0.1
         attach_long(args)
         return
-    if args.follow_latency is not None:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        args.pace = args.follow_latency
-        follow_latency(args)
-        return
-    if args.flush_ab is not None:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        args.pace = args.flush_ab
-        flush_ab(args)
-        return
-    if args.pace_ab is not None:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        args.pace = args.pace_ab
-        pace_ab(args)
-        return
-    if args.publish_split is not None:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        args.pace = args.publish_split
-        publish_split(args)
-        return
-    if args.publish_cost:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        publish_cost_blocks(args)
-        return
-    if args.ship_floor is not None:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        args.pace = args.ship_floor
-        ship_floor(args)
-        return
-    if args.floor:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        floor(args)
-        return
-    if args.lean_ab:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        lean_ab(args)
-        return
-    if args.profile:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        profile(args)
-        return
-    if args.encode_ab:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        encode_ab(args, args.encode_ab.split(","))
-        return
-    if args.twin:
-        args.window = 200_000 if args.window == 16_000 else args.window
-        args.warmup = 70 if args.warmup is None else args.warmup
-        for subject in args.twin.split(","):
-            twin(args, subject)
-        return
-    if args.paired:
-        if args.window == 16_000:
-            args.window = 200_000
-        if args.warmup is None:
-            args.warmup = 70
-        for subject in args.paired.split(","):
-            paired(args, subject)
-        return
+    # The modes that follow the engine's agent, in this order of precedence: (given, what runs it, the
+    # seconds of sleep after each turn its value sets, if it sets them). Each runs the agent with a 200k
+    # model's window (16,000 is the simulated agent's default) and 70 warm-up turns unless told otherwise.
+    engine_modes: tuple[tuple[bool, Callable[[argparse.Namespace], object], float | None], ...] = (
+        (args.follow_latency is not None, follow_latency, args.follow_latency),
+        (args.flush_ab is not None, flush_ab, args.flush_ab),
+        (args.pace_ab is not None, pace_ab, args.pace_ab),
+        (args.publish_split is not None, publish_split, args.publish_split),
+        (args.publish_cost, publish_cost_blocks, None),
+        (args.ship_floor is not None, ship_floor, args.ship_floor),
+        (args.floor, floor, None),
+        (args.lean_ab, lean_ab, None),
+        (args.profile, profile, None),
+        (bool(args.encode_ab), lambda a: encode_ab(a, a.encode_ab.split(",")), None),
+        (bool(args.twin), lambda a: each_subject(twin, a, a.twin), None),
+        (bool(args.paired), lambda a: each_subject(paired, a, a.paired), None),
+    )
+    for given, run, pace in engine_modes:
+        if given:
+            args.window = 200_000 if args.window == 16_000 else args.window
+            args.warmup = 70 if args.warmup is None else args.warmup
+            if pace is not None:
+                args.pace = pace
+            run(args)
+            return
 
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / ("contextpipe" if args.engine else "rt")
     server, step, title, journal_len = (engine_agent if args.engine else simulated_agent)(args, rt)

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice, repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import overload
 
 _START = itemgetter(0)
@@ -134,22 +133,14 @@ MAX_DEPTH = 3
 Rounds = list[Round] | DroppedRounds
 
 
-def dropped_sums(sums: list[int], n: int, start: int, end: int, head: int) -> list[int]:
-    """Measure.cumulative(raw[:start] + raw[end:]) from sums[:n + 1] = Measure.cumulative(raw), n =
-    len(raw), when the first item's tokens differ by `head` from raw[0]'s (1 <= start <= end <= n).
-
-    Items before start are raw's (the first `head` tokens more); from start on they are raw[end:], whose
-    running sums are raw's less sums[end], on top of the kept history's sum at start. Read in C."""
-    out = [0]
-    out += map(add, islice(sums, 1, start + 1), repeat(head))
-    out += map(add, islice(sums, end + 1, n + 1), repeat(out[-1] - sums[end]))
-    return out
-
-
 class DroppedSums(Sequence[int]):
-    """dropped_sums(sums, n, start, end, head) read in place: each figure one lookup in `sums` (the cut
-    history's running sums, whose first n + 1 values never change: its lineage only extends them), not
-    a copy of every kept item's. Wave 1's budget guarantee trims the history the drop rule kept, which
+    """Measure.cumulative(raw[:start] + raw[end:]) from sums[:n + 1] = Measure.cumulative(raw), n =
+    len(raw), when the first item's tokens differ by `head` from raw[0]'s (1 <= start <= end <= n): items
+    before start are raw's (the first `head` tokens more); from start on they are raw[end:], whose
+    running sums are raw's less sums[end], on top of the kept history's sum at start.
+
+    Read in place: each figure one lookup in `sums` (the cut history's running sums, whose first n + 1
+    values never change: its lineage only extends them), not a copy of every kept item's. Wave 1's budget guarantee trims the history the drop rule kept, which
     keeps a growing share of the conversation (a quarter and more): the copy was O(history) every turn
     the kept share moved, where oldest_to_drop reads a few figures and a bisection. Extended in place
     (`extend`) by the figures of items appended later, as Measure.cumulative extends a lineage's list."""

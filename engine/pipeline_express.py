@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from engine.alerts import LOOKBACK
 from engine.artifacts import Message
 from engine.assembly import Assembly, Section
-from engine.optimize import OptimizeContext, markers, trim_sections
+from engine.optimize import OptimizeContext, markers
 from engine.optimize.history_ops import task_end
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
 from engine.policy import cost_aware
@@ -483,7 +483,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     t1 = sums.before + m.section(applied[c.hidx])
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
-    if t1 > trigger_tokens or t1 + trim_sections.REPLY_PRIMING_TOKENS > ceiling:
+    if t1 > trigger_tokens or t1 + REPLY_PRIMING_TOKENS > ceiling:
         return None  # forced or trimmed: the general path's
     if t1 > target_tokens:
         # Weighed as cost_aware.run weighs it: a cut the early rule would make goes to the general path.

@@ -1,6 +1,8 @@
-"""An option's value checked before any file is read, its error said as the option's (exit 2): shared by
-`simulate` and `explain`, which said the same wrong value differently ("unknown provider 'x'" without
-the option's name, from explain; a tier-threshold order error naming values the user never gave)."""
+"""Option values checked before a command reads a file or starts anything, a wrong one said as that
+option's error (exit 2): `simulate`'s and `explain`'s --provider, --policy, --policies and --threshold
+(the two said the same wrong value differently: "unknown provider 'x'" without the option's name, from
+explain; a tier-threshold order error naming values the user never gave), and --theme for every command
+that starts a terminal UI (replay, attach, demo, run, top)."""
 
 from __future__ import annotations
 
@@ -42,10 +44,11 @@ def check_thresholds(given: Mapping[str, float] | None) -> None:
         fail(f"--threshold: invalid thresholds {dict(given)}: {exc}{note}", 2)
 
 
+# The names --theme's help and its error offer (themes.ALIASES; themes.pick_theme's warning says them too,
+# from a module that cannot import this one's: the themes import textual, the command line does not).
+THEME_CHOICES = "dark, light or high-contrast"
 # --theme's help in every command that starts a terminal UI: one rule, said where the option is.
-THEME_HELP = (
-    "dark, light or high-contrast (Textual's own, e.g. nord, too); another name is an error (exit 2)."
-)
+THEME_HELP = f"{THEME_CHOICES} (Textual's own, e.g. nord, too); another name is an error (exit 2)."
 
 
 def check_theme(theme: str | None) -> None:
@@ -59,7 +62,7 @@ def check_theme(theme: str | None) -> None:
 
     if not theme_known(theme):
         fail(
-            f"--theme: unknown theme {theme!r}; choose dark, light or high-contrast (or a Textual theme, e.g. nord)",
+            f"--theme: unknown theme {theme!r}; choose {THEME_CHOICES} (or a Textual theme, e.g. nord)",
             2,
         )
 

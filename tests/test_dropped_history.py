@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from engine.artifacts import Message, SectionItem, Text, ToolCall, ToolResult
 from engine.assembly import Measure, Section, history_rounds
-from engine.dropped_history import dropped_rounds, dropped_sums
+from engine.dropped_history import dropped_rounds
 from engine.optimize.history_ops import drop_oldest, drop_range
 from engine.tokens import CharTokenizer, TokenCounter
 from engine.types import CacheScope, Priority, SectionKind
+from tests.support.kept_history import dropped_sums
 
 
 def _measure() -> Measure:

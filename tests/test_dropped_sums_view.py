@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from engine.artifacts import Message, Text
 from engine.assembly import Measure
-from engine.dropped_history import DroppedSums, dropped_sums
+from engine.dropped_history import DroppedSums
 from engine.tokens import CharTokenizer, TokenCounter
-from tests.support.kept_history import kept_after_drop
+from tests.support.kept_history import dropped_sums, kept_after_drop
 
 
 @settings(max_examples=300, deadline=None)

@@ -160,10 +160,6 @@ class HeldPrefixes:
         i = bisect_right(self._los, key) - 1
         return i >= 0 and key < self._runs[i].hi
 
-    def runs_held(self) -> int:
-        """How many runs are stored (what the store's size follows)."""
-        return len(self._runs)
-
     def items(self) -> Iterator[tuple[int, float]]:
         for b in self._batches:
             t = b.t
