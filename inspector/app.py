@@ -419,7 +419,12 @@ class InspectorApp(App[None]):
             self._update_status()
             self._end_early_steps(message.more)
             return
-        self.index = timeline.current
+        if len(timeline):
+            # Not before the first turn: a live session attached before its first turn came answers
+            # with no turns, and index 0 then (the timeline's current) left that turn undrawn when it
+            # came (the index did not change): `cp-inspect run` showed "waiting for the first turn…"
+            # beside "turn 0 (1/1)" until the agent's second call.
+            self.index = timeline.current
         self._update_status()
         self._end_early_steps(message.more)
 
