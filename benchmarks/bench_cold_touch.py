@@ -29,6 +29,14 @@ and the turn's input (the new messages' strings) but not A's own state (its hist
 lane state). So cold - twin is what A's turn pays for code and shared input coming back, twin - warm
 what it pays for its own state. Thread CPU, each turn's minimum over --repeats; with and without the
 engine's tokenizing (its counter's own timer).
+
+--engine FILE --copies: the engine-level check that distinct code, not bytecodes, sets the cold price.
+A second copy of the engine is imported (the same source, its own modules, code objects, classes; the
+tokenizer shared). Each timed region runs two pipelines' same turn back to back, after an eviction
+(cold) or not (warm): "same", both pipelines on the first copy; "distinct", the second on the second
+copy. The two run the same bytecodes; "distinct" touches twice the code. distinct - same, cold, is
+what the second copy's distinct lines cost when they come from memory (bench_turn_steps --touch
+counts them); warm it should be ~0.
 """
 
 from __future__ import annotations
@@ -147,6 +155,114 @@ def engine(args: argparse.Namespace) -> int:
     return 0
 
 
+def second_engine() -> Any:
+    """bench_engine again, over a second import of the engine package (every module anew: its own code
+    objects and classes; lazy imports inside its functions find the first copy's modules, which are put
+    back). The second copy counts with the first copy's tokenizer: the tokenizer is not the engine's
+    code, and its tables would be data both copies share in an agent's process."""
+    import importlib
+
+    import bench_engine as be1
+
+    from engine import tokens as tokens1
+
+    tokens1.default_tokenizer()
+    first = {
+        k: v
+        for k, v in sys.modules.items()
+        if k == "engine" or k.startswith("engine.") or k == "bench_engine"
+    }
+    for k in first:
+        del sys.modules[k]
+    try:
+        be2 = importlib.import_module("bench_engine")
+        import engine.tokens as tokens2
+
+        tokens2._DEFAULT = tokens1._DEFAULT
+    finally:
+        for k in [k for k in sys.modules if k == "engine" or k.startswith("engine.") or k == "bench_engine"]:
+            del sys.modules[k]
+        sys.modules.update(first)
+    assert be2.Pipeline is not be1.Pipeline
+    return be2
+
+
+def copies(args: argparse.Namespace) -> int:
+    """--engine FILE --copies (see the docstring): per turn, the two pipelines' turns timed together in
+    the states same / distinct x warm / cold, interleaved; each turn's minimum over --repeats."""
+    import gc
+
+    import bench_engine as be
+
+    from engine.importers import load
+
+    be2 = second_engine()
+    be.PROVIDER = be2.PROVIDER = args.provider
+    imp = load(args.engine)
+    from engine.tokens import TokenCounter
+
+    TokenCounter().count("warm up the tokenizer")
+    evict = be.cache_evictor()
+    gc.freeze()
+    n = len(imp.calls)
+    states = [(v, st) for v in ("same", "distinct") for st in ("warm", "cold")]
+    best = {key: [float("inf")] * n for key in states}
+    tok = {key: [float("inf")] * n for key in states}
+    usages = [be.agent_usage(c) for c in imp.calls]
+    for _ in range(args.repeats):
+        # Per state the two timed pipelines and, for the warm states, two more on the same copies that
+        # run the same turn right before (the states take turns, so without them a copy's code would
+        # last have run before another state's eviction).
+        runs = {
+            key: tuple(
+                (be, be if key[0] == "same" else be2)[i % 2].EngineRun(imp, args.window) for i in range(4)
+            )
+            for key in states
+        }
+        fed = dict.fromkeys(states, 0)
+        gc.collect()
+        gc.disable()
+        for k, call in enumerate(imp.calls):
+            for key in states:
+                a, b, c, d = runs[key]
+                if key[1] == "cold":
+                    evict()
+                else:
+                    be.engine_turn(c, call, fed[key], usages[k])
+                    be.engine_turn(d, call, fed[key], usages[k])
+                tok0 = a.tokenizer.cpu + b.tokenizer.cpu
+                t0 = time.thread_time()
+                be.engine_turn(a, call, fed[key], usages[k])
+                _req, fed[key] = be.engine_turn(b, call, fed[key], usages[k])
+                took = time.thread_time() - t0
+                best[key][k] = min(best[key][k], took)
+                tok[key][k] = min(tok[key][k], a.tokenizer.cpu + b.tokenizer.cpu - tok0)
+        gc.enable()
+        for four in runs.values():
+            for r in four:
+                r.close()
+    warm = min(args.warm, n - 1)
+    print(f"{args.engine.name}, {args.provider}, window {args.window}: two pipelines' same turn timed together, "
+          f"thread CPU us per turn (mean of each turn's minimum over {args.repeats} repeats); untokenized in brackets")  # fmt: skip
+    for name, ks in (
+        ("turn 0", [0]),
+        (f"turns 1-{warm - 1}", list(range(1, warm))),
+        (f"turns >= {warm}", list(range(warm, n))),
+    ):
+        cell = {
+            key: (
+                sum(best[key][k] for k in ks) * 1e6 / len(ks),
+                sum(best[key][k] - tok[key][k] for k in ks) * 1e6 / len(ks),
+            )
+            for key in states
+        }
+        line = ", ".join(f"{v} {st} {cell[(v, st)][0]:.0f} ({cell[(v, st)][1]:.0f})" for v, st in states)
+        dc = cell[("distinct", "cold")][1] - cell[("same", "cold")][1]
+        dw = cell[("distinct", "warm")][1] - cell[("same", "warm")][1]
+        print(f"  {name}: {line}; distinct - same untokenized: cold {dc:+.0f}, warm {dw:+.0f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=120, help="calls a region makes (distinct functions or objects)")
@@ -157,9 +273,10 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=32_000)
     ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
     ap.add_argument("--per-turn", action="store_true", help="with --engine: each turn's figures too")
+    ap.add_argument("--copies", action="store_true", help="with --engine: same code twice against two copies")
     args = ap.parse_args()
     if args.engine is not None:
-        return engine(args)
+        return copies(args) if args.copies else engine(args)
     import gc
 
     from bench_engine import cache_evictor
