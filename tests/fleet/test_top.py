@@ -276,29 +276,65 @@ def _wait(check: object, what: object, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def test_a_stopped_agent_killed_while_stopped_ends(tmp_path: Path) -> None:
-    """A SIGSTOPped agent is a "not answering" row with no reader behind it. Killed while stopped, its row
-    stayed in the table for as long as top ran; it is now ended (and dropped after KEEP_EXITED_S) as a
-    dead agent's row is."""
+def _stopped_agent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A demo agent serving its probe in a private runtime directory, stopped (SIGSTOP) once its socket is
+    in place: (the process, its socket). Its stderr goes to tmp_path/agent.err (see _not_shown_stopped)."""
     import signal
 
-    from engine.probe.watch import KEEP_EXITED_S
+    from engine.probe.runtime_dir import proc_stat
 
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
-    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
-                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    skew = [0.0]
-    watcher = FleetWatcher(runtime / "contextpipe", clock=lambda: time.time() + skew[0])
+    with open(tmp_path / "agent.err", "wb") as err:
+        child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
+                                  "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=err)
+    sock = runtime / "contextpipe" / f"{child.pid}.sock"
     try:
-        sock = runtime / "contextpipe" / f"{child.pid}.sock"
-        _wait(sock.exists, "the agent never served")
+        _wait(sock.exists, lambda: f"the agent never served (exit code {child.poll()}): "
+              f"{(tmp_path / 'agent.err').read_text(errors='replace')[-2000:]}")
         child.send_signal(signal.SIGSTOP)
+        # kill() returns before the agent has stopped (/proc says R until it is next scheduled): the
+        # watcher is started on a stopped agent, as the tests mean.
+        _wait(lambda: (proc_stat(child.pid) or [b""])[0] == b"T", lambda: f"the agent never stopped: "
+              f"{proc_stat(child.pid)}")
+    except BaseException:
+        child.kill()
+        child.wait(10)
+        raise
+    return child, sock
+
+
+def _not_shown_stopped(watcher: FleetWatcher, child: subprocess.Popen[bytes], sock: Path) -> str:
+    """What a wait for a stopped agent's "not answering" row saw when it gave up (it failed once in a
+    fresh-clone CI at load ~3 and in no run since, alone or under load): the watcher's rows, error and
+    threads, and the agent's side: whether it still runs and is stopped, its socket, its stderr."""
+    from engine.probe.runtime_dir import proc_stat
+
+    fields = proc_stat(child.pid)
+    err = (sock.parents[2] / "agent.err").read_text(errors="replace")[-2000:]
+    return (
+        f"never shown as not answering: {watcher.snapshot()}, error {watcher.error!r}, threads "
+        f"{[t.name for t in threading.enumerate() if t.name.startswith('contextpipe-top')]}; the agent: exit code "
+        f"{child.poll()}, process state {fields[0] if fields else None!r}, runtime directory "
+        f"{sorted(p.name for p in sock.parent.iterdir()) if sock.parent.exists() else 'gone'}, stderr {err!r}"
+    )
+
+
+def test_a_stopped_agent_killed_while_stopped_ends(tmp_path: Path) -> None:
+    """A SIGSTOPped agent is a "not answering" row with no reader behind it. Killed while stopped, its row
+    stayed in the table for as long as top ran; it is now ended (and dropped after KEEP_EXITED_S) as a
+    dead agent's row is."""
+
+    from engine.probe.watch import KEEP_EXITED_S
+
+    child, sock = _stopped_agent(tmp_path)
+    skew = [0.0]
+    watcher = FleetWatcher(sock.parent, clock=lambda: time.time() + skew[0])
+    try:
         watcher.start()
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"],
-              lambda: f"never shown as not answering: {watcher.snapshot()}, error {watcher.error!r}, "
-              f"threads {[t.name for t in threading.enumerate() if t.name.startswith('contextpipe-top')]}")
+              lambda: _not_shown_stopped(watcher, child, sock))
         child.kill()
         child.wait(10)
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"],
@@ -323,22 +359,13 @@ def test_a_dying_agents_row_says_it_exited(tmp_path: Path) -> None:
     /proc says zombie), the race that made test_a_stopped_agent_killed_while_stopped_ends fail under
     load. Here the same order of events, made by hand: the socket removed while the stopped agent
     lives, then the agent killed. Later scans look at the pid again and say it exited."""
-    import signal
 
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
-    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
-                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watcher = FleetWatcher(runtime / "contextpipe")
+    child, sock = _stopped_agent(tmp_path)
+    watcher = FleetWatcher(sock.parent)
     try:
-        sock = runtime / "contextpipe" / f"{child.pid}.sock"
-        _wait(sock.exists, "the agent never served")
-        child.send_signal(signal.SIGSTOP)
         watcher.start()
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"],
-              lambda: f"never shown as not answering: {watcher.snapshot()}, error {watcher.error!r}, "
-              f"threads {[t.name for t in threading.enumerate() if t.name.startswith('contextpipe-top')]}")
+              lambda: _not_shown_stopped(watcher, child, sock))
         sock.unlink()  # gone while its process lives (stopped): that is what the row says
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"], "the row did not end", timeout=15)
         assert watcher.snapshot()[0].detail.startswith("its probe socket is gone (it was not answering: ")
