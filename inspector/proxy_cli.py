@@ -418,7 +418,22 @@ def _tui(
 
     # The first session first; the run's later sessions (sub-agents, other conversations) are
     # announced in the inspector and listed with `o` (or on quitting it).
-    follow_run(px.pid, src, theme=theme)
+    follow_run(px.pid, src, theme=theme, agent_ended=lambda: agent_ended(child, agent_log))
+
+
+def agent_ended(child: subprocess.Popen[bytes], agent_log: Path) -> str | None:
+    """How the agent of a run ended, as the inspector says it (None while it runs)."""
+    code = child.poll()
+    if code is None:
+        return None
+    if code < 0 and -code in signal.valid_signals():
+        how = f"was ended by {signal.Signals(-code).name}"
+    elif code < 0:
+        how = f"ended ({code})"
+    else:
+        how = f"exited with status {code}"
+    # Its output is in a file while the inspector has the terminal: where to look when it failed.
+    return f"the agent {how}" + (f" (its output: {agent_log})" if code != 0 else "")
 
 
 def _stop_proxy(px: subprocess.Popen[bytes]) -> None:

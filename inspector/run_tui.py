@@ -26,6 +26,7 @@ from engine.probe.runtime_dir import parse_target
 from engine.probe.watch import FleetWatcher
 
 from .app import InspectorApp
+from .messages import SourceDisconnected
 from .sources import Source
 from .sources.live import LiveSource
 from .top_app import TopApp
@@ -93,16 +94,31 @@ class RunInspectorApp(InspectorApp):
     # column 78, so the palette hint (11 columns) gives way below 90.
     PALETTE_HINT_MIN_WIDTH = 90
 
-    def __init__(self, source: Source, watcher: FleetWatcher, target: str, theme: str | None = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        watcher: FleetWatcher,
+        target: str,
+        theme: str | None = None,
+        agent_ended: Callable[[], str | None] | None = None,
+    ) -> None:
         super().__init__(source, theme=theme)
         self.watcher, self.target = watcher, target
         self.show_sessions = False  # the user asked for the list (`o`), rather than quitting
         self._announced = {target}
+        # How the run's agent ended (None while it runs). The session is the proxy's, which lives on
+        # until the inspector is left, so nothing else says the agent is gone: the line said "● LIVE
+        # following newest" over a finished run, and over an agent that had failed at once.
+        self.agent_ended = agent_ended
 
     def on_mount(self) -> None:  # Textual also runs InspectorApp's own on_mount
         self.set_interval(ANNOUNCE_S, self.announce_sessions)
 
     def announce_sessions(self) -> None:
+        ended = self.agent_ended() if self.agent_ended is not None else None
+        if ended is not None and self.disconnected is None:
+            self.agent_ended = None  # said once
+            self.post_message(SourceDisconnected(ended))
         for row in self.watcher.snapshot():
             if row.target in self._announced:
                 continue
@@ -127,14 +143,17 @@ def run_session_source(pid: int, session: int, timeout: float = 3.0) -> LiveSour
     return LiveSource(pid, timeout=timeout, session=session, fold=True)
 
 
-def follow_run(pid: int, first: Source, theme: str | None = None) -> None:
-    """Show the run of proxy `pid`, starting on its first session (`first`), until the user leaves."""
+def follow_run(
+    pid: int, first: Source, theme: str | None = None, agent_ended: Callable[[], str | None] | None = None
+) -> None:
+    """Show the run of proxy `pid`, starting on its first session (`first`), until the user leaves.
+    `agent_ended`: how the agent ended, once it has (None before): each session's inspector says it."""
     _Screen.stopping = False
     watcher = RunWatcher(pid).start()
     try:
         source, target = first, f"{pid}.1"
         while True:
-            app = RunInspectorApp(source, watcher, target, theme=theme)
+            app = RunInspectorApp(source, watcher, target, theme=theme, agent_ended=agent_ended)
             _show(app)
             if _Screen.stopping:
                 return

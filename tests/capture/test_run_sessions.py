@@ -187,3 +187,67 @@ async def test_a_runs_first_session_is_read_on_the_fold_stream_as_attach_reads_i
         assert probe.tracing_clients == 0
     finally:
         src.close()
+
+
+async def test_the_run_inspector_says_when_the_agent_ended_and_where_its_recording_is(
+    proxied: Proxied, rtdir: Path
+) -> None:
+    # The session is the proxy's, which lives on until the inspector is left: the line said "● LIVE
+    # following newest" over a finished run (and over mini-swe-agent aborted at its first confirmation),
+    # and attached to a proxy conversation that ended it said "press s to save" (the proxy's header named
+    # the recording under a key the inspector never read).
+    pid = os.getpid()
+    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", 1)
+    assert proxied.recorder.flush(60)
+    ((info, _tap),) = proxied.recorder.sessions.values()
+    ended: list[str] = []
+    watcher = RunWatcher(pid).start()
+    try:
+        source = run_tui.run_session_source(pid, 1)
+        assert source.header["recording"] == os.path.abspath(info.path)
+        app = RunInspectorApp(source, watcher, f"{pid}.1", agent_ended=lambda: ended[0] if ended else None)
+        notes: list[str] = []
+        notify = app.notify
+        app.notify = lambda message, **kw: (notes.append(message), notify(message, **kw))[1]  # type: ignore[method-assign]
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(lambda: len(app.timeline) == 1)
+            await pilot.pause(1.5)  # a few ticks while the agent runs: nothing said
+            assert app.disconnected is None and not notes
+            ended.append("the agent exited with status 3 (its output: rec/agent.log)")
+            await _until(lambda: app.disconnected is not None)
+            await pilot.pause()
+            assert app.disconnected == ended[0]
+            (note,) = notes
+            assert note.startswith("The agent exited with status 3 (its output: rec/agent.log). 1 turn kept")
+            assert f"recording is kept at {os.path.abspath(info.path)}" in note
+            status = app.query_one("#status").render_line(0).text
+            assert "ENDED" in status and "LIVE" not in status, status
+            await pilot.pause(1.5)
+            assert len(notes) == 1  # said once
+    finally:
+        watcher.stop()
+
+
+def test_agent_ended_says_the_status_the_signal_and_where_the_output_is(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from inspector.proxy_cli import agent_ended
+
+    log = tmp_path / "agent.log"
+    ok = subprocess.Popen([sys.executable, "-c", "pass"])
+    failed = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ok.wait(60)
+        failed.wait(60)
+        assert agent_ended(slow, log) is None  # still running
+        assert agent_ended(ok, log) == "the agent exited with status 0"
+        assert agent_ended(failed, log) == f"the agent exited with status 2 (its output: {log})"
+        slow.send_signal(signal.SIGTERM)
+        slow.wait(60)
+        assert agent_ended(slow, log) == f"the agent was ended by SIGTERM (its output: {log})"
+    finally:
+        slow.kill()
+        slow.wait()

@@ -150,7 +150,9 @@ class ProxyTap(Tap):
                 "engine_version": ENGINE_VERSION,
                 "start_time": self.clock(),
                 "session": self.info.number,
-                "record": str(self.info.path),
+                # The key an agent's own probe header uses (Pipeline's hello): an inspector attached to a
+                # conversation that ended says where it is kept ("press s to save" saved a second copy).
+                "recording": os.path.abspath(self.info.path),
                 **self.hello,
             }
             events = pipe.journal.events  # append-only: clients read it by index, no copy per client
