@@ -37,6 +37,11 @@ tokenizer shared). Each timed region runs two pipelines' same turn back to back,
 copy. The two run the same bytecodes; "distinct" touches twice the code. distinct - same, cold, is
 what the second copy's distinct lines cost when they come from memory (bench_turn_steps --touch
 counts them); warm it should be ~0.
+
+--tokenizer FILE: one count of texts of the trajectory's tool outputs (shortest to longest, and a
+five-character one), warm and cold, by the engine's counter (the bpe-openai crate) and by tiktoken
+(the same counts): what a turn's counting of new content pays after a model call. Wall ns (a count
+waits on nothing), the lower quartile over --repeats.
 """
 
 from __future__ import annotations
@@ -263,6 +268,52 @@ def copies(args: argparse.Namespace) -> int:
     return 0
 
 
+def tokenizer(args: argparse.Namespace) -> int:
+    """--tokenizer FILE (see the docstring)."""
+    import gc
+
+    from bench_engine import cache_evictor
+
+    from engine.importers import load
+    from engine.tokens import default_tokenizer
+
+    imp = load(args.tokenizer)
+    texts = sorted(
+        {m.content for c in imp.calls for m in c.messages if m.role == "tool" and m.content}, key=len
+    )
+    tok = default_tokenizer()
+    tok.count("load the counter")
+    encode = tok._tiktoken_encode()
+    counters: dict[str, Callable[[str], int]] = {tok.backend: tok.count, "tiktoken": lambda s: len(encode(s))}
+    evict = cache_evictor()
+    gc.freeze()
+    gc.disable()
+
+    def timed(fn: Callable[[str], int], text: str, cold: bool) -> int:
+        got = []
+        for _ in range(args.repeats):
+            fn(text)
+            if cold:
+                evict()
+            t0 = time.perf_counter_ns()
+            fn(text)
+            got.append(time.perf_counter_ns() - t0)
+        return sorted(got)[len(got) // 4]
+
+    print(f"{args.tokenizer.name}: one count, ns (lower quartile of {args.repeats}), warm / cold")
+    for text in [
+        "hello",
+        *(texts[i] for i in (0, len(texts) // 4, len(texts) // 2, 3 * len(texts) // 4, -1)),
+    ]:
+        cells = []
+        for name, fn in counters.items():
+            w, c = timed(fn, text, False), timed(fn, text, True)
+            cells.append(f"{name} {w:7d} / {c:7d} ({c / len(text):5.0f} a character cold)")
+        print(f"  {len(text):6d} characters: " + ", ".join(cells))
+    gc.enable()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=120, help="calls a region makes (distinct functions or objects)")
@@ -274,7 +325,12 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
     ap.add_argument("--per-turn", action="store_true", help="with --engine: each turn's figures too")
     ap.add_argument("--copies", action="store_true", help="with --engine: same code twice against two copies")
+    ap.add_argument(
+        "--tokenizer", type=Path, help="a trajectory: the cold price of counting its tool outputs"
+    )
     args = ap.parse_args()
+    if args.tokenizer is not None:
+        return tokenizer(args)
     if args.engine is not None:
         return copies(args) if args.copies else engine(args)
     import gc
