@@ -168,6 +168,14 @@ def test_pick_session_skips_a_session_that_went_away(monkeypatch: Any) -> None:
     assert got == ("source 2", "7.2") and opened == [1, 2]  # 8.2 is another process: ignored
 
 
+async def _one_session(proxied: Proxied, turns: int) -> tuple[Any, Any]:
+    """The proxy's only session (its info and tap) after `turns` calls of one conversation, recorded."""
+    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", turns)
+    assert proxied.recorder.flush(60)
+    ((info, tap),) = proxied.recorder.sessions.values()
+    return info, tap
+
+
 async def test_a_runs_first_session_is_read_on_the_fold_stream_as_attach_reads_it(
     proxied: Proxied, rtdir: Path
 ) -> None:
@@ -175,9 +183,7 @@ async def test_a_runs_first_session_is_read_on_the_fold_stream_as_attach_reads_i
     # stream: the first session's proxy then built every turn's trace for the inspector. Both come
     # through run_session_source now; attached, the session's pipeline has a client and none tracing.
     pid = os.getpid()
-    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", 2)
-    assert proxied.recorder.flush(60)
-    ((info, tap),) = proxied.recorder.sessions.values()
+    info, tap = await _one_session(proxied, 2)
     assert info.number == 1 and tap.pipe is not None and tap.pipe.probe is not None
     probe = tap.pipe.probe
     src = run_tui.run_session_source(pid, 1)
@@ -197,9 +203,7 @@ async def test_the_run_inspector_says_when_the_agent_ended_and_where_its_recordi
     # and attached to a proxy conversation that ended it said "press s to save" (the proxy's header named
     # the recording under a key the inspector never read).
     pid = os.getpid()
-    await asyncio.to_thread(_converse, proxied.url, "You are the main agent.", 1)
-    assert proxied.recorder.flush(60)
-    ((info, _tap),) = proxied.recorder.sessions.values()
+    info, _tap = await _one_session(proxied, 1)
     ended: list[str] = []
     watcher = RunWatcher(pid).start()
     try:
