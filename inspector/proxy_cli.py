@@ -250,8 +250,13 @@ def run(
 
     \b
     Examples:
-      cp-inspect run -- mini -t "fix the bug"
+      cp-inspect run -- mini -y --exit-immediately -t "fix the bug"
       cp-inspect run --no-tui -- claude -p "summarise README.md"     (only record, to ./cpsessions/)
+
+    The inspector has the terminal: the agent's output goes to a file and it reads no input, so an agent
+    that asks (mini's confirmations, without -y) cannot be answered and ends at its first question. Run
+    such an agent with --no-tui (it keeps the terminal) and watch it from another terminal with the
+    `cp-inspect attach PID.1` the run prints.
     """
     cmd = list(ctx.args)
     if cmd[:1] == ["--"]:
@@ -296,6 +301,12 @@ def run(
     info = _wait_ready(px, state, proxy_log)
     url = str(info["url"])
     typer.echo(f"cp-inspect: proxy on {url}, recording to {record_dir}/ (proxy log: {proxy_log})", err=True)
+    if no_tui:  # the agent has this terminal: the inspector is another's
+        typer.echo(
+            f"cp-inspect: watch it from another terminal: cp-inspect attach {px.pid}.1 (once the agent has "
+            "called its model), or cp-inspect top",
+            err=True,
+        )
     env = agent_env(url)
     agent_log = record_dir / f"agent-{time.strftime('%Y%m%d-%H%M%S')}.log"
     try:

@@ -5,6 +5,7 @@ Also `cp-inspect proxy` as a process: a free port printed, SIGTERM finishes the 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +67,12 @@ def test_run_of_one_call_says_one_call(standin: StandIn, tmp_path: Path, rtdir: 
     p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     assert "session 1 (gpt-4o): 1 call, 0 errors -> " in p.stderr, p.stderr
+    # The agent has the terminal: the run says how to watch it from another (it said nothing of it, and
+    # an agent that asks questions has to run so: the TUI gives it no input)
+    watch = re.search(r"watch it from another terminal: cp-inspect attach (\d+)\.1 ", p.stderr)
+    assert watch is not None, p.stderr
+    (recorded,) = (tmp_path / "rec").glob("*.cpsession")
+    assert f"-{watch[1]}-s1-" in recorded.name  # the proxy's pid: the session attach opens
 
 
 def test_run_without_command_says_what_to_do(tmp_path: Path, rtdir: Path) -> None:
