@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.providers.base import Block
-from engine.sim import cachesim
+from engine.sim import cachesim, simulate
 from engine.sim.pricing import load_prices
 from engine.sim.simulate import _Req, _shared_len, _simulate
 
@@ -85,9 +85,17 @@ def _calls(reqs: list[list[Block]], monkeypatch: pytest.MonkeyPatch, rules: str)
 
 
 @settings(max_examples=150, deadline=None)
-@given(reqs=_requests(), rules=st.sampled_from(["deepseek", "openai", "anthropic"]))
-def test_the_calls_are_the_requests_converted_from_scratch(reqs: list[list[Block]], rules: str) -> None:
+@given(
+    reqs=_requests(),
+    rules=st.sampled_from(["deepseek", "openai", "anthropic"]),
+    grown_from=st.sampled_from([0, 5, 10**9]),
+)
+def test_the_calls_are_the_requests_converted_from_scratch(
+    reqs: list[list[Block]], rules: str, grown_from: int
+) -> None:
+    # (grown_from: requests from that many Blocks on are handed over as a Grown, the rest as tuples)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(simulate, "GROWN_FROM", grown_from)
         _, calls = _calls(reqs, mp, rules)
     assert len(calls) == len(reqs)
     prev: list[Block] = []
@@ -100,13 +108,20 @@ def test_the_calls_are_the_requests_converted_from_scratch(reqs: list[list[Block
         prev = r
 
 
-def test_a_call_that_starts_with_the_whole_last_one_is_built_on_its_tuple(
+def test_a_call_that_starts_with_the_whole_last_one_is_built_on_its_blocks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same request again is handed over as the last call's very tuple, and one with Blocks
-    appended holds the last call's Blocks (no list copied and made a tuple again)."""
+    """A short request: the same one again is handed over as the last call's very tuple, and one with
+    Blocks appended holds the last call's Blocks. A long one (GROWN_FROM Blocks or more): on the last
+    call's run (engine/sim/grown.py). No list copied and made a tuple again."""
     a, b, c = (Block("history", "messages", s, 10, False) for s in "abc")
     _, calls = _calls([[a, b], [a, b], [a, b, c]], monkeypatch, "deepseek")
     assert calls[1].blocks is calls[0].blocks
     assert calls[2].blocks[:2] == calls[0].blocks
+    assert all(x is y for x, y in zip(calls[2].blocks, calls[0].blocks, strict=False))
+    n = simulate.GROWN_FROM
+    first = [Block("history", "messages", f"m{i}", 10, False) for i in range(n)]
+    _, calls = _calls([first, list(first), [*first, c]], monkeypatch, "deepseek")
+    assert calls[0].blocks.shared_run(calls[1].blocks) == calls[0].blocks.shared_run(calls[2].blocks) > n - 40
+    assert calls[2].blocks[:n] == calls[0].blocks
     assert all(x is y for x, y in zip(calls[2].blocks, calls[0].blocks, strict=False))

@@ -39,6 +39,7 @@ from typing import Any, cast
 from engine.common_prefix import common_prefix_len
 from engine.errors import ContextPipeError
 from engine.providers.policy import anthropic_min, bedrock_min  # one table for the engine and the simulator
+from engine.sim.grown import Grown
 from engine.sim.held_prefixes import HeldPrefixes
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")
@@ -82,7 +83,7 @@ class Block:
 class Call:
     """One request as the cache simulator sees it: its blocks, when it was sent and what the reply added."""
 
-    blocks: tuple[Block, ...]
+    blocks: Sequence[Block]
     timestamp: float  # when the request was sent (seconds)
     model: str = ""
     output_tokens: int = 0
@@ -107,7 +108,7 @@ class Call:
 
     def __init__(
         self,
-        blocks: tuple[Block, ...],
+        blocks: Sequence[Block],
         timestamp: float,
         model: str = "",
         output_tokens: int = 0,
@@ -374,7 +375,7 @@ class _KeyChain:
 
     def __init__(self, ids: KeyTable | None = None) -> None:
         self.ids = KeyTable() if ids is None else ids  # the intern table of the keys (see _extend_keys)
-        self.blocks: tuple[Block, ...] = ()
+        self.blocks: Sequence[Block] = ()
         # The blocks' hashes: extended and cut in place, as keys and raw, only on the last call's line
         # (see take_raw); else a new list, so an entry of _earlier holds its call's hashes as they were.
         self.shas: list[str] = []
@@ -409,12 +410,12 @@ class _KeyChain:
         # they are then held by this chain and by that line's entry only, which the call replaces.
         # (position, blocks, keys, raw sums, base, checked, the blocks' hashes, the keys' tail) each.
         self._earlier: dict[
-            int, tuple[int, tuple[Block, ...], list[Key], list[int], int, bool, list[str], range]
+            int, tuple[int, Sequence[Block], list[Key], list[int], int, bool, list[str], range]
         ] = {}
         self._line = 0  # where the last call's line parted (see _done)
         # The last take came back to an earlier line (_from_earlier): (that line's entry key, the blocks
         # of the call it took from, how many blocks this call shares with it); else None.
-        self.back: tuple[int, tuple[Block, ...], int] | None = None
+        self.back: tuple[int, Sequence[Block], int] | None = None
 
     def line_key(self) -> int | None:
         """The key of the last call's line among the earlier lines (see _earlier): what a later take
@@ -457,7 +458,8 @@ class _KeyChain:
         """take_raw(blocks) as (keys, tail, raw, base): the call's keys are keys + tail, where `tail` is the
         keys it handed out (every prefix from the first one no call sent before: `old` on), not made into
         ints in a list (lazy=False: made, and `tail` is empty)."""
-        blocks = tuple(blocks)
+        if type(blocks) is not Grown:  # (simulate's calls: read-only, extended without a copy)
+            blocks = tuple(blocks)
         prev = self.blocks
         if shared is None:
             common = shared_prefix_len(prev, blocks)
@@ -578,7 +580,7 @@ class _KeyChain:
         return keys, made, raw, base
 
     def _from_earlier(
-        self, blocks: tuple[Block, ...], common: int, check_order: bool, lazy: bool
+        self, blocks: Sequence[Block], common: int, check_order: bool, lazy: bool
     ) -> tuple[list[Key], range, list[int], int] | None:
         """take_raw(blocks) from an earlier call (not the last one) that parted from its own previous
         call at the block this one parts at, when it shares most of what follows with this one: its keys,
@@ -622,7 +624,7 @@ class _KeyChain:
 
     def _done(
         self,
-        blocks: tuple[Block, ...],
+        blocks: Sequence[Block],
         common: int,
         keys: list[Key],
         tail: range,
@@ -1163,7 +1165,7 @@ class _DeepSeekPolicy(_Policy):
         # _KeyChain._earlier): (the blocks of the line's last call, its reading, where the logs below
         # stood). A call that comes back to the line takes it up, caught up on the units created and
         # expired since, instead of scanning its whole prefix again.
-        self._lines: dict[int, tuple[tuple[Block, ...], _Contained, int, int]] = {}
+        self._lines: dict[int, tuple[Sequence[Block], _Contained, int, int]] = {}
         self._created: list[Key] = []  # the units created since the oldest of them, in order
         self._expired: list[Key] = []  # and those expired
 
@@ -1359,7 +1361,7 @@ class _DeepSeekPolicy(_Policy):
         now: float,
         removed: list[Key],
         line: int | None = None,
-        was: tuple[Block, ...] = (),
+        was: Sequence[Block] = (),
     ) -> tuple[int, int]:
         """`_read_certain`, with what the last call's prefix contained carried over: a call that keeps
         the last one's prefix (an appended conversation) looks up only its new prefixes and the units
@@ -1400,7 +1402,7 @@ class _DeepSeekPolicy(_Policy):
         units[key] = u
         return min(total, self._floor(longest)), longest
 
-    def _keep_line(self, line: int, blocks: tuple[Block, ...], c: _Contained) -> None:
+    def _keep_line(self, line: int, blocks: Sequence[Block], c: _Contained) -> None:
         """Keep the reading `c` of the line a call leaves (its last call's `blocks`), for a call that
         comes back to it (the logs from here on catch it up)."""
         lines = self._lines

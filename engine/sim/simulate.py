@@ -63,6 +63,7 @@ from engine.sim.cachesim import (
     find_stretch as _stretch,  # one search for a shifted stretch: the cache simulator's
 )
 from engine.sim.few_texts import FewTextsTokenizer
+from engine.sim.grown import Grown
 from engine.sim.pricing import (
     ENV_VAR,
     ModelPrice,
@@ -847,6 +848,12 @@ def _shared_len(prev: Sequence[Block], blocks: Sequence[Block]) -> int:
     rolling marker moved on from it to the newest message: the paper column's every call). The general
     scan compares a request that differs in its last pair in 256-pair stretches, each two slices and a
     Python step (~2x the one compare on a 3,000-Block request); this copies the shared part once."""
+    if type(prev) is Grown and type(blocks) is Grown:
+        # Two requests on one run (a peer that extends its last request, see engine/sim/grown.py): its
+        # part both hold is the same objects; only the items past it are compared (at most a tail's).
+        k = prev.shared_run(blocks)
+        if k >= 0:
+            return k + cachesim.shared_prefix_len(prev[k:], blocks[k : len(prev)])
     n = len(prev)
     if n and len(blocks) >= n and blocks[n - 1] is prev[n - 1] and prev == blocks[:n]:
         return n
@@ -867,6 +874,10 @@ def _said_shared(prev: Sequence[Block], blocks: Sequence[Block], same: int | Non
     ):
         return same
     return _shared_len(prev, blocks)
+
+
+# Requests of this many Blocks or more are handed to the simulator as a Grown (see _simulate).
+GROWN_FROM = 1024
 
 
 def _simulate(
@@ -908,8 +919,10 @@ def _simulate(
     by_id: dict[int, cachesim.Block] = {}
     by_id_get = by_id.get
     keep: list[Block] = []
-    prev_blocks: list[Block] = []
-    prev_cblocks: tuple[cachesim.Block, ...] = ()
+    prev_blocks: Sequence[Block] = []
+    # The last call's Blocks as the simulator took them: a Grown, so a call that keeps them is made by
+    # appending its new ones (see below).
+    prev_cblocks: Sequence[cachesim.Block] = ()
     marks: list[int] = []  # where the request's markers are (see _prefix_counts)
     prev_n = 0  # the previous request's cached prefix, which this one is checked against
 
@@ -974,15 +987,25 @@ def _simulate(
             marks = _marks_shifted(marks, common, fresh, after, a, m)
         else:
             marks = _marks_after(marks, common, new)
-        # The call's Blocks are made as the tuple the simulator takes, in one copy of the shared prefix:
-        # the last call's tuple itself when this request starts with all of it (a tuple's whole slice is
-        # the tuple). A list slice, then a tuple of the list, copied a whole-conversation request twice
-        # a call (two passes over every Block's reference count, and the list's freeing).
-        head = prev_cblocks if common == len(prev_cblocks) else prev_cblocks[:common]
+        # The call's Blocks as the simulator takes them. A long request that keeps (nearly) all of the
+        # last call's is that call's extended by its new Blocks, in what it adds (a Grown: the last
+        # call's run appended to); made as a tuple of the shared prefix and the new Blocks, each call
+        # copied a whole-conversation request and freed the last one's (per-call work that grew with
+        # the session). A short one is a tuple, one copy of the shared prefix (the last call's tuple
+        # itself when it starts with all of it): cheaper than a Grown's Python-level reads there.
         if m:
-            cblocks = (*head, *convert(fresh), *prev_cblocks[a : a + m], *convert(after))
+            cblocks: Sequence[cachesim.Block] = (
+                *prev_cblocks[:common],
+                *convert(fresh),
+                *prev_cblocks[a : a + m],
+                *convert(after),
+            )
+        elif common + len(new) >= GROWN_FROM:
+            grown = prev_cblocks if type(prev_cblocks) is Grown else Grown.of(prev_cblocks[:common])
+            cblocks = grown.extended(common, convert(new) if new else ())
         else:
-            cblocks = head + tuple(convert(new)) if new else head
+            head = prev_cblocks if common == len(prev_cblocks) else prev_cblocks[:common]
+            cblocks = tuple(head) + tuple(convert(new)) if new else tuple(head)
         prev_blocks, prev_cblocks = r.blocks, cblocks
         out_t = _output(r, outputs)
         # cblocks[:common] are the last call's own Blocks: the simulator need not compare them again.

@@ -25,6 +25,7 @@ from operator import is_
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
 from engine.providers.base import Block
+from engine.sim.grown import Grown
 from engine.sim.policies.base import (
     FittingWindow,
     HistoryBlocks,
@@ -85,6 +86,8 @@ class ClearToolUses:
         self._history: HistoryBlocks | None = None
         # The last request's system Blocks, the conversation it was cut from and where (see _same).
         self._sent: tuple[tuple[Block, ...], Messages, int] | None = None
+        # The last request's Blocks (see request).
+        self._req: Grown[Block] | None = None
 
     def _starts(self, msgs: Messages, prev: Messages) -> bool:
         """msgs[:len(prev)] == prev: known without reading them when the view was made from the last
@@ -102,6 +105,7 @@ class ClearToolUses:
         self._carry = None
         self._edit = None
         self._sent = None
+        self._req = None
 
     def _results(self, msgs: Messages) -> list[tuple[int, int]]:
         """(message, part) of every result clearing may take, in order. Each turn's conversation is the
@@ -269,14 +273,25 @@ class ClearToolUses:
         # touching them.
         if blocks_of is None:
             blocks_of = v.history.of(msgs, m, copy=False)
-        blocks = blocks_of[start:] if start else blocks_of.copy()
-        blocks[0:0] = v.system
         last = self._sent
         same = self._same(v, msgs, start, edit)
         stretch = None if same is not None else self._stretch(v, last, msgs, start, edit)
-        return PeerRequest(
-            with_tail_marker(blocks, v.markers), actions, bool(actions), same=same, stretch=stretch
-        )
+        req = self._req
+        if same is not None and req is not None:
+            # The last request's first `same` Blocks are this one's (see _same): kept, and only the
+            # rest made (a Grown on the last request's run: engine/sim/grown.py). Until the window fills,
+            # each request is the last one with a result cleared near its end and the new messages: made
+            # whole a call (and copied again in the simulator), it was per-call work that grew with the
+            # session.
+            out: Grown[Block] = req.extended(
+                same, with_tail_marker(blocks_of[same - len(v.system) :], v.markers)
+            )
+        else:
+            blocks = blocks_of[start:] if start else blocks_of.copy()
+            blocks[0:0] = v.system
+            out = Grown.of(with_tail_marker(blocks, v.markers))
+        self._req = out
+        return PeerRequest(out, actions, bool(actions), same=same, stretch=stretch)  # type: ignore[arg-type]
 
     def _stretch(
         self,

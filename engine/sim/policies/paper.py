@@ -8,7 +8,11 @@ the engine, this module rebuilds it from the uncompacted conversation.
 
 from __future__ import annotations
 
-from engine.sim.policies.base import PeerRequest, TurnView, with_tail_marker
+from operator import is_
+
+from engine.providers.base import Block
+from engine.sim.grown import Grown
+from engine.sim.policies.base import Messages, PeerRequest, TurnView, with_tail_marker
 
 NAME = "paper"
 DOC = "no compaction, recorded window (as the agent sent it)"
@@ -17,10 +21,32 @@ DOC = "no compaction, recorded window (as the agent sent it)"
 class Paper:
     name = NAME
 
+    def __init__(self) -> None:
+        # The last request: its system Blocks, its conversation and its Blocks (see request).
+        self._last: tuple[tuple[Block, ...], Messages, Grown[Block]] | None = None
+
     def reset(self) -> None:
-        pass
+        self._last = None
 
     def request(self, v: TurnView) -> PeerRequest:
-        # The store's own list (copy=False), copied once into the request.
-        blocks = list(v.system) + v.history.of(v.messages, v.measure, copy=False)
-        return PeerRequest(with_tail_marker(blocks, v.markers))
+        # The store's own list (copy=False): read here, never kept.
+        conv = v.history.of(v.messages, v.measure, copy=False)
+        last, n = self._last, len(v.system)
+        if (
+            last is not None
+            and len(last[0]) == n
+            and all(map(is_, last[0], v.system))
+            and v.history.extends(v.messages, last[1])
+        ):
+            # This conversation is the last one with messages appended (the same message objects: the
+            # same Blocks): the last request's Blocks up to its newest message (which went with the
+            # rolling marker, a Block of its own) are kept, and only the rest is made. A list of the
+            # whole conversation a call, then a copy of it and a tuple in the simulator, was the growth
+            # of this column's per-call work with the session.
+            k = len(last[1])
+            keep = k - 1 if v.markers and k else k
+            blocks = last[2].extended(n + keep, with_tail_marker(conv[keep:], v.markers))
+        else:
+            blocks = Grown.of(with_tail_marker([*v.system, *conv], v.markers))
+        self._last = (v.system, v.messages, blocks)
+        return PeerRequest(blocks)  # type: ignore[arg-type]  # (a read-only Sequence of Blocks)
