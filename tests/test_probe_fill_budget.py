@@ -162,9 +162,11 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
         turn = HISTORY
         sends0, falls0, wakes0, held0 = probe.agent_sends, probe.agent_fallbacks, wakes[0], probe.fold_closes_held
         during = 0
+        in_burst = 0  # turns begun while the I/O thread was in a burst (its wake-up flag set): its to send
         deadline = time.monotonic() + FILL_DEADLINE
         while not f.done.is_set() and f.error is None:
             assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
+            in_burst += probe._wake_pending
             run_turns(pipe, range(turn, turn + 1))
             turn += 1
             during += 1
@@ -187,14 +189,19 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
         assert during >= 10, f"the fill ran for {during} turns only: too short to tell"
         assert c.ring, "the client read its live frames from a ring"
         assert f.order == list(range(HISTORY, turn + 1)), "each live turn once, in order"
-        # (A turn that comes while the I/O thread is in a pass, its lock held, is that thread's to send.)
-        # Before 32dcf75 the I/O thread rested holding that lock and sent nearly every turn (sends ~ 0).
-        # The share varies with how long the fill runs: range answers fill the first turns' passes, so a
-        # short fill (35-45 turns) gave 0.51-0.64 and a long one (100-120) 0.83-1.0 in 12 runs on a quiet
-        # machine (12-06 18:10); 0.75 failed a fresh-clone CI and most runs of this test alone, at
-        # af48a75 too.
-        assert sends >= 0.4 * during, (
-            f"the agent's thread sent {sends} of the {during} turns made during the fill"
+        # (A turn that comes while the I/O thread is in a pass, its lock held, is that thread's to send;
+        # so is one that comes while it is in a burst: PACE is shorter than its coalescing wait, so once
+        # woken it may take turns back to back for a while, as it does for any agent that fast.)
+        # The failures this exists for give a share near 0: before 32dcf75 the I/O thread rested holding
+        # the pass lock, and the agent's thread left every turn to it while a fetch waited (1 of 106);
+        # either of the two put back today (review43, 12-06 19:20, load 7-9): 0 or 1 turn of 114-179,
+        # both streams. The share of a working probe depends on the timing of those bursts: 0.51-1.0 on
+        # a quiet machine (12-06 18:10, 12 runs), 0.35-1.0 at load 5-10 (55 runs, 12-06 19:00-19:20;
+        # runs of 0.40 and 0.35 had the I/O thread's bursts take half the turns). 0.75, then 0.4 failed
+        # fresh-clone CIs and lone runs under load: 0.15 keeps a wide gap on both sides.
+        assert sends >= 0.15 * during, (
+            f"the agent's thread sent {sends} of the {during} turns made during the fill "
+            f"({in_burst} begun while the I/O thread was in a burst, {falls} woke it)"
         )
         assert woke <= 0.25 * during and falls <= 0.25 * during, (
             f"{woke} wake-ups ({falls} fallbacks) for {during} turns made during the fill"
