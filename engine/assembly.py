@@ -478,11 +478,8 @@ class Measure:
         comparison of the whole conversation by value (wave 1 clears the raw history every turn)."""
         if len(items) != len(like):
             raise ValueError("cleared_from: the two histories differ in length")
-        was, was_like = self._cleared_from
-        if at is not None and was and self._cleared_at is not None:
-            k = len(was_like)
-            if [p for p in at if p[0] < k] == self._cleared_at and self.starts_with(like, was_like):
-                self.grew(items, was)
+        if at is not None and self.cleared_before(like, at) is not None:
+            self.grew(items, self._cleared_from[0])
         self._cleared_from = (items, like)
         self._cleared_at = None if at is None else list(at)
         memo = self._rounds
@@ -492,6 +489,25 @@ class Measure:
             p = min(i for i, _ in at)
             if items[p] != like[p]:
                 self._differs = (items, p, like[p])
+
+    def cleared_before(
+        self, like: tuple[SectionItem, ...], at: Sequence[tuple[int, int]]
+    ) -> tuple[SectionItem, ...] | None:
+        """The last history cleared_from recorded, when `like` cleared at the places `at` starts with it:
+        that history was cleared (with places) from a history `like` starts with, at the places of `at`
+        within it. Else None. (Cleared forms are a function of the message and the part, so the two
+        agree item for item over that prefix; the caller clears only what `like` appended past it.)"""
+        was, was_like = self._cleared_from
+        done = self._cleared_at
+        if not was or done is None:
+            return None
+        k = len(was_like)
+        # `at` is in clearing order, oldest message first: its places within was_like are a prefix of it.
+        if len(at) < len(done) or (len(at) > len(done) and at[len(done)][0] < k):
+            return None
+        if list(at[: len(done)]) != done or not self.starts_with(like, was_like):
+            return None
+        return was
 
     def total(self, asm: Assembly) -> int:
         hit = self._tot.get(id(asm))

@@ -125,6 +125,39 @@ class DroppedRounds(Sequence[Round]):
         return f"DroppedRounds({list(self)!r})"
 
 
+class Droppable(Sequence[Round]):
+    """rounds[1:-1] read in place: a history's droppable rounds (not the task's, not the newest), which
+    the rules that cut rounds read a few of (the first, the k-th, a bisection). The slice copied every
+    round of the history every build that cut (wave 1 splits its whole conversation: ~6,000 rounds a
+    turn at 6,000 turns, twice a build). `rounds` must not change while the view is read (a rule reads it
+    within its own call; Measure.rounds never modifies a split it handed out)."""
+
+    __slots__ = ("_rounds", "_n")
+
+    def __init__(self, rounds: Sequence[Round]) -> None:
+        self._rounds = rounds
+        self._n = max(0, len(rounds) - 2)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> Round: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Round]: ...
+
+    def __getitem__(self, i: int | slice) -> Round | list[Round]:
+        n = self._n
+        if isinstance(i, slice):
+            return [self._rounds[j + 1] for j in range(*i.indices(n))]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("droppable round index out of range")
+        return self._rounds[i + 1]
+
+
 # Views over views a read passes through at most (a trim of a kept history cuts a view again); deeper,
 # the base is copied once.
 MAX_DEPTH = 3

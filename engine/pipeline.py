@@ -1200,14 +1200,25 @@ class Pipeline:
         te = self._first_assistant  # _task_end(), remembered
         if te is None:
             te = self._task_end()
-        window = self.history.task_and_window(te, cut) if ASSEMBLE_FROM_CUT else None
+        log = self.history
+        window = log.task_and_window(te, cut) if ASSEMBLE_FROM_CUT else None
+        history: Sequence[Message]
         if window is not None:
             history = window  # a list: history[:te] + history[cut:]
             elided = cut - te
+        elif self.pending:
+            # The whole conversation as a list of our own (history_section closes the pending parts
+            # onto it; iterating the log is a generator step a message).
+            history = log.since(0)
         else:
-            # The whole conversation as a list (copied in C; iterating the log is a generator step a
-            # message, and history_section copies a list once).
-            history = self.history.since(0)
+            was_log, was = self._whole
+            # Nothing pending: the section's items are the log's messages themselves. A log that never
+            # releases only appends, so the same length is the same messages: the tuple the last whole
+            # build made (a what-if builds the whole conversation twice a turn: wave 1's column and the
+            # peers' view) is the items again (tuple() of a tuple is the tuple), else one copy of the
+            # log's own list (whole(): read, never changed). Each copy was two, a list then the tuple:
+            # O(session) a build, ~12,000 messages touched and freed per copy at 6,000 turns.
+            history = was if was_log is log and log.chunk is None and len(was) == len(log) else log.whole()
         due = self.emergent.due(self.turn)
         carried = self._sources_carry
         if (
@@ -1237,12 +1248,11 @@ class Pipeline:
             ok = self.fast_path and not bound and not due
             self._sources_carry = (self._sources_version, sources) if ok else None
         hsec = history_section(history, self.pending)
-        log = self.history
         if window is None and log.chunk is None:
             # A log that never releases only appends (a replay's, simulate's): this turn's whole history
             # starts with the last one built from it, known without comparing them (Measure.grew).
             was_log, was = self._whole
-            if was_log is log and was and len(was) <= len(history):
+            if was_log is log and was and len(was) <= len(history) and hsec.items is not was:
                 self.measure.grew(hsec.items, was)
             self._whole = (log, () if self.pending else hsec.items)  # (a pending message is not the log's)
         if (

@@ -79,3 +79,24 @@ def test_a_log_that_releases_links_nothing() -> None:
     _grow(pipe, 1)
     items = _history(pipe)
     assert id(items) not in pipe.measure._links
+
+
+def test_a_turns_whole_builds_share_one_tuple_of_the_log() -> None:
+    # A what-if builds the whole conversation twice a turn (wave 1's column and the peers' view): the
+    # second build's history is the first one's tuple (the same messages: the log only appends), not a
+    # list of the log copied again and a tuple of that; its link to last turn's history is kept.
+    pipe = _pipe(None)
+    _grow(pipe, 0)
+    prev = _history(pipe)
+    _grow(pipe, 1)
+    first = _history(pipe)
+    again = _history(pipe)
+    assert again is first and first == tuple(pipe.history)
+    assert pipe.measure._links[id(first)] == (first, prev)
+    # Pending parts: a tuple of its own, the log left as it was.
+    pipe.assistant("step 2", [{"id": "c2", "name": "bash", "input": {"n": 2}}])
+    pipe.tool_result("c2", "output 2")
+    n = len(pipe.history)
+    pending = _history(pipe)
+    assert len(pipe.history) == n and len(pending) == n + 1 and pending[:n] == tuple(pipe.history)
+    assert pending is not _history(pipe)

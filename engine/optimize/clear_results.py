@@ -7,6 +7,7 @@ The most recent `keep_recent_results` stay intact, and a circuit breaker caps to
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import islice
 
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Assembly, Measure
@@ -52,18 +53,21 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     # Clear in batches: the boundary moves CLEAR_BATCH results at a time, so the cache breaks once
     # per batch instead of every turn as the oldest kept result slides forward.
     n = max(0, len(positions) - keep_n)
-    candidates = positions[: n - n % CLEAR_BATCH]
-    items = list(hist.items)
+    raw = hist.items
     saved = 0
     cleared = 0
     tripped = False
     at: list[tuple[int, int]] = []  # the places cleared, in order
+    done: dict[int, Message] = {}  # the messages cleared so far, by index (a message may hold two results)
     # Wave 1 clears the same oldest results from the raw history every turn: each message's cleared
     # form and what it frees are made once and remembered on the Measure (same values, same objects).
     memo = m.cleared
-    for i, j in candidates:  # oldest first
-        msg = items[i]
-        assert isinstance(msg, Message)
+    for i, j in islice(positions, n - n % CLEAR_BATCH):  # oldest first (not sliced out: a copy a turn)
+        msg = done.get(i)
+        if msg is None:
+            it = raw[i]
+            assert isinstance(it, Message)
+            msg = it
         key = (msg.sha, j)
         got = memo.get(key)
         if got is None:
@@ -77,14 +81,25 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
         if saved + gain > ctx.limits.max_clear_tokens:
             tripped = True
             break
-        items[i] = new_msg
+        done[i] = new_msg
         at.append((i, j))
         saved += gain
         cleared += 1
     if cleared == 0:
         reason = f"circuit breaker: max_clear_tokens={ctx.limits.max_clear_tokens}" if tripped else ""
         return RuleOutcome(asm, False, "nothing old enough to clear", reason_not_applied=reason)
-    new_hist = hist.with_items(tuple(items), Form.CLEARED if hist.form == Form.FULL else hist.form, saved)
+    # The history cleared last (wave 1: last turn's) at these same places, when this one only appended
+    # to the history it was cleared from: then it is that history and what was appended (cleared past
+    # it), one copy of the conversation, not a list of it, the tuple and the list freed (O(session) a
+    # turn, three passes over every message).
+    before = m.cleared_before(raw, at)
+    k = 0 if before is None else len(before)
+    tail = list(raw[k:])
+    for i, msg in done.items():
+        if i >= k:
+            tail[i - k] = msg
+    items = tuple(tail) if before is None else before + tuple(tail)
+    new_hist = hist.with_items(items, Form.CLEARED if hist.form == Form.FULL else hist.form, saved)
     # Its total is the old one less what the placeholders saved (each message's count is the sum of its
     # parts'), its rounds are the old ones (every message keeps its role), and it holds no full result
     # the old one did not: the rules after this one measure, split and search it without reading every

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.artifacts import Message, SectionItem, Text
 from engine.assembly import Assembly, Measure, omission_marker
-from engine.dropped_history import Rounds
+from engine.dropped_history import Round
 from engine.types import Form, SectionKind
 
 
@@ -38,21 +38,23 @@ def drop_oldest(asm: Assembly, idx: int, count: int, m: Measure) -> tuple[Assemb
     tool call and its result leave together. One omission marker rides on the task message (replacing
     an earlier marker), so the conversation still starts with a user turn and alternates."""
     hist = asm[idx]
-    droppable = m.rounds(hist.items)[1:-1]
-    if count <= 0 or not droppable:
+    rounds = m.rounds(hist.items)
+    # The droppable rounds are rounds[1:-1]; the oldest `count` of them read by index, not sliced out (two
+    # copies of the whole conversation's rounds a turn in wave 1, which splits all of it every turn).
+    count = min(count, len(rounds) - 2)
+    if count <= 0:
         return asm, 0
-    gone = droppable[:count]
-    start, end = gone[0][0], gone[-1][1]
+    start, end = rounds[1][0], rounds[count][1]
     # The history's running sums (one list per lineage, extended by what a turn appended) make the
     # dropped range's tokens one subtraction: summing the range, or what stays, read thousands of
     # messages a compaction turn in a long session (wave 1 drops up to 3/4 of the rounds every turn).
     cum = m.cumulative(hist.items)
-    return drop_range(asm, idx, start, end, len(gone), cum[end] - cum[start], m)
+    return drop_range(asm, idx, start, end, count, cum[end] - cum[start], m)
 
 
 def oldest_to_drop(
     items: tuple[SectionItem, ...],
-    droppable: Rounds,
+    droppable: Sequence[Round],
     hist_tokens: int,
     need: int,
     m: Measure,

@@ -7,12 +7,13 @@ Identity, Constraints, the goal and Never-priority sections are never trimmed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
 from engine.artifacts import Message, SectionItem, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, omission_marker
-from engine.dropped_history import Rounds
+from engine.dropped_history import Droppable, Round
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import cut_holds_after_appends, drop_range, oldest_to_drop
 from engine.plan import Plan
@@ -117,7 +118,7 @@ def _remember_drop(
     m: Measure,
     items: tuple[SectionItem, ...],
     size: int,
-    droppable: Rounds,
+    droppable: Sequence[Round],
     count: int,
     acc: int,
     kept: tuple[SectionItem, ...],
@@ -150,7 +151,7 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
         asm, _ = drop_range(asm, idx, d.start, d.end, d.rounds, d.acc, m, d.marked)
         hist = asm[idx]
     else:
-        droppable = m.rounds(hist.items)[1:-1]
+        droppable = Droppable(m.rounds(hist.items))  # rounds[1:-1], not copied
         count, acc = oldest_to_drop(hist.items, droppable, size, need, m)
         if count:
             start, end = droppable[0][0], droppable[count - 1][1]

@@ -248,6 +248,11 @@ class HistoryLog(Sequence[Message]):
             return self._tail[k:]
         return self[i:]
 
+    def whole(self) -> Sequence[Message]:
+        """self[:] without a copy while every message is in memory: the log's own list, to read and
+        never to change (nor to hold past the next append); a list of its own otherwise."""
+        return self._tail if self._base == 0 else self[:]
+
     def newest(self) -> Message | None:
         """The last message, None when there is none."""
         tail = self._tail
