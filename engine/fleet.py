@@ -48,7 +48,9 @@ class AgentStats:
     command: str = ""
     model: str = ""
     provider: str = ""
-    state: str = "live"  # live | no socket (live, its socket file gone: cannot attach) | exited | error
+    # live | no socket (live, its socket file gone: cannot attach) | stopped (its process is, SIGSTOP) |
+    # exited | error (did not answer)
+    state: str = "live"
     detail: str = ""  # why, when not live
     turns: int = 0
     last_turn: int = -1

@@ -17,7 +17,7 @@ from textual.driver import Driver
 from textual.widgets import Input, Static
 
 from engine.fleet import AgentRow
-from engine.probe.watch import NO_SOCKET, FleetWatcher
+from engine.probe.watch import NO_SOCKET, STOPPED, FleetWatcher
 from engine.wording import counted, nouned
 from inspector.keys_footer import KeysFooter
 from inspector.terminal_driver import driver_for
@@ -130,7 +130,7 @@ class TopApp(App[str | None]):
         live = sum(a.state == "live" for a in agents)
         # An agent that did not answer (stopped, busy: tried again at each scan) has not ended: counted
         # as ended, a SIGSTOPped agent read "1 ended" until it was resumed.
-        quiet = sum(a.state == "error" for a in agents)
+        quiet = sum(a.state in ("error", STOPPED) for a in agents)
         cost = sum(a.cost_usd for a in agents)
         # A row whose calls include an unpriced model shows its cost as a lower bound ("+"): so is the sum.
         bound = "" if all(a.priced for a in agents) else "+"

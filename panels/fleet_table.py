@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from engine.fleet import AgentRow
-from engine.probe.watch import NO_SOCKET
+from engine.probe.watch import NO_SOCKET, STOPPED
 from panels.fmt import fit_cells, model_in, tok
 
 # (column key, header, sort key)
@@ -82,8 +82,9 @@ def cells(a: AgentRow) -> tuple[Text, ...]:
         Text(f"{a.cost_usd:.4f}" + ("" if a.priced else "+"), justify="right"),
         Text(str(a.alerts), justify="right", style="yellow" if a.alerts else ""),
         Text(tok(a.tokens_per_min), justify="right"),
-        # Not attachable but still followed (its figures move): yellow, not the ended rows' dim red.
-        Text(a.state, style="green" if live else "yellow" if a.state == NO_SOCKET else "dim red"),
+        # Not attachable but still followed (its figures move), or stopped (they move again once it
+        # continues): yellow, not the ended rows' dim red.
+        Text(a.state, style="green" if live else "yellow" if a.state in (NO_SOCKET, STOPPED) else "dim red"),
         Text(a.command[:60], style="dim"),
     )
 

@@ -13,12 +13,21 @@ from pathlib import Path
 
 from engine.fleet import AgentRow, AgentStats
 from engine.probe.client import AgentInfo, ProbeClient, SkippedSocket, list_agents
-from engine.probe.runtime_dir import pid_alive, resolve_runtime_dir
+from engine.probe.runtime_dir import pid_alive, proc_stat, resolve_runtime_dir
 from engine.recording.journal import trace_of, unpack_event
 
 RESCAN_S = 2.0  # fallback rescan when no file event arrives (a filesystem without inotify)
 KEEP_EXITED_S = 30.0  # an agent that ended stays on screen this long, marked exited
 NO_SOCKET = "no socket"  # the state of a live agent whose probe socket file is gone (nothing can attach)
+# The state of a followed agent whose process is stopped (SIGSTOP, Ctrl-Z, a debugger): nothing comes from
+# it until it continues. Its reader keeps the connection; each scan looks at /proc again.
+STOPPED = "stopped"
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (/proc's T, or t: stopped by a tracer)."""
+    fields = proc_stat(pid)
+    return bool(fields and fields[0] in (b"T", b"t"))
 
 
 class FleetWatcher:
@@ -126,6 +135,16 @@ class FleetWatcher:
                 elif stats.state == "live" and target not in self._ended and target not in listed:
                     stats.state, stats.detail = NO_SOCKET, self._no_socket_detail(target, skipped)
                 elif stats.state == NO_SOCKET and target in listed:
+                    stats.state, stats.detail = "live", ""
+                # A followed agent stopped after it answered (Ctrl-Z, SIGSTOP; or stopped a moment after
+                # a scan's hello, which it could still answer: kill() returns before every thread of the
+                # process has stopped) stayed "live" for as long as it was stopped, its turns just not
+                # coming. Said from /proc at each scan, and live again once it continues.
+                elif stats.state == "live" and target not in self._ended and _stopped(stats.pid):
+                    stats.state = STOPPED
+                    stats.detail = (f"its process is stopped (SIGSTOP, Ctrl-Z or a debugger): nothing comes "
+                                    f"until it continues (kill -CONT {stats.pid}, or fg in its shell)")
+                elif stats.state == STOPPED and not _stopped(stats.pid):
                     stats.state, stats.detail = "live", ""
         for info in infos:
             if info.target not in known:

@@ -276,20 +276,42 @@ def _wait(check: object, what: object, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def _stopped_agent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """A demo agent serving its probe in a private runtime directory, stopped (SIGSTOP) once its socket is
-    in place: (the process, its socket). Its stderr goes to tmp_path/agent.err (see _not_shown_stopped)."""
-    import signal
-
-    from engine.probe.runtime_dir import proc_stat
-
+def _demo_agent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A demo agent (200 turns 0.3 s apart) serving its probe in a private runtime directory under
+    tmp_path: (the process, where its socket will be). Its stderr goes to tmp_path/agent.err."""
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
     with open(tmp_path / "agent.err", "wb") as err:
         child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
                                   "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=err)
-    sock = runtime / "contextpipe" / f"{child.pid}.sock"
+    return child, runtime / "contextpipe" / f"{child.pid}.sock"
+
+
+def _followed_agent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], FleetWatcher, AgentStats]:
+    """A demo agent (_demo_agent) and a started watcher following it live past its first turn: (the
+    process, the watcher, the row's AgentStats). The caller stops the watcher and kills the agent."""
+    child, sock = _demo_agent(tmp_path)
+    watcher = FleetWatcher(sock.parent).start()
+    try:
+        _wait(lambda: any(a.state == "live" and a.turns >= 1 for a in watcher.snapshot()), "never followed",
+              timeout=120)
+        with watcher._lock:
+            return child, watcher, watcher._agents[str(child.pid)]
+    except BaseException:
+        watcher.stop()
+        child.kill()
+        child.wait(10)
+        raise
+
+
+def _stopped_agent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A demo agent (_demo_agent) stopped (SIGSTOP) once its socket is in place: (the process, its socket)."""
+    import signal
+
+    from engine.probe.runtime_dir import proc_stat
+
+    child, sock = _demo_agent(tmp_path)
     try:
         _wait(sock.exists, lambda: f"the agent never served (exit code {child.poll()}): "
               f"{(tmp_path / 'agent.err').read_text(errors='replace')[-2000:]}")
@@ -380,21 +402,43 @@ def test_a_dying_agents_row_says_it_exited(tmp_path: Path) -> None:
         child.wait(10)
 
 
+def test_a_followed_agent_that_stops_is_shown_stopped_until_it_continues(tmp_path: Path) -> None:
+    """An agent followed live and then stopped (Ctrl-Z, SIGSTOP; or stopped just after a scan's hello,
+    which it could still answer: kill() returns before the process has stopped) stayed "live" for as
+    long as it was stopped, its turns just not coming. It is "stopped" (not answering in the summary)
+    and live again, followed by the same reader, once it continues."""
+    import signal
+
+    from engine.probe.runtime_dir import proc_stat
+    from engine.probe.watch import STOPPED
+
+    child, watcher, followed = _followed_agent(tmp_path)
+    try:
+        child.send_signal(signal.SIGSTOP)
+        _wait(lambda: (proc_stat(child.pid) or [b""])[0] == b"T", "the agent never stopped")
+        _wait(lambda: [a.state for a in watcher.snapshot()] == [STOPPED],
+              lambda: f"a stopped agent's row: {watcher.snapshot()}", timeout=30)
+        [row] = watcher.snapshot()
+        assert f"kill -CONT {child.pid}" in row.detail, row.detail
+        turns = row.turns
+        child.send_signal(signal.SIGCONT)
+        _wait(lambda: [(a.state, a.turns > turns) for a in watcher.snapshot()] == [("live", True)],
+              lambda: f"the agent continued, its row: {watcher.snapshot()}", timeout=30)
+        with watcher._lock:
+            assert watcher._agents[str(child.pid)] is followed  # the same reader, not a new one
+    finally:
+        watcher.stop()
+        child.send_signal(signal.SIGCONT)
+        child.kill()
+        child.wait(10)
+
+
 def test_an_ended_row_gives_way_to_a_live_agent_at_its_target(tmp_path: Path) -> None:
     """An ended row whose target a socket serves again (a new agent that got the dead one's pid, or an
     agent whose connection was lost while it lives on) is followed again at once: it waited out
     KEEP_EXITED_S behind the old row, shown as exited though it served."""
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
-    child = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--turns", "200", "--delay", "0.3",
-                              "--serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watcher = FleetWatcher(runtime / "contextpipe").start()
+    child, watcher, old = _followed_agent(tmp_path)
     try:
-        _wait(lambda: any(a.state == "live" and a.turns >= 1 for a in watcher.snapshot()), "never followed",
-              timeout=120)
-        with watcher._lock:
-            old = watcher._agents[str(child.pid)]
         watcher._end(old, "exited", "connection lost: simulated")  # what the reader does on a lost connection
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["live"],
               f"the live agent stayed ended: {watcher.snapshot()}", timeout=15)
