@@ -140,12 +140,22 @@ def test_clear_tool_uses_requests_are_made_from_the_last_as_from_scratch(markers
     """The request built on the last one's run (the `same` part kept) equals the request laid out whole
     (each message's Block)."""
     p, ref = ClearToolUses(), ClearToolUsesFromScratch()
-    grown = 0
+    grown = carried = 0
+    last: Any = None
     for v in _views(markers):
         pr = p.request(v)
         assert list(pr.blocks) == ref.request(v).blocks
         grown += pr.same is not None and pr.actions == ["clear_tool_uses"]
-    assert grown > 10
+        # The edited conversation, carried turn to turn, on the last turn's run (not a tuple a turn).
+        edited = p._carry[3] if p._carry is not None else None
+        if (
+            isinstance(last, Grown)
+            and isinstance(edited, Grown)
+            and last.shared_run(edited) >= len(last) - TAIL
+        ):
+            carried += 1
+        last = edited
+    assert grown > 10 and carried > 10
 
 
 def test_a_paper_columns_calls_share_one_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import chain, islice
-from typing import TypeVar, overload
+from typing import TypeVar, cast, overload
 
 T = TypeVar("T")
 
@@ -27,7 +27,7 @@ TAIL = 32
 class Grown(Sequence[T]):
     """run[:k] + tail as a read-only Sequence. The run is only ever appended to (by `extended`, from the
     view at its end), so run[:k] stays what it was while the view lives. A slice is a tuple; equal to
-    any list, tuple or Grown of equal items, by value."""
+    any sequence (a list, a tuple, a Grown, a Conversation) of equal items, by value."""
 
     __slots__ = ("_run", "_k", "_tail")
 
@@ -37,9 +37,10 @@ class Grown(Sequence[T]):
         self._tail = tail
 
     @classmethod
-    def of(cls, items: Sequence[T]) -> Grown[T]:
-        """`items` (copied once) as a Grown on a run of its own."""
-        run = list(items)
+    def of(cls, items: Sequence[T], own: bool = False) -> Grown[T]:
+        """`items` (copied once) as a Grown on a run of its own. own=True: `items`, a list nothing else
+        holds, becomes the run itself (not copied)."""
+        run = cast(list[T], items) if own and type(items) is list else list(items)
         cut = max(0, len(run) - TAIL)
         tail = tuple(run[cut:])
         del run[cut:]
@@ -50,7 +51,7 @@ class Grown(Sequence[T]):
         the run's part (shared >= k), in O(len(new) + TAIL); else copied (Grown.of)."""
         run, k = self._run, self._k
         if not (k <= shared <= len(self) and len(run) == k):
-            return Grown.of([*self[:shared], *new])
+            return Grown.of([*self[:shared], *new], own=True)
         items = [*self._tail[: shared - k], *new]
         cut = max(0, len(items) - TAIL)
         run += items[:cut]
@@ -100,7 +101,7 @@ class Grown(Sequence[T]):
     def __eq__(self, other: object) -> bool:
         if other is self:
             return True
-        if isinstance(other, (Grown, list, tuple)):
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
             return len(other) == len(self) and list(self) == list(other)
         return NotImplemented
 

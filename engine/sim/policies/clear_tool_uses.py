@@ -195,7 +195,10 @@ class ClearToolUses:
             new[i], gain = self._cleared_form(msgs[i], by_msg[i], m)
             freed += gain
         self._edit = (was, list(touched))
-        return self._applied(msgs, n, by_msg, new, freed)
+        # The edited conversation is the last one up to its first message changed now (or its end), then
+        # `new` from there: made on the last one's run (a Grown), not a tuple of the whole `new` a call.
+        d = min(touched, default=k)
+        return self._applied(msgs, n, by_msg, new, freed, (was, min(d, k)))
 
     def _clear_all(
         self, msgs: Messages, clear: list[tuple[int, int]], m: Measure
@@ -216,12 +219,22 @@ class ClearToolUses:
         return self._applied(msgs, len(clear), by_msg, new, freed)
 
     def _applied(
-        self, msgs: Messages, n: int, by_msg: dict[int, list[int]], new: list[Message], freed: int
+        self,
+        msgs: Messages,
+        n: int,
+        by_msg: dict[int, list[int]],
+        new: list[Message],
+        freed: int,
+        last: tuple[Messages, int] | None = None,
     ) -> Messages | None:
-        """The edited conversation when the clearing applies (and the edit carried to the next turn)."""
+        """The edited conversation when the clearing applies (and the edit carried to the next turn).
+        `last`: (the last turn's edited conversation, d) when new[:d] are its first d messages."""
         if not n or freed < self.clear_at_least:
             return None
-        out = tuple(new)
+        if last is not None and isinstance(last[0], Grown):
+            out: Messages = last[0].extended(last[1], new[last[1] :])
+        else:
+            out = Grown.of(new)
         if not self.exclude_tools:
             self._carry = (msgs, n, by_msg, out, freed, new)
         return out
@@ -289,7 +302,7 @@ class ClearToolUses:
         else:
             blocks = blocks_of[start:] if start else blocks_of.copy()
             blocks[0:0] = v.system
-            out = Grown.of(with_tail_marker(blocks, v.markers))
+            out = Grown.of(with_tail_marker(blocks, v.markers), own=True)
         self._req = out
         return PeerRequest(out, actions, bool(actions), same=same, stretch=stretch)  # type: ignore[arg-type]
 

@@ -47,6 +47,6 @@ class Paper:
             keep = k - 1 if v.markers and k else k
             blocks = last[2].extended(n + keep, with_tail_marker(conv[keep:], v.markers))
         else:
-            blocks = Grown.of(with_tail_marker([*v.system, *conv], v.markers))
+            blocks = Grown.of(with_tail_marker([*v.system, *conv], v.markers), own=True)
         self._last = (v.system, v.messages, blocks)
         return PeerRequest(blocks)  # type: ignore[arg-type]  # (a read-only Sequence of Blocks)
