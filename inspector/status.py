@@ -12,11 +12,16 @@ from inspector.session_view import SPEEDS, SessionView
 from panels.fmt import literal, model_in, one_line
 from panels.markup_line import Part, as_markup, assemble, parse
 
-# The least of a recording's file name the status line keeps when the line is too long for the terminal
-# (the model, at the end, is cut first). An imported run's name is often 60-70 characters
-# (deepseek_reasoner_dev__marshmallow-code__marshmallow-1343.cpsession): whole, it pushed the turn, the
-# play state and the model past the right edge at 80 columns. A wider terminal shows more of it, or all.
+# The most of a recording's file name the status line keeps when the turn number itself would not fit.
+# An imported run's name is often 60-70 characters (deepseek_reasoner_dev__marshmallow-code__
+# marshmallow-1343.cpsession): whole, it pushed the turn, the play state and the model past the right
+# edge at 80 columns. A wider terminal shows more of it, or all.
 NAME_CHARS = 32
+# The least of that name kept (cut in the middle) to leave the model whole: the model says what ran, and
+# the name is whole in the tooltip and the help screen. Kept at 32, the name cut the model at 80 columns
+# ("claude-sonnet-…", the provider gone); shorter than this, the model is cut at the edge instead.
+NAME_MIN = 12
+SUFFIX = ".cpsession"  # what every recording's name ends with: the first thing a cut name leaves out
 # The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
 # shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
 # path keeps more of its end (the file's name, what a person looks for) than of its start.
@@ -166,7 +171,9 @@ def status_parts(
         over = _cells(whole) - width
         if over <= 0:
             return whole
-        origin = f"{kind} {literal(one_line(short_name(name, max(len(name) - over, NAME_CHARS))))}"
+        room = max(len(name) - over, NAME_MIN)
+        stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
+        origin = f"{kind} {literal(one_line(short_name(stem, room)))}"
     if disconnected is not None and width is not None:
         return _disconnected_line(origin, kind, turn, mode, state, f"{dropped}  {model}", width, banner,
                                   banner_path)

@@ -52,12 +52,13 @@ async def test_the_status_line_shows_what_fits_and_the_whole_on_hover_and_in_hel
         assert "turn 39 (40/40)" in drawn, drawn
         if width >= 200:  # room for all of it: the whole name (it was cut to 32 characters at any width)
             assert drawn.startswith(f"REPLAY {LONG}  turn 39"), drawn
+        elif width >= 120:  # room for all but its .cpsession, which goes first
+            assert drawn.startswith(f"REPLAY {LONG.removesuffix('.cpsession')}  turn 39"), drawn
         else:  # the name shortened in the middle, as much of it as leaves the rest room
-            assert drawn.startswith("REPLAY deepseek_reason") and "…" in drawn.split("  turn")[0], drawn
-        if width >= 120:
-            assert drawn.endswith("claude-sonnet-4 · anthropic"), drawn
-        else:  # the model cut at the edge, and said to be (it ended "claude-sonn" with no sign)
-            assert drawn.endswith("…"), drawn
+            assert drawn.startswith("REPLAY deepseek") and "…" in drawn.split("  turn")[0], drawn
+        # The model whole (at 80 it was cut, to keep 32 characters of the name; narrower, it is cut at the
+        # edge and said to be: tests/tui/test_narrow.py)
+        assert drawn.endswith("claude-sonnet-4 · anthropic"), drawn
         status = app.query_one("#status", MarkupLine)
         tooltip = str(status.tooltip)
         assert f"file: {path}" in tooltip, tooltip  # the directory, which the line never shows
