@@ -48,11 +48,11 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     hist = asm[idx]
     # Every full result's place, oldest first: carried from last turn's history (wave 1 hands this
     # rule the whole raw history every turn; only the appended messages are read).
-    positions = carried_results(m, hist.items)
+    positions, found = carried_results(m, hist.items)  # (the first `found` of `positions`)
     keep_n = ctx.limits.keep_recent_results
     # Clear in batches: the boundary moves CLEAR_BATCH results at a time, so the cache breaks once
     # per batch instead of every turn as the oldest kept result slides forward.
-    n = max(0, len(positions) - keep_n)
+    n = max(0, found - keep_n)
     raw = hist.items
     saved = 0
     cleared = 0

@@ -53,10 +53,30 @@ def carried_names(m: Measure, items: Items) -> frozenset[str]:
     return _carried(m, "called_names", items, called_names, frozenset.union)
 
 
-def carried_results(m: Measure, items: Items) -> tuple[tuple[int, int], ...]:
-    """full_results(items), from the remembered scan of a history `items` extends (the positions of
-    the older messages are the same: an append changes no index before it)."""
-    return _carried(m, "full_results", items, full_results, tuple.__add__)
+# A scan's positions as (a list, how many of it): the positions are list[:n]. One list per lineage of
+# histories, extended in place by what a turn appended (a remembered entry of the same lineage reads
+# only its own first n); joined as tuples, every turn copied every position of the conversation.
+Positions = tuple[list[tuple[int, int]], int]
+
+
+def carried_results(m: Measure, items: Items) -> Positions:
+    """full_results(items) as (positions, n): the first n of `positions`, from the remembered scan of a
+    history `items` extends (the positions of the older messages are the same: an append changes no
+    index before it). Read positions[:n] only (the list may already be longer, for a longer history)."""
+    return _carried(m, "full_results", items, _positions, _extended)
+
+
+def _positions(items: Items, start: int) -> Positions:
+    got = list(full_results(items, start))
+    return got, len(got)
+
+
+def _extended(found: Positions, more: Positions) -> Positions:
+    got, n = found
+    if len(got) != n:  # another history of the lineage extended it past n: this one's own copy
+        got = got[:n]
+    got += more[0]
+    return got, len(got)
 
 
 def _carried(

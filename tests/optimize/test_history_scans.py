@@ -21,7 +21,7 @@ from engine.optimize import OptimizeLimits, clear_results, trim_schemas
 from engine.optimize.history_scans import called_names, carried_names, carried_results, full_results
 from engine.tokens import CharTokenizer, TokenCounter
 from engine.types import Tier
-from tests.optimize.fixtures import ctx, history, identity, tools
+from tests.optimize.fixtures import ctx, history, identity, rounds, tools
 
 NAMES = ("bash", "edit", "grep", "view")
 
@@ -96,7 +96,8 @@ def test_carried_scans_equal_the_full_scans(data: Any) -> None:
             items = cols[col]
         cols[col] = items
         assert carried_names(m, items) == called_names(items)
-        assert carried_results(m, items) == full_results(items)
+        positions, n = carried_results(m, items)
+        assert tuple(positions[:n]) == full_results(items)
         assert full_results(items) == tuple(
             (i, j)
             for i, it in enumerate(items)
@@ -327,3 +328,16 @@ def test_dropping_most_rounds_sums_what_stays() -> None:
         assert out.tokens_saved == gone - note
         assert m.section(out.asm[-1]) == reference.section(out.asm[-1])
         assert _CountingMeasure.summed <= len(msgs) // 2 + 2, (n, _CountingMeasure.summed)
+
+
+def test_two_histories_grown_from_one_keep_their_own_positions() -> None:
+    # One list of positions per lineage, extended in place: a second history grown from the same one
+    # (another column's, or last turn's again) must not read the first one's appended positions.
+    m = Measure(TokenCounter(CharTokenizer()))
+    m.prefix_min = 1
+    base = rounds(4)
+    a = base + rounds(2, tool="grep")[1:]
+    b = base + (Message("user", (Text("no result here"),)),)
+    seen = [(x, carried_results(m, x)) for x in (base, a, b, a, base)]
+    for items, (positions, n) in seen:
+        assert tuple(positions[:n]) == full_results(items)
