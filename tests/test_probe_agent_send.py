@@ -22,7 +22,7 @@ from engine.probe.agent_send import AGENT_WINDOW, AGENT_WINDOW_SENDS
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.queues import HIGH_WATER
-from tests.support.probe_agent import T, connect, one_turn, serving_pipeline, settle, wait_for
+from tests.support.probe_agent import T, connect, one_turn, probe_asleep, serving_pipeline, settle, wait_for
 
 
 def _events_at(c: ProbeClient, n: int) -> list[tuple[dict[str, Any], int | None]]:
@@ -65,6 +65,11 @@ def test_a_paced_agents_turns_reach_lean_and_elided_clients_without_waking_the_i
                 assert elided.recv(0.05) is None  # an empty batch: recv() returns None once it is read
                 assert time.monotonic() < deadline, "the stream did not say where the journal ends"
             time.sleep(AGENT_WINDOW)  # the model call
+            # Each turn begins with the I/O thread asleep, as a paced agent's does: a pass of its own
+            # (a rest off the attaches' CPU budget, late on a loaded machine) left its wake-up flag set
+            # into a turn, and that turn's calls were its to send (20 of 24 sent here at load ~10). A turn
+            # that woke it would still be counted below (a fallback, a pass).
+            wait_for(lambda: probe_asleep(probe), "the I/O thread did not go back to sleep")
         journal = list(pipe.journal.events)
         # The I/O thread slept through the six turns: none of them woke it (no fallback, every call sent
         # its events itself). Passes of its own may fall in the window on a loaded machine (CPU-budget
