@@ -158,6 +158,19 @@ class Droppable(Sequence[Round]):
         return self._rounds[i + 1]
 
 
+# Rounds at least, for droppable() to read them through a view rather than slice them out: below it the
+# slice (in C) costs less than the view's reads (a bisection and a few rounds, each a Python call).
+DROPPABLE_VIEW = 128
+
+
+def droppable(rounds: Sequence[Round]) -> Sequence[Round]:
+    """rounds[1:-1], the droppable rounds: sliced out when there are few (a window's history), read in
+    place (Droppable) when there are many (an uncompacted conversation's)."""
+    if isinstance(rounds, list) and len(rounds) < DROPPABLE_VIEW:
+        return rounds[1:-1]
+    return Droppable(rounds)
+
+
 # Views over views a read passes through at most (a trim of a kept history cuts a view again); deeper,
 # the base is copied once.
 MAX_DEPTH = 3

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.dropped_history import Droppable, DroppedRounds
+from engine.dropped_history import DROPPABLE_VIEW, Droppable, DroppedRounds, droppable
 
 
 def _rounds(n: int) -> list[tuple[int, int]]:
@@ -42,3 +42,12 @@ def test_over_a_dropped_rounds_view() -> None:
     base = _rounds(10)
     kept = DroppedRounds(base, 2, 5, 6)  # rounds 2-4 dropped, later ones 6 places down
     assert list(Droppable(kept)) == list(kept)[1:-1]
+
+
+def test_droppable_slices_few_and_views_many() -> None:
+    # A window's few rounds are sliced out (in C); an uncompacted conversation's many are read in place.
+    few, many = _rounds(DROPPABLE_VIEW - 1), _rounds(DROPPABLE_VIEW)
+    assert type(droppable(few)) is list and droppable(few) == few[1:-1]
+    assert isinstance(droppable(many), Droppable) and list(droppable(many)) == many[1:-1]
+    kept = DroppedRounds(_rounds(10), 2, 5, 6)
+    assert list(droppable(kept)) == list(kept)[1:-1]

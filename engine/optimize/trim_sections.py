@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 from engine.artifacts import Message, SectionItem, Text, ToolResult
 from engine.assembly import Assembly, Measure, Section, omission_marker
-from engine.dropped_history import Droppable, Round
+from engine.dropped_history import Round
+from engine.dropped_history import droppable as droppable_rounds
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_ops import cut_holds_after_appends, drop_range, oldest_to_drop
 from engine.plan import Plan
@@ -151,7 +152,7 @@ def _trim_history(asm: Assembly, idx: int, budget: int, ctx: OptimizeContext) ->
         asm, _ = drop_range(asm, idx, d.start, d.end, d.rounds, d.acc, m, d.marked)
         hist = asm[idx]
     else:
-        droppable = Droppable(m.rounds(hist.items))  # rounds[1:-1], not copied
+        droppable = droppable_rounds(m.rounds(hist.items))  # rounds[1:-1]
         count, acc = oldest_to_drop(hist.items, droppable, size, need, m)
         if count:
             start, end = droppable[0][0], droppable[count - 1][1]

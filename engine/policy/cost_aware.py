@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 from engine.artifacts import Message, Text
 from engine.assembly import Assembly, Measure, omission_marker
-from engine.dropped_history import Droppable
+from engine.dropped_history import droppable as droppable_rounds
 from engine.hashing import content_hash
 from engine.optimize import (
     OptimizeContext,
@@ -219,8 +219,7 @@ def _choose_cut(
         te, e, k, acc, below = counted
     else:
         te = task_end(items)
-        # Not the task, not the newest round (all start >= te): rounds[1:-1], read in place.
-        droppable = Droppable(m.rounds(items))
+        droppable = droppable_rounds(m.rounds(items))  # not the task, not the newest round (all start >= te)
         if not droppable:
             return None
         # The fewest oldest rounds (at least one) that bring the request to the target, found from the
