@@ -23,7 +23,7 @@ from engine.artifacts import (
     ToolResult,
     ToolSchema,
 )
-from engine.dropped_history import DroppedSums, Rounds, Sums, dropped_rounds
+from engine.dropped_history import DroppedRounds, DroppedSums, GrownRounds, Rounds, Sums, dropped_rounds
 from engine.lineage_memo import LineageMemo
 from engine.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, TokenCounter
 from engine.types import ANCHOR_KINDS, CacheScope, Form, Priority, SectionKind
@@ -546,14 +546,20 @@ def _extend_rounds(bounds: Rounds, items: tuple[SectionItem, ...], k: int) -> Ro
     """history_rounds(items) from `bounds` = history_rounds(items[:k]) (0 < k < len(items)).
 
     Only the last round of the prefix changes (it ran to k, and now runs to the first new assistant
-    message or the end); every earlier round is the same. The new messages' rounds follow."""
+    message or the end); every earlier round is the same. The new messages' rounds follow. A list's
+    or a GrownRounds' earlier rounds are not copied (GrownRounds): a long session's split grows by what
+    a turn appended."""
     n = len(items)
     new = [k + i for i in assistant_positions(items[k:])]
-    out = bounds[:-1]
-    out.append((bounds[-1][0], new[0] if new else n))
-    if new:
-        out.extend(zip(new, new[1:] + [n], strict=True))
-    return out
+    if isinstance(bounds, DroppedRounds):
+        out = bounds[:-1]
+        out.append((bounds[-1][0], new[0] if new else n))
+        if new:
+            out.extend(zip(new, new[1:] + [n], strict=True))
+        return out
+    if isinstance(bounds, list):  # (its rounds but the last are closed: a list of them of its own)
+        bounds = GrownRounds(bounds[:-1], len(bounds) - 1, bounds[-1])
+    return bounds.grown(new, n)
 
 
 _ROLE = attrgetter("role")
