@@ -374,6 +374,8 @@ class Replayer:
 
     def replan(self, turn: int, overrides: Overrides | None = None) -> Built:
         """Plan + Optimize + serialize turn `turn` again, optionally under other settings."""
+        if turn < 0:
+            turn += self.turns  # (as state_before counts it: the index named if the build fails)
         pipe, req = self.state_before(turn)
         cfg = pipe.config
         if overrides is not None and not overrides.is_empty():
@@ -382,7 +384,21 @@ class Replayer:
             )
             if overrides.provider:
                 pipe.seed_ids_at(self._provider_ids.at, overrides.provider)
-        built = pipe.build(req.get("bound", {}), cfg)
+        try:
+            built = pipe.build(req.get("bound", {}), cfg)
+        except ContextPipeError:
+            raise  # the engine's own refusals (a budget the overrides cannot meet): the caller's to say
+        except Exception as exc:
+            # A hostile or damaged event folded without complaint (a tool whose description is a number)
+            # and broke the build: a bare TypeError reached the inspector's re-plans (the what-if, a
+            # section's content), which said nothing of the file (benchmarks/fuzz_recording.py found it).
+            i = self.request_index[turn]
+            raise ReplayError(
+                f"turn {turn} (event {i}) cannot be re-planned: the events before it are not what the engine "
+                f"writes ({type(exc).__name__}: {exc}); the recording is damaged or was not written by the "
+                "ContextPipe engine",
+                i,
+            ) from None
         if pipe.traces:
             prev = pipe.traces[-1]
             built.trace["usage_prev"] = prev.get("usage")

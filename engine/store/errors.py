@@ -12,8 +12,15 @@ class StoreError(ContextPipeError):
 class StoreCorruptError(StoreError):
     """The database file is not a SQLite database, or its pages are damaged."""
 
-    def __init__(self, path: str, detail: str) -> None:
+    def __init__(self, path: str, detail: str, *, row: bool = False) -> None:
         self.path = path
+        if row:  # its pages are whole, a value in them is not what the store writes (see row_check)
+            super().__init__(
+                f"{path}: {detail}: the database was changed outside the store. Set that value back, or "
+                f"move the file aside and rebuild a fresh store from the recording or trajectory with "
+                f"`cp-inspect ctx import --db NEW_FILE RECORDING`"
+            )
+            return
         super().__init__(
             f"{path} is not a usable context store ({detail}). The originals cannot be read from it; "
             f"move it aside and rebuild a fresh store from the recording or trajectory with "

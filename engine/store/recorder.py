@@ -30,10 +30,26 @@ def encode_manifest(manifest: dict[str, Any]) -> bytes:
     return zlib.compress(raw, _ZLEVEL)
 
 
+# A manifest lists a window's items (~100 bytes each): far above any window's, far below a bomb's.
+MAX_MANIFEST_BYTES = 64 << 20
+
+
 def decode_manifest(stored: str | bytes) -> dict[str, Any]:
+    """A window's manifest as written (zlib-compressed JSON, or JSON text in older stores). ValueError
+    for one that is not: the store names the row (row_check). The inflation is bounded: a hostile
+    few-KB row inflating to gigabytes was allocated whole by `ctx` reading the window."""
     if isinstance(stored, bytes):
-        stored = zlib.decompress(stored).decode("utf-8")
+        inflate = zlib.decompressobj()
+        try:
+            raw = inflate.decompress(stored, MAX_MANIFEST_BYTES)
+        except zlib.error as exc:
+            raise ValueError(f"window manifest does not inflate ({exc})") from None
+        if inflate.unconsumed_tail:
+            raise ValueError(f"window manifest inflates past {MAX_MANIFEST_BYTES} bytes")
+        stored = raw.decode("utf-8")
     out: dict[str, Any] = json.loads(stored)
+    if not isinstance(out, dict):
+        raise ValueError(f"window manifest is a JSON {type(out).__name__}, not an object")
     return out
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from engine.store.errors import StoreCorruptError, StoreError, StoreLockedError
+from engine.store.row_check import ROW_ERRORS, diagnose
 
 SCHEMA_VERSION = 2
 # PRAGMA application_id of a context store ("CPST"): another program's SQLite file is refused, never
@@ -339,7 +340,25 @@ def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
     except StoreError:
         conn.close()
         raise
+    except ROW_ERRORS as exc:  # a meta value that is not a count ('abc', '-1'), say
+        try:
+            raise_if_damaged(exc, conn, p)
+        finally:
+            conn.close()
+        raise
     return conn
+
+
+def raise_if_damaged(exc: BaseException, conn: sqlite3.Connection, path: str) -> None:
+    """Raise StoreCorruptError (from `exc`) if the file holds a value the store never writes: what made
+    the read fail with `exc`, a bare ValueError or TypeError (see row_check). Returns if it holds none."""
+    found = diagnose(conn)
+    if found is not None:
+        raise StoreCorruptError(path, found, row=True) from exc
+    if isinstance(exc, UnicodeDecodeError):
+        # The store writes only UTF-8 (StoreTextError refuses the rest): bytes that are not came from the
+        # file, a damaged page (of the schema itself, so the diagnosis could not read it) or a hand edit.
+        raise StoreCorruptError(path, f"text in it is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
 
 
 def _is_current(conn: sqlite3.Connection) -> bool:

@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
+from engine.errors import ContextPipeError
 from engine.store.compaction import json_shape
 from engine.store.config import StoreConfig
 from engine.store.errors import StoreError, UnknownItemError
 from engine.store.gc_pause import collector_paused
 from engine.store.items import REFERENCE_LINKS, Item, ItemMeta, Kind, LinkKind
-from engine.store.schema import connect_store, translate
+from engine.store.row_check import ROW_ERRORS
+from engine.store.schema import connect_store, raise_if_damaged, translate
 from engine.store.window import Window
 
 P = ParamSpec("P")
@@ -92,6 +94,11 @@ def translating(fn: Callable[P, R]) -> Callable[P, R]:
                 return fn(*args, **kwargs)
             except sqlite3.Error as exc:
                 raise translate(exc, st.path, st.timeout_s) from exc
+            except ROW_ERRORS as exc:
+                if isinstance(exc, ContextPipeError):  # (a StoreTextError, a ConfigError: said already)
+                    raise
+                raise_if_damaged(exc, st.conn, st.path)
+                raise
 
     return wrapper
 

@@ -14,7 +14,9 @@ recording keeps what arrived and says that it is partial.
 from __future__ import annotations
 
 import copy
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +81,31 @@ class Reassembled:
         return self
 
 
+# What a reassembler raises on an event of the right kind whose values have the wrong types ("choices": 1.5,
+# a text block whose text is a number, a tool call's index that is a list).
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+
+
+def _tolerant(reassemble: Callable[[bytes], Reassembled]) -> Callable[[bytes], Reassembled]:
+    """A reassembler that says a stream it cannot rebuild is incomplete, and why, instead of raising: a
+    chunk with `"choices": 1.5` raised TypeError out of the proxy's recorder, whose last-resort catch
+    kept "TypeError: 'float' object is not iterable" and left the call's turn without its outcome
+    (benchmarks/fuzz_proxy.py). The body is an empty map, not None: the stream was one (the proxy-log
+    importer says None as "neither JSON nor an event stream"), it did not arrive as the API sends it."""
+
+    @functools.wraps(reassemble)
+    def run(raw: bytes) -> Reassembled:
+        try:
+            return reassemble(raw)
+        except _SHAPE_ERRORS as exc:
+            why = f"{type(exc).__name__}: {exc}"[:300]
+            return Reassembled(
+                {}, False, f"its events are not shaped as the API sends them ({why})", len(parse_sse(raw)[0])
+            )
+
+    return run
+
+
 def _json(ev: SSEEvent, notes: list[str]) -> dict[str, Any] | None:
     try:
         obj = json.loads(ev.data)
@@ -107,6 +134,7 @@ def carried_error(error: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ Anthropic Messages
 
 
+@_tolerant
 def reassemble_anthropic(raw: bytes) -> Reassembled:
     events, _ = parse_sse(raw)
     notes: list[str] = []
@@ -208,6 +236,7 @@ def _finish_tool_input(content: list[Any], i: int, parts: list[str], notes: list
 # ------------------------------------------------------------------ OpenAI Chat Completions (and DeepSeek)
 
 
+@_tolerant
 def reassemble_openai_chat(raw: bytes) -> Reassembled:
     events, on_boundary = parse_sse(raw)
     notes: list[str] = []
@@ -321,6 +350,7 @@ _FINAL = ("response.completed", "response.incomplete", "response.failed")
 _ENDED = ("response.completed", "response.incomplete")  # the reply the agent gets: not an error
 
 
+@_tolerant
 def reassemble_responses(raw: bytes) -> Reassembled:
     """The Responses API's stream ends with `response.completed` carrying the whole response; a cut
     stream is rebuilt from `response.created` and the `response.output_item.done` items seen."""
