@@ -1030,8 +1030,23 @@ class _Contained:
         self.members: dict[int, list[tuple[int, Key, int]]] = {}
         self.group_of: dict[Key, int] = {}
 
-    def scan(self, keys: list[Key], start: int, end: int, units: dict[Key, _Unit], now: float) -> None:
-        for pos in compress(range(start, end), map(units.__contains__, keys[start:end])):
+    def scan(
+        self,
+        keys: list[Key],
+        start: int,
+        end: int,
+        units: dict[Key, _Unit],
+        now: float,
+        index: UnitIndex | None = None,
+    ) -> None:
+        """Admit the units at keys[start:end] (a path's keys), in order. `index`: the units' keys by
+        bucket (see UnitIndex): a stretch of the path whose keys run on by one is read from it."""
+        if index is not None and end - start > _INDEX_PIECE:
+            at: list[int] = []
+            index.positions(keys, start, end, units, at)
+        else:
+            at = list(compress(range(start, end), map(units.__contains__, keys[start:end])))
+        for pos in at:
             self.admit(pos, keys[pos], units[keys[pos]], now)
         self.end = max(self.end, end)
 
@@ -1114,6 +1129,69 @@ class _Contained:
             self.best = max(groups, key=lambda g: (groups[g][1], -groups[g][0])) if groups else None
 
 
+# A stretch of a path's keys this long or shorter is scanned key by key (see UnitIndex.positions).
+_INDEX_PIECE = 64
+# Keys per bucket of a UnitIndex, as a shift.
+_BUCKET_BITS = 6
+
+
+class UnitIndex:
+    """The keys of a DeepSeek simulator's units, by bucket of 64 consecutive keys (key >> 6).
+
+    A call's reading looks for the units among its prefixes' keys (`_Contained.scan`). A path's keys
+    ascend (each extends the one before it and is handed out after it), and along one run of the intern
+    table they go on by one (see KeyTable): a stretch whose last key is its first plus its length less
+    one holds every key between them, and the units among it are the buckets' keys in that interval, a
+    lookup per 64 keys, not one per key. clear_tool_uses past its window, back at a start an earlier call
+    had, read its ~4,700 known prefixes one by one for the two or three units they hold (~1,100 of the
+    6,000-turn what-if's calls). `units` must only change through add and discard (the simulator's
+    _add and expiry)."""
+
+    __slots__ = ("buckets",)
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, set[Key]] = {}
+
+    def add(self, key: Key) -> None:
+        b = self.buckets.get(key >> _BUCKET_BITS)
+        if b is None:
+            self.buckets[key >> _BUCKET_BITS] = {key}
+        else:
+            b.add(key)
+
+    def discard(self, keys: Iterable[Key]) -> None:
+        buckets = self.buckets
+        for key in keys:
+            b = buckets.get(key >> _BUCKET_BITS)
+            if b is not None:
+                b.discard(key)
+                if not b:
+                    del buckets[key >> _BUCKET_BITS]
+
+    def positions(self, keys: list[Key], i: int, j: int, units: dict[Key, _Unit], out: list[int]) -> None:
+        """Append to `out`, ascending, the positions p in [i, j) whose keys[p] is a unit (`units`, whose
+        keys this index holds): a stretch of keys that run on by one from the index, else halved (a
+        short one looked up key by key)."""
+        if j - i <= _INDEX_PIECE:
+            out += compress(range(i, j), map(units.__contains__, keys[i:j]))
+            return
+        lo, hi = keys[i], keys[j - 1]
+        if hi - lo == j - 1 - i:
+            got: list[Key] = []
+            buckets = self.buckets
+            for b in range(lo >> _BUCKET_BITS, (hi >> _BUCKET_BITS) + 1):
+                s = buckets.get(b)
+                if s:
+                    # (`in units` too: the index is only as current as what changed `units` told it)
+                    got += [k for k in s if lo <= k <= hi and k in units]
+            got.sort()
+            out += [i + k - lo for k in got]
+            return
+        m = (i + j) // 2
+        self.positions(keys, i, m, units, out)
+        self.positions(keys, m, j, units, out)
+
+
 class _DeepSeekPolicy(_Policy):
     """Context caching on disk.
 
@@ -1143,6 +1221,7 @@ class _DeepSeekPolicy(_Policy):
         self.common_prefix: bool = bool(options.get("common_prefix_units", True))
         # In order of last use (see _expire_ordered): a touched key is re-inserted at the end.
         self.units: dict[Key, _Unit] = {}
+        self._unit_index = UnitIndex()  # their keys, kept with them (see UnitIndex)
         # Every prefix any request has sent, with when it was last sent, in order of last use (see
         # `seen`), kept in two parts: the last call's prefixes (`_live`, all sent at `_live_at`, the
         # newest entries) and every other one (`_held`, prefix -> last time, kept as runs of keys: see
@@ -1276,6 +1355,7 @@ class _DeepSeekPolicy(_Policy):
         u = self.units.pop(key, None)
         if u is None:
             self.units[key] = _Unit(tokens, self.persist, group, available_at, now)
+            self._unit_index.add(key)
             if self._lines:
                 self._created.append(key)
         else:
@@ -1304,6 +1384,8 @@ class _DeepSeekPolicy(_Policy):
         self.last_now = max(self.last_now, now)
         ttl = self.ttl
         removed = _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
+        if removed:
+            self._unit_index.discard(removed)
         self._seen_expire(now)
         shared = self._seen_shared(keys, tail)
 
@@ -1388,7 +1470,7 @@ class _DeepSeekPolicy(_Policy):
             if c is not None and line is not None:
                 self._keep_line(line, was, c)
             c = self._contained = _Contained() if got is None else got
-        c.scan(keys, c.end, old, units, now)
+        c.scan(keys, c.end, old, units, now, self._unit_index)
         if c.best is None:
             return 0, 0
         g = c.groups[c.best]
