@@ -358,7 +358,15 @@ def _wait_ready(px: subprocess.Popen[bytes], state: Path, log: Path, wait_s: flo
         if state.exists():
             return json.loads(state.read_text())  # type: ignore[no-any-return]
         if px.poll() is not None:
-            fail(f"the proxy exited with code {px.returncode}: {log.read_text(errors='replace')[-600:]}")
+            said = log.read_text(errors="replace").strip()
+            last = said.splitlines()[-1] if said else ""
+            if last.startswith("cp-inspect: "):
+                # The proxy said what was wrong, as its own command does (a taken --port): that line,
+                # not "the proxy exited with code 1: cp-inspect: ..."; the log held nothing more.
+                if said == last:
+                    log.unlink(missing_ok=True)
+                fail(last.removeprefix("cp-inspect: "))
+            fail(f"the proxy exited with code {px.returncode}: {said[-600:]} (see {log})")
         time.sleep(0.05)
     _stop_proxy(px)
     fail(f"the proxy did not start within {wait_s:g} s (see {log})")

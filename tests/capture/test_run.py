@@ -175,3 +175,25 @@ def test_proxy_refuses_remote_host_without_flag(tmp_path: Path, rtdir: Path) -> 
         timeout=60,
     )
     assert p.returncode == 2 and "--allow-remote" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_run_on_a_taken_port_says_so_once_and_leaves_no_log(tmp_path: Path, rtdir: Path) -> None:
+    # It said "cp-inspect: the proxy exited with code 1: cp-inspect: the proxy could not listen on
+    # 127.0.0.1:N: [Errno 98] error while attempting to bind on address ('127.0.0.1', N): address already
+    # in use (...)", and left the proxy's log, which held only that line, in the record directory.
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rec = tmp_path / "rec"
+        cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--port", str(port), "--record-dir",
+               str(rec), "--", sys.executable, "-c", "pass"]
+        p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr == (
+        f"cp-inspect: the proxy could not listen on 127.0.0.1:{port}: address already in use: another program "
+        "listens there (try another --port, or --port 0 for a free one)\n"
+    ), p.stderr
+    assert list(rec.iterdir()) == []

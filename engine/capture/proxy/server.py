@@ -7,6 +7,8 @@ with ProxyServer(upstreams, Recorder(Path("cpsessions"))) as px:
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import threading
 from typing import Any
 
@@ -50,7 +52,7 @@ class ProxyServer:
         if not self._ready.wait(timeout):
             raise ProxyError(f"the proxy did not start within {timeout:g} s")
         if self._error is not None:
-            raise ProxyError(f"the proxy could not listen on {self.host}:{self.port}: {self._error}")
+            raise ProxyError(f"the proxy could not listen on {self.host}:{self.port}: {_why(self._error)}")
         return self
 
     def _run(self) -> None:
@@ -102,3 +104,15 @@ class ProxyServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _why(error: BaseException) -> str:
+    """Why a listen failed, as a person reads it: asyncio's own text repeats the address and the errno
+    ("[Errno 98] error while attempting to bind on address ('127.0.0.1', 8765): address already in use")."""
+    if isinstance(error, OSError) and error.errno is not None:
+        if error.errno == errno.EADDRINUSE:
+            return "address already in use: another program listens there"
+        if error.errno == errno.EACCES:
+            return "permission denied (a port below 1024 needs privileges)"
+        return os.strerror(error.errno).lower()
+    return str(error) or type(error).__name__
