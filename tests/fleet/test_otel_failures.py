@@ -268,13 +268,20 @@ for i in range(3):
 """
 
 
-def _run_agent(endpoint: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def _agent_env(endpoint: str) -> dict[str, str]:
+    """This environment with the agent's OpenTelemetry export going to `endpoint` (and nowhere else)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, PYTHONPATH=str(ROOT))
+    return env
+
+
+def _run_agent(
+    endpoint: str, script: str = AGENT_WITHOUT_CLOSE
+) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-c", AGENT_WITHOUT_CLOSE],
-        env=env,
+        [sys.executable, "-c", script],
+        env=_agent_env(endpoint),
         capture_output=True,
         text=True,
         timeout=120,
@@ -397,16 +404,7 @@ def test_a_forked_child_leaves_its_parents_spans_alone() -> None:
     """The exit handler closed every open sink, a forked child's inherited ones too: the child warned
     that the parent's spans were lost (they were not; the parent sent them)."""
     with OtlpReceiver() as rx:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=rx.url, PYTHONPATH=str(ROOT))
-        out = subprocess.run(
-            [sys.executable, "-c", FORKING_AGENT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-        )
+        out, _ = _run_agent(rx.url, FORKING_AGENT)
         assert out.returncode == 0, out.stderr
         assert sorted(s["attributes"]["contextpipe.turn"] for s in rx.calls) == [0, 1, 2]
     assert "did not reach" not in out.stderr, out.stderr
