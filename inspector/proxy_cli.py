@@ -472,7 +472,13 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0) -> None:
         typer.echo("cp-inspect: the proxy left no summary (it may have been killed)", err=True)
         return
     sessions = info.get("sessions") or []
-    if not sessions and code != 0:
+    if not sessions and code > 128 and code - 128 in signal.valid_signals():
+        # Ended by a signal (the run's code is 128 + N, as a shell's): Ctrl-C before the first call was
+        # "exited with status 130 ... (its output says why)", as if the agent had failed.
+        name = signal.Signals(code - 128).name
+        typer.echo(f"cp-inspect: no model calls went through the proxy: the agent was ended by {name}"
+                   f"{' (Ctrl-C)' if name == 'SIGINT' else ''} before making one", err=True)
+    elif not sessions and code != 0:
         # An agent that failed before its first call (mini-swe-agent with no model configured): the
         # base-URL question sent its user looking in the wrong place.
         typer.echo(f"cp-inspect: no model calls went through the proxy: the agent exited with status {code} "

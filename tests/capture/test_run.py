@@ -197,3 +197,29 @@ def test_run_on_a_taken_port_says_so_once_and_leaves_no_log(tmp_path: Path, rtdi
         "listens there (try another --port, or --port 0 for a free one)\n"
     ), p.stderr
     assert list(rec.iterdir()) == []
+
+
+def test_ctrl_c_before_the_first_call_is_said_as_such(tmp_path: Path, rtdir: Path) -> None:
+    # Ctrl-C while the agent had not called its model yet: "the agent exited with status 130 before
+    # making one (its output says why)", as if it had failed. The terminal's Ctrl-C is a SIGINT to the
+    # foreground process group: the run and the agent both.
+    cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"), "--",
+           sys.executable, "-c", "import time; time.sleep(60)"]
+    p = subprocess.Popen(cmd, env=_env(rtdir), cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert p.stderr is not None
+        said = []
+        for line in p.stderr:  # the proxy is up and the agent started
+            said.append(line)
+            if "watch it from another terminal" in line:
+                break
+        time.sleep(0.5)
+        os.killpg(p.pid, signal.SIGINT)
+        rest = p.stderr.read()
+        assert p.wait(60) == 130
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert "the agent was ended by SIGINT (Ctrl-C) before making one\n" in rest, "".join(said) + rest
+    assert "its output says why" not in rest
