@@ -55,8 +55,6 @@ class TierPanel(LinePanel):
             lines[-1] += Content.styled(SCALE, muted)
         else:
             lines.append(Content.styled(SCALE_ROW, muted))
-        if t.get("error"):
-            lines.append(Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
         branch = t.get(BRANCH_KEY)
         if isinstance(branch, dict):
             # A captured session's first turn: its conversation shares another session's opening (a
@@ -70,6 +68,11 @@ class TierPanel(LinePanel):
             # tooltip and `?` say it whole (status_whole), as explain does.
             at = 2 if isinstance(branch, dict) else 1
             lines.insert(at, Content.assemble(("unsure", "$warning"), f" {ambiguous_short(unsure)}"))
+        if t.get("error"):
+            # The call got no answer (an upstream 429/500, a broken stream): first under the tier, above
+            # the notes. Last, it was under the panel's edge at 120x40 (the scale's own row above it) and
+            # at 80x24 (three rows): an error turn looked like any other but for the timeline's "!".
+            lines.insert(1, Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
         return lines
 
 
