@@ -192,6 +192,23 @@ def test_sessions_with_the_same_file_name_are_told_apart(tmp_path: Path) -> None
     assert "agent-a/session.cpsession" in svg.read_text() and "agent-b/session.cpsession" in svg.read_text()
 
 
+def test_long_names_that_differ_at_their_end_are_told_apart(tmp_path: Path) -> None:
+    """Imported runs are named for their task and proxy sessions end with their model: cut at the end
+    to 33 characters, two such rows read alike ("deepseek_reasoner_dev__marshma..." on both), in the
+    table and the chart."""
+    names = [f"deepseek_reasoner_dev__marshmallow-code__marshmallow-{n}.cpsession" for n in (1343, 1359)]
+    for name, demo in zip(names, DEMOS, strict=False):
+        shutil.copy(demo, tmp_path / name)
+    svg = tmp_path / "chart.svg"
+    out = _cli("report", str(tmp_path), "--svg", str(svg))
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()[1:3]
+    shown = [row.split("  ")[0] for row in rows]
+    assert shown == ["deepseek_reason...arshmallow-1343", "deepseek_reason...arshmallow-1359"], rows
+    chart = svg.read_text()
+    assert "arshmallow-1343<" in chart and "arshmallow-1359<" in chart, chart[:2000]
+
+
 def test_a_skipped_recording_is_named_once(tmp_path: Path) -> None:
     """"skipped P: P is empty: ..." and "skipped P: P is not a cpsession recording ...": the reason
     repeated the path the line had just given."""
