@@ -910,6 +910,55 @@ def test_a_client_attaching_while_the_agent_runs_turns_gets_the_journal_exactly(
         pipe.close()
 
 
+def test_a_turn_journaled_unbuilt_as_a_client_attaches_is_sent_once(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The agent journals a turn unbuilt (no client wanted traces when it asked) and takes the turn's
+    marker; before it publishes the marker, a client attaches and reads its snapshot, which builds that
+    turn. The marker is then the snapshot's turn again and must not be sent: the client's stream is the
+    journal, each event once. (Found as the test above failing ~1 run in 50 under load: the window that
+    skips the snapshot's tail recognised a marker only while its turn was still unbuilt.)"""
+    from engine.pipeline import Pipeline
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rtdir.parent))
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 16000, serve=True)
+    probe = pipe.probe
+    assert probe is not None
+    held, go = threading.Event(), threading.Event()
+    try:
+        pipe.identity("You are a careful coding agent.")
+        _agent_turns(pipe, range(2))
+        publish = probe.publish
+
+        def publish_held(ev: dict[str, Any], frame: bytes | None = None) -> None:
+            # The agent's thread between taking the turn's marker and publishing it.
+            if ev.get("k") == "turn_deferred":
+                held.set()
+                assert go.wait(T)
+            publish(ev, frame)
+
+        # No client was attached when the agent asked whether the turn is wanted built.
+        monkeypatch.setattr(pipe, "_watched", lambda: False)
+        monkeypatch.setattr(probe, "publish", publish_held)
+        th = threading.Thread(target=_agent_turns, args=(pipe, range(2, 3)))
+        th.start()
+        assert held.wait(T)
+        with ProbeClient.connect(os.getpid(), runtime_dir=probe.path.parent) as c:
+            n = c.hello["snapshot"]
+            got = [c.recv(T) for _ in range(n)]  # reading the snapshot builds the held turn
+            assert got[-1]["k"] == "turn" and got[-1]["turn"] == 2
+            go.set()
+            th.join(T)
+            assert not th.is_alive()
+            journal = list(pipe.journal.events)
+            got += [c.recv(T) for _ in range(len(journal) - n)]
+            assert got == journal
+            assert c.recv(0.3) is None
+    finally:
+        go.set()
+        pipe.close()
+
+
 def test_hello_must_be_encodable(rtdir: Path) -> None:
     with pytest.raises(ValueError, match="hello is not msgpack-encodable"):
         ProbeServer({"model": object()}, list, runtime_dir=rtdir)

@@ -317,7 +317,7 @@ class Handshake(ClientQueues):
             entry = getattr(src, "entry", None)
             tail = [_kept(src, i, entry) for i in range(max(0, n - k - 1), n)]
             c.skip_ids = frozenset(id(e) for e in tail)
-            c.skip_hold = tail
+            c.skip_hold = [(e, e.marker() if isinstance(e, Deferred) else None) for e in tail]
             self._windows += 1  # (no stand-ins meanwhile: see elide.ELIDED_STAND_IN)
         c.snap_src = src
         c.snap_end = n

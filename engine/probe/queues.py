@@ -191,19 +191,22 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
         yield ev
 
 
-def _lazy_twin(ev: Any, held: list[Any] | None) -> bool:
+def _lazy_twin(ev: Any, held: list[tuple[Any, Any]] | None) -> bool:
     """Whether live event `ev` is what one of the snapshot's last events held as a Deferred (not built
     when the snapshot was taken: see handshake._register) was published as: its marker (a fresh dict
-    each time, so by what it says) or, built since, the event itself."""
+    each time, so by what it says) or, built since, the event itself.
+
+    The marker compared is the one the Deferred had when the snapshot was taken (`held` pairs each
+    event with it): the agent takes a marker, then publishes it, and sending the snapshot builds the
+    turn meanwhile, after which the Deferred has no marker to compare (the marker came live, a second
+    copy of the snapshot's turn: ~1 attach in 50 under load)."""
     if type(ev) is not dict or not held:
         return False
-    for d in held:
+    for d, m in held:
         if isinstance(d, Deferred):
-            m = d.marker()
-            if m is None:
-                if d.resolve() is ev:  # (built: resolve hands back the event, not building it again)
-                    return True
-            elif ev == m:
+            if m is not None and ev == m:
+                return True
+            if d.marker() is None and d.resolve() is ev:  # (built: resolve hands back the event)
                 return True
     return False
 
@@ -302,8 +305,9 @@ class Client:
         # before it and published after), by identity: skipped while the live stream starts with them
         # (see _skip_snapshot_tail); None once it has gone past them.
         self.skip_ids: frozenset[int] = frozenset()
-        # Keeps those objects alive while skip_ids is in use, so their ids cannot be reused.
-        self.skip_hold: list[Any] | None = None
+        # Keeps those objects alive while skip_ids is in use, so their ids cannot be reused; each with
+        # its marker when the snapshot was taken (a Deferred's, else None: see _lazy_twin).
+        self.skip_hold: list[tuple[Any, Any]] | None = None
         self.outbuf = bytearray()
         self.inbuf = bytearray()
         self.dropped_pending = 0
