@@ -72,7 +72,10 @@ class TierPanel(LinePanel):
             # The call got no answer (an upstream 429/500, a broken stream): first under the tier, above
             # the notes. Last, it was under the panel's edge at 120x40 (the scale's own row above it) and
             # at 80x24 (three rows): an error turn looked like any other but for the timeline's "!".
-            lines.insert(1, Content.assemble(("error", "bold $error"), f" {one_line(t['error'] or '')}"))
+            # The trace says "KIND: MESSAGE"; a failure of no known kind is "error: ...", which read
+            # "error error: cp-inspect proxy: could not reach the upstream ..." after the label.
+            said = one_line(t["error"] or "").removeprefix("error: ")
+            lines.insert(1, Content.assemble(("error", "bold $error"), f" {said}"))
         return lines
 
 

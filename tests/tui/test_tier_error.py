@@ -35,6 +35,7 @@ async def test_an_error_turn_says_its_error_on_screen(tmp_path: Path, size: tupl
     pipe.identity("You are careful.")
     _turn(pipe)
     _turn(pipe, ("rate_limit_error", "stand-in says 429"))  # turn 1: the upstream's 429
+    _turn(pipe, ("error", "cp-inspect proxy: could not reach the upstream"))
     _turn(pipe)
     pipe.close()
     app = InspectorApp(FileSource(path), start_turn=1)
@@ -43,6 +44,10 @@ async def test_an_error_turn_says_its_error_on_screen(tmp_path: Path, size: tupl
         tier = app.query_one("#tier", TierPanel)
         shown = " ".join(tier.render_line(y).text.strip() for y in range(tier.region.height))
         assert "error rate_limit_error: stand-in says 429" in shown, shown  # (wrapped at 80 columns)
+        await pilot.press("right")  # turn 2: a failure of no known kind, as an unreachable upstream's
+        await settle(pilot)
+        shown = " ".join(tier.render_line(y).text.strip() for y in range(tier.region.height))
+        assert "error cp-inspect proxy: could not reach" in shown, shown  # it read "error error: cp-inspect"
         await pilot.press("right")  # the next turn was answered: no error there
         await settle(pilot)
         shown = " ".join(tier.render_line(y).text.strip() for y in range(tier.region.height))
