@@ -198,3 +198,15 @@ def test_the_proxy_journals_such_a_call_as_failed_and_records_the_next_one(tmp_p
     assert "not shaped as the API sends them" in errors[0]["message"]
     assert [e["turn"] for e in events if e.get("k") == "usage"] == [1]
     assert Replayer(events).verify().ok
+
+
+def _far_index(doc: dict[str, Any]) -> None:
+    doc["index"] = 5_000_000  # (2**63 - 1 padded a list with Nones until memory ran out: a hung recorder)
+
+
+def test_a_block_index_far_past_the_blocks_so_far_is_skipped_not_padded_to() -> None:
+    s = StandIn()
+    chunks = _sse_chunks(s.anthropic_stream("claude-sonnet-4", "hello there"), _far_index, 1)
+    r = REASSEMBLERS["anthropic"](b"".join(chunks))
+    assert "content_block_start for block 5000000, with 0 blocks so far: skipped" in r.notes
+    assert r.body is not None and r.body["content"][0]["type"] == "tool_use"  # the block after it is kept

@@ -133,6 +133,10 @@ def carried_error(error: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------ Anthropic Messages
 
+# How far past the blocks so far a content_block_start may name its block (an API sends the next index).
+MAX_INDEX_GAP = 256
+
+
 
 @_tolerant
 def reassemble_anthropic(raw: bytes) -> Reassembled:
@@ -158,8 +162,12 @@ def reassemble_anthropic(raw: bytes) -> Reassembled:
                 notes.append(f"{kind!r} before message_start")
         elif kind == "content_block_start":
             i, block = obj.get("index"), obj.get("content_block")
-            if isinstance(i, int) and isinstance(block, dict):
-                content = msg["content"]
+            content = msg["content"]
+            if isinstance(i, int) and not 0 <= i < len(content) + MAX_INDEX_GAP:
+                # Blocks start in order (index = the blocks so far). An index of 2**63 - 1 padded the
+                # list with Nones until memory ran out: one 150-byte event hung the proxy's recorder.
+                notes.append(f"content_block_start for block {i}, with {len(content)} blocks so far: skipped")
+            elif isinstance(i, int) and isinstance(block, dict):
                 while len(content) <= i:
                     content.append(None)
                 content[i] = copy.deepcopy(block)
