@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import sqlite3
 import zlib
 from collections.abc import Callable
@@ -210,3 +211,46 @@ def test_a_block_index_far_past_the_blocks_so_far_is_skipped_not_padded_to() -> 
     r = REASSEMBLERS["anthropic"](b"".join(chunks))
     assert "content_block_start for block 5000000, with 0 blocks so far: skipped" in r.notes
     assert r.body is not None and r.body["content"][0]["type"] == "tool_use"  # the block after it is kept
+
+
+_ODD: list[Any] = [None, True, -1, 2**63 - 1, 1.5, "", "x", [], {}, [None], {"k": None}, [[[[]]]]]
+
+
+def _poke(doc: Any, rng: random.Random) -> None:
+    """Set one value somewhere inside `doc` to a value of another type."""
+    spots: list[tuple[Any, Any]] = []
+    todo = [doc]
+    while todo:
+        node = todo.pop()
+        keys = list(node) if isinstance(node, dict) else range(len(node)) if isinstance(node, list) else []
+        for k in keys:
+            spots.append((node, k))
+            todo.append(node[k])
+    if spots:
+        node, k = rng.choice(spots)
+        node[k] = copy.deepcopy(rng.choice(_ODD))
+
+
+def test_stream_reassembly_never_raises_on_events_with_values_of_any_type() -> None:
+    # A fixed-seed slice of benchmarks/fuzz_proxy.py: 600 streams of the three APIs, one event's values poked.
+    s = StandIn()
+    streams = {
+        "anthropic": s.anthropic_stream("claude-sonnet-4", "one two three"),
+        "openai-chat": s.chat_stream("gpt-4o", "one two three", True),
+        "openai-responses": s.responses_stream("gpt-4o", "one two three"),
+    }
+    rng = random.Random(43)
+    for _ in range(600):
+        wire = rng.choice(list(streams))
+        chunks = list(streams[wire])
+        for _ in range(rng.choice((1, 2, 3))):
+            at = rng.randrange(len(chunks))
+            head, sep, data = chunks[at].decode().partition("data: ")
+            try:
+                doc = json.loads(data)
+            except ValueError:
+                continue
+            _poke(doc, rng)
+            chunks[at] = f"{head}{sep}{json.dumps(doc)}\n\n".encode()
+        r = REASSEMBLERS[wire](b"".join(chunks))
+        assert r.complete or r.reason
