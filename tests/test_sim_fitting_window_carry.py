@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from engine.artifacts import Message, Text
 from engine.assembly import Measure
 from engine.providers.base import Block
+from engine.sim.grown import Grown
 from engine.sim.policies import TurnView
 from engine.sim.policies.base import FittingWindow, HistoryBlocks, last_fitting_window
 from engine.sim.policies.clear_tool_uses import ClearToolUses
@@ -79,10 +80,13 @@ def _message(role: Role, size: int, tag: str) -> Message:
         ),
         max_size=25,
     ),
+    st.booleans(),
 )
 def test_the_moved_window_is_last_fitting_windows(
-    first: list[int], steps: list[tuple[list[tuple[int, int]], list[tuple[bool, int]], int, str]]
+    first: list[int], steps: list[tuple[list[tuple[int, int]], list[tuple[bool, int]], int, str]], grown: bool
 ) -> None:
+    # grown: each conversation a Grown made from the last (clear_tool_uses' edited conversation), read
+    # partly from its run and partly from its tail (base.direct)
     n = 0
 
     def fresh(role: Role, size: int) -> Message:
@@ -105,7 +109,11 @@ def test_the_moved_window_is_last_fitting_windows(
         for is_round, size in appended:
             new.append(fresh("assistant" if is_round else "user", size))
         changed += [len(was) + j for j in range(len(appended)) if j % 2]  # appended ones may be named
-        msgs = tuple(new)
+        if grown:
+            d = min([*changed, len(was)])
+            msgs = was.extended(d, new[d:]) if isinstance(was, Grown) else Grown.of(new)
+        else:
+            msgs = tuple(new)
         if how == "carried":
             got = w.window(v, msgs, budget, was, changed)
         elif how == "unknown":

@@ -30,6 +30,10 @@ class Conversation(Sequence[Message]):
         self._run = run
         self._n = n
 
+    def head(self) -> tuple[list[Message], int]:
+        """(run, n): self[i] is run[i] for 0 <= i < n (read from the list, not through __getitem__)."""
+        return self._run, self._n
+
     def __len__(self) -> int:
         return self._n
 

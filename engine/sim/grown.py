@@ -65,6 +65,10 @@ class Grown(Sequence[T]):
             return -1
         return min(self._k, other._k)
 
+    def head(self) -> tuple[list[T], int]:
+        """(run, k): self[i] is run[i] for 0 <= i < k (read from the list, not through __getitem__)."""
+        return self._run, self._k
+
     def __len__(self) -> int:
         return self._k + len(self._tail)
 

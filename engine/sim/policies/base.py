@@ -16,11 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any
 
 from engine.artifacts import Message
 from engine.assembly import Measure, history_rounds
 from engine.hashing import sha256_hex
 from engine.providers.base import Block
+from engine.sim.conversation import Conversation
+from engine.sim.grown import Grown
 
 # A conversation as the peers read it: a tuple (an edited conversation, a window of one) or a view's
 # Conversation (engine/sim/conversation.py: the first n messages of a list, not copied per turn). Never
@@ -342,16 +345,22 @@ class FittingWindow:
             head += item(x)
         self._last = None
 
-    def window(
+    def window(self, v: TurnView, messages: Messages, budget: int, *was_changed: Any) -> Messages:
+        """last_fitting_window(v, messages, budget), where `messages` may be `was` (the conversation of
+        the last call) with the messages at `changed` replaced (same roles) and messages appended: the
+        tail of `messages` from start(v, messages, budget, was, changed)."""
+        return messages[self.start(v, messages, budget, *was_changed) :]
+
+    def start(
         self,
         v: TurnView,
         messages: Messages,
         budget: int,
         was: Messages | None = None,
         changed: Iterable[int] = (),
-    ) -> Messages:
-        """last_fitting_window(v, messages, budget), where `messages` may be `was` (the conversation of
-        the last call) with the messages at `changed` replaced (same roles) and messages appended."""
+    ) -> int:
+        """Where window(...) starts in `messages` (the window itself not made: clear_tool_uses reads
+        only where it starts, and a ~4,700-message tuple a call was a copy and a free of it)."""
         last, self._last = self._last, None
         item = v.measure.item
         if last is None or was is None or last[0] is not was or len(messages) < len(was):
@@ -359,8 +368,12 @@ class FittingWindow:
             start = len(messages) - len(out)
             if start >= 1 and messages[start].role == "assistant":  # a round start: carried
                 self._last = (messages, start, sum(map(item, out)))
-            return out
+            return start
         _, start, acc = last
+        # The walks below read messages one at a time: from the list under a Grown or a Conversation
+        # where it holds them (indexed in C; their own __getitem__ is a Python call, ~90 a call of
+        # clear_tool_uses past its window).
+        seq, m = direct(messages)
         k = len(was)
         for i in dict.fromkeys(changed):  # an index named twice is one message changed
             if start <= i < k:
@@ -371,7 +384,7 @@ class FittingWindow:
             # The start fits: a round more while it fits (the first that does not ends the walk).
             size = 0
             for i in range(start - 1, 0, -1):
-                x = messages[i]
+                x = seq[i] if i < m else messages[i]
                 size += item(x)
                 if x.role == "assistant":
                     if acc + size > budget:
@@ -384,8 +397,8 @@ class FittingWindow:
             # fits, else the newest round start.
             newest = start
             for i in range(start, n - 1):
-                acc -= item(messages[i])
-                if messages[i + 1].role == "assistant":
+                acc -= item(seq[i] if i < m else messages[i])
+                if (seq[i + 1] if i + 1 < m else messages[i + 1]).role == "assistant":
                     newest = i + 1
                     if acc <= budget:
                         break
@@ -393,7 +406,17 @@ class FittingWindow:
                 acc = sum(map(item, messages[newest:]))
             start = newest
         self._last = (messages, start, acc)
-        return messages[start:]
+        return start
+
+
+def direct(messages: Messages) -> tuple[Sequence[Message], int]:
+    """(seq, m): messages[i] is seq[i] for 0 <= i < m, where seq is a list or a tuple (indexed in C): a
+    Grown's run or a Conversation's, else the messages themselves."""
+    if type(messages) is Grown:
+        return messages.head()
+    if type(messages) is Conversation:
+        return messages.head()
+    return messages, len(messages)
 
 
 def last_fitting_window_reference(

@@ -270,12 +270,11 @@ class ClearToolUses:
         if tokens > budget:
             # Last turn's window moved, when this turn's conversation is last turn's edited one edited
             # again (what the edit changed is known); else found afresh (FittingWindow.window).
-            kept = (
-                self._window.window(v, msgs, budget, edit[0], edit[1])
+            start = (
+                self._window.start(v, msgs, budget, edit[0], edit[1])
                 if edit is not None
-                else self._window.window(v, msgs, budget)
+                else self._window.start(v, msgs, budget)
             )
-            start = len(msgs) - len(kept)  # (a window is a tail of the conversation)
             actions.append("drop_oldest_rounds")
         else:
             self._window.fits(v, msgs, tokens)
