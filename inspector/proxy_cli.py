@@ -108,6 +108,7 @@ def proxy(
         bool, typer.Option(help="Listen on a non-loopback address (others could then use your API keys).")
     ] = False,
     state_file: Annotated[Path | None, typer.Option(hidden=True, readable=False)] = None,
+    agent_argv: Annotated[str | None, typer.Option(hidden=True)] = None,  # run's agent (JSON list)
     forward_only: Annotated[
         bool,
         typer.Option("--forward-only", help="Record nothing: only forward (to measure the recorder's cost)."),
@@ -144,7 +145,11 @@ def proxy(
         record_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"cannot create the record directory {record_dir}: {exc.strerror}")
-    rec = Recorder(record_dir, serve=serve, on_session=on_session, hello={"proxy": True})
+    # Under `run`, the agent's command is what ps and top show for its sessions (not this proxy's)
+    hello: dict[str, Any] = {"proxy": True}
+    if agent_argv is not None:
+        hello["argv"] = [str(a) for a in json.loads(agent_argv)]
+    rec = Recorder(record_dir, serve=serve, on_session=on_session, hello=hello)
     server = ProxyServer(ups, None if forward_only else rec, host=host, port=port)
     try:
         server.start()
@@ -289,6 +294,8 @@ def run(
         str(record_dir),
         "--state-file",
         str(state),
+        "--agent-argv",
+        json.dumps(cmd),
     ]
     for u in ups:
         args += ["--upstream", u]

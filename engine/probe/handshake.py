@@ -370,6 +370,10 @@ class Handshake(ClientQueues):
         # Redacting: the agent's own header goes through the same allow-list as events, and its argv
         # (which may carry prompts, paths, keys) is not sent at all.
         frame = redact_event(self._hello) if self.redact else dict(self._hello)
+        # A header's own argv is the agent's, served by another process (a `cp-inspect run`'s proxy): its
+        # sessions were listed by `ps` as "python -m inspector.cli proxy --port 0 --state-file ...".
+        own = self._hello.get("argv")
+        argv = own if isinstance(own, list) else sys.orig_argv
         frame.update(
             {
                 "k": "hello",
@@ -378,7 +382,7 @@ class Handshake(ClientQueues):
                 # Arguments that are not valid UTF-8 (surrogate-escaped by Python) would fail to encode.
                 "argv": None
                 if self.redact
-                else [a.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in sys.orig_argv],
+                else [str(a).encode("utf-8", "surrogateescape").decode("utf-8", "replace") for a in argv],
                 "snapshot": snapshot_len,
                 "turns": turns,
                 "tap_errors": tap_errors,

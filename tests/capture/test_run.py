@@ -4,8 +4,10 @@ Also `cp-inspect proxy` as a process: a free port printed, SIGTERM finishes the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -223,3 +225,28 @@ def test_ctrl_c_before_the_first_call_is_said_as_such(tmp_path: Path, rtdir: Pat
             p.wait()
     assert "the agent was ended by SIGINT (Ctrl-C) before making one\n" in rest, "".join(said) + rest
     assert "its output says why" not in rest
+
+
+def test_ps_shows_a_run_sessions_agent_command_not_the_proxys(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
+    # A `cp-inspect run`'s sessions are served by its proxy process: ps (and top) showed each as
+    # "python -m inspector.cli proxy --port 0 --record-dir ... --state-file /tmp/cp-run-.../proxy.json",
+    # so two runs' sessions read alike and neither said which agent it was.
+    agent = [sys.executable, "-c", "import time; from tests.capture.script_agent import main; main(); time.sleep(60)"]
+    cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"),
+           "--upstream", standin.url, "--", *agent, "--turns", "1"]
+    p = subprocess.Popen(cmd, env=_env(rtdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            ps = subprocess.run([sys.executable, "-m", "inspector.cli", "ps", "--json"], env=_env(rtdir), cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+            rows = [r for r in json.loads(ps.stdout or "[]") if r["session"] == 1]
+            if rows and rows[0]["turns"]:
+                break
+            assert time.monotonic() < deadline, ps.stdout + ps.stderr
+            time.sleep(0.2)
+        assert rows[0]["command"] == shlex.join([*agent, "--turns", "1"]), rows
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(60)
