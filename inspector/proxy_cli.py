@@ -456,10 +456,14 @@ def agent_ended(child: subprocess.Popen[bytes], agent_log: Path) -> str | None:
         how = f"was ended by {signal.Signals(-code).name}"
     elif code < 0:
         how = f"ended ({code})"
+    elif code == 0:
+        from .status import FINISHED  # (the inspector's: textual is loaded by then, not before)
+
+        return FINISHED  # the status line says it in its own words
     else:
         how = f"exited with status {code}"
     # Its output is in a file while the inspector has the terminal: where to look when it failed.
-    return f"the agent {how}" + (f" (its output: {agent_log})" if code != 0 else "")
+    return f"the agent {how} (its output: {agent_log})"
 
 
 def _stop_proxy(px: subprocess.Popen[bytes]) -> None:

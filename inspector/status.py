@@ -21,6 +21,8 @@ NAME_CHARS = 32
 # the name is whole in the tooltip and the help screen. Kept at 32, the name cut the model at 80 columns
 # ("claude-sonnet-…", the provider gone); shorter than this, the model is cut at the edge instead.
 NAME_MIN = 12
+# How a run's inspector is told its agent exited with status 0 (the reason of its SourceDisconnected)
+FINISHED = "the agent exited with status 0"
 SUFFIX = ".cpsession"  # what every recording's name ends with: the first thing a cut name leaves out
 # The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
 # shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
@@ -139,11 +141,16 @@ def status_parts(
         else:
             where = "press s to save"
 
+        # A `cp-inspect run`'s agent that finished (inspector.proxy_cli.agent_ended) is not one that went
+        # away: "Agent disconnected" in red over a run that ended well read as a failure.
+        done = disconnected == FINISHED
+        head, colour = ("Agent exited", "$success") if done else ("Agent disconnected", "$error")
+
         def banner(path: str, short: bool = False) -> str:
             # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too.
             told = where.format(literal(path)) if banner_path else where
             kept_n = "" if short else f" — {counted(len(tl), 'turn')} kept"
-            return f"[bold $text on $error] Agent disconnected{kept_n}; {told} [/]"
+            return f"[bold $text on {colour}] {head}{kept_n}; {told} [/]"
 
         state = banner(banner_path)
     elif saved_to:

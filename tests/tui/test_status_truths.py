@@ -180,3 +180,34 @@ async def test_a_routed_model_shows_the_model_that_ran_and_a_bracket_is_no_route
             assert "openai wire" not in drawn or model == routed, drawn
     assert provider_label("gpt-4o[/]", "openai") == "openai"
     assert provider_label(routed, "anthropic") == "anthropic"
+
+
+async def test_a_run_whose_agent_finished_says_exited_not_disconnected() -> None:
+    # `cp-inspect run`'s agent exiting with status 0 showed the red "Agent disconnected" banner, which
+    # read as a failure; a failed or killed agent keeps it.
+    from inspector.messages import SourceDisconnected
+    from inspector.proxy_cli import agent_ended
+    from inspector.status import FINISHED
+
+    src = SyntheticSource(12, live=True, initial=12, delay=0.01, disconnect=False)
+    src.header |= {"recording": "/tmp/rec/run.cpsession"}
+    app = InspectorApp(src)
+    async with app.run_test(size=(200, 40), notifications=True) as pilot:
+        await settle(pilot)
+        app.post_message(SourceDisconnected(FINISHED))
+        await settle(pilot)
+        drawn = _drawn(app)
+        assert "Agent exited — 12 turns kept; recording kept at /tmp/rec/run.cpsession" in drawn, drawn
+        assert "disconnected" not in drawn, drawn
+        told = [n.message for n in app._notifications]
+        assert told == ["The agent exited with status 0. 12 turns kept; the agent's recording is kept at "
+                        "/tmp/rec/run.cpsession."], told
+        app.disconnected = "the agent exited with status 1 (its output: agent.log)"
+        await settle(pilot)
+        assert "Agent disconnected — 12 turns kept" in _drawn(app), _drawn(app)
+
+    class Done:
+        def poll(self) -> int:
+            return 0
+
+    assert agent_ended(Done(), None) == FINISHED  # type: ignore[arg-type]
