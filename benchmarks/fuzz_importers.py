@@ -64,7 +64,13 @@ def main() -> None:
     ap.add_argument("--target", choices=("library", "command"), default="library")
     a = ap.parse_args()
     datas = [Path(f).read_bytes() for f in a.files]
-    docs = [(Path(f).suffix, json.loads(d)) for f, d in zip(a.files, datas, strict=True)]
+    # A JSONL log (proxy-jsonl, claude-trace) is mutated as its lines' documents, one line at a time.
+    docs = [
+        [json.loads(line) for line in d.splitlines() if line.strip()]
+        if f.endswith(".jsonl")
+        else json.loads(d)
+        for f, d in zip(a.files, datas, strict=True)
+    ]
     tmp = tempfile.mkdtemp(prefix="fuzzimp")
     target = import_library if a.target == "library" else import_command
 
@@ -75,10 +81,15 @@ def main() -> None:
         if a.mode == "bytes":
             data = mutate(datas[i], rng, datas)
         else:
-            doc = copy.deepcopy(docs[i][1])
+            doc = copy.deepcopy(docs[i])
+            jsonl = a.files[i].endswith(".jsonl")
             for _ in range(rng.choice((1, 1, 2, 3))):
-                mutate_value(doc, rng)
-            data = json.dumps(doc).encode()
+                mutate_value(rng.choice(doc) if jsonl and doc else doc, rng)
+            data = (
+                ("\n".join(json.dumps(line) for line in doc) + "\n").encode()
+                if jsonl
+                else json.dumps(doc).encode()
+            )
         with open(path, "wb") as f:
             f.write(data)
         return data, lambda: target(path, os.path.join(tmp, "out.cpsession"))

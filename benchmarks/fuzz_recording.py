@@ -1,6 +1,6 @@
 """Fuzz `.cpsession` reading: open (and salvage), every turn and event, token counts, blobs, verify,
 replay and re-plan, and the commands `verify`, `explain`, `salvage`,
-`simulate` as a person runs them. Each case runs in a forked child with a time and memory limit
+`simulate`, `report`, `forks` as a person runs them. Each case runs in a forked child with a time and memory limit
 (benchmarks/fuzz_harness.py). A finding: an exception that is not the engine's own error class
 (ContextPipeError) from the library, anything but an exit from a command, a hang, a runaway allocation.
 
@@ -104,6 +104,10 @@ def run_commands(path: str) -> None:
             ["explain", path, "--format", "json"],
             ["salvage", path, "-o", out, "--force"],
             ["simulate", path, "--window", "4000", "--json"],
+            ["simulate", path, "--window", "4000", "--policies", "all"],
+            ["report", path],
+            ["forks", path],
+            ["explain", path, "--turn", "2", "--budget", "3000"],
         ):
             try:
                 run_plain_command(argv)
