@@ -15,6 +15,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from inspector.cli import app
+from tests.support.ctrl_c import ctrl_c_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -26,16 +27,8 @@ def _cli(*args: str) -> subprocess.Popen[bytes]:
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
     return subprocess.Popen(
         [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
-
-
-def _ctrl_c_as_in_a_terminal() -> None:
-    """SIGINT back to its default in the child, as a program started in a terminal has it: a shell that
-    starts a job in the background (`cmd &` without job control: a CI runner, a setsid launcher) sets it
-    to ignored, the child inherits that, and Python then installs no KeyboardInterrupt handler, so the
-    test's Ctrl-C was ignored and the command ran to the end (exit 0)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _long_trajectory(path: Path, rounds: int = 600) -> Path:
@@ -314,7 +307,7 @@ def test_demo_no_tui_ctrl_c_in_a_terminal_ends_cleanly_with_130(tmp_path: Path) 
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "demo", "--no-tui", "--turns", "500", "--delay", "0.05", "--record", str(rec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         assert proc.stdout is not None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.capture.conftest import errors, usages, verify_ok
 from tests.capture.standin import StandIn
+from tests.support.ctrl_c import ctrl_c_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -207,7 +208,8 @@ def test_ctrl_c_before_the_first_call_is_said_as_such(tmp_path: Path, rtdir: Pat
     # foreground process group: the run and the agent both.
     cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"), "--",
            sys.executable, "-c", "import time; time.sleep(60)"]
-    p = subprocess.Popen(cmd, env=_env(rtdir), cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(cmd, env=_env(rtdir), cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         assert p.stderr is not None
         said = []
