@@ -1,7 +1,7 @@
 """Fuzz the recording proxy's request and response parsing (engine/capture/proxy: the Recorder, the SSE
 reassembly, the tap it journals through) with hostile exchanges, without sockets: each case hands the
 Recorder a three-call conversation (Anthropic Messages or OpenAI Chat, streamed or not) built by the test
-suite's stand-in (tests/capture/standin.py), one call of it mutated: its request's JSON values, its
+suite's stand-in (tests/capture/standin.py; or OpenAI Responses), one call of it mutated: its request's JSON values, its
 streamed events' JSON values, or its response's bytes. Each case runs in a forked child with a time and
 memory limit (benchmarks/fuzz_harness.py).
 
@@ -70,6 +70,19 @@ def conversation(wire: str, stream: bool) -> list[tuple[str, dict[str, Any], lis
                 }
             )
             path = "/v1/messages"
+        elif wire == "responses":
+            items: list[dict[str, Any]] = [
+                {"role": "user", "content": "Fix the failing test."},
+                *[{"role": "assistant", "content": f"Step {j}: looking at the code now."} for j in range(i)],
+            ]
+            body = {"model": model, "instructions": "S", "input": items}
+            body["tools"] = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
+            if stream:
+                body["stream"] = True
+                resp, ctype = S.responses_stream(model, text), "text/event-stream"
+            else:
+                resp, ctype = [json.dumps(S.response_obj(model, text)).encode()], "application/json"
+            path = "/v1/responses"
         else:
             body = {"model": model, "messages": [{"role": "system", "content": "S"}, *copy.deepcopy(msgs)]}
             body["tools"] = [
@@ -142,7 +155,7 @@ def run_case(calls: list[tuple[str, bytes, list[bytes], str]], tmp: str) -> None
 def main() -> None:
     ap = arg_parser(__doc__, 1000)
     a = ap.parse_args()
-    convs = {(w, s): conversation(w, s) for w in ("anthropic", "openai") for s in (False, True)}
+    convs = {(w, s): conversation(w, s) for w in ("anthropic", "openai", "responses") for s in (False, True)}
     tmp = tempfile.mkdtemp(prefix="fuzzproxy")
 
     def case(rng: random.Random) -> tuple[bytes, Any]:

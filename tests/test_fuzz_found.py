@@ -254,3 +254,47 @@ def test_stream_reassembly_never_raises_on_events_with_values_of_any_type() -> N
             chunks[at] = f"{head}{sep}{json.dumps(doc)}\n\n".encode()
         r = REASSEMBLERS[wire](b"".join(chunks))
         assert r.complete or r.reason
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"input": [{"role": "user", "content": "Fix it."}, {"role": "assistant", "content": True}]},
+        {"input": 5},
+        {"input": ["\x00"], "tools": 4294967296},
+    ],
+)
+def test_a_responses_request_with_content_of_another_type_is_still_recorded(
+    tmp_path: Path, hostile: dict[str, Any]
+) -> None:
+    s = StandIn()
+    rec = Recorder(tmp_path / "rec", serve=False)
+    body = {"model": "gpt-4o", "instructions": "S", "stream": True, **hostile}
+    route = match("/v1/responses", "", {}, DEFAULT_UPSTREAMS)
+    chunks = s.responses_stream("gpt-4o", "done")
+    rec(
+        Exchange(
+            route,
+            json.dumps(body).encode(),
+            1.0,
+            status=200,
+            content_type="text/event-stream",
+            response=chunks,
+        )
+    )
+    rec.close()
+    # Before: "TypeError: 'bool' object is not iterable" (or 'int') from the session key; nothing recorded.
+    assert not [n for n in rec.skipped if "Error" in n], rec.skipped
+    ((info, _tap),) = rec.sessions.values()
+    with RecordingReader.open(info.path) as r:
+        kinds = [ev["k"] for _, ev in r.event_frames()]
+    assert kinds.count("request") == 1 and kinds.count("usage") == 1
+
+
+def test_a_responses_reply_whose_output_is_not_a_list_is_read_as_no_output() -> None:
+    from engine.capture.proxy.responses_api import response_to_chat
+
+    out = response_to_chat(
+        {"id": "r1", "model": "gpt-4o", "status": "completed", "output": 7}
+    )  # raised TypeError
+    assert out["choices"][0]["message"]["content"] is None

@@ -325,7 +325,16 @@ class Recorder:
                 "the call is recorded where the agent re-sent it, if through the proxy"
             )
             return
-        key = session_key(wire, body, ex.session_header)
+        try:
+            key = session_key(wire, body, ex.session_header)
+        except (TypeError, AttributeError, ValueError, KeyError) as exc:
+            # A body of the API's kind with values of another type that the conversion to Chat's shape
+            # cannot read (benchmarks/fuzz_proxy.py): said as what it is, not as the worker's bare error.
+            self.skipped.append(
+                f"a {wire} request whose body is not shaped as the API takes it was forwarded but not "
+                f"recorded ({type(exc).__name__}: {exc})"
+            )
+            return
         found = self._continued(body) if ex.session_header is None else None
         placed: tuple[list[MessageRec], list[int]] | None = None
         if found is not None:

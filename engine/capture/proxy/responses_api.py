@@ -29,7 +29,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     out = []
-    for part in content or []:
+    # A list of parts, as the API takes; anything else (true, 5: a request the API refuses) has no text.
+    # It raised TypeError from the recorder's session key, and the call was not recorded at all.
+    for part in content if isinstance(content, list) else ():
         if isinstance(part, dict):
             if isinstance(part.get("text"), str):
                 out.append(part["text"])
@@ -65,7 +67,9 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(body.get("instructions"), str):
         msgs.append({"role": "system", "content": body["instructions"]})
     inp = body.get("input")
-    items = [{"type": "message", "role": "user", "content": inp}] if isinstance(inp, str) else (inp or [])
+    items = [{"type": "message", "role": "user", "content": inp}] if isinstance(inp, str) else inp
+    if not isinstance(items, list):
+        items = []  # (an input that is a number or a map: no items, as for none)
     reasoning: list[str] = []
     for item in items:
         if not isinstance(item, dict):
@@ -115,7 +119,8 @@ def request_to_chat(body: dict[str, Any]) -> dict[str, Any]:
             if summary:
                 reasoning.append(summary)
     tools = []
-    for t in body.get("tools") or []:
+    given = body.get("tools")
+    for t in given if isinstance(given, list) else ():
         if isinstance(t, dict) and t.get("type") == "custom":
             fmt = t.get("format")
             tools.append(
@@ -166,7 +171,8 @@ def response_to_chat(resp: dict[str, Any]) -> dict[str, Any]:
     if resp.get("error") and not resp.get("output"):
         return {"error": resp["error"]}
     texts, calls, reasoning = [], [], []
-    for item in resp.get("output") or []:
+    output = resp.get("output")
+    for item in output if isinstance(output, list) else ():  # (a number there raised from the recorder)
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
