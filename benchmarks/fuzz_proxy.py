@@ -41,6 +41,16 @@ BARE = re.compile(
 )
 
 
+def _answer(
+    body: dict[str, Any], stream: bool, chunks: list[bytes], whole: dict[str, Any]
+) -> tuple[list[bytes], str]:
+    """The response to `body` (asked streamed when `stream`): the stream's chunks, or the whole reply."""
+    if stream:
+        body["stream"] = True
+        return chunks, "text/event-stream"
+    return [json.dumps(whole).encode()], "application/json"
+
+
 def conversation(wire: str, stream: bool) -> list[tuple[str, dict[str, Any], list[bytes], str]]:
     """Three calls of one conversation: (path, request body, response chunks, content type)."""
     model = "claude-sonnet-4" if wire == "anthropic" else "gpt-4o"
@@ -56,11 +66,9 @@ def conversation(wire: str, stream: bool) -> list[tuple[str, dict[str, Any], lis
                 "messages": copy.deepcopy(msgs),
             }
             body["tools"] = [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}]
-            if stream:
-                body["stream"] = True
-                resp, ctype = S.anthropic_stream(model, text), "text/event-stream"
-            else:
-                resp, ctype = [json.dumps(S.anthropic_message(model, text)).encode()], "application/json"
+            resp, ctype = _answer(
+                body, stream, S.anthropic_stream(model, text), S.anthropic_message(model, text)
+            )
             reply = S.anthropic_message(model, text)
             msgs.append({"role": "assistant", "content": reply["content"]})
             msgs.append(
@@ -77,11 +85,7 @@ def conversation(wire: str, stream: bool) -> list[tuple[str, dict[str, Any], lis
             ]
             body = {"model": model, "instructions": "S", "input": items}
             body["tools"] = [{"type": "function", "name": "bash", "parameters": {"type": "object"}}]
-            if stream:
-                body["stream"] = True
-                resp, ctype = S.responses_stream(model, text), "text/event-stream"
-            else:
-                resp, ctype = [json.dumps(S.response_obj(model, text)).encode()], "application/json"
+            resp, ctype = _answer(body, stream, S.responses_stream(model, text), S.response_obj(model, text))
             path = "/v1/responses"
         else:
             body = {"model": model, "messages": [{"role": "system", "content": "S"}, *copy.deepcopy(msgs)]}
@@ -89,11 +93,10 @@ def conversation(wire: str, stream: bool) -> list[tuple[str, dict[str, Any], lis
                 {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}
             ]
             if stream:
-                body["stream"] = True
                 body["stream_options"] = {"include_usage": True}
-                resp, ctype = S.chat_stream(model, text, True), "text/event-stream"
-            else:
-                resp, ctype = [json.dumps(S.chat_completion(model, text)).encode()], "application/json"
+            resp, ctype = _answer(
+                body, stream, S.chat_stream(model, text, True), S.chat_completion(model, text)
+            )
             reply = S.chat_completion(model, text)["choices"][0]["message"]
             msgs.append({k: v for k, v in reply.items() if v is not None})
             for call in reply.get("tool_calls") or []:
