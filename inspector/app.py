@@ -635,15 +635,21 @@ class InspectorApp(App[None]):
         if not whatif.session or message.overrides != whatif.overrides():
             return
         if message.error is not None:
-            whatif.show_session_error(f"session-wide what-if failed: {message.error}")
+            whatif.show_error(f"session-wide what-if failed: {message.error}")
         else:
             whatif.session_result = message.report
 
     @on(ReplanFinished)
     def _replan_finished(self, message: ReplanFinished) -> None:
         whatif = self.query_one("#whatif", WhatIfPanel)
+        if message.index != self.index or message.overrides != whatif.overrides():
+            return
+        if message.trace is None:
+            whatif.result = None
+            whatif.show_error(f"cannot re-plan this turn: {message.error}")
+            return
         actual = self.full_trace(message.index)
-        if message.index == self.index and message.overrides == whatif.overrides() and actual is not None:
+        if actual is not None:
             whatif.result = (actual, message.trace)
 
     # ---- why the cache missed (two re-plans per turn: only while its tab is showing) ---------------

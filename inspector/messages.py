@@ -68,10 +68,11 @@ class SimulationFinished(Message):
 
 @dataclass
 class ReplanFinished(Message):
-    """A what-if re-plan of one turn finished in the background."""
+    """A what-if re-plan of one turn finished in the background: its trace, or the error that stopped it."""
     index: int
     overrides: Overrides
-    trace: Trace
+    trace: Trace | None
+    error: str | None = None
 
 
 @dataclass

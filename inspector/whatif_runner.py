@@ -58,6 +58,10 @@ class WhatIfRunner:
                 trace = self.source.replan(turn, overrides)
             except FoldCancelled:  # a newer setting or step replaced this re-plan mid-fold
                 return
+            except Exception as exc:  # a recording damaged at this turn: said in the panel, not silence
+                if not worker.is_cancelled:
+                    self.app.post_message(ReplanFinished(index, overrides, None, f"{type(exc).__name__}: {exc}"))
+                return
             if not worker.is_cancelled:
                 self.app.post_message(ReplanFinished(index, overrides, trace))
 

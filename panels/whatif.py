@@ -366,7 +366,8 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         if self.session and report is not None and turns > int(report.get("turns") or turns):
             self.watch_session_result(report)
 
-    def show_session_error(self, message: str) -> None:
+    def show_error(self, message: str) -> None:
+        """Why the what-if has no answer (a damaged recording, an unknown model), where the answer goes."""
         self.query_one("#whatif-result", Static).update(f"[$error]{literal(message)}[/]")
 
     def _session_changed(self, value: bool) -> None:
