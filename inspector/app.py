@@ -57,7 +57,7 @@ from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
-from inspector.status import status_parts, status_whole
+from inspector.status import FINISHED, status_parts, status_whole
 from inspector.step_timing import StepTiming
 from inspector.terminal_driver import driver_for
 from inspector.timeline import Timeline
@@ -89,6 +89,11 @@ INPUT_QUIET_S = 0.25
 # detail tab chosen by its key takes the screen (`zoom`) until Esc brings the overview back.
 SHORT_BELOW_NARROW = 24
 SHORT_BELOW_WIDE = 30
+
+
+# How often, and how long, the app asks how an agent that went away ended (InspectorApp.agent_ended).
+ENDED_ASK_S = 0.2
+ENDED_WAIT_S = 5.0
 
 
 class InspectorApp(App[None]):
@@ -149,6 +154,12 @@ class InspectorApp(App[None]):
     failed: reactive[str | None] = reactive(None, init=False, repaint=False)  # the source could not be read
     saved_to: reactive[str | None] = reactive(None, init=False, repaint=False)  # where `s` last saved it
     saved_turns: int | None = None  # how many turns that save holds
+    # How the agent ended, once it has (None while it runs): set by a command that started the agent
+    # and so knows its exit status (demo, run). An agent that finished is then "Agent exited", not the
+    # red "Agent disconnected" over a demo that ran to its end; an attached agent's status is unknown.
+    agent_ended: Callable[[], str | None] | None = None
+    _ended_asks = 0
+    _ended_timer: Timer | None = None
 
     def __init__(self, source: Source, theme: str | None = None, start_turn: int | None = None) -> None:
         super().__init__()
@@ -488,6 +499,25 @@ class InspectorApp(App[None]):
         # disconnected)".
         reason = message.reason[:1].upper() + message.reason[1:]
         self.notify(f"{reason}. {counted(len(self.timeline), 'turn')} kept; {where}.", severity="warning", timeout=8, markup=False)
+        if self.agent_ended is not None and message.reason != FINISHED:
+            # The agent closes its socket a moment before its process ends (its probe flushes first, up
+            # to ~2 s): asked a few times a second until it has, for at most ENDED_WAIT_S.
+            self._ended_asks = 0
+            self._ended_timer = self.set_interval(ENDED_ASK_S, self._ask_agent_ended)
+
+    def _ask_agent_ended(self) -> None:
+        ended = self.agent_ended() if self.agent_ended is not None else None
+        self._ended_asks += 1
+        if ended is None and self._ended_asks * ENDED_ASK_S < ENDED_WAIT_S:
+            return
+        if self._ended_timer is not None:
+            self._ended_timer.stop()
+        self.agent_ended = None  # said once
+        if ended == FINISHED:
+            self.disconnected = FINISHED  # the status line: "Agent exited", in the success colour
+        elif ended is not None:
+            self.notify(ended[:1].upper() + ended[1:], title="the agent failed", severity="error", timeout=15,
+                        markup=False)
 
     @on(SourceFailed)
     def _source_failed(self, message: SourceFailed) -> None:

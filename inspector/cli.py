@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,7 +24,7 @@ from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import run_plain_command
 from .missing_param import OneLineMissing
-from .proxy_cli import proxy, run
+from .proxy_cli import agent_ended, proxy, run
 from .simulate_cli import simulate
 from .token_arg import number_option, tokens_option
 
@@ -341,14 +342,21 @@ def _check_plan_options(window: int | None, provider: str | None) -> None:
 # ------------------------------------------------------------------ TUI entry points
 
 
-def _run_app(source: Any, theme: str | None, start_turn: int | None = None) -> None:
+def _run_app(
+    source: Any,
+    theme: str | None,
+    start_turn: int | None = None,
+    agent_ended: Callable[[], str | None] | None = None,
+) -> None:
     need_terminal("the inspector", "or `cp-inspect explain` for text")
     startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
     try:
         from .app import InspectorApp
         from .app_exit import run_app
 
-        run_app(InspectorApp(source, theme=theme, start_turn=start_turn))
+        inspector = InspectorApp(source, theme=theme, start_turn=start_turn)
+        inspector.agent_ended = agent_ended
+        run_app(inspector)
     finally:
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
 
@@ -529,7 +537,7 @@ def demo(
         fail(f"{exc}\n{err[-400:]}")
     src.header["recording"] = str(rec)
     try:
-        _run_app(src, theme)
+        _run_app(src, theme, agent_ended=lambda: agent_ended(child, log))
     finally:
         if child.poll() is None:
             child.terminate()

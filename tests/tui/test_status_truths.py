@@ -4,6 +4,10 @@ before the turn and the play state; `s` in a replay says why it does nothing; `?
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from inspector.app import InspectorApp
 from inspector.screens import HelpScreen
 from inspector.screens.save import SaveScreen
@@ -211,3 +215,43 @@ async def test_a_run_whose_agent_finished_says_exited_not_disconnected() -> None
             return 0
 
     assert agent_ended(Done(), None) == FINISHED  # type: ignore[arg-type]
+
+
+async def _went_away(code: int, tmp_path: Path) -> tuple[str, list[str]]:
+    """A live agent the app's command started (as `cp-inspect demo` starts its agent) closes its socket a
+    moment before its process ends: what the status line and the notifications say once it has ended."""
+    from inspector.messages import SourceDisconnected
+    from inspector.proxy_cli import agent_ended
+
+    log = tmp_path / "agent.log"
+    child = subprocess.Popen([sys.executable, "-c", f"import sys, time; time.sleep(0.5); sys.exit({code})"])
+    src = SyntheticSource(12, live=True, initial=12, delay=0.01, disconnect=False)
+    src.header |= {"recording": "/tmp/rec/demo.cpsession"}
+    app = InspectorApp(src)
+    app.agent_ended = lambda: agent_ended(child, log)
+    try:
+        async with app.run_test(size=(200, 40), notifications=True) as pilot:
+            await settle(pilot)
+            app.post_message(SourceDisconnected(f"agent pid {child.pid} disconnected"))
+            for _ in range(100):  # the app asks a few times a second, up to 5 s
+                await pilot.pause(0.1)
+                if app.agent_ended is None:
+                    break
+            await settle(pilot)
+            return _drawn(app), [n.message for n in app._notifications]
+    finally:
+        child.wait(10)
+
+
+async def test_a_demo_whose_agent_ran_to_its_end_says_exited_not_disconnected(tmp_path: Path) -> None:
+    # `cp-inspect demo` ran to its end under the red "Agent disconnected" banner, which read as a failure.
+    drawn, told = await _went_away(0, tmp_path)
+    assert "Agent exited — 12 turns kept; recording kept at /tmp/rec/demo.cpsession" in drawn, drawn
+    assert "Agent disconnected" not in drawn, drawn
+    assert not any("failed" in t for t in told), told
+
+
+async def test_a_demo_whose_agent_failed_says_how_and_where_its_output_is(tmp_path: Path) -> None:
+    drawn, told = await _went_away(3, tmp_path)
+    assert "Agent disconnected — 12 turns kept" in drawn, drawn
+    assert f"The agent exited with status 3 (its output: {tmp_path / 'agent.log'})" in told, told
