@@ -147,7 +147,7 @@ def test_clear_tool_uses_requests_are_made_from_the_last_as_from_scratch(markers
         assert list(pr.blocks) == ref.request(v).blocks
         grown += pr.same is not None and pr.actions == ["clear_tool_uses"]
         # The edited conversation, carried turn to turn, on the last turn's run (not a tuple a turn).
-        edited = p._carry[3] if p._carry is not None else None
+        edited = p._last_edit[3] if p._last_edit is not None else None
         if (
             isinstance(last, Grown)
             and isinstance(edited, Grown)

@@ -71,7 +71,7 @@ class ClearToolUses:
         # The last turn's edit, when it cleared (see _clear): (its conversation, results cleared, their
         # places by message, the edited conversation, tokens freed, the list the edited conversation
         # was made from: the carry's own).
-        self._carry: (
+        self._last_edit: (
             tuple[Messages, int, dict[int, list[int]], Messages, int, list[Message]]
             | None
         ) = None
@@ -102,7 +102,7 @@ class ClearToolUses:
         self._cleared.clear()
         self._rehashed.clear()
         self._scanned = ((), [])
-        self._carry = None
+        self._last_edit = None
         self._edit = None
         self._sent = None
         self._req = None
@@ -170,7 +170,7 @@ class ClearToolUses:
         messages with a newly cleared result (_clear_all does the whole conversation: the reference)."""
         results = self._results(msgs)
         n = max(0, len(results) - self.keep)
-        carry, self._carry = self._carry, None
+        carry, self._last_edit = self._last_edit, None
         self._edit = None
         if carry is None or self.exclude_tools:
             return self._clear_all(msgs, results[:n], m)
@@ -236,7 +236,7 @@ class ClearToolUses:
         else:
             out = Grown.of(new)
         if not self.exclude_tools:
-            self._carry = (msgs, n, by_msg, out, freed, new)
+            self._last_edit = (msgs, n, by_msg, out, freed, new)
         return out
 
     def request(self, v: TurnView) -> PeerRequest:
