@@ -24,13 +24,20 @@ with fresh text objects each repeat (so no cached UTF-8 form is reused) and a fr
 repeat (it fills as a session would). A way that is cheaper cold on the steady turns would be the
 cheaper cold first count issue 12 asks for.
 
+Last, a bound for any redesign of the steady turn (IdealTurns): the engine's requests rebuilt turn by
+turn doing only what any turn must (count the turn's new texts, encode the new or changed messages,
+join the body from the carried pieces, resume its hash, journal a tuple), cold and warm against the
+json.dumps floor of the same body in the same process. --ideal prints only that.
+
     .venv/bin/python benchmarks/bench_cold_count.py [--file PATH] [--provider anthropic] [--window 32000]
-        [--repeats 6] [--warm 10]
+        [--repeats 6] [--warm 10] [--ideal]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import statistics
 import sys
 import time
@@ -50,10 +57,11 @@ PHASES = ("feed", "count", "next_request", "record_usage", "reply")
 
 
 def replay_phases(
-    imp: Any, window: int, evict: Callable[[], object] | None
+    imp: Any, window: int, evict: Callable[[], object] | None, bodies: list[dict[str, Any]] | None = None
 ) -> tuple[list[tuple[float, ...]], list[list[str]]]:
     """One replay: per turn the phases' times (PHASES' order; `count` is inside next_request and feed)
-    and the texts the engine's counter tokenized in that turn, in order."""
+    and the texts the engine's counter tokenized in that turn, in order; each turn's request body
+    appended to `bodies` when given (parsed after the turn's timing)."""
     run = be.EngineRun(imp, window)
     pipe = run.pipe
     timed = run.tokenizer  # bench_engine.TimedTokenizer: the counter's tokenizer, timed
@@ -77,7 +85,7 @@ def replay_phases(
         for m in call.messages[fed:]:
             run.feed(m)
         t1 = WALL()
-        pipe.next_request()
+        req = pipe.next_request()
         t2 = WALL()
         if usage is not None:
             pipe.record_usage(usage)
@@ -90,6 +98,8 @@ def replay_phases(
         out.append((t1 - t0, timed.cpu - tok0, t2 - t1, t3 - t2, t4 - t3))
         texts.append(seen[:])
         seen.clear()
+        if bodies is not None:
+            bodies.append(req.body)
         fed = len(call.messages) + (call.response is not None)
     run.close()
     return out, texts
@@ -155,6 +165,77 @@ def time_ways(
     return best
 
 
+class IdealTurns:
+    """The least a steady turn could do in Python, for a bound: the engine's requests rebuilt by appending.
+
+    Its state is each message's encoded bytes and the sha256 of the body up to each message (as a lane
+    carries its layout and its resumed body hash); a turn counts the texts the engine counted in it
+    (the crate), encodes the messages that changed or are new (json.dumps, as the floor encodes them:
+    at Anthropic the message the tail cache marker left is one of them), joins the body from the
+    carried pieces, resumes the hash over the new pieces, and journals one tuple. No checks, no policy,
+    no trace: any engine turn does at least this much, so its cold time over the cold floor is the
+    ratio no redesign of the lane's Python gets under."""
+
+    def __init__(
+        self, bodies: list[dict[str, Any]], texts: list[list[str]], count: Callable[[str], int]
+    ) -> None:
+        self.count = count
+        self.plan: list[tuple[bytes, bytes, int, list[Any]]] = []  # per turn: head, tail, first changed, new
+        prev: list[Any] = []
+        prev_head = b""
+        for body in bodies:
+            msgs = body.get("messages", [])
+            head = (
+                json.dumps({k: v for k, v in body.items() if k != "messages"})[:-1].encode()
+                + b', "messages": ['
+            )
+            k = 0
+            if head == prev_head:
+                while k < min(len(msgs), len(prev)) and msgs[k] == prev[k]:
+                    k += 1
+            self.plan.append((head, b"]}", k, msgs[k:]))
+            prev, prev_head = msgs, head
+        self.texts = texts
+
+    def run(
+        self, evict: Callable[[], object] | None, warm: int, keep: list[tuple[bytes, str]] | None = None
+    ) -> list[tuple[float, float]]:
+        """One pass over the turns: per turn (from `warm`) its time and the floor's (json.dumps of the
+        same body, as bench_engine's floor), each after an eviction when `evict` is given; each turn's
+        body and hash appended to `keep` when given (untimed)."""
+        frags: list[bytes] = []
+        hashes: list[Any] = [hashlib.sha256()]
+        journal: list[tuple[int, str, int]] = []
+        out: list[tuple[float, float]] = []
+        for i, (head, tail, k, new) in enumerate(self.plan):
+            texts = [(t + " ")[:-1] for t in self.texts[i]]
+            if evict is not None:
+                evict()
+            t0 = WALL()
+            for t in texts:
+                self.count(t)
+            del frags[k:], hashes[k + 1 :]
+            h = hashes[k].copy()
+            for m in new:
+                frag = json.dumps(m).encode()
+                frags.append(frag)
+                h.update(frag)
+                hashes.append(h.copy())
+            body = head + b", ".join(frags) + tail
+            journal.append((i, h.hexdigest(), len(body)))
+            took = WALL() - t0
+            if keep is not None:
+                keep.append((body, journal[-1][1]))
+            if i >= warm:
+                whole = json.loads(body)
+                if evict is not None:
+                    evict()
+                t0 = WALL()
+                json.dumps(whole)
+                out.append((took, WALL() - t0))
+        return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--file", type=Path, default=be.DEFAULT)
@@ -162,15 +243,19 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=32_000)
     ap.add_argument("--repeats", type=int, default=6)
     ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
+    ap.add_argument("--ideal", action="store_true", help="only the least a steady turn could do (IdealTurns)")
     args = ap.parse_args()
     be.PROVIDER = args.provider
     imp = load(args.file)
     evict = be.cache_evictor()
-    runs = []
-    texts: list[list[str]] = []
-    for _ in range(args.repeats):
-        got, texts = replay_phases(imp, args.window, evict)
-        runs.append(got)
+    bodies: list[dict[str, Any]] = []
+    runs = [replay_phases(imp, args.window, evict, bodies)[0]]
+    texts = replay_phases(imp, args.window, None)[1]
+    count, pretokenize = crate()
+    if args.ideal:
+        return ideal(args, IdealTurns(bodies, texts, count), evict)
+    for _ in range(args.repeats - 1):
+        runs.append(replay_phases(imp, args.window, evict)[0])
     n = len(imp.calls)
     best = [[min(r[i][j] for r in runs) for j in range(len(PHASES))] for i in range(n)]
     steady = best[args.warm :]
@@ -184,7 +269,6 @@ def main() -> int:
         inside = "  (inside feed and next_request)" if name == "count" else ""
         print(f"    {name:<13} {statistics.median(s[j] for s in steady) * 1e6:7.1f}{inside}")
 
-    count, pretokenize = crate()
     ways: dict[str, Callable[[], Callable[[str], int]]] = {
         "crate": lambda: count,
         "pretokenize": lambda: lambda t: len(pretokenize(t)),
@@ -213,6 +297,31 @@ def main() -> int:
         w = statistics.median(warm[name][args.warm :])
         print(f"    {name:<12} {c * 1e6:7.1f} / {w * 1e6:6.1f}")
     print("  (warm: the same texts counted in the repeat before, so the crate's tables for them are warm)")
+    return ideal(args, IdealTurns(bodies, texts, count), evict)
+
+
+def ideal(args: argparse.Namespace, turns: IdealTurns, evict: Callable[[], object]) -> int:
+    """Prints IdealTurns' steady median cold and warm beside the floor's (minimum per turn over the
+    repeats, the two states alternating repeat by repeat)."""
+    best: dict[str, list[tuple[float, float]]] = {}
+    for r in range(2 * args.repeats):
+        state = "cold" if r % 2 == 0 else "warm"
+        got = turns.run(evict if state == "cold" else None, args.warm)
+        was = best.get(state)
+        best[state] = (
+            got
+            if was is None
+            else [(min(a[0], b[0]), min(a[1], b[1])) for a, b in zip(was, got, strict=True)]
+        )
+    print(
+        "  the least a steady turn could do (IdealTurns: count, encode the new messages, join, hash, journal):"
+    )
+    for state, rows in best.items():
+        mine = statistics.median(r[0] for r in rows)
+        floor = statistics.median(r[1] for r in rows)
+        print(
+            f"    {state}: {mine * 1e6:6.1f} us against the floor's {floor * 1e6:6.1f}: {mine / floor:.2f}x"
+        )
     return 0
 
 

@@ -45,3 +45,34 @@ def test_replay_phases_collects_the_engines_counts_per_turn() -> None:
     assert counted and all(isinstance(t, str) and t for t in counted)
     # Turn 0 tokenizes the system prompt and the first user message (at least those).
     assert any(m.content in texts[0] for m in imp.calls[0].messages if m.role == "system")
+
+
+@needs_crate
+def test_ideal_turns_rebuild_each_request_by_appending() -> None:
+    """IdealTurns is a bound only if it does the work: each turn's body, made from the carried pieces and
+    the changed messages alone, is the floor's encoding of that turn's request, and its resumed hash is
+    that body's sha256."""
+    import hashlib
+    import json
+
+    imp = load(ROOT / "tests" / "fixtures" / "synthetic" / "proxy_anthropic.jsonl")
+    bodies: list[dict[str, object]] = []
+    _, texts = bcc.replay_phases(imp, 32_000, None, bodies)
+    ideal = bcc.IdealTurns(bodies, texts, bcc.crate()[0])
+    kept: list[tuple[bytes, str]] = []
+    rows = ideal.run(None, 1, kept)
+    assert len(rows) == len(bodies) - 1 and len(kept) == len(bodies)
+    for body, (got, digest) in zip(bodies, kept, strict=True):
+        # The same request (its messages put last: the carried head is everything else).
+        assert json.loads(got) == body
+        assert (
+            got
+            == json.dumps(
+                {**{k: v for k, v in body.items() if k != "messages"}, "messages": body["messages"]}
+            ).encode()
+        )
+        # The resumed hash covers each message's encoding, in order (the carried head apart).
+        whole = b"".join(json.dumps(m).encode() for m in body["messages"])  # type: ignore[union-attr]
+        assert digest == hashlib.sha256(whole).hexdigest()
+    # The fixture's later turns append: the last one encodes only what changed since the one before.
+    assert ideal.plan[-1][2] > 0
