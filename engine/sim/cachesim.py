@@ -29,7 +29,9 @@ Rules per provider (sources: the providers' public docs; see each class):
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_left, bisect_right
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, count, islice, repeat
@@ -208,17 +210,30 @@ class KeyTable:
     is then found either in `ids`, (key of the prefix one block shorter, the block's hash) for the first
     key of each run, or as the next key in the run of the shorter prefix when the block's hash is the
     run's next one. A sliding window meets ~80k new prefixes in a long session: entering each in a dict
-    cost ~0.2 us, the run a slice."""
+    cost ~0.2 us, the run a slice.
+
+    A block hash is walked as a small int (`hashes`: each distinct hash numbered as first met), and a
+    run's and a call's hashes are arrays of them: a window that moved (clear_tool_uses past its window)
+    copies ~4,800 hashes a call, several times (its run, the call's carried hashes, an earlier line's),
+    and as lists of the blocks' own str objects each copy and free touched ~4,800 scattered reference
+    counts (~50 us cold); an array is one memcpy, at half the memory of a list's pointers."""
 
     def __init__(self) -> None:
-        self.ids: dict[tuple[Key, str], Key] = {}  # (prefix, next block's hash) -> first key of a run
+        self.ids: dict[tuple[Key, int], Key] = {}  # (prefix, next block's hash id) -> first key of a run
         self.starts: list[Key] = []  # each run's first key, ascending (runs are handed out in order)
-        self.runs: list[list[str]] = []  # each run's block hashes: key starts[r] + i ends with runs[r][i]
+        # Each run's block hash ids: key starts[r] + i ends with the block whose hash id is runs[r][i].
+        self.runs: list[Sequence[int]] = []
         self.next: Key = 1  # the next key to hand out
+        # Block hash -> its id (numbered from 1 as first met; only equality of ids is ever read).
+        self.hashes: defaultdict[str, int] = defaultdict(count(1).__next__)
 
     def __len__(self) -> int:
         """How many keys were handed out."""
         return self.next - 1
+
+    def hash_ids(self, shas: Iterable[str]) -> array[int]:
+        """The ids of `shas`, in order (a new hash gets the next id: in C, the dict's default)."""
+        return array("i", map(self.hashes.__getitem__, shas))
 
 
 def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -273,8 +288,15 @@ def _prefix_keys(blocks: Sequence[Block], table: KeyTable) -> list[Key]:
     return _extend_keys([0], [b.sha for b in blocks], table)
 
 
-def _extend_keys(keys: list[Key], shas: list[str], table: KeyTable) -> list[Key]:
-    """Append the keys of the prefixes that extend keys[-1]'s by each of `shas` in turn.
+def _extend_keys(keys: list[Key], shas: Sequence[str], table: KeyTable) -> list[Key]:
+    """Append the keys of the prefixes that extend keys[-1]'s by each of the block hashes `shas` in turn
+    (walked as their ids in `table`: see _extend_ids)."""
+    return _extend_ids(keys, table.hash_ids(shas), table)
+
+
+def _extend_ids(keys: list[Key], shas: Sequence[int], table: KeyTable) -> list[Key]:
+    """Append the keys of the prefixes that extend keys[-1]'s by each of `shas` (block hash ids, see
+    KeyTable.hashes) in turn.
 
     A prefix's key is interned, not hashed: the key of the prefix one block shorter and the block's
     content hash lead to it through `table` (see KeyTable), a new number when they lead nowhere. Two
@@ -289,7 +311,7 @@ def _extend_keys(keys: list[Key], shas: list[str], table: KeyTable) -> list[Key]
     return keys
 
 
-def _walk_keys(keys: list[Key], shas: list[str], table: KeyTable, start: int = 0) -> int:
+def _walk_keys(keys: list[Key], shas: Sequence[int], table: KeyTable, start: int = 0) -> int:
     """_extend_keys(keys, shas[start:], table) without its last step: the keys of the prefixes already in
     `table` are appended to `keys`; the rest, every one new, are handed out as one run and not appended.
     Returns how many were handed out: they are range(table.next - that, table.next), in order (see
@@ -324,6 +346,8 @@ def _walk_keys(keys: list[Key], shas: list[str], table: KeyTable, start: int = 0
         # Met for the first time: so is every longer prefix of these blocks. One run for all of them.
         first = table.next
         rest = shas[i:]
+        if type(rest) is not array:  # (a run's hashes are compared with a call's as arrays)
+            rest = array("i", rest)
         table.next = first + len(rest)
         table.ids[(h, rest[0])] = first
         starts.append(first)
@@ -337,7 +361,7 @@ _AGREE_FIRST = 32
 _AGREE_GROWTH = 4
 
 
-def _agreeing(run: list[str], j: int, shas: Sequence[str], i: int, k: int) -> int:
+def _agreeing(run: Sequence[int], j: int, shas: Sequence[int], i: int, k: int) -> int:
     """How many of run[j : j + k] and shas[i : i + k] agree from their starts (common_prefix_len of
     the two), read in stretches that grow geometrically, each compared in C: the work follows the
     agreeing part, not k. Walking a prefix that an earlier call left as many runs (clear_tool_uses past
@@ -376,9 +400,10 @@ class _KeyChain:
     def __init__(self, ids: KeyTable | None = None) -> None:
         self.ids = KeyTable() if ids is None else ids  # the intern table of the keys (see _extend_keys)
         self.blocks: Sequence[Block] = ()
-        # The blocks' hashes: extended and cut in place, as keys and raw, only on the last call's line
-        # (see take_raw); else a new list, so an entry of _earlier holds its call's hashes as they were.
-        self.shas: list[str] = []
+        # The blocks' hash ids (KeyTable.hashes): extended and cut in place, as keys and raw, only on the
+        # last call's line (see take_raw); else a new array, so an entry of _earlier holds its call's
+        # hashes as they were.
+        self.shas: array[int] = array("i")
         self.keys: list[Key] = [0]
         # The keys after `keys`, not made into a list: those the last call handed out, when it was taken
         # lazily (take_lazy). A window that moved to where no call started before (clear_tool_uses past
@@ -388,7 +413,9 @@ class _KeyChain:
         self.tail: range = _NO_KEYS
         # The running token sums, as raw[j] + base (see _Sums): a shifted request's stretch keeps the
         # previous call's raw sums as they are and moves `base`, not every sum in it.
-        self.raw: list[int] = [0]
+        # (An array, as the hashes: a shifted call copies the stretch's ~4,800 sums, and as a list of
+        # ints each copy and free touched their scattered objects.)
+        self.raw: array[int] = array("q", [0])
         self.base = 0
         self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
         # keys[:old] of the last take were in the table before it; keys[old:] were handed out by it. A
@@ -410,7 +437,7 @@ class _KeyChain:
         # they are then held by this chain and by that line's entry only, which the call replaces.
         # (position, blocks, keys, raw sums, base, checked, the blocks' hashes, the keys' tail) each.
         self._earlier: dict[
-            int, tuple[int, Sequence[Block], list[Key], list[int], int, bool, list[str], range]
+            int, tuple[int, Sequence[Block], list[Key], array[int], int, bool, array[int], range]
         ] = {}
         self._line = 0  # where the last call's line parted (see _done)
         # The last take came back to an earlier line (_from_earlier): (that line's entry key, the blocks
@@ -439,7 +466,7 @@ class _KeyChain:
         check_order: bool = False,
         shared: int | None = None,
         stretch: tuple[int, int, int] | None = None,
-    ) -> tuple[list[Key], list[int], int]:
+    ) -> tuple[list[Key], array[int], int]:
         """take(blocks), as (keys, raw, base): the cumulative tokens are raw[j] + base. The lists are the
         chain's own, valid until its next call. `shared`: blocks[:shared] are the previous call's own
         Block objects (Call.shared); None: found by comparing. `stretch`: Call.stretch, read only with
@@ -454,7 +481,7 @@ class _KeyChain:
         shared: int | None = None,
         stretch: tuple[int, int, int] | None = None,
         lazy: bool = True,
-    ) -> tuple[list[Key], range, list[int], int]:
+    ) -> tuple[list[Key], range, array[int], int]:
         """take_raw(blocks) as (keys, tail, raw, base): the call's keys are keys + tail, where `tail` is the
         keys it handed out (every prefix from the first one no call sent before: `old` on), not made into
         ints in a list (lazy=False: made, and `tail` is empty)."""
@@ -523,28 +550,29 @@ class _KeyChain:
         prev_raw, base = self.raw, self.base
         if m:
             # The call's hashes made once: walked from `common`, then carried as they are.
+            hid = self.ids.hashes.__getitem__
             full = shas[:common]
-            full += map(_SHA, head)
+            full.extend(map(hid, map(_SHA, head)))
             full += shas[a : a + m]
-            full += map(_SHA, tail)
+            full.extend(map(hid, map(_SHA, tail)))
             keys = _keys_upto(self.keys, self.tail, common + 1)
             fresh = _walk_keys(keys, full, self.ids, common)
             raw = prev_raw[: common + 1]
-            raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
+            raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
             d = raw[-1] - prev_raw[a]  # what the stretch's sums move by here
             if d and m > len(raw):
                 # The stretch is most of the call: its raw sums are the previous call's as they are, and
                 # the base moves by d; the few before it are taken down by d instead.
-                raw = [x - d for x in raw]
+                raw = array("q", [x - d for x in raw])
                 base += d
                 raw += prev_raw[a + 1 : a + m + 1]
             elif d:
-                raw += map(add, prev_raw[a + 1 : a + m + 1], repeat(d))
+                raw.extend(map(add, prev_raw[a + 1 : a + m + 1], repeat(d)))
             else:
                 raw += prev_raw[a + 1 : a + m + 1]
-            raw += islice(accumulate(after, initial=raw[-1]), 1, None)
+            raw.extend(islice(accumulate(after, initial=raw[-1]), 1, None))
         else:
-            new_shas = list(map(_SHA, head))
+            new_shas = self.ids.hash_ids(map(_SHA, head))
             if self._line < common and 2 * common >= len(prev) and prev[self._line] is blocks[self._line]:
                 # On the last call's line (see _done): its lists are this chain's and that line's entry's
                 # only, and the entry is replaced by this call's. Cut and extended in place: a call that
@@ -559,7 +587,7 @@ class _KeyChain:
             else:
                 keys, raw = _keys_upto(self.keys, self.tail, common + 1), prev_raw[: common + 1]
             fresh = _walk_keys(keys, new_shas, self.ids)
-            raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
+            raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
         # The keys handed out are the last ones (after the first prefix not in the table, every one is
         # new): keys[old:] of the call, its tail.
         old = len(keys)
@@ -581,7 +609,7 @@ class _KeyChain:
 
     def _from_earlier(
         self, blocks: Sequence[Block], common: int, check_order: bool, lazy: bool
-    ) -> tuple[list[Key], range, list[int], int] | None:
+    ) -> tuple[list[Key], range, array[int], int] | None:
         """take_raw(blocks) from an earlier call (not the last one) that parted from its own previous
         call at the block this one parts at, when it shares most of what follows with this one: its keys,
         sums and hashes as far as the two agree, then the rest read. None when there is none such."""
@@ -607,7 +635,7 @@ class _KeyChain:
         # list is that call's own: see self.shas), the rest read from the blocks. Read from every block
         # (~4,700 a clear_tool_uses call past its window), they were ~1.5 ms of such a call.
         shas = eshas[:c]
-        shas += map(_SHA, rest)
+        shas.extend(map(self.ids.hashes.__getitem__, map(_SHA, rest)))
         keys = _keys_upto(ekeys, etail, c + 1)
         fresh = _walk_keys(keys, shas, self.ids, c)
         old = len(keys)
@@ -616,7 +644,7 @@ class _KeyChain:
             keys += made
             made = _NO_KEYS
         raw = eraw[: c + 1]
-        raw += islice(accumulate(tokens, initial=raw[-1]), 1, None)
+        raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
         self._done(blocks, common, keys, made, raw, ebase, shas, check_order, old)
         self.cut = None
         self.back = (id(blocks[common]), eb, c)
@@ -628,9 +656,9 @@ class _KeyChain:
         common: int,
         keys: list[Key],
         tail: range,
-        raw: list[int],
+        raw: array[int],
         base: int,
-        shas: list[str],
+        shas: array[int],
         checked: bool,
         old: int,
     ) -> None:
@@ -672,7 +700,7 @@ class _Sums:
 
     __slots__ = ("raw", "base")
 
-    def __init__(self, raw: list[int], base: int) -> None:
+    def __init__(self, raw: Sequence[int], base: int) -> None:
         self.raw, self.base = raw, base
 
     def __getitem__(self, j: int) -> int:
@@ -682,7 +710,7 @@ class _Sums:
         return len(self.raw)
 
 
-def _sums(raw: list[int], base: int) -> Sequence[int]:
+def _sums(raw: Sequence[int], base: int) -> Sequence[int]:
     # (Indexed and measured only, as a Sequence of the sums.)
     return cast(Sequence[int], _Sums(raw, base)) if base else raw
 
@@ -735,7 +763,7 @@ def find_stretch(prev: Sequence[Any], new: Sequence[Any], common: int) -> tuple[
 
 
 def _chain(key: Key, sha: str, ids: KeyTable) -> Key:
-    return _extend_keys([key], [sha], ids)[1]
+    return _extend_ids([key], array("i", [ids.hashes[sha]]), ids)[1]
 
 
 def _cumulative(blocks: Sequence[Block]) -> list[int]:

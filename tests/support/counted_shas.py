@@ -4,16 +4,20 @@ _extend_keys) and counting the hashes the walk copies: the measure of the key-ru
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
-from engine.sim.cachesim import KeyTable, _extend_keys
+from engine.sim.cachesim import KeyTable, _extend_ids
 
 
-class CountedShas(list):  # type: ignore[type-arg]
-    """A call's block hashes, counting the hashes its slices copy (`copied`)."""
+class CountedShas(array):  # type: ignore[type-arg]
+    """A call's block hashes (as walked: their ids, an array), counting the hashes its slices copy
+    (`copied`)."""
 
-    def __init__(self, shas: list[str]) -> None:
-        super().__init__(shas)
+    def __new__(cls, shas: array[int]) -> CountedShas:
+        return super().__new__(cls, "i", shas)
+
+    def __init__(self, shas: array[int]) -> None:
         self.copied = 0
 
     def __getitem__(self, i: Any) -> Any:
@@ -25,6 +29,6 @@ class CountedShas(list):  # type: ignore[type-arg]
 
 def walk_counted(shas: list[str], table: KeyTable) -> tuple[list[int], int]:
     """The prefix keys _extend_keys finds for `shas` from the root in `table`, and the hashes it copied."""
-    counted = CountedShas(shas)
-    got = _extend_keys([0], counted, table)
+    counted = CountedShas(table.hash_ids(shas))
+    got = _extend_ids([0], counted, table)
     return got, counted.copied
