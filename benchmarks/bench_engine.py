@@ -616,9 +616,10 @@ def pair_child(args: argparse.Namespace) -> int:
     imp = load(args.file)
     TokenCounter().count("warm up the tokenizer")
     naive, count_one = tiktoken_counter(), tiktoken_one()  # unused without peers; one_repeat's signature
+    evict = cache_evictor() if args.evict else None  # --ab --evict: both trees' turns cold
     for _line in sys.stdin:
         gc.collect()
-        out, _sizes = one_repeat(imp, args.window, None, naive, count_one, peers=False)
+        out, _sizes = one_repeat(imp, args.window, None, naive, count_one, peers=False, evict=evict)
         print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
     return 0
 
@@ -675,7 +676,7 @@ def ab(args: argparse.Namespace) -> int:
             env = dict(os.environ, PYTHONPATH=str(tree))
             cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
                    "--backend", args.backend, "--provider", args.provider, "--observe", args.observe,
-                   "--usage", args.usage]  # fmt: skip
+                   "--usage", args.usage] + (["--evict"] if args.evict else [])  # fmt: skip
             kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
     best = alternate(kids, args.rounds)
     ms = 1000.0
@@ -1273,6 +1274,7 @@ def main() -> int:
         import engine.tokens_cl100k
 
         engine.tokens_cl100k.rust_counter = lambda: None
+        engine.tokens_cl100k.rust_tokenizer = lambda: None  # (what the engine's loader asks since 2026-12-06)
     if not args.file.is_file():
         print(f"trajectory not found: {args.file} (set CONTEXTPIPE_TRAJECTORIES)", file=sys.stderr)
         return 2

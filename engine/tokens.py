@@ -41,15 +41,18 @@ class TiktokenTokenizer:
         self.backend = ""  # "bpe-openai" or "tiktoken", once loaded
 
     def _load(self) -> Callable[[str], int]:
-        from engine.tokens_cl100k import rust_counter
+        from engine.tokens_cl100k import PieceCounts, rust_tokenizer
 
-        fast = rust_counter()
-        if fast is None:
+        crate = rust_tokenizer()
+        if crate is None:
             encode = self._tiktoken_encode()
             self.backend = "tiktoken"
             self._encode = lambda text: len(encode(text))
             self.count = self._encode  # type: ignore[method-assign]  # as below
             return self._encode
+
+        # Counted piece by piece, common pieces remembered (cheaper after a model call: see PieceCounts).
+        fast = PieceCounts(*crate)
 
         def count(text: str) -> int:
             try:
