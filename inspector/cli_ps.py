@@ -32,18 +32,51 @@ def ps(as_json: bool = False) -> None:
         return
     if not agents:
         more = f" that you can attach to ({len(skipped)} skipped, see above)" if skipped else ""
-        echo(f"no live agents{more} (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
-                   "or runs under `cp-inspect run -- CMD`)")
+        echo(
+            f"no live agents{more} (an agent serves with Pipeline(..., serve=True) or CONTEXTPIPE_SERVE=1, "
+            "or runs under `cp-inspect run -- CMD`)"
+        )
         return
-    echo(f"{'PID':>9}  {'MODEL':<22}{'PROVIDER':<11}{'TURNS':>6}  COMMAND")
+    width = _terminal_columns()
+
+    def shown(v: object) -> str:
+        return "-" if v is None else str(v)
+
+    # Each column as wide as its longest value (the header at least): a model longer than the old fixed
+    # 22 ("claude-sonnet-4-5-20250929") ran into its provider ("...20250929anthropic").
+    model_w = max([len("MODEL"), *(len(shown(a.model)) for a in agents)]) + 2
+    provider_w = max([len("PROVIDER"), *(len(shown(a.provider)) for a in agents)]) + 2
+    echo(f"{'PID':>9}  {'MODEL':<{model_w}}{'PROVIDER':<{provider_w}}{'TURNS':>6}  COMMAND")
     for a in agents:
         errs = f"  [{a.tap_errors} tap errors]" if a.tap_errors else ""
         if a.error:  # alive, but it did not answer (stopped, busy): its figures are unknown, not "None"
             errs += f"  [not answering: {a.error}]"
+        head = f"{a.target:>9}  {shown(a.model):<{model_w}}{shown(a.provider):<{provider_w}}{shown(a.turns):>6}  "
+        echo(f"{head}{command_in(a.command, None if width is None else width - len(head) - len(errs))}{errs}")
 
-        def shown(v: object) -> str:
-            return "-" if v is None else str(v)
 
-        echo(
-            f"{a.target:>9}  {shown(a.model):<22}{shown(a.provider):<11}{shown(a.turns):>6}  {a.command[:60]}{errs}"
-        )
+# The least of a command kept when the terminal is narrow: below it the command is left whole (the
+# terminal wraps the line) rather than cut to a stub that names nothing.
+COMMAND_MIN = 16
+
+
+def command_in(command: str, room: int | None) -> str:
+    """`command` as ps's COMMAND column shows it in `room` cells: whole when it fits or when the output is
+    not a terminal (`room` None: a script reads it, and `ps --json` has it too), else cut at the end with
+    an ellipsis. It was cut at 60 characters whatever the width, with no mark: at 120 columns a run's
+    agent ("python -m my_agent --config configs/long-name.yaml --task ...") lost its task with half the
+    line empty, and the cut read as the whole command."""
+    if room is None or len(command) <= room or room < COMMAND_MIN:
+        return command
+    return command[: room - 1] + "…"
+
+
+def _terminal_columns() -> int | None:
+    """The terminal's width when stdout is one (COLUMNS first, as `ls` and `ps` honour it), else None."""
+    import shutil
+    import sys
+
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is None or not isatty():
+        return None
+    return shutil.get_terminal_size().columns

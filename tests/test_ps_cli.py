@@ -10,11 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from inspector.cli import app
+from tests.served_demo import served_demo
 
 
 @pytest.mark.parametrize("args", [["ps"], ["ps", "--json"]])
-def test_ps_with_a_runtime_directory_open_to_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    args: list[str]) -> None:
+def test_ps_with_a_runtime_directory_open_to_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
     rtdir = tmp_path / "contextpipe"
     rtdir.mkdir()
     os.chmod(rtdir, 0o755)
@@ -30,22 +32,12 @@ def test_ps_with_an_agent_that_does_not_answer(tmp_path: Path, monkeypatch: pyte
     """A stopped agent (SIGSTOP, a debugger): its row said "None None None" and nothing of why; now
     "-" for what it could not say, and that it is not answering."""
     import signal
-    import subprocess
-    import sys
     import tempfile
-    import time
 
     rt = Path(tempfile.mkdtemp(prefix="cpps-", dir="/tmp"))  # a Unix socket path must stay short
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
-    agent = subprocess.Popen([sys.executable, "-m", "inspector.demo_agent", "--serve", "--turns", "400",
-                              "--delay", "0.5"], env={**os.environ, "XDG_RUNTIME_DIR": str(rt)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = served_demo(rt, 400, 0.5)
     try:
-        sock = rt / "contextpipe" / f"{agent.pid}.sock"
-        give_up = time.monotonic() + 60  # the agent's start-up: seconds on a loaded machine
-        while not sock.exists() and time.monotonic() < give_up:
-            time.sleep(0.05)
-        assert sock.exists()
         agent.send_signal(signal.SIGSTOP)
         res = CliRunner().invoke(app, ["ps"])
         assert res.exit_code == 0, res.output
@@ -142,3 +134,102 @@ def test_ps_names_an_entry_that_is_not_a_socket(monkeypatch: pytest.MonkeyPatch)
     finally:
         s.close()  # type: ignore[attr-defined]
         shutil.rmtree(d.parent, ignore_errors=True)
+
+
+def _agents(command: str) -> list[object]:
+    from engine.probe.client import AgentInfo
+
+    return [
+        AgentInfo(
+            pid=4242,
+            command=command,
+            model="claude-sonnet-4-5-20250929",
+            provider="anthropic",
+            turns=12,
+            socket_path=Path("/nonexistent/4242.sock"),
+            session=1,
+        ),
+        AgentInfo(
+            pid=4343,
+            command="python agent.py",
+            model="gpt-4o",
+            provider="openai",
+            turns=3,
+            socket_path=Path("/nonexistent/4343.sock"),
+        ),
+    ]
+
+
+LONG_COMMAND = (
+    "python -m my_agent --config configs/a-rather-long-config-name.yaml --task "
+    "'fix the flaky test in tests/test_probe.py' --max-steps 40"
+)
+
+
+def test_ps_shows_the_whole_command_to_a_script_and_keeps_columns_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Piped (not a terminal), the COMMAND column is whole: it was cut at 60 characters with no mark
+    ("... --task 'fix the flaky" read as the command). A model longer than the old fixed 22-character
+    column ran into its provider ("claude-sonnet-4-5-20250929anthropic")."""
+    import engine.probe.client as client
+
+    monkeypatch.setattr(client, "list_agents", lambda skipped=None: _agents(LONG_COMMAND))
+    res = CliRunner().invoke(app, ["ps"])
+    assert res.exit_code == 0, res.output
+    head, first, second = res.stdout.splitlines()
+    assert first.endswith(LONG_COMMAND), first
+    assert first.split()[:4] == ["4242.1", "claude-sonnet-4-5-20250929", "anthropic", "12"], first
+    assert second.split()[:4] == ["4343", "gpt-4o", "openai", "3"], second
+    # the columns line up: each header starts where its values do
+    for name, value in (("PROVIDER", "anthropic"), ("TURNS", "12"), ("COMMAND", "python")):
+        assert head.index(name) <= first.index(value) < head.index(name) + len(name) + 1, (head, first)
+
+
+def _drained(fd: int) -> str:
+    """All a pty's master side holds now (one read can return part of it)."""
+    import select
+
+    got = b""
+    while select.select([fd], [], [], 0.5)[0]:
+        got += os.read(fd, 65536)
+    return got.decode()
+
+
+def test_ps_fits_the_command_to_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the command takes the columns left, cut with an ellipsis: at 100 columns the line
+    ends at the edge (it was cut at 60 characters whatever the width); at 200 it is whole."""
+    import fcntl
+    import io
+    import struct
+    import sys
+    import termios
+
+    import engine.probe.client as client
+    from inspector.cli_ps import ps
+
+    monkeypatch.setattr(client, "list_agents", lambda skipped=None: _agents(LONG_COMMAND))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    for cols in (100, 200):
+        master, slave = os.openpty()
+        try:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+            out = io.TextIOWrapper(io.FileIO(slave, "w", closefd=False), encoding="utf-8", newline="")
+            monkeypatch.setattr(sys, "stdout", out)
+            monkeypatch.setattr(sys, "__stdout__", out)
+            ps()
+            out.flush()
+            monkeypatch.undo()
+            monkeypatch.setattr(client, "list_agents", lambda skipped=None: _agents(LONG_COMMAND))
+            text = _drained(master)
+        finally:
+            os.close(master)
+            os.close(slave)
+        lines = text.replace("\r\n", "\n").splitlines()
+        row = next(line for line in lines if line.lstrip().startswith("4242.1"))
+        if cols == 100:
+            assert len(row) == 100 and row.endswith("…"), row
+            assert "--config configs/" in row
+        else:
+            assert row.endswith(LONG_COMMAND), row
