@@ -12,7 +12,7 @@ here, so both check, connect and run the same way.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import startup_gc
@@ -55,11 +55,42 @@ def attach(pid: str, theme: str | None = None) -> None:
         src = LiveSource(target[0], session=target[1], fold=True)
     except ContextPipeError as exc:
         fail(str(exc))
-    run_live(src, theme)
+    run_live(src, theme, process_ended(target[0]))
 
 
-def run_live(source: Source, theme: str | None) -> None:
-    """Run the inspector on a live source (cli._run_app's steps, without typer)."""
+def process_ended(pid: int) -> Callable[[], str | None]:
+    """How an attached agent ended, as InspectorApp.agent_ended asks it after a disconnect: status.EXITED
+    once process `pid` is gone (or a zombie its parent has not reaped), None while it runs (its probe
+    closed, or the connection was lost: "Agent disconnected" stays). `attach` is not the agent's parent,
+    so the status it exited with is not known here."""
+
+    def ended() -> str | None:
+        import os
+
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return None  # alive, another user's
+        else:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    zombie = f.read().rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
+            except OSError:
+                zombie = False
+            if not zombie:
+                return None
+        from .status import EXITED  # (the inspector's: textual is loaded by then)
+
+        return EXITED
+
+    return ended
+
+
+def run_live(source: Source, theme: str | None, agent_ended: Callable[[], str | None] | None = None) -> None:
+    """Run the inspector on a live source (cli._run_app's steps, without typer); `agent_ended` as
+    InspectorApp.agent_ended."""
     if not sys.stdin.isatty():
         # (cli_common.need_terminal's words; it imports typer.)
         fail(
@@ -72,6 +103,8 @@ def run_live(source: Source, theme: str | None) -> None:
         from .app import InspectorApp
         from .app_exit import run_app
 
-        run_app(InspectorApp(source, theme=theme))
+        inspector = InspectorApp(source, theme=theme)
+        inspector.agent_ended = agent_ended
+        run_app(inspector)
     finally:
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off

@@ -400,10 +400,10 @@ def attach(
     from engine.probe.runtime_dir import parse_target
     from inspector.sources.live import LiveSource
 
+    from . import attach_command
+
     if record is None:
         # What the console script runs without typer for a plain command line (attach_command.py).
-        from . import attach_command
-
         attach_command.attach(pid, theme)
         return
     target = parse_target(pid)
@@ -422,7 +422,7 @@ def attach(
     if record is not None:
         _save_on_termination()
     try:
-        _run_app(src, theme)
+        _run_app(src, theme, agent_ended=attach_command.process_ended(target[0]))
     finally:
         if record is not None:
             _save_received(src, record)

@@ -9,7 +9,7 @@ from rich.cells import cell_len
 
 from engine.wording import counted
 from inspector.session_view import SPEEDS, SessionView
-from panels.fmt import literal, model_in, one_line
+from panels.fmt import fit_cells, literal, model_in, one_line
 from panels.markup_line import Part, as_markup, assemble, parse
 
 # The most of a recording's file name the status line keeps when the turn number itself would not fit.
@@ -21,8 +21,15 @@ NAME_CHARS = 32
 # the name is whole in the tooltip and the help screen. Kept at 32, the name cut the model at 80 columns
 # ("claude-sonnet-…", the provider gone); shorter than this, the model is cut at the edge instead.
 NAME_MIN = 12
+# The least of a model's name kept, cut at its end, to leave its provider whole after it; with less room
+# the line is cut at the edge (the provider goes first).
+MODEL_MIN = 12
 # How a run's inspector is told its agent exited with status 0 (the reason of its SourceDisconnected)
 FINISHED = "the agent exited with status 0"
+# How an attached inspector is told its agent's process is gone: `attach` did not start it, so its exit
+# status is its parent's to know. It was "Agent disconnected" in red, as a connection lost to a running
+# agent reads, over an agent that had ended its work and exited.
+EXITED = "the agent's process has ended"
 SUFFIX = ".cpsession"  # what every recording's name ends with: the first thing a cut name leaves out
 # The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
 # shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
@@ -106,10 +113,14 @@ def status_parts(
     model_name = one_line(str(h.get("model", "")))
     provider = provider_label(model_name, str(h.get("provider", "")))
 
-    def model_markup(name: str) -> str:
-        return f"[$text-muted]{literal(name)} · {literal(one_line(provider))}[/]"
+    def model_markup(name: str, with_provider: bool = True) -> str:
+        said = f" · {literal(one_line(provider))}" if with_provider else ""
+        return f"[$text-muted]{literal(name)}{said}[/]"
 
     model = model_markup(model_name)
+    # The provider its model's name already says ("claude-…" · anthropic): the first to give way to the
+    # model on a narrow line. "openai wire" and bedrock say what the name does not.
+    implied = provider == h.get("provider") and provider in OWN_MODELS
     if failed is not None:
         return (f"{origin} [bold $text on $error] cannot read it: {literal(failed)} [/]",)
     damage = f"  [$warning]⚠ {literal(str(h['damage']))}[/]" if h.get("damage") else ""
@@ -145,6 +156,8 @@ def status_parts(
         # away: "Agent disconnected" in red over a run that ended well read as a failure.
         done = disconnected == FINISHED
         head, colour = ("Agent exited", "$success") if done else ("Agent disconnected", "$error")
+        if disconnected == EXITED:  # gone, its status not known: neither success nor a lost connection
+            head, colour = "Agent exited", "$primary"
 
         def banner(path: str, short: bool = False) -> str:
             # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too.
@@ -193,7 +206,7 @@ def status_parts(
     if width is None or _cells(full[: full.index(number) + 1]) < width:
         # The turn number is on screen; what follows it is cut at the edge with an ellipsis, a routed
         # model's prefix first ("…/claude-3.5-sonnet · openai wire", not "openrouter/anthropic/cla…").
-        return _model_fitted(full, model, model_name, model_markup, width)
+        return _model_fitted(full, model, model_name, model_markup, width, implied)
     # Narrower: the name is shortened to leave the turn on screen (12 cells at least, else it goes), then
     # the count goes.
     rest = f"  {mode}  {state}{dropped}  {model}"
@@ -204,21 +217,43 @@ def status_parts(
         shown = one_line(short_name(name, min(room, NAME_CHARS))) if room >= 12 else ""
     start = f"{kind} {literal(shown)}  " if shown else f"{kind} "
     if _cells((start, *turn)) < width:
-        return _model_fitted((start, *turn, rest), model, model_name, model_markup, width)
-    return _model_fitted((start, *turn[:2], rest), model, model_name, model_markup, width)
+        return _model_fitted((start, *turn, rest), model, model_name, model_markup, width, implied)
+    return _model_fitted((start, *turn[:2], rest), model, model_name, model_markup, width, implied)
 
 
 def _model_fitted(
-    parts: tuple[Part, ...], model: str, name: str, markup: Callable[[str], str], width: int | None
+    parts: tuple[Part, ...],
+    model: str,
+    name: str,
+    markup: Callable[[str, bool], str],
+    width: int | None,
+    implied: bool = False,
 ) -> tuple[Part, ...]:
-    """`parts` (ending with the model's markup, `model`) with the model's routing prefix left out as far
-    as the line needs (panels.fmt.model_in): the model that ran shows, and its provider when there is room."""
+    """`parts` (ending with the model's markup, `model`) fitted to `width`: the model's routing prefix left
+    out as far as the line needs (panels.fmt.model_in); then, when the provider is `implied` by the model's
+    name ("claude-…" at anthropic), the provider left out for the model whole; else the model's name cut
+    at its end down to MODEL_MIN cells, its provider kept after it. A live agent's line at 80 columns cut
+    "claude-sonnet-4-5-20250929 · anthropic" at the edge, "claude-sonnet-4-5-202509…": neither the model
+    whole nor the provider (which says whether it ran at Anthropic or through the OpenAI wire)."""
     over = 0 if width is None else _cells(parts) - width
     last = parts[-1]
     if over <= 0 or not isinstance(last, str) or not last.endswith(model):
         return parts
-    shown = model_in(name, max(1, cell_len(name) - over))
-    return parts if shown == name else (*parts[:-1], last[: len(last) - len(model)] + markup(shown))
+    before = last[: len(last) - len(model)]
+    if before.endswith(" " * 4):  # an empty state's gap ("following newest    model"): two of it go first
+        before, over = before[:-2], over - 2
+    room = cell_len(name) - over
+    shown = model_in(name, max(1, room))
+    with_provider = True
+    if cell_len(shown) > room and implied:
+        alone = _cells((markup(shown, True),)) - _cells((markup(shown, False),))  # " · anthropic"
+        with_provider, room = False, room + alone
+        shown = model_in(name, max(1, room))
+    if cell_len(shown) > room >= MODEL_MIN:
+        shown = fit_cells(shown, room)
+    if shown == name and with_provider and before == last[: len(last) - len(model)]:
+        return parts
+    return (*parts[:-1], before + markup(shown, with_provider))
 
 
 def _disconnected_line(

@@ -170,7 +170,8 @@ async def test_a_routed_model_shows_the_model_that_ran_and_a_bracket_is_no_route
 
     routed = "openrouter/anthropic/claude-3.5-sonnet"
     for model, size, shown in (
-        (routed, (80, 24), "⏸ 1×    …/claude-3.5-sonnet · op"),
+        # (and the empty state's gap gives two cells to the provider: "· op…" was all there was of it)
+        (routed, (80, 24), "⏸ 1×  …/claude-3.5-sonnet · openai wire"),
         (routed, (120, 40), f"⏸ 1×    {routed} · openai wire"),
         ("gpt-4o[/]", (80, 24), "⏸ 1×    gpt-4o[/] · openai"),
     ):
