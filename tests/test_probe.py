@@ -861,6 +861,9 @@ def test_a_client_of_an_agent_that_does_not_record_gets_the_frames_a_recorder_wr
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(T)
         sock.connect(str(probe.path))
+        # Its hello says it reads the turns' traces (a client that says nothing is sent a turn nobody
+        # asked to be built as its marker: tests/test_probe_hello_traces.py).
+        sock.sendall(encode_frame({"k": "hello", "protocol": 1}))
         buf = bytearray()
         (hello,) = _raw_frames(sock, 1, buf)
         n0 = msgpack.unpackb(hello[HEADER.size :])["snapshot"]

@@ -8,7 +8,8 @@ see `elide`, and with `"ring": true` too its live frames in a shared-memory ring
 with `"ring_unchecked": true` too no checksum on the frames the agent encodes for that ring, and with
 `"tail": true` only the snapshot's tail, see `_start`), `ping` and `fetch` (whole traces of turns, see
 `lean`, or a journal range, see `elide`). The agent's hello waits for the client's, HELLO_WAIT at most,
-since what follows it depends on what the client asks. Anything else, a corrupt or oversized frame, or another protocol version gets an
+since what follows it depends on what the client asks; the client is attached to the journal only then
+(see _register), and only a valid hello asking for a stream with traces makes the agent build them. Anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
 Admission never costs the agent its descriptors or its CPU: at most `max_clients` clients (default
@@ -282,24 +283,35 @@ class Handshake(ClientQueues):
         return turns, tap_errors
 
     def _register(self, sock: socket.socket, uid: int) -> None:
+        """Admit a connection: read what it sends, and wait for its hello (HELLO_WAIT at most). It is
+        not attached to the journal until then (see _attach): a connection that sends nothing, half a
+        frame or garbage costs the agent's thread nothing meanwhile (no event is queued for it, no call
+        bracketed, no trace built), and one that fails its hello never costs it anything."""
         c = Client(sock, uid)
+        c.cursor = self._head  # (not attached: holds back no release of the ring meanwhile)
+        self._clients[c.fd] = c
+        assert self._sel is not None
+        self._sel.register(sock, selectors.EVENT_READ, c)
+        c.hello_due = time.monotonic() + HELLO_WAIT
+        self._on_readable(c)
+
+    def _attach(self, c: Client) -> None:
+        """Attach `c` to the journal: counted (publish() queues events for it from here), its snapshot
+        taken. At its first valid hello, or when it is started without one (see _start)."""
+        c.attached = True
         # Events already published go to the clients attached before this one; this one starts at the
         # ring's head and gets the earlier ones from the snapshot taken below.
         self._absorb()
         c.cursor = self._head
         self._nclients += 1
         self.bracket = True  # not quiet (yet): the Pipeline's calls are bracketed again (see agent_send)
-        self._clients[c.fd] = c
-        assert self._sel is not None
-        self._sel.register(sock, selectors.EVENT_READ, c)
         try:
             src = self._snapshot()
             n = len(src)
             turns, tap_errors = self._count_turns(src, n)
         except Exception as exc:
             log.exception("probe snapshot() failed")
-            c.outbuf += encode_frame(self._hello_frame(0, 0))
-            self._fail(
+            self._fail(  # (with its hello first: see _fail)
                 c, "internal", f"the agent could not produce its journal snapshot: {type(exc).__name__}"
             )
             return
@@ -323,11 +335,6 @@ class Handshake(ClientQueues):
         c.snap_end = n
         c.jpos = n  # the first live event's journal position (see elide)
         c.hello_counts = (turns, tap_errors)
-        # What to send first depends on what the client asks in its hello (the whole snapshot, or its
-        # tail): wait for it a little. A ProbeClient sends it as soon as it has connected, so it is
-        # usually here already.
-        c.hello_due = time.monotonic() + HELLO_WAIT
-        self._on_readable(c)
 
     def _start(self, c: Client) -> None:
         """Send the hello and start the snapshot: the client's hello has been read (or HELLO_WAIT passed
@@ -337,6 +344,13 @@ class Handshake(ClientQueues):
         elided stream left out (see elide), within the CPU budget. The whole snapshot of a long session
         (~180,000 events after 30,000 turns) took the probe's I/O thread tens of seconds at its budget,
         and the inspector showed nothing until all of it was in."""
+        if not c.attached:
+            # Started without a hello of its own (at HELLO_WAIT, at its first frame or its end): served
+            # the journal as it is kept, but no reader of traces (see tracing_clients): a turn nobody
+            # else asked to be built comes to it as its `turn_deferred` marker.
+            self._attach(c)
+            if c.closing_deadline is not None:
+                return  # (its snapshot failed: told so, and closing)
         c.hello_due = None
         src = c.snap_src
         n = c.snap_end
@@ -442,6 +456,28 @@ class Handshake(ClientQueues):
             if c.hello_due is not None and kind != "hello":
                 self._start(c)  # it did not begin with a hello: the whole snapshot, as before hellos
             if kind == "hello":
+                theirs = f.get("protocol")
+                if theirs not in PROTOCOLS or type(theirs) is not int:
+                    # (Before it is attached: a hello the agent cannot answer costs it no snapshot.)
+                    self._fail(
+                        c,
+                        "protocol_mismatch",
+                        f"protocol mismatch: the agent speaks probe protocol {PROTOCOL_VERSION} (and "
+                        f"{', '.join(map(str, PROTOCOLS[:-1]))}), the client speaks {theirs!r}",
+                        protocol=PROTOCOL_VERSION,
+                        client_protocol=theirs,
+                    )
+                    return
+                if not c.attached:
+                    if not _asks_fold(f):
+                        # It reads the turns' traces (any stream but the fold stream's): counted before
+                        # its snapshot is taken, so that a turn the agent journals meanwhile is built
+                        # for it, as a turn after it is (see tracing_clients).
+                        c.tracing = True
+                        self._ntracing += 1
+                    self._attach(c)  # the journal from here (see _register)
+                    if c.closing_deadline is not None:
+                        return  # (its snapshot failed: told so, and closing)
                 if f.get("lean") is True and not c.lean:
                     c.lean = True
                     self._nlean += 1
@@ -465,6 +501,9 @@ class Handshake(ClientQueues):
                     c.frames = False  # (its events go as the fold stream's batches: see elide.fold_out)
                     self._nfold += 1
                     self._fold_changed()
+                    if c.tracing:  # (a second hello: it reads traces no more)
+                        c.tracing = False
+                        self._ntracing -= 1
                 if c.elide and f.get("quiet") is True and not c.quiet:
                     c.quiet = True  # no batch that only says where the journal has reached (see elide)
                     self._nquiet += 1
@@ -477,17 +516,11 @@ class Handshake(ClientQueues):
                     c.ring_unchecked = f.get("ring_unchecked") is True
                 if c.elide and f.get("tail") is True and c.hello_due is not None:
                     c.tail = True  # only the snapshot's tail (see _start); asked before it began
-                if theirs not in PROTOCOLS or type(theirs) is not int:
-                    self._fail(
-                        c,
-                        "protocol_mismatch",
-                        f"protocol mismatch: the agent speaks probe protocol {PROTOCOL_VERSION} (and "
-                        f"{', '.join(map(str, PROTOCOLS[:-1]))}), the client speaks {theirs!r}",
-                        protocol=PROTOCOL_VERSION,
-                        client_protocol=theirs,
-                    )
-                    return
                 c.protocol = theirs
+                if not c.fold and not c.tracing:
+                    # A hello from a client started without one: it reads the turns' traces from here.
+                    c.tracing = True
+                    self._ntracing += 1
                 if c.hello_due is not None:
                     self._start(c)
             elif kind == "trace" and c.fold:
@@ -565,6 +598,20 @@ class Handshake(ClientQueues):
             "read-only: connect, optionally send hello, then read",
         )
         return False
+
+
+def _asks_fold(f: dict[str, Any]) -> bool:
+    """Whether a client's first hello (a valid one) asks for the fold stream: what the hello's flags
+    below make a fold client of a client that asked for nothing before."""
+    theirs = f.get("protocol")
+    return (
+        f.get("lean") is True
+        and f.get("elide") is True
+        and f.get("fold") is True
+        and f.get("quiet") is True
+        and type(theirs) is int
+        and theirs >= FOLD_PROTOCOL
+    )
 
 
 def _kept(src: Sequence[Any], i: int, entry: Any) -> Any:

@@ -288,6 +288,8 @@ class Client:
         "tail",
         "fold",
         "protocol",
+        "attached",
+        "tracing",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -359,6 +361,12 @@ class Client:
         self.fold = False
         # The protocol its hello said (the agent's hello answers in it); None: it sent none.
         self.protocol: int | None = None
+        # Attached to the journal (counted in _nclients, its snapshot taken): at its first valid hello,
+        # or when started without one (see handshake._attach). Until then nothing is queued for it.
+        self.attached = False
+        # Counted in _ntracing: it sent a valid hello and does not read the fold stream, so it reads
+        # the turns' traces (see ClientQueues.tracing_clients).
+        self.tracing = False
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""
@@ -397,6 +405,10 @@ class ClientQueues:
         # Attached clients of the fold stream (see elide.fold_out): they need no trace built, so the
         # Pipeline stays on its unobserved path while every client is one (`tracing_clients`).
         self._nfold = 0
+        # Attached clients that said in a valid hello what they read, and read the turns' traces (any
+        # stream but the fold stream): only these make the Pipeline build each turn's trace as it comes
+        # (see tracing_clients). Written by the I/O thread only.
+        self._ntracing = 0
         # The kinds publish() may leave waiting while every client is quiet (see server.publish): the
         # elided ones, or with a fold client attached the fold stream's (see elide.FOLD_DEFER_KINDS).
         self._defer_kinds: frozenset[str] = ELIDED_KINDS
@@ -468,6 +480,8 @@ class ClientQueues:
             lost = overflow - self._overflow_seen
             self._overflow_seen = overflow
             for c in self._clients.values():
+                if not c.attached:
+                    continue  # (its snapshot, taken later, has them)
                 c.lose(lost)
                 c.jpos += lost  # (a client told `dropped` re-syncs; see elide)
         n = len(self._pending)
@@ -768,9 +782,13 @@ class ClientQueues:
 
     @property
     def tracing_clients(self) -> int:
-        """Attached clients that read the turns' traces (every one but a fold client's): while there is
-        none, the Pipeline need not build a turn's trace as it comes (see Pipeline._unwatched)."""
-        return self._nclients - self._nfold
+        """Attached clients that read the turns' traces: those whose valid hello asked for any stream
+        but the fold stream. While there is none, the Pipeline need not build a turn's trace as it
+        comes (see Pipeline._unwatched). A connection that has not sent a valid hello is not one: one
+        that sends nothing, half a frame or garbage costs the agent no trace (fuzz43: held open, such
+        clients made every turn build its trace, 2.28x the agent's quiet CPU); one started without a
+        hello is sent a turn nobody else asked to be built as its `turn_deferred` marker."""
+        return self._ntracing
 
     # Set by ProbeServer: what publish() queues for a waiting elided kind (see elide.ELIDED_STAND_IN).
     _stand_in: dict[str, Any] | None
@@ -1397,6 +1415,9 @@ class ClientQueues:
             except (KeyError, ValueError, OSError):
                 pass
         close_quietly(c.sock)
+        if c.tracing:
+            c.tracing = False
+            self._ntracing -= 1
         # Free everything at once (a closed client must not pin the journal or its buffers).
         c.snap_src = None
         c.chunk = None
@@ -1411,6 +1432,8 @@ class ClientQueues:
             c.ring.close()
             c.ring = None
             self._nrings -= 1
+        if not c.attached:
+            return  # (never counted: it failed or left before its hello, see handshake._attach)
         self._nclients -= 1
         if c.lean:
             self._nlean -= 1

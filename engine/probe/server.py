@@ -47,7 +47,11 @@ with a kind "k"). Server to client: `hello` (protocol, pid, argv, snapshot = num
 that follow, turns, redacted, queue_limit, plus the agent's model/provider/engine_version/...), then
 the snapshot events, then live events, with `dropped` and `pong` frames interleaved, and `error`
 (code, message) just before the server closes a connection. Client to server, optional:
-`{"k": "hello", "protocol": N}` and `{"k": "ping"}`. A client whose hello says `"lean": true` gets the
+`{"k": "hello", "protocol": N}` and `{"k": "ping"}`. A connection is attached to the journal (counted,
+its snapshot taken) at its first valid hello; one that sends none within HELLO_WAIT is sent the hello,
+the snapshot and the live events all the same, but only a valid hello makes the agent build each
+turn's trace for its reader (see ClientQueues.tracing_clients): to such a client a turn nobody else
+asked for comes as its `{"k": "turn_deferred", "turn": N}` marker. A client whose hello says `"lean": true` gets the
 lean stream (see `lean`): live events in `batch` frames (`{"k": "batch", "events": [...]}`), turns but
 the newest of each send as `turn_summary`, and it may send `{"k": "fetch", "turns": [...]}`, answered by
 `trace` events. The agent's hello waits for the client's (HELLO_WAIT at most, see handshake._start): a
@@ -401,6 +405,7 @@ class ProbeServer(Handoff):
         """In a forked child: the I/O thread did not survive the fork, and the socket is the parent's.
         Make publish() a no-op and close() leave the parent's socket alone."""
         self._nclients = 0
+        self._ntracing = 0  # (and the child's turns built for no reader: see tracing_clients)
         self.bracket = False
         self._ring_one = None  # (the parent's ring, mapped here too: never written from the child)
         self._closed = True
