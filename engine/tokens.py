@@ -29,8 +29,9 @@ class Tokenizer(Protocol):
 class TiktokenTokenizer:
     """cl100k_base, loaded on the first count: a process whose counts all come from a cache (a reopened
     context store) never loads it. Counted by GitHub's bpe-openai crate when it is installed (the same
-    counts, ~3x faster; engine/tokens_cl100k.py), else by tiktoken from the bundled offline file. Either
-    loads in ~0.04 s CPU once per process."""
+    counts, ~3x faster; engine/tokens_cl100k.py), piece by piece with the pieces' counts remembered
+    (tokens_cl100k.PieceCounts: cheaper after a model call has evicted the crate's tables), else by
+    tiktoken from the bundled offline file. Either loads in ~0.04 s CPU once per process."""
 
     name = "cl100k_base"
 

@@ -11,6 +11,9 @@ in ~0.04 s, as fast as the engine builds tiktoken's encoder (engine/bpe_ranks.py
 module is loaded from the installed package's directory without running the wrapper. Anything unexpected (the package absent, another
 layout, a missing function, a count that differs from a known cl100k count) returns None and the
 caller counts with tiktoken, as before.
+
+The engine counts with the crate piece by piece (PieceCounts): the crate's own split of a text into
+cl100k's pieces, each piece's count remembered, only a new piece counted by the crate.
 """
 
 from __future__ import annotations
