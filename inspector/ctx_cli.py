@@ -209,7 +209,13 @@ def reindex_cmd(
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
+    """A size as `ctx reindex` says it: in MB from 1 MB, else in kB, else in bytes. In MB to one place a
+    store of a few hundred items read "index 0.1 MB -> 0.0 MB": the index it had just built, said as none."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} MB"
+    if n >= 1_000:
+        return f"{n / 1e3:.0f} kB"
+    return counted(n, "byte")
 
 
 def eval_command(

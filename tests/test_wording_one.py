@@ -70,6 +70,9 @@ def test_ctx_import_of_one_request_and_reindex_of_one_item(one_turn: Path, tmp_p
     vacuumed = runner.invoke(app, ["ctx", "reindex", "--db", str(one), "--vacuum"])
     assert vacuumed.exit_code == 0, vacuumed.output
     assert vacuumed.stdout.startswith("reindexed 1 item;"), vacuumed.stdout
+    # a small store's sizes in kB: "index 0.0 MB -> 0.0 MB" said the index it had just built was nothing
+    sizes = re.search(r"; index (\d+) bytes -> (\d+) bytes; file (\d+) kB -> (\d+) kB$", vacuumed.stdout.rstrip())
+    assert sizes is not None and all(int(n) > 0 for n in sizes.groups()), vacuumed.stdout
 
 
 def test_a_turn_past_a_one_turn_recording_says_one_turn(one_turn: Path) -> None:
