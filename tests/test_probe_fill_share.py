@@ -13,9 +13,6 @@ A real Pipeline behind a real ProbeServer, and the inspector's own live source (
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +20,8 @@ from typing import Any
 import pytest
 
 from engine.probe.loop import CPU_BURST, CPU_SHARE, IDLE_RATE
-from tests.support.probe_agent import run_turns, serving_pipeline
+from tests.support.probe_agent import fold_reader, run_turns, serving_pipeline, stop_reader
 
-REPO = Path(__file__).resolve().parent.parent
 HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk
 PACE = 0.05
 # Each paced turn's CPU, at least: the share applies while the agent is busy, which the probe reads as
@@ -35,18 +31,6 @@ PACE = 0.05
 # of a core on any host, while the old code's fixed 4-5 ms a second is still well over the bound.
 TURN_CPU = 0.0025
 SECONDS = 6.0
-
-READER = """
-import sys, threading
-from inspector.sources.live import LiveSource
-src = LiveSource(int(sys.argv[1]), timeout=30, fold=True)
-src.load_initial()
-print("ATTACHED", flush=True)
-threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True).start()
-for line in sys.stdin:
-    break
-src.close()
-"""
 
 
 def _thread_cpu(th: Any) -> float:
@@ -68,17 +52,7 @@ def test_a_history_fill_takes_no_more_than_its_share_of_a_paced_agents_cpu(
     try:
         run_turns(pipe, range(HISTORY))
         probe = pipe.probe
-        env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_RUNTIME_DIR": str(rtdir.parent)}
-        reader = subprocess.Popen(
-            [sys.executable, "-c", READER, str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=str(REPO),
-        )
-        assert reader.stdout is not None
-        assert reader.stdout.readline().strip() == "ATTACHED", "the inspector did not attach"
+        reader = fold_reader(rtdir)
         io0 = _thread_cpu(probe._thread)
         proc0 = time.process_time()
         turn = HISTORY
@@ -119,8 +93,5 @@ def test_a_history_fill_takes_no_more_than_its_share_of_a_paced_agents_cpu(
         )
     finally:
         if reader is not None:
-            assert reader.stdin is not None
-            reader.stdin.write("\n")
-            reader.stdin.flush()
-            reader.wait(30)
+            stop_reader(reader)
         pipe.close()

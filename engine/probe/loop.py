@@ -32,6 +32,7 @@ at which a close can race the loop.
 from __future__ import annotations
 
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -70,7 +71,8 @@ FLUSH_POLL = 0.05
 JOIN_SLACK = 0.5
 # The thread's CPU budget (see IOLoop._budget): CPU_SHARE of the agent's own CPU time while it is busy
 # (bursts of CPU_BURST seconds), IDLE_SHARE of wall time while it uses less than IDLE_RATE of a core
-# (waiting on its model, say; an agent that is merely starved by a loaded machine still counts as busy).
+# (waiting on its model, say; an agent that is merely starved by a loaded machine still counts as busy:
+# its thread's wait on a CPU's run queue counts as the CPU it wanted, see IOLoop._starved).
 CPU_SHARE = 0.03
 CPU_BURST = 0.002
 IDLE_SHARE = 0.2
@@ -97,6 +99,13 @@ class IOLoop(Handshake):
         self._cpu_mark = 0.0
         self._proc_mark = time.process_time()
         self._agent_rate = 1.0  # the agent's smoothed share of a core (busy until shown otherwise)
+        # The agent's thread's /proc schedstat (see _starved), opened by start() (on that thread); None
+        # where the kernel has none: the budget reads the agent by its CPU alone, as before.
+        self._sched_fd: int | None = None
+        self._sched_wait = 0  # its run-queue wait (ns, schedstat's second field) at the last look
+        self._sched_at = 0.0  # when that was (monotonic)
+        self._wait_rate = 0.0  # its smoothed run-queue wait, a share of wall time (see _starved)
+        self.starved_passes = 0  # passes that read the agent busy by its run-queue wait (diagnostics, tests)
         self._cpu_rate = 0.0  # share of a core the process used during the last coalescing wait
         self._pass_allow = 0.0  # thread CPU clock at which this pass has spent its budget, see _loop
         self._next_client = 0  # where _service starts serving when a pass ran out of budget
@@ -387,16 +396,82 @@ class IOLoop(Handshake):
                 self._agent_rate = inst
             else:
                 self._agent_rate += min(1.0, wall / RATE_WINDOW) * (inst - self._agent_rate)
-        idle = self._agent_rate < IDLE_RATE
+        busy = min(CPU_BURST, self._cpu_tokens) + CPU_SHARE * others - used
+        # (Whether a CPU-idle agent is starved matters only to a pass the busy share would not cover.)
+        idle = self._agent_rate < IDLE_RATE and (busy >= 0 or not self._starved(now))
         if idle:
             tokens = min(IDLE_BURST, self._cpu_tokens + IDLE_SHARE * wall) - used
             rate = lately = IDLE_SHARE
         else:
-            tokens = min(CPU_BURST, self._cpu_tokens) + CPU_SHARE * others - used
+            tokens = busy
             rate = CPU_SHARE * self._agent_rate
             lately = CPU_SHARE * max(inst, IDLE_RATE)
         self._cpu_tokens = tokens
         return tokens, max(rate, 1e-6), lately
+
+    def _open_schedstat(self) -> None:
+        """Open the calling thread's schedstat (start() calls it on the agent's thread, the one that
+        made the probe). Read by the I/O thread only when the agent's CPU reads as idle (_starved)."""
+        try:
+            fd = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return
+        self._sched_fd = fd
+        self._sched_at = time.monotonic()
+        self._sched_wait = self._run_queue_wait()
+
+    def _run_queue_wait(self) -> int:
+        """The agent's thread's wait on run queues so far (ns), or -1 where it cannot be read (its thread
+        has exited, say: then no longer looked at)."""
+        fd = self._sched_fd
+        if fd is None:
+            return -1
+        try:
+            return int(os.pread(fd, 128, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            self._sched_fd = None
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            return -1
+
+    def _close_schedstat(self) -> None:
+        fd, self._sched_fd = self._sched_fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _starved(self, now: float) -> bool:
+        """Whether the agent's thread, which used under IDLE_RATE of a core lately, wanted IDLE_RATE or
+        more counting its wait on a CPU's run queue: a loaded machine starves it, so it is busy, not
+        waiting on its model, and the probe keeps to CPU_SHARE of what it gets. Read as idle, such an
+        agent gave the probe IDLE_SHARE of wall time (tests/test_probe_fill_share.py at load ~10: an
+        agent starved under 2% of a core, the probe's history fill took 13% of its CPU).
+
+        The wait is smoothed as the CPU rate is (it rises at once, decays over RATE_WINDOW): this
+        thread looks mostly while the agent's thread is not runnable (a starved agent that holds the
+        GIL, descheduled, holds this thread off too), so a look at one pass's wait alone read a starved
+        agent as idle in most passes. A look is one pread of /proc, ~1.6 us of this thread's CPU (warm,
+        the sessions' host), only in a pass that went past the busy share while the agent's CPU reads
+        as idle (a paced agent's passes, well within it, never look); the wait between two looks is
+        counted whole."""
+        waited = self._run_queue_wait()
+        if waited < 0:
+            return False
+        span = now - self._sched_at
+        inst = (waited - self._sched_wait) / (span * 1e9) if span > 0 else 0.0
+        self._sched_wait, self._sched_at = waited, now
+        if inst >= self._wait_rate:
+            self._wait_rate = inst
+        else:
+            self._wait_rate += min(1.0, span / RATE_WINDOW) * (inst - self._wait_rate)
+        if self._agent_rate + self._wait_rate >= IDLE_RATE:
+            self.starved_passes += 1
+            return True
+        return False
 
     def _start_wait(self, linger: bool = False) -> None:
         """Let the burst accumulate before the next send: COALESCE, or, while the agent is busy (turns

@@ -211,6 +211,7 @@ class ProbeServer(Handoff):
         self._sel.register(listener, selectors.EVENT_READ, "listen")
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._take_reserve()
+        self._open_schedstat()  # (this thread's: the agent's, whose run-queue wait is its demand too)
         name = f"contextpipe-probe-{self.pid}" + ("" if self.session is None else f".{self.session}")
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -406,6 +407,7 @@ class ProbeServer(Handoff):
         Make publish() a no-op and close() leave the parent's socket alone."""
         self._nclients = 0
         self._ntracing = 0  # (and the child's turns built for no reader: see tracing_clients)
+        self._close_schedstat()  # (the parent's agent thread's, not one of ours)
         self.bracket = False
         self._ring_one = None  # (the parent's ring, mapped here too: never written from the child)
         self._closed = True
@@ -456,6 +458,7 @@ class ProbeServer(Handoff):
                 pass
         self._pending.clear()
         self._chunk_keep.clear()
+        self._close_schedstat()
 
 
 def _on_multiprocessing_exit(close: Callable[[], None]) -> Any:

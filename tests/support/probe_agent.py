@@ -7,6 +7,8 @@ the agent-send tests' 200,000 (it never does); each test file passes the one it 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,3 +83,42 @@ def probe_asleep(probe: Any) -> bool:
 
 def settle(probe: Any, clients: int) -> None:
     wait_for(lambda: probe.client_count == clients and probe_asleep(probe), "the probe did not settle")
+
+
+REPO = Path(__file__).resolve().parents[2]
+# The inspector's own live source on the fold stream (as `cp-inspect attach` asks), following the agent
+# until a line comes on its stdin: in another process, so that its CPU is not the agent's.
+FOLD_READER = """
+import sys, threading
+from inspector.sources.live import LiveSource
+src = LiveSource(int(sys.argv[1]), timeout=30, fold=True)
+src.load_initial()
+print("ATTACHED", flush=True)
+threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True).start()
+for line in sys.stdin:
+    break
+src.close()
+"""
+
+
+def fold_reader(rtdir: Path) -> subprocess.Popen[str]:
+    """FOLD_READER attached to this process's probe (its socket in `rtdir`), its first frame loaded."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_RUNTIME_DIR": str(rtdir.parent)}
+    reader = subprocess.Popen(
+        [sys.executable, "-c", FOLD_READER, str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+    )
+    assert reader.stdout is not None
+    assert reader.stdout.readline().strip() == "ATTACHED", "the inspector did not attach"
+    return reader
+
+
+def stop_reader(reader: subprocess.Popen[str]) -> None:
+    assert reader.stdin is not None
+    reader.stdin.write("\n")
+    reader.stdin.flush()
+    reader.wait(30)
