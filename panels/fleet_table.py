@@ -67,7 +67,17 @@ def visible_columns(width: int, sort_key: str = "cost") -> tuple[str, ...]:
     return tuple(k for k, _ in COLUMNS if k in keep)
 
 
-def cells(a: AgentRow) -> tuple[Text, ...]:
+def command_room(shown: tuple[str, ...], width: int) -> int:
+    """The cells COMMAND (the last column) has at `width` when the columns `shown` are on screen: what the
+    others leave, the scroll bar's two cells kept (as visible_columns counts), at least its header's."""
+    used = sum(WIDTHS.get(k, 0) + CELL_PAD for k in shown if k != "command")
+    return max(len("COMMAND"), width - 2 - used - CELL_PAD)
+
+
+def cells(a: AgentRow, command_cells: int = 60) -> tuple[Text, ...]:
+    """The row's cells; the command in at most `command_cells` cells, cut with an ellipsis (it was cut at
+    60 characters with no mark whatever the width: at 200 columns half the room stayed empty and the
+    cut command read as the whole one)."""
     live = a.state == "live"
     dim = "" if live else "dim"
     return (
@@ -85,7 +95,7 @@ def cells(a: AgentRow) -> tuple[Text, ...]:
         # Not attachable but still followed (its figures move), or stopped (they move again once it
         # continues): yellow, not the ended rows' dim red.
         Text(a.state, style="green" if live else "yellow" if a.state in (NO_SOCKET, STOPPED) else "dim red"),
-        Text(a.command[:60], style="dim"),
+        Text(fit_cells(a.command, command_cells), style="dim"),
     )
 
 
@@ -140,8 +150,9 @@ class FleetTable(DataTable[str | Text]):
             self.remove_row(str(len(self._slots) - 1))
             self._slots.pop()
             self._cells.pop()
+        room = command_room(self._shown, self.size.width or 200)
         for i, a in enumerate(wanted):
-            full = cells(a)
+            full = cells(a, room)
             row = tuple(full[j] for j in picks)
             if i == len(self._slots):
                 self.add_row(*row, key=str(i))

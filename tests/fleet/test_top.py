@@ -527,3 +527,35 @@ async def test_a_live_agent_whose_socket_was_removed_shows_no_socket(tmp_path: P
         watcher.stop()
         child.kill()
         child.wait(10)
+
+
+LONG_COMMAND = (
+    "python -m my_agent --config configs/a-rather-long-config-name.yaml --task "
+    "'fix the flaky test in tests/test_probe.py' --max-steps 40"
+)
+
+
+@pytest.mark.parametrize("width", [280, 160])
+async def test_top_shows_the_command_as_far_as_the_terminal_has_room(tmp_path: Path, width: int) -> None:
+    """COMMAND was cut at 60 characters whatever the width, with no mark: at 200 columns the task was
+    lost with 90 cells empty at 280 columns, the cut read as the whole command, and at 160 the row ran
+    past the edge (a horizontal scroll). Now it takes what the other columns leave: whole at 280, cut with
+    an ellipsis at the edge at 160."""
+    watcher = FleetWatcher(tmp_path / "none")
+    app = TopApp(watcher, refresh_s=0.2)
+    async with app.run_test(size=(width, 30)) as pilot:
+        await pilot.pause()
+        agents = _agents(1)
+        agents["1234"].command = LONG_COMMAND
+        with watcher._lock:
+            watcher._agents.update(agents)
+        app.refresh_table()
+        await pilot.pause()
+        row = next(line for line in _screen(app) if line.lstrip().startswith("1234"))
+        if width == 280:
+            assert LONG_COMMAND in row, row
+        else:
+            shown = row.rstrip(" ▁▂▃▄▅▆▇█▌▐│").split("  ")[-1].strip()
+            assert shown.endswith("…") and LONG_COMMAND.startswith(shown[:-1]), row
+            assert len(row.rstrip()) <= width, row
+        await pilot.press("q")
