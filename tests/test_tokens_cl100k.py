@@ -119,79 +119,14 @@ PIECES = [
     "'d", ".", ",", "!?", "$", "{}", "\U0001f600", "中文", "ا", "\u200b", "\u0301", "x\u0301", "\ufeff",
     "-", "_", "def ", "    return", "\n\n\n", " \n ", "\t\n",
 ]  # fmt: skip
-ADVERSARIAL = st.lists(st.sampled_from(PIECES), max_size=40).map("".join) | st.text(
-    st.characters(blacklist_categories=["Cs"]), max_size=200
-)
 
 
 @needs_rust
 @settings(max_examples=400)
-@given(text=ADVERSARIAL)
+@given(
+    text=st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+    | st.text(st.characters(blacklist_categories=["Cs"]), max_size=200)
+)
 def test_equal_counts_on_adversarial_text(text: str) -> None:
     assert rust is not None
     assert rust(text) == tiktoken_count(text)
-
-
-# The engine counts with the crate piece by piece, each piece's count remembered (PieceCounts): exact only
-# if a text's count is its pieces' counts summed, whatever the memo holds.
-crate = tokens_cl100k.rust_tokenizer()
-
-
-@needs_rust
-@settings(max_examples=300)
-@given(text=ADVERSARIAL)
-def test_piece_counts_are_the_crates_counts(text: str) -> None:
-    assert crate is not None
-    count, split = crate
-    pieces = tokens_cl100k.PieceCounts(count, split)
-    assert pieces(text) == count(text)
-    assert pieces(text + text) == count(text + text)  # its pieces remembered from the first
-    assert TiktokenTokenizer().count(text) == count(text)
-
-
-@needs_rust
-def test_piece_counts_over_the_shared_trajectories_with_generations_turning(
-    trajectories_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from engine.importers import load
-    from tests.conftest import trajectory_files
-
-    assert crate is not None
-    count, split = crate
-    # A small memo: its generations turn over many times in this text (each text reads on from the
-    # generation it began with when one turns mid-text).
-    monkeypatch.setattr(tokens_cl100k, "PIECE_MEMO", 64)
-    pieces = tokens_cl100k.PieceCounts(count, split)
-    asked: list[str] = []
-
-    def counted(piece: str) -> int:
-        asked.append(piece)
-        return count(piece)
-
-    pieces._count = counted
-    texts: list[str] = []
-    for f in trajectory_files()[:6]:
-        try:
-            imp = load(f)
-        except Exception:  # a file no importer reads is another test's business
-            continue
-        for m in imp.calls[-1].messages:
-            texts.append(m.content or "")
-    assert sum(map(len, texts)) > 50_000
-    assert [pieces(t) for t in texts] == [count(t) for t in texts]
-    assert len(pieces.newest) <= 64 and len(pieces.older) <= 64
-    # Only pieces it did not hold went to the crate: fewer than the texts' pieces, each one piece.
-    assert len(asked) < sum(len(split(t)) for t in texts)
-    assert all(split(p) == [p] for p in asked[:200])
-
-
-@needs_rust
-def test_a_piece_is_counted_once_while_remembered() -> None:
-    assert crate is not None
-    count, split = crate
-    asked: list[str] = []
-    pieces = tokens_cl100k.PieceCounts(lambda p: asked.append(p) or count(p), split)
-    assert pieces("def f(x):\n    return x\n") == count("def f(x):\n    return x\n")
-    first = list(asked)
-    assert pieces("def g(x):\n    return x\n") == count("def g(x):\n    return x\n")
-    assert asked[len(first) :] == [" g"]  # the one piece the first text did not have
