@@ -12,6 +12,7 @@ value-based ones (common_prefix_len) in both.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from hypothesis import given, settings
@@ -82,6 +83,26 @@ def test_a_late_difference_looks_inside_one_stretch() -> None:
     i=st.integers(0, 20),
 )
 def test_agreeing_is_common_prefix_len(run: list[str], shas: list[str], j: int, i: int) -> None:
+    k = max(0, min(len(run) - j, len(shas) - i))
+    assert _agreeing(run, j, shas, i, k) == common_prefix_len(run[j : j + k], shas[i : i + k])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    same=st.integers(0, 5_000),
+    run_tail=st.lists(st.integers(0, 3), max_size=40),
+    shas_tail=st.lists(st.integers(0, 3), max_size=40),
+    j=st.integers(0, 20),
+    i=st.integers(0, 20),
+)
+def test_agreeing_on_long_arrays_is_common_prefix_len(
+    same: int, run_tail: list[int], shas_tail: list[int], j: int, i: int
+) -> None:
+    """As the key walk calls it (hash ids in arrays): a long agreeing stretch, then anything; the
+    first difference found by halving a stretch that differs is where common_prefix_len finds it."""
+    common = list(range(10, 10 + same))
+    run = array("i", [*range(100, 100 + j), *common, *run_tail])
+    shas = array("i", [*range(200, 200 + i), *common, *shas_tail])
     k = max(0, min(len(run) - j, len(shas) - i))
     assert _agreeing(run, j, shas, i, k) == common_prefix_len(run[j : j + k], shas[i : i + k])
 
