@@ -30,12 +30,12 @@ import pytest
 from engine.probe.client import ProbeClient
 from engine.probe.elide import RANGE_MAX
 from engine.probe.lean import summary_event
-from tests.support.probe_agent import T, run_turns, serving_pipeline
+from tests.support.probe_agent import T, paced_turn, run_turns, serving_pipeline
 
 # A live turn's event: whole or summarized (the elided stream), or its marker (the fold stream).
 TURN_KINDS = ("turn", "turn_summary", "turn_deferred")
 HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most of them on disk
-PACE = 0.05
+PACE = 0.05  # between turns, each of at least TURN_CPU (see tests/test_probe_live_fill.py's PACE)
 # A fill at five times the declared share took ~60-100 s in a fresh-clone CI run (2 cores, the suite running).
 FILL_DEADLINE = 240
 
@@ -128,9 +128,9 @@ def long_pipe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> Iterator[Any]:
     from engine.recording.journal import Journal
 
     monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=256))
-    # Five times the declared share: at 3% of a paced test agent's CPU (tests/test_probe_fill_share.py)
-    # this history takes minutes to fill, and what is tested here is not the share.
-    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.15)
+    # Over the declared share (3%), as in tests/test_probe_live_fill.py: what is tested here is not the
+    # share; with the paced turns' 4 ms (paced_turn) the fill takes ~6-10 s here.
+    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.04)
     pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         run_turns(pipe, range(HISTORY))
@@ -160,14 +160,19 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
     probe._wake = counted_wake
     try:
         turn = HISTORY
-        sends0, falls0, wakes0, held0 = probe.agent_sends, probe.agent_fallbacks, wakes[0], probe.fold_closes_held
+        sends0, falls0, wakes0, held0 = (
+            probe.agent_sends,
+            probe.agent_fallbacks,
+            wakes[0],
+            probe.fold_closes_held,
+        )
         during = 0
         in_burst = 0  # turns begun while the I/O thread was in a burst (its wake-up flag set): its to send
         deadline = time.monotonic() + FILL_DEADLINE
         while not f.done.is_set() and f.error is None:
             assert time.monotonic() < deadline, f"the fill did not end ({len(f.journal)} of {c.snapshot_at})"
             in_burst += probe._wake_pending
-            run_turns(pipe, range(turn, turn + 1))
+            paced_turn(pipe, turn)
             turn += 1
             during += 1
             time.sleep(PACE)
@@ -224,12 +229,17 @@ def test_the_agent_thread_sends_its_turns_to_a_ring_client_filling_its_history(
 
 
 @pytest.mark.parametrize("ring", [False, True], ids=["socket", "ring"])
-def test_a_fill_pass_stops_at_its_budget_in_frames_of_many_events(long_pipe: Any, ring: bool) -> None:
+def test_a_fill_pass_stops_at_its_budget_in_frames_of_many_events(
+    long_pipe: Any, ring: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The history comes in range answers of many events each (a pass ends its frame where its budget
     ends, and pumps no more): on the old code, once a pass had spent its budget it went on filling to
     1 MB, a frame of one event and a send() each, and most answers held one event. The passes' CPU
     stays near the budget's bound (CPU_BURST of tokens and one burst more, CPU_BURST = 2 ms)."""
     pipe = long_pipe
+    # The frames' sizes, not how the agent's turns go out: bare turns, at the share that fills in a few
+    # seconds behind them (an agent read as idle only fills faster, in frames as large or larger).
+    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.15)
     c, f, th = _attach(pipe, ring=ring)
     try:
         turn = HISTORY

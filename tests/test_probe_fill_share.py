@@ -20,15 +20,16 @@ from typing import Any
 import pytest
 
 from engine.probe.loop import CPU_BURST, CPU_SHARE, IDLE_RATE
-from tests.support.probe_agent import fold_reader, run_turns, serving_pipeline, stop_reader
+from tests.support.probe_agent import fold_reader, paced_turn, run_turns, serving_pipeline, stop_reader
 
 HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk
 PACE = 0.05
-# Each paced turn's CPU, at least: the share applies while the agent is busy, which the probe reads as
-# using IDLE_RATE (2%) of a core or more. A bare turn here took 1.1 ms on the official CI's host (2.1%
-# at this pace: between turns the smoothed rate fell under 2%, the probe took the idle allowance, 20% of
-# wall time, and used 13% of the agent's CPU) and ~2 ms on others. Padded to 2.5 ms the agent uses ~5%
-# of a core on any host, while the old code's fixed 4-5 ms a second is still well over the bound.
+# Each paced turn uses at least TURN_CPU (tests.support.probe_agent.paced_turn): the share applies while
+# the agent is busy, which the probe reads as using IDLE_RATE (2%) of a core or more. A bare turn took
+# 1.1 ms on the official CI's host (2.1% at this pace: between turns the smoothed rate fell under 2%, the
+# probe took the idle allowance, 20% of wall time, and used 13% of the agent's CPU) and ~2 ms on others.
+# Padded to 2.5 ms the agent uses ~5% of a core on any host, while the old code's fixed 4-5 ms a second is
+# still over the bound (which grows with the agent's CPU: not the fill tests' 4 ms, for that reason).
 TURN_CPU = 0.0025
 SECONDS = 6.0
 
@@ -62,10 +63,7 @@ def test_a_history_fill_takes_no_more_than_its_share_of_a_paced_agents_cpu(
         while time.monotonic() - start < SECONDS:
             lowest = min(lowest, probe._agent_rate)
             filling.append(any(c.fetch for c in probe._clients.values()))
-            t0 = time.thread_time()
-            run_turns(pipe, range(turn, turn + 1))
-            while time.thread_time() - t0 < TURN_CPU:
-                pass
+            paced_turn(pipe, turn, TURN_CPU)
             turn += 1
             time.sleep(PACE)
         wall = time.monotonic() - start

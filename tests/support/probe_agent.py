@@ -44,6 +44,25 @@ def run_turns(pipe: Any, turns: range) -> None:
         pipe.tool_result(calls[0].id, f"output of step {t}\n" + "line of output\n" * (t % 7))
 
 
+# A paced turn's CPU, at least (paced_turn): the probe's CPU budget treats an agent under IDLE_RATE (2%) of
+# a core as idle (engine.probe.loop: it then takes IDLE_SHARE of wall time, not CPU_SHARE of the agent's
+# CPU). A bare run_turns turn took ~2 ms here and 1.1 ms on the official CI's host: at a 0.05 s pace 3.8%
+# against 2.1%, and on a 2x faster host the agent reads as idle between turns. Padded to 4 ms, a paced
+# agent uses 7.4% of a core on any host (the smoothed rate dips well below the mean between turns: padded
+# to 2.5 ms, 4.8%, the fill tests still failed 1 run in 3 with IDLE_RATE raised to 4%), and a test of the
+# busy budget tests that budget wherever it runs.
+TURN_CPU = 0.004
+
+
+def paced_turn(pipe: Any, t: int, cpu: float = TURN_CPU) -> None:
+    """Turn `t` as run_turns makes it, then this thread busy until the turn has used `cpu` seconds of its
+    CPU (the agent's own work between model calls, the same on a fast host as on this one)."""
+    t0 = time.thread_time()
+    run_turns(pipe, range(t, t + 1))
+    while time.thread_time() - t0 < cpu:
+        pass
+
+
 def one_turn(pipe: Any, t: int, result: str = "") -> None:
     """Turn `t`: a bash call answered by `result` (by default one line naming the step)."""
     req = pipe.next_request()
