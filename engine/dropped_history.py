@@ -9,7 +9,12 @@ was split into rounds and summed from its first message again, every such turn (
 times, each over a kept history of up to ~1,000 messages). The history it was cut from was split and
 summed a moment before (drop_oldest and oldest_to_drop ask for both), so the kept history's answers are
 those with the dropped range taken out and the later indices moved down: the same integers, without
-reading a message.
+reading a message: DroppedRounds and DroppedSums.
+
+The module also holds the two other views Measure's rounds are read through rather than copied (each an
+O(history) copy a turn at thousands of turns): Droppable, a history's droppable rounds (rounds[1:-1],
+droppable()), and GrownRounds, the rounds of a history that only grew since the last split. `Rounds` is
+what Measure.rounds hands out: a list or one of the views.
 """
 
 from __future__ import annotations
@@ -41,6 +46,11 @@ def dropped_rounds(bounds: Rounds, start: int, end: int) -> Rounds | None:
     if end == start:
         return bounds[:]
     return DroppedRounds(bounds, i, j, end - start)
+
+
+# Views over views a read passes through at most (a trim of a kept history cuts a view again); deeper,
+# the base is copied once.
+MAX_DEPTH = 3
 
 
 class DroppedRounds(Sequence[Round]):
@@ -171,10 +181,6 @@ def droppable(rounds: Sequence[Round]) -> Sequence[Round]:
         return rounds[1:-1]
     return Droppable(rounds)
 
-
-# Views over views a read passes through at most (a trim of a kept history cuts a view again); deeper,
-# the base is copied once.
-MAX_DEPTH = 3
 
 class GrownRounds(Sequence[Round]):
     """The rounds of a history that only grew since the one they were split from: `closed[:n]` (rounds an

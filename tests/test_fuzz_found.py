@@ -25,6 +25,7 @@ from engine.recording.replay import Replayer, ReplayError
 from engine.store import ContextStore, Kind
 from engine.store.errors import StoreCorruptError
 from engine.store.recorder import MAX_MANIFEST_BYTES
+from engine.store.row_check import WRITTEN_TYPES
 from tests.capture.standin import StandIn
 
 
@@ -95,6 +96,21 @@ def test_a_store_value_the_store_never_writes_is_named_with_its_row(
     message = str(info.value)
     assert said in message and str(path) in message and "changed outside the store" in message
     assert "cp-inspect ctx import" in message
+
+
+def test_the_row_check_knows_every_column_of_the_schema(tmp_path: Path) -> None:
+    # row_check's table of the types the store writes is kept beside schema.py's DDL by hand: a column
+    # added to the schema and not to it would never be checked (a bare TypeError from a read again), and
+    # one renamed would be said as "table T has no column C" on every damaged store.
+    con = sqlite3.connect(_store_file(tmp_path))
+    tables = [
+        name
+        for name, sql in con.execute("SELECT name, sql FROM sqlite_master WHERE type='table'")
+        if not sql.startswith("CREATE VIRTUAL") and not name.startswith("items_fts")  # FTS5's own
+    ]
+    schema = {t: sorted(r[1] for r in con.execute(f"PRAGMA table_info({t})")) for t in tables}
+    con.close()
+    assert schema == {t: sorted(columns) for t, (_, columns) in WRITTEN_TYPES.items()}
 
 
 def test_a_body_that_is_not_utf8_is_said_as_a_damaged_store(tmp_path: Path) -> None:

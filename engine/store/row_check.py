@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import sqlite3
 
-# table -> (a key column naming the row, {column: SQLite types the store writes there})
-_TYPES: dict[str, tuple[str, dict[str, tuple[str, ...]]]] = {
+# table -> (a key column naming the row, {column: SQLite types the store writes there}), kept beside
+# schema.py's DDL by hand: tests/test_fuzz_found.py holds the two to the same tables and columns.
+WRITTEN_TYPES: dict[str, tuple[str, dict[str, tuple[str, ...]]]] = {
     "meta": ("key", {"key": ("text",), "value": ("text",)}),
     "items": (
         "id",
@@ -67,7 +68,7 @@ def _shown(value: object) -> str:
 def damaged_row(conn: sqlite3.Connection) -> str | None:
     """The first value in the file the store would not have written, said for a person; None if none."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    for table, (key, columns) in _TYPES.items():
+    for table, (key, columns) in WRITTEN_TYPES.items():
         if table not in tables:
             continue
         present = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
