@@ -160,8 +160,12 @@ def status_parts(
             head, colour = "Agent exited", "$primary"
 
         def banner(path: str, short: bool = False) -> str:
-            # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too.
-            told = where.format(literal(path)) if banner_path else where
+            # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too, and
+            # "kept at PATH" for "recording kept at PATH" (the path names a .cpsession): the ten cells go
+            # to the path. At 80 columns the demo's end read "Agent exited; recording kept at /tm…psession",
+            # a path that said nothing; now "Agent exited; kept at /tmp/cp…/demo.cpsession".
+            form = where.removeprefix("recording ") if short else where
+            told = form.format(literal(path)) if banner_path else form
             kept_n = "" if short else f" — {counted(len(tl), 'turn')} kept"
             return f"[bold $text on {colour}] {head}{kept_n}; {told} [/]"
 
@@ -286,8 +290,10 @@ def _disconnected_line(
         return (parts[0], banner(short_name(path, len(path) - over, head_share=1 / 3), False), *parts[2:])
 
     # The banner first, after the source's name: it says at once that the agent is gone. The name goes
-    # before the path is shortened to less than PATH_CHARS_NAMED ("/tmp….cpsession" said nothing).
-    for start, least in ((f"{origin} ", PATH_CHARS_NAMED), (f"{kind} ", PATH_CHARS)):
+    # before the path is shortened to less than PATH_CHARS_NAMED ("/tmp….cpsession" said nothing), and so
+    # does the banner's first place, for the short banner after the play state, when the path would be
+    # (at 100 columns "recording kept at /tmp/….cpsession", where the short banner has room for most of it).
+    for start, least in ((f"{origin} ", PATH_CHARS_NAMED), (f"{kind} ", PATH_CHARS_NAMED)):
         laid = fit((start, state, "  ", *turn, f"  {mode}", tail), least)
         if laid is not None:
             return laid
@@ -296,12 +302,20 @@ def _disconnected_line(
         parts: tuple[Part, ...] = (f"{kind} ", *shown, f"  {mode}", "  ", short, tail)
         if _cells(parts[: parts.index(f"  {mode}") + 1]) >= width and shown is turn:
             continue  # no room for the count: it goes
-        # The banner after the play state, its path shortened to end inside the line; with no room for
-        # PATH_CHARS of it the banner is cut at the edge.
+        # The banner after the play state, its path shortened to end inside the line: with room for less
+        # than PATH_CHARS_NAMED of it, the file's name alone when it fits ("…/demo.cpsession": what a
+        # person looks for; "/tm…psession" named nothing); with no room for PATH_CHARS the banner is cut
+        # at the edge.
         at = parts.index(short)
         over = _cells(parts[: at + 1]) - width + 1
-        if path and over > 0 and len(path) - over >= PATH_CHARS:
-            parts = (*parts[:at], banner(short_name(path, len(path) - over, head_share=1 / 3), True), tail)
+        room = len(path) - over
+        if path and over > 0 and room >= PATH_CHARS:
+            name = path.rsplit("/", 1)[-1]
+            if room < PATH_CHARS_NAMED and name != path and len(name) + 2 <= room:
+                shown_path = f"…/{name}"
+            else:
+                shown_path = short_name(path, room, head_share=1 / 3)
+            parts = (*parts[:at], banner(shown_path, True), tail)
         return parts
     raise AssertionError("unreachable")
 

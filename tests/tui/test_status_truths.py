@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from inspector.app import InspectorApp
 from inspector.screens import HelpScreen
 from inspector.screens.save import SaveScreen
@@ -256,3 +258,25 @@ async def test_a_demo_whose_agent_failed_says_how_and_where_its_output_is(tmp_pa
     drawn, told = await _went_away(3, tmp_path)
     assert "Agent disconnected — 12 turns kept" in drawn, drawn
     assert f"The agent exited with status 3 (its output: {tmp_path / 'agent.log'})" in told, told
+
+
+@pytest.mark.parametrize("width", [80, 100])
+async def test_the_demos_end_at_80_and_100_columns_names_its_recording(width: int) -> None:
+    """`cp-inspect demo` run to its end at 80 columns read "Agent exited; recording kept at /tm…psession":
+    a path cut to nothing. The short banner says "kept at" and, with little room, the file's name; at 100
+    columns the long banner cut the path to "/tmp/….cpsession" where the short one has room for all of it."""
+    from inspector.messages import SourceDisconnected
+    from inspector.status import FINISHED
+
+    kept = "/tmp/cp-demo-h4lvdcny/demo.cpsession"
+    src = SyntheticSource(12, live=True, initial=12, delay=0.01, disconnect=False)
+    src.header["recording"] = kept
+    app = InspectorApp(src)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle(pilot)
+        app.post_message(SourceDisconnected(FINISHED))
+        await settle(pilot)
+        drawn = _drawn(app)
+        assert "turn 11 (12/12)" in drawn, drawn
+        shown = kept if width == 100 else "…/demo.cpsession"
+        assert f"Agent exited; kept at {shown} " in drawn, drawn
