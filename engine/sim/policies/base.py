@@ -216,7 +216,7 @@ class SideCall:
 @dataclass
 class PeerRequest:
     """What a peer policy sends on one turn: its blocks, what it did and any side calls before them."""
-    blocks: list[Block]
+    blocks: Sequence[Block]  # a list, or a Grown (engine/sim/grown.py): read, never changed
     actions: list[str] = field(default_factory=list)  # names of what the peer did this turn
     compaction: bool = False  # the peer rewrote or dropped part of the conversation this turn
     side_calls: list[SideCall] = field(default_factory=list)  # sent before `blocks`, this turn

@@ -269,7 +269,7 @@ class ClearToolUses:
         start = 0  # the request's messages are msgs[start:]
         if tokens > budget:
             # Last turn's window moved, when this turn's conversation is last turn's edited one edited
-            # again (what the edit changed is known); else found afresh (FittingWindow.window).
+            # again (what the edit changed is known); else found afresh (FittingWindow.start).
             start = (
                 self._window.start(v, msgs, budget, edit[0], edit[1])
                 if edit is not None
@@ -303,7 +303,7 @@ class ClearToolUses:
             blocks[0:0] = v.system
             out = Grown.of(with_tail_marker(blocks, v.markers), own=True)
         self._req = out
-        return PeerRequest(out, actions, bool(actions), same=same, stretch=stretch)  # type: ignore[arg-type]
+        return PeerRequest(out, actions, bool(actions), same=same, stretch=stretch)
 
     def _stretch(
         self,

@@ -49,4 +49,4 @@ class Paper:
         else:
             blocks = Grown.of(with_tail_marker([*v.system, *conv], v.markers), own=True)
         self._last = (v.system, v.messages, blocks)
-        return PeerRequest(blocks)  # type: ignore[arg-type]  # (a read-only Sequence of Blocks)
+        return PeerRequest(blocks)
