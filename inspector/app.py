@@ -57,7 +57,7 @@ from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
-from inspector.status import EXITED, FINISHED, status_parts, status_whole
+from inspector.status import EXITED, FINISHED, SESSION_ENDED, status_parts, status_whole
 from inspector.step_timing import StepTiming
 from inspector.terminal_driver import driver_for
 from inspector.timeline import Timeline
@@ -513,7 +513,7 @@ class InspectorApp(App[None]):
         if self._ended_timer is not None:
             self._ended_timer.stop()
         self.agent_ended = None  # said once
-        if ended in (FINISHED, EXITED):
+        if ended in (FINISHED, EXITED, SESSION_ENDED):
             self.disconnected = ended  # the status line: "Agent exited" (in the success colour for status 0)
         elif ended is not None:
             self.notify(ended[:1].upper() + ended[1:], title="the agent failed", severity="error", timeout=15,

@@ -55,14 +55,15 @@ def attach(pid: str, theme: str | None = None) -> None:
         src = LiveSource(target[0], session=target[1], fold=True)
     except ContextPipeError as exc:
         fail(str(exc))
-    run_live(src, theme, process_ended(target[0]))
+    run_live(src, theme, process_ended(*target))
 
 
-def process_ended(pid: int) -> Callable[[], str | None]:
+def process_ended(pid: int, session: int | None = None) -> Callable[[], str | None]:
     """How an attached agent ended, as InspectorApp.agent_ended asks it after a disconnect: status.EXITED
-    once process `pid` is gone (or a zombie its parent has not reaped), None while it runs (its probe
-    closed, or the connection was lost: "Agent disconnected" stays). `attach` is not the agent's parent,
-    so the status it exited with is not known here."""
+    once process `pid` is gone (or a zombie its parent has not reaped), status.SESSION_ENDED for a
+    `session` of it (PID.N: the process was the proxy or the parent agent serving it), None while it runs
+    (its probe closed, or the connection was lost: "Agent disconnected" stays). `attach` is not the
+    agent's parent, so the status it exited with is not known here."""
 
     def ended() -> str | None:
         import os
@@ -81,9 +82,9 @@ def process_ended(pid: int) -> Callable[[], str | None]:
                 zombie = False
             if not zombie:
                 return None
-        from .status import EXITED  # (the inspector's: textual is loaded by then)
+        from .status import EXITED, SESSION_ENDED  # (the inspector's: textual is loaded by then)
 
-        return EXITED
+        return EXITED if session is None else SESSION_ENDED
 
     return ended
 

@@ -422,7 +422,7 @@ def attach(
     if record is not None:
         _save_on_termination()
     try:
-        _run_app(src, theme, agent_ended=attach_command.process_ended(target[0]))
+        _run_app(src, theme, agent_ended=attach_command.process_ended(*target))
     finally:
         if record is not None:
             _save_received(src, record)

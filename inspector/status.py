@@ -30,6 +30,9 @@ FINISHED = "the agent exited with status 0"
 # status is its parent's to know. It was "Agent disconnected" in red, as a connection lost to a running
 # agent reads, over an agent that had ended its work and exited.
 EXITED = "the agent's process has ended"
+# The same for one session of a process that serves several (PID.N: a proxy's conversation, a served
+# fork): the process that ended is the proxy (or the parent agent), so the session is said to have ended.
+SESSION_ENDED = "the process serving this session has ended"
 SUFFIX = ".cpsession"  # what every recording's name ends with: the first thing a cut name leaves out
 # The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
 # shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
@@ -156,8 +159,9 @@ def status_parts(
         # away: "Agent disconnected" in red over a run that ended well read as a failure.
         done = disconnected == FINISHED
         head, colour = ("Agent exited", "$success") if done else ("Agent disconnected", "$error")
-        if disconnected == EXITED:  # gone, its status not known: neither success nor a lost connection
-            head, colour = "Agent exited", "$primary"
+        if disconnected in (EXITED, SESSION_ENDED):  # gone, its status not known: neither success nor a
+            # lost connection
+            head, colour = ("Agent exited" if disconnected == EXITED else "Session ended"), "$primary"
 
         def banner(path: str, short: bool = False) -> str:
             # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too, and

@@ -17,7 +17,7 @@ import pytest
 from inspector.app import InspectorApp
 from inspector.attach_command import process_ended
 from inspector.sources.live import LiveSource
-from inspector.status import EXITED
+from inspector.status import EXITED, SESSION_ENDED
 from panels.markup_line import MarkupLine
 from tests.served_demo import served_demo
 
@@ -36,7 +36,9 @@ def test_process_ended_while_it_runs_as_a_zombie_and_once_reaped() -> None:
     finally:
         child.wait()
     assert ended() == EXITED  # reaped
-    assert process_ended(os.getpid())() is None
+    # PID.N: the process that ended served the session (a proxy, a parent agent), not the agent itself
+    assert process_ended(child.pid, 1)() == SESSION_ENDED
+    assert process_ended(os.getpid())() is None and process_ended(os.getpid(), 1)() is None
 
 
 async def test_an_attached_agent_that_runs_to_its_end_is_said_to_have_exited(

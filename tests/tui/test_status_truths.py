@@ -280,3 +280,26 @@ async def test_the_demos_end_at_80_and_100_columns_names_its_recording(width: in
         assert "turn 11 (12/12)" in drawn, drawn
         shown = kept if width == 100 else "…/demo.cpsession"
         assert f"Agent exited; kept at {shown} " in drawn, drawn
+
+
+async def test_a_session_whose_serving_process_ended_says_session_ended() -> None:
+    """`attach PID.N` to a proxy's conversation: when the proxy stops, it is the session that ended (the
+    agent may have exited long before), said in the neutral colour; "Agent exited" was the proxy's."""
+    from inspector.messages import SourceDisconnected
+    from inspector.status import SESSION_ENDED
+
+    src = SyntheticSource(12, live=True, initial=12, delay=0.01, disconnect=False)
+    src.header |= {"recording": "/tmp/rec/s1.cpsession", "session": 1}
+    app = InspectorApp(src)
+    app.agent_ended = lambda: SESSION_ENDED
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        app.post_message(SourceDisconnected("agent pid 7 disconnected"))
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.disconnected == SESSION_ENDED:
+                break
+        await settle(pilot)
+        drawn = _drawn(app)
+        assert "Session ended — 12 turns kept; recording kept at /tmp/rec/s1.cpsession" in drawn, drawn
+        assert "Agent" not in drawn, drawn
