@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -17,3 +18,25 @@ def run_app(app: Any, **kwargs: Any) -> Any:
     if code:
         raise SystemExit(code)
     return result
+
+
+def run_inspector(
+    source: Any,
+    theme: str | None,
+    start_turn: int | None = None,
+    agent_ended: Callable[[], str | None] | None = None,
+) -> None:
+    """The inspector on `source`, run as run_app runs it; `agent_ended` as InspectorApp.agent_ended.
+    The TUI commands' last step (cli._run_app, and attach's typer-free path, attach_command.run_live),
+    after each has checked for a terminal in its own words. Imports nothing of the app until called."""
+    from . import startup_gc
+
+    startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
+    try:
+        from .app import InspectorApp
+
+        inspector = InspectorApp(source, theme=theme, start_turn=start_turn)
+        inspector.agent_ended = agent_ended
+        run_app(inspector)
+    finally:
+        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off

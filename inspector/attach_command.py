@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from . import startup_gc
 from .option_check import check_theme
 from .recording_open import fail
 from .replay_argv import scan_plain, shell_completing
@@ -90,7 +89,7 @@ def process_ended(pid: int, session: int | None = None) -> Callable[[], str | No
 
 
 def run_live(source: Source, theme: str | None, agent_ended: Callable[[], str | None] | None = None) -> None:
-    """Run the inspector on a live source (cli._run_app's steps, without typer); `agent_ended` as
+    """Run the inspector on a live source (cli._run_app, without typer); `agent_ended` as
     InspectorApp.agent_ended."""
     if not sys.stdin.isatty():
         # (cli_common.need_terminal's words; it imports typer.)
@@ -99,13 +98,6 @@ def run_live(source: Source, theme: str | None, agent_ended: Callable[[], str | 
             "(or `cp-inspect explain` for text)",
             2,
         )
-    startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
-    try:
-        from .app import InspectorApp
-        from .app_exit import run_app
+    from .app_exit import run_inspector
 
-        inspector = InspectorApp(source, theme=theme)
-        inspector.agent_ended = agent_ended
-        run_app(inspector)
-    finally:
-        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
+    run_inspector(source, theme, agent_ended=agent_ended)

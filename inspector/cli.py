@@ -15,7 +15,7 @@ from typer.models import CommandInfo
 from engine.errors import ContextPipeError
 from engine.wording import counted
 
-from . import fleet_cli, replay_command, startup_gc
+from . import fleet_cli, replay_command
 from .cli_common import GateOpt, ThemeOpt, ThresholdOpt, check_window, fail, need_terminal
 
 # explain's work lives in cli_explain.py (typer-free, for cli_argv.py); its names stay reachable here.
@@ -349,16 +349,9 @@ def _run_app(
     agent_ended: Callable[[], str | None] | None = None,
 ) -> None:
     need_terminal("the inspector", "or `cp-inspect explain` for text")
-    startup_gc.hold()  # before the app is imported, until its first frame with data (startup_gc.py)
-    try:
-        from .app import InspectorApp
-        from .app_exit import run_app
+    from .app_exit import run_inspector
 
-        inspector = InspectorApp(source, theme=theme, start_turn=start_turn)
-        inspector.agent_ended = agent_ended
-        run_app(inspector)
-    finally:
-        startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off
+    run_inspector(source, theme, start_turn, agent_ended)
 
 
 @app.command(context_settings=ONE_FILE)

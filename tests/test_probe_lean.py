@@ -779,7 +779,8 @@ def test_attach_with_record_keeps_every_turn_of_an_agent_that_exits_during_a_bur
     journal: list[dict[str, Any]] = []
     seen: list[LiveSource] = []
 
-    def headless(src: LiveSource, theme: str | None) -> None:  # the app's reader, without a terminal
+    # The app's reader, without a terminal; what else the two runners are given (agent_ended) unread.
+    def headless(src: LiveSource, theme: str | None, *_: object, **__: object) -> None:
         seen.append(src)
         src.load_initial()
         _burst(pipe, range(12))
