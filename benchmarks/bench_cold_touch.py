@@ -19,6 +19,8 @@ cold and warm turn.
 
     .venv/bin/python benchmarks/bench_cold_touch.py [--n 120] [--lines 9] [--repeats 40]
     .venv/bin/python benchmarks/bench_cold_touch.py --engine TRAJECTORY [--provider anthropic] [--window 32000]
+        [--warm 10] [--per-turn] [--copies]
+    .venv/bin/python benchmarks/bench_cold_touch.py --tokenizer TRAJECTORY [--repeats 40]
 
 --engine splits an engine turn's cold excess itself. Each turn runs in three states, each with its own
 pipeline A and a twin B fed the same trajectory (one process, the states interleaved turn by turn):
@@ -41,7 +43,8 @@ counts them); warm it should be ~0.
 --tokenizer FILE: one count of texts of the trajectory's tool outputs (shortest to longest, and a
 five-character one), warm and cold, by the engine's counter (the bpe-openai crate) and by tiktoken
 (the same counts): what a turn's counting of new content pays after a model call. Wall ns (a count
-waits on nothing), the lower quartile over --repeats.
+waits on nothing), the lower quartile over --repeats. One text at a time; bench_cold_count.py counts
+the texts the engine itself tokenized, turn by turn, by those two counters and others.
 """
 
 from __future__ import annotations
