@@ -185,9 +185,9 @@ def droppable(rounds: Sequence[Round]) -> Sequence[Round]:
 class GrownRounds(Sequence[Round]):
     """The rounds of a history that only grew since the one they were split from: `closed[:n]` (rounds an
     assistant message after them ended: an append changes none of them), then `last`, the open newest
-    round (it runs to the history's end). Measure.rounds' split of a grown history: the rounds before
-    copied into a new list every turn (~6,000 at 6,000 turns, several times a wave-1 build). `closed` is
-    shared along a lineage and only ever appended to past every view's n (a view whose n is not its end
+    round (it runs to the history's end). Measure.rounds' split of a grown history (_extend_rounds), which
+    copied the rounds before into a new list every turn (~6,000 at 6,000 turns, several times a wave-1
+    build). `closed` is shared along a lineage and only ever appended to past every view's n (a view whose n is not its end
     gets its own copy when it grows): a view reads only its own first n."""
 
     __slots__ = ("_closed", "_n", "_last")
