@@ -5,6 +5,11 @@ tuple per view, each view copied the whole conversation and freed the last one's
 touched per message, twice, per view, per peer pass: quadratic in the session; the five peer passes of
 a 3,000-turn what-if spent ~0.6 s of CPU there), for conversations the peers mostly read only the newest
 messages of (what a turn appended, a window's edge) and tell apart by identity (HistoryBlocks).
+
+engine/sim/grown.py's Grown is the same idea for the Blocks of a peer's request, with a short tail kept
+apart because the next request may change its newest items (a result cleared near the end); a
+conversation's messages never change, so a Conversation is the run's first n and nothing more.
+base.direct reads the list under either.
 """
 
 from __future__ import annotations
