@@ -32,7 +32,6 @@ at which a close can race the loop.
 from __future__ import annotations
 
 import logging
-import os
 import selectors
 import socket
 import threading
@@ -42,6 +41,7 @@ from typing import Any
 from engine.probe.handshake import Handshake
 from engine.probe.queues import Client
 from engine.probe.readable import readable
+from engine.probe.run_queue import RunQueueWait
 
 log = logging.getLogger("contextpipe.probe")
 
@@ -99,9 +99,9 @@ class IOLoop(Handshake):
         self._cpu_mark = 0.0
         self._proc_mark = time.process_time()
         self._agent_rate = 1.0  # the agent's smoothed share of a core (busy until shown otherwise)
-        # The agent's thread's /proc schedstat (see _starved), opened by start() (on that thread); None
-        # where the kernel has none: the budget reads the agent by its CPU alone, as before.
-        self._sched_fd: int | None = None
+        # The agent's thread's run-queue wait (see _starved), opened by start() (on that thread); where
+        # the kernel has none (read() -1), the budget reads the agent by its CPU alone.
+        self._run_queue = RunQueueWait()
         self._sched_wait = 0  # its run-queue wait (ns, schedstat's second field) at the last look
         self._sched_at = 0.0  # when that was (monotonic)
         self._wait_rate = 0.0  # its smoothed run-queue wait, a share of wall time (see _starved)
@@ -410,39 +410,14 @@ class IOLoop(Handshake):
         return tokens, max(rate, 1e-6), lately
 
     def _open_schedstat(self) -> None:
-        """Open the calling thread's schedstat (start() calls it on the agent's thread, the one that
+        """Open the calling thread's run-queue wait (start() calls it on the agent's thread, the one that
         made the probe). Read by the I/O thread only when the agent's CPU reads as idle (_starved)."""
-        try:
-            fd = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
-        except (OSError, AttributeError):
-            return
-        self._sched_fd = fd
+        self._run_queue.open_here()
         self._sched_at = time.monotonic()
-        self._sched_wait = self._run_queue_wait()
-
-    def _run_queue_wait(self) -> int:
-        """The agent's thread's wait on run queues so far (ns), or -1 where it cannot be read (its thread
-        has exited, say: then no longer looked at)."""
-        fd = self._sched_fd
-        if fd is None:
-            return -1
-        try:
-            return int(os.pread(fd, 128, 0).split()[1])
-        except (OSError, ValueError, IndexError):
-            self._sched_fd = None
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-            return -1
+        self._sched_wait = self._run_queue.read()
 
     def _close_schedstat(self) -> None:
-        fd, self._sched_fd = self._sched_fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._run_queue.close()
 
     def _starved(self, now: float) -> bool:
         """Whether the agent's thread, which used under IDLE_RATE of a core lately, wanted IDLE_RATE or
@@ -458,7 +433,7 @@ class IOLoop(Handshake):
         the sessions' host), only in a pass that went past the busy share while the agent's CPU reads
         as idle (a paced agent's passes, well within it, never look); the wait between two looks is
         counted whole."""
-        waited = self._run_queue_wait()
+        waited = self._run_queue.read()
         if waited < 0:
             return False
         span = now - self._sched_at
