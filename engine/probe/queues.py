@@ -193,7 +193,7 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
 
 def _lazy_twin(ev: Any, held: list[tuple[Any, Any]] | None) -> bool:
     """Whether live event `ev` is what one of the snapshot's last events held as a Deferred (not built
-    when the snapshot was taken: see handshake._register) was published as: its marker (a fresh dict
+    when the snapshot was taken: see handshake._attach) was published as: its marker (a fresh dict
     each time, so by what it says) or, built since, the event itself.
 
     The marker compared is the one the Deferred had when the snapshot was taken (`held` pairs each
@@ -810,7 +810,7 @@ class ClientQueues:
         once the live stream has gone past them (the window is closed), False if all there is so far
         is those.
 
-        They are the snapshot's last few (see handshake._register), and they come first: the agent
+        They are the snapshot's last few (see handshake._attach), and they come first: the agent
         journals an event and then publishes it, one at a time, so an event published after one the
         snapshot did not have was journaled after it too. That is why the window closes at the first
         live event that is not one of them, whenever it comes: an event journaled before the snapshot

@@ -326,7 +326,7 @@ class ProbeServer(Handoff):
                         ring.marked, ring.marked_at = total, now
                 return
             # With a frame, the event rides along: its identity is what a client attaching meanwhile
-            # recognises it by in its snapshot (see handshake._register).
+            # recognises it by in its snapshot (see handshake._attach).
             pending.append(event if frame is None or self.redact else (event, frame))
             if quiet_only:
                 c = self._ring_one
