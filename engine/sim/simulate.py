@@ -923,7 +923,7 @@ def _simulate(
     # The last call's Blocks as the simulator took them: a Grown, so a call that keeps them is made by
     # appending its new ones (see below).
     prev_cblocks: Sequence[cachesim.Block] = ()
-    marks: list[int] = []  # where the request's markers are (see _prefix_counts)
+    marks: list[int] = []  # where the request's markers are (see _marks_after)
     prev_n = 0  # the previous request's cached prefix, which this one is checked against
 
     def convert(blocks: Sequence[Block]) -> list[cachesim.Block]:
