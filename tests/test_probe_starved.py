@@ -26,10 +26,14 @@ from typing import Any
 import pytest
 
 from engine.probe.loop import CPU_BURST, CPU_SHARE, IDLE_RATE
-from tests.support.probe_agent import fold_reader, run_turns, serving_pipeline, stop_reader
+from tests.support.probe_agent import fold_reader, paced_turn, run_turns, serving_pipeline, stop_reader
 
 HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk
 PACE = 0.05
+# Each paced turn uses at least this much CPU (as test_probe_fill_share.py's): unstarved the agent uses
+# ~5% of a core, well over IDLE_RATE; starved (~1.5% of the core when runnable) it waits on the run
+# queue most of the time, over STARVED_WAIT. A bare turn's ~1 ms would leave it at the boundary either way.
+TURN_CPU = 0.0025
 SECONDS = 6.0
 HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nprint('hog', flush=True)\nwhile True:\n    pass\n"
 
@@ -73,7 +77,7 @@ def test_a_starved_agent_is_read_as_busy_and_the_fill_keeps_to_the_busy_share(
             filling: list[bool] = []
             while time.monotonic() - start < SECONDS:
                 filling.append(any(c.fetch for c in probe._clients.values()))
-                run_turns(pipe, range(turn, turn + 1))
+                paced_turn(pipe, turn, TURN_CPU)
                 turn += 1
                 time.sleep(PACE)
             out.update(

@@ -72,12 +72,16 @@ JOIN_SLACK = 0.5
 # The thread's CPU budget (see IOLoop._budget): CPU_SHARE of the agent's own CPU time while it is busy
 # (bursts of CPU_BURST seconds), IDLE_SHARE of wall time while it uses less than IDLE_RATE of a core
 # (waiting on its model, say; an agent that is merely starved by a loaded machine still counts as busy:
-# its thread's wait on a CPU's run queue counts as the CPU it wanted, see IOLoop._starved).
+# its thread waiting on a CPU's run queue STARVED_WAIT of the time, see IOLoop._starved).
 CPU_SHARE = 0.03
 CPU_BURST = 0.002
 IDLE_SHARE = 0.2
 IDLE_BURST = 0.005
 IDLE_RATE = 0.02
+# An agent whose thread waits on a CPU's run queue this share of wall time or more is starved, not idle
+# (see IOLoop._starved). A thread that only wakes to poll (a sleep(0.01) loop) waited 3.5-11% of wall
+# time at load 6-10 on the sessions' 2-core host; one starved under IDLE_RATE while it has work, ~60-80%.
+STARVED_WAIT = 0.25
 RATE_WINDOW = 0.5
 # The longest the CPU budget makes the thread rest before a pass (close() interrupts it anyway): a client
 # it serves may wait that long for its live events while a history fill is repaid (see _budget).
@@ -420,30 +424,30 @@ class IOLoop(Handshake):
         self._run_queue.close()
 
     def _starved(self, now: float) -> bool:
-        """Whether the agent's thread, which used under IDLE_RATE of a core lately, wanted IDLE_RATE or
-        more counting its wait on a CPU's run queue: a loaded machine starves it, so it is busy, not
-        waiting on its model, and the probe keeps to CPU_SHARE of what it gets. Read as idle, such an
-        agent gave the probe IDLE_SHARE of wall time (tests/test_probe_fill_share.py at load ~10: an
-        agent starved under 2% of a core, the probe's history fill took 13% of its CPU).
+        """Whether the agent's thread, which used under IDLE_RATE of a core lately, waited on a CPU's run
+        queue for STARVED_WAIT of the wall time or more: it has work and a loaded machine starves it, so
+        it is busy, not waiting on its model, and the probe keeps to CPU_SHARE of what it gets. Read as
+        idle, such an agent gave the probe IDLE_SHARE of wall time (tests/test_probe_fill_share.py at
+        load ~10: an agent starved under 2% of a core, the probe's history fill took 13% of its CPU).
+        Not any wait at all: a thread that wakes only to poll waits a little at each wake-up on a
+        loaded machine, and read as busy it held an inspector's history fill to 3% of its tiny CPU
+        (27 s against 2 s at load 6: tests/test_probe_attach_long.py's agent polls every 10 ms).
 
-        The wait is smoothed as the CPU rate is (it rises at once, decays over RATE_WINDOW): this
-        thread looks mostly while the agent's thread is not runnable (a starved agent that holds the
-        GIL, descheduled, holds this thread off too), so a look at one pass's wait alone read a starved
-        agent as idle in most passes. A look is one pread of /proc, ~1.6 us of this thread's CPU (warm,
-        the sessions' host), only in a pass that went past the busy share while the agent's CPU reads
-        as idle (a paced agent's passes, well within it, never look); the wait between two looks is
-        counted whole."""
+        The wait share is a time-weighted average over about RATE_WINDOW of the waits between looks,
+        each counted whole: this thread looks mostly while the agent's thread is not runnable (a
+        starved agent that holds the GIL, descheduled, holds this thread off too), so one look's
+        window alone read a starved agent as idle in most passes. A look is one pread of /proc, ~1.6
+        us of this thread's CPU (warm, the sessions' host), only in a pass that went past the busy
+        share while the agent's CPU reads as idle (a paced agent's passes, well within it, never
+        look)."""
         waited = self._run_queue.read()
         if waited < 0:
             return False
         span = now - self._sched_at
         inst = (waited - self._sched_wait) / (span * 1e9) if span > 0 else 0.0
         self._sched_wait, self._sched_at = waited, now
-        if inst >= self._wait_rate:
-            self._wait_rate = inst
-        else:
-            self._wait_rate += min(1.0, span / RATE_WINDOW) * (inst - self._wait_rate)
-        if self._agent_rate + self._wait_rate >= IDLE_RATE:
+        self._wait_rate += min(1.0, span / RATE_WINDOW) * (inst - self._wait_rate)
+        if self._wait_rate >= STARVED_WAIT:
             self.starved_passes += 1
             return True
         return False
