@@ -86,6 +86,22 @@ def wait_for(cond: Callable[[], Any], what: str) -> None:
         time.sleep(0.01)
 
 
+def wait_progressing(
+    done: Callable[[], Any], progress: Callable[[], Any], what: str, stall: float = T
+) -> None:
+    """Wait until `done()`, failing only once `progress()` (what the wait is made of: events received, a
+    journal position) has stood still for `stall` seconds. A fill of a long history takes seconds here,
+    and several times that on a slower or loaded host (pinned to one core with three CPU hogs, a 10 s
+    deadline on the whole fill ran out 3 times in one run): a stall is what a broken fill shows."""
+    last, moved = progress(), time.monotonic()
+    while not done():
+        now = progress()
+        if now != last:
+            last, moved = now, time.monotonic()
+        assert time.monotonic() - moved < stall, f"{what} (no progress in {stall:g} s, at {last!r})"
+        time.sleep(0.01)
+
+
 def probe_asleep(probe: Any) -> bool:
     """The I/O thread has nothing in progress and is blocked in select() (not in a pass, nor resting
     off its CPU budget after a client's snapshot): what the agent's thread needs to send itself. A
