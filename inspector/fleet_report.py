@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.sim.simulate import SimulationReport
 from engine.wording import counted
+from panels.middle_cut import middle_cut
 from panels.token_counts import tok
 
 
@@ -100,7 +101,7 @@ def session_names(rows: list[dict[str, Any]], width: int = 33) -> list[str]:
         # Cut in the middle, its .cpsession first: cut at the end, names that differ at their end (an
         # imported run's task, deepseek_reasoner_dev__marshmallow-code__marshmallow-1343 and -1359; a
         # proxy session's model) read alike ("deepseek_reasoner_dev__marshma..." on both rows).
-        cut = [_middle_cut(n.removesuffix(".cpsession") if len(n) > width else n, width) for n in names]
+        cut = [middle_cut(n.removesuffix(".cpsession") if len(n) > width else n, width, "...") for n in names]
         if len(set(cut)) == len(cut):
             return cut
     absolute = [str(p.resolve()) for p in paths]
@@ -110,14 +111,6 @@ def session_names(rows: list[dict[str, Any]], width: int = 33) -> list[str]:
         rel = os.path.relpath(a, common)
         out.append(rel if len(rel) <= width else "..." + rel[-(width - 3):])
     return out
-
-
-def _middle_cut(name: str, width: int) -> str:
-    """`name`, or its start and end around "..." in `width` characters."""
-    if len(name) <= width:
-        return name
-    head = (width - 3) // 2
-    return f"{name[:head]}...{name[len(name) - (width - 3 - head):]}"
 
 
 def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:

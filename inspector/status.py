@@ -11,6 +11,7 @@ from engine.wording import counted
 from inspector.session_view import SPEEDS, SessionView
 from panels.fmt import fit_cells, literal, model_in, one_line
 from panels.markup_line import Part, as_markup, assemble, parse
+from panels.middle_cut import middle_cut
 
 # The most of a recording's file name the status line keeps when the turn number itself would not fit.
 # An imported run's name is often 60-70 characters (deepseek_reasoner_dev__marshmallow-code__
@@ -63,10 +64,7 @@ def provider_label(model: str, provider: str) -> str:
 def short_name(name: str, limit: int = NAME_CHARS, head_share: float = 0.5) -> str:
     """`name`, or its start and end around an ellipsis when it is longer than `limit` characters (the
     start `head_share` of what is kept)."""
-    if len(name) <= limit:
-        return name
-    head = int((limit - 1) * head_share)
-    return f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
+    return middle_cut(name, limit, "…", head_share)
 
 
 def status_markup(
