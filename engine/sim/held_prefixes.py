@@ -2,7 +2,7 @@
 
 `seen` maps every prefix a request sent to when it was last sent, in order of last use; the last call's
 prefixes are one list with one time (`_DeepSeekPolicy._live`) and the rest is this store. A prefix key
-is an int handed out by the simulator's intern table in runs (cachesim.KeyTable): a call's prefixes are
+is an int handed out by the simulator's intern table in runs (engine/sim/key_table.py): a call's prefixes are
 a few runs of consecutive numbers. A column that changes its requests early every call (a sliding
 window, or clear_tool_uses clearing one more old result every turn past its trigger) sends a new run
 of thousands of prefixes a call, and each call's are held until they expire (DeepSeek: 4 h): held one
