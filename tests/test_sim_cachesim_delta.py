@@ -1,4 +1,4 @@
-"""The cache simulator takes each call as a change to the previous one (cachesim._KeyChain.take_raw): an
+"""The cache simulator takes each call as a change to the previous one (key_chain._KeyChain.take_raw): an
 appended call extends the last call's keys and sums in place, a shifted call keeps the stretch's sums as
 they were and moves their base, and a caller that knows how many leading blocks are the last call's own
 (Call.shared, as simulate passes it) spares the comparison of that prefix.

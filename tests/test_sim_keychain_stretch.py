@@ -1,4 +1,4 @@
-"""The simulator's prefix keys and running sums of a shifted request (cachesim._KeyChain.take): a window
+"""The simulator's prefix keys and running sums of a shifted request (key_chain._KeyChain.take): a window
 that moved on sends a few new blocks, then a stretch of the previous request from a later point on,
 then the new ones. The stretch's hashes and sums are carried from the previous call (its blocks passed
 the checks there), so a shifted call reads the blocks around the stretch, not every block it sends (a

@@ -1,4 +1,4 @@
-"""A call's new prefix keys left as a range (cachesim._KeyChain.take_lazy): a window that moved to where no
+"""A call's new prefix keys left as a range (key_chain._KeyChain.take_lazy): a window that moved to where no
 call started before meets thousands of prefixes no call sent, every one a new key; DeepSeek's rules read
 none of them one by one (no unit or `seen` entry can have them), so they stay range(first, next) until a
 later call reads them (it comes back to that start, or appends to that call).

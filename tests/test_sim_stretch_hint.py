@@ -91,16 +91,16 @@ def test_a_hinted_stretch_gives_the_figures_of_a_search(
 
 def test_the_hint_spares_the_search(monkeypatch: Any) -> None:
     """A sliding window told its stretch does not search for it (the search counted)."""
-    from engine.sim import cachesim
+    from engine.sim import key_chain
 
     searched = [0]
-    real = cachesim.find_stretch
+    real = key_chain.find_stretch
 
     def counting(*a: Any) -> tuple[int, int, int]:
         searched[0] += 1
         return real(*a)
 
-    monkeypatch.setattr(cachesim, "find_stretch", counting)
+    monkeypatch.setattr(key_chain, "find_stretch", counting)
     msgs = [Block(f"m{i}", 10) for i in range(300)]
     sim = CacheSimulator("deepseek", "m")
     prev = tuple(msgs[:100])

@@ -1,0 +1,590 @@
+"""The key chain: each call's prefix keys (one per block boundary, interned in a KeyTable) and running
+token sums, made from the previous call's as a change to it (`_KeyChain`), with the comparisons it is
+built on (`shared_prefix_len`, `find_stretch`) and the checks of a call's block order. The simulator's
+policies (engine/sim/cachesim.py) read a call's prefixes only through it."""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate, compress, count, islice, repeat
+from operator import add, attrgetter, is_, is_not, ne
+from typing import Any, cast
+
+from engine.common_prefix import common_prefix_len
+from engine.sim.calls import SEGMENT_ORDER, Block, CacheSimError
+from engine.sim.grown import Grown
+from engine.sim.key_table import Key, KeyTable
+
+_TOKENS = attrgetter("tokens")
+_SHA = attrgetter("sha")
+
+
+def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """common_prefix_len(a, b), the length of their equal prefix, for sequences of objects that are
+    mostly the very same objects from one call to the next (a session's requests: the engine hands the
+    unchanged Blocks out again, and simulate converts each distinct Block once). Where two requests
+    differ, it is most often early (a sliding window's new first message): the first pair that is not
+    the same object is found in C and compared once, where the binary search on slices compared ~8
+    slices, each ending in a dataclass __eq__ (a Python call). An equal pair of distinct objects there
+    goes on by value, as common_prefix_len does."""
+    n = min(len(a), len(b))
+    # The last pair the two could share already tells them apart (a sliding window's request differs
+    # from its first message on): the scan below stops at the first difference, where comparing the
+    # whole slices would copy both first. Else (the usual append) the slices compare in C.
+    if (n and a[n - 1] is b[n - 1]) and a[:n] == b[:n]:
+        return n
+    if n == 0:
+        return 0
+    # Some pair differs in value. Most often early (a sliding window's new first message): the first
+    # _HEAD pairs by identity, as before (one __eq__ for the pair found). Else the stretch of _SCAN
+    # pairs that holds the first such pair, found by comparing stretches as slices (identity first, in
+    # C: ~2 ns a pair), then the first pair in it that is not the same object. An iterator scan of every
+    # pair from the start (count, map, compress: ~40 ns a pair) was most of a call that changed near its
+    # end (clear_tool_uses clearing one more result a turn: a 3,000-block request's first difference ~8
+    # blocks from its end).
+    m = min(n, _HEAD)
+    first = next(compress(range(m), map(is_not, a, b)), m)  # (compress stops at the range's end)
+    if first < m:
+        if a[first] != b[first]:
+            return first
+        return first + common_prefix_len(a[first:n], b[first:n])
+    while m < n:
+        e = min(m + _SCAN, n)
+        x, y = a[m:e], b[m:e]
+        if x == y:
+            m = e
+            continue
+        first = m + next(compress(count(), map(is_not, x, y)))
+        if a[first] != b[first]:
+            return first
+        return first + common_prefix_len(a[first:e], b[first:e])
+    return n
+
+
+# Pairs shared_prefix_len compares as one slice before looking inside it, after the first _HEAD.
+_SCAN = 256
+_HEAD = 8
+
+
+def _prefix_keys(blocks: Sequence[Block], table: KeyTable) -> list[Key]:
+    """keys[j] identifies the prefix made of blocks[:j] (keys[0] is the empty prefix) in `table`."""
+    return _extend_keys([0], [b.sha for b in blocks], table)
+
+
+def _extend_keys(keys: list[Key], shas: Sequence[str], table: KeyTable) -> list[Key]:
+    """Append the keys of the prefixes that extend keys[-1]'s by each of the block hashes `shas` in turn
+    (walked as their ids in `table`: see _extend_ids)."""
+    return _extend_ids(keys, table.hash_ids(shas), table)
+
+
+def _extend_ids(keys: list[Key], shas: Sequence[int], table: KeyTable) -> list[Key]:
+    """Append the keys of the prefixes that extend keys[-1]'s by each of `shas` (block hash ids, see
+    KeyTable.hashes) in turn.
+
+    A prefix's key is interned, not hashed: the key of the prefix one block shorter and the block's
+    content hash lead to it through `table` (see KeyTable), a new number when they lead nowhere. Two
+    prefixes get one key exactly when they hold the same blocks' hashes in the same order (by induction
+    on the length: a key has at most one extension per hash, in `ids` or as its run's next key, never
+    both), so there is no collision to rule out, and the numbers depend only on the order prefixes were
+    first met, which is the calls' order: deterministic. (A chained BLAKE2b until 2026-12-02, then one
+    dict entry per prefix: the same answers.)"""
+    new = _walk_keys(keys, shas, table)
+    if new:
+        keys += range(table.next - new, table.next)
+    return keys
+
+
+def _walk_keys(keys: list[Key], shas: Sequence[int], table: KeyTable, start: int = 0) -> int:
+    """_extend_keys(keys, shas[start:], table) without its last step: the keys of the prefixes already in
+    `table` are appended to `keys`; the rest, every one new, are handed out as one run and not appended.
+    Returns how many were handed out: they are range(table.next - that, table.next), in order (see
+    _KeyChain.tail). (`start`: a call's hashes are walked from where it parts from the last call, not
+    copied from there first.)"""
+    h = keys[-1]
+    get = table.ids.get
+    starts, runs = table.starts, table.runs
+    i, n = start, len(shas)
+    while i < n:
+        sha = shas[i]
+        k = get((h, sha))
+        if k is not None:
+            h = k
+            keys.append(k)
+            i += 1
+            continue
+        r = bisect_right(starts, h) - 1  # the run holding h (every key but the empty prefix's has one)
+        if r >= 0:
+            run = runs[r]
+            j = h - starts[r] + 1  # where h's extension within its run would be
+            if j < len(run) and run[j] == sha:
+                # As far as the run goes the same way, in C. Only the stretch both can share is copied: a
+                # prefix built over many calls is thousands of short runs (each call's few new blocks, an
+                # output's key between them), and comparing the whole rest of the call with each run's
+                # rest copied ~n entries per run, ~n^2/4 a call (tests/test_sim_key_runs_walk.py).
+                m = _agreeing(run, j, shas, i, min(len(run) - j, n - i))
+                keys += range(h + 1, h + 1 + m)
+                h += m
+                i += m
+                continue
+        # Met for the first time: so is every longer prefix of these blocks. One run for all of them.
+        first = table.next
+        rest = shas[i:]
+        if type(rest) is not array:  # (a run's hashes are compared with a call's as arrays)
+            rest = array("i", rest)
+        table.next = first + len(rest)
+        table.ids[(h, rest[0])] = first
+        starts.append(first)
+        runs.append(rest)
+        return len(rest)
+    return 0
+
+
+# The first stretch `_agreeing` compares; each next one is this many times longer.
+_AGREE_FIRST = 32
+_AGREE_GROWTH = 4
+
+
+def _agreeing(run: Sequence[int], j: int, shas: Sequence[int], i: int, k: int) -> int:
+    """How many of run[j : j + k] and shas[i : i + k] agree from their starts (common_prefix_len of
+    the two), read in stretches that grow geometrically, each compared in C: the work follows the
+    agreeing part, not k. Walking a prefix that an earlier call left as many runs (clear_tool_uses past
+    its window sends again a prefix of an earlier call, whose runs go on differently after a few dozen
+    blocks each), copying and bisecting the whole shared stretch per run was ~90 runs times ~4,000
+    hashes, times the bisection's slices, a call."""
+    m = 0
+    step = _AGREE_FIRST
+    while m < k:
+        s = min(step, k - m)
+        a, b = run[j + m : j + m + s], shas[i + m : i + m + s]
+        if a != b:
+            # The first pair that differs (there is one: equal lengths, unequal arrays): the stretch
+            # halved while long, each half compared in C (arrays: a memcmp), then the last few pair by
+            # pair. Pair by pair over the whole stretch (an int made of each hash id, ~30 ns a pair) was
+            # most of a walk that comes back to an earlier start (~4,700 hashes).
+            lo, hi = 0, s  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+            while hi - lo > _AGREE_PAIRS:
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return m + lo + next(compress(count(), map(ne, a[lo:hi], b[lo:hi])))
+        m += s
+        step *= _AGREE_GROWTH
+    return k
+
+
+# Pairs `_agreeing` compares one by one, at most, once it halved a stretch that differs.
+_AGREE_PAIRS = 16
+
+
+class _KeyChain:
+    """Prefix keys (see `_prefix_keys`) and running token sums of one call after another: a call shares
+    most of its prefix with the previous one, so only the blocks after the shared part are checked,
+    summed and hashed. Same keys and sums as `_prefix_keys` and `_cumulative`, at a cost that follows
+    what changed rather than the request's length.
+
+    The shared part is found by comparing the blocks themselves (the engine hands consecutive requests
+    the same objects, so this is an identity check in C; equal blocks have equal hashes and counts),
+    not a list of hashes built from every block of every call. A request that shifted (a window that
+    moved on: clear_tool_uses past its window, a sliding window) is a few new blocks, then a stretch of
+    the previous request from a later point on, then the new ones: the stretch's hashes are the previous
+    call's (carried), its sums the previous call's moved by one difference, and its blocks passed the
+    checks there, so a shifted call reads the blocks around the stretch, not the thousands in it (a
+    3,000-turn what-if's clear_tool_uses column: half its calls past the window shift). What is carried
+    is only a cache of values that are functions of the blocks: a call that raises leaves it as it was."""
+
+    def __init__(self, ids: KeyTable | None = None) -> None:
+        self.ids = KeyTable() if ids is None else ids  # the intern table of the keys (see _extend_keys)
+        self.blocks: Sequence[Block] = ()
+        # The blocks' hash ids (KeyTable.hashes): extended and cut in place, as keys and raw, only on the
+        # last call's line (see take_raw); else a new array, so an entry of _earlier holds its call's
+        # hashes as they were.
+        self.shas: array[int] = array("i")
+        self.keys: list[Key] = [0]
+        # The keys after `keys`, not made into a list: those the last call handed out, when it was taken
+        # lazily (take_lazy). A window that moved to where no call started before (clear_tool_uses past
+        # its window, most of its calls there) has ~4,800 prefixes, every one new: made as ints in a
+        # list, each call, they were ~80 us of its ~240, and most such calls' keys are never read past
+        # the few before them (a later call that comes back to that start reads them: then they are made).
+        self.tail: range = _NO_KEYS
+        # The running token sums, as raw[j] + base (see _Sums): a shifted request's stretch keeps the
+        # previous call's raw sums as they are and moves `base`, not every sum in it.
+        # (An array, as the hashes: a shifted call copies the stretch's ~4,800 sums, and as a list of
+        # ints each copy and free touched their scattered objects.)
+        self.raw: array[int] = array("q", [0])
+        self.base = 0
+        self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
+        # keys[:old] of the last take were in the table before it; keys[old:] were handed out by it. A
+        # prefix first met in this call is in no policy's dict yet: lookups can stop at `old`.
+        self.old = 1
+        self.common = 0  # the last take's blocks[:common] (keys[: common + 1]) were the take's before it
+        # The keys the last take cut from the list it extended in place (the one before it's keys after
+        # keys[common]), else None (the take made a new list; the one before it's is as it was).
+        self.cut: list[Key] | None = None
+        # The last call of each of the last EARLIER_CALLS lines, by the block where the line parted from
+        # the call before it (id -> (that position, blocks, keys, raw sums, base, checked)); a line is a
+        # call and the calls after it that keep its start.
+        # A window that comes back to where an earlier call's started (clear_tool_uses past its window:
+        # the start moves back and on by a round or two) sends again most of that call's prefix: its
+        # keys and sums are that call's, copied, where walking the intern table's runs of that prefix
+        # (one per call that went that way) cost ~3-4 ms a call. Held by the blocks' ids: each state
+        # keeps its blocks alive, so an id names the one block while it is here.
+        # A call that goes on the last call's line extends that call's lists in place (see take_raw):
+        # they are then held by this chain and by that line's entry only, which the call replaces.
+        # (position, blocks, keys, raw sums, base, checked, the blocks' hashes, the keys' tail) each.
+        self._earlier: dict[
+            int, tuple[int, Sequence[Block], list[Key], array[int], int, bool, array[int], range]
+        ] = {}
+        self._line = 0  # where the last call's line parted (see _done)
+        # The last take came back to an earlier line (_from_earlier): (that line's entry key, the blocks
+        # of the call it took from, how many blocks this call shares with it); else None.
+        self.back: tuple[int, Sequence[Block], int] | None = None
+
+    def line_key(self) -> int | None:
+        """The key of the last call's line among the earlier lines (see _earlier): what a later take
+        that comes back to that line finds it by. None before any call."""
+        at = self._line
+        return id(self.blocks[at]) if at < len(self.blocks) else None
+
+    def keys_for(self, blocks: Sequence[Block]) -> list[Key]:
+        return self.take(blocks)[0]
+
+    def take(self, blocks: Sequence[Block], check_order: bool = False) -> tuple[list[Key], list[int]]:
+        """(keys, cumulative tokens) of `blocks`; with check_order, first `_check_order`'s check. Raises
+        as `_check_order` and `_cumulative` do, for the same block. Lists of the caller's own (take_raw's
+        change in place on the next call)."""
+        keys, raw, base = self.take_raw(blocks, check_order)
+        return list(keys), [x + base for x in raw]
+
+    def take_raw(
+        self,
+        blocks: Sequence[Block],
+        check_order: bool = False,
+        shared: int | None = None,
+        stretch: tuple[int, int, int] | None = None,
+    ) -> tuple[list[Key], array[int], int]:
+        """take(blocks), as (keys, raw, base): the cumulative tokens are raw[j] + base. The lists are the
+        chain's own, valid until its next call. `shared`: blocks[:shared] are the previous call's own
+        Block objects (Call.shared); None: found by comparing. `stretch`: Call.stretch, read only with
+        `shared` taken as given; None: searched for."""
+        keys, _, raw, base = self.take_lazy(blocks, check_order, shared, stretch, lazy=False)
+        return keys, raw, base
+
+    def take_lazy(
+        self,
+        blocks: Sequence[Block],
+        check_order: bool = False,
+        shared: int | None = None,
+        stretch: tuple[int, int, int] | None = None,
+        lazy: bool = True,
+    ) -> tuple[list[Key], range, array[int], int]:
+        """take_raw(blocks) as (keys, tail, raw, base): the call's keys are keys + tail, where `tail` is the
+        keys it handed out (every prefix from the first one no call sent before: `old` on), not made into
+        ints in a list (lazy=False: made, and `tail` is empty)."""
+        if type(blocks) is not Grown:  # (simulate's calls: read-only, extended without a copy)
+            blocks = tuple(blocks)
+        prev = self.blocks
+        if shared is None:
+            common = shared_prefix_len(prev, blocks)
+            stretch = None  # (counted from the caller's `shared`)
+        else:
+            common = min(shared, len(prev), len(blocks))
+            # A cheap guard on the caller's word (its last shared block): the prefix's own comparison
+            # is what the hint saves.
+            if (
+                common
+                and prev[common - 1] is not blocks[common - 1]
+                and prev[common - 1] != blocks[common - 1]
+            ):
+                common = shared_prefix_len(prev, blocks)
+            if common != shared:
+                stretch = None
+        self.back = None
+        back = self._from_earlier(blocks, common, check_order, lazy)
+        if back is not None:
+            return back
+        h, a, m = (0, 0, 0) if stretch is None else stretch
+        s = common + h  # where the stretch starts in this call
+        # The caller's stretch, held to its ends (the same objects; as the guard on `shared` above):
+        # any stretch of equal blocks gives the same keys and sums, so a valid one needs no search.
+        if stretch is None or (
+            m
+            and not (
+                0 <= h
+                and 0 <= a
+                and s + m <= len(blocks)
+                and a + m <= len(prev)
+                and blocks[s] is prev[a]
+                and blocks[s + m - 1] is prev[a + m - 1]
+            )
+        ):
+            h, a, m = find_stretch(prev, blocks[common:], common)
+            s = common + h
+        cut: list[Key] | None = None  # what an in-place extension cut from the last call's keys
+        # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
+        # order and count checks in an earlier call, as one run of the sequence they are in here). Cut
+        # from `blocks` by where they are: the new ones as one slice were a copy of a shifted call's
+        # ~4,800 Blocks to read a few.
+        head, tail = (blocks[common:s], blocks[s + m :]) if m else (blocks[common:], ())
+        if check_order and self.order_checked:
+            # The shared part passed this check already: only the new blocks, from the rank before them.
+            last = SEGMENT_ORDER.get(blocks[common - 1].segment, 0) if common else 0
+            if m:
+                _check_order(blocks[common : s + 1], last, common)
+                _check_order(tail, SEGMENT_ORDER.get(blocks[s + m - 1].segment, 0), s + m)
+            else:
+                _check_order(head, last, common)
+        elif check_order:
+            _check_order(blocks)
+        tokens = list(map(_TOKENS, head))
+        after = list(map(_TOKENS, tail))
+        if (tokens and min(tokens) < 0) or (after and min(after) < 0):
+            b = next(b for b in (*head, *tail) if b.tokens < 0)
+            raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        # Nothing is changed above this line: a call that raises leaves the chain as it was.
+        shas = self.shas
+        prev_raw, base = self.raw, self.base
+        if m:
+            # The call's hashes made once: walked from `common`, then carried as they are.
+            hid = self.ids.hashes.__getitem__
+            full = shas[:common]
+            full.extend(map(hid, map(_SHA, head)))
+            full += shas[a : a + m]
+            full.extend(map(hid, map(_SHA, tail)))
+            keys = _keys_upto(self.keys, self.tail, common + 1)
+            fresh = _walk_keys(keys, full, self.ids, common)
+            raw = prev_raw[: common + 1]
+            raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
+            d = raw[-1] - prev_raw[a]  # what the stretch's sums move by here
+            if d and m > len(raw):
+                # The stretch is most of the call: its raw sums are the previous call's as they are, and
+                # the base moves by d; the few before it are taken down by d instead.
+                raw = array("q", [x - d for x in raw])
+                base += d
+                raw += prev_raw[a + 1 : a + m + 1]
+            elif d:
+                raw.extend(map(add, prev_raw[a + 1 : a + m + 1], repeat(d)))
+            else:
+                raw += prev_raw[a + 1 : a + m + 1]
+            raw.extend(islice(accumulate(after, initial=raw[-1]), 1, None))
+        else:
+            new_shas = self.ids.hash_ids(map(_SHA, head))
+            if self._line < common and 2 * common >= len(prev) and prev[self._line] is blocks[self._line]:
+                # On the last call's line (see _done): its lists are this chain's and that line's entry's
+                # only, and the entry is replaced by this call's. Cut and extended in place: a call that
+                # appends costs what it appends, not a copy of every key and sum before it. (The last
+                # call's tail, the few keys it appended, made first: they are its list's from here.)
+                keys, raw = self.keys, prev_raw
+                if self.tail:
+                    keys += self.tail
+                    self.tail = _NO_KEYS
+                cut = keys[common + 1 :]
+                del keys[common + 1 :], raw[common + 1 :]
+            else:
+                keys, raw = _keys_upto(self.keys, self.tail, common + 1), prev_raw[: common + 1]
+            fresh = _walk_keys(keys, new_shas, self.ids)
+            raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
+        # The keys handed out are the last ones (after the first prefix not in the table, every one is
+        # new): keys[old:] of the call, its tail.
+        old = len(keys)
+        made = range(self.ids.next - fresh, self.ids.next)
+        if fresh and not lazy:
+            keys += made
+            made = _NO_KEYS
+        if m:
+            shas = full
+        elif cut is not None:  # on the last call's line: its hashes cut and extended in place too
+            del shas[common:]
+            shas += new_shas
+        else:
+            shas = shas[:common]
+            shas += new_shas
+        self._done(blocks, common, keys, made, raw, base, shas, check_order, old)
+        self.cut = cut
+        return keys, made, raw, base
+
+    def _from_earlier(
+        self, blocks: Sequence[Block], common: int, check_order: bool, lazy: bool
+    ) -> tuple[list[Key], range, array[int], int] | None:
+        """take_raw(blocks) from an earlier call (not the last one) that parted from its own previous
+        call at the block this one parts at, when it shares most of what follows with this one: its keys,
+        sums and hashes as far as the two agree, then the rest read. None when there is none such."""
+        if common >= len(blocks) - STRETCH_MIN:
+            return None
+        got = self._earlier.get(id(blocks[common]))
+        if got is None or got[0] != common or got[1][common] is not blocks[common]:
+            return None
+        _, eb, ekeys, eraw, ebase, echecked, eshas, etail = got
+        c = shared_prefix_len(eb, blocks)
+        rest = blocks[c:]
+        if c - common < len(rest) or c - common < STRETCH_MIN:
+            return None  # it shares less than is left to read: the usual way
+        if check_order and echecked:
+            _check_order(rest, SEGMENT_ORDER.get(blocks[c - 1].segment, 0), c)
+        elif check_order:
+            _check_order(blocks)
+        tokens = list(map(_TOKENS, rest))
+        if tokens and min(tokens) < 0:
+            b = next(b for b in rest if b.tokens < 0)
+            raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+        # The hashes carried to the next call: the earlier call's as far as the two agree (its entry's
+        # list is that call's own: see self.shas), the rest read from the blocks. Read from every block
+        # (~4,700 a clear_tool_uses call past its window), they were ~1.5 ms of such a call.
+        shas = eshas[:c]
+        shas.extend(map(self.ids.hashes.__getitem__, map(_SHA, rest)))
+        keys = _keys_upto(ekeys, etail, c + 1)
+        fresh = _walk_keys(keys, shas, self.ids, c)
+        old = len(keys)
+        made = range(self.ids.next - fresh, self.ids.next)
+        if fresh and not lazy:
+            keys += made
+            made = _NO_KEYS
+        raw = eraw[: c + 1]
+        raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
+        self._done(blocks, common, keys, made, raw, ebase, shas, check_order, old)
+        self.cut = None
+        self.back = (id(blocks[common]), eb, c)
+        return keys, made, raw, ebase
+
+    def _done(
+        self,
+        blocks: Sequence[Block],
+        common: int,
+        keys: list[Key],
+        tail: range,
+        raw: array[int],
+        base: int,
+        shas: array[int],
+        checked: bool,
+        old: int,
+    ) -> None:
+        """Carry this call's figures to the next, and keep them by where its line parted (see _earlier)."""
+        # A call that keeps most of the last one (appends, or edits near the end) goes on its line: kept
+        # under the line's start in the last call's place. Else (a window that moved) it starts a line
+        # where it parted from the last call. (take_raw's in-place test is this one's first branch.)
+        at = self._line if self._line < common and 2 * common >= len(self.blocks) else common
+        self.blocks, self.keys, self.tail, self.raw, self.base = blocks, keys, tail, raw, base
+        self.shas, self.order_checked = shas, checked
+        self.old, self.common, self._line = old, common, at
+        if at < len(blocks):
+            earlier = self._earlier
+            earlier.pop(id(blocks[at]), None)
+            earlier[id(blocks[at])] = (at, blocks, keys, raw, base, checked, shas, tail)
+            if len(earlier) > EARLIER_CALLS:
+                del earlier[next(iter(earlier))]
+
+
+_NO_KEYS = range(0)
+
+
+def _keys_upto(keys: list[Key], tail: range, e: int) -> list[Key]:
+    """The first `e` keys of keys + tail, as a new list."""
+    if e <= len(keys):
+        return keys[:e]
+    out = keys[:]
+    out += tail[: e - len(keys)]
+    return out
+
+
+def _key_at(keys: list[Key], tail: range, j: int) -> Key:
+    """(keys + tail)[j], for 0 <= j < len(keys) + len(tail)."""
+    return keys[j] if j < len(keys) else tail[j - len(keys)]
+
+
+class _Sums:
+    """Cumulative token sums read as raw[j] + base (see _KeyChain.take_raw): what a policy indexes."""
+
+    __slots__ = ("raw", "base")
+
+    def __init__(self, raw: Sequence[int], base: int) -> None:
+        self.raw, self.base = raw, base
+
+    def __getitem__(self, j: int) -> int:
+        return self.raw[j] + self.base
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+def _sums(raw: Sequence[int], base: int) -> Sequence[int]:
+    # (Indexed and measured only, as a Sequence of the sums.)
+    return cast(Sequence[int], _Sums(raw, base)) if base else raw
+
+
+# Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
+EARLIER_CALLS = 32
+# Units created or expired since a line was left, at most, for its reading to be caught up rather than
+# made afresh: each is a search of the call's keys, ~10x a fresh reading's lookup of a prefix (and at
+# most one per 8 prefixes the reading holds). 64 left ~100 of the ~550 comebacks of a 6,000-turn what-if's
+# clear_tool_uses column to be read afresh.
+LINE_CATCH_UP = 256
+
+# A shifted request (see _KeyChain): the stretch starts within the first STRETCH_HEAD new blocks, at one of
+# the previous request's next STRETCH_SEARCH blocks (or, moved back, at the previous request's first new
+# block, within the first STRETCH_SEARCH new ones), and runs at least STRETCH_MIN blocks (shorter ones are
+# read as they are).
+STRETCH_HEAD = 4
+STRETCH_SEARCH = 256
+STRETCH_MIN = 16
+
+
+def find_stretch(prev: Sequence[Any], new: Sequence[Any], common: int) -> tuple[int, int, int]:
+    """(h, a, m): new[h : h + m] are the blocks prev[a : a + m] (the same objects or equal ones), with
+    m >= STRETCH_MIN and either h < STRETCH_HEAD (a window that moved on) or a == common and
+    h < STRETCH_SEARCH (one that moved back); (0, 0, 0) when the blocks after the `common` shared ones
+    hold no such stretch. The start is found by identity, in C (no block's __eq__ runs to find it).
+    For the simulator's Blocks here and the engine's Blocks in simulate (a sliding window's request is
+    its new first message, then what the previous request sent from a later point on)."""
+    if len(new) < STRETCH_MIN:
+        return 0, 0, 0
+    window = prev[common : common + STRETCH_SEARCH]
+    for h in range(min(STRETCH_HEAD, len(new) - STRETCH_MIN + 1)):
+        x = new[h]
+        at = next(compress(count(common), map(is_, window, repeat(x))), -1)
+        if at >= 0:
+            m = shared_prefix_len(prev[at:], new[h:])
+            return (h, at, m) if m >= STRETCH_MIN else (0, 0, 0)
+    # A window that moved back: older blocks first, then the previous request from where it parted
+    # (clear_tool_uses past its window: a cleared result frees room and the window takes in a round or
+    # more again, ~40% of its calls there). Looked for as the previous request's first new block among
+    # this one's first STRETCH_SEARCH: read whole, these ~4,700-block calls were most of that column.
+    if common < len(prev):
+        y = prev[common]
+        h = next(compress(count(), map(is_, new[:STRETCH_SEARCH], repeat(y))), -1)
+        if h >= STRETCH_HEAD:  # (nearer the front the search above met it already)
+            m = shared_prefix_len(prev[common:], new[h:])
+            if m >= STRETCH_MIN:
+                return h, common, m
+    return 0, 0, 0
+
+
+def _chain(key: Key, sha: str, ids: KeyTable) -> Key:
+    return _extend_ids([key], array("i", [ids.hashes[sha]]), ids)[1]
+
+
+def _cumulative(blocks: Sequence[Block]) -> list[int]:
+    tokens = [b.tokens for b in blocks]
+    if tokens and min(tokens) < 0:
+        b = next(b for b in blocks if b.tokens < 0)
+        raise CacheSimError(f"block {b.sha[:12]} has a negative token count ({b.tokens})")
+    return list(accumulate(tokens, initial=0))
+
+
+def _check_order(blocks: Sequence[Block], last: int = 0, start: int = 0) -> None:
+    """Segments in prefix order. `last`: the rank of the block before `blocks`, which starts at index
+    `start` of its call (the error names the call's index)."""
+    for i, b in enumerate(blocks, start):
+        rank = SEGMENT_ORDER.get(b.segment)
+        if rank is None:
+            raise CacheSimError(
+                f"block {i} has segment {b.segment!r}; expected one of {', '.join(SEGMENT_ORDER)}"
+            )
+        if rank < last:
+            raise CacheSimError(
+                f"block {i} ({b.segment}) comes after a later segment: the prompt prefix order is "
+                "tools -> system -> messages"
+            )
+        last = rank
