@@ -75,7 +75,7 @@ def test_a_quiet_ring_client_costs_a_paced_turn_no_call_into_the_probe_but_publi
         c = connect(pipe, lean=True, elide=True, poll=True)
         settle(probe, 1)
         _wait_ring(c)
-        one_turn(pipe, 99)  # (the first live events close the snapshot's window: see queues._skip_snapshot_tail)
+        one_turn(pipe, 99)  # (the first live events close the snapshot's window: see snapshot_tail._skip_snapshot_tail)
         assert len(_recv_n(c, 1)) == 1
         assert not probe.bracket
         n0 = len(pipe.journal.events)
@@ -257,7 +257,7 @@ def test_events_the_short_path_took_and_left_to_the_fill_reach_the_client(
         c = connect(pipe, lean=True, elide=True, poll=True)
         settle(probe, 1)
         _wait_ring(c)
-        one_turn(pipe, 0)  # (its first live events close the snapshot's window: see queues._skip_snapshot_tail)
+        one_turn(pipe, 0)  # (its first live events close the snapshot's window: see snapshot_tail._skip_snapshot_tail)
         assert len(_recv_n(c, 1)) == 1
         n0 = len(pipe.journal.events)
         taken = probe.agent_sends

@@ -47,7 +47,7 @@ ELIDED_KINDS = frozenset(("request", "usage", "msg", "blob", "part"))
 # is quiet (see agent_send): no client is sent it live, and the client that reads it from the ring
 # later (which events go: `kept`) finds one shared dict, already in cache, not the event itself, built a
 # turn earlier. It keeps the event's journal position. None is queued while a client's snapshot window
-# is open (queues._skip_snapshot_tail), so one found there was queued by a publish that saw every client
+# is open (snapshot_tail._skip_snapshot_tail), so one found there was queued by a publish that saw every client
 # quiet before that client was counted: its event was journaled before, so is in the snapshot, and the
 # client skips it as one of the snapshot's last events.
 ELIDED_STAND_IN: dict[str, str] = {"k": "blob"}

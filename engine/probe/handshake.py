@@ -325,7 +325,7 @@ class Handshake(ClientQueues):
             # journals, so identity finds them (anything else is delivered twice, and a client of the
             # elided stream, which counts journal positions, would read the journal one place off).
             # (As kept: a turn whose trace nobody has built is held as it is, not built for this; see
-            # queues._skip_snapshot_tail for what it is published as.)
+            # snapshot_tail._skip_snapshot_tail for what it is published as.)
             entry = getattr(src, "entry", None)
             tail = [_kept(src, i, entry) for i in range(max(0, n - k - 1), n)]
             c.skip_ids = frozenset(id(e) for e in tail)

@@ -13,7 +13,7 @@ Memory per client is bounded by HIGH_WATER, whatever the length of the session:
   once encode the journal once, and each holds at most its output buffer.
 * Events published while a client's snapshot was being taken may be in both; only those (at most
   `queue_limit`, and the one the agent may have journaled but not yet published) are remembered to
-  skip, not the ids of the whole journal.
+  skip, not the ids of the whole journal (see snapshot_tail).
 * A closed client is dropped at once: its socket, buffers and references go with it.
 """
 
@@ -48,6 +48,7 @@ from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
 from engine.probe.ring import RingWriter
+from engine.probe.snapshot_tail import SnapshotTail
 from engine.probe.splice import batch_payload, payload_of
 from engine.recording.event_log import Deferred
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, FrameError, encode_frame, pack_payload_fast
@@ -191,26 +192,6 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
         yield ev
 
 
-def _lazy_twin(ev: Any, held: list[tuple[Any, Any]] | None) -> bool:
-    """Whether live event `ev` is what one of the snapshot's last events held as a Deferred (not built
-    when the snapshot was taken: see handshake._attach) was published as: its marker (a fresh dict
-    each time, so by what it says) or, built since, the event itself.
-
-    The marker compared is the one the Deferred had when the snapshot was taken (`held` pairs each
-    event with it): the agent takes a marker, then publishes it, and sending the snapshot builds the
-    turn meanwhile, after which the Deferred has no marker to compare (the marker came live, a second
-    copy of the snapshot's turn: ~1 attach in 50 under load)."""
-    if type(ev) is not dict or not held:
-        return False
-    for d, m in held:
-        if isinstance(d, Deferred):
-            if m is not None and ev == m:
-                return True
-            if d.marker() is None and d.resolve() is ev:  # (built: resolve hands back the event)
-                return True
-    return False
-
-
 def _for_fold(e: Any) -> Any:
     """A journal event as kept (EventLog.entry), for a fold client: a turn whose trace nobody has built
     as its marker (`{"k": "turn_deferred", "turn": N}`, as the live fold stream sends it: the client's
@@ -305,10 +286,10 @@ class Client:
         self.chunk: SnapChunk | None = None
         # Live events that may also be in the snapshot (published while it was taken, or journaled
         # before it and published after), by identity: skipped while the live stream starts with them
-        # (see _skip_snapshot_tail); None once it has gone past them.
+        # (see snapshot_tail); None once it has gone past them.
         self.skip_ids: frozenset[int] = frozenset()
         # Keeps those objects alive while skip_ids is in use, so their ids cannot be reused; each with
-        # its marker when the snapshot was taken (a Deferred's, else None: see _lazy_twin).
+        # its marker when the snapshot was taken (a Deferred's, else None: see snapshot_tail._lazy_twin).
         self.skip_hold: list[tuple[Any, Any]] | None = None
         self.outbuf = bytearray()
         self.inbuf = bytearray()
@@ -374,7 +355,7 @@ class Client:
         self.dropped_total += n
 
 
-class ClientQueues:
+class ClientQueues(SnapshotTail):
     """The server's queues and clients. Everything but `publish`'s append runs on the I/O thread, or on
     the agent's thread while it holds the pass lock (see agent_send)."""
 
@@ -420,7 +401,7 @@ class ClientQueues:
         # the rest, so the Pipeline skips both calls: after a model call each runs cold. Written by
         # the I/O thread with _nclients and _nquiet, read by the Pipeline at each call's start.
         self.bracket = False
-        # Clients whose snapshot's window is open (see _skip_snapshot_tail): publish puts no stand-in
+        # Clients whose snapshot's window is open (see snapshot_tail): publish puts no stand-in
         # in the queue meanwhile (see elide.ELIDED_STAND_IN).
         self._windows = 0
         # The one client publish() may serve by its straight path (agent_send._ring_now), or None: set
@@ -804,36 +785,6 @@ class ClientQueues:
             self._stand_in = None
             # (With a quiet elided client too, what it needs at once: the agent builds every turn then.)
             self._defer_kinds = self._fold_defer if self._nfold == self._nquiet else ELIDED_KINDS
-
-    def _skip_snapshot_tail(self, c: Client) -> bool:
-        """Step a newly attached client's cursor past the live events its snapshot had already: True
-        once the live stream has gone past them (the window is closed), False if all there is so far
-        is those.
-
-        They are the snapshot's last few (see handshake._attach), and they come first: the agent
-        journals an event and then publishes it, one at a time, so an event published after one the
-        snapshot did not have was journaled after it too. That is why the window closes at the first
-        live event that is not one of them, whenever it comes: an event journaled before the snapshot
-        was read but published after the I/O thread looked (the agent's thread was between the two)
-        arrives later than the others, and sent again it would shift every journal position after it
-        (the elided stream reads the journal by position)."""
-        ring, cap, head, ids = self._ring, self._cap, self._head, c.skip_ids
-        seq = c.cursor
-        while seq < head:
-            ev = ring[seq % cap]
-            if (
-                ev is not ELIDED_STAND_IN
-                and id(ev[0] if type(ev) is tuple else ev) not in ids
-                and not _lazy_twin(ev, c.skip_hold)
-            ):
-                c.cursor = seq
-                c.skip_ids = frozenset()
-                c.skip_hold = None
-                self._windows -= 1
-                return True
-            seq += 1
-        c.cursor = seq
-        return False
 
     def _fill_lean(self, c: Client) -> None:
         """The live events for a lean client: runs of up to BATCH_EVENTS events in one `batch` frame
