@@ -1,7 +1,8 @@
 """The key chain: each call's prefix keys (one per block boundary, interned in a KeyTable) and running
 token sums, made from the previous call's as a change to it (`_KeyChain`), with the comparisons it is
 built on (`shared_prefix_len`, `find_stretch`) and the checks of a call's block order. The simulator's
-policies (engine/sim/cachesim.py) read a call's prefixes only through it."""
+provider policies (engine/sim/anthropic_cache.py, openai_cache.py, deepseek_cache.py) read a call's
+prefixes only through it."""
 
 from __future__ import annotations
 

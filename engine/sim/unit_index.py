@@ -1,6 +1,6 @@
 """DeepSeek's prefix units as the cache simulator reads them: `_Unit` (one unit), `_Contained` (the units a
 call's prefix contains, carried from call to call) and `UnitIndex` (the units' keys by bucket of 64 keys).
-The policy that writes and bills them is `_DeepSeekPolicy` in engine/sim/cachesim.py."""
+The policy that writes and bills them is `_DeepSeekPolicy` in engine/sim/deepseek_cache.py."""
 
 from __future__ import annotations
 

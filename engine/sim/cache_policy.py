@@ -1,0 +1,48 @@
+"""What every provider's cache rules in the simulator share: the `_Policy` base (also the "none" provider:
+nothing cached), ordered expiry of what a policy holds, and when a write becomes readable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.sim.calls import Call, CallCache
+from engine.sim.key_chain import (
+    _KeyChain,
+)
+from engine.sim.key_table import Key
+
+
+def _expire_ordered(d: dict[Key, Any], expired: Callable[[Any], bool], ordered: bool) -> list[Key]:
+    """Delete the entries `expired` says are past their time. Policies keep their dicts in order of
+    last use (a touched key is re-inserted at the end), so with calls in time order the expired ones
+    are a prefix: the scan stops at the first live entry and a turn costs what expires, not what is
+    stored (a full scan per call made a long session quadratic). Out-of-order calls scan everything."""
+    dead = []
+    for k, v in d.items():
+        if expired(v):
+            dead.append(k)
+        elif ordered:
+            break
+    for k in dead:
+        del d[k]
+    return dead
+
+
+def _visible(available_at: float, now: float) -> bool:
+    # Strictly earlier: a request cannot read what it (or a concurrent request sent at the same
+    # instant) is writing.
+    return available_at < now
+
+
+class _Policy:
+    name = "none"
+
+    def __init__(self, model: str, options: dict[str, Any]) -> None:
+        self.model = model
+        self.options = options
+        self._chain = _KeyChain()
+
+    def step(self, call: Call) -> CallCache:
+        n = call.input_tokens
+        return CallCache(n, 0, 0, n)
