@@ -103,7 +103,7 @@ class IOLoop(Handshake):
         self._cpu_mark = 0.0
         self._proc_mark = time.process_time()
         self._agent_rate = 1.0  # the agent's smoothed share of a core (busy until shown otherwise)
-        # The agent's thread's run-queue wait (see _starved), opened by start() (on that thread); where
+        # The agent's thread's run-queue wait (see _starved), taken by start() (on that thread); where
         # the kernel has none (read() -1), the budget reads the agent by its CPU alone.
         self._run_queue = RunQueueWait()
         self._sched_wait = 0  # its run-queue wait (ns, schedstat's second field) at the last look
@@ -436,8 +436,8 @@ class IOLoop(Handshake):
         The wait share is a time-weighted average over about RATE_WINDOW of the waits between looks,
         each counted whole: this thread looks mostly while the agent's thread is not runnable (a
         starved agent that holds the GIL, descheduled, holds this thread off too), so one look's
-        window alone read a starved agent as idle in most passes. A look is one pread of /proc, ~1.6
-        us of this thread's CPU (warm, the sessions' host), only in a pass that went past the busy
+        window alone read a starved agent as idle in most passes. A look opens and reads /proc, ~5 us
+        of this thread's CPU (warm, the sessions' host; no descriptor is held: run_queue.py), only in a pass that went past the busy
         share while the agent's CPU reads as idle (a paced agent's passes, well within it, never
         look)."""
         waited = self._run_queue.read()
