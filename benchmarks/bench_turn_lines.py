@@ -12,7 +12,7 @@ content is what both the engine and its peer must do). A statement's figure incl
 of those as a target of its own to go further down.
 
     .venv/bin/python benchmarks/bench_turn_lines.py [--file PATH] [--provider anthropic] [--window 32000]
-        [--repeats 12] [--top 25] [--target express.turn] [--target Serializer._appended] [--turns 0,25] ...
+        [--repeats 12] [--top 25] [--target express.turn] [--target Serializer._appended] [--turns 0,25] [--evict] ...
 
 Targets: `express.turn` (the express lane's steady turn, engine/pipeline_express.py), `Pipeline.NAME`
 (a method; a public call's journaling wrapper is kept around the timed body), `Serializer.NAME`
@@ -26,6 +26,10 @@ count so far), e.g. a trajectory's first turn and its compaction turn, which tak
 The rewritten function runs a few per cent slower than the original (a call a statement); the shares
 are what to read, not the sum against bench_engine's figures. Thread CPU is not used: the time is
 the turn's own, minimum over repeats.
+
+--evict runs bench_engine's cache evictor before every turn (outside the timed statements), so each
+statement is timed as an agent meets it after a model call: what a statement touches for the first time
+in the turn (its code, the state it reads) is in its figure, which the warm figures leave out.
 """
 
 from __future__ import annotations
@@ -127,9 +131,15 @@ def instrumented(
 
 
 def run_target(
-    target: str, imp: Any, window: int, repeats: int, turns: frozenset[int] | None = None
+    target: str,
+    imp: Any,
+    window: int,
+    repeats: int,
+    turns: frozenset[int] | None = None,
+    evict: Callable[[], object] | None = None,
 ) -> tuple[list[str], list[list[list[float]]], list[float]]:
-    """Per repeat, per call, each statement's time less its tokenizing; and the tokenizer's time per repeat."""
+    """Per repeat, per call, each statement's time less its tokenizing; and the tokenizer's time per repeat.
+    `evict`: run before every engine turn (outside the timed statements), as bench_engine's --evict."""
     owner, name, fn, ns = resolve(target)
     original = getattr(owner, name)
     clock = Clock()
@@ -174,8 +184,16 @@ def run_target(
         finally:
             turn[0] += 1
 
+    engine_turn = be.engine_turn
+
+    def evicted(*args: Any) -> Any:
+        evict()  # type: ignore[misc]  # (only installed with an evictor)
+        return engine_turn(*args)
+
     setattr(owner, name, patched)
     Pipeline.next_request = counting  # type: ignore[method-assign]
+    if evict is not None:
+        be.engine_turn = evicted  # type: ignore[assignment]  # engine_only looks it up in bench_engine's namespace each turn
     be.TimedTokenizer.count = counted  # type: ignore[method-assign]
     runs: list[list[list[float]]] = []
     toks: list[float] = []
@@ -193,6 +211,7 @@ def run_target(
         setattr(owner, name, original)
         Pipeline.next_request = next_request  # type: ignore[method-assign]
         be.TimedTokenizer.count = count  # type: ignore[method-assign]
+        be.engine_turn = engine_turn
     return labels, runs, toks
 
 
@@ -205,13 +224,24 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--target", action="append", help="what to time (repeatable; default express.turn)")
     ap.add_argument("--turns", default="", help="only calls made in these turns (0-based, comma-separated)")
+    ap.add_argument(
+        "--evict",
+        action="store_true",
+        help="evict the CPU caches before every turn (bench_engine's cache_evictor): each statement cold",
+    )
     args = ap.parse_args()
+    evict = be.cache_evictor() if args.evict else None
     be.PROVIDER = args.provider
     imp = load(args.file)
     us = 1e6
     for target in args.target or ["express.turn"]:
         labels, runs, toks = run_target(
-            target, imp, args.window, args.repeats, frozenset(map(int, args.turns.split(","))) if args.turns else None
+            target,
+            imp,
+            args.window,
+            args.repeats,
+            frozenset(map(int, args.turns.split(","))) if args.turns else None,
+            evict,
         )
         n = min(map(len, runs)) if runs else 0
         if not n:
@@ -222,6 +252,7 @@ def main() -> int:
         per = [sum(row[i] for row in best) / n for i in range(len(labels))]
         total = sum(per)
         print(f"{target}: {n} calls a trajectory ({args.file.name}, {args.provider}, {args.window}); "
+              f"{'cold (caches evicted before each turn), ' if evict else ''}"
               f"mean per call of each statement's minimum over {len(runs)} repeats, tokenizing excluded: "
               f"{total * us:.1f} us a call; the tokenizer {min(toks) * 1000:.2f} ms a trajectory")  # fmt: skip
         for i in sorted(range(len(labels)), key=lambda i: -per[i])[: args.top]:

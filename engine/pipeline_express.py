@@ -480,6 +480,11 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     budget = fixed.budget
     ceiling = ceiling_for(int(budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema)
     # m.total(applied), from the sum carried for the sections before the history (_Sums.before).
+    # Exact, not an upper bound (a text's UTF-8 bytes bound its cl100k tokens) deciding the turn with
+    # the count made later: this total is the record's final_tokens, which record_usage journals as the
+    # usage event's `estimated` in this same agent turn and which calibration learns from (the next
+    # turn's ceiling; replay folds that field to learn the same ratio). So every new text is tokenized
+    # before the next model call whichever step asks first: a bound would move the count, not save it.
     t1 = sums.before + m.section(applied[c.hidx])
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)

@@ -83,3 +83,34 @@ def test_the_rewritten_function_gives_the_same_requests(provider: str, target: s
 def test_a_target_that_is_not_known_is_refused() -> None:
     with pytest.raises(SystemExit):
         btl.resolve("nowhere.turn")
+
+
+def test_evict_runs_before_every_engine_turn_and_is_taken_out_after(trajectories_dir: Path) -> None:
+    """--evict: the evictor runs once before each engine turn of every repeat (the two warm-up repeats
+    too), never inside the timed function, and bench_engine's engine_turn is its own again after."""
+    from engine.importers import load
+
+    be = btl.be
+    imp = load(
+        trajectories_dir / "mini-swe-agent-pr816/deepseek_chat_test_1-100__django__django-14752.traj.json"
+    )
+    original = be.engine_turn
+    events: list[str] = []
+    turn = be.engine_turn
+
+    def watched(*args: Any) -> Any:
+        events.append("turn")
+        return turn(*args)
+
+    be.engine_turn = watched  # sees the order of evictions and turns (run_target wraps this one)
+    try:
+        labels, runs, _toks = btl.run_target(
+            "Pipeline.record_usage", imp, 32000, 1, evict=lambda: events.append("evict")
+        )
+        assert be.engine_turn is watched  # run_target put back what it found
+    finally:
+        be.engine_turn = original
+    calls = len(imp.calls)
+    # Each turn right after its eviction, in the repeat and the two warm-up repeats.
+    assert events == ["evict", "turn"] * (3 * calls)
+    assert labels and len(runs) == 1 and len(runs[0]) == calls  # record_usage timed once a turn
