@@ -674,3 +674,21 @@ def test_deepseek_seen_shared_bisects_to_the_common_prefix(seqs: list[tuple[int,
             call([blk(n, 100 + 40 * i) for i, n in enumerate(names)], t, output_tokens=30, output_sha=f"o{k}")
         )
     assert checked[0] == len(seqs)
+
+
+@pytest.mark.parametrize("provider", ["openai", "deepseek"])
+def test_a_call_back_in_time_ends_ordered_expiry(provider: str) -> None:
+    """The policies that expire in order (OpenAI, DeepSeek) note each call's time on the shared policy
+    base (_Policy._clock): in time order they stay ordered, and one call earlier than the latest met
+    turns ordered expiry off for good (a later call in order does not turn it back on), the latest time
+    kept."""
+    sim = CacheSimulator(provider, "m")
+    pol: Any = sim._policy
+    blocks = [blk("task", 2_000)]
+    for t in (10.0, 10.0, 50.0):
+        sim.step(call(list(blocks), t))
+        assert pol.ordered and pol.last_now == t
+    sim.step(call(list(blocks), 40.0))
+    assert not pol.ordered and pol.last_now == 50.0
+    sim.step(call(list(blocks), 60.0))
+    assert not pol.ordered and pol.last_now == 60.0

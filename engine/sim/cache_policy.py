@@ -3,6 +3,7 @@ nothing cached), ordered expiry of what a policy holds, and when a write becomes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,15 @@ class _Policy:
         self.model = model
         self.options = options
         self._chain = _KeyChain()
+        self.last_now = -math.inf  # the latest call time met (see _clock)
+        self.ordered = True  # calls arrived in time order so far
+
+    def _clock(self, now: float) -> None:
+        """Note a call at `now`: a call earlier than one already met ends the time order, and with it
+        the ordered expiry (see _expire_ordered) of the policies that expire what they hold."""
+        if now < self.last_now:
+            self.ordered = False
+        self.last_now = max(self.last_now, now)
 
     def step(self, call: Call) -> CallCache:
         n = call.input_tokens

@@ -88,8 +88,6 @@ class _DeepSeekPolicy(_Policy):
         self._live_tail: range = _NO_KEYS  # and the keys after that list, not made (_KeyChain.tail)
         self._live_at = -math.inf
         self.requests = 0
-        self.last_now = -math.inf
-        self.ordered = True  # calls arrived in time order so far
         # What `_read_certain` found in the last call's prefix, carried to the next call that keeps it.
         self._contained: _Contained | None = None
         self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
@@ -233,9 +231,7 @@ class _DeepSeekPolicy(_Policy):
         last = tail[-1] if tail else keys[-1]
         total = cum[-1]
         now = call.timestamp
-        if now < self.last_now:
-            self.ordered = False
-        self.last_now = max(self.last_now, now)
+        self._clock(now)
         ttl = self.ttl
         removed = _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
         if removed:

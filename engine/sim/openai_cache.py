@@ -3,7 +3,6 @@ steps, idle eviction; see engine/sim/cachesim.py)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from engine.sim.cache_policy import _expire_ordered, _Policy, _visible
@@ -32,8 +31,6 @@ class _OpenAIPolicy(_Policy):
         self.ttl: float = float(options.get("ttl_seconds", default_ttl))
         # prefix key -> (last used, available at), in order of last use (see _expire_ordered)
         self.seen: dict[Key, tuple[float, float]] = {}
-        self.last_now = -math.inf
-        self.ordered = True  # calls arrived in time order so far
         # What `_read_certain` found in the last call's prefix, carried to the next call that keeps it.
         self._contained: _Contained | None = None
         self.carry = True  # False: every call scans its whole prefix (the reference the tests compare)
@@ -43,9 +40,7 @@ class _OpenAIPolicy(_Policy):
         cum = _sums(raw, base)
         total = cum[-1]
         now = call.timestamp
-        if now < self.last_now:
-            self.ordered = False
-        self.last_now = max(self.last_now, now)
+        self._clock(now)
         ttl = self.ttl
         _expire_ordered(self.seen, lambda v: now - v[0] > ttl, self.ordered)
         read = 0
