@@ -109,6 +109,7 @@ class IOLoop(Handshake):
         self._sched_wait = 0  # its run-queue wait (ns, schedstat's second field) at the last look
         self._sched_at = 0.0  # when that was (monotonic)
         self._wait_rate = 0.0  # its smoothed run-queue wait, a share of wall time (see _starved)
+        self._was_starved = False  # the last look read the agent starved (see _starved)
         self.starved_passes = 0  # passes that read the agent busy by its run-queue wait (diagnostics, tests)
         self._cpu_rate = 0.0  # share of a core the process used during the last coalescing wait
         self._pass_allow = 0.0  # thread CPU clock at which this pass has spent its budget, see _loop
@@ -439,7 +440,15 @@ class IOLoop(Handshake):
         window alone read a starved agent as idle in most passes. A look opens and reads /proc, ~5 us
         of this thread's CPU (warm, the sessions' host; no descriptor is held: run_queue.py), only in a pass that went past the busy
         share while the agent's CPU reads as idle (a paced agent's passes, well within it, never
-        look)."""
+        look).
+
+        The kernel adds a wait to the count only once the thread gets a CPU (run_queue.py): an agent
+        starved in one long stretch (1.3 s at load ~7) read 1-3% waiting in the looks made during it, the
+        wait landing whole at the next look after it ran, and the probe took the idle allowance in
+        between (tests/test_probe_starved.py: 28-64 ms against 6.6 allowed). So an agent read starved at
+        the last look stays starved while its thread is runnable (waiting on a run queue, or running: busy
+        either way). Only after a starved look: a thread that only polls is runnable at a share of looks
+        like its wait's (3.5-11% at load 6-10), and each read as busy costs a fill up to DEBT_REST."""
         waited = self._run_queue.read()
         if waited < 0:
             return False
@@ -447,10 +456,11 @@ class IOLoop(Handshake):
         inst = (waited - self._sched_wait) / (span * 1e9) if span > 0 else 0.0
         self._sched_wait, self._sched_at = waited, now
         self._wait_rate += min(1.0, span / RATE_WINDOW) * (inst - self._wait_rate)
-        if self._wait_rate >= STARVED_WAIT:
+        starved = self._wait_rate >= STARVED_WAIT or (self._was_starved and self._run_queue.runnable())
+        self._was_starved = starved
+        if starved:
             self.starved_passes += 1
-            return True
-        return False
+        return starved
 
     def _start_wait(self, linger: bool = False) -> None:
         """Let the burst accumulate before the next send: COALESCE, or, while the agent is busy (turns
@@ -603,7 +613,9 @@ class IOLoop(Handshake):
             if progress:  # a client took something: it may have the rest, up to FLUSH_MAX in all
                 deadline = min(end, time.monotonic() + FLUSH_ON_CLOSE)
             try:
-                ready = sel.select(0 if self._more else max(0.0, min(FLUSH_POLL, deadline - time.monotonic())))
+                ready = sel.select(
+                    0 if self._more else max(0.0, min(FLUSH_POLL, deadline - time.monotonic()))
+                )
             except OSError:
                 return
             for key, mask in ready:
