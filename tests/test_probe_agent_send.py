@@ -20,8 +20,8 @@ import pytest
 from engine.probe import agent_send
 from engine.probe.agent_send import AGENT_WINDOW, AGENT_WINDOW_SENDS
 from engine.probe.client import ProbeClient
+from engine.probe.client_state import HIGH_WATER
 from engine.probe.elide import ELIDED_KINDS
-from engine.probe.queues import HIGH_WATER
 from tests.support.probe_agent import T, connect, one_turn, probe_asleep, serving_pipeline, settle, wait_for
 
 

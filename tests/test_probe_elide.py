@@ -357,8 +357,8 @@ def test_a_failed_call_in_the_journal_does_not_end_the_live_stream(
 def test_an_agent_without_the_elided_stream_is_read_as_before(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     """An agent from before the elided stream (its hello does not offer it) is never sent a range
     fetch, which it would close the connection for: the source reads its lean stream as before."""
+    from engine.probe.client_state import Client
     from engine.probe.handshake import Handshake
-    from engine.probe.queues import Client
 
     real = Handshake._hello_frame
 
@@ -389,7 +389,7 @@ def test_an_agent_without_the_elided_stream_is_read_as_before(monkeypatch: pytes
 def test_a_client_that_stops_reading_holds_a_bounded_buffer(rtdir: Path) -> None:
     """An elided client that does not read: what waits for it stays near HIGH_WATER however many sent
     events were published (a fill looks at ELIDE_SCAN ring events at most)."""
-    from engine.probe.queues import HIGH_WATER
+    from engine.probe.client_state import HIGH_WATER
     from engine.probe.server import ProbeServer
 
     journal: list[dict[str, Any]] = []

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 import engine.probe.queues as queues
 from engine.probe.client import ProbeClient
+from engine.probe.client_state import HIGH_WATER, Client
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.lean import summary_event
-from engine.probe.queues import HIGH_WATER, Client
 from engine.probe.server import ProbeServer
 from engine.probe.splice import batch_payload
 from engine.recording.frames import HEADER, decode_frames, encode_frame, pack_payload

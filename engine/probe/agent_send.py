@@ -158,6 +158,7 @@ import time
 import zlib
 from typing import Any
 
+from engine.probe.client_state import Client
 from engine.probe.elide import (
     ELIDED_KINDS,
     ELIDED_STAND_IN,
@@ -167,7 +168,6 @@ from engine.probe.elide import (
 )
 from engine.probe.lean import summary_event
 from engine.probe.loop import COALESCE, MAX_LATENCY, IOLoop
-from engine.probe.queues import Client
 from engine.probe.ring import MARK_GAP, RingWriter
 from engine.recording import frames
 from engine.recording.frames import HEADER, MAX_FRAME_BYTES, encode_frame, pack_payload_fast

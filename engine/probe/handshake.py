@@ -33,11 +33,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engine.probe.client_state import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client
 from engine.probe.elide import range_request
 from engine.probe.endpoint import close_quietly, peer_uid
 from engine.probe.lean import FETCH_MAX, FETCH_QUEUE, LAST_TURN_SCAN, is_turn
 from engine.probe.optin import MAX_CLIENTS_ENV
-from engine.probe.queues import HIGH_WATER, INPUT_BURST, INPUT_RATE, Client, ClientQueues
+from engine.probe.queues import ClientQueues
 from engine.probe.redact import redact_event
 from engine.probe.ring import rings_supported
 from engine.recording.event_log import Deferred

@@ -38,8 +38,8 @@ import threading
 import time
 from typing import Any
 
+from engine.probe.client_state import Client
 from engine.probe.handshake import Handshake
-from engine.probe.queues import Client
 from engine.probe.readable import readable
 from engine.probe.run_queue import RunQueueWait
 

@@ -109,6 +109,7 @@ from engine.probe.agent_send import (
     OUTCOME_KINDS,
     TURN_GAP,
 )
+from engine.probe.client_state import HIGH_WATER, ClientStats
 from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
 from engine.probe.handoff import Handoff
@@ -121,7 +122,6 @@ from engine.probe.optin import (
     redact_requested,
     serve_requested,
 )
-from engine.probe.queues import HIGH_WATER, ClientStats
 from engine.probe.redact import redact_event
 from engine.probe.ring import _HELD, HELD_AT
 from engine.probe.runtime_dir import SERVE_ENV

@@ -16,7 +16,7 @@ from engine.probe.elide import ELIDED_STAND_IN
 from engine.recording.event_log import Deferred
 
 if TYPE_CHECKING:
-    from engine.probe.queues import Client
+    from engine.probe.client_state import Client
 
 
 def _lazy_twin(ev: Any, held: list[tuple[Any, Any]] | None) -> bool:
