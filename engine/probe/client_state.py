@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engine.probe.ring import RingWriter
 
 if TYPE_CHECKING:
-    from engine.probe.queues import SnapChunk
+    from engine.probe.snapshot_chunks import SnapChunk
 
 # Encoded bytes kept ready per client beyond what the kernel socket buffer holds. Bounds memory for a
 # client that stops reading; large enough that a reading client is never starved between wake-ups.

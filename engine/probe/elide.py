@@ -40,6 +40,8 @@ from itertools import compress
 from operator import not_
 from typing import Any
 
+from engine.recording.event_log import Deferred
+
 # The per-turn kinds a fetching client reads from the journal instead of the live stream (what the
 # engine folds: the request record, usage, messages and their parts, content by hash).
 ELIDED_KINDS = frozenset(("request", "usage", "msg", "blob", "part"))
@@ -80,7 +82,6 @@ def range_request(frame: dict[str, Any]) -> tuple[int, int] | None:
     return lo, min(hi, lo + RANGE_MAX)
 
 
-
 # The fold stream (a client whose hello says `"fold": true`, protocol 2): an inspector that folds the
 # journal itself (a replay Pipeline of its own, see inspector/sources/live.py) and builds the turns'
 # traces from it. Its attaching does not make the agent build each turn's trace as it comes (see
@@ -104,3 +105,15 @@ def fold_out(events: Sequence[Any]) -> list[Any] | None:
     if all(type(ev) is dict for ev in events):
         return list(events)
     return None
+
+
+def for_fold(e: Any) -> Any:
+    """A journal event as kept (EventLog.entry), for a fold client: a turn whose trace nobody has built
+    as its marker (`{"k": "turn_deferred", "turn": N}`, as the live fold stream sends it: the client's
+    fold builds the trace from the events before it), anything else as reading it gives it (a turn
+    whose annotations the journal does not hold apart, built: Deferred.private)."""
+    if isinstance(e, Deferred):
+        m = e.marker()
+        # (resolve: built already, the event itself; or one the fold could not rebuild, built now)
+        return m if m is not None and not e.private() else e.resolve()
+    return e

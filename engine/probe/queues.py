@@ -1,5 +1,5 @@
-"""The server's queues: the shared ring, the shared snapshot chunks, and each client's fill from its
-cursors (the client's own state is `client_state.Client`).
+"""The server's queues: the shared ring and each client's fill from its cursors (the client's own
+state is `client_state.Client`).
 
 `publish` (in `server`) appends to `_pending`; the I/O thread moves events into the ring, and each
 client reads the ring from its own cursor into a bounded output buffer. A client more than
@@ -9,9 +9,8 @@ Memory per client is bounded by HIGH_WATER, whatever the length of the session:
 
 * The snapshot (the journal so far) is not copied per client. The snapshot callable returns the
   journal's own append-only list; a client keeps a reference to it and the length it had, and reads
-  it by index. Events are encoded in shared chunks of about SNAP_CHUNK_BYTES, cached while any client
-  uses them (and the last few kept for clients that attach next), so a hundred clients attaching at
-  once encode the journal once, and each holds at most its output buffer.
+  it by index. Events are encoded in shared chunks (see snapshot_chunks), so a hundred clients
+  attaching at once encode the journal once, and each holds at most its output buffer.
 * Events published while a client's snapshot was being taken may be in both; only those (at most
   `queue_limit`, and the one the agent may have journaled but not yet published) are remembered to
   skip, not the ids of the whole journal (see snapshot_tail).
@@ -24,10 +23,7 @@ import logging
 import selectors
 import socket
 import time
-import weakref
 import zlib
-from array import array
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
@@ -43,12 +39,14 @@ from engine.probe.elide import (
     FOLD_DEFER_KINDS,
     RANGE_FRAME_EVENTS,
     fold_out,
+    for_fold,
     kept,
 )
 from engine.probe.endpoint import close_quietly
 from engine.probe.lean import LAST_TURN_SCAN, find_turn, is_turn, summary_event
 from engine.probe.redact import redact_event
 from engine.probe.ring import RingWriter
+from engine.probe.snapshot_chunks import SnapshotChunks
 from engine.probe.snapshot_tail import SnapshotTail
 from engine.probe.splice import batch_payload, payload_of
 from engine.recording.event_log import Deferred
@@ -59,12 +57,6 @@ log = logging.getLogger("contextpipe.probe")
 # Bytes one client may be sent in one pass of the I/O loop, so one fast reader of a long snapshot
 # cannot hold the loop (and close()) for seconds; the loop comes straight back for the rest.
 PUMP_BUDGET = 1024 * 1024
-# The snapshot is encoded in chunks of about this many bytes (or SNAP_CHUNK_EVENTS events), shared
-# by every client reading that part of it.
-SNAP_CHUNK_BYTES = 128 * 1024
-SNAP_CHUNK_EVENTS = 1024
-# Chunks kept after their last reader moved on: the start of the journal, for the next client.
-SNAP_CACHE_CHUNKS = 4
 # How long an error frame may take to reach a client before its connection is cut anyway.
 CLOSE_GRACE = 2.0
 # Live events for a lean client go out in `batch` frames of at most this many events (bounds how far
@@ -81,7 +73,6 @@ MAX_RINGS = 4
 # carries a turn number (see _recent_turn; a turn's events carry it every few).
 TURN_PROBE = 64
 _MISSING: Any = object()
-_DROPPED_ONE = encode_frame({"k": "dropped", "count": 1})
 _OMITTED = {"k": "omitted"}
 
 
@@ -144,7 +135,7 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
     """src[lo:hi], one event at a time, read in runs where the journal can (EventLog.read_run: one
     pread for many events on disk), and _OMITTED in the place of one that cannot be read (the journal
     shrank or its file failed: an empty slot keeps the place). `fold`: for a fold client, the events
-    held in memory as they are kept (see _for_fold): reading them built every turn's trace there; and
+    held in memory as they are kept (see elide.for_fold): reading them built every turn's trace there; and
     a turn written to disk unbuilt as its marker (EventLog.read_run's `markers`), not rebuilt here."""
     read_run = getattr(src, "read_run", None)
     entry = getattr(src, "entry", None) if fold else None
@@ -155,7 +146,7 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
             if entry is not None and in_memory is not None:
                 e = entry(i)
                 if e is not None:
-                    ev = _for_fold(e)
+                    ev = for_fold(e)
                 else:  # on disk: a run of them, up to where the journal's memory begins
                     stop = max(i + 1, min(hi, len(src) - in_memory()))
                     # (A turn the journal wrote to disk unbuilt as its marker too: the client rebuilds it.)
@@ -181,31 +172,8 @@ def _journal_run(src: Sequence[Any], lo: int, hi: int, fold: bool = False) -> It
         yield ev
 
 
-def _for_fold(e: Any) -> Any:
-    """A journal event as kept (EventLog.entry), for a fold client: a turn whose trace nobody has built
-    as its marker (`{"k": "turn_deferred", "turn": N}`, as the live fold stream sends it: the client's
-    fold builds the trace from the events before it), anything else as reading it gives it (a turn
-    whose annotations the journal does not hold apart, built: Deferred.private)."""
-    if isinstance(e, Deferred):
-        m = e.marker()
-        # (resolve: built already, the event itself; or one the fold could not rebuild, built now)
-        return m if m is not None and not e.private() else e.resolve()
-    return e
 
-
-class SnapChunk:
-    """Encoded frames of snapshot events [start, end): `offsets[i - start]` is where event i begins."""
-
-    __slots__ = ("start", "end", "data", "offsets", "__weakref__")
-
-    def __init__(self, start: int, end: int, data: bytes, offsets: array[int]) -> None:
-        self.start = start
-        self.end = end
-        self.data = data
-        self.offsets = offsets
-
-
-class ClientQueues(SnapshotTail):
+class ClientQueues(SnapshotTail, SnapshotChunks):
     """The server's queues and clients. Everything but `publish`'s append runs on the I/O thread, or on
     the agent's thread while it holds the pass lock (see agent_send)."""
 
@@ -269,10 +237,7 @@ class ClientQueues(SnapshotTail):
         # (frame, next sequence number, events) by (first, head, newest turn).
         self._enc_cache: dict[Any, Any] = {}
         self._more = False  # a client hit PUMP_BUDGET with more to send: the loop must not sleep
-        # Shared snapshot chunks, by start index, for one snapshot source (the journal list).
-        self._chunk_src: Sequence[Any] | None = None
-        self._chunks: weakref.WeakValueDictionary[Any, SnapChunk] = weakref.WeakValueDictionary()
-        self._chunk_keep: deque[SnapChunk] = deque(maxlen=SNAP_CACHE_CHUNKS)
+        SnapshotChunks.__init__(self)  # the shared snapshot chunks
         # Reused by the I/O thread only. msgpack.packb builds a Packer per call, which costs more than
         # packing a typical 1 KB event; the bytes are identical to engine.recording.frames.encode_frame.
         self._packer = msgpack.Packer(use_bin_type=True)
@@ -470,80 +435,6 @@ class ClientQueues(SnapshotTail):
             c.dropped_pending = 0
         c.outbuf += frame
         c.sent_events += 1
-
-    # ---------------------------------------------------------------- the snapshot, in shared chunks
-
-    def _chunk_at(self, src: Sequence[Any], start: int, fold: bool = False, built: int = -1) -> SnapChunk:
-        """The shared chunk of snapshot events from `start`. `fold`: for fold clients (their own
-        chunks): turns whose traces nobody has built go as their markers (see _for_fold), so attaching
-        builds none (the client's fold builds them from the events), but the one at `built` (a tail
-        snapshot's first event, the newest turn: the client shows it at once, and cannot fold it
-        without the history before it)."""
-        if self._chunk_src is not src:
-            self._chunk_src = src
-            self._chunks = weakref.WeakValueDictionary()
-            self._chunk_keep.clear()
-        key: Any = start if not fold else ("fold", start, built == start)
-        ch = self._chunks.get(key)
-        if ch is not None:
-            return ch
-        entry = getattr(src, "entry", None) if fold else None
-        data = bytearray()
-        offsets = array("Q", [0])
-        stop = min(len(src), start + SNAP_CHUNK_EVENTS)
-        i = start
-        # A chunk also ends where this pass's CPU budget does (one event at least): each event may be
-        # read back from disk or have its trace built first (a turn nobody had read, engine.trace_lazy),
-        # and a whole chunk of those held the GIL from the agent's turns for tens of milliseconds.
-        while i < stop and len(data) < SNAP_CHUNK_BYTES and (i == start or not self._spent()):
-            e = entry(i) if entry is not None and i != built else None
-            frame = self._encode_event(src[i] if e is None else _for_fold(e))
-            # An event that cannot be encoded is announced in its place, so offsets stay one per event.
-            data += _DROPPED_ONE if frame is None else frame
-            offsets.append(len(data))
-            i += 1
-        ch = SnapChunk(start, i, bytes(data), offsets)
-        self._chunks[key] = ch
-        self._chunk_keep.append(ch)
-        return ch
-
-    def _fill_snapshot(self, c: Client) -> bool:
-        """Copy snapshot frames into the client's buffer up to HIGH_WATER. True once it is all sent."""
-        src = c.snap_src
-        assert src is not None
-        outbuf = c.outbuf
-        while c.snap_index < c.snap_end and len(outbuf) < HIGH_WATER:
-            ch = c.chunk
-            if ch is None or not ch.start <= c.snap_index < ch.end:
-                if ch is not None and self._spent():
-                    # Encoding the next chunk may cost milliseconds: not in a pass that has spent its
-                    # CPU budget. The loop comes straight back (after the budget's rest).
-                    self._more = True
-                    return False
-                try:
-                    ch = c.chunk = self._chunk_at(src, c.snap_index, c.fold, c.snap_built)
-                except IndexError:
-                    # The journal list shrank (it is meant to be append-only): end the snapshot here.
-                    c.snap_end = c.snap_index
-                    break
-                if ch.end == ch.start:
-                    c.snap_end = c.snap_index
-                    break
-            base = ch.start
-            offs = ch.offsets
-            lo = offs[c.snap_index - base]
-            last = min(ch.end, c.snap_end) - base
-            # As many whole frames as fit below HIGH_WATER, and at least one.
-            j = bisect_right(offs, lo + HIGH_WATER - len(outbuf), c.snap_index - base + 1, last + 1) - 1
-            j = max(j, c.snap_index - base + 1)
-            outbuf += memoryview(ch.data)[lo : offs[j]]
-            c.sent_events += j + base - c.snap_index
-            c.snap_index = j + base
-        if c.snap_index < c.snap_end:
-            return False
-        c.snap_src = None
-        c.chunk = None
-        return True
 
     def _fill(self, c: Client) -> None:
         if c.hello_due is not None:

@@ -60,7 +60,7 @@ class Deferred:
     def private(self) -> bool:
         """Whether the event holds what no other event of the journal says (an annotation set while no
         client was attached to journal it on its own): a reader that rebuilds it from the journal (the
-        probe's fold clients, engine.probe.queues._for_fold) cannot, and is sent it built."""
+        probe's fold clients, engine.probe.elide.for_fold) cannot, and is sent it built."""
         return False
 
     def built(self) -> bool:
