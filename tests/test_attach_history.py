@@ -407,7 +407,8 @@ def test_a_range_answered_in_frames_handled_out_of_order(monkeypatch: pytest.Mon
     from inspector.sources import HistoryFilled
     from inspector.timeline import summarize
 
-    monkeypatch.setattr("engine.probe.queues.RANGE_FRAME_EVENTS", 20)  # a range comes in several frames
+    # A range comes in several frames.
+    monkeypatch.setattr("engine.probe.fetch_answers.RANGE_FRAME_EVENTS", 20)
     log = _journal(monkeypatch, base, lambda t: t)
     want = [summarize(e["trace"]) for e in log if e["k"] == "turn"]
     from engine.probe.server import ProbeServer as _Server
