@@ -16,7 +16,8 @@ from typing import Any
 import zstandard
 
 from engine.hashing import sha256_hex
-from engine.recording.cpsession import FORMAT_NAME, K_CHUNK, K_HEADER, RecordingWriter, _trailer
+from engine.recording.cpsession import FORMAT_NAME, K_CHUNK, K_HEADER, RecordingWriter
+from engine.recording.cpsession_format import _trailer
 from engine.recording.frames import encode_frame
 
 GIB = 1 << 30

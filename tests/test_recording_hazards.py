@@ -347,7 +347,8 @@ def test_a_blob_index_pointing_outside_the_events_is_a_recording_error(tmp_path:
     """A version-1 footer whose blob map (CRC-valid) names an offset outside the file: blob() raised a
     bare OSError (EINVAL from pread) for a negative or huge one."""
     from engine.hashing import sha256_hex
-    from engine.recording.cpsession import K_BLOBS, K_INDEX, _trailer
+    from engine.recording.cpsession import K_BLOBS, K_INDEX
+    from engine.recording.cpsession_format import _trailer
     from engine.recording.frames import encode_frame
 
     p = tmp_path / "v1.cpsession"

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from engine.recording import cpsession
+from engine.recording import cpsession_writer
 from engine.recording.cpsession import RecordingError, RecordingReader, RecordingWriter
 from inspector.cli import app
 
@@ -39,7 +39,7 @@ def write(path: Path, events: list[dict[str, Any]], close: bool = True) -> Recor
 
 
 def test_round_trip_and_random_access_across_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cpsession, "STREAM_RESET_RAW", 300)  # a new zstd stream every couple of turns
+    monkeypatch.setattr(cpsession_writer, "STREAM_RESET_RAW", 300)  # a new zstd stream every couple of turns
     events = session_events(40, size=50)
     p = tmp_path / "s.cpsession"
     write(p, events)

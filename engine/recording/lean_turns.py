@@ -36,7 +36,7 @@ from engine.recording.frames import (
     decode_payload,
 )
 
-# How the writer starts a turn event's map (engine/recording/cpsession.py writes "k" first): a fixmap,
+# How the writer starts a turn event's map (engine/recording/cpsession_writer.py writes "k" first): a fixmap,
 # then the key "k" and the value "turn" as fixstrs. A frame that starts otherwise is decoded whole.
 _TURN_KIND = b"\xa1k\xa4turn"
 
