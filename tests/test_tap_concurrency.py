@@ -20,7 +20,8 @@ import anthropic
 import openai
 import pytest
 
-from engine.capture.tap import MAX_HELD, tap
+from engine.capture.tap import tap
+from engine.capture.tap_session import MAX_HELD
 from engine.recording.journal import trace_of
 from tests.capture.standin import StandIn
 from tests.test_tap_clients import _check, _events, _sent, _usages

@@ -166,7 +166,7 @@ def turn_span(
                     parent_span_id=agent_span_id(trace_id))
 
 
-# A captured call's request settings (the trace's `request_params`, engine.capture.tap.request_params)
+# A captured call's request settings (the trace's `request_params`, engine.capture.tap_request.request_params)
 # by their GenAI attribute names, with the type each must have: a value of another type is left out.
 _REQUEST_ATTRS: tuple[tuple[str, str, type | tuple[type, ...]], ...] = (
     ("max_tokens", "gen_ai.request.max_tokens", int),

@@ -277,7 +277,7 @@ def test_a_reasoning_summary_is_fed_back_byte_for_byte(tmp_path: Path) -> None:
     # the reply as it was journaled, to the byte, so the request continues the history the tap fed (it
     # lost the trailing newline, and the whole conversation was fed again as a rewritten history).
     from engine.capture.proxy import responses_api
-    from engine.capture.tap import Tap
+    from engine.capture.tap_session import Tap
 
     summary = [{"type": "summary_text", "text": "**Plan**\n\nList the files.\n"},
                {"type": "summary_text", "text": "Then read them.\n\n"}]

@@ -2,7 +2,7 @@
 
 `Recorder.__call__` runs on the proxy's event loop and only puts the exchange on a queue; one worker
 thread parses, reassembles streams and journals, so recording never delays a response. Each session
-is a `ProxyTap` (the tap's journaling path, `engine.capture.tap.Tap`: the agent's request as the
+is a `ProxyTap` (the tap's journaling path, `engine.capture.tap_session.Tap`: the agent's request as the
 turn's actual assembly, the response's usage, the engine's shadow plan), recorded to its own
 `.cpsession` in the record directory and served on its own probe socket `<pid>.<n>.sock`, so
 `cp-inspect ps` lists it as `PID.N` and `cp-inspect attach PID.N` shows it live.
@@ -31,7 +31,8 @@ from engine.capture.proxy import responses_api
 from engine.capture.proxy.exchange import Exchange
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
-from engine.capture.tap import Tap, TapCall, parse_request, server_of
+from engine.capture.tap_request import parse_request, server_of
+from engine.capture.tap_session import Tap, TapCall
 from engine.errors import ContextPipeError
 from engine.importers._common import guess_provider
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, IngestReport, _Feeder
