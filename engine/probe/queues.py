@@ -323,15 +323,11 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers):
             return None
 
     def _append(self, c: Client, frame: bytes | None) -> None:
+        """One event's frame for this client (None: one it cannot be sent, counted as lost)."""
         if frame is None:
             c.lose(1)
             return
-        if c.dropped_pending:
-            # Sent just before the next event that does arrive, so the count is never left dangling.
-            c.outbuf += encode_frame({"k": "dropped", "count": c.dropped_pending})
-            c.dropped_pending = 0
-        c.outbuf += frame
-        c.sent_events += 1
+        self._emit(c, b"", frame, 1)
 
     def _fill(self, c: Client) -> None:
         if c.hello_due is not None:
@@ -812,6 +808,9 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers):
         self._emit(c, hdr, payload, len(run))
 
     def _emit(self, c: Client, hdr: bytes, payload: bytes | bytearray, events: int) -> None:
+        """`events` events (a frame's header and payload) into this client's buffer, after the notice of
+        what it lost since its last: sent just before the next event that does arrive, so the count is
+        never left dangling."""
         if c.dropped_pending:
             c.outbuf += encode_frame({"k": "dropped", "count": c.dropped_pending})
             c.dropped_pending = 0
