@@ -17,8 +17,8 @@ is an earlier process with that pid, whatever now answers to it. Clock ticks, no
 time Linux derives wall times from moves when the clock is stepped, which would make a live agent's
 socket look stale.
 
-The error types live here, not in `probe_client`, because this is the lowest module that both the
-server (`probe`) and the client import; `probe_client` re-exports them.
+The error types live here, not in `client`, because this is the lowest module that both the server
+(`endpoint`, `server`) and the client import; `client` re-exports them.
 """
 
 from __future__ import annotations
