@@ -8,6 +8,10 @@ The agent's thread only appends each journal event to a queue bounded in bytes; 
 endpoint folds them into spans and exports them in batches, and a full queue drops events rather than
 waiting. The endpoint, protocol and timeout follow the OTEL_EXPORTER_OTLP_* variables as the OTLP
 exporter specification defines them. The SDK is imported lazily, so `import engine` never needs it.
+
+Here: the sink (`OtelSink`) and its export threads, the SDK span emitter (`SpanEmitter`) and the export
+of a recorded session (`export_events`); the fold of journal events into spans is `session_fold`, the
+endpoint and the SDK's exporter `otlp_exporter`.
 """
 
 from __future__ import annotations
@@ -19,156 +23,19 @@ import random
 import threading
 import time
 import weakref
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
-from engine.errors import ConfigError
-from engine.export.optin import ENV_ENDPOINT, ENV_TRACES_ENDPOINT
+from engine.export.otlp_exporter import _sdk, exporter_url, make_exporter
+from engine.export.session_fold import SessionFold
 from engine.export.spans import (
-    CONTENT_CAP,
-    MessagesFold,
     SpanData,
-    agent_span,
     error_type,
-    finish_reason,
-    session_trace_id,
-    turn_span,
 )
 from engine.wording import counted
 
 SCOPE = "contextpipe"
-ENV_PROTOCOL = "OTEL_EXPORTER_OTLP_PROTOCOL"
-ENV_TRACES_PROTOCOL = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-ENV_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"
-ENV_TRACES_TIMEOUT = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
-
-
-def traces_url(endpoint: str) -> str:
-    """OTLP/HTTP: a base endpoint gets `/v1/traces` appended, as the SDK does for the base variable."""
-    endpoint = endpoint.rstrip("/")
-    return endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
-
-
-def _env(signal_name: str, base_name: str) -> tuple[str, str] | None:
-    """(variable, value) of the signal-specific variable, else the base one, else None (empty = unset)."""
-    for name in (signal_name, base_name):
-        value = os.environ.get(name, "").strip()
-        if value:
-            return name, value
-    return None
-
-
-def _checked_url(url: str, where: str) -> str:
-    """An OTLP/HTTP URL must name its scheme: without one `requests` refuses every export (MissingSchema),
-    which the SDK only logs, so every span of the session was lost behind one log line per batch."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(
-            f"{where} is {url!r}: an OTLP/HTTP endpoint is a URL with an http:// or https:// scheme and a "
-            f"host, e.g. http://localhost:4318 (the port defaults to 80 for http and 443 for https)"
-        )
-    return url
-
-
-def resolve_endpoint(endpoint: str | None = None) -> str:
-    """The URL spans are posted to, by the OTLP exporter specification (opentelemetry-specification,
-    specification/protocol/exporter.md, "Endpoint URLs for OTLP/HTTP"): a base endpoint (an argument or
-    OTEL_EXPORTER_OTLP_ENDPOINT) gets `v1/traces` appended to its path; the signal-specific
-    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as it is (a collector behind a path prefix or a vendor's
-    own ingest path), only an empty path becoming `/`. An explicit argument wins over both variables."""
-    if endpoint:
-        return traces_url(_checked_url(endpoint.strip(), "the OTLP endpoint"))
-    found = _env(ENV_TRACES_ENDPOINT, ENV_ENDPOINT)
-    if found is None:
-        raise ConfigError(f"no OTLP endpoint: pass one, or set {ENV_ENDPOINT} (e.g. http://localhost:4318)")
-    name, url = found
-    _checked_url(url, name)
-    if name == ENV_TRACES_ENDPOINT:
-        return url if urlsplit(url).path else url + "/"
-    return traces_url(url)
-
-
-def resolve_protocol() -> str:
-    """OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL (exporter.md, "Specify Protocol"):
-    http/protobuf (the default) or grpc. http/json has no Python exporter: refused by name rather than
-    sent as protobuf to a receiver that expects JSON."""
-    found = _env(ENV_TRACES_PROTOCOL, ENV_PROTOCOL)
-    if found is None:
-        return "http/protobuf"
-    name, value = found
-    value = value.lower()
-    if value in ("http/protobuf", "grpc"):
-        return value
-    if value == "http/json":
-        raise ConfigError(f"{name}=http/json: the OpenTelemetry Python SDK has no OTLP/JSON exporter; "
-                          "set it to http/protobuf (collectors accept both on port 4318) or grpc")
-    raise ConfigError(f"{name} is {value!r}: expected http/protobuf or grpc")
-
-
-def resolve_timeout_s() -> float | None:
-    """OTEL_EXPORTER_OTLP_TRACES_TIMEOUT / OTEL_EXPORTER_OTLP_TIMEOUT in seconds, None when unset. The
-    specification's Timeout type (configuration/common.md) is milliseconds, 0 meaning no limit (a very
-    long time: 2**31-1 ms, as it suggests), and a negative or unreadable value is warned about and
-    ignored. The Python exporters read the variables as seconds (opentelemetry-python #4044), so
-    TIMEOUT=10000 meant a 10 000 s wait per batch: read here and passed to the exporter explicitly."""
-    found = _env(ENV_TRACES_TIMEOUT, ENV_TIMEOUT)
-    if found is None:
-        return None
-    name, value = found
-    try:
-        ms = float(value)
-    except ValueError:
-        ms = -1.0
-    if ms < 0:
-        import warnings
-
-        warnings.warn(f"{name}={value!r} is ignored: expected a non-negative whole number of milliseconds, "
-                      "e.g. 10000; the exporter's default (10 s) applies", RuntimeWarning, stacklevel=2)
-        return None
-    return (ms or 2**31 - 1) / 1000.0
-
-
-def _sdk() -> Any:
-    try:
-        from opentelemetry.sdk import trace as sdk_trace
-    except ImportError as exc:
-        raise ConfigError(
-            "OpenTelemetry export needs the SDK: pip install 'contextpipe-inspector[otel]' "
-            "(opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http)"
-        ) from exc
-    return sdk_trace
-
-
-def make_exporter(endpoint: str | None = None, timeout_s: float | None = None) -> Any:
-    """The SDK's OTLP span exporter for an endpoint (or the OTEL_EXPORTER_OTLP_* variables), over the
-    protocol the variables ask for; headers, compression and certificates are left to the SDK, which
-    reads their variables itself."""
-    _sdk()
-    protocol = resolve_protocol()
-    if timeout_s is None:
-        timeout_s = resolve_timeout_s()
-    if protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-        except ImportError as exc:
-            raise ConfigError(
-                "the OTLP protocol is grpc (OTEL_EXPORTER_OTLP_PROTOCOL), which needs "
-                "pip install opentelemetry-exporter-otlp-proto-grpc; or set it to http/protobuf"
-            ) from exc
-        url = endpoint.strip() if endpoint else None  # gRPC has no path: the exporter reads the variables
-        if url is None and _env(ENV_TRACES_ENDPOINT, ENV_ENDPOINT) is None:
-            raise ConfigError(f"no OTLP endpoint: pass one, or set {ENV_ENDPOINT} (e.g. http://localhost:4317)")
-        return GrpcExporter(endpoint=url, timeout=timeout_s)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter(endpoint=resolve_endpoint(endpoint), timeout=timeout_s)
-
-
-def exporter_url(exporter: Any) -> str:
-    """Where an SDK exporter sends (for messages): its endpoint when it says, else its class name."""
-    return str(getattr(exporter, "_endpoint", "") or type(exporter).__name__)
 
 
 def _value_bytes(value: Any) -> int:
@@ -241,8 +108,14 @@ class SpanEmitter:
     # of prompt each) made 32 MiB posts; 3 MiB leaves room under both for the request's own framing.
     MAX_BATCH_BYTES = 3 * 2**20
 
-    def __init__(self, exporter: Any = None, *, endpoint: str | None = None, batch: bool = True,
-                 service_name: str = "contextpipe") -> None:
+    def __init__(
+        self,
+        exporter: Any = None,
+        *,
+        endpoint: str | None = None,
+        batch: bool = True,
+        service_name: str = "contextpipe",
+    ) -> None:
         _sdk()
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -276,16 +149,24 @@ class SpanEmitter:
             status = Status(StatusCode.ERROR, data.error)
             attributes.setdefault("error.type", error_type(data.error))
         flags = TraceFlags(TraceFlags.SAMPLED)
-        context = SpanContext(data.trace_id, data.span_id or random.getrandbits(64) or 1, is_remote=False,
-                              trace_flags=flags)
+        context = SpanContext(
+            data.trace_id, data.span_id or random.getrandbits(64) or 1, is_remote=False, trace_flags=flags
+        )
         parent = None
         if data.parent_span_id:
             parent = SpanContext(data.trace_id, data.parent_span_id, is_remote=False, trace_flags=flags)
         span = ReadableSpan(
-            data.name, context=context, parent=parent, resource=self.resource, attributes=attributes,
+            data.name,
+            context=context,
+            parent=parent,
+            resource=self.resource,
+            attributes=attributes,
             events=[Event(name, attrs, when) for name, when, attrs in data.events],
             kind=SpanKind.INTERNAL if data.kind == "internal" else SpanKind.CLIENT,
-            status=status, start_time=data.start_ns, end_time=data.end_ns, instrumentation_scope=self.scope,
+            status=status,
+            start_time=data.start_ns,
+            end_time=data.end_ns,
+            instrumentation_scope=self.scope,
         )
         size = span_bytes(data)
         if self._pending and self._pending_bytes + size > self.MAX_BATCH_BYTES:
@@ -325,260 +206,6 @@ class SpanEmitter:
         self.exporter.shutdown()
 
 
-# Set on a span whose times are not the model call's own (absent on every span of a live session or a
-# recording made since probeotel23): "no_end", it starts at the request but the journal kept no end, so
-# it is drawn zero-length; "no_times", the request had no time either (an import of a log without per-event
-# times), so it sits at the newest time the journal had before it. On the invoke_agent span, with
-# `contextpipe.timing.calls`, how many of its calls were such.
-TIMING_ATTR = "contextpipe.timing"
-TIMING_NO_END = "no_end"
-TIMING_NO_TIMES = "no_times"
-
-
-# The texts a content export's fold keeps for the events that may name them again, in characters. An
-# event names a text by its hash; each text is journaled once per session, so one a later message repeats
-# (a file read twice, a tool's same answer) must still be at hand then. Every text of the session was
-# kept: exporting a long recording with --content held all its prompt text in memory at once.
-MAX_FOLD_TEXT = 4 * 2**20
-
-
-class FoldTexts(Mapping[str, str]):
-    """Blob texts by hash for the content fold (MessagesFold), bounded: at most MAX_FOLD_TEXT characters,
-    the least recently used let go first, each text only as far as a span can carry it (CONTENT_CAP:
-    fit_messages never sends more of any one text). A text let go and named again is read back through
-    `lookup` (a recording's own blob index, by hash), when there is one: without (a live sink), that part
-    is left out of the span's messages."""
-
-    def __init__(self, lookup: Callable[[str], str | None] | None = None, limit: int | None = None) -> None:
-        self.lookup = lookup
-        self.limit = MAX_FOLD_TEXT if limit is None else limit
-        self._texts: OrderedDict[str, str] = OrderedDict()
-        self.size = 0  # characters held
-
-    def add(self, h: str, text: str) -> None:
-        text = text[:CONTENT_CAP]
-        old = self._texts.pop(h, None)
-        if old is not None:
-            self.size -= len(old)
-        self._texts[h] = text
-        self.size += len(text)
-        while self.size > self.limit and len(self._texts) > 1:
-            _, gone = self._texts.popitem(last=False)
-            self.size -= len(gone)
-
-    def __getitem__(self, h: str) -> str:
-        text = self._texts.get(h)
-        if text is not None:
-            self._texts.move_to_end(h)
-            return text
-        found = None
-        if self.lookup is not None:
-            try:
-                found = self.lookup(h)
-            except Exception:  # a damaged or vanished file: the part is left out, as if never journaled
-                found = None
-        if found is None:
-            raise KeyError(h)
-        self.add(h, found)
-        return self._texts[h]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._texts))  # (reading an item moves it: a live view would change under it)
-
-    def __len__(self) -> int:
-        return len(self._texts)
-
-
-class SessionFold:
-    """Folds one session's journal events into spans: request times, usage, then the turn's trace; and,
-    once the session is over (`agent()`), its invoke_agent span.
-
-    A live sink passes `at`, a monotonic reading of when each event was journaled: a turn's span then
-    ends when its outcome (usage or error) arrived, so its duration is the model call's. A recording has
-    the outcome's wall time in its usage or error event (journaled since probeotel23); one from before
-    that keeps no end, so its spans end where they start, and say so (TIMING_ATTR)."""
-
-    def __init__(self, provider: str | None = None, content: bool = False, redact: bool = False,
-                 model: str | None = None, blob_lookup: Callable[[str], str | None] | None = None) -> None:
-        self.provider = provider
-        self.model = model or ""
-        self.content = content and not redact  # redaction wins: prompt text never leaves
-        self.redact = redact
-        self.trace_id: int | None = None
-        self.times: dict[int, tuple[float, float | None]] = {}  # turn -> (request time, monotonic)
-        self.ended: dict[int, float] = {}  # turn -> monotonic reading of its outcome
-        self.ended_wall: dict[int, float] = {}  # turn -> the outcome's journaled wall time (recordings)
-        self.last_time: float | None = None  # the newest journaled wall time (session, requests)
-        self.usage: dict[int, Mapping[str, Any]] = {}
-        self.blobs = FoldTexts(blob_lookup)  # (content export only) bounded; see FoldTexts
-        self.messages = MessagesFold()  # gen_ai.input.messages, when content is exported
-        # For the invoke_agent span: the session's start, its calls, their summed usage, the last end.
-        self.started: float | None = None
-        self.calls = 0
-        self.totals: dict[str, int] = {}
-        self.last_end: float | None = None
-        self.last_reason: str | None = None
-        self.last_error: str | None = None
-        self.untimed = 0  # calls whose span carries TIMING_ATTR
-        self.first_start: float | None = None  # the earliest call's request time
-        # The engine's own requests ask for the session's max_output_tokens (their body's max_tokens). A
-        # captured session's requests are the agent's (their trace's request_params say what they set):
-        # its `actual` events tell it apart in a recording made before the traces said so.
-        self.max_output: int | None = None
-        self.captured = False
-
-    def _config(self, config: Any) -> None:
-        value = config.get("max_output_tokens") if isinstance(config, Mapping) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            self.max_output = value
-
-    def take(self, ev: Mapping[str, Any], at: float | None = None) -> SpanData | None:
-        k = ev.get("k")
-        if k == "session" and self.trace_id is None:
-            self.trace_id = session_trace_id(ev)
-            self.started = _wall(ev.get("time"))
-            self.last_time = self.started or self.last_time
-            config = ev.get("config")
-            if not self.model and isinstance(config, Mapping):
-                self.model = str(config.get("model") or "")
-            if not self.provider and isinstance(config, Mapping):
-                self.provider = str(config.get("provider") or "") or None
-            self._config(config)
-        elif k == "config":
-            self._config(ev.get("config"))
-        elif k == "actual":
-            self.captured = True
-        elif k == "request":
-            when = _wall(ev.get("time"))
-            if when is not None:
-                self.last_time = when
-                self.times[int(ev["turn"])] = (when, at)
-        elif k == "usage":
-            turn = int(ev["turn"])
-            self.usage[turn] = ev.get("usage") or {}
-            if at is not None:
-                self.ended[turn] = at
-            when = _wall(ev.get("time"))
-            if when is not None:
-                self.ended_wall[turn] = when
-        elif k == "error":
-            if ev.get("turn") is not None:
-                if at is not None:
-                    self.ended.setdefault(int(ev["turn"]), at)
-                when = _wall(ev.get("time"))
-                if when is not None:
-                    self.ended_wall.setdefault(int(ev["turn"]), when)
-        elif k == "blob" and self.content:
-            data = ev.get("data")
-            if isinstance(data, bytes | bytearray):
-                data = bytes(data).decode("utf-8", "replace")
-            if isinstance(data, str):
-                self.blobs.add(str(ev.get("h")), data)
-        elif k in ("msg", "part", "source", "content") and self.content:
-            self.messages.take(ev, self.blobs)
-        elif k == "turn" and self.trace_id is not None:
-            from engine.recording.journal import trace_of
-
-            trace = trace_of(dict(ev))
-            turn = int(trace.get("turn", ev.get("turn", 0)))
-            start, started_at = self.times.pop(turn, (None, None))
-            ended_at = self.ended.pop(turn, None)
-            ended_wall = self.ended_wall.pop(turn, None)
-            # What the span's times rest on, said when it is not the call itself (TIMING_ATTR): a trace
-            # viewer draws a zero-length span as a call that took no time, which is a lie when the
-            # journal simply did not keep the call's end (an old recording, an import of a log that
-            # has no per-event time).
-            timing: str | None = None
-            if start is None:
-                # Its request event was never seen (a sink queue that overflowed), or had no time (an
-                # import): the newest journaled time, rather than 0, which put the span at 1970 where
-                # backends drop or hide it.
-                start = self.last_time
-                timing = TIMING_NO_TIMES
-            end = start
-            # The call's duration by the live clock (when its request and its outcome were journaled) and
-            # by the journaled wall times (when it was sent, when its outcome came): the longer. The proxy
-            # journals an exchange, request and outcome together, once its answer has ended, and the tap
-            # a call held behind another's turn: by the live clock alone such a call took no time at all.
-            took: float | None = None
-            if start is not None and started_at is not None and ended_at is not None:
-                took = max(0.0, ended_at - started_at)
-            if start is not None and ended_wall is not None and timing is None:
-                took = max(took or 0.0, ended_wall - start)
-            if start is not None and took is not None:
-                end = start + took
-            elif timing is None:
-                timing = TIMING_NO_END
-            if start is not None and timing is None:
-                first = self.first_start
-                self.first_start = start if first is None else min(first, start)
-            content = self.messages if self.content else None
-            usage = self.usage.pop(turn, None)
-            own = None
-            if "request_params" not in trace and not self.captured and self.max_output is not None:
-                own = {"max_tokens": self.max_output}
-            data = turn_span(trace, self.trace_id, start_s=start, end_s=end,
-                             usage=usage, provider=self.provider, content=content, request_params=own)
-            if timing is not None:
-                data.attributes[TIMING_ATTR] = timing
-                self.untimed += 1
-            if self.redact:
-                _redact(data)
-            self._count(usage if usage is not None else trace.get("usage"), end, data.error)
-            return data
-        return None
-
-    def _count(self, usage: Any, end: float | None, error: str | None) -> None:
-        self.calls += 1
-        if isinstance(usage, Mapping):
-            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                        "reasoning_tokens"):
-                value = usage.get(key)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    self.totals[key] = self.totals.get(key, 0) + value
-            self.last_reason = finish_reason(usage)
-        else:
-            self.last_reason = None
-        if end is not None:
-            self.last_end = end if self.last_end is None else max(self.last_end, end)
-        self.last_error = error
-
-    def agent(self) -> SpanData | None:
-        """The session's invoke_agent span, from its start to its last call's end; None before a call.
-        Its status is the last call's: an agent whose final call failed ended in that error."""
-        if self.trace_id is None or not self.calls:
-            return None
-        begin = self.started or self.last_end
-        if self.first_start is not None and (begin is None or self.first_start < begin):
-            # A call sent before the session's first event (the proxy opens the session when it journals
-            # the first exchange, once that call's answer has ended): the session began with it.
-            begin = self.first_start
-        data = agent_span(self.trace_id, start_s=begin, end_s=self.last_end,
-                          model=self.model, provider=self.provider, calls=self.calls, usage=self.totals,
-                          last_reason=self.last_reason, error=self.last_error)
-        if self.untimed:
-            # Its end is its last call's, which is only the call's start when that call's end is unknown.
-            data.attributes[TIMING_ATTR] = TIMING_NO_END if self.started else TIMING_NO_TIMES
-            data.attributes[f"{TIMING_ATTR}.calls"] = self.untimed
-        return data
-
-
-def _wall(value: Any) -> float | None:
-    """A journaled wall-clock time, None when absent or not a positive number."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
-
-
-def _redact(data: SpanData) -> None:
-    """Allow-list under CONTEXTPIPE_REDACT: counts, hashes, tiers and section ids stay; free text goes."""
-    for key in ("contextpipe.cache_break.cause", "contextpipe.usage.cache_miss_reason",
-                "contextpipe.usage.prompt_cache_key", "gen_ai.request.stop_sequences"):
-        data.attributes.pop(key, None)
-    data.events = [(name, when, {k: v for k, v in attrs.items() if k != "message"})
-                   for name, when, attrs in data.events]
-    if data.error:
-        data.error = data.error.split(":", 1)[0]
-
-
 class OtelSink:
     """A journal sink for a live session (Pipeline(otel=True), the tap, the proxy).
 
@@ -602,12 +229,24 @@ class OtelSink:
     # traces; 8 MiB is some 400 turns (a turn's events hold ~19 KB: its trace ~16, request, usage).
     MAX_QUEUE_BYTES = 8 * 2**20
 
-    def __init__(self, header: Mapping[str, Any], *, endpoint: str | None = None, exporter: Any = None,
-                 content: bool = False, redact: bool = False, threaded: bool = True) -> None:
+    def __init__(
+        self,
+        header: Mapping[str, Any],
+        *,
+        endpoint: str | None = None,
+        exporter: Any = None,
+        content: bool = False,
+        redact: bool = False,
+        threaded: bool = True,
+    ) -> None:
         """`threaded=False` exports each span as its turn ends, on the caller's thread (tests)."""
         self.emitter = SpanEmitter(exporter, endpoint=endpoint, batch=True)
-        self.fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact,
-                                model=str(header.get("model") or "") or None)
+        self.fold = SessionFold(
+            str(header.get("provider") or "") or None,
+            content=content,
+            redact=redact,
+            model=str(header.get("model") or "") or None,
+        )
         self.kinds = self.RELEVANT | (self.CONTENT if self.fold.content else frozenset())
         self.threaded = threaded
         self.spans = 0
@@ -714,7 +353,9 @@ class OtelSink:
                 start = time.monotonic()
                 while not self._done.wait(0.05):
                     waited = time.monotonic() - start
-                    if waited >= timeout_s or (worker.thread.ident in _RETRYING and waited >= RETRYING_GRACE_S):
+                    if waited >= timeout_s or (
+                        worker.thread.ident in _RETRYING and waited >= RETRYING_GRACE_S
+                    ):
                         break
         except Exception:
             self.errors += 1
@@ -728,15 +369,19 @@ class OtelSink:
 
             parts = []
             if self.lost:
-                parts.append(f"{self.lost} of {counted(self.turns, 'span')} did not reach "
-                             f"{exporter_url(self.emitter.exporter)} ({self.emitter.failed_calls} refused or "
-                             f"timed out, {max(0, self.lost - self.emitter.failed_calls)} unsent when the "
-                             "session closed); "
-                             "is a collector listening there?")
+                parts.append(
+                    f"{self.lost} of {counted(self.turns, 'span')} did not reach "
+                    f"{exporter_url(self.emitter.exporter)} ({self.emitter.failed_calls} refused or "
+                    f"timed out, {max(0, self.lost - self.emitter.failed_calls)} unsent when the "
+                    "session closed); "
+                    "is a collector listening there?"
+                )
             if self.dropped:
-                parts.append(f"{self.dropped} journal events were dropped while the export queue was full "
-                             f"(it holds {self.MAX_QUEUE_BYTES // 2**20} MiB: the receiver was slower than "
-                             "the agent), so some spans lack their usage or times")
+                parts.append(
+                    f"{self.dropped} journal events were dropped while the export queue was full "
+                    f"(it holds {self.MAX_QUEUE_BYTES // 2**20} MiB: the receiver was slower than "
+                    "the agent), so some spans lack their usage or times"
+                )
             # (3: the caller of close(), whose _finish_close this is.)
             warnings.warn("OpenTelemetry export: " + "; ".join(parts), RuntimeWarning, stacklevel=3)
 
@@ -744,8 +389,14 @@ class OtelSink:
 # Rough bytes a queued event holds, by kind (deep sizes measured on a real engine turn: a turn's trace
 # ~14-16 KB, a request ~1.3 KB plus its sections, the rest about 1 KB); a blob adds its text. An estimate
 # taken in O(1) on the agent's thread: sizing the event itself would cost more than queuing it.
-_KIND_BYTES = {"turn": 16_384, "session": 4_096, "request": 2_048, "msg": 1_536, "source": 1_536,
-               "content": 1_536}
+_KIND_BYTES = {
+    "turn": 16_384,
+    "session": 4_096,
+    "request": 2_048,
+    "msg": 1_536,
+    "source": 1_536,
+    "content": 1_536,
+}
 
 
 def _event_bytes(kind: Any, ev: Mapping[str, Any]) -> int:
@@ -825,7 +476,9 @@ def _export_worker(sink: OtelSink) -> _ExportWorker:
     it gets its own. An exporter that names no endpoint (a test's in-memory one) is an endpoint of its
     own: nothing says two of them share a receiver."""
     endpoint = getattr(sink.emitter.exporter, "_endpoint", None)
-    key = str(endpoint) if endpoint else f"{type(sink.emitter.exporter).__name__}@{id(sink.emitter.exporter):x}"
+    key = (
+        str(endpoint) if endpoint else f"{type(sink.emitter.exporter).__name__}@{id(sink.emitter.exporter):x}"
+    )
     with _WORKER_LOCK:
         worker = _WORKERS.get(key)
         if worker is None or worker.pid != os.getpid():
@@ -855,15 +508,26 @@ def _close_open_sinks() -> None:
         sink._finish_close(max(0.1, deadline - time.monotonic()))
 
 
-def export_events(events: Iterable[Mapping[str, Any]], header: Mapping[str, Any], emitter: SpanEmitter,
-                  *, content: bool = False, redact: bool = False,
-                  blob_lookup: Callable[[str], str | None] | None = None) -> int:
+def export_events(
+    events: Iterable[Mapping[str, Any]],
+    header: Mapping[str, Any],
+    emitter: SpanEmitter,
+    *,
+    content: bool = False,
+    redact: bool = False,
+    blob_lookup: Callable[[str], str | None] | None = None,
+) -> int:
     """Export a recorded session through `emitter`: a span per model call, then the session's
     invoke_agent span (their parent). Returns the number of model-call spans (the invoke_agent span,
     sent when there was a call, comes on top). `blob_lookup`: a text by its hash, from the recording
     (RecordingReader.blob), for the content fold's texts it let go (see FoldTexts)."""
-    fold = SessionFold(str(header.get("provider") or "") or None, content=content, redact=redact,
-                       model=str(header.get("model") or "") or None, blob_lookup=blob_lookup)
+    fold = SessionFold(
+        str(header.get("provider") or "") or None,
+        content=content,
+        redact=redact,
+        model=str(header.get("model") or "") or None,
+        blob_lookup=blob_lookup,
+    )
     n = 0
     for ev in events:
         data = fold.take(ev)

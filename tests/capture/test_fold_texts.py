@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otel extra is not installed")
 
 from engine import Pipeline  # noqa: E402
-from engine.export import otel  # noqa: E402
-from engine.export.otel import SessionFold  # noqa: E402
+from engine.export import session_fold  # noqa: E402
+from engine.export.session_fold import SessionFold  # noqa: E402
 from tests.capture.conftest import events_of  # noqa: E402
 from tests.fleet.otlp_receiver import OtlpReceiver  # noqa: E402
 
@@ -44,7 +44,7 @@ def _session(path: Path) -> None:
 
 
 def test_the_content_fold_keeps_a_bounded_set_of_texts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(otel, "MAX_FOLD_TEXT", LIMIT, raising=False)
+    monkeypatch.setattr(session_fold, "MAX_FOLD_TEXT", LIMIT)
     path = tmp_path / "long.cpsession"
     _session(path)
     fold = SessionFold("anthropic", content=True)
@@ -57,7 +57,7 @@ def test_the_content_fold_keeps_a_bounded_set_of_texts(tmp_path: Path, monkeypat
 def test_export_content_reads_a_text_let_go_back_from_the_recording(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(otel, "MAX_FOLD_TEXT", LIMIT, raising=False)
+    monkeypatch.setattr(session_fold, "MAX_FOLD_TEXT", LIMIT)
     monkeypatch.delenv("CONTEXTPIPE_REDACT", raising=False)
     path = tmp_path / "long.cpsession"
     _session(path)

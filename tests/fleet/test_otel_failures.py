@@ -331,7 +331,7 @@ def test_timeout_zero_means_no_limit_and_a_bad_value_is_ignored_with_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """configuration/common.md, Timeout: 0 is no limit; a negative value is warned about and ignored."""
-    from engine.export.otel import resolve_timeout_s
+    from engine.export.otlp_exporter import resolve_timeout_s
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0")
     assert resolve_timeout_s() is not None and resolve_timeout_s() > 86400  # type: ignore[operator]

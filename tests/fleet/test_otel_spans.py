@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from engine import Pipeline  # noqa: E402
 from engine.export.optin import otel_requested  # noqa: E402
-from engine.export.otel import OtelSink, SpanEmitter, export_events, traces_url  # noqa: E402
+from engine.export.otel import OtelSink, SpanEmitter, export_events  # noqa: E402
+from engine.export.otlp_exporter import traces_url  # noqa: E402
 from engine.recording.cpsession import RecordingReader  # noqa: E402
 from engine.recording.journal import unpack_event  # noqa: E402
 from engine.sim.pricing import usage_cost  # noqa: E402
@@ -257,7 +258,7 @@ def test_content_of_a_long_session_is_folded_in_time_per_turn_that_does_not_grow
     import statistics
     import time
 
-    from engine.export.otel import SessionFold
+    from engine.export.session_fold import SessionFold
     from engine.export.spans import fit_messages, messages_content
 
     events = _long_content_session(1200)
