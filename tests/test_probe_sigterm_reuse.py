@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.probe.client import NotServing, ProbeClient, ProbeError, _remove_stale, list_agents
+from engine.probe.client import NotServing, ProbeClient, ProbeError, list_agents
+from engine.probe.discover import _remove_stale
 from engine.probe.runtime_dir import ensure_runtime_dir, socket_path, start_ticks_ns
 from engine.probe.server import ProbeServer
 

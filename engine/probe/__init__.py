@@ -3,5 +3,5 @@
 `server` (the Probe an agent embeds), `loop` (its I/O thread), `agent_send` (the agent's thread sending
 a Pipeline call's events itself), `queues` (the ring and each client's fill), `client_state` (a
 client's cursors and buffers), `handshake` (admitting clients), `endpoint` (the socket file),
-`runtime_dir` (where sockets live), `redact`, `optin` (environment variables), and `client` (the
-inspector's side: attach, discover)."""
+`runtime_dir` (where sockets live), `redact`, `optin` (environment variables), `client` (the
+inspector's side: attach) and `discover` (the agents serving a probe, for `ps`)."""

@@ -1,4 +1,5 @@
-"""Client side of the live probe: attach to an agent by pid, and discover agents for `cp-inspect ps`.
+"""Client side of the live probe: attach to an agent by pid (finding the agents to attach to, for
+`cp-inspect ps`, is `discover`'s; its names are re-exported here).
 
     with ProbeClient.connect(pid) as client:
         client.hello                      # protocol, pid, argv, model, provider, engine_version, snapshot, turns
@@ -12,22 +13,20 @@ Every failure a person can act on is a typed `ProbeError` whose message says wha
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import stat
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.probe.discover import AgentInfo, SkippedSocket, _serving_descendants_hint, list_agents
 from engine.probe.handshake import BASE_PROTOCOL, FOLD_PROTOCOL, PROTOCOLS
 from engine.probe.poll import PollInterval
 from engine.probe.readable import readable
 from engine.probe.ring import RingOverrun, RingReader
 from engine.probe.runtime_dir import (
-    SOCKET_SUFFIX,
     NoSuchProcess,
     NotServing,
     PermissionDenied,
@@ -35,13 +34,10 @@ from engine.probe.runtime_dir import (
     ProbeTimeout,
     ProtocolMismatch,
     agent_runtime_dir,
-    parse_target,
     pid_alive,
-    proc_stat,
     resolve_runtime_dir,
     same_process,
     socket_path,
-    target_name,
 )
 from engine.probe.server import PROTOCOL_VERSION
 from engine.recording.frames import (
@@ -600,200 +596,3 @@ class ProbeClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# -------------------------------------------------------------------- discovery (`cp-inspect ps`)
-
-
-@dataclass(frozen=True)
-class AgentInfo:
-    """A live agent found on this machine (for `ps` and `attach`): its pid, command, model and socket."""
-    pid: int
-    command: str
-    model: str | None
-    provider: str | None
-    turns: int | None
-    socket_path: Path
-    engine_version: str | None = None
-    error: str | None = None  # set when the agent is alive but did not answer (busy, stopped)
-    session: int | None = None  # one of several sessions one process serves (the proxy's conversations)
-    tap_errors: int = 0  # journaling failures of a tapped client (never raised into the agent)
-
-    @property
-    def target(self) -> str:
-        """What `cp-inspect attach` takes: `PID`, or `PID.SESSION`."""
-        return target_name(self.pid, self.session)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["socket_path"] = str(self.socket_path)
-        d["target"] = self.target
-        return d
-
-
-def _proc_cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            parts = [p.decode("utf-8", "replace") for p in f.read().split(b"\0") if p]
-        return shlex.join(parts)
-    except OSError:
-        return ""
-
-
-def _remove_stale(path: Path, seen: os.stat_result) -> None:
-    """Unlink a dead agent's socket, but only a socket of ours (the directory check already passed), and
-    only the very file judged stale (`seen`, its lstat before the judging): an agent that got the dead
-    one's pid meanwhile renames its own socket into place, a new file, which must not be removed."""
-    try:
-        st = os.lstat(path)
-        if (
-            stat.S_ISSOCK(st.st_mode)
-            and st.st_uid == os.getuid()
-            and (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino)
-        ):
-            os.unlink(path)
-    except OSError:
-        pass
-
-
-def _parent_pid(pid: int) -> int | None:
-    """`pid`'s parent from /proc (None when it is gone or unreadable)."""
-    fields = proc_stat(pid)
-    try:
-        return int(fields[1]) if fields else None
-    except (IndexError, ValueError):
-        return None
-
-
-def _serving_descendants_hint(pid: int, runtime_dir: Path) -> str:
-    """A hint for attaching to a launcher (a shell, `uv run`, `cp-inspect demo`) whose agent runs in a
-    child process: the processes below `pid` that do serve the probe, or "" when none does."""
-    found = []
-    try:
-        names = os.listdir(runtime_dir)
-    except OSError:
-        return ""
-    for name in names:
-        stem = name[: -len(SOCKET_SUFFIX)] if name.endswith(SOCKET_SUFFIX) else ""
-        if not stem.isdigit():
-            continue  # (a proxy session's socket, or anything else)
-        child = up = int(stem)
-        for _ in range(64):  # a bounded walk up the tree: pid 1 or a vanished parent ends it sooner
-            parent = _parent_pid(up)
-            if parent is None or parent <= 1:
-                break
-            if parent == pid:
-                found.append(child)
-                break
-            up = parent
-    if not found:
-        return ""
-    found.sort()
-    pids = ", ".join(map(str, found))
-    return f"Its child process {pids} does: `cp-inspect attach {found[0]}`"
-
-
-@dataclass(frozen=True)
-class SkippedSocket:
-    """A `<target>.sock` in the runtime directory that `list_agents` would not connect to, and why."""
-
-    target: str
-    socket_path: Path
-    reason: str  # says what is wrong and what to do, e.g. "... owned by uid 1001, not by you (uid 1000); ..."
-
-    def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "socket_path": str(self.socket_path), "reason": self.reason}
-
-
-def _refusal(path: Path, st: os.stat_result, pid: int) -> str | None:
-    """Why `path` (lstat `st`) is not a probe socket a client of this user may connect to, or None if it is."""
-    if not stat.S_ISSOCK(st.st_mode):
-        kind = ("a symlink" if stat.S_ISLNK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
-                else "a regular file" if stat.S_ISREG(st.st_mode) else "not a socket")
-        # Connecting follows a symlink: one planted at `<pid>.sock` would have a client send its hello to
-        # whatever socket it names. An agent never makes anything but a socket there.
-        return (f"{path} is {kind}, not a socket (an agent only ever binds a socket there); "
-                f"remove it if you did not put it there: rm {shlex.quote(str(path))}")
-    if st.st_uid != os.getuid():
-        fix = (f"its process {pid} has exited: remove it: rm {shlex.quote(str(path))}" if pid_alive(pid) is False
-               else f"only uid {st.st_uid} can attach to it: run cp-inspect as that user")
-        return f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}); {fix}"
-    return None
-
-
-def list_agents(
-    runtime_dir: Path | None = None, timeout: float = 1.0, skipped: list[SkippedSocket] | None = None
-) -> list[AgentInfo]:
-    """Live agents serving a probe for this user, by pid. Removes stale sockets as it goes.
-
-    A socket is stale when its pid is dead, when the process with its pid is not the one that made it
-    (the start time recorded at bind differs: see runtime_dir), or when nothing listens on it (the
-    server renames its socket into place only once listening, so a refused connection cannot be a
-    server that is starting).
-    An entry named like a socket that is not one, or not this user's, is neither connected to nor
-    removed; `skipped`, if given, gets one SkippedSocket for each, saying why (`ps` prints them: it said
-    only "no live agents" where `attach` explains the refusal).
-    Raises PermissionDenied if the runtime directory is not safely ours.
-    """
-    d = resolve_runtime_dir(runtime_dir)
-    if d is None:
-        return []
-    out: list[AgentInfo] = []
-    for entry in sorted(d.iterdir(), key=lambda p: p.name):
-        name = entry.name
-        parsed = parse_target(name[: -len(SOCKET_SUFFIX)]) if name.endswith(SOCKET_SUFFIX) else None
-        if parsed is None:
-            continue
-        pid, session = parsed
-        try:
-            st = os.lstat(entry)  # before the pid is looked at: see _remove_stale
-        except OSError:
-            continue
-        refusal = _refusal(entry, st, pid)
-        if refusal is not None:
-            # Only a socket of ours, as attach checks: connecting follows a symlink, and one planted at
-            # `<pid>.sock` had ps connect (and send its hello) to whatever socket it named.
-            if skipped is not None:
-                skipped.append(SkippedSocket(target_name(pid, session), entry, refusal))
-            continue
-        if pid_alive(pid) is False or same_process(st, pid) is False:
-            _remove_stale(entry, st)
-            continue
-        try:
-            client = ProbeClient.connect_path(entry, pid, timeout)
-        except NotServing:
-            _remove_stale(entry, st)
-            continue
-        except ProbeError as exc:
-            out.append(
-                AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc), session=session)
-            )
-            continue
-        except OSError as exc:
-            out.append(
-                AgentInfo(pid, _proc_cmdline(pid), None, None, None, entry, error=str(exc), session=session)
-            )
-            continue
-        with client:
-            h = client.hello
-        argv = h.get("argv")
-        command = shlex.join(str(a) for a in argv) if isinstance(argv, list) else _proc_cmdline(pid)
-        turns = h.get("turns")
-        out.append(
-            AgentInfo(
-                pid=pid,
-                command=command,
-                model=_opt_str(h.get("model")),
-                provider=_opt_str(h.get("provider")),
-                turns=turns if isinstance(turns, int) else None,
-                socket_path=entry,
-                engine_version=_opt_str(h.get("engine_version")),
-                tap_errors=te if isinstance(te := h.get("tap_errors"), int) else 0,
-                session=session,
-            )
-        )
-    return out
-
-
-def _opt_str(v: Any) -> str | None:
-    return None if v is None else str(v)
