@@ -71,12 +71,18 @@ def test_a_window_coming_back_to_a_start_takes_that_lines_reading_up() -> None:
     assert _same(calls) >= 10  # (the path exercised: most returns to a start take its line up)
 
 
+# _session's arguments, drawn: starts cycling or moving back, gaps from equal instants to past the ttls.
+SESSIONS = {
+    "starts": st.lists(st.integers(0, 8), min_size=1, max_size=5),
+    "gaps": st.lists(st.sampled_from([0.0, 1.0, 5.0, 60.0, 400.0, 5_000.0]), min_size=1, max_size=4),
+    "appended": st.lists(st.integers(0, 3), min_size=1, max_size=3),
+    "cleared": st.lists(st.integers(0, 12), min_size=1, max_size=3),
+}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    starts=st.lists(st.integers(0, 8), min_size=1, max_size=5),
-    gaps=st.lists(st.sampled_from([0.0, 1.0, 5.0, 60.0, 400.0, 5_000.0]), min_size=1, max_size=4),
-    appended=st.lists(st.integers(0, 3), min_size=1, max_size=3),
-    cleared=st.lists(st.integers(0, 12), min_size=1, max_size=3),
+    **SESSIONS,
     options=st.fixed_dictionaries(
         {},
         optional={

@@ -106,6 +106,8 @@ def runs_of(keys: Sequence[int]) -> list[tuple[int, int]]:
     """`keys` (ascending, as a call's prefix keys always are: each extends the one before it, and an
     extension is handed out after what it extends) as runs of consecutive numbers [(lo, hi), ...], in
     order: a call's new prefixes are one run."""
+    if hasattr(keys, "runs"):  # a KeyPath (engine/sim/key_path.py): held as its runs
+        return keys.runs()  # type: ignore[no-any-return]
     out: list[tuple[int, int]] = []
     if keys:
         _runs(keys, 0, len(keys), out)

@@ -16,6 +16,7 @@ from typing import Any, cast
 from engine.common_prefix import common_prefix_len
 from engine.sim.calls import SEGMENT_ORDER, Block, CacheSimError
 from engine.sim.grown import Grown
+from engine.sim.key_path import KeyPath
 from engine.sim.key_table import Key, KeyTable
 
 _TOKENS = attrgetter("tokens")
@@ -355,7 +356,8 @@ class _KeyChain:
             full.extend(map(hid, map(_SHA, head)))
             full += shas[a : a + m]
             full.extend(map(hid, map(_SHA, tail)))
-            keys = _keys_upto(self.keys, self.tail, common + 1)
+            # (A long walk's keys as runs, when the keys are read lazily: see engine/sim/key_path.py.)
+            keys = _keys_upto(self.keys, self.tail, common + 1, lazy and len(full) - common >= KEYPATH_FROM)
             fresh = _walk_keys(keys, full, self.ids, common)
             raw = prev_raw[: common + 1]
             raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
@@ -436,7 +438,7 @@ class _KeyChain:
         # (~4,700 a clear_tool_uses call past its window), they were ~1.5 ms of such a call.
         shas = eshas[:c]
         shas.extend(map(self.ids.hashes.__getitem__, map(_SHA, rest)))
-        keys = _keys_upto(ekeys, etail, c + 1)
+        keys = _keys_upto(ekeys, etail, c + 1, lazy and c + 1 - len(ekeys) >= KEYPATH_FROM)
         fresh = _walk_keys(keys, shas, self.ids, c)
         old = len(keys)
         made = range(self.ids.next - fresh, self.ids.next)
@@ -481,8 +483,13 @@ class _KeyChain:
 _NO_KEYS = range(0)
 
 
-def _keys_upto(keys: list[Key], tail: range, e: int) -> list[Key]:
-    """The first `e` keys of keys + tail, as a new list."""
+def _keys_upto(keys: list[Key], tail: range, e: int, path: bool = False) -> list[Key]:
+    """The first `e` keys of keys + tail, as a new list (or KeyPath: `keys`' own kind, and with `path`
+    a KeyPath, whose list operations the chain and the policies use as a list's)."""
+    if path and type(keys) is not KeyPath:
+        keys = cast(list[Key], KeyPath.of(keys[:e]))
+        keys += tail[: e - len(keys)]
+        return keys
     if e <= len(keys):
         return keys[:e]
     out = keys[:]
@@ -514,6 +521,10 @@ def _sums(raw: Sequence[int], base: int) -> Sequence[int]:
     # (Indexed and measured only, as a Sequence of the sums.)
     return cast(Sequence[int], _Sums(raw, base)) if base else raw
 
+
+# A lazy take whose keys to walk or carry number this many or more holds them as a KeyPath (runs), not
+# as ints in a list (engine/sim/key_path.py); shorter ones (a sliding window's ~180) stay lists.
+KEYPATH_FROM = 1024
 
 # Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
 EARLIER_CALLS = 32
