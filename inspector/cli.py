@@ -24,6 +24,7 @@ from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import run_plain_command
 from .missing_param import OneLineMissing
+from .out_path import check_out, written_whole
 from .proxy_cli import agent_ended, proxy, run
 from .simulate_cli import simulate
 from .token_arg import number_option, tokens_option
@@ -121,7 +122,7 @@ def explain(
     threshold: ThresholdOpt = None,
     provider: Annotated[str | None, typer.Option(
         help="Re-plan for another provider policy: anthropic, openai, bedrock, prefix or deepseek.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    fmt: Annotated[str | None, typer.Option("--format", help="text (the default) or json")] = None,
     # Every other command's JSON switch: `explain FILE --json` was "No such option: --json".
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the same as --format json).")] = False,
 ) -> None:
@@ -221,12 +222,7 @@ def import_(
         _list_conversations(fmt, src)
         return
     assert out is not None
-    if out.is_dir():
-        fail(f"-o {out} is a directory: give a file path, e.g. {out / 'run.cpsession'}", 2)
-    if out.exists() and not force:
-        fail(f"-o {out} already exists: choose another path, or pass --force to replace it", 2)
-    if not out.resolve().parent.is_dir():
-        fail(f"-o {out}: directory {out.resolve().parent} does not exist", 2)
+    check_out(out, force)
     _check_plan_options(window, provider)
     try:
         imp = _load_or_fail(fmt, src, model=model, provider=provider, conversation=conversation)
@@ -240,37 +236,23 @@ def import_(
     # Written beside OUT and renamed over it once complete: an import stopped half way (Ctrl-C, a full
     # disk, an error in a later call) left a shorter recording at OUT that verified and replayed as if
     # it were the whole session, and with --force the file it replaced was already gone.
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    try:  # can a file be made there? Asked before the import's work, and said of OUT, not of the partial
-        # file (its error named a temporary path the person never gave: /proc/.x.cps.30891.partial).
-        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        partial.unlink()
-    except OSError as exc:
-        fail(f"-o {out}: cannot create a file in {out.resolve().parent} ({exc.strerror or exc}): "
-             "give a path in a directory you can write to", 2)
     try:
-        pipe, report = ingest(imp, partial, window=window, provider=provider, model=model)
-        pipe.close()
-        if pipe.recording_error is not None:
-            # The pipeline keeps an agent going when its recording fails (and warns); an import's only
-            # product is the recording, so a short one is an error.
-            cause = pipe.recording_error.__cause__
-            why = cause.strerror if isinstance(cause, OSError) and cause.strerror else pipe.recording_error
-            raise ContextPipeError(f"cannot write {out} ({why}): nothing was imported")
-        os.replace(partial, out)
+        with written_whole(out) as partial:
+            pipe, report = ingest(imp, partial, window=window, provider=provider, model=model)
+            pipe.close()
+            if pipe.recording_error is not None:
+                # The pipeline keeps an agent going when its recording fails (and warns); an import's only
+                # product is the recording, so a short one is an error.
+                cause = pipe.recording_error.__cause__
+                why = cause.strerror if isinstance(cause, OSError) and cause.strerror else pipe.recording_error
+                raise ContextPipeError(f"cannot write {out} ({why}): nothing was imported")
     except ContextPipeError as exc:
-        partial.unlink(missing_ok=True)
         fail(str(exc))
     except KeyboardInterrupt:
-        partial.unlink(missing_ok=True)
         kept = f"; {out} is as it was" if out.exists() else ""
         fail(f"interrupted: nothing imported{kept}", 130)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         fail(f"cannot write {out}: {exc.strerror or exc}")
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
     typer.echo(f"wrote {out}: {counted(report.turns, 'turn')} from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
     notes = [*imp.meta.get("notes", []), *report.notes]
     if model is None and imp.model == "unknown":

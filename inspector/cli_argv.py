@@ -65,7 +65,7 @@ def plain_explain(rest: Sequence[str]) -> Callable[[], None] | None:
         from .cli_explain import explain
 
         explain(target, _one(opts, "--turn"), _one(opts, "--budget"), opts.get("--gate"),
-                opts.get("--threshold"), _one(opts, "--provider"), _one(opts, "--format") or "text",
+                opts.get("--threshold"), _one(opts, "--provider"), _one(opts, "--format"),
                 "--json" in opts)
 
     return run

@@ -118,13 +118,16 @@ def _load_into(db: Path, file: Path, again: bool, ingest: Callable[[ContextStore
     """Open the store, refuse a file it holds (unless `again`), add the items `ingest` makes and the mark
     that the file is in, in one transaction, and say so ("imported N items (#a..#b) from FILE (what)").
     Any of `errors` (with `named`, its message without the file's name in front: the line names it once),
-    or Ctrl-C, leaves the store as it was and says so."""
+    or Ctrl-C, leaves the store as it was and says so: a store this import created is removed again."""
+    created = not db.exists()
     store = _open(db, importing=file)
+    done = False
     try:
         digest = _refuse_twice(store, db, file, again)
         with store.batch():  # the items and the mark that they are in, together or not at all
             ids = ingest(store)
             _mark(store, digest, file, ids)
+        done = True
     except errors as exc:
         msg = str(exc).removeprefix(f"{file}: ") if named else str(exc)
         fail(f"nothing imported from {file} (the store is as it was): {msg}{_retry(exc)}")
@@ -132,6 +135,11 @@ def _load_into(db: Path, file: Path, again: bool, ingest: Callable[[ContextStore
         fail(f"interrupted: nothing imported from {file} (the store is as it was)", 130)
     finally:
         store.close()
+        if created and not done:
+            # An empty store left at --db by an import that failed read as a store to `ctx get` (an empty
+            # window, exit 0) and made the next `ctx import` of a mended file look like a second try.
+            for leftover in (db, db.with_name(f"{db.name}-wal"), db.with_name(f"{db.name}-shm")):
+                leftover.unlink(missing_ok=True)
     first = ids[0] if ids else 0
     last = ids[-1] if ids else 0
     echo(f"imported {counted(len(ids), 'item')} (#{first}..#{last}) from {file} "

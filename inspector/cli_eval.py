@@ -27,6 +27,10 @@ def eval_(trajectories: Path | None, per_trajectory: bool, as_json: bool) -> Non
         trajectory_files,
     )
 
+    if trajectories is not None and trajectories.exists() and not trajectories.is_dir():
+        # It said "no such folder" of a file that is there (a trajectory given where its folder goes).
+        fail(f"--trajectories {trajectories} is a file, not a folder: give the folder holding the trajectories "
+             f"(e.g. {trajectories.parent})", 2)
     if trajectories is not None and not trajectories.is_dir():
         # Asked for by name: a mistyped folder is a wrong option (2); a missing default is a missing input (1).
         fail(f"--trajectories {trajectories}: no such folder (give the folder holding the trajectories)", 2)

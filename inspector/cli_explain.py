@@ -25,7 +25,7 @@ from .cli_events import (
     read_events_for_turn,
 )
 from .cli_output import echo
-from .cli_overrides import parse_gates, parse_thresholds
+from .cli_overrides import check_window, parse_gates, parse_thresholds
 from .option_check import check_thresholds, option_check
 from .recording_open import fail, open_recording, warn
 from .token_arg import parse_turn, tokens_option
@@ -66,7 +66,7 @@ def explain(
     gate: list[str] | None = None,
     threshold: list[str] | None = None,
     provider: str | None = None,
-    fmt: str = "text",
+    fmt: str | None = None,
     as_json: bool = False,
 ) -> None:
     """`cp-inspect explain`'s work, with its options as typer passes them (texts, lists of texts or
@@ -79,15 +79,15 @@ def explain(
     from .explain import to_json, to_text
 
     if as_json:
-        if fmt not in ("text", "json"):
+        if fmt not in (None, "json"):  # --format text too: it printed JSON, one of the two asks dropped
             fail(f"--json and --format {fmt} ask for two formats: give one", 2)
         fmt = "json"
+    fmt = "text" if fmt is None else fmt
     if fmt not in ("text", "json"):
         fail("--format must be text or json", 2)
     budget = tokens_option(budget_text, "--budget")
-    if budget is not None and budget <= 0:
-        # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
-        fail(f"--budget must be a positive number of tokens (the window to re-plan with), got {budget}", 2)
+    # Overrides reads a 0 window as "no override": --budget 0 explained the recorded plan as asked-for.
+    check_window(budget, "--budget")
     thresholds = parse_thresholds(threshold) or None
     # Checked before the recording is read, and said as the option's error, as simulate says them.
     check_thresholds(thresholds)

@@ -137,6 +137,28 @@ def _yellow(line: str) -> None:
     typer.secho(line, fg=typer.colors.YELLOW, err=True)
 
 
+def _is_chart(path: Path) -> bool:
+    """Whether `path` holds an SVG document (a chart an earlier report wrote, or one like it)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(256).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False  # unreadable (or not a regular file): not replaced
+    return head.startswith((b"<svg", b"<?xml")) and b"<svg" in head
+
+
+def _write_chart(svg: Path, text: str) -> None:
+    """The chart written beside `svg` and renamed over it when complete, as import and salvage write: a
+    full disk or Ctrl-C part way left a cut-off chart (and the earlier one gone)."""
+    from .out_path import written_whole
+
+    try:
+        with written_whole(svg) as partial:
+            partial.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write --svg {svg}: {exc.strerror or exc}")
+
+
 def report(files: list[str], as_json: bool, window_text: str | None, svg: Path | None, model: str | None,
            prices: Path | None) -> None:
     """`report`'s work: each recording simulated as recorded and priced, a row each and the totals (a table,
@@ -157,6 +179,10 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
             fail(f"--svg {svg} is a directory: give a file path, e.g. {svg / 'cost.svg'}", 2)
         if not svg.resolve().parent.is_dir():
             fail(f"--svg {svg}: directory {svg.resolve().parent} does not exist", 2)
+        if svg.exists() and not _is_chart(svg):
+            # Re-running a report replaces its chart; any other file is refused: `--svg run.cpsession`
+            # (a recording named where the chart goes) replaced the recording with a chart, silently.
+            fail(f"--svg {svg} exists and is not an SVG chart: choose another path (an earlier chart is replaced)", 2)
     if prices is not None or model is not None:
         # Checked now, not when a session first needs them: a missing --prices file skipped every session
         # (exit 1), and a mistyped --model was silently unused when each session had its own price.
@@ -231,10 +257,7 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
         fail("no session could be reported")
     total = totals_row(rows)
     if svg is not None:
-        try:
-            svg.write_text(render_svg(rows), encoding="utf-8")
-        except OSError as exc:
-            fail(f"cannot write --svg {svg}: {exc.strerror or exc}")
+        _write_chart(svg, render_svg(rows))
     if as_json:
         echo(json.dumps({"sessions": rows, "total": total, "skipped": skipped}, indent=2))
         return

@@ -4,13 +4,13 @@ here."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from engine.wording import counted
 
 from .cli_output import echo
+from .out_path import check_out, written_whole
 from .recording_open import fail, open_recording
 
 
@@ -19,10 +19,9 @@ def salvage(file: Path, out: Path, force: bool = False) -> None:
     from engine.recording.cpsession import RecordingError, RecordingWriter
 
     # Usage errors (exit 2), as for import -o and demo --record.
-    if out.exists() and not force:
-        fail(f"{out} already exists: choose another path or pass --force", 2)
     if out.resolve() == file.resolve():
         fail("the salvaged copy must go to another path than the damaged file", 2)
+    check_out(out, force)
     r = open_recording(file, salvage=True)
     kept: list[dict[str, Any]] = []
     lost = r.damage.message if r.damage is not None else None
@@ -33,28 +32,26 @@ def salvage(file: Path, out: Path, force: bool = False) -> None:
         lost = str(exc).split(". Frames before it", 1)[0]
     while lost and kept and kept[-1].get("k") != "turn":
         kept.pop()  # damage cut the last turn short: its events are dropped with it
+    turns = sum(1 for e in kept if e.get("k") == "turn")
+    if turns == 0:
+        # A copy of a header and no turn wrote "0 complete turns" with exit 0: a file every reader then
+        # refuses ("holds no events"), handed over as the rescued recording.
+        # open_recording has already warned of damage it found as the file opened; damage met reading on is said here.
+        why = f" before its damage ({lost.removeprefix(f'{file}: ')})" if lost and r.damage is None else ""
+        fail(f"nothing to salvage: {file} holds no complete turn{why}; nothing was written")
     header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
     # Written beside OUT and renamed over it when complete, as import does: a failure or Ctrl-C while
     # writing left a partial OUT (and, with --force, the file it replaced was already truncated).
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
-        with RecordingWriter(partial, header) as w:
+        with written_whole(out) as partial, RecordingWriter(partial, header) as w:
             for ev in kept:
                 w.append(ev)
-        os.replace(partial, out)
     except (RecordingError, ValueError) as exc:
-        partial.unlink(missing_ok=True)
         fail(f"cannot write {out}: {exc}")
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         fail(f"cannot write {out}: {exc.strerror or exc}")
     except KeyboardInterrupt:
-        partial.unlink(missing_ok=True)
         fail(f"interrupted: nothing written{f'; {out} is as it was' if out.exists() else ''}", 130)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    turns = sum(1 for e in kept if e.get("k") == "turn")
     echo(f"wrote {out}: {counted(turns, 'complete turn')}, {counted(len(kept), 'event')}")
     if lost:
         echo(f"  dropped: {lost}")

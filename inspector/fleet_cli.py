@@ -176,7 +176,8 @@ def report(
         "--window", metavar="<tokens>",
         help="Window for the engine's what-if, in tokens: 32000, 32k, 1.5M (default: each recording's own).")] = None,
     svg: Annotated[Path | None, typer.Option(
-        help="Also write a bar chart of cost per session here.", readable=False)] = None,
+        help="Also write a bar chart of cost per session here (an earlier chart is replaced, no other file).",
+        readable=False)] = None,
     model: Annotated[str | None, typer.Option(
         help="Price sessions whose own model has no price as this model (default: they are skipped).")] = None,
     prices: Annotated[Path | None, typer.Option(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.wording import counted
 
+from .cli_overrides import check_window
 from .option_check import check_thresholds, option_check
 from .recording_open import about, fail, open_recording
 from .token_arg import tokens_option
@@ -90,10 +91,14 @@ def run(
         fail("--per-turn adds per-turn figures to the JSON: give it with --json", 2)
     if prices is not None and not prices.exists():
         fail(f"no such price table: {prices}", 2)
-    if window is not None and not 0 < window <= 100_000_000:
-        # Said once, as the option's error: it was found simulating the first file and reported as that
-        # file's ("FILE: --window must be a positive number of tokens").
-        fail(f"--window must be between 1 and 100,000,000 tokens, got {window}", 2)
+    # Said once, as the option's error: it was found simulating the first file and reported as that
+    # file's ("FILE: --window must be a positive number of tokens").
+    check_window(window)
+    if policies is not None and policy is not None:
+        # --policies builds each of its engine columns from the policy's name alone: --policy (and its
+        # options, cost_aware:target=...) was dropped without a word, the table as if it were not given.
+        fail("--policy sets the pipeline column of the what-if table; --policies compares policies side by side "
+             "(cost_aware and wave1 among them, with their defaults): give one of them", 2)
     if policies is not None and not policies.strip(" ,"):
         # An empty value read as not given: the plain what-if table came out as if --policies were absent.
         fail("--policies needs 'all' or a comma list of policy names (see simulate --help)", 2)

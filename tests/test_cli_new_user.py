@@ -162,7 +162,7 @@ def test_ctx_expand_of_a_negative_or_zero_id_says_ids_start_at_1(tmp_path: Path)
 def test_explain_refuses_budget_0_and_names_the_turn_as_given() -> None:
     r = CliRunner().invoke(app, ["explain", str(DEMO), "--budget", "0"])
     # It printed the recorded plan (exit 0), as if re-planned with a window of 0.
-    assert r.exit_code == 2 and "--budget must be a positive number of tokens" in r.output, r.output
+    assert r.exit_code == 2 and "--budget must be between 1 and 100,000,000 tokens, got 0" in r.output, r.output
     r = CliRunner().invoke(app, ["explain", str(DEMO), "--turn", "-100"])
     assert r.exit_code == 2, r.output
     assert "turn -100 is not in" in r.output and "turns 0..39" in r.output, r.output  # it said "turn -60"
@@ -194,9 +194,9 @@ def test_a_max_output_tokens_not_below_the_window_is_refused() -> None:
 
 def test_report_refuses_bad_options_before_any_work(tmp_path: Path) -> None:
     cases = {
-        ("--window", "0"): "--window must be a positive number of tokens",
-        ("--window", "-5"): "--window must be a positive number of tokens",
-        ("--window", str(10**12)): "out of range",
+        ("--window", "0"): "--window must be between 1 and 100,000,000 tokens, got 0",
+        ("--window", "-5"): "--window must be between 1 and 100,000,000 tokens, got -5",
+        ("--window", str(10**12)): "--window must be between 1 and 100,000,000 tokens, got 1000000000000",
         ("--svg", str(tmp_path)): "is a directory: give a file path",  # was a traceback after the report
         ("--svg", str(tmp_path / "no" / "c.svg")): "does not exist",
         ("--prices", str(tmp_path / "none.json")): "--prices: price table",  # every session was skipped
@@ -248,9 +248,9 @@ def test_import_refuses_bad_plan_options_and_a_recording_before_any_work(tmp_pat
     traj = _long_trajectory(tmp_path / "short.traj.json", rounds=3)
     out = tmp_path / "run.cpsession"
     cases = [
-        (["--window", "0"], "--window must be a positive number of tokens"),  # was read as no window: exit 0
-        (["--window", "-5"], "--window must be a positive number of tokens"),
-        (["--window", str(10**12)], "--window: budget limit"),
+        (["--window", "0"], "--window must be between 1 and 100,000,000 tokens, got 0"),  # was no window: exit 0
+        (["--window", "-5"], "--window must be between 1 and 100,000,000 tokens, got -5"),
+        (["--window", str(10**12)], "--window must be between 1 and 100,000,000 tokens, got 1000000000000"),
         (["--provider", "nope"], "--provider: unknown provider 'nope'"),  # was replaced by openai: exit 0
     ]
     for extra, says in cases:

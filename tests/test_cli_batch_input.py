@@ -1,0 +1,148 @@
+"""The batch commands (report, simulate, explain, import, salvage, ctx import, eval) given bad input as a new
+user gives it: one `cp-inspect:` line saying what was wrong and what to do, the README's exit code, and
+nothing lost or half-made on disk. Each runs the console script's entry point in a child process (its
+exit code and streams are the process's)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.recording.frames import HEADER, HEADER_SIZE
+from tests.support.console_script import program, run_program
+from tests.test_cli_new_user import _damaged_half_way
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_program(program(), list(args), typer_dispatch=False, stdin=subprocess.DEVNULL)
+
+
+def _typer(*args: str) -> subprocess.CompletedProcess[str]:
+    """The same command line through typer's dispatch (the console script reads plain lines without it)."""
+    return run_program(program(), list(args), typer_dispatch=True, stdin=subprocess.DEVNULL)
+
+
+def _one_error(r: subprocess.CompletedProcess[str], code: int, says: str) -> None:
+    """Exit `code`, nothing on stdout, and stderr's only error line (after any warnings) saying `says`."""
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stdout == "", (r.stdout, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if not line.startswith("warning:")]
+    assert len(errors) == 1 and errors[0].startswith("cp-inspect: ") and says in errors[0], r.stderr
+
+
+def _cut_before_its_first_turn(path: Path) -> Path:
+    """The demo recording cut part way through the frame after its header, as a writer killed then leaves it."""
+    data = DEMO.read_bytes()
+    length, _ = HEADER.unpack(data[:HEADER_SIZE])
+    path.write_bytes(data[: HEADER_SIZE + length + 40])
+    return path
+
+
+def test_report_svg_never_replaces_a_file_that_is_not_a_chart(tmp_path: Path) -> None:
+    # `--svg run.cpsession` (the recording named where the chart goes) overwrote the recording with a chart.
+    victim = tmp_path / "run.cpsession"
+    victim.write_bytes(DEMO.read_bytes())
+    r = _cli("report", str(DEMO), "--svg", str(victim))
+    _one_error(r, 2, f"--svg {victim} exists and is not an SVG chart: choose another path")
+    assert victim.read_bytes() == DEMO.read_bytes()
+    # A chart is written, and replaced by the next report's (the README's line run twice), nothing beside it.
+    chart = tmp_path / "cost.svg"
+    for _ in range(2):
+        r = _cli("report", str(DEMO), "--svg", str(chart))
+        assert r.returncode == 0 and f"chart written to {chart}" in r.stdout, r.stderr
+    assert chart.read_text().startswith("<svg") and sorted(p.name for p in tmp_path.iterdir()) == [
+        "cost.svg",
+        "run.cpsession",
+    ]
+
+
+def test_salvage_of_a_recording_with_no_whole_turn_writes_nothing(tmp_path: Path) -> None:
+    # It wrote "0 complete turns" (exit 0): a recording every reader then refused ("holds no events").
+    cut = _cut_before_its_first_turn(tmp_path / "cut.cpsession")
+    out = tmp_path / "fixed.cpsession"
+    r = _cli("salvage", str(cut), "-o", str(out))
+    _one_error(r, 1, f"nothing to salvage: {cut} holds no complete turn; nothing was written")
+    assert r.stderr.startswith("warning: ") and "0 complete turns kept" in r.stderr  # the cut, said once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.cpsession"]
+
+
+@pytest.mark.parametrize("where", ["dir", "nodir"])
+def test_salvage_out_is_checked_as_import_checks_its_out(tmp_path: Path, where: str) -> None:
+    # A directory was "already exists: pass --force" (and with --force exit 1, "Is a directory"); a missing
+    # directory was exit 1 naming the temporary file (".x.cpsession.4928.partial").
+    out = tmp_path if where == "dir" else tmp_path / "nowhere" / "x.cpsession"
+    says = "is a directory: give a file path" if where == "dir" else "directory " + str(tmp_path / "nowhere")
+    for force in ([], ["--force"]):
+        r = _cli("salvage", str(DEMO), "-o", str(out), *force)
+        _one_error(r, 2, f"-o {out}")
+        assert says in r.stderr and ".partial" not in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_ctx_import_leaves_no_store_where_there_was_none(tmp_path: Path) -> None:
+    # "nothing imported (the store is as it was)" left a new, empty store at --db: `ctx get` then served an
+    # empty window from it (exit 0).
+    bad = _damaged_half_way(tmp_path / "bad.cpsession")
+    db = tmp_path / "ctx.sqlite"
+    r = _cli("ctx", "import", str(bad), "--db", str(db))
+    _one_error(r, 1, f"nothing imported from {bad} (the store is as it was): corrupt frame")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.cpsession"]
+    r = _cli("ctx", "get", "--db", str(db), "--budget", "12k")
+    _one_error(r, 2, "no context store there")
+
+
+def test_simulate_refuses_policy_with_policies() -> None:
+    # --policies built each engine column from the policy's name: --policy (with its options) was dropped.
+    r = _cli("simulate", str(DEMO), "--policies", "all", "--policy", "cost_aware:target=0.2")
+    _one_error(r, 2, "--policy sets the pipeline column of the what-if table; --policies compares policies")
+
+
+def test_explain_refuses_format_text_with_json() -> None:
+    # It printed JSON: --format text was dropped without a word. Both command-line readers say it alike.
+    for run in (_cli, _typer):
+        r = run("explain", str(DEMO), "--format", "text", "--json")
+        _one_error(r, 2, "--json and --format text ask for two formats: give one")
+    r = _cli("explain", str(DEMO), "--format", "json", "--json", "--turn", "3")
+    assert r.returncode == 0 and r.stdout.startswith("{"), r.stderr
+
+
+def test_a_window_out_of_range_is_worded_alike_in_every_command(tmp_path: Path) -> None:
+    # report said "a positive number of tokens" for 0 and "budget limit ... is out of range" for 10**12,
+    # explain's --budget the latter without the option's name; simulate said "between 1 and 100,000,000".
+    from engine.errors import ConfigError
+    from engine.store.budget import MAX_BUDGET
+    from engine.tokens import Budget
+    from inspector.cli_overrides import MAX_WINDOW
+
+    assert MAX_WINDOW == MAX_BUDGET and Budget(MAX_WINDOW).limit == MAX_WINDOW
+    with pytest.raises(ConfigError):
+        Budget(MAX_WINDOW + 1)
+    out = tmp_path / "run.cpsession"
+    traj = tmp_path / "t.json"  # refused for its --window before it is read
+    traj.write_text("{}")
+    for value in ("0", "-5", str(10**12)):
+        for cmd, option in (
+            (["simulate", str(DEMO), "--window"], "--window"),
+            (["report", str(DEMO), "--window"], "--window"),
+            (["import", "auto", str(traj), "-o", str(out), "--window"], "--window"),
+            (["explain", str(DEMO), "--budget"], "--budget"),
+            (["ctx", "get", "--db", str(tmp_path / "none.sqlite"), "--budget"], "--budget"),
+        ):
+            r = _cli(*cmd, value)
+            _one_error(r, 2, f"{option} must be between 1 and 100,000,000 tokens, got {value}")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+def test_eval_given_a_trajectory_file_asks_for_its_folder(tmp_path: Path) -> None:
+    # It said "no such folder" of a file that is there.
+    traj = tmp_path / "run.traj.json"
+    traj.write_text('{"messages": []}')
+    r = _cli("eval", "--trajectories", str(traj))
+    _one_error(
+        r, 2, f"--trajectories {traj} is a file, not a folder: give the folder holding the trajectories"
+    )
