@@ -43,7 +43,7 @@ def test_a_steady_lane_turn_skips_the_dispatch_and_helper_frames() -> None:
     avoided = {
         ("typing.py", "cast"),
         ("base.py", "_section"),
-        ("base.py", "_info"),
+        ("tool_pairing.py", "_info"),
         ("feedback.py", "_nested"),
         ("stats.py", "turn_succeeded"),
         ("pipeline.py", "_close_pending"),  # (the reply's fold; the request's closes the results)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from engine.artifacts import Message, SectionItem, Text, ToolCall, ToolResult
 from engine.errors import UnpairedToolResultError
-from engine.providers.base import _START, _pair_stretched, _pairing_step
 from engine.providers.recent_runs import same_run
 from engine.providers.stretch import SLICE_MIN
+from engine.providers.tool_pairing import _START, _pair_stretched, _pairing_step
 
 
 @dataclass

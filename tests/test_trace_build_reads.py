@@ -8,8 +8,9 @@ makes every turn build its trace, so the build's cost is the attach's).
 - The trace's markers (trace.trace_from) sum the tokens of the blocks up to the last marker, and none
   after it, in C; on 89eeeaf a running total of every block was kept as a list (the same reads when the
   tail carries a marker: that test holds the offsets to the running total, it does not fail on 89eeeaf).
-- A deferred prefix hash (providers.base.PrefixDigest, read when the trace is built) resumes from the
-  one read before it, as the eager build's does; on 89eeeaf each hashed its whole prefix again.
+- A deferred prefix hash (providers.serialized_request.PrefixDigest, read when the trace is built)
+  resumes from the one read before it, as the eager build's does; on 89eeeaf each hashed its whole prefix
+  again.
 
 Each gives what it gave before (a reference written out here, over random requests and real sessions).
 """

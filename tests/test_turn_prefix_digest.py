@@ -1,4 +1,5 @@
-"""A turn nothing observes leaves its prefix hash to whoever reads it (providers.base.PrefixDigest).
+"""A turn nothing observes leaves its prefix hash to whoever reads it
+(providers.serialized_request.PrefixDigest).
 
 Only a turn's trace reads `prefix_sha256`, so Pipeline's unobserved build serializes with
 prefix_hash=False: the request is a DeferredPrefixRequest whose prefix hash is computed on first read,
@@ -21,10 +22,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine.providers.base as base
+import engine.providers.serialized_request as serialized_request
 from engine.assembly import Section, wire_order
 from engine.pipeline import Pipeline
-from engine.providers.base import DeferredPrefixRequest, PrefixDigest, SerializedRequest, _prefix_hex
 from engine.providers.hex_chain import ChainHasher
+from engine.providers.serialized_request import (
+    DeferredPrefixRequest,
+    PrefixDigest,
+    SerializedRequest,
+    _prefix_hex,
+)
 from engine.types import CacheScope, Priority, SectionKind
 from tests.test_trace_lazy import _observed, _start, _turns
 from tests.test_turn_lineage import _pipe
@@ -71,7 +78,10 @@ def _count_prefix_joins(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         n[0] += 1
         return real(*a)
 
+    # The serializer joins a prefix when it hashes one at once (base), a deferred digest when it is read
+    # (serialized_request): both are counted.
     monkeypatch.setattr(base, "_prefix_hex", counted)
+    monkeypatch.setattr(serialized_request, "_prefix_hex", counted)
     return n
 
 

@@ -1,19 +1,22 @@
-"""Shared serialization machinery: canonical fragments, cached by content hash, joined into a body.
+"""Shared serialization machinery: canonical fragments, cached by content hash, joined into a body
+(`Serializer`).
 
 Each provider module turns one artifact into its wire dict. Fragments are canonical JSON bytes
 (sorted keys), cached by (provider, artifact hash, marked), so a steady-state turn serializes only
 new content; the body is a byte join in sorted-key order, hence canonical as a whole.
+
+Beside it: the request it makes (`serialized_request`: Block, SerializedRequest, PrefixDigest), the
+tool-call pairing check (`tool_pairing`) and the body's resumed hash (`prefix_hasher`); their names are
+imported here as before.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.artifacts import (
     Media,
@@ -21,162 +24,39 @@ from engine.artifacts import (
     SectionItem,
     SpillReference,
     Text,
-    ToolCall,
-    ToolResult,
     ToolSchema,
 )
 from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.common_prefix import common_prefix_len
-from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json
 from engine.providers.hex_chain import ChainHasher
 from engine.providers.policy import ProviderCachePolicy
+from engine.providers.prefix_hasher import _PrefixHasher
 from engine.providers.recent_runs import same_run
+from engine.providers.serialized_request import (
+    Block,
+    DeferredPrefixRequest,
+    DigestChain,
+    PrefixDigest,
+    SerializedRequest,
+    _prefix_hex,
+)
 from engine.providers.stretch import SLICE_MIN, find_stretch
+from engine.providers.tool_pairing import (
+    _START,
+    _info,
+    _pair_checked,
+    _pair_info,
+    _pair_one,
+    _pair_state,
+    _pair_stretched,
+    _PairInfo,
+)
+from engine.providers.tool_pairing import _PairState as _PairState  # (engine/sim/block_layout.py's)
 from engine.types import SectionKind
 
 if TYPE_CHECKING:
     from engine.optimize.context import Marker
-
-
-@dataclass(frozen=True, init=False)
-class Block:
-    """One unit of the serialized request, in wire order: what the cache simulator and the
-    cache-break attribution compare turn to turn."""
-
-    section: str
-    segment: str  # "tools" | "system" | "messages"
-    sha: str
-    tokens: int
-    marker: bool
-
-    def __init__(self, section: str, segment: str, sha: str, tokens: int, marker: bool) -> None:
-        # Stored into the instance's dict one by one (see engine.assembly.Section.__init__; ~2x faster
-        # than __dict__.update(...), which builds a dict of keywords first): each new item of a turn
-        # makes one.
-        d = self.__dict__
-        d["section"] = section
-        d["segment"] = segment
-        d["sha"] = sha
-        d["tokens"] = tokens
-        d["marker"] = marker
-
-
-@dataclass
-class SerializedRequest:
-    """A request as the provider receives it: the body bytes, its blocks, and the hashes the trace and cache
-    checks use."""
-
-    provider: str
-    body: bytes
-    blocks: list[Block]
-    request_sha256: str
-    prefix_sha256: str
-    cacheable_prefix_tokens: int
-    tool_shas: dict[str, str] = field(default_factory=dict)
-    # sha256 of each section's block hashes joined in order (the trace's section sha256)
-    section_shas: dict[str, str] = field(default_factory=dict)
-    # Index of the last block with a cache marker (-1: none); None when not known (made elsewhere).
-    last_marked: int | None = None
-
-    def json(self) -> Any:
-        import json
-
-        return json.loads(self.body)
-
-    def prefix_digest(self) -> str | PrefixDigest:
-        """prefix_sha256, or what computes it when it is still to be computed (a trace built later keeps
-        that instead of reading it now: see PrefixDigest)."""
-        return self.prefix_sha256
-
-
-class PrefixDigest:
-    """A request's prefix hash (sha256 of its prefix blocks' hashes as bytes), computed when first read.
-
-    Only a turn's trace reads it, so a turn nothing observes (Pipeline's unobserved build, whose trace is
-    built when read: engine/trace_lazy.py) leaves it to whoever reads it (`serialize(prefix_hash=False)`):
-    ~3 us a turn (joining ~4 KB of block hashes, cutting the prefix off and hashing what is new). It
-    holds the sections' joined item hashes (the strings the serializer keeps for its section runs
-    anyway; the history's is made anew each turn, ~64 characters a block) until read, and gives the
-    digest the serializer's resumed hash gives: sha256 of the same bytes.
-
-    The digests of one serializer's requests resume from each other (`chain`, a DigestChain): a trace
-    read every turn, or built as the journal spills its turns in order, hashes only what its prefix adds
-    to an earlier one's, as the eager build's resumed hash does. Each hashed anew cost the reader ~25 us
-    a turn more than the eager build at ~300 blocks (issue 15 item 4: a trace read at once was dearer
-    deferred than built at the request)."""
-
-    __slots__ = ("_hexes", "_prefix", "_value", "_chain")
-
-    def __init__(self, hexes: list[str], prefix: int, chain: DigestChain | None = None) -> None:
-        self._hexes: list[str] | None = hexes  # every one 64 hex digits a block (see _SectionRun.hexes)
-        self._prefix = prefix  # blocks in the prefix
-        self._value: str | None = None
-        self._chain = chain
-
-    def value(self) -> str:
-        v = self._value
-        if v is None:
-            hexes = self._hexes
-            assert hexes is not None
-            # Idempotent: two threads reading at once compute the same string.
-            text = _prefix_hex(hexes, self._prefix)
-            chain = self._chain
-            if chain is None:
-                v = hashlib.sha256(bytes.fromhex(text)).hexdigest()
-            else:
-                v = chain.hexdigest(text)
-            self._value = v
-            self._hexes = self._chain = None
-        return v
-
-
-class DigestChain:
-    """The resumed hash (hex_chain.ChainHasher) the deferred prefix digests of one serializer share: its
-    own, not the serializer's (which the agent's thread uses unlocked at an eager build), and locked,
-    since a digest may be read on any thread (a live probe's I/O thread reads traces)."""
-
-    __slots__ = ("_hasher", "_lock")
-
-    def __init__(self, keep: int) -> None:
-        self._hasher = ChainHasher(bytes.fromhex, keep=keep)
-        self._lock = threading.Lock()
-
-    def hexdigest(self, text: str) -> str:
-        with self._lock:
-            return self._hasher.hexdigest(text)
-
-    # A copied or pickled request's digest still computes the same value: a copy shares the chain (it
-    # is a cache; its lock cannot be copied) and a pickled one gets a fresh chain.
-    def __copy__(self) -> DigestChain:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> DigestChain:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (DigestChain, (self._hasher.keep,))
-
-
-class DeferredPrefixRequest(SerializedRequest):
-    """A SerializedRequest whose prefix_sha256 is computed on first read (serialize(prefix_hash=False)): the
-    same value, the same fields."""
-
-    def _get_prefix(self) -> str:
-        v = self.__dict__["_prefix"]
-        if isinstance(v, PrefixDigest):
-            v = self.__dict__["_prefix"] = v.value()
-        return cast(str, v)
-
-    def _set_prefix(self, value: str | PrefixDigest) -> None:
-        self.__dict__["_prefix"] = value
-
-    # The dataclass's __init__ assigns the field, which this property takes.
-    prefix_sha256 = property(_get_prefix, _set_prefix)  # type: ignore[assignment]
-
-    def prefix_digest(self) -> str | PrefixDigest:
-        # (Not through typing.cast: a Python call, every turn.)
-        return self.__dict__["_prefix"]  # type: ignore[no-any-return]
 
 
 def text_of(item: SectionItem) -> str:
@@ -292,234 +172,11 @@ class _SectionRun:
     hstate: Any = None
 
 
-# Tool-call pairing. The scan's state (the calls of the last assistant message, and those of them still
-# waiting for a result) is set by every assistant message and reset by every user message with parts;
-# a user message without parts leaves it as it is. So each state-setting message is checked against
-# the one state-setting message before it, and nothing else: a stretch of items that was checked in an
-# earlier request is checked again only at its first state-setting message.
-_PairState = tuple[frozenset[str], frozenset[str]]  # (calls of the last assistant message, pending)
-_EMPTY: frozenset[str] = frozenset()
-_START: _PairState = (_EMPTY, _EMPTY)
-# What the scan needs from one message, a pure function of its content (memoized by its hash):
-# (is assistant, its call ids, its result call ids, sets the state).
-_PairInfo = tuple[bool, frozenset[str], tuple[str, ...], bool]
-
-
-def _pair_info(m: Message) -> _PairInfo:
-    # Plain loops: a generator is a frame and a resume a part, and a turn's new messages all come here.
-    ids: list[str] = []
-    if m.role == "assistant":
-        for p in m.parts:
-            if isinstance(p, ToolCall):
-                ids.append(p.id)
-        return True, frozenset(ids), (), True
-    for p in m.parts:
-        if isinstance(p, ToolResult):
-            ids.append(p.call_id)
-    return False, _EMPTY, tuple(ids), bool(m.parts)
-
-
-def _info(it: Message, memo: dict[str, _PairInfo]) -> _PairInfo:
-    info = memo.get(it.sha)
-    if info is None:
-        info = memo[it.sha] = _pair_info(it)
-    return info
-
-
-def _pair_one(info: _PairInfo, state: _PairState) -> _PairState:
-    """The state after one message, given the state before it; raises if the message breaks pairing."""
-    assistant, calls, results, sets = info
-    prev_calls, pending = state
-    if assistant:
-        if pending:
-            cid = sorted(pending)[0]
-            raise UnpairedToolResultError(cid, "the call has no result before the next assistant message")
-        return calls, calls
-    if results:
-        for cid in results:
-            if cid not in prev_calls:
-                raise UnpairedToolResultError(
-                    cid,
-                    "result without a matching call in the preceding assistant message; "
-                    "add the assistant's tool call first, or drop the result",
-                )
-        left = pending.difference(results)
-        if left:
-            cid = sorted(left)[0]
-            raise UnpairedToolResultError(cid, "the call has no result in the following user message")
-    return _START if sets else state
-
-
-def _pair_state(items: tuple[SectionItem, ...], end: int, memo: dict[str, _PairInfo]) -> _PairState:
-    """The scan's state after items[:end] when they are known to pass: set by the last state-setting
-    message among them (usually items[end - 1])."""
-    for x in range(end - 1, -1, -1):
-        it = items[x]
-        if isinstance(it, Message):
-            info = memo.get(it.sha)  # _info(it, memo) in line: a frame fewer, every append turn
-            if info is None:
-                info = memo[it.sha] = _pair_info(it)
-            assistant, calls, _results, sets = info
-            if sets:
-                return (calls, calls) if assistant else _START
-    return _START
-
-
-def _pair_checked(
-    items: tuple[SectionItem, ...], i: int, end: int, state: _PairState, memo: dict[str, _PairInfo]
-) -> _PairState:
-    """The state after items[i:end], a stretch that passed in an earlier request: only its first
-    state-setting message meets a state it has not met before."""
-    for x in range(i, end):
-        it = items[x]
-        if isinstance(it, Message):
-            info = _info(it, memo)
-            if info[3]:
-                _pair_one(info, state)
-                return _pair_state(items, end, memo)
-    return state
-
-
-def _pair_stretched(items: tuple[SectionItem, ...], h: int, e: int, memo: dict[str, _PairInfo]) -> _PairState:
-    """The scan's state after a sliding window's items (see find_stretch): the head items[:h] and the
-    tail items[e:] scanned, the stretch items[h:e] between them, which passed in the earlier run it was
-    taken from, checked at its first state-setting message only (_pair_checked)."""
-    state = _pairing_step(items[:h], _START, memo)
-    state = _pair_checked(items, h, e, state, memo)
-    return _pairing_step(items[e:], state, memo)
-
-
-def _pairing_step(
-    items: Any, state: _PairState = _START, memo: dict[str, _PairInfo] | None = None
-) -> _PairState:
-    """check_pairing's scan of `items` from a given state."""
-    infos: dict[str, _PairInfo] = {} if memo is None else memo
-    for it in items:
-        if isinstance(it, Message):
-            state = _pair_one(_info(it, infos), state)
-    return state
-
-
-def check_pairing(history: tuple[SectionItem, ...]) -> None:
-    """Every tool result answers a call made in the assistant message right before it, and every
-    call (except in the newest message) has its result in the user message right after it."""
-    _pairing_step(history)
-
-
 def _index(run: _SectionRun) -> dict[str, int]:
     """Item hash -> a position of it in the run (built once per run, on first need)."""
     if run.where is None:
         run.where = {sha: j for j, sha in enumerate(run.shas)}
     return run.where
-
-
-def _prefix_hex(hexes: list[str] | None, prefix: list[Block] | int) -> str:
-    """The prefix blocks' hashes joined: a cut of the sections' joined item hashes (a block's hash is
-    its item's) when every one is 64 hex digits, else joined afresh (`prefix` then the blocks)."""
-    if hexes is None:
-        assert not isinstance(prefix, int)
-        return "".join(map(_SHA, prefix))
-    return "".join(hexes)[: 64 * (prefix if isinstance(prefix, int) else len(prefix))]
-
-
-class _PrefixHasher:
-    """sha256 of successive request bodies that mostly extend earlier ones (between compactions a body
-    is an earlier one plus new messages, with the same few bytes around them). For each of the last
-    STREAMS bodies it keeps the hash state at every CHECKPOINT bytes, and at the body's mark (where the
-    caller says the next body is likely to diverge: the end of its messages); a new body resumes from
-    its furthest point inside the part it shares with any of them (memcmps) and hashes only the rest:
-    the same digest as hashing the whole body.
-
-    Several bodies, not one: the same serializer builds interleaved sequences of requests (simulate
-    builds each turn under the what-if, with every gate closed, and per engine policy), and each
-    sequence extends its own previous body, not the one built just before it."""
-
-    # Without a mark, a resumed hash re-hashes at most this much of what it shares; smaller costs a state
-    # copy per step.
-    CHECKPOINT = 16384
-    STREAMS = 8
-
-    def __init__(self) -> None:
-        # (body, states, (mark, state at mark) or None), most recently used first;
-        # states[i]: hash of body[: (i + 1) * CHECKPOINT]
-        self._streams: list[tuple[bytes, list[Any], tuple[int, Any] | None]] = []
-        self.hashed = 0  # bytes hashed so far (what the checkpoints saved is the rest)
-
-    def _shared(self, prev: bytes, states: list[Any], body: bytes) -> int:
-        """How many of `prev`'s checkpoints `body` repeats: the furthest n with body[: n * CHECKPOINT]
-        equal to prev's (a memcmp through a memoryview; slicing bytes would copy both sides first)."""
-        step = self.CHECKPOINT
-        n = min(len(states), len(body) // step)
-        old = memoryview(prev)
-        if not n or body.startswith(old[: n * step]):
-            return n
-        lo, hi = 0, n - 1  # binary search for the furthest shared checkpoint
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if body.startswith(old[: mid * step]):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def _resume(self, body: bytes, base: bytes | None, shared: int) -> tuple[int, int, list[Any], Any, bool]:
-        """(stream it resumes, bytes it skips, checkpoints it keeps, hash state there, whether at that
-        stream's mark); stream -1: none.
-        An earlier body's mark when this body repeats everything before it (between compactions: the
-        previous request's messages, so only the new ones and the envelope's tail are hashed), else
-        the furthest shared checkpoint. `base`, `shared`: the caller made this body from `base`'s first
-        `shared` bytes (the express lane's spliced body), so a mark of that very body within them is
-        taken without comparing the bytes again."""
-        step = self.CHECKPOINT
-        for i, (prev, states, mark) in enumerate(self._streams):
-            if mark is None or len(body) < mark[0]:
-                continue
-            if (prev is base and mark[0] <= shared) or body.startswith(memoryview(prev)[: mark[0]]):
-                at = mark[0]
-                return i, at, states[: at // step], mark[1].copy(), True
-        best, n = -1, 0
-        for i, (prev, states, _mark) in enumerate(self._streams):
-            # Searched only when it can beat the best so far (one memcmp says so).
-            if (
-                len(states) > n
-                and len(body) >= (n + 1) * step
-                and body.startswith(memoryview(prev)[: (n + 1) * step])
-            ):
-                k = self._shared(prev, states, body)
-                if k > n:
-                    best, n = i, k
-        states = self._streams[best][1][:n] if best >= 0 else []
-        return best, n * step, states, states[-1].copy() if n else hashlib.sha256(), False
-
-    def hexdigest(self, body: bytes, mark: int = 0, base: bytes | None = None, shared: int = 0) -> str:
-        """sha256 of `body`; `mark` (0: none): an offset to keep the hash state at for the next body.
-        `base`, `shared`: body[:shared] is base[:shared] (see _resume)."""
-        step = self.CHECKPOINT
-        best, pos, states, h, at_mark = self._resume(body, base, shared)
-        skipped, inherited = pos, len(states)
-        view = memoryview(body)
-        kept: tuple[int, Any] | None = None
-        # Hashed up to each checkpoint after pos (its state kept) and up to the mark on the way.
-        stops = range((pos // step + 1) * step, len(body) + 1, step)
-        for stop in stops:
-            if pos < mark <= stop:
-                h.update(view[pos:mark])
-                kept, pos = (mark, h.copy()), mark
-            h.update(view[pos:stop])
-            states.append(h.copy())
-            pos = stop
-        if pos < mark <= len(body):
-            h.update(view[pos:mark])
-            kept, pos = (mark, h.copy()), mark
-        h.update(view[pos:])
-        self.hashed += len(body) - skipped
-        # The new body holds every point of the one it extends worth keeping (all its checkpoints, or
-        # those before the mark it resumed from: what follows a mark is an envelope's tail).
-        if best >= 0 and (at_mark or inherited == len(self._streams[best][1])):
-            del self._streams[best]
-        self._streams.insert(0, (body, states, kept))
-        del self._streams[self.STREAMS :]
-        return h.hexdigest()
 
 
 class Serializer:
