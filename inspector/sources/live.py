@@ -130,7 +130,7 @@ class LiveSource(ReplayingSource):
         # fold's arrives.
         self._fold_views: dict[int, dict[str, Any]] = {}
         # Markers of turns the agent sent in a range answer or its snapshot unbuilt (`turn_deferred`, the
-        # fold stream's: see engine.probe.queues._for_fold), by turn, until our fold closes them: each
+        # fold stream's: see engine.probe.elide.for_fold), by turn, until our fold closes them: each
         # is then the turn event, with the fold's trace (or a placeholder for the agent's, asked for).
         self._marks: dict[int, dict[str, Any]] = {}
         self._jpos = 0  # journal position where `events` ends (elided stream)
@@ -530,7 +530,7 @@ class LiveSource(ReplayingSource):
             return None
         self._jpos += 1  # (before the agent read our hello, the stream was the journal itself)
         if kind == "turn_deferred" and self._folding:
-            # A whole snapshot's turn the agent did not build (engine.probe.queues._for_fold): our fold,
+            # A whole snapshot's turn the agent did not build (engine.probe.elide.for_fold): our fold,
             # which has the journal from its start, builds it.
             turn = ev.get("turn")
             if type(turn) is not int:
