@@ -34,6 +34,7 @@ from engine.trace_schema import Trace
 from engine.wording import counted
 from inspector import startup_gc, young_gc
 from inspector.content_loader import ContentLoader
+from inspector.content_search import LEAVES, describe
 from inspector.early_steps import EarlySteps
 from inspector.key_order import KeyOrder
 from inspector.key_route import run_step_key, step_keys
@@ -53,7 +54,8 @@ from inspector.messages import (
 )
 from inspector.partial_compositor import MainScreen
 from inspector.recording_open import salvage_advice
-from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen
+from inspector.screens import GoToTurnScreen, HelpScreen, SaveScreen, SearchScreen
+from inspector.search_runner import SearchDone, SearchProgress, SearchRunner
 from inspector.session_view import NARROW_BELOW, SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
@@ -117,6 +119,11 @@ class InspectorApp(App[None]):
         Binding("down", "section(1)", "Next section", tooltip="short terminal, tab zoomed: the next section",
                 group=SECTION_GROUP),
         Binding("g", "goto", "Go to", tooltip="go to turn N"),
+        # n/N are the interesting turns': the search's next/previous are f/F (shown in its bar and in help).
+        Binding("f", "find(1)", "Next match", show=False,
+                tooltip="next turn the searched text enters or leaves the prompt"),
+        Binding("F", "find(-1)", "Previous match", show=False,
+                tooltip="previous turn the searched text enters or leaves the prompt"),
         Binding("space", "play", "Play", tooltip="play / pause"),
         Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="play faster"),
         Binding("minus", "speed(-1)", "Slower", show=False, tooltip="play slower"),
@@ -139,9 +146,16 @@ class InspectorApp(App[None]):
         # `s` in a replay (check_action hides the one above there): it did nothing, silently. No tooltip:
         # help and the palette list `s` once, by the binding above.
         Binding("s", "save_replay", show=False),
+        # While a search runs Esc stops it; once it has answered, Esc puts the search away (check_action:
+        # with no search, Esc goes on to focus the manifest).
+        Binding("escape", "search_escape", "Stop search", show=False),
         Binding("escape", "focus_manifest", "Sections", show=False, tooltip="focus the section manifest"),
         Binding("question_mark", "help", "Help", tooltip="this help"),
         Binding("q", "quit", "Quit", tooltip="quit"),
+        # After Quit: the footer shows keys in this order and hides those it has no room for, and an 80-column
+        # live footer (s Save) has none left for it; Quit stays. `?` and the palette list it.
+        Binding("slash", "search", "Find", key_display="/",
+                tooltip="search what each turn sent: the turns a text enters or leaves the prompt"),
     ]
 
     # The app draws nothing itself: its watchers hand values to the panels, which refresh what they
@@ -167,6 +181,7 @@ class InspectorApp(App[None]):
         self.reader = SourceReader(self, source)
         self.content = ContentLoader(self, source, self._content_width, self._content_screen)
         self.whatif = WhatIfRunner(self, source)
+        self.search = SearchRunner(self, source)
         self._play_timer: Timer | None = None
         self._content_deferred = False  # a step arrived while the initial load was still decoding
         self._newest_pending = False  # live turns are arriving: the newest is drawn once they are in
@@ -237,6 +252,7 @@ class InspectorApp(App[None]):
                         yield AlertsPanel(id="alerts")
                     with TabPane("Why miss", id="tab-why"):
                         yield WhyMissPanel(id="why")
+            yield MarkupLine(id="search-bar")  # (shown while a search is on: `/`)
         yield KeysFooter(compact=True)  # (recomposed only when its keys change: keys_footer.py)
 
     def on_mount(self) -> None:
@@ -294,6 +310,7 @@ class InspectorApp(App[None]):
         # quit cancelled it). Then what the app froze goes back to the collector (startup_gc.thaw): an app
         # that exits inside a process that goes on (top's attach and return, the tests) is collected.
         self.workers.cancel_group(self, "source")
+        self.search.clear()
         self.reader.close_source()
         startup_gc.thaw()
         if self.step_timing is not None:
@@ -330,6 +347,9 @@ class InspectorApp(App[None]):
         self._strip.current = index
         manifest = self._manifest
         manifest.show(trace)
+        if self.search.scan is not None:  # the sections that hold the searched text, where it is known
+            counts = self.search.scan.at(index)
+            manifest.set_marked(frozenset(counts or ()))
         # While a long recording is still loading, the source is busy decoding: content comes after.
         self._content_deferred = self.view.loading
         if index != self._last_index:
@@ -744,6 +764,104 @@ class InspectorApp(App[None]):
             self.notify("no earlier interesting turn", timeout=2)
         self._go(self.timeline.current)
 
+    # ---- content search -------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        if not len(self.timeline):
+            return
+        scan = self.search.scan
+
+        def done(query: str | None) -> None:
+            if not query:
+                return
+            if scan is None or query != scan.query:
+                self.search.start(query)
+                self._viewer_query(query.lower())
+            self._seek(1, inclusive=scan is None or query != scan.query)
+
+        self.push_screen(SearchScreen(scan.query if scan is not None else ""), done)
+
+    def action_find(self, direction: int) -> None:
+        if self.search.scan is None:
+            self.notify("no search yet: press / to search what each turn sent", timeout=3)
+            return
+        self._seek(direction)
+
+    def _seek(self, direction: int, inclusive: bool = False) -> None:
+        turns = [t["turn"] for t in self.timeline.traces]
+        origin = max(self.index, 0)
+        if direction < 0 and origin == 0:
+            self._search_bar("no earlier turn: this is the first")
+            return
+        self.search.seek(direction, origin, turns, inclusive)
+        scan = self.search.scan
+        assert scan is not None
+        if scan.scanned < (len(turns) if direction > 0 else origin):
+            self._search_bar(f"searching turn {turns[min(scan.scanned, len(turns) - 1)]:,} "
+                             f"({scan.scanned + 1:,} of {len(turns):,})…  Esc stops")
+
+    def _viewer_query(self, needle: str) -> None:
+        assert self._viewer is not None
+        self._viewer.set_query(needle)
+
+    def _search_bar(self, text: str) -> None:
+        scan = self.search.scan
+        bar = self.query_one("#search-bar", MarkupLine)
+        if scan is None:
+            bar.display = False
+            return
+        bar.update([("/", "bold $accent"), (scan.query, "bold"), ("  ", ""), (text, "")])
+        bar.display = True
+
+    @on(SearchProgress)
+    def _search_progress(self, message: SearchProgress) -> None:
+        scan = self.search.scan
+        if scan is None or message.query != scan.query or not self.search.running:
+            return
+        self._search_bar(f"searching turn {message.turn:,} ({message.position + 1:,} of {message.total:,})…  "
+                         "Esc stops")
+
+    @on(SearchDone)
+    def _search_done(self, message: SearchDone) -> None:
+        scan = self.search.scan
+        if scan is None or message.query != scan.query:
+            return
+        self.search.running = False
+        change = message.change
+        keys = "  ·  f next, F previous, Esc clears"
+        if change is None:
+            way = "later" if message.direction > 0 else "earlier"
+            where = (f"turns {self.timeline.traces[0]['turn']:,}–{self.timeline.traces[message.scanned - 1]['turn']:,}"
+                     if message.scanned else "no turns")
+            now = scan.at(self.index)
+            held = ("; this turn holds it in " + ", ".join(f"{s} ({n})" for s, n in now.items())) if now else ""
+            unread = f"; {scan.unreadable} turns could not be read" if scan.unreadable else ""
+            if not scan.changes:
+                self._search_bar(f"not found in what {where} sent{unread}")
+            else:
+                self._search_bar(f"no {way} turn where it enters or leaves the prompt (searched {where}){held}"
+                                 f"{unread}{keys}")
+            return
+        self._go(self.timeline.go(change.index))
+        if change.kind != LEAVES:
+            self._manifest.select(change.section)
+            assert self._viewer is not None
+            trace = self.timeline.traces[change.index]
+            self._viewer.reveal_when_shown(f"{change.section} · turn {trace['turn']} ·")
+        self._search_bar(f"turn {change.turn:,}: {describe(change, scan.query)}{keys}")
+
+    def action_search_escape(self) -> None:
+        if self.search.running:
+            self.search.cancel()
+            at = min(self.search.at, len(self.timeline) - 1)
+            self._search_bar(f"stopped at turn {self.timeline.traces[at]['turn']:,} ({at + 1:,} of "
+                             f"{len(self.timeline):,})  ·  f goes on, Esc clears")
+            return
+        self.search.clear()
+        self._viewer_query("")
+        self._manifest.set_marked(frozenset())
+        self._search_bar("")
+
     @on(JumpToTurn)
     def _jump(self, message: JumpToTurn) -> None:
         self._go(self.timeline.go(message.index))
@@ -851,6 +969,8 @@ class InspectorApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("save", "save_replay"):
             return (self.source.kind == "live") == (action == "save")
+        if action == "search_escape":
+            return self.search.scan is not None
         if action in ("unzoom", "section"):  # (False: Esc falls through to focus_manifest, and the footer
             return self._zoom                # hides these; ↑/↓ go to whatever has focus)
         return True

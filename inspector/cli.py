@@ -154,6 +154,27 @@ def verify(
     run(file)
 
 
+@app.command(context_settings=ONE_FILE)
+def find(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A .cpsession recording.", readable=False)],
+    text: Annotated[str, typer.Argument(help="The text to look for (any case).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: every turn it enters or leaves.")] = False,
+) -> None:
+    """The turns where TEXT entered or left what the agent sent, with the section and a snippet.
+
+    \b
+    Entered: a turn whose sections hold more of it than the turn before (first seen, or seen again);
+    left: none of it any more (compacted, dropped). Exit 1 when no turn sent it, as grep.
+    Example:
+      cp-inspect find demo_sessions/scout-anthropic.cpsession latch
+    """
+    from .cli_find import find as run
+
+    one_file_only(ctx, "find", file)
+    run(file, text, as_json)
+
+
 @app.command()
 def salvage(
     file: Annotated[Path, typer.Argument(help="A damaged .cpsession recording.", readable=False)],
@@ -543,6 +564,7 @@ SUMMARIES = {
     "ps": "List live agents and proxy conversations (for attach).",
     "explain": "EXPLAIN one turn of a recording, or re-plan it.",
     "verify": "Replay a recording; every request hash must match.",
+    "find": "The turns a text entered or left a recording's prompt.",
     "salvage": "Copy a damaged recording's intact part to a new file.",
     "import": "Turn another tool's trajectory into a recording.",
     "replay": "Step through a recording in the inspector.",

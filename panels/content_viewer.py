@@ -81,6 +81,10 @@ class Screenful:
         return strip
 
 
+# A search hit in the text (`/`): the manifest marks the section's name the same way.
+MATCH_STYLE = Style(color="black", bgcolor="yellow", bold=True)
+
+
 class ContentBody(ScrollView, can_focus=True):
     """The prepared rows of a TextDocument. Scrolls with Up/Down/PageUp/PageDown, mouse and scrollbar;
     Left/Right/Home/End step turns. Text selection (mouse) and copy give the source text, not the wrap."""
@@ -98,6 +102,7 @@ class ContentBody(ScrollView, can_focus=True):
         # (base style, width, text selection) while a frame is drawn: read once a frame, not once a row
         self._frame: tuple[Style, int, Selection | None] | None = None
         self._screenful: tuple[tuple[object, ...], Screenful] | None = None  # (what it was made from, it)
+        self.needle = ""  # the text searched for (lower case), highlighted where it occurs; "" for none
 
     @property
     def allow_select(self) -> bool:
@@ -158,6 +163,30 @@ class ContentBody(ScrollView, can_focus=True):
             repaint(self, Region(0, 0, text.width, text.height))
         else:  # not laid out yet
             repaint(self)
+
+    def set_query(self, needle: str) -> None:
+        """Highlight the (lower-case) text `needle` wherever it occurs ("": nothing)."""
+        if needle != self.needle:
+            self.needle = needle
+            self._strips.clear()
+            self.refresh()
+
+    def reveal(self, last: bool = True) -> bool:
+        """Scroll the last (or first) occurrence of the query into view, a few rows below the top; False
+        when the text shown has none."""
+        doc, needle = self.document, self.needle
+        if doc is None or not needle:
+            return False
+        lines = range(len(doc.plain) - 1, -1, -1) if last else range(len(doc.plain))
+        for line_no in lines:
+            low = doc.plain[line_no].lower()
+            at = low.rfind(needle) if last else low.find(needle)
+            if at < 0:
+                continue
+            row = next((i for i, (n, a, b) in enumerate(doc.rows) if n == line_no and a <= at < max(b, a + 1)), 0)
+            self.scroll_to(0, max(0, row - 2), animate=False, immediate=True)
+            return True
+        return False
 
     def on_resize(self) -> None:
         doc = self.document
@@ -247,7 +276,7 @@ class ContentBody(ScrollView, can_focus=True):
     def _render_row(self, index: int, width: int, base: Style, selection: Selection | None) -> Strip:
         assert self.document is not None
         doc = self.document
-        if selection is None and doc.first_rows_style == base and width == doc.width:
+        if selection is None and doc.first_rows_style == base and width == doc.width and not self.needle:
             strip = doc.first_rows.get(index)  # drawn by the content worker
             if strip is not None:
                 return strip
@@ -258,16 +287,37 @@ class ContentBody(ScrollView, can_focus=True):
             lo, hi = max(lo, start), end if hi == -1 else min(hi, end)
             if lo < hi:
                 selected = (lo - start, hi - start, self.screen.get_component_rich_style("screen--selection"))
-        return render_row(doc, index, width, base, self.app.console, selected)
+        return render_row(doc, index, width, base, self.app.console, selected, self._matches(line_no, start, end))
+
+    def _matches(self, line_no: int, start: int, end: int) -> list[tuple[int, int]]:
+        """The query's occurrences in source line `line_no` that fall in its characters start..end, as
+        offsets in that row (the part of a match a wrap carried to the next row is drawn there)."""
+        needle = self.needle
+        doc = self.document
+        if not needle or doc is None:
+            return []
+        low = doc.plain[line_no].lower()
+        out: list[tuple[int, int]] = []
+        at = low.find(needle, max(0, start - len(needle) + 1))
+        while 0 <= at < end:
+            lo, hi = max(at, start), min(at + len(needle), end)
+            if lo < hi:
+                out.append((lo - start, hi - start))
+            at = low.find(needle, at + 1)
+        return out
 
 
 def render_row(doc: TextDocument, index: int, width: int, base: Style, console: Console,
-               selected: tuple[int, int, Style] | None = None) -> Strip:
+               selected: tuple[int, int, Style] | None = None, matches: list[tuple[int, int]] | None = None) -> Strip:
     """Display row `index` of `doc` as a Strip `width` cells wide on `base`, with the (character,
-    source line) offsets text selection reads. Pure: the content worker draws the first screenful."""
+    source line) offsets text selection reads; `matches`: spans of the row to highlight as search hits.
+    Pure: the content worker draws the first screenful."""
     line_no, start, text = row_text(doc, index)
-    if selected is not None:
+    if selected is not None or matches:
         text = text.copy()
+    for lo, hi in matches or ():
+        text.stylize(MATCH_STYLE, lo, hi)
+    if selected is not None:
         text.stylize(selected[2], selected[0], selected[1])
     segments = Segment.apply_style(text.render(console), base)
     strip = Strip(segments, cell_len(text.plain)).crop_extend(0, width, base)
@@ -316,6 +366,7 @@ class ContentViewer(Vertical):
         self._body: ContentBody | None = None
         self._title_line: MarkupLine | None = None
         self._note_line: MarkupLine | None = None
+        self._reveal: str | None = None  # the title (its start) of a text to show the last search hit of
 
     def compose(self) -> ComposeResult:
         yield MarkupLine("select a section (Enter) or press b for the request body", id="content-title")
@@ -361,6 +412,24 @@ class ContentViewer(Vertical):
                 doc = prepare(text, current, body.wrap_width)
             body.set_document(doc)
         self._set_title(title)
+        if self._reveal is not None and title.startswith(self._reveal):
+            self._reveal = None
+            body.reveal()
+
+    def set_query(self, needle: str) -> None:
+        """Highlight this (lower-case) text in what is shown ("": nothing)."""
+        self.body.set_query(needle)
+        if not needle:
+            self._reveal = None
+
+    def reveal_when_shown(self, title_start: str) -> None:
+        """Scroll the last search hit into view in the text whose title starts so: now if it is shown,
+        else once it is (a section's text comes from a worker)."""
+        if self._title.startswith(title_start):
+            self._reveal = None
+            self.body.reveal()
+        else:
+            self._reveal = title_start
 
     def retitle(self, title: str, key: tuple[str, str], note: str = "") -> bool:
         """A step to a turn whose section text has the same key as the text shown: only the title (and

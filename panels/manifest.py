@@ -24,6 +24,7 @@ from textual.strip import Strip
 
 from engine.trace_schema import Trace, TraceSection
 from panels.border_note import set_border_subtitle
+from panels.content_viewer import MATCH_STYLE  # (the name of a section that holds the text searched for)
 from panels.fmt import fit_cells, one_line, tok
 from panels.keys import ROW_CURSOR_KEYS, TURN_KEYS
 from panels.provider_scale import learned, prompt_count
@@ -145,6 +146,7 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         self._header_note = ""  # the scale, said after the compact table's column names (it has no border)
         self._header_width = 0  # the width the header was drawn at
         self._row_base: tuple[Style, int] | None = None  # (base style, width) while a frame is drawn
+        self.marked: frozenset[str] = frozenset()  # ids of the sections that hold the searched text
 
     # ---- data ---------------------------------------------------------------------------------
 
@@ -246,6 +248,22 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
             "sent": Text(tok(s["tokens"]), style="bold red" if over else "bold", justify="right"),
             "form": form_text(s), "Δ": "●" if s["changed"] else "", "hash": s["sha256"][:7],
         }
+
+    def set_marked(self, ids: frozenset[str]) -> None:
+        """Mark the sections with these ids (they hold the text searched for); only rows that change
+        are drawn again."""
+        if ids == self.marked:
+            return
+        changed = ids ^ self.marked
+        self.marked = ids
+        for row, section in enumerate(self._ids):
+            if section in changed:
+                self._refresh_row(row)
+
+    def select(self, section_id: str) -> None:
+        """Put the cursor on this section's row (the content shown follows), if the turn has it."""
+        if section_id in self._ids:
+            self.move_cursor(row=self._ids.index(section_id))
 
     def selected_section(self) -> str | None:
         if not self._ids:
@@ -353,6 +371,9 @@ class ManifestPanel(FramedRows, ScrollView, can_focus=True):
         for column in self.columns:
             cell = cells[column]
             text = cell if isinstance(cell, Text) else Text(cell)
+            if column == "section" and row >= 0 and self._ids[row] in self.marked:
+                text = text.copy()
+                text.stylize(MATCH_STYLE)
             width = self._widths.get(column, len(column))
             if text.cell_len > width:
                 text = text.copy()

@@ -1,0 +1,171 @@
+"""Search over what a session sent: on which turn a text entered the prompt, and when it left.
+
+A turn's sent content is its sections as the Content tab shows them (the engine's build of the turn,
+section by section; a dropped section was not sent). Counting a query's case-insensitive occurrences in
+each turn's sections, turn by turn from the first, gives the turns where the count *rises* (the text
+entered the prompt, or came again: a new tool result that names it) and where it *falls to none* (it
+left the prompt: compacted, dropped, cut). Those are the turns a person asks for ("when did the agent
+first see X", "when did rule Y leave the prompt"); every turn after the first sight holds the text too
+while the history keeps it, so "the next turn that contains X" is merely the next turn.
+
+The scan reads each turn once, in order, as far as an answer needs (a jump to the next change stops at
+it); a section whose text is the same as one already counted (same id, hash, form and size) is not read
+again. A recording is scanned through its own reader (`scan_source`), so the scan's fold does not move
+the one the app steps with. No textual here: the app runs it in a worker (inspector/search_runner.py)
+and `cp-inspect find` runs it in the foreground.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inspector.sources import Source
+
+ENTERS, LEAVES = "enters", "leaves"
+SNIPPET_CHARS = 30  # characters either side of a match in a snippet
+KNOWN_MAX = 20_000  # section texts whose counts are kept (cleared when full: a cache, not a record)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A turn where the query's occurrences rose (`ENTERS`) or fell to none (`LEAVES`). `section`: the
+    section that gained the most (enters) or that held most of it the turn before (leaves); `count`
+    and `before`: the occurrences in the whole turn now and the turn before."""
+
+    index: int
+    turn: int
+    kind: str
+    section: str
+    count: int
+    before: int
+
+
+def scan_source(source: Source) -> Source:
+    """The source a scan reads: a recording's own reader (its fold cursor apart from the app's, which a
+    scan from turn 0 would otherwise drag back and forth under a person stepping at turn 5,000), else
+    the source itself (a live agent's journal is in memory; a followed file grows)."""
+    from inspector.sources.file import FileSource
+
+    if isinstance(source, FileSource) and not source.follow_file:
+        return FileSource(source.path)
+    return source
+
+
+def count_in(text: str, needle: str) -> int:
+    """Case-insensitive occurrences of `needle` (already lower-cased) in `text`."""
+    return text.lower().count(needle) if needle else 0
+
+
+def snippet(text: str, needle: str, last: bool = False) -> str:
+    """One line around the first (or `last`) occurrence of `needle` in `text`, "" when there is none."""
+    low = text.lower()
+    at = low.rfind(needle) if last else low.find(needle)
+    if at < 0 or not needle:
+        return ""
+    start, end = max(0, at - SNIPPET_CHARS), min(len(text), at + len(needle) + SNIPPET_CHARS)
+    piece = " ".join(text[start:end].split())
+    return ("…" if start else "") + piece + ("…" if end < len(text) else "")
+
+
+class ContentScan:
+    """The query's occurrences per turn, for the turns scanned so far (timeline positions 0..scanned-1).
+
+    `scan_to` is called from one worker at a time (a newer one waits for the turn an older one is on:
+    the lock); the UI reads `changes` and `counts` once the worker has said it is done."""
+
+    def __init__(self, query: str, source: Source) -> None:
+        self.query = query
+        self.needle = query.lower()
+        self.source = source
+        self.counts: list[dict[str, int]] = []  # per timeline position: section id -> occurrences
+        self.changes: list[Change] = []
+        self.unreadable = 0  # turns whose content could not be built (counted as the turn before)
+        self._known: dict[tuple[Any, ...], int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def scanned(self) -> int:
+        return len(self.counts)
+
+    def close(self) -> None:
+        self.source.close()
+
+    def turn_counts(self, turn: int) -> dict[str, int]:
+        """Occurrences per section in what turn `turn` sent (sections without any left out)."""
+        trace = self.source.full_trace(turn)
+        out: dict[str, int] = {}
+        for s in trace.get("sections", []):
+            if s.get("form") == "dropped":
+                continue  # not in the request
+            key = (s["id"], s.get("sha256"), s.get("form"), s.get("tokens"))
+            n = self._known.get(key)
+            if n is None:
+                n = count_in(self.source.section_content(turn, s["id"]), self.needle)
+                if len(self._known) >= KNOWN_MAX:
+                    self._known.clear()
+                self._known[key] = n
+            if n:
+                out[s["id"]] = n
+        return out
+
+    def scan_to(
+        self,
+        turns: Sequence[int],
+        stop: Callable[[], bool],
+        progress: Callable[[int], None] | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Scan positions scanned..len(turns)-1 of `turns` (the timeline's turn numbers) in order, until
+        `stop()` (cancelled) or `until()` (the answer is in) says so after a turn; `progress(position)`
+        before each turn."""
+        with self._lock:
+            while len(self.counts) < len(turns):
+                if stop() or (until is not None and until()):
+                    return
+                i = len(self.counts)
+                if progress is not None:
+                    progress(i)
+                previous = self.counts[-1] if self.counts else {}
+                try:
+                    now = self.turn_counts(turns[i])
+                except Exception:  # a damaged turn: no change read into it (said in the summary)
+                    self.unreadable += 1
+                    now = previous
+                self.counts.append(now)
+                change = _change(i, turns[i], previous, now)
+                if change is not None:
+                    self.changes.append(change)
+
+    def next_change(self, index: int, inclusive: bool = False) -> Change | None:
+        """The first change at a position after `index` (or at it), among those scanned."""
+        return next((c for c in self.changes if c.index > index or (inclusive and c.index == index)), None)
+
+    def prev_change(self, index: int) -> Change | None:
+        return next((c for c in reversed(self.changes) if c.index < index), None)
+
+    def at(self, index: int) -> dict[str, int] | None:
+        """Occurrences per section at a scanned position, None if it is not scanned yet."""
+        return self.counts[index] if 0 <= index < len(self.counts) else None
+
+
+def _change(index: int, turn: int, before: dict[str, int], now: dict[str, int]) -> Change | None:
+    total, was = sum(now.values()), sum(before.values())
+    if total > was:
+        gained = max(now, key=lambda s: (now[s] - before.get(s, 0), now[s]))
+        return Change(index, turn, ENTERS, gained, total, was)
+    if was and not total:
+        held = max(before, key=lambda s: before[s])
+        return Change(index, turn, LEAVES, held, 0, was)
+    return None
+
+
+def describe(change: Change, query: str) -> str:
+    """The change in words (plain text), without its turn: what the search bar and `cp-inspect find` say."""
+    if change.kind == LEAVES:
+        return f"{query!r} left the prompt (it was in {change.section} the turn before)"
+    if not change.before:
+        return f"{query!r} enters the prompt in {change.section}"
+    return f"{query!r} comes again in {change.section} ({change.before} -> {change.count} matches)"
