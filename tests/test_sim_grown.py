@@ -11,6 +11,7 @@ requests are the ones made from scratch; the simulator's calls of a paper column
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 from typing import Any
 
@@ -66,6 +67,9 @@ def test_every_view_reads_as_the_list_it_stands_for(first: int, steps: list[Any]
             want[probe // 3 : probe % 7 + len(want) // 2]
         )
         assert g[::2] == tuple(want[::2])
+        i, j = sorted((abs(probe) % (len(want) + 1), abs(probe // 3) % (len(want) + 1)))
+        got = g.items(i, j)
+        assert type(got) is list and got == want[i:j] and all(map(operator.is_, got, want[i:j]))
         with pytest.raises(IndexError):
             g[len(want)]
     for a, b, la, lb in zip(views, views[1:], lists, lists[1:], strict=False):

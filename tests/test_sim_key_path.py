@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import engine.sim.key_chain as key_chain
 from engine.sim.cachesim import CacheSimulator, Call, _KeyChain
 from engine.sim.held_prefixes import runs_of
-from engine.sim.key_path import KeyPath
+from engine.sim.key_path import KeyPath, key_position
+from engine.sim.unit_index import UnitIndex, _Unit
 from tests.support.deepseek_twins import assert_twins
 from tests.test_cachesim_deepseek_lines import SESSIONS, _session
 from tests.test_sim_lazy_keys import _calls, assert_lazy_is_eager
@@ -50,6 +51,26 @@ def _check(path: KeyPath, want: list[int]) -> None:
     for k in range(want[0] - 1 if want else 0, (want[-1] + 2) if want else 2):
         assert bisect_left(path, k) == bisect_left(want, k)
         assert bisect_right(path, k, 1) == bisect_right(want, k, 1) if want else True
+    for i in range(0, len(want) + 1, 2):
+        for j in range(i, len(want) + 1, 3):
+            got = path.pieces(i, j)
+            assert [k for _, lo, n in got for k in range(lo, lo + n)] == want[i:j]
+            assert [p for p, _, n in got for p in range(p, p + n)] == list(range(i, j))
+            for k in want[i:j:2]:
+                assert path.position(k, i, j) == key_position(want, k, i, j) == want.index(k)
+            assert path.position(-1, i, j) == key_position(want, -1, i, j) == -1
+            if want and j < len(want):
+                assert path.position(want[j], i, j) == key_position(want, want[j], i, j) == -1
+    units = {k: _Unit(64, 1.0, 0, 0.0, 0.0) for k in want[::3]}
+    index = UnitIndex()
+    for k in units:
+        index.add(k)
+    for i, j in ((0, len(want)), (1, len(want) // 2), (len(want) // 3, len(want))):
+        a: list[int] = []
+        b: list[int] = []
+        index.positions(path, i, j, units, a)
+        index.positions(want, i, j, units, b)
+        assert a == b == [p for p in range(i, j) if want[p] in units]
     with pytest.raises(IndexError):
         path[len(want)]
 

@@ -5,7 +5,6 @@ and their index are engine/sim/unit_index.py)."""
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import attrgetter, itemgetter
@@ -23,6 +22,7 @@ from engine.sim.key_chain import (
     _key_at,
     _sums,
 )
+from engine.sim.key_path import key_position
 from engine.sim.key_table import Key
 from engine.sim.unit_index import UnitIndex, _Contained, _Unit
 
@@ -383,8 +383,8 @@ class _DeepSeekPolicy(_Policy):
             if u is None or k in inside:
                 continue
             # A path's keys ascend (each extends the one before it, and is handed out after it).
-            p = bisect_left(keys, k, 1, c.end)
-            if p < c.end and keys[p] == k:
+            p = key_position(keys, k, 1, c.end)
+            if p >= 0:
                 c.admit(p, k, u, now)
         c.recheck(units, now)
         return c

@@ -57,6 +57,16 @@ class Grown(Sequence[T]):
         run += items[:cut]
         return Grown(run, k + cut, tuple(items[cut:]))
 
+    def items(self, i: int, j: int) -> list[T]:
+        """self[i:j] (0 <= i <= j <= len(self)) as a new list, made in one copy (a slice is a tuple, and
+        a slice across the run's end two copies)."""
+        run, k = self._run, self._k
+        if j <= k:
+            return run[i:j]
+        out = run[i:k] if i < k else []
+        out += self._tail[max(i - k, 0) : j - k]
+        return out
+
     def shared_run(self, other: Grown[T]) -> int:
         """How many leading items this view and `other` share as the same objects, known from their run
         (any two views on one run share its first items as far as the shorter one's run part goes); -1

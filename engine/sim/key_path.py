@@ -11,7 +11,7 @@ call's keys are a list or a KeyPath: the same keys either way."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import overload
@@ -127,6 +127,23 @@ class KeyPath(Sequence[int]):
         del self._lo[keep:], self._at[keep:]
         self._n = start
 
+    def position(self, key: int, lo: int, hi: int) -> int:
+        """Where `key` is among positions [lo, hi), else -1 (a path's keys ascend: a run's first keys
+        do, so the run that may hold it is found by bisection, in C)."""
+        r = bisect_right(self._lo, key) - 1
+        if r < 0:
+            return -1
+        p = self._at[r] - self._base + key - self._lo[r]
+        end = self._at[r + 1] - self._base if r + 1 < len(self._at) else self._n
+        return p if p < end and lo <= p < hi else -1
+
+    def pieces(self, i: int, j: int) -> list[tuple[int, int, int]]:
+        """Positions [i, j) as the runs they cross: (first position, its key, how many), in order."""
+        if j <= i:
+            return []
+        cut = self._cut(i, j)
+        return [(a - self._base, lo, e - a) for lo, a, e in zip(cut._lo, cut._at, cut.ends(), strict=True)]
+
     def ends(self) -> list[int]:
         """Each run's end position (+ _base), in order."""
         return [*self._at[1:], self._n + self._base]
@@ -149,3 +166,11 @@ class KeyPath(Sequence[int]):
 
     def __repr__(self) -> str:
         return f"KeyPath({list(self)!r})"
+
+
+def key_position(keys: Sequence[int], key: int, lo: int, hi: int) -> int:
+    """Where `key` is among keys[lo:hi] (a path's keys, ascending: a list or a KeyPath), else -1."""
+    if type(keys) is KeyPath:
+        return keys.position(key, lo, hi)
+    p = bisect_left(keys, key, lo, hi)
+    return p if p < hi and keys[p] == key else -1

@@ -993,8 +993,20 @@ def _simulate(
         # copied a whole-conversation request and freed the last one's (per-call work that grew with
         # the session). A short one is a tuple, one copy of the shared prefix (the last call's tuple
         # itself when it starts with all of it): cheaper than a Grown's Python-level reads there.
-        if m:
-            cblocks: Sequence[cachesim.Block] = (
+        if m and common + h + m + len(after) >= GROWN_FROM:
+            # A long shifted request (clear_tool_uses past its window: ~4,800 Blocks, most of its calls
+            # there): its Blocks as one list, the stretch copied once from the last call's and the few
+            # around it put in, handed over as a Grown on that list. Made as a tuple of the four parts
+            # unpacked, the stretch was copied three times (its slice, the unpacking, the tuple made of
+            # that) and freed twice: ~30 us a call against ~20 (/tmp/what45/drv.py, load 7).
+            run = (
+                prev_cblocks.items(a, a + m) if type(prev_cblocks) is Grown else list(prev_cblocks[a : a + m])
+            )
+            run[0:0] = [*prev_cblocks[:common], *convert(fresh)]
+            run += convert(after)
+            cblocks: Sequence[cachesim.Block] = Grown.of(run, own=True)
+        elif m:
+            cblocks = (
                 *prev_cblocks[:common],
                 *convert(fresh),
                 *prev_cblocks[a : a + m],

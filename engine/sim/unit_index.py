@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
+from engine.sim.key_path import KeyPath
 from engine.sim.key_table import Key
 
 
@@ -184,21 +185,34 @@ class UnitIndex:
         """Append to `out`, ascending, the positions p in [i, j) whose keys[p] is a unit (`units`, whose
         keys this index holds): a stretch of keys that run on by one from the index, else halved (a
         short one looked up key by key)."""
+        if type(keys) is KeyPath:
+            # Its runs are known: each read from the buckets (or key by key, when short).
+            for p, lo, n in keys.pieces(i, j):
+                if n <= _INDEX_PIECE:
+                    out += compress(range(p, p + n), map(units.__contains__, range(lo, lo + n)))
+                else:
+                    self._run_positions(p, lo, lo + n - 1, units, out)
+            return
         if j - i <= _INDEX_PIECE:
             out += compress(range(i, j), map(units.__contains__, keys[i:j]))
             return
         lo, hi = keys[i], keys[j - 1]
         if hi - lo == j - 1 - i:
-            got: list[Key] = []
-            buckets = self.buckets
-            for b in range(lo >> _BUCKET_BITS, (hi >> _BUCKET_BITS) + 1):
-                s = buckets.get(b)
-                if s:
-                    # (`in units` too: the index is only as current as what changed `units` told it)
-                    got += [k for k in s if lo <= k <= hi and k in units]
-            got.sort()
-            out += [i + k - lo for k in got]
+            self._run_positions(i, lo, hi, units, out)
             return
         m = (i + j) // 2
         self.positions(keys, i, m, units, out)
         self.positions(keys, m, j, units, out)
+
+    def _run_positions(self, i: int, lo: int, hi: int, units: dict[Key, _Unit], out: list[int]) -> None:
+        """positions() of a stretch at position i whose keys run on by one from lo to hi: the buckets'
+        keys in [lo, hi]."""
+        got: list[Key] = []
+        buckets = self.buckets
+        for b in range(lo >> _BUCKET_BITS, (hi >> _BUCKET_BITS) + 1):
+            s = buckets.get(b)
+            if s:
+                # (`in units` too: the index is only as current as what changed `units` told it)
+                got += [k for k in s if lo <= k <= hi and k in units]
+        got.sort()
+        out += [i + k - lo for k in got]
