@@ -200,7 +200,8 @@ def import_(
     src: Annotated[Path, typer.Argument(help="The trajectory or log file.", readable=False)],
     out: Annotated[Path | None, typer.Option(
         "-o", "--out", help="The .cpsession file to write.", readable=False)] = None,
-    model: Annotated[str | None, typer.Option(help="Model name, when the source lacks one.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model to record it as (default: the one the source names; needed to price it when none).")] = None,
     provider: Annotated[
         str | None, typer.Option(
             help="Provider policy for the engine's shadow plan: anthropic, openai, bedrock, prefix or deepseek "
@@ -280,10 +281,27 @@ def import_(
         # Said here, not first by simulate's price lookup, which refuses 'unknown' a step later.
         unnamed = "the source names no model: recorded as 'unknown'; import with --model NAME to price it"
         notes.insert(0, unnamed)
+    elif _unpriced(model or imp.model):
+        # A mistyped --model (claude-sonet-4) was recorded without a word; report then skipped the session.
+        notes.insert(0, f"model {model or imp.model!r} has no price: report and simulate price it only with "
+                        "--model KNOWN_MODEL (or --prices FILE holding its row)")
     for note in notes[:5]:
         typer.echo(f"  note: {note}")
     if len(notes) > 5:  # cut at five without a word, the rest of what was repaired or skipped went unsaid
         typer.echo(f"  ... and {len(notes) - 5} more notes of the same kinds")
+
+
+def _unpriced(model: str) -> bool:
+    """Whether the price table report and simulate read by default has no row for `model`."""
+    from engine.sim.pricing import UnknownModelError, load_prices
+
+    try:
+        load_prices().get(model)
+    except UnknownModelError:
+        return True
+    except ContextPipeError:
+        return False  # the table itself cannot be read: report and simulate say so when they need it
+    return False
 
 
 def _list_conversations(fmt: str, src: Path) -> None:

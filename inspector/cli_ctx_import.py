@@ -18,7 +18,7 @@ from engine.wording import counted
 
 from .cli_ctx import _open, _retry
 from .cli_output import echo
-from .recording_open import fail
+from .recording_open import fail, missing
 
 if TYPE_CHECKING:
     from engine.store import ContextStore
@@ -32,7 +32,7 @@ def import_(db: Path, file: Path, format: str | None, again: bool) -> None:
     if file.is_dir():
         fail(f"{file} is a directory: give one recording or trajectory file from it", 2)
     if not file.exists():
-        fail(f"{file}: no such file", 2)
+        fail(missing(file), 2)
     if not file.is_file():
         fail(f"{file} is not a regular file (a FIFO or a device): give the recording or trajectory itself", 2)
     if format == "cpsession" or (format is None and _is_recording(file)):

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from .cli_output import echo
-from .recording_open import fail, trajectory_hint
+from .recording_open import fail, missing, trajectory_hint
 
 
 def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: list[str] | None, as_json: bool,
@@ -29,7 +29,7 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
         fail(f"no such price table: {prices}", 2)
     for p in recordings or []:
         if not p.exists():
-            fail(f"no such recording: {p}", 2)
+            fail(missing(p, "recording"), 2)
     try:
         base, cand = parse_side(baseline), parse_side(candidate)
         report = diff_recordings(base, cand, recordings or [], prices=prices)

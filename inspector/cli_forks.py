@@ -14,7 +14,7 @@ from pathlib import Path
 from engine.wording import counted
 
 from .cli_output import echo
-from .recording_open import about, fail, trajectory_hint, warn
+from .recording_open import about, fail, missing, trajectory_hint, warn
 
 
 def forks(parent: Path, children: list[Path] | None, as_json: bool, prices: Path | None) -> None:
@@ -29,7 +29,7 @@ def forks(parent: Path, children: list[Path] | None, as_json: bool, prices: Path
         why = None
         events: list[dict] = []
         if not p.exists():
-            why = f"no such recording: {p}"
+            why = missing(p, "recording")
         else:
             try:
                 events, damage = _read_events(p)

@@ -20,7 +20,7 @@ from engine.wording import counted
 
 from .cli_output import echo
 from .cli_overrides import check_window
-from .recording_open import fail, trajectory_hint, warn
+from .recording_open import demo_hint, fail, missing, trajectory_hint, warn
 from .token_arg import tokens_option
 
 
@@ -30,7 +30,7 @@ def expand_paths(patterns: list[str]) -> list[Path]:
     for pattern in patterns:
         matches = sorted(glob.glob(pattern, recursive=True)) if any(c in pattern for c in "*?[") else [pattern]
         if not matches:
-            fail(f"no recordings match {pattern}")
+            fail(f"no recordings match {pattern}{demo_hint(pattern)}")
         for m in matches:
             p = Path(m)
             if p.is_dir():
@@ -40,7 +40,7 @@ def expand_paths(patterns: list[str]) -> list[Path]:
                 out += found
             elif not p.exists():
                 # As typed (Path drops a trailing slash): "report runs/" said "no such file: runs".
-                fail(f"no such file or directory: {m}")
+                fail(missing(m, "file or directory"))
             else:
                 out.append(p)
     unique: dict[Path, Path] = {}

@@ -35,6 +35,25 @@ def about(path: Path, exc: Exception) -> str:
     return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
+def demo_hint(given: str | Path) -> str:
+    """What to add to "no such file" for a path under demo_sessions/ given from another folder (each command's
+    --help example names the demo recordings from the repository's top folder): the path that is there."""
+    if not str(given).startswith("demo_sessions"):
+        return ""
+    import glob  # on the way out only
+
+    top = Path(__file__).resolve().parent.parent
+    there = top / given
+    if Path.cwd().resolve() == top or not glob.glob(str(there)):
+        return ""  # from the top folder (the name is wrong), or not one of the demo recordings
+    return f" in {Path.cwd()}: the --help examples run from {top}; from here, give {there}"
+
+
+def missing(path: str | Path, what: str = "file") -> str:
+    """"no such file: PATH", with where the demo recordings are when PATH meant one of them."""
+    return f"no such {what}: {path}{demo_hint(path)}"
+
+
 def trajectory_hint(path: Path) -> str | None:
     """For a file that is text starting like JSON (a trajectory or proxy log given where a recording
     goes), what to do, instead of the frame reader's 'frame length 2065850658 exceeds the limit'."""
@@ -64,7 +83,7 @@ def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     from engine.recording.cpsession import RecordingError, RecordingReader
 
     if not path.exists():
-        fail(f"no such file: {path}")
+        fail(missing(path))
     if path.is_dir():
         fail(f"{path} is a directory: give the path of a .cpsession recording file")
     try:
@@ -76,5 +95,6 @@ def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
     if r.damage is not None:
-        warn(r.damage.message)
+        # Named: `simulate a b c` warned "last frame at offset 127 is incomplete" of one of three files.
+        warn(r.damage.message if r.damage.message.startswith(str(path)) else f"{path}: {r.damage.message}")
     return r

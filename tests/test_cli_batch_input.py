@@ -12,14 +12,14 @@ import pytest
 
 from engine.recording.frames import HEADER, HEADER_SIZE
 from tests.support.console_script import program, run_program
-from tests.test_cli_new_user import _damaged_half_way
+from tests.test_cli_new_user import _damaged_half_way, _long_trajectory
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_program(program(), list(args), typer_dispatch=False, stdin=subprocess.DEVNULL)
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return run_program(program(), list(args), typer_dispatch=False, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def _typer(*args: str) -> subprocess.CompletedProcess[str]:
@@ -146,3 +146,46 @@ def test_eval_given_a_trajectory_file_asks_for_its_folder(tmp_path: Path) -> Non
     _one_error(
         r, 2, f"--trajectories {traj} is a file, not a folder: give the folder holding the trajectories"
     )
+
+
+def test_the_help_examples_run_from_another_folder_say_where_the_demo_recordings_are(tmp_path: Path) -> None:
+    # Each command's --help example names demo_sessions/... from the repository's top folder; run anywhere
+    # else it was "no such file: demo_sessions/scout-anthropic.cpsession" and no way on.
+    demo = "demo_sessions/scout-anthropic.cpsession"
+    for cmd, code, there in (
+        (["simulate", demo, "--window", "8000"], 1, demo),
+        (["report", "demo_sessions/*.cpsession"], 1, "demo_sessions/*.cpsession"),
+        (["diff", "recorded", "gate.drop_rounds=off", demo], 2, demo),
+        (["explain", demo, "--turn", "17"], 1, demo),
+        (["ctx", "import", demo, "--db", "ctx.sqlite"], 2, demo),
+    ):
+        r = _cli(*cmd, cwd=tmp_path)
+        _one_error(
+            r, code, f"in {tmp_path}: the --help examples run from {ROOT}; from here, give {ROOT / there}"
+        )
+    assert list(tmp_path.iterdir()) == []
+    r = _cli("verify", "demo_sessions/no-such.cpsession", cwd=tmp_path)  # not a demo recording: no hint
+    _one_error(r, 1, "no such file: demo_sessions/no-such.cpsession")
+    assert r.stderr == "cp-inspect: no such file: demo_sessions/no-such.cpsession\n"
+    assert _cli("verify", str(ROOT / demo), cwd=tmp_path).returncode == 0  # the path it gives works
+
+
+def test_a_damage_warning_names_its_file_among_several(tmp_path: Path) -> None:
+    # `simulate good.cpsession cut.cpsession` warned "last frame at offset ... is incomplete" of one of them.
+    cut = tmp_path / "cut.cpsession"
+    data = DEMO.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    r = _cli("simulate", str(DEMO), str(cut), "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(f"warning: {cut}: last frame at offset "), r.stderr
+
+
+def test_import_says_when_the_model_it_records_has_no_price(tmp_path: Path) -> None:
+    # A mistyped --model was recorded without a word; `report` then skipped the session.
+    traj = _long_trajectory(tmp_path / "t.traj.json", rounds=3)
+    note = "note: model 'claude-sonet-4' has no price: report and simulate price it only with --model"
+    r = _cli("import", "auto", str(traj), "-o", str(tmp_path / "a.cpsession"), "--model", "claude-sonet-4")
+    assert r.returncode == 0 and note in r.stdout, (r.stdout, r.stderr)
+    for given in (["--model", "claude-sonnet-4"], []):  # a priced name, or the source's own (deepseek-chat)
+        r = _cli("import", "auto", str(traj), "-o", str(tmp_path / "b.cpsession"), "--force", *given)
+        assert r.returncode == 0 and "has no price" not in r.stdout, (r.stdout, r.stderr)

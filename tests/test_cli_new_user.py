@@ -332,7 +332,7 @@ def test_ctx_import_warns_of_a_cut_off_recording_and_makes_no_store_for_a_foreig
     db = tmp_path / "ctx.sqlite"
     r = CliRunner().invoke(app, ["ctx", "import", "--db", str(db), str(cut)])
     assert r.exit_code == 0 and "imported " in r.output, r.output
-    assert "warning: last frame at offset" in r.output, r.output  # imported with no word of the rest
+    assert f"warning: {cut}: last frame at offset" in r.output, r.output  # imported with no word of the rest
     foreign = tmp_path / "notes.cpsession"
     foreign.write_text('{"not": "a recording"}')
     other = tmp_path / "other.sqlite"
