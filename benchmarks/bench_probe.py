@@ -1708,6 +1708,7 @@ def attach_long(args: argparse.Namespace) -> None:
 
 def profile(args: argparse.Namespace) -> None:
     """The probe thread on a realistic turn, part by part (see the module docstring)."""
+    import engine.probe.elided_fill as elided_fill
     import engine.probe.queues as queues
 
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
@@ -1745,14 +1746,17 @@ def profile(args: argparse.Namespace) -> None:
 
     # Per-turn steps that are module functions: the summaries and the encoder (the latter only while
     # encoding as usual; the stand-in's table look-ups are not timed).
-    summary_fn = queues.summary_event
+    # (Each where its callers read it: the lean stream's fill in queues, the elided and fold streams' in
+    # elided_fill.)
+    summary_fns = (queues.summary_event, elided_fill.summary_event)
     timed(queues, "summary_event", "  summary_event")
-    kept_fn = queues.kept
-    timed(queues, "kept", "  kept (elided stream: which events go)")
+    timed(elided_fill, "summary_event", "  summary_event")
+    kept_fn = elided_fill.kept
+    timed(elided_fill, "kept", "  kept (elided stream: which events go)")
     # A recording agent's turns, spliced whole into the elided stream's batches (engine.probe.splice).
-    splice_fns = (queues.batch_payload, queues.payload_of)
-    timed(queues, "batch_payload", "  batch_payload (splicing)")
-    timed(queues, "payload_of", "  payload_of (a frame's payload)")
+    splice_fns = (elided_fill.batch_payload, elided_fill.payload_of)
+    timed(elided_fill, "batch_payload", "  batch_payload (splicing)")
+    timed(elided_fill, "payload_of", "  payload_of (a frame's payload)")
 
     class _Enc:
         pack = staticmethod(real)
@@ -1815,9 +1819,9 @@ def profile(args: argparse.Namespace) -> None:
         pipe.close()
         for mode in sums:
             per[mode].append((sums[mode][0] / (2 * args.turns), sums[mode][1] / (2 * args.turns)))
-    queues.summary_event = summary_fn  # type: ignore[assignment]
-    queues.kept = kept_fn  # type: ignore[assignment]
-    queues.batch_payload, queues.payload_of = splice_fns  # type: ignore[assignment]
+    queues.summary_event, elided_fill.summary_event = summary_fns  # type: ignore[assignment]
+    elided_fill.kept = kept_fn  # type: ignore[assignment]
+    elided_fill.batch_payload, elided_fill.payload_of = splice_fns  # type: ignore[assignment]
     med = statistics.median
     enc = [x[0] for x in per["encoding"]]
     floor = [x[0] for x in per["stand-in"]]

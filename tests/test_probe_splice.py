@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.probe.queues as queues
+import engine.probe.elided_fill as elided_fill
 from engine.probe.client import ProbeClient
 from engine.probe.client_state import HIGH_WATER, Client
 from engine.probe.elide import ELIDED_KINDS
@@ -228,8 +228,8 @@ def test_shared_elided_batches_are_spliced_once(monkeypatch: pytest.MonkeyPatch)
     """Two elided clients in the same place: the second is sent the first's bytes (one splice)."""
     slots = _ring_events([("blob", True, 5), ("turn", True, 5), ("usage", True, 0), ("turn", True, 5)])
     calls: list[int] = []
-    real = queues.batch_payload
-    monkeypatch.setattr(queues, "batch_payload", lambda *a: (calls.append(1), real(*a))[1])
+    real = elided_fill.batch_payload
+    monkeypatch.setattr(elided_fill, "batch_payload", lambda *a: (calls.append(1), real(*a))[1])
     with tempfile.TemporaryDirectory(prefix="cps-", dir="/tmp") as d:
         server = _Server({"model": "m", "provider": "p", "engine_version": "0"}, list, runtime_dir=Path(d))
         server._ring[: len(slots)] = slots

@@ -1,7 +1,8 @@
 """One attached client as the probe's I/O thread keeps it (`Client`: its cursors into the ring and the
 snapshot, its output and input buffers, what its hello asked for), what the server reports of it
-(`ClientStats`), and the bounds every client is held to: HIGH_WATER for what is encoded for it,
-INPUT_BURST / INPUT_RATE for what it may send. The queues that fill it are `queues.ClientQueues`.
+(`ClientStats`), and the bounds every client is held to: HIGH_WATER for what is encoded for it
+(BATCH_EVENTS for how far one batch frame takes it past that), INPUT_BURST / INPUT_RATE for what it
+may send. The queues that fill it are `queues.ClientQueues`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 # Encoded bytes kept ready per client beyond what the kernel socket buffer holds. Bounds memory for a
 # client that stops reading; large enough that a reading client is never starved between wake-ups.
 HIGH_WATER = 256 * 1024
+# Live events for a lean client go out in `batch` frames of at most this many events (bounds how far
+# one frame takes a client's buffer beyond HIGH_WATER).
+BATCH_EVENTS = 128
 # A client may send a hello, pings and, on the lean stream, fetches: every recv() and every frame costs a
 # token from a bucket of INPUT_BURST refilled at INPUT_RATE per second. One that runs dry (a ping flood,
 # a byte-at-a-time trickle) is sent "rate_limited" and closed, so no client can make the I/O thread busy.
