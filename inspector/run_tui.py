@@ -88,7 +88,11 @@ class RunInspectorApp(InspectorApp):
     BINDINGS = [
         Binding(
             "o", "run_sessions", "Sessions", tooltip="this run's sessions (sub-agents, other conversations)"
-        )
+        ),
+        # `/ Find` stays out of this footer: it came before "o Sessions" and pushed it off at 80 columns.
+        # The key works as in any inspector; `?` and the palette list it.
+        Binding("slash", "search", "Find", key_display="/", show=False,
+                tooltip="search what each turn sent: the turns a text enters or leaves the prompt"),
     ]
     # "o Sessions", the key each new session's announcement names, is the footer's last key: it ends at
     # column 78, so the palette hint (11 columns) gives way below 90.
