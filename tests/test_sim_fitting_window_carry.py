@@ -18,7 +18,7 @@ from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.grown import Grown
 from engine.sim.policies import TurnView
-from engine.sim.policies.base import FittingWindow, HistoryBlocks, last_fitting_window
+from engine.sim.policies.base import FittingWindow, HistoryBlocks, last_fitting_window, message_block
 from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.tokens import CharTokenizer, TokenCounter
 from tests.support.conversation_ops import tool_rounds
@@ -81,12 +81,17 @@ def _message(role: Role, size: int, tag: str) -> Message:
         max_size=25,
     ),
     st.booleans(),
+    st.booleans(),
 )
 def test_the_moved_window_is_last_fitting_windows(
-    first: list[int], steps: list[tuple[list[tuple[int, int]], list[tuple[bool, int]], int, str]], grown: bool
+    first: list[int],
+    steps: list[tuple[list[tuple[int, int]], list[tuple[bool, int]], int, str]],
+    grown: bool,
+    with_blocks: bool,
 ) -> None:
     # grown: each conversation a Grown made from the last (clear_tool_uses' edited conversation), read
-    # partly from its run and partly from its tail (base.direct)
+    # partly from its run and partly from its tail (base.direct); with_blocks: the messages' tokens read
+    # from their Blocks (what clear_tool_uses hands it), not measured
     n = 0
 
     def fresh(role: Role, size: int) -> Message:
@@ -114,7 +119,10 @@ def test_the_moved_window_is_last_fitting_windows(
             msgs = was.extended(d, new[d:]) if isinstance(was, Grown) else Grown.of(new)
         else:
             msgs = tuple(new)
-        if how == "carried":
+        if how == "carried" and with_blocks:
+            blocks = [message_block(x, M) for x in msgs]
+            got = msgs[w.start(v, msgs, budget, was, changed, blocks) :]
+        elif how == "carried":
             got = w.window(v, msgs, budget, was, changed)
         elif how == "unknown":
             got = w.window(v, msgs, budget, tuple(was), changed)  # not the conversation carried

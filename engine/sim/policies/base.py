@@ -38,6 +38,7 @@ SUMMARY_TOKENS = 2_000
 @dataclass(frozen=True)
 class TurnView:
     """What a peer policy sees on one turn: the uncompacted conversation, the window and the provider."""
+
     turn: int
     system: tuple[Block, ...]  # tools and system prompt blocks, in wire order, with their markers
     messages: Messages  # the whole conversation so far, uncompacted
@@ -102,9 +103,7 @@ class HistoryBlocks:
             del carried[0]
         return blocks.copy() if copy else blocks
 
-    def of(
-        self, msgs: Messages, measure: Measure, copy: bool = True
-    ) -> list[Block]:
+    def of(self, msgs: Messages, measure: Measure, copy: bool = True) -> list[Block]:
         """message_block(m, measure) of each message, in order.
 
         copy=False: the list may be this store's own (the carried one): read it before the store's next
@@ -216,6 +215,7 @@ class SideCall:
 @dataclass
 class PeerRequest:
     """What a peer policy sends on one turn: its blocks, what it did and any side calls before them."""
+
     blocks: Sequence[Block]  # a list, or a Grown (engine/sim/grown.py): read, never changed
     actions: list[str] = field(default_factory=list)  # names of what the peer did this turn
     compaction: bool = False  # the peer rewrote or dropped part of the conversation this turn
@@ -358,9 +358,14 @@ class FittingWindow:
         budget: int,
         was: Messages | None = None,
         changed: Iterable[int] = (),
+        blocks: Sequence[Block] | None = None,
     ) -> int:
         """Where window(...) starts in `messages` (the window itself not made: clear_tool_uses reads
-        only where it starts, and a ~4,700-message tuple a call was a copy and a free of it)."""
+        only where it starts, and a ~4,700-message tuple a call was a copy and a free of it).
+
+        `blocks`: the messages' Blocks (message_block of each, in order), when the caller has them: a
+        message's tokens are its Block's, read from it rather than measured again (the walks below read
+        ~25 messages a call of clear_tool_uses past its window, Measure.item a method call each)."""
         last, self._last = self._last, None
         item = v.measure.item
         if last is None or was is None or last[0] is not was or len(messages) < len(was):
@@ -378,14 +383,14 @@ class FittingWindow:
         for i in dict.fromkeys(changed):  # an index named twice is one message changed
             if start <= i < k:
                 acc += item(messages[i]) - item(was[i])
-        acc += sum(map(item, messages[k:]))
+        acc += sum(map(item, messages[k:]) if blocks is None else map(_TOKENS, blocks[k:]))
         n = len(messages)
         if acc <= budget:
             # The start fits: a round more while it fits (the first that does not ends the walk).
             size = 0
             for i in range(start - 1, 0, -1):
                 x = seq[i] if i < m else messages[i]
-                size += item(x)
+                size += item(x) if blocks is None else blocks[i].tokens
                 if x.role == "assistant":
                     if acc + size > budget:
                         break
@@ -397,7 +402,7 @@ class FittingWindow:
             # fits, else the newest round start.
             newest = start
             for i in range(start, n - 1):
-                acc -= item(seq[i] if i < m else messages[i])
+                acc -= item(seq[i] if i < m else messages[i]) if blocks is None else blocks[i].tokens
                 if (seq[i + 1] if i + 1 < m else messages[i + 1]).role == "assistant":
                     newest = i + 1
                     if acc <= budget:
@@ -419,9 +424,7 @@ def direct(messages: Messages) -> tuple[Sequence[Message], int]:
     return messages, len(messages)
 
 
-def last_fitting_window_reference(
-    v: TurnView, messages: Messages, budget: int
-) -> Messages:
+def last_fitting_window_reference(v: TurnView, messages: Messages, budget: int) -> Messages:
     """last_fitting_window read round by round from the newest back (what it was)."""
     m = v.measure
     acc = 0

@@ -71,10 +71,9 @@ class ClearToolUses:
         # The last turn's edit, when it cleared (see _clear): (its conversation, results cleared, their
         # places by message, the edited conversation, tokens freed, the list the edited conversation
         # was made from: the carry's own).
-        self._last_edit: (
-            tuple[Messages, int, dict[int, list[int]], Messages, int, list[Message]]
-            | None
-        ) = None
+        self._last_edit: tuple[Messages, int, dict[int, list[int]], Messages, int, list[Message]] | None = (
+            None
+        )
         # What this turn's edit changed of the last turn's edited conversation, when it was carried:
         # (that conversation, the messages it re-cleared), so its Blocks are carried too (see request).
         self._edit: tuple[Messages, list[int]] | None = None
@@ -200,9 +199,7 @@ class ClearToolUses:
         d = min(touched, default=k)
         return self._applied(msgs, n, by_msg, new, freed, (was, min(d, k)))
 
-    def _clear_all(
-        self, msgs: Messages, clear: list[tuple[int, int]], m: Measure
-    ) -> Messages | None:
+    def _clear_all(self, msgs: Messages, clear: list[tuple[int, int]], m: Measure) -> Messages | None:
         by_msg: dict[int, list[int]] = {}
         for i, j in clear:
             by_msg.setdefault(i, []).append(j)
@@ -271,7 +268,7 @@ class ClearToolUses:
             # Last turn's window moved, when this turn's conversation is last turn's edited one edited
             # again (what the edit changed is known); else found afresh (FittingWindow.start).
             start = (
-                self._window.start(v, msgs, budget, edit[0], edit[1])
+                self._window.start(v, msgs, budget, edit[0], edit[1], blocks_of)
                 if edit is not None
                 else self._window.start(v, msgs, budget)
             )
@@ -363,7 +360,11 @@ class ClearToolUses:
 
 
 def _kept(
-    v: TurnView, system: tuple[Block, ...], was: Messages, whole: Messages, edit: tuple[Messages, list[int]] | None
+    v: TurnView,
+    system: tuple[Block, ...],
+    was: Messages,
+    whole: Messages,
+    edit: tuple[Messages, list[int]] | None,
 ) -> list[int] | None:
     """Where `whole` (this request's conversation) parts from `was` (the last request's), when it keeps
     it: the indices of the results newly cleared in it (`edit`: none when it only appended); None when
