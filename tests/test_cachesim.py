@@ -692,3 +692,44 @@ def test_a_call_back_in_time_ends_ordered_expiry(provider: str) -> None:
     assert not pol.ordered and pol.last_now == 50.0
     sim.step(call(list(blocks), 60.0))
     assert not pol.ordered and pol.last_now == 60.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seqs=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from("abcde"), min_size=1, max_size=10),
+            st.sampled_from([0.0, 30.0, 20_000.0]),
+            st.booleans(),  # a block with a negative count at the end: the call raises
+        ),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_deepseek_seen_shared_after_calls_that_raise_is_the_rule(
+    seqs: list[tuple[list[str], float, bool]],
+) -> None:
+    """_seen_shared starts from the take's shared blocks (_KeyChain.common), whose keys are the last
+    call's: calls that raise in between (the chain and `seen` left as they were) and blocks of one hash
+    with other counts (their keys equal past the shared blocks) keep every figure and `seen` the rule's
+    (a simulator that moves every prefix to the end each call)."""
+    fast = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
+    slow = CacheSimulator("deepseek", "deepseek-chat", ttl_seconds=10_000)
+    slow._policy = _EagerSeen("deepseek-chat", {"ttl_seconds": 10_000})
+    t = 100_000.0
+    for k, (names, dt, bad) in enumerate(seqs):
+        t += dt
+        blocks = [blk(n, 100 + 40 * (i % 3)) for i, n in enumerate(names)]
+        if bad:
+            blocks.append(blk("neg", -1))
+        c = call(blocks, t, output_tokens=30, output_sha=f"o{k % 3}")
+        if bad:
+            with pytest.raises(CacheSimError):
+                fast.step(c)
+            with pytest.raises(CacheSimError):
+                slow.step(c)
+            continue
+        assert fast.step(c) == slow.step(c)
+        fp: Any = fast._policy
+        sp: Any = slow._policy
+        assert list(fp.seen.items()) == list(sp.seen.items())
