@@ -234,6 +234,9 @@ def import_(
         fail(f"--conversation must be 1 or more (1 is the conversation with the most calls), got {conversation}", 2)
     if out is None and not list_:
         fail("import: -o/--out FILE is required (the .cpsession to write), or --list to list the conversations", 2)
+    if list_ and (out is not None or conversation is not None):
+        # --list printed the conversations and the -o FILE asked for was not written, without a word.
+        fail("--list lists the conversations and writes nothing: give it without -o and --conversation", 2)
     if not src.exists():
         fail(f"no such file: {src}")
     if src.is_dir():

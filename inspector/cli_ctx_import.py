@@ -101,7 +101,13 @@ def _import_recording(db: Path, file: Path, again: bool = False) -> None:
     # Opened once first for what every reader of recordings says: a missing or foreign file in one line,
     # and a cut-off last frame (a writer killed mid-write) as a warning: it imported silently, the
     # turns after the cut missing without a word.
-    open_recording(file).close()
+    with open_recording(file) as reader:
+        turns = reader.turn_count
+    if turns == 0:
+        # It said "imported 0 items (#0..#0)" with exit 0 (and made a store for them): simulate, verify,
+        # explain and diff say of the same file that it holds no turn.
+        fail(f"nothing to import: {file} holds no whole turn (its agent stopped before its first model call "
+             "was recorded); the store is as it was")
     done: list[int] = []  # the recording's requests, counted as it is read
 
     def ingest(store: ContextStore) -> list[int]:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from .cli_output import echo
+from .option_check import check_prices
 from .recording_open import fail, missing, trajectory_hint
 
 
@@ -25,13 +26,12 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
         fail("choose one of --json and --markdown", 2)
     if all_turns and (as_json or markdown):  # ignored there: the JSON has every turn, the report none
         fail("--all lists identical turns in the text report: leave out --json / --markdown", 2)
-    if prices is not None and not prices.exists():
-        fail(f"no such price table: {prices}", 2)
+    check_prices(prices)
     for p in recordings or []:
         if not p.exists():
             fail(missing(p, "recording"), 2)
     try:
-        base, cand = parse_side(baseline), parse_side(candidate)
+        base, cand = parse_side(_window_tokens(baseline)), parse_side(_window_tokens(candidate))
         report = diff_recordings(base, cand, recordings or [], prices=prices)
         failures = report.failures(fail_on or [])
     except ContextPipeError as exc:
@@ -51,6 +51,29 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
             for f in failures:
                 typer.secho(f"FAILED {f}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
+
+
+def _window_tokens(spec: str) -> str:
+    """An inline side's window=32k (or 1.5M) as every --window reads it: the engine's inline pairs take a
+    whole number, so `diff recorded window=32k` was refused ("window must be a whole number of tokens")
+    where `simulate --window 32k` runs. Anything else, and a value that is not a count of tokens, is left
+    for the engine's own message."""
+    if "=" not in spec or Path(spec.strip()).suffix in (".cpsession", ".toml", ".json"):
+        return spec
+    from .token_arg import parse_tokens
+
+    pairs = []
+    for pair in spec.split(","):
+        key, eq, value = pair.partition("=")
+        text = value.strip()
+        if key.strip() == "window" and text[-1:] in ("k", "K", "m", "M"):
+            sign = "-" if text.startswith("-") else ""  # read, for the engine's range check to refuse
+            try:
+                value = sign + str(parse_tokens(text.removeprefix("-")))
+            except ValueError:
+                pass
+        pairs.append(f"{key}{eq}{value}")
+    return ",".join(pairs)
 
 
 def _json_hint(sides: list[str], recordings: list[Path], exc: Exception) -> str | None:

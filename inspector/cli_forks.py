@@ -14,6 +14,7 @@ from pathlib import Path
 from engine.wording import counted
 
 from .cli_output import echo
+from .option_check import check_prices
 from .recording_open import about, fail, missing, trajectory_hint, warn
 
 
@@ -23,6 +24,8 @@ def forks(parent: Path, children: list[Path] | None, as_json: bool, prices: Path
     from engine.recording.replay import MALFORMED
     from engine.sim.forks import fork_children, price_forks, tree_text
 
+    if prices is not None:  # (a recording that forked nothing is not priced: $CONTEXTPIPE_PRICES waits till then)
+        check_prices(prices)
     def load(p: Path, named: bool) -> list[dict] | None:
         """A recording's events. One named on the command line that cannot be read is exit 2; one the
         fork events lead to is a warning and left out (as a missing one is), the rest of the tree shown."""

@@ -20,6 +20,7 @@ from engine.wording import counted
 
 from .cli_output import echo
 from .cli_overrides import check_window
+from .option_check import check_prices
 from .recording_open import demo_hint, fail, missing, trajectory_hint, warn
 from .token_arg import tokens_option
 
@@ -183,20 +184,15 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
             # Re-running a report replaces its chart; any other file is refused: `--svg run.cpsession`
             # (a recording named where the chart goes) replaced the recording with a chart, silently.
             fail(f"--svg {svg} exists and is not an SVG chart: choose another path (an earlier chart is replaced)", 2)
-    if prices is not None or model is not None:
-        # Checked now, not when a session first needs them: a missing --prices file skipped every session
-        # (exit 1), and a mistyped --model was silently unused when each session had its own price.
-        from engine.sim.pricing import load_prices
-
+    # Checked now, not when a session first needs them: a missing --prices file (or a bad
+    # $CONTEXTPIPE_PRICES) skipped every session (exit 1), and a mistyped --model was silently unused when
+    # each session had its own price.
+    table = check_prices(prices)
+    if model is not None:
         try:
-            table = load_prices(prices)
+            table.get(model)
         except ContextPipeError as exc:
-            fail(f"--prices: {exc}", 2)
-        if model is not None:
-            try:
-                table.get(model)
-            except ContextPipeError as exc:
-                fail(f"--model: {exc}", 2)
+            fail(f"--model: {exc}", 2)
     paths = expand_paths(files)
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []

@@ -7,8 +7,13 @@ that starts a terminal UI (replay, attach, demo, run, top)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .recording_open import fail
+
+if TYPE_CHECKING:
+    from engine.sim.pricing import PriceTable
 
 
 def option_check(option: str, check: Callable[..., object], *args: object, hint: str = "") -> None:
@@ -19,6 +24,23 @@ def option_check(option: str, check: Callable[..., object], *args: object, hint:
         check(*args)
     except ContextPipeError as exc:
         fail(f"{option}: {exc}{hint}", 2)
+
+
+def check_prices(prices: Path | None) -> PriceTable:
+    """The price table a command prices by (--prices, else $CONTEXTPIPE_PRICES, else the bundled one), or
+    one usage error (exit 2) naming where it came from, before any recording is read. simulate, report,
+    diff and forks each said a missing or bad one their own way: "no such price table", "--prices: ...
+    (set CONTEXTPIPE_PRICES to a valid file)" of a --prices file, report a bad $CONTEXTPIPE_PRICES as every
+    session skipped (exit 1)."""
+    from engine.errors import ContextPipeError
+    from engine.sim.pricing import ENV_VAR, load_prices
+
+    if prices is not None and not prices.exists():
+        fail(f"--prices: no such price table: {prices}", 2)
+    try:
+        return load_prices(prices)
+    except ContextPipeError as exc:
+        fail(f"--prices: {exc}" if prices is not None else f"${ENV_VAR}: {exc}", 2)
 
 
 def check_thresholds(given: Mapping[str, float] | None) -> None:

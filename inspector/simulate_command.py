@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from engine.wording import counted
 
 from .cli_overrides import check_window
-from .option_check import check_thresholds, option_check
+from .option_check import check_prices, check_thresholds, option_check
 from .recording_open import about, fail, open_recording
 from .token_arg import tokens_option
 
@@ -89,8 +89,6 @@ def run(
 
     if per_turn and not as_json:  # it was ignored: the table printed as if it had not been given
         fail("--per-turn adds per-turn figures to the JSON: give it with --json", 2)
-    if prices is not None and not prices.exists():
-        fail(f"no such price table: {prices}", 2)
     # Said once, as the option's error: it was found simulating the first file and reported as that
     # file's ("FILE: --window must be a positive number of tokens").
     check_window(window)
@@ -144,12 +142,7 @@ def run(
     # The table (and --model's row in it) checked once, before any recording is read: a bad table or an
     # unknown model was said as the first recording's error ("FILE: price table ...: row ... lacks ..."),
     # as if the recording were at fault. The table read here is the one every recording is priced by.
-    from engine.sim.pricing import ENV_VAR, load_prices
-
-    try:
-        table = load_prices(prices)
-    except ContextPipeError as exc:
-        fail(f"--prices: {exc}" if prices is not None else f"${ENV_VAR}: {exc}", 2)
+    table = check_prices(prices)
     if model is not None:
         from engine.sim.simulate import _price_row
 

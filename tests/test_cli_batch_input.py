@@ -84,16 +84,20 @@ def test_salvage_out_is_checked_as_import_checks_its_out(tmp_path: Path, where: 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_failed_ctx_import_leaves_no_store_where_there_was_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["half_way", "before_its_first_turn"])
+def test_a_failed_ctx_import_leaves_no_store_where_there_was_none(tmp_path: Path, damage: str) -> None:
     # "nothing imported (the store is as it was)" left a new, empty store at --db: `ctx get` then served an
-    # empty window from it (exit 0).
-    bad = _damaged_half_way(tmp_path / "bad.cpsession")
+    # empty window from it (exit 0). A recording cut before its first turn was "imported 0 items (#0..#0)".
+    if damage == "half_way":
+        bad = _damaged_half_way(tmp_path / "bad.cpsession")
+        says = f"nothing imported from {bad} (the store is as it was): corrupt frame"
+    else:
+        bad = _cut_before_its_first_turn(tmp_path / "bad.cpsession")
+        says = f"nothing to import: {bad} holds no whole turn"
     db = tmp_path / "ctx.sqlite"
-    r = _cli("ctx", "import", str(bad), "--db", str(db))
-    _one_error(r, 1, f"nothing imported from {bad} (the store is as it was): corrupt frame")
+    _one_error(_cli("ctx", "import", str(bad), "--db", str(db)), 1, says)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.cpsession"]
-    r = _cli("ctx", "get", "--db", str(db), "--budget", "12k")
-    _one_error(r, 2, "no context store there")
+    _one_error(_cli("ctx", "get", "--db", str(db), "--budget", "12k"), 2, "no context store there")
 
 
 def test_simulate_refuses_policy_with_policies() -> None:
@@ -189,3 +193,45 @@ def test_import_says_when_the_model_it_records_has_no_price(tmp_path: Path) -> N
     for given in (["--model", "claude-sonnet-4"], []):  # a priced name, or the source's own (deepseek-chat)
         r = _cli("import", "auto", str(traj), "-o", str(tmp_path / "b.cpsession"), "--force", *given)
         assert r.returncode == 0 and "has no price" not in r.stdout, (r.stdout, r.stderr)
+
+
+def test_diff_reads_an_inline_window_as_every_window_option_does() -> None:
+    # `simulate --window 8k` ran; `diff recorded window=8k` was "window must be a whole number of tokens".
+    a = _cli("diff", "recorded", "window=8k,gate.drop_rounds=off", str(DEMO), "--json")
+    b = _cli("diff", "recorded", "window=8000,gate.drop_rounds=off", str(DEMO), "--json")
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout.startswith("{"), a.stderr
+    _one_error(
+        _cli("diff", "recorded", "window=-8k", str(DEMO)), 2, "window must be between 1 and 100,000,000"
+    )
+
+
+def test_import_list_with_an_out_file_is_refused(tmp_path: Path) -> None:
+    # --list printed the conversations; the -o FILE asked for was not written, without a word.
+    traj = _long_trajectory(tmp_path / "t.traj.json", rounds=2)
+    for extra in (["-o", str(tmp_path / "run.cpsession")], ["--conversation", "1"]):
+        r = _cli("import", "auto", str(traj), "--list", *extra)
+        _one_error(
+            r, 2, "--list lists the conversations and writes nothing: give it without -o and --conversation"
+        )
+    assert [p.name for p in tmp_path.iterdir()] == ["t.traj.json"]
+
+
+def test_a_price_table_that_cannot_be_read_is_said_alike_by_every_pricing_command(tmp_path: Path) -> None:
+    # simulate and diff said "no such price table: P", report "--prices: price table P does not exist (set
+    # CONTEXTPIPE_PRICES to a valid file)" of a --prices file, forks the same without the option's name;
+    # a bad $CONTEXTPIPE_PRICES made report skip every session (exit 1).
+    nope = tmp_path / "nope.json"
+    text = tmp_path / "prices.json"
+    text.write_text("not json")
+    commands = (
+        ["simulate", str(DEMO)],
+        ["report", str(DEMO)],
+        ["diff", "recorded", "window=8000", str(DEMO)],
+        ["forks", str(DEMO)],
+    )
+    for cmd in commands:
+        _one_error(_cli(*cmd, "--prices", str(nope)), 2, f"--prices: no such price table: {nope}")
+        _one_error(_cli(*cmd, "--prices", str(text)), 2, f"--prices: price table {text} is not valid JSON")
+    for cmd in commands[:3]:
+        r = run_program(program(), cmd, typer_dispatch=False, env={"CONTEXTPIPE_PRICES": str(nope)})
+        _one_error(r, 2, f"$CONTEXTPIPE_PRICES: price table {nope} does not exist")

@@ -199,7 +199,7 @@ def test_report_refuses_bad_options_before_any_work(tmp_path: Path) -> None:
         ("--window", str(10**12)): "--window must be between 1 and 100,000,000 tokens, got 1000000000000",
         ("--svg", str(tmp_path)): "is a directory: give a file path",  # was a traceback after the report
         ("--svg", str(tmp_path / "no" / "c.svg")): "does not exist",
-        ("--prices", str(tmp_path / "none.json")): "--prices: price table",  # every session was skipped
+        ("--prices", str(tmp_path / "none.json")): "--prices: no such price table",  # every session was skipped
         ("--model", "no-such-model"): "--model: no price for model 'no-such-model'",  # was unused, exit 0
     }
     for args, says in cases.items():
