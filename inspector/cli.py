@@ -98,7 +98,8 @@ def ps(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array, one object per agent.")] = False,
 ) -> None:
     """List live agents that `attach` can open: processes serving a probe socket, and each conversation of a
-    `cp-inspect run` or `proxy` as PID.N (stale sockets are cleaned up).
+    `cp-inspect run` or `proxy` as PID.N (stale sockets are cleaned up), shown by the opening of its first
+    message and the local process that made its calls ("unknown agent" when the proxy could not tell).
 
     \b
     A socket ps will not open (another user's, or a file that is not a socket) is named on

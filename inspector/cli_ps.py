@@ -52,7 +52,8 @@ def ps(as_json: bool = False) -> None:
         if a.error:  # alive, but it did not answer (stopped, busy): its figures are unknown, not "None"
             errs += f"  [not answering: {a.error}]"
         head = f"{a.target:>9}  {shown(a.model):<{model_w}}{shown(a.provider):<{provider_w}}{shown(a.turns):>6}  "
-        echo(f"{head}{command_in(a.command, None if width is None else width - len(head) - len(errs))}{errs}")
+        # A proxy's conversation: the process that made its calls and its opening, not the proxy's command.
+        echo(f"{head}{command_in(a.label, None if width is None else width - len(head) - len(errs))}{errs}")
 
 
 # The least of a command kept when the terminal is narrow: below it the command is left whole (the

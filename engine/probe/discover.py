@@ -40,6 +40,23 @@ class AgentInfo:
     error: str | None = None  # set when the agent is alive but did not answer (busy, stopped)
     session: int | None = None  # one of several sessions one process serves (the proxy's conversations)
     tap_errors: int = 0  # journaling failures of a tapped client (never raised into the agent)
+    # A proxy's conversation (engine/capture/proxy/peer.py): "pid N", the local process that made its first
+    # call, or "unknown" (None: not a proxy's, or a proxy from before these were sent); and the opening of
+    # its first user message, which tells conversations of one agent apart.
+    client: str | None = None
+    opening: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What `ps` and `top` show as the agent: its command; for a proxy's conversation the command of the
+        process that made its calls, "unknown agent" when the proxy could not tell (not the proxy's own
+        command line, which every conversation shared), after the opening of its first user message."""
+        if self.client is None:
+            return self.command
+        who = "unknown agent" if self.client == "unknown" else self.command
+        # The opening first: one agent's conversations share its command, and a narrow column (top's) cuts
+        # at its end.
+        return f"\u201c{self.opening}\u201d · {who}" if self.opening else who
 
     @property
     def target(self) -> str:
@@ -227,6 +244,8 @@ def list_agents(
                 engine_version=_opt_str(h.get("engine_version")),
                 tap_errors=te if isinstance(te := h.get("tap_errors"), int) else 0,
                 session=session,
+                client=_opt_str(h.get("client")) if isinstance(h.get("client"), str) else None,
+                opening=h.get("opening") if isinstance(h.get("opening"), str) else None,
             )
         )
     return out

@@ -159,7 +159,7 @@ class FleetWatcher:
                 "attach (attach, Enter here); restart the agent to serve it again")
 
     def _follow(self, info: AgentInfo) -> None:
-        stats = AgentStats(info.target, info.pid, info.session, info.command, info.model or "",
+        stats = AgentStats(info.target, info.pid, info.session, info.label, info.model or "",
                            info.provider or "", tap_errors=info.tap_errors)
         if info.error:
             stats.state, stats.detail = "error", info.error

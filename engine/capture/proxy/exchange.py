@@ -298,6 +298,10 @@ class Exchange:
     # which the recorder's worker writes later (its queue can lag behind a fast agent).
     ended: float | None = None
     upstream: str = ""  # the URL the request was forwarded to (the spans' server.address and server.port)
+    # The agent's address and the proxy's, of the connection the request came on: which local process made
+    # a conversation's calls (engine/capture/proxy/peer.py; None when the transport does not say).
+    peer: tuple[str, int] | None = None
+    local: tuple[str, int] | None = None
 
     @property
     def streamed(self) -> bool:

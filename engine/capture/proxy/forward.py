@@ -118,6 +118,15 @@ async def refuse_connect(request: web.Request, handler: Any) -> web.StreamRespon
     return resp
 
 
+def _address(request: web.Request, which: str) -> tuple[str, int] | None:
+    """(host, port) of one end of the request's connection, None when its transport does not say."""
+    transport = request.transport
+    got = transport.get_extra_info(which) if transport is not None else None
+    if isinstance(got, tuple) and len(got) >= 2 and isinstance(got[1], int):
+        return str(got[0]), got[1]
+    return None
+
+
 async def handle(request: web.Request) -> web.StreamResponse:
     app = request.app
     upstreams = app[UPSTREAMS_KEY]
@@ -146,6 +155,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
     url = upstream_url(route, upstreams)
     if ex is not None:
         ex.upstream = url
+        ex.peer, ex.local = _address(request, "peername"), _address(request, "sockname")
     client = app[CLIENT_KEY]
     try:
         try:

@@ -29,7 +29,7 @@ from typing import Any
 from engine.capture.lineage import Lineage, branch_note, digests
 from engine.capture.proxy import responses_api
 from engine.capture.proxy.exchange import Exchange
-from engine.capture.proxy.routes import session_key
+from engine.capture.proxy.routes import opening_text, session_key
 from engine.capture.proxy.sse import REASSEMBLERS
 from engine.capture.tap_request import parse_request, server_of
 from engine.capture.tap_session import Tap, TapCall
@@ -128,6 +128,8 @@ class ProxyTap(Tap):
     def __init__(self, wire: str, info: SessionInfo, serve: bool, window: int, hello: dict[str, Any]) -> None:
         super().__init__(wire, record=info.path, serve=False, window=window)
         self.info, self.serve_probe, self.hello = info, serve, hello
+        # Who the conversation is (client_fields): worked out at its first call, before its probe serves.
+        self.client_hello: dict[str, Any] | None = None
         self.routes = False  # the recorder files each request into its session (Recorder._place)
 
     def before(self, body: dict[str, Any], sent_at: float | None = None) -> None:
@@ -154,6 +156,8 @@ class ProxyTap(Tap):
                 # The key an agent's own probe header uses (Pipeline's hello): an inspector attached to a
                 # conversation that ended says where it is kept ("press s to save" saved a second copy).
                 "recording": os.path.abspath(self.info.path),
+                # the process that made its calls and its opening; a `run`'s agent argv (self.hello) wins
+                **(self.client_hello or {}),
                 **self.hello,
             }
             events = pipe.journal.events  # append-only: clients read it by index, no copy per client
@@ -195,6 +199,24 @@ def _size(n: int) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:40] or "model"
+
+
+def client_fields(ex: Exchange, wire: str, body: dict[str, Any]) -> dict[str, Any]:
+    """What `ps` and `top` show a conversation as (its probe's header): "client", "pid N" of the local
+    process that holds the connection its first call came on, with its "argv" and "client_pid", or
+    "unknown" (not a local process of this user's, or the connection already closed: peer.py); and
+    "opening", the start of its first message. Every conversation of a standalone proxy was listed under
+    the proxy's own command line: a person could not tell which agent each one was."""
+    from engine.capture.proxy.peer import peer_process
+
+    out: dict[str, Any] = {"client": "unknown"}
+    peer = peer_process(ex.peer, ex.local)
+    if peer is not None:
+        out.update({"client": f"pid {peer.pid}", "client_pid": peer.pid, "argv": peer.argv})
+    opening = opening_text(wire, body)
+    if opening:
+        out["opening"] = opening
+    return out
 
 
 class Recorder:
@@ -396,6 +418,8 @@ class Recorder:
         if given is not None and wire == "openai-responses":
             chat_body = given[0]  # (the converted body _place parsed: the tap takes the parse by identity)
         before_errors = tap.tap_errors
+        if tap.client_hello is None:  # the conversation's first call: who makes it (its probe's header)
+            tap.client_hello = client_fields(ex, wire, body)
         # Where it went (the upstream, behind this proxy: what the conventions' server.address means)
         tap.server = server_of(ex.upstream) if ex.upstream else None
         # stamped when the agent sent it: the exchange is journaled only once its answer has ended

@@ -211,6 +211,23 @@ def _first_turn(wire: str, body: dict[str, Any]) -> tuple[Any, Any]:
     return system, first
 
 
+OPENING_CHARS = 60  # the most of a conversation's first message `ps` and `top` show
+
+
+def opening_text(wire: str, body: dict[str, Any]) -> str:
+    """The start of a request's first non-system message, on one line ("" when it has no text): what
+    tells one agent's conversations apart (a sub-agent's task, a new session's prompt)."""
+    try:
+        first = _first_turn(wire, body)[1]
+    except (TypeError, AttributeError, ValueError, KeyError):
+        return ""
+    text = first[1] if isinstance(first, tuple) and len(first) > 1 else None
+    if not isinstance(text, str):
+        return ""
+    words = " ".join(text.split())
+    return words if len(words) <= OPENING_CHARS else words[: OPENING_CHARS - 1] + "…"
+
+
 def session_key(wire: str, body: dict[str, Any], header: str | None) -> str:
     """A stable id for the conversation this request belongs to. See the module docstring."""
     if header:

@@ -1,0 +1,124 @@
+"""Which local process is on the other end of a connection to the proxy: what `ps` and `top` show a
+conversation as, instead of the proxy's own command line.
+
+A local client's socket is in /proc/net/tcp (or tcp6) with the client's address as its local address and
+the proxy's as its remote one; its inode names it, and the process holding a descriptor on
+"socket:[inode]" is the client. Only this user's processes can be looked into (/proc/PID/fd of another
+user's is refused), and a connection already closed is gone from the table: then the answer is None, said
+as "unknown" by the caller, never a guess. Linux only; elsewhere None.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import struct
+from dataclasses import dataclass
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PeerProcess:
+    """A local process found at the other end of a connection: its pid and its command line."""
+
+    pid: int
+    argv: list[str]
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+
+def _hex_address(host: str, port: int) -> str | None:
+    """`host:port` as /proc/net/tcp{,6} prints it: the address's 32-bit words in host byte order."""
+    try:
+        if ":" in host:
+            packed = socket.inet_pton(socket.AF_INET6, host.split("%", 1)[0])
+        else:
+            packed = socket.inet_aton(host)
+    except OSError:
+        return None
+    words = struct.unpack(f"={len(packed) // 4}I", packed)
+    return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
+
+
+def _forms(host: str) -> tuple[str, str]:
+    """`host` and its other form: an IPv4 client of a proxy listening on :: is ::ffff:a.b.c.d to the
+    proxy and a.b.c.d in the client's own socket (and the other way round)."""
+    if host.lower().startswith("::ffff:") and "." in host:
+        return host, host[7:]
+    return host, (host if ":" in host else f"::ffff:{host}")
+
+
+def socket_inode(client: Address, server: Address, proc: str = "/proc") -> int | None:
+    """The inode of the socket whose local address is `client` and remote address is `server` (the
+    client's end of a connection to the proxy), or None if the tables hold none."""
+    wanted: set[tuple[str, str]] = set()
+    for c_host, s_host in zip(_forms(client[0]), _forms(server[0]), strict=True):
+        local, remote = _hex_address(c_host, client[1]), _hex_address(s_host, server[1])
+        if local is not None and remote is not None:
+            wanted.add((local, remote))
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"{proc}/net/{table}") as f:
+                next(f, None)  # the header
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 9 and (fields[1], fields[2]) in wanted:
+                        inode = int(fields[9])
+                        return inode or None  # 0: a socket in TIME_WAIT, held by no process
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def holder(inode: int, proc: str = "/proc", skip: int | None = None) -> int | None:
+    """The pid of a process with a descriptor on socket `inode` (other users' processes cannot be read:
+    skipped), None if none is found."""
+    target = f"socket:[{inode}]"
+    try:
+        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        if pid == skip:
+            continue
+        fd_dir = f"{proc}/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:  # another user's, or gone
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") == target:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def argv_of(pid: int, proc: str = "/proc") -> list[str] | None:
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    parts = [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
+    return parts or None
+
+
+def peer_process(client: Address | None, server: Address | None, proc: str = "/proc") -> PeerProcess | None:
+    """The local process that holds the client's end of the connection from `client` to `server` (the
+    proxy's address), or None when it cannot be known (not local, closed, another user's, not Linux)."""
+    if client is None or server is None or not os.path.isdir(f"{proc}/net"):
+        return None
+    inode = socket_inode((str(client[0]), int(client[1])), (str(server[0]), int(server[1])), proc)
+    if inode is None:
+        return None
+    pid = holder(inode, proc)
+    if pid is None:
+        return None
+    argv = argv_of(pid, proc)
+    return PeerProcess(pid, argv) if argv else None
