@@ -115,7 +115,12 @@ def test_shared_len_of_two_views_is_shared_prefix_len(steps: list[tuple[int, int
         if mark and new:
             new[-1] = replace(new[-1], marker=True)
         nxt = cur.extended(keep, new)
-        assert _shared_len(cur, nxt) == cachesim.shared_prefix_len(list(cur), list(nxt))
+        want = cachesim.shared_prefix_len(list(cur), list(nxt))
+        assert _shared_len(cur, nxt) == want
+        # Two Grown compared through their runs (on one run, or each on its own: the same objects).
+        assert cachesim.shared_prefix_len(cur, nxt) == want
+        assert cachesim.shared_prefix_len(Grown.of(list(cur)), nxt) == want
+        assert cachesim.shared_prefix_len(nxt, Grown.of(list(cur))) == want
         cur = nxt
 
 

@@ -32,6 +32,19 @@ def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
     slices, each ending in a dataclass __eq__ (a Python call). An equal pair of distinct objects there
     goes on by value, as common_prefix_len does."""
     n = min(len(a), len(b))
+    if type(a) is Grown and type(b) is Grown:
+        # Two calls' Blocks as Grown (simulate's long shifted calls): their runs' parts compared as the
+        # lists they are, sliced once (a Grown's slice is a tuple made of its run's slice: two copies).
+        ra, ka = a.head()
+        rb, kb = b.head()
+        k = min(ka, kb, n)
+        c = _shared_upto(ra, rb, k)
+        return c if c < k else k + _shared_upto(a[k:n], b[k:n], n - k)
+    return _shared_upto(a, b, n)
+
+
+def _shared_upto(a: Sequence[Any], b: Sequence[Any], n: int) -> int:
+    """shared_prefix_len of a[:n] and b[:n] (both at least n long)."""
     # The last pair the two could share already tells them apart (a sliding window's request differs
     # from its first message on): the scan below stops at the first difference, where comparing the
     # whole slices would copy both first. Else (the usual append) the slices compare in C.
