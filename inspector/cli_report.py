@@ -127,16 +127,9 @@ def _unpriced_model(exc: Exception, header: dict[str, Any]) -> str:
 
 
 def _skip(path: Path, reason: str) -> None:
-    _yellow(f"skipped {path}: {reason}")
-
-
-def _yellow(line: str) -> None:
-    """A line to stderr in yellow, as typer.secho writes it (typer imported only then: a run that skips
-    nothing never imports it)."""
-    import typer
-
-    typer.secho(line, fg=typer.colors.YELLOW, err=True)
-
+    # A warning as every command words one (the README: errors `cp-inspect:`, warnings `warning:`): it was a
+    # bare "skipped ..." line, which a script sorting stderr by its prefix took for neither.
+    warn(f"skipped {path}: {reason}")
 
 def _is_chart(path: Path) -> bool:
     """Whether `path` holds an SVG document (a chart an earlier report wrote, or one like it)."""
@@ -248,7 +241,7 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
         names = ", ".join(f"{name} ({n})" for name, n in sorted(unpriced.items(), key=lambda kv: (-kv[1], kv[0])))
         todo = ("add their rows with --prices FILE" if model is not None
                 else "price them as a known model with --model MODEL, or add their rows with --prices FILE")
-        _yellow(f"skipped {counted(count, 'session')} whose model has no price: {names}; {todo}")
+        warn(f"skipped {counted(count, 'session')} whose model has no price: {names}; {todo}")
     if not rows:
         fail("no session could be reported")
     total = totals_row(rows)

@@ -235,3 +235,13 @@ def test_a_price_table_that_cannot_be_read_is_said_alike_by_every_pricing_comman
     for cmd in commands[:3]:
         r = run_program(program(), cmd, typer_dispatch=False, env={"CONTEXTPIPE_PRICES": str(nope)})
         _one_error(r, 2, f"$CONTEXTPIPE_PRICES: price table {nope} does not exist")
+
+
+def test_report_says_a_skipped_recording_as_a_warning(tmp_path: Path) -> None:
+    # A bare "skipped P: ..." line: neither `cp-inspect:` (an error) nor `warning:`, as the README words them.
+    text = tmp_path / "notes.cpsession"
+    text.write_text("not a recording\n")
+    r = _cli("report", str(DEMO), str(text), "--json")
+    assert r.returncode == 0 and r.stdout.startswith("{"), r.stderr
+    assert r.stderr.startswith(f"warning: skipped {text}: it is not a cpsession recording"), r.stderr
+    assert len(r.stderr.splitlines()) == 1, r.stderr
