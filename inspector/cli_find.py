@@ -26,6 +26,7 @@ def find(file: Path, text: str, as_json: bool = False) -> None:
     source = FileSource(file, reader=reader)
     turns = reader.turn_numbers()
     scan = ContentScan(text, source)
+    scan.open_for(source)  # one pass over the recording (its own reader), as verify reads it
     try:
         scan.scan_to(turns, lambda: False)
         rows: list[dict[str, object]] = []
@@ -50,6 +51,7 @@ def find(file: Path, text: str, as_json: bool = False) -> None:
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
     finally:
+        scan.close()
         source.close()
     unread = f"; {counted(scan.unreadable, 'turn')} could not be read" if scan.unreadable else ""
     if as_json:

@@ -14,7 +14,7 @@ from textual.app import App
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from inspector.content_search import Change, ContentScan, scan_source
+from inspector.content_search import Change, ContentScan
 from inspector.sources import Source
 
 PROGRESS_EVERY_S = 0.1  # how often a running scan says which turn it is on
@@ -67,9 +67,8 @@ class SearchRunner:
         self.running = False
 
     def close(self) -> None:
-        scan = self.scan
-        if scan is not None and scan.source is not self.source:
-            scan.close()
+        if self.scan is not None:
+            self.scan.close()
 
     def seek(self, direction: int, origin: int, turns: list[int], inclusive: bool = False) -> None:
         """Find the next (`direction` +1) or previous (-1) change from timeline position `origin` over
@@ -88,8 +87,9 @@ class SearchRunner:
 
         def work() -> None:
             worker = get_current_worker()
-            if scan.source is self.source and not scan.counts:
-                scan.source = scan_source(self.source)
+            if not scan.counts and not scan.opened:
+                scan.opened = True
+                scan.open_for(self.source)
             said = [0.0]
 
             def progress(position: int) -> None:

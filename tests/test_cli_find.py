@@ -98,3 +98,28 @@ def test_find_exit_status_as_grep() -> None:
     assert r.exit_code == 2 and "give the text to search for" in r.output
     r = runner.invoke(app, ["find", "/nonexistent.cpsession", "x"])
     assert r.exit_code == 1 and "no such file" in r.output
+
+
+def test_a_recording_streamed_in_one_pass_counts_as_turn_by_turn_reading_does() -> None:
+    """The scan reads a recording in one pass (SentStream, as verify builds each request); every turn's
+    counts are the ones the Content tab's own reading (FileSource.section_content, a re-plan) gives."""
+    from inspector.content_search import SentStream, stream_for
+
+    source = FileSource(DEMO)
+    turns = source.reader.turn_numbers()
+    try:
+        for text in ("latch", "list_files", "## user", "README"):
+            stepped = ContentScan(text, source)
+            stepped.scan_to(turns, lambda: False)
+            streamed = ContentScan(text, source, SentStream(DEMO))
+            streamed.scan_to(turns, lambda: False)
+            streamed.close()
+            assert streamed.counts == stepped.counts and streamed.changes == stepped.changes, text
+            assert any(streamed.counts), text
+        stream = stream_for(source)
+        assert isinstance(stream, SentStream)
+        assert stream.build_of(3) is not None and stream.build_of(2) is None  # (read on, never back)
+        stream.close()
+        assert stream_for(SyntheticSource(5)) is None
+    finally:
+        source.close()
