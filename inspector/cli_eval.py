@@ -54,19 +54,25 @@ def eval_(trajectories: Path | None, per_trajectory: bool, as_json: bool) -> Non
     if as_json:
         tot = report.totals()
         out: dict[str, Any] = {
-            f"{lb}/{pol}": {
-                "uses": tot[(lb, pol)].uses,
-                "served": tot[(lb, pol)].served,
-                "recall": round(tot[(lb, pol)].recall, 4),
-                "macro_recall": round(report.macro(lb, pol), 4),
-                "task_present": round(tot[(lb, pol)].task_rate, 4),
-                "resolves": tot[(lb, pol)].resolves,
-            }
+            f"{lb}/{pol}": {**_cell(tot[(lb, pol)]), "macro_recall": round(report.macro(lb, pol), 4)}
             for lb, _ in BUDGET_FRACTIONS
             for pol in POLICIES
         }
         if report.skipped:  # only then: the document's keys stay what they were for a clean run
             out["skipped_files"] = [{"file": name, "reason": why} for name, why in report.skipped]
+        if per_trajectory:
+            # Asked for with --json too: it was dropped without a word (the text's lines, as figures).
+            out["trajectories"] = [
+                {"name": r.name, "calls": r.calls, "peak": r.peak, "notes": r.notes,
+                 "cells": {f"{lb}/{pol}": _cell(c) for (lb, pol), c in r.cells.items()}}
+                for r in report.results
+            ]
         echo(json.dumps(out, indent=2, sort_keys=True))
     else:
         echo(format_report(report, per_trajectory=per_trajectory))
+
+
+def _cell(c: Any) -> dict[str, Any]:
+    """One budget and policy's figures (engine.store.evaluate.Cell), as --json gives them."""
+    return {"uses": c.uses, "served": c.served, "recall": round(c.recall, 4), "task_present": round(c.task_rate, 4),
+            "resolves": c.resolves}

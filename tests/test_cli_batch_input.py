@@ -5,6 +5,7 @@ exit code and streams are the process's)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -245,3 +246,18 @@ def test_report_says_a_skipped_recording_as_a_warning(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout.startswith("{"), r.stderr
     assert r.stderr.startswith(f"warning: skipped {text}: it is not a cpsession recording"), r.stderr
     assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_eval_per_trajectory_with_json_adds_each_trajectorys_figures(tmp_path: Path) -> None:
+    # --per-trajectory was dropped from --json without a word.
+    _long_trajectory(tmp_path / "one.traj.json", rounds=4)
+    plain = _cli("eval", "--trajectories", str(tmp_path), "--json")
+    each = _cli("eval", "--trajectories", str(tmp_path), "--json", "--per-trajectory")
+    assert plain.returncode == each.returncode == 0, (plain.stderr, each.stderr)
+    totals, doc = json.loads(plain.stdout), json.loads(each.stdout)
+    (one,) = doc.pop("trajectories")
+    assert doc == totals  # the document's other keys as they were
+    assert one["name"] and one["calls"] == 4 and isinstance(one["peak"], int)
+    assert set(one["cells"]) == set(totals)  # one trajectory: its figures are the totals'
+    for key, cell in one["cells"].items():
+        assert cell == {k: v for k, v in totals[key].items() if k != "macro_recall"}, key
