@@ -10,18 +10,33 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-litellm = pytest.importorskip("litellm")
+from engine.recording.cpsession import RecordingReader
+from engine.recording.journal import unpack_event
+from engine.recording.replay import Replayer
+from tests.capture.standin import StandIn
 
-from engine.capture.litellm import ContextPipeLogger, install, uninstall  # noqa: E402
-from engine.recording.cpsession import RecordingReader  # noqa: E402
-from engine.recording.journal import unpack_event  # noqa: E402
-from engine.recording.replay import Replayer  # noqa: E402
-from tests.capture.standin import StandIn  # noqa: E402
+if TYPE_CHECKING:
+    from engine.capture.litellm import ContextPipeLogger
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# litellm and the tap built on it (engine.capture.litellm imports litellm), imported when this file's first
+# test runs (_imports), not when pytest collects the suite: imported at collection, litellm's ~270,000
+# objects (~120 MB) sat in the suite's process from its first test on, and every full collection scanned
+# them.
+litellm: Any = None
+tap: Any = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _imports() -> None:
+    global litellm, tap
+    litellm = pytest.importorskip("litellm")
+    import engine.capture.litellm as tap
+
 
 TOOLS = [
     {"type": "function", "function": {"name": "bash", "description": "Run", "parameters": {"type": "object"}}}
@@ -34,8 +49,13 @@ A_USAGE = {
     "cache_write_1h_tokens": 200,
     "finish_reason": "tool_calls",  # why the model stopped, kept with the usage (litellm's OpenAI shape)
 }
-O_USAGE = {"input_tokens": 2048, "output_tokens": 12, "cache_read_tokens": 1920, "cache_write_tokens": 0,
-           "finish_reason": "stop"}
+O_USAGE = {
+    "input_tokens": 2048,
+    "output_tokens": 12,
+    "cache_read_tokens": 1920,
+    "cache_write_tokens": 0,
+    "finish_reason": "stop",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +68,10 @@ def upstream() -> Iterator[StandIn]:
 @pytest.fixture
 def logger(tmp_path: Path) -> Iterator[ContextPipeLogger]:
     # (split=False: these calls ask the same opening again and again; one recording holds them all)
-    lg = ContextPipeLogger(record=tmp_path / "lite.cpsession", split=False)
+    lg = tap.ContextPipeLogger(record=tmp_path / "lite.cpsession", split=False)
     litellm.callbacks.append(lg)
     yield lg
-    uninstall(lg)
+    tap.uninstall(lg)
     lg.close()
 
 
@@ -132,14 +152,22 @@ def test_litellm_async_deepseek(upstream: StandIn, logger: ContextPipeLogger, tm
     assert logger.stats.errors == 0, logger.stats.last_error
     ev = _finish(logger, tmp_path / "lite.cpsession", 1)
     (u,) = [e["usage"] for e in ev if e["k"] == "usage"]
-    assert u == {"input_tokens": 900, "output_tokens": 30, "cache_read_tokens": 640, "cache_write_tokens": 0,
-                 "finish_reason": "stop", "reasoning_tokens": 20}  # (DeepSeek's completion_tokens_details)
+    assert u == {
+        "input_tokens": 900,
+        "output_tokens": 30,
+        "cache_read_tokens": 640,
+        "cache_write_tokens": 0,
+        "finish_reason": "stop",
+        "reasoning_tokens": 20,
+    }  # (DeepSeek's completion_tokens_details)
 
 
 def test_litellm_failure_is_journaled_and_install_is_idempotent(upstream: StandIn, tmp_path: Path) -> None:
-    lg = install(record=tmp_path / "inst.cpsession")
+    lg = tap.install(record=tmp_path / "inst.cpsession")
     try:
-        assert install() is lg and sum(isinstance(c, ContextPipeLogger) for c in litellm.callbacks) == 1
+        assert (
+            tap.install() is lg and sum(isinstance(c, tap.ContextPipeLogger) for c in litellm.callbacks) == 1
+        )
         with pytest.raises(litellm.exceptions.RateLimitError):
             litellm.completion(
                 model="openai/gpt-4o-error429",
@@ -152,7 +180,7 @@ def test_litellm_failure_is_journaled_and_install_is_idempotent(upstream: StandI
         ev = _finish(lg, tmp_path / "inst.cpsession", 1)
         assert [e["kind"] for e in ev if e["k"] == "error"] == ["error"]
     finally:
-        uninstall(lg)
+        tap.uninstall(lg)
 
 
 def test_litellm_call_is_stamped_when_it_was_made(
@@ -174,7 +202,11 @@ def test_litellm_legacy_functions(upstream: StandIn, logger: ContextPipeLogger, 
     """The legacy function-calling API through litellm: its functions are the request's tools, the reply's
     function_call its call, and the function message its result (see tests/test_tap_legacy_functions.py)."""
     functions = [{"name": "bash", "description": "Run", "parameters": {"type": "object"}}]
-    kw: dict[str, Any] = {"model": "openai/gpt-4o-functions", "api_base": upstream.url + "/v1", "api_key": "k"}
+    kw: dict[str, Any] = {
+        "model": "openai/gpt-4o-functions",
+        "api_base": upstream.url + "/v1",
+        "api_key": "k",
+    }
     msgs: list[Any] = [{"role": "user", "content": "List the files."}]
     r = litellm.completion(messages=msgs, functions=functions, **kw)
     _wait_for(logger, 1)
@@ -238,8 +270,9 @@ def test_litellm_request_settings_and_server_are_on_the_turn(
     from engine.recording.journal import trace_of
 
     kw: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": upstream.url + "/v1", "api_key": "k"}
-    litellm.completion(messages=[{"role": "user", "content": "hi"}], max_tokens=50, temperature=0.3,
-                       stop=["END"], **kw)
+    litellm.completion(
+        messages=[{"role": "user", "content": "hi"}], max_tokens=50, temperature=0.3, stop=["END"], **kw
+    )
     _wait_for(logger, 1)
     assert logger.stats.errors == 0, logger.stats.last_error
     ev = _finish(logger, tmp_path / "lite.cpsession", 1)
@@ -253,12 +286,13 @@ def test_litellm_attempts_of_one_task_are_recorded_apart(upstream: StandIn, tmp_
     """A batch runner in one process (one litellm callback for all) running a task twice, the second time
     while the first goes on: each run its own recording (the second lite-s2.cpsession, noted as the first's
     opening again), as the proxy files them. They were one recording, each start a history rewrite."""
-    lg = ContextPipeLogger(record=tmp_path / "lite.cpsession")
+    lg = tap.ContextPipeLogger(record=tmp_path / "lite.cpsession")
     litellm.callbacks.append(lg)
     try:
         kw: dict[str, Any] = {"model": "openai/gpt-4o", "api_base": upstream.url + "/v1", "api_key": "k"}
         runs: list[list[Any]] = [
-            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Fix the test."}] for _ in range(2)
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Fix the test."}]
+            for _ in range(2)
         ]
         done = 0
         for step in range(3):
@@ -267,11 +301,13 @@ def test_litellm_attempts_of_one_task_are_recorded_apart(upstream: StandIn, tmp_
                 r = litellm.completion(messages=msgs, **kw)
                 done += 1
                 _wait_for(lg, done)
-                msgs += [{"role": "assistant", "content": r.choices[0].message.content},
-                         {"role": "user", "content": f"output {step}"}]
+                msgs += [
+                    {"role": "assistant", "content": r.choices[0].message.content},
+                    {"role": "user", "content": f"output {step}"},
+                ]
         assert lg.stats.errors == 0, lg.stats.last_error
     finally:
-        uninstall(lg)
+        tap.uninstall(lg)
         lg.close()
     for path in (tmp_path / "lite.cpsession", tmp_path / "lite-s2.cpsession"):
         ev = _events(path)
