@@ -48,11 +48,19 @@ msgpack map)::
   right after a SIGKILL). A reader is for one thread; open one per thread.
 
 This module is the format's entry point, and what callers import: the writer is in `cpsession_writer`,
-the reader in `cpsession_reader`, the names both agree on in `cpsession_format`.
+the reader in `cpsession_reader` (its chunk decoding and decompression bounds in `cpsession_chunks`),
+the names both agree on in `cpsession_format`.
 """
 
 from __future__ import annotations
 
+from engine.recording.cpsession_chunks import (
+    EVENT_COST,
+    INFLATE_BUDGET_FIXED,
+    INFLATE_BUDGET_RATIO,
+    MAX_WINDOW,
+    WORST_PER_BYTE,
+)
 from engine.recording.cpsession_format import (
     CHUNK_FLUSH_RAW,
     FORMAT_NAME,
@@ -69,15 +77,7 @@ from engine.recording.cpsession_format import (
     RecordingError,
     zstandard,
 )
-from engine.recording.cpsession_reader import (
-    EVENT_COST,
-    INFLATE_BUDGET_FIXED,
-    INFLATE_BUDGET_RATIO,
-    MAX_WINDOW,
-    WORST_PER_BYTE,
-    Damage,
-    RecordingReader,
-)
+from engine.recording.cpsession_reader import Damage, RecordingReader
 from engine.recording.cpsession_writer import ZSTD_LEVEL, RecordingWriter
 
 __all__ = [

@@ -58,3 +58,11 @@ def _file_kind(mode: int) -> str:
         (stat.S_ISDIR, "a directory"),
     ]
     return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _why(exc: Exception) -> str:
+    """A FrameError's message without its own ' at offset N' suffix (the caller names the offset)."""
+    text = str(exc)
+    offset = getattr(exc, "offset", None)
+    suffix = f" at offset {offset}"
+    return text[: -len(suffix)] if offset is not None and text.endswith(suffix) else text
