@@ -42,12 +42,31 @@ def _open(db: Path, *, create: bool = True, importing: Path | None = None) -> Co
     if not create and _empty_file(db):
         # SQLite takes an empty file for an empty database: get made it a store and printed nothing.
         fail(f"{db} is an empty file, not a context store; check --db (ctx add or ctx import creates a store)", 2)
+    if (kind := _not_a_store(db)) is not None:
+        # It said "not a usable context store (file is not a database) ... move it aside and rebuild a fresh
+        # store": advice for a damaged store, given of the recording or trajectory named as --db by mistake.
+        fail(f"--db {db} is {kind}, not a context store: load it into one with "
+             f"`cp-inspect ctx import {db} --db ctx.sqlite`, then give --db ctx.sqlite", 2)
     try:
         return ContextStore(db)
     except ContextPipeError as exc:
         if importing is None:
             fail(str(exc))
         fail(f"nothing imported from {importing} (the store is as it was): {exc}{_retry(exc)}")
+
+
+def _not_a_store(db: Path) -> str | None:
+    """What `db` is when it is a recording or a JSON trajectory rather than a store (None otherwise)."""
+    try:
+        with db.open("rb") as f:
+            head = f.read(64)
+    except OSError:
+        return None  # missing (a new store) or unreadable: the store's own open says so
+    if b"@header" in head and b"cpsession" in head:
+        return "a .cpsession recording"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"[")):
+        return "JSON (a trajectory or log?)"
+    return None
 
 
 def _retry(exc: BaseException) -> str:

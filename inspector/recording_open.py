@@ -56,20 +56,30 @@ def missing(path: str | Path, what: str = "file") -> str:
 
 def trajectory_hint(path: Path) -> str | None:
     """For a file that is text starting like JSON (a trajectory or proxy log given where a recording
-    goes), what to do, instead of the frame reader's 'frame length 2065850658 exceeds the limit'."""
+    goes), or a SQLite database (a context store), what to do, instead of the frame reader's 'frame
+    length 2065850658 exceeds the limit'."""
     if not path.is_file():
         return None  # a FIFO would block this open until something writes to it (the reader refuses it)
     try:
         with path.open("rb") as f:
-            head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+            head = f.read(64)
     except OSError:
         return None
-    if not head.startswith((b"{", b"[")):
+    if head.startswith(SQLITE_MAGIC):
+        return (
+            f"{path} is a SQLite database (a context store?), not a .cpsession recording: "
+            f"`cp-inspect ctx get --db {path} --budget 12k` reads a store"
+        )
+    if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"[")):
         return None
     return (
         f"{path} is JSON, not a .cpsession recording: if it is an agent's trajectory or a proxy log, "
         f"import it first: cp-inspect import auto {path} -o run.cpsession"
     )
+
+
+# The first 16 bytes of every SQLite database file (the context store is one).
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def salvage_advice(path: object) -> str:

@@ -261,3 +261,31 @@ def test_eval_per_trajectory_with_json_adds_each_trajectorys_figures(tmp_path: P
     assert set(one["cells"]) == set(totals)  # one trajectory: its figures are the totals'
     for key, cell in one["cells"].items():
         assert cell == {k: v for k, v in totals[key].items() if k != "macro_recall"}, key
+
+
+def test_a_recording_given_as_the_store_and_a_store_given_as_a_recording_say_which_is_which(
+    tmp_path: Path,
+) -> None:
+    # `ctx get --db run.cpsession` said "not a usable context store (file is not a database) ... move it
+    # aside and rebuild a fresh store" (advice for a damaged store) of the recording; a store given to
+    # simulate was "not a cpsession recording ... frame length 1397836905 exceeds the limit".
+    run = tmp_path / "run.cpsession"
+    run.write_bytes(DEMO.read_bytes())
+    says = f"--db {run} is a .cpsession recording, not a context store: load it into one with `cp-inspect ctx import {run}"
+    for cmd in (
+        ["ctx", "get", "--db", str(run), "--budget", "12k"],
+        ["ctx", "add", "--db", str(run), "a note"],
+        ["ctx", "import", str(run), "--db", str(run)],
+    ):
+        _one_error(_cli(*cmd), 2, says)
+    assert run.read_bytes() == DEMO.read_bytes()
+    store = tmp_path / "ctx.sqlite"
+    assert _cli("ctx", "import", str(run), "--db", str(store)).returncode == 0
+    for cmd, code in (
+        (["simulate", str(store)], 1),
+        (["verify", str(store)], 1),
+        (["diff", "recorded", "window=8k", str(store)], 2),
+    ):
+        _one_error(
+            _cli(*cmd), code, f"{store} is a SQLite database (a context store?), not a .cpsession recording"
+        )
