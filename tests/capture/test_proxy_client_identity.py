@@ -189,3 +189,36 @@ async def test_top_shows_each_conversation_by_its_opening_and_agent(
         for a in agents:
             a.kill()
             a.wait()
+
+
+ONE_SHOT = """
+import http.client, json, sys
+conn = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=30)
+body = {"model": "gpt-4o-slow", "stream": True, "messages": [{"role": "user", "content": "A one-shot question"}]}
+conn.request("POST", "/v1/chat/completions", json.dumps(body),
+             {"content-type": "application/json", "connection": "close", "authorization": "Bearer k"})
+conn.getresponse().read()
+conn.close()
+"""
+
+
+def test_a_client_that_closes_after_one_call_is_still_known(proxied: Proxied, tmp_path: Path) -> None:
+    """Looked up when the call arrives (the agent waits with its connection open), not when the recorder
+    gets to it: a client that sent one call and closed was "unknown agent" by then. (A streamed call whose
+    events come 0.2 s apart, as a model's do: a stand-in that answers within the ~6 ms a look-up takes
+    is gone before it, and is said "unknown", honestly.)"""
+    host, port = proxied.url.removeprefix("http://").rsplit(":", 1)
+    script = tmp_path / "one_shot.py"
+    script.write_text(ONE_SHOT)
+    agent = subprocess.run([sys.executable, str(script), host, port, "--once"], timeout=60)
+    assert agent.returncode == 0
+    assert proxied.recorder.flush(60)
+    give_up = time.monotonic() + 20
+    live: list[AgentInfo] = []
+    while not live and time.monotonic() < give_up:
+        live = [a for a in list_agents() if a.session is not None]
+        time.sleep(0.05)
+    assert len(live) == 1
+    assert live[0].client is not None and live[0].client.startswith("pid ")
+    assert live[0].command == f"{sys.executable} {script} {host} {port} --once"
+    assert live[0].label.startswith("\u201cA one-shot question\u201d · ")

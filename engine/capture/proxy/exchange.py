@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -302,6 +303,8 @@ class Exchange:
     # a conversation's calls (engine/capture/proxy/peer.py; None when the transport does not say).
     peer: tuple[str, int] | None = None
     local: tuple[str, int] | None = None
+    # The look-up of the process at `peer`, started when the request arrived (peer.look_up).
+    peer_lookup: Future[Any] | None = None
 
     @property
     def streamed(self) -> bool:

@@ -29,6 +29,7 @@ import aiohttp
 from aiohttp import web
 
 from engine.capture.proxy.exchange import Exchange
+from engine.capture.proxy.peer import look_up
 from engine.capture.proxy.routes import (
     HOP_BY_HOP,
     SESSION_HEADER,
@@ -156,6 +157,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     if ex is not None:
         ex.upstream = url
         ex.peer, ex.local = _address(request, "peername"), _address(request, "sockname")
+        if route.wire and request.transport is not None:  # (a recorded call: who makes it, while it waits)
+            ex.peer_lookup = look_up(request.transport, ex.peer, ex.local)
     client = app[CLIENT_KEY]
     try:
         try:

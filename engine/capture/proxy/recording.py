@@ -210,7 +210,14 @@ def client_fields(ex: Exchange, wire: str, body: dict[str, Any]) -> dict[str, An
     from engine.capture.proxy.peer import peer_process
 
     out: dict[str, Any] = {"client": "unknown"}
-    peer = peer_process(ex.peer, ex.local)
+    peer = None
+    if ex.peer_lookup is not None:  # started when the call arrived (the connection open then)
+        try:
+            peer = ex.peer_lookup.result(timeout=5)
+        except Exception:  # slow or failed: looked up again now, or said unknown
+            peer = None
+    if peer is None:
+        peer = peer_process(ex.peer, ex.local)
     if peer is not None:
         out.update({"client": f"pid {peer.pid}", "client_pid": peer.pid, "argv": peer.argv})
     opening = opening_text(wire, body)
