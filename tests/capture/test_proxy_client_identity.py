@@ -36,6 +36,18 @@ time.sleep(60)
 """
 
 
+def _the_conversation(proxied: Proxied) -> AgentInfo:
+    """The proxy's one conversation as `ps` lists it, once its recording has caught up."""
+    assert proxied.recorder.flush(60)
+    give_up = time.monotonic() + 20
+    live: list[AgentInfo] = []
+    while not live and time.monotonic() < give_up:
+        live = [a for a in list_agents() if a.session is not None]
+        time.sleep(0.05)
+    assert len(live) == 1
+    return live[0]
+
+
 def test_a_conversation_is_shown_as_the_process_that_made_its_calls(proxied: Proxied, tmp_path: Path) -> None:
     host, port = proxied.url.removeprefix("http://").rsplit(":", 1)
     script = tmp_path / "agent.py"
@@ -45,14 +57,7 @@ def test_a_conversation_is_shown_as_the_process_that_made_its_calls(proxied: Pro
     )
     try:
         assert agent.stdout is not None and agent.stdout.readline().strip() == "called"
-        assert proxied.recorder.flush(60)
-        give_up = time.monotonic() + 20
-        live: list[AgentInfo] = []
-        while not live and time.monotonic() < give_up:
-            live = [a for a in list_agents() if a.session is not None]
-            time.sleep(0.05)
-        assert len(live) == 1
-        info = live[0]
+        info = _the_conversation(proxied)
         assert info.client == f"pid {agent.pid}"
         assert info.command == f"{sys.executable} {script} {host} {port} --task parser"
         assert info.opening == "Fix the parser bug in tokens.py, then run the tests"
@@ -212,13 +217,7 @@ def test_a_client_that_closes_after_one_call_is_still_known(proxied: Proxied, tm
     script.write_text(ONE_SHOT)
     agent = subprocess.run([sys.executable, str(script), host, port, "--once"], timeout=60)
     assert agent.returncode == 0
-    assert proxied.recorder.flush(60)
-    give_up = time.monotonic() + 20
-    live: list[AgentInfo] = []
-    while not live and time.monotonic() < give_up:
-        live = [a for a in list_agents() if a.session is not None]
-        time.sleep(0.05)
-    assert len(live) == 1
-    assert live[0].client is not None and live[0].client.startswith("pid ")
-    assert live[0].command == f"{sys.executable} {script} {host} {port} --once"
-    assert live[0].label.startswith("\u201cA one-shot question\u201d · ")
+    info = _the_conversation(proxied)
+    assert info.client is not None and info.client.startswith("pid ")
+    assert info.command == f"{sys.executable} {script} {host} {port} --once"
+    assert info.label.startswith("\u201cA one-shot question\u201d · ")
