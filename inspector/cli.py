@@ -24,7 +24,6 @@ from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import run_plain_command
 from .missing_param import OneLineMissing
-from .out_path import check_out, written_whole
 from .proxy_cli import agent_ended, proxy, run
 from .simulate_cli import simulate
 from .token_arg import number_option, tokens_option
@@ -248,6 +247,8 @@ def import_(
         _list_conversations(fmt, src)
         return
     assert out is not None
+    from .out_path import check_out, written_whole  # an import's own (--help imports cli.py)
+
     check_out(out, force)
     _check_plan_options(window, provider)
     try:
