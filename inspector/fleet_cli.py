@@ -82,6 +82,10 @@ def export(
         # A zero or negative timeout failed every batch at once ("could not export"), after the files were read.
         fail(f"--timeout is seconds per batch, more than 0 and at most 3600; got {timeout:g}", 2)
     paths = expand_paths(files)
+    if content and redact_requested(None):
+        # The environment wins (it keeps prompt text out of every export), but the option asked for was
+        # dropped without a word: the spans went out without the text and the command said nothing.
+        warn("--content is ignored: CONTEXTPIPE_REDACT is set, which keeps prompt text out of every export")
     try:
         from opentelemetry.sdk.trace.export import SpanExportResult
 

@@ -50,7 +50,10 @@ def demo_hint(given: str | Path) -> str:
 
 
 def missing(path: str | Path, what: str = "file") -> str:
-    """"no such file: PATH", with where the demo recordings are when PATH meant one of them."""
+    """"no such file: PATH", with where the demo recordings are when PATH meant one of them, and what `-`
+    (stdin, to many programs) is not here."""
+    if str(path) == "-":
+        return f"no such {what}: - (recordings are read from a file, not from stdin: give its path)"
     return f"no such {what}: {path}{demo_hint(path)}"
 
 

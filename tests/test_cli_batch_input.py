@@ -289,3 +289,11 @@ def test_a_recording_given_as_the_store_and_a_store_given_as_a_recording_say_whi
         _one_error(
             _cli(*cmd), code, f"{store} is a SQLite database (a context store?), not a .cpsession recording"
         )
+
+
+def test_a_dash_for_stdin_is_said_to_be_no_recording() -> None:
+    # "no such file: -": a reader of many programs' help takes - for stdin.
+    for cmd in (["verify", "-"], ["simulate", "-"], ["forks", "-"]):
+        r = _cli(*cmd)
+        assert "recordings are read from a file, not from stdin: give its path" in r.stderr, r.stderr
+        _one_error(r, 2 if cmd[0] == "forks" else 1, "no such ")
