@@ -15,6 +15,9 @@ import pytest
 
 from engine.recording.cpsession import RecordingError, RecordingReader, RecordingWriter
 
+# (conftest.young_heap: each gc.collect() here scans only what the test made)
+pytestmark = pytest.mark.usefixtures("young_heap")
+
 
 def _lowest_free() -> int:
     fd = os.open(os.devnull, os.O_RDONLY)

@@ -12,6 +12,9 @@ import pytest
 
 from engine.probe.server import ProbeServer
 
+# (conftest.young_heap: each gc.collect() here scans only what the test made)
+pytestmark = pytest.mark.usefixtures("young_heap")
+
 HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
 
 

@@ -11,8 +11,13 @@ import gc
 import os
 from pathlib import Path
 
+import pytest
+
 from engine.recording.cpsession import RecordingReader
 from engine.sim.simulate import load_recording_events
+
+# (conftest.young_heap: each gc.collect() here scans only what the test made)
+pytestmark = pytest.mark.usefixtures("young_heap")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"

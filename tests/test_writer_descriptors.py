@@ -12,7 +12,12 @@ import gc
 import os
 from pathlib import Path
 
+import pytest
+
 from engine.recording.cpsession import RecordingReader, RecordingWriter
+
+# (conftest.young_heap: each gc.collect() here scans only what the test made)
+pytestmark = pytest.mark.usefixtures("young_heap")
 
 
 def _open_descriptors() -> int:
