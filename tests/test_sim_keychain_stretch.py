@@ -237,3 +237,41 @@ def test_a_window_that_comes_back_to_an_earlier_start_reads_only_the_blocks_past
         fresh = _KeyChain(chain.ids)
         assert fresh.take(blocks) == (keys, cum)
     assert max(per_call[10:]) <= 200, per_call
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(16, 60),
+    st.lists(
+        st.tuples(st.sampled_from(["on", "back", "append", "edit"]), st.integers(1, 6), st.integers(0, 3)),
+        min_size=1,
+        max_size=16,
+    ),
+    st.booleans(),
+)
+def test_a_window_moving_on_back_or_appending_gets_an_independent_tables_keys(
+    start: int, steps: list[tuple[str, int, int]], lazy: bool
+) -> None:
+    """A window that moves on or back, appends on its line (the chain's hashes, keys and sums extended in
+    place) or has a block edited near the end, lazily taken or not: every call's keys and sums are those
+    of a separate table fed the same calls afresh (the numbers depend only on the order prefixes were
+    first met), and the two tables end with the same runs (the differentials above read a fresh
+    computation from the chain's own table, and take eagerly)."""
+    chain = _KeyChain()
+    other = KeyTable()
+    system = [Block("sys", 100, segment="system")]
+    conv = [Block(f"m{i}", i % 9) for i in range(start + 40)]
+    lo = 20
+    for t, (op, k, after) in enumerate(steps):
+        if op == "on":
+            lo = min(lo + k, len(conv) - 1)
+        elif op == "back":
+            lo = max(lo - k, 0)
+        elif op == "edit" and k <= len(conv) - lo:
+            conv[-k] = Block(f"e{t}", 1)
+        conv += [Block(f"n{t}.{i}", 2 + i) for i in range(after + (op == "append"))]
+        blocks = system + conv[lo:]
+        keys, tail, raw, base = chain.take_lazy(blocks, lazy=lazy)
+        assert list(keys) + list(tail) == _prefix_keys(blocks, other)
+        assert [x + base for x in raw] == _cumulative(blocks)
+    assert [list(r) for r in chain.ids.runs] == [list(r) for r in other.runs]
