@@ -29,7 +29,7 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
     check_prices(prices)
     for p in recordings or []:
         if not p.exists():
-            fail(missing(p, "recording"), 2)
+            fail(_misplaced_side(p) or missing(p, "recording"), 2)
     try:
         base, cand = parse_side(_window_tokens(baseline)), parse_side(_window_tokens(candidate))
         report = diff_recordings(base, cand, recordings or [], prices=prices)
@@ -51,6 +51,17 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
             for f in failures:
                 typer.secho(f"FAILED {f}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
+
+
+def _misplaced_side(p: Path) -> str | None:
+    """A configuration given where the recordings go (`diff A.cpsession B.cpsession recorded`): the two
+    sides come first, so 'no such recording: recorded' alone left the user guessing at the order."""
+    spec = str(p)
+    if spec != "recorded" and "=" not in spec:
+        return None
+    return (f"{spec!r} is a configuration, given where the recordings go: the two configurations come first, "
+            f"then the recordings, e.g. cp-inspect diff recorded {spec if spec != 'recorded' else 'window=32k'} "
+            "FILE.cpsession")
 
 
 def _window_tokens(spec: str) -> str:

@@ -206,6 +206,15 @@ def test_diff_reads_an_inline_window_as_every_window_option_does() -> None:
     )
 
 
+@pytest.mark.parametrize("run", [_cli, _typer])
+@pytest.mark.parametrize("side", ["recorded", "window=8k"])
+def test_diff_given_a_configuration_where_the_recordings_go_says_the_order(run, side: str) -> None:
+    # `diff A.cpsession B.cpsession recorded` said only "no such recording: recorded".
+    r = run("diff", str(DEMO), str(DEMO), side)
+    _one_error(r, 2, f"{side!r} is a configuration, given where the recordings go")
+    assert "the two configurations come first" in r.stderr
+
+
 def test_import_list_with_an_out_file_is_refused(tmp_path: Path) -> None:
     # --list printed the conversations; the -o FILE asked for was not written, without a word.
     traj = _long_trajectory(tmp_path / "t.traj.json", rounds=2)
