@@ -90,6 +90,10 @@ async def test_play_pause_and_speed(replay_source: SyntheticSource) -> None:
         # have run to the last turn and stopped before it returns.
         assert app.playing or app.index == app.timeline.last
         await pilot.pause(0.3)
+        for _ in range(50):  # a loaded machine may not have run the first tick yet: wait for it, up to 5 s
+            if app.index > 0:
+                break
+            await pilot.pause(0.1)
         # On a loaded machine playback may already have reached the last turn and stopped by itself.
         if app.playing:
             await pilot.press("space")
@@ -100,6 +104,11 @@ async def test_play_pause_and_speed(replay_source: SyntheticSource) -> None:
         assert app.index == stopped_at
         await pilot.press("minus")
         assert app.speed == 5
+        # The toggle at the slowest speed (a turn every 2 s): at 16 turns/s a loaded machine could play
+        # all 40 turns between the two presses, stop at the end, and the second press would play again.
+        for _ in range(5):
+            await pilot.press("minus")
+        assert app.speed == 0
         await pilot.press("home")
         await pilot.press("space")
         await pilot.press("space")
