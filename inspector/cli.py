@@ -438,13 +438,15 @@ def attach(
         src = LiveSource(target[0], session=target[1], lean=record is None)
     except ContextPipeError as exc:
         fail(str(exc))
-    if record is not None:
-        _save_on_termination()
+    previous = _save_on_termination() if record is not None else {}
     try:
         _run_app(src, theme, agent_ended=attach_command.process_ended(*target))
     finally:
-        if record is not None:
-            _save_received(src, record)
+        try:
+            if record is not None:
+                _save_received(src, record)
+        finally:
+            _restore_handlers(previous)
 
 
 def _save_received(src: Any, record: Path) -> None:
@@ -471,17 +473,25 @@ def _check_new_recording(record: Path, example: str) -> None:
         fail(f"--record {record}: directory {record.resolve().parent} does not exist", 2)
 
 
-def _save_on_termination() -> None:
+def _save_on_termination() -> dict[int, Any]:
     """SIGTERM (`kill`, a supervisor stopping it) and SIGHUP (the terminal window closed) end the process
     without running `finally` blocks, so `attach --record` saved nothing. Raised as SystemExit here, they
-    unwind through the app (asyncio cancels its tasks, Textual restores the terminal) to the save."""
+    unwind through the app (asyncio cancels its tasks, Textual restores the terminal) to the save.
+    Returns the handlers it replaced, for `_restore_handlers` once the save is done: a caller that runs
+    attach in its own process (a test's CliRunner) kept a SIGTERM that raised SystemExit after it."""
     import signal
 
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, stop)
+    return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+
+def _restore_handlers(previous: dict[int, Any]) -> None:
+    import signal
+
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 @app.command()

@@ -9,6 +9,7 @@ those from the whole journal, and a client that asks for too much or nonsense ca
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -797,11 +798,14 @@ def test_attach_with_record_keeps_every_turn_of_an_agent_that_exits_during_a_bur
     monkeypatch.setattr(cli, "_run_app", headless)
     monkeypatch.setattr(attach_command, "run_live", headless)
     out = tmp_path / "attached.cpsession"
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
     try:
         res = CliRunner().invoke(cli.app, ["attach", str(os.getpid())] + (["--record", str(out)] if record else []))
     finally:
         pipe.close()
     assert res.exit_code == 0, res.output
+    # --record's save-on-SIGTERM handlers are the command's own: this process has its own again after it.
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)) == handlers
     assert seen and seen[0].lean is (not record)
     if record:
         saved = [unpack_event(e) for e in RecordingReader.open(out).events()]
