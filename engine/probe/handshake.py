@@ -185,6 +185,8 @@ class Handshake(ClientQueues):
                 )
                 continue
             if len(self._clients) >= self.max_clients:
+                self._drop_hung_up()
+            if len(self._clients) >= self.max_clients:
                 _refuse(
                     sock,
                     "too_many_clients",
@@ -208,6 +210,16 @@ class Handshake(ClientQueues):
             self._register(sock, uid)
             if self._spent():
                 return  # the rest stay in the backlog: the listener is still readable next pass
+
+    def _drop_hung_up(self) -> None:
+        """Free the slots of clients already gone before a newcomer is refused for the limit. A burst of
+        connections accepted while alive (ACCEPT_BURST of them) and closed at once held every slot until
+        the loop read their EOFs; a loaded agent's I/O thread had not yet when the honest client came, and
+        it was told the agent "already serves 32 probe clients" (a CI run at load ~5). Only at the limit:
+        a poll per client, never on the common path."""
+        for c in list(self._clients.values()):
+            if _hung_up(c.sock):
+                self._drop(c)
 
     def _shed_with_reserve(self, listener: socket.socket) -> None:
         if self._reserve_fd is None:
