@@ -7,20 +7,19 @@ action the grid must equal a full render of the screen: a row left stale by a pa
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
-
 import asyncio
 import time
+from collections import Counter
+from collections.abc import Iterable
 
 import pytest
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual._compositor import ChopsUpdate, LayoutUpdate
+from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.pilot import Pilot
 from textual.widgets import Footer, Tab, Tabs
 from textual.widgets._tabs import Underline
 
