@@ -58,7 +58,9 @@ class Terminal:
 
     def apply(self, update: object) -> None:
         if isinstance(update, LayoutUpdate):
-            self.rows = [_cells(Segment(t, s) for strip in line for t, s, _ in strip) for line in update.strips]
+            self.rows = [
+                _cells(Segment(t, s) for strip in line for t, s, _ in strip) for line in update.strips
+            ]
         elif isinstance(update, ChopsUpdate):
             self.partial += 1
             for y, x1, x2 in update.spans:
@@ -133,9 +135,27 @@ async def test_partial_updates_leave_nothing_stale(size: tuple[int, int]) -> Non
         app.screen.refresh()  # a full update starts the model of the terminal
         await pilot.pause()
         assert term.rows and not stale_rows(term, app)
-        actions = [("home",), ("right",), ("right",), ("right",), ("left",), ("down",), ("right",),
-                   ("down", "down"), ("right",), ("w",), ("right",), ("c",), ("right",), ("b",), ("right",),
-                   ("pagedown",), ("up",), ("end",), ("left",)]
+        actions = [
+            ("home",),
+            ("right",),
+            ("right",),
+            ("right",),
+            ("left",),
+            ("down",),
+            ("right",),
+            ("down", "down"),
+            ("right",),
+            ("w",),
+            ("right",),
+            ("c",),
+            ("right",),
+            ("b",),
+            ("right",),
+            ("pagedown",),
+            ("up",),
+            ("end",),
+            ("left",),
+        ]
         for keys in actions:
             await pilot.press(*keys)
             await at_rest(pilot)
