@@ -323,7 +323,7 @@ def test_a_drop_during_the_first_fill_resumes_it(monkeypatch: pytest.MonkeyPatch
     if not ring.rings_supported():
         pytest.skip("needs memfd_create and file seals (Linux)")
     monkeypatch.setattr(ring, "RING_SIZE", 4096)  # a few turns go round it
-    monkeypatch.setattr("inspector.sources.live.RANGE_MAX", 120)  # the history in ~11 ranges
+    monkeypatch.setattr("inspector.sources.live_fetch.RANGE_MAX", 120)  # the history in ~11 ranges
     monkeypatch.setattr("inspector.sources.live.PROGRESS_EVERY", 0.0)
     pipe = serving_pipeline(monkeypatch, base / "rt")
     stop = threading.Event()
