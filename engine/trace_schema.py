@@ -115,7 +115,7 @@ class Trace(TypedDict):
     error: str | None
     calibration: NotRequired[float]
     compaction: NotRequired[dict[str, Any]]  # the compaction policy's decision (taken or skipped, pay-back)
-    # Captured agents only (engine/capture/tap_session.py sets them on the call's turn; docs/TRACE_SCHEMA.md says what each holds):
+    # Captured agents only (engine/capture/tap_steps.py sets them on the call's turn; docs/TRACE_SCHEMA.md says what each holds):
     history_rewrite: NotRequired[dict[str, int]]  # the agent's request rewrote its own history (it compacted)
     conversation_branch: NotRequired[dict[str, Any]]  # a session's first turn: the session it branched from
     conversation_ambiguous: NotRequired[dict[str, Any]]  # other sessions fit the request as well (lineage)

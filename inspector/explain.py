@@ -125,7 +125,7 @@ def to_text(
             f"{u['cache_write_tokens']}), output {u['output_tokens']}"
         )
     rw = t.get("history_rewrite")
-    if rw:  # a captured agent compacted its own history (engine.capture.tap_session.rewritten)
+    if rw:  # a captured agent compacted its own history (engine.capture.tap_rewrite.rewritten)
         lines.append(
             f"  history rewritten by the agent: its request holds {counted(rw['messages'], 'message')}, {rw['kept']} the "
             f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
