@@ -135,5 +135,5 @@ def test_forks_counts_the_sub_agents_left_out_and_the_forks_it_could_not_read(tm
 def test_save_prompt_counts_the_received_turns() -> None:
     from inspector.screens.save import SaveScreen
 
-    assert SaveScreen("cp-1.cpsession", 1)._question().startswith("Save 1 received turn to this file ")
-    assert SaveScreen("cp-1.cpsession", 2)._question().startswith("Save 2 received turns to this file ")
+    assert SaveScreen("cp-1.cpsession", 1).question().startswith("Save 1 received turn to this file ")
+    assert SaveScreen("cp-1.cpsession", 2).question().startswith("Save 2 received turns to this file ")

@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-from textual import on
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Label
+from textual.widgets import Input
 
-from inspector.keys_footer import KeysFooter
+from inspector.screens.prompt import InputPrompt, Refused
 
 
-class GoToTurnScreen(ModalScreen[int | None]):
+class GoToTurnScreen(InputPrompt[int]):
     DEFAULT_CSS = """
-    GoToTurnScreen { align: center middle; }
-    GoToTurnScreen > Vertical { width: 44; max-width: 100%; height: auto; border: round $primary; background: $surface;
-                                padding: 0 1; }
-    GoToTurnScreen Label { color: $text-muted; width: 100%; }
+    GoToTurnScreen > Vertical { width: 44; }
     """
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    QUESTION_ID = "goto-question"
 
     def __init__(self, first: int, last: int) -> None:
         super().__init__()
         self.first, self.last = first, last
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self._question(), id="goto-question")
-            yield Input(placeholder=str(self.last), type="integer", id="turn-input")
-        # Its own footer: the main screen's showed through beneath it, offering keys that do other things
-        # here (the arrows move the text cursor, g and q are typed).
-        yield KeysFooter(compact=True)
-
-    def _question(self) -> str:
+    def question(self) -> str:
         return f"Go to turn ({self.first}–{self.last}), Enter to jump, Esc to cancel"
+
+    def make_input(self) -> Input:
+        return Input(placeholder=str(self.last), type="integer", id="turn-input")
 
     def set_last(self, last: int) -> None:
         """Attached to a live agent, turns go on arriving while the prompt is open: the range follows
@@ -42,18 +29,15 @@ class GoToTurnScreen(ModalScreen[int | None]):
         as "outside" it."""
         if last != self.last:
             self.last = last
+            self.ask_again()
             if self.is_mounted:
-                self.query_one("#goto-question", Label).update(self._question())
                 self.query_one("#turn-input", Input).placeholder = str(last)
 
-    @on(Input.Submitted)
-    def submitted(self, event: Input.Submitted) -> None:
+    def answer(self, text: str) -> int:
         try:
-            turn = int(event.value)
+            turn = int(text)
         except ValueError:
-            self.notify("type a turn number", severity="warning")
-            return
+            raise Refused("type a turn number") from None
         if not self.first <= turn <= self.last:
-            self.notify(f"turn {turn} is outside {self.first}–{self.last}", severity="warning")
-            return
-        self.dismiss(turn)
+            raise Refused(f"turn {turn} is outside {self.first}–{self.last}")
+        return turn

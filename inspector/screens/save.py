@@ -4,45 +4,32 @@ from __future__ import annotations
 
 import os
 
-from textual import on
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Input, Label
+from textual.widgets import Input
 
 from engine.wording import nouned
-from inspector.keys_footer import KeysFooter
+from inspector.screens.prompt import InputPrompt, Refused
 
 
-class SaveScreen(ModalScreen[str | None]):
-    DEFAULT_CSS = """
-    SaveScreen { align: center middle; }
-    SaveScreen > Vertical { width: 64; max-width: 100%; height: auto; border: round $primary; background: $surface;
-                            padding: 0 1; }
-    SaveScreen Label { color: $text-muted; width: 100%; }
-    """
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+class SaveScreen(InputPrompt[str]):
+    QUESTION_ID = "save-question"
 
     def __init__(self, default_path: str, turns: int, still_arriving: bool = False) -> None:
         super().__init__()
         self.default_path, self.turns, self.still_arriving = default_path, turns, still_arriving
 
-    def compose(self) -> ComposeResult:
+    def make_input(self) -> Input:
+        return Input(value=self.default_path, id="save-path")
+
+    def question(self) -> str:
         # While the agent runs, turns go on arriving behind the prompt and the save takes every one there
         # at Enter: a count fixed when `s` was pressed ("Save 15 received turns") was not what was saved.
-        with Vertical():
-            yield Label(self._question(), id="save-question")
-            yield Input(value=self.default_path, id="save-path")
-        # Its own footer: the main screen's showed through beneath it, offering keys that do other things
-        # here (the arrows move the text cursor, g and q are typed).
-        yield KeysFooter(compact=True)
-
-    def _question(self) -> str:
         # "Save the turns received by Enter (38 so far) to (Enter to save, Esc to cancel):" read as if
         # Enter were what sent the turns, and "to (" left the destination to the box below to guess.
-        what = (f"every turn received until you press Enter ({self.turns} so far)" if self.still_arriving
-                else f"{self.turns} received {nouned(self.turns, 'turn')}")
+        what = (
+            f"every turn received until you press Enter ({self.turns} so far)"
+            if self.still_arriving
+            else f"{self.turns} received {nouned(self.turns, 'turn')}"
+        )
         return f"Save {what} to this file (Enter saves, Esc cancels):"
 
     def set_turns(self, turns: int, still_arriving: bool) -> None:
@@ -51,20 +38,15 @@ class SaveScreen(ModalScreen[str | None]):
         the prompt opened with. Once the agent is gone the count is final and said so."""
         if (turns, still_arriving) != (self.turns, self.still_arriving):
             self.turns, self.still_arriving = turns, still_arriving
-            if self.is_mounted:
-                self.query_one("#save-question", Label).update(self._question())
+            self.ask_again()
 
-    @on(Input.Submitted)
-    def submitted(self, event: Input.Submitted) -> None:
-        # What would make the save fail is said here, with the path still in the box to correct: once
-        # dismissed, an existing file or a missing directory was an error after the fact (naming an API,
-        # RecordingWriter.resume()) and the person had to press s and type the path again.
-        path = os.path.expanduser(event.value.strip())
+    def answer(self, text: str) -> str:
+        # What would make the save fail is said here, with the path still in the box to correct.
+        path = os.path.expanduser(text.strip())
         problem = save_problem(path)
         if problem is not None:
-            self.notify(problem, severity="warning", markup=False)  # (the path is the person's text)
-            return
-        self.dismiss(path)
+            raise Refused(problem)
+        return path
 
 
 def save_problem(path: str) -> str | None:
