@@ -221,3 +221,32 @@ def test_a_client_that_closes_after_one_call_is_still_known(proxied: Proxied, tm
     assert info.client is not None and info.client.startswith("pid ")
     assert info.command == f"{sys.executable} {script} {host} {port} --once"
     assert info.label.startswith("\u201cA one-shot question\u201d · ")
+
+
+def test_a_call_answered_at_once_is_still_known(proxied: Proxied, tmp_path: Path) -> None:
+    """A call the upstream answers in a few ms (the stand-in's non-streamed answer; a cached or local
+    model's) from a client that closes and exits at once: the look-up of its process reads every process's
+    descriptors (5-20 ms at load) and reached the client's after it had closed its socket: "unknown agent"
+    for 6 of 6 such clients at load 7. The answer's last bytes now wait for the look-up (a call longer
+    than the look-up never waits), so the client is still there to be found; several clients in turn, as
+    each connection is looked up afresh."""
+    host, port = proxied.url.removeprefix("http://").rsplit(":", 1)
+    script = tmp_path / "quick.py"
+    script.write_text(
+        ONE_SHOT.replace('"gpt-4o-slow", "stream": True', '"gpt-4o"').replace(
+            '"A one-shot question"', '"Quick " + sys.argv[3]'
+        )
+    )
+    for n in range(3):
+        started = time.monotonic()
+        agent = subprocess.run([sys.executable, str(script), host, port, f"--n={n}"], timeout=60)
+        assert agent.returncode == 0
+        assert time.monotonic() - started < 30
+    assert proxied.recorder.flush(60)
+    give_up = time.monotonic() + 20
+    live: list[AgentInfo] = []
+    while len(live) < 3 and time.monotonic() < give_up:
+        live = sorted((a for a in list_agents() if a.session is not None), key=lambda a: a.session or 0)
+        time.sleep(0.05)
+    assert [a.command for a in live] == [f"{sys.executable} {script} {host} {port} --n={n}" for n in range(3)]
+    assert all(a.client is not None and a.client.startswith("pid ") for a in live)

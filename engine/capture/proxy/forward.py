@@ -54,6 +54,9 @@ MAX_BODY = 512 * 1024 * 1024  # the proxy's own ceiling on a request body; upstr
 #   the agent timed out on) is when the upstream has finished the whole, billed, generation.
 SERVER_OPTIONS: dict[str, Any] = {"auto_decompress": False, "handler_cancellation": True}
 GONE = "the agent disconnected before the response ended"
+# How long the end of a call's answer may wait for the look-up of who made it (peer.py), on the first call
+# of a connection answered faster than the look-up: see _peer_known.
+PEER_WAIT_S = 0.2
 
 
 def error_body(route: Route, status: int, message: str) -> bytes:
@@ -88,9 +91,14 @@ def refuse_websocket(request: web.Request, route: Route, hook: Hook | None) -> w
     )
     note = getattr(hook, "note", None)
     if callable(note):
-        note(f"a WebSocket upgrade ({where}) was answered 426 Upgrade Required: the agent was told to use HTTP")
+        note(
+            f"a WebSocket upgrade ({where}) was answered 426 Upgrade Required: the agent was told to use HTTP"
+        )
     resp = web.Response(
-        status=426, reason="Upgrade Required", body=error_body(route, 426, msg), content_type="application/json"
+        status=426,
+        reason="Upgrade Required",
+        body=error_body(route, 426, msg),
+        content_type="application/json",
     )
     resp.force_close()  # Connection: close, and the server ends the connection once it is sent
     return resp
@@ -114,7 +122,9 @@ async def refuse_connect(request: web.Request, handler: Any) -> web.StreamRespon
             f"a CONNECT to {request.raw_path} was refused: the agent uses this proxy as its HTTPS_PROXY; "
             "set its base URL instead (ANTHROPIC_BASE_URL, OPENAI_BASE_URL), or use `cp-inspect run`"
         )
-    resp = web.Response(status=405, reason=NOT_A_FORWARD_PROXY, text=f"cp-inspect proxy: {NOT_A_FORWARD_PROXY}\n")
+    resp = web.Response(
+        status=405, reason=NOT_A_FORWARD_PROXY, text=f"cp-inspect proxy: {NOT_A_FORWARD_PROXY}\n"
+    )
     resp.force_close()
     return resp
 
@@ -137,6 +147,13 @@ async def handle(request: web.Request) -> web.StreamResponse:
     route = match(request.path, request.query_string, headers_lc, upstreams, request.method)
     if is_websocket_upgrade(headers_lc):
         return refuse_websocket(request, route, hook)
+    # Who makes a recorded call is looked up before its body is read: a call answered in a few ms has
+    # its connection closed by the client soon after, and the look-up needs it open (peer.py).
+    peer_lookup = (
+        look_up(request.transport, _address(request, "peername"), _address(request, "sockname"))
+        if route.wire and request.transport is not None
+        else None
+    )
     body = await request.read()
     # Only the recorded endpoints keep the response; everything else just passes.
     ex = (
@@ -157,8 +174,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
     if ex is not None:
         ex.upstream = url
         ex.peer, ex.local = _address(request, "peername"), _address(request, "sockname")
-        if route.wire and request.transport is not None:  # (a recorded call: who makes it, while it waits)
-            ex.peer_lookup = look_up(request.transport, ex.peer, ex.local)
+        ex.peer_lookup = peer_lookup  # (a recorded call: who makes it, looked up while it waits)
     client = app[CLIENT_KEY]
     try:
         try:
@@ -192,6 +208,23 @@ async def handle(request: web.Request) -> web.StreamResponse:
             hook(ex)
 
 
+async def _peer_known(ex: Exchange | None) -> None:
+    """Before a recorded call's last bytes: let the look-up of the process that made it finish (at most
+    PEER_WAIT_S). The look-up finds the client's socket among every process's descriptors, and a client
+    whose call is answered faster than that (a local or cached upstream: a few ms) has closed its socket by
+    the time it is reached, and `ps` said "unknown agent" for a process still running. Only such a call
+    waits, once per connection (the look-up is kept for the connection); a model's answer takes longer
+    than the look-up, which has ended by its last bytes."""
+    lookup = ex.peer_lookup if ex is not None else None
+    if lookup is None or lookup.done():
+        return
+    try:
+        # Shielded: a wait that times out must not cancel the look-up itself (queued behind another).
+        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(lookup)), PEER_WAIT_S)
+    except Exception:  # timed out, or the look-up failed: the recorder says "unknown"
+        pass
+
+
 def _say_unrecorded(hook: Hook, route: Route, method: str) -> None:
     """A model call forwarded but not recorded (the legacy Completions API) is said, once for each path:
     it used to pass in silence, and a user saw a session with fewer calls than the agent made."""
@@ -217,7 +250,7 @@ def through_proxy(request: web.Request, route: Route, upstreams: dict[str, str],
         return location
     rest = route.upstream_path.partition("?")[0]
     prefix = request.path[: len(request.path) - len(rest)] if request.path.endswith(rest) else ""
-    return f"{request.scheme}://{request.host}{prefix}{location[len(base):]}"
+    return f"{request.scheme}://{request.host}{prefix}{location[len(base) :]}"
 
 
 async def _relay(
@@ -261,6 +294,7 @@ async def _relay(
             if keep is not None:
                 keep.append(chunk)
             if length is not None and got >= length:
+                await _peer_known(ex)
                 _hand(ex, hook)  # the body's last bytes: the agent has its answer once they are written
             try:
                 await resp.write(chunk)
@@ -286,6 +320,7 @@ async def _relay(
                 _reset_on_close(request.transport)
             request.transport.abort()
         return resp
+    await _peer_known(ex)
     _hand(ex, hook)  # (a body without Content-Length ends with write_eof: its chunked terminator)
     try:
         await resp.write_eof()
