@@ -157,7 +157,9 @@ def verify(
 @app.command(context_settings=ONE_FILE)
 def find(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A .cpsession recording.", readable=False)],
+    target: Annotated[
+        str, typer.Argument(help="A .cpsession recording, or a running agent: PID or PID.SESSION as `ps` lists them.")
+    ],
     text: Annotated[str, typer.Argument(help="The text to look for (any case).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: every turn it enters or leaves.")] = False,
 ) -> None:
@@ -165,14 +167,19 @@ def find(
 
     \b
     Entered: a turn whose sections hold more of it than the turn before (first seen, or seen again);
-    left: none of it any more (compacted, dropped). Exit 1 when no turn sent it, as grep.
+    left: none of it any more (compacted, dropped). A match is within one section: text split
+    across two sections is not found. Exit 1 when no turn sent it, as grep.
+    A running agent (PID): its turns so far, read from the agent through its probe as `attach`
+    reads them (every turn up to now, also one its recording has not written yet); the agent is
+    not stopped. Its recording, if it keeps one, is searched by giving its path.
     Example:
       cp-inspect find demo_sessions/scout-anthropic.cpsession latch
+      cp-inspect find 4242 'tokens.py'
     """
     from .cli_find import find as run
 
-    one_file_only(ctx, "find", file)
-    run(file, text, as_json)
+    one_file_only(ctx, "find", target, "recording or agent")
+    run(target, text, as_json)
 
 
 @app.command()
@@ -597,7 +604,7 @@ SUMMARIES = {
     "ps": "List live agents and proxy conversations (for attach).",
     "explain": "EXPLAIN one turn of a recording, or re-plan it.",
     "verify": "Replay a recording; every request hash must match.",
-    "find": "The turns a text entered or left a recording's prompt.",
+    "find": "The turns a text entered or left a prompt (file or PID).",
     "salvage": "Copy a damaged recording's intact part to a new file.",
     "import": "Turn another tool's trajectory into a recording.",
     "replay": "Step through a recording in the inspector.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from engine.wording import counted
 
@@ -14,19 +15,16 @@ from .content_search import LEAVES, Change
 from .recording_open import fail, open_recording
 
 
-def find(file: Path, text: str, as_json: bool = False) -> None:
+def find(target: str | Path, text: str, as_json: bool = False) -> None:
     from engine.errors import ContextPipeError
 
     from .content_search import ContentScan, describe, snippet
-    from .sources.file import FileSource
 
     if not text.strip():
         fail("find: give the text to search for (any case), e.g. cp-inspect find run.cpsession 'tier.py'", 2)
-    reader = open_recording(file)
-    source = FileSource(file, reader=reader)
-    turns = reader.turn_numbers()
+    source, turns, file = _open(target)
     scan = ContentScan(text, source)
-    scan.open_for(source)  # one pass over the recording (its own reader), as verify reads it
+    scan.open_for(source)  # one pass: a recording's (its own reader, as verify reads it), an agent's journal
     try:
         scan.scan_to(turns, lambda: False)
         rows: list[dict[str, object]] = []
@@ -59,7 +57,7 @@ def find(file: Path, text: str, as_json: bool = False) -> None:
         echo(
             json.dumps(
                 {
-                    "file": str(file),
+                    "file": str(target),
                     "text": text,
                     "turns": len(turns),
                     "unreadable": scan.unreadable,
@@ -82,6 +80,36 @@ def find(file: Path, text: str, as_json: bool = False) -> None:
             echo(f"  turn {row['turn']:>{width},}  {row['short']}{tail}")
     if not rows:
         raise SystemExit(1)
+
+
+def _open(target: str | Path) -> tuple[Any, list[int], str]:
+    """(the source, its turn numbers, what to call it): a recording, or a running agent's journal up to
+    now through its probe (a PID or PID.SESSION that is not a file here), as `explain PID` reads it."""
+    from engine.probe.runtime_dir import parse_target
+
+    from .sources.file import FileSource
+
+    live = parse_target(str(target))
+    if live is None or Path(target).exists():
+        reader = open_recording(Path(target))
+        return FileSource(Path(target), reader=reader), reader.turn_numbers(), str(target)
+    from engine.errors import ContextPipeError
+
+    from .sources.live import LiveSource
+
+    name = f"agent {target}"
+    try:
+        # The fold stream (as attach): the agent builds no trace for us, and sends its journal by range.
+        src = LiveSource(live[0], session=live[1], fold=True, backfill_idle=None)
+    except ContextPipeError as exc:
+        fail(str(exc))
+    try:
+        src.replayer()  # the journal to its end as the agent has it now (fetched by range)
+    except ContextPipeError as exc:
+        src.close()
+        fail(f"{name}: {exc}")
+    turns = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
+    return src, turns, name
 
 
 def _short(c: Change) -> str:

@@ -12,7 +12,8 @@ The scan reads each turn once, in order, as far as an answer needs (a jump to th
 it); a section whose text is the same as one already counted (same id, hash, form and size) is not read
 again. A recording is scanned in one pass of its own (`SentStream`: its journal folded and each request
 built in place, as `verify` does), so the scan neither moves the fold the app steps with nor pays a
-re-plan per turn. No textual here: the app runs it in a worker (inspector/search_runner.py) and
+re-plan per turn; a live agent's journal as received the same way (`JournalStream`), going on from where
+it stopped as turns arrive. A match is within one section's text (a text split across two is not found). No textual here: the app runs it in a worker (inspector/search_runner.py) and
 `cp-inspect find` runs it in the foreground.
 """
 
@@ -60,12 +61,19 @@ def scan_source(source: Source) -> Source:
     return source
 
 
-def stream_for(source: Source) -> SentStream | None:
-    """A one-pass stream of a recording's builds (not for a file still being written, or a live agent)."""
+def stream_for(source: Source) -> SentStream | JournalStream | None:
+    """A one-pass stream of the builds: a recording's (SentStream), a live agent's journal as received
+    (JournalStream); None for a file still being written (read turn by turn)."""
     from inspector.sources.file import FileSource
 
     if isinstance(source, FileSource) and not source.follow_file:
         return SentStream(source.path)
+    if (
+        source.kind == "live"
+        and hasattr(source, "replayer")
+        and isinstance(getattr(source, "events", None), list)
+    ):
+        return JournalStream(source)
     return None
 
 
@@ -113,6 +121,62 @@ class SentStream:
         self.reader.close()
 
 
+class JournalStream:
+    """Each turn's build of a live agent's journal as received (inspector/sources/live.py's `events`, a
+    list that grows), in one pass as SentStream makes a recording's: a pipeline of its own folds the
+    events in order and builds each request in place, and goes on from where it stopped when the next
+    jump asks for turns that arrived since. Turn by turn (the source's section_content: a re-plan from
+    the nearest folded state, a deep copy of the pipeline a turn) took ~4x the CPU. The events are the
+    source's own (nothing copied); what the stream needs of a turn not received yet (an elided journal
+    fetched by range, a summarized trace) the source fetches when `reach` asks its replayer for the
+    last turn a scan goes to."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.pipe: Any = None
+        self.fail_keys: frozenset[str] | None = None  # the spill failures the pipeline was made with
+        self.at = 0  # events of `source.events` folded
+        self._request: dict[str, Any] | None = None  # the last request built, folded at the next read
+        self.past = -1  # the newest turn built
+
+    def reach(self, turn: int) -> None:
+        """Before a scan to `turn`: the source holds its journal through it (fetching what it lacks), and
+        the pipeline is made, or made again if spill failures came that it was made without."""
+        replayer = self.source.replayer(turn)
+        if self.pipe is None or replayer.fail_keys != self.fail_keys:
+            self.pipe, self.fail_keys = replayer.new_pipeline(), replayer.fail_keys
+            self.at, self._request, self.past = 0, None, -1
+
+    def build_of(self, turn: int) -> Built | None:
+        """Turn `turn`'s build, the journal read on to it (None: past it, or not received yet)."""
+        if self.pipe is None:
+            self.reach(turn)
+        pipe, events = self.pipe, self.source.events
+        if self._request is not None:
+            pipe.fold(self._request)
+            self._request = None
+        while self.at < len(events):
+            ev = events[self.at]
+            self.at += 1
+            k = ev.get("k")
+            if k == "request":
+                got = ev["turn"]
+                pipe.begin_request(got)
+                built = pipe.build(ev.get("bound", {}))
+                pipe.traces.append(built.trace)
+                self._request, self.past = ev, got  # folded once the build is read (as SentStream's)
+                if got >= turn:
+                    return built if got == turn else None
+                pipe.fold(ev)
+                self._request = None
+            elif k not in ("turn", "turn_deferred"):  # (a turn's trace: the build above stands for it)
+                pipe.fold(ev)
+        return None
+
+    def close(self) -> None:
+        """Nothing opened (the events are the source's)."""
+
+
 def count_in(text: str, needle: str) -> int:
     """Case-insensitive occurrences of `needle` (already lower-cased) in `text`."""
     return text.lower().count(needle) if needle else 0
@@ -135,11 +199,11 @@ class ContentScan:
     `scan_to` is called from one worker at a time (a newer one waits for the turn an older one is on:
     the lock); the UI reads `changes` and `counts` once the worker has said it is done."""
 
-    def __init__(self, query: str, source: Source, stream: SentStream | None = None) -> None:
+    def __init__(self, query: str, source: Source, stream: SentStream | JournalStream | None = None) -> None:
         self.query = query
         self.needle = query.lower()
         self.source = source
-        self.stream = stream  # a recording's builds in one pass; None: the source's random access
+        self.stream = stream  # the builds in one pass; None: the source's random access
         self.own_source = False  # `source` was opened for the scan (scan_source): closed with it
         self.opened = False  # open_for has run (the search runner's first jump)
         self.counts: list[dict[str, int]] = []  # per timeline position: section id -> occurrences
@@ -219,6 +283,11 @@ class ContentScan:
         `stop()` (cancelled) or `until()` (the answer is in) says so after a turn; `progress(position)`
         before each turn."""
         with self._lock:
+            if isinstance(self.stream, JournalStream) and len(self.counts) < len(turns):
+                try:
+                    self.stream.reach(turns[-1])  # (live: the journal through the last turn, fetched once)
+                except Exception:  # the agent could not send it: the turns are read one by one
+                    self.stream = None
             while len(self.counts) < len(turns):
                 if stop() or (until is not None and until()):
                     return

@@ -2,8 +2,9 @@
 query (inspector/content_search.py) as far as the jump asked for needs, saying how far it has come; a
 newer jump or Esc cancels it between two turns, and what it scanned is kept for the next jump.
 
-Live, the scan covers the turns received when the jump was asked for; a later jump goes on over the
-turns that arrived since."""
+Live, the scan covers the turns received when the jump was asked for, read in one pass over the journal
+received (content_search.JournalStream); a later jump goes on over the turns that arrived since, from
+where the pass stopped."""
 
 from __future__ import annotations
 

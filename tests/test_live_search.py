@@ -1,0 +1,111 @@
+"""Content search over a live agent (`/` while attached, `cp-inspect find PID TEXT`): the turns received
+are read in one pass (content_search.JournalStream: a fold of the journal as received, each request built
+in place), going on from where it stopped as turns arrive, and every turn's counts are the ones the
+source's own turn-by-turn reading (a re-plan a turn) gives."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inspector.content_search import ContentScan, JournalStream, stream_for
+from tests.support.probe_agent import T, one_turn, serving_pipeline
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+
+
+def _turns(pipe: Any, first: int, last: int) -> None:
+    for t in range(first, last):
+        # A text sent first at turn 6 (the result of step 5), again at 10, and a marker in every turn's result from 12 on.
+        result = (
+            f"output of step {t}" + (" NEEDLE" if t in (5, 9) else "") + (" tail-mark" if t >= 12 else "")
+        )
+        one_turn(pipe, t, result)
+
+
+def _received(src: Any, turn: int) -> None:
+    give_up = time.monotonic() + T
+    while src._seen_turns < turn:
+        assert time.monotonic() < give_up, f"turn {turn} never arrived ({src._seen_turns})"
+        time.sleep(0.02)
+
+
+def _stepped(text: str, src: Any, turns: list[int]) -> ContentScan:
+    scan = ContentScan(text, src)  # no stream: the source's random access, turn by turn
+    scan.scan_to(turns, lambda: False)
+    return scan
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_live_search_reads_the_journal_once_and_keeps_up(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path, fold: bool
+) -> None:
+    from inspector.sources.live import LiveSource
+
+    pipe = serving_pipeline(monkeypatch, rtdir)
+    pipe.probe.fold_coalesce = 0.0
+    _turns(pipe, 0, 2)
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=fold)
+    reader = threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True)
+    reader.start()
+    try:
+        _turns(pipe, 2, 14)
+        _received(src, 13)
+        stream = stream_for(src)
+        assert isinstance(stream, JournalStream)
+        scan = ContentScan("needle", src, stream)
+        scan.scan_to(list(range(14)), lambda: False)
+        assert [(c.turn, c.kind, c.count) for c in scan.changes] == [(6, "enters", 1), (10, "enters", 2)]
+        folded = stream.at
+        assert folded > 0 and stream.past == 13
+        # Turns arrive; the next jump goes on from where the stream stopped, not from the first event.
+        _turns(pipe, 14, 20)
+        _received(src, 19)
+        scan.scan_to(list(range(20)), lambda: False)
+        assert stream.at > folded and scan.scanned == 20
+        for text, got in (("needle", scan), ("tail-mark", None), ("## user", None), ("step 3", None)):
+            if got is None:
+                got = ContentScan(text, src, JournalStream(src))
+                got.scan_to(list(range(20)), lambda: False)
+            want = _stepped(text, src, list(range(20)))
+            assert got.counts == want.counts and got.changes == want.changes, text
+            assert any(got.counts) and got.unreadable == 0, text
+    finally:
+        src.close()
+        pipe.close()
+        reader.join(T)
+
+
+def test_find_takes_a_running_agents_pid(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """`cp-inspect find PID TEXT`: the agent's turns so far, through its probe (the agent is this test
+    process), listed as for a recording; exit 1 when no turn sent it, as for a recording."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from inspector.cli import app
+
+    pipe = serving_pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, 0, 14)
+        runner = CliRunner()
+        r = runner.invoke(app, ["find", str(os.getpid()), "Needle"])
+        assert r.exit_code == 0, r.output
+        lines = r.output.splitlines()
+        assert (
+            lines[0]
+            == f"'Needle' in what agent {os.getpid()} sent (14 turns): it enters or leaves the prompt on 2 turns"
+        )
+        assert lines[1].startswith("  turn  6  enters  history  (1 match)") and "NEEDLE" in lines[1], lines
+        assert lines[2].startswith("  turn 10  again   history  (1 -> 2)"), lines
+        got = json.loads(runner.invoke(app, ["find", str(os.getpid()), "tail-mark", "--json"]).output)
+        assert got["turns"] == 14 and [(c["turn"], c["kind"]) for c in got["changes"]] == [(13, "enters")]
+        r = runner.invoke(app, ["find", str(os.getpid()), "zqxjw"])
+        assert r.exit_code == 1 and "is in none of the 14 turns" in r.output, r.output
+    finally:
+        pipe.close()
