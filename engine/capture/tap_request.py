@@ -10,10 +10,7 @@ from typing import Any
 
 from engine.importers._common import Ctx
 from engine.importers.model import MessageRec, ToolSchemaRec
-from engine.importers.proxy_jsonl import (
-    _anthropic_request,
-    _openai_request,
-)
+from engine.importers.wire_bodies import _anthropic_request, _openai_request
 
 
 def _output_type(body: dict[str, Any]) -> str | None:

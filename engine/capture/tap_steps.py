@@ -18,7 +18,7 @@ from engine.feedback import normalize_usage, reply_diagnostics
 from engine.importers._common import Ctx
 from engine.importers.ingest import ActualRecorder, IngestReport, _Feeder
 from engine.importers.model import CallRec, MessageRec, ToolSchemaRec
-from engine.importers.proxy_jsonl import _anthropic_response, _openai_response
+from engine.importers.wire_bodies import _anthropic_response, _openai_response
 from engine.pipeline import Pipeline
 
 REQUEST_PARAMS_KEY = "request_params"  # trace keys the tap annotates a call's turn with (see Tap._before,

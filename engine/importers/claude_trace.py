@@ -21,8 +21,9 @@ from typing import Any
 
 from engine.capture.proxy.routes import session_key
 from engine.importers._common import Ctx, _kind, json_lines
+from engine.importers.log_sessions import file_conversations, one_conversation
 from engine.importers.model import CallRec, ImportedSession, Interner
-from engine.importers.proxy_jsonl import file_conversations, one_conversation, parse_line
+from engine.importers.proxy_jsonl import parse_line
 
 NAME = "claude-trace"
 
