@@ -121,6 +121,13 @@ class RecorderSessions:
         self._idle.set()
         self._pending = 0
         self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="contextpipe-proxy-recorder", daemon=True)
+        self._thread.start()
+
+    if TYPE_CHECKING:
+
+        def _run(self) -> None:
+            """The worker's loop (Recorder._run), started last in __init__."""
 
     def _opened(self, info: SessionInfo, tap: ProxyTap) -> None:
         """A session had a call: it is the most recent; past max_open, the least recently active

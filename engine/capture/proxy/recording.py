@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from engine.capture.lineage import digests
@@ -42,7 +39,6 @@ from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
 from engine.capture.tap_request import parse_request, server_of
 from engine.errors import ContextPipeError
-from engine.importers.ingest import DEFAULT_WINDOW
 from engine.importers.model import MessageRec
 from engine.wording import counted
 
@@ -73,36 +69,9 @@ def _size(n: int) -> str:
 
 
 class Recorder(RecorderBackground):
-    """The proxy's recording hook. `on_session(info)` is called (from the worker) when a session starts."""
-
-    def __init__(
-        self,
-        record_dir: Path,
-        *,
-        serve: bool = True,
-        window: int = DEFAULT_WINDOW,
-        on_session: Callable[[SessionInfo], None] | None = None,
-        hello: dict[str, Any] | None = None,
-        max_record_bytes: int = MAX_RECORD_BYTES,
-        max_served: int = MAX_SERVED,
-        max_open: int = MAX_OPEN_RECORDINGS,
-        idle_park: float = IDLE_PARK_S,
-        max_kept: int = MAX_KEPT_SESSIONS,
-    ) -> None:
-        super().__init__(
-            record_dir,
-            serve=serve,
-            window=window,
-            on_session=on_session,
-            hello=hello,
-            max_record_bytes=max_record_bytes,
-            max_served=max_served,
-            max_open=max_open,
-            idle_park=idle_park,
-            max_kept=max_kept,
-        )
-        self._thread = threading.Thread(target=self._run, name="contextpipe-proxy-recorder", daemon=True)
-        self._thread.start()
+    """The proxy's recording hook. `on_session(info)` is called (from the worker) when a session starts.
+    Made with RecorderSessions' arguments (the record directory, serve, window, on_session, hello and the
+    limits); its worker thread runs `_run`."""
 
     # ---------------------------------------------------------------- event-loop side
 
