@@ -476,8 +476,9 @@ def _check_new_recording(record: Path, example: str) -> None:
         fail(f"--record {record} is a directory: give a new file path, e.g. {record / example}", 2)
     if record.exists() or record.is_symlink():
         fail(f"--record {record} already exists: a recording is never overwritten; choose a new path", 2)
-    if not record.resolve().parent.is_dir():
-        fail(f"--record {record}: directory {record.resolve().parent} does not exist", 2)
+    from .out_path import check_creatable  # a --record's own (--help imports cli.py)
+
+    check_creatable(record, "--record")  # not after the session: the agent's own writer died on it
 
 
 def _save_on_termination() -> dict[int, Any]:

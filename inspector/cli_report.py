@@ -107,7 +107,9 @@ def _why(path: Path, exc: Exception) -> str:
             return text[len(f"{path}: "):]
         return "it" + text[len(str(path)):] if text.startswith(f"{path} ") else text
     if isinstance(exc, PermissionError):
-        return "permission denied (check the file's owner and mode)"
+        from engine.access import denied
+
+        return denied(path)
     if isinstance(exc, OSError):
         return f"cannot read it: {exc.strerror or exc}"
     raise exc

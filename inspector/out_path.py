@@ -42,15 +42,30 @@ def check_out(out: Path, force: bool, option: str = "-o", example: str = "run.cp
         fail(f"{option} {out} is a directory: give a file path, e.g. {out / example}", 2)
     if out.exists() and not force:
         fail(f"{option} {out} already exists: choose another path, or pass --force to replace it", 2)
+    check_creatable(out, option)
+
+
+def check_creatable(out: Path, option: str) -> None:
+    """A file can be made where `out` goes (its directory exists and takes a new file), or the option's
+    usage error (exit 2). Tried for real: root passes os.access on a read-only mount, and a user's
+    ACL or a full quota is only known by trying."""
     if not out.resolve().parent.is_dir():
         fail(f"{option} {out}: directory {out.resolve().parent} does not exist", 2)
-    partial = partial_path(out)
-    try:  # can a file be made there? Said of OUT, not of the temporary file beside it
-        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        partial.unlink()
-    except OSError as exc:
+    why = cannot_create_in(out.resolve().parent)  # said of OUT, not of the temporary file beside it
+    if why:
         fail(
-            f"{option} {out}: cannot create a file in {out.resolve().parent} ({exc.strerror or exc}): "
+            f"{option} {out}: cannot create a file in {out.resolve().parent} ({why}): "
             "give a path in a directory you can write to",
             2,
         )
+
+
+def cannot_create_in(directory: Path) -> str | None:
+    """Why no new file can be made in `directory` (its mode, a read-only mount, a quota), or None."""
+    trial = directory / f".cp-write-check.{os.getpid()}.partial"
+    try:
+        os.close(os.open(trial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        trial.unlink()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None

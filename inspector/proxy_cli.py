@@ -13,6 +13,7 @@ The engine side (forwarding, recording) is `engine.capture.proxy`; aiohttp is im
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -141,10 +142,7 @@ def proxy(
             + _branched(info.branch, "   "),
         )
 
-    try:
-        record_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        fail(f"cannot create the record directory {record_dir}: {exc.strerror}")
+    created = _record_dir(record_dir, 1)
     # Under `run`, the agent's command is what ps and top show for its sessions (not this proxy's)
     hello: dict[str, Any] = {"proxy": True}
     if agent_argv is not None:
@@ -155,6 +153,9 @@ def proxy(
         server.start()
     except ProxyError as exc:
         rec.close()
+        if created:  # nothing left behind by a proxy that never listened
+            with contextlib.suppress(OSError):
+                record_dir.rmdir()
         fail(f"{exc} (try another --port, or --port 0 for a free one)")
     url = server.url
     typer.echo(f"cp-inspect proxy listening on {url} (pid {os.getpid()}); recording to {record_dir}/")
@@ -276,11 +277,10 @@ def run(
         need_terminal("run", "or `cp-inspect run --no-tui -- CMD ...` to only record")
     _check_runnable(cmd[0])
     ups = upstreams_from_env(upstream or [], dict(os.environ))
-    try:
-        record_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a file of that name, no permission: said before the agent starts
-        fail(f"cannot create the record directory {record_dir}: {exc.strerror}", 2)
+    created = _record_dir(record_dir, 2)  # said before the agent starts
     work = Path(tempfile.mkdtemp(prefix="cp-run-"))
+    # Only the proxy's state file is in it: every run left one behind in /tmp (hundreds on a test host).
+    ctx.call_on_close(lambda: shutil.rmtree(work, ignore_errors=True))
     state = work / "proxy.json"
     proxy_log = record_dir / f"proxy-{time.strftime('%Y%m%d-%H%M%S')}.log"
     args = [
@@ -305,7 +305,13 @@ def run(
         px = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
-    info = _wait_ready(px, state, proxy_log)
+    try:
+        info = _wait_ready(px, state, proxy_log)
+    except typer.Exit:
+        if created:  # a proxy that never listened leaves no empty record directory (its log said why)
+            with contextlib.suppress(OSError):
+                record_dir.rmdir()
+        raise
     url = str(info["url"])
     typer.echo(f"cp-inspect: proxy on {url}, recording to {record_dir}/ (proxy log: {proxy_log})", err=True)
     if no_tui:  # the agent has this terminal: the inspector is another's
@@ -357,6 +363,27 @@ class _Stopped(BaseException):  # BaseException: asyncio and Textual let it out 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def _record_dir(record_dir: Path, code: int) -> bool:
+    """Create --record-dir if need be and make sure a file can be made in it, or fail with `code`: an
+    existing directory we may not write ended `run` with a PermissionError traceback from its proxy log,
+    and the proxy took its first call before finding it could not record it. True if it was created."""
+    existed = record_dir.is_dir()
+    try:
+        record_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission
+        fail(f"cannot create the record directory {record_dir}: {exc.strerror}", code)
+    from .out_path import cannot_create_in
+
+    why = cannot_create_in(record_dir)
+    if why:
+        fail(
+            f"cannot write in the record directory {record_dir} ({why}): give --record-dir a directory you "
+            "can write to",
+            code,
+        )
+    return not existed
 
 
 def _wait_ready(px: subprocess.Popen[bytes], state: Path, log: Path, wait_s: float = 30.0) -> dict[str, Any]:

@@ -95,16 +95,18 @@ def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
     # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
     from engine.recording.cpsession import RecordingError, RecordingReader
 
-    if not path.exists():
-        fail(missing(path))
-    if path.is_dir():
-        fail(f"{path} is a directory: give the path of a .cpsession recording file")
     try:
+        if not path.exists():  # in a directory we may not enter: PermissionError, not False
+            fail(missing(path))
+        if path.is_dir():
+            fail(f"{path} is a directory: give the path of a .cpsession recording file")
         r = RecordingReader.open(path, salvage=salvage)
     except RecordingError as exc:
         fail(trajectory_hint(path) or str(exc))
     except PermissionError:
-        fail(f"cannot read {path}: permission denied (check the file's owner and mode)")
+        from engine.access import denied  # on the way out only
+
+        fail(f"cannot read {path}: {denied(path)}")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
     if r.damage is not None:

@@ -34,7 +34,9 @@ from engine.probe.runtime_dir import (
     ProbeTimeout,
     ProtocolMismatch,
     agent_runtime_dir,
+    other_users_process,
     pid_alive,
+    process_uid,
     resolve_runtime_dir,
     same_process,
     socket_path,
@@ -167,10 +169,11 @@ class ProbeClient:
         if alive is False:
             raise NoSuchProcess(pid)
         d = resolve_runtime_dir(runtime_dir)  # PermissionDenied if the directory is not safely ours
-        if alive is None:
-            raise PermissionDenied(
-                f"process {pid} belongs to another user; its probe can only be read by that user"
-            )
+        if alive is None or (runtime_dir is None and process_uid(pid) not in (None, os.getuid())):
+            # Not ours (root may signal anyone's, so kill(0) alone does not say): its socket, if any, is in
+            # its user's private directory, and its probe serves that user only. Root was told to start
+            # serving an agent that was serving, for this user's directory held no socket of it.
+            raise other_users_process(pid, session)
         if runtime_dir is None and (d is None or not os.path.lexists(socket_path(pid, d, session))):
             # The agent may have been started with another XDG_RUNTIME_DIR than this process has (a
             # desktop session's or a service's, where an ssh login has none): its socket is where its

@@ -217,6 +217,43 @@ def pid_alive(pid: int) -> bool | None:
     return not (fields and fields[0] == b"Z")
 
 
+def process_uid(pid: int) -> int | None:
+    """The real uid process `pid` runs as (its /proc/<pid>/status, which any user may read); None when
+    /proc cannot say. The server serves only its real uid (server.py), so this is whose probe it is."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def other_users_process(pid: int, session: int | None = None) -> PermissionDenied:
+    """The error for a process that is another user's: whether it serves a probe cannot be seen from here
+    (its socket is in that user's private directory) and its probe would refuse us anyway."""
+    from engine.access import user_name
+
+    uid = process_uid(pid)
+    me = user_name(os.getuid())
+    if uid is None:
+        return PermissionDenied(
+            f"process {pid} belongs to another user, not to you, {me}: an agent's probe serves only its "
+            "own user; run cp-inspect as that user"
+        )
+    import pwd  # an error path's own import
+
+    try:
+        login = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        login = f"#{uid}"
+    return PermissionDenied(
+        f"process {pid} belongs to {user_name(uid)}, not to you, {me}: an agent's probe serves only its "
+        f"own user; run cp-inspect as that user: sudo -u {login} cp-inspect attach {target_name(pid, session)}"
+    )
+
+
 # A recorded start (ticks as ns, see the module docstring) is below this: 10**17 ns is ~3 years of
 # uptime at 1000 ticks/s; a real mtime (a socket from before the record, or on a system without /proc)
 # is decades past it.

@@ -137,12 +137,16 @@ class RecordingReader(ChunkReading):
     def open(cls, path: str | Path, *, salvage: bool = False) -> RecordingReader:
         """Open via the footer when present, else rebuild the index. salvage=True keeps what precedes corruption."""
         p = Path(path)
-        if p.is_dir():
-            raise RecordingError(f"{p} is a directory: give the path of a .cpsession recording file")
         try:
+            if p.is_dir():  # raises PermissionError in a directory we may not enter
+                raise RecordingError(f"{p} is a directory: give the path of a .cpsession recording file")
             # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, forever if none comes;
             # it has no effect on the reads of a regular file.
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        except PermissionError:
+            from engine.access import denied  # an error path's own import
+
+            raise RecordingError(f"cannot open recording {p}: {denied(p)}") from None
         except OSError as exc:
             raise RecordingError(f"cannot open recording {p}: {exc.strerror}") from None
         self = cls(p, fd)

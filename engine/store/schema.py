@@ -316,7 +316,9 @@ def _connect(p: str, timeout_s: float) -> sqlite3.Connection:
             )
         if is_read_only(p):
             if not os.access(p, os.R_OK):
-                raise StoreError(f"cannot read {p}: permission denied (check the file's owner and mode)")
+                from engine.access import denied  # an error path's own import
+
+                raise StoreError(f"cannot read {p}: {denied(p)}")
             return _connect_read_only(p, timeout_s)
     try:
         conn = sqlite3.connect(p, timeout=timeout_s, isolation_level=None, check_same_thread=False)

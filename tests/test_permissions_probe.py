@@ -1,0 +1,221 @@
+"""Attaching to what cannot be attached to, with real processes of real users (see test_permissions.py):
+another user's agent (each way round), a process that is no agent, a pid that does not exist or exited
+between `ps` and `attach`, a stale socket a killed agent left, and a runtime directory that is not safely
+the user's own. One line each with what to do, exit 1, and the agent never stopped or slowed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.unprivileged import IS_ROOT, Sandbox, child_uid, one_line, sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def sb() -> Iterator[Sandbox]:
+    with sandbox() as s:
+        yield s
+
+
+class _Agent:
+    """`cp-inspect demo --no-tui` (a serving agent), started as the suite's user or as the child user."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], rt: Path) -> None:
+        self.proc = proc
+        out = proc.stdout.readline().decode() if proc.stdout else ""
+        assert out.startswith("demo agent pid "), out
+        self.pid = int(out.split()[3].rstrip(","))
+        self.socket = rt / f"{self.pid}.sock"
+        deadline = time.monotonic() + 60
+        while not self.socket.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the agent never served"
+            time.sleep(0.05)
+
+    def ended_well(self) -> None:
+        """It ran on to its last turn and exited 0 (no attach attempt stopped or crashed it)."""
+        out, _ = self.proc.communicate(timeout=120)
+        assert self.proc.returncode == 0, out.decode(errors="replace")[-800:]
+        assert b"turn   7" in out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
+ARGS = ["-m", "inspector", "demo", "--no-tui", "--turns", "8", "--delay", "0.4"]
+
+
+def _own_agent(xdg: Path) -> _Agent:
+    tmp = xdg.parent / "suite-tmp"  # its recording, removed with the sandbox
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(xdg), "TMPDIR": str(tmp)}
+    env.pop("COLUMNS", None)
+    proc = subprocess.Popen(
+        [sys.executable, *ARGS],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    return _Agent(proc, xdg / "contextpipe")
+
+
+def _cli_as_suite(*args: str, xdg: Path) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(xdg)}
+    env.pop("COLUMNS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "inspector", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+@pytest.mark.skipif(
+    not IS_ROOT, reason="another user's agent needs a second user: the suite runs as root only"
+)
+def test_attaching_to_another_users_agent_names_its_user_and_how(sb: Sandbox) -> None:
+    theirs = sb.dir("theirs", writable=False)  # the agent's (root's) XDG_RUNTIME_DIR
+    mine = sb.dir("mine", writable=True)  # the inspector's (nobody's)
+    agent = _own_agent(theirs)
+    try:
+        for args in (["attach", str(agent.pid)], ["explain", str(agent.pid)]):
+            r = sb.cli(*args, env={"XDG_RUNTIME_DIR": str(mine)})
+            assert r.returncode == 1, r.stderr
+            line = one_line(r.stderr)
+            assert f"process {agent.pid} belongs to root (uid 0), not to you, nobody" in line, line
+            assert f"sudo -u root cp-inspect attach {agent.pid}" in line, line
+        r = sb.cli("ps", env={"XDG_RUNTIME_DIR": str(mine)})
+        assert r.returncode == 0 and str(agent.pid).encode() not in r.stdout, r.stdout
+        agent.ended_well()
+    finally:
+        agent.stop()
+
+
+@pytest.mark.skipif(
+    not IS_ROOT, reason="another user's agent needs a second user: the suite runs as root only"
+)
+def test_root_attaching_to_another_users_agent_is_not_told_to_start_serving(sb: Sandbox) -> None:
+    # Root may signal any process, so kill(0) did not say it was another user's: attach looked in root's
+    # own runtime directory and said "process N is not serving the probe. Start the agent with
+    # serve=True", of an agent that was serving (to its own user only, as the server allows).
+    xdg = sb.dir("xdg", writable=True)
+    proc = sb.popen(
+        [sys.executable, *ARGS],
+        env={"XDG_RUNTIME_DIR": str(xdg)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    agent = _Agent(proc, xdg / "contextpipe")
+    try:
+        mine = sb.base / "root-rt"
+        mine.mkdir(mode=0o700)
+        r = _cli_as_suite("attach", str(agent.pid), xdg=mine)
+        assert r.returncode == 1, r.stderr
+        line = one_line(r.stderr)
+        assert (
+            f"process {agent.pid} belongs to nobody (uid {child_uid()}), not to you, root (uid 0)" in line
+        ), line
+        assert f"sudo -u nobody cp-inspect attach {agent.pid}" in line and "not serving" not in line, line
+        agent.ended_well()
+    finally:
+        agent.stop()
+
+
+def test_attaching_to_a_process_that_is_not_an_agent(sb: Sandbox) -> None:
+    xdg = sb.dir("xdg", writable=True)
+    sleeper = sb.popen(["sleep", "60"])  # the child user's own process, serving nothing
+    try:
+        r = sb.cli("attach", str(sleeper.pid), env={"XDG_RUNTIME_DIR": str(xdg)})
+        assert r.returncode == 1, r.stderr
+        line = one_line(r.stderr)
+        assert f"process {sleeper.pid} is not serving the probe" in line and "CONTEXTPIPE_SERVE=1" in line, (
+            line
+        )
+        assert sleeper.poll() is None  # not signalled, not stopped
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    if os.stat("/proc/1").st_uid != child_uid():  # pid 1, another user's: whose, and how
+        r = sb.cli("attach", "1", env={"XDG_RUNTIME_DIR": str(xdg)})
+        assert r.returncode == 1 and "process 1 belongs to " in one_line(r.stderr), r.stderr
+
+
+def test_a_pid_that_does_not_exist_or_exited_after_ps(sb: Sandbox) -> None:
+    xdg = sb.dir("xdg", writable=True)
+    env = {"XDG_RUNTIME_DIR": str(xdg)}
+    proc = sb.popen([sys.executable, *ARGS], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    agent = _Agent(proc, xdg / "contextpipe")
+    try:
+        r = sb.cli("ps", "--json", env=env)
+        assert r.returncode == 0 and f'"pid": {agent.pid}'.encode() in r.stdout, r.stdout
+        os.kill(agent.pid, signal.SIGKILL)  # between ps and attach; its socket stays behind
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{agent.pid}") and _state(agent.pid) != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert agent.socket.exists()
+        r = sb.cli("attach", str(agent.pid), env=env)
+        assert r.returncode == 1, r.stderr
+        line = one_line(r.stderr)
+        assert (
+            f"no process with pid {agent.pid} (it may have exited); `cp-inspect ps` lists live agents" in line
+        )
+        r = sb.cli("ps", env=env)  # the stale socket is cleaned by ps
+        assert r.returncode == 0 and b"Traceback" not in r.stderr and not agent.socket.exists(), r.stderr
+    finally:
+        agent.stop()
+    r = sb.cli("attach", str(2**31 - 2), env=env)  # never a pid here
+    assert r.returncode == 1 and "no process with pid" in one_line(r.stderr)
+    r = sb.cli("attach", "12ab", env=env)
+    assert r.returncode == 2 and "is not a pid" in one_line(r.stderr)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+@pytest.mark.parametrize("how", ["another user's", "group-writable", "world-writable"])
+def test_a_runtime_directory_that_is_not_safely_ours_is_refused_and_the_agent_runs_on(
+    sb: Sandbox, how: str
+) -> None:
+    if how == "another user's" and not IS_ROOT:
+        pytest.skip("a directory owned by another user needs root to make")
+    xdg = sb.dir("xdg", writable=True)
+    rt = xdg / "contextpipe"
+    rt.mkdir()
+    if how == "another user's":
+        rt.chmod(0o755)  # root's: the child may read it but not own it
+        says = f"is owned by uid {os.getuid()}, not by you (uid {child_uid()}); refusing to use it"
+    else:
+        os.chown(rt, child_uid(), -1)
+        rt.chmod(0o770 if how == "group-writable" else 0o777)
+        says = f"has mode {rt.stat().st_mode & 0o777:04o}; it must be 0700 (fix with: chmod 700 {rt})"
+    env = {"XDG_RUNTIME_DIR": str(xdg)}
+    for args in (["ps"], ["attach", str(os.getpid())]):
+        r = sb.cli(*args, env=env)
+        assert r.returncode == 1, r.stderr
+        line = one_line(r.stderr)
+        assert f"probe runtime directory {rt} {says}" in line, line
+    # An agent told to serve runs on without its probe, and says why once; it puts nothing in there.
+    r = sb.cli("demo", "--no-tui", "--turns", "3", "--delay", "0", env=env, timeout=120)
+    assert r.returncode == 0 and b"turn   2" in r.stdout, r.stderr
+    warn = [line for line in r.stderr.decode().splitlines() if line]
+    assert len(warn) == 1 and "the live probe is disabled, the agent runs on without it" in warn[0], warn
+    assert list(rt.iterdir()) == []
