@@ -92,12 +92,16 @@ def test_attaching_to_another_users_agent_names_its_user_and_how(sb: Sandbox) ->
     mine = sb.dir("mine", writable=True)  # the inspector's (nobody's)
     agent = _own_agent(theirs)
     try:
-        for args in (["attach", str(agent.pid)], ["explain", str(agent.pid)]):
+        for args in (
+            ["attach", str(agent.pid)],
+            ["explain", str(agent.pid)],
+            ["find", str(agent.pid), "latch"],
+        ):
             r = sb.cli(*args, env={"XDG_RUNTIME_DIR": str(mine)})
             assert r.returncode == 1, r.stderr
             line = one_line(r.stderr)
             assert f"process {agent.pid} belongs to root (uid 0), not to you, nobody" in line, line
-            assert f"sudo -u root cp-inspect attach {agent.pid}" in line, line
+            assert "run cp-inspect as that user (sudo -u root cp-inspect ...)" in line, line
         r = sb.cli("ps", env={"XDG_RUNTIME_DIR": str(mine)})
         assert r.returncode == 0 and str(agent.pid).encode() not in r.stdout, r.stdout
         agent.ended_well()
@@ -129,7 +133,7 @@ def test_root_attaching_to_another_users_agent_is_not_told_to_start_serving(sb: 
         assert (
             f"process {agent.pid} belongs to nobody (uid {child_uid()}), not to you, root (uid 0)" in line
         ), line
-        assert f"sudo -u nobody cp-inspect attach {agent.pid}" in line and "not serving" not in line, line
+        assert "(sudo -u nobody cp-inspect ...)" in line and "not serving" not in line, line
         agent.ended_well()
     finally:
         agent.stop()
@@ -219,3 +223,20 @@ def test_a_runtime_directory_that_is_not_safely_ours_is_refused_and_the_agent_ru
     warn = [line for line in r.stderr.decode().splitlines() if line]
     assert len(warn) == 1 and "the live probe is disabled, the agent runs on without it" in warn[0], warn
     assert list(rt.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "used"), [(0o700, True), (0o755, True), (0o1777, True), (0o777, False), (0o770, False)]
+)
+def test_an_xdg_runtime_dir_others_may_write_is_not_used(tmp_path: Path, mode: int, used: bool) -> None:
+    # The probe's own `contextpipe` directory was checked (ours, 0700), but not the XDG_RUNTIME_DIR it is
+    # in: in a directory others may write without the sticky bit, anyone can rename ours away and put
+    # theirs in its place. The XDG spec requires that directory to be the user's alone; one that is not
+    # is treated as unset (as one owned by another user already was): /tmp/contextpipe-<uid>.
+    from engine.probe.runtime_dir import SUBDIR, runtime_dir_from
+
+    xdg = tmp_path / "xdg"
+    xdg.mkdir()
+    xdg.chmod(mode)
+    expected = xdg / SUBDIR if used else Path("/tmp") / f"contextpipe-{os.getuid()}"
+    assert runtime_dir_from(str(xdg)) == expected

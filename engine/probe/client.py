@@ -173,7 +173,7 @@ class ProbeClient:
             # Not ours (root may signal anyone's, so kill(0) alone does not say): its socket, if any, is in
             # its user's private directory, and its probe serves that user only. Root was told to start
             # serving an agent that was serving, for this user's directory held no socket of it.
-            raise other_users_process(pid, session)
+            raise other_users_process(pid)
         if runtime_dir is None and (d is None or not os.path.lexists(socket_path(pid, d, session))):
             # The agent may have been started with another XDG_RUNTIME_DIR than this process has (a
             # desktop session's or a service's, where an ssh login has none): its socket is where its

@@ -114,13 +114,16 @@ def runtime_dir_from(xdg: str) -> Path:
     # directory the agent ran from (a project's checkout, say). And so is one owned by another user (the
     # spec: it must be the user's own): `sudo -E` keeps the invoking user's, and a root agent made its
     # `contextpipe` there, root's, so that user's own agents were refused it and ran without a probe.
+    # And so is one that others may write without the sticky bit (the spec: mode 0700): anyone could
+    # rename our `contextpipe` away and put theirs in its place between a check and a bind.
     if xdg and os.path.isabs(xdg):
         try:
             st = os.stat(xdg)
         except OSError:
             pass
         else:
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            shared = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not shared:
                 return Path(xdg) / SUBDIR
     return Path("/tmp") / f"contextpipe-{os.getuid()}"
 
@@ -230,7 +233,7 @@ def process_uid(pid: int) -> int | None:
     return None
 
 
-def other_users_process(pid: int, session: int | None = None) -> PermissionDenied:
+def other_users_process(pid: int) -> PermissionDenied:
     """The error for a process that is another user's: whether it serves a probe cannot be seen from here
     (its socket is in that user's private directory) and its probe would refuse us anyway."""
     from engine.access import user_name
@@ -250,7 +253,7 @@ def other_users_process(pid: int, session: int | None = None) -> PermissionDenie
         login = f"#{uid}"
     return PermissionDenied(
         f"process {pid} belongs to {user_name(uid)}, not to you, {me}: an agent's probe serves only its "
-        f"own user; run cp-inspect as that user: sudo -u {login} cp-inspect attach {target_name(pid, session)}"
+        f"own user; run cp-inspect as that user (sudo -u {login} cp-inspect ...)"
     )
 
 
