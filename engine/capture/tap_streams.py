@@ -228,9 +228,14 @@ def stream_ended(exc: BaseException) -> str:
 
 
 class _Observer:
-    """What both stream wrappers share: feed each event (guarded), finish exactly once."""
+    """What both stream wrappers share: the SDK's stream they wrap (every attribute not theirs is its),
+    feed each event (guarded), finish exactly once."""
 
-    def __init__(self, acc: Accumulator, finish: Callable[[Accumulator, str | None], None]) -> None:
+    def __init__(
+        self, inner: Any, acc: Accumulator, finish: Callable[[Accumulator, str | None], None]
+    ) -> None:
+        self._inner = inner
+        self._it: Any = None
         self._acc = acc
         self._finish_cb = finish
         self._done = False
@@ -252,17 +257,13 @@ class _Observer:
             problem = "stream events could not be read by the tap"
         self._finish_cb(self._acc, problem)
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
 
 class TappedStream(_Observer):
     """Wraps an SDK `Stream`: iterating, `with`, `close()` and every other attribute behave as the
     SDK's own; the accumulated message is journaled when the stream ends (or is closed early)."""
-
-    def __init__(
-        self, inner: Any, acc: Accumulator, finish: Callable[[Accumulator, str | None], None]
-    ) -> None:
-        super().__init__(acc, finish)
-        self._inner = inner
-        self._it: Any = None
 
     def __iter__(self) -> TappedStream:
         return self
@@ -297,19 +298,9 @@ class TappedStream(_Observer):
         finally:
             self._finish(None)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
 
 class AsyncTappedStream(_Observer):
     """The async counterpart of TappedStream (AsyncStream: `async for`, `async with`, `await close()`)."""
-
-    def __init__(
-        self, inner: Any, acc: Accumulator, finish: Callable[[Accumulator, str | None], None]
-    ) -> None:
-        super().__init__(acc, finish)
-        self._inner = inner
-        self._it: Any = None
 
     def __aiter__(self) -> AsyncTappedStream:
         return self
@@ -343,6 +334,3 @@ class AsyncTappedStream(_Observer):
             await self._inner.close()
         finally:
             self._finish(None)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
