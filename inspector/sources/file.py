@@ -1,7 +1,6 @@
-"""The two real sources behind the app: a recording file and a live agent's probe socket.
-
-Both keep the journal events they have seen and embed the engine (a Replayer) for what-if re-plans
-and for showing section content; panels only ever see traces (dicts).
+"""A recording file as the app's source (`FileSource`): the journal events it has read, with the engine
+embedded (ReplayingSource: a Replayer) for what-if re-plans and section content; panels only ever see
+traces (dicts).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The two real sources behind the app: a recording file and a live agent's probe socket.
-
-Both keep the journal events they have seen and embed the engine (a Replayer) for what-if re-plans
-and for showing section content; panels only ever see traces (dicts).
+"""A live agent's probe socket as the app's source (`LiveSource`): the journal events it has seen, kept
+so the session can be saved after the agent exits, with the engine embedded (ReplayingSource: a
+Replayer) for what-if re-plans and section content; panels only ever see traces (dicts).
 
 LiveSource is built in layers, a module each, each class on the one before: live_state (what it keeps),
 live_placeholders (summarized turns and the history's stand-ins, filled in place), live_fold_stream
