@@ -59,23 +59,29 @@ def test_every_view_reads_as_the_list_it_stands_for(first: int, steps: list[Any]
         lists.append(lists[frm][:keep] + new)
     # Every view as it stands for its list, after every later view was made on (maybe) the same run.
     for g, want in zip(views, lists, strict=True):
-        assert len(g) == len(want) and list(g) == want and g == want and g == tuple(want)
-        if want:
-            i = probe % len(want)
-            assert g[i] is want[i] and g[i - len(want)] is want[i]
-        assert g[probe // 3 : probe % 7 + len(want) // 2] == tuple(
-            want[probe // 3 : probe % 7 + len(want) // 2]
-        )
-        assert g[::2] == tuple(want[::2])
-        i, j = sorted((abs(probe) % (len(want) + 1), abs(probe // 3) % (len(want) + 1)))
-        got = g.items(i, j)
-        assert type(got) is list and got == want[i:j] and all(map(operator.is_, got, want[i:j]))
-        with pytest.raises(IndexError):
-            g[len(want)]
+        assert_reads_as(g, want, probe)
     for a, b, la, lb in zip(views, views[1:], lists, lists[1:], strict=False):
         k = a.shared_run(b)
         if k >= 0:  # known shared: the very objects
             assert all(x is y for x, y in zip(la[:k], lb[:k], strict=True))
+
+
+def assert_reads_as(g: Any, want: list[str], probe: int) -> None:
+    """`g` (a Grown or a Window) reads as the list `want` every way it is read: length, items (the same
+    objects), indices from either end, slices (tuples), items(i, j) (a list), iteration, equality."""
+    assert len(g) == len(want) and list(g) == want and g == want and g == tuple(want)
+    assert all(map(operator.is_, g, want))
+    if want:
+        i = probe % len(want)
+        assert g[i] is want[i] and g[i - len(want)] is want[i]
+    lo, hi = probe // 3, probe % 7 + len(want) // 2
+    assert g[lo:hi] == tuple(want[lo:hi])
+    assert g[::2] == tuple(want[::2])
+    i, j = sorted((abs(probe) % (len(want) + 1), abs(probe // 3) % (len(want) + 1)))
+    got = g.items(i, j)
+    assert type(got) is list and got == want[i:j] and all(map(operator.is_, got, want[i:j]))
+    with pytest.raises(IndexError):
+        g[len(want)]
 
 
 def test_a_view_extended_from_its_end_is_made_without_copying_its_run() -> None:
@@ -226,15 +232,17 @@ def test_a_column_of_grown_and_tuple_calls_has_the_figures_of_tuples(
 ) -> None:
     """Calls handed over as a Grown from `grown_from` Blocks on, as tuples below it (a column's calls
     cross the line both ways): the figures are those of every call a tuple."""
+    assert column_figures(reqs, rules, grown_from) == column_figures(reqs, rules, 10**9)
 
-    def figures(g: int) -> Any:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(simulate, "GROWN_FROM", g)
-            fig = _simulate(
-                "x", [_Req(k, 1.0 + k, r, [], []) for k, r in enumerate(reqs)], rules=rules,
-                model="deepseek-chat", table=TABLE, outputs={}, options={}, link_outputs=rules == "deepseek",
-                automatic_prefix=rules != "anthropic", scale=1.0,
-            )  # fmt: skip
-        return fig.to_json(per_turn=True)
 
-    assert figures(grown_from) == figures(10**9)
+def column_figures(reqs: list[list[Block]], rules: str, grown_from: int) -> Any:
+    """simulate's figures of a column of `reqs`, its calls from `grown_from` Blocks on handed to the
+    simulator as a Grown (or a Window, shifted), as tuples below it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(simulate, "GROWN_FROM", grown_from)
+        fig = _simulate(
+            "x", [_Req(k, 1.0 + k, r, [], []) for k, r in enumerate(reqs)], rules=rules,
+            model="deepseek-chat", table=TABLE, outputs={}, options={}, link_outputs=rules == "deepseek",
+            automatic_prefix=rules != "anthropic", scale=1.0,
+        )  # fmt: skip
+    return fig.to_json(per_turn=True)

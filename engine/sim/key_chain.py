@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from engine.common_prefix import common_prefix_len
 from engine.sim.calls import SEGMENT_ORDER, Block, CacheSimError
-from engine.sim.grown import Grown
+from engine.sim.grown import Grown, Window
 from engine.sim.key_path import KeyPath
 from engine.sim.key_table import Key, KeyTable
 
@@ -40,6 +40,12 @@ def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
         k = min(ka, kb, n)
         c = _shared_upto(ra, rb, k)
         return c if c < k else k + _shared_upto(a[k:n], b[k:n], n - k)
+    if type(a) is Window and type(b) is Window:
+        # Two shifted calls' Blocks on one run from one start (simulate's Windows): that part is the same
+        # objects, not compared; the rest as any sequences.
+        k = min(a.shared_run(b), n)
+        if k >= 0:
+            return k + _shared_upto(a[k:n], b[k:n], n - k)
     return _shared_upto(a, b, n)
 
 
@@ -299,8 +305,8 @@ class _KeyChain:
         """take_raw(blocks) as (keys, tail, raw, base): the call's keys are keys + tail, where `tail` is the
         keys it handed out (every prefix from the first one no call sent before: `old` on), not made into
         ints in a list (lazy=False: made, and `tail` is empty)."""
-        if type(blocks) is not Grown:  # (simulate's calls: read-only, extended without a copy)
-            blocks = tuple(blocks)
+        if type(blocks) is not Grown and type(blocks) is not Window:
+            blocks = tuple(blocks)  # (simulate's calls, Grown and Window: read-only, made without a copy)
         prev = self.blocks
         if shared is None:
             common = shared_prefix_len(prev, blocks)

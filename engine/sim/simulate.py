@@ -63,7 +63,7 @@ from engine.sim.cachesim import (
     find_stretch as _stretch,  # one search for a shifted stretch: the cache simulator's
 )
 from engine.sim.few_texts import FewTextsTokenizer
-from engine.sim.grown import Grown
+from engine.sim.grown import Grown, Window, shifted
 from engine.sim.pricing import (
     ENV_VAR,
     ModelPrice,
@@ -995,16 +995,24 @@ def _simulate(
         # itself when it starts with all of it): cheaper than a Grown's Python-level reads there.
         if m and common + h + m + len(after) >= GROWN_FROM:
             # A long shifted request (clear_tool_uses past its window: ~4,800 Blocks, most of its calls
-            # there): its Blocks as one list, the stretch copied once from the last call's and the few
-            # around it put in, handed over as a Grown on that list. Made as a tuple of the four parts
-            # unpacked, the stretch was copied three times (its slice, the unpacking, the tuple made of
-            # that) and freed twice: ~30 us a call against ~20 (/tmp/what45/drv.py, load 7).
-            run = (
-                prev_cblocks.items(a, a + m) if type(prev_cblocks) is Grown else list(prev_cblocks[a : a + m])
-            )
-            run[0:0] = [*prev_cblocks[:common], *convert(fresh)]
-            run += convert(after)
-            cblocks: Sequence[cachesim.Block] = Grown.of(run, own=True)
+            # there): a Window on the last call's run (engine/sim/grown.py), the conversation's Blocks
+            # in the order it grew: the stretch is not copied, only the few around it put in. Where the
+            # last call's Blocks are not such a run's, one list, the stretch copied once from the last
+            # call's, handed over as a Grown on that list (a copy and later a free of ~4,800 Blocks a
+            # call, ~15 us; a tuple of the four parts unpacked copied the stretch three times).
+            cfresh, cafter = convert(fresh), convert(after)
+            view = shifted(prev_cblocks, common, cfresh, a, m, cafter)
+            if view is not None:
+                cblocks: Sequence[cachesim.Block] = view
+            else:
+                run = (
+                    prev_cblocks.items(a, a + m)
+                    if isinstance(prev_cblocks, Grown | Window)
+                    else list(prev_cblocks[a : a + m])
+                )
+                run[0:0] = [*prev_cblocks[:common], *cfresh]
+                run += cafter
+                cblocks = Grown.of(run, own=True)
         elif m:
             cblocks = (
                 *prev_cblocks[:common],
