@@ -173,8 +173,9 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
     if svg is not None:
         if svg.is_dir():
             fail(f"--svg {svg} is a directory: give a file path, e.g. {svg / 'cost.svg'}", 2)
-        if not svg.resolve().parent.is_dir():
-            fail(f"--svg {svg}: directory {svg.resolve().parent} does not exist", 2)
+        from .out_path import check_creatable
+
+        check_creatable(svg, "--svg")  # its directory exists and takes a file: not after all the work
         if svg.exists() and not _is_chart(svg):
             # Re-running a report replaces its chart; any other file is refused: `--svg run.cpsession`
             # (a recording named where the chart goes) replaced the recording with a chart, silently.

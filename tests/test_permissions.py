@@ -157,7 +157,8 @@ def test_a_recording_in_a_directory_that_cannot_be_entered_names_the_directory(s
 WRITERS = [
     (["salvage", "GOOD", "-o", "RO/s.cpsession"], 2, "-o RO/s.cpsession: cannot create a file in RO"),
     (["import", "auto", "TRAJ", "-o", "RO/i.cpsession"], 2, "-o RO/i.cpsession: cannot create a file in RO"),
-    (["report", "GOOD", "--svg", "RO/c.svg"], 1, "cannot write --svg RO/c.svg: Permission denied"),
+    (["report", "GOOD", "--svg", "RO/c.svg"], 2, "--svg RO/c.svg: cannot create a file in RO"),
+    (["attach", "1", "--record", "RO/a.cpsession"], 2, "--record RO/a.cpsession: cannot create a file in RO"),
     (
         ["demo", "--no-tui", "--turns", "2", "--delay", "0", "--record", "RO/d.cpsession"],
         2,
@@ -245,3 +246,30 @@ def test_the_child_really_is_denied() -> None:
         secret = s.unreadable("secret", b"x")
         r = s.run([sys.executable, "-c", f"open({str(secret)!r}).read()"])
         assert r.returncode != 0 and b"PermissionError" in r.stderr
+
+
+def test_another_users_live_store_in_a_directory_we_may_not_write_reads_and_refuses_writes(
+    sb: Sandbox,
+) -> None:
+    """A store another user's agent holds open (its -wal and -shm beside it) in a directory we may not
+    write: reading needs no write access and gets every item; a write is one line and changes nothing."""
+    from engine.store import ContextStore
+
+    d = sb.dir("store", writable=False)
+    db = d / "c.sqlite"
+    with ContextStore(db) as live:
+        ids = [live.add(f"note {i}: the parser drops trailing commas", "user") for i in range(5)]
+        assert {p.name for p in d.iterdir()} == {"c.sqlite", "c.sqlite-wal", "c.sqlite-shm"}
+        for p in d.iterdir():
+            p.chmod(0o644)
+        before = {p.name: p.read_bytes() for p in d.iterdir()}
+        r = sb.cli("ctx", "get", "--db", str(db), "--budget", "2000")
+        assert r.returncode == 0 and all(f"note {i}:".encode() in r.stdout for i in range(5)), r.stderr
+        r = sb.cli("ctx", "expand", "--db", str(db), str(ids[2]))
+        assert r.returncode == 0 and b"note 2:" in r.stdout, r.stderr
+        r = sb.cli("ctx", "import", str(sb.readable("g.cpsession", OTHER)), "--db", str(db))
+        assert r.returncode == 1, r.stderr
+        line = one_line(r.stderr)
+        assert "nothing imported" in line and f"{db} is read-only" in line, line
+        assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+        assert live.add("the agent goes on writing", "user") > ids[-1]
