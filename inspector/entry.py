@@ -15,6 +15,7 @@ existed.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -130,6 +131,9 @@ def run_standalone(command: Callable[[], None]) -> NoReturn:
         # with stdout pointed at nothing so the interpreter's own flush at exit does not raise again.
         _quiet_stdout()
         sys.exit(1)
+    except OSError as exc:
+        output_failed(exc)
+        raise
     except Exception as exc:
         import typer
 
@@ -139,6 +143,29 @@ def run_standalone(command: Callable[[], None]) -> NoReturn:
             _aborted()
         raise
     sys.exit(0)
+
+
+# What a write to a file or device can fail with and reading never does: raised out of a command, it is
+# the output that could not be written (every file a command writes itself is said by the command).
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+
+
+def output_failed(exc: OSError) -> None:
+    """For `exc` from writing the output (`simulate --json > FILE` on a full disk, or over quota): one
+    line saying so and exit 1, not a traceback; returns for any other error."""
+    if exc.errno not in _WRITE_ERRNOS:
+        return
+    try:
+        where = os.readlink("/proc/self/fd/1")
+    except OSError:
+        where = "stdout"
+    _quiet_stdout()  # what is left in its buffer would fail again at exit
+    print(
+        f"cp-inspect: cannot write the output to {where}: {exc.strerror or exc}; what it holds is incomplete "
+        "(free some space, or write it elsewhere)",
+        file=sys.stderr,
+    )
+    sys.exit(1)
 
 
 def _quiet_stdout() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -86,7 +87,7 @@ def test_report_skips_a_recording_it_cannot_read_and_names_the_owner(sb: Sandbox
     r = sb.cli("report", str(bad), str(good))
     err = r.stderr.decode()
     assert r.returncode == 0 and "Traceback" not in err, err
-    skipped = [line for line in err.splitlines() if line.startswith(f"warning: skipped {bad}")]
+    skipped = [line for line in err.splitlines() if f"warning: skipped {bad}" in line]
     assert len(skipped) == 1, err
     _whose_denial(skipped[0], bad)
     assert b"scout-openai" in r.stdout or b"good" in r.stdout, r.stdout
@@ -273,3 +274,60 @@ def test_another_users_live_store_in_a_directory_we_may_not_write_reads_and_refu
         assert "nothing imported" in line and f"{db} is read-only" in line, line
         assert {p.name: p.read_bytes() for p in d.iterdir()} == before
         assert live.add("the agent goes on writing", "user") > ids[-1]
+
+
+# ---- output that cannot be written: `> FILE` on a full disk ------------------------------------------
+
+FULL_OUTPUT = [
+    ["simulate", "DEMO", "--window", "32k", "--json"],
+    ["report", "DEMO", "--json"],
+    ["explain", "DEMO", "--json"],
+    ["find", "DEMO", "latch"],
+    ["verify", "DEMO"],
+    ["ps", "--json"],
+]
+
+
+def _into(target: Path, argv: list[str], tmp_path: Path, limit: int | None = None) -> str:
+    """The one stderr line of `python -m ARGV...` with stdout written to `target`, the file size limited
+    to `limit` bytes if given; it must exit 1."""
+    import resource
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(tmp_path)}
+    env.pop("COLUMNS", None)
+    with target.open("wb") as out:
+        r = subprocess.run(
+            [sys.executable, "-m", *argv],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            preexec_fn=None
+            if limit is None
+            else lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+        )
+    assert r.returncode == 1, r.stderr
+    return one_line(r.stderr)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (every write to it fails ENOSPC)")
+@pytest.mark.parametrize("argv", FULL_OUTPUT, ids=[a[0] for a in FULL_OUTPUT])
+def test_output_to_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path, argv: list[str]) -> None:
+    # `simulate ... --json > run.json` on a full disk ended with an OSError traceback from print/echo.
+    line = _into(Path("/dev/full"), ["inspector", *[str(DEMO) if a == "DEMO" else a for a in argv]], tmp_path)
+    assert line == (
+        "cp-inspect: cannot write the output to /dev/full: No space left on device; what it holds is "
+        "incomplete (free some space, or write it elsewhere)"
+    ), line
+
+
+def test_output_to_a_file_past_its_size_limit_is_one_line(tmp_path: Path) -> None:
+    # The same through the typer path (`python -m inspector.cli`), to a real file a size limit stops at 1 KiB.
+    out = tmp_path / "run.json"
+    line = _into(out, ["inspector.cli", "simulate", str(DEMO), "--window", "32k", "--json"], tmp_path, 1024)
+    assert line.startswith(f"cp-inspect: cannot write the output to {out}: File too large; what it holds"), (
+        line
+    )
+    assert out.stat().st_size <= 1024
