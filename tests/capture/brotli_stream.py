@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Iterable
 from typing import Any
 
 # BrotliEncoderOperation (brotli/encode.h)
@@ -36,17 +37,21 @@ def libbrotlienc() -> Any:
     return lib
 
 
-def compress_flushed(pieces: list[bytes]) -> list[bytes]:
-    """Each piece compressed and flushed (its bytes decode on their own once the earlier ones have), the
-    stream's end appended to the last: what a brotli-compressing server writes, piece by piece."""
-    lib = libbrotlienc()
-    if lib is None:
-        raise RuntimeError("the system's libbrotlienc is not installed (apt-get install libbrotli1)")
-    state = lib.BrotliEncoderCreateInstance(None, None, None)
-    lib.BrotliEncoderSetParameter(state, 1, 5)  # BROTLI_PARAM_QUALITY: a server's usual middle
-    buf = ctypes.create_string_buffer(1 << 16)
+class _Encoder:
+    """One brotli stream on the system's encoder: each `run` hands it data with an operation (PROCESS,
+    FLUSH or FINISH) and returns the bytes that come out."""
 
-    def run(op: int, data: bytes) -> bytes:
+    def __init__(self, quality: int) -> None:
+        lib = libbrotlienc()
+        if lib is None:
+            raise RuntimeError("the system's libbrotlienc is not installed (apt-get install libbrotli1)")
+        self.lib = lib
+        self.state = lib.BrotliEncoderCreateInstance(None, None, None)
+        lib.BrotliEncoderSetParameter(self.state, 1, quality)  # BROTLI_PARAM_QUALITY
+        self.buf = ctypes.create_string_buffer(1 << 16)
+
+    def run(self, op: int, data: bytes) -> bytes:
+        lib, state, buf = self.lib, self.state, self.buf
         out = bytearray()
         src = ctypes.create_string_buffer(data, len(data))
         avail_in = ctypes.c_size_t(len(data))
@@ -55,8 +60,13 @@ def compress_flushed(pieces: list[bytes]) -> list[bytes]:
             avail_out = ctypes.c_size_t(len(buf))
             next_out = ctypes.c_void_p(ctypes.addressof(buf))
             ok = lib.BrotliEncoderCompressStream(
-                state, op, ctypes.byref(avail_in), ctypes.byref(next_in), ctypes.byref(avail_out),
-                ctypes.byref(next_out), None,
+                state,
+                op,
+                ctypes.byref(avail_in),
+                ctypes.byref(next_in),
+                ctypes.byref(avail_out),
+                ctypes.byref(next_out),
+                None,
             )
             if not ok:
                 raise RuntimeError("libbrotlienc refused the data")
@@ -65,8 +75,30 @@ def compress_flushed(pieces: list[bytes]) -> list[bytes]:
             if done and not lib.BrotliEncoderHasMoreOutput(state):
                 return bytes(out)
 
+    def close(self) -> None:
+        self.lib.BrotliEncoderDestroyInstance(self.state)
+
+
+def compress_flushed(pieces: list[bytes]) -> list[bytes]:
+    """Each piece compressed and flushed (its bytes decode on their own once the earlier ones have), the
+    stream's end appended to the last: what a brotli-compressing server writes, piece by piece."""
+    enc = _Encoder(5)  # a server's usual middle quality
     try:
-        out = [run(FLUSH, p) for p in pieces]
-        return out[:-1] + [out[-1] + run(FINISH, b"")]
+        out = [enc.run(FLUSH, p) for p in pieces]
+        return out[:-1] + [out[-1] + enc.run(FINISH, b"")]
     finally:
-        lib.BrotliEncoderDestroyInstance(state)
+        enc.close()
+
+
+def compress_stream(blocks: Iterable[bytes]) -> bytes:
+    """The blocks compressed as one stream, fast (quality 1), taken one at a time (the input is never
+    whole: a bomb of gigabytes of zeros is made from a generator)."""
+    enc = _Encoder(1)
+    out = bytearray()
+    try:
+        for block in blocks:
+            out += enc.run(PROCESS, block)
+        out += enc.run(FINISH, b"")
+    finally:
+        enc.close()
+    return bytes(out)

@@ -5,8 +5,6 @@ it. Past the ceiling the body is refused for recording with a clear reason (it i
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gzip
 import tracemalloc
 import zlib
@@ -17,6 +15,7 @@ import zstandard
 
 from engine.capture.proxy.exchange import MAX_DECODED_BYTES, Truncated, decode
 from engine.capture.proxy.recording import MAX_RECORD_BYTES
+from tests.capture.brotli_stream import compress_stream, libbrotlienc
 
 CLAIMED = 200 * 2**20  # what the bomb decodes to
 LIMIT = 4 * 2**20
@@ -38,7 +37,9 @@ def test_a_bomb_is_refused_at_the_ceiling_without_building_the_rest(enc: str) ->
     assert len(bomb) < CLAIMED // 100
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match="decodes to more than 4 MiB.*forwarded as sent but not recorded"):
+        with pytest.raises(
+            ValueError, match="decodes to more than 4 MiB.*forwarded as sent but not recorded"
+        ):
             decode(bomb, enc, "request", limit=LIMIT)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -66,60 +67,11 @@ def test_the_decode_ceiling_is_the_recorders() -> None:
 # brotli was decoded whole by the `brotli` package's one-shot call and checked against the ceiling only
 # after (and with the package absent it was not decoded at all). It is now decoded a bounded piece at a
 # time: by the package (1.2+, which takes an output limit) or the system's libbrotlidec through ctypes.
-def _libbrotlienc() -> ctypes.CDLL:
-    name = ctypes.util.find_library("brotlienc")
-    if name is None:
-        pytest.skip("the system's libbrotlienc is not installed (the test makes its bomb with it)")
-    lib = ctypes.CDLL(name)
-    lib.BrotliEncoderCreateInstance.restype = ctypes.c_void_p
-    lib.BrotliEncoderCreateInstance.argtypes = [ctypes.c_void_p] * 3
-    lib.BrotliEncoderDestroyInstance.argtypes = [ctypes.c_void_p]
-    lib.BrotliEncoderSetParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
-    lib.BrotliEncoderCompressStream.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_int,
-        ctypes.POINTER(ctypes.c_size_t),
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.POINTER(ctypes.c_size_t),
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_void_p,
-    ]
-    lib.BrotliEncoderIsFinished.argtypes = [ctypes.c_void_p]
-    lib.BrotliEncoderHasMoreOutput.argtypes = [ctypes.c_void_p]
-    return lib
-
-
 def _brotli(blocks: Iterator[bytes]) -> bytes:
     """The blocks brotli-compressed by the system's encoder, streamed (the input is never whole)."""
-    lib = _libbrotlienc()
-    state = lib.BrotliEncoderCreateInstance(None, None, None)
-    lib.BrotliEncoderSetParameter(state, 1, 1)  # BROTLI_PARAM_QUALITY: fast
-    out = bytearray()
-    buf = ctypes.create_string_buffer(1 << 16)
-
-    def run(op: int, data: bytes) -> None:
-        src = ctypes.create_string_buffer(data, len(data))
-        avail_in = ctypes.c_size_t(len(data))
-        next_in = ctypes.c_void_p(ctypes.addressof(src))
-        while True:
-            avail_out = ctypes.c_size_t(len(buf))
-            next_out = ctypes.c_void_p(ctypes.addressof(buf))
-            assert lib.BrotliEncoderCompressStream(
-                state, op, ctypes.byref(avail_in), ctypes.byref(next_in), ctypes.byref(avail_out),
-                ctypes.byref(next_out), None,
-            )
-            out.extend(buf.raw[: len(buf) - avail_out.value])
-            done = lib.BrotliEncoderIsFinished(state) if op == 2 else avail_in.value == 0
-            if done and not lib.BrotliEncoderHasMoreOutput(state):
-                return
-
-    try:
-        for block in blocks:
-            run(0, block)  # BROTLI_OPERATION_PROCESS
-        run(2, b"")  # BROTLI_OPERATION_FINISH
-    finally:
-        lib.BrotliEncoderDestroyInstance(state)
-    return bytes(out)
+    if libbrotlienc() is None:
+        pytest.skip("the system's libbrotlienc is not installed (the test makes its bomb with it)")
+    return compress_stream(blocks)
 
 
 def test_a_brotli_bomb_is_refused_at_the_ceiling_without_building_the_rest() -> None:
@@ -127,7 +79,9 @@ def test_a_brotli_bomb_is_refused_at_the_ceiling_without_building_the_rest() -> 
     assert len(bomb) < CLAIMED // 1000
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match="decodes to more than 4 MiB.*forwarded as sent but not recorded"):
+        with pytest.raises(
+            ValueError, match="decodes to more than 4 MiB.*forwarded as sent but not recorded"
+        ):
             decode(bomb, "br", "response", limit=LIMIT)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -153,16 +107,19 @@ def test_brotli_bodies_within_the_ceiling_decode_and_bad_ones_say_so() -> None:
 def test_a_body_cut_off_decodes_as_far_as_it_arrived(coding: str) -> None:
     # An event stream cut mid-way (the upstream or the agent went away): the recorder keeps the events
     # that arrived, compressed or not; a whole body is still required to be whole without `partial`.
-    events = b"".join(f"event: e\ndata: {{\"i\": {i}, \"pad\": \"{'x' * 200}\"}}\n\n".encode() for i in range(400))
+    events = b"".join(f'event: e\ndata: {{"i": {i}, "pad": "{"x" * 200}"}}\n\n'.encode() for i in range(400))
     if coding == "br":
         packed = _brotli(iter([events]))
     elif coding == "zstd":  # flushed a block at a time, as a server streaming its events does
         c = zstandard.ZstdCompressor().compressobj()
         step = len(events) // 20
-        packed = b"".join(
-            c.compress(events[i : i + step]) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
-            for i in range(0, len(events), step)
-        ) + c.flush()
+        packed = (
+            b"".join(
+                c.compress(events[i : i + step]) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+                for i in range(0, len(events), step)
+            )
+            + c.flush()
+        )
     else:
         z = zlib.compressobj(wbits=31 if coding == "gzip" else 15)
         packed = z.compress(events) + z.flush()
