@@ -3,7 +3,7 @@
 While the request sits above the target the policy chooses a cut every turn, to weigh it (and to report
 what a compaction would save). An append-only turn leaves every round that was droppable as it was, so
 while the tokens to drop still fall between what one round fewer and the chosen rounds hold, the answer
-is the same cut (cost_aware._carried_cut). These tests hold that the carried cut changes no byte of any
+is the same cut (cut_choice._carried_cut). These tests hold that the carried cut changes no byte of any
 request, trace, state or journal (the side-by-side sessions of test_turn_carry, with the carry on and
 off), that it is taken (fewer choices from scratch), and that a guard that leaves out a bound is caught.
 """
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from engine.artifacts import Message, Text
 from engine.assembly import Measure
-from engine.policy import CompactionState, cost_aware
+from engine.policy import CompactionState, cut_choice
 from engine.tokens import CharTokenizer, TokenCounter
 from tests.test_turn_carry import _feed, _pipe, compare, reuses_counted, session_st
 
@@ -34,7 +34,7 @@ def _choices(carry: bool, ops: list[tuple[str, int]], window: int, policy: str) 
     pipe.user("Fix the bug.")
     builds = 0
     try:
-        with reuses_counted(cost_aware, "oldest_to_drop", every_call=True) as n:
+        with reuses_counted(cut_choice, "oldest_to_drop", every_call=True) as n:
             for t, (op, r) in enumerate(ops):
                 _feed(pipe, op, r, t)
                 req = pipe.next_request()
@@ -61,7 +61,7 @@ def test_the_carried_cut_is_taken_and_changes_no_byte(policy: str) -> None:
 def test_carried_cut_over_random_sessions(ops: list[tuple[str, int]]) -> None:
     """Random sessions (what-ifs under other limits, windows and states interleaved, sources changing,
     spills, a message over the window) at a window where the request is often above the target."""
-    with reuses_counted(cost_aware, "_carried_cut") as hits:
+    with reuses_counted(cut_choice, "_carried_cut") as hits:
         compare(ops, 4_001, "cost_aware", False)
     event(f"carried cuts: {'none' if not hits[0] else '1-4' if hits[0] < 5 else '5+'}")
 
@@ -91,7 +91,7 @@ def test_a_carry_missing_a_check_is_caught(monkeypatch: pytest.MonkeyPatch, boun
     """The side-by-side check can fail: carry a cut past its bounds and the sessions differ. (Each of
     below, prefix and state alone is backed up by the others in these sessions: a compaction moves the
     state and the history, and leaves the request below the target; the unit test below holds each.)"""
-    monkeypatch.setattr(cost_aware, "_carried_cut", _loose(bound))
+    monkeypatch.setattr(cut_choice, "_carried_cut", _loose(bound))
     with pytest.raises(AssertionError):
         compare(STEADY, 6_000, "cost_aware", False)
         compare(STEADY[:45] + [("whatif", 3)] + STEADY[45:], 6_000, "cost_aware", False)
@@ -101,14 +101,14 @@ def test_a_history_that_did_not_only_grow_is_not_carried() -> None:
     """The prefix check (the sessions above never rebuild another history under the same state, limits
     and target, so it is held here): an edited, shortened or replaced history chooses afresh."""
     m = Measure(TokenCounter(CharTokenizer()))
-    cut = cost_aware._Cut(5, 4, 100, 2, 900)
+    cut = cut_choice._Cut(5, 4, 100, 2, 900)
     a, b, c, d = (Message("user", (Text(t),)) for t in "abcd")
-    memo = cost_aware._CutMemo((a, b, c), 0, m, 40, cut)
+    memo = cut_choice._CutMemo((a, b, c), 0, m, 40, cut)
     st = CompactionState()
-    assert cost_aware._carried_cut(memo, (a, b, c, d), st, m, 60, 10) is cut
-    assert cost_aware._carried_cut(memo, (a, b, c), st, m, 60, 10) is cut
-    assert cost_aware._carried_cut(memo, (a, d, c, d), st, m, 60, 10) is None  # edited
-    assert cost_aware._carried_cut(memo, (a, b), st, m, 60, 10) is None  # shortened
-    assert cost_aware._carried_cut(memo, (a, b, c, d), st, m, 40, 10) is None  # one round fewer would do
-    assert cost_aware._carried_cut(memo, (a, b, c, d), st, m, 101, 10) is None  # k rounds no longer reach
-    assert cost_aware._carried_cut(memo, (a, b, c, d), st, m, 60, 4) is None  # the cut past the history
+    assert cut_choice._carried_cut(memo, (a, b, c, d), st, m, 60, 10) is cut
+    assert cut_choice._carried_cut(memo, (a, b, c), st, m, 60, 10) is cut
+    assert cut_choice._carried_cut(memo, (a, d, c, d), st, m, 60, 10) is None  # edited
+    assert cut_choice._carried_cut(memo, (a, b), st, m, 60, 10) is None  # shortened
+    assert cut_choice._carried_cut(memo, (a, b, c, d), st, m, 40, 10) is None  # one round fewer would do
+    assert cut_choice._carried_cut(memo, (a, b, c, d), st, m, 101, 10) is None  # k rounds no longer reach
+    assert cut_choice._carried_cut(memo, (a, b, c, d), st, m, 60, 4) is None  # the cut past the history

@@ -510,10 +510,10 @@ def test_lane_turns_remember_the_stable_steps_without_copying_them(
     Before, each lane turn copied both step lists (a dict per step) and made an OptimizeResult. A trace
     still gets steps of its own: changing a read trace's steps leaves what the next turns remember (the
     general path remembers a copy of the steps it ran, not its trace's lists)."""
-    from engine.policy import cost_aware
+    from engine.policy import lineage_carry
 
     lane = LaneTurns(monkeypatch)
-    real_lineage = cost_aware._Lineage
+    real_lineage = lineage_carry._Lineage
     remembered: list[tuple[bool, Any]] = []
 
     def lineage(*a: Any) -> Any:
@@ -521,7 +521,7 @@ def test_lane_turns_remember_the_stable_steps_without_copying_them(
         remembered.append((lane.inside, got.stable))
         return got
 
-    monkeypatch.setattr(cost_aware, "_Lineage", lineage)
+    monkeypatch.setattr(lineage_carry, "_Lineage", lineage)
     pipe = _steady_pipe(provider)
     try:
         for t in range(24):

@@ -1,7 +1,7 @@
 """What a held turn no longer does: split and sum the whole history to count its cut on, and tokenize a
 short text it counted before under another hash.
 
-- cost_aware._counted_on walks round by round from the end of the remembered cut. A hypothesis test
+- cut_choice._counted_on walks round by round from the end of the remembered cut. A hypothesis test
   drives random histories through _choose_cut with the memo (counted on, carried or chosen afresh) and
   without it (always from scratch) and requires the same cut and the same remembered bound; the
   side-by-side sessions of tests/test_turn_lineage.py hold every request, trace, state and journal
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from engine.artifacts import Message, Text, ToolCall, ToolResult
 from engine.assembly import Measure, Section
 from engine.pipeline import Pipeline
-from engine.policy import CompactionState, cost_aware
+from engine.policy import CompactionState, cost_aware, cut_choice
 from engine.tokens import SHORT_TEXT, CharTokenizer, TokenCounter
 from engine.types import CacheScope, Priority, SectionKind
 from tests.test_cost_aware_cut_carry import STEADY, _choices
@@ -81,7 +81,7 @@ def test_counting_on_equals_choosing_afresh(
     carry: dict[str, Any] = {}
     state = CompactionState()
     t = len(rounds)
-    with reuses_counted(cost_aware, "_counted_on") as counted:
+    with reuses_counted(cut_choice, "_counted_on") as counted:
         for sizes, user in steps:
             for n in sizes:
                 rounds.append(_round(t, n))
@@ -123,7 +123,7 @@ def test_a_counted_on_turn_does_not_split_or_sum_the_whole_history() -> None:
     saved = Measure.rounds, Measure.cumulative
     Measure.rounds, Measure.cumulative = counting("rounds"), counting("cumulative")  # type: ignore[method-assign]
     try:
-        with reuses_counted(cost_aware, "_counted_on") as counted:
+        with reuses_counted(cut_choice, "_counted_on") as counted:
             fresh, builds = _choices(True, STEADY, 6_000, "cost_aware")
     finally:
         Measure.rounds, Measure.cumulative = saved  # type: ignore[method-assign]

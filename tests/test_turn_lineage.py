@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import engine.pipeline as pipeline_mod
 from engine import sections
 from engine.pipeline import Pipeline
-from engine.policy import cost_aware
+from engine.policy import cost_aware, cut_choice
 from tests.support.counting import count_calls
 from tests.test_turn_carry import _feed as _carry_feed
 from tests.test_turn_carry import _pipe, reuses_counted
@@ -219,14 +219,14 @@ def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, bro
 
 def test_a_cut_that_outgrew_its_rounds_is_counted_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """While the request sits above the target, each appended round makes the cut to weigh one round
-    deeper: it is counted on from the last one (cost_aware._counted_on) instead of chosen from scratch.
+    deeper: it is counted on from the last one (cut_choice._counted_on) instead of chosen from scratch.
     On e475f4a every such turn chose from scratch; here only the first after each change of state."""
     from tests.test_cost_aware_cut_carry import STEADY, _choices
 
     compare_args = (STEADY, 6_000, "cost_aware", False)
     assert run_side_by_side(*compare_args) >= 0  # every output equal with the fast path on and off
     fresh_on, builds = _choices(True, STEADY, 6_000, "cost_aware")
-    monkeypatch.setattr(cost_aware, "_counted_on", lambda *a: None, raising=False)
+    monkeypatch.setattr(cut_choice, "_counted_on", lambda *a: None)
     fresh_off, _ = _choices(True, STEADY, 6_000, "cost_aware")
     assert fresh_on * 3 <= fresh_off, (fresh_on, fresh_off, builds)
 
@@ -234,7 +234,7 @@ def test_a_cut_that_outgrew_its_rounds_is_counted_on(monkeypatch: pytest.MonkeyP
 def test_counting_on_one_round_short_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.test_cost_aware_cut_carry import STEADY
 
-    real = cost_aware._counted_on
+    real = cut_choice._counted_on
 
     def short(*a: Any) -> Any:
         got = real(*a)
@@ -248,7 +248,7 @@ def test_counting_on_one_round_short_is_caught(monkeypatch: pytest.MonkeyPatch) 
         # what one round fewer again holds.
         return te, droppable[c - 2][1], c - 1, below, cum[droppable[c - 2][0]] - cum[droppable[0][0]]
 
-    monkeypatch.setattr(cost_aware, "_counted_on", short)
+    monkeypatch.setattr(cut_choice, "_counted_on", short)
     with pytest.raises(AssertionError):
         run_side_by_side(STEADY, 6_000, "cost_aware", False)
 
@@ -290,7 +290,7 @@ def _fresh_cuts_with_moving_calibration(ops: list[tuple[str, int]], window: int)
     pipe.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
     pipe.user("Fix the bug.")
     try:
-        with reuses_counted(cost_aware, "oldest_to_drop", every_call=True) as n:
+        with reuses_counted(cut_choice, "oldest_to_drop", every_call=True) as n:
             for t, (op, r) in enumerate(ops):
                 _feed(pipe, op, r, t)
                 req = pipe.next_request()
@@ -303,7 +303,7 @@ def _fresh_cuts_with_moving_calibration(ops: list[tuple[str, int]], window: int)
 
 def test_a_cut_is_counted_on_while_the_calibration_moves_the_target() -> None:
     """The calibration learned from each turn's usage moves the target (and the tokens to drop) every
-    turn, both ways. The cut remembered for carrying or counting on (cost_aware._carried_cut, _counted_on)
+    turn, both ways. The cut remembered for carrying or counting on (cut_choice._carried_cut, _counted_on)
     is kept per policy settings and limits, not per exact target tokens (the tokens to drop, which every
     check reads, already hold the target), so few cuts are chosen from scratch: 4 of 71 builds here,
     against 56 on e475f4a and on 60947e3, which looked the cut up by that turn's target and so rarely

@@ -34,11 +34,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from engine.artifacts import Message, Text
 from engine.assembly import Assembly, Measure, omission_marker
-from engine.dropped_history import droppable as droppable_rounds
 from engine.hashing import content_hash
 from engine.optimize import (
     OptimizeContext,
@@ -52,7 +51,7 @@ from engine.optimize import (
     spill_large,
     trim_sections,
 )
-from engine.optimize.history_ops import cut_holds_after_appends, history_index, oldest_to_drop, task_end
+from engine.optimize.history_ops import history_index, task_end
 from engine.plan import Plan, Reserves
 from engine.policy.cachecost import (
     CacheRules,
@@ -62,15 +61,28 @@ from engine.policy.cachecost import (
     prefix_served_on_rewrite,
     remaining_turns,
 )
+from engine.policy.cut_choice import CUT_CARRY as CUT_CARRY  # (re-exported: tests read it here)
+from engine.policy.cut_choice import _choose_cut
+from engine.policy.lineage_carry import (
+    CARRY_SLOTS,
+    LINEAGE_CARRY,
+    STABLE_CARRY,
+    _carried_stable,
+    _extend,
+    _extended_lineage,
+    _extended_stable,
+    _remember_lineage,
+    _stable_key,
+)
+from engine.policy.lineage_carry import _stable_holds as _stable_holds  # (re-exported: the express lane)
 from engine.policy.settings import PolicySettings
 from engine.policy.state import CompactionState
-from engine.types import Form, SectionKind
+from engine.types import Form
 from engine.wording import counted
 
 STEP = "compact_history"
 GATE = "drop_rounds"  # compaction drops whole rounds: the same gate as wave 1's drop_rounds
 SUMMARY_GATE = "llm_summary"
-NOTE_ALLOWANCE = 48  # tokens the note on the task message may add
 # An early candidate is only worth writing down when it would save this share of the ceiling.
 REPORT_SHARE = 0.05
 
@@ -90,6 +102,7 @@ _Planned = tuple[Plan, Reserves, float]  # what a build's plan_fn hands back
 class Outcome:
     """One cost-aware decision: the plan, the optimized assembly, the compaction state after it and the
     journaled decision."""
+
     plan: Plan
     reserves: Reserves
     ratio: float
@@ -161,161 +174,6 @@ def _note_message(text: str) -> Message:
     return Message("user", (Text(text),))
 
 
-# The carried memos below are NamedTuples, not frozen dataclasses: one of each is made every held turn,
-# and a tuple is built in C (~0.4 us for eleven fields against ~1.4 us through a frozen __init__).
-class _Cut(NamedTuple):
-    cut: int  # new full-history index of the first kept item
-    dropped_items: int  # applied-history items newly dropped
-    dropped_tokens: int
-    dropped_rounds: int
-    after: int  # estimated request tokens after the cut
-
-
-def _choose_cut(
-    asm: Assembly,
-    st: CompactionState,
-    target: int,
-    m: Measure,
-    full_len: int,
-    carry: dict[str, Any] | None = None,
-    slot: Any = None,
-    known: tuple[int | None, int] | None = None,
-    grown: tuple[Any, ...] | None = None,
-) -> _Cut | None:
-    """The shallowest cut at a round boundary that brings the request to `target` tokens or below
-    (the deepest possible one if none does). None when nothing can be dropped.
-
-    `carry`: the choice is remembered under `slot` and reused while only messages were appended (see
-    _carried_cut); None chooses afresh. `known`: the caller's (history_index(asm), m.total(asm)).
-    `grown`: a history the caller made this one from by appending messages to it (the express lane's
-    applied history is the last turn's plus what was appended, cost_aware._extend): a cut remembered in
-    it is carried or counted on without comparing the two histories, and a carried cut is remembered
-    again in this one, so the next turn's history grew from the history its memo holds."""
-    idx, total = known if known is not None else (history_index(asm), -1)
-    if idx is None:
-        return None
-    items = asm[idx].items
-    if total < 0:
-        total = m.total(asm)
-    need = total + NOTE_ALLOWANCE - target
-    slots = carry.setdefault(CUT_CARRY, {}) if carry is not None else None
-    if slots is not None:
-        memo = slots.get(slot)
-        got = _carried_cut(memo, items, st, m, need, full_len, grown)
-        if got is not None:
-            if grown is not None and memo is not None and memo.items is grown:
-                # The same rounds, the same bounds, in the history this one grew from.
-                slots[slot] = _CutMemo(items, memo.state_cut, m, memo.below, got, memo.task_end)
-            return _Cut(
-                got.cut,
-                got.dropped_items,
-                got.dropped_tokens,
-                got.dropped_rounds,
-                total - got.dropped_tokens + NOTE_ALLOWANCE,
-            )
-    counted = _counted_on(slots.get(slot), items, st, m, need, grown) if slots is not None else None
-    below: float | None = None
-    if counted is not None:
-        te, e, k, acc, below = counted
-    else:
-        te = task_end(items)
-        droppable = droppable_rounds(m.rounds(items))  # not the task, not the newest round (all start >= te)
-        if not droppable:
-            return None
-        # The fewest oldest rounds (at least one) that bring the request to the target, found from the
-        # newest end so a long uncompacted history (gates closed) costs what is kept, not all of it.
-        k, acc = oldest_to_drop(items, droppable, m.section(asm[idx]), need, m, at_least_one=True)
-        e = droppable[k - 1][1]
-    # Applied positions p >= te map to full-history index base + (p - te).
-    base = st.cut if st.cut > te else te
-    new_cut = base + (e - te)
-    if new_cut > full_len:
-        return None
-    out = _Cut(new_cut, e - te, acc, k, total - acc + NOTE_ALLOWANCE)
-    if slots is not None and acc >= need:
-        # Remember the choice only when it reached the target (else a round appended later may be the
-        # one that does). `below`: what one round fewer drops, the tokens of items [first, start of
-        # round k) of the history (all rounds are contiguous).
-        if below is None:
-            cum = m.cumulative(items)
-            below = cum[droppable[k - 1][0]] - cum[droppable[0][0]] if k > 1 else -math.inf
-        if len(slots) >= CARRY_SLOTS and slot not in slots:
-            slots.clear()
-        slots[slot] = _CutMemo(items, st.cut, m, below, out, te)
-    return out
-
-
-class _CutMemo(NamedTuple):
-    items: tuple[Any, ...]  # the history the cut was chosen in
-    state_cut: int
-    measure: Measure
-    below: float  # tokens the k-1 oldest droppable rounds hold (-inf when k = 1)
-    cut: _Cut
-    task_end: int = -1  # task_end(items) (-1: not remembered)
-
-
-def _counted_on(
-    memo: _CutMemo | None,
-    items: tuple[Any, ...],
-    st: CompactionState,
-    m: Measure,
-    need: int,
-    grown: tuple[Any, ...] | None = None,
-) -> tuple[int, int, int, int, float] | None:
-    """What _choose_cut computes from scratch (task end, count, end and tokens of the oldest rounds to
-    drop, and the tokens of one round fewer), counted on from the cut an earlier build chose when this
-    history only appended to that one (the same state cut and Measure) and `need` outgrew it. An append
-    changes only the newest round, which is never droppable, so the rounds droppable then are the same
-    rounds with the same tokens now (see history_ops.cut_holds_after_appends) and the task ends where it
-    ended; the k rounds chosen then hold fewer than `need`, and the tokens of the oldest rounds only grow
-    with their count, so the fewest that reach `need` are more than k: the first count on from k + 1
-    whose running sum reaches it, or all of them when none does (what oldest_to_drop's bisection finds).
-
-    Walked round by round from the end of the k rounds (rounds start at assistant messages), each
-    round's tokens its items' (Measure.item, remembered), not from the whole history's rounds and
-    running sums: a held turn counts on one or two rounds, and splitting and summing a history of a
-    few hundred messages cost more than the rest of the choice. None when the turn is not like that,
-    or when no round after the k is droppable. `grown`: see _choose_cut (a memo of that very history
-    needs no comparison)."""
-    if memo is None or memo.measure is not m or memo.state_cut != st.cut or memo.task_end < 0:
-        return None
-    prev, cut = memo.items, memo.cut
-    n0 = len(prev)
-    if need <= cut.dropped_tokens or not 0 < n0 <= len(items) or cut.dropped_rounds <= 0:
-        return None
-    if prev is not grown and not m.starts_with(items, prev):
-        return None
-    n = len(items)
-    te = memo.task_end
-    start = te + cut.dropped_items  # where droppable round k starts (0-based: the one after the k)
-    end = _next_assistant(items, start + 1)  # and ends: where the round after it starts
-    if end >= n:  # the round at `start` is the newest: only the k rounds are droppable
-        return None
-    item = m.item
-    c, acc = cut.dropped_rounds, cut.dropped_tokens  # c rounds hold acc tokens
-    while True:
-        got = acc + sum(map(item, items[start:end]))  # the c + 1 oldest rounds
-        c += 1
-        after = _next_assistant(items, end + 1)
-        # The round at `end` is the newest (not droppable): c are all the droppable rounds, taken
-        # whether they reach `need` or not. Else the first c that reaches it.
-        if after >= n or got >= need:
-            return te, end, c, got, acc
-        start, end, acc = end, after, got
-
-
-def _next_assistant(items: tuple[Any, ...], i: int) -> int:
-    """Index of the first assistant message in items[i:] (len(items) when there is none)."""
-    n = len(items)
-    while i < n:
-        it = items[i]
-        if isinstance(it, Message) and it.role == "assistant":
-            return i
-        i += 1
-    return n
-
-
-CUT_CARRY = "compaction cut"
 SLOT_CARRY = "slot"
 
 
@@ -344,33 +202,6 @@ def carried_slot(carry: dict[str, Any], limits: OptimizeLimits, settings: Policy
     if got is not None and got[0] is limits and got[1] is settings:
         return got[2]  # type: ignore[no-any-return]
     return None
-
-
-def _carried_cut(
-    memo: _CutMemo | None,
-    items: tuple[Any, ...],
-    st: CompactionState,
-    m: Measure,
-    need: int,
-    full_len: int,
-    grown: tuple[Any, ...] | None = None,
-) -> _Cut | None:
-    """The cut chosen at an earlier build, when it is the one _choose_cut would choose now: this
-    history only appended to that one under the same state cut and Measure, the same rounds reach
-    `need` (history_ops.cut_holds_after_appends; the task is the same, so their positions are), and the
-    cut is still inside the history. Only `after` (the request's tokens after the cut) is the caller's
-    to recompute. `grown`: see _choose_cut (the history of a memo made in it is known to be a prefix:
-    what cut_holds_after_appends checks of the tokens, without the comparison)."""
-    if memo is None or memo.measure is not m or memo.state_cut != st.cut:
-        return None
-    cut = memo.cut
-    if cut.cut > full_len:
-        return None
-    if memo.items is grown:
-        return cut if memo.below < need <= cut.dropped_tokens and len(grown) <= len(items) else None
-    if not cut_holds_after_appends(memo.items, items, memo.below, cut.dropped_tokens, need, m):
-        return None
-    return cut
 
 
 def run(
@@ -425,7 +256,9 @@ def run(
             note = lin.note  # note_text of this very state, which without a summary is a function of it
         else:
             note = note_text(s, summary_text)
-        ext = _extend(lin, asm_full, hidx, s, elided, note, m) if lin is not None and hidx is not None else None
+        ext = (
+            _extend(lin, asm_full, hidx, s, elided, note, m) if lin is not None and hidx is not None else None
+        )
         applied = (
             ext[0] if ext is not None else apply_state(asm_full, s, summary_text, settings.revision, elided)
         )
@@ -509,9 +342,7 @@ def run(
     # The remembered cut is looked up per limits and settings, not per target: the learned calibration
     # moves the target every turn, and every check on a remembered cut reads the tokens to drop, which
     # hold the target (keyed by it, the cut was found in fewer than half the turns).
-    cand = (
-        _choose_cut(asm1, st, target_tokens, m, full_len, carry, slot, (h1, t1)) if wanted else None
-    )
+    cand = _choose_cut(asm1, st, target_tokens, m, full_len, carry, slot, (h1, t1)) if wanted else None
     pb: Payback | None = None
     economic = 0.0
     horizon = 0.0  # read only where a cut was weighed
@@ -597,7 +428,10 @@ def run(
     else:
         assert pb is not None
         # Written down as a skipped optimization only when the saving would be substantial.
-        step = {"step": STEP, "status": "skipped" if pb.saves_per_turn >= REPORT_SHARE * ceiling else "not_needed"}
+        step = {
+            "step": STEP,
+            "status": "skipped" if pb.saves_per_turn >= REPORT_SHARE * ceiling else "not_needed",
+        }
         deferred = defer_texts
         if not deferred:
             _paid(decision, pb, rev2, economic)
@@ -605,7 +439,9 @@ def run(
     the_plan, reserves, ratio = planned
     # The stable stage's context when it was made for this very plan and nothing was written to it (no
     # spill failed): make_ctx would build an equal one.
-    ctx2 = ctx1 if ctx1.plan is the_plan and not ctx1.spill_failures and not ctx1.dry_run else make_ctx(the_plan)
+    ctx2 = (
+        ctx1 if ctx1.plan is the_plan and not ctx1.spill_failures and not ctx1.dry_run else make_ctx(the_plan)
+    )
     # Revision 2: the markers rule also places the task's breakpoint (markers.task_marker), counted in
     # its step. Set on every run: a make_ctx may hand the same context back build after build.
     ctx2.task_marker = rev2
@@ -705,249 +541,6 @@ def _held(
     step["reason"] = why
     if step["status"] == "skipped":
         step["tokens_saved"] = pb.saves_per_turn
-
-
-LINEAGE_CARRY = "append-only turn"
-
-
-class _Lineage(NamedTuple):
-    """What a build's stable stage saw and made, for the next build to extend when the history only
-    grew by appended messages since (see _extend): the raw assembly, the state-applied one and, when
-    the stable rules changed nothing, their steps."""
-
-    slot: tuple[OptimizeLimits, PolicySettings]  # the limits and settings it was built under
-    full: Assembly  # the raw assembly (the history as the pipeline assembled it)
-    state: CompactionState
-    elided: int
-    note: str  # note_text of the state ("" for a state with no cut)
-    task_end: int  # task_end of the raw history
-    applied: Assembly
-    applied_tokens: int  # tokens of applied's history section
-    measure: Measure
-    limits: OptimizeLimits  # the optimize context's
-    spill_none: bool  # the optimize context had no spill backend
-    stable: tuple[list[dict[str, object]], list[dict[str, object]]] | None  # steps and skipped
-
-
-def _remember_lineage(
-    lineages: dict[Any, _Lineage],
-    slot: Any,
-    owner: tuple[OptimizeLimits, PolicySettings],
-    asm_full: Assembly,
-    hidx: int,
-    st: CompactionState,
-    elided: int,
-    note: str,
-    applied: Assembly,
-    m: Measure,
-    ctx: OptimizeContext,
-    stable: tuple[list[dict[str, object]], list[dict[str, object]]] | None,
-    te: int | None = None,
-) -> None:
-    """Remember this build for the next to extend (see _Lineage). `stable`: the stable rules' steps and
-    skipped steps when they changed nothing (lists no trace holds: a build that extends this one copies
-    them for its own trace). `te`: the raw history's task end, when known."""
-    if ctx.dry_run:
-        return
-    if len(lineages) >= CARRY_SLOTS and slot not in lineages:
-        lineages.clear()
-    lineages[slot] = _Lineage(
-        owner,
-        asm_full,
-        st,
-        elided,
-        note,
-        task_end(asm_full[hidx].items) if te is None else te,
-        applied,
-        m.section(applied[hidx]),
-        m,
-        ctx.limits,
-        ctx.spill is None,
-        stable,
-    )
-
-
-def _extend(
-    lin: _Lineage | None,
-    asm_full: Assembly,
-    hidx: int,
-    st: CompactionState,
-    elided: int,
-    note: str,
-    m: Measure,
-    appended: bool = False,
-) -> tuple[Assembly, _Lineage, tuple[Any, ...]] | None:
-    """apply_state(asm_full, st, ...) from the build `lin` remembers, when this one only appended
-    messages to its raw history: the same sections otherwise (the same objects), the same state, note,
-    elision and Measure. Then the applied history is the one applied then plus the appended messages
-    (apply_state keeps the task, puts the note after it or on it, and sends everything from the cut on:
-    with the task ending inside the old history and the cut not past it, only the tail grows). Returns
-    (applied, lin, the appended messages), its history total recorded in `m`; None otherwise.
-    `appended`: the caller made `asm_full` from lin.full itself, with only its history replaced by one
-    that appends messages to lin.full's (both lanes do: engine/pipeline_express.py,
-    engine/pipeline_held_lane.py), so neither the other sections nor the history's start are compared."""
-    if (
-        lin is None
-        or lin.measure is not m
-        or lin.elided != elided
-        or lin.note != note
-        or len(lin.full) != len(asm_full)
-        or (lin.state is not st and lin.state != st)
-    ):
-        return None
-    old_full = lin.full
-    if not appended:
-        for i, sec in enumerate(asm_full):
-            if sec is not old_full[i] and i != hidx:
-                return None
-    hist, old_hist = asm_full[hidx], old_full[hidx]
-    if hist.kind is not SectionKind.HISTORY or old_hist.kind is not SectionKind.HISTORY:
-        return None
-    items, old = hist.items, old_hist.items
-    k = len(old)
-    if (
-        len(items) < k
-        or (hist.id, hist.name, hist.scope, hist.priority, hist.form, hist.omitted, hist.note)
-        != (
-            old_hist.id,
-            old_hist.name,
-            old_hist.scope,
-            old_hist.priority,
-            old_hist.form,
-            old_hist.omitted,
-            old_hist.note,
-        )
-        or not (appended or m.starts_with(items, old))
-    ):
-        return None
-    new = items[k:]
-    if lin.applied is old_full:  # the state left the history as it was: it still does only without a cut
-        return (asm_full, lin, new) if st.cut <= 0 else None
-    if not lin.task_end < k or st.cut > k + elided:
-        return None
-    before = lin.applied[hidx]
-    applied_hist = hist.with_items(before.items + new, Form.TRIMMED, st.dropped_tokens)
-    m.derived(applied_hist, lin.applied_tokens + sum(map(m.item, new)))
-    return asm_full[:hidx] + (applied_hist,) + asm_full[hidx + 1 :], lin, new
-
-
-def _stable_holds(
-    lin: _Lineage, new: tuple[Any, ...], limits: OptimizeLimits, spill: Any, m: Measure, dry_run: bool
-) -> bool:
-    """Whether the stable rules' outcome remembered with `lin` holds on an append-only turn (see _extend):
-    the rules changed nothing then and the appended messages hold no tool result over the spill
-    threshold. What _stable_key and _carried_stable establish, read from what _extend checked: the other
-    sections are the same objects, the Measure the same, the limits the same (the lineage's slot), and
-    the history's messages over the threshold (none then) only those appended; whether a spill backend
-    is configured (`spill`, the context's) or a dry run is compared here."""
-    if (
-        lin.stable is None
-        or dry_run
-        or lin.spill_none != (spill is None)
-        or (lin.limits is not limits and lin.limits != limits)
-    ):
-        return False
-    limit = limits.spill_threshold
-    big = m.largest_result
-    for it in new:
-        if isinstance(it, Message) and big(it) > limit:
-            return False
-    return True
-
-
-def _extended_stable(
-    lin: _Lineage, new: tuple[Any, ...], applied: Assembly, ctx: OptimizeContext
-) -> OptimizeResult | None:
-    """The stable rules' outcome on an append-only turn (see _extend): the one remembered with the
-    build it extends, when it holds (_stable_holds); its steps copied (a trace's steps are its own)."""
-    if lin.stable is None or not _stable_holds(lin, new, ctx.limits, ctx.spill, ctx.measure, ctx.dry_run):
-        return None
-    r = OptimizeResult(applied)
-    r.steps = list(map(dict, lin.stable[0]))  # copies (a trace's steps are its own), made in C
-    r.skipped = list(map(dict, lin.stable[1]))
-    return r
-
-
-def _extended_lineage(
-    lineages: dict[Any, _Lineage],
-    slot: Any,
-    owner: tuple[OptimizeLimits, PolicySettings],
-    lin: _Lineage,
-    asm_full: Assembly,
-    hidx: int,
-    st: CompactionState,
-    applied: Assembly,
-    m: Measure,
-    limits: OptimizeLimits,
-) -> None:
-    """What _remember_lineage remembers of a build that extended `lin` (_extend) and whose stable rules'
-    outcome held (_stable_holds) under `limits`, made from `lin`: the same elision, note, task end,
-    Measure and spill backend (_extend and _stable_holds compared them), and its remembered steps
-    shared, not copied. The express lane's turns never hand those steps to a trace (a lane turn's trace
-    runs the policy afresh), so a copy made only to be remembered again (two lists of dicts each turn)
-    is left out; a build that reads them (_extended_stable) copies them as before."""
-    lineages[slot] = _Lineage(
-        owner,
-        asm_full,
-        st,
-        lin.elided,
-        lin.note,
-        lin.task_end,
-        applied,
-        m.section(applied[hidx]),
-        m,
-        limits,
-        lin.spill_none,
-        lin.stable,
-    )
-
-
-STABLE_CARRY = "stable rules"
-# Carried outcomes kept, one per optimizer limits (part of the key, so builds under other limits never
-# share one): a live agent builds under one; simulate alternates its what-if column and its gates-closed
-# column (and any engine policy columns) on one pipeline, and with a single outcome each build evicted
-# the other column's (the 930-turn synthetic session: 1,860 misses, 42 hits).
-CARRY_SLOTS = 4
-
-
-def _stable_key(applied: Assembly, ctx: OptimizeContext) -> tuple[Any, ...] | None:
-    """What the stable rules' outcome depends on, when it can be carried from an earlier build; None
-    when it cannot (the history holds a tool result over the spill threshold: spilling it is new work).
-
-    Reorder reads each section's id, kind and scope and their order; spill reads the non-history
-    sections (their text and size), the gates and threshold, whether a backend is configured (or a dry
-    run), and in the history only the messages holding a full tool result over the threshold: with none
-    (one remembered, incremental scan), the history's items do not matter to either rule. The tier is
-    never below the rules' minimum (NORMAL). So an append-only turn whose history grew only by messages
-    under the threshold gets the same outcome as the turn before: nothing changed, the same steps."""
-    m = ctx.measure
-    limits = ctx.limits
-    hidx = history_index(applied)
-    if hidx is not None:
-        hist = applied[hidx]
-        if m.first_over(hist.items, limits.spill_threshold) < len(hist.items):
-            return None
-        head: tuple[Any, ...] = (hidx, hist.id, hist.kind, hist.scope)
-        others = applied[:hidx] + applied[hidx + 1 :]
-    else:
-        head, others = (), applied
-    return (others, head, limits, ctx.spill is None, ctx.dry_run, m)
-
-
-def _carried_stable(carry: dict[str, Any], key: tuple[Any, ...], applied: Assembly) -> OptimizeResult | None:
-    """The stable rules' outcome remembered for these limits under an equal key: the assembly unchanged
-    and the same steps (copied: a trace's steps are its own). Sections compare by identity first (the
-    same objects turn after turn), by value otherwise; the Measure by identity (its counts)."""
-    got = carry.get(STABLE_CARRY, {}).get(key[2])
-    if got is None:
-        return None
-    prev, steps, skipped = got
-    if prev[5] is not key[5] or prev[1:5] != key[1:5] or prev[0] != key[0]:
-        return None
-    res = OptimizeResult(applied)
-    res.steps = list(map(dict, steps))
-    res.skipped = list(map(dict, skipped))
-    return res
 
 
 def _action(step: dict[str, Any]) -> dict[str, Any]:
