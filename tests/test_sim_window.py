@@ -11,15 +11,19 @@ is made on one run, never copied; and a column of such calls has the figures of 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.providers.base import Block
 from engine.sim import cachesim
 from engine.sim.grown import HEAD_MAX, TAIL, Grown, Window, shifted
+from engine.sim.policies.clear_tool_uses import ClearToolUses
 from tests.test_sim_grown import assert_reads_as, column_figures
+from tests.test_sim_peer_work import ClearToolUsesFromScratch, session_views
 
 SYSTEM = ("sys0", "sys1")
 
@@ -134,3 +138,20 @@ def test_a_column_of_window_calls_has_the_figures_of_tuples(first: int, moves: l
     blocks: dict[str, Block] = {}
     reqs = [[blocks.setdefault(x, _block(x)) for x in r] for r in _requests(first, moves)]
     assert column_figures(reqs, rules, 0) == column_figures(reqs, rules, 10**9)
+
+
+@pytest.mark.parametrize("markers", [True, False])
+def test_clear_tool_uses_past_its_window_sends_windows_on_one_run(markers: bool) -> None:
+    """clear_tool_uses' own requests past its window (engine/sim/policies/clear_tool_uses.py _shifted):
+    each equals the request laid out whole, and those that move are Windows on one run."""
+    p, ref = ClearToolUses(), ClearToolUsesFromScratch()
+    windows = 0
+    runs = set()
+    for v in session_views(400, 6_000):
+        v = replace(v, markers=markers)
+        pr = p.request(v)
+        assert list(pr.blocks) == ref.request(v).blocks
+        if type(pr.blocks) is Window:
+            windows += 1
+            runs.add(id(pr.blocks.parts()[1]))
+    assert windows > 100 and len(runs) == 1

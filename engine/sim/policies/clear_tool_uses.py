@@ -25,7 +25,7 @@ from operator import is_
 from engine.artifacts import Message, ToolResult
 from engine.assembly import Measure
 from engine.providers.base import Block
-from engine.sim.grown import Grown
+from engine.sim.grown import Grown, Window, shifted
 from engine.sim.policies.base import (
     FittingWindow,
     HistoryBlocks,
@@ -86,7 +86,7 @@ class ClearToolUses:
         # The last request's system Blocks, the conversation it was cut from and where (see _same).
         self._sent: tuple[tuple[Block, ...], Messages, int] | None = None
         # The last request's Blocks (see request).
-        self._req: Grown[Block] | None = None
+        self._req: Grown[Block] | Window[Block] | None = None
 
     def _starts(self, msgs: Messages, prev: Messages) -> bool:
         """msgs[:len(prev)] == prev: known without reading them when the view was made from the last
@@ -286,16 +286,17 @@ class ClearToolUses:
         same = self._same(v, msgs, start, edit)
         stretch = None if same is not None else self._stretch(v, last, msgs, start, edit)
         req = self._req
-        if same is not None and req is not None:
+        out: Grown[Block] | Window[Block] | None = None
+        if same is not None and type(req) is Grown:
             # The last request's first `same` Blocks are this one's (see _same): kept, and only the
             # rest made (a Grown on the last request's run: engine/sim/grown.py). Until the window fills,
             # each request is the last one with a result cleared near its end and the new messages: made
             # whole a call (and copied again in the simulator), it was per-call work that grew with the
             # session.
-            out: Grown[Block] = req.extended(
-                same, with_tail_marker(blocks_of[same - len(v.system) :], v.markers)
-            )
-        else:
+            out = req.extended(same, with_tail_marker(blocks_of[same - len(v.system) :], v.markers))
+        elif stretch is not None and req is not None:
+            out = _shifted(v, req, blocks_of, start, stretch)
+        if out is None:
             blocks = blocks_of[start:] if start else blocks_of.copy()
             blocks[0:0] = v.system
             out = Grown.of(with_tail_marker(blocks, v.markers), own=True)
@@ -357,6 +358,29 @@ class ClearToolUses:
         if v.markers and k:
             d = min(d, k - 1)  # the last request's newest message went with a marker: another Block
         return len(v.system) + d
+
+
+def _shifted(
+    v: TurnView,
+    req: Grown[Block] | Window[Block],
+    blocks_of: list[Block],
+    start: int,
+    stretch: tuple[int, int, int],
+) -> Window[Block] | None:
+    """This request (the system Blocks, then blocks_of[start:], the newest marked) as a Window on the last
+    request's run (engine/sim/grown.py shifted), when its `stretch` (PeerRequest.stretch: its Blocks
+    [s, s + m) are the last request's [a, a + m)) lets it be one; None otherwise (made as a list).
+
+    Past its window each request is the conversation from a start that moves on or back by a round or
+    two: made as a list of ~4,800 Blocks a call (the stretch kept from the last request copied, the
+    last request's list freed), it was per-call work that followed the window, not what changed."""
+    s, a, m = stretch
+    n = len(v.system)
+    after = blocks_of[start + s + m - n :]
+    if v.markers and not after:
+        return None  # (the marker would be on the stretch's last Block, which is the last request's)
+    fresh = blocks_of[start : start + s - n]
+    return shifted(req, n, fresh, a, m, with_tail_marker(after, v.markers))
 
 
 def _kept(
