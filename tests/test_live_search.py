@@ -109,3 +109,54 @@ def test_find_takes_a_running_agents_pid(monkeypatch: pytest.MonkeyPatch, rtdir:
         assert r.exit_code == 1 and "is in none of the 14 turns" in r.output, r.output
     finally:
         pipe.close()
+
+
+async def test_slash_while_attached_reads_the_journal_once(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """`/` in the inspector attached to a running agent: the worker's scan streams the journal received
+    (JournalStream), finds where the text came in, and `f` after more turns goes on from there."""
+    from textual.widgets import Input
+
+    from inspector.app import InspectorApp
+    from inspector.screens import SearchScreen
+    from inspector.sources.live import LiveSource
+    from panels.markup_line import MarkupLine
+
+    pipe = serving_pipeline(monkeypatch, rtdir)
+    pipe.probe.fold_coalesce = 0.0
+    _turns(pipe, 0, 8)
+    app = InspectorApp(LiveSource(os.getpid(), timeout=T, fold=True), theme="cp-dark")
+
+    def bar() -> str:
+        line = app.query_one("#search-bar", MarkupLine)
+        return str(line._content.plain) if line.display else ""
+
+    async def until(pilot: Any, done: Any) -> None:
+        give_up = time.monotonic() + T
+        while not done() and time.monotonic() < give_up:
+            await pilot.pause(0.05)
+
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: len(app.timeline) == 8 and app.index >= 0)
+            await pilot.press("home")
+            await pilot.pause(0.2)  # (not settle: the reader's worker follows the agent until the end)
+            await pilot.press("slash")
+            await pilot.pause()
+            assert isinstance(app.screen, SearchScreen)
+            app.screen.query_one("#search-input", Input).value = "needle"
+            await pilot.press("enter")
+            await until(pilot, lambda: "enters" in bar())
+            assert "turn 6: 'needle' enters the prompt in history" in bar(), bar()
+            scan = app.search.scan
+            assert scan is not None
+            assert isinstance(scan.stream, JournalStream) and scan.stream.past >= 6
+            _turns(pipe, 8, 12)
+            await until(pilot, lambda: len(app.timeline) == 12)
+            await pilot.press("f")
+            await until(pilot, lambda: "comes again" in bar())
+            assert "turn 10: 'needle' comes again in history (1 -> 2 matches)" in bar(), bar()
+            assert scan.stream is not None and scan.stream.past >= 10 and scan.unreadable == 0
+    finally:
+        pipe.close()
